@@ -1,0 +1,166 @@
+// A model's request queue in deadline (EDF) order, and the two batch
+// gathering policies of DESIGN.md §2 (the paper's GetBatch).
+//
+// GetBatch(now, gpu_free): start(b) = max(now + delay(b), gpu_free). Every
+// head request that cannot finish even alone (start(1) + l(1) > its deadline)
+// is dropped; then b is the largest size <= min(queue length, max_batch) with
+// start(b) + l(b) <= d, where d is the head's deadline less d_resp and the
+// safety margin.
+//
+//  - SlidingWindow: exactly the rule above (Clipper, Shepherd).
+//  - TargetBatch: when that b is below the model's target, drop heads if a
+//    later head would give a batch of at least the target (Nexus).
+//
+// Both report every dropped request through a callback with its reason.
+//
+// Guarantees: no allocation; the queue is an intrusive splay tree keyed by
+// (deadline, arrival seq), so appending in deadline order and popping the head
+// are amortized O(1)-ish and arbitrary inserts O(log n); GetBatch costs
+// O(drops + log max_batch) for SlidingWindow and O(target * log n) worst case
+// for TargetBatch.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+
+#include "symphony/latency_profile.hpp"
+#include "symphony/splay_tree.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony {
+
+struct EdfOrder {
+  bool operator()(const Request& a, const Request& b) const noexcept {
+    return a.deadline < b.deadline || (a.deadline == b.deadline && a.seq < b.seq);
+  }
+};
+
+class ModelQueue {
+ public:
+  void push(Request& r) noexcept { tree_.insert(r); }
+  Request* front() noexcept { return tree_.min(); }
+  Request* pop_front() noexcept { return tree_.pop_min(); }
+  Request* next(Request& r) noexcept { return tree_.next(r); }
+  std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(tree_.size()); }
+  bool empty() const noexcept { return tree_.empty(); }
+
+ private:
+  SplayTree<Request, EdfOrder, QueueTag> tree_;
+};
+
+// Everything GetBatch needs besides the queue.
+struct GatherInputs {
+  TimePoint now;
+  TimePoint gpu_free;  // TimePoint::neg_infinite() when no GPU is in view
+  const Delays* delays;
+  const LatencyProfile* profile;
+  std::uint32_t max_batch;
+  std::uint32_t target_batch;
+};
+
+struct GatherResult {
+  std::uint32_t size = 0;  // 0: nothing to dispatch
+  TimePoint exec_deadline;  // d: the batch's execution must end by this time
+  TimePoint head_arrival;
+};
+
+namespace detail {
+
+// Largest b in [1, n] with max(now + delay(b), gpu_free) + l(b) <= d, or 0.
+inline std::uint32_t largest_fitting(const GatherInputs& in, std::uint32_t n, TimePoint d) noexcept {
+  const Delays& dl = *in.delays;
+  if (dl.data == Duration::zero()) {
+    const TimePoint start = max(in.now + dl.ctrl, in.gpu_free);
+    return in.profile->largest_batch_within(d - start, n);
+  }
+  auto fits = [&](std::uint32_t b) {
+    return max(in.now + dl.delay(b), in.gpu_free) + in.profile->latency(b) <= d;
+  };
+  if (n == 0 || !fits(1)) return 0;
+  std::uint32_t lo = 1, hi = n;
+  if (fits(hi)) return hi;
+  while (hi - lo > 1) {  // fits(lo) && !fits(hi)
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (fits(mid)) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// Drops every head request that cannot finish even alone; returns the head.
+template <class DropFn>
+Request* drop_infeasible_heads(ModelQueue& q, const GatherInputs& in, DropFn& drop) {
+  const TimePoint start1 = max(in.now + in.delays->delay(1), in.gpu_free);
+  const TimePoint end1 = start1 + in.profile->latency(1);
+  for (;;) {
+    Request* h = q.front();
+    if (!h) return nullptr;
+    if (end1 <= in.delays->exec_deadline(h->deadline)) return h;
+    q.pop_front();
+    drop(*h, DropReason::kExpired);
+  }
+}
+
+}  // namespace detail
+
+// The gathering policy concept: fills a GatherResult from the queue, dropping
+// (and reporting) what must go.
+template <class P>
+concept GatherPolicy = requires(const P p, ModelQueue& q, const GatherInputs& in,
+                                void (*drop)(Request&, DropReason)) {
+  { p.gather(q, in, drop) } -> std::same_as<GatherResult>;
+};
+
+// GetBatch with a sliding window from the head of the queue.
+struct SlidingWindow {
+  static constexpr const char* kName = "sliding_window";
+
+  template <class DropFn>
+  GatherResult gather(ModelQueue& q, const GatherInputs& in, DropFn&& drop) const {
+    Request* h = detail::drop_infeasible_heads(q, in, drop);
+    if (!h) return {};
+    const TimePoint d = in.delays->exec_deadline(h->deadline);
+    const std::uint32_t n = std::min(q.size(), in.max_batch);
+    return {detail::largest_fitting(in, n, d), d, h->arrival};
+  }
+};
+
+// GetBatch that sheds heads to keep batches near a target size (Nexus).
+struct TargetBatch {
+  static constexpr const char* kName = "target_batch";
+
+  template <class DropFn>
+  GatherResult gather(ModelQueue& q, const GatherInputs& in, DropFn&& drop) const {
+    Request* h = detail::drop_infeasible_heads(q, in, drop);
+    if (!h) return {};
+    const TimePoint d0 = in.delays->exec_deadline(h->deadline);
+    const std::uint32_t len = q.size();
+    const std::uint32_t target = std::min(in.target_batch, in.max_batch);
+    const std::uint32_t b0 = detail::largest_fitting(in, std::min(len, in.max_batch), d0);
+    if (b0 >= target || len <= target) return {b0, d0, h->arrival};
+    // Look for the first later head i whose batch reaches the target. Shedding
+    // more than max_batch heads for one batch is never worth it.
+    const std::uint32_t limit = std::min(len - target, in.max_batch);
+    Request* r = h;
+    for (std::uint32_t i = 1; i <= limit; ++i) {
+      r = q.next(*r);
+      const TimePoint di = in.delays->exec_deadline(r->deadline);
+      const std::uint32_t bi = detail::largest_fitting(in, std::min(len - i, in.max_batch), di);
+      if (bi >= target) {
+        for (std::uint32_t k = 0; k < i; ++k) drop(*q.pop_front(), DropReason::kBatchPolicy);
+        return {bi, di, r->arrival};
+      }
+    }
+    return {b0, d0, h->arrival};
+  }
+};
+
+static_assert(GatherPolicy<SlidingWindow> && GatherPolicy<TargetBatch>);
+
+// The default target for TargetBatch: the largest b with 2*l(b) <= SLO (a
+// request may wait one batch and run in the next, as without coordination).
+inline std::uint32_t default_target_batch(const LatencyProfile& p, Duration slo, std::uint32_t max_batch) {
+  return std::max<std::uint32_t>(1, p.largest_batch_within(slo / 2, max_batch));
+}
+
+}  // namespace symphony

@@ -1,0 +1,434 @@
+// The rank side of the scheduler: what the paper's RankThread owns (§4.2).
+//
+// It keeps every GPU's predicted free time, every model's current candidate
+// and its timer, the set of *waiting* candidates ranked by `latest`, and the
+// one GPU timer; it matches candidates to GPUs (DESIGN.md §2):
+//
+//  - Model timer, at exec - delay(b): grant the lowest-id idle GPU (this is
+//    what keeps GPU use load-proportional: high ids stay idle and can be
+//    released); else the GPU that frees earliest, if it frees by exec; else
+//    the candidate becomes waiting, and its timer is re-armed to fire just
+//    after latest - delay(b), when it expires.
+//  - GPU timer, for the GPU that frees earliest, at free - delay(b) of the
+//    most urgent waiting candidate: grant the waiting candidate with the
+//    smallest `latest` that can still start by then. Candidates that cannot
+//    meet even that GPU are sent back to be recomputed (they shrink).
+//  - An expired waiting candidate is recomputed, not discarded.
+//
+// Exactly one GPU timer is armed while a candidate waits and a GPU can take
+// it; it is re-armed whenever the earliest GPU or the waiting set changes.
+// Outputs are RankActions (grant, recompute) that the owner drains with
+// pop_action() and delivers to the model side: the Scheduler by direct call,
+// the Runtime over SPSC rings.
+//
+// Guarantees: one owner thread; no allocation after construction; every
+// input and every timer costs O(log M + log G) amortized.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symphony/splay_tree.hpp"
+#include "symphony/status.hpp"
+#include "symphony/timer_queue.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony {
+
+struct RankConfig {
+  std::uint32_t max_models = 64;
+  std::uint32_t max_gpus = 64;
+  // A GPU with this many predicted-but-unfinished batches takes no more grants
+  // until one finishes. Bounds the batch records in flight to
+  // max_gpus * max_outstanding_per_gpu.
+  std::uint32_t max_outstanding_per_gpu = 4;
+};
+
+struct RankAction {
+  enum class Kind : std::uint8_t { kGrant, kRecompute };
+  Kind kind = Kind::kGrant;
+  ModelId model = kNoModel;
+  GpuId gpu = kNoGpu;  // kGrant only
+  TimePoint time;      // kGrant: the GPU's free time; kRecompute: earliest GPU start
+};
+
+enum class RankModelState : std::uint8_t { kAbsent, kIdle, kPending, kWaiting, kGranted };
+enum class RankGpuState : std::uint8_t { kAbsent, kIdle, kBusy, kReserved, kSaturated };
+
+template <TimerQueue Timers = SplayTimerQueue>
+class RankState {
+ public:
+  explicit RankState(RankConfig cfg)
+      : cfg_(cfg), models_(cfg.max_models), gpus_(cfg.max_gpus), timers_(cfg.max_models + 1),
+        actions_(cfg.max_models + 2) {
+    for (std::uint32_t i = 0; i < cfg.max_models; ++i) {
+      models_[i].id = i;
+      models_[i].timer.owner = i;
+    }
+    for (std::uint32_t i = 0; i < cfg.max_gpus; ++i) gpus_[i].id = i;
+    gpu_timer_.owner = kGpuTimerOwner;
+  }
+  RankState(const RankState&) = delete;
+  RankState& operator=(const RankState&) = delete;
+
+  const RankConfig& config() const noexcept { return cfg_; }
+
+  // ---- membership (off the hot path) ----------------------------------------
+
+  Status add_model(ModelId id) {
+    if (id >= cfg_.max_models)
+      return Status(Errc::kCapacityExceeded, "model id " + std::to_string(id) + " is beyond max_models " +
+                                                 std::to_string(cfg_.max_models));
+    if (models_[id].state != RankModelState::kAbsent)
+      return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
+    models_[id].state = RankModelState::kIdle;
+    return {};
+  }
+
+  Status remove_model(ModelId id) {
+    if (id >= cfg_.max_models || models_[id].state == RankModelState::kAbsent)
+      return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
+    if (models_[id].state != RankModelState::kIdle)
+      return Status(Errc::kFailedPrecondition, "model id " + std::to_string(id) + " still has a candidate");
+    models_[id].state = RankModelState::kAbsent;
+    return {};
+  }
+
+  // Adds a GPU, free from `now`, with the lowest unused id.
+  Result<GpuId> add_gpu(TimePoint now) {
+    for (RankGpu& g : gpus_) {
+      if (g.state != RankGpuState::kAbsent) continue;
+      g.free_at = now;
+      g.outstanding = 0;
+      g.last_batch = kNoBatch;
+      g.corrected = false;
+      place(g, now);
+      ++num_gpus_;
+      rearm_gpu_timer(now);
+      return g.id;
+    }
+    return Status(Errc::kCapacityExceeded, "all " + std::to_string(cfg_.max_gpus) + " GPU slots are in use");
+  }
+
+  // Removes an idle GPU (no batch predicted or unfinished on it).
+  Status remove_gpu(GpuId id, TimePoint now) {
+    if (id >= cfg_.max_gpus || gpus_[id].state == RankGpuState::kAbsent)
+      return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(id));
+    refresh(now);
+    RankGpu& g = gpus_[id];
+    if (g.state != RankGpuState::kIdle || g.outstanding != 0)
+      return Status(Errc::kFailedPrecondition, "GPU " + std::to_string(id) + " is not idle (" +
+                                                   std::to_string(g.outstanding) + " unfinished batches)");
+    unplace(g);
+    g.state = RankGpuState::kAbsent;
+    --num_gpus_;
+    rearm_gpu_timer(now);
+    return {};
+  }
+
+  // ---- inputs from the model side -------------------------------------------
+
+  // A model's candidate changed (after an arrival or a recompute).
+  void on_candidate(ModelId id, const CandidateUpdate& u, TimePoint now) {
+    RankModel& m = models_[id];
+    if (m.state == RankModelState::kAbsent || m.state == RankModelState::kGranted) return;
+    if (!u.changed) return;
+    const bool was_waiting = m.state == RankModelState::kWaiting;
+    apply_candidate(m, u);
+    if (was_waiting) rearm_gpu_timer(now);
+  }
+
+  // The model side answered a grant: the GPU's new predicted free time and the
+  // model's next candidate.
+  void on_grant_result(ModelId id, GpuId gpu, const GrantResult& r, TimePoint now) {
+    RankGpu& g = gpus_[gpu];
+    SYMPHONY_ASSERT(g.state == RankGpuState::kReserved);
+    TimePoint free = r.gpu_free;
+    if (r.dispatched) {
+      ++g.outstanding;
+      g.last_batch = r.batch;
+      g.last_duration = r.duration;
+      // A finish reported while the grant was out moved the GPU's free time
+      // past the one the batch was planned on: it starts that much later.
+      if (g.corrected && g.free_at > g.granted_free) free = max(free, g.free_at + r.duration);
+    } else if (g.corrected) {
+      free = g.free_at;
+    }
+    g.corrected = false;
+    g.free_at = free;
+    place(g, now);
+    RankModel& m = models_[id];
+    SYMPHONY_ASSERT(m.state == RankModelState::kGranted);
+    m.state = RankModelState::kIdle;
+    apply_candidate(m, r.next);
+    rearm_gpu_timer(now);
+  }
+
+  // The executor reports batch `batch` on `gpu` ended at `actual_end`: the
+  // GPU's predicted free time is corrected.
+  void on_batch_finished(GpuId gpu, BatchId batch, TimePoint actual_end, TimePoint now) {
+    if (gpu >= cfg_.max_gpus) return;
+    RankGpu& g = gpus_[gpu];
+    if (g.state == RankGpuState::kAbsent || g.outstanding == 0) return;
+    --g.outstanding;
+    // The last batch finished: the GPU is free from its actual end. An earlier
+    // one finished: the last still runs after it, at least for its duration.
+    const TimePoint free = batch == g.last_batch ? actual_end : max(g.free_at, actual_end + g.last_duration);
+    if (g.state == RankGpuState::kReserved) {
+      g.free_at = free;
+      g.corrected = true;
+    } else {
+      unplace(g);
+      g.free_at = free;
+      place(g, now);
+    }
+    rearm_gpu_timer(now);
+  }
+
+  // ---- timers ---------------------------------------------------------------
+
+  TimePoint next_timer() noexcept { return timers_.next_time(); }
+
+  // Fires the earliest timer due at `now`, if any; its actions are queued for
+  // pop_action(). Returns whether a timer fired.
+  bool fire_one(TimePoint now) {
+    TimerNode* t = timers_.pop_expired(now);
+    if (!t) return false;
+    if (t == &gpu_timer_) {
+      on_gpu_timer(now);
+    } else {
+      RankModel& m = models_[t->owner];
+      if (m.state == RankModelState::kPending) on_model_timer(m, now);
+      else if (m.state == RankModelState::kWaiting) on_expiry(m, now);
+    }
+    return true;
+  }
+
+  bool pop_action(RankAction& out) noexcept {
+    if (action_head_ == action_tail_) return false;
+    out = actions_[action_head_ % actions_.size()];
+    ++action_head_;
+    return true;
+  }
+
+  // ---- introspection (tests, metrics) ---------------------------------------
+
+  std::uint32_t num_gpus() const noexcept { return num_gpus_; }
+  RankGpuState gpu_state(GpuId g) const noexcept { return gpus_[g].state; }
+  TimePoint gpu_free(GpuId g) const noexcept { return gpus_[g].free_at; }
+  std::uint32_t gpu_outstanding(GpuId g) const noexcept { return gpus_[g].outstanding; }
+  RankModelState model_state(ModelId m) const noexcept { return models_[m].state; }
+  const Candidate& model_candidate(ModelId m) const noexcept { return models_[m].cand; }
+  std::size_t waiting_size() const noexcept { return waiting_.size(); }
+  bool gpu_timer_armed() const noexcept { return gpu_timer_.armed; }
+  TimePoint gpu_timer_time() const noexcept { return gpu_timer_.when; }
+  GpuId gpu_timer_target() const noexcept { return gpu_timer_.armed ? gpu_target_ : kNoGpu; }
+
+  // Checks the rank side's invariants at `now`; returns an empty string when
+  // they hold, else what is wrong. O(M + G): for tests only.
+  std::string check_invariants(TimePoint now) const {
+    std::size_t waiting = 0;
+    for (const RankModel& m : models_) {
+      if (m.state == RankModelState::kWaiting) ++waiting;
+      const bool needs_timer = m.state == RankModelState::kPending || m.state == RankModelState::kWaiting;
+      if (needs_timer != m.timer.armed) return "model " + std::to_string(m.id) + " timer armed mismatch";
+      if (m.state == RankModelState::kPending && m.timer.when != m.cand.exec - m.cand.delay)
+        return "model " + std::to_string(m.id) + " pending timer not at exec - delay";
+    }
+    if (waiting != waiting_.size()) return "waiting set size mismatch";
+    bool any_placed = false;
+    TimePoint best = TimePoint::infinite();
+    for (const RankGpu& g : gpus_) {
+      if (g.state != RankGpuState::kIdle && g.state != RankGpuState::kBusy) continue;
+      any_placed = true;
+      if (g.state == RankGpuState::kIdle && g.free_at > now) return "idle GPU frees in the future";
+      best = min(best, max(g.free_at, now));
+      if (g.outstanding >= cfg_.max_outstanding_per_gpu) return "saturated GPU is placed";
+    }
+    const bool should_arm = waiting != 0 && any_placed;
+    if (should_arm != gpu_timer_.armed)
+      return std::string("GPU timer ") + (gpu_timer_.armed ? "armed" : "not armed") + " with " +
+             std::to_string(waiting) + " waiting candidates";
+    if (gpu_timer_.armed) {
+      const RankGpu& t = gpus_[gpu_target_];
+      if (t.state != RankGpuState::kIdle && t.state != RankGpuState::kBusy) return "GPU timer targets an unplaced GPU";
+      if (max(t.free_at, now) != best)
+        return "GPU timer targets GPU " + std::to_string(gpu_target_) + " which is not the earliest-freeing";
+    }
+    return {};
+  }
+
+ private:
+  static constexpr std::uint32_t kGpuTimerOwner = ~0u;
+  struct WaitTag {};
+  struct GpuTag {};
+
+  struct RankModel : SplayHook<WaitTag> {
+    Candidate cand;
+    TimerNode timer;
+    ModelId id = kNoModel;
+    RankModelState state = RankModelState::kAbsent;
+  };
+  struct WaitOrder {  // most urgent first; ids break ties
+    bool operator()(const RankModel& a, const RankModel& b) const noexcept {
+      return a.cand.latest < b.cand.latest || (a.cand.latest == b.cand.latest && a.id < b.id);
+    }
+  };
+
+  struct RankGpu : SplayHook<GpuTag> {
+    TimePoint free_at;
+    TimePoint granted_free;  // free_at when the outstanding grant was made
+    Duration last_duration;
+    BatchId last_batch = kNoBatch;
+    GpuId id = kNoGpu;
+    std::uint32_t outstanding = 0;
+    RankGpuState state = RankGpuState::kAbsent;
+    bool corrected = false;  // a finish was reported while reserved
+  };
+  struct IdOrder {
+    bool operator()(const RankGpu& a, const RankGpu& b) const noexcept { return a.id < b.id; }
+  };
+  struct FreeOrder {
+    bool operator()(const RankGpu& a, const RankGpu& b) const noexcept {
+      return a.free_at < b.free_at || (a.free_at == b.free_at && a.id < b.id);
+    }
+  };
+
+  void push_action(const RankAction& a) noexcept {
+    SYMPHONY_ASSERT(action_tail_ - action_head_ < actions_.size());
+    actions_[action_tail_ % actions_.size()] = a;
+    ++action_tail_;
+  }
+
+  // Puts a GPU that is in no tree into the right one for its state.
+  void place(RankGpu& g, TimePoint now) noexcept {
+    if (g.outstanding >= cfg_.max_outstanding_per_gpu) {
+      g.state = RankGpuState::kSaturated;
+    } else if (g.free_at <= now) {
+      g.state = RankGpuState::kIdle;
+      idle_.insert(g);
+    } else {
+      g.state = RankGpuState::kBusy;
+      busy_.insert(g);
+    }
+  }
+  void unplace(RankGpu& g) noexcept {
+    if (g.state == RankGpuState::kIdle) idle_.erase(g);
+    else if (g.state == RankGpuState::kBusy) busy_.erase(g);
+  }
+  // Moves GPUs whose free time has passed from busy to idle.
+  void refresh(TimePoint now) noexcept {
+    for (RankGpu* g = busy_.min(); g && g->free_at <= now; g = busy_.min()) {
+      busy_.pop_min();
+      g->state = RankGpuState::kIdle;
+      idle_.insert(*g);
+    }
+  }
+  // The GPU a waiting candidate would get next: the lowest-id idle one, else
+  // the one that frees earliest. REQUIRES: refresh(now) was called.
+  RankGpu* next_gpu() noexcept {
+    if (RankGpu* g = idle_.min()) return g;
+    return busy_.min();
+  }
+
+  void leave_state(RankModel& m) noexcept {
+    if (m.state == RankModelState::kWaiting) waiting_.erase(m);
+    timers_.cancel(m.timer);
+    m.state = RankModelState::kIdle;
+  }
+
+  void apply_candidate(RankModel& m, const CandidateUpdate& u) noexcept {
+    leave_state(m);
+    if (!u.present) return;
+    m.cand = u.candidate;
+    m.state = RankModelState::kPending;
+    timers_.arm(m.timer, m.cand.exec - m.cand.delay);
+  }
+
+  void grant(RankModel& m, RankGpu& g, TimePoint now) noexcept {
+    leave_state(m);
+    m.state = RankModelState::kGranted;
+    unplace(g);
+    g.state = RankGpuState::kReserved;
+    g.granted_free = g.free_at;
+    push_action({RankAction::Kind::kGrant, m.id, g.id, g.free_at});
+    rearm_gpu_timer(now);
+  }
+
+  void on_model_timer(RankModel& m, TimePoint now) noexcept {
+    refresh(now);
+    RankGpu* g = idle_.min();
+    if (!g) {
+      RankGpu* b = busy_.min();
+      if (b && b->free_at <= m.cand.exec) g = b;
+    }
+    if (g) {
+      grant(m, *g, now);
+      return;
+    }
+    m.state = RankModelState::kWaiting;
+    waiting_.insert(m);
+    timers_.arm(m.timer, m.cand.latest - m.cand.delay + Duration::nanoseconds(1));
+    rearm_gpu_timer(now);
+  }
+
+  void on_expiry(RankModel& m, TimePoint now) noexcept {
+    leave_state(m);
+    refresh(now);
+    const RankGpu* g = next_gpu();
+    push_action({RankAction::Kind::kRecompute, m.id, kNoGpu, g ? max(g->free_at, now) : now});
+    rearm_gpu_timer(now);
+  }
+
+  void on_gpu_timer(TimePoint now) noexcept {
+    refresh(now);
+    if (RankGpu* g = next_gpu()) {
+      const TimePoint free = g->free_at;
+      while (RankModel* c = waiting_.min()) {
+        const TimePoint start = max(free, now + c->cand.delay);
+        if (start <= c->cand.latest) {
+          grant(*c, *g, now);
+          return;
+        }
+        // It cannot meet even the earliest GPU: have it shrink now.
+        leave_state(*c);
+        push_action({RankAction::Kind::kRecompute, c->id, kNoGpu, max(free, now)});
+      }
+    }
+    rearm_gpu_timer(now);
+  }
+
+  void rearm_gpu_timer(TimePoint now) noexcept {
+    if (waiting_.empty()) {
+      timers_.cancel(gpu_timer_);
+      return;
+    }
+    refresh(now);
+    RankGpu* g = next_gpu();
+    if (!g) {
+      timers_.cancel(gpu_timer_);
+      return;
+    }
+    const RankModel* c = waiting_.min();
+    const TimePoint t = g->state == RankGpuState::kIdle ? now : max(now, g->free_at - c->cand.delay);
+    gpu_target_ = g->id;
+    if (!gpu_timer_.armed || gpu_timer_.when != t) timers_.arm(gpu_timer_, t);
+  }
+
+  RankConfig cfg_;
+  std::vector<RankModel> models_;
+  std::vector<RankGpu> gpus_;
+  Timers timers_;
+  SplayTree<RankModel, WaitOrder, WaitTag> waiting_;
+  SplayTree<RankGpu, IdOrder, GpuTag> idle_;
+  SplayTree<RankGpu, FreeOrder, GpuTag> busy_;
+  TimerNode gpu_timer_;
+  GpuId gpu_target_ = kNoGpu;
+  std::uint32_t num_gpus_ = 0;
+  std::vector<RankAction> actions_;
+  std::size_t action_head_ = 0;
+  std::size_t action_tail_ = 0;
+};
+
+}  // namespace symphony

@@ -1,0 +1,200 @@
+// Scheduler: the single-threaded, event-driven deferred batch scheduler.
+//
+// It composes the model side (ModelShard) and the rank side (RankState) with
+// direct calls. The multi-threaded Runtime composes the very same two pieces
+// over lock-free rings, so both follow one set of rules (DESIGN.md §2).
+//
+// Three kinds of events drive it, each at the clock's current time:
+//  - submit(): a request arrives;
+//  - run_timers(): fire every timer due now (model timers, the GPU timer);
+//  - on_batch_finished(): an executor reports a batch's actual end.
+// Decisions come out through the Sink: on_dispatch() for each batch sent to a
+// GPU, on_outcome() exactly once for each request.
+//
+// Template parameters: the Clock (VirtualClock for simulation and tests,
+// SteadyClock for real time), the Sink, the exec-time policy (deferred, eager,
+// timeout), the gathering policy (sliding window, target batch) and the timer
+// queue (splay tree by default).
+//
+// Guarantees:
+//  - single-threaded; all storage is allocated by create() and add_model();
+//    submit, run_timers and on_batch_finished never allocate;
+//  - O(log M + log G) amortized per event, plus O(b) per dispatched batch;
+//  - models and GPUs can be added while running and removed when idle.
+//
+//   VirtualClock clock;  MySink sink;
+//   auto s = Scheduler<VirtualClock, MySink>::create({.max_models = 4, .max_gpus = 3}, clock, sink);
+//   ModelId m = *(*s)->add_model({.name = "resnet", .profile = ..., .slo = 25ms});
+//   (*s)->add_gpu();
+//   (*s)->submit(m, /*tag=*/1);
+//   clock.advance_to((*s)->next_timer());  (*s)->run_timers();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "symphony/exec_policy.hpp"
+#include "symphony/model_shard.hpp"
+#include "symphony/rank_state.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/timer_queue.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony {
+
+struct SchedulerConfig {
+  std::uint32_t max_models = 64;
+  std::uint32_t max_gpus = 64;
+  std::uint32_t max_requests = 1u << 16;  // queued plus in flight, all models
+  std::uint32_t max_outstanding_per_gpu = 4;
+  Delays delays;
+
+  Status validate() const {
+    if (max_models == 0) return Status(Errc::kInvalidArgument, "max_models must be at least 1");
+    if (max_gpus == 0) return Status(Errc::kInvalidArgument, "max_gpus must be at least 1: a scheduler needs GPUs");
+    if (max_requests == 0) return Status(Errc::kInvalidArgument, "max_requests must be at least 1");
+    if (max_outstanding_per_gpu == 0)
+      return Status(Errc::kInvalidArgument, "max_outstanding_per_gpu must be at least 1");
+    if (max_gpus > (1u << 20) || max_models > (1u << 20))
+      return Status(Errc::kInvalidArgument, "max_models and max_gpus are limited to 2^20");
+    if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= (1u << 24))
+      return Status(Errc::kInvalidArgument, "max_gpus * max_outstanding_per_gpu must stay below 2^24");
+    if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||
+        delays.safety_margin < Duration::zero())
+      return Status(Errc::kInvalidArgument, "delays and the safety margin must not be negative");
+    return {};
+  }
+};
+
+template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
+          TimerQueue Timers = SplayTimerQueue>
+class Scheduler {
+ public:
+  using Shard = ModelShard<Exec, Gather>;
+  using Rank = RankState<Timers>;
+
+  static Result<std::unique_ptr<Scheduler>> create(const SchedulerConfig& cfg, C& clock, Sink& sink,
+                                                   Exec exec = {}, Gather gather = {}) {
+    if (Status s = cfg.validate(); !s.ok()) return s;
+    return std::unique_ptr<Scheduler>(new Scheduler(cfg, clock, sink, std::move(exec), std::move(gather)));
+  }
+
+  const SchedulerConfig& config() const noexcept { return cfg_; }
+
+  // Adds a model; its id is the lowest free one. Off the hot path (allocates).
+  Result<ModelId> add_model(ModelConfig mc) {
+    for (ModelId id = 0; id < cfg_.max_models; ++id) {
+      if (shard_.has_model(id)) continue;
+      if (Status s = shard_.add_model(id, std::move(mc)); !s.ok()) return s;
+      (void)rank_.add_model(id);
+      return id;
+    }
+    return Status(Errc::kCapacityExceeded, "all " + std::to_string(cfg_.max_models) + " model slots are in use");
+  }
+
+  // Removes a model that has no queued or in-flight requests.
+  Status remove_model(ModelId id) {
+    if (Status s = shard_.remove_model(id); !s.ok()) return s;
+    return rank_.remove_model(id);
+  }
+
+  Result<GpuId> add_gpu() { return rank_.add_gpu(clock_.now()); }
+  Status remove_gpu(GpuId id) { return rank_.remove_gpu(id, clock_.now()); }
+
+  // A request arrives now for `model`, due after the model's SLO.
+  SubmitStatus submit(ModelId model, std::uint64_t tag) {
+    if (SYMPHONY_UNLIKELY(!shard_.has_model(model))) return SubmitStatus::kUnknownModel;
+    const TimePoint now = clock_.now();
+    return submit_at(model, tag, now, now + shard_.model_config(model).slo);
+  }
+
+  // A request arrives now for `model` with its own deadline.
+  SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
+    return submit_at(model, tag, clock_.now(), deadline);
+  }
+
+  // The earliest armed timer, or TimePoint::infinite().
+  TimePoint next_timer() noexcept { return rank_.next_timer(); }
+
+  // Fires every timer due at the clock's current time, in time order.
+  void run_timers() {
+    const TimePoint now = clock_.now();
+    while (rank_.fire_one(now)) drain_actions(now);
+  }
+
+  // Fires the earliest timer due now, if any, and completes its consequences.
+  // Returns whether one fired.
+  bool run_one_timer() {
+    const TimePoint now = clock_.now();
+    if (!rank_.fire_one(now)) return false;
+    drain_actions(now);
+    return true;
+  }
+
+  // The executor reports batch `batch` ended at `actual_end` (on the clock's
+  // time line; at or before now). Emits the batch's outcomes.
+  Status on_batch_finished(BatchId batch, TimePoint actual_end, BatchStatus st = BatchStatus::kOk) {
+    const TimePoint now = clock_.now();
+    Result<FinishResult> r = shard_.finish_batch(batch, actual_end, st, sink_);
+    if (!r.ok()) return r.status();
+    rank_.on_batch_finished(r->gpu, batch, actual_end, now);
+    return {};
+  }
+
+  // Drops every queued request with reason kShutdown. In-flight batches still
+  // end through on_batch_finished (drain) or cancel_inflight() (cancel).
+  void shutdown() {
+    const TimePoint now = clock_.now();
+    shard_.drop_all_queued(now, DropReason::kShutdown, sink_, [&](ModelId id) {
+      rank_.on_candidate(id, CandidateUpdate{true, false, {}}, now);
+    });
+  }
+
+  // Ends the requests of every in-flight batch as dropped (kShutdown).
+  void cancel_inflight() { shard_.drop_all_inflight(clock_.now(), DropReason::kShutdown, sink_); }
+
+  // ---- introspection ----
+  const Shard& shard() const noexcept { return shard_; }
+  const Rank& rank() const noexcept { return rank_; }
+  bool has_model(ModelId id) const noexcept { return shard_.has_model(id); }
+  std::uint32_t queued(ModelId id) const noexcept { return shard_.queued(id); }
+  std::uint32_t inflight_batches() const noexcept { return shard_.inflight_batches(); }
+  C& clock() noexcept { return clock_; }
+
+ private:
+  Scheduler(const SchedulerConfig& cfg, C& clock, Sink& sink, Exec exec, Gather gather)
+      : cfg_(cfg), clock_(clock), sink_(sink),
+        shard_(ShardConfig{0, cfg.max_models, cfg.max_requests, cfg.max_gpus * cfg.max_outstanding_per_gpu,
+                           cfg.delays},
+               std::move(exec), std::move(gather)),
+        rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}) {}
+
+  SubmitStatus submit_at(ModelId model, std::uint64_t tag, TimePoint now, TimePoint deadline) {
+    const SubmitResult r = shard_.submit(model, tag, now, deadline, sink_);
+    if (r.status == SubmitStatus::kQueued && r.update.changed) rank_.on_candidate(model, r.update, now);
+    return r.status;
+  }
+
+  void drain_actions(TimePoint now) {
+    RankAction a;
+    while (rank_.pop_action(a)) {
+      if (a.kind == RankAction::Kind::kGrant) {
+        const GrantResult g = shard_.on_grant(a.model, a.gpu, a.time, now, sink_);
+        rank_.on_grant_result(a.model, a.gpu, g, now);
+      } else {
+        rank_.on_candidate(a.model, shard_.recompute(a.model, now, a.time, sink_), now);
+      }
+    }
+  }
+
+  SchedulerConfig cfg_;
+  C& clock_;
+  Sink& sink_;
+  Shard shard_;
+  Rank rank_;
+};
+
+}  // namespace symphony

@@ -1,0 +1,16 @@
+// Umbrella header for the Symphony scheduling core.
+#pragma once
+
+#include "symphony/config.hpp"
+#include "symphony/time.hpp"
+#include "symphony/status.hpp"
+#include "symphony/latency_profile.hpp"
+#include "symphony/splay_tree.hpp"
+#include "symphony/timer_queue.hpp"
+#include "symphony/spsc_ring.hpp"
+#include "symphony/types.hpp"
+#include "symphony/batch_queue.hpp"
+#include "symphony/exec_policy.hpp"
+#include "symphony/model_shard.hpp"
+#include "symphony/rank_state.hpp"
+#include "symphony/scheduler.hpp"

@@ -1,0 +1,202 @@
+// Vocabulary shared by the model side and the rank side of the scheduler:
+// ids, request outcomes and drop reasons, network delays, candidates, model
+// configuration and the records a scheduler emits to its sink.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "symphony/latency_profile.hpp"
+#include "symphony/splay_tree.hpp"
+#include "symphony/time.hpp"
+
+namespace symphony {
+
+using ModelId = std::uint32_t;
+using GpuId = std::uint32_t;
+inline constexpr ModelId kNoModel = ~ModelId{0};
+inline constexpr GpuId kNoGpu = ~GpuId{0};
+
+// Identifies one dispatched batch until its completion is reported. Encodes
+// the owning shard, a slot and a generation, so a stale or repeated
+// completion is detected instead of corrupting state.
+using BatchId = std::uint64_t;
+inline constexpr BatchId kNoBatch = ~BatchId{0};
+
+// How a request ended. Every request ends exactly once.
+enum class Outcome : std::uint8_t {
+  kOk,       // its batch finished (and the reply arrived) by the deadline
+  kLate,     // its batch finished after the deadline
+  kDropped,  // never ran; see DropReason
+  kError,    // its batch ran and the model raised
+};
+
+enum class DropReason : std::uint8_t {
+  kNone,
+  kInfeasible,  // on arrival: even a batch of one could not meet the deadline
+  kExpired,     // in the queue: can no longer finish by its deadline
+  kQueueFull,   // the model's queue or the request pool was full
+  kShutdown,    // the scheduler stopped before the request ran
+  kBatchPolicy, // shed by target-batch gathering to keep batches near target
+};
+
+constexpr std::string_view to_string(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::kOk: return "ok";
+    case Outcome::kLate: return "late";
+    case Outcome::kDropped: return "dropped";
+    case Outcome::kError: return "error";
+  }
+  return "?";
+}
+
+constexpr std::string_view to_string(DropReason r) noexcept {
+  switch (r) {
+    case DropReason::kNone: return "none";
+    case DropReason::kInfeasible: return "infeasible";
+    case DropReason::kExpired: return "expired";
+    case DropReason::kQueueFull: return "queue_full";
+    case DropReason::kShutdown: return "shutdown";
+    case DropReason::kBatchPolicy: return "batch_policy";
+  }
+  return "?";
+}
+
+inline constexpr int kNumDropReasons = 6;
+
+// Network delays and the safety margin (DESIGN.md §2). All default to zero,
+// which is right for the in-process server.
+struct Delays {
+  Duration ctrl;           // d_ctrl: scheduler -> executor message
+  Duration data;           // d_data: input transfer, per request
+  Duration resp;           // d_resp: result back to the client
+  Duration safety_margin;  // subtracted from every deadline; explicit, named
+
+  // delay(b) = d_ctrl + d_data * b: how long before `exec` a batch of b must
+  // be dispatched.
+  constexpr Duration delay(std::uint32_t b) const noexcept { return ctrl + data * b; }
+  // The time by which execution must end for a request due at `deadline`.
+  constexpr TimePoint exec_deadline(TimePoint deadline) const noexcept {
+    return deadline - resp - safety_margin;
+  }
+};
+
+// A model's batch candidate (paper §3.2): b requests that would be dispatched
+// at `exec` and remain valid until `latest` = d - l(b).
+struct Candidate {
+  std::uint32_t size = 0;
+  TimePoint exec;
+  TimePoint latest;
+  Duration delay;  // delay(size): the dispatch happens at exec - delay
+};
+
+// What the model side tells the rank side after an event.
+struct CandidateUpdate {
+  bool changed = false;  // the rank side must (re)consider this model
+  bool present = false;  // false: the model has nothing to dispatch
+  Candidate candidate;
+};
+
+struct ModelConfig {
+  std::string name;           // used in error messages and reports
+  LatencyProfile profile;     // l(b)
+  Duration slo;               // default deadline = arrival + slo
+  std::uint32_t max_batch = 0;    // 0: the profile's max_batch
+  std::uint32_t max_queue = 0;    // 0: bounded only by the request pool
+  std::uint32_t target_batch = 0; // target-batch gathering; 0: largest b with 2*l(b) <= slo
+  std::optional<Duration> timeout;  // timeout policy's k for this model (else the policy's)
+};
+
+// One request in a model's queue or in a dispatched batch. Intrusive: it is a
+// node of the queue's splay tree and of the batch's singly linked list.
+struct QueueTag {};
+struct Request : SplayHook<QueueTag> {
+  TimePoint arrival;
+  TimePoint deadline;
+  std::uint64_t tag = 0;  // the caller's handle for this request
+  std::uint64_t seq = 0;  // arrival order; breaks deadline ties
+  Request* next = nullptr;  // next request of the batch, or the free list
+  ModelId model = kNoModel;
+};
+
+// Iterates the requests of a dispatched batch in deadline order.
+class BatchRequests {
+ public:
+  class iterator {
+   public:
+    explicit iterator(const Request* r) : r_(r) {}
+    const Request& operator*() const { return *r_; }
+    const Request* operator->() const { return r_; }
+    iterator& operator++() { r_ = r_->next; return *this; }
+    bool operator==(const iterator& o) const = default;
+   private:
+    const Request* r_;
+  };
+  explicit BatchRequests(const Request* head = nullptr) : head_(head) {}
+  iterator begin() const { return iterator(head_); }
+  iterator end() const { return iterator(nullptr); }
+ private:
+  const Request* head_;
+};
+
+// Emitted to the sink when a batch is dispatched to a GPU.
+struct Dispatch {
+  BatchId batch = kNoBatch;
+  ModelId model = kNoModel;
+  GpuId gpu = kNoGpu;
+  std::uint32_t size = 0;
+  TimePoint dispatched_at;  // when the decision was made (now)
+  TimePoint exec;           // predicted start on the GPU
+  TimePoint predicted_end;  // exec + l(size)
+  TimePoint exec_deadline;  // min deadline - d_resp - margin: the end must not pass it
+  Duration delay;           // delay(size)
+  BatchRequests requests;
+};
+
+// Emitted to the sink exactly once per submitted request.
+struct RequestOutcome {
+  std::uint64_t tag = 0;
+  ModelId model = kNoModel;
+  Outcome outcome = Outcome::kDropped;
+  DropReason reason = DropReason::kNone;
+  TimePoint arrival;
+  TimePoint deadline;
+  TimePoint finish;  // reply at the client (end + d_resp), or the drop time
+  TimePoint exec;    // predicted batch start (queueing delay = exec - arrival); infinite if dropped
+  GpuId gpu = kNoGpu;
+  std::uint32_t batch_size = 0;
+  BatchId batch = kNoBatch;
+};
+
+// The result of a submission. Accepted requests get their outcome later;
+// dropped ones got it already (through the sink); kUnknownModel is a caller
+// error and produces no outcome.
+enum class SubmitStatus : std::uint8_t { kQueued, kDropped, kUnknownModel };
+
+// How a batch ended on its executor.
+enum class BatchStatus : std::uint8_t { kOk, kError };
+
+// What the shard answers to a grant.
+struct GrantResult {
+  bool dispatched = false;
+  BatchId batch = kNoBatch;
+  TimePoint gpu_free;  // predicted end of the new batch, or the GPU's old free time
+  Duration duration;   // l(b) of the dispatched batch
+  CandidateUpdate next;
+};
+
+struct SubmitResult {
+  SubmitStatus status = SubmitStatus::kUnknownModel;
+  CandidateUpdate update;
+};
+
+struct FinishResult {
+  ModelId model = kNoModel;
+  GpuId gpu = kNoGpu;
+  std::uint32_t size = 0;
+  bool model_idle = false;  // no queued or in-flight requests remain
+};
+
+}  // namespace symphony

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Symphony needs to build, test and run its demo.
+#
+# Idempotent: packages already present are left alone and nothing is downloaded
+# when all are installed. Uses --no-install-recommends. Needs root or sudo only
+# when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  g++ cmake ninja-build ccache pkg-config git
+  # core tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libconcurrentqueue-dev libreaderwriterqueue-dev
+  # CLI, configs, reports
+  libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
+  # models (CPU libtorch on Debian; CUDA builds bring their own libtorch)
+  libtorch-dev python3-torch python3-torchvision
+  # Python bindings, their tests and the plots
+  python3-dev pybind11-dev python3-pybind11 python3-pytest python3-numpy
+  python3-matplotlib python3-yaml
+)
+
+say() { printf '[install-deps] %s\n' "$*" >&2; }
+
+if [[ ! -r /etc/debian_version ]] || ! command -v apt-get >/dev/null 2>&1 \
+   || ! command -v dpkg-query >/dev/null 2>&1; then
+  say "This script supports Debian and Ubuntu (apt) only."
+  say "On another system install the equivalents of: ${PACKAGES[*]}"
+  exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  say "all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  SUDO=(sudo -n)
+else
+  say "missing packages: ${missing[*]}"
+  say "run this script as root, or as a user with password-less sudo, to install them:"
+  say "  sudo apt-get install --no-install-recommends ${missing[*]}"
+  exit 1
+fi
+
+say "installing ${#missing[@]} missing packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if ! "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+  say "install failed; refreshing the package lists and retrying"
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+say "done"

@@ -1,0 +1,355 @@
+// Scheduler behaviour on the paper's examples (§3.3), load proportionality,
+// models and GPUs coming and going, and bad input.
+#include "symphony/scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "support/test_support.hpp"
+#include "symphony/sim/random.hpp"
+#include "symphony/sim/simulator.hpp"
+
+namespace symphony {
+namespace {
+
+using testing::at_ms;
+using testing::model_ms;
+using testing::RecordingSink;
+
+constexpr double kGapMs = 0.75;  // request i arrives at 0.75*(i-1) ms
+
+// The paper's worked example: 3 GPUs, l(b) = b + 5 ms, SLO 12 ms.
+SchedulerConfig paper_config() {
+  SchedulerConfig c;
+  c.max_models = 1;
+  c.max_gpus = 3;
+  c.max_requests = 1024;
+  return c;
+}
+
+// Requests R1..Rn (tags 1..n) of model 0, skipping the given ones.
+std::vector<sim::Arrival> paper_arrivals(int n, std::set<int> skip = {}) {
+  std::vector<sim::Arrival> v;
+  for (int i = 1; i <= n; ++i)
+    if (!skip.count(i)) v.push_back({at_ms(kGapMs * (i - 1)), 0, std::nullopt, static_cast<std::uint64_t>(i)});
+  return v;
+}
+
+template <class Exec>
+std::unique_ptr<sim::Simulator<RecordingSink, Exec>> paper_sim(RecordingSink& sink) {
+  auto sim = std::move(*sim::Simulator<RecordingSink, Exec>::create(paper_config(), sink));
+  EXPECT_EQ(*sim->scheduler().add_model(model_ms("paper", 1, 5, 12, 32)), 0u);
+  for (int g = 0; g < 3; ++g) EXPECT_EQ(*sim->scheduler().add_gpu(), static_cast<GpuId>(g));
+  return sim;
+}
+
+TEST(SchedulerPaperExampleTest, FirstBatchGoesToGpu0AtFrontrunOfR4) {
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(paper_config(), clock, sink));
+  ASSERT_EQ(*s->add_model(model_ms("paper", 1, 5, 12, 32)), 0u);
+  for (int g = 0; g < 3; ++g) ASSERT_TRUE(s->add_gpu().ok());
+
+  for (int i = 1; i <= 3; ++i) {
+    clock.advance_to(at_ms(kGapMs * (i - 1)));
+    s->run_timers();
+    ASSERT_EQ(s->submit(0, i), SubmitStatus::kQueued);
+    s->run_timers();
+  }
+  // Three requests: frontrun = 12 - l(4) = 3, so nothing is dispatched yet.
+  EXPECT_TRUE(sink.batches.empty());
+  ASSERT_TRUE(s->shard().candidate(0));
+  EXPECT_EQ(s->shard().candidate(0)->size, 3u);
+  EXPECT_EQ(s->shard().candidate(0)->exec, at_ms(3));
+  EXPECT_EQ(s->next_timer(), at_ms(3));
+
+  clock.advance_to(at_ms(2.25));
+  ASSERT_EQ(s->submit(0, 4), SubmitStatus::kQueued);
+  const Candidate c = *s->shard().candidate(0);
+  EXPECT_EQ(c.size, 4u);
+  EXPECT_EQ(c.latest, at_ms(3));  // 12 - l(4)
+  const TimePoint frontrun = at_ms(12) - Duration::milliseconds(10);  // 12 - l(5)
+  EXPECT_EQ(frontrun, at_ms(2));
+  EXPECT_EQ(c.exec, at_ms(2.25));  // max(now, frontrun)
+  s->run_timers();
+
+  ASSERT_EQ(sink.batches.size(), 1u);
+  const auto& b = sink.batches[0];
+  EXPECT_EQ(b.d.gpu, 0u);
+  EXPECT_EQ(b.d.dispatched_at, at_ms(2.25));
+  EXPECT_EQ(b.d.exec, at_ms(2.25));
+  EXPECT_EQ(b.d.predicted_end, at_ms(11.25));
+  EXPECT_EQ(b.tags, (std::vector<std::uint64_t>{1, 2, 3, 4}));
+}
+
+TEST(SchedulerPaperExampleTest, DeferredFormsStaggeredBatchesOfFour) {
+  RecordingSink sink;
+  auto sim = paper_sim<DeferredPolicy>(sink);
+  sim::VectorArrivals arrivals(paper_arrivals(60));
+  sim->run(arrivals);
+
+  ASSERT_GE(sink.batches.size(), 15u);
+  for (std::size_t k = 0; k < 15; ++k) {
+    const auto& b = sink.batches[k];
+    SCOPED_TRACE("batch " + std::to_string(k));
+    EXPECT_EQ(b.d.gpu, k % 3);  // GPUs 0, 1, 2, 0, ...
+    EXPECT_EQ(b.d.size, 4u);
+    EXPECT_EQ(b.d.dispatched_at, at_ms(2.25 + 3.0 * static_cast<double>(k)));  // 2.25, 5.25, 8.25, ...
+    for (std::uint64_t j = 0; j < 4; ++j) EXPECT_EQ(b.tags[j], 4 * k + j + 1);
+  }
+  EXPECT_EQ(sink.outcomes.size(), 60u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 60u);
+}
+
+TEST(SchedulerPaperExampleTest, DeferredRecoversFromThreeMissingRequestsWithoutDrops) {
+  RecordingSink sink;
+  auto sim = paper_sim<DeferredPolicy>(sink);
+  sim::VectorArrivals arrivals(paper_arrivals(80, {13, 14, 15}));
+  sim->run(arrivals);
+
+  EXPECT_EQ(sink.outcomes.size(), 77u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 77u) << "deferred scheduling must not drop or be late";
+  // Every batch is of size 4 except possibly the last one, which gets what is
+  // left at the end of the stream.
+  for (std::size_t k = 0; k + 1 < sink.batches.size(); ++k)
+    EXPECT_EQ(sink.batches[k].d.size, 4u) << "batch " << k;
+  // R16..R19 form one batch, dispatched when R19 arrives at 13.5 ms.
+  const auto it = std::find_if(sink.batches.begin(), sink.batches.end(),
+                               [](const auto& b) { return b.tags.front() == 16; });
+  ASSERT_NE(it, sink.batches.end());
+  EXPECT_EQ(it->tags, (std::vector<std::uint64_t>{16, 17, 18, 19}));
+  EXPECT_EQ(it->d.dispatched_at, at_ms(13.5));
+}
+
+// Deferred until `eager` is set, eager after: the paper's Figure 5a switches to
+// eager scheduling at R16, from the staggered state.
+struct SwitchToEager {
+  const bool* eager;
+  TimePoint exec(const CandidateInputs& in) const { return *eager ? in.earliest : DeferredPolicy{}.exec(in); }
+  std::string name() const { return "deferred-then-eager"; }
+};
+
+TEST(SchedulerPaperExampleTest, EagerDeterioratesAndDropsAfterThreeMissingRequests) {
+  RecordingSink sink;
+  bool eager = false;
+  auto sim = std::move(*sim::Simulator<RecordingSink, SwitchToEager>::create(paper_config(), sink,
+                                                                               SwitchToEager{&eager}));
+  ASSERT_TRUE(sim->scheduler().add_model(model_ms("paper", 1, 5, 12, 32)).ok());
+  for (int g = 0; g < 3; ++g) ASSERT_TRUE(sim->scheduler().add_gpu().ok());
+  sim::VectorArrivals arrivals(paper_arrivals(60, {13, 14, 15}));
+  sim->run_until(arrivals, at_ms(11.25) - Duration::nanoseconds(1));
+  eager = true;
+  sim->run(arrivals);
+
+  auto batch_of = [&](std::uint64_t first_tag) {
+    return std::find_if(sink.batches.begin(), sink.batches.end(),
+                        [&](const auto& b) { return b.tags.front() == first_tag; });
+  };
+  // "At t=11.25, R16 arrives [...] Eager scheduling immediately dispatches R16."
+  auto r16 = batch_of(16);
+  ASSERT_NE(r16, sink.batches.end());
+  EXPECT_EQ(r16->d.size, 1u);
+  EXPECT_EQ(r16->d.dispatched_at, at_ms(11.25));
+  // "At t=18, R25 arrives, and [a GPU] runs with batch size 1 again."
+  auto r25 = batch_of(25);
+  ASSERT_NE(r25, sink.batches.end());
+  EXPECT_EQ(r25->d.size, 1u);
+  EXPECT_EQ(r25->d.dispatched_at, at_ms(18));
+  // "At t=23.25 [...] the system can only run with batch size 2."
+  auto r26 = batch_of(26);
+  ASSERT_NE(r26, sink.batches.end());
+  EXPECT_EQ(r26->d.dispatched_at, at_ms(23.25));
+  EXPECT_EQ(r26->tags, (std::vector<std::uint64_t>{26, 27}));
+  // "This decreasing batch size eventually causes the system to drop R35,
+  // R37, R38, and so on."
+  std::set<std::uint64_t> dropped;
+  for (const auto& o : sink.outcomes)
+    if (o.outcome == Outcome::kDropped) dropped.insert(o.tag);
+  EXPECT_TRUE(dropped.count(35) && dropped.count(37) && dropped.count(38));
+  EXPECT_EQ(*dropped.begin(), 35u);
+  EXPECT_EQ(sink.outcomes.size(), 57u);
+
+  // Plain eager from the start collapses the same way.
+  RecordingSink eager_sink;
+  auto plain = paper_sim<EagerPolicy>(eager_sink);
+  sim::VectorArrivals again(paper_arrivals(60, {13, 14, 15}));
+  plain->run(again);
+  EXPECT_GT(eager_sink.count(Outcome::kDropped), 0u);
+}
+
+// Poisson arrivals for one model at `rate_per_s`.
+std::vector<sim::Arrival> poisson(double rate_per_s, double seconds, std::uint64_t seed, ModelId model = 0) {
+  sim::Rng rng(seed);
+  std::vector<sim::Arrival> v;
+  double t = 0;
+  for (std::uint64_t tag = 0;; ++tag) {
+    t += rng.exponential(1.0 / rate_per_s);
+    if (t > seconds) break;
+    v.push_back({TimePoint::epoch() + Duration::from_seconds(t), model, std::nullopt, tag});
+  }
+  return v;
+}
+
+TEST(SchedulerLoadProportionalityTest, LowLoadUsesOnlyTheLowestIdGpus) {
+  // ResNet50-like: l(b) = 1.053 b + 5.072 ms, SLO 25 ms. One GPU's staggered
+  // capacity is about 700 r/s; offer 600 r/s to 8 GPUs.
+  RecordingSink sink;
+  SchedulerConfig cfg;
+  cfg.max_models = 1;
+  cfg.max_gpus = 8;
+  auto sim = std::move(*sim::Simulator<RecordingSink>::create(cfg, sink));
+  ASSERT_TRUE(sim->scheduler().add_model(model_ms("resnet50", 1.053, 5.072, 25, 32)).ok());
+  for (int g = 0; g < 8; ++g) ASSERT_TRUE(sim->scheduler().add_gpu().ok());
+  sim::VectorArrivals arrivals(poisson(600, 5.0, 42));
+  sim->run(arrivals);
+
+  std::vector<std::size_t> per_gpu(8);
+  for (const auto& b : sink.batches) ++per_gpu[b.d.gpu];
+  for (int g = 3; g < 8; ++g) EXPECT_EQ(per_gpu[g], 0u) << "GPU " << g << " should stay idle";
+  EXPECT_GT(per_gpu[0], 0u);
+  EXPECT_GE(static_cast<double>(sink.count(Outcome::kOk)), 0.99 * static_cast<double>(sink.outcomes.size()));
+
+  // The same load under eager scheduling spreads over every GPU.
+  RecordingSink eager_sink;
+  auto eager = std::move(*sim::Simulator<RecordingSink, EagerPolicy>::create(cfg, eager_sink));
+  ASSERT_TRUE(eager->scheduler().add_model(model_ms("resnet50", 1.053, 5.072, 25, 32)).ok());
+  for (int g = 0; g < 8; ++g) ASSERT_TRUE(eager->scheduler().add_gpu().ok());
+  sim::VectorArrivals again(poisson(600, 5.0, 42));
+  eager->run(again);
+  std::set<GpuId> used;
+  for (const auto& b : eager_sink.batches) used.insert(b.d.gpu);
+  EXPECT_EQ(used.size(), 8u);
+}
+
+TEST(SchedulerMembershipTest, GpusAndModelsComeAndGoWhileRunning) {
+  RecordingSink sink;
+  SchedulerConfig cfg;
+  cfg.max_models = 4;
+  cfg.max_gpus = 4;
+  auto sim = std::move(*sim::Simulator<RecordingSink>::create(cfg, sink));
+  auto& s = sim->scheduler();
+  const ModelId a = *s.add_model(model_ms("a", 1, 5, 25, 32));
+  ASSERT_TRUE(s.add_gpu().ok());
+  sim::VectorArrivals first(poisson(300, 1.0, 1, a));
+  sim->run(first);
+  const std::size_t n_first = sink.outcomes.size();
+  EXPECT_EQ(sink.count(Outcome::kOk), n_first);
+
+  // A second model and a second GPU arrive later.
+  const ModelId b = *s.add_model(model_ms("b", 2, 4, 30, 16));
+  EXPECT_EQ(*s.add_gpu(), 1u);
+  std::vector<sim::Arrival> mixed;
+  for (auto x : poisson(300, 1.0, 2, a)) { x.time += Duration::seconds(2); mixed.push_back(x); }
+  for (auto x : poisson(300, 1.0, 3, b)) { x.time += Duration::seconds(2); x.tag += 1'000'000; mixed.push_back(x); }
+  std::stable_sort(mixed.begin(), mixed.end(), [](auto& x, auto& y) { return x.time < y.time; });
+  sim::VectorArrivals second(mixed);
+  sim->run(second);
+  EXPECT_EQ(sink.outcomes.size(), n_first + mixed.size());
+
+  // Everything has drained: both models and GPU 1 can be removed; an id is reused.
+  EXPECT_TRUE(s.remove_model(a).ok());
+  EXPECT_TRUE(s.remove_gpu(1).ok());
+  EXPECT_EQ(*s.add_model(model_ms("c", 1, 1, 10, 8)), a);
+  EXPECT_EQ(*s.add_gpu(), 1u);
+  EXPECT_TRUE(s.remove_model(b).ok());
+}
+
+TEST(SchedulerBadInputTest, ReportsClearErrors) {
+  VirtualClock clock;
+  RecordingSink sink;
+  using S = Scheduler<VirtualClock, RecordingSink>;
+
+  SchedulerConfig zero_gpus;
+  zero_gpus.max_gpus = 0;
+  auto bad = S::create(zero_gpus, clock, sink);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("max_gpus"), std::string::npos);
+
+  SchedulerConfig neg;
+  neg.delays.ctrl = -Duration::milliseconds(1);
+  EXPECT_FALSE(S::create(neg, clock, sink).ok());
+
+  SchedulerConfig cfg;
+  cfg.max_models = 1;
+  cfg.max_gpus = 1;
+  cfg.max_requests = 4;
+  auto s = std::move(*S::create(cfg, clock, sink));
+
+  // SLO below l(1).
+  auto r = s->add_model(model_ms("tiny-slo", 1, 5, 5.5, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Errc::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("tiny-slo"), std::string::npos);
+  EXPECT_NE(r.status().message().find("below l(1)"), std::string::npos);
+
+  // max_batch beyond the profile.
+  ModelConfig mb = model_ms("mb", 1, 5, 50, 8);
+  mb.max_batch = 9;
+  EXPECT_EQ(s->add_model(mb).status().code(), Errc::kInvalidArgument);
+
+  const ModelId m = *s->add_model(model_ms("ok", 1, 5, 50, 8));
+  EXPECT_EQ(s->add_model(model_ms("second", 1, 5, 50, 8)).status().code(), Errc::kCapacityExceeded);
+
+  // Unknown model.
+  EXPECT_EQ(s->submit(m + 7, 1), SubmitStatus::kUnknownModel);
+  EXPECT_EQ(s->remove_model(m + 7).code(), Errc::kNotFound);
+  EXPECT_TRUE(sink.outcomes.empty()) << "a rejected submission produces no outcome";
+
+  // GPU capacity.
+  ASSERT_TRUE(s->add_gpu().ok());
+  EXPECT_EQ(s->add_gpu().status().code(), Errc::kCapacityExceeded);
+  EXPECT_EQ(s->remove_gpu(5).code(), Errc::kNotFound);
+
+  // Request pool capacity: the fifth request is dropped with queue_full.
+  for (std::uint64_t t = 1; t <= 4; ++t) EXPECT_EQ(s->submit(m, t), SubmitStatus::kQueued);
+  EXPECT_EQ(s->submit(m, 5), SubmitStatus::kDropped);
+  ASSERT_EQ(sink.outcomes.size(), 1u);
+  EXPECT_EQ(sink.outcomes[0].tag, 5u);
+  EXPECT_EQ(sink.outcomes[0].reason, DropReason::kQueueFull);
+
+  // A deadline that even a batch of one cannot meet.
+  EXPECT_EQ(s->submit(m, 6, clock.now() + Duration::milliseconds(5)), SubmitStatus::kDropped);
+  EXPECT_EQ(sink.outcomes.back().reason, DropReason::kInfeasible);
+
+  // A model with queued work cannot be removed.
+  EXPECT_EQ(s->remove_model(m).code(), Errc::kFailedPrecondition);
+
+  // Unknown or repeated batch completions change nothing.
+  EXPECT_EQ(s->on_batch_finished(12345, clock.now()).code(), Errc::kNotFound);
+  clock.advance_to(s->next_timer());
+  s->run_timers();
+  ASSERT_EQ(sink.batches.size(), 1u);
+  EXPECT_EQ(s->remove_gpu(0).code(), Errc::kFailedPrecondition);
+  const BatchId id = sink.batches[0].d.batch;
+  clock.advance_to(sink.batches[0].d.predicted_end);
+  EXPECT_TRUE(s->on_batch_finished(id, clock.now()).ok());
+  EXPECT_EQ(s->on_batch_finished(id, clock.now()).code(), Errc::kNotFound);
+  EXPECT_EQ(sink.count(Outcome::kOk), 4u);
+}
+
+TEST(SchedulerShutdownTest, EveryRequestEndsExactlyOnce) {
+  VirtualClock clock;
+  RecordingSink sink;
+  SchedulerConfig cfg;
+  cfg.max_models = 2;
+  cfg.max_gpus = 1;
+  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
+  const ModelId m = *s->add_model(model_ms("m", 1, 5, 100, 4));
+  ASSERT_TRUE(s->add_gpu().ok());
+  for (std::uint64_t t = 0; t < 10; ++t) ASSERT_EQ(s->submit(m, t), SubmitStatus::kQueued);
+  s->run_timers();  // a full batch of 4 goes at once
+  ASSERT_EQ(sink.batches.size(), 1u);
+  s->shutdown();
+  EXPECT_EQ(sink.count(Outcome::kDropped), 6u);
+  s->cancel_inflight();
+  EXPECT_EQ(sink.count(Outcome::kDropped), 10u);
+  std::set<std::uint64_t> tags;
+  for (const auto& o : sink.outcomes) EXPECT_TRUE(tags.insert(o.tag).second) << "tag " << o.tag << " ended twice";
+  EXPECT_EQ(s->inflight_batches(), 0u);
+  EXPECT_TRUE(s->remove_model(m).ok());
+}
+
+}  // namespace
+}  // namespace symphony
