@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "symphony/scheduler.hpp"
+#include "symphony/sim/random.hpp"
 
 namespace symphony::sim {
 
@@ -67,6 +68,23 @@ concept TimingModel = requires(T t, ModelId m, std::uint32_t b, Duration d) {
 // Batches run exactly as profiled.
 struct ExactTiming {
   Duration actual(ModelId, std::uint32_t, Duration predicted) const noexcept { return predicted; }
+};
+
+// Batches run for the profiled time times exp(N(0, sigma)): the profile is
+// right on average in the log but every batch is off a little (sigma 0.05 is
+// about +-5 %).
+class LogNormalTiming {
+ public:
+  explicit LogNormalTiming(double sigma = 0.05, std::uint64_t seed = 1) : sigma_(sigma), rng_(seed) {}
+  Duration actual(ModelId, std::uint32_t, Duration predicted) noexcept {
+    const double f = rng_.lognormal(0.0, sigma_);
+    return Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(predicted.ns()) * f + 0.5));
+  }
+  double sigma() const noexcept { return sigma_; }
+
+ private:
+  double sigma_;
+  Rng rng_;
 };
 
 template <SchedulerSink UserSink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,

@@ -1,0 +1,15 @@
+// symphony: deferred batch scheduling for DNN model serving.
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "symphony/config.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"symphony: deferred batch scheduling for DNN model serving"};
+  app.set_version_flag("--version", SYMPHONY_VERSION_STRING);
+  app.require_subcommand(1);
+  int exit_code = 0;
+  symphony::tools::add_example(app, exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
