@@ -1,1 +1,195 @@
+// RankState on its own: matchmaking, waiting, the GPU timer, expiry,
+// saturation and free-time corrections, driven message by message.
+#include "symphony/rank_state.hpp"
+
 #include <gtest/gtest.h>
+
+#include <vector>
+
+namespace symphony {
+namespace {
+
+using namespace symphony::literals;
+
+TimePoint at(Duration d) { return TimePoint::epoch() + d; }
+
+CandidateUpdate cand(std::uint32_t b, Duration exec, Duration latest, Duration delay = 0_ms) {
+  return {true, true, Candidate{b, at(exec), at(latest), delay}};
+}
+
+GrantResult dispatched(BatchId id, Duration free, Duration len, CandidateUpdate next = {true, false, {}}) {
+  return {true, id, at(free), len, next};
+}
+
+class RankStateTest : public ::testing::Test {
+ protected:
+  explicit RankStateTest(std::uint32_t gpus = 3, std::uint32_t outstanding = 4)
+      : rank_(RankConfig{4, gpus, outstanding}) {
+    for (ModelId m = 0; m < 4; ++m) EXPECT_TRUE(rank_.add_model(m).ok());
+    for (std::uint32_t g = 0; g < gpus; ++g) EXPECT_EQ(*rank_.add_gpu(at(0_ms)), g);
+  }
+
+  // Fires every timer due at `now`; returns the actions.
+  std::vector<RankAction> fire(Duration now) {
+    std::vector<RankAction> out;
+    while (rank_.fire_one(at(now))) {
+      RankAction a;
+      while (rank_.pop_action(a)) out.push_back(a);
+      EXPECT_EQ(rank_.check_invariants(at(now)), "");
+    }
+    return out;
+  }
+  void check(Duration now) { EXPECT_EQ(rank_.check_invariants(at(now)), ""); }
+
+  RankState<> rank_;
+};
+
+TEST_F(RankStateTest, ModelTimerGrantsTheLowestIdIdleGpu) {
+  rank_.on_candidate(0, cand(4, 10_ms, 12_ms), at(0_ms));
+  check(0_ms);
+  EXPECT_TRUE(fire(9_ms).empty());
+  auto a = fire(10_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[0].model, 0u);
+  EXPECT_EQ(a[0].gpu, 0u);
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kReserved);
+  rank_.on_grant_result(0, 0, dispatched(1, 19_ms, 9_ms), at(10_ms));
+  check(10_ms);
+  EXPECT_EQ(rank_.gpu_free(0), at(19_ms));
+  // The next candidate gets GPU 1, the lowest idle one.
+  rank_.on_candidate(1, cand(2, 11_ms, 15_ms), at(10_ms));
+  a = fire(11_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].gpu, 1u);
+}
+
+TEST_F(RankStateTest, BusyGpuThatFreesByExecIsGranted) {
+  // Occupy all three GPUs until 20, 30, 40 ms.
+  const Duration frees[] = {20_ms, 30_ms, 40_ms};
+  for (GpuId g = 0; g < 3; ++g) {
+    rank_.on_candidate(g, cand(1, 0_ms, 5_ms), at(0_ms));
+    auto a = fire(0_ms);
+    ASSERT_EQ(a.size(), 1u);
+    rank_.on_grant_result(a[0].model, a[0].gpu, dispatched(g + 1, frees[g], 10_ms), at(0_ms));
+  }
+  rank_.on_candidate(3, cand(4, 25_ms, 28_ms), at(1_ms));
+  auto a = fire(25_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].gpu, 0u);  // GPU 0 freed at 20 <= 25
+  EXPECT_EQ(a[0].time, at(20_ms));
+}
+
+TEST_F(RankStateTest, WaitingCandidatesAreGrantedMostUrgentFirstByTheGpuTimer) {
+  for (GpuId g = 0; g < 3; ++g) {
+    rank_.on_candidate(g, cand(1, 0_ms, 5_ms), at(0_ms));
+    auto a = fire(0_ms);
+    rank_.on_grant_result(a[0].model, a[0].gpu, dispatched(g + 1, Duration::milliseconds(20 + 10 * g), 10_ms),
+                          at(0_ms));
+  }
+  EXPECT_FALSE(rank_.gpu_timer_armed());
+  // Two candidates want to run at 10 ms; no GPU frees by then: both wait.
+  rank_.on_candidate(0, cand(3, 10_ms, 26_ms), at(5_ms));
+  rank_.on_candidate(1, cand(2, 10_ms, 23_ms), at(5_ms));
+  EXPECT_TRUE(fire(10_ms).empty());
+  EXPECT_EQ(rank_.waiting_size(), 2u);
+  EXPECT_EQ(rank_.model_state(0), RankModelState::kWaiting);
+  ASSERT_TRUE(rank_.gpu_timer_armed());
+  EXPECT_EQ(rank_.gpu_timer_target(), 0u);  // frees earliest, at 20
+  EXPECT_EQ(rank_.gpu_timer_time(), at(20_ms));
+  // At 20 ms GPU 0 goes to the most urgent one (latest 23), then GPU 1's
+  // timer waits for 30 ms, after model 0's latest (26): model 0 expires first.
+  auto a = fire(20_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 1u);
+  EXPECT_EQ(a[0].gpu, 0u);
+  rank_.on_grant_result(1, 0, dispatched(9, 24_ms, 4_ms), at(20_ms));
+  check(20_ms);
+  EXPECT_EQ(rank_.gpu_timer_target(), 0u);  // GPU 0 again, now free at 24
+  a = fire(24_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 0u);  // 24 <= latest 26
+}
+
+TEST_F(RankStateTest, ExpiredWaitingCandidateIsRecomputedNotDiscarded) {
+  for (GpuId g = 0; g < 3; ++g) {
+    rank_.on_candidate(g, cand(1, 0_ms, 5_ms), at(0_ms));
+    auto a = fire(0_ms);
+    rank_.on_grant_result(a[0].model, a[0].gpu, dispatched(g + 1, 50_ms, 10_ms), at(0_ms));
+  }
+  rank_.on_candidate(3, cand(4, 10_ms, 12_ms, 1_ms), at(0_ms));
+  EXPECT_TRUE(fire(9_ms).empty());  // exec - delay = 9: waits (no GPU before 50)
+  EXPECT_EQ(rank_.model_state(3), RankModelState::kWaiting);
+  EXPECT_TRUE(fire(11_ms).empty());  // still valid: expires after latest - delay = 11
+  auto a = fire(Duration::nanoseconds(11'000'001));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kRecompute);
+  EXPECT_EQ(a[0].model, 3u);
+  EXPECT_EQ(a[0].time, at(50_ms));  // the earliest any GPU can start
+  EXPECT_EQ(rank_.model_state(3), RankModelState::kIdle);
+  EXPECT_FALSE(rank_.gpu_timer_armed());
+}
+
+TEST_F(RankStateTest, GpuTimerSendsBackCandidatesThatCannotMeetTheEarliestGpu) {
+  for (GpuId g = 0; g < 3; ++g) {
+    rank_.on_candidate(g, cand(1, 0_ms, 5_ms), at(0_ms));
+    auto a = fire(0_ms);
+    rank_.on_grant_result(a[0].model, a[0].gpu, dispatched(g + 1, 30_ms, 10_ms), at(0_ms));
+  }
+  rank_.on_candidate(0, cand(4, 10_ms, 40_ms), at(0_ms));
+  fire(10_ms);
+  // A finish reported early makes GPU 2 free at 12 ms; the other candidate
+  // waits with latest 11: it cannot start by then and is sent back.
+  rank_.on_candidate(1, cand(4, 10_ms, 11_ms), at(10_ms));
+  fire(10_ms);
+  ASSERT_EQ(rank_.waiting_size(), 2u);
+  rank_.on_batch_finished(2, 3, at(12_ms), at(10_ms));
+  check(10_ms);
+  EXPECT_EQ(rank_.gpu_timer_target(), 2u);
+  auto a = fire(12_ms);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kRecompute);
+  EXPECT_EQ(a[0].model, 1u);
+  EXPECT_EQ(a[1].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[1].model, 0u);
+  EXPECT_EQ(a[1].gpu, 2u);
+}
+
+class SaturatingRankStateTest : public RankStateTest {
+ protected:
+  SaturatingRankStateTest() : RankStateTest(1, 1) {}
+};
+
+TEST_F(SaturatingRankStateTest, GpuWithTooManyUnfinishedBatchesTakesNoGrant) {
+  rank_.on_candidate(0, cand(1, 0_ms, 5_ms), at(0_ms));
+  auto a = fire(0_ms);
+  rank_.on_grant_result(0, 0, dispatched(7, 6_ms, 6_ms), at(0_ms));
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kSaturated);
+  rank_.on_candidate(1, cand(1, 6_ms, 20_ms), at(1_ms));
+  EXPECT_TRUE(fire(6_ms).empty());  // GPU 0 predicted free at 6 but unfinished
+  EXPECT_EQ(rank_.model_state(1), RankModelState::kWaiting);
+  EXPECT_FALSE(rank_.gpu_timer_armed());
+  // It really ends at 8 ms: GPU 0 is idle again and goes to the waiting model.
+  rank_.on_batch_finished(0, 7, at(8_ms), at(8_ms));
+  EXPECT_EQ(rank_.gpu_free(0), at(8_ms));
+  a = fire(8_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 1u);
+}
+
+TEST_F(RankStateTest, RemovingBusyGpusAndModelsWithCandidatesFails) {
+  rank_.on_candidate(0, cand(1, 0_ms, 5_ms), at(0_ms));
+  EXPECT_EQ(rank_.remove_model(0).code(), Errc::kFailedPrecondition);
+  auto a = fire(0_ms);
+  rank_.on_grant_result(0, 0, dispatched(1, 6_ms, 6_ms), at(0_ms));
+  EXPECT_EQ(rank_.remove_gpu(0, at(1_ms)).code(), Errc::kFailedPrecondition);
+  EXPECT_TRUE(rank_.remove_model(0).ok());
+  EXPECT_TRUE(rank_.remove_gpu(1, at(1_ms)).ok());
+  EXPECT_EQ(rank_.num_gpus(), 2u);
+  EXPECT_EQ(*rank_.add_gpu(at(1_ms)), 1u);  // the lowest free id again
+  rank_.on_batch_finished(0, 1, at(6_ms), at(6_ms));
+  EXPECT_TRUE(rank_.remove_gpu(0, at(6_ms)).ok());
+}
+
+}  // namespace
+}  // namespace symphony

@@ -80,7 +80,7 @@ class SplayTree {
     Hook* t = splay_to(root_, x);
     SYMPHONY_ASSERT(t == static_cast<Hook*>(&x));
     remove_root(t);
-    x.left = x.right = nullptr;
+    t->left = t->right = nullptr;
   }
 
   // Returns the smallest element (splayed to the root), or nullptr.
@@ -101,9 +101,10 @@ class SplayTree {
   T* pop_min() noexcept {
     T* m = min();
     if (m) {
-      root_ = root_->right;
+      Hook* h = root_;
+      root_ = h->right;
       --size_;
-      m->left = m->right = nullptr;
+      h->left = h->right = nullptr;
     }
     return m;
   }
