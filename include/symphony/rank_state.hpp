@@ -56,7 +56,7 @@ struct RankAction {
 enum class RankModelState : std::uint8_t { kAbsent, kIdle, kPending, kWaiting, kGranted };
 enum class RankGpuState : std::uint8_t { kAbsent, kIdle, kBusy, kReserved, kSaturated };
 
-template <TimerQueue Timers = SplayTimerQueue>
+template <TimerQueue Timers = HeapTimerQueue>
 class RankState {
  public:
   explicit RankState(RankConfig cfg)
@@ -339,8 +339,12 @@ class RankState {
   }
 
   void apply_candidate(RankModel& m, const CandidateUpdate& u) noexcept {
-    leave_state(m);
-    if (!u.present) return;
+    if (!u.present) {
+      leave_state(m);
+      return;
+    }
+    // Re-arming moves an armed timer in one operation; no cancel first.
+    if (m.state == RankModelState::kWaiting) waiting_.erase(m);
     m.cand = u.candidate;
     m.state = RankModelState::kPending;
     timers_.arm(m.timer, m.cand.exec - m.cand.delay);

@@ -14,7 +14,7 @@
 // Template parameters: the Clock (VirtualClock for simulation and tests,
 // SteadyClock for real time), the Sink, the exec-time policy (deferred, eager,
 // timeout), the gathering policy (sliding window, target batch) and the timer
-// queue (splay tree by default).
+// queue (a 4-ary heap by default, or the splay tree; see timer_queue.hpp).
 //
 // Guarantees:
 //  - single-threaded; all storage is allocated by create() and add_model();
@@ -70,7 +70,7 @@ struct SchedulerConfig {
 };
 
 template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
-          TimerQueue Timers = SplayTimerQueue>
+          TimerQueue Timers = HeapTimerQueue>
 class Scheduler {
  public:
   using Shard = ModelShard<Exec, Gather>;

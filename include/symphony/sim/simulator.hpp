@@ -88,7 +88,7 @@ class LogNormalTiming {
 };
 
 template <SchedulerSink UserSink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
-          TimingModel Timing = ExactTiming, TimerQueue Timers = SplayTimerQueue>
+          TimingModel Timing = ExactTiming, TimerQueue Timers = HeapTimerQueue>
 class Simulator {
   struct Forward;
 
