@@ -1,0 +1,47 @@
+// What a model expects as input: for each input tensor, its dtype and its
+// shape beyond the batch dimension.
+//
+// A request carries one sample per input, either without the batch dimension
+// (shape == spec.shape) or with a batch dimension of one ([1] + spec.shape).
+// Batches are formed by concatenating samples along dimension 0; outputs are
+// split back along dimension 0 and returned in the form the request used.
+#pragma once
+
+#include <ATen/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symphony/status.hpp"
+
+namespace at {
+class Tensor;
+}
+
+namespace symphony::server {
+
+struct InputSpec {
+  std::string name = "input";
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<std::int64_t> shape;  // beyond the batch dimension
+
+  // "float32[3,224,224]"
+  std::string to_string() const;
+};
+
+// Parses "float32[3,224,224]" (dtype names: float32/float, float64/double,
+// float16/half, bfloat16, int64/long, int32/int, int16, int8, uint8, bool).
+Result<InputSpec> parse_input_spec(std::string_view text, std::string name = "input");
+
+// The dtype's name as parse_input_spec() spells it.
+std::string dtype_name(c10::ScalarType t);
+
+// Checks one request's tensors against a model's specs. The error names the
+// model, the input and the mismatch. Sets *batched to whether the request
+// used a leading batch dimension of one (it must be the same for all inputs).
+Status validate_request(std::string_view model, const std::vector<InputSpec>& specs,
+                        const std::vector<at::Tensor>& inputs, bool* batched);
+
+}  // namespace symphony::server

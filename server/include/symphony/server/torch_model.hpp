@@ -1,0 +1,78 @@
+// A TorchScript model loaded for serving: one replica per device, warmed up,
+// with its input spec.
+//
+// Guarantees:
+//  - load() reports a missing file, a file that is not TorchScript, an input
+//    spec the model rejects, or a device it cannot run on, as a Status naming
+//    the model and the path;
+//  - run_batch() on replica d may be called from one thread per replica at a
+//    time (each device's executor thread); different replicas run in parallel;
+//  - exceptions from the model become an error Status with the model's message.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symphony/server/input_spec.hpp"
+#include "symphony/status.hpp"
+
+namespace symphony::server {
+
+// One request's inputs as handed to a batch.
+struct RequestInputs {
+  const std::vector<at::Tensor>* tensors = nullptr;
+  bool batched = false;  // the request used a leading batch dimension of one
+};
+
+class TorchModel {
+ public:
+  struct Options {
+    std::string name;
+    std::string path;                 // TorchScript file
+    std::vector<InputSpec> inputs;
+    std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
+    int warmup_iterations = 3;
+    std::uint32_t warmup_batch = 1;   // the largest batch used to warm up
+  };
+
+  static Result<std::unique_ptr<TorchModel>> load(Options opts);
+
+  const std::string& name() const noexcept { return opts_.name; }
+  const std::string& path() const noexcept { return opts_.path; }
+  const std::vector<InputSpec>& inputs() const noexcept { return opts_.inputs; }
+  std::size_t replicas() const noexcept { return replicas_.size(); }
+  c10::Device device(std::size_t replica) const { return opts_.devices[replica]; }
+
+  // Checks one request; see validate_request().
+  Status validate(const std::vector<at::Tensor>& inputs, bool* batched) const {
+    return validate_request(opts_.name, opts_.inputs, inputs, batched);
+  }
+
+  // Concatenates the requests' samples along dimension 0 (on the replica's
+  // device), runs forward and splits every output tensor back, one IValue per
+  // request (a Tensor, or a tuple when the model returns one), on the CPU.
+  Result<std::vector<c10::IValue>> run_batch(std::size_t replica, const std::vector<RequestInputs>& requests);
+
+  // Runs forward on a ready-made batch (the profiler and warm-up).
+  Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
+
+  // A batch of b copies of a zero sample per input, on `device`.
+  std::vector<at::Tensor> dummy_batch(std::uint32_t b, c10::Device device) const;
+
+ private:
+  explicit TorchModel(Options o) : opts_(std::move(o)) {}
+  Options opts_;
+  std::vector<torch::jit::Module> replicas_;
+};
+
+// Splits a batched model output into one IValue per request (tensors and
+// tuples/lists of tensors; anything else is an error naming the type).
+Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std::vector<RequestInputs>& requests,
+                                              std::string_view model);
+
+}  // namespace symphony::server

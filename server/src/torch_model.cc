@@ -1,0 +1,339 @@
+// Devices, input specs and TorchScript models: the server's libtorch layer.
+#include "symphony/server/torch_model.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+#include <torch/script.h>
+
+#include <charconv>
+#include <filesystem>
+#include <sstream>
+
+#include "symphony/server/device.hpp"
+
+namespace symphony::server {
+
+// ---- devices ------------------------------------------------------------------
+
+int cuda_device_count() {
+  try {
+    return static_cast<int>(torch::cuda::device_count());
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_int(std::string_view s, int* out) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size() && *out >= 0;
+}
+
+}  // namespace
+
+Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count) {
+  std::vector<DeviceSpec> out;
+  std::string_view rest = text;
+  const auto bad = [&](std::string_view item, const std::string& why) {
+    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "': '" + std::string(item) + "' " + why);
+  };
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    const std::size_t colon = item.find(':');
+    const std::string_view kind = item.substr(0, colon);
+    const std::string_view arg = colon == std::string_view::npos ? std::string_view() : item.substr(colon + 1);
+    int n = 0;
+    if (kind == "auto" && arg.empty()) {
+      if (cuda_count > 0) {
+        for (int i = 0; i < cuda_count; ++i) out.push_back({DeviceKind::kCuda, i});
+      } else {
+        out.push_back({DeviceKind::kCpu, 0});
+      }
+    } else if (kind == "cpu") {
+      if (!arg.empty() && (!parse_int(arg, &n) || n == 0)) return bad(item, "needs a positive count, as in cpu:2");
+      const int count = arg.empty() ? 1 : n;
+      const int base = static_cast<int>(std::count_if(out.begin(), out.end(),
+                                                      [](const DeviceSpec& d) { return d.kind == DeviceKind::kCpu; }));
+      for (int i = 0; i < count; ++i) out.push_back({DeviceKind::kCpu, base + i});
+    } else if (kind == "emulated") {
+      if (!parse_int(arg, &n) || n == 0) return bad(item, "needs a positive count, as in emulated:8");
+      for (int i = 0; i < n; ++i) out.push_back({DeviceKind::kEmulated, i});
+    } else if (kind == "cuda") {
+      if (arg.empty()) {
+        if (cuda_count == 0) return bad(item, "asks for CUDA GPUs but none is available");
+        for (int i = 0; i < cuda_count; ++i) out.push_back({DeviceKind::kCuda, i});
+      } else {
+        if (!parse_int(arg, &n)) return bad(item, "needs a device ordinal, as in cuda:0");
+        if (n >= cuda_count)
+          return bad(item, "does not exist: " + std::to_string(cuda_count) + " CUDA device(s) available");
+        out.push_back({DeviceKind::kCuda, n});
+      }
+    } else {
+      return bad(item, "is not a device (use auto, cpu[:N], cuda[:i] or emulated:N)");
+    }
+  }
+  if (out.empty()) return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = i + 1; j < out.size(); ++j)
+      if (out[i] == out[j]) return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' lists " +
+                                                                      out[i].to_string() + " twice");
+  const bool emulated = out.front().kind == DeviceKind::kEmulated;
+  for (const auto& d : out)
+    if ((d.kind == DeviceKind::kEmulated) != emulated)
+      return Status(Errc::kInvalidArgument, "devices '" + std::string(text) +
+                                                "' mixes emulated and real devices; use one kind per server");
+  return out;
+}
+
+// ---- input specs ----------------------------------------------------------------
+
+namespace {
+
+struct DtypeName {
+  std::string_view name;
+  c10::ScalarType type;
+};
+constexpr DtypeName kDtypes[] = {
+    {"float32", c10::ScalarType::Float},    {"float", c10::ScalarType::Float},
+    {"float64", c10::ScalarType::Double},   {"double", c10::ScalarType::Double},
+    {"float16", c10::ScalarType::Half},     {"half", c10::ScalarType::Half},
+    {"bfloat16", c10::ScalarType::BFloat16}, {"int64", c10::ScalarType::Long},
+    {"long", c10::ScalarType::Long},        {"int32", c10::ScalarType::Int},
+    {"int", c10::ScalarType::Int},          {"int16", c10::ScalarType::Short},
+    {"int8", c10::ScalarType::Char},        {"uint8", c10::ScalarType::Byte},
+    {"bool", c10::ScalarType::Bool},
+};
+
+std::string shape_string(c10::IntArrayRef s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string dtype_name(c10::ScalarType t) {
+  for (const auto& d : kDtypes)
+    if (d.type == t) return std::string(d.name);
+  return c10::toString(t);
+}
+
+std::string InputSpec::to_string() const { return dtype_name(dtype) + shape_string(shape); }
+
+Result<InputSpec> parse_input_spec(std::string_view text, std::string name) {
+  const std::string_view t = trim(text);
+  const std::size_t open = t.find('[');
+  if (open == std::string_view::npos || t.back() != ']')
+    return Status(Errc::kInvalidArgument, "input '" + name + "': '" + std::string(text) +
+                                              "' is not of the form dtype[d1,d2,...], e.g. float32[3,224,224]");
+  InputSpec spec;
+  spec.name = std::move(name);
+  const std::string_view dt = trim(t.substr(0, open));
+  bool found = false;
+  for (const auto& d : kDtypes)
+    if (d.name == dt) {
+      spec.dtype = d.type;
+      found = true;
+    }
+  if (!found) return Status(Errc::kInvalidArgument, "input '" + spec.name + "': unknown dtype '" + std::string(dt) + "'");
+  std::string_view dims = t.substr(open + 1, t.size() - open - 2);
+  while (!trim(dims).empty()) {
+    const std::size_t comma = dims.find(',');
+    const std::string_view d = trim(dims.substr(0, comma));
+    std::int64_t v = 0;
+    const auto r = std::from_chars(d.data(), d.data() + d.size(), v);
+    if (r.ec != std::errc() || r.ptr != d.data() + d.size() || v <= 0)
+      return Status(Errc::kInvalidArgument, "input '" + spec.name + "': dimension '" + std::string(d) +
+                                                "' in '" + std::string(text) + "' is not a positive integer");
+    spec.shape.push_back(v);
+    if (comma == std::string_view::npos) break;
+    dims.remove_prefix(comma + 1);
+  }
+  return spec;
+}
+
+Status validate_request(std::string_view model, const std::vector<InputSpec>& specs,
+                        const std::vector<at::Tensor>& inputs, bool* batched) {
+  const std::string who = "model '" + std::string(model) + "'";
+  if (inputs.size() != specs.size())
+    return Status(Errc::kInvalidArgument, who + " takes " + std::to_string(specs.size()) + " input(s), got " +
+                                              std::to_string(inputs.size()));
+  int batched_state = -1;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const InputSpec& s = specs[i];
+    const at::Tensor& x = inputs[i];
+    const std::string in = who + ", input '" + s.name + "'";
+    if (!x.defined()) return Status(Errc::kInvalidArgument, in + ": tensor is undefined");
+    if (x.scalar_type() != s.dtype)
+      return Status(Errc::kInvalidArgument, in + ": expected dtype " + dtype_name(s.dtype) + ", got " +
+                                                dtype_name(x.scalar_type()));
+    const auto sz = x.sizes();
+    const c10::IntArrayRef want(s.shape);
+    bool b = false;
+    if (sz.equals(want)) {
+      b = false;
+    } else if (sz.size() == want.size() + 1 && sz[0] == 1 && sz.slice(1).equals(want)) {
+      b = true;
+    } else {
+      return Status(Errc::kInvalidArgument, in + ": expected shape " + shape_string(want) + " (or [1] + that), got " +
+                                                shape_string(sz));
+    }
+    if (batched_state >= 0 && batched_state != static_cast<int>(b))
+      return Status(Errc::kInvalidArgument, who + ": inputs mix samples with and without the batch dimension");
+    batched_state = b;
+  }
+  if (batched) *batched = batched_state == 1;
+  return {};
+}
+
+// ---- models -----------------------------------------------------------------------
+
+std::vector<at::Tensor> TorchModel::dummy_batch(std::uint32_t b, c10::Device device) const {
+  std::vector<at::Tensor> batch;
+  for (const InputSpec& s : opts_.inputs) {
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(b)};
+    shape.insert(shape.end(), s.shape.begin(), s.shape.end());
+    batch.push_back(at::zeros(shape, at::TensorOptions().dtype(s.dtype).device(device)));
+  }
+  return batch;
+}
+
+Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
+  const std::string who = "model '" + opts.name + "' (" + opts.path + ")";
+  if (opts.name.empty()) return Status(Errc::kInvalidArgument, "a model needs a name");
+  if (opts.inputs.empty()) return Status(Errc::kInvalidArgument, who + ": no input spec given");
+  if (opts.devices.empty()) return Status(Errc::kInvalidArgument, who + ": no device to load it on");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(opts.path, ec))
+    return Status(Errc::kNotFound, who + ": no such file");
+  std::unique_ptr<TorchModel> m(new TorchModel(std::move(opts)));
+  torch::jit::Module base;
+  try {
+    base = torch::jit::load(m->opts_.path, c10::Device(c10::kCPU));
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    return Status(Errc::kInvalidArgument, who + ": not a loadable TorchScript file: " + msg);
+  }
+  base.eval();
+  for (std::size_t i = 0; i < m->opts_.devices.size(); ++i) {
+    try {
+      torch::jit::Module r = i + 1 == m->opts_.devices.size() ? base : base.clone();
+      r.to(m->opts_.devices[i]);
+      r.eval();
+      m->replicas_.push_back(std::move(r));
+    } catch (const std::exception& e) {
+      return Status(Errc::kInvalidArgument, who + ": cannot be placed on " + m->opts_.devices[i].str() + ": " +
+                                                std::string(e.what()).substr(0, 300));
+    }
+  }
+  // Warm up every replica (the profiling executor optimizes after a few runs)
+  // and check that the model accepts its input spec.
+  for (std::size_t i = 0; i < m->replicas_.size(); ++i) {
+    for (int it = 0; it < m->opts_.warmup_iterations; ++it) {
+      const std::uint32_t b = it % 2 ? m->opts_.warmup_batch : 1;
+      Result<c10::IValue> r = m->forward(i, m->dummy_batch(b, m->opts_.devices[i]));
+      if (!r.ok())
+        return Status(Errc::kInvalidArgument, who + ": a batch of its declared inputs (" +
+                                                  m->opts_.inputs.front().to_string() +
+                                                  (m->opts_.inputs.size() > 1 ? ", ..." : "") + ") fails: " +
+                                                  r.status().message());
+    }
+  }
+  return m;
+}
+
+Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Tensor> batch) {
+  try {
+    c10::InferenceMode guard;
+    std::vector<c10::IValue> args(batch.begin(), batch.end());
+    return replicas_[replica].forward(std::move(args));
+  } catch (const c10::Error& e) {
+    return Status(Errc::kFailedPrecondition, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status(Errc::kFailedPrecondition, e.what());
+  }
+}
+
+Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica, const std::vector<RequestInputs>& requests) {
+  if (requests.empty()) return std::vector<c10::IValue>{};
+  const c10::Device dev = opts_.devices[replica];
+  std::vector<at::Tensor> batch;
+  batch.reserve(opts_.inputs.size());
+  try {
+    std::vector<at::Tensor> parts;
+    parts.reserve(requests.size());
+    for (std::size_t i = 0; i < opts_.inputs.size(); ++i) {
+      parts.clear();
+      for (const RequestInputs& r : requests) {
+        const at::Tensor& x = (*r.tensors)[i];
+        parts.push_back(r.batched ? x : x.unsqueeze(0));
+      }
+      at::Tensor cat = at::cat(parts, 0);
+      batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
+    }
+  } catch (const std::exception& e) {
+    return Status(Errc::kFailedPrecondition, "model '" + opts_.name + "': cannot form the batch: " + e.what());
+  }
+  Result<c10::IValue> out = forward(replica, std::move(batch));
+  if (!out.ok()) return out.status();
+  return split_output(*out, requests, opts_.name);
+}
+
+Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std::vector<RequestInputs>& requests,
+                                              std::string_view model) {
+  const auto n = static_cast<std::int64_t>(requests.size());
+  const std::string who = "model '" + std::string(model) + "'";
+  // Splits one batched tensor into per-request pieces, on the CPU.
+  auto split_tensor = [&](const at::Tensor& t, std::vector<at::Tensor>& pieces) -> Status {
+    if (t.dim() == 0 || t.size(0) != n)
+      return Status(Errc::kFailedPrecondition, who + " returned a tensor of shape " + shape_string(t.sizes()) +
+                                                   " for a batch of " + std::to_string(n) +
+                                                   "; outputs must keep the batch dimension");
+    const at::Tensor host = t.device().is_cpu() ? t : t.to(c10::kCPU);
+    pieces.clear();
+    for (std::int64_t i = 0; i < n; ++i)
+      pieces.push_back(requests[i].batched ? host.narrow(0, i, 1) : host.select(0, i));
+    return {};
+  };
+  std::vector<c10::IValue> result(requests.size());
+  std::vector<at::Tensor> pieces;
+  if (out.isTensor()) {
+    if (Status s = split_tensor(out.toTensor(), pieces); !s.ok()) return s;
+    for (std::int64_t i = 0; i < n; ++i) result[i] = pieces[i];
+    return result;
+  }
+  if (out.isTuple() || out.isTensorList() || out.isList()) {
+    std::vector<c10::IValue> elems;
+    if (out.isTuple()) {
+      for (const auto& e : out.toTupleRef().elements()) elems.push_back(e);
+    } else {
+      for (const auto& e : out.toListRef()) elems.push_back(e);
+    }
+    std::vector<std::vector<c10::IValue>> per(requests.size());
+    for (const c10::IValue& e : elems) {
+      if (!e.isTensor())
+        return Status(Errc::kFailedPrecondition, who + " returned a tuple holding a " + e.tagKind() +
+                                                     "; only tensors can be split per request");
+      if (Status s = split_tensor(e.toTensor(), pieces); !s.ok()) return s;
+      for (std::int64_t i = 0; i < n; ++i) per[i].push_back(pieces[i]);
+    }
+    for (std::int64_t i = 0; i < n; ++i) result[i] = c10::ivalue::Tuple::create(std::move(per[i]));
+    return result;
+  }
+  return Status(Errc::kFailedPrecondition, who + " returned a " + out.tagKind() +
+                                               "; expected a tensor or a tuple of tensors");
+}
+
+}  // namespace symphony::server

@@ -1,0 +1,171 @@
+// The server's libtorch layer: device lists, input specs, TorchScript
+// loading and validation, batching and splitting outputs.
+#include "symphony/server/torch_model.hpp"
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "symphony/server/device.hpp"
+
+namespace symphony::server {
+namespace {
+
+std::string model_path(const std::string& name) { return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt"; }
+
+std::unique_ptr<TorchModel> load(const std::string& name, std::vector<std::string> specs) {
+  TorchModel::Options o;
+  o.name = name;
+  o.path = model_path(name);
+  for (std::size_t i = 0; i < specs.size(); ++i) o.inputs.push_back(*parse_input_spec(specs[i], "in" + std::to_string(i)));
+  auto m = TorchModel::load(std::move(o));
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+TEST(DeviceListTest, ParsesAndExpands) {
+  auto d = parse_devices("auto", 0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->size(), 1u);
+  EXPECT_EQ(d->front().kind, DeviceKind::kCpu);
+  d = parse_devices("auto", 2);
+  ASSERT_EQ(d->size(), 2u);
+  EXPECT_EQ((*d)[1], (DeviceSpec{DeviceKind::kCuda, 1}));
+  d = parse_devices("cpu:3", 0);
+  ASSERT_EQ(d->size(), 3u);
+  EXPECT_EQ((*d)[2].to_string(), "cpu:2");
+  EXPECT_EQ(parse_devices("emulated:8", 0)->size(), 8u);
+  EXPECT_EQ(parse_devices("cuda:0, cuda:1", 2)->size(), 2u);
+}
+
+TEST(DeviceListTest, RejectsBadListsWithReasons) {
+  auto expect = [](std::string_view text, int cuda, std::string_view needle) {
+    auto d = parse_devices(text, cuda);
+    ASSERT_FALSE(d.ok()) << text;
+    EXPECT_NE(d.status().message().find(needle), std::string::npos) << d.status().message();
+  };
+  expect("cuda", 0, "none is available");
+  expect("cuda:3", 2, "does not exist");
+  expect("gpu:0", 1, "is not a device");
+  expect("cpu:0", 0, "positive count");
+  expect("cuda:0,cuda:0", 1, "twice");
+  expect("emulated:2,cpu", 0, "mixes");
+  expect("", 0, "names no device");
+}
+
+TEST(InputSpecTest, ParsesDtypeAndShape) {
+  auto s = parse_input_spec("float32[3,224,224]", "image");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->dtype, c10::ScalarType::Float);
+  EXPECT_EQ(s->shape, (std::vector<std::int64_t>{3, 224, 224}));
+  EXPECT_EQ(s->to_string(), "float32[3,224,224]");
+  EXPECT_EQ(parse_input_spec("int64[]")->shape.size(), 0u);
+  EXPECT_FALSE(parse_input_spec("float32").ok());
+  EXPECT_NE(parse_input_spec("complex[3]").status().message().find("unknown dtype 'complex'"), std::string::npos);
+  EXPECT_NE(parse_input_spec("float32[3,0]").status().message().find("'0'"), std::string::npos);
+}
+
+TEST(TorchModelTest, LoadErrorsNameTheModelAndThePath) {
+  TorchModel::Options o;
+  o.name = "ghost";
+  o.path = "/nonexistent/ghost.pt";
+  o.inputs = {*parse_input_spec("float32[4]")};
+  auto r = TorchModel::load(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Errc::kNotFound);
+  EXPECT_NE(r.status().message().find("ghost"), std::string::npos);
+  EXPECT_NE(r.status().message().find("/nonexistent/ghost.pt"), std::string::npos);
+
+  o.name = "text";
+  o.path = std::string(SYMPHONY_TEST_MODELS) + "/../CTestTestfile.cmake";  // exists, not TorchScript
+  r = TorchModel::load(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a loadable TorchScript file"), std::string::npos);
+
+  o.name = "linear";
+  o.path = model_path("linear");
+  o.inputs = {*parse_input_spec("float32[5]")};  // the model takes 4 features
+  r = TorchModel::load(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("float32[5]"), std::string::npos) << r.status().message();
+}
+
+TEST(TorchModelTest, ValidationNamesModelInputAndMismatch) {
+  auto m = load("two_inputs", {"float32[2]", "int64[3]"});
+  ASSERT_TRUE(m);
+  bool batched = false;
+  EXPECT_TRUE(m->validate({torch::zeros({2}), torch::zeros({3}, torch::kLong)}, &batched).ok());
+  EXPECT_FALSE(batched);
+  EXPECT_TRUE(m->validate({torch::zeros({1, 2}), torch::zeros({1, 3}, torch::kLong)}, &batched).ok());
+  EXPECT_TRUE(batched);
+  auto msg = [&](std::vector<at::Tensor> in) { return m->validate(in, nullptr).message(); };
+  EXPECT_EQ(msg({torch::zeros({2})}), "model 'two_inputs' takes 2 input(s), got 1");
+  EXPECT_EQ(msg({torch::zeros({2}), torch::zeros({3})}),
+            "model 'two_inputs', input 'in1': expected dtype int64, got float32");
+  EXPECT_EQ(msg({torch::zeros({2, 2}), torch::zeros({3}, torch::kLong)}),
+            "model 'two_inputs', input 'in0': expected shape [2] (or [1] + that), got [2,2]");
+  EXPECT_NE(msg({torch::zeros({1, 2}), torch::zeros({3}, torch::kLong)}).find("mix"), std::string::npos);
+}
+
+TEST(TorchModelTest, BatchOutputsEqualDirectForwardOfEachRequest) {
+  auto m = load("linear", {"float32[4]"});
+  ASSERT_TRUE(m);
+  torch::jit::Module direct = torch::jit::load(model_path("linear"));
+  torch::manual_seed(1);
+  std::vector<std::vector<at::Tensor>> inputs;
+  std::vector<RequestInputs> reqs;
+  for (int i = 0; i < 9; ++i) inputs.push_back({i % 3 ? torch::randn({4}) : torch::randn({1, 4})});
+  for (auto& in : inputs) reqs.push_back({&in, in[0].dim() == 2});
+  auto out = m->run_batch(0, reqs);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->size(), 9u);
+  for (int i = 0; i < 9; ++i) {
+    const at::Tensor x = reqs[i].batched ? inputs[i][0] : inputs[i][0].unsqueeze(0);
+    const at::Tensor want = direct.forward({x}).toTensor();
+    const at::Tensor got = (*out)[i].toTensor();
+    EXPECT_EQ(got.dim(), reqs[i].batched ? 2 : 1) << "outputs come back in the form the request used";
+    EXPECT_TRUE(torch::allclose(got.reshape({1, 3}), want, 1e-5, 1e-6)) << i;
+  }
+}
+
+TEST(TorchModelTest, TupleOutputsAreSplitPerElement) {
+  auto m = load("tuple_out", {"float32[4]"});
+  ASSERT_TRUE(m);
+  std::vector<at::Tensor> a{torch::ones({4})}, b{torch::full({4}, 2.0)};
+  auto out = m->run_batch(0, {{&a, false}, {&b, false}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const auto& t = (*out)[1].toTupleRef().elements();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_TRUE(torch::equal(t[0].toTensor(), torch::full({4}, 4.0)));
+  EXPECT_EQ(t[1].toTensor().item<float>(), 8.0f);
+}
+
+TEST(TorchModelTest, ModelExceptionsBecomeErrorsWithTheMessage) {
+  auto m = load("raises", {"float32[4]"});
+  ASSERT_TRUE(m);
+  std::vector<at::Tensor> fine{torch::zeros({4})}, poison{torch::full({4}, -1000.0)};
+  auto out = m->run_batch(0, {{&fine, false}, {&poison, false}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("input below -100 is not allowed"), std::string::npos)
+      << out.status().message();
+  // The model keeps working afterwards.
+  EXPECT_TRUE(m->run_batch(0, {{&fine, false}}).ok());
+}
+
+TEST(TorchModelTest, ReplicasPerDevice) {
+  TorchModel::Options o;
+  o.name = "linear";
+  o.path = model_path("linear");
+  o.inputs = {*parse_input_spec("float32[4]")};
+  o.devices = {c10::Device(c10::kCPU), c10::Device(c10::kCPU)};
+  auto m = TorchModel::load(o);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ((*m)->replicas(), 2u);
+  std::vector<at::Tensor> x{torch::ones({4})};
+  auto a = (*m)->run_batch(0, {{&x, false}});
+  auto b = (*m)->run_batch(1, {{&x, false}});
+  EXPECT_TRUE(torch::equal((*a)[0].toTensor(), (*b)[0].toTensor()));
+}
+
+}  // namespace
+}  // namespace symphony::server
