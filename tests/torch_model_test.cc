@@ -6,7 +6,11 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "symphony/server/device.hpp"
+#include "symphony/server/profiler.hpp"
 
 namespace symphony::server {
 namespace {
@@ -165,6 +169,87 @@ TEST(TorchModelTest, ReplicasPerDevice) {
   auto a = (*m)->run_batch(0, {{&x, false}});
   auto b = (*m)->run_batch(1, {{&x, false}});
   EXPECT_TRUE(torch::equal((*a)[0].toTensor(), (*b)[0].toTensor()));
+}
+
+TEST(ProfilerTest, MeasuresAMonotoneProfileOnAGeometricGrid) {
+  auto m = load("sleepy", {"float32[4]"});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(profile_grid(12), (std::vector<std::uint32_t>{1, 2, 4, 8, 12}));
+  EXPECT_EQ(profile_grid(1), (std::vector<std::uint32_t>{1}));
+  ProfileOptions o;
+  o.max_batch = 8;
+  o.repeats = 3;
+  o.warmup = 1;
+  std::vector<std::uint32_t> seen;
+  o.progress = [&](std::uint32_t b, std::size_t, std::size_t total) {
+    seen.push_back(b);
+    EXPECT_EQ(total, 4u);
+  };
+  auto p = profile_model(*m, 0, o);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 2, 4, 8}));
+  ASSERT_EQ(p->points.size(), 4u);
+  EXPECT_EQ(p->max_batch, 8u);
+  for (std::size_t i = 1; i < p->points.size(); ++i) {
+    EXPECT_GE(p->points[i].median, p->points[i - 1].median);
+    EXPECT_GE(p->points[i].p99, p->points[i].median);
+  }
+  // The sleepy model's work grows with the batch: the slope is positive.
+  EXPECT_GT(p->alpha, Duration::zero());
+  auto lp = p->to_latency_profile();
+  ASSERT_TRUE(lp.ok());
+  EXPECT_EQ(lp->max_batch(), 8u);
+  EXPECT_EQ(lp->latency(8), p->points.back().p99);
+}
+
+TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
+  auto m = load("sleepy", {"float32[4]"});
+  ASSERT_TRUE(m);
+  ProfileOptions o;
+  o.max_batch = 64;
+  o.repeats = 1;
+  o.warmup = 0;
+  o.max_latency = Duration::nanoseconds(1);  // everything is over it
+  auto p = profile_model(*m, 0, o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->points.size(), 1u);
+  EXPECT_EQ(p->max_batch, 1u);
+  EXPECT_NE(p->stopped_because.find("already takes"), std::string::npos);
+}
+
+TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
+  MeasuredProfile p;
+  p.model = "m";
+  p.device = "cpu";
+  p.inputs = {"float32[4]"};
+  p.points = {{1, Duration::from_ms(1.5), Duration::from_ms(2)}, {4, Duration::from_ms(3), Duration::from_ms(3.5)}};
+  p.max_batch = 4;
+  p.alpha = Duration::from_ms(0.5);
+  p.beta = Duration::from_ms(1);
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/profile_roundtrip.yaml";
+  ASSERT_TRUE(write_profile_file(path, p).ok());
+  auto r = read_profile_file(path);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->model, "m");
+  ASSERT_EQ(r->points.size(), 2u);
+  EXPECT_EQ(r->points[1].p99, Duration::from_ms(3.5));
+  EXPECT_EQ(r->to_latency_profile()->latency(2), Duration::from_ms(2.5));  // interpolated
+
+  auto write = [&](const std::string& text) {
+    const std::string f = dir + "/profile_bad.yaml";
+    std::ofstream(f) << text;
+    return read_profile_file(f);
+  };
+  auto e = write("model: m\npoints: [[1, 2, 3]]\ncolour: red\n");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("key 'colour' is not a profile key"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("profile_bad.yaml"), std::string::npos);
+  e = write("model: m\n");
+  EXPECT_NE(e.status().message().find("key 'points'"), std::string::npos);
+  e = write("model: m\npoints: [[1, 5, 6], [2, 4, 4.5]]\n");
+  EXPECT_NE(e.status().message().find("not monotone"), std::string::npos) << e.status().message();
+  EXPECT_EQ(read_profile_file(dir + "/missing.yaml").status().code(), Errc::kNotFound);
 }
 
 }  // namespace
