@@ -9,4 +9,9 @@ namespace symphony::tools {
 // Prints the paper's worked example (§3.3) as scheduled by the real engine.
 CLI::App* add_example(CLI::App& app, int& exit_code);
 
+#ifdef SYMPHONY_HAVE_SERVER
+// Measures a TorchScript model's latency profile on a device.
+CLI::App* add_profile(CLI::App& app, int& exit_code);
+#endif
+
 }  // namespace symphony::tools

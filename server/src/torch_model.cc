@@ -2,10 +2,12 @@
 #include "symphony/server/torch_model.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <sstream>
@@ -94,6 +96,24 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
       return Status(Errc::kInvalidArgument, "devices '" + std::string(text) +
                                                 "' mixes emulated and real devices; use one kind per server");
   return out;
+}
+
+c10::Device torch_device(const DeviceSpec& d) {
+  if (d.kind == DeviceKind::kCuda) return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d.index));
+  return c10::Device(c10::kCPU);
+}
+
+void set_cpu_threads(int threads) {
+  if (threads > 0) at::set_num_threads(threads);
+}
+
+std::string model_name_from_path(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+std::string default_profile_path(const std::string& model_path, const DeviceSpec& d) {
+  const std::filesystem::path p(model_path);
+  std::string dev = d.to_string();
+  dev.erase(std::remove(dev.begin(), dev.end(), ':'), dev.end());
+  return (p.parent_path() / (p.stem().string() + "." + dev + ".profile.yaml")).string();
 }
 
 // ---- input specs ----------------------------------------------------------------

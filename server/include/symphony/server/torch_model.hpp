@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/server/device.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
 
@@ -69,6 +70,20 @@ class TorchModel {
   Options opts_;
   std::vector<torch::jit::Module> replicas_;
 };
+
+// The libtorch device for a CPU or CUDA DeviceSpec (CPU devices are all
+// c10::kCPU; each runs on its own executor thread).
+c10::Device torch_device(const DeviceSpec& d);
+
+// Sets libtorch's intra-op thread count (Debian's libtorch starts with 1).
+void set_cpu_threads(int threads);
+
+// "models/resnet18.pt" -> "resnet18".
+std::string model_name_from_path(const std::string& path);
+
+// Where a model's profile for a device lives by default:
+// "<dir>/<stem>.<device>.profile.yaml", e.g. "models/resnet18.cpu0.profile.yaml".
+std::string default_profile_path(const std::string& model_path, const DeviceSpec& d);
 
 // Splits a batched model output into one IValue per request (tensors and
 // tuples/lists of tensors; anything else is an error naming the type).
