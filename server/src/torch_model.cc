@@ -6,10 +6,14 @@
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "symphony/server/device.hpp"
@@ -217,6 +221,39 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
   return {};
 }
 
+// ---- warnings ---------------------------------------------------------------------
+
+namespace {
+
+// libtorch warns from inside some kernels on every call (optimized MobileNet
+// does); a server must not repeat one line per batch. Prints each distinct
+// warning once.
+class OncePerMessage final : public c10::WarningHandler {
+ public:
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& w) override { print(w.msg()); }
+#else
+  void process(const c10::SourceLocation&, const std::string& msg, const bool) override { print(msg); }
+#endif
+
+ private:
+  void print(const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seen_.size() < 1000 && seen_.insert(msg).second)
+      std::fprintf(stderr, "libtorch warning (shown once): %s\n", msg.c_str());
+  }
+  std::mutex mu_;
+  std::set<std::string> seen_;
+};
+
+void install_warning_filter() {
+  static OncePerMessage handler;
+  static std::once_flag once;
+  std::call_once(once, [] { c10::Warning::set_warning_handler(&handler); });
+}
+
+}  // namespace
+
 // ---- models -----------------------------------------------------------------------
 
 std::vector<at::Tensor> TorchModel::dummy_batch(std::uint32_t b, c10::Device device) const {
@@ -237,6 +274,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(opts.path, ec))
     return Status(Errc::kNotFound, who + ": no such file");
+  install_warning_filter();
   std::unique_ptr<TorchModel> m(new TorchModel(std::move(opts)));
   torch::jit::Module base;
   try {
@@ -247,11 +285,24 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
     return Status(Errc::kInvalidArgument, who + ": not a loadable TorchScript file: " + msg);
   }
   base.eval();
+  m->optimized_ = m->opts_.optimize;
   for (std::size_t i = 0; i < m->opts_.devices.size(); ++i) {
     try {
       torch::jit::Module r = i + 1 == m->opts_.devices.size() ? base : base.clone();
       r.to(m->opts_.devices[i]);
       r.eval();
+      if (m->optimized_) {
+        try {
+          torch::jit::Module frozen = torch::jit::freeze(r);
+          r = torch::jit::optimize_for_inference(frozen);
+        } catch (const std::exception& e) {
+          m->optimized_ = false;
+          m->optimize_note_ = std::string("not optimized: ") + std::string(e.what()).substr(0, 200);
+          r = i + 1 == m->opts_.devices.size() ? base : base.clone();
+          r.to(m->opts_.devices[i]);
+          r.eval();
+        }
+      }
       m->replicas_.push_back(std::move(r));
     } catch (const std::exception& e) {
       return Status(Errc::kInvalidArgument, who + ": cannot be placed on " + m->opts_.devices[i].str() + ": " +

@@ -38,6 +38,10 @@ class TorchModel {
     std::vector<InputSpec> inputs;
     std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
     int warmup_iterations = 3;
+    // Freeze the module and run libtorch's optimize_for_inference passes on
+    // each replica (conv-bn folding, oneDNN on CPU). Modules the passes
+    // cannot handle are served as they are.
+    bool optimize = true;
     std::uint32_t warmup_batch = 1;   // the largest batch used to warm up
   };
 
@@ -47,6 +51,9 @@ class TorchModel {
   const std::string& path() const noexcept { return opts_.path; }
   const std::vector<InputSpec>& inputs() const noexcept { return opts_.inputs; }
   std::size_t replicas() const noexcept { return replicas_.size(); }
+  // Whether the replicas run the frozen, optimized module (else: why not).
+  bool optimized() const noexcept { return optimized_; }
+  const std::string& optimize_note() const noexcept { return optimize_note_; }
   c10::Device device(std::size_t replica) const { return opts_.devices[replica]; }
 
   // Checks one request; see validate_request().
@@ -69,6 +76,8 @@ class TorchModel {
   explicit TorchModel(Options o) : opts_(std::move(o)) {}
   Options opts_;
   std::vector<torch::jit::Module> replicas_;
+  bool optimized_ = false;
+  std::string optimize_note_;
 };
 
 // The libtorch device for a CPU or CUDA DeviceSpec (CPU devices are all
