@@ -1,0 +1,85 @@
+// The `symphony serve` configuration file (YAML), parsed strictly: unknown
+// keys, wrong types and bad values are errors that name the key and the file.
+//
+//   devices: auto            # auto | cpu[:N] | cuda[:i],... | emulated:N
+//   cpu_threads: 1           # libtorch intra-op threads per CPU device
+//   policy: deferred         # deferred | eager | timeout:<ms>
+//   shards: 1                # model-shard threads of the runtime
+//   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 0}
+//   profiling: {latency: p99, max_batch: 32, repeats: 10}
+//   load:
+//     duration_s: 20         # how long the load generator sends
+//     warmup_s: 2            # sent but not counted in the report
+//     arrival: poisson       # poisson | uniform | gamma:<shape>
+//     seed: 1
+//   models:
+//     - name: squeezenet
+//       path: models/squeezenet1_1.pt   # relative to this file
+//       input: float32[3,64,64]          # or inputs: ["float32[2]", "int64[3]"]
+//       slo_ms: 100
+//       max_batch: 32
+//       rate: 50                         # requests/s sent to this model
+//       profile: auto                    # auto (measure if no file) | a profile file
+//       alpha_ms: 1.0                    # emulated devices: l(b) = alpha*b + beta
+//       beta_ms: 5.0
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::server {
+
+enum class PolicyKind { kDeferred, kEager, kTimeout };
+
+// "deferred", "eager", "timeout:5" (ms). Errors name the text.
+struct PolicySpec {
+  PolicyKind kind = PolicyKind::kDeferred;
+  Duration timeout;
+  std::string to_string() const;
+};
+Result<PolicySpec> parse_policy(const std::string& text);
+
+struct ServeModelConfig {
+  std::string name;
+  std::string path;                 // absolute, or relative to the working directory
+  std::vector<std::string> inputs;  // input specs, e.g. "float32[3,64,64]"
+  Duration slo;
+  std::uint32_t max_batch = 32;
+  double rate = 0;                  // requests/s from the load generator
+  std::string profile = "auto";     // "auto" or a profile file
+  std::optional<Duration> alpha, beta;  // emulated devices
+};
+
+struct ServeConfig {
+  std::string file;  // where it was read from (for messages)
+  std::string devices = "auto";
+  int cpu_threads = 1;
+  PolicySpec policy;
+  std::uint32_t shards = 1;
+  Delays delays;
+  bool profile_use_p99 = true;
+  std::uint32_t profile_max_batch = 32;
+  int profile_repeats = 10;
+  double duration_s = 20;
+  double warmup_s = 2;
+  std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>
+  double gamma_shape = 1.0;
+  std::uint64_t seed = 1;
+  std::vector<ServeModelConfig> models;
+};
+
+// Reads and validates a serve config; relative model and profile paths are
+// resolved against the file's directory.
+Result<ServeConfig> load_serve_config(const std::string& path);
+// Same, from YAML text; `origin` names it in messages and `base_dir`
+// resolves relative paths.
+Result<ServeConfig> parse_serve_config(const std::string& yaml, const std::string& origin,
+                                       const std::string& base_dir);
+
+}  // namespace symphony::server
