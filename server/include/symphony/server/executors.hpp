@@ -1,0 +1,81 @@
+// The server's executors: what runs a granted batch on a device.
+//
+// The runtime hands each device's Executor an ExecBatch (see
+// symphony/runtime/executor.hpp). The executor asks the server (a
+// BatchRunner) for the model and the requests' inputs by tag, runs the
+// model's replica for its device, hands each request's output (or the error)
+// back to the server, and then reports the batch's actual end.
+//
+//  - CpuExecutor: one worker thread per CPU device, running libtorch with a
+//    fixed number of intra-op threads (Debian's libtorch defaults to 1; more
+//    than the free cores makes OpenMP wait on descheduled threads).
+//  - CudaStreamExecutor (cuda_executor.hpp, built with SYMPHONY_WITH_CUDA).
+//  - EmulatedExecutor (runtime): runs for exactly l(b), no model.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "symphony/runtime/executor.hpp"
+#include "symphony/server/torch_model.hpp"
+#include "symphony/time.hpp"
+
+namespace symphony::server {
+
+// What an executor needs from the server. Implemented by the server;
+// thread-safe (executors of different devices call it concurrently).
+class BatchRunner {
+ public:
+  virtual ~BatchRunner() = default;
+  // The batch's model, or nullptr if it was removed (then fail() the batch).
+  virtual TorchModel* model(const ExecBatch& b) = 0;
+  // The inputs of the batch's requests, in the batch's order.
+  virtual void gather(const ExecBatch& b, std::vector<RequestInputs>* out) = 0;
+  // One output per request, in the batch's order.
+  virtual void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) = 0;
+  // The batch failed; every request gets the message.
+  virtual void fail(const ExecBatch& b, const std::string& error) = 0;
+};
+
+// Runs a batch synchronously on `replica` (CPU devices): gather, forward,
+// split, store or fail. Returns the status to report.
+BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t replica, std::string* error);
+
+// A CPU "device": a worker thread that runs batches in dispatch order.
+//
+// Guarantees: execute() only queues (a short critical section); batches run
+// and are reported in the order given; the destructor runs what is queued,
+// reports it, and joins the thread.
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(BatchRunner& runner, std::size_t replica, int intra_op_threads, std::string name);
+  ~CpuExecutor() override;
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+
+  void execute(const ExecBatch& b, CompletionPort& done) override;
+
+  // Total time spent running batches.
+  Duration busy() const noexcept { return Duration::nanoseconds(busy_ns_.load(std::memory_order_relaxed)); }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  void loop();
+
+  BatchRunner& runner_;
+  const std::size_t replica_;
+  const int threads_;
+  const std::string name_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<ExecBatch, CompletionPort*>> queue_;
+  bool stopping_ = false;
+  std::atomic<std::int64_t> busy_ns_{0};
+  std::thread worker_;
+};
+
+}  // namespace symphony::server
