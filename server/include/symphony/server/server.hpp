@@ -1,0 +1,163 @@
+// Server: serve TorchScript models on every device of a machine with deferred
+// batch scheduling, in process.
+//
+// A Server owns a multi-threaded Runtime (model shards, one RankThread), one
+// executor per device (CUDA stream, CPU worker, or emulated GPU), the loaded
+// models (a replica per device, warmed up) and their latency profiles
+// (measured on first use and kept in a profile file beside the model).
+// Clients call infer() from any thread and get a future (or a callback) that
+// resolves exactly once with the outputs or an outcome explaining why not.
+//
+// Guarantees:
+//  - bad input is rejected at infer() with a Status naming the problem
+//    (unknown model, wrong dtype/shape/count, a deadline even batch 1 cannot
+//    meet); nothing is queued then;
+//  - every accepted request resolves exactly once: ok or late (with outputs),
+//    dropped (with the reason), or error (with the model's message). A model
+//    that throws fails only its batch; the server keeps serving;
+//  - a client that drops its future leaks nothing; stop() resolves every
+//    pending request (drain: run or expire them; cancel: drop what is queued);
+//  - infer() is thread-safe and does not block on the scheduler.
+//
+//   ServerOptions o;  o.devices = "auto";
+//   auto server = std::move(*Server::create(o));
+//   ModelOptions m;  m.name = "resnet";  m.path = "resnet18.pt";  m.inputs = {"float32[3,64,64]"};
+//   m.slo = Duration::milliseconds(100);
+//   server->add_model(m);  server->start();
+//   InferResult r = (*server->infer("resnet", {torch::rand({3, 64, 64})})).get();
+//   server->stop();
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symphony/server/device.hpp"
+#include "symphony/server/serve_config.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::server {
+
+enum class StopHow { kDrain, kCancel };
+
+struct ServerOptions {
+  std::string devices = "auto";  // see device.hpp
+  int cpu_threads = 1;           // libtorch intra-op threads per CPU device
+  PolicySpec policy;             // deferred, eager or timeout:<ms>
+  std::uint32_t shards = 1;      // model-shard threads
+  Delays delays;
+  std::uint32_t max_models = 64;
+  std::uint32_t max_pending = 1u << 16;  // requests inside the server at once
+  // Automatic profiling of models without a profile file.
+  bool profile_use_p99 = true;
+  std::uint32_t profile_max_batch = 32;
+  int profile_repeats = 10;
+  // Progress messages (loading, profiling); nullptr: quiet.
+  std::function<void(const std::string&)> log;
+};
+
+struct ModelOptions {
+  std::string name;
+  std::string path;                 // TorchScript file; empty on emulated devices
+  std::vector<std::string> inputs;  // input specs, e.g. "float32[3,224,224]"
+  Duration slo;
+  std::uint32_t max_batch = 32;
+  // "auto": use the profile file beside the model, or measure one and write
+  // it there; else the path of a profile file.
+  std::string profile = "auto";
+  std::optional<Duration> alpha, beta;  // emulated devices: l(b) = alpha*b + beta
+};
+
+struct InferResult {
+  Outcome outcome = Outcome::kDropped;
+  DropReason reason = DropReason::kNone;
+  c10::IValue output;  // ok or late on real devices: a tensor or a tuple
+  std::string error;   // kError: the model's message; kDropped: why
+  Duration latency;    // from infer() to the outcome
+  std::uint32_t batch_size = 0;
+  GpuId device = kNoGpu;
+  bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }
+};
+
+struct ModelStats {
+  std::string name;
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
+  std::map<std::string, std::uint64_t> dropped_by_reason;
+  Duration p50, p99, max_latency;                  // over ok and late requests
+  std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
+  double mean_batch = 0;
+  std::uint32_t max_batch = 0;  // from the profile and the options
+  Duration l1;                  // the profile's l(1)
+};
+
+struct DeviceStats {
+  std::string name;
+  Duration busy;             // time spent running batches since start()
+  double busy_fraction = 0;  // busy / elapsed
+  std::uint64_t batches = 0;
+  Duration dispatch_overhead_mean;  // CUDA only: dispatch -> work enqueued
+  Duration idle_gap_mean;           // CUDA only: GPU idle between back-to-back batches
+  std::uint64_t back_to_back = 0;
+};
+
+struct ServerStats {
+  Duration elapsed;  // since start()
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
+  double goodput_rps = 0;  // ok per second since start()
+  std::vector<ModelStats> models;
+  std::vector<DeviceStats> devices;
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> create(ServerOptions opts);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  const std::vector<DeviceSpec>& devices() const;
+
+  // Loads the model on every device, warms it up, and profiles it if no
+  // profile exists. Before or after start(). Errors name the model.
+  Status add_model(const ModelOptions& m);
+  // Stops accepting requests for the model, waits until its queued requests
+  // have run or expired, then unloads it.
+  Status remove_model(std::string_view name);
+  std::vector<std::string> model_names() const;
+  // The latency profile the scheduler uses for `name`.
+  Result<LatencyProfile> model_profile(std::string_view name) const;
+
+  // Starts scheduling (models added before are served from now on).
+  Status start();
+
+  // Submits one request: one tensor per model input, each a sample of the
+  // input spec's shape (or with a leading batch dimension of one). deadline:
+  // time from now (default: the model's SLO).
+  Result<std::future<InferResult>> infer(std::string_view model, std::vector<at::Tensor> inputs,
+                                         std::optional<Duration> deadline = std::nullopt);
+  // The same, resolving through `done` (called exactly once, from a server
+  // thread; it must not block).
+  Status infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
+                     std::function<void(InferResult&&)> done);
+
+  ServerStats stats() const;
+
+  // Ends every pending request and stops all threads. Idempotent.
+  void stop(StopHow how = StopHow::kDrain);
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace symphony::server

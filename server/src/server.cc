@@ -1,0 +1,615 @@
+// The in-process server: models, devices, executors and the Runtime, joined.
+#include "symphony/server/server.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <shared_mutex>
+
+#include "symphony/runtime/emulated_executor.hpp"
+#include "symphony/runtime/runtime.hpp"
+#include "symphony/server/executors.hpp"
+#include "symphony/server/profiler.hpp"
+#include "symphony/server/torch_model.hpp"
+#ifdef SYMPHONY_HAVE_CUDA
+#include "symphony/server/cuda_executor.hpp"
+#endif
+
+namespace symphony::server {
+namespace {
+
+// The runtime, type-erased over the exec policy (one instantiation each).
+class RuntimeHandle {
+ public:
+  virtual ~RuntimeHandle() = default;
+  virtual Result<ModelId> add_model(ModelConfig mc) = 0;
+  virtual Status remove_model(ModelId id) = 0;
+  virtual Result<GpuId> add_gpu(std::unique_ptr<Executor> e) = 0;
+  virtual SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) = 0;
+  virtual void stop(StopMode mode) = 0;
+  virtual RuntimeStats stats() = 0;
+};
+
+template <class Sink, class Exec>
+class RuntimeOf final : public RuntimeHandle {
+ public:
+  explicit RuntimeOf(std::unique_ptr<Runtime<Sink, Exec>> rt) : rt_(std::move(rt)) {}
+  Result<ModelId> add_model(ModelConfig mc) override { return rt_->add_model(std::move(mc)); }
+  Status remove_model(ModelId id) override { return rt_->remove_model(id); }
+  Result<GpuId> add_gpu(std::unique_ptr<Executor> e) override { return rt_->add_gpu(std::move(e)); }
+  SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) override {
+    return rt_->submit(m, tag, deadline);
+  }
+  void stop(StopMode mode) override { rt_->stop(mode); }
+  RuntimeStats stats() override { return rt_->stats(); }
+
+ private:
+  std::unique_ptr<Runtime<Sink, Exec>> rt_;
+};
+
+std::string ms_string(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", d.to_ms());
+  return buf;
+}
+
+}  // namespace
+
+struct Server::Impl final : BatchRunner {
+  struct Model {
+    ModelOptions opts;
+    std::unique_ptr<TorchModel> torch;  // null on emulated devices
+    LatencyProfile profile;
+    std::uint32_t max_batch = 0;
+    ModelId id = kNoModel;
+    std::atomic<bool> accepting{false};
+    std::atomic<std::uint64_t> sent{0};
+    std::array<std::atomic<std::uint64_t>, 4> outcomes{};
+    std::array<std::atomic<std::uint64_t>, kNumDropReasons> drops{};
+    std::mutex hist_mu;  // guards the two histograms
+    LatencyHistogram latency;
+    std::map<std::uint32_t, std::uint64_t> batches;
+  };
+
+  struct Pending {
+    std::shared_ptr<Model> model;
+    std::vector<at::Tensor> inputs;
+    bool batched = false;
+    c10::IValue output;
+    std::string error;
+    TimePoint submitted;
+    std::promise<InferResult> promise;
+    std::function<void(InferResult&&)> callback;
+    bool use_promise = false;
+  };
+
+  struct OutcomeSink {
+    Impl* impl;
+    void on_outcome(const RequestOutcome& o) { impl->on_outcome(o); }
+  };
+
+  struct Device {
+    DeviceSpec spec;
+    Executor* executor = nullptr;  // owned by the runtime
+    CpuExecutor* cpu = nullptr;
+#ifdef SYMPHONY_HAVE_CUDA
+    CudaStreamExecutor* cuda = nullptr;
+#endif
+    std::atomic<std::uint64_t> batches{0};
+    std::atomic<std::int64_t> emulated_busy_ns{0};
+  };
+
+  ServerOptions opts;
+  std::vector<DeviceSpec> device_specs;
+  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<c10::Device> torch_devices;  // one per non-emulated device (replica index = position)
+  bool emulated = false;
+
+  mutable std::shared_mutex models_mu;
+  std::map<std::string, std::shared_ptr<Model>, std::less<>> by_name;
+  std::vector<std::atomic<Model*>> by_id;
+
+  std::vector<Pending> slots;
+  std::mutex free_mu;
+  std::vector<std::uint32_t> free_slots;
+
+  OutcomeSink sink{this};
+  std::unique_ptr<EmulatedGpus> emulated_pool;  // outlives the runtime (destroyed after it)
+  std::unique_ptr<RuntimeHandle> runtime;
+  std::mutex control_mu;  // start, stop, add/remove model
+  std::atomic<bool> running{false};
+  bool stopped = false;
+  TimePoint started;
+
+  explicit Impl(ServerOptions o) : opts(std::move(o)), by_id(opts.max_models), slots(opts.max_pending) {
+    free_slots.reserve(opts.max_pending);
+    for (std::uint32_t i = opts.max_pending; i > 0; --i) free_slots.push_back(i - 1);
+  }
+
+  void log(const std::string& m) const {
+    if (opts.log) opts.log(m);
+  }
+
+  // ---- BatchRunner -------------------------------------------------------------
+  TorchModel* model(const ExecBatch& b) override {
+    Model* m = b.model < by_id.size() ? by_id[b.model].load(std::memory_order_acquire) : nullptr;
+    return m ? m->torch.get() : nullptr;
+  }
+  void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
+    out->clear();
+    for (const Request& r : b.requests) {
+      Pending& p = slots[r.tag];
+      out->push_back({&p.inputs, p.batched});
+    }
+  }
+  void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) override {
+    std::size_t i = 0;
+    for (const Request& r : b.requests) slots[r.tag].output = std::move(outputs[i++]);
+  }
+  void fail(const ExecBatch& b, const std::string& error) override {
+    for (const Request& r : b.requests) slots[r.tag].error = error;
+  }
+
+  // ---- outcomes (any runtime thread) ------------------------------------------------
+  void on_outcome(const RequestOutcome& o) {
+    Pending& p = slots[o.tag];
+    InferResult r;
+    r.outcome = o.outcome;
+    r.reason = o.reason;
+    r.latency = SteadyClock{}.now() - p.submitted;
+    r.batch_size = o.batch_size;
+    r.device = o.gpu;
+    if (r.has_output()) r.output = std::move(p.output);
+    if (o.outcome == Outcome::kError) r.error = p.error.empty() ? "the batch failed" : std::move(p.error);
+    if (o.outcome == Outcome::kDropped) r.error = "dropped: " + std::string(to_string(o.reason));
+    Model& m = *p.model;
+    m.outcomes[static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
+    if (o.outcome == Outcome::kDropped) m.drops[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
+    // A batch's outcomes come from one shard thread, one after the other:
+    // the first of each batch counts the batch.
+    thread_local const Impl* last_impl = nullptr;
+    thread_local BatchId last_batch = kNoBatch;
+    const bool first_of_batch = o.batch != kNoBatch && (last_impl != this || last_batch != o.batch);
+    if (o.batch != kNoBatch) {
+      last_impl = this;
+      last_batch = o.batch;
+    }
+    {
+      std::lock_guard<std::mutex> lock(m.hist_mu);
+      if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) m.latency.record(r.latency);
+      if (first_of_batch) ++m.batches[o.batch_size];
+    }
+    if (first_of_batch && o.gpu < devices.size()) {
+      Device& d = *devices[o.gpu];
+      d.batches.fetch_add(1, std::memory_order_relaxed);
+      if (emulated && o.batch_size >= 1 && o.batch_size <= m.profile.max_batch())
+        d.emulated_busy_ns.fetch_add(m.profile.latency(o.batch_size).ns(), std::memory_order_relaxed);
+    }
+    const bool use_promise = p.use_promise;
+    std::promise<InferResult> promise = std::move(p.promise);
+    std::function<void(InferResult&&)> cb = std::move(p.callback);
+    p.model.reset();
+    p.inputs.clear();
+    p.output = c10::IValue();
+    p.error.clear();
+    release(o.tag);
+    if (use_promise) promise.set_value(std::move(r));
+    else if (cb) cb(std::move(r));
+  }
+
+  std::optional<std::uint32_t> acquire() {
+    std::lock_guard<std::mutex> lock(free_mu);
+    if (free_slots.empty()) return std::nullopt;
+    const std::uint32_t s = free_slots.back();
+    free_slots.pop_back();
+    return s;
+  }
+  void release(std::uint64_t slot) {
+    std::lock_guard<std::mutex> lock(free_mu);
+    free_slots.push_back(static_cast<std::uint32_t>(slot));
+  }
+
+  // ---- submission -------------------------------------------------------------------
+  Status submit(std::string_view name, std::vector<at::Tensor>&& inputs, std::optional<Duration> deadline,
+                std::promise<InferResult>* promise, std::function<void(InferResult&&)>&& cb) {
+    if (!running.load(std::memory_order_acquire))
+      return Status(Errc::kFailedPrecondition, stopped ? "the server is stopped" : "the server is not started");
+    std::shared_ptr<Model> m;
+    {
+      std::shared_lock<std::shared_mutex> lock(models_mu);
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        std::string known;
+        for (const auto& [n, _] : by_name) known += (known.empty() ? "" : ", ") + n;
+        return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "' (serving: " +
+                                           (known.empty() ? "none" : known) + ")");
+      }
+      m = it->second;
+    }
+    if (!m->accepting.load(std::memory_order_acquire))
+      return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
+    bool batched = false;
+    if (m->torch) {
+      if (Status v = m->torch->validate(inputs, &batched); !v.ok()) return v;
+    }
+    const TimePoint now = SteadyClock{}.now();
+    if (deadline) {
+      const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp + opts.delays.safety_margin;
+      if (*deadline < need)
+        return Status(Errc::kInvalidArgument, "model '" + std::string(name) + "': a deadline of " +
+                                                  ms_string(*deadline) + " ms cannot be met; even a batch of one needs " +
+                                                  ms_string(need) + " ms");
+    }
+    const std::optional<std::uint32_t> slot = acquire();
+    if (!slot)
+      return Status(Errc::kCapacityExceeded, "the server is overloaded: " + std::to_string(opts.max_pending) +
+                                                 " requests are pending; retry later");
+    Pending& p = slots[*slot];
+    p.model = m;
+    p.inputs = std::move(inputs);
+    p.batched = batched;
+    p.submitted = now;
+    p.use_promise = promise != nullptr;
+    if (promise) p.promise = std::move(*promise);
+    else p.callback = std::move(cb);
+    m->sent.fetch_add(1, std::memory_order_relaxed);
+    const SubmitStatus st = runtime->submit(m->id, *slot, now + (deadline ? *deadline : m->opts.slo));
+    if (st == SubmitStatus::kUnknownModel) {
+      // Removed between the lookup and the submission: nothing was queued.
+      m->sent.fetch_sub(1, std::memory_order_relaxed);
+      if (promise) *promise = std::move(p.promise);
+      p.model.reset();
+      p.inputs.clear();
+      p.callback = nullptr;
+      release(*slot);
+      return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
+    }
+    return {};  // queued, or dropped (its outcome is already delivered)
+  }
+
+  // ---- models ------------------------------------------------------------------------
+  Result<std::shared_ptr<Model>> load(const ModelOptions& mo) {
+    auto m = std::make_shared<Model>();
+    m->opts = mo;
+    const std::string who = "model '" + mo.name + "'";
+    if (mo.name.empty()) return Status(Errc::kInvalidArgument, "a model needs a name");
+    if (mo.max_batch == 0) return Status(Errc::kInvalidArgument, who + ": max_batch must be at least 1");
+    if (emulated) {
+      if (!mo.alpha || !mo.beta)
+        return Status(Errc::kInvalidArgument, who + ": emulated devices need the model's alpha and beta");
+      auto lp = LatencyProfile::linear(*mo.alpha, *mo.beta, mo.max_batch);
+      if (!lp.ok()) return Status(lp.status().code(), who + ": " + lp.status().message());
+      m->profile = std::move(*lp);
+      m->max_batch = mo.max_batch;
+      return m;
+    }
+    TorchModel::Options to;
+    to.name = mo.name;
+    to.path = mo.path;
+    for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
+      auto s = parse_input_spec(mo.inputs[i], "input" + std::to_string(i));
+      if (!s.ok()) return Status(s.status().code(), who + ": " + s.status().message());
+      to.inputs.push_back(*s);
+    }
+    to.devices = torch_devices;
+    to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
+    log("loading " + mo.name + " from " + mo.path + " on " + std::to_string(torch_devices.size()) + " device(s)");
+    if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
+    auto tm = TorchModel::load(std::move(to));
+    if (!tm.ok()) return tm.status();
+    m->torch = std::move(*tm);
+    if (!m->torch->optimized()) log(mo.name + ": " + m->torch->optimize_note());
+
+    // The profile: a given file, the file beside the model, or a measurement.
+    MeasuredProfile measured;
+    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
+    bool have = false;
+    std::error_code ec;
+    if (mo.profile != "auto" || std::filesystem::exists(path, ec)) {
+      auto r = read_profile_file(path);
+      if (!r.ok() && mo.profile != "auto") return Status(r.status().code(), who + ": " + r.status().message());
+      std::vector<std::string> specs;
+      for (const auto& s : m->torch->inputs()) specs.push_back(s.to_string());
+      if (r.ok() && (r->inputs.empty() || r->inputs == specs)) {
+        measured = std::move(*r);
+        have = true;
+        log(mo.name + ": using the profile in " + path);
+      } else if (r.ok()) {
+        log(mo.name + ": the profile in " + path + " was measured with other inputs; measuring again");
+      }
+    }
+    if (!have) {
+      ProfileOptions po;
+      po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
+      po.repeats = opts.profile_repeats;
+      po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
+        log("profiling " + mo.name + " on " + device_specs.front().to_string() + ": batch " + std::to_string(b) +
+            " (" + std::to_string(i) + "/" + std::to_string(n) + ")");
+      };
+      auto r = profile_model(*m->torch, 0, po);
+      if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
+      measured = std::move(*r);
+      measured.device = device_specs.front().to_string();
+      if (Status s = write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
+      else log(mo.name + ": profile saved to " + path);
+    }
+    auto lp = measured.to_latency_profile(opts.profile_use_p99);
+    if (!lp.ok()) return Status(lp.status().code(), who + ": " + lp.status().message());
+    m->profile = std::move(*lp);
+    m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
+    return m;
+  }
+
+  ModelConfig runtime_config(const Model& m) const {
+    ModelConfig mc;
+    mc.name = m.opts.name;
+    mc.profile = m.profile;
+    mc.slo = m.opts.slo;
+    mc.max_batch = m.max_batch;
+    return mc;
+  }
+
+  Status register_model(const std::shared_ptr<Model>& m) {
+    auto id = runtime->add_model(runtime_config(*m));
+    if (!id.ok()) return Status(id.status().code(), "model '" + m->opts.name + "': " + id.status().message());
+    if (*id >= by_id.size()) {
+      (void)runtime->remove_model(*id);
+      return Status(Errc::kCapacityExceeded, "too many models");
+    }
+    m->id = *id;
+    by_id[*id].store(m.get(), std::memory_order_release);
+    m->accepting.store(true, std::memory_order_release);
+    return {};
+  }
+
+  template <class Exec>
+  Status make_runtime(const RuntimeConfig& rc, Exec exec) {
+    auto rt = Runtime<OutcomeSink, Exec>::create(rc, sink, std::move(exec));
+    if (!rt.ok()) return rt.status();
+    runtime = std::make_unique<RuntimeOf<OutcomeSink, Exec>>(std::move(*rt));
+    return {};
+  }
+
+  Status start() {
+    std::lock_guard<std::mutex> lock(control_mu);
+    if (stopped) return Status(Errc::kFailedPrecondition, "the server was stopped; create a new one");
+    if (runtime) return Status(Errc::kFailedPrecondition, "the server is already started");
+    RuntimeConfig rc;
+    rc.shards = opts.shards;
+    rc.max_models = opts.max_models;
+    rc.max_gpus = static_cast<std::uint32_t>(device_specs.size());
+    rc.max_requests_per_shard = opts.max_pending;
+    rc.ingress_capacity = opts.max_pending;
+    rc.delays = opts.delays;
+    Status s;
+    switch (opts.policy.kind) {
+      case PolicyKind::kDeferred: s = make_runtime(rc, DeferredPolicy{}); break;
+      case PolicyKind::kEager: s = make_runtime(rc, EagerPolicy{}); break;
+      case PolicyKind::kTimeout: s = make_runtime(rc, TimeoutPolicy(opts.policy.timeout)); break;
+    }
+    if (!s.ok()) return s;
+    if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
+    std::size_t replica = 0;
+    for (auto& d : devices) {
+      std::unique_ptr<Executor> e;
+      switch (d->spec.kind) {
+        case DeviceKind::kEmulated: e = emulated_pool->make_executor(); break;
+        case DeviceKind::kCpu: {
+          auto c = std::make_unique<CpuExecutor>(*this, replica++, opts.cpu_threads, d->spec.to_string());
+          d->cpu = c.get();
+          e = std::move(c);
+          break;
+        }
+        case DeviceKind::kCuda: {
+#ifdef SYMPHONY_HAVE_CUDA
+          auto c = std::make_unique<CudaStreamExecutor>(*this, replica++, d->spec.index);
+          d->cuda = c.get();
+          e = std::move(c);
+#else
+          return Status(Errc::kFailedPrecondition, "this build has no CUDA executor (SYMPHONY_WITH_CUDA)");
+#endif
+          break;
+        }
+      }
+      d->executor = e.get();
+      auto g = runtime->add_gpu(std::move(e));
+      if (!g.ok()) return g.status();
+    }
+    std::vector<std::shared_ptr<Model>> models;
+    {
+      std::shared_lock<std::shared_mutex> l(models_mu);
+      for (auto& [_, m] : by_name) models.push_back(m);
+    }
+    for (auto& m : models)
+      if (Status r = register_model(m); !r.ok()) return r;
+    started = SteadyClock{}.now();
+    running.store(true, std::memory_order_release);
+    return {};
+  }
+
+  void stop(StopHow how) {
+    std::lock_guard<std::mutex> lock(control_mu);
+    if (stopped) return;
+    running.store(false, std::memory_order_release);
+    if (runtime) runtime->stop(how == StopHow::kDrain ? StopMode::kDrain : StopMode::kCancel);
+    stopped = true;
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (impl_) {
+    impl_->stop(StopHow::kCancel);
+    impl_->runtime.reset();  // joins; executors go with it
+    impl_->emulated_pool.reset();
+  }
+}
+
+Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
+  if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
+  if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
+  auto devs = parse_devices(o.devices, cuda_device_count());
+  if (!devs.ok()) return devs.status();
+  auto impl = std::make_unique<Impl>(std::move(o));
+  impl->device_specs = *devs;
+  impl->emulated = devs->front().kind == DeviceKind::kEmulated;
+  for (const DeviceSpec& d : *devs) {
+    auto dev = std::make_unique<Impl::Device>();
+    dev->spec = d;
+    impl->devices.push_back(std::move(dev));
+    if (d.kind != DeviceKind::kEmulated) impl->torch_devices.push_back(torch_device(d));
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+const std::vector<DeviceSpec>& Server::devices() const { return impl_->device_specs; }
+
+Status Server::add_model(const ModelOptions& mo) {
+  {
+    std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+    if (impl_->by_name.count(mo.name)) return Status(Errc::kAlreadyExists, "model '" + mo.name + "' is already served");
+  }
+  auto m = impl_->load(mo);  // slow (loading, warm-up, profiling): no lock held
+  if (!m.ok()) return m.status();
+  std::lock_guard<std::mutex> lock(impl_->control_mu);
+  if (impl_->stopped) return Status(Errc::kFailedPrecondition, "the server is stopped");
+  {
+    std::unique_lock<std::shared_mutex> l(impl_->models_mu);
+    if (!impl_->by_name.emplace(mo.name, *m).second)
+      return Status(Errc::kAlreadyExists, "model '" + mo.name + "' is already served");
+  }
+  if (impl_->runtime) {
+    if (Status s = impl_->register_model(*m); !s.ok()) {
+      std::unique_lock<std::shared_mutex> l(impl_->models_mu);
+      impl_->by_name.erase(mo.name);
+      return s;
+    }
+  }
+  return {};
+}
+
+Status Server::remove_model(std::string_view name) {
+  std::lock_guard<std::mutex> lock(impl_->control_mu);
+  std::shared_ptr<Impl::Model> m;
+  {
+    std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+    auto it = impl_->by_name.find(name);
+    if (it == impl_->by_name.end()) return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "'");
+    m = it->second;
+  }
+  m->accepting.store(false, std::memory_order_release);
+  if (impl_->runtime && !impl_->stopped && m->id != kNoModel) {
+    if (Status s = impl_->runtime->remove_model(m->id); !s.ok()) {
+      m->accepting.store(true, std::memory_order_release);
+      return s;
+    }
+    impl_->by_id[m->id].store(nullptr, std::memory_order_release);
+  }
+  std::unique_lock<std::shared_mutex> l(impl_->models_mu);
+  impl_->by_name.erase(impl_->by_name.find(name));
+  return {};
+}
+
+std::vector<std::string> Server::model_names() const {
+  std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+  std::vector<std::string> out;
+  for (const auto& [n, _] : impl_->by_name) out.push_back(n);
+  return out;
+}
+
+Result<LatencyProfile> Server::model_profile(std::string_view name) const {
+  std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+  auto it = impl_->by_name.find(name);
+  if (it == impl_->by_name.end()) return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "'");
+  return it->second->profile;
+}
+
+Status Server::start() { return impl_->start(); }
+
+Result<std::future<InferResult>> Server::infer(std::string_view model, std::vector<at::Tensor> inputs,
+                                               std::optional<Duration> deadline) {
+  std::promise<InferResult> p;
+  std::future<InferResult> f = p.get_future();
+  if (Status s = impl_->submit(model, std::move(inputs), deadline, &p, {}); !s.ok()) return s;
+  return f;
+}
+
+Status Server::infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
+                           std::function<void(InferResult&&)> done) {
+  if (!done) return Status(Errc::kInvalidArgument, "infer_async needs a callback");
+  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done));
+}
+
+ServerStats Server::stats() const {
+  ServerStats out;
+  const TimePoint now = SteadyClock{}.now();
+  out.elapsed = impl_->running.load() || impl_->stopped ? now - impl_->started : Duration::zero();
+  std::vector<std::shared_ptr<Impl::Model>> models;
+  {
+    std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+    for (const auto& [_, m] : impl_->by_name) models.push_back(m);
+  }
+  for (const auto& m : models) {
+    ModelStats s;
+    s.name = m->opts.name;
+    s.sent = m->sent.load();
+    s.ok = m->outcomes[static_cast<std::size_t>(Outcome::kOk)].load();
+    s.late = m->outcomes[static_cast<std::size_t>(Outcome::kLate)].load();
+    s.dropped = m->outcomes[static_cast<std::size_t>(Outcome::kDropped)].load();
+    s.errors = m->outcomes[static_cast<std::size_t>(Outcome::kError)].load();
+    for (int r = 0; r < kNumDropReasons; ++r)
+      if (const auto n = m->drops[r].load()) s.dropped_by_reason[std::string(to_string(static_cast<DropReason>(r)))] = n;
+    {
+      std::lock_guard<std::mutex> lock(m->hist_mu);
+      s.p50 = m->latency.percentile(0.50);
+      s.p99 = m->latency.percentile(0.99);
+      s.max_latency = m->latency.max();
+      s.batches = m->batches;
+    }
+    std::uint64_t nb = 0, nr = 0;
+    for (const auto& [size, count] : s.batches) {
+      nb += count;
+      nr += std::uint64_t{size} * count;
+    }
+    s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
+    s.max_batch = m->max_batch;
+    s.l1 = m->profile.latency(1);
+    out.sent += s.sent;
+    out.ok += s.ok;
+    out.late += s.late;
+    out.dropped += s.dropped;
+    out.errors += s.errors;
+    out.models.push_back(std::move(s));
+  }
+  const double secs = out.elapsed.to_seconds();
+  out.goodput_rps = secs > 0 ? static_cast<double>(out.ok) / secs : 0;
+  for (const auto& d : impl_->devices) {
+    DeviceStats ds;
+    ds.name = d->spec.to_string();
+    ds.batches = d->batches.load();
+    Duration busy = Duration::nanoseconds(d->emulated_busy_ns.load());
+    if (d->cpu) busy = d->cpu->busy();
+#ifdef SYMPHONY_HAVE_CUDA
+    if (d->cuda) {
+      const CudaExecutorStats cs = d->cuda->stats();
+      busy = cs.busy;
+      ds.dispatch_overhead_mean = cs.batches ? cs.dispatch_overhead / static_cast<std::int64_t>(cs.batches) : Duration();
+      ds.back_to_back = cs.back_to_back;
+      ds.idle_gap_mean = cs.back_to_back ? cs.idle_gaps / static_cast<std::int64_t>(cs.back_to_back) : Duration();
+    }
+#endif
+    ds.busy = busy;
+    ds.busy_fraction = secs > 0 ? std::min(1.0, busy.to_seconds() / secs) : 0;
+    out.devices.push_back(ds);
+  }
+  return out;
+}
+
+void Server::stop(StopHow how) { impl_->stop(how); }
+
+}  // namespace symphony::server

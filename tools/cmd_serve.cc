@@ -1,0 +1,391 @@
+// `symphony serve <config.yaml>`: loads the models (profiling any without a
+// profile), serves them on the configured devices, drives them with an
+// open-loop load generator for the configured duration with a live progress
+// line, then prints a summary per model and per device and, with --json,
+// writes a JSON report.
+//
+// Counts cover the measured window: requests sent after the warm-up.
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/server/serve_config.hpp"
+#include "symphony/server/server.hpp"
+#include "symphony/server/torch_model.hpp"
+#include "symphony/sim/random.hpp"
+
+namespace symphony::tools {
+namespace {
+
+using namespace symphony::server;
+using json = nlohmann::json;
+
+struct ServeArgs {
+  std::string config;
+  std::string policy;  // overrides the config
+  std::string devices;
+  double duration_s = 0;
+  std::string json_out;
+  bool quiet = false;
+};
+
+// What the load generator saw for one model, in the measured window.
+struct ModelTally {
+  std::string name;
+  double rate = 0;
+  std::atomic<std::uint64_t> sent{0}, refused{0};
+  std::array<std::atomic<std::uint64_t>, 4> outcomes{};
+  std::array<std::atomic<std::uint64_t>, kNumDropReasons> drops{};
+  std::mutex mu;
+  LatencyHistogram latency;  // ok and late
+  std::string last_refusal;
+};
+
+class LoadGenerator {
+ public:
+  LoadGenerator(Server& server, const ServeConfig& cfg, std::vector<std::unique_ptr<ModelTally>>& tallies)
+      : server_(server), cfg_(cfg), tallies_(tallies) {}
+
+  // Sends until `end`; counts requests sent at or after `measure_from`.
+  void run(TimePoint start, TimePoint measure_from, TimePoint end) {
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < cfg_.models.size(); ++i)
+      if (cfg_.models[i].rate > 0)
+        threads.emplace_back([=, this] { generate(i, start, measure_from, end); });
+    for (auto& t : threads) t.join();
+  }
+  std::uint64_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  void generate(std::size_t i, TimePoint start, TimePoint measure_from, TimePoint end) {
+    const ServeModelConfig& mc = cfg_.models[i];
+    ModelTally& t = *tallies_[i];
+    sim::Rng rng(cfg_.seed * 1000003 + i);
+    // A few random inputs, reused: generating images at the request rate
+    // would measure the generator, not the server.
+    std::vector<std::vector<at::Tensor>> pool;
+    for (int k = 0; k < 8; ++k) {
+      std::vector<at::Tensor> in;
+      for (const std::string& spec : mc.inputs) {
+        auto s = parse_input_spec(spec);
+        in.push_back(torch::randn(s->shape).to(s->dtype));
+      }
+      pool.push_back(std::move(in));
+    }
+    const double mean = 1.0 / mc.rate;
+    double t_s = 0;
+    for (std::uint64_t n = 0;; ++n) {
+      double gap = mean;
+      if (cfg_.arrival == "poisson") gap = rng.exponential(mean);
+      else if (cfg_.arrival != "uniform") gap = rng.gamma(cfg_.gamma_shape, mean / cfg_.gamma_shape);
+      t_s += gap;
+      const TimePoint when = start + Duration::from_seconds(t_s);
+      if (when >= end) return;
+      std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(when.ns())));
+      const bool counted = when >= measure_from;
+      if (counted) t.sent.fetch_add(1, std::memory_order_relaxed);
+      in_flight_.fetch_add(1);
+      Status s = server_.infer_async(mc.name, pool[n % pool.size()], std::nullopt, [&t, counted, this](InferResult&& r) {
+        if (counted) {
+          t.outcomes[static_cast<std::size_t>(r.outcome)].fetch_add(1, std::memory_order_relaxed);
+          if (r.outcome == Outcome::kDropped) t.drops[static_cast<std::size_t>(r.reason)].fetch_add(1);
+          if (r.has_output()) {
+            std::lock_guard<std::mutex> lock(t.mu);
+            t.latency.record(r.latency);
+          }
+        }
+        in_flight_.fetch_sub(1);
+      });
+      if (!s.ok()) {
+        in_flight_.fetch_sub(1);
+        if (counted) {
+          t.refused.fetch_add(1, std::memory_order_relaxed);
+          std::lock_guard<std::mutex> lock(t.mu);
+          t.last_refusal = s.message();
+        }
+      }
+    }
+  }
+
+  Server& server_;
+  const ServeConfig& cfg_;
+  std::vector<std::unique_ptr<ModelTally>>& tallies_;
+  std::atomic<std::uint64_t> in_flight_{0};
+};
+
+std::string batch_histogram(const std::map<std::uint32_t, std::uint64_t>& h) {
+  std::string s;
+  for (const auto& [b, n] : h) s += (s.empty() ? "" : " ") + std::to_string(b) + ":" + std::to_string(n);
+  return s.empty() ? "-" : s;
+}
+
+std::map<std::uint32_t, std::uint64_t> diff(const std::map<std::uint32_t, std::uint64_t>& a,
+                                            const std::map<std::uint32_t, std::uint64_t>& b) {
+  std::map<std::uint32_t, std::uint64_t> out;
+  for (const auto& [k, v] : a) {
+    const auto it = b.find(k);
+    const std::uint64_t before = it == b.end() ? 0 : it->second;
+    if (v > before) out[k] = v - before;
+  }
+  return out;
+}
+
+double mean_batch(const std::map<std::uint32_t, std::uint64_t>& h) {
+  std::uint64_t n = 0, r = 0;
+  for (const auto& [b, c] : h) {
+    n += c;
+    r += std::uint64_t{b} * c;
+  }
+  return n ? static_cast<double>(r) / static_cast<double>(n) : 0;
+}
+
+int run_serve(ServeArgs a) {
+  auto cfg = load_serve_config(a.config);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "error: %s\n", cfg.status().message().c_str());
+    return 2;
+  }
+  if (!a.policy.empty()) {
+    auto p = parse_policy(a.policy);
+    if (!p.ok()) {
+      std::fprintf(stderr, "error: --policy: %s\n", p.status().message().c_str());
+      return 2;
+    }
+    cfg->policy = *p;
+  }
+  if (!a.devices.empty()) cfg->devices = a.devices;
+  if (a.duration_s > 0) {
+    cfg->duration_s = a.duration_s;
+    cfg->warmup_s = std::min(cfg->warmup_s, a.duration_s / 4);
+  }
+  ServerOptions so;
+  so.devices = cfg->devices;
+  so.cpu_threads = cfg->cpu_threads;
+  so.policy = cfg->policy;
+  so.shards = cfg->shards;
+  so.delays = cfg->delays;
+  so.profile_use_p99 = cfg->profile_use_p99;
+  so.profile_max_batch = cfg->profile_max_batch;
+  so.profile_repeats = cfg->profile_repeats;
+  so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+  auto server = Server::create(so);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", server.status().message().c_str());
+    return 2;
+  }
+  Server& srv = **server;
+  std::string devs;
+  for (const auto& d : srv.devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
+  std::fprintf(stderr, "devices: %s; policy: %s\n", devs.c_str(), cfg->policy.to_string().c_str());
+  for (const auto& m : cfg->models) {
+    ModelOptions mo;
+    mo.name = m.name;
+    mo.path = m.path;
+    mo.inputs = m.inputs;
+    mo.slo = m.slo;
+    mo.max_batch = m.max_batch;
+    mo.profile = m.profile;
+    mo.alpha = m.alpha;
+    mo.beta = m.beta;
+    if (Status s = srv.add_model(mo); !s.ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  if (Status s = srv.start(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::vector<std::unique_ptr<ModelTally>> tallies;
+  for (const auto& m : cfg->models) {
+    tallies.push_back(std::make_unique<ModelTally>());
+    tallies.back()->name = m.name;
+    tallies.back()->rate = m.rate;
+  }
+  const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);
+  const TimePoint measure_from = start + Duration::from_seconds(cfg->warmup_s);
+  const TimePoint end = start + Duration::from_seconds(cfg->duration_s);
+  std::fprintf(stderr, "sending for %.0f s (the first %.0f s are warm-up)\n", cfg->duration_s, cfg->warmup_s);
+  LoadGenerator gen(srv, *cfg, tallies);
+  std::thread driver([&] { gen.run(start, measure_from, end); });
+
+  // Live progress, once a second, and the snapshot at the end of warm-up.
+  ServerStats at_warmup;
+  bool have_warmup = false;
+  std::uint64_t last_ok = 0, last_sent = 0;
+  TimePoint last = start;
+  for (TimePoint t = start + Duration::seconds(1);; t += Duration::seconds(1)) {
+    const TimePoint wake = min(t, end);
+    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(wake.ns())));
+    if (!have_warmup && wake >= measure_from) {
+      at_warmup = srv.stats();
+      have_warmup = true;
+    }
+    const ServerStats now = srv.stats();
+    const double dt = (wake - last).to_seconds();
+    if (!a.quiet && dt > 0) {
+      std::string per;
+      Duration p99;
+      for (const auto& m : now.models) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %s b=%.1f", m.name.c_str(), m.mean_batch);
+        per += buf;
+        p99 = max(p99, m.p99);
+      }
+      std::fprintf(stderr, "\r[%5.1f/%.0f s] offered %6.1f r/s  good %6.1f r/s  p99 %6.1f ms |%s   ",
+                   (wake - start).to_seconds(), cfg->duration_s, static_cast<double>(now.sent - last_sent) / dt,
+                   static_cast<double>(now.ok - last_ok) / dt, p99.to_ms(), per.c_str());
+      std::fflush(stderr);
+    }
+    last_ok = now.ok;
+    last_sent = now.sent;
+    last = wake;
+    if (wake >= end) break;
+  }
+  driver.join();
+  if (!a.quiet) std::fprintf(stderr, "\n");
+  srv.stop(StopHow::kDrain);  // every request ends
+  const ServerStats fin = srv.stats();
+  const double window = cfg->duration_s - cfg->warmup_s;
+
+  json report;
+  report["config"] = a.config;
+  report["policy"] = cfg->policy.to_string();
+  report["duration_s"] = window;
+  report["warmup_s"] = cfg->warmup_s;
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, refused = 0;
+  std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s  %s\n", "model", "sent", "ok", "late", "dropped", "errors",
+              "good r/s", "p50 ms", "p99 ms", "batch", "batch sizes (size:count)");
+  for (std::size_t i = 0; i < tallies.size(); ++i) {
+    ModelTally& t = *tallies[i];
+    const auto* fs = &fin.models[0];
+    for (const auto& m : fin.models)
+      if (m.name == t.name) fs = &m;
+    std::map<std::uint32_t, std::uint64_t> before;
+    for (const auto& m : at_warmup.models)
+      if (m.name == t.name) before = m.batches;
+    const auto hist = diff(fs->batches, before);
+    const std::uint64_t m_ok = t.outcomes[0], m_late = t.outcomes[1], m_drop = t.outcomes[2], m_err = t.outcomes[3];
+    const std::uint64_t m_sent = t.sent, m_ref = t.refused;
+    const double bad = m_sent ? static_cast<double>(m_sent - m_ok) / static_cast<double>(m_sent) : 0;
+    Duration p50, p99;
+    {
+      std::lock_guard<std::mutex> lock(t.mu);
+      p50 = t.latency.percentile(0.5);
+      p99 = t.latency.percentile(0.99);
+    }
+    std::printf("%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %7.2f  %s\n", t.name.c_str(),
+                static_cast<unsigned long long>(m_sent), static_cast<unsigned long long>(m_ok),
+                static_cast<unsigned long long>(m_late), static_cast<unsigned long long>(m_drop + m_ref),
+                static_cast<unsigned long long>(m_err), static_cast<double>(m_ok) / window, p50.to_ms(), p99.to_ms(),
+                mean_batch(hist), batch_histogram(hist).c_str());
+    json jm;
+    jm["rate"] = t.rate;
+    jm["sent"] = m_sent;
+    jm["ok"] = m_ok;
+    jm["late"] = m_late;
+    jm["dropped"] = m_drop + m_ref;
+    jm["errors"] = m_err;
+    jm["goodput_rps"] = static_cast<double>(m_ok) / window;
+    jm["bad_rate"] = bad;
+    json reasons = json::object();
+    for (int r = 0; r < kNumDropReasons; ++r)
+      if (t.drops[r]) reasons[std::string(to_string(static_cast<DropReason>(r)))] = t.drops[r].load();
+    if (m_ref) reasons["refused"] = m_ref;
+    jm["dropped_by_reason"] = reasons;
+    jm["latency_ms"] = {{"p50", p50.to_ms()}, {"p99", p99.to_ms()}};
+    jm["mean_batch"] = mean_batch(hist);
+    json jh = json::object();
+    for (const auto& [b, n] : hist) jh[std::to_string(b)] = n;
+    jm["batch_histogram"] = jh;
+    jm["slo_ms"] = cfg->models[i].slo.to_ms();
+    jm["max_batch"] = fs->max_batch;
+    jm["l1_ms"] = fs->l1.to_ms();
+    report["models"][t.name] = jm;
+    if (m_ref) {
+      std::lock_guard<std::mutex> lock(t.mu);
+      std::printf("  %s: %llu refused at infer(), e.g. %s\n", t.name.c_str(), static_cast<unsigned long long>(m_ref),
+                  t.last_refusal.c_str());
+    }
+    if (m_drop) {
+      std::string why;
+      for (int r = 0; r < kNumDropReasons; ++r)
+        if (t.drops[r])
+          why += (why.empty() ? "" : ", ") + std::string(to_string(static_cast<DropReason>(r))) + " " +
+                 std::to_string(t.drops[r].load());
+      std::printf("  %s: dropped: %s\n", t.name.c_str(), why.c_str());
+    }
+    sent += m_sent;
+    ok += m_ok;
+    late += m_late;
+    dropped += m_drop + m_ref;
+    errors += m_err;
+    refused += m_ref;
+  }
+  std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
+  for (std::size_t d = 0; d < fin.devices.size(); ++d) {
+    const DeviceStats& ds = fin.devices[d];
+    const DeviceStats* w = d < at_warmup.devices.size() ? &at_warmup.devices[d] : nullptr;
+    const double busy = ((ds.busy - (w ? w->busy : Duration())).to_seconds()) / window;
+    const std::uint64_t nb = ds.batches - (w ? w->batches : 0);
+    std::printf("%-20s %9.1f%% %9llu\n", ds.name.c_str(), 100 * std::min(1.0, busy), static_cast<unsigned long long>(nb));
+    json jd;
+    jd["name"] = ds.name;
+    jd["busy_fraction"] = std::min(1.0, busy);
+    jd["batches"] = nb;
+    if (ds.back_to_back) {
+      jd["dispatch_overhead_us"] = ds.dispatch_overhead_mean.to_us();
+      jd["idle_gap_us"] = ds.idle_gap_mean.to_us();
+    }
+    report["devices"].push_back(jd);
+  }
+  const double goodput = static_cast<double>(ok) / window;
+  std::printf("\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.0f s\n",
+              static_cast<unsigned long long>(sent), static_cast<unsigned long long>(ok),
+              static_cast<unsigned long long>(late), static_cast<unsigned long long>(dropped),
+              static_cast<unsigned long long>(errors), goodput, window);
+  report["sent"] = sent;
+  report["ok"] = ok;
+  report["late"] = late;
+  report["dropped"] = dropped;
+  report["errors"] = errors;
+  report["goodput_rps"] = goodput;
+  report["bad_rate"] = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    f << report.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "error: cannot write %s\n", a.json_out.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_serve(CLI::App& app, int& exit_code) {
+  static ServeArgs a;
+  auto* cmd = app.add_subcommand("serve", "Serve TorchScript models on the configured devices under generated load");
+  cmd->add_option("config", a.config, "serve config (YAML)")->required();
+  cmd->add_option("--policy", a.policy, "deferred | eager | timeout:<ms> (overrides the config)");
+  cmd->add_option("--devices", a.devices, "auto | cpu[:N] | cuda[:i],... | emulated:N (overrides the config)");
+  cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
+  cmd->add_option("--json", a.json_out, "write the JSON report to this file");
+  cmd->add_flag("--quiet", a.quiet, "no progress line");
+  cmd->callback([&exit_code] { exit_code = run_serve(a); });
+  return cmd;
+}
+
+}  // namespace symphony::tools
