@@ -21,6 +21,8 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
+#include "symphony/detail/mpsc_queue.hpp"
+
 #if defined(__linux__)
 #include <pthread.h>
 #endif
@@ -49,7 +51,7 @@ struct IngressTraits : moodycamel::ConcurrentQueueDefaultTraits {
   static constexpr std::size_t EXPLICIT_INITIAL_INDEX_SIZE = 1024;
   static constexpr std::size_t IMPLICIT_INITIAL_INDEX_SIZE = 1024;
 };
-using IngressQueue = moodycamel::ConcurrentQueue<IngressItem, IngressTraits>;
+using IngressQueue = MpscQueue<IngressItem, IngressTraits>;
 
 // RankThread -> shard: the RankActions of rank_state.hpp.
 struct RankToShard {

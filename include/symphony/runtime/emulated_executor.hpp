@@ -28,8 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include <concurrentqueue/concurrentqueue.h>
-
+#include "symphony/detail/mpsc_queue.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/time.hpp"
@@ -130,7 +129,7 @@ class EmulatedGpus {
     }
   }
 
-  moodycamel::ConcurrentQueue<Item> queue_;
+  detail::MpscQueue<Item> queue_;
   Doorbell bell_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> reported_{0};

@@ -428,7 +428,7 @@ class Runtime final : private CompletionPort {
 
     Runtime* rt_;
     std::unique_ptr<SubmitterState> state_;
-    std::vector<moodycamel::ProducerToken> tokens_;
+    std::vector<detail::IngressQueue::Producer> tokens_;
   };
 };
 

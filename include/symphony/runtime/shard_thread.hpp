@@ -373,8 +373,8 @@ class ShardThread {
   Shard shard_;
 
   detail::IngressQueue ingress_;
-  moodycamel::ConsumerToken ingress_consumer_;
-  moodycamel::ConcurrentQueue<BatchCompletion> completions_;
+  detail::IngressQueue::Consumer ingress_consumer_;
+  detail::MpscQueue<BatchCompletion> completions_;
   SpscRing<detail::ShardToRank> to_rank_;
   SpscRing<detail::RankToShard> from_rank_;
   detail::ControlQueue control_;
