@@ -9,4 +9,9 @@ namespace symphony::tools {
 // Prints the paper's worked example (§3.3) as scheduled by the real engine.
 CLI::App* add_example(CLI::App& app, int& exit_code);
 
+// Runs the multi-threaded runtime in scheduler-only mode with emulated GPUs
+// and open-loop load generators; prints throughput, goodput, bad rate and
+// dispatch lag.
+CLI::App* add_stress(CLI::App& app, int& exit_code);
+
 }  // namespace symphony::tools

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -44,7 +45,7 @@ class EmulatedGpus {
   EmulatedGpus& operator=(const EmulatedGpus&) = delete;
   ~EmulatedGpus() {
     stop_.store(true, std::memory_order_release);  // pairs with the loop's acquire load
-    bell_.ring();
+    bell_.ring();  // unconditionally: stop is news whatever the pool sleeps until
     thread_.join();
   }
 
@@ -82,8 +83,13 @@ class EmulatedGpus {
    public:
     explicit EmulatedExecutor(EmulatedGpus& pool) : pool_(pool) {}
     void execute(const ExecBatch& b, CompletionPort& done) override {
-      pool_.queue_.enqueue(Item{this, &done, b.batch, b.dispatched_at + b.delay, b.predicted});
-      pool_.bell_.ring();
+      const TimePoint ready = b.dispatched_at + b.delay;
+      pool_.queue_.enqueue(Item{this, &done, b.batch, ready, b.predicted});
+      // The batch cannot end before ready + l(b): a pool thread that sleeps
+      // until no later than that will find it anyway, so skip the wake-up
+      // (most hand-offs, at high rates).
+      detail::full_fence();  // Dekker with the pool's store of wake_at_: our enqueue before the load
+      if ((ready + b.predicted).ns() < pool_.wake_at_.load(std::memory_order_relaxed)) pool_.bell_.ring();
     }
 
    private:
@@ -120,17 +126,26 @@ class EmulatedGpus {
         reported_.fetch_add(1, std::memory_order_relaxed);  // a statistic
       }
       if (stop_.load(std::memory_order_acquire)) return;  // sees everything published before stop
+      const TimePoint until = heap.empty() ? TimePoint::infinite() : heap.front().end;
+      wake_at_.store(until.ns(), std::memory_order_relaxed);  // ordered before the re-check by prepare_wait's fence
       bell_.prepare_wait();
       if (queue_.size_approx() != 0 || stop_.load(std::memory_order_relaxed)) {  // ordered by prepare_wait's fence
         bell_.cancel_wait();
+        wake_at_.store(kAwake, std::memory_order_relaxed);  // awake: producers need not ring
         continue;
       }
-      bell_.wait_until(heap.empty() ? TimePoint::infinite() : heap.front().end);
+      bell_.wait_until(until);
+      wake_at_.store(kAwake, std::memory_order_relaxed);  // awake: we drain the queue before sleeping again
     }
   }
 
+  // While the pool thread is awake it drains the queue before it sleeps, so
+  // producers only ring when their batch ends before the time it sleeps until.
+  static constexpr std::int64_t kAwake = std::numeric_limits<std::int64_t>::min();
+
   detail::MpscQueue<Item> queue_;
   Doorbell bell_;
+  alignas(kCacheLineSize) std::atomic<std::int64_t> wake_at_{kAwake};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> reported_{0};
   std::thread thread_;  // last: starts after every other member exists

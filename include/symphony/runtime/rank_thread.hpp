@@ -255,9 +255,11 @@ class RankThread {
       now = clock.now();
       if (next - now > cfg_.timer_spin) return;  // woken by news (or early): go handle it
     }
+    // Spin with a yield: free when the core is ours, and it lets another
+    // runnable thread on the core go first instead of burning its slice.
     while (!inbox_.any() && !control_.pending()) {
       if (clock.now() >= next) return;
-      detail::cpu_relax();
+      std::this_thread::yield();
     }
   }
 

@@ -346,7 +346,7 @@ class ShardThread {
       now = clock.now();
       if (idle_since.is_infinite()) idle_since = now;
       if (now - idle_since < cfg_.shard_idle_spin) {
-        detail::cpu_relax();
+        std::this_thread::yield();  // as the RankThread's spin: cheap when the core is free
         continue;
       }
       bell_.prepare_wait();
