@@ -46,7 +46,8 @@ TEST(LatencyHistogramTest, PercentilesMatchExactOnesWithinPrecision) {
   }
   std::sort(v.begin(), v.end());
   for (double q : {0.5, 0.9, 0.99, 0.999}) {
-    const auto exact = static_cast<double>(v[static_cast<std::size_t>(q * static_cast<double>(v.size())) - 1]);
+    const auto exact =
+        static_cast<double>(v[static_cast<std::size_t>(q * static_cast<double>(v.size())) - 1]);
     const auto got = static_cast<double>(h.percentile(q).ns());
     EXPECT_NEAR(got, exact, exact / 64.0 + 1.0) << "q=" << q;
   }

@@ -72,9 +72,12 @@ struct TallySink {
   }
   void on_outcome(const RequestOutcome& o) {
     std::lock_guard<std::mutex> lock(mu);
-    if (o.outcome == Outcome::kOk) ++ok;
-    else if (o.outcome == Outcome::kLate) ++late;
-    else ++dropped;
+    if (o.outcome == Outcome::kOk)
+      ++ok;
+    else if (o.outcome == Outcome::kLate)
+      ++late;
+    else
+      ++dropped;
   }
   Result result() {
     std::lock_guard<std::mutex> lock(mu);
@@ -139,10 +142,12 @@ TEST(RuntimeRealtimeTest, MatchesTheSimulatorOnAFixedTrace) {
   std::printf("%zu requests\n", trace.size());
   std::printf("simulator: ok %llu late %llu dropped %llu, %llu batches, median batch %.1f\n",
               static_cast<unsigned long long>(s.ok), static_cast<unsigned long long>(s.late),
-              static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.batches), s.median_batch);
+              static_cast<unsigned long long>(s.dropped), static_cast<unsigned long long>(s.batches),
+              s.median_batch);
   std::printf("runtime:   ok %llu late %llu dropped %llu, %llu batches, median batch %.1f\n",
               static_cast<unsigned long long>(r.ok), static_cast<unsigned long long>(r.late),
-              static_cast<unsigned long long>(r.dropped), static_cast<unsigned long long>(r.batches), r.median_batch);
+              static_cast<unsigned long long>(r.dropped), static_cast<unsigned long long>(r.batches),
+              r.median_batch);
   ASSERT_EQ(s.ok + s.late + s.dropped, trace.size());
   ASSERT_EQ(r.ok + r.late + r.dropped, trace.size());
   // Goodput over the same trace and duration: ok requests per second.

@@ -338,8 +338,10 @@ TEST(RuntimeStressTest, ManyClientThreadsEveryRequestEndsOnce) {
         const std::uint64_t tag = static_cast<std::uint64_t>(c) * kPerClient + i;
         const auto model = static_cast<ModelId>(rng() % 16);
         SubmitStatus s;
-        if (rng() % 16 == 0) s = sub.submit(model, tag, SteadyClock{}.now());  // infeasible
-        else s = sub.submit(model, tag);
+        if (rng() % 16 == 0)
+          s = sub.submit(model, tag, SteadyClock{}.now());  // infeasible
+        else
+          s = sub.submit(model, tag);
         ASSERT_NE(s, SubmitStatus::kUnknownModel);
         (s == SubmitStatus::kQueued ? queued : dropped).fetch_add(1, std::memory_order_relaxed);
         if (i % 64 == 0) std::this_thread::yield();
@@ -376,7 +378,8 @@ TEST(RuntimeStressTest, ModelsComeAndGoWhileClientsSubmit) {
       std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 11);
       for (std::uint64_t i = 0; i < kPerClient; ++i) {
         const std::uint64_t tag = static_cast<std::uint64_t>(c) * kPerClient + i;
-        if (sub.submit(static_cast<ModelId>(rng() % kIds), tag) == SubmitStatus::kUnknownModel) unknown[tag] = 1;
+        if (sub.submit(static_cast<ModelId>(rng() % kIds), tag) == SubmitStatus::kUnknownModel)
+          unknown[tag] = 1;
         if (i % 32 == 0) std::this_thread::yield();
       }
       clients_done.fetch_add(1, std::memory_order_release);
@@ -427,7 +430,8 @@ void stop_under_load(StopMode mode) {
       std::uint64_t i = 0;
       for (; i < kMaxPerClient; ++i) {
         const bool stopped = stop_returned.load(std::memory_order_acquire);
-        const SubmitStatus s = sub.submit(static_cast<ModelId>(i % 8), static_cast<std::uint64_t>(c) * kMaxPerClient + i);
+        const SubmitStatus s =
+            sub.submit(static_cast<ModelId>(i % 8), static_cast<std::uint64_t>(c) * kMaxPerClient + i);
         EXPECT_NE(s, SubmitStatus::kUnknownModel);
         if (stopped) {
           EXPECT_EQ(s, SubmitStatus::kDropped);
@@ -492,14 +496,16 @@ TEST(RuntimeStressTest, GpusComeAndGoWhileRunning) {
   while (clients_done.load(std::memory_order_acquire) < kClients || adds + removes < 4) {
     const auto n = static_cast<std::size_t>(std::count(present.begin(), present.end(), true));
     if (n < 8 && (n < 2 || rng() % 2 == 0)) {
-      const auto expect = static_cast<GpuId>(std::find(present.begin(), present.end(), false) - present.begin());
+      const auto expect =
+          static_cast<GpuId>(std::find(present.begin(), present.end(), false) - present.begin());
       sink.removed[expect].store(false, std::memory_order_release);
       ASSERT_EQ(*rt->add_gpu(emu.make_executor()), expect);
       present[expect] = true;
       ++adds;
     } else {
       GpuId g;
-      do g = static_cast<GpuId>(rng() % 8); while (!present[g]);
+      do g = static_cast<GpuId>(rng() % 8);
+      while (!present[g]);
       const Status s = rt->remove_gpu(g);
       if (s.ok()) {
         sink.removed[g].store(true, std::memory_order_release);

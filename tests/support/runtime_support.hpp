@@ -20,22 +20,30 @@ namespace symphony::testing {
 // Thread-safe, lock-free on the outcome path.
 class ExactlyOnceSink {
  public:
-  explicit ExactlyOnceSink(std::size_t max_tags) : per_tag_(new std::atomic<std::uint32_t>[max_tags]), n_(max_tags) {
+  explicit ExactlyOnceSink(std::size_t max_tags)
+      : per_tag_(new std::atomic<std::uint32_t>[max_tags]), n_(max_tags) {
     for (std::size_t i = 0; i < n_; ++i) per_tag_[i].store(0, std::memory_order_relaxed);
   }
 
   void on_outcome(const RequestOutcome& o) {
-    if (o.tag < n_) per_tag_[o.tag].fetch_add(1, std::memory_order_relaxed);  // counted; read after stop()
-    else out_of_range_.fetch_add(1, std::memory_order_relaxed);
+    if (o.tag < n_)
+      per_tag_[o.tag].fetch_add(1, std::memory_order_relaxed);  // counted; read after stop()
+    else
+      out_of_range_.fetch_add(1, std::memory_order_relaxed);
     by_outcome_[static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
-    if (o.outcome == Outcome::kDropped) by_reason_[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
+    if (o.outcome == Outcome::kDropped)
+      by_reason_[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
     total_.fetch_add(1, std::memory_order_release);  // release: a waiter on total() sees the counts
   }
 
   std::uint32_t count(std::uint64_t tag) const { return per_tag_[tag].load(std::memory_order_relaxed); }
   std::uint64_t total() const { return total_.load(std::memory_order_acquire); }
-  std::uint64_t count(Outcome o) const { return by_outcome_[static_cast<std::size_t>(o)].load(std::memory_order_relaxed); }
-  std::uint64_t count(DropReason r) const { return by_reason_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed); }
+  std::uint64_t count(Outcome o) const {
+    return by_outcome_[static_cast<std::size_t>(o)].load(std::memory_order_relaxed);
+  }
+  std::uint64_t count(DropReason r) const {
+    return by_reason_[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
+  }
   std::uint64_t out_of_range() const { return out_of_range_.load(std::memory_order_relaxed); }
 
  private:

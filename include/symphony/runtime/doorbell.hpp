@@ -106,13 +106,14 @@ class Doorbell {
       ts.tv_nsec = static_cast<long>(ns % 1000000000);
       // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC timeout; it
       // returns at once if the word no longer holds kSleeping.
-      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET_PRIVATE, kSleeping,
-              &ts, nullptr, FUTEX_BITSET_MATCH_ANY);
+      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET_PRIVATE, kSleeping, &ts,
+              nullptr, FUTEX_BITSET_MATCH_ANY);
     }
 #else
     std::unique_lock<std::mutex> lock(mu_);
     const auto until = std::chrono::steady_clock::time_point(
         std::chrono::nanoseconds(deadline.is_infinite() ? kForeverNs : deadline.ns()));
+    // relaxed: wake() flips the word before it takes the mutex and notifies.
     cv_.wait_until(lock, until, [&] { return state_.load(std::memory_order_relaxed) != kSleeping; });
 #endif
     state_.store(kAwake, std::memory_order_relaxed);  // only the owner acts on its own state

@@ -99,7 +99,6 @@ class EmulatedGpus {
   };
 
  private:
-
   void loop() {
     SteadyClock clock;
     std::vector<Running> heap;
@@ -127,9 +126,11 @@ class EmulatedGpus {
       }
       if (stop_.load(std::memory_order_acquire)) return;  // sees everything published before stop
       const TimePoint until = heap.empty() ? TimePoint::infinite() : heap.front().end;
-      wake_at_.store(until.ns(), std::memory_order_relaxed);  // ordered before the re-check by prepare_wait's fence
+      wake_at_.store(until.ns(),
+                     std::memory_order_relaxed);  // ordered before the re-check by prepare_wait's fence
       bell_.prepare_wait();
-      if (queue_.size_approx() != 0 || stop_.load(std::memory_order_relaxed)) {  // ordered by prepare_wait's fence
+      if (queue_.size_approx() != 0 ||
+          stop_.load(std::memory_order_relaxed)) {  // ordered by prepare_wait's fence
         bell_.cancel_wait();
         wake_at_.store(kAwake, std::memory_order_relaxed);  // awake: producers need not ring
         continue;

@@ -26,7 +26,8 @@
 //
 //   class MyExecutor final : public Executor {
 //     void execute(const ExecBatch& b, CompletionPort& done) override {
-//       worker_.post([b, &done] { run(b); done.report({b.batch, SteadyClock{}.now(), BatchStatus::kOk, {}}); });
+//       worker_.post([b, &done] { run(b); done.report({b.batch, SteadyClock{}.now(), BatchStatus::kOk, {}});
+//       });
 //     }
 //   };
 #pragma once

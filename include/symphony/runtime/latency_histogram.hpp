@@ -85,7 +85,7 @@ class LatencyHistogram {
   static std::size_t index_of(std::uint64_t v) noexcept {
     if (v < kSubBuckets) return static_cast<std::size_t>(v);
     const int shift = static_cast<int>(std::bit_width(v)) - kSubBits;  // >= 1
-    const std::uint64_t mantissa = v >> shift;       // in [kSubBuckets/2, kSubBuckets)
+    const std::uint64_t mantissa = v >> shift;                         // in [kSubBuckets/2, kSubBuckets)
     return static_cast<std::size_t>(kSubBuckets + static_cast<std::uint64_t>(shift - 1) * (kSubBuckets / 2) +
                                     (mantissa - kSubBuckets / 2));
   }

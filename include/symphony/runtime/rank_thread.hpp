@@ -57,8 +57,10 @@ class RankThread {
   };
 
   RankThread(const RuntimeConfig& cfg, std::atomic<Executor*>* executors)
-      : cfg_(cfg), rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}),
-        executors_(executors), model_shard_(cfg.max_models, kNoShard) {}
+      : cfg_(cfg),
+        rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}),
+        executors_(executors),
+        model_shard_(cfg.max_models, kNoShard) {}
   RankThread(const RankThread&) = delete;
   RankThread& operator=(const RankThread&) = delete;
 
@@ -67,7 +69,9 @@ class RankThread {
     ports_ = std::move(ports);
     outbox_.resize(ports_.size());
   }
-  void start() { thread_ = std::thread([this] { loop(); }); }
+  void start() {
+    thread_ = std::thread([this] { loop(); });
+  }
   void join() {
     if (thread_.joinable()) thread_.join();
   }
@@ -251,7 +255,8 @@ class RankThread {
         inbox_.bell().cancel_wait();
         return;
       }
-      inbox_.bell().wait_until(next.is_infinite() ? now + kMaxSleep : min(next - cfg_.timer_spin, now + kMaxSleep));
+      inbox_.bell().wait_until(next.is_infinite() ? now + kMaxSleep
+                                                  : min(next - cfg_.timer_spin, now + kMaxSleep));
       now = clock.now();
       if (next - now > cfg_.timer_spin) return;  // woken by news (or early): go handle it
     }

@@ -28,6 +28,12 @@
 //  - stop() ends every accepted request (drain or cancel), joins every thread;
 //    later submissions are dropped (kShutdown) at once; the destructor stops.
 //
+// Thread roles: submit from any thread (a Submitter per thread for speed;
+// Submitters must not outlive the Runtime). Membership calls (add/remove
+// model or GPU), stats() and stop() may come from any thread but block until
+// a runtime thread has run them, so never call them from a sink callback or
+// from an executor.
+//
 //   struct Sink { void on_outcome(const RequestOutcome&); };  // thread-safe
 //   EmulatedGpus gpus;  Sink sink;
 //   auto rt = std::move(*Runtime<Sink>::create({.shards = 2}, sink));
@@ -98,7 +104,8 @@ class Runtime final : private CompletionPort {
     ModelId id = 0;
     while (id < cfg_.max_models && model_shard_[id] != kNoShard) ++id;
     if (id == cfg_.max_models)
-      return Status(Errc::kCapacityExceeded, "all " + std::to_string(cfg_.max_models) + " model slots are in use");
+      return Status(Errc::kCapacityExceeded,
+                    "all " + std::to_string(cfg_.max_models) + " model slots are in use");
     const std::uint32_t s =
         shard ? *shard
               : static_cast<std::uint32_t>(std::min_element(shard_models_.begin(), shard_models_.end()) -
@@ -189,9 +196,9 @@ class Runtime final : private CompletionPort {
     {
       std::lock_guard<std::mutex> sl(submitters_mu_);
       for (SubmitterState* st : submitters_)
-        while (st->busy.load(std::memory_order_seq_cst)) std::this_thread::yield();
+        while (st->busy.load(std::memory_order_seq_cst)) std::this_thread::yield();  // seq_cst: Dekker, as above
     }
-    while (shared_busy_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    while (shared_busy_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();  // seq_cst: Dekker
     // Every enqueue has happened; the shards drain what is left.
     std::vector<std::promise<void>> done(cfg_.shards);
     std::vector<std::future<void>> futures;
@@ -258,10 +265,16 @@ class Runtime final : private CompletionPort {
   };
 
   Runtime(const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather)
-      : cfg_(cfg), sink_(sink), executors_(new std::atomic<Executor*>[cfg.max_gpus]),
-        executors_owned_(cfg.max_gpus), route_(new std::atomic<std::uint64_t>[cfg.max_models]),
-        slo_ns_(new std::atomic<std::int64_t>[cfg.max_models]), model_shard_(cfg.max_models, kNoShard),
-        generation_(cfg.max_models, 0), shard_models_(cfg.shards, 0) {
+      : cfg_(cfg),
+        sink_(sink),
+        executors_(new std::atomic<Executor*>[cfg.max_gpus]),
+        executors_owned_(cfg.max_gpus),
+        route_(new std::atomic<std::uint64_t>[cfg.max_models]),
+        slo_ns_(new std::atomic<std::int64_t>[cfg.max_models]),
+        model_shard_(cfg.max_models, kNoShard),
+        generation_(cfg.max_models, 0),
+        shard_models_(cfg.shards, 0) {
+    // relaxed: no other thread exists yet; starting them publishes these.
     for (std::uint32_t g = 0; g < cfg.max_gpus; ++g) executors_[g].store(nullptr, std::memory_order_relaxed);
     for (std::uint32_t m = 0; m < cfg.max_models; ++m) {
       route_[m].store(0, std::memory_order_relaxed);  // before any thread exists
@@ -341,7 +354,8 @@ class Runtime final : private CompletionPort {
     it.tag = tag;
     it.arrival = now;
     // relaxed: a stale SLO can only pair with a stale generation, which the shard rejects.
-    it.deadline = deadline ? *deadline : now + Duration::nanoseconds(slo_ns_[model].load(std::memory_order_relaxed));
+    it.deadline =
+        deadline ? *deadline : now + Duration::nanoseconds(slo_ns_[model].load(std::memory_order_relaxed));
     it.model = model;
     it.generation = static_cast<std::uint32_t>(r);
     return {SubmitStatus::kQueued, static_cast<std::uint32_t>((r >> 32) & 0xffff), it};
@@ -421,7 +435,8 @@ class Runtime final : private CompletionPort {
       state_->busy.store(1, std::memory_order_seq_cst);  // seq_cst: Dekker with stop()
       Routed r = rt_->route(model, tag, deadline);
       bool ok = true;
-      if (r.status == SubmitStatus::kQueued) ok = rt_->shards_[r.shard]->ingress().try_enqueue(tokens_[r.shard], r.item);
+      if (r.status == SubmitStatus::kQueued)
+        ok = rt_->shards_[r.shard]->ingress().try_enqueue(tokens_[r.shard], r.item);
       state_->busy.store(0, std::memory_order_release);  // release: our enqueue precedes stop()'s drain
       return rt_->finish_submit(r, ok);
     }

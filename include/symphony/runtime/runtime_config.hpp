@@ -52,7 +52,8 @@ struct RuntimeConfig {
       return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))
       return Status(Errc::kInvalidArgument, "max_models and max_gpus are limited to 2^20");
-    if (max_requests_per_shard == 0) return Status(Errc::kInvalidArgument, "max_requests_per_shard must be positive");
+    if (max_requests_per_shard == 0)
+      return Status(Errc::kInvalidArgument, "max_requests_per_shard must be positive");
     if (max_outstanding_per_gpu == 0)
       return Status(Errc::kInvalidArgument, "max_outstanding_per_gpu must be at least 1");
     if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= (1u << 24))
@@ -76,15 +77,15 @@ enum class StopMode : std::uint8_t {
 
 // Counters of a running or stopped Runtime, summed over its threads.
 struct RuntimeStats {
-  std::uint64_t accepted = 0;         // taken into an ingress queue
-  std::uint64_t rejected_ingress = 0; // dropped at submit: ingress full or runtime stopping
-  std::array<std::uint64_t, 4> outcomes{};                   // by Outcome
-  std::array<std::uint64_t, kNumDropReasons> drops{};        // by DropReason
-  std::uint64_t batches = 0;          // dispatched
-  std::uint64_t batched_requests = 0; // requests in dispatched batches
-  std::uint64_t candidate_messages = 0;  // shard -> rank candidate updates (after coalescing)
-  std::uint64_t candidate_updates = 0;   // candidate changes before coalescing
-  LatencyHistogram dispatch_lag;  // per batch: dispatch time - planned dispatch time
+  std::uint64_t accepted = 0;                          // taken into an ingress queue
+  std::uint64_t rejected_ingress = 0;                  // dropped at submit: ingress full or runtime stopping
+  std::array<std::uint64_t, 4> outcomes{};             // by Outcome
+  std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
+  std::uint64_t batches = 0;                           // dispatched
+  std::uint64_t batched_requests = 0;                  // requests in dispatched batches
+  std::uint64_t candidate_messages = 0;                // shard -> rank candidate updates (after coalescing)
+  std::uint64_t candidate_updates = 0;                 // candidate changes before coalescing
+  LatencyHistogram dispatch_lag;                       // per batch: dispatch time - planned dispatch time
 
   std::uint64_t total_outcomes() const noexcept {
     return outcomes[0] + outcomes[1] + outcomes[2] + outcomes[3];

@@ -55,13 +55,19 @@ namespace symphony {
 //  - on_batch_error(BatchId, std::string_view message): before the outcomes
 //    of a batch whose executor reported an error.
 template <class S>
-concept RuntimeSink = requires(S s, const RequestOutcome& o) { s.on_outcome(o); };
+concept RuntimeSink = requires(S s, const RequestOutcome& o) {
+  s.on_outcome(o);
+};
 
 namespace detail {
 template <class S>
-concept HasOnDispatch = requires(S s, const Dispatch& d) { s.on_dispatch(d); };
+concept HasOnDispatch = requires(S s, const Dispatch& d) {
+  s.on_dispatch(d);
+};
 template <class S>
-concept HasOnBatchError = requires(S s, BatchId b, std::string_view m) { s.on_batch_error(b, m); };
+concept HasOnBatchError = requires(S s, BatchId b, std::string_view m) {
+  s.on_batch_error(b, m);
+};
 
 }  // namespace detail
 
@@ -73,13 +79,22 @@ class ShardThread {
   // `executors` has cfg.max_gpus entries (nullptr for absent GPUs).
   ShardThread(std::uint32_t index, const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather,
               detail::RankInbox& rank, const std::atomic<Executor*>* executors, CompletionPort& port)
-      : index_(index), cfg_(cfg), sink_(sink), adapter_{this}, rank_(rank), executors_(executors), port_(port),
+      : index_(index),
+        cfg_(cfg),
+        sink_(sink),
+        adapter_{this},
+        rank_(rank),
+        executors_(executors),
+        port_(port),
         shard_(ShardConfig{index, cfg.max_models, cfg.max_requests_per_shard,
                            cfg.max_gpus * cfg.max_outstanding_per_gpu, cfg.delays},
                std::move(exec), std::move(gather)),
-        ingress_(cfg.ingress_capacity), ingress_consumer_(ingress_),
-        to_rank_(detail::default_ring_capacity(cfg)), from_rank_(detail::default_ring_capacity(cfg)),
-        generation_(cfg.max_models, 0), dirty_(cfg.max_models, 0) {
+        ingress_(cfg.ingress_capacity),
+        ingress_consumer_(ingress_),
+        to_rank_(detail::default_ring_capacity(cfg)),
+        from_rank_(detail::default_ring_capacity(cfg)),
+        generation_(cfg.max_models, 0),
+        dirty_(cfg.max_models, 0) {
     dirty_list_.reserve(cfg.max_models);
     outbox_.reserve(256);
     pending_exec_.reserve(std::min<std::uint32_t>(cfg.max_gpus, 4096));
@@ -88,7 +103,9 @@ class ShardThread {
   ShardThread(const ShardThread&) = delete;
   ShardThread& operator=(const ShardThread&) = delete;
 
-  void start() { thread_ = std::thread([this] { loop(); }); }
+  void start() {
+    thread_ = std::thread([this] { loop(); });
+  }
   void join() {
     if (thread_.joinable()) thread_.join();
   }
@@ -327,7 +344,8 @@ class ShardThread {
         if (SYMPHONY_LIKELY(e != nullptr)) {
           e->execute(b, port_);
         } else {
-          port_.report(BatchCompletion{b.batch, clock.now(), BatchStatus::kError, "no executor for this GPU"});
+          port_.report(
+              BatchCompletion{b.batch, clock.now(), BatchStatus::kError, "no executor for this GPU"});
         }
       }
       pending_exec_.clear();

@@ -35,9 +35,9 @@ struct StressConfig {
   std::uint32_t gpus = 64;
   std::uint32_t shards = 1;
   std::uint32_t clients = 1;
-  double rate = 500000;         // offered requests per second, all generators together
+  double rate = 500000;  // offered requests per second, all generators together
   Duration duration = Duration::seconds(2);
-  std::uint64_t requests = 0;   // stop after this many (0: by duration only)
+  std::uint64_t requests = 0;                   // stop after this many (0: by duration only)
   Duration alpha = Duration::microseconds(10);  // l(b) = alpha*b + beta
   Duration beta = Duration::microseconds(500);
   Duration slo = Duration::milliseconds(5);
@@ -133,7 +133,8 @@ Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
         }
         const double ahead_ns = next - static_cast<double>(clock.now().ns());
         if (ahead_ns > 0)
-          std::this_thread::sleep_for(std::chrono::nanoseconds(std::max(c.tick.ns(), static_cast<std::int64_t>(ahead_ns))));
+          std::this_thread::sleep_for(
+              std::chrono::nanoseconds(std::max(c.tick.ns(), static_cast<std::int64_t>(ahead_ns))));
       }
       submitted[g] = n;
       last[g] = clock.now();
@@ -153,8 +154,8 @@ Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
   const std::uint64_t ran = st.count(Outcome::kOk) + st.count(Outcome::kLate);
   r.throughput_rps = static_cast<double>(ran) / r.elapsed_s;
   r.goodput_rps = static_cast<double>(st.count(Outcome::kOk)) / r.elapsed_s;
-  const std::uint64_t bad =
-      st.count(Outcome::kLate) + st.count(Outcome::kDropped) + st.count(Outcome::kError) + st.rejected_ingress;
+  const std::uint64_t bad = st.count(Outcome::kLate) + st.count(Outcome::kDropped) +
+                            st.count(Outcome::kError) + st.rejected_ingress;
   r.bad_rate = r.submitted ? static_cast<double>(bad) / static_cast<double>(r.submitted) : 0.0;
   return r;
 }
