@@ -127,6 +127,24 @@ TEST(RuntimeTest, FullBatchesGoToTheLowestIdleGpusAndEveryRequestEndsOnce) {
   EXPECT_EQ(st.dispatch_lag.count(), 2u);
 }
 
+TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
+  // Eager exec times and target-batch gathering through the same rings: a
+  // lone request is dispatched at once (eager), not at its frontrun.
+  ExactlyOnceSink sink(4);
+  ManualGpus gpus;
+  auto rt =
+      std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatch>::create(small_config(1, 2, 1), sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 8));
+  (void)rt->add_gpu(gpus.make_executor());
+  ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.tags, (std::vector<std::uint64_t>{0}));
+  ManualGpus::complete(a);
+  rt->stop();
+  EXPECT_EQ(sink.count(0), 1u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 1u);
+}
+
 struct ErrorSink : ExactlyOnceSink {
   using ExactlyOnceSink::ExactlyOnceSink;
   std::mutex mu;

@@ -323,13 +323,17 @@ class ShardThread {
         for (std::size_t i = 0; i < n; ++i) on_completion(done_buf[i]);
         progress = true;
       }
-      if (outbox_.empty()) {
+      // Requests, a bulk at a time; while the ingress is backlogged and the
+      // rank has sent nothing, take a few more bulks before telling the rank:
+      // more arrivals per model coalesce into one candidate message exactly
+      // when the rank is busiest, and a grant waits at most one bulk.
+      for (std::uint32_t k = 0; k < kMaxBulksPerRound && outbox_.empty(); ++k) {
         n = ingress_.try_dequeue_bulk(ingress_consumer_, ingress_buf_.begin(), ingress_buf_.size());
-        if (n) {
-          now = clock.now();
-          for (std::size_t i = 0; i < n; ++i) on_ingress(ingress_buf_[i], now);
-          progress = true;
-        }
+        if (n == 0) break;
+        now = clock.now();
+        for (std::size_t i = 0; i < n; ++i) on_ingress(ingress_buf_[i], now);
+        progress = true;
+        if (n < ingress_buf_.size() || from_rank_.front() != nullptr) break;
       }
       flush_dirty();
       if (!removing_.empty()) check_removals();
@@ -380,6 +384,7 @@ class ShardThread {
   }
 
   static constexpr Duration kMaxSleep = Duration::milliseconds(100);
+  static constexpr std::uint32_t kMaxBulksPerRound = 8;
 
   const std::uint32_t index_;
   const RuntimeConfig cfg_;
