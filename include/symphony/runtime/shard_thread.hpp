@@ -312,9 +312,9 @@ class ShardThread {
     TimePoint idle_since = TimePoint::infinite();
     for (;;) {
       bool progress = control_.run_all();
-      TimePoint now = clock.now();
+      TimePoint now;
       while (detail::RankToShard* msg = from_rank_.front()) {
-        on_rank(*msg, now);
+        on_rank(*msg, now = clock.now());  // each grant at its own time: the dispatch time is measured
         from_rank_.pop();
         progress = true;
       }
