@@ -18,7 +18,7 @@ namespace symphony::tools {
 namespace {
 
 struct StressOptions {
-  std::uint32_t models = 64, gpus = 64, shards = 1, clients = 1, max_batch = 256;
+  std::uint32_t models = 64, gpus = 64, shards = 1, clients = 1, max_batch = 256, ingress = 1u << 16;
   double rate = 500000, duration_s = 2, alpha_ms = 0.01, beta_ms = 0.5, slo_ms = 5;
   double spin_us = SYMPHONY_RUNTIME_TIMER_SPIN_US, idle_spin_us = SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US,
          tick_us = 50;
@@ -44,6 +44,7 @@ int run(const StressOptions& o) {
   c.shard_idle_spin = Duration::from_us(o.idle_spin_us);
   c.tick = Duration::from_us(o.tick_us);
   c.seed = o.seed;
+  c.ingress_capacity = o.ingress;
   Result<StressReport> res =
       o.policy == "eager" ? run_stress(c, EagerPolicy{}) : run_stress(c, DeferredPolicy{});
   if (!res.ok()) {
@@ -127,6 +128,8 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--tick-us", o.tick_us, "generators sleep at least this long when ahead of schedule, us")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ingress", o.ingress, "ingress queue capacity per shard (requests beyond it: queue_full)")
+      ->check(CLI::Range(256u, 1u << 26));
   cmd->add_option("--seed", o.seed, "load-generator seed");
   cmd->add_flag("--json", o.json, "machine-readable output");
   cmd->callback([&exit_code] { exit_code = run(o); });

@@ -45,7 +45,7 @@ struct StressConfig {
   Duration timer_spin = Duration::microseconds(SYMPHONY_RUNTIME_TIMER_SPIN_US);
   Duration shard_idle_spin = Duration::microseconds(SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US);
   Duration tick = Duration::microseconds(50);
-  std::uint32_t ingress_capacity = 1u << 18;
+  std::uint32_t ingress_capacity = 1u << 16;
   std::uint64_t seed = 1;
 };
 
