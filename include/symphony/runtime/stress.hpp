@@ -83,6 +83,7 @@ Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
   if (c.clients == 0 || c.rate <= 0 || c.models == 0)
     return Status(Errc::kInvalidArgument, "stress needs clients, models and a positive rate");
   detail::DiscardSink sink;  // outcomes are counted by the runtime's statistics
+  EmulatedGpus gpus;         // outlives the runtime, which may still have batches on it
   RuntimeConfig cfg;
   cfg.shards = c.shards;
   cfg.max_models = c.models;
@@ -105,7 +106,6 @@ Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
     mc.slo = c.slo;
     if (auto r = rt->add_model(std::move(mc)); !r.ok()) return r.status();
   }
-  EmulatedGpus gpus;
   for (std::uint32_t g = 0; g < c.gpus; ++g)
     if (auto r = rt->add_gpu(gpus.make_executor()); !r.ok()) return r.status();
 
