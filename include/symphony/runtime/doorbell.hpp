@@ -49,13 +49,20 @@ namespace symphony {
 namespace detail {
 
 // A full (StoreLoad) barrier. ThreadSanitizer does not model
-// std::atomic_thread_fence (GCC warns with -Wtsan), so sanitized builds use a
-// sequentially consistent read-modify-write, which is a full barrier on every
-// target we build for, on a private dummy.
+// std::atomic_thread_fence (GCC warns with -Wtsan), and a sequentially
+// consistent read-modify-write on a shared dummy would make TSAN see
+// happens-before edges between every pair of threads that fence, hiding real
+// races. So sanitized builds use a *relaxed* locked RMW between two compiler
+// barriers: a full barrier in hardware on x86 (the lock prefix), no
+// synchronization in TSAN's model. (On other targets a sanitized build can
+// lose a wake-up; every wait in the runtime is bounded, so it would show as a
+// delay, not a hang.)
 SYMPHONY_ALWAYS_INLINE void full_fence() noexcept {
 #if defined(__SANITIZE_THREAD__)
   static std::atomic<std::uint32_t> dummy{0};
-  dummy.fetch_add(0, std::memory_order_seq_cst);  // a locked RMW: orders earlier stores before later loads
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps order
+  dummy.fetch_add(0, std::memory_order_relaxed);          // relaxed: hardware barrier only, no TSAN edge
+  std::atomic_signal_fence(std::memory_order_seq_cst);
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);  // StoreLoad barrier of the Dekker protocol
 #endif

@@ -135,7 +135,7 @@ class EmulatedGpus {
         wake_at_.store(kAwake, std::memory_order_relaxed);  // awake: producers need not ring
         continue;
       }
-      bell_.wait_until(until);
+      bell_.wait_until(min(until, clock.now() + kMaxSleep));  // bounded: see detail::full_fence
       wake_at_.store(kAwake, std::memory_order_relaxed);  // awake: we drain the queue before sleeping again
     }
   }
@@ -143,6 +143,7 @@ class EmulatedGpus {
   // While the pool thread is awake it drains the queue before it sleeps, so
   // producers only ring when their batch ends before the time it sleeps until.
   static constexpr std::int64_t kAwake = std::numeric_limits<std::int64_t>::min();
+  static constexpr Duration kMaxSleep = Duration::milliseconds(100);
 
   detail::MpscQueue<Item> queue_;
   Doorbell bell_;
