@@ -15,6 +15,10 @@ namespace {
 std::atomic<std::uint64_t> g_allocations{0};
 }
 
+// The replacements below pair malloc with free consistently; GCC's
+// -Wmismatched-new-delete sees only the inlined delete side and warns.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 void* operator new(std::size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;

@@ -9,9 +9,16 @@ namespace symphony::tools {
 // Prints the paper's worked example (§3.3) as scheduled by the real engine.
 CLI::App* add_example(CLI::App& app, int& exit_code);
 
+// Runs the multi-threaded runtime in scheduler-only mode with emulated GPUs
+// and open-loop load generators; prints throughput, goodput, bad rate and
+// dispatch lag.
+CLI::App* add_stress(CLI::App& app, int& exit_code);
+
 #ifdef SYMPHONY_HAVE_SERVER
 // Measures a TorchScript model's latency profile on a device.
 CLI::App* add_profile(CLI::App& app, int& exit_code);
+// Serves TorchScript models under generated load and reports.
+CLI::App* add_serve(CLI::App& app, int& exit_code);
 #endif
 
 }  // namespace symphony::tools

@@ -129,21 +129,31 @@ class ModelShard {
   // A request for model `id` arrives at `now`, due at `deadline`.
   template <SchedulerSink Sink>
   SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink) {
+    return submit(id, tag, now, deadline, sink, now);
+  }
+
+  // As above, for a request the client sent at `arrival` that reaches the
+  // shard at `now` (the multi-threaded runtime's ingress queue sits between).
+  // The outcome reports `arrival`, and timeout policies measure from it;
+  // every scheduling decision is taken at `now`. REQUIRES: arrival <= now.
+  template <SchedulerSink Sink>
+  SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink,
+                      TimePoint arrival) {
     if (SYMPHONY_UNLIKELY(!has_model(id))) return {SubmitStatus::kUnknownModel, {}};
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
     if (now + dl.delay(1) + m.cfg->profile.latency(1) > dl.exec_deadline(deadline)) {
-      emit_drop(sink, id, tag, now, deadline, now, DropReason::kInfeasible);
+      emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
       return {SubmitStatus::kDropped, {}};
     }
     if ((m.cfg->max_queue && m.queued >= m.cfg->max_queue) || !free_requests_) {
-      emit_drop(sink, id, tag, now, deadline, now, DropReason::kQueueFull);
+      emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kQueueFull);
       return {SubmitStatus::kDropped, {}};
     }
     Request* r = free_requests_;
     free_requests_ = r->next;
     ++used_requests_;
-    r->arrival = now;
+    r->arrival = arrival;
     r->deadline = deadline;
     r->tag = tag;
     r->seq = next_seq_++;
@@ -304,6 +314,10 @@ class ModelShard {
   }
 
   std::uint32_t inflight_batches() const noexcept { return inflight_total_; }
+
+  // The shard_index (mod 256) folded into a BatchId by the shard that made
+  // it; routes an executor's completion back to its shard.
+  static constexpr std::uint32_t shard_of(BatchId bid) noexcept { return static_cast<std::uint32_t>(bid >> 56); }
 
   // The model's current candidate as last computed (tests, introspection).
   std::optional<Candidate> candidate(ModelId id) const {

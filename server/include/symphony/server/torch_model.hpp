@@ -69,7 +69,8 @@ class TorchModel {
   // Runs forward on a ready-made batch (the profiler and warm-up).
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
 
-  // A batch of b copies of a zero sample per input, on `device`.
+  // A batch of b random samples per input (normal for floating types, small
+  // integers otherwise), on `device`.
   std::vector<at::Tensor> dummy_batch(std::uint32_t b, c10::Device device) const;
 
  private:

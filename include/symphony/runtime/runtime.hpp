@@ -1,0 +1,450 @@
+// Runtime: the multi-threaded, real-time deferred batch scheduler (the
+// paper's §4.2 design; DESIGN.md §3 "Threads").
+//
+//   clients --(bounded MPSC ingress, one per shard)--> K ShardThreads
+//   ShardThread <--(pair of bounded SPSC rings)--> one RankThread
+//   ShardThread --ExecBatch--> Executor (one per GPU) --report()--> ShardThread
+//
+// Each ShardThread owns a ModelShard over its models (queues, candidates,
+// gathering); the RankThread owns the RankState (GPU free times, timers,
+// matchmaking). They exchange exactly the calls that the single-threaded
+// Scheduler makes directly, so the semantics are DESIGN.md §2 and the rules
+// exist once (model_shard.hpp, rank_state.hpp). Times are SteadyClock.
+//
+// Clients submit through a Submitter (one per client thread: it holds a
+// moodycamel producer token per shard) or through Runtime::submit (shared,
+// slower). A full ingress rejects the request at once with
+// DropReason::kQueueFull. Outcomes go to the user's sink, exactly once per
+// request that was not refused as kUnknownModel, from shard threads and
+// submitting threads concurrently (see RuntimeSink).
+//
+// Guarantees:
+//  - submit is lock-free (a moodycamel enqueue, a fence, a load); the
+//    scheduling path (ingress -> shard -> rank -> shard -> executor) takes no
+//    lock and allocates nothing once warm;
+//  - models are added and removed while running (removal waits until the
+//    model is idle; requests racing with it end dropped, kShutdown); GPUs are
+//    added and removed (an idle GPU) while running;
+//  - stop() ends every accepted request (drain or cancel), joins every thread;
+//    later submissions are dropped (kShutdown) at once; the destructor stops.
+//
+// Thread roles: submit from any thread (a Submitter per thread for speed;
+// Submitters must not outlive the Runtime). Membership calls (add/remove
+// model or GPU), stats() and stop() may come from any thread but block until
+// a runtime thread has run them, so never call them from a sink callback or
+// from an executor.
+//
+//   struct Sink { void on_outcome(const RequestOutcome&); };  // thread-safe
+//   EmulatedGpus gpus;  Sink sink;
+//   auto rt = std::move(*Runtime<Sink>::create({.shards = 2}, sink));
+//   ModelId m = *rt->add_model(cfg);
+//   for (int i = 0; i < 8; ++i) (void)rt->add_gpu(gpus.make_executor());
+//   auto sub = rt->make_submitter();  sub.submit(m, /*tag=*/42);
+//   rt->stop();
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "symphony/detail/runtime_messages.hpp"
+#include "symphony/exec_policy.hpp"
+#include "symphony/runtime/executor.hpp"
+#include "symphony/runtime/rank_thread.hpp"
+#include "symphony/runtime/runtime_config.hpp"
+#include "symphony/runtime/shard_thread.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/timer_queue.hpp"
+
+namespace symphony {
+
+template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
+          TimerQueue Timers = HeapTimerQueue>
+class Runtime final : private CompletionPort {
+  using Shard = ShardThread<Sink, Exec, Gather>;
+  struct SubmitterState;
+
+ public:
+  class Submitter;
+
+  static Result<std::unique_ptr<Runtime>> create(const RuntimeConfig& cfg, Sink& sink, Exec exec = {},
+                                                 Gather gather = {}) {
+    if (Status s = cfg.validate(); !s.ok()) return s;
+    std::unique_ptr<Runtime> rt(new Runtime(cfg, sink, std::move(exec), std::move(gather)));
+    rt->start();
+    return rt;
+  }
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  ~Runtime() { stop(StopMode::kCancel); }
+
+  const RuntimeConfig& config() const noexcept { return cfg_; }
+
+  // ---- membership (off the hot path; blocking; any thread) -------------------------
+
+  // Adds a model on `shard` (default: the shard with the fewest models); its
+  // id is the lowest free one.
+  Result<ModelId> add_model(ModelConfig mc, std::optional<std::uint32_t> shard = std::nullopt) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (Status s = ModelShard<Exec, Gather>::validate(mc); !s.ok()) return s;
+    if (shard && *shard >= cfg_.shards)
+      return Status(Errc::kInvalidArgument, "shard " + std::to_string(*shard) + " does not exist (" +
+                                                std::to_string(cfg_.shards) + " shards)");
+    ModelId id = 0;
+    while (id < cfg_.max_models && model_shard_[id] != kNoShard) ++id;
+    if (id == cfg_.max_models)
+      return Status(Errc::kCapacityExceeded,
+                    "all " + std::to_string(cfg_.max_models) + " model slots are in use");
+    const std::uint32_t s =
+        shard ? *shard
+              : static_cast<std::uint32_t>(std::min_element(shard_models_.begin(), shard_models_.end()) -
+                                           shard_models_.begin());
+    const std::uint32_t gen = ++generation_[id];
+    const Duration slo = mc.slo;
+    if (Status st = on_rank([&] { return rank_->add_model(id, s); }); !st.ok()) return st;
+    Shard& sh = *shards_[s];
+    if (Status st = on_shard(s, [&] { return sh.add_model(id, std::move(mc), gen); }); !st.ok()) {
+      (void)on_rank([&] {
+        rank_->forget_model(id);
+        return Status();
+      });
+      return st;
+    }
+    model_shard_[id] = s;
+    ++shard_models_[s];
+    slo_ns_[id].store(slo.ns(), std::memory_order_relaxed);  // ordered by the release below
+    // release: a client that sees the route sees the SLO and a shard that knows the model.
+    route_[id].store(make_route(s, gen), std::memory_order_release);
+    return id;
+  }
+
+  // Removes a model: new submissions are refused (kUnknownModel) at once;
+  // returns when its queued requests have been scheduled or have expired
+  // and its batches have finished.
+  Status remove_model(ModelId id) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (id >= cfg_.max_models || model_shard_[id] == kNoShard)
+      return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
+    const std::uint32_t s = model_shard_[id];
+    route_[id].store(0, std::memory_order_release);  // closed; clients re-read it per submit
+    std::promise<Status> done;
+    std::future<Status> f = done.get_future();
+    Shard& sh = *shards_[s];
+    shards_[s]->post([&sh, id, &done] { sh.begin_remove(id, &done); });
+    Status st = f.get();
+    model_shard_[id] = kNoShard;
+    --shard_models_[s];
+    return st;
+  }
+
+  // Adds a GPU served by `executor`; its id is the lowest free one.
+  Result<GpuId> add_gpu(std::unique_ptr<Executor> executor) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (!executor) return Status(Errc::kInvalidArgument, "add_gpu needs an executor");
+    Executor* e = executor.get();
+    Result<GpuId> g = on_rank([&] { return rank_->add_gpu(e); });
+    if (g.ok()) executors_owned_[*g] = std::move(executor);
+    return g;
+  }
+
+  // Removes an idle GPU (nothing running or reserved on it) and destroys its
+  // executor.
+  Status remove_gpu(GpuId g) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (g >= cfg_.max_gpus) return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g));
+    Status s = on_rank([&] { return rank_->remove_gpu(g); });
+    if (s.ok()) executors_owned_[g].reset();
+    return s;
+  }
+
+  // ---- submission ------------------------------------------------------------------
+
+  // A submission handle for one client thread (not thread-safe itself).
+  Submitter make_submitter() { return Submitter(*this); }
+
+  // Submits from any thread without a Submitter (slower: shared state).
+  SubmitStatus submit(ModelId model, std::uint64_t tag) { return submit_shared(model, tag, std::nullopt); }
+  SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
+    return submit_shared(model, tag, deadline);
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------
+
+  // Ends every accepted request and joins every thread. Idempotent; blocks
+  // until done (kDrain: until queued requests ran or expired; both modes:
+  // until in-flight batches are reported by their executors).
+  void stop(StopMode mode = StopMode::kDrain) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return;
+    // seq_cst: with the submitters' seq_cst busy flags, either a submitter
+    // sees stopping_ or we see it busy (Dekker).
+    stopping_.store(true, std::memory_order_seq_cst);
+    {
+      std::lock_guard<std::mutex> sl(submitters_mu_);
+      for (SubmitterState* st : submitters_)
+        while (st->busy.load(std::memory_order_seq_cst)) std::this_thread::yield();  // seq_cst: Dekker, as above
+    }
+    while (shared_busy_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();  // seq_cst: Dekker
+    // Every enqueue has happened; the shards drain what is left.
+    std::vector<std::promise<void>> done(cfg_.shards);
+    std::vector<std::future<void>> futures;
+    for (std::uint32_t s = 0; s < cfg_.shards; ++s) {
+      futures.push_back(done[s].get_future());
+      Shard& sh = *shards_[s];
+      std::promise<void>* p = &done[s];
+      sh.post([&sh, mode, p] { sh.begin_stop(mode, p); });
+    }
+    for (auto& f : futures) f.wait();
+    for (auto& sh : shards_) sh->join();
+    rank_->post([this] { rank_->request_exit(); });
+    rank_->join();
+    for (const auto& sh : shards_) final_stats_.merge(sh->stats());
+    stopped_ = true;
+  }
+
+  bool stopped() const {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    return stopped_;
+  }
+
+  // Counters summed over the threads (a consistent copy from each thread).
+  RuntimeStats stats() {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    RuntimeStats total;
+    if (stopped_) {
+      total = final_stats_;
+    } else {
+      for (std::uint32_t s = 0; s < cfg_.shards; ++s) {
+        Shard& sh = *shards_[s];
+        total.merge(on_shard(s, [&sh] { return sh.stats(); }));
+      }
+    }
+    total.rejected_ingress = rejected_.load(std::memory_order_relaxed);  // a statistic
+    return total;
+  }
+
+  // Whether submissions for `model` are accepted now (false from the start
+  // of its removal).
+  bool accepts(ModelId model) const noexcept {
+    return model < cfg_.max_models &&
+           (route_[model].load(std::memory_order_acquire) & kOpen);  // acquire: as a submitter reads it
+  }
+
+  // The shard that owns `model`, or nullopt.
+  std::optional<std::uint32_t> shard_of(ModelId model) const {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (model >= cfg_.max_models || model_shard_[model] == kNoShard) return std::nullopt;
+    return model_shard_[model];
+  }
+
+ private:
+  static constexpr std::uint32_t kNoShard = ~0u;
+  static constexpr std::uint64_t kOpen = std::uint64_t{1} << 63;
+
+  // A route: open bit, shard (bits 32..47), generation (bits 0..31).
+  static std::uint64_t make_route(std::uint32_t shard, std::uint32_t gen) noexcept {
+    return kOpen | (std::uint64_t{shard} << 32) | gen;
+  }
+
+  struct alignas(kCacheLineSize) SubmitterState {
+    std::atomic<std::uint32_t> busy{0};
+  };
+
+  Runtime(const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather)
+      : cfg_(cfg),
+        sink_(sink),
+        executors_(new std::atomic<Executor*>[cfg.max_gpus]),
+        executors_owned_(cfg.max_gpus),
+        route_(new std::atomic<std::uint64_t>[cfg.max_models]),
+        slo_ns_(new std::atomic<std::int64_t>[cfg.max_models]),
+        model_shard_(cfg.max_models, kNoShard),
+        generation_(cfg.max_models, 0),
+        shard_models_(cfg.shards, 0) {
+    // relaxed: no other thread exists yet; starting them publishes these.
+    for (std::uint32_t g = 0; g < cfg.max_gpus; ++g) executors_[g].store(nullptr, std::memory_order_relaxed);
+    for (std::uint32_t m = 0; m < cfg.max_models; ++m) {
+      route_[m].store(0, std::memory_order_relaxed);  // before any thread exists
+      slo_ns_[m].store(0, std::memory_order_relaxed);
+    }
+    rank_ = std::make_unique<RankThread<Timers>>(cfg, executors_.get());
+    std::vector<typename RankThread<Timers>::ShardPort> ports;
+    for (std::uint32_t s = 0; s < cfg.shards; ++s) {
+      shards_.push_back(std::make_unique<Shard>(s, cfg, sink, exec, gather, rank_->inbox(), executors_.get(),
+                                                static_cast<CompletionPort&>(*this)));
+      ports.push_back({&shards_[s]->to_rank(), &shards_[s]->from_rank(), &shards_[s]->bell()});
+    }
+    rank_->connect(std::move(ports));
+  }
+
+  void start() {
+    rank_->start();
+    for (auto& sh : shards_) sh->start();
+  }
+
+  // Runs fn on the rank thread and returns its result.
+  template <class F>
+  auto on_rank(F&& fn) {
+    using R = decltype(fn());
+    std::promise<R> p;
+    std::future<R> f = p.get_future();
+    rank_->post([&] { p.set_value(fn()); });
+    return f.get();
+  }
+  template <class F>
+  auto on_shard(std::uint32_t s, F&& fn) {
+    using R = decltype(fn());
+    std::promise<R> p;
+    std::future<R> f = p.get_future();
+    shards_[s]->post([&] { p.set_value(fn()); });
+    return f.get();
+  }
+
+  // CompletionPort: executors report here, from any thread.
+  void report(BatchCompletion c) override {
+    const std::uint32_t s = ModelShard<Exec, Gather>::shard_of(c.batch);
+    if (s < shards_.size()) shards_[s]->post_completion(std::move(c));
+  }
+
+  void drop_now(ModelId model, std::uint64_t tag, TimePoint now, TimePoint deadline, DropReason why) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);  // a statistic
+    RequestOutcome o;
+    o.tag = tag;
+    o.model = model;
+    o.outcome = Outcome::kDropped;
+    o.reason = why;
+    o.arrival = now;
+    o.deadline = deadline;
+    o.finish = now;
+    o.exec = TimePoint::infinite();
+    sink_.on_outcome(o);
+  }
+
+  // The common part of both submit paths, after the caller marked itself busy.
+  // Returns the shard to enqueue into, or a final status.
+  struct Routed {
+    SubmitStatus status;
+    std::uint32_t shard;
+    detail::IngressItem item;
+  };
+  Routed route(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline) {
+    const TimePoint now = SteadyClock{}.now();
+    if (SYMPHONY_UNLIKELY(stopping_.load(std::memory_order_seq_cst))) {  // seq_cst: Dekker with stop()
+      drop_now(model, tag, now, deadline.value_or(now), DropReason::kShutdown);
+      return {SubmitStatus::kDropped, 0, {}};
+    }
+    if (SYMPHONY_UNLIKELY(model >= cfg_.max_models)) return {SubmitStatus::kUnknownModel, 0, {}};
+    // acquire: pairs with add_model's release; the SLO and the shard's model are visible.
+    const std::uint64_t r = route_[model].load(std::memory_order_acquire);
+    if (SYMPHONY_UNLIKELY(!(r & kOpen))) return {SubmitStatus::kUnknownModel, 0, {}};
+    detail::IngressItem it;
+    it.tag = tag;
+    it.arrival = now;
+    // relaxed: a stale SLO can only pair with a stale generation, which the shard rejects.
+    it.deadline =
+        deadline ? *deadline : now + Duration::nanoseconds(slo_ns_[model].load(std::memory_order_relaxed));
+    it.model = model;
+    it.generation = static_cast<std::uint32_t>(r);
+    return {SubmitStatus::kQueued, static_cast<std::uint32_t>((r >> 32) & 0xffff), it};
+  }
+
+  SubmitStatus submit_shared(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline) {
+    shared_busy_.fetch_add(1, std::memory_order_seq_cst);  // seq_cst: Dekker with stop()
+    Routed r = route(model, tag, deadline);
+    bool ok = true;
+    if (r.status == SubmitStatus::kQueued) ok = shards_[r.shard]->ingress().try_enqueue(r.item);
+    shared_busy_.fetch_sub(1, std::memory_order_release);  // release: our enqueue precedes stop()'s drain
+    return finish_submit(r, ok);
+  }
+
+  SubmitStatus finish_submit(const Routed& r, bool enqueued) {
+    if (r.status != SubmitStatus::kQueued) return r.status;
+    if (SYMPHONY_UNLIKELY(!enqueued)) {
+      drop_now(r.item.model, r.item.tag, r.item.arrival, r.item.deadline, DropReason::kQueueFull);
+      return SubmitStatus::kDropped;
+    }
+    shards_[r.shard]->bell().ring();
+    return SubmitStatus::kQueued;
+  }
+
+  const RuntimeConfig cfg_;
+  Sink& sink_;
+  std::unique_ptr<std::atomic<Executor*>[]> executors_;
+  std::vector<std::unique_ptr<Executor>> executors_owned_;  // under control_mu_
+  std::unique_ptr<std::atomic<std::uint64_t>[]> route_;
+  std::unique_ptr<std::atomic<std::int64_t>[]> slo_ns_;
+  std::vector<std::uint32_t> model_shard_;   // under control_mu_
+  std::vector<std::uint32_t> generation_;    // under control_mu_
+  std::vector<std::uint32_t> shard_models_;  // under control_mu_
+  std::unique_ptr<RankThread<Timers>> rank_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+
+  mutable std::mutex control_mu_;
+  bool stopped_ = false;
+  RuntimeStats final_stats_;
+  std::atomic<bool> stopping_{false};
+  alignas(kCacheLineSize) std::atomic<std::uint64_t> shared_busy_{0};
+  alignas(kCacheLineSize) std::atomic<std::uint64_t> rejected_{0};
+  std::mutex submitters_mu_;
+  std::vector<SubmitterState*> submitters_;
+
+ public:
+  // One client thread's submission handle: a producer token per shard and a
+  // private "busy" flag for stop()'s barrier. Movable; not thread-safe.
+  class Submitter {
+   public:
+    Submitter(Submitter&& o) noexcept = default;
+    Submitter& operator=(Submitter&&) = delete;
+    ~Submitter() {
+      if (!state_) return;
+      std::lock_guard<std::mutex> lock(rt_->submitters_mu_);
+      auto& v = rt_->submitters_;
+      v.erase(std::find(v.begin(), v.end(), state_.get()));
+    }
+
+    // A request arrives now for `model`, due after the model's SLO.
+    SubmitStatus submit(ModelId model, std::uint64_t tag) { return submit_impl(model, tag, std::nullopt); }
+    // A request arrives now for `model` with its own deadline.
+    SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
+      return submit_impl(model, tag, deadline);
+    }
+
+   private:
+    friend class Runtime;
+    explicit Submitter(Runtime& rt) : rt_(&rt), state_(std::make_unique<SubmitterState>()) {
+      tokens_.reserve(rt.shards_.size());
+      for (auto& sh : rt.shards_) tokens_.emplace_back(sh->ingress());
+      std::lock_guard<std::mutex> lock(rt.submitters_mu_);
+      rt.submitters_.push_back(state_.get());
+    }
+
+    SubmitStatus submit_impl(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline) {
+      state_->busy.store(1, std::memory_order_seq_cst);  // seq_cst: Dekker with stop()
+      Routed r = rt_->route(model, tag, deadline);
+      bool ok = true;
+      if (r.status == SubmitStatus::kQueued)
+        ok = rt_->shards_[r.shard]->ingress().try_enqueue(tokens_[r.shard], r.item);
+      state_->busy.store(0, std::memory_order_release);  // release: our enqueue precedes stop()'s drain
+      return rt_->finish_submit(r, ok);
+    }
+
+    Runtime* rt_;
+    std::unique_ptr<SubmitterState> state_;
+    std::vector<detail::IngressQueue::Producer> tokens_;
+  };
+};
+
+}  // namespace symphony

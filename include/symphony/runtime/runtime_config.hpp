@@ -1,0 +1,109 @@
+// Configuration and statistics of the multi-threaded Runtime.
+//
+// Capacities are fixed when the Runtime is created (the rings, pools and
+// tables are allocated once); the tunables that trade CPU for latency (how
+// long the RankThread spins before a timer, how long an idle shard spins
+// before it sleeps) are named here with their defaults.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+#ifndef SYMPHONY_RUNTIME_TIMER_SPIN_US
+// How long before a timer the RankThread stops sleeping and spins.
+#define SYMPHONY_RUNTIME_TIMER_SPIN_US 50
+#endif
+#ifndef SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US
+// How long an idle shard polls its queues before it sleeps.
+#define SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US 20
+#endif
+
+namespace symphony {
+
+struct RuntimeConfig {
+  std::uint32_t shards = 1;       // model-shard threads (the paper's ModelThreads), 1..64
+  std::uint32_t max_models = 64;  // model ids are in [0, max_models), across all shards
+  std::uint32_t max_gpus = 64;
+  std::uint32_t max_requests_per_shard = 1u << 16;  // queued plus in flight, per shard
+  std::uint32_t max_outstanding_per_gpu = 4;
+  // Requests waiting in a shard's ingress queue at most; a submission beyond
+  // it is dropped at once with DropReason::kQueueFull. moodycamel keeps
+  // partly used blocks with their producer, so the usable bound is this
+  // minus up to 256 per producer thread.
+  std::uint32_t ingress_capacity = 1u << 16;
+  // Shard <-> RankThread ring size; 0 picks one large enough for every
+  // message the two sides can have outstanding in the common case.
+  std::uint32_t ring_capacity = 0;
+  // Requests a shard takes from its ingress before it looks at its rings again.
+  std::uint32_t ingress_bulk = 64;
+  Duration timer_spin = Duration::microseconds(SYMPHONY_RUNTIME_TIMER_SPIN_US);
+  Duration shard_idle_spin = Duration::microseconds(SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US);
+  Delays delays;
+
+  Status validate() const {
+    if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
+    if (max_models == 0 || max_gpus == 0)
+      return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
+    if (max_gpus > (1u << 20) || max_models > (1u << 20))
+      return Status(Errc::kInvalidArgument, "max_models and max_gpus are limited to 2^20");
+    if (max_requests_per_shard == 0)
+      return Status(Errc::kInvalidArgument, "max_requests_per_shard must be positive");
+    if (max_outstanding_per_gpu == 0)
+      return Status(Errc::kInvalidArgument, "max_outstanding_per_gpu must be at least 1");
+    if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= (1u << 24))
+      return Status(Errc::kInvalidArgument, "max_gpus * max_outstanding_per_gpu must stay below 2^24");
+    if (ingress_capacity == 0 || ingress_bulk == 0)
+      return Status(Errc::kInvalidArgument, "ingress_capacity and ingress_bulk must be positive");
+    if (timer_spin < Duration::zero() || shard_idle_spin < Duration::zero())
+      return Status(Errc::kInvalidArgument, "spin budgets must not be negative");
+    if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||
+        delays.safety_margin < Duration::zero())
+      return Status(Errc::kInvalidArgument, "delays and the safety margin must not be negative");
+    return {};
+  }
+};
+
+// How stop() treats requests that have not run yet.
+enum class StopMode : std::uint8_t {
+  kDrain,   // let queued requests be scheduled (or expire) and in-flight batches finish
+  kCancel,  // drop queued requests (DropReason::kShutdown); in-flight batches still finish
+};
+
+// Counters of a running or stopped Runtime, summed over its threads.
+struct RuntimeStats {
+  std::uint64_t accepted = 0;                          // taken into an ingress queue
+  std::uint64_t rejected_ingress = 0;                  // dropped at submit: ingress full or runtime stopping
+  std::array<std::uint64_t, 4> outcomes{};             // by Outcome
+  std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
+  std::uint64_t batches = 0;                           // dispatched
+  std::uint64_t batched_requests = 0;                  // requests in dispatched batches
+  std::uint64_t candidate_messages = 0;                // shard -> rank candidate updates (after coalescing)
+  std::uint64_t candidate_updates = 0;                 // candidate changes before coalescing
+  LatencyHistogram dispatch_lag;                       // per batch: dispatch time - planned dispatch time
+
+  std::uint64_t total_outcomes() const noexcept {
+    return outcomes[0] + outcomes[1] + outcomes[2] + outcomes[3];
+  }
+  std::uint64_t count(Outcome o) const noexcept { return outcomes[static_cast<std::size_t>(o)]; }
+  std::uint64_t count(DropReason r) const noexcept { return drops[static_cast<std::size_t>(r)]; }
+
+  void merge(const RuntimeStats& o) {
+    accepted += o.accepted;
+    rejected_ingress += o.rejected_ingress;
+    for (std::size_t i = 0; i < outcomes.size(); ++i) outcomes[i] += o.outcomes[i];
+    for (std::size_t i = 0; i < drops.size(); ++i) drops[i] += o.drops[i];
+    batches += o.batches;
+    batched_requests += o.batched_requests;
+    candidate_messages += o.candidate_messages;
+    candidate_updates += o.candidate_updates;
+    dispatch_lag.merge(o.dispatch_lag);
+  }
+};
+
+}  // namespace symphony

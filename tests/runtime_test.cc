@@ -1,0 +1,547 @@
+// The multi-threaded Runtime: dispatch through the rings, executors and
+// their errors, the bounded ingress, model and GPU membership while running,
+// stop (drain and cancel), and stress with many client threads. Every test
+// checks that every request ends exactly once. No test sleeps to synchronize
+// or asserts on wall-clock time (that is runtime_realtime_test).
+#include "symphony/runtime/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "support/runtime_support.hpp"
+#include "support/test_support.hpp"
+#include "symphony/runtime/doorbell.hpp"
+#include "symphony/runtime/emulated_executor.hpp"
+
+namespace symphony {
+namespace {
+
+using testing::ExactlyOnceSink;
+using testing::ManualGpus;
+using testing::model_ms;
+
+using Rt = Runtime<ExactlyOnceSink>;
+
+RuntimeConfig small_config(std::uint32_t shards, std::uint32_t models, std::uint32_t gpus) {
+  RuntimeConfig c;
+  c.shards = shards;
+  c.max_models = models;
+  c.max_gpus = gpus;
+  c.max_requests_per_shard = 1u << 14;
+  return c;
+}
+
+std::unique_ptr<Rt> make_runtime(const RuntimeConfig& c, ExactlyOnceSink& sink) {
+  auto r = Rt::create(c, sink);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return std::move(*r);
+}
+
+// Spins (yielding) until pred() holds. Not a sleep: it waits for a state.
+template <class P>
+void wait_for(P pred) {
+  while (!pred()) std::this_thread::yield();
+}
+
+TEST(DoorbellTest, RingWakesASleeper) {
+  Doorbell bell;
+  std::atomic<bool> work{false};
+  std::thread sleeper([&] {
+    for (;;) {
+      bell.prepare_wait();
+      if (work.load(std::memory_order_acquire)) {
+        bell.cancel_wait();
+        return;
+      }
+      bell.wait_until(TimePoint::infinite());
+    }
+  });
+  work.store(true, std::memory_order_release);
+  bell.ring();
+  sleeper.join();  // hangs (and the test times out) if the wake-up were lost
+  SUCCEED();
+}
+
+TEST(DoorbellTest, WaitUntilAPastDeadlineReturns) {
+  Doorbell bell;
+  bell.prepare_wait();
+  bell.wait_until(SteadyClock{}.now() - Duration::milliseconds(1));
+  SUCCEED();
+}
+
+TEST(RuntimeConfigTest, RejectsBadValues) {
+  ExactlyOnceSink sink(1);
+  RuntimeConfig c;
+  c.shards = 0;
+  EXPECT_FALSE(Rt::create(c, sink).ok());
+  c.shards = 65;
+  EXPECT_FALSE(Rt::create(c, sink).ok());
+  c = RuntimeConfig{};
+  c.max_gpus = 0;
+  EXPECT_FALSE(Rt::create(c, sink).ok());
+  c = RuntimeConfig{};
+  c.timer_spin = -Duration::microseconds(1);
+  EXPECT_FALSE(Rt::create(c, sink).ok());
+}
+
+TEST(RuntimeTest, FullBatchesGoToTheLowestIdleGpusAndEveryRequestEndsOnce) {
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 4, 2), sink);
+  // max_batch 4 and a 10 s SLO: only full batches are due before the test ends.
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 1u);
+  auto sub = rt->make_submitter();
+  for (std::uint64_t t = 0; t < 8; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  ManualGpus::Taken b = gpus.take();
+  EXPECT_EQ(a.batch.size, 4u);
+  EXPECT_EQ(b.batch.size, 4u);
+  EXPECT_EQ(a.batch.gpu, 0u);  // lowest idle GPU
+  EXPECT_EQ(b.batch.gpu, 1u);  // GPU 0 is busy until a's predicted end
+  EXPECT_EQ(a.batch.predicted, Duration::milliseconds(9));
+  std::set<std::uint64_t> tags(a.tags.begin(), a.tags.end());
+  tags.insert(b.tags.begin(), b.tags.end());
+  EXPECT_EQ(tags.size(), 8u);
+  EXPECT_EQ(a.tags, (std::vector<std::uint64_t>{0, 1, 2, 3}));  // EDF = arrival order here
+  EXPECT_EQ(sink.total(), 0u);
+  ManualGpus::complete(a);
+  ManualGpus::complete(b);
+  wait_for([&] { return sink.total() == 8; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kOk), 8u);
+  for (std::uint64_t t = 0; t < 8; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  const RuntimeStats st = rt->stats();
+  EXPECT_EQ(st.batches, 2u);
+  EXPECT_EQ(st.batched_requests, 8u);
+  EXPECT_EQ(st.accepted, 8u);
+  EXPECT_EQ(st.total_outcomes(), 8u);
+  EXPECT_EQ(st.dispatch_lag.count(), 2u);
+}
+
+TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
+  // Eager exec times and target-batch gathering through the same rings: a
+  // lone request is dispatched at once (eager), not at its frontrun.
+  ExactlyOnceSink sink(4);
+  ManualGpus gpus;
+  auto rt =
+      std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatch>::create(small_config(1, 2, 1), sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 8));
+  (void)rt->add_gpu(gpus.make_executor());
+  ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.tags, (std::vector<std::uint64_t>{0}));
+  ManualGpus::complete(a);
+  rt->stop();
+  EXPECT_EQ(sink.count(0), 1u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 1u);
+}
+
+struct ErrorSink : ExactlyOnceSink {
+  using ExactlyOnceSink::ExactlyOnceSink;
+  std::mutex mu;
+  std::vector<std::pair<BatchId, std::string>> errors;
+  void on_batch_error(BatchId b, std::string_view msg) {
+    std::lock_guard<std::mutex> lock(mu);
+    errors.emplace_back(b, std::string(msg));
+  }
+};
+
+TEST(RuntimeTest, ExecutorErrorEndsTheBatchWithErrorAndReportsTheMessage) {
+  ErrorSink sink(16);
+  ManualGpus gpus;
+  auto rt = std::move(*Runtime<ErrorSink>::create(small_config(1, 2, 1), sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  ManualGpus::complete(a, BatchStatus::kError, "CUDA out of memory");
+  wait_for([&] { return sink.total() == 4; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kError), 4u);
+  std::lock_guard<std::mutex> lock(sink.mu);
+  ASSERT_EQ(sink.errors.size(), 1u);
+  EXPECT_EQ(sink.errors[0].first, a.batch.batch);
+  EXPECT_EQ(sink.errors[0].second, "CUDA out of memory");
+}
+
+TEST(RuntimeTest, UnknownModelIsRefusedWithoutAnOutcome) {
+  ExactlyOnceSink sink(16);
+  auto rt = make_runtime(small_config(2, 4, 1), sink);
+  auto sub = rt->make_submitter();
+  EXPECT_EQ(sub.submit(0, 1), SubmitStatus::kUnknownModel);
+  EXPECT_EQ(sub.submit(99, 2), SubmitStatus::kUnknownModel);
+  EXPECT_EQ(rt->submit(3, 3), SubmitStatus::kUnknownModel);
+  rt->stop();
+  EXPECT_EQ(sink.total(), 0u);
+}
+
+TEST(RuntimeTest, InfeasibleRequestIsDroppedOnArrival) {
+  ExactlyOnceSink sink(16);
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 100, 8));
+  // l(1) = 6 ms cannot meet a deadline 1 ms away.
+  EXPECT_EQ(rt->submit(m, 7, SteadyClock{}.now() + Duration::milliseconds(1)), SubmitStatus::kQueued);
+  wait_for([&] { return sink.total() == 1; });
+  rt->stop();
+  EXPECT_EQ(sink.count(DropReason::kInfeasible), 1u);
+  EXPECT_EQ(sink.count(7), 1u);
+}
+
+// A sink that blocks the shard thread inside the outcome of one tag until
+// released: the shard stops draining its ingress meanwhile.
+struct GateSink : ExactlyOnceSink {
+  using ExactlyOnceSink::ExactlyOnceSink;
+  static constexpr std::uint64_t kGateTag = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, open = false;
+  void on_outcome(const RequestOutcome& o) {
+    ExactlyOnceSink::on_outcome(o);
+    if (o.tag != kGateTag) return;
+    std::unique_lock<std::mutex> lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+  }
+};
+
+TEST(RuntimeTest, FullIngressRejectsAtOnceWithQueueFull) {
+  constexpr std::uint64_t kN = 3000;
+  GateSink sink(kN + 1);
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.ingress_capacity = 512;  // two blocks of 256
+  auto rt = std::move(*Runtime<GateSink>::create(c, sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 8));
+  auto sub = rt->make_submitter();
+  // The gate request is infeasible: the shard drops it and blocks in the sink.
+  ASSERT_EQ(sub.submit(m, GateSink::kGateTag, SteadyClock{}.now()), SubmitStatus::kQueued);
+  {
+    std::unique_lock<std::mutex> lock(sink.mu);
+    sink.cv.wait(lock, [&] { return sink.entered; });
+  }
+  std::uint64_t rejected = 0;
+  for (std::uint64_t t = 1; t <= kN; ++t) {
+    const SubmitStatus s = sub.submit(m, t);
+    if (s == SubmitStatus::kDropped) {
+      ++rejected;
+      EXPECT_EQ(sink.count(t), 1u) << "a rejected request has its outcome when submit returns";
+    } else {
+      EXPECT_EQ(s, SubmitStatus::kQueued);
+    }
+  }
+  EXPECT_GE(rejected, kN - 512);
+  EXPECT_EQ(sink.count(DropReason::kQueueFull), rejected);
+  {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    sink.open = true;
+  }
+  sink.cv.notify_all();
+  rt->stop(StopMode::kCancel);
+  for (std::uint64_t t = 0; t <= kN; ++t) ASSERT_EQ(sink.count(t), 1u) << t;
+  EXPECT_EQ(rt->stats().rejected_ingress, rejected);
+}
+
+TEST(RuntimeTest, RemoveModelWaitsForItsBatchesAndTheIdCanBeReused) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 2));
+  (void)rt->add_gpu(gpus.make_executor());
+  ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
+  ASSERT_EQ(rt->submit(m, 1), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  std::atomic<bool> removed{false};
+  Status st;
+  std::thread remover([&] {
+    st = rt->remove_model(m);
+    removed.store(true, std::memory_order_release);
+  });
+  wait_for([&] { return !rt->accepts(m); });  // closed at once
+  EXPECT_EQ(rt->submit(m, 9), SubmitStatus::kUnknownModel);
+  EXPECT_FALSE(removed.load(std::memory_order_acquire)) << "returned while a batch was running";
+  ManualGpus::complete(a);
+  remover.join();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(sink.count(0), 1u);
+  EXPECT_EQ(sink.count(1), 1u);
+  EXPECT_FALSE(rt->shard_of(m).has_value());
+  EXPECT_EQ(rt->remove_model(m).code(), Errc::kNotFound);
+  // The id comes back, for a new model.
+  EXPECT_EQ(*rt->add_model(model_ms("n", 1, 5, 10000, 2)), m);
+  ASSERT_EQ(rt->submit(m, 2), SubmitStatus::kQueued);
+  ASSERT_EQ(rt->submit(m, 3), SubmitStatus::kQueued);
+  ManualGpus::complete(gpus.take());
+  rt->stop();
+  for (std::uint64_t t = 0; t < 4; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  EXPECT_EQ(sink.count(9), 0u);
+}
+
+TEST(RuntimeTest, StopCancelDropsQueuedAndWaitsForInflight) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  for (std::uint64_t t = 0; t < 6; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();  // 4 requests; 2 stay queued (their exec is seconds away)
+  std::thread stopper([&] { rt->stop(StopMode::kCancel); });
+  wait_for([&] { return sink.count(DropReason::kShutdown) == 2; });
+  EXPECT_EQ(sink.count(Outcome::kOk), 0u);
+  ManualGpus::complete(a);
+  stopper.join();
+  EXPECT_EQ(sink.count(Outcome::kOk), 4u);
+  for (std::uint64_t t = 0; t < 6; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  // After stop: refused at once, with an outcome.
+  EXPECT_EQ(rt->submit(m, 10), SubmitStatus::kDropped);
+  EXPECT_EQ(sink.count(10), 1u);
+  EXPECT_EQ(sink.count(DropReason::kShutdown), 3u);
+  EXPECT_FALSE(rt->add_model(model_ms("x", 1, 5, 100)).ok());
+}
+
+TEST(RuntimeTest, StopDrainSchedulesQueuedRequests) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  // SLO 1 s: the two left-over requests are dispatched at their frontrun.
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 1000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  for (std::uint64_t t = 0; t < 6; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  std::thread stopper([&] { rt->stop(StopMode::kDrain); });
+  ManualGpus::complete(a);
+  // Drain keeps scheduling: the two are dispatched at their frontrun (or, on
+  // a machine so loaded that the dispatch comes 2 ms late, they expire), never
+  // cancelled.
+  wait_for([&] { return gpus.pending() > 0 || sink.total() == 6; });
+  if (gpus.pending() > 0) {
+    ManualGpus::Taken b = gpus.take();
+    EXPECT_EQ(b.tags, (std::vector<std::uint64_t>{4, 5}));
+    ManualGpus::complete(b);
+  }
+  stopper.join();
+  EXPECT_EQ(sink.count(DropReason::kShutdown), 0u);
+  EXPECT_EQ(sink.count(Outcome::kOk) + sink.count(Outcome::kLate) + sink.count(DropReason::kExpired), 6u);
+  for (std::uint64_t t = 0; t < 6; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
+// ---- stress ---------------------------------------------------------------------
+
+// Small, fast emulated models: batches run for tens to hundreds of microseconds.
+ModelConfig fast_model(int i) { return model_ms("m" + std::to_string(i), 0.01, 0.1, 3, 32); }
+
+TEST(RuntimeStressTest, ManyClientThreadsEveryRequestEndsOnce) {
+  constexpr int kClients = 6;
+  constexpr std::uint64_t kPerClient = 6000;
+  ExactlyOnceSink sink(kClients * kPerClient);
+  EmulatedGpus emu;
+  auto rt = make_runtime(small_config(2, 16, 8), sink);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(rt->add_model(fast_model(i)).ok());
+  for (int g = 0; g < 8; ++g) ASSERT_TRUE(rt->add_gpu(emu.make_executor()).ok());
+  std::vector<std::thread> clients;
+  std::atomic<std::uint64_t> queued{0}, dropped{0};
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto sub = rt->make_submitter();
+      std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 1);
+      for (std::uint64_t i = 0; i < kPerClient; ++i) {
+        const std::uint64_t tag = static_cast<std::uint64_t>(c) * kPerClient + i;
+        const auto model = static_cast<ModelId>(rng() % 16);
+        SubmitStatus s;
+        if (rng() % 16 == 0)
+          s = sub.submit(model, tag, SteadyClock{}.now());  // infeasible
+        else
+          s = sub.submit(model, tag);
+        ASSERT_NE(s, SubmitStatus::kUnknownModel);
+        (s == SubmitStatus::kQueued ? queued : dropped).fetch_add(1, std::memory_order_relaxed);
+        if (i % 64 == 0) std::this_thread::yield();
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  rt->stop(StopMode::kDrain);
+  for (std::uint64_t t = 0; t < kClients * kPerClient; ++t) ASSERT_EQ(sink.count(t), 1u) << t;
+  const RuntimeStats st = rt->stats();
+  EXPECT_EQ(st.accepted, queued.load());
+  EXPECT_EQ(st.rejected_ingress, dropped.load());
+  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress, kClients * kPerClient);
+  EXPECT_GT(sink.count(Outcome::kOk), 0u);
+  EXPECT_GE(sink.count(DropReason::kInfeasible), 1u);
+  EXPECT_GT(st.batches, 0u);
+}
+
+TEST(RuntimeStressTest, ModelsComeAndGoWhileClientsSubmit) {
+  constexpr int kClients = 4;
+  constexpr std::uint64_t kPerClient = 5000;
+  constexpr ModelId kIds = 8;
+  ExactlyOnceSink sink(kClients * kPerClient);
+  EmulatedGpus emu;
+  auto rt = make_runtime(small_config(3, kIds, 4), sink);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(rt->add_model(fast_model(i)).ok());
+  for (int g = 0; g < 4; ++g) ASSERT_TRUE(rt->add_gpu(emu.make_executor()).ok());
+  std::vector<std::uint8_t> unknown(kClients * kPerClient, 0);
+  std::atomic<int> clients_done{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto sub = rt->make_submitter();
+      std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 11);
+      for (std::uint64_t i = 0; i < kPerClient; ++i) {
+        const std::uint64_t tag = static_cast<std::uint64_t>(c) * kPerClient + i;
+        if (sub.submit(static_cast<ModelId>(rng() % kIds), tag) == SubmitStatus::kUnknownModel)
+          unknown[tag] = 1;
+        if (i % 32 == 0) std::this_thread::yield();
+      }
+      clients_done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  // Membership churn until the clients are done: add when there is room,
+  // remove a random present model otherwise.
+  std::mt19937_64 rng(5);
+  int adds = 0, removes = 0;
+  while (clients_done.load(std::memory_order_acquire) < kClients || adds + removes < 4) {
+    std::vector<ModelId> present;
+    for (ModelId id = 0; id < kIds; ++id)
+      if (rt->shard_of(id)) present.push_back(id);
+    if (present.size() < kIds && (present.size() < 2 || rng() % 2 == 0)) {
+      auto r = rt->add_model(fast_model(100 + adds));
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      ++adds;
+    } else {
+      const ModelId id = present[rng() % present.size()];
+      const Status s = rt->remove_model(id);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      ++removes;
+    }
+  }
+  for (auto& t : clients) t.join();
+  rt->stop(StopMode::kDrain);
+  for (std::uint64_t t = 0; t < kClients * kPerClient; ++t)
+    ASSERT_EQ(sink.count(t), unknown[t] ? 0u : 1u) << t;
+  EXPECT_GT(adds, 0);
+  EXPECT_GT(removes, 0);
+}
+
+void stop_under_load(StopMode mode) {
+  constexpr int kClients = 4;
+  constexpr std::uint64_t kMaxPerClient = 200000;
+  ExactlyOnceSink sink(kClients * kMaxPerClient + 1);
+  EmulatedGpus emu;
+  auto rt = make_runtime(small_config(2, 8, 4), sink);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(rt->add_model(fast_model(i)).ok());
+  for (int g = 0; g < 4; ++g) ASSERT_TRUE(rt->add_gpu(emu.make_executor()).ok());
+  std::atomic<bool> stop_returned{false};
+  std::vector<std::uint64_t> sent(kClients, 0);
+  std::vector<std::uint64_t> after_stop(kClients, 0);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto sub = rt->make_submitter();
+      std::uint64_t i = 0;
+      for (; i < kMaxPerClient; ++i) {
+        const bool stopped = stop_returned.load(std::memory_order_acquire);
+        const SubmitStatus s =
+            sub.submit(static_cast<ModelId>(i % 8), static_cast<std::uint64_t>(c) * kMaxPerClient + i);
+        EXPECT_NE(s, SubmitStatus::kUnknownModel);
+        if (stopped) {
+          EXPECT_EQ(s, SubmitStatus::kDropped);
+          if (++after_stop[c] == 16) break;
+        }
+        if (i % 64 == 0) std::this_thread::yield();
+      }
+      sent[c] = i == kMaxPerClient ? i : i + 1;
+    });
+  }
+  wait_for([&] { return sink.total() >= 5000; });
+  rt->stop(mode);
+  stop_returned.store(true, std::memory_order_release);
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c)
+    for (std::uint64_t i = 0; i < sent[c]; ++i)
+      ASSERT_EQ(sink.count(static_cast<std::uint64_t>(c) * kMaxPerClient + i), 1u) << c << ":" << i;
+  const RuntimeStats st = rt->stats();
+  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress, sink.total());
+}
+
+TEST(RuntimeStressTest, StopDrainUnderLoadEndsEveryRequestOnce) { stop_under_load(StopMode::kDrain); }
+TEST(RuntimeStressTest, StopCancelUnderLoadEndsEveryRequestOnce) { stop_under_load(StopMode::kCancel); }
+
+// Records which GPUs are removed; a dispatch to one of them is a bug.
+struct GpuCheckSink : ExactlyOnceSink {
+  using ExactlyOnceSink::ExactlyOnceSink;
+  std::atomic<bool> removed[8] = {};
+  std::atomic<std::uint64_t> bad{0};
+  void on_dispatch(const Dispatch& d) {
+    if (removed[d.gpu].load(std::memory_order_acquire)) bad.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+TEST(RuntimeStressTest, GpusComeAndGoWhileRunning) {
+  constexpr int kClients = 3;
+  constexpr std::uint64_t kPerClient = 6000;
+  GpuCheckSink sink(kClients * kPerClient);
+  EmulatedGpus emu;
+  auto rt = std::move(*Runtime<GpuCheckSink>::create(small_config(2, 4, 8), sink));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(rt->add_model(fast_model(i)).ok());
+  std::vector<bool> present(8, false);
+  for (GpuId g = 0; g < 2; ++g) {
+    ASSERT_EQ(*rt->add_gpu(emu.make_executor()), g);
+    present[g] = true;
+  }
+  std::atomic<int> clients_done{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto sub = rt->make_submitter();
+      for (std::uint64_t i = 0; i < kPerClient; ++i) {
+        EXPECT_NE(sub.submit(static_cast<ModelId>(i % 4), static_cast<std::uint64_t>(c) * kPerClient + i),
+                  SubmitStatus::kUnknownModel);
+        if (i % 32 == 0) std::this_thread::yield();
+      }
+      clients_done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  std::mt19937_64 rng(3);
+  int adds = 0, removes = 0, busy = 0;
+  while (clients_done.load(std::memory_order_acquire) < kClients || adds + removes < 4) {
+    const auto n = static_cast<std::size_t>(std::count(present.begin(), present.end(), true));
+    if (n < 8 && (n < 2 || rng() % 2 == 0)) {
+      const auto expect =
+          static_cast<GpuId>(std::find(present.begin(), present.end(), false) - present.begin());
+      sink.removed[expect].store(false, std::memory_order_release);
+      ASSERT_EQ(*rt->add_gpu(emu.make_executor()), expect);
+      present[expect] = true;
+      ++adds;
+    } else {
+      GpuId g;
+      do g = static_cast<GpuId>(rng() % 8);
+      while (!present[g]);
+      const Status s = rt->remove_gpu(g);
+      if (s.ok()) {
+        sink.removed[g].store(true, std::memory_order_release);
+        present[g] = false;
+        ++removes;
+      } else {
+        ASSERT_EQ(s.code(), Errc::kFailedPrecondition) << s.to_string();
+        ++busy;
+      }
+    }
+  }
+  for (auto& t : clients) t.join();
+  rt->stop(StopMode::kDrain);
+  for (std::uint64_t t = 0; t < kClients * kPerClient; ++t) ASSERT_EQ(sink.count(t), 1u) << t;
+  EXPECT_EQ(sink.bad.load(), 0u) << "a batch went to a removed GPU";
+  EXPECT_GT(adds, 0);
+  EXPECT_GT(removes, 0);
+}
+
+}  // namespace
+}  // namespace symphony

@@ -1,0 +1,139 @@
+// `symphony stress`: the multi-threaded Runtime in scheduler-only mode.
+//
+// M identical models (l(b) = alpha*b + beta, one SLO) on K shards, G emulated
+// GPUs (each batch runs exactly l(b) in real time) and open-loop Poisson load
+// generators (include/symphony/runtime/stress.hpp). Prints the offered and
+// achieved rates, throughput (requests that ran, ok or late, per second from
+// the first arrival to the end of the drain), goodput (ok per second), the bad
+// rate ((late + dropped) / submitted), batch sizes, the candidate coalescing
+// ratio, and the dispatch lag: how late each batch was dispatched against the
+// time the RankThread planned for it (max(exec, GPU free) - delay(b)).
+#include <cstdio>
+#include <string>
+
+#include "commands.hpp"
+#include "symphony/runtime/stress.hpp"
+
+namespace symphony::tools {
+namespace {
+
+struct StressOptions {
+  std::uint32_t models = 64, gpus = 64, shards = 1, clients = 1, max_batch = 256, ingress = 1u << 16;
+  double rate = 500000, duration_s = 2, alpha_ms = 0.01, beta_ms = 0.5, slo_ms = 5;
+  double spin_us = SYMPHONY_RUNTIME_TIMER_SPIN_US, idle_spin_us = SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US,
+         tick_us = 50;
+  std::uint64_t requests = 0, seed = 1;
+  std::string policy = "deferred";
+  bool json = false;
+};
+
+int run(const StressOptions& o) {
+  StressConfig c;
+  c.models = o.models;
+  c.gpus = o.gpus;
+  c.shards = o.shards;
+  c.clients = o.clients;
+  c.rate = o.rate;
+  c.duration = Duration::from_seconds(o.duration_s);
+  c.requests = o.requests;
+  c.alpha = Duration::from_ms(o.alpha_ms);
+  c.beta = Duration::from_ms(o.beta_ms);
+  c.slo = Duration::from_ms(o.slo_ms);
+  c.max_batch = o.max_batch;
+  c.timer_spin = Duration::from_us(o.spin_us);
+  c.shard_idle_spin = Duration::from_us(o.idle_spin_us);
+  c.tick = Duration::from_us(o.tick_us);
+  c.seed = o.seed;
+  c.ingress_capacity = o.ingress;
+  Result<StressReport> res =
+      o.policy == "eager" ? run_stress(c, EagerPolicy{}) : run_stress(c, DeferredPolicy{});
+  if (!res.ok()) {
+    std::fprintf(stderr, "stress: %s\n", res.status().to_string().c_str());
+    return 2;
+  }
+  const StressReport& r = *res;
+  const RuntimeStats& st = r.stats;
+  auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  const std::uint64_t dropped = st.count(Outcome::kDropped) + st.rejected_ingress;
+  const double mean_batch =
+      st.batches ? static_cast<double>(st.batched_requests) / static_cast<double>(st.batches) : 0;
+  const double coalescing = st.candidate_messages ? static_cast<double>(st.candidate_updates) /
+                                                        static_cast<double>(st.candidate_messages)
+                                                  : 0;
+  const double lag50 = st.dispatch_lag.percentile(0.5).to_us(),
+               lag99 = st.dispatch_lag.percentile(0.99).to_us();
+  const double lag999 = st.dispatch_lag.percentile(0.999).to_us(), lagmax = st.dispatch_lag.max().to_us();
+  if (o.json) {
+    std::printf(
+        "{\"models\": %u, \"gpus\": %u, \"shards\": %u, \"clients\": %u, \"policy\": \"%s\", \"rate\": "
+        "%.0f,\n"
+        " \"alpha_ms\": %g, \"beta_ms\": %g, \"slo_ms\": %g, \"max_batch\": %u,\n"
+        " \"submitted\": %llu, \"offered_rps\": %.0f, \"generation_s\": %.4f, \"elapsed_s\": %.4f,\n"
+        " \"throughput_rps\": %.0f, \"goodput_rps\": %.0f, \"bad_rate\": %.6f,\n"
+        " \"ok\": %llu, \"late\": %llu, \"dropped\": %llu, \"rejected_ingress\": %llu, \"errors\": %llu,\n"
+        " \"batches\": %llu, \"mean_batch\": %.2f, \"candidate_updates\": %llu, \"candidate_messages\": "
+        "%llu,\n"
+        " \"lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"p999\": %.2f, \"max\": %.2f}}\n",
+        o.models, o.gpus, o.shards, o.clients, o.policy.c_str(), o.rate, o.alpha_ms, o.beta_ms, o.slo_ms,
+        o.max_batch, u(r.submitted), r.offered_rps, r.generation_s, r.elapsed_s, r.throughput_rps,
+        r.goodput_rps, r.bad_rate, u(st.count(Outcome::kOk)), u(st.count(Outcome::kLate)), u(dropped),
+        u(st.rejected_ingress), u(st.count(Outcome::kError)), u(st.batches), mean_batch,
+        u(st.candidate_updates), u(st.candidate_messages), lag50, lag99, lag999, lagmax);
+    return 0;
+  }
+  std::printf(
+      "stress: %u models, %u emulated GPUs, %u shard(s), %u generator(s), %s; l(b) = %g*b + %g ms, SLO %g "
+      "ms\n",
+      o.models, o.gpus, o.shards, o.clients, o.policy.c_str(), o.alpha_ms, o.beta_ms, o.slo_ms);
+  std::printf("  submitted     %llu in %.3f s (offered %.0f req/s, target %.0f)\n", u(r.submitted),
+              r.generation_s, r.offered_rps, o.rate);
+  std::printf("  throughput    %.0f req/s (ok + late, over %.3f s incl. drain)\n", r.throughput_rps,
+              r.elapsed_s);
+  std::printf("  goodput       %.0f req/s\n", r.goodput_rps);
+  std::printf("  bad rate      %.4f %%  (late %llu, dropped %llu of which at ingress %llu, errors %llu)\n",
+              100 * r.bad_rate, u(st.count(Outcome::kLate)), u(dropped), u(st.rejected_ingress),
+              u(st.count(Outcome::kError)));
+  std::printf(
+      "  batches       %llu, mean size %.1f; candidate updates %llu -> %llu messages (%.1fx coalesced)\n",
+      u(st.batches), mean_batch, u(st.candidate_updates), u(st.candidate_messages), coalescing);
+  std::printf("  dispatch lag  p50 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n", lag50, lag99, lag999,
+              lagmax);
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_stress(CLI::App& app, int& exit_code) {
+  auto* cmd =
+      app.add_subcommand("stress", "Scheduler-only stress of the multi-threaded runtime with emulated GPUs");
+  static StressOptions o;
+  cmd->add_option("--models", o.models, "number of models")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--gpus", o.gpus, "number of emulated GPUs")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--shards", o.shards, "model-shard threads")->check(CLI::Range(1u, 64u));
+  cmd->add_option("--clients", o.clients, "open-loop load-generator threads")->check(CLI::Range(1u, 256u));
+  cmd->add_option("--rate", o.rate, "offered load, requests per second (all generators)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--duration", o.duration_s, "seconds of load")->check(CLI::PositiveNumber);
+  cmd->add_option("--requests", o.requests, "stop after this many requests (0: by duration only)");
+  cmd->add_option("--alpha", o.alpha_ms, "profile slope l(b) = alpha*b + beta, ms per request")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--beta", o.beta_ms, "profile intercept, ms")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--slo", o.slo_ms, "latency SLO, ms")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch", o.max_batch, "largest batch")
+      ->check(CLI::Range(1u, LatencyProfile::kMaxBatchLimit));
+  cmd->add_option("--policy", o.policy, "exec-time policy")->check(CLI::IsMember({"deferred", "eager"}));
+  cmd->add_option("--spin-us", o.spin_us, "RankThread spin before each timer, us")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--idle-spin-us", o.idle_spin_us, "idle shard spin before sleeping, us")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tick-us", o.tick_us, "generators sleep at least this long when ahead of schedule, us")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ingress", o.ingress, "ingress queue capacity per shard (requests beyond it: queue_full)")
+      ->check(CLI::Range(256u, 1u << 26));
+  cmd->add_option("--seed", o.seed, "load-generator seed");
+  cmd->add_flag("--json", o.json, "machine-readable output");
+  cmd->callback([&exit_code] { exit_code = run(o); });
+  return cmd;
+}
+
+}  // namespace symphony::tools
