@@ -91,6 +91,30 @@ TEST(SlidingWindowTest, DelaysAndMarginShrinkTheWindow) {
   EXPECT_EQ(r.size, 4u);
 }
 
+TEST(SlidingWindowTest, TheMarginIsUsedUpBeforeARequestIsDropped) {
+  Fixture f;
+  f.delays.safety_margin = 2_ms;
+  f.push(7_ms, 0);  // alone: l(1) = 6 ms fits by 7, but not by 7 - 2
+  f.push(7_ms, 1);
+  const GatherResult r = f.gather(SlidingWindow{}, f.inputs(0_ms));
+  EXPECT_TRUE(f.dropped.empty()) << "the head can still make its deadline";
+  EXPECT_EQ(r.size, 1u);
+  EXPECT_EQ(r.exec_deadline, at(7_ms)) << "sized against the deadline itself";
+  // With room for the margin, batches are sized against deadline - margin.
+  Fixture g;
+  g.delays.safety_margin = 2_ms;
+  for (std::uint64_t i = 0; i < 8; ++i) g.push(12_ms, i);
+  const GatherResult q = g.gather(SlidingWindow{}, g.inputs(0_ms));
+  EXPECT_EQ(q.exec_deadline, at(10_ms));
+  EXPECT_EQ(q.size, 5u);  // l(5) = 10 ms
+  // Past the deadline itself, the head is dropped.
+  Fixture h;
+  h.delays.safety_margin = 2_ms;
+  h.push(5_ms, 0);
+  EXPECT_EQ(h.gather(SlidingWindow{}, h.inputs(0_ms)).size, 0u);
+  EXPECT_EQ(h.dropped.size(), 1u);
+}
+
 TEST(SlidingWindowTest, AgreesWithBruteForceOnRandomInputs) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 2000; ++trial) {

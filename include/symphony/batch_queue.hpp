@@ -2,10 +2,11 @@
 // gathering policies of DESIGN.md §2 (the paper's GetBatch).
 //
 // GetBatch(now, gpu_free): start(b) = max(now + delay(b), gpu_free). Every
-// head request that cannot finish even alone (start(1) + l(1) > its deadline)
-// is dropped; then b is the largest size <= min(queue length, max_batch) with
-// start(b) + l(b) <= d, where d is the head's deadline less d_resp and the
-// safety margin.
+// head request that cannot finish even alone (start(1) + l(1) > its deadline
+// less d_resp) is dropped; then b is the largest size <= min(queue length,
+// max_batch) with start(b) + l(b) <= d, where d is the head's deadline less
+// d_resp and the safety margin; when not even b = 1 fits that, d is the
+// deadline less d_resp alone (the margin is used up; see Delays).
 //
 //  - SlidingWindow: exactly the rule above (Clipper, Shepherd).
 //  - TargetBatch: when that b is below the model's target, drop heads if a
@@ -87,6 +88,20 @@ inline std::uint32_t largest_fitting(const GatherInputs& in, std::uint32_t n, Ti
   return lo;
 }
 
+// The batch for a head due at `deadline`: sized against the deadline less the
+// margin, or, when not even one request fits that, against the deadline
+// itself (0 when it fits neither).
+struct Fit {
+  std::uint32_t size;
+  TimePoint d;
+};
+inline Fit fit(const GatherInputs& in, std::uint32_t n, TimePoint deadline) noexcept {
+  const TimePoint soft = in.delays->exec_deadline(deadline);
+  if (const std::uint32_t b = largest_fitting(in, n, soft)) return {b, soft};
+  const TimePoint hard = in.delays->hard_deadline(deadline);
+  return {largest_fitting(in, n, hard), hard};
+}
+
 // Drops every head request that cannot finish even alone; returns the head.
 template <class DropFn>
 Request* drop_infeasible_heads(ModelQueue& q, const GatherInputs& in, DropFn& drop) {
@@ -95,7 +110,7 @@ Request* drop_infeasible_heads(ModelQueue& q, const GatherInputs& in, DropFn& dr
   for (;;) {
     Request* h = q.front();
     if (!h) return nullptr;
-    if (end1 <= in.delays->exec_deadline(h->deadline)) return h;
+    if (end1 <= in.delays->hard_deadline(h->deadline)) return h;
     q.pop_front();
     drop(*h, DropReason::kExpired);
   }
@@ -119,9 +134,8 @@ struct SlidingWindow {
   GatherResult gather(ModelQueue& q, const GatherInputs& in, DropFn&& drop) const {
     Request* h = detail::drop_infeasible_heads(q, in, drop);
     if (!h) return {};
-    const TimePoint d = in.delays->exec_deadline(h->deadline);
-    const std::uint32_t n = std::min(q.size(), in.max_batch);
-    return {detail::largest_fitting(in, n, d), d, h->arrival};
+    const detail::Fit f = detail::fit(in, std::min(q.size(), in.max_batch), h->deadline);
+    return {f.size, f.d, h->arrival};
   }
 };
 
@@ -133,25 +147,23 @@ struct TargetBatch {
   GatherResult gather(ModelQueue& q, const GatherInputs& in, DropFn&& drop) const {
     Request* h = detail::drop_infeasible_heads(q, in, drop);
     if (!h) return {};
-    const TimePoint d0 = in.delays->exec_deadline(h->deadline);
     const std::uint32_t len = q.size();
     const std::uint32_t target = std::min(in.target_batch, in.max_batch);
-    const std::uint32_t b0 = detail::largest_fitting(in, std::min(len, in.max_batch), d0);
-    if (b0 >= target || len <= target) return {b0, d0, h->arrival};
+    const detail::Fit f0 = detail::fit(in, std::min(len, in.max_batch), h->deadline);
+    if (f0.size >= target || len <= target) return {f0.size, f0.d, h->arrival};
     // Look for the first later head i whose batch reaches the target. Shedding
     // more than max_batch heads for one batch is never worth it.
     const std::uint32_t limit = std::min(len - target, in.max_batch);
     Request* r = h;
     for (std::uint32_t i = 1; i <= limit; ++i) {
       r = q.next(*r);
-      const TimePoint di = in.delays->exec_deadline(r->deadline);
-      const std::uint32_t bi = detail::largest_fitting(in, std::min(len - i, in.max_batch), di);
-      if (bi >= target) {
+      const detail::Fit fi = detail::fit(in, std::min(len - i, in.max_batch), r->deadline);
+      if (fi.size >= target) {
         for (std::uint32_t k = 0; k < i; ++k) drop(*q.pop_front(), DropReason::kBatchPolicy);
-        return {bi, di, r->arrival};
+        return {fi.size, fi.d, r->arrival};
       }
     }
-    return {b0, d0, h->arrival};
+    return {f0.size, f0.d, h->arrival};
   }
 };
 

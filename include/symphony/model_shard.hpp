@@ -142,7 +142,7 @@ class ModelShard {
     if (SYMPHONY_UNLIKELY(!has_model(id))) return {SubmitStatus::kUnknownModel, {}};
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
-    if (now + dl.delay(1) + m.cfg->profile.latency(1) > dl.exec_deadline(deadline)) {
+    if (now + dl.delay(1) + m.cfg->profile.latency(1) > dl.hard_deadline(deadline)) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
       return {SubmitStatus::kDropped, {}};
     }
@@ -228,7 +228,7 @@ class ModelShard {
     d.dispatched_at = now;
     d.exec = c.exec;
     d.predicted_end = c.exec + len;
-    d.exec_deadline = cfg_.delays.exec_deadline(head->deadline);
+    d.exec_deadline = c.latest + len;  // the d the batch was sized against
     d.delay = c.delay;
     d.requests = BatchRequests(head);
     sink.on_dispatch(d);

@@ -66,21 +66,30 @@ constexpr std::string_view to_string(DropReason r) noexcept {
 
 inline constexpr int kNumDropReasons = 6;
 
-// Network delays and the safety margin (DESIGN.md §2). All default to zero,
-// which is right for the in-process server.
+// Network delays and the safety margin (DESIGN.md §2). All default to zero.
+//
+// The safety margin is slack against noise (a batch that runs a little long,
+// a timer that fires a little late). Batches are sized to end by
+// deadline - d_resp - margin; a request is dropped only when it cannot end by
+// deadline - d_resp at all. When not even one request fits with the margin but
+// the head can still make its deadline, the batch is formed against the
+// deadline itself: the margin is used up rather than the request lost.
 struct Delays {
   Duration ctrl;           // d_ctrl: scheduler -> executor message
   Duration data;           // d_data: input transfer, per request
   Duration resp;           // d_resp: result back to the client
-  Duration safety_margin;  // subtracted from every deadline; explicit, named
+  Duration safety_margin;  // slack against noise; explicit, named
 
   // delay(b) = d_ctrl + d_data * b: how long before `exec` a batch of b must
   // be dispatched.
   constexpr Duration delay(std::uint32_t b) const noexcept { return ctrl + data * b; }
-  // The time by which execution must end for a request due at `deadline`.
+  // The time by which execution should end for a request due at `deadline`:
+  // what batches are sized against.
   constexpr TimePoint exec_deadline(TimePoint deadline) const noexcept {
     return deadline - resp - safety_margin;
   }
+  // The time after which execution ending makes the request late.
+  constexpr TimePoint hard_deadline(TimePoint deadline) const noexcept { return deadline - resp; }
 };
 
 // A model's batch candidate (paper §3.2): b requests that would be dispatched
@@ -150,7 +159,7 @@ struct Dispatch {
   TimePoint dispatched_at;  // when the decision was made (now)
   TimePoint exec;           // predicted start on the GPU
   TimePoint predicted_end;  // exec + l(size)
-  TimePoint exec_deadline;  // min deadline - d_resp - margin: the end must not pass it
+  TimePoint exec_deadline;  // the end the batch was sized for: min deadline - d_resp (- margin)
   Duration delay;           // delay(size)
   BatchRequests requests;
 };

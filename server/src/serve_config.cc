@@ -104,7 +104,7 @@ class Parser {
 
     if (const YAML::Node d = root["delays"]) {
       if (Status s = only_keys(d, "delays", {"ctrl_us", "data_us", "resp_us", "margin_us"}); !s.ok()) return s;
-      double v[4] = {0, 0, 0, 0};
+      double v[4] = {c.delays.ctrl.to_us(), c.delays.data.to_us(), c.delays.resp.to_us(), c.delays.safety_margin.to_us()};
       const char* keys[4] = {"ctrl_us", "data_us", "resp_us", "margin_us"};
       for (int i = 0; i < 4; ++i) {
         if (Status s = get(d, keys[i], "delays.", &v[i]); !s.ok()) return s;

@@ -238,7 +238,7 @@ struct Server::Impl final : BatchRunner {
     }
     const TimePoint now = SteadyClock{}.now();
     if (deadline) {
-      const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp + opts.delays.safety_margin;
+      const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp;
       if (*deadline < need)
         return Status(Errc::kInvalidArgument, "model '" + std::string(name) + "': a deadline of " +
                                                   ms_string(*deadline) + " ms cannot be met; even a batch of one needs " +
@@ -309,9 +309,10 @@ struct Server::Impl final : BatchRunner {
     const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
     bool have = false;
     std::error_code ec;
-    if (mo.profile != "auto" || std::filesystem::exists(path, ec)) {
+    if (std::filesystem::exists(path, ec)) {
       auto r = read_profile_file(path);
       if (!r.ok() && mo.profile != "auto") return Status(r.status().code(), who + ": " + r.status().message());
+      if (!r.ok()) log(mo.name + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
       std::vector<std::string> specs;
       for (const auto& s : m->torch->inputs()) specs.push_back(s.to_string());
       if (r.ok() && (r->inputs.empty() || r->inputs == specs)) {

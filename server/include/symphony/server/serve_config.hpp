@@ -5,7 +5,7 @@
 //   cpu_threads: 1           # libtorch intra-op threads per CPU device
 //   policy: deferred         # deferred | eager | timeout:<ms>
 //   shards: 1                # model-shard threads of the runtime
-//   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 0}
+//   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 1000}
 //   profiling: {latency: p99, max_batch: 32, repeats: 10}
 //   load:
 //     duration_s: 20         # how long the load generator sends
@@ -62,7 +62,7 @@ struct ServeConfig {
   int cpu_threads = 1;
   PolicySpec policy;
   std::uint32_t shards = 1;
-  Delays delays;
+  Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
   bool profile_use_p99 = true;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 10;

@@ -54,7 +54,10 @@ struct ServerOptions {
   int cpu_threads = 1;           // libtorch intra-op threads per CPU device
   PolicySpec policy;             // deferred, eager or timeout:<ms>
   std::uint32_t shards = 1;      // model-shard threads
-  Delays delays;
+  // Delays and the safety margin. In process, d_ctrl, d_data and d_resp are
+  // ~0; the margin (slack against timer jitter and execution noise, see
+  // Delays) defaults to 1 ms.
+  Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
   std::uint32_t max_models = 64;
   std::uint32_t max_pending = 1u << 16;  // requests inside the server at once
   // Automatic profiling of models without a profile file.
@@ -71,8 +74,9 @@ struct ModelOptions {
   std::vector<std::string> inputs;  // input specs, e.g. "float32[3,224,224]"
   Duration slo;
   std::uint32_t max_batch = 32;
-  // "auto": use the profile file beside the model, or measure one and write
-  // it there; else the path of a profile file.
+  // Where the model's profile file is: "auto" means beside the model
+  // (<stem>.<device>.profile.yaml). If the file exists it is used; if not, the
+  // model is profiled on the first device and the file written.
   std::string profile = "auto";
   std::optional<Duration> alpha, beta;  // emulated devices: l(b) = alpha*b + beta
 };

@@ -1,0 +1,302 @@
+// The in-process server end to end on CPU devices (and on CUDA where one
+// exists): outputs equal a direct forward, many client threads, every error
+// path, stop with work in flight, emulated devices.
+#include "symphony/server/server.hpp"
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "symphony/server/torch_model.hpp"
+
+namespace symphony::server {
+namespace {
+
+std::string model_path(const std::string& name) { return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt"; }
+
+// Each test profiles into its own directory so tests do not share files.
+std::string profile_path(const std::string& tag) {
+  const std::string dir = ::testing::TempDir() + "/server_test_profiles";
+  std::filesystem::create_directories(dir);
+  return dir + "/" + tag + ".yaml";
+}
+
+ModelOptions model(const std::string& name, double slo_ms = 200, std::uint32_t max_batch = 8) {
+  ModelOptions m;
+  m.name = name;
+  m.path = model_path(name);
+  m.inputs = {"float32[4]"};
+  m.slo = Duration::from_ms(slo_ms);
+  m.max_batch = max_batch;
+  m.profile = profile_path(name);
+  return m;
+}
+
+std::unique_ptr<Server> make_server(std::string devices = "cpu", PolicySpec policy = {}) {
+  ServerOptions o;
+  o.devices = std::move(devices);
+  o.policy = policy;
+  o.profile_repeats = 3;
+  o.profile_max_batch = 8;
+  auto s = Server::create(o);
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return std::move(*s);
+}
+
+// Profiles a model once per test binary run and saves it, so later servers
+// reuse the file.
+void ensure_profile(const std::string& name) {
+  static std::set<std::string> done;
+  if (done.count(name)) return;
+  std::filesystem::remove(profile_path(name));
+  done.insert(name);
+}
+
+TEST(ServerTest, OutputsEqualADirectForwardOfEachInput) {
+  ensure_profile("linear");
+  auto s = make_server();
+  ASSERT_TRUE(s->add_model(model("linear")).ok());
+  ASSERT_TRUE(std::filesystem::exists(profile_path("linear"))) << "the measured profile is saved";
+  ASSERT_TRUE(s->start().ok());
+  torch::jit::Module direct = torch::jit::load(model_path("linear"));
+  torch::manual_seed(3);
+  std::vector<at::Tensor> xs;
+  std::vector<std::future<InferResult>> fs;
+  for (int i = 0; i < 64; ++i) {
+    xs.push_back(i % 2 ? torch::randn({4}) : torch::randn({1, 4}));
+    auto f = s->infer("linear", {xs.back()});
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    fs.push_back(std::move(*f));
+  }
+  for (int i = 0; i < 64; ++i) {
+    InferResult r = fs[i].get();
+    ASSERT_TRUE(r.has_output()) << to_string(r.outcome) << " " << r.error;
+    const at::Tensor want = direct.forward({xs[i].dim() == 1 ? xs[i].unsqueeze(0) : xs[i]}).toTensor();
+    const at::Tensor got = r.output.toTensor();
+    EXPECT_EQ(got.dim(), xs[i].dim()) << "outputs come back in the form the request used";
+    EXPECT_TRUE(torch::allclose(got.reshape({1, 3}), want, 1e-5, 1e-6)) << i;
+  }
+  s->stop();
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, 64u);
+  EXPECT_EQ(st.ok + st.late, 64u);
+}
+
+TEST(ServerTest, ThousandsOfRequestsFromManyThreadsEndExactlyOnce) {
+  ensure_profile("linear");
+  auto s = make_server("cpu:2");
+  ASSERT_TRUE(s->add_model(model("linear", 500, 32)).ok());
+  ASSERT_TRUE(s->start().ok());
+  constexpr int kThreads = 8, kPerThread = 500;
+  std::vector<std::atomic<int>> ended(kThreads * kPerThread);
+  std::atomic<int> refused{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int id = t * kPerThread + i;
+        Status st = s->infer_async("linear", {torch::full({4}, static_cast<float>(id))}, std::nullopt,
+                                   [&ended, id](InferResult&& r) {
+                                     if (r.has_output()) ended[id].fetch_add(1);
+                                     else ended[id].fetch_add(1000);  // dropped or error: still ends once
+                                   });
+        if (!st.ok()) refused.fetch_add(1);
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  s->stop(StopHow::kDrain);
+  EXPECT_EQ(refused.load(), 0);
+  int once = 0, with_output = 0;
+  for (auto& e : ended) {
+    const int v = e.load();
+    once += v == 1 || v == 1000;
+    with_output += v == 1;
+  }
+  EXPECT_EQ(once, kThreads * kPerThread) << "every request ends exactly once";
+  EXPECT_GT(with_output, kThreads * kPerThread * 9 / 10);
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, static_cast<std::uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, st.sent);
+  ASSERT_EQ(st.models.size(), 1u);
+  EXPECT_GT(st.models[0].mean_batch, 1.0) << "concurrent load forms batches";
+}
+
+TEST(ServerTest, BadInputIsRejectedAtInferWithAClearError) {
+  ensure_profile("two_inputs");
+  auto s = make_server();
+  ModelOptions two = model("two_inputs");
+  two.inputs = {"float32[2]", "int64[3]"};
+  { Status st = s->add_model(two); ASSERT_TRUE(st.ok()) << st.to_string(); }
+  // Before start(): refused, saying so.
+  EXPECT_NE(s->infer("two_inputs", {}).status().message().find("not started"), std::string::npos);
+  ASSERT_TRUE(s->start().ok());
+  auto msg = [&](std::string_view m, std::vector<at::Tensor> in, std::optional<Duration> dl = std::nullopt) {
+    auto r = s->infer(m, std::move(in), dl);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  const at::Tensor a = torch::zeros({2}), b = torch::zeros({3}, torch::kLong);
+  EXPECT_EQ(msg("nope", {a, b}), "unknown model 'nope' (serving: two_inputs)");
+  EXPECT_EQ(msg("two_inputs", {a}), "model 'two_inputs' takes 2 input(s), got 1");
+  EXPECT_EQ(msg("two_inputs", {a, torch::zeros({3})}),
+            "model 'two_inputs', input 'input1': expected dtype int64, got float32");
+  EXPECT_EQ(msg("two_inputs", {torch::zeros({5}), b}),
+            "model 'two_inputs', input 'input0': expected shape [2] (or [1] + that), got [5]");
+  EXPECT_NE(msg("two_inputs", {a, b}, Duration::nanoseconds(10)).find("cannot be met"), std::string::npos);
+  // A good one still works.
+  auto ok = s->infer("two_inputs", {torch::ones({2}), torch::ones({3}, torch::kLong)});
+  ASSERT_TRUE(ok.ok());
+  InferResult r = ok->get();
+  ASSERT_TRUE(r.has_output()) << r.error;
+  EXPECT_FLOAT_EQ(r.output.toTensor().item<float>(), 5.0f);
+}
+
+TEST(ServerTest, ModelsThatCannotServeAreRejectedAtAddModel) {
+  auto s = make_server();
+  ModelOptions missing = model("linear");
+  missing.path = "/nonexistent/model.pt";
+  Status st = s->add_model(missing);
+  EXPECT_EQ(st.code(), Errc::kNotFound);
+  EXPECT_NE(st.message().find("/nonexistent/model.pt"), std::string::npos);
+  ensure_profile("linear");
+  ASSERT_TRUE(s->add_model(model("linear")).ok());
+  EXPECT_EQ(s->add_model(model("linear")).code(), Errc::kAlreadyExists);
+  ASSERT_TRUE(s->start().ok());
+  // An SLO that even a batch of one cannot meet.
+  ModelOptions tight = model("tuple_out", 0.000001);
+  tight.name = "tight";
+  st = s->add_model(tight);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("below l(1)"), std::string::npos) << st.message();
+}
+
+TEST(ServerTest, AModelThatThrowsFailsOnlyItsBatch) {
+  ensure_profile("raises");
+  auto s = make_server();
+  ASSERT_TRUE(s->add_model(model("raises", 200, 8)).ok());
+  ASSERT_TRUE(s->start().ok());
+  auto bad = s->infer("raises", {torch::full({4}, -1000.0)});
+  ASSERT_TRUE(bad.ok());
+  InferResult r = bad->get();
+  EXPECT_EQ(r.outcome, Outcome::kError);
+  EXPECT_NE(r.error.find("input below -100 is not allowed"), std::string::npos) << r.error;
+  // The server keeps serving.
+  auto good = s->infer("raises", {torch::zeros({4})});
+  ASSERT_TRUE(good.ok());
+  InferResult g = good->get();
+  ASSERT_TRUE(g.has_output()) << g.error;
+  EXPECT_TRUE(torch::equal(g.output.toTensor(), torch::ones({4})));
+  s->stop();
+  EXPECT_EQ(s->stats().errors, 1u);
+}
+
+TEST(ServerTest, DroppedFuturesAndStopWithWorkInFlightLoseNothing) {
+  ensure_profile("sleepy");
+  for (StopHow how : {StopHow::kDrain, StopHow::kCancel}) {
+    auto s = make_server();
+    ASSERT_TRUE(s->add_model(model("sleepy", 5000, 4)).ok());
+    ASSERT_TRUE(s->start().ok());
+    std::vector<std::future<InferResult>> kept;
+    for (int i = 0; i < 200; ++i) {
+      auto f = s->infer("sleepy", {torch::zeros({4})});
+      ASSERT_TRUE(f.ok()) << f.status().to_string();
+      if (i % 2) kept.push_back(std::move(*f));  // the other half is dropped at once
+    }
+    s->stop(how);
+    int dropped_shutdown = 0;
+    for (auto& f : kept) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "stop() resolved every future";
+      InferResult r = f.get();
+      if (r.outcome == Outcome::kDropped && r.reason == DropReason::kShutdown) ++dropped_shutdown;
+    }
+    const ServerStats st = s->stats();
+    EXPECT_EQ(st.sent, 200u);
+    EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, 200u);
+    if (how == StopHow::kCancel) {
+      EXPECT_GT(dropped_shutdown, 0);
+    }
+    EXPECT_FALSE(s->infer("sleepy", {torch::zeros({4})}).ok()) << "a stopped server refuses requests";
+  }
+}
+
+TEST(ServerTest, ModelsComeAndGoWhileServing) {
+  ensure_profile("linear");
+  ensure_profile("tuple_out");
+  auto s = make_server();
+  ASSERT_TRUE(s->add_model(model("linear")).ok());
+  ASSERT_TRUE(s->start().ok());
+  ASSERT_TRUE(s->add_model(model("tuple_out")).ok());
+  auto t = s->infer("tuple_out", {torch::ones({4})});
+  ASSERT_TRUE(t.ok());
+  InferResult r = t->get();
+  ASSERT_TRUE(r.has_output()) << r.error;
+  ASSERT_TRUE(r.output.isTuple());
+  EXPECT_TRUE(torch::equal(r.output.toTupleRef().elements()[0].toTensor(), torch::full({4}, 2.0)));
+  ASSERT_TRUE(s->remove_model("tuple_out").ok());
+  EXPECT_EQ(s->infer("tuple_out", {torch::ones({4})}).status().code(), Errc::kNotFound);
+  EXPECT_EQ(s->model_names(), std::vector<std::string>{"linear"});
+  EXPECT_TRUE(s->infer("linear", {torch::ones({4})}).ok());
+}
+
+TEST(ServerTest, EmulatedDevicesScheduleWithoutModels) {
+  auto s = make_server("emulated:4");
+  ModelOptions m;
+  m.name = "fake";
+  m.alpha = Duration::from_ms(0.2);
+  m.beta = Duration::from_ms(1.0);
+  m.slo = Duration::milliseconds(500);  // the burst below needs ~25 ms of the 4 GPUs
+  m.max_batch = 16;
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::vector<std::future<InferResult>> fs;
+  for (int i = 0; i < 300; ++i) fs.push_back(std::move(*s->infer("fake", {})));
+  int ok = 0;
+  for (auto& f : fs) {
+    const InferResult r = f.get();
+    ok += r.outcome == Outcome::kOk;
+    EXPECT_FALSE(r.output.isTensor()) << "emulated devices run no model";
+  }
+  EXPECT_GT(ok, 250);
+  s->stop();
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, 300u);
+  ASSERT_EQ(st.devices.size(), 4u);
+  EXPECT_GT(st.devices[0].batches, 0u);
+  EXPECT_GT(st.models[0].mean_batch, 1.0) << "a burst forms batches";
+}
+
+// Runs only where a CUDA device exists (label `gpu`).
+TEST(ServerGpuTest, ServesOnCudaStreamsAndMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ensure_profile("linear");
+  auto s = make_server("cuda:0");
+  ModelOptions m = model("linear");
+  m.profile = profile_path("linear_cuda");
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  torch::jit::Module direct = torch::jit::load(model_path("linear"));
+  std::vector<at::Tensor> xs;
+  std::vector<std::future<InferResult>> fs;
+  for (int i = 0; i < 256; ++i) {
+    xs.push_back(torch::randn({4}));
+    fs.push_back(std::move(*s->infer("linear", {xs.back()})));
+  }
+  for (int i = 0; i < 256; ++i) {
+    InferResult r = fs[i].get();
+    ASSERT_TRUE(r.has_output()) << r.error;
+    EXPECT_TRUE(r.output.toTensor().device().is_cpu());
+    EXPECT_TRUE(torch::allclose(r.output.toTensor(), direct.forward({xs[i].unsqueeze(0)}).toTensor()[0], 1e-4, 1e-5));
+  }
+  s->stop();
+  const ServerStats st = s->stats();
+  EXPECT_GT(st.devices[0].batches, 0u);
+}
+
+}  // namespace
+}  // namespace symphony::server
