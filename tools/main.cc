@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   symphony::tools::add_example(app, exit_code);
+  symphony::tools::add_simulate(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
