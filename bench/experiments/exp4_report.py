@@ -31,10 +31,12 @@ def main():
             f"{sum(x >= 1.5 for x in ratios)} ({100 * sum(x >= 1.5 for x in ratios) / n:.1f} %), >= 2 in "
             f"{sum(x >= 2 for x in ratios)}.\n",
             f"Ratio deferred / strongest eager: {quantiles(ratios)}.\n"]
-    sw = [r["deferred/sliding_window"]["goodput_rps"] / max(r["eager/target_batch"]["goodput_rps"],
-                                                           r["eager/sliding_window"]["goodput_rps"]) for r in rows]
-    text.append(f"Deferred with sliding-window gathering / strongest eager: >= 0.95 in "
-                f"{sum(x >= 0.95 for x in sw)} of {n} ({100 * sum(x >= 0.95 for x in sw) / n:.1f} %); {quantiles(sw)}.\n")
+    if all("deferred/sliding_window" in r for r in rows):
+        sw = [r["deferred/sliding_window"]["goodput_rps"] / max(r["eager/target_batch"]["goodput_rps"],
+                                                               r["eager/sliding_window"]["goodput_rps"]) for r in rows]
+        text.append(f"Deferred with sliding-window gathering / strongest eager: >= 0.95 in "
+                    f"{sum(x >= 0.95 for x in sw)} of {n} ({100 * sum(x >= 0.95 for x in sw) / n:.1f} %); "
+                    f"{quantiles(sw)}.\n")
     for dim, label in (("model", "model"), ("shape", "Gamma shape"), ("slo", "SLO ms"), ("ratio", "GPUs per model"),
                        ("count", "models")):
         groups = defaultdict(list)

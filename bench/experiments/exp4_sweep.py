@@ -18,11 +18,12 @@ seed), and all 42 mixed configurations are included.
 For each configuration: the goodput (search, <= 1 % bad per model, seed 1) of
 deferred with target-batch gathering, and of the strongest eager: the same
 engine with exec = earliest, under both gathering policies, taking the
-better. Deferred with sliding-window gathering is reported too.
+better (--with-sliding-deferred adds deferred with sliding-window gathering).
 
   /usr/bin/python3 bench/experiments/exp4_sweep.py [--per-stratum 2] [-j 2]
 """
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -34,11 +35,10 @@ COUNTS = [8, 16, 24, 32, 48, 64]
 RATIOS = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
 SLOS = [20, 25, 30, 40, 50]
 SHAPES = [0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
-RUNS = [("deferred", "target_batch"), ("eager", "target_batch"), ("eager", "sliding_window"),
-        ("deferred", "sliding_window")]
+RUNS = [("deferred", "target_batch"), ("eager", "target_batch"), ("eager", "sliding_window")]
 # Simulated time per run: long enough for ~REQS_PER_MODEL requests per model at
-# the capacity estimate, within [MIN_S, MAX_S].
-REQS_PER_MODEL, MIN_S, MAX_S = 3000, 10, 60
+# the capacity estimate, within [MIN_S, MAX_S]; the first WARMUP_S are not measured.
+REQS_PER_MODEL, MIN_S, MAX_S, WARMUP_S = 2000, 3, 30, 0.5
 
 
 def zoo():
@@ -88,7 +88,7 @@ def make_config(c, profiles):
     cap = capacity(prof, gpus)
     duration = min(MAX_S, max(MIN_S, REQS_PER_MODEL * c["count"] / cap))
     return {
-        "name": key(c), "seed": 1, "gpus": gpus, "duration_s": round(duration, 1), "warmup_s": 1,
+        "name": key(c), "seed": 1, "gpus": gpus, "duration_s": round(duration + WARMUP_S, 1), "warmup_s": WARMUP_S,
         "workload": {"rate": round(cap, 1), "arrival": f"gamma:{c['shape']:g}", "popularity": "equal"},
         "models": models,
         "search": {"goodput": {"start_rps": round(cap, 1)}},
@@ -106,26 +106,35 @@ def main():
     ap.add_argument("--seed", type=int, default=2024, help="seed of the sample (not of the simulations)")
     ap.add_argument("-j", "--jobs", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="run only the first N configurations (smoke test)")
+    ap.add_argument("--only", default="", help="run only configurations whose key contains this")
+    ap.add_argument("--with-sliding-deferred", action="store_true")
     args = ap.parse_args()
     out = results_dir("exp4")
     clock = Clock()
     profiles = zoo()
     configs = sample(args.per_stratum, args.seed)
+    if args.only:
+        configs = [c for c in configs if args.only in key(c)]
     if args.limit:
         configs = configs[:args.limit]
+    runs = RUNS + ([("deferred", "sliding_window")] if args.with_sliding_deferred else [])
     paths = {key(c): write_config(out / "configs" / f"{key(c)}.yaml", make_config(c, profiles)) for c in configs}
-    log(f"exp4: {len(configs)} configurations, {len(RUNS)} goodput searches each")
+    log(f"exp4: {len(configs)} configurations, {len(runs)} goodput searches each")
 
     def one(c):
         res = dict(c, key=key(c))
-        for policy, gather in RUNS:
+        t0 = os.times()
+        for policy, gather in runs:
             r = simulate(paths[key(c)], "--goodput", "--policy", policy, "--gather", gather)
             res[f"{policy}/{gather}"] = {"goodput_rps": r["goodput_rps"], "median_batch": r.get("median_batch"),
                                           "busy_fraction": r.get("gpu_busy_fraction"), "runs": len(r["search"]["steps"])}
         d = res["deferred/target_batch"]["goodput_rps"]
         e = max(res["eager/target_batch"]["goodput_rps"], res["eager/sliding_window"]["goodput_rps"])
         res["ratio_vs_best_eager"] = d / e if e > 0 else None
-        log(f"{key(c)}: deferred {d:.0f}, best eager {e:.0f}, ratio {res['ratio_vs_best_eager']:.3f}")
+        t1 = os.times()
+        res["cpu_seconds"] = round(t1.children_user - t0.children_user + t1.children_system - t0.children_system, 2)
+        log(f"{key(c)}: deferred {d:.0f}, best eager {e:.0f}, ratio {res['ratio_vs_best_eager']:.3f} "
+            f"({res['cpu_seconds']:.1f} CPU s)")
         return res
 
     rows = pmap(one, configs, args.jobs)
