@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "config.hpp"
-#include "files.hpp"
-#include "simulate.hpp"
+#include "symphony/simtool/config.hpp"
+#include "symphony/simtool/files.hpp"
+#include "symphony/simtool/simulate.hpp"
 
 namespace symphony::sim {
 namespace {
@@ -234,6 +234,38 @@ TEST(SimReportTest, SameConfigAndSeedGiveByteIdenticalJson) {
   Config other = c;
   other.spec.seed = 4;
   EXPECT_NE(simulate(other).dump(2), a);
+}
+
+TEST(SimConfigTest, OverridesActLikeTheCommandLine) {
+  Config c = parse_config(kSmall, "<small>");
+  Overrides o;
+  o.policy = "timeout:0.5slo";
+  o.gather = "target_batch";
+  o.seed = 11;
+  o.gpus = 5;
+  o.rate = 900;
+  apply_overrides(c, o);
+  EXPECT_EQ(c.spec.exec, ExecKind::kTimeout);
+  EXPECT_EQ(*c.spec.models[0].timeout, Duration::from_ms(12.5));
+  EXPECT_EQ(*c.spec.models[1].timeout, Duration::milliseconds(15));
+  EXPECT_EQ(c.spec.gather, GatherKind::kTargetBatch);
+  EXPECT_EQ(c.spec.seed, 11u);
+  EXPECT_EQ(c.spec.gpus, 5u);
+  EXPECT_DOUBLE_EQ(c.spec.base_rate(), 900);
+  EXPECT_DOUBLE_EQ(c.spec.loads[0].rate, 450);
+  Overrides bad;
+  bad.gather = "sideways";
+  EXPECT_THROW(apply_overrides(c, bad), ConfigError);
+  bad = {};
+  bad.rate = -1;
+  EXPECT_THROW(apply_overrides(c, bad), ConfigError);
+}
+
+TEST(SimReportTest, InMemoryConfigGivesTheSameJsonAsTheFile) {
+  const std::string path = write_temp("same.yaml", kSmall);
+  const Config from_file = load_config(path);
+  const Config from_text = parse_config(kSmall, path, fs::path(path).parent_path().string());
+  EXPECT_EQ(simulate(from_file).dump(), simulate(from_text).dump());
 }
 
 TEST(SimReportTest, ReportHasTheDocumentedKeys) {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "commands.hpp"
-#include "simulate.hpp"
+#include "symphony/simtool/simulate.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -55,18 +55,13 @@ struct Options {
 int run(const Options& o) {
   try {
     sim::Config c = sim::load_config(o.config);
-    if (!o.policy.empty()) c.set_policy(sim::parse_policy(o.policy, "--policy"));
-    if (!o.gather.empty())
-      c.spec.gather =
-          o.gather == "target_batch" ? sim::GatherKind::kTargetBatch : sim::GatherKind::kSlidingWindow;
-    if (o.seed_set) c.spec.seed = o.seed;
-    if (o.gpus) c.spec.gpus = o.gpus;
-    if (o.rate > 0) {
-      const double base = c.spec.base_rate();
-      if (!c.spec.trace.empty() || !(base > 0))
-        throw sim::ConfigError("--rate: needs a synthetic workload with a positive rate");
-      for (sim::ModelLoad& l : c.spec.loads) l.rate *= o.rate / base;
-    }
+    sim::Overrides ov;
+    if (!o.policy.empty()) ov.policy = o.policy;
+    if (!o.gather.empty()) ov.gather = o.gather;
+    if (o.seed_set) ov.seed = o.seed;
+    if (o.gpus) ov.gpus = o.gpus;
+    if (o.rate > 0) ov.rate = o.rate;
+    sim::apply_overrides(c, ov);
     sim::SimulateOptions so;
     so.mode = o.goodput ? sim::Mode::kGoodput : (o.min_gpus > 0 ? sim::Mode::kMinGpus : sim::Mode::kRun);
     so.min_gpus_rate = o.min_gpus;

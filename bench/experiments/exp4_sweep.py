@@ -38,7 +38,7 @@ SHAPES = [0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
 RUNS = [("deferred", "target_batch"), ("eager", "target_batch"), ("eager", "sliding_window")]
 # Simulated time per run: long enough for ~REQS_PER_MODEL requests per model at
 # the capacity estimate, within [MIN_S, MAX_S]; the first WARMUP_S are not measured.
-REQS_PER_MODEL, MIN_S, MAX_S, WARMUP_S = 2000, 3, 30, 0.5
+REQS_PER_MODEL, MIN_S, MAX_S, WARMUP_S = 6000, 8, 60, 1
 
 
 def zoo():

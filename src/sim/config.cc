@@ -1,7 +1,7 @@
 // YAML experiment configs -> sim::Config (config.hpp). Strict: every map is
 // checked for unknown keys; every value for type and range; every message
 // names the file, line and key.
-#include "config.hpp"
+#include "symphony/simtool/config.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "files.hpp"
 #include "symphony/model_shard.hpp"
+#include "symphony/simtool/files.hpp"
 
 #ifndef SYMPHONY_SOURCE_DATA_DIR
 #define SYMPHONY_SOURCE_DATA_DIR ""
@@ -394,6 +394,30 @@ void Config::set_policy(const PolicySpec& p) {
       m.timeout = Duration::from_ms(m.slo.to_ms() * *info.own_timeout_fraction);
     else if (p.slo_fraction)
       m.timeout = Duration::from_ms(m.slo.to_ms() * *p.slo_fraction);
+  }
+}
+
+void apply_overrides(Config& c, const Overrides& o) {
+  if (o.policy) c.set_policy(parse_policy(*o.policy, "--policy"));
+  if (o.gather) {
+    if (*o.gather == "sliding_window")
+      c.spec.gather = GatherKind::kSlidingWindow;
+    else if (*o.gather == "target_batch")
+      c.spec.gather = GatherKind::kTargetBatch;
+    else
+      throw ConfigError("--gather: must be sliding_window or target_batch, got '" + *o.gather + "'");
+  }
+  if (o.seed) c.spec.seed = *o.seed;
+  if (o.gpus) {
+    if (*o.gpus == 0 || *o.gpus > (1u << 20)) throw ConfigError("--gpus: must be in [1, 2^20]");
+    c.spec.gpus = *o.gpus;
+  }
+  if (o.rate) {
+    const double base = c.spec.base_rate();
+    if (!(*o.rate > 0) || !std::isfinite(*o.rate)) throw ConfigError("--rate: must be a positive number");
+    if (!c.spec.trace.empty() || !(base > 0))
+      throw ConfigError("--rate: needs a synthetic workload with a positive rate (" + c.origin + ")");
+    for (ModelLoad& l : c.spec.loads) l.rate *= *o.rate / base;
   }
 }
 

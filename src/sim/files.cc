@@ -1,5 +1,5 @@
 // CSV readers for zoo tables, latency tables and traces (files.hpp).
-#include "files.hpp"
+#include "symphony/simtool/files.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "config.hpp"
+#include "symphony/simtool/config.hpp"
 
 namespace symphony::sim {
 namespace {

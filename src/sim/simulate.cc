@@ -1,6 +1,6 @@
 // simulate(): runs a Config once or searches over it, and builds the JSON
 // report (simulate.hpp).
-#include "simulate.hpp"
+#include "symphony/simtool/simulate.hpp"
 
 #include <algorithm>
 #include <cmath>

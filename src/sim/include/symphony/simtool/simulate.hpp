@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config.hpp"
 #include "symphony/sim/search.hpp"
+#include "symphony/simtool/config.hpp"
 
 namespace symphony::sim {
 

@@ -81,6 +81,20 @@ struct Config {
   void set_policy(const PolicySpec& p);
 };
 
+// Command-line style overrides of a loaded config (the CLI's --policy,
+// --gather, --seed, --gpus and --rate); shared with the bindings so that both
+// produce the same report for the same request.
+struct Overrides {
+  std::optional<std::string> policy;  // as parse_policy() reads it
+  std::optional<std::string> gather;  // sliding_window or target_batch
+  std::optional<std::uint64_t> seed;
+  std::optional<std::uint32_t> gpus;
+  std::optional<double> rate;  // total offered rate; scales every model's rate
+};
+
+// Applies `o` to `c`; throws ConfigError (naming the option) when a value is bad.
+void apply_overrides(Config& c, const Overrides& o);
+
 // Reads and checks a YAML config file.
 Config load_config(const std::string& path);
 
