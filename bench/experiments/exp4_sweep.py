@@ -23,6 +23,7 @@ better (--with-sliding-deferred adds deferred with sliding-window gathering).
   /usr/bin/python3 bench/experiments/exp4_sweep.py [--per-stratum 2] [-j 2]
 """
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -100,6 +101,28 @@ def key(c):
     return f"{c['model']}_n{c['count']}_r{c['ratio']:g}_{slo}_g{c['shape']:g}"
 
 
+def add_sliding_deferred(out, jobs, clock):
+    """Runs the deferred/sliding_window search for every configuration of an
+    existing results.json and stores it there (the other searches are kept)."""
+    data = json.load(open(out / "results.json"))
+
+    def one(res):
+        if "deferred/sliding_window" not in res:
+            r = simulate(out / "configs" / f"{res['key']}.yaml", "--goodput", "--policy", "deferred", "--gather",
+                         "sliding_window")
+            res["deferred/sliding_window"] = {"goodput_rps": r["goodput_rps"], "median_batch": r.get("median_batch"),
+                                              "busy_fraction": r.get("gpu_busy_fraction"),
+                                              "runs": len(r["search"]["steps"])}
+            log(f"{res['key']}: deferred/sliding_window {r['goodput_rps']:.0f}")
+        return res
+
+    data["configs"] = pmap(one, data["configs"], jobs)
+    data["cpu_seconds_sliding_deferred"] = round(clock.cpu_seconds(), 1)
+    save_json(out / "results.json", data)
+    subprocess.run([sys.executable, str(ROOT / "bench/experiments/exp4_report.py")], check=True)
+    log(f"exp4 (deferred/sliding_window added): {clock.cpu_seconds():.0f} CPU s, {clock.wall_seconds():.0f} s wall")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-stratum", type=int, default=2)
@@ -108,9 +131,14 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="run only the first N configurations (smoke test)")
     ap.add_argument("--only", default="", help="run only configurations whose key contains this")
     ap.add_argument("--with-sliding-deferred", action="store_true")
+    ap.add_argument("--add-sliding-deferred", action="store_true",
+                    help="add deferred/sliding_window to an existing results.json (same configs)")
     args = ap.parse_args()
     out = results_dir("exp4")
     clock = Clock()
+    if args.add_sliding_deferred:
+        add_sliding_deferred(out, args.jobs, clock)
+        return
     profiles = zoo()
     configs = sample(args.per_stratum, args.seed)
     if args.only:
