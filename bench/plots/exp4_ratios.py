@@ -28,13 +28,14 @@ def main(src, dst):
         cdf(a, [r["ratio_vs_best_eager"] for r in rows if r["model"] == m], lw=1, label=m)
     a.axvline(0.95, color="r", ls="--", lw=0.8)
     a.axvline(1.0, color="gray", lw=0.8)
-    a.set_xscale("log")
+    a.set_xlim(0.6, 1.9)
     a.set_xlabel("goodput deferred / strongest eager")
     a.set_ylabel("fraction of configurations")
     a.legend(fontsize=7)
     grid = [[statistics.median([r["ratio_vs_best_eager"] for r in rows if r["model"] == m and r["shape"] == s] or [float("nan")])
              for s in shapes] for m in models]
-    im = b.imshow(grid, cmap="RdYlGn", vmin=0.8, vmax=1.6, aspect="auto")
+    norm = matplotlib.colors.TwoSlopeNorm(vmin=0.85, vcenter=1.0, vmax=1.15)
+    im = b.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto")
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
             b.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
