@@ -184,6 +184,42 @@ TEST(MetricsTest, AutoscaleAdviceAddsForBadRateAndReleasesIdleGpus) {
   EXPECT_EQ(w1.gpus_used, 1u);
   EXPECT_DOUBLE_EQ(w1.release_gpus, 4 * (1 - 0.025));
   EXPECT_EQ(w1.advice, -3);
+  EXPECT_EQ(w1.begin, ms(1000));
+  EXPECT_EQ(w1.end, ms(2000));
+}
+
+TEST(MetricsTest, AutoscaleWindowsSlideByTheStep) {
+  MetricsConfig c = config(0, 3000, 2);
+  c.autoscale_window = Duration::seconds(2);
+  c.autoscale_step = Duration::seconds(1);
+  Metrics m(c);
+  for (int i = 0; i < 4; ++i) m.on_outcome(ran(0, 100.0 * i, 100.0 * i, 100.0 * i + 1, 1));
+  m.on_execute(batch(0, 0, 1, 0), ms(0), ms(1000));
+  for (int i = 0; i < 3; ++i) m.on_outcome(ran(0, 1100.0 + 100 * i, 1100.0 + 100 * i, 1101.0 + 100 * i, 1));
+  m.on_outcome(dropped(0, 1900, DropReason::kExpired));
+  m.on_execute(batch(0, 1, 1, 0), ms(1500), ms(2000));
+  for (int i = 0; i < 2; ++i) m.on_outcome(ran(0, 2100.0 + 100 * i, 2100.0 + 100 * i, 2101.0 + 100 * i, 1));
+  const RunSummary s = m.summary();
+  ASSERT_EQ(s.autoscale.size(), 3u);
+  // [0, 1 s): shorter than the window at the start.
+  EXPECT_EQ(s.autoscale[0].begin, ms(0));
+  EXPECT_EQ(s.autoscale[0].end, ms(1000));
+  EXPECT_EQ(s.autoscale[0].arrived, 4u);
+  EXPECT_DOUBLE_EQ(s.autoscale[0].busy_fraction, 0.5);
+  EXPECT_EQ(s.autoscale[0].gpus_used, 1u);
+  // [0, 2 s): 8 requests, 1 bad; 1.5 GPU-seconds busy of 4; both GPUs used.
+  EXPECT_EQ(s.autoscale[1].arrived, 8u);
+  EXPECT_DOUBLE_EQ(s.autoscale[1].bad_rate, 0.125);
+  EXPECT_DOUBLE_EQ(s.autoscale[1].busy_fraction, 0.375);
+  EXPECT_EQ(s.autoscale[1].gpus_used, 2u);
+  EXPECT_DOUBLE_EQ(s.autoscale[1].add_gpus, 2 * 0.125 / 0.875);
+  EXPECT_EQ(s.autoscale[1].advice, 1);
+  // [1 s, 3 s): 6 requests, 1 bad; 0.5 GPU-seconds busy of 4; one GPU used.
+  EXPECT_EQ(s.autoscale[2].begin, ms(1000));
+  EXPECT_EQ(s.autoscale[2].arrived, 6u);
+  EXPECT_DOUBLE_EQ(s.autoscale[2].bad_rate, 1.0 / 6);
+  EXPECT_DOUBLE_EQ(s.autoscale[2].busy_fraction, 0.125);
+  EXPECT_EQ(s.autoscale[2].gpus_used, 1u);
 }
 
 }  // namespace

@@ -183,6 +183,8 @@ TEST(SimConfigTest, RejectsBadConfigsNamingFileAndKey) {
                   "gpus: 1\nduration_s: 2\nwarmup_s: 2\nworkload: {rate: 1}\nmodels: [{name: a, alpha_ms: 1, "
                   "beta_ms: 1, slo_ms: 9}]\n",
                   {"warmup_s", "shorter than duration_s"});
+  expect_rejected("bad_step.yaml", std::string(kSmall) + "autoscale_window_s: 1\nautoscale_step_s: 0.3\n",
+                  {"autoscale_step_s", "must divide"});
   expect_rejected("yaml_syntax.yaml", "gpus: [1\n", {"YAML syntax"});
   expect_rejected(
       "missing_trace.yaml",

@@ -88,7 +88,7 @@ def main():
         flags = ["--rate", 5100, "--policy", "deferred", "--gather", gather]
         r = simulate(cfg, *flags)
         collapse[gather] = {"command": command_line(cfg, *flags), "bad_rate": r["bad_rate"],
-                            "windows": [(w["t_s"], w["bad_rate"]) for w in r["autoscale"]["windows"]],
+                            "windows": [(w["begin_s"], w["bad_rate"]) for w in r["autoscale"]["windows"]],
                             "batches_by_size": r["batches_by_size"]}
         log(f"ResNet50 at 5100 r/s, deferred/{gather}: bad rate {r['bad_rate']:.4f}")
     save_json(out / "collapse.json", collapse)

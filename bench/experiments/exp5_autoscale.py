@@ -45,7 +45,7 @@ def main():
              "bad rate | advice |", "|---|---|---|---|---|---|---|---|---|---|"]
     for i in range(PIECE_S // 2, PIECE_S * len(SCALES), PIECE_S):
         d, e = runs["deferred"]["windows"][i], runs["eager"]["windows"][i]
-        lines.append(f"| {d['t_s']:g} | {SCALES[i // PIECE_S]} | {d['gpus_used']} | {100 * d['busy_fraction']:.0f} % | "
+        lines.append(f"| {d['begin_s']:g} | {SCALES[i // PIECE_S]} | {d['gpus_used']} | {100 * d['busy_fraction']:.0f} % | "
                      f"{100 * d['bad_rate']:.2f} % | {d['advice']:+d} | {e['gpus_used']} | "
                      f"{100 * e['busy_fraction']:.0f} % | {100 * e['bad_rate']:.2f} % | {e['advice']:+d} |")
     (out / "autoscale.md").write_text("Mid-piece windows (1 s):\n\n" + "\n".join(lines) + "\n\nCommands:\n\n    " +

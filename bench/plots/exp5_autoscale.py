@@ -18,14 +18,14 @@ def main(src, dst):
     fig, axes = plt.subplots(4, 1, figsize=(9, 9), sharex=True)
     for policy, style in (("deferred", "-"), ("eager", "--")):
         w = data["runs"][policy]["windows"]
-        t = [x["t_s"] for x in w]
+        t = [x["begin_s"] for x in w]
         axes[0].plot(t, [x["arrived"] * (1 - x["bad_rate"]) for x in w], style, label=f"{policy}: ok r/s")
         axes[1].plot(t, [x["gpus_used"] for x in w], style, label=f"{policy}: GPUs used")
         axes[1].plot(t, [24 * x["busy_fraction"] for x in w], style, alpha=0.5, label=f"{policy}: busy GPU-equivalents")
         axes[2].step(t, [x["advice"] for x in w], style, where="post", label=policy)
         axes[3].plot(t, [100 * x["bad_rate"] for x in w], style, label=policy)
     w = data["runs"]["deferred"]["windows"]
-    axes[0].plot([x["t_s"] for x in w], [x["arrived"] for x in w], color="gray", lw=0.8, label="offered r/s")
+    axes[0].plot([x["begin_s"] for x in w], [x["arrived"] for x in w], color="gray", lw=0.8, label="offered r/s")
     axes[0].set_ylabel("requests/s")
     axes[1].set_ylabel("GPUs (of 24)")
     axes[2].set_ylabel("advice (+add / -release)")

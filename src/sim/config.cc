@@ -454,8 +454,8 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
   r.check_keys(root, "",
                {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
-                "autoscale_window_s", "max_bad_rate", "profile_dirs", "workload", "models", "search",
-                "max_outstanding_per_gpu", "max_requests"});
+                "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
+                "models", "search", "max_outstanding_per_gpu", "max_requests"});
   Config c;
   c.origin = origin;
   ExperimentSpec& e = c.spec;
@@ -472,6 +472,12 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   if (root["autoscale_window_s"])
     e.autoscale_window =
         Duration::from_seconds(r.number_min(root["autoscale_window_s"], "autoscale_window_s", 0, true));
+  if (const YAML::Node n = root["autoscale_step_s"]) {
+    e.autoscale_step = Duration::from_seconds(r.number_min(n, "autoscale_step_s", 0, true));
+    if (e.autoscale_step > e.autoscale_window || e.autoscale_window.ns() % e.autoscale_step.ns() != 0)
+      r.fail(n, "autoscale_step_s",
+             "must divide autoscale_window_s (" + format_number(e.autoscale_window.to_seconds()) + " s)");
+  }
   if (root["max_bad_rate"]) {
     e.max_bad_rate = r.number_min(root["max_bad_rate"], "max_bad_rate", 0, false);
     if (e.max_bad_rate >= 1) r.fail(root["max_bad_rate"], "max_bad_rate", "must be below 1");

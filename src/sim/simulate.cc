@@ -135,7 +135,8 @@ json run_json(const Config& c, const RunResult& run, std::uint32_t gpus) {
   for (double f : s.gpu_busy_fraction) busy.push_back(num(f));
   json windows = json::array();
   for (const AutoscaleWindow& w : s.autoscale)
-    windows.push_back(json{{"t_s", num(w.begin.to_ms() / 1e3)},
+    windows.push_back(json{{"begin_s", num(w.begin.to_ms() / 1e3)},
+                           {"end_s", num(w.end.to_ms() / 1e3)},
                            {"arrived", w.arrived},
                            {"bad_rate", num(w.bad_rate)},
                            {"busy_fraction", num(w.busy_fraction)},
@@ -151,7 +152,10 @@ json run_json(const Config& c, const RunResult& run, std::uint32_t gpus) {
   r["worst_model_bad_rate"] = num(s.worst_bad_rate);
   r["window_s"] = num(s.window.to_seconds());
   r["models"] = std::move(models);
-  r["autoscale"] = json{{"window_s", num(e.autoscale_window.to_seconds())}, {"windows", std::move(windows)}};
+  const Duration step = e.autoscale_step > Duration::zero() ? e.autoscale_step : e.autoscale_window;
+  r["autoscale"] = json{{"window_s", num(e.autoscale_window.to_seconds())},
+                        {"step_s", num(step.to_seconds())},
+                        {"windows", std::move(windows)}};
   r["simulated_requests"] = run.requests;
   r["events"] = run.events;
   return r;

@@ -56,6 +56,7 @@ struct ExperimentSpec {
   Duration duration;       // arrivals in [0, duration)
   Duration warmup;         // arrivals before it are not measured
   Duration autoscale_window = Duration::seconds(1);
+  Duration autoscale_step;  // zero: the window (consecutive windows)
   std::uint64_t seed = 1;
   double max_bad_rate = 0.01;
   std::uint32_t max_outstanding_per_gpu = 4;
@@ -72,6 +73,9 @@ struct ExperimentSpec {
       return Status(Errc::kInvalidArgument, "warmup must be >= 0 and shorter than the duration");
     if (noise_sigma < 0) return Status(Errc::kInvalidArgument, "noise sigma must not be negative");
     if (timeout < Duration::zero()) return Status(Errc::kInvalidArgument, "timeout must not be negative");
+    if (autoscale_step < Duration::zero() || autoscale_step > autoscale_window ||
+        (autoscale_step > Duration::zero() && autoscale_window.ns() % autoscale_step.ns() != 0))
+      return Status(Errc::kInvalidArgument, "the autoscaling step must divide the autoscaling window");
     for (const TraceRecord& r : trace)
       if (r.model >= models.size())
         return Status(Errc::kInvalidArgument, "trace names model id " + std::to_string(r.model) +
@@ -166,6 +170,7 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
   mc.begin = TimePoint::epoch() + e.warmup;
   mc.end = TimePoint::epoch() + duration;
   mc.autoscale_window = e.autoscale_window;
+  mc.autoscale_step = e.autoscale_step;
   mc.max_bad_rate = e.max_bad_rate;
   Metrics metrics(std::move(mc));
   TeeSink<Obs> sink{metrics, obs};

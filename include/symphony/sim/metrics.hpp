@@ -12,15 +12,18 @@
 // each request ran in). Per GPU: the busy fraction of the window; the number
 // of GPUs used (busy at all in the window).
 //
-// Autoscaling advice (DESIGN.md §2, paper §3.5) over consecutive windows of
-// `autoscale_window` from time 0: with N GPUs, bad rate r of the requests
-// that arrived in the window and idle fraction f of the GPUs' time, it asks
-// for N*r/(1-r) more GPUs when r exceeds the bad-rate threshold, else offers
-// to release floor(N*f) GPUs (the highest ids).
+// Autoscaling advice (DESIGN.md §2, paper §3.5) over sliding windows of
+// `autoscale_window`, one every `autoscale_step` (default: the window, i.e.
+// consecutive windows), ending at step, 2 step, ... from time 0: with N GPUs,
+// bad rate r of the requests that arrived in the window and idle fraction f
+// of the GPUs' time in it, it asks for N*r/(1-r) more GPUs when r exceeds the
+// bad-rate threshold, else offers to release floor(N*f) GPUs (the highest
+// ids). Windows that would start before time 0 are shorter (the first ones).
 //
 // Guarantees: all storage is allocated by the constructor (O(models *
-// (histogram + max_batch) + GPUs + windows)); the sink callbacks never
-// allocate and cost O(1) (on_execute O(windows a batch spans)).
+// (histogram + max_batch) + GPUs + steps * GPUs / 64)); the sink callbacks
+// never allocate and cost O(1) (on_execute O(steps a batch spans)); summary()
+// costs O(steps * (window / step) * GPUs / 64) for the autoscaling series.
 //
 //   Metrics m(MetricsConfig{...});
 //   auto sim = Simulator<Metrics>::create(cfg, m);  ...  sim->run(src);
@@ -29,6 +32,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -46,6 +50,7 @@ struct MetricsConfig {
   TimePoint begin = TimePoint::epoch();  // measurement window over arrivals and GPU time
   TimePoint end = TimePoint::epoch();
   Duration autoscale_window;   // zero: no autoscaling series
+  Duration autoscale_step;     // zero: the window (consecutive windows); else it must divide the window
   double max_bad_rate = 0.01;  // the autoscaler's "bad rate above threshold"
 };
 
@@ -69,7 +74,8 @@ struct ModelStats {
 };
 
 struct AutoscaleWindow {
-  TimePoint begin;
+  TimePoint begin;  // the window is [begin, end)
+  TimePoint end;
   std::uint64_t arrived = 0, bad = 0;
   double bad_rate = 0;
   double busy_fraction = 0;  // mean over all GPUs
@@ -101,10 +107,13 @@ class Metrics {
     }
     busy_ns_.assign(cfg_.num_gpus, 0);
     if (cfg_.autoscale_window > Duration::zero() && cfg_.end > TimePoint::epoch()) {
-      const std::int64_t w = cfg_.autoscale_window.ns();
+      if (cfg_.autoscale_step <= Duration::zero() || cfg_.autoscale_step > cfg_.autoscale_window)
+        cfg_.autoscale_step = cfg_.autoscale_window;
+      const std::int64_t w = cfg_.autoscale_step.ns();
       const std::size_t n = static_cast<std::size_t>((cfg_.end.ns() + w - 1) / w);
-      windows_.resize(n);
-      window_last_gpu_use_.assign(cfg_.num_gpus, ~std::size_t{0});
+      buckets_.resize(n);
+      gpu_words_ = (cfg_.num_gpus + 63) / 64;
+      bucket_gpus_.assign(n * gpu_words_, 0);
     }
   }
 
@@ -118,11 +127,11 @@ class Metrics {
   }
 
   void on_outcome(const RequestOutcome& o) noexcept {
-    if (!windows_.empty()) {
-      const std::size_t w = window_of(o.arrival);
-      if (w < windows_.size()) {
-        ++windows_[w].arrived;
-        if (o.outcome != Outcome::kOk) ++windows_[w].bad;
+    if (!buckets_.empty()) {
+      const std::size_t k = bucket_of(o.arrival);
+      if (k < buckets_.size()) {
+        ++buckets_[k].arrived;
+        if (o.outcome != Outcome::kOk) ++buckets_[k].bad;
       }
     }
     if (o.arrival < cfg_.begin || o.arrival >= cfg_.end || o.model >= models_.size()) return;
@@ -153,18 +162,15 @@ class Metrics {
     if (d.gpu >= busy_ns_.size()) return;
     const TimePoint a = max(start, cfg_.begin), b = min(end, cfg_.end);
     if (b > a) busy_ns_[d.gpu] += (b - a).ns();
-    if (windows_.empty()) return;
-    const std::int64_t w = cfg_.autoscale_window.ns();
-    for (std::size_t k = window_of(start); k < windows_.size(); ++k) {
+    if (buckets_.empty()) return;
+    const std::int64_t w = cfg_.autoscale_step.ns();
+    for (std::size_t k = bucket_of(start); k < buckets_.size(); ++k) {
       const TimePoint ws = TimePoint::from_ns(static_cast<std::int64_t>(k) * w);
-      const TimePoint we = ws + cfg_.autoscale_window;
+      const TimePoint we = ws + cfg_.autoscale_step;
       const TimePoint x = max(start, ws), y = min(end, we);
       if (y > x) {
-        windows_[k].busy_ns += (y - x).ns();
-        if (window_last_gpu_use_[d.gpu] != k) {
-          window_last_gpu_use_[d.gpu] = k;
-          ++windows_[k].gpus_used;
-        }
+        buckets_[k].busy_ns += (y - x).ns();
+        bucket_gpus_[k * gpu_words_ + d.gpu / 64] |= std::uint64_t{1} << (d.gpu % 64);
       }
       if (end <= we) break;
     }
@@ -210,16 +216,25 @@ class Metrics {
     s.busy_fraction = busy_ns_.empty() ? 0 : busy_sum / static_cast<double>(busy_ns_.size());
 
     const double n = cfg_.num_gpus;
-    for (std::size_t k = 0; k < windows_.size(); ++k) {
-      const Window& w = windows_[k];
+    const std::size_t per_window = static_cast<std::size_t>(std::max<std::int64_t>(
+        1, cfg_.autoscale_window.ns() / std::max<std::int64_t>(cfg_.autoscale_step.ns(), 1)));
+    std::vector<std::uint64_t> used(gpu_words_);
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const std::size_t first = k + 1 >= per_window ? k + 1 - per_window : 0;
       AutoscaleWindow a;
-      a.begin = TimePoint::from_ns(static_cast<std::int64_t>(k) * cfg_.autoscale_window.ns());
-      a.arrived = w.arrived;
-      a.bad = w.bad;
-      a.bad_rate = w.arrived ? static_cast<double>(w.bad) / static_cast<double>(w.arrived) : 0.0;
-      a.busy_fraction =
-          static_cast<double>(w.busy_ns) / (n * static_cast<double>(cfg_.autoscale_window.ns()));
-      a.gpus_used = w.gpus_used;
+      a.begin = TimePoint::from_ns(static_cast<std::int64_t>(first) * cfg_.autoscale_step.ns());
+      a.end = TimePoint::from_ns(static_cast<std::int64_t>(k + 1) * cfg_.autoscale_step.ns());
+      std::int64_t busy_ns = 0;
+      std::fill(used.begin(), used.end(), 0);
+      for (std::size_t j = first; j <= k; ++j) {
+        a.arrived += buckets_[j].arrived;
+        a.bad += buckets_[j].bad;
+        busy_ns += buckets_[j].busy_ns;
+        for (std::size_t q = 0; q < gpu_words_; ++q) used[q] |= bucket_gpus_[j * gpu_words_ + q];
+      }
+      for (std::uint64_t word : used) a.gpus_used += static_cast<std::uint32_t>(std::popcount(word));
+      a.bad_rate = a.arrived ? static_cast<double>(a.bad) / static_cast<double>(a.arrived) : 0.0;
+      a.busy_fraction = static_cast<double>(busy_ns) / (n * static_cast<double>((a.end - a.begin).ns()));
       a.add_gpus = a.bad_rate >= 1.0 ? INFINITY : n * a.bad_rate / (1.0 - a.bad_rate);
       a.release_gpus = n * std::max(0.0, 1.0 - a.busy_fraction);
       if (a.bad_rate > cfg_.max_bad_rate)
@@ -239,15 +254,15 @@ class Metrics {
     DurationHistogram latency, queueing;
     std::vector<std::uint64_t> batches_by_size, requests_by_size;
   };
-  struct Window {
+  // One autoscaling step.
+  struct Bucket {
     std::uint64_t arrived = 0, bad = 0;
     std::int64_t busy_ns = 0;
-    std::uint32_t gpus_used = 0;
   };
 
-  std::size_t window_of(TimePoint t) const noexcept {
+  std::size_t bucket_of(TimePoint t) const noexcept {
     if (t < TimePoint::epoch()) return 0;
-    return static_cast<std::size_t>(t.ns() / cfg_.autoscale_window.ns());
+    return static_cast<std::size_t>(t.ns() / cfg_.autoscale_step.ns());
   }
 
   static Percentiles percentiles(const DurationHistogram& h) {
@@ -320,8 +335,9 @@ class Metrics {
   MetricsConfig cfg_;
   std::vector<Acc> models_;
   std::vector<std::int64_t> busy_ns_;
-  std::vector<Window> windows_;
-  std::vector<std::size_t> window_last_gpu_use_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::uint64_t> bucket_gpus_;  // per bucket, a bit per GPU that was busy in it
+  std::size_t gpu_words_ = 0;
 };
 
 }  // namespace symphony::sim
