@@ -9,6 +9,10 @@ namespace symphony::tools {
 // Prints the paper's worked example (§3.3) as scheduled by the real engine.
 CLI::App* add_example(CLI::App& app, int& exit_code);
 
+// Runs a simulator experiment config: one run, a goodput search or a
+// minimum-GPU search.
+CLI::App* add_simulate(CLI::App& app, int& exit_code);
+
 // Runs the multi-threaded runtime in scheduler-only mode with emulated GPUs
 // and open-loop load generators; prints throughput, goodput, bad rate and
 // dispatch lag.

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   symphony::tools::add_example(app, exit_code);
+  symphony::tools::add_simulate(app, exit_code);
   symphony::tools::add_stress(app, exit_code);
 #ifdef SYMPHONY_HAVE_SERVER
   symphony::tools::add_profile(app, exit_code);

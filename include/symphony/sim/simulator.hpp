@@ -6,6 +6,9 @@
 // starts at max(t + delay(b), the GPU's actual free time), and replies take
 // d_resp (the scheduler adds it to each outcome).
 //
+// A user sink that also has on_execute(const Dispatch&, TimePoint start,
+// TimePoint end) is told when each batch really runs (busy-time metrics).
+//
 // Events at one instant run in a fixed order: batch completions, then
 // arrivals, then timers, so a request that arrives exactly when a batch would
 // be formed joins it. Same inputs, same seed: same outputs, bit for bit.
@@ -185,6 +188,7 @@ class Simulator {
       s.completions_.push_back({end, s.next_order_++, d.batch});
       std::push_heap(s.completions_.begin(), s.completions_.end(), Later{});
       s.user_sink_.on_dispatch(d);
+      if constexpr (requires { s.user_sink_.on_execute(d, start, end); }) s.user_sink_.on_execute(d, start, end);
     }
     void on_outcome(const RequestOutcome& o) { sim->user_sink_.on_outcome(o); }
   };

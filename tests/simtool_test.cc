@@ -1,0 +1,326 @@
+// The simulator's config files and reports: configs parse into the intended
+// experiment, zoo tables resolve, bad configs are rejected with messages that
+// name the file and the key, and the same config and seed give byte-identical
+// JSON.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "symphony/simtool/config.hpp"
+#include "symphony/simtool/files.hpp"
+#include "symphony/simtool/simulate.hpp"
+
+namespace symphony::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes `text` to a fresh file in the test's temporary directory.
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "simtool_test";
+  fs::create_directories(dir);
+  const fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+const char* kSmall = R"(
+name: small
+seed: 3
+gpus: 2
+duration_s: 2
+warmup_s: 0.5
+workload:
+  rate: 300
+  arrival: gamma:0.5
+models:
+  - name: a
+    alpha_ms: 1
+    beta_ms: 5
+    slo_ms: 25
+    max_batch: 16
+  - name: b
+    alpha_ms: 2
+    beta_ms: 2
+    slo_ms: 30
+)";
+
+// Loads `yaml` from a file named `file`; expects a ConfigError whose message
+// contains every one of `needles`.
+void expect_rejected(const std::string& file, const std::string& yaml,
+                     std::initializer_list<std::string> needles) {
+  const std::string path = write_temp(file, yaml);
+  try {
+    (void)load_config(path);
+    ADD_FAILURE() << file << ": accepted";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << "message does not name the file: " << msg;
+    for (const std::string& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "missing '" << n << "' in: " << msg;
+  }
+}
+
+TEST(SimConfigTest, ParsesIntoTheIntendedExperiment) {
+  const Config c = parse_config(kSmall, "<small>");
+  EXPECT_EQ(c.name, "small");
+  const ExperimentSpec& e = c.spec;
+  EXPECT_EQ(e.seed, 3u);
+  EXPECT_EQ(e.gpus, 2u);
+  EXPECT_EQ(e.duration, Duration::seconds(2));
+  EXPECT_EQ(e.warmup, Duration::milliseconds(500));
+  ASSERT_EQ(e.models.size(), 2u);
+  EXPECT_EQ(e.models[0].profile.max_batch(), 16u);
+  EXPECT_EQ(e.models[1].profile.max_batch(), 64u);
+  EXPECT_EQ(e.models[0].profile.latency(4), Duration::milliseconds(9));
+  EXPECT_EQ(e.models[1].slo, Duration::milliseconds(30));
+  EXPECT_DOUBLE_EQ(e.loads[0].rate, 150);
+  EXPECT_DOUBLE_EQ(e.loads[1].rate, 150);
+  EXPECT_EQ(e.loads[0].arrival.kind, ArrivalProcess::Kind::kGamma);
+  EXPECT_DOUBLE_EQ(e.loads[0].arrival.shape, 0.5);
+  EXPECT_EQ(e.exec, ExecKind::kDeferred);
+  EXPECT_EQ(e.gather, GatherKind::kSlidingWindow);
+}
+
+TEST(SimConfigTest, ZooModelsCountsZipfAndTimeoutsAsFractionsOfTheSlo) {
+  const Config c = parse_config(R"(
+gpus: 64
+policy: timeout:0.25slo
+gather: target_batch
+workload: {rate: 1000, popularity: "zipf:1"}
+models:
+  - {zoo: a100}
+  - {zoo: 1080ti, model: ResNet50, count: 3, slo_ms: 40, timeout_ms: 2, target_batch: 5}
+)",
+                                "<zoo>");
+  const ExperimentSpec& e = c.spec;
+  ASSERT_EQ(e.models.size(), 40u);
+  EXPECT_EQ(e.models[0].name, "DenseNet121");
+  EXPECT_EQ(e.models[0].slo, Duration::milliseconds(21));
+  EXPECT_EQ(e.models[0].profile.latency(1), Duration::from_ms(0.054 + 10.546));
+  EXPECT_EQ(e.models[36].name, "BERT");
+  EXPECT_EQ(e.models[37].name, "ResNet50#0");
+  EXPECT_EQ(e.models[39].name, "ResNet50#2");
+  EXPECT_EQ(e.models[39].slo, Duration::milliseconds(40));
+  EXPECT_EQ(e.models[39].profile.latency(2), Duration::from_ms(2 * 2.050 + 5.378));
+  EXPECT_EQ(e.models[39].target_batch, 5u);
+  EXPECT_EQ(e.exec, ExecKind::kTimeout);
+  EXPECT_EQ(e.gather, GatherKind::kTargetBatch);
+  EXPECT_EQ(*e.models[0].timeout, Duration::from_ms(21 * 0.25));
+  EXPECT_EQ(*e.models[38].timeout, Duration::milliseconds(2));  // its own timeout wins
+  EXPECT_NEAR(e.loads[0].rate / e.loads[1].rate, 2.0, 1e-12);
+  double sum = 0;
+  for (const ModelLoad& l : e.loads) sum += l.rate;
+  EXPECT_NEAR(sum, 1000, 1e-9);
+}
+
+TEST(SimConfigTest, PolicyStrings) {
+  EXPECT_EQ(parse_policy("deferred").exec, ExecKind::kDeferred);
+  EXPECT_EQ(parse_policy("eager").exec, ExecKind::kEager);
+  EXPECT_EQ(parse_policy("timeout:5").timeout, Duration::milliseconds(5));
+  EXPECT_EQ(parse_policy("timeout:2.5ms").timeout, Duration::from_ms(2.5));
+  EXPECT_DOUBLE_EQ(*parse_policy("timeout:0.3slo").slo_fraction, 0.3);
+  EXPECT_EQ(parse_policy("timeout:0.3slo").to_string(), "timeout:0.3slo");
+  EXPECT_THROW(parse_policy("lazy"), ConfigError);
+  EXPECT_THROW(parse_policy("timeout:-1"), ConfigError);
+  EXPECT_THROW(parse_policy("timeout:"), ConfigError);
+}
+
+TEST(SimConfigTest, RejectsBadConfigsNamingFileAndKey) {
+  expect_rejected("unknown_top.yaml", std::string(kSmall) + "gpu_count: 3\n", {"gpu_count", "unknown key"});
+  expect_rejected("unknown_nested.yaml",
+                  "gpus: 1\nworkload: {rate: 10, arival: poisson}\nmodels: [{name: a, alpha_ms: 1, beta_ms: "
+                  "1, slo_ms: 9}]\n",
+                  {"workload.arival", "unknown key"});
+  expect_rejected("unknown_model_key.yaml",
+                  "gpus: 1\nworkload: {rate: 10}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo: 9}]\n",
+                  {"models[0].slo", "unknown key"});
+  expect_rejected("negative_rate.yaml",
+                  "gpus: 1\nworkload:\n  rate: -5\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9}]\n",
+                  {"workload.rate", "-5", ":3:"});
+  expect_rejected(
+      "negative_model_rate.yaml",
+      "gpus: 1\nworkload: {}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9, rate: -1}]\n",
+      {"models[0].rate", ">= 0"});
+  expect_rejected("missing_zoo.yaml", "gpus: 1\nworkload: {rate: 10}\nmodels: [{zoo: h100}]\n",
+                  {"models[0].zoo", "'h100' not found"});
+  expect_rejected("missing_zoo_model.yaml",
+                  "gpus: 1\nworkload: {rate: 10}\nmodels: [{zoo: a100, model: ResNet5}]\n",
+                  {"models[0].model", "no model 'ResNet5'"});
+  expect_rejected(
+      "missing_profile.yaml",
+      "gpus: 1\nworkload: {rate: 10}\nmodels: [{name: a, profile_file: nowhere.csv, slo_ms: 9}]\n",
+      {"models[0].profile_file", "nowhere.csv"});
+  expect_rejected("no_profile.yaml", "gpus: 1\nworkload: {rate: 10}\nmodels: [{name: a, slo_ms: 9}]\n",
+                  {"models[0]", "profile source"});
+  expect_rejected(
+      "bad_type.yaml",
+      "gpus: many\nworkload: {rate: 10}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9}]\n",
+      {"gpus", "number"});
+  expect_rejected("zero_gpus.yaml",
+                  "gpus: 0\nworkload: {rate: 10}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9}]\n",
+                  {"gpus"});
+  expect_rejected("slo_too_small.yaml",
+                  "gpus: 1\nworkload: {rate: 10}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 5, slo_ms: 4}]\n",
+                  {"models[0]", "below l(1)"});
+  expect_rejected("bad_policy.yaml", std::string(kSmall) + "policy: lazy\n", {"policy", "lazy"});
+  expect_rejected("bad_arrival.yaml",
+                  "gpus: 1\nworkload: {rate: 10, arrival: gamma:-1}\nmodels: [{name: a, alpha_ms: 1, "
+                  "beta_ms: 1, slo_ms: 9}]\n",
+                  {"workload.arrival", "gamma shape"});
+  expect_rejected("no_rate.yaml",
+                  "gpus: 1\nworkload: {}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9}]\n",
+                  {"workload.rate", "required"});
+  expect_rejected("dup_names.yaml",
+                  "gpus: 1\nworkload: {rate: 1}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9}, "
+                  "{name: a, alpha_ms: 1, "
+                  "beta_ms: 1, slo_ms: 9}]\n",
+                  {"models[1]", "unique"});
+  expect_rejected("duplicate.yaml", std::string(kSmall) + "warmup_s: 5\n", {"warmup_s", "duplicate key"});
+  expect_rejected("warmup.yaml",
+                  "gpus: 1\nduration_s: 2\nwarmup_s: 2\nworkload: {rate: 1}\nmodels: [{name: a, alpha_ms: 1, "
+                  "beta_ms: 1, slo_ms: 9}]\n",
+                  {"warmup_s", "shorter than duration_s"});
+  expect_rejected("bad_step.yaml", std::string(kSmall) + "autoscale_window_s: 1\nautoscale_step_s: 0.3\n",
+                  {"autoscale_step_s", "must divide"});
+  expect_rejected("yaml_syntax.yaml", "gpus: [1\n", {"YAML syntax"});
+  expect_rejected(
+      "missing_trace.yaml",
+      "gpus: 1\nworkload: {trace: none.csv}\nmodels: [{name: a, alpha_ms: 1, beta_ms: 1, slo_ms: 9}]\n",
+      {"workload.trace", "none.csv"});
+}
+
+TEST(SimConfigTest, ProfileTablesAndTracesAreReadRelativeToTheConfig) {
+  write_temp("table.csv", "# measured\nbatch,latency_ms\n1,5\n4,8\n8,12\n");
+  write_temp("trace.csv", "time_ms,model,slo_ms\n0,t\n1.5,t,40\n3,t\n");
+  const std::string path = write_temp("with_files.yaml", R"(
+gpus: 1
+duration_s: 1
+warmup_s: 0
+workload: {trace: trace.csv}
+models:
+  - {name: t, profile_file: table.csv, slo_ms: 30}
+)");
+  const Config c = load_config(path);
+  const LatencyProfile& p = c.spec.models[0].profile;
+  EXPECT_EQ(p.max_batch(), 8u);
+  EXPECT_EQ(p.latency(2), Duration::milliseconds(6));  // interpolated
+  ASSERT_EQ(c.spec.trace.size(), 3u);
+  EXPECT_EQ(c.spec.trace[1].time, Duration::from_ms(1.5));
+  EXPECT_EQ(*c.spec.trace[1].slo, Duration::milliseconds(40));
+  const nlohmann::json r = simulate(c);
+  EXPECT_EQ(r["outcomes"]["ok"], 3);
+
+  write_temp("bad_trace.csv", "time_ms,model\n0,t\n2,nobody\n");
+  expect_rejected(
+      "bad_trace_cfg.yaml",
+      "gpus: 1\nworkload: {trace: bad_trace.csv}\nmodels: [{name: t, alpha_ms: 1, beta_ms: 1, slo_ms: 9}]\n",
+      {"bad_trace.csv:3", "unknown model 'nobody'"});
+  write_temp("bad_table.csv", "batch,latency_ms\n1,5\n2,4\n");
+  expect_rejected(
+      "bad_table_cfg.yaml",
+      "gpus: 1\nworkload: {rate: 1}\nmodels: [{name: t, profile_file: bad_table.csv, slo_ms: 9}]\n",
+      {"bad_table.csv", "not monotone"});
+}
+
+TEST(SimReportTest, SameConfigAndSeedGiveByteIdenticalJson) {
+  const Config c = parse_config(kSmall, "<small>");
+  const std::string a = simulate(c).dump(2), b = simulate(c).dump(2);
+  EXPECT_EQ(a, b);
+  SimulateOptions g;
+  g.mode = Mode::kGoodput;
+  const std::string ga = simulate(c, g).dump(2), gb = simulate(c, g).dump(2);
+  EXPECT_EQ(ga, gb);
+  Config other = c;
+  other.spec.seed = 4;
+  EXPECT_NE(simulate(other).dump(2), a);
+}
+
+TEST(SimConfigTest, OverridesActLikeTheCommandLine) {
+  Config c = parse_config(kSmall, "<small>");
+  Overrides o;
+  o.policy = "timeout:0.5slo";
+  o.gather = "target_batch";
+  o.seed = 11;
+  o.gpus = 5;
+  o.rate = 900;
+  apply_overrides(c, o);
+  EXPECT_EQ(c.spec.exec, ExecKind::kTimeout);
+  EXPECT_EQ(*c.spec.models[0].timeout, Duration::from_ms(12.5));
+  EXPECT_EQ(*c.spec.models[1].timeout, Duration::milliseconds(15));
+  EXPECT_EQ(c.spec.gather, GatherKind::kTargetBatch);
+  EXPECT_EQ(c.spec.seed, 11u);
+  EXPECT_EQ(c.spec.gpus, 5u);
+  EXPECT_DOUBLE_EQ(c.spec.base_rate(), 900);
+  EXPECT_DOUBLE_EQ(c.spec.loads[0].rate, 450);
+  Overrides bad;
+  bad.gather = "sideways";
+  EXPECT_THROW(apply_overrides(c, bad), ConfigError);
+  bad = {};
+  bad.rate = -1;
+  EXPECT_THROW(apply_overrides(c, bad), ConfigError);
+}
+
+TEST(SimReportTest, InMemoryConfigGivesTheSameJsonAsTheFile) {
+  const std::string path = write_temp("same.yaml", kSmall);
+  const Config from_file = load_config(path);
+  const Config from_text = parse_config(kSmall, path, fs::path(path).parent_path().string());
+  EXPECT_EQ(simulate(from_file).dump(), simulate(from_text).dump());
+}
+
+TEST(SimReportTest, ReportHasTheDocumentedKeys) {
+  const Config c = parse_config(kSmall, "<small>");
+  const nlohmann::json r = simulate(c);
+  for (const char* k : {"goodput_rps", "median_batch", "bad_rate", "gpu_busy_fraction", "models",
+                        "latency_ms", "queueing_ms", "gpus_used", "autoscale", "outcomes", "config"})
+    EXPECT_TRUE(r.contains(k)) << k;
+  ASSERT_EQ(r["models"].size(), 2u);
+  EXPECT_EQ(r["models"][0]["name"], "a");
+  EXPECT_TRUE(r["models"][0]["bounds"].contains("staggered"));
+  EXPECT_EQ(r["mode"], "run");
+  EXPECT_EQ(r["gpu_busy_fraction_per_gpu"].size(), 2u);
+
+  SimulateOptions m;
+  m.mode = Mode::kMinGpus;
+  EXPECT_THROW(simulate(c, m), ConfigError);  // no rate to serve
+  m.min_gpus_rate = 900;
+  const nlohmann::json mg = simulate(c, m);
+  EXPECT_EQ(mg["mode"], "min_gpus");
+  EXPECT_GE(mg["min_gpus"].get<int>(), 1);
+  EXPECT_EQ(mg["gpus"], mg["min_gpus"]);
+  EXPECT_LE(mg["worst_model_bad_rate"].get<double>(), 0.01);
+}
+
+TEST(SimReportTest, TraceOutListsEveryBatchAndRequest) {
+  const Config c = parse_config(kSmall, "<small>");
+  std::ostringstream csv;
+  SimulateOptions o;
+  o.trace_out = &csv;
+  const nlohmann::json r = simulate(c, o);
+  std::istringstream in(csv.str());
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("kind,model,gpu,size,", 0), 0u);
+  std::uint64_t requests = 0, ran = 0, batches = 0, batch_requests = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("request,", 0) == 0) {
+      ++requests;
+      ran += line.find(",dropped,") == std::string::npos;
+    }
+    if (line.rfind("batch,", 0) == 0) {
+      ++batches;
+      std::istringstream f(line);
+      std::string field;
+      for (int i = 0; i < 4; ++i) std::getline(f, field, ',');
+      batch_requests += std::stoull(field);
+    }
+  }
+  EXPECT_EQ(requests, r["simulated_requests"].get<std::uint64_t>());
+  EXPECT_GT(batches, 0u);
+  EXPECT_EQ(batch_requests, ran);
+}
+
+}  // namespace
+}  // namespace symphony::sim

@@ -1,0 +1,53 @@
+# `symphony simulate` end to end: the same config and seed twice give
+# byte-identical JSON (a run and a goodput search), the trace file is
+# written, and a bad config fails with exit status 2 and a message naming the
+# file and the key.
+#
+#   cmake -DCLI=<symphony> -DDATA=<tests/data> -DWORK=<dir> -P simulate_cli_test.cmake
+file(MAKE_DIRECTORY ${WORK})
+foreach(mode run goodput)
+  set(extra "")
+  if(mode STREQUAL "goodput")
+    set(extra --goodput)
+  endif()
+  foreach(i 1 2)
+    execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml --json -q ${extra} -o ${WORK}/${mode}_${i}.json
+                            --trace-out ${WORK}/${mode}_${i}.csv
+                    RESULT_VARIABLE rc ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "symphony simulate (${mode}) failed: ${rc}: ${err}")
+    endif()
+  endforeach()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/${mode}_1.json ${WORK}/${mode}_2.json
+                  RESULT_VARIABLE same)
+  if(NOT same EQUAL 0)
+    message(FATAL_ERROR "${mode}: the same config and seed gave different JSON")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/${mode}_1.csv ${WORK}/${mode}_2.csv
+                  RESULT_VARIABLE same)
+  if(NOT same EQUAL 0)
+    message(FATAL_ERROR "${mode}: the same config and seed gave different traces")
+  endif()
+  file(READ ${WORK}/${mode}_1.json report)
+  foreach(key goodput_rps median_batch bad_rate gpu_busy_fraction models)
+    string(FIND "${report}" "\"${key}\":" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "${mode}: the report has no key '${key}'")
+    endif()
+  endforeach()
+endforeach()
+# A different seed gives a different report.
+execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml --json -q --seed 8 -o ${WORK}/seed8.json
+                RESULT_VARIABLE rc)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/run_1.json ${WORK}/seed8.json RESULT_VARIABLE same)
+if(same EQUAL 0)
+  message(FATAL_ERROR "another seed gave the same JSON")
+endif()
+# A bad config: exit status 2, message names the file and the key.
+execute_process(COMMAND ${CLI} simulate ${DATA}/sim_bad.yaml RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "a bad config should exit with 2, got ${rc}")
+endif()
+if(NOT err MATCHES "sim_bad.yaml:3:[0-9]+: workload.rate: must be >= 0")
+  message(FATAL_ERROR "unexpected message for a bad config: ${err}")
+endif()

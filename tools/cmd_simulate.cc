@@ -1,0 +1,125 @@
+// `symphony simulate <config.yaml>`: runs a simulator experiment (a run, a
+// goodput search or a minimum-GPU search) and prints a per-model table or the
+// JSON report. The config format and the report are in docs/simulator.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "commands.hpp"
+#include "symphony/simtool/simulate.hpp"
+
+namespace symphony::tools {
+namespace {
+
+// Prints one progress line per search step on stderr (rewritten in place on
+// a terminal).
+class StderrProgress : public sim::Progress {
+ public:
+  StderrProgress() : tty_(isatty(STDERR_FILENO) != 0) {}
+  ~StderrProgress() override {
+    if (tty_ && any_) std::fputc('\n', stderr);
+  }
+  void on_step(const std::string& search, const sim::SearchStep& s, std::size_t i) override {
+    any_ = true;
+    const bool rate = search == "goodput";
+    std::fprintf(stderr, "%s[%s] run %zu: %s %.*f%s -> worst bad rate %.3f %% (%s)%s", tty_ ? "\r\033[K" : "",
+                 search.c_str(), i + 1, rate ? "rate" : "gpus", rate ? 1 : 0, s.x, rate ? " r/s" : "",
+                 100 * s.worst_bad_rate, s.pass ? "pass" : "fail", tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  bool any_ = false;
+};
+
+struct Options {
+  std::string config;
+  bool json = false;
+  std::string policy;
+  std::string gather;
+  bool goodput = false;
+  double min_gpus = 0;
+  std::string trace_out;
+  std::string out;
+  std::uint64_t seed = 0;
+  bool seed_set = false;
+  std::uint32_t gpus = 0;
+  double rate = 0;
+  bool quiet = false;
+};
+
+int run(const Options& o) {
+  try {
+    sim::Config c = sim::load_config(o.config);
+    sim::Overrides ov;
+    if (!o.policy.empty()) ov.policy = o.policy;
+    if (!o.gather.empty()) ov.gather = o.gather;
+    if (o.seed_set) ov.seed = o.seed;
+    if (o.gpus) ov.gpus = o.gpus;
+    if (o.rate > 0) ov.rate = o.rate;
+    sim::apply_overrides(c, ov);
+    sim::SimulateOptions so;
+    so.mode = o.goodput ? sim::Mode::kGoodput : (o.min_gpus > 0 ? sim::Mode::kMinGpus : sim::Mode::kRun);
+    so.min_gpus_rate = o.min_gpus;
+    std::ofstream trace;
+    if (!o.trace_out.empty()) {
+      trace.open(o.trace_out);
+      if (!trace) throw sim::ConfigError(o.trace_out + ": cannot write the trace");
+      so.trace_out = &trace;
+    }
+    StderrProgress progress;
+    const nlohmann::json report = sim::simulate(c, so, o.quiet ? nullptr : &progress);
+    const std::string text = o.json ? report.dump(2) + "\n" : sim::format_table(report);
+    if (!o.out.empty()) {
+      std::ofstream f(o.out);
+      f << text;
+      if (!f) throw sim::ConfigError(o.out + ": cannot write the report");
+    } else {
+      std::cout << text;
+    }
+    return 0;
+  } catch (const sim::ConfigError& e) {
+    std::fprintf(stderr, "symphony simulate: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "symphony simulate: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+CLI::App* add_simulate(CLI::App& app, int& exit_code) {
+  auto* cmd =
+      app.add_subcommand("simulate", "Simulate a workload on emulated GPUs; search goodput or minimum GPUs");
+  static Options o;
+  cmd->add_option("config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
+  cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
+  cmd->add_option("--policy", o.policy,
+                  "deferred, eager, timeout:<ms> or timeout:<fraction>slo (overrides the config)");
+  cmd->add_option("--gather", o.gather, "sliding_window or target_batch (overrides the config)")
+      ->check(CLI::IsMember({"sliding_window", "target_batch"}));
+  auto* goodput =
+      cmd->add_flag("--goodput", o.goodput, "search the goodput (highest rate with <= 1 % bad per model)");
+  cmd->add_option("--min-gpus", o.min_gpus, "search the minimum number of GPUs serving this rate (r/s)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(goodput);
+  cmd->add_option("--trace-out", o.trace_out,
+                  "write every batch and request of the reported run to this CSV");
+  cmd->add_option("-o,--out", o.out, "write the report to this file instead of stdout");
+  cmd->add_option("--seed", o.seed, "random seed (overrides the config)")->each([](const std::string&) {
+    o.seed_set = true;
+  });
+  cmd->add_option("--gpus", o.gpus, "number of GPUs (overrides the config)")->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--rate", o.rate, "total offered rate in r/s (scales the config's rates)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("-q,--quiet", o.quiet, "no progress lines on stderr");
+  cmd->callback([&exit_code] { exit_code = run(o); });
+  return cmd;
+}
+
+}  // namespace symphony::tools
