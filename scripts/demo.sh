@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The main job: installs missing Debian packages, builds the `symphony` tool
-# and runs the demo.
+# The main job: serve models on whatever devices this machine has (every CUDA
+# GPU, else the CPU) with deferred batch scheduling, under generated load, and
+# print the summary.
 #
-# Until the in-process server lands, the demo schedules the paper's worked
-# example (§3.3: 3 GPUs, l(b) = b + 5 ms, SLO 12 ms, a request every 0.75 ms,
-# with R13-R15 missing) through the real scheduler on the virtual clock, under
-# deferred and then eager scheduling, and prints both schedules.
+# Installs missing Debian packages, builds the `symphony` tool, exports three
+# torchvision models to TorchScript with random weights (once, into
+# data/models/), then runs `symphony serve examples/demo.yaml`: it profiles
+# each model on the first run (the profile is saved beside the model), sends
+# Poisson load for 30 s with a live progress line, and prints per-model and
+# per-device results. Extra arguments go to `symphony serve`, e.g.
+#   ./scripts/demo.sh --policy eager --json report.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,8 +22,7 @@ step "configuring (preset release)"
 cmake --preset release >/dev/null
 step "building the symphony tool"
 cmake --build --preset release -j "$jobs" --target symphony_cli
-
-for policy in deferred eager; do
-  step "paper example, policy $policy"
-  ./build/release/symphony example --requests 48 --skip 13,14,15 --policy "$policy"
-done
+step "exporting the demo models (skipped when present)"
+/usr/bin/python3 scripts/export_demo_models.py data/models
+step "serving examples/demo.yaml"
+./build/release/symphony serve examples/demo.yaml "$@"

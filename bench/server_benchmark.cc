@@ -1,0 +1,122 @@
+// CPU executor overhead per batch, excluding the forward itself.
+//
+// With a trivial TorchScript model (a 4 -> 3 linear layer), three things are
+// timed for batches of b requests, in the same run:
+//  - BM_Forward/b:          the model's forward on a ready batch (the part excluded);
+//  - BM_RunBatch/b:         forming the batch from the requests' tensors, the forward,
+//                           and splitting the output per request;
+//  - BM_CpuExecutorBatch/b: the whole path a granted batch takes in the server:
+//                           execute() on the shard's side, the worker thread waking,
+//                           gathering inputs by tag, run_batch, storing outputs,
+//                           report() back.
+// The overhead the bar is about is CpuExecutorBatch - Forward.
+#include <benchmark/benchmark.h>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "symphony/server/executors.hpp"
+#include "symphony/server/torch_model.hpp"
+
+namespace symphony::server {
+namespace {
+
+std::unique_ptr<TorchModel> load_linear() {
+  TorchModel::Options o;
+  o.name = "linear";
+  o.path = std::string(SYMPHONY_TEST_MODELS) + "/linear.pt";
+  o.inputs = {*parse_input_spec("float32[4]")};
+  auto m = TorchModel::load(o);
+  if (!m.ok()) throw std::runtime_error(m.status().to_string());
+  return std::move(*m);
+}
+
+TorchModel& model() {
+  set_cpu_threads(1);
+  static std::unique_ptr<TorchModel> m = load_linear();
+  return *m;
+}
+
+// The server's side of a batch, for b requests whose inputs are ready.
+struct Runner final : BatchRunner {
+  TorchModel* m;
+  std::vector<std::vector<at::Tensor>> inputs;
+  std::vector<c10::IValue> outputs;
+  TorchModel* model(const ExecBatch&) override { return m; }
+  void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
+    out->clear();
+    for (const Request& r : b.requests) out->push_back({&inputs[r.tag], false});
+  }
+  void store(const ExecBatch&, std::vector<c10::IValue>&& o) override { outputs = std::move(o); }
+  void fail(const ExecBatch&, const std::string&) override {}
+};
+
+// Waits for report() like the runtime's shard would receive it.
+struct Port final : CompletionPort {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  void report(BatchCompletion) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_one();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    done = false;
+  }
+};
+
+void BM_Forward(benchmark::State& state) {
+  const auto b = static_cast<std::uint32_t>(state.range(0));
+  TorchModel& m = model();
+  const std::vector<at::Tensor> batch{at::randn({b, 4})};
+  for (auto _ : state) benchmark::DoNotOptimize(m.forward(0, batch));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_RunBatch(benchmark::State& state) {
+  const auto b = static_cast<std::uint32_t>(state.range(0));
+  TorchModel& m = model();
+  std::vector<std::vector<at::Tensor>> in(b, std::vector<at::Tensor>{at::randn({4})});
+  std::vector<RequestInputs> reqs;
+  for (auto& x : in) reqs.push_back({&x, false});
+  for (auto _ : state) benchmark::DoNotOptimize(m.run_batch(0, reqs));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_CpuExecutorBatch(benchmark::State& state) {
+  const auto b = static_cast<std::uint32_t>(state.range(0));
+  Runner runner;
+  runner.m = &model();
+  runner.inputs.assign(b, std::vector<at::Tensor>{at::randn({4})});
+  std::vector<Request> nodes(b);
+  for (std::uint32_t i = 0; i < b; ++i) {
+    nodes[i].tag = i;
+    nodes[i].next = i + 1 < b ? &nodes[i + 1] : nullptr;
+  }
+  ExecBatch eb;
+  eb.size = b;
+  eb.requests = BatchRequests(&nodes[0]);
+  CpuExecutor exec(runner, 0, 1, "cpu:0");
+  Port port;
+  for (auto _ : state) {
+    exec.execute(eb, port);
+    port.wait();
+  }
+  if (runner.outputs.size() != b) state.SkipWithError("outputs were not stored");
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_Forward)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
+BENCHMARK(BM_RunBatch)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
+BENCHMARK(BM_CpuExecutorBatch)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
+
+}  // namespace
+}  // namespace symphony::server
