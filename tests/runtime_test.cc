@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -318,15 +320,21 @@ TEST(RuntimeTest, StopDrainSchedulesQueuedRequests) {
   ManualGpus::Taken a = gpus.take();
   std::thread stopper([&] { rt->stop(StopMode::kDrain); });
   ManualGpus::complete(a);
-  // Drain keeps scheduling: the two are dispatched at their frontrun (or, on
-  // a machine so loaded that the dispatch comes 2 ms late, they expire), never
-  // cancelled.
-  wait_for([&] { return gpus.pending() > 0 || sink.total() == 6; });
-  if (gpus.pending() > 0) {
-    ManualGpus::Taken b = gpus.take();
-    EXPECT_EQ(b.tags, (std::vector<std::uint64_t>{4, 5}));
-    ManualGpus::complete(b);
+  // Drain keeps scheduling: the two are dispatched at their frontrun, never
+  // cancelled. On a loaded machine a late dispatch may split them into two
+  // batches of one, or let them expire.
+  std::vector<std::uint64_t> rest;
+  while (sink.total() < 6) {
+    wait_for([&] { return gpus.pending() > 0 || sink.total() == 6; });
+    if (gpus.pending() > 0) {
+      ManualGpus::Taken b = gpus.take();
+      rest.insert(rest.end(), b.tags.begin(), b.tags.end());
+      ManualGpus::complete(b);
+    }
   }
+  std::sort(rest.begin(), rest.end());
+  EXPECT_TRUE(rest.empty() || rest == (std::vector<std::uint64_t>{4, 5}) || rest == (std::vector<std::uint64_t>{4}) ||
+              rest == (std::vector<std::uint64_t>{5}));
   stopper.join();
   EXPECT_EQ(sink.count(DropReason::kShutdown), 0u);
   EXPECT_EQ(sink.count(Outcome::kOk) + sink.count(Outcome::kLate) + sink.count(DropReason::kExpired), 6u);

@@ -225,6 +225,29 @@ models:
       {"bad_table.csv", "not monotone"});
 }
 
+TEST(SimConfigTest, ProfilesMeasuredBySymphonyProfileAreSimulatedWithTheirP99) {
+  write_temp("measured.profile.yaml",
+             "model: m\ndevice: cpu:0\ninputs: [\"float32[4]\"]\nmax_batch: 8\n"
+             "points:\n  - [1, 4.0, 5.0]\n  - [4, 7.0, 8.0]\n  - [8, 11.0, 12.0]\n");
+  const std::string path = write_temp("with_measured.yaml", R"(
+gpus: 1
+duration_s: 1
+warmup_s: 0
+workload: {rate: 50}
+models:
+  - {name: m, profile_file: measured.profile.yaml, slo_ms: 40}
+)");
+  const Config c = load_config(path);
+  const LatencyProfile& p = c.spec.models[0].profile;
+  EXPECT_EQ(p.max_batch(), 8u);
+  EXPECT_EQ(p.latency(1), Duration::milliseconds(5));  // the p99 column, as the server uses
+  EXPECT_EQ(p.latency(2), Duration::milliseconds(6));  // interpolated
+  write_temp("broken.profile.yaml", "model: m\npoints: [[1, 5, 6], [2, 4, 4.5]]\n");
+  expect_rejected("broken_cfg.yaml",
+                  "gpus: 1\nworkload: {rate: 1}\nmodels: [{name: t, profile_file: broken.profile.yaml, slo_ms: 9}]\n",
+                  {"broken.profile.yaml", "not monotone"});
+}
+
 TEST(SimReportTest, SameConfigAndSeedGiveByteIdenticalJson) {
   const Config c = parse_config(kSmall, "<small>");
   const std::string a = simulate(c).dump(2), b = simulate(c).dump(2);

@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "symphony/profile_io.hpp"
 #include "symphony/simtool/config.hpp"
 
 namespace symphony::sim {
@@ -122,6 +124,15 @@ std::vector<ZooEntry> read_zoo(const std::string& path) {
 }
 
 LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_batch) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".yaml" || ext == ".yml") {  // a profile measured by `symphony profile`
+    Result<MeasuredProfile> m = read_profile_file(path);
+    if (!m.ok()) throw ConfigError(m.status().message());
+    if (max_batch) m->max_batch = std::min(m->max_batch, max_batch);
+    Result<LatencyProfile> p = m->to_latency_profile(/*use_p99=*/true);
+    if (!p.ok()) throw ConfigError(path + ": " + p.status().message());
+    return std::move(*p);
+  }
   const Csv csv = read_csv(path, "latency table");
   const int c_b = csv.column("batch", true), c_l = csv.column("latency_ms", true);
   std::vector<ProfilePoint> pts;

@@ -1,14 +1,14 @@
 // Profile files (YAML): writing and reading, with errors that name the file
-// and the key.
+// and the key. See symphony/profile_io.hpp.
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 
-#include "symphony/server/profiler.hpp"
+#include "symphony/profile_io.hpp"
 
-namespace symphony::server {
+namespace symphony {
 
 Result<LatencyProfile> MeasuredProfile::to_latency_profile(bool use_p99) const {
   std::vector<ProfilePoint> pts;
@@ -91,4 +91,4 @@ Result<MeasuredProfile> read_profile_file(const std::string& path) {
   return p;
 }
 
-}  // namespace symphony::server
+}  // namespace symphony
