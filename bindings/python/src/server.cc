@@ -597,10 +597,13 @@ class PyServer {
   }
 
   // The C++ path the Python overhead is measured against (bench/): `n`
-  // requests of `model` from `threads` C++ threads, with the GIL released.
-  // Returns the seconds the submissions took; waits for every outcome.
-  double bench_submit_cpp(const std::string& model, std::uint64_t n, int threads) {
+  // requests of `model` from `threads` C++ threads, with the GIL released,
+  // each with the same inputs (converted once, as `symphony serve`'s load
+  // generator reuses its tensors). Returns the seconds the submissions took;
+  // waits for every outcome.
+  double bench_submit_cpp(const std::string& model, std::uint64_t n, int threads, py::handle example) {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
+    const std::vector<at::Tensor> inputs = emulated_ ? std::vector<at::Tensor>{} : to_tensors(example.ptr());
     std::atomic<std::uint64_t> ended{0}, refused{0};
     double secs = 0;
     {
@@ -612,7 +615,7 @@ class PyServer {
           const std::uint64_t begin = n * static_cast<std::uint64_t>(k) / static_cast<std::uint64_t>(threads);
           const std::uint64_t end = n * static_cast<std::uint64_t>(k + 1) / static_cast<std::uint64_t>(threads);
           for (std::uint64_t i = begin; i < end; ++i) {
-            Status s = server_->infer_async(model, {}, std::nullopt, [&ended](InferResult&&) {
+            Status s = server_->infer_async(model, inputs, std::nullopt, [&ended](InferResult&&) {
               ended.fetch_add(1, std::memory_order_relaxed);
             });
             if (!s.ok()) refused.fetch_add(1, std::memory_order_relaxed);
@@ -724,7 +727,8 @@ void bind_server(py::module_& m) {
       .def_property_readonly("devices", &PyServer::devices)
       .def("model_names", &PyServer::model_names)
       .def("model_profile", &PyServer::model_profile, py::arg("name"))
-      .def("_bench_submit_cpp", &PyServer::bench_submit_cpp, py::arg("model"), py::arg("n"), py::arg("threads"));
+      .def("_bench_submit_cpp", &PyServer::bench_submit_cpp, py::arg("model"), py::arg("n"), py::arg("threads"),
+           py::arg("example") = py::none());
 }
 
 }  // namespace symphony::python
