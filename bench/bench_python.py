@@ -67,7 +67,7 @@ def python_calls(s: symphony.Server, model: str, x, n: int):
 
 def cpp_calls(s: symphony.Server, model: str, x, n: int) -> float:
     """One C++ thread, n infer_async() calls with a no-op callback: us per call."""
-    return s._core._bench_submit_cpp(model, n, 1, x) / n * 1e6
+    return s._core._bench_submit_cpp(model, n, 1, x)[0] / n * 1e6
 
 
 def breakdown(n: int) -> dict:
@@ -144,55 +144,79 @@ def overhead(args) -> None:
         print(f"- {name}: {us:.2f} µs/call")
 
 
-def throughput(args) -> None:
-    print(f"\n## {args.threads} Python threads pushing requests ({load()})\n")
+def push(s: symphony.Server, threads: int, seconds: float, rate: float = 0.0):
+    """`threads` Python threads call infer() for `seconds`, as fast as they can
+    or paced at `rate` requests/s in all (sleeping when ahead). Returns
+    (pushed req/s, resolved req/s, ok fraction, requests, per-thread counts)."""
     x = torch.randn(4)
-    rows = []
-    for r in range(args.repeats):
-        with emulated_server(margin_ms=5) as s:
-            stop_at = [0.0]
-            counts = [0] * args.threads
-            futs = [[] for _ in range(args.threads)]
-            start = threading.Barrier(args.threads + 1)
+    stop_at = [0.0]
+    counts = [0] * threads
+    futs = [[] for _ in range(threads)]
+    start = threading.Barrier(threads + 1)
 
-            def client(k):
-                infer, mine = s.infer, futs[k]
-                start.wait()
-                while time.perf_counter() < stop_at[0]:
-                    for _ in range(100):
-                        mine.append(infer("m", x))
-                counts[k] = len(mine)
+    def client(k):
+        infer, mine = s.infer, futs[k]
+        start.wait()
+        t0 = time.perf_counter()
+        while time.perf_counter() < stop_at[0]:
+            for _ in range(10):
+                mine.append(infer("m", x))
+            if rate > 0:
+                ahead = t0 + len(mine) * threads / rate - time.perf_counter()
+                if ahead > 0:
+                    time.sleep(ahead)
+        counts[k] = len(mine)
 
-            threads = [threading.Thread(target=client, args=(k,)) for k in range(args.threads)]
-            for t in threads:
-                t.start()
-            t0 = time.perf_counter()
-            stop_at[0] = t0 + args.seconds
-            start.wait()
-            for t in threads:
-                t.join()
-            t1 = time.perf_counter()
-            total = sum(counts)
-            ok = sum(wait_all(f) for f in futs)
-            t2 = time.perf_counter()
-            st = s.stats()
-            cpp = s._core._bench_submit_cpp("m", 200_000, args.threads, None)
-            rows.append((total / (t1 - t0), total / (t2 - t0), ok / total, st["models"]["m"]["mean_batch"],
-                         st["models"]["m"]["latency_ms"]["p99"], 200_000 / cpp, min(counts), max(counts)))
-    print(f"Each run: {args.threads} threads call infer() in a loop for {args.seconds:g} s on `emulated:8` "
-          "(l(b) = 0.01 ms·b + 0.5 ms, max batch 128, SLO 50 ms, deferred, safety margin 5 ms); then every "
-          "future is awaited. *Pushed* = requests submitted per second of the sending window; *resolved* = "
-          "requests per second until the last future was done. The C++ column submits 200 k requests from "
-          f"{args.threads} C++ threads on the same server right after.\n")
-    print("| run | pushed req/s | resolved req/s | ok fraction | mean batch | p99 ms | per thread (min–max) "
-          "| C++ threads req/s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for i, r in enumerate(rows):
-        print(f"| {i + 1} | {r[0]:,.0f} | {r[1]:,.0f} | {r[2]:.4f} | {r[3]:.1f} | {r[4]:.1f} | {r[6]:,}–{r[7]:,} "
-              f"| {r[5]:,.0f} |")
-    print(f"| **median** | **{statistics.median(r[0] for r in rows):,.0f}** "
-          f"| **{statistics.median(r[1] for r in rows):,.0f}** | {statistics.median(r[2] for r in rows):.4f} "
-          f"| | | | {statistics.median(r[5] for r in rows):,.0f} |")
+    ts = [threading.Thread(target=client, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    t0 = time.perf_counter()
+    stop_at[0] = t0 + seconds
+    start.wait()
+    for t in ts:
+        t.join()
+    t1 = time.perf_counter()
+    total = sum(counts)
+    ok = sum(wait_all(f) for f in futs)
+    t2 = time.perf_counter()
+    return total / (t1 - t0), total / (t2 - t0), ok / total, total, counts
+
+
+def throughput(args) -> None:
+    for rate in (0.0, args.paced_rate):
+        what = "as fast as they can" if rate == 0 else f"paced at {rate:,.0f} req/s in all"
+        print(f"\n## {args.threads} Python threads pushing requests, {what} ({load()})\n")
+        rows = []
+        for r in range(args.repeats):
+            with emulated_server(margin_ms=5) as s:
+                pushed, resolved, ok, total, counts = push(s, args.threads, args.seconds, rate)
+                st = s.stats()["models"]["m"]
+            # The same offered rate from one C++ thread, on a fresh server with the same settings.
+            with emulated_server(margin_ms=5) as c:
+                _, cpp_ok = c._core._bench_submit_cpp("m", total, 1, None, pushed)
+            rows.append((pushed, resolved, ok, st["mean_batch"], st["latency_ms"]["p99"], cpp_ok / total,
+                         min(counts), max(counts)))
+        print(f"Each run: {args.threads} threads call infer() in a loop for {args.seconds:g} s, {what}, on "
+              "`emulated:8` (l(b) = 0.01 ms·b + 0.5 ms, max batch 128, SLO 50 ms, deferred, safety margin 5 ms); "
+              "then every future is awaited. *Pushed* = requests submitted per second of the sending window; "
+              "*resolved* = requests per second until the last future was done; *ok* = the fraction that ended "
+              "ok or late. *C++ at the same rate*: one C++ thread offers the same number of requests at the "
+              "pushed rate to a fresh server with the same settings: the server's own ok fraction under the "
+              "same conditions.\n")
+        print("| run | pushed req/s | resolved req/s | ok | mean batch | p99 ms | per thread (min–max) "
+              "| C++ at the same rate: ok |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for i, r in enumerate(rows):
+            print(f"| {i + 1} | {r[0]:,.0f} | {r[1]:,.0f} | {r[2]:.3f} | {r[3]:.1f} | {r[4]:.1f} "
+                  f"| {r[6]:,}–{r[7]:,} | {r[5]:.3f} |")
+        med = [statistics.median(r[i] for r in rows) for i in range(6)]
+        print(f"| **median** | **{med[0]:,.0f}** | **{med[1]:,.0f}** | {med[2]:.3f} | | | | {med[5]:.3f} |")
+    secs = []
+    for _ in range(args.repeats):
+        with emulated_server(margin_ms=5) as c:
+            secs.append(c._core._bench_submit_cpp("m", 200_000, args.threads, None, 0.0)[0])
+    print(f"\nFor scale: {args.threads} C++ threads submit 200 k requests (Server::infer_async, no-op callback) "
+          f"at {200_000 / statistics.median(secs):,.0f} req/s (median of {args.repeats}).")
 
 
 def main() -> None:
@@ -203,6 +227,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=40_000, help="infer() calls per overhead run")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=3.0, help="sending window of a throughput run")
+    p.add_argument("--paced-rate", type=float, default=50_000.0, help="offered rate of the paced throughput runs")
     p.add_argument("--only", choices=["overhead", "throughput"])
     args = p.parse_args()
     if args.models and not os.path.exists(os.path.join(args.models, "linear.pt")):

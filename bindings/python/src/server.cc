@@ -177,7 +177,10 @@ std::optional<at::Tensor> from_buffer(PyObject* obj, std::size_t i) {
 at::Tensor to_tensor(PyObject* obj, std::size_t i) {
   if (g_torch_tensor && PyObject_TypeCheck(obj, g_torch_tensor)) {
     py::object capsule = py::reinterpret_steal<py::object>(PyObject_CallOneArg(g_to_dlpack, obj));
-    if (!capsule) throw py::error_already_set();
+    if (!capsule) {  // a layout DLPack cannot carry (sparse, ...)
+      py::error_already_set e;
+      bad_input(i, std::string("cannot pass this tensor: ") + e.what());
+    }
     return from_capsule(capsule.ptr(), i);
   }
   if (PyObject_CheckBuffer(obj)) {
@@ -511,9 +514,12 @@ class PyServer {
       deadline = Duration::from_ms(*deadline_ms);
     }
     PyObject* tok = token.ptr();
-    PyObject* keep = inputs.ptr();
+    // The Python inputs stay alive until the outcome is delivered, so that no
+    // server thread drops the last reference to their memory. A list is
+    // copied to a tuple: the caller may reuse it.
+    PyObject* keep = PyList_Check(inputs.ptr()) ? PyList_AsTuple(inputs.ptr()) : inputs.inc_ref().ptr();
+    if (!keep) throw py::error_already_set();
     Py_INCREF(tok);
-    Py_INCREF(keep);
     Completer* c = completer_.get();
     Status s = server_->infer_async(model, std::move(tensors), deadline, [c, tok, keep](InferResult&& r) {
       c->push(Done{tok, keep, std::move(r)});
@@ -599,12 +605,15 @@ class PyServer {
   // The C++ path the Python overhead is measured against (bench/): `n`
   // requests of `model` from `threads` C++ threads, with the GIL released,
   // each with the same inputs (converted once, as `symphony serve`'s load
-  // generator reuses its tensors). Returns the seconds the submissions took;
-  // waits for every outcome.
-  double bench_submit_cpp(const std::string& model, std::uint64_t n, int threads, py::handle example) {
+  // generator reuses its tensors); as fast as possible, or paced at `rate`
+  // requests/s in all. Waits for every outcome; returns (seconds the
+  // submissions took, requests that ended ok or late).
+  std::pair<double, std::uint64_t> bench_submit_cpp(const std::string& model, std::uint64_t n, int threads,
+                                                    py::handle example, double rate) {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
+    if (threads < 1) raise(ErrorKind::kInvalidInput, "threads must be at least 1");
     const std::vector<at::Tensor> inputs = emulated_ ? std::vector<at::Tensor>{} : to_tensors(example.ptr());
-    std::atomic<std::uint64_t> ended{0}, refused{0};
+    std::atomic<std::uint64_t> ended{0}, served{0}, refused{0};
     double secs = 0;
     {
       py::gil_scoped_release nogil;
@@ -612,10 +621,17 @@ class PyServer {
       std::vector<std::thread> ts;
       for (int k = 0; k < threads; ++k) {
         ts.emplace_back([&, k] {
-          const std::uint64_t begin = n * static_cast<std::uint64_t>(k) / static_cast<std::uint64_t>(threads);
-          const std::uint64_t end = n * static_cast<std::uint64_t>(k + 1) / static_cast<std::uint64_t>(threads);
+          const auto nt = static_cast<std::uint64_t>(threads);
+          const std::uint64_t begin = n * static_cast<std::uint64_t>(k) / nt;
+          const std::uint64_t end = n * static_cast<std::uint64_t>(k + 1) / nt;
           for (std::uint64_t i = begin; i < end; ++i) {
-            Status s = server_->infer_async(model, inputs, std::nullopt, [&ended](InferResult&&) {
+            if (rate > 0) {  // request i of all is due at i / rate
+              const TimePoint due = t0 + Duration::from_seconds(static_cast<double>(i) / rate);
+              while (SteadyClock{}.now() < due) {
+              }
+            }
+            Status s = server_->infer_async(model, inputs, std::nullopt, [&ended, &served](InferResult&& r) {
+              if (r.has_output()) served.fetch_add(1, std::memory_order_relaxed);
               ended.fetch_add(1, std::memory_order_relaxed);
             });
             if (!s.ok()) refused.fetch_add(1, std::memory_order_relaxed);
@@ -627,7 +643,7 @@ class PyServer {
       while (ended.load() + refused.load() < n) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (refused.load()) raise(ErrorKind::kOverloaded, std::to_string(refused.load()) + " requests were refused");
-    return secs;
+    return {secs, served.load()};
   }
 
  private:
@@ -728,7 +744,7 @@ void bind_server(py::module_& m) {
       .def("model_names", &PyServer::model_names)
       .def("model_profile", &PyServer::model_profile, py::arg("name"))
       .def("_bench_submit_cpp", &PyServer::bench_submit_cpp, py::arg("model"), py::arg("n"), py::arg("threads"),
-           py::arg("example") = py::none());
+           py::arg("example") = py::none(), py::arg("rate") = 0.0);
 }
 
 }  // namespace symphony::python

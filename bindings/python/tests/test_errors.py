@@ -34,6 +34,7 @@ def test_unknown_model_lists_the_served_models(cpu_server):
         (lambda: np.zeros(4, dtype=np.uint16), r"input 0: unsupported element type 'H'"),
         (lambda: np.zeros(4, dtype=">f4"), r"input 0: unsupported element type '>f'"),
         (lambda: None, r"takes 1 input\(s\), got 0"),
+        (lambda: torch.randn(4).to_sparse(), r"input 0: cannot pass this tensor"),
     ],
 )
 def test_bad_inputs_name_the_mismatch(cpu_server, make, pattern):
