@@ -55,10 +55,12 @@ def cpu_server(models_dir, profiles_dir):
 
 @pytest.fixture
 def emulated_server():
-    """A factory of started servers on emulated GPUs (no model runs)."""
+    """A factory of started servers on emulated GPUs (no model runs); a
+    20 ms safety margin, as above."""
     servers = []
 
     def make(gpus=1, *, alpha_ms=1.0, beta_ms=5.0, slo_ms=100.0, max_batch=8, policy="deferred", **opts):
+        opts.setdefault("safety_margin_ms", 20.0)
         s = symphony.Server(devices=f"emulated:{gpus}", policy=policy, **opts)
         servers.append(s)
         s.add_model("m", slo_ms=slo_ms, max_batch=max_batch, alpha_ms=alpha_ms, beta_ms=beta_ms)

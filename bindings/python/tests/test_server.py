@@ -191,7 +191,7 @@ def test_context_manager_drains(models_dir, profiles_dir):
 
 
 def test_emulated_devices(emulated_server):
-    s = emulated_server(gpus=2, alpha_ms=1.0, beta_ms=2.0, slo_ms=50, max_batch=8)
+    s = emulated_server(gpus=2, alpha_ms=1.0, beta_ms=2.0, slo_ms=200, max_batch=8)
     assert s.devices == ("emulated:0", "emulated:1")
     futs = [s.infer("m", None, details=True) for _ in range(64)]
     rs = [f.result(timeout=30) for f in futs]
