@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import os
 import threading
 import weakref
@@ -32,12 +33,14 @@ else:
     HAVE_TORCH = True
 
 from . import _core  # after torch: both use the same libtorch
-from ._errors import Dropped, ModelError
+from ._errors import ConfigError, Dropped, ModelError
 
 if HAVE_TORCH:
     _core._set_torch(_torch.Tensor, _dlpack.to_dlpack, _dlpack.from_dlpack)
 
 __all__ = ["Server", "InferResult", "HAVE_TORCH"]
+
+_log = logging.getLogger("symphony")
 
 _OK, _LATE, _DROPPED, _ERROR = 0, 1, 2, 3
 _OUTCOME_NAMES = ("ok", "late", "dropped", "error")
@@ -111,17 +114,20 @@ def _dispatch(items: List[tuple]) -> None:
     ``(token, outcome, value, reason, latency_s, batch_size, device)`` each."""
     by_loop: Optional[Dict[asyncio.AbstractEventLoop, List[tuple]]] = None
     for item in items:
-        token = item[0]
-        cls = token.__class__
-        if cls is Future:
-            _settle(token, item, None)
-        elif cls is _DetailedFuture:
-            _settle(token, item, token.devices)
-        else:  # an asyncio future, or (asyncio future, device names)
-            fut = token[0] if cls is tuple else token
-            if by_loop is None:
-                by_loop = {}
-            by_loop.setdefault(fut.get_loop(), []).append(item)
+        try:
+            token = item[0]
+            cls = token.__class__
+            if cls is Future:
+                _settle(token, item, None)
+            elif cls is _DetailedFuture:
+                _settle(token, item, token.devices)
+            else:  # an asyncio future, or (asyncio future, device names)
+                fut = token[0] if cls is tuple else token
+                if by_loop is None:
+                    by_loop = {}
+                by_loop.setdefault(fut.get_loop(), []).append(item)
+        except Exception:  # never lose the rest of the burst
+            _log.exception("symphony: cannot complete a request's future")
     if by_loop:
         for loop, batch in by_loop.items():
             try:
@@ -222,8 +228,6 @@ class Server:
         outputs: str = "auto",
         log: Optional[Any] = None,
     ) -> None:
-        from ._errors import ConfigError
-
         if profile_latency not in ("p99", "median"):
             raise ConfigError(f"profile_latency must be 'p99' or 'median', got {profile_latency!r}")
         if outputs == "auto":
