@@ -19,6 +19,8 @@ PACKAGES=(
   # Python bindings, their tests and the plots
   python3-dev pybind11-dev python3-pybind11 python3-pytest python3-numpy
   python3-matplotlib python3-yaml
+  # pip install of the bindings (offline: pip install --no-build-isolation .)
+  python3-pip python3-setuptools python3-wheel python3-venv
 )
 
 say() { printf '[install-deps] %s\n' "$*" >&2; }

@@ -1,0 +1,87 @@
+"""Type stubs of the compiled module symphony._core (use the symphony package)."""
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+class LatencyProfile:
+    """A model's latency profile l(b), in milliseconds."""
+
+    @staticmethod
+    def linear(alpha_ms: float, beta_ms: float, max_batch: int) -> LatencyProfile: ...
+    @staticmethod
+    def from_table(
+        points: Union[Mapping[int, float], Sequence[Tuple[int, float]]], max_batch: int = 0
+    ) -> LatencyProfile: ...
+    @staticmethod
+    def read_csv(path: str, max_batch: int = 0) -> LatencyProfile: ...
+    @property
+    def max_batch(self) -> int: ...
+    @property
+    def alpha_ms(self) -> float: ...
+    @property
+    def beta_ms(self) -> float: ...
+    def latency_ms(self, batch: int) -> float: ...
+    def largest_batch_within(self, budget_ms: float, limit: Optional[int] = None) -> int: ...
+    def table_ms(self) -> List[float]: ...
+    def __len__(self) -> int: ...
+
+class Server:
+    def __init__(
+        self,
+        devices: str,
+        policy: str,
+        cpu_threads: int,
+        shards: int,
+        max_models: int,
+        max_pending: int,
+        safety_margin_ms: float,
+        profile_use_p99: bool,
+        profile_max_batch: int,
+        profile_repeats: int,
+        log: Optional[Callable[[str], Any]],
+        dispatcher: Callable[[List[tuple]], None],
+        numpy_outputs: bool,
+    ) -> None: ...
+    def add_model(
+        self,
+        name: str,
+        path: str,
+        inputs: List[str],
+        slo_ms: float,
+        max_batch: int,
+        profile: str,
+        alpha_ms: Optional[float],
+        beta_ms: Optional[float],
+    ) -> None: ...
+    def remove_model(self, name: str) -> None: ...
+    def start(self) -> None: ...
+    def stop(self, cancel: bool) -> None: ...
+    def submit(self, model: str, inputs: Any, deadline_ms: Optional[float], token: Any) -> None: ...
+    def stats(self) -> Dict[str, Any]: ...
+    @property
+    def devices(self) -> List[str]: ...
+    def model_names(self) -> List[str]: ...
+    def model_profile(self, name: str) -> LatencyProfile: ...
+    def _bench_submit_cpp(
+        self, model: str, n: int, threads: int, example: Any = None, rate: float = 0.0
+    ) -> Tuple[float, int]: ...
+
+def _register_errors(classes: Dict[str, type]) -> None: ...
+def _set_torch(tensor_type: type, to_dlpack: Callable[..., Any], from_dlpack: Callable[..., Any]) -> None: ...
+def _bound(
+    profile: LatencyProfile, slo_ms: float, gpus: int, max_batch: Optional[int], staggered: bool
+) -> Tuple[int, float, float]: ...
+def _simulate(
+    source: str,
+    is_path: bool,
+    origin: str,
+    base_dir: str,
+    mode: str,
+    min_gpus_rate: float,
+    policy: Optional[str],
+    gather: Optional[str],
+    seed: Optional[int],
+    gpus: Optional[int],
+    rate: Optional[float],
+    progress: Optional[Callable[[str, int, float, float, bool], Any]],
+    trace_out: Optional[str],
+) -> str: ...

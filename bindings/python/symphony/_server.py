@@ -1,0 +1,409 @@
+"""symphony.Server: serve TorchScript models from Python with deferred batch scheduling.
+
+The server runs in this process, in C++ threads: a scheduler (model shards and
+a rank thread), one executor per device, and one *completion thread* that
+completes the futures. Client threads call :meth:`Server.infer` and get a
+:class:`concurrent.futures.Future`; coroutines ``await`` :meth:`Server.infer_async`.
+
+Threads and the GIL: ``infer()`` holds the GIL only to convert the inputs and
+queue the request (it never waits for the scheduler); server threads never
+take the GIL; the completion thread takes it once per burst of outcomes.
+Calls that can block (``add_model``, which may profile the model;
+``remove_model``; ``stop``) release the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import threading
+import weakref
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+try:  # torch tensors in and out when torch is importable; numpy arrays otherwise
+    import torch as _torch
+    from torch.utils import dlpack as _dlpack
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    _torch = None
+    HAVE_TORCH = False
+else:
+    HAVE_TORCH = True
+
+from . import _core  # after torch: both use the same libtorch
+from ._errors import ConfigError, Dropped, ModelError
+
+if HAVE_TORCH:
+    _core._set_torch(_torch.Tensor, _dlpack.to_dlpack, _dlpack.from_dlpack)
+
+__all__ = ["Server", "InferResult", "HAVE_TORCH"]
+
+_log = logging.getLogger("symphony")
+
+_OK, _LATE, _DROPPED, _ERROR = 0, 1, 2, 3
+_OUTCOME_NAMES = ("ok", "late", "dropped", "error")
+
+
+class InferResult(NamedTuple):
+    """A request's outputs with how it was served (``infer(..., details=True)``)."""
+
+    output: Any
+    """The model's output: a tensor, or a tuple of tensors (None on emulated devices)."""
+    outcome: str
+    """``"ok"`` (finished by its deadline) or ``"late"`` (finished after it)."""
+    latency_ms: float
+    """From ``infer()`` to the outcome, in ms."""
+    batch_size: int
+    """The size of the batch the request ran in."""
+    device: str
+    """The device that ran it, e.g. ``"cpu:0"``."""
+
+
+class _DetailedFuture(Future):  # type: ignore[type-arg]
+    """A future whose result is an InferResult (it knows the device names)."""
+
+    def __init__(self, devices: Sequence[str]) -> None:
+        super().__init__()
+        self.devices = devices
+
+
+# ---- completions (on the server's completion thread, with the GIL) ------------------
+
+
+def _result_or_error(item: tuple, devices: Optional[Sequence[str]]) -> Tuple[bool, Any]:
+    _, outcome, value, reason, latency_s, batch_size, device = item
+    if outcome <= _LATE:
+        if devices is None:
+            return True, value
+        name = devices[device] if 0 <= device < len(devices) else "?"
+        return True, InferResult(value, _OUTCOME_NAMES[outcome], latency_s * 1e3, batch_size, name)
+    if outcome == _DROPPED:
+        return False, Dropped(reason, value)
+    return False, ModelError(value)
+
+
+def _settle(fut: Future, item: tuple, devices: Optional[Sequence[str]]) -> None:  # type: ignore[type-arg]
+    ok, value = _result_or_error(item, devices)
+    try:
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+    except InvalidStateError:  # the client cancelled the future; the result is discarded
+        pass
+
+
+def _settle_async(items: List[tuple]) -> None:
+    """Completes asyncio futures, on their event loop's thread."""
+    for item in items:
+        token = item[0]
+        fut, devices = token if token.__class__ is tuple else (token, None)
+        if fut.done():  # cancelled (its task was)
+            continue
+        ok, value = _result_or_error(item, devices)
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+
+def _dispatch(items: List[tuple]) -> None:
+    """Called by the completion thread with a burst of outcomes:
+    ``(token, outcome, value, reason, latency_s, batch_size, device)`` each."""
+    by_loop: Optional[Dict[asyncio.AbstractEventLoop, List[tuple]]] = None
+    for item in items:
+        try:
+            token = item[0]
+            cls = token.__class__
+            if cls is Future:
+                _settle(token, item, None)
+            elif cls is _DetailedFuture:
+                _settle(token, item, token.devices)
+            else:  # an asyncio future, or (asyncio future, device names)
+                fut = token[0] if cls is tuple else token
+                if by_loop is None:
+                    by_loop = {}
+                by_loop.setdefault(fut.get_loop(), []).append(item)
+        except Exception:  # never lose the rest of the burst
+            _log.exception("symphony: cannot complete a request's future")
+    if by_loop:
+        for loop, batch in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_async, batch)
+            except RuntimeError:  # the loop is closed: nobody can await these any more
+                pass
+
+
+# ---- servers alive at exit are stopped before the interpreter finalizes -------------
+
+_live: "weakref.WeakSet[Server]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for s in servers:
+        s.stop(cancel=True)
+
+
+# ---- input specs ------------------------------------------------------------------------
+
+InputSpec = Union[str, Tuple[Any, Sequence[int]]]
+
+
+def _dtype_name(dtype: Any) -> str:
+    if isinstance(dtype, str):
+        return dtype
+    if _torch is not None and isinstance(dtype, _torch.dtype):
+        return str(dtype).replace("torch.", "")
+    try:
+        import numpy
+
+        return numpy.dtype(dtype).name
+    except (ImportError, TypeError) as e:
+        raise TypeError(f"cannot read {dtype!r} as a dtype") from e
+
+
+def _spec_string(spec: InputSpec) -> str:
+    """'float32[3,64,64]' from itself or from (dtype, shape)."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, tuple) and len(spec) == 2:
+        dtype, shape = spec
+        return f"{_dtype_name(dtype)}[{','.join(str(int(d)) for d in shape)}]"
+    raise TypeError(f"an input spec is 'float32[3,64,64]' or (dtype, shape), got {spec!r}")
+
+
+# ---- the server -------------------------------------------------------------------------
+
+
+class Server:
+    """An in-process Symphony server.
+
+    Args:
+        devices: ``"auto"`` (every CUDA GPU, else the CPU), ``"cpu"``, ``"cpu:2"`` (two CPU
+            workers), ``"cuda:0,cuda:1"``, or ``"emulated:8"`` (eight emulated GPUs that
+            run each batch for exactly l(b) of the model's linear profile and run no
+            model: inputs are ignored and outputs are None).
+        policy: ``"deferred"`` (Symphony), ``"eager"`` or ``"timeout:<ms>"``.
+        cpu_threads: libtorch intra-op threads per CPU device.
+        shards: model-shard threads of the scheduler.
+        max_models: models the server can hold.
+        max_pending: requests inside the server at once; beyond it ``infer()`` raises
+            :class:`Overloaded`.
+        safety_margin_ms: slack the scheduler keeps against timer jitter and execution noise.
+        profile_latency: ``"p99"`` or ``"median"``: which column of a measured profile the
+            scheduler plans with.
+        profile_max_batch, profile_repeats: automatic profiling of models without a profile.
+        outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
+            ``"torch"`` or ``"numpy"``.
+        log: called with progress messages (loading, profiling); default: quiet.
+
+    Use it as a context manager; leaving the block stops the server (draining
+    queued requests, or cancelling them when the block raised)::
+
+        with symphony.Server(devices="cpu") as server:
+            server.add_model("linear", "linear.pt", input="float32[4]", slo_ms=50)
+            server.start()
+            y = server.infer("linear", torch.randn(4)).result()
+    """
+
+    def __init__(
+        self,
+        devices: str = "auto",
+        policy: str = "deferred",
+        *,
+        cpu_threads: int = 1,
+        shards: int = 1,
+        max_models: int = 64,
+        max_pending: int = 1 << 16,
+        safety_margin_ms: float = 1.0,
+        profile_latency: str = "p99",
+        profile_max_batch: int = 32,
+        profile_repeats: int = 10,
+        outputs: str = "auto",
+        log: Optional[Any] = None,
+    ) -> None:
+        if profile_latency not in ("p99", "median"):
+            raise ConfigError(f"profile_latency must be 'p99' or 'median', got {profile_latency!r}")
+        if outputs == "auto":
+            numpy_outputs = not HAVE_TORCH
+        elif outputs == "torch":
+            if not HAVE_TORCH:
+                raise ConfigError("outputs='torch' but torch cannot be imported")
+            numpy_outputs = False
+        elif outputs == "numpy":
+            numpy_outputs = True
+        else:
+            raise ConfigError(f"outputs must be 'auto', 'torch' or 'numpy', got {outputs!r}")
+        self._core = _core.Server(
+            devices,
+            policy,
+            cpu_threads,
+            shards,
+            max_models,
+            max_pending,
+            safety_margin_ms,
+            profile_latency == "p99",
+            profile_max_batch,
+            profile_repeats,
+            log,
+            _dispatch,
+            numpy_outputs,
+        )
+        self._submit = self._core.submit
+        self._devices = tuple(self._core.devices)
+        with _live_lock:
+            _live.add(self)
+
+    # -- context manager --
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.stop(cancel=exc_type is not None)
+
+    # -- models --
+    def add_model(
+        self,
+        name: str,
+        path: Union[str, os.PathLike, None] = None,
+        *,
+        slo_ms: float,
+        max_batch: int = 32,
+        profile: Union[str, os.PathLike, None] = None,
+        input: Optional[InputSpec] = None,
+        inputs: Optional[Sequence[InputSpec]] = None,
+        alpha_ms: Optional[float] = None,
+        beta_ms: Optional[float] = None,
+    ) -> None:
+        """Loads a TorchScript model on every device, warms it up and, if it has no
+        profile yet, measures its latency profile (seconds; the GIL is released).
+
+        Args:
+            name: the name requests use.
+            path: the TorchScript file (not needed on emulated devices).
+            slo_ms: the default latency SLO of its requests.
+            max_batch: the largest batch to form.
+            profile: a profile file; default: ``<model stem>.<device>.profile.yaml``
+                beside the model, measured and written on first use.
+            input: the model's input, ``"float32[3,64,64]"`` or ``(torch.float32, (3, 64, 64))``
+                (the shape of one sample, without the batch dimension).
+            inputs: the same for a model with several inputs (a list).
+            alpha_ms, beta_ms: emulated devices: the profile l(b) = alpha_ms * b + beta_ms.
+
+        Raises:
+            ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
+            ServerNotRunning: the server was stopped.
+        """
+        if input is not None and inputs is not None:
+            raise TypeError("give input or inputs, not both")
+        specs = [input] if input is not None else list(inputs or [])
+        self._core.add_model(
+            name,
+            "" if path is None else os.fspath(path),
+            [_spec_string(s) for s in specs],
+            float(slo_ms),
+            max_batch,
+            "auto" if profile is None else os.fspath(profile),
+            alpha_ms,
+            beta_ms,
+        )
+
+    def remove_model(self, name: str) -> None:
+        """Stops accepting requests for the model, waits until its queued requests have
+        run or expired, then unloads it. Raises :class:`ModelNotFound`."""
+        self._core.remove_model(name)
+
+    def model_names(self) -> List[str]:
+        """The names of the models served."""
+        return self._core.model_names()
+
+    def model_profile(self, name: str) -> _core.LatencyProfile:
+        """The latency profile the scheduler uses for the model."""
+        return self._core.model_profile(name)
+
+    @property
+    def devices(self) -> Tuple[str, ...]:
+        """The devices batches run on, e.g. ``("cpu:0",)``."""
+        return self._devices
+
+    # -- lifecycle --
+    def start(self) -> None:
+        """Starts scheduling; models added before are served from now on (models can
+        also be added later)."""
+        self._core.start()
+
+    def stop(self, cancel: bool = False) -> None:
+        """Stops the server; every pending request resolves before this returns.
+
+        Args:
+            cancel: drop the queued requests (their futures raise :class:`Dropped`
+                with reason ``"shutdown"``) instead of running them (the default).
+
+        Idempotent; the GIL is released while it waits.
+        """
+        self._core.stop(cancel)
+
+    def stats(self) -> Dict[str, Any]:
+        """The figures of the ``symphony serve`` report, since ``start()``.
+
+        Keys: ``elapsed_s``, ``sent``, ``ok``, ``late``, ``dropped``, ``errors``,
+        ``goodput_rps``, ``bad_rate``, ``models`` (name -> the same counts plus
+        ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``mean_batch``,
+        ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``) and ``devices``
+        (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}).
+        """
+        return self._core.stats()
+
+    # -- requests --
+    def infer(
+        self, model: str, inputs: Any, deadline_ms: Optional[float] = None, *, details: bool = False
+    ) -> "Future[Any]":
+        """Submits one request and returns a :class:`concurrent.futures.Future`.
+
+        Args:
+            model: the model's name.
+            inputs: one sample per model input: a ``torch.Tensor`` or a numpy array of
+                the input spec's shape (or with a leading batch dimension of one), or a
+                list/tuple of them for a model with several inputs. They are not copied:
+                do not modify them until the future is done.
+            deadline_ms: the request's deadline from now (default: the model's SLO).
+            details: resolve to an :class:`InferResult` (output, outcome, latency,
+                batch size, device) instead of the output alone.
+
+        The future resolves to the output (a tensor, or a tuple for a model returning a
+        tuple; torch tensors when torch is importable, else numpy arrays), also when the
+        request finished late; or raises :class:`Dropped` (with the reason) or
+        :class:`ModelError` (with the model's message). Done-callbacks run on the
+        server's completion thread: keep them short and never wait in them for
+        another request. Cancelling the future does not withdraw the request.
+
+        Raises (at once, nothing queued):
+            ModelNotFound, InvalidInput (names the mismatch), Overloaded, ServerNotRunning.
+        """
+        fut = _DetailedFuture(self._devices) if details else Future()
+        self._submit(model, inputs, deadline_ms, fut)
+        return fut
+
+    def infer_async(
+        self, model: str, inputs: Any, deadline_ms: Optional[float] = None, *, details: bool = False
+    ) -> "asyncio.Future[Any]":
+        """The same as :meth:`infer` for asyncio: returns an awaitable
+        :class:`asyncio.Future` of the running event loop::
+
+            y = await server.infer_async("linear", x)
+
+        Bad requests raise at once, as in ``infer()``; cancelling the awaiting task
+        discards the result.
+        """
+        fut = asyncio.get_running_loop().create_future()
+        self._submit(model, inputs, deadline_ms, (fut, self._devices) if details else fut)
+        return fut
+
+    def __repr__(self) -> str:
+        return f"symphony.Server(devices={list(self._devices)!r}, models={self.model_names()!r})"

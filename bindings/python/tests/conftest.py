@@ -1,0 +1,72 @@
+"""Shared fixtures of the binding tests.
+
+The tests run against the package built in build/<preset>/bindings/python
+(CTest puts it on PYTHONPATH) and the TorchScript test models written by
+tests/data/make_test_models.py (SYMPHONY_TEST_MODELS).
+"""
+
+import os
+import pathlib
+
+import pytest
+
+import symphony
+
+MODELS = os.environ.get("SYMPHONY_TEST_MODELS")
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> pathlib.Path:
+    if not MODELS or not pathlib.Path(MODELS, "linear.pt").exists():
+        pytest.skip("SYMPHONY_TEST_MODELS does not point at the built test models")
+    return pathlib.Path(MODELS)
+
+
+@pytest.fixture(scope="session")
+def profiles_dir(tmp_path_factory) -> pathlib.Path:
+    """One directory of measured profiles for the whole session: each model is
+    profiled once, by the first server that loads it."""
+    return tmp_path_factory.mktemp("profiles")
+
+
+@pytest.fixture
+def cpu_server(models_dir, profiles_dir):
+    """A factory of started CPU servers serving test models; stopped after the test.
+
+    The safety margin absorbs timer jitter on a loaded test machine, so that
+    correctness tests do not see 'expired' drops."""
+    servers = []
+
+    def make(*names, devices="cpu", policy="deferred", slo_ms=500.0, max_batch=16, **opts):
+        opts.setdefault("safety_margin_ms", 50.0)
+        s = symphony.Server(devices=devices, policy=policy, profile_repeats=3, profile_max_batch=16, **opts)
+        servers.append(s)
+        for name in names:
+            inputs = ["float32[2]", "int64[3]"] if name == "two_inputs" else ["float32[4]"]
+            s.add_model(name, models_dir / f"{name}.pt", inputs=inputs, slo_ms=slo_ms, max_batch=max_batch,
+                        profile=profiles_dir / f"{name}.yaml")
+        s.start()
+        return s
+
+    yield make
+    for s in servers:
+        s.stop(cancel=True)
+
+
+@pytest.fixture
+def emulated_server():
+    """A factory of started servers on emulated GPUs (no model runs); a
+    20 ms safety margin, as above."""
+    servers = []
+
+    def make(gpus=1, *, alpha_ms=1.0, beta_ms=5.0, slo_ms=100.0, max_batch=8, policy="deferred", **opts):
+        opts.setdefault("safety_margin_ms", 20.0)
+        s = symphony.Server(devices=f"emulated:{gpus}", policy=policy, **opts)
+        servers.append(s)
+        s.add_model("m", slo_ms=slo_ms, max_batch=max_batch, alpha_ms=alpha_ms, beta_ms=beta_ms)
+        s.start()
+        return s
+
+    yield make
+    for s in servers:
+        s.stop(cancel=True)

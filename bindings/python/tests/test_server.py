@@ -1,0 +1,200 @@
+"""symphony.Server end to end on CPU devices: outputs equal a direct forward,
+many client threads, tensors in and out (torch and numpy), stats."""
+
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+import torch
+
+import symphony
+
+
+def direct(models_dir, name):
+    return torch.jit.load(str(models_dir / f"{name}.pt")).eval()
+
+
+def test_package_exports_what_it_documents():
+    for name in symphony.__all__:
+        assert hasattr(symphony, name), name
+    assert symphony.HAVE_TORCH
+    assert symphony.Server.__doc__ and symphony.Server.infer.__doc__ and symphony.simulate.__doc__
+
+
+def test_thousand_requests_from_eight_threads_equal_a_direct_forward(cpu_server, models_dir):
+    s = cpu_server("linear", devices="cpu:2", max_batch=32)
+    module = direct(models_dir, "linear")
+    n_threads, per_thread = 8, 125
+    results = [None] * n_threads
+    errors = []
+
+    def client(t):
+        try:
+            g = torch.Generator().manual_seed(1000 + t)
+            xs = [torch.randn(4, generator=g) for _ in range(per_thread)]
+            # Half the requests carry a batch dimension of one, half are numpy arrays.
+            futs = []
+            for i, x in enumerate(xs):
+                arg = x.numpy() if i % 2 else x
+                if i % 3 == 0:
+                    arg = arg[None] if isinstance(arg, np.ndarray) else arg.unsqueeze(0)
+                futs.append(s.infer("linear", arg))
+            results[t] = (xs, futs)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    done = 0
+    with torch.no_grad():
+        for xs, futs in results:
+            for i, (x, f) in enumerate(zip(xs, futs)):
+                assert isinstance(f, Future)
+                y = f.result(timeout=60)
+                assert isinstance(y, torch.Tensor)
+                want = module(x.unsqueeze(0))
+                batched = i % 3 == 0
+                assert y.shape == (want.shape if batched else want.shape[1:])
+                torch.testing.assert_close(y.reshape(1, 3), want, rtol=1e-5, atol=1e-6)
+                done += 1
+    assert done == 1000
+    st = s.stats()
+    assert st["sent"] == 1000
+    assert st["ok"] + st["late"] == 1000
+    m = st["models"]["linear"]
+    assert sum(size * n for size, n in m["batch_histogram"].items()) == 1000
+    assert m["mean_batch"] > 1, "deferred scheduling forms batches under a burst"
+
+
+def test_numpy_in_numpy_out(cpu_server):
+    s = cpu_server("tuple_out", outputs="numpy")
+    x = np.arange(4, dtype=np.float32)
+    doubled, total = s.infer("tuple_out", x).result(timeout=30)
+    assert isinstance(doubled, np.ndarray) and isinstance(total, np.ndarray)
+    np.testing.assert_array_equal(doubled, x * 2)
+    assert total.shape == () and float(total) == 6.0
+    assert not doubled.flags.owndata, "outputs are views of the server's tensors, not copies"
+
+
+def test_strided_and_readonly_arrays_are_accepted(cpu_server):
+    s = cpu_server("tuple_out")
+    base = np.arange(8, dtype=np.float32)
+    strided = base[::2]  # stride 2: viewed in place
+    reversed_ = base[3::-1]  # negative stride: copied once
+    readonly = base[:4].copy()
+    readonly.flags.writeable = False
+    for x in (strided, reversed_, readonly):
+        doubled, _ = s.infer("tuple_out", x).result(timeout=30)
+        np.testing.assert_array_equal(doubled.numpy(), np.asarray(x) * 2)
+    t = torch.arange(8, dtype=torch.float32)[1::2]  # a strided torch view
+    doubled, _ = s.infer("tuple_out", t).result(timeout=30)
+    torch.testing.assert_close(doubled, t * 2)
+
+
+def test_two_inputs_and_tuple_outputs(cpu_server, models_dir):
+    s = cpu_server("two_inputs", "tuple_out")
+    a = torch.tensor([1.5, 2.5])
+    b = torch.tensor([1, 2, 3])
+    y = s.infer("two_inputs", (a, b)).result(timeout=30)
+    assert y.item() == pytest.approx(10.0)
+    y = s.infer("two_inputs", [a.numpy(), b.numpy()]).result(timeout=30)
+    assert y.item() == pytest.approx(10.0)
+    x = torch.randn(4)
+    out = s.infer("tuple_out", x).result(timeout=30)
+    assert isinstance(out, tuple) and len(out) == 2
+    want = direct(models_dir, "tuple_out")(x.unsqueeze(0))
+    torch.testing.assert_close(out[0], want[0][0])
+    torch.testing.assert_close(out[1], want[1][0])
+
+
+def test_details_say_how_the_request_was_served(cpu_server):
+    s = cpu_server("linear")
+    r = s.infer("linear", torch.randn(4), details=True).result(timeout=30)
+    assert isinstance(r, symphony.InferResult)
+    assert r.outcome in ("ok", "late")
+    assert r.batch_size >= 1
+    assert r.device == "cpu:0"
+    assert r.latency_ms > 0
+    assert isinstance(r.output, torch.Tensor) and r.output.shape == (3,)
+
+
+def test_done_callbacks_run_once_per_request(cpu_server):
+    s = cpu_server("linear")
+    calls = []
+    lock = threading.Lock()
+    futs = [s.infer("linear", torch.randn(4)) for _ in range(50)]
+    for i, f in enumerate(futs):
+        f.add_done_callback(lambda f, i=i: (lock.acquire(), calls.append(i), lock.release()))
+    for f in futs:
+        f.result(timeout=30)
+    s.stop()
+    assert sorted(calls) == list(range(50))
+
+
+def test_cancelled_futures_are_ignored(emulated_server):
+    s = emulated_server(beta_ms=50, slo_ms=200)
+    f = s.infer("m", None)
+    assert f.cancel()
+    g = s.infer("m", None)
+    assert g.result(timeout=30) is None  # emulated devices run no model
+    s.stop()
+    assert f.cancelled()
+
+
+def test_models_can_be_added_and_removed_while_serving(cpu_server, models_dir, profiles_dir):
+    s = cpu_server("linear")
+    s.add_model("tuple_out", models_dir / "tuple_out.pt", input=(torch.float32, (4,)), slo_ms=500,
+                profile=profiles_dir / "tuple_out.yaml")
+    assert sorted(s.model_names()) == ["linear", "tuple_out"]
+    doubled, _ = s.infer("tuple_out", torch.ones(4)).result(timeout=30)
+    torch.testing.assert_close(doubled, torch.full((4,), 2.0))
+    s.remove_model("tuple_out")
+    assert s.model_names() == ["linear"]
+    with pytest.raises(symphony.ModelNotFound):
+        s.infer("tuple_out", torch.ones(4))
+
+
+def test_profiles_and_stats(cpu_server):
+    s = cpu_server("linear")
+    p = s.model_profile("linear")
+    assert isinstance(p, symphony.LatencyProfile)
+    assert 1 <= p.max_batch <= 16 and p.latency_ms(1) > 0
+    for f in [s.infer("linear", torch.randn(4)) for _ in range(20)]:
+        f.result(timeout=30)
+    s.stop()
+    st = s.stats()
+    for key in ("elapsed_s", "sent", "ok", "late", "dropped", "errors", "goodput_rps", "bad_rate", "models",
+                "devices"):
+        assert key in st, key
+    assert st["sent"] == 20 and st["ok"] + st["late"] == 20 and st["errors"] == 0
+    m = st["models"]["linear"]
+    assert m["sent"] == 20 and m["l1_ms"] == pytest.approx(p.latency_ms(1), rel=1e-3)
+    assert m["latency_ms"]["p50"] > 0
+    assert st["devices"][0]["name"] == "cpu:0" and st["devices"][0]["batches"] >= 1
+
+
+def test_context_manager_drains(models_dir, profiles_dir):
+    with symphony.Server(devices="cpu", safety_margin_ms=50) as s:
+        s.add_model("linear", models_dir / "linear.pt", input="float32[4]", slo_ms=300,
+                    profile=profiles_dir / "linear.yaml")
+        s.start()
+        futs = [s.infer("linear", torch.randn(4)) for _ in range(10)]
+    assert all(f.done() for f in futs), "leaving the block drains every request"
+    assert all(isinstance(f.result(), torch.Tensor) for f in futs)
+    with pytest.raises(symphony.ServerNotRunning):
+        s.infer("linear", torch.randn(4))
+
+
+def test_emulated_devices(emulated_server):
+    s = emulated_server(gpus=2, alpha_ms=1.0, beta_ms=2.0, slo_ms=200, max_batch=8)
+    assert s.devices == ("emulated:0", "emulated:1")
+    futs = [s.infer("m", None, details=True) for _ in range(64)]
+    rs = [f.result(timeout=30) for f in futs]
+    assert all(r.output is None and r.outcome in ("ok", "late") for r in rs)
+    assert max(r.batch_size for r in rs) > 1
+    assert s.model_profile("m").latency_ms(4) == pytest.approx(6.0)
