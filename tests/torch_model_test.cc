@@ -174,32 +174,38 @@ TEST(TorchModelTest, ReplicasPerDevice) {
 TEST(ProfilerTest, MeasuresAMonotoneProfileOnAGeometricGrid) {
   auto m = load("sleepy", {"float32[4]"});
   ASSERT_TRUE(m);
-  EXPECT_EQ(profile_grid(12), (std::vector<std::uint32_t>{1, 2, 4, 8, 12}));
+  EXPECT_EQ(profile_grid(12), (std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12}));
+  EXPECT_EQ(profile_grid(40), (std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40}));
   EXPECT_EQ(profile_grid(1), (std::vector<std::uint32_t>{1}));
   ProfileOptions o;
   o.max_batch = 8;
   o.repeats = 3;
   o.warmup = 1;
-  std::vector<std::uint32_t> seen;
-  o.progress = [&](std::uint32_t b, std::size_t, std::size_t total) {
-    seen.push_back(b);
-    EXPECT_EQ(total, 4u);
+  std::vector<std::size_t> rounds;
+  o.progress = [&](std::uint32_t b, std::size_t round, std::size_t total) {
+    rounds.push_back(round);
+    EXPECT_EQ(b, 8u);
+    EXPECT_EQ(total, 3u);
   };
   auto p = profile_model(*m, 0, o);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
-  EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 2, 4, 8}));
-  ASSERT_EQ(p->points.size(), 4u);
+  EXPECT_EQ(rounds, (std::vector<std::size_t>{1, 2, 3}));
+  ASSERT_EQ(p->points.size(), 8u);  // 1..8
   EXPECT_EQ(p->max_batch, 8u);
   for (std::size_t i = 1; i < p->points.size(); ++i) {
     EXPECT_GE(p->points[i].median, p->points[i - 1].median);
-    EXPECT_GE(p->points[i].p99, p->points[i].median);
+    EXPECT_GE(p->points[i].p90, p->points[i - 1].p90);
+    EXPECT_GE(p->points[i].p99, p->points[i - 1].p99);
+    EXPECT_GE(p->points[i].p90, p->points[i].median);
+    EXPECT_GE(p->points[i].p99, p->points[i].p90);
   }
   // The sleepy model's work grows with the batch: the slope is positive.
   EXPECT_GT(p->alpha, Duration::zero());
   auto lp = p->to_latency_profile();
   ASSERT_TRUE(lp.ok());
   EXPECT_EQ(lp->max_batch(), 8u);
-  EXPECT_EQ(lp->latency(8), p->points.back().p99);
+  EXPECT_EQ(lp->latency(8), p->points.back().p90);  // the p90 column by default
+  EXPECT_EQ(p->to_latency_profile(ProfileColumn::kP99)->latency(8), p->points.back().p99);
 }
 
 TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
@@ -222,7 +228,8 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   p.model = "m";
   p.device = "cpu";
   p.inputs = {"float32[4]"};
-  p.points = {{1, Duration::from_ms(1.5), Duration::from_ms(2)}, {4, Duration::from_ms(3), Duration::from_ms(3.5)}};
+  p.points = {{1, Duration::from_ms(1.5), Duration::from_ms(1.8), Duration::from_ms(2)},
+              {4, Duration::from_ms(3), Duration::from_ms(3.2), Duration::from_ms(3.5)}};
   p.max_batch = 4;
   p.alpha = Duration::from_ms(0.5);
   p.beta = Duration::from_ms(1);
@@ -234,13 +241,18 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   EXPECT_EQ(r->model, "m");
   ASSERT_EQ(r->points.size(), 2u);
   EXPECT_EQ(r->points[1].p99, Duration::from_ms(3.5));
-  EXPECT_EQ(r->to_latency_profile()->latency(2), Duration::from_ms(2.5));  // interpolated
+  EXPECT_EQ(r->points[1].p90, Duration::from_ms(3.2));
+  EXPECT_EQ(r->to_latency_profile(ProfileColumn::kP99)->latency(2), Duration::from_ms(2.5));  // interpolated
 
   auto write = [&](const std::string& text) {
     const std::string f = dir + "/profile_bad.yaml";
     std::ofstream(f) << text;
     return read_profile_file(f);
   };
+  // Three-number points (older files) read with p90 = p99.
+  auto old = write("model: m\npoints: [[1, 2, 3], [2, 3, 4]]\n");
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->points[0].p90, Duration::from_ms(3));
   auto e = write("model: m\npoints: [[1, 2, 3]]\ncolour: red\n");
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("key 'colour' is not a profile key"), std::string::npos) << e.status().message();

@@ -18,7 +18,7 @@ struct ProfileArgs {
   std::vector<std::string> inputs;
   std::string device = "auto";
   std::uint32_t max_batch = 64;
-  int repeats = 15;
+  int repeats = 20;
   double max_latency_ms = 2000;
   std::string out;
   int threads = 0;
@@ -60,7 +60,7 @@ int run_profile(const ProfileArgs& a) {
   po.repeats = a.repeats;
   po.max_latency = Duration::from_ms(a.max_latency_ms);
   po.progress = [](std::uint32_t b, std::size_t i, std::size_t n) {
-    std::fprintf(stderr, "\rprofiling: batch %u (%zu/%zu)   ", b, i, n);
+    std::fprintf(stderr, "\rprofiling: round %zu/%zu (batches 1..%u)   ", i, n, b);
     std::fflush(stderr);
   };
   auto p = profile_model(**m, 0, po);
@@ -72,9 +72,9 @@ int run_profile(const ProfileArgs& a) {
   p->device = d.to_string();
   std::printf("%s on %s: alpha %.3f ms, beta %.3f ms, max batch %u (%s)\n", p->model.c_str(), p->device.c_str(),
               p->alpha.to_ms(), p->beta.to_ms(), p->max_batch, p->stopped_because.c_str());
-  std::printf("%8s %12s %12s %14s\n", "batch", "median ms", "p99 ms", "requests/s");
+  std::printf("%8s %12s %12s %12s %14s\n", "batch", "median ms", "p90 ms", "p99 ms", "requests/s");
   for (const auto& pt : p->points)
-    std::printf("%8u %12.3f %12.3f %14.1f\n", pt.batch, pt.median.to_ms(), pt.p99.to_ms(),
+    std::printf("%8u %12.3f %12.3f %12.3f %14.1f\n", pt.batch, pt.median.to_ms(), pt.p90.to_ms(), pt.p99.to_ms(),
                 pt.batch / pt.median.to_seconds());
   const std::string out = a.out.empty() ? default_profile_path(a.path, d) : a.out;
   if (Status s = write_profile_file(out, *p); !s.ok()) {
@@ -95,7 +95,7 @@ CLI::App* add_profile(CLI::App& app, int& exit_code) {
   cmd->add_option("--input", a.inputs, "input spec per input, e.g. float32[3,224,224]")->required();
   cmd->add_option("--device", a.device, "auto, cpu or cuda:N")->capture_default_str();
   cmd->add_option("--max-batch", a.max_batch, "largest batch to try")->capture_default_str()->check(CLI::Range(1u, 65536u));
-  cmd->add_option("--repeats", a.repeats, "timed runs per batch size")->capture_default_str()->check(CLI::Range(1, 10000));
+  cmd->add_option("--repeats", a.repeats, "timed rounds (each runs every batch size once)")->capture_default_str()->check(CLI::Range(1, 10000));
   cmd->add_option("--max-latency-ms", a.max_latency_ms, "stop growing the batch past this latency")->capture_default_str();
   cmd->add_option("--threads", a.threads, "CPU intra-op threads (default: libtorch's)");
   cmd->add_option("-o,--out", a.out, "profile file to write (default: <model>.<device>.profile.yaml beside the model)");

@@ -33,6 +33,7 @@ using json = nlohmann::json;
 struct ServeArgs {
   std::string config;
   std::string policy;  // overrides the config
+  std::string gather;
   std::string devices;
   double duration_s = 0;
   std::string json_out;
@@ -163,6 +164,14 @@ int run_serve(ServeArgs a) {
     }
     cfg->policy = *p;
   }
+  if (!a.gather.empty()) {
+    auto g = parse_gather(a.gather);
+    if (!g.ok()) {
+      std::fprintf(stderr, "error: --gather: %s\n", g.status().message().c_str());
+      return 2;
+    }
+    cfg->gather = *g;
+  }
   if (!a.devices.empty()) cfg->devices = a.devices;
   if (a.duration_s > 0) {
     cfg->duration_s = a.duration_s;
@@ -172,9 +181,10 @@ int run_serve(ServeArgs a) {
   so.devices = cfg->devices;
   so.cpu_threads = cfg->cpu_threads;
   so.policy = cfg->policy;
+  so.gather = cfg->gather;
   so.shards = cfg->shards;
   so.delays = cfg->delays;
-  so.profile_use_p99 = cfg->profile_use_p99;
+  so.profile_latency = cfg->profile_latency;
   so.profile_max_batch = cfg->profile_max_batch;
   so.profile_repeats = cfg->profile_repeats;
   so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
@@ -186,7 +196,8 @@ int run_serve(ServeArgs a) {
   Server& srv = **server;
   std::string devs;
   for (const auto& d : srv.devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
-  std::fprintf(stderr, "devices: %s; policy: %s\n", devs.c_str(), cfg->policy.to_string().c_str());
+  std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(), cfg->policy.to_string().c_str(),
+               to_string(cfg->gather).c_str());
   for (const auto& m : cfg->models) {
     ModelOptions mo;
     mo.name = m.name;
@@ -261,6 +272,7 @@ int run_serve(ServeArgs a) {
   json report;
   report["config"] = a.config;
   report["policy"] = cfg->policy.to_string();
+  report["gather"] = to_string(cfg->gather);
   report["duration_s"] = window;
   report["warmup_s"] = cfg->warmup_s;
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, refused = 0;
@@ -380,6 +392,7 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("serve", "Serve TorchScript models on the configured devices under generated load");
   cmd->add_option("config", a.config, "serve config (YAML)")->required();
   cmd->add_option("--policy", a.policy, "deferred | eager | timeout:<ms> (overrides the config)");
+  cmd->add_option("--gather", a.gather, "target_batch | sliding_window (overrides the config)");
   cmd->add_option("--devices", a.devices, "auto | cpu[:N] | cuda[:i],... | emulated:N (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
   cmd->add_option("--json", a.json_out, "write the JSON report to this file");

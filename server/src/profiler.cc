@@ -13,8 +13,15 @@
 namespace symphony::server {
 
 std::vector<std::uint32_t> profile_grid(std::uint32_t max_batch) {
+  // Four sizes per octave, 2^k * (1, 1.25, 1.5, 1.75): 1, 2, 3, 4, 5, 6, 7, 8,
+  // 10, 12, 14, 16, 20, 24, 28, 32, ... Latency between powers of two is not
+  // linear on every device (on CPU, 12 costs more than halfway from 8 to 16).
   std::vector<std::uint32_t> g;
-  for (std::uint32_t b = 1; b < max_batch; b *= 2) g.push_back(b);
+  for (std::uint64_t base = 1; base < max_batch; base *= 2)
+    for (std::uint64_t j = 0; j < 4; ++j) {
+      const std::uint64_t b = base + base * j / 4;
+      if (b < max_batch && (g.empty() || b > g.back())) g.push_back(static_cast<std::uint32_t>(b));
+    }
   if (max_batch >= 1) g.push_back(max_batch);
   return g;
 }
@@ -23,6 +30,26 @@ namespace {
 
 void sync(const c10::Device& d) {
   if (d.is_cuda()) torch::cuda::synchronize(d.index());
+}
+
+// Replaces y by its least-squares non-decreasing fit (pool adjacent violators).
+void isotonic_fit(std::vector<double>& y) {
+  std::vector<double> sum;
+  std::vector<std::size_t> count;
+  for (double v : y) {
+    sum.push_back(v);
+    count.push_back(1);
+    while (sum.size() > 1 && sum[sum.size() - 2] / static_cast<double>(count[count.size() - 2]) >
+                                 sum.back() / static_cast<double>(count.back())) {
+      sum[sum.size() - 2] += sum.back();
+      count[count.size() - 2] += count.back();
+      sum.pop_back();
+      count.pop_back();
+    }
+  }
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < sum.size(); ++k)
+    for (std::size_t j = 0; j < count[k]; ++j) y[i++] = sum[k] / static_cast<double>(count[k]);
 }
 
 bool is_oom(const std::string& msg) {
@@ -40,9 +67,30 @@ Result<MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, co
   out.model = model.name();
   out.device = dev.str();
   for (const auto& s : model.inputs()) out.inputs.push_back(s.to_string());
-  const std::vector<std::uint32_t> grid = profile_grid(opts.max_batch);
+  std::vector<std::uint32_t> grid = profile_grid(opts.max_batch);
   out.stopped_because = "reached max_batch " + std::to_string(opts.max_batch);
-  std::vector<double> samples;
+
+  // Times one forward of `batch`; nullopt with *oom set when it ran out of memory.
+  auto time_one = [&](const std::vector<at::Tensor>& batch, bool* oom) -> Result<double> {
+    sync(dev);
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<c10::IValue> r = model.forward(replica, batch);
+    sync(dev);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!r.ok()) {
+      if (is_oom(r.status().message())) {
+        *oom = true;
+        return 0.0;
+      }
+      return r.status();
+    }
+    return std::chrono::duration<double, std::nano>(t1 - t0).count();
+  };
+
+  // Warm-up, growing the batch: find where memory or the latency limit ends
+  // the grid. The first call at a new size is slow (kernels are selected and
+  // compiled per shape); warm-up absorbs it.
+  std::vector<std::vector<at::Tensor>> batches;
   for (std::size_t gi = 0; gi < grid.size(); ++gi) {
     const std::uint32_t b = grid[gi];
     std::vector<at::Tensor> batch;
@@ -53,51 +101,74 @@ Result<MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, co
       out.stopped_because = "batch " + std::to_string(b) + " does not fit in memory";
       break;
     }
-    samples.clear();
     bool oom = false;
-    for (int i = 0; i < opts.warmup + opts.repeats && !oom; ++i) {
-      sync(dev);
-      const auto t0 = std::chrono::steady_clock::now();
-      Result<c10::IValue> r = model.forward(replica, batch);
-      sync(dev);
-      const auto t1 = std::chrono::steady_clock::now();
-      if (!r.ok()) {
-        if (is_oom(r.status().message())) {
-          oom = true;
-          break;
-        }
+    double last = 0;
+    for (int i = 0; i < std::max(1, opts.warmup) && !oom; ++i) {
+      Result<double> t = time_one(batch, &oom);
+      if (!t.ok())
         return Status(Errc::kFailedPrecondition, "profile: model '" + model.name() + "' failed at batch " +
-                                                     std::to_string(b) + ": " + r.status().message());
-      }
-      if (i >= opts.warmup) samples.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+                                                     std::to_string(b) + ": " + t.status().message());
+      last = *t;
     }
     if (oom) {
       out.stopped_because = "batch " + std::to_string(b) + " ran out of device memory";
-      if (dev.is_cuda()) {
-        batch.clear();
-      }
       break;
     }
-    std::sort(samples.begin(), samples.end());
-    const auto pick = [&](double q) {
-      const auto i = static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
-      return Duration::nanoseconds(static_cast<std::int64_t>(samples[i]));
-    };
-    ProfilePointStats p{b, pick(0.5), pick(0.99)};
-    // Keep the table monotone: noise can make a larger batch look faster.
-    if (!out.points.empty()) {
-      p.median = max(p.median, out.points.back().median);
-      p.p99 = max(p.p99, out.points.back().p99);
-    }
-    out.points.push_back(p);
-    out.max_batch = b;
-    if (opts.progress) opts.progress(b, gi + 1, grid.size());
-    if (p.median > opts.max_latency) {
-      out.stopped_because = "batch " + std::to_string(b) + " already takes " + std::to_string(p.median.to_ms()) +
-                            " ms (limit " + std::to_string(opts.max_latency.to_ms()) + " ms)";
+    batches.push_back(std::move(batch));
+    if (Duration::nanoseconds(static_cast<std::int64_t>(last)) > opts.max_latency) {
+      out.stopped_because = "batch " + std::to_string(b) + " already takes " +
+                            std::to_string(last / 1e6) + " ms (limit " + std::to_string(opts.max_latency.to_ms()) +
+                            " ms)";
       break;
     }
   }
+  grid.resize(batches.size());
+  if (grid.empty()) return Status(Errc::kFailedPrecondition, "profile: not even batch 1 ran: " + out.stopped_because);
+
+  // Measurement: every round visits every size once, in a shuffled order, so
+  // that the cost of switching shapes between batches (as serving does) is in
+  // the numbers, and slow drifts spread over all sizes alike.
+  std::vector<std::vector<double>> samples(grid.size());
+  std::vector<std::size_t> order(grid.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::uint64_t rng = 0x9e3779b97f4a7c15ULL;
+  for (int round = 0; round < opts.repeats; ++round) {
+    for (std::size_t i = order.size(); i > 1; --i) {  // Fisher-Yates with a fixed LCG: reproducible
+      rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+      std::swap(order[i - 1], order[(rng >> 33) % i]);
+    }
+    for (std::size_t i : order) {
+      bool oom = false;
+      Result<double> t = time_one(batches[i], &oom);
+      if (!t.ok() || oom)
+        return Status(Errc::kFailedPrecondition, "profile: model '" + model.name() + "' failed at batch " +
+                                                     std::to_string(grid[i]) + ": " +
+                                                     (oom ? std::string("out of memory") : t.status().message()));
+      samples[i].push_back(*t);
+    }
+    if (opts.progress) opts.progress(grid.back(), static_cast<std::size_t>(round + 1), static_cast<std::size_t>(opts.repeats));
+  }
+  std::vector<double> med(grid.size()), p90(grid.size()), p99(grid.size());
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    std::vector<double>& v = samples[i];
+    std::sort(v.begin(), v.end());
+    const auto pick = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+    med[i] = pick(0.5);
+    p90[i] = pick(0.9);
+    p99[i] = pick(0.99);
+  }
+  // l(b) must not decrease; noise can make a larger batch look faster. The
+  // least-squares monotone fit averages a stray sample with its neighbours
+  // instead of carrying it to every larger batch.
+  isotonic_fit(med);
+  isotonic_fit(p90);
+  isotonic_fit(p99);
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    const auto ns = [](double x) { return Duration::nanoseconds(static_cast<std::int64_t>(x)); };
+    const Duration m = ns(med[i]), q90 = max(ns(p90[i]), m), q99 = max(ns(p99[i]), q90);
+    out.points.push_back({grid[i], m, q90, q99});
+  }
+  out.max_batch = grid.back();
   if (out.points.empty()) return Status(Errc::kFailedPrecondition, "profile: not even batch 1 ran: " + out.stopped_because);
   // Least-squares fit of the medians.
   double sx = 0, sy = 0, sxx = 0, sxy = 0;

@@ -47,6 +47,14 @@ Result<PolicySpec> parse_policy(const std::string& text) {
                 "policy '" + text + "' is not one of deferred, eager, timeout:<ms> (e.g. timeout:5)");
 }
 
+Result<GatherKind> parse_gather(const std::string& text) {
+  if (text == "target_batch") return GatherKind::kTargetBatch;
+  if (text == "sliding_window") return GatherKind::kSlidingWindow;
+  return Status(Errc::kInvalidArgument, "gather '" + text + "' is not target_batch or sliding_window");
+}
+
+std::string to_string(GatherKind g) { return g == GatherKind::kTargetBatch ? "target_batch" : "sliding_window"; }
+
 namespace {
 
 class Parser {
@@ -89,8 +97,8 @@ class Parser {
     ServeConfig c;
     c.file = origin_;
     if (!root || root.IsNull()) return error("models", "is missing: the config is empty");
-    if (Status s = only_keys(root, "", {"devices", "cpu_threads", "policy", "shards", "delays", "profiling", "load",
-                                        "models"});
+    if (Status s = only_keys(root, "", {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling",
+                                        "load", "models"});
         !s.ok())
       return s;
     if (Status s = get(root, "devices", "", &c.devices); !s.ok()) return s;
@@ -99,6 +107,9 @@ class Parser {
     std::string policy = "deferred";
     if (Status s = get(root, "policy", "", &policy); !s.ok()) return s;
     if (auto p = parse_policy(policy); p.ok()) c.policy = *p; else return error("policy", p.status().message());
+    std::string gather = to_string(c.gather);
+    if (Status s = get(root, "gather", "", &gather); !s.ok()) return s;
+    if (auto g = parse_gather(gather); g.ok()) c.gather = *g; else return error("gather", g.status().message());
     if (Status s = get(root, "shards", "", &c.shards); !s.ok()) return s;
     if (c.shards < 1 || c.shards > 64) return error("shards", "must be between 1 and 64");
 
@@ -114,10 +125,11 @@ class Parser {
     }
     if (const YAML::Node p = root["profiling"]) {
       if (Status s = only_keys(p, "profiling", {"latency", "max_batch", "repeats"}); !s.ok()) return s;
-      std::string lat = "p99";
+      std::string lat(to_string(c.profile_latency));
       if (Status s = get(p, "latency", "profiling.", &lat); !s.ok()) return s;
-      if (lat != "p99" && lat != "median") return error("profiling.latency", "must be p99 or median");
-      c.profile_use_p99 = lat == "p99";
+      auto col = parse_profile_column(lat);
+      if (!col.ok()) return error("profiling.latency", "must be median, p90 or p99");
+      c.profile_latency = *col;
       if (Status s = get(p, "max_batch", "profiling.", &c.profile_max_batch); !s.ok()) return s;
       if (Status s = get(p, "repeats", "profiling.", &c.profile_repeats); !s.ok()) return s;
       if (c.profile_max_batch < 1) return error("profiling.max_batch", "must be at least 1");

@@ -34,10 +34,10 @@ class RuntimeHandle {
   virtual RuntimeStats stats() = 0;
 };
 
-template <class Sink, class Exec>
+template <class Sink, class Exec, class Gather>
 class RuntimeOf final : public RuntimeHandle {
  public:
-  explicit RuntimeOf(std::unique_ptr<Runtime<Sink, Exec>> rt) : rt_(std::move(rt)) {}
+  explicit RuntimeOf(std::unique_ptr<Runtime<Sink, Exec, Gather>> rt) : rt_(std::move(rt)) {}
   Result<ModelId> add_model(ModelConfig mc) override { return rt_->add_model(std::move(mc)); }
   Status remove_model(ModelId id) override { return rt_->remove_model(id); }
   Result<GpuId> add_gpu(std::unique_ptr<Executor> e) override { return rt_->add_gpu(std::move(e)); }
@@ -48,7 +48,7 @@ class RuntimeOf final : public RuntimeHandle {
   RuntimeStats stats() override { return rt_->stats(); }
 
  private:
-  std::unique_ptr<Runtime<Sink, Exec>> rt_;
+  std::unique_ptr<Runtime<Sink, Exec, Gather>> rt_;
 };
 
 std::string ms_string(Duration d) {
@@ -327,9 +327,12 @@ struct Server::Impl final : BatchRunner {
       ProfileOptions po;
       po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
       po.repeats = opts.profile_repeats;
+      log("profiling " + mo.name + " on " + device_specs.front().to_string() + " (batches up to " +
+          std::to_string(po.max_batch) + ", " + std::to_string(po.repeats) + " rounds)");
       po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
-        log("profiling " + mo.name + " on " + device_specs.front().to_string() + ": batch " + std::to_string(b) +
-            " (" + std::to_string(i) + "/" + std::to_string(n) + ")");
+        if (i == n || i % 5 == 0)
+          log("profiling " + mo.name + ": round " + std::to_string(i) + "/" + std::to_string(n) + " (batches 1.." +
+              std::to_string(b) + ")");
       };
       auto r = profile_model(*m->torch, 0, po);
       if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
@@ -338,10 +341,13 @@ struct Server::Impl final : BatchRunner {
       if (Status s = write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
       else log(mo.name + ": profile saved to " + path);
     }
-    auto lp = measured.to_latency_profile(opts.profile_use_p99);
+    auto lp = measured.to_latency_profile(opts.profile_latency);
     if (!lp.ok()) return Status(lp.status().code(), who + ": " + lp.status().message());
     m->profile = std::move(*lp);
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
+    // The first batch of each size is slow (kernels are chosen and compiled
+    // per shape): run every size once on every device before serving.
+    if (Status w = m->torch->warm_up_sizes(m->max_batch); !w.ok()) return Status(w.code(), who + ": " + w.message());
     return m;
   }
 
@@ -367,12 +373,17 @@ struct Server::Impl final : BatchRunner {
     return {};
   }
 
+  template <class Exec, class Gather>
+  Status make_runtime(const RuntimeConfig& rc, Exec exec, Gather gather) {
+    auto rt = Runtime<OutcomeSink, Exec, Gather>::create(rc, sink, std::move(exec), gather);
+    if (!rt.ok()) return rt.status();
+    runtime = std::make_unique<RuntimeOf<OutcomeSink, Exec, Gather>>(std::move(*rt));
+    return {};
+  }
   template <class Exec>
   Status make_runtime(const RuntimeConfig& rc, Exec exec) {
-    auto rt = Runtime<OutcomeSink, Exec>::create(rc, sink, std::move(exec));
-    if (!rt.ok()) return rt.status();
-    runtime = std::make_unique<RuntimeOf<OutcomeSink, Exec>>(std::move(*rt));
-    return {};
+    if (opts.gather == GatherKind::kSlidingWindow) return make_runtime(rc, std::move(exec), SlidingWindow{});
+    return make_runtime(rc, std::move(exec), TargetBatch{});
   }
 
   Status start() {
@@ -386,6 +397,7 @@ struct Server::Impl final : BatchRunner {
     rc.max_requests_per_shard = opts.max_pending;
     rc.ingress_capacity = opts.max_pending;
     rc.delays = opts.delays;
+    rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     Status s;
     switch (opts.policy.kind) {
       case PolicyKind::kDeferred: s = make_runtime(rc, DeferredPolicy{}); break;
@@ -454,6 +466,8 @@ Server::~Server() {
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
+  if (o.max_outstanding_per_device == 0)
+    return Status(Errc::kInvalidArgument, "max_outstanding_per_device must be at least 1");
   auto devs = parse_devices(o.devices, cuda_device_count());
   if (!devs.ok()) return devs.status();
   auto impl = std::make_unique<Impl>(std::move(o));

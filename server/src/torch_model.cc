@@ -330,6 +330,15 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   return m;
 }
 
+Status TorchModel::warm_up_sizes(std::uint32_t max_batch) {
+  for (std::size_t r = 0; r < replicas_.size(); ++r)
+    for (std::uint32_t b = 1; b <= max_batch; ++b)
+      if (Result<c10::IValue> out = forward(r, dummy_batch(b, opts_.devices[r])); !out.ok())
+        return Status(out.status().code(), "warming up batch " + std::to_string(b) + " on " +
+                                               opts_.devices[r].str() + ": " + out.status().message());
+  return {};
+}
+
 Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Tensor> batch) {
   try {
     c10::InferenceMode guard;

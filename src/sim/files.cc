@@ -129,7 +129,7 @@ LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_bat
     Result<MeasuredProfile> m = read_profile_file(path);
     if (!m.ok()) throw ConfigError(m.status().message());
     if (max_batch) m->max_batch = std::min(m->max_batch, max_batch);
-    Result<LatencyProfile> p = m->to_latency_profile(/*use_p99=*/true);
+    Result<LatencyProfile> p = m->to_latency_profile(ProfileColumn::kP90);  // as `serve` schedules by default
     if (!p.ok()) throw ConfigError(path + ": " + p.status().message());
     return std::move(*p);
   }

@@ -703,7 +703,7 @@ void bind_server(py::module_& m) {
   py::class_<PyServer>(m, "Server", "The C++ server; use symphony.Server.")
       .def(py::init([](const std::string& devices, const std::string& policy, int cpu_threads, std::uint32_t shards,
                        std::uint32_t max_models, std::uint32_t max_pending, double safety_margin_ms,
-                       bool profile_use_p99, std::uint32_t profile_max_batch, int profile_repeats,
+                       const std::string& profile_latency, std::uint32_t profile_max_batch, int profile_repeats,
                        const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
              ServerOptions o;
              o.devices = devices;
@@ -717,13 +717,15 @@ void bind_server(py::module_& m) {
              if (!std::isfinite(safety_margin_ms) || safety_margin_ms < 0)
                raise(ErrorKind::kConfig, "safety_margin_ms must be >= 0");
              o.delays.safety_margin = Duration::from_ms(safety_margin_ms);
-             o.profile_use_p99 = profile_use_p99;
+             auto col = parse_profile_column(profile_latency);
+             if (!col.ok()) throw py::value_error(col.status().message());
+             o.profile_latency = *col;
              o.profile_max_batch = profile_max_batch;
              o.profile_repeats = profile_repeats;
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
            py::arg("devices"), py::arg("policy"), py::arg("cpu_threads"), py::arg("shards"), py::arg("max_models"),
-           py::arg("max_pending"), py::arg("safety_margin_ms"), py::arg("profile_use_p99"),
+           py::arg("max_pending"), py::arg("safety_margin_ms"), py::arg("profile_latency"),
            py::arg("profile_max_batch"), py::arg("profile_repeats"), py::arg("log"), py::arg("dispatcher"),
            py::arg("numpy_outputs"))
       .def(

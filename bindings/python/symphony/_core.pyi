@@ -34,7 +34,7 @@ class Server:
         max_models: int,
         max_pending: int,
         safety_margin_ms: float,
-        profile_use_p99: bool,
+        profile_latency: str,
         profile_max_batch: int,
         profile_repeats: int,
         log: Optional[Callable[[str], Any]],

@@ -196,7 +196,7 @@ class Server:
         max_pending: requests inside the server at once; beyond it ``infer()`` raises
             :class:`Overloaded`.
         safety_margin_ms: slack the scheduler keeps against timer jitter and execution noise.
-        profile_latency: ``"p99"`` or ``"median"``: which column of a measured profile the
+        profile_latency: ``"p90"`` (default), ``"p99"`` or ``"median"``: which column of a measured profile the
             scheduler plans with.
         profile_max_batch, profile_repeats: automatic profiling of models without a profile.
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
@@ -222,14 +222,14 @@ class Server:
         max_models: int = 64,
         max_pending: int = 1 << 16,
         safety_margin_ms: float = 1.0,
-        profile_latency: str = "p99",
+        profile_latency: str = "p90",
         profile_max_batch: int = 32,
-        profile_repeats: int = 10,
+        profile_repeats: int = 20,
         outputs: str = "auto",
         log: Optional[Any] = None,
     ) -> None:
-        if profile_latency not in ("p99", "median"):
-            raise ConfigError(f"profile_latency must be 'p99' or 'median', got {profile_latency!r}")
+        if profile_latency not in ("median", "p90", "p99"):
+            raise ConfigError(f"profile_latency must be 'median', 'p90' or 'p99', got {profile_latency!r}")
         if outputs == "auto":
             numpy_outputs = not HAVE_TORCH
         elif outputs == "torch":
@@ -248,7 +248,7 @@ class Server:
             max_models,
             max_pending,
             safety_margin_ms,
-            profile_latency == "p99",
+            profile_latency,
             profile_max_batch,
             profile_repeats,
             log,

@@ -1,12 +1,15 @@
 // Measures a model's latency profile l(b) on a device, and reads and writes
 // profile files.
 //
-// The profiler runs a geometric grid of batch sizes (1, 2, 4, ... and
-// max_batch), each `repeats` times after a warm-up, and records the median
-// and the 99th percentile. Sizes between grid points are interpolated by
-// LatencyProfile. It fits alpha and beta, and stops growing the batch when the
-// device runs out of memory (the largest size that ran is the model's
-// max_batch from then on) or a batch takes longer than `max_latency`.
+// The profiler runs a geometric grid of batch sizes (four per octave: 1, 2,
+// 3, ..., 8, 10, 12, 14, 16, 20, 24, 28, 32, ... and max_batch): first a warm-up
+// that grows the batch until the device runs out of memory (the largest size
+// that ran is the model's max_batch from then on) or a batch takes longer than
+// `max_latency`; then `repeats` rounds, each visiting every size once in a
+// shuffled order, the way serving switches sizes from batch to batch. It
+// records the median, 90th and 99th percentile per size, each made monotone by
+// a least-squares fit (sizes between grid points are interpolated by
+// LatencyProfile), and fits alpha and beta.
 //
 // A profile file (symphony/profile_io.hpp) records all of it; `symphony serve`
 // reuses it instead of profiling again, and `symphony simulate` can simulate
@@ -26,18 +29,19 @@ namespace symphony::server {
 
 class TorchModel;
 using symphony::MeasuredProfile;
+using symphony::ProfileColumn;
 using symphony::ProfilePointStats;
 
 struct ProfileOptions {
   std::uint32_t max_batch = 64;
-  int repeats = 15;                       // timed runs per batch size
+  int repeats = 20;                       // timed rounds (each runs every size once)
   int warmup = 3;                         // untimed runs per batch size
   Duration max_latency = Duration::seconds(5);  // stop growing beyond this
-  // Called after each batch size: (batch, index, grid size).
+  // Called after each measurement round: (largest batch, round, rounds).
   std::function<void(std::uint32_t, std::size_t, std::size_t)> progress;
 };
 
-// The grid: 1, 2, 4, ... below max_batch, and max_batch.
+// The grid: 2^k * (1, 1.25, 1.5, 1.75) below max_batch, and max_batch.
 std::vector<std::uint32_t> profile_grid(std::uint32_t max_batch);
 
 // Profiles replica `replica` of the model.

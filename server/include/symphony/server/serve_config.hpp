@@ -4,9 +4,10 @@
 //   devices: auto            # auto | cpu[:N] | cuda[:i],... | emulated:N
 //   cpu_threads: 1           # libtorch intra-op threads per CPU device
 //   policy: deferred         # deferred | eager | timeout:<ms>
+//   gather: target_batch     # target_batch | sliding_window
 //   shards: 1                # model-shard threads of the runtime
 //   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 1000}
-//   profiling: {latency: p99, max_batch: 32, repeats: 10}
+//   profiling: {latency: p90, max_batch: 32, repeats: 20}   # latency: median | p90 | p99
 //   load:
 //     duration_s: 20         # how long the load generator sends
 //     warmup_s: 2            # sent but not counted in the report
@@ -29,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/profile_io.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -36,6 +38,13 @@
 namespace symphony::server {
 
 enum class PolicyKind { kDeferred, kEager, kTimeout };
+
+// Batch gathering (DESIGN.md §2). Target batch sheds queue heads that can no
+// longer be part of a batch of the model's target size; under overload it
+// keeps batches large where the sliding window collapses to batches of one.
+enum class GatherKind { kTargetBatch, kSlidingWindow };
+Result<GatherKind> parse_gather(const std::string& text);
+std::string to_string(GatherKind g);
 
 // "deferred", "eager", "timeout:5" (ms). Errors name the text.
 struct PolicySpec {
@@ -61,11 +70,12 @@ struct ServeConfig {
   std::string devices = "auto";
   int cpu_threads = 1;
   PolicySpec policy;
+  GatherKind gather = GatherKind::kTargetBatch;
   std::uint32_t shards = 1;
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
-  bool profile_use_p99 = true;
+  ProfileColumn profile_latency = ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
-  int profile_repeats = 10;
+  int profile_repeats = 20;
   double duration_s = 20;
   double warmup_s = 2;
   std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>

@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "symphony/profile_io.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/serve_config.hpp"
 #include "symphony/status.hpp"
@@ -53,6 +54,7 @@ struct ServerOptions {
   std::string devices = "auto";  // see device.hpp
   int cpu_threads = 1;           // libtorch intra-op threads per CPU device
   PolicySpec policy;             // deferred, eager or timeout:<ms>
+  GatherKind gather = GatherKind::kTargetBatch;  // see serve_config.hpp
   std::uint32_t shards = 1;      // model-shard threads
   // Delays and the safety margin. In process, d_ctrl, d_data and d_resp are
   // ~0; the margin (slack against timer jitter and execution noise, see
@@ -60,10 +62,18 @@ struct ServerOptions {
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
   std::uint32_t max_models = 64;
   std::uint32_t max_pending = 1u << 16;  // requests inside the server at once
+  // Batches a device may hold at once (running or queued behind the running
+  // one). 1 plans every batch on the device's actual free time: a batch that
+  // runs long delays nothing already planned. More overlaps dispatch with
+  // execution (useful on GPUs, whose timing is steadier).
+  std::uint32_t max_outstanding_per_device = 1;
   // Automatic profiling of models without a profile file.
-  bool profile_use_p99 = true;
+  // Which column of a measured profile is l(b): the p90 balances a profile
+  // that is too optimistic (median: every other batch runs long) against one
+  // inflated by rare stalls (p99).
+  ProfileColumn profile_latency = ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
-  int profile_repeats = 10;
+  int profile_repeats = 20;
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
 };

@@ -69,6 +69,10 @@ class TorchModel {
   // Runs forward on a ready-made batch (the profiler and warm-up).
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
 
+  // Runs one batch of every size 1..max_batch on every replica. The first
+  // batch of a size is slow (kernels are selected and compiled per shape).
+  Status warm_up_sizes(std::uint32_t max_batch);
+
   // A batch of b random samples per input (normal for floating types, small
   // integers otherwise), on `device`.
   std::vector<at::Tensor> dummy_batch(std::uint32_t b, c10::Device device) const;

@@ -8,9 +8,12 @@
 //   alpha_ms: 1.234
 //   beta_ms: 4.567
 //   stopped_because: reached max_batch 32
-//   points:            # [batch, median ms, p99 ms]
-//     - [1, 5.81, 6.02]
-//     - [2, 7.02, 7.30]
+//   points:            # [batch, median ms, p90 ms, p99 ms]
+//     - [1, 5.81, 5.93, 6.02]
+//     - [2, 7.02, 7.18, 7.30]
+//
+// Files with three numbers per point ([batch, median, p99], older ones) are
+// read with p90 = p99.
 //
 // Not part of the core (it reads files, with yaml-cpp): library
 // symphony::profile_io, used by the server and the simulator tool.
@@ -18,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "symphony/latency_profile.hpp"
@@ -25,9 +29,16 @@
 
 namespace symphony {
 
+// Which column of a measured profile the scheduler uses as l(b).
+enum class ProfileColumn : std::uint8_t { kMedian, kP90, kP99 };
+// "median", "p90" or "p99".
+Result<ProfileColumn> parse_profile_column(std::string_view text);
+std::string_view to_string(ProfileColumn c);
+
 struct ProfilePointStats {
   std::uint32_t batch = 0;
   Duration median;
+  Duration p90;
   Duration p99;
 };
 
@@ -40,8 +51,8 @@ struct MeasuredProfile {
   Duration alpha, beta;             // least-squares fit of the medians
   std::string stopped_because;      // why the grid ended where it did
 
-  // The profile the scheduler uses: from the p99 column (use_p99) or medians.
-  Result<LatencyProfile> to_latency_profile(bool use_p99 = true) const;
+  // The profile the scheduler uses, from one column.
+  Result<LatencyProfile> to_latency_profile(ProfileColumn column = ProfileColumn::kP90) const;
 };
 
 Status write_profile_file(const std::string& path, const MeasuredProfile& p);
