@@ -37,9 +37,11 @@ namespace symphony::server {
 
 enum class PolicyKind { kDeferred, kEager, kTimeout };
 
-// "deferred", "eager", "timeout:5" (ms). Errors name the text.
+// "deferred" (DeferredPolicy's default, adaptive rule), "deferred:paper"
+// (the paper's exact rule), "eager", "timeout:5" (ms). Errors name the text.
 struct PolicySpec {
   PolicyKind kind = PolicyKind::kDeferred;
+  bool paper = false;  // kDeferred: DeferredPolicy::paper()
   Duration timeout;
   std::string to_string() const;
 };
