@@ -104,6 +104,9 @@ void expect_no_allocations(Exec exec) {
 }
 
 TEST(SchedulerAllocationTest, DeferredHotPathDoesNotAllocate) { expect_no_allocations(DeferredPolicy{}); }
+TEST(SchedulerAllocationTest, PaperDeferredHotPathDoesNotAllocate) {
+  expect_no_allocations(DeferredPolicy::paper());
+}
 TEST(SchedulerAllocationTest, EagerHotPathDoesNotAllocate) { expect_no_allocations(EagerPolicy{}); }
 TEST(SchedulerAllocationTest, TimeoutHotPathDoesNotAllocate) {
   expect_no_allocations(TimeoutPolicy(Duration::milliseconds(3)));

@@ -1,7 +1,8 @@
 // Randomized property test of the Scheduler: more than 10^6 events over
 // random profiles (linear and sparse tables), SLOs, per-request deadlines,
 // bursty arrivals, network delays, GPU counts (changing while running), all
-// three exec policies and both gathering policies, with exact and noisy
+// three exec policies (deferred both with its default, adaptive rule and with
+// the paper's exact one) and both gathering policies, with exact and noisy
 // execution times. After every single event it checks:
 //  - every request ends exactly once (and, at the end, every one has ended);
 //  - no dispatched batch is predicted to finish after its earliest deadline;
@@ -220,7 +221,7 @@ std::uint64_t run_gather(const RunParams& p, sim::Rng& rng, Exec exec, std::stri
 TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {
   sim::Rng rng(20261121);
   std::uint64_t events = 0, runs = 0;
-  std::uint64_t per_policy[3] = {0, 0, 0};
+  std::uint64_t per_policy[4] = {0, 0, 0, 0};
   while (events < kTargetEvents) {
     RunParams p;
     p.seed = rng.next_u64();
@@ -233,11 +234,12 @@ TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {
     p.seconds = 0.5 + rng.uniform();
     p.noisy = rng.uniform() < 0.3;
     std::string failure;
-    const auto policy = rng.uniform_int(0, 2);
+    const auto policy = rng.uniform_int(0, 3);
     std::uint64_t n = 0;
     if (policy == 0) n = run_gather(p, rng, DeferredPolicy{}, failure);
     else if (policy == 1) n = run_gather(p, rng, EagerPolicy{}, failure);
-    else n = run_gather(p, rng, TimeoutPolicy(Duration::from_ms(20 * rng.uniform())), failure);
+    else if (policy == 2) n = run_gather(p, rng, TimeoutPolicy(Duration::from_ms(20 * rng.uniform())), failure);
+    else n = run_gather(p, rng, DeferredPolicy::paper(), failure);
     ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
                                  << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
                                  << ", shape " << p.gamma_shape << ", noisy " << p.noisy << "): " << failure;

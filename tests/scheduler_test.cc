@@ -38,8 +38,8 @@ std::vector<sim::Arrival> paper_arrivals(int n, std::set<int> skip = {}) {
 }
 
 template <class Exec>
-std::unique_ptr<sim::Simulator<RecordingSink, Exec>> paper_sim(RecordingSink& sink) {
-  auto sim = std::move(*sim::Simulator<RecordingSink, Exec>::create(paper_config(), sink));
+std::unique_ptr<sim::Simulator<RecordingSink, Exec>> paper_sim(RecordingSink& sink, Exec exec = {}) {
+  auto sim = std::move(*sim::Simulator<RecordingSink, Exec>::create(paper_config(), sink, std::move(exec)));
   EXPECT_EQ(*sim->scheduler().add_model(model_ms("paper", 1, 5, 12, 32)), 0u);
   for (int g = 0; g < 3; ++g) EXPECT_EQ(*sim->scheduler().add_gpu(), static_cast<GpuId>(g));
   return sim;
@@ -86,7 +86,7 @@ TEST(SchedulerPaperExampleTest, FirstBatchGoesToGpu0AtFrontrunOfR4) {
 
 TEST(SchedulerPaperExampleTest, DeferredFormsStaggeredBatchesOfFour) {
   RecordingSink sink;
-  auto sim = paper_sim<DeferredPolicy>(sink);
+  auto sim = paper_sim<DeferredPolicy>(sink, DeferredPolicy::paper());
   sim::VectorArrivals arrivals(paper_arrivals(60));
   sim->run(arrivals);
 
@@ -105,7 +105,7 @@ TEST(SchedulerPaperExampleTest, DeferredFormsStaggeredBatchesOfFour) {
 
 TEST(SchedulerPaperExampleTest, DeferredRecoversFromThreeMissingRequestsWithoutDrops) {
   RecordingSink sink;
-  auto sim = paper_sim<DeferredPolicy>(sink);
+  auto sim = paper_sim<DeferredPolicy>(sink, DeferredPolicy::paper());
   sim::VectorArrivals arrivals(paper_arrivals(80, {13, 14, 15}));
   sim->run(arrivals);
 
@@ -127,7 +127,9 @@ TEST(SchedulerPaperExampleTest, DeferredRecoversFromThreeMissingRequestsWithoutD
 // eager scheduling at R16, from the staggered state.
 struct SwitchToEager {
   const bool* eager;
-  TimePoint exec(const CandidateInputs& in) const { return *eager ? in.earliest : DeferredPolicy{}.exec(in); }
+  TimePoint exec(const CandidateInputs& in) const {
+    return *eager ? in.earliest : DeferredPolicy::paper().exec(in);
+  }
   std::string name() const { return "deferred-then-eager"; }
 };
 
@@ -221,6 +223,104 @@ TEST(SchedulerLoadProportionalityTest, LowLoadUsesOnlyTheLowestIdGpus) {
   std::set<GpuId> used;
   for (const auto& b : eager_sink.batches) used.insert(b.d.gpu);
   EXPECT_EQ(used.size(), 8u);
+}
+
+// ---- the deferred policy's refinements (DeferredOptions) ----------------------
+
+// One-GPU simulator for the refinement tests.
+std::unique_ptr<sim::Simulator<RecordingSink>> one_gpu_sim(RecordingSink& sink, DeferredPolicy p) {
+  SchedulerConfig cfg;
+  cfg.max_models = 2;
+  cfg.max_gpus = 1;
+  cfg.max_requests = 64;
+  auto sim = std::move(*sim::Simulator<RecordingSink>::create(cfg, sink, p));
+  EXPECT_TRUE(sim->scheduler().add_gpu().ok());
+  return sim;
+}
+
+TEST(SchedulerDeferralRulesTest, AWeakBatchingModelIsNotDeferred) {
+  // BERT (alpha 7.008, beta 0.159 ms, SLO 30 ms): a batch of one costs 1.7 %
+  // more per request than the best batch the SLO allows, so the efficient-batch
+  // rule sends it at once; the paper's rule holds it until 30 - l(2) = 15.825.
+  struct Case {
+    DeferredPolicy policy;
+    double dispatched_ms;
+  };
+  for (const Case& c : {Case{DeferredPolicy{}, 0.0}, Case{DeferredPolicy::paper(), 15.825},
+                        Case{DeferredPolicy(DeferredOptions{.min_gain = 0, .arrival_window = 1}), 15.825}}) {
+    SCOPED_TRACE(c.policy.name() + " min_gain " + std::to_string(c.policy.options().min_gain));
+    RecordingSink sink;
+    auto sim = one_gpu_sim(sink, c.policy);
+    ASSERT_TRUE(sim->scheduler().add_model(model_ms("bert", 7.008, 0.159, 30)).ok());
+    sim::VectorArrivals arrivals({{at_ms(0), 0, std::nullopt, 1}});
+    sim->run(arrivals);
+    ASSERT_EQ(sink.batches.size(), 1u);
+    EXPECT_EQ(sink.batches[0].d.dispatched_at, at_ms(c.dispatched_ms));
+    EXPECT_EQ(sink.count(Outcome::kOk), 1u);
+  }
+}
+
+TEST(SchedulerDeferralRulesTest, TheArrivalWindowLetsAFreeingGpuTakeATightCandidate) {
+  // Model A: DenseNet121 on an A100 (alpha 0.05 ms, beta 10 ms), SLO 21 ms,
+  // requests at 0, 4 and 8 ms (typical gap 4 ms). At 8 ms its candidate of 3
+  // has frontrun 21 - l(4) = 10.80 and latest 21 - l(3) = 10.85: a 50 us
+  // window. Model B (9.5 ms batches of one, SLO 100 ms) holds the only GPU
+  // until 9.5 and sends another request at 10.
+  //  - paper: the GPU frees at 9.5 with A still before its frontrun; B takes it
+  //    at 10 until 19.5; A finds no GPU in [10.80, 10.85] and all three of its
+  //    requests expire.
+  //  - default: A's window opens at latest - 4 ms = 6.85, so A waits for a GPU
+  //    from 8 on and the one that frees at 9.5 takes it (done at 19.65 < 21);
+  //    B runs after it, well within its SLO.
+  auto run = [](DeferredPolicy p, RecordingSink& sink) {
+    auto sim = one_gpu_sim(sink, p);
+    EXPECT_EQ(*sim->scheduler().add_model(model_ms("a", 0.05, 10, 21)), 0u);
+    EXPECT_EQ(*sim->scheduler().add_model(model_ms("b", 0.5, 9, 100, 1)), 1u);
+    sim::VectorArrivals arrivals({{at_ms(0), 1, std::nullopt, 100},
+                                  {at_ms(0), 0, std::nullopt, 1},
+                                  {at_ms(4), 0, std::nullopt, 2},
+                                  {at_ms(8), 0, std::nullopt, 3},
+                                  {at_ms(10), 1, std::nullopt, 101}});
+    sim->run(arrivals);
+  };
+  RecordingSink adaptive;
+  run(DeferredPolicy{}, adaptive);
+  EXPECT_EQ(adaptive.count(Outcome::kOk), 5u);
+  ASSERT_EQ(adaptive.batches.size(), 3u);
+  EXPECT_EQ(adaptive.batches[1].tags, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(adaptive.batches[1].d.dispatched_at, at_ms(9.5));
+  EXPECT_EQ(adaptive.batches[2].tags, (std::vector<std::uint64_t>{101}));
+
+  for (DeferredPolicy p : {DeferredPolicy::paper(), DeferredPolicy(DeferredOptions{.arrival_window = 0})}) {
+    SCOPED_TRACE(p.name());
+    RecordingSink sink;
+    run(p, sink);
+    EXPECT_EQ(sink.count(Outcome::kOk), 2u);
+    std::size_t expired = 0;
+    for (const auto& o : sink.outcomes) expired += o.model == 0 && o.reason == DropReason::kExpired;
+    EXPECT_EQ(expired, 3u);
+  }
+}
+
+TEST(SchedulerDeferralRulesTest, DefaultRuleKeepsThePapersStaggeredSchedule) {
+  // Evenly spaced arrivals 0.75 ms apart (3 ms around the missing ones): the
+  // typical gap stays below alpha (1 ms) and batches of 4 are far from
+  // efficient (7), so the default rule is the paper's here, batch for batch.
+  RecordingSink paper, adaptive;
+  auto a = paper_sim<DeferredPolicy>(adaptive);
+  sim::VectorArrivals arrivals(paper_arrivals(80, {13, 14, 15}));
+  a->run(arrivals);
+  auto p = std::move(*sim::Simulator<RecordingSink>::create(paper_config(), paper, DeferredPolicy::paper()));
+  ASSERT_TRUE(p->scheduler().add_model(model_ms("paper", 1, 5, 12, 32)).ok());
+  for (int g = 0; g < 3; ++g) ASSERT_TRUE(p->scheduler().add_gpu().ok());
+  sim::VectorArrivals again(paper_arrivals(80, {13, 14, 15}));
+  p->run(again);
+  ASSERT_EQ(adaptive.batches.size(), paper.batches.size());
+  for (std::size_t k = 0; k < paper.batches.size(); ++k) {
+    EXPECT_EQ(adaptive.batches[k].tags, paper.batches[k].tags) << "batch " << k;
+    EXPECT_EQ(adaptive.batches[k].d.dispatched_at, paper.batches[k].d.dispatched_at) << "batch " << k;
+    EXPECT_EQ(adaptive.batches[k].d.gpu, paper.batches[k].d.gpu) << "batch " << k;
+  }
 }
 
 TEST(SchedulerMembershipTest, GpusAndModelsComeAndGoWhileRunning) {

@@ -53,6 +53,11 @@ TEST(ServeConfigTest, ParsesEverySetting) {
 
 TEST(ServeConfigTest, PoliciesParseOrExplain) {
   EXPECT_EQ(parse_policy("eager")->kind, PolicyKind::kEager);
+  EXPECT_FALSE(parse_policy("deferred")->paper);
+  EXPECT_EQ(parse_policy("deferred")->to_string(), "deferred");
+  EXPECT_TRUE(parse_policy("deferred:paper")->paper);
+  EXPECT_EQ(parse_policy("deferred:paper")->kind, PolicyKind::kDeferred);
+  EXPECT_EQ(parse_policy("deferred:paper")->to_string(), "deferred:paper");
   EXPECT_EQ(parse_policy("timeout:0")->timeout, Duration::zero());
   EXPECT_FALSE(parse_policy("timeout:-1").ok());
   EXPECT_FALSE(parse_policy("timeout:5ms").ok());

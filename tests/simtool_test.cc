@@ -81,7 +81,7 @@ TEST(SimConfigTest, ParsesIntoTheIntendedExperiment) {
   EXPECT_EQ(e.loads[0].arrival.kind, ArrivalProcess::Kind::kGamma);
   EXPECT_DOUBLE_EQ(e.loads[0].arrival.shape, 0.5);
   EXPECT_EQ(e.exec, ExecKind::kDeferred);
-  EXPECT_EQ(e.gather, GatherKind::kSlidingWindow);
+  EXPECT_EQ(e.gather, GatherKind::kTargetBatch);  // the default
 }
 
 TEST(SimConfigTest, ZooModelsCountsZipfAndTimeoutsAsFractionsOfTheSlo) {
@@ -126,6 +126,47 @@ TEST(SimConfigTest, PolicyStrings) {
   EXPECT_THROW(parse_policy("lazy"), ConfigError);
   EXPECT_THROW(parse_policy("timeout:-1"), ConfigError);
   EXPECT_THROW(parse_policy("timeout:"), ConfigError);
+}
+
+TEST(SimConfigTest, DeferredPolicyStrings) {
+  // deferred: the adaptive rule with its defaults; deferred:paper: the paper's.
+  const PolicySpec d = parse_policy("deferred");
+  EXPECT_EQ(d.deferred.min_gain, DeferredOptions{}.min_gain);
+  EXPECT_EQ(d.deferred.arrival_window, DeferredOptions{}.arrival_window);
+  EXPECT_EQ(d.to_string(), "deferred");
+  const PolicySpec p = parse_policy("deferred:paper");
+  EXPECT_EQ(p.exec, ExecKind::kDeferred);
+  EXPECT_TRUE(p.deferred.is_paper());
+  EXPECT_EQ(p.to_string(), "deferred:paper");
+  const PolicySpec o = parse_policy("deferred:min_gain=0.1,arrival_window=2");
+  EXPECT_DOUBLE_EQ(o.deferred.min_gain, 0.1);
+  EXPECT_DOUBLE_EQ(o.deferred.arrival_window, 2.0);
+  EXPECT_EQ(o.to_string(), "deferred:min_gain=0.1,arrival_window=2");
+  EXPECT_EQ(parse_policy(o.to_string()).to_string(), o.to_string());
+  const PolicySpec w = parse_policy("deferred:arrival_window=0");  // min_gain keeps its default
+  EXPECT_EQ(w.deferred.min_gain, DeferredOptions{}.min_gain);
+  EXPECT_EQ(w.deferred.arrival_window, 0.0);
+  EXPECT_TRUE(parse_policy("deferred:min_gain=0,arrival_window=0").deferred.is_paper());
+  EXPECT_EQ(parse_policy("deferred:min_gain=0,arrival_window=0").to_string(), "deferred:paper");
+  for (const char* bad : {"deferred:", "deferred:papers", "deferred:min_gain", "deferred:min_gain=-1",
+                          "deferred:min_gain=x", "deferred:window=1", "deferred:min_gain=0.1,"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(parse_policy(bad, "--policy"), ConfigError);
+  }
+  try {
+    parse_policy("deferred:windw=1", "--policy");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--policy"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("windw"), std::string::npos) << e.what();
+  }
+  // The policy reaches the experiment.
+  Config c = parse_config(std::string(kSmall) + "policy: deferred:paper\n", "<paper>");
+  EXPECT_TRUE(c.spec.deferred.is_paper());
+  Overrides ov;
+  ov.policy = "deferred";
+  apply_overrides(c, ov);
+  EXPECT_FALSE(c.spec.deferred.is_paper());
 }
 
 TEST(SimConfigTest, RejectsBadConfigsNamingFileAndKey) {

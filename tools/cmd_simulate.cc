@@ -100,7 +100,7 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
   cmd->add_option("config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
   cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
   cmd->add_option("--policy", o.policy,
-                  "deferred, eager, timeout:<ms> or timeout:<fraction>slo (overrides the config)");
+                  "deferred, deferred:paper, deferred:min_gain=<x>,arrival_window=<x>, eager, timeout:<ms> or timeout:<fraction>slo (overrides the config)");
   cmd->add_option("--gather", o.gather, "sliding_window or target_batch (overrides the config)")
       ->check(CLI::IsMember({"sliding_window", "target_batch"}));
   auto* goodput =

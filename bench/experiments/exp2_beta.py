@@ -16,7 +16,7 @@ import sys
 from simlib import ROOT, Clock, command_line, log, pmap, results_dir, save_json, simulate, write_config
 
 COMBOS = [("deferred", "target_batch"), ("eager", "target_batch"), ("deferred", "sliding_window"),
-          ("eager", "sliding_window")]
+          ("eager", "sliding_window"), ("deferred:paper", "target_batch")]
 
 
 def config(beta):
@@ -60,15 +60,18 @@ def main():
 
     lines = ["| beta/alpha | SLO ms | deferred r/s (target batch) | eager r/s (target batch) | eager/deferred | "
              "deferred r/s (sliding) | eager r/s (sliding) | eager/deferred (sliding) | best eager / deferred (tb) | "
-             "median batch d/e (tb) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "median batch d/e (tb) | deferred:paper r/s (tb) | eager / deferred:paper (tb) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b in betas:
         d, e = get(b, "deferred", "target_batch"), get(b, "eager", "target_batch")
         ds, es = get(b, "deferred", "sliding_window"), get(b, "eager", "sliding_window")
+        dp = get(b, "deferred:paper", "target_batch")
         best_eager = max(e["goodput_rps"], es["goodput_rps"])
         lines.append(f"| {b} | {2 * (8 + b)} | {d['goodput_rps']:.0f} | {e['goodput_rps']:.0f} | "
                      f"{100 * e['goodput_rps'] / d['goodput_rps']:.1f} % | {ds['goodput_rps']:.0f} | "
                      f"{es['goodput_rps']:.0f} | {100 * es['goodput_rps'] / ds['goodput_rps']:.1f} % | "
-                     f"{100 * best_eager / d['goodput_rps']:.1f} % | {d['median_batch']:g}/{e['median_batch']:g} |")
+                     f"{100 * best_eager / d['goodput_rps']:.1f} % | {d['median_batch']:g}/{e['median_batch']:g} | "
+                     f"{dp['goodput_rps']:.0f} | {100 * e['goodput_rps'] / dp['goodput_rps']:.1f} % |")
     cmds = [get(b, p, g)["command"] for b in (1, 15) for p, g in COMBOS]
     (out / "summary.md").write_text("\n".join(lines) + "\n\nCommands (for beta 1 and 15; configs for every beta in "
                                     "bench/results/exp2/configs/):\n\n" + "\n".join(f"    {c}" for c in cmds) + "\n")

@@ -25,7 +25,7 @@ CONFIG = {
     "models": [{"name": "ResNet50", "alpha_ms": 1.053, "beta_ms": 5.072, "slo_ms": 100, "max_batch": 64, "count": 10}],
 }
 COMBOS = [("deferred", "target_batch"), ("eager", "target_batch"), ("deferred", "sliding_window"),
-          ("eager", "sliding_window")]
+          ("eager", "sliding_window"), ("deferred:paper", "target_batch")]
 LOADS = [round(0.1 * i, 1) for i in range(1, 21)]
 
 
@@ -65,12 +65,14 @@ def main():
     text = ["Peaks (goodput search): " + ", ".join(f"{k} {v['goodput_rps']:.0f} r/s" for k, v in peaks.items()) + "\n",
             "| load / deferred peak | offered r/s | deferred goodput / peak | deferred busy | busy - load (points) | "
             "deferred GPUs used | deferred median autoscale advice | eager goodput / peak | eager busy | "
-            "deferred (sliding) goodput / peak | eager (sliding) goodput / peak |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "deferred (sliding) goodput / peak | eager (sliding) goodput / peak | deferred:paper goodput / peak | "
+            "deferred:paper busy |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     worst_below, worst_above = 0.0, 1e9
     for l in LOADS:
         d, e = get(l, "deferred", "target_batch"), get(l, "eager", "target_batch")
         ds, es = get(l, "deferred", "sliding_window"), get(l, "eager", "sliding_window")
+        dp = get(l, "deferred:paper", "target_batch")
         gap = 100 * (d["busy_fraction"] - min(l, 1.0))
         if l < 1:
             worst_below = max(worst_below, abs(gap))
@@ -79,7 +81,8 @@ def main():
         adv = sorted(d["advice"])[len(d["advice"]) // 2] if d["advice"] else 0
         text.append(f"| {l:.1f} | {d['rate']:.0f} | {d['ok_rps'] / peak:.3f} | {100 * d['busy_fraction']:.1f} % | "
                     f"{gap:+.1f} | {d['gpus_used']} | {adv:+d} | {e['ok_rps'] / peak:.3f} | "
-                    f"{100 * e['busy_fraction']:.1f} % | {ds['ok_rps'] / peak:.3f} | {es['ok_rps'] / peak:.3f} |")
+                    f"{100 * e['busy_fraction']:.1f} % | {ds['ok_rps'] / peak:.3f} | {es['ok_rps'] / peak:.3f} | "
+                    f"{dp['ok_rps'] / peak:.3f} | {100 * dp['busy_fraction']:.1f} % |")
     text.append(f"\nBelow the peak, deferred's busy fraction is at most {worst_below:.1f} points from load/peak "
                 f"(bar: 15). Above it, deferred's goodput is at least {100 * worst_above:.1f} % of the peak (bar: 95 %).\n")
     text.append("Commands:\n\n    " + peaks["deferred/target_batch"]["command"] + "\n    " +

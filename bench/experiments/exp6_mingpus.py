@@ -25,8 +25,9 @@ SETUPS = {
         "search": {"min_gpus": {"rate": 15000, "max_gpus": 512}},
     },
 }
-POLICIES = [("deferred", "target_batch"), ("deferred", "sliding_window"), ("eager", "target_batch"),
-            ("eager", "sliding_window"), ("timeout:0.3slo", "target_batch")]
+POLICIES = [("deferred", "target_batch"), ("deferred", "sliding_window"), ("deferred:paper", "target_batch"),
+            ("deferred:paper", "sliding_window"), ("eager", "target_batch"), ("eager", "sliding_window"),
+            ("timeout:0.3slo", "target_batch")]
 
 
 def main():

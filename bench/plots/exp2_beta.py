@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Experiment 2 plot: eager's goodput as a percentage of deferred's, against
-beta/alpha, for both gathering policies (left); absolute goodputs (right).
+beta/alpha, for both gathering policies and against the paper's exact rule
+(left); absolute goodputs (right).
 
   exp2_beta.py bench/results/exp2/results.json out.png
 """
@@ -25,6 +26,9 @@ def main(src, dst):
         a.plot(betas, [100 * g(x, "eager", gather) / g(x, "deferred", gather) for x in betas], style, label=gather)
         for policy in ("deferred", "eager"):
             b.plot(betas, [g(x, policy, gather) for x in betas], style, label=f"{policy}/{gather}")
+    if any(r["policy"] == "deferred:paper" for r in runs):
+        a.plot(betas, [100 * g(x, "eager", "target_batch") / g(x, "deferred:paper", "target_batch") for x in betas],
+               "^:", color="gray", label="target_batch, vs deferred:paper")
     a.axhline(100, color="gray", lw=0.8)
     a.set_xlabel("beta / alpha")
     a.set_ylabel("eager goodput, % of deferred")

@@ -24,7 +24,9 @@ def main(src, dst):
                 continue
             d = next(r["goodput_rps"] for r in rs if r["policy"] == "deferred")
             ys = [100 * next(r["goodput_rps"] for r in rs if r["policy"] == f"timeout:{f:g}slo") / d for f in fractions]
-            ax.plot([100 * f for f in fractions], ys, style, label=f"{setup} ({gather})")
+            paper = [r["goodput_rps"] for r in rs if r["policy"] == "deferred:paper"]
+            note = f", deferred:paper {100 * paper[0] / d:.1f} %" if paper else ""
+            ax.plot([100 * f for f in fractions], ys, style, label=f"{setup} ({gather}{note})")
     ax.axhline(100, color="gray", lw=0.8)
     ax.set_xlabel("timeout, % of SLO")
     ax.set_ylabel("goodput, % of deferred")

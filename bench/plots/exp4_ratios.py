@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Experiment 4 plots: the distribution (CDF) of deferred / strongest-eager
-goodput ratios, overall and per model (left), and the median ratio per model
-and Gamma shape (right).
+goodput ratios, overall (also for the paper's exact rule) and per model
+(left), and the median ratio per model and Gamma shape (right).
 
   exp4_ratios.py bench/results/exp4/results.json out.png
 """
@@ -24,6 +24,9 @@ def main(src, dst):
         xs = sorted(xs)
         ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", **kw)
     cdf(a, [r["ratio_vs_best_eager"] for r in rows], color="k", lw=2, label=f"all ({len(rows)})")
+    if all(r.get("paper_ratio_vs_best_eager") is not None for r in rows):
+        cdf(a, [r["paper_ratio_vs_best_eager"] for r in rows], color="gray", lw=2, ls=":",
+            label="all, deferred:paper")
     for m in models:
         cdf(a, [r["ratio_vs_best_eager"] for r in rows if r["model"] == m], lw=1, label=m)
     a.axvline(0.95, color="r", ls="--", lw=0.8)

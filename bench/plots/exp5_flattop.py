@@ -19,8 +19,12 @@ def main(src, dst):
     loads = sorted({r["load"] for r in runs})
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for (policy, gather), style in ((("deferred", "target_batch"), "o-"), (("eager", "target_batch"), "s-"),
-                                    (("deferred", "sliding_window"), "o--"), (("eager", "sliding_window"), "s--")):
-        rs = [next(r for r in runs if r["load"] == l and r["policy"] == policy and r["gather"] == gather) for l in loads]
+                                    (("deferred", "sliding_window"), "o--"), (("eager", "sliding_window"), "s--"),
+                                    (("deferred:paper", "target_batch"), "^:")):
+        rs = [next((r for r in runs if r["load"] == l and r["policy"] == policy and r["gather"] == gather), None)
+              for l in loads]
+        if None in rs:
+            continue
         a.plot(loads, [r["ok_rps"] / peak for r in rs], style, label=f"{policy}/{gather}", ms=4)
         b.plot(loads, [100 * r["busy_fraction"] for r in rs], style, label=f"{policy}/{gather}", ms=4)
     a.plot([0, 1, 2], [0, 1, 1], color="gray", lw=0.8, ls=":", label="ideal flat top")

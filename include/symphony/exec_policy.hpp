@@ -4,7 +4,9 @@
 // that comparisons run on identical code:
 //  - DeferredPolicy: exec = max(earliest, frontrun), frontrun = d - l(b+1)
 //    (paper §3.1: dispatching before frontrun gives up batch growth that the
-//    deadline still allows; after it, no request can join anyway).
+//    deadline still allows; after it, no request can join anyway), with two
+//    refinements that stop deferring where it does not pay (below; both off
+//    in DeferredOptions::paper(), the paper's exact rule).
 //  - EagerPolicy: exec = earliest (dispatch as soon as a GPU can take it).
 //  - TimeoutPolicy: exec = max(earliest, head.arrival + k), capped at latest
 //    (TensorFlow Serving's rule; k = 0 is eager).
@@ -12,6 +14,7 @@
 // so every policy sends it at earliest.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -31,6 +34,12 @@ struct CandidateInputs {
   TimePoint head_arrival;
   const LatencyProfile* profile;
   const std::optional<Duration>* model_timeout;  // the model's own k, if any
+  // The smallest batch the policy no longer defers, from the policy's
+  // efficient_batch() for this model; ~0u: none (defer every batch).
+  std::uint32_t efficient_batch = ~0u;
+  // The length-biased mean gap between the model's requests
+  // (ArrivalGapEstimator::typical_gap); zero when unknown.
+  Duration arrival_gap = Duration::zero();
 };
 
 template <class P>
@@ -39,13 +48,79 @@ concept ExecPolicy = requires(const P p, const CandidateInputs& in) {
   { p.name() } -> std::convertible_to<std::string>;
 };
 
-struct DeferredPolicy {
+// The smallest batch b whose per-request cost l(b)/b is within `min_gain` of
+// the lowest per-request cost the SLO allows: min l(b')/b' over b' <= b_slo,
+// b_slo = the largest b' <= max_batch with l(b') <= slo (at least 1). Larger
+// batches would cut the per-request cost by less than that. O(b_slo).
+inline std::uint32_t efficient_batch_size(const LatencyProfile& p, Duration slo, std::uint32_t max_batch,
+                                          double min_gain) noexcept {
+  const std::uint32_t top = std::max<std::uint32_t>(1, p.largest_batch_within(slo, std::min(max_batch, p.max_batch())));
+  auto cost = [&](std::uint32_t b) { return static_cast<double>(p.latency(b).ns()) / b; };
+  double best = cost(1);
+  for (std::uint32_t b = 2; b <= top; ++b) best = std::min(best, cost(b));
+  for (std::uint32_t b = 1; b <= top; ++b)
+    if (cost(b) <= (1 + min_gain) * best) return b;
+  return top;
+}
+
+// The deferred policy's refinements of the paper's rule. Both stop deferral
+// where it idles GPUs that batch growth does not repay (bench/results/
+// simulator.md, experiments 3, 4 and 6); paper() turns both off.
+struct DeferredOptions {
+  // Efficient-batch rule. A batch whose per-request cost l(b)/b is already
+  // within min_gain of the lowest the model's SLO allows (see
+  // efficient_batch_size) is not deferred: exec = earliest. For a model with
+  // almost no batching effect (BERT, beta/alpha = 0.02) that is every batch;
+  // for ResNet50 at a 25 ms SLO it is b >= 15. 0: defer every batch.
+  double min_gain = 0.05;
+  // Arrival-aware window. The paper's schedulable window [frontrun, latest]
+  // is only alpha = l(b+1) - l(b) wide (54 us for DenseNet121 on an A100):
+  // when every GPU is busy then, none frees inside it, the candidate expires
+  // and shrinks, and its head is dropped, although GPUs idled before
+  // frontrun. The window opens at min(frontrun, latest - w) instead, with w =
+  // arrival_window x the typical gap between the model's requests as a
+  // waiting candidate sees it (ArrivalGapEstimator::typical_gap: for Poisson
+  // arrivals two mean gaps, for bursty ones the length of a silence).
+  // Waiting from latest - w to frontrun bets on a request arriving in a
+  // stretch shorter than the gap the candidate is sitting in; when requests
+  // come faster than one per alpha (w <= alpha) nothing changes. 0: the
+  // paper's window.
+  double arrival_window = 1.0;
+
+  // The paper's exact rule (§3.1): exec = max(earliest, frontrun).
+  static constexpr DeferredOptions paper() noexcept { return {0.0, 0.0}; }
+  bool is_paper() const noexcept { return min_gain == 0 && arrival_window == 0; }
+};
+
+class DeferredPolicy {
+ public:
+  // The adaptive rule with the default options.
+  DeferredPolicy() = default;
+  explicit DeferredPolicy(const DeferredOptions& o) noexcept : o_(o) {}
+  // The paper's exact rule.
+  static DeferredPolicy paper() noexcept { return DeferredPolicy(DeferredOptions::paper()); }
+
   TimePoint exec(const CandidateInputs& in) const noexcept {
-    if (in.size >= in.max_batch) return in.earliest;
-    const TimePoint frontrun = in.exec_deadline - in.profile->latency(in.size + 1);
-    return max(in.earliest, frontrun);
+    if (in.size >= in.max_batch || (o_.min_gain > 0 && in.size >= in.efficient_batch)) return in.earliest;
+    TimePoint open = in.exec_deadline - in.profile->latency(in.size + 1);  // frontrun
+    if (o_.arrival_window > 0 && in.arrival_gap > Duration::zero()) {
+      const auto w = static_cast<std::int64_t>(o_.arrival_window * static_cast<double>(in.arrival_gap.ns()));
+      open = min(open, in.latest - Duration::nanoseconds(w));
+    }
+    return max(in.earliest, open);
   }
-  std::string name() const { return "deferred"; }
+
+  // The per-model size from which batches are sent at earliest (called once
+  // per model, off the hot path); ~0u when the efficient-batch rule is off.
+  std::uint32_t efficient_batch(const LatencyProfile& p, Duration slo, std::uint32_t max_batch) const noexcept {
+    return o_.min_gain > 0 ? efficient_batch_size(p, slo, max_batch, o_.min_gain) : ~0u;
+  }
+
+  const DeferredOptions& options() const noexcept { return o_; }
+  std::string name() const { return o_.is_paper() ? "deferred:paper" : "deferred"; }
+
+ private:
+  DeferredOptions o_;
 };
 
 struct EagerPolicy {

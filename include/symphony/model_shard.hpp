@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "symphony/arrival_estimate.hpp"
 #include "symphony/batch_queue.hpp"
 #include "symphony/exec_policy.hpp"
 #include "symphony/status.hpp"
@@ -53,7 +54,7 @@ struct ShardConfig {
   Delays delays;
 };
 
-template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow>
+template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch>
 class ModelShard {
  public:
   ModelShard(ShardConfig cfg, Exec exec = {}, Gather gather = {})
@@ -81,6 +82,10 @@ class ModelShard {
     m.active = true;
     if (cfg.max_batch == 0) cfg.max_batch = cfg.profile.max_batch();
     if (cfg.target_batch == 0) cfg.target_batch = default_target_batch(cfg.profile, cfg.slo, cfg.max_batch);
+    m.efficient_batch = ~0u;
+    if constexpr (requires { exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch); })
+      m.efficient_batch = exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch);
+    m.arrivals = ArrivalGapEstimator{};
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.queued = 0;
     m.inflight = 0;
@@ -161,6 +166,9 @@ class ModelShard {
     r->model = id;
     m.queue.push(*r);
     ++m.queued;
+    // Only requests that can join a batch count; the candidate is recomputed
+    // right away, so it always reflects the current estimate.
+    m.arrivals.on_arrival(arrival);
     return {SubmitStatus::kQueued, update_candidate(id, now, TimePoint::neg_infinite(), false, sink)};
   }
 
@@ -334,6 +342,8 @@ class ModelShard {
     bool has_cand = false;
     std::uint32_t queued = 0;
     std::uint32_t inflight = 0;
+    std::uint32_t efficient_batch = ~0u;  // the exec policy's, for this model
+    ArrivalGapEstimator arrivals;
     Candidate cand;
     ModelQueue queue;
     std::unique_ptr<ModelConfig> cfg;
@@ -420,7 +430,8 @@ class ModelShard {
     c.latest = g.exec_deadline - m.cfg->profile.latency(g.size);
     const TimePoint earliest = max(now + delay, gpu_free);
     c.exec = exec_.exec(CandidateInputs{g.size, m.cfg->max_batch, earliest, c.latest, g.exec_deadline,
-                                        g.head_arrival, &m.cfg->profile, &m.cfg->timeout});
+                                        g.head_arrival, &m.cfg->profile, &m.cfg->timeout, m.efficient_batch,
+                                        m.arrivals.typical_gap()});
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).

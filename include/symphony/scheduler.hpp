@@ -69,7 +69,7 @@ struct SchedulerConfig {
   }
 };
 
-template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
+template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch,
           TimerQueue Timers = HeapTimerQueue>
 class Scheduler {
  public:

@@ -12,7 +12,7 @@ namespace symphony::server {
 
 std::string PolicySpec::to_string() const {
   switch (kind) {
-    case PolicyKind::kDeferred: return "deferred";
+    case PolicyKind::kDeferred: return paper ? "deferred:paper" : "deferred";
     case PolicyKind::kEager: return "eager";
     case PolicyKind::kTimeout: {
       std::string ms = std::to_string(timeout.to_ms());
@@ -27,6 +27,10 @@ std::string PolicySpec::to_string() const {
 Result<PolicySpec> parse_policy(const std::string& text) {
   PolicySpec p;
   if (text == "deferred") return p;
+  if (text == "deferred:paper") {
+    p.paper = true;
+    return p;
+  }
   if (text == "eager") {
     p.kind = PolicyKind::kEager;
     return p;
@@ -44,7 +48,7 @@ Result<PolicySpec> parse_policy(const std::string& text) {
     }
   }
   return Status(Errc::kInvalidArgument,
-                "policy '" + text + "' is not one of deferred, eager, timeout:<ms> (e.g. timeout:5)");
+                "policy '" + text + "' is not one of deferred, eager, timeout:<ms> (e.g. timeout:5), deferred:paper");
 }
 
 Result<GatherKind> parse_gather(const std::string& text) {

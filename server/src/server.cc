@@ -400,7 +400,9 @@ struct Server::Impl final : BatchRunner {
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     Status s;
     switch (opts.policy.kind) {
-      case PolicyKind::kDeferred: s = make_runtime(rc, DeferredPolicy{}); break;
+      case PolicyKind::kDeferred:
+        s = make_runtime(rc, opts.policy.paper ? DeferredPolicy::paper() : DeferredPolicy{});
+        break;
       case PolicyKind::kEager: s = make_runtime(rc, EagerPolicy{}); break;
       case PolicyKind::kTimeout: s = make_runtime(rc, TimeoutPolicy(opts.policy.timeout)); break;
     }

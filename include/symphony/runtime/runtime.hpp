@@ -67,7 +67,7 @@
 
 namespace symphony {
 
-template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
+template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch,
           TimerQueue Timers = HeapTimerQueue>
 class Runtime final : private CompletionPort {
   using Shard = ShardThread<Sink, Exec, Gather>;

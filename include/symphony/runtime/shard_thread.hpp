@@ -71,7 +71,7 @@ concept HasOnBatchError = requires(S s, BatchId b, std::string_view m) {
 
 }  // namespace detail
 
-template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow>
+template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch>
 class ShardThread {
  public:
   using Shard = ModelShard<Exec, Gather>;

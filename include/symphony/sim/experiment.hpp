@@ -50,8 +50,9 @@ struct ExperimentSpec {
   std::uint32_t gpus = 1;
   Delays delays;
   ExecKind exec = ExecKind::kDeferred;
+  DeferredOptions deferred;  // the deferred policy's rule (default: adaptive; DeferredOptions::paper())
   Duration timeout;  // the timeout policy's k for models without their own
-  GatherKind gather = GatherKind::kSlidingWindow;
+  GatherKind gather = GatherKind::kTargetBatch;  // target batch by default: see batch_queue.hpp
   double noise_sigma = 0;  // > 0: batches run l(b) * exp(N(0, sigma))
   Duration duration;       // arrivals in [0, duration)
   Duration warmup;         // arrivals before it are not measured
@@ -228,7 +229,7 @@ Result<RunResult> run_exec(const ExperimentSpec& e, double scale, std::uint32_t 
                            Obs* obs) {
   switch (e.exec) {
     case ExecKind::kDeferred:
-      return run_timing(e, scale, gpus, DeferredPolicy{}, std::move(gather), obs);
+      return run_timing(e, scale, gpus, DeferredPolicy(e.deferred), std::move(gather), obs);
     case ExecKind::kEager:
       return run_timing(e, scale, gpus, EagerPolicy{}, std::move(gather), obs);
     case ExecKind::kTimeout:

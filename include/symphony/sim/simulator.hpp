@@ -90,7 +90,7 @@ class LogNormalTiming {
   Rng rng_;
 };
 
-template <SchedulerSink UserSink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = SlidingWindow,
+template <SchedulerSink UserSink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch,
           TimingModel Timing = ExactTiming, TimerQueue Timers = HeapTimerQueue>
 class Simulator {
   struct Forward;

@@ -46,9 +46,11 @@ enum class GatherKind { kTargetBatch, kSlidingWindow };
 Result<GatherKind> parse_gather(const std::string& text);
 std::string to_string(GatherKind g);
 
-// "deferred", "eager", "timeout:5" (ms). Errors name the text.
+// "deferred" (DeferredPolicy's default, adaptive rule), "deferred:paper"
+// (the paper's exact rule), "eager", "timeout:5" (ms). Errors name the text.
 struct PolicySpec {
   PolicyKind kind = PolicyKind::kDeferred;
+  bool paper = false;  // kDeferred: DeferredPolicy::paper()
   Duration timeout;
   std::string to_string() const;
 };

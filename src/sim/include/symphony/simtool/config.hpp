@@ -34,14 +34,19 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The exec policy as written: deferred, eager, timeout:<ms> or
-// timeout:<fraction>slo (each model's timeout is that fraction of its SLO).
+// The exec policy as written: deferred (the adaptive rule with its default
+// options), deferred:paper (the paper's exact rule),
+// deferred:min_gain=<x>,arrival_window=<x> (either or both; see
+// DeferredOptions), eager, timeout:<ms> or timeout:<fraction>slo (each
+// model's timeout is that fraction of its SLO).
 struct PolicySpec {
   ExecKind exec = ExecKind::kDeferred;
+  DeferredOptions deferred;            // deferred[:...]
   Duration timeout;                    // timeout:<ms>
   std::optional<double> slo_fraction;  // timeout:<f>slo
 
-  // "deferred", "eager", "timeout:5ms" or "timeout:0.3slo".
+  // "deferred", "deferred:paper", "deferred:min_gain=0.1,arrival_window=1",
+  // "eager", "timeout:5ms" or "timeout:0.3slo".
   std::string to_string() const;
 };
 
