@@ -28,6 +28,9 @@ def main():
             f"{data['per_stratum']} per (model, SLO, shape) stratum plus all 42 Mixed; sample seed "
             f"{data['sample_seed']}; {data['cpu_seconds'] / 60:.1f} CPU-minutes"
             + (f" (+ {extra / 60:.1f} for deferred with sliding-window gathering)" if extra else "") + ".\n",
+            *([f"Runs reused from an earlier sweep of the same sample ({data['reused']['from']}; renamed: "
+               f"{', '.join(data['reused']['renamed']) or 'none'}); the CPU time counts only the runs made here.\n"]
+              if data.get("reused") else []),
             f"**deferred (default rule, target batch) >= 0.95 x strongest eager in {ok} of {n} configurations "
             f"({100 * ok / n:.1f} %)**; >= 1.0 in {sum(x >= 1.0 for x in ratios)}, >= 1.5 in "
             f"{sum(x >= 1.5 for x in ratios)} ({100 * sum(x >= 1.5 for x in ratios) / n:.1f} %), >= 2 in "

@@ -135,6 +135,13 @@ def main():
     ap.add_argument("--with-sliding-deferred", action="store_true")
     ap.add_argument("--add-sliding-deferred", action="store_true",
                     help="add deferred/sliding_window to an existing results.json (same configs)")
+    ap.add_argument("--reuse", metavar="RESULTS_JSON",
+                    help="take the runs an earlier results.json of the same sample holds (by configuration key) "
+                         "instead of running them again")
+    ap.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                    help="with --reuse: the earlier file's run OLD is this sweep's run NEW (e.g. "
+                         "deferred/target_batch=deferred:paper/target_batch for a file written while the paper's "
+                         "rule was the default); runs of the earlier file that are not renamed keep their names")
     args = ap.parse_args()
     out = results_dir("exp4")
     clock = Clock()
@@ -150,11 +157,22 @@ def main():
     runs = RUNS + ([("deferred", "sliding_window")] if args.with_sliding_deferred else [])
     paths = {key(c): write_config(out / "configs" / f"{key(c)}.yaml", make_config(c, profiles)) for c in configs}
     log(f"exp4: {len(configs)} configurations, {len(runs)} goodput searches each")
+    reused = {}
+    if args.reuse:
+        renames = dict(r.split("=", 1) for r in args.rename)
+        run_names = {f"{p}/{g}" for p, g in runs}
+        for row in json.load(open(args.reuse))["configs"]:
+            reused[row["key"]] = {renames.get(k, k): v for k, v in row.items()
+                                  if "/" in k and renames.get(k, k) in run_names and k not in renames.values()}
+        log(f"exp4: reusing runs from {args.reuse} for {sum(1 for c in configs if key(c) in reused)} configurations")
 
     def one(c):
         res = dict(c, key=key(c))
         t0 = os.times()
         for policy, gather in runs:
+            if f"{policy}/{gather}" in reused.get(key(c), {}):
+                res[f"{policy}/{gather}"] = reused[key(c)][f"{policy}/{gather}"]
+                continue
             r = simulate(paths[key(c)], "--goodput", "--policy", policy, "--gather", gather)
             res[f"{policy}/{gather}"] = {"goodput_rps": r["goodput_rps"], "median_batch": r.get("median_batch"),
                                           "busy_fraction": r.get("gpu_busy_fraction"), "runs": len(r["search"]["steps"])}
@@ -171,7 +189,8 @@ def main():
 
     rows = pmap(one, configs, args.jobs)
     save_json(out / "results.json", {"configs": rows, "per_stratum": args.per_stratum, "sample_seed": args.seed,
-                                     "cpu_seconds": round(clock.cpu_seconds(), 1)})
+                                     "cpu_seconds": round(clock.cpu_seconds(), 1),
+                                     "reused": {"from": args.reuse, "renamed": args.rename} if args.reuse else None})
     subprocess.run([sys.executable, str(ROOT / "bench/experiments/exp4_report.py")], check=True)
     log(f"exp4: {clock.cpu_seconds():.0f} CPU s, {clock.wall_seconds():.0f} s wall")
 
