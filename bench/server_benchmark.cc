@@ -8,7 +8,10 @@
 //  - BM_CpuExecutorBatch/b: the whole path a granted batch takes in the server:
 //                           execute() on the shard's side, the worker thread waking,
 //                           gathering inputs by tag, run_batch, storing outputs,
-//                           report() back.
+//                           report() back; the caller polls for the report as
+//                           an awake shard would;
+//  - BM_CpuExecutorBatchBlockingReceiver/b: the same with a caller that sleeps
+//                           until the report (adds the receiver's wake-up).
 // The overhead the bar is about is CpuExecutorBatch - Forward.
 #include <benchmark/benchmark.h>
 
@@ -54,12 +57,22 @@ struct Runner final : BatchRunner {
   void fail(const ExecBatch&, const std::string&) override {}
 };
 
-// Waits for report() like the runtime's shard would receive it.
+// Receives report(). Polling: the caller spins on a flag, as an awake shard
+// finds the completion on its next pass, so the time is the executor's alone.
+// Blocking: the caller sleeps on a condition variable, so the time adds the
+// wake-up of a sleeping receiver.
 struct Port final : CompletionPort {
+  explicit Port(bool poll) : polling(poll) {}
+  const bool polling;
+  std::atomic<bool> flag{false};
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   void report(BatchCompletion) override {
+    if (polling) {
+      flag.store(true, std::memory_order_release);
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       done = true;
@@ -67,6 +80,11 @@ struct Port final : CompletionPort {
     cv.notify_one();
   }
   void wait() {
+    if (polling) {
+      while (!flag.load(std::memory_order_acquire)) detail::cpu_relax();
+      flag.store(false, std::memory_order_relaxed);
+      return;
+    }
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
     done = false;
@@ -91,7 +109,7 @@ void BM_RunBatch(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_CpuExecutorBatch(benchmark::State& state) {
+void run_executor(benchmark::State& state, bool polling) {
   const auto b = static_cast<std::uint32_t>(state.range(0));
   Runner runner;
   runner.m = &model();
@@ -105,7 +123,7 @@ void BM_CpuExecutorBatch(benchmark::State& state) {
   eb.size = b;
   eb.requests = BatchRequests(&nodes[0]);
   CpuExecutor exec(runner, 0, 1, "cpu:0");
-  Port port;
+  Port port(polling);
   for (auto _ : state) {
     exec.execute(eb, port);
     port.wait();
@@ -114,9 +132,13 @@ void BM_CpuExecutorBatch(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void BM_CpuExecutorBatch(benchmark::State& state) { run_executor(state, true); }
+void BM_CpuExecutorBatchBlockingReceiver(benchmark::State& state) { run_executor(state, false); }
+
 BENCHMARK(BM_Forward)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_RunBatch)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_CpuExecutorBatch)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
+BENCHMARK(BM_CpuExecutorBatchBlockingReceiver)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 
 }  // namespace
 }  // namespace symphony::server

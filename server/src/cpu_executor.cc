@@ -29,11 +29,8 @@ CpuExecutor::CpuExecutor(BatchRunner& runner, std::size_t replica, int intra_op_
       worker_([this] { loop(); }) {}
 
 CpuExecutor::~CpuExecutor() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_one();
+  stopping_.store(true, std::memory_order_release);
+  bell_.ring();
   worker_.join();
 }
 
@@ -41,28 +38,52 @@ void CpuExecutor::execute(const ExecBatch& b, CompletionPort& done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(b, &done);
+    queued_.store(queue_.size(), std::memory_order_release);
   }
-  cv_.notify_one();
+  bell_.ring();
+}
+
+bool CpuExecutor::take(std::pair<ExecBatch, CompletionPort*>* job) {
+  if (queued_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) return false;
+  *job = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.store(queue_.size(), std::memory_order_release);
+  return true;
 }
 
 void CpuExecutor::loop() {
   // OpenMP's thread count is per calling thread: set it on the worker.
   if (threads_ > 0) at::set_num_threads(threads_);
+  SteadyClock clock;
+  TimePoint idle_since = clock.now();
   for (;;) {
     std::pair<ExecBatch, CompletionPort*> job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything queued has run
-      job = std::move(queue_.front());
-      queue_.pop_front();
+    if (!take(&job)) {
+      // Everything queued before stop() has run: the queue is checked after
+      // the flag, and execute() is not called once stopping.
+      if (stopping_.load(std::memory_order_acquire) && queued_.load(std::memory_order_acquire) == 0) return;
+      const TimePoint now = clock.now();
+      if (now - idle_since < kIdleSpin) {
+        detail::cpu_relax();
+        continue;
+      }
+      bell_.prepare_wait();
+      if (queued_.load(std::memory_order_acquire) != 0 || stopping_.load(std::memory_order_acquire)) {
+        bell_.cancel_wait();
+        continue;
+      }
+      bell_.wait_until(now + Duration::milliseconds(100));
+      continue;
     }
-    const TimePoint start = SteadyClock{}.now();
+    const TimePoint start = clock.now();
     std::string error;
     const BatchStatus st = run_batch_sync(runner_, job.first, replica_, &error);
-    const TimePoint end = SteadyClock{}.now();
+    const TimePoint end = clock.now();
     busy_ns_.fetch_add((end - start).ns(), std::memory_order_relaxed);
     job.second->report(BatchCompletion{job.first.batch, end, st, std::move(error)});
+    idle_since = clock.now();
   }
 }
 

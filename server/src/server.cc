@@ -398,6 +398,11 @@ struct Server::Impl final : BatchRunner {
     rc.ingress_capacity = opts.max_pending;
     rc.delays = opts.delays;
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
+    if (rc.max_outstanding_per_gpu == 0) {
+      const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(),
+                                        [](const DeviceSpec& d) { return d.kind == DeviceKind::kCuda; });
+      rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
+    }
     Status s;
     switch (opts.policy.kind) {
       case PolicyKind::kDeferred:
@@ -468,8 +473,6 @@ Server::~Server() {
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
-  if (o.max_outstanding_per_device == 0)
-    return Status(Errc::kInvalidArgument, "max_outstanding_per_device must be at least 1");
   auto devs = parse_devices(o.devices, cuda_device_count());
   if (!devs.ok()) return devs.status();
   auto impl = std::make_unique<Impl>(std::move(o));
