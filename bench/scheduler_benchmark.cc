@@ -5,7 +5,8 @@
 // per model (500 r/s) and per GPU (one per model, ~75 % busy) is the same at
 // every size. BM_SchedulerRequests uses the default timer queue (the 4-ary
 // heap); the *SplayTimers variant swaps in the splay tree; the Eager variant
-// shows the same engine with exec = earliest.
+// shows the same engine with exec = earliest; the PaperRule variant the
+// paper's exact deferred rule (DeferredPolicy::paper()).
 #include <benchmark/benchmark.h>
 
 #include "bench_support.hpp"
@@ -14,12 +15,12 @@ namespace symphony::bench {
 namespace {
 
 template <class Exec, class Timers>
-void run_requests(benchmark::State& state) {
+void run_requests(benchmark::State& state, Exec exec = {}) {
   const auto models = static_cast<std::uint32_t>(state.range(0));
   const auto gpus = static_cast<std::uint32_t>(state.range(1));
   CountingSink sink;
   using Sim = sim::Simulator<CountingSink, Exec, SlidingWindow, sim::ExactTiming, Timers>;
-  auto sim = std::move(*Sim::create(bench_config(models, gpus), sink));
+  auto sim = std::move(*Sim::create(bench_config(models, gpus), sink, std::move(exec)));
   for (std::uint32_t m = 0; m < models; ++m) (void)sim->scheduler().add_model(resnet_like(m));
   for (std::uint32_t g = 0; g < gpus; ++g) (void)sim->scheduler().add_gpu();
   PoissonArrivals arrivals(1, kPerModelRate * models, models);
@@ -45,6 +46,9 @@ void run_requests(benchmark::State& state) {
 void BM_SchedulerRequests(benchmark::State& s) { run_requests<DeferredPolicy, HeapTimerQueue>(s); }
 void BM_SchedulerRequestsSplayTimers(benchmark::State& s) { run_requests<DeferredPolicy, SplayTimerQueue>(s); }
 void BM_SchedulerRequestsEager(benchmark::State& s) { run_requests<EagerPolicy, HeapTimerQueue>(s); }
+void BM_SchedulerRequestsPaperRule(benchmark::State& s) {
+  run_requests<DeferredPolicy, HeapTimerQueue>(s, DeferredPolicy::paper());
+}
 
 void sizes(benchmark::internal::Benchmark* b) {
   for (int n : {16, 64, 256, 1024, 4096}) b->Args({n, n});
@@ -54,6 +58,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_SchedulerRequests)->Apply(sizes);
 BENCHMARK(BM_SchedulerRequestsSplayTimers)->Apply(sizes);
 BENCHMARK(BM_SchedulerRequestsEager)->Args({64, 64});
+BENCHMARK(BM_SchedulerRequestsPaperRule)->Apply(sizes);
 
 }  // namespace
 }  // namespace symphony::bench
