@@ -96,6 +96,23 @@ TEST(DeferredPolicyTest, WidensTheWindowToTheTypicalArrivalGap) {
   }
 }
 
+TEST(DeferredPolicyTest, MissFeedbackScalesTheWidening) {
+  Inputs in;
+  // b = 3, d = 100: frontrun = 91, latest = 92; a 4 ms gap widens to 88.
+  CandidateInputs c = in.make(3, 1_ms, 100_ms);
+  c.arrival_gap = 4_ms;
+  const DeferredPolicy fb(DeferredOptions{.min_gain = 0.05, .arrival_window = 1.0, .miss_gain = 4.0});
+  c.window_misses = 0.0;  // the paper's window never missed: it stays
+  EXPECT_EQ(fb.exec(c), at(91_ms));
+  c.window_misses = 0.125;  // min(1, 4 x 0.125) = 0.5: opens at 92 - 2 = 90
+  EXPECT_EQ(fb.exec(c), at(90_ms));
+  c.window_misses = 0.5;  // saturates at the full widening
+  EXPECT_EQ(fb.exec(c), at(88_ms));
+  c.window_misses = 0.0;  // off by default: the default rule ignores misses
+  EXPECT_EQ(DeferredOptions{}.miss_gain, 0.0);
+  EXPECT_EQ(DeferredPolicy{}.exec(c), at(88_ms));
+}
+
 TEST(EagerPolicyTest, AlwaysEarliest) {
   Inputs in;
   EXPECT_EQ(EagerPolicy{}.exec(in.make(1, 3_ms, 100_ms)), at(3_ms));

@@ -415,7 +415,8 @@ TEST(RuntimeStressTest, ModelsComeAndGoWhileClientsSubmit) {
   // remove a random present model otherwise.
   std::mt19937_64 rng(5);
   int adds = 0, removes = 0;
-  while (clients_done.load(std::memory_order_acquire) < kClients || adds + removes < 4) {
+  // (At least two of each, also when the clients finish first.)
+  while (clients_done.load(std::memory_order_acquire) < kClients || adds < 2 || removes < 2) {
     std::vector<ModelId> present;
     for (ModelId id = 0; id < kIds; ++id)
       if (rt->shard_of(id)) present.push_back(id);
@@ -519,7 +520,8 @@ TEST(RuntimeStressTest, GpusComeAndGoWhileRunning) {
   }
   std::mt19937_64 rng(3);
   int adds = 0, removes = 0, busy = 0;
-  while (clients_done.load(std::memory_order_acquire) < kClients || adds + removes < 4) {
+  // (At least two of each, also when the clients finish first.)
+  while (clients_done.load(std::memory_order_acquire) < kClients || adds < 2 || removes < 2) {
     const auto n = static_cast<std::size_t>(std::count(present.begin(), present.end(), true));
     if (n < 8 && (n < 2 || rng() % 2 == 0)) {
       const auto expect =

@@ -143,13 +143,19 @@ TEST(SimConfigTest, DeferredPolicyStrings) {
   EXPECT_DOUBLE_EQ(o.deferred.arrival_window, 2.0);
   EXPECT_EQ(o.to_string(), "deferred:min_gain=0.1,arrival_window=2");
   EXPECT_EQ(parse_policy(o.to_string()).to_string(), o.to_string());
+  const PolicySpec f = parse_policy("deferred:miss_gain=8");
+  EXPECT_EQ(f.deferred.miss_gain, 8.0);
+  EXPECT_EQ(f.deferred.arrival_window, DeferredOptions{}.arrival_window);
+  EXPECT_EQ(f.to_string(), "deferred:min_gain=0.05,arrival_window=1,miss_gain=8");
+  EXPECT_EQ(parse_policy(f.to_string()).to_string(), f.to_string());
   const PolicySpec w = parse_policy("deferred:arrival_window=0");  // min_gain keeps its default
   EXPECT_EQ(w.deferred.min_gain, DeferredOptions{}.min_gain);
   EXPECT_EQ(w.deferred.arrival_window, 0.0);
   EXPECT_TRUE(parse_policy("deferred:min_gain=0,arrival_window=0").deferred.is_paper());
   EXPECT_EQ(parse_policy("deferred:min_gain=0,arrival_window=0").to_string(), "deferred:paper");
   for (const char* bad : {"deferred:", "deferred:papers", "deferred:min_gain", "deferred:min_gain=-1",
-                          "deferred:min_gain=x", "deferred:window=1", "deferred:min_gain=0.1,"}) {
+                          "deferred:min_gain=x", "deferred:window=1", "deferred:min_gain=0.1,",
+                          "deferred:miss_gain=-2"}) {
     SCOPED_TRACE(bad);
     EXPECT_THROW(parse_policy(bad, "--policy"), ConfigError);
   }

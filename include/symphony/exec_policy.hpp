@@ -40,6 +40,10 @@ struct CandidateInputs {
   // The length-biased mean gap between the model's requests
   // (ArrivalGapEstimator::typical_gap); zero when unknown.
   Duration arrival_gap = Duration::zero();
+  // How often the model's recent candidates missed their window (the rank
+  // side found no GPU before `latest` and had them shrink), in [0, 1]: a
+  // moving average over the model's dispatches; 1 when not tracked.
+  double window_misses = 1.0;
 };
 
 template <class P>
@@ -86,9 +90,19 @@ struct DeferredOptions {
   // come faster than one per alpha (w <= alpha) nothing changes. 0: the
   // paper's window.
   double arrival_window = 1.0;
+  // Miss feedback (off by default). When > 0, the widening above is scaled
+  // by min(1, miss_gain x the share of the model's recent dispatches whose
+  // candidates missed their window: the rank side found no GPU before
+  // `latest` and had them shrink; CandidateInputs::window_misses). Where GPUs
+  // are plentiful the paper's window rarely misses and stays as it is,
+  // keeping batches large; where they are scarce it misses and widens. It
+  // trades the two kinds of loss against each other rather than removing
+  // both (bench/results/simulator.md, experiment 4), so the default widens
+  // fully. 0: always widen fully.
+  double miss_gain = 0.0;
 
   // The paper's exact rule (§3.1): exec = max(earliest, frontrun).
-  static constexpr DeferredOptions paper() noexcept { return {0.0, 0.0}; }
+  static constexpr DeferredOptions paper() noexcept { return {0.0, 0.0, 0.0}; }
   bool is_paper() const noexcept { return min_gain == 0 && arrival_window == 0; }
 };
 
@@ -104,7 +118,9 @@ class DeferredPolicy {
     if (in.size >= in.max_batch || (o_.min_gain > 0 && in.size >= in.efficient_batch)) return in.earliest;
     TimePoint open = in.exec_deadline - in.profile->latency(in.size + 1);  // frontrun
     if (o_.arrival_window > 0 && in.arrival_gap > Duration::zero()) {
-      const auto w = static_cast<std::int64_t>(o_.arrival_window * static_cast<double>(in.arrival_gap.ns()));
+      const double scale = o_.miss_gain > 0 ? std::min(1.0, o_.miss_gain * in.window_misses) : 1.0;
+      const auto w =
+          static_cast<std::int64_t>(o_.arrival_window * scale * static_cast<double>(in.arrival_gap.ns()));
       open = min(open, in.latest - Duration::nanoseconds(w));
     }
     return max(in.earliest, open);

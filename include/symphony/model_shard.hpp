@@ -86,6 +86,8 @@ class ModelShard {
     if constexpr (requires { exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch); })
       m.efficient_batch = exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch);
     m.arrivals = ArrivalGapEstimator{};
+    m.missed = false;
+    m.window_misses = 0;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.queued = 0;
     m.inflight = 0;
@@ -177,6 +179,7 @@ class ModelShard {
   template <SchedulerSink Sink>
   CandidateUpdate recompute(ModelId id, TimePoint now, TimePoint not_before, Sink& sink) {
     if (!has_model(id)) return {true, false, {}};
+    models_[id].missed = true;
     return update_candidate(id, now, not_before, true, sink);
   }
 
@@ -240,6 +243,11 @@ class ModelShard {
     d.delay = c.delay;
     d.requests = BatchRequests(head);
     sink.on_dispatch(d);
+
+    // One sample per dispatch of the window-miss average: did this batch's
+    // candidates miss their window since the model's last dispatch?
+    m.window_misses += ((m.missed ? 1.0 : 0.0) - m.window_misses) / kMissMemory;
+    m.missed = false;
 
     res.dispatched = true;
     res.batch = bid;
@@ -335,6 +343,7 @@ class ModelShard {
 
  private:
   static constexpr std::uint32_t kNoSlot = ~0u;
+  static constexpr double kMissMemory = 128;  // dispatches in the window-miss average
   static constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << 24) - 1;
 
   struct Slot {
@@ -343,6 +352,8 @@ class ModelShard {
     std::uint32_t queued = 0;
     std::uint32_t inflight = 0;
     std::uint32_t efficient_batch = ~0u;  // the exec policy's, for this model
+    bool missed = false;                  // a candidate missed its window since the last dispatch
+    double window_misses = 0;             // moving average of `missed` per dispatch
     ArrivalGapEstimator arrivals;
     Candidate cand;
     ModelQueue queue;
@@ -431,7 +442,7 @@ class ModelShard {
     const TimePoint earliest = max(now + delay, gpu_free);
     c.exec = exec_.exec(CandidateInputs{g.size, m.cfg->max_batch, earliest, c.latest, g.exec_deadline,
                                         g.head_arrival, &m.cfg->profile, &m.cfg->timeout, m.efficient_batch,
-                                        m.arrivals.typical_gap()});
+                                        m.arrivals.typical_gap(), m.window_misses});
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).

@@ -70,7 +70,7 @@ Result<MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, co
   std::vector<std::uint32_t> grid = profile_grid(opts.max_batch);
   out.stopped_because = "reached max_batch " + std::to_string(opts.max_batch);
 
-  // Times one forward of `batch`; nullopt with *oom set when it ran out of memory.
+  // Times one forward of `batch` (ns); 0 with *oom set when it ran out of memory.
   auto time_one = [&](const std::vector<at::Tensor>& batch, bool* oom) -> Result<double> {
     sync(dev);
     const auto t0 = std::chrono::steady_clock::now();

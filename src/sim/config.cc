@@ -341,9 +341,12 @@ std::string PolicySpec::to_string() const {
     case ExecKind::kDeferred: {
       if (deferred.is_paper()) return "deferred:paper";
       const DeferredOptions d;
-      if (deferred.min_gain == d.min_gain && deferred.arrival_window == d.arrival_window) return "deferred";
+      if (deferred.min_gain == d.min_gain && deferred.arrival_window == d.arrival_window &&
+          deferred.miss_gain == d.miss_gain)
+        return "deferred";
       return "deferred:min_gain=" + format_number(deferred.min_gain) +
-             ",arrival_window=" + format_number(deferred.arrival_window);
+             ",arrival_window=" + format_number(deferred.arrival_window) +
+             (deferred.miss_gain > 0 ? ",miss_gain=" + format_number(deferred.miss_gain) : "");
     }
     case ExecKind::kEager:
       return "eager";
@@ -371,11 +374,12 @@ DeferredOptions parse_deferred_options(const std::string& text, const std::strin
     char* end = nullptr;
     const double x = std::strtod(value.c_str(), &end);
     const bool number = !value.empty() && *end == '\0' && x >= 0 && std::isfinite(x);
-    if (key != "min_gain" && key != "arrival_window")
+    if (key != "min_gain" && key != "arrival_window" && key != "miss_gain")
       throw ConfigError(where + ": unknown deferred option '" + item +
-                        "' (expected deferred, deferred:paper or deferred:min_gain=<x>,arrival_window=<x>)");
+                        "' (expected deferred, deferred:paper or "
+                        "deferred:min_gain=<x>,arrival_window=<x>,miss_gain=<x>)");
     if (!number) throw ConfigError(where + ": deferred option '" + key + "' needs a number >= 0, got '" + value + "'");
-    (key == "min_gain" ? o.min_gain : o.arrival_window) = x;
+    (key == "min_gain" ? o.min_gain : key == "arrival_window" ? o.arrival_window : o.miss_gain) = x;
   }
   return o;
 }
