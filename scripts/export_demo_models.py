@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-MODELS = ["squeezenet1_1", "shufflenet_v2_x0_5", "mobilenet_v3_small", "resnet18"]
+MODELS = ["squeezenet1_1", "shufflenet_v2_x0_5", "resnet18"]  # the models of examples/demo.yaml
 
 
 def main():
