@@ -53,11 +53,23 @@ TEST(ServeConfigTest, ParsesEverySetting) {
 
 TEST(ServeConfigTest, PoliciesParseOrExplain) {
   EXPECT_EQ(parse_policy("eager")->kind, PolicyKind::kEager);
-  EXPECT_FALSE(parse_policy("deferred")->paper);
+  EXPECT_FALSE(parse_policy("deferred")->deferred.is_paper());
   EXPECT_EQ(parse_policy("deferred")->to_string(), "deferred");
-  EXPECT_TRUE(parse_policy("deferred:paper")->paper);
+  EXPECT_TRUE(parse_policy("deferred:paper")->deferred.is_paper());
   EXPECT_EQ(parse_policy("deferred:paper")->kind, PolicyKind::kDeferred);
   EXPECT_EQ(parse_policy("deferred:paper")->to_string(), "deferred:paper");
+  // The same options as the simulator's --policy (symphony/exec_policy.hpp).
+  auto tuned = parse_policy("deferred:min_gain=0.2,arrival_window=0.5");
+  ASSERT_TRUE(tuned.ok()) << tuned.status().to_string();
+  EXPECT_EQ(tuned->deferred.min_gain, 0.2);
+  EXPECT_EQ(tuned->deferred.arrival_window, 0.5);
+  EXPECT_EQ(tuned->to_string(), "deferred:min_gain=0.2,arrival_window=0.5");
+  EXPECT_EQ(parse_policy(tuned->to_string())->to_string(), tuned->to_string());
+  auto bad = parse_policy("deferred:min_gain=fast");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("min_gain"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(parse_policy("deferred:").ok());
+  EXPECT_FALSE(parse_policy("deferred:paper,min_gain=1").ok());
   EXPECT_EQ(parse_policy("timeout:0")->timeout, Duration::zero());
   EXPECT_FALSE(parse_policy("timeout:-1").ok());
   EXPECT_FALSE(parse_policy("timeout:5ms").ok());

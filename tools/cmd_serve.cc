@@ -391,7 +391,7 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   static ServeArgs a;
   auto* cmd = app.add_subcommand("serve", "Serve TorchScript models on the configured devices under generated load");
   cmd->add_option("config", a.config, "serve config (YAML)")->required();
-  cmd->add_option("--policy", a.policy, "deferred | deferred:paper | eager | timeout:<ms> (overrides the config)");
+  cmd->add_option("--policy", a.policy, "deferred | deferred:paper | deferred:<options> | eager | timeout:<ms> (overrides the config)");
   cmd->add_option("--gather", a.gather, "target_batch | sliding_window (overrides the config)");
   cmd->add_option("--devices", a.devices, "auto | cpu[:N] | cuda[:i],... | emulated:N (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");

@@ -15,10 +15,15 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "symphony/latency_profile.hpp"
 #include "symphony/time.hpp"
@@ -106,6 +111,65 @@ struct DeferredOptions {
   bool is_paper() const noexcept { return min_gain == 0 && arrival_window == 0; }
 };
 
+// The spelling of a deferred rule, as `--policy` and the config files take
+// it: "deferred" (the default options), "deferred:paper", or
+// "deferred:" followed by key=value pairs, separated by commas, for any of
+// min_gain, arrival_window, miss_gain (numbers >= 0; the others keep their
+// defaults). parse_deferred_policy() takes the whole text; errors name the
+// part that is wrong.
+inline Result<DeferredOptions> parse_deferred_policy(std::string_view text) {
+  if (text == "deferred") return DeferredOptions{};
+  if (text == "deferred:paper") return DeferredOptions::paper();
+  const std::string usage =
+      " (expected deferred, deferred:paper or deferred:min_gain=<x>,arrival_window=<x>,miss_gain=<x>)";
+  // (Messages are appended piece by piece: GCC 12 warns, falsely, about
+  // "literal" + std::string temporaries here.)
+  auto fail = [&usage](std::initializer_list<std::string_view> parts, bool with_usage) {
+    std::string m;
+    for (std::string_view p : parts) m.append(p);
+    if (with_usage) m.append(usage);
+    return Status(Errc::kInvalidArgument, std::move(m));
+  };
+  if (text.substr(0, 9) != "deferred:") return fail({"'", text, "' is not a deferred policy"}, true);
+  DeferredOptions o;
+  std::string_view rest = text.substr(9);
+  for (;;) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t eq = item.find('=');
+    const std::string key(item.substr(0, eq));
+    const std::string value(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
+    double* field = key == "min_gain" ? &o.min_gain
+                    : key == "arrival_window" ? &o.arrival_window
+                    : key == "miss_gain" ? &o.miss_gain
+                                         : nullptr;
+    if (!field) return fail({"unknown deferred option '", item, "'"}, true);
+    char* end = nullptr;
+    const double x = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(x >= 0) || !std::isfinite(x))
+      return fail({"deferred option '", key, "' needs a number >= 0, got '", value, "'"}, false);
+    *field = x;
+    if (comma == rest.size()) break;
+    rest = rest.substr(comma + 1);
+  }
+  return o;
+}
+
+// The spelling parse_deferred_policy() reads back to the same options.
+inline std::string deferred_policy_name(const DeferredOptions& o) {
+  if (o.is_paper()) return "deferred:paper";
+  const DeferredOptions d;
+  if (o.min_gain == d.min_gain && o.arrival_window == d.arrival_window && o.miss_gain == d.miss_gain)
+    return "deferred";
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  return "deferred:min_gain=" + num(o.min_gain) + ",arrival_window=" + num(o.arrival_window) +
+         (o.miss_gain > 0 ? ",miss_gain=" + num(o.miss_gain) : "");
+}
+
 class DeferredPolicy {
  public:
   // The adaptive rule with the default options.
@@ -133,7 +197,7 @@ class DeferredPolicy {
   }
 
   const DeferredOptions& options() const noexcept { return o_; }
-  std::string name() const { return o_.is_paper() ? "deferred:paper" : "deferred"; }
+  std::string name() const { return deferred_policy_name(o_); }
 
  private:
   DeferredOptions o_;

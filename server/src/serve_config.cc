@@ -12,7 +12,7 @@ namespace symphony::server {
 
 std::string PolicySpec::to_string() const {
   switch (kind) {
-    case PolicyKind::kDeferred: return paper ? "deferred:paper" : "deferred";
+    case PolicyKind::kDeferred: return deferred_policy_name(deferred);
     case PolicyKind::kEager: return "eager";
     case PolicyKind::kTimeout: {
       std::string ms = std::to_string(timeout.to_ms());
@@ -26,9 +26,10 @@ std::string PolicySpec::to_string() const {
 
 Result<PolicySpec> parse_policy(const std::string& text) {
   PolicySpec p;
-  if (text == "deferred") return p;
-  if (text == "deferred:paper") {
-    p.paper = true;
+  if (text == "deferred" || text.rfind("deferred:", 0) == 0) {
+    auto o = parse_deferred_policy(text);
+    if (!o.ok()) return Status(Errc::kInvalidArgument, "policy '" + text + "': " + o.status().message());
+    p.deferred = *o;
     return p;
   }
   if (text == "eager") {

@@ -406,7 +406,7 @@ struct Server::Impl final : BatchRunner {
     Status s;
     switch (opts.policy.kind) {
       case PolicyKind::kDeferred:
-        s = make_runtime(rc, opts.policy.paper ? DeferredPolicy::paper() : DeferredPolicy{});
+        s = make_runtime(rc, DeferredPolicy(opts.policy.deferred));
         break;
       case PolicyKind::kEager: s = make_runtime(rc, EagerPolicy{}); break;
       case PolicyKind::kTimeout: s = make_runtime(rc, TimeoutPolicy(opts.policy.timeout)); break;

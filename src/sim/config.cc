@@ -338,16 +338,8 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
 
 std::string PolicySpec::to_string() const {
   switch (exec) {
-    case ExecKind::kDeferred: {
-      if (deferred.is_paper()) return "deferred:paper";
-      const DeferredOptions d;
-      if (deferred.min_gain == d.min_gain && deferred.arrival_window == d.arrival_window &&
-          deferred.miss_gain == d.miss_gain)
-        return "deferred";
-      return "deferred:min_gain=" + format_number(deferred.min_gain) +
-             ",arrival_window=" + format_number(deferred.arrival_window) +
-             (deferred.miss_gain > 0 ? ",miss_gain=" + format_number(deferred.miss_gain) : "");
-    }
+    case ExecKind::kDeferred:
+      return deferred_policy_name(deferred);
     case ExecKind::kEager:
       return "eager";
     case ExecKind::kTimeout:
@@ -357,40 +349,12 @@ std::string PolicySpec::to_string() const {
   return "?";
 }
 
-namespace {
-
-// "paper" or "key=value,key=value" after "deferred:".
-DeferredOptions parse_deferred_options(const std::string& text, const std::string& where) {
-  if (text == "paper") return DeferredOptions::paper();
-  DeferredOptions o;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    pos = comma + 1;
-    const std::size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    char* end = nullptr;
-    const double x = std::strtod(value.c_str(), &end);
-    const bool number = !value.empty() && *end == '\0' && x >= 0 && std::isfinite(x);
-    if (key != "min_gain" && key != "arrival_window" && key != "miss_gain")
-      throw ConfigError(where + ": unknown deferred option '" + item +
-                        "' (expected deferred, deferred:paper or "
-                        "deferred:min_gain=<x>,arrival_window=<x>,miss_gain=<x>)");
-    if (!number) throw ConfigError(where + ": deferred option '" + key + "' needs a number >= 0, got '" + value + "'");
-    (key == "min_gain" ? o.min_gain : key == "arrival_window" ? o.arrival_window : o.miss_gain) = x;
-  }
-  return o;
-}
-
-}  // namespace
-
 PolicySpec parse_policy(const std::string& text, const std::string& where) {
   PolicySpec p;
-  if (text == "deferred") return p;
-  if (text.rfind("deferred:", 0) == 0) {
-    p.deferred = parse_deferred_options(text.substr(9), where);
+  if (text == "deferred" || text.rfind("deferred:", 0) == 0) {
+    auto o = parse_deferred_policy(text);
+    if (!o.ok()) throw ConfigError(where + ": " + o.status().message());
+    p.deferred = *o;
     return p;
   }
   if (text == "eager") {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/exec_policy.hpp"
 #include "symphony/profile_io.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
@@ -47,10 +48,11 @@ Result<GatherKind> parse_gather(const std::string& text);
 std::string to_string(GatherKind g);
 
 // "deferred" (DeferredPolicy's default, adaptive rule), "deferred:paper"
-// (the paper's exact rule), "eager", "timeout:5" (ms). Errors name the text.
+// (the paper's exact rule), "deferred:<options>" (parse_deferred_policy in
+// symphony/exec_policy.hpp), "eager", "timeout:5" (ms). Errors name the text.
 struct PolicySpec {
   PolicyKind kind = PolicyKind::kDeferred;
-  bool paper = false;  // kDeferred: DeferredPolicy::paper()
+  DeferredOptions deferred;  // kDeferred: the rule's options
   Duration timeout;
   std::string to_string() const;
 };
