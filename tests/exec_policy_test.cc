@@ -126,6 +126,11 @@ TEST(DeferredPolicyTest, SpellingsParseAndRoundTrip) {
   for (const char* text : {"deferred", "deferred:paper", "deferred:min_gain=0.1,arrival_window=0.25"})
     EXPECT_EQ(deferred_policy_name(*parse_deferred_policy(text)), text);
   EXPECT_EQ(deferred_policy_name(*parse_deferred_policy("deferred:min_gain=0,arrival_window=0")), "deferred:paper");
+  const DeferredOptions odd{.min_gain = 0.123456789, .arrival_window = 1.0 / 3.0};
+  const auto back = parse_deferred_policy(deferred_policy_name(odd));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->min_gain, odd.min_gain);
+  EXPECT_EQ(back->arrival_window, odd.arrival_window);
   for (const char* bad : {"eager", "deferred:", "deferred:x=1", "deferred:min_gain", "deferred:min_gain=-0.1",
                           "deferred:min_gain=inf", "deferred:min_gain=1,", "deferred:paper,min_gain=1"}) {
     const auto r = parse_deferred_policy(bad);

@@ -161,9 +161,10 @@ inline std::string deferred_policy_name(const DeferredOptions& o) {
   const DeferredOptions d;
   if (o.min_gain == d.min_gain && o.arrival_window == d.arrival_window && o.miss_gain == d.miss_gain)
     return "deferred";
-  auto num = [](double v) {
+  auto num = [](double v) {  // the shortest of %g and %.17g that reads back exactly
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", v);
+    if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
     return std::string(buf);
   };
   return "deferred:min_gain=" + num(o.min_gain) + ",arrival_window=" + num(o.arrival_window) +
