@@ -23,7 +23,7 @@
 #include <readerwriterqueue/readerwriterqueue.h>
 
 #include "symphony/runtime/doorbell.hpp"
-#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/runtime/stress.hpp"
 #include "symphony/spsc_ring.hpp"
 

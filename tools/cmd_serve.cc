@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/server/serve_config.hpp"
 #include "symphony/server/server.hpp"
 #include "symphony/server/torch_model.hpp"

@@ -1,15 +1,25 @@
-// A log-linear histogram of non-negative integer durations (nanoseconds) for
-// latency percentiles: fixed memory, O(1) record, bounded relative error.
+// LatencyHistogram: percentiles of non-negative durations in fixed memory,
+// the one histogram behind every latency figure Symphony reports (the
+// simulator's metrics, the runtime's dispatch lag, the server's and the
+// stress tool's request latencies), so that their percentiles compare.
 //
-// Values below 512 ns have a bucket each; above, every power-of-two range is
-// split into 256 equal buckets, so a reported percentile is within 0.2 % of
-// the exact one (it is the bucket's midpoint, clamped to the observed min and
-// max). Values from 2^42 ns (73 minutes) on share the last bucket.
+// Layout (log-linear, HdrHistogram's idea): values below 512 ns have a bucket
+// each; above, every power-of-two range [2^k, 2^(k+1)) is split into 256
+// equal buckets, so a bucket is at most 1/256 of its lower bound wide. Values
+// from 2^42 ns (73 minutes) on share the last bucket.
 //
-// Guarantees: construction allocates one array of kBuckets counters; record()
-// and merge() never allocate; percentile() is O(kBuckets).
+// Percentile convention: percentile(q) is the value of rank
+// r = max(1, round(q * n)) among the n recorded values in ascending order
+// (q * n rounded to the nearest whole rank, halves down: the nearest-rank
+// quantile), reported as the midpoint of that value's bucket, clamped to
+// [min(), max()]. It is within 0.2 % of the exact value, and exact below
+// 512 ns.
 //
-//   DurationHistogram h;
+// Guarantees: the constructor allocates the counters once (70 KiB); record()
+// and merge() are O(1) / O(buckets), noexcept and never allocate;
+// percentile() is O(buckets); single-threaded (merge per-thread copies).
+//
+//   LatencyHistogram h;
 //   h.record(Duration::milliseconds(3));
 //   h.percentile(0.99);  // about 3 ms
 #pragma once
@@ -21,18 +31,18 @@
 
 #include "symphony/time.hpp"
 
-namespace symphony::sim {
+namespace symphony {
 
-class DurationHistogram {
+class LatencyHistogram {
  public:
   static constexpr int kSubBits = 8;  // 256 buckets per power of two
   static constexpr int kMaxBits = 42;
   static constexpr std::uint32_t kLinear = 2u << kSubBits;  // 512 exact buckets
   static constexpr std::uint32_t kBuckets = kLinear + (kMaxBits - kSubBits - 1) * (1u << kSubBits);
 
-  DurationHistogram() : counts_(kBuckets) {}
+  LatencyHistogram() : counts_(kBuckets) {}
 
-  // Negative durations count as zero.
+  // Records one value; negative durations count as zero.
   void record(Duration d) noexcept { record_ns(d.ns()); }
   void record_ns(std::int64_t v) noexcept {
     if (v < 0) v = 0;
@@ -43,7 +53,8 @@ class DurationHistogram {
     sum_ += static_cast<double>(v);
   }
 
-  void merge(const DurationHistogram& o) noexcept {
+  // Adds every value recorded in `o`.
+  void merge(const LatencyHistogram& o) noexcept {
     if (o.n_ == 0) return;
     for (std::uint32_t i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
     min_ = n_ == 0 ? o.min_ : std::min(min_, o.min_);
@@ -52,7 +63,15 @@ class DurationHistogram {
     sum_ += o.sum_;
   }
 
+  void clear() noexcept {
+    std::fill(counts_.begin(), counts_.end(), 0);
+    n_ = 0;
+    min_ = max_ = 0;
+    sum_ = 0;
+  }
+
   std::uint64_t count() const noexcept { return n_; }
+  // Zero when empty.
   Duration min() const noexcept { return Duration::nanoseconds(min_); }
   Duration max() const noexcept { return Duration::nanoseconds(max_); }
   Duration mean() const noexcept {
@@ -60,9 +79,7 @@ class DurationHistogram {
               : Duration::zero();
   }
 
-  // The q-quantile (0 <= q <= 1) by nearest rank: a value v such that at
-  // least a fraction q of the samples is <= v (within the bucket precision).
-  // Zero when empty.
+  // The q-quantile (q in [0, 1]) by the convention above; zero when empty.
   Duration percentile(double q) const noexcept {
     if (n_ == 0) return Duration::zero();
     q = std::clamp(q, 0.0, 1.0);
@@ -79,7 +96,23 @@ class DurationHistogram {
     return Duration::nanoseconds(max_);
   }
 
-  // Bucket boundaries, for tests.
+  // How many recorded values are <= `bound`, to the bucket: values in the
+  // bucket that holds `bound` count only if the whole bucket is <= it
+  // (cumulative buckets of an exported histogram).
+  std::uint64_t count_at_or_below(Duration bound) const noexcept {
+    if (bound < Duration::zero()) return 0;
+    const auto b = static_cast<std::uint64_t>(bound.ns());
+    std::uint32_t last = index(b);
+    if (static_cast<std::uint64_t>(upper_bound(last)) > b) {
+      if (last == 0) return 0;
+      --last;
+    }
+    std::uint64_t seen = 0;
+    for (std::uint32_t i = 0; i <= last; ++i) seen += counts_[i];
+    return seen;
+  }
+
+  // Bucket boundaries (tests).
   static std::uint32_t index(std::uint64_t v) noexcept {
     if (v < kLinear) return static_cast<std::uint32_t>(v);
     const int msb = static_cast<int>(std::bit_width(v)) - 1;  // >= kSubBits + 1
@@ -102,10 +135,10 @@ class DurationHistogram {
   }
 
  private:
-  std::vector<std::uint32_t> counts_;
+  std::vector<std::uint64_t> counts_;
   std::uint64_t n_ = 0;
   std::int64_t min_ = 0, max_ = 0;
   double sum_ = 0;
 };
 
-}  // namespace symphony::sim
+}  // namespace symphony
