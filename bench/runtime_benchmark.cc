@@ -24,7 +24,7 @@
 
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/latency_histogram.hpp"
-#include "symphony/runtime/stress.hpp"
+#include "stress.hpp"  // tools/
 #include "symphony/spsc_ring.hpp"
 
 namespace symphony {

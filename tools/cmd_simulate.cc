@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/simtool/simulate.hpp"
 
 namespace symphony::tools {
@@ -99,15 +100,14 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
   static Options o;
   cmd->add_option("config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
   cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
-  cmd->add_option("--policy", o.policy,
-                  "deferred, deferred:paper, deferred:min_gain=<x>,arrival_window=<x>, eager, timeout:<ms> or timeout:<fraction>slo (overrides the config)");
-  cmd->add_option("--gather", o.gather, "sliding_window or target_batch (overrides the config)")
-      ->check(CLI::IsMember({"sliding_window", "target_batch"}));
+  cmd->add_option("--policy", o.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--gather", o.gather, std::string(kGatherHelp) + " (overrides the config)");
   auto* goodput =
       cmd->add_flag("--goodput", o.goodput, "search the goodput (highest rate with <= 1 % bad per model)");
-  cmd->add_option("--min-gpus", o.min_gpus, "search the minimum number of GPUs serving this rate (r/s)")
-      ->check(CLI::PositiveNumber)
-      ->excludes(goodput);
+  auto* min_gpus =
+      cmd->add_option("--min-gpus", o.min_gpus, "search the minimum number of GPUs serving this rate (r/s)")
+          ->check(CLI::PositiveNumber)
+          ->excludes(goodput);
   cmd->add_option("--trace-out", o.trace_out,
                   "write every batch and request of the reported run to this CSV");
   cmd->add_option("-o,--out", o.out, "write the report to this file instead of stdout");
@@ -115,8 +115,11 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
     o.seed_set = true;
   });
   cmd->add_option("--gpus", o.gpus, "number of GPUs (overrides the config)")->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--rate", o.rate, "total offered rate in r/s (scales the config's rates)")
-      ->check(CLI::PositiveNumber);
+  // The searches set the rate themselves: a --rate beside them would be ignored.
+  cmd->add_option("--rate", o.rate, "total offered rate in r/s (scales the config's rates; not with a search)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(goodput)
+      ->excludes(min_gpus);
   cmd->add_flag("-q,--quiet", o.quiet, "no progress lines on stderr");
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;

@@ -1,6 +1,6 @@
 // A bounded, lock-free single-producer single-consumer ring.
 //
-// This is the channel between a model shard and the RankThread (paper §4.2):
+// This is the channel between a ModelThread and the RankThread (paper §4.2):
 // one ring in each direction per shard. Capacity is a power of two fixed at
 // construction (slots are allocated once). The producer's and the consumer's
 // indices live on separate cache lines, and each side keeps a cached copy of

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "symphony/model_shard.hpp"
+#include "symphony/model_state.hpp"
 #include "symphony/simtool/files.hpp"
 
 #ifndef SYMPHONY_SOURCE_DATA_DIR
@@ -321,7 +321,7 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
         if (m.cfg.target_batch > m.cfg.profile.max_batch())
           r.fail(n["target_batch"], key + ".target_batch",
                  "exceeds the profile's max_batch " + std::to_string(m.cfg.profile.max_batch()));
-        if (Status s = ModelShard<>::validate(m.cfg); !s.ok()) r.fail(n, key, s.message());
+        if (Status s = ModelState<>::validate(m.cfg); !s.ok()) r.fail(n, key, s.message());
         out.push_back(std::move(m));
       }
     }
@@ -336,85 +336,35 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
 
 }  // namespace
 
-std::string PolicySpec::to_string() const {
-  switch (exec) {
-    case ExecKind::kDeferred:
-      return deferred_policy_name(deferred);
-    case ExecKind::kEager:
-      return "eager";
-    case ExecKind::kTimeout:
-      if (slo_fraction) return "timeout:" + format_number(*slo_fraction) + "slo";
-      return "timeout:" + format_number(timeout.to_ms()) + "ms";
-  }
-  return "?";
+// A policy text, or ConfigError naming `where`.
+PolicySpec policy_or_throw(const std::string& text, const std::string& where) {
+  Result<PolicySpec> p = parse_policy(text);
+  if (!p.ok()) throw ConfigError(where + ": " + p.status().message());
+  return *p;
 }
 
-PolicySpec parse_policy(const std::string& text, const std::string& where) {
-  PolicySpec p;
-  if (text == "deferred" || text.rfind("deferred:", 0) == 0) {
-    auto o = parse_deferred_policy(text);
-    if (!o.ok()) throw ConfigError(where + ": " + o.status().message());
-    p.deferred = *o;
-    return p;
-  }
-  if (text == "eager") {
-    p.exec = ExecKind::kEager;
-    return p;
-  }
-  if (text.rfind("timeout:", 0) == 0) {
-    std::string v = text.substr(8);
-    bool fraction = false;
-    if (v.size() > 3 && v.substr(v.size() - 3) == "slo") {
-      fraction = true;
-      v.resize(v.size() - 3);
-    } else if (v.size() > 2 && v.substr(v.size() - 2) == "ms") {
-      v.resize(v.size() - 2);
-    }
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (!v.empty() && *end == '\0' && x >= 0 && std::isfinite(x)) {
-      p.exec = ExecKind::kTimeout;
-      if (fraction)
-        p.slo_fraction = x;
-      else
-        p.timeout = Duration::from_ms(x);
-      return p;
-    }
-  }
-  throw ConfigError(where +
-                    ": policy must be deferred, deferred:paper, deferred:<options>, eager, timeout:<ms> or "
-                    "timeout:<fraction>slo, got '" +
-                    text + "'");
+GatherKind gather_or_throw(const std::string& text, const std::string& where) {
+  Result<GatherKind> g = parse_gather(text);
+  if (!g.ok()) throw ConfigError(where + ": " + g.status().message());
+  return *g;
 }
 
 void Config::set_policy(const PolicySpec& p) {
-  policy = p;
-  spec.exec = p.exec;
-  spec.deferred = p.deferred;
-  spec.timeout = p.timeout;
+  const GatherKind gather = spec.policy.gather;
+  spec.policy = p;
+  spec.policy.gather = gather;
   for (std::size_t i = 0; i < spec.models.size(); ++i) {
     ModelConfig& m = spec.models[i];
     const ModelInfo& info = model_info[i];
-    m.timeout.reset();
-    if (info.own_timeout)
-      m.timeout = *info.own_timeout;
-    else if (info.own_timeout_fraction)
-      m.timeout = Duration::from_ms(m.slo.to_ms() * *info.own_timeout_fraction);
-    else if (p.slo_fraction)
-      m.timeout = Duration::from_ms(m.slo.to_ms() * *p.slo_fraction);
+    std::optional<Duration> own = info.own_timeout;
+    if (!own && info.own_timeout_fraction) own = Duration::from_ms(m.slo.to_ms() * *info.own_timeout_fraction);
+    m.timeout = model_timeout(p, m.slo, own);
   }
 }
 
 void apply_overrides(Config& c, const Overrides& o) {
-  if (o.policy) c.set_policy(parse_policy(*o.policy, "--policy"));
-  if (o.gather) {
-    if (*o.gather == "sliding_window")
-      c.spec.gather = GatherKind::kSlidingWindow;
-    else if (*o.gather == "target_batch")
-      c.spec.gather = GatherKind::kTargetBatch;
-    else
-      throw ConfigError("--gather: must be sliding_window or target_batch, got '" + *o.gather + "'");
-  }
+  if (o.policy) c.set_policy(policy_or_throw(*o.policy, "--policy"));
+  if (o.gather) c.spec.policy.gather = gather_or_throw(*o.gather, "--gather");
   if (o.seed) c.spec.seed = *o.seed;
   if (o.gpus) {
     if (*o.gpus == 0 || *o.gpus > (1u << 20)) throw ConfigError("--gpus: must be in [1, 2^20]");
@@ -498,20 +448,14 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
 
   PolicySpec policy;
   if (root["policy"]) {
-    try {
-      policy = parse_policy(r.string(root["policy"], "policy"), "policy");
-    } catch (const ConfigError& err) {
-      r.fail(root["policy"], "", err.what());
-    }
+    Result<PolicySpec> p = parse_policy(r.string(root["policy"], "policy"));
+    if (!p.ok()) r.fail(root["policy"], "policy", p.status().message());
+    policy = *p;
   }
   if (root["gather"]) {
-    const std::string g = r.string(root["gather"], "gather");
-    if (g == "sliding_window")
-      e.gather = GatherKind::kSlidingWindow;
-    else if (g == "target_batch")
-      e.gather = GatherKind::kTargetBatch;
-    else
-      r.fail(root["gather"], "gather", "must be sliding_window or target_batch, got '" + g + "'");
+    Result<GatherKind> g = parse_gather(r.string(root["gather"], "gather"));
+    if (!g.ok()) r.fail(root["gather"], "gather", g.status().message());
+    e.policy.gather = *g;
   }
   if (const YAML::Node n = root["noise"]) {
     if (n.IsScalar()) {

@@ -125,7 +125,7 @@ json run_json(const Config& c, const RunResult& run, std::uint32_t gpus) {
     j["max_batch"] = m.max_batch ? m.max_batch : m.profile.max_batch();
     j["alpha_ms"] = ms(m.profile.alpha());
     j["beta_ms"] = ms(m.profile.beta());
-    if (m.timeout && e.exec == ExecKind::kTimeout) j["timeout_ms"] = ms(*m.timeout);
+    if (m.timeout && e.policy.exec == ExecKind::kTimeout) j["timeout_ms"] = ms(*m.timeout);
     const std::uint32_t mb = m.max_batch ? m.max_batch : m.profile.max_batch();
     j["bounds"] = json{{"staggered", bound_json(staggered_bound(m.profile, m.slo, gpus, mb))},
                        {"no_coordination", bound_json(no_coordination_bound(m.profile, m.slo, gpus, mb))}};
@@ -173,8 +173,8 @@ json config_json(const Config& c) {
   return json{{"name", c.name},
               {"seed", e.seed},
               {"gpus", e.gpus},
-              {"policy", c.policy.to_string()},
-              {"gather", e.gather == GatherKind::kTargetBatch ? "target_batch" : "sliding_window"},
+              {"policy", e.policy.to_string()},
+              {"gather", std::string(to_string(e.policy.gather))},
               {"workload", c.workload_desc},
               {"models", e.models.size()},
               {"offered_rps", num(e.base_rate())},

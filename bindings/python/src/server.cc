@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "binding.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/server/server.hpp"
 
 #if PY_VERSION_HEX >= 0x030D0000
@@ -46,7 +47,6 @@ using server::ModelOptions;
 using server::Server;
 using server::ServerOptions;
 using server::ServerStats;
-using server::StopHow;
 
 // ---- torch, when the package found it --------------------------------------------
 // Strong references, set once by _set_torch() and never released.
@@ -464,7 +464,7 @@ class PyServer {
   }
 
   ~PyServer() {
-    shutdown(StopHow::kCancel);
+    shutdown(StopMode::kCancel);
     {
       py::gil_scoped_release nogil;
       server_.reset();  // joins the executors
@@ -499,7 +499,7 @@ class PyServer {
     if (Status s = server_->start(); !s.ok()) raise_for_control(s);
   }
 
-  void stop(bool cancel) { shutdown(cancel ? StopHow::kCancel : StopHow::kDrain); }
+  void stop(bool cancel) { shutdown(cancel ? StopMode::kCancel : StopMode::kDrain); }
 
   // The hot path: one request. Holds the GIL throughout (nothing here
   // blocks: the server's submission is lock-free apart from a short slot
@@ -652,7 +652,7 @@ class PyServer {
   // thread) while another thread is stopping, it returns at once: that stop
   // finishes the job (waiting for it would wait for this very thread).
   // REQUIRES: the GIL is held; it is released throughout.
-  void shutdown(StopHow how) {
+  void shutdown(StopMode how) {
     py::gil_scoped_release nogil;
     std::unique_lock<std::mutex> lock(shutdown_mu_, std::defer_lock);
     if (completer_ && completer_->on_this_thread()) {
@@ -701,15 +701,19 @@ void bind_server(py::module_& m) {
       "Tells the module how to exchange tensors with torch (called by the package).");
 
   py::class_<PyServer>(m, "Server", "The C++ server; use symphony.Server.")
-      .def(py::init([](const std::string& devices, const std::string& policy, int cpu_threads, std::uint32_t shards,
+      .def(py::init([](const std::string& devices, const std::string& policy, const std::string& gather,
+                       int cpu_threads, std::uint32_t shards,
                        std::uint32_t max_models, std::uint32_t max_pending, double safety_margin_ms,
                        const std::string& profile_latency, std::uint32_t profile_max_batch, int profile_repeats,
                        const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
              ServerOptions o;
              o.devices = devices;
-             auto p = server::parse_policy(policy);
+             auto p = parse_policy(policy);
              if (!p.ok()) raise(ErrorKind::kConfig, p.status().message());
              o.policy = *p;
+             auto g = parse_gather(gather);
+             if (!g.ok()) raise(ErrorKind::kConfig, g.status().message());
+             o.policy.gather = *g;
              o.cpu_threads = cpu_threads;
              o.shards = shards;
              o.max_models = max_models;
@@ -724,7 +728,7 @@ void bind_server(py::module_& m) {
              o.profile_repeats = profile_repeats;
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
-           py::arg("devices"), py::arg("policy"), py::arg("cpu_threads"), py::arg("shards"), py::arg("max_models"),
+           py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"), py::arg("shards"), py::arg("max_models"),
            py::arg("max_pending"), py::arg("safety_margin_ms"), py::arg("profile_latency"),
            py::arg("profile_max_batch"), py::arg("profile_repeats"), py::arg("log"), py::arg("dispatcher"),
            py::arg("numpy_outputs"))

@@ -29,6 +29,7 @@ class Server:
         self,
         devices: str,
         policy: str,
+        gather: str,
         cpu_threads: int,
         shards: int,
         max_models: int,

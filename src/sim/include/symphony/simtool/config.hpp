@@ -34,25 +34,6 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The exec policy as written: deferred (the adaptive rule with its default
-// options), deferred:paper (the paper's exact rule),
-// deferred:min_gain=<x>,arrival_window=<x> (either or both; see
-// DeferredOptions), eager, timeout:<ms> or timeout:<fraction>slo (each
-// model's timeout is that fraction of its SLO).
-struct PolicySpec {
-  ExecKind exec = ExecKind::kDeferred;
-  DeferredOptions deferred;            // deferred[:...]
-  Duration timeout;                    // timeout:<ms>
-  std::optional<double> slo_fraction;  // timeout:<f>slo
-
-  // "deferred", "deferred:paper", "deferred:min_gain=0.1,arrival_window=1",
-  // "eager", "timeout:5ms" or "timeout:0.3slo".
-  std::string to_string() const;
-};
-
-// Parses a policy string; throws ConfigError naming `where` when it is bad.
-PolicySpec parse_policy(const std::string& text, const std::string& where = "policy");
-
 // Where a model came from, for the report.
 struct ModelInfo {
   std::string source;                          // "inline", "zoo:a100", "file:<path>"
@@ -74,15 +55,14 @@ struct MinGpusSpec {
 struct Config {
   std::string origin;   // the file (or "<memory>") it came from
   std::string name;     // the config's name (default: file stem)
-  ExperimentSpec spec;  // with the policy applied (timeouts filled in)
-  PolicySpec policy;
+  ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
   std::vector<ModelInfo> model_info;  // parallel to spec.models
   std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
   GoodputSearchSpec goodput;
   MinGpusSpec min_gpus;
 
-  // Replaces the exec policy (the CLI's --policy), recomputing per-model
-  // timeouts.
+  // Replaces the exec policy (the CLI's --policy; the gathering policy stays),
+  // recomputing per-model timeouts.
   void set_policy(const PolicySpec& p);
 };
 
@@ -90,8 +70,8 @@ struct Config {
 // --gather, --seed, --gpus and --rate); shared with the bindings so that both
 // produce the same report for the same request.
 struct Overrides {
-  std::optional<std::string> policy;  // as parse_policy() reads it
-  std::optional<std::string> gather;  // sliding_window or target_batch
+  std::optional<std::string> policy;  // as parse_policy() (policy.hpp) reads it
+  std::optional<std::string> gather;  // as parse_gather() reads it
   std::optional<std::uint64_t> seed;
   std::optional<std::uint32_t> gpus;
   std::optional<double> rate;  // total offered rate; scales every model's rate

@@ -1,16 +1,19 @@
-// The model side of the scheduler: what the paper's ModelThread owns (§4.2).
+// ModelState: the model side of the scheduler, what the paper's ModelThread
+// owns (§4.2); it pairs with RankState, the rank side (rank_state.hpp).
 //
-// A ModelShard holds a set of models: their EDF request queues, their batch
+// A ModelState holds one shard of the models (all of them in the
+// single-threaded Scheduler; one ModelThread's in the Runtime): their EDF request queues, their batch
 // candidates, the request and batch pools, and the in-flight batches whose
 // requests still await an outcome. It never looks at GPUs or timers: those
 // belong to the rank side (rank_state.hpp). The two talk in small messages:
 //
-//   shard -> rank: CandidateUpdate (after an arrival, a recompute or a grant),
+//   model -> rank: CandidateUpdate (after an arrival, a recompute or a grant),
 //                  the GPU's predicted free time after a grant, batch finishes;
-//   rank -> shard: grant (model, gpu, gpu_free), recompute (model, not_before).
+//   rank -> model: grant (model, gpu, gpu_free), recompute (model, not_before).
 //
 // The single-threaded Scheduler passes them by direct call; the multi-threaded
-// Runtime over SPSC rings. The rules live here once.
+// Runtime (ModelThread <-> RankThread) over SPSC rings. The rules live here
+// once.
 //
 // Guarantees:
 //  - one owner thread; allocation only in the constructor and add_model;
@@ -27,7 +30,7 @@
 #include <vector>
 
 #include "symphony/arrival_estimate.hpp"
-#include "symphony/batch_queue.hpp"
+#include "symphony/gather_policy.hpp"
 #include "symphony/exec_policy.hpp"
 #include "symphony/status.hpp"
 #include "symphony/types.hpp"
@@ -46,7 +49,7 @@ struct NullSink {
   void on_outcome(const RequestOutcome&) noexcept {}
 };
 
-struct ShardConfig {
+struct ModelStateConfig {
   std::uint32_t shard_index = 0;        // folded into BatchIds
   std::uint32_t max_models = 64;        // model ids are in [0, max_models)
   std::uint32_t max_requests = 1u << 16;  // queued plus in flight, all models
@@ -54,10 +57,10 @@ struct ShardConfig {
   Delays delays;
 };
 
-template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch>
-class ModelShard {
+template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
+class ModelState {
  public:
-  ModelShard(ShardConfig cfg, Exec exec = {}, Gather gather = {})
+  ModelState(ModelStateConfig cfg, Exec exec = {}, Gather gather = {})
       : cfg_(cfg), exec_(std::move(exec)), gather_(std::move(gather)),
         models_(cfg.max_models), requests_(cfg.max_requests), batches_(cfg.max_batches) {
     for (std::uint32_t i = 0; i < cfg.max_requests; ++i)
@@ -68,7 +71,7 @@ class ModelShard {
     if (cfg.max_batches) batches_[cfg.max_batches - 1].next_free = kNoSlot;
   }
 
-  const ShardConfig& config() const noexcept { return cfg_; }
+  const ModelStateConfig& config() const noexcept { return cfg_; }
   const Exec& exec_policy() const noexcept { return exec_; }
 
   // Validates the model and takes it into this shard. Off the hot path.
@@ -456,7 +459,7 @@ class ModelShard {
     return u;
   }
 
-  ShardConfig cfg_;
+  ModelStateConfig cfg_;
   Exec exec_;
   Gather gather_;
   std::vector<Slot> models_;

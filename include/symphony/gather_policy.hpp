@@ -1,5 +1,5 @@
-// A model's request queue in deadline (EDF) order, and the two batch
-// gathering policies of DESIGN.md §2 (the paper's GetBatch).
+// The batch gathering policies of DESIGN.md §2 (the paper's GetBatch): which
+// requests of a model's queue form its next batch.
 //
 // GetBatch(now, gpu_free): start(b) = max(now + delay(b), gpu_free). Every
 // head request that cannot finish even alone (start(1) + l(1) > its deadline
@@ -8,28 +8,15 @@
 // d_resp and the safety margin; when not even b = 1 fits that, d is the
 // deadline less d_resp alone (the margin is used up; see Delays).
 //
-//  - SlidingWindow: exactly the rule above (Clipper, Shepherd).
-//  - TargetBatch: when that b is below the model's target, drop heads if a
-//    later head would give a batch of at least the target (Nexus).
-//
-// TargetBatch is the default everywhere a gathering policy is defaulted
-// (ModelShard, Scheduler, Runtime, the simulator and its configs). Sliding
-// window is not stable under overload: once a burst backs the queue up,
-// every head is close to its deadline, only small batches fit, capacity
-// shrinks and the backlog never clears (ResNet50 on 8 GPUs at 87 % of its
-// bound: 65 % bad for the rest of the run, under deferred and eager alike;
-// bench/results/simulator.md, experiments 1 and 5). TargetBatch sheds the
-// heads that can no longer be part of a batch of the target size (reason
-// batch_policy) and recovers; below overload it sheds nothing, since it only
-// acts when the queue is longer than the target.
+//  - SlidingWindowGather: exactly the rule above (Clipper, Shepherd).
+//  - TargetBatchGather (the default everywhere): when that b is below the
+//    model's target, drop heads if a later head would give a batch of at
+//    least the target (Nexus). docs/policies.md explains why it is the default.
 //
 // Both report every dropped request through a callback with its reason.
 //
-// Guarantees: no allocation; the queue is an intrusive splay tree keyed by
-// (deadline, arrival seq), so appending in deadline order and popping the head
-// are amortized O(1)-ish and arbitrary inserts O(log n); GetBatch costs
-// O(drops + log max_batch) for SlidingWindow and O(target * log n) worst case
-// for TargetBatch.
+// Guarantees: no allocation; GetBatch costs O(drops + log max_batch) for
+// SlidingWindowGather and O(target * log n) worst case for TargetBatchGather.
 #pragma once
 
 #include <algorithm>
@@ -37,29 +24,10 @@
 #include <cstdint>
 
 #include "symphony/latency_profile.hpp"
-#include "symphony/splay_tree.hpp"
+#include "symphony/model_queue.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony {
-
-struct EdfOrder {
-  bool operator()(const Request& a, const Request& b) const noexcept {
-    return a.deadline < b.deadline || (a.deadline == b.deadline && a.seq < b.seq);
-  }
-};
-
-class ModelQueue {
- public:
-  void push(Request& r) noexcept { tree_.insert(r); }
-  Request* front() noexcept { return tree_.min(); }
-  Request* pop_front() noexcept { return tree_.pop_min(); }
-  Request* next(Request& r) noexcept { return tree_.next(r); }
-  std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(tree_.size()); }
-  bool empty() const noexcept { return tree_.empty(); }
-
- private:
-  SplayTree<Request, EdfOrder, QueueTag> tree_;
-};
 
 // Everything GetBatch needs besides the queue.
 struct GatherInputs {
@@ -138,7 +106,7 @@ concept GatherPolicy = requires(const P p, ModelQueue& q, const GatherInputs& in
 };
 
 // GetBatch with a sliding window from the head of the queue.
-struct SlidingWindow {
+struct SlidingWindowGather {
   static constexpr const char* kName = "sliding_window";
 
   template <class DropFn>
@@ -151,7 +119,7 @@ struct SlidingWindow {
 };
 
 // GetBatch that sheds heads to keep batches near a target size (Nexus).
-struct TargetBatch {
+struct TargetBatchGather {
   static constexpr const char* kName = "target_batch";
 
   template <class DropFn>
@@ -178,9 +146,9 @@ struct TargetBatch {
   }
 };
 
-static_assert(GatherPolicy<SlidingWindow> && GatherPolicy<TargetBatch>);
+static_assert(GatherPolicy<SlidingWindowGather> && GatherPolicy<TargetBatchGather>);
 
-// The default target for TargetBatch: the largest b with 2*l(b) <= SLO (a
+// The default target for TargetBatchGather: the largest b with 2*l(b) <= SLO (a
 // request may wait one batch and run in the next, as without coordination).
 inline std::uint32_t default_target_batch(const LatencyProfile& p, Duration slo, std::uint32_t max_batch) {
   return std::max<std::uint32_t>(1, p.largest_batch_within(slo / 2, max_batch));

@@ -1,13 +1,14 @@
-// ShardThread: one model-shard thread of the Runtime (the paper's
-// ModelThread, §4.2), owning a ModelShard over its models.
+// ModelThread: one model thread of the Runtime (the paper's ModelThread,
+// §4.2), owning the ModelState of its shard of the models; it pairs with the
+// RankThread (rank_thread.hpp), which owns the RankState.
 //
 // Inputs, polled by one loop:
 //  - the rank ring (SPSC, from the RankThread): grants and recompute requests,
-//    answered with ModelShard::on_grant / recompute, exactly as the
+//    answered with ModelState::on_grant / recompute, exactly as the
 //    single-threaded Scheduler's drain_actions() does;
-//  - the completion queue (MPSC, from executors): ModelShard::finish_batch,
+//  - the completion queue (MPSC, from executors): ModelState::finish_batch,
 //    then the GPU's actual end goes to the rank;
-//  - the ingress queue (MPSC, from clients, bounded): ModelShard::submit;
+//  - the ingress queue (MPSC, from clients, bounded): ModelState::submit;
 //  - the control queue: adding and removing models, statistics, stop.
 // Outputs go to the rank ring (SPSC, to the RankThread) followed by a ready
 // bit and a doorbell ring. Candidate updates are coalesced: a model whose
@@ -39,7 +40,7 @@
 #include <concurrentqueue/concurrentqueue.h>
 
 #include "symphony/detail/runtime_messages.hpp"
-#include "symphony/model_shard.hpp"
+#include "symphony/model_state.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/runtime/runtime_config.hpp"
@@ -71,13 +72,13 @@ concept HasOnBatchError = requires(S s, BatchId b, std::string_view m) {
 
 }  // namespace detail
 
-template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch>
-class ShardThread {
+template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
+class ModelThread {
  public:
-  using Shard = ModelShard<Exec, Gather>;
+  using Shard = ModelState<Exec, Gather>;
 
   // `executors` has cfg.max_gpus entries (nullptr for absent GPUs).
-  ShardThread(std::uint32_t index, const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather,
+  ModelThread(std::uint32_t index, const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather,
               detail::RankInbox& rank, const std::atomic<Executor*>* executors, CompletionPort& port)
       : index_(index),
         cfg_(cfg),
@@ -86,7 +87,7 @@ class ShardThread {
         rank_(rank),
         executors_(executors),
         port_(port),
-        shard_(ShardConfig{index, cfg.max_models, cfg.max_requests_per_shard,
+        shard_(ModelStateConfig{index, cfg.max_models, cfg.max_requests_per_shard,
                            cfg.max_gpus * cfg.max_outstanding_per_gpu, cfg.delays},
                std::move(exec), std::move(gather)),
         ingress_(cfg.ingress_capacity),
@@ -100,8 +101,8 @@ class ShardThread {
     pending_exec_.reserve(std::min<std::uint32_t>(cfg.max_gpus, 4096));
     ingress_buf_.resize(cfg.ingress_bulk);
   }
-  ShardThread(const ShardThread&) = delete;
-  ShardThread& operator=(const ShardThread&) = delete;
+  ModelThread(const ModelThread&) = delete;
+  ModelThread& operator=(const ModelThread&) = delete;
 
   void start() {
     thread_ = std::thread([this] { loop(); });
@@ -148,7 +149,7 @@ class ShardThread {
 
  private:
   struct Adapter {
-    ShardThread* t;
+    ModelThread* t;
     void on_dispatch(const Dispatch& d) { t->on_dispatch(d); }
     void on_outcome(const RequestOutcome& o) { t->on_outcome(o); }
   };

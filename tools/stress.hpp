@@ -1,6 +1,7 @@
 // Scheduler-only stress of the Runtime: M identical models, G emulated GPUs,
-// K shards, and open-loop load-generator threads. `symphony stress` and the
-// runtime benchmarks (bench/runtime_benchmark.cc) both run it.
+// K model threads, and open-loop load-generator threads. `symphony stress`
+// (cmd_stress.cc) and the runtime benchmarks (bench/runtime_benchmark.cc)
+// both run it; not part of the installed headers.
 //
 // Each of C generator threads draws Poisson arrivals at rate/C over uniformly
 // random models and submits every request whose arrival time has come,
@@ -24,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "symphony/exec_policy.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/runtime.hpp"
 
@@ -47,6 +48,7 @@ struct StressConfig {
   Duration tick = Duration::microseconds(50);
   std::uint32_t ingress_capacity = 1u << 16;
   std::uint64_t seed = 1;
+  PolicySpec policy;  // exec and gathering policy
 };
 
 struct StressReport {
@@ -77,9 +79,9 @@ struct DiscardSink {
 };
 }  // namespace detail
 
-// Runs one stress experiment. Blocks for about cfg.duration plus one SLO.
-template <ExecPolicy Exec = DeferredPolicy>
-Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
+// Runs one stress experiment under one policy instantiation.
+template <ExecPolicy Exec, GatherPolicy Gather>
+Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather gather) {
   if (c.clients == 0 || c.rate <= 0 || c.models == 0)
     return Status(Errc::kInvalidArgument, "stress needs clients, models and a positive rate");
   detail::DiscardSink sink;  // outcomes are counted by the runtime's statistics
@@ -94,7 +96,7 @@ Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
   cfg.ingress_capacity = c.ingress_capacity;
   cfg.timer_spin = c.timer_spin;
   cfg.shard_idle_spin = c.shard_idle_spin;
-  auto created = Runtime<detail::DiscardSink, Exec>::create(cfg, sink, std::move(exec));
+  auto created = Runtime<detail::DiscardSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather);
   if (!created.ok()) return created.status();
   auto& rt = *created;
   auto profile = LatencyProfile::linear(c.alpha, c.beta, c.max_batch);
@@ -158,6 +160,12 @@ Result<StressReport> run_stress(const StressConfig& c, Exec exec = {}) {
                             st.count(Outcome::kError) + st.rejected_ingress;
   r.bad_rate = r.submitted ? static_cast<double>(bad) / static_cast<double>(r.submitted) : 0.0;
   return r;
+}
+
+// Runs one stress experiment under c.policy. Blocks for about c.duration
+// plus one SLO.
+inline Result<StressReport> run_stress(const StressConfig& c) {
+  return visit_policy(c.policy, [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
 }
 
 }  // namespace symphony
