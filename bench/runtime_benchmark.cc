@@ -25,7 +25,7 @@
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "stress.hpp"  // tools/
-#include "symphony/spsc_ring.hpp"
+#include "symphony/runtime/spsc_ring.hpp"
 
 namespace symphony {
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "support/set_timer_queue.hpp"  // tests/support: the std::set baseline
 
 namespace symphony::bench {
 namespace {

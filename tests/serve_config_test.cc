@@ -39,7 +39,7 @@ TEST(ServeConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c->shards, 2u);
   EXPECT_EQ(c->delays.ctrl, Duration::microseconds(10));
   EXPECT_EQ(c->delays.data, Duration::nanoseconds(1500));
-  EXPECT_EQ(c->profile_latency, ProfileColumn::kMedian);
+  EXPECT_EQ(c->profile_latency, profile_io::ProfileColumn::kMedian);
   EXPECT_EQ(c->profile_max_batch, 16u);
   EXPECT_DOUBLE_EQ(c->gamma_shape, 0.5);
   EXPECT_EQ(c->seed, 7u);

@@ -12,8 +12,10 @@
 #include "symphony/simtool/files.hpp"
 #include "symphony/simtool/simulate.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
 namespace {
+
+using namespace symphony::sim;
 
 namespace fs = std::filesystem;
 
@@ -362,4 +364,4 @@ TEST(SimReportTest, TraceOutListsEveryBatchAndRequest) {
 }
 
 }  // namespace
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

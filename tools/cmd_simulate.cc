@@ -17,7 +17,7 @@ namespace {
 
 // Prints one progress line per search step on stderr (rewritten in place on
 // a terminal).
-class StderrProgress : public sim::Progress {
+class StderrProgress : public simtool::Progress {
  public:
   StderrProgress() : tty_(isatty(STDERR_FILENO) != 0) {}
   ~StderrProgress() override {
@@ -55,35 +55,35 @@ struct Options {
 
 int run(const Options& o) {
   try {
-    sim::Config c = sim::load_config(o.config);
-    sim::Overrides ov;
+    simtool::Config c = simtool::load_config(o.config);
+    simtool::Overrides ov;
     if (!o.policy.empty()) ov.policy = o.policy;
     if (!o.gather.empty()) ov.gather = o.gather;
     if (o.seed_set) ov.seed = o.seed;
     if (o.gpus) ov.gpus = o.gpus;
     if (o.rate > 0) ov.rate = o.rate;
-    sim::apply_overrides(c, ov);
-    sim::SimulateOptions so;
-    so.mode = o.goodput ? sim::Mode::kGoodput : (o.min_gpus > 0 ? sim::Mode::kMinGpus : sim::Mode::kRun);
+    simtool::apply_overrides(c, ov);
+    simtool::SimulateOptions so;
+    so.mode = o.goodput ? simtool::Mode::kGoodput : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
     so.min_gpus_rate = o.min_gpus;
     std::ofstream trace;
     if (!o.trace_out.empty()) {
       trace.open(o.trace_out);
-      if (!trace) throw sim::ConfigError(o.trace_out + ": cannot write the trace");
+      if (!trace) throw simtool::ConfigError(o.trace_out + ": cannot write the trace");
       so.trace_out = &trace;
     }
     StderrProgress progress;
-    const nlohmann::json report = sim::simulate(c, so, o.quiet ? nullptr : &progress);
-    const std::string text = o.json ? report.dump(2) + "\n" : sim::format_table(report);
+    const nlohmann::json report = simtool::simulate(c, so, o.quiet ? nullptr : &progress);
+    const std::string text = o.json ? report.dump(2) + "\n" : simtool::format_table(report);
     if (!o.out.empty()) {
       std::ofstream f(o.out);
       f << text;
-      if (!f) throw sim::ConfigError(o.out + ": cannot write the report");
+      if (!f) throw simtool::ConfigError(o.out + ": cannot write the report");
     } else {
       std::cout << text;
     }
     return 0;
-  } catch (const sim::ConfigError& e) {
+  } catch (const simtool::ConfigError& e) {
     std::fprintf(stderr, "symphony simulate: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

@@ -82,7 +82,7 @@ class Parser {
       if (Status s = only_keys(p, "profiling", {"latency", "max_batch", "repeats"}); !s.ok()) return s;
       std::string lat(to_string(c.profile_latency));
       if (Status s = get(p, "latency", "profiling.", &lat); !s.ok()) return s;
-      auto col = parse_profile_column(lat);
+      auto col = profile_io::parse_profile_column(lat);
       if (!col.ok()) return error("profiling.latency", "must be median, p90 or p99");
       c.profile_latency = *col;
       if (Status s = get(p, "max_batch", "profiling.", &c.profile_max_batch); !s.ok()) return s;

@@ -306,12 +306,12 @@ struct Server::Impl final : BatchRunner {
     if (!m->torch->optimized()) log(mo.name + ": " + m->torch->optimize_note());
 
     // The profile: a given file, the file beside the model, or a measurement.
-    MeasuredProfile measured;
+    profile_io::MeasuredProfile measured;
     const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
     bool have = false;
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
-      auto r = read_profile_file(path);
+      auto r = profile_io::read_profile_file(path);
       if (!r.ok() && mo.profile != "auto") return Status(r.status().code(), who + ": " + r.status().message());
       if (!r.ok()) log(mo.name + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
       std::vector<std::string> specs;
@@ -339,7 +339,7 @@ struct Server::Impl final : BatchRunner {
       if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
       measured = std::move(*r);
       measured.device = device_specs.front().to_string();
-      if (Status s = write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
+      if (Status s = profile_io::write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
       else log(mo.name + ": profile saved to " + path);
     }
     auto lp = measured.to_latency_profile(opts.profile_latency);

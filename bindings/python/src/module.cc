@@ -62,7 +62,7 @@ std::vector<ProfilePoint> table_points(const py::handle& obj) {
 // Forwards each search step to a Python callable. Runs with the GIL released
 // around it; an exception in the callable ends the simulation and is raised
 // from simulate().
-class PyProgress final : public sim::Progress {
+class PyProgress final : public simtool::Progress {
  public:
   explicit PyProgress(py::object fn) : fn_(std::move(fn)) {}
   struct Abort {};
@@ -89,10 +89,10 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
                      std::optional<std::string> gather, std::optional<std::uint64_t> seed,
                      std::optional<std::uint32_t> gpus, std::optional<double> rate, const py::object& progress,
                      const std::optional<std::string>& trace_out) {
-  sim::SimulateOptions so;
-  if (mode == "run") so.mode = sim::Mode::kRun;
-  else if (mode == "goodput") so.mode = sim::Mode::kGoodput;
-  else if (mode == "min_gpus") so.mode = sim::Mode::kMinGpus;
+  simtool::SimulateOptions so;
+  if (mode == "run") so.mode = simtool::Mode::kRun;
+  else if (mode == "goodput") so.mode = simtool::Mode::kGoodput;
+  else if (mode == "min_gpus") so.mode = simtool::Mode::kMinGpus;
   else raise(ErrorKind::kConfig, "mode must be 'run', 'goodput' or 'min_gpus', got '" + mode + "'");
   so.min_gpus_rate = min_gpus_rate;
   std::optional<PyProgress> prog;
@@ -103,25 +103,25 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
   {
     py::gil_scoped_release nogil;  // a goodput search runs for seconds
     try {
-      sim::Config c = is_path ? sim::load_config(source) : sim::parse_config(source, origin, base_dir);
-      sim::Overrides ov;
+      simtool::Config c = is_path ? simtool::load_config(source) : simtool::parse_config(source, origin, base_dir);
+      simtool::Overrides ov;
       ov.policy = std::move(policy);
       ov.gather = std::move(gather);
       ov.seed = seed;
       ov.gpus = gpus;
       ov.rate = rate;
-      sim::apply_overrides(c, ov);
+      simtool::apply_overrides(c, ov);
       std::ofstream trace;
       if (trace_out) {
         trace.open(*trace_out);
-        if (!trace) throw sim::ConfigError(*trace_out + ": cannot write the trace");
+        if (!trace) throw simtool::ConfigError(*trace_out + ": cannot write the trace");
         so.trace_out = &trace;
       }
-      out = sim::simulate(c, so, prog ? &*prog : nullptr).dump(2);
+      out = simtool::simulate(c, so, prog ? &*prog : nullptr).dump(2);
       out += "\n";
     } catch (const PyProgress::Abort&) {
       aborted = true;
-    } catch (const sim::ConfigError& e) {
+    } catch (const simtool::ConfigError& e) {
       config_error = e.what();
     } catch (const std::exception& e) {
       other_error = e.what();
@@ -217,8 +217,8 @@ Latencies are in milliseconds.
           "read_csv",
           [](const std::string& path, std::uint32_t max_batch) {
             try {
-              return sim::read_profile_table(path, max_batch);
-            } catch (const sim::ConfigError& e) {
+              return simtool::read_profile_table(path, max_batch);
+            } catch (const simtool::ConfigError& e) {
               raise(ErrorKind::kConfig, e.what());
             }
           },

@@ -721,7 +721,7 @@ void bind_server(py::module_& m) {
              if (!std::isfinite(safety_margin_ms) || safety_margin_ms < 0)
                raise(ErrorKind::kConfig, "safety_margin_ms must be >= 0");
              o.delays.safety_margin = Duration::from_ms(safety_margin_ms);
-             auto col = parse_profile_column(profile_latency);
+             auto col = profile_io::parse_profile_column(profile_latency);
              if (!col.ok()) throw py::value_error(col.status().message());
              o.profile_latency = *col;
              o.profile_max_batch = profile_max_batch;

@@ -39,12 +39,12 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
-#include "symphony/detail/runtime_messages.hpp"
+#include "symphony/runtime/detail/messages.hpp"
 #include "symphony/model_state.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/runtime/runtime_config.hpp"
-#include "symphony/spsc_ring.hpp"
+#include "symphony/runtime/spsc_ring.hpp"
 
 namespace symphony {
 

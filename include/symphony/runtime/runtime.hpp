@@ -55,7 +55,7 @@
 #include <utility>
 #include <vector>
 
-#include "symphony/detail/runtime_messages.hpp"
+#include "symphony/runtime/detail/messages.hpp"
 #include "symphony/exec_policy.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/runtime/rank_thread.hpp"

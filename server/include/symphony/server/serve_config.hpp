@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "symphony/policy.hpp"
-#include "symphony/profile_io.hpp"
+#include "symphony/profile_io/profile_file.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -56,7 +56,7 @@ struct ServeConfig {
   PolicySpec policy;  // `policy:` and `gather:`
   std::uint32_t shards = 1;
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
-  ProfileColumn profile_latency = ProfileColumn::kP90;
+  profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
   double duration_s = 20;

@@ -39,7 +39,7 @@
 #include <string_view>
 #include <vector>
 
-#include "symphony/profile_io.hpp"
+#include "symphony/profile_io/profile_file.hpp"
 #include "symphony/runtime/runtime_config.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/serve_config.hpp"
@@ -71,7 +71,7 @@ struct ServerOptions {
   // Which column of a measured profile is l(b): the p90 balances a profile
   // that is too optimistic (median: every other batch runs long) against one
   // inflated by rare stalls (p99).
-  ProfileColumn profile_latency = ProfileColumn::kP90;
+  profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
   // Progress messages (loading, profiling); nullptr: quiet.

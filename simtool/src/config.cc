@@ -1,4 +1,4 @@
-// YAML experiment configs -> sim::Config (config.hpp). Strict: every map is
+// YAML experiment configs -> simtool::Config (config.hpp). Strict: every map is
 // checked for unknown keys; every value for type and range; every message
 // names the file, line and key.
 #include "symphony/simtool/config.hpp"
@@ -23,7 +23,8 @@
 #define SYMPHONY_INSTALL_DATA_DIR ""
 #endif
 
-namespace symphony::sim {
+namespace symphony::simtool {
+using namespace symphony::sim;
 namespace fs = std::filesystem;
 
 namespace {
@@ -599,4 +600,4 @@ Config load_config(const std::string& path) {
   return parse_config(text, path, dir.empty() ? "." : dir);
 }
 
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

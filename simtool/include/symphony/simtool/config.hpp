@@ -13,8 +13,8 @@
 // Not part of the core: uses yaml-cpp and the file system; errors are
 // exceptions.
 //
-//   sim::Config c = sim::load_config("examples/paper/stagger_resnet50.yaml");
-//   sim::Config d = sim::parse_config(yaml_text, "<memory>");
+//   simtool::Config c = simtool::load_config("examples/paper/stagger_resnet50.yaml");
+//   simtool::Config d = simtool::parse_config(yaml_text, "<memory>");
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@
 
 #include "symphony/sim/experiment.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
 
 // A configuration the simulator cannot run, with a message naming the file,
 // line and key.
@@ -55,7 +55,7 @@ struct MinGpusSpec {
 struct Config {
   std::string origin;   // the file (or "<memory>") it came from
   std::string name;     // the config's name (default: file stem)
-  ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
+  sim::ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
   std::vector<ModelInfo> model_info;  // parallel to spec.models
   std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
   GoodputSearchSpec goodput;
@@ -93,4 +93,4 @@ Config parse_config(const std::string& yaml_text, const std::string& origin = "<
 std::vector<std::string> profile_search_path(const std::vector<std::string>& profile_dirs,
                                              const std::string& base_dir);
 
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

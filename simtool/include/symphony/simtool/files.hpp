@@ -14,7 +14,7 @@
 #include "symphony/latency_profile.hpp"
 #include "symphony/sim/workload.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
 
 // One model of a zoo table: l(b) = alpha*b + beta for b <= max_batch.
 struct ZooEntry {
@@ -33,9 +33,9 @@ LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_bat
 
 // Reads a trace (time_s or time_ms, model[, slo_ms]); `model` is a model
 // name from `ids`. Records must be in time order.
-std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids);
+std::vector<sim::TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids);
 
 // Reads a whole file; throws ConfigError when it cannot.
 std::string read_file(const std::string& path, const std::string& what);
 
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

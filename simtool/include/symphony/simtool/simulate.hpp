@@ -10,8 +10,8 @@
 // (`symphony simulate`) and the Python bindings both call simulate(), so they
 // produce the same JSON.
 //
-//   sim::Config c = sim::load_config("examples/paper/stagger_resnet50.yaml");
-//   nlohmann::json r = sim::simulate(c, {.mode = sim::Mode::kGoodput});
+//   simtool::Config c = simtool::load_config("examples/paper/stagger_resnet50.yaml");
+//   nlohmann::json r = simtool::simulate(c, {.mode = simtool::Mode::kGoodput});
 //   std::cout << r.dump(2);
 #pragma once
 
@@ -24,7 +24,7 @@
 #include "symphony/sim/search.hpp"
 #include "symphony/simtool/config.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
 
 enum class Mode : std::uint8_t { kRun, kGoodput, kMinGpus };
 
@@ -39,7 +39,7 @@ class Progress {
  public:
   virtual ~Progress() = default;
   // `search` is "goodput" or "min_gpus"; `step.x` the rate or GPU count.
-  virtual void on_step(const std::string& search, const SearchStep& step, std::size_t index) = 0;
+  virtual void on_step(const std::string& search, const sim::SearchStep& step, std::size_t index) = 0;
 };
 
 // Runs the config; throws ConfigError when it cannot run (for instance a
@@ -50,4 +50,4 @@ nlohmann::json simulate(const Config& config, const SimulateOptions& options = {
 // The per-model table the CLI prints without --json.
 std::string format_table(const nlohmann::json& report);
 
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

@@ -21,7 +21,7 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
-#include "symphony/detail/mpsc_queue.hpp"
+#include "symphony/runtime/detail/mpsc_queue.hpp"
 
 #if defined(__linux__)
 #include <pthread.h>

@@ -8,10 +8,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "symphony/profile_io.hpp"
+#include "symphony/profile_io/profile_file.hpp"
 #include "symphony/simtool/config.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
+using namespace symphony::sim;
 namespace {
 
 std::string trim(const std::string& s) {
@@ -126,10 +127,10 @@ std::vector<ZooEntry> read_zoo(const std::string& path) {
 LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_batch) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".yaml" || ext == ".yml") {  // a profile measured by `symphony profile`
-    Result<MeasuredProfile> m = read_profile_file(path);
+    Result<profile_io::MeasuredProfile> m = profile_io::read_profile_file(path);
     if (!m.ok()) throw ConfigError(m.status().message());
     if (max_batch) m->max_batch = std::min(m->max_batch, max_batch);
-    Result<LatencyProfile> p = m->to_latency_profile(ProfileColumn::kP90);  // as `serve` schedules by default
+    Result<LatencyProfile> p = m->to_latency_profile(profile_io::ProfileColumn::kP90);  // as `serve` schedules by default
     if (!p.ok()) throw ConfigError(path + ": " + p.status().message());
     return std::move(*p);
   }
@@ -184,4 +185,4 @@ std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std:
   return out;
 }
 
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

@@ -16,7 +16,8 @@
 // read with p90 = p99.
 //
 // Not part of the core (it reads files, with yaml-cpp): library
-// symphony::profile_io, used by the server and the simulator tool.
+// symphony::profile_io (profile_io/), used by the server and the simulator
+// tool.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@
 #include "symphony/latency_profile.hpp"
 #include "symphony/status.hpp"
 
-namespace symphony {
+namespace symphony::profile_io {
 
 // Which column of a measured profile the scheduler uses as l(b).
 enum class ProfileColumn : std::uint8_t { kMedian, kP90, kP99 };
@@ -59,4 +60,4 @@ Status write_profile_file(const std::string& path, const MeasuredProfile& p);
 // Reads a profile file; errors name the file and the key.
 Result<MeasuredProfile> read_profile_file(const std::string& path);
 
-}  // namespace symphony
+}  // namespace symphony::profile_io

@@ -12,7 +12,8 @@
 #include "symphony/sim/bounds.hpp"
 #include "symphony/sim/experiment.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
+using namespace symphony::sim;
 namespace {
 
 using nlohmann::json;
@@ -310,4 +311,4 @@ std::string format_table(const json& r) {
   return out.str();
 }
 
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

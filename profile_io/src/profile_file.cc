@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "symphony/profile_io.hpp"
+#include "symphony/profile_io/profile_file.hpp"
 
-namespace symphony {
+namespace symphony::profile_io {
 
 Result<ProfileColumn> parse_profile_column(std::string_view text) {
   if (text == "median") return ProfileColumn::kMedian;
@@ -115,4 +115,4 @@ Result<MeasuredProfile> read_profile_file(const std::string& path) {
   return p;
 }
 
-}  // namespace symphony
+}  // namespace symphony::profile_io
