@@ -398,27 +398,12 @@ std::vector<std::string> profile_search_path(const std::vector<std::string>& pro
   return out;
 }
 
-Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir) {
-  YAML::Node loaded;
-  try {
-    loaded = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    std::string where = origin;
-    if (!e.mark.is_null())
-      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    throw ConfigError(where + ": YAML syntax error: " + e.msg);
-  }
-  const Reader r(origin, base_dir);
-  const YAML::Node root = loaded;
-  if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
-  r.check_keys(root, "",
-               {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
-                "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
-                "models", "search", "max_outstanding_per_gpu", "max_requests"});
-  Config c;
-  c.origin = origin;
+namespace {
+
+// name, seed, gpus, duration, warmup, autoscaling, max_bad_rate, capacities.
+void parse_run_settings(const Reader& r, const YAML::Node& root, Config& c) {
   ExperimentSpec& e = c.spec;
-  c.name = root["name"] ? r.string(root["name"], "name") : fs::path(origin).stem().string();
+  c.name = root["name"] ? r.string(root["name"], "name") : fs::path(r.origin()).stem().string();
   if (root["seed"]) e.seed = r.integer(root["seed"], "seed", 0, (std::uint64_t{1} << 53));
   if (!root["gpus"]) r.fail(root, "gpus", "is required (the number of GPUs)");
   e.gpus = static_cast<std::uint32_t>(r.integer(root["gpus"], "gpus", 1, 1u << 20));
@@ -447,6 +432,11 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   if (root["max_requests"])
     e.max_requests = static_cast<std::uint32_t>(r.integer(root["max_requests"], "max_requests", 1, 1u << 26));
 
+}
+
+// policy and gather: the policy language (policy.hpp). Returns the exec policy;
+// the gathering policy goes into the spec at once.
+PolicySpec parse_policy_keys(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
   PolicySpec policy;
   if (root["policy"]) {
     Result<PolicySpec> p = parse_policy(r.string(root["policy"], "policy"));
@@ -458,6 +448,10 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
     if (!g.ok()) r.fail(root["gather"], "gather", g.status().message());
     e.policy.gather = *g;
   }
+  return policy;
+}
+
+void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
   if (const YAML::Node n = root["noise"]) {
     if (n.IsScalar()) {
       if (r.string(n, "noise") != "exact")
@@ -473,6 +467,9 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
       }
     }
   }
+}
+
+void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
   if (const YAML::Node n = root["delays"]) {
     r.check_keys(n, "delays", {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms"});
     auto get = [&](const char* k) {
@@ -484,22 +481,12 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
     e.delays.resp = get("resp_ms");
     e.delays.safety_margin = get("safety_margin_ms");
   }
-  std::vector<std::string> dirs;
-  if (const YAML::Node n = root["profile_dirs"]) {
-    if (!n.IsSequence()) r.fail(n, "profile_dirs", "must be a list of directories");
-    for (std::size_t i = 0; i < n.size(); ++i)
-      dirs.push_back(r.string(n[i], "profile_dirs[" + std::to_string(i) + "]"));
-  }
-  const std::vector<std::string> search = profile_search_path(dirs, base_dir);
+}
 
-  std::vector<PendingModel> models;
-  parse_models(r, root, search, models);
-  for (PendingModel& m : models) {
-    e.models.push_back(m.cfg);
-    c.model_info.push_back(m.info);
-  }
-
-  // Workload.
+// The workload: a trace, or rates, arrival processes, popularity, rate changes
+// and SLO overrides for the models (which may set their own).
+void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<PendingModel>& models, Config& c) {
+  ExperimentSpec& e = c.spec;
   const YAML::Node w = root["workload"];
   if (!w) r.fail(root, "workload", "is required");
   r.check_keys(w, "workload", {"rate", "arrival", "popularity", "rate_changes", "slo_overrides", "trace"});
@@ -566,6 +553,9 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
     if (zipf > 0) c.workload_desc += ", zipf:" + format_number(zipf);
   }
 
+}
+
+void parse_search(const Reader& r, const YAML::Node& root, Config& c) {
   if (const YAML::Node s = root["search"]) {
     r.check_keys(s, "search", {"goodput", "min_gpus"});
     if (const YAML::Node g = s["goodput"]) {
@@ -589,6 +579,51 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
     }
   }
 
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir) {
+  YAML::Node loaded;
+  try {
+    loaded = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    std::string where = origin;
+    if (!e.mark.is_null())
+      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    throw ConfigError(where + ": YAML syntax error: " + e.msg);
+  }
+  const Reader r(origin, base_dir);
+  const YAML::Node root = loaded;
+  if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
+  r.check_keys(root, "",
+               {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
+                "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
+                "models", "search", "max_outstanding_per_gpu", "max_requests"});
+  Config c;
+  c.origin = origin;
+  ExperimentSpec& e = c.spec;
+  parse_run_settings(r, root, c);
+  const PolicySpec policy = parse_policy_keys(r, root, e);
+  parse_noise(r, root, e);
+  parse_delays(r, root, e);
+  std::vector<std::string> dirs;
+  if (const YAML::Node n = root["profile_dirs"]) {
+    if (!n.IsSequence()) r.fail(n, "profile_dirs", "must be a list of directories");
+    for (std::size_t i = 0; i < n.size(); ++i)
+      dirs.push_back(r.string(n[i], "profile_dirs[" + std::to_string(i) + "]"));
+  }
+  const std::vector<std::string> search = profile_search_path(dirs, base_dir);
+
+  std::vector<PendingModel> models;
+  parse_models(r, root, search, models);
+  for (PendingModel& m : models) {
+    e.models.push_back(m.cfg);
+    c.model_info.push_back(m.info);
+  }
+
+  parse_workload(r, root, models, c);
+  parse_search(r, root, c);
   c.set_policy(policy);
   if (Status s = e.validate(); !s.ok()) throw ConfigError(origin + ": " + s.message());
   return c;
