@@ -107,6 +107,9 @@ struct RunResult {
   RunSummary summary;
   std::uint64_t requests = 0;  // simulated requests (all, not only the window's)
   std::uint64_t events = 0;    // simulator events processed
+  // Counters particular to the engine that ran, as (name, value): a peer's
+  // preemptions or plans (sim/peers/); empty for our Scheduler.
+  std::vector<std::pair<std::string, double>> engine_stats;
 };
 
 namespace detail {
