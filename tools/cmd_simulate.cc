@@ -40,6 +40,7 @@ struct Options {
   std::string config;
   bool json = false;
   std::string policy;
+  std::string peer;
   std::string gather;
   bool goodput = false;
   double min_gpus = 0;
@@ -58,6 +59,7 @@ int run(const Options& o) {
     sim::Overrides ov;
     if (!o.policy.empty()) ov.policy = o.policy;
     if (!o.gather.empty()) ov.gather = o.gather;
+    if (!o.peer.empty()) ov.peer = o.peer;
     if (o.seed_set) ov.seed = o.seed;
     if (o.gpus) ov.gpus = o.gpus;
     if (o.rate > 0) ov.rate = o.rate;
@@ -101,6 +103,9 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
   cmd->add_option("--policy", o.policy,
                   "deferred, deferred:paper, deferred:min_gain=<x>,arrival_window=<x>, eager, timeout:<ms> or timeout:<fraction>slo (overrides the config)");
+  cmd->add_option("--peer", o.peer,
+                  "run a peer instead of Symphony's scheduler: clockwork[:slack_ms=,horizon_ms=,window=,percentile=], "
+                  "nexus[:frontends=,epoch_s=,fill=0|1] or shepherd[:lambda=] (docs/simulator.md)");
   cmd->add_option("--gather", o.gather, "sliding_window or target_batch (overrides the config)")
       ->check(CLI::IsMember({"sliding_window", "target_batch"}));
   auto* goodput =

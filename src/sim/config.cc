@@ -407,6 +407,11 @@ void Config::set_policy(const PolicySpec& p) {
 
 void apply_overrides(Config& c, const Overrides& o) {
   if (o.policy) c.set_policy(parse_policy(*o.policy, "--policy"));
+  if (o.peer) {
+    Result<PeerSpec> p = parse_peer(*o.peer);
+    if (!p.ok()) throw ConfigError("--peer: " + p.status().message());
+    c.peer = *p;
+  }
   if (o.gather) {
     if (*o.gather == "sliding_window")
       c.spec.gather = GatherKind::kSlidingWindow;

@@ -60,13 +60,15 @@ class CsvTrace {
   const std::vector<ModelConfig>& models_;
 };
 
-RunResult run_once(const ExperimentSpec& e, double scale, std::uint32_t gpus, std::ostream* trace) {
+RunResult run_once(const ExperimentSpec& e, double scale, std::uint32_t gpus, std::ostream* trace,
+                   const std::optional<PeerSpec>& peer) {
   Result<RunResult> r = [&] {
     if (trace) {
       CsvTrace t(*trace, e.models);
-      return run_experiment(e, scale, gpus, &t);
+      return peer ? run_peer_experiment(e, *peer, scale, gpus, &t) : run_experiment(e, scale, gpus, &t);
     }
-    return run_experiment<NullObserver>(e, scale, gpus, nullptr);
+    return peer ? run_peer_experiment<NullObserver>(e, *peer, scale, gpus, nullptr)
+                : run_experiment<NullObserver>(e, scale, gpus, nullptr);
   }();
   if (!r.ok()) throw std::runtime_error("simulation failed: " + r.status().to_string());
   return std::move(*r);
@@ -158,6 +160,11 @@ json run_json(const Config& c, const RunResult& run, std::uint32_t gpus) {
                         {"windows", std::move(windows)}};
   r["simulated_requests"] = run.requests;
   r["events"] = run.events;
+  if (!run.engine_stats.empty()) {
+    json st = json::object();
+    for (const auto& [k, v] : run.engine_stats) st[k] = num(v);
+    r["engine_stats"] = std::move(st);
+  }
   return r;
 }
 
@@ -173,8 +180,8 @@ json config_json(const Config& c) {
   return json{{"name", c.name},
               {"seed", e.seed},
               {"gpus", e.gpus},
-              {"policy", c.policy.to_string()},
-              {"gather", e.gather == GatherKind::kTargetBatch ? "target_batch" : "sliding_window"},
+              {"policy", c.peer ? peer_name(*c.peer) : c.policy.to_string()},
+              {"gather", c.peer ? "own" : e.gather == GatherKind::kTargetBatch ? "target_batch" : "sliding_window"},
               {"workload", c.workload_desc},
               {"models", e.models.size()},
               {"offered_rps", num(e.base_rate())},
@@ -198,7 +205,7 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
   auto bad = [](const RunResult& r) { return r.summary.worst_bad_rate; };
 
   if (opt.mode == Mode::kRun) {
-    const RunResult run = run_once(e, 1.0, e.gpus, opt.trace_out);
+    const RunResult run = run_once(e, 1.0, e.gpus, opt.trace_out, c.peer);
     report.update(run_json(c, run, e.gpus));
     report["mode"] = "run";
     return report;
@@ -212,13 +219,13 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
     so.max_steps = c.goodput.max_steps;
     so.start = c.goodput.start_rps > 0 ? c.goodput.start_rps : experiment_capacity(e);
     if (!(so.start > 0)) so.start = base;
-    auto res = find_goodput([&](double x) { return run_once(e, x / base, e.gpus, nullptr); }, bad, so,
+    auto res = find_goodput([&](double x) { return run_once(e, x / base, e.gpus, nullptr, c.peer); }, bad, so,
                             [&](const SearchStep& s, std::size_t i) {
                               if (progress) progress->on_step("goodput", s, i);
                             });
     if (res.at_goodput) {
       const RunResult& run = *res.at_goodput;
-      if (opt.trace_out) (void)run_once(e, res.goodput / base, e.gpus, opt.trace_out);
+      if (opt.trace_out) (void)run_once(e, res.goodput / base, e.gpus, opt.trace_out, c.peer);
       report.update(run_json(c, run, e.gpus));
     }
     report["mode"] = "goodput";
@@ -245,12 +252,12 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
                  ? static_cast<std::uint32_t>(std::min(std::ceil(target / per_gpu), double(so.max_gpus)))
                  : e.gpus;
   const double scale = target / base;
-  auto res = find_min_gpus([&](std::uint32_t n) { return run_once(e, scale, n, nullptr); }, bad, so,
+  auto res = find_min_gpus([&](std::uint32_t n) { return run_once(e, scale, n, nullptr, c.peer); }, bad, so,
                            [&](const SearchStep& s, std::size_t i) {
                              if (progress) progress->on_step("min_gpus", s, i);
                            });
   if (res.at_min) {
-    if (opt.trace_out) (void)run_once(e, scale, res.gpus, opt.trace_out);
+    if (opt.trace_out) (void)run_once(e, scale, res.gpus, opt.trace_out, c.peer);
     report.update(run_json(c, *res.at_min, res.gpus));
   }
   report["mode"] = "min_gpus";

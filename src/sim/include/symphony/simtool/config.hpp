@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "symphony/sim/experiment.hpp"
+#include "symphony/sim/peers/peer_experiment.hpp"
 
 namespace symphony::sim {
 
@@ -80,6 +81,9 @@ struct Config {
   std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
   GoodputSearchSpec goodput;
   MinGpusSpec min_gpus;
+  // Runs a peer (Clockwork, Nexus, Shepherd) instead of our scheduler
+  // (`--peer`; temporary, until peers are kinds of the policy language).
+  std::optional<PeerSpec> peer;
 
   // Replaces the exec policy (the CLI's --policy), recomputing per-model
   // timeouts.
@@ -95,6 +99,7 @@ struct Overrides {
   std::optional<std::uint64_t> seed;
   std::optional<std::uint32_t> gpus;
   std::optional<double> rate;  // total offered rate; scales every model's rate
+  std::optional<std::string> peer;  // as parse_peer() reads it
 };
 
 // Applies `o` to `c`; throws ConfigError (naming the option) when a value is bad.
