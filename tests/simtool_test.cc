@@ -333,6 +333,23 @@ TEST(SimConfigTest, OverridesActLikeTheCommandLine) {
   EXPECT_THROW(apply_overrides(c, bad), ConfigError);
 }
 
+TEST(SimReportTest, PeerOverrideRunsThePeerAndReportsItsCounters) {
+  Config c = parse_config(kSmall, "<small>");
+  Overrides o;
+  o.peer = "shepherd:lambda=2";
+  apply_overrides(c, o);
+  const nlohmann::json r = simulate(c);
+  EXPECT_EQ(r["config"]["policy"], "shepherd:lambda=2");
+  EXPECT_TRUE(r["engine_stats"].contains("preemptions"));
+  EXPECT_EQ(r["outcomes"]["arrived"].get<std::uint64_t>(),
+            r["outcomes"]["ok"].get<std::uint64_t>() + r["outcomes"]["late"].get<std::uint64_t>() +
+                r["outcomes"]["dropped"].get<std::uint64_t>() + r["outcomes"]["error"].get<std::uint64_t>());
+  EXPECT_EQ(simulate(c).dump(), r.dump());
+  Overrides bad;
+  bad.peer = "nexus:frontends=0";
+  EXPECT_THROW(apply_overrides(c, bad), ConfigError);
+}
+
 TEST(SimReportTest, InMemoryConfigGivesTheSameJsonAsTheFile) {
   const std::string path = write_temp("same.yaml", kSmall);
   const Config from_file = load_config(path);
