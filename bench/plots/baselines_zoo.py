@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 LABELS = {"symphony": "Symphony", "clockwork": "Clockwork", "nexus": "Nexus (1 FE)", "nexus_8fe": "Nexus (8 FE)",
           "shepherd": "Shepherd", "nexus_exact": "Nexus (exact plan)"}
 ORDER = ["symphony", "clockwork", "nexus", "nexus_8fe", "shepherd"]
+COLORS = {s: f"C{k}" for k, s in enumerate(ORDER)}
 
 
 def main(src, dst):
@@ -28,12 +29,13 @@ def main(src, dst):
         ours = [next(r["goodput_rps"] for r in runs if (r["zoo"], r["subset"]) == s and r["system"] == "symphony")
                 for s in setups]
         xs = [i - 0.4 + width * (k + 0.5) for i in range(len(setups))]
-        axes[0].bar(xs, g, width, label=LABELS[system])
+        axes[0].bar(xs, g, width, label=LABELS[system], color=COLORS[system])
         if system != "symphony":
-            axes[1].bar(xs, [o / x if x else 0 for o, x in zip(ours, g)], width, label=LABELS[system])
+            axes[1].bar(xs, [o / x if x else 0 for o, x in zip(ours, g)], width, label=LABELS[system],
+                        color=COLORS[system])
     for ax in axes:
         ax.set_xticks(range(len(setups)))
-        ax.set_xticklabels([f"{z} {s}" for z, s in setups])
+        ax.set_xticklabels([f"{z}\n{s}" for z, s in setups])
         ax.legend(fontsize=7)
     axes[0].set_ylabel("goodput (r/s), 64 GPUs")
     axes[1].set_ylabel("Symphony goodput / system goodput")
