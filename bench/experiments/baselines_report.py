@@ -26,6 +26,13 @@ def fmt(x, nd=0):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def versus(ours, g):
+    """A system's goodput and Symphony's as a multiple of it ("~0" below 1 % of ours)."""
+    if not g or g < 0.01 * ours:
+        return f"~0 ({g:.2g})" if g else "0"
+    return f"{g:.0f} ({ours / g:.2f}x)"
+
+
 def stagger(out, md):
     d = load("stagger")
     if not d:
@@ -83,8 +90,7 @@ def zoo(out, md):
             ours = rs["symphony"]["goodput_rps"]
             ratio[key] = {s: round(ours / r["goodput_rps"], 3) if r["goodput_rps"] else None
                           for s, r in rs.items() if s != "symphony"}
-            cells = [f"{rs[s]['goodput_rps']:.0f} ({ours / rs[s]['goodput_rps']:.2f}x)" if rs[s]["goodput_rps"]
-                     else "0" for s in SYSTEMS[1:]]
+            cells = [versus(ours, rs[s]["goodput_rps"]) for s in SYSTEMS[1:]]
             md.append(f"| {z} {k} | {rs['symphony']['models']} | {ours:.0f} | " + " | ".join(cells) +
                       f" | {d['paper_ratio'][key]} |")
     md.append("")
@@ -136,9 +142,7 @@ def sensitivity(out, md):
                       if (r["popularity"], r["arrival"], r["slo_ms"]) == (pop, arr, slo)}
                 res.setdefault(f"{pop}/{arr}", {})[str(slo)] = {s: r["goodput_rps"] for s, r in rs.items()}
                 ours = rs["symphony"]["goodput_rps"]
-                cells = [f"{ours:.0f}"] + [
-                    f"{rs[s]['goodput_rps']:.0f} ({ours / rs[s]['goodput_rps']:.2f}x)" if rs[s]["goodput_rps"] else "0"
-                    for s in systems[1:]]
+                cells = [f"{ours:.0f}"] + [versus(ours, rs[s]["goodput_rps"]) for s in systems[1:]]
                 md.append(f"| {pop} | {arr} | {slo} | " + " | ".join(cells) + " |")
     md.append("")
     out["sensitivity_goodput_rps"] = res

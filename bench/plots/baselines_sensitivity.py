@@ -28,6 +28,7 @@ def main(src, dst):
         ax.set_title(f"{pop} popularity, {arr}")
         ax.set_xlabel("SLO (ms)")
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks([15, 20, 30, 50, 100])
         ax.set_xticklabels(["15", "20", "30", "50", "100"])
     axes[0].set_ylabel("goodput (r/s), 32 GPUs")
