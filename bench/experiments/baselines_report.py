@@ -29,7 +29,7 @@ def fmt(x, nd=0):
 def versus(ours, g):
     """A system's goodput and Symphony's as a multiple of it ("~0" below 1 % of ours)."""
     if not g or g < 0.01 * ours:
-        return f"~0 ({g:.2g})" if g else "0"
+        return f"~0 ({g:.3g} r/s)" if g else "0"
     return f"{g:.0f} ({ours / g:.2f}x)"
 
 
