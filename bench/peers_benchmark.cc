@@ -5,10 +5,9 @@
 // Every benchmark simulates the same workload end to end on one core: M
 // ResNet50-like models (alpha 1.053 ms, beta 5.072 ms, SLO 100 ms), equally
 // popular, Poisson, 8000 r/s in total on 32 emulated GPUs (below what every
-// system serves at every M here), 100 k requests per iteration; time per request includes workload generation,
-// the emulated GPUs and the metrics sink, which BM_Workload measures alone.
-// BM_Symphony is the baseline of the same run: compare items_per_second
-// (bench/experiments/baselines_cost.py prints the ratios).
+// system serves at every M here), 100 k requests per iteration; time per request includes workload
+// generation, the emulated GPUs and the metrics sink, which BM_Workload measures alone. BM_Symphony is the
+// baseline of the same run: compare items_per_second (bench/experiments/baselines_cost.py prints the ratios).
 //
 //   build/release/bench/bench_peers --benchmark_min_time=1
 #include <benchmark/benchmark.h>
@@ -65,7 +64,8 @@ void BM_Nexus(benchmark::State& state) {
   simulate(state, [](const ExperimentSpec& e) { return run_peer_experiment(e, *parse_peer("nexus")); });
 }
 void BM_Nexus8(benchmark::State& state) {
-  simulate(state, [](const ExperimentSpec& e) { return run_peer_experiment(e, *parse_peer("nexus:frontends=8")); });
+  simulate(state,
+           [](const ExperimentSpec& e) { return run_peer_experiment(e, *parse_peer("nexus:frontends=8")); });
 }
 void BM_Shepherd(benchmark::State& state) {
   simulate(state, [](const ExperimentSpec& e) { return run_peer_experiment(e, *parse_peer("shepherd")); });

@@ -18,7 +18,8 @@ namespace {
 
 using namespace symphony::literals;
 
-ModelConfig linear_model(const char* name, double alpha_ms, double beta_ms, double slo_ms, std::uint32_t max_batch) {
+ModelConfig linear_model(const char* name, double alpha_ms, double beta_ms, double slo_ms,
+                         std::uint32_t max_batch) {
   ModelConfig m;
   m.name = name;
   m.profile = *LatencyProfile::linear(Duration::from_ms(alpha_ms), Duration::from_ms(beta_ms), max_batch);
@@ -267,7 +268,9 @@ TEST(ClockworkTest, EstimatesFollowAHighPercentileOfRecentMeasurements) {
   // ten (percentile 0.99 of ten values is the tenth).
   struct Scaled {
     int k = 0;
-    Duration actual(ModelId, std::uint32_t, Duration d) noexcept { return d + Duration::microseconds(100 * (++k % 7)); }
+    Duration actual(ModelId, std::uint32_t, Duration d) noexcept {
+      return d + Duration::microseconds(100 * (++k % 7));
+    }
   };
   const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 100, 8)};
   Log log;
@@ -317,7 +320,8 @@ TEST(ShepherdTest, APreemptedBatchOfAnotherModelGoesBackToItsQueue) {
   // A (l = b + 4) runs alone from 0; four B requests at 1 make a batch of 4
   // >= 3.03 x 1: A is cancelled and its request waits for B's batch (1..9)
   // to end, then runs again [9, 14).
-  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 100, 32), linear_model("b", 1, 4, 100, 32)};
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 100, 32),
+                                           linear_model("b", 1, 4, 100, 32)};
   Log log;
   ShepherdEngine<Log> sh(models, 1, Delays{}, 64, ShepherdOptions{}, log);
   feed(sh, {arrival(0, 0, 0), arrival(1, 1, 1), arrival(1, 1, 2), arrival(1, 1, 3), arrival(1, 1, 4)});
@@ -347,8 +351,9 @@ TEST(ShepherdTest, DropsExpiredHeads) {
 // ------------------------------------------------------ all three peers --
 
 TEST(PeerSpecTest, ParsesAndPrintsEverySpelling) {
-  for (const char* text : {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0",
-                           "shepherd:lambda=2.5", "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
+  for (const char* text :
+       {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0", "shepherd:lambda=2.5",
+        "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
     Result<PeerSpec> p = parse_peer(text);
     ASSERT_TRUE(p.ok()) << text << ": " << p.status().to_string();
     EXPECT_EQ(peer_name(*p), text);
@@ -395,8 +400,9 @@ struct Checker {
 
 TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
   Rng rng(2024);
-  const char* peers[] = {"clockwork", "nexus", "nexus:frontends=8,epoch_s=0.5", "nexus:fill=0,epoch_s=0.7",
-                         "shepherd", "shepherd:lambda=1.5"};
+  const char* peers[] = {
+      "clockwork",          "nexus", "nexus:frontends=8,epoch_s=0.5", "nexus:fill=0,epoch_s=0.7", "shepherd",
+      "shepherd:lambda=1.5"};
   for (int round = 0; round < 16; ++round) {
     ExperimentSpec e;
     const auto models = static_cast<double>(1 + rng.uniform_int(0, 3));
@@ -421,8 +427,9 @@ TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
     e.warmup = Duration::milliseconds(100);
     e.seed = rng.next_u64();
     if (rng.uniform() < 0.3) e.noise_sigma = 0.1;
-    if (rng.uniform() < 0.3) e.delays = Delays{Duration::microseconds(200), Duration::microseconds(20),
-                                               Duration::microseconds(100), Duration::zero()};
+    if (rng.uniform() < 0.3)
+      e.delays = Delays{Duration::microseconds(200), Duration::microseconds(20), Duration::microseconds(100),
+                        Duration::zero()};
     for (const char* name : peers) {
       Checker c;
       for (const ModelConfig& m : e.models) c.max_batch.push_back(m.profile.max_batch());

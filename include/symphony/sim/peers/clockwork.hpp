@@ -85,9 +85,15 @@ class ClockworkEngine {
   // REQUIRES: models validated, gpus >= 1, opt.window >= 1, 0 < opt.percentile <= 1.
   ClockworkEngine(std::span<const ModelConfig> models, std::uint32_t gpus, const Delays& delays,
                   std::uint32_t pool_capacity, const ClockworkOptions& opt, Sink& sink, Timing timing = {})
-      : delays_(delays), opt_(opt), sink_(sink), timing_(std::move(timing)), pool_(pool_capacity),
-        models_(new Model[models.size()]), num_models_(static_cast<std::uint32_t>(models.size())),
-        gpus_(gpus), events_(std::size_t{gpus} * 4 + 16) {
+      : delays_(delays),
+        opt_(opt),
+        sink_(sink),
+        timing_(std::move(timing)),
+        pool_(pool_capacity),
+        models_(new Model[models.size()]),
+        num_models_(static_cast<std::uint32_t>(models.size())),
+        gpus_(gpus),
+        events_(std::size_t{gpus} * 4 + 16) {
     for (std::uint32_t i = 0; i < num_models_; ++i) {
       Model& m = models_[i];
       m.cfg = &models[i];
@@ -138,7 +144,8 @@ class ClockworkEngine {
         PeerRequest* r = m.fifo.front();
         m.fifo.pop_front();
         ++m.base;
-        if (!r->dispatched) detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kShutdown, now_);
+        if (!r->dispatched)
+          detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kShutdown, now_);
       }
       refresh(id);
     }
@@ -216,7 +223,8 @@ class ClockworkEngine {
       PeerRequest* r = m.fifo.front();
       m.fifo.pop_front();
       ++m.base;
-      if (!r->dispatched) detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kExpired, now_);
+      if (!r->dispatched)
+        detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kExpired, now_);
     }
   }
 

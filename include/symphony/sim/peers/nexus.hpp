@@ -91,7 +91,8 @@ struct NexusModel {
 // The saturating batch: the largest b <= max_batch with l(b) <= budget / 2,
 // at least 1 (Nexus's GetMaxBatch).
 inline std::uint32_t nexus_saturating_batch(const NexusModel& m) noexcept {
-  const std::uint32_t top = m.max_batch ? std::min(m.max_batch, m.profile->max_batch()) : m.profile->max_batch();
+  const std::uint32_t top =
+      m.max_batch ? std::min(m.max_batch, m.profile->max_batch()) : m.profile->max_batch();
   return std::max<std::uint32_t>(1, m.profile->largest_batch_within(m.budget / 2, top));
 }
 
@@ -106,8 +107,8 @@ struct NexusEntry {
 
 // One GPU of a plan.
 struct NexusNode {
-  double duty_s = 0;  // duty cycle
-  double exec_s = 0;  // sum of l(batch) over the entries
+  double duty_s = 0;   // duty cycle
+  double exec_s = 0;   // sum of l(batch) over the entries
   bool whole = false;  // a whole GPU of one saturated model
   std::vector<NexusEntry> entries;
   double occupancy() const noexcept { return duty_s > 0 ? exec_s / duty_s : 0; }
@@ -177,7 +178,8 @@ inline bool nexus_fit(NexusNode& n, double d, std::span<const NexusModel> models
 
 // Squishy bin packing (see the top of this file) of `rates` (requests per
 // second, one per model) onto at most `gpus` GPUs.
-inline NexusPlan nexus_plan(std::span<const NexusModel> models, std::span<const double> rates, std::uint32_t gpus) {
+inline NexusPlan nexus_plan(std::span<const NexusModel> models, std::span<const double> rates,
+                            std::uint32_t gpus) {
   NexusPlan plan;
   std::vector<NexusNode> residual;
   struct Pending {
@@ -330,11 +332,21 @@ class NexusEngine {
   NexusEngine(std::span<const ModelConfig> models, std::uint32_t gpus, const Delays& delays,
               std::uint32_t pool_capacity, const NexusOptions& opt, std::span<const double> initial_rates,
               TimePoint end, std::uint64_t seed, Sink& sink, Timing timing = {})
-      : delays_(delays), opt_(opt), sink_(sink), timing_(std::move(timing)), pool_(pool_capacity),
-        cfgs_(models), num_models_(static_cast<std::uint32_t>(models.size())), backends_(gpus),
-        queues_(new PeerEdfQueue[std::size_t{gpus} * models.size()]), routes_(models.size()),
-        drr_(std::size_t{opt.frontends} * models.size()), counts_(models.size(), 0),
-        events_(std::size_t{gpus} * 2 + 16), end_(end), rng_(seed * 0x9e3779b97f4a7c15ULL + 0x4e657875ULL) {
+      : delays_(delays),
+        opt_(opt),
+        sink_(sink),
+        timing_(std::move(timing)),
+        pool_(pool_capacity),
+        cfgs_(models),
+        num_models_(static_cast<std::uint32_t>(models.size())),
+        backends_(gpus),
+        queues_(new PeerEdfQueue[std::size_t{gpus} * models.size()]),
+        routes_(models.size()),
+        drr_(std::size_t{opt.frontends} * models.size()),
+        counts_(models.size(), 0),
+        events_(std::size_t{gpus} * 2 + 16),
+        end_(end),
+        rng_(seed * 0x9e3779b97f4a7c15ULL + 0x4e657875ULL) {
     const Duration fixed = delays.ctrl + delays.data + delays.resp + delays.safety_margin;
     for (const ModelConfig& m : models)
       plan_models_.push_back(NexusModel{&m.profile, m.slo - fixed, m.max_batch});
@@ -549,7 +561,8 @@ class NexusEngine {
   void install(NexusPlan plan) {
     plan_ = std::move(plan);
     ++stats_.plans;
-    stats_.planned_gpus = std::max<std::uint32_t>(stats_.planned_gpus, static_cast<std::uint32_t>(plan_.nodes.size()));
+    stats_.planned_gpus =
+        std::max<std::uint32_t>(stats_.planned_gpus, static_cast<std::uint32_t>(plan_.nodes.size()));
     if (plan_.overloaded) ++stats_.overloaded_plans;
     for (GpuId g = 0; g < backends_.size(); ++g) {
       Backend& be = backends_[g];

@@ -155,8 +155,8 @@ void end_batch(Sink& sink, PeerRequestPool& pool, PeerRequest* head, const Delay
   const TimePoint reply = end + delays.resp;
   for (PeerRequest* r = head; r;) {
     PeerRequest* next = static_cast<PeerRequest*>(r->next);
-    end_request(sink, pool, *r, reply <= r->deadline ? Outcome::kOk : Outcome::kLate, DropReason::kNone, reply,
-                exec, gpu, size, batch);
+    end_request(sink, pool, *r, reply <= r->deadline ? Outcome::kOk : Outcome::kLate, DropReason::kNone,
+                reply, exec, gpu, size, batch);
     r = next;
   }
 }

@@ -145,17 +145,18 @@ inline std::string peer_name(const PeerSpec& p) {
   switch (p.kind) {
     case PeerKind::kClockwork: {
       const ClockworkOptions d, &o = p.clockwork;
-      if (o.slack == d.slack && o.horizon == d.horizon && o.window == d.window && o.percentile == d.percentile)
+      if (o.slack == d.slack && o.horizon == d.horizon && o.window == d.window &&
+          o.percentile == d.percentile)
         return "clockwork";
-      return "clockwork:slack_ms=" + peer_number(o.slack.to_ms()) + ",horizon_ms=" +
-             peer_number(o.horizon.to_ms()) + ",window=" + std::to_string(o.window) +
+      return "clockwork:slack_ms=" + peer_number(o.slack.to_ms()) +
+             ",horizon_ms=" + peer_number(o.horizon.to_ms()) + ",window=" + std::to_string(o.window) +
              ",percentile=" + peer_number(o.percentile);
     }
     case PeerKind::kNexus: {
       const NexusOptions d, &o = p.nexus;
       if (o.frontends == d.frontends && o.epoch == d.epoch && o.fill == d.fill) return "nexus";
-      return "nexus:frontends=" + std::to_string(o.frontends) + ",epoch_s=" + peer_number(o.epoch.to_seconds()) +
-             ",fill=" + (o.fill ? "1" : "0");
+      return "nexus:frontends=" + std::to_string(o.frontends) +
+             ",epoch_s=" + peer_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
     }
     case PeerKind::kShepherd:
       if (p.shepherd.lambda == ShepherdOptions{}.lambda) return "shepherd";
@@ -223,10 +224,11 @@ Result<RunResult> run_peer_engine(Engine& engine, const ExperimentSpec& e, doubl
 }
 
 template <class Timing, class Obs>
-Result<RunResult> run_peer_with(const ExperimentSpec& e, const PeerSpec& peer, double scale, std::uint32_t gpus,
-                                Timing timing, Obs* obs) {
+Result<RunResult> run_peer_with(const ExperimentSpec& e, const PeerSpec& peer, double scale,
+                                std::uint32_t gpus, Timing timing, Obs* obs) {
   MetricsConfig mc;
-  for (const ModelConfig& m : e.models) mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
+  for (const ModelConfig& m : e.models)
+    mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
   mc.num_gpus = gpus;
   mc.begin = TimePoint::epoch() + e.warmup;
   mc.end = TimePoint::epoch() + e.duration;
@@ -245,7 +247,8 @@ Result<RunResult> run_peer_with(const ExperimentSpec& e, const PeerSpec& peer, d
     case PeerKind::kNexus: {
       const std::vector<double> rates = initial_rates(e, scale, peer.nexus.epoch);
       NexusEngine<TeeSink<Obs>, Timing> engine(e.models, gpus, e.delays, pool, peer.nexus, rates,
-                                               TimePoint::epoch() + e.duration, e.seed, sink, std::move(timing));
+                                               TimePoint::epoch() + e.duration, e.seed, sink,
+                                               std::move(timing));
       return run_peer_engine<decltype(engine), Obs>(engine, e, scale, metrics);
     }
     case PeerKind::kShepherd: {
@@ -267,7 +270,8 @@ inline Status validate_peer(const PeerSpec& p) {
   if (p.clockwork.slack < Duration::zero() || p.clockwork.horizon < Duration::zero())
     return Status(Errc::kInvalidArgument, "clockwork: slack and horizon must not be negative");
   if (p.nexus.frontends == 0) return Status(Errc::kInvalidArgument, "nexus: frontends must be at least 1");
-  if (p.nexus.epoch <= Duration::zero()) return Status(Errc::kInvalidArgument, "nexus: epoch must be positive");
+  if (p.nexus.epoch <= Duration::zero())
+    return Status(Errc::kInvalidArgument, "nexus: epoch must be positive");
   if (!(p.shepherd.lambda > 1)) return Status(Errc::kInvalidArgument, "shepherd: lambda must be above 1");
   return {};
 }
@@ -287,7 +291,8 @@ Result<RunResult> run_peer_experiment(const ExperimentSpec& e, const PeerSpec& p
   for (const ModelConfig& m : e.models)
     if (Status s = ModelShard<>::validate(m); !s.ok()) return s;
   if (e.noise_sigma > 0)
-    return detail::run_peer_with(e, peer, rate_scale, gpus, LogNormalTiming(e.noise_sigma, e.seed ^ 0x7a3d1f), obs);
+    return detail::run_peer_with(e, peer, rate_scale, gpus, LogNormalTiming(e.noise_sigma, e.seed ^ 0x7a3d1f),
+                                 obs);
   return detail::run_peer_with(e, peer, rate_scale, gpus, ExactTiming{}, obs);
 }
 

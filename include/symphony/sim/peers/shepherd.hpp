@@ -63,9 +63,15 @@ class ShepherdEngine {
   // REQUIRES: models validated (ModelShard::validate), gpus >= 1, opt.lambda > 1.
   ShepherdEngine(std::span<const ModelConfig> models, std::uint32_t gpus, const Delays& delays,
                  std::uint32_t pool_capacity, const ShepherdOptions& opt, Sink& sink, Timing timing = {})
-      : delays_(delays), opt_(opt), sink_(sink), timing_(std::move(timing)), pool_(pool_capacity),
-        models_(new Model[models.size()]), num_models_(static_cast<std::uint32_t>(models.size())),
-        gpus_(gpus), events_(std::size_t{gpus} * 2 + 16) {
+      : delays_(delays),
+        opt_(opt),
+        sink_(sink),
+        timing_(std::move(timing)),
+        pool_(pool_capacity),
+        models_(new Model[models.size()]),
+        num_models_(static_cast<std::uint32_t>(models.size())),
+        gpus_(gpus),
+        events_(std::size_t{gpus} * 2 + 16) {
     for (std::uint32_t i = 0; i < num_models_; ++i) {
       models_[i].cfg = &models[i];
       models_[i].max_batch = models[i].max_batch ? models[i].max_batch : models[i].profile.max_batch();
