@@ -17,6 +17,11 @@ int main(int argc, char** argv) {
   symphony::tools::add_profile(app, exit_code);
   symphony::tools::add_serve(app, exit_code);
 #endif
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Prints the message (or the help); bad options exit 2, like bad configs.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return exit_code;
 }
