@@ -61,6 +61,7 @@ std::string Result::message() const {
 
 namespace {
 
+#ifdef SYMPHONY_PARTITION_HAVE_CBC
 std::vector<Constraint> families(const Problem& p) {
   std::vector<Constraint> f;
   bool rate = false, memory = false;
@@ -93,7 +94,6 @@ Problem without(const Problem& p, Constraint c) {
   return q;
 }
 
-#ifdef SYMPHONY_PARTITION_HAVE_CBC
 // The solver proved infeasibility with no pinned cause: re-solve without each
 // constraint family in turn to tell which ones the conflict involves.
 Conflict diagnose(const Problem& p, const Options& o, const detail::CpuDeadline& deadline) {
