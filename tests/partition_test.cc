@@ -297,6 +297,24 @@ TEST(PartitionTest, TwoMovesReachTheBalance) {
   }
 }
 
+TEST(PartitionTest, LabelsFollowTheCurrentAssignment) {
+  // The current assignment is already optimal. With no disruption bound the
+  // solvers are free to return any labelling of it; identical sub-clusters
+  // are renamed so that nothing moves.
+  Problem p;
+  p.models = {rate_model("a", 4), rate_model("b", 3), rate_model("c", 2), rate_model("d", 1), rate_model("e", 5)};
+  p.subclusters = uniform_subclusters(3);
+  p.current = {2, 0, 0, 2, 1};
+  for (Method m : kMethods) {
+    const Result r = solve(p, options(m));
+    SCOPED_TRACE(r.message());
+    ASSERT_TRUE(r.has_solution());
+    EXPECT_NEAR(r.objective, 0, 1e-9);
+    EXPECT_EQ(r.assignment, p.current);
+    EXPECT_TRUE(r.evaluation.moves.empty());
+  }
+}
+
 TEST(PartitionTest, CostScaleWeighsMovesPerSubCluster) {
   // Loading into sub-cluster 1 costs 10 per model: with a bound of 5 the new
   // model can only go to sub-cluster 0.

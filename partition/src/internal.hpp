@@ -70,6 +70,15 @@ MethodOutput solve_milp(const Problem& p, const Options& o, const CpuDeadline& d
 // (objective zero; the first feasible solution ends the search).
 MethodOutput solve_milp_feasibility(const Problem& p, const Options& o, const CpuDeadline& deadline);
 
+// Whether every sub-cluster has the same caps and cost scale (then labels
+// are interchangeable).
+bool identical_subclusters(const Problem& p);
+
+// With identical sub-clusters and a current assignment, renames the
+// sub-clusters of `a` (a permutation: same partition, same objective) so
+// that the move cost against the current assignment is least.
+void relabel_towards_current(const Problem& p, std::vector<int>& a);
+
 // Averages used to normalise: sum / L, or 0.
 struct Averages {
   double rate = 0;

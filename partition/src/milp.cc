@@ -27,13 +27,6 @@ std::mutex& cbc_mutex() {
 
 int no_callback(CbcModel* /*model*/, int /*where_from*/) { return 0; }
 
-bool identical_subclusters(const Problem& p) {
-  const SubCluster& s0 = p.subclusters.front();
-  return std::all_of(p.subclusters.begin(), p.subclusters.end(), [&](const SubCluster& s) {
-    return s.rate_cap == s0.rate_cap && s.memory_cap == s0.memory_cap && s.cost_scale == s0.cost_scale;
-  });
-}
-
 // Column indices of the model.
 struct Columns {
   std::size_t n = 0, L = 0;
@@ -45,7 +38,7 @@ struct Columns {
 }  // namespace
 
 MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadline& deadline, bool feasibility_only,
-                             const std::vector<int>* start) {
+                             std::vector<int>* start) {
   const std::size_t n = p.size();
   const std::size_t L = p.num_subclusters();
   const Averages avg = averages(p);
@@ -99,6 +92,20 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size(a) > size(b); });
     for (std::size_t k = 0; k < std::min(n, L); ++k) {
       for (std::size_t j = k + 1; j < L; ++j) ub[static_cast<std::size_t>(col.x(order[k], j))] = 0;
+    }
+    // A start must obey the same rule: number its sub-clusters in the order
+    // the models above first use them (the k-th model sees at most k + 1).
+    if (start != nullptr && !start->empty()) {
+      std::vector<int> label(L, -1);
+      int next = 0;
+      for (std::size_t i : order) {
+        int& l = label[static_cast<std::size_t>((*start)[i])];
+        if (l < 0) l = next++;
+      }
+      for (std::size_t j = 0; j < L; ++j) {
+        if (label[j] < 0) label[j] = next++;
+      }
+      for (int& j : *start) j = label[static_cast<std::size_t>(j)];
     }
   }
 

@@ -163,6 +163,7 @@ Result solve(const Problem& p, const Options& o) {
 #endif
       break;
   }
+  detail::relabel_towards_current(p, out.assignment);
   r.status = out.status;
   r.work = out.work;
   r.time_limit_hit = out.time_limit_hit;
