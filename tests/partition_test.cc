@@ -644,6 +644,8 @@ TEST(PartitionEvaluateTest, ImbalanceFactorsAndViolations) {
   EXPECT_EQ(e.violations[0], "sub-cluster 0: rate 50 exceeds its rate cap 35");
   EXPECT_EQ(e.violations[1],
             "sub-cluster 0: memory 12 (static 10 + largest dynamic 2) exceeds its memory cap 10");
+  EXPECT_THROW(evaluate(p, std::vector<int>{0, 1}), InputError);
+  EXPECT_THROW(evaluate(p, std::vector<int>{0, 2, 0}), InputError);
 }
 
 }  // namespace

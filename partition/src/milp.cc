@@ -35,8 +35,9 @@ struct Columns {
   int x(std::size_t i, std::size_t j) const { return static_cast<int>(i * L + j); }
 };
 
-}  // namespace
-
+// Builds and solves the MILP; `feasibility_only` drops the objective (any
+// feasible assignment ends the search); `start` (may be renumbered) is CBC's
+// first incumbent.
 MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadline& deadline, bool feasibility_only,
                              std::vector<int>* start) {
   const std::size_t n = p.size();
@@ -206,14 +207,17 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
                                 starts.data(), lengths.data());
   solver.loadProblem(matrix, lb.data(), ub.data(), obj.data(), row_lb.data(), row_ub.data());
   for (std::size_t i = 0; i < n * L; ++i) solver.setInteger(static_cast<int>(i));
-  for (std::size_t c = 0; c < names.size(); ++c) solver.setColName(static_cast<int>(c), names[c]);
+  const bool with_start = start != nullptr && !start->empty();
+  if (with_start) {  // CBC matches a start's values by column name
+    for (std::size_t c = 0; c < names.size(); ++c) solver.setColName(static_cast<int>(c), names[c]);
+  }
   solver.setObjSense(1.0);
   if (!o.solver_log) solver.messageHandler()->setLogLevel(0);
 
   MethodOutput out;
   std::lock_guard<std::mutex> lock(cbc_mutex());
   CbcModel model(solver);
-  if (start != nullptr && !start->empty()) {
+  if (with_start) {
     std::vector<std::pair<std::string, double>> mip_start;
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t j = 0; j < L; ++j) {
@@ -285,6 +289,8 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
   }
   return out;
 }
+
+}  // namespace
 
 MethodOutput solve_milp(const Problem& p, const Options& o, const CpuDeadline& deadline) {
   std::vector<int> start;

@@ -53,9 +53,10 @@ struct Evaluation {
 // floating point; a load within this fraction of its cap is within it).
 inline constexpr double kCapTolerance = 1e-7;
 
-// Measures an assignment (a sub-cluster index per model).
-// REQUIRES: validate(p) passes; assignment.size() == p.size(), every entry in
-// [0, num_subclusters).
+// Measures an assignment (a sub-cluster index per model). Throws InputError
+// when the assignment's size is not the number of models or an entry is out
+// of [0, num_subclusters).
+// REQUIRES: validate(p) passes.
 Evaluation evaluate(const Problem& p, std::span<const int> assignment);
 
 }  // namespace symphony::partition
