@@ -89,8 +89,56 @@ def main():
     fig.suptitle(f"Partitioning under a {doc['time_limit_cpu_s']:g} CPU s limit (values < {FLOOR:g} drawn at it)")
     fig.tight_layout()
     fig.savefig(OUT / "partition_cdf.png", dpi=120)
+    epoch = OUT / "epoch.json"
+    if epoch.exists():
+        lines += epoch_report(json.loads(epoch.read_text()))
     (OUT / "summary.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT / 'partition_cdf.png'} and {OUT / 'summary.md'}")
+
+
+def epoch_report(doc):
+    """Table and plot of bench/experiments/partition_epoch_eval.py's results."""
+    rows = doc["results"]
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    budgets = doc["budgets"]
+    name = lambda b: "unlimited" if b is None else f"{b:g}"  # noqa: E731
+    lines = [f"## Re-partitioning at an epoch ({doc['instances']} instances, 800 models + {doc['new_models']} new, "
+             f"20 sub-clusters, rates drifted by exp(N(0, {doc['drift_sigma']:g})))", "",
+             f"From `bench/results/partition/epoch.json`, made by `{doc['command']}`. Unit move costs: a move "
+             f"costs 2, loading a new model 1; C_max = {doc['new_models']} only loads the new models.", "",
+             "| C_max | method | solved | rate imbalance: median | max | memory: median | max | moves: median | "
+             "disruption: max |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for method in methods:
+        med = {"rate": [], "memory": []}
+        for b in budgets:
+            sel = [r for r in rows if r["method"] == method and r["budget"] == b]
+            ok = [r for r in sel if r["rate_imbalance"] is not None]
+            rate = [r["rate_imbalance"] for r in ok]
+            mem = [r["memory_imbalance"] for r in ok]
+            moves = [r["moves"] for r in ok]
+            cost = [r["disruption"] for r in ok]
+            lines.append(f"| {name(b)} | {method} | {len(ok)}/{len(sel)} | {quantile(rate, 0.5):.2g} | "
+                         f"{quantile(rate, 1):.2g} | {quantile(mem, 0.5):.2g} | {quantile(mem, 1):.2g} | "
+                         f"{quantile(moves, 0.5):.0f} | {max(cost) if cost else float('nan'):g} |")
+            med["rate"].append(max(FLOOR, quantile(rate, 0.5)))
+            med["memory"].append(max(FLOOR, quantile(mem, 0.5)))
+        for col, what in enumerate(("rate", "memory")):
+            axes[col].plot(range(len(budgets)), med[what], marker="o", linestyle=STYLE.get(method, "-"),
+                           label=LABELS.get(method, method))
+    for col, what in enumerate(("rate", "memory")):
+        ax = axes[col]
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(budgets)), [name(b) for b in budgets])
+        ax.set_xlabel("disruption bound C_max (unit costs; a move costs 2)")
+        ax.set_ylabel(f"median {what} imbalance factor")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Re-partitioning after drift under a disruption bound ({doc['time_limit_cpu_s']:g} CPU s)")
+    fig.tight_layout()
+    fig.savefig(OUT / "partition_epoch.png", dpi=120)
+    return lines + [""]
 
 
 if __name__ == "__main__":
