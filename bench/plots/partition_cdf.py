@@ -76,6 +76,17 @@ def main():
             better = sum(1 for m, g in pairs if m["objective"] is not None and
                          (g["objective"] is None or m["objective"] < g["objective"]))
             lines += [f"MILP objective below greedy's on {better} of {len(pairs)} instances."]
+        if "milp_warm" in res and "greedy" in res:
+            by = {r["instance"]: r for r in res["greedy"]}
+            count = {"below": 0, "equal to": 0, "above": 0}
+            for m in res["milp_warm"]:
+                g = by.get(m["instance"])
+                if g is None or m["objective"] is None or g["objective"] is None:
+                    continue
+                d = m["objective"] - g["objective"]
+                count["below" if d < -1e-12 else "above" if d > 1e-12 else "equal to"] += 1
+            lines += ["MILP started from greedy: objective " +
+                      ", ".join(f"{k} greedy's on {v}" for k, v in count.items()) + " instances."]
         lines.append("")
         for col, what in enumerate(("rate", "memory")):
             ax = axes[row][col]
@@ -85,9 +96,10 @@ def main():
             ax.set_ylabel("CDF over instances")
             ax.set_title(f"{TITLES.get(setting, setting)}: {what}")
             ax.grid(True, which="both", alpha=0.3)
-        axes[row][0].legend(loc="lower right", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
     fig.suptitle(f"Partitioning under a {doc['time_limit_cpu_s']:g} CPU s limit (values < {FLOOR:g} drawn at it)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(OUT / "partition_cdf.png", dpi=120)
     epoch = OUT / "epoch.json"
     if epoch.exists():
