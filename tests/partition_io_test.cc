@@ -44,7 +44,9 @@ TEST(PartitionCsvTest, ReadsColumnsInAnyOrderWithComments) {
 
 TEST(PartitionCsvTest, ErrorsNameFileLineAndColumn) {
   const std::string header = "name,rate,static_mib,dynamic_mib\n";
-  auto err = [&](const std::string& body) { return error_of([&] { parse_models_csv(header + body, "m.csv"); }); };
+  auto err = [&](const std::string& body) {
+    return error_of([&] { parse_models_csv(header + body, "m.csv"); });
+  };
   EXPECT_EQ(err("a,1,2,3\nb,fast,2,3\n"), "m.csv:3:3: rate: not a number: 'fast'");
   EXPECT_EQ(err("a,1, -2,3\n"), "m.csv:2:6: static_mib: must be >= 0, got -2");
   EXPECT_EQ(err("a,1,2,3\na,4,5,6\n"), "m.csv:3:1: name: model 'a' appears twice (also line 2)");
@@ -53,22 +55,23 @@ TEST(PartitionCsvTest, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(err("a,1,,3\n"), "m.csv:2:5: static_mib: missing value");
   EXPECT_EQ(err(",1,2,3\n"), "m.csv:2:1: name: missing value");
   EXPECT_EQ(err("a,1e999,2,3\n"), "m.csv:2:3: rate: not a number: '1e999'");
-  EXPECT_EQ(error_of([] { parse_models_csv("name,rate,static_mb,dynamic_mib\n", "h.csv"); }),
-            "h.csv:1:11: unknown column 'static_mb' (expected name, rate, static_mib, dynamic_mib and optionally "
-            "move_cost)");
+  EXPECT_EQ(
+      error_of([] { parse_models_csv("name,rate,static_mb,dynamic_mib\n", "h.csv"); }),
+      "h.csv:1:11: unknown column 'static_mb' (expected name, rate, static_mib, dynamic_mib and optionally "
+      "move_cost)");
   EXPECT_EQ(error_of([] { parse_models_csv("name,rate,static_mib\n", "h.csv"); }),
             "h.csv:1:1: the header has no column 'dynamic_mib'");
   EXPECT_EQ(error_of([] { parse_models_csv("# nothing\n", "e.csv"); }),
             "e.csv: no header line (expected name,rate,static_mib,dynamic_mib)");
   EXPECT_EQ(error_of([] { parse_models_csv(std::string("name,rate,static_mib,dynamic_mib\n"), "e.csv"); }),
             "e.csv: no models after the header");
-  EXPECT_NE(error_of([] { read_models_csv("/nonexistent/models.csv"); }).find("/nonexistent/models.csv: cannot read"),
+  EXPECT_NE(error_of([] {
+              read_models_csv("/nonexistent/models.csv");
+            }).find("/nonexistent/models.csv: cannot read"),
             std::string::npos);
 }
 
-std::vector<Model> three_models() {
-  return {{"a", 1, 1, 0, 1}, {"b", 1, 1, 0, 1}, {"c", 1, 1, 0, 1}};
-}
+std::vector<Model> three_models() { return {{"a", 1, 1, 0, 1}, {"b", 1, 1, 0, 1}, {"c", 1, 1, 0, 1}}; }
 
 TEST(PartitionJsonTest, ReadsAnAssignment) {
   const CurrentAssignment cur = parse_assignment_json(
@@ -84,17 +87,21 @@ TEST(PartitionJsonTest, ErrorsNameFileLineAndColumn) {
     return error_of([&] { parse_assignment_json(text, "cur.json", three_models(), L); });
   };
   // Syntax: where the parser stopped.
-  EXPECT_EQ(err("{\n  \"assignment\": {\"a\": 1,}\n}"),
-            "cur.json:2:25: invalid JSON: syntax error while parsing object key - unexpected '}'; expected string "
-            "literal");
+  EXPECT_EQ(
+      err("{\n  \"assignment\": {\"a\": 1,}\n}"),
+      "cur.json:2:25: invalid JSON: syntax error while parsing object key - unexpected '}'; expected string "
+      "literal");
   // Values: at the model's key.
-  EXPECT_EQ(err("{\"assignment\": {\n  \"a\": 0,\n    \"b\": 7\n}}"),
-            "cur.json:3:5: assignment: model 'b': sub-cluster 7 is out of range (there are 3 sub-clusters, 0..2)");
+  EXPECT_EQ(
+      err("{\"assignment\": {\n  \"a\": 0,\n    \"b\": 7\n}}"),
+      "cur.json:3:5: assignment: model 'b': sub-cluster 7 is out of range (there are 3 sub-clusters, 0..2)");
   EXPECT_EQ(err("{\"assignment\": {\"a\": 0, \"b\": \"x\"}}"),
             "cur.json:1:25: assignment: model 'b': sub-cluster must be an integer, got \"x\"");
   EXPECT_EQ(err("{\"assignment\": {\"a\": -1}}"),
-            "cur.json:1:17: assignment: model 'a': sub-cluster -1 is out of range (there are 3 sub-clusters, 0..2)");
-  EXPECT_EQ(err("{\"assignment\": {\"a\": 0,\n \"a\": 1}}"), "cur.json:2:2: assignment: model 'a' appears twice");
+            "cur.json:1:17: assignment: model 'a': sub-cluster -1 is out of range (there are 3 sub-clusters, "
+            "0..2)");
+  EXPECT_EQ(err("{\"assignment\": {\"a\": 0,\n \"a\": 1}}"),
+            "cur.json:2:2: assignment: model 'a' appears twice");
   EXPECT_EQ(err("{\"subclusters\": 2, \"assignment\": {\"a\": 2}}"),
             "cur.json:1:35: assignment: model 'a': sub-cluster 2 is not below the file's \"subclusters\" 2");
   EXPECT_EQ(err("{\n\"subclusters\": 0, \"assignment\": {}}"),
@@ -105,8 +112,9 @@ TEST(PartitionJsonTest, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(err("[1]"), "cur.json:1:1: expected a JSON object with an \"assignment\" object");
   // A key with an escaped quote is still found.
   std::vector<Model> odd = {{"x\"y", 1, 1, 0, 1}};
-  EXPECT_EQ(error_of([&] { parse_assignment_json("{\"assignment\": {\n \"x\\\"y\": 9}}", "q.json", odd, 2); }),
-            "q.json:2:2: assignment: model 'x\"y': sub-cluster 9 is out of range (there are 2 sub-clusters, 0..1)");
+  EXPECT_EQ(
+      error_of([&] { parse_assignment_json("{\"assignment\": {\n \"x\\\"y\": 9}}", "q.json", odd, 2); }),
+      "q.json:2:2: assignment: model 'x\"y': sub-cluster 9 is out of range (there are 2 sub-clusters, 0..1)");
 }
 
 TEST(PartitionJsonTest, ReportReadsBackAsTheCurrentAssignment) {

@@ -24,7 +24,9 @@ const std::vector<Method> kMethods = all_methods();
   if (!milp_available()) GTEST_SKIP() << "built without CBC (SYMPHONY_WITH_CBC=OFF)"
 
 Model rate_model(std::string name, double rate) { return {std::move(name), rate, 0, 0, 1}; }
-Model mem_model(std::string name, double stat, double dyn, double rate = 0) { return {std::move(name), rate, stat, dyn, 1}; }
+Model mem_model(std::string name, double stat, double dyn, double rate = 0) {
+  return {std::move(name), rate, stat, dyn, 1};
+}
 
 Options options(Method m, double limit = 5) {
   Options o;
@@ -42,7 +44,9 @@ std::string name_of(const char* prefix, std::size_t i) {
   return s;
 }
 
-bool mentions(const Result& r, const std::string& text) { return r.message().find(text) != std::string::npos; }
+bool mentions(const Result& r, const std::string& text) {
+  return r.message().find(text) != std::string::npos;
+}
 
 // A random instance: `n` models with exponential rates and zoo-like sizes.
 Problem random_problem(std::size_t n, std::size_t L, std::uint64_t seed) {
@@ -50,7 +54,8 @@ Problem random_problem(std::size_t n, std::size_t L, std::uint64_t seed) {
   std::exponential_distribution<double> rate(0.01);
   std::uniform_real_distribution<double> stat(10, 500), dyn(100, 2000);
   Problem p;
-  for (std::size_t i = 0; i < n; ++i) p.models.push_back({name_of("m", i), rate(rng), stat(rng), dyn(rng), 1});
+  for (std::size_t i = 0; i < n; ++i)
+    p.models.push_back({name_of("m", i), rate(rng), stat(rng), dyn(rng), 1});
   double total_rate = 0, total_static = 0;
   for (const Model& m : p.models) {
     total_rate += m.rate;
@@ -214,8 +219,8 @@ TEST(PartitionTest, MilpMatchesEnumerationOnRandomSmallInstances) {
   for (int t = 0; t < 25; ++t) {
     Problem p;
     for (int i = 0; i < 7; ++i) {
-      p.models.push_back({name_of("m", static_cast<std::size_t>(i)), std::round(1 + 9 * u(rng)), std::round(1 + 9 * u(rng)),
-                          std::round(6 * u(rng)), 1});
+      p.models.push_back({name_of("m", static_cast<std::size_t>(i)), std::round(1 + 9 * u(rng)),
+                          std::round(1 + 9 * u(rng)), std::round(6 * u(rng)), 1});
     }
     p.subclusters = uniform_subclusters(3, 14 + std::round(10 * u(rng)), 16 + std::round(10 * u(rng)));
     if (t % 2 == 1) {
@@ -302,7 +307,8 @@ TEST(PartitionTest, LabelsFollowTheCurrentAssignment) {
   // solvers are free to return any labelling of it; identical sub-clusters
   // are renamed so that nothing moves.
   Problem p;
-  p.models = {rate_model("a", 4), rate_model("b", 3), rate_model("c", 2), rate_model("d", 1), rate_model("e", 5)};
+  p.models = {rate_model("a", 4), rate_model("b", 3), rate_model("c", 2), rate_model("d", 1),
+              rate_model("e", 5)};
   p.subclusters = uniform_subclusters(3);
   p.current = {2, 0, 0, 2, 1};
   for (Method m : kMethods) {
@@ -396,7 +402,8 @@ TEST(PartitionInfeasibleTest, ModelRateOverEveryRateCap) {
   const Result r = solve(p, options(Method::kGreedy));
   EXPECT_EQ(r.status, Status::kInfeasible);
   ASSERT_EQ(r.conflicts.size(), 1u);  // the total, 101, is within the sum of the caps
-  EXPECT_TRUE(mentions(r, "model 'hot' has rate 100, more than any sub-cluster's rate cap (the largest is 60)"))
+  EXPECT_TRUE(
+      mentions(r, "model 'hot' has rate 100, more than any sub-cluster's rate cap (the largest is 60)"))
       << r.message();
 }
 
@@ -409,7 +416,8 @@ TEST(PartitionInfeasibleTest, ModelFittingNoSubClusterOnBothCaps) {
   const Result r = solve(p, options(Method::kMilp));
   EXPECT_EQ(r.status, Status::kInfeasible);
   ASSERT_FALSE(r.conflicts.empty());
-  EXPECT_EQ(r.conflicts[0].constraints, (std::vector<Constraint>{Constraint::kRateCap, Constraint::kMemoryCap}));
+  EXPECT_EQ(r.conflicts[0].constraints,
+            (std::vector<Constraint>{Constraint::kRateCap, Constraint::kMemoryCap}));
   EXPECT_TRUE(mentions(r, "model 'x'")) << r.message();
   EXPECT_TRUE(mentions(r, "fits no sub-cluster")) << r.message();
 }
@@ -423,7 +431,8 @@ TEST(PartitionInfeasibleTest, TotalRateOverTheSumOfCaps) {
   EXPECT_EQ(r.status, Status::kInfeasible);
   ASSERT_EQ(r.conflicts.size(), 1u);
   EXPECT_FALSE(r.conflicts[0].model.has_value());
-  EXPECT_TRUE(mentions(r, "total rate 120 exceeds the sum of the 2 sub-clusters' rate caps 100")) << r.message();
+  EXPECT_TRUE(mentions(r, "total rate 120 exceeds the sum of the 2 sub-clusters' rate caps 100"))
+      << r.message();
 }
 
 TEST(PartitionInfeasibleTest, TotalMemoryOverTheSumOfCaps) {
@@ -432,7 +441,8 @@ TEST(PartitionInfeasibleTest, TotalMemoryOverTheSumOfCaps) {
   p.subclusters = uniform_subclusters(2, kUnlimited, 8.5);  // each fits alone
   const Result r = solve(p, options(Method::kRandom));
   EXPECT_EQ(r.status, Status::kInfeasible);
-  EXPECT_TRUE(mentions(r, "total static memory 15 plus the largest dynamic memory 3 (model 'c')")) << r.message();
+  EXPECT_TRUE(mentions(r, "total static memory 15 plus the largest dynamic memory 3 (model 'c')"))
+      << r.message();
 }
 
 TEST(PartitionInfeasibleTest, ModelThatMustMoveOverTheDisruptionBound) {
@@ -465,7 +475,8 @@ TEST(PartitionInfeasibleTest, SolverProvesBinPackingInfeasible) {
   EXPECT_EQ(r.status, Status::kInfeasible) << r.message();
   ASSERT_EQ(r.conflicts.size(), 1u);
   EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kMemoryCap});
-  EXPECT_TRUE(mentions(r, "proved that no assignment of the 3 models to the 2 sub-clusters satisfies the memory caps"))
+  EXPECT_TRUE(mentions(
+      r, "proved that no assignment of the 3 models to the 2 sub-clusters satisfies the memory caps"))
       << r.message();
   // The heuristics find nothing and say so, without claiming infeasibility.
   for (Method m : {Method::kGreedy, Method::kRandom}) {
@@ -490,7 +501,8 @@ TEST(PartitionInfeasibleTest, SolverNamesTheFamiliesInvolved) {
   EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kMemoryCap});
   EXPECT_TRUE(mentions(r, "the rate caps and the memory caps")) << r.message();
   EXPECT_TRUE(mentions(r, "without the rate caps there is still none")) << r.message();
-  EXPECT_TRUE(mentions(r, "without the memory caps (static plus the largest dynamic memory) an assignment exists"))
+  EXPECT_TRUE(
+      mentions(r, "without the memory caps (static plus the largest dynamic memory) an assignment exists"))
       << r.message();
 }
 
@@ -508,7 +520,8 @@ TEST(PartitionInfeasibleTest, SolverFindsTheDisruptionBoundInvolved) {
   const Result r = solve(p, options(Method::kMilp));
   EXPECT_EQ(r.status, Status::kInfeasible) << r.message();
   ASSERT_EQ(r.conflicts.size(), 1u);
-  EXPECT_EQ(r.conflicts[0].constraints, (std::vector<Constraint>{Constraint::kMemoryCap, Constraint::kDisruption}));
+  EXPECT_EQ(r.conflicts[0].constraints,
+            (std::vector<Constraint>{Constraint::kMemoryCap, Constraint::kDisruption}));
   EXPECT_TRUE(mentions(r, "without the disruption bound an assignment exists")) << r.message();
   p.max_disruption = 3;
   const Result ok = solve(p, options(Method::kMilp));
@@ -539,7 +552,8 @@ TEST(PartitionInputTest, MalformedProblemsThrowNamingTheField) {
     validate(p);
     ADD_FAILURE() << "out-of-range current sub-cluster accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("model 'b': current sub-cluster 2 is out of range"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("model 'b': current sub-cluster 2 is out of range"),
+              std::string::npos)
         << e.what();
   }
   p.current.clear();

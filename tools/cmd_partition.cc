@@ -40,12 +40,13 @@ struct Options {
 };
 
 // A per-sub-cluster option: one value for all, or exactly L values.
-std::vector<double> per_subcluster(const std::vector<double>& v, std::size_t L, double fallback, const char* name) {
+std::vector<double> per_subcluster(const std::vector<double>& v, std::size_t L, double fallback,
+                                   const char* name) {
   if (v.empty()) return std::vector<double>(L, fallback);
   if (v.size() == 1) return std::vector<double>(L, v[0]);
   if (v.size() != L) {
-    throw part::InputError(std::string(name) + ": give one value or one per sub-cluster (" + std::to_string(L) +
-                           "), got " + std::to_string(v.size()));
+    throw part::InputError(std::string(name) + ": give one value or one per sub-cluster (" +
+                           std::to_string(L) + "), got " + std::to_string(v.size()));
   }
   return v;
 }
@@ -63,23 +64,24 @@ std::string table(const part::Problem& p, const part::Result& r) {
   if (!r.has_solution()) return s.str();
   const part::Evaluation& e = r.evaluation;
   char line[256];
-  std::snprintf(line, sizeof line, "%-10s %6s %12s %10s %12s %12s %12s %10s\n", "subcluster", "models", "rate_rps",
-                "rate_cap", "static_mib", "max_dyn_mib", "memory_mib", "mem_cap");
+  std::snprintf(line, sizeof line, "%-10s %6s %12s %10s %12s %12s %12s %10s\n", "subcluster", "models",
+                "rate_rps", "rate_cap", "static_mib", "max_dyn_mib", "memory_mib", "mem_cap");
   s << line;
   for (std::size_t j = 0; j < e.loads.size(); ++j) {
     const part::SubClusterLoad& l = e.loads[j];
-    std::snprintf(line, sizeof line, "%-10zu %6zu %12s %10s %12s %12s %12s %10s\n", j, l.models, num(l.rate).c_str(),
-                  num(p.subclusters[j].rate_cap, 0).c_str(), num(l.static_memory).c_str(),
-                  num(l.max_dynamic_memory).c_str(), num(l.memory()).c_str(),
+    std::snprintf(line, sizeof line, "%-10zu %6zu %12s %10s %12s %12s %12s %10s\n", j, l.models,
+                  num(l.rate).c_str(), num(p.subclusters[j].rate_cap, 0).c_str(),
+                  num(l.static_memory).c_str(), num(l.max_dynamic_memory).c_str(), num(l.memory()).c_str(),
                   num(p.subclusters[j].memory_cap, 0).c_str());
     s << line;
   }
-  s << "imbalance (max-min)/avg: rate " << num(e.rate_imbalance, 4) << ", memory " << num(e.memory_imbalance, 4)
-    << "\n";
-  s << "objective " << num(r.objective, 6) << " (rate spread " << num(e.rate_spread, 4) << " + " << p.memory_weight
-    << " x memory spread " << num(e.memory_spread, 4) << "), bound " << (std::isnan(r.bound) ? "-" : num(r.bound, 6))
-    << ", gap " << (std::isnan(r.gap) ? "-" : num(100 * r.gap, 2) + " %") << ", " << num(r.cpu_seconds, 2)
-    << " CPU s" << (r.time_limit_hit ? " (time limit)" : "") << "\n";
+  s << "imbalance (max-min)/avg: rate " << num(e.rate_imbalance, 4) << ", memory "
+    << num(e.memory_imbalance, 4) << "\n";
+  s << "objective " << num(r.objective, 6) << " (rate spread " << num(e.rate_spread, 4) << " + "
+    << p.memory_weight << " x memory spread " << num(e.memory_spread, 4) << "), bound "
+    << (std::isnan(r.bound) ? "-" : num(r.bound, 6)) << ", gap "
+    << (std::isnan(r.gap) ? "-" : num(100 * r.gap, 2) + " %") << ", " << num(r.cpu_seconds, 2) << " CPU s"
+    << (r.time_limit_hit ? " (time limit)" : "") << "\n";
   if (!p.current.empty() || std::isfinite(p.max_disruption)) {
     s << "moves " << e.moves.size() << ", disruption " << num(e.disruption, 2) << " (bound "
       << (std::isinf(p.max_disruption) ? std::string("none") : num(p.max_disruption, 2)) << ")\n";
@@ -108,8 +110,9 @@ int run(const Options& o) {
       part::CurrentAssignment cur = part::read_assignment_json(o.current, p.models, L);
       p.current = std::move(cur.current);
       if (!cur.unknown_models.empty()) {
-        std::fprintf(stderr, "symphony partition: %s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n",
-                     o.current.c_str(), cur.unknown_models.size(), o.models.c_str(), cur.unknown_models[0].c_str());
+        std::fprintf(
+            stderr, "symphony partition: %s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n",
+            o.current.c_str(), cur.unknown_models.size(), o.models.c_str(), cur.unknown_models[0].c_str());
       }
     }
     p.max_disruption = o.max_disruption;
@@ -155,9 +158,11 @@ int run(const Options& o) {
 
 CLI::App* add_partition(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
-      "partition", "Partition models across sub-clusters (MILP with CBC, greedy or random search); see docs/partition.md");
+      "partition",
+      "Partition models across sub-clusters (MILP with CBC, greedy or random search); see docs/partition.md");
   static Options o;
-  cmd->add_option("models", o.models, "model table (CSV: name,rate,static_mib,dynamic_mib[,move_cost])")->required();
+  cmd->add_option("models", o.models, "model table (CSV: name,rate,static_mib,dynamic_mib[,move_cost])")
+      ->required();
   cmd->add_option("-L,--subclusters", o.subclusters, "number of sub-clusters")
       ->required()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
@@ -169,7 +174,8 @@ CLI::App* add_partition(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-disruption", o.max_disruption,
                   "bound on the move cost against --current (a move costs move_cost x 2, a new model x 1)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rate-cap", o.rate_cap, "per-sub-cluster rate cap in r/s: one value or L, comma-separated")
+  cmd->add_option("--rate-cap", o.rate_cap,
+                  "per-sub-cluster rate cap in r/s: one value or L, comma-separated")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--memory-cap", o.memory_cap,
@@ -180,12 +186,14 @@ CLI::App* add_partition(CLI::App& app, int& exit_code) {
                   "per-sub-cluster multiplier of move costs (e.g. its backends): one value or L")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--memory-weight", o.memory_weight, "weight w of the memory spread in the objective (default 1)")
+  cmd->add_option("--memory-weight", o.memory_weight,
+                  "weight w of the memory spread in the objective (default 1)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o.seed, "random seed (CBC, random search; default 1)");
   cmd->add_option("--node-limit", o.node_limit, "milp: branch-and-bound node limit (deterministic budget)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--sample-limit", o.sample_limit, "random: number of assignments drawn (deterministic budget)")
+  cmd->add_option("--sample-limit", o.sample_limit,
+                  "random: number of assignments drawn (deterministic budget)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--warm-start", o.warm_start, "milp: start CBC from the greedy solution");
   cmd->add_flag("--solver-log", o.solver_log, "milp: print CBC's log");

@@ -22,8 +22,13 @@ constexpr double kEps = 1e-10;
 class State {
  public:
   explicit State(const Problem& p)
-      : p_(p), a_(p.size(), kUnplaced), rate_(p.num_subclusters(), 0.0), stat_(p.num_subclusters(), 0.0),
-        dyn_(p.num_subclusters()), d1_(p.num_subclusters(), 0.0), d2_(p.num_subclusters(), 0.0) {}
+      : p_(p),
+        a_(p.size(), kUnplaced),
+        rate_(p.num_subclusters(), 0.0),
+        stat_(p.num_subclusters(), 0.0),
+        dyn_(p.num_subclusters()),
+        d1_(p.num_subclusters(), 0.0),
+        d2_(p.num_subclusters(), 0.0) {}
 
   int at(std::size_t i) const { return a_[i]; }
   const std::vector<int>& assignment() const { return a_; }
@@ -191,13 +196,15 @@ class Greedy {
     for (std::size_t i = 0; i < n; ++i) {
       if (st_.at(i) == kUnplaced) order.push_back(i);
     }
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return key(x) > key(y); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return key(x) > key(y); });
     for (std::size_t i : order) {
       int best = kUnplaced;
       for (std::size_t j = 0; j < L; ++j) {
         if (!st_.fits(i, j)) continue;
         if (!within(st_.cost() + st_.cost_at(i, static_cast<int>(j)), p_.max_disruption)) continue;
-        if (best == kUnplaced || load(j) < load(static_cast<std::size_t>(best)) - kEps) best = static_cast<int>(j);
+        if (best == kUnplaced || load(j) < load(static_cast<std::size_t>(best)) - kEps)
+          best = static_cast<int>(j);
       }
       if (best == kUnplaced) {
         out.note = "greedy found no sub-cluster for model '" + p_.models[i].name +
@@ -227,7 +234,8 @@ class Greedy {
     const double sa = ds_.dev[a] - y, sb = ds_.dev[b] + y;
     const double f = w_.rate * std::max({dr_.max_except(a, b), std::abs(ra), std::abs(rb)}) +
                      w_.memory * std::max({ds_.max_except(a, b), std::abs(sa), std::abs(sb)});
-    const double ss = ss_ + w_.rate * (ra * ra + rb * rb - dr_.dev[a] * dr_.dev[a] - dr_.dev[b] * dr_.dev[b]) +
+    const double ss = ss_ +
+                      w_.rate * (ra * ra + rb * rb - dr_.dev[a] * dr_.dev[a] - dr_.dev[b] * dr_.dev[b]) +
                       w_.memory * (sa * sa + sb * sb - ds_.dev[a] * ds_.dev[a] - ds_.dev[b] * ds_.dev[b]);
     return {f, ss};
   }
@@ -241,7 +249,8 @@ class Greedy {
 
   bool move_ok(std::size_t i, std::size_t b) const {
     return st_.fits(i, b) &&
-           within(st_.cost() - st_.cost_at(i, st_.at(i)) + st_.cost_at(i, static_cast<int>(b)), p_.max_disruption);
+           within(st_.cost() - st_.cost_at(i, st_.at(i)) + st_.cost_at(i, static_cast<int>(b)),
+                  p_.max_disruption);
   }
   bool swap_ok(std::size_t i, std::size_t k) const {
     const auto a = static_cast<std::size_t>(st_.at(i)), b = static_cast<std::size_t>(st_.at(k));

@@ -19,9 +19,7 @@ namespace symphony::partition::detail {
 inline constexpr int kMaxSubclusters = 1 << 16;
 
 // Whether v <= cap within the relative tolerance (and absolute 1e-9).
-inline bool within(double v, double cap) {
-  return v <= cap + kCapTolerance * std::abs(cap) + 1e-9;
-}
+inline bool within(double v, double cap) { return v <= cap + kCapTolerance * std::abs(cap) + 1e-9; }
 
 // A number for a message: up to 6 significant digits, "unlimited" for inf.
 inline std::string fmt(double v) {

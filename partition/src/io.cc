@@ -2,9 +2,9 @@
 #include "symphony/partition/io.hpp"
 
 #include <cerrno>
-#include <cstring>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -19,13 +19,15 @@ namespace {
 
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileError(path + ": cannot read the " + std::string(what) + " (" + std::strerror(errno) + ")");
+  if (!in)
+    throw FileError(path + ": cannot read the " + std::string(what) + " (" + std::strerror(errno) + ")");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
-[[noreturn]] void fail(const std::string& origin, std::size_t line, std::size_t column, const std::string& msg) {
+[[noreturn]] void fail(const std::string& origin, std::size_t line, std::size_t column,
+                       const std::string& msg) {
   throw FileError(origin + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + msg);
 }
 
@@ -67,7 +69,8 @@ std::vector<Model> parse_models_csv(std::string_view text, const std::string& or
   std::size_t pos = 0;
   while (pos <= text.size()) {
     const std::size_t nl = text.find('\n', pos);
-    const std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    const std::string_view line =
+        text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
     ++line_no;
     std::size_t first = 0;
@@ -87,7 +90,8 @@ std::vector<Model> parse_models_csv(std::string_view text, const std::string& or
                "unknown column '" + std::string(f[k].text) +
                    "' (expected name, rate, static_mib, dynamic_mib and optionally move_cost)");
         }
-        if (at[c] >= 0) fail(origin, line_no, f[k].column, "column '" + std::string(f[k].text) + "' appears twice");
+        if (at[c] >= 0)
+          fail(origin, line_no, f[k].column, "column '" + std::string(f[k].text) + "' appears twice");
         at[c] = static_cast<int>(k);
       }
       for (int n = 0; n < kCost; ++n) {
@@ -97,7 +101,8 @@ std::vector<Model> parse_models_csv(std::string_view text, const std::string& or
     }
     if (f.size() != header_fields) {
       fail(origin, line_no, f.size() > header_fields ? f[header_fields].column : line.size() + 1,
-           "expected " + std::to_string(header_fields) + " fields as in the header, got " + std::to_string(f.size()));
+           "expected " + std::to_string(header_fields) + " fields as in the header, got " +
+               std::to_string(f.size()));
     }
     auto number = [&](Col c, double fallback) {
       if (at[c] < 0) return fallback;
@@ -209,8 +214,8 @@ CurrentAssignment parse_assignment_json(std::string_view text, const std::string
                                         const std::vector<Model>& models, std::size_t num_subclusters) {
   using nlohmann::json;
   std::size_t read = 0;
-  std::map<std::string, std::size_t> top_keys;     // key -> offset
-  std::map<std::string, std::size_t> entry_keys;   // model -> offset, in "assignment"
+  std::map<std::string, std::size_t> top_keys;    // key -> offset
+  std::map<std::string, std::size_t> entry_keys;  // model -> offset, in "assignment"
   std::string top_key;
   std::string duplicate;
   std::size_t duplicate_at = 0;
@@ -267,12 +272,14 @@ CurrentAssignment parse_assignment_json(std::string_view text, const std::string
   for (const auto& [name, value] : it->items()) {
     const Position at = where(entry_keys[name]);
     const std::string who = "assignment: model '" + name + "': ";
-    if (!value.is_number_integer()) fail(origin, at.line, at.column, who + "sub-cluster must be an integer, got " + value.dump());
+    if (!value.is_number_integer())
+      fail(origin, at.line, at.column, who + "sub-cluster must be an integer, got " + value.dump());
     const auto j = value.get<std::int64_t>();
     if (j < 0 || static_cast<std::size_t>(j) >= num_subclusters) {
       fail(origin, at.line, at.column,
-           who + "sub-cluster " + std::to_string(j) + " is out of range (there are " + std::to_string(num_subclusters) +
-               " sub-clusters, 0.." + std::to_string(num_subclusters - 1) + ")");
+           who + "sub-cluster " + std::to_string(j) + " is out of range (there are " +
+               std::to_string(num_subclusters) + " sub-clusters, 0.." + std::to_string(num_subclusters - 1) +
+               ")");
     }
     if (file_subclusters && static_cast<std::size_t>(j) >= file_subclusters) {
       fail(origin, at.line, at.column,

@@ -30,16 +30,16 @@ int no_callback(CbcModel* /*model*/, int /*where_from*/) { return 0; }
 // Column indices of the model.
 struct Columns {
   std::size_t n = 0, L = 0;
-  int dr = -1, ds = -1;          // spreads; -1: not in the model
-  std::vector<int> dyn;          // D_j; -1: none for j
+  int dr = -1, ds = -1;  // spreads; -1: not in the model
+  std::vector<int> dyn;  // D_j; -1: none for j
   int x(std::size_t i, std::size_t j) const { return static_cast<int>(i * L + j); }
 };
 
 // Builds and solves the MILP; `feasibility_only` drops the objective (any
 // feasible assignment ends the search); `start` (may be renumbered) is CBC's
 // first incumbent.
-MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadline& deadline, bool feasibility_only,
-                             std::vector<int>* start) {
+MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadline& deadline,
+                             bool feasibility_only, std::vector<int>* start) {
   const std::size_t n = p.size();
   const std::size_t L = p.num_subclusters();
   const Averages avg = averages(p);
@@ -76,7 +76,8 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
   col.dyn.assign(L, -1);
   if (any_dynamic) {
     for (std::size_t j = 0; j < L; ++j) {
-      if (std::isfinite(p.subclusters[j].memory_cap)) col.dyn[j] = add_column(0, COIN_DBL_MAX, 0, "D_" + std::to_string(j));
+      if (std::isfinite(p.subclusters[j].memory_cap))
+        col.dyn[j] = add_column(0, COIN_DBL_MAX, 0, "D_" + std::to_string(j));
     }
   }
 
@@ -90,7 +91,8 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
     auto size = [&](std::size_t i) {
       return p.models[i].rate / rate_scale + p.models[i].static_memory / mem_scale;
     };
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size(a) > size(b); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return size(a) > size(b); });
     for (std::size_t k = 0; k < std::min(n, L); ++k) {
       for (std::size_t j = k + 1; j < L; ++j) ub[static_cast<std::size_t>(col.x(order[k], j))] = 0;
     }
@@ -146,7 +148,8 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
       if (p.models[i].static_memory > 0) stat.insert(col.x(i, j), p.models[i].static_memory / mem_scale);
     }
     // Rate cap.
-    if (std::isfinite(s.rate_cap) && rate.getNumElements() > 0) add_row(rate, -COIN_DBL_MAX, s.rate_cap / rate_scale);
+    if (std::isfinite(s.rate_cap) && rate.getNumElements() > 0)
+      add_row(rate, -COIN_DBL_MAX, s.rate_cap / rate_scale);
     // Memory cap: static plus the largest dynamic, D_j >= d_i x_ij.
     if (std::isfinite(s.memory_cap)) {
       Row mem = stat;
@@ -221,7 +224,8 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
     std::vector<std::pair<std::string, double>> mip_start;
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t j = 0; j < L; ++j) {
-        mip_start.emplace_back(names[static_cast<std::size_t>(col.x(i, j))], (*start)[i] == static_cast<int>(j) ? 1 : 0);
+        mip_start.emplace_back(names[static_cast<std::size_t>(col.x(i, j))],
+                               (*start)[i] == static_cast<int>(j) ? 1 : 0);
       }
     }
     model.setMIPStart(mip_start);
@@ -243,6 +247,7 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
   // second (bench/results/partition.md). The LP bound of this model is 0
   // (fractional assignments balance perfectly), so preprocessing and cuts
   // cannot tighten it anyway.
+  // clang-format off
   std::vector<std::string> args = {"symphony-partition",
                                    "-log", log_level,
                                    "-timeMode", "cpu",
@@ -252,6 +257,7 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
                                    "-ratioGap", "0",
                                    "-allowableGap", "1e-9",
                                    "-preprocess", "off"};
+  // clang-format on
   if (o.node_limit >= 0) {
     args.push_back("-maxNodes");
     args.push_back(std::to_string(o.node_limit));

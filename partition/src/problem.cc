@@ -24,14 +24,18 @@ double Problem::placement_cost(std::size_t i, std::size_t j) const {
 bool Problem::fits_alone(std::size_t i, std::size_t j) const {
   const Model& m = models[i];
   const SubCluster& s = subclusters[j];
-  return detail::within(m.rate, s.rate_cap) && detail::within(m.static_memory + m.dynamic_memory, s.memory_cap);
+  return detail::within(m.rate, s.rate_cap) &&
+         detail::within(m.static_memory + m.dynamic_memory, s.memory_cap);
 }
 
 const char* to_string(Constraint c) {
   switch (c) {
-    case Constraint::kRateCap: return "rate cap";
-    case Constraint::kMemoryCap: return "memory cap";
-    case Constraint::kDisruption: return "disruption bound";
+    case Constraint::kRateCap:
+      return "rate cap";
+    case Constraint::kMemoryCap:
+      return "memory cap";
+    case Constraint::kDisruption:
+      return "disruption bound";
   }
   return "?";
 }
@@ -169,7 +173,8 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
       if (from != kUnplaced && p.fits_alone(i, static_cast<std::size_t>(from))) continue;
       double cheapest = kUnlimited;
       for (std::size_t j = 0; j < L; ++j) {
-        if (p.fits_alone(i, j) && static_cast<int>(j) != from) cheapest = std::min(cheapest, p.placement_cost(i, j));
+        if (p.fits_alone(i, j) && static_cast<int>(j) != from)
+          cheapest = std::min(cheapest, p.placement_cost(i, j));
       }
       must += cheapest;
       if (from == kUnplaced) {
@@ -182,8 +187,8 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
         out.push_back({{Constraint::kDisruption},
                        i,
                        "model '" + m.name + "' " +
-                           (from == kUnplaced ? std::string("is new") :
-                                                "cannot stay in sub-cluster " + std::to_string(from) +
+                           (from == kUnplaced ? std::string("is new")
+                                              : "cannot stay in sub-cluster " + std::to_string(from) +
                                                     " (its caps are too small for it alone)") +
                            ", and placing it costs at least " + detail::fmt(cheapest) +
                            ", more than the disruption bound " + detail::fmt(p.max_disruption)});

@@ -12,9 +12,12 @@ namespace symphony::partition {
 
 const char* to_string(Method m) {
   switch (m) {
-    case Method::kMilp: return "milp";
-    case Method::kGreedy: return "greedy";
-    case Method::kRandom: return "random";
+    case Method::kMilp:
+      return "milp";
+    case Method::kGreedy:
+      return "greedy";
+    case Method::kRandom:
+      return "random";
   }
   return "?";
 }
@@ -28,10 +31,14 @@ Method parse_method(const std::string& text) {
 
 const char* to_string(Status s) {
   switch (s) {
-    case Status::kOptimal: return "optimal";
-    case Status::kFeasible: return "feasible";
-    case Status::kInfeasible: return "infeasible";
-    case Status::kNoSolution: return "no_solution";
+    case Status::kOptimal:
+      return "optimal";
+    case Status::kFeasible:
+      return "feasible";
+    case Status::kInfeasible:
+      return "infeasible";
+    case Status::kNoSolution:
+      return "no_solution";
   }
   return "?";
 }
@@ -53,7 +60,8 @@ std::string Result::message() const {
   }
   for (std::size_t k = 0; k < conflicts.size(); ++k) s << (k ? "; " : ": ") << conflicts[k].message;
   if (!has_solution() && conflicts.empty()) {
-    if (status == Status::kNoSolution) s << " within " << (time_limit_hit ? "the time limit" : "the work limit");
+    if (status == Status::kNoSolution)
+      s << " within " << (time_limit_hit ? "the time limit" : "the work limit");
     if (!note.empty()) s << " (" << note << ")";
   }
   return s.str();
@@ -77,9 +85,12 @@ std::vector<Constraint> families(const Problem& p) {
 
 std::string plural_name(Constraint c) {
   switch (c) {
-    case Constraint::kRateCap: return "the rate caps";
-    case Constraint::kMemoryCap: return "the memory caps (static plus the largest dynamic memory)";
-    case Constraint::kDisruption: return "the disruption bound";
+    case Constraint::kRateCap:
+      return "the rate caps";
+    case Constraint::kMemoryCap:
+      return "the memory caps (static plus the largest dynamic memory)";
+    case Constraint::kDisruption:
+      return "the disruption bound";
   }
   return "?";
 }
@@ -140,8 +151,9 @@ Result solve(const Problem& p, const Options& o) {
     throw InputError("the time limit must be > 0 CPU seconds, got " + detail::fmt(o.time_limit));
   }
   if (o.method == Method::kMilp && !milp_available()) {
-    throw InputError("this build has no MILP solver: CBC was not found at configure time "
-                     "(install coinor-libcbc-dev and reconfigure with -DSYMPHONY_WITH_CBC=ON)");
+    throw InputError(
+        "this build has no MILP solver: CBC was not found at configure time "
+        "(install coinor-libcbc-dev and reconfigure with -DSYMPHONY_WITH_CBC=ON)");
   }
   Result r;
   r.method = o.method;
@@ -154,8 +166,12 @@ Result solve(const Problem& p, const Options& o) {
   const detail::CpuDeadline deadline(start, o.time_limit);
   detail::MethodOutput out;
   switch (o.method) {
-    case Method::kGreedy: out = detail::solve_greedy(p, o, deadline); break;
-    case Method::kRandom: out = detail::solve_random(p, o, deadline); break;
+    case Method::kGreedy:
+      out = detail::solve_greedy(p, o, deadline);
+      break;
+    case Method::kRandom:
+      out = detail::solve_random(p, o, deadline);
+      break;
     case Method::kMilp:
 #ifdef SYMPHONY_PARTITION_HAVE_CBC
       out = detail::solve_milp(p, o, deadline);
@@ -184,7 +200,8 @@ Result solve(const Problem& p, const Options& o) {
     } else {
       // Not expected: the methods check the same constraints.
       r.status = Status::kNoSolution;
-      r.note = "the " + std::string(to_string(o.method)) + " assignment violates a constraint: " + e.violations.front();
+      r.note = "the " + std::string(to_string(o.method)) +
+               " assignment violates a constraint: " + e.violations.front();
     }
   }
   r.cpu_seconds = detail::process_cpu_seconds() - start;

@@ -36,14 +36,14 @@ struct Move {
 };
 
 struct Evaluation {
-  std::vector<SubClusterLoad> loads;  // one per sub-cluster
-  double rate_imbalance = 0;          // (max - min) / avg of the rates; 0 when all rates are 0
-  double memory_imbalance = 0;        // the same for static memory
-  double rate_spread = 0;             // max_j |R_j - avg| / avg: the MILP's Delta R, normalised
-  double memory_spread = 0;           // max_j |S_j - avg| / avg: Delta S, normalised
-  double objective = 0;               // rate_spread + w * memory_spread
-  double disruption = 0;              // sum_ij c_ij |x_ij - x'_ij|
-  std::vector<Move> moves;            // in model order
+  std::vector<SubClusterLoad> loads;    // one per sub-cluster
+  double rate_imbalance = 0;            // (max - min) / avg of the rates; 0 when all rates are 0
+  double memory_imbalance = 0;          // the same for static memory
+  double rate_spread = 0;               // max_j |R_j - avg| / avg: the MILP's Delta R, normalised
+  double memory_spread = 0;             // max_j |S_j - avg| / avg: Delta S, normalised
+  double objective = 0;                 // rate_spread + w * memory_spread
+  double disruption = 0;                // sum_ij c_ij |x_ij - x'_ij|
+  std::vector<Move> moves;              // in model order
   std::vector<std::string> violations;  // every violated cap or bound; empty: feasible
 
   bool feasible() const { return violations.empty(); }
