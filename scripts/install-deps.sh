@@ -14,6 +14,8 @@ PACKAGES=(
   libconcurrentqueue-dev libreaderwriterqueue-dev
   # CLI, configs, reports
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
+  # sub-cluster partitioning MILP (found through pkg-config)
+  coinor-libcbc-dev
   # models (CPU libtorch on Debian; CUDA builds bring their own libtorch)
   libtorch-dev python3-torch python3-torchvision
   # Python bindings, their tests and the plots
