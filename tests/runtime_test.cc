@@ -175,6 +175,33 @@ TEST(RuntimeTest, ExecutorErrorEndsTheBatchWithErrorAndReportsTheMessage) {
   EXPECT_EQ(sink.errors[0].second, "CUDA out of memory");
 }
 
+TEST(RuntimeTest, RetiredGpuGetsNoBatchAndLeavesOnceReported) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 2), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 1u);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  ASSERT_EQ(a.batch.gpu, 0u);
+  ASSERT_TRUE(rt->retire_gpu(0).ok());
+  ManualGpus::complete(a, BatchStatus::kError, "backend lost");
+  wait_for([&] { return sink.total() == 4; });
+  // GPU 0 is gone once its batch is reported: the next batches go to GPU 1 only.
+  wait_for([&] { return rt->remove_gpu(0).code() == Errc::kNotFound; });
+  for (std::uint64_t t = 4; t < 12; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  for (int k = 0; k < 2; ++k) {
+    ManualGpus::Taken b = gpus.take();
+    EXPECT_EQ(b.batch.gpu, 1u);
+    ManualGpus::complete(b);
+  }
+  wait_for([&] { return sink.total() == 12; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kError), 4u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 8u);
+}
+
 TEST(RuntimeTest, UnknownModelIsRefusedWithoutAnOutcome) {
   ExactlyOnceSink sink(16);
   auto rt = make_runtime(small_config(2, 4, 1), sink);

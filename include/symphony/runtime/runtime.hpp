@@ -171,6 +171,17 @@ class Runtime final : private CompletionPort {
     return s;
   }
 
+  // Takes a GPU out of scheduling at once, whatever runs on it (its host was
+  // lost): it gets no grant from now on and leaves the runtime when the
+  // batches it still has are reported (report them with an error). Its
+  // executor is destroyed when the GPU id is reused or the runtime is.
+  Status retire_gpu(GpuId g) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (g >= cfg_.max_gpus) return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g));
+    return on_rank([&] { return rank_->retire_gpu(g); });
+  }
+
   // ---- submission ------------------------------------------------------------------
 
   // A submission handle for one client thread (not thread-safe itself).
