@@ -202,6 +202,26 @@ TEST(RuntimeTest, RetiredGpuGetsNoBatchAndLeavesOnceReported) {
   EXPECT_EQ(sink.count(Outcome::kOk), 8u);
 }
 
+TEST(RuntimeTest, SetDelaysChangesThePlannedDelay) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  Delays d;
+  d.ctrl = Duration::microseconds(300);
+  d.data = Duration::microseconds(20);
+  ASSERT_TRUE(rt->set_delays(d).ok());
+  d.ctrl = -d.ctrl;
+  EXPECT_EQ(rt->set_delays(d).code(), Errc::kInvalidArgument);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.batch.delay, Duration::microseconds(300 + 4 * 20));  // d_ctrl + d_data * b
+  ManualGpus::complete(a);
+  wait_for([&] { return sink.total() == 4; });
+  rt->stop();
+}
+
 TEST(RuntimeTest, UnknownModelIsRefusedWithoutAnOutcome) {
   ExactlyOnceSink sink(16);
   auto rt = make_runtime(small_config(2, 4, 1), sink);

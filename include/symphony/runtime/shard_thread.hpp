@@ -145,6 +145,7 @@ class ShardThread {
   }
   RuntimeStats stats() const { return stats_; }
   const Shard& shard() const noexcept { return shard_; }
+  void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
 
  private:
   struct Adapter {
