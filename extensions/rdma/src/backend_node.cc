@@ -157,7 +157,7 @@ Status BackendNode::Impl::start() {
   Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
   if (!t.ok()) return t.status();
   transport_ = std::move(*t);
-  transport_->call([this] { connect_scheduler(); });
+  transport_->activate();  // the first tick connects
   return {};
 }
 
@@ -179,6 +179,7 @@ void BackendNode::Impl::stop() {
 }
 
 void BackendNode::Impl::connect_scheduler() {
+  if (sched_ != kNoConn) return;
   Result<ConnId> c = transport_->connect(opts_.scheduler);
   if (!c.ok()) {
     log(c.status().message());

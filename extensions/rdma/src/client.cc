@@ -198,7 +198,7 @@ Status Client::Impl::start() {
   Result<std::uint16_t> port = transport_->call([&] { return transport_->listen({"0.0.0.0", 0}); });
   if (!port.ok()) return port.status();
   advertise_ = rdma::HostPort{ip, *port}.to_string();
-  transport_->call([this] { connect_now(); });
+  transport_->activate();  // the first tick connects
   return {};
 }
 
@@ -222,6 +222,7 @@ void Client::Impl::close() {
 }
 
 void Client::Impl::connect_now() {
+  if (sched_ != kNoConn) return;
   Result<ConnId> c = transport_->connect(sched_addr_);
   if (!c.ok()) {
     log(c.status().message());

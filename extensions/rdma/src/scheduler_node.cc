@@ -300,6 +300,7 @@ Status SchedulerNode::Impl::start() {
   });
   if (!p.ok()) return p.status();
   port_ = *p;
+  transport_->activate();
   std::string names;
   for (const ModelConfig& m : models_) names += (names.empty() ? "" : ", ") + m.name;
   log("listening on " + opts_.listen.host + ":" + std::to_string(port_) + " (UCX " + ucp_get_version_string() +

@@ -149,6 +149,13 @@ Result<std::unique_ptr<Transport>> Transport::create(TransportOptions opts, Hand
 }
 
 Status Transport::init() {
+  // Listeners reuse their address (a restarted scheduler binds its port while
+  // old connections linger in TIME_WAIT), and with our default TLS the
+  // connection manager is TCP's own: rdmacm comes first in UCX's default
+  // order, and there is no RDMA device here. The environment wins.
+  if (!opts_.tls.empty() && !std::getenv("UCX_TLS")) setenv("UCX_SOCKADDR_TLS_PRIORITY", "tcp", 0);
+  setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+  setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
   ucp_config_t* cfg = nullptr;
   SYMPHONY_UCX_TRY(ucp_config_read(nullptr, nullptr, &cfg));
   if (!std::getenv("UCX_TLS") && !opts_.tls.empty()) {
@@ -210,6 +217,11 @@ void Transport::post(std::function<void()> fn) {
   notify();
 }
 
+void Transport::activate() noexcept {
+  active_.store(true, std::memory_order_release);  // pairs with the loop's acquire: the handler is ready
+  notify();
+}
+
 void Transport::notify() noexcept {
   // seq_cst fence: the caller's queue write comes before our read of
   // sleeping_, as the loop's write of sleeping_ comes before its re-check of
@@ -247,10 +259,11 @@ void Transport::loop() {
       work = true;
     }
     work |= run_posted();
-    work |= handler_.on_poll();
+    const bool active = active_.load(std::memory_order_acquire);
+    if (active) work |= handler_.on_poll();
     if (!closing_.empty()) reap_closing();
     TimePoint now = clock.now();
-    if (now >= next_tick) {
+    if (active && now >= next_tick) {
       handler_.on_tick(now);
       next_tick = max(next_tick + opts_.tick, now);
       work = true;
@@ -264,7 +277,8 @@ void Transport::loop() {
     // Sleep on the worker's event fd until the next tick.
     sleeping_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with notify(): see there
-    if (has_posted_.load(std::memory_order_relaxed) || handler_.on_poll() || stop_.load(std::memory_order_relaxed)) {
+    if (has_posted_.load(std::memory_order_relaxed) || (active && handler_.on_poll()) ||
+        stop_.load(std::memory_order_relaxed)) {
       sleeping_.store(false, std::memory_order_relaxed);
       continue;
     }

@@ -153,6 +153,9 @@ class Transport {
     });
     return f.get();
   }
+  // Starts calling Handler::on_tick and Handler::on_poll (not before: the
+  // handler may not hold its Transport pointer yet when create() returns).
+  void activate() noexcept;
   // Wakes the progress thread so that Handler::on_poll runs soon.
   void notify() noexcept;
   // Stops the progress thread (force-closes every connection); idempotent.
@@ -257,6 +260,7 @@ class Transport {
   std::atomic<bool> has_posted_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> active_{false};
   bool stopped_ = false;
   std::thread::id thread_id_;
   std::thread thread_;
