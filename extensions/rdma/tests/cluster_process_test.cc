@@ -266,6 +266,82 @@ TEST_F(ClusterProcessTest, KilledSchedulerFailsPendingWithinASecondAndEveryoneRe
   expect_nothing_ran_twice();
 }
 
+// ---- across hosts -------------------------------------------------------------------
+
+// Three "hosts" (network namespaces) on one bridge (in a fourth namespace):
+// 10.77.0.1 scheduler, .2 backend, .3 frontend. Removed, with everything in
+// them, when the object dies.
+class Namespaces {
+ public:
+  explicit Namespaces(const std::string& tag) : prefix_("sym" + tag) {}
+  ~Namespaces() { teardown(); }
+
+  // Builds the topology; returns "" or what failed.
+  std::string setup() {
+    teardown();
+    const std::string br = ns("br");
+    std::string script = "set -e\nip netns add " + br + "\nip -n " + br + " link add br0 type bridge\nip -n " + br +
+                         " link set br0 up\n";
+    for (int i = 1; i <= 3; ++i) {
+      const std::string n = ns(std::to_string(i)), host = prefix_ + "h" + std::to_string(i),
+                        port = prefix_ + "p" + std::to_string(i);
+      script += "ip netns add " + n + "\n";
+      script += "ip link add " + host + " type veth peer name " + port + "\n";
+      script += "ip link set " + host + " netns " + n + "\nip link set " + port + " netns " + br + "\n";
+      script += "ip -n " + br + " link set " + port + " master br0\nip -n " + br + " link set " + port + " up\n";
+      script += "ip -n " + n + " addr add 10.77.0." + std::to_string(i) + "/24 dev " + host + "\n";
+      script += "ip -n " + n + " link set " + host + " up\nip -n " + n + " link set lo up\n";
+    }
+    made_ = true;
+    const std::string path = "/tmp/" + prefix_ + "-setup.sh";
+    std::ofstream(path) << script;
+    const int rc = std::system(("sh " + path + " > /tmp/" + prefix_ + "-setup.log 2>&1").c_str());
+    std::remove(path.c_str());
+    if (rc != 0) return read_file("/tmp/" + prefix_ + "-setup.log");
+    return "";
+  }
+  void teardown() {
+    if (!made_) return;
+    for (const char* n : {"1", "2", "3", "br"}) (void)std::system(("ip netns del " + ns(n) + " 2>/dev/null").c_str());
+    std::remove(("/tmp/" + prefix_ + "-setup.log").c_str());
+    made_ = false;
+  }
+  std::string ns(const std::string& n) const { return prefix_ + "-" + n; }
+  std::vector<std::string> exec_in(int host) const { return {"ip", "netns", "exec", ns(std::to_string(host))}; }
+
+ private:
+  std::string prefix_;
+  bool made_ = false;
+};
+
+TEST_F(ClusterProcessTest, SchedulerBackendAndFrontendOnThreeHostsJoinedByVeth) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  if (std::system("ip netns list > /dev/null 2>&1") != 0) GTEST_SKIP() << "no 'ip' command (iproute2)";
+  Namespaces net(std::to_string(getpid() % 100000));
+  if (const std::string err = net.setup(); !err.empty()) GTEST_SKIP() << "cannot build the namespaces: " << err;
+  {
+    Proc sched = start_scheduler("sched", "10.77.0.1:7000", net.exec_in(1));
+    ASSERT_EQ(port_, 7000) << sched.log_text();
+    Proc b = start_backend("b", "emulated:2", "10.77.0.1:7000", net.exec_in(2));
+    ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text() << b.log_text();
+    Proc lg = start_loadgen("lg", 3, 500, "10.77.0.1:7000", net.exec_in(3));
+    const json r = loadgen_report(lg, "lg");
+    EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+    EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+    // Really across hosts: the backend and the frontend came from their own addresses.
+    EXPECT_NE(sched.log_text().find("backend 'b' (10.77.0.2:"), std::string::npos) << sched.log_text();
+    EXPECT_NE(sched.log_text().find("inputs at 10.77.0.3:"), std::string::npos) << sched.log_text();
+    ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+    ASSERT_EQ(b.stop(), 0) << b.log_text();
+    const std::optional<json> br = read_json(dir_.file("b.json"));
+    ASSERT_TRUE(br.has_value());
+    EXPECT_GT((*br)["reads"].get<std::uint64_t>(), 0u) << "no input was read across the namespaces";
+    expect_nothing_ran_twice();
+  }
+  net.teardown();
+  EXPECT_EQ(std::system(("ip netns list | grep -q " + net.ns("br")).c_str()) == 0, false) << "a namespace is left";
+}
+
 // ---- bad peers ---------------------------------------------------------------------
 
 // A raw UCX peer that sends whatever bytes the test wants.
