@@ -58,6 +58,65 @@ std::string route_ip_to(const std::string& host, std::uint16_t port) {
   return ip;
 }
 
+// Input slots handed out in runs: each model takes a chunk of kChunk
+// consecutive slots and fills it in order, so the inputs of a model's
+// consecutive requests (which the scheduler batches together, in deadline
+// order) lie next to each other in the pool and a backend reads a batch's
+// inputs with one or two one-sided reads instead of one per request. A chunk
+// returns to the free list when all its slots are free again.
+class SlotAllocator {
+ public:
+  static constexpr std::uint32_t kChunk = 64;
+
+  explicit SlotAllocator(std::uint32_t slots)
+      : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), live_(chunks_, 0) {
+    for (std::uint32_t c = chunks_; c-- > 0;) free_.push_back(c);
+  }
+
+  // A free slot for `model`, or false when none is left. Not thread-safe.
+  bool alloc(ModelId model, std::uint32_t& slot) {
+    if (model >= cur_.size()) cur_.resize(model + 1, Cursor{});
+    Cursor& c = cur_[model];
+    if (c.chunk == kNone || c.next == kChunk || c.chunk * kChunk + c.next >= slots_) {
+      if (c.chunk != kNone) seal(c.chunk);
+      if (free_.empty()) {
+        c.chunk = kNone;
+        return false;
+      }
+      c.chunk = free_.back();
+      free_.pop_back();
+      c.next = 0;
+      open_[c.chunk] = true;
+    }
+    slot = c.chunk * kChunk + c.next++;
+    ++live_[c.chunk];
+    return true;
+  }
+
+  void release(std::uint32_t slot) {
+    const std::uint32_t chunk = slot / kChunk;
+    if (--live_[chunk] == 0 && !open_[chunk]) free_.push_back(chunk);
+  }
+
+ private:
+  static constexpr std::uint32_t kNone = ~0u;
+  struct Cursor {
+    std::uint32_t chunk = kNone;
+    std::uint32_t next = 0;
+  };
+  // The model moved on: the chunk is freed when its last slot is.
+  void seal(std::uint32_t chunk) {
+    open_[chunk] = false;
+    if (live_[chunk] == 0) free_.push_back(chunk);
+  }
+
+  std::uint32_t chunks_, slots_;
+  std::vector<std::uint32_t> live_;
+  std::vector<bool> open_ = std::vector<bool>(chunks_, false);
+  std::vector<std::uint32_t> free_;
+  std::vector<Cursor> cur_;
+};
+
 }  // namespace
 
 class Client::Impl final : public rdma::Transport::Handler {
@@ -140,7 +199,7 @@ class Client::Impl final : public rdma::Transport::Handler {
 
   std::unique_ptr<Slot[]> slots_;
   std::mutex free_mu_;
-  std::vector<std::uint32_t> free_;
+  std::unique_ptr<SlotAllocator> alloc_;  // under free_mu_
   moodycamel::ConcurrentQueue<std::uint32_t> submit_q_;
 
   mutable std::shared_mutex models_mu_;
@@ -180,8 +239,7 @@ Status Client::Impl::start() {
   if (opts_.max_pending == 0 || opts_.max_pending > (1u << 24) || opts_.max_input_bytes == 0)
     return Status(Errc::kInvalidArgument, "max_pending must be in [1, 2^24] and max_input_bytes positive");
   slots_ = std::make_unique<Slot[]>(opts_.max_pending);
-  free_.reserve(opts_.max_pending);
-  for (std::uint32_t i = opts_.max_pending; i-- > 0;) free_.push_back(i);
+  alloc_ = std::make_unique<SlotAllocator>(opts_.max_pending);
   rdma::TransportOptions to;
   to.name = opts_.name.empty() ? "frontend" : opts_.name;
   to.tls = opts_.ucx_tls;
@@ -303,12 +361,7 @@ Status Client::Impl::infer_async(std::string_view model, std::span<const std::ui
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    if (free_.empty()) {
-      index = ~0u;
-    } else {
-      index = free_.back();
-      free_.pop_back();
-    }
+    if (!alloc_->alloc(mid, index)) index = ~0u;
   }
   if (index == ~0u || !connected()) {
     InferResult r;
@@ -320,7 +373,7 @@ Status Client::Impl::infer_async(std::string_view model, std::span<const std::ui
       drops_[static_cast<std::size_t>(DropReason::kQueueFull)].fetch_add(1, std::memory_order_relaxed);
     } else {
       std::lock_guard<std::mutex> lock(free_mu_);
-      free_.push_back(index);
+      alloc_->release(index);
       r.outcome = Outcome::kError;
       r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
       errors_.fetch_add(1, std::memory_order_relaxed);
@@ -399,7 +452,7 @@ void Client::Impl::finish(std::uint32_t index, InferResult&& r, bool with_output
   }
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    free_.push_back(index);
+    alloc_->release(index);
   }
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   if (cb) cb(std::move(r));

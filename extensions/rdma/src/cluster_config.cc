@@ -69,7 +69,7 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
                                               "heartbeat_timeout_ms", "learn_delays", "delay_percentile",
                                               "delay_window", "delay_update_ms",   "shards",
                                               "max_gpus",    "max_requests",       "max_input_bytes",
-                                              "ucx_tls"};
+                                              "ucx_tls",     "progress_spin_us"};
   ClusterSettings s;
   if (!c.IsMap()) fail(origin, c, "cluster", "must be a map");
   std::set<std::string> seen;
@@ -121,6 +121,11 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
     s.max_input_bytes =
         static_cast<std::uint32_t>(integer(origin, c["max_input_bytes"], "cluster.max_input_bytes", 1, 1u << 30));
   if (c["ucx_tls"]) s.ucx_tls = c["ucx_tls"].as<std::string>();
+  if (const YAML::Node n = c["progress_spin_us"]) {
+    const double v = number(origin, n, "cluster.progress_spin_us");
+    if (v < 0 || v > 10000) fail(origin, n, "cluster.progress_spin_us", "must be in [0, 10000]");
+    s.progress_spin = Duration::from_us(v);
+  }
   return s;
 }
 

@@ -288,6 +288,7 @@ Status SchedulerNode::Impl::start() {
   to.tls = set_.ucx_tls;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
+  to.idle_spin = set_.progress_spin;
   Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
   if (!t.ok()) return t.status();
   transport_ = std::move(*t);
@@ -524,6 +525,7 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
 }
 
 bool SchedulerNode::Impl::drain_batches() {
+  if (outbox_.size_approx() == 0) return false;
   OutBatch items[32];
   std::size_t n;
   bool any = false;
@@ -692,7 +694,8 @@ void SchedulerNode::Impl::on_batch_error(BatchId b, std::string_view m) {
 }
 
 bool SchedulerNode::Impl::drain_outcomes() {
-  OutcomeItem items[256];
+  if (outcomes_.size_approx() == 0) return false;
+  static thread_local OutcomeItem items[256];  // the progress thread's; not rebuilt per call
   std::size_t n;
   bool any = false;
   // Grouped per frontend and text, in arrival order.

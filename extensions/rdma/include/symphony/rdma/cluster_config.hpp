@@ -21,6 +21,8 @@
 //     max_requests: 262144            # requests queued or running at once
 //     max_input_bytes: 16777216       # largest input a frontend may submit
 //     ucx_tls: tcp                    # UCX_TLS when the environment sets none
+//     progress_spin_us: 0             # the scheduler's network thread polls this
+//                                     # long before it sleeps on the event fd
 //
 // Parsing is as strict as the simulator's: unknown keys, wrong types and
 // out-of-range values throw sim::ConfigError naming the file, line, column
@@ -50,6 +52,7 @@ struct ClusterSettings {
   std::uint32_t max_requests = 1u << 18;
   std::uint32_t max_input_bytes = 16u << 20;
   std::string ucx_tls = "tcp";
+  Duration progress_spin = Duration::zero();  // the scheduler's network thread polls this long before sleeping
 };
 
 struct ClusterConfig {
