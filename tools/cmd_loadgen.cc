@@ -289,6 +289,9 @@ int run_loadgen(const LoadgenArgs& a) {
                           {"p99", all_latency.percentile(0.99).to_ms()}};
   report["median_batch"] = median_batch(all_batches);
   report["mean_batch"] = mean_of(all_batches);
+  json by_size = json::object();
+  for (const auto& [b, k] : all_batches) by_size[std::to_string(b)] = k;
+  report["requests_by_batch_size"] = by_size;
   report["output_mismatch"] = mismatch;
   report["errors_by_message"] = all_errors;
   for (const auto& [m, k] : all_errors)

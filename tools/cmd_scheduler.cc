@@ -1,10 +1,10 @@
 // `symphony scheduler --listen HOST:PORT --config cluster.yaml`: the
 // cluster's scheduler process (extensions/rdma/.../scheduler_node.hpp).
 //
-// Runs until SIGINT or SIGTERM (or --duration), then ends every request,
-// says goodbye to its peers and, with --report, writes its counters and the
-// delays it learned as JSON. --port-file writes the bound port (useful with
-// port 0) once it listens.
+// Runs until SIGINT or SIGTERM (or --duration), then ends every request and
+// says goodbye to its peers. With --report it writes its counters and the
+// delays it learned as JSON every second and on exit. --port-file writes the
+// bound port (useful with port 0) once it listens.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -38,8 +38,20 @@ sigset_t block_stop_signals() {
   return set;
 }
 
-// Waits for SIGINT/SIGTERM, or until `seconds` (> 0) pass.
-void wait_for_stop(const sigset_t& set, double seconds) {
+// Writes the report atomically (a reader never sees half a file).
+bool write_report(const rdma::SchedulerNode& node, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << node.report().dump(2) << "\n";
+    if (!f) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// Waits for SIGINT/SIGTERM, or until `seconds` (> 0) pass; refreshes the
+// report every second meanwhile.
+void wait_for_stop(const sigset_t& set, double seconds, const rdma::SchedulerNode& node, const std::string& report) {
   const TimePoint end = SteadyClock{}.now() + Duration::from_seconds(seconds > 0 ? seconds : 1e9);
   for (;;) {
     const Duration left = end - SteadyClock{}.now();
@@ -47,6 +59,7 @@ void wait_for_stop(const sigset_t& set, double seconds) {
     const Duration step = min(left, Duration::seconds(1));
     timespec ts{static_cast<time_t>(step.ns() / 1000000000), static_cast<long>(step.ns() % 1000000000)};
     if (sigtimedwait(&set, nullptr, &ts) > 0) return;
+    if (!report.empty()) (void)write_report(node, report);
   }
 }
 
@@ -78,15 +91,11 @@ int run_scheduler(const SchedulerArgs& a) {
     std::ofstream(tmp) << (*node)->port() << "\n";
     std::rename(tmp.c_str(), a.port_file.c_str());  // atomically: a reader never sees half a number
   }
-  wait_for_stop(stop_set, a.duration_s);
+  wait_for_stop(stop_set, a.duration_s, **node, a.report);
   (*node)->stop();
-  if (!a.report.empty()) {
-    std::ofstream f(a.report);
-    f << (*node)->report().dump(2) << "\n";
-    if (!f) {
-      std::fprintf(stderr, "error: cannot write %s\n", a.report.c_str());
-      return 1;
-    }
+  if (!a.report.empty() && !write_report(**node, a.report)) {
+    std::fprintf(stderr, "error: cannot write %s\n", a.report.c_str());
+    return 1;
   }
   return 0;
 }
@@ -100,7 +109,7 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", a.config, "cluster.yaml: the models, the policy and the cluster section")->required();
   cmd->add_option("--policy", a.policy, "deferred | deferred:paper | deferred:<options> (overrides the config)");
   cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
-  cmd->add_option("--report", a.report, "write counters and learned delays as JSON here on exit");
+  cmd->add_option("--report", a.report, "write counters and learned delays as JSON here (every second, and on exit)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
   cmd->callback([&exit_code] { exit_code = run_scheduler(a); });
