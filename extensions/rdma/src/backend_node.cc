@@ -174,8 +174,8 @@ void BackendNode::Impl::stop() {
     frontends_.clear();
     frontend_by_conn_.clear();
   });
-  transport_->stop();
-  emulated_.reset();  // after the transport: no report can reach a dead progress thread
+  transport_->stop();  // no batch starts from now on; reports only queue (see Transport::notify)
+  emulated_.reset();
 }
 
 void BackendNode::Impl::connect_scheduler() {

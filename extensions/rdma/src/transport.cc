@@ -194,8 +194,12 @@ Transport::~Transport() { stop(); }
 void Transport::stop() {
   if (stopped_) return;
   stopped_ = true;
-  stop_.store(true, std::memory_order_seq_cst);  // seq_cst: read by the loop before it sleeps
-  if (worker_) ucp_worker_signal(worker_);
+  // Counted as a notifier while we signal: the loop, which can only see
+  // stop_ after our increment, destroys the worker after our decrement.
+  notifiers_.fetch_add(1, std::memory_order_seq_cst);
+  stop_.store(true, std::memory_order_seq_cst);  // seq_cst: read by the loop before it sleeps, and by notify()
+  if (thread_.joinable()) ucp_worker_signal(worker_);
+  notifiers_.fetch_sub(1, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
 }
 
@@ -223,11 +227,15 @@ void Transport::activate() noexcept {
 }
 
 void Transport::notify() noexcept {
+  // The worker is destroyed only when no notify() is inside (seq_cst with
+  // stop_: either we see stop_ set, or the teardown sees us here).
+  notifiers_.fetch_add(1, std::memory_order_seq_cst);
   // seq_cst fence: the caller's queue write comes before our read of
   // sleeping_, as the loop's write of sleeping_ comes before its re-check of
   // the queues (Dekker); one of the two sides sees the other.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_relaxed) && worker_) ucp_worker_signal(worker_);
+  if (!stop_.load(std::memory_order_seq_cst) && sleeping_.load(std::memory_order_relaxed)) ucp_worker_signal(worker_);
+  notifiers_.fetch_sub(1, std::memory_order_release);
 }
 
 bool Transport::run_posted() {
@@ -324,9 +332,9 @@ void Transport::loop() {
   }
   mems_.clear();
   mem_bases_.clear();
+  while (notifiers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();  // see notify()
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
-  worker_ = nullptr;
   context_ = nullptr;
 }
 

@@ -261,6 +261,7 @@ class Transport {
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> active_{false};
+  std::atomic<int> notifiers_{0};  // notify() calls in progress
   bool stopped_ = false;
   std::thread::id thread_id_;
   std::thread thread_;
