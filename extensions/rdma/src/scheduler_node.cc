@@ -67,8 +67,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
         token_(effective_token(opts_.config.cluster)),
         set_(opts_.config.cluster),
         ctrl_(set_.delay_window),
-        data_(set_.delay_window),
-        resp_(set_.delay_window) {
+        resp_(set_.delay_window),
+        data_(set_.delay_window) {
     if (!opts_.log) opts_.log = stderr_logger("scheduler");
   }
 
@@ -207,7 +207,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   moodycamel::ConcurrentQueue<OutBatch> outbox_;
   moodycamel::ConcurrentQueue<OutcomeItem> outcomes_;
 
-  WindowedPercentile ctrl_, data_, resp_;
+  WindowedPercentile ctrl_, resp_;
+  BatchCostFit data_;  // a batch's input reads against its requests
   TimePoint next_ping_, next_delay_update_;
   std::uint64_t ping_seq_ = 0;
   mutable std::mutex learned_mu_;
@@ -567,7 +568,7 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   const Duration round_trip = now - f.sent;
   const Duration one_way = max(Duration::zero(), round_trip - at_backend) / 2;
   ctrl_.add(one_way);
-  if (d->executed > 0) data_.add(Duration::nanoseconds(d->fetch_ns) / d->executed);
+  if (d->executed > 0) data_.add(d->executed, Duration::nanoseconds(d->fetch_ns));
   resp_.add(Duration::nanoseconds(d->push_ns) + one_way);
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
   f.port->report(BatchCompletion{d->batch, end,
@@ -842,8 +843,11 @@ void SchedulerNode::Impl::update_delays() {
   const double q = set_.delay_percentile;
   Delays d = floors_;
   if (set_.learn_delays) {
-    if (ctrl_.size()) d.ctrl = max(floors_.ctrl, ctrl_.percentile(q));
-    if (data_.size()) d.data = max(floors_.data, data_.percentile(q));
+    // delay(b) = d_ctrl + d_data * b: the fixed part of a batch's reads goes
+    // to d_ctrl, the part that grows with b to d_data.
+    const BatchCostFit::Fit reads = data_.size() ? data_.fit(q) : BatchCostFit::Fit{};
+    if (ctrl_.size()) d.ctrl = max(floors_.ctrl, ctrl_.percentile(q) + reads.fixed);
+    if (data_.size()) d.data = max(floors_.data, reads.per_item);
     if (resp_.size()) d.resp = max(floors_.resp, resp_.percentile(q));
   }
   Delays old;

@@ -78,5 +78,23 @@ TEST(WindowedPercentileTest, HighPercentileOfTheRecentWindow) {
   EXPECT_EQ(w.percentile(0.0001), Duration::zero());
 }
 
+TEST(BatchCostFitTest, SeparatesTheFixedPartFromThePerItemCost) {
+  BatchCostFit f(1000);
+  EXPECT_EQ(f.fit(0.99).fixed, Duration::zero());
+  // cost = 100 us + 10 us per item, with up to 20 us of noise.
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint32_t b = 1 + static_cast<std::uint32_t>(i % 32);
+    f.add(b, Duration::microseconds(100 + 10 * b + (i * 7919) % 21));
+  }
+  const BatchCostFit::Fit fit = f.fit(0.99);
+  EXPECT_NEAR(fit.per_item.to_us(), 10.0, 0.5);
+  EXPECT_NEAR(fit.fixed.to_us(), 120.0, 6.0);  // the high percentile of 100 + noise
+  // One batch size only: all of it is fixed.
+  BatchCostFit g(10);
+  for (int i = 0; i < 10; ++i) g.add(16, Duration::microseconds(300));
+  EXPECT_EQ(g.fit(0.99).per_item, Duration::zero());
+  EXPECT_EQ(g.fit(0.99).fixed, Duration::microseconds(300));
+}
+
 }  // namespace
 }  // namespace symphony::rdma

@@ -16,9 +16,11 @@
 //    recent window (cluster.delay_percentile over cluster.delay_window
 //    samples; the config's `delays` are floors) and handed to the runtime
 //    with Runtime::set_delays every cluster.delay_update:
-//      d_ctrl = (batch round trip - time spent at the backend) / 2,
-//      d_data = input reads of a batch / its requests,
-//      d_resp = output sends of a batch + d_ctrl.
+//      one way = (batch round trip - time spent at the backend) / 2,
+//      a batch's input reads fitted as fixed + per_request * b (the slope
+//      by least squares, the fixed part as a high percentile of the rest),
+//      d_ctrl = one way + fixed, d_data = per_request,
+//      d_resp = output sends of a batch + one way.
 //  - Failures. Every connection is heartbeat-checked (a peer silent for
 //    cluster.heartbeat_timeout is lost, besides UCX's own errors). A lost
 //    backend's batches in flight are reported to the runtime as errors naming
