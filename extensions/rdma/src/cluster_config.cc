@@ -67,7 +67,7 @@ Duration millis(const std::string& origin, const YAML::Node& n, const std::strin
 ClusterSettings parse_section(const std::string& origin, const std::string& base_dir, const YAML::Node& c) {
   static const std::set<std::string> known = {"token",       "token_file",         "heartbeat_ms",
                                               "heartbeat_timeout_ms", "learn_delays", "delay_percentile",
-                                              "delay_window", "delay_update_ms",   "shards",
+                                              "delay_window", "delay_update_ms", "delay_max_age_ms",   "shards",
                                               "max_gpus",    "max_requests",       "max_input_bytes",
                                               "ucx_tls",     "progress_spin_us"};
   ClusterSettings s;
@@ -113,6 +113,7 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
   if (c["delay_window"])
     s.delay_window = static_cast<std::uint32_t>(integer(origin, c["delay_window"], "cluster.delay_window", 8, 1u << 20));
   if (c["delay_update_ms"]) s.delay_update = millis(origin, c["delay_update_ms"], "cluster.delay_update_ms", 1);
+  if (c["delay_max_age_ms"]) s.delay_max_age = millis(origin, c["delay_max_age_ms"], "cluster.delay_max_age_ms", 10);
   if (c["shards"]) s.shards = static_cast<std::uint32_t>(integer(origin, c["shards"], "cluster.shards", 1, 64));
   if (c["max_gpus"]) s.max_gpus = static_cast<std::uint32_t>(integer(origin, c["max_gpus"], "cluster.max_gpus", 1, 1u << 16));
   if (c["max_requests"])

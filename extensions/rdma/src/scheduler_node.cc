@@ -66,9 +66,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
       : opts_(std::move(opts)),
         token_(effective_token(opts_.config.cluster)),
         set_(opts_.config.cluster),
-        ctrl_(set_.delay_window),
-        resp_(set_.delay_window),
-        data_(set_.delay_window) {
+        ctrl_(set_.delay_window, set_.delay_max_age),
+        resp_(set_.delay_window, set_.delay_max_age),
+        data_(set_.delay_window, set_.delay_max_age) {
     if (!opts_.log) opts_.log = stderr_logger("scheduler");
   }
 
@@ -123,7 +123,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     bool alive = false;
     std::uint64_t incarnation = 0;
     std::string name, address;
-    WindowedPercentile rtt{64};
+    WindowedPercentile rtt{64, Duration::seconds(10)};
     Duration one_way;  // half a high percentile of its ping round trips
     std::uint32_t bad_logged = 0;
   };
@@ -179,7 +179,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e, std::string text);
   bool drain_batches();
   bool drain_outcomes();
-  void update_delays();
+  void update_delays(TimePoint now);
   void fail_all_inflight(const std::string& why);
   bool alloc_slot(std::uint32_t& slot);
   void free_slot(std::uint32_t slot) { free_slots_.enqueue(slot); }
@@ -403,7 +403,7 @@ void SchedulerNode::Impl::on_hello(ConnId c, Peer& p, std::span<const std::uint8
     f.incarnation = h->incarnation;
     f.name = who;
     f.address = h->address;
-    f.rtt = WindowedPercentile(64);
+    f.rtt = WindowedPercentile(64, Duration::seconds(10));
     f.one_way = Duration::zero();
     f.bad_logged = 0;
     // release: dispatch (shard threads) sees the generation with the alive bit.
@@ -567,9 +567,9 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   const Duration at_backend = Duration::nanoseconds(d->recv_to_end_ns + d->since_end_ns);
   const Duration round_trip = now - f.sent;
   const Duration one_way = max(Duration::zero(), round_trip - at_backend) / 2;
-  ctrl_.add(one_way);
-  if (d->executed > 0) data_.add(d->executed, Duration::nanoseconds(d->fetch_ns));
-  resp_.add(Duration::nanoseconds(d->push_ns) + one_way);
+  ctrl_.add(now, one_way);
+  if (d->executed > 0) data_.add(now, d->executed, Duration::nanoseconds(d->fetch_ns));
+  resp_.add(now, Duration::nanoseconds(d->push_ns) + one_way);
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
   f.port->report(BatchCompletion{d->batch, end,
                                  d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
@@ -800,7 +800,10 @@ void SchedulerNode::Impl::on_pong(Peer& p, std::span<const std::uint8_t> msg, Ti
   if (!pong.ok()) return;
   const Duration rtt = now - TimePoint::from_ns(pong->origin_ns);
   if (rtt < Duration::zero() || rtt > Duration::seconds(60)) return;  // not one of ours
-  if (p.stage == Stage::kFrontend && p.index < frontends_.size()) frontends_[p.index].rtt.add(rtt);
+  if (p.stage == Stage::kFrontend && p.index < frontends_.size()) frontends_[p.index].rtt.add(now, rtt);
+  // Backends' pings keep d_ctrl measured when no batch runs (a stale high
+  // estimate must not outlive the traffic that caused it).
+  if (p.stage == Stage::kBackend && p.index != ~0u) ctrl_.add(now, rtt / 2);
 }
 
 void SchedulerNode::Impl::on_tick(TimePoint now) {
@@ -831,24 +834,24 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
       peers_.erase(it);
     }
     for (FrontendInfo& f : frontends_)
-      if (f.alive && f.rtt.size() > 0) f.one_way = f.rtt.percentile(set_.delay_percentile) / 2;
+      if (f.alive) f.one_way = f.rtt.percentile(set_.delay_percentile, now) / 2;
   }
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
-    update_delays();
+    update_delays(now);
   }
 }
 
-void SchedulerNode::Impl::update_delays() {
+void SchedulerNode::Impl::update_delays(TimePoint now) {
   const double q = set_.delay_percentile;
   Delays d = floors_;
   if (set_.learn_delays) {
     // delay(b) = d_ctrl + d_data * b: the fixed part of a batch's reads goes
     // to d_ctrl, the part that grows with b to d_data.
-    const BatchCostFit::Fit reads = data_.size() ? data_.fit(q) : BatchCostFit::Fit{};
-    if (ctrl_.size()) d.ctrl = max(floors_.ctrl, ctrl_.percentile(q) + reads.fixed);
-    if (data_.size()) d.data = max(floors_.data, reads.per_item);
-    if (resp_.size()) d.resp = max(floors_.resp, resp_.percentile(q));
+    const BatchCostFit::Fit reads = data_.fit(q, now);
+    d.ctrl = max(floors_.ctrl, ctrl_.percentile(q, now) + reads.fixed);
+    d.data = max(floors_.data, reads.per_item);
+    d.resp = max(floors_.resp, resp_.percentile(q, now));
   }
   Delays old;
   {
@@ -868,7 +871,8 @@ void SchedulerNode::Impl::update_delays() {
   }
   if (opts_.verbose)
     log("delays now d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + " per request, d_resp " + us(d.resp) +
-        " (p" + std::to_string(static_cast<int>(q * 100)) + " of " + std::to_string(ctrl_.size()) + " batches)");
+        " (p" + std::to_string(static_cast<int>(q * 100)) + " of " + std::to_string(ctrl_.recent(now)) +
+        " recent samples)");
 }
 
 // ---- report --------------------------------------------------------------------------

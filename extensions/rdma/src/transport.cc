@@ -153,9 +153,10 @@ Status Transport::init() {
   // old connections linger in TIME_WAIT), and with our default TLS the
   // connection manager is TCP's own: rdmacm comes first in UCX's default
   // order, and there is no RDMA device here. The environment wins.
-  if (!opts_.tls.empty() && !std::getenv("UCX_TLS")) setenv("UCX_SOCKADDR_TLS_PRIORITY", "tcp", 0);
+  const bool tcp_cm = !opts_.tls.empty() && !std::getenv("UCX_TLS");
+  if (tcp_cm) setenv("UCX_SOCKADDR_TLS_PRIORITY", "tcp", 0);
   setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
-  setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
+  if (!tcp_cm) setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);  // else UCX warns that nothing reads it
   ucp_config_t* cfg = nullptr;
   SYMPHONY_UCX_TRY(ucp_config_read(nullptr, nullptr, &cfg));
   if (!std::getenv("UCX_TLS") && !opts_.tls.empty()) {

@@ -16,6 +16,7 @@
 //     delay_percentile: 0.99          # ... as this percentile
 //     delay_window: 2000              # ... of the last this many samples
 //     delay_update_ms: 500            # how often the runtime gets new delays
+//     delay_max_age_ms: 5000          # samples older than this are forgotten
 //     shards: 1                       # the scheduler's model-shard threads
 //     max_gpus: 1024                  # GPUs the scheduler can hold at once
 //     max_requests: 262144            # requests queued or running at once
@@ -47,6 +48,7 @@ struct ClusterSettings {
   double delay_percentile = 0.99;
   std::uint32_t delay_window = 2000;
   Duration delay_update = Duration::milliseconds(500);
+  Duration delay_max_age = Duration::seconds(5);
   std::uint32_t shards = 1;
   std::uint32_t max_gpus = 1024;
   std::uint32_t max_requests = 1u << 18;
