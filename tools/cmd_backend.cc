@@ -1,5 +1,7 @@
-// `symphony backend --scheduler HOST:PORT --devices emulated:N`: a GPU host
-// of the cluster (extensions/rdma/.../backend_node.hpp). Runs until SIGINT
+// `symphony backend --scheduler HOST:PORT --devices emulated:N | cpu[:N] |
+// cuda[:i] [--model NAME:PATH:SPEC ...]`: a GPU host of the cluster
+// (extensions/rdma/.../backend_node.hpp; TorchScript models need the server
+// library). Runs until SIGINT
 // or SIGTERM (or --duration); --report writes its counters and input-read
 // latencies as JSON on exit.
 #include <csignal>
@@ -9,6 +11,9 @@
 
 #include "commands.hpp"
 #include "symphony/rdma/backend_node.hpp"
+#ifdef SYMPHONY_HAVE_CLUSTER_TORCH
+#include "symphony/rdma/backend_torch.hpp"
+#endif
 #include "symphony/rdma/cluster_config.hpp"
 #include "symphony/rdma/node_common.hpp"
 
@@ -23,6 +28,8 @@ struct BackendArgs {
   std::string name;
   std::string exec_log;
   std::string report;
+  std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
+  int cpu_threads = 1;
   std::uint32_t output_bytes = 16;
   double duration_s = 0;
   bool verbose = false;
@@ -54,6 +61,33 @@ int run_backend(const BackendArgs& a) {
   }
   o.devices = a.devices;
   o.name = a.name;
+  if (a.devices.rfind("emulated", 0) != 0) {
+#ifdef SYMPHONY_HAVE_CLUSTER_TORCH
+    std::vector<rdma::TorchModelSpec> specs;
+    for (const std::string& m : a.models) {
+      Result<rdma::TorchModelSpec> spec = rdma::parse_torch_model_spec(m);
+      if (!spec.ok()) {
+        std::fprintf(stderr, "error: %s\n", spec.status().message().c_str());
+        return 2;
+      }
+      specs.push_back(*spec);
+    }
+    Result<std::unique_ptr<rdma::BackendDevices>> d =
+        rdma::make_torch_devices(a.devices, specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
+    if (!d.ok()) {
+      std::fprintf(stderr, "error: %s\n", d.status().message().c_str());
+      return 2;
+    }
+    o.device_set = std::move(*d);
+#else
+    std::fprintf(stderr, "error: --devices %s needs the server library (libtorch); this build has emulated:N only\n",
+                 a.devices.c_str());
+    return 2;
+#endif
+  } else if (!a.models.empty()) {
+    std::fprintf(stderr, "error: emulated devices run no model: drop --model or use --devices cpu|cuda\n");
+    return 2;
+  }
   o.exec_log = a.exec_log;
   o.output_bytes = a.output_bytes;
   o.verbose = a.verbose;
@@ -85,7 +119,12 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   static BackendArgs a;
   auto* cmd = app.add_subcommand("backend", "Run a cluster backend: register devices with the scheduler, run batches");
   cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
-  cmd->add_option("--devices", a.devices, "emulated:N (N emulated GPUs: each batch runs l(b) of the profile)");
+  cmd->add_option("--devices", a.devices,
+                  "emulated:N (N emulated GPUs: each batch runs l(b) of the profile), or cpu[:N] / cuda[:i,...] with --model");
+  cmd->add_option("--model", a.models,
+                  "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
+                  "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
+  cmd->add_option("--cpu-threads", a.cpu_threads, "libtorch intra-op threads per CPU device");
   cmd->add_option("--config", a.config, "cluster.yaml (for the token and UCX settings)");
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "name in logs (default backend-<pid>)");

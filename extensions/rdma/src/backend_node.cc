@@ -21,6 +21,41 @@
 namespace symphony::rdma {
 namespace {
 
+class EmulatedDevices final : public BackendDevices {
+ public:
+  EmulatedDevices(unsigned long n, const std::string& prefix) {
+    for (unsigned long i = 0; i < n; ++i) {
+      executors_.push_back(pool_->make_executor());
+      names_.push_back(prefix + "/emulated:" + std::to_string(i));
+    }
+  }
+  const std::vector<std::string>& names() const override { return names_; }
+  std::vector<std::string> models() const override { return {}; }
+  Executor& executor(std::size_t d) override { return *executors_[d]; }
+  void stop() override { pool_.reset(); }  // joins the pool's thread; pending batches are never reported
+
+ private:
+  std::unique_ptr<EmulatedGpus> pool_ = std::make_unique<EmulatedGpus>();
+  std::vector<std::unique_ptr<Executor>> executors_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec, const std::string& prefix) {
+  if (spec.rfind("emulated:", 0) != 0)
+    return Status(Errc::kInvalidArgument, "expected emulated:N, got '" + spec + "'");
+  const std::string n = spec.substr(9);
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) == 0)
+    return Status(Errc::kInvalidArgument, "emulated:N needs N in [1, 9999], got '" + spec + "'");
+  return std::unique_ptr<BackendDevices>(new EmulatedDevices(std::stoul(n), prefix));
+}
+
+}  // namespace symphony::rdma
+
+namespace symphony::rdma {
+namespace {
+
 constexpr int kMaxLogged = 5;
 constexpr Duration kParkLimit = Duration::seconds(2);  // a batch waits this long for a frontend's rkey
 
@@ -87,7 +122,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   void drop_frontend(std::uint32_t id, const std::string& why);
   void issue_reads(RunningBatch& b, std::uint32_t frontend_id);
   void maybe_execute(std::uint64_t id);
-  void finish(std::uint64_t id, BatchStatus st, const std::string& error, TimePoint actual_end);
+  void finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end);
   void report(BatchCompletion c) override {  // executor threads
     completions_.enqueue(std::move(c));
     transport_->notify();
@@ -95,9 +130,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
 
   BackendOptions opts_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<EmulatedGpus> emulated_;
-  std::vector<std::unique_ptr<Executor>> devices_;
-  std::vector<std::string> device_names_;
+  std::unique_ptr<BackendDevices> devices_;
   moodycamel::ConcurrentQueue<BatchCompletion> completions_;
   const std::uint64_t incarnation_ = random_incarnation();
   std::FILE* exec_log_ = nullptr;
@@ -129,21 +162,12 @@ Status BackendNode::Impl::start() {
   if (opts_.token.empty())
     return Status(Errc::kInvalidArgument, "no cluster token (--token, --config's cluster.token or SYMPHONY_CLUSTER_TOKEN)");
   if (opts_.output_bytes < 8) return Status(Errc::kInvalidArgument, "output_bytes must be at least 8");
-  const std::string& d = opts_.devices;
-  if (d.rfind("emulated:", 0) == 0) {
-    const std::string n = d.substr(9);
-    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) == 0)
-      return Status(Errc::kInvalidArgument, "--devices emulated:N needs N in [1, 9999], got '" + d + "'");
-    emulated_ = std::make_unique<EmulatedGpus>();
-    for (unsigned long i = 0; i < std::stoul(n); ++i) {
-      devices_.push_back(emulated_->make_executor());
-      device_names_.push_back(opts_.name + "/emulated:" + std::to_string(i));
-    }
-  } else if (d == "cpu" || d.rfind("cpu:", 0) == 0 || d == "cuda" || d.rfind("cuda:", 0) == 0) {
-    return Status(Errc::kInvalidArgument,
-                  "--devices " + d + ": CPU and CUDA backends are not available in this build yet; use emulated:N");
+  if (opts_.device_set) {
+    devices_ = std::move(opts_.device_set);
   } else {
-    return Status(Errc::kInvalidArgument, "--devices must be emulated:N, got '" + d + "'");
+    Result<std::unique_ptr<BackendDevices>> d = make_emulated_devices(opts_.devices, opts_.name);
+    if (!d.ok()) return Status(d.status().code(), "--devices: " + d.status().message());
+    devices_ = std::move(*d);
   }
   if (!opts_.exec_log.empty()) {
     exec_log_ = std::fopen(opts_.exec_log.c_str(), "a");
@@ -175,7 +199,7 @@ void BackendNode::Impl::stop() {
     frontend_by_conn_.clear();
   });
   transport_->stop();  // no batch starts from now on; reports only queue (see Transport::notify)
-  emulated_.reset();
+  devices_->stop();
 }
 
 void BackendNode::Impl::connect_scheduler() {
@@ -269,8 +293,11 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
       model_names_.clear();
       for (const wire::ModelEntry& m : w->models) model_names_.push_back(m.name);
       stage_ = Stage::kWelcomed;
-      // Emulated devices run any model: register every one of the cluster's.
-      (void)transport_->send(sched_, wire::encode(wire::Register{device_names_, model_names_}));
+      // Emulated devices run any model: they register every one of the
+      // cluster's; model devices the models they loaded.
+      std::vector<std::string> models = devices_->models();
+      if (models.empty()) models = model_names_;
+      (void)transport_->send(sched_, wire::encode(wire::Register{devices_->names(), models}));
       return;
     }
     case wire::Kind::kRegistered: {
@@ -391,16 +418,18 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     return;
   }
   const TimePoint now = SteadyClock{}.now();
-  if (v->device >= devices_.size() || batches_.count(v->batch)) {
-    const std::string why = v->device >= devices_.size()
-                                ? "no device " + std::to_string(v->device) + " on " + opts_.name
+  const std::size_t ndev = devices_->names().size();
+  if (v->device >= ndev || v->model >= model_names_.size() || batches_.count(v->batch)) {
+    const std::string why = v->device >= ndev ? "no device " + std::to_string(v->device) + " on " + opts_.name
+                            : v->model >= model_names_.size()
+                                ? "unknown model id " + std::to_string(v->model)
                                 : "batch id " + std::to_string(v->batch) + " is already running";
     log("refusing a batch: " + why);
     wire::BatchDone d;
     d.batch = v->batch;
     d.status = wire::BatchStatus::kError;
     d.error = why;
-    if (v->device < devices_.size()) return;  // a duplicate id: the first one will answer
+    if (batches_.count(v->batch)) return;  // a duplicate id: the first one will answer
     (void)transport_->send(sched_, wire::encode(d));
     return;
   }
@@ -536,6 +565,13 @@ void BackendNode::Impl::maybe_execute(std::uint64_t id) {
     return;
   }
   b.exec_start = now;
+  std::vector<std::span<const std::uint8_t>> inputs;
+  for (const Entry& e : b.entries)
+    if (e.state == EntryState::kFetched) inputs.emplace_back(b.staging.data() + e.off, e.e.len);
+  if (Status s = devices_->prepare(b.id, model_names_[b.model], std::move(inputs)); !s.ok()) {
+    finish(id, BatchStatus::kError, s.message(), now);
+    return;
+  }
   ExecBatch eb;
   eb.batch = b.id;
   eb.model = b.model;
@@ -546,7 +582,7 @@ void BackendNode::Impl::maybe_execute(std::uint64_t id) {
   eb.predicted = b.predicted;
   eb.exec_deadline = b.recv + b.exec_budget;
   eb.delay = Duration::zero();
-  devices_[b.device]->execute(eb, *this);
+  devices_->executor(b.device).execute(eb, *this);
 }
 
 bool BackendNode::Impl::on_poll() {
@@ -560,7 +596,7 @@ bool BackendNode::Impl::on_poll() {
   return any;
 }
 
-void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, const std::string& error, TimePoint actual_end) {
+void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end) {
   const auto it = batches_.find(id);
   if (it == batches_.end()) return;
   RunningBatch& b = it->second;
@@ -571,6 +607,15 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, const std::stri
   std::unordered_map<std::uint32_t, std::unique_ptr<wire::OutputsBuilder>> ok, bad;
   std::vector<std::uint8_t> out(opts_.output_bytes, 0);
   std::uint64_t skipped = 0, failed = 0;
+  // The devices' outputs (model devices), one per fetched request in order.
+  std::optional<std::vector<std::vector<std::uint8_t>>> outputs;
+  if (b.executing && executed) outputs = devices_->take_outputs(b.id);
+  if (outputs && outputs->size() != executed && st == BatchStatus::kOk) {
+    st = BatchStatus::kError;
+    error = "the device returned " + std::to_string(outputs->size()) + " outputs for " + std::to_string(executed) +
+            " requests";
+  }
+  std::size_t next_output = 0;
   for (const Entry& e : b.entries) {
     if (e.state == EntryState::kSkipped) {
       ++skipped;
@@ -586,7 +631,9 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, const std::stri
           b.id, executed, good ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
           good ? std::string_view() : std::string_view(fetched ? error : e.why));
     }
-    if (fetched && st == BatchStatus::kOk) {
+    if (fetched && st == BatchStatus::kOk && outputs) {
+      builder->add(e.e.request, (*outputs)[next_output++]);
+    } else if (fetched && st == BatchStatus::kOk) {
       const std::uint64_t h = fnv1a64(std::span<const std::uint8_t>(b.staging.data() + e.off, e.e.len));
       for (int k = 0; k < 8; ++k) out[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(h >> (8 * k));
       builder->add(e.e.request, out);
@@ -665,7 +712,7 @@ nlohmann::json BackendNode::Impl::report() const {
                           {"max_us", h.max().to_us()}};
   };
   return {{"name", opts_.name},
-          {"devices", device_names_.size()},
+          {"devices", devices_ ? devices_->names().size() : 0},
           {"batches", batches_run_},
           {"requests", requests_run_},
           {"reads", reads_},

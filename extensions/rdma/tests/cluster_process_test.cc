@@ -268,6 +268,43 @@ TEST_F(ClusterProcessTest, KilledSchedulerFailsPendingWithinASecondAndEveryoneRe
   expect_nothing_ran_twice();
 }
 
+// ---- a backend running a real model ----------------------------------------------------
+
+TEST_F(ClusterProcessTest, CpuBackendRunsATorchScriptModel) {
+#ifndef SYMPHONY_TEST_MODELS
+  GTEST_SKIP() << "built without the server library (libtorch): no model backends";
+#else
+  const std::string model = std::string(SYMPHONY_TEST_MODELS) + "/linear.pt";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no test model at " << model;
+  // linear.pt: float32[4] -> float32[3]; a generous SLO for a shared CPU.
+  std::ofstream(cfg_) << "gpus: 1\nworkload: {rate: 100}\nmodels:\n"
+                         "  - {name: linear, alpha_ms: 0.05, beta_ms: 1, slo_ms: 200, max_batch: 16}\n"
+                         "cluster: {token: \"" + std::string(kToken) + "\", heartbeat_ms: 50, heartbeat_timeout_ms: 400}\n";
+  Proc sched = start_scheduler("sched");
+  const std::vector<std::string> argv = {SYMPHONY_CLI, "backend", "--scheduler", "127.0.0.1:" + std::to_string(port_),
+                                         "--devices", "cpu", "--model", "linear:" + model + ":float32[4]", "--config",
+                                         cfg_, "--name", "cpu", "--exec-log", dir_.file("cpu.exec"), "--report",
+                                         dir_.file("cpu.json")};
+  exec_logs_.push_back(dir_.file("cpu.exec"));
+  Proc b = Proc::start(argv, dir_.file("cpu.log"));
+  ASSERT_TRUE(wait_registered(sched, 1, 30s)) << sched.log_text() << b.log_text();
+  std::vector<std::string> lg_argv = {SYMPHONY_CLI, "loadgen", "--quiet", "--scheduler",
+                                      "127.0.0.1:" + std::to_string(port_), "--config", cfg_, "--name", "lg",
+                                      "--duration", "2", "--rate", "200", "--warmup", "0", "--input-bytes", "16",
+                                      "--no-check-outputs", "--json", dir_.file("lg.json")};
+  Proc lg = Proc::start(lg_argv, dir_.file("lg.log"));
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  // Every output is the model's float32[3]: 12 bytes.
+  EXPECT_EQ(r["models"]["linear"]["output_bytes"], json({{"12", r["ok"].get<std::uint64_t>() + r["late"].get<std::uint64_t>()}}))
+      << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  ASSERT_EQ(b.stop(), 0) << b.log_text();
+  expect_nothing_ran_twice();
+#endif
+}
+
 // ---- across hosts -------------------------------------------------------------------
 
 // Three "hosts" (network namespaces) on one bridge (in a fourth namespace):

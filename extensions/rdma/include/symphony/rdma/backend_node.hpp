@@ -5,7 +5,9 @@
 // once per connection), and for each Batch it gets: reads the requests'
 // inputs from the frontends with one-sided ucp_get_nbx (adjacent ranges of a
 // frontend coalesced into one read), runs the batch on the device's executor
-// (the runtime's Executor interface: EmulatedExecutor for `emulated:N`),
+// (the runtime's Executor interface through BackendDevices: EmulatedExecutor
+// for `emulated:N`, the server's CPU and CUDA executors for TorchScript
+// models, backend_torch.hpp),
 // pushes the outputs to the frontends (one Outputs message per frontend) and
 // reports the batch's end and timings to the scheduler (BatchDone). Times are
 // sent as intervals measured here (no clock is shared with the scheduler).
@@ -31,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "symphony/rdma/backend_devices.hpp"
 #include "symphony/rdma/transport.hpp"
 #include "symphony/status.hpp"
 
@@ -39,7 +42,9 @@ namespace symphony::rdma {
 struct BackendOptions {
   HostPort scheduler;
   std::string token;                   // empty: SYMPHONY_CLUSTER_TOKEN
-  std::string devices = "emulated:1";  // emulated:N
+  std::string devices = "emulated:1";  // emulated:N, when `device_set` is not given
+  // The devices (make_emulated_devices, make_torch_devices); null: made from `devices`.
+  std::unique_ptr<BackendDevices> device_set;
   std::string name;                    // in logs; default backend-<pid>
   std::uint32_t output_bytes = 16;     // per request, >= 8
   std::string exec_log;                // append "<frontend incarnation> <request id>" per executed request
