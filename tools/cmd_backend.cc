@@ -80,7 +80,8 @@ int run_backend(const BackendArgs& a) {
     }
     o.device_set = std::move(*d);
 #else
-    std::fprintf(stderr, "error: --devices %s needs the server library (libtorch); this build has emulated:N only\n",
+    std::fprintf(stderr,
+                 "error: --devices %s needs the server library (libtorch); this build has emulated:N only\n",
                  a.devices.c_str());
     return 2;
 #endif
@@ -117,10 +118,12 @@ int run_backend(const BackendArgs& a) {
 
 CLI::App* add_backend(CLI::App& app, int& exit_code) {
   static BackendArgs a;
-  auto* cmd = app.add_subcommand("backend", "Run a cluster backend: register devices with the scheduler, run batches");
+  auto* cmd = app.add_subcommand("backend",
+                                 "Run a cluster backend: register devices with the scheduler, run batches");
   cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
   cmd->add_option("--devices", a.devices,
-                  "emulated:N (N emulated GPUs: each batch runs l(b) of the profile), or cpu[:N] / cuda[:i,...] with --model");
+                  "emulated:N (N emulated GPUs: each batch runs l(b) of the profile), or cpu[:N] / "
+                  "cuda[:i,...] with --model");
   cmd->add_option("--model", a.models,
                   "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
                   "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
@@ -129,7 +132,8 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "name in logs (default backend-<pid>)");
   cmd->add_option("--output-bytes", a.output_bytes, "bytes of output per request (>= 8)");
-  cmd->add_option("--exec-log", a.exec_log, "append '<frontend incarnation> <request id>' per executed request");
+  cmd->add_option("--exec-log", a.exec_log,
+                  "append '<frontend incarnation> <request id>' per executed request");
   cmd->add_option("--report", a.report, "write counters and input-read latencies as JSON here on exit");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");

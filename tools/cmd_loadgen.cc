@@ -132,8 +132,10 @@ int run_loadgen(const LoadgenArgs& a) {
   std::vector<std::unique_ptr<Tally>> tallies;
   for (std::size_t i = 0; i < spec.models.size(); ++i) {
     const std::string& n = spec.models[i].name;
-    if (std::none_of(served.begin(), served.end(), [&](const cluster::ModelInfo& m) { return m.name == n; })) {
-      std::fprintf(stderr, "error: model '%s' of %s is not served by the cluster\n", n.c_str(), a.config.c_str());
+    if (std::none_of(served.begin(), served.end(),
+                     [&](const cluster::ModelInfo& m) { return m.name == n; })) {
+      std::fprintf(stderr, "error: model '%s' of %s is not served by the cluster\n", n.c_str(),
+                   a.config.c_str());
       return 2;
     }
     tallies.push_back(std::make_unique<Tally>());
@@ -147,7 +149,8 @@ int run_loadgen(const LoadgenArgs& a) {
   const double base = spec.base_rate();
   if (a.rate > 0) w.rate_scale = base > 0 ? a.rate / base : 0;
   for (std::size_t i = 0; i < tallies.size(); ++i) tallies[i]->rate = w.models[i].rate * w.rate_scale;
-  const double warmup = a.warmup_s >= 0 ? a.warmup_s : std::min(spec.warmup.to_seconds(), w.duration.to_seconds() / 4);
+  const double warmup =
+      a.warmup_s >= 0 ? a.warmup_s : std::min(spec.warmup.to_seconds(), w.duration.to_seconds() / 4);
   if (Status s = w.validate(); !s.ok()) {
     std::fprintf(stderr, "error: workload: %s\n", s.message().c_str());
     return 2;
@@ -176,7 +179,8 @@ int run_loadgen(const LoadgenArgs& a) {
     if (when >= end) break;
     const TimePoint now = clock.now();
     if (when - now > Duration::microseconds(200))
-      std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(when.ns())));
+      std::this_thread::sleep_until(
+          std::chrono::steady_clock::time_point(std::chrono::nanoseconds(when.ns())));
     Tally& t = *tallies[arr.model];
     const bool counted = when >= measure_from;
     const std::size_t k = n++ % inputs.size();
@@ -185,24 +189,28 @@ int run_loadgen(const LoadgenArgs& a) {
     const TimePoint own_deadline = arr.deadline.value_or(TimePoint::infinite());
     if (!own_deadline.is_infinite()) slo = own_deadline - arr.time;
     const bool check = a.check_outputs;
-    Status s = c.infer_async(t.name, inputs[k], slo, [&t, &mu, counted, expect, check](cluster::InferResult&& r) {
-      if (!counted) return;
-      std::lock_guard<std::mutex> lock(mu);
-      ++t.outcomes[static_cast<std::size_t>(r.outcome)];
-      if (r.outcome == Outcome::kDropped) ++t.drops[static_cast<std::size_t>(r.reason)];
-      if (r.outcome == Outcome::kError && t.error_messages.size() < 64) ++t.error_messages[r.error];
-      if (r.has_output()) {
-        t.latency.record(r.latency);
-        ++t.by_batch[r.batch_size];
-        if (t.output_sizes.size() < 16) ++t.output_sizes[r.output.size()];
-        std::uint64_t got = 0;
-        for (std::size_t i = 0; i < 8 && i < r.output.size(); ++i) got |= std::uint64_t{r.output[i]} << (8 * i);
-        if (check && (r.output.size() < 8 || got != expect)) ++t.mismatch;
-      }
-    });
+    Status s =
+        c.infer_async(t.name, inputs[k], slo, [&t, &mu, counted, expect, check](cluster::InferResult&& r) {
+          if (!counted) return;
+          std::lock_guard<std::mutex> lock(mu);
+          ++t.outcomes[static_cast<std::size_t>(r.outcome)];
+          if (r.outcome == Outcome::kDropped) ++t.drops[static_cast<std::size_t>(r.reason)];
+          if (r.outcome == Outcome::kError && t.error_messages.size() < 64) ++t.error_messages[r.error];
+          if (r.has_output()) {
+            t.latency.record(r.latency);
+            ++t.by_batch[r.batch_size];
+            if (t.output_sizes.size() < 16) ++t.output_sizes[r.output.size()];
+            std::uint64_t got = 0;
+            for (std::size_t i = 0; i < 8 && i < r.output.size(); ++i)
+              got |= std::uint64_t{r.output[i]} << (8 * i);
+            if (check && (r.output.size() < 8 || got != expect)) ++t.mismatch;
+          }
+        });
     if (counted) {
-      if (s.ok()) ++t.sent;
-      else ++t.refused;
+      if (s.ok())
+        ++t.sent;
+      else
+        ++t.refused;
     }
   }
   // Every request ends: by its outcome, or by the client's orphan timeout.
@@ -227,8 +235,8 @@ int run_loadgen(const LoadgenArgs& a) {
   std::map<std::string, std::uint64_t> all_errors;
   LatencyHistogram all_latency;
   std::lock_guard<std::mutex> lock(mu);
-  std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s\n", "model", "sent", "ok", "late", "dropped", "errors",
-              "good r/s", "p50 ms", "p99 ms", "batch");
+  std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s\n", "model", "sent", "ok", "late", "dropped",
+              "errors", "good r/s", "p50 ms", "p99 ms", "batch");
   for (const auto& tp : tallies) {
     const Tally& t = *tp;
     const std::uint64_t m_drop = t.outcomes[2] + t.refused;
@@ -237,7 +245,8 @@ int run_loadgen(const LoadgenArgs& a) {
                 static_cast<unsigned long long>(m_sent), static_cast<unsigned long long>(t.outcomes[0]),
                 static_cast<unsigned long long>(t.outcomes[1]), static_cast<unsigned long long>(m_drop),
                 static_cast<unsigned long long>(t.outcomes[3]), static_cast<double>(t.outcomes[0]) / window,
-                t.latency.percentile(0.5).to_ms(), t.latency.percentile(0.99).to_ms(), median_batch(t.by_batch));
+                t.latency.percentile(0.5).to_ms(), t.latency.percentile(0.99).to_ms(),
+                median_batch(t.by_batch));
     json jm;
     jm["rate"] = t.rate;
     jm["sent"] = m_sent;
@@ -253,7 +262,8 @@ int run_loadgen(const LoadgenArgs& a) {
         reasons[std::string(to_string(static_cast<DropReason>(r)))] = t.drops[static_cast<std::size_t>(r)];
     if (t.refused) reasons["refused"] = t.refused;
     jm["dropped_by_reason"] = reasons;
-    jm["latency_ms"] = {{"p50", t.latency.percentile(0.5).to_ms()}, {"p99", t.latency.percentile(0.99).to_ms()}};
+    jm["latency_ms"] = {{"p50", t.latency.percentile(0.5).to_ms()},
+                        {"p99", t.latency.percentile(0.99).to_ms()}};
     jm["median_batch"] = median_batch(t.by_batch);
     jm["mean_batch"] = mean_of(t.by_batch);
     jm["output_mismatch"] = t.mismatch;
@@ -267,18 +277,20 @@ int run_loadgen(const LoadgenArgs& a) {
     dropped += m_drop;
     errors += t.outcomes[3];
     mismatch += t.mismatch;
-    for (int r = 0; r < kNumDropReasons; ++r) drops[static_cast<std::size_t>(r)] += t.drops[static_cast<std::size_t>(r)];
+    for (int r = 0; r < kNumDropReasons; ++r)
+      drops[static_cast<std::size_t>(r)] += t.drops[static_cast<std::size_t>(r)];
     for (const auto& [b, k] : t.by_batch) all_batches[b] += k;
     for (const auto& [m, k] : t.error_messages) all_errors[m] += k;
     all_latency.merge(t.latency);
   }
   const double bad = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
-  std::printf("\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s; "
-              "bad rate %.4f; median batch %.0f\n",
-              static_cast<unsigned long long>(sent), static_cast<unsigned long long>(ok),
-              static_cast<unsigned long long>(late), static_cast<unsigned long long>(dropped),
-              static_cast<unsigned long long>(errors), static_cast<double>(ok) / window, window, bad,
-              median_batch(all_batches));
+  std::printf(
+      "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s; "
+      "bad rate %.4f; median batch %.0f\n",
+      static_cast<unsigned long long>(sent), static_cast<unsigned long long>(ok),
+      static_cast<unsigned long long>(late), static_cast<unsigned long long>(dropped),
+      static_cast<unsigned long long>(errors), static_cast<double>(ok) / window, window, bad,
+      median_batch(all_batches));
   report["sent"] = sent;
   report["ok"] = ok;
   report["late"] = late;
@@ -326,12 +338,15 @@ int run_loadgen(const LoadgenArgs& a) {
 
 CLI::App* add_loadgen(CLI::App& app, int& exit_code) {
   static LoadgenArgs a;
-  auto* cmd = app.add_subcommand("loadgen", "A cluster frontend that offers a config's workload and reports outcomes");
+  auto* cmd = app.add_subcommand("loadgen",
+                                 "A cluster frontend that offers a config's workload and reports outcomes");
   cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
-  cmd->add_option("--config", a.config, "workload.yaml (a simulator config; its models must be the cluster's)")
+  cmd->add_option("--config", a.config,
+                  "workload.yaml (a simulator config; its models must be the cluster's)")
       ->required();
   cmd->add_option("--duration", a.duration_s, "seconds of load (default: the config's duration_s)");
-  cmd->add_option("--warmup", a.warmup_s, "seconds not counted at the start (default: the config's warmup_s)");
+  cmd->add_option("--warmup", a.warmup_s,
+                  "seconds not counted at the start (default: the config's warmup_s)");
   cmd->add_option("--rate", a.rate, "total offered requests/s (scales the config's rates)");
   cmd->add_option("--json", a.json_out, "write the JSON report to this file");
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
@@ -340,8 +355,9 @@ CLI::App* add_loadgen(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-pending", a.max_pending, "requests in flight at once (input slots)");
   cmd->add_option("--seed", a.seed, "workload seed (default: the config's)");
   cmd->add_option("--connect-timeout", a.connect_timeout_s, "seconds to wait for the scheduler");
-  cmd->add_flag("--check-outputs,!--no-check-outputs", a.check_outputs,
-               "count outputs that are not the hash of their input (what emulated backends return; default on)");
+  cmd->add_flag(
+      "--check-outputs,!--no-check-outputs", a.check_outputs,
+      "count outputs that are not the hash of their input (what emulated backends return; default on)");
   cmd->add_flag("--quiet", a.quiet, "no progress lines");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
   cmd->callback([&exit_code] { exit_code = run_loadgen(a); });

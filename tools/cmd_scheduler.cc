@@ -51,7 +51,8 @@ bool write_report(const rdma::SchedulerNode& node, const std::string& path) {
 
 // Waits for SIGINT/SIGTERM, or until `seconds` (> 0) pass; refreshes the
 // report every second meanwhile.
-void wait_for_stop(const sigset_t& set, double seconds, const rdma::SchedulerNode& node, const std::string& report) {
+void wait_for_stop(const sigset_t& set, double seconds, const rdma::SchedulerNode& node,
+                   const std::string& report) {
   const TimePoint end = SteadyClock{}.now() + Duration::from_seconds(seconds > 0 ? seconds : 1e9);
   for (;;) {
     const Duration left = end - SteadyClock{}.now();
@@ -104,12 +105,16 @@ int run_scheduler(const SchedulerArgs& a) {
 
 CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   static SchedulerArgs a;
-  auto* cmd = app.add_subcommand("scheduler", "Run the cluster's scheduler (frontends and backends connect to it)");
+  auto* cmd =
+      app.add_subcommand("scheduler", "Run the cluster's scheduler (frontends and backends connect to it)");
   cmd->add_option("--listen", a.listen, "HOST:PORT to listen on (port 0: any; see --port-file)");
-  cmd->add_option("--config", a.config, "cluster.yaml: the models, the policy and the cluster section")->required();
-  cmd->add_option("--policy", a.policy, "deferred | deferred:paper | deferred:<options> (overrides the config)");
+  cmd->add_option("--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
+      ->required();
+  cmd->add_option("--policy", a.policy,
+                  "deferred | deferred:paper | deferred:<options> (overrides the config)");
   cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
-  cmd->add_option("--report", a.report, "write counters and learned delays as JSON here (every second, and on exit)");
+  cmd->add_option("--report", a.report,
+                  "write counters and learned delays as JSON here (every second, and on exit)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
   cmd->callback([&exit_code] { exit_code = run_scheduler(a); });

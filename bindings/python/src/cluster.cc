@@ -50,8 +50,8 @@ struct Done {
 
 class PyClient {
  public:
-  PyClient(const std::string& scheduler, const std::string& token, const std::string& name, std::uint32_t max_pending,
-           std::uint32_t max_input_bytes, double orphan_grace_s, bool verbose) {
+  PyClient(const std::string& scheduler, const std::string& token, const std::string& name,
+           std::uint32_t max_pending, std::uint32_t max_input_bytes, double orphan_grace_s, bool verbose) {
     cluster::ClientOptions o;
     o.scheduler = scheduler;
     o.token = token;
@@ -82,7 +82,8 @@ class PyClient {
   }
 
   // Sends a request; its outcome comes back through take() with `key`.
-  void submit(const std::string& model, const py::buffer& data, std::optional<double> slo_s, std::uint64_t key) {
+  void submit(const std::string& model, const py::buffer& data, std::optional<double> slo_s,
+              std::uint64_t key) {
     const py::buffer_info info = data.request();
     if (info.ndim > 1) {
       // C-contiguous only: the bytes are sent as they lie.
@@ -100,14 +101,15 @@ class PyClient {
     Status s;
     {
       py::gil_scoped_release nogil;  // `data` keeps the buffer alive; the client copies it now
-      s = client_->infer_async(model, bytes, slo, [this, key](cluster::InferResult&& r) { complete(key, std::move(r)); });
+      s = client_->infer_async(model, bytes, slo,
+                               [this, key](cluster::InferResult&& r) { complete(key, std::move(r)); });
     }
     if (!s.ok()) raise_status(s);
   }
 
   // Waits up to timeout_s for outcomes; returns them (possibly none).
-  std::vector<std::tuple<std::uint64_t, int, std::string, py::bytes, std::string, double, std::uint32_t>> take(
-      double timeout_s) {
+  std::vector<std::tuple<std::uint64_t, int, std::string, py::bytes, std::string, double, std::uint32_t>>
+  take(double timeout_s) {
     std::deque<Done> got;
     {
       py::gil_scoped_release nogil;
@@ -115,7 +117,8 @@ class PyClient {
       cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !done_.empty() || closed_; });
       got.swap(done_);
     }
-    std::vector<std::tuple<std::uint64_t, int, std::string, py::bytes, std::string, double, std::uint32_t>> out;
+    std::vector<std::tuple<std::uint64_t, int, std::string, py::bytes, std::string, double, std::uint32_t>>
+        out;
     out.reserve(got.size());
     for (Done& d : got)
       out.emplace_back(d.key, d.outcome, d.reason, py::bytes(d.output), d.error, d.latency_s, d.batch_size);
@@ -124,7 +127,8 @@ class PyClient {
 
   std::vector<std::tuple<std::string, double, std::uint32_t>> models() const {
     std::vector<std::tuple<std::string, double, std::uint32_t>> out;
-    for (const cluster::ModelInfo& m : client_->models()) out.emplace_back(m.name, m.slo.to_ms(), m.max_batch);
+    for (const cluster::ModelInfo& m : client_->models())
+      out.emplace_back(m.name, m.slo.to_ms(), m.max_batch);
     return out;
   }
 
@@ -140,7 +144,8 @@ class PyClient {
     py::dict reasons;
     for (int r = 1; r < kNumDropReasons; ++r)
       if (s.dropped_by_reason[static_cast<std::size_t>(r)])
-        reasons[py::str(std::string(to_string(static_cast<DropReason>(r))))] = s.dropped_by_reason[static_cast<std::size_t>(r)];
+        reasons[py::str(std::string(to_string(static_cast<DropReason>(r))))] =
+            s.dropped_by_reason[static_cast<std::size_t>(r)];
     d["dropped_by_reason"] = reasons;
     d["duplicate_outcomes"] = s.duplicate_outcomes;
     d["duplicate_outputs"] = s.duplicate_outputs;
@@ -194,8 +199,8 @@ PYBIND11_MODULE(_cluster, m) {
   using symphony::python::PyClient;
   m.doc() = "symphony::cluster::Client (use symphony.cluster.Client)";
   py::class_<PyClient>(m, "_Client")
-      .def(py::init<const std::string&, const std::string&, const std::string&, std::uint32_t, std::uint32_t, double,
-                    bool>(),
+      .def(py::init<const std::string&, const std::string&, const std::string&, std::uint32_t, std::uint32_t,
+                    double, bool>(),
            py::arg("scheduler"), py::arg("token"), py::arg("name"), py::arg("max_pending"),
            py::arg("max_input_bytes"), py::arg("orphan_grace_s"), py::arg("verbose"))
       .def("wait_ready", &PyClient::wait_ready, py::arg("timeout_s"))

@@ -42,11 +42,13 @@ class EmulatedDevices final : public BackendDevices {
 
 }  // namespace
 
-Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec, const std::string& prefix) {
+Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
+                                                              const std::string& prefix) {
   if (spec.rfind("emulated:", 0) != 0)
     return Status(Errc::kInvalidArgument, "expected emulated:N, got '" + spec + "'");
   const std::string n = spec.substr(9);
-  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) == 0)
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(n) == 0)
     return Status(Errc::kInvalidArgument, "emulated:N needs N in [1, 9999], got '" + spec + "'");
   return std::unique_ptr<BackendDevices>(new EmulatedDevices(std::stoul(n), prefix));
 }
@@ -160,7 +162,8 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
 
 Status BackendNode::Impl::start() {
   if (opts_.token.empty())
-    return Status(Errc::kInvalidArgument, "no cluster token (--token, --config's cluster.token or SYMPHONY_CLUSTER_TOKEN)");
+    return Status(Errc::kInvalidArgument,
+                  "no cluster token (--token, --config's cluster.token or SYMPHONY_CLUSTER_TOKEN)");
   if (opts_.output_bytes < 8) return Status(Errc::kInvalidArgument, "output_bytes must be at least 8");
   if (opts_.device_set) {
     devices_ = std::move(opts_.device_set);
@@ -349,7 +352,8 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
       return scheduler_lost("it said goodbye (" + (g.ok() ? g->reason : std::string("?")) + ")");
     }
     default:
-      if (logged_++ < kMaxLogged) log("unexpected " + std::string(wire::to_string(h->kind)) + " from the scheduler");
+      if (logged_++ < kMaxLogged)
+        log("unexpected " + std::string(wire::to_string(h->kind)) + " from the scheduler");
   }
 }
 
@@ -471,7 +475,8 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     const FrontendConn& f = frontends_[e.e.frontend_id];
     if (f.ready && (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
       e.state = EntryState::kFailed;
-      e.why = "input [" + std::to_string(e.e.addr) + ", +" + std::to_string(e.e.len) + ") is outside the frontend's pool";
+      e.why = "input [" + std::to_string(e.e.addr) + ", +" + std::to_string(e.e.len) +
+              ") is outside the frontend's pool";
       if (logged_++ < kMaxLogged) log("request " + std::to_string(e.e.request) + ": " + e.why);
     }
   }
@@ -492,7 +497,8 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
   for (std::uint32_t i = 0; i < b.entries.size(); ++i) {
     const Entry& e = b.entries[i];
     if (e.e.frontend_id != fid || e.state != EntryState::kPending) continue;
-    if (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len) continue;  // checked below
+    if (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)
+      continue;  // checked below
     mine.push_back(i);
   }
   // Entries parked before the rkey came: check their range now.
@@ -503,7 +509,8 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
       e.why = "input outside the frontend's pool";
     }
   if (mine.empty()) return;
-  std::sort(mine.begin(), mine.end(), [&](std::uint32_t x, std::uint32_t y) { return b.entries[x].e.addr < b.entries[y].e.addr; });
+  std::sort(mine.begin(), mine.end(),
+            [&](std::uint32_t x, std::uint32_t y) { return b.entries[x].e.addr < b.entries[y].e.addr; });
   const std::uint64_t batch_id = b.id;
   std::size_t i = 0;
   while (i < mine.size()) {
@@ -541,7 +548,8 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
     if (!s.ok()) {
       --b.pending_reads;
       for (std::uint32_t k : run) b.entries[k].state = EntryState::kSkipped;
-      if (logged_++ < kMaxLogged) log("read from frontend " + std::to_string(fid) + " failed: " + s.message());
+      if (logged_++ < kMaxLogged)
+        log("read from frontend " + std::to_string(fid) + " failed: " + s.message());
     }
     i = j;
   }
@@ -591,7 +599,8 @@ bool BackendNode::Impl::on_poll() {
   bool any = false;
   while ((n = completions_.try_dequeue_bulk(done, 32)) != 0) {
     any = true;
-    for (std::size_t i = 0; i < n; ++i) finish(done[i].batch, done[i].status, done[i].error, done[i].actual_end);
+    for (std::size_t i = 0; i < n; ++i)
+      finish(done[i].batch, done[i].status, done[i].error, done[i].actual_end);
   }
   return any;
 }
@@ -612,8 +621,8 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
   if (b.executing && executed) outputs = devices_->take_outputs(b.id);
   if (outputs && outputs->size() != executed && st == BatchStatus::kOk) {
     st = BatchStatus::kError;
-    error = "the device returned " + std::to_string(outputs->size()) + " outputs for " + std::to_string(executed) +
-            " requests";
+    error = "the device returned " + std::to_string(outputs->size()) + " outputs for " +
+            std::to_string(executed) + " requests";
   }
   std::size_t next_output = 0;
   for (const Entry& e : b.entries) {
@@ -666,7 +675,8 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
   d.push_ns = (now - push_start).ns();
   d.error = error;
   // Only the scheduler that sent the batch can use its answer.
-  if (sched_ != kNoConn && b.scheduler_incarnation == sched_incarnation_) (void)transport_->send(sched_, wire::encode(d));
+  if (sched_ != kNoConn && b.scheduler_incarnation == sched_incarnation_)
+    (void)transport_->send(sched_, wire::encode(d));
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (executed) {
@@ -685,7 +695,8 @@ void BackendNode::Impl::on_tick(TimePoint now) {
   if (stopped_.load()) return;
   if (sched_ == kNoConn) {
     if (now >= reconnect_at_) connect_scheduler();
-  } else if (now - last_heard_ > (stage_ == Stage::kRegistered ? hb_timeout_ : max(hb_timeout_, Duration::seconds(2)))) {
+  } else if (now - last_heard_ >
+             (stage_ == Stage::kRegistered ? hb_timeout_ : max(hb_timeout_, Duration::seconds(2)))) {
     scheduler_lost("no message for " + std::to_string((now - last_heard_).ns() / 1000000) + " ms");
   }
   // Batches waiting too long for a frontend's rkey give up on it.
@@ -695,7 +706,8 @@ void BackendNode::Impl::on_tick(TimePoint now) {
     for (Entry& e : b.entries)
       if (e.state == EntryState::kPending) {
         e.state = EntryState::kSkipped;
-        if (logged_++ < kMaxLogged) log("request " + std::to_string(e.e.request) + ": frontend not reachable in time");
+        if (logged_++ < kMaxLogged)
+          log("request " + std::to_string(e.e.request) + ": frontend not reachable in time");
       }
     ids.push_back(id);
   }

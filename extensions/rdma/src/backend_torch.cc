@@ -41,8 +41,8 @@ Status append_bytes(const c10::IValue& v, std::vector<std::uint8_t>& out) {
       if (Status s = append_bytes(e, out); !s.ok()) return s;
     return {};
   }
-  return Status(Errc::kInvalidArgument, "an output that is neither a tensor nor a tuple of tensors (" +
-                                            v.tagKind() + ")");
+  return Status(Errc::kInvalidArgument,
+                "an output that is neither a tensor nor a tuple of tensors (" + v.tagKind() + ")");
 }
 
 class TorchDevices final : public BackendDevices, private server::BatchRunner {
@@ -50,12 +50,14 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   Status init(const std::string& devices, const std::vector<TorchModelSpec>& models, int cpu_threads,
               const std::string& prefix) {
     if (cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
-    Result<std::vector<server::DeviceSpec>> specs = server::parse_devices(devices, server::cuda_device_count());
+    Result<std::vector<server::DeviceSpec>> specs =
+        server::parse_devices(devices, server::cuda_device_count());
     if (!specs.ok()) return specs.status();
     std::vector<c10::Device> torch_devices;
     for (const server::DeviceSpec& d : *specs) {
       if (d.kind == server::DeviceKind::kEmulated)
-        return Status(Errc::kInvalidArgument, "emulated devices run no model: use --devices emulated:N without --model");
+        return Status(Errc::kInvalidArgument,
+                      "emulated devices run no model: use --devices emulated:N without --model");
 #ifndef SYMPHONY_HAVE_CUDA
       if (d.kind == server::DeviceKind::kCuda)
         return Status(Errc::kInvalidArgument, "this build has no CUDA executor (build with a CUDA libtorch)");
@@ -83,7 +85,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     std::size_t replica = 0;
     for (const server::DeviceSpec& d : *specs) {
       if (d.kind == server::DeviceKind::kCpu) {
-        executors_.push_back(std::make_unique<server::CpuExecutor>(runner, replica, cpu_threads, d.to_string()));
+        executors_.push_back(
+            std::make_unique<server::CpuExecutor>(runner, replica, cpu_threads, d.to_string()));
       } else {
 #ifdef SYMPHONY_HAVE_CUDA
         executors_.push_back(std::make_unique<server::CudaStreamExecutor>(runner, replica, d.index));
@@ -104,7 +107,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   }
   Executor& executor(std::size_t d) override { return *executors_[d]; }
 
-  Status prepare(BatchId batch, const std::string& model, std::vector<std::span<const std::uint8_t>> inputs) override {
+  Status prepare(BatchId batch, const std::string& model,
+                 std::vector<std::span<const std::uint8_t>> inputs) override {
     const auto it = models_.find(model);
     if (it == models_.end()) return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
     TorchModel* m = it->second.get();
@@ -117,8 +121,9 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       if (inputs[r].size() != want) {
         std::string specs;
         for (const server::InputSpec& s : m->inputs()) specs += (specs.empty() ? "" : " + ") + s.to_string();
-        return Status(Errc::kInvalidArgument, "model '" + model + "' takes " + std::to_string(want) + " bytes (" +
-                                                  specs + "), a request has " + std::to_string(inputs[r].size()));
+        return Status(Errc::kInvalidArgument, "model '" + model + "' takes " + std::to_string(want) +
+                                                  " bytes (" + specs + "), a request has " +
+                                                  std::to_string(inputs[r].size()));
       }
       std::size_t off = 0;
       for (const server::InputSpec& s : m->inputs()) {
@@ -185,8 +190,9 @@ Result<TorchModelSpec> parse_torch_model_spec(const std::string& text) {
   const std::size_t a = text.find(':');
   const std::size_t b = text.rfind(':');
   if (a == std::string::npos || a == b || a == 0 || b + 1 >= text.size())
-    return Status(Errc::kInvalidArgument, "--model '" + text + "' is not NAME:PATH:SPEC[+SPEC...] (e.g. "
-                                          "resnet18:models/resnet18.pt:float32[3,64,64])");
+    return Status(Errc::kInvalidArgument, "--model '" + text +
+                                              "' is not NAME:PATH:SPEC[+SPEC...] (e.g. "
+                                              "resnet18:models/resnet18.pt:float32[3,64,64])");
   TorchModelSpec m;
   m.name = text.substr(0, a);
   m.path = text.substr(a + 1, b - a - 1);
@@ -201,8 +207,8 @@ Result<TorchModelSpec> parse_torch_model_spec(const std::string& text) {
 }
 
 Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,
-                                                           const std::vector<TorchModelSpec>& models, int cpu_threads,
-                                                           const std::string& prefix) {
+                                                           const std::vector<TorchModelSpec>& models,
+                                                           int cpu_threads, const std::string& prefix) {
   auto d = std::make_unique<TorchDevices>();
   if (Status s = d->init(devices, models, cpu_threads, prefix); !s.ok()) return s;
   return std::unique_ptr<BackendDevices>(std::move(d));

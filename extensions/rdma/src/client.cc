@@ -141,9 +141,10 @@ class Client::Impl final : public rdma::Transport::Handler {
   Status wait_ready(Duration timeout) const {
     std::unique_lock<std::mutex> lock(ready_mu_);
     if (!ready_cv_.wait_for(lock, std::chrono::nanoseconds(timeout.ns()), [&] { return connected(); }))
-      return Status(Errc::kFailedPrecondition, "no scheduler at " + opts_.scheduler + " accepted this client within " +
-                                                   std::to_string(timeout.to_ms()) + " ms" +
-                                                   (last_refusal_.empty() ? "" : " (last refusal: " + last_refusal_ + ")"));
+      return Status(Errc::kFailedPrecondition,
+                    "no scheduler at " + opts_.scheduler + " accepted this client within " +
+                        std::to_string(timeout.to_ms()) + " ms" +
+                        (last_refusal_.empty() ? "" : " (last refusal: " + last_refusal_ + ")"));
     return {};
   }
   bool drain(Duration timeout) const {
@@ -235,7 +236,8 @@ Status Client::Impl::start() {
   if (!hp.ok()) return Status(Errc::kInvalidArgument, "scheduler address: " + hp.status().message());
   sched_addr_ = *hp;
   if (opts_.token.empty())
-    return Status(Errc::kInvalidArgument, "no cluster token (ClientOptions::token or SYMPHONY_CLUSTER_TOKEN)");
+    return Status(Errc::kInvalidArgument,
+                  "no cluster token (ClientOptions::token or SYMPHONY_CLUSTER_TOKEN)");
   if (opts_.max_pending == 0 || opts_.max_pending > (1u << 24) || opts_.max_input_bytes == 0)
     return Status(Errc::kInvalidArgument, "max_pending must be in [1, 2^24] and max_input_bytes positive");
   slots_ = std::make_unique<Slot[]>(opts_.max_pending);
@@ -252,7 +254,8 @@ Status Client::Impl::start() {
       transport_->map_memory(std::size_t{opts_.max_pending} * opts_.max_input_bytes);
   if (!mr.ok()) return mr.status();
   pool_ = std::move(*mr);
-  const std::string ip = opts_.advertise.empty() ? route_ip_to(sched_addr_.host, sched_addr_.port) : opts_.advertise;
+  const std::string ip =
+      opts_.advertise.empty() ? route_ip_to(sched_addr_.host, sched_addr_.port) : opts_.advertise;
   Result<std::uint16_t> port = transport_->call([&] { return transport_->listen({"0.0.0.0", 0}); });
   if (!port.ok()) return port.status();
   advertise_ = rdma::HostPort{ip, *port}.to_string();
@@ -311,7 +314,8 @@ void Client::Impl::scheduler_lost(const std::string& why) {
   welcomed_ = false;
   if (was_ready) {
     losses_.fetch_add(1, std::memory_order_relaxed);
-    log("lost the scheduler " + sched_addr_.to_string() + ": " + why + "; pending requests end with an error");
+    log("lost the scheduler " + sched_addr_.to_string() + ": " + why +
+        "; pending requests end with an error");
   }
   fail_pending("lost the scheduler: " + why, true);
   reconnect_at_ = SteadyClock{}.now() + backoff_.next();
@@ -337,7 +341,8 @@ Status Client::Impl::infer_async(std::string_view model, std::span<const std::ui
                                  std::optional<Duration> slo, Callback done) {
   if (input.size() > opts_.max_input_bytes)
     return Status(Errc::kInvalidArgument, "input of " + std::to_string(input.size()) +
-                                              " bytes exceeds max_input_bytes " + std::to_string(opts_.max_input_bytes));
+                                              " bytes exceeds max_input_bytes " +
+                                              std::to_string(opts_.max_input_bytes));
   if (input.empty()) return Status(Errc::kInvalidArgument, "empty input");
   if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
   ModelId mid;
@@ -350,7 +355,8 @@ Status Client::Impl::infer_async(std::string_view model, std::span<const std::ui
         return Status(Errc::kFailedPrecondition, "not connected to a scheduler yet (its models are unknown)");
       std::string names;
       for (const ModelInfo& m : models_) names += (names.empty() ? "" : ", ") + m.name;
-      return Status(Errc::kNotFound, "unknown model '" + std::string(model) + "' (the cluster serves: " + names + ")");
+      return Status(Errc::kNotFound,
+                    "unknown model '" + std::string(model) + "' (the cluster serves: " + names + ")");
     }
     mid = models_[it->second].id;
     model_slo = models_[it->second].slo;
@@ -421,8 +427,8 @@ bool Client::Impl::on_poll() {
       }
       if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
       const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
-      sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{index} * opts_.max_input_bytes, s.len,
-               s.model, (s.deadline - now).ns()});
+      sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{index} * opts_.max_input_bytes,
+               s.len, s.model, (s.deadline - now).ns()});
       s.state.store(kSent, std::memory_order_relaxed);
       if (sb->count() >= kSubmitBatch) flush();
     }
@@ -442,9 +448,15 @@ void Client::Impl::finish(std::uint32_t index, InferResult&& r, bool with_output
   s.ended_with_output = with_output;
   s.state.store(kFree, std::memory_order_relaxed);
   switch (r.outcome) {
-    case Outcome::kOk: ok_.fetch_add(1, std::memory_order_relaxed); break;
-    case Outcome::kLate: late_.fetch_add(1, std::memory_order_relaxed); break;
-    case Outcome::kError: errors_.fetch_add(1, std::memory_order_relaxed); break;
+    case Outcome::kOk:
+      ok_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kLate:
+      late_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kError:
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      break;
     case Outcome::kDropped:
       dropped_.fetch_add(1, std::memory_order_relaxed);
       drops_[static_cast<std::size_t>(r.reason)].fetch_add(1, std::memory_order_relaxed);
@@ -463,10 +475,13 @@ Client::Impl::Slot* Client::Impl::lookup(std::uint64_t id, bool is_output) {
   const auto gen = static_cast<std::uint32_t>(id >> 32);
   if (index < opts_.max_pending) {
     Slot& s = slots_[index];
-    if (s.gen.load(std::memory_order_relaxed) == gen && s.state.load(std::memory_order_acquire) == kSent) return &s;
+    if (s.gen.load(std::memory_order_relaxed) == gen && s.state.load(std::memory_order_acquire) == kSent)
+      return &s;
     if (s.ended_gen == gen && gen != 0) {
-      if (is_output && s.ended_with_output) dup_outputs_.fetch_add(1, std::memory_order_relaxed);
-      else dup_outcomes_.fetch_add(1, std::memory_order_relaxed);
+      if (is_output && s.ended_with_output)
+        dup_outputs_.fetch_add(1, std::memory_order_relaxed);
+      else
+        dup_outcomes_.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
   }
@@ -516,7 +531,7 @@ void Client::Impl::on_outcomes(std::span<const std::uint8_t> msg) {
     r.outcome = static_cast<Outcome>(e.outcome);
     r.reason = static_cast<DropReason>(e.reason);
     r.error = r.outcome == Outcome::kDropped ? "dropped by the scheduler: " + std::string(to_string(r.reason))
-                                              : std::string(v->text);
+                                             : std::string(v->text);
     finish(static_cast<std::uint32_t>(s - slots_.get()), std::move(r), false);
   }
 }
@@ -553,8 +568,9 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
         welcomed_ = true;
         backoff_.reset();
         welcomes_.fetch_add(1, std::memory_order_relaxed);
-        log("joined the cluster at " + sched_addr_.to_string() + " as frontend " + std::to_string(w->peer_id) + " (" +
-            std::to_string(w->models.size()) + " models; inputs at " + advertise_ + ")");
+        log("joined the cluster at " + sched_addr_.to_string() + " as frontend " +
+            std::to_string(w->peer_id) + " (" + std::to_string(w->models.size()) + " models; inputs at " +
+            advertise_ + ")");
         {
           std::lock_guard<std::mutex> lock(ready_mu_);
           ready_.store(true, std::memory_order_release);
@@ -601,9 +617,12 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
   if (!b.welcomed) {
     Result<wire::Hello> hello = wire::decode_hello(msg);
     std::string why;
-    if (!hello.ok()) why = hello.status().message();
-    else if (hello->token != opts_.token) why = "wrong cluster token";
-    else if (hello->role != wire::Role::kBackend) why = "only backends connect to a frontend";
+    if (!hello.ok())
+      why = hello.status().message();
+    else if (hello->token != opts_.token)
+      why = "wrong cluster token";
+    else if (hello->role != wire::Role::kBackend)
+      why = "only backends connect to a frontend";
     if (!why.empty()) {
       log("refusing " + b.peer + ": " + why);
       (void)transport_->send(c, wire::encode(wire::Refuse{why}));
@@ -613,8 +632,8 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
     }
     b.welcomed = true;
     b.peer = "'" + hello->name + "' (" + b.peer + ")";
-    (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(pool_.base), pool_.length,
-                                                          pool_.packed_rkey}));
+    (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(pool_.base),
+                                                          pool_.length, pool_.packed_rkey}));
     return;
   }
   if (h->kind == wire::Kind::kOutputs) return on_outputs(msg, b.peer);
@@ -647,7 +666,8 @@ void Client::Impl::on_tick(TimePoint now) {
     next_orphan_scan_ = now + Duration::milliseconds(100);
     for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {
       Slot& s = slots_[i];
-      if (s.state.load(std::memory_order_relaxed) != kSent || now <= s.deadline + opts_.orphan_grace) continue;
+      if (s.state.load(std::memory_order_relaxed) != kSent || now <= s.deadline + opts_.orphan_grace)
+        continue;
       InferResult r;
       r.outcome = Outcome::kError;
       r.error = "no outcome " + std::to_string(opts_.orphan_grace.to_ms()) + " ms after the deadline";
@@ -692,13 +712,14 @@ Result<std::future<InferResult>> Client::infer(std::string_view model, std::span
                                                std::optional<Duration> slo) {
   auto p = std::make_shared<std::promise<InferResult>>();
   std::future<InferResult> f = p->get_future();
-  if (Status s = impl_->infer_async(model, input, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }); !s.ok())
+  if (Status s = impl_->infer_async(model, input, slo, [p](InferResult&& r) { p->set_value(std::move(r)); });
+      !s.ok())
     return s;
   return f;
 }
 
-Status Client::infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
-                           Callback done) {
+Status Client::infer_async(std::string_view model, std::span<const std::uint8_t> input,
+                           std::optional<Duration> slo, Callback done) {
   return impl_->infer_async(model, input, slo, std::move(done));
 }
 

@@ -49,12 +49,13 @@ double number(const std::string& origin, const YAML::Node& n, const std::string&
   }
 }
 
-std::uint64_t integer(const std::string& origin, const YAML::Node& n, const std::string& key, std::uint64_t lo,
-                      std::uint64_t hi) {
+std::uint64_t integer(const std::string& origin, const YAML::Node& n, const std::string& key,
+                      std::uint64_t lo, std::uint64_t hi) {
   const double v = number(origin, n, key);
   if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
     fail(origin, n, key,
-         "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + n.as<std::string>());
+         "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+             n.as<std::string>());
   return static_cast<std::uint64_t>(v);
 }
 
@@ -65,11 +66,21 @@ Duration millis(const std::string& origin, const YAML::Node& n, const std::strin
 }
 
 ClusterSettings parse_section(const std::string& origin, const std::string& base_dir, const YAML::Node& c) {
-  static const std::set<std::string> known = {"token",       "token_file",         "heartbeat_ms",
-                                              "heartbeat_timeout_ms", "learn_delays", "delay_percentile",
-                                              "delay_window", "delay_update_ms", "delay_max_age_ms",   "shards",
-                                              "max_gpus",    "max_requests",       "max_input_bytes",
-                                              "ucx_tls",     "progress_spin_us"};
+  static const std::set<std::string> known = {"token",
+                                              "token_file",
+                                              "heartbeat_ms",
+                                              "heartbeat_timeout_ms",
+                                              "learn_delays",
+                                              "delay_percentile",
+                                              "delay_window",
+                                              "delay_update_ms",
+                                              "delay_max_age_ms",
+                                              "shards",
+                                              "max_gpus",
+                                              "max_requests",
+                                              "max_input_bytes",
+                                              "ucx_tls",
+                                              "progress_spin_us"};
   ClusterSettings s;
   if (!c.IsMap()) fail(origin, c, "cluster", "must be a map");
   std::set<std::string> seen;
@@ -82,7 +93,8 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
       fail(origin, kv.first, "cluster." + k, "unknown key '" + k + "' (known keys: " + list + ")");
     }
   }
-  if (c["token"] && c["token_file"]) fail(origin, c["token_file"], "cluster.token_file", "give token or token_file, not both");
+  if (c["token"] && c["token_file"])
+    fail(origin, c["token_file"], "cluster.token_file", "give token or token_file, not both");
   if (c["token"]) s.token = c["token"].as<std::string>();
   if (const YAML::Node n = c["token_file"]) {
     fs::path p = n.as<std::string>();
@@ -91,7 +103,8 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
     if (!f) fail(origin, n, "cluster.token_file", "cannot read '" + p.string() + "'");
     std::getline(f, s.token);
   }
-  if (s.token.size() > 256) fail(origin, c["token"] ? c["token"] : c["token_file"], "cluster.token", "longer than 256 bytes");
+  if (s.token.size() > 256)
+    fail(origin, c["token"] ? c["token"] : c["token_file"], "cluster.token", "longer than 256 bytes");
   if (c["heartbeat_ms"]) s.heartbeat_interval = millis(origin, c["heartbeat_ms"], "cluster.heartbeat_ms", 1);
   if (c["heartbeat_timeout_ms"])
     s.heartbeat_timeout = millis(origin, c["heartbeat_timeout_ms"], "cluster.heartbeat_timeout_ms", 10);
@@ -111,16 +124,22 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
       fail(origin, n, "cluster.delay_percentile", "must be in (0, 1]");
   }
   if (c["delay_window"])
-    s.delay_window = static_cast<std::uint32_t>(integer(origin, c["delay_window"], "cluster.delay_window", 8, 1u << 20));
-  if (c["delay_update_ms"]) s.delay_update = millis(origin, c["delay_update_ms"], "cluster.delay_update_ms", 1);
-  if (c["delay_max_age_ms"]) s.delay_max_age = millis(origin, c["delay_max_age_ms"], "cluster.delay_max_age_ms", 10);
-  if (c["shards"]) s.shards = static_cast<std::uint32_t>(integer(origin, c["shards"], "cluster.shards", 1, 64));
-  if (c["max_gpus"]) s.max_gpus = static_cast<std::uint32_t>(integer(origin, c["max_gpus"], "cluster.max_gpus", 1, 1u << 16));
+    s.delay_window =
+        static_cast<std::uint32_t>(integer(origin, c["delay_window"], "cluster.delay_window", 8, 1u << 20));
+  if (c["delay_update_ms"])
+    s.delay_update = millis(origin, c["delay_update_ms"], "cluster.delay_update_ms", 1);
+  if (c["delay_max_age_ms"])
+    s.delay_max_age = millis(origin, c["delay_max_age_ms"], "cluster.delay_max_age_ms", 10);
+  if (c["shards"])
+    s.shards = static_cast<std::uint32_t>(integer(origin, c["shards"], "cluster.shards", 1, 64));
+  if (c["max_gpus"])
+    s.max_gpus = static_cast<std::uint32_t>(integer(origin, c["max_gpus"], "cluster.max_gpus", 1, 1u << 16));
   if (c["max_requests"])
-    s.max_requests = static_cast<std::uint32_t>(integer(origin, c["max_requests"], "cluster.max_requests", 16, 1u << 24));
+    s.max_requests =
+        static_cast<std::uint32_t>(integer(origin, c["max_requests"], "cluster.max_requests", 16, 1u << 24));
   if (c["max_input_bytes"])
-    s.max_input_bytes =
-        static_cast<std::uint32_t>(integer(origin, c["max_input_bytes"], "cluster.max_input_bytes", 1, 1u << 30));
+    s.max_input_bytes = static_cast<std::uint32_t>(
+        integer(origin, c["max_input_bytes"], "cluster.max_input_bytes", 1, 1u << 30));
   if (c["ucx_tls"]) s.ucx_tls = c["ucx_tls"].as<std::string>();
   if (const YAML::Node n = c["progress_spin_us"]) {
     const double v = number(origin, n, "cluster.progress_spin_us");
@@ -139,7 +158,8 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
     root = YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
     std::string where = origin;
-    if (!e.mark.is_null()) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    if (!e.mark.is_null())
+      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
     throw sim::ConfigError(where + ": YAML syntax error: " + e.msg);
   }
   ClusterConfig cc;
@@ -149,8 +169,9 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
   }
   cc.sim = sim::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
   if (need_token && effective_token(cc.cluster).empty())
-    throw sim::ConfigError(origin + ": cluster.token: a cluster needs a shared token (cluster: {token: ...} or "
-                                    "token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
+    throw sim::ConfigError(origin +
+                           ": cluster.token: a cluster needs a shared token (cluster: {token: ...} or "
+                           "token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
   return cc;
 }
 

@@ -176,7 +176,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_pong(Peer& p, std::span<const std::uint8_t> msg, TimePoint now);
   wire::Welcome welcome(std::uint32_t peer_id) const;
-  void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e, std::string text);
+  void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
+                        std::string text);
   bool drain_batches();
   bool drain_outcomes();
   void update_delays(TimePoint now);
@@ -240,7 +241,11 @@ class SchedulerNode::Impl::RemoteExecutor final : public Executor {
  public:
   RemoteExecutor(Impl& node, std::shared_ptr<BackendShared> backend, std::uint32_t backend_index, ConnId conn,
                  std::uint32_t device)
-      : node_(node), backend_(std::move(backend)), backend_index_(backend_index), conn_(conn), device_(device) {}
+      : node_(node),
+        backend_(std::move(backend)),
+        backend_index_(backend_index),
+        conn_(conn),
+        device_(device) {}
   void execute(const ExecBatch& b, CompletionPort& port) override { node_.dispatch(*this, b, port); }
 
   Impl& node_;
@@ -305,7 +310,8 @@ Status SchedulerNode::Impl::start() {
   transport_->activate();
   std::string names;
   for (const ModelConfig& m : models_) names += (names.empty() ? "" : ", ") + m.name;
-  log("listening on " + opts_.listen.host + ":" + std::to_string(port_) + " (UCX " + ucp_get_version_string() +
+  log("listening on " + opts_.listen.host + ":" + std::to_string(port_) + " (UCX " +
+      ucp_get_version_string() +
       "; transports: UCX_TLS=" + (std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : set_.ucx_tls) + "); " +
       std::to_string(models_.size()) + " models: " + names + "; policy " + sc.policy.to_string());
   return {};
@@ -349,9 +355,12 @@ void SchedulerNode::Impl::on_accept(ConnId c, const std::string& peer) {
 
 void SchedulerNode::Impl::refuse(ConnId c, Peer& p, const std::string& reason, const char* counter) {
   log("refusing " + p.name + ": " + reason);
-  if (std::string_view(counter) == "token") n_.refused_token.fetch_add(1, std::memory_order_relaxed);
-  else if (std::string_view(counter) == "protocol") n_.refused_protocol.fetch_add(1, std::memory_order_relaxed);
-  else n_.refused_other.fetch_add(1, std::memory_order_relaxed);
+  if (std::string_view(counter) == "token")
+    n_.refused_token.fetch_add(1, std::memory_order_relaxed);
+  else if (std::string_view(counter) == "protocol")
+    n_.refused_protocol.fetch_add(1, std::memory_order_relaxed);
+  else
+    n_.refused_other.fetch_add(1, std::memory_order_relaxed);
   (void)transport_->send(c, wire::encode(wire::Refuse{reason}));
   peer_lost(c, p, "refused: " + reason);
   transport_->close(c);
@@ -359,8 +368,10 @@ void SchedulerNode::Impl::refuse(ConnId c, Peer& p, const std::string& reason, c
 }
 
 void SchedulerNode::Impl::peer_lost(ConnId, Peer& p, const std::string& why) {
-  if (p.stage == Stage::kFrontend) frontend_lost(p.index, why);
-  else if (p.stage == Stage::kBackend) backend_lost(p.index, why);
+  if (p.stage == Stage::kFrontend)
+    frontend_lost(p.index, why);
+  else if (p.stage == Stage::kBackend)
+    backend_lost(p.index, why);
   p.stage = Stage::kNew;
 }
 
@@ -438,7 +449,8 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   for (const ModelConfig& m : models_)
     if (std::find(r->models.begin(), r->models.end(), m.name) == r->models.end())
       missing += (missing.empty() ? "" : ", ") + m.name;
-  if (!missing.empty()) return refuse(c, p, "the backend cannot run these models of the cluster: " + missing, "other");
+  if (!missing.empty())
+    return refuse(c, p, "the backend cannot run these models of the cluster: " + missing, "other");
   const auto index = static_cast<std::uint32_t>(backends_.size());
   BackendInfo b;
   b.conn = c;
@@ -459,7 +471,9 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   (void)transport_->send(c, wire::encode(wire::Registered{b.gpus}));
   for (std::uint32_t s = 0; s < frontends_.size(); ++s) {
     const FrontendInfo& f = frontends_[s];
-    if (f.alive) (void)transport_->send(c, wire::encode(wire::FrontendJoined{s, f.generation, f.incarnation, f.address}));
+    if (f.alive)
+      (void)transport_->send(c,
+                             wire::encode(wire::FrontendJoined{s, f.generation, f.incarnation, f.address}));
   }
   std::string devs;
   for (std::size_t i = 0; i < b.gpus.size(); ++i)
@@ -521,7 +535,8 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
   const Duration predicted = models_[b.model].profile.latency(count);
   wire::BatchBuilder bb(b.batch, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
   for (const wire::BatchEntry& e : entries) bb.add(e);
-  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, b.gpu, &port, count, std::move(bb).finish()});
+  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, b.gpu, &port, count,
+                           std::move(bb).finish()});
   transport_->notify();
 }
 
@@ -541,7 +556,8 @@ bool SchedulerNode::Impl::drain_batches() {
         continue;
       }
       if (Status s = transport_->send(o.conn, std::move(o.msg)); !s.ok()) {
-        o.port->report(BatchCompletion{o.batch, now, BatchStatus::kError, o.backend->name + ": " + s.message()});
+        o.port->report(
+            BatchCompletion{o.batch, now, BatchStatus::kError, o.backend->name + ": " + s.message()});
         n_.batches_failed.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
@@ -571,9 +587,9 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   if (d->executed > 0) data_.add(now, d->executed, Duration::nanoseconds(d->fetch_ns));
   resp_.add(now, Duration::nanoseconds(d->push_ns) + one_way);
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
-  f.port->report(BatchCompletion{d->batch, end,
-                                 d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
-                                 d->status == wire::BatchStatus::kOk ? std::string() : p.name + ": " + d->error});
+  f.port->report(BatchCompletion{
+      d->batch, end, d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
+      d->status == wire::BatchStatus::kOk ? std::string() : p.name + ": " + d->error});
 }
 
 void SchedulerNode::Impl::fail_all_inflight(const std::string& why) {
@@ -609,8 +625,8 @@ bool SchedulerNode::Impl::alloc_slot(std::uint32_t& slot) {
   return true;
 }
 
-void SchedulerNode::Impl::send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
-                                           std::string text) {
+void SchedulerNode::Impl::send_outcome_now(std::uint32_t frontend, std::uint32_t gen,
+                                           const wire::OutcomeEntry& e, std::string text) {
   outcomes_.enqueue(OutcomeItem{frontend, gen, e, std::move(text)});
 }
 
@@ -626,7 +642,8 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
     const wire::SubmitEntry e = v->entries[i];
     std::string bad;
     if (e.model >= nmodels) {
-      bad = "unknown model id " + std::to_string(e.model) + " (the cluster has " + std::to_string(nmodels) + ")";
+      bad = "unknown model id " + std::to_string(e.model) + " (the cluster has " + std::to_string(nmodels) +
+            ")";
       n_.unknown_model.fetch_add(1, std::memory_order_relaxed);
     } else if (e.len == 0 || e.len > set_.max_input_bytes) {
       bad = "input of " + std::to_string(e.len) + " bytes (1 to " + std::to_string(set_.max_input_bytes) +
@@ -634,8 +651,10 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
       n_.bad_input.fetch_add(1, std::memory_order_relaxed);
     }
     if (!bad.empty()) {
-      if (f.bad_logged++ < kMaxSubmitLog) log(p.name + ": request " + std::to_string(e.request) + " refused: " + bad);
-      send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0}, bad);
+      if (f.bad_logged++ < kMaxSubmitLog)
+        log(p.name + ": request " + std::to_string(e.request) + " refused: " + bad);
+      send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0},
+                       bad);
       continue;
     }
     std::uint32_t slot;
@@ -670,10 +689,18 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
 void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   RequestSlot& s = slots_[o.tag];
   switch (o.outcome) {
-    case Outcome::kOk: n_.ok.fetch_add(1, std::memory_order_relaxed); break;
-    case Outcome::kLate: n_.late.fetch_add(1, std::memory_order_relaxed); break;
-    case Outcome::kError: n_.errors.fetch_add(1, std::memory_order_relaxed); break;
-    case Outcome::kDropped: n_.drops[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed); break;
+    case Outcome::kOk:
+      n_.ok.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kLate:
+      n_.late.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kError:
+      n_.errors.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kDropped:
+      n_.drops[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
+      break;
   }
   const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;
   if (filtered) n_.filtered.fetch_add(1, std::memory_order_relaxed);
@@ -681,9 +708,11 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
       fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
     std::string text;
     if (o.outcome == Outcome::kError) text = o.batch == t_error_batch ? t_error_text : "the batch failed";
-    outcomes_.enqueue(OutcomeItem{s.frontend, s.frontend_gen,
-                                  {s.request, static_cast<std::uint8_t>(o.outcome), static_cast<std::uint8_t>(o.reason)},
-                                  std::move(text)});
+    outcomes_.enqueue(
+        OutcomeItem{s.frontend,
+                    s.frontend_gen,
+                    {s.request, static_cast<std::uint8_t>(o.outcome), static_cast<std::uint8_t>(o.reason)},
+                    std::move(text)});
     transport_->notify();
   }
   free_slot(static_cast<std::uint32_t>(o.tag));
@@ -757,7 +786,8 @@ void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg
   }
   if (p.stage == Stage::kNew) {
     if (h->kind != wire::Kind::kHello)
-      return refuse(c, p, "expected a Hello first, got a " + std::string(wire::to_string(h->kind)), "protocol");
+      return refuse(c, p, "expected a Hello first, got a " + std::string(wire::to_string(h->kind)),
+                    "protocol");
     return on_hello(c, p, msg);
   }
   const bool fe = p.stage == Stage::kFrontend;
@@ -791,7 +821,9 @@ void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg
       break;
   }
   n_.bad_messages.fetch_add(1, std::memory_order_relaxed);
-  refuse(c, p, "unexpected " + std::string(wire::to_string(h->kind)) + " message from a " + (fe ? "frontend" : "backend"),
+  refuse(c, p,
+         "unexpected " + std::string(wire::to_string(h->kind)) + " message from a " +
+             (fe ? "frontend" : "backend"),
          "protocol");
 }
 
@@ -819,7 +851,8 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
         continue;
       }
       if (quiet > set_.heartbeat_timeout) {
-        silent.emplace_back(c, "silent for " + std::to_string(quiet.ns() / 1000000) + " ms (heartbeat timeout " +
+        silent.emplace_back(c, "silent for " + std::to_string(quiet.ns() / 1000000) +
+                                   " ms (heartbeat timeout " +
                                    std::to_string(set_.heartbeat_timeout.ns() / 1000000) + " ms)");
         continue;
       }
@@ -883,8 +916,8 @@ nlohmann::json SchedulerNode::Impl::report() const {
   json r;
   r["submitted"] = ld(n_.submitted);
   r["accepted"] = ld(n_.accepted);
-  r["refused_requests"] = {{"unknown_model", ld(n_.unknown_model)}, {"bad_input", ld(n_.bad_input)},
-                           {"no_slot", ld(n_.no_slot)}};
+  r["refused_requests"] = {
+      {"unknown_model", ld(n_.unknown_model)}, {"bad_input", ld(n_.bad_input)}, {"no_slot", ld(n_.no_slot)}};
   json drops = json::object();
   std::uint64_t dropped = 0;
   for (int i = 1; i < kNumDropReasons; ++i) {
@@ -892,9 +925,9 @@ nlohmann::json SchedulerNode::Impl::report() const {
     dropped += v;
     if (v) drops[std::string(to_string(static_cast<DropReason>(i)))] = v;
   }
-  r["at_scheduler"] = {{"ok", ld(n_.ok)},          {"late", ld(n_.late)},         {"dropped", dropped},
-                       {"dropped_by_reason", drops}, {"errors", ld(n_.errors)},
-                       {"filtered_frontend_gone", ld(n_.filtered)}};
+  r["at_scheduler"] = {{"ok", ld(n_.ok)},         {"late", ld(n_.late)},
+                       {"dropped", dropped},      {"dropped_by_reason", drops},
+                       {"errors", ld(n_.errors)}, {"filtered_frontend_gone", ld(n_.filtered)}};
   r["batches"] = {{"sent", ld(n_.batches)},
                   {"partially_filtered", ld(n_.batches_partial)},
                   {"fully_filtered", ld(n_.batches_empty)},
@@ -908,13 +941,11 @@ nlohmann::json SchedulerNode::Impl::report() const {
   r["messages"] = {{"submit", ld(n_.submit_messages)}, {"outcomes", ld(n_.outcome_messages)}};
   {
     std::lock_guard<std::mutex> lock(learned_mu_);
-    r["delays_us"] = {{"ctrl", learned_.delays.ctrl.to_us()},
-                      {"data", learned_.delays.data.to_us()},
-                      {"resp", learned_.delays.resp.to_us()},
-                      {"safety_margin", learned_.delays.safety_margin.to_us()},
-                      {"batch_samples", learned_.samples},
-                      {"percentile", set_.delay_percentile},
-                      {"learned", set_.learn_delays}};
+    r["delays_us"] = {
+        {"ctrl", learned_.delays.ctrl.to_us()}, {"data", learned_.delays.data.to_us()},
+        {"resp", learned_.delays.resp.to_us()}, {"safety_margin", learned_.delays.safety_margin.to_us()},
+        {"batch_samples", learned_.samples},    {"percentile", set_.delay_percentile},
+        {"learned", set_.learn_delays}};
   }
   const double cpu = cpu_seconds() - cpu_at_start_;
   const double wall = (SteadyClock{}.now() - started_).to_seconds();

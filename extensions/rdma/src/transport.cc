@@ -57,7 +57,8 @@ Result<sockaddr_storage> resolve(const HostPort& hp, bool passive) {
   addrinfo* res = nullptr;
   const std::string port = std::to_string(hp.port);
   const char* host = hp.host.empty() || hp.host == "*" ? nullptr : hp.host.c_str();
-  if (!host && !passive) return Status(Errc::kInvalidArgument, "no host to connect to in '" + hp.to_string() + "'");
+  if (!host && !passive)
+    return Status(Errc::kInvalidArgument, "no host to connect to in '" + hp.to_string() + "'");
   const int rc = getaddrinfo(host, port.c_str(), &hints, &res);
   if (rc != 0 || !res)
     return Status(Errc::kInvalidArgument, "cannot resolve '" + hp.to_string() + "': " + gai_strerror(rc));
@@ -75,8 +76,8 @@ socklen_t sockaddr_len(const sockaddr_storage& ss) {
 
 Status ucx_error(ucs_status_t st, const char* call, const char* file, int line) {
   const char* base = std::strrchr(file, '/');
-  return Status(Errc::kFailedPrecondition, std::string(call) + " failed at " + (base ? base + 1 : file) + ":" +
-                                               std::to_string(line) + ": " + ucs_status_string(st));
+  return Status(Errc::kFailedPrecondition, std::string(call) + " failed at " + (base ? base + 1 : file) +
+                                               ":" + std::to_string(line) + ": " + ucs_status_string(st));
 }
 
 std::string HostPort::to_string() const {
@@ -179,8 +180,8 @@ Status Transport::init() {
   SYMPHONY_UCX_TRY(ucp_worker_create(context_, &wp, &worker_));
   SYMPHONY_UCX_TRY(ucp_worker_get_efd(worker_, &efd_));
   ucp_am_handler_param_t ap{};
-  ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                  UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
   ap.id = kAmId;
   ap.cb = &Transport::on_am;
   ap.arg = this;
@@ -198,7 +199,8 @@ void Transport::stop() {
   // Counted as a notifier while we signal: the loop, which can only see
   // stop_ after our increment, destroys the worker after our decrement.
   notifiers_.fetch_add(1, std::memory_order_seq_cst);
-  stop_.store(true, std::memory_order_seq_cst);  // seq_cst: read by the loop before it sleeps, and by notify()
+  stop_.store(true,
+              std::memory_order_seq_cst);  // seq_cst: read by the loop before it sleeps, and by notify()
   if (thread_.joinable()) ucp_worker_signal(worker_);
   notifiers_.fetch_sub(1, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
@@ -235,7 +237,8 @@ void Transport::notify() noexcept {
   // sleeping_, as the loop's write of sleeping_ comes before its re-check of
   // the queues (Dekker); one of the two sides sees the other.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!stop_.load(std::memory_order_seq_cst) && sleeping_.load(std::memory_order_relaxed)) ucp_worker_signal(worker_);
+  if (!stop_.load(std::memory_order_seq_cst) && sleeping_.load(std::memory_order_relaxed))
+    ucp_worker_signal(worker_);
   notifiers_.fetch_sub(1, std::memory_order_release);
 }
 
@@ -442,8 +445,8 @@ void Transport::on_conn_request(ucp_conn_request_h req, void* arg) {
     return;
   }
   ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.field_mask =
+      UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   ep.conn_request = req;
   ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   ep.err_handler.cb = &Transport::on_ep_error;
@@ -698,7 +701,8 @@ Status Transport::get(ConnId id, std::uint64_t remote_addr, void* local, std::si
 void Transport::on_get_done(void* request, ucs_status_t status, void* user_data) {
   auto* g = static_cast<GetReq*>(user_data);
   g->t->get_completions_.push_back(
-      {std::move(g->done), status == UCS_OK ? Status() : ucx_error(status, "ucp_get_nbx (completion)", __FILE__, __LINE__)});
+      {std::move(g->done),
+       status == UCS_OK ? Status() : ucx_error(status, "ucp_get_nbx (completion)", __FILE__, __LINE__)});
   delete g;
   ucp_request_free(request);
 }

@@ -67,7 +67,8 @@ class Reader {
     const std::uint32_t n = u32(field);
     if (!ok()) return {};
     if (n > limit) {
-      fail(std::string(field) + " is " + std::to_string(n) + " bytes, more than the limit " + std::to_string(limit));
+      fail(std::string(field) + " is " + std::to_string(n) + " bytes, more than the limit " +
+           std::to_string(limit));
       return {};
     }
     if (!need(n, field)) return {};
@@ -100,8 +101,8 @@ class Reader {
   std::size_t skip(std::uint64_t n, const char* field) {
     if (!ok()) return 0;
     if (n > end_ - pos_) {
-      fail(std::string(field) + ": " + std::to_string(n) + " bytes announced, only " + std::to_string(end_ - pos_) +
-           " remain");
+      fail(std::string(field) + ": " + std::to_string(n) + " bytes announced, only " +
+           std::to_string(end_ - pos_) + " remain");
       return 0;
     }
     const std::size_t start = pos_;
@@ -124,8 +125,8 @@ class Reader {
   bool need(std::size_t n, const char* field) {
     if (!ok()) return false;
     if (end_ - pos_ < n) {
-      fail("truncated at " + std::string(field) + " (offset " + std::to_string(pos_) + ", " + std::to_string(n) +
-           " bytes needed, " + std::to_string(end_ - pos_) + " left)");
+      fail("truncated at " + std::string(field) + " (offset " + std::to_string(pos_) + ", " +
+           std::to_string(n) + " bytes needed, " + std::to_string(end_ - pos_) + " left)");
       return false;
     }
     return true;
@@ -152,31 +153,50 @@ Status expect(std::span<const std::uint8_t> msg, Kind want) {
 
 std::string_view to_string(Kind k) noexcept {
   switch (k) {
-    case Kind::kHello: return "Hello";
-    case Kind::kWelcome: return "Welcome";
-    case Kind::kRefuse: return "Refuse";
-    case Kind::kRegister: return "Register";
-    case Kind::kRegistered: return "Registered";
-    case Kind::kFrontendJoined: return "FrontendJoined";
-    case Kind::kFrontendLeft: return "FrontendLeft";
-    case Kind::kPoolInfo: return "PoolInfo";
-    case Kind::kSubmit: return "Submit";
-    case Kind::kBatch: return "Batch";
-    case Kind::kBatchDone: return "BatchDone";
-    case Kind::kOutputs: return "Outputs";
-    case Kind::kOutcomes: return "Outcomes";
-    case Kind::kPing: return "Ping";
-    case Kind::kPong: return "Pong";
-    case Kind::kGoodbye: return "Goodbye";
+    case Kind::kHello:
+      return "Hello";
+    case Kind::kWelcome:
+      return "Welcome";
+    case Kind::kRefuse:
+      return "Refuse";
+    case Kind::kRegister:
+      return "Register";
+    case Kind::kRegistered:
+      return "Registered";
+    case Kind::kFrontendJoined:
+      return "FrontendJoined";
+    case Kind::kFrontendLeft:
+      return "FrontendLeft";
+    case Kind::kPoolInfo:
+      return "PoolInfo";
+    case Kind::kSubmit:
+      return "Submit";
+    case Kind::kBatch:
+      return "Batch";
+    case Kind::kBatchDone:
+      return "BatchDone";
+    case Kind::kOutputs:
+      return "Outputs";
+    case Kind::kOutcomes:
+      return "Outcomes";
+    case Kind::kPing:
+      return "Ping";
+    case Kind::kPong:
+      return "Pong";
+    case Kind::kGoodbye:
+      return "Goodbye";
   }
   return "?";
 }
 
 std::string_view to_string(Role r) noexcept {
   switch (r) {
-    case Role::kFrontend: return "frontend";
-    case Role::kBackend: return "backend";
-    case Role::kScheduler: return "scheduler";
+    case Role::kFrontend:
+      return "frontend";
+    case Role::kBackend:
+      return "backend";
+    case Role::kScheduler:
+      return "scheduler";
   }
   return "?";
 }
@@ -184,7 +204,8 @@ std::string_view to_string(Role r) noexcept {
 // ---- entries ----------------------------------------------------------------------
 
 SubmitEntry read_submit_entry(const std::uint8_t* p) noexcept {
-  return {load_u64(p), load_u64(p + 8), load_u32(p + 16), load_u32(p + 20), static_cast<std::int64_t>(load_u64(p + 24))};
+  return {load_u64(p), load_u64(p + 8), load_u32(p + 16), load_u32(p + 20),
+          static_cast<std::int64_t>(load_u64(p + 24))};
 }
 BatchEntry read_batch_entry(const std::uint8_t* p) noexcept {
   return {load_u64(p), load_u64(p + 8), load_u32(p + 16), load_u32(p + 20), load_u32(p + 24)};
@@ -225,7 +246,8 @@ Writer& Writer::bytes(const void* p, std::size_t n) {
   return *this;
 }
 void Writer::patch_u32(std::size_t offset, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) buf_[offset + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v >> (8 * i));
+  for (int i = 0; i < 4; ++i)
+    buf_[offset + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 std::vector<std::uint8_t> Writer::finish() && {
   patch_u32(8, static_cast<std::uint32_t>(buf_.size()));
@@ -284,7 +306,10 @@ std::vector<std::uint8_t> encode(const FrontendLeft& m) {
 
 std::vector<std::uint8_t> encode(const PoolInfo& m) {
   Writer w(Kind::kPoolInfo, 20 + m.rkey.size());
-  w.u64(m.base).u64(m.length).u32(static_cast<std::uint32_t>(m.rkey.size())).bytes(m.rkey.data(), m.rkey.size());
+  w.u64(m.base)
+      .u64(m.length)
+      .u32(static_cast<std::uint32_t>(m.rkey.size()))
+      .bytes(m.rkey.data(), m.rkey.size());
   return std::move(w).finish();
 }
 
@@ -314,7 +339,8 @@ std::vector<std::uint8_t> encode(const BatchDone& m) {
   return std::move(w).finish();
 }
 
-SubmitBuilder::SubmitBuilder(std::size_t reserve_entries) : w_(Kind::kSubmit, 8 + reserve_entries * kSubmitEntryBytes) {
+SubmitBuilder::SubmitBuilder(std::size_t reserve_entries)
+    : w_(Kind::kSubmit, 8 + reserve_entries * kSubmitEntryBytes) {
   w_.u32(0).u32(0);  // count (patched), reserved
 }
 void SubmitBuilder::add(const SubmitEntry& e) {
@@ -326,8 +352,8 @@ std::vector<std::uint8_t> SubmitBuilder::finish() && {
   return std::move(w_).finish();
 }
 
-BatchBuilder::BatchBuilder(std::uint64_t batch, std::uint32_t device, std::uint32_t model, std::int64_t predicted_ns,
-                           std::int64_t exec_budget_ns, std::uint32_t planned_size)
+BatchBuilder::BatchBuilder(std::uint64_t batch, std::uint32_t device, std::uint32_t model,
+                           std::int64_t predicted_ns, std::int64_t exec_budget_ns, std::uint32_t planned_size)
     : w_(Kind::kBatch, 48 + std::size_t{planned_size} * kBatchEntryBytes) {
   w_.u64(batch).u32(device).u32(model).i64(predicted_ns).i64(exec_budget_ns).u32(planned_size).u32(0);
 }
@@ -382,12 +408,14 @@ Result<Header> decode_header(std::span<const std::uint8_t> msg) {
   if (h.magic != kMagic) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%08x", h.magic);
-    return Status(Errc::kInvalidArgument, std::string("wrong magic ") + buf + " (not a Symphony cluster message)");
+    return Status(Errc::kInvalidArgument,
+                  std::string("wrong magic ") + buf + " (not a Symphony cluster message)");
   }
   h.version = load_u16(msg.data() + 4);
   if (h.version != kVersion)
     return Status(Errc::kInvalidArgument, "unsupported protocol version " + std::to_string(h.version) +
-                                              " (this build speaks version " + std::to_string(kVersion) + ")");
+                                              " (this build speaks version " + std::to_string(kVersion) +
+                                              ")");
   const std::uint16_t kind = load_u16(msg.data() + 6);
   if (kind == 0 || kind > kMaxKind)
     return Status(Errc::kInvalidArgument, "unknown message kind " + std::to_string(kind));
@@ -400,8 +428,8 @@ Result<Header> decode_header(std::span<const std::uint8_t> msg) {
   if (h.length != msg.size())
     return Status(Errc::kInvalidArgument, std::string(h.length > msg.size() ? "truncated " : "overlong ") +
                                               std::string(to_string(h.kind)) + " message: the header says " +
-                                              std::to_string(h.length) + " bytes, " + std::to_string(msg.size()) +
-                                              " arrived");
+                                              std::to_string(h.length) + " bytes, " +
+                                              std::to_string(msg.size()) + " arrived");
   h.flags = load_u32(msg.data() + 12);
   if (h.flags != 0)
     return Status(Errc::kInvalidArgument, "unknown flags " + std::to_string(h.flags) + " in a " +
@@ -436,7 +464,8 @@ Result<Welcome> decode_welcome(std::span<const std::uint8_t> msg) {
   m.incarnation = r.u64("incarnation");
   m.heartbeat_interval_ns = r.i64("heartbeat_interval");
   m.heartbeat_timeout_ns = r.i64("heartbeat_timeout");
-  if (r.ok() && n > kMaxModels) r.fail(std::to_string(n) + " models, more than the limit " + std::to_string(kMaxModels));
+  if (r.ok() && n > kMaxModels)
+    r.fail(std::to_string(n) + " models, more than the limit " + std::to_string(kMaxModels));
   // Each entry takes at least 20 bytes: a count beyond the remaining bytes is refused before any allocation.
   if (r.ok() && std::uint64_t{n} * 20 > r.remaining())
     r.fail(std::to_string(n) + " models cannot fit in the " + std::to_string(r.remaining()) + " bytes left");
@@ -473,7 +502,8 @@ Result<Register> decode_register(std::span<const std::uint8_t> msg) {
   const std::uint32_t nm = r.u32("model count");
   if (r.ok() && (nd == 0 || nd > kMaxDevices))
     r.fail(std::to_string(nd) + " devices (1 to " + std::to_string(kMaxDevices) + " allowed)");
-  if (r.ok() && nm > kMaxModels) r.fail(std::to_string(nm) + " models, more than the limit " + std::to_string(kMaxModels));
+  if (r.ok() && nm > kMaxModels)
+    r.fail(std::to_string(nm) + " models, more than the limit " + std::to_string(kMaxModels));
   if (r.ok() && (std::uint64_t{nd} + nm) * 4 > r.remaining())
     r.fail(std::to_string(nd) + " devices and " + std::to_string(nm) + " models cannot fit in the " +
            std::to_string(r.remaining()) + " bytes left");
@@ -527,7 +557,8 @@ Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg) {
   const std::size_t at = r.entries(n, 1, static_cast<std::uint32_t>(kMaxRkeyBytes), "rkey bytes");
   if (r.ok()) m.rkey.assign(r.at(at), r.at(at) + n);
   if (r.ok() && m.rkey.empty()) r.fail("empty rkey");
-  if (r.ok() && m.length > std::numeric_limits<std::uint64_t>::max() - m.base) r.fail("the pool wraps around");
+  if (r.ok() && m.length > std::numeric_limits<std::uint64_t>::max() - m.base)
+    r.fail("the pool wraps around");
   if (Status s = r.finish(); !s.ok()) return s;
   return m;
 }
@@ -580,7 +611,8 @@ Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg) {
   m.status = static_cast<BatchStatus>(st);
   constexpr std::int64_t kHour = std::int64_t{3600} * 1000000000;
   for (std::int64_t v : {m.since_end_ns, m.recv_to_end_ns, m.fetch_ns, m.exec_ns, m.push_ns})
-    if (r.ok() && (v < 0 || v > kHour)) r.fail("a timing is negative or longer than an hour: " + std::to_string(v) + " ns");
+    if (r.ok() && (v < 0 || v > kHour))
+      r.fail("a timing is negative or longer than an hour: " + std::to_string(v) + " ns");
   if (Status s = r.finish(); !s.ok()) return s;
   return m;
 }
@@ -629,13 +661,15 @@ Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg) {
   r.u8("pad");
   r.u16("pad");
   const std::uint32_t elen = r.u32("error length");
-  if (r.ok() && elen > kMaxTextBytes) r.fail("error text of " + std::to_string(elen) + " bytes exceeds the limit");
+  if (r.ok() && elen > kMaxTextBytes)
+    r.fail("error text of " + std::to_string(elen) + " bytes exceeds the limit");
   const std::size_t eat = r.skip(elen, "error text");
   const std::size_t at = r.entries(n, kOutputEntryBytes, kMaxEntries, "outputs");
   if (r.ok() && st > 1) r.fail("unknown batch status " + std::to_string(st));
   if (r.ok() && n == 0) r.fail("no outputs");
   std::uint64_t total = 0;
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i) total += read_output_entry(r.at(at + std::size_t{i} * kOutputEntryBytes)).len;
+  for (std::uint32_t i = 0; r.ok() && i < n; ++i)
+    total += read_output_entry(r.at(at + std::size_t{i} * kOutputEntryBytes)).len;
   const std::size_t pat = r.skip(total, "output payload");
   if (Status s = r.finish(); !s.ok()) return s;
   v.status = static_cast<BatchStatus>(st);
@@ -659,7 +693,8 @@ Result<OutcomesView> decode_outcomes(std::span<const std::uint8_t> msg) {
     const OutcomeEntry e = read_outcome_entry(r.at(at + std::size_t{i} * kOutcomeEntryBytes));
     const bool drop = e.outcome == static_cast<std::uint8_t>(Outcome::kDropped);
     const bool err = e.outcome == static_cast<std::uint8_t>(Outcome::kError);
-    if (!drop && !err) r.fail("outcome " + std::to_string(e.outcome) + " is neither dropped nor error");
+    if (!drop && !err)
+      r.fail("outcome " + std::to_string(e.outcome) + " is neither dropped nor error");
     else if (drop && (e.reason == 0 || e.reason >= kNumDropReasons))
       r.fail("unknown drop reason " + std::to_string(e.reason));
   }
@@ -673,22 +708,38 @@ Status validate(std::span<const std::uint8_t> msg) {
   Result<Header> h = decode_header(msg);
   if (!h.ok()) return h.status();
   switch (h->kind) {
-    case Kind::kHello: return decode_hello(msg).status();
-    case Kind::kWelcome: return decode_welcome(msg).status();
-    case Kind::kRefuse: return decode_refuse(msg).status();
-    case Kind::kRegister: return decode_register(msg).status();
-    case Kind::kRegistered: return decode_registered(msg).status();
-    case Kind::kFrontendJoined: return decode_frontend_joined(msg).status();
-    case Kind::kFrontendLeft: return decode_frontend_left(msg).status();
-    case Kind::kPoolInfo: return decode_pool_info(msg).status();
-    case Kind::kSubmit: return decode_submit(msg).status();
-    case Kind::kBatch: return decode_batch(msg).status();
-    case Kind::kBatchDone: return decode_batch_done(msg).status();
-    case Kind::kOutputs: return decode_outputs(msg).status();
-    case Kind::kOutcomes: return decode_outcomes(msg).status();
-    case Kind::kPing: return decode_ping(msg).status();
-    case Kind::kPong: return decode_pong(msg).status();
-    case Kind::kGoodbye: return decode_goodbye(msg).status();
+    case Kind::kHello:
+      return decode_hello(msg).status();
+    case Kind::kWelcome:
+      return decode_welcome(msg).status();
+    case Kind::kRefuse:
+      return decode_refuse(msg).status();
+    case Kind::kRegister:
+      return decode_register(msg).status();
+    case Kind::kRegistered:
+      return decode_registered(msg).status();
+    case Kind::kFrontendJoined:
+      return decode_frontend_joined(msg).status();
+    case Kind::kFrontendLeft:
+      return decode_frontend_left(msg).status();
+    case Kind::kPoolInfo:
+      return decode_pool_info(msg).status();
+    case Kind::kSubmit:
+      return decode_submit(msg).status();
+    case Kind::kBatch:
+      return decode_batch(msg).status();
+    case Kind::kBatchDone:
+      return decode_batch_done(msg).status();
+    case Kind::kOutputs:
+      return decode_outputs(msg).status();
+    case Kind::kOutcomes:
+      return decode_outcomes(msg).status();
+    case Kind::kPing:
+      return decode_ping(msg).status();
+    case Kind::kPong:
+      return decode_pong(msg).status();
+    case Kind::kGoodbye:
+      return decode_goodbye(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

@@ -100,7 +100,8 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   unknown.add({e.request ^ (std::uint64_t{77} << 32), static_cast<std::uint8_t>(Outcome::kError), 0});
   s.send(std::move(unknown).finish());
   wire::OutcomesBuilder drop;
-  drop.add({e.request, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  drop.add({e.request, static_cast<std::uint8_t>(Outcome::kDropped),
+            static_cast<std::uint8_t>(DropReason::kExpired)});
   s.send(std::move(drop).finish());
   ASSERT_EQ(f->wait_for(10s), std::future_status::ready);
   InferResult r = f->get();

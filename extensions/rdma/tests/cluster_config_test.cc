@@ -21,8 +21,9 @@ const char* kModels =
     "    slo_ms: 30\n";
 
 TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
-  const std::string text = std::string("cluster:\n  token: secret\n  heartbeat_ms: 20\n  heartbeat_timeout_ms: 300\n"
-                                       "  delay_percentile: 0.9\n  shards: 2\n") +
+  const std::string text = std::string(
+                               "cluster:\n  token: secret\n  heartbeat_ms: 20\n  heartbeat_timeout_ms: 300\n"
+                               "  delay_percentile: 0.9\n  shards: 2\n") +
                            kModels;
   ClusterConfig c = parse_cluster_config(text, "c.yaml", "");
   EXPECT_TRUE(c.has_cluster_section);
@@ -47,11 +48,15 @@ TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
   };
   // The cluster section is cut out with its lines kept: the simulator's
   // errors still point at the right line.
-  EXPECT_EQ(message(std::string("cluster:\n  token: t\n") + kModels + "    max_batch: -1\n").rfind("c.yaml:10:", 0), 0u)
+  EXPECT_EQ(
+      message(std::string("cluster:\n  token: t\n") + kModels + "    max_batch: -1\n").rfind("c.yaml:10:", 0),
+      0u)
       << message(std::string("cluster:\n  token: t\n") + kModels + "    max_batch: -1\n");
-  EXPECT_NE(message(std::string("cluster:\n  token: t\n  tokn: x\n") + kModels).find("c.yaml:3:3: cluster.tokn: unknown key"),
+  EXPECT_NE(message(std::string("cluster:\n  token: t\n  tokn: x\n") + kModels)
+                .find("c.yaml:3:3: cluster.tokn: unknown key"),
             std::string::npos);
-  EXPECT_NE(message(std::string("cluster:\n  token: t\n  heartbeat_ms: 100\n  heartbeat_timeout_ms: 50\n") + kModels)
+  EXPECT_NE(message(std::string("cluster:\n  token: t\n  heartbeat_ms: 100\n  heartbeat_timeout_ms: 50\n") +
+                    kModels)
                 .find("must be longer than heartbeat_ms"),
             std::string::npos);
   EXPECT_NE(message(std::string("cluster:\n  token: t\n  delay_percentile: 2\n") + kModels).find("(0, 1]"),

@@ -30,21 +30,34 @@ using json = nlohmann::json;
 
 constexpr const char* kToken = "test-token";
 
-std::string config_text(double slo_ms, double rate, int max_batch = 32, double alpha_ms = 0.5, double beta_ms = 2) {
+std::string config_text(double slo_ms, double rate, int max_batch = 32, double alpha_ms = 0.5,
+                        double beta_ms = 2) {
   return "name: cluster_test\n"
          "seed: 1\n"
          "gpus: 4\n"
          "duration_s: 30\n"
          "warmup_s: 0\n"
-         "workload: {rate: " + std::to_string(rate) + ", arrival: poisson}\n"
+         "workload: {rate: " +
+         std::to_string(rate) +
+         ", arrival: poisson}\n"
          "models:\n"
          "  - name: m\n"
-         "    alpha_ms: " + std::to_string(alpha_ms) + "\n"
-         "    beta_ms: " + std::to_string(beta_ms) + "\n"
-         "    slo_ms: " + std::to_string(slo_ms) + "\n"
-         "    max_batch: " + std::to_string(max_batch) + "\n"
+         "    alpha_ms: " +
+         std::to_string(alpha_ms) +
+         "\n"
+         "    beta_ms: " +
+         std::to_string(beta_ms) +
+         "\n"
+         "    slo_ms: " +
+         std::to_string(slo_ms) +
+         "\n"
+         "    max_batch: " +
+         std::to_string(max_batch) +
+         "\n"
          "cluster:\n"
-         "  token: \"" + kToken + "\"\n"
+         "  token: \"" +
+         kToken +
+         "\"\n"
          "  heartbeat_ms: 50\n"
          "  heartbeat_timeout_ms: 400\n";
 }
@@ -56,7 +69,8 @@ class ClusterProcessTest : public ::testing::Test {
     write_config(60, 1500);
   }
 
-  void write_config(double slo_ms, double rate, int max_batch = 32, double alpha_ms = 0.5, double beta_ms = 2) {
+  void write_config(double slo_ms, double rate, int max_batch = 32, double alpha_ms = 0.5,
+                    double beta_ms = 2) {
     cfg_ = dir_.file("cluster.yaml");
     std::ofstream(cfg_) << config_text(slo_ms, rate, max_batch, alpha_ms, beta_ms);
   }
@@ -92,9 +106,10 @@ class ClusterProcessTest : public ::testing::Test {
                      const std::vector<std::string>& prefix = {}) {
     std::vector<std::string> argv = prefix;
     for (const char* a : {SYMPHONY_CLI, "loadgen", "--quiet"}) argv.emplace_back(a);
-    argv.insert(argv.end(), {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched,
-                             "--config", cfg_, "--name", name, "--duration", std::to_string(duration_s), "--rate",
-                             std::to_string(rate), "--warmup", "0", "--json", dir_.file(name + ".json")});
+    argv.insert(argv.end(),
+                {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched, "--config",
+                 cfg_, "--name", name, "--duration", std::to_string(duration_s), "--rate",
+                 std::to_string(rate), "--warmup", "0", "--json", dir_.file(name + ".json")});
     return Proc::start(argv, dir_.file(name + ".log"));
   }
 
@@ -184,9 +199,12 @@ TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthers
   Proc lg = start_loadgen("lg", 6, 3000);  // enough that the victim's GPUs are rarely idle
   std::this_thread::sleep_for(2s);
   victim.kill_now();  // SIGKILL under load
-  ASSERT_TRUE(eventually([&] { return sched.log_text().find("'victim'") != std::string::npos &&
-                                      sched.log_text().find("lost") != std::string::npos; },
-                         3s))
+  ASSERT_TRUE(eventually(
+      [&] {
+        return sched.log_text().find("'victim'") != std::string::npos &&
+               sched.log_text().find("lost") != std::string::npos;
+      },
+      3s))
       << sched.log_text();
   std::this_thread::sleep_for(1s);
   Proc again = start_backend("again", "emulated:2");  // a restarted backend rejoins
@@ -231,9 +249,11 @@ TEST_F(ClusterProcessTest, KilledFrontendsQueuedRequestsAreDroppedWithoutRunning
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ((*s)["peers"]["frontends_lost"], 2u);  // the victim, then the survivor's goodbye
   EXPECT_GT((*s)["at_scheduler"]["filtered_frontend_gone"].get<std::uint64_t>(), 0u)
-      << "no queued request of the killed frontend was dropped at dispatch\n" << s->dump(2);
+      << "no queued request of the killed frontend was dropped at dispatch\n"
+      << s->dump(2);
   EXPECT_GT((*s)["batches"]["partially_filtered"].get<std::uint64_t>(), 0u)
-      << "no batch mixed the killed frontend's requests with others\n" << s->dump(2);
+      << "no batch mixed the killed frontend's requests with others\n"
+      << s->dump(2);
   expect_nothing_ran_twice();
 }
 
@@ -246,8 +266,10 @@ TEST_F(ClusterProcessTest, KilledSchedulerFailsPendingWithinASecondAndEveryoneRe
   std::this_thread::sleep_for(2s);
   sched.kill_now();
   const auto killed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually([&] { return lg.log_text().find("lost the scheduler") != std::string::npos; }, 1000ms))
-      << "the frontend did not end its pending requests within 1 s:\n" << lg.log_text();
+  ASSERT_TRUE(
+      eventually([&] { return lg.log_text().find("lost the scheduler") != std::string::npos; }, 1000ms))
+      << "the frontend did not end its pending requests within 1 s:\n"
+      << lg.log_text();
   const auto noticed = std::chrono::steady_clock::now() - killed;
   EXPECT_LT(noticed, 1000ms);
   // A new scheduler on the same port: the frontend and the backend come back.
@@ -263,7 +285,8 @@ TEST_F(ClusterProcessTest, KilledSchedulerFailsPendingWithinASecondAndEveryoneRe
   (void)b.stop();
   const std::optional<json> s = read_json(dir_.file("sched2.json"));
   ASSERT_TRUE(s.has_value());
-  EXPECT_GT((*s)["at_scheduler"]["ok"].get<std::uint64_t>(), 0u) << "nothing served after the restart\n" << s->dump(2);
+  EXPECT_GT((*s)["at_scheduler"]["ok"].get<std::uint64_t>(), 0u) << "nothing served after the restart\n"
+                                                                 << s->dump(2);
   EXPECT_EQ((*s)["peers"]["backends_joined"], 1u);
   expect_nothing_ran_twice();
 }
@@ -279,25 +302,47 @@ TEST_F(ClusterProcessTest, CpuBackendRunsATorchScriptModel) {
   // linear.pt: float32[4] -> float32[3]; a generous SLO for a shared CPU.
   std::ofstream(cfg_) << "gpus: 1\nworkload: {rate: 100}\nmodels:\n"
                          "  - {name: linear, alpha_ms: 0.05, beta_ms: 1, slo_ms: 200, max_batch: 16}\n"
-                         "cluster: {token: \"" + std::string(kToken) + "\", heartbeat_ms: 50, heartbeat_timeout_ms: 400}\n";
+                         "cluster: {token: \"" +
+                             std::string(kToken) + "\", heartbeat_ms: 50, heartbeat_timeout_ms: 400}\n";
   Proc sched = start_scheduler("sched");
-  const std::vector<std::string> argv = {SYMPHONY_CLI, "backend", "--scheduler", "127.0.0.1:" + std::to_string(port_),
-                                         "--devices", "cpu", "--model", "linear:" + model + ":float32[4]", "--config",
-                                         cfg_, "--name", "cpu", "--exec-log", dir_.file("cpu.exec"), "--report",
-                                         dir_.file("cpu.json")};
+  const std::vector<std::string> argv = {SYMPHONY_CLI,  "backend",
+                                         "--scheduler", "127.0.0.1:" + std::to_string(port_),
+                                         "--devices",   "cpu",
+                                         "--model",     "linear:" + model + ":float32[4]",
+                                         "--config",    cfg_,
+                                         "--name",      "cpu",
+                                         "--exec-log",  dir_.file("cpu.exec"),
+                                         "--report",    dir_.file("cpu.json")};
   exec_logs_.push_back(dir_.file("cpu.exec"));
   Proc b = Proc::start(argv, dir_.file("cpu.log"));
   ASSERT_TRUE(wait_registered(sched, 1, 30s)) << sched.log_text() << b.log_text();
-  std::vector<std::string> lg_argv = {SYMPHONY_CLI, "loadgen", "--quiet", "--scheduler",
-                                      "127.0.0.1:" + std::to_string(port_), "--config", cfg_, "--name", "lg",
-                                      "--duration", "2", "--rate", "200", "--warmup", "0", "--input-bytes", "16",
-                                      "--no-check-outputs", "--json", dir_.file("lg.json")};
+  std::vector<std::string> lg_argv = {SYMPHONY_CLI,
+                                      "loadgen",
+                                      "--quiet",
+                                      "--scheduler",
+                                      "127.0.0.1:" + std::to_string(port_),
+                                      "--config",
+                                      cfg_,
+                                      "--name",
+                                      "lg",
+                                      "--duration",
+                                      "2",
+                                      "--rate",
+                                      "200",
+                                      "--warmup",
+                                      "0",
+                                      "--input-bytes",
+                                      "16",
+                                      "--no-check-outputs",
+                                      "--json",
+                                      dir_.file("lg.json")};
   Proc lg = Proc::start(lg_argv, dir_.file("lg.log"));
   const json r = loadgen_report(lg, "lg");
   EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
   EXPECT_EQ(r["errors"], 0u) << r.dump(2);
   // Every output is the model's float32[3]: 12 bytes.
-  EXPECT_EQ(r["models"]["linear"]["output_bytes"], json({{"12", r["ok"].get<std::uint64_t>() + r["late"].get<std::uint64_t>()}}))
+  EXPECT_EQ(r["models"]["linear"]["output_bytes"],
+            json({{"12", r["ok"].get<std::uint64_t>() + r["late"].get<std::uint64_t>()}}))
       << r.dump(2);
   ASSERT_EQ(sched.stop(), 0) << sched.log_text();
   ASSERT_EQ(b.stop(), 0) << b.log_text();
@@ -319,15 +364,16 @@ class Namespaces {
   std::string setup() {
     teardown();
     const std::string br = ns("br");
-    std::string script = "set -e\nip netns add " + br + "\nip -n " + br + " link add br0 type bridge\nip -n " + br +
-                         " link set br0 up\n";
+    std::string script = "set -e\nip netns add " + br + "\nip -n " + br +
+                         " link add br0 type bridge\nip -n " + br + " link set br0 up\n";
     for (int i = 1; i <= 3; ++i) {
       const std::string n = ns(std::to_string(i)), host = prefix_ + "h" + std::to_string(i),
                         port = prefix_ + "p" + std::to_string(i);
       script += "ip netns add " + n + "\n";
       script += "ip link add " + host + " type veth peer name " + port + "\n";
       script += "ip link set " + host + " netns " + n + "\nip link set " + port + " netns " + br + "\n";
-      script += "ip -n " + br + " link set " + port + " master br0\nip -n " + br + " link set " + port + " up\n";
+      script +=
+          "ip -n " + br + " link set " + port + " master br0\nip -n " + br + " link set " + port + " up\n";
       script += "ip -n " + n + " addr add 10.77.0." + std::to_string(i) + "/24 dev " + host + "\n";
       script += "ip -n " + n + " link set " + host + " up\nip -n " + n + " link set lo up\n";
     }
@@ -341,12 +387,15 @@ class Namespaces {
   }
   void teardown() {
     if (!made_) return;
-    for (const char* n : {"1", "2", "3", "br"}) (void)std::system(("ip netns del " + ns(n) + " 2>/dev/null").c_str());
+    for (const char* n : {"1", "2", "3", "br"})
+      (void)std::system(("ip netns del " + ns(n) + " 2>/dev/null").c_str());
     std::remove(("/tmp/" + prefix_ + "-setup.log").c_str());
     made_ = false;
   }
   std::string ns(const std::string& n) const { return prefix_ + "-" + n; }
-  std::vector<std::string> exec_in(int host) const { return {"ip", "netns", "exec", ns(std::to_string(host))}; }
+  std::vector<std::string> exec_in(int host) const {
+    return {"ip", "netns", "exec", ns(std::to_string(host))};
+  }
 
  private:
   std::string prefix_;
@@ -357,7 +406,8 @@ TEST_F(ClusterProcessTest, SchedulerBackendAndFrontendOnThreeHostsJoinedByVeth) 
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
   if (std::system("ip netns list > /dev/null 2>&1") != 0) GTEST_SKIP() << "no 'ip' command (iproute2)";
   Namespaces net(std::to_string(getpid() % 100000));
-  if (const std::string err = net.setup(); !err.empty()) GTEST_SKIP() << "cannot build the namespaces: " << err;
+  if (const std::string err = net.setup(); !err.empty())
+    GTEST_SKIP() << "cannot build the namespaces: " << err;
   {
     Proc sched = start_scheduler("sched", "10.77.0.1:7000", net.exec_in(1));
     ASSERT_EQ(port_, 7000) << sched.log_text();
@@ -378,7 +428,8 @@ TEST_F(ClusterProcessTest, SchedulerBackendAndFrontendOnThreeHostsJoinedByVeth) 
     expect_nothing_ran_twice();
   }
   net.teardown();
-  EXPECT_EQ(std::system(("ip netns list | grep -q " + net.ns("br")).c_str()) == 0, false) << "a namespace is left";
+  EXPECT_EQ(std::system(("ip netns list | grep -q " + net.ns("br")).c_str()) == 0, false)
+      << "a namespace is left";
 }
 
 // ---- bad peers ---------------------------------------------------------------------
@@ -421,15 +472,19 @@ std::string send_raw(int port, const std::vector<std::vector<std::uint8_t>>& msg
   TransportOptions to;
   to.name = "raw";
   keep = std::move(*Transport::create(to, h));
-  const ConnId c = *keep->call([&] { return keep->connect({"127.0.0.1", static_cast<std::uint16_t>(port)}); });
+  const ConnId c = *keep->call([&] {
+    return keep->connect({"127.0.0.1", static_cast<std::uint16_t>(port)});
+  });
   // Like every node of ours, a peer sends nothing after its Hello until the
   // answer: UCX does not promise the order of messages sent while the
   // connection is still being set up.
   for (std::size_t i = 0; i < msgs.size(); ++i) {
-    if (i == 1 && !eventually([&] {
-          std::lock_guard<std::mutex> lock(h.mu);
-          return !h.got.empty() || h.closed;
-        }, 5s))
+    if (i == 1 && !eventually(
+                      [&] {
+                        std::lock_guard<std::mutex> lock(h.mu);
+                        return !h.got.empty() || h.closed;
+                      },
+                      5s))
       return "no answer to the first message";
     (void)keep->call([&] { return keep->send(c, msgs[i]); });
   }
@@ -491,7 +546,8 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
     (void)send_raw(port_, {hello(wire::Role::kFrontend, kToken), std::move(bad).finish()}, h, t, false);
     std::vector<std::uint8_t> keep;
     std::optional<wire::OutcomesView> o;
-    ASSERT_TRUE(eventually([&] { return (o = h.outcomes(keep)).has_value(); }, 5s)) << "no outcome for the bad request";
+    ASSERT_TRUE(eventually([&] { return (o = h.outcomes(keep)).has_value(); }, 5s))
+        << "no outcome for the bad request";
     ASSERT_EQ(o->entries.size(), 1u);
     EXPECT_EQ(o->entries[0].request, 77u);
     EXPECT_EQ(o->entries[0].outcome, static_cast<std::uint8_t>(Outcome::kError));
@@ -503,9 +559,12 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
     std::unique_ptr<Transport> t;
     wire::BatchDone d;
     d.batch = 123456789;
-    (void)send_raw(port_, {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}}), wire::encode(d)},
-                   h, t, false);
-    EXPECT_TRUE(eventually([&] { return sched.log_text().find("unknown batch id 123456789") != std::string::npos; }, 5s))
+    (void)send_raw(
+        port_,
+        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}}), wire::encode(d)}, h,
+        t, false);
+    EXPECT_TRUE(eventually(
+        [&] { return sched.log_text().find("unknown batch id 123456789") != std::string::npos; }, 5s))
         << sched.log_text();
   }
   // The scheduler still serves.
@@ -546,7 +605,8 @@ TEST_F(ClusterProcessTest, AFrontendRefusesABackendWithoutTheToken) {
             std::string::npos);
   {
     std::lock_guard<std::mutex> lock(h.mu);
-    for (const auto& m : h.got) EXPECT_FALSE(wire::decode_pool_info(m).ok()) << "the frontend handed out its rkey";
+    for (const auto& m : h.got)
+      EXPECT_FALSE(wire::decode_pool_info(m).ok()) << "the frontend handed out its rkey";
   }
   (void)loadgen_report(lg, "lg");
   (void)sched.stop();

@@ -123,7 +123,10 @@ TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
   auto mr = p.server->map_memory(1 << 20);
   ASSERT_TRUE(mr.ok()) << mr.status().message();
   for (std::size_t i = 0; i < mr->length; ++i) mr->base[i] = static_cast<std::uint8_t>(i % 251);
-  ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1})); }).ok());
+  ASSERT_TRUE(p.client->call([&] {
+                        return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
+                      })
+                  .ok());
   ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.messages.empty(); }));
   ASSERT_TRUE(p.client->call([&] { return p.client->set_remote_key(p.to_server, mr->packed_rkey); }).ok());
   std::vector<std::uint8_t> a(150000), b(64);
@@ -138,8 +141,10 @@ TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
     cv.notify_all();
   };
   const auto base = reinterpret_cast<std::uint64_t>(mr->base);
-  ASSERT_TRUE(p.client->call([&] { return p.client->get(p.to_server, base + 1000, a.data(), a.size(), cb); }).ok());
-  ASSERT_TRUE(p.client->call([&] { return p.client->get(p.to_server, base + 777777, b.data(), b.size(), cb); }).ok());
+  ASSERT_TRUE(
+      p.client->call([&] { return p.client->get(p.to_server, base + 1000, a.data(), a.size(), cb); }).ok());
+  ASSERT_TRUE(
+      p.client->call([&] { return p.client->get(p.to_server, base + 777777, b.data(), b.size(), cb); }).ok());
   {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return done == 2; })) << "reads did not complete";
@@ -152,13 +157,19 @@ TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
 TEST(TransportTest, PeerDeathReachesOnDisconnect) {
   Pair p;
   p.start();
-  ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1})); }).ok());
+  ASSERT_TRUE(p.client->call([&] {
+                        return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
+                      })
+                  .ok());
   ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.messages.empty(); }));
   p.server.reset();  // closes every endpoint by force
   ASSERT_TRUE(p.client_h.wait([&] { return !p.client_h.disconnects.empty(); }, 15s)) << "death not seen";
   EXPECT_NE(p.client_h.disconnects[0].find("127.0.0.1"), std::string::npos) << p.client_h.disconnects[0];
   EXPECT_FALSE(p.client->call([&] { return p.client->connected(p.to_server); }));
-  EXPECT_FALSE(p.client->call([&] { return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1})); }).ok());
+  EXPECT_FALSE(p.client->call([&] {
+                         return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
+                       })
+                   .ok());
 }
 
 TEST(TransportTest, ConnectingToNobodyFails) {
@@ -176,7 +187,8 @@ TEST(TransportTest, ConnectingToNobodyFails) {
   auto id = (*t)->call([&] { return (*t)->connect({"127.0.0.1", port}); });
   if (id.ok()) {
     (void)(*t)->call([&] { return (*t)->send(*id, wire::encode(wire::Ping{1, 1})); });
-    EXPECT_TRUE(h.wait([&] { return !h.disconnects.empty(); }, 15s)) << "the failed connection was not reported";
+    EXPECT_TRUE(h.wait([&] { return !h.disconnects.empty(); }, 15s))
+        << "the failed connection was not reported";
   }
 }
 

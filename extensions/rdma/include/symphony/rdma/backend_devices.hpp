@@ -39,7 +39,8 @@ class BackendDevices {
   virtual Executor& executor(std::size_t device) = 0;
   // Before the batch runs: its model and each request's input bytes (valid
   // until take_outputs). An error fails the batch before it runs.
-  virtual Status prepare(BatchId batch, const std::string& model, std::vector<std::span<const std::uint8_t>> inputs) {
+  virtual Status prepare(BatchId batch, const std::string& model,
+                         std::vector<std::span<const std::uint8_t>> inputs) {
     (void)batch;
     (void)model;
     (void)inputs;
@@ -57,6 +58,7 @@ class BackendDevices {
 };
 
 // "emulated:N": N emulated GPUs named `prefix`/emulated:i.
-Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec, const std::string& prefix);
+Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
+                                                              const std::string& prefix);
 
 }  // namespace symphony::rdma

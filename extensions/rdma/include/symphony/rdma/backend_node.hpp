@@ -45,9 +45,9 @@ struct BackendOptions {
   std::string devices = "emulated:1";  // emulated:N, when `device_set` is not given
   // The devices (make_emulated_devices, make_torch_devices); null: made from `devices`.
   std::unique_ptr<BackendDevices> device_set;
-  std::string name;                    // in logs; default backend-<pid>
-  std::uint32_t output_bytes = 16;     // per request, >= 8
-  std::string exec_log;                // append "<frontend incarnation> <request id>" per executed request
+  std::string name;                 // in logs; default backend-<pid>
+  std::uint32_t output_bytes = 16;  // per request, >= 8
+  std::string exec_log;             // append "<frontend incarnation> <request id>" per executed request
   std::string ucx_tls = "tcp";
   bool verbose = false;
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp

@@ -34,7 +34,7 @@ Result<TorchModelSpec> parse_torch_model_spec(const std::string& text);
 // "cpu", "cpu:N" (N CPU workers) or "cuda", "cuda:0,1" (CUDA builds);
 // `cpu_threads` intra-op threads per CPU worker.
 Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,
-                                                           const std::vector<TorchModelSpec>& models, int cpu_threads,
-                                                           const std::string& prefix);
+                                                           const std::vector<TorchModelSpec>& models,
+                                                           int cpu_threads, const std::string& prefix);
 
 }  // namespace symphony::rdma

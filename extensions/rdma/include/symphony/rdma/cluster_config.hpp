@@ -54,7 +54,8 @@ struct ClusterSettings {
   std::uint32_t max_requests = 1u << 18;
   std::uint32_t max_input_bytes = 16u << 20;
   std::string ucx_tls = "tcp";
-  Duration progress_spin = Duration::zero();  // the scheduler's network thread polls this long before sleeping
+  Duration progress_spin =
+      Duration::zero();  // the scheduler's network thread polls this long before sleeping
 };
 
 struct ClusterConfig {

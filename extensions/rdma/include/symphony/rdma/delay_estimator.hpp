@@ -27,7 +27,8 @@ namespace symphony::rdma {
 class WindowedPercentile {
  public:
   // REQUIRES: window >= 1, max_age > 0.
-  WindowedPercentile(std::uint32_t window, Duration max_age) : ring_(window), at_(window), max_age_(max_age) {}
+  WindowedPercentile(std::uint32_t window, Duration max_age)
+      : ring_(window), at_(window), max_age_(max_age) {}
 
   void add(TimePoint now, Duration d) noexcept {
     ring_[next_] = d.ns() < 0 ? 0 : d.ns();
@@ -84,7 +85,8 @@ class BatchCostFit {
   };
 
   // REQUIRES: window >= 1, max_age > 0.
-  BatchCostFit(std::uint32_t window, Duration max_age) : b_(window), cost_(window), at_(window), max_age_(max_age) {}
+  BatchCostFit(std::uint32_t window, Duration max_age)
+      : b_(window), cost_(window), at_(window), max_age_(max_age) {}
 
   void add(TimePoint now, std::uint32_t items, Duration cost) noexcept {
     b_[next_] = static_cast<double>(items);

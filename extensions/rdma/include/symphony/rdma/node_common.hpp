@@ -22,13 +22,14 @@ inline std::function<void(std::string_view)> stderr_logger(std::string name) {
   return [name = std::move(name)](std::string_view msg) {
     const auto now = std::chrono::system_clock::now();
     const std::time_t t = std::chrono::system_clock::to_time_t(now);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
     std::tm tm{};
     localtime_r(&t, &tm);
     char ts[32];
     std::strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-    std::fprintf(stderr, "[%s.%03d %s] %.*s\n", ts, static_cast<int>(ms), name.c_str(), static_cast<int>(msg.size()),
-                 msg.data());
+    std::fprintf(stderr, "[%s.%03d %s] %.*s\n", ts, static_cast<int>(ms), name.c_str(),
+                 static_cast<int>(msg.size()), msg.data());
     std::fflush(stderr);
   };
 }

@@ -55,7 +55,7 @@ namespace symphony::rdma {
 struct SchedulerOptions {
   HostPort listen{"0.0.0.0", 0};
   ClusterConfig config;
-  bool verbose = false;  // log every peer's transports and every delay update
+  bool verbose = false;                       // log every peer's transports and every delay update
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };
 

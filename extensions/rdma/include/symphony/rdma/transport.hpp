@@ -34,8 +34,8 @@
 //
 //   struct Echo : Transport::Handler {
 //     Transport* t;
-//     void on_message(ConnId c, std::span<const std::uint8_t> m) override { (void)t->send(c, {m.begin(), m.end()}); }
-//     void on_disconnect(ConnId, const Status&) override {}
+//     void on_message(ConnId c, std::span<const std::uint8_t> m) override { (void)t->send(c, {m.begin(),
+//     m.end()}); } void on_disconnect(ConnId, const Status&) override {}
 //   } h;
 //   auto t = Transport::create({.name = "echo"}, h);
 //   (*t)->call([&] { return (*t)->listen({"127.0.0.1", 0}); });
@@ -65,10 +65,10 @@ namespace symphony::rdma {
 // message.
 Status ucx_error(ucs_status_t st, const char* call, const char* file, int line);
 
-#define SYMPHONY_UCX_TRY(expr)                                                          \
-  do {                                                                                  \
-    const ucs_status_t symphony_ucx_st_ = (expr);                                       \
-    if (symphony_ucx_st_ != UCS_OK)                                                     \
+#define SYMPHONY_UCX_TRY(expr)                                                         \
+  do {                                                                                 \
+    const ucs_status_t symphony_ucx_st_ = (expr);                                      \
+    if (symphony_ucx_st_ != UCS_OK)                                                    \
       return ::symphony::rdma::ucx_error(symphony_ucx_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
@@ -85,15 +85,15 @@ using ConnId = std::uint64_t;
 inline constexpr ConnId kNoConn = 0;
 
 struct TransportOptions {
-  std::string name = "symphony";  // in logs
+  std::string name = "symphony";               // in logs
   Duration tick = Duration::milliseconds(10);  // Handler::on_tick period
-  Duration idle_spin = Duration::zero();      // progress this long before sleeping when idle
+  Duration idle_spin = Duration::zero();       // progress this long before sleeping when idle
   // UCX_TLS when the environment does not set it. TCP by default: on these
   // machines there is no RDMA NIC, and an shm+tcp mix has been seen to hang
   // after a peer restarts. Set UCX_TLS (e.g. rc,tcp or all) to let UCX use
   // InfiniBand/RoCE where a NIC has it.
   std::string tls = "tcp";
-  bool show_transports = false;  // log each connection's lanes (ucp_ep_print_info)
+  bool show_transports = false;               // log each connection's lanes (ucp_ep_print_info)
   std::function<void(std::string_view)> log;  // default: stderr
 };
 
@@ -188,7 +188,8 @@ class Transport {
   Status set_remote_key(ConnId c, std::span<const std::uint8_t> packed);
   // Reads len bytes at remote_addr of c's peer into local (one-sided);
   // done(status) runs on the progress thread when the read completes or fails.
-  Status get(ConnId c, std::uint64_t remote_addr, void* local, std::size_t len, std::function<void(Status)> done);
+  Status get(ConnId c, std::uint64_t remote_addr, void* local, std::size_t len,
+             std::function<void(Status)> done);
   // The lanes UCX chose for c, as ucp_ep_print_info writes them.
   std::string describe_transports(ConnId c) const;
   std::size_t connections() const noexcept { return by_ep_.size(); }

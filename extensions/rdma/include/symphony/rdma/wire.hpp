@@ -173,7 +173,7 @@ struct BatchDone {
 
 // ---- hot messages: fixed-size entries read through views ------------------------
 
-struct SubmitEntry {  // 32 bytes
+struct SubmitEntry {          // 32 bytes
   std::uint64_t request = 0;  // the frontend's request id
   std::uint64_t addr = 0;     // input: remote address in the frontend's pool
   std::uint32_t len = 0;      // input bytes
@@ -267,7 +267,9 @@ class Writer {
   Writer& i64(std::int64_t v) { return u64(static_cast<std::uint64_t>(v)); }
   Writer& bytes(const void* p, std::size_t n);
   // A u32 length and the bytes.
-  Writer& str(std::string_view s) { return u32(static_cast<std::uint32_t>(s.size())).bytes(s.data(), s.size()); }
+  Writer& str(std::string_view s) {
+    return u32(static_cast<std::uint32_t>(s.size())).bytes(s.data(), s.size());
+  }
   // Overwrites the u32 at `offset` (a count reserved earlier).
   void patch_u32(std::size_t offset, std::uint32_t v);
   std::size_t size() const noexcept { return buf_.size(); }
