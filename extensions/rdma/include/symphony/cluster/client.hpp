@@ -23,8 +23,9 @@
 //
 // Guarantees: infer/infer_async are thread-safe and never block on the
 // network (they copy the input and queue it); callbacks run on the client's
-// network thread, so they must be quick and must not wait on a future of
-// this client. Every accepted request gets exactly one callback.
+// network thread, so they must be quick and must neither wait on a future of
+// this client nor call close(). Every accepted request gets exactly one
+// callback.
 //
 //   auto c = std::move(*Client::connect({.scheduler = "10.0.0.1:7000", .token = "secret"}));
 //   (void)c->wait_ready(Duration::seconds(5));
