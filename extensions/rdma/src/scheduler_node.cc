@@ -212,6 +212,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   BatchCostFit data_;  // a batch's input reads against its requests
   TimePoint next_ping_, next_delay_update_;
   std::uint64_t ping_seq_ = 0;
+  bool capped_logged_ = false;
   mutable std::mutex learned_mu_;
   Learned learned_;
 
@@ -885,6 +886,22 @@ void SchedulerNode::Impl::update_delays(TimePoint now) {
     d.ctrl = max(floors_.ctrl, ctrl_.percentile(q, now) + reads.fixed);
     d.data = max(floors_.data, reads.per_item);
     d.resp = max(floors_.resp, resp_.percentile(q, now));
+    // A cap: a few slow outliers in a thin window (a paused process, a
+    // loaded host) must not make every model unservable. Planning for more
+    // than a quarter of the tightest SLO in d_ctrl and d_resp would drop
+    // nearly every request as infeasible; beyond it requests run and may be
+    // late, which the frontends report.
+    Duration tightest = Duration::infinite();
+    for (const ModelConfig& m : models_) tightest = min(tightest, m.slo);
+    const Duration cap = max(tightest / 4, max(floors_.ctrl, floors_.resp));
+    if (d.ctrl > cap || d.resp > cap) {
+      if (!capped_logged_ || opts_.verbose)
+        log("learned delays d_ctrl " + us(d.ctrl) + " / d_resp " + us(d.resp) + " capped at " + us(cap) +
+            " (a quarter of the tightest SLO)");
+      capped_logged_ = true;
+      d.ctrl = min(d.ctrl, cap);
+      d.resp = min(d.resp, cap);
+    }
   }
   Delays old;
   {

@@ -130,7 +130,8 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
   const std::uint8_t a[3] = {1, 2, 3}, b[1] = {9};
   ob.add(10, a);
   ob.add(11, b);
-  Result<OutputsView> ov = decode_outputs(std::move(ob).finish());
+  const Bytes om = std::move(ob).finish();  // views point into the bytes: keep them
+  Result<OutputsView> ov = decode_outputs(om);
   ASSERT_TRUE(ov.ok()) << ov.status().message();
   ASSERT_EQ(ov->entries.size(), 2u);
   EXPECT_EQ(ov->entries[1].request, 11u);
@@ -140,7 +141,8 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
   OutcomesBuilder cb("backend 'b1' lost");
   cb.add({5, static_cast<std::uint8_t>(Outcome::kError), 0});
   cb.add({6, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
-  Result<OutcomesView> cv = decode_outcomes(std::move(cb).finish());
+  const Bytes cm = std::move(cb).finish();
+  Result<OutcomesView> cv = decode_outcomes(cm);
   ASSERT_TRUE(cv.ok()) << cv.status().message();
   EXPECT_EQ(cv->text, "backend 'b1' lost");
   EXPECT_EQ(cv->entries[1].reason, static_cast<std::uint8_t>(DropReason::kExpired));
