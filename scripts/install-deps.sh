@@ -25,6 +25,9 @@ PACKAGES=(
   python3-matplotlib python3-yaml
   # pip install of the bindings (offline: pip install --no-build-isolation .)
   python3-pip python3-setuptools python3-wheel python3-venv
+  # the cluster extension (extensions/rdma): UCX, ucx_info, and clang's
+  # libFuzzer for the wire-protocol fuzzer; iproute2 for the network-namespace test
+  libucx-dev ucx-utils clang-14 libclang-rt-14-dev iproute2
 )
 
 say() { printf '[install-deps] %s\n' "$*" >&2; }

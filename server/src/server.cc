@@ -12,7 +12,7 @@
 
 #include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
-#include "symphony/runtime/runtime.hpp"
+#include "symphony/runtime/any_runtime.hpp"
 #include "symphony/server/executors.hpp"
 #include "symphony/server/profiler.hpp"
 #include "symphony/server/torch_model.hpp"
@@ -22,35 +22,6 @@
 
 namespace symphony::server {
 namespace {
-
-// The runtime, type-erased over the exec policy (one instantiation each).
-class RuntimeHandle {
- public:
-  virtual ~RuntimeHandle() = default;
-  virtual Result<ModelId> add_model(ModelConfig mc) = 0;
-  virtual Status remove_model(ModelId id) = 0;
-  virtual Result<GpuId> add_gpu(std::unique_ptr<Executor> e) = 0;
-  virtual SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) = 0;
-  virtual void stop(StopMode mode) = 0;
-  virtual RuntimeStats stats() = 0;
-};
-
-template <class Sink, class Exec, class Gather>
-class RuntimeOf final : public RuntimeHandle {
- public:
-  explicit RuntimeOf(std::unique_ptr<Runtime<Sink, Exec, Gather>> rt) : rt_(std::move(rt)) {}
-  Result<ModelId> add_model(ModelConfig mc) override { return rt_->add_model(std::move(mc)); }
-  Status remove_model(ModelId id) override { return rt_->remove_model(id); }
-  Result<GpuId> add_gpu(std::unique_ptr<Executor> e) override { return rt_->add_gpu(std::move(e)); }
-  SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) override {
-    return rt_->submit(m, tag, deadline);
-  }
-  void stop(StopMode mode) override { rt_->stop(mode); }
-  RuntimeStats stats() override { return rt_->stats(); }
-
- private:
-  std::unique_ptr<Runtime<Sink, Exec, Gather>> rt_;
-};
 
 std::string ms_string(Duration d) {
   char buf[32];
@@ -120,7 +91,7 @@ struct Server::Impl final : BatchRunner {
 
   OutcomeSink sink{this};
   std::unique_ptr<EmulatedGpus> emulated_pool;  // outlives the runtime (destroyed after it)
-  std::unique_ptr<RuntimeHandle> runtime;
+  std::unique_ptr<AnyRuntime<OutcomeSink>> runtime;
   std::mutex control_mu;  // start, stop, add/remove model
   std::atomic<bool> running{false};
   bool stopped = false;
@@ -392,14 +363,9 @@ struct Server::Impl final : BatchRunner {
                                         [](const DeviceSpec& d) { return d.kind == DeviceKind::kCuda; });
       rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
     }
-    Status s = visit_policy(opts.policy, [&](auto exec, auto gather) -> Status {
-      using Rt = Runtime<OutcomeSink, decltype(exec), decltype(gather)>;
-      auto rt = Rt::create(rc, sink, std::move(exec), gather);
-      if (!rt.ok()) return rt.status();
-      runtime = std::make_unique<RuntimeOf<OutcomeSink, decltype(exec), decltype(gather)>>(std::move(*rt));
-      return {};
-    });
-    if (!s.ok()) return s;
+    auto rt = make_runtime(rc, sink, opts.policy);
+    if (!rt.ok()) return rt.status();
+    runtime = std::move(*rt);
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
     std::size_t replica = 0;
     for (auto& d : devices) {

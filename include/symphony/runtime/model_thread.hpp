@@ -146,6 +146,7 @@ class ModelThread {
   }
   RuntimeStats stats() const { return stats_; }
   const Shard& shard() const noexcept { return shard_; }
+  void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
 
  private:
   struct Adapter {
