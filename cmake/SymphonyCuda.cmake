@@ -21,7 +21,15 @@ if(NOT SYMPHONY_WITH_CUDA STREQUAL "OFF" AND NOT SYMPHONY_CORE_TESTS_ONLY)
     # One CUDA runtime per process: libtorch links the shared one.
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
+    # CMake 3.25's FindCUDAToolkit sets a property on CUDA::nvToolsExt, which
+    # CUDA 12.9+ no longer ships, whenever the project requires CMake >= 3.25
+    # (fixed in later CMake): look the toolkit up as a 3.24 project would.
+    set(_symphony_min_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    if(CMAKE_VERSION VERSION_LESS 3.26)
+      set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+    endif()
     find_package(CUDAToolkit)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${_symphony_min_version})
     if(CUDAToolkit_FOUND AND TARGET CUDA::cudart)
       set(SYMPHONY_HAVE_CUDA_TOOLKIT ON)
       if(SYMPHONY_CCACHE_PROGRAM)
