@@ -86,17 +86,23 @@ CudaExecutorStats EventCompleter::stats() const {
   return stats_;
 }
 
-std::string EventCompleter::wait_for_end(const CudaBatch& f) const {
+std::string EventCompleter::wait_for_end(const CudaBatch& f, bool* hung) const {
   // Sleep through most of the batch: a spinning thread per GPU would take a
   // core from the shards for as long as the GPU is busy.
   const Duration lead = max(kPollBefore, f.batch.predicted / 4);
   const TimePoint wake = f.expected_end_ - lead;
   if (SteadyClock{}.now() < wake)
     std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(wake.ns())));
+  const TimePoint give_up = f.expected_end_ + kHangAfter + f.batch.predicted * 10;
   for (;;) {
     const cudaError_t q = cudaEventQuery(f.end_);
     if (q == cudaSuccess) return {};
     if (q != cudaErrorNotReady) return "CUDA error while the batch ran: " + cuda_error_text(q);
+    if (SteadyClock{}.now() > give_up) {
+      *hung = true;
+      return "the GPU did not finish the batch within " + std::to_string((give_up - f.began_).to_seconds()) +
+             " s; it may be hung";
+    }
     std::this_thread::yield();
   }
 }
@@ -112,7 +118,8 @@ void EventCompleter::loop() {
       f = queue_.front().get();
     }
     std::string error = f->error;
-    if (error.empty()) error = wait_for_end(*f);
+    bool hung = false;
+    if (error.empty()) error = wait_for_end(*f, &hung);
     const TimePoint end = SteadyClock{}.now();
     if (error.empty()) {
       float ms = 0, gap_ms = 0;
@@ -150,6 +157,9 @@ void EventCompleter::loop() {
       give_event(prev_end_);
       prev_end_ = nullptr;
       prev_planned_end_ = TimePoint::neg_infinite();
+      if (hung) {  // its events may still be pending on the GPU: never reuse them
+        f->start_ = f->end_ = nullptr;
+      }
       give_event(f->end_);
       f->end_ = nullptr;
     }

@@ -28,7 +28,8 @@
 //    serializes its launches); stats() from any thread;
 //  - every batch handed to launched() is reported exactly once, in launch
 //    order; a batch whose launch failed (CudaBatch::error set) is reported as
-//    an error without waiting for the GPU;
+//    an error without waiting for the GPU, and one still running kHangAfter
+//    after its predicted end as an error too (a hung GPU);
 //  - events are pooled: none is created per batch once the pool is warm;
 //  - the destructor completes and reports every batch handed over, then
 //    joins the thread.
@@ -128,12 +129,16 @@ class EventCompleter {
   // A batch planned to start within this of the previous one's predicted end
   // counts as planned back to back.
   static constexpr Duration kPlannedSlack = Duration::microseconds(1);
+  // A batch still running this long (plus ten times l(b)) after its
+  // predicted end fails with an error naming a hung GPU, so that its
+  // requests end rather than wait forever.
+  static constexpr Duration kHangAfter = Duration::seconds(30);
 
  private:
   cudaEvent_t take_event();
   void give_event(cudaEvent_t e);
   void loop();
-  std::string wait_for_end(const CudaBatch& f) const;
+  std::string wait_for_end(const CudaBatch& f, bool* hung) const;
 
   const int device_;
 
