@@ -12,8 +12,9 @@ if(NOT TARGET symphony::gpu)
   if(SYMPHONY_WITH_CUDA STREQUAL "OFF")
     set(_skip "SYMPHONY_WITH_CUDA=OFF")
   else()
-    set(_skip "no CUDA toolkit (nvcc and cudart) was found at configure time (looked on PATH, in $CUDACXX and "
-              "/usr/local/cuda/bin); install CUDA at /usr/local/cuda and reconfigure to compile-check the CUDA executors")
+    string(CONCAT _skip "no CUDA toolkit (nvcc and cudart) was found at configure time (looked on PATH, in "
+      "$CUDACXX and /usr/local/cuda/bin); install CUDA at /usr/local/cuda and reconfigure to compile-check the "
+      "CUDA executors")
   endif()
   set_property(GLOBAL PROPERTY SYMPHONY_CUDA_CHECK_SKIP "${_skip}")
   return()
