@@ -9,9 +9,10 @@ Two bars:
   2. 8 Python threads push >= 50 k requests/s into a server on emulated
      devices.
 
-Usage (after `cmake --build --preset release`):
+Usage (after `cmake --build --preset release`; the C++ path is the module
+symphony_bench, built from bench/python_bench.cc into build/release/bench):
 
-    PYTHONPATH=build/release/bindings/python /usr/bin/python3 bench/bench_python.py \
+    PYTHONPATH=build/release/bindings/python:build/release/bench /usr/bin/python3 bench/bench_python.py \
         [--models build/release/tests/models] [--repeats 5]
 
 Every figure is measured `--repeats` times, interleaving the Python and C++
@@ -33,7 +34,14 @@ from concurrent.futures import Future
 import torch
 
 import symphony
+import symphony_bench  # bench/python_bench.cc
 from symphony import _core
+
+
+def submit_cpp(s: symphony.Server, model: str, n: int, threads: int, x=None, rate: float = 0.0):
+    """Server::infer_async from C++ threads on the same server: (seconds, requests ok or late)."""
+    example = torch.utils.dlpack.to_dlpack(x) if x is not None else None
+    return symphony_bench.submit_cpp(s._core._native_handle(), model, n, threads, example, rate)
 
 
 def load() -> str:
@@ -67,7 +75,7 @@ def python_calls(s: symphony.Server, model: str, x, n: int):
 
 def cpp_calls(s: symphony.Server, model: str, x, n: int) -> float:
     """One C++ thread, n infer_async() calls with a no-op callback: us per call."""
-    return s._core._bench_submit_cpp(model, n, 1, x)[0] / n * 1e6
+    return submit_cpp(s, model, n, 1, x)[0] / n * 1e6
 
 
 def breakdown(n: int) -> dict:
@@ -78,7 +86,7 @@ def breakdown(n: int) -> dict:
     kept = [Future() for _ in range(n)]
     out["a bare concurrent.futures.Future(), created and kept"] = (time.perf_counter() - t0) / n * 1e6
     del kept
-    raw = _core.Server("emulated:8", "deferred", 1, 1, 64, 1 << 20, 1.0, "p90", 32, 10, None, lambda items: None, False)
+    raw = _core.Server("emulated:8", "deferred", "target_batch", 1, 1, 64, 1 << 20, 1.0, "p90", 32, 10, None, lambda items: None, False)
     raw.add_model("m", "", [], 50.0, 128, "auto", 0.01, 0.5)
     raw.start()
     token, submit = object(), raw.submit
@@ -191,7 +199,7 @@ def throughput(args) -> None:
                 st = s.stats()["models"]["m"]
             # The same offered rate from one C++ thread, on a fresh server with the same settings.
             with emulated_server(margin_ms=5) as c:
-                _, cpp_ok = c._core._bench_submit_cpp("m", total, 1, None, pushed)
+                _, cpp_ok = submit_cpp(c, "m", total, 1, None, pushed)
             rows.append((pushed, resolved, ok, st["mean_batch"], st["latency_ms"]["p99"], cpp_ok / total,
                          min(counts), max(counts)))
         print(f"Each run: {args.threads} threads call infer() in a loop for {args.seconds:g} s, {what}, on "
@@ -212,7 +220,7 @@ def throughput(args) -> None:
     secs = []
     for _ in range(args.repeats):
         with emulated_server(margin_ms=5) as c:
-            secs.append(c._core._bench_submit_cpp("m", 200_000, args.threads, None, 0.0)[0])
+            secs.append(submit_cpp(c, "m", 200_000, args.threads)[0])
     print(f"\nFor scale: {args.threads} C++ threads submit 200 k requests (Server::infer_async, no-op callback) "
           f"at {200_000 / statistics.median(secs):,.0f} req/s (median of {args.repeats}).")
 

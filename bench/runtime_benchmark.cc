@@ -23,9 +23,9 @@
 #include <readerwriterqueue/readerwriterqueue.h>
 
 #include "symphony/runtime/doorbell.hpp"
-#include "symphony/runtime/latency_histogram.hpp"
-#include "symphony/runtime/stress.hpp"
-#include "symphony/spsc_ring.hpp"
+#include "symphony/latency_histogram.hpp"
+#include "stress.hpp"  // tools/
+#include "symphony/runtime/spsc_ring.hpp"
 
 namespace symphony {
 namespace {

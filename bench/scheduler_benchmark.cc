@@ -19,7 +19,7 @@ void run_requests(benchmark::State& state, Exec exec = {}) {
   const auto models = static_cast<std::uint32_t>(state.range(0));
   const auto gpus = static_cast<std::uint32_t>(state.range(1));
   CountingSink sink;
-  using Sim = sim::Simulator<CountingSink, Exec, SlidingWindow, sim::ExactTiming, Timers>;
+  using Sim = sim::Simulator<CountingSink, Exec, SlidingWindowGather, sim::ExactTiming, Timers>;
   auto sim = std::move(*Sim::create(bench_config(models, gpus), sink, std::move(exec)));
   for (std::uint32_t m = 0; m < models; ++m) (void)sim->scheduler().add_model(resnet_like(m));
   for (std::uint32_t g = 0; g < gpus; ++g) (void)sim->scheduler().add_gpu();

@@ -25,8 +25,8 @@ ExperimentSpec stagger(ExecKind exec, GatherKind gather) {
   l.rate = 5000;
   e.loads = {l};
   e.gpus = 8;
-  e.exec = exec;
-  e.gather = gather;
+  e.policy.exec = exec;
+  e.policy.gather = gather;
   e.duration = Duration::seconds(20);  // 100 k requests per iteration
   e.warmup = Duration::seconds(1);
   return e;
@@ -78,7 +78,7 @@ void BM_SimulateZoo(benchmark::State& state) {
     e.loads.push_back(l);
   }
   e.gpus = 64;
-  e.exec = static_cast<ExecKind>(state.range(0));
+  e.policy.exec = static_cast<ExecKind>(state.range(0));
   e.duration = Duration::seconds(5);
   e.warmup = Duration::seconds(1);
   std::uint64_t requests = 0;

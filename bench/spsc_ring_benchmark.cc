@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "symphony/spsc_ring.hpp"
+#include "symphony/runtime/spsc_ring.hpp"
 
 namespace symphony::bench {
 namespace {

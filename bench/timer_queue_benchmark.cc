@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "support/set_timer_queue.hpp"  // tests/support: the std::set baseline
 
 namespace symphony::bench {
 namespace {
@@ -66,7 +67,7 @@ class RecordingTimerQueue {
 void record_once() {
   if (!trace().ops.empty()) return;
   CountingSink sink;
-  using Sim = sim::Simulator<CountingSink, DeferredPolicy, SlidingWindow, sim::ExactTiming, RecordingTimerQueue>;
+  using Sim = sim::Simulator<CountingSink, DeferredPolicy, SlidingWindowGather, sim::ExactTiming, RecordingTimerQueue>;
   auto sim = std::move(*Sim::create(bench_config(64, 64), sink));
   for (std::uint32_t m = 0; m < 64; ++m) (void)sim->scheduler().add_model(resnet_like(m));
   for (std::uint32_t g = 0; g < 64; ++g) (void)sim->scheduler().add_gpu();

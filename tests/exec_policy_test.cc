@@ -34,9 +34,7 @@ TEST(DeferredPolicyTest, AFullBatchGoesAtEarliest) {
   EXPECT_EQ(DeferredPolicy{}.exec(in.make(16, 1_ms, 100_ms)), at(1_ms));
 }
 
-TEST(DeferredPolicyTest, NamesAndOptions) {
-  EXPECT_EQ(DeferredPolicy::paper().name(), "deferred:paper");
-  EXPECT_EQ(DeferredPolicy{}.name(), "deferred");
+TEST(DeferredPolicyTest, Options) {
   EXPECT_TRUE(DeferredOptions::paper().is_paper());
   EXPECT_FALSE(DeferredOptions{}.is_paper());
   EXPECT_EQ(DeferredOptions{}.min_gain, 0.05);
@@ -113,31 +111,6 @@ TEST(DeferredPolicyTest, MissFeedbackScalesTheWidening) {
   EXPECT_EQ(DeferredPolicy{}.exec(c), at(88_ms));
 }
 
-TEST(DeferredPolicyTest, SpellingsParseAndRoundTrip) {
-  EXPECT_FALSE(parse_deferred_policy("deferred")->is_paper());
-  EXPECT_TRUE(parse_deferred_policy("deferred:paper")->is_paper());
-  auto o = parse_deferred_policy("deferred:arrival_window=2,miss_gain=8");
-  ASSERT_TRUE(o.ok()) << o.status().to_string();
-  EXPECT_EQ(o->min_gain, DeferredOptions{}.min_gain);
-  EXPECT_EQ(o->arrival_window, 2.0);
-  EXPECT_EQ(o->miss_gain, 8.0);
-  EXPECT_EQ(deferred_policy_name(*o), "deferred:min_gain=0.05,arrival_window=2,miss_gain=8");
-  EXPECT_EQ(DeferredPolicy(*o).name(), deferred_policy_name(*o));
-  for (const char* text : {"deferred", "deferred:paper", "deferred:min_gain=0.1,arrival_window=0.25"})
-    EXPECT_EQ(deferred_policy_name(*parse_deferred_policy(text)), text);
-  EXPECT_EQ(deferred_policy_name(*parse_deferred_policy("deferred:min_gain=0,arrival_window=0")), "deferred:paper");
-  const DeferredOptions odd{.min_gain = 0.123456789, .arrival_window = 1.0 / 3.0};
-  const auto back = parse_deferred_policy(deferred_policy_name(odd));
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->min_gain, odd.min_gain);
-  EXPECT_EQ(back->arrival_window, odd.arrival_window);
-  for (const char* bad : {"eager", "deferred:", "deferred:x=1", "deferred:min_gain", "deferred:min_gain=-0.1",
-                          "deferred:min_gain=inf", "deferred:min_gain=1,", "deferred:paper,min_gain=1"}) {
-    const auto r = parse_deferred_policy(bad);
-    EXPECT_FALSE(r.ok()) << bad;
-  }
-  EXPECT_NE(parse_deferred_policy("deferred:gain=1").status().message().find("'gain=1'"), std::string::npos);
-}
 
 TEST(EagerPolicyTest, AlwaysEarliest) {
   Inputs in;

@@ -135,7 +135,7 @@ TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
   ExactlyOnceSink sink(4);
   ManualGpus gpus;
   auto rt =
-      std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatch>::create(small_config(1, 2, 1), sink));
+      std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatchGather>::create(small_config(1, 2, 1), sink));
   const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 8));
   (void)rt->add_gpu(gpus.make_executor());
   ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);

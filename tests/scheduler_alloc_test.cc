@@ -66,7 +66,7 @@ struct CountingSink {
   }
 };
 
-template <class Exec, class Gather = SlidingWindow>
+template <class Exec, class Gather = SlidingWindowGather>
 void expect_no_allocations(Exec exec) {
   CountingSink sink;
   SchedulerConfig cfg;
@@ -112,7 +112,7 @@ TEST(SchedulerAllocationTest, TimeoutHotPathDoesNotAllocate) {
   expect_no_allocations(TimeoutPolicy(Duration::milliseconds(3)));
 }
 TEST(SchedulerAllocationTest, TargetBatchHotPathDoesNotAllocate) {
-  expect_no_allocations<DeferredPolicy, TargetBatch>(DeferredPolicy{});
+  expect_no_allocations<DeferredPolicy, TargetBatchGather>(DeferredPolicy{});
 }
 
 TEST(SchedulerAllocationTest, CounterSeesAllocations) {

@@ -214,8 +214,8 @@ std::uint64_t run_timing(const RunParams& p, sim::Rng& rng, Exec exec, std::stri
 
 template <class Exec>
 std::uint64_t run_gather(const RunParams& p, sim::Rng& rng, Exec exec, std::string& failure) {
-  if (rng.uniform() < 0.5) return run_timing<Exec, SlidingWindow>(p, rng, std::move(exec), failure);
-  return run_timing<Exec, TargetBatch>(p, rng, std::move(exec), failure);
+  if (rng.uniform() < 0.5) return run_timing<Exec, SlidingWindowGather>(p, rng, std::move(exec), failure);
+  return run_timing<Exec, TargetBatchGather>(p, rng, std::move(exec), failure);
 }
 
 TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "support/test_support.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/sim/random.hpp"
 #include "symphony/sim/simulator.hpp"
 
@@ -248,7 +249,7 @@ TEST(SchedulerDeferralRulesTest, AWeakBatchingModelIsNotDeferred) {
   };
   for (const Case& c : {Case{DeferredPolicy{}, 0.0}, Case{DeferredPolicy::paper(), 15.825},
                         Case{DeferredPolicy(DeferredOptions{.min_gain = 0, .arrival_window = 1}), 15.825}}) {
-    SCOPED_TRACE(c.policy.name() + " min_gain " + std::to_string(c.policy.options().min_gain));
+    SCOPED_TRACE(deferred_policy_name(c.policy.options()));
     RecordingSink sink;
     auto sim = one_gpu_sim(sink, c.policy);
     ASSERT_TRUE(sim->scheduler().add_model(model_ms("bert", 7.008, 0.159, 30)).ok());
@@ -292,7 +293,7 @@ TEST(SchedulerDeferralRulesTest, TheArrivalWindowLetsAFreeingGpuTakeATightCandid
   EXPECT_EQ(adaptive.batches[2].tags, (std::vector<std::uint64_t>{101}));
 
   for (DeferredPolicy p : {DeferredPolicy::paper(), DeferredPolicy(DeferredOptions{.arrival_window = 0})}) {
-    SCOPED_TRACE(p.name());
+    SCOPED_TRACE(deferred_policy_name(p.options()));
     RecordingSink sink;
     run(p, sink);
     EXPECT_EQ(sink.count(Outcome::kOk), 2u);

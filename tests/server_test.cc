@@ -114,7 +114,7 @@ TEST(ServerTest, ThousandsOfRequestsFromManyThreadsEndExactlyOnce) {
     });
   }
   for (auto& c : clients) c.join();
-  s->stop(StopHow::kDrain);
+  s->stop(StopMode::kDrain);
   EXPECT_EQ(refused.load(), 0);
   int once = 0, with_output = 0;
   for (auto& e : ended) {
@@ -202,7 +202,7 @@ TEST(ServerTest, AModelThatThrowsFailsOnlyItsBatch) {
 
 TEST(ServerTest, DroppedFuturesAndStopWithWorkInFlightLoseNothing) {
   ensure_profile("sleepy");
-  for (StopHow how : {StopHow::kDrain, StopHow::kCancel}) {
+  for (StopMode how : {StopMode::kDrain, StopMode::kCancel}) {
     auto s = make_server();
     ASSERT_TRUE(s->add_model(model("sleepy", 5000, 4)).ok());
     ASSERT_TRUE(s->start().ok());
@@ -222,7 +222,7 @@ TEST(ServerTest, DroppedFuturesAndStopWithWorkInFlightLoseNothing) {
     const ServerStats st = s->stats();
     EXPECT_EQ(st.sent, 200u);
     EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, 200u);
-    if (how == StopHow::kCancel) {
+    if (how == StopMode::kCancel) {
       EXPECT_GT(dropped_shutdown, 0);
     }
     EXPECT_FALSE(s->infer("sleepy", {torch::zeros({4})}).ok()) << "a stopped server refuses requests";

@@ -74,7 +74,7 @@ TEST(ExperimentTest, LowLoadLeavesHighIdGpusIdle) {
   EXPECT_LE(r.summary.gpus_used, 3u);
   EXPECT_EQ(r.summary.gpu_busy_fraction[7], 0.0);
   ExperimentSpec eager = resnet(600);
-  eager.exec = ExecKind::kEager;
+  eager.policy.exec = ExecKind::kEager;
   EXPECT_EQ(run_experiment(eager)->summary.gpus_used, 8u);
 }
 
@@ -125,7 +125,7 @@ TEST(ExperimentTest, TraceReplayRunsTheRecordedRequests) {
   // is free whenever a 7 ms one arrives. (The default rule's arrival window,
   // a full 10 ms gap here, sends each 25 ms request earlier, and the GPU is
   // busy when the 7 ms one behind it arrives; docs/simulator.md.)
-  e.deferred = DeferredOptions::paper();
+  e.policy.deferred = DeferredOptions::paper();
   const RunResult r = *run_experiment(e);
   EXPECT_EQ(r.summary.total.arrived, 100u);
   // A 7 ms SLO is infeasible with l(1) = 6.125 ms only when the GPU is busy; alone every request fits.

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "symphony/sim/histogram.hpp"
 
 namespace symphony::sim {
 namespace {
@@ -53,23 +52,6 @@ MetricsConfig config(double begin_ms, double end_ms, std::uint32_t gpus = 2) {
   c.begin = ms(begin_ms);
   c.end = ms(end_ms);
   return c;
-}
-
-TEST(DurationHistogramTest, BucketsTileTheLineAndPercentilesAreWithinPrecision) {
-  for (std::uint32_t i = 0; i + 1 < DurationHistogram::kBuckets; ++i) {
-    ASSERT_EQ(DurationHistogram::upper_bound(i) + 1, DurationHistogram::lower_bound(i + 1)) << i;
-    ASSERT_EQ(DurationHistogram::index(static_cast<std::uint64_t>(DurationHistogram::lower_bound(i))), i);
-  }
-  DurationHistogram h;
-  for (int v = 1; v <= 1000; ++v) h.record(Duration::microseconds(v * 37));
-  EXPECT_EQ(h.count(), 1000u);
-  for (double q : {0.5, 0.9, 0.99, 0.999, 1.0}) {
-    const double exact = 37.0 * std::ceil(q * 1000 - 1e-9);
-    EXPECT_NEAR(h.percentile(q).to_us(), exact, exact * 0.002 + 1e-3) << q;
-  }
-  EXPECT_EQ(h.min(), Duration::microseconds(37));
-  EXPECT_EQ(h.max(), Duration::microseconds(37000));
-  EXPECT_NEAR(h.mean().to_us(), 37 * 500.5, 0.01);
 }
 
 TEST(MetricsTest, CountsOutcomesAndDropReasonsInsideTheWindowOnly) {

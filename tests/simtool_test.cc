@@ -12,8 +12,10 @@
 #include "symphony/simtool/files.hpp"
 #include "symphony/simtool/simulate.hpp"
 
-namespace symphony::sim {
+namespace symphony::simtool {
 namespace {
+
+using namespace symphony::sim;
 
 namespace fs = std::filesystem;
 
@@ -80,8 +82,8 @@ TEST(SimConfigTest, ParsesIntoTheIntendedExperiment) {
   EXPECT_DOUBLE_EQ(e.loads[1].rate, 150);
   EXPECT_EQ(e.loads[0].arrival.kind, ArrivalProcess::Kind::kGamma);
   EXPECT_DOUBLE_EQ(e.loads[0].arrival.shape, 0.5);
-  EXPECT_EQ(e.exec, ExecKind::kDeferred);
-  EXPECT_EQ(e.gather, GatherKind::kTargetBatch);  // the default
+  EXPECT_EQ(e.policy.exec, ExecKind::kDeferred);
+  EXPECT_EQ(e.policy.gather, GatherKind::kTargetBatch);  // the default
 }
 
 TEST(SimConfigTest, ZooModelsCountsZipfAndTimeoutsAsFractionsOfTheSlo) {
@@ -106,8 +108,8 @@ models:
   EXPECT_EQ(e.models[39].slo, Duration::milliseconds(40));
   EXPECT_EQ(e.models[39].profile.latency(2), Duration::from_ms(2 * 2.050 + 5.378));
   EXPECT_EQ(e.models[39].target_batch, 5u);
-  EXPECT_EQ(e.exec, ExecKind::kTimeout);
-  EXPECT_EQ(e.gather, GatherKind::kTargetBatch);
+  EXPECT_EQ(e.policy.exec, ExecKind::kTimeout);
+  EXPECT_EQ(e.policy.gather, GatherKind::kTargetBatch);
   EXPECT_EQ(*e.models[0].timeout, Duration::from_ms(21 * 0.25));
   EXPECT_EQ(*e.models[38].timeout, Duration::milliseconds(2));  // its own timeout wins
   EXPECT_NEAR(e.loads[0].rate / e.loads[1].rate, 2.0, 1e-12);
@@ -116,63 +118,32 @@ models:
   EXPECT_NEAR(sum, 1000, 1e-9);
 }
 
-TEST(SimConfigTest, PolicyStrings) {
-  EXPECT_EQ(parse_policy("deferred").exec, ExecKind::kDeferred);
-  EXPECT_EQ(parse_policy("eager").exec, ExecKind::kEager);
-  EXPECT_EQ(parse_policy("timeout:5").timeout, Duration::milliseconds(5));
-  EXPECT_EQ(parse_policy("timeout:2.5ms").timeout, Duration::from_ms(2.5));
-  EXPECT_DOUBLE_EQ(*parse_policy("timeout:0.3slo").slo_fraction, 0.3);
-  EXPECT_EQ(parse_policy("timeout:0.3slo").to_string(), "timeout:0.3slo");
-  EXPECT_THROW(parse_policy("lazy"), ConfigError);
-  EXPECT_THROW(parse_policy("timeout:-1"), ConfigError);
-  EXPECT_THROW(parse_policy("timeout:"), ConfigError);
-}
-
-TEST(SimConfigTest, DeferredPolicyStrings) {
-  // deferred: the adaptive rule with its defaults; deferred:paper: the paper's.
-  const PolicySpec d = parse_policy("deferred");
-  EXPECT_EQ(d.deferred.min_gain, DeferredOptions{}.min_gain);
-  EXPECT_EQ(d.deferred.arrival_window, DeferredOptions{}.arrival_window);
-  EXPECT_EQ(d.to_string(), "deferred");
-  const PolicySpec p = parse_policy("deferred:paper");
-  EXPECT_EQ(p.exec, ExecKind::kDeferred);
-  EXPECT_TRUE(p.deferred.is_paper());
-  EXPECT_EQ(p.to_string(), "deferred:paper");
-  const PolicySpec o = parse_policy("deferred:min_gain=0.1,arrival_window=2");
-  EXPECT_DOUBLE_EQ(o.deferred.min_gain, 0.1);
-  EXPECT_DOUBLE_EQ(o.deferred.arrival_window, 2.0);
-  EXPECT_EQ(o.to_string(), "deferred:min_gain=0.1,arrival_window=2");
-  EXPECT_EQ(parse_policy(o.to_string()).to_string(), o.to_string());
-  const PolicySpec f = parse_policy("deferred:miss_gain=8");
-  EXPECT_EQ(f.deferred.miss_gain, 8.0);
-  EXPECT_EQ(f.deferred.arrival_window, DeferredOptions{}.arrival_window);
-  EXPECT_EQ(f.to_string(), "deferred:min_gain=0.05,arrival_window=1,miss_gain=8");
-  EXPECT_EQ(parse_policy(f.to_string()).to_string(), f.to_string());
-  const PolicySpec w = parse_policy("deferred:arrival_window=0");  // min_gain keeps its default
-  EXPECT_EQ(w.deferred.min_gain, DeferredOptions{}.min_gain);
-  EXPECT_EQ(w.deferred.arrival_window, 0.0);
-  EXPECT_TRUE(parse_policy("deferred:min_gain=0,arrival_window=0").deferred.is_paper());
-  EXPECT_EQ(parse_policy("deferred:min_gain=0,arrival_window=0").to_string(), "deferred:paper");
-  for (const char* bad : {"deferred:", "deferred:papers", "deferred:min_gain", "deferred:min_gain=-1",
-                          "deferred:min_gain=x", "deferred:window=1", "deferred:min_gain=0.1,",
-                          "deferred:miss_gain=-2"}) {
-    SCOPED_TRACE(bad);
-    EXPECT_THROW(parse_policy(bad, "--policy"), ConfigError);
-  }
+TEST(SimConfigTest, PolicyErrorsNameWhereTheyCameFrom) {
+  // The language is policy.hpp's (tests/policy_test.cc); the simulator adds
+  // where the text came from.
+  Config c = parse_config(kSmall, "<small>");
+  Overrides ov;
+  ov.policy = "deferred:windw=1";
   try {
-    parse_policy("deferred:windw=1", "--policy");
+    apply_overrides(c, ov);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--policy"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("windw"), std::string::npos) << e.what();
   }
+  try {
+    (void)parse_config(std::string(kSmall) + "policy: lazy\n", "<lazy>");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("<lazy>:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'lazy' is not one of"), std::string::npos) << e.what();
+  }
   // The policy reaches the experiment.
-  Config c = parse_config(std::string(kSmall) + "policy: deferred:paper\n", "<paper>");
-  EXPECT_TRUE(c.spec.deferred.is_paper());
-  Overrides ov;
+  c = parse_config(std::string(kSmall) + "policy: deferred:paper\n", "<paper>");
+  EXPECT_TRUE(c.spec.policy.deferred.is_paper());
   ov.policy = "deferred";
   apply_overrides(c, ov);
-  EXPECT_FALSE(c.spec.deferred.is_paper());
+  EXPECT_FALSE(c.spec.policy.deferred.is_paper());
 }
 
 TEST(SimConfigTest, RejectsBadConfigsNamingFileAndKey) {
@@ -317,10 +288,10 @@ TEST(SimConfigTest, OverridesActLikeTheCommandLine) {
   o.gpus = 5;
   o.rate = 900;
   apply_overrides(c, o);
-  EXPECT_EQ(c.spec.exec, ExecKind::kTimeout);
+  EXPECT_EQ(c.spec.policy.exec, ExecKind::kTimeout);
   EXPECT_EQ(*c.spec.models[0].timeout, Duration::from_ms(12.5));
   EXPECT_EQ(*c.spec.models[1].timeout, Duration::milliseconds(15));
-  EXPECT_EQ(c.spec.gather, GatherKind::kTargetBatch);
+  EXPECT_EQ(c.spec.policy.gather, GatherKind::kTargetBatch);
   EXPECT_EQ(c.spec.seed, 11u);
   EXPECT_EQ(c.spec.gpus, 5u);
   EXPECT_DOUBLE_EQ(c.spec.base_rate(), 900);
@@ -393,4 +364,4 @@ TEST(SimReportTest, TraceOutListsEveryBatchAndRequest) {
 }
 
 }  // namespace
-}  // namespace symphony::sim
+}  // namespace symphony::simtool

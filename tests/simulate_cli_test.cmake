@@ -51,3 +51,29 @@ endif()
 if(NOT err MATCHES "sim_bad.yaml:3:[0-9]+: workload.rate: must be >= 0")
   message(FATAL_ERROR "unexpected message for a bad config: ${err}")
 endif()
+# Bad options exit 2, with the policy language's own messages (policy.hpp),
+# the same as `serve` and `stress` print.
+foreach(case "--gather;foo;gather 'foo' is not one of: target_batch or sliding_window"
+             "--policy;lazy;policy 'lazy' is not one of: deferred"
+             "--policy;deferred:windw=1;unknown deferred option 'windw=1'"
+             "--goodput;--rate=5;--goodput excludes --rate"
+             "--gpus;0;--gpus")
+  list(GET case 0 opt)
+  list(GET case 1 val)
+  list(GET case 2 want)
+  execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml -q ${opt} ${val}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "simulate ${opt} ${val} should exit with 2, got ${rc}: ${err}")
+  endif()
+  string(FIND "${out}${err}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "simulate ${opt} ${val}: expected '${want}' in: ${out}${err}")
+  endif()
+endforeach()
+foreach(cmd stress)
+  execute_process(COMMAND ${CLI} ${cmd} --policy lazy RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "policy 'lazy' is not one of: deferred")
+    message(FATAL_ERROR "${cmd} --policy lazy: expected exit 2 and the language's message, got ${rc}: ${err}")
+  endif()
+endforeach()

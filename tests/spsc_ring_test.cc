@@ -1,4 +1,4 @@
-#include "symphony/spsc_ring.hpp"
+#include "symphony/runtime/spsc_ring.hpp"
 
 #include <gtest/gtest.h>
 

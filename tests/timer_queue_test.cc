@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "support/set_timer_queue.hpp"
+
 namespace symphony {
 namespace {
 

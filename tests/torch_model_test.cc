@@ -228,7 +228,7 @@ TEST(ProfilerTest, MeasuresAMonotoneProfileOnAGeometricGrid) {
   ASSERT_TRUE(lp.ok());
   EXPECT_EQ(lp->max_batch(), 8u);
   EXPECT_EQ(lp->latency(8), p->points.back().p90);  // the p90 column by default
-  EXPECT_EQ(p->to_latency_profile(ProfileColumn::kP99)->latency(8), p->points.back().p99);
+  EXPECT_EQ(p->to_latency_profile(profile_io::ProfileColumn::kP99)->latency(8), p->points.back().p99);
 }
 
 TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
@@ -247,7 +247,7 @@ TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
 }
 
 TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
-  MeasuredProfile p;
+  profile_io::MeasuredProfile p;
   p.model = "m";
   p.device = "cpu";
   p.inputs = {"float32[4]"};
@@ -258,19 +258,19 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   p.beta = Duration::from_ms(1);
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/profile_roundtrip.yaml";
-  ASSERT_TRUE(write_profile_file(path, p).ok());
-  auto r = read_profile_file(path);
+  ASSERT_TRUE(profile_io::write_profile_file(path, p).ok());
+  auto r = profile_io::read_profile_file(path);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->model, "m");
   ASSERT_EQ(r->points.size(), 2u);
   EXPECT_EQ(r->points[1].p99, Duration::from_ms(3.5));
   EXPECT_EQ(r->points[1].p90, Duration::from_ms(3.2));
-  EXPECT_EQ(r->to_latency_profile(ProfileColumn::kP99)->latency(2), Duration::from_ms(2.5));  // interpolated
+  EXPECT_EQ(r->to_latency_profile(profile_io::ProfileColumn::kP99)->latency(2), Duration::from_ms(2.5));  // interpolated
 
   auto write = [&](const std::string& text) {
     const std::string f = dir + "/profile_bad.yaml";
     std::ofstream(f) << text;
-    return read_profile_file(f);
+    return profile_io::read_profile_file(f);
   };
   // Three-number points (older files) read with p90 = p99.
   auto old = write("model: m\npoints: [[1, 2, 3], [2, 3, 4]]\n");
@@ -284,7 +284,7 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   EXPECT_NE(e.status().message().find("key 'points'"), std::string::npos);
   e = write("model: m\npoints: [[1, 5, 6], [2, 4, 4.5]]\n");
   EXPECT_NE(e.status().message().find("not monotone"), std::string::npos) << e.status().message();
-  EXPECT_EQ(read_profile_file(dir + "/missing.yaml").status().code(), Errc::kNotFound);
+  EXPECT_EQ(profile_io::read_profile_file(dir + "/missing.yaml").status().code(), Errc::kNotFound);
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ int run_profile(const ProfileArgs& a) {
     std::printf("%8u %12.3f %12.3f %12.3f %14.1f\n", pt.batch, pt.median.to_ms(), pt.p90.to_ms(), pt.p99.to_ms(),
                 pt.batch / pt.median.to_seconds());
   const std::string out = a.out.empty() ? default_profile_path(a.path, d) : a.out;
-  if (Status s = write_profile_file(out, *p); !s.ok()) {
+  if (Status s = profile_io::write_profile_file(out, *p); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }

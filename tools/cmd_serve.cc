@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/latency_histogram.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/server/serve_config.hpp"
 #include "symphony/server/server.hpp"
 #include "symphony/server/torch_model.hpp"
@@ -170,7 +171,7 @@ int run_serve(ServeArgs a) {
       std::fprintf(stderr, "error: --gather: %s\n", g.status().message().c_str());
       return 2;
     }
-    cfg->gather = *g;
+    cfg->policy.gather = *g;
   }
   if (!a.devices.empty()) cfg->devices = a.devices;
   if (a.duration_s > 0) {
@@ -181,7 +182,6 @@ int run_serve(ServeArgs a) {
   so.devices = cfg->devices;
   so.cpu_threads = cfg->cpu_threads;
   so.policy = cfg->policy;
-  so.gather = cfg->gather;
   so.shards = cfg->shards;
   so.delays = cfg->delays;
   so.profile_latency = cfg->profile_latency;
@@ -197,7 +197,7 @@ int run_serve(ServeArgs a) {
   std::string devs;
   for (const auto& d : srv.devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
   std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(), cfg->policy.to_string().c_str(),
-               to_string(cfg->gather).c_str());
+               std::string(to_string(cfg->policy.gather)).c_str());
   for (const auto& m : cfg->models) {
     ModelOptions mo;
     mo.name = m.name;
@@ -265,14 +265,14 @@ int run_serve(ServeArgs a) {
   }
   driver.join();
   if (!a.quiet) std::fprintf(stderr, "\n");
-  srv.stop(StopHow::kDrain);  // every request ends
+  srv.stop(StopMode::kDrain);  // every request ends
   const ServerStats fin = srv.stats();
   const double window = cfg->duration_s - cfg->warmup_s;
 
   json report;
   report["config"] = a.config;
   report["policy"] = cfg->policy.to_string();
-  report["gather"] = to_string(cfg->gather);
+  report["gather"] = std::string(to_string(cfg->policy.gather));
   report["duration_s"] = window;
   report["warmup_s"] = cfg->warmup_s;
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, refused = 0;
@@ -405,8 +405,8 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   static ServeArgs a;
   auto* cmd = app.add_subcommand("serve", "Serve TorchScript models on the configured devices under generated load");
   cmd->add_option("config", a.config, "serve config (YAML)")->required();
-  cmd->add_option("--policy", a.policy, "deferred | deferred:paper | deferred:<options> | eager | timeout:<ms> (overrides the config)");
-  cmd->add_option("--gather", a.gather, "target_batch | sliding_window (overrides the config)");
+  cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");
   cmd->add_option("--devices", a.devices,
                   "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");

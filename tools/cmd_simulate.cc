@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/simtool/simulate.hpp"
 
 namespace symphony::tools {
@@ -16,7 +17,7 @@ namespace {
 
 // Prints one progress line per search step on stderr (rewritten in place on
 // a terminal).
-class StderrProgress : public sim::Progress {
+class StderrProgress : public simtool::Progress {
  public:
   StderrProgress() : tty_(isatty(STDERR_FILENO) != 0) {}
   ~StderrProgress() override {
@@ -54,35 +55,35 @@ struct Options {
 
 int run(const Options& o) {
   try {
-    sim::Config c = sim::load_config(o.config);
-    sim::Overrides ov;
+    simtool::Config c = simtool::load_config(o.config);
+    simtool::Overrides ov;
     if (!o.policy.empty()) ov.policy = o.policy;
     if (!o.gather.empty()) ov.gather = o.gather;
     if (o.seed_set) ov.seed = o.seed;
     if (o.gpus) ov.gpus = o.gpus;
     if (o.rate > 0) ov.rate = o.rate;
-    sim::apply_overrides(c, ov);
-    sim::SimulateOptions so;
-    so.mode = o.goodput ? sim::Mode::kGoodput : (o.min_gpus > 0 ? sim::Mode::kMinGpus : sim::Mode::kRun);
+    simtool::apply_overrides(c, ov);
+    simtool::SimulateOptions so;
+    so.mode = o.goodput ? simtool::Mode::kGoodput : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
     so.min_gpus_rate = o.min_gpus;
     std::ofstream trace;
     if (!o.trace_out.empty()) {
       trace.open(o.trace_out);
-      if (!trace) throw sim::ConfigError(o.trace_out + ": cannot write the trace");
+      if (!trace) throw simtool::ConfigError(o.trace_out + ": cannot write the trace");
       so.trace_out = &trace;
     }
     StderrProgress progress;
-    const nlohmann::json report = sim::simulate(c, so, o.quiet ? nullptr : &progress);
-    const std::string text = o.json ? report.dump(2) + "\n" : sim::format_table(report);
+    const nlohmann::json report = simtool::simulate(c, so, o.quiet ? nullptr : &progress);
+    const std::string text = o.json ? report.dump(2) + "\n" : simtool::format_table(report);
     if (!o.out.empty()) {
       std::ofstream f(o.out);
       f << text;
-      if (!f) throw sim::ConfigError(o.out + ": cannot write the report");
+      if (!f) throw simtool::ConfigError(o.out + ": cannot write the report");
     } else {
       std::cout << text;
     }
     return 0;
-  } catch (const sim::ConfigError& e) {
+  } catch (const simtool::ConfigError& e) {
     std::fprintf(stderr, "symphony simulate: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
@@ -99,15 +100,14 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
   static Options o;
   cmd->add_option("config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
   cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
-  cmd->add_option("--policy", o.policy,
-                  "deferred, deferred:paper, deferred:min_gain=<x>,arrival_window=<x>, eager, timeout:<ms> or timeout:<fraction>slo (overrides the config)");
-  cmd->add_option("--gather", o.gather, "sliding_window or target_batch (overrides the config)")
-      ->check(CLI::IsMember({"sliding_window", "target_batch"}));
+  cmd->add_option("--policy", o.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--gather", o.gather, std::string(kGatherHelp) + " (overrides the config)");
   auto* goodput =
       cmd->add_flag("--goodput", o.goodput, "search the goodput (highest rate with <= 1 % bad per model)");
-  cmd->add_option("--min-gpus", o.min_gpus, "search the minimum number of GPUs serving this rate (r/s)")
-      ->check(CLI::PositiveNumber)
-      ->excludes(goodput);
+  auto* min_gpus =
+      cmd->add_option("--min-gpus", o.min_gpus, "search the minimum number of GPUs serving this rate (r/s)")
+          ->check(CLI::PositiveNumber)
+          ->excludes(goodput);
   cmd->add_option("--trace-out", o.trace_out,
                   "write every batch and request of the reported run to this CSV");
   cmd->add_option("-o,--out", o.out, "write the report to this file instead of stdout");
@@ -115,8 +115,11 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
     o.seed_set = true;
   });
   cmd->add_option("--gpus", o.gpus, "number of GPUs (overrides the config)")->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--rate", o.rate, "total offered rate in r/s (scales the config's rates)")
-      ->check(CLI::PositiveNumber);
+  // The searches set the rate themselves: a --rate beside them would be ignored.
+  cmd->add_option("--rate", o.rate, "total offered rate in r/s (scales the config's rates; not with a search)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(goodput)
+      ->excludes(min_gpus);
   cmd->add_flag("-q,--quiet", o.quiet, "no progress lines on stderr");
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;

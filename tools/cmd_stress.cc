@@ -2,7 +2,7 @@
 //
 // M identical models (l(b) = alpha*b + beta, one SLO) on K shards, G emulated
 // GPUs (each batch runs exactly l(b) in real time) and open-loop Poisson load
-// generators (include/symphony/runtime/stress.hpp). Prints the offered and
+// generators (stress.hpp). Prints the offered and
 // achieved rates, throughput (requests that ran, ok or late, per second from
 // the first arrival to the end of the drain), goodput (ok per second), the bad
 // rate ((late + dropped) / submitted), batch sizes, the candidate coalescing
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "commands.hpp"
-#include "symphony/runtime/stress.hpp"
+#include "stress.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -24,6 +24,7 @@ struct StressOptions {
          tick_us = 50;
   std::uint64_t requests = 0, seed = 1;
   std::string policy = "deferred";
+  std::string gather = "target_batch";
   bool json = false;
 };
 
@@ -45,8 +46,19 @@ int run(const StressOptions& o) {
   c.tick = Duration::from_us(o.tick_us);
   c.seed = o.seed;
   c.ingress_capacity = o.ingress;
-  Result<StressReport> res =
-      o.policy == "eager" ? run_stress(c, EagerPolicy{}) : run_stress(c, DeferredPolicy{});
+  Result<PolicySpec> policy = parse_policy(o.policy);
+  if (!policy.ok()) {
+    std::fprintf(stderr, "symphony stress: --policy: %s\n", policy.status().message().c_str());
+    return 2;
+  }
+  Result<GatherKind> gather = parse_gather(o.gather);
+  if (!gather.ok()) {
+    std::fprintf(stderr, "symphony stress: --gather: %s\n", gather.status().message().c_str());
+    return 2;
+  }
+  c.policy = *policy;
+  c.policy.gather = *gather;
+  Result<StressReport> res = run_stress(c);
   if (!res.ok()) {
     std::fprintf(stderr, "stress: %s\n", res.status().to_string().c_str());
     return 2;
@@ -74,7 +86,7 @@ int run(const StressOptions& o) {
         " \"batches\": %llu, \"mean_batch\": %.2f, \"candidate_updates\": %llu, \"candidate_messages\": "
         "%llu,\n"
         " \"lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"p999\": %.2f, \"max\": %.2f}}\n",
-        o.models, o.gpus, o.shards, o.clients, o.policy.c_str(), o.rate, o.alpha_ms, o.beta_ms, o.slo_ms,
+        o.models, o.gpus, o.shards, o.clients, c.policy.to_string().c_str(), o.rate, o.alpha_ms, o.beta_ms, o.slo_ms,
         o.max_batch, u(r.submitted), r.offered_rps, r.generation_s, r.elapsed_s, r.throughput_rps,
         r.goodput_rps, r.bad_rate, u(st.count(Outcome::kOk)), u(st.count(Outcome::kLate)), u(dropped),
         u(st.rejected_ingress), u(st.count(Outcome::kError)), u(st.batches), mean_batch,
@@ -84,7 +96,7 @@ int run(const StressOptions& o) {
   std::printf(
       "stress: %u models, %u emulated GPUs, %u shard(s), %u generator(s), %s; l(b) = %g*b + %g ms, SLO %g "
       "ms\n",
-      o.models, o.gpus, o.shards, o.clients, o.policy.c_str(), o.alpha_ms, o.beta_ms, o.slo_ms);
+      o.models, o.gpus, o.shards, o.clients, c.policy.to_string().c_str(), o.alpha_ms, o.beta_ms, o.slo_ms);
   std::printf("  submitted     %llu in %.3f s (offered %.0f req/s, target %.0f)\n", u(r.submitted),
               r.generation_s, r.offered_rps, o.rate);
   std::printf("  throughput    %.0f req/s (ok + late, over %.3f s incl. drain)\n", r.throughput_rps,
@@ -121,7 +133,8 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
   cmd->add_option("--slo", o.slo_ms, "latency SLO, ms")->check(CLI::PositiveNumber);
   cmd->add_option("--max-batch", o.max_batch, "largest batch")
       ->check(CLI::Range(1u, LatencyProfile::kMaxBatchLimit));
-  cmd->add_option("--policy", o.policy, "exec-time policy")->check(CLI::IsMember({"deferred", "eager"}));
+  cmd->add_option("--policy", o.policy, std::string(kPolicyHelp) + " (docs/policies.md)");
+  cmd->add_option("--gather", o.gather, std::string(kGatherHelp));
   cmd->add_option("--spin-us", o.spin_us, "RankThread spin before each timer, us")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--idle-spin-us", o.idle_spin_us, "idle shard spin before sleeping, us")

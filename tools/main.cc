@@ -16,6 +16,13 @@ int main(int argc, char** argv) {
   symphony::tools::add_profile(app, exit_code);
   symphony::tools::add_serve(app, exit_code);
 #endif
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end with CLI11's success code; every bad option,
+    // missing argument or failed check exits 2, as for bad configs.
+    const int code = app.exit(e);
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 2;
+  }
   return exit_code;
 }

@@ -1,6 +1,6 @@
 // Scheduler: the single-threaded, event-driven deferred batch scheduler.
 //
-// It composes the model side (ModelShard) and the rank side (RankState) with
+// It composes the model side (ModelState) and the rank side (RankState) with
 // direct calls. The multi-threaded Runtime composes the very same two pieces
 // over lock-free rings, so both follow one set of rules (DESIGN.md §2).
 //
@@ -36,7 +36,7 @@
 #include <utility>
 
 #include "symphony/exec_policy.hpp"
-#include "symphony/model_shard.hpp"
+#include "symphony/model_state.hpp"
 #include "symphony/rank_state.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
@@ -69,11 +69,11 @@ struct SchedulerConfig {
   }
 };
 
-template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch,
+template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather,
           TimerQueue Timers = HeapTimerQueue>
 class Scheduler {
  public:
-  using Shard = ModelShard<Exec, Gather>;
+  using Shard = ModelState<Exec, Gather>;
   using Rank = RankState<Timers>;
 
   static Result<std::unique_ptr<Scheduler>> create(const SchedulerConfig& cfg, C& clock, Sink& sink,
@@ -167,7 +167,7 @@ class Scheduler {
  private:
   Scheduler(const SchedulerConfig& cfg, C& clock, Sink& sink, Exec exec, Gather gather)
       : cfg_(cfg), clock_(clock), sink_(sink),
-        shard_(ShardConfig{0, cfg.max_models, cfg.max_requests, cfg.max_gpus * cfg.max_outstanding_per_gpu,
+        shard_(ModelStateConfig{0, cfg.max_models, cfg.max_requests, cfg.max_gpus * cfg.max_outstanding_per_gpu,
                            cfg.delays},
                std::move(exec), std::move(gather)),
         rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}) {}

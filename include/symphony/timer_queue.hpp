@@ -5,21 +5,14 @@
 // arm takes the next sequence number, and (when, seq) is the key. That makes a
 // run reproducible bit for bit.
 //
-// Three implementations share the `TimerQueue` concept:
+// Two implementations share the `TimerQueue` concept:
 //  - HeapTimerQueue (the default): a 4-ary indexed min-heap with the keys
-//    stored inline in the array.
+//    stored inline in the array; faster on the scheduler's own event mix
+//    (bench/results/core.md);
 //  - SplayTimerQueue: the intrusive splay tree.
-//  - SetTimerQueue: std::set, a baseline for benchmarks only (it allocates).
-// The project's shape called for splay-tree timers, with the rule that the
-// heap becomes the default only if it is at least 1.5x faster on the
-// scheduler's own event mix. It is: bench/timer_queue_benchmark.cc replays a
-// recorded scheduler run (about 6x faster), and BM_SchedulerRequests runs the
-// whole scheduler with either (about 1.6x faster); bench/results/core.md has
-// the numbers and commands. The splay tree stays a template choice, and it is
-// still what the request queues, the waiting set and the GPU sets use.
 //
 // Guarantees: arm/cancel/pop O(log n) (amortized for the splay tree); no
-// allocation except SetTimerQueue; single owner thread.
+// allocation after construction; single owner thread.
 //
 //   SplayTimerQueue q;  TimerNode t;
 //   q.arm(t, TimePoint::from_ns(10));
@@ -28,7 +21,6 @@
 
 #include <concepts>
 #include <cstdint>
-#include <set>
 #include <vector>
 
 #include "symphony/splay_tree.hpp"
@@ -45,9 +37,7 @@ struct TimerNode : SplayHook<TimerTag> {
   std::uint64_t seq = 0;
   std::uint32_t heap_index = kNotInHeap;
   bool armed = false;
-  // Free for the owner: which model or GPU this timer belongs to, and what
-  // kind of timer it is.
-  std::uint8_t kind = 0;
+  // Free for the owner: which model (or the GPU timer) this timer belongs to.
   std::uint32_t owner = 0;
 };
 
@@ -200,42 +190,6 @@ class HeapTimerQueue {
   std::uint64_t next_seq_ = 0;
 };
 
-// std::set baseline (allocates one node per arm). Benchmarks only.
-class SetTimerQueue {
- public:
-  explicit SetTimerQueue(std::size_t /*capacity*/ = 0) {}
-
-  void arm(TimerNode& n, TimePoint when) {
-    if (n.armed) set_.erase(&n);
-    n.when = when;
-    n.seq = next_seq_++;
-    n.armed = true;
-    set_.insert(&n);
-  }
-  void cancel(TimerNode& n) {
-    if (!n.armed) return;
-    set_.erase(&n);
-    n.armed = false;
-  }
-  TimePoint next_time() const noexcept { return set_.empty() ? TimePoint::infinite() : (*set_.begin())->when; }
-  TimerNode* pop_expired(TimePoint now) {
-    if (set_.empty() || (*set_.begin())->when > now) return nullptr;
-    TimerNode* n = *set_.begin();
-    set_.erase(set_.begin());
-    n->armed = false;
-    return n;
-  }
-  std::size_t size() const noexcept { return set_.size(); }
-  bool empty() const noexcept { return set_.empty(); }
-
- private:
-  struct PtrOrder {
-    bool operator()(const TimerNode* a, const TimerNode* b) const noexcept { return TimerOrder{}(*a, *b); }
-  };
-  std::set<TimerNode*, PtrOrder> set_;
-  std::uint64_t next_seq_ = 0;
-};
-
-static_assert(TimerQueue<SplayTimerQueue> && TimerQueue<HeapTimerQueue> && TimerQueue<SetTimerQueue>);
+static_assert(TimerQueue<SplayTimerQueue> && TimerQueue<HeapTimerQueue>);
 
 }  // namespace symphony

@@ -59,11 +59,11 @@ bool is_oom(const std::string& msg) {
 
 }  // namespace
 
-Result<MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, const ProfileOptions& opts) {
+Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, const ProfileOptions& opts) {
   if (opts.max_batch == 0) return Status(Errc::kInvalidArgument, "profile: max_batch must be at least 1");
   if (opts.repeats < 1) return Status(Errc::kInvalidArgument, "profile: repeats must be at least 1");
   const c10::Device dev = model.device(replica);
-  MeasuredProfile out;
+  profile_io::MeasuredProfile out;
   out.model = model.name();
   out.device = dev.str();
   for (const auto& s : model.inputs()) out.inputs.push_back(s.to_string());

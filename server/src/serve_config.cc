@@ -10,56 +10,6 @@
 
 namespace symphony::server {
 
-std::string PolicySpec::to_string() const {
-  switch (kind) {
-    case PolicyKind::kDeferred: return deferred_policy_name(deferred);
-    case PolicyKind::kEager: return "eager";
-    case PolicyKind::kTimeout: {
-      std::string ms = std::to_string(timeout.to_ms());
-      ms.erase(ms.find_last_not_of('0') + 1);
-      if (ms.back() == '.') ms.pop_back();
-      return "timeout:" + ms;
-    }
-  }
-  return "?";
-}
-
-Result<PolicySpec> parse_policy(const std::string& text) {
-  PolicySpec p;
-  if (text == "deferred" || text.rfind("deferred:", 0) == 0) {
-    auto o = parse_deferred_policy(text);
-    if (!o.ok()) return Status(Errc::kInvalidArgument, "policy '" + text + "': " + o.status().message());
-    p.deferred = *o;
-    return p;
-  }
-  if (text == "eager") {
-    p.kind = PolicyKind::kEager;
-    return p;
-  }
-  if (text.rfind("timeout:", 0) == 0) {
-    try {
-      std::size_t used = 0;
-      const double ms = std::stod(text.substr(8), &used);
-      if (used == text.size() - 8 && ms >= 0 && std::isfinite(ms)) {
-        p.kind = PolicyKind::kTimeout;
-        p.timeout = Duration::from_ms(ms);
-        return p;
-      }
-    } catch (const std::exception&) {
-    }
-  }
-  return Status(Errc::kInvalidArgument,
-                "policy '" + text + "' is not one of deferred, eager, timeout:<ms> (e.g. timeout:5), deferred:paper");
-}
-
-Result<GatherKind> parse_gather(const std::string& text) {
-  if (text == "target_batch") return GatherKind::kTargetBatch;
-  if (text == "sliding_window") return GatherKind::kSlidingWindow;
-  return Status(Errc::kInvalidArgument, "gather '" + text + "' is not target_batch or sliding_window");
-}
-
-std::string to_string(GatherKind g) { return g == GatherKind::kTargetBatch ? "target_batch" : "sliding_window"; }
-
 namespace {
 
 class Parser {
@@ -112,9 +62,9 @@ class Parser {
     std::string policy = "deferred";
     if (Status s = get(root, "policy", "", &policy); !s.ok()) return s;
     if (auto p = parse_policy(policy); p.ok()) c.policy = *p; else return error("policy", p.status().message());
-    std::string gather = to_string(c.gather);
+    std::string gather(to_string(c.policy.gather));
     if (Status s = get(root, "gather", "", &gather); !s.ok()) return s;
-    if (auto g = parse_gather(gather); g.ok()) c.gather = *g; else return error("gather", g.status().message());
+    if (auto g = parse_gather(gather); g.ok()) c.policy.gather = *g; else return error("gather", g.status().message());
     if (Status s = get(root, "shards", "", &c.shards); !s.ok()) return s;
     if (c.shards < 1 || c.shards > 64) return error("shards", "must be between 1 and 64");
 
@@ -132,7 +82,7 @@ class Parser {
       if (Status s = only_keys(p, "profiling", {"latency", "max_batch", "repeats"}); !s.ok()) return s;
       std::string lat(to_string(c.profile_latency));
       if (Status s = get(p, "latency", "profiling.", &lat); !s.ok()) return s;
-      auto col = parse_profile_column(lat);
+      auto col = profile_io::parse_profile_column(lat);
       if (!col.ok()) return error("profiling.latency", "must be median, p90 or p99");
       c.profile_latency = *col;
       if (Status s = get(p, "max_batch", "profiling.", &c.profile_max_batch); !s.ok()) return s;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/runtime.hpp"
 #include "symphony/server/executors.hpp"
@@ -311,12 +312,12 @@ struct Server::Impl final : BatchRunner {
     if (!m->torch->optimized()) log(mo.name + ": " + m->torch->optimize_note());
 
     // The profile: a given file, the file beside the model, or a measurement.
-    MeasuredProfile measured;
+    profile_io::MeasuredProfile measured;
     const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
     bool have = false;
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
-      auto r = read_profile_file(path);
+      auto r = profile_io::read_profile_file(path);
       if (!r.ok() && mo.profile != "auto") return Status(r.status().code(), who + ": " + r.status().message());
       if (!r.ok()) log(mo.name + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
       std::vector<std::string> specs;
@@ -344,7 +345,7 @@ struct Server::Impl final : BatchRunner {
       if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
       measured = std::move(*r);
       measured.device = device_specs.front().to_string();
-      if (Status s = write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
+      if (Status s = profile_io::write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
       else log(mo.name + ": profile saved to " + path);
     }
     auto lp = measured.to_latency_profile(opts.profile_latency);
@@ -363,6 +364,7 @@ struct Server::Impl final : BatchRunner {
     mc.profile = m.profile;
     mc.slo = m.opts.slo;
     mc.max_batch = m.max_batch;
+    mc.timeout = model_timeout(opts.policy, mc.slo, std::nullopt);
     return mc;
   }
 
@@ -377,19 +379,6 @@ struct Server::Impl final : BatchRunner {
     by_id[*id].store(m.get(), std::memory_order_release);
     m->accepting.store(true, std::memory_order_release);
     return {};
-  }
-
-  template <class Exec, class Gather>
-  Status make_runtime(const RuntimeConfig& rc, Exec exec, Gather gather) {
-    auto rt = Runtime<OutcomeSink, Exec, Gather>::create(rc, sink, std::move(exec), gather);
-    if (!rt.ok()) return rt.status();
-    runtime = std::make_unique<RuntimeOf<OutcomeSink, Exec, Gather>>(std::move(*rt));
-    return {};
-  }
-  template <class Exec>
-  Status make_runtime(const RuntimeConfig& rc, Exec exec) {
-    if (opts.gather == GatherKind::kSlidingWindow) return make_runtime(rc, std::move(exec), SlidingWindow{});
-    return make_runtime(rc, std::move(exec), TargetBatch{});
   }
 
   Status start() {
@@ -411,14 +400,13 @@ struct Server::Impl final : BatchRunner {
                                         });
       rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
     }
-    Status s;
-    switch (opts.policy.kind) {
-      case PolicyKind::kDeferred:
-        s = make_runtime(rc, DeferredPolicy(opts.policy.deferred));
-        break;
-      case PolicyKind::kEager: s = make_runtime(rc, EagerPolicy{}); break;
-      case PolicyKind::kTimeout: s = make_runtime(rc, TimeoutPolicy(opts.policy.timeout)); break;
-    }
+    Status s = visit_policy(opts.policy, [&](auto exec, auto gather) -> Status {
+      using Rt = Runtime<OutcomeSink, decltype(exec), decltype(gather)>;
+      auto rt = Rt::create(rc, sink, std::move(exec), gather);
+      if (!rt.ok()) return rt.status();
+      runtime = std::make_unique<RuntimeOf<OutcomeSink, decltype(exec), decltype(gather)>>(std::move(*rt));
+      return {};
+    });
     if (!s.ok()) return s;
     std::size_t replica = 0;
     for (auto& d : devices) {
@@ -478,11 +466,11 @@ struct Server::Impl final : BatchRunner {
     return {};
   }
 
-  void stop(StopHow how) {
+  void stop(StopMode how) {
     std::lock_guard<std::mutex> lock(control_mu);
     if (stopped) return;
     running.store(false, std::memory_order_release);
-    if (runtime) runtime->stop(how == StopHow::kDrain ? StopMode::kDrain : StopMode::kCancel);
+    if (runtime) runtime->stop(how);
     stopped = true;
   }
 };
@@ -491,7 +479,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
   if (impl_) {
-    impl_->stop(StopHow::kCancel);
+    impl_->stop(StopMode::kCancel);
     impl_->runtime.reset();  // joins; executors go with it
     impl_->emulated_pool.reset();
   }
@@ -672,6 +660,6 @@ ServerStats Server::stats() const {
   return out;
 }
 
-void Server::stop(StopHow how) { impl_->stop(how); }
+void Server::stop(StopMode how) { impl_->stop(how); }
 
 }  // namespace symphony::server

@@ -1,7 +1,8 @@
 // Shared pieces of the `symphony._core` extension module: the exception
 // types the pure-Python package registers, and the entry points of the
-// translation units (module.cc: profiles, bounds, simulator; server.cc: the
-// server, tensors and completions).
+// translation units (module.cc: the module, profiles, bounds, simulator;
+// errors.cc: the exceptions; tensors.cc: tensor conversion; server.cc: the
+// server, with its completion thread in completer.hpp).
 //
 // The exception classes live in Python (symphony/_errors.py) so that they can
 // derive from the built-in types users already catch (ValueError,
@@ -41,7 +42,11 @@ enum class ErrorKind : int {
 // calls (create, add_model, start).
 [[noreturn]] void raise_for_control(const Status& s);
 
-// Adds Server and its helpers to the module (server.cc).
+// Adds _register_errors (errors.cc).
+void bind_errors(py::module_& m);
+// Adds _set_torch (tensors.cc).
+void bind_tensors(py::module_& m);
+// Adds Server (server.cc).
 void bind_server(py::module_& m);
 
 }  // namespace symphony::python

@@ -1,13 +1,13 @@
 // symphony._core: the compiled half of the `symphony` Python package.
 //
-// This translation unit holds what needs no libtorch: the exception registry,
+// This translation unit defines the module and holds what needs no libtorch:
 // LatencyProfile, the analytical bounds (paper §3.3) and the simulator
-// (symphony::simtool, the same code as `symphony simulate`). The server lives
-// in server.cc. Users import `symphony`, never `symphony._core` directly: the
+// (symphony::simtool, the same code as `symphony simulate`). The exception
+// registry is in errors.cc, tensor conversion in tensors.cc, the completion
+// thread in completer.hpp and the server in server.cc. Users import `symphony`, never `symphony._core` directly: the
 // package adds the exception classes, the futures and the tensor conversions.
 #include <pybind11/stl.h>
 
-#include <array>
 #include <cmath>
 #include <exception>
 #include <fstream>
@@ -24,10 +24,6 @@
 
 namespace symphony::python {
 namespace {
-
-// The exception classes, owned by the package module (strong references,
-// intentionally never released: they must outlive every server thread).
-std::array<PyObject*, static_cast<std::size_t>(ErrorKind::kCount)> g_errors{};
 
 Duration ms_arg(double ms, const char* what) {
   if (!std::isfinite(ms)) raise(ErrorKind::kInvalidInput, std::string(what) + " must be a finite number of ms");
@@ -62,7 +58,7 @@ std::vector<ProfilePoint> table_points(const py::handle& obj) {
 // Forwards each search step to a Python callable. Runs with the GIL released
 // around it; an exception in the callable ends the simulation and is raised
 // from simulate().
-class PyProgress final : public sim::Progress {
+class PyProgress final : public simtool::Progress {
  public:
   explicit PyProgress(py::object fn) : fn_(std::move(fn)) {}
   struct Abort {};
@@ -89,10 +85,10 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
                      std::optional<std::string> gather, std::optional<std::uint64_t> seed,
                      std::optional<std::uint32_t> gpus, std::optional<double> rate, const py::object& progress,
                      const std::optional<std::string>& trace_out) {
-  sim::SimulateOptions so;
-  if (mode == "run") so.mode = sim::Mode::kRun;
-  else if (mode == "goodput") so.mode = sim::Mode::kGoodput;
-  else if (mode == "min_gpus") so.mode = sim::Mode::kMinGpus;
+  simtool::SimulateOptions so;
+  if (mode == "run") so.mode = simtool::Mode::kRun;
+  else if (mode == "goodput") so.mode = simtool::Mode::kGoodput;
+  else if (mode == "min_gpus") so.mode = simtool::Mode::kMinGpus;
   else raise(ErrorKind::kConfig, "mode must be 'run', 'goodput' or 'min_gpus', got '" + mode + "'");
   so.min_gpus_rate = min_gpus_rate;
   std::optional<PyProgress> prog;
@@ -103,25 +99,25 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
   {
     py::gil_scoped_release nogil;  // a goodput search runs for seconds
     try {
-      sim::Config c = is_path ? sim::load_config(source) : sim::parse_config(source, origin, base_dir);
-      sim::Overrides ov;
+      simtool::Config c = is_path ? simtool::load_config(source) : simtool::parse_config(source, origin, base_dir);
+      simtool::Overrides ov;
       ov.policy = std::move(policy);
       ov.gather = std::move(gather);
       ov.seed = seed;
       ov.gpus = gpus;
       ov.rate = rate;
-      sim::apply_overrides(c, ov);
+      simtool::apply_overrides(c, ov);
       std::ofstream trace;
       if (trace_out) {
         trace.open(*trace_out);
-        if (!trace) throw sim::ConfigError(*trace_out + ": cannot write the trace");
+        if (!trace) throw simtool::ConfigError(*trace_out + ": cannot write the trace");
         so.trace_out = &trace;
       }
-      out = sim::simulate(c, so, prog ? &*prog : nullptr).dump(2);
+      out = simtool::simulate(c, so, prog ? &*prog : nullptr).dump(2);
       out += "\n";
     } catch (const PyProgress::Abort&) {
       aborted = true;
-    } catch (const sim::ConfigError& e) {
+    } catch (const simtool::ConfigError& e) {
       config_error = e.what();
     } catch (const std::exception& e) {
       other_error = e.what();
@@ -135,32 +131,6 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
 
 }  // namespace
 
-void raise(ErrorKind kind, const std::string& message) {
-  PyObject* type = g_errors[static_cast<std::size_t>(kind)];
-  PyErr_SetString(type ? type : PyExc_RuntimeError, message.c_str());
-  throw py::error_already_set();
-}
-
-void raise_for_request(const Status& s) {
-  switch (s.code()) {
-    case Errc::kNotFound: raise(ErrorKind::kModelNotFound, s.message());
-    case Errc::kInvalidArgument: raise(ErrorKind::kInvalidInput, s.message());
-    case Errc::kCapacityExceeded: raise(ErrorKind::kOverloaded, s.message());
-    case Errc::kFailedPrecondition: raise(ErrorKind::kNotRunning, s.message());
-    default: raise(ErrorKind::kBase, s.message());
-  }
-}
-
-void raise_for_control(const Status& s) {
-  switch (s.code()) {
-    case Errc::kFailedPrecondition: raise(ErrorKind::kNotRunning, s.message());
-    case Errc::kInvalidArgument:
-    case Errc::kAlreadyExists:
-    case Errc::kCapacityExceeded: raise(ErrorKind::kConfig, s.message());
-    default: raise(ErrorKind::kBase, s.message());
-  }
-}
-
 }  // namespace symphony::python
 
 PYBIND11_MODULE(_core, m) {
@@ -169,18 +139,8 @@ PYBIND11_MODULE(_core, m) {
   using namespace symphony::python;
   m.doc() = "Compiled core of the symphony package (use `import symphony`).";
 
-  m.def(
-      "_register_errors",
-      [](const py::dict& classes) {
-        const char* names[] = {"SymphonyError", "ModelNotFound", "InvalidInput", "Overloaded", "ServerNotRunning",
-                               "ConfigError"};
-        for (std::size_t i = 0; i < std::size(names); ++i) {
-          PyObject* c = classes[names[i]].ptr();
-          Py_INCREF(c);  // kept for the life of the process
-          g_errors[i] = c;
-        }
-      },
-      "Sets the exception classes the module raises (called by the package).");
+  bind_errors(m);
+  bind_tensors(m);
 
   py::class_<LatencyProfile>(m, "LatencyProfile", R"doc(
 A model's latency profile l(b): how long a batch of b requests runs.
@@ -217,8 +177,8 @@ Latencies are in milliseconds.
           "read_csv",
           [](const std::string& path, std::uint32_t max_batch) {
             try {
-              return sim::read_profile_table(path, max_batch);
-            } catch (const sim::ConfigError& e) {
+              return simtool::read_profile_table(path, max_batch);
+            } catch (const simtool::ConfigError& e) {
               raise(ErrorKind::kConfig, e.what());
             }
           },

@@ -1,6 +1,6 @@
 """symphony.Server: serve TorchScript models from Python with deferred batch scheduling.
 
-The server runs in this process, in C++ threads: a scheduler (model shards and
+The server runs in this process, in C++ threads: a scheduler (model threads and
 a rank thread), one executor per device, and one *completion thread* that
 completes the futures. Client threads call :meth:`Server.infer` and get a
 :class:`concurrent.futures.Future`; coroutines ``await`` :meth:`Server.infer_async`.
@@ -191,7 +191,10 @@ class Server:
             model: inputs are ignored and outputs are None), or ``"cuda-emulated"`` /
             ``"cuda-emulated:0"`` (the same on real GPUs: each batch is a busy kernel
             lasting l(b); needs a build with the CUDA toolkit).
-        policy: ``"deferred"`` (Symphony), ``"eager"`` or ``"timeout:<ms>"``.
+        policy: the exec policy, in the language every Symphony tool takes
+            (docs/policies.md): ``"deferred"`` (default), ``"deferred:paper"``,
+            ``"deferred:<key>=<x>,..."``, ``"eager"``, ``"timeout:<ms>"`` or ``"timeout:<f>slo"``.
+        gather: ``"target_batch"`` (default) or ``"sliding_window"``.
         cpu_threads: libtorch intra-op threads per CPU device.
         shards: model-shard threads of the scheduler.
         max_models: models the server can hold.
@@ -219,6 +222,7 @@ class Server:
         devices: str = "auto",
         policy: str = "deferred",
         *,
+        gather: str = "target_batch",
         cpu_threads: int = 1,
         shards: int = 1,
         max_models: int = 64,
@@ -245,6 +249,7 @@ class Server:
         self._core = _core.Server(
             devices,
             policy,
+            gather,
             cpu_threads,
             shards,
             max_models,

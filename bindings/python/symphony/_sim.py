@@ -42,7 +42,8 @@ def simulate(
             model's bad rate stays within ``max_bad_rate``.
         min_gpus: search the fewest GPUs serving this total rate (``--min-gpus R``);
             ``True``: the rate of the config's ``search.min_gpus``.
-        policy, gather, seed, gpus, rate: override the config, as the CLI options do.
+        policy, gather, seed, gpus, rate: override the config, as the CLI options do
+            (``rate`` only for a plain run: a search sets the rate itself).
         trace_out: write every batch and request of the reported run to this CSV.
         progress: called after each run of a search with
             ``(search, index, rate_or_gpus, worst_bad_rate, passed)``.
@@ -55,6 +56,8 @@ def simulate(
     """
     if goodput and min_gpus not in (None, False):
         raise ValueError("goodput and min_gpus exclude each other")
+    if rate is not None and (goodput or min_gpus not in (None, False)):
+        raise ValueError("rate excludes goodput and min_gpus: a search sets the rate itself")
     if isinstance(config, Mapping):
         source = json.dumps(config, indent=2)  # JSON is YAML; one key per line for messages
         is_path = False

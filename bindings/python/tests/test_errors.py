@@ -142,8 +142,12 @@ def test_stop_with_cancel_drops_queued_requests(emulated_server):
 
 
 def test_configuration_errors(models_dir, tmp_path):
-    with pytest.raises(symphony.ConfigError, match="policy"):
+    with pytest.raises(symphony.ConfigError, match="policy 'sometimes' is not one of: deferred"):
         symphony.Server(devices="cpu", policy="sometimes")
+    with pytest.raises(symphony.ConfigError, match="unknown deferred option 'windw=1'"):
+        symphony.Server(devices="cpu", policy="deferred:windw=1")
+    with pytest.raises(symphony.ConfigError, match="gather 'foo' is not one of: target_batch or sliding_window"):
+        symphony.Server(devices="cpu", gather="foo")
     with pytest.raises(symphony.SymphonyError, match="gpu:7"):
         symphony.Server(devices="gpu:7")
     with pytest.raises(symphony.ConfigError, match="outputs"):

@@ -198,3 +198,15 @@ def test_emulated_devices(emulated_server):
     assert all(r.output is None and r.outcome in ("ok", "late") for r in rs)
     assert max(r.batch_size for r in rs) > 1
     assert s.model_profile("m").latency_ms(4) == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize(
+    "policy,gather",
+    [("timeout:0.25slo", "sliding_window"), ("deferred:paper", "target_batch"), ("eager", "sliding_window")],
+)
+def test_every_policy_of_the_language_serves(emulated_server, policy, gather):
+    # The policy and gather texts are those of every Symphony tool (docs/policies.md).
+    s = emulated_server(gpus=2, alpha_ms=1.0, beta_ms=2.0, slo_ms=200, max_batch=8, policy=policy, gather=gather)
+    rs = [f.result(timeout=30) for f in [s.infer("m", None, details=True) for _ in range(32)]]
+    assert all(r.outcome == "ok" for r in rs)
+    assert s.stats()["ok"] == 32

@@ -91,9 +91,14 @@ def test_config_errors_name_the_key():
         symphony.simulate(SOURCE / "tests" / "data" / "sim_bad.yaml")
     with pytest.raises(symphony.ConfigError, match="unknown key 'arival'"):
         symphony.simulate(dict(CONFIG, workload={"rate": 5, "arival": "poisson"}))
-    with pytest.raises(symphony.ConfigError, match="policy"):
+    # The same language and the same messages as symphony.Server and every CLI (policy.hpp).
+    with pytest.raises(symphony.ConfigError, match="policy 'sometimes' is not one of: deferred"):
         symphony.simulate(CONFIG, policy="sometimes")
+    with pytest.raises(symphony.ConfigError, match="gather 'foo' is not one of: target_batch or sliding_window"):
+        symphony.simulate(CONFIG, gather="foo")
     with pytest.raises(TypeError):
         symphony.simulate(42)
     with pytest.raises(ValueError, match="exclude"):
         symphony.simulate(CONFIG, goodput=True, min_gpus=100)
+    with pytest.raises(ValueError, match="rate excludes goodput"):
+        symphony.simulate(CONFIG, goodput=True, rate=100)

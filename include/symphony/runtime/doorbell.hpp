@@ -1,6 +1,6 @@
 // Doorbell: how a runtime thread sleeps until it has news or a deadline.
 //
-// Every runtime thread (a model shard, the RankThread, the emulated GPUs) owns
+// Every runtime thread (a ModelThread, the RankThread, the emulated GPUs) owns
 // one Doorbell. Producers publish work into the thread's queues first and then
 // ring(); the owner, finding nothing to do, calls prepare_wait(), looks at its
 // queues once more, and then either cancel_wait()s (there was news after all)

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "symphony/detail/mpsc_queue.hpp"
+#include "symphony/runtime/detail/mpsc_queue.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/time.hpp"

@@ -35,12 +35,12 @@
 #include <sys/prctl.h>
 #endif
 
-#include "symphony/detail/runtime_messages.hpp"
+#include "symphony/runtime/detail/messages.hpp"
 #include "symphony/rank_state.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/runtime/runtime_config.hpp"
-#include "symphony/spsc_ring.hpp"
+#include "symphony/runtime/spsc_ring.hpp"
 #include "symphony/timer_queue.hpp"
 
 namespace symphony {

@@ -1,15 +1,15 @@
 // Runtime: the multi-threaded, real-time deferred batch scheduler (the
 // paper's §4.2 design; DESIGN.md §3 "Threads").
 //
-//   clients --(bounded MPSC ingress, one per shard)--> K ShardThreads
-//   ShardThread <--(pair of bounded SPSC rings)--> one RankThread
-//   ShardThread --ExecBatch--> Executor (one per GPU) --report()--> ShardThread
+//   clients --(bounded MPSC ingress, one per shard)--> K ModelThreads
+//   ModelThread <--(pair of bounded SPSC rings)--> one RankThread
+//   ModelThread --ExecBatch--> Executor (one per GPU) --report()--> ModelThread
 //
-// Each ShardThread owns a ModelShard over its models (queues, candidates,
+// Each ModelThread owns a ModelState over its models (queues, candidates,
 // gathering); the RankThread owns the RankState (GPU free times, timers,
 // matchmaking). They exchange exactly the calls that the single-threaded
 // Scheduler makes directly, so the semantics are DESIGN.md §2 and the rules
-// exist once (model_shard.hpp, rank_state.hpp). Times are SteadyClock.
+// exist once (model_state.hpp, rank_state.hpp). Times are SteadyClock.
 //
 // Clients submit through a Submitter (one per client thread: it holds a
 // moodycamel producer token per shard) or through Runtime::submit (shared,
@@ -55,22 +55,22 @@
 #include <utility>
 #include <vector>
 
-#include "symphony/detail/runtime_messages.hpp"
+#include "symphony/runtime/detail/messages.hpp"
 #include "symphony/exec_policy.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/runtime/rank_thread.hpp"
 #include "symphony/runtime/runtime_config.hpp"
-#include "symphony/runtime/shard_thread.hpp"
+#include "symphony/runtime/model_thread.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/timer_queue.hpp"
 
 namespace symphony {
 
-template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch,
+template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather,
           TimerQueue Timers = HeapTimerQueue>
 class Runtime final : private CompletionPort {
-  using Shard = ShardThread<Sink, Exec, Gather>;
+  using Shard = ModelThread<Sink, Exec, Gather>;
   struct SubmitterState;
 
  public:
@@ -97,7 +97,7 @@ class Runtime final : private CompletionPort {
   Result<ModelId> add_model(ModelConfig mc, std::optional<std::uint32_t> shard = std::nullopt) {
     std::lock_guard<std::mutex> lock(control_mu_);
     if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
-    if (Status s = ModelShard<Exec, Gather>::validate(mc); !s.ok()) return s;
+    if (Status s = ModelState<Exec, Gather>::validate(mc); !s.ok()) return s;
     if (shard && *shard >= cfg_.shards)
       return Status(Errc::kInvalidArgument, "shard " + std::to_string(*shard) + " does not exist (" +
                                                 std::to_string(cfg_.shards) + " shards)");
@@ -315,7 +315,7 @@ class Runtime final : private CompletionPort {
 
   // CompletionPort: executors report here, from any thread.
   void report(BatchCompletion c) override {
-    const std::uint32_t s = ModelShard<Exec, Gather>::shard_of(c.batch);
+    const std::uint32_t s = ModelState<Exec, Gather>::shard_of(c.batch);
     if (s < shards_.size()) shards_[s]->post_completion(std::move(c));
   }
 

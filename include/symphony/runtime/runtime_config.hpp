@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"

@@ -5,8 +5,8 @@
 // The exec policy (deferred, eager, timeout), the gathering policy (sliding
 // window, target batch) and the timing model (exact, log-normal noise) are
 // template parameters of the Scheduler; run_experiment() picks the matching
-// instantiation at run time, so one spec can be run under every policy on
-// identical code. Searches (search.hpp) call it repeatedly with a different
+// instantiation at run time (visit_policy, policy.hpp), so one spec can be
+// run under every policy on identical code. Searches (search.hpp) call it repeatedly with a different
 // rate scale or GPU count and the same seed.
 //
 // The request pool is sized from the workload (peak rate times the longest
@@ -29,8 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "symphony/batch_queue.hpp"
-#include "symphony/exec_policy.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/sim/bounds.hpp"
 #include "symphony/sim/metrics.hpp"
 #include "symphony/sim/simulator.hpp"
@@ -40,19 +39,16 @@
 
 namespace symphony::sim {
 
-enum class ExecKind : std::uint8_t { kDeferred, kEager, kTimeout };
-enum class GatherKind : std::uint8_t { kSlidingWindow, kTargetBatch };
-
 struct ExperimentSpec {
   std::vector<ModelConfig> models;  // index = ModelId; ModelConfig::timeout overrides `timeout`
   std::vector<ModelLoad> loads;     // one per model (synthetic workload)
   std::vector<TraceRecord> trace;   // when non-empty, replayed instead of `loads`
   std::uint32_t gpus = 1;
   Delays delays;
-  ExecKind exec = ExecKind::kDeferred;
-  DeferredOptions deferred;  // the deferred policy's rule (default: adaptive; DeferredOptions::paper())
-  Duration timeout;  // the timeout policy's k for models without their own
-  GatherKind gather = GatherKind::kTargetBatch;  // target batch by default: see batch_queue.hpp
+  // Exec and gathering policy (policy.hpp). Under timeout:<f>slo each
+  // model's ModelConfig::timeout must be set (model_timeout()); the spec's
+  // own policy.timeout is k for models without one.
+  PolicySpec policy;
   double noise_sigma = 0;  // > 0: batches run l(b) * exp(N(0, sigma))
   Duration duration;       // arrivals in [0, duration)
   Duration warmup;         // arrivals before it are not measured
@@ -73,7 +69,7 @@ struct ExperimentSpec {
     if (warmup < Duration::zero() || warmup >= duration)
       return Status(Errc::kInvalidArgument, "warmup must be >= 0 and shorter than the duration");
     if (noise_sigma < 0) return Status(Errc::kInvalidArgument, "noise sigma must not be negative");
-    if (timeout < Duration::zero()) return Status(Errc::kInvalidArgument, "timeout must not be negative");
+    if (policy.timeout < Duration::zero()) return Status(Errc::kInvalidArgument, "timeout must not be negative");
     if (autoscale_step < Duration::zero() || autoscale_step > autoscale_window ||
         (autoscale_step > Duration::zero() && autoscale_window.ns() % autoscale_step.ns() != 0))
       return Status(Errc::kInvalidArgument, "the autoscaling step must divide the autoscaling window");
@@ -224,20 +220,6 @@ Result<RunResult> run_timing(const ExperimentSpec& e, double scale, std::uint32_
   return run_with(e, scale, gpus, std::move(exec), std::move(gather), ExactTiming{}, obs);
 }
 
-template <class Gather, class Obs>
-Result<RunResult> run_exec(const ExperimentSpec& e, double scale, std::uint32_t gpus, Gather gather,
-                           Obs* obs) {
-  switch (e.exec) {
-    case ExecKind::kDeferred:
-      return run_timing(e, scale, gpus, DeferredPolicy(e.deferred), std::move(gather), obs);
-    case ExecKind::kEager:
-      return run_timing(e, scale, gpus, EagerPolicy{}, std::move(gather), obs);
-    case ExecKind::kTimeout:
-      return run_timing(e, scale, gpus, TimeoutPolicy(e.timeout), std::move(gather), obs);
-  }
-  return Status(Errc::kInvalidArgument, "unknown exec policy");
-}
-
 }  // namespace detail
 
 // Runs the experiment with every rate multiplied by `rate_scale` (a trace is
@@ -250,8 +232,9 @@ Result<RunResult> run_experiment(const ExperimentSpec& e, double rate_scale = 1.
   if (!(rate_scale > 0) || !std::isfinite(rate_scale))
     return Status(Errc::kInvalidArgument, "rate scale must be a positive finite number");
   if (gpus == 0) gpus = e.gpus;
-  if (e.gather == GatherKind::kTargetBatch) return detail::run_exec(e, rate_scale, gpus, TargetBatch{}, obs);
-  return detail::run_exec(e, rate_scale, gpus, SlidingWindow{}, obs);
+  return visit_policy(e.policy, [&](auto exec, auto gather) {
+    return detail::run_timing(e, rate_scale, gpus, std::move(exec), gather, obs);
+  });
 }
 
 // fluid_capacity() of the experiment's models with their shares of the

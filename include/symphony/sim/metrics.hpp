@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "symphony/sim/histogram.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -181,7 +181,7 @@ class Metrics {
     RunSummary s;
     s.window = cfg_.end - cfg_.begin;
     const double secs = std::max(s.window.to_seconds(), 1e-12);
-    DurationHistogram all_latency, all_queueing;
+    LatencyHistogram all_latency, all_queueing;
     std::uint32_t total_max_batch = 0;
     for (const Acc& a : models_)
       total_max_batch =
@@ -251,7 +251,7 @@ class Metrics {
   struct Acc {
     std::uint64_t arrived = 0, ok = 0, late = 0, error = 0, dropped = 0;
     std::array<std::uint64_t, kNumDropReasons> dropped_by{};
-    DurationHistogram latency, queueing;
+    LatencyHistogram latency, queueing;
     std::vector<std::uint64_t> batches_by_size, requests_by_size;
   };
   // One autoscaling step.
@@ -265,7 +265,7 @@ class Metrics {
     return static_cast<std::size_t>(t.ns() / cfg_.autoscale_step.ns());
   }
 
-  static Percentiles percentiles(const DurationHistogram& h) {
+  static Percentiles percentiles(const LatencyHistogram& h) {
     Percentiles p;
     p.count = h.count();
     p.mean = h.mean();

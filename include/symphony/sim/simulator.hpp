@@ -90,7 +90,7 @@ class LogNormalTiming {
   Rng rng_;
 };
 
-template <SchedulerSink UserSink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatch,
+template <SchedulerSink UserSink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather,
           TimingModel Timing = ExactTiming, TimerQueue Timers = HeapTimerQueue>
 class Simulator {
   struct Forward;

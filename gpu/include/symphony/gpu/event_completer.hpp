@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "symphony/runtime/executor.hpp"
-#include "symphony/runtime/latency_histogram.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/time.hpp"
 
 namespace symphony::gpu {

@@ -22,15 +22,15 @@
 #include <vector>
 
 #include "symphony/latency_profile.hpp"
-#include "symphony/profile_io.hpp"
+#include "symphony/profile_io/profile_file.hpp"
 #include "symphony/status.hpp"
 
 namespace symphony::server {
 
 class TorchModel;
-using symphony::MeasuredProfile;
-using symphony::ProfileColumn;
-using symphony::ProfilePointStats;
+using profile_io::MeasuredProfile;
+using profile_io::ProfileColumn;
+using profile_io::ProfilePointStats;
 
 struct ProfileOptions {
   std::uint32_t max_batch = 64;
@@ -45,7 +45,7 @@ struct ProfileOptions {
 std::vector<std::uint32_t> profile_grid(std::uint32_t max_batch);
 
 // Profiles replica `replica` of the model.
-Result<MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, const ProfileOptions& opts);
+Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, const ProfileOptions& opts);
 
 
 }  // namespace symphony::server

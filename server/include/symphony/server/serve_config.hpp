@@ -3,7 +3,7 @@
 //
 //   devices: auto            # auto | cpu[:N] | cuda[:i],... | emulated:N
 //   cpu_threads: 1           # libtorch intra-op threads per CPU device
-//   policy: deferred         # deferred | eager | timeout:<ms>
+//   policy: deferred         # the policy language of symphony/policy.hpp (docs/policies.md)
 //   gather: target_batch     # target_batch | sliding_window
 //   shards: 1                # model-shard threads of the runtime
 //   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 1000}
@@ -30,33 +30,13 @@
 #include <string>
 #include <vector>
 
-#include "symphony/exec_policy.hpp"
-#include "symphony/profile_io.hpp"
+#include "symphony/policy.hpp"
+#include "symphony/profile_io/profile_file.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony::server {
-
-enum class PolicyKind { kDeferred, kEager, kTimeout };
-
-// Batch gathering (DESIGN.md §2). Target batch sheds queue heads that can no
-// longer be part of a batch of the model's target size; under overload it
-// keeps batches large where the sliding window collapses to batches of one.
-enum class GatherKind { kTargetBatch, kSlidingWindow };
-Result<GatherKind> parse_gather(const std::string& text);
-std::string to_string(GatherKind g);
-
-// "deferred" (DeferredPolicy's default, adaptive rule), "deferred:paper"
-// (the paper's exact rule), "deferred:<options>" (parse_deferred_policy in
-// symphony/exec_policy.hpp), "eager", "timeout:5" (ms). Errors name the text.
-struct PolicySpec {
-  PolicyKind kind = PolicyKind::kDeferred;
-  DeferredOptions deferred;  // kDeferred: the rule's options
-  Duration timeout;
-  std::string to_string() const;
-};
-Result<PolicySpec> parse_policy(const std::string& text);
 
 struct ServeModelConfig {
   std::string name;
@@ -73,11 +53,10 @@ struct ServeConfig {
   std::string file;  // where it was read from (for messages)
   std::string devices = "auto";
   int cpu_threads = 1;
-  PolicySpec policy;
-  GatherKind gather = GatherKind::kTargetBatch;
+  PolicySpec policy;  // `policy:` and `gather:`
   std::uint32_t shards = 1;
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
-  ProfileColumn profile_latency = ProfileColumn::kP90;
+  profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
   double duration_s = 20;

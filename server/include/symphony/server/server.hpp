@@ -1,7 +1,7 @@
 // Server: serve TorchScript models on every device of a machine with deferred
 // batch scheduling, in process.
 //
-// A Server owns a multi-threaded Runtime (model shards, one RankThread), one
+// A Server owns a multi-threaded Runtime (model threads, one RankThread), one
 // executor per device (CUDA stream, CPU worker, or emulated GPU), the loaded
 // models (a replica per device, warmed up) and their latency profiles
 // (measured on first use and kept in a profile file beside the model).
@@ -39,7 +39,8 @@
 #include <string_view>
 #include <vector>
 
-#include "symphony/profile_io.hpp"
+#include "symphony/profile_io/profile_file.hpp"
+#include "symphony/runtime/runtime_config.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/serve_config.hpp"
 #include "symphony/status.hpp"
@@ -48,13 +49,10 @@
 
 namespace symphony::server {
 
-enum class StopHow { kDrain, kCancel };
-
 struct ServerOptions {
   std::string devices = "auto";  // see device.hpp
   int cpu_threads = 1;           // libtorch intra-op threads per CPU device
-  PolicySpec policy;             // deferred, eager or timeout:<ms>
-  GatherKind gather = GatherKind::kTargetBatch;  // see serve_config.hpp
+  PolicySpec policy;             // exec and gathering policy (symphony/policy.hpp)
   std::uint32_t shards = 1;      // model-shard threads
   // Delays and the safety margin. In process, d_ctrl, d_data and d_resp are
   // ~0; the margin (slack against timer jitter and execution noise, see
@@ -73,7 +71,7 @@ struct ServerOptions {
   // Which column of a measured profile is l(b): the p90 balances a profile
   // that is too optimistic (median: every other batch runs long) against one
   // inflated by rare stalls (p99).
-  ProfileColumn profile_latency = ProfileColumn::kP90;
+  profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
   // Progress messages (loading, profiling); nullptr: quiet.
@@ -176,7 +174,7 @@ class Server {
   ServerStats stats() const;
 
   // Ends every pending request and stops all threads. Idempotent.
-  void stop(StopHow how = StopHow::kDrain);
+  void stop(StopMode how = StopMode::kDrain);
 
  private:
   struct Impl;

@@ -1,0 +1,475 @@
+// ModelState: the model side of the scheduler, what the paper's ModelThread
+// owns (§4.2); it pairs with RankState, the rank side (rank_state.hpp).
+//
+// A ModelState holds one shard of the models (all of them in the
+// single-threaded Scheduler; one ModelThread's in the Runtime): their EDF request queues, their batch
+// candidates, the request and batch pools, and the in-flight batches whose
+// requests still await an outcome. It never looks at GPUs or timers: those
+// belong to the rank side (rank_state.hpp). The two talk in small messages:
+//
+//   model -> rank: CandidateUpdate (after an arrival, a recompute or a grant),
+//                  the GPU's predicted free time after a grant, batch finishes;
+//   rank -> model: grant (model, gpu, gpu_free), recompute (model, not_before).
+//
+// The single-threaded Scheduler passes them by direct call; the multi-threaded
+// Runtime (ModelThread <-> RankThread) over SPSC rings. The rules live here
+// once.
+//
+// Guarantees:
+//  - one owner thread; allocation only in the constructor and add_model;
+//  - submit O(log q + log max_batch), grant O(b + log q), finish O(b);
+//  - every accepted request ends exactly once (ok, late, dropped, error),
+//    reported through the Sink passed to each call.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "symphony/arrival_estimate.hpp"
+#include "symphony/gather_policy.hpp"
+#include "symphony/exec_policy.hpp"
+#include "symphony/status.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony {
+
+template <class S>
+concept SchedulerSink = requires(S s, const Dispatch& d, const RequestOutcome& o) {
+  s.on_dispatch(d);
+  s.on_outcome(o);
+};
+
+// A sink that ignores everything (benchmarks of the engine alone).
+struct NullSink {
+  void on_dispatch(const Dispatch&) noexcept {}
+  void on_outcome(const RequestOutcome&) noexcept {}
+};
+
+struct ModelStateConfig {
+  std::uint32_t shard_index = 0;        // folded into BatchIds
+  std::uint32_t max_models = 64;        // model ids are in [0, max_models)
+  std::uint32_t max_requests = 1u << 16;  // queued plus in flight, all models
+  std::uint32_t max_batches = 1024;     // in flight at once
+  Delays delays;
+};
+
+template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
+class ModelState {
+ public:
+  ModelState(ModelStateConfig cfg, Exec exec = {}, Gather gather = {})
+      : cfg_(cfg), exec_(std::move(exec)), gather_(std::move(gather)),
+        models_(cfg.max_models), requests_(cfg.max_requests), batches_(cfg.max_batches) {
+    for (std::uint32_t i = 0; i < cfg.max_requests; ++i)
+      requests_[i].next = i + 1 < cfg.max_requests ? &requests_[i + 1] : nullptr;
+    free_requests_ = cfg.max_requests ? &requests_[0] : nullptr;
+    for (std::uint32_t i = 0; i < cfg.max_batches; ++i) batches_[i].next_free = i + 1;
+    free_batch_ = cfg.max_batches ? 0 : kNoSlot;
+    if (cfg.max_batches) batches_[cfg.max_batches - 1].next_free = kNoSlot;
+  }
+
+  const ModelStateConfig& config() const noexcept { return cfg_; }
+  const Exec& exec_policy() const noexcept { return exec_; }
+
+  // Validates the model and takes it into this shard. Off the hot path.
+  Status add_model(ModelId id, ModelConfig cfg) {
+    if (id >= cfg_.max_models)
+      return Status(Errc::kCapacityExceeded, "model id " + std::to_string(id) + " is beyond max_models " +
+                                                 std::to_string(cfg_.max_models));
+    if (models_[id].active) return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
+    if (Status s = validate(cfg); !s.ok()) return s;
+    Slot& m = models_[id];
+    m.active = true;
+    if (cfg.max_batch == 0) cfg.max_batch = cfg.profile.max_batch();
+    if (cfg.target_batch == 0) cfg.target_batch = default_target_batch(cfg.profile, cfg.slo, cfg.max_batch);
+    m.efficient_batch = ~0u;
+    if constexpr (requires { exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch); })
+      m.efficient_batch = exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch);
+    m.arrivals = ArrivalGapEstimator{};
+    m.missed = false;
+    m.window_misses = 0;
+    m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
+    m.queued = 0;
+    m.inflight = 0;
+    m.has_cand = false;
+    return {};
+  }
+
+  // REQUIRES nothing; fails unless the model has no queued or in-flight request.
+  Status remove_model(ModelId id) {
+    if (!has_model(id)) return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
+    Slot& m = models_[id];
+    if (m.queued || m.inflight)
+      return Status(Errc::kFailedPrecondition,
+                    "model '" + m.cfg->name + "' is not idle: " + std::to_string(m.queued) + " queued, " +
+                        std::to_string(m.inflight) + " in-flight batches");
+    m.active = false;
+    m.cfg.reset();
+    return {};
+  }
+
+  bool has_model(ModelId id) const noexcept { return id < cfg_.max_models && models_[id].active; }
+  const ModelConfig& model_config(ModelId id) const { return *models_[id].cfg; }
+  std::uint32_t queued(ModelId id) const noexcept { return models_[id].queued; }
+  std::uint32_t inflight_batches(ModelId id) const noexcept { return models_[id].inflight; }
+  std::uint32_t free_request_slots() const noexcept { return cfg_.max_requests - used_requests_; }
+
+  // Checks a model configuration without adding it.
+  static Status validate(const ModelConfig& cfg) {
+    const std::string who = "model '" + cfg.name + "'";
+    if (cfg.profile.max_batch() == 0) return Status(Errc::kInvalidArgument, who + " has an empty profile");
+    if (cfg.max_batch > cfg.profile.max_batch())
+      return Status(Errc::kInvalidArgument, who + ": max_batch " + std::to_string(cfg.max_batch) +
+                                                " exceeds the profile's largest batch " +
+                                                std::to_string(cfg.profile.max_batch()));
+    if (cfg.slo <= Duration::zero()) return Status(Errc::kInvalidArgument, who + ": SLO must be positive");
+    if (cfg.slo < cfg.profile.latency(1))
+      return Status(Errc::kInvalidArgument, who + ": SLO " + std::to_string(cfg.slo.to_ms()) +
+                                                " ms is below l(1) = " +
+                                                std::to_string(cfg.profile.latency(1).to_ms()) +
+                                                " ms; no request could ever meet it");
+    if (cfg.timeout && *cfg.timeout < Duration::zero())
+      return Status(Errc::kInvalidArgument, who + ": timeout must not be negative");
+    return {};
+  }
+
+  // A request for model `id` arrives at `now`, due at `deadline`.
+  template <SchedulerSink Sink>
+  SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink) {
+    return submit(id, tag, now, deadline, sink, now);
+  }
+
+  // As above, for a request the client sent at `arrival` that reaches the
+  // shard at `now` (the multi-threaded runtime's ingress queue sits between).
+  // The outcome reports `arrival`, and timeout policies measure from it;
+  // every scheduling decision is taken at `now`. REQUIRES: arrival <= now.
+  template <SchedulerSink Sink>
+  SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink,
+                      TimePoint arrival) {
+    if (SYMPHONY_UNLIKELY(!has_model(id))) return {SubmitStatus::kUnknownModel, {}};
+    Slot& m = models_[id];
+    const Delays& dl = cfg_.delays;
+    if (now + dl.delay(1) + m.cfg->profile.latency(1) > dl.hard_deadline(deadline)) {
+      emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
+      return {SubmitStatus::kDropped, {}};
+    }
+    if ((m.cfg->max_queue && m.queued >= m.cfg->max_queue) || !free_requests_) {
+      emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kQueueFull);
+      return {SubmitStatus::kDropped, {}};
+    }
+    Request* r = free_requests_;
+    free_requests_ = r->next;
+    ++used_requests_;
+    r->arrival = arrival;
+    r->deadline = deadline;
+    r->tag = tag;
+    r->seq = next_seq_++;
+    r->next = nullptr;
+    r->model = id;
+    m.queue.push(*r);
+    ++m.queued;
+    // Only requests that can join a batch count; the candidate is recomputed
+    // right away, so it always reflects the current estimate.
+    m.arrivals.on_arrival(arrival);
+    return {SubmitStatus::kQueued, update_candidate(id, now, TimePoint::neg_infinite(), false, sink)};
+  }
+
+  // The rank side asks for a fresh candidate (the old one expired or cannot
+  // meet the earliest GPU); not_before is when the earliest GPU frees.
+  template <SchedulerSink Sink>
+  CandidateUpdate recompute(ModelId id, TimePoint now, TimePoint not_before, Sink& sink) {
+    if (!has_model(id)) return {true, false, {}};
+    models_[id].missed = true;
+    return update_candidate(id, now, not_before, true, sink);
+  }
+
+  // The rank side granted GPU `gpu`, free at `gpu_free`: recompute the batch
+  // against it, dispatch it, and build the next candidate (paper Alg. 1,
+  // Dispatch).
+  template <SchedulerSink Sink>
+  GrantResult on_grant(ModelId id, GpuId gpu, TimePoint gpu_free, TimePoint now, Sink& sink) {
+    GrantResult res;
+    res.gpu_free = gpu_free;
+    if (!has_model(id)) {
+      res.next = {true, false, {}};
+      return res;
+    }
+    Slot& m = models_[id];
+    const CandidateUpdate now_cand = update_candidate(id, now, gpu_free, true, sink);
+    if (!now_cand.present || free_batch_ == kNoSlot) {
+      // Nothing left to run (everything expired), or no batch record free:
+      // hand the GPU back untouched. (The rank side bounds batches per GPU so
+      // that the pool cannot run out when sized max_gpus * max_outstanding.)
+      res.next = now_cand;
+      res.next.changed = true;
+      return res;
+    }
+    const Candidate c = now_cand.candidate;
+    const Duration len = m.cfg->profile.latency(c.size);
+
+    const std::uint32_t slot = free_batch_;
+    BatchRecord& br = batches_[slot];
+    free_batch_ = br.next_free;
+    br.in_use = true;
+    ++br.generation;
+    br.model = id;
+    br.gpu = gpu;
+    br.size = c.size;
+    br.exec = c.exec;
+    // Move the first b requests, in deadline order, into the batch.
+    Request* head = m.queue.pop_front();
+    Request* tail = head;
+    for (std::uint32_t i = 1; i < c.size; ++i) {
+      Request* r = m.queue.pop_front();
+      tail->next = r;
+      tail = r;
+    }
+    tail->next = nullptr;
+    br.head = head;
+    m.queued -= c.size;
+    ++m.inflight;
+    ++inflight_total_;
+
+    const BatchId bid = make_batch_id(slot, br.generation);
+    Dispatch d;
+    d.batch = bid;
+    d.model = id;
+    d.gpu = gpu;
+    d.size = c.size;
+    d.dispatched_at = now;
+    d.exec = c.exec;
+    d.predicted_end = c.exec + len;
+    d.exec_deadline = c.latest + len;  // the d the batch was sized against
+    d.delay = c.delay;
+    d.requests = BatchRequests(head);
+    sink.on_dispatch(d);
+
+    // One sample per dispatch of the window-miss average: did this batch's
+    // candidates miss their window since the model's last dispatch?
+    m.window_misses += ((m.missed ? 1.0 : 0.0) - m.window_misses) / kMissMemory;
+    m.missed = false;
+
+    res.dispatched = true;
+    res.batch = bid;
+    res.gpu_free = d.predicted_end;
+    res.duration = len;
+    res.next = update_candidate(id, now, TimePoint::neg_infinite(), true, sink);
+    return res;
+  }
+
+  // The executor reports that batch `bid` ended at `actual_end`. Emits one
+  // outcome per request. Fails (changing nothing) for an unknown or already
+  // finished batch.
+  template <SchedulerSink Sink>
+  Result<FinishResult> finish_batch(BatchId bid, TimePoint actual_end, BatchStatus st, Sink& sink) {
+    BatchRecord* br = lookup(bid);
+    if (!br) return Status(Errc::kNotFound, "unknown or already finished batch " + std::to_string(bid));
+    const Delays& dl = cfg_.delays;
+    const TimePoint reply = actual_end + dl.resp;
+    RequestOutcome o;
+    o.model = br->model;
+    o.gpu = br->gpu;
+    o.batch_size = br->size;
+    o.batch = bid;
+    o.exec = br->exec;
+    o.finish = reply;
+    for (Request* r = br->head; r;) {
+      Request* next = r->next;
+      o.tag = r->tag;
+      o.arrival = r->arrival;
+      o.deadline = r->deadline;
+      o.outcome = st == BatchStatus::kError ? Outcome::kError
+                                            : (reply <= r->deadline ? Outcome::kOk : Outcome::kLate);
+      o.reason = DropReason::kNone;
+      sink.on_outcome(o);
+      release(*r);
+      r = next;
+    }
+    FinishResult fr{br->model, br->gpu, br->size, false};
+    Slot& m = models_[br->model];
+    --m.inflight;
+    fr.model_idle = m.queued == 0 && m.inflight == 0;
+    free_batch_slot(*br, static_cast<std::uint32_t>(bid & kSlotMask));
+    return fr;
+  }
+
+  // Drops every queued request of every model with `why` (shutdown). Returns
+  // the models whose candidate disappeared, via on_model(id).
+  template <SchedulerSink Sink, class OnModel>
+  void drop_all_queued(TimePoint now, DropReason why, Sink& sink, OnModel&& on_model) {
+    for (ModelId id = 0; id < cfg_.max_models; ++id) {
+      Slot& m = models_[id];
+      if (!m.active || m.queued == 0) continue;
+      while (Request* r = m.queue.pop_front()) {
+        emit_drop(sink, id, r->tag, r->arrival, r->deadline, now, why);
+        release(*r);
+      }
+      m.queued = 0;
+      m.has_cand = false;
+      on_model(id);
+    }
+  }
+
+  // Ends every in-flight batch's requests as dropped with `why` (a cancelled
+  // shutdown: executors will not report). Later finish_batch calls for those
+  // batches fail with kNotFound.
+  template <SchedulerSink Sink>
+  void drop_all_inflight(TimePoint now, DropReason why, Sink& sink) {
+    for (std::uint32_t s = 0; s < cfg_.max_batches; ++s) {
+      BatchRecord& br = batches_[s];
+      if (!br.in_use) continue;
+      for (Request* r = br.head; r;) {
+        Request* next = r->next;
+        emit_drop(sink, br.model, r->tag, r->arrival, r->deadline, now, why);
+        release(*r);
+        r = next;
+      }
+      --models_[br.model].inflight;
+      free_batch_slot(br, s);
+    }
+  }
+
+  std::uint32_t inflight_batches() const noexcept { return inflight_total_; }
+
+  // The shard_index (mod 256) folded into a BatchId by the shard that made
+  // it; routes an executor's completion back to its shard.
+  static constexpr std::uint32_t shard_of(BatchId bid) noexcept { return static_cast<std::uint32_t>(bid >> 56); }
+
+  // The model's current candidate as last computed (tests, introspection).
+  std::optional<Candidate> candidate(ModelId id) const {
+    if (!has_model(id) || !models_[id].has_cand) return std::nullopt;
+    return models_[id].cand;
+  }
+
+ private:
+  static constexpr std::uint32_t kNoSlot = ~0u;
+  static constexpr double kMissMemory = 128;  // dispatches in the window-miss average
+  static constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << 24) - 1;
+
+  struct Slot {
+    bool active = false;
+    bool has_cand = false;
+    std::uint32_t queued = 0;
+    std::uint32_t inflight = 0;
+    std::uint32_t efficient_batch = ~0u;  // the exec policy's, for this model
+    bool missed = false;                  // a candidate missed its window since the last dispatch
+    double window_misses = 0;             // moving average of `missed` per dispatch
+    ArrivalGapEstimator arrivals;
+    Candidate cand;
+    ModelQueue queue;
+    std::unique_ptr<ModelConfig> cfg;
+  };
+
+  struct BatchRecord {
+    Request* head = nullptr;
+    TimePoint exec;
+    ModelId model = kNoModel;
+    GpuId gpu = kNoGpu;
+    std::uint32_t size = 0;
+    std::uint32_t generation = 0;
+    std::uint32_t next_free = kNoSlot;
+    bool in_use = false;
+  };
+
+  BatchId make_batch_id(std::uint32_t slot, std::uint32_t gen) const noexcept {
+    return (static_cast<std::uint64_t>(cfg_.shard_index & 0xff) << 56) |
+           (static_cast<std::uint64_t>(gen & 0xffffffu) << 24) | slot;
+  }
+
+  BatchRecord* lookup(BatchId bid) noexcept {
+    if (bid == kNoBatch || ((bid >> 56) & 0xff) != (cfg_.shard_index & 0xff)) return nullptr;
+    const auto slot = static_cast<std::uint32_t>(bid & kSlotMask);
+    if (slot >= cfg_.max_batches) return nullptr;
+    BatchRecord& br = batches_[slot];
+    if (!br.in_use || (br.generation & 0xffffffu) != ((bid >> 24) & 0xffffffu)) return nullptr;
+    return &br;
+  }
+
+  void free_batch_slot(BatchRecord& br, std::uint32_t slot) noexcept {
+    br.in_use = false;
+    br.head = nullptr;
+    br.next_free = free_batch_;
+    free_batch_ = slot;
+    --inflight_total_;
+  }
+
+  void release(Request& r) noexcept {
+    r.next = free_requests_;
+    free_requests_ = &r;
+    --used_requests_;
+  }
+
+  template <class Sink>
+  void emit_drop(Sink& sink, ModelId id, std::uint64_t tag, TimePoint arrival, TimePoint deadline,
+                 TimePoint now, DropReason why) {
+    RequestOutcome o;
+    o.tag = tag;
+    o.model = id;
+    o.outcome = Outcome::kDropped;
+    o.reason = why;
+    o.arrival = arrival;
+    o.deadline = deadline;
+    o.finish = now;
+    o.exec = TimePoint::infinite();
+    sink.on_outcome(o);
+  }
+
+  // GetBatch + the exec policy (paper Alg. 1, UpdateCandidate). `force`
+  // reports the candidate as changed even when it is the same (the rank side
+  // has forgotten it: after a grant or a recompute request).
+  template <class Sink>
+  CandidateUpdate update_candidate(ModelId id, TimePoint now, TimePoint gpu_free, bool force, Sink& sink) {
+    Slot& m = models_[id];
+    const Delays& dl = cfg_.delays;
+    GatherInputs in{now, gpu_free, &dl, &m.cfg->profile, m.cfg->max_batch, m.cfg->target_batch};
+    auto drop = [&](Request& r, DropReason why) {
+      emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
+      --m.queued;
+      release(r);
+    };
+    const GatherResult g = gather_.gather(m.queue, in, drop);
+    CandidateUpdate u;
+    if (g.size == 0) {
+      u.changed = force || m.has_cand;
+      m.has_cand = false;
+      return u;
+    }
+    const Duration delay = dl.delay(g.size);
+    Candidate c;
+    c.size = g.size;
+    c.delay = delay;
+    c.latest = g.exec_deadline - m.cfg->profile.latency(g.size);
+    const TimePoint earliest = max(now + delay, gpu_free);
+    c.exec = exec_.exec(CandidateInputs{g.size, m.cfg->max_batch, earliest, c.latest, g.exec_deadline,
+                                        g.head_arrival, &m.cfg->profile, &m.cfg->timeout, m.efficient_batch,
+                                        m.arrivals.typical_gap(), m.window_misses});
+    SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
+    // An exec that moved only because the old one is already due is the same
+    // candidate to the rank side (its timer has fired or fires now).
+    const bool same = m.has_cand && m.cand.size == c.size && m.cand.latest == c.latest &&
+                      (m.cand.exec == c.exec || (m.cand.exec <= now + m.cand.delay && c.exec <= now + delay));
+    u.changed = force || !same;
+    u.present = true;
+    u.candidate = c;
+    m.cand = c;
+    m.has_cand = true;
+    return u;
+  }
+
+  ModelStateConfig cfg_;
+  Exec exec_;
+  Gather gather_;
+  std::vector<Slot> models_;
+  std::vector<Request> requests_;
+  std::vector<BatchRecord> batches_;
+  Request* free_requests_ = nullptr;
+  std::uint32_t used_requests_ = 0;
+  std::uint32_t free_batch_ = kNoSlot;
+  std::uint32_t inflight_total_ = 0;
+  std::uint64_t next_seq_ = 0;
+};
+
+}  // namespace symphony

@@ -1,0 +1,237 @@
+// The one policy language: what `--policy` and `--gather` (and `policy:` and
+// `gather:` in every config file, and the Python API's `policy=`/`gather=`)
+// mean, wherever a scheduler is built. `symphony simulate`, `serve`, `stress`,
+// the Python bindings and the cluster scheduler all parse the same text with
+// parse_policy() / parse_gather(), print it with to_string(), and build their
+// Scheduler or Runtime for it with visit_policy().
+//
+// Exec policies (exec_policy.hpp; docs/policies.md has the rules):
+//   deferred                      the adaptive deferred rule (default options)
+//   deferred:paper                the paper's exact rule
+//   deferred:<key>=<x>,...        the deferred rule with options: min_gain,
+//                                 arrival_window, miss_gain (numbers >= 0)
+//   eager                         dispatch as soon as a GPU can take the batch
+//   timeout:<ms> | timeout:<ms>ms a batch waits at most <ms> after its head
+//   timeout:<f>slo                ... at most f x the model's SLO
+// Gathering policies (gather_policy.hpp): target_batch (default),
+// sliding_window.
+//
+//   Result<PolicySpec> p = parse_policy("deferred:paper");
+//   auto rt = visit_policy(*p, [&](auto exec, auto gather) {
+//     return make_my_runtime(std::move(exec), gather);  // same return type for every policy
+//   });
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "symphony/exec_policy.hpp"
+#include "symphony/gather_policy.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony {
+
+enum class ExecKind : std::uint8_t { kDeferred, kEager, kTimeout };
+enum class GatherKind : std::uint8_t { kTargetBatch, kSlidingWindow };
+
+// A scheduling policy as data: the exec rule with its options and the
+// gathering rule.
+struct PolicySpec {
+  ExecKind exec = ExecKind::kDeferred;
+  DeferredOptions deferred;            // kDeferred: the rule's options
+  Duration timeout;                    // kTimeout: k for every model (timeout:<ms>)
+  std::optional<double> slo_fraction;  // kTimeout: k = fraction x each model's SLO (timeout:<f>slo)
+  GatherKind gather = GatherKind::kTargetBatch;
+
+  // The exec policy as parse_policy() reads it back ("deferred", "eager",
+  // "timeout:5ms", "timeout:0.3slo", "deferred:min_gain=0.1,...").
+  std::string to_string() const;
+  bool operator==(const PolicySpec&) const = default;
+};
+
+// What the policy and gather texts may be, for help texts and messages.
+inline constexpr std::string_view kPolicyHelp =
+    "deferred, deferred:paper, deferred:<key>=<x>,... (keys min_gain, arrival_window, miss_gain), eager, "
+    "timeout:<ms> or timeout:<fraction>slo";
+inline constexpr std::string_view kGatherHelp = "target_batch or sliding_window";
+
+namespace detail {
+
+// The shortest of %g and %.17g that reads back to exactly `v`.
+inline std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A duration in milliseconds, exactly (at most six decimals: nanoseconds).
+inline std::string format_ms(Duration d) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6f", d.to_ms());
+  std::string s = buf;
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+
+// A number >= 0 spelled in full (no trailing garbage), or nullopt.
+inline std::optional<double> parse_nonnegative(std::string_view text) {
+  const std::string s(text);
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(x >= 0) || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
+inline Status policy_error(std::initializer_list<std::string_view> parts) {
+  std::string m;  // appended piece by piece: GCC 12 warns falsely on "literal" + std::string here
+  for (std::string_view p : parts) m.append(p);
+  return Status(Errc::kInvalidArgument, std::move(m));
+}
+
+}  // namespace detail
+
+// Reads the deferred rule's part of the language ("deferred",
+// "deferred:paper", "deferred:<key>=<x>,..."); errors name the wrong part.
+inline Result<DeferredOptions> parse_deferred_policy(std::string_view text) {
+  if (text == "deferred") return DeferredOptions{};
+  if (text == "deferred:paper") return DeferredOptions::paper();
+  if (text.substr(0, 9) != "deferred:")
+    return detail::policy_error({"policy '", text, "' is not a deferred policy"});
+  DeferredOptions o;
+  std::string_view rest = text.substr(9);
+  for (;;) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    double* field = key == "min_gain" ? &o.min_gain
+                    : key == "arrival_window" ? &o.arrival_window
+                    : key == "miss_gain" ? &o.miss_gain
+                                         : nullptr;
+    if (!field)
+      return detail::policy_error({"policy '", text, "': unknown deferred option '", item,
+                                   "' (options: paper, or min_gain, arrival_window, miss_gain as <key>=<x>)"});
+    const std::optional<double> x = detail::parse_nonnegative(value);
+    if (!x)
+      return detail::policy_error(
+          {"policy '", text, "': deferred option '", key, "' needs a number >= 0, got '", value, "'"});
+    *field = *x;
+    if (comma == rest.size()) break;
+    rest = rest.substr(comma + 1);
+  }
+  return o;
+}
+
+// The spelling parse_deferred_policy() reads back to the same options.
+inline std::string deferred_policy_name(const DeferredOptions& o) {
+  if (o.is_paper()) return "deferred:paper";
+  const DeferredOptions d;
+  if (o.min_gain == d.min_gain && o.arrival_window == d.arrival_window && o.miss_gain == d.miss_gain)
+    return "deferred";
+  return "deferred:min_gain=" + detail::format_number(o.min_gain) +
+         ",arrival_window=" + detail::format_number(o.arrival_window) +
+         (o.miss_gain > 0 ? ",miss_gain=" + detail::format_number(o.miss_gain) : "");
+}
+
+// Reads an exec policy (the gathering policy keeps its default); errors name
+// the text and say what is accepted.
+inline Result<PolicySpec> parse_policy(std::string_view text) {
+  PolicySpec p;
+  if (text == "deferred" || text.substr(0, 9) == "deferred:") {
+    Result<DeferredOptions> o = parse_deferred_policy(text);
+    if (!o.ok()) return o.status();
+    p.deferred = *o;
+    return p;
+  }
+  if (text == "eager") {
+    p.exec = ExecKind::kEager;
+    return p;
+  }
+  if (text.substr(0, 8) == "timeout:") {
+    std::string_view v = text.substr(8);
+    bool fraction = false;
+    if (v.size() > 3 && v.substr(v.size() - 3) == "slo") {
+      fraction = true;
+      v.remove_suffix(3);
+    } else if (v.size() > 2 && v.substr(v.size() - 2) == "ms") {
+      v.remove_suffix(2);
+    }
+    const std::optional<double> x = detail::parse_nonnegative(v);
+    if (!x)
+      return detail::policy_error({"policy '", text,
+                                   "': the timeout must be a number >= 0 of milliseconds (timeout:5 or "
+                                   "timeout:5ms) or a fraction of the SLO (timeout:0.3slo)"});
+    p.exec = ExecKind::kTimeout;
+    if (fraction)
+      p.slo_fraction = *x;
+    else
+      p.timeout = Duration::from_ms(*x);
+    return p;
+  }
+  return detail::policy_error({"policy '", text, "' is not one of: ", kPolicyHelp});
+}
+
+inline Result<GatherKind> parse_gather(std::string_view text) {
+  if (text == "target_batch") return GatherKind::kTargetBatch;
+  if (text == "sliding_window") return GatherKind::kSlidingWindow;
+  return detail::policy_error({"gather '", text, "' is not one of: ", kGatherHelp});
+}
+
+constexpr std::string_view to_string(GatherKind g) noexcept {
+  return g == GatherKind::kTargetBatch ? "target_batch" : "sliding_window";
+}
+
+inline std::string PolicySpec::to_string() const {
+  switch (exec) {
+    case ExecKind::kDeferred: return deferred_policy_name(deferred);
+    case ExecKind::kEager: return "eager";
+    case ExecKind::kTimeout:
+      if (slo_fraction) return "timeout:" + detail::format_number(*slo_fraction) + "slo";
+      return "timeout:" + detail::format_ms(timeout) + "ms";
+  }
+  return "?";
+}
+
+// The timeout a model gets under `p`: its own (`own`, from its config), else
+// the policy's fraction of its SLO (timeout:<f>slo); nullopt otherwise (the
+// TimeoutPolicy's k then applies).
+inline std::optional<Duration> model_timeout(const PolicySpec& p, Duration slo, std::optional<Duration> own) {
+  if (own) return own;
+  if (p.exec == ExecKind::kTimeout && p.slo_fraction) return Duration::from_ms(slo.to_ms() * *p.slo_fraction);
+  return std::nullopt;
+}
+
+// Calls f(exec, gather) with the exec policy object (DeferredPolicy,
+// EagerPolicy or TimeoutPolicy) and the gathering policy object
+// (TargetBatchGather or SlidingWindowGather) that `p` names, and returns what
+// f returns: the one place where a policy chosen at run time picks a template
+// instantiation of Scheduler or Runtime. Every instantiation of f must
+// return the same type.
+template <class F>
+decltype(auto) visit_policy(const PolicySpec& p, F&& f) {
+  auto with_gather = [&](auto exec) -> decltype(auto) {
+    if (p.gather == GatherKind::kSlidingWindow) return f(std::move(exec), SlidingWindowGather{});
+    return f(std::move(exec), TargetBatchGather{});
+  };
+  switch (p.exec) {
+    case ExecKind::kEager: return with_gather(EagerPolicy{});
+    case ExecKind::kTimeout: return with_gather(TimeoutPolicy(p.timeout));
+    case ExecKind::kDeferred: break;
+  }
+  return with_gather(DeferredPolicy(p.deferred));
+}
+
+}  // namespace symphony

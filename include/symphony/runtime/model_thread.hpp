@@ -1,0 +1,422 @@
+// ModelThread: one model thread of the Runtime (the paper's ModelThread,
+// §4.2), owning the ModelState of its shard of the models; it pairs with the
+// RankThread (rank_thread.hpp), which owns the RankState.
+//
+// Inputs, polled by one loop:
+//  - the rank ring (SPSC, from the RankThread): grants and recompute requests,
+//    answered with ModelState::on_grant / recompute, exactly as the
+//    single-threaded Scheduler's drain_actions() does;
+//  - the completion queue (MPSC, from executors): ModelState::finish_batch,
+//    then the GPU's actual end goes to the rank;
+//  - the ingress queue (MPSC, from clients, bounded): ModelState::submit;
+//  - the control queue: adding and removing models, statistics, stop.
+// Outputs go to the rank ring (SPSC, to the RankThread) followed by a ready
+// bit and a doorbell ring. Candidate updates are coalesced: a model whose
+// candidate changed several times while the shard drained a bulk of requests
+// sends its latest candidate once (the paper: the RankThread "only needs to
+// pick up the latest candidate"). A grant's answer goes to the rank before the
+// batch goes to its executor, so the executor's work is off the rank's path.
+//
+// Guarantees:
+//  - one thread owns everything here but the queues it reads;
+//  - no allocation per request or per batch once warm (the ring overflow
+//    buffer and moodycamel's blocks grow only under overload);
+//  - every request taken from the ingress ends exactly once through the sink;
+//  - the RankThread sees this shard's messages in the order they were made.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <future>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include "symphony/runtime/detail/messages.hpp"
+#include "symphony/model_state.hpp"
+#include "symphony/runtime/doorbell.hpp"
+#include "symphony/runtime/executor.hpp"
+#include "symphony/runtime/runtime_config.hpp"
+#include "symphony/runtime/spsc_ring.hpp"
+
+namespace symphony {
+
+// What a Runtime reports to. on_outcome() is required and is called exactly
+// once per request, from shard threads and from submitting threads at once:
+// it must be thread-safe. Optional members, used when present:
+//  - on_dispatch(const Dispatch&): every dispatched batch (shard threads);
+//    `requests` is valid during the call only;
+//  - on_batch_error(BatchId, std::string_view message): before the outcomes
+//    of a batch whose executor reported an error.
+template <class S>
+concept RuntimeSink = requires(S s, const RequestOutcome& o) {
+  s.on_outcome(o);
+};
+
+namespace detail {
+template <class S>
+concept HasOnDispatch = requires(S s, const Dispatch& d) {
+  s.on_dispatch(d);
+};
+template <class S>
+concept HasOnBatchError = requires(S s, BatchId b, std::string_view m) {
+  s.on_batch_error(b, m);
+};
+
+}  // namespace detail
+
+template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
+class ModelThread {
+ public:
+  using Shard = ModelState<Exec, Gather>;
+
+  // `executors` has cfg.max_gpus entries (nullptr for absent GPUs).
+  ModelThread(std::uint32_t index, const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather,
+              detail::RankInbox& rank, const std::atomic<Executor*>* executors, CompletionPort& port)
+      : index_(index),
+        cfg_(cfg),
+        sink_(sink),
+        adapter_{this},
+        rank_(rank),
+        executors_(executors),
+        port_(port),
+        shard_(ModelStateConfig{index, cfg.max_models, cfg.max_requests_per_shard,
+                           cfg.max_gpus * cfg.max_outstanding_per_gpu, cfg.delays},
+               std::move(exec), std::move(gather)),
+        ingress_(cfg.ingress_capacity),
+        ingress_consumer_(ingress_),
+        to_rank_(detail::default_ring_capacity(cfg)),
+        from_rank_(detail::default_ring_capacity(cfg)),
+        generation_(cfg.max_models, 0),
+        dirty_(cfg.max_models, 0) {
+    dirty_list_.reserve(cfg.max_models);
+    outbox_.reserve(256);
+    pending_exec_.reserve(std::min<std::uint32_t>(cfg.max_gpus, 4096));
+    ingress_buf_.resize(cfg.ingress_bulk);
+  }
+  ModelThread(const ModelThread&) = delete;
+  ModelThread& operator=(const ModelThread&) = delete;
+
+  void start() {
+    thread_ = std::thread([this] { loop(); });
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // ---- cross-thread endpoints -------------------------------------------------
+  std::uint32_t index() const noexcept { return index_; }
+  detail::IngressQueue& ingress() noexcept { return ingress_; }
+  Doorbell& bell() noexcept { return bell_; }
+  SpscRing<detail::ShardToRank>& to_rank() noexcept { return to_rank_; }
+  SpscRing<detail::RankToShard>& from_rank() noexcept { return from_rank_; }
+  // Any thread: a batch of this shard ended.
+  void post_completion(BatchCompletion c) {
+    completions_.enqueue(std::move(c));
+    bell_.ring();
+  }
+  // Any thread: runs `fn` on this shard's thread.
+  void post(std::function<void()> fn) { control_.post(std::move(fn), bell_); }
+
+  // ---- owner thread only (call through post()) ---------------------------------
+  Status add_model(ModelId id, ModelConfig mc, std::uint32_t generation) {
+    if (Status s = shard_.add_model(id, std::move(mc)); !s.ok()) return s;
+    generation_[id] = generation;
+    return {};
+  }
+  // Removes the model once it has no queued or in-flight request, then tells
+  // the rank, which fulfils `done`.
+  void begin_remove(ModelId id, std::promise<Status>* done) {
+    removing_.push_back({id, done});
+    check_removals();
+  }
+  // Starts stopping: from now on the shard ends once every request it took
+  // has an outcome. REQUIRES: no client will enqueue into the ingress again.
+  void begin_stop(StopMode mode, std::promise<void>* done) {
+    stop_mode_ = mode;
+    stop_done_ = done;
+    if (mode == StopMode::kCancel) cancel_queued(SteadyClock{}.now());
+  }
+  RuntimeStats stats() const { return stats_; }
+  const Shard& shard() const noexcept { return shard_; }
+
+ private:
+  struct Adapter {
+    ModelThread* t;
+    void on_dispatch(const Dispatch& d) { t->on_dispatch(d); }
+    void on_outcome(const RequestOutcome& o) { t->on_outcome(o); }
+  };
+  struct Removal {
+    ModelId id;
+    std::promise<Status>* done;
+  };
+
+  void on_dispatch(const Dispatch& d) {
+    ++stats_.batches;
+    stats_.batched_requests += d.size;
+    stats_.dispatch_lag.record(d.dispatched_at - planned_);
+    pending_exec_.push_back(ExecBatch{d.batch, d.model, d.gpu, d.size, d.dispatched_at, d.exec,
+                                      d.predicted_end - d.exec, d.exec_deadline, d.delay, d.requests});
+    if constexpr (detail::HasOnDispatch<Sink>) sink_.on_dispatch(d);
+  }
+
+  void on_outcome(const RequestOutcome& o) {
+    ++stats_.outcomes[static_cast<std::size_t>(o.outcome)];
+    if (o.outcome == Outcome::kDropped) ++stats_.drops[static_cast<std::size_t>(o.reason)];
+    sink_.on_outcome(o);
+  }
+
+  void drop(const detail::IngressItem& it, TimePoint now, DropReason why) {
+    RequestOutcome o;
+    o.tag = it.tag;
+    o.model = it.model;
+    o.outcome = Outcome::kDropped;
+    o.reason = why;
+    o.arrival = it.arrival;
+    o.deadline = it.deadline;
+    o.finish = now;
+    o.exec = TimePoint::infinite();
+    on_outcome(o);
+  }
+
+  // ---- messages to the rank ----------------------------------------------------
+  void push(const detail::ShardToRank& m) {
+    if (outbox_.empty() && to_rank_.try_push(m)) {
+      pushed_ = true;
+      return;
+    }
+    outbox_.push_back(m);  // the ring is full: keep order, retry every loop
+  }
+  void flush_outbox() {
+    std::size_t i = 0;
+    while (i < outbox_.size() && to_rank_.try_push(outbox_[i])) ++i;
+    if (i) {
+      outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(i));
+      pushed_ = true;
+    }
+  }
+  void mark_dirty(ModelId id) {
+    ++stats_.candidate_updates;
+    if (dirty_[id]) return;
+    dirty_[id] = 1;
+    dirty_list_.push_back(id);
+  }
+  void flush_dirty() {
+    for (ModelId id : dirty_list_) {
+      if (!dirty_[id]) continue;  // answered by a grant or recompute meanwhile
+      dirty_[id] = 0;
+      detail::ShardToRank m;
+      m.kind = detail::ShardToRank::Kind::kCandidate;
+      m.model = id;
+      const std::optional<Candidate> c = shard_.candidate(id);
+      m.grant.next = CandidateUpdate{true, c.has_value(), c.value_or(Candidate{})};
+      ++stats_.candidate_messages;
+      push(m);
+    }
+    dirty_list_.clear();
+  }
+
+  // ---- input handlers ----------------------------------------------------------
+  void on_rank(const detail::RankToShard& msg, TimePoint now) {
+    const RankAction& a = msg.action;
+    dirty_[a.model] = 0;  // the answer carries the latest candidate
+    detail::ShardToRank m;
+    m.model = a.model;
+    if (a.kind == RankAction::Kind::kGrant) {
+      planned_ = msg.planned;
+      m.kind = detail::ShardToRank::Kind::kGrantResult;
+      m.gpu = a.gpu;
+      m.grant = shard_.on_grant(a.model, a.gpu, a.time, now, adapter_);
+    } else {
+      m.kind = detail::ShardToRank::Kind::kCandidate;
+      m.grant.next = shard_.recompute(a.model, now, a.time, adapter_);
+      ++stats_.candidate_messages;
+    }
+    push(m);
+  }
+
+  void on_completion(BatchCompletion& c) {
+    if constexpr (detail::HasOnBatchError<Sink>) {
+      if (c.status == BatchStatus::kError) sink_.on_batch_error(c.batch, std::string_view(c.error));
+    }
+    Result<FinishResult> r = shard_.finish_batch(c.batch, c.actual_end, c.status, adapter_);
+    if (!r.ok()) return;  // unknown or repeated completion: nothing changes
+    detail::ShardToRank m;
+    m.kind = detail::ShardToRank::Kind::kFinished;
+    m.model = r->model;
+    m.gpu = r->gpu;
+    m.batch = c.batch;
+    m.time = c.actual_end;
+    push(m);
+  }
+
+  void on_ingress(const detail::IngressItem& it, TimePoint now) {
+    ++stats_.accepted;
+    if (stop_mode_ == StopMode::kCancel && stop_done_) return drop(it, now, DropReason::kShutdown);
+    if (!shard_.has_model(it.model) || generation_[it.model] != it.generation)
+      return drop(it, now, DropReason::kShutdown);  // raced with its model's removal
+    const SubmitResult r = shard_.submit(it.model, it.tag, now, it.deadline, adapter_, min(it.arrival, now));
+    if (r.status == SubmitStatus::kQueued && r.update.changed) mark_dirty(it.model);
+  }
+
+  void cancel_queued(TimePoint now) {
+    shard_.drop_all_queued(now, DropReason::kShutdown, adapter_, [&](ModelId id) { mark_dirty(id); });
+  }
+
+  void check_removals() {
+    for (std::size_t i = 0; i < removing_.size();) {
+      const ModelId id = removing_[i].id;
+      if (shard_.has_model(id) && (shard_.queued(id) || shard_.inflight_batches(id))) {
+        ++i;
+        continue;
+      }
+      detail::ShardToRank m;
+      m.kind = detail::ShardToRank::Kind::kModelRemoved;
+      m.model = id;
+      m.token = removing_[i].done;
+      if (shard_.has_model(id)) {
+        Status s = shard_.remove_model(id);
+        SYMPHONY_ASSERT(s.ok());
+        (void)s;
+      }
+      dirty_[id] = 0;
+      push(m);
+      removing_.erase(removing_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+
+  bool stop_complete() {
+    return stop_done_ && shard_.free_request_slots() == cfg_.max_requests_per_shard &&
+           shard_.inflight_batches() == 0 && outbox_.empty() && ingress_.size_approx() == 0 &&
+           completions_.size_approx() == 0;
+  }
+
+  bool has_input() {
+    return from_rank_.front() != nullptr || control_.pending() || completions_.size_approx() != 0 ||
+           (outbox_.empty() && ingress_.size_approx() != 0);
+  }
+
+  // ---- the loop ----------------------------------------------------------------
+  void loop() {
+    char name[16];
+    std::snprintf(name, sizeof name, "sym-shard-%u", index_);
+    detail::name_this_thread(name);
+    SteadyClock clock;
+    BatchCompletion done_buf[32];
+    TimePoint idle_since = TimePoint::infinite();
+    for (;;) {
+      bool progress = control_.run_all();
+      TimePoint now;
+      while (detail::RankToShard* msg = from_rank_.front()) {
+        on_rank(*msg, now = clock.now());  // each grant at its own time: the dispatch time is measured
+        from_rank_.pop();
+        progress = true;
+      }
+      std::size_t n;
+      while ((n = completions_.try_dequeue_bulk(done_buf, 32)) != 0) {
+        for (std::size_t i = 0; i < n; ++i) on_completion(done_buf[i]);
+        progress = true;
+      }
+      // Requests, a bulk at a time; while the ingress is backlogged and the
+      // rank has sent nothing, take a few more bulks before telling the rank:
+      // more arrivals per model coalesce into one candidate message exactly
+      // when the rank is busiest, and a grant waits at most one bulk.
+      for (std::uint32_t k = 0; k < kMaxBulksPerRound && outbox_.empty(); ++k) {
+        n = ingress_.try_dequeue_bulk(ingress_consumer_, ingress_buf_.begin(), ingress_buf_.size());
+        if (n == 0) break;
+        now = clock.now();
+        for (std::size_t i = 0; i < n; ++i) on_ingress(ingress_buf_[i], now);
+        progress = true;
+        if (n < ingress_buf_.size() || from_rank_.front() != nullptr) break;
+      }
+      flush_dirty();
+      if (!removing_.empty()) check_removals();
+      if (!outbox_.empty()) flush_outbox();
+      if (pushed_) {
+        pushed_ = false;
+        rank_.notify(index_);
+      }
+      for (const ExecBatch& b : pending_exec_) {
+        // acquire: the executor published before the rank could grant its GPU.
+        Executor* e = executors_[b.gpu].load(std::memory_order_acquire);
+        if (SYMPHONY_LIKELY(e != nullptr)) {
+          e->execute(b, port_);
+        } else {
+          port_.report(
+              BatchCompletion{b.batch, clock.now(), BatchStatus::kError, "no executor for this GPU"});
+        }
+      }
+      pending_exec_.clear();
+      if (stop_done_ && stop_complete()) {
+        stop_done_->set_value();
+        return;
+      }
+      if (progress) {
+        idle_since = TimePoint::infinite();
+        continue;
+      }
+      if (!outbox_.empty()) {  // the rank is behind: let it run
+        std::this_thread::yield();
+        continue;
+      }
+      now = clock.now();
+      if (idle_since.is_infinite()) idle_since = now;
+      if (now - idle_since < cfg_.shard_idle_spin) {
+        std::this_thread::yield();  // as the RankThread's spin: cheap when the core is free
+        continue;
+      }
+      bell_.prepare_wait();
+      if (has_input()) {
+        bell_.cancel_wait();
+        continue;
+      }
+      // A bounded sleep: a missed wake-up (which the protocol rules out)
+      // would cost at most this much.
+      bell_.wait_until(now + kMaxSleep);
+      idle_since = TimePoint::infinite();
+    }
+  }
+
+  static constexpr Duration kMaxSleep = Duration::milliseconds(100);
+  static constexpr std::uint32_t kMaxBulksPerRound = 8;
+
+  const std::uint32_t index_;
+  const RuntimeConfig cfg_;
+  Sink& sink_;
+  Adapter adapter_;
+  detail::RankInbox& rank_;
+  const std::atomic<Executor*>* executors_;
+  CompletionPort& port_;
+  Shard shard_;
+
+  detail::IngressQueue ingress_;
+  detail::IngressQueue::Consumer ingress_consumer_;
+  detail::MpscQueue<BatchCompletion> completions_;
+  SpscRing<detail::ShardToRank> to_rank_;
+  SpscRing<detail::RankToShard> from_rank_;
+  detail::ControlQueue control_;
+  Doorbell bell_;
+
+  std::vector<std::uint32_t> generation_;
+  std::vector<std::uint8_t> dirty_;
+  std::vector<ModelId> dirty_list_;
+  std::vector<detail::ShardToRank> outbox_;
+  std::vector<ExecBatch> pending_exec_;
+  std::vector<detail::IngressItem> ingress_buf_;
+  std::vector<Removal> removing_;
+  TimePoint planned_;
+  bool pushed_ = false;
+  StopMode stop_mode_ = StopMode::kDrain;
+  std::promise<void>* stop_done_ = nullptr;
+  RuntimeStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace symphony

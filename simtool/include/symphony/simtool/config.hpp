@@ -1,0 +1,96 @@
+// Simulator experiment configurations: the YAML format of docs/simulator.md,
+// parsed and checked into a sim::ExperimentSpec plus what the report needs.
+//
+// Parsing is strict: an unknown key, a value of the wrong type or out of
+// range, a missing or unreadable profile table, trace or profile file, all
+// throw ConfigError with a message that names the file, the line and the key
+// ("stagger.yaml:7:3: workload.rate: must be >= 0, got -5"). Paths in a
+// config are relative to the config file's directory; profile tables named by
+// `zoo:` are looked up in the config's `profile_dirs`, then in
+// $SYMPHONY_PROFILE_PATH (colon-separated), then in the data directory the
+// project was built from (and installed to).
+//
+// Not part of the core: uses yaml-cpp and the file system; errors are
+// exceptions.
+//
+//   simtool::Config c = simtool::load_config("examples/paper/stagger_resnet50.yaml");
+//   simtool::Config d = simtool::parse_config(yaml_text, "<memory>");
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "symphony/sim/experiment.hpp"
+
+namespace symphony::simtool {
+
+// A configuration the simulator cannot run, with a message naming the file,
+// line and key.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where a model came from, for the report.
+struct ModelInfo {
+  std::string source;                          // "inline", "zoo:a100", "file:<path>"
+  std::optional<Duration> own_timeout;         // timeout_ms of the model
+  std::optional<double> own_timeout_fraction;  // timeout_slo_fraction of the model
+};
+
+struct GoodputSearchSpec {
+  double start_rps = 0;  // 0: start from the analytical (fluid) capacity
+  double tolerance = 0.005;
+  std::uint32_t max_steps = 40;
+};
+
+struct MinGpusSpec {
+  double rate = 0;  // offered rate to serve; 0: not set
+  std::uint32_t max_gpus = 1024;
+};
+
+struct Config {
+  std::string origin;   // the file (or "<memory>") it came from
+  std::string name;     // the config's name (default: file stem)
+  sim::ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
+  std::vector<ModelInfo> model_info;  // parallel to spec.models
+  std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
+  GoodputSearchSpec goodput;
+  MinGpusSpec min_gpus;
+
+  // Replaces the exec policy (the CLI's --policy; the gathering policy stays),
+  // recomputing per-model timeouts.
+  void set_policy(const PolicySpec& p);
+};
+
+// Command-line style overrides of a loaded config (the CLI's --policy,
+// --gather, --seed, --gpus and --rate); shared with the bindings so that both
+// produce the same report for the same request.
+struct Overrides {
+  std::optional<std::string> policy;  // as parse_policy() (policy.hpp) reads it
+  std::optional<std::string> gather;  // as parse_gather() reads it
+  std::optional<std::uint64_t> seed;
+  std::optional<std::uint32_t> gpus;
+  std::optional<double> rate;  // total offered rate; scales every model's rate
+};
+
+// Applies `o` to `c`; throws ConfigError (naming the option) when a value is bad.
+void apply_overrides(Config& c, const Overrides& o);
+
+// Reads and checks a YAML config file.
+Config load_config(const std::string& path);
+
+// Parses YAML text; `origin` names it in messages; relative paths in it are
+// resolved against `base_dir` (default: the current directory).
+Config parse_config(const std::string& yaml_text, const std::string& origin = "<memory>",
+                    const std::string& base_dir = "");
+
+// The directories searched for `zoo:` tables, in order, for a config in
+// `base_dir` with the given `profile_dirs`.
+std::vector<std::string> profile_search_path(const std::vector<std::string>& profile_dirs,
+                                             const std::string& base_dir);
+
+}  // namespace symphony::simtool

@@ -1,0 +1,638 @@
+// YAML experiment configs -> simtool::Config (config.hpp). Strict: every map is
+// checked for unknown keys; every value for type and range; every message
+// names the file, line and key.
+#include "symphony/simtool/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "symphony/model_state.hpp"
+#include "symphony/simtool/files.hpp"
+
+#ifndef SYMPHONY_SOURCE_DATA_DIR
+#define SYMPHONY_SOURCE_DATA_DIR ""
+#endif
+#ifndef SYMPHONY_INSTALL_DATA_DIR
+#define SYMPHONY_INSTALL_DATA_DIR ""
+#endif
+
+namespace symphony::simtool {
+using namespace symphony::sim;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string format_number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// Walks one YAML document, remembering the file for messages.
+class Reader {
+ public:
+  Reader(std::string origin, std::string base_dir)
+      : origin_(std::move(origin)), base_dir_(std::move(base_dir)) {}
+
+  const std::string& origin() const { return origin_; }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& msg) const {
+    std::string where = origin_;
+    const YAML::Mark m = at.Mark();
+    if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    throw ConfigError(where + ": " + (key.empty() ? "" : key + ": ") + msg);
+  }
+
+  // REQUIRES: n is a map. Rejects keys outside `known`, naming them.
+  void check_keys(const YAML::Node& n, const std::string& path,
+                  std::initializer_list<const char*> known) const {
+    if (!n.IsMap()) fail(n, path, "must be a map");
+    std::set<std::string> seen;
+    for (const auto& kv : n) {
+      const std::string k = kv.first.as<std::string>();
+      if (!seen.insert(k).second) fail(kv.first, join(path, k), "duplicate key '" + k + "'");
+      if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) {
+        std::string list;
+        for (const char* x : known) list += (list.empty() ? "" : ", ") + std::string(x);
+        fail(kv.first, join(path, k), "unknown key '" + k + "' (known keys: " + list + ")");
+      }
+    }
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  double number(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) fail(n, key, "must be a number");
+    const std::string s = n.Scalar();
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end == s.c_str() || *end != '\0' || !std::isfinite(v))
+      fail(n, key, "must be a finite number, got '" + s + "'");
+    return v;
+  }
+  double number_min(const YAML::Node& n, const std::string& key, double lo, bool strict) const {
+    const double v = number(n, key);
+    if (strict ? !(v > lo) : !(v >= lo))
+      fail(n, key,
+           std::string("must be ") + (strict ? "> " : ">= ") + format_number(lo) + ", got " +
+               format_number(v));
+    return v;
+  }
+  std::uint64_t integer(const YAML::Node& n, const std::string& key, std::uint64_t lo,
+                        std::uint64_t hi) const {
+    const double v = number(n, key);
+    if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
+      fail(n, key,
+           "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+               n.Scalar());
+    return static_cast<std::uint64_t>(v);
+  }
+  std::string string(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) fail(n, key, "must be a string");
+    return n.Scalar();
+  }
+  bool boolean(const YAML::Node& n, const std::string& key) const {
+    const std::string s = string(n, key);
+    if (s == "true" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "no" || s == "off") return false;
+    fail(n, key, "must be true or false, got '" + s + "'");
+  }
+
+  std::string path(const std::string& p) const {
+    if (p.empty() || fs::path(p).is_absolute() || base_dir_.empty()) return p;
+    return (fs::path(base_dir_) / p).lexically_normal().string();
+  }
+  const std::string& base_dir() const { return base_dir_; }
+
+ private:
+  std::string origin_;
+  std::string base_dir_;
+};
+
+ArrivalProcess parse_arrival(const Reader& r, const YAML::Node& n, const std::string& key) {
+  const std::string s = r.string(n, key);
+  if (s == "poisson") return ArrivalProcess::poisson();
+  if (s == "uniform") return ArrivalProcess::uniform();
+  if (s.rfind("gamma:", 0) == 0) {
+    const std::string v = s.substr(6);
+    char* end = nullptr;
+    const double shape = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(shape > 0) || !std::isfinite(shape))
+      r.fail(n, key, "gamma shape must be a positive number, got '" + v + "'");
+    return ArrivalProcess::gamma(shape);
+  }
+  r.fail(n, key, "must be uniform, poisson or gamma:<shape>, got '" + s + "'");
+}
+
+std::vector<RateChange> parse_rate_changes(const Reader& r, const YAML::Node& n, const std::string& key) {
+  if (!n.IsSequence()) r.fail(n, key, "must be a list of {at_s, scale}");
+  std::vector<RateChange> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string k = key + "[" + std::to_string(i) + "]";
+    const YAML::Node c = n[i];
+    r.check_keys(c, k, {"at_s", "scale"});
+    if (!c["at_s"] || !c["scale"]) r.fail(c, k, "needs both at_s and scale");
+    RateChange rc;
+    rc.at = Duration::from_seconds(r.number_min(c["at_s"], k + ".at_s", 0, false));
+    rc.scale = r.number_min(c["scale"], k + ".scale", 0, false);
+    if (!out.empty() && rc.at < out.back().at) r.fail(c, k, "rate changes must be in time order");
+    out.push_back(rc);
+  }
+  return out;
+}
+
+std::vector<SloOverride> parse_slo_overrides(const Reader& r, const YAML::Node& n, const std::string& key) {
+  if (!n.IsSequence()) r.fail(n, key, "must be a list of {fraction, slo_ms}");
+  std::vector<SloOverride> out;
+  double sum = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string k = key + "[" + std::to_string(i) + "]";
+    const YAML::Node c = n[i];
+    r.check_keys(c, k, {"fraction", "slo_ms"});
+    if (!c["fraction"] || !c["slo_ms"]) r.fail(c, k, "needs both fraction and slo_ms");
+    SloOverride o;
+    o.fraction = r.number_min(c["fraction"], k + ".fraction", 0, false);
+    o.slo = Duration::from_ms(r.number_min(c["slo_ms"], k + ".slo_ms", 0, true));
+    sum += o.fraction;
+    if (sum > 1.0 + 1e-9) r.fail(c, k, "fractions add up to more than 1");
+    out.push_back(o);
+  }
+  return out;
+}
+
+// A model entry before its rate is known.
+struct PendingModel {
+  ModelConfig cfg;
+  ModelInfo info;
+  std::optional<double> rate;
+  std::optional<ArrivalProcess> arrival;
+  std::optional<std::vector<RateChange>> rate_changes;
+  std::optional<std::vector<SloOverride>> slo_overrides;
+  YAML::Node node;
+  std::string key;  // "models[3]": the config entry it came from
+};
+
+std::string find_zoo(const Reader& r, const YAML::Node& at, const std::string& key, const std::string& zoo,
+                     const std::vector<std::string>& dirs) {
+  if (zoo.find('/') != std::string::npos || (zoo.size() > 4 && zoo.substr(zoo.size() - 4) == ".csv")) {
+    const std::string p = r.path(zoo);
+    if (!fs::exists(p)) r.fail(at, key, "profile table '" + p + "' not found");
+    return p;
+  }
+  std::string tried;
+  for (const std::string& d : dirs) {
+    const fs::path p = fs::path(d) / (zoo + ".csv");
+    if (fs::exists(p)) return p.string();
+    tried += (tried.empty() ? "" : ", ") + d;
+  }
+  r.fail(at, key,
+         "profile table '" + zoo + "' not found (looked for " + zoo +
+             ".csv in: " + (tried.empty() ? "no directories" : tried) + ")");
+}
+
+void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std::string>& dirs,
+                  std::vector<PendingModel>& out) {
+  const YAML::Node list = root["models"];
+  if (!list) r.fail(root, "models", "is required (a list of models)");
+  if (!list.IsSequence() || list.size() == 0) r.fail(list, "models", "must be a non-empty list");
+  std::map<std::string, std::vector<ZooEntry>> zoo_cache;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string key = "models[" + std::to_string(i) + "]";
+    const YAML::Node n = list[i];
+    r.check_keys(n, key,
+                 {"name", "alpha_ms", "beta_ms", "slo_ms", "max_batch", "zoo", "model", "count",
+                  "profile_file", "rate", "arrival", "rate_changes", "slo_overrides", "timeout_ms",
+                  "timeout_slo_fraction", "target_batch", "max_queue"});
+    const int sources =
+        (n["zoo"] ? 1 : 0) + (n["profile_file"] ? 1 : 0) + ((n["alpha_ms"] || n["beta_ms"]) ? 1 : 0);
+    if (sources != 1)
+      r.fail(n, key, "needs exactly one profile source: alpha_ms + beta_ms, zoo, or profile_file");
+
+    // The base entries this item expands to (a zoo without `model` gives all).
+    struct Base {
+      std::string name;
+      LatencyProfile profile;
+      std::optional<double> slo_ms;
+      std::string source;
+    };
+    std::vector<Base> bases;
+    std::optional<std::uint32_t> max_batch;
+    if (n["max_batch"])
+      max_batch = static_cast<std::uint32_t>(
+          r.integer(n["max_batch"], key + ".max_batch", 1, LatencyProfile::kMaxBatchLimit));
+    if (n["zoo"]) {
+      if (n["name"])
+        r.fail(n["name"], key + ".name", "a zoo model keeps its zoo name; use 'model' to pick one");
+      const std::string zoo = r.string(n["zoo"], key + ".zoo");
+      const std::string file = find_zoo(r, n["zoo"], key + ".zoo", zoo, dirs);
+      if (!zoo_cache.count(file)) zoo_cache[file] = read_zoo(file);
+      const std::vector<ZooEntry>& table = zoo_cache[file];
+      std::vector<const ZooEntry*> picked;
+      if (n["model"]) {
+        const std::string want = r.string(n["model"], key + ".model");
+        for (const ZooEntry& e : table)
+          if (e.name == want) picked.push_back(&e);
+        if (picked.empty()) {
+          std::string names;
+          for (const ZooEntry& e : table) names += (names.empty() ? "" : ", ") + e.name;
+          r.fail(n["model"], key + ".model",
+                 "no model '" + want + "' in " + file + " (it has: " + names + ")");
+        }
+      } else {
+        for (const ZooEntry& e : table) picked.push_back(&e);
+      }
+      for (const ZooEntry* e : picked) {
+        Result<LatencyProfile> p = LatencyProfile::linear(
+            Duration::from_ms(e->alpha_ms), Duration::from_ms(e->beta_ms), max_batch.value_or(e->max_batch));
+        if (!p.ok()) r.fail(n, key, file + ":" + std::to_string(e->line) + ": " + p.status().message());
+        bases.push_back({e->name, std::move(*p), e->slo_ms, "zoo:" + zoo});
+      }
+    } else {
+      if (n["model"])
+        r.fail(n["model"], key + ".model", "'model' picks a model of a zoo; this entry has no zoo");
+      if (!n["name"]) r.fail(n, key, "needs a name");
+      const std::string name = r.string(n["name"], key + ".name");
+      if (name.empty()) r.fail(n["name"], key + ".name", "must not be empty");
+      if (n["profile_file"]) {
+        const std::string file = r.path(r.string(n["profile_file"], key + ".profile_file"));
+        LatencyProfile p;
+        try {
+          p = read_profile_table(file, max_batch.value_or(0));
+        } catch (const ConfigError& e) {
+          r.fail(n["profile_file"], key + ".profile_file", e.what());
+        }
+        bases.push_back({name, std::move(p), std::nullopt, "file:" + file});
+      } else {
+        if (!n["alpha_ms"] || !n["beta_ms"])
+          r.fail(n, key, "a linear profile needs both alpha_ms and beta_ms");
+        const double a = r.number_min(n["alpha_ms"], key + ".alpha_ms", 0, false);
+        const double b = r.number_min(n["beta_ms"], key + ".beta_ms", 0, false);
+        Result<LatencyProfile> p =
+            LatencyProfile::linear(Duration::from_ms(a), Duration::from_ms(b), max_batch.value_or(64));
+        if (!p.ok()) r.fail(n, key, p.status().message());
+        bases.push_back({name, std::move(*p), std::nullopt, "inline"});
+      }
+    }
+
+    std::optional<double> slo_ms;
+    if (n["slo_ms"]) slo_ms = r.number_min(n["slo_ms"], key + ".slo_ms", 0, true);
+    const std::uint64_t count = n["count"] ? r.integer(n["count"], key + ".count", 1, 1u << 20) : 1;
+    PendingModel proto;
+    if (n["rate"]) proto.rate = r.number_min(n["rate"], key + ".rate", 0, false);
+    if (n["arrival"]) proto.arrival = parse_arrival(r, n["arrival"], key + ".arrival");
+    if (n["rate_changes"])
+      proto.rate_changes = parse_rate_changes(r, n["rate_changes"], key + ".rate_changes");
+    if (n["slo_overrides"])
+      proto.slo_overrides = parse_slo_overrides(r, n["slo_overrides"], key + ".slo_overrides");
+    if (n["timeout_ms"] && n["timeout_slo_fraction"])
+      r.fail(n, key, "give timeout_ms or timeout_slo_fraction, not both");
+    if (n["timeout_ms"])
+      proto.info.own_timeout =
+          Duration::from_ms(r.number_min(n["timeout_ms"], key + ".timeout_ms", 0, false));
+    if (n["timeout_slo_fraction"])
+      proto.info.own_timeout_fraction =
+          r.number_min(n["timeout_slo_fraction"], key + ".timeout_slo_fraction", 0, false);
+    if (n["target_batch"])
+      proto.cfg.target_batch = static_cast<std::uint32_t>(
+          r.integer(n["target_batch"], key + ".target_batch", 1, LatencyProfile::kMaxBatchLimit));
+    if (n["max_queue"])
+      proto.cfg.max_queue =
+          static_cast<std::uint32_t>(r.integer(n["max_queue"], key + ".max_queue", 1, 1u << 30));
+    proto.node = n;
+    proto.key = key;
+
+    for (const Base& b : bases) {
+      const std::optional<double> slo = slo_ms ? slo_ms : b.slo_ms;
+      if (!slo) r.fail(n, key, "model '" + b.name + "' needs slo_ms");
+      for (std::uint64_t k = 0; k < count; ++k) {
+        PendingModel m = proto;
+        m.cfg.name = count > 1 ? b.name + "#" + std::to_string(k) : b.name;
+        m.cfg.profile = b.profile;
+        m.cfg.slo = Duration::from_ms(*slo);
+        m.info.source = b.source;
+        if (m.cfg.target_batch > m.cfg.profile.max_batch())
+          r.fail(n["target_batch"], key + ".target_batch",
+                 "exceeds the profile's max_batch " + std::to_string(m.cfg.profile.max_batch()));
+        if (Status s = ModelState<>::validate(m.cfg); !s.ok()) r.fail(n, key, s.message());
+        out.push_back(std::move(m));
+      }
+    }
+  }
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto [it, fresh] = seen.emplace(out[i].cfg.name, i);
+    if (!fresh)
+      r.fail(out[i].node, out[i].key, "two models are named '" + out[i].cfg.name + "'; names must be unique");
+  }
+}
+
+}  // namespace
+
+// A policy text, or ConfigError naming `where`.
+PolicySpec policy_or_throw(const std::string& text, const std::string& where) {
+  Result<PolicySpec> p = parse_policy(text);
+  if (!p.ok()) throw ConfigError(where + ": " + p.status().message());
+  return *p;
+}
+
+GatherKind gather_or_throw(const std::string& text, const std::string& where) {
+  Result<GatherKind> g = parse_gather(text);
+  if (!g.ok()) throw ConfigError(where + ": " + g.status().message());
+  return *g;
+}
+
+void Config::set_policy(const PolicySpec& p) {
+  const GatherKind gather = spec.policy.gather;
+  spec.policy = p;
+  spec.policy.gather = gather;
+  for (std::size_t i = 0; i < spec.models.size(); ++i) {
+    ModelConfig& m = spec.models[i];
+    const ModelInfo& info = model_info[i];
+    std::optional<Duration> own = info.own_timeout;
+    if (!own && info.own_timeout_fraction) own = Duration::from_ms(m.slo.to_ms() * *info.own_timeout_fraction);
+    m.timeout = model_timeout(p, m.slo, own);
+  }
+}
+
+void apply_overrides(Config& c, const Overrides& o) {
+  if (o.policy) c.set_policy(policy_or_throw(*o.policy, "--policy"));
+  if (o.gather) c.spec.policy.gather = gather_or_throw(*o.gather, "--gather");
+  if (o.seed) c.spec.seed = *o.seed;
+  if (o.gpus) {
+    if (*o.gpus == 0 || *o.gpus > (1u << 20)) throw ConfigError("--gpus: must be in [1, 2^20]");
+    c.spec.gpus = *o.gpus;
+  }
+  if (o.rate) {
+    const double base = c.spec.base_rate();
+    if (!(*o.rate > 0) || !std::isfinite(*o.rate)) throw ConfigError("--rate: must be a positive number");
+    if (!c.spec.trace.empty() || !(base > 0))
+      throw ConfigError("--rate: needs a synthetic workload with a positive rate (" + c.origin + ")");
+    for (ModelLoad& l : c.spec.loads) l.rate *= *o.rate / base;
+  }
+}
+
+std::vector<std::string> profile_search_path(const std::vector<std::string>& profile_dirs,
+                                             const std::string& base_dir) {
+  std::vector<std::string> out;
+  for (const std::string& d : profile_dirs)
+    out.push_back(fs::path(d).is_absolute() || base_dir.empty()
+                      ? d
+                      : (fs::path(base_dir) / d).lexically_normal().string());
+  if (const char* env = std::getenv("SYMPHONY_PROFILE_PATH")) {
+    std::string s = env, cur;
+    std::istringstream in(s);
+    while (std::getline(in, cur, ':'))
+      if (!cur.empty()) out.push_back(cur);
+  }
+  if (*SYMPHONY_SOURCE_DATA_DIR) out.push_back(std::string(SYMPHONY_SOURCE_DATA_DIR) + "/profiles");
+  if (*SYMPHONY_INSTALL_DATA_DIR) out.push_back(std::string(SYMPHONY_INSTALL_DATA_DIR) + "/profiles");
+  return out;
+}
+
+namespace {
+
+// name, seed, gpus, duration, warmup, autoscaling, max_bad_rate, capacities.
+void parse_run_settings(const Reader& r, const YAML::Node& root, Config& c) {
+  ExperimentSpec& e = c.spec;
+  c.name = root["name"] ? r.string(root["name"], "name") : fs::path(r.origin()).stem().string();
+  if (root["seed"]) e.seed = r.integer(root["seed"], "seed", 0, (std::uint64_t{1} << 53));
+  if (!root["gpus"]) r.fail(root, "gpus", "is required (the number of GPUs)");
+  e.gpus = static_cast<std::uint32_t>(r.integer(root["gpus"], "gpus", 1, 1u << 20));
+  e.duration = Duration::from_seconds(
+      root["duration_s"] ? r.number_min(root["duration_s"], "duration_s", 0, true) : 30.0);
+  e.warmup =
+      Duration::from_seconds(root["warmup_s"] ? r.number_min(root["warmup_s"], "warmup_s", 0, false) : 1.0);
+  if (e.warmup >= e.duration)
+    r.fail(root["warmup_s"] ? root["warmup_s"] : root, "warmup_s", "must be shorter than duration_s");
+  if (root["autoscale_window_s"])
+    e.autoscale_window =
+        Duration::from_seconds(r.number_min(root["autoscale_window_s"], "autoscale_window_s", 0, true));
+  if (const YAML::Node n = root["autoscale_step_s"]) {
+    e.autoscale_step = Duration::from_seconds(r.number_min(n, "autoscale_step_s", 0, true));
+    if (e.autoscale_step > e.autoscale_window || e.autoscale_window.ns() % e.autoscale_step.ns() != 0)
+      r.fail(n, "autoscale_step_s",
+             "must divide autoscale_window_s (" + format_number(e.autoscale_window.to_seconds()) + " s)");
+  }
+  if (root["max_bad_rate"]) {
+    e.max_bad_rate = r.number_min(root["max_bad_rate"], "max_bad_rate", 0, false);
+    if (e.max_bad_rate >= 1) r.fail(root["max_bad_rate"], "max_bad_rate", "must be below 1");
+  }
+  if (root["max_outstanding_per_gpu"])
+    e.max_outstanding_per_gpu = static_cast<std::uint32_t>(
+        r.integer(root["max_outstanding_per_gpu"], "max_outstanding_per_gpu", 1, 64));
+  if (root["max_requests"])
+    e.max_requests = static_cast<std::uint32_t>(r.integer(root["max_requests"], "max_requests", 1, 1u << 26));
+
+}
+
+// policy and gather: the policy language (policy.hpp). Returns the exec policy;
+// the gathering policy goes into the spec at once.
+PolicySpec parse_policy_keys(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
+  PolicySpec policy;
+  if (root["policy"]) {
+    Result<PolicySpec> p = parse_policy(r.string(root["policy"], "policy"));
+    if (!p.ok()) r.fail(root["policy"], "policy", p.status().message());
+    policy = *p;
+  }
+  if (root["gather"]) {
+    Result<GatherKind> g = parse_gather(r.string(root["gather"], "gather"));
+    if (!g.ok()) r.fail(root["gather"], "gather", g.status().message());
+    e.policy.gather = *g;
+  }
+  return policy;
+}
+
+void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
+  if (const YAML::Node n = root["noise"]) {
+    if (n.IsScalar()) {
+      if (r.string(n, "noise") != "exact")
+        r.fail(n, "noise", "must be 'exact' or a map {kind: lognormal, sigma: ...}");
+    } else {
+      r.check_keys(n, "noise", {"kind", "sigma"});
+      const std::string kind = n["kind"] ? r.string(n["kind"], "noise.kind") : "lognormal";
+      if (kind == "lognormal") {
+        if (!n["sigma"]) r.fail(n, "noise", "lognormal noise needs sigma");
+        e.noise_sigma = r.number_min(n["sigma"], "noise.sigma", 0, false);
+      } else if (kind != "exact") {
+        r.fail(n["kind"], "noise.kind", "must be exact or lognormal, got '" + kind + "'");
+      }
+    }
+  }
+}
+
+void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
+  if (const YAML::Node n = root["delays"]) {
+    r.check_keys(n, "delays", {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms"});
+    auto get = [&](const char* k) {
+      return n[k] ? Duration::from_ms(r.number_min(n[k], std::string("delays.") + k, 0, false))
+                  : Duration::zero();
+    };
+    e.delays.ctrl = get("ctrl_ms");
+    e.delays.data = get("data_ms");
+    e.delays.resp = get("resp_ms");
+    e.delays.safety_margin = get("safety_margin_ms");
+  }
+}
+
+// The workload: a trace, or rates, arrival processes, popularity, rate changes
+// and SLO overrides for the models (which may set their own).
+void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<PendingModel>& models, Config& c) {
+  ExperimentSpec& e = c.spec;
+  const YAML::Node w = root["workload"];
+  if (!w) r.fail(root, "workload", "is required");
+  r.check_keys(w, "workload", {"rate", "arrival", "popularity", "rate_changes", "slo_overrides", "trace"});
+  if (w["trace"]) {
+    for (const char* k : {"rate", "arrival", "popularity", "rate_changes", "slo_overrides"})
+      if (w[k]) r.fail(w[k], std::string("workload.") + k, "cannot be combined with workload.trace");
+    for (std::size_t i = 0; i < models.size(); ++i)
+      for (const char* k : {"rate", "arrival", "rate_changes", "slo_overrides"})
+        if (const YAML::Node& mn = models[i].node; mn[k])
+          r.fail(mn[k], models[i].key + "." + k, "cannot be combined with workload.trace");
+    const std::string file = r.path(r.string(w["trace"], "workload.trace"));
+    std::map<std::string, ModelId> ids;
+    for (std::size_t i = 0; i < e.models.size(); ++i) ids[e.models[i].name] = static_cast<ModelId>(i);
+    try {
+      e.trace = read_trace(file, ids);
+    } catch (const ConfigError& err) {
+      r.fail(w["trace"], "workload.trace", err.what());
+    }
+    c.workload_desc = "trace:" + file;
+  } else {
+    ArrivalProcess arrival = ArrivalProcess::poisson();
+    if (w["arrival"]) arrival = parse_arrival(r, w["arrival"], "workload.arrival");
+    double zipf = 0;
+    if (const YAML::Node p = w["popularity"]) {
+      const std::string s = r.string(p, "workload.popularity");
+      if (s == "equal")
+        zipf = 0;
+      else if (s.rfind("zipf:", 0) == 0) {
+        const std::string v = s.substr(5);
+        char* end = nullptr;
+        zipf = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(zipf >= 0) || !std::isfinite(zipf))
+          r.fail(p, "workload.popularity", "zipf exponent must be a number >= 0, got '" + v + "'");
+      } else {
+        r.fail(p, "workload.popularity", "must be equal or zipf:<s>, got '" + s + "'");
+      }
+    }
+    std::vector<RateChange> changes;
+    if (w["rate_changes"]) changes = parse_rate_changes(r, w["rate_changes"], "workload.rate_changes");
+    std::vector<SloOverride> overrides;
+    if (w["slo_overrides"]) overrides = parse_slo_overrides(r, w["slo_overrides"], "workload.slo_overrides");
+    std::size_t shared = 0;
+    for (const PendingModel& m : models) shared += !m.rate;
+    std::vector<double> shares = popularity_shares(shared, zipf);
+    double total = 0;
+    if (w["rate"]) total = r.number_min(w["rate"], "workload.rate", 0, false);
+    if (shared > 0 && !w["rate"])
+      r.fail(w, "workload.rate",
+             "is required: " + std::to_string(shared) + " model(s) have no rate of their own");
+    if (shared == 0 && w["rate"])
+      r.fail(w["rate"], "workload.rate", "is unused: every model sets its own rate");
+    if (shared == 0 && w["popularity"])
+      r.fail(w["popularity"], "workload.popularity", "is unused: every model sets its own rate");
+    std::size_t k = 0;
+    for (const PendingModel& m : models) {
+      ModelLoad l;
+      l.rate = m.rate ? *m.rate : total * shares[k++];
+      l.arrival = m.arrival.value_or(arrival);
+      l.rate_changes = m.rate_changes.value_or(changes);
+      l.slo_overrides = m.slo_overrides.value_or(overrides);
+      e.loads.push_back(std::move(l));
+    }
+    c.workload_desc = arrival.to_string();
+    if (zipf > 0) c.workload_desc += ", zipf:" + format_number(zipf);
+  }
+
+}
+
+void parse_search(const Reader& r, const YAML::Node& root, Config& c) {
+  if (const YAML::Node s = root["search"]) {
+    r.check_keys(s, "search", {"goodput", "min_gpus"});
+    if (const YAML::Node g = s["goodput"]) {
+      r.check_keys(g, "search.goodput", {"start_rps", "tolerance", "max_steps"});
+      if (g["start_rps"])
+        c.goodput.start_rps = r.number_min(g["start_rps"], "search.goodput.start_rps", 0, true);
+      if (g["tolerance"]) {
+        c.goodput.tolerance = r.number_min(g["tolerance"], "search.goodput.tolerance", 0, true);
+        if (c.goodput.tolerance >= 1) r.fail(g["tolerance"], "search.goodput.tolerance", "must be below 1");
+      }
+      if (g["max_steps"])
+        c.goodput.max_steps =
+            static_cast<std::uint32_t>(r.integer(g["max_steps"], "search.goodput.max_steps", 1, 1000));
+    }
+    if (const YAML::Node m = s["min_gpus"]) {
+      r.check_keys(m, "search.min_gpus", {"rate", "max_gpus"});
+      if (m["rate"]) c.min_gpus.rate = r.number_min(m["rate"], "search.min_gpus.rate", 0, true);
+      if (m["max_gpus"])
+        c.min_gpus.max_gpus =
+            static_cast<std::uint32_t>(r.integer(m["max_gpus"], "search.min_gpus.max_gpus", 1, 1u << 20));
+    }
+  }
+
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir) {
+  YAML::Node loaded;
+  try {
+    loaded = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    std::string where = origin;
+    if (!e.mark.is_null())
+      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    throw ConfigError(where + ": YAML syntax error: " + e.msg);
+  }
+  const Reader r(origin, base_dir);
+  const YAML::Node root = loaded;
+  if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
+  r.check_keys(root, "",
+               {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
+                "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
+                "models", "search", "max_outstanding_per_gpu", "max_requests"});
+  Config c;
+  c.origin = origin;
+  ExperimentSpec& e = c.spec;
+  parse_run_settings(r, root, c);
+  const PolicySpec policy = parse_policy_keys(r, root, e);
+  parse_noise(r, root, e);
+  parse_delays(r, root, e);
+  std::vector<std::string> dirs;
+  if (const YAML::Node n = root["profile_dirs"]) {
+    if (!n.IsSequence()) r.fail(n, "profile_dirs", "must be a list of directories");
+    for (std::size_t i = 0; i < n.size(); ++i)
+      dirs.push_back(r.string(n[i], "profile_dirs[" + std::to_string(i) + "]"));
+  }
+  const std::vector<std::string> search = profile_search_path(dirs, base_dir);
+
+  std::vector<PendingModel> models;
+  parse_models(r, root, search, models);
+  for (PendingModel& m : models) {
+    e.models.push_back(m.cfg);
+    c.model_info.push_back(m.info);
+  }
+
+  parse_workload(r, root, models, c);
+  parse_search(r, root, c);
+  c.set_policy(policy);
+  if (Status s = e.validate(); !s.ok()) throw ConfigError(origin + ": " + s.message());
+  return c;
+}
+
+Config load_config(const std::string& path) {
+  const std::string text = read_file(path, "config");
+  const std::string dir = fs::path(path).parent_path().string();
+  return parse_config(text, path, dir.empty() ? "." : dir);
+}
+
+}  // namespace symphony::simtool

@@ -1,0 +1,188 @@
+// CSV readers for zoo tables, latency tables and traces (files.hpp).
+#include "symphony/simtool/files.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "symphony/profile_io/profile_file.hpp"
+#include "symphony/simtool/config.hpp"
+
+namespace symphony::simtool {
+using namespace symphony::sim;
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(line);
+  while (std::getline(in, cur, ',')) out.push_back(trim(cur));
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// A CSV file: header columns, then rows with their line numbers.
+struct Csv {
+  std::string path;
+  std::vector<std::string> header;
+  std::vector<std::pair<int, std::vector<std::string>>> rows;
+
+  [[noreturn]] void fail(int line, const std::string& msg) const {
+    throw ConfigError(path + ":" + std::to_string(line) + ": " + msg);
+  }
+  int column(const std::string& name, bool required) const {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return static_cast<int>(i);
+    if (required) fail(1, "missing column '" + name + "' in the header");
+    return -1;
+  }
+  double number(int line, const std::vector<std::string>& row, int col, const std::string& what) const {
+    if (col < 0 || static_cast<std::size_t>(col) >= row.size() || row[static_cast<std::size_t>(col)].empty())
+      fail(line, "missing value for '" + what + "'");
+    const std::string& s = row[static_cast<std::size_t>(col)];
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+      fail(line, "'" + what + "' is not a number: '" + s + "'");
+    return v;
+  }
+};
+
+Csv read_csv(const std::string& path, const std::string& what) {
+  Csv csv;
+  csv.path = path;
+  std::istringstream in(read_file(path, what));
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    if (csv.header.empty()) {
+      csv.header = split(t);
+      continue;
+    }
+    csv.rows.emplace_back(n, split(t));
+  }
+  if (csv.header.empty()) throw ConfigError(path + ": " + what + " has no header line");
+  return csv;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ConfigError(path + ": cannot open " + what);
+  std::ostringstream s;
+  s << f.rdbuf();
+  if (f.bad()) throw ConfigError(path + ": cannot read " + what);
+  return s.str();
+}
+
+std::vector<ZooEntry> read_zoo(const std::string& path) {
+  const Csv csv = read_csv(path, "profile table");
+  const int c_name = csv.column("name", true), c_alpha = csv.column("alpha_ms", true),
+            c_beta = csv.column("beta_ms", true), c_slo = csv.column("slo_ms", true),
+            c_max = csv.column("max_batch", false);
+  std::vector<ZooEntry> out;
+  for (const auto& [line, row] : csv.rows) {
+    ZooEntry e;
+    e.line = line;
+    if (static_cast<std::size_t>(c_name) >= row.size() || row[static_cast<std::size_t>(c_name)].empty())
+      csv.fail(line, "missing model name");
+    e.name = row[static_cast<std::size_t>(c_name)];
+    e.alpha_ms = csv.number(line, row, c_alpha, "alpha_ms");
+    e.beta_ms = csv.number(line, row, c_beta, "beta_ms");
+    e.slo_ms = csv.number(line, row, c_slo, "slo_ms");
+    if (e.alpha_ms < 0 || e.beta_ms < 0 || e.alpha_ms + e.beta_ms <= 0)
+      csv.fail(line, "model '" + e.name + "': alpha_ms and beta_ms must be >= 0 and not both 0");
+    if (e.slo_ms <= 0) csv.fail(line, "model '" + e.name + "': slo_ms must be positive");
+    if (c_max >= 0) {
+      const double m = csv.number(line, row, c_max, "max_batch");
+      if (m < 1 || m > LatencyProfile::kMaxBatchLimit || m != std::floor(m))
+        csv.fail(line, "model '" + e.name + "': max_batch must be an integer in [1, " +
+                           std::to_string(LatencyProfile::kMaxBatchLimit) + "]");
+      e.max_batch = static_cast<std::uint32_t>(m);
+    }
+    for (const ZooEntry& o : out)
+      if (o.name == e.name)
+        csv.fail(line, "model '" + e.name + "' appears twice (also line " + std::to_string(o.line) + ")");
+    out.push_back(std::move(e));
+  }
+  if (out.empty()) throw ConfigError(path + ": profile table has no models");
+  return out;
+}
+
+LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_batch) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".yaml" || ext == ".yml") {  // a profile measured by `symphony profile`
+    Result<profile_io::MeasuredProfile> m = profile_io::read_profile_file(path);
+    if (!m.ok()) throw ConfigError(m.status().message());
+    if (max_batch) m->max_batch = std::min(m->max_batch, max_batch);
+    Result<LatencyProfile> p = m->to_latency_profile(profile_io::ProfileColumn::kP90);  // as `serve` schedules by default
+    if (!p.ok()) throw ConfigError(path + ": " + p.status().message());
+    return std::move(*p);
+  }
+  const Csv csv = read_csv(path, "latency table");
+  const int c_b = csv.column("batch", true), c_l = csv.column("latency_ms", true);
+  std::vector<ProfilePoint> pts;
+  for (const auto& [line, row] : csv.rows) {
+    const double b = csv.number(line, row, c_b, "batch");
+    if (b < 1 || b > LatencyProfile::kMaxBatchLimit || b != std::floor(b))
+      csv.fail(line,
+               "batch must be an integer in [1, " + std::to_string(LatencyProfile::kMaxBatchLimit) + "]");
+    const double l = csv.number(line, row, c_l, "latency_ms");
+    if (l <= 0) csv.fail(line, "latency_ms must be positive");
+    pts.push_back({static_cast<std::uint32_t>(b), Duration::from_ms(l)});
+  }
+  Result<LatencyProfile> p = LatencyProfile::from_table(pts, max_batch);
+  if (!p.ok()) throw ConfigError(path + ": " + p.status().message());
+  return std::move(*p);
+}
+
+std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids) {
+  const Csv csv = read_csv(path, "trace");
+  int c_t = csv.column("time_s", false);
+  double unit_s = 1.0;
+  if (c_t < 0) {
+    c_t = csv.column("time_ms", false);
+    unit_s = 1e-3;
+  }
+  if (c_t < 0) csv.fail(1, "missing column 'time_s' (or 'time_ms') in the header");
+  const int c_m = csv.column("model", true), c_slo = csv.column("slo_ms", false);
+  std::vector<TraceRecord> out;
+  out.reserve(csv.rows.size());
+  for (const auto& [line, row] : csv.rows) {
+    TraceRecord r;
+    const double t = csv.number(line, row, c_t, csv.header[static_cast<std::size_t>(c_t)]);
+    if (t < 0) csv.fail(line, "time must not be negative");
+    r.time = Duration::from_seconds(t * unit_s);
+    if (!out.empty() && r.time < out.back().time) csv.fail(line, "trace is not in time order");
+    if (static_cast<std::size_t>(c_m) >= row.size()) csv.fail(line, "missing model");
+    const auto it = ids.find(row[static_cast<std::size_t>(c_m)]);
+    if (it == ids.end()) csv.fail(line, "unknown model '" + row[static_cast<std::size_t>(c_m)] + "'");
+    r.model = it->second;
+    if (c_slo >= 0 && static_cast<std::size_t>(c_slo) < row.size() &&
+        !row[static_cast<std::size_t>(c_slo)].empty()) {
+      const double s = csv.number(line, row, c_slo, "slo_ms");
+      if (s <= 0) csv.fail(line, "slo_ms must be positive");
+      r.slo = Duration::from_ms(s);
+    }
+    out.push_back(r);
+  }
+  if (out.empty()) throw ConfigError(path + ": trace has no requests");
+  return out;
+}
+
+}  // namespace symphony::simtool

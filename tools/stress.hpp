@@ -1,0 +1,171 @@
+// Scheduler-only stress of the Runtime: M identical models, G emulated GPUs,
+// K model threads, and open-loop load-generator threads. `symphony stress`
+// (cmd_stress.cc) and the runtime benchmarks (bench/runtime_benchmark.cc)
+// both run it; not part of the installed headers.
+//
+// Each of C generator threads draws Poisson arrivals at rate/C over uniformly
+// random models and submits every request whose arrival time has come,
+// whatever the runtime is doing (open loop). When it is ahead of schedule it
+// sleeps at least `tick` (so arrivals are released in bursts of about one
+// tick: spinning generators would take cores from the runtime they measure).
+// After `duration` (or `requests` requests) the generators stop and the
+// runtime drains (StopMode::kDrain).
+//
+// Measures: throughput = requests that ran (ok or late) per second of wall
+// time from the first arrival to the end of the drain; goodput = ok per
+// second over the same time; bad rate = (late + dropped + errors) /
+// submitted; the Runtime's statistics (dispatch lag, batches, coalescing).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "symphony/policy.hpp"
+#include "symphony/runtime/emulated_executor.hpp"
+#include "symphony/runtime/runtime.hpp"
+
+namespace symphony {
+
+struct StressConfig {
+  std::uint32_t models = 64;
+  std::uint32_t gpus = 64;
+  std::uint32_t shards = 1;
+  std::uint32_t clients = 1;
+  double rate = 500000;  // offered requests per second, all generators together
+  Duration duration = Duration::seconds(2);
+  std::uint64_t requests = 0;                   // stop after this many (0: by duration only)
+  Duration alpha = Duration::microseconds(10);  // l(b) = alpha*b + beta
+  Duration beta = Duration::microseconds(500);
+  Duration slo = Duration::milliseconds(5);
+  std::uint32_t max_batch = 256;
+  Duration timer_spin = Duration::microseconds(SYMPHONY_RUNTIME_TIMER_SPIN_US);
+  Duration shard_idle_spin = Duration::microseconds(SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US);
+  Duration tick = Duration::microseconds(50);
+  std::uint32_t ingress_capacity = 1u << 16;
+  std::uint64_t seed = 1;
+  PolicySpec policy;  // exec and gathering policy
+};
+
+struct StressReport {
+  std::uint64_t submitted = 0;
+  double generation_s = 0;  // first arrival to the last submission
+  double elapsed_s = 0;     // first arrival to the end of the drain
+  double offered_rps = 0;   // submitted / generation_s
+  double throughput_rps = 0;
+  double goodput_rps = 0;
+  double bad_rate = 0;
+  RuntimeStats stats;
+};
+
+namespace detail {
+// xorshift64*: a few cycles per number; plenty for load generation.
+struct FastRng {
+  std::uint64_t s;
+  std::uint64_t next() noexcept {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 2685821657736338717ull;
+  }
+  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+struct DiscardSink {
+  void on_outcome(const RequestOutcome&) noexcept {}
+};
+}  // namespace detail
+
+// Runs one stress experiment under one policy instantiation.
+template <ExecPolicy Exec, GatherPolicy Gather>
+Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather gather) {
+  if (c.clients == 0 || c.rate <= 0 || c.models == 0)
+    return Status(Errc::kInvalidArgument, "stress needs clients, models and a positive rate");
+  detail::DiscardSink sink;  // outcomes are counted by the runtime's statistics
+  EmulatedGpus gpus;         // outlives the runtime, which may still have batches on it
+  RuntimeConfig cfg;
+  cfg.shards = c.shards;
+  cfg.max_models = c.models;
+  cfg.max_gpus = c.gpus;
+  // Room for every request that can be queued or in flight within a few SLOs.
+  const double in_system = c.rate * c.slo.to_seconds() * 4 / c.shards + 4096;
+  cfg.max_requests_per_shard = static_cast<std::uint32_t>(std::min(in_system, 16.0e6));
+  cfg.ingress_capacity = c.ingress_capacity;
+  cfg.timer_spin = c.timer_spin;
+  cfg.shard_idle_spin = c.shard_idle_spin;
+  auto created = Runtime<detail::DiscardSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather);
+  if (!created.ok()) return created.status();
+  auto& rt = *created;
+  auto profile = LatencyProfile::linear(c.alpha, c.beta, c.max_batch);
+  if (!profile.ok()) return profile.status();
+  for (std::uint32_t m = 0; m < c.models; ++m) {
+    ModelConfig mc;
+    mc.name = "m" + std::to_string(m);
+    mc.profile = *profile;
+    mc.slo = c.slo;
+    if (auto r = rt->add_model(std::move(mc)); !r.ok()) return r.status();
+  }
+  for (std::uint32_t g = 0; g < c.gpus; ++g)
+    if (auto r = rt->add_gpu(gpus.make_executor()); !r.ok()) return r.status();
+
+  const std::uint64_t quota = c.requests ? (c.requests + c.clients - 1) / c.clients : ~std::uint64_t{0};
+  std::vector<std::uint64_t> submitted(c.clients, 0);
+  std::vector<TimePoint> last(c.clients);
+  SteadyClock clock;
+  const TimePoint t0 = clock.now() + Duration::milliseconds(10);
+  const TimePoint t_end = t0 + c.duration;
+  std::vector<std::thread> generators;
+  for (std::uint32_t g = 0; g < c.clients; ++g) {
+    generators.emplace_back([&, g] {
+      auto sub = rt->make_submitter();
+      detail::FastRng rng{c.seed * 0x9E3779B97F4A7C15ull + g + 1};
+      const double mean_gap_ns = 1e9 * c.clients / c.rate;
+      double next = static_cast<double>(t0.ns());
+      std::uint64_t n = 0;
+      for (;;) {
+        const TimePoint now = clock.now();
+        if (now >= t_end || n >= quota) break;
+        while (next <= static_cast<double>(now.ns()) && n < quota) {
+          (void)sub.submit(static_cast<ModelId>(rng.next() % c.models), (std::uint64_t{g} << 40) | n);
+          ++n;
+          next += -std::log1p(-rng.uniform()) * mean_gap_ns;
+        }
+        const double ahead_ns = next - static_cast<double>(clock.now().ns());
+        if (ahead_ns > 0)
+          std::this_thread::sleep_for(
+              std::chrono::nanoseconds(std::max(c.tick.ns(), static_cast<std::int64_t>(ahead_ns))));
+      }
+      submitted[g] = n;
+      last[g] = clock.now();
+    });
+  }
+  for (auto& t : generators) t.join();
+  rt->stop(StopMode::kDrain);
+  const TimePoint done = clock.now();
+
+  StressReport r;
+  r.stats = rt->stats();
+  for (std::uint64_t n : submitted) r.submitted += n;
+  r.generation_s = (*std::max_element(last.begin(), last.end()) - t0).to_seconds();
+  r.elapsed_s = (done - t0).to_seconds();
+  r.offered_rps = r.generation_s > 0 ? static_cast<double>(r.submitted) / r.generation_s : 0;
+  const RuntimeStats& st = r.stats;
+  const std::uint64_t ran = st.count(Outcome::kOk) + st.count(Outcome::kLate);
+  r.throughput_rps = static_cast<double>(ran) / r.elapsed_s;
+  r.goodput_rps = static_cast<double>(st.count(Outcome::kOk)) / r.elapsed_s;
+  const std::uint64_t bad = st.count(Outcome::kLate) + st.count(Outcome::kDropped) +
+                            st.count(Outcome::kError) + st.rejected_ingress;
+  r.bad_rate = r.submitted ? static_cast<double>(bad) / static_cast<double>(r.submitted) : 0.0;
+  return r;
+}
+
+// Runs one stress experiment under c.policy. Blocks for about c.duration
+// plus one SLO.
+inline Result<StressReport> run_stress(const StressConfig& c) {
+  return visit_policy(c.policy, [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
+}
+
+}  // namespace symphony
