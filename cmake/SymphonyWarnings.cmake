@@ -15,3 +15,10 @@ if(SYMPHONY_SANITIZE)
   target_link_options(symphony_internal INTERFACE -fsanitize=${_symphony_san})
   target_compile_definitions(symphony_internal INTERFACE SYMPHONY_SANITIZED=1)
 endif()
+
+# symphony_torch_warnings: libtorch's and pybind11's headers do not survive
+# the strictest of those warnings. Project targets that include them link it
+# PRIVATE beside symphony_internal (or take its options per source file).
+add_library(symphony_torch_warnings INTERFACE)
+target_compile_options(symphony_torch_warnings INTERFACE
+  -Wno-conversion -Wno-shadow -Wno-old-style-cast -Wno-pedantic)

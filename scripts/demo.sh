@@ -10,14 +10,7 @@
 # Poisson load for 30 s with a live progress line, and prints per-model and
 # per-device results. Extra arguments go to `symphony serve`, e.g.
 #   ./scripts/demo.sh --policy eager --json report.json
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-step() { printf '\n==> %s\n' "$*" >&2; }
-jobs=$(nproc 2>/dev/null || echo 2)
-
-step "installing missing system packages"
-./scripts/install-deps.sh
+source "$(dirname "$0")/common.sh"
 step "configuring (preset release)"
 cmake --preset release >/dev/null
 step "building the symphony tool"

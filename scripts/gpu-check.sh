@@ -212,7 +212,7 @@ export -f configure
 # Every package the build found must come from the bundle, not the system.
 check_bundle_use() {
   local bad=0 line
-  for v in yaml-cpp_DIR GTest_DIR benchmark_DIR CLI11_DIR nlohmann_json_DIR SYMPHONY_MOODYCAMEL_INCLUDE \
+  for v in yaml-cpp_DIR GTest_DIR benchmark_DIR CLI11_DIR nlohmann_json_DIR ConcurrentQueue_INCLUDE_DIR \
     SYMPHONY_RWQUEUE_INCLUDE; do
     line=$(grep -E "^$v:" "$BUILD/CMakeCache.txt" | cut -d= -f2-)
     if [[ $line != "$BUNDLE"/* ]]; then

@@ -2,13 +2,7 @@
 # The sanitizer runs CI adds to the test suite: the core tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset asan) and the core and
 # runtime tests under ThreadSanitizer (preset tsan).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-step() { printf '\n==> %s\n' "$*" >&2; }
-jobs=$(nproc 2>/dev/null || echo 2)
-
-./scripts/install-deps.sh
+source "$(dirname "$0")/common.sh"
 
 for preset in asan tsan; do
   step "configuring and building (preset $preset)"

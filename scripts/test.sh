@@ -3,14 +3,7 @@
 # builds the release preset (core, simulator, runtime, server, CLI, bindings,
 # benchmarks), then runs every test (GoogleTest through CTest, and pytest).
 # GPU tests skip themselves on machines without a CUDA device.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-
-step() { printf '\n==> %s\n' "$*" >&2; }
-jobs=$(nproc 2>/dev/null || echo 2)
-
-step "installing missing system packages"
-./scripts/install-deps.sh
+source "$(dirname "$0")/common.sh"
 
 step "configuring (preset release)"
 cmake --preset release

@@ -10,7 +10,9 @@
 #include <algorithm>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <random>
 #include <set>
@@ -52,30 +54,75 @@ void wait_for(P pred) {
   while (!pred()) std::this_thread::yield();
 }
 
+// The doorbell tests bound every wait: a lost wake-up fails the test (and the
+// sleeper still ends, at its own far deadline) instead of hanging the binary.
+constexpr auto kWakeBound = std::chrono::seconds(10);
+
 TEST(DoorbellTest, RingWakesASleeper) {
   Doorbell bell;
   std::atomic<bool> work{false};
+  std::atomic<bool> woken_by_ring{false};
+  std::promise<void> asleep, done;
+  std::future<void> asleep_f = asleep.get_future(), done_f = done.get_future();
   std::thread sleeper([&] {
+    // A far deadline, so that only a ring (or a lost-wake-up bug, after 30 s)
+    // ends the wait.
+    const TimePoint give_up = SteadyClock{}.now() + Duration::seconds(30);
+    bool told = false;
     for (;;) {
       bell.prepare_wait();
       if (work.load(std::memory_order_acquire)) {
         bell.cancel_wait();
-        return;
+        woken_by_ring = SteadyClock{}.now() < give_up;
+        break;
       }
-      bell.wait_until(TimePoint::infinite());
+      if (!told) {
+        asleep.set_value();
+        told = true;
+      }
+      bell.wait_until(give_up);
+      if (SteadyClock{}.now() >= give_up) break;
     }
+    done.set_value();
   });
+  ASSERT_EQ(asleep_f.wait_for(kWakeBound), std::future_status::ready);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it reach the wait (not required)
   work.store(true, std::memory_order_release);
   bell.ring();
-  sleeper.join();  // hangs (and the test times out) if the wake-up were lost
-  SUCCEED();
+  const bool woke = done_f.wait_for(kWakeBound) == std::future_status::ready;
+  EXPECT_TRUE(woke) << "the ring did not wake the sleeper within " << kWakeBound.count() << " s";
+  sleeper.join();  // bounded: the sleeper gives up at its own deadline
+  EXPECT_TRUE(woken_by_ring);
 }
 
 TEST(DoorbellTest, WaitUntilAPastDeadlineReturns) {
   Doorbell bell;
-  bell.prepare_wait();
-  bell.wait_until(SteadyClock{}.now() - Duration::milliseconds(1));
-  SUCCEED();
+  std::promise<void> done;
+  std::future<void> done_f = done.get_future();
+  std::thread waiter([&] {
+    bell.prepare_wait();
+    bell.wait_until(SteadyClock{}.now() - Duration::milliseconds(1));
+    done.set_value();
+  });
+  const bool returned = done_f.wait_for(kWakeBound) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "wait_until(a past deadline) blocked";
+  while (done_f.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) bell.ring();  // release it
+  waiter.join();
+}
+
+TEST(DoorbellTest, WaitUntilAFutureDeadlineReturnsWithoutARing) {
+  Doorbell bell;
+  std::promise<void> done;
+  std::future<void> done_f = done.get_future();
+  std::thread waiter([&] {
+    bell.prepare_wait();
+    bell.wait_until(SteadyClock{}.now() + Duration::milliseconds(20));
+    done.set_value();
+  });
+  const bool returned = done_f.wait_for(kWakeBound) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "wait_until(now + 20 ms) did not return by its deadline";
+  while (done_f.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) bell.ring();
+  waiter.join();
 }
 
 TEST(RuntimeConfigTest, RejectsBadValues) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/profiler.hpp"
 #include "symphony/server/torch_model.hpp"
@@ -59,12 +60,13 @@ int run_profile(const ProfileArgs& a) {
   po.max_batch = a.max_batch;
   po.repeats = a.repeats;
   po.max_latency = Duration::from_ms(a.max_latency_ms);
-  po.progress = [](std::uint32_t b, std::size_t i, std::size_t n) {
-    std::fprintf(stderr, "\rprofiling: round %zu/%zu (batches 1..%u)   ", i, n, b);
-    std::fflush(stderr);
+  ProgressLine progress;
+  po.progress = [&progress](std::uint32_t b, std::size_t i, std::size_t n) {
+    progress.update("profiling: round " + std::to_string(i) + "/" + std::to_string(n) + " (batches 1.." +
+                    std::to_string(b) + ")");
   };
   auto p = profile_model(**m, 0, po);
-  std::fprintf(stderr, "\n");
+  progress.finish();
   if (!p.ok()) {
     std::fprintf(stderr, "error: %s\n", p.status().message().c_str());
     return 1;

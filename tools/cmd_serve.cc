@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/server/serve_config.hpp"
@@ -232,6 +233,7 @@ int run_serve(ServeArgs a) {
 
   // Live progress, once a second, and the snapshot at the end of warm-up.
   ServerStats at_warmup;
+  ProgressLine progress;
   bool have_warmup = false;
   std::uint64_t last_ok = 0, last_sent = 0;
   TimePoint last = start;
@@ -253,10 +255,11 @@ int run_serve(ServeArgs a) {
         per += buf;
         p99 = max(p99, m.p99);
       }
-      std::fprintf(stderr, "\r[%5.1f/%.0f s] offered %6.1f r/s  good %6.1f r/s  p99 %6.1f ms |%s   ",
-                   (wake - start).to_seconds(), cfg->duration_s, static_cast<double>(now.sent - last_sent) / dt,
-                   static_cast<double>(now.ok - last_ok) / dt, p99.to_ms(), per.c_str());
-      std::fflush(stderr);
+      char line[160];
+      std::snprintf(line, sizeof line, "[%5.1f/%.0f s] offered %6.1f r/s  good %6.1f r/s  p99 %6.1f ms |",
+                    (wake - start).to_seconds(), cfg->duration_s, static_cast<double>(now.sent - last_sent) / dt,
+                    static_cast<double>(now.ok - last_ok) / dt, p99.to_ms());
+      progress.update(line + per);
     }
     last_ok = now.ok;
     last_sent = now.sent;
@@ -264,7 +267,7 @@ int run_serve(ServeArgs a) {
     if (wake >= end) break;
   }
   driver.join();
-  if (!a.quiet) std::fprintf(stderr, "\n");
+  progress.finish();
   srv.stop(StopMode::kDrain);  // every request ends
   const ServerStats fin = srv.stats();
   const double window = cfg->duration_s - cfg->warmup_s;

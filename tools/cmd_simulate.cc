@@ -1,40 +1,33 @@
 // `symphony simulate <config.yaml>`: runs a simulator experiment (a run, a
 // goodput search or a minimum-GPU search) and prints a per-model table or the
 // JSON report. The config format and the report are in docs/simulator.md.
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 
 #include "commands.hpp"
+#include "progress.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/simtool/simulate.hpp"
 
 namespace symphony::tools {
 namespace {
 
-// Prints one progress line per search step on stderr (rewritten in place on
-// a terminal).
+// Prints one progress line per search step on stderr.
 class StderrProgress : public simtool::Progress {
  public:
-  StderrProgress() : tty_(isatty(STDERR_FILENO) != 0) {}
-  ~StderrProgress() override {
-    if (tty_ && any_) std::fputc('\n', stderr);
-  }
   void on_step(const std::string& search, const sim::SearchStep& s, std::size_t i) override {
-    any_ = true;
     const bool rate = search == "goodput";
-    std::fprintf(stderr, "%s[%s] run %zu: %s %.*f%s -> worst bad rate %.3f %% (%s)%s", tty_ ? "\r\033[K" : "",
-                 search.c_str(), i + 1, rate ? "rate" : "gpus", rate ? 1 : 0, s.x, rate ? " r/s" : "",
-                 100 * s.worst_bad_rate, s.pass ? "pass" : "fail", tty_ ? "" : "\n");
-    std::fflush(stderr);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "[%s] run %zu: %s %.*f%s -> worst bad rate %.3f %% (%s)", search.c_str(), i + 1,
+                  rate ? "rate" : "gpus", rate ? 1 : 0, s.x, rate ? " r/s" : "", 100 * s.worst_bad_rate,
+                  s.pass ? "pass" : "fail");
+    line_.update(buf);
   }
 
  private:
-  bool tty_;
-  bool any_ = false;
+  ProgressLine line_;
 };
 
 struct Options {

@@ -2,7 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
-#include "symphony/config.hpp"
+#include "symphony/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"symphony: deferred batch scheduling for DNN model serving"};

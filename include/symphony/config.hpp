@@ -8,11 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define SYMPHONY_VERSION_MAJOR 0
-#define SYMPHONY_VERSION_MINOR 1
-#define SYMPHONY_VERSION_PATCH 0
-#define SYMPHONY_VERSION_STRING "0.1.0"
-
 // Size of a cache line, used to keep the producer and consumer sides of the
 // lock-free rings apart. 64 bytes on every x86-64 and most Arm parts.
 #ifndef SYMPHONY_CACHELINE_SIZE

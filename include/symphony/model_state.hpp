@@ -292,7 +292,7 @@ class ModelState {
     Slot& m = models_[br->model];
     --m.inflight;
     fr.model_idle = m.queued == 0 && m.inflight == 0;
-    free_batch_slot(*br, static_cast<std::uint32_t>(bid & kSlotMask));
+    free_batch_slot(*br, BatchIdLayout::slot(bid));
     return fr;
   }
 
@@ -336,7 +336,7 @@ class ModelState {
 
   // The shard_index (mod 256) folded into a BatchId by the shard that made
   // it; routes an executor's completion back to its shard.
-  static constexpr std::uint32_t shard_of(BatchId bid) noexcept { return static_cast<std::uint32_t>(bid >> 56); }
+  static constexpr std::uint32_t shard_of(BatchId bid) noexcept { return BatchIdLayout::shard(bid); }
 
   // The model's current candidate as last computed (tests, introspection).
   std::optional<Candidate> candidate(ModelId id) const {
@@ -347,7 +347,6 @@ class ModelState {
  private:
   static constexpr std::uint32_t kNoSlot = ~0u;
   static constexpr double kMissMemory = 128;  // dispatches in the window-miss average
-  static constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << 24) - 1;
 
   struct Slot {
     bool active = false;
@@ -375,16 +374,15 @@ class ModelState {
   };
 
   BatchId make_batch_id(std::uint32_t slot, std::uint32_t gen) const noexcept {
-    return (static_cast<std::uint64_t>(cfg_.shard_index & 0xff) << 56) |
-           (static_cast<std::uint64_t>(gen & 0xffffffu) << 24) | slot;
+    return BatchIdLayout::make(cfg_.shard_index, gen, slot);
   }
 
   BatchRecord* lookup(BatchId bid) noexcept {
-    if (bid == kNoBatch || ((bid >> 56) & 0xff) != (cfg_.shard_index & 0xff)) return nullptr;
-    const auto slot = static_cast<std::uint32_t>(bid & kSlotMask);
+    if (bid == kNoBatch || BatchIdLayout::shard(bid) != (cfg_.shard_index & BatchIdLayout::kShardMask)) return nullptr;
+    const std::uint32_t slot = BatchIdLayout::slot(bid);
     if (slot >= cfg_.max_batches) return nullptr;
     BatchRecord& br = batches_[slot];
-    if (!br.in_use || (br.generation & 0xffffffu) != ((bid >> 24) & 0xffffffu)) return nullptr;
+    if (!br.in_use || (br.generation & BatchIdLayout::kGenerationMask) != BatchIdLayout::generation(bid)) return nullptr;
     return &br;
   }
 
@@ -403,19 +401,11 @@ class ModelState {
   }
 
   template <class Sink>
-  void emit_drop(Sink& sink, ModelId id, std::uint64_t tag, TimePoint arrival, TimePoint deadline,
-                 TimePoint now, DropReason why) {
-    RequestOutcome o;
-    o.tag = tag;
-    o.model = id;
-    o.outcome = Outcome::kDropped;
-    o.reason = why;
-    o.arrival = arrival;
-    o.deadline = deadline;
-    o.finish = now;
-    o.exec = TimePoint::infinite();
-    sink.on_outcome(o);
+  static void emit_drop(Sink& sink, ModelId id, std::uint64_t tag, TimePoint arrival, TimePoint deadline,
+                        TimePoint now, DropReason why) {
+    sink.on_outcome(dropped_outcome(id, tag, arrival, deadline, now, why));
   }
+
 
   // GetBatch + the exec policy (paper Alg. 1, UpdateCandidate). `force`
   // reports the candidate as changed even when it is the same (the rank side

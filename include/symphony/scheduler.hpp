@@ -60,7 +60,7 @@ struct SchedulerConfig {
       return Status(Errc::kInvalidArgument, "max_outstanding_per_gpu must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))
       return Status(Errc::kInvalidArgument, "max_models and max_gpus are limited to 2^20");
-    if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= (1u << 24))
+    if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= BatchIdLayout::kMaxSlots)
       return Status(Errc::kInvalidArgument, "max_gpus * max_outstanding_per_gpu must stay below 2^24");
     if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||
         delays.safety_margin < Duration::zero())

@@ -25,6 +25,32 @@ inline constexpr GpuId kNoGpu = ~GpuId{0};
 using BatchId = std::uint64_t;
 inline constexpr BatchId kNoBatch = ~BatchId{0};
 
+// The bit layout of a BatchId: shard (mod 256) in bits 56..63, generation
+// (mod 2^24) in bits 24..47, batch slot in bits 0..23. The one place these
+// numbers are written.
+struct BatchIdLayout {
+  static constexpr int kSlotBits = 24;
+  static constexpr int kGenerationShift = 24;
+  static constexpr int kShardShift = 56;
+  static constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << kSlotBits) - 1;
+  static constexpr std::uint32_t kGenerationMask = 0xffffffu;
+  static constexpr std::uint32_t kShardMask = 0xffu;
+  // The most batch slots a shard may have (max_gpus * max_outstanding_per_gpu).
+  static constexpr std::uint64_t kMaxSlots = std::uint64_t{1} << kSlotBits;
+
+  static constexpr BatchId make(std::uint32_t shard, std::uint32_t generation, std::uint32_t slot) noexcept {
+    return (static_cast<std::uint64_t>(shard & kShardMask) << kShardShift) |
+           (static_cast<std::uint64_t>(generation & kGenerationMask) << kGenerationShift) | slot;
+  }
+  static constexpr std::uint32_t shard(BatchId b) noexcept {
+    return static_cast<std::uint32_t>(b >> kShardShift) & kShardMask;
+  }
+  static constexpr std::uint32_t generation(BatchId b) noexcept {
+    return static_cast<std::uint32_t>(b >> kGenerationShift) & kGenerationMask;
+  }
+  static constexpr std::uint32_t slot(BatchId b) noexcept { return static_cast<std::uint32_t>(b & kSlotMask); }
+};
+
 // How a request ended. Every request ends exactly once.
 enum class Outcome : std::uint8_t {
   kOk,       // its batch finished (and the reply arrived) by the deadline
@@ -178,6 +204,21 @@ struct RequestOutcome {
   std::uint32_t batch_size = 0;
   BatchId batch = kNoBatch;
 };
+
+// The outcome of a request dropped at `now` (never ran) for `why`.
+constexpr RequestOutcome dropped_outcome(ModelId model, std::uint64_t tag, TimePoint arrival, TimePoint deadline,
+                                         TimePoint now, DropReason why) noexcept {
+  RequestOutcome o;
+  o.tag = tag;
+  o.model = model;
+  o.outcome = Outcome::kDropped;
+  o.reason = why;
+  o.arrival = arrival;
+  o.deadline = deadline;
+  o.finish = now;
+  o.exec = TimePoint::infinite();
+  return o;
+}
 
 // The result of a submission. Accepted requests get their outcome later;
 // dropped ones got it already (through the sink); kUnknownModel is a caller

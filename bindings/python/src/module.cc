@@ -21,6 +21,7 @@
 #include "symphony/simtool/config.hpp"
 #include "symphony/simtool/files.hpp"
 #include "symphony/simtool/simulate.hpp"
+#include "symphony/version.hpp"
 
 namespace symphony::python {
 namespace {
@@ -138,6 +139,7 @@ PYBIND11_MODULE(_core, m) {
   using namespace symphony;
   using namespace symphony::python;
   m.doc() = "Compiled core of the symphony package (use `import symphony`).";
+  m.attr("__version__") = SYMPHONY_VERSION_STRING;
 
   bind_errors(m);
   bind_tensors(m);

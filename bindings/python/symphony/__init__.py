@@ -35,7 +35,7 @@ from ._sim import Bound, analytical_bound, simulate
 
 LatencyProfile = _core.LatencyProfile
 
-__version__ = "0.1.0"
+__version__: str = _core.__version__  # the file VERSION, through CMake
 
 __all__ = [
     "Server",

@@ -2,6 +2,8 @@
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+__version__: str
+
 class LatencyProfile:
     """A model's latency profile l(b), in milliseconds."""
 

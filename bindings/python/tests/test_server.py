@@ -1,10 +1,12 @@
 """symphony.Server end to end on CPU devices: outputs equal a direct forward,
 many client threads, tensors in and out (torch and numpy), stats."""
 
+import os
 import threading
 from concurrent.futures import Future
 
 import numpy as np
+
 import pytest
 import torch
 
@@ -13,6 +15,11 @@ import symphony
 
 def direct(models_dir, name):
     return torch.jit.load(str(models_dir / f"{name}.pt")).eval()
+
+
+def test_version_is_the_one_in_the_file_VERSION():
+    with open(os.path.join(os.environ["SYMPHONY_SOURCE_DIR"], "VERSION")) as f:
+        assert symphony.__version__ == f.read().strip()
 
 
 def test_package_exports_what_it_documents():

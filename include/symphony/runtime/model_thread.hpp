@@ -174,17 +174,9 @@ class ModelThread {
   }
 
   void drop(const detail::IngressItem& it, TimePoint now, DropReason why) {
-    RequestOutcome o;
-    o.tag = it.tag;
-    o.model = it.model;
-    o.outcome = Outcome::kDropped;
-    o.reason = why;
-    o.arrival = it.arrival;
-    o.deadline = it.deadline;
-    o.finish = now;
-    o.exec = TimePoint::infinite();
-    on_outcome(o);
+    on_outcome(dropped_outcome(it.model, it.tag, it.arrival, it.deadline, now, why));
   }
+
 
   // ---- messages to the rank ----------------------------------------------------
   void push(const detail::ShardToRank& m) {

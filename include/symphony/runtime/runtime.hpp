@@ -321,17 +321,9 @@ class Runtime final : private CompletionPort {
 
   void drop_now(ModelId model, std::uint64_t tag, TimePoint now, TimePoint deadline, DropReason why) {
     rejected_.fetch_add(1, std::memory_order_relaxed);  // a statistic
-    RequestOutcome o;
-    o.tag = tag;
-    o.model = model;
-    o.outcome = Outcome::kDropped;
-    o.reason = why;
-    o.arrival = now;
-    o.deadline = deadline;
-    o.finish = now;
-    o.exec = TimePoint::infinite();
-    sink_.on_outcome(o);
+    sink_.on_outcome(dropped_outcome(model, tag, now, deadline, now, why));
   }
+
 
   // The common part of both submit paths, after the caller marked itself busy.
   // Returns the shard to enqueue into, or a final status.

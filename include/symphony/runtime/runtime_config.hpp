@@ -56,7 +56,7 @@ struct RuntimeConfig {
       return Status(Errc::kInvalidArgument, "max_requests_per_shard must be positive");
     if (max_outstanding_per_gpu == 0)
       return Status(Errc::kInvalidArgument, "max_outstanding_per_gpu must be at least 1");
-    if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= (1u << 24))
+    if (std::uint64_t{max_gpus} * max_outstanding_per_gpu >= BatchIdLayout::kMaxSlots)
       return Status(Errc::kInvalidArgument, "max_gpus * max_outstanding_per_gpu must stay below 2^24");
     if (ingress_capacity == 0 || ingress_bulk == 0)
       return Status(Errc::kInvalidArgument, "ingress_capacity and ingress_bulk must be positive");
