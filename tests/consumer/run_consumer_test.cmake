@@ -12,9 +12,11 @@ function(step what)
   endif()
 endfunction()
 
-string(REPLACE "|" ";" prefix_path "${PREFIX_PATH}")
+# Through the environment (':'-separated): a ';' list would not survive step()'s ARGN.
+string(REPLACE "|" ":" prefix_path "${PREFIX_PATH}")
+set(ENV{CMAKE_PREFIX_PATH} "${prefix_path}")
 step("configuring symphony" ${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/symphony" -G "${GENERATOR}"
-  "-DCMAKE_PREFIX_PATH=${prefix_path}" "-DConcurrentQueue_INCLUDE_DIR=${MOODYCAMEL_INCLUDE}" -DSYMPHONY_WITH_CUDA=OFF
+  "-DConcurrentQueue_INCLUDE_DIR=${MOODYCAMEL_INCLUDE}" -DSYMPHONY_WITH_CUDA=OFF
   -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_INSTALL_PREFIX=${prefix} -DCMAKE_BUILD_TYPE=Release
   -DSYMPHONY_BUILD_TESTS=OFF -DSYMPHONY_BUILD_BENCH=OFF -DSYMPHONY_BUILD_TOOLS=OFF
   -DSYMPHONY_BUILD_SERVER=OFF -DSYMPHONY_BUILD_PYTHON=OFF)
@@ -28,8 +30,8 @@ step("building the core consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/consumer
 step("running the core consumer" "${WORK_DIR}/consumer/consumer")
 # The runtime component: find_package finds moodycamel for the consumer.
 step("configuring the runtime consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer"
-  -B "${WORK_DIR}/runtime_consumer" -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX}
-  "-DCMAKE_PREFIX_PATH=${prefix};${prefix_path}" -DWITH_RUNTIME=ON)
+  -B "${WORK_DIR}/runtime_consumer" -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix}
+  -DWITH_RUNTIME=ON)
 step("building the runtime consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/runtime_consumer")
 step("running the runtime consumer" "${WORK_DIR}/runtime_consumer/consumer")
 message(STATUS "find_package(symphony) consumers (core; COMPONENTS runtime) built and ran against ${prefix}")
