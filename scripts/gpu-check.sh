@@ -250,8 +250,12 @@ fi
 has_target() { ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$1:"; }
 
 # First what needs no libtorch: the busy-kernel executor's tests and benchmark.
+# Outputs of an earlier run are removed first, so that a failed build leaves
+# no stale binary behind to be measured; -k 0 builds what can be built.
 if has_target cuda_kernel_executor_test; then
-  step build-kernel 180 logged build-kernel cmake --build "$BUILD" -j "$JOBS" --target cuda_kernel_executor_test bench_cuda
+  rm -f "$BUILD/tests/cuda_kernel_executor_test" "$BUILD/bench/bench_cuda"
+  step build-kernel 180 logged build-kernel cmake --build "$BUILD" -j "$JOBS" --target cuda_kernel_executor_test \
+    bench_cuda -- -k 0
   step test-kernel 90 run_gtest "$BUILD/tests/cuda_kernel_executor_test" "$WORK/gtest-kernel.json"
   step bench-cuda 120 run_bench_cuda
 else
@@ -260,7 +264,8 @@ fi
 
 targets=(symphony_cli)
 ((HAVE_TORCH)) && targets+=(server_test torch_model_test symphony_test_models)
-step build 330 logged build cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
+rm -f "$BUILD/symphony" "$BUILD/tests/server_test" "$BUILD/tests/torch_model_test"
+step build 330 logged build cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0
 CLI=$BUILD/symphony
 
 if ((HAVE_TORCH)); then
