@@ -304,6 +304,28 @@ TEST(SimConfigTest, OverridesActLikeTheCommandLine) {
   EXPECT_THROW(apply_overrides(c, bad), ConfigError);
 }
 
+TEST(SimReportTest, APeerPolicyRunsThePeerAndReportsItsCounters) {
+  Config c = parse_config(kSmall, "<small>");
+  Overrides o;
+  o.policy = "shepherd:lambda=2";
+  apply_overrides(c, o);
+  const nlohmann::json r = simulate(c);
+  EXPECT_EQ(r["config"]["policy"], "shepherd:lambda=2");
+  EXPECT_EQ(r["config"]["gather"], "own");
+  EXPECT_TRUE(r["engine_stats"].contains("preemptions"));
+  EXPECT_EQ(r["outcomes"]["arrived"].get<std::uint64_t>(),
+            r["outcomes"]["ok"].get<std::uint64_t>() + r["outcomes"]["late"].get<std::uint64_t>() +
+                r["outcomes"]["dropped"].get<std::uint64_t>() + r["outcomes"]["error"].get<std::uint64_t>());
+  EXPECT_EQ(simulate(c).dump(), r.dump());
+  Overrides bad;
+  bad.policy = "nexus:frontends=0";
+  EXPECT_THROW(apply_overrides(c, bad), ConfigError);
+  // In a config file too.
+  const Config f = parse_config(std::string(kSmall) + "policy: nexus:frontends=8\n", "<nexus>");
+  EXPECT_EQ(f.spec.policy.exec, ExecKind::kNexus);
+  EXPECT_EQ(f.spec.policy.nexus.frontends, 8u);
+}
+
 TEST(SimReportTest, InMemoryConfigGivesTheSameJsonAsTheFile) {
   const std::string path = write_temp("same.yaml", kSmall);
   const Config from_file = load_config(path);

@@ -160,6 +160,7 @@ int run_serve(ServeArgs a) {
   }
   if (!a.policy.empty()) {
     auto p = parse_policy(a.policy);
+    if (p.ok() && !check_runs_in_core(*p).ok()) p = check_runs_in_core(*p);
     if (!p.ok()) {
       std::fprintf(stderr, "error: --policy: %s\n", p.status().message().c_str());
       return 2;

@@ -58,6 +58,10 @@ int run(const StressOptions& o) {
   }
   c.policy = *policy;
   c.policy.gather = *gather;
+  if (Status s = check_runs_in_core(c.policy); !s.ok()) {
+    std::fprintf(stderr, "symphony stress: --policy: %s\n", s.message().c_str());
+    return 2;
+  }
   Result<StressReport> res = run_stress(c);
   if (!res.ok()) {
     std::fprintf(stderr, "stress: %s\n", res.status().to_string().c_str());

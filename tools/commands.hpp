@@ -18,6 +18,10 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code);
 // dispatch lag.
 CLI::App* add_stress(CLI::App& app, int& exit_code);
 
+// Partitions models across sub-clusters (MILP with CBC, greedy or random
+// search) and prints the assignment and its imbalance factors.
+CLI::App* add_partition(CLI::App& app, int& exit_code);
+
 #ifdef SYMPHONY_HAVE_SERVER
 // Measures a TorchScript model's latency profile on a device.
 CLI::App* add_profile(CLI::App& app, int& exit_code);

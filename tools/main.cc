@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   symphony::tools::add_example(app, exit_code);
   symphony::tools::add_simulate(app, exit_code);
   symphony::tools::add_stress(app, exit_code);
+  symphony::tools::add_partition(app, exit_code);
 #ifdef SYMPHONY_HAVE_SERVER
   symphony::tools::add_profile(app, exit_code);
   symphony::tools::add_serve(app, exit_code);

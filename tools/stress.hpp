@@ -165,6 +165,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
 // Runs one stress experiment under c.policy. Blocks for about c.duration
 // plus one SLO.
 inline Result<StressReport> run_stress(const StressConfig& c) {
+  if (Status s = check_runs_in_core(c.policy); !s.ok()) return s;
   return visit_policy(c.policy, [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
 }
 

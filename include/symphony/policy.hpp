@@ -15,6 +15,12 @@
 //   timeout:<f>slo                ... at most f x the model's SLO
 // Gathering policies (gather_policy.hpp): target_batch (default),
 // sliding_window.
+// The peers the paper compares against, as the simulator runs them
+// (include/symphony/sim/peers/; they have their own gathering and run only in
+// `symphony simulate`):
+//   clockwork[:slack_ms=<x>,horizon_ms=<x>,window=<n>,percentile=<p>]
+//   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>]
+//   shepherd[:lambda=<x>]
 //
 //   Result<PolicySpec> p = parse_policy("deferred:paper");
 //   auto rt = visit_policy(*p, [&](auto exec, auto gather) {
@@ -41,8 +47,35 @@
 
 namespace symphony {
 
-enum class ExecKind : std::uint8_t { kDeferred, kEager, kTimeout };
+enum class ExecKind : std::uint8_t { kDeferred, kEager, kTimeout, kClockwork, kNexus, kShepherd };
 enum class GatherKind : std::uint8_t { kTargetBatch, kSlidingWindow };
+
+// Clockwork (sim/peers/clockwork.hpp): per-GPU action schedules.
+struct ClockworkOptions {
+  Duration slack = Duration::milliseconds(5);     // Clockwork's `buffer`
+  Duration horizon = Duration::milliseconds(10);  // Clockwork's `schedule_ahead`
+  std::uint32_t window = 10;                      // measurements per (model, batch size) kept for est(b)
+  double percentile = 0.99;                       // est(b) = this percentile of them
+  bool operator==(const ClockworkOptions&) const = default;
+};
+
+// Nexus (sim/peers/nexus.hpp): epoch planning and decentralized dispatch.
+struct NexusOptions {
+  std::uint32_t frontends = 1;             // independent routers (the paper runs 1 and 8)
+  Duration epoch = Duration::seconds(10);  // re-planning period
+  // Plan for the largest multiple (>= 1) of the measured rates that still
+  // fits the cluster, so GPUs the exact plan leaves idle give every model
+  // headroom; false: plan for the measured rates exactly, as Nexus does to
+  // minimize GPUs.
+  bool fill = true;
+  bool operator==(const NexusOptions&) const = default;
+};
+
+// Shepherd Flex (sim/peers/shepherd.hpp): eager, preemptive.
+struct ShepherdOptions {
+  double lambda = 3.03;  // preempt when the new batch is >= lambda x the running one; must be > 1
+  bool operator==(const ShepherdOptions&) const = default;
+};
 
 // A scheduling policy as data: the exec rule with its options and the
 // gathering rule.
@@ -52,6 +85,13 @@ struct PolicySpec {
   Duration timeout;                    // kTimeout: k for every model (timeout:<ms>)
   std::optional<double> slo_fraction;  // kTimeout: k = fraction x each model's SLO (timeout:<f>slo)
   GatherKind gather = GatherKind::kTargetBatch;
+  ClockworkOptions clockwork;          // kClockwork
+  NexusOptions nexus;                  // kNexus
+  ShepherdOptions shepherd;            // kShepherd
+
+  // A peer of the paper's evaluation: runs only in the simulator, with its
+  // own gathering (`gather` does not apply).
+  bool is_peer() const noexcept { return exec >= ExecKind::kClockwork; }
 
   // The exec policy as parse_policy() reads it back ("deferred", "eager",
   // "timeout:5ms", "timeout:0.3slo", "deferred:min_gain=0.1,...").
@@ -62,7 +102,8 @@ struct PolicySpec {
 // What the policy and gather texts may be, for help texts and messages.
 inline constexpr std::string_view kPolicyHelp =
     "deferred, deferred:paper, deferred:<key>=<x>,... (keys min_gain, arrival_window, miss_gain), eager, "
-    "timeout:<ms> or timeout:<fraction>slo";
+    "timeout:<ms> or timeout:<fraction>slo; in the simulator also the peers clockwork[:<key>=<x>,...], "
+    "nexus[:...] and shepherd[:lambda=<x>]";
 inline constexpr std::string_view kGatherHelp = "target_batch or sliding_window";
 
 namespace detail {
@@ -146,6 +187,82 @@ inline std::string deferred_policy_name(const DeferredOptions& o) {
          (o.miss_gain > 0 ? ",miss_gain=" + detail::format_number(o.miss_gain) : "");
 }
 
+// Reads a peer's part of the language ("clockwork[:...]", "nexus[:...]",
+// "shepherd[:...]"); errors name the wrong part.
+inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
+  PolicySpec p;
+  const std::size_t colon = text.find(':');
+  const std::string_view name = text.substr(0, colon);
+  if (name == "clockwork") p.exec = ExecKind::kClockwork;
+  else if (name == "nexus") p.exec = ExecKind::kNexus;
+  else if (name == "shepherd") p.exec = ExecKind::kShepherd;
+  else return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
+  if (colon == std::string_view::npos) return p;
+  static constexpr std::string_view kKeys[] = {
+      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill", "lambda"};
+  const std::string_view keys = kKeys[static_cast<int>(p.exec) - static_cast<int>(ExecKind::kClockwork)];
+  std::string_view rest = text.substr(colon + 1);
+  for (;;) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    const std::optional<double> x = detail::parse_nonnegative(value);
+    auto bad = [&](std::string_view want) {
+      return detail::policy_error({"policy '", text, "': option '", key, "' needs ", want, ", got '", value, "'"});
+    };
+    auto whole = [&](double lo) { return x && *x >= lo && *x == std::floor(*x) && *x <= 1e6; };
+    bool known = true;
+    switch (p.exec) {
+      case ExecKind::kClockwork:
+        if (key == "slack_ms") {
+          if (!x) return bad("a number >= 0");
+          p.clockwork.slack = Duration::from_ms(*x);
+        } else if (key == "horizon_ms") {
+          if (!x) return bad("a number >= 0");
+          p.clockwork.horizon = Duration::from_ms(*x);
+        } else if (key == "window") {
+          if (!whole(1)) return bad("a whole number >= 1");
+          p.clockwork.window = static_cast<std::uint32_t>(*x);
+        } else if (key == "percentile") {
+          if (!x || !(*x > 0) || *x > 1) return bad("a number in (0, 1]");
+          p.clockwork.percentile = *x;
+        } else {
+          known = false;
+        }
+        break;
+      case ExecKind::kNexus:
+        if (key == "frontends") {
+          if (!whole(1)) return bad("a whole number >= 1");
+          p.nexus.frontends = static_cast<std::uint32_t>(*x);
+        } else if (key == "epoch_s") {
+          if (!x || !(*x > 0)) return bad("a number > 0");
+          p.nexus.epoch = Duration::from_seconds(*x);
+        } else if (key == "fill") {
+          if (!x || (*x != 0 && *x != 1)) return bad("0 or 1");
+          p.nexus.fill = *x == 1;
+        } else {
+          known = false;
+        }
+        break;
+      default:
+        if (key == "lambda") {
+          if (!x || !(*x > 1)) return bad("a number > 1");
+          p.shepherd.lambda = *x;
+        } else {
+          known = false;
+        }
+        break;
+    }
+    if (!known)
+      return detail::policy_error({"policy '", text, "': unknown ", name, " option '", item, "' (options: ", keys, ")"});
+    if (comma == rest.size()) break;
+    rest = rest.substr(comma + 1);
+  }
+  return p;
+}
+
 // Reads an exec policy (the gathering policy keeps its default); errors name
 // the text and say what is accepted.
 inline Result<PolicySpec> parse_policy(std::string_view text) {
@@ -181,6 +298,8 @@ inline Result<PolicySpec> parse_policy(std::string_view text) {
       p.timeout = Duration::from_ms(*x);
     return p;
   }
+  const std::string_view name = text.substr(0, text.find(':'));
+  if (name == "clockwork" || name == "nexus" || name == "shepherd") return parse_peer_policy(text);
   return detail::policy_error({"policy '", text, "' is not one of: ", kPolicyHelp});
 }
 
@@ -201,8 +320,32 @@ inline std::string PolicySpec::to_string() const {
     case ExecKind::kTimeout:
       if (slo_fraction) return "timeout:" + detail::format_number(*slo_fraction) + "slo";
       return "timeout:" + detail::format_ms(timeout) + "ms";
+    case ExecKind::kClockwork: {
+      const ClockworkOptions d, &o = clockwork;
+      if (o == d) return "clockwork";
+      return "clockwork:slack_ms=" + detail::format_ms(o.slack) + ",horizon_ms=" + detail::format_ms(o.horizon) +
+             ",window=" + std::to_string(o.window) + ",percentile=" + detail::format_number(o.percentile);
+    }
+    case ExecKind::kNexus: {
+      const NexusOptions d, &o = nexus;
+      if (o == d) return "nexus";
+      return "nexus:frontends=" + std::to_string(o.frontends) +
+             ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
+    }
+    case ExecKind::kShepherd:
+      if (shepherd == ShepherdOptions{}) return "shepherd";
+      return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
   }
   return "?";
+}
+
+// Ok when `p` can build a Scheduler or Runtime (visit_policy); an error
+// naming the policy for the peers, which only the simulator runs.
+inline Status check_runs_in_core(const PolicySpec& p) {
+  if (!p.is_peer()) return {};
+  return Status(Errc::kInvalidArgument, "policy '" + p.to_string() +
+                                            "' is a peer of the paper's evaluation, which only the simulator runs "
+                                            "(symphony simulate); here use deferred, eager or timeout");
 }
 
 // The timeout a model gets under `p`: its own (`own`, from its config), else
@@ -219,9 +362,15 @@ inline std::optional<Duration> model_timeout(const PolicySpec& p, Duration slo, 
 // (TargetBatchGather or SlidingWindowGather) that `p` names, and returns what
 // f returns: the one place where a policy chosen at run time picks a template
 // instantiation of Scheduler or Runtime. Every instantiation of f must
-// return the same type.
+// return the same type. REQUIRES: check_runs_in_core(p).ok() (a peer has no
+// Scheduler; the simulator runs it through run_experiment); a peer aborts.
 template <class F>
 decltype(auto) visit_policy(const PolicySpec& p, F&& f) {
+  if (p.is_peer()) {
+    std::fprintf(stderr, "symphony: visit_policy(%s): a peer has no Scheduler (check_runs_in_core)\n",
+                 p.to_string().c_str());
+    std::abort();
+  }
   auto with_gather = [&](auto exec) -> decltype(auto) {
     if (p.gather == GatherKind::kSlidingWindow) return f(std::move(exec), SlidingWindowGather{});
     return f(std::move(exec), TargetBatchGather{});
@@ -229,7 +378,7 @@ decltype(auto) visit_policy(const PolicySpec& p, F&& f) {
   switch (p.exec) {
     case ExecKind::kEager: return with_gather(EagerPolicy{});
     case ExecKind::kTimeout: return with_gather(TimeoutPolicy(p.timeout));
-    case ExecKind::kDeferred: break;
+    default: break;
   }
   return with_gather(DeferredPolicy(p.deferred));
 }

@@ -18,6 +18,7 @@
 #include "symphony/exec_policy.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/latency_histogram.hpp"
+#include "symphony/autoscale.hpp"
 #include "symphony/model_state.hpp"
 #include "symphony/rank_state.hpp"
 #include "symphony/scheduler.hpp"

@@ -62,6 +62,7 @@ class Parser {
     std::string policy = "deferred";
     if (Status s = get(root, "policy", "", &policy); !s.ok()) return s;
     if (auto p = parse_policy(policy); p.ok()) c.policy = *p; else return error("policy", p.status().message());
+    if (Status s = check_runs_in_core(c.policy); !s.ok()) return error("policy", s.message());
     std::string gather(to_string(c.policy.gather));
     if (Status s = get(root, "gather", "", &gather); !s.ok()) return s;
     if (auto g = parse_gather(gather); g.ok()) c.policy.gather = *g; else return error("gather", g.status().message());

@@ -486,6 +486,7 @@ Server::~Server() {
 }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
+  if (Status s = check_runs_in_core(o.policy); !s.ok()) return s;
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
   // The CUDA runtime is asked only for CUDA-emulated devices: it loads the driver.

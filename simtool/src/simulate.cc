@@ -159,6 +159,11 @@ json run_json(const Config& c, const RunResult& run, std::uint32_t gpus) {
                         {"windows", std::move(windows)}};
   r["simulated_requests"] = run.requests;
   r["events"] = run.events;
+  if (!run.engine_stats.empty()) {
+    json st = json::object();
+    for (const auto& [k, v] : run.engine_stats) st[k] = num(v);
+    r["engine_stats"] = std::move(st);
+  }
   return r;
 }
 
@@ -175,7 +180,7 @@ json config_json(const Config& c) {
               {"seed", e.seed},
               {"gpus", e.gpus},
               {"policy", e.policy.to_string()},
-              {"gather", std::string(to_string(e.policy.gather))},
+              {"gather", e.policy.is_peer() ? std::string("own") : std::string(to_string(e.policy.gather))},
               {"workload", c.workload_desc},
               {"models", e.models.size()},
               {"offered_rps", num(e.base_rate())},

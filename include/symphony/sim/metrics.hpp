@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/autoscale.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -235,13 +236,10 @@ class Metrics {
       for (std::uint64_t word : used) a.gpus_used += static_cast<std::uint32_t>(std::popcount(word));
       a.bad_rate = a.arrived ? static_cast<double>(a.bad) / static_cast<double>(a.arrived) : 0.0;
       a.busy_fraction = static_cast<double>(busy_ns) / (n * static_cast<double>((a.end - a.begin).ns()));
-      a.add_gpus = a.bad_rate >= 1.0 ? INFINITY : n * a.bad_rate / (1.0 - a.bad_rate);
-      a.release_gpus = n * std::max(0.0, 1.0 - a.busy_fraction);
-      if (a.bad_rate > cfg_.max_bad_rate)
-        a.advice =
-            std::isfinite(a.add_gpus) ? static_cast<int>(std::ceil(a.add_gpus - 1e-9)) : static_cast<int>(n);
-      else
-        a.advice = -static_cast<int>(std::floor(a.release_gpus + 1e-9));
+      const AutoscaleAdvice adv = autoscale_advice(n, a.bad_rate, a.busy_fraction, cfg_.max_bad_rate);
+      a.add_gpus = adv.add_gpus;
+      a.release_gpus = adv.release_gpus;
+      a.advice = adv.advice;
       s.autoscale.push_back(a);
     }
     return s;

@@ -1,0 +1,66 @@
+// The files of `symphony partition` (docs/partition.md): the model table
+// (CSV: name, rate, static and dynamic memory in MiB, optional move cost), the
+// assignment (JSON: {"subclusters": L, "assignment": {"<model>": j, ...}}),
+// and the JSON report, which is itself a valid assignment file, so one
+// epoch's output is the next epoch's --current.
+//
+// Errors name the file, line and column ("models.csv:4:9: rate: not a
+// number: 'fast'").
+//
+//   std::vector<partition::Model> models = partition::read_models_csv("models.csv");
+//   partition::CurrentAssignment cur = partition::read_assignment_json("now.json", models, 4);
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "symphony/partition/problem.hpp"
+#include "symphony/partition/solver.hpp"
+
+namespace symphony::partition {
+
+// A file that cannot be read or is malformed; the message starts with
+// "<file>:<line>:<column>: " where a position is known.
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses a model table. Header line required (columns in any order):
+// name, rate (requests/s), static_mib, dynamic_mib, and optionally
+// move_cost (default 1). Lines starting with '#' and blank lines are
+// skipped; fields are trimmed; no quoting. `origin` names the text in errors.
+std::vector<Model> parse_models_csv(std::string_view text, const std::string& origin);
+std::vector<Model> read_models_csv(const std::string& path);
+
+// A current assignment read against a model table.
+struct CurrentAssignment {
+  std::vector<int> current;                 // per model (Problem::current); kUnplaced where absent
+  std::vector<std::string> unknown_models;  // names in the file that are not in the table
+  std::size_t placed = 0;                   // models of the table the file places
+};
+
+// Parses an assignment file for `models` partitioned across
+// `num_subclusters` sub-clusters: every sub-cluster index must be an integer
+// in [0, num_subclusters) (and below the file's own "subclusters", when it
+// has one). Models of the table missing from the file are new (kUnplaced);
+// names in the file missing from the table are returned, not an error (they
+// left the cluster). Keys other than "subclusters" and "assignment" are
+// ignored (a report can be read back).
+CurrentAssignment parse_assignment_json(std::string_view text, const std::string& origin,
+                                        const std::vector<Model>& models, std::size_t num_subclusters);
+CurrentAssignment read_assignment_json(const std::string& path, const std::vector<Model>& models,
+                                       std::size_t num_subclusters);
+
+// The JSON report of a solve: method, status, objective, bound, gap, CPU time,
+// the assignment (readable back as an assignment file), the imbalance
+// factors, per-sub-cluster loads, the moves and the disruption, and the
+// conflicts of an infeasible problem.
+nlohmann::json to_json(const Problem& p, const Result& r);
+
+}  // namespace symphony::partition

@@ -1,0 +1,126 @@
+// Solving the partitioning problem: the appendix's MILP with COIN-OR CBC, a
+// greedy heuristic and the paper's random-search baseline, behind one call
+// with the same inputs, outputs and time limit, so a scheduler or the
+// simulator can re-partition every epoch and an evaluation compares like
+// with like.
+//
+// The MILP (appendix "Model formulation" and "Disruption Minimization"), with
+// x_ij in {0,1} (model i in sub-cluster j), rates and static memory
+// normalised by their averages Rbar = sum r_i / L and Sbar = sum s_i / L:
+//
+//   minimise    dR + w dS
+//   subject to  sum_j x_ij = 1                                  for all i
+//               sum_i r_i x_ij <= R_max,j                       for all j
+//               sum_i s_i x_ij + D_j <= S_max,j                 for all j
+//               D_j >= d_i x_ij                                 for all i, j
+//               | sum_i r_i x_ij / Rbar - 1 | <= dR             for all j
+//               | sum_i s_i x_ij / Sbar - 1 | <= dS             for all j
+//               sum_ij c_ij |x_ij - x'_ij| <= C_max
+//
+// D_j linearises max_i d_i x_ij (it only has to bound it from above); the
+// absolute value of the disruption is linear as written because x' is a
+// constant: |x_ij - x'_ij| is x_ij where x'_ij = 0 and 1 - x_ij where
+// x'_ij = 1. Normalising makes w dimensionless (the paper's w on raw units is
+// ours times Rbar / Sbar). When the sub-clusters are identical and the
+// disruption bound cannot matter, the k-th largest model is restricted to
+// sub-clusters 0..k (k < L), which removes symmetric copies of every
+// solution.
+//
+// Time: Options::time_limit is CPU seconds of the calling process
+// (CLOCK_PROCESS_CPUTIME_ID, which is what CBC's default time mode counts),
+// for the whole call: checks, model building, solving and, for an
+// infeasible MILP, the diagnosis. CPU time keeps results comparable on a
+// loaded machine; a caller running other busy threads in the same process
+// gets less solver time than the limit says.
+//
+// Determinism: for a given problem, options and seed, greedy is always
+// deterministic; the MILP and random search are deterministic when they stop
+// on their work limits (node_limit, sample_limit) or finish before the time
+// limit, and not when the time limit cuts them short (how far they got
+// depends on the machine).
+//
+// Thread safety: solve() may be called from any thread; MILP solves are
+// serialised on one process-wide mutex (CBC's driver keeps global state).
+//
+//   partition::Options o;
+//   o.method = partition::Method::kMilp;
+//   o.time_limit = 10;
+//   partition::Result r = partition::solve(problem, o);
+//   if (!r.has_solution()) std::puts(r.message().c_str());
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "symphony/partition/evaluation.hpp"
+#include "symphony/partition/problem.hpp"
+
+namespace symphony::partition {
+
+enum class Method {
+  kMilp,    // the appendix's MILP, solved by CBC under the time limit
+  kGreedy,  // largest first into the least loaded sub-cluster that fits, then
+            // improving moves and swaps until none helps or time runs out
+  kRandom,  // the paper's baseline: random assignments, the best feasible one
+};
+const char* to_string(Method m);
+// "milp", "greedy" or "random"; throws InputError otherwise.
+Method parse_method(const std::string& text);
+
+enum class Status {
+  kOptimal,     // proven optimal (within CBC's tolerances)
+  kFeasible,    // a feasible assignment, optimality not proven (see gap)
+  kInfeasible,  // proven to have no feasible assignment (see conflicts)
+  kNoSolution,  // none found within the limits; feasibility unknown
+};
+const char* to_string(Status s);
+
+struct Options {
+  Method method = Method::kMilp;
+  double time_limit = 10;  // CPU seconds for the whole call; > 0
+  std::uint64_t seed = 1;  // CBC's random seeds, random search's samples
+  // Work limits that make a run deterministic; < 0: none.
+  std::int64_t node_limit = -1;    // milp: branch-and-bound nodes
+  std::int64_t sample_limit = -1;  // random: assignments drawn
+  // milp: give CBC the greedy solution as a start (spends greedy's CPU time
+  // out of the same limit). Off by default: the paper's MILP starts cold.
+  bool warm_start = false;
+  bool solver_log = false;  // milp: CBC's log on stdout
+};
+
+struct Result {
+  Method method = Method::kMilp;
+  Status status = Status::kNoSolution;
+  std::vector<int> assignment;  // sub-cluster per model; empty without a solution
+  Evaluation evaluation;        // of `assignment` (default without a solution)
+  double objective = std::numeric_limits<double>::quiet_NaN();  // dR + w dS; NaN without a solution
+  // Best proven lower bound on the objective (milp), NaN where none was computed.
+  double bound = std::numeric_limits<double>::quiet_NaN();
+  // (objective - bound) / objective; 0 when optimal, NaN without a bound.
+  double gap = std::numeric_limits<double>::quiet_NaN();
+  double cpu_seconds = 0;  // CPU time the call used
+  bool time_limit_hit = false;
+  // Work done: milp nodes, random samples drawn, greedy improving steps.
+  std::int64_t work = 0;
+  // Why there is no solution: pinned causes from find_conflicts(), or the
+  // constraint families the solver's infeasibility proof involves.
+  std::vector<Conflict> conflicts;
+  std::string note;  // anything else worth saying (e.g. greedy gave up)
+
+  bool has_solution() const { return !assignment.empty(); }
+  // One line: the status and, without a solution, why.
+  std::string message() const;
+};
+
+// Whether this build has the MILP (CBC was found at configure time).
+bool milp_available();
+
+// Partitions p.models across p.subclusters with o.method under o.time_limit.
+// Infeasibility found before solving (find_conflicts) returns kInfeasible
+// at once, whatever the method. Throws InputError for a malformed problem or
+// options, and for Method::kMilp in a build without CBC.
+Result solve(const Problem& p, const Options& o);
+
+}  // namespace symphony::partition

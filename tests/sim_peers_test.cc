@@ -1,0 +1,490 @@
+// The peers in the simulator (sim/peers/): each rule pinned on a small
+// hand-worked case (Nexus's batch, duty cycle and squishy packing;
+// Clockwork's strategy order, horizon and drops; Shepherd's preemption at
+// lambda and not below), then properties under random load (every request
+// ends exactly once, no GPU runs two batches at once, batches within
+// max_batch) and determinism.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "symphony/sim/experiment.hpp"
+#include "symphony/sim/random.hpp"
+
+namespace symphony::sim {
+namespace {
+
+using namespace symphony::literals;
+
+ModelConfig linear_model(const char* name, double alpha_ms, double beta_ms, double slo_ms,
+                         std::uint32_t max_batch) {
+  ModelConfig m;
+  m.name = name;
+  m.profile = *LatencyProfile::linear(Duration::from_ms(alpha_ms), Duration::from_ms(beta_ms), max_batch);
+  m.slo = Duration::from_ms(slo_ms);
+  return m;
+}
+
+TimePoint at_ms(double ms) { return TimePoint::epoch() + Duration::from_ms(ms); }
+
+// Records everything an engine tells its sink.
+struct Log {
+  std::vector<Dispatch> dispatches;
+  struct Exec {
+    Dispatch d;
+    TimePoint start, end;
+  };
+  std::vector<Exec> executions;
+  std::vector<RequestOutcome> outcomes;
+  std::map<BatchId, std::vector<std::uint64_t>> batch_tags;  // tags of each dispatched batch
+  void on_dispatch(const Dispatch& d) {
+    dispatches.push_back(d);
+    for (const Request& r : d.requests) batch_tags[d.batch].push_back(r.tag);
+  }
+  void on_execute(const Dispatch& d, TimePoint s, TimePoint e) { executions.push_back({d, s, e}); }
+  void on_outcome(const RequestOutcome& o) { outcomes.push_back(o); }
+  const RequestOutcome& outcome(std::uint64_t tag) const {
+    for (const RequestOutcome& o : outcomes)
+      if (o.tag == tag) return o;
+    ADD_FAILURE() << "no outcome for tag " << tag;
+    return outcomes.front();
+  }
+};
+
+Arrival arrival(double ms, ModelId m, std::uint64_t tag) { return Arrival{at_ms(ms), m, std::nullopt, tag}; }
+
+// ---------------------------------------------------------------- Nexus --
+
+NexusModel nexus_model(const ModelConfig& m) { return NexusModel{&m.profile, m.slo, 0}; }
+
+TEST(NexusPlanTest, SaturatingBatchAndResidualBatchAndDutyCycle) {
+  // ResNet50 at 25 ms: l(7) = 12.443 <= 12.5 < l(8) = 13.496.
+  const ModelConfig resnet = linear_model("resnet", 1.053, 5.072, 25, 64);
+  const NexusModel m = nexus_model(resnet);
+  EXPECT_EQ(nexus_saturating_batch(m), 7u);
+  // 62.5 r/s: (b-1)/r + l(b) <= 25 ms holds for b = 2 (16 + 7.178), not 3 (32 + ...).
+  NexusResidual r = nexus_residual(m, 62.5);
+  EXPECT_EQ(r.batch, 2u);
+  EXPECT_NEAR(r.duty_s * 1e3, 25 - 7.178, 1e-9);  // min(SLO - l(2), 2 / r = 32 ms)
+  EXPECT_NEAR(r.occupancy, 7.178 / 17.822, 1e-9);
+  // 400 r/s: b = 6 (12.5 + 11.39 <= 25; b = 7: 15 + 12.443 > 25); duty min(13.61, 15) ms.
+  r = nexus_residual(m, 400);
+  EXPECT_EQ(r.batch, 6u);
+  EXPECT_NEAR(r.duty_s * 1e3, 25 - 11.39, 1e-9);
+  // 2000 r/s: b capped at the saturating 7 (6/2000 + l(7) fits); duty = b / r = 3.5 ms.
+  r = nexus_residual(m, 2000);
+  EXPECT_EQ(r.batch, 7u);
+  EXPECT_NEAR(r.duty_s * 1e3, 3.5, 1e-9);
+}
+
+TEST(NexusPlanTest, WholeGpusThenTheResidual) {
+  const ModelConfig resnet = linear_model("resnet", 1.053, 5.072, 25, 64);
+  const std::vector<NexusModel> ms = {nexus_model(resnet)};
+  const std::vector<double> rates = {4000};
+  const NexusPlan p = nexus_plan(ms, rates, 8);
+  // T = 7 / 12.443 ms = 562.6 r/s: 7 whole GPUs (3938 r/s), 62 r/s left at batch 2.
+  ASSERT_EQ(p.nodes.size(), 8u);
+  EXPECT_FALSE(p.overloaded);
+  for (int k = 0; k < 7; ++k) {
+    ASSERT_EQ(p.nodes[k].entries.size(), 1u);
+    EXPECT_TRUE(p.nodes[k].whole);
+    EXPECT_EQ(p.nodes[k].entries[0].batch, 7u);
+    EXPECT_NEAR(p.nodes[k].entries[0].throughput, 7 / 12.443e-3, 1e-6);
+  }
+  EXPECT_EQ(p.nodes[7].entries[0].batch, 2u);
+  EXPECT_NEAR(p.nodes[7].entries[0].rate, 4000 - 7 * 7 / 12.443e-3, 1e-6);
+  EXPECT_NEAR(p.nodes[7].duty_s * 1e3, 25 - 7.178, 1e-9);
+}
+
+TEST(NexusPlanTest, SquishyPackingSharesTheSmallestDutyCycle) {
+  // l(b) = b + 5 ms. C: SLO 20 ms, 200 r/s -> b 3, duty min(12, 15) = 12 ms,
+  // occupancy 8/12. A and B: SLO 40 ms, 50 r/s -> b 2, duty min(33, 40) =
+  // 33 ms, occupancy 7/33. C goes first (highest occupancy). A does not fit
+  // with C (duty 12: C ceil(2.4) = 3 -> 8 ms, A ceil(0.6) = 1 -> 6 ms; 14 >
+  // 12): new GPU. B does not fit with C either, but with A (duty 33: 2 and
+  // 2, 7 + 7 = 14 <= 33).
+  const ModelConfig a = linear_model("a", 1, 5, 40, 64), b = linear_model("b", 1, 5, 40, 64),
+                    c = linear_model("c", 1, 5, 20, 64);
+  const std::vector<NexusModel> ms = {nexus_model(a), nexus_model(b), nexus_model(c)};
+  const std::vector<double> rates = {50, 50, 200};
+  const NexusPlan p = nexus_plan(ms, rates, 8);
+  ASSERT_EQ(p.nodes.size(), 2u);
+  ASSERT_EQ(p.nodes[0].entries.size(), 1u);
+  EXPECT_EQ(p.nodes[0].entries[0].model, 2u);
+  EXPECT_EQ(p.nodes[0].entries[0].batch, 3u);
+  EXPECT_NEAR(p.nodes[0].duty_s * 1e3, 12, 1e-9);
+  ASSERT_EQ(p.nodes[1].entries.size(), 2u);
+  EXPECT_EQ(p.nodes[1].entries[0].model, 0u);
+  EXPECT_EQ(p.nodes[1].entries[1].model, 1u);
+  EXPECT_EQ(p.nodes[1].entries[0].batch, 2u);
+  EXPECT_EQ(p.nodes[1].entries[1].batch, 2u);
+  EXPECT_NEAR(p.nodes[1].duty_s * 1e3, 33, 1e-9);
+  EXPECT_NEAR(p.nodes[1].occupancy(), 14.0 / 33, 1e-9);
+  // On one GPU the plan is overloaded: everything is merged onto it.
+  const NexusPlan one = nexus_plan(ms, rates, 1);
+  EXPECT_TRUE(one.overloaded);
+  ASSERT_EQ(one.nodes.size(), 1u);
+  EXPECT_EQ(one.nodes[0].entries.size(), 3u);
+}
+
+TEST(NexusPlanTest, FillPlansForTheLargestRateTheClusterHolds) {
+  // One ResNet50 at 4000 r/s on 8 GPUs: filling plans for 8 x 562.6 = 4501
+  // r/s, i.e. 8 whole GPUs of equal weight.
+  const ModelConfig resnet = linear_model("resnet", 1.053, 5.072, 25, 64);
+  const std::vector<NexusModel> ms = {nexus_model(resnet)};
+  const std::vector<double> rates = {4000};
+  double k = 0;
+  const NexusPlan p = nexus_fill_plan(ms, rates, 8, &k);
+  EXPECT_FALSE(p.overloaded);
+  EXPECT_NEAR(k, 8 * 7 / 12.443e-3 / 4000, 2e-3 * k);
+  ASSERT_EQ(p.nodes.size(), 8u);
+  for (const NexusNode& n : p.nodes) EXPECT_EQ(n.entries[0].batch, 7u);
+}
+
+TEST(NexusEngineTest, OneFrontendAlternatesBetweenEqualGpus) {
+  // Two whole GPUs of equal weight; uniform arrivals 10 ms apart each run
+  // alone; one frontend's round robin sends them to GPU 0, 1, 0, 1, ...
+  ExperimentSpec e;
+  e.models = {linear_model("resnet", 1.053, 5.072, 25, 64)};
+  e.loads = {ModelLoad{100, ArrivalProcess::uniform(), {}, {}}};
+  e.gpus = 2;
+  e.duration = Duration::seconds(1);
+  e.warmup = Duration::zero();
+  Log log;
+  e.policy = *parse_policy("nexus");
+  ASSERT_TRUE(run_experiment(e, 1.0, 0, &log).ok());
+  ASSERT_GE(log.dispatches.size(), 90u);
+  for (std::size_t k = 0; k < log.dispatches.size(); ++k) {
+    EXPECT_EQ(log.dispatches[k].gpu, k % 2) << "dispatch " << k;
+    EXPECT_EQ(log.dispatches[k].size, 1u);
+  }
+}
+
+TEST(NexusEngineTest, BackendTakesAtMostItsBatchAndDropsWhatCannotFinish) {
+  // One GPU; the trace offers 11 requests in 0.15 s (73 r/s), so the exact
+  // plan's residual batch is 2 ((2 - 1)/73 + l(2) = 13.7 + 7.178 <= 25 ms;
+  // b = 3: 27.4 + 8.231 > 25). A burst of 10 requests at t = 0: the first
+  // finds the backend idle and runs alone, then the backend takes at most 2
+  // at a time and drops what cannot finish in time.
+  ExperimentSpec e;
+  e.models = {linear_model("resnet", 1.053, 5.072, 25, 64)};
+  for (int k = 0; k < 10; ++k) e.trace.push_back(TraceRecord{Duration::zero(), 0, std::nullopt});
+  e.trace.push_back(TraceRecord{Duration::milliseconds(100), 0, std::nullopt});
+  e.gpus = 1;
+  e.duration = Duration::milliseconds(150);
+  e.warmup = Duration::zero();
+  Log log;
+  e.policy = *parse_policy("nexus:fill=0,epoch_s=10");
+  ASSERT_TRUE(run_experiment(e, 1.0, 0, &log).ok());
+  ASSERT_EQ(log.outcomes.size(), 11u);
+  std::uint32_t biggest = 0;
+  for (const Dispatch& d : log.dispatches) biggest = std::max(biggest, d.size);
+  EXPECT_EQ(log.dispatches[0].size, 1u);
+  EXPECT_EQ(biggest, 2u);
+  // 1 alone (6.1 ms), then pairs of 7.2 ms: [6.1, 13.3), [13.3, 20.5); the
+  // next pair would end at 27.6 > 25: the remaining five are dropped.
+  std::uint64_t ok = 0, expired = 0;
+  for (const RequestOutcome& o : log.outcomes) {
+    ok += o.outcome == Outcome::kOk;
+    expired += o.outcome == Outcome::kDropped && o.reason == DropReason::kExpired;
+  }
+  EXPECT_EQ(ok, 6u);
+  EXPECT_EQ(expired, 5u);
+}
+
+// ------------------------------------------------------------ Clockwork --
+
+template <class Engine>
+void feed(Engine& engine, std::vector<Arrival> arrivals) {
+  VectorArrivals src(std::move(arrivals));
+  detail::drive_peer(engine, src);
+}
+
+TEST(ClockworkTest, FillsTheScheduleUpToTheHorizonThenBatches) {
+  // l(b) = b + 4 ms, SLO 30 ms (planned deadline arrival + 25), one GPU,
+  // horizon 10 ms. Arrivals at 0, 1, 2 each run alone, back to back (the
+  // schedule reaches 5, 10, 15 ms); at 3 and 4 ms the schedule is full (15
+  // >= now + 10); when the first batch ends at 5 the plan still reaches 15;
+  // right after, it reaches less than 10 ms ahead: the two queued requests
+  // go as one batch of 2, planned at 15.
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 30, 8)};
+  Log log;
+  ClockworkEngine<Log> cw(models, 1, Delays{}, 64, ClockworkOptions{}, log);
+  feed(cw, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(2, 0, 2), arrival(3, 0, 3), arrival(4, 0, 4)});
+  ASSERT_EQ(log.dispatches.size(), 4u);
+  const std::uint32_t sizes[] = {1, 1, 1, 2};
+  const double exec[] = {0, 5, 10, 15};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(log.dispatches[k].size, sizes[k]) << k;
+    EXPECT_EQ(log.dispatches[k].exec, at_ms(exec[k])) << k;
+  }
+  EXPECT_EQ(log.dispatches[3].dispatched_at, at_ms(5) + 1_ns);
+  EXPECT_EQ(log.outcomes.size(), 5u);
+  for (const RequestOutcome& o : log.outcomes) EXPECT_EQ(o.outcome, Outcome::kOk);
+}
+
+TEST(ClockworkTest, DropsWhatCannotFinishByItsSlackDeadline) {
+  // SLO 15 ms: s - slack = 10 < horizon + slack, so the planned deadline is
+  // arrival + min(15, 15). Arrivals at 0, 0.5, 1 run alone at 0, 5, 10; the
+  // one at 1.5 waits (schedule full) until the GPU has room again just after
+  // 5 ms, when it would run 15..20, past 1.5 + 15: it is dropped (expired).
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 15, 8)};
+  Log log;
+  ClockworkEngine<Log> cw(models, 1, Delays{}, 64, ClockworkOptions{}, log);
+  feed(cw, {arrival(0, 0, 0), arrival(0.5, 0, 1), arrival(1, 0, 2), arrival(1.5, 0, 3)});
+  ASSERT_EQ(log.outcomes.size(), 4u);
+  const RequestOutcome& dropped = log.outcome(3);
+  EXPECT_EQ(dropped.outcome, Outcome::kDropped);
+  EXPECT_EQ(dropped.reason, DropReason::kExpired);
+  EXPECT_EQ(dropped.finish, at_ms(5) + 1_ns);
+  for (std::uint64_t t : {0, 1, 2}) EXPECT_EQ(log.outcome(t).outcome, Outcome::kOk);
+  EXPECT_EQ(clockwork_plan_deadline(at_ms(0), at_ms(15), ClockworkOptions{}), at_ms(15));
+  EXPECT_EQ(clockwork_plan_deadline(at_ms(0), at_ms(25), ClockworkOptions{}), at_ms(20));
+}
+
+TEST(ClockworkTest, TakesTheStrategyWithTheSmallestPriority) {
+  // A: l = b + 4 ms; B: l = b + 14 ms; both SLO 50 (planned deadline +45).
+  // B at 0 fills the GPU to 15 ms; A arrives at 2, B at 3. When the GPU has
+  // room (5 ms), A's best strategy is (2 + 45) - est_A(8) = 35 ms, B's
+  // (3 + 45) - est_B(8) = 26 ms: B is tried first although A came first; it
+  // can only fill a batch of 1 (priority 48 - 15 = 33 < 35) and runs at 15.
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 50, 8), linear_model("b", 1, 14, 50, 8)};
+  Log log;
+  ClockworkEngine<Log> cw(models, 1, Delays{}, 64, ClockworkOptions{}, log);
+  feed(cw, {arrival(0, 1, 0), arrival(2, 0, 1), arrival(3, 1, 2)});
+  ASSERT_EQ(log.dispatches.size(), 3u);
+  EXPECT_EQ(log.dispatches[0].model, 1u);
+  EXPECT_EQ(log.dispatches[1].model, 1u);
+  EXPECT_EQ(log.dispatches[1].exec, at_ms(15));
+  EXPECT_EQ(log.dispatches[2].model, 0u);
+  EXPECT_EQ(log.dispatches[2].exec, at_ms(30));
+  EXPECT_GE(cw.stats().decisions, 4u);  // B's batch-8 strategy failed before its batch-1 one ran
+}
+
+TEST(ClockworkTest, EstimatesFollowAHighPercentileOfRecentMeasurements) {
+  // Noise makes every batch differ; est(1) becomes the largest of the last
+  // ten (percentile 0.99 of ten values is the tenth).
+  struct Scaled {
+    int k = 0;
+    Duration actual(ModelId, std::uint32_t, Duration d) noexcept {
+      return d + Duration::microseconds(100 * (++k % 7));
+    }
+  };
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 100, 8)};
+  Log log;
+  ClockworkEngine<Log, Scaled> cw(models, 1, Delays{}, 64, ClockworkOptions{}, log, Scaled{});
+  std::vector<Arrival> a;
+  for (int k = 0; k < 30; ++k) a.push_back(arrival(20.0 * k, 0, static_cast<std::uint64_t>(k)));
+  feed(cw, a);
+  // Runs 21..30 took 5 ms + 100 us x (k % 7) for k = 21..30: the largest is +600 us.
+  EXPECT_EQ(cw.estimate(0, 1), Duration::from_ms(5.6));
+  EXPECT_EQ(cw.estimate(0, 2), Duration::from_ms(6));  // never ran: the profile
+}
+
+// ------------------------------------------------------------- Shepherd --
+
+TEST(ShepherdTest, PreemptsAtLambdaAndNotBelow) {
+  // l(b) = b + 4 ms, SLO 100 ms, one GPU. r0 at 0 runs alone [0, 5). At 1 and
+  // 2 the batch generator would make 2 and 3 (the running request first):
+  // below 3.03 x 1, no preemption. At 3 it makes 4 >= 3.03: the running
+  // batch is cancelled after 3 ms and all four run [3, 11).
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 100, 32)};
+  Log log;
+  ShepherdEngine<Log> sh(models, 1, Delays{}, 64, ShepherdOptions{}, log);
+  feed(sh, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(2, 0, 2), arrival(3, 0, 3)});
+  EXPECT_EQ(sh.stats().preemptions, 1u);
+  EXPECT_EQ(sh.stats().preempted_gpu_time, Duration::milliseconds(3));
+  ASSERT_EQ(log.dispatches.size(), 2u);
+  EXPECT_EQ(log.dispatches[1].size, 4u);
+  EXPECT_EQ(log.dispatches[1].dispatched_at, at_ms(3));
+  ASSERT_EQ(log.executions.size(), 2u);
+  EXPECT_EQ(log.executions[0].start, at_ms(0));
+  EXPECT_EQ(log.executions[0].end, at_ms(3));  // the cancelled stretch
+  for (const RequestOutcome& o : log.outcomes) {
+    EXPECT_EQ(o.outcome, Outcome::kOk);
+    EXPECT_EQ(o.batch_size, 4u);
+    EXPECT_EQ(o.finish, at_ms(11));
+  }
+  // With lambda 2.5 the batch of 3 at t = 2 already preempts.
+  Log log2;
+  ShepherdEngine<Log> sh2(models, 1, Delays{}, 64, ShepherdOptions{2.5}, log2);
+  feed(sh2, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(2, 0, 2), arrival(3, 0, 3)});
+  ASSERT_GE(log2.dispatches.size(), 2u);
+  EXPECT_EQ(log2.dispatches[1].size, 3u);
+  EXPECT_EQ(log2.dispatches[1].dispatched_at, at_ms(2));
+}
+
+TEST(ShepherdTest, APreemptedBatchOfAnotherModelGoesBackToItsQueue) {
+  // A (l = b + 4) runs alone from 0; four B requests at 1 make a batch of 4
+  // >= 3.03 x 1: A is cancelled and its request waits for B's batch (1..9)
+  // to end, then runs again [9, 14).
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 100, 32),
+                                           linear_model("b", 1, 4, 100, 32)};
+  Log log;
+  ShepherdEngine<Log> sh(models, 1, Delays{}, 64, ShepherdOptions{}, log);
+  feed(sh, {arrival(0, 0, 0), arrival(1, 1, 1), arrival(1, 1, 2), arrival(1, 1, 3), arrival(1, 1, 4)});
+  // B's requests arrive one at a time: 1, 2 and 3 of them do not reach 3.03
+  // x 1; the fourth does.
+  EXPECT_EQ(sh.stats().preemptions, 1u);
+  const RequestOutcome& a = log.outcome(0);
+  EXPECT_EQ(a.outcome, Outcome::kOk);
+  EXPECT_EQ(a.exec, at_ms(9));
+  EXPECT_EQ(a.finish, at_ms(14));
+  EXPECT_EQ(log.outcome(4).finish, at_ms(9));
+}
+
+TEST(ShepherdTest, DropsExpiredHeads) {
+  // l(b) = b + 4 ms, SLO 8 ms. r0 at 0 runs [0, 5); r1 at 0.5 waits; at 5
+  // it could only finish at 10 > 8.5: dropped as expired when the GPU frees.
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 8, 32)};
+  Log log;
+  ShepherdEngine<Log> sh(models, 1, Delays{}, 64, ShepherdOptions{}, log);
+  feed(sh, {arrival(0, 0, 0), arrival(0.5, 0, 1)});
+  EXPECT_EQ(log.outcome(0).outcome, Outcome::kOk);
+  EXPECT_EQ(log.outcome(1).outcome, Outcome::kDropped);
+  EXPECT_EQ(log.outcome(1).reason, DropReason::kExpired);
+  EXPECT_EQ(log.outcome(1).finish, at_ms(5));
+}
+
+// ------------------------------------------------------ all three peers --
+
+TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
+  // The peers are kinds of the policy language (policy.hpp).
+  for (const char* text :
+       {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0", "shepherd:lambda=2.5",
+        "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
+    Result<PolicySpec> p = parse_policy(text);
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status().to_string();
+    EXPECT_TRUE(p->is_peer());
+    EXPECT_EQ(p->to_string(), text);
+  }
+  EXPECT_EQ(parse_policy("nexus:frontends=8")->nexus.frontends, 8u);
+  EXPECT_EQ(parse_policy("shepherd")->shepherd.lambda, 3.03);
+  for (const char* bad : {"clockworks", "nexus:frontends=0", "nexus:frontends=1.5", "shepherd:lambda=1",
+                          "shepherd:lambda=", "clockwork:percentile=2", "nexus:lambda=3", "nexus:fill=2"}) {
+    Result<PolicySpec> p = parse_policy(bad);
+    EXPECT_FALSE(p.ok()) << bad;
+  }
+  EXPECT_NE(parse_policy("nexus:frontend=8").status().message().find("frontend=8"), std::string::npos);
+  EXPECT_FALSE(check_runs_in_core(*parse_policy("nexus")).ok());
+}
+
+// Checks the invariants of one run and counts outcomes per tag.
+struct Checker {
+  std::map<std::uint64_t, int> ends;
+  std::vector<std::vector<std::pair<TimePoint, TimePoint>>> busy;
+  std::vector<std::uint32_t> max_batch;
+  std::uint64_t over_max = 0;
+  void on_dispatch(const Dispatch& d) {
+    if (d.size > max_batch[d.model] || d.size == 0) ++over_max;
+    std::uint32_t n = 0;
+    for (const Request& r : d.requests) {
+      (void)r;
+      ++n;
+    }
+    if (n != d.size) ++over_max;
+  }
+  void on_execute(const Dispatch& d, TimePoint s, TimePoint e) {
+    if (busy.size() <= d.gpu) busy.resize(d.gpu + 1);
+    busy[d.gpu].push_back({s, e});
+  }
+  void on_outcome(const RequestOutcome& o) { ++ends[o.tag]; }
+  bool overlapping() {
+    for (auto& v : busy) {
+      std::sort(v.begin(), v.end());
+      for (std::size_t k = 1; k < v.size(); ++k)
+        if (v[k].first < v[k - 1].second) return true;
+    }
+    return false;
+  }
+};
+
+TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
+  Rng rng(2024);
+  const char* peers[] = {
+      "clockwork",          "nexus", "nexus:frontends=8,epoch_s=0.5", "nexus:fill=0,epoch_s=0.7", "shepherd",
+      "shepherd:lambda=1.5"};
+  for (int round = 0; round < 16; ++round) {
+    ExperimentSpec e;
+    const auto models = static_cast<double>(1 + rng.uniform_int(0, 3));
+    double capacity = 0;
+    for (int m = 0; m < models; ++m) {
+      const double alpha = 0.2 + 2 * rng.uniform(), beta = 1 + 10 * rng.uniform();
+      const double slo = (alpha + beta) * (1.5 + 6 * rng.uniform());
+      const auto mb = static_cast<std::uint32_t>(1 + rng.uniform_int(0, 31));
+      e.models.push_back(linear_model("m", alpha, beta, slo, mb));
+      e.models.back().name += std::to_string(m);
+      ModelLoad l;
+      l.arrival = rng.uniform() < 0.5 ? ArrivalProcess::poisson() : ArrivalProcess::gamma(0.2);
+      if (rng.uniform() < 0.3) l.slo_overrides.push_back(SloOverride{0.2, Duration::from_ms(slo * 2)});
+      e.loads.push_back(l);
+      capacity += mb / ((alpha * mb + beta) / 1e3);
+    }
+    e.gpus = static_cast<std::uint32_t>(1 + rng.uniform_int(0, 3));
+    // From light load to twice what the GPUs can do.
+    const double total = capacity * e.gpus / models * (0.1 + 2 * rng.uniform());
+    for (ModelLoad& l : e.loads) l.rate = total / models;
+    e.duration = Duration::from_seconds(1 + rng.uniform());
+    e.warmup = Duration::milliseconds(100);
+    e.seed = rng.next_u64();
+    if (rng.uniform() < 0.3) e.noise_sigma = 0.1;
+    if (rng.uniform() < 0.3)
+      e.delays = Delays{Duration::microseconds(200), Duration::microseconds(20), Duration::microseconds(100),
+                        Duration::zero()};
+    for (const char* name : peers) {
+      Checker c;
+      for (const ModelConfig& m : e.models) c.max_batch.push_back(m.profile.max_batch());
+      e.policy = *parse_policy(name);
+      Result<RunResult> r = run_experiment(e, 1.0, 0, &c);
+      ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+      SCOPED_TRACE(std::string(name) + " round " + std::to_string(round));
+      EXPECT_EQ(c.ends.size(), r->requests);
+      for (const auto& [tag, n] : c.ends) ASSERT_EQ(n, 1) << "tag " << tag;
+      EXPECT_FALSE(c.overlapping());
+      EXPECT_EQ(c.over_max, 0u);
+      const ModelStats& t = r->summary.total;
+      EXPECT_EQ(t.arrived, t.ok + t.late + t.dropped + t.error);
+    }
+  }
+}
+
+ExperimentSpec resnet(double rate) {
+  ExperimentSpec e;
+  e.models = {linear_model("resnet50", 1.053, 5.072, 25, 64)};
+  e.loads = {ModelLoad{rate, ArrivalProcess::poisson(), {}, {}}};
+  e.gpus = 8;
+  e.duration = Duration::seconds(3);
+  e.warmup = Duration::milliseconds(500);
+  return e;
+}
+
+TEST(PeersPropertyTest, SameSeedSameRunDifferentSeedDifferent) {
+  for (const char* name : {"clockwork", "nexus:frontends=8,epoch_s=1", "shepherd"}) {
+    ExperimentSpec e = resnet(4000);
+    e.policy = *parse_policy(name);
+    const RunResult a = *run_experiment(e), b = *run_experiment(e);
+    EXPECT_EQ(a.events, b.events) << name;
+    EXPECT_EQ(a.summary.total.ok, b.summary.total.ok) << name;
+    EXPECT_EQ(a.summary.total.requests_by_size, b.summary.total.requests_by_size) << name;
+    EXPECT_EQ(a.summary.gpu_busy_fraction, b.summary.gpu_busy_fraction) << name;
+    EXPECT_EQ(a.engine_stats, b.engine_stats) << name;
+    e.seed = 2;
+    EXPECT_NE(run_experiment(e)->summary.total.ok, a.summary.total.ok) << name;
+  }
+}
+
+TEST(PeersPropertyTest, LightLoadIsServedByEveryPeer) {
+  // 1000 r/s of ResNet50 on 8 GPUs is far below what any of them can do.
+  for (const char* name : {"clockwork", "nexus", "nexus:frontends=8", "shepherd"}) {
+    ExperimentSpec e = resnet(1000);
+    e.policy = *parse_policy(name);
+    const RunResult r = *run_experiment(e);
+    EXPECT_EQ(r.summary.total.bad_rate, 0.0) << name;
+    EXPECT_GT(r.summary.total.ok, 2000u) << name;
+  }
+}
+
+}  // namespace
+}  // namespace symphony::sim
