@@ -24,8 +24,10 @@ CHROOT=${GPU_SELFTEST_ROOT:-/var/tmp/symphony-gpu-selftest}
 MIRROR=${GPU_SELFTEST_MIRROR:-http://deb.debian.org/debian}
 BASE_PACKAGES=g++,cmake,ninja-build,python3
 # The bundle's packages: none may be installed in the chroot.
+# (Runtime libraries that a base system has, such as zlib1g and libssl3, may be there.)
 BUNDLED=(libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libbenchmark1debian libconcurrentqueue-dev libreaderwriterqueue-dev googletest)
+  libbenchmark1debian libconcurrentqueue-dev libreaderwriterqueue-dev googletest libcpp-httplib-dev
+  libcpp-httplib0.11 libssl-dev zlib1g-dev libbrotli-dev pkgconf pkgconf-bin pkg-config)
 
 say() { printf '[gpu-selftest] %s\n' "$*" >&2; }
 [[ $(id -u) -eq 0 ]] || { say "needs root (chroot, mount)"; exit 1; }
@@ -46,12 +48,12 @@ for p in "${BUNDLED[@]}"; do
   fi
 done
 for f in /usr/include/yaml-cpp /usr/include/gtest /usr/include/benchmark /usr/include/CLI /usr/include/nlohmann \
-  /usr/include/concurrentqueue; do
+  /usr/include/concurrentqueue /usr/include/httplib.h /usr/include/openssl /usr/bin/pkg-config /usr/bin/pkgconf; do
   [[ ! -e $CHROOT$f ]] || { say "the chroot has $f"; exit 1; }
 done
 
 say "copying the project (what the device tool sends) and the bundle"
-rm -rf "$CHROOT/src" "$CHROOT/out"
+rm -rf "$CHROOT/src" "$CHROOT/out" "$CHROOT/build/CMakeCache.txt"  # a fresh configure; objects are reused
 mkdir -p "$CHROOT/src" "$CHROOT/out"
 git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && echo "{}"' |
   tar -cf - -T - | tar -xf - -C "$CHROOT/src"

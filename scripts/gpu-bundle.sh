@@ -2,7 +2,7 @@
 # Writes .gpu-bundle/: what a bare GPU machine lacks to build and test
 # Symphony, for scripts/gpu-check.sh to build against there.
 #
-#   ./scripts/gpu-bundle.sh            # writes .gpu-bundle/ (ignored by git), about 10 MiB
+#   ./scripts/gpu-bundle.sh            # writes .gpu-bundle/ (ignored by git), about 15 MiB
 #
 # The GPU machines that the `device` tool lends have nvcc, CMake, ninja, g++
 # and python3 with torch (CUDA) and torchvision, but no Debian packages and no
@@ -11,9 +11,12 @@
 # needed, nothing installed) and unpacks them with `dpkg -x` into
 # .gpu-bundle/root/, so that .gpu-bundle/root/usr is a CMake prefix holding
 # their headers, libraries and CMake package files (which locate themselves
-# relative to where they are). The compiled ones (yaml-cpp, GoogleTest,
-# Google Benchmark) are x86-64 builds for glibc >= 2.36 and the libstdc++ of
-# GCC >= 12, which an Ubuntu 24.04 image has. The bundle must stay under
+# relative to where they are). pkg-config files are rewritten to do the same
+# (prefix=${pcfiledir}/...), and .gpu-bundle/bin/pkg-config runs the bundled
+# pkgconf on the bundle's .pc files only (cpp-httplib is found through
+# pkg-config). The compiled ones (yaml-cpp, GoogleTest, Google Benchmark,
+# cpp-httplib, OpenSSL, brotli, pkgconf) are x86-64 builds for glibc >= 2.36
+# and the libstdc++ of GCC >= 12, which an Ubuntu 24.04 image has. The bundle must stay under
 # 48 MiB (it travels with the working tree, whose limit is 64 MiB); the
 # script checks that. MANIFEST lists the packages, versions and checksums.
 #
@@ -35,6 +38,10 @@ PACKAGES=(
   libbenchmark-dev libbenchmark1debian  # benchmarks
   libconcurrentqueue-dev                # the runtime's MPSC ingress
   libreaderwriterqueue-dev              # the ring benchmarks' baseline
+  libcpp-httplib-dev libcpp-httplib0.11 # the /metrics endpoint (symphony::metrics), and what its
+  libssl-dev libssl3 zlib1g-dev         #   pkg-config module and header need: OpenSSL, zlib and
+  libbrotli-dev libbrotli1              #   brotli headers (static libraries dropped) and libraries
+  pkgconf-bin libpkgconf3               # pkg-config itself (.gpu-bundle/bin/pkg-config)
 )
 
 say() { printf '[gpu-bundle] %s\n' "$*" >&2; }
@@ -50,10 +57,11 @@ work=$(mktemp -d)
 chmod 755 "$work"  # apt-get download hands the files to its _apt user
 trap 'rm -rf "$work"' EXIT
 say "downloading ${#PACKAGES[@]} Debian packages"
-if ! (cd "$work" && apt-get download -q "${PACKAGES[@]}" >/dev/null); then
+dl=(apt-get download -q -o APT::Sandbox::User="$(id -un)")
+if ! (cd "$work" && "${dl[@]}" "${PACKAGES[@]}" >/dev/null); then
   say "apt-get download failed; refreshing the package lists (needs root) and retrying"
   apt-get update -q >/dev/null
-  (cd "$work" && apt-get download -q "${PACKAGES[@]}" >/dev/null)
+  (cd "$work" && "${dl[@]}" "${PACKAGES[@]}" >/dev/null)
 fi
 
 rm -rf "$OUT"
@@ -68,6 +76,31 @@ for deb in "$work"/*.deb; do
     "$(sha256sum "$deb" | cut -d' ' -f1)" >>"$OUT/MANIFEST"
 done
 rm -rf "$OUT/root/usr/share/doc" "$OUT/root/usr/share/lintian" "$OUT/root/usr/share/man"
+# Static OpenSSL, zlib and brotli are never linked (the shared ones are): 10 MiB saved.
+rm -f "$OUT"/root/usr/lib/x86_64-linux-gnu/{libssl,libcrypto,libz}.a "$OUT"/root/usr/lib/x86_64-linux-gnu/libbrotli*.a
+# pkg-config files that locate themselves, as the CMake package files do.
+for pc in "$OUT"/root/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
+  sed -i -E 's#^([A-Za-z_]+)=/usr(/|$)#\1=${pcfiledir}/../../..\2#' "$pc"
+done
+# Debian's OpenSSL keeps opensslconf.h in the multiarch include directory,
+# which only /usr/include/<triplet> is searched for by default.
+for pc in "$OUT"/root/usr/lib/x86_64-linux-gnu/pkgconfig/{openssl,libssl,libcrypto}.pc; do
+  sed -i -E 's#^Cflags: -I\$\{includedir\}$#Cflags: -I${includedir} -I${includedir}/x86_64-linux-gnu#' "$pc"
+done
+for pc in "$OUT"/root/usr/share/pkgconfig/*.pc; do
+  [[ -e $pc ]] && sed -i -E 's#^([A-Za-z_]+)=/usr(/|$)#\1=${pcfiledir}/../..\2#' "$pc"
+done
+mkdir -p "$OUT/bin"
+cat >"$OUT/bin/pkg-config" <<'WRAPPER'
+#!/bin/sh
+# pkg-config for .gpu-bundle (scripts/gpu-bundle.sh): the bundled pkgconf, on the bundle's .pc files only.
+here=$(cd "$(dirname "$0")/.." && pwd)
+lib=$here/root/usr/lib/x86_64-linux-gnu
+LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  PKG_CONFIG_LIBDIR="$lib/pkgconfig:$here/root/usr/share/pkgconfig" PKG_CONFIG_PATH= \
+  exec "$here/root/usr/bin/pkgconf" "$@"
+WRAPPER
+chmod +x "$OUT/bin/pkg-config"
 
 # Everything the build looks for must be there.
 need=(
@@ -77,10 +110,15 @@ need=(
   usr/include/gtest/gtest.h usr/lib/x86_64-linux-gnu/libgtest.a usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
   usr/include/benchmark/benchmark.h usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
   usr/include/concurrentqueue/concurrentqueue.h usr/include/readerwriterqueue/readerwriterqueue.h
+  usr/include/httplib.h usr/lib/x86_64-linux-gnu/pkgconfig/cpp-httplib.pc usr/include/openssl/ssl.h
+  usr/include/zlib.h usr/include/brotli/decode.h usr/bin/pkgconf
 )
 for f in "${need[@]}"; do
   [[ -e $OUT/root/$f ]] || { say "missing from the bundle: $f"; exit 1; }
 done
+
+"$OUT/bin/pkg-config" --cflags --libs cpp-httplib >/dev/null ||
+  { say "the bundled pkg-config cannot resolve cpp-httplib"; exit 1; }
 
 size_kib=$(du -sk "$OUT" | cut -f1)
 if ((size_kib > LIMIT_MIB * 1024)); then

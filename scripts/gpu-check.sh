@@ -196,7 +196,7 @@ configure() {
   local torch=$1
   local prefix="$BUNDLE/root/usr"
   local args=(-S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY"
-    -DSYMPHONY_BUILD_PYTHON=OFF -DSYMPHONY_CCACHE=OFF)
+    -DPKG_CONFIG_EXECUTABLE="$BUNDLE/bin/pkg-config" -DSYMPHONY_BUILD_PYTHON=OFF -DSYMPHONY_CCACHE=OFF)
   if [[ $torch == with-torch ]]; then
     prefix="$prefix;$TORCH_PREFIX"
     args+=(-DSYMPHONY_WITH_TORCH=ON -DSYMPHONY_WITH_CUDA="$WITH_CUDA")
@@ -213,7 +213,7 @@ export -f configure
 check_bundle_use() {
   local bad=0 line
   for v in yaml-cpp_DIR GTest_DIR benchmark_DIR CLI11_DIR nlohmann_json_DIR ConcurrentQueue_INCLUDE_DIR \
-    SYMPHONY_RWQUEUE_INCLUDE; do
+    SYMPHONY_RWQUEUE_INCLUDE PKG_CONFIG_EXECUTABLE pkgcfg_lib_SYMPHONY_HTTPLIB_cpp-httplib; do
     line=$(grep -E "^$v:" "$BUILD/CMakeCache.txt" | cut -d= -f2-)
     if [[ $line != "$BUNDLE"/* ]]; then
       say "NOT FROM THE BUNDLE: $v = ${line:-<unset>}"
