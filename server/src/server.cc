@@ -19,6 +19,9 @@
 #ifdef SYMPHONY_HAVE_CUDA
 #include "symphony/server/cuda_executor.hpp"
 #endif
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+#include "symphony/gpu/kernel_executor.hpp"
+#endif
 
 namespace symphony::server {
 namespace {
@@ -70,6 +73,9 @@ struct Server::Impl final : BatchRunner {
     CpuExecutor* cpu = nullptr;
 #ifdef SYMPHONY_HAVE_CUDA
     CudaStreamExecutor* cuda = nullptr;
+#endif
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+    gpu::CudaKernelExecutor* kernel = nullptr;
 #endif
     std::atomic<std::uint64_t> batches{0};
     std::atomic<std::int64_t> emulated_busy_ns{0};
@@ -360,7 +366,9 @@ struct Server::Impl final : BatchRunner {
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) {
       const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(),
-                                        [](const DeviceSpec& d) { return d.kind == DeviceKind::kCuda; });
+                                        [](const DeviceSpec& d) {
+                                          return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
+                                        });
       rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
     }
     auto rt = make_runtime(rc, sink, opts.policy);
@@ -371,7 +379,10 @@ struct Server::Impl final : BatchRunner {
     for (auto& d : devices) {
       std::unique_ptr<Executor> e;
       switch (d->spec.kind) {
-        case DeviceKind::kEmulated: e = emulated_pool->make_executor(); break;
+        case DeviceKind::kEmulated:
+          if (!emulated_pool) emulated_pool = std::make_unique<EmulatedGpus>();
+          e = emulated_pool->make_executor();
+          break;
         case DeviceKind::kCpu: {
           auto c = std::make_unique<CpuExecutor>(*this, replica++, opts.cpu_threads, d->spec.to_string());
           d->cpu = c.get();
@@ -385,6 +396,23 @@ struct Server::Impl final : BatchRunner {
           e = std::move(c);
 #else
           return Status(Errc::kFailedPrecondition, "this build has no CUDA executor (SYMPHONY_WITH_CUDA)");
+#endif
+          break;
+        }
+        case DeviceKind::kCudaEmulated: {
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+          std::unique_ptr<gpu::CudaKernelExecutor> k;
+          try {
+            k = std::make_unique<gpu::CudaKernelExecutor>(d->spec.index);
+          } catch (const std::exception& ex) {
+            return Status(Errc::kFailedPrecondition, d->spec.to_string() + ": " + ex.what());
+          }
+          log(d->spec.to_string() + ": busy kernel calibrated at " + std::to_string(k->cycles_per_ns()) +
+              " cycles/ns");
+          d->kernel = k.get();
+          e = std::move(k);
+#else
+          return Status(Errc::kFailedPrecondition, "this build has no busy-kernel executor (SYMPHONY_WITH_CUDA)");
 #endif
           break;
         }
@@ -428,16 +456,18 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
   if (Status s = check_runs_in_core(o.policy); !s.ok()) return s;
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
-  auto devs = parse_devices(o.devices, cuda_device_count());
+  // The CUDA runtime is asked only for CUDA-emulated devices: it loads the driver.
+  const bool kernel_gpus = o.devices.find("cuda-emulated") != std::string::npos;
+  auto devs = parse_devices(o.devices, cuda_device_count(), kernel_gpus ? cuda_runtime_devices() : CudaRuntimeDevices{});
   if (!devs.ok()) return devs.status();
   auto impl = std::make_unique<Impl>(std::move(o));
   impl->device_specs = *devs;
-  impl->emulated = devs->front().kind == DeviceKind::kEmulated;
+  impl->emulated = !runs_model(devs->front().kind);
   for (const DeviceSpec& d : *devs) {
     auto dev = std::make_unique<Impl::Device>();
     dev->spec = d;
     impl->devices.push_back(std::move(dev));
-    if (d.kind != DeviceKind::kEmulated) impl->torch_devices.push_back(torch_device(d));
+    if (runs_model(d.kind)) impl->torch_devices.push_back(torch_device(d));
   }
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -569,13 +599,26 @@ ServerStats Server::stats() const {
     ds.batches = d->batches.load();
     Duration busy = Duration::nanoseconds(d->emulated_busy_ns.load());
     if (d->cpu) busy = d->cpu->busy();
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+    std::optional<gpu::CudaExecutorStats> cs;
 #ifdef SYMPHONY_HAVE_CUDA
-    if (d->cuda) {
-      const CudaExecutorStats cs = d->cuda->stats();
-      busy = cs.busy;
-      ds.dispatch_overhead_mean = cs.batches ? cs.dispatch_overhead / static_cast<std::int64_t>(cs.batches) : Duration();
-      ds.back_to_back = cs.back_to_back;
-      ds.idle_gap_mean = cs.back_to_back ? cs.idle_gaps / static_cast<std::int64_t>(cs.back_to_back) : Duration();
+    if (d->cuda) cs = d->cuda->stats();
+#endif
+    if (d->kernel) cs = d->kernel->stats();
+    if (cs) {
+      busy = cs->busy;
+      const std::uint64_t launched = cs->dispatch_overheads.count();
+      ds.dispatch_overhead_mean = launched ? cs->dispatch_overhead / static_cast<std::int64_t>(launched) : Duration();
+      ds.dispatch_overhead_p50 = cs->dispatch_overheads.percentile(0.50);
+      ds.dispatch_overhead_p99 = cs->dispatch_overheads.percentile(0.99);
+      ds.back_to_back = cs->back_to_back;
+      ds.idle_gap_mean = cs->back_to_back ? cs->idle_gaps / static_cast<std::int64_t>(cs->back_to_back) : Duration();
+      ds.idle_gap_p50 = cs->idle_gap_histogram.percentile(0.50);
+      ds.idle_gap_p99 = cs->idle_gap_histogram.percentile(0.99);
+      ds.planned_back_to_back = cs->planned_back_to_back;
+      ds.planned_gap_p50 = cs->planned_gap_histogram.percentile(0.50);
+      ds.planned_gap_p99 = cs->planned_gap_histogram.percentile(0.99);
+      ds.cuda_timed = true;
     }
 #endif
     ds.busy = busy;
