@@ -22,3 +22,5 @@
 #include "symphony/model_state.hpp"
 #include "symphony/rank_state.hpp"
 #include "symphony/scheduler.hpp"
+#include "symphony/autoscale.hpp"
+#include "symphony/subcluster.hpp"

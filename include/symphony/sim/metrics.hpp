@@ -18,7 +18,8 @@
 // bad rate r of the requests that arrived in the window and idle fraction f
 // of the GPUs' time in it, it asks for N*r/(1-r) more GPUs when r exceeds the
 // bad-rate threshold, else offers to release floor(N*f) GPUs (the highest
-// ids). Windows that would start before time 0 are shorter (the first ones).
+// ids): autoscale_advice() of symphony/autoscale.hpp. Windows that would
+// start before time 0 are shorter (the first ones).
 //
 // Guarantees: all storage is allocated by the constructor (O(models *
 // (histogram + max_batch) + GPUs + steps * GPUs / 64)); the sink callbacks
