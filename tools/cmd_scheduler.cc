@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 #include "commands.hpp"
@@ -114,12 +115,17 @@ int run_scheduler(const SchedulerArgs& a) {
     return 1;
   }
   metrics::AutoscaleWindow window(Duration::from_seconds(a.autoscale_window_s));
+  std::mutex window_mu;
   (void)window.observe({SteadyClock{}.now(), 0, 0, Duration::zero(), 0});  // the start: nothing ended yet
   std::unique_ptr<metrics::Endpoint> endpoint;
   if (!metrics_at.empty()) {
     const rdma::SchedulerNode* n = node->get();
     auto ep = metrics::Endpoint::start(
-        metrics_at, [n, &window](metrics::Writer& w) { rdma::write_scheduler_metrics(n->metrics_snapshot(), window, w); },
+        metrics_at,
+        [n, &window, &window_mu](metrics::Writer& w) {
+          std::lock_guard<std::mutex> lock(window_mu);  // scrapes may run on several server threads
+          rdma::write_scheduler_metrics(n->metrics_snapshot(), window, w);
+        },
         [n] { return rdma::scheduler_not_ready(n->metrics_snapshot()); });
     if (!ep.ok()) {
       std::fprintf(stderr, "error: --metrics / cluster.metrics: %s\n", ep.status().message().c_str());
