@@ -1,5 +1,6 @@
 // The Prometheus exposition (names, escaping, histograms) and the HTTP
 // endpoint (/metrics, /healthz, /readyz, 404), over loopback.
+#include "symphony/metrics/autoscale_window.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
 
@@ -98,6 +99,46 @@ TEST(MetricsEndpointTest, BadAddressesAreRefusedWithTheirText) {
   ASSERT_TRUE(first.ok());
   auto second = Endpoint::start("127.0.0.1:" + std::to_string((*first)->port()), [](Writer&) {});
   EXPECT_FALSE(second.ok());  // in use
+}
+
+TEST(AutoscaleWindowTest, ComparesWithTheNewestTotalsAtLeastAWindowOld) {
+  const TimePoint t0 = TimePoint::from_ns(1000000000);
+  AutoscaleWindow w(Duration::seconds(10));
+  AutoscaleSignal s = w.observe({t0, 0, 0, Duration::zero(), 2});
+  EXPECT_EQ(s.arrived, 0u);
+  EXPECT_EQ(s.busy_fraction, 0.0);
+  // 5 s in: 100 ended, 10 bad, 5 s busy on 2 GPUs -> half busy, over the whole 5 s.
+  s = w.observe({t0 + Duration::seconds(5), 100, 10, Duration::seconds(5), 2});
+  EXPECT_EQ(s.arrived, 100u);
+  EXPECT_EQ(s.bad, 10u);
+  EXPECT_DOUBLE_EQ(s.busy_fraction, 0.5);
+  EXPECT_EQ(w.last_span(), Duration::seconds(5));
+  // 12 s in: the window starts at 2 s, so it compares with the totals at 0 s
+  // (the newest at least 10 s old).
+  s = w.observe({t0 + Duration::seconds(12), 300, 10, Duration::seconds(12), 2});
+  EXPECT_EQ(s.arrived, 300u);
+  EXPECT_EQ(w.last_span(), Duration::seconds(12));
+  // 16 s in: the totals at 5 s are now at least 10 s old; none bad since.
+  s = w.observe({t0 + Duration::seconds(16), 400, 10, Duration::seconds(12), 2});
+  EXPECT_EQ(s.arrived, 300u);
+  EXPECT_EQ(s.bad, 0u);
+  EXPECT_EQ(w.last_span(), Duration::seconds(11));
+  EXPECT_NEAR(s.busy_fraction, 7.0 / 22.0, 1e-12);
+  // The paper's rule on it: no bad requests, 15/22 of 2 GPUs idle -> release 1.
+  EXPECT_EQ(autoscale_advice(s, 0.01).advice, -1);
+}
+
+TEST(AutoscaleWindowTest, BusyFractionIsClampedAndNoGpusMeansZero) {
+  const TimePoint t0 = TimePoint::from_ns(1);
+  AutoscaleWindow w(Duration::seconds(1));
+  w.observe({t0, 0, 0, Duration::zero(), 0});
+  AutoscaleSignal s = w.observe({t0 + Duration::seconds(1), 5, 5, Duration::seconds(3), 0});
+  EXPECT_EQ(s.busy_fraction, 0.0);
+  EXPECT_EQ(s.bad_rate(), 1.0);
+  AutoscaleWindow v(Duration::seconds(1));
+  v.observe({t0, 0, 0, Duration::zero(), 1});
+  s = v.observe({t0 + Duration::seconds(1), 0, 0, Duration::seconds(3), 1});
+  EXPECT_EQ(s.busy_fraction, 1.0);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ devices: cpu:2
 cpu_threads: 1
 policy: timeout:2.5
 shards: 2
+metrics: 127.0.0.1:0
 delays: {ctrl_us: 10, data_us: 1.5}
 profiling: {latency: median, max_batch: 16, repeats: 5}
 load: {duration_s: 10, warmup_s: 1, arrival: "gamma:0.5", seed: 7}
@@ -37,6 +38,7 @@ TEST(ServeConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c->policy.timeout, Duration::from_ms(2.5));
   EXPECT_EQ(c->policy.to_string(), "timeout:2.5ms");
   EXPECT_EQ(c->shards, 2u);
+  EXPECT_EQ(c->metrics, "127.0.0.1:0");
   EXPECT_EQ(c->delays.ctrl, Duration::microseconds(10));
   EXPECT_EQ(c->delays.data, Duration::nanoseconds(1500));
   EXPECT_EQ(c->profile_latency, profile_io::ProfileColumn::kMedian);
@@ -87,6 +89,7 @@ TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
   expect("policy: lazy\n" + model, "key 'policy'");
   expect("cpu_threads: 0\n" + model, "key 'cpu_threads' must be at least 1");
   expect("shards: many\n" + model, "key 'shards' has the wrong type");
+  expect("metrics: 9464\n" + model, "key 'metrics' '9464' is not HOST:PORT");
   expect("delays: {ctrl_us: -3}\n" + model, "key 'delays.ctrl_us' must not be negative");
   expect("load: {arrival: bursty}\n" + model, "key 'load.arrival'");
   expect("load: {duration_s: 5, warmup_s: 5}\n" + model, "key 'load.warmup_s'");

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "symphony/metrics/endpoint.hpp"
 #include "symphony/rdma/backend_node.hpp"
 #ifdef SYMPHONY_HAVE_CLUSTER_TORCH
 #include "symphony/rdma/backend_torch.hpp"
@@ -31,6 +32,7 @@ struct BackendArgs {
   std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
   int cpu_threads = 1;
   std::uint32_t output_bytes = 16;
+  std::string metrics;
   double duration_s = 0;
   bool verbose = false;
 };
@@ -93,10 +95,29 @@ int run_backend(const BackendArgs& a) {
   o.output_bytes = a.output_bytes;
   o.verbose = a.verbose;
   o.log = rdma::stderr_logger(a.name.empty() ? "backend" : a.name);
+  if (!a.metrics.empty()) {  // checked before anything starts
+    if (auto p = metrics::parse_listen_address(a.metrics); !p.ok()) {
+      std::fprintf(stderr, "error: --metrics: %s\n", p.status().message().c_str());
+      return 2;
+    }
+  }
   Result<std::unique_ptr<rdma::BackendNode>> node = rdma::BackendNode::create(std::move(o));
   if (!node.ok()) {
     std::fprintf(stderr, "error: %s\n", node.status().message().c_str());
     return 2;
+  }
+  std::unique_ptr<metrics::Endpoint> endpoint;
+  if (!a.metrics.empty()) {
+    const rdma::BackendNode* n = node->get();
+    auto ep = metrics::Endpoint::start(
+        a.metrics, [n](metrics::Writer& w) { rdma::write_backend_metrics(n->metrics_snapshot(), w); },
+        [n] { return rdma::backend_not_ready(n->metrics_snapshot()); });
+    if (!ep.ok()) {
+      std::fprintf(stderr, "error: --metrics: %s\n", ep.status().message().c_str());
+      return 2;
+    }
+    endpoint = std::move(*ep);
+    std::fprintf(stderr, "metrics: listening on http://%s/metrics\n", endpoint->address().c_str());
   }
   const TimePoint end = SteadyClock{}.now() + Duration::from_seconds(a.duration_s > 0 ? a.duration_s : 1e9);
   for (;;) {
@@ -107,6 +128,7 @@ int run_backend(const BackendArgs& a) {
     if (sigtimedwait(&set, nullptr, &ts) > 0) break;
   }
   (*node)->stop();
+  endpoint.reset();
   if (!a.report.empty()) {
     std::ofstream f(a.report);
     f << (*node)->report().dump(2) << "\n";
@@ -135,6 +157,9 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   cmd->add_option("--exec-log", a.exec_log,
                   "append '<frontend incarnation> <request id>' per executed request");
   cmd->add_option("--report", a.report, "write counters and input-read latencies as JSON here on exit");
+  cmd->add_option("--metrics", a.metrics,
+                  "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+                  "docs/metrics.md)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
   cmd->callback([&exit_code] { exit_code = run_backend(a); });

@@ -4,13 +4,17 @@
 // Runs until SIGINT or SIGTERM (or --duration), then ends every request and
 // says goodbye to its peers. With --report it writes its counters and the
 // delays it learned as JSON every second and on exit. --port-file writes the
-// bound port (useful with port 0) once it listens.
+// bound port (useful with port 0) once it listens. --metrics HOST:PORT (or
+// the config's cluster.metrics) serves /metrics, /healthz and /readyz
+// (docs/metrics.md).
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 #include "commands.hpp"
+#include "symphony/metrics/endpoint.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/rdma/node_common.hpp"
 #include "symphony/simtool/config.hpp"
@@ -25,6 +29,8 @@ struct SchedulerArgs {
   std::string port_file;
   std::string report;
   std::string policy;
+  std::string metrics;
+  double autoscale_window_s = 30;
   double duration_s = 0;
   bool verbose = false;
 };
@@ -92,10 +98,41 @@ int run_scheduler(const SchedulerArgs& a) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 2;
   }
+  const std::string metrics_at = a.metrics.empty() ? o.config.cluster.metrics : a.metrics;
+  if (!metrics_at.empty()) {  // checked before anything starts
+    if (auto p = metrics::parse_listen_address(metrics_at); !p.ok()) {
+      std::fprintf(stderr, "error: --metrics / cluster.metrics: %s\n", p.status().message().c_str());
+      return 2;
+    }
+  }
+  if (!(a.autoscale_window_s > 0)) {
+    std::fprintf(stderr, "error: --autoscale-window must be a positive number of seconds\n");
+    return 2;
+  }
   Result<std::unique_ptr<rdma::SchedulerNode>> node = rdma::SchedulerNode::create(std::move(o));
   if (!node.ok()) {
     std::fprintf(stderr, "error: %s\n", node.status().message().c_str());
     return 1;
+  }
+  metrics::AutoscaleWindow window(Duration::from_seconds(a.autoscale_window_s));
+  std::mutex window_mu;
+  (void)window.observe({SteadyClock{}.now(), 0, 0, Duration::zero(), 0});  // the start: nothing ended yet
+  std::unique_ptr<metrics::Endpoint> endpoint;
+  if (!metrics_at.empty()) {
+    const rdma::SchedulerNode* n = node->get();
+    auto ep = metrics::Endpoint::start(
+        metrics_at,
+        [n, &window, &window_mu](metrics::Writer& w) {
+          std::lock_guard<std::mutex> lock(window_mu);  // scrapes may run on several server threads
+          rdma::write_scheduler_metrics(n->metrics_snapshot(), window, w);
+        },
+        [n] { return rdma::scheduler_not_ready(n->metrics_snapshot()); });
+    if (!ep.ok()) {
+      std::fprintf(stderr, "error: --metrics / cluster.metrics: %s\n", ep.status().message().c_str());
+      return 2;
+    }
+    endpoint = std::move(*ep);
+    std::fprintf(stderr, "metrics: listening on http://%s/metrics\n", endpoint->address().c_str());
   }
   if (!a.port_file.empty()) {
     const std::string tmp = a.port_file + ".tmp";
@@ -104,6 +141,7 @@ int run_scheduler(const SchedulerArgs& a) {
   }
   wait_for_stop(stop_set, a.duration_s, **node, a.report);
   (*node)->stop();
+  endpoint.reset();
   if (!a.report.empty() && !write_report(**node, a.report)) {
     std::fprintf(stderr, "error: cannot write %s\n", a.report.c_str());
     return 1;
@@ -124,6 +162,11 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
   cmd->add_option("--report", a.report,
                   "write counters and learned delays as JSON here (every second, and on exit)");
+  cmd->add_option("--metrics", a.metrics,
+                  "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+                  "overrides the config's cluster.metrics; docs/metrics.md)");
+  cmd->add_option("--autoscale-window", a.autoscale_window_s,
+                  "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
   cmd->callback([&exit_code] { exit_code = run_scheduler(a); });

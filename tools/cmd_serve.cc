@@ -5,11 +5,18 @@
 // writes a JSON report.
 //
 // Counts cover the measured window: requests sent after the warm-up.
+//
+// With --metrics HOST:PORT (or the config's `metrics:`) it serves /metrics,
+// /healthz and /readyz (docs/metrics.md) from the start until it exits; the
+// request counters there are the load generator's tallies that the report is
+// made of, so after the run they equal the report. --metrics-linger keeps the
+// endpoint up after the report, for a last scrape.
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +27,8 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include "symphony/latency_histogram.hpp"
+#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/endpoint.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/server/serve_config.hpp"
 #include "symphony/server/server.hpp"
@@ -39,8 +48,14 @@ struct ServeArgs {
   std::string devices;
   double duration_s = 0;
   std::string json_out;
+  std::string metrics;            // overrides the config's `metrics:`
+  double metrics_linger_s = 0;    // keep /metrics up this long after the report
+  double autoscale_window_s = 30;  // the window of the autoscaling advice
   bool quiet = false;
 };
+
+// The bad-rate threshold of the autoscaling advice (DESIGN.md §2: 1 %).
+constexpr double kMaxBadRate = 0.01;
 
 // What the load generator saw for one model, in the measured window.
 struct ModelTally {
@@ -152,6 +167,133 @@ double mean_batch(const std::map<std::uint32_t, std::uint64_t>& h) {
   return n ? static_cast<double>(r) / static_cast<double>(n) : 0;
 }
 
+// What /metrics reads: the load generator's tallies (the report's
+// accounting), the server's statistics, and the snapshot at the end of the
+// warm-up that the report subtracts.
+struct ServeMetricsState {
+  const ServeConfig* cfg = nullptr;
+  Server* server = nullptr;
+  const std::vector<std::unique_ptr<ModelTally>>* tallies = nullptr;
+  TimePoint measure_from = TimePoint::infinite(), end = TimePoint::infinite();
+  std::atomic<int> phase{0};  // 0 loading, 1 serving, 2 done
+  std::mutex mu;              // guards the two below
+  bool have_warmup = false;
+  ServerStats at_warmup;
+  std::unique_ptr<metrics::AutoscaleWindow> window;
+};
+
+std::string ready_reason(const ServeMetricsState& st) {
+  switch (st.phase.load()) {
+    case 0: return "loading models and adding devices";
+    case 1: return "";
+    default: return "the run is over (serve no longer takes requests)";
+  }
+}
+
+void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
+  using metrics::Labels;
+  if (!st.server || !st.tallies) return;
+  const ServerStats now = st.server->stats();
+  const TimePoint t = SteadyClock{}.now();
+  ServerStats before;
+  bool have_warmup;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    have_warmup = st.have_warmup;
+    if (have_warmup) before = st.at_warmup;
+  }
+  const double measured = std::max(0.0, (min(t, st.end) - st.measure_from).to_seconds());
+  w.gauge("symphony_up", "1 while the process serves metrics; phase: loading, serving or done.",
+          {{"phase", st.phase.load() == 0 ? "loading" : st.phase.load() == 1 ? "serving" : "done"}}, 1);
+  w.gauge("symphony_measured_seconds", "Seconds of the measured window so far (the load after the warm-up).", {},
+          measured);
+  for (std::size_t i = 0; i < st.tallies->size(); ++i) {
+    ModelTally& tl = *(*st.tallies)[i];
+    const Labels m{{"model", tl.name}};
+    const std::uint64_t ok = tl.outcomes[0], late = tl.outcomes[1], drop = tl.outcomes[2], err = tl.outcomes[3];
+    const std::uint64_t refused = tl.refused;
+    w.counter("symphony_requests_sent_total", "Requests sent in the measured window.", m, static_cast<double>(tl.sent));
+    const std::pair<const char*, std::uint64_t> outcomes[] = {
+        {"ok", ok}, {"late", late}, {"dropped", drop + refused}, {"error", err}};
+    for (const auto& [name, v] : outcomes)
+      w.counter("symphony_requests_total",
+                "Requests of the measured window by outcome (dropped includes those refused at infer()).",
+                {{"model", tl.name}, {"outcome", name}}, static_cast<double>(v));
+    for (int r = 1; r < kNumDropReasons; ++r)
+      w.counter("symphony_requests_dropped_total", "Dropped requests of the measured window by reason.",
+                {{"model", tl.name}, {"reason", std::string(to_string(static_cast<DropReason>(r)))}},
+                static_cast<double>(tl.drops[r].load()));
+    w.counter("symphony_requests_dropped_total", "Dropped requests of the measured window by reason.",
+              {{"model", tl.name}, {"reason", "refused"}}, static_cast<double>(refused));
+    w.gauge("symphony_goodput_rps", "Requests ok per second over the measured window.", m,
+            measured > 0 ? static_cast<double>(ok) / measured : 0.0);
+    {
+      std::lock_guard<std::mutex> lock(tl.mu);
+      w.histogram_from("symphony_request_latency_seconds",
+                       "Latency of ok and late requests of the measured window, from infer() to the outcome.", m,
+                       tl.latency, metrics::kLatencyBucketsSeconds);
+    }
+  }
+  for (const ModelStats& ms : now.models) {
+    const Labels m{{"model", ms.name}};
+    const std::uint64_t ended = ms.ok + ms.late + ms.dropped + ms.errors;
+    w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
+            static_cast<double>(ms.sent > ended ? ms.sent - ended : 0));
+    // The batches of the measured window (the report's batch histogram).
+    std::map<std::uint32_t, std::uint64_t> hist;
+    if (have_warmup) {
+      hist = ms.batches;
+      for (const ModelStats& b : before.models)
+        if (b.name == ms.name)
+          for (const auto& [size, n] : b.batches) hist[size] -= std::min(hist[size], n);
+    }
+    std::vector<std::pair<double, std::uint64_t>> buckets;
+    std::uint64_t count = 0;
+    double sum = 0;
+    for (const auto& [size, n] : hist) {
+      count += n;
+      sum += static_cast<double>(size) * static_cast<double>(n);
+    }
+    std::uint64_t below = 0;
+    auto it = hist.begin();
+    for (std::uint32_t le = 1; le < std::max<std::uint32_t>(ms.max_batch, 1) * 2; le *= 2) {
+      for (; it != hist.end() && it->first <= le; ++it) below += it->second;
+      buckets.emplace_back(static_cast<double>(le), below);
+      if (le >= ms.max_batch) break;
+    }
+    w.histogram("symphony_batch_size", "Sizes of the batches run in the measured window.", m, buckets, sum, count);
+  }
+  const double elapsed = now.elapsed.to_seconds();
+  Duration busy_total;
+  for (std::size_t d = 0; d < now.devices.size(); ++d) {
+    const DeviceStats& ds = now.devices[d];
+    const Labels l{{"device", ds.name}};
+    busy_total += ds.busy;
+    w.counter("symphony_device_busy_seconds_total", "Seconds the device spent running batches since start.", l,
+              ds.busy.to_seconds());
+    w.counter("symphony_device_batches_total", "Batches the device ran since start.", l,
+              static_cast<double>(ds.batches));
+    w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
+            elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
+  }
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.window) {
+    const AutoscaleSignal sig = st.window->observe(
+        {t, now.ok + now.late + now.dropped + now.errors, now.late + now.dropped + now.errors, busy_total,
+         static_cast<std::uint32_t>(now.devices.size())});
+    const AutoscaleAdvice adv = autoscale_advice(sig, kMaxBadRate);
+    w.gauge("symphony_autoscale_advice_gpus",
+            "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window.", {}, adv.advice);
+    w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.", {},
+            sig.bad_rate());
+    w.gauge("symphony_autoscale_busy_fraction", "Mean busy fraction of the devices in the recent window.", {},
+            sig.busy_fraction);
+    w.gauge("symphony_autoscale_gpus", "Devices in service.", {}, sig.gpus);
+    w.gauge("symphony_autoscale_window_seconds", "Span the autoscaling signal covers.", {},
+            st.window->last_span().to_seconds());
+  }
+}
+
 int run_serve(ServeArgs a) {
   auto cfg = load_serve_config(a.config);
   if (!cfg.ok()) {
@@ -176,6 +318,11 @@ int run_serve(ServeArgs a) {
     cfg->policy.gather = *g;
   }
   if (!a.devices.empty()) cfg->devices = a.devices;
+  if (!a.metrics.empty()) cfg->metrics = a.metrics;
+  if (!(a.autoscale_window_s > 0)) {
+    std::fprintf(stderr, "error: --autoscale-window must be a positive number of seconds\n");
+    return 2;
+  }
   if (a.duration_s > 0) {
     cfg->duration_s = a.duration_s;
     cfg->warmup_s = std::min(cfg->warmup_s, a.duration_s / 4);
@@ -196,6 +343,30 @@ int run_serve(ServeArgs a) {
     return 2;
   }
   Server& srv = **server;
+  // The tallies exist from here so that /metrics can read them at any time.
+  std::vector<std::unique_ptr<ModelTally>> tallies;
+  for (const auto& m : cfg->models) {
+    tallies.push_back(std::make_unique<ModelTally>());
+    tallies.back()->name = m.name;
+    tallies.back()->rate = m.rate;
+  }
+  ServeMetricsState mstate;
+  mstate.cfg = &*cfg;
+  mstate.server = &srv;
+  mstate.tallies = &tallies;
+  mstate.window = std::make_unique<metrics::AutoscaleWindow>(Duration::from_seconds(a.autoscale_window_s));
+  std::unique_ptr<metrics::Endpoint> endpoint;  // declared after what it reads: destroyed first
+  if (!cfg->metrics.empty()) {
+    auto ep = metrics::Endpoint::start(
+        cfg->metrics, [&mstate](metrics::Writer& w) { collect_serve_metrics(mstate, w); },
+        [&mstate] { return ready_reason(mstate); });
+    if (!ep.ok()) {
+      std::fprintf(stderr, "error: --metrics / metrics: %s\n", ep.status().message().c_str());
+      return 2;
+    }
+    endpoint = std::move(*ep);
+    std::fprintf(stderr, "metrics: listening on http://%s/metrics\n", endpoint->address().c_str());
+  }
   std::string devs;
   for (const auto& d : srv.devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
   std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(), cfg->policy.to_string().c_str(),
@@ -219,15 +390,17 @@ int run_serve(ServeArgs a) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }
-  std::vector<std::unique_ptr<ModelTally>> tallies;
-  for (const auto& m : cfg->models) {
-    tallies.push_back(std::make_unique<ModelTally>());
-    tallies.back()->name = m.name;
-    tallies.back()->rate = m.rate;
-  }
   const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);
   const TimePoint measure_from = start + Duration::from_seconds(cfg->warmup_s);
   const TimePoint end = start + Duration::from_seconds(cfg->duration_s);
+  {
+    std::lock_guard<std::mutex> lock(mstate.mu);
+    mstate.measure_from = measure_from;
+    mstate.end = end;
+    (void)mstate.window->observe({SteadyClock{}.now(), 0, 0, Duration::zero(),
+                                  static_cast<std::uint32_t>(srv.devices().size())});
+  }
+  mstate.phase.store(1);
   std::fprintf(stderr, "sending for %.0f s (the first %.0f s are warm-up)\n", cfg->duration_s, cfg->warmup_s);
   LoadGenerator gen(srv, *cfg, tallies);
   std::thread driver([&] { gen.run(start, measure_from, end); });
@@ -244,6 +417,9 @@ int run_serve(ServeArgs a) {
     if (!have_warmup && wake >= measure_from) {
       at_warmup = srv.stats();
       have_warmup = true;
+      std::lock_guard<std::mutex> lock(mstate.mu);
+      mstate.at_warmup = at_warmup;
+      mstate.have_warmup = true;
     }
     const ServerStats now = srv.stats();
     const double dt = (wake - last).to_seconds();
@@ -270,6 +446,7 @@ int run_serve(ServeArgs a) {
   driver.join();
   progress.finish();
   srv.stop(StopMode::kDrain);  // every request ends
+  mstate.phase.store(2);
   const ServerStats fin = srv.stats();
   const double window = cfg->duration_s - cfg->warmup_s;
 
@@ -400,6 +577,20 @@ int run_serve(ServeArgs a) {
     }
     std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
   }
+  if (endpoint && a.metrics_linger_s > 0) {
+    // Until the linger ends or SIGINT/SIGTERM: a last scrape sees the final counts.
+    std::fflush(stdout);
+    std::fprintf(stderr, "metrics: serving the final counts for %.0f s more (SIGINT/SIGTERM to stop)\n",
+                 a.metrics_linger_s);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    const Duration linger = Duration::from_seconds(a.metrics_linger_s);
+    timespec ts{static_cast<time_t>(linger.ns() / 1000000000), static_cast<long>(linger.ns() % 1000000000)};
+    (void)sigtimedwait(&set, nullptr, &ts);
+  }
   return 0;
 }
 
@@ -415,6 +606,13 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
                   "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
   cmd->add_option("--json", a.json_out, "write the JSON report to this file");
+  cmd->add_option("--metrics", a.metrics,
+                  "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+                  "overrides the config's metrics:; docs/metrics.md)");
+  cmd->add_option("--metrics-linger", a.metrics_linger_s,
+                  "keep the metrics endpoint up this many seconds after the report (SIGINT/SIGTERM ends it)");
+  cmd->add_option("--autoscale-window", a.autoscale_window_s,
+                  "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_flag("--quiet", a.quiet, "no progress line");
   cmd->callback([&exit_code] { exit_code = run_serve(a); });
   return cmd;

@@ -53,7 +53,7 @@ class Parser {
     c.file = origin_;
     if (!root || root.IsNull()) return error("models", "is missing: the config is empty");
     if (Status s = only_keys(root, "", {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling",
-                                        "load", "models"});
+                                        "load", "models", "metrics"});
         !s.ok())
       return s;
     if (Status s = get(root, "devices", "", &c.devices); !s.ok()) return s;
@@ -68,6 +68,9 @@ class Parser {
     if (auto g = parse_gather(gather); g.ok()) c.policy.gather = *g; else return error("gather", g.status().message());
     if (Status s = get(root, "shards", "", &c.shards); !s.ok()) return s;
     if (c.shards < 1 || c.shards > 64) return error("shards", "must be between 1 and 64");
+    if (Status s = get(root, "metrics", "", &c.metrics); !s.ok()) return s;
+    if (root["metrics"] && c.metrics.find(':') == std::string::npos)
+      return error("metrics", "'" + c.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any free port)");
 
     if (const YAML::Node d = root["delays"]) {
       if (Status s = only_keys(d, "delays", {"ctrl_us", "data_us", "resp_us", "margin_us"}); !s.ok()) return s;

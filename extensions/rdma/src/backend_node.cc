@@ -156,6 +156,19 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   LatencyHistogram fetch_hist_, exec_hist_;
   std::uint64_t batches_run_ = 0, requests_run_ = 0, reads_ = 0, read_bytes_ = 0, skipped_ = 0, failed_ = 0;
   std::uint64_t registrations_ = 0, refused_ = 0;
+  // For /metrics (node_metrics.hpp), under stats_mu_: per device, and the
+  // cluster's model names once welcomed.
+  struct DeviceCounters {
+    Duration busy;
+    std::uint64_t ok = 0, error = 0, skipped = 0, requests = 0;
+  };
+  std::vector<DeviceCounters> per_device_;
+  std::vector<std::string> welcomed_models_;
+  std::atomic<bool> registered_{false};
+  const TimePoint started_ = SteadyClock{}.now();
+
+ public:
+  BackendMetricsSnapshot metrics_snapshot() const;
 };
 
 // ---- lifecycle -------------------------------------------------------------------------
@@ -171,6 +184,10 @@ Status BackendNode::Impl::start() {
     Result<std::unique_ptr<BackendDevices>> d = make_emulated_devices(opts_.devices, opts_.name);
     if (!d.ok()) return Status(d.status().code(), "--devices: " + d.status().message());
     devices_ = std::move(*d);
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    per_device_.resize(devices_->names().size());
   }
   if (!opts_.exec_log.empty()) {
     exec_log_ = std::fopen(opts_.exec_log.c_str(), "a");
@@ -215,6 +232,7 @@ void BackendNode::Impl::connect_scheduler() {
   }
   sched_ = *c;
   stage_ = Stage::kConnecting;
+  registered_.store(false);
   last_heard_ = SteadyClock{}.now();
   wire::Hello h;
   h.role = wire::Role::kBackend;
@@ -230,6 +248,7 @@ void BackendNode::Impl::scheduler_lost(const std::string& why) {
   if (stage_ == Stage::kRegistered) log("lost the scheduler: " + why + "; reconnecting");
   sched_ = kNoConn;
   stage_ = Stage::kConnecting;
+  registered_.store(false);
   // Frontend ids belong to the lost scheduler: forget them (batches in
   // flight still push their outputs where the connection survives).
   for (auto& [id, f] : frontends_)
@@ -300,6 +319,10 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
       // cluster's; model devices the models they loaded.
       std::vector<std::string> models = devices_->models();
       if (models.empty()) models = model_names_;
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        welcomed_models_ = model_names_;
+      }
       (void)transport_->send(sched_, wire::encode(wire::Register{devices_->names(), models}));
       return;
     }
@@ -312,6 +335,7 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
         std::lock_guard<std::mutex> lock(stats_mu_);
         ++registrations_;
       }
+      registered_.store(true);
       std::string gpus;
       for (std::uint32_t g : r->gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
       log("registered " + std::to_string(r->gpus.size()) + " devices with the scheduler at " +
@@ -687,6 +711,14 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
     }
     skipped_ += skipped;
     failed_ += failed;
+    if (b.device < per_device_.size()) {
+      DeviceCounters& dc = per_device_[b.device];
+      dc.busy += Duration::nanoseconds(d.exec_ns);
+      dc.requests += executed;
+      if (!executed) ++dc.skipped;
+      else if (st == BatchStatus::kOk) ++dc.ok;
+      else ++dc.error;
+    }
   }
   batches_.erase(it);
 }
@@ -737,6 +769,30 @@ nlohmann::json BackendNode::Impl::report() const {
           {"exec_per_batch", pct(exec_hist_)}};
 }
 
+BackendMetricsSnapshot BackendNode::Impl::metrics_snapshot() const {
+  BackendMetricsSnapshot s;
+  s.name = opts_.name;
+  s.elapsed = SteadyClock{}.now() - started_;
+  s.registered = registered_.load();
+  const std::vector<std::string> loaded = devices_ ? devices_->models() : std::vector<std::string>{};
+  const std::vector<std::string> names = devices_ ? devices_->names() : std::vector<std::string>{};
+  s.model_loads = loaded.size() * names.size();  // a replica of each model on each device
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  s.models = loaded.empty() ? welcomed_models_ : loaded;
+  s.registrations = registrations_;
+  s.refused = refused_;
+  s.skipped_requests = skipped_;
+  s.failed_requests = failed_;
+  s.reads = reads_;
+  s.read_bytes = read_bytes_;
+  for (std::size_t i = 0; i < per_device_.size(); ++i) {
+    const DeviceCounters& dc = per_device_[i];
+    s.devices.push_back({i < names.size() ? names[i] : std::to_string(i), dc.busy, dc.ok, dc.error, dc.skipped,
+                         dc.requests});
+  }
+  return s;
+}
+
 // ---- BackendNode ------------------------------------------------------------------------------
 
 BackendNode::BackendNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -750,5 +806,6 @@ Result<std::unique_ptr<BackendNode>> BackendNode::create(BackendOptions opts) {
 }
 void BackendNode::stop() { impl_->stop(); }
 nlohmann::json BackendNode::report() const { return impl_->report(); }
+BackendMetricsSnapshot BackendNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
 
 }  // namespace symphony::rdma

@@ -80,7 +80,8 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
                                               "max_requests",
                                               "max_input_bytes",
                                               "ucx_tls",
-                                              "progress_spin_us"};
+                                              "progress_spin_us",
+                                              "metrics"};
   ClusterSettings s;
   if (!c.IsMap()) fail(origin, c, "cluster", "must be a map");
   std::set<std::string> seen;
@@ -141,6 +142,11 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
     s.max_input_bytes = static_cast<std::uint32_t>(
         integer(origin, c["max_input_bytes"], "cluster.max_input_bytes", 1, 1u << 30));
   if (c["ucx_tls"]) s.ucx_tls = c["ucx_tls"].as<std::string>();
+  if (const YAML::Node n = c["metrics"]) {
+    s.metrics = n.as<std::string>();
+    if (s.metrics.find(':') == std::string::npos)
+      fail(origin, n, "cluster.metrics", "'" + s.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any)");
+  }
   if (const YAML::Node n = c["progress_spin_us"]) {
     const double v = number(origin, n, "cluster.progress_spin_us");
     if (v < 0 || v > 10000) fail(origin, n, "cluster.progress_spin_us", "must be in [0, 10000]");

@@ -17,6 +17,7 @@
 
 #include "symphony/exec_policy.hpp"
 #include "symphony/rdma/delay_estimator.hpp"
+#include "symphony/rdma/node_metrics.hpp"
 #include "symphony/rdma/node_common.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
@@ -75,6 +76,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   Status start();
   void stop();
   nlohmann::json report() const;
+  SchedulerMetricsSnapshot metrics_snapshot() const;
   std::uint16_t port() const { return port_; }
 
   // Transport::Handler (progress thread).
@@ -234,6 +236,21 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::atomic<std::uint64_t> outcome_messages{0}, submit_messages{0};
   };
   mutable Counters n_;
+  // For /metrics (node_metrics.hpp): per model and per GPU, sized at start().
+  struct ModelCounters {
+    std::atomic<std::uint64_t> accepted{0};
+    std::atomic<std::uint64_t> outcomes[4] = {};
+    std::atomic<std::uint64_t> drops[kNumDropReasons] = {};
+  };
+  struct GpuCounters {
+    std::atomic<std::int64_t> busy_ns{0};
+    std::atomic<std::uint64_t> batches{0};
+  };
+  std::unique_ptr<ModelCounters[]> per_model_;
+  std::unique_ptr<GpuCounters[]> per_gpu_;
+  mutable std::mutex gpus_mu_;
+  std::vector<SchedulerMetricsSnapshot::Gpu> gpu_table_;  // guarded by gpus_mu_ (busy/batches unused)
+  std::atomic<std::uint32_t> frontends_alive_{0};
 };
 
 // One backend GPU as the runtime sees it: dispatch sends the batch to the
@@ -282,6 +299,8 @@ Status SchedulerNode::Impl::start() {
     std::lock_guard<std::mutex> lock(learned_mu_);
     learned_.delays = floors_;
   }
+  per_model_ = std::make_unique<ModelCounters[]>(models_.size());
+  per_gpu_ = std::make_unique<GpuCounters[]>(set_.max_gpus);
   slots_ = std::make_unique<RequestSlot[]>(set_.max_requests);
   for (std::uint32_t i = 0; i < set_.max_requests; ++i) free_slots_.enqueue(i);
   fe_shared_ = std::make_unique<FrontendShared[]>(kMaxFrontends);
@@ -425,6 +444,7 @@ void SchedulerNode::Impl::on_hello(ConnId c, Peer& p, std::span<const std::uint8
       if (b.registered && b.shared->alive.load()) (void)transport_->send(b.conn, joined);
     (void)transport_->send(c, wire::encode(welcome(slot)));
     n_.frontends_joined.fetch_add(1, std::memory_order_relaxed);
+    frontends_alive_.fetch_add(1, std::memory_order_relaxed);
     log(p.name + " joined as frontend " + std::to_string(slot) + " (inputs at " + f.address + ")");
   } else if (h->role == wire::Role::kBackend) {
     p.stage = Stage::kBackend;
@@ -465,6 +485,11 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   }
   b.registered = true;
   p.index = index;
+  {
+    std::lock_guard<std::mutex> lock(gpus_mu_);
+    for (std::size_t i = 0; i < b.gpus.size(); ++i)
+      gpu_table_.push_back({b.gpus[i], b.name, b.devices[i], true, Duration::zero(), 0});
+  }
   (void)transport_->send(c, wire::encode(wire::Registered{b.gpus}));
   for (std::uint32_t s = 0; s < frontends_.size(); ++s) {
     const FrontendInfo& f = frontends_[s];
@@ -498,6 +523,11 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
     it = inflight_.erase(it);
   }
   for (GpuId g : b.gpus) (void)runtime_->retire_gpu(g);
+  {
+    std::lock_guard<std::mutex> lock(gpus_mu_);
+    for (auto& g : gpu_table_)
+      if (std::find(b.gpus.begin(), b.gpus.end(), g.id) != b.gpus.end()) g.alive = false;
+  }
   n_.backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_.batches_lost.fetch_add(lost, std::memory_order_relaxed);
   log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +
@@ -577,6 +607,10 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   }
   const Inflight f = it->second;
   inflight_.erase(it);
+  if (f.gpu < set_.max_gpus) {
+    per_gpu_[f.gpu].busy_ns.fetch_add(std::max<std::int64_t>(0, d->exec_ns), std::memory_order_relaxed);
+    per_gpu_[f.gpu].batches.fetch_add(1, std::memory_order_relaxed);
+  }
   const Duration at_backend = Duration::nanoseconds(d->recv_to_end_ns + d->since_end_ns);
   const Duration round_trip = now - f.sent;
   const Duration one_way = max(Duration::zero(), round_trip - at_backend) / 2;
@@ -607,6 +641,7 @@ void SchedulerNode::Impl::frontend_lost(std::uint32_t slot, const std::string& w
   for (const BackendInfo& b : backends_)
     if (b.registered && b.shared->alive.load()) (void)transport_->send(b.conn, left);
   n_.frontends_lost.fetch_add(1, std::memory_order_relaxed);
+  frontends_alive_.fetch_sub(1, std::memory_order_relaxed);
   log("frontend " + f.name + " lost: " + why + "; its queued requests will be dropped without running");
 }
 
@@ -678,6 +713,7 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
                        "model not served");
     }
     ++accepted;
+    per_model_[e.model].accepted.fetch_add(1, std::memory_order_relaxed);
   }
   n_.submitted.fetch_add(v->entries.size(), std::memory_order_relaxed);
   n_.accepted.fetch_add(accepted, std::memory_order_relaxed);
@@ -685,6 +721,11 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
 
 void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   RequestSlot& s = slots_[o.tag];
+  if (o.model < models_.size()) {
+    ModelCounters& m = per_model_[o.model];
+    m.outcomes[static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
+    if (o.outcome == Outcome::kDropped) m.drops[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
+  }
   switch (o.outcome) {
     case Outcome::kOk:
       n_.ok.fetch_add(1, std::memory_order_relaxed);
@@ -969,6 +1010,45 @@ nlohmann::json SchedulerNode::Impl::report() const {
   return r;
 }
 
+SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
+  auto ld = [](const auto& a) { return a.load(std::memory_order_relaxed); };
+  SchedulerMetricsSnapshot s;
+  s.at = SteadyClock{}.now();
+  s.elapsed = s.at - started_;
+  s.submitted = ld(n_.submitted);
+  s.accepted = ld(n_.accepted);
+  s.refused_unknown_model = ld(n_.unknown_model);
+  s.refused_bad_input = ld(n_.bad_input);
+  s.refused_no_slot = ld(n_.no_slot);
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    SchedulerMetricsSnapshot::Model m;
+    m.name = models_[i].name;
+    m.accepted = ld(per_model_[i].accepted);
+    for (std::size_t o = 0; o < 4; ++o) m.outcomes[o] = ld(per_model_[i].outcomes[o]);
+    for (int r = 0; r < kNumDropReasons; ++r) m.drops[r] = ld(per_model_[i].drops[r]);
+    s.models.push_back(std::move(m));
+  }
+  {
+    std::lock_guard<std::mutex> lock(gpus_mu_);
+    s.gpus = gpu_table_;
+  }
+  for (auto& g : s.gpus)
+    if (g.id < set_.max_gpus) {
+      g.busy = Duration::nanoseconds(ld(per_gpu_[g.id].busy_ns));
+      g.batches = ld(per_gpu_[g.id].batches);
+    }
+  {
+    std::lock_guard<std::mutex> lock(learned_mu_);
+    s.delays = learned_.delays;
+    s.delay_samples = learned_.samples;
+  }
+  s.delay_percentile = set_.delay_percentile;
+  s.delays_learned = set_.learn_delays;
+  s.frontends = ld(frontends_alive_);
+  s.stopping = stopping_.load();
+  return s;
+}
+
 // ---- SchedulerNode ---------------------------------------------------------------------
 
 SchedulerNode::SchedulerNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -985,5 +1065,6 @@ Result<std::unique_ptr<SchedulerNode>> SchedulerNode::create(SchedulerOptions op
 std::uint16_t SchedulerNode::port() const { return impl_->port(); }
 void SchedulerNode::stop() { impl_->stop(); }
 nlohmann::json SchedulerNode::report() const { return impl_->report(); }
+SchedulerMetricsSnapshot SchedulerNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
 
 }  // namespace symphony::rdma

@@ -23,7 +23,7 @@ const char* kModels =
 TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   const std::string text = std::string(
                                "cluster:\n  token: secret\n  heartbeat_ms: 20\n  heartbeat_timeout_ms: 300\n"
-                               "  delay_percentile: 0.9\n  shards: 2\n") +
+                               "  delay_percentile: 0.9\n  shards: 2\n  metrics: 127.0.0.1:0\n") +
                            kModels;
   ClusterConfig c = parse_cluster_config(text, "c.yaml", "");
   EXPECT_TRUE(c.has_cluster_section);
@@ -32,6 +32,7 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   EXPECT_EQ(c.cluster.heartbeat_timeout, Duration::milliseconds(300));
   EXPECT_DOUBLE_EQ(c.cluster.delay_percentile, 0.9);
   EXPECT_EQ(c.cluster.shards, 2u);
+  EXPECT_EQ(c.cluster.metrics, "127.0.0.1:0");
   ASSERT_EQ(c.sim.spec.models.size(), 1u);
   EXPECT_EQ(c.sim.spec.models[0].name, "m");
   EXPECT_EQ(c.sim.spec.gpus, 2u);
@@ -61,6 +62,10 @@ TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
             std::string::npos);
   EXPECT_NE(message(std::string("cluster:\n  token: t\n  delay_percentile: 2\n") + kModels).find("(0, 1]"),
             std::string::npos);
+  EXPECT_NE(message(std::string("cluster:\n  token: t\n  metrics: 9464\n") + kModels)
+                .find("cluster.metrics: '9464' is not HOST:PORT"),
+            std::string::npos)
+      << message(std::string("cluster:\n  token: t\n  metrics: 9464\n") + kModels);
   if (!std::getenv("SYMPHONY_CLUSTER_TOKEN")) {
     EXPECT_NE(message(kModels).find("a cluster needs a shared token"), std::string::npos);
     EXPECT_EQ(message(kModels, false), "accepted");  // a load generator may get its token elsewhere

@@ -6,6 +6,7 @@
 //   policy: deferred         # the policy language of symphony/policy.hpp (docs/policies.md)
 //   gather: target_batch     # target_batch | sliding_window
 //   shards: 1                # model-shard threads of the runtime
+//   metrics: 127.0.0.1:9464  # Prometheus /metrics, /healthz, /readyz (off when absent; port 0: any)
 //   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 1000}
 //   profiling: {latency: p90, max_batch: 32, repeats: 20}   # latency: median | p90 | p99
 //   load:
@@ -55,6 +56,7 @@ struct ServeConfig {
   int cpu_threads = 1;
   PolicySpec policy;  // `policy:` and `gather:`
   std::uint32_t shards = 1;
+  std::string metrics;  // HOST:PORT of the metrics endpoint; empty: none
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
   profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "symphony/rdma/backend_devices.hpp"
+#include "symphony/rdma/node_metrics.hpp"
 #include "symphony/rdma/transport.hpp"
 #include "symphony/status.hpp"
 
@@ -64,6 +65,8 @@ class BackendNode {
   void stop();
   // Counters and input-read latencies (p50/p99/p99.9 per batch) as JSON.
   nlohmann::json report() const;
+  // The counters /metrics shows (node_metrics.hpp), at this moment (any thread).
+  BackendMetricsSnapshot metrics_snapshot() const;
 
   class Impl;
 

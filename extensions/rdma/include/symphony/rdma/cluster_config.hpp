@@ -24,6 +24,8 @@
 //     ucx_tls: tcp                    # UCX_TLS when the environment sets none
 //     progress_spin_us: 0             # the scheduler's network thread polls this
 //                                     # long before it sleeps on the event fd
+//     metrics: 127.0.0.1:9464         # the scheduler's /metrics, /healthz, /readyz
+//                                     # (off when absent; port 0: any free port)
 //
 // Parsing is as strict as the simulator's: unknown keys, wrong types and
 // out-of-range values throw simtool::ConfigError naming the file, line, column
@@ -54,6 +56,7 @@ struct ClusterSettings {
   std::uint32_t max_requests = 1u << 18;
   std::uint32_t max_input_bytes = 16u << 20;
   std::string ucx_tls = "tcp";
+  std::string metrics;  // HOST:PORT of the scheduler's metrics endpoint; empty: none
   Duration progress_spin =
       Duration::zero();  // the scheduler's network thread polls this long before sleeping
 };

@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "symphony/rdma/cluster_config.hpp"
+#include "symphony/rdma/node_metrics.hpp"
 #include "symphony/rdma/transport.hpp"
 #include "symphony/status.hpp"
 
@@ -74,6 +75,8 @@ class SchedulerNode {
   void stop();
   // Counters, learned delays and runtime statistics as JSON (any thread).
   nlohmann::json report() const;
+  // The counters /metrics shows (node_metrics.hpp), at this moment (any thread).
+  SchedulerMetricsSnapshot metrics_snapshot() const;
 
   class Impl;
 

@@ -1,0 +1,90 @@
+// What the cluster's scheduler and backends expose on /metrics
+// (docs/metrics.md): plain snapshots of their counters, taken by the nodes
+// (SchedulerNode::metrics_snapshot, BackendNode::metrics_snapshot), and the
+// functions that render them as Prometheus families. Rendering lives apart
+// from the nodes so that the nodes only count; the snapshot is the one
+// interface between them.
+//
+//   metrics::AutoscaleWindow window(Duration::seconds(30));
+//   auto ep = metrics::Endpoint::start("127.0.0.1:0", [&](metrics::Writer& w) {
+//     write_scheduler_metrics(node->metrics_snapshot(), window, w);
+//   });
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/exposition.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::rdma {
+
+struct SchedulerMetricsSnapshot {
+  struct Model {
+    std::string name;
+    std::uint64_t accepted = 0;                            // taken into the runtime
+    std::array<std::uint64_t, 4> outcomes{};               // by Outcome, as the scheduler decided them
+    std::array<std::uint64_t, kNumDropReasons> drops{};    // by DropReason
+  };
+  struct Gpu {
+    GpuId id = kNoGpu;
+    std::string backend, device;
+    bool alive = true;
+    Duration busy;  // execution time its backend reported
+    std::uint64_t batches = 0;
+  };
+  TimePoint at;
+  Duration elapsed;  // since the scheduler started
+  std::uint64_t submitted = 0, accepted = 0;
+  std::uint64_t refused_unknown_model = 0, refused_bad_input = 0, refused_no_slot = 0;
+  std::vector<Model> models;
+  std::vector<Gpu> gpus;
+  Delays delays;  // as handed to the runtime (learned, or the config's floors)
+  std::uint64_t delay_samples = 0;
+  double delay_percentile = 0;
+  bool delays_learned = false;
+  // Sub-cluster partitioning: one sub-cluster, epoch 0, no moves until the
+  // scheduler partitions (issue 16).
+  std::uint32_t subclusters = 1;
+  std::uint64_t partition_epoch = 0, partition_moves = 0;
+  std::uint32_t frontends = 0;  // connected now
+  bool stopping = false;
+};
+
+// The autoscaling advice's bad-rate threshold (DESIGN.md §2: 1 %).
+inline constexpr double kAutoscaleMaxBadRate = 0.01;
+
+// Appends the scheduler's families to `w`; `window` turns the cumulative
+// totals into the recent window of the autoscaling advice.
+void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleWindow& window,
+                             metrics::Writer& w);
+// "" when the scheduler can take work (a GPU registered, not stopping),
+// else why not.
+std::string scheduler_not_ready(const SchedulerMetricsSnapshot& s);
+
+struct BackendMetricsSnapshot {
+  struct Device {
+    std::string name;
+    Duration busy;  // executing batches
+    std::uint64_t batches_ok = 0, batches_error = 0, batches_skipped = 0;  // skipped: no request ran
+    std::uint64_t requests = 0;
+  };
+  std::string name;
+  Duration elapsed;
+  bool registered = false;
+  std::uint64_t registrations = 0;  // with the scheduler, reconnections included
+  std::uint64_t model_loads = 0;    // models loaded on its devices (emulated: none)
+  std::vector<std::string> models;  // the models its devices can run (emulated: every one)
+  std::vector<Device> devices;
+  std::uint64_t skipped_requests = 0, failed_requests = 0, refused = 0;
+  std::uint64_t reads = 0, read_bytes = 0;
+};
+
+void write_backend_metrics(const BackendMetricsSnapshot& s, metrics::Writer& w);
+std::string backend_not_ready(const BackendMetricsSnapshot& s);
+
+}  // namespace symphony::rdma

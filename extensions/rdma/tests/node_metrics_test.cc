@@ -1,0 +1,92 @@
+// The scheduler's and backends' /metrics families rendered from snapshots
+// (node_metrics.hpp): derived values (queue depth, autoscaling advice over
+// the window, busy fractions) and readiness, on a fixed clock.
+#include "symphony/rdma/node_metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace symphony::rdma {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+SchedulerMetricsSnapshot scheduler_at(double s, std::uint64_t ok, std::uint64_t expired, Duration busy) {
+  SchedulerMetricsSnapshot x;
+  x.at = TimePoint::from_ns(0) + Duration::from_seconds(s);
+  x.elapsed = Duration::from_seconds(s);
+  SchedulerMetricsSnapshot::Model m;
+  m.name = "resnet";
+  m.accepted = ok + expired + 3;  // 3 still queued
+  m.outcomes[static_cast<std::size_t>(Outcome::kOk)] = ok;
+  m.outcomes[static_cast<std::size_t>(Outcome::kDropped)] = expired;
+  m.drops[static_cast<std::size_t>(DropReason::kExpired)] = expired;
+  x.models.push_back(m);
+  x.gpus.push_back({0, "b1", "b1/emulated:0", true, busy, 10});
+  x.gpus.push_back({1, "b1", "b1/emulated:1", true, Duration::zero(), 0});
+  x.delays.ctrl = Duration::microseconds(250);
+  return x;
+}
+
+TEST(SchedulerMetricsTest, QueueDepthDelaysPartitionAndAdviceOverTheWindow) {
+  metrics::AutoscaleWindow window(Duration::seconds(10));
+  (void)window.observe({TimePoint::from_ns(0), 0, 0, Duration::zero(), 0});
+  metrics::Writer w;
+  // 10 s: 900 ok, 100 expired -> bad rate 10 % on 2 GPUs -> add ceil(2 * 0.1 / 0.9) = 1.
+  write_scheduler_metrics(scheduler_at(10, 900, 100, Duration::seconds(5)), window, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(t, "symphony_queue_depth{model=\"resnet\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_requests_dropped_total{model=\"resnet\",reason=\"expired\"} 100")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_goodput_rps{model=\"resnet\"} 90")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_delay_seconds{kind=\"ctrl\"} 0.00025")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_partition_epoch 0")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_subclusters 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_advice_gpus{subcluster=\"0\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_advice_gpus{subcluster=\"all\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_busy_fraction{subcluster=\"all\"} 0.25")) << t;
+  // 25 s: the window is [15 s, 25 s] against the totals at 10 s: 1000 more
+  // ok, none bad, 0.5 s busy on 2 GPUs over 15 s -> release floor(2 * (1 - 1/60)) = 1.
+  metrics::Writer w2;
+  write_scheduler_metrics(scheduler_at(25, 1900, 100, Duration::from_seconds(5.5)), window, w2);
+  const std::string t2 = w2.text();
+  EXPECT_TRUE(has_line(t2, "symphony_autoscale_bad_rate{subcluster=\"all\"} 0")) << t2;
+  EXPECT_TRUE(has_line(t2, "symphony_autoscale_advice_gpus{subcluster=\"all\"} -1")) << t2;
+  EXPECT_TRUE(has_line(t2, "symphony_autoscale_window_seconds 15")) << t2;
+}
+
+TEST(SchedulerMetricsTest, ReadyOnlyWithALiveGpuAndNotStopping) {
+  SchedulerMetricsSnapshot s;
+  EXPECT_EQ(scheduler_not_ready(s), "no backend GPU registered");
+  s.gpus.push_back({0, "b1", "d", false, Duration::zero(), 0});
+  EXPECT_EQ(scheduler_not_ready(s), "no backend GPU registered");
+  s.gpus[0].alive = true;
+  EXPECT_EQ(scheduler_not_ready(s), "");
+  s.stopping = true;
+  EXPECT_EQ(scheduler_not_ready(s), "the scheduler is stopping");
+}
+
+TEST(BackendMetricsTest, BatchesByOutcomeBusyAndModelLoads) {
+  BackendMetricsSnapshot s;
+  s.elapsed = Duration::seconds(4);
+  s.model_loads = 2;
+  s.models = {"a", "b"};
+  s.devices.push_back({"cpu:0", Duration::seconds(1), 7, 1, 2, 30});
+  metrics::Writer w;
+  write_backend_metrics(s, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(t, "symphony_backend_batches_total{device=\"cpu:0\",outcome=\"ok\"} 7")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_backend_batches_total{device=\"cpu:0\",outcome=\"error\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_backend_batches_total{device=\"cpu:0\",outcome=\"skipped\"} 2")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_backend_busy_fraction{device=\"cpu:0\"} 0.25")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_backend_model_loads_total 2")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_backend_model{model=\"b\"} 1")) << t;
+  EXPECT_EQ(backend_not_ready(s), "not registered with the scheduler");
+  s.registered = true;
+  EXPECT_EQ(backend_not_ready(s), "");
+}
+
+}  // namespace
+}  // namespace symphony::rdma
