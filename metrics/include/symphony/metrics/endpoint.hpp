@@ -1,4 +1,5 @@
-// An HTTP endpoint for operators and Prometheus (cpp-httplib, one thread):
+// An HTTP endpoint for operators and Prometheus (cpp-httplib: one listening
+// thread, requests answered on its pool of worker threads):
 //   GET /metrics  the Prometheus text exposition, filled at each scrape
 //   GET /healthz  200 "ok" while the process serves HTTP at all
 //   GET /readyz   200 "ready" when the process can take work, else 503 and why
@@ -23,9 +24,10 @@ Result<std::pair<std::string, int>> parse_listen_address(const std::string& text
 
 class Endpoint {
  public:
-  // Fills the exposition of one scrape (runs on the endpoint's thread).
+  // Fills the exposition of one scrape. Runs on one of the endpoint's worker
+  // threads; two scrapes may run at once, so it must be thread-safe.
   using Collect = std::function<void(Writer&)>;
-  // "" when ready, else why not (runs on the endpoint's thread).
+  // "" when ready, else why not (same threads as Collect).
   using Ready = std::function<std::string()>;
 
   // Binds and starts serving; an error names the address when it cannot.
