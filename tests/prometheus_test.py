@@ -257,8 +257,14 @@ def run(cli, cluster_yaml, work):
         expect(f"scheduler refused ({reason})",
                P.value(f'symphony_scheduler_requests_refused_total{{job="scheduler",reason="{reason}"}}'), n)
     expect("scheduler queue depth after the load", P.value('sum(symphony_queue_depth{job="scheduler"})'), 0)
-    expect("learned d_ctrl", round(P.value('symphony_delay_seconds{job="scheduler",kind="ctrl"}') * 1e6, 3),
-           round(sched_report["delays_us"]["ctrl"], 3))
+    # The learned delays are live gauges (heartbeats keep measuring after the
+    # load), so the scrape and the report, taken at different moments, agree
+    # only in magnitude.
+    d_ctrl = P.value('symphony_delay_seconds{job="scheduler",kind="ctrl"}')
+    want = sched_report["delays_us"]["ctrl"]
+    checks += 1
+    if d_ctrl is None or not (0 < want and 0.5 * want <= d_ctrl * 1e6 <= 2 * want):
+        raise Failure(f"learned d_ctrl: Prometheus has {d_ctrl} s, the process says {want} us (expected within 2x)")
     expect("partition epoch", P.value('symphony_partition_epoch{job="scheduler"}'), 0)
     expect("GPUs in service", P.value('symphony_autoscale_gpus{job="scheduler",subcluster="all"}'), 2)
     if a["ok"] == 0:
