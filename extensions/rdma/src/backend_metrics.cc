@@ -20,6 +20,15 @@ void write_backend_metrics(const BackendMetricsSnapshot& s, metrics::Writer& w) 
             static_cast<double>(s.refused));
   w.counter("symphony_backend_model_loads_total", "Model replicas loaded on the devices (emulated devices: none).",
             {}, static_cast<double>(s.model_loads));
+  w.counter("symphony_backend_placements_total", "Sub-cluster placement messages from the scheduler.", {},
+            static_cast<double>(s.placements));
+  w.counter("symphony_backend_placement_loads_total", "Models a placement loaded on a device.", {},
+            static_cast<double>(s.placement_loads));
+  w.counter("symphony_backend_placement_unloads_total", "Models a placement unloaded from a device.", {},
+            static_cast<double>(s.placement_unloads));
+  w.counter("symphony_backend_batches_not_placed_total",
+            "Batches refused because their model is not placed on the device.", {},
+            static_cast<double>(s.batches_not_placed));
   for (const std::string& m : s.models)
     w.gauge("symphony_backend_model", "1 for each model the backend serves.", {{"model", m}}, 1);
   for (const BackendMetricsSnapshot::Device& d : s.devices) {

@@ -120,6 +120,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   void scheduler_lost(const std::string& why);
   void on_scheduler_message(std::span<const std::uint8_t> msg);
   void on_batch(std::span<const std::uint8_t> msg);
+  void on_placement(const wire::Placement& p);
   void on_frontend_joined(const wire::FrontendJoined& f);
   void drop_frontend(std::uint32_t id, const std::string& why);
   void issue_reads(RunningBatch& b, std::uint32_t frontend_id);
@@ -148,6 +149,10 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   std::unordered_map<std::uint32_t, FrontendConn> frontends_;
   std::unordered_map<ConnId, std::uint32_t> frontend_by_conn_;
   std::unordered_map<std::uint64_t, RunningBatch> batches_;
+  // Sub-clusters: per device, whether the scheduler places its models
+  // (a Placement came) and which are placed there ([device][model]).
+  std::vector<bool> placed_managed_;
+  std::vector<std::vector<bool>> placed_;
   int logged_ = 0;
   std::atomic<bool> stopped_{false};
 
@@ -166,6 +171,8 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   std::vector<std::string> welcomed_models_;
   std::atomic<bool> registered_{false};
   const TimePoint started_ = SteadyClock{}.now();
+
+  std::uint64_t placements_ = 0, models_loaded_ = 0, models_unloaded_ = 0, batches_not_placed_ = 0;
 
  public:
   BackendMetricsSnapshot metrics_snapshot() const;
@@ -314,6 +321,9 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
       sched_incarnation_ = w->incarnation;
       model_names_.clear();
       for (const wire::ModelEntry& m : w->models) model_names_.push_back(m.name);
+      // A new scheduler places models afresh: until it does, every model runs.
+      placed_managed_.assign(devices_->names().size(), false);
+      placed_.assign(devices_->names().size(), std::vector<bool>(model_names_.size(), false));
       stage_ = Stage::kWelcomed;
       // Emulated devices run any model: they register every one of the
       // cluster's; model devices the models they loaded.
@@ -366,6 +376,11 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
     }
     case wire::Kind::kBatch:
       return on_batch(msg);
+    case wire::Kind::kPlacement: {
+      Result<wire::Placement> p = wire::decode_placement(msg);
+      if (!p.ok()) return log("bad Placement from the scheduler: " + p.status().message());
+      return on_placement(*p);
+    }
     case wire::Kind::kPing: {
       Result<wire::Ping> p = wire::decode_ping(msg);
       if (p.ok()) (void)transport_->send(sched_, wire::encode(wire::Pong{p->seq, p->origin_ns}));
@@ -461,6 +476,23 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     (void)transport_->send(sched_, wire::encode(d));
     return;
   }
+  if (v->device < placed_managed_.size() && placed_managed_[v->device] && !placed_[v->device][v->model]) {
+    // The scheduler sent a batch of a model it did not place here (or took
+    // away): refused, so that a broken move shows instead of running.
+    const std::string why = "model '" + model_names_[v->model] + "' is not placed on device " +
+                            std::to_string(v->device) + " of " + opts_.name;
+    if (logged_++ < kMaxLogged) log("refusing a batch: " + why);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++batches_not_placed_;
+    }
+    wire::BatchDone d;
+    d.batch = v->batch;
+    d.status = wire::BatchStatus::kError;
+    d.error = why;
+    (void)transport_->send(sched_, wire::encode(d));
+    return;
+  }
   RunningBatch& b = batches_[v->batch];
   b.id = v->batch;
   b.device = v->device;
@@ -510,6 +542,56 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
       fids.push_back(e.e.frontend_id);
   for (std::uint32_t fid : fids) issue_reads(b, fid);
   maybe_execute(v->batch);
+}
+
+void BackendNode::Impl::on_placement(const wire::Placement& p) {
+  wire::PlacementDone done;
+  done.seq = p.seq;
+  done.device = p.device;
+  std::string error;
+  if (p.device >= placed_.size()) {
+    error = "no device " + std::to_string(p.device) + " on " + opts_.name;
+  } else {
+    for (std::uint32_t m : p.load)
+      if (m >= model_names_.size()) error = "unknown model id " + std::to_string(m);
+    for (std::uint32_t m : p.unload)
+      if (m >= model_names_.size()) error = "unknown model id " + std::to_string(m);
+  }
+  std::uint64_t loaded = 0, unloaded = 0;
+  if (error.empty()) {
+    placed_managed_[p.device] = true;
+    std::vector<bool>& here = placed_[p.device];
+    for (std::uint32_t m : p.unload) {
+      if (!here[m]) continue;
+      devices_->unload_model(p.device, model_names_[m]);
+      here[m] = false;
+      ++unloaded;
+    }
+    for (std::uint32_t m : p.load) {
+      if (here[m]) continue;
+      if (Status s = devices_->load_model(p.device, model_names_[m]); !s.ok()) {
+        error = "device " + std::to_string(p.device) + ": " + s.message();
+        continue;
+      }
+      here[m] = true;
+      ++loaded;
+    }
+  }
+  if (!error.empty()) {
+    log("placement " + std::to_string(p.seq) + ": " + error);
+    done.status = wire::BatchStatus::kError;
+    done.error = error;
+  } else if (opts_.verbose) {
+    log("placement " + std::to_string(p.seq) + " on device " + std::to_string(p.device) + ": " +
+        std::to_string(loaded) + " models loaded, " + std::to_string(unloaded) + " unloaded");
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++placements_;
+    models_loaded_ += loaded;
+    models_unloaded_ += unloaded;
+  }
+  (void)transport_->send(sched_, wire::encode(done));
 }
 
 void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
@@ -765,6 +847,10 @@ nlohmann::json BackendNode::Impl::report() const {
           {"failed_requests", failed_},
           {"registrations", registrations_},
           {"refused", refused_},
+          {"placements", placements_},
+          {"models_loaded", models_loaded_},
+          {"models_unloaded", models_unloaded_},
+          {"batches_not_placed", batches_not_placed_},
           {"input_fetch_per_batch", pct(fetch_hist_)},
           {"exec_per_batch", pct(exec_hist_)}};
 }
@@ -785,6 +871,10 @@ BackendMetricsSnapshot BackendNode::Impl::metrics_snapshot() const {
   s.failed_requests = failed_;
   s.reads = reads_;
   s.read_bytes = read_bytes_;
+  s.placements = placements_;
+  s.placement_loads = models_loaded_;
+  s.placement_unloads = models_unloaded_;
+  s.batches_not_placed = batches_not_placed_;
   for (std::size_t i = 0; i < per_device_.size(); ++i) {
     const DeviceCounters& dc = per_device_[i];
     s.devices.push_back({i < names.size() ? names[i] : std::to_string(i), dc.busy, dc.ok, dc.error, dc.skipped,

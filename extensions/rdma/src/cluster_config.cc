@@ -155,6 +155,21 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
   return s;
 }
 
+// What the scheduler process adds to the simulator's checks of the
+// `subclusters:` section (simtool/subclusters.hpp parses it).
+void check_subclusters(const std::string& origin, const YAML::Node& n, const simtool::SubClusterConfig& sc) {
+  if (sc.spec.count > kMaxClusterSubClusters)
+    fail(origin, n["count"], "subclusters.count",
+         "the scheduler runs at most " + std::to_string(kMaxClusterSubClusters) + " sub-clusters, got " +
+             std::to_string(sc.spec.count));
+  const Duration e = sc.spec.epoch;
+  if (e > Duration::zero() && e < kMinClusterEpoch)
+    fail(origin, n["epoch_s"], "subclusters.epoch_s",
+         "an epoch re-partitions and moves models; at least " +
+             std::to_string(kMinClusterEpoch.to_seconds()) + " s (0: place the models once), got " +
+             std::to_string(e.to_seconds()));
+}
+
 }  // namespace
 
 ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
@@ -174,6 +189,7 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
     cc.has_cluster_section = true;
   }
   cc.sim = simtool::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
+  if (cc.sim.subclusters) check_subclusters(origin, root["subclusters"], *cc.sim.subclusters);
   if (need_token && effective_token(cc.cluster).empty())
     throw simtool::ConfigError(origin +
                            ": cluster.token: a cluster needs a shared token (cluster: {token: ...} or "

@@ -65,27 +65,36 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   }
   w.gauge("symphony_frontends", "Frontends connected now.", {}, s.frontends);
 
-  // Autoscaling advice over the recent window, for the one sub-cluster and
-  // the cluster (the same signal until the scheduler partitions).
+  // Autoscaling advice. Without sub-clusters: over the recent window, for the
+  // one sub-cluster and the cluster (the same signal). With them: each
+  // sub-cluster's last complete epoch window, and the cluster's from those.
   const AutoscaleSignal sig = window.observe({s.at, ended, bad, busy, alive});
-  const AutoscaleSignal parts[] = {sig};
-  const AutoscaleSignal cluster = combine_signals(parts);
-  const std::pair<std::string, const AutoscaleSignal*> scopes[] = {{"0", &sig}, {"all", &cluster}};
+  std::vector<std::pair<std::string, AutoscaleSignal>> scopes;
+  if (s.subs.empty()) {
+    scopes = {{"0", sig}, {"all", sig}};
+  } else {
+    std::vector<AutoscaleSignal> parts;
+    for (const auto& sc : s.subs) {
+      scopes.emplace_back(std::to_string(sc.id), sc.signal);
+      parts.push_back(sc.signal);
+    }
+    scopes.emplace_back("all", combine_signals(parts));
+  }
   for (const auto& [sub, x] : scopes) {
     const Labels l{{"subcluster", sub}};
-    const AutoscaleAdvice adv = autoscale_advice(*x, kAutoscaleMaxBadRate);
+    const AutoscaleAdvice adv = autoscale_advice(x, kAutoscaleMaxBadRate);
     w.gauge("symphony_autoscale_advice_gpus",
             "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window (subcluster=\"all\": "
             "the cluster).",
             l, adv.advice);
     w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.", l,
-            x->bad_rate());
+            x.bad_rate());
     w.gauge("symphony_autoscale_busy_fraction", "Mean busy fraction of the GPUs in the recent window.", l,
-            x->busy_fraction);
-    w.gauge("symphony_autoscale_gpus", "GPUs in service.", l, x->gpus);
+            x.busy_fraction);
+    w.gauge("symphony_autoscale_gpus", "GPUs in service.", l, x.gpus);
   }
   w.gauge("symphony_autoscale_window_seconds", "Span the autoscaling signal covers.", {},
-          window.last_span().to_seconds());
+          s.subs.empty() ? window.last_span().to_seconds() : s.subs_window_s);
 
   // The learned delays (the delay estimator; DESIGN.md §2's d_ctrl, d_data, d_resp).
   const std::pair<const char*, Duration> delays[] = {{"ctrl", s.delays.ctrl},
@@ -104,8 +113,20 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   w.gauge("symphony_delay_percentile", "The percentile of recent samples the delays are set to.", {},
           s.delay_percentile);
 
-  // Sub-cluster partitioning (issue 16): one sub-cluster until it exists.
+  // Sub-cluster partitioning (docs/cluster.md): one sub-cluster without a
+  // subclusters: section.
   w.gauge("symphony_subclusters", "Sub-clusters the models are partitioned into.", {}, s.subclusters);
+  for (const auto& sc : s.subs) {
+    const Labels l{{"subcluster", std::to_string(sc.id)}};
+    w.gauge("symphony_subcluster_gpus", "GPUs in service in the sub-cluster.", l, sc.gpus);
+    w.gauge("symphony_subcluster_models", "Models the sub-cluster owns (their new requests go there).", l, sc.models);
+    w.gauge("symphony_subcluster_models_draining",
+            "Models moved away from the sub-cluster whose requests there have not all ended.", l, sc.draining);
+  }
+  w.gauge("symphony_partition_loads_pending", "Moves whose new sub-cluster has not confirmed the load yet.", {},
+          static_cast<double>(s.loads_pending));
+  w.gauge("symphony_partition_drains_pending", "Moves whose old sub-cluster still has requests of the model.", {},
+          static_cast<double>(s.drains_pending));
   w.gauge("symphony_partition_epoch", "The current partitioning epoch (0: never re-partitioned).", {},
           static_cast<double>(s.partition_epoch));
   w.counter("symphony_partition_moves_total", "Models moved between sub-clusters by re-partitioning.", {},

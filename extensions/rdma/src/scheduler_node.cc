@@ -21,6 +21,9 @@
 #include "symphony/rdma/node_common.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
+#include "symphony/sim/subcluster_experiment.hpp"
+#include "symphony/simtool/subclusters.hpp"
+#include "symphony/subcluster.hpp"
 
 namespace symphony::rdma {
 namespace {
@@ -28,6 +31,11 @@ namespace {
 constexpr std::uint32_t kMaxFrontends = 4096;
 constexpr std::uint32_t kMaxSubmitLog = 5;  // bad entries logged per frontend
 constexpr std::size_t kOutcomesPerMessage = 4096;
+// A batch's id on the wire: the runtime's id with its sub-cluster in bits
+// 48..55, which BatchIdLayout leaves free (sub-cluster 0: the runtime's id).
+constexpr int kSubClusterShift = 48;
+constexpr std::uint32_t kMaxSubClusters = 256;
+constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epochs
 
 std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
 
@@ -77,6 +85,10 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void stop();
   nlohmann::json report() const;
   SchedulerMetricsSnapshot metrics_snapshot() const;
+  PartitionSnapshot partition_snapshot() const {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    return snap_;
+  }
   std::uint16_t port() const { return port_; }
 
   // Transport::Handler (progress thread).
@@ -114,6 +126,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t len = 0;
     std::uint32_t frontend = 0;
     std::uint32_t frontend_gen = 0;
+    std::uint32_t subcluster = 0;           // the runtime it was submitted to
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
   };
   struct FrontendShared {
@@ -132,7 +145,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   struct BackendInfo {
     ConnId conn = kNoConn;
     std::string name;
-    std::vector<GpuId> gpus;
+    std::vector<GpuId> gpus;          // in its sub-cluster's runtime
+    std::vector<std::uint32_t> subs;  // per device: its sub-cluster
     std::vector<std::string> devices;
     std::shared_ptr<BackendShared> shared;
     bool registered = false;
@@ -141,13 +155,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::shared_ptr<BackendShared> backend;
     ConnId conn = kNoConn;
     std::uint32_t backend_index = 0;
-    BatchId batch = kNoBatch;
+    BatchId batch = kNoBatch;  // the runtime's
+    std::uint64_t wire = 0;    // on the wire (with the sub-cluster)
     GpuId gpu = kNoGpu;
     CompletionPort* port = nullptr;
     std::uint32_t count = 0;
     std::vector<std::uint8_t> msg;
   };
   struct Inflight {
+    BatchId local = kNoBatch;  // the runtime's id
     std::uint32_t backend_index = 0;
     GpuId gpu = kNoGpu;
     TimePoint sent;
@@ -163,6 +179,34 @@ class SchedulerNode::Impl final : public Transport::Handler {
   struct Learned {
     Delays delays;
     std::uint64_t samples = 0;
+  };
+  // Sub-clusters (progress thread unless said otherwise).
+  struct DeviceRef {
+    std::uint32_t backend = 0, device = 0;
+    friend bool operator==(const DeviceRef&, const DeviceRef&) = default;
+  };
+  struct MoveRecord {
+    ModelId model = kNoModel;
+    int from = kNoSubCluster, to = kNoSubCluster;
+    double loaded_ms = -1;   // after the epoch: every device of `to` confirmed (new requests go there)
+    double drained_ms = -1;  // after the epoch: `from` ended its last request of the model and unloaded it
+  };
+  struct EpochInfo {
+    std::uint64_t epoch = 0;
+    TimePoint time;
+    double measured_s = 0;  // the interval the rates are from (0: the config's expected rates)
+    std::vector<double> rates;
+    std::string status;
+    std::vector<std::pair<std::string, double>> stats;
+    std::vector<MoveRecord> moves;
+    std::vector<int> assignment;
+  };
+  struct SentPlacement {
+    DeviceRef dev;
+    std::vector<std::uint32_t> load;
+  };
+  struct Ref {
+    std::size_t epoch = SIZE_MAX, move = 0;
   };
 
   void log(const std::string& m) const { opts_.log(m); }
@@ -184,6 +228,20 @@ class SchedulerNode::Impl final : public Transport::Handler {
   bool drain_outcomes();
   void update_delays(TimePoint now);
   void fail_all_inflight(const std::string& why);
+  Status initial_placement(TimePoint now);
+  void subcluster_tick(TimePoint now);
+  void start_epoch(TimePoint now);
+  void finish_epoch(TimePoint now);
+  void apply_decision(EpochInfo info, const sim::EpochDecision& d, TimePoint now);
+  void load_done(ModelId m, TimePoint now);
+  void check_drains(TimePoint now);
+  void close_window(TimePoint now);
+  void refresh_snapshot_locked();
+  void send_placement(ConnId conn, DeviceRef dev, std::vector<std::uint32_t> load,
+                      std::vector<std::uint32_t> unload);
+  void on_placement_done(Peer& p, std::span<const std::uint8_t> msg);
+  std::uint32_t pick_subcluster() const;
+  nlohmann::json subclusters_json() const;
   bool alloc_slot(std::uint32_t& slot);
   void free_slot(std::uint32_t slot) { free_slots_.enqueue(slot); }
 
@@ -194,9 +252,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   std::vector<ModelConfig> models_;
   Delays floors_;  // the config's delays: what is learned never goes below
   Sink sink_{this};
-  std::unique_ptr<Rt> runtime_;
+  std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<Rt::Submitter> submitter_;  // progress thread
+  std::vector<std::unique_ptr<Rt::Submitter>> submitters_;  // progress thread, one per runtime
   std::uint16_t port_ = 0;
 
   std::unique_ptr<RequestSlot[]> slots_;
@@ -217,6 +275,36 @@ class SchedulerNode::Impl final : public Transport::Handler {
   bool capped_logged_ = false;
   mutable std::mutex learned_mu_;
   Learned learned_;
+
+  // Sub-clusters and autoscaling.
+  std::uint32_t num_subs_ = 1;  // L
+  bool managed_ = false;        // a subclusters: section: models are placed (Placements sent)
+  std::optional<simtool::SubClusterConfig> sub_cfg_;
+  std::vector<std::uint32_t> target_gpus_, have_gpus_;  // per sub-cluster
+  std::vector<int> route_;                              // per model: the runtime of its new requests
+  std::optional<SubClusterPlacement> placement_;
+  std::optional<EpochRateMeter> meter_;
+  sim::Partitioner partitioner_;
+  Duration epoch_len_, window_;
+  TimePoint next_epoch_, next_window_, window_start_;
+  std::future<Result<sim::EpochDecision>> solving_;
+  EpochInfo solving_info_;
+  std::vector<std::vector<DeviceRef>> pending_;  // per model: devices still loading it for its owner
+  std::unordered_map<std::uint64_t, SentPlacement> sent_placements_;
+  std::uint64_t placement_seq_ = 0;
+  std::vector<Ref> load_ref_, drain_ref_;  // per model; per [sub-cluster][model]
+  // Requests routed to a sub-cluster and not yet ended, per [sub-cluster][model]
+  // (submit: progress thread; end: the runtime's threads).
+  std::unique_ptr<std::atomic<std::int64_t>[]> outstanding_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> window_bad_;  // per sub-cluster, this window
+  std::vector<std::uint64_t> window_arrived_;
+  std::vector<std::int64_t> window_busy_ns_;
+  double max_bad_rate_ = 0.01;
+  mutable std::mutex part_mu_;  // epochs_ and snap_ (written by the progress thread, read by any)
+  std::vector<EpochInfo> epochs_;
+  PartitionSnapshot snap_;
+  std::uint64_t moves_total_ = 0;
+  std::atomic<std::uint64_t> placement_errors_{0};
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
@@ -258,12 +346,13 @@ class SchedulerNode::Impl final : public Transport::Handler {
 class SchedulerNode::Impl::RemoteExecutor final : public Executor {
  public:
   RemoteExecutor(Impl& node, std::shared_ptr<BackendShared> backend, std::uint32_t backend_index, ConnId conn,
-                 std::uint32_t device)
+                 std::uint32_t device, std::uint32_t subcluster)
       : node_(node),
         backend_(std::move(backend)),
         backend_index_(backend_index),
         conn_(conn),
-        device_(device) {}
+        device_(device),
+        subcluster_(subcluster) {}
   void execute(const ExecBatch& b, CompletionPort& port) override { node_.dispatch(*this, b, port); }
 
   Impl& node_;
@@ -271,6 +360,7 @@ class SchedulerNode::Impl::RemoteExecutor final : public Executor {
   std::uint32_t backend_index_;
   ConnId conn_;
   std::uint32_t device_;
+  std::uint32_t subcluster_;
 };
 
 // ---- lifecycle ---------------------------------------------------------------------
@@ -288,19 +378,56 @@ Status SchedulerNode::Impl::start() {
   rc.max_outstanding_per_gpu = sc.spec.max_outstanding_per_gpu;
   rc.ingress_capacity = set_.max_requests;
   rc.delays = floors_;
-  Result<std::unique_ptr<Rt>> rt = make_runtime(rc, sink_, sc.spec.policy);
-  if (!rt.ok()) return rt.status();
-  runtime_ = std::move(*rt);
-  for (const ModelConfig& m : models_) {
-    Result<ModelId> id = runtime_->add_model(m);
-    if (!id.ok()) return id.status();
+  sub_cfg_ = sc.subclusters;
+  managed_ = sub_cfg_.has_value();
+  num_subs_ = managed_ ? sub_cfg_->spec.count : 1;
+  if (num_subs_ == 0 || num_subs_ > kMaxSubClusters)
+    return Status(Errc::kInvalidArgument, "subclusters.count: 1 to " + std::to_string(kMaxSubClusters) +
+                                              " sub-clusters, got " + std::to_string(num_subs_));
+  // One runtime per sub-cluster, each with every model (the same ids).
+  for (std::uint32_t j = 0; j < num_subs_; ++j) {
+    Result<std::unique_ptr<Rt>> rt = make_runtime(rc, sink_, sc.spec.policy);
+    if (!rt.ok()) return rt.status();
+    runtimes_.push_back(std::move(*rt));
+    for (const ModelConfig& m : models_) {
+      Result<ModelId> id = runtimes_.back()->add_model(m);
+      if (!id.ok()) return id.status();
+    }
+  }
+  const std::size_t nm = models_.size();
+  route_.assign(nm, managed_ ? kNoSubCluster : 0);  // placed below, before any request
+  pending_.assign(nm, {});
+  load_ref_.assign(nm, Ref{});
+  drain_ref_.assign(nm * num_subs_, Ref{});
+  outstanding_ = std::make_unique<std::atomic<std::int64_t>[]>(nm * num_subs_);
+  window_bad_ = std::make_unique<std::atomic<std::uint64_t>[]>(num_subs_);
+  window_arrived_.assign(num_subs_, 0);
+  window_busy_ns_.assign(num_subs_, 0);
+  have_gpus_.assign(num_subs_, 0);
+  if (managed_ && !sub_cfg_->spec.gpus.empty())
+    target_gpus_ = sub_cfg_->spec.gpus;
+  else
+    target_gpus_ = sim::SubClusterLayout::equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
+  max_bad_rate_ = sc.spec.max_bad_rate;
+  epoch_len_ = managed_ ? sub_cfg_->spec.epoch : Duration::zero();
+  window_ = epoch_len_ > Duration::zero()                 ? epoch_len_
+            : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
+                                                          : Duration::seconds(10);
+  {
+    const TimePoint now = SteadyClock{}.now();
+    window_start_ = now;
+    next_window_ = now + window_;
+    next_epoch_ = now + epoch_len_;
+    if (Status s = initial_placement(now); !s.ok()) return s;
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
   }
   {
     std::lock_guard<std::mutex> lock(learned_mu_);
     learned_.delays = floors_;
   }
   per_model_ = std::make_unique<ModelCounters[]>(models_.size());
-  per_gpu_ = std::make_unique<GpuCounters[]>(set_.max_gpus);
+  per_gpu_ = std::make_unique<GpuCounters[]>(std::size_t{num_subs_} * set_.max_gpus);
   slots_ = std::make_unique<RequestSlot[]>(set_.max_requests);
   for (std::uint32_t i = 0; i < set_.max_requests; ++i) free_slots_.enqueue(i);
   fe_shared_ = std::make_unique<FrontendShared[]>(kMaxFrontends);
@@ -315,7 +442,7 @@ Status SchedulerNode::Impl::start() {
   if (!t.ok()) return t.status();
   transport_ = std::move(*t);
   Result<std::uint16_t> p = transport_->call([&]() -> Result<std::uint16_t> {
-    submitter_ = runtime_->make_submitter();
+    for (auto& rt : runtimes_) submitters_.push_back(rt->make_submitter());
     const TimePoint now = SteadyClock{}.now();
     next_ping_ = now + set_.heartbeat_interval;
     next_delay_update_ = now + set_.delay_update;
@@ -339,10 +466,15 @@ void SchedulerNode::Impl::stop() {
   stopping_.store(true);
   // Queued requests are dropped (shutdown) and go back to their frontends;
   // batches in flight get 2 s to be reported by their backends.
-  auto stopper = std::async(std::launch::async, [this] { runtime_->stop(StopMode::kCancel); });
-  if (stopper.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+  std::vector<std::future<void>> stoppers;
+  for (auto& rt : runtimes_)
+    stoppers.push_back(std::async(std::launch::async, [&rt] { rt->stop(StopMode::kCancel); }));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  bool all = true;
+  for (auto& f : stoppers) all &= f.wait_until(until) == std::future_status::ready;
+  if (!all) {
     transport_->post([this] { fail_all_inflight("the scheduler is stopping"); });
-    stopper.wait();
+    for (auto& f : stoppers) f.wait();
   }
   transport_->call([this] {
     while (drain_batches() || drain_outcomes()) {
@@ -352,7 +484,7 @@ void SchedulerNode::Impl::stop() {
       transport_->close(c);
     }
     peers_.clear();
-    submitter_.reset();
+    submitters_.clear();
   });
   transport_->stop();
   stopped_.store(true);
@@ -475,22 +607,43 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   b.devices = r->devices;
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
+  std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
   for (std::uint32_t d = 0; d < r->devices.size(); ++d) {
-    Result<GpuId> g = runtime_->add_gpu(std::make_unique<RemoteExecutor>(*this, b.shared, index, c, d));
+    const std::uint32_t j = pick_subcluster();
+    if (managed_) {
+      // Its sub-cluster's models (owned and draining) before any batch: the
+      // backend handles this connection's messages in order.
+      std::vector<std::uint32_t> load;
+      for (ModelId m = 0; m < models_.size(); ++m)
+        if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
+      send_placement(c, DeviceRef{index, d}, std::move(load), {});
+    }
+    Result<GpuId> g =
+        runtimes_[j]->add_gpu(std::make_unique<RemoteExecutor>(*this, b.shared, index, c, d, j));
     if (!g.ok()) {
-      for (GpuId x : b.gpus) (void)runtime_->retire_gpu(x);
+      for (std::size_t x = 0; x < b.gpus.size(); ++x) {
+        (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
+        --have_gpus_[b.subs[x]];
+      }
       return refuse(c, p, "cannot add its GPUs: " + g.status().message(), "other");
     }
     b.gpus.push_back(*g);
+    b.subs.push_back(j);
+    ++have_gpus_[j];
+    cluster_gpus.push_back(j * set_.max_gpus + *g);
   }
   b.registered = true;
   p.index = index;
   {
     std::lock_guard<std::mutex> lock(gpus_mu_);
     for (std::size_t i = 0; i < b.gpus.size(); ++i)
-      gpu_table_.push_back({b.gpus[i], b.name, b.devices[i], true, Duration::zero(), 0});
+      gpu_table_.push_back({cluster_gpus[i], b.name, b.devices[i], true, Duration::zero(), 0});
   }
-  (void)transport_->send(c, wire::encode(wire::Registered{b.gpus}));
+  (void)transport_->send(c, wire::encode(wire::Registered{cluster_gpus}));
+  {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
+  }
   for (std::uint32_t s = 0; s < frontends_.size(); ++s) {
     const FrontendInfo& f = frontends_[s];
     if (f.alive)
@@ -499,7 +652,8 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   }
   std::string devs;
   for (std::size_t i = 0; i < b.gpus.size(); ++i)
-    devs += (i ? ", " : "") + b.devices[i] + "=GPU " + std::to_string(b.gpus[i]);
+    devs += (i ? ", " : "") + b.devices[i] + "=GPU " + std::to_string(b.gpus[i]) +
+            (num_subs_ > 1 ? " of sub-cluster " + std::to_string(b.subs[i]) : "");
   log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")");
   backends_.push_back(std::move(b));
   n_.backends_joined.fetch_add(1, std::memory_order_relaxed);
@@ -518,15 +672,31 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
       ++it;
       continue;
     }
-    it->second.port->report(BatchCompletion{it->first, now, BatchStatus::kError, text});
+    it->second.port->report(BatchCompletion{it->second.local, now, BatchStatus::kError, text});
     ++lost;
     it = inflight_.erase(it);
   }
-  for (GpuId g : b.gpus) (void)runtime_->retire_gpu(g);
+  std::vector<GpuId> gone;  // cluster-wide ids, as /metrics names them
+  for (std::size_t x = 0; x < b.gpus.size(); ++x) {
+    (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
+    --have_gpus_[b.subs[x]];
+    gone.push_back(b.subs[x] * set_.max_gpus + b.gpus[x]);
+  }
   {
     std::lock_guard<std::mutex> lock(gpus_mu_);
     for (auto& g : gpu_table_)
-      if (std::find(b.gpus.begin(), b.gpus.end(), g.id) != b.gpus.end()) g.alive = false;
+      if (std::find(gone.begin(), gone.end(), g.id) != gone.end()) g.alive = false;
+  }
+  // Loads it had not confirmed are no longer awaited.
+  std::erase_if(sent_placements_, [&](const auto& kv) { return kv.second.dev.backend == index; });
+  for (ModelId m = 0; m < pending_.size(); ++m) {
+    if (pending_[m].empty()) continue;
+    std::erase_if(pending_[m], [&](const DeviceRef& r) { return r.backend == index; });
+    if (pending_[m].empty()) load_done(m, now);
+  }
+  {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
   }
   n_.backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_.batches_lost.fetch_add(lost, std::memory_order_relaxed);
@@ -560,9 +730,11 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
     return;
   }
   const Duration predicted = models_[b.model].profile.latency(count);
-  wire::BatchBuilder bb(b.batch, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
+  const std::uint64_t wire_id = b.batch | (std::uint64_t{ex.subcluster_} << kSubClusterShift);
+  wire::BatchBuilder bb(wire_id, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
   for (const wire::BatchEntry& e : entries) bb.add(e);
-  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, b.gpu, &port, count,
+  const GpuId cluster_gpu = ex.subcluster_ * set_.max_gpus + b.gpu;  // per_gpu_'s index
+  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, wire_id, cluster_gpu, &port, count,
                            std::move(bb).finish()});
   transport_->notify();
 }
@@ -588,7 +760,7 @@ bool SchedulerNode::Impl::drain_batches() {
         n_.batches_failed.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      inflight_[o.batch] = Inflight{o.backend_index, o.gpu, now, o.port, o.count};
+      inflight_[o.wire] = Inflight{o.batch, o.backend_index, o.gpu, now, o.port, o.count};
       n_.batches.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -607,7 +779,7 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   }
   const Inflight f = it->second;
   inflight_.erase(it);
-  if (f.gpu < set_.max_gpus) {
+  if (f.gpu < num_subs_ * set_.max_gpus) {
     per_gpu_[f.gpu].busy_ns.fetch_add(std::max<std::int64_t>(0, d->exec_ns), std::memory_order_relaxed);
     per_gpu_[f.gpu].batches.fetch_add(1, std::memory_order_relaxed);
   }
@@ -618,14 +790,16 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   if (d->executed > 0) data_.add(now, d->executed, Duration::nanoseconds(d->fetch_ns));
   resp_.add(now, Duration::nanoseconds(d->push_ns) + one_way);
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
+  const auto sub = static_cast<std::uint32_t>(d->batch >> kSubClusterShift) & (kMaxSubClusters - 1);
+  if (sub < num_subs_) window_busy_ns_[sub] += std::max<std::int64_t>(0, d->exec_ns);
   f.port->report(BatchCompletion{
-      d->batch, end, d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
+      f.local, end, d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
       d->status == wire::BatchStatus::kOk ? std::string() : p.name + ": " + d->error});
 }
 
 void SchedulerNode::Impl::fail_all_inflight(const std::string& why) {
   const TimePoint now = SteadyClock{}.now();
-  for (auto& [id, f] : inflight_) f.port->report(BatchCompletion{id, now, BatchStatus::kError, why});
+  for (auto& [id, f] : inflight_) f.port->report(BatchCompletion{f.local, now, BatchStatus::kError, why});
   inflight_.clear();
 }
 
@@ -705,9 +879,16 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
     s.frontend = p.index;
     s.frontend_gen = f.generation;
     s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
+    const auto j = static_cast<std::uint32_t>(route_[e.model]);
+    s.subcluster = j;
+    // relaxed: only a count; the drain check reads it after the route moved away.
+    outstanding_[std::size_t{j} * nmodels + e.model].fetch_add(1, std::memory_order_relaxed);
+    ++window_arrived_[j];
+    if (meter_) meter_->count(e.model);
     const TimePoint deadline = now + Duration::nanoseconds(e.budget_ns) - f.one_way;
-    const SubmitStatus st = submitter_->submit(e.model, slot, deadline);
+    const SubmitStatus st = submitters_[j]->submit(e.model, slot, deadline);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
+      outstanding_[std::size_t{j} * nmodels + e.model].fetch_sub(1, std::memory_order_release);
       free_slot(slot);
       send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0},
                        "model not served");
@@ -742,6 +923,8 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   }
   const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;
   if (filtered) n_.filtered.fetch_add(1, std::memory_order_relaxed);
+  const std::uint32_t sub = s.subcluster;
+  if (o.outcome != Outcome::kOk) window_bad_[sub].fetch_add(1, std::memory_order_relaxed);
   if (!filtered && (o.outcome == Outcome::kDropped || o.outcome == Outcome::kError) &&
       fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
     std::string text;
@@ -753,6 +936,8 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
                     std::move(text)});
     transport_->notify();
   }
+  // release: the drain check (acquire) that sees zero sees every effect of this request's end.
+  outstanding_[std::size_t{sub} * models_.size() + o.model].fetch_sub(1, std::memory_order_release);
   free_slot(static_cast<std::uint32_t>(o.tag));
 }
 
@@ -839,6 +1024,9 @@ void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg
     case wire::Kind::kBatchDone:
       if (!fe && p.index != ~0u) return on_batch_done(c, p, msg);
       break;
+    case wire::Kind::kPlacementDone:
+      if (!fe && p.index != ~0u) return on_placement_done(p, msg);
+      break;
     case wire::Kind::kPong:
       return on_pong(p, msg, now);
     case wire::Kind::kPing: {
@@ -911,6 +1099,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);
   }
+  subcluster_tick(now);
 }
 
 void SchedulerNode::Impl::update_delays(TimePoint now) {
@@ -951,7 +1140,8 @@ void SchedulerNode::Impl::update_delays(TimePoint now) {
     return diff > Duration::microseconds(5) && diff.ns() * 20 > max(a, b).ns();  // > 5 %
   };
   if (!moved(d.ctrl, old.ctrl) && !moved(d.data, old.data) && !moved(d.resp, old.resp)) return;
-  if (Status s = runtime_->set_delays(d); !s.ok()) return;
+  for (auto& rt : runtimes_)
+    if (Status s = rt->set_delays(d); !s.ok()) return;
   {
     std::lock_guard<std::mutex> lock(learned_mu_);
     learned_.delays = d;
@@ -960,6 +1150,388 @@ void SchedulerNode::Impl::update_delays(TimePoint now) {
     log("delays now d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + " per request, d_resp " + us(d.resp) +
         " (p" + std::to_string(static_cast<int>(q * 100)) + " of " + std::to_string(ctrl_.recent(now)) +
         " recent samples)");
+}
+
+// ---- sub-clusters, epochs, moves, autoscaling ---------------------------------------
+
+// The sub-cluster a newly registering GPU joins: the one furthest below its
+// share (have / target smallest; the lowest id on a tie).
+std::uint32_t SchedulerNode::Impl::pick_subcluster() const {
+  std::uint32_t best = 0;
+  for (std::uint32_t j = 1; j < num_subs_; ++j)
+    if (std::uint64_t{have_gpus_[j]} * target_gpus_[best] < std::uint64_t{have_gpus_[best]} * target_gpus_[j])
+      best = j;
+  return best;
+}
+
+// Epoch 0: the config's expected rates, nothing placed yet. A partitioner
+// that finds no assignment stops the scheduler from starting.
+Status SchedulerNode::Impl::initial_placement(TimePoint now) {
+  if (!managed_) return {};
+  const simtool::Config& sc = opts_.config.sim;
+  try {
+    partitioner_ = simtool::make_partitioner(*sub_cfg_, sc.spec, std::max(sc.spec.gpus, num_subs_));
+  } catch (const std::exception& e) {
+    return Status(Errc::kInvalidArgument, e.what());
+  }
+  placement_.emplace(models_.size(), num_subs_);
+  meter_.emplace(models_.size(), now);
+  sim::EpochRequest r;
+  r.epoch = 0;
+  r.time = now;
+  r.rates = sim::expected_rates(sc.spec, 1.0, epoch_len_ > Duration::zero() ? epoch_len_ : sc.spec.duration);
+  r.current.assign(models_.size(), kNoSubCluster);
+  r.gpus = target_gpus_;
+  Result<sim::EpochDecision> d = partitioner_(r);
+  if (!d.ok())
+    return Status(Errc::kInvalidArgument,
+                  "subclusters: the initial placement failed: " + d.status().message());
+  if (d->assignment.size() != models_.size())
+    return Status(Errc::kInvalidArgument, "subclusters: the initial placement failed: " + d->status);
+  EpochInfo info;
+  info.epoch = 0;
+  info.time = now;
+  info.rates = r.rates;
+  apply_decision(std::move(info), *d, now);
+  return {};
+}
+
+void SchedulerNode::Impl::subcluster_tick(TimePoint now) {
+  if (stopping_.load(std::memory_order_relaxed)) return;
+  if (now >= next_window_) close_window(now);
+  if (!managed_) return;
+  if (epoch_len_ > Duration::zero()) {
+    if (!solving_.valid() && now >= next_epoch_) start_epoch(now);
+    if (solving_.valid() && solving_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      finish_epoch(now);
+  }
+  check_drains(now);
+}
+
+// Measures the epoch's rates and solves on a worker thread (a MILP may take
+// its whole time limit; the progress thread keeps serving meanwhile).
+void SchedulerNode::Impl::start_epoch(TimePoint now) {
+  next_epoch_ = now + epoch_len_;
+  sim::EpochRequest r;
+  r.time = now;
+  r.measured_over = now - meter_->since();
+  r.rates = meter_->take(now);
+  r.current = placement_->assignment();
+  r.max_disruption = sub_cfg_->spec.max_disruption;
+  r.gpus = have_gpus_;
+  {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    r.epoch = static_cast<std::uint32_t>(epochs_.empty() ? 1 : epochs_.back().epoch + 1);
+  }
+  solving_info_ = EpochInfo{};
+  solving_info_.epoch = r.epoch;
+  solving_info_.time = now;
+  solving_info_.measured_s = r.measured_over.to_seconds();
+  solving_info_.rates = r.rates;
+  solving_ = std::async(std::launch::async, [part = partitioner_, r = std::move(r)] { return part(r); });
+}
+
+void SchedulerNode::Impl::finish_epoch(TimePoint now) {
+  Result<sim::EpochDecision> d = solving_.get();
+  EpochInfo info = std::move(solving_info_);
+  sim::EpochDecision keep;
+  if (!d.ok()) {
+    keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
+    log("epoch " + std::to_string(info.epoch) + ": " + keep.status);
+  } else if (d->assignment.size() != models_.size()) {
+    keep.status = d->status.empty() ? "kept the current assignment" : d->status;
+    keep.stats = d->stats;
+  } else {
+    keep = std::move(*d);
+  }
+  if (keep.assignment.empty()) keep.assignment = placement_->assignment();
+  apply_decision(std::move(info), keep, now);
+}
+
+// Applies an assignment: records the epoch, sends the loads, moves routes
+// whose load needs no confirmation, and marks the drains.
+void SchedulerNode::Impl::apply_decision(EpochInfo info, const sim::EpochDecision& d, TimePoint now) {
+  const std::size_t nm = models_.size();
+  const std::vector<int> before = placement_->assignment();
+  info.status = d.status;
+  info.stats = d.stats;
+  info.assignment = d.assignment;
+  for (const ModelMove& mv : diff_assignments(before, d.assignment))
+    info.moves.push_back(MoveRecord{mv.model, mv.from, mv.to});
+  std::size_t epoch_index;
+  {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    epochs_.push_back(info);
+    epoch_index = epochs_.size() - 1;
+  }
+  auto move_index = [&](ModelId m) {
+    for (std::size_t i = 0; i < info.moves.size(); ++i)
+      if (info.moves[i].model == m) return i;
+    return std::size_t{0};
+  };
+  // Loads grouped per device: one Placement each.
+  std::vector<std::pair<DeviceRef, std::vector<std::uint32_t>>> loads;
+  for (const PlacementStep& st : placement_->apply(d.assignment)) {
+    const ModelId m = st.model;
+    switch (st.kind) {
+      case PlacementStep::Kind::kLoad:
+      case PlacementStep::Kind::kReclaim: {
+        pending_[m].clear();
+        load_ref_[m] = Ref{epoch_index, move_index(m)};
+        if (st.kind == PlacementStep::Kind::kLoad) {
+          for (std::uint32_t b = 0; b < backends_.size(); ++b) {
+            const BackendInfo& bi = backends_[b];
+            if (!bi.registered || !bi.shared->alive.load()) continue;
+            for (std::uint32_t dev = 0; dev < bi.subs.size(); ++dev) {
+              if (bi.subs[dev] != st.subcluster) continue;
+              const DeviceRef ref{b, dev};
+              pending_[m].push_back(ref);
+              auto it =
+                  std::find_if(loads.begin(), loads.end(), [&](const auto& x) { return x.first == ref; });
+              if (it == loads.end()) {
+                loads.push_back({ref, {}});
+                it = loads.end() - 1;
+              }
+              it->second.push_back(m);
+            }
+          }
+        }
+        if (pending_[m].empty()) load_done(m, now);  // reclaimed, or no device to wait for
+        break;
+      }
+      case PlacementStep::Kind::kDrain:
+        drain_ref_[std::size_t{st.subcluster} * nm + m] = Ref{epoch_index, move_index(m)};
+        break;
+    }
+  }
+  for (auto& [ref, models] : loads) send_placement(backends_[ref.backend].conn, ref, std::move(models), {});
+  moves_total_ += info.epoch == 0 ? 0 : info.moves.size();
+  std::string moved;
+  for (const MoveRecord& mv : info.moves)
+    moved += (moved.empty() ? "" : ", ") + models_[mv.model].name + " " +
+             (mv.from == kNoSubCluster ? std::string("-") : std::to_string(mv.from)) + " -> " +
+             std::to_string(mv.to);
+  log("epoch " + std::to_string(info.epoch) + ": " + (d.status.empty() ? std::string("placed") : d.status) +
+      "; " + std::to_string(info.moves.size()) + (info.moves.size() == 1 ? " move" : " moves") +
+      (moved.empty() ? "" : " (" + moved + ")"));
+  std::lock_guard<std::mutex> lock(part_mu_);
+  refresh_snapshot_locked();
+}
+
+// Every device of the model's new sub-cluster holds it: its new requests go
+// there from now on.
+void SchedulerNode::Impl::load_done(ModelId m, TimePoint now) {
+  const int owner = placement_->owner(m);
+  if (owner == kNoSubCluster || route_[m] == owner) return;
+  route_[m] = owner;
+  std::lock_guard<std::mutex> lock(part_mu_);
+  const Ref r = load_ref_[m];
+  if (r.epoch < epochs_.size() && r.move < epochs_[r.epoch].moves.size()) {
+    MoveRecord& mv = epochs_[r.epoch].moves[r.move];
+    if (mv.model == m && mv.loaded_ms < 0) mv.loaded_ms = (now - epochs_[r.epoch].time).to_ms();
+  }
+  refresh_snapshot_locked();
+}
+
+// A draining model whose new requests go elsewhere and whose last request in
+// the old sub-cluster has ended leaves that sub-cluster's devices.
+void SchedulerNode::Impl::check_drains(TimePoint now) {
+  const std::size_t nm = models_.size();
+  bool changed = false;
+  for (std::uint32_t j = 0; j < num_subs_; ++j) {
+    if (placement_->draining(j).empty()) continue;
+    const std::vector<ModelId> draining = placement_->draining(j);
+    for (ModelId m : draining) {
+      if (route_[m] == static_cast<int>(j)) continue;  // its new sub-cluster is still loading it
+      // acquire: pairs with on_outcome's release.
+      if (outstanding_[std::size_t{j} * nm + m].load(std::memory_order_acquire) != 0) continue;
+      for (std::uint32_t b = 0; b < backends_.size(); ++b) {
+        const BackendInfo& bi = backends_[b];
+        if (!bi.registered || !bi.shared->alive.load()) continue;
+        for (std::uint32_t dev = 0; dev < bi.subs.size(); ++dev)
+          if (bi.subs[dev] == j) send_placement(bi.conn, DeviceRef{b, dev}, {}, {m});
+      }
+      placement_->drained(j, m);
+      changed = true;
+      std::lock_guard<std::mutex> lock(part_mu_);
+      const Ref r = drain_ref_[std::size_t{j} * nm + m];
+      if (r.epoch < epochs_.size() && r.move < epochs_[r.epoch].moves.size()) {
+        MoveRecord& mv = epochs_[r.epoch].moves[r.move];
+        if (mv.model == m && mv.drained_ms < 0) mv.drained_ms = (now - epochs_[r.epoch].time).to_ms();
+      }
+    }
+  }
+  if (changed) {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
+  }
+}
+
+void SchedulerNode::Impl::send_placement(ConnId conn, DeviceRef dev, std::vector<std::uint32_t> load,
+                                         std::vector<std::uint32_t> unload) {
+  wire::Placement msg{++placement_seq_, dev.device, load, std::move(unload)};
+  sent_placements_[msg.seq] = SentPlacement{dev, std::move(load)};
+  if (Status s = transport_->send(conn, wire::encode(msg)); !s.ok())
+    log("cannot send a placement to backend " + std::to_string(dev.backend) + ": " + s.message());
+}
+
+void SchedulerNode::Impl::on_placement_done(Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::PlacementDone> d = wire::decode_placement_done(msg);
+  if (!d.ok()) {
+    n_.bad_messages.fetch_add(1, std::memory_order_relaxed);
+    return log(p.name + ": bad PlacementDone: " + d.status().message());
+  }
+  const auto it = sent_placements_.find(d->seq);
+  if (it == sent_placements_.end() || it->second.dev.backend != p.index) return;
+  const SentPlacement sp = std::move(it->second);
+  sent_placements_.erase(it);
+  if (d->status != wire::BatchStatus::kOk) {
+    placement_errors_.fetch_add(1, std::memory_order_relaxed);
+    log(p.name + ": placement " + std::to_string(d->seq) + " on device " + std::to_string(d->device) +
+        " failed: " + d->error);
+  }
+  const TimePoint now = SteadyClock{}.now();
+  for (std::uint32_t m : sp.load) {
+    if (m >= pending_.size()) continue;
+    const auto before = pending_[m].size();
+    std::erase(pending_[m], sp.dev);
+    if (before != 0 && pending_[m].empty()) load_done(m, now);
+  }
+}
+
+// One autoscaling window per sub-cluster, and the cluster's (combined).
+void SchedulerNode::Impl::close_window(TimePoint now) {
+  const double secs = (now - window_start_).to_seconds();
+  std::vector<AutoscaleSignal> sig(num_subs_);
+  for (std::uint32_t j = 0; j < num_subs_; ++j) {
+    AutoscaleSignal& s = sig[j];
+    s.gpus = have_gpus_[j];
+    s.arrived = window_arrived_[j];
+    s.bad = std::min(s.arrived, window_bad_[j].exchange(0, std::memory_order_relaxed));
+    s.busy_fraction =
+        s.gpus && secs > 0
+            ? std::clamp(static_cast<double>(window_busy_ns_[j]) / (1e9 * secs * static_cast<double>(s.gpus)),
+                         0.0, 1.0)
+            : 0.0;
+    window_arrived_[j] = 0;
+    window_busy_ns_[j] = 0;
+  }
+  window_start_ = now;
+  next_window_ = now + window_;
+  std::lock_guard<std::mutex> lock(part_mu_);
+  refresh_snapshot_locked();
+  for (std::uint32_t j = 0; j < num_subs_; ++j) {
+    snap_.subs[j].signal = sig[j];
+    snap_.subs[j].advice = autoscale_advice(sig[j], max_bad_rate_);
+  }
+  snap_.cluster_signal = combine_signals(sig);
+  snap_.cluster_advice = autoscale_advice(snap_.cluster_signal, max_bad_rate_);
+  ++snap_.windows;
+}
+
+// The snapshot's state part (models, GPUs, moves); the signals stay.
+void SchedulerNode::Impl::refresh_snapshot_locked() {
+  PartitionSnapshot& s = snap_;
+  s.subclusters = num_subs_;
+  s.epochs = managed_ && epoch_len_ > Duration::zero();
+  s.epoch_s = epoch_len_.to_seconds();
+  s.window_s = window_.to_seconds();
+  s.epoch = epochs_.empty() ? 0 : epochs_.back().epoch;
+  s.moves = moves_total_;
+  s.max_bad_rate = max_bad_rate_;
+  s.loads_pending = 0;
+  s.drains_pending = 0;
+  for (ModelId m = 0; m < models_.size(); ++m)
+    if (placement_ && placement_->owner(m) != kNoSubCluster && route_[m] != placement_->owner(m))
+      ++s.loads_pending;
+  s.subs.resize(num_subs_);
+  for (std::uint32_t j = 0; j < num_subs_; ++j) {
+    SubClusterSnapshot& x = s.subs[j];
+    x.id = j;
+    x.gpus = have_gpus_[j];
+    x.models.clear();
+    x.draining.clear();
+    for (ModelId m = 0; m < models_.size(); ++m) {
+      const bool owned = placement_ ? placement_->owner(m) == static_cast<int>(j) : j == 0;
+      if (owned) x.models.push_back(models_[m].name);
+    }
+    if (placement_) {
+      for (ModelId m : placement_->draining(j)) x.draining.push_back(models_[m].name);
+      s.drains_pending += placement_->draining(j).size();
+    }
+  }
+}
+
+nlohmann::json SchedulerNode::Impl::subclusters_json() const {
+  using nlohmann::json;
+  std::lock_guard<std::mutex> lock(part_mu_);
+  const PartitionSnapshot& s = snap_;
+  auto signal = [](const AutoscaleSignal& g, const AutoscaleAdvice& a) {
+    return json{{"gpus", g.gpus},
+                {"arrived", g.arrived},
+                {"bad", g.bad},
+                {"bad_rate", a.bad_rate},
+                {"busy_fraction", g.busy_fraction},
+                {"add_gpus", std::isfinite(a.add_gpus) ? json(a.add_gpus) : json(nullptr)},
+                {"release_gpus", a.release_gpus},
+                {"advice", a.advice}};
+  };
+  json r;
+  r["count"] = s.subclusters;
+  r["partitioned"] = managed_;
+  r["epoch_s"] = s.epoch_s;
+  r["window_s"] = s.window_s;
+  r["epoch"] = s.epoch;
+  r["moves"] = s.moves;
+  r["loads_pending"] = s.loads_pending;
+  r["drains_pending"] = s.drains_pending;
+  r["placement_errors"] = placement_errors_.load(std::memory_order_relaxed);
+  r["windows"] = s.windows;
+  r["max_bad_rate"] = s.max_bad_rate;
+  if (managed_) {
+    r["method"] = sub_cfg_->method;
+    r["max_disruption"] =
+        std::isfinite(sub_cfg_->spec.max_disruption) ? json(sub_cfg_->spec.max_disruption) : json(nullptr);
+  }
+  json subs = json::array();
+  for (const SubClusterSnapshot& x : s.subs)
+    subs.push_back(json{{"id", x.id},
+                        {"gpus", x.gpus},
+                        {"target_gpus", x.id < target_gpus_.size() ? target_gpus_[x.id] : 0},
+                        {"models", x.models},
+                        {"draining", x.draining},
+                        {"autoscale", signal(x.signal, x.advice)}});
+  r["subclusters"] = subs;
+  r["cluster_autoscale"] = signal(s.cluster_signal, s.cluster_advice);
+  json eps = json::array();
+  const std::size_t first = epochs_.size() > kEpochsReported ? epochs_.size() - kEpochsReported : 0;
+  for (std::size_t i = first; i < epochs_.size(); ++i) {
+    const EpochInfo& e = epochs_[i];
+    json rates = json::object(), assignment = json::object(), stats = json::object();
+    for (std::size_t m = 0; m < models_.size(); ++m) {
+      if (m < e.rates.size()) rates[models_[m].name] = e.rates[m];
+      if (m < e.assignment.size()) assignment[models_[m].name] = e.assignment[m];
+    }
+    for (const auto& [k, v] : e.stats) stats[k] = std::isfinite(v) ? json(v) : json(nullptr);
+    json moves = json::array();
+    for (const MoveRecord& mv : e.moves)
+      moves.push_back(json{{"model", models_[mv.model].name},
+                           {"from", mv.from},
+                           {"to", mv.to},
+                           {"loaded_after_ms", mv.loaded_ms >= 0 ? json(mv.loaded_ms) : json(nullptr)},
+                           {"drained_after_ms", mv.drained_ms >= 0 ? json(mv.drained_ms) : json(nullptr)}});
+    eps.push_back(json{{"epoch", e.epoch},
+                       {"at_s", (e.time - started_).to_seconds()},
+                       {"measured_s", e.measured_s},
+                       {"rates", rates},
+                       {"status", e.status},
+                       {"stats", stats},
+                       {"moves", moves},
+                       {"assignment", assignment}});
+  }
+  r["epochs"] = eps;
+  r["epochs_recorded"] = epochs_.size();
+  return r;
 }
 
 // ---- report --------------------------------------------------------------------------
@@ -1004,6 +1576,7 @@ nlohmann::json SchedulerNode::Impl::report() const {
   const double cpu = cpu_seconds() - cpu_at_start_;
   const double wall = (SteadyClock{}.now() - started_).to_seconds();
   const std::uint64_t sub = ld(n_.submitted);
+  r["subclusters"] = subclusters_json();
   r["cpu_seconds"] = cpu;
   r["wall_seconds"] = wall;
   r["cpu_us_per_request"] = sub ? cpu * 1e6 / static_cast<double>(sub) : 0.0;
@@ -1033,7 +1606,7 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
     s.gpus = gpu_table_;
   }
   for (auto& g : s.gpus)
-    if (g.id < set_.max_gpus) {
+    if (g.id < num_subs_ * set_.max_gpus) {
       g.busy = Duration::nanoseconds(ld(per_gpu_[g.id].busy_ns));
       g.batches = ld(per_gpu_[g.id].batches);
     }
@@ -1046,6 +1619,17 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   s.delays_learned = set_.learn_delays;
   s.frontends = ld(frontends_alive_);
   s.stopping = stopping_.load();
+  const PartitionSnapshot part = partition_snapshot();
+  s.subclusters = part.subclusters;
+  s.partition_epoch = part.epoch;
+  s.partition_moves = part.moves;
+  s.loads_pending = part.loads_pending;
+  s.drains_pending = part.drains_pending;
+  s.subs_window_s = part.window_s;
+  if (managed_)
+    for (const SubClusterSnapshot& sc : part.subs)
+      s.subs.push_back({sc.id, sc.gpus, static_cast<std::uint32_t>(sc.models.size()),
+                        static_cast<std::uint32_t>(sc.draining.size()), sc.signal});
   return s;
 }
 
@@ -1066,5 +1650,6 @@ std::uint16_t SchedulerNode::port() const { return impl_->port(); }
 void SchedulerNode::stop() { impl_->stop(); }
 nlohmann::json SchedulerNode::report() const { return impl_->report(); }
 SchedulerMetricsSnapshot SchedulerNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
+PartitionSnapshot SchedulerNode::partition_snapshot() const { return impl_->partition_snapshot(); }
 
 }  // namespace symphony::rdma

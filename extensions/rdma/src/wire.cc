@@ -185,6 +185,10 @@ std::string_view to_string(Kind k) noexcept {
       return "Pong";
     case Kind::kGoodbye:
       return "Goodbye";
+    case Kind::kPlacement:
+      return "Placement";
+    case Kind::kPlacementDone:
+      return "PlacementDone";
   }
   return "?";
 }
@@ -592,6 +596,54 @@ Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg) {
   return m;
 }
 
+std::vector<std::uint8_t> encode(const Placement& m) {
+  Writer w(Kind::kPlacement, 20 + 4 * (m.load.size() + m.unload.size()));
+  w.u64(m.seq).u32(m.device).u32(static_cast<std::uint32_t>(m.load.size()));
+  w.u32(static_cast<std::uint32_t>(m.unload.size()));
+  for (std::uint32_t x : m.load) w.u32(x);
+  for (std::uint32_t x : m.unload) w.u32(x);
+  return std::move(w).finish();
+}
+
+std::vector<std::uint8_t> encode(const PlacementDone& m) {
+  Writer w(Kind::kPlacementDone, 20 + m.error.size());
+  w.u64(m.seq).u32(m.device).u8(static_cast<std::uint8_t>(m.status)).str(m.error);
+  return std::move(w).finish();
+}
+
+Result<Placement> decode_placement(std::span<const std::uint8_t> msg) {
+  if (Status s = expect(msg, Kind::kPlacement); !s.ok()) return s;
+  Reader r(msg, Kind::kPlacement);
+  Placement m;
+  m.seq = r.u64("seq");
+  m.device = r.u32("device");
+  const std::uint32_t nl = r.u32("load count");
+  const std::uint32_t nu = r.u32("unload count");
+  if (r.ok() && m.device >= kMaxDevices)
+    r.fail("device " + std::to_string(m.device) + " (below " + std::to_string(kMaxDevices) + " allowed)");
+  const std::size_t at = r.entries(nl, 4, kMaxModels, "models to load");
+  for (std::uint32_t i = 0; r.ok() && i < nl; ++i) m.load.push_back(load_u32(r.at(at + 4 * std::size_t{i})));
+  const std::size_t ut = r.entries(nu, 4, kMaxModels, "models to unload");
+  for (std::uint32_t i = 0; r.ok() && i < nu; ++i)
+    m.unload.push_back(load_u32(r.at(ut + 4 * std::size_t{i})));
+  if (Status s = r.finish(); !s.ok()) return s;
+  return m;
+}
+
+Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg) {
+  if (Status s = expect(msg, Kind::kPlacementDone); !s.ok()) return s;
+  Reader r(msg, Kind::kPlacementDone);
+  PlacementDone m;
+  m.seq = r.u64("seq");
+  m.device = r.u32("device");
+  const std::uint8_t st = r.u8("status");
+  if (r.ok() && st > 1) r.fail("unknown status " + std::to_string(st));
+  m.status = static_cast<BatchStatus>(st);
+  m.error = r.str("error", kMaxTextBytes);
+  if (Status s = r.finish(); !s.ok()) return s;
+  return m;
+}
+
 Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg) {
   if (Status s = expect(msg, Kind::kBatchDone); !s.ok()) return s;
   Reader r(msg, Kind::kBatchDone);
@@ -740,6 +792,10 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_pong(msg).status();
     case Kind::kGoodbye:
       return decode_goodbye(msg).status();
+    case Kind::kPlacement:
+      return decode_placement(msg).status();
+    case Kind::kPlacementDone:
+      return decode_placement_done(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

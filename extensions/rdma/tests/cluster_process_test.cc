@@ -11,6 +11,7 @@
 // whether it passes or not (Proc's destructor).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "process_support.hpp"
@@ -610,6 +611,144 @@ TEST_F(ClusterProcessTest, AFrontendRefusesABackendWithoutTheToken) {
   }
   (void)loadgen_report(lg, "lg");
   (void)sched.stop();
+}
+
+// ---- sub-clusters with epochs ------------------------------------------------------------
+
+// Four models, two sub-clusters of two emulated GPUs, an epoch every 1.5 s,
+// at most one move per epoch (max_disruption 2: an unload and a load). The
+// initial placement balances the config's equal rates (two models each); the
+// load generator then offers both models of one sub-cluster at 300 r/s and
+// those of the other at 10 r/s, so an epoch must move a busy model. Every request must end
+// exactly once, the counts of the frontend must equal the scheduler's, and no
+// backend may be sent a batch of a model not placed on its device.
+TEST_F(ClusterProcessTest, SubClustersMoveAModelAtAnEpochAndEveryRequestEndsOnce) {
+  const std::string models =
+      "models:\n"
+      "  - {name: a, alpha_ms: 0.5, beta_ms: 2, slo_ms: 60, max_batch: 32, RATE_a}\n"
+      "  - {name: b, alpha_ms: 0.5, beta_ms: 2, slo_ms: 60, max_batch: 32, RATE_b}\n"
+      "  - {name: c, alpha_ms: 0.5, beta_ms: 2, slo_ms: 60, max_batch: 32, RATE_c}\n"
+      "  - {name: d, alpha_ms: 0.5, beta_ms: 2, slo_ms: 60, max_batch: 32, RATE_d}\n";
+  auto with_rates = [&](const std::map<std::string, double>& rate) {
+    std::string t = models;
+    for (const auto& [m, r] : rate) {
+      const std::string key = "RATE_" + m;
+      t.replace(t.find(key), key.size(), "rate: " + std::to_string(r));
+    }
+    return "name: subcluster_test\nseed: 1\ngpus: 4\nduration_s: 30\nwarmup_s: 0\n"
+           "workload: {arrival: poisson}\n" +
+           t +
+           "subclusters:\n"
+           "  count: 2\n"
+           "  epoch_s: 1.5\n"
+           "  max_disruption: 2\n"
+           "  method: greedy\n"
+           "cluster:\n"
+           "  token: \"" +
+           std::string(kToken) +
+           "\"\n"
+           "  heartbeat_ms: 50\n"
+           "  heartbeat_timeout_ms: 400\n";
+  };
+  std::ofstream(cfg_) << with_rates({{"a", 100}, {"b", 100}, {"c", 100}, {"d", 100}});
+  Proc sched = start_scheduler("sched");
+  Proc b1 = start_backend("b1", "emulated:2");
+  Proc b2 = start_backend("b2", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 2)) << sched.log_text();
+
+  // The assignment now in force (the report is rewritten every second).
+  std::map<std::string, int> where;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::optional<json> s = read_json(dir_.file("sched.json"));
+        if (!s || !s->contains("subclusters") || (*s)["subclusters"]["epochs"].empty()) return false;
+        if ((*s)["subclusters"]["loads_pending"] != 0u) return false;
+        where.clear();
+        for (const auto& [m, j] : (*s)["subclusters"]["epochs"].back()["assignment"].items()) where[m] = j;
+        return where.size() == 4;
+      },
+      5s))
+      << sched.log_text();
+  std::map<std::string, double> skew;
+  int hot = 0;
+  for (const auto& [m, j] : where) {
+    skew[m] = j == where.begin()->second ? 300 : 10;
+    hot += j == where.begin()->second;
+  }
+  ASSERT_EQ(hot, 2) << "the initial placement did not balance four equal models two by two";
+  const std::string lg_cfg = dir_.file("skewed.yaml");
+  std::ofstream(lg_cfg) << with_rates(skew);
+
+  std::vector<std::string> argv = {
+      SYMPHONY_CLI, "loadgen",  "--quiet", "--scheduler", "127.0.0.1:" + std::to_string(port_),
+      "--config",   lg_cfg,     "--name",  "lg",          "--duration",
+      "6",          "--warmup", "0",       "--json",      dir_.file("lg.json")};
+  Proc lg = Proc::start(argv, dir_.file("lg.log"));
+  const json r = loadgen_report(lg, "lg", 40s);
+  // Let the last drains finish before the scheduler stops.
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::optional<json> s = read_json(dir_.file("sched.json"));
+        return s && s->contains("subclusters") && (*s)["subclusters"]["drains_pending"] == 0u &&
+               (*s)["subclusters"]["loads_pending"] == 0u;
+      },
+      5s));
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  ASSERT_EQ(b1.stop(), 0) << b1.log_text();
+  ASSERT_EQ(b2.stop(), 0) << b2.log_text();
+  expect_nothing_ran_twice();
+
+  EXPECT_EQ(r["errors"], 0u) << "a move failed a batch\n" << r.dump(2);
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  const json& sc = (*s)["subclusters"];
+  EXPECT_EQ(sc["count"], 2u);
+  EXPECT_GE(sc["epoch"].get<std::uint64_t>(), 2u) << sc.dump(2);
+  EXPECT_GE(sc["moves"].get<std::uint64_t>(), 1u) << "the skewed rates moved no model\n" << sc.dump(2);
+  EXPECT_EQ(sc["placement_errors"], 0u);
+  // Every move's new sub-cluster confirmed the load and its old one drained.
+  std::uint64_t moved = 0;
+  for (const json& e : sc["epochs"]) {
+    if (e["epoch"] == 0u) continue;
+    for (const json& mv : e["moves"]) {
+      ++moved;
+      EXPECT_FALSE(mv["loaded_after_ms"].is_null()) << mv.dump();
+      EXPECT_FALSE(mv["drained_after_ms"].is_null()) << mv.dump();
+    }
+  }
+  EXPECT_GE(moved, 1u);
+  // Autoscaling advice per sub-cluster and for the cluster.
+  ASSERT_EQ(sc["subclusters"].size(), 2u);
+  EXPECT_GT(sc["windows"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(sc["cluster_autoscale"]["gpus"], 4u);
+  for (const json& x : sc["subclusters"]) EXPECT_EQ(x["gpus"], 2u) << sc.dump(2);
+
+  // The frontend's counts equal the scheduler's: every request submitted
+  // was accepted and ended there exactly once.
+  const json& at = (*s)["at_scheduler"];
+  const std::uint64_t s_ok = at["ok"], s_late = at["late"], s_dropped = at["dropped"],
+                      s_errors = at["errors"];
+  EXPECT_EQ((*s)["submitted"], r["sent"]) << s->dump(2);
+  EXPECT_EQ((*s)["accepted"], r["sent"]) << s->dump(2);
+  EXPECT_EQ(s_ok + s_late + s_dropped + s_errors, r["sent"].get<std::uint64_t>()) << s->dump(2);
+  EXPECT_EQ(s_ok + s_late, r["ok"].get<std::uint64_t>() + r["late"].get<std::uint64_t>()) << s->dump(2);
+  EXPECT_EQ(s_dropped, r["dropped"].get<std::uint64_t>()) << s->dump(2);
+  EXPECT_EQ(s_errors, 0u);
+
+  // The backends loaded the moved model and unloaded it where it drained,
+  // and were never sent a batch of a model not placed on the device.
+  std::uint64_t loaded = 0, unloaded = 0;
+  for (const char* name : {"b1", "b2"}) {
+    const std::optional<json> b = read_json(dir_.file(std::string(name) + ".json"));
+    ASSERT_TRUE(b.has_value()) << name;
+    EXPECT_EQ((*b)["batches_not_placed"], 0u) << b->dump(2);
+    loaded += (*b)["models_loaded"].get<std::uint64_t>();
+    unloaded += (*b)["models_unloaded"].get<std::uint64_t>();
+  }
+  // Initially each of the 4 devices loads its sub-cluster's 2 models: 8.
+  EXPECT_GT(loaded, 8u);
+  EXPECT_GE(unloaded, 1u);
 }
 
 }  // namespace

@@ -57,6 +57,37 @@ TEST(SchedulerMetricsTest, QueueDepthDelaysPartitionAndAdviceOverTheWindow) {
   EXPECT_TRUE(has_line(t2, "symphony_autoscale_window_seconds 15")) << t2;
 }
 
+TEST(SchedulerMetricsTest, SubClustersGetTheirOwnAdviceAndTheClusterTheCombinedSignal) {
+  metrics::AutoscaleWindow window(Duration::seconds(10));
+  SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
+  x.subclusters = 2;
+  x.partition_epoch = 3;
+  x.partition_moves = 2;
+  x.drains_pending = 1;
+  x.subs_window_s = 1.5;
+  // Sub-cluster 0: 1000 arrived, 100 bad on 3 GPUs -> add ceil(3 * 0.1 / 0.9) = 1.
+  // Sub-cluster 1: 1000 arrived, none bad, 1 GPU 50 % busy -> release floor(0.5) = 0.
+  // The cluster: 2000 arrived, 100 bad (5 %) on 4 GPUs -> add ceil(4 * 0.05 / 0.95) = 1.
+  x.subs.push_back({0, 3, 2, 1, AutoscaleSignal{3, 1000, 100, 0.9}});
+  x.subs.push_back({1, 1, 1, 0, AutoscaleSignal{1, 1000, 0, 0.5}});
+  metrics::Writer w;
+  write_scheduler_metrics(x, window, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(t, "symphony_subclusters 2")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_partition_epoch 3")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_partition_moves_total 2")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_partition_drains_pending 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_subcluster_gpus{subcluster=\"0\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_subcluster_models{subcluster=\"1\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_subcluster_models_draining{subcluster=\"0\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_advice_gpus{subcluster=\"0\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_advice_gpus{subcluster=\"1\"} 0")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_bad_rate{subcluster=\"all\"} 0.05")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_gpus{subcluster=\"all\"} 4")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_advice_gpus{subcluster=\"all\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_autoscale_window_seconds 1.5")) << t;
+}
+
 TEST(SchedulerMetricsTest, ReadyOnlyWithALiveGpuAndNotStopping) {
   SchedulerMetricsSnapshot s;
   EXPECT_EQ(scheduler_not_ready(s), "no backend GPU registered");

@@ -17,6 +17,7 @@
 // backend's network thread; the executors report from their own threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,6 +53,22 @@ class BackendDevices {
   virtual std::optional<std::vector<std::vector<std::uint8_t>>> take_outputs(BatchId batch) {
     (void)batch;
     return std::nullopt;
+  }
+  // Sub-clusters: the scheduler places `model` on `device` (its batches come
+  // next) or takes it away. The default checks that the devices can run the
+  // model (models() empty: any) and keeps nothing: devices whose models are
+  // loaded at start-up (TorchScript) hold them all and only stop being sent
+  // their batches.
+  virtual Status load_model(std::size_t device, const std::string& model) {
+    (void)device;
+    const std::vector<std::string> have = models();
+    if (!have.empty() && std::find(have.begin(), have.end(), model) == have.end())
+      return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
+    return {};
+  }
+  virtual void unload_model(std::size_t device, const std::string& model) {
+    (void)device;
+    (void)model;
   }
   // Stops the devices; no executor reports after it returns.
   virtual void stop() {}

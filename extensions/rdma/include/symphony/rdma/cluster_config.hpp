@@ -27,6 +27,15 @@
 //     metrics: 127.0.0.1:9464         # the scheduler's /metrics, /healthz, /readyz
 //                                     # (off when absent; port 0: any free port)
 //
+// The simulator's `subclusters:` section (docs/simulator.md, docs/cluster.md)
+// splits the scheduler into sub-clusters: count (L; absent: one scheduler
+// over every GPU), gpus (each sub-cluster's share of the GPUs that register;
+// default equal shares of `gpus`), epoch_s (re-partitioning period; 0 or
+// absent: the initial placement only; at least kMinClusterEpoch here),
+// max_disruption (C_max), method (greedy, milp, random) with time_limit_s,
+// memory_cap_mib / rate_cap_rps and model_memory. The scheduler accepts at
+// most kMaxClusterSubClusters sub-clusters.
+//
 // Parsing is as strict as the simulator's: unknown keys, wrong types and
 // out-of-range values throw simtool::ConfigError naming the file, line, column
 // and key. The `cluster:` section is cut from the text (its lines blanked,
@@ -41,6 +50,9 @@
 #include "symphony/time.hpp"
 
 namespace symphony::rdma {
+
+inline constexpr std::uint32_t kMaxClusterSubClusters = 256;
+inline constexpr Duration kMinClusterEpoch = Duration::milliseconds(200);
 
 struct ClusterSettings {
   std::string token;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/autoscale.hpp"
 #include "symphony/metrics/autoscale_window.hpp"
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/time.hpp"
@@ -47,10 +48,20 @@ struct SchedulerMetricsSnapshot {
   std::uint64_t delay_samples = 0;
   double delay_percentile = 0;
   bool delays_learned = false;
-  // Sub-cluster partitioning: one sub-cluster, epoch 0, no moves until the
-  // scheduler partitions (issue 16).
+  // Sub-cluster partitioning (the scheduler's PartitionSnapshot): without a
+  // subclusters: section one sub-cluster, epoch 0, no moves, and `subs`
+  // empty (the autoscaling advice then comes from the recent window).
+  struct SubCluster {
+    std::uint32_t id = 0;
+    std::uint32_t gpus = 0;                      // in service now
+    std::uint32_t models = 0, draining = 0;      // owned; moved away and still ending here
+    AutoscaleSignal signal;                      // its last complete epoch window
+  };
   std::uint32_t subclusters = 1;
   std::uint64_t partition_epoch = 0, partition_moves = 0;
+  std::uint64_t loads_pending = 0, drains_pending = 0;
+  double subs_window_s = 0;  // the span of the sub-clusters' signals
+  std::vector<SubCluster> subs;
   std::uint32_t frontends = 0;  // connected now
   bool stopping = false;
 };
@@ -82,6 +93,9 @@ struct BackendMetricsSnapshot {
   std::vector<Device> devices;
   std::uint64_t skipped_requests = 0, failed_requests = 0, refused = 0;
   std::uint64_t reads = 0, read_bytes = 0;
+  // Sub-cluster placements from the scheduler (docs/cluster.md): messages,
+  // models loaded and unloaded by them, batches refused as not placed.
+  std::uint64_t placements = 0, placement_loads = 0, placement_unloads = 0, batches_not_placed = 0;
 };
 
 void write_backend_metrics(const BackendMetricsSnapshot& s, metrics::Writer& w);

@@ -34,6 +34,33 @@
 //    late are decided by the frontends, which get the outputs from the
 //    backends directly and are the authority on every request's outcome.
 //
+//  - Sub-clusters (paper §4.4; the config's `subclusters:` section, absent:
+//    one runtime over every GPU, as before). One runtime (model shards + a
+//    RankThread) per sub-cluster, with no communication between them; every
+//    runtime knows every model (same ids) but gets requests only of the
+//    models routed to it. A backend GPU joins the sub-cluster furthest below
+//    its share (subclusters.gpus, else equal shares) when it registers and
+//    stays there. The initial placement partitions the config's expected
+//    rates; every subclusters.epoch_s the rates measured over the epoch
+//    (EpochRateMeter) are re-partitioned within max_disruption
+//    (symphony::partition through simtool::make_partitioner, on a worker
+//    thread) and the models whose sub-cluster changed move
+//    (SubClusterPlacement): the new sub-cluster's devices are sent a
+//    Placement that loads the model; once every one of them has confirmed
+//    it (PlacementDone), the model's new requests go to the new runtime; the
+//    old runtime keeps its queued and running requests of the model until
+//    every one has ended (a per-sub-cluster, per-model count of requests
+//    not yet ended), and only then are its devices sent a Placement that
+//    unloads it. A request is submitted to exactly one runtime, so no move
+//    can lose or repeat one.
+//  - Autoscaling advice (autoscale.hpp) per sub-cluster and for the cluster
+//    (combine_signals) over windows of one epoch (cluster.autoscale window
+//    of the simulator config when there are no epochs): requests routed to
+//    the sub-cluster, those of them that ended late, dropped or with an
+//    error, and the busy share of its GPUs (the backends' execution times).
+//    In report() under "subclusters", and as a plain snapshot
+//    (partition_snapshot()) for other renderers.
+//
 // Threads: the transport's progress thread (every message, the heartbeats,
 // the delay learning), the runtime's threads (dispatch to RemoteExecutors,
 // outcomes to the sink), and whoever calls stop().
@@ -43,15 +70,45 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "symphony/autoscale.hpp"
 #include "symphony/rdma/cluster_config.hpp"
 #include "symphony/rdma/node_metrics.hpp"
 #include "symphony/rdma/transport.hpp"
 #include "symphony/status.hpp"
 
 namespace symphony::rdma {
+
+// One sub-cluster as the scheduler sees it at the end of the last
+// autoscaling window (SchedulerNode::partition_snapshot()).
+struct SubClusterSnapshot {
+  std::uint32_t id = 0;
+  std::uint32_t gpus = 0;             // GPUs in service now
+  std::vector<std::string> models;    // owned: their new requests come here
+  std::vector<std::string> draining;  // moved away, requests still ending here
+  AutoscaleSignal signal;             // the last complete window
+  AutoscaleAdvice advice;             // autoscale_advice(signal, max_bad_rate)
+};
+
+// The partition and autoscaling state of the scheduler (a copy; any thread).
+struct PartitionSnapshot {
+  std::uint32_t subclusters = 1;     // L
+  bool epochs = false;               // re-partitioned every epoch_s (false: placed once)
+  double epoch_s = 0;                // the epoch (0: none)
+  double window_s = 0;               // the autoscaling window
+  std::uint64_t epoch = 0;           // the epochs re-partitioned so far (0: the initial placement)
+  std::uint64_t moves = 0;           // models moved, all epochs
+  std::uint64_t loads_pending = 0;   // moves whose new sub-cluster has not confirmed the load
+  std::uint64_t drains_pending = 0;  // moves whose old sub-cluster still has requests of the model
+  std::uint64_t windows = 0;         // autoscaling windows completed
+  double max_bad_rate = 0.01;
+  std::vector<SubClusterSnapshot> subs;
+  AutoscaleSignal cluster_signal;  // combine_signals over the sub-clusters
+  AutoscaleAdvice cluster_advice;
+};
 
 struct SchedulerOptions {
   HostPort listen{"0.0.0.0", 0};
@@ -77,6 +134,8 @@ class SchedulerNode {
   nlohmann::json report() const;
   // The counters /metrics shows (node_metrics.hpp), at this moment (any thread).
   SchedulerMetricsSnapshot metrics_snapshot() const;
+  // Sub-clusters, moves and autoscaling advice (any thread).
+  PartitionSnapshot partition_snapshot() const;
 
   class Impl;
 

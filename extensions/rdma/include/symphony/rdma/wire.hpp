@@ -71,8 +71,10 @@ enum class Kind : std::uint16_t {
   kPing = 14,           // any -> any: heartbeat
   kPong = 15,           // the answer, echoing the ping's time
   kGoodbye = 16,        // any -> any: I am leaving (why)
+  kPlacement = 17,      // scheduler -> backend: load / unload models on a device (sub-clusters)
+  kPlacementDone = 18,  // backend -> scheduler: that placement is in effect (or failed, why)
 };
-inline constexpr std::uint16_t kMaxKind = 16;
+inline constexpr std::uint16_t kMaxKind = 18;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -157,7 +159,27 @@ struct Goodbye {
   std::string reason;
 };
 
+// Sub-clusters (scheduler_node.hpp): the models a device must hold from now
+// on. A backend that has received a Placement for a device runs on it only
+// the models placed there (a Batch of another model fails with an error
+// naming the model); before its first Placement a device runs every model.
+// Messages on one connection are handled in order, so a Batch sent after a
+// Placement finds the Placement in effect.
+struct Placement {
+  std::uint64_t seq = 0;              // echoed in the PlacementDone
+  std::uint32_t device = 0;           // the backend's device index
+  std::vector<std::uint32_t> load;    // model ids (the Welcome's table) to load
+  std::vector<std::uint32_t> unload;  // model ids to unload
+};
+
 enum class BatchStatus : std::uint8_t { kOk = 0, kError = 1 };
+
+struct PlacementDone {
+  std::uint64_t seq = 0;
+  std::uint32_t device = 0;
+  BatchStatus status = BatchStatus::kOk;
+  std::string error;  // status == kError
+};
 
 struct BatchDone {
   std::uint64_t batch = 0;
@@ -292,6 +314,8 @@ std::vector<std::uint8_t> encode(const Ping& m);
 std::vector<std::uint8_t> encode(const Pong& m);
 std::vector<std::uint8_t> encode(const Goodbye& m);
 std::vector<std::uint8_t> encode(const BatchDone& m);
+std::vector<std::uint8_t> encode(const Placement& m);
+std::vector<std::uint8_t> encode(const PlacementDone& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
@@ -369,6 +393,8 @@ Result<Ping> decode_ping(std::span<const std::uint8_t> msg);
 Result<Pong> decode_pong(std::span<const std::uint8_t> msg);
 Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg);
 Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg);
+Result<Placement> decode_placement(std::span<const std::uint8_t> msg);
+Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);
