@@ -309,8 +309,20 @@ void Transport::loop() {
     sleeping_.store(false, std::memory_order_relaxed);
     idle_since = TimePoint::infinite();
   }
-  // Shutdown: force-close every connection, stop listening, give the
-  // closes a moment, release everything (all on this thread).
+  // Shutdown: let connection requests already under way land (they are
+  // accepted and closed below: UCX 1.13's TCP connection manager may call a
+  // listener's handler from its async thread after ucp_listener_destroy, and
+  // rejecting has crash paths of its own, openucx/ucx#11087 and #11235), stop
+  // listening, force-close every connection, give the closes a moment,
+  // release everything (all on this thread).
+  if (!listeners_.empty()) {
+    const TimePoint settle = clock.now() + Duration::milliseconds(100);
+    while (clock.now() < settle) {
+      if (ucp_worker_progress(worker_) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  for (ucp_listener_h l : listeners_) ucp_listener_destroy(l);
+  listeners_.clear();
   for (std::uint32_t i = 1; i < conns_.size(); ++i) {
     Conn& c = conns_[i];
     if (c.live) {
@@ -321,8 +333,6 @@ void Transport::loop() {
     }
   }
   by_ep_.clear();
-  for (ucp_listener_h l : listeners_) ucp_listener_destroy(l);
-  listeners_.clear();
   const TimePoint give_up = clock.now() + Duration::seconds(1);
   while (!closing_.empty() && clock.now() < give_up) {
     ucp_worker_progress(worker_);
@@ -440,10 +450,6 @@ void Transport::on_conn_request(ucp_conn_request_h req, void* arg) {
   ucp_conn_request_attr_t attr{};
   attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
   if (ucp_conn_request_query(req, &attr) == UCS_OK) peer = sockaddr_to_string(attr.client_address);
-  if (t->stop_.load(std::memory_order_relaxed)) {
-    ucp_listener_reject(nullptr, req);
-    return;
-  }
   ucp_ep_params_t ep{};
   ep.field_mask =
       UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -459,7 +465,8 @@ void Transport::on_conn_request(ucp_conn_request_h req, void* arg) {
     return;
   }
   const ConnId id = t->add_conn(h, peer);
-  t->handler_.on_accept(id, peer);
+  // While stopping, the connection is only closed again (see loop()).
+  if (!t->stop_.load(std::memory_order_relaxed)) t->handler_.on_accept(id, peer);
 }
 
 Result<ConnId> Transport::connect(const HostPort& where) {
