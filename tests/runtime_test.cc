@@ -194,6 +194,41 @@ TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
   EXPECT_EQ(sink.count(Outcome::kOk), 1u);
 }
 
+TEST(RuntimeTest, RecalibratesProfilesFromMeasuredDurations) {
+  // Every batch reports that it ran twice as long as profiled: the model's
+  // profile doubles (in bounded steps), later batches are planned with it,
+  // and emulated devices would still run the offline profile.
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.recalibration = RecalibrationOptions::on();
+  auto rt = std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatchGather>::create(c, sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  Duration last_predicted;
+  for (std::uint64_t t = 0; t < 48; ++t) {
+    ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+    ManualGpus::Taken a = gpus.take();
+    ASSERT_EQ(a.batch.size, 1u);
+    EXPECT_EQ(a.batch.offline_latency, Duration::milliseconds(6));
+    last_predicted = a.batch.predicted;
+    ManualGpus::complete_after(a, 2 * a.batch.offline_latency);
+    wait_for([&] { return sink.total() == t + 1; });
+  }
+  EXPECT_EQ(last_predicted, Duration::milliseconds(12));
+  const Result<CalibrationSnapshot> cal = rt->calibration(m);
+  ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+  EXPECT_TRUE(cal->recalibrating);
+  EXPECT_EQ(cal->samples, 48u);
+  EXPECT_EQ(cal->offline.latency(1), Duration::milliseconds(6));
+  EXPECT_EQ(cal->in_use.latency(1), Duration::milliseconds(12));
+  EXPECT_EQ(cal->in_use.latency(4), Duration::milliseconds(18));
+  rt->stop();
+  EXPECT_GE(rt->stats().profile_updates, 4u);  // 1 -> 1.25 -> 1.56 -> 1.95 -> 2: bounded steps
+  EXPECT_EQ(rt->calibration(m)->in_use.latency(1), Duration::milliseconds(12));  // after stop too
+  for (std::uint64_t t = 0; t < 48; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
 struct ErrorSink : ExactlyOnceSink {
   using ExactlyOnceSink::ExactlyOnceSink;
   std::mutex mu;
