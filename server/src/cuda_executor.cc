@@ -198,6 +198,7 @@ void CudaStreamExecutor::complete_loop() {
       }
     }
     const TimePoint end = SteadyClock{}.now();
+    TimePoint start = TimePoint::neg_infinite();  // measured by the events, when they tell
     BatchStatus st = BatchStatus::kOk;
     if (error.empty()) {
       float ms = 0, gap_ms = 0;
@@ -208,6 +209,7 @@ void CudaStreamExecutor::complete_loop() {
         std::lock_guard<std::mutex> lock(stats_mu_);
         ++stats_.batches;
         if (timed) stats_.busy += Duration::from_ms(ms);
+        if (timed) start = end - Duration::from_ms(ms);
         if (gap) {
           const Duration g = Duration::from_ms(gap_ms > 0 ? gap_ms : 0);
           ++stats_.back_to_back;
@@ -243,11 +245,12 @@ void CudaStreamExecutor::complete_loop() {
     }
     CompletionPort* done = f->done;
     const BatchId id = f->batch.batch;
+    if (st == BatchStatus::kOk && start != TimePoint::neg_infinite()) runner_.timed(f->batch, end - start);
     {
       std::lock_guard<std::mutex> lock(done_mu_);
       in_flight_.pop_front();  // destroys f and its events
     }
-    done->report(BatchCompletion{id, end, st, std::move(error)});
+    done->report(BatchCompletion{id, end, st, std::move(error), start});
   }
 }
 

@@ -33,6 +33,7 @@ class RuntimeHandle {
   virtual SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) = 0;
   virtual void stop(StopMode mode) = 0;
   virtual RuntimeStats stats() = 0;
+  virtual Result<CalibrationSnapshot> calibration(ModelId id) = 0;
 };
 
 template <class Sink, class Exec, class Gather>
@@ -47,6 +48,7 @@ class RuntimeOf final : public RuntimeHandle {
   }
   void stop(StopMode mode) override { rt_->stop(mode); }
   RuntimeStats stats() override { return rt_->stats(); }
+  Result<CalibrationSnapshot> calibration(ModelId id) override { return rt_->calibration(id); }
 
  private:
   std::unique_ptr<Runtime<Sink, Exec, Gather>> rt_;
@@ -102,6 +104,9 @@ struct Server::Impl final : BatchRunner {
 #endif
     std::atomic<std::uint64_t> batches{0};
     std::atomic<std::int64_t> emulated_busy_ns{0};
+    // This device's own estimate of each model's l(b), by ModelId (reports).
+    std::mutex calib_mu;
+    std::vector<std::unique_ptr<ProfileCalibrator>> calib;
   };
 
   ServerOptions opts;
@@ -153,6 +158,12 @@ struct Server::Impl final : BatchRunner {
   }
   void fail(const ExecBatch& b, const std::string& error) override {
     for (const Request& r : b.requests) slots[r.tag].error = error;
+  }
+  void timed(const ExecBatch& b, Duration ran) override {
+    if (b.gpu >= devices.size()) return;
+    Device& d = *devices[b.gpu];
+    std::lock_guard<std::mutex> lock(d.calib_mu);
+    if (b.model < d.calib.size() && d.calib[b.model]) d.calib[b.model]->observe(b.size, ran);
   }
 
   // ---- outcomes (any runtime thread) ------------------------------------------------
@@ -369,6 +380,14 @@ struct Server::Impl final : BatchRunner {
       (void)runtime->remove_model(*id);
       return Status(Errc::kCapacityExceeded, "too many models");
     }
+    if (opts.recalibration.enabled) {
+      for (auto& d : devices) {
+        auto c = ProfileCalibrator::create(m->profile, opts.recalibration);
+        std::lock_guard<std::mutex> lock(d->calib_mu);
+        if (d->calib.size() < by_id.size()) d->calib.resize(by_id.size());
+        d->calib[*id] = c.ok() ? std::make_unique<ProfileCalibrator>(std::move(*c)) : nullptr;
+      }
+    }
     m->id = *id;
     by_id[*id].store(m.get(), std::memory_order_release);
     m->accepting.store(true, std::memory_order_release);
@@ -386,6 +405,7 @@ struct Server::Impl final : BatchRunner {
     rc.max_requests_per_shard = opts.max_pending;
     rc.ingress_capacity = opts.max_pending;
     rc.delays = opts.delays;
+    rc.recalibration = opts.recalibration;
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) {
       const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(),
@@ -460,6 +480,7 @@ Server::~Server() {
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
   if (Status s = check_runs_in_core(o.policy); !s.ok()) return s;
+  if (Status s = o.recalibration.validate(); !s.ok()) return s;
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
   auto devs = parse_devices(o.devices, cuda_device_count());
@@ -588,6 +609,16 @@ ServerStats Server::stats() const {
     s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
     s.max_batch = m->max_batch;
     s.l1 = m->profile.latency(1);
+    s.offline_profile = m->profile;
+    s.profile_in_use = m->profile;
+    if (impl_->runtime && m->id != kNoModel) {
+      if (Result<CalibrationSnapshot> c = impl_->runtime->calibration(m->id); c.ok()) {
+        s.recalibrating = c->recalibrating;
+        s.profile_in_use = std::move(c->in_use);
+        s.recalibration_samples = c->samples;
+        s.recalibration_updates = c->updates;
+      }
+    }
     out.sent += s.sent;
     out.ok += s.ok;
     out.late += s.late;
@@ -614,6 +645,14 @@ ServerStats Server::stats() const {
 #endif
     ds.busy = busy;
     ds.busy_fraction = secs > 0 ? std::min(1.0, busy.to_seconds() / secs) : 0;
+    {
+      std::lock_guard<std::mutex> lock(d->calib_mu);
+      for (const auto& m : models) {
+        if (m->id == kNoModel || m->id >= d->calib.size() || !d->calib[m->id]) continue;
+        const ProfileCalibrator& c = *d->calib[m->id];
+        ds.models.push_back({m->opts.name, c.samples(), c.offline(), c.profile()});
+      }
+    }
     out.devices.push_back(ds);
   }
   return out;
