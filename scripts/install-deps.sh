@@ -16,6 +16,8 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   # sub-cluster partitioning MILP (found through pkg-config)
   coinor-libcbc-dev
+  # metrics: the /metrics endpoint (cpp-httplib) and the real Prometheus of its test
+  libcpp-httplib-dev prometheus
   # models (CPU libtorch on Debian; CUDA builds bring their own libtorch)
   libtorch-dev python3-torch python3-torchvision
   # Python bindings, their tests and the plots
@@ -23,6 +25,9 @@ PACKAGES=(
   python3-matplotlib python3-yaml
   # pip install of the bindings (offline: pip install --no-build-isolation .)
   python3-pip python3-setuptools python3-wheel python3-venv
+  # the cluster extension (extensions/rdma): UCX, ucx_info, and clang's
+  # libFuzzer for the wire-protocol fuzzer; iproute2 for the network-namespace test
+  libucx-dev ucx-utils clang-14 libclang-rt-14-dev iproute2
 )
 
 say() { printf '[install-deps] %s\n' "$*" >&2; }

@@ -177,6 +177,49 @@ TEST_F(SaturatingRankStateTest, GpuWithTooManyUnfinishedBatchesTakesNoGrant) {
   EXPECT_EQ(a[0].model, 1u);
 }
 
+TEST_F(RankStateTest, RetiredGpuIsNeverGrantedAndLeavesWhenItsBatchesEnd) {
+  // GPU 0 runs a batch, GPU 1 is reserved by a grant in flight; then both
+  // hosts are lost, and the idle GPU 2 as well.
+  rank_.on_candidate(0, cand(1, 0_ms, 5_ms), at(0_ms));
+  auto a = fire(0_ms);
+  ASSERT_EQ(a.size(), 1u);
+  rank_.on_grant_result(0, 0, dispatched(1, 6_ms, 6_ms), at(0_ms));
+  rank_.on_candidate(1, cand(1, 0_ms, 5_ms), at(0_ms));
+  a = fire(0_ms);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(a[0].gpu, 1u);
+  ASSERT_TRUE(rank_.retire_gpu(0, at(1_ms)).ok());
+  ASSERT_TRUE(rank_.retire_gpu(1, at(1_ms)).ok());
+  ASSERT_TRUE(rank_.retire_gpu(2, at(1_ms)).ok());
+  ASSERT_TRUE(rank_.retire_gpu(2, at(1_ms)).code() == Errc::kNotFound);  // already gone: it was idle
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kRetiring);
+  EXPECT_EQ(rank_.gpu_state(1), RankGpuState::kReserved);
+  EXPECT_EQ(rank_.gpu_state(2), RankGpuState::kAbsent);
+  check(1_ms);
+  // The grant in flight is answered: GPU 1 keeps that batch, takes no more.
+  rank_.on_grant_result(1, 1, dispatched(2, 7_ms, 6_ms), at(1_ms));
+  EXPECT_EQ(rank_.gpu_state(1), RankGpuState::kRetiring);
+  check(1_ms);
+  // A new candidate finds no GPU at all: it waits, and no GPU timer is armed.
+  rank_.on_candidate(2, cand(1, 2_ms, 30_ms), at(1_ms));
+  EXPECT_TRUE(fire(2_ms).empty());
+  EXPECT_EQ(rank_.model_state(2), RankModelState::kWaiting);
+  EXPECT_FALSE(rank_.gpu_timer_armed());
+  // Their batches are reported (with an error, by the owner): they leave.
+  rank_.on_batch_finished(0, 1, at(3_ms), at(3_ms));
+  rank_.on_batch_finished(1, 2, at(3_ms), at(3_ms));
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kAbsent);
+  EXPECT_EQ(rank_.gpu_state(1), RankGpuState::kAbsent);
+  EXPECT_EQ(rank_.num_gpus(), 0u);
+  check(3_ms);
+  // A new GPU (the restarted host) takes the lowest id and the waiting model.
+  EXPECT_EQ(*rank_.add_gpu(at(4_ms)), 0u);
+  a = fire(4_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 2u);
+  EXPECT_EQ(a[0].gpu, 0u);
+}
+
 TEST_F(RankStateTest, RemovingBusyGpusAndModelsWithCandidatesFails) {
   rank_.on_candidate(0, cand(1, 0_ms, 5_ms), at(0_ms));
   EXPECT_EQ(rank_.remove_model(0).code(), Errc::kFailedPrecondition);

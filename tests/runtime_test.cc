@@ -4,18 +4,22 @@
 // checks that every request ends exactly once. No test sleeps to synchronize
 // or asserts on wall-clock time (that is runtime_realtime_test).
 #include "symphony/runtime/runtime.hpp"
+#include "symphony/runtime/any_runtime.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 #include <random>
 #include <set>
+#include <source_location>
 #include <thread>
 #include <vector>
 
@@ -48,10 +52,20 @@ std::unique_ptr<Rt> make_runtime(const RuntimeConfig& c, ExactlyOnceSink& sink) 
   return std::move(*r);
 }
 
-// Spins (yielding) until pred() holds. Not a sleep: it waits for a state.
+// Spins (yielding) until pred() holds. Not a sleep: it waits for a state,
+// and for at most a minute: a state that never comes aborts the binary with
+// the line that waited, instead of hanging it.
 template <class P>
-void wait_for(P pred) {
-  while (!pred()) std::this_thread::yield();
+void wait_for(P pred, std::source_location at = std::source_location::current()) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      std::fprintf(stderr, "%s:%u: the awaited state did not come in 60 s\n", at.file_name(),
+                   static_cast<unsigned>(at.line()));
+      std::abort();
+    }
+    std::this_thread::yield();
+  }
 }
 
 // The doorbell tests bound every wait: a lost wake-up fails the test (and the
@@ -229,6 +243,81 @@ TEST(RuntimeTest, RecalibratesProfilesFromMeasuredDurations) {
   for (std::uint64_t t = 0; t < 48; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
+TEST(AnyRuntimeTest, EveryPolicyOfTheLanguageRunsThroughOneType) {
+  // make_runtime() picks the instantiation from the text; the caller holds
+  // one type. Under eager a lone request goes at once; under deferred:paper
+  // it waits for its frontrun, so the manual GPU sees it only later.
+  for (const char* text : {"eager", "timeout:0", "deferred:paper", "deferred"}) {
+    SCOPED_TRACE(text);
+    ExactlyOnceSink sink(4);
+    ManualGpus gpus;
+    PolicySpec p = *parse_policy(text);
+    p.gather = GatherKind::kSlidingWindow;
+    auto rt = make_runtime(small_config(1, 2, 1), sink, p);
+    ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+    EXPECT_EQ((*rt)->policy(), p);
+    const ModelId m = *(*rt)->add_model(model_ms("m", 1, 5, 200, 8));
+    (void)(*rt)->add_gpu(gpus.make_executor());
+    auto sub = (*rt)->make_submitter();
+    ASSERT_EQ(sub->submit(m, 0), SubmitStatus::kQueued);
+    ASSERT_EQ((*rt)->submit(m, 1), SubmitStatus::kQueued);
+    // The GPU runs whatever it is given until both requests have ended. On a
+    // loaded machine a woken-late dispatcher may expire one under deferred
+    // (real clock, 200 ms SLO); either way each ends exactly once.
+    std::size_t ran = 0;
+    wait_for([&] {
+      if (gpus.pending() != 0) {
+        ManualGpus::Taken t = gpus.take();
+        ran += t.tags.size();
+        ManualGpus::complete(t);
+      }
+      return sink.total() == 2;
+    });
+    (*rt)->stop();
+    EXPECT_EQ(sink.count(0), 1u);
+    EXPECT_EQ(sink.count(1), 1u);
+    EXPECT_EQ(ran, sink.count(Outcome::kOk));
+  }
+  ExactlyOnceSink sink(1);
+  auto peer = make_runtime(small_config(1, 2, 1), sink, *parse_policy("nexus"));
+  ASSERT_FALSE(peer.ok());
+  EXPECT_NE(peer.status().message().find("only the simulator"), std::string::npos) << peer.status().message();
+}
+
+TEST(AnyRuntimeTest, PassesRecalibrationThrough) {
+  // make_runtime() hands RuntimeConfig::recalibration to the Runtime it
+  // builds, and calibration() reaches it across the type-erased interface.
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "on" : "off");
+    ExactlyOnceSink sink(16);
+    ManualGpus gpus;
+    RuntimeConfig c = small_config(1, 2, 1);
+    c.recalibration.enabled = on;
+    auto rt = make_runtime(c, sink, *parse_policy("eager"));
+    ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+    const ModelId m = *(*rt)->add_model(model_ms("m", 1, 5, 10000, 4));
+    (void)(*rt)->add_gpu(gpus.make_executor());
+    for (std::uint64_t t = 0; t < 16; ++t) {
+      ASSERT_EQ((*rt)->submit(m, t), SubmitStatus::kQueued);
+      ManualGpus::Taken a = gpus.take();
+      ManualGpus::complete_after(a, 2 * a.batch.offline_latency);
+      wait_for([&] { return sink.total() == t + 1; });
+    }
+    const Result<CalibrationSnapshot> cal = (*rt)->calibration(m);
+    ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+    EXPECT_EQ(cal->recalibrating, on);
+    EXPECT_EQ(cal->samples, on ? 16u : 0u);
+    if (on) {
+      EXPECT_GT(cal->in_use.latency(1), cal->offline.latency(1));
+    } else {
+      EXPECT_EQ(cal->in_use.latency(1), cal->offline.latency(1));
+    }
+    EXPECT_FALSE((*rt)->calibration(m + 1).ok()) << "an unknown model is an error";
+    (*rt)->stop();
+    for (std::uint64_t t = 0; t < 16; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  }
+}
+
 struct ErrorSink : ExactlyOnceSink {
   using ExactlyOnceSink::ExactlyOnceSink;
   std::mutex mu;
@@ -255,6 +344,53 @@ TEST(RuntimeTest, ExecutorErrorEndsTheBatchWithErrorAndReportsTheMessage) {
   ASSERT_EQ(sink.errors.size(), 1u);
   EXPECT_EQ(sink.errors[0].first, a.batch.batch);
   EXPECT_EQ(sink.errors[0].second, "CUDA out of memory");
+}
+
+TEST(RuntimeTest, RetiredGpuGetsNoBatchAndLeavesOnceReported) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 2), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 1u);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  ASSERT_EQ(a.batch.gpu, 0u);
+  ASSERT_TRUE(rt->retire_gpu(0).ok());
+  ManualGpus::complete(a, BatchStatus::kError, "backend lost");
+  wait_for([&] { return sink.total() == 4; });
+  // GPU 0 is gone once its batch is reported: the next batches go to GPU 1 only.
+  wait_for([&] { return rt->remove_gpu(0).code() == Errc::kNotFound; });
+  for (std::uint64_t t = 4; t < 12; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  for (int k = 0; k < 2; ++k) {
+    ManualGpus::Taken b = gpus.take();
+    EXPECT_EQ(b.batch.gpu, 1u);
+    ManualGpus::complete(b);
+  }
+  wait_for([&] { return sink.total() == 12; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kError), 4u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 8u);
+}
+
+TEST(RuntimeTest, SetDelaysChangesThePlannedDelay) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  Delays d;
+  d.ctrl = Duration::microseconds(300);
+  d.data = Duration::microseconds(20);
+  ASSERT_TRUE(rt->set_delays(d).ok());
+  d.ctrl = -d.ctrl;
+  EXPECT_EQ(rt->set_delays(d).code(), Errc::kInvalidArgument);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.batch.delay, Duration::microseconds(300 + 4 * 20));  // d_ctrl + d_data * b
+  ManualGpus::complete(a);
+  wait_for([&] { return sink.total() == 4; });
+  rt->stop();
 }
 
 TEST(RuntimeTest, UnknownModelIsRefusedWithoutAnOutcome) {

@@ -333,6 +333,55 @@ TEST(ServerTest, EmulatedDevicesScheduleWithoutModels) {
   EXPECT_GT(st.models[0].mean_batch, 1.0) << "a burst forms batches";
 }
 
+TEST(ServerTest, CudaEmulatedDevicesWithoutAGpuAreRefusedSayingWhy) {
+  const CudaRuntimeDevices rt = cuda_runtime_devices();
+  if (rt.count > 0) GTEST_SKIP() << "this machine has a GPU (ServerGpuTest.ServesOnBusyKernels runs there)";
+  ServerOptions o;
+  o.devices = "cuda-emulated";
+  auto s = Server::create(o);
+  ASSERT_FALSE(s.ok());
+  const std::string m = s.status().message();
+  EXPECT_NE(m.find("cuda-emulated"), std::string::npos) << m;
+  if (rt.count < 0) {
+    EXPECT_NE(m.find("which this build lacks"), std::string::npos) << m;
+  } else {
+    EXPECT_NE(m.find(rt.error), std::string::npos) << m;  // the CUDA runtime's own reason
+  }
+}
+
+// Runs only where a CUDA device exists (label `gpu`): each batch is a busy
+// kernel of l(b) on the GPU (gpu::CudaKernelExecutor), no model.
+TEST(ServerGpuTest, ServesOnBusyKernels) {
+  if (cuda_runtime_devices().count <= 0) GTEST_SKIP() << "no CUDA device for the busy-kernel executor";
+  auto s = make_server("cuda-emulated:0");
+  ModelOptions m;
+  m.name = "fake";
+  m.alpha = Duration::from_ms(0.05);
+  m.beta = Duration::from_ms(1.0);
+  m.slo = Duration::milliseconds(200);
+  m.max_batch = 16;
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::vector<std::future<InferResult>> fs;
+  for (int i = 0; i < 500; ++i) fs.push_back(std::move(*s->infer("fake", {})));
+  int ok = 0;
+  for (auto& f : fs) {
+    const InferResult r = f.get();
+    ok += r.outcome == Outcome::kOk;
+    EXPECT_FALSE(r.output.isTensor()) << "busy kernels run no model";
+  }
+  EXPECT_GT(ok, 0);
+  s->stop();
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, 500u);
+  ASSERT_EQ(st.devices.size(), 1u);
+  EXPECT_EQ(st.devices[0].name, "cuda-emulated:0");
+  EXPECT_TRUE(st.devices[0].cuda_timed);
+  EXPECT_GT(st.devices[0].batches, 0u);
+  EXPECT_GT(st.devices[0].busy, Duration::zero());
+  EXPECT_GT(st.devices[0].dispatch_overhead_p99, Duration::zero());
+}
+
 // Runs only where a CUDA device exists (label `gpu`).
 TEST(ServerGpuTest, ServesOnCudaStreamsAndMatchesTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

@@ -57,6 +57,29 @@ TEST(DeviceListTest, RejectsBadListsWithReasons) {
   expect("", 0, "names no device");
 }
 
+TEST(DeviceListTest, CudaEmulatedDevicesUseTheCudaRuntimesCount) {
+  const CudaRuntimeDevices two{2, ""};
+  auto d = parse_devices("cuda-emulated", 0, two);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->size(), 2u);
+  EXPECT_EQ((*d)[1], (DeviceSpec{DeviceKind::kCudaEmulated, 1}));
+  EXPECT_EQ((*d)[1].to_string(), "cuda-emulated:1");
+  EXPECT_FALSE(runs_model((*d)[0].kind));
+  EXPECT_EQ(parse_devices("cuda-emulated:1, emulated:2", 0, two)->size(), 3u);  // neither runs a model
+  auto expect = [](std::string_view text, const CudaRuntimeDevices& rt, std::string_view needle) {
+    auto r = parse_devices(text, 0, rt);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect("cuda-emulated", CudaRuntimeDevices{}, "which this build lacks");
+  expect("cuda-emulated", CudaRuntimeDevices{0, "cudaGetDeviceCount: cudaErrorNoDevice"}, "cudaErrorNoDevice");
+  expect("cuda-emulated:0", CudaRuntimeDevices{0, "cudaGetDeviceCount: cudaErrorNoDevice"}, "cudaErrorNoDevice");
+  expect("cuda-emulated:2", two, "does not exist");
+  expect("cuda-emulated:x", two, "ordinal");
+  expect("cuda-emulated:0,cpu", two, "mixes");
+  expect("cuda-emulated:1,cuda-emulated:1", two, "twice");
+}
+
 TEST(InputSpecTest, ParsesDtypeAndShape) {
   auto s = parse_input_spec("float32[3,224,224]", "image");
   ASSERT_TRUE(s.ok());

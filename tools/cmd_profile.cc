@@ -33,7 +33,7 @@ int run_profile(const ProfileArgs& a) {
     return 2;
   }
   const DeviceSpec d = devs->front();
-  if (d.kind == DeviceKind::kEmulated) {
+  if (!runs_model(d.kind)) {
     std::fprintf(stderr, "error: emulated devices have no latency to measure; give their profile in the config\n");
     return 2;
   }

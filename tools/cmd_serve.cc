@@ -404,9 +404,23 @@ int run_serve(ServeArgs a) {
     jd["name"] = ds.name;
     jd["busy_fraction"] = std::min(1.0, busy);
     jd["batches"] = nb;
-    if (ds.back_to_back) {
-      jd["dispatch_overhead_us"] = ds.dispatch_overhead_mean.to_us();
-      jd["idle_gap_us"] = ds.idle_gap_mean.to_us();
+    if (ds.cuda_timed) {  // CUDA devices; over the whole run, warm-up included
+      jd["dispatch_overhead_us"] = {{"mean", ds.dispatch_overhead_mean.to_us()},
+                                    {"p50", ds.dispatch_overhead_p50.to_us()},
+                                    {"p99", ds.dispatch_overhead_p99.to_us()}};
+      jd["idle_gap_us"] = {{"back_to_back", ds.back_to_back},
+                           {"mean", ds.idle_gap_mean.to_us()},
+                           {"p50", ds.idle_gap_p50.to_us()},
+                           {"p99", ds.idle_gap_p99.to_us()}};
+      jd["planned_gap_us"] = {{"planned_back_to_back", ds.planned_back_to_back},
+                              {"p50", ds.planned_gap_p50.to_us()},
+                              {"p99", ds.planned_gap_p99.to_us()}};
+      std::printf("%-20s dispatch overhead p50 %.1f us, p99 %.1f us; idle gap p50 %.1f us, p99 %.1f us (%llu back "
+                  "to back); planned back to back: p50 %.1f us, p99 %.1f us (%llu)\n",
+                  "", ds.dispatch_overhead_p50.to_us(), ds.dispatch_overhead_p99.to_us(), ds.idle_gap_p50.to_us(),
+                  ds.idle_gap_p99.to_us(), static_cast<unsigned long long>(ds.back_to_back),
+                  ds.planned_gap_p50.to_us(), ds.planned_gap_p99.to_us(),
+                  static_cast<unsigned long long>(ds.planned_back_to_back));
     }
     for (const DeviceModelEstimate& e : ds.models) {
       std::uint32_t top = e.estimate.max_batch();
@@ -450,7 +464,8 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("config", a.config, "serve config (YAML)")->required();
   cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");
-  cmd->add_option("--devices", a.devices, "auto | cpu[:N] | cuda[:i],... | emulated:N (overrides the config)");
+  cmd->add_option("--devices", a.devices,
+                  "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
   cmd->add_option("--recalibrate", a.recalibrate,
                   "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")

@@ -21,6 +21,13 @@ CLI::App* add_stress(CLI::App& app, int& exit_code);
 // Partitions models across sub-clusters (MILP with CBC, greedy or random
 // search) and prints the assignment and its imbalance factors.
 CLI::App* add_partition(CLI::App& app, int& exit_code);
+#ifdef SYMPHONY_HAVE_RDMA
+// The cluster (extensions/rdma): the scheduler process, a backend, and a
+// load-generating frontend.
+CLI::App* add_scheduler(CLI::App& app, int& exit_code);
+CLI::App* add_backend(CLI::App& app, int& exit_code);
+CLI::App* add_loadgen(CLI::App& app, int& exit_code);
+#endif
 
 #ifdef SYMPHONY_HAVE_SERVER
 // Measures a TorchScript model's latency profile on a device.

@@ -13,6 +13,11 @@ int main(int argc, char** argv) {
   symphony::tools::add_simulate(app, exit_code);
   symphony::tools::add_stress(app, exit_code);
   symphony::tools::add_partition(app, exit_code);
+#ifdef SYMPHONY_HAVE_RDMA
+  symphony::tools::add_scheduler(app, exit_code);
+  symphony::tools::add_backend(app, exit_code);
+  symphony::tools::add_loadgen(app, exit_code);
+#endif
 #ifdef SYMPHONY_HAVE_SERVER
   symphony::tools::add_profile(app, exit_code);
   symphony::tools::add_serve(app, exit_code);

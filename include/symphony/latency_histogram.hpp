@@ -74,6 +74,8 @@ class LatencyHistogram {
   // Zero when empty.
   Duration min() const noexcept { return Duration::nanoseconds(min_); }
   Duration max() const noexcept { return Duration::nanoseconds(max_); }
+  // The sum of the recorded values, in nanoseconds (exact below 2^53 ns).
+  double sum_ns() const noexcept { return sum_; }
   Duration mean() const noexcept {
     return n_ ? Duration::nanoseconds(static_cast<std::int64_t>(sum_ / static_cast<double>(n_) + 0.5))
               : Duration::zero();

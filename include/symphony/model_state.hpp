@@ -76,6 +76,8 @@ class ModelState {
   }
 
   const ModelStateConfig& config() const noexcept { return cfg_; }
+  // Replaces the delays: candidates computed from now on use them.
+  void set_delays(const Delays& d) noexcept { cfg_.delays = d; }
   const Exec& exec_policy() const noexcept { return exec_; }
 
   // Validates the model and takes it into this shard. Off the hot path.

@@ -54,7 +54,7 @@ struct RankAction {
 };
 
 enum class RankModelState : std::uint8_t { kAbsent, kIdle, kPending, kWaiting, kGranted };
-enum class RankGpuState : std::uint8_t { kAbsent, kIdle, kBusy, kReserved, kSaturated };
+enum class RankGpuState : std::uint8_t { kAbsent, kIdle, kBusy, kReserved, kSaturated, kRetiring };
 
 template <TimerQueue Timers = HeapTimerQueue>
 class RankState {
@@ -103,6 +103,7 @@ class RankState {
       g.outstanding = 0;
       g.last_batch = kNoBatch;
       g.corrected = false;
+      g.retiring = false;
       place(g, now);
       ++num_gpus_;
       rearm_gpu_timer(now);
@@ -123,6 +124,24 @@ class RankState {
     unplace(g);
     g.state = RankGpuState::kAbsent;
     --num_gpus_;
+    rearm_gpu_timer(now);
+    return {};
+  }
+
+  // Takes a GPU out of matchmaking at once (its host was lost): it is never
+  // granted again and leaves (becomes absent) as soon as its unfinished
+  // batches are reported and a grant in flight, if any, is answered.
+  // Idempotent.
+  Status retire_gpu(GpuId id, TimePoint now) {
+    if (id >= cfg_.max_gpus || gpus_[id].state == RankGpuState::kAbsent)
+      return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(id));
+    RankGpu& g = gpus_[id];
+    if (g.retiring) return {};
+    g.retiring = true;
+    if (g.state != RankGpuState::kReserved) {  // a reserved GPU leaves in on_grant_result
+      unplace(g);
+      place(g, now);
+    }
     rearm_gpu_timer(now);
     return {};
   }
@@ -285,6 +304,7 @@ class RankState {
     std::uint32_t outstanding = 0;
     RankGpuState state = RankGpuState::kAbsent;
     bool corrected = false;  // a finish was reported while reserved
+    bool retiring = false;   // retire_gpu(): never placed again
   };
   struct IdOrder {
     bool operator()(const RankGpu& a, const RankGpu& b) const noexcept { return a.id < b.id; }
@@ -301,9 +321,17 @@ class RankState {
     ++action_tail_;
   }
 
-  // Puts a GPU that is in no tree into the right one for its state.
+  // Puts a GPU that is in no tree into the right one for its state (a
+  // retiring GPU into none: it waits for its batches, then leaves).
   void place(RankGpu& g, TimePoint now) noexcept {
-    if (g.outstanding >= cfg_.max_outstanding_per_gpu) {
+    if (g.retiring) {
+      if (g.outstanding == 0) {
+        g.state = RankGpuState::kAbsent;
+        --num_gpus_;
+      } else {
+        g.state = RankGpuState::kRetiring;
+      }
+    } else if (g.outstanding >= cfg_.max_outstanding_per_gpu) {
       g.state = RankGpuState::kSaturated;
     } else if (g.free_at <= now) {
       g.state = RankGpuState::kIdle;

@@ -12,47 +12,19 @@
 
 #include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
-#include "symphony/runtime/runtime.hpp"
+#include "symphony/runtime/any_runtime.hpp"
 #include "symphony/server/executors.hpp"
 #include "symphony/server/profiler.hpp"
 #include "symphony/server/torch_model.hpp"
 #ifdef SYMPHONY_HAVE_CUDA
 #include "symphony/server/cuda_executor.hpp"
 #endif
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+#include "symphony/gpu/kernel_executor.hpp"
+#endif
 
 namespace symphony::server {
 namespace {
-
-// The runtime, type-erased over the exec policy (one instantiation each).
-class RuntimeHandle {
- public:
-  virtual ~RuntimeHandle() = default;
-  virtual Result<ModelId> add_model(ModelConfig mc) = 0;
-  virtual Status remove_model(ModelId id) = 0;
-  virtual Result<GpuId> add_gpu(std::unique_ptr<Executor> e) = 0;
-  virtual SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) = 0;
-  virtual void stop(StopMode mode) = 0;
-  virtual RuntimeStats stats() = 0;
-  virtual Result<CalibrationSnapshot> calibration(ModelId id) = 0;
-};
-
-template <class Sink, class Exec, class Gather>
-class RuntimeOf final : public RuntimeHandle {
- public:
-  explicit RuntimeOf(std::unique_ptr<Runtime<Sink, Exec, Gather>> rt) : rt_(std::move(rt)) {}
-  Result<ModelId> add_model(ModelConfig mc) override { return rt_->add_model(std::move(mc)); }
-  Status remove_model(ModelId id) override { return rt_->remove_model(id); }
-  Result<GpuId> add_gpu(std::unique_ptr<Executor> e) override { return rt_->add_gpu(std::move(e)); }
-  SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) override {
-    return rt_->submit(m, tag, deadline);
-  }
-  void stop(StopMode mode) override { rt_->stop(mode); }
-  RuntimeStats stats() override { return rt_->stats(); }
-  Result<CalibrationSnapshot> calibration(ModelId id) override { return rt_->calibration(id); }
-
- private:
-  std::unique_ptr<Runtime<Sink, Exec, Gather>> rt_;
-};
 
 std::string ms_string(Duration d) {
   char buf[32];
@@ -102,6 +74,9 @@ struct Server::Impl final : BatchRunner {
 #ifdef SYMPHONY_HAVE_CUDA
     CudaStreamExecutor* cuda = nullptr;
 #endif
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+    gpu::CudaKernelExecutor* kernel = nullptr;
+#endif
     std::atomic<std::uint64_t> batches{0};
     std::atomic<std::int64_t> emulated_busy_ns{0};
     // This device's own estimate of each model's l(b), by ModelId (reports).
@@ -125,7 +100,7 @@ struct Server::Impl final : BatchRunner {
 
   OutcomeSink sink{this};
   std::unique_ptr<EmulatedGpus> emulated_pool;  // outlives the runtime (destroyed after it)
-  std::unique_ptr<RuntimeHandle> runtime;
+  std::unique_ptr<AnyRuntime<OutcomeSink>> runtime;
   std::mutex control_mu;  // start, stop, add/remove model
   std::atomic<bool> running{false};
   bool stopped = false;
@@ -409,23 +384,23 @@ struct Server::Impl final : BatchRunner {
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) {
       const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(),
-                                        [](const DeviceSpec& d) { return d.kind == DeviceKind::kCuda; });
+                                        [](const DeviceSpec& d) {
+                                          return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
+                                        });
       rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
     }
-    Status s = visit_policy(opts.policy, [&](auto exec, auto gather) -> Status {
-      using Rt = Runtime<OutcomeSink, decltype(exec), decltype(gather)>;
-      auto rt = Rt::create(rc, sink, std::move(exec), gather);
-      if (!rt.ok()) return rt.status();
-      runtime = std::make_unique<RuntimeOf<OutcomeSink, decltype(exec), decltype(gather)>>(std::move(*rt));
-      return {};
-    });
-    if (!s.ok()) return s;
+    auto rt = make_runtime(rc, sink, opts.policy);
+    if (!rt.ok()) return rt.status();
+    runtime = std::move(*rt);
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
     std::size_t replica = 0;
     for (auto& d : devices) {
       std::unique_ptr<Executor> e;
       switch (d->spec.kind) {
-        case DeviceKind::kEmulated: e = emulated_pool->make_executor(); break;
+        case DeviceKind::kEmulated:
+          if (!emulated_pool) emulated_pool = std::make_unique<EmulatedGpus>();
+          e = emulated_pool->make_executor();
+          break;
         case DeviceKind::kCpu: {
           auto c = std::make_unique<CpuExecutor>(*this, replica++, opts.cpu_threads, d->spec.to_string());
           d->cpu = c.get();
@@ -439,6 +414,23 @@ struct Server::Impl final : BatchRunner {
           e = std::move(c);
 #else
           return Status(Errc::kFailedPrecondition, "this build has no CUDA executor (SYMPHONY_WITH_CUDA)");
+#endif
+          break;
+        }
+        case DeviceKind::kCudaEmulated: {
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+          std::unique_ptr<gpu::CudaKernelExecutor> k;
+          try {
+            k = std::make_unique<gpu::CudaKernelExecutor>(d->spec.index);
+          } catch (const std::exception& ex) {
+            return Status(Errc::kFailedPrecondition, d->spec.to_string() + ": " + ex.what());
+          }
+          log(d->spec.to_string() + ": busy kernel calibrated at " + std::to_string(k->cycles_per_ns()) +
+              " cycles/ns");
+          d->kernel = k.get();
+          e = std::move(k);
+#else
+          return Status(Errc::kFailedPrecondition, "this build has no busy-kernel executor (SYMPHONY_WITH_CUDA)");
 #endif
           break;
         }
@@ -483,16 +475,18 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
   if (Status s = o.recalibration.validate(); !s.ok()) return s;
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
-  auto devs = parse_devices(o.devices, cuda_device_count());
+  // The CUDA runtime is asked only for CUDA-emulated devices: it loads the driver.
+  const bool kernel_gpus = o.devices.find("cuda-emulated") != std::string::npos;
+  auto devs = parse_devices(o.devices, cuda_device_count(), kernel_gpus ? cuda_runtime_devices() : CudaRuntimeDevices{});
   if (!devs.ok()) return devs.status();
   auto impl = std::make_unique<Impl>(std::move(o));
   impl->device_specs = *devs;
-  impl->emulated = devs->front().kind == DeviceKind::kEmulated;
+  impl->emulated = !runs_model(devs->front().kind);
   for (const DeviceSpec& d : *devs) {
     auto dev = std::make_unique<Impl::Device>();
     dev->spec = d;
     impl->devices.push_back(std::move(dev));
-    if (d.kind != DeviceKind::kEmulated) impl->torch_devices.push_back(torch_device(d));
+    if (runs_model(d.kind)) impl->torch_devices.push_back(torch_device(d));
   }
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -634,13 +628,26 @@ ServerStats Server::stats() const {
     ds.batches = d->batches.load();
     Duration busy = Duration::nanoseconds(d->emulated_busy_ns.load());
     if (d->cpu) busy = d->cpu->busy();
+#ifdef SYMPHONY_HAVE_CUDA_KERNEL
+    std::optional<gpu::CudaExecutorStats> cs;
 #ifdef SYMPHONY_HAVE_CUDA
-    if (d->cuda) {
-      const CudaExecutorStats cs = d->cuda->stats();
-      busy = cs.busy;
-      ds.dispatch_overhead_mean = cs.batches ? cs.dispatch_overhead / static_cast<std::int64_t>(cs.batches) : Duration();
-      ds.back_to_back = cs.back_to_back;
-      ds.idle_gap_mean = cs.back_to_back ? cs.idle_gaps / static_cast<std::int64_t>(cs.back_to_back) : Duration();
+    if (d->cuda) cs = d->cuda->stats();
+#endif
+    if (d->kernel) cs = d->kernel->stats();
+    if (cs) {
+      busy = cs->busy;
+      const std::uint64_t launched = cs->dispatch_overheads.count();
+      ds.dispatch_overhead_mean = launched ? cs->dispatch_overhead / static_cast<std::int64_t>(launched) : Duration();
+      ds.dispatch_overhead_p50 = cs->dispatch_overheads.percentile(0.50);
+      ds.dispatch_overhead_p99 = cs->dispatch_overheads.percentile(0.99);
+      ds.back_to_back = cs->back_to_back;
+      ds.idle_gap_mean = cs->back_to_back ? cs->idle_gaps / static_cast<std::int64_t>(cs->back_to_back) : Duration();
+      ds.idle_gap_p50 = cs->idle_gap_histogram.percentile(0.50);
+      ds.idle_gap_p99 = cs->idle_gap_histogram.percentile(0.99);
+      ds.planned_back_to_back = cs->planned_back_to_back;
+      ds.planned_gap_p50 = cs->planned_gap_histogram.percentile(0.50);
+      ds.planned_gap_p99 = cs->planned_gap_histogram.percentile(0.99);
+      ds.cuda_timed = true;
     }
 #endif
     ds.busy = busy;

@@ -45,7 +45,7 @@ bool parse_int(std::string_view s, int* out) {
 
 }  // namespace
 
-Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count) {
+Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count, const CudaRuntimeDevices& runtime) {
   std::vector<DeviceSpec> out;
   std::string_view rest = text;
   const auto bad = [&](std::string_view item, const std::string& why) {
@@ -85,8 +85,23 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
           return bad(item, "does not exist: " + std::to_string(cuda_count) + " CUDA device(s) available");
         out.push_back({DeviceKind::kCuda, n});
       }
+    } else if (kind == "cuda-emulated") {
+      if (runtime.count < 0)
+        return bad(item, "needs the busy-kernel executor, which this build lacks (configure with the CUDA toolkit: "
+                         "nvcc and cudart; SYMPHONY_WITH_CUDA)");
+      const std::string none = runtime.error.empty() ? "no CUDA device" : runtime.error;
+      if (arg.empty()) {
+        if (runtime.count == 0) return bad(item, "asks for CUDA GPUs but none is available: " + none);
+        for (int i = 0; i < runtime.count; ++i) out.push_back({DeviceKind::kCudaEmulated, i});
+      } else {
+        if (!parse_int(arg, &n)) return bad(item, "needs a device ordinal, as in cuda-emulated:0");
+        if (n >= runtime.count)
+          return bad(item, "does not exist: " + (runtime.count == 0 ? none : std::to_string(runtime.count) +
+                                                                                 " CUDA device(s) available"));
+        out.push_back({DeviceKind::kCudaEmulated, n});
+      }
     } else {
-      return bad(item, "is not a device (use auto, cpu[:N], cuda[:i] or emulated:N)");
+      return bad(item, "is not a device (use auto, cpu[:N], cuda[:i], emulated:N or cuda-emulated[:i])");
     }
   }
   if (out.empty()) return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
@@ -94,9 +109,9 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
     for (std::size_t j = i + 1; j < out.size(); ++j)
       if (out[i] == out[j]) return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' lists " +
                                                                       out[i].to_string() + " twice");
-  const bool emulated = out.front().kind == DeviceKind::kEmulated;
+  const bool emulated = !runs_model(out.front().kind);
   for (const auto& d : out)
-    if ((d.kind == DeviceKind::kEmulated) != emulated)
+    if (runs_model(d.kind) == emulated)
       return Status(Errc::kInvalidArgument, "devices '" + std::string(text) +
                                                 "' mixes emulated and real devices; use one kind per server");
   return out;

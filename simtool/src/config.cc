@@ -370,6 +370,12 @@ void apply_overrides(Config& c, const Overrides& o) {
   if (o.gpus) {
     if (*o.gpus == 0 || *o.gpus > (1u << 20)) throw ConfigError("--gpus: must be in [1, 2^20]");
     c.spec.gpus = *o.gpus;
+    if (c.subclusters && !c.subclusters->spec.gpus.empty())
+      throw ConfigError(
+          "--gpus: the config's subclusters.gpus fixes the GPUs of each sub-cluster; change them there");
+    if (c.subclusters && c.subclusters->spec.count > *o.gpus)
+      throw ConfigError("--gpus: " + std::to_string(*o.gpus) + " GPUs cannot make " +
+                        std::to_string(c.subclusters->spec.count) + " sub-clusters");
   }
   if (o.rate) {
     const double base = c.spec.base_rate();
@@ -581,6 +587,122 @@ void parse_search(const Reader& r, const YAML::Node& root, Config& c) {
 
 }
 
+// subclusters: sub-clusters, epochs and how the partitioner places models.
+void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vector<std::string>& dirs,
+                       Config& c) {
+  const YAML::Node n = root["subclusters"];
+  if (!n) return;
+  const std::string k = "subclusters";
+  r.check_keys(n, k,
+               {"count", "gpus", "epoch_s", "max_disruption", "method", "time_limit_s", "node_limit",
+                "sample_limit", "warm_start", "seed", "memory_cap_mib", "rate_cap_rps", "memory_weight",
+                "cost_scale", "balance", "model_memory", "series_step_s"});
+  SubClusterConfig sc;
+  const ExperimentSpec& e = c.spec;
+  if (!n["count"]) r.fail(n, k + ".count", "is required (the number of sub-clusters)");
+  sc.spec.count = static_cast<std::uint32_t>(r.integer(n["count"], k + ".count", 1, 1024));
+  if (const YAML::Node g = n["gpus"]) {
+    if (!g.IsSequence()) r.fail(g, k + ".gpus", "must be a list of GPU counts, one per sub-cluster");
+    std::uint64_t sum = 0;
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      sc.spec.gpus.push_back(
+          static_cast<std::uint32_t>(r.integer(g[j], k + ".gpus[" + std::to_string(j) + "]", 1, 1u << 20)));
+      sum += sc.spec.gpus.back();
+    }
+    if (sc.spec.gpus.size() != sc.spec.count)
+      r.fail(g, k + ".gpus",
+             "has " + std::to_string(g.size()) + " entries for " + std::to_string(sc.spec.count) +
+                 " sub-clusters");
+    if (sum != e.gpus)
+      r.fail(g, k + ".gpus",
+             "adds up to " + std::to_string(sum) + " GPUs, but gpus is " + std::to_string(e.gpus));
+  } else if (sc.spec.count > e.gpus) {
+    r.fail(n["count"], k + ".count",
+           std::to_string(sc.spec.count) + " sub-clusters need at least as many GPUs; gpus is " +
+               std::to_string(e.gpus));
+  }
+  if (n["epoch_s"])
+    sc.spec.epoch = Duration::from_seconds(r.number_min(n["epoch_s"], k + ".epoch_s", 0, false));
+  if (n["max_disruption"])
+    sc.spec.max_disruption = r.number_min(n["max_disruption"], k + ".max_disruption", 0, false);
+  if (n["series_step_s"])
+    sc.spec.series_step =
+        Duration::from_seconds(r.number_min(n["series_step_s"], k + ".series_step_s", 0, true));
+  if (n["method"]) {
+    sc.method = r.string(n["method"], k + ".method");
+    if (sc.method != "greedy" && sc.method != "milp" && sc.method != "random")
+      r.fail(n["method"], k + ".method", "must be greedy, milp or random, got '" + sc.method + "'");
+  }
+  // Work limits keep a simulation deterministic (a CPU-time limit alone would not).
+  if (sc.method == "milp") sc.node_limit = 10000;
+  if (sc.method == "random") sc.sample_limit = 10000;
+  if (n["time_limit_s"]) sc.time_limit_s = r.number_min(n["time_limit_s"], k + ".time_limit_s", 0, true);
+  if (n["node_limit"]) {
+    if (sc.method != "milp") r.fail(n["node_limit"], k + ".node_limit", "applies to method milp only");
+    sc.node_limit = static_cast<std::int64_t>(r.integer(n["node_limit"], k + ".node_limit", 1, 1ull << 40));
+  }
+  if (n["sample_limit"]) {
+    if (sc.method != "random")
+      r.fail(n["sample_limit"], k + ".sample_limit", "applies to method random only");
+    sc.sample_limit =
+        static_cast<std::int64_t>(r.integer(n["sample_limit"], k + ".sample_limit", 1, 1ull << 40));
+  }
+  if (n["warm_start"]) {
+    if (sc.method != "milp") r.fail(n["warm_start"], k + ".warm_start", "applies to method milp only");
+    sc.warm_start = r.boolean(n["warm_start"], k + ".warm_start");
+  }
+  if (n["seed"]) sc.seed = r.integer(n["seed"], k + ".seed", 0, std::uint64_t{1} << 53);
+  if (n["memory_cap_mib"])
+    sc.memory_cap_mib = r.number_min(n["memory_cap_mib"], k + ".memory_cap_mib", 0, true);
+  if (n["rate_cap_rps"]) sc.rate_cap_rps = r.number_min(n["rate_cap_rps"], k + ".rate_cap_rps", 0, true);
+  if (n["memory_weight"]) sc.memory_weight = r.number_min(n["memory_weight"], k + ".memory_weight", 0, false);
+  if (n["cost_scale"]) sc.cost_scale = r.number_min(n["cost_scale"], k + ".cost_scale", 0, false);
+  if (const YAML::Node b = n["balance"]) {
+    const std::string v = r.string(b, k + ".balance");
+    if (v == "rate")
+      sc.balance = Balance::kRate;
+    else if (v == "gpu_time")
+      sc.balance = Balance::kGpuTime;
+    else
+      r.fail(b, k + ".balance", "must be rate or gpu_time, got '" + v + "'");
+    if (sc.balance == Balance::kGpuTime && n["rate_cap_rps"])
+      r.fail(n["rate_cap_rps"], k + ".rate_cap_rps",
+             "caps request rates; it cannot be combined with balance: gpu_time");
+  }
+  sc.memory.assign(e.models.size(), ModelMemory{});
+  if (const YAML::Node f = n["model_memory"]) {
+    // A table name ("zoo_memory") is looked up like a zoo; a path is relative to the config.
+    sc.model_memory = r.string(f, k + ".model_memory");
+    sc.model_memory_file = find_zoo(r, f, k + ".model_memory", sc.model_memory, dirs);
+    std::vector<std::pair<std::string, ModelMemory>> table;
+    try {
+      table = read_model_memory(sc.model_memory_file);
+    } catch (const ConfigError& err) {
+      r.fail(f, k + ".model_memory", err.what());
+    }
+    for (std::size_t i = 0; i < e.models.size(); ++i) {
+      // A copy "X#k" of a zoo model takes X's sizes unless the table names it.
+      const std::string& name = e.models[i].name;
+      const std::string base = name.substr(0, name.find('#'));
+      const ModelMemory* found = nullptr;
+      for (const auto& [t, m] : table)
+        if (t == name) found = &m;
+      if (!found)
+        for (const auto& [t, m] : table)
+          if (t == base) found = &m;
+      if (!found)
+        r.fail(f, k + ".model_memory",
+               "model '" + name + "' is not in " + sc.model_memory_file +
+                   " (its memory is needed to partition)");
+      sc.memory[i] = *found;
+    }
+  } else if (n["memory_cap_mib"]) {
+    r.fail(n["memory_cap_mib"], k + ".memory_cap_mib",
+           "needs the models' sizes: give subclusters.model_memory");
+  }
+  c.subclusters = std::move(sc);
+}
+
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir) {
@@ -599,7 +721,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   r.check_keys(root, "",
                {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
                 "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
-                "models", "search", "max_outstanding_per_gpu", "max_requests"});
+                "models", "search", "max_outstanding_per_gpu", "max_requests", "subclusters"});
   Config c;
   c.origin = origin;
   ExperimentSpec& e = c.spec;
@@ -624,6 +746,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
 
   parse_workload(r, root, models, c);
   parse_search(r, root, c);
+  parse_subclusters(r, root, search, c);
   c.set_policy(policy);
   if (Status s = e.validate(); !s.ok()) throw ConfigError(origin + ": " + s.message());
   return c;

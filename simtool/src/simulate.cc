@@ -11,6 +11,8 @@
 
 #include "symphony/sim/bounds.hpp"
 #include "symphony/sim/experiment.hpp"
+#include "symphony/sim/subcluster_experiment.hpp"
+#include "symphony/simtool/subclusters.hpp"
 
 namespace symphony::simtool {
 using namespace symphony::sim;
@@ -61,7 +63,25 @@ class CsvTrace {
   const std::vector<ModelConfig>& models_;
 };
 
-RunResult run_once(const ExperimentSpec& e, double scale, std::uint32_t gpus, std::ostream* trace) {
+// One run of the config's experiment; with sub-clusters, their details go to
+// `detail` when it is given.
+RunResult run_once(const Config& c, double scale, std::uint32_t gpus, std::ostream* trace,
+                   SubClusterRunResult* detail = nullptr) {
+  const ExperimentSpec& e = c.spec;
+  if (c.subclusters) {
+    const Partitioner part = make_partitioner(*c.subclusters, e, gpus);
+    Result<SubClusterRunResult> r = [&] {
+      if (trace) {
+        CsvTrace t(*trace, e.models);
+        return run_subcluster_experiment(e, c.subclusters->spec, part, scale, gpus, &t);
+      }
+      return run_subcluster_experiment<NullObserver>(e, c.subclusters->spec, part, scale, gpus, nullptr);
+    }();
+    if (!r.ok()) throw std::runtime_error("simulation failed: " + r.status().to_string());
+    RunResult out = std::move(r->cluster);
+    if (detail) *detail = std::move(*r);
+    return out;
+  }
   Result<RunResult> r = [&] {
     if (trace) {
       CsvTrace t(*trace, e.models);
@@ -71,6 +91,20 @@ RunResult run_once(const ExperimentSpec& e, double scale, std::uint32_t gpus, st
   }();
   if (!r.ok()) throw std::runtime_error("simulation failed: " + r.status().to_string());
   return std::move(*r);
+}
+
+// The report's sub-cluster parts of the reported run (a second run at the same
+// point for a search, whose runs keep only their summaries).
+void add_subclusters(json& report, const Config& c, double scale, std::uint32_t gpus,
+                     SubClusterRunResult* have = nullptr) {
+  if (!c.subclusters) return;
+  SubClusterRunResult again;
+  if (!have) {
+    (void)run_once(c, scale, gpus, nullptr, &again);
+    have = &again;
+  }
+  report["subclusters"] = subclusters_json(*c.subclusters, c.spec, *have);
+  report["series"] = series_json(c.spec, have->series);
 }
 
 json percentiles_json(const Percentiles& p) {
@@ -203,9 +237,16 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
   report["config"] = config_json(c);
   auto bad = [](const RunResult& r) { return r.summary.worst_bad_rate; };
 
+  if (c.subclusters && e.policy.is_peer())
+    throw ConfigError(
+        c.origin + ": subclusters: policy '" + e.policy.to_string() +
+        "' is a peer of the paper's evaluation, which has no sub-clusters; use deferred, eager or timeout");
+
   if (opt.mode == Mode::kRun) {
-    const RunResult run = run_once(e, 1.0, e.gpus, opt.trace_out);
+    SubClusterRunResult detail;
+    const RunResult run = run_once(c, 1.0, e.gpus, opt.trace_out, &detail);
     report.update(run_json(c, run, e.gpus));
+    add_subclusters(report, c, 1.0, e.gpus, &detail);
     report["mode"] = "run";
     return report;
   }
@@ -218,14 +259,15 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
     so.max_steps = c.goodput.max_steps;
     so.start = c.goodput.start_rps > 0 ? c.goodput.start_rps : experiment_capacity(e);
     if (!(so.start > 0)) so.start = base;
-    auto res = find_goodput([&](double x) { return run_once(e, x / base, e.gpus, nullptr); }, bad, so,
+    auto res = find_goodput([&](double x) { return run_once(c, x / base, e.gpus, nullptr); }, bad, so,
                             [&](const SearchStep& s, std::size_t i) {
                               if (progress) progress->on_step("goodput", s, i);
                             });
     if (res.at_goodput) {
       const RunResult& run = *res.at_goodput;
-      if (opt.trace_out) (void)run_once(e, res.goodput / base, e.gpus, opt.trace_out);
+      if (opt.trace_out) (void)run_once(c, res.goodput / base, e.gpus, opt.trace_out);
       report.update(run_json(c, run, e.gpus));
+      add_subclusters(report, c, res.goodput / base, e.gpus);
     }
     report["mode"] = "goodput";
     report["goodput_rps"] = num(res.goodput);
@@ -251,13 +293,24 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
                  ? static_cast<std::uint32_t>(std::min(std::ceil(target / per_gpu), double(so.max_gpus)))
                  : e.gpus;
   const double scale = target / base;
-  auto res = find_min_gpus([&](std::uint32_t n) { return run_once(e, scale, n, nullptr); }, bad, so,
-                           [&](const SearchStep& s, std::size_t i) {
-                             if (progress) progress->on_step("min_gpus", s, i);
-                           });
+  auto res = find_min_gpus(
+      [&](std::uint32_t n) {
+        if (c.subclusters &&
+            n < c.subclusters->spec.count) {  // too few GPUs for the sub-clusters: a failing run
+          RunResult none;
+          none.summary.worst_bad_rate = 1;
+          return none;
+        }
+        return run_once(c, scale, n, nullptr);
+      },
+      bad, so,
+      [&](const SearchStep& s, std::size_t i) {
+        if (progress) progress->on_step("min_gpus", s, i);
+      });
   if (res.at_min) {
-    if (opt.trace_out) (void)run_once(e, scale, res.gpus, opt.trace_out);
+    if (opt.trace_out) (void)run_once(c, scale, res.gpus, opt.trace_out);
     report.update(run_json(c, *res.at_min, res.gpus));
+    add_subclusters(report, c, scale, res.gpus);
   }
   report["mode"] = "min_gpus";
   report["min_gpus"] = res.gpus;
@@ -313,6 +366,27 @@ std::string format_table(const json& r) {
                 100 * f(r.at("gpu_busy_fraction")), r.at("gpus").get<unsigned>(),
                 r.at("gpus_used").get<unsigned>(), 100 * f(r.at("worst_model_bad_rate")));
   out << buf;
+  if (r.contains("subclusters")) {
+    const json& sc = r.at("subclusters");
+    std::snprintf(buf, sizeof buf, "%u sub-clusters (%s), %zu epochs, %llu moves after the first placement\n",
+                  sc.at("count").get<unsigned>(), sc.at("method").get<std::string>().c_str(),
+                  sc.at("epochs").size(),
+                  static_cast<unsigned long long>(sc.at("moves").get<std::uint64_t>()));
+    out << buf;
+    std::snprintf(buf, sizeof buf, "%-10s %5s %9s %9s %8s %7s %5s  %s\n", "subcluster", "gpus", "offered",
+                  "ok_rps", "bad%", "busy%", "used", "models at the end");
+    out << buf;
+    std::size_t j = 0;
+    for (const json& s : sc.at("per_subcluster")) {
+      std::string names;
+      for (const json& m : s.at("models_at_end")) names += (names.empty() ? "" : " ") + m.get<std::string>();
+      std::snprintf(buf, sizeof buf, "%-10zu %5u %9.1f %9.1f %8.3f %7.1f %5u  ", j++,
+                    s.at("gpus").get<unsigned>(), f(s.at("offered_rps")), f(s.at("goodput_rps")),
+                    100 * f(s.at("bad_rate")), 100 * f(s.at("gpu_busy_fraction")),
+                    s.at("gpus_used").get<unsigned>());
+      out << buf << names << "\n";
+    }
+  }
   return out.str();
 }
 

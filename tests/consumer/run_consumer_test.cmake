@@ -1,6 +1,7 @@
 # Installs Symphony into a scratch prefix, then builds and runs a consumer
 # project that finds it with find_package(symphony).
-# Inputs: SOURCE_DIR, WORK_DIR, GENERATOR, CXX.
+# Inputs: SOURCE_DIR, WORK_DIR, GENERATOR, CXX, and where the outer build
+# found its dependencies: PREFIX_PATH ('|'-separated), MOODYCAMEL_INCLUDE.
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 
@@ -11,7 +12,11 @@ function(step what)
   endif()
 endfunction()
 
+# Through the environment (':'-separated): a ';' list would not survive step()'s ARGN.
+string(REPLACE "|" ":" prefix_path "${PREFIX_PATH}")
+set(ENV{CMAKE_PREFIX_PATH} "${prefix_path}")
 step("configuring symphony" ${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/symphony" -G "${GENERATOR}"
+  "-DConcurrentQueue_INCLUDE_DIR=${MOODYCAMEL_INCLUDE}" -DSYMPHONY_WITH_CUDA=OFF
   -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_INSTALL_PREFIX=${prefix} -DCMAKE_BUILD_TYPE=Release
   -DSYMPHONY_BUILD_TESTS=OFF -DSYMPHONY_BUILD_BENCH=OFF -DSYMPHONY_BUILD_TOOLS=OFF
   -DSYMPHONY_BUILD_SERVER=OFF -DSYMPHONY_BUILD_PYTHON=OFF)

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -56,7 +59,7 @@ class ExactlyOnceSink {
 };
 
 // Batches handed to ManualExecutors, in the order they arrived; the test
-// takes them (blocking until one arrives) and reports them when it likes.
+// takes them (blocking until one arrives, at most a minute) and reports them when it likes.
 class ManualGpus {
  public:
   struct Taken {
@@ -70,7 +73,12 @@ class ManualGpus {
   // Blocks until a batch is there and returns it.
   Taken take() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !q_.empty(); });
+    // Bounded: a batch that never comes aborts the test binary with a
+    // message rather than hanging it.
+    if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !q_.empty(); })) {
+      std::fprintf(stderr, "ManualGpus::take: no batch came in 60 s\n");
+      std::abort();
+    }
     Taken t = std::move(q_.front());
     q_.pop_front();
     return t;

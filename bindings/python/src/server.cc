@@ -67,7 +67,7 @@ class PyServer {
     }
     server_ = std::move(*s);
     for (const auto& d : server_->devices()) device_names_.push_back(d.to_string());
-    emulated_ = server_->devices().front().kind == server::DeviceKind::kEmulated;
+    emulated_ = !server::runs_model(server_->devices().front().kind);
     completer_ = std::make_shared<Completer>(dispatcher.ptr(), OutputMode{numpy_outputs});
     completer_->start();
   }
@@ -189,9 +189,11 @@ class PyServer {
       d["busy_fraction"] = dv.busy_fraction;
       d["busy_s"] = dv.busy.to_seconds();
       d["batches"] = dv.batches;
-      if (dv.back_to_back) {
+      if (dv.cuda_timed) {  // cuda and cuda-emulated devices
         d["dispatch_overhead_us"] = dv.dispatch_overhead_mean.to_us();
+        d["dispatch_overhead_p99_us"] = dv.dispatch_overhead_p99.to_us();
         d["idle_gap_us"] = dv.idle_gap_mean.to_us();
+        d["idle_gap_p99_us"] = dv.idle_gap_p99.to_us();
       }
       devices.append(d);
     }

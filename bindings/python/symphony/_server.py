@@ -188,7 +188,9 @@ class Server:
         devices: ``"auto"`` (every CUDA GPU, else the CPU), ``"cpu"``, ``"cpu:2"`` (two CPU
             workers), ``"cuda:0,cuda:1"``, or ``"emulated:8"`` (eight emulated GPUs that
             run each batch for exactly l(b) of the model's linear profile and run no
-            model: inputs are ignored and outputs are None).
+            model: inputs are ignored and outputs are None), or ``"cuda-emulated"`` /
+            ``"cuda-emulated:0"`` (the same on real GPUs: each batch is a busy kernel
+            lasting l(b); needs a build with the CUDA toolkit).
         policy: the exec policy, in the language every Symphony tool takes
             (docs/policies.md): ``"deferred"`` (default), ``"deferred:paper"``,
             ``"deferred:<key>=<x>,..."``, ``"eager"``, ``"timeout:<ms>"`` or ``"timeout:<f>slo"``.

@@ -147,6 +147,7 @@ class ModelThread {
   RuntimeStats stats() const { return stats_; }
   CalibrationSnapshot calibration(ModelId id) const { return shard_.calibration(id); }
   const Shard& shard() const noexcept { return shard_; }
+  void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
 
  private:
   struct Adapter {

@@ -103,6 +103,9 @@ class RankThread {
     if (s.ok()) executors_[g].store(nullptr, std::memory_order_relaxed);
     return s;
   }
+  // The GPU's host was lost: no grant for it from now on; it leaves once its
+  // batches are reported. Its executor stays registered until then.
+  Status retire_gpu(GpuId g) { return rank_.retire_gpu(g, SteadyClock{}.now()); }
   void request_exit() { exit_ = true; }
   const RankState<Timers>& state() const noexcept { return rank_; }
 

@@ -171,6 +171,34 @@ class Runtime final : private CompletionPort {
     return s;
   }
 
+  // Takes a GPU out of scheduling at once, whatever runs on it (its host was
+  // lost): it gets no grant from now on and leaves the runtime when the
+  // batches it still has are reported (report them with an error). Its
+  // executor is destroyed when the GPU id is reused or the runtime is.
+  Status retire_gpu(GpuId g) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (g >= cfg_.max_gpus) return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g));
+    return on_rank([&] { return rank_->retire_gpu(g); });
+  }
+
+  // Replaces the network delays (d_ctrl, d_data, d_resp) and the safety
+  // margin that batches are planned with, for example as a cluster scheduler
+  // learns them. Non-blocking; each shard applies them at its next loop, to
+  // the candidates it computes from then on.
+  Status set_delays(const Delays& d) {
+    if (d.ctrl < Duration::zero() || d.data < Duration::zero() || d.resp < Duration::zero() ||
+        d.safety_margin < Duration::zero())
+      return Status(Errc::kInvalidArgument, "delays and the safety margin must not be negative");
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    for (auto& sh : shards_) {
+      Shard* p = sh.get();
+      p->post([p, d] { p->set_delays(d); });
+    }
+    return {};
+  }
+
   // ---- submission ------------------------------------------------------------------
 
   // A submission handle for one client thread (not thread-safe itself).

@@ -18,7 +18,8 @@
 // bad rate r of the requests that arrived in the window and idle fraction f
 // of the GPUs' time in it, it asks for N*r/(1-r) more GPUs when r exceeds the
 // bad-rate threshold, else offers to release floor(N*f) GPUs (the highest
-// ids). Windows that would start before time 0 are shorter (the first ones).
+// ids): autoscale_advice() of symphony/autoscale.hpp. Windows that would
+// start before time 0 are shorter (the first ones).
 //
 // Guarantees: all storage is allocated by the constructor (O(models *
 // (histogram + max_batch) + GPUs + steps * GPUs / 64)); the sink callbacks
@@ -38,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/autoscale.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -235,13 +237,10 @@ class Metrics {
       for (std::uint64_t word : used) a.gpus_used += static_cast<std::uint32_t>(std::popcount(word));
       a.bad_rate = a.arrived ? static_cast<double>(a.bad) / static_cast<double>(a.arrived) : 0.0;
       a.busy_fraction = static_cast<double>(busy_ns) / (n * static_cast<double>((a.end - a.begin).ns()));
-      a.add_gpus = a.bad_rate >= 1.0 ? INFINITY : n * a.bad_rate / (1.0 - a.bad_rate);
-      a.release_gpus = n * std::max(0.0, 1.0 - a.busy_fraction);
-      if (a.bad_rate > cfg_.max_bad_rate)
-        a.advice =
-            std::isfinite(a.add_gpus) ? static_cast<int>(std::ceil(a.add_gpus - 1e-9)) : static_cast<int>(n);
-      else
-        a.advice = -static_cast<int>(std::floor(a.release_gpus + 1e-9));
+      const AutoscaleAdvice adv = autoscale_advice(n, a.bad_rate, a.busy_fraction, cfg_.max_bad_rate);
+      a.add_gpus = adv.add_gpus;
+      a.release_gpus = adv.release_gpus;
+      a.advice = adv.advice;
       s.autoscale.push_back(a);
     }
     return s;

@@ -2,6 +2,7 @@
 // Algorithm"): everything of symphony::partition in one include.
 #pragma once
 
+#include "symphony/partition/epoch.hpp"
 #include "symphony/partition/evaluation.hpp"
 #include "symphony/partition/io.hpp"
 #include "symphony/partition/problem.hpp"

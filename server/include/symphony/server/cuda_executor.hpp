@@ -4,20 +4,22 @@
 // into a pinned host staging tensor, copied host-to-device on the executor's
 // stream, the model replica's forward runs with that stream current (a
 // stream guard over the executor's own stream), the outputs are copied back
-// into pinned host tensors, and a CUDA event is recorded. A completion thread
-// watches the events (no cudaLaunchHostFunc on the hot path), splits the
-// outputs per request and reports the batch's actual end, which corrects the
-// scheduler's prediction. Every CUDA call is checked; errors carry the CUDA
-// error name.
+// into pinned host tensors, and the work is bracketed by CUDA events. The
+// completion thread (gpu::EventCompleter, shared with the busy-kernel
+// executor) watches the events (no cudaLaunchHostFunc on the hot path),
+// splits the outputs per request and reports the batch's actual end, which
+// corrects the scheduler's prediction. Every CUDA call is checked; errors
+// carry the CUDA error name.
 //
-// Also measured per batch: the CPU dispatch overhead (from the shard's
-// dispatch to the last operation enqueued) and the GPU idle gap before a
-// batch that was enqueued while the previous one still ran.
+// Also measured per batch (gpu::CudaExecutorStats): the CPU dispatch overhead
+// (from the shard's dispatch to the last operation enqueued) and the GPU idle
+// gap before a batch that was enqueued while the previous one still ran.
 //
-// Built only with SYMPHONY_WITH_CUDA (a libtorch with CUDA).
+// Built only with SYMPHONY_WITH_CUDA (a libtorch with CUDA, and the CUDA
+// toolkit). Written to the libtorch API common to 1.13 and 2.x; the
+// cuda_compile_check test compiles it against Debian's 1.13 headers.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -25,21 +27,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
+#include <utility>
 
+#include "symphony/gpu/event_completer.hpp"
 #include "symphony/server/executors.hpp"
 
 namespace symphony::server {
 
-struct CudaExecutorStats {
-  std::uint64_t batches = 0;
-  Duration busy;                 // sum of event-timed batch durations
-  Duration dispatch_overhead;    // sum over batches: dispatch -> everything enqueued
-  Duration max_dispatch_overhead;
-  std::uint64_t back_to_back = 0;  // batches enqueued while the previous ran
-  Duration idle_gaps;              // sum of the GPU idle gaps before those
-  Duration max_idle_gap;
-};
+using CudaExecutorStats = gpu::CudaExecutorStats;
 
 class CudaStreamExecutor final : public Executor {
  public:
@@ -51,38 +46,26 @@ class CudaStreamExecutor final : public Executor {
 
   void execute(const ExecBatch& b, CompletionPort& done) override;
 
-  CudaExecutorStats stats() const;
+  CudaExecutorStats stats() const { return completer_->stats(); }
   int device() const noexcept { return device_; }
 
  private:
-  struct InFlight;
+  struct TorchBatch;
+  struct StreamHolder;
   void launch_loop();
-  void complete_loop();
 
   BatchRunner& runner_;
   const std::size_t replica_;
   const int device_;
-  struct StreamHolder;
   std::unique_ptr<StreamHolder> stream_;
 
   std::mutex launch_mu_;
   std::condition_variable launch_cv_;
   std::deque<std::pair<ExecBatch, CompletionPort*>> to_launch_;
+  bool stopping_ = false;  // guarded by launch_mu_
 
-  std::mutex done_mu_;
-  std::condition_variable done_cv_;
-  std::deque<std::unique_ptr<InFlight>> in_flight_;
-
-  bool stopping_ = false;  // guarded by launch_mu_ (launcher) and done_mu_ (completer)
-  bool launcher_done_ = false;
-
-  mutable std::mutex stats_mu_;
-  CudaExecutorStats stats_;
-  void* marker_ = nullptr;    // cudaEvent_t re-recorded after each batch (launcher thread only)
-  void* prev_end_ = nullptr;  // cudaEvent_t: the last completed batch's end (completer thread only)
-
+  std::unique_ptr<gpu::EventCompleter> completer_;
   std::thread launcher_;
-  std::thread completer_;
 };
 
 }  // namespace symphony::server

@@ -4,6 +4,9 @@
 //   "cpu" "cpu:2"   one (or two) CPU devices: worker threads running libtorch
 //   "cuda" "cuda:0,cuda:1"  all, or the listed, CUDA GPUs
 //   "emulated:8"    eight emulated GPUs that run each batch for exactly l(b)
+//   "cuda-emulated" "cuda-emulated:0,cuda-emulated:1"  all, or the listed, CUDA
+//                   GPUs running each batch as a busy kernel of l(b) (no model;
+//                   gpu::CudaKernelExecutor, built with the CUDA toolkit)
 #pragma once
 
 #include <string>
@@ -14,7 +17,11 @@
 
 namespace symphony::server {
 
-enum class DeviceKind { kCpu, kCuda, kEmulated };
+enum class DeviceKind { kCpu, kCuda, kEmulated, kCudaEmulated };
+
+// Whether a device runs the models (CPU, CUDA) or only the profile's l(b)
+// (emulated, CUDA-emulated).
+constexpr bool runs_model(DeviceKind k) noexcept { return k == DeviceKind::kCpu || k == DeviceKind::kCuda; }
 
 struct DeviceSpec {
   DeviceKind kind = DeviceKind::kCpu;
@@ -25,15 +32,27 @@ struct DeviceSpec {
       case DeviceKind::kCpu: return "cpu:" + std::to_string(index);
       case DeviceKind::kCuda: return "cuda:" + std::to_string(index);
       case DeviceKind::kEmulated: return "emulated:" + std::to_string(index);
+      case DeviceKind::kCudaEmulated: return "cuda-emulated:" + std::to_string(index);
     }
     return "?";
   }
   bool operator==(const DeviceSpec&) const = default;
 };
 
-// Parses a device list. `cuda_count` is how many CUDA GPUs exist (from the
-// CUDA runtime; 0 without one); "auto" and "cuda" expand with it.
-Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count);
+// The CUDA GPUs the busy-kernel executor can use: the CUDA runtime's count,
+// or -1 when this build has no busy-kernel executor; `error` says why the
+// count is 0.
+struct CudaRuntimeDevices {
+  int count = -1;
+  std::string error;
+};
+CudaRuntimeDevices cuda_runtime_devices();
+
+// Parses a device list. `cuda_count` is how many CUDA GPUs libtorch can use
+// (0 without one); "auto" and "cuda" expand with it. "cuda-emulated" expands
+// with `runtime`.
+Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count,
+                                              const CudaRuntimeDevices& runtime = {});
 
 // The number of CUDA devices usable from libtorch (0 when libtorch was built
 // without CUDA or no device exists).

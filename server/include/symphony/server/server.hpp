@@ -140,10 +140,18 @@ struct DeviceStats {
   Duration busy;             // time spent running batches since start()
   double busy_fraction = 0;  // busy / elapsed
   std::uint64_t batches = 0;
-  Duration dispatch_overhead_mean;  // CUDA only: dispatch -> work enqueued
-  Duration idle_gap_mean;           // CUDA only: GPU idle between back-to-back batches
+  // CUDA devices (cuda, cuda-emulated) only, when cuda_timed:
+  bool cuda_timed = false;
+  Duration dispatch_overhead_mean;  // dispatch -> last operation enqueued
+  Duration dispatch_overhead_p50, dispatch_overhead_p99;
+  Duration idle_gap_mean;  // GPU idle between batches enqueued back to back
+  Duration idle_gap_p50, idle_gap_p99;
   std::uint64_t back_to_back = 0;
   std::vector<DeviceModelEstimate> models;  // while recalibrating, on CPU and CUDA devices
+  // GPU idle between batches the scheduler planned back to back (see
+  // gpu::EventCompleter): dispatch lag, launch latency and early ends.
+  Duration planned_gap_p50, planned_gap_p99;
+  std::uint64_t planned_back_to_back = 0;
 };
 
 struct ServerStats {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "symphony/sim/experiment.hpp"
+#include "symphony/simtool/subclusters.hpp"
 
 namespace symphony::simtool {
 
@@ -60,6 +61,8 @@ struct Config {
   std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
   GoodputSearchSpec goodput;
   MinGpusSpec min_gpus;
+  // The `subclusters:` section; absent: one scheduler over every GPU, as ever.
+  std::optional<SubClusterConfig> subclusters;
 
   // Replaces the exec policy (the CLI's --policy; the gathering policy stays),
   // recomputing per-model timeouts.

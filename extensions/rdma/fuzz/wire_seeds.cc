@@ -1,0 +1,54 @@
+// Writes one valid message of every kind into a directory: the seed corpus of
+// the wire fuzzer (run_wire_fuzzer.cmake), so that it starts from messages
+// that pass the header checks.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "symphony/rdma/wire.hpp"
+#include "symphony/types.hpp"
+
+using namespace symphony::rdma::wire;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: wire_seeds <directory>\n");
+    return 2;
+  }
+  std::vector<std::vector<std::uint8_t>> seeds;
+  seeds.push_back(encode(Hello{Role::kFrontend, 1, 2, "token", "fe", "127.0.0.1:4000"}));
+  seeds.push_back(encode(Welcome{1, 2, 100, 1000, {{0, 64, 25000000, "ResNet50"}}}));
+  seeds.push_back(encode(Refuse{"wrong token"}));
+  seeds.push_back(encode(Register{{"emulated:0"}, {"ResNet50"}}));
+  seeds.push_back(encode(Registered{{0, 1}}));
+  seeds.push_back(encode(FrontendJoined{1, 1, 3, "10.0.0.3:5000"}));
+  seeds.push_back(encode(FrontendLeft{1, 1}));
+  seeds.push_back(encode(PoolInfo{4096, 65536, {1, 2, 3}}));
+  seeds.push_back(encode(Ping{1, 2}));
+  seeds.push_back(encode(Pong{1, 2}));
+  seeds.push_back(encode(Goodbye{"bye"}));
+  BatchDone bd;
+  bd.batch = 9;
+  bd.error = "e";
+  seeds.push_back(encode(bd));
+  SubmitBuilder sb;
+  sb.add({1, 4096, 64, 0, 1000});
+  sb.add({2, 4160, 64, 0, 1000});
+  seeds.push_back(std::move(sb).finish());
+  BatchBuilder bb(1, 0, 0, 100, 200, 2);
+  bb.add({1, 4096, 64, 1, 1});
+  seeds.push_back(std::move(bb).finish());
+  OutputsBuilder ob(1, 1, BatchStatus::kOk, "");
+  const std::uint8_t out[4] = {1, 2, 3, 4};
+  ob.add(1, out);
+  seeds.push_back(std::move(ob).finish());
+  OutcomesBuilder cb("lost");
+  cb.add({1, static_cast<std::uint8_t>(symphony::Outcome::kDropped), 2});
+  seeds.push_back(std::move(cb).finish());
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    std::ofstream f(std::string(argv[1]) + "/seed" + std::to_string(i), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(seeds[i].data()), static_cast<std::streamsize>(seeds[i].size()));
+    if (!f) return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,131 @@
+// symphony::cluster::Client: a frontend of a Symphony cluster (paper §4.1):
+// it holds the requests' inputs in registered memory, tells the scheduler
+// about each request (coalesced), lets backends read the inputs with
+// one-sided reads, and receives the outputs straight from the backends.
+//
+// The shape is the in-process Server's: infer(model, inputs) -> future, or
+// infer_async with a callback, so moving code from one machine to a cluster
+// changes the object it calls. Inputs and outputs are bytes (the scheduler
+// never looks at them; a backend interprets them for its model).
+//
+// The client is the authority on each request's outcome: ok when its
+// outputs arrive by the deadline (this machine's clock: arrival + SLO), late
+// when after, dropped or error as the scheduler or a backend says. The
+// first outcome wins; later ones are counted (stats().duplicate_outcomes) and
+// ignored, and outputs for a request that already had outputs are counted
+// apart (duplicate_outputs: it would have run twice; never expected).
+//
+// Failures: when the scheduler is lost (connection error or no heartbeat for
+// the timeout it announced), every pending request ends with an error at
+// once and the client reconnects with backoff (50 ms doubling to 2 s);
+// requests made while disconnected end with an error immediately. A request
+// with no outcome `orphan_grace` after its deadline ends with an error.
+//
+// Guarantees: infer/infer_async are thread-safe and never block on the
+// network (they copy the input and queue it); callbacks run on the client's
+// network thread, so they must be quick and must neither wait on a future of
+// this client nor call close(). Every accepted request gets exactly one
+// callback.
+//
+//   auto c = std::move(*Client::connect({.scheduler = "10.0.0.1:7000", .token = "secret"}));
+//   (void)c->wait_ready(Duration::seconds(5));
+//   std::future<InferResult> f = std::move(*c->infer("ResNet50", input_bytes));
+//   InferResult r = f.get();  // r.outcome, r.output, r.latency, r.batch_size
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::cluster {
+
+struct ClientOptions {
+  std::string scheduler;  // HOST:PORT
+  std::string token;      // the cluster's token; empty: SYMPHONY_CLUSTER_TOKEN
+  std::string name;       // shown in the scheduler's logs
+  // The address backends use to reach this client; empty: the local address
+  // that routes to the scheduler. The client listens on all interfaces.
+  std::string advertise;
+  std::uint32_t max_pending = 16384;     // requests in flight at once
+  std::uint32_t max_input_bytes = 4096;  // largest input (the registered pool is max_pending x this)
+  Duration orphan_grace = Duration::seconds(2);
+  std::string ucx_tls = "tcp";                // UCX_TLS when the environment sets none
+  bool verbose = false;                       // log each connection's transports
+  std::function<void(std::string_view)> log;  // default: stderr
+};
+
+struct ModelInfo {
+  std::string name;
+  ModelId id = kNoModel;
+  Duration slo;
+  std::uint32_t max_batch = 0;
+};
+
+struct InferResult {
+  Outcome outcome = Outcome::kError;
+  DropReason reason = DropReason::kNone;
+  std::vector<std::uint8_t> output;  // ok or late
+  std::string error;                 // error: why; dropped: a description
+  Duration latency;                  // from infer() to the outcome
+  std::uint32_t batch_size = 0;      // requests in the batch it ran in
+  bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }
+};
+
+struct ClientStats {
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, in_flight = 0;
+  std::array<std::uint64_t, kNumDropReasons> dropped_by_reason{};
+  std::uint64_t duplicate_outcomes = 0;  // an outcome after the request had one (ignored)
+  std::uint64_t duplicate_outputs = 0;   // outputs after the request had outputs: it ran twice
+  std::uint64_t unknown_ids = 0;         // messages naming requests this client never sent
+  std::uint64_t scheduler_losses = 0;
+  std::uint64_t welcomes = 0;  // connections accepted by a scheduler
+  bool connected = false;
+};
+
+class Client {
+ public:
+  using Callback = std::function<void(InferResult&&)>;
+
+  // Starts the client and its connection attempts; does not wait for them.
+  static Result<std::unique_ptr<Client>> connect(ClientOptions opts);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Waits until a scheduler has accepted this client (its models are known).
+  Status wait_ready(Duration timeout) const;
+
+  // A request for `model` due after its SLO (or `slo`). Fails at once, with
+  // nothing sent, for an unknown model or an input over max_input_bytes.
+  Result<std::future<InferResult>> infer(std::string_view model, std::span<const std::uint8_t> input,
+                                         std::optional<Duration> slo = std::nullopt);
+  Status infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
+                     Callback done);
+
+  std::vector<ModelInfo> models() const;
+  ClientStats stats() const;
+  bool connected() const;
+  // Waits until no request is in flight; false on timeout.
+  bool drain(Duration timeout) const;
+  // Ends pending requests with an error, says goodbye, stops. Idempotent.
+  void close();
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace symphony::cluster

@@ -1,0 +1,64 @@
+// BackendDevices: what runs a backend's batches, behind the runtime's
+// Executor interface (one Executor per device).
+//
+// The backend (backend_node.hpp) reads a batch's inputs, hands them to
+// prepare(), calls executor(d).execute() and, once the executor has reported
+// the batch, collects each request's output with take_outputs().
+//
+//  - make_emulated_devices("emulated:N"): EmulatedGpus, each batch running
+//    for exactly the l(b) the scheduler predicted; no outputs of their own
+//    (the backend answers each request with its input's hash).
+//  - make_torch_devices (backend_torch.hpp, when the server library is
+//    built): TorchScript models on the server's CpuExecutor (and
+//    CudaStreamExecutor where CUDA is built), inputs and outputs as raw
+//    tensor bytes.
+//
+// Thread roles: prepare(), take_outputs() and executor() are called on the
+// backend's network thread; the executors report from their own threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "symphony/runtime/executor.hpp"
+#include "symphony/status.hpp"
+
+namespace symphony::rdma {
+
+class BackendDevices {
+ public:
+  virtual ~BackendDevices() = default;
+  // One name per device ("host/cpu:0").
+  virtual const std::vector<std::string>& names() const = 0;
+  // The models these devices can run; empty: any model (emulated devices).
+  virtual std::vector<std::string> models() const = 0;
+  virtual Executor& executor(std::size_t device) = 0;
+  // Before the batch runs: its model and each request's input bytes (valid
+  // until take_outputs). An error fails the batch before it runs.
+  virtual Status prepare(BatchId batch, const std::string& model,
+                         std::vector<std::span<const std::uint8_t>> inputs) {
+    (void)batch;
+    (void)model;
+    (void)inputs;
+    return {};
+  }
+  // After the batch was reported: each request's output, in input order, or
+  // nullopt when the devices compute none (the backend then answers with
+  // the input's hash). Forgets the batch.
+  virtual std::optional<std::vector<std::vector<std::uint8_t>>> take_outputs(BatchId batch) {
+    (void)batch;
+    return std::nullopt;
+  }
+  // Stops the devices; no executor reports after it returns.
+  virtual void stop() {}
+};
+
+// "emulated:N": N emulated GPUs named `prefix`/emulated:i.
+Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
+                                                              const std::string& prefix);
+
+}  // namespace symphony::rdma

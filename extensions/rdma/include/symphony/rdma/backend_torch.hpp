@@ -1,0 +1,40 @@
+// Backend devices that run TorchScript models: the server library's
+// CpuExecutor (one worker per CPU device) and CudaStreamExecutor (one stream
+// per GPU, where CUDA is built), fed through the server's BatchRunner
+// interface. Built only with the server library (libtorch): target
+// symphony_cluster_torch.
+//
+// A request's input is the raw bytes of its tensors, in the order of the
+// model's input specs, each C-contiguous with the spec's dtype and shape
+// (without a batch dimension): for float32[3,64,64], 3*64*64*4 bytes. Its
+// output is the raw bytes of the output tensor (of each tensor of a tuple,
+// one after the other), as the model returns them for that request.
+//
+//   auto d = make_torch_devices("cpu:2", {{"resnet18", "resnet18.pt", {"float32[3,64,64]"}}}, 1, "host1");
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symphony/rdma/backend_devices.hpp"
+#include "symphony/status.hpp"
+
+namespace symphony::rdma {
+
+struct TorchModelSpec {
+  std::string name;                 // the cluster's model name
+  std::string path;                 // TorchScript file
+  std::vector<std::string> inputs;  // "float32[4]", one per input tensor
+};
+
+// Parses "name:path:spec[+spec...]" (the backend's --model).
+Result<TorchModelSpec> parse_torch_model_spec(const std::string& text);
+
+// "cpu", "cpu:N" (N CPU workers) or "cuda", "cuda:0,1" (CUDA builds);
+// `cpu_threads` intra-op threads per CPU worker.
+Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,
+                                                           const std::vector<TorchModelSpec>& models,
+                                                           int cpu_threads, const std::string& prefix);
+
+}  // namespace symphony::rdma

@@ -1,0 +1,76 @@
+// cluster.yaml: one file for the scheduler, the backends and the load
+// generators of a cluster.
+//
+// It is a simulator config (docs/simulator.md: the models with their
+// profiles, SLOs and batch limits, the policy and gathering, `delays` as
+// floors of what the scheduler learns, and the workload a load generator
+// offers; `gpus` is the cluster's expected size, used when the simulator is
+// asked about the same config) plus one `cluster:` section:
+//
+//   cluster:
+//     token: "a shared secret"        # or token_file: path (relative to this file);
+//                                     # SYMPHONY_CLUSTER_TOKEN overrides both
+//     heartbeat_ms: 100               # the scheduler pings every peer this often
+//     heartbeat_timeout_ms: 750       # a peer silent this long is lost
+//     learn_delays: true              # d_ctrl/d_data/d_resp from measurements
+//     delay_percentile: 0.99          # ... as this percentile
+//     delay_window: 2000              # ... of the last this many samples
+//     delay_update_ms: 500            # how often the runtime gets new delays
+//     delay_max_age_ms: 5000          # samples older than this are forgotten
+//     shards: 1                       # the scheduler's model-shard threads
+//     max_gpus: 1024                  # GPUs the scheduler can hold at once
+//     max_requests: 262144            # requests queued or running at once
+//     max_input_bytes: 16777216       # largest input a frontend may submit
+//     ucx_tls: tcp                    # UCX_TLS when the environment sets none
+//     progress_spin_us: 0             # the scheduler's network thread polls this
+//                                     # long before it sleeps on the event fd
+//
+// Parsing is as strict as the simulator's: unknown keys, wrong types and
+// out-of-range values throw simtool::ConfigError naming the file, line, column
+// and key. The `cluster:` section is cut from the text (its lines blanked,
+// so the simulator's messages keep their line numbers) before the rest is
+// parsed as a simulator config.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "symphony/simtool/config.hpp"
+#include "symphony/time.hpp"
+
+namespace symphony::rdma {
+
+struct ClusterSettings {
+  std::string token;
+  Duration heartbeat_interval = Duration::milliseconds(100);
+  Duration heartbeat_timeout = Duration::milliseconds(750);
+  bool learn_delays = true;
+  double delay_percentile = 0.99;
+  std::uint32_t delay_window = 2000;
+  Duration delay_update = Duration::milliseconds(500);
+  Duration delay_max_age = Duration::seconds(5);
+  std::uint32_t shards = 1;
+  std::uint32_t max_gpus = 1024;
+  std::uint32_t max_requests = 1u << 18;
+  std::uint32_t max_input_bytes = 16u << 20;
+  std::string ucx_tls = "tcp";
+  Duration progress_spin =
+      Duration::zero();  // the scheduler's network thread polls this long before sleeping
+};
+
+struct ClusterConfig {
+  simtool::Config sim;          // models, policy, delays (floors), workload
+  ClusterSettings cluster;  // the `cluster:` section
+  bool has_cluster_section = false;
+};
+
+// Reads cluster.yaml; throws simtool::ConfigError. When `need_token` is set a
+// missing token is an error (the scheduler and backends need one).
+ClusterConfig load_cluster_config(const std::string& path, bool need_token = true);
+ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
+                                   const std::string& base_dir, bool need_token = true);
+
+// The token to use: SYMPHONY_CLUSTER_TOKEN when set, else the config's.
+std::string effective_token(const ClusterSettings& s);
+
+}  // namespace symphony::rdma

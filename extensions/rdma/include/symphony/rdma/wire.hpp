@@ -1,0 +1,381 @@
+// The cluster's wire protocol: every message between a scheduler, backends
+// and frontends (DESIGN.md §3 "Cluster", paper §4.1).
+//
+// A message is a fixed 16-byte header followed by a body whose layout the
+// header's kind fixes. All integers are little-endian, whatever the host; no
+// struct is ever copied to or from the wire as memory: the Writer puts each
+// field's bytes, the decoders read them one by one. Header:
+//
+//   offset 0  u32 magic    0x434D5953 ("SYMC" as bytes)
+//          4  u16 version  kVersion; any other is refused
+//          6  u16 kind     a Kind
+//          8  u32 length   of the whole message, header included
+//         12  u32 flags    0 (reserved)
+//
+// Every decoder checks the message before any field is trusted: the magic,
+// the version, a known kind, the length against the bytes received and
+// against kMaxMessageBytes, the fixed part of the body, every count against
+// the bytes that remain (in 64-bit arithmetic, so a count cannot overflow
+// the check), every string against its limit, and the exact end of the
+// message (no trailing bytes). A bad message yields a Status that names the
+// kind and the problem; nothing in it is undefined behaviour (the decoders
+// are fuzzed: extensions/rdma/fuzz/wire_fuzzer.cc).
+//
+// The three hot messages (Submit, Batch, Outputs) decode into views over the
+// received bytes: entries are read on access, nothing is allocated.
+//
+//   std::vector<std::uint8_t> m = wire::encode(wire::Ping{7, now_ns});
+//   Result<wire::Header> h = wire::decode_header(m);        // checks everything in the header
+//   Result<wire::Ping> p = wire::decode_ping(m);             // checks the body too
+//   Status s = wire::validate(m);                           // any kind: header and body
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symphony/status.hpp"
+
+namespace symphony::rdma::wire {
+
+inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 16;
+// A message longer than this is refused before its body is looked at.
+inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kMaxTokenBytes = 256;
+inline constexpr std::size_t kMaxNameBytes = 256;
+inline constexpr std::size_t kMaxTextBytes = 4096;
+inline constexpr std::size_t kMaxRkeyBytes = 16384;
+inline constexpr std::uint32_t kMaxModels = 4096;
+inline constexpr std::uint32_t kMaxDevices = 1024;
+inline constexpr std::uint32_t kMaxEntries = 1u << 16;  // requests in one Submit, Batch, Outputs or Outcomes
+
+enum class Kind : std::uint16_t {
+  kHello = 1,           // any -> acceptor: who I am, the cluster token
+  kWelcome = 2,         // scheduler -> frontend/backend: accepted; the model table
+  kRefuse = 3,          // acceptor -> peer: refused, why (then the acceptor closes)
+  kRegister = 4,        // backend -> scheduler: my devices and models
+  kRegistered = 5,      // scheduler -> backend: the GPU id of each device
+  kFrontendJoined = 6,  // scheduler -> backend: a frontend to fetch inputs from
+  kFrontendLeft = 7,    // scheduler -> backend: that frontend is gone
+  kPoolInfo = 8,        // frontend -> backend: the input pool's address and rkey
+  kSubmit = 9,          // frontend -> scheduler: requests (coalesced)
+  kBatch = 10,          // scheduler -> backend: run these requests as one batch
+  kBatchDone = 11,      // backend -> scheduler: the batch ended (timings)
+  kOutputs = 12,        // backend -> frontend: outputs of a batch's requests
+  kOutcomes = 13,       // scheduler -> frontend: drops and errors
+  kPing = 14,           // any -> any: heartbeat
+  kPong = 15,           // the answer, echoing the ping's time
+  kGoodbye = 16,        // any -> any: I am leaving (why)
+};
+inline constexpr std::uint16_t kMaxKind = 16;
+
+std::string_view to_string(Kind k) noexcept;
+
+enum class Role : std::uint8_t { kFrontend = 1, kBackend = 2, kScheduler = 3 };
+std::string_view to_string(Role r) noexcept;
+
+struct Header {
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kVersion;
+  Kind kind = Kind::kPing;
+  std::uint32_t length = 0;
+  std::uint32_t flags = 0;
+};
+
+// ---- messages ---------------------------------------------------------------------
+
+struct Hello {
+  Role role = Role::kFrontend;
+  std::uint32_t pid = 0;
+  std::uint64_t incarnation = 0;  // random per process start: tells a restarted peer apart
+  std::string token;              // the cluster's shared token (<= kMaxTokenBytes)
+  std::string name;               // for logs (<= kMaxNameBytes)
+  std::string address;            // frontends: HOST:PORT where backends reach them
+};
+
+struct ModelEntry {
+  std::uint32_t id = 0;
+  std::uint32_t max_batch = 0;
+  std::int64_t slo_ns = 0;
+  std::string name;
+};
+
+struct Welcome {
+  std::uint32_t peer_id = 0;
+  std::uint64_t incarnation = 0;  // the scheduler's
+  std::int64_t heartbeat_interval_ns = 0;
+  std::int64_t heartbeat_timeout_ns = 0;
+  std::vector<ModelEntry> models;
+};
+
+struct Refuse {
+  std::string reason;
+};
+
+struct Register {
+  std::vector<std::string> devices;  // names, for logs and reports
+  std::vector<std::string> models;   // the models this backend can run
+};
+
+struct Registered {
+  std::vector<std::uint32_t> gpus;  // the scheduler's GPU id of each registered device, in order
+};
+
+struct FrontendJoined {
+  std::uint32_t frontend_id = 0;
+  std::uint32_t generation = 0;
+  std::uint64_t incarnation = 0;
+  std::string address;  // HOST:PORT
+};
+
+struct FrontendLeft {
+  std::uint32_t frontend_id = 0;
+  std::uint32_t generation = 0;
+};
+
+struct PoolInfo {
+  std::uint64_t base = 0;    // remote address of the first byte of the pool
+  std::uint64_t length = 0;  // bytes
+  std::vector<std::uint8_t> rkey;
+};
+
+struct Ping {
+  std::uint64_t seq = 0;
+  std::int64_t origin_ns = 0;  // the sender's clock; echoed, never compared with ours
+};
+struct Pong {
+  std::uint64_t seq = 0;
+  std::int64_t origin_ns = 0;
+};
+
+struct Goodbye {
+  std::string reason;
+};
+
+enum class BatchStatus : std::uint8_t { kOk = 0, kError = 1 };
+
+struct BatchDone {
+  std::uint64_t batch = 0;
+  BatchStatus status = BatchStatus::kOk;
+  std::uint32_t executed = 0;       // requests that ran
+  std::int64_t since_end_ns = 0;    // from the batch's end to this message's send
+  std::int64_t recv_to_end_ns = 0;  // from the Batch's arrival to the batch's end
+  std::int64_t fetch_ns = 0;        // input reads (ucp_get) of the batch
+  std::int64_t exec_ns = 0;         // execution on the device
+  std::int64_t push_ns = 0;         // output sends until the transport took them
+  std::string error;                // status == kError
+};
+
+// ---- hot messages: fixed-size entries read through views ------------------------
+
+struct SubmitEntry {          // 32 bytes
+  std::uint64_t request = 0;  // the frontend's request id
+  std::uint64_t addr = 0;     // input: remote address in the frontend's pool
+  std::uint32_t len = 0;      // input bytes
+  std::uint32_t model = 0;
+  std::int64_t budget_ns = 0;  // time left until the deadline when sent
+};
+inline constexpr std::size_t kSubmitEntryBytes = 32;
+
+struct BatchEntry {  // 32 bytes
+  std::uint64_t request = 0;
+  std::uint64_t addr = 0;
+  std::uint32_t len = 0;
+  std::uint32_t frontend_id = 0;
+  std::uint32_t frontend_generation = 0;
+};
+inline constexpr std::size_t kBatchEntryBytes = 32;
+
+struct OutputEntry {  // 16 bytes; the payloads follow all entries, in order
+  std::uint64_t request = 0;
+  std::uint32_t len = 0;
+};
+inline constexpr std::size_t kOutputEntryBytes = 16;
+
+struct OutcomeEntry {  // 16 bytes
+  std::uint64_t request = 0;
+  std::uint8_t outcome = 0;  // symphony::Outcome
+  std::uint8_t reason = 0;   // symphony::DropReason
+};
+inline constexpr std::size_t kOutcomeEntryBytes = 16;
+
+// Entries of a hot message, decoded on access. Valid while the bytes are.
+template <class E, E (*Read)(const std::uint8_t*), std::size_t Size>
+class EntryView {
+ public:
+  EntryView() = default;
+  EntryView(const std::uint8_t* p, std::uint32_t n) : p_(p), n_(n) {}
+  std::uint32_t size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  // REQUIRES: i < size().
+  E operator[](std::uint32_t i) const noexcept { return Read(p_ + std::size_t{i} * Size); }
+
+ private:
+  const std::uint8_t* p_ = nullptr;
+  std::uint32_t n_ = 0;
+};
+
+SubmitEntry read_submit_entry(const std::uint8_t* p) noexcept;
+BatchEntry read_batch_entry(const std::uint8_t* p) noexcept;
+OutputEntry read_output_entry(const std::uint8_t* p) noexcept;
+OutcomeEntry read_outcome_entry(const std::uint8_t* p) noexcept;
+
+struct SubmitView {
+  EntryView<SubmitEntry, read_submit_entry, kSubmitEntryBytes> entries;
+};
+
+struct BatchView {
+  std::uint64_t batch = 0;
+  std::uint32_t device = 0;  // the backend's device index
+  std::uint32_t model = 0;
+  std::int64_t predicted_ns = 0;    // l(b) of the profile for the batch as planned
+  std::int64_t exec_budget_ns = 0;  // the batch should end within this of the message's send
+  std::uint32_t planned_size = 0;   // b as planned (entries may be fewer: requests of lost frontends)
+  EntryView<BatchEntry, read_batch_entry, kBatchEntryBytes> entries;
+};
+
+struct OutputsView {
+  std::uint64_t batch = 0;
+  std::uint32_t batch_size = 0;  // requests that ran in the batch (all frontends)
+  BatchStatus status = BatchStatus::kOk;
+  std::string_view error;
+  EntryView<OutputEntry, read_output_entry, kOutputEntryBytes> entries;
+  std::span<const std::uint8_t> payload;  // the outputs, concatenated in entry order
+};
+
+struct OutcomesView {
+  std::string_view text;  // one message for every entry (an error's cause)
+  EntryView<OutcomeEntry, read_outcome_entry, kOutcomeEntryBytes> entries;
+};
+
+// ---- encoding ---------------------------------------------------------------------
+
+// Appends little-endian fields to a message; begin() writes the header and
+// finish() its length.
+class Writer {
+ public:
+  explicit Writer(Kind kind, std::size_t reserve = 64);
+  Writer& u8(std::uint8_t v);
+  Writer& u16(std::uint16_t v);
+  Writer& u32(std::uint32_t v);
+  Writer& u64(std::uint64_t v);
+  Writer& i64(std::int64_t v) { return u64(static_cast<std::uint64_t>(v)); }
+  Writer& bytes(const void* p, std::size_t n);
+  // A u32 length and the bytes.
+  Writer& str(std::string_view s) {
+    return u32(static_cast<std::uint32_t>(s.size())).bytes(s.data(), s.size());
+  }
+  // Overwrites the u32 at `offset` (a count reserved earlier).
+  void patch_u32(std::size_t offset, std::uint32_t v);
+  std::size_t size() const noexcept { return buf_.size(); }
+  // Writes the length and hands the message over.
+  std::vector<std::uint8_t> finish() &&;
+
+ private:
+  std::vector<std::uint8_t> buf_;
+};
+
+std::vector<std::uint8_t> encode(const Hello& m);
+std::vector<std::uint8_t> encode(const Welcome& m);
+std::vector<std::uint8_t> encode(const Refuse& m);
+std::vector<std::uint8_t> encode(const Register& m);
+std::vector<std::uint8_t> encode(const Registered& m);
+std::vector<std::uint8_t> encode(const FrontendJoined& m);
+std::vector<std::uint8_t> encode(const FrontendLeft& m);
+std::vector<std::uint8_t> encode(const PoolInfo& m);
+std::vector<std::uint8_t> encode(const Ping& m);
+std::vector<std::uint8_t> encode(const Pong& m);
+std::vector<std::uint8_t> encode(const Goodbye& m);
+std::vector<std::uint8_t> encode(const BatchDone& m);
+
+// Builds a Submit: add() entries, then finish().
+class SubmitBuilder {
+ public:
+  explicit SubmitBuilder(std::size_t reserve_entries = 64);
+  void add(const SubmitEntry& e);
+  std::uint32_t count() const noexcept { return count_; }
+  std::vector<std::uint8_t> finish() &&;
+
+ private:
+  Writer w_;
+  std::uint32_t count_ = 0;
+};
+
+// Builds a Batch.
+class BatchBuilder {
+ public:
+  BatchBuilder(std::uint64_t batch, std::uint32_t device, std::uint32_t model, std::int64_t predicted_ns,
+               std::int64_t exec_budget_ns, std::uint32_t planned_size);
+  void add(const BatchEntry& e);
+  std::uint32_t count() const noexcept { return count_; }
+  std::vector<std::uint8_t> finish() &&;
+
+ private:
+  Writer w_;
+  std::uint32_t count_ = 0;
+};
+
+// Builds an Outputs message: entries with their payloads.
+class OutputsBuilder {
+ public:
+  OutputsBuilder(std::uint64_t batch, std::uint32_t batch_size, BatchStatus status, std::string_view error);
+  void add(std::uint64_t request, std::span<const std::uint8_t> output);
+  std::uint32_t count() const noexcept { return static_cast<std::uint32_t>(entries_.size()); }
+  std::vector<std::uint8_t> finish() &&;
+
+ private:
+  std::uint64_t batch_;
+  std::uint32_t batch_size_;
+  BatchStatus status_;
+  std::string error_;
+  std::vector<OutputEntry> entries_;
+  std::vector<std::uint8_t> payload_;
+};
+
+// Builds an Outcomes message (one text for all its entries).
+class OutcomesBuilder {
+ public:
+  explicit OutcomesBuilder(std::string_view text = {});
+  void add(const OutcomeEntry& e);
+  std::uint32_t count() const noexcept { return count_; }
+  std::vector<std::uint8_t> finish() &&;
+
+ private:
+  std::string text_;
+  std::vector<std::uint8_t> entries_;
+  std::uint32_t count_ = 0;
+};
+
+// ---- decoding ---------------------------------------------------------------------
+
+// Checks the header of `msg` (magic, version, a known kind, length equal to
+// msg.size(), at most kMaxMessageBytes). Everything else decodes through it.
+Result<Header> decode_header(std::span<const std::uint8_t> msg);
+
+Result<Hello> decode_hello(std::span<const std::uint8_t> msg);
+Result<Welcome> decode_welcome(std::span<const std::uint8_t> msg);
+Result<Refuse> decode_refuse(std::span<const std::uint8_t> msg);
+Result<Register> decode_register(std::span<const std::uint8_t> msg);
+Result<Registered> decode_registered(std::span<const std::uint8_t> msg);
+Result<FrontendJoined> decode_frontend_joined(std::span<const std::uint8_t> msg);
+Result<FrontendLeft> decode_frontend_left(std::span<const std::uint8_t> msg);
+Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg);
+Result<Ping> decode_ping(std::span<const std::uint8_t> msg);
+Result<Pong> decode_pong(std::span<const std::uint8_t> msg);
+Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg);
+Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg);
+Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
+Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
+Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);
+Result<OutcomesView> decode_outcomes(std::span<const std::uint8_t> msg);
+
+// Decodes the header and the body of whatever kind `msg` is; ok when the
+// whole message is well formed.
+Status validate(std::span<const std::uint8_t> msg);
+
+}  // namespace symphony::rdma::wire

@@ -1,0 +1,754 @@
+// A backend of the cluster (see backend_node.hpp).
+#include "symphony/rdma/backend_node.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/wire.hpp"
+#include "symphony/runtime/emulated_executor.hpp"
+#include "symphony/latency_histogram.hpp"
+
+namespace symphony::rdma {
+namespace {
+
+class EmulatedDevices final : public BackendDevices {
+ public:
+  EmulatedDevices(unsigned long n, const std::string& prefix) {
+    for (unsigned long i = 0; i < n; ++i) {
+      executors_.push_back(pool_->make_executor());
+      names_.push_back(prefix + "/emulated:" + std::to_string(i));
+    }
+  }
+  const std::vector<std::string>& names() const override { return names_; }
+  std::vector<std::string> models() const override { return {}; }
+  Executor& executor(std::size_t d) override { return *executors_[d]; }
+  void stop() override { pool_.reset(); }  // joins the pool's thread; pending batches are never reported
+
+ private:
+  std::unique_ptr<EmulatedGpus> pool_ = std::make_unique<EmulatedGpus>();
+  std::vector<std::unique_ptr<Executor>> executors_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
+                                                              const std::string& prefix) {
+  if (spec.rfind("emulated:", 0) != 0)
+    return Status(Errc::kInvalidArgument, "expected emulated:N, got '" + spec + "'");
+  const std::string n = spec.substr(9);
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(n) == 0)
+    return Status(Errc::kInvalidArgument, "emulated:N needs N in [1, 9999], got '" + spec + "'");
+  return std::unique_ptr<BackendDevices>(new EmulatedDevices(std::stoul(n), prefix));
+}
+
+}  // namespace symphony::rdma
+
+namespace symphony::rdma {
+namespace {
+
+constexpr int kMaxLogged = 5;
+constexpr Duration kParkLimit = Duration::seconds(2);  // a batch waits this long for a frontend's rkey
+
+}  // namespace
+
+class BackendNode::Impl final : public Transport::Handler, private CompletionPort {
+ public:
+  explicit Impl(BackendOptions o) : opts_(std::move(o)) {
+    if (opts_.name.empty()) opts_.name = "backend-" + std::to_string(getpid());
+    if (!opts_.log) opts_.log = stderr_logger(opts_.name);
+    if (opts_.token.empty())
+      if (const char* env = std::getenv("SYMPHONY_CLUSTER_TOKEN")) opts_.token = env;
+  }
+  ~Impl() override {
+    if (exec_log_) std::fclose(exec_log_);
+  }
+
+  Status start();
+  void stop();
+  nlohmann::json report() const;
+
+  void on_accept(ConnId c, const std::string&) override { transport_->close(c); }  // nobody connects to us
+  void on_message(ConnId c, std::span<const std::uint8_t> msg) override;
+  void on_disconnect(ConnId c, const Status& why) override;
+  void on_tick(TimePoint now) override;
+  bool on_poll() override;
+
+ private:
+  enum class EntryState : std::uint8_t { kPending, kFetched, kFailed, kSkipped };
+  struct Entry {
+    wire::BatchEntry e;
+    std::size_t off = 0;  // in the batch's staging buffer
+    EntryState state = EntryState::kPending;
+    std::string why;  // kFailed
+  };
+  struct RunningBatch {
+    std::uint64_t id = 0;
+    std::uint32_t device = 0;
+    std::uint32_t model = 0;
+    Duration predicted;
+    Duration exec_budget;
+    std::vector<Entry> entries;
+    std::vector<std::uint8_t> staging;
+    std::uint32_t pending_reads = 0;
+    TimePoint recv, fetch_start, fetch_end, exec_start;
+    bool executing = false;
+    std::uint64_t scheduler_incarnation = 0;
+  };
+  struct FrontendConn {
+    std::uint32_t generation = 0;
+    std::uint64_t incarnation = 0;
+    std::string address;
+    ConnId conn = kNoConn;
+    bool ready = false;  // PoolInfo received
+    std::uint64_t base = 0, length = 0;
+  };
+
+  void log(const std::string& m) const { opts_.log(m); }
+  void connect_scheduler();
+  void scheduler_lost(const std::string& why);
+  void on_scheduler_message(std::span<const std::uint8_t> msg);
+  void on_batch(std::span<const std::uint8_t> msg);
+  void on_frontend_joined(const wire::FrontendJoined& f);
+  void drop_frontend(std::uint32_t id, const std::string& why);
+  void issue_reads(RunningBatch& b, std::uint32_t frontend_id);
+  void maybe_execute(std::uint64_t id);
+  void finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end);
+  void report(BatchCompletion c) override {  // executor threads
+    completions_.enqueue(std::move(c));
+    transport_->notify();
+  }
+
+  BackendOptions opts_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<BackendDevices> devices_;
+  moodycamel::ConcurrentQueue<BatchCompletion> completions_;
+  const std::uint64_t incarnation_ = random_incarnation();
+  std::FILE* exec_log_ = nullptr;
+
+  // Network thread.
+  ConnId sched_ = kNoConn;
+  enum class Stage : std::uint8_t { kConnecting, kWelcomed, kRegistered } stage_ = Stage::kConnecting;
+  TimePoint last_heard_, reconnect_at_;
+  Duration hb_timeout_ = Duration::seconds(1);
+  Backoff backoff_;
+  std::uint64_t sched_incarnation_ = 0;
+  std::vector<std::string> model_names_;
+  std::unordered_map<std::uint32_t, FrontendConn> frontends_;
+  std::unordered_map<ConnId, std::uint32_t> frontend_by_conn_;
+  std::unordered_map<std::uint64_t, RunningBatch> batches_;
+  int logged_ = 0;
+  std::atomic<bool> stopped_{false};
+
+  // Statistics (network thread writes; report() reads under stats_mu_).
+  mutable std::mutex stats_mu_;
+  LatencyHistogram fetch_hist_, exec_hist_;
+  std::uint64_t batches_run_ = 0, requests_run_ = 0, reads_ = 0, read_bytes_ = 0, skipped_ = 0, failed_ = 0;
+  std::uint64_t registrations_ = 0, refused_ = 0;
+};
+
+// ---- lifecycle -------------------------------------------------------------------------
+
+Status BackendNode::Impl::start() {
+  if (opts_.token.empty())
+    return Status(Errc::kInvalidArgument,
+                  "no cluster token (--token, --config's cluster.token or SYMPHONY_CLUSTER_TOKEN)");
+  if (opts_.output_bytes < 8) return Status(Errc::kInvalidArgument, "output_bytes must be at least 8");
+  if (opts_.device_set) {
+    devices_ = std::move(opts_.device_set);
+  } else {
+    Result<std::unique_ptr<BackendDevices>> d = make_emulated_devices(opts_.devices, opts_.name);
+    if (!d.ok()) return Status(d.status().code(), "--devices: " + d.status().message());
+    devices_ = std::move(*d);
+  }
+  if (!opts_.exec_log.empty()) {
+    exec_log_ = std::fopen(opts_.exec_log.c_str(), "a");
+    if (!exec_log_) return Status(Errc::kInvalidArgument, "cannot open the exec log " + opts_.exec_log);
+  }
+  TransportOptions to;
+  to.name = opts_.name;
+  to.tls = opts_.ucx_tls;
+  to.show_transports = opts_.verbose;
+  to.log = opts_.log;
+  Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
+  if (!t.ok()) return t.status();
+  transport_ = std::move(*t);
+  transport_->activate();  // the first tick connects
+  return {};
+}
+
+void BackendNode::Impl::stop() {
+  if (stopped_.exchange(true) || !transport_) return;
+  transport_->call([this] {
+    if (sched_ != kNoConn) {
+      (void)transport_->send(sched_, wire::encode(wire::Goodbye{"the backend is stopping"}));
+      transport_->close(sched_);
+      sched_ = kNoConn;
+    }
+    for (auto& [id, f] : frontends_)
+      if (f.conn != kNoConn) transport_->close(f.conn);
+    frontends_.clear();
+    frontend_by_conn_.clear();
+  });
+  transport_->stop();  // no batch starts from now on; reports only queue (see Transport::notify)
+  devices_->stop();
+}
+
+void BackendNode::Impl::connect_scheduler() {
+  if (sched_ != kNoConn) return;
+  Result<ConnId> c = transport_->connect(opts_.scheduler);
+  if (!c.ok()) {
+    log(c.status().message());
+    reconnect_at_ = SteadyClock{}.now() + backoff_.next();
+    return;
+  }
+  sched_ = *c;
+  stage_ = Stage::kConnecting;
+  last_heard_ = SteadyClock{}.now();
+  wire::Hello h;
+  h.role = wire::Role::kBackend;
+  h.pid = static_cast<std::uint32_t>(getpid());
+  h.incarnation = incarnation_;
+  h.token = opts_.token;
+  h.name = opts_.name;
+  (void)transport_->send(sched_, wire::encode(h));
+}
+
+void BackendNode::Impl::scheduler_lost(const std::string& why) {
+  if (sched_ != kNoConn) transport_->close(sched_);
+  if (stage_ == Stage::kRegistered) log("lost the scheduler: " + why + "; reconnecting");
+  sched_ = kNoConn;
+  stage_ = Stage::kConnecting;
+  // Frontend ids belong to the lost scheduler: forget them (batches in
+  // flight still push their outputs where the connection survives).
+  for (auto& [id, f] : frontends_)
+    if (f.conn != kNoConn) transport_->close(f.conn);
+  frontends_.clear();
+  frontend_by_conn_.clear();
+  for (auto& [id, b] : batches_) {
+    if (b.executing) continue;
+    for (Entry& e : b.entries)
+      if (e.state == EntryState::kPending) e.state = EntryState::kSkipped;
+  }
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, b] : batches_) ids.push_back(id);
+  for (std::uint64_t id : ids) maybe_execute(id);
+  reconnect_at_ = SteadyClock{}.now() + backoff_.next();
+}
+
+// ---- messages ------------------------------------------------------------------------------
+
+void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
+  if (c == sched_) return on_scheduler_message(msg);
+  const auto it = frontend_by_conn_.find(c);
+  if (it == frontend_by_conn_.end()) return;
+  const std::uint32_t fid = it->second;
+  Result<wire::Header> h = wire::decode_header(msg);
+  if (!h.ok()) return drop_frontend(fid, "bad message: " + h.status().message());
+  if (h->kind == wire::Kind::kPoolInfo) {
+    Result<wire::PoolInfo> p = wire::decode_pool_info(msg);
+    if (!p.ok()) return drop_frontend(fid, p.status().message());
+    if (Status s = transport_->set_remote_key(c, p->rkey); !s.ok()) return drop_frontend(fid, s.message());
+    FrontendConn& f = frontends_[fid];
+    f.ready = true;
+    f.base = p->base;
+    f.length = p->length;
+    if (opts_.verbose) log("frontend " + std::to_string(fid) + " at " + f.address + " is ready");
+    std::vector<std::uint64_t> ids;
+    for (auto& [id, b] : batches_) ids.push_back(id);
+    for (std::uint64_t id : ids) {
+      issue_reads(batches_[id], fid);
+      maybe_execute(id);
+    }
+    return;
+  }
+  if (h->kind == wire::Kind::kRefuse) {
+    Result<wire::Refuse> r = wire::decode_refuse(msg);
+    return drop_frontend(fid, "it refused this backend: " + (r.ok() ? r->reason : std::string("?")));
+  }
+  if (h->kind == wire::Kind::kGoodbye) return drop_frontend(fid, "it said goodbye");
+}
+
+void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) {
+  last_heard_ = SteadyClock{}.now();
+  Result<wire::Header> h = wire::decode_header(msg);
+  if (!h.ok()) {
+    log("bad message from the scheduler: " + h.status().message());
+    return scheduler_lost("it sent a malformed message");
+  }
+  switch (h->kind) {
+    case wire::Kind::kWelcome: {
+      Result<wire::Welcome> w = wire::decode_welcome(msg);
+      if (!w.ok()) return scheduler_lost(w.status().message());
+      hb_timeout_ = Duration::nanoseconds(w->heartbeat_timeout_ns);
+      sched_incarnation_ = w->incarnation;
+      model_names_.clear();
+      for (const wire::ModelEntry& m : w->models) model_names_.push_back(m.name);
+      stage_ = Stage::kWelcomed;
+      // Emulated devices run any model: they register every one of the
+      // cluster's; model devices the models they loaded.
+      std::vector<std::string> models = devices_->models();
+      if (models.empty()) models = model_names_;
+      (void)transport_->send(sched_, wire::encode(wire::Register{devices_->names(), models}));
+      return;
+    }
+    case wire::Kind::kRegistered: {
+      Result<wire::Registered> r = wire::decode_registered(msg);
+      if (!r.ok()) return scheduler_lost(r.status().message());
+      stage_ = Stage::kRegistered;
+      backoff_.reset();
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        ++registrations_;
+      }
+      std::string gpus;
+      for (std::uint32_t g : r->gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+      log("registered " + std::to_string(r->gpus.size()) + " devices with the scheduler at " +
+          opts_.scheduler.to_string() + " (GPU ids " + gpus + ")");
+      return;
+    }
+    case wire::Kind::kRefuse: {
+      Result<wire::Refuse> r = wire::decode_refuse(msg);
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        ++refused_;
+      }
+      log("the scheduler refused this backend: " + (r.ok() ? r->reason : std::string("?")));
+      return scheduler_lost("refused");
+    }
+    case wire::Kind::kFrontendJoined: {
+      Result<wire::FrontendJoined> f = wire::decode_frontend_joined(msg);
+      if (!f.ok()) return log(f.status().message());
+      return on_frontend_joined(*f);
+    }
+    case wire::Kind::kFrontendLeft: {
+      Result<wire::FrontendLeft> f = wire::decode_frontend_left(msg);
+      if (!f.ok()) return log(f.status().message());
+      const auto it = frontends_.find(f->frontend_id);
+      if (it != frontends_.end() && it->second.generation == f->generation)
+        drop_frontend(f->frontend_id, "it left the cluster");
+      return;
+    }
+    case wire::Kind::kBatch:
+      return on_batch(msg);
+    case wire::Kind::kPing: {
+      Result<wire::Ping> p = wire::decode_ping(msg);
+      if (p.ok()) (void)transport_->send(sched_, wire::encode(wire::Pong{p->seq, p->origin_ns}));
+      return;
+    }
+    case wire::Kind::kGoodbye: {
+      Result<wire::Goodbye> g = wire::decode_goodbye(msg);
+      return scheduler_lost("it said goodbye (" + (g.ok() ? g->reason : std::string("?")) + ")");
+    }
+    default:
+      if (logged_++ < kMaxLogged)
+        log("unexpected " + std::string(wire::to_string(h->kind)) + " from the scheduler");
+  }
+}
+
+void BackendNode::Impl::on_frontend_joined(const wire::FrontendJoined& f) {
+  Result<HostPort> hp = HostPort::parse(f.address);
+  if (!hp.ok()) return log("frontend " + std::to_string(f.frontend_id) + ": " + hp.status().message());
+  if (frontends_.count(f.frontend_id)) drop_frontend(f.frontend_id, "replaced by a new frontend with its id");
+  Result<ConnId> c = transport_->connect(*hp);
+  if (!c.ok()) return log("cannot reach frontend at " + f.address + ": " + c.status().message());
+  FrontendConn fc;
+  fc.generation = f.generation;
+  fc.incarnation = f.incarnation;
+  fc.address = f.address;
+  fc.conn = *c;
+  frontends_[f.frontend_id] = fc;
+  frontend_by_conn_[*c] = f.frontend_id;
+  wire::Hello h;
+  h.role = wire::Role::kBackend;
+  h.pid = static_cast<std::uint32_t>(getpid());
+  h.incarnation = incarnation_;
+  h.token = opts_.token;
+  h.name = opts_.name;
+  (void)transport_->send(*c, wire::encode(h));
+}
+
+void BackendNode::Impl::drop_frontend(std::uint32_t id, const std::string& why) {
+  const auto it = frontends_.find(id);
+  if (it == frontends_.end()) return;
+  if (opts_.verbose || why.find("left") == std::string::npos)
+    log("frontend " + std::to_string(id) + " at " + it->second.address + ": " + why);
+  if (it->second.conn != kNoConn) {
+    frontend_by_conn_.erase(it->second.conn);
+    transport_->close(it->second.conn);
+  }
+  frontends_.erase(it);
+  // Its requests that wait for inputs are skipped: nobody would get their outputs.
+  std::vector<std::uint64_t> ids;
+  for (auto& [bid, b] : batches_) {
+    if (b.executing) continue;
+    for (Entry& e : b.entries)
+      if (e.e.frontend_id == id && e.state == EntryState::kPending) e.state = EntryState::kSkipped;
+    ids.push_back(bid);
+  }
+  for (std::uint64_t bid : ids) maybe_execute(bid);
+}
+
+void BackendNode::Impl::on_disconnect(ConnId c, const Status& why) {
+  if (c == sched_) {
+    sched_ = kNoConn;
+    return scheduler_lost(why.message());
+  }
+  const auto it = frontend_by_conn_.find(c);
+  if (it == frontend_by_conn_.end()) return;
+  const std::uint32_t id = it->second;
+  frontends_[id].conn = kNoConn;
+  frontend_by_conn_.erase(it);
+  drop_frontend(id, "connection lost (" + why.message() + ")");
+}
+
+// ---- batches --------------------------------------------------------------------------------
+
+void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
+  Result<wire::BatchView> v = wire::decode_batch(msg);
+  if (!v.ok()) {
+    log("bad Batch from the scheduler: " + v.status().message());
+    return;
+  }
+  const TimePoint now = SteadyClock{}.now();
+  const std::size_t ndev = devices_->names().size();
+  if (v->device >= ndev || v->model >= model_names_.size() || batches_.count(v->batch)) {
+    const std::string why = v->device >= ndev ? "no device " + std::to_string(v->device) + " on " + opts_.name
+                            : v->model >= model_names_.size()
+                                ? "unknown model id " + std::to_string(v->model)
+                                : "batch id " + std::to_string(v->batch) + " is already running";
+    log("refusing a batch: " + why);
+    wire::BatchDone d;
+    d.batch = v->batch;
+    d.status = wire::BatchStatus::kError;
+    d.error = why;
+    if (batches_.count(v->batch)) return;  // a duplicate id: the first one will answer
+    (void)transport_->send(sched_, wire::encode(d));
+    return;
+  }
+  RunningBatch& b = batches_[v->batch];
+  b.id = v->batch;
+  b.device = v->device;
+  b.model = v->model;
+  b.predicted = Duration::nanoseconds(v->predicted_ns);
+  b.exec_budget = Duration::nanoseconds(v->exec_budget_ns);
+  b.recv = b.fetch_start = now;
+  b.scheduler_incarnation = sched_incarnation_;
+  b.entries.resize(v->entries.size());
+  std::size_t total = 0;
+  for (std::uint32_t i = 0; i < v->entries.size(); ++i) {
+    Entry& e = b.entries[i];
+    e.e = v->entries[i];
+    const auto fit = frontends_.find(e.e.frontend_id);
+    if (fit == frontends_.end() || fit->second.generation != e.e.frontend_generation) {
+      e.state = EntryState::kSkipped;  // a frontend that left (or never was): nobody to answer
+      continue;
+    }
+    total += e.e.len;
+  }
+  b.staging.resize(std::max<std::size_t>(total, 1));
+  // Staging offsets in (frontend, address) order: adjacent remote ranges of a
+  // frontend are adjacent here too, so one read covers them.
+  std::vector<std::uint32_t> order(b.entries.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
+    const wire::BatchEntry &a = b.entries[x].e, &c = b.entries[y].e;
+    return a.frontend_id != c.frontend_id ? a.frontend_id < c.frontend_id : a.addr < c.addr;
+  });
+  std::size_t off = 0;
+  for (std::uint32_t i : order) {
+    Entry& e = b.entries[i];
+    if (e.state == EntryState::kSkipped) continue;
+    e.off = off;
+    off += e.e.len;
+    const FrontendConn& f = frontends_[e.e.frontend_id];
+    if (f.ready && (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
+      e.state = EntryState::kFailed;
+      e.why = "input [" + std::to_string(e.e.addr) + ", +" + std::to_string(e.e.len) +
+              ") is outside the frontend's pool";
+      if (logged_++ < kMaxLogged) log("request " + std::to_string(e.e.request) + ": " + e.why);
+    }
+  }
+  std::vector<std::uint32_t> fids;
+  for (const Entry& e : b.entries)
+    if (e.state == EntryState::kPending && std::find(fids.begin(), fids.end(), e.e.frontend_id) == fids.end())
+      fids.push_back(e.e.frontend_id);
+  for (std::uint32_t fid : fids) issue_reads(b, fid);
+  maybe_execute(v->batch);
+}
+
+void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
+  if (b.executing) return;
+  const auto fit = frontends_.find(fid);
+  if (fit == frontends_.end() || !fit->second.ready) return;
+  const FrontendConn& f = fit->second;
+  std::vector<std::uint32_t> mine;
+  for (std::uint32_t i = 0; i < b.entries.size(); ++i) {
+    const Entry& e = b.entries[i];
+    if (e.e.frontend_id != fid || e.state != EntryState::kPending) continue;
+    if (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)
+      continue;  // checked below
+    mine.push_back(i);
+  }
+  // Entries parked before the rkey came: check their range now.
+  for (Entry& e : b.entries)
+    if (e.e.frontend_id == fid && e.state == EntryState::kPending &&
+        (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
+      e.state = EntryState::kFailed;
+      e.why = "input outside the frontend's pool";
+    }
+  if (mine.empty()) return;
+  std::sort(mine.begin(), mine.end(),
+            [&](std::uint32_t x, std::uint32_t y) { return b.entries[x].e.addr < b.entries[y].e.addr; });
+  const std::uint64_t batch_id = b.id;
+  std::size_t i = 0;
+  while (i < mine.size()) {
+    // One read for a run of requests whose inputs are adjacent in the pool.
+    std::size_t j = i + 1;
+    std::uint64_t end = b.entries[mine[i]].e.addr + b.entries[mine[i]].e.len;
+    while (j < mine.size() && b.entries[mine[j]].e.addr == end &&
+           b.entries[mine[j]].off == b.entries[mine[j - 1]].off + b.entries[mine[j - 1]].e.len) {
+      end += b.entries[mine[j]].e.len;
+      ++j;
+    }
+    const Entry& first = b.entries[mine[i]];
+    std::vector<std::uint32_t> run(mine.begin() + static_cast<std::ptrdiff_t>(i),
+                                   mine.begin() + static_cast<std::ptrdiff_t>(j));
+    const std::size_t len = end - first.e.addr;
+    ++b.pending_reads;
+    Status s = transport_->get(f.conn, first.e.addr, b.staging.data() + first.off, len,
+                               [this, batch_id, run](Status st) {
+                                 const auto it = batches_.find(batch_id);
+                                 if (it == batches_.end()) return;
+                                 RunningBatch& rb = it->second;
+                                 --rb.pending_reads;
+                                 for (std::uint32_t k : run) {
+                                   Entry& e = rb.entries[k];
+                                   if (e.state != EntryState::kPending) continue;
+                                   e.state = st.ok() ? EntryState::kFetched : EntryState::kSkipped;
+                                 }
+                                 maybe_execute(batch_id);
+                               });
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++reads_;
+      read_bytes_ += len;
+    }
+    if (!s.ok()) {
+      --b.pending_reads;
+      for (std::uint32_t k : run) b.entries[k].state = EntryState::kSkipped;
+      if (logged_++ < kMaxLogged)
+        log("read from frontend " + std::to_string(fid) + " failed: " + s.message());
+    }
+    i = j;
+  }
+}
+
+void BackendNode::Impl::maybe_execute(std::uint64_t id) {
+  const auto it = batches_.find(id);
+  if (it == batches_.end()) return;
+  RunningBatch& b = it->second;
+  // Entries still pending wait for a read, or for their frontend's rkey.
+  if (b.executing || b.pending_reads != 0) return;
+  for (const Entry& e : b.entries)
+    if (e.state == EntryState::kPending) return;
+  const TimePoint now = SteadyClock{}.now();
+  b.fetch_end = now;
+  b.executing = true;
+  std::uint32_t n = 0;
+  for (const Entry& e : b.entries) n += e.state == EntryState::kFetched;
+  if (n == 0) {
+    finish(id, BatchStatus::kOk, {}, now);
+    return;
+  }
+  b.exec_start = now;
+  std::vector<std::span<const std::uint8_t>> inputs;
+  for (const Entry& e : b.entries)
+    if (e.state == EntryState::kFetched) inputs.emplace_back(b.staging.data() + e.off, e.e.len);
+  if (Status s = devices_->prepare(b.id, model_names_[b.model], std::move(inputs)); !s.ok()) {
+    finish(id, BatchStatus::kError, s.message(), now);
+    return;
+  }
+  ExecBatch eb;
+  eb.batch = b.id;
+  eb.model = b.model;
+  eb.gpu = b.device;
+  eb.size = n;
+  eb.dispatched_at = now;
+  eb.exec = now;
+  eb.predicted = b.predicted;
+  eb.exec_deadline = b.recv + b.exec_budget;
+  eb.delay = Duration::zero();
+  devices_->executor(b.device).execute(eb, *this);
+}
+
+bool BackendNode::Impl::on_poll() {
+  BatchCompletion done[32];
+  std::size_t n;
+  bool any = false;
+  while ((n = completions_.try_dequeue_bulk(done, 32)) != 0) {
+    any = true;
+    for (std::size_t i = 0; i < n; ++i)
+      finish(done[i].batch, done[i].status, done[i].error, done[i].actual_end);
+  }
+  return any;
+}
+
+void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end) {
+  const auto it = batches_.find(id);
+  if (it == batches_.end()) return;
+  RunningBatch& b = it->second;
+  const TimePoint push_start = SteadyClock{}.now();
+  std::uint32_t executed = 0;
+  for (const Entry& e : b.entries) executed += e.state == EntryState::kFetched;
+  // Outputs, one message per frontend (and one more for requests that failed).
+  std::unordered_map<std::uint32_t, std::unique_ptr<wire::OutputsBuilder>> ok, bad;
+  std::vector<std::uint8_t> out(opts_.output_bytes, 0);
+  std::uint64_t skipped = 0, failed = 0;
+  // The devices' outputs (model devices), one per fetched request in order.
+  std::optional<std::vector<std::vector<std::uint8_t>>> outputs;
+  if (b.executing && executed) outputs = devices_->take_outputs(b.id);
+  if (outputs && outputs->size() != executed && st == BatchStatus::kOk) {
+    st = BatchStatus::kError;
+    error = "the device returned " + std::to_string(outputs->size()) + " outputs for " +
+            std::to_string(executed) + " requests";
+  }
+  std::size_t next_output = 0;
+  for (const Entry& e : b.entries) {
+    if (e.state == EntryState::kSkipped) {
+      ++skipped;
+      continue;
+    }
+    const bool fetched = e.state == EntryState::kFetched;
+    if (!fetched) ++failed;
+    auto& map = fetched && st == BatchStatus::kOk ? ok : bad;
+    auto& builder = map[e.e.frontend_id];
+    if (!builder) {
+      const bool good = fetched && st == BatchStatus::kOk;
+      builder = std::make_unique<wire::OutputsBuilder>(
+          b.id, executed, good ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
+          good ? std::string_view() : std::string_view(fetched ? error : e.why));
+    }
+    if (fetched && st == BatchStatus::kOk && outputs) {
+      builder->add(e.e.request, (*outputs)[next_output++]);
+    } else if (fetched && st == BatchStatus::kOk) {
+      const std::uint64_t h = fnv1a64(std::span<const std::uint8_t>(b.staging.data() + e.off, e.e.len));
+      for (int k = 0; k < 8; ++k) out[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(h >> (8 * k));
+      builder->add(e.e.request, out);
+    } else {
+      builder->add(e.e.request, {});
+    }
+    if (exec_log_ && fetched) {
+      const auto fit = frontends_.find(e.e.frontend_id);
+      std::fprintf(exec_log_, "%llu %llu\n",
+                   static_cast<unsigned long long>(fit != frontends_.end() ? fit->second.incarnation : 0),
+                   static_cast<unsigned long long>(e.e.request));
+    }
+  }
+  if (exec_log_) std::fflush(exec_log_);
+  for (auto* map : {&ok, &bad})
+    for (auto& [fid, builder] : *map) {
+      const auto fit = frontends_.find(fid);
+      if (fit == frontends_.end() || fit->second.conn == kNoConn) continue;
+      (void)transport_->send(fit->second.conn, std::move(*builder).finish());
+    }
+  const TimePoint now = SteadyClock{}.now();
+  wire::BatchDone d;
+  d.batch = b.id;
+  d.status = st == BatchStatus::kOk ? wire::BatchStatus::kOk : wire::BatchStatus::kError;
+  d.executed = executed;
+  d.since_end_ns = max(Duration::zero(), now - actual_end).ns();
+  d.recv_to_end_ns = max(Duration::zero(), actual_end - b.recv).ns();
+  d.fetch_ns = (b.fetch_end - b.fetch_start).ns();
+  d.exec_ns = executed ? max(Duration::zero(), actual_end - b.exec_start).ns() : 0;
+  d.push_ns = (now - push_start).ns();
+  d.error = error;
+  // Only the scheduler that sent the batch can use its answer.
+  if (sched_ != kNoConn && b.scheduler_incarnation == sched_incarnation_)
+    (void)transport_->send(sched_, wire::encode(d));
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    if (executed) {
+      ++batches_run_;
+      requests_run_ += executed;
+      fetch_hist_.record(b.fetch_end - b.fetch_start);
+      exec_hist_.record(Duration::nanoseconds(d.exec_ns));
+    }
+    skipped_ += skipped;
+    failed_ += failed;
+  }
+  batches_.erase(it);
+}
+
+void BackendNode::Impl::on_tick(TimePoint now) {
+  if (stopped_.load()) return;
+  if (sched_ == kNoConn) {
+    if (now >= reconnect_at_) connect_scheduler();
+  } else if (now - last_heard_ >
+             (stage_ == Stage::kRegistered ? hb_timeout_ : max(hb_timeout_, Duration::seconds(2)))) {
+    scheduler_lost("no message for " + std::to_string((now - last_heard_).ns() / 1000000) + " ms");
+  }
+  // Batches waiting too long for a frontend's rkey give up on it.
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, b] : batches_) {
+    if (b.executing || b.pending_reads != 0 || now - b.recv < kParkLimit) continue;
+    for (Entry& e : b.entries)
+      if (e.state == EntryState::kPending) {
+        e.state = EntryState::kSkipped;
+        if (logged_++ < kMaxLogged)
+          log("request " + std::to_string(e.e.request) + ": frontend not reachable in time");
+      }
+    ids.push_back(id);
+  }
+  for (std::uint64_t id : ids) maybe_execute(id);
+}
+
+nlohmann::json BackendNode::Impl::report() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  auto pct = [](const LatencyHistogram& h) {
+    return nlohmann::json{{"count", h.count()},
+                          {"p50_us", h.percentile(0.5).to_us()},
+                          {"p99_us", h.percentile(0.99).to_us()},
+                          {"p999_us", h.percentile(0.999).to_us()},
+                          {"max_us", h.max().to_us()}};
+  };
+  return {{"name", opts_.name},
+          {"devices", devices_ ? devices_->names().size() : 0},
+          {"batches", batches_run_},
+          {"requests", requests_run_},
+          {"reads", reads_},
+          {"read_bytes", read_bytes_},
+          {"skipped_requests", skipped_},
+          {"failed_requests", failed_},
+          {"registrations", registrations_},
+          {"refused", refused_},
+          {"input_fetch_per_batch", pct(fetch_hist_)},
+          {"exec_per_batch", pct(exec_hist_)}};
+}
+
+// ---- BackendNode ------------------------------------------------------------------------------
+
+BackendNode::BackendNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BackendNode::~BackendNode() {
+  if (impl_) impl_->stop();
+}
+Result<std::unique_ptr<BackendNode>> BackendNode::create(BackendOptions opts) {
+  auto impl = std::make_unique<Impl>(std::move(opts));
+  if (Status s = impl->start(); !s.ok()) return s;
+  return std::unique_ptr<BackendNode>(new BackendNode(std::move(impl)));
+}
+void BackendNode::stop() { impl_->stop(); }
+nlohmann::json BackendNode::report() const { return impl_->report(); }
+
+}  // namespace symphony::rdma

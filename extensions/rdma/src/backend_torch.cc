@@ -1,0 +1,217 @@
+// Backend devices running TorchScript models on the server's executors (see
+// backend_torch.hpp).
+#include "symphony/rdma/backend_torch.hpp"
+
+#include <torch/torch.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "symphony/server/device.hpp"
+#include "symphony/server/executors.hpp"
+#include "symphony/server/input_spec.hpp"
+#include "symphony/server/torch_model.hpp"
+#ifdef SYMPHONY_HAVE_CUDA
+#include "symphony/server/cuda_executor.hpp"
+#endif
+
+namespace symphony::rdma {
+namespace {
+
+using server::RequestInputs;
+using server::TorchModel;
+
+std::size_t spec_bytes(const server::InputSpec& s) {
+  std::int64_t n = 1;
+  for (std::int64_t d : s.shape) n *= d;
+  return static_cast<std::size_t>(n) * c10::elementSize(s.dtype);
+}
+
+// Appends the bytes of every tensor in `v` (a tensor or a tuple of them).
+Status append_bytes(const c10::IValue& v, std::vector<std::uint8_t>& out) {
+  if (v.isTensor()) {
+    const at::Tensor t = v.toTensor().contiguous().cpu();
+    const auto* p = static_cast<const std::uint8_t*>(t.data_ptr());
+    out.insert(out.end(), p, p + t.nbytes());
+    return {};
+  }
+  if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements())
+      if (Status s = append_bytes(e, out); !s.ok()) return s;
+    return {};
+  }
+  return Status(Errc::kInvalidArgument,
+                "an output that is neither a tensor nor a tuple of tensors (" + v.tagKind() + ")");
+}
+
+class TorchDevices final : public BackendDevices, private server::BatchRunner {
+ public:
+  Status init(const std::string& devices, const std::vector<TorchModelSpec>& models, int cpu_threads,
+              const std::string& prefix) {
+    if (cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
+    Result<std::vector<server::DeviceSpec>> specs =
+        server::parse_devices(devices, server::cuda_device_count());
+    if (!specs.ok()) return specs.status();
+    std::vector<c10::Device> torch_devices;
+    for (const server::DeviceSpec& d : *specs) {
+      if (d.kind == server::DeviceKind::kEmulated)
+        return Status(Errc::kInvalidArgument,
+                      "emulated devices run no model: use --devices emulated:N without --model");
+#ifndef SYMPHONY_HAVE_CUDA
+      if (d.kind == server::DeviceKind::kCuda)
+        return Status(Errc::kInvalidArgument, "this build has no CUDA executor (build with a CUDA libtorch)");
+#endif
+      torch_devices.push_back(server::torch_device(d));
+      names_.push_back(prefix + "/" + d.to_string());
+    }
+    if (models.empty()) return Status(Errc::kInvalidArgument, "model devices need at least one --model");
+    at::set_num_threads(cpu_threads);
+    for (const TorchModelSpec& m : models) {
+      TorchModel::Options o;
+      o.name = m.name;
+      o.path = m.path;
+      o.devices = torch_devices;
+      for (std::size_t i = 0; i < m.inputs.size(); ++i) {
+        Result<server::InputSpec> s = server::parse_input_spec(m.inputs[i], "input" + std::to_string(i));
+        if (!s.ok()) return Status(s.status().code(), "model '" + m.name + "': " + s.status().message());
+        o.inputs.push_back(*s);
+      }
+      Result<std::unique_ptr<TorchModel>> tm = TorchModel::load(std::move(o));
+      if (!tm.ok()) return tm.status();
+      models_[m.name] = std::move(*tm);
+    }
+    server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
+    std::size_t replica = 0;
+    for (const server::DeviceSpec& d : *specs) {
+      if (d.kind == server::DeviceKind::kCpu) {
+        executors_.push_back(
+            std::make_unique<server::CpuExecutor>(runner, replica, cpu_threads, d.to_string()));
+      } else {
+#ifdef SYMPHONY_HAVE_CUDA
+        executors_.push_back(std::make_unique<server::CudaStreamExecutor>(runner, replica, d.index));
+#endif
+      }
+      ++replica;
+    }
+    return {};
+  }
+
+  ~TorchDevices() override { stop(); }
+
+  const std::vector<std::string>& names() const override { return names_; }
+  std::vector<std::string> models() const override {
+    std::vector<std::string> out;
+    for (const auto& [n, m] : models_) out.push_back(n);
+    return out;
+  }
+  Executor& executor(std::size_t d) override { return *executors_[d]; }
+
+  Status prepare(BatchId batch, const std::string& model,
+                 std::vector<std::span<const std::uint8_t>> inputs) override {
+    const auto it = models_.find(model);
+    if (it == models_.end()) return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
+    TorchModel* m = it->second.get();
+    Pending p;
+    p.model = m;
+    p.tensors.resize(inputs.size());
+    std::size_t want = 0;
+    for (const server::InputSpec& s : m->inputs()) want += spec_bytes(s);
+    for (std::size_t r = 0; r < inputs.size(); ++r) {
+      if (inputs[r].size() != want) {
+        std::string specs;
+        for (const server::InputSpec& s : m->inputs()) specs += (specs.empty() ? "" : " + ") + s.to_string();
+        return Status(Errc::kInvalidArgument, "model '" + model + "' takes " + std::to_string(want) +
+                                                  " bytes (" + specs + "), a request has " +
+                                                  std::to_string(inputs[r].size()));
+      }
+      std::size_t off = 0;
+      for (const server::InputSpec& s : m->inputs()) {
+        at::Tensor t = torch::empty(s.shape, torch::TensorOptions().dtype(s.dtype));
+        std::memcpy(t.data_ptr(), inputs[r].data() + off, spec_bytes(s));
+        off += spec_bytes(s);
+        p.tensors[r].push_back(std::move(t));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_[batch] = std::move(p);
+    return {};
+  }
+
+  std::optional<std::vector<std::vector<std::uint8_t>>> take_outputs(BatchId batch) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = pending_.find(batch);
+    if (it == pending_.end()) return std::vector<std::vector<std::uint8_t>>{};
+    std::vector<std::vector<std::uint8_t>> out = std::move(it->second.outputs);
+    pending_.erase(it);
+    return out;
+  }
+
+  void stop() override { executors_.clear(); }  // each executor runs what it has, reports it, joins
+
+ private:
+  struct Pending {
+    TorchModel* model = nullptr;
+    std::vector<std::vector<at::Tensor>> tensors;
+    std::vector<std::vector<std::uint8_t>> outputs;
+  };
+
+  // ---- server::BatchRunner (executor threads) -----------------------------------------
+  TorchModel* model(const ExecBatch& b) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = pending_.find(b.batch);
+    return it == pending_.end() ? nullptr : it->second.model;
+  }
+  void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Pending& p = pending_.at(b.batch);  // model() found it; only take_outputs erases, after the report
+    out->clear();
+    for (const std::vector<at::Tensor>& t : p.tensors) out->push_back(RequestInputs{&t, false});
+  }
+  void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) override {
+    std::vector<std::vector<std::uint8_t>> bytes(outputs.size());
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (Status s = append_bytes(outputs[i], bytes[i]); !s.ok()) bytes[i].clear();
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.at(b.batch).outputs = std::move(bytes);
+  }
+  void fail(const ExecBatch&, const std::string&) override {}  // the executor reports the error
+
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, std::unique_ptr<TorchModel>> models_;
+  std::vector<std::unique_ptr<Executor>> executors_;
+  std::mutex mu_;
+  std::unordered_map<BatchId, Pending> pending_;
+};
+
+}  // namespace
+
+Result<TorchModelSpec> parse_torch_model_spec(const std::string& text) {
+  const std::size_t a = text.find(':');
+  const std::size_t b = text.rfind(':');
+  if (a == std::string::npos || a == b || a == 0 || b + 1 >= text.size())
+    return Status(Errc::kInvalidArgument, "--model '" + text +
+                                              "' is not NAME:PATH:SPEC[+SPEC...] (e.g. "
+                                              "resnet18:models/resnet18.pt:float32[3,64,64])");
+  TorchModelSpec m;
+  m.name = text.substr(0, a);
+  m.path = text.substr(a + 1, b - a - 1);
+  std::string specs = text.substr(b + 1);
+  for (std::size_t start = 0;;) {
+    const std::size_t plus = specs.find('+', start);
+    m.inputs.push_back(specs.substr(start, plus == std::string::npos ? std::string::npos : plus - start));
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  return m;
+}
+
+Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,
+                                                           const std::vector<TorchModelSpec>& models,
+                                                           int cpu_threads, const std::string& prefix) {
+  auto d = std::make_unique<TorchDevices>();
+  if (Status s = d->init(devices, models, cpu_threads, prefix); !s.ok()) return s;
+  return std::unique_ptr<BackendDevices>(std::move(d));
+}
+
+}  // namespace symphony::rdma

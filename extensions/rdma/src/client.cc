@@ -1,0 +1,734 @@
+// symphony::cluster::Client (see client.hpp).
+#include "symphony/cluster/client.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/transport.hpp"
+#include "symphony/rdma/wire.hpp"
+
+namespace symphony::cluster {
+
+using rdma::ConnId;
+using rdma::kNoConn;
+namespace wire = rdma::wire;
+
+namespace {
+
+constexpr std::size_t kSubmitBatch = 4096;
+constexpr int kMaxLogged = 5;
+
+// The local IP address that routes to `host` (a UDP socket's connect sends
+// nothing; getsockname tells the address the kernel chose).
+std::string route_ip_to(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return "127.0.0.1";
+  std::string ip = "127.0.0.1";
+  const int fd = socket(res->ai_family, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = "";
+      if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+      else
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+      if (buf[0]) ip = buf;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(res);
+  return ip;
+}
+
+// Input slots handed out in runs: each model takes a chunk of kChunk
+// consecutive slots and fills it in order, so the inputs of a model's
+// consecutive requests (which the scheduler batches together, in deadline
+// order) lie next to each other in the pool and a backend reads a batch's
+// inputs with one or two one-sided reads instead of one per request. A chunk
+// returns to the free list when all its slots are free again.
+class SlotAllocator {
+ public:
+  static constexpr std::uint32_t kChunk = 64;
+
+  explicit SlotAllocator(std::uint32_t slots)
+      : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), live_(chunks_, 0) {
+    for (std::uint32_t c = chunks_; c-- > 0;) free_.push_back(c);
+  }
+
+  // A free slot for `model`, or false when none is left. Not thread-safe.
+  bool alloc(ModelId model, std::uint32_t& slot) {
+    if (model >= cur_.size()) cur_.resize(model + 1, Cursor{});
+    Cursor& c = cur_[model];
+    if (c.chunk == kNone || c.next == kChunk || c.chunk * kChunk + c.next >= slots_) {
+      if (c.chunk != kNone) seal(c.chunk);
+      if (free_.empty()) {
+        c.chunk = kNone;
+        return false;
+      }
+      c.chunk = free_.back();
+      free_.pop_back();
+      c.next = 0;
+      open_[c.chunk] = true;
+    }
+    slot = c.chunk * kChunk + c.next++;
+    ++live_[c.chunk];
+    return true;
+  }
+
+  void release(std::uint32_t slot) {
+    const std::uint32_t chunk = slot / kChunk;
+    if (--live_[chunk] == 0 && !open_[chunk]) free_.push_back(chunk);
+  }
+
+ private:
+  static constexpr std::uint32_t kNone = ~0u;
+  struct Cursor {
+    std::uint32_t chunk = kNone;
+    std::uint32_t next = 0;
+  };
+  // The model moved on: the chunk is freed when its last slot is.
+  void seal(std::uint32_t chunk) {
+    open_[chunk] = false;
+    if (live_[chunk] == 0) free_.push_back(chunk);
+  }
+
+  std::uint32_t chunks_, slots_;
+  std::vector<std::uint32_t> live_;
+  std::vector<bool> open_ = std::vector<bool>(chunks_, false);
+  std::vector<std::uint32_t> free_;
+  std::vector<Cursor> cur_;
+};
+
+}  // namespace
+
+class Client::Impl final : public rdma::Transport::Handler {
+ public:
+  explicit Impl(ClientOptions o) : opts_(std::move(o)) {
+    if (!opts_.log) opts_.log = rdma::stderr_logger(opts_.name.empty() ? "frontend" : opts_.name);
+    if (opts_.token.empty())
+      if (const char* env = std::getenv("SYMPHONY_CLUSTER_TOKEN")) opts_.token = env;
+  }
+
+  Status start();
+  void close();
+
+  Status infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
+                     Callback done);
+  std::vector<ModelInfo> models() const {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    return models_;
+  }
+  ClientStats stats() const;
+  bool connected() const { return ready_.load(std::memory_order_acquire); }
+  Status wait_ready(Duration timeout) const {
+    std::unique_lock<std::mutex> lock(ready_mu_);
+    if (!ready_cv_.wait_for(lock, std::chrono::nanoseconds(timeout.ns()), [&] { return connected(); }))
+      return Status(Errc::kFailedPrecondition,
+                    "no scheduler at " + opts_.scheduler + " accepted this client within " +
+                        std::to_string(timeout.to_ms()) + " ms" +
+                        (last_refusal_.empty() ? "" : " (last refusal: " + last_refusal_ + ")"));
+    return {};
+  }
+  bool drain(Duration timeout) const {
+    const TimePoint end = SteadyClock{}.now() + timeout;
+    while (in_flight_.load() != 0) {
+      if (SteadyClock{}.now() >= end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+
+  // Transport::Handler (the network thread).
+  void on_accept(ConnId c, const std::string& peer) override;
+  void on_message(ConnId c, std::span<const std::uint8_t> msg) override;
+  void on_disconnect(ConnId c, const Status& why) override;
+  void on_tick(TimePoint now) override;
+  bool on_poll() override;
+
+ private:
+  enum SlotState : std::uint8_t { kFree = 0, kQueued = 1, kSent = 2 };
+  struct Slot {
+    std::atomic<std::uint32_t> gen{0};
+    std::atomic<std::uint8_t> state{kFree};
+    ModelId model = 0;
+    std::uint32_t len = 0;
+    TimePoint start, deadline;
+    Callback done;
+    std::uint32_t ended_gen = 0;  // network thread only
+    bool ended_with_output = false;
+  };
+  struct Backend {
+    bool welcomed = false;
+    std::string peer;
+  };
+
+  void log(const std::string& m) const { opts_.log(m); }
+  void connect_now();
+  void scheduler_lost(const std::string& why);
+  void send_hello();
+  void finish(std::uint32_t index, InferResult&& r, bool with_output);
+  // The live slot a message names, or nullptr (counted as duplicate or unknown).
+  Slot* lookup(std::uint64_t id, bool is_output);
+  void fail_pending(const std::string& why, bool queued_too);
+  void on_outputs(std::span<const std::uint8_t> msg, const std::string& from);
+  void on_outcomes(std::span<const std::uint8_t> msg);
+
+  ClientOptions opts_;
+  rdma::HostPort sched_addr_;
+  std::unique_ptr<rdma::Transport> transport_;
+  rdma::MemoryRegion pool_;
+  std::string advertise_;
+  const std::uint64_t incarnation_ = rdma::random_incarnation();
+
+  std::unique_ptr<Slot[]> slots_;
+  std::mutex free_mu_;
+  std::unique_ptr<SlotAllocator> alloc_;  // under free_mu_
+  moodycamel::ConcurrentQueue<std::uint32_t> submit_q_;
+
+  mutable std::shared_mutex models_mu_;
+  std::vector<ModelInfo> models_;
+  std::unordered_map<std::string, std::size_t> model_index_;
+
+  // Network thread.
+  ConnId sched_ = kNoConn;
+  bool welcomed_ = false;
+  TimePoint last_heard_;
+  Duration hb_timeout_ = Duration::seconds(1);
+  TimePoint reconnect_at_;
+  rdma::Backoff backoff_;
+  std::unordered_map<ConnId, Backend> backends_;
+  TimePoint next_orphan_scan_;
+  int logged_unknown_ = 0;
+  std::string last_refusal_;  // under ready_mu_
+
+  std::atomic<bool> ready_{false};
+  mutable std::mutex ready_mu_;
+  mutable std::condition_variable ready_cv_;
+  std::atomic<bool> closed_{false};
+
+  std::atomic<std::uint64_t> sent_{0}, ok_{0}, late_{0}, errors_{0}, dropped_{0}, in_flight_{0};
+  std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
+  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0};
+};
+
+// ---- lifecycle -------------------------------------------------------------------------
+
+Status Client::Impl::start() {
+  Result<rdma::HostPort> hp = rdma::HostPort::parse(opts_.scheduler);
+  if (!hp.ok()) return Status(Errc::kInvalidArgument, "scheduler address: " + hp.status().message());
+  sched_addr_ = *hp;
+  if (opts_.token.empty())
+    return Status(Errc::kInvalidArgument,
+                  "no cluster token (ClientOptions::token or SYMPHONY_CLUSTER_TOKEN)");
+  if (opts_.max_pending == 0 || opts_.max_pending > (1u << 24) || opts_.max_input_bytes == 0)
+    return Status(Errc::kInvalidArgument, "max_pending must be in [1, 2^24] and max_input_bytes positive");
+  slots_ = std::make_unique<Slot[]>(opts_.max_pending);
+  alloc_ = std::make_unique<SlotAllocator>(opts_.max_pending);
+  rdma::TransportOptions to;
+  to.name = opts_.name.empty() ? "frontend" : opts_.name;
+  to.tls = opts_.ucx_tls;
+  to.show_transports = opts_.verbose;
+  to.log = opts_.log;
+  Result<std::unique_ptr<rdma::Transport>> t = rdma::Transport::create(to, *this);
+  if (!t.ok()) return t.status();
+  transport_ = std::move(*t);
+  Result<rdma::MemoryRegion> mr =
+      transport_->map_memory(std::size_t{opts_.max_pending} * opts_.max_input_bytes);
+  if (!mr.ok()) return mr.status();
+  pool_ = std::move(*mr);
+  const std::string ip =
+      opts_.advertise.empty() ? route_ip_to(sched_addr_.host, sched_addr_.port) : opts_.advertise;
+  Result<std::uint16_t> port = transport_->call([&] { return transport_->listen({"0.0.0.0", 0}); });
+  if (!port.ok()) return port.status();
+  advertise_ = rdma::HostPort{ip, *port}.to_string();
+  transport_->activate();  // the first tick connects
+  return {};
+}
+
+void Client::Impl::close() {
+  if (closed_.exchange(true)) return;
+  if (!transport_) return;
+  transport_->call([this] {
+    welcomed_ = false;
+    ready_.store(false);
+    fail_pending("the client was closed", true);
+    if (sched_ != kNoConn) {
+      (void)transport_->send(sched_, wire::encode(wire::Goodbye{"the frontend is closing"}));
+      transport_->close(sched_);
+      sched_ = kNoConn;
+    }
+    for (auto& [c, b] : backends_) transport_->close(c);
+    backends_.clear();
+    ready_.store(false);
+  });
+  transport_->stop();
+}
+
+void Client::Impl::connect_now() {
+  if (sched_ != kNoConn) return;
+  Result<ConnId> c = transport_->connect(sched_addr_);
+  if (!c.ok()) {
+    log(c.status().message());
+    reconnect_at_ = SteadyClock{}.now() + backoff_.next();
+    return;
+  }
+  sched_ = *c;
+  welcomed_ = false;
+  last_heard_ = SteadyClock{}.now();
+  send_hello();
+}
+
+void Client::Impl::send_hello() {
+  wire::Hello h;
+  h.role = wire::Role::kFrontend;
+  h.pid = static_cast<std::uint32_t>(getpid());
+  h.incarnation = incarnation_;
+  h.token = opts_.token;
+  h.name = opts_.name;
+  h.address = advertise_;
+  (void)transport_->send(sched_, wire::encode(h));
+}
+
+void Client::Impl::scheduler_lost(const std::string& why) {
+  const bool was_ready = ready_.exchange(false);
+  if (sched_ != kNoConn) transport_->close(sched_);
+  sched_ = kNoConn;
+  welcomed_ = false;
+  if (was_ready) {
+    losses_.fetch_add(1, std::memory_order_relaxed);
+    log("lost the scheduler " + sched_addr_.to_string() + ": " + why +
+        "; pending requests end with an error");
+  }
+  fail_pending("lost the scheduler: " + why, true);
+  reconnect_at_ = SteadyClock{}.now() + backoff_.next();
+}
+
+void Client::Impl::fail_pending(const std::string& why, bool queued_too) {
+  // Queued requests not yet taken from the queue are failed when on_poll
+  // takes them (ready_ is false by then).
+  (void)queued_too;
+  for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {
+    if (slots_[i].state.load(std::memory_order_relaxed) != kSent) continue;
+    InferResult r;
+    r.outcome = Outcome::kError;
+    r.error = why;
+    finish(i, std::move(r), false);
+  }
+  on_poll();
+}
+
+// ---- submitting --------------------------------------------------------------------------
+
+Status Client::Impl::infer_async(std::string_view model, std::span<const std::uint8_t> input,
+                                 std::optional<Duration> slo, Callback done) {
+  if (input.size() > opts_.max_input_bytes)
+    return Status(Errc::kInvalidArgument, "input of " + std::to_string(input.size()) +
+                                              " bytes exceeds max_input_bytes " +
+                                              std::to_string(opts_.max_input_bytes));
+  if (input.empty()) return Status(Errc::kInvalidArgument, "empty input");
+  if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
+  ModelId mid;
+  Duration model_slo;
+  {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    const auto it = model_index_.find(std::string(model));
+    if (it == model_index_.end()) {
+      if (models_.empty())
+        return Status(Errc::kFailedPrecondition, "not connected to a scheduler yet (its models are unknown)");
+      std::string names;
+      for (const ModelInfo& m : models_) names += (names.empty() ? "" : ", ") + m.name;
+      return Status(Errc::kNotFound,
+                    "unknown model '" + std::string(model) + "' (the cluster serves: " + names + ")");
+    }
+    mid = models_[it->second].id;
+    model_slo = models_[it->second].slo;
+  }
+  if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
+  const TimePoint now = SteadyClock{}.now();
+  sent_.fetch_add(1, std::memory_order_relaxed);
+  std::uint32_t index;
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    if (!alloc_->alloc(mid, index)) index = ~0u;
+  }
+  if (index == ~0u || !connected()) {
+    InferResult r;
+    if (index == ~0u) {
+      r.outcome = Outcome::kDropped;
+      r.reason = DropReason::kQueueFull;
+      r.error = "all " + std::to_string(opts_.max_pending) + " request slots of this client are in use";
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      drops_[static_cast<std::size_t>(DropReason::kQueueFull)].fetch_add(1, std::memory_order_relaxed);
+    } else {
+      std::lock_guard<std::mutex> lock(free_mu_);
+      alloc_->release(index);
+      r.outcome = Outcome::kError;
+      r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
+      errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+    done(std::move(r));
+    return {};
+  }
+  Slot& s = slots_[index];
+  s.gen.store(s.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  s.model = mid;
+  s.len = static_cast<std::uint32_t>(input.size());
+  s.start = now;
+  s.deadline = now + (slo ? *slo : model_slo);
+  s.done = std::move(done);
+  std::memcpy(pool_.base + std::size_t{index} * opts_.max_input_bytes, input.data(), input.size());
+  s.state.store(kQueued, std::memory_order_release);  // release: the network thread reads the fields
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  submit_q_.enqueue(index);
+  transport_->notify();
+  return {};
+}
+
+bool Client::Impl::on_poll() {
+  std::uint32_t buf[256];
+  std::size_t n;
+  bool any = false;
+  std::unique_ptr<wire::SubmitBuilder> sb;
+  const auto flush = [&] {
+    if (sb && sb->count()) (void)transport_->send(sched_, std::move(*sb).finish());
+    sb.reset();
+  };
+  while ((n = submit_q_.try_dequeue_bulk(buf, 256)) != 0) {
+    any = true;
+    const TimePoint now = SteadyClock{}.now();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t index = buf[i];
+      Slot& s = slots_[index];
+      if (s.state.load(std::memory_order_acquire) != kQueued) continue;  // acquire: the fields
+      if (!welcomed_) {
+        InferResult r;
+        r.outcome = Outcome::kError;
+        r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
+        finish(index, std::move(r), false);
+        continue;
+      }
+      if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
+      const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
+      sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{index} * opts_.max_input_bytes,
+               s.len, s.model, (s.deadline - now).ns()});
+      s.state.store(kSent, std::memory_order_relaxed);
+      if (sb->count() >= kSubmitBatch) flush();
+    }
+  }
+  flush();
+  return any;
+}
+
+// ---- outcomes ------------------------------------------------------------------------------
+
+void Client::Impl::finish(std::uint32_t index, InferResult&& r, bool with_output) {
+  Slot& s = slots_[index];
+  r.latency = SteadyClock{}.now() - s.start;
+  Callback cb = std::move(s.done);
+  s.done = nullptr;
+  s.ended_gen = s.gen.load(std::memory_order_relaxed);
+  s.ended_with_output = with_output;
+  s.state.store(kFree, std::memory_order_relaxed);
+  switch (r.outcome) {
+    case Outcome::kOk:
+      ok_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kLate:
+      late_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kError:
+      errors_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Outcome::kDropped:
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      drops_[static_cast<std::size_t>(r.reason)].fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    alloc_->release(index);
+  }
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  if (cb) cb(std::move(r));
+}
+
+Client::Impl::Slot* Client::Impl::lookup(std::uint64_t id, bool is_output) {
+  const auto index = static_cast<std::uint32_t>(id);
+  const auto gen = static_cast<std::uint32_t>(id >> 32);
+  if (index < opts_.max_pending) {
+    Slot& s = slots_[index];
+    if (s.gen.load(std::memory_order_relaxed) == gen && s.state.load(std::memory_order_acquire) == kSent)
+      return &s;
+    if (s.ended_gen == gen && gen != 0) {
+      if (is_output && s.ended_with_output)
+        dup_outputs_.fetch_add(1, std::memory_order_relaxed);
+      else
+        dup_outcomes_.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+  }
+  unknown_.fetch_add(1, std::memory_order_relaxed);
+  if (logged_unknown_++ < kMaxLogged) log("ignored a message about unknown request id " + std::to_string(id));
+  return nullptr;
+}
+
+void Client::Impl::on_outputs(std::span<const std::uint8_t> msg, const std::string& from) {
+  Result<wire::OutputsView> v = wire::decode_outputs(msg);
+  if (!v.ok()) {
+    log("bad Outputs from backend " + from + ": " + v.status().message());
+    return;
+  }
+  const TimePoint now = SteadyClock{}.now();
+  std::size_t off = 0;
+  for (std::uint32_t i = 0; i < v->entries.size(); ++i) {
+    const wire::OutputEntry e = v->entries[i];
+    const std::span<const std::uint8_t> out = v->payload.subspan(off, e.len);
+    off += e.len;
+    Slot* s = lookup(e.request, v->status == wire::BatchStatus::kOk);
+    if (!s) continue;
+    InferResult r;
+    r.batch_size = v->batch_size;
+    if (v->status == wire::BatchStatus::kOk) {
+      r.outcome = now <= s->deadline ? Outcome::kOk : Outcome::kLate;
+      r.output.assign(out.begin(), out.end());
+    } else {
+      r.outcome = Outcome::kError;
+      r.error = "backend " + from + ": " + std::string(v->error);
+    }
+    finish(static_cast<std::uint32_t>(s - slots_.get()), std::move(r), v->status == wire::BatchStatus::kOk);
+  }
+}
+
+void Client::Impl::on_outcomes(std::span<const std::uint8_t> msg) {
+  Result<wire::OutcomesView> v = wire::decode_outcomes(msg);
+  if (!v.ok()) {
+    log("bad Outcomes from the scheduler: " + v.status().message());
+    return;
+  }
+  for (std::uint32_t i = 0; i < v->entries.size(); ++i) {
+    const wire::OutcomeEntry e = v->entries[i];
+    Slot* s = lookup(e.request, false);
+    if (!s) continue;
+    InferResult r;
+    r.outcome = static_cast<Outcome>(e.outcome);
+    r.reason = static_cast<DropReason>(e.reason);
+    r.error = r.outcome == Outcome::kDropped ? "dropped by the scheduler: " + std::string(to_string(r.reason))
+                                             : std::string(v->text);
+    finish(static_cast<std::uint32_t>(s - slots_.get()), std::move(r), false);
+  }
+}
+
+// ---- messages and connections ------------------------------------------------------------
+
+void Client::Impl::on_accept(ConnId c, const std::string& peer) { backends_[c] = Backend{false, peer}; }
+
+void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
+  Result<wire::Header> h = wire::decode_header(msg);
+  if (c == sched_) {
+    last_heard_ = SteadyClock{}.now();
+    if (!h.ok()) {
+      log("bad message from the scheduler: " + h.status().message());
+      return;
+    }
+    switch (h->kind) {
+      case wire::Kind::kWelcome: {
+        Result<wire::Welcome> w = wire::decode_welcome(msg);
+        if (!w.ok()) {
+          log(w.status().message());
+          return scheduler_lost("bad Welcome");
+        }
+        {
+          std::unique_lock<std::shared_mutex> lock(models_mu_);
+          models_.clear();
+          model_index_.clear();
+          for (const wire::ModelEntry& m : w->models) {
+            model_index_[m.name] = models_.size();
+            models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch});
+          }
+        }
+        hb_timeout_ = Duration::nanoseconds(w->heartbeat_timeout_ns);
+        welcomed_ = true;
+        backoff_.reset();
+        welcomes_.fetch_add(1, std::memory_order_relaxed);
+        log("joined the cluster at " + sched_addr_.to_string() + " as frontend " +
+            std::to_string(w->peer_id) + " (" + std::to_string(w->models.size()) + " models; inputs at " +
+            advertise_ + ")");
+        {
+          std::lock_guard<std::mutex> lock(ready_mu_);
+          ready_.store(true, std::memory_order_release);
+        }
+        ready_cv_.notify_all();
+        return;
+      }
+      case wire::Kind::kOutcomes:
+        return on_outcomes(msg);
+      case wire::Kind::kPing: {
+        Result<wire::Ping> p = wire::decode_ping(msg);
+        if (p.ok()) (void)transport_->send(c, wire::encode(wire::Pong{p->seq, p->origin_ns}));
+        return;
+      }
+      case wire::Kind::kRefuse: {
+        Result<wire::Refuse> r = wire::decode_refuse(msg);
+        const std::string reason = r.ok() ? r->reason : "?";
+        {
+          std::lock_guard<std::mutex> lock(ready_mu_);
+          last_refusal_ = reason;
+        }
+        log("the scheduler refused this client: " + reason);
+        return scheduler_lost("refused: " + reason);
+      }
+      case wire::Kind::kGoodbye: {
+        Result<wire::Goodbye> g = wire::decode_goodbye(msg);
+        return scheduler_lost("it said goodbye (" + (g.ok() ? g->reason : std::string("?")) + ")");
+      }
+      default:
+        log("unexpected " + std::string(wire::to_string(h->kind)) + " from the scheduler (ignored)");
+        return;
+    }
+  }
+  const auto it = backends_.find(c);
+  if (it == backends_.end()) return;
+  Backend& b = it->second;
+  if (!h.ok()) {
+    log("refusing backend " + b.peer + ": " + h.status().message());
+    (void)transport_->send(c, wire::encode(wire::Refuse{h.status().message()}));
+    transport_->close(c);
+    backends_.erase(it);
+    return;
+  }
+  if (!b.welcomed) {
+    Result<wire::Hello> hello = wire::decode_hello(msg);
+    std::string why;
+    if (!hello.ok())
+      why = hello.status().message();
+    else if (hello->token != opts_.token)
+      why = "wrong cluster token";
+    else if (hello->role != wire::Role::kBackend)
+      why = "only backends connect to a frontend";
+    if (!why.empty()) {
+      log("refusing " + b.peer + ": " + why);
+      (void)transport_->send(c, wire::encode(wire::Refuse{why}));
+      transport_->close(c);
+      backends_.erase(it);
+      return;
+    }
+    b.welcomed = true;
+    b.peer = "'" + hello->name + "' (" + b.peer + ")";
+    (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(pool_.base),
+                                                          pool_.length, pool_.packed_rkey}));
+    return;
+  }
+  if (h->kind == wire::Kind::kOutputs) return on_outputs(msg, b.peer);
+  if (h->kind == wire::Kind::kGoodbye) {
+    transport_->close(c);
+    backends_.erase(it);
+    return;
+  }
+  log("unexpected " + std::string(wire::to_string(h->kind)) + " from backend " + b.peer + " (ignored)");
+}
+
+void Client::Impl::on_disconnect(ConnId c, const Status& why) {
+  if (c == sched_) {
+    sched_ = kNoConn;
+    return scheduler_lost(why.message());
+  }
+  backends_.erase(c);
+}
+
+void Client::Impl::on_tick(TimePoint now) {
+  if (closed_.load()) return;
+  if (sched_ == kNoConn) {
+    if (now >= reconnect_at_) connect_now();
+  } else if (welcomed_ && now - last_heard_ > hb_timeout_) {
+    scheduler_lost("no heartbeat for " + std::to_string((now - last_heard_).ns() / 1000000) + " ms");
+  } else if (!welcomed_ && now - last_heard_ > max(hb_timeout_, Duration::seconds(2))) {
+    scheduler_lost("no answer to the Hello");
+  }
+  if (now >= next_orphan_scan_ && in_flight_.load(std::memory_order_relaxed) != 0) {
+    next_orphan_scan_ = now + Duration::milliseconds(100);
+    for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {
+      Slot& s = slots_[i];
+      if (s.state.load(std::memory_order_relaxed) != kSent || now <= s.deadline + opts_.orphan_grace)
+        continue;
+      InferResult r;
+      r.outcome = Outcome::kError;
+      r.error = "no outcome " + std::to_string(opts_.orphan_grace.to_ms()) + " ms after the deadline";
+      finish(i, std::move(r), false);
+    }
+  }
+}
+
+ClientStats Client::Impl::stats() const {
+  ClientStats s;
+  auto ld = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.sent = ld(sent_);
+  s.ok = ld(ok_);
+  s.late = ld(late_);
+  s.dropped = ld(dropped_);
+  s.errors = ld(errors_);
+  s.in_flight = ld(in_flight_);
+  for (int i = 0; i < kNumDropReasons; ++i) s.dropped_by_reason[static_cast<std::size_t>(i)] = ld(drops_[i]);
+  s.duplicate_outcomes = ld(dup_outcomes_);
+  s.duplicate_outputs = ld(dup_outputs_);
+  s.unknown_ids = ld(unknown_);
+  s.scheduler_losses = ld(losses_);
+  s.welcomes = ld(welcomes_);
+  s.connected = connected();
+  return s;
+}
+
+// ---- Client -------------------------------------------------------------------------------
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() { close(); }
+
+Result<std::unique_ptr<Client>> Client::connect(ClientOptions opts) {
+  auto impl = std::make_unique<Impl>(std::move(opts));
+  if (Status s = impl->start(); !s.ok()) return s;
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Status Client::wait_ready(Duration timeout) const { return impl_->wait_ready(timeout); }
+
+Result<std::future<InferResult>> Client::infer(std::string_view model, std::span<const std::uint8_t> input,
+                                               std::optional<Duration> slo) {
+  auto p = std::make_shared<std::promise<InferResult>>();
+  std::future<InferResult> f = p->get_future();
+  if (Status s = impl_->infer_async(model, input, slo, [p](InferResult&& r) { p->set_value(std::move(r)); });
+      !s.ok())
+    return s;
+  return f;
+}
+
+Status Client::infer_async(std::string_view model, std::span<const std::uint8_t> input,
+                           std::optional<Duration> slo, Callback done) {
+  return impl_->infer_async(model, input, slo, std::move(done));
+}
+
+std::vector<ModelInfo> Client::models() const { return impl_->models(); }
+ClientStats Client::stats() const { return impl_->stats(); }
+bool Client::connected() const { return impl_->connected(); }
+bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }
+void Client::close() {
+  if (impl_) impl_->close();
+}
+
+}  // namespace symphony::cluster

@@ -1,0 +1,192 @@
+// cluster.yaml = a simulator config + a `cluster:` section (see
+// cluster_config.hpp).
+#include "symphony/rdma/cluster_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace symphony::rdma {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(const std::string& origin, const YAML::Node& at, const std::string& key,
+                       const std::string& msg) {
+  std::string where = origin;
+  const YAML::Mark m = at.Mark();
+  if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  throw simtool::ConfigError(where + ": " + key + ": " + msg);
+}
+
+// Blanks the lines of the top-level `cluster:` key (the key's line and the
+// indented or empty lines after it), keeping every other line where it was.
+std::string cut_cluster_section(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    const bool top_level = !line.empty() && line[0] != ' ' && line[0] != '\t' && line[0] != '#';
+    if (top_level) inside = line.rfind("cluster:", 0) == 0 || line.rfind("cluster :", 0) == 0;
+    out += inside ? "" : line;
+    out += '\n';
+  }
+  return out;
+}
+
+double number(const std::string& origin, const YAML::Node& n, const std::string& key) {
+  try {
+    const double v = n.as<double>();
+    if (!std::isfinite(v)) fail(origin, n, key, "must be a finite number");
+    return v;
+  } catch (const YAML::Exception&) {
+    fail(origin, n, key, "must be a number, got '" + n.as<std::string>("?") + "'");
+  }
+}
+
+std::uint64_t integer(const std::string& origin, const YAML::Node& n, const std::string& key,
+                      std::uint64_t lo, std::uint64_t hi) {
+  const double v = number(origin, n, key);
+  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
+    fail(origin, n, key,
+         "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+             n.as<std::string>());
+  return static_cast<std::uint64_t>(v);
+}
+
+Duration millis(const std::string& origin, const YAML::Node& n, const std::string& key, double lo) {
+  const double v = number(origin, n, key);
+  if (v < lo) fail(origin, n, key, "must be at least " + std::to_string(lo) + " ms");
+  return Duration::from_ms(v);
+}
+
+ClusterSettings parse_section(const std::string& origin, const std::string& base_dir, const YAML::Node& c) {
+  static const std::set<std::string> known = {"token",
+                                              "token_file",
+                                              "heartbeat_ms",
+                                              "heartbeat_timeout_ms",
+                                              "learn_delays",
+                                              "delay_percentile",
+                                              "delay_window",
+                                              "delay_update_ms",
+                                              "delay_max_age_ms",
+                                              "shards",
+                                              "max_gpus",
+                                              "max_requests",
+                                              "max_input_bytes",
+                                              "ucx_tls",
+                                              "progress_spin_us"};
+  ClusterSettings s;
+  if (!c.IsMap()) fail(origin, c, "cluster", "must be a map");
+  std::set<std::string> seen;
+  for (const auto& kv : c) {
+    const std::string k = kv.first.as<std::string>();
+    if (!seen.insert(k).second) fail(origin, kv.first, "cluster." + k, "duplicate key");
+    if (!known.count(k)) {
+      std::string list;
+      for (const std::string& x : known) list += (list.empty() ? "" : ", ") + x;
+      fail(origin, kv.first, "cluster." + k, "unknown key '" + k + "' (known keys: " + list + ")");
+    }
+  }
+  if (c["token"] && c["token_file"])
+    fail(origin, c["token_file"], "cluster.token_file", "give token or token_file, not both");
+  if (c["token"]) s.token = c["token"].as<std::string>();
+  if (const YAML::Node n = c["token_file"]) {
+    fs::path p = n.as<std::string>();
+    if (p.is_relative() && !base_dir.empty()) p = fs::path(base_dir) / p;
+    std::ifstream f(p);
+    if (!f) fail(origin, n, "cluster.token_file", "cannot read '" + p.string() + "'");
+    std::getline(f, s.token);
+  }
+  if (s.token.size() > 256)
+    fail(origin, c["token"] ? c["token"] : c["token_file"], "cluster.token", "longer than 256 bytes");
+  if (c["heartbeat_ms"]) s.heartbeat_interval = millis(origin, c["heartbeat_ms"], "cluster.heartbeat_ms", 1);
+  if (c["heartbeat_timeout_ms"])
+    s.heartbeat_timeout = millis(origin, c["heartbeat_timeout_ms"], "cluster.heartbeat_timeout_ms", 10);
+  if (s.heartbeat_timeout <= s.heartbeat_interval)
+    fail(origin, c["heartbeat_timeout_ms"] ? c["heartbeat_timeout_ms"] : c, "cluster.heartbeat_timeout_ms",
+         "must be longer than heartbeat_ms");
+  if (const YAML::Node n = c["learn_delays"]) {
+    try {
+      s.learn_delays = n.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(origin, n, "cluster.learn_delays", "must be true or false");
+    }
+  }
+  if (const YAML::Node n = c["delay_percentile"]) {
+    s.delay_percentile = number(origin, n, "cluster.delay_percentile");
+    if (s.delay_percentile <= 0 || s.delay_percentile > 1)
+      fail(origin, n, "cluster.delay_percentile", "must be in (0, 1]");
+  }
+  if (c["delay_window"])
+    s.delay_window =
+        static_cast<std::uint32_t>(integer(origin, c["delay_window"], "cluster.delay_window", 8, 1u << 20));
+  if (c["delay_update_ms"])
+    s.delay_update = millis(origin, c["delay_update_ms"], "cluster.delay_update_ms", 1);
+  if (c["delay_max_age_ms"])
+    s.delay_max_age = millis(origin, c["delay_max_age_ms"], "cluster.delay_max_age_ms", 10);
+  if (c["shards"])
+    s.shards = static_cast<std::uint32_t>(integer(origin, c["shards"], "cluster.shards", 1, 64));
+  if (c["max_gpus"])
+    s.max_gpus = static_cast<std::uint32_t>(integer(origin, c["max_gpus"], "cluster.max_gpus", 1, 1u << 16));
+  if (c["max_requests"])
+    s.max_requests =
+        static_cast<std::uint32_t>(integer(origin, c["max_requests"], "cluster.max_requests", 16, 1u << 24));
+  if (c["max_input_bytes"])
+    s.max_input_bytes = static_cast<std::uint32_t>(
+        integer(origin, c["max_input_bytes"], "cluster.max_input_bytes", 1, 1u << 30));
+  if (c["ucx_tls"]) s.ucx_tls = c["ucx_tls"].as<std::string>();
+  if (const YAML::Node n = c["progress_spin_us"]) {
+    const double v = number(origin, n, "cluster.progress_spin_us");
+    if (v < 0 || v > 10000) fail(origin, n, "cluster.progress_spin_us", "must be in [0, 10000]");
+    s.progress_spin = Duration::from_us(v);
+  }
+  return s;
+}
+
+}  // namespace
+
+ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
+                                   const std::string& base_dir, bool need_token) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    std::string where = origin;
+    if (!e.mark.is_null())
+      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    throw simtool::ConfigError(where + ": YAML syntax error: " + e.msg);
+  }
+  ClusterConfig cc;
+  if (root.IsMap() && root["cluster"]) {
+    cc.cluster = parse_section(origin, base_dir, root["cluster"]);
+    cc.has_cluster_section = true;
+  }
+  cc.sim = simtool::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
+  if (need_token && effective_token(cc.cluster).empty())
+    throw simtool::ConfigError(origin +
+                           ": cluster.token: a cluster needs a shared token (cluster: {token: ...} or "
+                           "token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
+  return cc;
+}
+
+ClusterConfig load_cluster_config(const std::string& path, bool need_token) {
+  std::ifstream f(path);
+  if (!f) throw simtool::ConfigError(path + ": cannot open the file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string dir = fs::path(path).parent_path().string();
+  return parse_cluster_config(ss.str(), path, dir, need_token);
+}
+
+std::string effective_token(const ClusterSettings& s) {
+  if (const char* env = std::getenv("SYMPHONY_CLUSTER_TOKEN"); env && *env) return env;
+  return s.token;
+}
+
+}  // namespace symphony::rdma

@@ -1,0 +1,155 @@
+// symphony::cluster::Client against a scripted scheduler (a raw UCX peer in
+// this process): the handshake, refusals of bad calls, outcomes from the
+// scheduler, unknown request ids ignored and counted, a first outcome that
+// wins over later ones, and pending requests ended at once when the
+// scheduler goes away. Every wait is bounded.
+#include "symphony/cluster/client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "symphony/rdma/transport.hpp"
+#include "symphony/rdma/wire.hpp"
+
+namespace symphony::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using rdma::ConnId;
+namespace wire = rdma::wire;
+
+// A scheduler that welcomes one frontend and records its Submits.
+struct FakeScheduler : rdma::Transport::Handler {
+  std::unique_ptr<rdma::Transport> t;
+  std::uint16_t port = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  ConnId fe = rdma::kNoConn;
+  std::vector<wire::SubmitEntry> submitted;
+  std::string hello_token;
+
+  FakeScheduler() {
+    rdma::TransportOptions o;
+    o.name = "fake-scheduler";
+    t = std::move(*rdma::Transport::create(o, *this));
+    port = *t->call([&] { return t->listen({"127.0.0.1", 0}); });
+  }
+  void on_message(ConnId c, std::span<const std::uint8_t> m) override {
+    if (auto h = wire::decode_hello(m); h.ok()) {
+      wire::Welcome w{0, 42, 100000000, 1000000000, {{0, 8, 1000000000, "m"}}};
+      (void)t->send(c, wire::encode(w));
+      std::lock_guard<std::mutex> lock(mu);
+      fe = c;
+      hello_token = h->token;
+    } else if (auto s = wire::decode_submit(m); s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (std::uint32_t i = 0; i < s->entries.size(); ++i) submitted.push_back(s->entries[i]);
+    }
+    cv.notify_all();
+  }
+  void on_disconnect(ConnId, const Status&) override {}
+  template <class P>
+  bool wait(P p) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 10s, p);
+  }
+  void send(std::vector<std::uint8_t> m) {
+    (void)t->call([&] { return t->send(fe, std::move(m)); });
+  }
+};
+
+ClientOptions options(std::uint16_t port) {
+  ClientOptions o;
+  o.scheduler = "127.0.0.1:" + std::to_string(port);
+  o.token = "tok";
+  o.name = "test-client";
+  o.max_pending = 64;
+  o.max_input_bytes = 16;
+  return o;
+}
+
+TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
+  FakeScheduler s;
+  auto c = Client::connect(options(s.port));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE((*c)->wait_ready(Duration::seconds(10)).ok());
+  EXPECT_EQ(s.hello_token, "tok");
+  ASSERT_EQ((*c)->models().size(), 1u);
+  EXPECT_EQ((*c)->models()[0].name, "m");
+
+  const std::uint8_t in[4] = {1, 2, 3, 4};
+  const std::uint8_t big[17] = {};
+  EXPECT_EQ((*c)->infer("nope", in).status().code(), Errc::kNotFound);
+  EXPECT_NE((*c)->infer("nope", in).status().message().find("serves: m"), std::string::npos);
+  EXPECT_EQ((*c)->infer("m", big).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ((*c)->stats().sent, 0u);  // refused at the call: nothing was sent
+
+  auto f = (*c)->infer("m", in);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(s.wait([&] { return !s.submitted.empty(); }));
+  const wire::SubmitEntry e = s.submitted[0];
+  EXPECT_EQ(e.len, 4u);
+  EXPECT_EQ(e.model, 0u);
+  EXPECT_GT(e.budget_ns, 0);
+  // An outcome for an id it never sent is ignored (and counted), then the
+  // real one ends the request; a second outcome for it is a duplicate.
+  wire::OutcomesBuilder unknown("x");
+  unknown.add({e.request ^ (std::uint64_t{77} << 32), static_cast<std::uint8_t>(Outcome::kError), 0});
+  s.send(std::move(unknown).finish());
+  wire::OutcomesBuilder drop;
+  drop.add({e.request, static_cast<std::uint8_t>(Outcome::kDropped),
+            static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_EQ(f->wait_for(10s), std::future_status::ready);
+  InferResult r = f->get();
+  EXPECT_EQ(r.outcome, Outcome::kDropped);
+  EXPECT_EQ(r.reason, DropReason::kExpired);
+  wire::OutcomesBuilder again("late duplicate");
+  again.add({e.request, static_cast<std::uint8_t>(Outcome::kError), 0});
+  s.send(std::move(again).finish());
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while ((*c)->stats().duplicate_outcomes == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  const ClientStats st = (*c)->stats();
+  EXPECT_EQ(st.unknown_ids, 1u);
+  EXPECT_EQ(st.duplicate_outcomes, 1u);
+  EXPECT_EQ(st.sent, 1u);
+  EXPECT_EQ(st.dropped, 1u);
+  EXPECT_EQ(st.in_flight, 0u);
+}
+
+TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
+  auto s = std::make_unique<FakeScheduler>();
+  auto c = Client::connect(options(s->port));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->wait_ready(Duration::seconds(10)).ok());
+  const std::uint8_t in[4] = {1, 2, 3, 4};
+  std::vector<std::future<InferResult>> fs;
+  for (int i = 0; i < 10; ++i) fs.push_back(std::move(*(*c)->infer("m", in)));
+  ASSERT_TRUE(s->wait([&] { return s->submitted.size() == 10; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  s.reset();  // the scheduler process dies
+  for (auto& f : fs) {
+    ASSERT_EQ(f.wait_for(1s), std::future_status::ready) << "a pending request did not end within 1 s";
+    const InferResult r = f.get();
+    EXPECT_EQ(r.outcome, Outcome::kError);
+    EXPECT_NE(r.error.find("lost the scheduler"), std::string::npos) << r.error;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  // While disconnected, a request ends at once with an error (it is counted).
+  auto f = (*c)->infer("m", in);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(f->wait_for(1s), std::future_status::ready);
+  EXPECT_EQ(f->get().outcome, Outcome::kError);
+  const ClientStats st = (*c)->stats();
+  EXPECT_EQ(st.sent, 11u);
+  EXPECT_EQ(st.errors, 11u);
+  EXPECT_EQ(st.scheduler_losses, 1u);
+  EXPECT_FALSE(st.connected);
+}
+
+}  // namespace
+}  // namespace symphony::cluster

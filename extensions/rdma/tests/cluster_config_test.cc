@@ -1,0 +1,118 @@
+// cluster.yaml parsing (a simulator config plus a `cluster:` section) and the
+// windowed percentile the scheduler learns delays with.
+#include "symphony/rdma/cluster_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "symphony/rdma/delay_estimator.hpp"
+
+namespace symphony::rdma {
+namespace {
+
+const char* kModels =
+    "gpus: 2\n"
+    "workload: {rate: 100}\n"
+    "models:\n"
+    "  - name: m\n"
+    "    alpha_ms: 1\n"
+    "    beta_ms: 2\n"
+    "    slo_ms: 30\n";
+
+TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
+  const std::string text = std::string(
+                               "cluster:\n  token: secret\n  heartbeat_ms: 20\n  heartbeat_timeout_ms: 300\n"
+                               "  delay_percentile: 0.9\n  shards: 2\n") +
+                           kModels;
+  ClusterConfig c = parse_cluster_config(text, "c.yaml", "");
+  EXPECT_TRUE(c.has_cluster_section);
+  EXPECT_EQ(c.cluster.token, "secret");
+  EXPECT_EQ(c.cluster.heartbeat_interval, Duration::milliseconds(20));
+  EXPECT_EQ(c.cluster.heartbeat_timeout, Duration::milliseconds(300));
+  EXPECT_DOUBLE_EQ(c.cluster.delay_percentile, 0.9);
+  EXPECT_EQ(c.cluster.shards, 2u);
+  ASSERT_EQ(c.sim.spec.models.size(), 1u);
+  EXPECT_EQ(c.sim.spec.models[0].name, "m");
+  EXPECT_EQ(c.sim.spec.gpus, 2u);
+}
+
+TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
+  auto message = [](const std::string& text, bool need_token = true) {
+    try {
+      (void)parse_cluster_config(text, "c.yaml", "", need_token);
+    } catch (const simtool::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // The cluster section is cut out with its lines kept: the simulator's
+  // errors still point at the right line.
+  EXPECT_EQ(
+      message(std::string("cluster:\n  token: t\n") + kModels + "    max_batch: -1\n").rfind("c.yaml:10:", 0),
+      0u)
+      << message(std::string("cluster:\n  token: t\n") + kModels + "    max_batch: -1\n");
+  EXPECT_NE(message(std::string("cluster:\n  token: t\n  tokn: x\n") + kModels)
+                .find("c.yaml:3:3: cluster.tokn: unknown key"),
+            std::string::npos);
+  EXPECT_NE(message(std::string("cluster:\n  token: t\n  heartbeat_ms: 100\n  heartbeat_timeout_ms: 50\n") +
+                    kModels)
+                .find("must be longer than heartbeat_ms"),
+            std::string::npos);
+  EXPECT_NE(message(std::string("cluster:\n  token: t\n  delay_percentile: 2\n") + kModels).find("(0, 1]"),
+            std::string::npos);
+  if (!std::getenv("SYMPHONY_CLUSTER_TOKEN")) {
+    EXPECT_NE(message(kModels).find("a cluster needs a shared token"), std::string::npos);
+    EXPECT_EQ(message(kModels, false), "accepted");  // a load generator may get its token elsewhere
+  }
+}
+
+TimePoint at_s(double s) { return TimePoint::epoch() + Duration::from_seconds(s); }
+
+TEST(WindowedPercentileTest, HighPercentileOfTheRecentWindow) {
+  WindowedPercentile w(100, Duration::seconds(5));
+  EXPECT_EQ(w.percentile(0.99, at_s(0)), Duration::zero());
+  for (int i = 1; i <= 100; ++i) w.add(at_s(0), Duration::microseconds(i));
+  EXPECT_EQ(w.percentile(0.99, at_s(1)), Duration::microseconds(99));
+  EXPECT_EQ(w.percentile(0.5, at_s(1)), Duration::microseconds(50));
+  EXPECT_EQ(w.percentile(1.0, at_s(1)), Duration::microseconds(100));
+  // The window slides: 100 new small samples push the old ones out.
+  for (int i = 0; i < 100; ++i) w.add(at_s(2), Duration::microseconds(7));
+  EXPECT_EQ(w.percentile(0.99, at_s(2)), Duration::microseconds(7));
+  EXPECT_EQ(w.recent(at_s(2)), 100u);
+  EXPECT_EQ(w.total(), 200u);
+  w.add(at_s(2), Duration::microseconds(-5));  // a negative sample counts as zero
+  EXPECT_EQ(w.percentile(0.0001, at_s(2)), Duration::zero());
+}
+
+TEST(WindowedPercentileTest, OldSamplesAreForgottenEvenWithoutNewOnes) {
+  // A burst of slow samples, then silence: the estimate must not stay high.
+  WindowedPercentile w(1000, Duration::seconds(5));
+  for (int i = 0; i < 50; ++i) w.add(at_s(0), Duration::milliseconds(40));
+  EXPECT_EQ(w.percentile(0.99, at_s(4)), Duration::milliseconds(40));
+  EXPECT_EQ(w.percentile(0.99, at_s(6)), Duration::zero());
+  w.add(at_s(6), Duration::microseconds(70));
+  EXPECT_EQ(w.percentile(0.99, at_s(6)), Duration::microseconds(70));
+}
+
+TEST(BatchCostFitTest, SeparatesTheFixedPartFromThePerItemCost) {
+  BatchCostFit f(1000, Duration::seconds(5));
+  EXPECT_EQ(f.fit(0.99, at_s(0)).fixed, Duration::zero());
+  // cost = 100 us + 10 us per item, with up to 20 us of noise.
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint32_t b = 1 + static_cast<std::uint32_t>(i % 32);
+    f.add(at_s(0), b, Duration::microseconds(100 + 10 * b + (i * 7919) % 21));
+  }
+  const BatchCostFit::Fit fit = f.fit(0.99, at_s(1));
+  EXPECT_NEAR(fit.per_item.to_us(), 10.0, 0.5);
+  EXPECT_NEAR(fit.fixed.to_us(), 120.0, 6.0);  // the high percentile of 100 + noise
+  // One batch size only: all of it is fixed.
+  BatchCostFit g(10, Duration::seconds(5));
+  for (int i = 0; i < 10; ++i) g.add(at_s(0), 16, Duration::microseconds(300));
+  EXPECT_EQ(g.fit(0.99, at_s(1)).per_item, Duration::zero());
+  EXPECT_EQ(g.fit(0.99, at_s(1)).fixed, Duration::microseconds(300));
+  EXPECT_EQ(g.fit(0.99, at_s(9)).fixed, Duration::zero());  // forgotten
+}
+
+}  // namespace
+}  // namespace symphony::rdma

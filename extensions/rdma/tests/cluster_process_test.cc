@@ -1,0 +1,616 @@
+// The cluster as separate processes of the real `symphony` binary on
+// loopback (and across network namespaces): a scheduler, backends with
+// emulated GPUs and load-generating frontends, with processes killed by
+// SIGKILL under load. Every test checks, at the frontends, that every
+// request ended exactly once (sent == ok + late + dropped + errors, no
+// request in flight at the end), that no request ran twice (the backends'
+// execution logs and the frontends' duplicate-output counters), and that
+// the outputs are the hashes of the inputs the backends read.
+//
+// Every wait is bounded; every child process is killed when a test ends,
+// whether it passes or not (Proc's destructor).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "process_support.hpp"
+#include "symphony/rdma/transport.hpp"
+#include "symphony/rdma/wire.hpp"
+#include "symphony/types.hpp"
+
+#ifndef SYMPHONY_CLI
+#error "SYMPHONY_CLI must name the symphony binary"
+#endif
+
+namespace symphony::rdma {
+namespace {
+
+using namespace testing;
+using json = nlohmann::json;
+
+constexpr const char* kToken = "test-token";
+
+std::string config_text(double slo_ms, double rate, int max_batch = 32, double alpha_ms = 0.5,
+                        double beta_ms = 2) {
+  return "name: cluster_test\n"
+         "seed: 1\n"
+         "gpus: 4\n"
+         "duration_s: 30\n"
+         "warmup_s: 0\n"
+         "workload: {rate: " +
+         std::to_string(rate) +
+         ", arrival: poisson}\n"
+         "models:\n"
+         "  - name: m\n"
+         "    alpha_ms: " +
+         std::to_string(alpha_ms) +
+         "\n"
+         "    beta_ms: " +
+         std::to_string(beta_ms) +
+         "\n"
+         "    slo_ms: " +
+         std::to_string(slo_ms) +
+         "\n"
+         "    max_batch: " +
+         std::to_string(max_batch) +
+         "\n"
+         "cluster:\n"
+         "  token: \"" +
+         kToken +
+         "\"\n"
+         "  heartbeat_ms: 50\n"
+         "  heartbeat_timeout_ms: 400\n";
+}
+
+class ClusterProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    write_config(60, 1500);
+  }
+
+  void write_config(double slo_ms, double rate, int max_batch = 32, double alpha_ms = 0.5,
+                    double beta_ms = 2) {
+    cfg_ = dir_.file("cluster.yaml");
+    std::ofstream(cfg_) << config_text(slo_ms, rate, max_batch, alpha_ms, beta_ms);
+  }
+
+  // Starts a scheduler and waits for its port.
+  Proc start_scheduler(const std::string& tag, const std::string& listen = "127.0.0.1:0",
+                       const std::vector<std::string>& prefix = {}) {
+    const std::string port_file = dir_.file(tag + ".port");
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = prefix;
+    for (const char* a : {SYMPHONY_CLI, "scheduler", "--verbose"}) argv.emplace_back(a);
+    argv.insert(argv.end(), {"--listen", listen, "--config", cfg_, "--port-file", port_file, "--report",
+                             dir_.file(tag + ".json")});
+    Proc p = Proc::start(argv, dir_.file(tag + ".log"));
+    EXPECT_TRUE(eventually([&] { return !read_file(port_file).empty() || !p.running(); }, 10s))
+        << "the scheduler did not start: " << p.log_text();
+    port_ = std::atoi(read_file(port_file).c_str());
+    return p;
+  }
+
+  Proc start_backend(const std::string& name, const std::string& devices, const std::string& sched = "",
+                     const std::vector<std::string>& prefix = {}) {
+    std::vector<std::string> argv = prefix;
+    for (const char* a : {SYMPHONY_CLI, "backend"}) argv.emplace_back(a);
+    argv.insert(argv.end(), {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched,
+                             "--devices", devices, "--config", cfg_, "--name", name, "--exec-log",
+                             dir_.file(name + ".exec"), "--report", dir_.file(name + ".json")});
+    exec_logs_.push_back(dir_.file(name + ".exec"));
+    return Proc::start(argv, dir_.file(name + ".log"));
+  }
+
+  Proc start_loadgen(const std::string& name, double duration_s, double rate, const std::string& sched = "",
+                     const std::vector<std::string>& prefix = {}) {
+    std::vector<std::string> argv = prefix;
+    for (const char* a : {SYMPHONY_CLI, "loadgen", "--quiet"}) argv.emplace_back(a);
+    argv.insert(argv.end(),
+                {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched, "--config",
+                 cfg_, "--name", name, "--duration", std::to_string(duration_s), "--rate",
+                 std::to_string(rate), "--warmup", "0", "--json", dir_.file(name + ".json")});
+    return Proc::start(argv, dir_.file(name + ".log"));
+  }
+
+  // Waits until the scheduler's log shows `n` backend registrations.
+  bool wait_registered(Proc& sched, int n, std::chrono::milliseconds timeout = 10s) {
+    return eventually(
+        [&] {
+          const std::string log = sched.log_text();
+          int count = 0;
+          for (std::size_t at = 0; (at = log.find(" registered ", at)) != std::string::npos; ++at) ++count;
+          return count >= n;
+        },
+        timeout);
+  }
+
+  // A finished load generator's report, with the frontend's invariants checked.
+  json loadgen_report(Proc& lg, const std::string& name, std::chrono::milliseconds timeout = 30s) {
+    const std::optional<int> rc = lg.wait(timeout);
+    EXPECT_EQ(rc, 0) << name << " did not finish cleanly:\n" << lg.log_text();
+    std::optional<json> r = read_json(dir_.file(name + ".json"));
+    EXPECT_TRUE(r.has_value()) << name << " wrote no report:\n" << lg.log_text();
+    if (!r) return json::object();
+    const std::uint64_t sent = (*r)["sent"], ok = (*r)["ok"], late = (*r)["late"], dropped = (*r)["dropped"],
+                        errors = (*r)["errors"];
+    EXPECT_EQ(sent, ok + late + dropped + errors) << r->dump(2);
+    EXPECT_EQ((*r)["client"]["in_flight_at_end"], 0u) << r->dump(2);
+    EXPECT_EQ((*r)["client"]["duplicate_outputs"], 0u) << "a request ran twice\n" << r->dump(2);
+    EXPECT_EQ((*r)["output_mismatch"], 0u) << "an output is not the hash of its input\n" << r->dump(2);
+    return *r;
+  }
+
+  // No request appears twice in the backends' execution logs.
+  void expect_nothing_ran_twice() {
+    std::set<std::string> seen;
+    std::size_t lines = 0;
+    for (const std::string& path : exec_logs_) {
+      std::istringstream in(read_file(path));
+      std::string line;
+      while (std::getline(in, line)) {
+        ++lines;
+        EXPECT_TRUE(seen.insert(line).second) << "request '" << line << "' ran twice";
+      }
+    }
+    EXPECT_GT(lines, 0u) << "no backend ran anything";
+  }
+
+  std::uint64_t errors_mentioning(const json& r, const std::string& needle) {
+    std::uint64_t n = 0;
+    for (const auto& [msg, count] : r["errors_by_message"].items())
+      if (msg.find(needle) != std::string::npos) n += count.get<std::uint64_t>();
+    return n;
+  }
+
+  TempDir dir_;
+  std::string cfg_;
+  int port_ = 0;
+  std::vector<std::string> exec_logs_;
+};
+
+TEST_F(ClusterProcessTest, EveryRequestEndsOnceAndOutputsAreTheInputsHashes) {
+  Proc sched = start_scheduler("sched");
+  Proc b1 = start_backend("b1", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  Proc lg = start_loadgen("lg", 3, 1000);
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  ASSERT_EQ(b1.stop(), 0) << b1.log_text();
+  expect_nothing_ran_twice();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_GT((*s)["delays_us"]["batch_samples"].get<std::uint64_t>(), 0u);
+  // d_ctrl includes a round trip; d_data (the reads' growth per request) may
+  // be zero for 64-byte inputs read in one go.
+  EXPECT_GT((*s)["delays_us"]["ctrl"].get<double>(), 0.0) << "no d_ctrl learned";
+  EXPECT_GE((*s)["delays_us"]["data"].get<double>(), 0.0);
+}
+
+TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthersKeepServing) {
+  Proc sched = start_scheduler("sched");
+  // victim registers first: it gets the lowest GPU ids, so it carries the load.
+  Proc victim = start_backend("victim", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  Proc other = start_backend("other", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 2)) << sched.log_text();
+  Proc lg = start_loadgen("lg", 6, 3000);  // enough that the victim's GPUs are rarely idle
+  std::this_thread::sleep_for(2s);
+  victim.kill_now();  // SIGKILL under load
+  ASSERT_TRUE(eventually(
+      [&] {
+        return sched.log_text().find("'victim'") != std::string::npos &&
+               sched.log_text().find("lost") != std::string::npos;
+      },
+      3s))
+      << sched.log_text();
+  std::this_thread::sleep_for(1s);
+  Proc again = start_backend("again", "emulated:2");  // a restarted backend rejoins
+  ASSERT_TRUE(wait_registered(sched, 3)) << sched.log_text();
+  const json r = loadgen_report(lg, "lg");
+  const std::uint64_t sent = r["sent"], ok = r["ok"], errors = r["errors"];
+  EXPECT_GT(errors, 0u) << "the killed backend had nothing in flight?\n" << r.dump(2);
+  EXPECT_EQ(errors_mentioning(r, "'victim'"), errors) << "every error names the lost backend\n" << r.dump(2);
+  EXPECT_LT(errors, sent / 10) << r.dump(2);
+  EXPECT_GT(ok, sent / 2) << "the other backends did not keep serving\n" << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  (void)other.stop();
+  (void)again.stop();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ((*s)["peers"]["backends_lost"], 1u);
+  EXPECT_EQ((*s)["peers"]["backends_joined"], 3u);
+  EXPECT_GE((*s)["batches"]["lost_with_backend"].get<std::uint64_t>(), 1u);
+  const std::optional<json> a = read_json(dir_.file("again.json"));
+  ASSERT_TRUE(a.has_value());
+  EXPECT_GT((*a)["batches"].get<std::uint64_t>(), 0u) << "the restarted backend ran nothing";
+  expect_nothing_ran_twice();
+}
+
+TEST_F(ClusterProcessTest, KilledFrontendsQueuedRequestsAreDroppedWithoutRunning) {
+  // A long SLO and a flat profile: deferred batches grow large (~160
+  // requests), so each frontend has tens of requests queued at any time.
+  write_config(300, 1000, 256, 0.2, 5);
+  Proc sched = start_scheduler("sched");
+  Proc b = start_backend("b", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  Proc victim = start_loadgen("victim", 30, 800);
+  Proc survivor = start_loadgen("survivor", 4, 800);
+  std::this_thread::sleep_for(2s);
+  victim.kill_now();
+  const json r = loadgen_report(survivor, "survivor");
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  (void)b.stop();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ((*s)["peers"]["frontends_lost"], 2u);  // the victim, then the survivor's goodbye
+  EXPECT_GT((*s)["at_scheduler"]["filtered_frontend_gone"].get<std::uint64_t>(), 0u)
+      << "no queued request of the killed frontend was dropped at dispatch\n"
+      << s->dump(2);
+  EXPECT_GT((*s)["batches"]["partially_filtered"].get<std::uint64_t>(), 0u)
+      << "no batch mixed the killed frontend's requests with others\n"
+      << s->dump(2);
+  expect_nothing_ran_twice();
+}
+
+TEST_F(ClusterProcessTest, KilledSchedulerFailsPendingWithinASecondAndEveryoneRejoinsTheNextOne) {
+  Proc sched = start_scheduler("sched1");
+  const int port = port_;
+  Proc b = start_backend("b", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  Proc lg = start_loadgen("lg", 7, 1000);
+  std::this_thread::sleep_for(2s);
+  sched.kill_now();
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      eventually([&] { return lg.log_text().find("lost the scheduler") != std::string::npos; }, 1000ms))
+      << "the frontend did not end its pending requests within 1 s:\n"
+      << lg.log_text();
+  const auto noticed = std::chrono::steady_clock::now() - killed;
+  EXPECT_LT(noticed, 1000ms);
+  // A new scheduler on the same port: the frontend and the backend come back.
+  std::this_thread::sleep_for(500ms);
+  Proc sched2 = start_scheduler("sched2", "127.0.0.1:" + std::to_string(port));
+  ASSERT_EQ(port_, port);
+  ASSERT_TRUE(wait_registered(sched2, 1)) << sched2.log_text() << "\n" << b.log_text();
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["errors"].get<std::uint64_t>(), 0u) << "nothing was pending at the kill?\n" << r.dump(2);
+  EXPECT_EQ(r["client"]["scheduler_losses"], 1u) << r.dump(2);
+  EXPECT_EQ(r["client"]["welcomes"], 2u) << "the frontend did not rejoin\n" << r.dump(2);
+  ASSERT_EQ(sched2.stop(), 0) << sched2.log_text();
+  (void)b.stop();
+  const std::optional<json> s = read_json(dir_.file("sched2.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_GT((*s)["at_scheduler"]["ok"].get<std::uint64_t>(), 0u) << "nothing served after the restart\n"
+                                                                 << s->dump(2);
+  EXPECT_EQ((*s)["peers"]["backends_joined"], 1u);
+  expect_nothing_ran_twice();
+}
+
+// ---- a backend running a real model ----------------------------------------------------
+
+TEST_F(ClusterProcessTest, CpuBackendRunsATorchScriptModel) {
+#ifndef SYMPHONY_TEST_MODELS
+  GTEST_SKIP() << "built without the server library (libtorch): no model backends";
+#else
+  const std::string model = std::string(SYMPHONY_TEST_MODELS) + "/linear.pt";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no test model at " << model;
+  // linear.pt: float32[4] -> float32[3]; a generous SLO for a shared CPU.
+  std::ofstream(cfg_) << "gpus: 1\nworkload: {rate: 100}\nmodels:\n"
+                         "  - {name: linear, alpha_ms: 0.05, beta_ms: 1, slo_ms: 200, max_batch: 16}\n"
+                         "cluster: {token: \"" +
+                             std::string(kToken) + "\", heartbeat_ms: 50, heartbeat_timeout_ms: 400}\n";
+  Proc sched = start_scheduler("sched");
+  const std::vector<std::string> argv = {SYMPHONY_CLI,  "backend",
+                                         "--scheduler", "127.0.0.1:" + std::to_string(port_),
+                                         "--devices",   "cpu",
+                                         "--model",     "linear:" + model + ":float32[4]",
+                                         "--config",    cfg_,
+                                         "--name",      "cpu",
+                                         "--exec-log",  dir_.file("cpu.exec"),
+                                         "--report",    dir_.file("cpu.json")};
+  exec_logs_.push_back(dir_.file("cpu.exec"));
+  Proc b = Proc::start(argv, dir_.file("cpu.log"));
+  ASSERT_TRUE(wait_registered(sched, 1, 30s)) << sched.log_text() << b.log_text();
+  std::vector<std::string> lg_argv = {SYMPHONY_CLI,
+                                      "loadgen",
+                                      "--quiet",
+                                      "--scheduler",
+                                      "127.0.0.1:" + std::to_string(port_),
+                                      "--config",
+                                      cfg_,
+                                      "--name",
+                                      "lg",
+                                      "--duration",
+                                      "2",
+                                      "--rate",
+                                      "200",
+                                      "--warmup",
+                                      "0",
+                                      "--input-bytes",
+                                      "16",
+                                      "--no-check-outputs",
+                                      "--json",
+                                      dir_.file("lg.json")};
+  Proc lg = Proc::start(lg_argv, dir_.file("lg.log"));
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  // Every output is the model's float32[3]: 12 bytes.
+  EXPECT_EQ(r["models"]["linear"]["output_bytes"],
+            json({{"12", r["ok"].get<std::uint64_t>() + r["late"].get<std::uint64_t>()}}))
+      << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  ASSERT_EQ(b.stop(), 0) << b.log_text();
+  expect_nothing_ran_twice();
+#endif
+}
+
+// ---- across hosts -------------------------------------------------------------------
+
+// Three "hosts" (network namespaces) on one bridge (in a fourth namespace):
+// 10.77.0.1 scheduler, .2 backend, .3 frontend. Removed, with everything in
+// them, when the object dies.
+class Namespaces {
+ public:
+  explicit Namespaces(const std::string& tag) : prefix_("sym" + tag) {}
+  ~Namespaces() { teardown(); }
+
+  // Builds the topology; returns "" or what failed.
+  std::string setup() {
+    teardown();
+    const std::string br = ns("br");
+    std::string script = "set -e\nip netns add " + br + "\nip -n " + br +
+                         " link add br0 type bridge\nip -n " + br + " link set br0 up\n";
+    for (int i = 1; i <= 3; ++i) {
+      const std::string n = ns(std::to_string(i)), host = prefix_ + "h" + std::to_string(i),
+                        port = prefix_ + "p" + std::to_string(i);
+      script += "ip netns add " + n + "\n";
+      script += "ip link add " + host + " type veth peer name " + port + "\n";
+      script += "ip link set " + host + " netns " + n + "\nip link set " + port + " netns " + br + "\n";
+      script +=
+          "ip -n " + br + " link set " + port + " master br0\nip -n " + br + " link set " + port + " up\n";
+      script += "ip -n " + n + " addr add 10.77.0." + std::to_string(i) + "/24 dev " + host + "\n";
+      script += "ip -n " + n + " link set " + host + " up\nip -n " + n + " link set lo up\n";
+    }
+    made_ = true;
+    const std::string path = "/tmp/" + prefix_ + "-setup.sh";
+    std::ofstream(path) << script;
+    const int rc = std::system(("sh " + path + " > /tmp/" + prefix_ + "-setup.log 2>&1").c_str());
+    std::remove(path.c_str());
+    if (rc != 0) return read_file("/tmp/" + prefix_ + "-setup.log");
+    return "";
+  }
+  void teardown() {
+    if (!made_) return;
+    for (const char* n : {"1", "2", "3", "br"})
+      (void)std::system(("ip netns del " + ns(n) + " 2>/dev/null").c_str());
+    std::remove(("/tmp/" + prefix_ + "-setup.log").c_str());
+    made_ = false;
+  }
+  std::string ns(const std::string& n) const { return prefix_ + "-" + n; }
+  std::vector<std::string> exec_in(int host) const {
+    return {"ip", "netns", "exec", ns(std::to_string(host))};
+  }
+
+ private:
+  std::string prefix_;
+  bool made_ = false;
+};
+
+TEST_F(ClusterProcessTest, SchedulerBackendAndFrontendOnThreeHostsJoinedByVeth) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  if (std::system("ip netns list > /dev/null 2>&1") != 0) GTEST_SKIP() << "no 'ip' command (iproute2)";
+  Namespaces net(std::to_string(getpid() % 100000));
+  if (const std::string err = net.setup(); !err.empty())
+    GTEST_SKIP() << "cannot build the namespaces: " << err;
+  {
+    Proc sched = start_scheduler("sched", "10.77.0.1:7000", net.exec_in(1));
+    ASSERT_EQ(port_, 7000) << sched.log_text();
+    Proc b = start_backend("b", "emulated:2", "10.77.0.1:7000", net.exec_in(2));
+    ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text() << b.log_text();
+    Proc lg = start_loadgen("lg", 3, 500, "10.77.0.1:7000", net.exec_in(3));
+    const json r = loadgen_report(lg, "lg");
+    EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+    EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+    // Really across hosts: the backend and the frontend came from their own addresses.
+    EXPECT_NE(sched.log_text().find("backend 'b' (10.77.0.2:"), std::string::npos) << sched.log_text();
+    EXPECT_NE(sched.log_text().find("inputs at 10.77.0.3:"), std::string::npos) << sched.log_text();
+    ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+    ASSERT_EQ(b.stop(), 0) << b.log_text();
+    const std::optional<json> br = read_json(dir_.file("b.json"));
+    ASSERT_TRUE(br.has_value());
+    EXPECT_GT((*br)["reads"].get<std::uint64_t>(), 0u) << "no input was read across the namespaces";
+    expect_nothing_ran_twice();
+  }
+  net.teardown();
+  EXPECT_EQ(std::system(("ip netns list | grep -q " + net.ns("br")).c_str()) == 0, false)
+      << "a namespace is left";
+}
+
+// ---- bad peers ---------------------------------------------------------------------
+
+// A raw UCX peer that sends whatever bytes the test wants.
+struct RawPeer : Transport::Handler {
+  std::mutex mu;
+  std::vector<std::vector<std::uint8_t>> got;
+  bool closed = false;
+  void on_message(ConnId, std::span<const std::uint8_t> m) override {
+    std::lock_guard<std::mutex> lock(mu);
+    got.emplace_back(m.begin(), m.end());
+  }
+  void on_disconnect(ConnId, const Status&) override {
+    std::lock_guard<std::mutex> lock(mu);
+    closed = true;
+  }
+  // The reason of the first Refuse received, or "".
+  std::string refusal() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& m : got)
+      if (auto r = wire::decode_refuse(m); r.ok()) return r->reason;
+    return "";
+  }
+  std::optional<wire::OutcomesView> outcomes(std::vector<std::uint8_t>& keep) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& m : got)
+      if (wire::decode_outcomes(m).ok()) {
+        keep = m;
+        return *wire::decode_outcomes(keep);
+      }
+    return std::nullopt;
+  }
+};
+
+// Connects a raw peer to 127.0.0.1:port, sends `msgs`, and (when
+// `wait_refusal`) waits up to 5 s for a Refuse; returns its reason.
+std::string send_raw(int port, const std::vector<std::vector<std::uint8_t>>& msgs, RawPeer& h,
+                     std::unique_ptr<Transport>& keep, bool wait_refusal = true) {
+  TransportOptions to;
+  to.name = "raw";
+  keep = std::move(*Transport::create(to, h));
+  const ConnId c = *keep->call([&] {
+    return keep->connect({"127.0.0.1", static_cast<std::uint16_t>(port)});
+  });
+  // Like every node of ours, a peer sends nothing after its Hello until the
+  // answer: UCX does not promise the order of messages sent while the
+  // connection is still being set up.
+  for (std::size_t i = 0; i < msgs.size(); ++i) {
+    if (i == 1 && !eventually(
+                      [&] {
+                        std::lock_guard<std::mutex> lock(h.mu);
+                        return !h.got.empty() || h.closed;
+                      },
+                      5s))
+      return "no answer to the first message";
+    (void)keep->call([&] { return keep->send(c, msgs[i]); });
+  }
+  if (!wait_refusal) return "";
+  std::string r;
+  eventually([&] { return !(r = h.refusal()).empty(); }, 5s);
+  return r;
+}
+
+std::vector<std::uint8_t> hello(wire::Role role, const std::string& token) {
+  wire::Hello h;
+  h.role = role;
+  h.token = token;
+  h.name = "raw";
+  h.address = "127.0.0.1:1";
+  return wire::encode(h);
+}
+
+TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServing) {
+  Proc sched = start_scheduler("sched");
+  Proc b = start_backend("b", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  struct Case {
+    std::vector<std::vector<std::uint8_t>> msgs;
+    std::string reason;
+  };
+  std::vector<std::uint8_t> wrong_version = hello(wire::Role::kFrontend, kToken);
+  wrong_version[4] = 9;
+  std::vector<std::uint8_t> truncated = hello(wire::Role::kFrontend, kToken);
+  truncated.resize(truncated.size() - 3);
+  std::vector<std::uint8_t> oversized = wire::encode(wire::Ping{1, 1});
+  oversized[8] = 0xff;
+  oversized[9] = 0xff;
+  oversized[10] = 0xff;
+  oversized[11] = 0x7f;
+  std::vector<std::uint8_t> garbage(64, 0x42);
+  wire::SubmitBuilder sb;
+  sb.add({1, 4096, 8, 0, 1000000});
+  const std::vector<Case> cases = {
+      {{hello(wire::Role::kFrontend, "not-the-token")}, "wrong cluster token"},
+      {{hello(wire::Role::kBackend, "")}, "wrong cluster token"},
+      {{wrong_version}, "unsupported protocol version 9"},
+      {{truncated}, "truncated"},
+      {{oversized}, "oversized"},
+      {{garbage}, "wrong magic"},
+      {{std::move(sb).finish()}, "expected a Hello first"},  // submitting without a handshake
+  };
+  for (const Case& c : cases) {
+    RawPeer h;
+    std::unique_ptr<Transport> t;
+    EXPECT_NE(send_raw(port_, c.msgs, h, t).find(c.reason), std::string::npos) << "expected: " << c.reason;
+  }
+  // A welcomed frontend naming an unknown model gets an error outcome for it.
+  {
+    RawPeer h;
+    std::unique_ptr<Transport> t;
+    wire::SubmitBuilder bad;
+    bad.add({77, 4096, 8, 999, 1000000});
+    (void)send_raw(port_, {hello(wire::Role::kFrontend, kToken), std::move(bad).finish()}, h, t, false);
+    std::vector<std::uint8_t> keep;
+    std::optional<wire::OutcomesView> o;
+    ASSERT_TRUE(eventually([&] { return (o = h.outcomes(keep)).has_value(); }, 5s))
+        << "no outcome for the bad request";
+    ASSERT_EQ(o->entries.size(), 1u);
+    EXPECT_EQ(o->entries[0].request, 77u);
+    EXPECT_EQ(o->entries[0].outcome, static_cast<std::uint8_t>(Outcome::kError));
+    EXPECT_NE(o->text.find("unknown model id 999"), std::string::npos) << o->text;
+  }
+  // A backend reporting a batch that does not exist is ignored with a log line.
+  {
+    RawPeer h;
+    std::unique_ptr<Transport> t;
+    wire::BatchDone d;
+    d.batch = 123456789;
+    (void)send_raw(
+        port_,
+        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}}), wire::encode(d)}, h,
+        t, false);
+    EXPECT_TRUE(eventually(
+        [&] { return sched.log_text().find("unknown batch id 123456789") != std::string::npos; }, 5s))
+        << sched.log_text();
+  }
+  // The scheduler still serves.
+  Proc lg = start_loadgen("lg", 2, 500);
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), 0u) << r.dump(2);
+  ASSERT_TRUE(sched.running()) << sched.log_text();
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  (void)b.stop();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ((*s)["peers"]["refused_token"], 2u) << s->dump(2);
+  EXPECT_GE((*s)["peers"]["refused_protocol"].get<std::uint64_t>(), 5u) << s->dump(2);
+  EXPECT_EQ((*s)["refused_requests"]["unknown_model"], 1u) << s->dump(2);
+}
+
+TEST_F(ClusterProcessTest, AFrontendRefusesABackendWithoutTheToken) {
+  // The frontend's listener is where backends read inputs: a stray peer
+  // without the token gets no rkey.
+  Proc sched = start_scheduler("sched");
+  Proc lg = start_loadgen("lg", 3, 10);
+  std::string addr;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::string log = lg.log_text();
+        const std::size_t at = log.find("inputs at ");
+        if (at == std::string::npos) return false;
+        addr = log.substr(at + 10, log.find(')', at) - at - 10);
+        return true;
+      },
+      10s))
+      << lg.log_text();
+  Result<HostPort> hp = HostPort::parse(addr);
+  ASSERT_TRUE(hp.ok()) << addr;
+  RawPeer h;
+  std::unique_ptr<Transport> t;
+  EXPECT_NE(send_raw(hp->port, {hello(wire::Role::kBackend, "wrong")}, h, t).find("wrong cluster token"),
+            std::string::npos);
+  {
+    std::lock_guard<std::mutex> lock(h.mu);
+    for (const auto& m : h.got)
+      EXPECT_FALSE(wire::decode_pool_info(m).ok()) << "the frontend handed out its rkey";
+  }
+  (void)loadgen_report(lg, "lg");
+  (void)sched.stop();
+}
+
+}  // namespace
+}  // namespace symphony::rdma

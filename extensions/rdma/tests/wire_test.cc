@@ -1,0 +1,281 @@
+// The wire protocol: every message round-trips; every malformed message is
+// refused with a reason (truncated, oversized, wrong magic/version/kind,
+// counts that overflow the length, trailing bytes, strings over their limit).
+#include "symphony/rdma/wire.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "symphony/types.hpp"
+
+namespace symphony::rdma::wire {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+void put_u32(Bytes& b, std::size_t off, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[off + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+// Asserts that `b` is refused and the reason mentions `needle`.
+void expect_refused(const Bytes& b, const std::string& needle) {
+  const Status s = validate(b);
+  ASSERT_FALSE(s.ok()) << "accepted a bad message (expected: " << needle << ")";
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+}
+
+TEST(WireTest, HeaderIsLittleEndianWithMagicVersionKindLength) {
+  const Bytes m = encode(Ping{0x0102030405060708ull, -5});
+  ASSERT_EQ(m.size(), kHeaderBytes + 16);
+  EXPECT_EQ(m[0], 'S');
+  EXPECT_EQ(m[1], 'Y');
+  EXPECT_EQ(m[2], 'M');
+  EXPECT_EQ(m[3], 'C');
+  EXPECT_EQ(m[4], kVersion);
+  EXPECT_EQ(m[5], 0);
+  EXPECT_EQ(m[6], static_cast<std::uint8_t>(Kind::kPing));
+  EXPECT_EQ(m[8], m.size());
+  EXPECT_EQ(m[16], 0x08);  // seq, least significant byte first
+  EXPECT_EQ(m[23], 0x01);
+  Result<Ping> p = decode_ping(m);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->seq, 0x0102030405060708ull);
+  EXPECT_EQ(p->origin_ns, -5);
+}
+
+TEST(WireTest, ControlMessagesRoundTrip) {
+  Hello h{Role::kBackend, 4242, 0xdeadbeefcafeull, "secret-token", "backend-1", "10.0.0.2:5000"};
+  Result<Hello> h2 = decode_hello(encode(h));
+  ASSERT_TRUE(h2.ok()) << h2.status().message();
+  EXPECT_EQ(h2->role, Role::kBackend);
+  EXPECT_EQ(h2->pid, 4242u);
+  EXPECT_EQ(h2->incarnation, 0xdeadbeefcafeull);
+  EXPECT_EQ(h2->token, "secret-token");
+  EXPECT_EQ(h2->name, "backend-1");
+  EXPECT_EQ(h2->address, "10.0.0.2:5000");
+
+  Welcome w{3, 99, 100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny"}}};
+  Result<Welcome> w2 = decode_welcome(encode(w));
+  ASSERT_TRUE(w2.ok()) << w2.status().message();
+  EXPECT_EQ(w2->peer_id, 3u);
+  ASSERT_EQ(w2->models.size(), 2u);
+  EXPECT_EQ(w2->models[1].name, "tiny");
+  EXPECT_EQ(w2->models[1].slo_ns, 5000000);
+  EXPECT_EQ(w2->heartbeat_timeout_ns, 1000000000);
+
+  Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}}));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->devices.size(), 2u);
+  EXPECT_EQ(r->models[0], "ResNet50");
+
+  Result<Registered> rg = decode_registered(encode(Registered{{4, 5, 6}}));
+  ASSERT_TRUE(rg.ok());
+  EXPECT_EQ(rg->gpus, (std::vector<std::uint32_t>{4, 5, 6}));
+
+  Result<FrontendJoined> fj = decode_frontend_joined(encode(FrontendJoined{7, 2, 11, "127.0.0.1:4000"}));
+  ASSERT_TRUE(fj.ok());
+  EXPECT_EQ(fj->address, "127.0.0.1:4000");
+  EXPECT_EQ(fj->generation, 2u);
+
+  Result<PoolInfo> pi = decode_pool_info(encode(PoolInfo{0x7f0000001000ull, 1 << 20, {1, 2, 3, 4}}));
+  ASSERT_TRUE(pi.ok());
+  EXPECT_EQ(pi->rkey.size(), 4u);
+
+  BatchDone bd;
+  bd.batch = 77;
+  bd.status = BatchStatus::kError;
+  bd.executed = 5;
+  bd.fetch_ns = 1234;
+  bd.error = "model raised";
+  Result<BatchDone> bd2 = decode_batch_done(encode(bd));
+  ASSERT_TRUE(bd2.ok()) << bd2.status().message();
+  EXPECT_EQ(bd2->status, BatchStatus::kError);
+  EXPECT_EQ(bd2->error, "model raised");
+  EXPECT_EQ(bd2->fetch_ns, 1234);
+
+  EXPECT_EQ(decode_refuse(encode(Refuse{"wrong token"}))->reason, "wrong token");
+  EXPECT_EQ(decode_goodbye(encode(Goodbye{"stopping"}))->reason, "stopping");
+  EXPECT_EQ(decode_frontend_left(encode(FrontendLeft{1, 9}))->generation, 9u);
+  EXPECT_EQ(decode_pong(encode(Pong{5, 6}))->origin_ns, 6);
+}
+
+TEST(WireTest, HotMessagesRoundTripThroughViews) {
+  SubmitBuilder sb;
+  for (std::uint32_t i = 0; i < 100; ++i) sb.add({i, 0x1000 + i * 64, 64, i % 3, 25000000 - i});
+  Bytes sm = std::move(sb).finish();
+  Result<SubmitView> sv = decode_submit(sm);
+  ASSERT_TRUE(sv.ok()) << sv.status().message();
+  ASSERT_EQ(sv->entries.size(), 100u);
+  EXPECT_EQ(sv->entries[42].request, 42u);
+  EXPECT_EQ(sv->entries[42].addr, 0x1000u + 42 * 64);
+  EXPECT_EQ(sv->entries[42].model, 0u);
+  EXPECT_EQ(sv->entries[42].budget_ns, 25000000 - 42);
+
+  BatchBuilder bb(0xabcdef, 3, 1, 7000000, 20000000, 16);
+  for (std::uint32_t i = 0; i < 16; ++i) bb.add({i * 10, 0x2000 + i, 150000, i % 2, 1});
+  Bytes bm = std::move(bb).finish();
+  Result<BatchView> bv = decode_batch(bm);
+  ASSERT_TRUE(bv.ok()) << bv.status().message();
+  EXPECT_EQ(bv->batch, 0xabcdefu);
+  EXPECT_EQ(bv->device, 3u);
+  EXPECT_EQ(bv->planned_size, 16u);
+  ASSERT_EQ(bv->entries.size(), 16u);
+  EXPECT_EQ(bv->entries[15].request, 150u);
+  EXPECT_EQ(bv->entries[15].len, 150000u);
+  EXPECT_EQ(bv->entries[15].frontend_id, 1u);
+
+  OutputsBuilder ob(5, 16, BatchStatus::kOk, "");
+  const std::uint8_t a[3] = {1, 2, 3}, b[1] = {9};
+  ob.add(10, a);
+  ob.add(11, b);
+  const Bytes om = std::move(ob).finish();  // views point into the bytes: keep them
+  Result<OutputsView> ov = decode_outputs(om);
+  ASSERT_TRUE(ov.ok()) << ov.status().message();
+  ASSERT_EQ(ov->entries.size(), 2u);
+  EXPECT_EQ(ov->entries[1].request, 11u);
+  ASSERT_EQ(ov->payload.size(), 4u);
+  EXPECT_EQ(ov->payload[3], 9);
+
+  OutcomesBuilder cb("backend 'b1' lost");
+  cb.add({5, static_cast<std::uint8_t>(Outcome::kError), 0});
+  cb.add({6, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  const Bytes cm = std::move(cb).finish();
+  Result<OutcomesView> cv = decode_outcomes(cm);
+  ASSERT_TRUE(cv.ok()) << cv.status().message();
+  EXPECT_EQ(cv->text, "backend 'b1' lost");
+  EXPECT_EQ(cv->entries[1].reason, static_cast<std::uint8_t>(DropReason::kExpired));
+}
+
+TEST(WireTest, RefusesBadHeaders) {
+  const Bytes good = encode(Ping{1, 2});
+  expect_refused(Bytes(good.begin(), good.begin() + 10), "truncated message");
+  Bytes m = good;
+  m[0] = 'X';
+  expect_refused(m, "wrong magic");
+  m = good;
+  m[4] = 2;
+  expect_refused(m, "unsupported protocol version 2");
+  m = good;
+  m[6] = 200;
+  expect_refused(m, "unknown message kind 200");
+  m = good;
+  m[6] = 0;
+  expect_refused(m, "unknown message kind 0");
+  m = good;
+  put_u32(m, 8, static_cast<std::uint32_t>(kMaxMessageBytes + 1));
+  expect_refused(m, "oversized");
+  m = good;
+  put_u32(m, 8, static_cast<std::uint32_t>(good.size() + 8));
+  expect_refused(m, "truncated Ping");
+  m = good;
+  m.push_back(0);  // the header still says the old length
+  expect_refused(m, "overlong Ping");
+  m = good;
+  m[12] = 1;
+  expect_refused(m, "unknown flags");
+}
+
+TEST(WireTest, RefusesBadBodies) {
+  // A body one byte short, its length field fixed up: truncated at a field.
+  Bytes m = encode(Ping{1, 2});
+  m.pop_back();
+  put_u32(m, 8, static_cast<std::uint32_t>(m.size()));
+  expect_refused(m, "truncated at origin");
+
+  // Trailing bytes after a complete body.
+  m = encode(Ping{1, 2});
+  m.push_back(7);
+  put_u32(m, 8, static_cast<std::uint32_t>(m.size()));
+  expect_refused(m, "trailing bytes");
+
+  // A Submit whose count overflows its length (and one near 2^32).
+  SubmitBuilder sb;
+  sb.add({1, 2, 3, 0, 5});
+  m = std::move(sb).finish();
+  put_u32(m, kHeaderBytes, 2);
+  expect_refused(m, "need 64 bytes, only 32 remain");
+  put_u32(m, kHeaderBytes, 0xffffffffu);
+  expect_refused(m, "more than the limit");
+  put_u32(m, kHeaderBytes, 0);
+  expect_refused(m, "no requests");
+
+  // A Batch with more entries than planned.
+  BatchBuilder bb(1, 0, 0, 100, 100, 1);
+  bb.add({1, 2, 3, 0, 0});
+  bb.add({2, 2, 3, 0, 0});
+  expect_refused(std::move(bb).finish(), "planned for 1");
+
+  // Outputs whose lengths overflow the payload.
+  OutputsBuilder ob(5, 1, BatchStatus::kOk, "");
+  const std::uint8_t a[3] = {1, 2, 3};
+  ob.add(10, a);
+  m = std::move(ob).finish();
+  put_u32(m, m.size() - 3 - 16 + 8, 0xfffffff0u);  // the entry's len
+  expect_refused(m, "output payload");
+
+  // Outcomes with an unknown outcome or drop reason.
+  OutcomesBuilder cb;
+  cb.add({5, static_cast<std::uint8_t>(Outcome::kOk), 0});
+  expect_refused(std::move(cb).finish(), "neither dropped nor error");
+  OutcomesBuilder cb2;
+  cb2.add({5, static_cast<std::uint8_t>(Outcome::kDropped), 99});
+  expect_refused(std::move(cb2).finish(), "unknown drop reason 99");
+
+  // Strings over their limit, and a Hello with an unknown role.
+  Hello h;
+  h.token = std::string(kMaxTokenBytes + 1, 'x');
+  expect_refused(encode(h), "token is 257 bytes");
+  h.token = "t";
+  h.role = static_cast<Role>(9);
+  expect_refused(encode(h), "unknown role 9");
+
+  // A Welcome announcing more models than its bytes could hold.
+  Welcome w{1, 1, 1, 1, {}};
+  m = encode(w);
+  put_u32(m, kHeaderBytes + 4, 1000);
+  expect_refused(m, "cannot fit");
+
+  // A Register with no device.
+  expect_refused(encode(Register{{}, {"m"}}), "0 devices");
+
+  // A BatchDone with a negative timing.
+  BatchDone bd;
+  bd.fetch_ns = -1;
+  expect_refused(encode(bd), "negative");
+
+  // A PoolInfo without rkey, and one that wraps around the address space.
+  expect_refused(encode(PoolInfo{1, 2, {}}), "empty rkey");
+  expect_refused(encode(PoolInfo{~0ull - 5, 100, {1}}), "wraps");
+}
+
+TEST(WireTest, RandomCorruptionNeverCrashes) {
+  // Every single-byte change and every truncation of a valid message either
+  // decodes or is refused with a reason.
+  std::vector<Bytes> samples;
+  samples.push_back(encode(Hello{Role::kFrontend, 1, 2, "tok", "fe", "127.0.0.1:1"}));
+  samples.push_back(encode(Welcome{1, 2, 3, 4, {{0, 8, 9, "m"}}}));
+  SubmitBuilder sb;
+  sb.add({1, 2, 3, 0, 5});
+  samples.push_back(std::move(sb).finish());
+  OutputsBuilder ob(5, 1, BatchStatus::kOk, "x");
+  const std::uint8_t a[3] = {1, 2, 3};
+  ob.add(10, a);
+  samples.push_back(std::move(ob).finish());
+  std::mt19937 rng(1);
+  for (const Bytes& s : samples) {
+    for (std::size_t n = 0; n < s.size(); ++n) (void)validate(std::span<const std::uint8_t>(s.data(), n));
+    for (int k = 0; k < 2000; ++k) {
+      Bytes m = s;
+      m[rng() % m.size()] = static_cast<std::uint8_t>(rng());
+      const Status st = validate(m);
+      if (!st.ok()) {
+        EXPECT_FALSE(st.message().empty());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace symphony::rdma::wire

@@ -1,0 +1,65 @@
+// EpochPartitioner (epoch.hpp): one epoch's problem from the fixed model and
+// sub-cluster data, solved, with the keep-the-current-assignment rule.
+#include "symphony/partition/epoch.hpp"
+
+#include <algorithm>
+
+#include "internal.hpp"
+
+namespace symphony::partition {
+
+EpochPartitioner::EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters,
+                                   Options options, double memory_weight)
+    : models_(std::move(models)),
+      subclusters_(std::move(subclusters)),
+      options_(options),
+      memory_weight_(memory_weight) {
+  Problem p;
+  p.models = models_;
+  for (Model& m : p.models) m.rate = 0;
+  p.subclusters = subclusters_;
+  p.memory_weight = memory_weight_;
+  validate(p);
+}
+
+Problem EpochPartitioner::problem(std::span<const double> rates, std::span<const int> current,
+                                  double max_disruption) const {
+  if (rates.size() != models_.size()) {
+    throw InputError("an epoch needs one rate per model: " + std::to_string(rates.size()) + " rates for " +
+                     std::to_string(models_.size()) + " models");
+  }
+  if (!current.empty() && current.size() != models_.size()) {
+    throw InputError("the current assignment has " + std::to_string(current.size()) + " entries for " +
+                     std::to_string(models_.size()) + " models");
+  }
+  Problem p;
+  p.models = models_;
+  for (std::size_t i = 0; i < p.models.size(); ++i) p.models[i].rate = rates[i];
+  p.subclusters = subclusters_;
+  p.memory_weight = memory_weight_;
+  if (std::any_of(current.begin(), current.end(), [](int j) { return j != kUnplaced; })) {
+    p.current.assign(current.begin(), current.end());
+  }
+  p.max_disruption = max_disruption;
+  return p;
+}
+
+EpochPlan EpochPartitioner::plan(std::span<const double> rates, std::span<const int> current,
+                                 double max_disruption) const {
+  const Problem p = problem(rates, current, max_disruption);
+  EpochPlan out;
+  out.result = solve(p, options_);
+  if (out.result.has_solution()) {
+    out.assignment = out.result.assignment;
+    return out;
+  }
+  const bool all_placed = !p.current.empty() && std::none_of(p.current.begin(), p.current.end(),
+                                                             [](int j) { return j == kUnplaced; });
+  if (all_placed) {
+    out.assignment = p.current;
+    out.kept = true;
+  }
+  return out;
+}
+
+}  // namespace symphony::partition

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The cluster on one machine: a scheduler, two backends with 4 emulated GPUs
+# each (8 in all) and two load-generating frontends, as separate processes
+# talking UCX over TCP on loopback, serving the paper's stagger workload
+# (ResNet50 profile, SLO 25 ms; examples/cluster/cluster.yaml).
+#
+#   1. starts the scheduler and the backends, and offers a calibration load
+#      for 5 s so that the scheduler learns d_ctrl, d_data and d_resp;
+#   2. asks the simulator for the goodput of the same config with those
+#      delays (symphony simulate --goodput);
+#   3. offers 0.95 x that goodput for 20 s from the two frontends (half each)
+#      and prints the outcome report; the simulator runs the same offered
+#      rate for comparison.
+#
+#   ./scripts/cluster-demo.sh [--json FILE] [--duration S] [--fraction F]
+#
+# The JSON holds sent, ok, late, dropped, errors, bad_rate, offered_rps,
+# sim_goodput_rps, median_batch and sim_median_batch (and more). Set
+# SYMPHONY_BUILD_DIR to use an existing build (default: build/release, built
+# here), and SYMPHONY_DEMO_KEEP=1 to keep the logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+json_out=""
+duration=20
+fraction=0.95
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --json) json_out="$2"; shift 2 ;;
+    --duration) duration="$2"; shift 2 ;;
+    --fraction) fraction="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+build="${SYMPHONY_BUILD_DIR:-}"
+if [[ -z "$build" ]]; then
+  jobs=$(nproc 2>/dev/null || echo 2)
+  step "installing missing system packages"
+  ./scripts/install-deps.sh
+  step "configuring and building the symphony tool (preset release)"
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$jobs" --target symphony_cli
+  build=build/release
+fi
+bin="$build/symphony"
+if ! "$bin" scheduler --help >/dev/null 2>&1; then
+  echo "error: $bin has no 'scheduler' command: the cluster extension needs UCX (libucx-dev)" >&2
+  exit 1
+fi
+config=examples/cluster/cluster.yaml
+work=$(mktemp -d /tmp/symphony-cluster-demo-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  if [[ -z "${SYMPHONY_DEMO_KEEP:-}" ]]; then rm -rf "$work"; else echo "logs kept in $work" >&2; fi
+}
+trap cleanup EXIT
+
+step "starting the scheduler and two backends (4 emulated GPUs each)"
+"$bin" scheduler --listen 127.0.0.1:0 --config "$config" --port-file "$work/port" \
+  --report "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+[[ -s "$work/port" ]] || { cat "$work/scheduler.log" >&2; exit 1; }
+addr="127.0.0.1:$(cat "$work/port")"
+for b in 1 2; do
+  "$bin" backend --scheduler "$addr" --devices emulated:4 --config "$config" --name "backend$b" \
+    --report "$work/backend$b.json" >"$work/backend$b.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 100); do
+  [[ $(grep -c " registered " "$work/scheduler.log" || true) -ge 2 ]] && break
+  sleep 0.1
+done
+
+step "calibration: 5 s of load while the scheduler learns the network delays"
+"$bin" loadgen --scheduler "$addr" --config "$config" --duration 5 --rate 3000 --quiet --name calibration \
+  >"$work/calibration.log" 2>&1
+sleep 1.5  # the next report has the delays of the whole calibration
+read -r ctrl_ms data_ms resp_ms < <(/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["delays_us"]
+print(d["ctrl"] / 1000, d["data"] / 1000, d["resp"] / 1000)' "$work/scheduler.json")
+echo "learned: d_ctrl ${ctrl_ms} ms, d_data ${data_ms} ms per request, d_resp ${resp_ms} ms" >&2
+
+step "simulating the same config with those delays"
+/usr/bin/python3 - "$config" "$work/sim.yaml" "$ctrl_ms" "$data_ms" "$resp_ms" <<'PY'
+import sys, yaml
+src, dst, ctrl, data, resp = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
+cfg = yaml.safe_load(open(src))
+cfg.pop("cluster", None)
+cfg["delays"] = {"ctrl_ms": ctrl, "data_ms": data, "resp_ms": resp}
+yaml.safe_dump(cfg, open(dst, "w"), sort_keys=False)
+PY
+"$bin" simulate "$work/sim.yaml" --goodput --json -q -o "$work/sim_goodput.json"
+goodput=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["goodput_rps"])' "$work/sim_goodput.json")
+rate=$(/usr/bin/python3 -c "print(round($goodput * $fraction, 1))")
+"$bin" simulate "$work/sim.yaml" --rate "$rate" --json -q -o "$work/sim_run.json"
+echo "simulated goodput ${goodput} r/s; offering ${fraction} x = ${rate} r/s" >&2
+
+step "offering ${rate} r/s from two frontends for ${duration} s"
+half=$(/usr/bin/python3 -c "print($rate / 2)")
+lg=()
+for f in 1 2; do
+  "$bin" loadgen --scheduler "$addr" --config "$config" --duration "$duration" --warmup 2 --rate "$half" \
+    --seed "$f" --name "frontend$f" --json "$work/frontend$f.json" --quiet >"$work/frontend$f.log" 2>&1 &
+  lg+=($!)
+  pids+=($!)
+done
+for p in "${lg[@]}"; do wait "$p"; done
+
+step "report"
+/usr/bin/python3 - "$work" "$goodput" "$rate" "$json_out" <<'PY'
+import json, sys
+work, goodput, rate, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+fe = [json.load(open(f"{work}/frontend{i}.json")) for i in (1, 2)]
+sim = json.load(open(f"{work}/sim_run.json"))
+sched = json.load(open(f"{work}/scheduler.json"))
+r = {k: sum(f[k] for f in fe) for k in ("sent", "ok", "late", "dropped", "errors")}
+reasons = {}
+for f in fe:
+    for k, v in f["dropped_by_reason"].items():
+        reasons[k] = reasons.get(k, 0) + v
+hist = {}
+for f in fe:
+    for k, v in f["requests_by_batch_size"].items():
+        hist[int(k)] = hist.get(int(k), 0) + v
+n, seen, median = sum(hist.values()), 0, 0
+for b in sorted(hist):
+    seen += hist[b]
+    if 2 * seen >= n:
+        median = b
+        break
+window = fe[0]["duration_s"]
+r.update({
+    "dropped_by_reason": reasons,
+    "bad_rate": (r["sent"] - r["ok"]) / r["sent"] if r["sent"] else 0.0,
+    "offered_rps": r["sent"] / window,
+    "target_rps": rate,
+    "goodput_rps": r["ok"] / window,
+    "sim_goodput_rps": goodput,
+    "median_batch": median,
+    "sim_median_batch": sim["median_batch"],
+    "sim_bad_rate": sim["bad_rate"],
+    "learned_delays_us": {k: sched["delays_us"][k] for k in ("ctrl", "data", "resp")},
+    "output_mismatch": sum(f["output_mismatch"] for f in fe),
+    "duplicate_outputs": sum(f["client"]["duplicate_outputs"] for f in fe),
+    "scheduler_cpu_us_per_request": sched["cpu_us_per_request"],
+    "duration_s": window,
+})
+print(f"""
+cluster: 1 scheduler, 2 backends x 4 emulated GPUs, 2 frontends (TCP loopback)
+offered  {r['offered_rps']:9.1f} r/s  ({rate:.1f} = 0.95 x the simulator's goodput {goodput:.1f})
+sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reasons or ''}, errors {r['errors']}
+bad rate {100 * r['bad_rate']:.2f} %   (simulator at the same rate: {100 * sim['bad_rate']:.2f} %)
+median batch {median}   (simulator: {sim['median_batch']:g})
+learned delays: d_ctrl {r['learned_delays_us']['ctrl']:.0f} us, d_data {r['learned_delays_us']['data']:.0f} us, d_resp {r['learned_delays_us']['resp']:.0f} us""")
+if out:
+    json.dump(r, open(out, "w"), indent=2, sort_keys=True)
+    print(f"wrote {out}")
+PY

@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Everything GPU-related, in one command, on a bare GPU machine:
+#
+#   scripts/gpu-check.sh OUTDIR            # on the GPU machine, from the project root
+#
+# with .gpu-bundle/ (scripts/gpu-bundle.sh) beside it. Builds against the
+# bundle and torch's libtorch, runs every `gpu` test, benchmarks the
+# busy-kernel executor (dispatch overhead, GPU idle gaps, the runtime over it),
+# runs the runtime stress benchmark with 14 shards (and 1, its baseline),
+# exports ResNet-50 and ResNet-18 with torchvision, profiles them on cuda:0,
+# serves them together on cuda:0 under deferred and eager with SLOs that give
+# batches >= 8 (and once on the busy-kernel executor with their linear fits),
+# simulates the same configurations from the measured profiles, and writes
+# OUTDIR/gpu.json, OUTDIR/gpu.md, OUTDIR/gpu-check.log and OUTDIR/build.log.
+# Finishes in under 9 minutes (GPU_CHECK_BUDGET_S, default 520 s): every step
+# has a time limit cut to what is left, a failed or skipped step is recorded
+# and the others go on. Progress goes to stdout. Exit status: 0 when every
+# step ran and passed, 1 otherwise (the files are written either way).
+#
+# The `device` tool's invocation is in bench/results/gpu.md.
+#
+#   scripts/gpu-check.sh --selftest OUTDIR
+# builds everything but libtorch against the bundle and runs the whole test
+# suite, for scripts/gpu-bundle-selftest.sh, which runs it in a chroot that
+# has only the compiler, CMake, ninja and python3 (and /usr/local/cuda).
+#
+# Environment: GPU_BUNDLE (default .gpu-bundle), GPU_CHECK_BUILD (default
+# build/gpu-check), GPU_CHECK_BUDGET_S, GPU_CHECK_SERVE_S (seconds of load per
+# serve run, default 15), GPU_CHECK_JOBS (default: all cores). For trying the
+# script's plumbing on a machine without a GPU (the figures then mean
+# nothing): GPU_CHECK_DEVICE (default cuda:0), GPU_CHECK_WITH_CUDA (default
+# ON), GPU_CHECK_SIZE (image side, default 224), GPU_CHECK_MAX_BATCH (32),
+# GPU_CHECK_SKIP (steps not to run, e.g. "stress-1,stress-14").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+SELFTEST=0
+if [[ ${1:-} == --selftest ]]; then
+  SELFTEST=1
+  shift
+fi
+if [[ $# -ne 1 ]]; then
+  echo "usage: scripts/gpu-check.sh [--selftest] OUTDIR" >&2
+  exit 2
+fi
+OUT=$1
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+BUNDLE=$(cd "${GPU_BUNDLE:-.gpu-bundle}" 2>/dev/null && pwd) || BUNDLE=""
+BUILD=${GPU_CHECK_BUILD:-build/gpu-check}
+mkdir -p "$BUILD"
+BUILD=$(cd "$BUILD" && pwd)
+WORK=$BUILD/check
+BUDGET=${GPU_CHECK_BUDGET_S:-520}
+SERVE_S=${GPU_CHECK_SERVE_S:-15}
+JOBS=${GPU_CHECK_JOBS:-$(nproc)}
+DEVICE=${GPU_CHECK_DEVICE:-cuda:0}
+WITH_CUDA=${GPU_CHECK_WITH_CUDA:-ON}
+SIZE=${GPU_CHECK_SIZE:-224}
+MAXB=${GPU_CHECK_MAX_BATCH:-32}
+PY=$(command -v python3)
+T0=$(date +%s)
+LOG=$OUT/gpu-check.log
+BLOG=$OUT/build.log
+: >"$BLOG"
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+STEPS=$WORK/steps.tsv
+: >"$STEPS"
+FAILED=0
+
+elapsed() { echo $(($(date +%s) - T0)); }
+say() { printf '[gpu-check %4ss] %s\n' "$(elapsed)" "$*"; }
+
+# step NAME MAX_SECONDS COMMAND...: runs COMMAND with a time limit of
+# MAX_SECONDS, cut to the budget left (30 s are kept for the report), and
+# records name, exit status and seconds in steps.tsv. Skipped (status
+# "skipped") when under 10 s are left.
+step() {
+  local name=$1 max=$2
+  shift 2
+  if [[ ,${GPU_CHECK_SKIP:-}, == *,"$name",* ]]; then
+    skip "$name" "GPU_CHECK_SKIP"
+    return 1
+  fi
+  local left=$((BUDGET - 30 - $(elapsed)))
+  if ((left < 10)); then
+    say "SKIP $name: the time budget is spent"
+    printf '%s\tskipped\t0\n' "$name" >>"$STEPS"
+    FAILED=1
+    return 1
+  fi
+  local limit=$((max < left ? max : left))
+  say "==> $name (limit ${limit}s)"
+  local t=$(date +%s)
+  # bash -c: COMMAND may be one of the functions below (exported); timeout
+  # signals its whole process group.
+  timeout --kill-after=5 "$limit" bash -c '"$@"' "$name" "$@"
+  local rc=$?
+  local secs=$(($(date +%s) - t))
+  if ((rc == 0)); then
+    say "ok  $name (${secs}s)"
+  elif ((rc == 124 || rc == 137)); then
+    say "TIMEOUT $name after ${secs}s"
+  else
+    say "FAIL $name (exit $rc, ${secs}s)"
+  fi
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$secs" >>"$STEPS"
+  ((rc == 0)) || FAILED=1
+  return $rc
+}
+
+# Skips a step that cannot run, recording why.
+skip() {
+  say "SKIP $1: $2"
+  printf '%s\tskipped\t0\t%s\n' "$1" "$2" >>"$STEPS"
+  FAILED=1
+}
+
+# Long output (CMake, ninja) goes to build.log; a heartbeat shows progress.
+logged() {
+  local what=$1
+  shift
+  echo "==== $what: $*" >>"$BLOG"
+  "$@" >>"$BLOG" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 15
+    kill -0 "$pid" 2>/dev/null && say "... $what: $(tail -n 1 "$BLOG" | cut -c1-110)"
+  done
+  wait "$pid"
+}
+
+# Runs COMMAND... with its stdout into FILE.
+to_file() {
+  local file=$1
+  shift
+  "$@" >"$file"
+}
+
+# bench_cuda, failing when a benchmark reported an error (Google Benchmark exits 0).
+run_bench_cuda() {
+  "$BUILD/bench/bench_cuda" --benchmark_out="$WORK/bench-cuda.json" --benchmark_out_format=json || return
+  ! grep -q '"error_occurred": true' "$WORK/bench-cuda.json"
+}
+
+# A GoogleTest binary, failing when a test was skipped (here a skip means the
+# GPU was not seen).
+run_gtest() {
+  local bin=$1 json=$2
+  shift 2
+  "$bin" --gtest_brief=1 --gtest_output="json:$json" "$@" || return
+  if grep -q '"result": "SKIPPED"' "$json"; then
+    say "some tests were skipped (no GPU seen?)"
+    return 3
+  fi
+}
+
+export ROOT OUT BUNDLE BUILD WORK BLOG T0 PY WITH_CUDA
+export -f say elapsed logged to_file run_bench_cuda run_gtest
+
+main() {
+# ---- the machine -----------------------------------------------------------------
+say "symphony GPU check in $ROOT -> $OUT (budget ${BUDGET}s, $JOBS jobs)"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "kernel: $(uname -sr)"
+  echo "cpus: $(nproc)"
+  echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+  echo "glibc: $(ldd --version 2>/dev/null | head -n 1)"
+  echo "cxx: $(c++ --version 2>/dev/null | head -n 1)"
+  echo "cmake: $(cmake --version 2>/dev/null | head -n 1)"
+  echo "ninja: $(ninja --version 2>/dev/null)"
+  echo "nvcc: $( (command -v nvcc >/dev/null && nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -n 2 | head -n 1)"
+  echo "python: $($PY --version 2>&1) ($PY)"
+  echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1)"
+} | tee "$WORK/machine.txt"
+
+TORCH_PREFIX=""
+if ((SELFTEST == 0)); then
+  TORCH_PREFIX=$($PY -c 'import torch, sys; print(torch.utils.cmake_prefix_path); print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), file=sys.stderr)' 2>"$WORK/torch.txt")
+  say "torch: $(cat "$WORK/torch.txt") at $TORCH_PREFIX"
+fi
+
+if [[ -z $BUNDLE || ! -d $BUNDLE/root/usr ]]; then
+  say "no .gpu-bundle/root/usr beside the project: run scripts/gpu-bundle.sh on a Debian machine and carry it"
+  skip configure "no .gpu-bundle"
+  $PY scripts/gpu_report.py report "$WORK" "$OUT"
+  return 1
+fi
+
+# ---- configure and build -----------------------------------------------------------
+configure() {
+  local torch=$1
+  local prefix="$BUNDLE/root/usr"
+  local args=(-S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY"
+    -DPKG_CONFIG_EXECUTABLE="$BUNDLE/bin/pkg-config" -DSYMPHONY_BUILD_PYTHON=OFF -DSYMPHONY_CCACHE=OFF)
+  if [[ $torch == with-torch ]]; then
+    prefix="$prefix;$TORCH_PREFIX"
+    args+=(-DSYMPHONY_WITH_TORCH=ON -DSYMPHONY_WITH_CUDA="$WITH_CUDA")
+  else
+    args+=(-DSYMPHONY_WITH_TORCH=OFF)
+  fi
+  logged "configure ($torch)" cmake "${args[@]}" -DCMAKE_PREFIX_PATH="$prefix"
+}
+
+export TORCH_PREFIX
+export -f configure
+
+# Every package the build found must come from the bundle, not the system.
+check_bundle_use() {
+  local bad=0 line
+  for v in yaml-cpp_DIR GTest_DIR benchmark_DIR CLI11_DIR nlohmann_json_DIR ConcurrentQueue_INCLUDE_DIR \
+    SYMPHONY_RWQUEUE_INCLUDE PKG_CONFIG_EXECUTABLE pkgcfg_lib_SYMPHONY_HTTPLIB_cpp-httplib; do
+    line=$(grep -E "^$v:" "$BUILD/CMakeCache.txt" | cut -d= -f2-)
+    if [[ $line != "$BUNDLE"/* ]]; then
+      say "NOT FROM THE BUNDLE: $v = ${line:-<unset>}"
+      bad=1
+    else
+      say "from the bundle: $v = ${line#"$BUNDLE"/}"
+    fi
+  done
+  return $bad
+}
+
+export -f check_bundle_use
+
+HAVE_TORCH=0
+if ((SELFTEST == 1)); then
+  step configure 180 configure without-torch || { $PY scripts/gpu_report.py report "$WORK" "$OUT"; return 1; }
+elif step configure 150 configure with-torch; then
+  HAVE_TORCH=1
+else
+  say "configuring with libtorch failed (see build.log); going on without it: the busy-kernel executor and the runtime"
+  step configure-without-torch 120 configure without-torch || { $PY scripts/gpu_report.py report "$WORK" "$OUT"; return 1; }
+fi
+step bundle-use 10 check_bundle_use
+grep -E "^-- symphony:" "$BLOG" | tail -n 5
+
+if ((SELFTEST == 1)); then
+  step build 1800 logged build cmake --build "$BUILD" -j "$JOBS"
+  step ctest 1800 ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 900
+  $PY scripts/gpu_report.py report "$WORK" "$OUT" --selftest
+  say "selftest done: $([[ $FAILED == 0 ]] && echo PASSED || echo FAILED) (steps in $STEPS)"
+  return $FAILED
+fi
+
+has_target() { ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$1:"; }
+
+# First what needs no libtorch: the busy-kernel executor's tests and benchmark.
+# Outputs of an earlier run are removed first, so that a failed build leaves
+# no stale binary behind to be measured; -k 0 builds what can be built.
+if has_target cuda_kernel_executor_test; then
+  rm -f "$BUILD/tests/cuda_kernel_executor_test" "$BUILD/bench/bench_cuda"
+  step build-kernel 180 logged build-kernel cmake --build "$BUILD" -j "$JOBS" --target cuda_kernel_executor_test \
+    bench_cuda -- -k 0
+  step test-kernel 90 run_gtest "$BUILD/tests/cuda_kernel_executor_test" "$WORK/gtest-kernel.json"
+  step bench-cuda 120 run_bench_cuda
+else
+  skip build-kernel "the CUDA toolkit was not found at configure time (see build.log)"
+fi
+
+targets=(symphony_cli)
+((HAVE_TORCH)) && targets+=(server_test torch_model_test symphony_test_models)
+rm -f "$BUILD/symphony" "$BUILD/tests/server_test" "$BUILD/tests/torch_model_test"
+step build 330 logged build cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0
+CLI=$BUILD/symphony
+
+if ((HAVE_TORCH)); then
+  step test-server-gpu 150 run_gtest "$BUILD/tests/server_test" "$WORK/gtest-server.json" \
+    --gtest_filter='ServerGpuTest.*'
+  # Every other test labelled gpu (none today; any added later).
+  step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu -E '^(server_gpu_test|cuda_kernel_executor_gpu_test)$' \
+    --no-tests=ignore --output-on-failure --timeout 140 --output-junit "$WORK/ctest-gpu.xml"
+fi
+
+# The runtime alone on emulated GPUs: 14 shards on the 16 cores, and 1 shard as the baseline.
+step stress-1 60 to_file "$WORK/stress-1.json" "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
+  --rate 1000000 --requests 2000000 --duration 5 --json
+step stress-14 60 to_file "$WORK/stress-14.json" "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
+  --rate 8000000 --requests 16000000 --duration 5 --json
+
+if ((HAVE_TORCH)); then
+  step export 150 "$PY" scripts/export_demo_models.py "$WORK/models" --size "$SIZE" --models resnet50 resnet18
+  for m in resnet50 resnet18; do
+    step "profile-$m" 120 "$CLI" profile "$WORK/models/$m.pt" --device "$DEVICE" --input "float32[3,$SIZE,$SIZE]" \
+      --max-batch "$MAXB" --repeats 10 -o "$WORK/$m.cuda0.profile.yaml"
+  done
+  if step configs 30 "$PY" scripts/gpu_report.py configs "$WORK" --serve-s "$SERVE_S" --device "$DEVICE" \
+    --size "$SIZE" --max-batch "$MAXB"; then
+    for p in deferred eager; do
+      step "serve-$p" $((SERVE_S + 75)) "$CLI" serve "$WORK/serve.yaml" --policy "$p" --quiet \
+        --json "$WORK/serve-$p.json"
+      step "simulate-$p" 60 "$CLI" simulate "$WORK/sim.yaml" --policy "$p" --json --quiet -o "$WORK/sim-$p.json"
+    done
+    # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
+    step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
+      --json "$WORK/serve-kernel.json"
+    step simulate-kernel 60 "$CLI" simulate "$WORK/sim-kernel.yaml" --policy deferred --json --quiet \
+      -o "$WORK/sim-kernel.json"
+  fi
+else
+  skip export "no libtorch with CUDA was configured (see build.log)"
+fi
+
+say "==> report"
+$PY scripts/gpu_report.py report "$WORK" "$OUT" || FAILED=1
+say "done in $(elapsed)s: $([[ $FAILED == 0 ]] && echo "every step passed" || echo "some steps failed or were skipped") \
+(OUTDIR: gpu.json gpu.md gpu-check.log build.log)"
+return $FAILED
+}
+
+# Everything to stdout and to gpu-check.log.
+main 2>&1 | tee "$LOG"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,144 @@
+// `symphony backend --scheduler HOST:PORT --devices emulated:N | cpu[:N] |
+// cuda[:i] [--model NAME:PATH:SPEC ...]`: a GPU host of the cluster
+// (extensions/rdma/.../backend_node.hpp; TorchScript models need the server
+// library). Runs until SIGINT
+// or SIGTERM (or --duration); --report writes its counters and input-read
+// latencies as JSON on exit.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "commands.hpp"
+#include "symphony/rdma/backend_node.hpp"
+#ifdef SYMPHONY_HAVE_CLUSTER_TORCH
+#include "symphony/rdma/backend_torch.hpp"
+#endif
+#include "symphony/rdma/cluster_config.hpp"
+#include "symphony/rdma/node_common.hpp"
+
+namespace symphony::tools {
+namespace {
+
+struct BackendArgs {
+  std::string scheduler;
+  std::string devices = "emulated:1";
+  std::string config;
+  std::string token;
+  std::string name;
+  std::string exec_log;
+  std::string report;
+  std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
+  int cpu_threads = 1;
+  std::uint32_t output_bytes = 16;
+  double duration_s = 0;
+  bool verbose = false;
+};
+
+int run_backend(const BackendArgs& a) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: they all inherit it
+  rdma::BackendOptions o;
+  Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler);
+  if (!hp.ok()) {
+    std::fprintf(stderr, "error: --scheduler: %s\n", hp.status().message().c_str());
+    return 2;
+  }
+  o.scheduler = *hp;
+  o.token = a.token;
+  if (!a.config.empty()) {
+    try {
+      const rdma::ClusterConfig c = rdma::load_cluster_config(a.config, a.token.empty());
+      if (o.token.empty()) o.token = rdma::effective_token(c.cluster);
+      o.ucx_tls = c.cluster.ucx_tls;
+    } catch (const simtool::ConfigError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 2;
+    }
+  }
+  o.devices = a.devices;
+  o.name = a.name;
+  if (a.devices.rfind("emulated", 0) != 0) {
+#ifdef SYMPHONY_HAVE_CLUSTER_TORCH
+    std::vector<rdma::TorchModelSpec> specs;
+    for (const std::string& m : a.models) {
+      Result<rdma::TorchModelSpec> spec = rdma::parse_torch_model_spec(m);
+      if (!spec.ok()) {
+        std::fprintf(stderr, "error: %s\n", spec.status().message().c_str());
+        return 2;
+      }
+      specs.push_back(*spec);
+    }
+    Result<std::unique_ptr<rdma::BackendDevices>> d =
+        rdma::make_torch_devices(a.devices, specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
+    if (!d.ok()) {
+      std::fprintf(stderr, "error: %s\n", d.status().message().c_str());
+      return 2;
+    }
+    o.device_set = std::move(*d);
+#else
+    std::fprintf(stderr,
+                 "error: --devices %s needs the server library (libtorch); this build has emulated:N only\n",
+                 a.devices.c_str());
+    return 2;
+#endif
+  } else if (!a.models.empty()) {
+    std::fprintf(stderr, "error: emulated devices run no model: drop --model or use --devices cpu|cuda\n");
+    return 2;
+  }
+  o.exec_log = a.exec_log;
+  o.output_bytes = a.output_bytes;
+  o.verbose = a.verbose;
+  o.log = rdma::stderr_logger(a.name.empty() ? "backend" : a.name);
+  Result<std::unique_ptr<rdma::BackendNode>> node = rdma::BackendNode::create(std::move(o));
+  if (!node.ok()) {
+    std::fprintf(stderr, "error: %s\n", node.status().message().c_str());
+    return 2;
+  }
+  const TimePoint end = SteadyClock{}.now() + Duration::from_seconds(a.duration_s > 0 ? a.duration_s : 1e9);
+  for (;;) {
+    const Duration left = end - SteadyClock{}.now();
+    if (left <= Duration::zero()) break;
+    const Duration step = min(left, Duration::seconds(1));
+    timespec ts{static_cast<time_t>(step.ns() / 1000000000), static_cast<long>(step.ns() % 1000000000)};
+    if (sigtimedwait(&set, nullptr, &ts) > 0) break;
+  }
+  (*node)->stop();
+  if (!a.report.empty()) {
+    std::ofstream f(a.report);
+    f << (*node)->report().dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_backend(CLI::App& app, int& exit_code) {
+  static BackendArgs a;
+  auto* cmd = app.add_subcommand("backend",
+                                 "Run a cluster backend: register devices with the scheduler, run batches");
+  cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
+  cmd->add_option("--devices", a.devices,
+                  "emulated:N (N emulated GPUs: each batch runs l(b) of the profile), or cpu[:N] / "
+                  "cuda[:i,...] with --model");
+  cmd->add_option("--model", a.models,
+                  "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
+                  "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
+  cmd->add_option("--cpu-threads", a.cpu_threads, "libtorch intra-op threads per CPU device");
+  cmd->add_option("--config", a.config, "cluster.yaml (for the token and UCX settings)");
+  cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
+  cmd->add_option("--name", a.name, "name in logs (default backend-<pid>)");
+  cmd->add_option("--output-bytes", a.output_bytes, "bytes of output per request (>= 8)");
+  cmd->add_option("--exec-log", a.exec_log,
+                  "append '<frontend incarnation> <request id>' per executed request");
+  cmd->add_option("--report", a.report, "write counters and input-read latencies as JSON here on exit");
+  cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
+  cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
+  cmd->callback([&exit_code] { exit_code = run_backend(a); });
+  return cmd;
+}
+
+}  // namespace symphony::tools

@@ -1,0 +1,133 @@
+// `symphony scheduler --listen HOST:PORT --config cluster.yaml`: the
+// cluster's scheduler process (extensions/rdma/.../scheduler_node.hpp).
+//
+// Runs until SIGINT or SIGTERM (or --duration), then ends every request and
+// says goodbye to its peers. With --report it writes its counters and the
+// delays it learned as JSON every second and on exit. --port-file writes the
+// bound port (useful with port 0) once it listens.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "commands.hpp"
+#include "symphony/policy.hpp"
+#include "symphony/rdma/node_common.hpp"
+#include "symphony/simtool/config.hpp"
+#include "symphony/rdma/scheduler_node.hpp"
+
+namespace symphony::tools {
+namespace {
+
+struct SchedulerArgs {
+  std::string listen = "0.0.0.0:7000";
+  std::string config;
+  std::string port_file;
+  std::string report;
+  std::string policy;
+  double duration_s = 0;
+  bool verbose = false;
+};
+
+// Blocks SIGINT and SIGTERM in every thread (call before any thread starts)
+// and returns the set to wait on.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Writes the report atomically (a reader never sees half a file).
+bool write_report(const rdma::SchedulerNode& node, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << node.report().dump(2) << "\n";
+    if (!f) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// Waits for SIGINT/SIGTERM, or until `seconds` (> 0) pass; refreshes the
+// report every second meanwhile.
+void wait_for_stop(const sigset_t& set, double seconds, const rdma::SchedulerNode& node,
+                   const std::string& report) {
+  const TimePoint end = SteadyClock{}.now() + Duration::from_seconds(seconds > 0 ? seconds : 1e9);
+  for (;;) {
+    const Duration left = end - SteadyClock{}.now();
+    if (left <= Duration::zero()) return;
+    const Duration step = min(left, Duration::seconds(1));
+    timespec ts{static_cast<time_t>(step.ns() / 1000000000), static_cast<long>(step.ns() % 1000000000)};
+    if (sigtimedwait(&set, nullptr, &ts) > 0) return;
+    if (!report.empty()) (void)write_report(node, report);
+  }
+}
+
+int run_scheduler(const SchedulerArgs& a) {
+  const sigset_t stop_set = block_stop_signals();
+  rdma::SchedulerOptions o;
+  Result<rdma::HostPort> hp = rdma::HostPort::parse(a.listen);
+  if (!hp.ok()) {
+    std::fprintf(stderr, "error: --listen: %s\n", hp.status().message().c_str());
+    return 2;
+  }
+  o.listen = *hp;
+  try {
+    o.config = rdma::load_cluster_config(a.config);
+    if (!a.policy.empty()) {
+      simtool::Overrides ov;
+      ov.policy = a.policy;
+      simtool::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
+    }
+  } catch (const simtool::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  o.verbose = a.verbose;
+  o.log = rdma::stderr_logger("scheduler");
+  if (Status s = check_runs_in_core(o.config.sim.spec.policy); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 2;
+  }
+  Result<std::unique_ptr<rdma::SchedulerNode>> node = rdma::SchedulerNode::create(std::move(o));
+  if (!node.ok()) {
+    std::fprintf(stderr, "error: %s\n", node.status().message().c_str());
+    return 1;
+  }
+  if (!a.port_file.empty()) {
+    const std::string tmp = a.port_file + ".tmp";
+    std::ofstream(tmp) << (*node)->port() << "\n";
+    std::rename(tmp.c_str(), a.port_file.c_str());  // atomically: a reader never sees half a number
+  }
+  wait_for_stop(stop_set, a.duration_s, **node, a.report);
+  (*node)->stop();
+  if (!a.report.empty() && !write_report(**node, a.report)) {
+    std::fprintf(stderr, "error: cannot write %s\n", a.report.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
+  static SchedulerArgs a;
+  auto* cmd =
+      app.add_subcommand("scheduler", "Run the cluster's scheduler (frontends and backends connect to it)");
+  cmd->add_option("--listen", a.listen, "HOST:PORT to listen on (port 0: any; see --port-file)");
+  cmd->add_option("--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
+      ->required();
+  cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
+  cmd->add_option("--report", a.report,
+                  "write counters and learned delays as JSON here (every second, and on exit)");
+  cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
+  cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
+  cmd->callback([&exit_code] { exit_code = run_scheduler(a); });
+  return cmd;
+}
+
+}  // namespace symphony::tools
