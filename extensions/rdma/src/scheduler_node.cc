@@ -143,6 +143,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     GpuId gpu = kNoGpu;
     CompletionPort* port = nullptr;
     std::uint32_t count = 0;
+    bool whole = false;  // count == the batch's size: its run time measures l(size)
     std::vector<std::uint8_t> msg;
   };
   struct Inflight {
@@ -151,6 +152,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     TimePoint sent;
     CompletionPort* port = nullptr;
     std::uint32_t count = 0;
+    bool whole = false;
   };
   struct OutcomeItem {
     std::uint32_t frontend = 0;
@@ -271,6 +273,7 @@ Status SchedulerNode::Impl::start() {
   rc.max_outstanding_per_gpu = sc.spec.max_outstanding_per_gpu;
   rc.ingress_capacity = set_.max_requests;
   rc.delays = floors_;
+  rc.recalibration.enabled = set_.recalibrate;
   Result<std::unique_ptr<Rt>> rt = make_runtime(rc, sink_, sc.spec.policy);
   if (!rt.ok()) return rt.status();
   runtime_ = std::move(*rt);
@@ -532,7 +535,7 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
   const Duration predicted = models_[b.model].profile.latency(count);
   wire::BatchBuilder bb(b.batch, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
   for (const wire::BatchEntry& e : entries) bb.add(e);
-  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, b.gpu, &port, count,
+  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, b.gpu, &port, count, count == b.size,
                            std::move(bb).finish()});
   transport_->notify();
 }
@@ -558,7 +561,7 @@ bool SchedulerNode::Impl::drain_batches() {
         n_.batches_failed.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      inflight_[o.batch] = Inflight{o.backend_index, o.gpu, now, o.port, o.count};
+      inflight_[o.batch] = Inflight{o.backend_index, o.gpu, now, o.port, o.count, o.whole};
       n_.batches.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -584,9 +587,15 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   if (d->executed > 0) data_.add(now, d->executed, Duration::nanoseconds(d->fetch_ns));
   resp_.add(now, Duration::nanoseconds(d->push_ns) + one_way);
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
-  f.port->report(BatchCompletion{
-      d->batch, end, d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
-      d->status == wire::BatchStatus::kOk ? std::string() : p.name + ": " + d->error});
+  const bool ok = d->status == wire::BatchStatus::kOk;
+  // The backend's measured execution time teaches the model's profile
+  // (online recalibration) when the whole batch ran: a batch that lost
+  // requests to a departed frontend ran fewer than its size.
+  const TimePoint start = ok && f.whole && d->executed == f.count && d->exec_ns > 0
+                              ? end - Duration::nanoseconds(d->exec_ns)
+                              : TimePoint::neg_infinite();
+  f.port->report(BatchCompletion{d->batch, end, ok ? BatchStatus::kOk : BatchStatus::kError,
+                                 ok ? std::string() : p.name + ": " + d->error, start});
 }
 
 void SchedulerNode::Impl::fail_all_inflight(const std::string& why) {
@@ -947,6 +956,25 @@ nlohmann::json SchedulerNode::Impl::report() const {
                   {"failed_to_send", ld(n_.batches_failed)},
                   {"lost_with_backend", ld(n_.batches_lost)},
                   {"unknown_batch_done", ld(n_.batch_done_unknown)}};
+  {
+    // Per model: the profile planned with now against the config's, at b = 1
+    // and at the largest batch (online recalibration from backend timings).
+    json models = json::object();
+    for (std::size_t i = 0; i < models_.size() && runtime_; ++i) {
+      const Result<CalibrationSnapshot> c = runtime_->calibration(static_cast<ModelId>(i));
+      if (!c.ok()) continue;
+      const std::uint32_t top = c->offline.max_batch();
+      if (top == 0) continue;
+      models[models_[i].name] = {{"samples", c->samples},
+                                 {"updates", c->updates},
+                                 {"l1_ms", {{"offline", c->offline.latency(1).to_ms()},
+                                            {"in_use", c->in_use.latency(1).to_ms()}}},
+                                 {"lmax_ms", {{"batch", top},
+                                              {"offline", c->offline.latency(top).to_ms()},
+                                              {"in_use", c->in_use.latency(top).to_ms()}}}};
+    }
+    r["recalibration"] = {{"enabled", set_.recalibrate}, {"models", models}};
+  }
   r["peers"] = {{"frontends_joined", ld(n_.frontends_joined)}, {"frontends_lost", ld(n_.frontends_lost)},
                 {"backends_joined", ld(n_.backends_joined)},   {"backends_lost", ld(n_.backends_lost)},
                 {"refused_token", ld(n_.refused_token)},       {"refused_protocol", ld(n_.refused_protocol)},
