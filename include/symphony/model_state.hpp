@@ -218,6 +218,16 @@ class ModelState {
     return update_candidate(id, now, not_before, true, sink);
   }
 
+  // The model's profile moved (online recalibration; FinishResult::
+  // profile_changed): its queued requests get a candidate planned with the
+  // new profile now, not when the old one is due. Requests that the new
+  // profile makes infeasible are dropped (expired) with an outcome.
+  template <SchedulerSink Sink>
+  CandidateUpdate refresh_candidate(ModelId id, TimePoint now, Sink& sink) {
+    if (!has_model(id) || models_[id].queued == 0) return {};
+    return update_candidate(id, now, TimePoint::neg_infinite(), false, sink);
+  }
+
   // The rank side granted GPU `gpu`, free at `gpu_free`: recompute the batch
   // against it, dispatch it, and build the next candidate (paper Alg. 1,
   // Dispatch).

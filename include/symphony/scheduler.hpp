@@ -147,6 +147,10 @@ class Scheduler {
     Result<FinishResult> r = shard_.finish_batch(batch, actual_end, st, sink_, actual_start);
     if (!r.ok()) return r.status();
     rank_.on_batch_finished(r->gpu, batch, actual_end, now);
+    if (r->profile_changed) {
+      const CandidateUpdate u = shard_.refresh_candidate(r->model, now, sink_);
+      if (u.changed) rank_.on_candidate(r->model, u, now);
+    }
     return {};
   }
 

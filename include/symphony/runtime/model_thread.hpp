@@ -251,6 +251,8 @@ class ModelThread {
     m.batch = c.batch;
     m.time = c.actual_end;
     push(m);
+    if (r->profile_changed && shard_.refresh_candidate(r->model, SteadyClock{}.now(), adapter_).changed)
+      mark_dirty(r->model);  // planned with the new profile (sent after the finish above)
   }
 
   void on_ingress(const detail::IngressItem& it, TimePoint now) {
