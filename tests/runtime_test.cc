@@ -208,6 +208,41 @@ TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
   EXPECT_EQ(sink.count(Outcome::kOk), 1u);
 }
 
+TEST(RuntimeTest, RecalibratesProfilesFromMeasuredDurations) {
+  // Every batch reports that it ran twice as long as profiled: the model's
+  // profile doubles (in bounded steps), later batches are planned with it,
+  // and emulated devices would still run the offline profile.
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.recalibration = RecalibrationOptions::on();
+  auto rt = std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatchGather>::create(c, sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  Duration last_predicted;
+  for (std::uint64_t t = 0; t < 48; ++t) {
+    ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+    ManualGpus::Taken a = gpus.take();
+    ASSERT_EQ(a.batch.size, 1u);
+    EXPECT_EQ(a.batch.offline_latency, Duration::milliseconds(6));
+    last_predicted = a.batch.predicted;
+    ManualGpus::complete_after(a, 2 * a.batch.offline_latency);
+    wait_for([&] { return sink.total() == t + 1; });
+  }
+  EXPECT_EQ(last_predicted, Duration::milliseconds(12));
+  const Result<CalibrationSnapshot> cal = rt->calibration(m);
+  ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+  EXPECT_TRUE(cal->recalibrating);
+  EXPECT_EQ(cal->samples, 48u);
+  EXPECT_EQ(cal->offline.latency(1), Duration::milliseconds(6));
+  EXPECT_EQ(cal->in_use.latency(1), Duration::milliseconds(12));
+  EXPECT_EQ(cal->in_use.latency(4), Duration::milliseconds(18));
+  rt->stop();
+  EXPECT_GE(rt->stats().profile_updates, 4u);  // 1 -> 1.25 -> 1.56 -> 1.95 -> 2: bounded steps
+  EXPECT_EQ(rt->calibration(m)->in_use.latency(1), Duration::milliseconds(12));  // after stop too
+  for (std::uint64_t t = 0; t < 48; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
 TEST(AnyRuntimeTest, EveryPolicyOfTheLanguageRunsThroughOneType) {
   // make_runtime() picks the instantiation from the text; the caller holds
   // one type. Under eager a lone request goes at once; under deferred:paper
@@ -247,6 +282,40 @@ TEST(AnyRuntimeTest, EveryPolicyOfTheLanguageRunsThroughOneType) {
   auto peer = make_runtime(small_config(1, 2, 1), sink, *parse_policy("nexus"));
   ASSERT_FALSE(peer.ok());
   EXPECT_NE(peer.status().message().find("only the simulator"), std::string::npos) << peer.status().message();
+}
+
+TEST(AnyRuntimeTest, PassesRecalibrationThrough) {
+  // make_runtime() hands RuntimeConfig::recalibration to the Runtime it
+  // builds, and calibration() reaches it across the type-erased interface.
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "on" : "off");
+    ExactlyOnceSink sink(16);
+    ManualGpus gpus;
+    RuntimeConfig c = small_config(1, 2, 1);
+    c.recalibration.enabled = on;
+    auto rt = make_runtime(c, sink, *parse_policy("eager"));
+    ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+    const ModelId m = *(*rt)->add_model(model_ms("m", 1, 5, 10000, 4));
+    (void)(*rt)->add_gpu(gpus.make_executor());
+    for (std::uint64_t t = 0; t < 16; ++t) {
+      ASSERT_EQ((*rt)->submit(m, t), SubmitStatus::kQueued);
+      ManualGpus::Taken a = gpus.take();
+      ManualGpus::complete_after(a, 2 * a.batch.offline_latency);
+      wait_for([&] { return sink.total() == t + 1; });
+    }
+    const Result<CalibrationSnapshot> cal = (*rt)->calibration(m);
+    ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+    EXPECT_EQ(cal->recalibrating, on);
+    EXPECT_EQ(cal->samples, on ? 16u : 0u);
+    if (on) {
+      EXPECT_GT(cal->in_use.latency(1), cal->offline.latency(1));
+    } else {
+      EXPECT_EQ(cal->in_use.latency(1), cal->offline.latency(1));
+    }
+    EXPECT_FALSE((*rt)->calibration(m + 1).ok()) << "an unknown model is an error";
+    (*rt)->stop();
+    for (std::uint64_t t = 0; t < 16; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  }
 }
 
 struct ErrorSink : ExactlyOnceSink {

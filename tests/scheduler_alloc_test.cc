@@ -67,9 +67,10 @@ struct CountingSink {
 };
 
 template <class Exec, class Gather = SlidingWindowGather>
-void expect_no_allocations(Exec exec) {
+void expect_no_allocations(Exec exec, bool recalibrate = false) {
   CountingSink sink;
   SchedulerConfig cfg;
+  if (recalibrate) cfg.recalibration = RecalibrationOptions::on();
   cfg.max_models = 16;
   cfg.max_gpus = 16;
   cfg.max_requests = 1 << 14;
@@ -101,6 +102,11 @@ void expect_no_allocations(Exec exec) {
   EXPECT_EQ(after - before, 0u) << "operator new was called " << (after - before) << " times in 10^6 events";
   EXPECT_GT(sink.dispatches - dispatches_before, 10'000u) << "the run must actually schedule batches";
   EXPECT_GT(sink.ok, sink.outcomes * 9 / 10) << "the load is meant to be served";
+  if (recalibrate) {
+    std::uint64_t updates = 0;
+    for (ModelId m = 0; m < 16; ++m) updates += sim->scheduler().shard().calibrator(m)->updates();
+    EXPECT_GT(updates, 100u) << "the profiles must move (log-normal timing)";
+  }
 }
 
 TEST(SchedulerAllocationTest, DeferredHotPathDoesNotAllocate) { expect_no_allocations(DeferredPolicy{}); }
@@ -113,6 +119,10 @@ TEST(SchedulerAllocationTest, TimeoutHotPathDoesNotAllocate) {
 }
 TEST(SchedulerAllocationTest, TargetBatchHotPathDoesNotAllocate) {
   expect_no_allocations<DeferredPolicy, TargetBatchGather>(DeferredPolicy{});
+}
+
+TEST(SchedulerAllocationTest, RecalibratingHotPathDoesNotAllocate) {
+  expect_no_allocations<DeferredPolicy, TargetBatchGather>(DeferredPolicy{}, /*recalibrate=*/true);
 }
 
 TEST(SchedulerAllocationTest, CounterSeesAllocations) {

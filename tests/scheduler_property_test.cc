@@ -24,6 +24,30 @@ namespace symphony {
 namespace {
 
 constexpr std::uint64_t kTargetEvents = 1'100'000;
+constexpr std::uint64_t kTargetRecalibratingEvents = 400'000;
+std::uint64_t profile_updates = 0;  // summed over the recalibrating runs
+
+// A device whose speed changes every few hundred batches (0.6x to 2.5x its
+// profile) with log-normal noise on top: profiles that recalibrate move.
+class DriftingTiming {
+ public:
+  explicit DriftingTiming(std::uint64_t seed) : rng_(seed) {}
+  Duration actual(ModelId, std::uint32_t, Duration predicted) {
+    if (left_ == 0) {
+      const double factors[] = {0.6, 1.0, 1.3, 2.5};
+      factor_ = factors[rng_.uniform_int(0, 3)];
+      left_ = rng_.uniform_int(50, 500);
+    }
+    --left_;
+    const double f = factor_ * rng_.lognormal(0, 0.1);
+    return Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(predicted.ns()) * f + 0.5));
+  }
+
+ private:
+  sim::Rng rng_;
+  double factor_ = 1;
+  std::uint64_t left_ = 0;
+};
 
 struct RunParams {
   std::uint64_t seed;
@@ -32,6 +56,7 @@ struct RunParams {
   double gamma_shape;  // arrival burstiness (1 = Poisson)
   double seconds;
   bool noisy;
+  bool recalibrate = false;  // models learn their profiles online (which then move)
 };
 
 // Bursty arrivals over several models; some requests carry their own deadline.
@@ -131,6 +156,16 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
     cfg.delays.resp = Duration::from_us(500 * rng.uniform());
     cfg.delays.safety_margin = Duration::from_us(300 * rng.uniform());
   }
+  if (p.recalibrate) {
+    cfg.recalibration = RecalibrationOptions::on();
+    cfg.recalibration.window = static_cast<std::uint32_t>(rng.uniform_int(1, 64));
+    cfg.recalibration.min_samples = static_cast<std::uint32_t>(rng.uniform_int(1, cfg.recalibration.window));
+    cfg.recalibration.update_every = static_cast<std::uint32_t>(rng.uniform_int(1, 16));
+    cfg.recalibration.percentile = 0.5 + 0.5 * rng.uniform();
+    cfg.recalibration.max_rise = 2 * rng.uniform();
+    cfg.recalibration.max_fall = 0.5 * rng.uniform();
+    cfg.recalibration.min_scale = 0.3 + 0.7 * rng.uniform();
+  }
   auto sim = std::move(*Sim::create(cfg, sink, std::move(exec), Gather{}, std::move(timing)));
   sink.predicted_free = [&s = sim->scheduler()](GpuId g) { return s.rank().gpu_free(g); };
   sink.actual_free = [p = sim.get()](GpuId g) { return p->gpu_actual_free(g); };
@@ -202,12 +237,19 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
                 " outcomes");
     if (s.inflight_batches() != 0) sink.fail("batches still in flight after the run");
   }
+  if (sink.failure.empty() && p.recalibrate) {
+    std::uint64_t moved = 0;
+    for (ModelId m = 0; m < p.models; ++m)
+      if (const ProfileCalibrator* c = s.shard().calibrator(m)) moved += c->updates();
+    profile_updates += moved;
+  }
   failure = sink.failure;
   return events;
 }
 
 template <class Exec, class Gather>
 std::uint64_t run_timing(const RunParams& p, sim::Rng& rng, Exec exec, std::string& failure) {
+  if (p.recalibrate) return run_case<Exec, Gather>(p, rng, std::move(exec), DriftingTiming(p.seed), failure);
   if (p.noisy) return run_case<Exec, Gather>(p, rng, std::move(exec), sim::LogNormalTiming(0.1, p.seed), failure);
   return run_case<Exec, Gather>(p, rng, std::move(exec), sim::ExactTiming{}, failure);
 }
@@ -251,6 +293,43 @@ TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {
   for (auto n : per_policy) EXPECT_GT(n, 50'000u) << "each policy must be exercised";
   RecordProperty("events", std::to_string(events));
   RecordProperty("runs", std::to_string(runs));
+}
+
+// The same invariants while every model's profile follows a drifting device
+// (online recalibration): the profiles move under queued and in-flight
+// requests, and every request still ends exactly once.
+TEST(SchedulerPropertyTest, InvariantsHoldWhileProfilesMove) {
+  sim::Rng rng(20261122);
+  std::uint64_t events = 0, runs = 0;
+  profile_updates = 0;
+  while (events < kTargetRecalibratingEvents) {
+    RunParams p;
+    p.seed = rng.next_u64();
+    p.models = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
+    p.gpus = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
+    p.max_gpus = p.gpus + static_cast<std::uint32_t>(rng.uniform_int(0, 2));
+    p.load = 0.2 + 1.8 * rng.uniform();
+    const double shapes[] = {0.1, 0.3, 1.0, 2.0};
+    p.gamma_shape = shapes[rng.uniform_int(0, 3)];
+    p.seconds = 0.5 + rng.uniform();
+    p.noisy = true;
+    p.recalibrate = true;
+    std::string failure;
+    const auto policy = rng.uniform_int(0, 3);
+    std::uint64_t n = 0;
+    if (policy == 0) n = run_gather(p, rng, DeferredPolicy{}, failure);
+    else if (policy == 1) n = run_gather(p, rng, EagerPolicy{}, failure);
+    else if (policy == 2) n = run_gather(p, rng, TimeoutPolicy(Duration::from_ms(20 * rng.uniform())), failure);
+    else n = run_gather(p, rng, DeferredPolicy::paper(), failure);
+    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
+                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
+                                 << "): " << failure;
+    events += n;
+    ++runs;
+  }
+  EXPECT_GT(profile_updates, 1000u) << "the profiles must really move";
+  RecordProperty("events", std::to_string(events));
+  RecordProperty("profile_updates", std::to_string(profile_updates));
 }
 
 }  // namespace

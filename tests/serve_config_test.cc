@@ -75,6 +75,30 @@ TEST(ServeConfigTest, PolicyAndGatherSpeakThePolicyLanguage) {
   EXPECT_NE(bad_gather.status().message().find("gather 'foo' is not one of"), std::string::npos);
 }
 
+TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
+  const std::string models = "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
+  auto c = parse_serve_config(models, "r.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->recalibration.enabled);
+  c = parse_serve_config("recalibrate: false\n" + models, "r.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->recalibration.enabled);
+  c = parse_serve_config("recalibrate: {percentile: 0.95, window: 32, max_fall: 0.1}\n" + models, "r.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->recalibration.enabled);
+  EXPECT_DOUBLE_EQ(c->recalibration.percentile, 0.95);
+  EXPECT_EQ(c->recalibration.window, 32u);
+  EXPECT_DOUBLE_EQ(c->recalibration.max_fall, 0.1);
+  c = parse_serve_config("recalibrate: {enabled: false}\n" + models, "r.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->recalibration.enabled);
+  for (const char* bad : {"recalibrate: sometimes\n", "recalibrate: {percentile: 1.5}\n", "recalibrate: {speed: 2}\n"}) {
+    c = parse_serve_config(bad + models, "r.yaml", "");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("r.yaml: key 'recalibrate"), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
   auto expect = [](const std::string& yaml, const std::string& needle) {
     auto c = parse_serve_config(yaml, "bad.yaml", "");

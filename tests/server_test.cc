@@ -248,6 +248,64 @@ TEST(ServerTest, ModelsComeAndGoWhileServing) {
   EXPECT_TRUE(s->infer("linear", {torch::ones({4})}).ok());
 }
 
+// A profile that claims 10 us per batch for the `sleepy` model, which really
+// runs far longer (four 64x64 matrix products per request).
+std::string write_optimistic_profile() {
+  profile_io::MeasuredProfile p;
+  p.model = "sleepy";
+  p.device = "cpu:0";
+  p.inputs = {"float32[4]"};
+  p.max_batch = 4;
+  for (std::uint32_t b : {1u, 2u, 4u}) {
+    const Duration l = Duration::microseconds(10 * b);
+    p.points.push_back({b, l, l, l});
+  }
+  p.alpha = Duration::microseconds(10);
+  p.beta = Duration::zero();
+  const std::string path = profile_path("sleepy_optimistic");
+  EXPECT_TRUE(profile_io::write_profile_file(path, p).ok());
+  return path;
+}
+
+TEST(ServerTest, RecalibratesAnOptimisticProfileFromMeasuredBatches) {
+  const std::string path = write_optimistic_profile();
+  for (bool on : {true, false}) {
+    ServerOptions o;
+    o.devices = "cpu";
+    o.delays.safety_margin = Duration::milliseconds(20);
+    o.recalibration.enabled = on;
+    auto s = std::move(*Server::create(o));
+    ModelOptions m = model("sleepy", 5000, 4);
+    m.profile = path;
+    ASSERT_TRUE(s->add_model(m).ok());
+    ASSERT_TRUE(s->start().ok());
+    for (int i = 0; i < 48; ++i) {  // one at a time: 48 measured batches
+      auto f = s->infer("sleepy", {torch::zeros({4})});
+      ASSERT_TRUE(f.ok()) << f.status().to_string();
+      EXPECT_TRUE(f->get().has_output());
+    }
+    const ServerStats st = s->stats();
+    s->stop();
+    ASSERT_EQ(st.models.size(), 1u);
+    const ModelStats& ms = st.models[0];
+    EXPECT_EQ(ms.offline_profile.latency(1), Duration::microseconds(10));
+    EXPECT_EQ(ms.recalibrating, on);
+    ASSERT_EQ(st.devices.size(), 1u);
+    if (on) {
+      EXPECT_EQ(ms.recalibration_samples, 48u);
+      EXPECT_GT(ms.profile_in_use.latency(1), Duration::microseconds(15)) << "the profile follows the device";
+      ASSERT_EQ(st.devices[0].models.size(), 1u);
+      EXPECT_EQ(st.devices[0].models[0].model, "sleepy");
+      EXPECT_EQ(st.devices[0].models[0].samples, 48u);
+      EXPECT_GT(st.devices[0].models[0].estimate.latency(1), Duration::microseconds(15));
+    } else {
+      EXPECT_EQ(ms.recalibration_samples, 0u);
+      EXPECT_EQ(ms.profile_in_use.latency(1), Duration::microseconds(10)) << "off: the offline profile throughout";
+      EXPECT_TRUE(st.devices[0].models.empty());
+    }
+  }
+}
+
 TEST(ServerTest, EmulatedDevicesScheduleWithoutModels) {
   auto s = make_server("emulated:4");
   ModelOptions m;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace symphony::sim {
 namespace {
 
@@ -98,6 +100,82 @@ TEST(ExperimentTest, NoiseChangesBatchTimesButEveryRequestStillEnds) {
   EXPECT_EQ(noisy.summary.total.arrived, exact.summary.total.arrived);
   EXPECT_NE(noisy.summary.gpu_busy_fraction, exact.summary.gpu_busy_fraction);
   EXPECT_GT(noisy.summary.total.late, 0u);  // batches that ran long finished late
+}
+
+TEST(NoisyTimingTest, WithoutDriftOrOutliersItIsLogNormalTimingDrawForDraw) {
+  NoisyTiming noisy(NoiseSpec{0.1, {}, 0, 3}, 42);
+  LogNormalTiming plain(0.1, 42);
+  for (int i = 0; i < 1000; ++i) {
+    const Duration l = Duration::microseconds(100 + i);
+    ASSERT_EQ(noisy.actual(0, 1, l, 0, TimePoint::epoch() + Duration::milliseconds(i)), plain.actual(0, 1, l));
+  }
+}
+
+TEST(NoisyTimingTest, DriftEpisodesAndOutliersAreWhereAndAsOftenAsAsked) {
+  const DriftEpisode d{Duration::seconds(10), Duration::seconds(5), Duration::seconds(20), 1.2};
+  auto at = [](double s) { return TimePoint::epoch() + Duration::from_seconds(s); };
+  EXPECT_FALSE(d.active(at(9.999)));
+  EXPECT_TRUE(d.active(at(10)));
+  EXPECT_TRUE(d.active(at(14.999)));
+  EXPECT_FALSE(d.active(at(15)));
+  EXPECT_TRUE(d.active(at(31)));  // the next spell, 20 s later
+  EXPECT_FALSE(d.active(TimePoint::neg_infinite()));
+  NoisyTiming t(NoiseSpec{0, {d}, 0.1, 3.0}, 7);
+  const Duration l = Duration::milliseconds(1);
+  int outliers = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const bool in_spell = i >= 5000;  // the second half starts inside the spell
+    const Duration a = t.actual(0, 1, l, 0, at(in_spell ? 11 : 1));
+    const double f = static_cast<double>(a.ns()) / static_cast<double>(l.ns());
+    const double drift = in_spell ? 1.2 : 1.0;
+    const bool outlier = std::abs(f - 3 * drift) < 1e-6;
+    EXPECT_TRUE(outlier || std::abs(f - drift) < 1e-6) << f << " at draw " << i;
+    outliers += outlier;
+  }
+  EXPECT_GT(outliers, 800);  // 10 % of 10000, give or take
+  EXPECT_LT(outliers, 1200);
+  // Same seed, same durations.
+  NoisyTiming a(NoiseSpec{0.2, {d}, 0.05, 3.0}, 9), b(NoiseSpec{0.2, {d}, 0.05, 3.0}, 9);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(a.actual(0, 1, l, 0, at(i)), b.actual(0, 1, l, 0, at(i)));
+}
+
+TEST(NoisyTimingTest, BadSpecsAreRefusedNamingTheProblem) {
+  ExperimentSpec e = resnet(100);
+  e.drift = {{Duration::zero(), Duration::zero(), Duration::zero(), 1.2}};
+  EXPECT_NE(run_experiment(e).status().message().find("positive length"), std::string::npos);
+  e = resnet(100);
+  e.outlier_probability = 1.5;
+  EXPECT_NE(run_experiment(e).status().message().find("outlier probability"), std::string::npos);
+  e = resnet(100);
+  e.recalibration = RecalibrationOptions::on();
+  e.recalibration.percentile = 2;
+  EXPECT_NE(run_experiment(e).status().message().find("percentile"), std::string::npos);
+}
+
+// A device that runs 30 % slower from 1 s on (after the warmup) and has a
+// 3x stall in 1 % of its batches: deferred planned with the stale profile
+// ends many batches late; recalibrated, it follows the device. The
+// simulator is deterministic, so these are exact outcomes of one seed.
+TEST(ExperimentTest, RecalibrationFollowsADriftingDevice) {
+  auto spec = [](bool recalibrate) {
+    ExperimentSpec e = resnet(1000, 4);  // well within capacity, even 30 % slower
+    e.noise_sigma = 0.05;
+    e.drift = {{Duration::seconds(1), Duration::seconds(10), Duration::zero(), 1.3}};
+    e.outlier_probability = 0.01;
+    e.recalibration.enabled = recalibrate;
+    return e;
+  };
+  const RunResult stale = *run_experiment(spec(false));
+  const RunResult tracked = *run_experiment(spec(true));
+  EXPECT_EQ(stale.requests, tracked.requests);  // same arrivals
+  EXPECT_EQ(tracked.summary.total.arrived,
+            tracked.summary.total.ok + tracked.summary.total.late + tracked.summary.total.error +
+                tracked.summary.total.dropped);
+  RecordProperty("bad_rate_stale", std::to_string(stale.summary.total.bad_rate));
+  RecordProperty("bad_rate_recalibrated", std::to_string(tracked.summary.total.bad_rate));
+  EXPECT_GT(stale.summary.total.bad_rate, 0.2) << "the drift must hurt the stale plan";  // 0.43 measured
+  EXPECT_LT(tracked.summary.total.bad_rate, stale.summary.total.bad_rate / 3)  // 0.057 measured
+      << "stale " << stale.summary.total.bad_rate << ", recalibrated " << tracked.summary.total.bad_rate;
 }
 
 TEST(ExperimentTest, RejectsBadSpecs) {

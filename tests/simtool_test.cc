@@ -146,6 +146,44 @@ TEST(SimConfigTest, PolicyErrorsNameWhereTheyCameFrom) {
   EXPECT_FALSE(c.spec.policy.deferred.is_paper());
 }
 
+TEST(SimConfigTest, NoiseDriftOutliersAndRecalibration) {
+  Config c = parse_config(std::string(kSmall) +
+                              "noise:\n  sigma: 0.05\n"
+                              "  drift: [{at_s: 1, length_s: 0.5, every_s: 2, factor: 1.2}, {length_s: 9, factor: 0.9}]\n"
+                              "  outliers: {probability: 0.01, factor: 3}\n"
+                              "recalibrate: true\n",
+                          "<noisy>");
+  EXPECT_DOUBLE_EQ(c.spec.noise_sigma, 0.05);
+  ASSERT_EQ(c.spec.drift.size(), 2u);
+  EXPECT_EQ(c.spec.drift[0].at, Duration::seconds(1));
+  EXPECT_EQ(c.spec.drift[0].length, Duration::milliseconds(500));
+  EXPECT_EQ(c.spec.drift[0].every, Duration::seconds(2));
+  EXPECT_DOUBLE_EQ(c.spec.drift[0].factor, 1.2);
+  EXPECT_EQ(c.spec.drift[1].at, Duration::zero());
+  EXPECT_EQ(c.spec.drift[1].every, Duration::zero());
+  EXPECT_DOUBLE_EQ(c.spec.outlier_probability, 0.01);
+  EXPECT_DOUBLE_EQ(c.spec.outlier_factor, 3);
+  EXPECT_TRUE(c.spec.recalibration.enabled);
+  c = parse_config(std::string(kSmall) + "recalibrate: {percentile: 0.95, window: 32}\n", "<map>");
+  EXPECT_TRUE(c.spec.recalibration.enabled);
+  EXPECT_DOUBLE_EQ(c.spec.recalibration.percentile, 0.95);
+  EXPECT_EQ(c.spec.recalibration.window, 32u);
+  EXPECT_FALSE(parse_config(kSmall, "<default>").spec.recalibration.enabled) << "off by default in the simulator";
+  expect_rejected("drift_factor.yaml", std::string(kSmall) + "noise: {sigma: 0, drift: [{length_s: 1, factor: -1}]}\n",
+                  {"noise.drift[0].factor", "> 0"});
+  expect_rejected("drift_every.yaml",
+                  std::string(kSmall) + "noise: {sigma: 0, drift: [{length_s: 2, every_s: 1, factor: 2}]}\n",
+                  {"noise.drift[0].every_s", "at least length_s"});
+  expect_rejected("outliers.yaml", std::string(kSmall) + "noise: {sigma: 0, outliers: {probability: 2}}\n",
+                  {"noise.outliers.probability", "[0, 1]"});
+  expect_rejected("recal.yaml", std::string(kSmall) + "recalibrate: {percentile: 0}\n",
+                  {"recalibrate", "percentile"});
+  expect_rejected("recal_word.yaml", std::string(kSmall) + "recalibrate: sometimes\n",
+                  {"recalibrate", "true or false"});
+  expect_rejected("recal_peer.yaml", std::string(kSmall) + "policy: nexus\nrecalibrate: true\n",
+                  {"our scheduler only"});
+}
+
 TEST(SimConfigTest, RejectsBadConfigsNamingFileAndKey) {
   expect_rejected("unknown_top.yaml", std::string(kSmall) + "gpu_count: 3\n", {"gpu_count", "unknown key"});
   expect_rejected("unknown_nested.yaml",

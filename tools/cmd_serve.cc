@@ -46,6 +46,7 @@ struct ServeArgs {
   std::string policy;  // overrides the config
   std::string gather;
   std::string devices;
+  std::string recalibrate;  // on | off: overrides the config
   double duration_s = 0;
   std::string json_out;
   std::string metrics;            // overrides the config's `metrics:`
@@ -156,6 +157,26 @@ std::map<std::uint32_t, std::uint64_t> diff(const std::map<std::uint32_t, std::u
     if (v > before) out[k] = v - before;
   }
   return out;
+}
+
+// l(b) in ms at powers of two and at the largest batch: {"1": .., "2": .., ..}.
+json profile_points(const LatencyProfile& p, std::uint32_t max_batch) {
+  json j = json::object();
+  const std::uint32_t top = std::min(max_batch, p.max_batch());
+  for (std::uint32_t b = 1; b <= top; b *= 2) j[std::to_string(b)] = p.latency(b).to_ms();
+  if (top >= 1) j[std::to_string(top)] = p.latency(top).to_ms();
+  return j;
+}
+
+json scale_points(const LatencyProfile& in_use, const LatencyProfile& offline, std::uint32_t max_batch) {
+  json j = json::object();
+  const std::uint32_t top = std::min({max_batch, in_use.max_batch(), offline.max_batch()});
+  auto put = [&](std::uint32_t b) {
+    j[std::to_string(b)] = static_cast<double>(in_use.latency(b).ns()) / static_cast<double>(offline.latency(b).ns());
+  };
+  for (std::uint32_t b = 1; b <= top; b *= 2) put(b);
+  if (top >= 1) put(top);
+  return j;
 }
 
 double mean_batch(const std::map<std::uint32_t, std::uint64_t>& h) {
@@ -323,6 +344,7 @@ int run_serve(ServeArgs a) {
     std::fprintf(stderr, "error: --autoscale-window must be a positive number of seconds\n");
     return 2;
   }
+  if (!a.recalibrate.empty()) cfg->recalibration.enabled = a.recalibrate == "on";
   if (a.duration_s > 0) {
     cfg->duration_s = a.duration_s;
     cfg->warmup_s = std::min(cfg->warmup_s, a.duration_s / 4);
@@ -336,6 +358,7 @@ int run_serve(ServeArgs a) {
   so.profile_latency = cfg->profile_latency;
   so.profile_max_batch = cfg->profile_max_batch;
   so.profile_repeats = cfg->profile_repeats;
+  so.recalibration = cfg->recalibration;
   so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   auto server = Server::create(so);
   if (!server.ok()) {
@@ -504,6 +527,14 @@ int run_serve(ServeArgs a) {
     jm["slo_ms"] = cfg->models[i].slo.to_ms();
     jm["max_batch"] = fs->max_batch;
     jm["l1_ms"] = fs->l1.to_ms();
+    json jp;
+    jp["recalibrating"] = fs->recalibrating;
+    jp["samples"] = fs->recalibration_samples;
+    jp["updates"] = fs->recalibration_updates;
+    jp["offline_ms"] = profile_points(fs->offline_profile, fs->max_batch);
+    jp["in_use_ms"] = profile_points(fs->profile_in_use, fs->max_batch);
+    jp["scale"] = scale_points(fs->profile_in_use, fs->offline_profile, fs->max_batch);
+    jm["profile"] = jp;
     report["models"][t.name] = jm;
     if (m_ref) {
       std::lock_guard<std::mutex> lock(t.mu);
@@ -524,6 +555,20 @@ int run_serve(ServeArgs a) {
     dropped += m_drop + m_ref;
     errors += m_err;
     refused += m_ref;
+  }
+  // The profile each model is planned with at the end against its offline one.
+  std::printf("\n%-20s %13s %23s %23s %9s %8s\n", "model profile", "recalibrated", "l(1) ms offline->now",
+              "l(max) ms offline->now", "measured", "updates");
+  for (const ModelStats& m : fin.models) {
+    const std::uint32_t top = std::min(m.max_batch, m.profile_in_use.max_batch());
+    if (top == 0) continue;
+    char l1[32], lmax[32];
+    std::snprintf(l1, sizeof l1, "%.2f -> %.2f", m.offline_profile.latency(1).to_ms(), m.profile_in_use.latency(1).to_ms());
+    std::snprintf(lmax, sizeof lmax, "%.2f -> %.2f", m.offline_profile.latency(top).to_ms(),
+                  m.profile_in_use.latency(top).to_ms());
+    std::printf("%-20s %13s %23s %23s %9llu %8llu\n", m.name.c_str(), m.recalibrating ? "yes" : "no", l1, lmax,
+                static_cast<unsigned long long>(m.recalibration_samples),
+                static_cast<unsigned long long>(m.recalibration_updates));
   }
   std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
   for (std::size_t d = 0; d < fin.devices.size(); ++d) {
@@ -553,6 +598,14 @@ int run_serve(ServeArgs a) {
                   ds.idle_gap_p99.to_us(), static_cast<unsigned long long>(ds.back_to_back),
                   ds.planned_gap_p50.to_us(), ds.planned_gap_p99.to_us(),
                   static_cast<unsigned long long>(ds.planned_back_to_back));
+    }
+    for (const DeviceModelEstimate& e : ds.models) {
+      std::uint32_t top = e.estimate.max_batch();
+      for (const ModelStats& m : fin.models)
+        if (m.name == e.model) top = std::min(top, m.max_batch);
+      jd["models"][e.model] = {{"samples", e.samples},
+                               {"estimate_ms", profile_points(e.estimate, top)},
+                               {"scale", scale_points(e.estimate, e.offline, top)}};
     }
     report["devices"].push_back(jd);
   }
@@ -605,6 +658,9 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--devices", a.devices,
                   "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
+  cmd->add_option("--recalibrate", a.recalibrate,
+                  "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--json", a.json_out, "write the JSON report to this file");
   cmd->add_option("--metrics", a.metrics,
                   "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "

@@ -121,9 +121,15 @@ void EventCompleter::loop() {
     bool hung = false;
     if (error.empty()) error = wait_for_end(*f, &hung);
     const TimePoint end = SteadyClock{}.now();
+    TimePoint start = TimePoint::neg_infinite();  // measured by the events, when they tell
+    Duration ran;
     if (error.empty()) {
       float ms = 0, gap_ms = 0;
       const bool timed = cudaEventElapsedTime(&ms, f->start_, f->end_) == cudaSuccess;
+      if (timed) {
+        ran = Duration::from_ms(static_cast<double>(ms));
+        start = end - ran;
+      }
       const bool gap = prev_end_ && cudaEventElapsedTime(&gap_ms, prev_end_, f->start_) == cudaSuccess;
       const bool planned = f->batch.exec <= prev_planned_end_ + kPlannedSlack;
       prev_planned_end_ = f->batch.exec + f->batch.predicted;
@@ -150,6 +156,7 @@ void EventCompleter::loop() {
       f->end_ = nullptr;
       try {
         error = f->finish();
+        if (error.empty() && start != TimePoint::neg_infinite()) f->timed(ran);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -177,7 +184,8 @@ void EventCompleter::loop() {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.pop_front();  // destroys f
     }
-    done->report(BatchCompletion{id, end, status, std::move(error)});
+    if (status != BatchStatus::kOk) start = TimePoint::neg_infinite();  // a failed batch teaches nothing
+    done->report(BatchCompletion{id, end, status, std::move(error), start});
   }
 }
 

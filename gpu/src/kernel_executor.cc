@@ -94,8 +94,10 @@ void CudaKernelExecutor::execute(const ExecBatch& b, CompletionPort& done) {
   auto f = std::make_unique<CudaBatch>();
   f->batch = b;
   f->done = &done;
-  const auto cycles =
-      static_cast<long long>(std::llround(static_cast<double>(b.predicted.ns()) * cycles_per_ns_));
+  // An emulated device runs the offline l(b), whatever the (recalibrated)
+  // plan predicts: it is the device that recalibration learns.
+  const Duration length = b.offline_latency > Duration::zero() ? b.offline_latency : b.predicted;
+  const auto cycles = static_cast<long long>(std::llround(static_cast<double>(length.ns()) * cycles_per_ns_));
   std::lock_guard<std::mutex> lock(launch_mu_);
   try {
     SYMPHONY_CUDA_CHECK(cudaSetDevice(device_));  // per thread; cheap when already current

@@ -154,6 +154,23 @@ class LatencyProfile {
 
   std::span<const Duration> dense_table() const noexcept { return {table_.data() + 1, max_batch()}; }
 
+  // Overwrites this profile with base's l(b) times scale(b) for every b
+  // (rounded to the nanosecond, at least 1 ns, made monotone non-decreasing)
+  // and refits alpha and beta. Online recalibration (profile_calibrator.hpp)
+  // uses it. REQUIRES: max_batch() == base.max_batch(). O(max_batch), no
+  // allocation.
+  template <class Scale>
+  void assign_scaled(const LatencyProfile& base, Scale&& scale) noexcept {
+    SYMPHONY_ASSERT(max_batch() == base.max_batch());
+    std::int64_t prev = 1;
+    for (std::uint32_t b = 1; b <= max_batch(); ++b) {
+      const double v = static_cast<double>(base.table_[b].ns()) * static_cast<double>(scale(b));
+      prev = std::max(prev, static_cast<std::int64_t>(v + 0.5));
+      table_[b] = Duration::nanoseconds(prev);
+    }
+    fit_linear();
+  }
+
  private:
   void fit_linear() {
     const double n = max_batch();

@@ -32,6 +32,7 @@
 #include "symphony/arrival_estimate.hpp"
 #include "symphony/gather_policy.hpp"
 #include "symphony/exec_policy.hpp"
+#include "symphony/profile_calibrator.hpp"
 #include "symphony/status.hpp"
 #include "symphony/types.hpp"
 
@@ -55,6 +56,9 @@ struct ModelStateConfig {
   std::uint32_t max_requests = 1u << 16;  // queued plus in flight, all models
   std::uint32_t max_batches = 1024;     // in flight at once
   Delays delays;
+  // Online recalibration of the models' profiles, for models whose
+  // ModelConfig does not set its own (off by default).
+  RecalibrationOptions recalibration;
 };
 
 template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
@@ -83,17 +87,26 @@ class ModelState {
                                                  std::to_string(cfg_.max_models));
     if (models_[id].active) return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
     if (Status s = validate(cfg); !s.ok()) return s;
+    std::unique_ptr<ProfileCalibrator> calib;
+    if (const RecalibrationOptions ro = cfg.recalibration.value_or(cfg_.recalibration); ro.enabled) {
+      Result<ProfileCalibrator> c = ProfileCalibrator::create(cfg.profile, ro);
+      if (!c.ok()) return Status(c.status().code(), "model '" + cfg.name + "': " + c.status().message());
+      calib = std::make_unique<ProfileCalibrator>(std::move(*c));
+    }
     Slot& m = models_[id];
     m.active = true;
     if (cfg.max_batch == 0) cfg.max_batch = cfg.profile.max_batch();
-    if (cfg.target_batch == 0) cfg.target_batch = default_target_batch(cfg.profile, cfg.slo, cfg.max_batch);
+    m.auto_target = cfg.target_batch == 0;
+    if (m.auto_target) cfg.target_batch = default_target_batch(cfg.profile, cfg.slo, cfg.max_batch);
     m.efficient_batch = ~0u;
     if constexpr (requires { exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch); })
       m.efficient_batch = exec_.efficient_batch(cfg.profile, cfg.slo, cfg.max_batch);
+    m.calib = std::move(calib);
     m.arrivals = ArrivalGapEstimator{};
     m.missed = false;
     m.window_misses = 0;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
+    m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
     m.queued = 0;
     m.inflight = 0;
     m.has_cand = false;
@@ -109,12 +122,27 @@ class ModelState {
                     "model '" + m.cfg->name + "' is not idle: " + std::to_string(m.queued) + " queued, " +
                         std::to_string(m.inflight) + " in-flight batches");
     m.active = false;
+    m.profile = nullptr;
+    m.calib.reset();
     m.cfg.reset();
     return {};
   }
 
   bool has_model(ModelId id) const noexcept { return id < cfg_.max_models && models_[id].active; }
+  // The model's configuration as added; its `profile` is the offline one.
   const ModelConfig& model_config(ModelId id) const { return *models_[id].cfg; }
+  // The profile the model is planned with: the offline profile, or its
+  // online recalibration. REQUIRES: has_model(id).
+  const LatencyProfile& profile(ModelId id) const noexcept { return *models_[id].profile; }
+  // The model's calibrator, or nullptr when it is not recalibrated.
+  const ProfileCalibrator* calibrator(ModelId id) const noexcept { return models_[id].calib.get(); }
+  // The model's profiles and recalibration state (allocates; reports).
+  // REQUIRES: has_model(id).
+  CalibrationSnapshot calibration(ModelId id) const {
+    const Slot& m = models_[id];
+    if (m.calib) return m.calib->snapshot();
+    return CalibrationSnapshot{false, m.cfg->profile, m.cfg->profile, 0, 0, {}};
+  }
   std::uint32_t queued(ModelId id) const noexcept { return models_[id].queued; }
   std::uint32_t inflight_batches(ModelId id) const noexcept { return models_[id].inflight; }
   std::uint32_t free_request_slots() const noexcept { return cfg_.max_requests - used_requests_; }
@@ -135,6 +163,8 @@ class ModelState {
                                                 " ms; no request could ever meet it");
     if (cfg.timeout && *cfg.timeout < Duration::zero())
       return Status(Errc::kInvalidArgument, who + ": timeout must not be negative");
+    if (cfg.recalibration)
+      if (Status s = cfg.recalibration->validate(); !s.ok()) return Status(s.code(), who + ": " + s.message());
     return {};
   }
 
@@ -154,7 +184,7 @@ class ModelState {
     if (SYMPHONY_UNLIKELY(!has_model(id))) return {SubmitStatus::kUnknownModel, {}};
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
-    if (now + dl.delay(1) + m.cfg->profile.latency(1) > dl.hard_deadline(deadline)) {
+    if (now + dl.delay(1) + m.profile->latency(1) > dl.hard_deadline(deadline)) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
       return {SubmitStatus::kDropped, {}};
     }
@@ -188,6 +218,16 @@ class ModelState {
     return update_candidate(id, now, not_before, true, sink);
   }
 
+  // The model's profile moved (online recalibration; FinishResult::
+  // profile_changed): its queued requests get a candidate planned with the
+  // new profile now, not when the old one is due. Requests that the new
+  // profile makes infeasible are dropped (expired) with an outcome.
+  template <SchedulerSink Sink>
+  CandidateUpdate refresh_candidate(ModelId id, TimePoint now, Sink& sink) {
+    if (!has_model(id) || models_[id].queued == 0) return {};
+    return update_candidate(id, now, TimePoint::neg_infinite(), false, sink);
+  }
+
   // The rank side granted GPU `gpu`, free at `gpu_free`: recompute the batch
   // against it, dispatch it, and build the next candidate (paper Alg. 1,
   // Dispatch).
@@ -210,7 +250,7 @@ class ModelState {
       return res;
     }
     const Candidate c = now_cand.candidate;
-    const Duration len = m.cfg->profile.latency(c.size);
+    const Duration len = m.profile->latency(c.size);
 
     const std::uint32_t slot = free_batch_;
     BatchRecord& br = batches_[slot];
@@ -246,6 +286,7 @@ class ModelState {
     d.predicted_end = c.exec + len;
     d.exec_deadline = c.latest + len;  // the d the batch was sized against
     d.delay = c.delay;
+    d.offline_latency = m.calib ? m.cfg->profile.latency(c.size) : len;
     d.requests = BatchRequests(head);
     sink.on_dispatch(d);
 
@@ -262,11 +303,14 @@ class ModelState {
     return res;
   }
 
-  // The executor reports that batch `bid` ended at `actual_end`. Emits one
-  // outcome per request. Fails (changing nothing) for an unknown or already
-  // finished batch.
+  // The executor reports that batch `bid` ran from `actual_start` (neg_infinite
+  // when the executor cannot tell) to `actual_end`. Emits one outcome per
+  // request; a model that is recalibrated learns the batch's duration
+  // (successful batches with a known start only). Fails (changing nothing)
+  // for an unknown or already finished batch.
   template <SchedulerSink Sink>
-  Result<FinishResult> finish_batch(BatchId bid, TimePoint actual_end, BatchStatus st, Sink& sink) {
+  Result<FinishResult> finish_batch(BatchId bid, TimePoint actual_end, BatchStatus st, Sink& sink,
+                                    TimePoint actual_start = TimePoint::neg_infinite()) {
     BatchRecord* br = lookup(bid);
     if (!br) return Status(Errc::kNotFound, "unknown or already finished batch " + std::to_string(bid));
     const Delays& dl = cfg_.delays;
@@ -292,6 +336,11 @@ class ModelState {
     }
     FinishResult fr{br->model, br->gpu, br->size, false};
     Slot& m = models_[br->model];
+    if (m.calib && st == BatchStatus::kOk && actual_start != TimePoint::neg_infinite() &&
+        m.calib->observe(br->size, actual_end - actual_start)) {
+      on_profile_changed(m);
+      fr.profile_changed = true;
+    }
     --m.inflight;
     fr.model_idle = m.queued == 0 && m.inflight == 0;
     free_batch_slot(*br, BatchIdLayout::slot(bid));
@@ -352,6 +401,7 @@ class ModelState {
 
   struct Slot {
     bool active = false;
+    bool auto_target = false;             // target_batch follows the profile
     bool has_cand = false;
     std::uint32_t queued = 0;
     std::uint32_t inflight = 0;
@@ -361,6 +411,8 @@ class ModelState {
     ArrivalGapEstimator arrivals;
     Candidate cand;
     ModelQueue queue;
+    const LatencyProfile* profile = nullptr;  // in use: calib's, else cfg->profile
+    std::unique_ptr<ProfileCalibrator> calib;
     std::unique_ptr<ModelConfig> cfg;
   };
 
@@ -402,6 +454,14 @@ class ModelState {
     --used_requests_;
   }
 
+  // The model's profile moved: what was derived from it follows.
+  void on_profile_changed(Slot& m) noexcept {
+    ModelConfig& c = *m.cfg;
+    if (m.auto_target) c.target_batch = default_target_batch(*m.profile, c.slo, c.max_batch);
+    if constexpr (requires { exec_.efficient_batch(*m.profile, c.slo, c.max_batch); })
+      m.efficient_batch = exec_.efficient_batch(*m.profile, c.slo, c.max_batch);
+  }
+
   template <class Sink>
   static void emit_drop(Sink& sink, ModelId id, std::uint64_t tag, TimePoint arrival, TimePoint deadline,
                         TimePoint now, DropReason why) {
@@ -416,7 +476,7 @@ class ModelState {
   CandidateUpdate update_candidate(ModelId id, TimePoint now, TimePoint gpu_free, bool force, Sink& sink) {
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
-    GatherInputs in{now, gpu_free, &dl, &m.cfg->profile, m.cfg->max_batch, m.cfg->target_batch};
+    GatherInputs in{now, gpu_free, &dl, m.profile, m.cfg->max_batch, m.cfg->target_batch};
     auto drop = [&](Request& r, DropReason why) {
       emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
       --m.queued;
@@ -433,10 +493,10 @@ class ModelState {
     Candidate c;
     c.size = g.size;
     c.delay = delay;
-    c.latest = g.exec_deadline - m.cfg->profile.latency(g.size);
+    c.latest = g.exec_deadline - m.profile->latency(g.size);
     const TimePoint earliest = max(now + delay, gpu_free);
     c.exec = exec_.exec(CandidateInputs{g.size, m.cfg->max_batch, earliest, c.latest, g.exec_deadline,
-                                        g.head_arrival, &m.cfg->profile, &m.cfg->timeout, m.efficient_batch,
+                                        g.head_arrival, m.profile, &m.cfg->timeout, m.efficient_batch,
                                         m.arrivals.typical_gap(), m.window_misses});
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same

@@ -51,6 +51,9 @@ struct SchedulerConfig {
   std::uint32_t max_requests = 1u << 16;  // queued plus in flight, all models
   std::uint32_t max_outstanding_per_gpu = 4;
   Delays delays;
+  // Online recalibration of every model's profile from its measured batch
+  // durations (profile_calibrator.hpp), unless the model sets its own. Off.
+  RecalibrationOptions recalibration;
 
   Status validate() const {
     if (max_models == 0) return Status(Errc::kInvalidArgument, "max_models must be at least 1");
@@ -65,7 +68,7 @@ struct SchedulerConfig {
     if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||
         delays.safety_margin < Duration::zero())
       return Status(Errc::kInvalidArgument, "delays and the safety margin must not be negative");
-    return {};
+    return recalibration.validate();
   }
 };
 
@@ -135,12 +138,19 @@ class Scheduler {
   }
 
   // The executor reports batch `batch` ended at `actual_end` (on the clock's
-  // time line; at or before now). Emits the batch's outcomes.
-  Status on_batch_finished(BatchId batch, TimePoint actual_end, BatchStatus st = BatchStatus::kOk) {
+  // time line; at or before now), having started at `actual_start` when the
+  // executor knows it (a recalibrated model learns the duration). Emits the
+  // batch's outcomes.
+  Status on_batch_finished(BatchId batch, TimePoint actual_end, BatchStatus st = BatchStatus::kOk,
+                           TimePoint actual_start = TimePoint::neg_infinite()) {
     const TimePoint now = clock_.now();
-    Result<FinishResult> r = shard_.finish_batch(batch, actual_end, st, sink_);
+    Result<FinishResult> r = shard_.finish_batch(batch, actual_end, st, sink_, actual_start);
     if (!r.ok()) return r.status();
     rank_.on_batch_finished(r->gpu, batch, actual_end, now);
+    if (r->profile_changed) {
+      const CandidateUpdate u = shard_.refresh_candidate(r->model, now, sink_);
+      if (u.changed) rank_.on_candidate(r->model, u, now);
+    }
     return {};
   }
 
@@ -168,7 +178,7 @@ class Scheduler {
   Scheduler(const SchedulerConfig& cfg, C& clock, Sink& sink, Exec exec, Gather gather)
       : cfg_(cfg), clock_(clock), sink_(sink),
         shard_(ModelStateConfig{0, cfg.max_models, cfg.max_requests, cfg.max_gpus * cfg.max_outstanding_per_gpu,
-                           cfg.delays},
+                                cfg.delays, cfg.recalibration},
                std::move(exec), std::move(gather)),
         rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}) {}
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "symphony/latency_profile.hpp"
+#include "symphony/profile_calibrator.hpp"
 #include "symphony/splay_tree.hpp"
 #include "symphony/time.hpp"
 
@@ -142,6 +143,9 @@ struct ModelConfig {
   std::uint32_t max_queue = 0;    // 0: bounded only by the request pool
   std::uint32_t target_batch = 0; // target-batch gathering; 0: largest b with 2*l(b) <= slo
   std::optional<Duration> timeout;  // timeout policy's k for this model (else the policy's)
+  // Online recalibration of `profile` (profile_calibrator.hpp); unset: the
+  // scheduler's or runtime's default (SchedulerConfig / RuntimeConfig).
+  std::optional<RecalibrationOptions> recalibration;
 };
 
 // One request in a model's queue or in a dispatched batch. Intrusive: it is a
@@ -187,6 +191,9 @@ struct Dispatch {
   TimePoint predicted_end;  // exec + l(size)
   TimePoint exec_deadline;  // the end the batch was sized for: min deadline - d_resp (- margin)
   Duration delay;           // delay(size)
+  // l(size) of the model's offline profile: predicted_end - exec unless the
+  // model's profile is recalibrated online (emulated devices run for this).
+  Duration offline_latency;
   BatchRequests requests;
 };
 
@@ -247,6 +254,7 @@ struct FinishResult {
   GpuId gpu = kNoGpu;
   std::uint32_t size = 0;
   bool model_idle = false;  // no queued or in-flight requests remain
+  bool profile_changed = false;  // the batch's measurement moved the model's profile
 };
 
 }  // namespace symphony

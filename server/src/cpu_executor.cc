@@ -82,7 +82,8 @@ void CpuExecutor::loop() {
     const BatchStatus st = run_batch_sync(runner_, job.first, replica_, &error);
     const TimePoint end = clock.now();
     busy_ns_.fetch_add((end - start).ns(), std::memory_order_relaxed);
-    job.second->report(BatchCompletion{job.first.batch, end, st, std::move(error)});
+    if (st == BatchStatus::kOk) runner_.timed(job.first, end - start);
+    job.second->report(BatchCompletion{job.first.batch, end, st, std::move(error), start});
     idle_since = clock.now();
   }
 }

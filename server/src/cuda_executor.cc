@@ -41,6 +41,7 @@ struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
     return {};
   }
   void fail(const std::string& why) override { runner->fail(batch, why); }
+  void timed(Duration ran) override { runner->timed(batch, ran); }
 };
 
 CudaStreamExecutor::CudaStreamExecutor(BatchRunner& runner, std::size_t replica, int device)

@@ -43,6 +43,39 @@ class Parser {
     return {};
   }
 
+  // `recalibrate: true | false`, or a map of RecalibrationOptions (on unless
+  // `enabled: false`).
+  Status parse_recalibration(const YAML::Node& n, RecalibrationOptions* out) {
+    if (n.IsScalar()) {
+      bool on = true;
+      try {
+        on = n.as<bool>();
+      } catch (const YAML::Exception&) {
+        return error("recalibrate", "must be true, false or a map of settings");
+      }
+      out->enabled = on;
+      return {};
+    }
+    if (Status s = only_keys(n, "recalibrate", {"enabled", "window", "percentile", "update_every", "min_samples",
+                                               "max_rise", "max_fall", "min_scale", "max_scale"});
+        !s.ok())
+      return s;
+    RecalibrationOptions o = RecalibrationOptions::on();
+    const std::string w = "recalibrate.";
+    if (Status s = get(n, "enabled", w, &o.enabled); !s.ok()) return s;
+    if (Status s = get(n, "window", w, &o.window); !s.ok()) return s;
+    if (Status s = get(n, "percentile", w, &o.percentile); !s.ok()) return s;
+    if (Status s = get(n, "update_every", w, &o.update_every); !s.ok()) return s;
+    if (Status s = get(n, "min_samples", w, &o.min_samples); !s.ok()) return s;
+    if (Status s = get(n, "max_rise", w, &o.max_rise); !s.ok()) return s;
+    if (Status s = get(n, "max_fall", w, &o.max_fall); !s.ok()) return s;
+    if (Status s = get(n, "min_scale", w, &o.min_scale); !s.ok()) return s;
+    if (Status s = get(n, "max_scale", w, &o.max_scale); !s.ok()) return s;
+    if (Status s = o.validate(); !s.ok()) return error("recalibrate", "is invalid: " + s.message());
+    *out = o;
+    return {};
+  }
+
   std::string resolve(const std::string& p) const {
     if (p.empty() || p == "auto" || std::filesystem::path(p).is_absolute() || base_.empty()) return p;
     return (std::filesystem::path(base_) / p).lexically_normal().string();
@@ -53,7 +86,7 @@ class Parser {
     c.file = origin_;
     if (!root || root.IsNull()) return error("models", "is missing: the config is empty");
     if (Status s = only_keys(root, "", {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling",
-                                        "load", "models", "metrics"});
+                                        "recalibrate", "load", "models", "metrics"});
         !s.ok())
       return s;
     if (Status s = get(root, "devices", "", &c.devices); !s.ok()) return s;
@@ -93,6 +126,9 @@ class Parser {
       if (Status s = get(p, "repeats", "profiling.", &c.profile_repeats); !s.ok()) return s;
       if (c.profile_max_batch < 1) return error("profiling.max_batch", "must be at least 1");
       if (c.profile_repeats < 1) return error("profiling.repeats", "must be at least 1");
+    }
+    if (const YAML::Node r = root["recalibrate"]) {
+      if (Status s = parse_recalibration(r, &c.recalibration); !s.ok()) return s;
     }
     if (const YAML::Node l = root["load"]) {
       if (Status s = only_keys(l, "load", {"duration_s", "warmup_s", "arrival", "seed"}); !s.ok()) return s;

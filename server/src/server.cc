@@ -79,6 +79,9 @@ struct Server::Impl final : BatchRunner {
 #endif
     std::atomic<std::uint64_t> batches{0};
     std::atomic<std::int64_t> emulated_busy_ns{0};
+    // This device's own estimate of each model's l(b), by ModelId (reports).
+    std::mutex calib_mu;
+    std::vector<std::unique_ptr<ProfileCalibrator>> calib;
   };
 
   ServerOptions opts;
@@ -130,6 +133,12 @@ struct Server::Impl final : BatchRunner {
   }
   void fail(const ExecBatch& b, const std::string& error) override {
     for (const Request& r : b.requests) slots[r.tag].error = error;
+  }
+  void timed(const ExecBatch& b, Duration ran) override {
+    if (b.gpu >= devices.size()) return;
+    Device& d = *devices[b.gpu];
+    std::lock_guard<std::mutex> lock(d.calib_mu);
+    if (b.model < d.calib.size() && d.calib[b.model]) d.calib[b.model]->observe(b.size, ran);
   }
 
   // ---- outcomes (any runtime thread) ------------------------------------------------
@@ -346,6 +355,14 @@ struct Server::Impl final : BatchRunner {
       (void)runtime->remove_model(*id);
       return Status(Errc::kCapacityExceeded, "too many models");
     }
+    if (opts.recalibration.enabled) {
+      for (auto& d : devices) {
+        auto c = ProfileCalibrator::create(m->profile, opts.recalibration);
+        std::lock_guard<std::mutex> lock(d->calib_mu);
+        if (d->calib.size() < by_id.size()) d->calib.resize(by_id.size());
+        d->calib[*id] = c.ok() ? std::make_unique<ProfileCalibrator>(std::move(*c)) : nullptr;
+      }
+    }
     m->id = *id;
     by_id[*id].store(m.get(), std::memory_order_release);
     m->accepting.store(true, std::memory_order_release);
@@ -363,6 +380,7 @@ struct Server::Impl final : BatchRunner {
     rc.max_requests_per_shard = opts.max_pending;
     rc.ingress_capacity = opts.max_pending;
     rc.delays = opts.delays;
+    rc.recalibration = opts.recalibration;
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) {
       const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(),
@@ -454,6 +472,7 @@ Server::~Server() {
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
   if (Status s = check_runs_in_core(o.policy); !s.ok()) return s;
+  if (Status s = o.recalibration.validate(); !s.ok()) return s;
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
   // The CUDA runtime is asked only for CUDA-emulated devices: it loads the driver.
@@ -584,6 +603,16 @@ ServerStats Server::stats() const {
     s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
     s.max_batch = m->max_batch;
     s.l1 = m->profile.latency(1);
+    s.offline_profile = m->profile;
+    s.profile_in_use = m->profile;
+    if (impl_->runtime && m->id != kNoModel) {
+      if (Result<CalibrationSnapshot> c = impl_->runtime->calibration(m->id); c.ok()) {
+        s.recalibrating = c->recalibrating;
+        s.profile_in_use = std::move(c->in_use);
+        s.recalibration_samples = c->samples;
+        s.recalibration_updates = c->updates;
+      }
+    }
     out.sent += s.sent;
     out.ok += s.ok;
     out.late += s.late;
@@ -623,6 +652,14 @@ ServerStats Server::stats() const {
 #endif
     ds.busy = busy;
     ds.busy_fraction = secs > 0 ? std::min(1.0, busy.to_seconds() / secs) : 0;
+    {
+      std::lock_guard<std::mutex> lock(d->calib_mu);
+      for (const auto& m : models) {
+        if (m->id == kNoModel || m->id >= d->calib.size() || !d->calib[m->id]) continue;
+        const ProfileCalibrator& c = *d->calib[m->id];
+        ds.models.push_back({m->opts.name, c.samples(), c.offline(), c.profile()});
+      }
+    }
     out.devices.push_back(ds);
   }
   return out;

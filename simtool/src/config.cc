@@ -461,18 +461,74 @@ void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
   if (const YAML::Node n = root["noise"]) {
     if (n.IsScalar()) {
       if (r.string(n, "noise") != "exact")
-        r.fail(n, "noise", "must be 'exact' or a map {kind: lognormal, sigma: ...}");
-    } else {
-      r.check_keys(n, "noise", {"kind", "sigma"});
-      const std::string kind = n["kind"] ? r.string(n["kind"], "noise.kind") : "lognormal";
-      if (kind == "lognormal") {
-        if (!n["sigma"]) r.fail(n, "noise", "lognormal noise needs sigma");
-        e.noise_sigma = r.number_min(n["sigma"], "noise.sigma", 0, false);
-      } else if (kind != "exact") {
-        r.fail(n["kind"], "noise.kind", "must be exact or lognormal, got '" + kind + "'");
+        r.fail(n, "noise", "must be 'exact' or a map {kind: lognormal, sigma: ..., drift: [...], outliers: {...}}");
+      return;
+    }
+    r.check_keys(n, "noise", {"kind", "sigma", "drift", "outliers"});
+    const std::string kind = n["kind"] ? r.string(n["kind"], "noise.kind") : "lognormal";
+    if (kind == "lognormal") {
+      if (!n["sigma"]) r.fail(n, "noise", "lognormal noise needs sigma");
+      e.noise_sigma = r.number_min(n["sigma"], "noise.sigma", 0, false);
+    } else if (kind != "exact") {
+      r.fail(n["kind"], "noise.kind", "must be exact or lognormal, got '" + kind + "'");
+    }
+    // drift: [{at_s, length_s, every_s, factor}]: the device runs `factor`
+    // times as long from at_s for length_s, again every every_s (0: once).
+    if (const YAML::Node d = n["drift"]) {
+      if (!d.IsSequence()) r.fail(d, "noise.drift", "must be a list of {at_s, length_s, every_s, factor}");
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        const std::string k = "noise.drift[" + std::to_string(i) + "]";
+        const YAML::Node x = d[i];
+        r.check_keys(x, k, {"at_s", "length_s", "every_s", "factor"});
+        if (!x["length_s"] || !x["factor"]) r.fail(x, k, "needs length_s and factor");
+        DriftEpisode ep;
+        ep.at = Duration::from_seconds(x["at_s"] ? r.number_min(x["at_s"], k + ".at_s", 0, false) : 0.0);
+        ep.length = Duration::from_seconds(r.number_min(x["length_s"], k + ".length_s", 0, true));
+        ep.every = Duration::from_seconds(x["every_s"] ? r.number_min(x["every_s"], k + ".every_s", 0, false) : 0.0);
+        ep.factor = r.number_min(x["factor"], k + ".factor", 0, true);
+        if (ep.every > Duration::zero() && ep.every < ep.length)
+          r.fail(x["every_s"], k + ".every_s", "must be at least length_s (or 0: once)");
+        e.drift.push_back(ep);
       }
     }
+    // outliers: {probability, factor}: a batch runs factor times as long.
+    if (const YAML::Node o = n["outliers"]) {
+      r.check_keys(o, "noise.outliers", {"probability", "factor"});
+      if (!o["probability"]) r.fail(o, "noise.outliers", "needs probability");
+      e.outlier_probability = r.number_min(o["probability"], "noise.outliers.probability", 0, false);
+      if (e.outlier_probability > 1)
+        r.fail(o["probability"], "noise.outliers.probability", "must be in [0, 1]");
+      if (o["factor"]) e.outlier_factor = r.number_min(o["factor"], "noise.outliers.factor", 0, true);
+    }
   }
+}
+
+// recalibrate: true | false | {percentile, window, update_every, min_samples,
+// max_rise, max_fall, min_scale, max_scale, enabled}: online recalibration of
+// the profiles from the simulated batch durations (off by default here).
+void parse_recalibrate(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
+  const YAML::Node n = root["recalibrate"];
+  if (!n) return;
+  if (n.IsScalar()) {
+    e.recalibration.enabled = r.boolean(n, "recalibrate");
+    return;
+  }
+  r.check_keys(n, "recalibrate", {"enabled", "window", "percentile", "update_every", "min_samples", "max_rise",
+                                  "max_fall", "min_scale", "max_scale"});
+  RecalibrationOptions o = RecalibrationOptions::on();
+  if (n["enabled"]) o.enabled = r.boolean(n["enabled"], "recalibrate.enabled");
+  if (n["window"]) o.window = static_cast<std::uint32_t>(r.integer(n["window"], "recalibrate.window", 1, 4096));
+  if (n["percentile"]) o.percentile = r.number(n["percentile"], "recalibrate.percentile");
+  if (n["update_every"])
+    o.update_every = static_cast<std::uint32_t>(r.integer(n["update_every"], "recalibrate.update_every", 1, 1u << 20));
+  if (n["min_samples"])
+    o.min_samples = static_cast<std::uint32_t>(r.integer(n["min_samples"], "recalibrate.min_samples", 1, 4096));
+  if (n["max_rise"]) o.max_rise = r.number(n["max_rise"], "recalibrate.max_rise");
+  if (n["max_fall"]) o.max_fall = r.number(n["max_fall"], "recalibrate.max_fall");
+  if (n["min_scale"]) o.min_scale = r.number(n["min_scale"], "recalibrate.min_scale");
+  if (n["max_scale"]) o.max_scale = r.number(n["max_scale"], "recalibrate.max_scale");
+  if (Status s = o.validate(); !s.ok()) r.fail(n, "recalibrate", s.message());
+  e.recalibration = o;
 }
 
 void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
@@ -721,13 +777,14 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   r.check_keys(root, "",
                {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
                 "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
-                "models", "search", "max_outstanding_per_gpu", "max_requests", "subclusters"});
+                "models", "search", "max_outstanding_per_gpu", "max_requests", "subclusters", "recalibrate"});
   Config c;
   c.origin = origin;
   ExperimentSpec& e = c.spec;
   parse_run_settings(r, root, c);
   const PolicySpec policy = parse_policy_keys(r, root, e);
   parse_noise(r, root, e);
+  parse_recalibrate(r, root, e);
   parse_delays(r, root, e);
   std::vector<std::string> dirs;
   if (const YAML::Node n = root["profile_dirs"]) {

@@ -208,6 +208,16 @@ json steps_json(const std::vector<SearchStep>& steps, const char* x_name) {
   return a;
 }
 
+json drift_json(const ExperimentSpec& e) {
+  json a = json::array();
+  for (const DriftEpisode& d : e.drift)
+    a.push_back(json{{"at_s", num(d.at.to_seconds())},
+                     {"length_s", num(d.length.to_seconds())},
+                     {"every_s", num(d.every.to_seconds())},
+                     {"factor", num(d.factor)}});
+  return a;
+}
+
 json config_json(const Config& c) {
   const ExperimentSpec& e = c.spec;
   return json{{"name", c.name},
@@ -221,6 +231,9 @@ json config_json(const Config& c) {
               {"duration_s", num(e.duration.to_seconds())},
               {"warmup_s", num(e.warmup.to_seconds())},
               {"noise_sigma", num(e.noise_sigma)},
+              {"noise_drift", drift_json(e)},
+              {"noise_outliers", json{{"probability", num(e.outlier_probability)}, {"factor", num(e.outlier_factor)}}},
+              {"recalibrate", e.recalibration.enabled},
               {"max_bad_rate", num(e.max_bad_rate)},
               {"delays_ms", json{{"ctrl", ms(e.delays.ctrl)},
                                  {"data", ms(e.delays.data)},

@@ -91,6 +91,11 @@ class ManualGpus {
   static void complete(const Taken& t, BatchStatus st = BatchStatus::kOk, std::string error = {}) {
     t.port->report(BatchCompletion{t.batch.batch, SteadyClock{}.now(), st, std::move(error)});
   }
+  // Completes it now, reporting that it ran for `ran` (a measured start).
+  static void complete_after(const Taken& t, Duration ran) {
+    const TimePoint now = SteadyClock{}.now();
+    t.port->report(BatchCompletion{t.batch.batch, now, BatchStatus::kOk, {}, now - ran});
+  }
 
  private:
   class Exec final : public Executor {

@@ -168,6 +168,18 @@ class PyServer {
       d["batch_histogram"] = hist;
       d["max_batch"] = m.max_batch;
       d["l1_ms"] = m.l1.to_ms();
+      py::dict prof, offline, in_use;
+      const std::uint32_t top = std::min(m.max_batch, m.profile_in_use.max_batch());
+      for (std::uint32_t b = 1; b <= top; b = b * 2 > top && b != top ? top : b * 2) {
+        offline[py::int_(b)] = m.offline_profile.latency(b).to_ms();
+        in_use[py::int_(b)] = m.profile_in_use.latency(b).to_ms();
+      }
+      prof["recalibrating"] = m.recalibrating;
+      prof["samples"] = m.recalibration_samples;
+      prof["updates"] = m.recalibration_updates;
+      prof["offline_ms"] = offline;
+      prof["in_use_ms"] = in_use;
+      d["profile"] = prof;
       models[py::str(m.name)] = d;
     }
     py::list devices;
@@ -270,7 +282,7 @@ void bind_server(py::module_& m) {
                        int cpu_threads, std::uint32_t shards,
                        std::uint32_t max_models, std::uint32_t max_pending, double safety_margin_ms,
                        const std::string& profile_latency, std::uint32_t profile_max_batch, int profile_repeats,
-                       const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
+                       bool recalibrate, const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
              ServerOptions o;
              o.devices = devices;
              auto p = parse_policy(policy);
@@ -291,11 +303,13 @@ void bind_server(py::module_& m) {
              o.profile_latency = *col;
              o.profile_max_batch = profile_max_batch;
              o.profile_repeats = profile_repeats;
+             o.recalibration.enabled = recalibrate;
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
            py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"), py::arg("shards"), py::arg("max_models"),
            py::arg("max_pending"), py::arg("safety_margin_ms"), py::arg("profile_latency"),
-           py::arg("profile_max_batch"), py::arg("profile_repeats"), py::arg("log"), py::arg("dispatcher"),
+           py::arg("profile_max_batch"), py::arg("profile_repeats"), py::arg("recalibrate"), py::arg("log"),
+           py::arg("dispatcher"),
            py::arg("numpy_outputs"))
       .def(
           "add_model",

@@ -40,6 +40,7 @@ class Server:
         profile_latency: str,
         profile_max_batch: int,
         profile_repeats: int,
+        recalibrate: bool,
         log: Optional[Callable[[str], Any]],
         dispatcher: Callable[[List[tuple]], None],
         numpy_outputs: bool,

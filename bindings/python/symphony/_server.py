@@ -204,6 +204,8 @@ class Server:
         profile_latency: ``"p90"`` (default), ``"p99"`` or ``"median"``: which column of a measured profile the
             scheduler plans with.
         profile_max_batch, profile_repeats: automatic profiling of models without a profile.
+        recalibrate: whether each model's profile follows the batch times its devices measure
+            while serving (default True); False plans with the offline profile throughout.
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
             ``"torch"`` or ``"numpy"``.
         log: called with progress messages (loading, profiling); default: quiet.
@@ -231,6 +233,7 @@ class Server:
         profile_latency: str = "p90",
         profile_max_batch: int = 32,
         profile_repeats: int = 20,
+        recalibrate: bool = True,
         outputs: str = "auto",
         log: Optional[Any] = None,
     ) -> None:
@@ -258,6 +261,7 @@ class Server:
             profile_latency,
             profile_max_batch,
             profile_repeats,
+            bool(recalibrate),
             log,
             _dispatch,
             numpy_outputs,
@@ -362,8 +366,10 @@ class Server:
         Keys: ``elapsed_s``, ``sent``, ``ok``, ``late``, ``dropped``, ``errors``,
         ``goodput_rps``, ``bad_rate``, ``models`` (name -> the same counts plus
         ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``mean_batch``,
-        ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``) and ``devices``
-        (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}).
+        ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``, ``profile``
+        {``recalibrating``, ``samples``, ``updates``, ``offline_ms`` and ``in_use_ms``
+        {batch size: l(b)}: the profile planned with now against the offline one}) and
+        ``devices`` (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}).
         """
         return self._core.stats()
 

@@ -185,6 +185,19 @@ def test_profiles_and_stats(cpu_server):
     assert st["devices"][0]["name"] == "cpu:0" and st["devices"][0]["batches"] >= 1
 
 
+@pytest.mark.parametrize("recalibrate", [True, False])
+def test_recalibration_reports_the_profile_in_use(cpu_server, recalibrate):
+    s = cpu_server("linear", recalibrate=recalibrate)
+    for _ in range(24):
+        s.infer("linear", torch.randn(4)).result(timeout=30)
+    prof = s.stats()["models"]["linear"]["profile"]
+    assert prof["recalibrating"] is recalibrate
+    assert prof["samples"] == (24 if recalibrate else 0)
+    assert set(prof["offline_ms"]) == set(prof["in_use_ms"]) and 1 in prof["offline_ms"]
+    if not recalibrate:
+        assert prof["in_use_ms"] == prof["offline_ms"]
+
+
 def test_context_manager_drains(models_dir, profiles_dir):
     with symphony.Server(devices="cpu", safety_margin_ms=50) as s:
         s.add_model("linear", models_dir / "linear.pt", input="float32[4]", slo_ms=300,

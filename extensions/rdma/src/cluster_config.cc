@@ -71,6 +71,7 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
                                               "heartbeat_ms",
                                               "heartbeat_timeout_ms",
                                               "learn_delays",
+                                              "recalibrate",
                                               "delay_percentile",
                                               "delay_window",
                                               "delay_update_ms",
@@ -117,6 +118,13 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
       s.learn_delays = n.as<bool>();
     } catch (const YAML::Exception&) {
       fail(origin, n, "cluster.learn_delays", "must be true or false");
+    }
+  }
+  if (const YAML::Node n = c["recalibrate"]) {
+    try {
+      s.recalibrate = n.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(origin, n, "cluster.recalibrate", "must be true or false");
     }
   }
   if (const YAML::Node n = c["delay_percentile"]) {

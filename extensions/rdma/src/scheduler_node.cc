@@ -160,6 +160,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     GpuId gpu = kNoGpu;
     CompletionPort* port = nullptr;
     std::uint32_t count = 0;
+    bool whole = false;  // count == the batch's size: its run time measures l(size)
     std::vector<std::uint8_t> msg;
   };
   struct Inflight {
@@ -169,6 +170,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     TimePoint sent;
     CompletionPort* port = nullptr;
     std::uint32_t count = 0;
+    bool whole = false;
   };
   struct OutcomeItem {
     std::uint32_t frontend = 0;
@@ -378,6 +380,7 @@ Status SchedulerNode::Impl::start() {
   rc.max_outstanding_per_gpu = sc.spec.max_outstanding_per_gpu;
   rc.ingress_capacity = set_.max_requests;
   rc.delays = floors_;
+  rc.recalibration.enabled = set_.recalibrate;
   sub_cfg_ = sc.subclusters;
   managed_ = sub_cfg_.has_value();
   num_subs_ = managed_ ? sub_cfg_->spec.count : 1;
@@ -735,6 +738,7 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
   for (const wire::BatchEntry& e : entries) bb.add(e);
   const GpuId cluster_gpu = ex.subcluster_ * set_.max_gpus + b.gpu;  // per_gpu_'s index
   outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, wire_id, cluster_gpu, &port, count,
+                           count == b.size,
                            std::move(bb).finish()});
   transport_->notify();
 }
@@ -760,7 +764,7 @@ bool SchedulerNode::Impl::drain_batches() {
         n_.batches_failed.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      inflight_[o.wire] = Inflight{o.batch, o.backend_index, o.gpu, now, o.port, o.count};
+      inflight_[o.wire] = Inflight{o.batch, o.backend_index, o.gpu, now, o.port, o.count, o.whole};
       n_.batches.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -792,9 +796,15 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
   const auto sub = static_cast<std::uint32_t>(d->batch >> kSubClusterShift) & (kMaxSubClusters - 1);
   if (sub < num_subs_) window_busy_ns_[sub] += std::max<std::int64_t>(0, d->exec_ns);
-  f.port->report(BatchCompletion{
-      f.local, end, d->status == wire::BatchStatus::kOk ? BatchStatus::kOk : BatchStatus::kError,
-      d->status == wire::BatchStatus::kOk ? std::string() : p.name + ": " + d->error});
+  const bool ok = d->status == wire::BatchStatus::kOk;
+  // The backend's measured execution time teaches the model's profile
+  // (online recalibration) when the whole batch ran: a batch that lost
+  // requests to a departed frontend ran fewer than its size.
+  const TimePoint start = ok && f.whole && d->executed == f.count && d->exec_ns > 0
+                              ? end - Duration::nanoseconds(d->exec_ns)
+                              : TimePoint::neg_infinite();
+  f.port->report(BatchCompletion{f.local, end, ok ? BatchStatus::kOk : BatchStatus::kError,
+                                 ok ? std::string() : p.name + ": " + d->error, start});
 }
 
 void SchedulerNode::Impl::fail_all_inflight(const std::string& why) {
@@ -1560,6 +1570,36 @@ nlohmann::json SchedulerNode::Impl::report() const {
                   {"failed_to_send", ld(n_.batches_failed)},
                   {"lost_with_backend", ld(n_.batches_lost)},
                   {"unknown_batch_done", ld(n_.batch_done_unknown)}};
+  {
+    // Per model: the profile planned with now against the config's, at b = 1
+    // and at the largest batch (online recalibration from backend timings).
+    json models = json::object();
+    // With sub-clusters each runtime learns on its own; the report shows the
+    // one that has seen the model run most.
+    for (std::size_t i = 0; i < models_.size(); ++i) {
+      std::optional<CalibrationSnapshot> c;
+      std::uint32_t from = 0;
+      for (std::uint32_t j = 0; j < runtimes_.size(); ++j) {
+        Result<CalibrationSnapshot> cj = runtimes_[j]->calibration(static_cast<ModelId>(i));
+        if (cj.ok() && (!c || cj->samples > c->samples)) {
+          c = std::move(*cj);
+          from = j;
+        }
+      }
+      if (!c) continue;
+      const std::uint32_t top = c->offline.max_batch();
+      if (top == 0) continue;
+      models[models_[i].name] = {{"subcluster", from},
+                                 {"samples", c->samples},
+                                 {"updates", c->updates},
+                                 {"l1_ms", {{"offline", c->offline.latency(1).to_ms()},
+                                            {"in_use", c->in_use.latency(1).to_ms()}}},
+                                 {"lmax_ms", {{"batch", top},
+                                              {"offline", c->offline.latency(top).to_ms()},
+                                              {"in_use", c->in_use.latency(top).to_ms()}}}};
+    }
+    r["recalibration"] = {{"enabled", set_.recalibrate}, {"models", models}};
+  }
   r["peers"] = {{"frontends_joined", ld(n_.frontends_joined)}, {"frontends_lost", ld(n_.frontends_lost)},
                 {"backends_joined", ld(n_.backends_joined)},   {"backends_lost", ld(n_.backends_lost)},
                 {"refused_token", ld(n_.refused_token)},       {"refused_protocol", ld(n_.refused_protocol)},

@@ -36,6 +36,9 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   ASSERT_EQ(c.sim.spec.models.size(), 1u);
   EXPECT_EQ(c.sim.spec.models[0].name, "m");
   EXPECT_EQ(c.sim.spec.gpus, 2u);
+  EXPECT_TRUE(c.cluster.recalibrate) << "online recalibration is on by default in a cluster";
+  c = parse_cluster_config(std::string("cluster:\n  token: t\n  recalibrate: false\n") + kModels, "c.yaml", "");
+  EXPECT_FALSE(c.cluster.recalibrate);
 }
 
 TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
@@ -66,6 +69,9 @@ TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
                 .find("cluster.metrics: '9464' is not HOST:PORT"),
             std::string::npos)
       << message(std::string("cluster:\n  token: t\n  metrics: 9464\n") + kModels);
+  const std::string often = message(std::string("cluster:\n  token: t\n  recalibrate: often\n") + kModels);
+  EXPECT_EQ(often.rfind("c.yaml:3:", 0), 0u) << often;
+  EXPECT_NE(often.find("cluster.recalibrate: must be true or false"), std::string::npos) << often;
   if (!std::getenv("SYMPHONY_CLUSTER_TOKEN")) {
     EXPECT_NE(message(kModels).find("a cluster needs a shared token"), std::string::npos);
     EXPECT_EQ(message(kModels, false), "accepted");  // a load generator may get its token elsewhere

@@ -188,6 +188,9 @@ TEST_F(ClusterProcessTest, EveryRequestEndsOnceAndOutputsAreTheInputsHashes) {
   // be zero for 64-byte inputs read in one go.
   EXPECT_GT((*s)["delays_us"]["ctrl"].get<double>(), 0.0) << "no d_ctrl learned";
   EXPECT_GE((*s)["delays_us"]["data"].get<double>(), 0.0);
+  // The backends' measured execution times reach the model's profile (on by default).
+  EXPECT_TRUE((*s)["recalibration"]["enabled"].get<bool>()) << s->dump(2);
+  EXPECT_GT((*s)["recalibration"]["models"]["m"]["samples"].get<std::uint64_t>(), 0u) << s->dump(2);
 }
 
 TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthersKeepServing) {

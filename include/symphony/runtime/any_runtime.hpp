@@ -4,7 +4,9 @@
 // behind one interface, so the front doors that take `--policy` text
 // (`symphony serve`, the cluster scheduler) hold one type whatever the user
 // wrote. The scheduling path inside the Runtime is unchanged; only the
-// calls across this interface (submit, membership, stats) are virtual.
+// calls across this interface (submit, membership, stats, calibration) are
+// virtual. Everything in RuntimeConfig, online recalibration included, reaches
+// the Runtime unchanged.
 //
 //   auto rt = make_runtime(cfg, sink, *parse_policy("deferred:paper"));
 //   ModelId m = *(*rt)->add_model(model_config);
@@ -48,6 +50,9 @@ class AnyRuntime {
   virtual void stop(StopMode mode = StopMode::kDrain) = 0;
   virtual RuntimeStats stats() = 0;
   virtual bool accepts(ModelId model) const = 0;
+  // The profile `model` is planned with now against its offline one
+  // (online recalibration, RuntimeConfig::recalibration).
+  virtual Result<CalibrationSnapshot> calibration(ModelId model) = 0;
 
   // The policy the runtime was made for.
   const PolicySpec& policy() const noexcept { return policy_; }
@@ -86,6 +91,7 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   void stop(StopMode mode) override { rt_->stop(mode); }
   RuntimeStats stats() override { return rt_->stats(); }
   bool accepts(ModelId m) const override { return rt_->accepts(m); }
+  Result<CalibrationSnapshot> calibration(ModelId m) override { return rt_->calibration(m); }
 
  private:
   class SubmitterOf final : public AnyRuntime<Sink>::Submitter {

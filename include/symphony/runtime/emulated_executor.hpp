@@ -1,5 +1,5 @@
 // Emulated GPUs: executors that run each batch in real time for exactly l(b)
-// of the model's profile (the paper's "emulated GPUs", §5), for
+// of the model's (offline) profile (the paper's "emulated GPUs", §5), for
 // scheduler-only runs, the stress tool and the benchmarks.
 //
 // A batch handed to GPU g at dispatched_at starts at max(dispatched_at +
@@ -70,6 +70,7 @@ class EmulatedGpus {
     std::uint64_t seq;
     BatchId batch;
     CompletionPort* port;
+    TimePoint start;
   };
   struct Later {
     bool operator()(const Running& a, const Running& b) const noexcept {
@@ -84,12 +85,13 @@ class EmulatedGpus {
     explicit EmulatedExecutor(EmulatedGpus& pool) : pool_(pool) {}
     void execute(const ExecBatch& b, CompletionPort& done) override {
       const TimePoint ready = b.dispatched_at + b.delay;
-      pool_.queue_.enqueue(Item{this, &done, b.batch, ready, b.predicted});
+      const Duration length = b.offline_latency > Duration::zero() ? b.offline_latency : b.predicted;
+      pool_.queue_.enqueue(Item{this, &done, b.batch, ready, length});
       // The batch cannot end before ready + l(b): a pool thread that sleeps
       // until no later than that will find it anyway, so skip the wake-up
       // (most hand-offs, at high rates).
       detail::full_fence();  // Dekker with the pool's store of wake_at_: our enqueue before the load
-      if ((ready + b.predicted).ns() < pool_.wake_at_.load(std::memory_order_relaxed)) pool_.bell_.ring();
+      if ((ready + length).ns() < pool_.wake_at_.load(std::memory_order_relaxed)) pool_.bell_.ring();
     }
 
    private:
@@ -112,7 +114,7 @@ class EmulatedGpus {
           Item& it = items[i];
           const TimePoint start = max(it.ready, it.gpu->busy_until_);
           it.gpu->busy_until_ = start + it.length;
-          heap.push_back({start + it.length, seq++, it.batch, it.port});
+          heap.push_back({start + it.length, seq++, it.batch, it.port, start});
           std::push_heap(heap.begin(), heap.end(), Later{});
         }
       }
@@ -121,7 +123,7 @@ class EmulatedGpus {
         std::pop_heap(heap.begin(), heap.end(), Later{});
         const Running r = heap.back();
         heap.pop_back();
-        r.port->report(BatchCompletion{r.batch, r.end, BatchStatus::kOk, {}});
+        r.port->report(BatchCompletion{r.batch, r.end, BatchStatus::kOk, {}, r.start});
         reported_.fetch_add(1, std::memory_order_relaxed);  // a statistic
       }
       if (stop_.load(std::memory_order_acquire)) return;  // sees everything published before stop

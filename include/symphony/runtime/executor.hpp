@@ -8,8 +8,8 @@
 // `tag`, which the server maps to its own request object holding the inputs
 // and the promise). The executor starts the batch and returns at once; when
 // the batch ends it calls CompletionPort::report() from any thread with the
-// batch id, the actual end on the SteadyClock time line, and ok or an error
-// with a message. The runtime then emits one outcome per request and corrects
+// batch id, the actual end on the SteadyClock time line, ok or an error with
+// a message, and, where it knows it, the actual start. The runtime then emits one outcome per request and corrects
 // the GPU's free time.
 //
 // Rules for implementers:
@@ -52,6 +52,9 @@ struct ExecBatch {
   TimePoint exec_deadline;  // the run should end by then (min deadline - d_resp - margin)
   Duration delay;           // delay(size) = d_ctrl + d_data * size
   BatchRequests requests;   // tags, arrivals, deadlines; valid until report() returns
+  // l(size) of the model's offline profile (what an emulated GPU runs for);
+  // equals `predicted` unless the model's profile is recalibrated online.
+  Duration offline_latency;
 };
 
 // How a batch ended, as its executor reports it.
@@ -60,6 +63,10 @@ struct BatchCompletion {
   TimePoint actual_end;  // on the SteadyClock time line
   BatchStatus status = BatchStatus::kOk;
   std::string error;  // a message a user can act on when status == kError
+  // When the batch really started running (the same time line), so that its
+  // duration is measured, not inferred: online recalibration learns from it.
+  // neg_infinite: the executor cannot tell (the batch teaches nothing).
+  TimePoint actual_start = TimePoint::neg_infinite();
 };
 
 // Where executors report completions. Implemented by the runtime.

@@ -88,7 +88,7 @@ class ModelThread {
         executors_(executors),
         port_(port),
         shard_(ModelStateConfig{index, cfg.max_models, cfg.max_requests_per_shard,
-                           cfg.max_gpus * cfg.max_outstanding_per_gpu, cfg.delays},
+                                cfg.max_gpus * cfg.max_outstanding_per_gpu, cfg.delays, cfg.recalibration},
                std::move(exec), std::move(gather)),
         ingress_(cfg.ingress_capacity),
         ingress_consumer_(ingress_),
@@ -145,6 +145,7 @@ class ModelThread {
     if (mode == StopMode::kCancel) cancel_queued(SteadyClock{}.now());
   }
   RuntimeStats stats() const { return stats_; }
+  CalibrationSnapshot calibration(ModelId id) const { return shard_.calibration(id); }
   const Shard& shard() const noexcept { return shard_; }
   void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
 
@@ -164,7 +165,8 @@ class ModelThread {
     stats_.batched_requests += d.size;
     stats_.dispatch_lag.record(d.dispatched_at - planned_);
     pending_exec_.push_back(ExecBatch{d.batch, d.model, d.gpu, d.size, d.dispatched_at, d.exec,
-                                      d.predicted_end - d.exec, d.exec_deadline, d.delay, d.requests});
+                                      d.predicted_end - d.exec, d.exec_deadline, d.delay, d.requests,
+                                      d.offline_latency});
     if constexpr (detail::HasOnDispatch<Sink>) sink_.on_dispatch(d);
   }
 
@@ -239,7 +241,8 @@ class ModelThread {
     if constexpr (detail::HasOnBatchError<Sink>) {
       if (c.status == BatchStatus::kError) sink_.on_batch_error(c.batch, std::string_view(c.error));
     }
-    Result<FinishResult> r = shard_.finish_batch(c.batch, c.actual_end, c.status, adapter_);
+    Result<FinishResult> r = shard_.finish_batch(c.batch, c.actual_end, c.status, adapter_, c.actual_start);
+    if (r.ok() && r->profile_changed) ++stats_.profile_updates;
     if (!r.ok()) return;  // unknown or repeated completion: nothing changes
     detail::ShardToRank m;
     m.kind = detail::ShardToRank::Kind::kFinished;
@@ -248,6 +251,8 @@ class ModelThread {
     m.batch = c.batch;
     m.time = c.actual_end;
     push(m);
+    if (r->profile_changed && shard_.refresh_candidate(r->model, SteadyClock{}.now(), adapter_).changed)
+      mark_dirty(r->model);  // planned with the new profile (sent after the finish above)
   }
 
   void on_ingress(const detail::IngressItem& it, TimePoint now) {

@@ -265,6 +265,19 @@ class Runtime final : private CompletionPort {
     return total;
   }
 
+  // The profile `model` is planned with now against its offline one, and its
+  // recalibration counters. Blocking (runs on the model's shard thread while
+  // the runtime runs; after stop(), the last state).
+  Result<CalibrationSnapshot> calibration(ModelId model) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (model >= cfg_.max_models || model_shard_[model] == kNoShard)
+      return Status(Errc::kNotFound, "unknown model id " + std::to_string(model));
+    const std::uint32_t s = model_shard_[model];
+    Shard& sh = *shards_[s];
+    if (stopped_) return sh.calibration(model);  // its thread has been joined
+    return on_shard(s, [&sh, model] { return sh.calibration(model); });
+  }
+
   // Whether submissions for `model` are accepted now (false from the start
   // of its removal).
   bool accepts(ModelId model) const noexcept {

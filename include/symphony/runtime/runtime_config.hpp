@@ -45,6 +45,10 @@ struct RuntimeConfig {
   Duration timer_spin = Duration::microseconds(SYMPHONY_RUNTIME_TIMER_SPIN_US);
   Duration shard_idle_spin = Duration::microseconds(SYMPHONY_RUNTIME_SHARD_IDLE_SPIN_US);
   Delays delays;
+  // Online recalibration of every model's profile from the durations its
+  // executors measure (profile_calibrator.hpp; executors that report
+  // BatchCompletion::actual_start), unless the model sets its own. Off.
+  RecalibrationOptions recalibration;
 
   Status validate() const {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
@@ -65,7 +69,7 @@ struct RuntimeConfig {
     if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||
         delays.safety_margin < Duration::zero())
       return Status(Errc::kInvalidArgument, "delays and the safety margin must not be negative");
-    return {};
+    return recalibration.validate();
   }
 };
 
@@ -85,6 +89,7 @@ struct RuntimeStats {
   std::uint64_t batched_requests = 0;                  // requests in dispatched batches
   std::uint64_t candidate_messages = 0;                // shard -> rank candidate updates (after coalescing)
   std::uint64_t candidate_updates = 0;                 // candidate changes before coalescing
+  std::uint64_t profile_updates = 0;                   // recalibrations that moved a model's profile
   LatencyHistogram dispatch_lag;                       // per batch: dispatch time - planned dispatch time
 
   std::uint64_t total_outcomes() const noexcept {
@@ -102,6 +107,7 @@ struct RuntimeStats {
     batched_requests += o.batched_requests;
     candidate_messages += o.candidate_messages;
     candidate_updates += o.candidate_updates;
+    profile_updates += o.profile_updates;
     dispatch_lag.merge(o.dispatch_lag);
   }
 };

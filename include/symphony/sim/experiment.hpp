@@ -67,6 +67,7 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
   sc.max_requests = e.max_requests ? e.max_requests : pool_size(e, scale);
   sc.max_outstanding_per_gpu = e.max_outstanding_per_gpu;
   sc.delays = e.delays;
+  sc.recalibration = e.recalibration;
   using Sim = Simulator<TeeSink<Obs>, Exec, Gather, Timing>;
   Result<std::unique_ptr<Sim>> created =
       Sim::create(sc, sink, std::move(exec), std::move(gather), std::move(timing));
@@ -103,6 +104,10 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
 template <class Exec, class Gather, class Obs>
 Result<RunResult> run_timing(const ExperimentSpec& e, double scale, std::uint32_t gpus, Exec exec,
                              Gather gather, Obs* obs) {
+  // NoisyTiming draws the same jitter as LogNormalTiming from the same seed.
+  if (e.noise().beyond_lognormal())
+    return run_with(e, scale, gpus, std::move(exec), std::move(gather), NoisyTiming(e.noise(), e.seed ^ 0x7a3d1f),
+                    obs);
   if (e.noise_sigma > 0)
     return run_with(e, scale, gpus, std::move(exec), std::move(gather),
                     LogNormalTiming(e.noise_sigma, e.seed ^ 0x7a3d1f), obs);

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "symphony/policy.hpp"
+#include "symphony/profile_calibrator.hpp"
 #include "symphony/sim/metrics.hpp"
+#include "symphony/sim/noise.hpp"
 #include "symphony/sim/workload.hpp"
 #include "symphony/status.hpp"
 #include "symphony/types.hpp"
@@ -31,6 +33,14 @@ struct ExperimentSpec {
   // own policy.timeout is k for models without one.
   PolicySpec policy;
   double noise_sigma = 0;  // > 0: batches run l(b) * exp(N(0, sigma))
+  // Beyond the jitter (noise.hpp): spells when the device runs slower, and
+  // rare batches that run outlier_factor times as long. Our scheduler only.
+  std::vector<DriftEpisode> drift;
+  double outlier_probability = 0;
+  double outlier_factor = 3.0;
+  // Online recalibration of the models' profiles from the simulated batch
+  // durations (profile_calibrator.hpp); off unless enabled. Our scheduler only.
+  RecalibrationOptions recalibration;
   Duration duration;       // arrivals in [0, duration)
   Duration warmup;         // arrivals before it are not measured
   Duration autoscale_window = Duration::seconds(1);
@@ -50,6 +60,12 @@ struct ExperimentSpec {
     if (warmup < Duration::zero() || warmup >= duration)
       return Status(Errc::kInvalidArgument, "warmup must be >= 0 and shorter than the duration");
     if (noise_sigma < 0) return Status(Errc::kInvalidArgument, "noise sigma must not be negative");
+    if (Status s = noise().validate(); !s.ok()) return s;
+    if (Status s = recalibration.validate(); !s.ok()) return s;
+    if (policy.is_peer() && (noise().beyond_lognormal() || recalibration.enabled))
+      return Status(Errc::kInvalidArgument,
+                    "noise drift, outliers and recalibration run on our scheduler only, not on the peer '" +
+                        policy.to_string() + "'");
     if (policy.timeout < Duration::zero()) return Status(Errc::kInvalidArgument, "timeout must not be negative");
     if (autoscale_step < Duration::zero() || autoscale_step > autoscale_window ||
         (autoscale_step > Duration::zero() && autoscale_window.ns() % autoscale_step.ns() != 0))
@@ -61,6 +77,9 @@ struct ExperimentSpec {
                                                   " models exist");
     return {};
   }
+
+  // The timing noise as one spec (noise.hpp).
+  NoiseSpec noise() const { return NoiseSpec{noise_sigma, drift, outlier_probability, outlier_factor}; }
 
   // Total offered rate at scale 1 (requests per second, before rate changes).
   double base_rate() const {

@@ -146,7 +146,7 @@ class Simulator {
       std::pop_heap(completions_.begin(), completions_.end(), Later{});
       const Completion c = completions_.back();
       completions_.pop_back();
-      (void)sched_->on_batch_finished(c.batch, c.end);
+      (void)sched_->on_batch_finished(c.batch, c.end, BatchStatus::kOk, c.start);
     } else if (t_arr == t) {
       if (pending_.deadline) (void)sched_->submit(pending_.model, pending_.tag, *pending_.deadline);
       else (void)sched_->submit(pending_.model, pending_.tag);
@@ -168,6 +168,7 @@ class Simulator {
     TimePoint end;
     std::uint64_t order;
     BatchId batch;
+    TimePoint start;
   };
   struct Later {
     bool operator()(const Completion& a, const Completion& b) const noexcept {
@@ -181,11 +182,17 @@ class Simulator {
     void on_dispatch(const Dispatch& d) {
       Simulator& s = *sim;
       const TimePoint start = max(d.dispatched_at + d.delay, s.gpu_free_[d.gpu]);
-      const Duration len = s.timing_.actual(d.model, d.size, d.predicted_end - d.exec);
+      // The device runs at its offline profile's speed (times the timing
+      // model), whatever the scheduler currently believes.
+      Duration len;
+      if constexpr (requires { s.timing_.actual(d.model, d.size, d.offline_latency, d.gpu, start); })
+        len = s.timing_.actual(d.model, d.size, d.offline_latency, d.gpu, start);
+      else
+        len = s.timing_.actual(d.model, d.size, d.offline_latency);
       const TimePoint end = start + len;
       s.gpu_free_[d.gpu] = end;
       s.gpu_busy_[d.gpu] += len;
-      s.completions_.push_back({end, s.next_order_++, d.batch});
+      s.completions_.push_back({end, s.next_order_++, d.batch, start});
       std::push_heap(s.completions_.begin(), s.completions_.end(), Later{});
       s.user_sink_.on_dispatch(d);
       if constexpr (requires { s.user_sink_.on_execute(d, start, end); }) s.user_sink_.on_execute(d, start, end);

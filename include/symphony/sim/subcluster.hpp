@@ -265,7 +265,7 @@ class SubClusterSimulator {
       g.model = me.to_global[d.model];
       g.gpu = me.first_gpu + d.gpu;
       const TimePoint start = max(d.dispatched_at + d.delay, s.gpu_free_[g.gpu]);
-      const Duration len = s.timing_.actual(g.model, d.size, d.predicted_end - d.exec);
+      const Duration len = s.timing_.actual(g.model, d.size, d.offline_latency);
       const TimePoint end = start + len;
       s.gpu_free_[g.gpu] = end;
       s.gpu_busy_[g.gpu] += len;

@@ -10,7 +10,9 @@
 // batch's predicted end, then polls the event, runs the executor's finishing
 // step for the batch (the libtorch executor splits the outputs per request)
 // and reports the batch's end to the runtime, which corrects the GPU's free
-// time.
+// time. The report carries the batch's measured start (its end minus the GPU
+// time between the two events), from which the runtime recalibrates the
+// model's profile.
 //
 // It also measures, per batch: the GPU time between the two events; the CPU
 // dispatch overhead (the shard's dispatch -> the last operation enqueued, at
@@ -91,6 +93,10 @@ class CudaBatch {
   // Runs on the completion thread when the batch failed (launch, GPU or
   // finish()); `why` is the message every request of the batch gets.
   virtual void fail(const std::string& why) { (void)why; }
+  // Runs on the completion thread after a successful finish(), with the GPU
+  // time between the batch's two events (online recalibration, before the
+  // batch is reported).
+  virtual void timed(Duration ran) { (void)ran; }
 
  private:
   friend class EventCompleter;

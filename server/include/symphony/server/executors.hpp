@@ -39,6 +39,8 @@ class BatchRunner {
   virtual void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) = 0;
   // The batch failed; every request gets the message.
   virtual void fail(const ExecBatch& b, const std::string& error) = 0;
+  // The batch ran successfully for `ran` on its device (before report()).
+  virtual void timed(const ExecBatch& b, Duration ran) { (void)b, (void)ran; }
 };
 
 // Runs a batch synchronously on `replica` (CPU devices): gather, forward,

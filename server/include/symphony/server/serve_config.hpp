@@ -9,6 +9,7 @@
 //   metrics: 127.0.0.1:9464  # Prometheus /metrics, /healthz, /readyz (off when absent; port 0: any)
 //   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 1000}
 //   profiling: {latency: p90, max_batch: 32, repeats: 20}   # latency: median | p90 | p99
+//   recalibrate: true        # follow measured batch times online (or a map: {percentile: 0.9, window: 64, ...})
 //   load:
 //     duration_s: 20         # how long the load generator sends
 //     warmup_s: 2            # sent but not counted in the report
@@ -61,6 +62,7 @@ struct ServeConfig {
   profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
+  RecalibrationOptions recalibration = RecalibrationOptions::on();  // `recalibrate:`
   double duration_s = 20;
   double warmup_s = 2;
   std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>

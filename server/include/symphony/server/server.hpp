@@ -74,6 +74,11 @@ struct ServerOptions {
   profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
+  // Online recalibration: each model's profile follows the batch durations
+  // its devices measure (symphony/profile_calibrator.hpp), so the plan tracks
+  // a device that drifts or is shared. On by default; `enabled = false` plans
+  // with the offline profile throughout.
+  RecalibrationOptions recalibration = RecalibrationOptions::on();
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
 };
@@ -111,6 +116,23 @@ struct ModelStats {
   double mean_batch = 0;
   std::uint32_t max_batch = 0;  // from the profile and the options
   Duration l1;                  // the profile's l(1)
+  // Online recalibration: the profile the scheduler plans with now against
+  // the offline one (equal when not recalibrating or before any update).
+  bool recalibrating = false;
+  LatencyProfile offline_profile;
+  LatencyProfile profile_in_use;
+  std::uint64_t recalibration_samples = 0;  // batches measured
+  std::uint64_t recalibration_updates = 0;  // updates that moved the profile
+};
+
+// One device's own recalibrated estimate of a model's l(b), from the batches
+// it ran (reporting only: the scheduler plans with one profile per model,
+// learnt from every device).
+struct DeviceModelEstimate {
+  std::string model;
+  std::uint64_t samples = 0;
+  LatencyProfile offline;
+  LatencyProfile estimate;
 };
 
 struct DeviceStats {
@@ -125,6 +147,7 @@ struct DeviceStats {
   Duration idle_gap_mean;  // GPU idle between batches enqueued back to back
   Duration idle_gap_p50, idle_gap_p99;
   std::uint64_t back_to_back = 0;
+  std::vector<DeviceModelEstimate> models;  // while recalibrating, on CPU and CUDA devices
   // GPU idle between batches the scheduler planned back to back (see
   // gpu::EventCompleter): dispatch lag, launch latency and early ends.
   Duration planned_gap_p50, planned_gap_p99;

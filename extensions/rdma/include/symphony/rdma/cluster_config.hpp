@@ -13,6 +13,8 @@
 //     heartbeat_ms: 100               # the scheduler pings every peer this often
 //     heartbeat_timeout_ms: 750       # a peer silent this long is lost
 //     learn_delays: true              # d_ctrl/d_data/d_resp from measurements
+//     recalibrate: true               # each model's l(b) follows the batch times
+//                                     # the backends measure (profile_calibrator.hpp)
 //     delay_percentile: 0.99          # ... as this percentile
 //     delay_window: 2000              # ... of the last this many samples
 //     delay_update_ms: 500            # how often the runtime gets new delays
@@ -59,6 +61,10 @@ struct ClusterSettings {
   Duration heartbeat_interval = Duration::milliseconds(100);
   Duration heartbeat_timeout = Duration::milliseconds(750);
   bool learn_delays = true;
+  // Online recalibration of every model's profile from the execution times
+  // the backends report (BatchDone::exec_ns); `recalibrate: false` plans with
+  // the config's profiles throughout.
+  bool recalibrate = true;
   double delay_percentile = 0.99;
   std::uint32_t delay_window = 2000;
   Duration delay_update = Duration::milliseconds(500);
