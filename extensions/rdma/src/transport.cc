@@ -34,7 +34,11 @@ std::string sockaddr_to_string(const sockaddr_storage& ss) {
     const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
     inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
     port = ntohs(a->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
+    std::string out = "[";  // appended, not "[" + std::string: GCC 12 warns falsely (-Wrestrict) on that
+    out += host;
+    out += "]:";
+    out += std::to_string(port);
+    return out;
   }
   return "?";
 }
