@@ -48,17 +48,8 @@ namespace detail {
 template <class Exec, class Gather, class Timing, class Obs>
 Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t gpus, Exec exec,
                            Gather gather, Timing timing, Obs* obs) {
-  MetricsConfig mc;
-  for (const ModelConfig& m : e.models)
-    mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
-  mc.num_gpus = gpus;
-  Duration duration = e.duration;
-  mc.begin = TimePoint::epoch() + e.warmup;
-  mc.end = TimePoint::epoch() + duration;
-  mc.autoscale_window = e.autoscale_window;
-  mc.autoscale_step = e.autoscale_step;
-  mc.max_bad_rate = e.max_bad_rate;
-  Metrics metrics(std::move(mc));
+  const Duration duration = e.duration;
+  Metrics metrics(metrics_config(e, gpus));
   TeeSink<Obs> sink{metrics, obs};
 
   SchedulerConfig sc;

@@ -130,6 +130,20 @@ struct TeeSink {
 
 // A request pool that holds the queues at the workload's peak: four times
 // (peak rate x longest SLO) over all models, plus slack.
+// The metrics of a run of `e` on `gpus` GPUs (its warm-up, duration and
+// autoscaling settings; per-model max batch as the scheduler uses it).
+inline MetricsConfig metrics_config(const ExperimentSpec& e, std::uint32_t gpus) {
+  MetricsConfig mc;
+  for (const ModelConfig& m : e.models) mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
+  mc.num_gpus = gpus;
+  mc.begin = TimePoint::epoch() + e.warmup;
+  mc.end = TimePoint::epoch() + e.duration;
+  mc.autoscale_window = e.autoscale_window;
+  mc.autoscale_step = e.autoscale_step;
+  mc.max_bad_rate = e.max_bad_rate;
+  return mc;
+}
+
 inline std::uint32_t pool_size(const ExperimentSpec& e, double scale) {
   double need = 0;
   if (!e.trace.empty()) {

@@ -128,24 +128,12 @@ Result<SubClusterRunResult> run_subclusters_with(const ExperimentSpec& e, const 
                                                  Gather gather, Timing timing, Obs* obs) {
   std::uint32_t gpus = 0;
   for (std::uint32_t g : split) gpus += g;
-  auto metrics_config = [&](std::uint32_t n) {
-    MetricsConfig mc;
-    for (const ModelConfig& m : e.models)
-      mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
-    mc.num_gpus = n;
-    mc.begin = TimePoint::epoch() + e.warmup;
-    mc.end = TimePoint::epoch() + e.duration;
-    mc.autoscale_window = e.autoscale_window;
-    mc.autoscale_step = e.autoscale_step;
-    mc.max_bad_rate = e.max_bad_rate;
-    return mc;
-  };
-  Metrics cluster(metrics_config(gpus));
+  Metrics cluster(detail::metrics_config(e, gpus));
   std::vector<Metrics> subs;
   std::vector<GpuId> first;
   GpuId next = 0;
   for (std::uint32_t n : split) {
-    subs.emplace_back(metrics_config(n));
+    subs.emplace_back(detail::metrics_config(e, n));
     first.push_back(next);
     next += n;
   }

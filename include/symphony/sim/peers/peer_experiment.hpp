@@ -96,16 +96,7 @@ Result<RunResult> run_peer_engine(Engine& engine, const ExperimentSpec& e, doubl
 template <class Timing, class Obs>
 Result<RunResult> run_peer_with(const ExperimentSpec& e, const PolicySpec& peer, double scale,
                                 std::uint32_t gpus, Timing timing, Obs* obs) {
-  MetricsConfig mc;
-  for (const ModelConfig& m : e.models)
-    mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
-  mc.num_gpus = gpus;
-  mc.begin = TimePoint::epoch() + e.warmup;
-  mc.end = TimePoint::epoch() + e.duration;
-  mc.autoscale_window = e.autoscale_window;
-  mc.autoscale_step = e.autoscale_step;
-  mc.max_bad_rate = e.max_bad_rate;
-  Metrics metrics(std::move(mc));
+  Metrics metrics(detail::metrics_config(e, gpus));
   TeeSink<Obs> sink{metrics, obs};
   const std::uint32_t pool = e.max_requests ? e.max_requests : pool_size(e, scale);
   switch (peer.exec) {
