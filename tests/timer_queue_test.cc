@@ -119,5 +119,27 @@ TEST(HeapTimerQueueTest, DoesNotGrowBeyondItsReservation) {
   EXPECT_EQ(q.size(), 0u);
 }
 
+TEST(HeapTimerQueueTest, GrowsPastItsReservationAndKeepsTheOrder) {
+  HeapTimerQueue q(2);
+  std::vector<TimerNode> n(100);
+  for (std::uint32_t i = 0; i < n.size(); ++i) {
+    n[i].owner = i;
+    q.arm(n[i], t_ns(static_cast<std::int64_t>((i * 37) % 10)));  // ten of each time, armed in id order
+  }
+  ASSERT_EQ(q.size(), n.size());
+  std::int64_t last_time = -1;
+  std::uint32_t last_owner = 0;
+  while (TimerNode* e = q.pop_expired(t_ns(100))) {
+    const std::int64_t t = e->when.ns();
+    ASSERT_GE(t, last_time);
+    if (t == last_time) {
+      EXPECT_GT(e->owner, last_owner);  // ties fire in arm order
+    }
+    last_time = t;
+    last_owner = e->owner;
+  }
+  EXPECT_TRUE(q.empty());
+}
+
 }  // namespace
 }  // namespace symphony

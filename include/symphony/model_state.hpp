@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +106,11 @@ class ModelState {
     m.arrivals = ArrivalGapEstimator{};
     m.missed = false;
     m.window_misses = 0;
+    m.slo = cfg.slo;
+    m.max_batch = cfg.max_batch;
+    m.target_batch = cfg.target_batch;
+    m.max_queue = cfg.max_queue;
+    m.timeout = cfg.timeout;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
     m.queued = 0;
@@ -131,6 +137,8 @@ class ModelState {
   bool has_model(ModelId id) const noexcept { return id < cfg_.max_models && models_[id].active; }
   // The model's configuration as added; its `profile` is the offline one.
   const ModelConfig& model_config(ModelId id) const { return *models_[id].cfg; }
+  // model_config(id).slo, without touching the config. REQUIRES: has_model(id).
+  Duration slo(ModelId id) const noexcept { return models_[id].slo; }
   // The profile the model is planned with: the offline profile, or its
   // online recalibration. REQUIRES: has_model(id).
   const LatencyProfile& profile(ModelId id) const noexcept { return *models_[id].profile; }
@@ -188,7 +196,7 @@ class ModelState {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
       return {SubmitStatus::kDropped, {}};
     }
-    if ((m.cfg->max_queue && m.queued >= m.cfg->max_queue) || !free_requests_) {
+    if ((m.max_queue && m.queued >= m.max_queue) || !free_requests_) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kQueueFull);
       return {SubmitStatus::kDropped, {}};
     }
@@ -399,19 +407,29 @@ class ModelState {
   static constexpr std::uint32_t kNoSlot = ~0u;
   static constexpr double kMissMemory = 128;  // dispatches in the window-miss average
 
-  struct Slot {
-    bool active = false;
-    bool auto_target = false;             // target_batch follows the profile
-    bool has_cand = false;
-    std::uint32_t queued = 0;
-    std::uint32_t inflight = 0;
-    std::uint32_t efficient_batch = ~0u;  // the exec policy's, for this model
-    bool missed = false;                  // a candidate missed its window since the last dispatch
-    double window_misses = 0;             // moving average of `missed` per dispatch
-    ArrivalGapEstimator arrivals;
-    Candidate cand;
+  // One model. The fields an arrival and a candidate update read come first
+  // and fill the first two cache lines (with many models, a model's state is
+  // usually cold when its request arrives); the hot copies of the config
+  // (slo, max_batch, target_batch, max_queue) spare a miss on *cfg.
+  struct alignas(64) Slot {
     ModelQueue queue;
+    Candidate cand;
     const LatencyProfile* profile = nullptr;  // in use: calib's, else cfg->profile
+    Duration slo;
+    ArrivalGapEstimator arrivals;
+    double window_misses = 0;             // moving average of `missed` per dispatch
+    std::uint32_t queued = 0;
+    std::uint32_t efficient_batch = ~0u;  // the exec policy's, for this model
+    std::uint32_t max_batch = 0;
+    std::uint32_t target_batch = 0;
+    std::uint32_t max_queue = 0;
+    bool active = false;
+    bool has_cand = false;
+    bool missed = false;                  // a candidate missed its window since the last dispatch
+    bool auto_target = false;             // target_batch follows the profile
+    // Read on grants, finishes and by the timeout policy.
+    std::uint32_t inflight = 0;
+    std::optional<Duration> timeout;
     std::unique_ptr<ProfileCalibrator> calib;
     std::unique_ptr<ModelConfig> cfg;
   };
@@ -457,7 +475,7 @@ class ModelState {
   // The model's profile moved: what was derived from it follows.
   void on_profile_changed(Slot& m) noexcept {
     ModelConfig& c = *m.cfg;
-    if (m.auto_target) c.target_batch = default_target_batch(*m.profile, c.slo, c.max_batch);
+    if (m.auto_target) m.target_batch = c.target_batch = default_target_batch(*m.profile, c.slo, c.max_batch);
     if constexpr (requires { exec_.efficient_batch(*m.profile, c.slo, c.max_batch); })
       m.efficient_batch = exec_.efficient_batch(*m.profile, c.slo, c.max_batch);
   }
@@ -476,7 +494,7 @@ class ModelState {
   CandidateUpdate update_candidate(ModelId id, TimePoint now, TimePoint gpu_free, bool force, Sink& sink) {
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
-    GatherInputs in{now, gpu_free, &dl, m.profile, m.cfg->max_batch, m.cfg->target_batch};
+    GatherInputs in{now, gpu_free, &dl, m.profile, m.max_batch, m.target_batch};
     auto drop = [&](Request& r, DropReason why) {
       emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
       --m.queued;
@@ -495,8 +513,8 @@ class ModelState {
     c.delay = delay;
     c.latest = g.exec_deadline - m.profile->latency(g.size);
     const TimePoint earliest = max(now + delay, gpu_free);
-    c.exec = exec_.exec(CandidateInputs{g.size, m.cfg->max_batch, earliest, c.latest, g.exec_deadline,
-                                        g.head_arrival, m.profile, &m.cfg->timeout, m.efficient_batch,
+    c.exec = exec_.exec(CandidateInputs{g.size, m.max_batch, earliest, c.latest, g.exec_deadline,
+                                        g.head_arrival, m.profile, &m.timeout, m.efficient_batch,
                                         m.arrivals.typical_gap(), m.window_misses});
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same

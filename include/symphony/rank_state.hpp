@@ -283,7 +283,7 @@ class RankState {
   struct WaitTag {};
   struct GpuTag {};
 
-  struct RankModel : SplayHook<WaitTag> {
+  struct alignas(64) RankModel : SplayHook<WaitTag> {
     Candidate cand;
     TimerNode timer;
     ModelId id = kNoModel;

@@ -111,7 +111,7 @@ class Scheduler {
   SubmitStatus submit(ModelId model, std::uint64_t tag) {
     if (SYMPHONY_UNLIKELY(!shard_.has_model(model))) return SubmitStatus::kUnknownModel;
     const TimePoint now = clock_.now();
-    return submit_at(model, tag, now, now + shard_.model_config(model).slo);
+    return submit_at(model, tag, now, now + shard_.slo(model));
   }
 
   // A request arrives now for `model` with its own deadline.

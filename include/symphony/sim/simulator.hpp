@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "symphony/scheduler.hpp"
+#include "symphony/sim/completion_queue.hpp"
 #include "symphony/sim/random.hpp"
 
 namespace symphony::sim {
@@ -137,16 +138,14 @@ class Simulator {
       src_done_ = !have_pending_;
     }
     const TimePoint t_arr = have_pending_ ? pending_.time : TimePoint::infinite();
-    const TimePoint t_done = completions_.empty() ? TimePoint::infinite() : completions_.front().end;
+    const TimePoint t_done = completions_.empty() ? TimePoint::infinite() : completions_.next_end();
     const TimePoint t_timer = sched_->next_timer();
     const TimePoint t = min(min(t_arr, t_done), t_timer);
     if (t.is_infinite() || t > until) return false;
     if (t > clock_.now()) clock_.advance_to(t);
     if (t_done == t) {
-      std::pop_heap(completions_.begin(), completions_.end(), Later{});
-      const Completion c = completions_.back();
-      completions_.pop_back();
-      (void)sched_->on_batch_finished(c.batch, c.end, BatchStatus::kOk, c.start);
+      const auto [end, c] = completions_.pop();
+      (void)sched_->on_batch_finished(c.batch, end, BatchStatus::kOk, c.start);
     } else if (t_arr == t) {
       if (pending_.deadline) (void)sched_->submit(pending_.model, pending_.tag, *pending_.deadline);
       else (void)sched_->submit(pending_.model, pending_.tag);
@@ -164,16 +163,9 @@ class Simulator {
   std::size_t batches_in_flight() const noexcept { return completions_.size(); }
 
  private:
-  struct Completion {
-    TimePoint end;
-    std::uint64_t order;
+  struct Running {
     BatchId batch;
     TimePoint start;
-  };
-  struct Later {
-    bool operator()(const Completion& a, const Completion& b) const noexcept {
-      return a.end > b.end || (a.end == b.end && a.order > b.order);
-    }
   };
 
   // The scheduler's sink: starts emulated execution, then forwards.
@@ -192,8 +184,7 @@ class Simulator {
       const TimePoint end = start + len;
       s.gpu_free_[d.gpu] = end;
       s.gpu_busy_[d.gpu] += len;
-      s.completions_.push_back({end, s.next_order_++, d.batch, start});
-      std::push_heap(s.completions_.begin(), s.completions_.end(), Later{});
+      s.completions_.push(end, Running{d.batch, start});
       s.user_sink_.on_dispatch(d);
       if constexpr (requires { s.user_sink_.on_execute(d, start, end); }) s.user_sink_.on_execute(d, start, end);
     }
@@ -202,8 +193,8 @@ class Simulator {
 
   Simulator(const SchedulerConfig& cfg, UserSink& sink, Exec exec, Gather gather, Timing timing)
       : user_sink_(sink), timing_(std::move(timing)), forward_{this},
-        gpu_free_(cfg.max_gpus, TimePoint::neg_infinite()), gpu_busy_(cfg.max_gpus) {
-    completions_.reserve(std::size_t{cfg.max_gpus} * cfg.max_outstanding_per_gpu + 1);
+        gpu_free_(cfg.max_gpus, TimePoint::neg_infinite()), gpu_busy_(cfg.max_gpus),
+        completions_(std::size_t{cfg.max_gpus} * cfg.max_outstanding_per_gpu + 1) {
     sched_ = std::move(*Sched::create(cfg, clock_, forward_, std::move(exec), std::move(gather)));
   }
 
@@ -214,8 +205,7 @@ class Simulator {
   std::unique_ptr<Sched> sched_;
   std::vector<TimePoint> gpu_free_;
   std::vector<Duration> gpu_busy_;
-  std::vector<Completion> completions_;
-  std::uint64_t next_order_ = 0;
+  CompletionQueue<Running> completions_;
   Arrival pending_;
   bool have_pending_ = false;
   bool src_done_ = false;

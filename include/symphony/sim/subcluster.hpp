@@ -203,7 +203,7 @@ class SubClusterSimulator {
       src_done_ = !have_pending_;
     }
     const TimePoint t_arr = have_pending_ ? pending_.time : TimePoint::infinite();
-    const TimePoint t_done = completions_.empty() ? TimePoint::infinite() : completions_.front().end;
+    const TimePoint t_done = completions_.empty() ? TimePoint::infinite() : completions_.next_end();
     TimePoint t_timer = TimePoint::infinite();
     SubClusterId jt = 0;
     for (SubClusterId j = 0; j < subs_.size(); ++j) {
@@ -218,11 +218,9 @@ class SubClusterSimulator {
     if (t.is_infinite() || t > until) return false;
     if (t > clock_.now()) clock_.advance_to(t);
     if (t_done == t) {
-      std::pop_heap(completions_.begin(), completions_.end(), Later{});
-      const Completion c = completions_.back();
-      completions_.pop_back();
+      const auto [end, c] = completions_.pop();
       Sub& s = *subs_[c.sub];
-      (void)s.sched->on_batch_finished(c.batch, c.end);
+      (void)s.sched->on_batch_finished(c.batch, end);
       release_drained(c.sub);
     } else if (t_epoch == t) {
       run_epoch(t);
@@ -237,16 +235,9 @@ class SubClusterSimulator {
   }
 
  private:
-  struct Completion {
-    TimePoint end;
-    std::uint64_t order;
+  struct Running {
     BatchId batch;
     SubClusterId sub;
-  };
-  struct Later {
-    bool operator()(const Completion& a, const Completion& b) const noexcept {
-      return a.end > b.end || (a.end == b.end && a.order > b.order);
-    }
   };
   // Where a draining model's move is recorded (to stamp its drain time).
   struct DrainRef {
@@ -269,8 +260,7 @@ class SubClusterSimulator {
       const TimePoint end = start + len;
       s.gpu_free_[g.gpu] = end;
       s.gpu_busy_[g.gpu] += len;
-      s.completions_.push_back({end, s.next_order_++, d.batch, sub});
-      std::push_heap(s.completions_.begin(), s.completions_.end(), Later{});
+      s.completions_.push(end, Running{d.batch, sub});
       s.user_sink_.on_dispatch(sub, g);
       if constexpr (requires { s.user_sink_.on_execute(sub, g, start, end); })
         s.user_sink_.on_execute(sub, g, start, end);
@@ -465,9 +455,8 @@ class SubClusterSimulator {
   std::vector<std::unique_ptr<Sub>> subs_;
   std::vector<TimePoint> gpu_free_;
   std::vector<Duration> gpu_busy_;
-  std::vector<Completion> completions_;
+  CompletionQueue<Running> completions_;
   std::vector<EpochRecord> records_;
-  std::uint64_t next_order_ = 0;
   TimePoint next_epoch_ = TimePoint::infinite();
   Status status_;
   Arrival pending_;
