@@ -1,14 +1,18 @@
-// The Prometheus exposition (names, escaping, histograms) and the HTTP
-// endpoint (/metrics, /healthz, /readyz, 404), over loopback.
+// The Prometheus exposition (names, escaping, histograms), the profile
+// recalibration families, and the HTTP endpoint (/metrics, /healthz, /readyz,
+// 404), over loopback.
 #include "symphony/metrics/autoscale_window.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
+#include "symphony/metrics/profile_metrics.hpp"
 
 #include <httplib.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace symphony::metrics {
@@ -54,6 +58,71 @@ TEST(MetricsExpositionTest, HistogramsFromTheLatencyHistogram) {
   EXPECT_NE(t.find("lat_seconds_bucket{model=\"m\",le=\"+Inf\"} 5\n"), std::string::npos) << t;
   EXPECT_NE(t.find("lat_seconds_count{model=\"m\"} 5\n"), std::string::npos) << t;
   EXPECT_NE(t.find("lat_seconds_sum{model=\"m\"} 2.047\n"), std::string::npos) << t;
+}
+
+// The value of the sample `series` (name and labels) in `text`, or NaN when
+// it has none.
+double sample(const std::string& text, const std::string& series) {
+  const std::string key = "\n" + series + " ";
+  const std::size_t at = ("\n" + text).find(key);
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(text.c_str() + at + key.size() - 1, nullptr);
+}
+
+TEST(ProfileMetricsTest, BatchSizesArePowersOfTwoAndTheTop) {
+  EXPECT_EQ(profile_batch_sizes(0), std::vector<std::uint32_t>{});
+  EXPECT_EQ(profile_batch_sizes(1), std::vector<std::uint32_t>{1});
+  EXPECT_EQ(profile_batch_sizes(8), (std::vector<std::uint32_t>{1, 2, 4, 8}));
+  EXPECT_EQ(profile_batch_sizes(12), (std::vector<std::uint32_t>{1, 2, 4, 8, 12}));
+}
+
+TEST(ProfileMetricsTest, ARecalibratedProfileShowsItsScaleLatencyAndUpdates) {
+  // l0(b) = 1 ms * b + 4 ms up to 12 (not a power of two); every batch runs 1.5x it.
+  auto offline = LatencyProfile::linear(Duration::milliseconds(1), Duration::milliseconds(4), 12);
+  ASSERT_TRUE(offline.ok());
+  auto c = ProfileCalibrator::create(*offline, RecalibrationOptions::on());
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < 40; ++i)
+    for (std::uint32_t b : {1u, 3u, 6u, 12u})
+      (void)c->observe(b, Duration::nanoseconds(offline->latency(b).ns() * 3 / 2));
+  Writer w;
+  write_profile_metrics(w, "m", c->snapshot(), 12);
+  const std::string t = w.text();
+  EXPECT_EQ(sample(t, "symphony_profile_recalibrating{model=\"m\"}"), 1) << t;
+  EXPECT_EQ(sample(t, "symphony_profile_recalibration_samples_total{model=\"m\"}"), 160) << t;
+  EXPECT_GT(sample(t, "symphony_profile_recalibration_updates_total{model=\"m\"}"), 0) << t;
+  EXPECT_NE(t.find("# TYPE symphony_profile_recalibration_updates_total counter\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("# TYPE symphony_profile_scale gauge\n"), std::string::npos) << t;
+  for (const char* b : {"1", "2", "4", "8", "12"}) {
+    const std::string sel = std::string("model=\"m\",batch=\"") + b + "\"";
+    const double scale = sample(t, "symphony_profile_scale{" + sel + "}");
+    EXPECT_GT(scale, 1.2) << b << "\n" << t;
+    EXPECT_LE(scale, 1.5 + 1e-9) << b << "\n" << t;
+    const double off = sample(t, "symphony_profile_latency_seconds{" + sel + ",profile=\"offline\"}");
+    const double in_use = sample(t, "symphony_profile_latency_seconds{" + sel + ",profile=\"in_use\"}");
+    EXPECT_DOUBLE_EQ(off, offline->latency(static_cast<std::uint32_t>(std::atoi(b))).to_seconds()) << t;
+    EXPECT_NEAR(in_use, off * scale, 1e-9) << b << "\n" << t;
+  }
+  EXPECT_TRUE(std::isnan(sample(t, "symphony_profile_scale{model=\"m\",batch=\"16\"}"))) << t;
+}
+
+TEST(ProfileMetricsTest, WithoutRecalibrationTheProfileInUseIsTheOfflineOne) {
+  auto p = LatencyProfile::linear(Duration::milliseconds(2), Duration::milliseconds(3), 16);
+  ASSERT_TRUE(p.ok());
+  Writer w;
+  // The model's max batch (6) below the profile's: sizes stop there.
+  write_profile_metrics(w, "m", CalibrationSnapshot{false, *p, *p, 0, 0, {}}, 6);
+  const std::string t = w.text();
+  EXPECT_EQ(sample(t, "symphony_profile_recalibrating{model=\"m\"}"), 0) << t;
+  EXPECT_EQ(sample(t, "symphony_profile_recalibration_samples_total{model=\"m\"}"), 0) << t;
+  EXPECT_EQ(sample(t, "symphony_profile_recalibration_updates_total{model=\"m\"}"), 0) << t;
+  EXPECT_EQ(sample(t, "symphony_profile_scale{model=\"m\",batch=\"1\"}"), 1) << t;
+  EXPECT_EQ(sample(t, "symphony_profile_scale{model=\"m\",batch=\"6\"}"), 1) << t;
+  EXPECT_EQ(sample(t, "symphony_profile_latency_seconds{model=\"m\",batch=\"6\",profile=\"offline\"}"), 0.015)
+      << t;
+  EXPECT_EQ(sample(t, "symphony_profile_latency_seconds{model=\"m\",batch=\"6\",profile=\"in_use\"}"), 0.015)
+      << t;
+  EXPECT_TRUE(std::isnan(sample(t, "symphony_profile_scale{model=\"m\",batch=\"8\"}"))) << t;
 }
 
 TEST(MetricsEndpointTest, ServesMetricsHealthAndReadiness) {

@@ -9,7 +9,8 @@ drives a bounded load through the cluster (`symphony loadgen`) and through
 serve (its own load generator); then waits until Prometheus has scraped after
 the work was done and checks through its query API (/api/v1/query) that the
 counters it stored equal the processes' own totals: serve's JSON report and
-the scheduler's --report JSON.
+the scheduler's --report JSON, the models' profile recalibration included
+(serve recalibrates by default: recalibrating is 1, batches were measured).
 
     prometheus_test.py SYMPHONY_CLI CLUSTER_YAML
 
@@ -234,6 +235,24 @@ def run(cli, cluster_yaml, work):
                P.value(f"symphony_batch_size_count{{{sel}}}"), sum(m["batch_histogram"].values()))
         expect(f"serve {model} goodput", round(P.value(f"symphony_goodput_rps{{{sel}}}"), 6),
                round(m["goodput_rps"], 6))
+        # Online recalibration (on by default in serve): the report's profile section.
+        prof = m["profile"]
+        recal = P.value(f"symphony_profile_recalibrating{{{sel}}}")
+        if recal != 1 or not prof["recalibrating"]:
+            raise Failure(f"serve {model}: symphony_profile_recalibrating is {recal} and the report's recalibrating "
+                          f"{prof['recalibrating']}; serve recalibrates by default")
+        samples = P.value(f"symphony_profile_recalibration_samples_total{{{sel}}}")
+        if samples is None or samples <= 0:
+            raise Failure(f"serve {model}: symphony_profile_recalibration_samples_total is {samples} after the run")
+        expect(f"serve {model} recalibration samples", samples, prof["samples"])
+        expect(f"serve {model} recalibration updates",
+               P.value(f"symphony_profile_recalibration_updates_total{{{sel}}}"), prof["updates"])
+        for batch, scale in prof["scale"].items():
+            expect(f"serve {model} profile scale at batch {batch}",
+                   P.value(f'symphony_profile_scale{{{sel},batch="{batch}"}}'), scale)
+            expect(f"serve {model} in-use l({batch}) in ms",
+                   1e3 * P.value(f'symphony_profile_latency_seconds{{{sel},batch="{batch}",profile="in_use"}}'),
+                   prof["in_use_ms"][batch])
     for key in ("sent", "ok", "late", "dropped"):
         metric = "symphony_requests_sent_total" if key == "sent" else "symphony_requests_total"
         sel = 'job="serve"' + ("" if key == "sent" else f',outcome="{key}"')
@@ -266,6 +285,14 @@ def run(cli, cluster_yaml, work):
     if d_ctrl is None or not (0 < want and 0.5 * want <= d_ctrl * 1e6 <= 2 * want):
         raise Failure(f"learned d_ctrl: Prometheus has {d_ctrl} s, the process says {want} us (expected within 2x)")
     expect("partition epoch", P.value('symphony_partition_epoch{job="scheduler"}'), 0)
+    for model, c in again["recalibration"]["models"].items():
+        sel = f'job="scheduler",model="{model}"'
+        expect(f"scheduler {model} recalibrating", P.value(f"symphony_profile_recalibrating{{{sel}}}"),
+               1 if again["recalibration"]["enabled"] else 0)
+        expect(f"scheduler {model} recalibration samples",
+               P.value(f"symphony_profile_recalibration_samples_total{{{sel}}}"), c["samples"])
+        expect(f"scheduler {model} recalibration updates",
+               P.value(f"symphony_profile_recalibration_updates_total{{{sel}}}"), c["updates"])
     expect("GPUs in service", P.value('symphony_autoscale_gpus{job="scheduler",subcluster="all"}'), 2)
     if a["ok"] == 0:
         raise Failure("the scheduler reported no ok request: the load did not run")

@@ -29,6 +29,7 @@
 #include "symphony/latency_histogram.hpp"
 #include "symphony/metrics/autoscale_window.hpp"
 #include "symphony/metrics/endpoint.hpp"
+#include "symphony/metrics/profile_metrics.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/server/serve_config.hpp"
 #include "symphony/server/server.hpp"
@@ -162,20 +163,16 @@ std::map<std::uint32_t, std::uint64_t> diff(const std::map<std::uint32_t, std::u
 // l(b) in ms at powers of two and at the largest batch: {"1": .., "2": .., ..}.
 json profile_points(const LatencyProfile& p, std::uint32_t max_batch) {
   json j = json::object();
-  const std::uint32_t top = std::min(max_batch, p.max_batch());
-  for (std::uint32_t b = 1; b <= top; b *= 2) j[std::to_string(b)] = p.latency(b).to_ms();
-  if (top >= 1) j[std::to_string(top)] = p.latency(top).to_ms();
+  for (std::uint32_t b : metrics::profile_batch_sizes(std::min(max_batch, p.max_batch())))
+    j[std::to_string(b)] = p.latency(b).to_ms();
   return j;
 }
 
 json scale_points(const LatencyProfile& in_use, const LatencyProfile& offline, std::uint32_t max_batch) {
   json j = json::object();
   const std::uint32_t top = std::min({max_batch, in_use.max_batch(), offline.max_batch()});
-  auto put = [&](std::uint32_t b) {
+  for (std::uint32_t b : metrics::profile_batch_sizes(top))
     j[std::to_string(b)] = static_cast<double>(in_use.latency(b).ns()) / static_cast<double>(offline.latency(b).ns());
-  };
-  for (std::uint32_t b = 1; b <= top; b *= 2) put(b);
-  if (top >= 1) put(top);
   return j;
 }
 
@@ -283,6 +280,10 @@ void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
       if (le >= ms.max_batch) break;
     }
     w.histogram("symphony_batch_size", "Sizes of the batches run in the measured window.", m, buckets, sum, count);
+    metrics::write_profile_metrics(w, ms.name,
+                                   CalibrationSnapshot{ms.recalibrating, ms.offline_profile, ms.profile_in_use,
+                                                       ms.recalibration_samples, ms.recalibration_updates, {}},
+                                   ms.max_batch);
   }
   const double elapsed = now.elapsed.to_seconds();
   Duration busy_total;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "symphony/autoscale.hpp"
+#include "symphony/metrics/profile_metrics.hpp"
 #include "symphony/rdma/node_metrics.hpp"
 
 namespace symphony::rdma {
@@ -45,6 +46,7 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
             elapsed > 0 ? static_cast<double>(m.outcomes[0]) / elapsed : 0.0);
     w.gauge("symphony_queue_depth", "Accepted requests without an outcome yet (queued or in a batch).", l,
             static_cast<double>(m.accepted > m_ended ? m.accepted - m_ended : 0));
+    if (m.calibration) metrics::write_profile_metrics(w, m.name, *m.calibration, m.max_batch);
     ended += m_ended;
     bad += m_ended - m.outcomes[0];
   }

@@ -244,6 +244,14 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_placement_done(Peer& p, std::span<const std::uint8_t> msg);
   std::uint32_t pick_subcluster() const;
   nlohmann::json subclusters_json() const;
+  // Model m's recalibration state for the report and /metrics, from the
+  // sub-cluster runtime that has measured it most (each runtime learns on its
+  // own), with that runtime's index; nullopt when no runtime knows m.
+  struct ModelCalibration {
+    std::uint32_t subcluster = 0;
+    CalibrationSnapshot snapshot;
+  };
+  std::optional<ModelCalibration> calibration_of(ModelId m) const;
   bool alloc_slot(std::uint32_t& slot);
   void free_slot(std::uint32_t slot) { free_slots_.enqueue(slot); }
 
@@ -1574,29 +1582,20 @@ nlohmann::json SchedulerNode::Impl::report() const {
     // Per model: the profile planned with now against the config's, at b = 1
     // and at the largest batch (online recalibration from backend timings).
     json models = json::object();
-    // With sub-clusters each runtime learns on its own; the report shows the
-    // one that has seen the model run most.
     for (std::size_t i = 0; i < models_.size(); ++i) {
-      std::optional<CalibrationSnapshot> c;
-      std::uint32_t from = 0;
-      for (std::uint32_t j = 0; j < runtimes_.size(); ++j) {
-        Result<CalibrationSnapshot> cj = runtimes_[j]->calibration(static_cast<ModelId>(i));
-        if (cj.ok() && (!c || cj->samples > c->samples)) {
-          c = std::move(*cj);
-          from = j;
-        }
-      }
-      if (!c) continue;
-      const std::uint32_t top = c->offline.max_batch();
+      std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i));
+      if (!mc) continue;
+      const CalibrationSnapshot& c = mc->snapshot;
+      const std::uint32_t top = c.offline.max_batch();
       if (top == 0) continue;
-      models[models_[i].name] = {{"subcluster", from},
-                                 {"samples", c->samples},
-                                 {"updates", c->updates},
-                                 {"l1_ms", {{"offline", c->offline.latency(1).to_ms()},
-                                            {"in_use", c->in_use.latency(1).to_ms()}}},
+      models[models_[i].name] = {{"subcluster", mc->subcluster},
+                                 {"samples", c.samples},
+                                 {"updates", c.updates},
+                                 {"l1_ms", {{"offline", c.offline.latency(1).to_ms()},
+                                            {"in_use", c.in_use.latency(1).to_ms()}}},
                                  {"lmax_ms", {{"batch", top},
-                                              {"offline", c->offline.latency(top).to_ms()},
-                                              {"in_use", c->in_use.latency(top).to_ms()}}}};
+                                              {"offline", c.offline.latency(top).to_ms()},
+                                              {"in_use", c.in_use.latency(top).to_ms()}}}};
     }
     r["recalibration"] = {{"enabled", set_.recalibrate}, {"models", models}};
   }
@@ -1623,6 +1622,15 @@ nlohmann::json SchedulerNode::Impl::report() const {
   return r;
 }
 
+std::optional<SchedulerNode::Impl::ModelCalibration> SchedulerNode::Impl::calibration_of(ModelId m) const {
+  std::optional<ModelCalibration> best;
+  for (std::uint32_t j = 0; j < runtimes_.size(); ++j) {
+    Result<CalibrationSnapshot> c = runtimes_[j]->calibration(m);
+    if (c.ok() && (!best || c->samples > best->snapshot.samples)) best = ModelCalibration{j, std::move(*c)};
+  }
+  return best;
+}
+
 SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   auto ld = [](const auto& a) { return a.load(std::memory_order_relaxed); };
   SchedulerMetricsSnapshot s;
@@ -1639,6 +1647,9 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
     m.accepted = ld(per_model_[i].accepted);
     for (std::size_t o = 0; o < 4; ++o) m.outcomes[o] = ld(per_model_[i].outcomes[o]);
     for (int r = 0; r < kNumDropReasons; ++r) m.drops[r] = ld(per_model_[i].drops[r]);
+    m.max_batch = models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch();
+    if (std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i)))
+      m.calibration = std::move(mc->snapshot);
     s.models.push_back(std::move(m));
   }
   {

@@ -1,6 +1,7 @@
 // The scheduler's and backends' /metrics families rendered from snapshots
 // (node_metrics.hpp): derived values (queue depth, autoscaling advice over
-// the window, busy fractions) and readiness, on a fixed clock.
+// the window, busy fractions), the models' profile recalibration, and
+// readiness, on a fixed clock.
 #include "symphony/rdma/node_metrics.hpp"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,47 @@ TEST(SchedulerMetricsTest, SubClustersGetTheirOwnAdviceAndTheClusterTheCombinedS
   EXPECT_TRUE(has_line(t, "symphony_autoscale_gpus{subcluster=\"all\"} 4")) << t;
   EXPECT_TRUE(has_line(t, "symphony_autoscale_advice_gpus{subcluster=\"all\"} 1")) << t;
   EXPECT_TRUE(has_line(t, "symphony_autoscale_window_seconds 1.5")) << t;
+}
+
+TEST(SchedulerMetricsTest, EachModelsProfileRecalibration) {
+  metrics::AutoscaleWindow window(Duration::seconds(10));
+  SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
+  // resnet: recalibrated from backend timings twice its offline profile.
+  auto offline = LatencyProfile::linear(Duration::milliseconds(1), Duration::milliseconds(4), 12);
+  ASSERT_TRUE(offline.ok());
+  auto c = ProfileCalibrator::create(*offline, RecalibrationOptions::on());
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < 16; ++i) (void)c->observe(4, Duration::nanoseconds(offline->latency(4).ns() * 2));
+  x.models[0].max_batch = 12;
+  x.models[0].calibration = c->snapshot();
+  // bert: not recalibrated; gpt: no runtime knows it (no families).
+  SchedulerMetricsSnapshot::Model bert;
+  bert.name = "bert";
+  bert.max_batch = 4;
+  bert.calibration = CalibrationSnapshot{false, *offline, *offline, 0, 0, {}};
+  x.models.push_back(bert);
+  SchedulerMetricsSnapshot::Model gpt;
+  gpt.name = "gpt";
+  x.models.push_back(gpt);
+  metrics::Writer w;
+  write_scheduler_metrics(x, window, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(t, "symphony_profile_recalibrating{model=\"resnet\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_profile_recalibration_samples_total{model=\"resnet\"} 16")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_profile_recalibration_updates_total{model=\"resnet\"} 2")) << t;
+  // Two updates of at most +25 % each: 1.25^2.
+  EXPECT_TRUE(has_line(t, "symphony_profile_scale{model=\"resnet\",batch=\"12\"} 1.5625")) << t;
+  EXPECT_TRUE(has_line(
+      t, "symphony_profile_latency_seconds{model=\"resnet\",batch=\"12\",profile=\"offline\"} 0.016"))
+      << t;
+  EXPECT_TRUE(
+      has_line(t, "symphony_profile_latency_seconds{model=\"resnet\",batch=\"12\",profile=\"in_use\"} 0.025"))
+      << t;
+  EXPECT_TRUE(has_line(t, "symphony_profile_recalibrating{model=\"bert\"} 0")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_profile_scale{model=\"bert\",batch=\"4\"} 1")) << t;
+  EXPECT_EQ(t.find("{model=\"bert\",batch=\"8\""), std::string::npos) << t;  // its max batch is 4
+  EXPECT_EQ(t.find("symphony_profile_recalibrating{model=\"gpt\"}"), std::string::npos) << t;
+  EXPECT_TRUE(has_line(t, "symphony_queue_depth{model=\"gpt\"} 0")) << t;
 }
 
 TEST(SchedulerMetricsTest, ReadyOnlyWithALiveGpuAndNotStopping) {

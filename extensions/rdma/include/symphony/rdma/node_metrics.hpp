@@ -13,12 +13,14 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "symphony/autoscale.hpp"
 #include "symphony/metrics/autoscale_window.hpp"
 #include "symphony/metrics/exposition.hpp"
+#include "symphony/profile_calibrator.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -30,6 +32,10 @@ struct SchedulerMetricsSnapshot {
     std::uint64_t accepted = 0;                            // taken into the runtime
     std::array<std::uint64_t, 4> outcomes{};               // by Outcome, as the scheduler decided them
     std::array<std::uint64_t, kNumDropReasons> drops{};    // by DropReason
+    std::uint32_t max_batch = 0;
+    // Online recalibration, from the sub-cluster runtime that has measured
+    // the model most (the report's `recalibration`); nullopt: none knows it.
+    std::optional<CalibrationSnapshot> calibration;
   };
   struct Gpu {
     GpuId id = kNoGpu;

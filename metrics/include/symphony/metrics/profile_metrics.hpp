@@ -1,0 +1,32 @@
+// The families of online profile recalibration (profile_calibrator.hpp;
+// docs/metrics.md "Profile recalibration"), written per model by
+// `symphony serve` and the cluster's scheduler from the model's
+// CalibrationSnapshot: whether it recalibrates, its offline profile and the
+// one the scheduler plans with now at batch sizes 1, 2, 4, ... and the max
+// batch, their ratio, and the measurements and updates so far.
+//
+//   metrics::write_profile_metrics(w, "resnet", *runtime.calibration(id), 32);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symphony/metrics/exposition.hpp"
+#include "symphony/profile_calibrator.hpp"
+
+namespace symphony::metrics {
+
+// The batch sizes the profile families are written at: 1, 2, 4, ... below
+// `top`, and `top` itself. Empty when top is 0.
+std::vector<std::uint32_t> profile_batch_sizes(std::uint32_t top);
+
+// Appends the model's samples of symphony_profile_recalibrating,
+// symphony_profile_latency_seconds{batch, profile="offline"|"in_use"},
+// symphony_profile_scale{batch}, symphony_profile_recalibration_samples_total
+// and symphony_profile_recalibration_updates_total. The batch sizes go up to
+// the model's `max_batch`, within both profiles.
+void write_profile_metrics(Writer& w, const std::string& model, const CalibrationSnapshot& c,
+                           std::uint32_t max_batch);
+
+}  // namespace symphony::metrics

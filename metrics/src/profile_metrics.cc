@@ -1,0 +1,46 @@
+// The families of online profile recalibration (profile_metrics.hpp).
+#include "symphony/metrics/profile_metrics.hpp"
+
+#include <algorithm>
+
+namespace symphony::metrics {
+
+std::vector<std::uint32_t> profile_batch_sizes(std::uint32_t top) {
+  std::vector<std::uint32_t> sizes;
+  for (std::uint64_t b = 1; b < top; b *= 2) sizes.push_back(static_cast<std::uint32_t>(b));
+  if (top >= 1) sizes.push_back(top);
+  return sizes;
+}
+
+void write_profile_metrics(Writer& w, const std::string& model, const CalibrationSnapshot& c,
+                           std::uint32_t max_batch) {
+  static constexpr const char* kLatencyHelp =
+      "The model's latency profile l(b) at batch size b: profile=\"offline\" as the model was added, "
+      "profile=\"in_use\" what the scheduler plans with now.";
+  const Labels m{{"model", model}};
+  w.gauge(
+      "symphony_profile_recalibrating",
+      "1 while the model's latency profile follows its measured batch times (online recalibration), else 0.",
+      m, c.recalibrating ? 1 : 0);
+  const std::uint32_t top = std::min({max_batch, c.offline.max_batch(), c.in_use.max_batch()});
+  for (std::uint32_t b : profile_batch_sizes(top)) {
+    const Duration offline = c.offline.latency(b), in_use = c.in_use.latency(b);
+    const std::string batch = std::to_string(b);
+    w.gauge("symphony_profile_latency_seconds", kLatencyHelp,
+            {{"model", model}, {"batch", batch}, {"profile", "offline"}}, offline.to_seconds());
+    w.gauge("symphony_profile_latency_seconds", kLatencyHelp,
+            {{"model", model}, {"batch", batch}, {"profile", "in_use"}}, in_use.to_seconds());
+    w.gauge("symphony_profile_scale",
+            "The profile in use over the offline one at batch size b (1: unchanged).",
+            {{"model", model}, {"batch", batch}},
+            offline.ns() > 0 ? static_cast<double>(in_use.ns()) / static_cast<double>(offline.ns()) : 1.0);
+  }
+  w.counter("symphony_profile_recalibration_samples_total",
+            "Batches whose measured time the model's recalibration recorded.", m,
+            static_cast<double>(c.samples));
+  w.counter("symphony_profile_recalibration_updates_total",
+            "Recalibration updates that changed the model's profile in use.", m,
+            static_cast<double>(c.updates));
+}
+
+}  // namespace symphony::metrics
