@@ -260,28 +260,39 @@ std::uint64_t run_gather(const RunParams& p, sim::Rng& rng, Exec exec, std::stri
   return run_timing<Exec, TargetBatchGather>(p, rng, std::move(exec), failure);
 }
 
+// A random run's size, load and arrivals (what both property tests vary).
+RunParams random_params(sim::Rng& rng) {
+  RunParams p;
+  p.seed = rng.next_u64();
+  p.models = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
+  p.gpus = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
+  p.max_gpus = p.gpus + static_cast<std::uint32_t>(rng.uniform_int(0, 2));
+  p.load = 0.2 + 1.8 * rng.uniform();
+  const double shapes[] = {0.1, 0.3, 1.0, 2.0};
+  p.gamma_shape = shapes[rng.uniform_int(0, 3)];
+  p.seconds = 0.5 + rng.uniform();
+  return p;
+}
+
+// Runs p under policy 0 deferred, 1 eager, 2 timeout (a random k), 3 the
+// paper's deferred rule; returns the events processed.
+std::uint64_t run_policy(std::uint64_t policy, const RunParams& p, sim::Rng& rng, std::string& failure) {
+  if (policy == 0) return run_gather(p, rng, DeferredPolicy{}, failure);
+  if (policy == 1) return run_gather(p, rng, EagerPolicy{}, failure);
+  if (policy == 2) return run_gather(p, rng, TimeoutPolicy(Duration::from_ms(20 * rng.uniform())), failure);
+  return run_gather(p, rng, DeferredPolicy::paper(), failure);
+}
+
 TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {
   sim::Rng rng(20261121);
   std::uint64_t events = 0, runs = 0;
   std::uint64_t per_policy[4] = {0, 0, 0, 0};
   while (events < kTargetEvents) {
-    RunParams p;
-    p.seed = rng.next_u64();
-    p.models = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
-    p.gpus = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
-    p.max_gpus = p.gpus + static_cast<std::uint32_t>(rng.uniform_int(0, 2));
-    p.load = 0.2 + 1.8 * rng.uniform();
-    const double shapes[] = {0.1, 0.3, 1.0, 2.0};
-    p.gamma_shape = shapes[rng.uniform_int(0, 3)];
-    p.seconds = 0.5 + rng.uniform();
+    RunParams p = random_params(rng);
     p.noisy = rng.uniform() < 0.3;
     std::string failure;
     const auto policy = rng.uniform_int(0, 3);
-    std::uint64_t n = 0;
-    if (policy == 0) n = run_gather(p, rng, DeferredPolicy{}, failure);
-    else if (policy == 1) n = run_gather(p, rng, EagerPolicy{}, failure);
-    else if (policy == 2) n = run_gather(p, rng, TimeoutPolicy(Duration::from_ms(20 * rng.uniform())), failure);
-    else n = run_gather(p, rng, DeferredPolicy::paper(), failure);
+    const std::uint64_t n = run_policy(policy, p, rng, failure);
     ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
                                  << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
                                  << ", shape " << p.gamma_shape << ", noisy " << p.noisy << "): " << failure;
@@ -303,24 +314,12 @@ TEST(SchedulerPropertyTest, InvariantsHoldWhileProfilesMove) {
   std::uint64_t events = 0, runs = 0;
   profile_updates = 0;
   while (events < kTargetRecalibratingEvents) {
-    RunParams p;
-    p.seed = rng.next_u64();
-    p.models = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
-    p.gpus = static_cast<std::uint32_t>(rng.uniform_int(1, 6));
-    p.max_gpus = p.gpus + static_cast<std::uint32_t>(rng.uniform_int(0, 2));
-    p.load = 0.2 + 1.8 * rng.uniform();
-    const double shapes[] = {0.1, 0.3, 1.0, 2.0};
-    p.gamma_shape = shapes[rng.uniform_int(0, 3)];
-    p.seconds = 0.5 + rng.uniform();
+    RunParams p = random_params(rng);
     p.noisy = true;
     p.recalibrate = true;
     std::string failure;
     const auto policy = rng.uniform_int(0, 3);
-    std::uint64_t n = 0;
-    if (policy == 0) n = run_gather(p, rng, DeferredPolicy{}, failure);
-    else if (policy == 1) n = run_gather(p, rng, EagerPolicy{}, failure);
-    else if (policy == 2) n = run_gather(p, rng, TimeoutPolicy(Duration::from_ms(20 * rng.uniform())), failure);
-    else n = run_gather(p, rng, DeferredPolicy::paper(), failure);
+    const std::uint64_t n = run_policy(policy, p, rng, failure);
     ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
                                  << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
                                  << "): " << failure;
