@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <tuple>
 #include <vector>
 
 namespace symphony {
@@ -11,7 +14,7 @@ namespace {
 using namespace symphony::literals;
 
 struct Fixture {
-  std::vector<Request> nodes = std::vector<Request>(16);
+  std::vector<Request> nodes = std::vector<Request>(256);
   ModelQueue q;
   std::uint64_t seq = 0;
   void push(Duration deadline, std::uint64_t tag) {
@@ -43,6 +46,50 @@ TEST(ModelQueueTest, NextWalksFromTheHeadWithoutRemoving) {
   for (Request* r = f.q.front(); r; r = f.q.next(*r)) order.push_back(r->tag);
   EXPECT_EQ(order, (std::vector<std::uint64_t>{4, 3, 2, 1, 0}));
   EXPECT_EQ(f.q.size(), 5u);
+}
+
+// Pushes mostly in deadline order (appended below the last request) with
+// some out of order, equal deadlines, pops and walks from the head, against a
+// sorted reference: the queue's order never depends on which path a push took.
+TEST(ModelQueueTest, AppendsAndInsertsKeepEdfOrderAgainstAReference) {
+  Fixture f;
+  std::mt19937_64 rng(7);
+  std::vector<std::tuple<std::int64_t, std::uint64_t, std::uint64_t>> ref;  // deadline, seq, tag
+  std::vector<std::uint64_t> free_tags;
+  for (std::uint64_t t = 0; t < f.nodes.size(); ++t) free_tags.push_back(t);
+  std::int64_t last = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const auto op = rng() % 10;
+    if (op < 6 && !free_tags.empty()) {
+      const std::uint64_t tag = free_tags.back();
+      free_tags.pop_back();
+      // 70 %: due after the last push (or equal); otherwise anywhere.
+      const std::int64_t d = rng() % 10 < 7 ? last + static_cast<std::int64_t>(rng() % 3)
+                                            : static_cast<std::int64_t>(rng() % (last + 5));
+      last = std::max(last, d);
+      ref.emplace_back(d, f.seq, tag);
+      f.push(Duration::microseconds(d), tag);
+    } else if (op < 9) {
+      Request* r = f.q.pop_front();
+      if (ref.empty()) {
+        ASSERT_EQ(r, nullptr);
+        continue;
+      }
+      const auto it = std::min_element(ref.begin(), ref.end());
+      ASSERT_NE(r, nullptr);
+      ASSERT_EQ(r->tag, std::get<2>(*it)) << "step " << step;
+      free_tags.push_back(r->tag);
+      ref.erase(it);
+    } else {
+      std::vector<std::uint64_t> walk, want;
+      for (Request* r = f.q.front(); r; r = f.q.next(*r)) walk.push_back(r->tag);
+      std::vector sorted = ref;
+      std::sort(sorted.begin(), sorted.end());
+      for (const auto& e : sorted) want.push_back(std::get<2>(e));
+      ASSERT_EQ(walk, want) << "step " << step;
+    }
+    ASSERT_EQ(f.q.size(), ref.size());
+  }
 }
 
 }  // namespace

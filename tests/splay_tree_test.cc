@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
@@ -66,10 +67,22 @@ TEST(SplayTreeTest, MatchesStdSetUnderRandomOperations) {
   SplayTree<Item, ItemLess> t;
   std::set<int> ref;
   std::mt19937 rng(7);
+  int appends = 0;
   for (int step = 0; step < 200'000; ++step) {
     const int k = static_cast<int>(rng() % kKeys);
     switch (rng() % 5) {
       case 0:
+        // Append a key just past the largest, below it, without splaying.
+        if (!ref.empty() && *ref.rbegin() + 1 < kKeys) {
+          const int last = *ref.rbegin();
+          const int a = last + 1 + static_cast<int>(rng() % std::min(4, kKeys - 1 - last));
+          t.insert_after_max(items[a], items[last]);
+          items[a].in_tree = true;
+          ref.insert(a);
+          ++appends;
+          break;
+        }
+        [[fallthrough]];
       case 1:
         if (!items[k].in_tree) {
           t.insert(items[k]);
@@ -77,13 +90,16 @@ TEST(SplayTreeTest, MatchesStdSetUnderRandomOperations) {
           ref.insert(k);
         }
         break;
-      case 2:
-        if (items[k].in_tree) {
-          t.erase(items[k]);
-          items[k].in_tree = false;
-          ref.erase(k);
+      case 2: {
+        // Half the time the largest, so that appends find room above it.
+        const int e = rng() % 2 && !ref.empty() ? *ref.rbegin() : k;
+        if (items[e].in_tree) {
+          t.erase(items[e]);
+          items[e].in_tree = false;
+          ref.erase(e);
         }
         break;
+      }
       case 3:
         if (Item* m = t.pop_min()) {
           ASSERT_EQ(m->key, *ref.begin());
@@ -114,6 +130,7 @@ TEST(SplayTreeTest, MatchesStdSetUnderRandomOperations) {
       ASSERT_EQ(t.min()->key, *ref.begin());
     }
   }
+  EXPECT_GT(appends, 10'000);
 }
 
 // One element can live in two trees at once through two hooks.

@@ -14,7 +14,8 @@
 //
 // Guarantees:
 //  - never allocates; the tree owns nothing; elements must outlive membership;
-//  - insert, erase, min, pop_min, next: amortized O(log n);
+//  - insert, erase, min, pop_min, next: amortized O(log n); insert_after_max
+//    (appending past a known largest element): O(1);
 //  - not thread-safe (one owner thread).
 //
 //   struct Item : SplayHook<> { int key; };
@@ -73,6 +74,19 @@ class SplayTree {
       t->right = nullptr;
     }
     root_ = n;
+  }
+
+  // Inserts x as the new largest element, as the right child of `last`,
+  // without splaying: O(1), touching only x and last. (A leaf insert; the
+  // amortized bounds hold as for insert.) REQUIRES: last is the largest
+  // element of this tree, Less(last, x), and x is in no tree with this Tag.
+  void insert_after_max(T& x, T& last) noexcept {
+    Hook* n = &x;
+    Hook* t = &last;
+    SYMPHONY_ASSERT(!t->right && less_(last, x));
+    n->left = n->right = nullptr;
+    t->right = n;
+    ++size_;
   }
 
   // REQUIRES: x is in this tree.
