@@ -18,10 +18,12 @@
 #define SYMPHONY_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SYMPHONY_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SYMPHONY_ALWAYS_INLINE inline __attribute__((always_inline))
+#define SYMPHONY_PREFETCH(p) __builtin_prefetch(p)
 #else
 #define SYMPHONY_LIKELY(x) (x)
 #define SYMPHONY_UNLIKELY(x) (x)
 #define SYMPHONY_ALWAYS_INLINE inline
+#define SYMPHONY_PREFETCH(p) ((void)(p))
 #endif
 
 // SYMPHONY_ASSERT checks internal invariants in debug builds and compiles out
