@@ -140,6 +140,13 @@ def run(cli, cluster_yaml, work):
     port = wait_for("the scheduler's port file",
                     lambda: open(os.path.join(work, "port")).read().strip(), 30, [sched])
     sched_metrics = wait_for("the scheduler's metrics address", lambda: metrics_address(sched), 30, [sched])
+    # No backend yet: not ready, and says why.
+    try:
+        code, body = http_get(f"http://{sched_metrics}/readyz")
+    except urllib.error.HTTPError as e:
+        code, body = e.code, e.read().decode()
+    if code != 503 or "no backend GPU registered" not in body:
+        raise Failure(f"the scheduler's /readyz before any backend: {code} {body!r}, expected 503 naming the cause")
     backend = start("backend", [cli, "backend", "--scheduler", "127.0.0.1:" + port, "--devices", "emulated:2",
                                 "--config", cluster_yaml, "--name", "b1", "--metrics", "127.0.0.1:0"], work)
     backend_metrics = wait_for("the backend's metrics address", lambda: metrics_address(backend), 30, [backend])

@@ -126,7 +126,7 @@ int run_scheduler(const SchedulerArgs& a) {
           std::lock_guard<std::mutex> lock(window_mu);  // scrapes may run on several server threads
           rdma::write_scheduler_metrics(n->metrics_snapshot(), window, w);
         },
-        [n] { return rdma::scheduler_not_ready(n->metrics_snapshot()); });
+        [n] { return n->not_ready(); });
     if (!ep.ok()) {
       std::fprintf(stderr, "error: --metrics / cluster.metrics: %s\n", ep.status().message().c_str());
       return 2;

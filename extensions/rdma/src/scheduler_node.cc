@@ -85,6 +85,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void stop();
   nlohmann::json report() const;
   SchedulerMetricsSnapshot metrics_snapshot() const;
+  std::string not_ready() const {
+    SchedulerMetricsSnapshot s;  // what scheduler_not_ready reads, and no more
+    s.stopping = stopping_.load();
+    {
+      std::lock_guard<std::mutex> lock(gpus_mu_);
+      s.gpus = gpu_table_;
+    }
+    return scheduler_not_ready(s);
+  }
   PartitionSnapshot partition_snapshot() const {
     std::lock_guard<std::mutex> lock(part_mu_);
     return snap_;
@@ -1701,6 +1710,7 @@ std::uint16_t SchedulerNode::port() const { return impl_->port(); }
 void SchedulerNode::stop() { impl_->stop(); }
 nlohmann::json SchedulerNode::report() const { return impl_->report(); }
 SchedulerMetricsSnapshot SchedulerNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
+std::string SchedulerNode::not_ready() const { return impl_->not_ready(); }
 PartitionSnapshot SchedulerNode::partition_snapshot() const { return impl_->partition_snapshot(); }
 
 }  // namespace symphony::rdma

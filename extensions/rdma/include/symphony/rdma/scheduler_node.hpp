@@ -134,6 +134,9 @@ class SchedulerNode {
   nlohmann::json report() const;
   // The counters /metrics shows (node_metrics.hpp), at this moment (any thread).
   SchedulerMetricsSnapshot metrics_snapshot() const;
+  // "" when the scheduler can take work, else why not (/readyz; any thread).
+  // Reads only what the answer needs: no runtime or calibration statistics.
+  std::string not_ready() const;
   // Sub-clusters, moves and autoscaling advice (any thread).
   PartitionSnapshot partition_snapshot() const;
 
