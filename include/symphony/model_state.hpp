@@ -176,6 +176,14 @@ class ModelState {
     return {};
   }
 
+  // Starts loading the model's slot, all of whose lines an arrival reads
+  // (Scheduler::prefetch). Any id.
+  void prefetch(ModelId id) const noexcept {
+    if (id >= cfg_.max_models) return;
+    const char* p = reinterpret_cast<const char*>(&models_[id]);
+    for (std::size_t off = 0; off < sizeof(Slot); off += 64) SYMPHONY_PREFETCH(p + off);
+  }
+
   // A request for model `id` arrives at `now`, due at `deadline`.
   template <SchedulerSink Sink>
   SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink) {

@@ -148,6 +148,11 @@ class RankState {
 
   // ---- inputs from the model side -------------------------------------------
 
+  // Starts loading the model's record (Scheduler::prefetch). Any id.
+  void prefetch(ModelId id) const noexcept {
+    if (id < models_.size()) SYMPHONY_PREFETCH(&models_[id]);
+  }
+
   // A model's candidate changed (after an arrival or a recompute).
   void on_candidate(ModelId id, const CandidateUpdate& u, TimePoint now) {
     RankModel& m = models_[id];

@@ -119,6 +119,14 @@ class Scheduler {
     return submit_at(model, tag, clock_.now(), deadline);
   }
 
+  // A hint, changing nothing: a request for `model` will be submitted soon.
+  // Starts loading the model's state on both sides, which with many models is
+  // usually cold; issued one event ahead, the loads overlap that event's work.
+  void prefetch(ModelId model) const noexcept {
+    shard_.prefetch(model);
+    rank_.prefetch(model);
+  }
+
   // The earliest armed timer, or TimePoint::infinite().
   TimePoint next_timer() noexcept { return rank_.next_timer(); }
 

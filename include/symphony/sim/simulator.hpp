@@ -42,7 +42,8 @@ struct Arrival {
   std::uint64_t tag = 0;
 };
 
-// Produces arrivals in non-decreasing time order; false when exhausted.
+// Produces arrivals in non-decreasing time order; false when exhausted. The
+// simulator reads up to two arrivals ahead of the one it submits next.
 template <class S>
 concept ArrivalSource = requires(S s, Arrival& a) {
   { s.next(a) } -> std::same_as<bool>;
@@ -133,9 +134,20 @@ class Simulator {
   // when there is none.
   template <ArrivalSource Source>
   bool step(Source& src, TimePoint until = TimePoint::infinite()) {
+    if (!have_pending_ && have_ahead_) {
+      pending_ = ahead_;
+      have_pending_ = true;
+      have_ahead_ = false;
+    }
     if (!have_pending_ && !src_done_) {
       have_pending_ = src.next(pending_);
       src_done_ = !have_pending_;
+    }
+    // One arrival further ahead: its model's state loads while this event runs.
+    if (have_pending_ && !have_ahead_ && !src_done_) {
+      have_ahead_ = src.next(ahead_);
+      src_done_ = !have_ahead_;
+      if (have_ahead_) sched_->prefetch(ahead_.model);
     }
     const TimePoint t_arr = have_pending_ ? pending_.time : TimePoint::infinite();
     const TimePoint t_done = completions_.empty() ? TimePoint::infinite() : completions_.next_end();
@@ -206,8 +218,8 @@ class Simulator {
   std::vector<TimePoint> gpu_free_;
   std::vector<Duration> gpu_busy_;
   CompletionQueue<Running> completions_;
-  Arrival pending_;
-  bool have_pending_ = false;
+  Arrival pending_, ahead_;  // the next arrival, and the one after it
+  bool have_pending_ = false, have_ahead_ = false;
   bool src_done_ = false;
 };
 
