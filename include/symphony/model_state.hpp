@@ -463,7 +463,6 @@ class ModelState {
   };
   static_assert(sizeof(BatchRecord) == 128);
 
-
   BatchId make_batch_id(std::uint32_t slot, std::uint32_t gen) const noexcept {
     return BatchIdLayout::make(cfg_.shard_index, gen, slot);
   }
