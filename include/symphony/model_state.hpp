@@ -418,10 +418,12 @@ class ModelState {
   static constexpr std::uint32_t kNoSlot = ~0u;
   static constexpr double kMissMemory = 128;  // dispatches in the window-miss average
 
-  // One model. The fields an arrival and a candidate update read come first
-  // and fill the first two cache lines (with many models, a model's state is
-  // usually cold when its request arrives); the hot copies of the config
-  // (slo, max_batch, target_batch, max_queue) spare a miss on *cfg.
+  // One model, three cache lines. The fields an arrival and a candidate
+  // update read come first: the first two lines and the start of the third
+  // (max_queue and the flags), which is why Scheduler::prefetch loads all
+  // three (with many models, a model's state is usually cold when its
+  // request arrives); the hot copies of the config (slo, max_batch,
+  // target_batch, max_queue) spare a miss on *cfg.
   struct alignas(64) Slot {
     ModelQueue queue;
     Candidate cand;
@@ -444,6 +446,7 @@ class ModelState {
     std::unique_ptr<ProfileCalibrator> calib;
     std::unique_ptr<ModelConfig> cfg;
   };
+  static_assert(sizeof(Slot) == 192);
 
   // A dispatched batch: its requests form a list (Request::next) from
   // listed[0], and the first kListed are also listed here, so that finishing
