@@ -13,7 +13,7 @@ struct Inputs {
   LatencyProfile profile = *LatencyProfile::linear(1_ms, 5_ms, 16);  // l(b) = b + 5 ms
   std::optional<Duration> model_timeout;
   CandidateInputs make(std::uint32_t b, Duration earliest, Duration d, Duration head_arrival = 0_ms) {
-    return {b, 16, at(earliest), at(d) - profile.latency(b), at(d), at(head_arrival), &profile, &model_timeout};
+    return {b, 16, at(earliest), at(d) - profile.latency(b), at(d), at(head_arrival), profile.view(), &model_timeout};
   }
 };
 

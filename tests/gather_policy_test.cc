@@ -31,7 +31,7 @@ struct Fixture {
     return r;
   }
   GatherInputs inputs(Duration now, TimePoint gpu_free = TimePoint::neg_infinite(), std::uint32_t target = 1) {
-    return {at(now), gpu_free, &delays, &profile, profile.max_batch(), target};
+    return {at(now), gpu_free, &delays, profile.view(), profile.max_batch(), target};
   }
   template <class P>
   GatherResult gather(const P& p, const GatherInputs& in) {

@@ -31,7 +31,7 @@ struct CandidateInputs {
   TimePoint latest;         // d - l(size)
   TimePoint exec_deadline;  // d
   TimePoint head_arrival;
-  const LatencyProfile* profile;
+  LatencyView profile;  // the model's l(b)
   const std::optional<Duration>* model_timeout;  // the model's own k, if any
   // The smallest batch the policy no longer defers, from the policy's
   // efficient_batch() for this model; ~0u: none (defer every batch).
@@ -95,7 +95,7 @@ class DeferredPolicy {
   // gives up batch growth the deadline still allows; later, no request can
   // join anyway. REQUIRES: in.size < in.max_batch.
   static TimePoint frontrun(const CandidateInputs& in) noexcept {
-    return in.exec_deadline - in.profile->latency(in.size + 1);
+    return in.exec_deadline - in.profile.latency(in.size + 1);
   }
 
   // Where the schedulable window opens: frontrun, or earlier under the

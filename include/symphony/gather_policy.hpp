@@ -34,7 +34,7 @@ struct GatherInputs {
   TimePoint now;
   TimePoint gpu_free;  // TimePoint::neg_infinite() when no GPU is in view
   const Delays* delays;
-  const LatencyProfile* profile;
+  LatencyView profile;  // the model's l(b)
   std::uint32_t max_batch;
   std::uint32_t target_batch;
 };
@@ -52,10 +52,10 @@ inline std::uint32_t largest_fitting(const GatherInputs& in, std::uint32_t n, Ti
   const Delays& dl = *in.delays;
   if (dl.data == Duration::zero()) {
     const TimePoint start = max(in.now + dl.ctrl, in.gpu_free);
-    return in.profile->largest_batch_within(d - start, n);
+    return in.profile.largest_batch_within(d - start, n);
   }
   auto fits = [&](std::uint32_t b) {
-    return max(in.now + dl.delay(b), in.gpu_free) + in.profile->latency(b) <= d;
+    return max(in.now + dl.delay(b), in.gpu_free) + in.profile.latency(b) <= d;
   };
   if (n == 0 || !fits(1)) return 0;
   std::uint32_t lo = 1, hi = n;
@@ -85,7 +85,7 @@ inline Fit fit(const GatherInputs& in, std::uint32_t n, TimePoint deadline) noex
 template <class DropFn>
 Request* drop_infeasible_heads(ModelQueue& q, const GatherInputs& in, DropFn& drop) {
   const TimePoint start1 = max(in.now + in.delays->delay(1), in.gpu_free);
-  const TimePoint end1 = start1 + in.profile->latency(1);
+  const TimePoint end1 = start1 + in.profile.latency(1);
   for (;;) {
     Request* h = q.front();
     if (!h) return nullptr;

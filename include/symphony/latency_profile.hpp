@@ -35,6 +35,50 @@ struct ProfilePoint {
   Duration latency;
 };
 
+// A profile's l(b) table without the profile: what the scheduling policies
+// read on every arrival. It is two words that the model's slot holds, so
+// that planning a batch reads the table directly instead of first loading the
+// profile object (with many models, one cold line fewer per request). Valid
+// while the profile lives; recalibration rewrites the table in place.
+class LatencyView {
+ public:
+  LatencyView() = default;
+
+  std::uint32_t max_batch() const noexcept { return max_batch_; }
+
+  // REQUIRES: 1 <= b <= max_batch().
+  Duration latency(std::uint32_t b) const noexcept {
+    SYMPHONY_ASSERT(b >= 1 && b <= max_batch_);
+    return table_[b];
+  }
+
+  // l(b), or infinity when b exceeds max_batch (a batch that cannot exist).
+  Duration latency_or_infinite(std::uint32_t b) const noexcept {
+    return b <= max_batch_ ? table_[b] : Duration::infinite();
+  }
+
+  // Returns the largest b in [1, limit] with l(b) <= budget, or 0 when even
+  // l(1) exceeds the budget. limit is clamped to max_batch().
+  std::uint32_t largest_batch_within(Duration budget, std::uint32_t limit = ~0u) const noexcept {
+    std::uint32_t hi = std::min(limit, max_batch_);
+    if (hi == 0 || table_[1] > budget) return 0;
+    if (table_[hi] <= budget) return hi;
+    std::uint32_t lo = 1;  // table_[lo] <= budget < table_[hi]
+    while (hi - lo > 1) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (table_[mid] <= budget) lo = mid; else hi = mid;
+    }
+    return lo;
+  }
+
+ private:
+  friend class LatencyProfile;
+  LatencyView(const Duration* table, std::uint32_t max_batch) noexcept : table_(table), max_batch_(max_batch) {}
+
+  const Duration* table_ = nullptr;  // table_[b] = l(b); table_[0] unused
+  std::uint32_t max_batch_ = 0;
+};
+
 class LatencyProfile {
  public:
   // An empty profile (max_batch() == 0): a placeholder that every consumer
@@ -122,29 +166,19 @@ class LatencyProfile {
 
   std::uint32_t max_batch() const noexcept { return static_cast<std::uint32_t>(table_.size()) - 1; }
 
+  // The table as a view (LatencyView); valid while this profile lives.
+  LatencyView view() const noexcept { return {table_.data(), max_batch()}; }
+
   // REQUIRES: 1 <= b <= max_batch().
-  Duration latency(std::uint32_t b) const noexcept {
-    SYMPHONY_ASSERT(b >= 1 && b <= max_batch());
-    return table_[b];
-  }
+  Duration latency(std::uint32_t b) const noexcept { return view().latency(b); }
 
   // l(b), or infinity when b exceeds max_batch (a batch that cannot exist).
-  Duration latency_or_infinite(std::uint32_t b) const noexcept {
-    return b <= max_batch() ? table_[b] : Duration::infinite();
-  }
+  Duration latency_or_infinite(std::uint32_t b) const noexcept { return view().latency_or_infinite(b); }
 
   // Returns the largest b in [1, limit] with l(b) <= budget, or 0 when even
   // l(1) exceeds the budget. limit is clamped to max_batch().
   std::uint32_t largest_batch_within(Duration budget, std::uint32_t limit = ~0u) const noexcept {
-    std::uint32_t hi = std::min(limit, max_batch());
-    if (hi == 0 || table_[1] > budget) return 0;
-    if (table_[hi] <= budget) return hi;
-    std::uint32_t lo = 1;  // table_[lo] <= budget < table_[hi]
-    while (hi - lo > 1) {
-      const std::uint32_t mid = lo + (hi - lo) / 2;
-      if (table_[mid] <= budget) lo = mid; else hi = mid;
-    }
-    return lo;
+    return view().largest_batch_within(budget, limit);
   }
 
   // Least-squares fit of l(b) = alpha*b + beta over every batch size (exact

@@ -113,6 +113,7 @@ class ModelState {
     m.timeout = cfg.timeout;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
+    m.lat = m.profile->view();  // recalibration rewrites the table in place
     m.queued = 0;
     m.inflight = 0;
     m.has_cand = false;
@@ -129,6 +130,7 @@ class ModelState {
                         std::to_string(m.inflight) + " in-flight batches");
     m.active = false;
     m.profile = nullptr;
+    m.lat = {};
     m.calib.reset();
     m.cfg.reset();
     return {};
@@ -200,7 +202,7 @@ class ModelState {
     if (SYMPHONY_UNLIKELY(!has_model(id))) return {SubmitStatus::kUnknownModel, {}};
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
-    if (now + dl.delay(1) + m.profile->latency(1) > dl.hard_deadline(deadline)) {
+    if (now + dl.delay(1) + m.lat.latency(1) > dl.hard_deadline(deadline)) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
       return {SubmitStatus::kDropped, {}};
     }
@@ -266,7 +268,7 @@ class ModelState {
       return res;
     }
     const Candidate c = now_cand.candidate;
-    const Duration len = m.profile->latency(c.size);
+    const Duration len = m.lat.latency(c.size);
 
     const std::uint32_t slot = free_batch_;
     BatchRecord& br = batches_[slot];
@@ -423,11 +425,12 @@ class ModelState {
   // (max_queue and the flags), which is why Scheduler::prefetch loads all
   // three (with many models, a model's state is usually cold when its
   // request arrives); the hot copies of the config (slo, max_batch,
-  // target_batch, max_queue) spare a miss on *cfg.
+  // target_batch, max_queue) spare a miss on *cfg, and the profile's table
+  // (lat) a miss on the profile object before its table.
   struct alignas(64) Slot {
     ModelQueue queue;
     Candidate cand;
-    const LatencyProfile* profile = nullptr;  // in use: calib's, else cfg->profile
+    LatencyView lat;  // profile's table, read without loading the profile
     Duration slo;
     ArrivalGapEstimator arrivals;
     double window_misses = 0;             // moving average of `missed` per dispatch
@@ -445,6 +448,7 @@ class ModelState {
     std::optional<Duration> timeout;
     std::unique_ptr<ProfileCalibrator> calib;
     std::unique_ptr<ModelConfig> cfg;
+    const LatencyProfile* profile = nullptr;  // in use: calib's, else cfg->profile
   };
   static_assert(sizeof(Slot) == 192);
 
@@ -515,7 +519,7 @@ class ModelState {
   CandidateUpdate update_candidate(ModelId id, TimePoint now, TimePoint gpu_free, bool force, Sink& sink) {
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
-    GatherInputs in{now, gpu_free, &dl, m.profile, m.max_batch, m.target_batch};
+    GatherInputs in{now, gpu_free, &dl, m.lat, m.max_batch, m.target_batch};
     auto drop = [&](Request& r, DropReason why) {
       emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
       --m.queued;
@@ -532,10 +536,10 @@ class ModelState {
     Candidate c;
     c.size = g.size;
     c.delay = delay;
-    c.latest = g.exec_deadline - m.profile->latency(g.size);
+    c.latest = g.exec_deadline - m.lat.latency(g.size);
     const TimePoint earliest = max(now + delay, gpu_free);
     c.exec = exec_.exec(CandidateInputs{g.size, m.max_batch, earliest, c.latest, g.exec_deadline,
-                                        g.head_arrival, m.profile, &m.timeout, m.efficient_batch,
+                                        g.head_arrival, m.lat, &m.timeout, m.efficient_batch,
                                         m.arrivals.typical_gap(), m.window_misses});
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
