@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
+#include <set>
 #include <random>
 #include <vector>
 
@@ -139,6 +141,45 @@ TEST(HeapTimerQueueTest, GrowsPastItsReservationAndKeepsTheOrder) {
     last_owner = e->owner;
   }
   EXPECT_TRUE(q.empty());
+}
+
+// The array both 4-ary heaps (this one, sim::CompletionQueue) keep: the four
+// children of every node start a cache line, before and after it grows, and
+// push / remove_at keep the heap order.
+TEST(LineHeapTest, ChildrenShareALineAndTheOrderHolds) {
+  struct E {
+    std::int64_t key;
+    std::int64_t pad;
+  };
+  detail::LineHeap<E> h(16);
+  auto before = [](const E& a, const E& b) { return a.key < b.key; };
+  auto place = [&](std::uint32_t i, const E& e) { h[i] = e; };
+  auto lines_ok = [&] {
+    for (std::uint32_t i = 0; 4 * i + 1 < h.capacity(); ++i)
+      if (reinterpret_cast<std::uintptr_t>(&h[4 * i + 1]) % 64 != 0) return false;
+    return true;
+  };
+  EXPECT_TRUE(lines_ok());
+  std::mt19937_64 rng(3);
+  std::multiset<std::int64_t> ref;
+  for (int i = 0; i < 1000; ++i) {  // grows 16 -> 1024
+    const auto k = static_cast<std::int64_t>(rng() % 100);
+    h.push(E{k, 0}, before, place);
+    ref.insert(k);
+  }
+  EXPECT_GE(h.capacity(), 1000u);
+  EXPECT_TRUE(lines_ok());
+  for (int i = 0; i < 300; ++i) {  // remove from the middle too
+    const std::uint32_t at = static_cast<std::uint32_t>(rng() % h.size());
+    ref.erase(ref.find(h[at].key));
+    h.remove_at(at, before, place);
+  }
+  while (h.size() > 0) {
+    ASSERT_EQ(h[0].key, *ref.begin());
+    ref.erase(ref.begin());
+    h.remove_at(0, before, place);
+  }
+  EXPECT_TRUE(ref.empty());
 }
 
 }  // namespace

@@ -19,13 +19,11 @@
 //   while (TimerNode* e = q.pop_expired(now)) handle(*e);
 #pragma once
 
-#include <algorithm>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
-#include <new>
-#include <utility>
-#include <vector>
 
+#include "symphony/detail/line_heap.hpp"
 #include "symphony/splay_tree.hpp"
 #include "symphony/time.hpp"
 
@@ -108,22 +106,7 @@ class SplayTimerQueue {
 // (rare) are ordered by the nodes' sequence numbers.
 class HeapTimerQueue {
  public:
-  explicit HeapTimerQueue(std::size_t capacity = 0) { reserve(capacity < 16 ? 16 : capacity); }
-  HeapTimerQueue(HeapTimerQueue&& o) noexcept
-      : buf_(std::exchange(o.buf_, nullptr)), heap_(std::exchange(o.heap_, nullptr)),
-        size_(std::exchange(o.size_, 0)), capacity_(std::exchange(o.capacity_, 0)), next_seq_(o.next_seq_) {}
-  HeapTimerQueue& operator=(HeapTimerQueue&& o) noexcept {
-    if (this != &o) {
-      release();
-      buf_ = std::exchange(o.buf_, nullptr);
-      heap_ = std::exchange(o.heap_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-      capacity_ = std::exchange(o.capacity_, 0);
-      next_seq_ = o.next_seq_;
-    }
-    return *this;
-  }
-  ~HeapTimerQueue() { release(); }
+  explicit HeapTimerQueue(std::size_t capacity = 0) : heap_(capacity < 16 ? 16 : capacity) {}
 
   void arm(TimerNode& n, TimePoint when) noexcept {
     n.when = when;
@@ -131,13 +114,12 @@ class HeapTimerQueue {
     const Entry e{when.ns(), &n};
     if (!n.armed) {
       n.armed = true;
-      if (size_ == capacity_) reserve(2 * capacity_);
-      sift_up(size_++, e);
+      heap_.push(e, before, place());
     } else {
       // n's seq is already the new one, later than every other: it moves up
       // only for an earlier time.
       const std::uint32_t i = n.heap_index;
-      if (e.when < heap_[i].when) sift_up(i, e); else sift_down(i, e);
+      if (e.when < heap_[i].when) heap_.sift_up(i, e, before, place()); else heap_.sift_down(i, e, before, place());
     }
   }
 
@@ -147,90 +129,47 @@ class HeapTimerQueue {
   }
 
   TimePoint next_time() const noexcept {
-    return size_ == 0 ? TimePoint::infinite() : TimePoint::from_ns(heap_[0].when);
+    return heap_.size() == 0 ? TimePoint::infinite() : TimePoint::from_ns(heap_[0].when);
   }
 
   TimerNode* pop_expired(TimePoint now) noexcept {
-    if (size_ == 0 || heap_[0].when > now.ns()) return nullptr;
+    if (heap_.size() == 0 || heap_[0].when > now.ns()) return nullptr;
     TimerNode* n = heap_[0].node;
     remove_at(0);
     return n;
   }
 
-  std::size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return heap_.size(); }
+  bool empty() const noexcept { return heap_.size() == 0; }
 
  private:
-  static constexpr std::uint32_t kArity = 4;
-  static constexpr std::size_t kLine = 64;
   struct Entry {
     std::int64_t when;
     TimerNode* node;
-    bool before(const Entry& o) const noexcept {
-      return when < o.when || (when == o.when && node->seq < o.node->seq);
+  };
+  struct Before {
+    bool operator()(const Entry& a, const Entry& b) const noexcept {
+      return a.when < b.when || (a.when == b.when && a.node->seq < b.node->seq);
     }
   };
-  static_assert(sizeof(Entry) * kArity == kLine);
-  // heap_ = buf_ + 3 with buf_ line-aligned: the children of i, 4i+1 .. 4i+4,
-  // sit at buf_[4(i+1) .. 4(i+1)+3], one line.
-  static constexpr std::size_t kPad = kArity - 1;
-
-  void reserve(std::size_t capacity) {
-    auto* buf = static_cast<Entry*>(::operator new((capacity + kPad) * sizeof(Entry), std::align_val_t{kLine}));
-    if (size_) std::copy(heap_, heap_ + size_, buf + kPad);
-    release();
-    buf_ = buf;
-    heap_ = buf + kPad;
-    capacity_ = static_cast<std::uint32_t>(capacity);
-  }
-  void release() noexcept {
-    if (buf_) ::operator delete(buf_, std::align_val_t{kLine});
-    buf_ = heap_ = nullptr;
-  }
-
-  void place(Entry* h, std::uint32_t i, const Entry& e) noexcept {
-    h[i] = e;
-    e.node->heap_index = i;
-  }
-  // Moves the hole at i up until e fits, then puts e there.
-  void sift_up(std::uint32_t i, const Entry& e) noexcept {
-    Entry* const h = heap_;
-    while (i > 0) {
-      const std::uint32_t p = (i - 1) / kArity;
-      if (!e.before(h[p])) break;
-      place(h, i, h[p]);
-      i = p;
+  static constexpr Before before{};
+  // Stores an entry and tells its node where it is.
+  struct Place {
+    detail::LineHeap<Entry>* heap;
+    void operator()(std::uint32_t i, const Entry& e) const noexcept {
+      (*heap)[i] = e;
+      e.node->heap_index = i;
     }
-    place(h, i, e);
-  }
-  void sift_down(std::uint32_t i, const Entry& e) noexcept {
-    Entry* const h = heap_;
-    const std::uint32_t size = size_;
-    for (;;) {
-      const std::uint32_t first = i * kArity + 1;
-      if (first >= size) break;
-      std::uint32_t best = first;
-      const std::uint32_t last = first + kArity < size ? first + kArity : size;
-      for (std::uint32_t c = first + 1; c < last; ++c)
-        if (h[c].before(h[best])) best = c;
-      if (!h[best].before(e)) break;
-      place(h, i, h[best]);
-      i = best;
-    }
-    place(h, i, e);
-  }
+  };
+  Place place() noexcept { return {&heap_}; }
   void remove_at(std::uint32_t i) noexcept {
     TimerNode* n = heap_[i].node;
     n->armed = false;
     n->heap_index = TimerNode::kNotInHeap;
-    const Entry last = heap_[--size_];
-    if (i == size_) return;
-    if (i > 0 && last.before(heap_[(i - 1) / kArity])) sift_up(i, last); else sift_down(i, last);
+    heap_.remove_at(i, before, place());
   }
 
-  Entry* buf_ = nullptr;
-  Entry* heap_ = nullptr;
-  std::uint32_t size_ = 0, capacity_ = 0;
+  detail::LineHeap<Entry> heap_;
   std::uint64_t next_seq_ = 0;
 };
 
