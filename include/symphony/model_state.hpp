@@ -113,7 +113,7 @@ class ModelState {
     m.timeout = cfg.timeout;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
-    m.lat = m.profile->view();  // recalibration rewrites the table in place
+    m.lat = m.profile->view();  // and again on every profile change
     m.queued = 0;
     m.inflight = 0;
     m.has_cand = false;
@@ -499,6 +499,7 @@ class ModelState {
 
   // The model's profile moved: what was derived from it follows.
   void on_profile_changed(Slot& m) noexcept {
+    m.lat = m.profile->view();  // the same table today (rewritten in place); cheap to be sure
     ModelConfig& c = *m.cfg;
     if (m.auto_target) m.target_batch = c.target_batch = default_target_batch(*m.profile, c.slo, c.max_batch);
     if constexpr (requires { exec_.efficient_batch(*m.profile, c.slo, c.max_batch); })
