@@ -43,7 +43,8 @@ struct Arrival {
 };
 
 // Produces arrivals in non-decreasing time order; false when exhausted. The
-// simulator reads up to two arrivals ahead of the one it submits next.
+// simulator holds up to two arrivals it has read and not yet submitted: the
+// next one, and the one after it (whose model's state it prefetches).
 template <class S>
 concept ArrivalSource = requires(S s, Arrival& a) {
   { s.next(a) } -> std::same_as<bool>;
