@@ -106,6 +106,31 @@ TEST(ProfileMetricsTest, ARecalibratedProfileShowsItsScaleLatencyAndUpdates) {
   EXPECT_TRUE(std::isnan(sample(t, "symphony_profile_scale{model=\"m\",batch=\"16\"}"))) << t;
 }
 
+TEST(ProfileMetricsTest, ADevicesEstimateIsLabelledWithTheDeviceAndTheModel) {
+  auto offline = LatencyProfile::linear(Duration::milliseconds(1), Duration::milliseconds(4), 12);
+  auto slow = LatencyProfile::linear(Duration::milliseconds(2), Duration::milliseconds(8), 12);  // twice as slow
+  ASSERT_TRUE(offline.ok() && slow.ok());
+  Writer w;
+  write_device_profile_metrics(w, "cpu:0", "m", 7, *offline, *slow, 8);  // the model's max batch is 8
+  write_device_profile_metrics(w, "cpu:1", "m", 0, *offline, *offline, 8);
+  const std::string t = w.text();
+  EXPECT_EQ(sample(t, "symphony_device_profile_samples_total{device=\"cpu:0\",model=\"m\"}"), 7) << t;
+  EXPECT_EQ(sample(t, "symphony_device_profile_samples_total{device=\"cpu:1\",model=\"m\"}"), 0) << t;
+  EXPECT_NE(t.find("# TYPE symphony_device_profile_samples_total counter\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("# TYPE symphony_device_profile_latency_seconds gauge\n"), std::string::npos) << t;
+  for (const char* b : {"1", "2", "4", "8"}) {
+    const std::string sel = std::string("model=\"m\",batch=\"") + b + "\"}";
+    const auto n = static_cast<std::uint32_t>(std::atoi(b));
+    EXPECT_DOUBLE_EQ(sample(t, "symphony_device_profile_latency_seconds{device=\"cpu:0\"," + sel),
+                     slow->latency(n).to_seconds()) << t;
+    EXPECT_DOUBLE_EQ(sample(t, "symphony_device_profile_scale{device=\"cpu:0\"," + sel), 2.0) << t;
+    EXPECT_DOUBLE_EQ(sample(t, "symphony_device_profile_scale{device=\"cpu:1\"," + sel), 1.0) << t;
+  }
+  // Sizes stop at the model's max batch.
+  EXPECT_TRUE(std::isnan(sample(t, "symphony_device_profile_scale{device=\"cpu:0\",model=\"m\",batch=\"12\"}")))
+      << t;
+}
+
 TEST(ProfileMetricsTest, WithoutRecalibrationTheProfileInUseIsTheOfflineOne) {
   auto p = LatencyProfile::linear(Duration::milliseconds(2), Duration::milliseconds(3), 16);
   ASSERT_TRUE(p.ok());

@@ -220,6 +220,8 @@ def run(cli, cluster_yaml, work):
 
     # ---- serve: Prometheus' counters equal serve's JSON report ----
     checks = 0
+    def ms_of(seconds):
+        return None if seconds is None else 1e3 * seconds
     def expect(what, got, want):
         nonlocal checks
         checks += 1
@@ -258,8 +260,24 @@ def run(cli, cluster_yaml, work):
             expect(f"serve {model} profile scale at batch {batch}",
                    P.value(f'symphony_profile_scale{{{sel},batch="{batch}"}}'), scale)
             expect(f"serve {model} in-use l({batch}) in ms",
-                   1e3 * P.value(f'symphony_profile_latency_seconds{{{sel},batch="{batch}",profile="in_use"}}'),
+                   ms_of(P.value(f'symphony_profile_latency_seconds{{{sel},batch="{batch}",profile="in_use"}}')),
                    prof["in_use_ms"][batch])
+    # Each device's own estimate of each model's profile (the report's devices[].models).
+    estimates = 0
+    for dev in serve_report["devices"]:
+        for model, e in dev.get("models", {}).items():
+            sel = f'job="serve",device="{dev["name"]}",model="{model}"'
+            expect(f"serve {dev['name']} {model} estimate samples",
+                   P.value(f"symphony_device_profile_samples_total{{{sel}}}"), e["samples"])
+            for batch, ms in e["estimate_ms"].items():
+                expect(f"serve {dev['name']} {model} estimated l({batch}) in ms",
+                       ms_of(P.value(f'symphony_device_profile_latency_seconds{{{sel},batch="{batch}"}}')), ms)
+                estimates += 1
+            for batch, scale in e["scale"].items():
+                expect(f"serve {dev['name']} {model} estimate scale at batch {batch}",
+                       P.value(f'symphony_device_profile_scale{{{sel},batch="{batch}"}}'), scale)
+    if estimates == 0:
+        raise Failure("serve's report has no per-device profile estimate; serve recalibrates by default")
     for key in ("sent", "ok", "late", "dropped"):
         metric = "symphony_requests_sent_total" if key == "sent" else "symphony_requests_total"
         sel = 'job="serve"' + ("" if key == "sent" else f',outcome="{key}"')

@@ -176,6 +176,15 @@ json scale_points(const LatencyProfile& in_use, const LatencyProfile& offline, s
   return j;
 }
 
+// The largest batch size a device's estimate of a model is reported at: the
+// model's max batch, within the estimate.
+std::uint32_t estimate_top(const DeviceModelEstimate& e, const std::vector<ModelStats>& models) {
+  std::uint32_t top = e.estimate.max_batch();
+  for (const ModelStats& m : models)
+    if (m.name == e.model) top = std::min(top, m.max_batch);
+  return top;
+}
+
 double mean_batch(const std::map<std::uint32_t, std::uint64_t>& h) {
   std::uint64_t n = 0, r = 0;
   for (const auto& [b, c] : h) {
@@ -297,6 +306,9 @@ void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
               static_cast<double>(ds.batches));
     w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
             elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
+    for (const DeviceModelEstimate& e : ds.models)
+      metrics::write_device_profile_metrics(w, ds.name, e.model, e.samples, e.offline, e.estimate,
+                                            estimate_top(e, now.models));
   }
   std::lock_guard<std::mutex> lock(st.mu);
   if (st.window) {
@@ -601,9 +613,7 @@ int run_serve(ServeArgs a) {
                   static_cast<unsigned long long>(ds.planned_back_to_back));
     }
     for (const DeviceModelEstimate& e : ds.models) {
-      std::uint32_t top = e.estimate.max_batch();
-      for (const ModelStats& m : fin.models)
-        if (m.name == e.model) top = std::min(top, m.max_batch);
+      const std::uint32_t top = estimate_top(e, fin.models);
       jd["models"][e.model] = {{"samples", e.samples},
                                {"estimate_ms", profile_points(e.estimate, top)},
                                {"scale", scale_points(e.estimate, e.offline, top)}};

@@ -43,4 +43,22 @@ void write_profile_metrics(Writer& w, const std::string& model, const Calibratio
             static_cast<double>(c.updates));
 }
 
+void write_device_profile_metrics(Writer& w, const std::string& device, const std::string& model,
+                                  std::uint64_t samples, const LatencyProfile& offline,
+                                  const LatencyProfile& estimate, std::uint32_t max_batch) {
+  w.counter("symphony_device_profile_samples_total",
+            "Batches of the model whose measured time this device's profile estimate recorded.",
+            {{"device", device}, {"model", model}}, static_cast<double>(samples));
+  const std::uint32_t top = std::min({max_batch, offline.max_batch(), estimate.max_batch()});
+  for (std::uint32_t b : profile_batch_sizes(top)) {
+    const Labels l{{"device", device}, {"model", model}, {"batch", std::to_string(b)}};
+    const Duration off = offline.latency(b), est = estimate.latency(b);
+    w.gauge("symphony_device_profile_latency_seconds",
+            "This device's estimate of the model's l(b) from the batches it ran (serve measures each device apart).",
+            l, est.to_seconds());
+    w.gauge("symphony_device_profile_scale", "This device's estimate of l(b) over the offline profile (1: as profiled).",
+            l, off.ns() > 0 ? static_cast<double>(est.ns()) / static_cast<double>(off.ns()) : 1.0);
+  }
+}
+
 }  // namespace symphony::metrics

@@ -3,7 +3,8 @@
 // `symphony serve` and the cluster's scheduler from the model's
 // CalibrationSnapshot: whether it recalibrates, its offline profile and the
 // one the scheduler plans with now at batch sizes 1, 2, 4, ... and the max
-// batch, their ratio, and the measurements and updates so far.
+// batch, their ratio, and the measurements and updates so far; and serve's
+// per-device estimates of each model's profile.
 //
 //   metrics::write_profile_metrics(w, "resnet", *runtime.calibration(id), 32);
 #pragma once
@@ -28,5 +29,16 @@ std::vector<std::uint32_t> profile_batch_sizes(std::uint32_t top);
 // the model's `max_batch`, within both profiles.
 void write_profile_metrics(Writer& w, const std::string& model, const CalibrationSnapshot& c,
                            std::uint32_t max_batch);
+
+// Appends one device's own estimate of a model's profile: `symphony serve`
+// measures each device apart (its JSON report's devices[].models), while the
+// scheduler plans with the model's one profile above. Writes
+// symphony_device_profile_latency_seconds{device, model, batch} (the device's
+// l(b)), symphony_device_profile_scale{device, model, batch} (estimate over
+// offline) and symphony_device_profile_samples_total{device, model}, at the
+// batch sizes of write_profile_metrics.
+void write_device_profile_metrics(Writer& w, const std::string& device, const std::string& model,
+                                  std::uint64_t samples, const LatencyProfile& offline,
+                                  const LatencyProfile& estimate, std::uint32_t max_batch);
 
 }  // namespace symphony::metrics
