@@ -172,7 +172,7 @@ json scale_points(const LatencyProfile& in_use, const LatencyProfile& offline, s
   json j = json::object();
   const std::uint32_t top = std::min({max_batch, in_use.max_batch(), offline.max_batch()});
   for (std::uint32_t b : metrics::profile_batch_sizes(top))
-    j[std::to_string(b)] = static_cast<double>(in_use.latency(b).ns()) / static_cast<double>(offline.latency(b).ns());
+    j[std::to_string(b)] = metrics::profile_scale(in_use, offline, b);
   return j;
 }
 

@@ -12,6 +12,11 @@ std::vector<std::uint32_t> profile_batch_sizes(std::uint32_t top) {
   return sizes;
 }
 
+double profile_scale(const LatencyProfile& p, const LatencyProfile& base, std::uint32_t b) {
+  const Duration num = p.latency(b), den = base.latency(b);
+  return den.ns() > 0 ? static_cast<double>(num.ns()) / static_cast<double>(den.ns()) : 1.0;
+}
+
 void write_profile_metrics(Writer& w, const std::string& model, const CalibrationSnapshot& c,
                            std::uint32_t max_batch) {
   static constexpr const char* kLatencyHelp =
@@ -33,7 +38,7 @@ void write_profile_metrics(Writer& w, const std::string& model, const Calibratio
     w.gauge("symphony_profile_scale",
             "The profile in use over the offline one at batch size b (1: unchanged).",
             {{"model", model}, {"batch", batch}},
-            offline.ns() > 0 ? static_cast<double>(in_use.ns()) / static_cast<double>(offline.ns()) : 1.0);
+            profile_scale(c.in_use, c.offline, b));
   }
   w.counter("symphony_profile_recalibration_samples_total",
             "Batches whose measured time the model's recalibration recorded.", m,
@@ -52,12 +57,11 @@ void write_device_profile_metrics(Writer& w, const std::string& device, const st
   const std::uint32_t top = std::min({max_batch, offline.max_batch(), estimate.max_batch()});
   for (std::uint32_t b : profile_batch_sizes(top)) {
     const Labels l{{"device", device}, {"model", model}, {"batch", std::to_string(b)}};
-    const Duration off = offline.latency(b), est = estimate.latency(b);
     w.gauge("symphony_device_profile_latency_seconds",
             "This device's estimate of the model's l(b) from the batches it ran (serve measures each device apart).",
-            l, est.to_seconds());
+            l, estimate.latency(b).to_seconds());
     w.gauge("symphony_device_profile_scale", "This device's estimate of l(b) over the offline profile (1: as profiled).",
-            l, off.ns() > 0 ? static_cast<double>(est.ns()) / static_cast<double>(off.ns()) : 1.0);
+            l, profile_scale(estimate, offline, b));
   }
 }
 

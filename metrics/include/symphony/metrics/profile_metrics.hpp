@@ -22,6 +22,10 @@ namespace symphony::metrics {
 // `top`, and `top` itself. Empty when top is 0.
 std::vector<std::uint32_t> profile_batch_sizes(std::uint32_t top);
 
+// l(b) of `p` over l(b) of `base` (1 where base's is 0): the scale the
+// families and the reports show. REQUIRES: b within both profiles.
+double profile_scale(const LatencyProfile& p, const LatencyProfile& base, std::uint32_t b);
+
 // Appends the model's samples of symphony_profile_recalibrating,
 // symphony_profile_latency_seconds{batch, profile="offline"|"in_use"},
 // symphony_profile_scale{batch}, symphony_profile_recalibration_samples_total
