@@ -236,11 +236,13 @@ TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthers
 TEST_F(ClusterProcessTest, KilledFrontendsQueuedRequestsAreDroppedWithoutRunning) {
   // A long SLO, a flat profile and a low rate: a deferred batch goes once it
   // reaches the efficient size (164 requests here, docs/policies.md) or near
-  // its deadline, which at 100 r/s is about once a second; so each frontend
-  // has tens of requests queued most of the time, and the test fails only if
-  // a batch goes between the victim's last request and the scheduler learning
-  // of the kill. (At 1600 r/s a batch went every 0.1 s, and a scheduler
-  // starved for that long by a parallel test run had dispatched them all.)
+  // its deadline, which at 100 r/s makes batches of about 50, half a second
+  // apart; so each frontend has tens of requests queued most of the time
+  // (36-39 of the victim's were dropped in 4 of 4 runs), and the test fails
+  // only if a batch goes between the victim's last request and the scheduler
+  // learning of the kill. (At 1600 r/s a batch went every 0.1 s, and a
+  // scheduler starved that long beside a parallel test run had dispatched
+  // them all.)
   write_config(1000, 100, 256, 0.2, 5);
   Proc sched = start_scheduler("sched");
   Proc b = start_backend("b", "emulated:2");
