@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "support/set_timer_queue.hpp"
