@@ -29,7 +29,11 @@ for s in "${sizes[@]}"; do
 done
 # The benchmark on CPU 0, the neighbour on CPU 1, where there are two.
 pin_bench=() pin_neighbour=()
-if command -v taskset >/dev/null && (($(nproc) >= 2)); then pin_bench=(taskset -c 0) pin_neighbour=(taskset -c 1); fi
+if command -v taskset >/dev/null && (($(nproc) >= 2)); then
+  pin_bench=(taskset -c 0) pin_neighbour=(taskset -c 1)
+else
+  echo "warning: no second CPU to pin the neighbour to (or no taskset): it will share the benchmark's core" >&2
+fi
 npid=""
 trap '[[ -n $npid ]] && kill "$npid" 2>/dev/null || true' EXIT
 rate() {  # bench_core size -> M requests/s
