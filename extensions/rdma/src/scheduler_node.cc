@@ -1290,6 +1290,12 @@ void SchedulerNode::Impl::apply_decision(EpochInfo info, const sim::EpochDecisio
     std::lock_guard<std::mutex> lock(part_mu_);
     epochs_.push_back(info);
     epoch_index = epochs_.size() - 1;
+    // Until the refresh below, a report shows the new moves as pending: one
+    // written in between must not show them unresolved with nothing pending.
+    for (const MoveRecord& mv : info.moves) {
+      ++snap_.loads_pending;
+      if (mv.from != kNoSubCluster) ++snap_.drains_pending;
+    }
   }
   auto move_index = [&](ModelId m) {
     for (std::size_t i = 0; i < info.moves.size(); ++i)
