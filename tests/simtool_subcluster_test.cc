@@ -105,6 +105,10 @@ TEST(SubClusterConfigTest, ParsesTheSection) {
   EXPECT_EQ(g.subclusters->node_limit, 5);
   // Without the section: no sub-clusters.
   EXPECT_FALSE(parse_config(config(""), "<none>").subclusters);
+  // Moves need a gain of 0.05 unless the section says otherwise.
+  EXPECT_EQ(s.min_improvement, 0.05);
+  EXPECT_EQ(parse_config(config("subclusters: {count: 2, min_improvement: 0}"), "<h>").subclusters->min_improvement,
+            0.0);
 }
 
 TEST(SubClusterConfigTest, RejectsBadSectionsNamingTheKey) {
@@ -127,6 +131,8 @@ TEST(SubClusterConfigTest, RejectsBadSectionsNamingTheKey) {
                   {"subclusters.rate_cap_rps", "balance: gpu_time"});
   expect_rejected("epoch.yaml", config("subclusters: {count: 2, epoch_s: -1}"),
                   {"subclusters.epoch_s", ">= 0"});
+  expect_rejected("gain.yaml", config("subclusters: {count: 2, min_improvement: -0.1}"),
+                  {"subclusters.min_improvement", ">= 0"});
   const std::string table = write_temp("mem.csv", "name,static_mib,dynamic_mib\nResNet50,98,900\n");
   expect_rejected("missing.yaml", config("subclusters: {count: 2, model_memory: " + table + "}"),
                   {"subclusters.model_memory", "model 'BERT' is not in"});
@@ -177,6 +183,46 @@ TEST(SubClusterPartitionerTest, SolvesEachEpochAgainstTheCurrentAssignmentWithin
   EXPECT_NE(q(r)->status.find("BERT"), std::string::npos) << q(r)->status;
   r.current.assign(6, kNoSubCluster);
   EXPECT_TRUE(q(r)->assignment.empty());
+}
+
+// Measured rates are noisy: a move whose gain is below min_improvement is not
+// made (the current assignment stays, and the status says why), so a small
+// model does not go back and forth from epoch to epoch; a real imbalance
+// still moves, and min_improvement 0 takes any gain.
+TEST(SubClusterPartitionerTest, KeepsTheAssignmentWhenAMoveGainsLessThanMinImprovement) {
+  auto partitioner = [](const std::string& extra) {
+    const Config c = parse_config(config("subclusters: {count: 2, method: greedy, balance: rate" + extra + "}"), "<h>");
+    return make_partitioner(*c.subclusters, c.spec, c.spec.gpus);
+  };
+  EpochRequest r;
+  r.epoch = 1;
+  r.gpus = {6, 6};
+  // Two busy models and four quiet ones, three each side.
+  r.current = {0, 1, 0, 1, 0, 1};
+  // Sub-cluster 0 carries 325 r/s, 1 carries 305: moving a 10 r/s model
+  // would balance them exactly, a gain of 10 / 315 = 0.032 of the objective.
+  r.rates = {305, 285, 10, 10, 10, 10};
+  const Result<EpochDecision> held = partitioner("")(r);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->assignment, r.current);
+  EXPECT_NE(held->status.find("below min_improvement 0.05"), std::string::npos) << held->status;
+  double objective = -1, proposed = -1;
+  for (const auto& [k, v] : held->stats) {
+    if (k == "objective") objective = v;
+    if (k == "proposed_objective") proposed = v;
+  }
+  EXPECT_NEAR(objective, 10.0 / 315, 1e-9);
+  EXPECT_LT(proposed, objective);
+  // Any gain moves with min_improvement 0.
+  const Result<EpochDecision> any = partitioner(", min_improvement: 0")(r);
+  ASSERT_TRUE(any.ok());
+  EXPECT_NE(any->assignment, r.current);
+  // A real imbalance moves with the default.
+  r.rates = {305, 10, 285, 10, 10, 10};
+  const Result<EpochDecision> moved = partitioner("")(r);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_NE(moved->assignment, r.current) << moved->status;
+  EXPECT_EQ(moved->status.find("kept"), std::string::npos) << moved->status;
 }
 
 TEST(SubClusterReportTest, ReportsEpochsAdviceAndSeriesByteIdentically) {

@@ -1,19 +1,24 @@
 // EpochPartitioner (epoch.hpp): one epoch's problem from the fixed model and
-// sub-cluster data, solved, with the keep-the-current-assignment rule.
+// sub-cluster data, solved, with the keep-the-current-assignment rules.
 #include "symphony/partition/epoch.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "internal.hpp"
 
 namespace symphony::partition {
 
 EpochPartitioner::EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters,
-                                   Options options, double memory_weight)
+                                   Options options, double memory_weight, double min_improvement)
     : models_(std::move(models)),
       subclusters_(std::move(subclusters)),
       options_(options),
-      memory_weight_(memory_weight) {
+      memory_weight_(memory_weight),
+      min_improvement_(min_improvement) {
+  if (!(min_improvement >= 0) || !std::isfinite(min_improvement))
+    throw InputError("min_improvement must be a finite number >= 0, got " + std::to_string(min_improvement));
   Problem p;
   p.models = models_;
   for (Model& m : p.models) m.rate = 0;
@@ -49,12 +54,20 @@ EpochPlan EpochPartitioner::plan(std::span<const double> rates, std::span<const 
   const Problem p = problem(rates, current, max_disruption);
   EpochPlan out;
   out.result = solve(p, options_);
-  if (out.result.has_solution()) {
-    out.assignment = out.result.assignment;
-    return out;
-  }
   const bool all_placed = !p.current.empty() && std::none_of(p.current.begin(), p.current.end(),
                                                              [](int j) { return j == kUnplaced; });
+  if (out.result.has_solution()) {
+    out.assignment = out.result.assignment;
+    if (min_improvement_ > 0 && all_placed && out.assignment != p.current) {
+      Evaluation now = evaluate(p, p.current);
+      if (now.feasible() && now.objective - out.result.evaluation.objective < min_improvement_) {
+        out.assignment = p.current;
+        out.held = true;
+        out.current = std::move(now);
+      }
+    }
+    return out;
+  }
   if (all_placed) {
     out.assignment = p.current;
     out.kept = true;

@@ -652,7 +652,7 @@ void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vecto
   r.check_keys(n, k,
                {"count", "gpus", "epoch_s", "max_disruption", "method", "time_limit_s", "node_limit",
                 "sample_limit", "warm_start", "seed", "memory_cap_mib", "rate_cap_rps", "memory_weight",
-                "cost_scale", "balance", "model_memory", "series_step_s"});
+                "cost_scale", "balance", "model_memory", "series_step_s", "min_improvement"});
   SubClusterConfig sc;
   const ExperimentSpec& e = c.spec;
   if (!n["count"]) r.fail(n, k + ".count", "is required (the number of sub-clusters)");
@@ -713,6 +713,8 @@ void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vecto
   if (n["rate_cap_rps"]) sc.rate_cap_rps = r.number_min(n["rate_cap_rps"], k + ".rate_cap_rps", 0, true);
   if (n["memory_weight"]) sc.memory_weight = r.number_min(n["memory_weight"], k + ".memory_weight", 0, false);
   if (n["cost_scale"]) sc.cost_scale = r.number_min(n["cost_scale"], k + ".cost_scale", 0, false);
+  if (n["min_improvement"])
+    sc.min_improvement = r.number_min(n["min_improvement"], k + ".min_improvement", 0, false);
   if (const YAML::Node b = n["balance"]) {
     const std::string v = r.string(b, k + ".balance");
     if (v == "rate")

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "csv.hpp"
 #include "symphony/partition/epoch.hpp"
@@ -23,6 +24,12 @@ double r6(double v) {
   return std::strtod(buf, nullptr);
 }
 json num(double v) { return std::isfinite(v) ? json(r6(v)) : json(nullptr); }
+// A number for a status line: three significant digits.
+std::string fmt_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 json seconds(TimePoint t) { return t.is_infinite() ? json(nullptr) : num(t.to_ms() / 1e3); }
 
 // GPU seconds a request of model m costs at the staggered bound's batch on
@@ -100,7 +107,7 @@ sim::Partitioner make_partitioner(const SubClusterConfig& c, const sim::Experime
   auto ep = std::make_shared<const partition::EpochPartitioner>(
       std::move(models),
       partition::uniform_subclusters(c.spec.count, c.rate_cap_rps, c.memory_cap_mib, c.cost_scale), o,
-      c.memory_weight);
+      c.memory_weight, c.min_improvement);
   return [ep, weight](const sim::EpochRequest& r) -> Result<sim::EpochDecision> {
     std::vector<double> load(r.rates.size());
     for (std::size_t i = 0; i < load.size(); ++i) load[i] = r.rates[i] * weight[i];
@@ -115,7 +122,18 @@ sim::Partitioner make_partitioner(const SubClusterConfig& c, const sim::Experime
     const partition::Result& res = plan.result;
     d.status = res.message();
     if (plan.kept) d.status = "kept the current assignment: " + d.status;
-    if (res.has_solution()) {
+    if (plan.held) {
+      // The stats describe the assignment in force: the current one.
+      const partition::Evaluation& ev = plan.current;
+      d.status = "kept the current assignment: the solver's lowers the objective by " +
+                 fmt_number(ev.objective - res.evaluation.objective) + ", below min_improvement " +
+                 fmt_number(ep->min_improvement()) + " (" + d.status + ")";
+      d.stats = {{"objective", ev.objective},
+                 {"rate_imbalance", ev.rate_imbalance},
+                 {"memory_imbalance", ev.memory_imbalance},
+                 {"disruption", 0.0},
+                 {"proposed_objective", res.objective}};
+    } else if (res.has_solution()) {
       const partition::Evaluation& ev = res.evaluation;
       d.stats = {{"objective", res.objective},
                  {"rate_imbalance", ev.rate_imbalance},
@@ -181,6 +199,7 @@ json subclusters_json(const SubClusterConfig& c, const sim::ExperimentSpec& e,
               {"sample_limit", c.sample_limit},
               {"warm_start", c.warm_start},
               {"max_disruption", num(c.spec.max_disruption)},
+              {"min_improvement", num(c.min_improvement)},
               {"memory_cap_mib", num(c.memory_cap_mib)},
               {"rate_cap_rps", num(c.rate_cap_rps)},
               {"memory_weight", num(c.memory_weight)},

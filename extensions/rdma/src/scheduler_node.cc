@@ -1525,6 +1525,7 @@ nlohmann::json SchedulerNode::Impl::subclusters_json() const {
     r["method"] = sub_cfg_->method;
     r["max_disruption"] =
         std::isfinite(sub_cfg_->spec.max_disruption) ? json(sub_cfg_->spec.max_disruption) : json(nullptr);
+    r["min_improvement"] = sub_cfg_->min_improvement;
   }
   json subs = json::array();
   for (const SubClusterSnapshot& x : s.subs)

@@ -6,11 +6,20 @@
 // and the solver's result behind it. The simulator (simtool) and a scheduler
 // process call it the same way.
 //
-// The plan's rule when the solver finds nothing: keep the current assignment
-// (every model stays where it is; nothing moves), and say why. At the first
-// placement (no model placed yet) there is nothing to keep, so the plan has no
-// assignment and the caller must stop. A solver that finds an assignment with
-// nothing to move returns the current one, so "no change" costs nothing.
+// The plan's rules:
+//  - when the solver finds nothing, keep the current assignment (every model
+//    stays where it is; nothing moves), and say why. At the first placement
+//    (no model placed yet) there is nothing to keep, so the plan has no
+//    assignment and the caller must stop;
+//  - when every model is placed and the current assignment is still feasible,
+//    keep it unless the solver's lowers the objective by at least
+//    `min_improvement` (the objective is a fraction of an average
+//    sub-cluster's load, so 0.05 asks a move to take 5 % of one off the worst
+//    deviation). Rates measured over an epoch are noisy; without this a small
+//    model can move back and forth every epoch, each move a load and a drain.
+//    0 takes any improvement.
+// A solver that finds an assignment with nothing to move returns the current
+// one, so "no change" costs nothing.
 //
 // Not part of the core: plain values, errors are exceptions (InputError for a
 // malformed problem, as solve()).
@@ -32,19 +41,23 @@ namespace symphony::partition {
 struct EpochPlan {
   std::vector<int> assignment;  // the assignment from this epoch on; empty: none (first placement failed)
   bool kept = false;            // the solver found nothing and the current assignment stays
+  bool held = false;            // the solver's assignment gained less than min_improvement: the current one stays
+  Evaluation current;           // of the current assignment under this epoch's rates, when held
   Result result;                // the solver's answer
 };
 
 class EpochPartitioner {
  public:
   // `models` give names, memory and move costs (their rates are ignored).
-  // Throws InputError when a model or sub-cluster is malformed.
+  // Throws InputError when a model or sub-cluster is malformed, or
+  // min_improvement is negative or not finite.
   EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters, Options options,
-                   double memory_weight = 1);
+                   double memory_weight = 1, double min_improvement = 0);
 
   std::size_t num_models() const { return models_.size(); }
   std::size_t num_subclusters() const { return subclusters_.size(); }
   const Options& options() const { return options_; }
+  double min_improvement() const { return min_improvement_; }
 
   // The problem of one epoch: these rates (requests/s, one per model), the
   // current assignment (one per model, kUnplaced for a model placed nowhere;
@@ -59,6 +72,7 @@ class EpochPartitioner {
   std::vector<SubCluster> subclusters_;
   Options options_;
   double memory_weight_;
+  double min_improvement_;
 };
 
 }  // namespace symphony::partition
