@@ -223,6 +223,18 @@ TEST(SubClusterPartitionerTest, KeepsTheAssignmentWhenAMoveGainsLessThanMinImpro
   ASSERT_TRUE(moved.ok());
   EXPECT_NE(moved->assignment, r.current) << moved->status;
   EXPECT_EQ(moved->status.find("kept"), std::string::npos) << moved->status;
+  // A move that leaves the worst sub-cluster as it is (the objective, a
+  // maximum, stays) but evens out the others still moves: the gain counts
+  // the RMS deviation too. Sub-cluster 0 holds a 600 r/s model alone.
+  const Config three = parse_config(config("subclusters: {count: 3, method: greedy, balance: rate}"), "<3>");
+  r.gpus = {4, 4, 4};
+  r.current = {0, 1, 1, 2, 2, 2};
+  r.rates = {600, 200, 100, 10, 0, 0};
+  const Result<EpochDecision> evened = make_partitioner(*three.subclusters, three.spec, three.spec.gpus)(r);
+  ASSERT_TRUE(evened.ok());
+  EXPECT_NE(evened->assignment, r.current) << evened->status;
+  EXPECT_EQ(evened->assignment[0], 0) << evened->status;
+  EXPECT_EQ(evened->status.find("kept"), std::string::npos) << evened->status;
 }
 
 TEST(SubClusterReportTest, ReportsEpochsAdviceAndSeriesByteIdentically) {

@@ -10,6 +10,26 @@
 
 namespace symphony::partition {
 
+namespace {
+
+// The objective's root-mean-square counterpart: the weighted RMS of the
+// sub-clusters' deviations from the mean, as fractions of it. A move can
+// help every sub-cluster but the worst (the solvers' tie-break), which the
+// objective, a maximum, does not see.
+double rms_deviation(const Problem& p, const Evaluation& e) {
+  const detail::Averages avg = detail::averages(p);
+  const detail::Weights w = detail::weights(p);
+  double rate = 0, memory = 0;
+  for (const SubClusterLoad& l : e.loads) {
+    if (avg.rate > 0) rate += std::pow((l.rate - avg.rate) / avg.rate, 2);
+    if (avg.static_memory > 0) memory += std::pow((l.static_memory - avg.static_memory) / avg.static_memory, 2);
+  }
+  const double n = static_cast<double>(std::max<std::size_t>(e.loads.size(), 1));
+  return w.rate * std::sqrt(rate / n) + w.memory * std::sqrt(memory / n);
+}
+
+}  // namespace
+
 EpochPartitioner::EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters,
                                    Options options, double memory_weight, double min_improvement)
     : models_(std::move(models)),
@@ -60,9 +80,13 @@ EpochPlan EpochPartitioner::plan(std::span<const double> rates, std::span<const 
     out.assignment = out.result.assignment;
     if (min_improvement_ > 0 && all_placed && out.assignment != p.current) {
       Evaluation now = evaluate(p, p.current);
-      if (now.feasible() && now.objective - out.result.evaluation.objective < min_improvement_) {
+      const Evaluation& next = out.result.evaluation;
+      const double gain =
+          std::max(now.objective - next.objective, rms_deviation(p, now) - rms_deviation(p, next));
+      if (now.feasible() && gain < min_improvement_) {
         out.assignment = p.current;
         out.held = true;
+        out.gain = gain;
         out.current = std::move(now);
       }
     }

@@ -125,9 +125,9 @@ sim::Partitioner make_partitioner(const SubClusterConfig& c, const sim::Experime
     if (plan.held) {
       // The stats describe the assignment in force: the current one.
       const partition::Evaluation& ev = plan.current;
-      d.status = "kept the current assignment: the solver's lowers the objective by " +
-                 fmt_number(ev.objective - res.evaluation.objective) + ", below min_improvement " +
-                 fmt_number(ep->min_improvement()) + " (" + d.status + ")";
+      d.status = "kept the current assignment: the solver's gains " + fmt_number(plan.gain) +
+                 " (objective or RMS deviation), below min_improvement " + fmt_number(ep->min_improvement()) +
+                 " (" + d.status + ")";
       d.stats = {{"objective", ev.objective},
                  {"rate_imbalance", ev.rate_imbalance},
                  {"memory_imbalance", ev.memory_imbalance},

@@ -12,12 +12,12 @@
 //    (no model placed yet) there is nothing to keep, so the plan has no
 //    assignment and the caller must stop;
 //  - when every model is placed and the current assignment is still feasible,
-//    keep it unless the solver's lowers the objective by at least
-//    `min_improvement` (the objective is a fraction of an average
-//    sub-cluster's load, so 0.05 asks a move to take 5 % of one off the worst
-//    deviation). Rates measured over an epoch are noisy; without this a small
-//    model can move back and forth every epoch, each move a load and a drain.
-//    0 takes any improvement.
+//    keep it unless the solver's gains at least `min_improvement`: lowers the
+//    objective (the worst sub-cluster's deviation from the mean, a fraction
+//    of the mean) or the RMS of all the sub-clusters' deviations by that much
+//    (0.05: 5 % of an average sub-cluster's load). Rates measured over an
+//    epoch are noisy; without this a small model can move back and forth
+//    every epoch, each move a load and a drain. 0 takes any improvement.
 // A solver that finds an assignment with nothing to move returns the current
 // one, so "no change" costs nothing.
 //
@@ -42,6 +42,7 @@ struct EpochPlan {
   std::vector<int> assignment;  // the assignment from this epoch on; empty: none (first placement failed)
   bool kept = false;            // the solver found nothing and the current assignment stays
   bool held = false;            // the solver's assignment gained less than min_improvement: the current one stays
+  double gain = 0;              // when held: the larger decrease, of the objective or of the RMS deviation
   Evaluation current;           // of the current assignment under this epoch's rates, when held
   Result result;                // the solver's answer
 };

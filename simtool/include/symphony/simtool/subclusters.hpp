@@ -53,8 +53,9 @@ struct SubClusterConfig {
   double cost_scale = 1;                                            // c_ij = move_cost x cost_scale
   Balance balance = Balance::kRate;
   // An epoch moves models only when that lowers the objective (the worst
-  // sub-cluster's deviation, as a fraction of an average one's load) by at
-  // least this much (partition::EpochPartitioner); 0: any improvement.
+  // sub-cluster's deviation, as a fraction of an average one's load) or the
+  // RMS of all the deviations by at least this much
+  // (partition::EpochPartitioner); 0: any improvement.
   double min_improvement = 0.05;
   std::string model_memory;         // the table as the config names it ("": none)
   std::string model_memory_file;    // the file it was read from
