@@ -3,9 +3,9 @@
 //
 // A 4-ary min-heap (detail/line_heap.hpp) of (end, slot) entries, 16 bytes
 // each, placed so that the four children of a node share one cache line; each
-// batch's payload waits in a slot of a pool beside it. With thousands of GPUs the heap no longer fits
-// in the L1 cache, and a pop then reads one line per level instead of two or
-// more (bench/results/core.md).
+// batch's payload waits in a slot of a pool beside it. With thousands of GPUs
+// the heap no longer fits in the L1 cache, and a pop then reads one line per
+// level instead of two or more (bench/results/core.md).
 //
 // Guarantees: no allocation after construction while at most `capacity`
 // batches are in flight (it grows past that); push and pop O(log n).
