@@ -81,7 +81,7 @@ TEST(LatencyProfileTest, RejectsBadTablesWithClearErrors) {
     EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status().message();
   };
   expect_error({}, "empty");
-  expect_error({{1, 5_ms}, {2, 4_ms}}, "not monotone: l(2)");
+  expect_error({{1, 5_ms}, {2, 4_ms}}, "not monotone: l(2) = 4 ms < l(1) = 5 ms");
   expect_error({{0, 5_ms}}, "batch size 0");
   expect_error({{2, 5_ms}, {2, 6_ms}}, "must increase");
   expect_error({{1, 5_ms}, {4, 6_ms}, {3, 7_ms}}, "must increase");

@@ -383,7 +383,7 @@ TEST(SchedulerBadInputTest, ReportsClearErrors) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Errc::kInvalidArgument);
   EXPECT_NE(r.status().message().find("tiny-slo"), std::string::npos);
-  EXPECT_NE(r.status().message().find("below l(1)"), std::string::npos);
+  EXPECT_NE(r.status().message().find("SLO 5.5 ms is below l(1) = 6 ms"), std::string::npos);
 
   // max_batch beyond the profile.
   ModelConfig mb = model_ms("mb", 1, 5, 50, 8);

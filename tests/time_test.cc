@@ -59,6 +59,19 @@ TEST(VirtualClockTest, MovesOnlyWhenTold) {
   EXPECT_EQ(c.now(), c.now());
 }
 
+TEST(FormatTest, MillisecondsAndSecondsAreExactWithoutTrailingZeros) {
+  EXPECT_EQ(format_ms(5_ms), "5");
+  EXPECT_EQ(format_ms(Duration::from_ms(6.125)), "6.125");
+  EXPECT_EQ(format_ms(1_ns), "0.000001");
+  EXPECT_EQ(format_ms(Duration::zero()), "0");
+  EXPECT_EQ(format_ms(Duration::nanoseconds(-1'500'000)), "-1.5");
+  EXPECT_EQ(format_ms(Duration::nanoseconds(123'456'789'012)), "123456.789012");
+  EXPECT_EQ(format_seconds(Duration::from_seconds(1.5)), "1.5");
+  EXPECT_EQ(format_seconds(10_s), "10");
+  EXPECT_EQ(format_seconds(1_ns), "0.000000001");
+  EXPECT_EQ(format_seconds(Duration::nanoseconds(-2)), "-0.000000002");
+}
+
 TEST(SteadyClockTest, IsMonotone) {
   SteadyClock c;
   TimePoint prev = c.now();

@@ -96,8 +96,8 @@ class LatencyProfile {
                         std::to_string(max_batch));
     if (alpha < Duration::zero() || beta < Duration::zero())
       return Status(Errc::kInvalidArgument, "linear profile needs alpha >= 0 and beta >= 0, got alpha=" +
-                                                std::to_string(alpha.to_ms()) + " ms, beta=" +
-                                                std::to_string(beta.to_ms()) + " ms");
+                                                format_ms(alpha) + " ms, beta=" +
+                                                format_ms(beta) + " ms");
     if (alpha + beta <= Duration::zero())
       return Status(Errc::kInvalidArgument, "linear profile has l(1) = 0; a batch must take time");
     LatencyProfile p;
@@ -133,9 +133,9 @@ class LatencyProfile {
       if (i > 0 && p.latency < points[i - 1].latency)
         return Status(Errc::kInvalidArgument,
                       "latency table is not monotone: l(" + std::to_string(p.batch) +
-                          ") = " + std::to_string(p.latency.to_ms()) + " ms < l(" +
+                          ") = " + format_ms(p.latency) + " ms < l(" +
                           std::to_string(points[i - 1].batch) + ") = " +
-                          std::to_string(points[i - 1].latency.to_ms()) + " ms");
+                          format_ms(points[i - 1].latency) + " ms");
     }
     const std::uint32_t last = points.back().batch;
     if (max_batch == 0) max_batch = last;

@@ -167,9 +167,9 @@ class ModelState {
                                                 std::to_string(cfg.profile.max_batch()));
     if (cfg.slo <= Duration::zero()) return Status(Errc::kInvalidArgument, who + ": SLO must be positive");
     if (cfg.slo < cfg.profile.latency(1))
-      return Status(Errc::kInvalidArgument, who + ": SLO " + std::to_string(cfg.slo.to_ms()) +
+      return Status(Errc::kInvalidArgument, who + ": SLO " + format_ms(cfg.slo) +
                                                 " ms is below l(1) = " +
-                                                std::to_string(cfg.profile.latency(1).to_ms()) +
+                                                format_ms(cfg.profile.latency(1)) +
                                                 " ms; no request could ever meet it");
     if (cfg.timeout && *cfg.timeout < Duration::zero())
       return Status(Errc::kInvalidArgument, who + ": timeout must not be negative");

@@ -116,16 +116,6 @@ inline std::string format_number(double v) {
   return buf;
 }
 
-// A duration in milliseconds, exactly (at most six decimals: nanoseconds).
-inline std::string format_ms(Duration d) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6f", d.to_ms());
-  std::string s = buf;
-  s.erase(s.find_last_not_of('0') + 1);
-  if (s.back() == '.') s.pop_back();
-  return s;
-}
-
 // A number >= 0 spelled in full (no trailing garbage), or nullopt.
 inline std::optional<double> parse_nonnegative(std::string_view text) {
   const std::string s(text);
@@ -319,11 +309,11 @@ inline std::string PolicySpec::to_string() const {
     case ExecKind::kEager: return "eager";
     case ExecKind::kTimeout:
       if (slo_fraction) return "timeout:" + detail::format_number(*slo_fraction) + "slo";
-      return "timeout:" + detail::format_ms(timeout) + "ms";
+      return "timeout:" + format_ms(timeout) + "ms";
     case ExecKind::kClockwork: {
       const ClockworkOptions d, &o = clockwork;
       if (o == d) return "clockwork";
-      return "clockwork:slack_ms=" + detail::format_ms(o.slack) + ",horizon_ms=" + detail::format_ms(o.horizon) +
+      return "clockwork:slack_ms=" + format_ms(o.slack) + ",horizon_ms=" + format_ms(o.horizon) +
              ",window=" + std::to_string(o.window) + ",percentile=" + detail::format_number(o.percentile);
     }
     case ExecKind::kNexus: {

@@ -16,6 +16,7 @@
 #include <compare>
 #include <concepts>
 #include <cstdint>
+#include <string>
 
 #include "symphony/config.hpp"
 
@@ -133,6 +134,30 @@ class VirtualClock {
 };
 
 static_assert(Clock<SteadyClock> && Clock<VirtualClock>);
+
+namespace detail {
+// |ns| / unit with its remainder in digits decimals, trailing zeros dropped.
+inline std::string format_fixed(std::int64_t ns, std::int64_t unit, int digits) {
+  const bool neg = ns < 0;
+  const std::uint64_t a = neg ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  const auto u = static_cast<std::uint64_t>(unit);
+  std::string s = neg ? "-" : "";
+  s += std::to_string(a / u);
+  std::uint64_t frac = a % u;
+  if (frac == 0) return s;
+  std::string f(static_cast<std::size_t>(digits), '0');
+  for (int i = digits - 1; i >= 0; --i, frac /= 10) f[static_cast<std::size_t>(i)] = static_cast<char>('0' + frac % 10);
+  f.erase(f.find_last_not_of('0') + 1);
+  s += '.';
+  s += f;
+  return s;
+}
+}  // namespace detail
+
+// A duration for messages and configs, exactly, without trailing zeros: in
+// milliseconds ("6.125", "10", "0.000001") or in seconds ("1.5").
+inline std::string format_ms(Duration d) { return detail::format_fixed(d.ns(), 1000000, 6); }
+inline std::string format_seconds(Duration d) { return detail::format_fixed(d.ns(), 1000000000, 9); }
 
 namespace literals {
 constexpr Duration operator""_ns(unsigned long long v) { return Duration::nanoseconds(static_cast<std::int64_t>(v)); }

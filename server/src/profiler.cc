@@ -117,7 +117,7 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
     batches.push_back(std::move(batch));
     if (Duration::nanoseconds(static_cast<std::int64_t>(last)) > opts.max_latency) {
       out.stopped_because = "batch " + std::to_string(b) + " already takes " +
-                            std::to_string(last / 1e6) + " ms (limit " + std::to_string(opts.max_latency.to_ms()) +
+                            format_ms(Duration::nanoseconds(static_cast<std::int64_t>(last))) + " ms (limit " + format_ms(opts.max_latency) +
                             " ms)";
       break;
     }

@@ -143,7 +143,7 @@ class Client::Impl final : public rdma::Transport::Handler {
     if (!ready_cv_.wait_for(lock, std::chrono::nanoseconds(timeout.ns()), [&] { return connected(); }))
       return Status(Errc::kFailedPrecondition,
                     "no scheduler at " + opts_.scheduler + " accepted this client within " +
-                        std::to_string(timeout.to_ms()) + " ms" +
+                        format_ms(timeout) + " ms" +
                         (last_refusal_.empty() ? "" : " (last refusal: " + last_refusal_ + ")"));
     return {};
   }
@@ -670,7 +670,7 @@ void Client::Impl::on_tick(TimePoint now) {
         continue;
       InferResult r;
       r.outcome = Outcome::kError;
-      r.error = "no outcome " + std::to_string(opts_.orphan_grace.to_ms()) + " ms after the deadline";
+      r.error = "no outcome " + format_ms(opts_.orphan_grace) + " ms after the deadline";
       finish(i, std::move(r), false);
     }
   }

@@ -174,8 +174,8 @@ void check_subclusters(const std::string& origin, const YAML::Node& n, const sim
   if (e > Duration::zero() && e < kMinClusterEpoch)
     fail(origin, n["epoch_s"], "subclusters.epoch_s",
          "an epoch re-partitions and moves models; at least " +
-             std::to_string(kMinClusterEpoch.to_seconds()) + " s (0: place the models once), got " +
-             std::to_string(e.to_seconds()));
+             format_seconds(kMinClusterEpoch) + " s (0: place the models once), got " +
+             format_seconds(e));
 }
 
 }  // namespace

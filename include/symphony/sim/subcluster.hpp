@@ -356,7 +356,7 @@ class SubClusterSimulator {
       }
     }();
     const std::string at =
-        "epoch " + std::to_string(req.epoch) + " (t = " + std::to_string(req.time.to_ms() / 1e3) + " s)";
+        "epoch " + std::to_string(req.epoch) + " (t = " + format_seconds(req.time - TimePoint::epoch()) + " s)";
     if (!d.ok()) return Status(d.status().code(), at + ": the partitioner failed: " + d.status().message());
     EpochRecord rec;
     rec.epoch = req.epoch;
