@@ -36,6 +36,21 @@ foreach(mode run goodput)
     endif()
   endforeach()
 endforeach()
+# The config may also be given as --config, as the cluster commands take it: the same report.
+execute_process(COMMAND ${CLI} simulate --config ${DATA}/sim_small.yaml --json -q -o ${WORK}/config_opt.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "symphony simulate --config failed: ${rc}: ${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/run_1.json ${WORK}/config_opt.json RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+  message(FATAL_ERROR "simulate --config FILE and simulate FILE gave different JSON")
+endif()
+# A missing config: exit 2, the message names the command and the file.
+execute_process(COMMAND ${CLI} simulate ${WORK}/no_such.yaml RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^symphony simulate: .*no_such.yaml: cannot open")
+  message(FATAL_ERROR "a missing config: expected exit 2 and 'symphony simulate: ...no_such.yaml: cannot open', got ${rc}: ${err}")
+endif()
 # A different seed gives a different report.
 execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml --json -q --seed 8 -o ${WORK}/seed8.json
                 RESULT_VARIABLE rc)

@@ -91,7 +91,7 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
   auto* cmd =
       app.add_subcommand("simulate", "Simulate a workload on emulated GPUs; search goodput or minimum GPUs");
   static Options o;
-  cmd->add_option("config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
+  cmd->add_option("config,--config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
   cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
   cmd->add_option("--policy", o.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", o.gather, std::string(kGatherHelp) + " (overrides the config)");
