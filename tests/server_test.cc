@@ -94,7 +94,11 @@ TEST(ServerTest, OutputsEqualADirectForwardOfEachInput) {
 TEST(ServerTest, ThousandsOfRequestsFromManyThreadsEndExactlyOnce) {
   ensure_profile("linear");
   auto s = make_server("cpu:2");
-  ASSERT_TRUE(s->add_model(model("linear", 500, 32)).ok());
+  // A 5 s SLO: this test takes ~0.4 s on an idle 2-core machine, profiling
+  // included, and the SLO leaves room for one ten times slower than its profile.
+  // At 500 ms, more than half the burst ended without output in 3 of 7 runs of
+  // the whole suite (ctest -j2) beside two busy loops.
+  ASSERT_TRUE(s->add_model(model("linear", 5000, 32)).ok());
   ASSERT_TRUE(s->start().ok());
   constexpr int kThreads = 8, kPerThread = 500;
   std::vector<std::atomic<int>> ended(kThreads * kPerThread);
@@ -123,8 +127,9 @@ TEST(ServerTest, ThousandsOfRequestsFromManyThreadsEndExactlyOnce) {
     with_output += v == 1;
   }
   EXPECT_EQ(once, kThreads * kPerThread) << "every request ends exactly once";
-  EXPECT_GT(with_output, kThreads * kPerThread * 9 / 10);
   const ServerStats st = s->stats();
+  EXPECT_GT(with_output, kThreads * kPerThread * 9 / 10)
+      << "ok " << st.ok << ", late " << st.late << ", dropped " << st.dropped << ", errors " << st.errors;
   EXPECT_EQ(st.sent, static_cast<std::uint64_t>(kThreads * kPerThread));
   EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, st.sent);
   ASSERT_EQ(st.models.size(), 1u);
