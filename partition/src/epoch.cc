@@ -38,7 +38,7 @@ EpochPartitioner::EpochPartitioner(std::vector<Model> models, std::vector<SubClu
       memory_weight_(memory_weight),
       min_improvement_(min_improvement) {
   if (!(min_improvement >= 0) || !std::isfinite(min_improvement))
-    throw InputError("min_improvement must be a finite number >= 0, got " + std::to_string(min_improvement));
+    throw InputError("min_improvement must be a finite number >= 0, got " + detail::fmt(min_improvement));
   Problem p;
   p.models = models_;
   for (Model& m : p.models) m.rate = 0;
