@@ -452,5 +452,44 @@ TEST(SchedulerShutdownTest, EveryRequestEndsExactlyOnce) {
   EXPECT_TRUE(s->remove_model(m).ok());
 }
 
+// The shard keeps its candidate without the delay, which it reports as
+// delay(size) under the delays in force, and counts a model's queued requests
+// by its queue: arrivals, the max_queue bound and grants agree on one number.
+TEST(ModelStateTest, CandidateDelayFollowsTheDelaysInForceAndQueuedIsTheQueue) {
+  ModelStateConfig cfg;
+  cfg.max_models = 1;
+  cfg.max_requests = 16;
+  cfg.delays.ctrl = Duration::microseconds(100);
+  cfg.delays.data = Duration::microseconds(10);
+  ModelState<> shard(cfg);
+  ModelConfig mc = model_ms("m", 1, 5, 12, 32);
+  mc.max_queue = 3;
+  ASSERT_TRUE(shard.add_model(0, mc).ok());
+  RecordingSink sink;
+  for (std::uint64_t tag = 1; tag <= 4; ++tag)
+    (void)shard.submit(0, tag, at_ms(0), at_ms(12), sink);
+  EXPECT_EQ(shard.queued(0), 3u);  // the fourth found the queue full
+  ASSERT_EQ(sink.outcomes.size(), 1u);
+  EXPECT_EQ(sink.outcomes[0].tag, 4u);
+  EXPECT_EQ(sink.outcomes[0].reason, DropReason::kQueueFull);
+
+  ASSERT_TRUE(shard.candidate(0));
+  EXPECT_EQ(shard.candidate(0)->size, 3u);
+  EXPECT_EQ(shard.candidate(0)->delay, Duration::microseconds(130));
+  shard.set_delays(Delays{Duration::microseconds(200), Duration::microseconds(20), Duration::zero(), Duration::zero()});
+  EXPECT_EQ(shard.candidate(0)->delay, Duration::microseconds(260));
+
+  const GrantResult g = shard.on_grant(0, 0, at_ms(0), at_ms(0), sink);
+  ASSERT_TRUE(g.dispatched);
+  ASSERT_EQ(sink.batches.size(), 1u);
+  EXPECT_EQ(sink.batches[0].tags, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(shard.queued(0), 0u);
+  EXPECT_FALSE(shard.candidate(0));
+  EXPECT_FALSE(shard.remove_model(0).ok());  // a batch is in flight
+  ASSERT_TRUE(shard.finish_batch(g.batch, at_ms(6), BatchStatus::kOk, sink).ok());
+  EXPECT_EQ(sink.count(Outcome::kOk), 3u);
+  EXPECT_TRUE(shard.remove_model(0).ok());
+}
+
 }  // namespace
 }  // namespace symphony

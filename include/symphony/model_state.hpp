@@ -114,9 +114,8 @@ class ModelState {
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
     m.lat = m.profile->view();  // and again on every profile change
-    m.queued = 0;
     m.inflight = 0;
-    m.has_cand = false;
+    m.cand_size = 0;
     return {};
   }
 
@@ -124,9 +123,9 @@ class ModelState {
   Status remove_model(ModelId id) {
     if (!has_model(id)) return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
     Slot& m = models_[id];
-    if (m.queued || m.inflight)
+    if (m.queue.size() || m.inflight)
       return Status(Errc::kFailedPrecondition,
-                    "model '" + m.cfg->name + "' is not idle: " + std::to_string(m.queued) + " queued, " +
+                    "model '" + m.cfg->name + "' is not idle: " + std::to_string(m.queue.size()) + " queued, " +
                         std::to_string(m.inflight) + " in-flight batches");
     m.active = false;
     m.profile = nullptr;
@@ -153,7 +152,7 @@ class ModelState {
     if (m.calib) return m.calib->snapshot();
     return CalibrationSnapshot{false, m.cfg->profile, m.cfg->profile, 0, 0, {}};
   }
-  std::uint32_t queued(ModelId id) const noexcept { return models_[id].queued; }
+  std::uint32_t queued(ModelId id) const noexcept { return models_[id].queue.size(); }
   std::uint32_t inflight_batches(ModelId id) const noexcept { return models_[id].inflight; }
   std::uint32_t free_request_slots() const noexcept { return cfg_.max_requests - used_requests_; }
 
@@ -178,12 +177,12 @@ class ModelState {
     return {};
   }
 
-  // Starts loading the model's slot, all of whose lines an arrival reads
+  // Starts loading the lines of the model's slot that an arrival reads
   // (Scheduler::prefetch). Any id.
   void prefetch(ModelId id) const noexcept {
     if (id >= cfg_.max_models) return;
     const char* p = reinterpret_cast<const char*>(&models_[id]);
-    for (std::size_t off = 0; off < sizeof(Slot); off += 64) SYMPHONY_PREFETCH(p + off);
+    for (std::size_t off = 0; off < kHotSlotBytes; off += 64) SYMPHONY_PREFETCH(p + off);
   }
 
   // A request for model `id` arrives at `now`, due at `deadline`.
@@ -206,7 +205,7 @@ class ModelState {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
       return {SubmitStatus::kDropped, {}};
     }
-    if ((m.max_queue && m.queued >= m.max_queue) || !free_requests_) {
+    if ((m.max_queue && m.queue.size() >= m.max_queue) || !free_requests_) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kQueueFull);
       return {SubmitStatus::kDropped, {}};
     }
@@ -220,7 +219,6 @@ class ModelState {
     r->next = nullptr;
     r->model = id;
     m.queue.push(*r);
-    ++m.queued;
     // Only requests that can join a batch count; the candidate is recomputed
     // right away, so it always reflects the current estimate.
     m.arrivals.on_arrival(arrival);
@@ -242,7 +240,7 @@ class ModelState {
   // profile makes infeasible are dropped (expired) with an outcome.
   template <SchedulerSink Sink>
   CandidateUpdate refresh_candidate(ModelId id, TimePoint now, Sink& sink) {
-    if (!has_model(id) || models_[id].queued == 0) return {};
+    if (!has_model(id) || models_[id].queue.empty()) return {};
     return update_candidate(id, now, TimePoint::neg_infinite(), false, sink);
   }
 
@@ -290,7 +288,6 @@ class ModelState {
       tail = r;
     }
     tail->next = nullptr;
-    m.queued -= c.size;
     ++m.inflight;
     ++inflight_total_;
 
@@ -363,7 +360,7 @@ class ModelState {
       fr.profile_changed = true;
     }
     --m.inflight;
-    fr.model_idle = m.queued == 0 && m.inflight == 0;
+    fr.model_idle = m.queue.empty() && m.inflight == 0;
     free_batch_slot(*br, BatchIdLayout::slot(bid));
     return fr;
   }
@@ -374,13 +371,12 @@ class ModelState {
   void drop_all_queued(TimePoint now, DropReason why, Sink& sink, OnModel&& on_model) {
     for (ModelId id = 0; id < cfg_.max_models; ++id) {
       Slot& m = models_[id];
-      if (!m.active || m.queued == 0) continue;
+      if (!m.active || m.queue.empty()) continue;
       while (Request* r = m.queue.pop_front()) {
         emit_drop(sink, id, r->tag, r->arrival, r->deadline, now, why);
         release(*r);
       }
-      m.queued = 0;
-      m.has_cand = false;
+      m.cand_size = 0;
       on_model(id);
     }
   }
@@ -412,38 +408,45 @@ class ModelState {
 
   // The model's current candidate as last computed (tests, introspection).
   std::optional<Candidate> candidate(ModelId id) const {
-    if (!has_model(id) || !models_[id].has_cand) return std::nullopt;
-    return models_[id].cand;
+    if (!has_model(id) || models_[id].cand_size == 0) return std::nullopt;
+    const Slot& m = models_[id];
+    return Candidate{m.cand_size, m.cand_exec, m.cand_latest, cfg_.delays.delay(m.cand_size)};
   }
 
  private:
   static constexpr std::uint32_t kNoSlot = ~0u;
   static constexpr double kMissMemory = 128;  // dispatches in the window-miss average
 
-  // One model, three cache lines. The fields an arrival and a candidate
-  // update read come first: the first two lines and the start of the third
-  // (max_queue and the flags), which is why Scheduler::prefetch loads all
-  // three (with many models, a model's state is usually cold when its
-  // request arrives); the hot copies of the config (slo, max_batch,
-  // target_batch, max_queue) spare a miss on *cfg, and the profile's table
-  // (lat) a miss on the profile object before its table.
-  struct alignas(64) Slot {
+  // One model, three cache lines. The first two hold everything an arrival
+  // and a candidate update read or write, which is all that
+  // Scheduler::prefetch loads (with many models, a model's state is usually
+  // cold when its request arrives, and beside a tenant that streams through
+  // the L3 every line fetched costs a DRAM access: bench/results/core.md). So
+  // the queue's length is its tree's, the candidate is kept without its delay
+  // (delay(size) under the current delays), and the hot copies of the config
+  // (slo, max_batch, target_batch, max_queue) spare a miss on *cfg, as the
+  // profile's table (lat) spares one on the profile object. The third line is
+  // read on grants and finishes, and by the timeout policy.
+  struct alignas(64) SlotHot {
     ModelQueue queue;
-    Candidate cand;
     LatencyView lat;  // profile's table, read without loading the profile
     Duration slo;
     ArrivalGapEstimator arrivals;
-    double window_misses = 0;             // moving average of `missed` per dispatch
-    std::uint32_t queued = 0;
+    double window_misses = 0;  // moving average of `missed` per dispatch
+    TimePoint cand_exec;       // the candidate as last computed, if cand_size > 0
+    TimePoint cand_latest;
+    std::uint32_t cand_size = 0;
     std::uint32_t efficient_batch = ~0u;  // the exec policy's, for this model
     std::uint32_t max_batch = 0;
     std::uint32_t target_batch = 0;
     std::uint32_t max_queue = 0;
     bool active = false;
-    bool has_cand = false;
-    bool missed = false;                  // a candidate missed its window since the last dispatch
-    bool auto_target = false;             // target_batch follows the profile
-    // Read on grants, finishes and by the timeout policy.
+    bool missed = false;       // a candidate missed its window since the last dispatch
+    bool auto_target = false;  // target_batch follows the profile
+  };
+  static constexpr std::size_t kHotSlotBytes = 128;
+  static_assert(sizeof(SlotHot) == kHotSlotBytes, "Slot: what an arrival reads must fill the first two lines");
+  struct Slot : SlotHot {
     std::uint32_t inflight = 0;
     std::optional<Duration> timeout;
     std::unique_ptr<ProfileCalibrator> calib;
@@ -523,14 +526,13 @@ class ModelState {
     GatherInputs in{now, gpu_free, &dl, m.lat, m.max_batch, m.target_batch};
     auto drop = [&](Request& r, DropReason why) {
       emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
-      --m.queued;
       release(r);
     };
     const GatherResult g = gather_.gather(m.queue, in, drop);
     CandidateUpdate u;
     if (g.size == 0) {
-      u.changed = force || m.has_cand;
-      m.has_cand = false;
+      u.changed = force || m.cand_size != 0;
+      m.cand_size = 0;
       return u;
     }
     const Duration delay = dl.delay(g.size);
@@ -545,13 +547,15 @@ class ModelState {
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).
-    const bool same = m.has_cand && m.cand.size == c.size && m.cand.latest == c.latest &&
-                      (m.cand.exec == c.exec || (m.cand.exec <= now + m.cand.delay && c.exec <= now + delay));
+    const bool same = m.cand_size == c.size && m.cand_latest == c.latest &&
+                      (m.cand_exec == c.exec ||
+                       (m.cand_exec <= now + dl.delay(m.cand_size) && c.exec <= now + delay));
     u.changed = force || !same;
     u.present = true;
     u.candidate = c;
-    m.cand = c;
-    m.has_cand = true;
+    m.cand_size = c.size;
+    m.cand_exec = c.exec;
+    m.cand_latest = c.latest;
     return u;
   }
 
