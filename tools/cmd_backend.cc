@@ -46,7 +46,7 @@ int run_backend(const BackendArgs& a) {
   rdma::BackendOptions o;
   Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler);
   if (!hp.ok()) {
-    std::fprintf(stderr, "symphony backend: --scheduler: %s\n", hp.status().message().c_str());
+    print_error("backend", "--scheduler: %s\n", hp.status().message().c_str());
     return 2;
   }
   o.scheduler = *hp;
@@ -57,7 +57,7 @@ int run_backend(const BackendArgs& a) {
       if (o.token.empty()) o.token = rdma::effective_token(c.cluster);
       o.ucx_tls = c.cluster.ucx_tls;
     } catch (const simtool::ConfigError& e) {
-      std::fprintf(stderr, "symphony backend: %s\n", e.what());
+      print_error("backend", "%s\n", e.what());
       return 2;
     }
   }
@@ -69,7 +69,7 @@ int run_backend(const BackendArgs& a) {
     for (const std::string& m : a.models) {
       Result<rdma::TorchModelSpec> spec = rdma::parse_torch_model_spec(m);
       if (!spec.ok()) {
-        std::fprintf(stderr, "symphony backend: %s\n", spec.status().message().c_str());
+        print_error("backend", "%s\n", spec.status().message().c_str());
         return 2;
       }
       specs.push_back(*spec);
@@ -77,18 +77,17 @@ int run_backend(const BackendArgs& a) {
     Result<std::unique_ptr<rdma::BackendDevices>> d =
         rdma::make_torch_devices(a.devices, specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
     if (!d.ok()) {
-      std::fprintf(stderr, "symphony backend: %s\n", d.status().message().c_str());
+      print_error("backend", "%s\n", d.status().message().c_str());
       return 2;
     }
     o.device_set = std::move(*d);
 #else
-    std::fprintf(stderr,
-                 "symphony backend: --devices %s needs the server library (libtorch); this build has emulated:N only\n",
-                 a.devices.c_str());
+    print_error("backend", "--devices %s needs the server library (libtorch); this build has emulated:N only\n",
+                a.devices.c_str());
     return 2;
 #endif
   } else if (!a.models.empty()) {
-    std::fprintf(stderr, "symphony backend: emulated devices run no model: drop --model or use --devices cpu|cuda\n");
+    print_error("backend", "emulated devices run no model: drop --model or use --devices cpu|cuda\n");
     return 2;
   }
   o.exec_log = a.exec_log;
@@ -97,13 +96,13 @@ int run_backend(const BackendArgs& a) {
   o.log = rdma::stderr_logger(a.name.empty() ? "backend" : a.name);
   if (!a.metrics.empty()) {  // checked before anything starts
     if (auto p = metrics::parse_listen_address(a.metrics); !p.ok()) {
-      std::fprintf(stderr, "symphony backend: --metrics: %s\n", p.status().message().c_str());
+      print_error("backend", "--metrics: %s\n", p.status().message().c_str());
       return 2;
     }
   }
   Result<std::unique_ptr<rdma::BackendNode>> node = rdma::BackendNode::create(std::move(o));
   if (!node.ok()) {
-    std::fprintf(stderr, "symphony backend: %s\n", node.status().message().c_str());
+    print_error("backend", "%s\n", node.status().message().c_str());
     return 2;
   }
   std::unique_ptr<metrics::Endpoint> endpoint;
@@ -113,7 +112,7 @@ int run_backend(const BackendArgs& a) {
         a.metrics, [n](metrics::Writer& w) { rdma::write_backend_metrics(n->metrics_snapshot(), w); },
         [n] { return rdma::backend_not_ready(n->metrics_snapshot()); });
     if (!ep.ok()) {
-      std::fprintf(stderr, "symphony backend: --metrics: %s\n", ep.status().message().c_str());
+      print_error("backend", "--metrics: %s\n", ep.status().message().c_str());
       return 2;
     }
     endpoint = std::move(*ep);

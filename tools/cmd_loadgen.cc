@@ -96,16 +96,16 @@ int run_loadgen(const LoadgenArgs& a) {
   try {
     cfg = rdma::load_cluster_config(a.config, false);
   } catch (const simtool::ConfigError& e) {
-    std::fprintf(stderr, "symphony loadgen: %s\n", e.what());
+    print_error("loadgen", "%s\n", e.what());
     return 2;
   }
   if (a.input_bytes == 0) {
-    std::fprintf(stderr, "symphony loadgen: --input-bytes must be positive\n");
+    print_error("loadgen", "--input-bytes must be positive\n");
     return 2;
   }
   const sim::ExperimentSpec& spec = cfg.sim.spec;
   if (!spec.trace.empty()) {
-    std::fprintf(stderr, "symphony loadgen: trace workloads are not supported by loadgen yet\n");
+    print_error("loadgen", "trace workloads are not supported by loadgen yet\n");
     return 2;
   }
   cluster::ClientOptions co;
@@ -119,12 +119,12 @@ int run_loadgen(const LoadgenArgs& a) {
   co.log = rdma::stderr_logger(a.name);
   auto client = cluster::Client::connect(co);
   if (!client.ok()) {
-    std::fprintf(stderr, "symphony loadgen: %s\n", client.status().message().c_str());
+    print_error("loadgen", "%s\n", client.status().message().c_str());
     return 2;
   }
   cluster::Client& c = **client;
   if (Status s = c.wait_ready(Duration::from_seconds(a.connect_timeout_s)); !s.ok()) {
-    std::fprintf(stderr, "symphony loadgen: %s\n", s.message().c_str());
+    print_error("loadgen", "%s\n", s.message().c_str());
     return 1;
   }
   // The config's models must be the cluster's.
@@ -134,8 +134,8 @@ int run_loadgen(const LoadgenArgs& a) {
     const std::string& n = spec.models[i].name;
     if (std::none_of(served.begin(), served.end(),
                      [&](const cluster::ModelInfo& m) { return m.name == n; })) {
-      std::fprintf(stderr, "symphony loadgen: model '%s' of %s is not served by the cluster\n", n.c_str(),
-                   a.config.c_str());
+      print_error("loadgen", "model '%s' of %s is not served by the cluster\n", n.c_str(),
+                  a.config.c_str());
       return 2;
     }
     tallies.push_back(std::make_unique<Tally>());
@@ -152,7 +152,7 @@ int run_loadgen(const LoadgenArgs& a) {
   const double warmup =
       a.warmup_s >= 0 ? a.warmup_s : std::min(spec.warmup.to_seconds(), w.duration.to_seconds() / 4);
   if (Status s = w.validate(); !s.ok()) {
-    std::fprintf(stderr, "symphony loadgen: workload: %s\n", s.message().c_str());
+    print_error("loadgen", "workload: %s\n", s.message().c_str());
     return 2;
   }
   // A few random inputs, reused (their hashes known for the output check).
@@ -326,7 +326,7 @@ int run_loadgen(const LoadgenArgs& a) {
     std::ofstream f(a.json_out);
     f << report.dump(2) << "\n";
     if (!f) {
-      std::fprintf(stderr, "symphony loadgen: cannot write %s\n", a.json_out.c_str());
+      print_error("loadgen", "cannot write %s\n", a.json_out.c_str());
       return 1;
     }
     if (!a.quiet) std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());

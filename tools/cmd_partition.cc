@@ -110,9 +110,8 @@ int run(const Options& o) {
       part::CurrentAssignment cur = part::read_assignment_json(o.current, p.models, L);
       p.current = std::move(cur.current);
       if (!cur.unknown_models.empty()) {
-        std::fprintf(
-            stderr, "symphony partition: %s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n",
-            o.current.c_str(), cur.unknown_models.size(), o.models.c_str(), cur.unknown_models[0].c_str());
+        print_error("partition", "%s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n", o.current.c_str(),
+                    cur.unknown_models.size(), o.models.c_str(), cur.unknown_models[0].c_str());
       }
     }
     p.max_disruption = o.max_disruption;
@@ -138,18 +137,18 @@ int run(const Options& o) {
     }
     if (!o.quiet && o.json != "-") std::cout << table(p, r);
     if (!r.has_solution()) {
-      std::fprintf(stderr, "symphony partition: %s\n", r.message().c_str());
+      print_error("partition", "%s\n", r.message().c_str());
       return 1;
     }
     return 0;
   } catch (const part::FileError& e) {
-    std::fprintf(stderr, "symphony partition: %s\n", e.what());
+    print_error("partition", "%s\n", e.what());
     return 2;
   } catch (const part::InputError& e) {
-    std::fprintf(stderr, "symphony partition: %s\n", e.what());
+    print_error("partition", "%s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "symphony partition: error: %s\n", e.what());
+    print_error("partition", "error: %s\n", e.what());
     return 1;
   }
 }

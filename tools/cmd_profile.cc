@@ -29,12 +29,12 @@ int run_profile(const ProfileArgs& a) {
   using namespace symphony::server;
   auto devs = parse_devices(a.device, cuda_device_count());
   if (!devs.ok()) {
-    std::fprintf(stderr, "symphony profile: %s\n", devs.status().message().c_str());
+    print_error("profile", "%s\n", devs.status().message().c_str());
     return 2;
   }
   const DeviceSpec d = devs->front();
   if (!runs_model(d.kind)) {
-    std::fprintf(stderr, "symphony profile: emulated devices have no latency to measure; give their profile in the config\n");
+    print_error("profile", "emulated devices have no latency to measure; give their profile in the config\n");
     return 2;
   }
   if (a.threads > 0) set_cpu_threads(a.threads);
@@ -44,7 +44,7 @@ int run_profile(const ProfileArgs& a) {
   for (std::size_t i = 0; i < a.inputs.size(); ++i) {
     auto s = parse_input_spec(a.inputs[i], "input" + std::to_string(i));
     if (!s.ok()) {
-      std::fprintf(stderr, "symphony profile: %s\n", s.status().message().c_str());
+      print_error("profile", "%s\n", s.status().message().c_str());
       return 2;
     }
     o.inputs.push_back(*s);
@@ -53,7 +53,7 @@ int run_profile(const ProfileArgs& a) {
   std::fprintf(stderr, "loading %s on %s...\n", a.path.c_str(), d.to_string().c_str());
   auto m = TorchModel::load(o);
   if (!m.ok()) {
-    std::fprintf(stderr, "symphony profile: %s\n", m.status().message().c_str());
+    print_error("profile", "%s\n", m.status().message().c_str());
     return 1;
   }
   ProfileOptions po;
@@ -68,7 +68,7 @@ int run_profile(const ProfileArgs& a) {
   auto p = profile_model(**m, 0, po);
   progress.finish();
   if (!p.ok()) {
-    std::fprintf(stderr, "symphony profile: %s\n", p.status().message().c_str());
+    print_error("profile", "%s\n", p.status().message().c_str());
     return 1;
   }
   p->device = d.to_string();
@@ -80,7 +80,7 @@ int run_profile(const ProfileArgs& a) {
                 pt.batch / pt.median.to_seconds());
   const std::string out = a.out.empty() ? default_profile_path(a.path, d) : a.out;
   if (Status s = profile_io::write_profile_file(out, *p); !s.ok()) {
-    std::fprintf(stderr, "symphony profile: %s\n", s.message().c_str());
+    print_error("profile", "%s\n", s.message().c_str());
     return 1;
   }
   std::printf("wrote %s\n", out.c_str());

@@ -77,7 +77,7 @@ int run_scheduler(const SchedulerArgs& a) {
   rdma::SchedulerOptions o;
   Result<rdma::HostPort> hp = rdma::HostPort::parse(a.listen);
   if (!hp.ok()) {
-    std::fprintf(stderr, "symphony scheduler: --listen: %s\n", hp.status().message().c_str());
+    print_error("scheduler", "--listen: %s\n", hp.status().message().c_str());
     return 2;
   }
   o.listen = *hp;
@@ -89,29 +89,29 @@ int run_scheduler(const SchedulerArgs& a) {
       simtool::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
     }
   } catch (const simtool::ConfigError& e) {
-    std::fprintf(stderr, "symphony scheduler: %s\n", e.what());
+    print_error("scheduler", "%s\n", e.what());
     return 2;
   }
   o.verbose = a.verbose;
   o.log = rdma::stderr_logger("scheduler");
   if (Status s = check_runs_in_core(o.config.sim.spec.policy); !s.ok()) {
-    std::fprintf(stderr, "symphony scheduler: %s\n", s.message().c_str());
+    print_error("scheduler", "%s\n", s.message().c_str());
     return 2;
   }
   const std::string metrics_at = a.metrics.empty() ? o.config.cluster.metrics : a.metrics;
   if (!metrics_at.empty()) {  // checked before anything starts
     if (auto p = metrics::parse_listen_address(metrics_at); !p.ok()) {
-      std::fprintf(stderr, "symphony scheduler: --metrics / cluster.metrics: %s\n", p.status().message().c_str());
+      print_error("scheduler", "--metrics / cluster.metrics: %s\n", p.status().message().c_str());
       return 2;
     }
   }
   if (!(a.autoscale_window_s > 0)) {
-    std::fprintf(stderr, "symphony scheduler: --autoscale-window must be a positive number of seconds\n");
+    print_error("scheduler", "--autoscale-window must be a positive number of seconds\n");
     return 2;
   }
   Result<std::unique_ptr<rdma::SchedulerNode>> node = rdma::SchedulerNode::create(std::move(o));
   if (!node.ok()) {
-    std::fprintf(stderr, "symphony scheduler: %s\n", node.status().message().c_str());
+    print_error("scheduler", "%s\n", node.status().message().c_str());
     return 1;
   }
   metrics::AutoscaleWindow window(Duration::from_seconds(a.autoscale_window_s));
@@ -128,7 +128,7 @@ int run_scheduler(const SchedulerArgs& a) {
         },
         [n] { return n->not_ready(); });
     if (!ep.ok()) {
-      std::fprintf(stderr, "symphony scheduler: --metrics / cluster.metrics: %s\n", ep.status().message().c_str());
+      print_error("scheduler", "--metrics / cluster.metrics: %s\n", ep.status().message().c_str());
       return 2;
     }
     endpoint = std::move(*ep);
@@ -143,7 +143,7 @@ int run_scheduler(const SchedulerArgs& a) {
   (*node)->stop();
   endpoint.reset();
   if (!a.report.empty() && !write_report(**node, a.report)) {
-    std::fprintf(stderr, "symphony scheduler: cannot write %s\n", a.report.c_str());
+    print_error("scheduler", "cannot write %s\n", a.report.c_str());
     return 1;
   }
   return 0;

@@ -331,14 +331,14 @@ void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
 int run_serve(ServeArgs a) {
   auto cfg = load_serve_config(a.config);
   if (!cfg.ok()) {
-    std::fprintf(stderr, "symphony serve: %s\n", cfg.status().message().c_str());
+    print_error("serve", "%s\n", cfg.status().message().c_str());
     return 2;
   }
   if (!a.policy.empty()) {
     auto p = parse_policy(a.policy);
     if (p.ok() && !check_runs_in_core(*p).ok()) p = check_runs_in_core(*p);
     if (!p.ok()) {
-      std::fprintf(stderr, "symphony serve: --policy: %s\n", p.status().message().c_str());
+      print_error("serve", "--policy: %s\n", p.status().message().c_str());
       return 2;
     }
     cfg->policy = *p;
@@ -346,7 +346,7 @@ int run_serve(ServeArgs a) {
   if (!a.gather.empty()) {
     auto g = parse_gather(a.gather);
     if (!g.ok()) {
-      std::fprintf(stderr, "symphony serve: --gather: %s\n", g.status().message().c_str());
+      print_error("serve", "--gather: %s\n", g.status().message().c_str());
       return 2;
     }
     cfg->policy.gather = *g;
@@ -354,7 +354,7 @@ int run_serve(ServeArgs a) {
   if (!a.devices.empty()) cfg->devices = a.devices;
   if (!a.metrics.empty()) cfg->metrics = a.metrics;
   if (!(a.autoscale_window_s > 0)) {
-    std::fprintf(stderr, "symphony serve: --autoscale-window must be a positive number of seconds\n");
+    print_error("serve", "--autoscale-window must be a positive number of seconds\n");
     return 2;
   }
   if (!a.recalibrate.empty()) cfg->recalibration.enabled = a.recalibrate == "on";
@@ -375,7 +375,7 @@ int run_serve(ServeArgs a) {
   so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   auto server = Server::create(so);
   if (!server.ok()) {
-    std::fprintf(stderr, "symphony serve: %s\n", server.status().message().c_str());
+    print_error("serve", "%s\n", server.status().message().c_str());
     return 2;
   }
   Server& srv = **server;
@@ -397,7 +397,7 @@ int run_serve(ServeArgs a) {
         cfg->metrics, [&mstate](metrics::Writer& w) { collect_serve_metrics(mstate, w); },
         [&mstate] { return ready_reason(mstate); });
     if (!ep.ok()) {
-      std::fprintf(stderr, "symphony serve: --metrics / metrics: %s\n", ep.status().message().c_str());
+      print_error("serve", "--metrics / metrics: %s\n", ep.status().message().c_str());
       return 2;
     }
     endpoint = std::move(*ep);
@@ -418,12 +418,12 @@ int run_serve(ServeArgs a) {
     mo.alpha = m.alpha;
     mo.beta = m.beta;
     if (Status s = srv.add_model(mo); !s.ok()) {
-      std::fprintf(stderr, "symphony serve: %s\n", s.message().c_str());
+      print_error("serve", "%s\n", s.message().c_str());
       return 1;
     }
   }
   if (Status s = srv.start(); !s.ok()) {
-    std::fprintf(stderr, "symphony serve: %s\n", s.message().c_str());
+    print_error("serve", "%s\n", s.message().c_str());
     return 1;
   }
   const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);
@@ -636,7 +636,7 @@ int run_serve(ServeArgs a) {
     std::ofstream f(a.json_out);
     f << report.dump(2) << "\n";
     if (!f) {
-      std::fprintf(stderr, "symphony serve: cannot write %s\n", a.json_out.c_str());
+      print_error("serve", "cannot write %s\n", a.json_out.c_str());
       return 1;
     }
     std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());

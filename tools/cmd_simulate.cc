@@ -77,10 +77,10 @@ int run(const Options& o) {
     }
     return 0;
   } catch (const simtool::ConfigError& e) {
-    std::fprintf(stderr, "symphony simulate: %s\n", e.what());
+    print_error("simulate", "%s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "symphony simulate: error: %s\n", e.what());
+    print_error("simulate", "error: %s\n", e.what());
     return 1;
   }
 }

@@ -48,18 +48,18 @@ int run(const StressOptions& o) {
   c.ingress_capacity = o.ingress;
   Result<PolicySpec> policy = parse_policy(o.policy);
   if (!policy.ok()) {
-    std::fprintf(stderr, "symphony stress: --policy: %s\n", policy.status().message().c_str());
+    print_error("stress", "--policy: %s\n", policy.status().message().c_str());
     return 2;
   }
   Result<GatherKind> gather = parse_gather(o.gather);
   if (!gather.ok()) {
-    std::fprintf(stderr, "symphony stress: --gather: %s\n", gather.status().message().c_str());
+    print_error("stress", "--gather: %s\n", gather.status().message().c_str());
     return 2;
   }
   c.policy = *policy;
   c.policy.gather = *gather;
   if (Status s = check_runs_in_core(c.policy); !s.ok()) {
-    std::fprintf(stderr, "symphony stress: --policy: %s\n", s.message().c_str());
+    print_error("stress", "--policy: %s\n", s.message().c_str());
     return 2;
   }
   Result<StressReport> res = run_stress(c);

@@ -6,6 +6,10 @@
 
 namespace symphony::tools {
 
+// Prints "symphony <command>: " and then the printf-style message on stderr,
+// so that every subcommand's errors start the same way.
+[[gnu::format(printf, 2, 3)]] void print_error(const char* command, const char* format, ...);
+
 // Prints the paper's worked example (§3.3) as scheduled by the real engine.
 CLI::App* add_example(CLI::App& app, int& exit_code);
 

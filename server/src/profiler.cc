@@ -115,10 +115,9 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
       break;
     }
     batches.push_back(std::move(batch));
-    if (Duration::nanoseconds(static_cast<std::int64_t>(last)) > opts.max_latency) {
-      out.stopped_because = "batch " + std::to_string(b) + " already takes " +
-                            format_ms(Duration::nanoseconds(static_cast<std::int64_t>(last))) + " ms (limit " + format_ms(opts.max_latency) +
-                            " ms)";
+    if (const Duration took = Duration::nanoseconds(static_cast<std::int64_t>(last)); took > opts.max_latency) {
+      out.stopped_because = "batch " + std::to_string(b) + " already takes " + format_ms(took) + " ms (limit " +
+                            format_ms(opts.max_latency) + " ms)";
       break;
     }
   }
