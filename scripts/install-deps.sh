@@ -28,6 +28,11 @@ PACKAGES=(
   # the cluster extension (extensions/rdma): UCX, ucx_info, and clang's
   # libFuzzer for the wire-protocol fuzzer; iproute2 for the network-namespace test
   libucx-dev ucx-utils clang-14 libclang-rt-14-dev iproute2
+  # the Open Inference Protocol front: gRPC and protobuf (C++ library, protoc
+  # and its C++/Python plugins), Boost.Beast for HTTP, and the clients we did
+  # not write that its tests use (curl, Python grpcio)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libboost-dev
+  curl python3-grpcio python3-protobuf
 )
 
 say() { printf '[install-deps] %s\n' "$*" >&2; }
