@@ -67,6 +67,7 @@ enum class DropReason : std::uint8_t {
   kQueueFull,   // the model's queue or the request pool was full
   kShutdown,    // the scheduler stopped before the request ran
   kBatchPolicy, // shed by target-batch gathering to keep batches near target
+  kCancelled,   // in the queue: its caller cancelled it before it joined a batch
 };
 
 constexpr std::string_view to_string(Outcome o) noexcept {
@@ -87,11 +88,12 @@ constexpr std::string_view to_string(DropReason r) noexcept {
     case DropReason::kQueueFull: return "queue_full";
     case DropReason::kShutdown: return "shutdown";
     case DropReason::kBatchPolicy: return "batch_policy";
+    case DropReason::kCancelled: return "cancelled";
   }
   return "?";
 }
 
-inline constexpr int kNumDropReasons = 6;
+inline constexpr int kNumDropReasons = 7;
 
 // Network delays and the safety margin (DESIGN.md §2). All default to zero.
 //

@@ -56,7 +56,7 @@ class Dropped(SymphonyError):
         reason: why, in the scheduler's words: ``"infeasible"`` (its deadline could
             not be met even on arrival), ``"expired"`` (it could no longer finish in
             time while queued), ``"queue_full"``, ``"shutdown"`` (the server stopped
-            first) or ``"batch_policy"``.
+            first), ``"batch_policy"`` or ``"cancelled"`` (cancelled while queued).
     """
 
     def __init__(self, reason: str, message: str | None = None) -> None:

@@ -141,11 +141,15 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
   OutcomesBuilder cb("backend 'b1' lost");
   cb.add({5, static_cast<std::uint8_t>(Outcome::kError), 0});
   cb.add({6, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  // The last drop reason (the decoder checks reasons against kNumDropReasons).
+  cb.add(
+      {7, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kCancelled)});
   const Bytes cm = std::move(cb).finish();
   Result<OutcomesView> cv = decode_outcomes(cm);
   ASSERT_TRUE(cv.ok()) << cv.status().message();
   EXPECT_EQ(cv->text, "backend 'b1' lost");
   EXPECT_EQ(cv->entries[1].reason, static_cast<std::uint8_t>(DropReason::kExpired));
+  EXPECT_EQ(cv->entries[2].reason, static_cast<std::uint8_t>(DropReason::kCancelled));
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -222,6 +226,9 @@ TEST(WireTest, RefusesBadBodies) {
   OutcomesBuilder cb2;
   cb2.add({5, static_cast<std::uint8_t>(Outcome::kDropped), 99});
   expect_refused(std::move(cb2).finish(), "unknown drop reason 99");
+  OutcomesBuilder cb3;
+  cb3.add({5, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(kNumDropReasons)});
+  expect_refused(std::move(cb3).finish(), "unknown drop reason " + std::to_string(kNumDropReasons));
 
   // Strings over their limit, and a Hello with an unknown role.
   Hello h;
