@@ -5,7 +5,8 @@
 // (deadline, arrival seq) that remembers its last request. A request due no
 // earlier than the last one (the usual case: one SLO per model) is appended
 // below it in O(1), touching two requests; front and pop_front are then O(1)
-// too, since the head stays at the root. Other inserts are amortized O(log n).
+// too, since the head stays at the root. Other inserts, and erase, are
+// amortized O(log n).
 // With many models each queue is cold when its request arrives, so what a
 // push touches is what it costs.
 #pragma once
@@ -41,6 +42,13 @@ class ModelQueue {
     Request* r = tree_.pop_min();
     if (tree_.empty()) tail_ = nullptr;
     return r;
+  }
+  // Removes `r` from anywhere in the queue (a cancellation); amortized
+  // O(log n). When `r` was the last request, the new last one is found by
+  // splaying the maximum. REQUIRES: r is in this queue.
+  void erase(Request& r) noexcept {
+    tree_.erase(r);
+    if (&r == tail_) tail_ = tree_.max();
   }
   Request* next(Request& r) noexcept { return tree_.next(r); }
   std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(tree_.size()); }
