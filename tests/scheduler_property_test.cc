@@ -10,6 +10,9 @@
 //    GPU's predicted free time, and with exact timing exactly when predicted);
 //  - the rank side's invariants, among them: the one armed GPU timer belongs
 //    to the earliest-freeing GPU, and is armed iff a candidate waits.
+// A third run mixes in random cancellations (Scheduler::cancel) of queued,
+// dispatched, ended and unknown requests: exactly the queued ones are
+// cancelled, and those never run.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -25,7 +28,9 @@ namespace {
 
 constexpr std::uint64_t kTargetEvents = 1'100'000;
 constexpr std::uint64_t kTargetRecalibratingEvents = 400'000;
-std::uint64_t profile_updates = 0;  // summed over the recalibrating runs
+constexpr std::uint64_t kTargetCancellingEvents = 400'000;
+std::uint64_t profile_updates = 0;     // summed over the recalibrating runs
+std::uint64_t cancelled_requests = 0;  // summed over the cancelling runs
 
 // A device whose speed changes every few hundred batches (0.6x to 2.5x its
 // profile) with log-normal noise on top: profiles that recalibrate move.
@@ -57,6 +62,7 @@ struct RunParams {
   double seconds;
   bool noisy;
   bool recalibrate = false;  // models learn their profiles online (which then move)
+  bool cancel = false;       // random cancellations between events
 };
 
 // Bursty arrivals over several models; some requests carry their own deadline.
@@ -85,6 +91,7 @@ class RandomArrivals {
     a.time = TimePoint::epoch() + Duration::from_seconds(t_);
     a.model = m;
     a.tag = issued_++;
+    model_of_.push_back(m);
     a.deadline.reset();
     if (rng_.uniform() < 0.2)
       a.deadline = a.time + Duration::nanoseconds(static_cast<std::int64_t>(
@@ -92,6 +99,7 @@ class RandomArrivals {
     return true;
   }
   std::uint64_t issued() const { return issued_; }
+  ModelId model_of(std::uint64_t tag) const { return model_of_[tag]; }
 
  private:
   sim::Rng& rng_;
@@ -100,6 +108,7 @@ class RandomArrivals {
   double total_rate_, shape_, end_, t_ = 0;
   std::uint32_t burst_left_ = 0;
   std::uint64_t issued_ = 0;
+  std::vector<ModelId> model_of_;  // by tag
 };
 
 struct CheckingSink {
@@ -109,7 +118,9 @@ struct CheckingSink {
   std::function<TimePoint(GpuId)> actual_free;     // the emulated GPU's
   bool exact = true;
   Duration resp, margin;
-  std::vector<std::uint8_t> ended;  // by tag
+  std::vector<std::uint8_t> ended;       // by tag
+  std::vector<std::uint8_t> dispatched;  // by tag
+  std::vector<std::uint8_t> cancelled;   // by tag: ended dropped, kCancelled
   std::uint64_t outcomes = 0, dispatches = 0;
   std::string failure;
 
@@ -121,13 +132,22 @@ struct CheckingSink {
     if (ended[o.tag]) fail("request " + std::to_string(o.tag) + " ended twice");
     ended[o.tag] = 1;
     ++outcomes;
+    if (o.outcome == Outcome::kDropped && o.reason == DropReason::kCancelled) {
+      if (o.tag >= cancelled.size()) cancelled.resize(o.tag + 1);
+      cancelled[o.tag] = 1;
+    }
   }
   void on_dispatch(const Dispatch& d) {
     ++dispatches;
     if (d.size == 0) fail("empty batch");
     if (d.predicted_end > d.exec_deadline) fail("batch predicted to end after the deadline it was sized for");
-    for (const Request& r : d.requests)
+    for (const Request& r : d.requests) {
       if (d.predicted_end + resp > r.deadline) fail("a request of the batch would miss its deadline");
+      if (r.tag < ended.size() && ended[r.tag])
+        fail("request " + std::to_string(r.tag) + " dispatched after it ended");
+      if (r.tag >= dispatched.size()) dispatched.resize(r.tag + 1);
+      dispatched[r.tag] = 1;
+    }
     if (d.exec_deadline + margin != d.requests.begin()->deadline - resp &&
         d.exec_deadline != d.requests.begin()->deadline - resp)
       fail("a batch is sized against the head's deadline, with or without the margin");
@@ -212,12 +232,44 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
   for (std::uint32_t g = 0; g < p.gpus; ++g) (void)s.add_gpu();
 
   RandomArrivals arrivals(rng, rates, slos, p.gamma_shape, p.seconds);
-  std::uint64_t events = 0;
+  sim::Rng cancel_rng(p.seed ^ 0x63616e63656cULL);  // its own stream: the other runs draw as before
+  std::uint64_t events = 0, cancels = 0;
+  auto flag = [](const std::vector<std::uint8_t>& v, std::uint64_t tag) { return tag < v.size() && v[tag]; };
   while (sim->step(arrivals)) {
     ++events;
     const std::string bad = s.rank().check_invariants(sim->now());
     if (!bad.empty()) sink.fail("rank invariant: " + bad);
     if (!sink.failure.empty()) break;
+    // Now and then a recent request is cancelled (the simulator holds up to
+    // two arrivals it has read and not submitted: those are left alone), or
+    // one of another model, or one never issued. Exactly the queued ones go.
+    if (p.cancel && arrivals.issued() > 2 && cancel_rng.uniform() < 0.05) {
+      const std::uint64_t submitted = arrivals.issued() - 2;
+      const std::uint64_t back = static_cast<std::uint64_t>(cancel_rng.uniform_int(1, 48));
+      const std::uint64_t tag = back <= submitted ? submitted - back : submitted + 5;  // else never issued
+      const double v = cancel_rng.uniform();
+      const bool known = tag < submitted;
+      ModelId model = known ? arrivals.model_of(tag) : 0;
+      bool right_model = known;
+      if (v < 0.05) {
+        model = (model + 1) % (p.models + 1);  // another model, or an id with no model
+        right_model = false;
+      }
+      const bool queued = right_model && !flag(sink.ended, tag) && !flag(sink.dispatched, tag);
+      const std::uint64_t before = sink.outcomes;
+      const bool found = s.cancel(model, tag);
+      ++cancels;
+      if (found != queued)
+        sink.fail("cancel of request " + std::to_string(tag) + (queued ? " (queued)" : " (not queued)") +
+                  " returned " + (found ? "true" : "false"));
+      else if (found && !flag(sink.cancelled, tag))
+        sink.fail("cancelled request " + std::to_string(tag) + " did not end as cancelled");
+      else if (!found && sink.outcomes != before)
+        sink.fail("a cancel that found nothing emitted outcomes");
+      const std::string bad2 = s.rank().check_invariants(sim->now());
+      if (!bad2.empty()) sink.fail("rank invariant after a cancel: " + bad2);
+      if (!sink.failure.empty()) break;
+    }
     // Now and then a GPU joins or an idle one leaves.
     const double u = rng.uniform();
     if (u < 0.0005) {
@@ -236,7 +288,10 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
       sink.fail(std::to_string(arrivals.issued()) + " requests submitted but " + std::to_string(sink.outcomes) +
                 " outcomes");
     if (s.inflight_batches() != 0) sink.fail("batches still in flight after the run");
+    if (p.cancel && cancels == 0) sink.fail("no cancellation was tried");
   }
+  if (p.cancel)
+    for (std::uint8_t c : sink.cancelled) cancelled_requests += c;
   if (sink.failure.empty() && p.recalibrate) {
     std::uint64_t moved = 0;
     for (ModelId m = 0; m < p.models; ++m)
@@ -329,6 +384,32 @@ TEST(SchedulerPropertyTest, InvariantsHoldWhileProfilesMove) {
   EXPECT_GT(profile_updates, 1000u) << "the profiles must really move";
   RecordProperty("events", std::to_string(events));
   RecordProperty("profile_updates", std::to_string(profile_updates));
+}
+
+// The same invariants with random cancellations between events: queued
+// requests (often: cancels pick recent requests), requests in batches, ended
+// ones, another model's and unknown tags. Every request still ends exactly
+// once, a cancelled one never runs, and a cancel finds a request exactly when
+// it is queued.
+TEST(SchedulerPropertyTest, InvariantsHoldWithRandomCancels) {
+  sim::Rng rng(20261123);
+  std::uint64_t events = 0, runs = 0;
+  while (events < kTargetCancellingEvents) {
+    RunParams p = random_params(rng);
+    p.noisy = rng.uniform() < 0.3;
+    p.cancel = true;
+    std::string failure;
+    const auto policy = rng.uniform_int(0, 3);
+    const std::uint64_t n = run_policy(policy, p, rng, failure);
+    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
+                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
+                                 << "): " << failure;
+    events += n;
+    ++runs;
+  }
+  EXPECT_GT(cancelled_requests, 1000u) << "queued requests must really be cancelled";
+  RecordProperty("events", std::to_string(events));
+  RecordProperty("cancelled", std::to_string(cancelled_requests));
 }
 
 }  // namespace

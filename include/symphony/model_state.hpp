@@ -17,7 +17,8 @@
 //
 // Guarantees:
 //  - one owner thread; allocation only in the constructor and add_model;
-//  - submit O(log q + log max_batch), grant O(b + log q), finish O(b);
+//  - submit O(log q + log max_batch), grant O(b + log q), finish O(b),
+//    cancel O(q);
 //  - every accepted request ends exactly once (ok, late, dropped, error),
 //    reported through the Sink passed to each call.
 #pragma once
@@ -223,6 +224,27 @@ class ModelState {
     // right away, so it always reflects the current estimate.
     m.arrivals.on_arrival(arrival);
     return {SubmitStatus::kQueued, update_candidate(id, now, TimePoint::neg_infinite(), false, sink)};
+  }
+
+  // The caller cancels model `id`'s queued request `tag` at `now`: it leaves
+  // the queue, ends dropped (kCancelled) through the sink, and the model's
+  // candidate is recomputed as after an arrival. A request already in a
+  // dispatched batch, one that has ended, an unknown tag or model: nothing
+  // changes (found = false). Should several queued requests share the tag,
+  // the one due first goes. The request is found by walking the model's queue
+  // in deadline order, O(q) amortized (splaying's sequential access):
+  // cancellations are rare, and an index by tag would cost every arrival.
+  template <SchedulerSink Sink>
+  CancelResult cancel(ModelId id, std::uint64_t tag, TimePoint now, Sink& sink) {
+    if (!has_model(id)) return {};
+    ModelQueue& q = models_[id].queue;
+    Request* r = q.front();
+    while (r && r->tag != tag) r = q.next(*r);
+    if (!r) return {};
+    q.erase(*r);
+    emit_drop(sink, id, r->tag, r->arrival, r->deadline, now, DropReason::kCancelled);
+    release(*r);
+    return {true, update_candidate(id, now, TimePoint::neg_infinite(), false, sink)};
   }
 
   // The rank side asks for a fresh candidate (the old one expired or cannot

@@ -5,7 +5,7 @@
 // over lock-free rings, so both follow one set of rules (DESIGN.md §2).
 //
 // Three kinds of events drive it, each at the clock's current time:
-//  - submit(): a request arrives;
+//  - submit(): a request arrives (and cancel(): a queued one is withdrawn);
 //  - run_timers(): fire every timer due now (model timers, the GPU timer);
 //  - on_batch_finished(): an executor reports a batch's actual end.
 // Decisions come out through the Sink: on_dispatch() for each batch sent to a
@@ -117,6 +117,18 @@ class Scheduler {
   // A request arrives now for `model` with its own deadline.
   SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
     return submit_at(model, tag, clock_.now(), deadline);
+  }
+
+  // Cancels `model`'s queued request `tag` now: it ends dropped (kCancelled)
+  // through the sink and never runs, and the model's candidate shrinks (or
+  // goes). Returns false, changing nothing, when no queued request of the
+  // model has that tag: it is in a dispatched batch (its outcome comes as
+  // usual), it has ended, or it never was. O(q) in the model's queue.
+  bool cancel(ModelId model, std::uint64_t tag) {
+    const TimePoint now = clock_.now();
+    const CancelResult r = shard_.cancel(model, tag, now, sink_);
+    if (r.found && r.update.changed) rank_.on_candidate(model, r.update, now);
+    return r.found;
   }
 
   // A hint, changing nothing: a request for `model` will be submitted soon.

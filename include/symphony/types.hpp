@@ -255,6 +255,12 @@ struct SubmitResult {
   CandidateUpdate update;
 };
 
+// What the shard answers to a cancellation (ModelState::cancel).
+struct CancelResult {
+  bool found = false;      // the request was queued: it ended dropped (kCancelled)
+  CandidateUpdate update;  // the model's candidate after the removal (found only)
+};
+
 struct FinishResult {
   ModelId model = kNoModel;
   GpuId gpu = kNoGpu;
