@@ -1,6 +1,7 @@
 // The multi-threaded Runtime: dispatch through the rings, executors and
 // their errors, the bounded ingress, model and GPU membership while running,
-// stop (drain and cancel), and stress with many client threads. Every test
+// stop (drain and cancel), cancelling queued requests, and stress with many
+// client threads. Every test
 // checks that every request ends exactly once. No test sleeps to synchronize
 // or asserts on wall-clock time (that is runtime_realtime_test).
 #include "symphony/runtime/runtime.hpp"
@@ -559,6 +560,121 @@ TEST(RuntimeTest, StopDrainSchedulesQueuedRequests) {
   for (std::uint64_t t = 0; t < 6; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
+// ---- cancellation ----------------------------------------------------------------
+
+// Waits (at most a minute) for one cancellation's answer.
+class CancelWaiter final : public CancelReply {
+ public:
+  void on_cancel(bool found) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_ = found ? 1 : 0;
+    cv_.notify_all();  // under the lock: the waiter may destroy us once it has it
+  }
+  bool get() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return answer_ >= 0; })) {
+      std::fprintf(stderr, "CancelWaiter: no answer in 60 s\n");
+      std::abort();
+    }
+    return answer_ == 1;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int answer_ = -1;
+};
+
+// Cancels and waits for the shard's answer.
+template <class R>
+bool cancel_and_wait(R& rt, ModelId m, std::uint64_t tag) {
+  CancelWaiter w;
+  if (!rt.cancel(m, tag, &w)) return false;
+  return w.get();
+}
+
+TEST(RuntimeCancelTest, QueuedRequestEndsOnceAsCancelledAndBatchedOnesRun) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  for (std::uint64_t t = 0; t < 6; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();  // a full batch of 4; 2 stay queued (their exec is seconds away)
+  ASSERT_EQ(a.tags.size(), 4u);
+  wait_for([&] { return rt->stats().accepted == 6; });  // all six have left the ingress
+  std::vector<std::uint64_t> queued;
+  for (std::uint64_t t = 0; t < 6; ++t)
+    if (std::find(a.tags.begin(), a.tags.end(), t) == a.tags.end()) queued.push_back(t);
+  ASSERT_EQ(queued.size(), 2u);
+
+  EXPECT_TRUE(cancel_and_wait(*rt, m, queued[0]));
+  // The reply comes after the outcome.
+  EXPECT_EQ(sink.count(queued[0]), 1u);
+  EXPECT_EQ(sink.count(DropReason::kCancelled), 1u);
+  EXPECT_FALSE(cancel_and_wait(*rt, m, queued[0])) << "cancelled twice";
+  EXPECT_FALSE(cancel_and_wait(*rt, m, a.tags[0])) << "already in a batch";
+  EXPECT_FALSE(cancel_and_wait(*rt, m, 12)) << "never submitted";
+  EXPECT_FALSE(rt->cancel(m + 1, queued[1])) << "a model id never added: nothing is handed over";
+  EXPECT_FALSE(rt->cancel(1000, queued[1]));
+  EXPECT_EQ(sink.count(queued[0]), 1u);
+  EXPECT_EQ(sink.count(a.tags[0]), 0u);
+
+  ManualGpus::complete(a);
+  // The last queued request goes too: its model has nothing left, and a
+  // drain returns without waiting for its exec (seconds away).
+  EXPECT_TRUE(cancel_and_wait(*rt, m, queued[1]));
+  rt->stop(StopMode::kDrain);
+  EXPECT_EQ(sink.count(Outcome::kOk), 4u);
+  EXPECT_EQ(sink.count(DropReason::kCancelled), 2u);
+  EXPECT_EQ(sink.count(DropReason::kShutdown), 0u);
+  for (std::uint64_t t = 0; t < 6; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  const RuntimeStats st = rt->stats();
+  EXPECT_EQ(st.cancels, 5u);
+  EXPECT_EQ(st.count(DropReason::kCancelled), 2u);
+  EXPECT_EQ(st.accepted, 6u);
+  EXPECT_EQ(st.total_outcomes(), 6u);
+  EXPECT_EQ(st.batches, 1u);
+  // After stop nothing is handed over.
+  EXPECT_FALSE(rt->cancel(m, 3));
+}
+
+// A model being removed waits for its queued requests; cancelling them lets
+// the removal finish (through the type-erased runtime).
+TEST(RuntimeCancelTest, CancellingTheQueuedRequestsOfAModelBeingRemovedLetsItGo) {
+  ExactlyOnceSink sink(8);
+  ManualGpus gpus;
+  auto made = make_runtime(small_config(2, 4, 1), sink, *parse_policy("deferred"));
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  AnyRuntime<ExactlyOnceSink>& rt = **made;
+  const ModelId m = *rt.add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt.add_gpu(gpus.make_executor());
+  ASSERT_EQ(rt.submit(m, 0), SubmitStatus::kQueued);
+  ASSERT_EQ(rt.submit(m, 1), SubmitStatus::kQueued);
+  wait_for([&] { return rt.stats().accepted == 2; });
+  std::atomic<bool> removed{false};
+  Status st;
+  std::thread remover([&] {
+    st = rt.remove_model(m);
+    removed.store(true, std::memory_order_release);
+  });
+  wait_for([&] { return !rt.accepts(m); });
+  EXPECT_TRUE(cancel_and_wait(rt, m, 1));
+  EXPECT_TRUE(cancel_and_wait(rt, m, 0));
+  remover.join();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(sink.count(DropReason::kCancelled), 2u);
+  EXPECT_EQ(gpus.pending(), 0u) << "nothing ran";
+  // The id's next model (another incarnation) takes cancellations too.
+  EXPECT_EQ(*rt.add_model(model_ms("n", 1, 5, 10000, 4)), m);
+  ASSERT_EQ(rt.submit(m, 2), SubmitStatus::kQueued);
+  wait_for([&] { return rt.stats().accepted == 3; });
+  EXPECT_TRUE(cancel_and_wait(rt, m, 2));
+  rt.stop(StopMode::kCancel);
+  for (std::uint64_t t = 0; t < 3; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  EXPECT_EQ(sink.count(DropReason::kCancelled), 3u);
+}
+
 // ---- stress ---------------------------------------------------------------------
 
 // Small, fast emulated models: batches run for tens to hundreds of microseconds.
@@ -700,6 +816,72 @@ void stop_under_load(StopMode mode) {
 
 TEST(RuntimeStressTest, StopDrainUnderLoadEndsEveryRequestOnce) { stop_under_load(StopMode::kDrain); }
 TEST(RuntimeStressTest, StopCancelUnderLoadEndsEveryRequestOnce) { stop_under_load(StopMode::kCancel); }
+
+// Client threads submit and cancel at once, some right after their own
+// submission (the request may still be in the ingress), some a while later
+// (it may be queued, batched or ended), from threads that never submitted:
+// every request ends exactly once, and the found cancellations are exactly
+// the cancelled outcomes.
+TEST(RuntimeStressTest, CancelsRacingWithSubmissionsEndEveryRequestOnce) {
+  constexpr int kClients = 3;
+  constexpr std::uint64_t kPerClient = 4000;
+  ExactlyOnceSink sink(kClients * kPerClient);
+  EmulatedGpus emu;
+  auto rt = make_runtime(small_config(2, 8, 2), sink);
+  // SLO 50 ms over fast batches: requests wait queued for their frontrun.
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(rt->add_model(model_ms("m" + std::to_string(i), 0.01, 0.1, 50, 32)).ok());
+  for (int g = 0; g < 2; ++g) ASSERT_TRUE(rt->add_gpu(emu.make_executor()).ok());
+  struct Counter final : CancelReply {
+    std::atomic<std::uint64_t> found{0}, missed{0};
+    void on_cancel(bool f) noexcept override { (f ? found : missed).fetch_add(1, std::memory_order_relaxed); }
+  } replies;
+  std::atomic<std::uint64_t> handed{0};
+  std::atomic<int> submitters_done{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto sub = rt->make_submitter();
+      std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 11);
+      for (std::uint64_t i = 0; i < kPerClient; ++i) {
+        const std::uint64_t tag = static_cast<std::uint64_t>(c) * kPerClient + i;
+        const auto model = static_cast<ModelId>(tag % 8);
+        EXPECT_NE(sub.submit(model, tag), SubmitStatus::kUnknownModel);
+        if (rng() % 4 == 0 && rt->cancel(model, tag, &replies))
+          handed.fetch_add(1, std::memory_order_relaxed);
+        if (i >= 64 && rng() % 4 == 0) {
+          const std::uint64_t old = tag - 1 - rng() % 64;
+          if (rt->cancel(static_cast<ModelId>(old % 8), old, &replies))
+            handed.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (i % 64 == 0) std::this_thread::yield();
+      }
+      submitters_done.fetch_add(1, std::memory_order_release);
+    });
+  }
+  // A thread that only cancels, anything sent so far or not yet.
+  threads.emplace_back([&] {
+    std::mt19937_64 rng(99);
+    while (submitters_done.load(std::memory_order_acquire) < kClients) {
+      const std::uint64_t tag = rng() % (kClients * kPerClient);
+      if (rt->cancel(static_cast<ModelId>(tag % 8), tag, &replies))
+        handed.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::yield();
+    }
+  });
+  for (auto& t : threads) t.join();
+  rt->stop(StopMode::kDrain);  // every reply is told before stop() returns
+  for (std::uint64_t t = 0; t < kClients * kPerClient; ++t) ASSERT_EQ(sink.count(t), 1u) << t;
+  const RuntimeStats st = rt->stats();
+  EXPECT_EQ(replies.found.load() + replies.missed.load(), handed.load());
+  EXPECT_EQ(st.cancels, handed.load());
+  EXPECT_EQ(sink.count(DropReason::kCancelled), replies.found.load());
+  EXPECT_EQ(st.count(DropReason::kCancelled), replies.found.load());
+  EXPECT_GT(replies.found.load(), 0u) << "some cancellations must find their request queued";
+  RecordProperty("cancels", std::to_string(handed.load()));
+  RecordProperty("found", std::to_string(replies.found.load()));
+  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress, kClients * kPerClient);
+}
 
 // Records which GPUs are removed; a dispatch to one of them is a bug.
 struct GpuCheckSink : ExactlyOnceSink {

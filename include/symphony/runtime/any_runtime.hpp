@@ -4,7 +4,7 @@
 // behind one interface, so the front doors that take `--policy` text
 // (`symphony serve`, the cluster scheduler) hold one type whatever the user
 // wrote. The scheduling path inside the Runtime is unchanged; only the
-// calls across this interface (submit, membership, stats, calibration) are
+// calls across this interface (submit, cancel, membership, stats, calibration) are
 // virtual. Everything in RuntimeConfig, online recalibration included, reaches
 // the Runtime unchanged.
 //
@@ -47,6 +47,7 @@ class AnyRuntime {
   virtual std::unique_ptr<Submitter> make_submitter() = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag) = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) = 0;
+  virtual bool cancel(ModelId model, std::uint64_t tag, CancelReply* reply = nullptr) = 0;
   virtual void stop(StopMode mode = StopMode::kDrain) = 0;
   virtual RuntimeStats stats() = 0;
   virtual bool accepts(ModelId model) const = 0;
@@ -87,6 +88,9 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   SubmitStatus submit(ModelId m, std::uint64_t tag) override { return rt_->submit(m, tag); }
   SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) override {
     return rt_->submit(m, tag, deadline);
+  }
+  bool cancel(ModelId m, std::uint64_t tag, CancelReply* reply) override {
+    return rt_->cancel(m, tag, reply);
   }
   void stop(StopMode mode) override { rt_->stop(mode); }
   RuntimeStats stats() override { return rt_->stats(); }

@@ -9,6 +9,8 @@
 //  - the completion queue (MPSC, from executors): ModelState::finish_batch,
 //    then the GPU's actual end goes to the rank;
 //  - the ingress queue (MPSC, from clients, bounded): ModelState::submit;
+//  - the cancel queue (MPSC, from clients): ModelState::cancel, after the
+//    ingress in each pass of the loop;
 //  - the control queue: adding and removing models, statistics, stop.
 // Outputs go to the rank ring (SPSC, to the RankThread) followed by a ready
 // bit and a doorbell ring. Candidate updates are coalesced: a model whose
@@ -120,6 +122,12 @@ class ModelThread {
   // Any thread: a batch of this shard ended.
   void post_completion(BatchCompletion c) {
     completions_.enqueue(std::move(c));
+    bell_.ring();
+  }
+  // Any thread: a cancellation of one of this shard's requests
+  // (Runtime::cancel). Never lost (the queue grows if it must).
+  void post_cancel(const detail::CancelItem& c) {
+    cancels_.enqueue(c);
     bell_.ring();
   }
   // Any thread: runs `fn` on this shard's thread.
@@ -264,6 +272,21 @@ class ModelThread {
     if (r.status == SubmitStatus::kQueued && r.update.changed) mark_dirty(it.model);
   }
 
+  // A client cancels a request: if it is still queued it ends (kCancelled)
+  // and the model's new candidate goes to the rank like any other change.
+  // A request still in the ingress, already in a batch or ended is not
+  // found; neither is one of another incarnation of the model.
+  void on_cancel(const detail::CancelItem& c, TimePoint now) {
+    ++stats_.cancels;
+    bool found = false;
+    if (shard_.has_model(c.model) && generation_[c.model] == c.generation) {
+      const CancelResult r = shard_.cancel(c.model, c.tag, now, adapter_);
+      found = r.found;
+      if (r.found && r.update.changed) mark_dirty(c.model);
+    }
+    if (c.reply) c.reply->on_cancel(found);
+  }
+
   void cancel_queued(TimePoint now) {
     shard_.drop_all_queued(now, DropReason::kShutdown, adapter_, [&](ModelId id) { mark_dirty(id); });
   }
@@ -293,12 +316,12 @@ class ModelThread {
   bool stop_complete() {
     return stop_done_ && shard_.free_request_slots() == cfg_.max_requests_per_shard &&
            shard_.inflight_batches() == 0 && outbox_.empty() && ingress_.size_approx() == 0 &&
-           completions_.size_approx() == 0;
+           completions_.size_approx() == 0 && cancels_.size_approx() == 0;
   }
 
   bool has_input() {
     return from_rank_.front() != nullptr || control_.pending() || completions_.size_approx() != 0 ||
-           (outbox_.empty() && ingress_.size_approx() != 0);
+           cancels_.size_approx() != 0 || (outbox_.empty() && ingress_.size_approx() != 0);
   }
 
   // ---- the loop ----------------------------------------------------------------
@@ -308,6 +331,7 @@ class ModelThread {
     detail::name_this_thread(name);
     SteadyClock clock;
     BatchCompletion done_buf[32];
+    detail::CancelItem cancel_buf[16];
     TimePoint idle_since = TimePoint::infinite();
     for (;;) {
       bool progress = control_.run_all();
@@ -333,6 +357,13 @@ class ModelThread {
         for (std::size_t i = 0; i < n; ++i) on_ingress(ingress_buf_[i], now);
         progress = true;
         if (n < ingress_buf_.size() || from_rank_.front() != nullptr) break;
+      }
+      // Cancellations, after the requests just taken: a cancel sent after
+      // its request was submitted usually finds it queued.
+      while ((n = cancels_.try_dequeue_bulk(cancel_buf, 16)) != 0) {
+        now = clock.now();
+        for (std::size_t i = 0; i < n; ++i) on_cancel(cancel_buf[i], now);
+        progress = true;
       }
       flush_dirty();
       if (!removing_.empty()) check_removals();
@@ -397,6 +428,7 @@ class ModelThread {
   detail::IngressQueue ingress_;
   detail::IngressQueue::Consumer ingress_consumer_;
   detail::MpscQueue<BatchCompletion> completions_;
+  detail::MpscQueue<detail::CancelItem> cancels_;
   SpscRing<detail::ShardToRank> to_rank_;
   SpscRing<detail::RankToShard> from_rank_;
   detail::ControlQueue control_;

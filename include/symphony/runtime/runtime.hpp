@@ -14,25 +14,26 @@
 // Clients submit through a Submitter (one per client thread: it holds a
 // moodycamel producer token per shard) or through Runtime::submit (shared,
 // slower). A full ingress rejects the request at once with
-// DropReason::kQueueFull. Outcomes go to the user's sink, exactly once per
+// DropReason::kQueueFull. Runtime::cancel withdraws a request that is still
+// queued (DropReason::kCancelled). Outcomes go to the user's sink, exactly once per
 // request that was not refused as kUnknownModel, from shard threads and
 // submitting threads concurrently (see RuntimeSink).
 //
 // Guarantees:
-//  - submit is lock-free (a moodycamel enqueue, a fence, a load); the
-//    scheduling path (ingress -> shard -> rank -> shard -> executor) takes no
-//    lock and allocates nothing once warm;
+//  - submit and cancel are lock-free (a moodycamel enqueue, a fence, a
+//    load); the scheduling path (ingress -> shard -> rank -> shard ->
+//    executor) takes no lock and allocates nothing once warm;
 //  - models are added and removed while running (removal waits until the
 //    model is idle; requests racing with it end dropped, kShutdown); GPUs are
 //    added and removed (an idle GPU) while running;
 //  - stop() ends every accepted request (drain or cancel), joins every thread;
 //    later submissions are dropped (kShutdown) at once; the destructor stops.
 //
-// Thread roles: submit from any thread (a Submitter per thread for speed;
-// Submitters must not outlive the Runtime). Membership calls (add/remove
-// model or GPU), stats() and stop() may come from any thread but block until
-// a runtime thread has run them, so never call them from a sink callback or
-// from an executor.
+// Thread roles: submit and cancel from any thread (a Submitter per thread
+// for speed; Submitters must not outlive the Runtime). Membership calls
+// (add/remove model or GPU), stats() and stop() may come from any thread but
+// block until a runtime thread has run them, so never call them from a sink
+// callback or from an executor.
 //
 //   struct Sink { void on_outcome(const RequestOutcome&); };  // thread-safe
 //   EmulatedGpus gpus;  Sink sink;
@@ -138,7 +139,8 @@ class Runtime final : private CompletionPort {
     if (id >= cfg_.max_models || model_shard_[id] == kNoShard)
       return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
     const std::uint32_t s = model_shard_[id];
-    route_[id].store(0, std::memory_order_release);  // closed; clients re-read it per submit
+    // Closed (clients re-read it per submit); the shard stays in it for cancel().
+    route_[id].store(route_[id].load(std::memory_order_relaxed) & ~kOpen, std::memory_order_release);
     std::promise<Status> done;
     std::future<Status> f = done.get_future();
     Shard& sh = *shards_[s];
@@ -208,6 +210,46 @@ class Runtime final : private CompletionPort {
   SubmitStatus submit(ModelId model, std::uint64_t tag) { return submit_shared(model, tag, std::nullopt); }
   SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
     return submit_shared(model, tag, deadline);
+  }
+
+  // ---- cancellation ----------------------------------------------------------------
+
+  // Cancels `model`'s request `tag` if it is still queued: it then ends
+  // dropped (kCancelled) through the sink, on the model's shard thread, and
+  // never runs; the model's candidate shrinks and goes to the rank like any
+  // other candidate change. Any thread; never blocks: the cancellation is
+  // handed to the shard (a moodycamel enqueue and a doorbell ring) and taken
+  // in the shard's next pass, after the requests it takes from its ingress in
+  // that pass. `reply`, when given, is then told whether the request was
+  // found (CancelReply). Returns false, handing nothing and telling no reply,
+  // when the model id was never added or the runtime is stopping. A model
+  // being removed still takes cancellations. The shard finds the request by
+  // walking the model's queue (ModelState::cancel): O(queued requests).
+  //
+  // The races are by design: a cancel that reaches the shard before its
+  // request has left the ingress queue (submitted just before, the shard
+  // busy), or after the request was put in a batch, finds nothing; the
+  // request then runs and its outcome arrives as usual (the caller discards
+  // the result). A found request's outcome is its only one.
+  bool cancel(ModelId model, std::uint64_t tag, CancelReply* reply = nullptr) {
+    if (model >= cfg_.max_models) return false;
+    shared_busy_.fetch_add(1, std::memory_order_seq_cst);  // seq_cst: Dekker with stop(), as submit_shared
+    bool handed = false;
+    if (!stopping_.load(std::memory_order_seq_cst)) {  // seq_cst: Dekker with stop()
+      // acquire: pairs with add_model's release (the shard knows the model).
+      const std::uint64_t r = route_[model].load(std::memory_order_acquire);
+      if (r != 0) {
+        detail::CancelItem c;
+        c.tag = tag;
+        c.model = model;
+        c.generation = static_cast<std::uint32_t>(r);
+        c.reply = reply;
+        shards_[(r >> 32) & 0xffff]->post_cancel(c);
+        handed = true;
+      }
+    }
+    shared_busy_.fetch_sub(1, std::memory_order_release);  // release: our enqueue precedes stop()'s drain
+    return handed;
   }
 
   // ---- lifecycle -------------------------------------------------------------------
@@ -296,7 +338,8 @@ class Runtime final : private CompletionPort {
   static constexpr std::uint32_t kNoShard = ~0u;
   static constexpr std::uint64_t kOpen = std::uint64_t{1} << 63;
 
-  // A route: open bit, shard (bits 32..47), generation (bits 0..31).
+  // A route: open bit, shard (bits 32..47), generation (bits 0..31). 0: the
+  // model id was never added; without the open bit: removed or being removed.
   static std::uint64_t make_route(std::uint32_t shard, std::uint32_t gen) noexcept {
     return kOpen | (std::uint64_t{shard} << 32) | gen;
   }

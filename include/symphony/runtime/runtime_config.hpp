@@ -79,6 +79,18 @@ enum class StopMode : std::uint8_t {
   kCancel,  // drop queued requests (DropReason::kShutdown); in-flight batches still finish
 };
 
+// Told whether a cancellation found its request (Runtime::cancel), on the
+// model's shard thread, once: after the request's outcome (dropped,
+// kCancelled) went to the sink when it was found. It must not block, and
+// must stay alive until told.
+class CancelReply {
+ public:
+  virtual void on_cancel(bool found) noexcept = 0;
+
+ protected:
+  ~CancelReply() = default;
+};
+
 // Counters of a running or stopped Runtime, summed over its threads.
 struct RuntimeStats {
   std::uint64_t accepted = 0;                          // taken into an ingress queue
@@ -90,6 +102,7 @@ struct RuntimeStats {
   std::uint64_t candidate_messages = 0;                // shard -> rank candidate updates (after coalescing)
   std::uint64_t candidate_updates = 0;                 // candidate changes before coalescing
   std::uint64_t profile_updates = 0;                   // recalibrations that moved a model's profile
+  std::uint64_t cancels = 0;                           // cancellations the shards handled (found or not)
   LatencyHistogram dispatch_lag;                       // per batch: dispatch time - planned dispatch time
 
   std::uint64_t total_outcomes() const noexcept {
@@ -108,6 +121,7 @@ struct RuntimeStats {
     candidate_messages += o.candidate_messages;
     candidate_updates += o.candidate_updates;
     profile_updates += o.profile_updates;
+    cancels += o.cancels;
     dispatch_lag.merge(o.dispatch_lag);
   }
 };

@@ -4,6 +4,7 @@
 //
 // Message flow (paper §4.2):
 //   client  --IngressItem (MPSC)-->        shard
+//   client  --CancelItem (MPSC)-->         shard
 //   executor --BatchCompletion (MPSC)-->   shard
 //   shard   --ShardToRank (SPSC ring)-->   RankThread   (+ ready bit, doorbell)
 //   RankThread --RankToShard (SPSC ring)--> shard       (+ doorbell)
@@ -41,6 +42,15 @@ struct IngressItem {
   TimePoint deadline;  // the request's own, or arrival + the model's SLO
   ModelId model = kNoModel;
   std::uint32_t generation = 0;  // the model incarnation the client saw
+};
+
+// A cancellation on its way from a client thread to its model's shard
+// (Runtime::cancel).
+struct CancelItem {
+  std::uint64_t tag = 0;
+  ModelId model = kNoModel;
+  std::uint32_t generation = 0;  // the model incarnation the client saw
+  CancelReply* reply = nullptr;  // told whether the request was found; may be null
 };
 
 // Larger blocks than moodycamel's default (fewer block switches at millions
