@@ -30,6 +30,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <map>
@@ -39,10 +40,10 @@
 #include <string_view>
 #include <vector>
 
+#include "symphony/policy.hpp"
 #include "symphony/profile_io/profile_file.hpp"
 #include "symphony/runtime/runtime_config.hpp"
 #include "symphony/server/device.hpp"
-#include "symphony/server/serve_config.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
