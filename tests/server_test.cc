@@ -1,6 +1,6 @@
 // The in-process server end to end on CPU devices (and on CUDA where one
 // exists): outputs equal a direct forward, many client threads, every error
-// path, stop with work in flight, emulated devices.
+// path, stop with work in flight, emulated devices, cancelling requests.
 #include "symphony/server/server.hpp"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,12 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -336,6 +341,208 @@ TEST(ServerTest, EmulatedDevicesScheduleWithoutModels) {
   ASSERT_EQ(st.devices.size(), 4u);
   EXPECT_GT(st.devices[0].batches, 0u);
   EXPECT_GT(st.models[0].mean_batch, 1.0) << "a burst forms batches";
+}
+
+// Spins (yielding) until pred() holds, for at most a minute: a state that
+// never comes fails the test instead of hanging it.
+template <class P>
+bool eventually(P pred) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// The outcomes each request's `done` saw, by request id.
+struct DoneLog {
+  std::mutex mu;
+  std::map<int, std::vector<InferResult>> by_id;
+  std::function<void(InferResult&&)> done(int id) {
+    return [this, id](InferResult&& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      by_id[id].push_back(std::move(r));
+    };
+  }
+  std::size_t count(int id) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = by_id.find(id);
+    return it == by_id.end() ? 0 : it->second.size();
+  }
+  InferResult first(int id) {
+    std::lock_guard<std::mutex> lock(mu);
+    return by_id.at(id).at(0);
+  }
+};
+
+ModelOptions emulated_model(Duration slo, std::string name = "fake") {
+  ModelOptions m;
+  m.name = std::move(name);
+  m.alpha = Duration::from_ms(0.2);
+  m.beta = Duration::from_ms(1.0);
+  m.slo = slo;
+  m.max_batch = 16;
+  return m;
+}
+
+// Under the deferred policy a request of a 10 s SLO ("fake") waits queued for
+// seconds: it can be cancelled; one of a 100 ms SLO ("quick") runs at once.
+TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {
+  auto s = make_server("emulated:1");
+  ASSERT_TRUE(s->add_model(emulated_model(Duration::seconds(10))).ok());
+  ASSERT_TRUE(s->add_model(emulated_model(Duration::milliseconds(100), "quick")).ok());
+  ASSERT_TRUE(s->start().ok());
+  DoneLog log;
+  auto submit = [&](int id, const char* model = "fake", std::function<void(InferResult&&)> done = nullptr) {
+    std::uint64_t ticket = 0;
+    const Status st = s->infer_async(model, {}, std::nullopt, done ? std::move(done) : log.done(id), &ticket);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_NE(ticket, 0u);
+    return ticket;
+  };
+  const std::uint64_t t0 = submit(0), t1 = submit(1), t2 = submit(2);
+  EXPECT_NE(t0, t1);
+  EXPECT_NE(t1, t2);
+  // A request just submitted may not have reached its queue yet (cancel says
+  // false and changes nothing): try until it is there.
+  ASSERT_TRUE(eventually([&] { return s->cancel(t1); }));
+  // Its done ran before cancel() returned, once, as cancelled.
+  ASSERT_EQ(log.count(1), 1u);
+  const InferResult r1 = log.first(1);
+  EXPECT_EQ(r1.outcome, Outcome::kDropped);
+  EXPECT_EQ(r1.reason, DropReason::kCancelled);
+  EXPECT_EQ(r1.error, "dropped: cancelled");
+  EXPECT_FALSE(s->cancel(t1)) << "cancelled twice";
+  EXPECT_FALSE(s->cancel(0)) << "no ticket";
+  EXPECT_FALSE(s->cancel(t1 + (std::uint64_t{1} << 32))) << "a ticket never given";
+  EXPECT_FALSE(s->cancel(~std::uint64_t{0}));
+  EXPECT_EQ(log.count(1), 1u);
+  EXPECT_EQ(log.count(0), 0u);
+  EXPECT_EQ(log.count(2), 0u);
+
+  // A request that runs ends normally; its ticket then cancels nothing.
+  const std::uint64_t t3 = submit(3, "quick");
+  ASSERT_TRUE(eventually([&] { return log.count(3) == 1; }));
+  EXPECT_TRUE(log.first(3).has_output()) << to_string(log.first(3).outcome);
+  EXPECT_FALSE(s->cancel(t3));
+
+  // A new request may take the cancelled one's slot: the old ticket still
+  // cancels nothing, the new one does.
+  const std::uint64_t t4 = submit(4);
+  EXPECT_NE(t4, t1);
+  EXPECT_FALSE(s->cancel(t1));
+  EXPECT_EQ(log.count(4), 0u);
+  ASSERT_TRUE(eventually([&] { return s->cancel(t4); }));
+  EXPECT_EQ(log.first(4).reason, DropReason::kCancelled);
+
+  // From inside a done callback (a shard thread) cancel() refuses at once.
+  const std::uint64_t t5 = submit(5);
+  std::atomic<int> inner{-1};
+  const std::uint64_t t6 = submit(6, "fake", [&, t5](InferResult&& r) {
+    inner.store(s->cancel(t5) ? 1 : 0);
+    log.done(6)(std::move(r));
+  });
+  ASSERT_TRUE(eventually([&] { return s->cancel(t6); }));
+  EXPECT_EQ(inner.load(), 0);
+  EXPECT_EQ(log.count(5), 0u) << "request 5 is still queued";
+  ASSERT_TRUE(eventually([&] { return s->cancel(t5); }));
+
+  s->stop(StopMode::kCancel);
+  for (int id : {0, 2}) {
+    ASSERT_EQ(log.count(id), 1u) << id;
+    EXPECT_EQ(log.first(id).reason, DropReason::kShutdown) << id;
+  }
+  for (int id = 0; id <= 6; ++id) EXPECT_EQ(log.count(id), 1u) << id;
+  EXPECT_FALSE(s->cancel(t0)) << "ended at stop";
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, 7u);
+  EXPECT_EQ(st.ok + st.late, 1u);
+  ASSERT_EQ(st.models.size(), 2u);
+  ASSERT_EQ(st.models[0].name, "fake");
+  EXPECT_EQ(st.models[0].dropped, 6u);
+  EXPECT_EQ(st.models[0].dropped_by_reason.at("cancelled"), 4u);
+  EXPECT_EQ(st.models[0].dropped_by_reason.at("shutdown"), 2u);
+}
+
+// Client threads submit, cancel their requests at once or later (queued,
+// batched or ended by then), and cancel stale tickets whose slots new
+// requests reuse: every request resolves exactly once, cancel() is true
+// exactly for the requests that resolved as cancelled, and true only after
+// that request's done ran.
+TEST(ServerTest, CancelsRacingWithRequestsFromManyThreadsResolveEachOnce) {
+  ServerOptions o;
+  o.devices = "emulated:2";
+  o.max_pending = 2048;  // freed slots are taken again first (a stack): tickets reuse them
+  o.delays.safety_margin = Duration::milliseconds(20);
+  auto made = Server::create(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  Server& s = **made;
+  ModelOptions m = emulated_model(Duration::milliseconds(60));
+  m.alpha = Duration::from_ms(0.05);
+  m.beta = Duration::from_ms(0.5);
+  ASSERT_TRUE(s.add_model(m).ok());
+  ASSERT_TRUE(s.start().ok());
+  constexpr int kThreads = 3, kPerThread = 400;
+  std::vector<std::atomic<int>> ended(kThreads * kPerThread), cancelled(kThreads * kPerThread);
+  std::atomic<int> cancel_true{0}, wrong{0}, accepted{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 5);
+      std::vector<std::pair<std::uint64_t, int>> recent;  // (ticket, id)
+      auto try_cancel = [&](std::uint64_t ticket, int id) {
+        if (!s.cancel(ticket)) return;
+        cancel_true.fetch_add(1);
+        // True: this very request ended as cancelled, before cancel() returned.
+        if (ended[id].load() != 1 || cancelled[id].load() != 1) wrong.fetch_add(1);
+      };
+      for (int i = 0; i < kPerThread; ++i) {
+        const int id = t * kPerThread + i;
+        std::uint64_t ticket = 0;
+        const Status st = s.infer_async(
+            "fake", {}, std::nullopt,
+            [&, id](InferResult&& r) {
+              if (r.outcome == Outcome::kDropped && r.reason == DropReason::kCancelled)
+                cancelled[id].fetch_add(1);
+              ended[id].fetch_add(1);
+            },
+            &ticket);
+        if (!st.ok()) {  // every slot busy: overloaded
+          EXPECT_EQ(ticket, 0u);
+          std::this_thread::yield();
+          continue;
+        }
+        accepted.fetch_add(1);
+        if (rng() % 2) try_cancel(ticket, id);
+        if (!recent.empty() && rng() % 4 == 0) {
+          const auto& [old, old_id] = recent[rng() % recent.size()];
+          try_cancel(old, old_id);
+        }
+        if (recent.size() < 64) recent.emplace_back(ticket, id);
+        else recent[rng() % 64] = {ticket, id};
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  s.stop(StopMode::kDrain);
+  int once = 0, never = 0, cancelled_total = 0;
+  for (int id = 0; id < kThreads * kPerThread; ++id) {
+    once += ended[id].load() == 1;
+    never += ended[id].load() == 0;
+    cancelled_total += cancelled[id].load();
+  }
+  EXPECT_EQ(once, accepted.load()) << "every accepted request resolves exactly once";
+  EXPECT_EQ(once + never, kThreads * kPerThread);
+  EXPECT_EQ(wrong.load(), 0) << "a cancel said true for a request that did not end as cancelled";
+  EXPECT_EQ(cancel_true.load(), cancelled_total) << "a stale ticket cancelled another request";
+  EXPECT_GT(cancel_true.load(), 0);
+  RecordProperty("accepted", std::to_string(accepted.load()));
+  RecordProperty("cancelled", std::to_string(cancel_true.load()));
+  const ServerStats st = s.stats();
+  RecordProperty("ran", std::to_string(st.ok + st.late));
+  EXPECT_EQ(st.sent, static_cast<std::uint64_t>(accepted.load()));
+  EXPECT_EQ(st.ok + st.late + st.dropped + st.errors, st.sent);
 }
 
 TEST(ServerTest, CudaEmulatedDevicesWithoutAGpuAreRefusedSayingWhy) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <shared_mutex>
@@ -31,6 +32,34 @@ std::string ms_string(Duration d) {
   std::snprintf(buf, sizeof buf, "%.3f", d.to_ms());
   return buf;
 }
+
+// A ticket (the request's runtime tag): the slot's generation in the high
+// half, the slot in the low half. Generations start at 1, so 0 is no ticket.
+std::uint32_t slot_of(std::uint64_t ticket) { return static_cast<std::uint32_t>(ticket); }
+
+// The server whose `done` callback this thread runs now, if any (cancel()
+// from there would wait on the thread that has to answer it).
+thread_local const void* running_callback_of = nullptr;
+
+// Waits for the shard's answer to one cancellation.
+class CancelWait final : public CancelReply {
+ public:
+  void on_cancel(bool found) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_ = found ? 1 : 0;
+    cv_.notify_one();  // under the lock: the waiter may destroy us once it has it
+  }
+  bool get() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return answer_ >= 0; });
+    return answer_ == 1;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int answer_ = -1;
+};
 
 }  // namespace
 
@@ -60,6 +89,11 @@ struct Server::Impl final : BatchRunner {
     std::promise<InferResult> promise;
     std::function<void(InferResult&&)> callback;
     bool use_promise = false;
+    std::uint32_t generation = 0;  // of the slot's latest ticket (owner: whoever holds the slot)
+    // The ticket of the request in the slot (0: free) and its model's
+    // runtime id, for cancel() from any thread.
+    std::atomic<std::uint64_t> ticket{0};
+    std::atomic<ModelId> model_id{kNoModel};
   };
 
   struct OutcomeSink {
@@ -123,16 +157,16 @@ struct Server::Impl final : BatchRunner {
   void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
     out->clear();
     for (const Request& r : b.requests) {
-      Pending& p = slots[r.tag];
+      Pending& p = slots[slot_of(r.tag)];
       out->push_back({&p.inputs, p.batched});
     }
   }
   void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) override {
     std::size_t i = 0;
-    for (const Request& r : b.requests) slots[r.tag].output = std::move(outputs[i++]);
+    for (const Request& r : b.requests) slots[slot_of(r.tag)].output = std::move(outputs[i++]);
   }
   void fail(const ExecBatch& b, const std::string& error) override {
-    for (const Request& r : b.requests) slots[r.tag].error = error;
+    for (const Request& r : b.requests) slots[slot_of(r.tag)].error = error;
   }
   void timed(const ExecBatch& b, Duration ran) override {
     if (b.gpu >= devices.size()) return;
@@ -143,7 +177,8 @@ struct Server::Impl final : BatchRunner {
 
   // ---- outcomes (any runtime thread) ------------------------------------------------
   void on_outcome(const RequestOutcome& o) {
-    Pending& p = slots[o.tag];
+    const std::uint32_t slot = slot_of(o.tag);
+    Pending& p = slots[slot];
     InferResult r;
     r.outcome = o.outcome;
     r.reason = o.reason;
@@ -183,9 +218,33 @@ struct Server::Impl final : BatchRunner {
     p.inputs.clear();
     p.output = c10::IValue();
     p.error.clear();
-    release(o.tag);
-    if (use_promise) promise.set_value(std::move(r));
-    else if (cb) cb(std::move(r));
+    p.ticket.store(0, std::memory_order_relaxed);  // cancel() compares tickets only
+    release(slot);
+    if (use_promise) {
+      promise.set_value(std::move(r));
+    } else if (cb) {
+      const void* outer = running_callback_of;
+      running_callback_of = this;
+      cb(std::move(r));
+      running_callback_of = outer;
+    }
+  }
+
+  // Server::cancel.
+  bool cancel(std::uint64_t ticket) {
+    if (running_callback_of == this) return false;  // our shard thread could be the one to answer
+    const std::uint32_t slot = slot_of(ticket);
+    if (ticket == 0 || slot >= slots.size()) return false;
+    Pending& p = slots[slot];
+    // acquire: pairs with submit's release; the model id and the runtime are visible.
+    if (p.ticket.load(std::memory_order_acquire) != ticket) return false;  // ended, or never was
+    // If the request ends meanwhile and the slot is reused, the id may be
+    // another request's model: the runtime then finds no request with this
+    // ticket (tickets are unique), which is the right answer.
+    const ModelId id = p.model_id.load(std::memory_order_relaxed);
+    CancelWait wait;
+    if (!runtime->cancel(id, ticket, &wait)) return false;  // stopping
+    return wait.get();
   }
 
   std::optional<std::uint32_t> acquire() {
@@ -195,14 +254,15 @@ struct Server::Impl final : BatchRunner {
     free_slots.pop_back();
     return s;
   }
-  void release(std::uint64_t slot) {
+  void release(std::uint32_t slot) {
     std::lock_guard<std::mutex> lock(free_mu);
-    free_slots.push_back(static_cast<std::uint32_t>(slot));
+    free_slots.push_back(slot);
   }
 
   // ---- submission -------------------------------------------------------------------
   Status submit(std::string_view name, std::vector<at::Tensor>&& inputs, std::optional<Duration> deadline,
-                std::promise<InferResult>* promise, std::function<void(InferResult&&)>&& cb) {
+                std::promise<InferResult>* promise, std::function<void(InferResult&&)>&& cb,
+                std::uint64_t* ticket = nullptr) {
     if (!running.load(std::memory_order_acquire))
       return Status(Errc::kFailedPrecondition, stopped ? "the server is stopped" : "the server is not started");
     std::shared_ptr<Model> m;
@@ -243,8 +303,13 @@ struct Server::Impl final : BatchRunner {
     p.use_promise = promise != nullptr;
     if (promise) p.promise = std::move(*promise);
     else p.callback = std::move(cb);
+    if (++p.generation == 0) p.generation = 1;
+    const std::uint64_t tk = (std::uint64_t{p.generation} << 32) | *slot;
+    p.model_id.store(m->id, std::memory_order_relaxed);
+    p.ticket.store(tk, std::memory_order_release);  // release: with the model id, for cancel()
+    if (ticket) *ticket = tk;
     m->sent.fetch_add(1, std::memory_order_relaxed);
-    const SubmitStatus st = runtime->submit(m->id, *slot, now + (deadline ? *deadline : m->opts.slo));
+    const SubmitStatus st = runtime->submit(m->id, tk, now + (deadline ? *deadline : m->opts.slo));
     if (st == SubmitStatus::kUnknownModel) {
       // Removed between the lookup and the submission: nothing was queued.
       m->sent.fetch_sub(1, std::memory_order_relaxed);
@@ -252,6 +317,8 @@ struct Server::Impl final : BatchRunner {
       p.model.reset();
       p.inputs.clear();
       p.callback = nullptr;
+      p.ticket.store(0, std::memory_order_relaxed);
+      if (ticket) *ticket = 0;
       release(*slot);
       return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
     }
@@ -563,11 +630,15 @@ Result<std::future<InferResult>> Server::infer(std::string_view model, std::vect
   return f;
 }
 
-Status Server::infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
-                           std::function<void(InferResult&&)> done) {
+Status Server::infer_async(std::string_view model, std::vector<at::Tensor> inputs,
+                           std::optional<Duration> deadline, std::function<void(InferResult&&)> done,
+                           std::uint64_t* ticket) {
+  if (ticket) *ticket = 0;
   if (!done) return Status(Errc::kInvalidArgument, "infer_async needs a callback");
-  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done));
+  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done), ticket);
 }
+
+bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }
 
 ServerStats Server::stats() const {
   ServerStats out;

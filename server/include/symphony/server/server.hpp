@@ -6,7 +6,8 @@
 // models (a replica per device, warmed up) and their latency profiles
 // (measured on first use and kept in a profile file beside the model).
 // Clients call infer() from any thread and get a future (or a callback) that
-// resolves exactly once with the outputs or an outcome explaining why not.
+// resolves exactly once with the outputs or an outcome explaining why not; a
+// request submitted with infer_async() can be cancelled while it is queued.
 //
 // Guarantees:
 //  - bad input is rejected at infer() with a Status naming the problem
@@ -17,7 +18,9 @@
 //    that throws fails only its batch; the server keeps serving;
 //  - a client that drops its future leaks nothing; stop() resolves every
 //    pending request (drain: run or expire them; cancel: drop what is queued);
-//  - infer() is thread-safe and does not block on the scheduler.
+//  - infer() is thread-safe and does not block on the scheduler;
+//  - cancel() withdraws a request only while it is queued, and says whether
+//    it did: a request is never both cancelled and run.
 //
 //   ServerOptions o;  o.devices = "auto";
 //   auto server = std::move(*Server::create(o));
@@ -191,9 +194,24 @@ class Server {
   Result<std::future<InferResult>> infer(std::string_view model, std::vector<at::Tensor> inputs,
                                          std::optional<Duration> deadline = std::nullopt);
   // The same, resolving through `done` (called exactly once, from a server
-  // thread; it must not block).
+  // thread; it must not block). `ticket`, when given, receives the request's
+  // ticket for cancel(), before `done` can run; 0 when the call fails
+  // (nothing was queued).
   Status infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
-                     std::function<void(InferResult&&)> done);
+                     std::function<void(InferResult&&)> done, std::uint64_t* ticket = nullptr);
+
+  // Cancels the request of `ticket` (from infer_async) if it is still queued.
+  // True: it was, and its `done` has run, once, with dropped
+  // (DropReason::kCancelled), before cancel() returns. False: it had been put
+  // in a batch, or had ended, and its `done` runs (or ran) normally. A ticket
+  // is not given twice (a request slot's tickets carry a 32-bit generation):
+  // a stale one cancels nothing. A request submitted a
+  // moment before may not have reached its model's queue yet; it is then not
+  // cancelled (false) and runs. Thread-safe; blocks until the model's shard
+  // thread has looked (one pass of its loop). From inside a `done` callback
+  // (on a shard thread, which could not answer) it cancels nothing and
+  // returns false.
+  bool cancel(std::uint64_t ticket);
 
   ServerStats stats() const;
 
