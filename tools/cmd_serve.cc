@@ -26,6 +26,8 @@
 
 #include "commands.hpp"
 #include "progress.hpp"
+#include "serve_front.hpp"
+#include "symphony/front/front_metrics.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/metrics/autoscale_window.hpp"
 #include "symphony/metrics/endpoint.hpp"
@@ -54,6 +56,8 @@ struct ServeArgs {
   double metrics_linger_s = 0;    // keep /metrics up this long after the report
   double autoscale_window_s = 30;  // the window of the autoscaling advice
   bool quiet = false;
+  ServeFrontArgs front;  // --http, --grpc, --port-file
+  bool no_load = false;  // serve protocol requests even when the config has load:
 };
 
 // The bad-rate threshold of the autoscaling advice (DESIGN.md §2: 1 %).
@@ -203,6 +207,7 @@ struct ServeMetricsState {
   const std::vector<std::unique_ptr<ModelTally>>* tallies = nullptr;
   TimePoint measure_from = TimePoint::infinite(), end = TimePoint::infinite();
   std::atomic<int> phase{0};  // 0 loading, 1 serving, 2 done
+  std::atomic<front::Front*> front{nullptr};  // the protocol front, once started
   std::mutex mu;              // guards the two below
   bool have_warmup = false;
   ServerStats at_warmup;
@@ -220,6 +225,7 @@ std::string ready_reason(const ServeMetricsState& st) {
 void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
   using metrics::Labels;
   if (!st.server || !st.tallies) return;
+  if (const front::Front* f = st.front.load()) front::write_front_metrics(f->counters(), w);
   const ServerStats now = st.server->stats();
   const TimePoint t = SteadyClock{}.now();
   ServerStats before;
@@ -328,6 +334,55 @@ void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
   }
 }
 
+// Writes the JSON report where --json says; false when it cannot.
+bool write_report(const ServeArgs& a, const json& report) {
+  if (a.json_out.empty()) return true;
+  std::ofstream f(a.json_out);
+  f << report.dump(2) << "\n";
+  if (!f) {
+    print_error("serve", "cannot write %s\n", a.json_out.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
+  return true;
+}
+
+// Serves protocol requests until SIGINT or SIGTERM (blocked in every
+// thread), then shuts down gracefully: new requests get 503, the server
+// ends what it holds (runs it or drops it as expired), the transports
+// write the last responses and close. Prints and writes the report.
+int serve_until_signal(const ServeArgs& a, Server& srv, ServeFront& front, ServeMetricsState& mstate,
+                       const sigset_t& stop_signals) {
+  mstate.phase.store(1);
+  const TimePoint start = SteadyClock{}.now();
+  std::fprintf(stderr, "serving until SIGINT or SIGTERM (Ctrl-C)\n");
+  ProgressLine progress;
+  int sig = -1;
+  while (sig < 0) {
+    timespec one_second{1, 0};
+    sig = sigtimedwait(&stop_signals, nullptr, &one_second);
+    if (sig < 0 && !a.quiet) progress.update(front.progress(1.0));
+  }
+  progress.finish();
+  std::fprintf(stderr, "%s: stopping (new requests get 503; queued ones run or expire)\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM");
+  front.begin_stop();
+  srv.stop(StopMode::kDrain);
+  front.stop();
+  mstate.phase.store(2);
+  const ServerStats fin = srv.stats();
+  json report = front.report(fin, (SteadyClock{}.now() - start).to_seconds());
+  report["config"] = a.config;
+  std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
+  for (const DeviceStats& ds : fin.devices) {
+    std::printf("%-20s %9.1f%% %9llu\n", ds.name.c_str(), 100 * std::min(1.0, ds.busy_fraction),
+                static_cast<unsigned long long>(ds.batches));
+    report["devices"].push_back({{"name", ds.name}, {"busy_fraction", std::min(1.0, ds.busy_fraction)},
+                                 {"batches", ds.batches}});
+  }
+  return write_report(a, report) ? 0 : 1;
+}
+
 int run_serve(ServeArgs a) {
   auto cfg = load_serve_config(a.config);
   if (!cfg.ok()) {
@@ -362,6 +417,23 @@ int run_serve(ServeArgs a) {
     cfg->duration_s = a.duration_s;
     cfg->warmup_s = std::min(cfg->warmup_s, a.duration_s / 4);
   }
+  // With load: the built-in generator drives the models for the configured
+  // time; without it (or with --no-load) serve answers protocol requests
+  // until SIGINT or SIGTERM.
+  const bool generate = cfg->has_load && !a.no_load;
+  if (!generate && !a.front.any()) {
+    print_error("serve", "%s has no load: section%s, so serve answers Open Inference Protocol requests: give --http "
+                "HOST:PORT and/or --grpc HOST:PORT (docs/front.md)\n",
+                a.config.c_str(), a.no_load ? " in use (--no-load)" : "");
+    return 2;
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  // Blocked before any thread starts, so that every thread inherits the mask
+  // and the main thread alone takes them (sigtimedwait below).
+  if (!generate) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ServerOptions so;
   so.devices = cfg->devices;
   so.cpu_threads = cfg->cpu_threads;
@@ -407,6 +479,7 @@ int run_serve(ServeArgs a) {
   for (const auto& d : srv.devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
   std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(), cfg->policy.to_string().c_str(),
                std::string(to_string(cfg->policy.gather)).c_str());
+  std::vector<ModelOptions> model_options;
   for (const auto& m : cfg->models) {
     ModelOptions mo;
     mo.name = m.name;
@@ -421,11 +494,25 @@ int run_serve(ServeArgs a) {
       print_error("serve", "%s\n", s.message().c_str());
       return 1;
     }
+    model_options.push_back(std::move(mo));
   }
   if (Status s = srv.start(); !s.ok()) {
     print_error("serve", "%s\n", s.message().c_str());
     return 1;
   }
+  std::unique_ptr<ServeFront> front;
+  if (a.front.any()) {
+    auto f = ServeFront::start(srv, model_options, cfg->delays, a.front);
+    if (!f.ok()) {
+      print_error("serve", "%s\n", f.status().message().c_str());
+      srv.stop(StopMode::kCancel);
+      return 2;
+    }
+    front = std::move(*f);
+    mstate.front.store(&front->front());
+    std::fprintf(stderr, "front: listening on %s (Open Inference Protocol; docs/front.md)\n", front->where().c_str());
+  }
+  if (!generate) return serve_until_signal(a, srv, *front, mstate, stop_signals);
   const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);
   const TimePoint measure_from = start + Duration::from_seconds(cfg->warmup_s);
   const TimePoint end = start + Duration::from_seconds(cfg->duration_s);
@@ -481,7 +568,9 @@ int run_serve(ServeArgs a) {
   }
   driver.join();
   progress.finish();
+  if (front) front->begin_stop();
   srv.stop(StopMode::kDrain);  // every request ends
+  if (front) front->stop();
   mstate.phase.store(2);
   const ServerStats fin = srv.stats();
   const double window = cfg->duration_s - cfg->warmup_s;
@@ -632,15 +721,8 @@ int run_serve(ServeArgs a) {
   report["errors"] = errors;
   report["goodput_rps"] = goodput;
   report["bad_rate"] = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
-  if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    f << report.dump(2) << "\n";
-    if (!f) {
-      print_error("serve", "cannot write %s\n", a.json_out.c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
-  }
+  if (front) report["front"] = front->report(fin, (fin.elapsed).to_seconds());
+  if (!write_report(a, report)) return 1;
   if (endpoint && a.metrics_linger_s > 0) {
     // Until the linger ends or SIGINT/SIGTERM: a last scrape sees the final counts.
     std::fflush(stdout);
@@ -662,7 +744,9 @@ int run_serve(ServeArgs a) {
 
 CLI::App* add_serve(CLI::App& app, int& exit_code) {
   static ServeArgs a;
-  auto* cmd = app.add_subcommand("serve", "Serve TorchScript models on the configured devices under generated load");
+  auto* cmd = app.add_subcommand(
+      "serve", "Serve TorchScript models on the configured devices: to Open Inference Protocol clients (--http, --grpc), "
+               "under the config's generated load, or both");
   cmd->add_option("config,--config", a.config, "serve config (YAML)")->required();
   cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");
@@ -681,6 +765,29 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--autoscale-window", a.autoscale_window_s,
                   "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_flag("--quiet", a.quiet, "no progress line");
+  cmd->add_option("--http", a.front.http,
+                  "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; docs/front.md)");
+  cmd->add_option("--grpc", a.front.grpc,
+                  "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)");
+  cmd->add_option("--port-file", a.front.port_file,
+                  "write the addresses the front listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) to this "
+                  "file once it serves");
+  cmd->add_option("--http-threads", a.front.http_threads, "I/O threads of the HTTP front (default 1)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--max-inflight", a.front.max_inflight,
+                  "protocol requests inside the server at once; more get 429 at once (default 8192)")
+      ->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--max-connections", a.front.max_connections,
+                  "HTTP connections at once; beyond it a new one closes the longest idle (default 1024)")
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--request-timeout", a.front.http_request_timeout_s,
+                  "seconds an HTTP request may take to arrive, first byte to last (slow clients are cut off; default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--idle-timeout", a.front.http_idle_timeout_s,
+                  "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-load", a.no_load,
+                "ignore the config's load: section and serve protocol requests until SIGINT/SIGTERM");
   cmd->callback([&exit_code] { exit_code = run_serve(a); });
   return cmd;
 }

@@ -131,6 +131,7 @@ class Parser {
       if (Status s = parse_recalibration(r, &c.recalibration); !s.ok()) return s;
     }
     if (const YAML::Node l = root["load"]) {
+      c.has_load = true;
       if (Status s = only_keys(l, "load", {"duration_s", "warmup_s", "arrival", "seed"}); !s.ok()) return s;
       if (Status s = get(l, "duration_s", "load.", &c.duration_s); !s.ok()) return s;
       if (Status s = get(l, "warmup_s", "load.", &c.warmup_s); !s.ok()) return s;

@@ -10,7 +10,7 @@
 //   delays: {ctrl_us: 0, data_us: 0, resp_us: 0, margin_us: 1000}
 //   profiling: {latency: p90, max_batch: 32, repeats: 20}   # latency: median | p90 | p99
 //   recalibrate: true        # follow measured batch times online (or a map: {percentile: 0.9, window: 64, ...})
-//   load:
+//   load:                    # absent: serve protocol requests until SIGINT/SIGTERM
 //     duration_s: 20         # how long the load generator sends
 //     warmup_s: 2            # sent but not counted in the report
 //     arrival: poisson       # poisson | uniform | gamma:<shape>
@@ -63,6 +63,10 @@ struct ServeConfig {
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
   RecalibrationOptions recalibration = RecalibrationOptions::on();  // `recalibrate:`
+  // `load:`: with it, serve drives the models with its own generator for
+  // duration_s; without it, serve answers protocol requests (--http, --grpc)
+  // until SIGINT/SIGTERM.
+  bool has_load = false;
   double duration_s = 20;
   double warmup_s = 2;
   std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>

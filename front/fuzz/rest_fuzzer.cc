@@ -1,0 +1,42 @@
+// libFuzzer target of the REST request parser: any bytes as a body (with or
+// without an Inference-Header-Content-Length), then the check against a
+// model, then the reply encoder over what was parsed. Nothing may crash,
+// leak, overflow or read out of bounds, whatever the bytes.
+//
+// Input: a body, or 'B' followed by a 2-byte little-endian header length and
+// the body (a binary-tensor request).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "symphony/front/front.hpp"
+#include "symphony/front/rest.hpp"
+
+using namespace symphony::front;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  std::optional<std::uint64_t> header;
+  if (in.size() >= 3 && in[0] == 'B') {
+    header = static_cast<std::uint8_t>(in[1]) | (static_cast<std::uint64_t>(static_cast<std::uint8_t>(in[2])) << 8);
+    in.remove_prefix(3);
+  }
+  RestLimits lim;
+  lim.max_elements = 1 << 16;
+  InferRequest req;
+  Reply err;
+  if (!parse_infer_request("m", "", in, header, lim, &req, &err)) return 0;
+  ModelMetadata m;
+  m.name = "m";
+  m.versions = {"1"};
+  m.inputs = {{"x", DataType::kFp32, {-1, 4}}, {"s", DataType::kBytes, {-1, 2}}};
+  m.outputs = {{"y", DataType::kFp32, {-1, 4}}};
+  InferRequest copy = req;
+  (void)Front::check(copy, m, lim.max_elements);
+  (void)Front::budget(copy, std::nullopt, symphony::Duration::milliseconds(10), &err);
+  Reply r;
+  r.accepted = true;
+  r.outputs = req.inputs;  // the inputs as outputs: every datatype through the encoder
+  (void)encode_reply(r, req.outputs, req.binary_outputs);
+  return 0;
+}

@@ -1,0 +1,118 @@
+// Front: the Open Inference Protocol's semantics, written once for both
+// transports (http_server.hpp, grpc_server.hpp).
+//
+// It answers the health and metadata questions, checks an inference request
+// against the model (names, datatypes, shapes, sizes: each error names the
+// input, what was expected and what came), picks the request's budget (the
+// transport's deadline, else the `timeout` parameter in microseconds, else
+// the model's SLO), sheds load beyond its in-flight bound at once (429), and
+// hands the request to the InferenceService, which ends it exactly once.
+// It counts every request by model and code for the report and /metrics.
+//
+// Guarantees:
+//  - every call of infer() ends with exactly one call of its `done`;
+//  - thread-safe: transports call it from their I/O threads;
+//  - after begin_stop() new requests get 503 and ready() is false; requests
+//    already accepted still end through their service.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "symphony/front/protocol.hpp"
+#include "symphony/front/service.hpp"
+
+namespace symphony::front {
+
+struct FrontOptions {
+  std::string server_name = "symphony";
+  // Requests inside the front (accepted, not yet answered) at once; more are
+  // refused at once with 429 / RESOURCE_EXHAUSTED.
+  std::uint32_t max_inflight = 8192;
+  // The largest tensor a request may carry, in elements (guards the
+  // arithmetic of shapes and the memory of one request).
+  std::uint64_t max_elements = std::uint64_t{1} << 28;
+};
+
+// Counts of one model's requests, as the front answered them.
+struct FrontModelCounters {
+  std::string model;
+  std::uint64_t received = 0;  // inference requests that named this model
+  std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;
+  std::array<std::uint64_t, kNumDropReasons> dropped_by_reason{};
+  std::uint64_t invalid = 0;  // 400: refused before they reached the scheduler
+  std::uint64_t shed = 0;     // 429 by the front's own in-flight bound
+  std::uint64_t unavailable = 0;  // 503 while stopping
+};
+
+struct FrontCounters {
+  std::uint64_t received = 0;
+  std::uint64_t not_found = 0;  // unknown model or version
+  std::uint32_t inflight = 0;
+  std::vector<FrontModelCounters> models;
+};
+
+class Front {
+ public:
+  Front(InferenceService& service, FrontOptions options = {});
+  ~Front();
+  Front(const Front&) = delete;
+  Front& operator=(const Front&) = delete;
+
+  const std::string& server_name() const noexcept { return opts_.server_name; }
+  static std::string_view server_version() noexcept;
+  static std::vector<std::string> extensions();
+  bool live() const noexcept { return true; }
+  bool ready() const;
+
+  // The model's metadata; a reply with 404 when the model or version is
+  // unknown.
+  std::shared_ptr<const ModelMetadata> model(std::string_view name, std::string_view version, Reply* error) const;
+  std::vector<std::shared_ptr<const ModelMetadata>> models() const { return service_.models(); }
+  bool model_ready(std::string_view name, std::string_view version) const;
+
+  // Takes one parsed request. `deadline`: the transport's own deadline as
+  // time from now (gRPC), if any. Returns a ticket for cancel() (0 when the
+  // request ended at once).
+  std::uint64_t infer(InferRequest&& request, std::optional<Duration> deadline, InferenceService::Done done);
+  void cancel(std::uint64_t ticket);
+  // Counts a request the transport refused before it could be parsed (its
+  // reply is `reply`, a 400 or 404), so the counters see every request.
+  void count_rejected(std::string_view model, const Reply& reply);
+
+  // Checks a request against the model and puts its inputs in the model's
+  // order. A reply with 400 naming the problem when it does not fit.
+  static std::optional<Reply> check(InferRequest& request, const ModelMetadata& model,
+                                    std::uint64_t max_elements);
+  // The budget the request plans with: the transport's deadline, else the
+  // `timeout` parameter (microseconds, > 0), else the model's SLO; a reply
+  // with 400 when the parameter is malformed.
+  static std::optional<Duration> budget(const InferRequest& request, std::optional<Duration> deadline,
+                                        Duration slo, Reply* error);
+
+  // From now on new requests get 503 and ready() is false.
+  void begin_stop();
+  // Requests accepted and not yet answered.
+  std::uint32_t inflight() const noexcept { return inflight_.load(std::memory_order_acquire); }
+
+  FrontCounters counters() const;
+
+ private:
+  FrontModelCounters& model_counters(const std::string& name);  // REQUIRES: mu_ held
+
+  InferenceService& service_;
+  FrontOptions opts_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint32_t> inflight_{0};
+  mutable std::mutex mu_;  // the counters
+  std::uint64_t received_ = 0, not_found_ = 0;
+  std::vector<FrontModelCounters> models_;
+};
+
+}  // namespace symphony::front

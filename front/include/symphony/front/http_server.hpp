@@ -1,0 +1,79 @@
+// HttpServer: the protocol's REST transport (HTTP/1.1 with keep-alive) on
+// Boost.Beast, a few I/O threads for any number of connections.
+//
+//   GET  /v2/health/live, /v2/health/ready, /v2
+//   GET  /v2/models/{m}[/versions/{v}], /v2/models/{m}[/versions/{v}]/ready
+//   POST /v2/models/{m}[/versions/{v}]/infer     (JSON or binary tensors)
+//
+// Guarantees:
+//  - every request gets one response, or its connection is closed (a
+//    protocol violation, a timeout, a client that went away);
+//  - bounded: body and header sizes, connections, the time a request may
+//    take to arrive (slow clients), the time a connection may sit idle;
+//    what is past a bound gets a clear error or a closed connection, and
+//    other connections keep being served;
+//  - a connection closed while its request waits cancels the request
+//    (Front::cancel): queued, it never runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "symphony/front/front.hpp"
+#include "symphony/front/rest.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+
+namespace symphony::front {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;  // 0: any free port (see port())
+  int threads = 1;            // I/O threads
+  std::uint64_t max_body_bytes = 64ull << 20;
+  std::uint32_t max_header_bytes = 16u << 10;
+  // Connections at once. At the bound a new connection closes the one idle
+  // the longest (between requests); with none idle it is closed at once.
+  std::uint32_t max_connections = 1024;
+  // From a request's first byte to its last: a slow client is cut off.
+  Duration request_timeout = Duration::seconds(10);
+  // A keep-alive connection without a request is closed after this.
+  Duration idle_timeout = Duration::seconds(60);
+  RestLimits limits;
+};
+
+struct HttpStats {
+  std::uint64_t connections_accepted = 0;
+  std::uint64_t connections_refused = 0;  // over max_connections, none idle to close
+  std::uint64_t connections_evicted = 0;  // idle ones closed to make room
+  std::uint32_t connections_open = 0;
+  std::uint64_t requests = 0;
+  std::uint64_t bad_requests = 0;  // malformed HTTP, too large, timed out
+};
+
+class HttpServer {
+ public:
+  // Binds and starts serving. Errors name the address.
+  static Result<std::unique_ptr<HttpServer>> start(Front& front, HttpOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The port it listens on (the chosen one when asked for port 0).
+  std::uint16_t port() const noexcept;
+  HttpStats stats() const;
+
+  // Stops accepting, closes idle connections, lets requests in flight get
+  // their responses for up to `grace`, then closes everything and joins the
+  // I/O threads. Idempotent.
+  void stop(Duration grace = Duration::seconds(5));
+
+ private:
+  struct Impl;
+  friend class HttpSession;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace symphony::front

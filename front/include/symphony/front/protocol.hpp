@@ -1,0 +1,156 @@
+// The Open Inference Protocol's (KServe v2) vocabulary, independent of the
+// transport: datatypes, tensors, model metadata, an inference request as the
+// front has parsed it, and the reply that ends it.
+//
+// One request, one reply: every request the front accepts ends with exactly
+// one Reply, whose `code` says which response the transport sends (the
+// table in docs/front.md). REST and gRPC map the same Reply to their own
+// status codes (http_status() here, grpc_server.cc for gRPC).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::front {
+
+// The protocol's tensor datatypes ("FP32", "INT64", ...).
+enum class DataType : std::uint8_t {
+  kBool,
+  kUint8,
+  kUint16,
+  kUint32,
+  kUint64,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFp16,
+  kBf16,
+  kFp32,
+  kFp64,
+  kBytes,
+};
+
+// "FP32" -> kFp32; nullopt for a name the protocol does not define.
+std::optional<DataType> parse_datatype(std::string_view name) noexcept;
+std::string_view to_string(DataType t) noexcept;
+// Bytes per element; 0 for BYTES (variable-length elements).
+std::size_t element_size(DataType t) noexcept;
+
+// A tensor's shape as the protocol writes it: one entry per dimension, -1
+// for a dimension of any size (in metadata only).
+using Shape = std::vector<std::int64_t>;
+std::string shape_string(const Shape& s);  // "[1,3,64,64]"
+
+// The number of elements of a concrete shape, or nullopt when a dimension is
+// negative or the product overflows `limit`.
+std::optional<std::uint64_t> element_count(const Shape& s, std::uint64_t limit) noexcept;
+
+// A tensor with its contents: the elements flat, row-major, little-endian,
+// no padding; BYTES elements each as a 4-byte little-endian length and the
+// bytes (the protocol's binary form).
+struct Tensor {
+  std::string name;
+  DataType datatype = DataType::kFp32;
+  Shape shape;
+  std::string data;
+};
+
+// A tensor the model takes or gives, as metadata describes it.
+struct TensorSpec {
+  std::string name;
+  DataType datatype = DataType::kFp32;
+  Shape shape;  // the batch dimension first, as -1
+};
+
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;  // Symphony serves one version: "1"
+  std::string platform;               // "pytorch_torchscript", "symphony_emulated"
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;  // as far as known (empty until the model has answered once)
+  Duration slo;                     // the default budget of a request
+  std::uint32_t max_batch = 0;
+};
+
+// A request parameter's value (the protocol's InferParameter).
+struct Parameter {
+  enum class Kind : std::uint8_t { kBool, kInt, kUint, kDouble, kString } kind = Kind::kString;
+  bool b = false;
+  std::int64_t i = 0;
+  std::uint64_t u = 0;
+  double d = 0;
+  std::string s;
+};
+
+// An inference request after the transport parsed it (not yet checked
+// against the model: Front::check does that).
+struct InferRequest {
+  std::string model;
+  std::string version;  // empty: the model's only version
+  std::string id;       // echoed in the reply
+  std::map<std::string, Parameter> parameters;
+  std::vector<Tensor> inputs;
+  // Outputs asked for by name (empty: all); REST: which ones come back as
+  // binary data.
+  struct Output {
+    std::string name;
+    bool binary = false;
+  };
+  std::vector<Output> outputs;
+  bool binary_outputs = false;  // REST: "binary_data_output": every output as binary data
+};
+
+// How a request ended, as the transports answer it.
+enum class Code : std::uint8_t {
+  kOk,                 // 200 / OK: ok or late, with outputs
+  kInvalidArgument,    // 400 / INVALID_ARGUMENT: malformed, wrong name, shape, datatype or size
+  kNotFound,           // 404 / NOT_FOUND: unknown model or version
+  kDeadlineExceeded,   // 504 / DEADLINE_EXCEEDED: dropped, the deadline cannot be (or was not) met
+  kResourceExhausted,  // 429 / RESOURCE_EXHAUSTED: dropped for overload
+  kInternal,           // 500 / INTERNAL: the model raised
+  kUnavailable,        // 503 / UNAVAILABLE: the server is stopping or not ready
+  kCancelled,          // the client went away (499 in logs; nobody reads the answer)
+};
+std::string_view to_string(Code c) noexcept;
+int http_status(Code c) noexcept;
+
+// The one answer to one request.
+struct Reply {
+  Code code = Code::kOk;
+  std::string message;  // an error's text, naming the problem
+  // The request's outcome in the scheduler's terms (meaningful when it was
+  // accepted: ok, late, dropped with a reason, or error).
+  bool accepted = false;
+  Outcome outcome = Outcome::kDropped;
+  DropReason reason = DropReason::kNone;
+  std::string model;
+  std::string version;
+  std::string id;
+  std::vector<Tensor> outputs;
+  std::uint32_t batch_size = 0;  // the batch it ran in (0: none)
+  Duration latency;              // accepted to answered, inside the server
+
+  static Reply error(Code c, std::string message) {
+    Reply r;
+    r.code = c;
+    r.message = std::move(message);
+    return r;
+  }
+};
+
+// The reply for an outcome of the scheduler: ok and late answer with their
+// outputs (late says so in the outcome field; the answer is still useful to
+// many clients, and the accounting keeps it apart), drops answer 504, 429 or
+// 503 by reason, errors 500. `budget` and `model` only phrase the message.
+Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, std::string_view model,
+                        Duration budget);
+
+}  // namespace symphony::front

@@ -1,0 +1,60 @@
+// The protocol's REST bodies: parsing an infer request (JSON tensors, flat or
+// nested, and Triton's binary tensor extension) and writing replies and
+// metadata. Pure functions of bytes, so the fuzzer and the tests drive them
+// without a socket.
+//
+// Binary tensor extension: the body is a JSON header of
+// `Inference-Header-Content-Length` bytes followed by the raw tensors, in
+// the order of the inputs that give `"parameters": {"binary_data_size": N}`
+// instead of `data`. Replies carry outputs as binary data when the request
+// asked (`binary_data_output` in the request's parameters, or `binary_data`
+// in an output's), with the header length in the reply's header.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "symphony/front/front.hpp"
+#include "symphony/front/protocol.hpp"
+
+namespace symphony::front {
+
+struct RestLimits {
+  std::uint64_t max_elements = std::uint64_t{1} << 28;  // per tensor
+  std::uint32_t max_tensors = 64;                       // inputs or outputs per request
+  std::uint32_t max_depth = 16;                         // nesting of `data` arrays
+};
+
+// Parses an infer request for `model` / `version` (from the URL). `body` is
+// the whole body; `header_length` the Inference-Header-Content-Length header,
+// if any. Returns false with a 400 reply naming the problem.
+bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
+                         std::optional<std::uint64_t> header_length, const RestLimits& limits, InferRequest* out,
+                         Reply* error);
+
+// A reply's body. With binary outputs `header_length` is set and the body is
+// the JSON header followed by the outputs' bytes. `request_outputs` and
+// `binary_all` are what the request asked for.
+struct RestBody {
+  std::string body;
+  std::optional<std::size_t> header_length;
+};
+RestBody encode_reply(const Reply& reply, const std::vector<InferRequest::Output>& request_outputs,
+                      bool binary_all);
+
+// {"error": "..."}
+std::string error_body(std::string_view message);
+// GET /v2
+std::string server_metadata_body(const Front& front);
+// GET /v2/models/{m}
+std::string model_metadata_body(const ModelMetadata& m);
+
+// IEEE half and bfloat16 conversions (FP16/BF16 tensors in JSON).
+std::uint16_t float_to_half(float f) noexcept;
+float half_to_float(std::uint16_t h) noexcept;
+std::uint16_t float_to_bf16(float f) noexcept;
+float bf16_to_float(std::uint16_t h) noexcept;
+
+}  // namespace symphony::front

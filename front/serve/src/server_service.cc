@@ -1,0 +1,207 @@
+// ServerService: the protocol front over server::Server.
+#include "symphony/front/server_service.hpp"
+
+#include <torch/torch.h>
+
+#include <cstring>
+
+#include "symphony/server/input_spec.hpp"
+
+namespace symphony::front {
+namespace {
+
+std::optional<DataType> datatype_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return DataType::kBool;
+    case c10::ScalarType::Byte: return DataType::kUint8;
+    case c10::ScalarType::Char: return DataType::kInt8;
+    case c10::ScalarType::Short: return DataType::kInt16;
+    case c10::ScalarType::Int: return DataType::kInt32;
+    case c10::ScalarType::Long: return DataType::kInt64;
+    case c10::ScalarType::Half: return DataType::kFp16;
+    case c10::ScalarType::BFloat16: return DataType::kBf16;
+    case c10::ScalarType::Float: return DataType::kFp32;
+    case c10::ScalarType::Double: return DataType::kFp64;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<c10::ScalarType> scalar_type_of(DataType t) {
+  switch (t) {
+    case DataType::kBool: return c10::ScalarType::Bool;
+    case DataType::kUint8: return c10::ScalarType::Byte;
+    case DataType::kInt8: return c10::ScalarType::Char;
+    case DataType::kInt16: return c10::ScalarType::Short;
+    case DataType::kInt32: return c10::ScalarType::Int;
+    case DataType::kInt64: return c10::ScalarType::Long;
+    case DataType::kFp16: return c10::ScalarType::Half;
+    case DataType::kBf16: return c10::ScalarType::BFloat16;
+    case DataType::kFp32: return c10::ScalarType::Float;
+    case DataType::kFp64: return c10::ScalarType::Double;
+    default: return std::nullopt;
+  }
+}
+
+std::string indexed(const char* base, std::size_t i, std::size_t n) {
+  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
+}
+
+// One output tensor as bytes (contiguous, on the CPU).
+std::optional<Tensor> to_tensor(const at::Tensor& t, std::string name) {
+  const auto type = datatype_of(t.scalar_type());
+  if (!type) return std::nullopt;
+  at::Tensor c = t.device().is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();
+  Tensor out;
+  out.name = std::move(name);
+  out.datatype = *type;
+  out.shape.assign(c.sizes().begin(), c.sizes().end());
+  out.data.assign(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  return out;
+}
+
+// The model's answer as protocol tensors: a tensor, or a tuple or list of
+// tensors. False when it holds something else.
+bool to_outputs(const c10::IValue& v, std::vector<Tensor>* out) {
+  if (v.isNone()) return true;  // emulated devices run no model
+  if (v.isTensor()) {
+    auto t = to_tensor(v.toTensor(), "output");
+    if (!t) return false;
+    out->push_back(std::move(*t));
+    return true;
+  }
+  std::vector<c10::IValue> items;
+  if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) items.push_back(e);
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) items.emplace_back(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) items.push_back(e);
+  } else {
+    return false;
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].isTensor()) return false;
+    auto t = to_tensor(items[i].toTensor(), indexed("output", i, items.size()));
+    if (!t) return false;
+    out->push_back(std::move(*t));
+  }
+  return true;
+}
+
+Code code_of(Errc e) {
+  switch (e) {
+    case Errc::kInvalidArgument: return Code::kInvalidArgument;
+    case Errc::kNotFound: return Code::kNotFound;
+    case Errc::kCapacityExceeded: return Code::kResourceExhausted;
+    case Errc::kFailedPrecondition: return Code::kUnavailable;
+    default: return Code::kInternal;
+  }
+}
+
+}  // namespace
+
+ServerService::ServerService(server::Server& server, const std::vector<server::ModelOptions>& models, Delays delays)
+    : server_(server), delays_(delays) {
+  for (const server::ModelOptions& mo : models) {
+    auto m = std::make_shared<ModelMetadata>();
+    m->name = mo.name;
+    m->versions = {"1"};
+    m->platform = mo.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
+    m->slo = mo.slo;
+    m->max_batch = mo.max_batch;
+    for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
+      auto spec = server::parse_input_spec(mo.inputs[i]);
+      TensorSpec ts;
+      ts.name = indexed("input", i, mo.inputs.size());
+      ts.datatype = spec.ok() ? datatype_of(spec->dtype).value_or(DataType::kFp32) : DataType::kFp32;
+      ts.shape.push_back(-1);
+      if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
+      m->inputs.push_back(std::move(ts));
+    }
+    order_.push_back(mo.name);
+    models_[mo.name] = std::move(m);
+  }
+}
+
+std::vector<std::shared_ptr<const ModelMetadata>> ServerService::models() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const ModelMetadata>> out;
+  for (const std::string& n : order_) out.push_back(models_.at(n));
+  return out;
+}
+
+std::shared_ptr<const ModelMetadata> ServerService::find(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(std::string(name));
+  return it == models_.end() ? nullptr : it->second;
+}
+
+void ServerService::learn_outputs(const std::string& model, const std::vector<Tensor>& outputs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(model);
+  if (it == models_.end() || !it->second->outputs.empty() || outputs.empty()) return;
+  auto m = std::make_shared<ModelMetadata>(*it->second);
+  for (const Tensor& t : outputs) {
+    TensorSpec s;
+    s.name = t.name;
+    s.datatype = t.datatype;
+    s.shape = t.shape;
+    if (!s.shape.empty()) s.shape[0] = -1;  // the batch dimension
+    m->outputs.push_back(std::move(s));
+  }
+  it->second = std::move(m);
+}
+
+std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done done) {
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(req.inputs.size());
+  for (Tensor& t : req.inputs) {
+    const auto st = scalar_type_of(t.datatype);
+    if (!st) {
+      done(Reply::error(Code::kInvalidArgument, "input '" + t.name + "': datatype " +
+                                                    std::string(to_string(t.datatype)) + " is not a tensor type"));
+      return 0;
+    }
+    // The bytes stay where the transport put them; the tensor owns them.
+    auto bytes = std::make_shared<std::string>(std::move(t.data));
+    void* p = bytes->data();
+    inputs.push_back(torch::from_blob(
+        p, at::IntArrayRef(t.shape), [bytes](void*) mutable { bytes.reset(); }, torch::TensorOptions().dtype(*st)));
+  }
+  const std::string model = req.model;
+  std::uint64_t ticket = 0;
+  Status s = server_.infer_async(
+      model, std::move(inputs), budget,
+      [this, done, model, budget](server::InferResult&& r) {
+        Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget);
+        reply.batch_size = r.batch_size;
+        reply.latency = r.latency;
+        if (r.has_output() && !to_outputs(r.output, &reply.outputs)) {
+          reply = reply_for_outcome(Outcome::kError, DropReason::kNone,
+                                    "its output is not a tensor or a tuple of tensors", model, budget);
+        }
+        if (!reply.outputs.empty()) learn_outputs(model, reply.outputs);
+        done(std::move(reply));
+      },
+      &ticket);
+  if (!s.ok()) {
+    // The server refuses at once a budget that even a batch of one cannot
+    // meet; to the protocol that is a drop (infeasible), not a bad request.
+    if (s.code() == Errc::kInvalidArgument) {
+      auto p = server_.model_profile(model);
+      if (p.ok() && budget < delays_.delay(1) + p->latency(1) + delays_.resp) {
+        Reply r = reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", model, budget);
+        r.message += "; even a batch of one needs " + format_ms(p->latency(1)) + " ms";
+        done(std::move(r));
+        return 0;
+      }
+    }
+    done(Reply::error(code_of(s.code()), s.message()));
+    return 0;
+  }
+  return ticket;
+}
+
+void ServerService::cancel(std::uint64_t ticket) { server_.cancel(ticket); }
+
+}  // namespace symphony::front

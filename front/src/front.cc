@@ -1,0 +1,268 @@
+// Front: the protocol's semantics shared by the REST and gRPC transports.
+#include "symphony/front/front.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "symphony/version.hpp"
+
+namespace symphony::front {
+namespace {
+
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Checks BYTES contents: a 4-byte little-endian length before each element,
+// exactly `count` elements filling `data`.
+bool bytes_well_formed(const std::string& data, std::uint64_t count) {
+  std::size_t pos = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (data.size() - pos < 4) return false;
+    std::uint32_t len = 0;
+    for (int k = 0; k < 4; ++k) len |= static_cast<std::uint32_t>(static_cast<unsigned char>(data[pos + k])) << (8 * k);
+    pos += 4;
+    if (data.size() - pos < len) return false;
+    pos += len;
+  }
+  return pos == data.size();
+}
+
+}  // namespace
+
+Front::Front(InferenceService& service, FrontOptions options) : service_(service), opts_(std::move(options)) {}
+Front::~Front() = default;
+
+std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRING; }
+
+std::vector<std::string> Front::extensions() { return {"binary_tensor_data"}; }
+
+bool Front::ready() const { return !stopping_.load(std::memory_order_acquire) && service_.ready(); }
+
+std::shared_ptr<const ModelMetadata> Front::model(std::string_view name, std::string_view version,
+                                                  Reply* error) const {
+  std::shared_ptr<const ModelMetadata> m = service_.find(name);
+  if (!m) {
+    if (error) *error = Reply::error(Code::kNotFound, "unknown model " + in_quotes(name));
+    return nullptr;
+  }
+  if (!version.empty() && std::find(m->versions.begin(), m->versions.end(), version) == m->versions.end()) {
+    if (error) {
+      std::string have;
+      for (const std::string& v : m->versions) have += (have.empty() ? "" : ", ") + in_quotes(v);
+      *error = Reply::error(Code::kNotFound, "model " + in_quotes(name) + " has no version " + in_quotes(version) +
+                                                 " (versions: " + have + ")");
+    }
+    return nullptr;
+  }
+  return m;
+}
+
+bool Front::model_ready(std::string_view name, std::string_view version) const {
+  return ready() && model(name, version, nullptr) != nullptr;
+}
+
+std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model, std::uint64_t max_elements) {
+  const auto bad = [&](std::string msg) { return Reply::error(Code::kInvalidArgument, std::move(msg)); };
+  const std::string who = "model " + in_quotes(model.name);
+  if (req.inputs.size() != model.inputs.size()) {
+    std::string names;
+    for (const TensorSpec& s : model.inputs) names += (names.empty() ? "" : ", ") + in_quotes(s.name);
+    return bad(who + " takes " + std::to_string(model.inputs.size()) + " input(s) (" + names + "), got " +
+               std::to_string(req.inputs.size()));
+  }
+  std::vector<Tensor> ordered(model.inputs.size());
+  std::vector<bool> seen(model.inputs.size(), false);
+  for (Tensor& t : req.inputs) {
+    std::size_t k = 0;
+    while (k < model.inputs.size() && model.inputs[k].name != t.name) ++k;
+    if (k == model.inputs.size()) {
+      std::string names;
+      for (const TensorSpec& s : model.inputs) names += (names.empty() ? "" : ", ") + in_quotes(s.name);
+      return bad(who + " has no input " + in_quotes(t.name) + " (inputs: " + names + ")");
+    }
+    if (seen[k]) return bad("input " + in_quotes(t.name) + " is given twice");
+    seen[k] = true;
+    const TensorSpec& spec = model.inputs[k];
+    const std::string in = "input " + in_quotes(t.name) + " of " + who;
+    if (t.datatype != spec.datatype)
+      return bad(in + ": expected datatype " + std::string(to_string(spec.datatype)) + ", got " +
+                 std::string(to_string(t.datatype)));
+    // The spec's shape has the batch dimension (-1) first. A request is one
+    // sample: the shape with a batch of 1, or without the batch dimension.
+    const Shape sample(spec.shape.begin() + (spec.shape.empty() ? 0 : 1), spec.shape.end());
+    Shape expected = sample;
+    expected.insert(expected.begin(), 1);
+    const bool batched = t.shape == expected;
+    if (!batched && t.shape != sample) {
+      std::string why;
+      if (t.shape.size() == expected.size() && !t.shape.empty() && t.shape[0] != 1 &&
+          Shape(t.shape.begin() + 1, t.shape.end()) == sample)
+        why = " (Symphony forms batches itself: send one sample per request)";
+      return bad(in + ": expected shape " + shape_string(expected) + ", got " + shape_string(t.shape) + why);
+    }
+    const auto count = element_count(t.shape, max_elements);
+    if (!count) return bad(in + ": shape " + shape_string(t.shape) + " is too large");
+    if (t.datatype == DataType::kBytes) {
+      if (!bytes_well_formed(t.data, *count))
+        return bad(in + ": BYTES contents do not hold " + std::to_string(*count) +
+                   " length-prefixed elements in " + std::to_string(t.data.size()) + " bytes");
+    } else {
+      const std::uint64_t want = *count * element_size(t.datatype);
+      if (t.data.size() != want)
+        return bad(in + ": " + shape_string(t.shape) + " " + std::string(to_string(t.datatype)) + " is " +
+                   std::to_string(want) + " bytes, got " + std::to_string(t.data.size()));
+    }
+    ordered[k] = std::move(t);
+  }
+  req.inputs = std::move(ordered);
+  if (!model.outputs.empty()) {
+    for (const InferRequest::Output& o : req.outputs) {
+      const bool known = std::any_of(model.outputs.begin(), model.outputs.end(),
+                                     [&](const TensorSpec& s) { return s.name == o.name; });
+      if (!known) {
+        std::string names;
+        for (const TensorSpec& s : model.outputs) names += (names.empty() ? "" : ", ") + in_quotes(s.name);
+        return bad(who + " has no output " + in_quotes(o.name) + " (outputs: " + names + ")");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Duration> Front::budget(const InferRequest& req, std::optional<Duration> deadline, Duration slo,
+                                      Reply* error) {
+  if (deadline) return *deadline;
+  auto it = req.parameters.find("timeout");
+  if (it == req.parameters.end()) return slo;
+  const Parameter& p = it->second;
+  std::int64_t us = 0;
+  if (p.kind == Parameter::Kind::kInt) {
+    us = p.i;
+  } else if (p.kind == Parameter::Kind::kUint && p.u <= static_cast<std::uint64_t>(INT64_MAX)) {
+    us = static_cast<std::int64_t>(p.u);
+  } else {
+    *error = Reply::error(Code::kInvalidArgument,
+                          "parameter 'timeout' must be an integer number of microseconds");
+    return std::nullopt;
+  }
+  // A day at most: beyond that the nanosecond arithmetic gains nothing.
+  constexpr std::int64_t kMaxUs = 86'400'000'000;
+  if (us <= 0 || us > kMaxUs) {
+    *error = Reply::error(Code::kInvalidArgument, "parameter 'timeout' is " + std::to_string(us) +
+                                                      " us; it must be between 1 and " + std::to_string(kMaxUs));
+    return std::nullopt;
+  }
+  return Duration::microseconds(us);
+}
+
+void Front::begin_stop() { stopping_.store(true, std::memory_order_release); }
+
+FrontModelCounters& Front::model_counters(const std::string& name) {
+  for (FrontModelCounters& c : models_)
+    if (c.model == name) return c;
+  models_.push_back(FrontModelCounters{});
+  models_.back().model = name;
+  return models_.back();
+}
+
+std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline, InferenceService::Done done) {
+  Reply err;
+  std::shared_ptr<const ModelMetadata> m = model(req.model, req.version, &err);
+  const auto finish_now = [&](Reply&& r, std::uint64_t FrontModelCounters::*field) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++received_;
+      if (!m) {
+        ++not_found_;
+      } else {
+        FrontModelCounters& c = model_counters(m->name);
+        ++c.received;
+        ++(c.*field);
+      }
+    }
+    r.model = req.model;
+    r.version = req.version;
+    r.id = req.id;
+    done(std::move(r));
+    return std::uint64_t{0};
+  };
+  if (!m) return finish_now(std::move(err), &FrontModelCounters::invalid);
+  if (stopping_.load(std::memory_order_acquire) || !service_.ready())
+    return finish_now(Reply::error(Code::kUnavailable, "the server is stopping or not ready"),
+                      &FrontModelCounters::unavailable);
+  if (std::optional<Reply> bad = check(req, *m, opts_.max_elements))
+    return finish_now(std::move(*bad), &FrontModelCounters::invalid);
+  const std::optional<Duration> b = budget(req, deadline, m->slo, &err);
+  if (!b) return finish_now(std::move(err), &FrontModelCounters::invalid);
+  if (inflight_.fetch_add(1, std::memory_order_acq_rel) >= opts_.max_inflight) {
+    inflight_.fetch_sub(1, std::memory_order_acq_rel);
+    return finish_now(Reply::error(Code::kResourceExhausted,
+                                   "the server holds " + std::to_string(opts_.max_inflight) +
+                                       " requests already (its in-flight bound); try again later"),
+                      &FrontModelCounters::shed);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++received_;
+    ++model_counters(m->name).received;
+  }
+  std::string model_name = m->name;
+  std::string version = req.version.empty() ? (m->versions.empty() ? "" : m->versions.front()) : req.version;
+  std::string id = req.id;
+  return service_.submit(
+      std::move(req), *b,
+      [this, done = std::move(done), model_name = std::move(model_name), version = std::move(version),
+       id = std::move(id)](Reply&& r) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          FrontModelCounters& c = model_counters(model_name);
+          if (!r.accepted) {
+            ++c.errors;
+          } else {
+            switch (r.outcome) {
+              case Outcome::kOk: ++c.ok; break;
+              case Outcome::kLate: ++c.late; break;
+              case Outcome::kError: ++c.errors; break;
+              case Outcome::kDropped:
+                ++c.dropped;
+                ++c.dropped_by_reason[static_cast<std::size_t>(r.reason)];
+                break;
+            }
+          }
+        }
+        inflight_.fetch_sub(1, std::memory_order_acq_rel);
+        r.model = model_name;
+        r.version = version;
+        r.id = id;
+        done(std::move(r));
+      });
+}
+
+void Front::count_rejected(std::string_view model, const Reply& reply) {
+  std::shared_ptr<const ModelMetadata> m = service_.find(model);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++received_;
+  if (!m) {
+    ++not_found_;
+    return;
+  }
+  FrontModelCounters& c = model_counters(m->name);
+  ++c.received;
+  if (reply.code == Code::kUnavailable) ++c.unavailable;
+  else ++c.invalid;
+}
+
+void Front::cancel(std::uint64_t ticket) {
+  if (ticket) service_.cancel(ticket);
+}
+
+FrontCounters Front::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  FrontCounters c;
+  c.received = received_;
+  c.not_found = not_found_;
+  c.inflight = inflight_.load(std::memory_order_acquire);
+  c.models = models_;
+  return c;
+}
+
+}  // namespace symphony::front

@@ -1,0 +1,329 @@
+// The protocol's gRPC transport (grpc_server.hpp).
+#include "symphony/front/grpc_server.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "inference.grpc.pb.h"
+
+namespace symphony::front {
+namespace {
+
+grpc::StatusCode grpc_code(Code c) {
+  switch (c) {
+    case Code::kOk: return grpc::StatusCode::OK;
+    case Code::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case Code::kNotFound: return grpc::StatusCode::NOT_FOUND;
+    case Code::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case Code::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case Code::kInternal: return grpc::StatusCode::INTERNAL;
+    case Code::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case Code::kCancelled: return grpc::StatusCode::CANCELLED;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+template <class T>
+void append(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+// Converts typed contents to the binary form; false with *why on a value out
+// of the datatype's range or contents of the wrong kind.
+bool typed_to_bytes(const inference::InferTensorContents& c, DataType t, std::string& out, std::string* why) {
+  auto ints = [&](auto tag, const auto& values) -> bool {
+    using T = decltype(tag);
+    for (auto v : values) {
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+        *why = "value " + std::to_string(v) + " does not fit " + std::string(to_string(t));
+        return false;
+      }
+      append<T>(out, static_cast<T>(v));
+    }
+    return true;
+  };
+  switch (t) {
+    case DataType::kBool:
+      for (bool b : c.bool_contents()) out.push_back(b ? 1 : 0);
+      return true;
+    case DataType::kInt8: return ints(std::int8_t{}, c.int_contents());
+    case DataType::kInt16: return ints(std::int16_t{}, c.int_contents());
+    case DataType::kInt32: return ints(std::int32_t{}, c.int_contents());
+    case DataType::kInt64:
+      for (auto v : c.int64_contents()) append<std::int64_t>(out, v);
+      return true;
+    case DataType::kUint8: return ints(std::uint8_t{}, c.uint_contents());
+    case DataType::kUint16: return ints(std::uint16_t{}, c.uint_contents());
+    case DataType::kUint32:
+      for (auto v : c.uint_contents()) append<std::uint32_t>(out, v);
+      return true;
+    case DataType::kUint64:
+      for (auto v : c.uint64_contents()) append<std::uint64_t>(out, v);
+      return true;
+    case DataType::kFp32:
+      for (float v : c.fp32_contents()) append<float>(out, v);
+      return true;
+    case DataType::kFp64:
+      for (double v : c.fp64_contents()) append<double>(out, v);
+      return true;
+    case DataType::kBytes:
+      for (const std::string& s : c.bytes_contents()) {
+        append<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
+        out += s;
+      }
+      return true;
+    case DataType::kFp16:
+    case DataType::kBf16:
+      *why = std::string(to_string(t)) + " has no typed contents; send it in raw_input_contents";
+      return false;
+  }
+  return false;
+}
+
+bool convert_parameters(const google::protobuf::Map<std::string, inference::InferParameter>& in,
+                        std::map<std::string, Parameter>* out) {
+  for (const auto& [k, v] : in) {
+    Parameter p;
+    switch (v.parameter_choice_case()) {
+      case inference::InferParameter::kBoolParam:
+        p.kind = Parameter::Kind::kBool;
+        p.b = v.bool_param();
+        break;
+      case inference::InferParameter::kInt64Param:
+        p.kind = Parameter::Kind::kInt;
+        p.i = v.int64_param();
+        break;
+      case inference::InferParameter::kUint64Param:
+        p.kind = Parameter::Kind::kUint;
+        p.u = v.uint64_param();
+        break;
+      case inference::InferParameter::kDoubleParam:
+        p.kind = Parameter::Kind::kDouble;
+        p.d = v.double_param();
+        break;
+      case inference::InferParameter::kStringParam:
+        p.kind = Parameter::Kind::kString;
+        p.s = v.string_param();
+        break;
+      default: continue;
+    }
+    (*out)[k] = std::move(p);
+  }
+  return true;
+}
+
+// Builds the front's request from the message, taking the raw contents
+// over (the message is the call's, and nothing reads it after this).
+bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error) {
+  const auto bad = [&](std::string msg) {
+    *error = Reply::error(Code::kInvalidArgument, std::move(msg));
+    return false;
+  };
+  out->model = m.model_name();
+  out->version = m.model_version();
+  out->id = m.id();
+  convert_parameters(m.parameters(), &out->parameters);
+  const bool raw = m.raw_input_contents_size() > 0;
+  if (raw && m.raw_input_contents_size() != m.inputs_size())
+    return bad("raw_input_contents has " + std::to_string(m.raw_input_contents_size()) + " entries for " +
+               std::to_string(m.inputs_size()) + " inputs");
+  for (int i = 0; i < m.inputs_size(); ++i) {
+    inference::ModelInferRequest::InferInputTensor& in = *m.mutable_inputs(i);
+    Tensor t;
+    t.name = in.name();
+    const std::string who = "input " + in_quotes(t.name);
+    const auto type = parse_datatype(in.datatype());
+    if (!type) return bad(who + ": unknown datatype " + in_quotes(in.datatype()));
+    t.datatype = *type;
+    t.shape.assign(in.shape().begin(), in.shape().end());
+    if (raw) {
+      if (in.has_contents()) return bad(who + " has typed contents although raw_input_contents is used");
+      t.data.swap(*m.mutable_raw_input_contents(i));
+    } else {
+      std::string why;
+      if (!typed_to_bytes(in.contents(), t.datatype, t.data, &why)) return bad(who + ": " + why);
+    }
+    out->inputs.push_back(std::move(t));
+  }
+  for (const auto& o : m.outputs()) out->outputs.push_back({o.name(), true});
+  return true;
+}
+
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  InferReactor(Front& front, grpc::CallbackServerContext* ctx, inference::ModelInferResponse* resp)
+      : front_(front), ctx_(ctx), resp_(resp) {}
+
+  void start(inference::ModelInferRequest& req) {
+    InferRequest r;
+    Reply err;
+    if (!to_request(req, &r, &err)) {
+      front_.count_rejected(req.model_name(), err);
+      return finish(err);
+    }
+    std::optional<Duration> deadline;
+    const auto d = ctx_->deadline();
+    if (d != std::chrono::system_clock::time_point::max()) {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(d - std::chrono::system_clock::now());
+      deadline = Duration::nanoseconds(std::max<std::int64_t>(left.count(), 1));
+    }
+    asked_ = r.outputs;
+    const std::uint64_t t = front_.infer(std::move(r), deadline, [this](Reply&& reply) { finish(reply); });
+    ticket_.store(t, std::memory_order_release);
+    if (cancelled_.load(std::memory_order_acquire)) front_.cancel(t);
+  }
+
+  void OnCancel() override {
+    cancelled_.store(true, std::memory_order_release);
+    if (const std::uint64_t t = ticket_.load(std::memory_order_acquire)) front_.cancel(t);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void finish(const Reply& r) {
+    if (r.accepted) {
+      ctx_->AddTrailingMetadata("symphony-outcome", std::string(to_string(r.outcome)));
+      if (r.outcome == Outcome::kDropped)
+        ctx_->AddTrailingMetadata("symphony-drop-reason", std::string(to_string(r.reason)));
+    }
+    if (r.code != Code::kOk) return Finish(grpc::Status(grpc_code(r.code), r.message));
+    resp_->set_model_name(r.model);
+    resp_->set_model_version(r.version);
+    resp_->set_id(r.id);
+    (*resp_->mutable_parameters())["outcome"].set_string_param(std::string(to_string(r.outcome)));
+    (*resp_->mutable_parameters())["batch_size"].set_int64_param(r.batch_size);
+    for (const Tensor& t : r.outputs) {
+      if (!asked_.empty()) {
+        bool want = false;
+        for (const auto& a : asked_) want = want || a.name == t.name;
+        if (!want) continue;
+      }
+      auto* o = resp_->add_outputs();
+      o->set_name(t.name);
+      o->set_datatype(std::string(to_string(t.datatype)));
+      for (std::int64_t d : t.shape) o->add_shape(d);
+      resp_->add_raw_output_contents(t.data);
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  Front& front_;
+  grpc::CallbackServerContext* ctx_;
+  inference::ModelInferResponse* resp_;
+  std::vector<InferRequest::Output> asked_;
+  std::atomic<std::uint64_t> ticket_{0};
+  std::atomic<bool> cancelled_{false};
+};
+
+class Service final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  explicit Service(Front& f) : front_(f) {}
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest*,
+                                       inference::ServerLiveResponse* resp) override {
+    resp->set_live(front_.live());
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const inference::ServerReadyRequest*,
+                                        inference::ServerReadyResponse* resp) override {
+    resp->set_ready(front_.ready());
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const inference::ModelReadyRequest* req,
+                                       inference::ModelReadyResponse* resp) override {
+    Reply err;
+    if (!front_.model(req->name(), req->version(), &err)) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    resp->set_ready(front_.model_ready(req->name(), req->version()));
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
+                                           inference::ServerMetadataResponse* resp) override {
+    resp->set_name(front_.server_name());
+    resp->set_version(std::string(Front::server_version()));
+    for (const std::string& e : Front::extensions()) resp->add_extensions(e);
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* req,
+                                          inference::ModelMetadataResponse* resp) override {
+    Reply err;
+    auto m = front_.model(req->name(), req->version(), &err);
+    if (!m) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    resp->set_name(m->name);
+    for (const std::string& v : m->versions) resp->add_versions(v);
+    resp->set_platform(m->platform);
+    auto fill = [](const TensorSpec& s, inference::ModelMetadataResponse::TensorMetadata* t) {
+      t->set_name(s.name);
+      t->set_datatype(std::string(to_string(s.datatype)));
+      for (std::int64_t d : s.shape) t->add_shape(d);
+    };
+    for (const TensorSpec& s : m->inputs) fill(s, resp->add_inputs());
+    for (const TensorSpec& s : m->outputs) fill(s, resp->add_outputs());
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
+                                       inference::ModelInferResponse* resp) override {
+    auto* r = new InferReactor(front_, ctx, resp);
+    // The request message belongs to this call; its raw contents are moved
+    // into the front's request instead of copied.
+    r->start(*const_cast<inference::ModelInferRequest*>(req));
+    return r;
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* done(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(s);
+    return r;
+  }
+  Front& front_;
+};
+
+}  // namespace
+
+struct GrpcServer::Impl {
+  explicit Impl(Front& f) : service(f) {}
+  Service service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  bool stopped = false;
+};
+
+GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GrpcServer::~GrpcServer() { stop(Duration::zero()); }
+
+Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Front& front, GrpcOptions o) {
+  auto impl = std::make_unique<Impl>(front);
+  const std::string where = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" +
+                            std::to_string(o.port);
+  grpc::ServerBuilder b;
+  b.AddListeningPort(where, grpc::InsecureServerCredentials(), &impl->port);
+  b.RegisterService(&impl->service);
+  b.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(o.max_message_bytes, INT32_MAX)));
+  b.SetMaxSendMessageSize(static_cast<int>(std::min<std::uint64_t>(o.max_message_bytes, INT32_MAX)));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(o.max_concurrent_streams));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(o.idle_timeout.ns() / 1000000));
+  b.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(o.handshake_timeout.ns() / 1000000));
+  impl->server = b.BuildAndStart();
+  if (!impl->server || impl->port == 0)
+    return Status(Errc::kInvalidArgument, "cannot listen for gRPC on " + where + " (address in use or invalid)");
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
+}
+
+std::uint16_t GrpcServer::port() const noexcept { return static_cast<std::uint16_t>(impl_->port); }
+
+void GrpcServer::stop(Duration grace) {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::nanoseconds(grace.ns()));
+  impl_->server->Wait();
+}
+
+}  // namespace symphony::front

@@ -1,0 +1,136 @@
+// The protocol's datatypes and the outcome -> reply table (docs/front.md).
+#include "symphony/front/protocol.hpp"
+
+#include <array>
+
+namespace symphony::front {
+namespace {
+
+struct TypeRow {
+  DataType type;
+  std::string_view name;
+  std::size_t size;
+};
+constexpr std::array<TypeRow, 14> kTypes{{
+    {DataType::kBool, "BOOL", 1},    {DataType::kUint8, "UINT8", 1},   {DataType::kUint16, "UINT16", 2},
+    {DataType::kUint32, "UINT32", 4}, {DataType::kUint64, "UINT64", 8}, {DataType::kInt8, "INT8", 1},
+    {DataType::kInt16, "INT16", 2},  {DataType::kInt32, "INT32", 4},   {DataType::kInt64, "INT64", 8},
+    {DataType::kFp16, "FP16", 2},    {DataType::kBf16, "BF16", 2},     {DataType::kFp32, "FP32", 4},
+    {DataType::kFp64, "FP64", 8},    {DataType::kBytes, "BYTES", 0},
+}};
+
+}  // namespace
+
+std::optional<DataType> parse_datatype(std::string_view name) noexcept {
+  for (const TypeRow& r : kTypes)
+    if (r.name == name) return r.type;
+  return std::nullopt;
+}
+
+std::string_view to_string(DataType t) noexcept { return kTypes[static_cast<std::size_t>(t)].name; }
+
+std::size_t element_size(DataType t) noexcept { return kTypes[static_cast<std::size_t>(t)].size; }
+
+std::string shape_string(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+std::optional<std::uint64_t> element_count(const Shape& s, std::uint64_t limit) noexcept {
+  std::uint64_t n = 1;
+  for (std::int64_t d : s) {
+    if (d < 0) return std::nullopt;
+    const auto u = static_cast<std::uint64_t>(d);
+    if (u != 0 && n > limit / u) return std::nullopt;
+    n *= u;
+  }
+  if (n > limit) return std::nullopt;
+  return n;
+}
+
+std::string_view to_string(Code c) noexcept {
+  switch (c) {
+    case Code::kOk: return "OK";
+    case Code::kInvalidArgument: return "INVALID_ARGUMENT";
+    case Code::kNotFound: return "NOT_FOUND";
+    case Code::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case Code::kInternal: return "INTERNAL";
+    case Code::kUnavailable: return "UNAVAILABLE";
+    case Code::kCancelled: return "CANCELLED";
+  }
+  return "UNKNOWN";
+}
+
+int http_status(Code c) noexcept {
+  switch (c) {
+    case Code::kOk: return 200;
+    case Code::kInvalidArgument: return 400;
+    case Code::kNotFound: return 404;
+    case Code::kDeadlineExceeded: return 504;
+    case Code::kResourceExhausted: return 429;
+    case Code::kInternal: return 500;
+    case Code::kUnavailable: return 503;
+    case Code::kCancelled: return 499;
+  }
+  return 500;
+}
+
+Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, std::string_view model,
+                        Duration budget) {
+  Reply r;
+  r.accepted = true;
+  r.outcome = o;
+  r.reason = reason;
+  const std::string who = "model '" + std::string(model) + "'";
+  switch (o) {
+    case Outcome::kOk:
+    case Outcome::kLate: r.code = Code::kOk; break;
+    case Outcome::kError:
+      r.code = Code::kInternal;
+      r.message = who + " raised: " + std::string(error);
+      break;
+    case Outcome::kDropped:
+      switch (reason) {
+        case DropReason::kQueueFull:
+          r.code = Code::kResourceExhausted;
+          r.message = "dropped (queue_full): " + who + " is overloaded; its queue is full";
+          break;
+        case DropReason::kShutdown:
+          r.code = Code::kUnavailable;
+          r.message = "dropped (shutdown): the server stopped before the request ran";
+          break;
+        case DropReason::kCancelled:
+          r.code = Code::kCancelled;
+          r.message = "dropped (cancelled): the client went away before the request ran";
+          break;
+        case DropReason::kInfeasible:
+          r.code = Code::kDeadlineExceeded;
+          r.message = "dropped (infeasible): " + who + " cannot answer within the budget of " + format_ms(budget) + " ms" +
+                      " even alone";
+          break;
+        case DropReason::kExpired:
+          r.code = Code::kDeadlineExceeded;
+          r.message = "dropped (expired): " + who + " could not run the request within its budget of " +
+                      format_ms(budget) + " ms";
+          break;
+        case DropReason::kBatchPolicy:
+        case DropReason::kNone:
+        default:
+          r.code = Code::kDeadlineExceeded;
+          r.message = "dropped (" + std::string(to_string(reason)) + "): " + who +
+                      " shed the request to keep its batches within their deadlines (budget " + format_ms(budget) + " ms" +
+                      ")";
+          break;
+      }
+      if (!error.empty()) r.message += " (" + std::string(error) + ")";
+      break;
+  }
+  return r;
+}
+
+}  // namespace symphony::front

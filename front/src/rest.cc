@@ -1,0 +1,463 @@
+// REST bodies of the Open Inference Protocol (rest.hpp).
+#include "symphony/front/rest.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace symphony::front {
+namespace {
+
+using json = nlohmann::json;
+static_assert(std::endian::native == std::endian::little,
+              "rest.cc: tensors travel little-endian and are copied as they are in memory");
+
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+template <class T>
+void append(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+template <class T>
+T load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Appends one JSON element as `t`'s binary form; false (with *why) when the
+// value does not fit the datatype.
+bool append_element(const json& v, DataType t, std::string& out, std::string* why) {
+  auto integer = [&](auto tag) -> bool {
+    using T = decltype(tag);
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+        *why = "value " + std::to_string(u) + " does not fit " + std::string(to_string(t));
+        return false;
+      }
+      append<T>(out, static_cast<T>(u));
+      return true;
+    }
+    if (v.is_number_integer()) {
+      const auto i = v.get<std::int64_t>();
+      if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+          (i > 0 && static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))) {
+        *why = "value " + std::to_string(i) + " does not fit " + std::string(to_string(t));
+        return false;
+      }
+      append<T>(out, static_cast<T>(i));
+      return true;
+    }
+    *why = "expected an integer for " + std::string(to_string(t)) + ", got " + v.dump();
+    return false;
+  };
+  auto number = [&]() -> std::optional<double> {
+    if (v.is_number()) return v.get<double>();
+    *why = "expected a number for " + std::string(to_string(t)) + ", got " + v.dump();
+    return std::nullopt;
+  };
+  switch (t) {
+    case DataType::kBool:
+      if (!v.is_boolean()) {
+        *why = "expected true or false for BOOL, got " + v.dump();
+        return false;
+      }
+      out.push_back(v.get<bool>() ? 1 : 0);
+      return true;
+    case DataType::kUint8: return integer(std::uint8_t{});
+    case DataType::kUint16: return integer(std::uint16_t{});
+    case DataType::kUint32: return integer(std::uint32_t{});
+    case DataType::kUint64: return integer(std::uint64_t{});
+    case DataType::kInt8: return integer(std::int8_t{});
+    case DataType::kInt16: return integer(std::int16_t{});
+    case DataType::kInt32: return integer(std::int32_t{});
+    case DataType::kInt64: return integer(std::int64_t{});
+    case DataType::kFp16: {
+      auto d = number();
+      if (!d) return false;
+      append<std::uint16_t>(out, float_to_half(static_cast<float>(*d)));
+      return true;
+    }
+    case DataType::kBf16: {
+      auto d = number();
+      if (!d) return false;
+      append<std::uint16_t>(out, float_to_bf16(static_cast<float>(*d)));
+      return true;
+    }
+    case DataType::kFp32: {
+      auto d = number();
+      if (!d) return false;
+      append<float>(out, static_cast<float>(*d));
+      return true;
+    }
+    case DataType::kFp64: {
+      auto d = number();
+      if (!d) return false;
+      append<double>(out, *d);
+      return true;
+    }
+    case DataType::kBytes: {
+      if (!v.is_string()) {
+        *why = "expected a string for BYTES, got " + v.dump();
+        return false;
+      }
+      const std::string& s = v.get_ref<const std::string&>();
+      if (s.size() > std::numeric_limits<std::uint32_t>::max()) {
+        *why = "a BYTES element is larger than 4 GiB";
+        return false;
+      }
+      append<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
+      out += s;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Flattens `data` (flat or nested arrays) into `out`, counting elements.
+bool flatten(const json& data, DataType t, std::uint32_t depth, const RestLimits& lim, std::uint64_t limit,
+             std::string& out, std::uint64_t& count, std::string* why) {
+  if (!data.is_array()) {
+    if (++count > limit) {
+      *why = "more elements than the shape holds";
+      return false;
+    }
+    return append_element(data, t, out, why);
+  }
+  if (depth >= lim.max_depth) {
+    *why = "arrays nested deeper than " + std::to_string(lim.max_depth);
+    return false;
+  }
+  for (const json& e : data)
+    if (!flatten(e, t, depth + 1, lim, limit, out, count, why)) return false;
+  return true;
+}
+
+bool parse_parameters(const json& j, std::string_view where, std::map<std::string, Parameter>* out, Reply* error) {
+  if (!j.is_object()) {
+    *error = Reply::error(Code::kInvalidArgument, std::string(where) + ": 'parameters' must be an object");
+    return false;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    Parameter p;
+    const json& v = it.value();
+    if (v.is_boolean()) {
+      p.kind = Parameter::Kind::kBool;
+      p.b = v.get<bool>();
+    } else if (v.is_number_unsigned()) {
+      p.kind = Parameter::Kind::kUint;
+      p.u = v.get<std::uint64_t>();
+      if (p.u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        p.kind = Parameter::Kind::kInt;
+        p.i = static_cast<std::int64_t>(p.u);
+      }
+    } else if (v.is_number_integer()) {
+      p.kind = Parameter::Kind::kInt;
+      p.i = v.get<std::int64_t>();
+    } else if (v.is_number_float()) {
+      p.kind = Parameter::Kind::kDouble;
+      p.d = v.get<double>();
+    } else if (v.is_string()) {
+      p.kind = Parameter::Kind::kString;
+      p.s = v.get<std::string>();
+    } else {
+      *error = Reply::error(Code::kInvalidArgument, std::string(where) + ": parameter " + in_quotes(it.key()) +
+                                                        " must be a boolean, a number or a string");
+      return false;
+    }
+    (*out)[it.key()] = std::move(p);
+  }
+  return true;
+}
+
+const Parameter* find_param(const std::map<std::string, Parameter>& ps, const char* name) {
+  auto it = ps.find(name);
+  return it == ps.end() ? nullptr : &it->second;
+}
+
+json element_json(const char* p, DataType t) {
+  switch (t) {
+    case DataType::kBool: return *p != 0;
+    case DataType::kUint8: return load<std::uint8_t>(p);
+    case DataType::kUint16: return load<std::uint16_t>(p);
+    case DataType::kUint32: return load<std::uint32_t>(p);
+    case DataType::kUint64: return load<std::uint64_t>(p);
+    case DataType::kInt8: return load<std::int8_t>(p);
+    case DataType::kInt16: return load<std::int16_t>(p);
+    case DataType::kInt32: return load<std::int32_t>(p);
+    case DataType::kInt64: return load<std::int64_t>(p);
+    case DataType::kFp16: return half_to_float(load<std::uint16_t>(p));
+    case DataType::kBf16: return bf16_to_float(load<std::uint16_t>(p));
+    case DataType::kFp32: return load<float>(p);
+    case DataType::kFp64: return load<double>(p);
+    case DataType::kBytes: return nullptr;
+  }
+  return nullptr;
+}
+
+json data_json(const Tensor& t) {
+  json a = json::array();
+  if (t.datatype == DataType::kBytes) {
+    std::size_t pos = 0;
+    while (t.data.size() - pos >= 4) {
+      const auto len = load<std::uint32_t>(t.data.data() + pos);
+      pos += 4;
+      if (t.data.size() - pos < len) break;
+      a.push_back(t.data.substr(pos, len));
+      pos += len;
+    }
+    return a;
+  }
+  const std::size_t es = element_size(t.datatype);
+  for (std::size_t off = 0; off + es <= t.data.size(); off += es) a.push_back(element_json(t.data.data() + off, t.datatype));
+  return a;
+}
+
+json spec_json(const TensorSpec& s) {
+  return json{{"name", s.name}, {"datatype", std::string(to_string(s.datatype))}, {"shape", s.shape}};
+}
+
+}  // namespace
+
+bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
+                         std::optional<std::uint64_t> header_length, const RestLimits& lim, InferRequest* out,
+                         Reply* error) {
+  const auto bad = [&](std::string msg) {
+    *error = Reply::error(Code::kInvalidArgument, std::move(msg));
+    return false;
+  };
+  std::string_view header = body, binary;
+  if (header_length) {
+    if (*header_length > body.size())
+      return bad("Inference-Header-Content-Length is " + std::to_string(*header_length) + " but the body has " +
+                 std::to_string(body.size()) + " bytes");
+    header = body.substr(0, *header_length);
+    binary = body.substr(*header_length);
+  }
+  json j = json::parse(header.begin(), header.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad("the request body is not valid JSON (UTF-8)");
+  if (!j.is_object()) return bad("the request body must be a JSON object");
+  InferRequest req;
+  req.model = std::string(model);
+  req.version = std::string(version);
+  if (auto it = j.find("id"); it != j.end()) {
+    if (!it->is_string()) return bad("'id' must be a string");
+    req.id = it->get<std::string>();
+  }
+  if (auto it = j.find("parameters"); it != j.end())
+    if (!parse_parameters(*it, "request", &req.parameters, error)) return false;
+  if (const Parameter* p = find_param(req.parameters, "binary_data_output")) {
+    if (p->kind != Parameter::Kind::kBool) return bad("parameter 'binary_data_output' must be a boolean");
+    req.binary_outputs = p->b;
+  }
+  auto inputs = j.find("inputs");
+  if (inputs == j.end() || !inputs->is_array()) return bad("'inputs' must be an array of tensors");
+  if (inputs->size() > lim.max_tensors)
+    return bad("too many inputs: " + std::to_string(inputs->size()) + " (at most " + std::to_string(lim.max_tensors) +
+               ")");
+  std::size_t binary_pos = 0;
+  for (const json& in : *inputs) {
+    if (!in.is_object()) return bad("each input must be an object");
+    Tensor t;
+    auto name = in.find("name");
+    if (name == in.end() || !name->is_string()) return bad("an input has no 'name'");
+    t.name = name->get<std::string>();
+    const std::string who = "input " + in_quotes(t.name);
+    auto dt = in.find("datatype");
+    if (dt == in.end() || !dt->is_string()) return bad(who + " has no 'datatype'");
+    const auto type = parse_datatype(dt->get_ref<const std::string&>());
+    if (!type) return bad(who + ": unknown datatype " + in_quotes(dt->get<std::string>()));
+    t.datatype = *type;
+    auto shape = in.find("shape");
+    if (shape == in.end() || !shape->is_array()) return bad(who + " has no 'shape' array");
+    if (shape->size() > lim.max_depth) return bad(who + ": shape has more than " + std::to_string(lim.max_depth) + " dimensions");
+    for (const json& d : *shape) {
+      if (!d.is_number_integer()) return bad(who + ": shape entries must be integers, got " + d.dump());
+      if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+        return bad(who + ": shape entry " + d.dump() + " is out of range");
+      t.shape.push_back(d.get<std::int64_t>());
+    }
+    const auto count = element_count(t.shape, lim.max_elements);
+    if (!count) {
+      for (std::int64_t d : t.shape)
+        if (d < 0) return bad(who + ": shape " + shape_string(t.shape) + " has a negative dimension");
+      return bad(who + ": shape " + shape_string(t.shape) + " holds more than " + std::to_string(lim.max_elements) +
+                 " elements");
+    }
+    std::map<std::string, Parameter> params;
+    if (auto it = in.find("parameters"); it != in.end())
+      if (!parse_parameters(*it, who, &params, error)) return false;
+    auto data = in.find("data");
+    if (const Parameter* p = find_param(params, "binary_data_size")) {
+      if (p->kind != Parameter::Kind::kInt || p->i < 0)
+        return bad(who + ": 'binary_data_size' must be a non-negative integer");
+      if (data != in.end()) return bad(who + " gives both 'data' and 'binary_data_size'");
+      if (!header_length) return bad(who + " gives 'binary_data_size' but the request has no Inference-Header-Content-Length");
+      const auto size = static_cast<std::uint64_t>(p->i);
+      if (size > binary.size() - binary_pos)
+        return bad(who + ": 'binary_data_size' is " + std::to_string(size) + " but only " +
+                   std::to_string(binary.size() - binary_pos) + " bytes of binary data remain");
+      t.data.assign(binary.substr(binary_pos, size));
+      binary_pos += size;
+    } else {
+      if (data == in.end()) return bad(who + " has neither 'data' nor 'binary_data_size'");
+      if (t.datatype != DataType::kBytes) t.data.reserve(*count * element_size(t.datatype));
+      std::uint64_t n = 0;
+      std::string why;
+      if (!flatten(*data, t.datatype, 0, lim, *count, t.data, n, &why)) return bad(who + ": " + why);
+      if (n != *count)
+        return bad(who + ": shape " + shape_string(t.shape) + " holds " + std::to_string(*count) +
+                   " elements, 'data' has " + std::to_string(n));
+    }
+    req.inputs.push_back(std::move(t));
+  }
+  if (binary_pos != binary.size())
+    return bad("the body has " + std::to_string(binary.size()) + " bytes of binary data but the inputs' " +
+               "'binary_data_size' add up to " + std::to_string(binary_pos));
+  if (auto outs = j.find("outputs"); outs != j.end()) {
+    if (!outs->is_array()) return bad("'outputs' must be an array");
+    if (outs->size() > lim.max_tensors) return bad("too many outputs requested");
+    for (const json& o : *outs) {
+      if (!o.is_object()) return bad("each requested output must be an object");
+      auto name = o.find("name");
+      if (name == o.end() || !name->is_string()) return bad("a requested output has no 'name'");
+      InferRequest::Output ro;
+      ro.name = name->get<std::string>();
+      if (auto it = o.find("parameters"); it != o.end()) {
+        std::map<std::string, Parameter> params;
+        if (!parse_parameters(*it, "output " + in_quotes(ro.name), &params, error)) return false;
+        if (const Parameter* p = find_param(params, "binary_data")) {
+          if (p->kind != Parameter::Kind::kBool) return bad("output " + in_quotes(ro.name) + ": 'binary_data' must be a boolean");
+          ro.binary = p->b;
+        }
+      }
+      req.outputs.push_back(std::move(ro));
+    }
+  }
+  *out = std::move(req);
+  return true;
+}
+
+RestBody encode_reply(const Reply& r, const std::vector<InferRequest::Output>& asked, bool binary_all) {
+  RestBody out;
+  if (r.code != Code::kOk) {
+    out.body = error_body(r.message);
+    return out;
+  }
+  json j;
+  j["model_name"] = r.model;
+  j["model_version"] = r.version;
+  if (!r.id.empty()) j["id"] = r.id;
+  j["parameters"] = json{{"outcome", std::string(to_string(r.outcome))}, {"batch_size", r.batch_size}};
+  json outs = json::array();
+  std::string binary;
+  for (const Tensor& t : r.outputs) {
+    bool bin = binary_all;
+    if (!asked.empty()) {
+      const InferRequest::Output* a = nullptr;
+      for (const auto& o : asked)
+        if (o.name == t.name) a = &o;
+      if (!a) continue;
+      bin = bin || a->binary;
+    }
+    json o{{"name", t.name}, {"datatype", std::string(to_string(t.datatype))}, {"shape", t.shape}};
+    if (bin) {
+      o["parameters"] = json{{"binary_data_size", t.data.size()}};
+      binary += t.data;
+    } else {
+      o["data"] = data_json(t);
+    }
+    outs.push_back(std::move(o));
+  }
+  j["outputs"] = std::move(outs);
+  out.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (!binary.empty() || binary_all) {
+    out.header_length = out.body.size();
+    out.body += binary;
+  }
+  return out;
+}
+
+std::string error_body(std::string_view message) {
+  return json{{"error", std::string(message)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string server_metadata_body(const Front& front) {
+  return json{{"name", front.server_name()},
+              {"version", std::string(Front::server_version())},
+              {"extensions", Front::extensions()}}
+      .dump();
+}
+
+std::string model_metadata_body(const ModelMetadata& m) {
+  json in = json::array(), outs = json::array();
+  for (const TensorSpec& s : m.inputs) in.push_back(spec_json(s));
+  for (const TensorSpec& s : m.outputs) outs.push_back(spec_json(s));
+  return json{{"name", m.name}, {"versions", m.versions}, {"platform", m.platform}, {"inputs", in}, {"outputs", outs}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::uint16_t float_to_half(float f) noexcept {
+  const auto x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const std::uint32_t exp = (x >> 23) & 0xffu;
+  std::uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff) return static_cast<std::uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));  // inf, nan
+  const int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow: inf
+  if (e <= 0) {                                                    // subnormal or zero
+    if (e < -10) return static_cast<std::uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - e;
+    std::uint32_t h = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  std::uint32_t h = (static_cast<std::uint32_t>(e) << 10) | (mant >> 13);
+  const std::uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // round to nearest even (may carry into inf)
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+float half_to_float(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1fu;
+  std::uint32_t mant = h & 0x3ffu;
+  std::uint32_t x;
+  if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400u));
+      x = sign | (static_cast<std::uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(x);
+}
+
+std::uint16_t float_to_bf16(float f) noexcept {
+  auto x = std::bit_cast<std::uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // nan stays nan
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+float bf16_to_float(std::uint16_t h) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+}  // namespace symphony::front

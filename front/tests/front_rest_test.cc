@@ -1,0 +1,204 @@
+// The REST bodies: JSON and binary tensors in, replies out, and a clear 400
+// for each malformed request.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+
+#include "symphony/front/rest.hpp"
+
+namespace symphony::front {
+namespace {
+
+using json = nlohmann::json;
+
+struct Parsed {
+  bool ok = false;
+  InferRequest req;
+  Reply err;
+};
+
+Parsed parse(std::string_view body, std::optional<std::uint64_t> header = std::nullopt) {
+  Parsed p;
+  p.ok = parse_infer_request("m", "", body, header, RestLimits{}, &p.req, &p.err);
+  return p;
+}
+
+std::vector<float> floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+TEST(FrontRestTest, ParsesFlatAndNestedJsonData) {
+  for (const char* data : {"[1, 2, 3, 4, 5, 6]", "[[1, 2, 3], [4, 5, 6]]", "[[[1, 2], [3, 4], [5, 6]]]"}) {
+    const std::string body = std::string(R"({"id":"7","inputs":[{"name":"x","datatype":"FP32","shape":[1,2,3],"data":)") +
+                             data + "}]}";
+    Parsed p = parse(body);
+    ASSERT_TRUE(p.ok) << data << ": " << p.err.message;
+    EXPECT_EQ(p.req.id, "7");
+    ASSERT_EQ(p.req.inputs.size(), 1u);
+    EXPECT_EQ(p.req.inputs[0].shape, (Shape{1, 2, 3}));
+    EXPECT_EQ(floats(p.req.inputs[0].data), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  }
+}
+
+TEST(FrontRestTest, ParsesEveryDatatypeItCanCarryInJson) {
+  const json body = {
+      {"inputs",
+       {{{"name", "b"}, {"datatype", "BOOL"}, {"shape", {2}}, {"data", {true, false}}},
+        {{"name", "u8"}, {"datatype", "UINT8"}, {"shape", {2}}, {"data", {0, 255}}},
+        {{"name", "i16"}, {"datatype", "INT16"}, {"shape", {2}}, {"data", {-32768, 32767}}},
+        {{"name", "u64"}, {"datatype", "UINT64"}, {"shape", {1}}, {"data", {18446744073709551615ull}}},
+        {{"name", "i64"}, {"datatype", "INT64"}, {"shape", {1}}, {"data", {-5}}},
+        {{"name", "h"}, {"datatype", "FP16"}, {"shape", {2}}, {"data", {1.5, -2.0}}},
+        {{"name", "d"}, {"datatype", "FP64"}, {"shape", {1}}, {"data", {0.25}}},
+        {{"name", "s"}, {"datatype", "BYTES"}, {"shape", {2}}, {"data", {"ab", ""}}}}}};
+  Parsed p = parse(body.dump());
+  ASSERT_TRUE(p.ok) << p.err.message;
+  ASSERT_EQ(p.req.inputs.size(), 8u);
+  EXPECT_EQ(p.req.inputs[0].data, std::string("\x01\x00", 2));
+  EXPECT_EQ(p.req.inputs[1].data, std::string("\x00\xff", 2));
+  EXPECT_EQ(p.req.inputs[3].data, std::string(8, '\xff'));
+  EXPECT_EQ(p.req.inputs[5].data.size(), 4u);
+  std::uint16_t h[2];
+  std::memcpy(h, p.req.inputs[5].data.data(), 4);
+  EXPECT_EQ(half_to_float(h[0]), 1.5f);
+  EXPECT_EQ(half_to_float(h[1]), -2.0f);
+  EXPECT_EQ(p.req.inputs[7].data, std::string("\x02\x00\x00\x00" "ab" "\x00\x00\x00\x00", 10));
+}
+
+TEST(FrontRestTest, ParsesBinaryTensorsAfterTheHeader) {
+  const std::string header =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}},)"
+      R"({"name":"b","datatype":"INT32","shape":[1],"data":[7]},)"
+      R"({"name":"c","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}}],)"
+      R"("outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
+  float a[2] = {0.5f, -1.0f};
+  std::string body = header;
+  body.append(reinterpret_cast<const char*>(a), 8);
+  body += "xyz";
+  Parsed p = parse(body, header.size());
+  ASSERT_TRUE(p.ok) << p.err.message;
+  EXPECT_EQ(floats(p.req.inputs[0].data), (std::vector<float>{0.5f, -1.0f}));
+  EXPECT_EQ(p.req.inputs[1].data.size(), 4u);
+  EXPECT_EQ(p.req.inputs[2].data, "xyz");
+  ASSERT_EQ(p.req.outputs.size(), 1u);
+  EXPECT_TRUE(p.req.outputs[0].binary);
+}
+
+TEST(FrontRestTest, RefusesMalformedRequestsNamingTheProblem) {
+  struct Case {
+    std::string body;
+    std::optional<std::uint64_t> header;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"{", {}, "not valid JSON"},
+      {"\"str\"", {}, "must be a JSON object"},
+      {"{\"inputs\":[{\"name\":\"x\xff\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", {}, "not valid JSON"},
+      {R"({"inputs":{}})", {}, "'inputs' must be an array"},
+      {R"({"inputs":[{"datatype":"FP32","shape":[1],"data":[1]}]})", {}, "has no 'name'"},
+      {R"({"inputs":[{"name":"x","datatype":"FP33","shape":[1],"data":[1]}]})", {}, "unknown datatype 'FP33'"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-1],"data":[1]}]})", {}, "negative dimension"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[4294967296,4294967296],"data":[1]}]})", {}, "holds more than"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[18446744073709551615],"data":[1]}]})", {}, "out of range"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1.5],"data":[1]}]})", {}, "must be integers"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2]}]})", {}, "holds 3 elements, 'data' has 2"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1,2]}]})", {}, "more elements than the shape"},
+      {R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[1],"data":[256]}]})", {}, "does not fit UINT8"},
+      {R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[-129]}]})", {}, "does not fit INT8"},
+      {R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":["7"]}]})", {}, "expected an integer"},
+      {R"({"inputs":[{"name":"x","datatype":"BOOL","shape":[1],"data":[1]}]})", {}, "expected true or false"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1]}]})", {}, "neither 'data' nor 'binary_data_size'"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"binary_data_size":4}}]})", {},
+       "no Inference-Header-Content-Length"},
+      {R"({"inputs":[],"parameters":{"binary_data_output":"yes"}})", {}, "'binary_data_output' must be a boolean"},
+      {R"({"inputs":[],"parameters":[]})", {}, "'parameters' must be an object"},
+      {R"({"inputs":[],"id":3})", {}, "'id' must be a string"},
+  };
+  for (const Case& c : cases) {
+    Parsed p = parse(c.body, c.header);
+    EXPECT_FALSE(p.ok) << c.body;
+    EXPECT_EQ(p.err.code, Code::kInvalidArgument) << c.body;
+    EXPECT_NE(p.err.message.find(c.says), std::string::npos) << c.body << " -> " << p.err.message;
+  }
+}
+
+TEST(FrontRestTest, RefusesBinarySizesThatDisagreeWithTheBody) {
+  const std::string header =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
+  Parsed longer_header = parse(header + "12345678", header.size() + 100);
+  EXPECT_NE(longer_header.err.message.find("Inference-Header-Content-Length is"), std::string::npos);
+  Parsed too_few = parse(header + "1234", header.size());
+  EXPECT_NE(too_few.err.message.find("only 4 bytes of binary data remain"), std::string::npos) << too_few.err.message;
+  Parsed too_many = parse(header + "123456789", header.size());
+  EXPECT_NE(too_many.err.message.find("add up to 8"), std::string::npos) << too_many.err.message;
+  const std::string both =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],"parameters":{"binary_data_size":4}}]})";
+  EXPECT_NE(parse(both + "1234", both.size()).err.message.find("both 'data' and 'binary_data_size'"), std::string::npos);
+}
+
+TEST(FrontRestTest, RefusesDeepNesting) {
+  std::string data(40, '[');
+  data += "1";
+  data += std::string(40, ']');
+  Parsed p = parse(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":)" + data + "}]}");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.err.message.find("nested deeper"), std::string::npos) << p.err.message;
+}
+
+Reply two_outputs() {
+  Reply r;
+  r.accepted = true;
+  r.outcome = Outcome::kLate;
+  r.model = "m";
+  r.version = "1";
+  r.id = "q";
+  r.batch_size = 4;
+  Tensor y{"y", DataType::kFp32, {1, 2}, {}};
+  float v[2] = {1.5f, 2.5f};
+  y.data.assign(reinterpret_cast<const char*>(v), 8);
+  Tensor z{"z", DataType::kInt64, {1}, std::string(8, '\0')};
+  z.data[0] = 3;
+  r.outputs = {y, z};
+  return r;
+}
+
+TEST(FrontRestTest, EncodesRepliesAsJsonWithTheOutcome) {
+  RestBody b = encode_reply(two_outputs(), {}, false);
+  EXPECT_FALSE(b.header_length);
+  const json j = json::parse(b.body);
+  EXPECT_EQ(j["model_name"], "m");
+  EXPECT_EQ(j["id"], "q");
+  EXPECT_EQ(j["parameters"]["outcome"], "late");
+  EXPECT_EQ(j["parameters"]["batch_size"], 4);
+  ASSERT_EQ(j["outputs"].size(), 2u);
+  EXPECT_EQ(j["outputs"][0]["data"], json({1.5, 2.5}));
+  EXPECT_EQ(j["outputs"][1]["data"], json({3}));
+}
+
+TEST(FrontRestTest, EncodesAskedOutputsAsBinary) {
+  RestBody b = encode_reply(two_outputs(), {{"y", true}}, false);
+  ASSERT_TRUE(b.header_length);
+  const json j = json::parse(b.body.substr(0, *b.header_length));
+  ASSERT_EQ(j["outputs"].size(), 1u);  // only the asked one
+  EXPECT_EQ(j["outputs"][0]["parameters"]["binary_data_size"], 8);
+  EXPECT_EQ(b.body.size(), *b.header_length + 8);
+  EXPECT_EQ(floats(b.body.substr(*b.header_length)), (std::vector<float>{1.5f, 2.5f}));
+}
+
+TEST(FrontRestTest, EncodesErrorsAsAnErrorObject) {
+  RestBody b = encode_reply(Reply::error(Code::kNotFound, "unknown model 'x'"), {}, false);
+  EXPECT_EQ(json::parse(b.body), json({{"error", "unknown model 'x'"}}));
+}
+
+TEST(FrontRestTest, HalfAndBfloatRoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f})
+    EXPECT_EQ(half_to_float(float_to_half(f)), f) << f;
+  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
+  for (float f : {0.0f, 1.0f, -2.5f, 0.375f}) EXPECT_EQ(bf16_to_float(float_to_bf16(f)), f) << f;
+}
+
+}  // namespace
+}  // namespace symphony::front

@@ -1,0 +1,253 @@
+// Front: the protocol's semantics over a service that answers when the test
+// says, so every row of the outcome table, the budget's sources, the
+// in-flight bound, stopping and cancellation are checked without a clock.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <mutex>
+
+#include "symphony/front/front.hpp"
+
+namespace symphony::front {
+namespace {
+
+// Holds submitted requests until the test ends them.
+class FakeService final : public InferenceService {
+ public:
+  FakeService() {
+    auto m = std::make_shared<ModelMetadata>();
+    m->name = "m";
+    m->versions = {"1"};
+    m->platform = "test";
+    m->slo = Duration::milliseconds(25);
+    m->inputs = {{"a", DataType::kFp32, {-1, 2}}, {"b", DataType::kInt64, {-1}}};
+    m->outputs = {{"y", DataType::kFp32, {-1, 2}}};
+    model_ = m;
+  }
+  bool ready() const override { return ready_; }
+  std::vector<std::shared_ptr<const ModelMetadata>> models() const override { return {model_}; }
+  std::shared_ptr<const ModelMetadata> find(std::string_view name) const override {
+    return name == "m" ? model_ : nullptr;
+  }
+  std::uint64_t submit(InferRequest&& r, Duration budget, Done done) override {
+    pending.push_back({std::move(r), budget, std::move(done), ++next_});
+    return next_;
+  }
+  void cancel(std::uint64_t ticket) override { cancelled.push_back(ticket); }
+
+  // Ends the oldest pending request with `o`.
+  void end(Outcome o, DropReason why = DropReason::kNone, std::string error = "") {
+    Pending p = std::move(pending.front());
+    pending.pop_front();
+    Reply r = reply_for_outcome(o, why, error, "m", p.budget);
+    if (r.code == Code::kOk) r.outputs.push_back(Tensor{"y", DataType::kFp32, {1, 2}, std::string(8, '\0')});
+    p.done(std::move(r));
+  }
+
+  struct Pending {
+    InferRequest req;
+    Duration budget;
+    Done done;
+    std::uint64_t ticket;
+  };
+  std::deque<Pending> pending;
+  std::vector<std::uint64_t> cancelled;
+  bool ready_ = true;
+
+ private:
+  std::shared_ptr<const ModelMetadata> model_;
+  std::uint64_t next_ = 0;
+};
+
+InferRequest good_request() {
+  InferRequest r;
+  r.model = "m";
+  r.id = "42";
+  // b before a: the front puts them in the model's order.
+  r.inputs.push_back(Tensor{"b", DataType::kInt64, {1}, std::string(8, '\0')});
+  r.inputs.push_back(Tensor{"a", DataType::kFp32, {1, 2}, std::string(8, '\0')});
+  return r;
+}
+
+struct Answers {
+  std::vector<Reply> replies;
+  InferenceService::Done done() {
+    return [this](Reply&& r) { replies.push_back(std::move(r)); };
+  }
+};
+
+class FrontSemanticsTest : public ::testing::Test {
+ protected:
+  FakeService svc;
+  Front front{svc};
+  Answers answers;
+
+  Reply infer_now(InferRequest r, std::optional<Duration> deadline = std::nullopt) {
+    const std::size_t before = answers.replies.size();
+    front.infer(std::move(r), deadline, answers.done());
+    EXPECT_EQ(answers.replies.size(), before + 1) << "expected an answer at once";
+    return answers.replies.back();
+  }
+};
+
+TEST_F(FrontSemanticsTest, EveryOutcomeMapsToOneReply) {
+  struct Row {
+    Outcome o;
+    DropReason why;
+    Code code;
+    int http;
+    const char* says;
+  };
+  const std::vector<Row> rows = {
+      {Outcome::kOk, DropReason::kNone, Code::kOk, 200, ""},
+      {Outcome::kLate, DropReason::kNone, Code::kOk, 200, ""},
+      {Outcome::kDropped, DropReason::kInfeasible, Code::kDeadlineExceeded, 504, "dropped (infeasible)"},
+      {Outcome::kDropped, DropReason::kExpired, Code::kDeadlineExceeded, 504, "dropped (expired)"},
+      {Outcome::kDropped, DropReason::kBatchPolicy, Code::kDeadlineExceeded, 504, "dropped (batch_policy)"},
+      {Outcome::kDropped, DropReason::kQueueFull, Code::kResourceExhausted, 429, "dropped (queue_full)"},
+      {Outcome::kDropped, DropReason::kShutdown, Code::kUnavailable, 503, "dropped (shutdown)"},
+      {Outcome::kDropped, DropReason::kCancelled, Code::kCancelled, 499, "dropped (cancelled)"},
+      {Outcome::kError, DropReason::kNone, Code::kInternal, 500, "raised: boom"},
+  };
+  for (const Row& row : rows) {
+    front.infer(good_request(), std::nullopt, answers.done());
+    ASSERT_EQ(svc.pending.size(), 1u);
+    EXPECT_TRUE(answers.replies.empty() || answers.replies.size() == static_cast<std::size_t>(&row - rows.data()));
+    svc.end(row.o, row.why, row.o == Outcome::kError ? "boom" : "");
+    const Reply& r = answers.replies.back();
+    EXPECT_EQ(r.code, row.code) << to_string(row.why);
+    EXPECT_EQ(http_status(r.code), row.http);
+    EXPECT_TRUE(r.accepted);
+    EXPECT_EQ(r.outcome, row.o);
+    EXPECT_EQ(r.id, "42");
+    EXPECT_EQ(r.model, "m");
+    EXPECT_EQ(r.version, "1");
+    EXPECT_NE(r.message.find(row.says), std::string::npos) << r.message;
+    EXPECT_EQ(r.code == Code::kOk, !r.outputs.empty());
+  }
+  EXPECT_EQ(answers.replies.size(), rows.size());
+  const FrontCounters c = front.counters();
+  ASSERT_EQ(c.models.size(), 1u);
+  EXPECT_EQ(c.models[0].received, rows.size());
+  EXPECT_EQ(c.models[0].ok, 1u);
+  EXPECT_EQ(c.models[0].late, 1u);
+  EXPECT_EQ(c.models[0].dropped, 6u);
+  EXPECT_EQ(c.models[0].errors, 1u);
+  EXPECT_EQ(c.models[0].dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
+  EXPECT_EQ(c.inflight, 0u);
+}
+
+TEST_F(FrontSemanticsTest, PutsInputsInTheModelsOrder) {
+  front.infer(good_request(), std::nullopt, answers.done());
+  ASSERT_EQ(svc.pending.size(), 1u);
+  EXPECT_EQ(svc.pending[0].req.inputs[0].name, "a");
+  EXPECT_EQ(svc.pending[0].req.inputs[1].name, "b");
+}
+
+TEST_F(FrontSemanticsTest, UnknownModelOrVersionIs404) {
+  InferRequest r = good_request();
+  r.model = "nope";
+  EXPECT_EQ(infer_now(r).code, Code::kNotFound);
+  r = good_request();
+  r.version = "7";
+  const Reply v = infer_now(r);
+  EXPECT_EQ(v.code, Code::kNotFound);
+  EXPECT_NE(v.message.find("has no version '7' (versions: '1')"), std::string::npos) << v.message;
+  r.version = "1";
+  front.infer(std::move(r), std::nullopt, answers.done());
+  EXPECT_EQ(svc.pending.size(), 1u);
+  EXPECT_EQ(front.counters().not_found, 2u);
+}
+
+TEST_F(FrontSemanticsTest, BadInputsAre400NamingTheInputExpectedAndGot) {
+  struct Case {
+    std::function<void(InferRequest&)> spoil;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {[](InferRequest& r) { r.inputs.pop_back(); }, "takes 2 input(s) ('a', 'b'), got 1"},
+      {[](InferRequest& r) { r.inputs[0].name = "c"; }, "has no input 'c' (inputs: 'a', 'b')"},
+      {[](InferRequest& r) { r.inputs[0] = r.inputs[1]; }, "input 'a' is given twice"},
+      {[](InferRequest& r) { r.inputs[1].datatype = DataType::kFp64; }, "input 'a' of model 'm': expected datatype FP32, got FP64"},
+      {[](InferRequest& r) { r.inputs[1].shape = {1, 3}; }, "expected shape [1,2], got [1,3]"},
+      {[](InferRequest& r) { r.inputs[1].shape = {4, 2}; r.inputs[1].data.resize(32); }, "send one sample per request"},
+      {[](InferRequest& r) { r.inputs[1].data.resize(7); }, "[1,2] FP32 is 8 bytes, got 7"},
+      {[](InferRequest& r) { r.outputs.push_back({"q", false}); }, "has no output 'q' (outputs: 'y')"},
+      {[](InferRequest& r) { r.parameters["timeout"] = Parameter{Parameter::Kind::kString, false, 0, 0, 0, "5"}; }, "integer number of microseconds"},
+      {[](InferRequest& r) { r.parameters["timeout"] = Parameter{Parameter::Kind::kInt, false, -3, 0, 0, ""}; }, "'timeout' is -3 us"},
+  };
+  for (const Case& c : cases) {
+    InferRequest r = good_request();
+    c.spoil(r);
+    const Reply rep = infer_now(std::move(r));
+    EXPECT_EQ(rep.code, Code::kInvalidArgument);
+    EXPECT_NE(rep.message.find(c.says), std::string::npos) << rep.message;
+  }
+  EXPECT_TRUE(svc.pending.empty());
+  EXPECT_EQ(front.counters().models[0].invalid, cases.size());
+}
+
+TEST_F(FrontSemanticsTest, AcceptsASampleWithoutTheBatchDimension) {
+  InferRequest r = good_request();
+  r.inputs[1].shape = {2};
+  r.inputs[0].shape = {};
+  front.infer(std::move(r), std::nullopt, answers.done());
+  EXPECT_EQ(svc.pending.size(), 1u);
+  EXPECT_TRUE(answers.replies.empty());
+}
+
+TEST_F(FrontSemanticsTest, BudgetIsTheDeadlineElseTheTimeoutParameterElseTheSlo) {
+  front.infer(good_request(), std::nullopt, answers.done());
+  EXPECT_EQ(svc.pending.back().budget, Duration::milliseconds(25));
+  InferRequest r = good_request();
+  r.parameters["timeout"] = Parameter{Parameter::Kind::kInt, false, 7000, 0, 0, ""};
+  front.infer(InferRequest(r), std::nullopt, answers.done());
+  EXPECT_EQ(svc.pending.back().budget, Duration::milliseconds(7));
+  front.infer(std::move(r), Duration::milliseconds(3), answers.done());
+  EXPECT_EQ(svc.pending.back().budget, Duration::milliseconds(3));
+}
+
+TEST_F(FrontSemanticsTest, ShedsBeyondTheInflightBoundAtOnce) {
+  Front small(svc, FrontOptions{"symphony", 2, 1 << 20});
+  small.infer(good_request(), std::nullopt, answers.done());
+  small.infer(good_request(), std::nullopt, answers.done());
+  small.infer(good_request(), std::nullopt, answers.done());
+  ASSERT_EQ(answers.replies.size(), 1u);
+  EXPECT_EQ(answers.replies[0].code, Code::kResourceExhausted);
+  EXPECT_EQ(svc.pending.size(), 2u);
+  EXPECT_EQ(small.inflight(), 2u);
+  svc.end(Outcome::kOk);
+  small.infer(good_request(), std::nullopt, answers.done());  // room again
+  EXPECT_EQ(svc.pending.size(), 2u);
+  EXPECT_EQ(small.counters().models[0].shed, 1u);
+}
+
+TEST_F(FrontSemanticsTest, StoppingRefusesNewRequestsAndLetsOldOnesEnd) {
+  front.infer(good_request(), std::nullopt, answers.done());
+  EXPECT_TRUE(front.ready());
+  front.begin_stop();
+  EXPECT_FALSE(front.ready());
+  EXPECT_TRUE(front.live());
+  EXPECT_EQ(infer_now(good_request()).code, Code::kUnavailable);
+  svc.end(Outcome::kOk);
+  EXPECT_EQ(answers.replies.back().code, Code::kOk);
+  EXPECT_EQ(front.inflight(), 0u);
+}
+
+TEST_F(FrontSemanticsTest, NotReadyServiceIs503) {
+  svc.ready_ = false;
+  EXPECT_FALSE(front.ready());
+  EXPECT_FALSE(front.model_ready("m", ""));
+  EXPECT_EQ(infer_now(good_request()).code, Code::kUnavailable);
+}
+
+TEST_F(FrontSemanticsTest, CancelReachesTheServiceWithTheTicket) {
+  const std::uint64_t t = front.infer(good_request(), std::nullopt, answers.done());
+  EXPECT_NE(t, 0u);
+  front.cancel(t);
+  front.cancel(0);  // a request that ended at once has no ticket
+  EXPECT_EQ(svc.cancelled, (std::vector<std::uint64_t>{t}));
+}
+
+}  // namespace
+}  // namespace symphony::front

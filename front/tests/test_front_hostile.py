@@ -1,0 +1,204 @@
+"""Hostile and broken HTTP clients against `symphony serve --http`: each gets
+a clear error or a closed connection, and a well-behaved client (curl) keeps
+being served meanwhile. Raw sockets here; every wait is bounded.
+"""
+import json
+import resource
+import select
+import signal
+import socket
+import struct
+import time
+
+import pytest
+
+from oip_harness import Serve, curl
+
+CONFIG = """
+    devices: emulated:1
+    models:
+      - {name: fast, input: "float32[4]", slo_ms: 500, max_batch: 8, alpha_ms: 0.1, beta_ms: 1}
+"""
+GOOD = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}).encode()
+
+
+@pytest.fixture(scope="module")
+def srv():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the test's own connections
+    s = Serve(CONFIG, grpc=False, extra=["--request-timeout", "2", "--idle-timeout", "30", "--max-connections", "256"])
+    yield s
+    rc, report = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+
+
+def good_client_is_served(s):
+    status, hdrs, body = curl(s.url + "/v2/models/fast/infer", body=GOOD, timeout=10)
+    assert status == 200, body
+    return True
+
+
+def connect(s):
+    host, port = s.http.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def response_of(sock, timeout=10):
+    """Reads until the peer closes or a whole response arrived; returns (status, body)."""
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        data += chunk
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep:
+            length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+            if length and len(body) >= length[0]:
+                break
+    if not data:
+        return None, b""
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def post(sock, path, body, extra=b""):
+    sock.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" + extra +
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+@pytest.mark.parametrize("body,says", [
+    (b"{not json", "not valid JSON"),
+    (b'{"inputs":[{"name":"input\xff\xfe","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}', "not valid JSON"),
+    (b'{"inputs":[{"name":"input","datatype":"FP32","shape":[-1,4],"data":[1,2,3,4]}]}', "negative dimension"),
+    (b'{"inputs":[{"name":"input","datatype":"FP32","shape":[9223372036854775807,9223372036854775807],"data":[1]}]}',
+     "holds more than"),
+    (b'{"inputs":[{"name":"input","datatype":"FP32","shape":[99999999999999999999],"data":[1]}]}', "shape"),
+])
+def test_malformed_bodies_get_400_naming_the_problem(srv, body, says):
+    with connect(srv) as s:
+        post(s, b"/v2/models/fast/infer", body)
+        status, out = response_of(s)
+    assert status == 400 and says in json.loads(out)["error"], out
+
+
+def test_binary_sizes_that_disagree_with_the_header_get_400(srv):
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                     "parameters": {"binary_data_size": 16}}]}).encode()
+    for payload, hlen, says in ((header + b"\0" * 12, len(header), "only 12 bytes"),
+                                (header + b"\0" * 20, len(header), "add up to 16"),
+                                (header + b"\0" * 16, len(header) + 999, "Inference-Header-Content-Length is"),
+                                (header + b"\0" * 16, "-4", "not a byte count")):
+        with connect(srv) as s:
+            post(s, b"/v2/models/fast/infer", payload, b"Inference-Header-Content-Length: %s\r\n" % str(hlen).encode())
+            status, out = response_of(s)
+        assert status == 400 and says in json.loads(out)["error"], out
+
+
+def test_a_1gb_content_length_is_refused_at_once_with_413(srv):
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n")
+        status, out = response_of(s)
+    assert status == 413 and "larger than the limit" in json.loads(out)["error"]
+    assert good_client_is_served(srv)
+
+
+def test_an_oversized_header_gets_431(srv):
+    with connect(srv) as s:
+        s.sendall(b"GET /v2 HTTP/1.1\r\nHost: t\r\nX-Junk: " + b"a" * 40000 + b"\r\n\r\n")
+        status, _ = response_of(s)
+    assert status == 431
+
+
+def test_garbage_instead_of_http_gets_400_and_a_close(srv):
+    with connect(srv) as s:
+        s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 hello\r\n\r\n")
+        status, _ = response_of(s)
+    assert status == 400
+    assert good_client_is_served(srv)
+
+
+def test_slowloris_and_a_truncated_body_are_cut_off_while_others_are_served(srv):
+    slow = connect(srv)
+    slow.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\n")
+    truncated = connect(srv)
+    post_head = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n"
+    truncated.sendall(post_head + b'{"inputs":')
+    start = time.monotonic()
+    served = 0
+    while time.monotonic() - start < 1.0:  # a byte now and then keeps a slowloris alive, never past the timeout
+        slow.sendall(b"X")
+        served += good_client_is_served(srv)
+        time.sleep(0.1)
+    assert served >= 3
+    # --request-timeout 2: both are closed by the server without a response.
+    for s in (slow, truncated):
+        s.settimeout(10)
+        t0 = time.monotonic()
+        assert s.recv(100) == b""
+        assert time.monotonic() - t0 < 8
+        s.close()
+
+
+def test_ten_thousand_idle_connections_do_not_lock_out_a_client(srv):
+    host, port = srv.http.rsplit(":", 1)
+    idle = []
+    try:
+        for _ in range(10000):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect((host, int(port)))
+            except BlockingIOError:
+                pass
+            idle.append(s)
+        # --max-connections 256: a client with a request is served all along
+        # (each new connection closes the longest-idle one)...
+        for _ in range(5):
+            assert good_client_is_served(srv)
+        # ...and the idle ones still open shrink to the bound as the kernel's
+        # backlog drains (connections past it are retried by the client's
+        # kernel for a while).
+        deadline = time.monotonic() + 30
+        while True:
+            poller = select.poll()
+            for s in idle:
+                poller.register(s, select.POLLIN | select.POLLOUT)
+            events = dict(poller.poll(0))
+            still_open = []
+            for s in idle:
+                ev = events.get(s.fileno(), 0)
+                if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                    s.close()  # closed by the server (or refused)
+                else:
+                    still_open.append(s)
+            idle = still_open
+            connected = sum(1 for s in idle if events.get(s.fileno(), 0) & select.POLLOUT)
+            if len(idle) <= 256 + 64 or time.monotonic() > deadline:
+                break
+            assert good_client_is_served(srv)
+            time.sleep(0.5)
+        assert len(idle) <= 256 + 64, (len(idle), connected)
+    finally:
+        for s in idle:
+            s.close()
+    assert good_client_is_served(srv)
+
+
+def test_keep_alive_and_pipelining(srv):
+    with connect(srv) as s:
+        req = (b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(GOOD)) + GOOD
+        s.sendall(req + req + b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        s.settimeout(10)
+        data = b""
+        deadline = time.monotonic() + 10
+        while data.count(b"HTTP/1.1 200") < 3 and time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    assert data.count(b"HTTP/1.1 200") == 3, data

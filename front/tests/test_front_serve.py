@@ -1,0 +1,366 @@
+"""The Open Inference Protocol front of `symphony serve`, driven by clients we
+did not write: curl for every REST endpoint, and Python grpcio with stubs
+generated here from front/proto/inference.proto.
+
+Two servers: TorchScript test models on the CPU (outputs checked against
+torch in this process), and emulated devices (deadlines, cancellation, the
+in-flight bound, shutdown). Each test ends by itself: every wait is bounded.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+import torch
+
+from oip_harness import MODELS, Serve, curl, grpc_stubs
+
+
+def cpu_config(d):
+    for m in ("linear", "two_inputs", "raises", "tuple_out"):
+        shutil.copy(os.path.join(MODELS, m + ".pt"), os.path.join(d, m + ".pt"))
+    return """
+        devices: cpu
+        profiling: {max_batch: 4, repeats: 3}
+        delays: {margin_us: 2000}
+        models:
+          - {name: linear, path: %(d)s/linear.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
+          - {name: two_inputs, path: %(d)s/two_inputs.pt, inputs: ["float32[2]", "int64[3]"], slo_ms: 5000, max_batch: 4}
+          - {name: raises, path: %(d)s/raises.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
+          - {name: tuple_out, path: %(d)s/tuple_out.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
+    """ % {"d": d}
+
+
+EMULATED = """
+    devices: emulated:1
+    policy: deferred
+    models:
+      # l(1) = 201 ms; a lone request waits ~3.8 s for company (deferred).
+      - {name: slow, input: "float32[4]", slo_ms: 4000, max_batch: 8, alpha_ms: 1, beta_ms: 200}
+      - {name: fast, input: "float32[4]", slo_ms: 200, max_batch: 8, alpha_ms: 0.1, beta_ms: 1}
+"""
+
+
+class Tally:
+    """What the client saw, per model: the accounting the server must agree with."""
+
+    def __init__(self):
+        self.by_model = {}
+
+    def add(self, model, kind):
+        self.by_model.setdefault(model, {"ok": 0, "late": 0, "dropped": 0, "errors": 0})[kind] += 1
+
+
+def kind_of_http(status, headers):
+    outcome = headers.get("symphony-outcome")
+    if status == 200:
+        return outcome or "ok"
+    if status in (504, 429, 503) or outcome == "dropped":
+        return "dropped"
+    return "errors"
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    d = os.path.realpath(os.path.join(os.environ.get("TMPDIR", "/tmp"), "symphony-front-models-%d" % os.getpid()))
+    os.makedirs(d, exist_ok=True)
+    s = Serve(cpu_config(d), extra=["--metrics", "127.0.0.1:0"])
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def tally():
+    return Tally()
+
+
+def http_infer(s, model, body, tally=None, headers=(), version=None):
+    path = "/v2/models/%s%s/infer" % (model, "/versions/" + version if version else "")
+    args = [s.url + path, "-H", "Content-Type: application/json"]
+    for h in headers:
+        args += ["-H", h]
+    status, hdrs, out = curl(*args, body=body if isinstance(body, bytes) else json.dumps(body).encode())
+    if tally is not None:
+        tally.add(model, kind_of_http(status, hdrs))
+    return status, hdrs, out
+
+
+def linear_expected(x):
+    m = torch.jit.load(os.path.join(MODELS, "linear.pt"))
+    return m(torch.tensor([x], dtype=torch.float32))[0].tolist()
+
+
+def test_health_and_metadata_with_curl(cpu):
+    assert curl(cpu.url + "/v2/health/live")[0] == 200
+    status, _, body = curl(cpu.url + "/v2/health/ready")
+    assert status == 200 and json.loads(body) == {"ready": True}
+    status, _, body = curl(cpu.url + "/v2")
+    meta = json.loads(body)
+    assert status == 200 and meta["name"] == "symphony" and re.match(r"\d+\.\d+\.\d+", meta["version"])
+    assert "binary_tensor_data" in meta["extensions"]
+    for path in ("/v2/models/linear", "/v2/models/linear/versions/1"):
+        status, _, body = curl(cpu.url + path)
+        m = json.loads(body)
+        assert status == 200, body
+        assert m["name"] == "linear" and m["versions"] == ["1"] and m["platform"] == "pytorch_torchscript"
+        assert m["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 4]}]
+    status, _, body = curl(cpu.url + "/v2/models/two_inputs")
+    assert [(i["name"], i["datatype"], i["shape"]) for i in json.loads(body)["inputs"]] == [
+        ("input0", "FP32", [-1, 2]), ("input1", "INT64", [-1, 3])]
+    status, _, body = curl(cpu.url + "/v2/models/linear/ready")
+    assert status == 200 and json.loads(body) == {"name": "linear", "ready": True}
+    status, _, body = curl(cpu.url + "/v2/models/nope")
+    assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
+    status, _, body = curl(cpu.url + "/v2/models/linear/versions/2")
+    assert status == 404 and "no version '2'" in json.loads(body)["error"]
+    assert curl(cpu.url + "/v2/models/nope/ready")[0] == 404
+    status, _, body = curl(cpu.url + "/v3/whatever")
+    assert status == 404 and "no such endpoint" in json.loads(body)["error"]
+    status, hdrs, _ = curl("-X", "POST", cpu.url + "/v2/health/live")
+    assert status == 405 and hdrs["allow"] == "GET"
+
+
+def test_infer_json_flat_and_nested_outputs_match_torch(cpu, tally):
+    x = [0.5, -1.0, 2.0, 3.5]
+    want = linear_expected(x)
+    for data, shape in ((x, [1, 4]), ([x], [1, 4]), (x, [4])):
+        status, hdrs, body = http_infer(
+            cpu, "linear", {"id": "r1", "inputs": [{"name": "input", "datatype": "FP32", "shape": shape, "data": data}]},
+            tally)
+        assert status == 200, body
+        r = json.loads(body)
+        assert hdrs["symphony-outcome"] == "ok" and r["parameters"]["outcome"] == "ok"
+        assert r["id"] == "r1" and r["model_name"] == "linear" and r["model_version"] == "1"
+        (out,) = r["outputs"]
+        assert out["name"] == "output" and out["datatype"] == "FP32"
+        assert out["data"] == pytest.approx(want, rel=1e-6)
+    # Outputs are known once the model has answered.
+    m = json.loads(curl(cpu.url + "/v2/models/linear")[2])
+    assert m["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1, 3]}]
+
+
+def test_infer_binary_tensors_both_ways(cpu, tally):
+    x = [1.0, 2.0, -3.0, 0.25]
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                     "parameters": {"binary_data_size": 16}}],
+                         "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+    status, hdrs, body = http_infer(cpu, "linear", header + struct.pack("<4f", *x), tally,
+                                    headers=["Inference-Header-Content-Length: %d" % len(header),
+                                             "Content-Type: application/octet-stream"])
+    assert status == 200, body
+    n = int(hdrs["inference-header-content-length"])
+    r = json.loads(body[:n])
+    assert r["outputs"][0]["parameters"]["binary_data_size"] == 12
+    assert list(struct.unpack("<3f", body[n:])) == pytest.approx(linear_expected(x), rel=1e-6)
+
+
+def test_infer_two_inputs_tuple_outputs_and_int64(cpu, tally):
+    status, _, body = http_infer(cpu, "two_inputs", {"inputs": [
+        {"name": "input1", "datatype": "INT64", "shape": [1, 3], "data": [1, 2, 3]},
+        {"name": "input0", "datatype": "FP32", "shape": [1, 2], "data": [0.5, 0.25]}]}, tally)
+    assert status == 200, body
+    assert json.loads(body)["outputs"][0]["data"] == pytest.approx([6.75])
+    status, _, body = http_infer(cpu, "tuple_out", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}, tally)
+    outs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+    assert status == 200 and outs == {"output0": [2, 4, 6, 8], "output1": [10]}
+
+
+def test_model_error_is_500_with_its_message(cpu, tally):
+    status, hdrs, body = http_infer(cpu, "raises", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [-1000, 0, 0, 0]}]}, tally)
+    assert status == 500 and hdrs["symphony-outcome"] == "error"
+    assert "input below -100 is not allowed" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("inputs,says", [
+    ([{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}], "has no input 'x' (inputs: 'input')"),
+    ([{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [1, 2, 3, 4]}], "expected datatype FP32, got FP64"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, 5], "data": [1, 2, 3, 4, 5]}], "expected shape [1,4], got [1,5]"),
+    ([{"name": "input", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8}], "one sample per request"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2]}], "holds 4 elements, 'data' has 2"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, -4], "data": []}], "negative dimension"),
+])
+def test_bad_input_is_400_naming_input_expected_and_got(cpu, tally, inputs, says):
+    status, _, body = http_infer(cpu, "linear", {"inputs": inputs}, tally)
+    assert status == 400 and says in json.loads(body)["error"], body
+
+
+def test_timeout_parameter_is_the_budget(cpu, tally):
+    x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+    status, hdrs, body = http_infer(cpu, "linear", {"inputs": [x], "parameters": {"timeout": 1}}, tally)
+    assert status == 504, body
+    assert hdrs["symphony-outcome"] == "dropped" and hdrs["symphony-drop-reason"] == "infeasible"
+    assert "budget of 0.001 ms" in json.loads(body)["error"], body
+    status, _, body = http_infer(cpu, "linear", {"inputs": [x], "parameters": {"timeout": -5}}, tally)
+    assert status == 400 and "'timeout' is -5 us" in json.loads(body)["error"]
+
+
+def test_grpc_with_stubs_generated_from_the_proto(cpu, tally):
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+        meta = stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=10)
+        assert meta.name == "symphony" and "binary_tensor_data" in meta.extensions
+        assert stub.ModelReady(pb.ModelReadyRequest(name="linear"), timeout=10).ready
+        mm = stub.ModelMetadata(pb.ModelMetadataRequest(name="two_inputs"), timeout=10)
+        assert [(t.name, t.datatype, list(t.shape)) for t in mm.inputs] == [
+            ("input0", "FP32", [-1, 2]), ("input1", "INT64", [-1, 3])]
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelMetadata(pb.ModelMetadataRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
+
+        x = [0.5, -1.0, 2.0, 3.5]
+        want = linear_expected(x)
+        raw = pb.ModelInferRequest(model_name="linear", id="g1")
+        raw.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        raw.raw_input_contents.append(struct.pack("<4f", *x))
+        resp, call = stub.ModelInfer.with_call(raw, timeout=10)
+        tally.add("linear", "ok")
+        assert resp.id == "g1" and resp.model_name == "linear"
+        assert resp.outputs[0].name == "output" and list(resp.outputs[0].shape) == [1, 3]
+        assert list(struct.unpack("<3f", resp.raw_output_contents[0])) == pytest.approx(want, rel=1e-6)
+        assert dict(call.trailing_metadata())["symphony-outcome"] == "ok"
+
+        typed = pb.ModelInferRequest(model_name="two_inputs")
+        a = typed.inputs.add(name="input0", datatype="FP32", shape=[1, 2])
+        a.contents.fp32_contents.extend([0.5, 0.25])
+        b = typed.inputs.add(name="input1", datatype="INT64", shape=[1, 3])
+        b.contents.int64_contents.extend([1, 2, 3])
+        resp = stub.ModelInfer(typed, timeout=10)
+        tally.add("two_inputs", "ok")
+        assert struct.unpack("<f", resp.raw_output_contents[0])[0] == pytest.approx(6.75)
+
+        bad = pb.ModelInferRequest(model_name="linear")
+        bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        bad.raw_input_contents.append(b"\0" * 15)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(bad, timeout=10)
+        tally.add("linear", "errors")
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "is 16 bytes, got 15" in e.value.details()
+
+        boom = pb.ModelInferRequest(model_name="raises")
+        boom.inputs.add(name="input", datatype="FP32", shape=[4])
+        boom.raw_input_contents.append(struct.pack("<4f", -1000, 0, 0, 0))
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(boom, timeout=10)
+        tally.add("raises", "errors")
+        assert e.value.code() == grpc.StatusCode.INTERNAL and "below -100" in e.value.details()
+
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(pb.ModelInferRequest(model_name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
+    """Last in this module: what the clients counted, /metrics and the report agree."""
+    m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
+    assert m, cpu.output()
+    text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+    for model, counts in tally.by_model.items():
+        for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
+            line = 'symphony_front_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
+            assert line in text, (line, text)
+    rc, report = cpu.stop(signal.SIGINT)
+    assert rc == 0, cpu.output()
+    for model, counts in tally.by_model.items():
+        r = report["models"][model]
+        assert r["sent"] == sum(counts.values()), (model, r, counts)
+        for key in ("ok", "late", "dropped", "errors"):
+            assert r[key] == counts[key], (model, key, r, counts)
+        assert r["sent"] == r["ok"] + r["late"] + r["dropped"] + r["errors"]
+    assert report["unknown_model"] >= 1
+
+
+# ---- emulated devices: deadlines, cancellation, bounds, shutdown ----------
+
+@pytest.fixture()
+def emu():
+    s = Serve(EMULATED, extra=["--max-inflight", "3"])
+    yield s
+    s.stop(signal.SIGKILL)
+
+
+def slow_request(pb):
+    r = pb.ModelInferRequest(model_name="slow")
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(b"\0" * 16)
+    return r
+
+
+def wait_for(pred, what, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
+def metric(s, text, name):
+    m = re.search(re.escape(name) + r" (\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def test_grpc_deadline_is_the_budget_and_a_cancel_never_runs(emu):
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(emu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        # 100 ms cannot hold l(1) = 201 ms: dropped at once as infeasible, and
+        # the server says so before the client's own deadline.
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(slow_request(pb), timeout=0.1)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        trailers = dict(e.value.trailing_metadata() or ())
+        assert trailers.get("symphony-drop-reason") == "infeasible", (e.value.details(), trailers)
+        # A queued request whose call is cancelled ends as dropped (cancelled).
+        fut = stub.ModelInfer.future(slow_request(pb), timeout=30)
+        time.sleep(0.5)
+        assert not fut.done()
+        fut.cancel()
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0, emu.output()
+    slow = report["models"]["slow"]
+    assert slow["dropped_by_reason"] == {"cancelled": 1, "infeasible": 1}, slow
+    assert slow["sent"] == 2 and slow["ok"] == 0
+    assert report["devices"][0]["batches"] == 0  # the cancelled request never ran
+
+
+def test_closed_http_connection_cancels_a_queued_request(emu):
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [0, 0, 0, 0]}]})
+    with pytest.raises(RuntimeError):  # curl gives up after 1 s and closes the connection
+        curl(emu.url + "/v2/models/slow/infer", body=body.encode(), timeout=1)
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    assert report["models"]["slow"]["dropped_by_reason"] == {"cancelled": 1}
+    assert report["devices"][0]["batches"] == 0
+
+
+def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
+    pb, pb_grpc = grpc_stubs()
+    ch = grpc.insecure_channel(emu.grpc)
+    stub = pb_grpc.GRPCInferenceServiceStub(ch)
+    # No gRPC deadline: each budget is the model's SLO (4 s).
+    held = [stub.ModelInfer.future(slow_request(pb)) for _ in range(3)]
+    time.sleep(0.3)
+    status, hdrs, body = curl(emu.url + "/v2/models/slow/infer", body=json.dumps(
+        {"inputs": [{"name": "input", "datatype": "FP32", "shape": [4], "data": [0, 0, 0, 0]}]}).encode())
+    assert status == 429 and "in-flight bound" in json.loads(body)["error"]
+    assert "symphony-outcome" not in hdrs  # refused by the front, never reached the scheduler
+    # SIGTERM: the three queued requests still end (drained: run as one batch).
+    emu.proc.send_signal(signal.SIGTERM)
+    for f in held:
+        assert f.result(timeout=30).model_name == "slow"
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    slow = report["models"]["slow"]
+    assert slow["ok"] == 3 and slow["dropped_by_reason"] == {"front_inflight": 1}, slow
+    assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"]
+    ch.close()

@@ -1,0 +1,69 @@
+// The Open Inference Protocol front of `symphony serve`: HTTP and gRPC on the
+// in-process server, the port file, the per-model accounting of what the
+// front answered, and its share of the report.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symphony/front/front.hpp"
+#include "symphony/front/grpc_server.hpp"
+#include "symphony/front/http_server.hpp"
+#include "symphony/front/server_service.hpp"
+#include "symphony/server/server.hpp"
+
+namespace symphony::tools {
+
+struct ServeFrontArgs {
+  std::string http;       // HOST:PORT; empty: no HTTP
+  std::string grpc;       // HOST:PORT; empty: no gRPC
+  std::string port_file;  // where to write {"http": "HOST:PORT", "grpc": "HOST:PORT"}
+  int http_threads = 1;
+  std::uint32_t max_inflight = 8192;
+  std::uint32_t max_connections = 1024;
+  double http_request_timeout_s = 10;
+  double http_idle_timeout_s = 60;
+
+  bool any() const { return !http.empty() || !grpc.empty(); }
+};
+
+class ServeFront {
+ public:
+  // Starts the transports on `server` (already started). Errors name the
+  // option and the address.
+  static Result<std::unique_ptr<ServeFront>> start(server::Server& server,
+                                                   const std::vector<server::ModelOptions>& models, Delays delays,
+                                                   const ServeFrontArgs& args);
+  ~ServeFront();
+
+  front::Front& front() { return *front_; }
+  // New requests get 503 from now on (the server drains what it holds).
+  void begin_stop() { front_->begin_stop(); }
+  // Closes the transports, after the server has ended every request (their
+  // responses are written within the grace period).
+  void stop();
+
+  // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
+  std::string where() const;
+  // One progress line's worth: requests and answers per second since the last call.
+  std::string progress(double dt);
+  // Prints the per-model table of what the front answered and returns it as
+  // JSON with the report's keys (sent, ok, late, dropped, dropped_by_reason,
+  // errors; refused requests counted in dropped or errors by kind).
+  nlohmann::json report(const server::ServerStats& stats, double seconds) const;
+
+ private:
+  ServeFront() = default;
+
+  std::unique_ptr<front::ServerService> service_;
+  std::unique_ptr<front::Front> front_;
+  std::unique_ptr<front::HttpServer> http_;
+  std::unique_ptr<front::GrpcServer> grpc_;
+  std::string http_where_, grpc_where_;
+  std::uint64_t last_received_ = 0, last_ok_ = 0;
+};
+
+}  // namespace symphony::tools
