@@ -174,6 +174,7 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
   o->connections = a.connections;
   o->connect_timeout = Duration::from_seconds(a.connect_timeout_s);
   if (a.drain_s >= 0) o->drain = Duration::from_seconds(a.drain_s);
+  o->stop_on_signals = true;
   return true;
 }
 
@@ -198,8 +199,9 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
       std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n), msg.c_str());
   }
   const json& c = j["client"];
+  if (r.interrupted) std::fprintf(out, "\ninterrupted: the report covers the %.1f s measured before the signal\n", r.duration_s);
   std::fprintf(out,
-               "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.0f s\n",
+               "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s\n",
                j["sent"].get<unsigned long long>(), j["ok"].get<unsigned long long>(),
                j["late"].get<unsigned long long>(), j["dropped"].get<unsigned long long>(),
                j["errors"].get<unsigned long long>(), j["goodput_rps"].get<double>(), r.duration_s);
@@ -328,6 +330,10 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", a.json_out, "write the JSON report to this file (- for stdout)");
   cmd->add_flag("--quiet", a.quiet, "no progress line");
+  cmd->footer(
+      "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's Symphony-Outcome / "
+      "symphony-outcome signals when the server sends them, else the status. SIGINT or SIGTERM stops the sending "
+      "early and reports what was measured; a second one ends the drain.");
   cmd->callback([&exit_code] { exit_code = run_load(a); });
   return cmd;
 }

@@ -5,6 +5,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
@@ -104,7 +105,7 @@ struct LoadRun::Impl {
   SteadyClock clock;
   TimePoint start, measure_from, end, gen_end;
   std::uint64_t seq = 0, in_flight = 0, no_answer = 0, unaccounted = 0;
-  bool generating = false, finished = false;
+  bool generating = false, finished = false, interrupted = false;
   std::optional<asio::steady_timer> gen_timer, progress_timer, drain_timer;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::function<void(const Progress&)> on_progress;
@@ -210,6 +211,7 @@ struct LoadRun::Impl {
   }
 
   void begin() {
+    if (interrupted) return;
     generating = true;
     iv_start = start;
     if (closed) {
@@ -224,6 +226,7 @@ struct LoadRun::Impl {
 
   // Open loop: sends every arrival that is due, then sleeps until the next.
   void generate() {
+    if (!generating) return;
     const TimePoint now = clock.now();
     const double t = (now - start).to_seconds();
     double next = opts.duration_s;
@@ -243,13 +246,32 @@ struct LoadRun::Impl {
     if (!generating) return;
     generating = false;
     gen_end = clock.now();
-    arm(*drain_timer, gen_end + drain, [this] { abandon(); });
+    arm(*drain_timer, gen_end + drain, [this] {
+      abandon("no answer within the drain bound (" + format_seconds(drain) + " s after the end)");
+    });
     maybe_finish();
   }
 
+  // SIGINT / SIGTERM: the first stops the sending, a second the drain.
+  void interrupt() {
+    if (!interrupted) {
+      interrupted = true;
+      end = min(end, clock.now());
+      if (generating) {
+        stop_generating();
+      } else if (!finished) {  // before the start
+        gen_timer->cancel();
+        gen_end = clock.now();
+        maybe_finish();
+      }
+    } else if (!finished) {
+      abandon("no answer: the drain was interrupted");
+    }
+  }
+
   // The drain bound passed: whatever is still outstanding ends "no answer".
-  void abandon() {
-    transport->abandon_all("no answer within the drain bound (" + format_seconds(drain) + " s after the end)");
+  void abandon(const std::string& why) {
+    transport->abandon_all(why);
     if (in_flight > 0) {
       for (auto& p : pool)
         if (p->in_use) {
@@ -455,8 +477,22 @@ LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress)
   s.gen_end = s.end;
   s.arm(*s.gen_timer, s.start, [&s] { s.begin(); });
   s.tick(s.start + Duration::seconds(1));
+  std::optional<asio::signal_set> signals;
+  std::function<void(const boost::system::error_code&, int)> on_signal;
+  if (s.opts.stop_on_signals) {
+    signals.emplace(s.io, SIGINT, SIGTERM);
+    on_signal = [&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      s.interrupt();
+      if (!s.finished) signals->async_wait(on_signal);
+    };
+    signals->async_wait(on_signal);
+  }
   s.io.run();
+  if (signals) signals->cancel();
   rep.cpu_s = cpu_seconds() - cpu0;
+  rep.interrupted = s.interrupted;
+  if (s.interrupted) rep.duration_s = std::max(0.0, (s.end - s.measure_from).to_seconds());
 
   s.transport->stop();
   s.io.restart();
@@ -484,6 +520,7 @@ json to_json(const LoadReport& r) {
   if (!r.arrival.empty()) j["arrival"] = r.arrival;
   j["seed"] = r.seed;
   j["duration_s"] = r.duration_s;
+  if (r.interrupted) j["interrupted"] = true;
   j["warmup_s"] = r.warmup_s;
   j["connections"] = r.connections;
   const double w = r.duration_s;

@@ -61,6 +61,10 @@ struct LoadOptions {
   Duration connect_timeout = Duration::seconds(5);  // metadata, each connection
   std::optional<Duration> drain;    // default: the largest budget + 5 s (10 s when none)
   Duration late_send_threshold = Duration::milliseconds(1);
+  // SIGINT / SIGTERM during run(): the first stops the sending and drains
+  // (the report covers the window up to then), a second ends what is still
+  // outstanding as "no answer". Off: the signals keep their handlers.
+  bool stop_on_signals = false;
 };
 
 // What the client saw of its own sending, in the measured window.
@@ -87,7 +91,8 @@ struct ModelReport {
 struct LoadReport {
   std::string url, protocol, http_format, mode, arrival;
   std::uint64_t seed = 0;
-  double duration_s = 0;  // the measured window
+  double duration_s = 0;  // the measured window (shorter when interrupted)
+  bool interrupted = false;
   double warmup_s = 0;
   std::size_t connections = 0;
   Duration late_send_threshold;
