@@ -44,14 +44,16 @@ def gen_stubs(a, out):
 
 
 class Server:
-    def __init__(self, a, work, headers, late_sleep_ms):
+    def __init__(self, a, work, headers, late_sleep_ms, idle_timeout=None):
         ready = os.path.join(work, "ready.json")
         if os.path.exists(ready):
             os.remove(ready)
         self.log = open(os.path.join(work, "server.log"), "w")
         self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "oip_test_server.py"), "--stubs",
                                    os.path.join(work, "stubs"), "--ready", ready, "--headers", headers,
-                                   "--late-sleep-ms", str(late_sleep_ms)], stdout=self.log, stderr=subprocess.STDOUT)
+                                   "--late-sleep-ms", str(late_sleep_ms)] +
+                                  (["--idle-timeout", str(idle_timeout)] if idle_timeout else []),
+                                  stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while not os.path.exists(ready):
             if self.p.poll() is not None or time.monotonic() > deadline:
@@ -88,14 +90,14 @@ def run_load(a, work, args, expect_rc=0):
     return r
 
 
-def balance(rep):
+def balance(rep, min_sent=100):
     eq(rep["sent"], rep["ok"] + rep["late"] + rep["dropped"] + rep["errors"], "sent == ok + late + dropped + errors")
     for name, m in rep["models"].items():
         eq(m["sent"], m["ok"] + m["late"] + m["dropped"] + m["errors"], name + ": sent balances")
         eq(sum(m["dropped_by_reason"].values()), m["dropped"], name + ": dropped_by_reason sums to dropped")
         eq(sum(m["errors_by_message"].values()), m["errors"], name + ": errors_by_message sums to errors")
     eq(rep["client"]["unaccounted"], 0, "requests the transport never ended")
-    check(rep["sent"] > 100, "enough requests to cover every class (sent %d)" % rep["sent"])
+    check(rep["sent"] > min_sent, "enough requests to cover every class (sent %d)" % rep["sent"])
 
 
 def messages(rep):
@@ -107,13 +109,19 @@ def messages(rep):
     return got
 
 
-def check_http(rep, t, headers, late_by_latency):
+def check_http(rep, t, headers, late_by_latency, min_sent=100):
     """The HTTP report against the server's tallies `t` (of the http protocol)."""
     c = t["counts"]
-    balance(rep)
+    balance(rep, min_sent)
+    # A request that fails on a connection idle for a while, before any answer, is resent once
+    # (stale_retries): mostly the server had closed the connection and never saw it; a "closed"
+    # request (read, then the connection closed) the server sees twice.
     retries = rep["client"]["stale_retries"]
+    seen_twice = t["total"] - rep["client"]["transmitted"]
+    check(0 <= seen_twice <= min(retries, c["closed"]),
+          "requests the server saw (%d) = sent (%d) + closed ones resent (at most %d)" %
+          (t["total"], rep["client"]["transmitted"], min(retries, c["closed"])))
     eq(c["bad"], 0, "malformed requests at the server")
-    eq(t["total"], rep["client"]["transmitted"] + retries, "requests the server saw")
     eq(rep["client"]["transmitted"], rep["sent"], "every request went out")
     if headers:
         eq(rep["ok"], c["ok"], "ok")
@@ -128,9 +136,9 @@ def check_http(rep, t, headers, late_by_latency):
         eq(rep["dropped_by_reason"], {k: v for k, v in {"deadline": c["deadline"], "overload": c["overload"],
                                                        "unavailable": c["unavailable"]}.items() if v},
            "dropped_by_reason (by status)")
-    want = {"HTTP 500: test failure": c["error"], "closed": c["closed"] - retries, "no answer": c["hang"]}
+    want = {"HTTP 500: test failure": c["error"], "closed": c["closed"] - seen_twice, "no answer": c["hang"]}
     eq(messages(rep), {k: v for k, v in want.items() if v}, "errors by message")
-    eq(rep["errors"], c["error"] + c["closed"] - retries + c["hang"], "errors")
+    eq(rep["errors"], c["error"] + c["closed"] - seen_twice + c["hang"], "errors")
     eq(rep["client"]["no_answer"], c["hang"], "no answer within the drain")
 
 
@@ -177,8 +185,8 @@ def main():
     ap.add_argument("--proto", required=True, help="front/proto/inference.proto")
     ap.add_argument("--work", required=True)
     ap.add_argument("--case", required=True,
-                    choices=["http-binary", "http-json-plain", "http-closed", "http-config", "grpc", "grpc-plain",
-                             "errors"])
+                    choices=["http-binary", "http-json-plain", "http-closed", "http-config", "http-idle", "grpc",
+                             "grpc-plain", "errors"])
     a = ap.parse_args()
     work = a.work
     shutil.rmtree(work, ignore_errors=True)
@@ -188,9 +196,10 @@ def main():
     common = ["--duration", "3", "--warmup", "0", "--seed", "7", "--json", out]
 
     case = a.case
-    headers = case in ("http-binary", "http-closed", "http-config", "grpc", "errors")
+    headers = case in ("http-binary", "http-closed", "http-config", "http-idle", "grpc", "errors")
     late_sleep = 1500 if case == "grpc-plain" else 300
-    server = Server(a, work, "on" if headers else "off", late_sleep)
+    # http-idle: the server closes connections idle 50 ms; requests 200 ms apart find theirs closed.
+    server = Server(a, work, "on" if headers else "off", late_sleep, 0.05 if case == "http-idle" else None)
     try:
         if case == "errors":
             run_errors(a, server)
@@ -210,6 +219,10 @@ def main():
                     f.write("load: {duration_s: 3, warmup_s: 0, arrival: gamma:2, seed: 3}\n"
                             "models:\n  - {name: echo, slo_ms: 500, rate: 150, alpha_ms: 1, beta_ms: 1}\n")
                 run_load(a, work, ["--url", server.http, "--config", cfg, "--drain", "2", "--json", out])
+            elif case == "http-idle":
+                run_load(a, work, ["--url", server.http, "--model", "echo", "--rate", "5", "--arrival", "uniform",
+                                   "--budget", "1000", "--drain", "1", "--duration", "5", "--warmup", "0", "--seed",
+                                   "7", "--json", out])
             elif case == "grpc":
                 run_load(a, work, ["--url", server.grpc, "--model", "echo", "--rate", "200", "--budget", "2000",
                                    "--connections", "2"] + common)
@@ -222,7 +235,12 @@ def main():
             print("server tallies: " + json.dumps(t))
             eq(list(rep["models"]), ["echo"], "models in the report")
             if case.startswith("http"):
-                check_http(rep, t["http"], headers, late_by_latency=not headers)
+                check_http(rep, t["http"], headers, late_by_latency=not headers,
+                           min_sent=15 if case == "http-idle" else 100)
+                if case == "http-idle":
+                    check(rep["client"]["stale_retries"] >= 1,
+                          "requests resent after the server closed their idle connection (%d)" %
+                          rep["client"]["stale_retries"])
                 budget_us = 500000 if case == "http-config" else (200000 if case == "http-json-plain" else 1000000)
                 eq(t["http"]["requests_with_budget"], t["http"]["total"] - t["http"]["counts"]["bad"],
                    "every request carried its timeout")

@@ -25,6 +25,7 @@ Symphony-Drop-Reason on drops), as trailing metadata over gRPC; with
 class each protocol saw, the largest budget a request carried (REST
 "timeout" in microseconds, or the gRPC deadline), and how many requests were
 malformed ("bad"). The model `broken` has unusable metadata (datatype FP99).
+With --idle-timeout, HTTP connections idle that long are closed.
 
 Writes {"http": PORT, "grpc": PORT} to --ready once both listen; stops on
 SIGTERM or SIGINT.
@@ -285,7 +286,10 @@ def main():
     ap.add_argument("--ready", required=True, help="file to write the ports to")
     ap.add_argument("--headers", choices=["on", "off"], default="on")
     ap.add_argument("--late-sleep-ms", type=float, default=300)
+    ap.add_argument("--idle-timeout", type=float, default=None,
+                    help="HTTP: close a keep-alive connection idle this many seconds (as real servers do)")
     a = ap.parse_args()
+    Handler.timeout = a.idle_timeout
     headers_on = a.headers == "on"
     late_sleep = a.late_sleep_ms / 1000
 
