@@ -41,6 +41,9 @@ class GrpcTransport final : public Transport {
       args.SetMaxSendMessageSize(-1);
       // A connection of its own per channel (channels with equal arguments share one).
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      // No transparent retries: a load generator counts what happened (and the
+      // retry machinery costs CPU per call).
+      args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
       args.SetInt("symphony.load.channel", static_cast<int>(i));
       channels_.push_back(grpc::CreateCustomChannel(ep_.authority(), grpc::InsecureChannelCredentials(), args));
       stubs_.push_back(inference::GRPCInferenceService::NewStub(channels_.back()));
