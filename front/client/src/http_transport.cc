@@ -263,7 +263,7 @@ class HttpTransport final : public Transport {
     std::string out;
     Request* cur = nullptr;
     State state = State::kConnecting;
-    TimePoint idle_since = TimePoint::infinite();  // infinite: not used yet
+    TimePoint idle_since = TimePoint::infinite();  // since when it has been idle
     bool reused = false;                           // cur went out on a connection that had been idle a while
   };
   using ConnPtr = std::shared_ptr<Conn>;
@@ -321,6 +321,7 @@ class HttpTransport final : public Transport {
       boost::system::error_code ignored;
       c->sock.set_option(tcp::no_delay(true), ignored);
       c->state = State::kIdle;
+      c->idle_since = clock_.now();
       idle_.push_back(c);
       pump();
     });
