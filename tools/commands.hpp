@@ -33,6 +33,12 @@ CLI::App* add_backend(CLI::App& app, int& exit_code);
 CLI::App* add_loadgen(CLI::App& app, int& exit_code);
 #endif
 
+#ifdef SYMPHONY_HAVE_FRONT_CLIENT
+// Drives an Open Inference Protocol endpoint (HTTP or gRPC) with generated
+// load and reports each request's outcome like serve.
+CLI::App* add_load(CLI::App& app, int& exit_code);
+#endif
+
 #ifdef SYMPHONY_HAVE_SERVER
 // Measures a TorchScript model's latency profile on a device.
 CLI::App* add_profile(CLI::App& app, int& exit_code);

@@ -1,0 +1,148 @@
+// The load runner behind `symphony load`: drives any Open Inference Protocol
+// (KServe v2) endpoint over HTTP/REST or gRPC with open-loop (Poisson,
+// uniform or gamma arrivals at a rate) or closed-loop (a fixed number of
+// requests outstanding) load, and tallies every request's outcome the way
+// `symphony serve` reports them.
+//
+//   LoadOptions o;
+//   o.url = "http://127.0.0.1:8000";
+//   o.models = {{.name = "resnet", .rate = 500, .budget = Duration::milliseconds(50)}};
+//   auto run = LoadRun::prepare(o);        // metadata, random inputs
+//   if (!run.ok()) ... run.status().message() ...
+//   LoadReport r = (*run)->run(nullptr);   // blocks for the duration and the drain
+//   nlohmann::json j = to_json(r);
+//
+// Accounting: a request counts when it is scheduled at or after the warm-up;
+// every counted request ends exactly once, so sent == ok + late + dropped +
+// errors always. After the generation stops, outstanding requests get up to
+// the drain bound (the largest budget + 5 s by default); any still
+// unanswered then are errors "no answer".
+//
+// Latency is measured from when the generator scheduled the request (not
+// when a connection let it go), so time a request spent waiting in the
+// client is in it; that wait is reported on its own too, with the number of
+// requests the client sent more than `late_send_threshold` behind schedule.
+//
+// Threads: the generator and all request I/O run on one thread (Asio); gRPC
+// adds the completion queue's thread. No thread per request.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "symphony/front/client/protocol.hpp"
+#include "symphony/latency_histogram.hpp"
+
+namespace symphony::front::client {
+
+struct LoadModel {
+  std::string name;
+  double rate = 0;                  // open loop: requests/s
+  std::uint32_t concurrency = 0;    // closed loop: requests outstanding
+  std::optional<Duration> budget;   // sent as the REST timeout / gRPC deadline; none: no budget
+};
+
+struct LoadOptions {
+  std::string url;                  // http://HOST:PORT or grpc://HOST:PORT
+  std::vector<LoadModel> models;    // all open loop (rate) or all closed loop (concurrency)
+  double duration_s = 20;           // of the whole run, warm-up included
+  double warmup_s = 2;              // sent but not counted
+  std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>
+  std::uint64_t seed = 1;
+  bool http_binary = true;          // Triton's binary tensor extension, else JSON "data"
+  std::size_t connections = 0;      // HTTP keep-alive pool bound / gRPC channels; 0: 256 / 1
+  Duration connect_timeout = Duration::seconds(5);  // metadata, each connection
+  std::optional<Duration> drain;    // default: the largest budget + 5 s (10 s when none)
+  Duration late_send_threshold = Duration::milliseconds(1);
+  // SIGINT / SIGTERM during run(): the first stops the sending and drains
+  // (the report covers the window up to then), a second ends what is still
+  // outstanding as "no answer". Off: the signals keep their handlers.
+  bool stop_on_signals = false;
+};
+
+// What the client saw of its own sending, in the measured window.
+struct ClientSide {
+  std::uint64_t transmitted = 0;         // requests actually put on the wire
+  std::uint64_t waited = 0;              // had to wait for a free connection
+  std::uint64_t sent_late = 0;           // put on the wire more than late_send_threshold behind schedule
+  std::uint64_t sent_late_waited = 0;    // of those, the ones that had waited for a connection
+  LatencyHistogram wait;                 // schedule -> on the wire, per transmitted request
+};
+
+struct ModelReport {
+  std::string name;
+  double rate = 0;
+  std::uint32_t concurrency = 0;
+  std::optional<Duration> budget;
+  ModelMetadata metadata;
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
+  std::map<std::string, std::uint64_t> dropped_by_reason, errors_by_message;
+  LatencyHistogram latency;  // ok and late, from the scheduled time
+  ClientSide client;
+};
+
+struct LoadReport {
+  std::string url, protocol, http_format, mode, arrival;
+  std::uint64_t seed = 0;
+  double duration_s = 0;  // the measured window (shorter when interrupted)
+  bool interrupted = false;
+  double warmup_s = 0;
+  std::size_t connections = 0;
+  Duration late_send_threshold;
+  std::vector<ModelReport> models;
+  // The run as a whole (warm-up included).
+  std::uint64_t connections_opened = 0, connect_failures = 0, connection_errors = 0, stale_retries = 0;
+  std::size_t peak_connections = 0, peak_waiting = 0;
+  std::uint64_t no_answer = 0;  // ended by the drain bound (all requests)
+  double drain_s = 0;           // from the end of the generation to the last end
+  double cpu_s = 0;             // this process's CPU time during the run
+  std::uint64_t unaccounted = 0;  // requests a transport never ended (a bug); counted as errors
+};
+
+// Once a second during the run (on the run's thread).
+struct Progress {
+  double elapsed_s = 0, duration_s = 0;
+  bool draining = false;
+  double sent_rps = 0, answered_rps = 0, good_rps = 0;  // over the last interval, warm-up included
+  Duration p99;                                         // of the interval's ok and late answers
+  std::uint64_t in_flight = 0;
+  std::size_t waiting = 0, connections = 0;
+};
+
+class LoadRun {
+ public:
+  // Checks the options, asks every model's metadata (failing with a message
+  // that says whether the endpoint is unreachable, the model unknown or the
+  // metadata unusable) and builds the inputs.
+  static Result<std::unique_ptr<LoadRun>> prepare(const LoadOptions& options);
+  ~LoadRun();
+  LoadRun(const LoadRun&) = delete;
+  LoadRun& operator=(const LoadRun&) = delete;
+
+  // Remarks from preparing (e.g. variable dimensions sent as 1).
+  const std::vector<std::string>& notes() const;
+  const std::vector<ModelMetadata>& metadata() const;
+  // Runs once: the duration, then the drain.
+  LoadReport run(const std::function<void(const Progress&)>& on_progress);
+
+  struct Impl;
+
+ private:
+  explicit LoadRun(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The report with the keys of `symphony serve --json`'s (per model and in
+// total: sent, ok, late, dropped, dropped_by_reason, errors,
+// errors_by_message, goodput_rps, bad_rate, latency_ms p50/p90/p99/max/mean)
+// plus the offered and achieved request rates and the client's own side.
+nlohmann::json to_json(const LoadReport& r);
+
+}  // namespace symphony::front::client

@@ -1,0 +1,598 @@
+#include "symphony/front/client/load.hpp"
+
+#include <sys/resource.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "symphony/sim/random.hpp"
+#include "transport.hpp"
+
+namespace symphony::front::client {
+
+namespace asio = boost::asio;
+using json = nlohmann::json;
+using detail::Request;
+
+namespace {
+
+constexpr std::size_t kDefaultHttpConnections = 256;
+constexpr std::size_t kMaxConnections = 16384;
+// Requests outstanding at once, at most; arrivals beyond end as errors.
+constexpr std::uint64_t kMaxInFlight = std::uint64_t{1} << 20;
+// Distinct error messages kept per model; the rest are counted together.
+constexpr std::size_t kMaxMessages = 32;
+// The generator wakes at most this often; arrivals closer together go out
+// together (at high rates a timer per arrival costs more than the sending).
+constexpr Duration kMinWakeGap = Duration::microseconds(100);
+// How long abandoned gRPC calls get to come back before the run stops anyway.
+constexpr Duration kQuiesceBound = Duration::seconds(2);
+
+std::chrono::steady_clock::time_point to_chrono(TimePoint t) {
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t.ns()));
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Room for `connections` sockets: the soft limit on open files, raised up to the hard one.
+std::string ensure_fd_limit(std::size_t connections) {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0) return "";
+  const rlim_t want = static_cast<rlim_t>(connections) + 64;
+  if (l.rlim_cur >= want) return "";
+  const rlim_t old = l.rlim_cur;
+  l.rlim_cur = std::min(want, l.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &l) != 0) l.rlim_cur = old;
+  if (l.rlim_cur >= want) return "";
+  return "the open-file limit (" + std::to_string(l.rlim_cur) + ") is below the " + std::to_string(connections) +
+         " connections asked for; connections beyond it will fail";
+}
+
+json latency_json(const LatencyHistogram& h) {
+  return {{"p50", h.percentile(0.5).to_ms()}, {"p90", h.percentile(0.9).to_ms()},
+          {"p99", h.percentile(0.99).to_ms()}, {"max", h.max().to_ms()}, {"mean", h.mean().to_ms()}};
+}
+
+json client_json(const ClientSide& c, double window) {
+  return {{"transmitted", c.transmitted},
+          {"achieved_rps", window > 0 ? static_cast<double>(c.transmitted) / window : 0.0},
+          {"waited_for_connection", c.waited},
+          {"sent_late", c.sent_late},
+          {"sent_late_waited", c.sent_late_waited},
+          {"wait_ms", {{"p50", c.wait.percentile(0.5).to_ms()},
+                       {"p99", c.wait.percentile(0.99).to_ms()},
+                       {"max", c.wait.max().to_ms()}}}};
+}
+
+}  // namespace
+
+struct LoadRun::Impl {
+  LoadOptions opts;
+  Endpoint ep;
+  bool closed = false;
+  int arrival = 0;  // 0 poisson, 1 uniform, 2 gamma
+  double gamma_shape = 1;
+  Duration drain;
+  asio::io_context io{1};
+  std::unique_ptr<detail::Transport> transport;
+  std::vector<ModelMetadata> md;
+  std::vector<std::string> notes;
+  bool ran = false;
+
+  // The run (io thread).
+  struct Gen {
+    sim::Rng rng;
+    double mean = 0;
+    double next_s = 0;  // the next arrival, seconds after start
+  };
+  std::vector<Gen> gens;
+  std::vector<ModelReport> reports;
+  std::vector<std::unique_ptr<Request>> pool;
+  std::vector<Request*> free_list;
+  SteadyClock clock;
+  TimePoint start, measure_from, end, gen_end;
+  std::uint64_t seq = 0, in_flight = 0, no_answer = 0, unaccounted = 0;
+  bool generating = false, finished = false, interrupted = false;
+  std::optional<asio::steady_timer> gen_timer, progress_timer, drain_timer;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  std::function<void(const Progress&)> on_progress;
+  std::uint64_t iv_sent = 0, iv_ended = 0, iv_good = 0;
+  LatencyHistogram iv_latency;
+  TimePoint iv_start;
+  double drain_s = 0;
+
+  double gap(Gen& g) {
+    if (arrival == 1) return g.mean;
+    if (arrival == 2) return g.rng.gamma(gamma_shape, g.mean / gamma_shape);
+    return g.rng.exponential(g.mean);
+  }
+
+  Request* alloc() {
+    if (free_list.empty()) {
+      pool.push_back(std::make_unique<Request>());
+      return pool.back().get();
+    }
+    Request* r = free_list.back();
+    free_list.pop_back();
+    return r;
+  }
+
+  void emit(std::uint32_t model, TimePoint scheduled) {
+    ModelReport& m = reports[model];
+    const bool counted = scheduled >= measure_from;
+    if (counted) ++m.sent;
+    ++iv_sent;
+    if (in_flight >= kMaxInFlight) {
+      if (counted) {
+        ++m.errors;
+        add_message(m, "client: more than " + std::to_string(kMaxInFlight) + " requests outstanding");
+      }
+      ++iv_ended;
+      return;
+    }
+    Request* r = alloc();
+    *r = Request{};
+    r->model = model;
+    r->seq = seq++;
+    r->scheduled = scheduled;
+    if (m.budget) r->deadline = scheduled + *m.budget;
+    r->counted = counted;
+    r->in_use = true;
+    ++in_flight;
+    transport->send(r);
+  }
+
+  static void add_message(ModelReport& m, const std::string& msg) {
+    auto it = m.errors_by_message.find(msg);
+    if (it != m.errors_by_message.end()) ++it->second;
+    else if (m.errors_by_message.size() < kMaxMessages) m.errors_by_message.emplace(msg, 1);
+    else ++m.errors_by_message["(other messages)"];
+  }
+
+  void done(Request* r, Answer&& a) {
+    if (!r->in_use) return;  // ended already (defensive: transports end each request once)
+    const TimePoint now = clock.now();
+    const Duration latency = now - r->scheduled;
+    ModelReport& m = reports[r->model];
+    const Classified c = classify(a, latency, m.budget);
+    ++iv_ended;
+    if (c.kind == Kind::kOk) ++iv_good;
+    if (c.kind == Kind::kOk || c.kind == Kind::kLate) iv_latency.record(latency);
+    if (a.via == Answer::Via::kNoAnswer) ++no_answer;
+    if (r->counted) {
+      switch (c.kind) {
+        case Kind::kOk:
+          ++m.ok;
+          m.latency.record(latency);
+          break;
+        case Kind::kLate:
+          ++m.late;
+          m.latency.record(latency);
+          break;
+        case Kind::kDropped:
+          ++m.dropped;
+          ++m.dropped_by_reason[c.detail];
+          break;
+        case Kind::kError:
+          ++m.errors;
+          add_message(m, c.detail);
+          break;
+      }
+      if (!r->written.is_infinite()) {
+        const Duration wait = r->written - r->scheduled;
+        ++m.client.transmitted;
+        m.client.wait.record(wait);
+        if (wait > opts.late_send_threshold) {
+          ++m.client.sent_late;
+          if (r->waited) ++m.client.sent_late_waited;
+        }
+      }
+      if (r->waited) ++m.client.waited;
+    }
+    const std::uint32_t model = r->model;
+    r->in_use = false;
+    free_list.push_back(r);
+    --in_flight;
+    if (closed && generating && now < end) emit(model, now);
+    if (!generating) maybe_finish();
+  }
+
+  void begin() {
+    if (interrupted) return;
+    generating = true;
+    iv_start = start;
+    if (closed) {
+      for (std::uint32_t i = 0; i < reports.size(); ++i)
+        for (std::uint32_t k = 0; k < reports[i].concurrency && generating; ++k) emit(i, start);
+      arm(*gen_timer, end, [this] { stop_generating(); });
+      return;
+    }
+    for (Gen& g : gens) g.next_s = gap(g);
+    generate();
+  }
+
+  // Open loop: sends every arrival that is due, then sleeps until the next.
+  void generate() {
+    if (!generating) return;
+    const TimePoint now = clock.now();
+    const double t = (now - start).to_seconds();
+    double next = opts.duration_s;
+    for (std::uint32_t i = 0; i < gens.size(); ++i) {
+      Gen& g = gens[i];
+      while (g.next_s <= t && g.next_s < opts.duration_s) {
+        emit(i, start + Duration::from_seconds(g.next_s));
+        g.next_s += gap(g);
+      }
+      next = std::min(next, g.next_s);
+    }
+    if (next >= opts.duration_s) arm(*gen_timer, end, [this] { stop_generating(); });
+    else arm(*gen_timer, max(start + Duration::from_seconds(next), now + kMinWakeGap), [this] { generate(); });
+  }
+
+  void stop_generating() {
+    if (!generating) return;
+    generating = false;
+    gen_end = clock.now();
+    arm(*drain_timer, gen_end + drain, [this] {
+      abandon("no answer within the drain bound (" + format_seconds(drain) + " s after the end)");
+    });
+    maybe_finish();
+  }
+
+  // SIGINT / SIGTERM: the first stops the sending, a second the drain.
+  void interrupt() {
+    if (!interrupted) {
+      interrupted = true;
+      end = min(end, clock.now());
+      if (generating) {
+        stop_generating();
+      } else if (!finished) {  // before the start
+        gen_timer->cancel();
+        gen_end = clock.now();
+        maybe_finish();
+      }
+    } else if (!finished) {
+      abandon("no answer: the drain was interrupted");
+    }
+  }
+
+  // The drain bound passed: whatever is still outstanding ends "no answer".
+  void abandon(const std::string& why) {
+    transport->abandon_all(why);
+    if (in_flight > 0) {
+      for (auto& p : pool)
+        if (p->in_use) {
+          ++unaccounted;
+          Answer a;
+          a.via = Answer::Via::kNoAnswer;
+          a.message = "no answer (lost by the client's transport)";
+          done(p.get(), std::move(a));
+        }
+    }
+    maybe_finish();
+  }
+
+  void maybe_finish() {
+    if (finished || generating || in_flight > 0) return;
+    finished = true;
+    drain_s = (clock.now() - gen_end).to_seconds();
+    gen_timer->cancel();
+    drain_timer->cancel();
+    quiesce(clock.now() + kQuiesceBound);
+  }
+
+  void quiesce(TimePoint until) {
+    if (transport->quiescent() || clock.now() >= until) {
+      progress_timer->cancel();
+      if (on_progress) report_progress();
+      guard.reset();
+      io.stop();
+      return;
+    }
+    arm(*gen_timer, clock.now() + Duration::milliseconds(10), [this, until] { quiesce(until); });
+  }
+
+  void report_progress() {
+    const TimePoint now = clock.now();
+    const double dt = (now - iv_start).to_seconds();
+    Progress p;
+    p.elapsed_s = (now - start).to_seconds();
+    p.duration_s = opts.duration_s;
+    p.draining = !generating;
+    if (dt > 0) {
+      p.sent_rps = static_cast<double>(iv_sent) / dt;
+      p.answered_rps = static_cast<double>(iv_ended) / dt;
+      p.good_rps = static_cast<double>(iv_good) / dt;
+    }
+    p.p99 = iv_latency.percentile(0.99);
+    p.in_flight = in_flight;
+    const detail::TransportStats s = transport->stats();
+    p.waiting = s.waiting;
+    p.connections = s.open;
+    on_progress(p);
+    iv_sent = iv_ended = iv_good = 0;
+    iv_latency.clear();
+    iv_start = now;
+  }
+
+  void tick(TimePoint at) {
+    arm(*progress_timer, at, [this, at] {
+      if (finished) return;
+      if (on_progress) report_progress();
+      tick(at + Duration::seconds(1));
+    });
+  }
+
+  template <class F>
+  void arm(asio::steady_timer& t, TimePoint at, F f) {
+    t.expires_at(to_chrono(at));
+    t.async_wait([f = std::move(f)](boost::system::error_code ec) {
+      if (!ec) f();
+    });
+  }
+};
+
+LoadRun::LoadRun(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LoadRun::~LoadRun() {
+  if (impl_ && impl_->transport) {
+    impl_->transport->stop();
+    impl_->io.restart();
+    impl_->io.poll();
+    impl_->transport.reset();
+  }
+}
+
+const std::vector<std::string>& LoadRun::notes() const { return impl_->notes; }
+const std::vector<ModelMetadata>& LoadRun::metadata() const { return impl_->md; }
+
+Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
+  auto bad = [](std::string m) { return Status(Errc::kInvalidArgument, std::move(m)); };
+  auto impl = std::make_unique<Impl>();
+  impl->opts = o;
+  auto ep = parse_endpoint(o.url);
+  if (!ep.ok()) return ep.status();
+  impl->ep = *ep;
+  if (o.models.empty()) return bad("no models to send to");
+  std::set<std::string> names;
+  std::size_t open = 0;
+  for (const LoadModel& m : o.models) {
+    if (m.name.empty()) return bad("a model name is empty");
+    if (!names.insert(m.name).second) return bad("model '" + m.name + "' is listed twice");
+    if (!(m.rate >= 0) || !std::isfinite(m.rate)) return bad("model '" + m.name + "': the rate must be positive");
+    if ((m.rate > 0) == (m.concurrency > 0))
+      return bad("model '" + m.name + "': give it either a rate (open loop) or a concurrency (closed loop)");
+    if (m.budget && *m.budget <= Duration::zero()) return bad("model '" + m.name + "': the budget must be positive");
+    open += m.rate > 0;
+  }
+  if (open != 0 && open != o.models.size()) return bad("models mix open loop (rate) and closed loop (concurrency)");
+  impl->closed = open == 0;
+  if (!(o.duration_s > 0) || !std::isfinite(o.duration_s)) return bad("the duration must be positive");
+  if (!(o.warmup_s >= 0) || o.warmup_s >= o.duration_s) return bad("the warm-up must be in [0, duration)");
+  if (o.arrival == "poisson") {
+    impl->arrival = 0;
+  } else if (o.arrival == "uniform") {
+    impl->arrival = 1;
+  } else if (o.arrival.rfind("gamma:", 0) == 0) {
+    impl->arrival = 2;
+    try {
+      impl->gamma_shape = std::stod(o.arrival.substr(6));
+    } catch (const std::exception&) {
+      impl->gamma_shape = -1;
+    }
+    if (!(impl->gamma_shape > 0) || !std::isfinite(impl->gamma_shape))
+      return bad("arrival " + o.arrival + ": gamma needs a positive shape, as in gamma:0.5");
+  } else {
+    return bad("arrival must be poisson, uniform or gamma:<shape>, not '" + o.arrival + "'");
+  }
+  if (o.connect_timeout <= Duration::zero()) return bad("the connect timeout must be positive");
+  if (o.drain && *o.drain < Duration::zero()) return bad("the drain bound must not be negative");
+  Duration longest = Duration::zero();
+  bool any_budget = false;
+  for (const LoadModel& m : o.models)
+    if (m.budget) {
+      longest = max(longest, *m.budget);
+      any_budget = true;
+    }
+  impl->drain = o.drain ? *o.drain : (any_budget ? longest + Duration::seconds(5) : Duration::seconds(10));
+
+  detail::TransportOptions to;
+  to.http_binary = o.http_binary;
+  to.connect_timeout = o.connect_timeout;
+  to.connections = o.connections ? o.connections : (ep->grpc() ? 1 : kDefaultHttpConnections);
+  if (to.connections > kMaxConnections)
+    return bad("at most " + std::to_string(kMaxConnections) + " connections, not " + std::to_string(to.connections));
+  impl->opts.connections = to.connections;
+  if (!ep->grpc())
+    if (std::string w = ensure_fd_limit(to.connections); !w.empty()) impl->notes.push_back(w);
+  impl->transport = ep->grpc() ? detail::make_grpc_transport(impl->io, *ep, to)
+                               : detail::make_http_transport(impl->io, *ep, to);
+  for (std::size_t i = 0; i < o.models.size(); ++i) {
+    const LoadModel& lm = o.models[i];
+    auto md = impl->transport->metadata(lm.name, o.connect_timeout);
+    if (!md.ok()) return md.status();
+    std::vector<std::string> notes;
+    auto inputs = make_inputs(*md, o.seed * 7919 + i, &notes);
+    if (!inputs.ok())
+      return Status(Errc::kInvalidArgument, "the metadata of model '" + lm.name + "' from " + o.url +
+                                                " is unusable: " + inputs.status().message());
+    for (const std::string& n : notes) impl->notes.push_back("model '" + lm.name + "': " + n);
+    impl->transport->add_model(lm.name, *md, *inputs);
+    impl->md.push_back(std::move(*md));
+  }
+  return std::unique_ptr<LoadRun>(new LoadRun(std::move(impl)));
+}
+
+LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress) {
+  Impl& s = *impl_;
+  LoadReport rep;
+  rep.url = s.opts.url;
+  rep.protocol = s.ep.grpc() ? "grpc" : "http";
+  rep.http_format = s.ep.grpc() ? "" : (s.opts.http_binary ? "binary" : "json");
+  rep.mode = s.closed ? "closed" : "open";
+  rep.arrival = s.closed ? "" : s.opts.arrival;
+  rep.seed = s.opts.seed;
+  rep.duration_s = s.opts.duration_s - s.opts.warmup_s;
+  rep.warmup_s = s.opts.warmup_s;
+  rep.connections = s.opts.connections;
+  rep.late_send_threshold = s.opts.late_send_threshold;
+  if (s.ran) return rep;
+  s.ran = true;
+
+  for (std::size_t i = 0; i < s.opts.models.size(); ++i) {
+    const LoadModel& lm = s.opts.models[i];
+    ModelReport m;
+    m.name = lm.name;
+    m.rate = lm.rate;
+    m.concurrency = lm.concurrency;
+    m.budget = lm.budget;
+    m.metadata = s.md[i];
+    s.reports.push_back(std::move(m));
+    Impl::Gen g{sim::Rng(s.opts.seed * 1000003 + i), lm.rate > 0 ? 1.0 / lm.rate : 0.0, 0.0};
+    s.gens.push_back(std::move(g));
+  }
+  s.on_progress = on_progress;
+  s.gen_timer.emplace(s.io);
+  s.progress_timer.emplace(s.io);
+  s.drain_timer.emplace(s.io);
+  s.guard.emplace(s.io.get_executor());
+  s.transport->start([&s](Request* r, Answer&& a) { s.done(r, std::move(a)); });
+
+  const double cpu0 = cpu_seconds();
+  s.start = s.clock.now() + Duration::milliseconds(20);
+  s.measure_from = s.start + Duration::from_seconds(s.opts.warmup_s);
+  s.end = s.start + Duration::from_seconds(s.opts.duration_s);
+  s.gen_end = s.end;
+  s.arm(*s.gen_timer, s.start, [&s] { s.begin(); });
+  s.tick(s.start + Duration::seconds(1));
+  std::optional<asio::signal_set> signals;
+  std::function<void(const boost::system::error_code&, int)> on_signal;
+  if (s.opts.stop_on_signals) {
+    signals.emplace(s.io, SIGINT, SIGTERM);
+    on_signal = [&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      s.interrupt();
+      if (!s.finished) signals->async_wait(on_signal);
+    };
+    signals->async_wait(on_signal);
+  }
+  s.io.run();
+  if (signals) signals->cancel();
+  rep.cpu_s = cpu_seconds() - cpu0;
+  rep.interrupted = s.interrupted;
+  if (s.interrupted) rep.duration_s = std::max(0.0, (s.end - s.measure_from).to_seconds());
+
+  s.transport->stop();
+  s.io.restart();
+  s.io.poll();  // releases what the transport handed back after the stop
+  const detail::TransportStats ts = s.transport->stats();
+  rep.connections_opened = ts.connections_opened;
+  rep.connect_failures = ts.connect_failures;
+  rep.connection_errors = ts.connection_errors;
+  rep.stale_retries = ts.stale_retries;
+  rep.peak_connections = ts.peak_open;
+  rep.peak_waiting = ts.peak_waiting;
+  rep.no_answer = s.no_answer;
+  rep.drain_s = s.drain_s;
+  rep.unaccounted = s.unaccounted;
+  rep.models = std::move(s.reports);
+  return rep;
+}
+
+json to_json(const LoadReport& r) {
+  json j;
+  j["url"] = r.url;
+  j["protocol"] = r.protocol;
+  if (!r.http_format.empty()) j["http_format"] = r.http_format;
+  j["mode"] = r.mode;
+  if (!r.arrival.empty()) j["arrival"] = r.arrival;
+  j["seed"] = r.seed;
+  j["duration_s"] = r.duration_s;
+  if (r.interrupted) j["interrupted"] = true;
+  j["warmup_s"] = r.warmup_s;
+  j["connections"] = r.connections;
+  const double w = r.duration_s;
+  auto per_s = [w](std::uint64_t n) { return w > 0 ? static_cast<double>(n) / w : 0.0; };
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
+  double target = 0;
+  std::map<std::string, std::uint64_t> reasons, messages;
+  LatencyHistogram latency;
+  ClientSide client;
+  j["models"] = json::object();
+  for (const ModelReport& m : r.models) {
+    json jm;
+    if (m.rate > 0) jm["rate"] = m.rate;
+    else jm["concurrency"] = m.concurrency;
+    jm["budget_ms"] = m.budget ? json(m.budget->to_ms()) : json(nullptr);
+    jm["sent"] = m.sent;
+    jm["ok"] = m.ok;
+    jm["late"] = m.late;
+    jm["dropped"] = m.dropped;
+    jm["errors"] = m.errors;
+    jm["goodput_rps"] = per_s(m.ok);
+    jm["bad_rate"] = m.sent ? static_cast<double>(m.sent - m.ok) / static_cast<double>(m.sent) : 0.0;
+    jm["offered_rps"] = per_s(m.sent);
+    jm["achieved_rps"] = per_s(m.client.transmitted);
+    jm["dropped_by_reason"] = m.dropped_by_reason;
+    jm["errors_by_message"] = m.errors_by_message;
+    jm["latency_ms"] = latency_json(m.latency);
+    jm["client"] = client_json(m.client, w);
+    jm["platform"] = m.metadata.platform;
+    j["models"][m.name] = jm;
+    sent += m.sent;
+    ok += m.ok;
+    late += m.late;
+    dropped += m.dropped;
+    errors += m.errors;
+    target += m.rate;
+    for (const auto& [k, v] : m.dropped_by_reason) reasons[k] += v;
+    for (const auto& [k, v] : m.errors_by_message) messages[k] += v;
+    latency.merge(m.latency);
+    client.transmitted += m.client.transmitted;
+    client.waited += m.client.waited;
+    client.sent_late += m.client.sent_late;
+    client.sent_late_waited += m.client.sent_late_waited;
+    client.wait.merge(m.client.wait);
+  }
+  j["sent"] = sent;
+  j["ok"] = ok;
+  j["late"] = late;
+  j["dropped"] = dropped;
+  j["dropped_by_reason"] = reasons;
+  j["errors"] = errors;
+  j["errors_by_message"] = messages;
+  j["goodput_rps"] = per_s(ok);
+  j["bad_rate"] = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
+  if (r.mode == "open") j["target_rps"] = target;
+  j["offered_rps"] = per_s(sent);
+  j["achieved_rps"] = per_s(client.transmitted);
+  j["latency_ms"] = latency_json(latency);
+  json jc = client_json(client, w);
+  jc["late_threshold_ms"] = r.late_send_threshold.to_ms();
+  jc["connections_opened"] = r.connections_opened;
+  jc["connect_failures"] = r.connect_failures;
+  jc["connection_errors"] = r.connection_errors;
+  jc["stale_retries"] = r.stale_retries;
+  jc["peak_connections"] = r.peak_connections;
+  jc["peak_waiting"] = r.peak_waiting;
+  jc["no_answer"] = r.no_answer;
+  jc["drain_s"] = r.drain_s;
+  jc["cpu_s"] = r.cpu_s;
+  jc["unaccounted"] = r.unaccounted;
+  j["client"] = jc;
+  return j;
+}
+
+}  // namespace symphony::front::client

@@ -1,0 +1,341 @@
+// `symphony load --url http://HOST:PORT | grpc://HOST:PORT ...`: a load
+// generator for any Open Inference Protocol (KServe v2) endpoint, Symphony's
+// front or another server. It asks each model's metadata, sends random
+// inputs of the right datatype and shape at a rate (open loop) or with a
+// fixed number outstanding (closed loop), shows a live progress line, and
+// prints the outcome report of `symphony serve` (--json writes it).
+//
+// The load comes from a serve config (--config: each model's rate and SLO,
+// the load section's duration, warm-up, arrival process and seed) or from
+// the command line (--model with --rate or --concurrency). Each request's
+// budget (--budget; by default the model's SLO) is sent as the REST
+// "timeout" parameter or the gRPC deadline.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "commands.hpp"
+#include "progress.hpp"
+#include "symphony/front/client/load.hpp"
+#ifdef SYMPHONY_HAVE_SERVER
+#include "symphony/server/serve_config.hpp"
+#endif
+
+namespace symphony::tools {
+namespace {
+
+using namespace symphony::front::client;
+using json = nlohmann::json;
+
+struct LoadArgs {
+  std::string url;
+  std::string config;
+  std::vector<std::string> models;
+  double rate = 0;
+  std::uint32_t concurrency = 0;
+  double duration_s = -1;
+  double warmup_s = -1;
+  std::string budget;  // slo | none | <ms>
+  std::string arrival;
+  std::int64_t seed = -1;
+  std::string http_format = "binary";
+  std::size_t connections = 0;
+  double connect_timeout_s = 5;
+  double drain_s = -1;
+  std::string json_out;
+  bool quiet = false;
+};
+
+constexpr double kDefaultDuration = 20, kDefaultWarmup = 2;
+
+// The options of the run from the arguments (and the config); false after printing why not.
+bool build_options(const LoadArgs& a, LoadOptions* o) {
+  o->url = a.url;
+  if (auto ep = parse_endpoint(a.url); !ep.ok()) {
+    print_error("load", "%s\n", ep.status().message().c_str());
+    return false;
+  }
+  for (std::size_t i = 0; i < a.models.size(); ++i)
+    if (std::count(a.models.begin(), a.models.end(), a.models[i]) > 1) {
+      print_error("load", "--model %s is given twice\n", a.models[i].c_str());
+      return false;
+    }
+  double duration = kDefaultDuration, warmup = kDefaultWarmup;
+  struct Named {
+    std::string name;
+    double rate = 0;
+    std::optional<Duration> slo;
+  };
+  std::vector<Named> models;
+  if (!a.config.empty()) {
+#ifdef SYMPHONY_HAVE_SERVER
+    auto cfg = server::load_serve_config(a.config);
+    if (!cfg.ok()) {
+      print_error("load", "%s\n", cfg.status().message().c_str());
+      return false;
+    }
+    duration = cfg->duration_s;
+    warmup = cfg->warmup_s;
+    o->arrival = cfg->arrival;
+    o->seed = cfg->seed;
+    for (const auto& m : cfg->models) models.push_back({m.name, m.rate, m.slo});
+    if (!a.models.empty()) {  // --model picks models of the config
+      std::vector<Named> picked;
+      for (const std::string& n : a.models) {
+        auto it = std::find_if(models.begin(), models.end(), [&](const Named& m) { return m.name == n; });
+        if (it == models.end()) {
+          print_error("load", "--model %s: %s has no such model\n", n.c_str(), a.config.c_str());
+          return false;
+        }
+        picked.push_back(*it);
+      }
+      models = std::move(picked);
+    }
+#else
+    print_error("load", "--config needs serve's config reader, which this build does not have (no libtorch); "
+                        "use --model with --rate or --concurrency\n");
+    return false;
+#endif
+  } else {
+    if (a.models.empty()) {
+      print_error("load", "give --config FILE or at least one --model NAME\n");
+      return false;
+    }
+    for (const std::string& n : a.models) models.push_back({n, 0, std::nullopt});
+    if (a.rate <= 0 && a.concurrency == 0) {
+      print_error("load", "give --rate R (open loop) or --concurrency C (closed loop)\n");
+      return false;
+    }
+  }
+  if (a.rate > 0 && a.concurrency > 0) {
+    print_error("load", "--rate and --concurrency exclude each other\n");
+    return false;
+  }
+  // Rates: the config's, or --rate as the total (scaling the config's, or split evenly).
+  if (a.rate > 0) {
+    double total = 0;
+    for (const Named& m : models) total += m.rate;
+    for (Named& m : models)
+      m.rate = total > 0 ? m.rate * a.rate / total : a.rate / static_cast<double>(models.size());
+  }
+  // Budgets.
+  std::string budget = a.budget.empty() ? (a.config.empty() ? "none" : "slo") : a.budget;
+  std::optional<Duration> fixed;
+  if (budget != "slo" && budget != "none") {
+    double ms = 0;
+    try {
+      std::size_t used = 0;
+      ms = std::stod(budget, &used);
+      if (used != budget.size()) ms = -1;
+    } catch (const std::exception&) {
+      ms = -1;
+    }
+    if (!(ms > 0) || !std::isfinite(ms)) {
+      print_error("load", "--budget must be slo, none or a positive number of milliseconds, not '%s'\n",
+                  budget.c_str());
+      return false;
+    }
+    fixed = Duration::from_ms(ms);
+  } else if (budget == "slo" && a.config.empty()) {
+    print_error("load", "--budget slo needs --config (the models' SLOs); give --budget MS or none\n");
+    return false;
+  }
+  for (const Named& m : models) {
+    LoadModel lm;
+    lm.name = m.name;
+    if (a.concurrency > 0) {
+      lm.concurrency = a.concurrency;
+    } else if (m.rate > 0) {
+      lm.rate = m.rate;
+    } else {
+      if (!a.quiet) std::fprintf(stderr, "model %s: rate 0 in %s, not sent\n", m.name.c_str(), a.config.c_str());
+      continue;
+    }
+    lm.budget = budget == "slo" ? m.slo : budget == "none" ? std::nullopt : fixed;
+    o->models.push_back(std::move(lm));
+  }
+  if (o->models.empty()) {
+    print_error("load", "no model has a rate: give --rate R or --concurrency C\n");
+    return false;
+  }
+  if (a.duration_s > 0) duration = a.duration_s;
+  if (a.warmup_s >= 0) warmup = a.warmup_s;
+  else warmup = std::min(warmup, duration / 4);  // a short --duration keeps most of its time measured
+  o->duration_s = duration;
+  o->warmup_s = warmup;
+  if (!a.arrival.empty()) o->arrival = a.arrival;
+  if (a.seed >= 0) o->seed = static_cast<std::uint64_t>(a.seed);
+  o->http_binary = a.http_format == "binary";
+  o->connections = a.connections;
+  o->connect_timeout = Duration::from_seconds(a.connect_timeout_s);
+  if (a.drain_s >= 0) o->drain = Duration::from_seconds(a.drain_s);
+  o->stop_on_signals = true;
+  return true;
+}
+
+std::string join_counts(const std::map<std::string, std::uint64_t>& m, const char* sep) {
+  std::string s;
+  for (const auto& [k, v] : m) s += (s.empty() ? "" : sep) + k + " " + std::to_string(v);
+  return s;
+}
+
+void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
+  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late", "dropped",
+               "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+  for (const ModelReport& m : r.models) {
+    std::fprintf(out, "%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %9.2f %9.2f\n", m.name.c_str(),
+                 static_cast<unsigned long long>(m.sent), static_cast<unsigned long long>(m.ok),
+                 static_cast<unsigned long long>(m.late), static_cast<unsigned long long>(m.dropped),
+                 static_cast<unsigned long long>(m.errors), j["models"][m.name]["goodput_rps"].get<double>(),
+                 m.latency.percentile(0.5).to_ms(), m.latency.percentile(0.9).to_ms(),
+                 m.latency.percentile(0.99).to_ms(), m.latency.max().to_ms());
+    if (m.dropped) std::fprintf(out, "  %s: dropped: %s\n", m.name.c_str(), join_counts(m.dropped_by_reason, ", ").c_str());
+    for (const auto& [msg, n] : m.errors_by_message)
+      std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n), msg.c_str());
+  }
+  const json& c = j["client"];
+  if (r.interrupted) std::fprintf(out, "\ninterrupted: the report covers the %.1f s measured before the signal\n", r.duration_s);
+  std::fprintf(out,
+               "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s\n",
+               j["sent"].get<unsigned long long>(), j["ok"].get<unsigned long long>(),
+               j["late"].get<unsigned long long>(), j["dropped"].get<unsigned long long>(),
+               j["errors"].get<unsigned long long>(), j["goodput_rps"].get<double>(), r.duration_s);
+  if (r.mode == "open")
+    std::fprintf(out, "rate: target %.1f r/s, offered %.1f r/s, achieved %.1f r/s (on the wire)\n",
+                 j["target_rps"].get<double>(), j["offered_rps"].get<double>(), j["achieved_rps"].get<double>());
+  else
+    std::fprintf(out, "rate: achieved %.1f r/s (closed loop)\n", j["achieved_rps"].get<double>());
+  const auto transmitted = c["transmitted"].get<unsigned long long>();
+  const auto late = c["sent_late"].get<unsigned long long>();
+  std::fprintf(out,
+               "client: %llu of %llu requests went out more than %.0f ms behind schedule; %llu waited for a free "
+               "connection (wait p50 %.2f ms, p99 %.2f ms, max %.2f ms); %s %llu (peak %llu), connect failures "
+               "%llu, broken under a request %llu; CPU %.1f s\n",
+               late, transmitted, r.late_send_threshold.to_ms(), c["waited_for_connection"].get<unsigned long long>(),
+               c["wait_ms"]["p50"].get<double>(), c["wait_ms"]["p99"].get<double>(), c["wait_ms"]["max"].get<double>(),
+               r.protocol == "grpc" ? "channels" : "connections opened", static_cast<unsigned long long>(r.connections_opened),
+               static_cast<unsigned long long>(r.peak_connections), static_cast<unsigned long long>(r.connect_failures),
+               static_cast<unsigned long long>(r.connection_errors), r.cpu_s);
+  if (transmitted > 0 && late * 100 > transmitted) {
+    // Why: all connections busy, or the client itself behind (short of CPU).
+    const auto waited = c["sent_late_waited"].get<unsigned long long>();
+    std::fprintf(out,
+                 "warning: %.1f%% of the requests left the client more than %.0f ms late, so the offered load was "
+                 "not the target's: %llu had waited for a free connection%s, %llu found the client behind its "
+                 "schedule (short of CPU)\n",
+                 100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
+                 waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
+  }
+  if (r.no_answer)
+    std::fprintf(out, "%llu requests had no answer within the drain bound\n",
+                 static_cast<unsigned long long>(r.no_answer));
+  if (r.unaccounted)
+    std::fprintf(out, "warning: %llu requests were never ended by the transport (a bug); counted as errors\n",
+                 static_cast<unsigned long long>(r.unaccounted));
+}
+
+int run_load(const LoadArgs& a) {
+  LoadOptions o;
+  if (!build_options(a, &o)) return 2;
+  auto run = LoadRun::prepare(o);
+  if (!run.ok()) {
+    print_error("load", "%s\n", run.status().message().c_str());
+    return 1;
+  }
+  LoadRun& lr = **run;
+  for (const std::string& n : lr.notes()) std::fprintf(stderr, "note: %s\n", n.c_str());
+  if (!a.quiet) {
+    double total = 0;
+    for (const LoadModel& m : o.models) total += m.rate;
+    std::string what = total > 0 ? std::to_string(static_cast<long long>(std::llround(total))) + " requests/s"
+                                 : std::to_string(o.models[0].concurrency) + " outstanding per model";
+    std::fprintf(stderr, "sending %s to %zu model%s at %s for %.1f s (the first %.1f s are warm-up)\n", what.c_str(),
+                 o.models.size(), o.models.size() == 1 ? "" : "s", o.url.c_str(), o.duration_s, o.warmup_s);
+  }
+  ProgressLine progress;
+  const LoadReport rep = lr.run([&](const Progress& p) {
+    if (a.quiet) return;
+    char line[200];
+    if (p.draining)
+      std::snprintf(line, sizeof line, "[%5.1f/%.0f s] draining: %llu in flight, %zu waiting for a connection",
+                    p.elapsed_s, p.duration_s, static_cast<unsigned long long>(p.in_flight), p.waiting);
+    else
+      std::snprintf(line, sizeof line,
+                    "[%5.1f/%.0f s] offered %8.1f r/s  good %8.1f r/s  p99 %7.2f ms | in flight %llu, waiting %zu, "
+                    "connections %zu",
+                    p.elapsed_s, p.duration_s, p.sent_rps, p.good_rps, p.p99.to_ms(),
+                    static_cast<unsigned long long>(p.in_flight), p.waiting, p.connections);
+    progress.update(line);
+  });
+  progress.finish();
+  const json report = to_json(rep);
+  const bool json_stdout = a.json_out == "-";
+  print_summary(json_stdout ? stderr : stdout, rep, report);
+  if (json_stdout) {
+    std::cout << report.dump(2) << std::endl;
+  } else if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    f << report.dump(2) << "\n";
+    if (!f) {
+      print_error("load", "cannot write %s\n", a.json_out.c_str());
+      return 1;
+    }
+    if (!a.quiet) std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_load(CLI::App& app, int& exit_code) {
+  static LoadArgs a;
+  auto* cmd = app.add_subcommand(
+      "load", "Drive an Open Inference Protocol (KServe v2) endpoint over HTTP or gRPC and report outcomes");
+  cmd->add_option("--url", a.url, "http://HOST:PORT or grpc://HOST:PORT")->required();
+  cmd->add_option("--config", a.config,
+                  "a serve config: each model's rate and slo_ms, the load section's duration, warm-up, arrival "
+                  "and seed");
+  cmd->add_option("--model", a.models,
+                  "a model to load (repeatable); with --config, picks among the config's models");
+  auto* rate = cmd->add_option("--rate", a.rate,
+                               "open loop: total requests/s, split evenly over the --model's (or scaling the "
+                               "config's rates)");
+  auto* conc = cmd->add_option("--concurrency", a.concurrency, "closed loop: requests outstanding per model");
+  rate->excludes(conc);
+  cmd->add_option("--duration", a.duration_s, "seconds of load, warm-up included (default: the config's, or 20)");
+  cmd->add_option("--warmup", a.warmup_s,
+                  "seconds sent but not counted at the start (default: the config's, or 2; at most a quarter of "
+                  "--duration unless given)");
+  cmd->add_option("--budget", a.budget,
+                  "each request's budget, sent as the REST timeout / gRPC deadline: slo (the config's slo_ms; the "
+                  "default with --config), none (the default without), or milliseconds");
+  cmd->add_option("--arrival", a.arrival, "open loop: poisson (default), uniform or gamma:<shape>");
+  cmd->add_option("--seed", a.seed, "seed of the arrivals and the inputs (default: the config's, or 1)");
+  cmd->add_option("--http-format", a.http_format,
+                  "HTTP tensors: binary (Triton's binary tensor extension; default) or json")
+      ->check(CLI::IsMember({"binary", "json"}));
+  cmd->add_option("--connections", a.connections,
+                  "HTTP: bound of the keep-alive connection pool (default 256); gRPC: channels (default 1)")
+      ->check(CLI::Range(1, 16384));
+  cmd->add_option("--connect-timeout", a.connect_timeout_s, "seconds for the metadata and each connection (default 5)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--drain", a.drain_s,
+                  "seconds to wait for outstanding requests after the load (default: the largest budget + 5, or "
+                  "10); the rest are errors \"no answer\"")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--json", a.json_out, "write the JSON report to this file (- for stdout)");
+  cmd->add_flag("--quiet", a.quiet, "no progress line");
+  cmd->footer(
+      "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's Symphony-Outcome / "
+      "symphony-outcome signals when the server sends them, else the status. SIGINT or SIGTERM stops the sending "
+      "early and reports what was measured; a second one ends the drain.");
+  cmd->callback([&exit_code] { exit_code = run_load(a); });
+  return cmd;
+}
+
+}  // namespace symphony::tools
