@@ -5,7 +5,8 @@
 # --json is --json -. The deprecated -o of simulate still works, with a
 # notice; partition may read --current from the file its --json replaces.
 # Every command that has --json describes it in the same words. When built,
-# the cluster's scheduler too, with its deprecated --report.
+# serve (on emulated devices) and the cluster's scheduler too, with the
+# scheduler's deprecated --report.
 #
 #   cmake -DCLI=<symphony> -DDATA=<tests/data> -DEXAMPLES=<examples> -DWORK=<dir> -P json_report_cli_test.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -135,7 +136,7 @@ endif()
 # Every command with --json describes it in the same words.
 execute_process(COMMAND ${CLI} --help OUTPUT_VARIABLE help TIMEOUT 30)
 set(with_json "")
-foreach(cmd simulate stress partition scheduler backend loadgen)
+foreach(cmd simulate stress partition scheduler backend loadgen serve)
   if(help MATCHES "\n  ${cmd} ")
     list(APPEND with_json ${cmd})
   endif()
@@ -155,6 +156,19 @@ foreach(cmd ${with_json})
   endif()
 endforeach()
 message(STATUS "--json FILE described alike by: ${with_json}")
+
+# serve, when built, on emulated devices: --json - and --json FILE.
+if("serve" IN_LIST with_json)
+  file(WRITE ${WORK}/serve.yaml "devices: emulated:2\nload: {duration_s: 2, warmup_s: 0.5, seed: 3}\nmodels:\n"
+                                "  - {name: fast, alpha_ms: 1, beta_ms: 4, slo_ms: 30, rate: 150}\n")
+  run(serve_dash serve ${WORK}/serve.yaml --quiet --json -)
+  expect_json("serve --json -: stdout" "${serve_dash_out}")
+  expect_match("serve --json -: stderr" "${serve_dash_err}" "total: sent [0-9]+")
+  run(serve_file serve ${WORK}/serve.yaml --quiet --json ${WORK}/serve.json)
+  file(READ ${WORK}/serve.json serve_report)
+  expect_json("serve --json FILE" "${serve_report}")
+  expect_match("serve --json FILE: stdout" "${serve_file_out}" "total: sent [0-9]+")
+endif()
 
 # The cluster's scheduler, when built: --json - prints its report once, on
 # exit; the deprecated --report FILE still writes the file.

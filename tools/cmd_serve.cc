@@ -329,6 +329,7 @@ void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
 }
 
 int run_serve(ServeArgs a) {
+  JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
   auto cfg = load_serve_config(a.config);
   if (!cfg.ok()) {
     print_error("serve", "%s\n", cfg.status().message().c_str());
@@ -633,7 +634,7 @@ int run_serve(ServeArgs a) {
   report["goodput_rps"] = goodput;
   report["bad_rate"] = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
   if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
+    std::ostream& f = json_report.stream();
     f << report.dump(2) << "\n";
     if (!f) {
       print_error("serve", "cannot write %s\n", a.json_out.c_str());
@@ -672,7 +673,7 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--recalibrate", a.recalibrate,
                   "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--json", a.json_out, "write the JSON report to this file");
+  add_json_option(cmd, a.json_out);
   cmd->add_option("--metrics", a.metrics,
                   "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
                   "overrides the config's metrics:; docs/metrics.md)");
