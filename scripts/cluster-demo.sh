@@ -63,14 +63,14 @@ trap cleanup EXIT
 
 step "starting the scheduler and two backends (4 emulated GPUs each)"
 "$bin" scheduler --listen 127.0.0.1:0 --config "$config" --port-file "$work/port" \
-  --report "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
+  --json "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
 [[ -s "$work/port" ]] || { cat "$work/scheduler.log" >&2; exit 1; }
 addr="127.0.0.1:$(cat "$work/port")"
 for b in 1 2; do
   "$bin" backend --scheduler "$addr" --devices emulated:4 --config "$config" --name "backend$b" \
-    --report "$work/backend$b.json" >"$work/backend$b.log" 2>&1 &
+    --json "$work/backend$b.json" >"$work/backend$b.log" 2>&1 &
   pids+=($!)
 done
 for _ in $(seq 100); do
@@ -97,10 +97,10 @@ cfg.pop("cluster", None)
 cfg["delays"] = {"ctrl_ms": ctrl, "data_ms": data, "resp_ms": resp}
 yaml.safe_dump(cfg, open(dst, "w"), sort_keys=False)
 PY
-"$bin" simulate "$work/sim.yaml" --goodput --json -q -o "$work/sim_goodput.json"
+"$bin" simulate "$work/sim.yaml" --goodput -q --json "$work/sim_goodput.json" >/dev/null
 goodput=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["goodput_rps"])' "$work/sim_goodput.json")
 rate=$(/usr/bin/python3 -c "print(round($goodput * $fraction, 1))")
-"$bin" simulate "$work/sim.yaml" --rate "$rate" --json -q -o "$work/sim_run.json"
+"$bin" simulate "$work/sim.yaml" --rate "$rate" -q --json "$work/sim_run.json" >/dev/null
 echo "simulated goodput ${goodput} r/s; offering ${fraction} x = ${rate} r/s" >&2
 
 step "offering ${rate} r/s from two frontends for ${duration} s"

@@ -133,13 +133,6 @@ logged() {
   wait "$pid"
 }
 
-# Runs COMMAND... with its stdout into FILE.
-to_file() {
-  local file=$1
-  shift
-  "$@" >"$file"
-}
-
 # bench_cuda, failing when a benchmark reported an error (Google Benchmark exits 0).
 run_bench_cuda() {
   "$BUILD/bench/bench_cuda" --benchmark_out="$WORK/bench-cuda.json" --benchmark_out_format=json || return
@@ -159,7 +152,7 @@ run_gtest() {
 }
 
 export ROOT OUT BUNDLE BUILD WORK BLOG T0 PY WITH_CUDA
-export -f say elapsed logged to_file run_bench_cuda run_gtest
+export -f say elapsed logged run_bench_cuda run_gtest
 
 main() {
 # ---- the machine -----------------------------------------------------------------
@@ -277,10 +270,10 @@ if ((HAVE_TORCH)); then
 fi
 
 # The runtime alone on emulated GPUs: 14 shards on the 16 cores, and 1 shard as the baseline.
-step stress-1 60 to_file "$WORK/stress-1.json" "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
-  --rate 1000000 --requests 2000000 --duration 5 --json
-step stress-14 60 to_file "$WORK/stress-14.json" "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
-  --rate 8000000 --requests 16000000 --duration 5 --json
+step stress-1 60 "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
+  --rate 1000000 --requests 2000000 --duration 5 --json "$WORK/stress-1.json"
+step stress-14 60 "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
+  --rate 8000000 --requests 16000000 --duration 5 --json "$WORK/stress-14.json"
 
 if ((HAVE_TORCH)); then
   step export 150 "$PY" scripts/export_demo_models.py "$WORK/models" --size "$SIZE" --models resnet50 resnet18
@@ -293,13 +286,13 @@ if ((HAVE_TORCH)); then
     for p in deferred eager; do
       step "serve-$p" $((SERVE_S + 75)) "$CLI" serve "$WORK/serve.yaml" --policy "$p" --quiet \
         --json "$WORK/serve-$p.json"
-      step "simulate-$p" 60 "$CLI" simulate "$WORK/sim.yaml" --policy "$p" --json --quiet -o "$WORK/sim-$p.json"
+      step "simulate-$p" 60 "$CLI" simulate "$WORK/sim.yaml" --policy "$p" --quiet --json "$WORK/sim-$p.json"
     done
     # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
     step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
       --json "$WORK/serve-kernel.json"
-    step simulate-kernel 60 "$CLI" simulate "$WORK/sim-kernel.yaml" --policy deferred --json --quiet \
-      -o "$WORK/sim-kernel.json"
+    step simulate-kernel 60 "$CLI" simulate "$WORK/sim-kernel.yaml" --policy deferred --quiet \
+      --json "$WORK/sim-kernel.json"
   fi
 else
   skip export "no libtorch with CUDA was configured (see build.log)"

@@ -9,7 +9,7 @@ drives a bounded load through the cluster (`symphony loadgen`) and through
 serve (its own load generator); then waits until Prometheus has scraped after
 the work was done and checks through its query API (/api/v1/query) that the
 counters it stored equal the processes' own totals: serve's JSON report and
-the scheduler's --report JSON, the models' profile recalibration included
+the scheduler's --json report, the models' profile recalibration included
 (serve recalibrates by default: recalibrating is 1, batches were measured).
 
     prometheus_test.py SYMPHONY_CLI CLUSTER_YAML
@@ -135,7 +135,7 @@ class Prom:
 def run(cli, cluster_yaml, work):
     # ---- the cluster: scheduler + one backend ----
     sched = start("scheduler", [cli, "scheduler", "--listen", "127.0.0.1:0", "--config", cluster_yaml,
-                                "--port-file", "port", "--report", "scheduler.json",
+                                "--port-file", "port", "--json", "scheduler.json",
                                 "--metrics", "127.0.0.1:0"], work)
     port = wait_for("the scheduler's port file",
                     lambda: open(os.path.join(work, "port")).read().strip(), 30, [sched])

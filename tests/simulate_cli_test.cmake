@@ -11,7 +11,7 @@ foreach(mode run goodput)
     set(extra --goodput)
   endif()
   foreach(i 1 2)
-    execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml --json -q ${extra} -o ${WORK}/${mode}_${i}.json
+    execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml -q ${extra} --json ${WORK}/${mode}_${i}.json
                             --trace-out ${WORK}/${mode}_${i}.csv
                     RESULT_VARIABLE rc ERROR_VARIABLE err)
     if(NOT rc EQUAL 0)
@@ -37,7 +37,7 @@ foreach(mode run goodput)
   endforeach()
 endforeach()
 # The config may also be given as --config, as the cluster commands take it: the same report.
-execute_process(COMMAND ${CLI} simulate --config ${DATA}/sim_small.yaml --json -q -o ${WORK}/config_opt.json
+execute_process(COMMAND ${CLI} simulate --config ${DATA}/sim_small.yaml -q --json ${WORK}/config_opt.json
                 RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "symphony simulate --config failed: ${rc}: ${err}")
@@ -52,7 +52,7 @@ if(NOT rc EQUAL 2 OR NOT err MATCHES "^symphony simulate: .*no_such.yaml: cannot
   message(FATAL_ERROR "a missing config: expected exit 2 and 'symphony simulate: ...no_such.yaml: cannot open', got ${rc}: ${err}")
 endif()
 # A different seed gives a different report.
-execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml --json -q --seed 8 -o ${WORK}/seed8.json
+execute_process(COMMAND ${CLI} simulate ${DATA}/sim_small.yaml -q --seed 8 --json ${WORK}/seed8.json
                 RESULT_VARIABLE rc)
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/run_1.json ${WORK}/seed8.json RESULT_VARIABLE same)
 if(same EQUAL 0)

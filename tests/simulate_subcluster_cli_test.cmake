@@ -6,7 +6,7 @@
 #   cmake -DCLI=<symphony> -DEXAMPLE=<examples/subclusters/small.yaml> -DWORK=<dir> -P simulate_subcluster_cli_test.cmake
 file(MAKE_DIRECTORY ${WORK})
 foreach(i 1 2)
-  execute_process(COMMAND ${CLI} simulate ${EXAMPLE} --json -q -o ${WORK}/run_${i}.json
+  execute_process(COMMAND ${CLI} simulate ${EXAMPLE} -q --json ${WORK}/run_${i}.json
                   RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "symphony simulate ${EXAMPLE} failed: ${rc}: ${err}")

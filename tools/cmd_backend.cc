@@ -2,11 +2,10 @@
 // cuda[:i] [--model NAME:PATH:SPEC ...]`: a GPU host of the cluster
 // (extensions/rdma/.../backend_node.hpp; TorchScript models need the server
 // library). Runs until SIGINT
-// or SIGTERM (or --duration); --report writes its counters and input-read
+// or SIGTERM (or --duration); --json FILE writes its counters and input-read
 // latencies as JSON on exit.
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "commands.hpp"
@@ -28,7 +27,8 @@ struct BackendArgs {
   std::string token;
   std::string name;
   std::string exec_log;
-  std::string report;
+  std::string json;
+  std::string report;  // deprecated --report FILE: --json FILE
   std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
   int cpu_threads = 1;
   std::uint32_t output_bytes = 16;
@@ -37,7 +37,16 @@ struct BackendArgs {
   bool verbose = false;
 };
 
-int run_backend(const BackendArgs& a) {
+int run_backend(BackendArgs a) {
+  if (!a.report.empty()) {
+    deprecated_alias_notice("backend", "--report");
+    if (!a.json.empty()) {
+      print_error("backend", "--report and --json: give --json FILE alone\n");
+      return 2;
+    }
+    a.json = a.report;
+  }
+  JsonReport json(a.json);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -128,10 +137,7 @@ int run_backend(const BackendArgs& a) {
   }
   (*node)->stop();
   endpoint.reset();
-  if (!a.report.empty()) {
-    std::ofstream f(a.report);
-    f << (*node)->report().dump(2) << "\n";
-  }
+  if (json.enabled() && !json.write("backend", (*node)->report().dump(2) + "\n")) return 1;
   return 0;
 }
 
@@ -155,12 +161,14 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   cmd->add_option("--output-bytes", a.output_bytes, "bytes of output per request (>= 8)");
   cmd->add_option("--exec-log", a.exec_log,
                   "append '<frontend incarnation> <request id>' per executed request");
-  cmd->add_option("--report", a.report, "write counters and input-read latencies as JSON here on exit");
+  add_json_option(cmd, a.json);
+  add_deprecated_json_alias(cmd, "--report", a.report);
   cmd->add_option("--metrics", a.metrics,
                   "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
                   "docs/metrics.md)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
+  cmd->footer("The --json report, written on exit, holds the counters and the input-read latencies.");
   cmd->callback([&exit_code] { exit_code = run_backend(a); });
   return cmd;
 }

@@ -2,7 +2,7 @@
 // frontend (symphony::cluster::Client) that offers the workload of a
 // simulator-style config (per-model rates, Poisson / gamma / uniform
 // arrivals, Zipf popularity, rate changes) in real time, then prints the
-// outcome report of `serve` and, with --json, writes it.
+// outcome report of `serve` and, with --json FILE, writes it.
 //
 // Requests count when they are sent at or after the warm-up; every counted
 // request ends exactly once at this frontend (sent == ok + late + dropped +
@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -92,6 +91,7 @@ double mean_of(const std::map<std::uint32_t, std::uint64_t>& h) {
 }
 
 int run_loadgen(const LoadgenArgs& a) {
+  JsonReport json_report(a.json_out);
   rdma::ClusterConfig cfg;
   try {
     cfg = rdma::load_cluster_config(a.config, false);
@@ -322,14 +322,9 @@ int run_loadgen(const LoadgenArgs& a) {
                       {"unknown_ids", cs.unknown_ids},
                       {"scheduler_losses", cs.scheduler_losses},
                       {"welcomes", cs.welcomes}};
-  if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    f << report.dump(2) << "\n";
-    if (!f) {
-      print_error("loadgen", "cannot write %s\n", a.json_out.c_str());
-      return 1;
-    }
-    if (!a.quiet) std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
+  if (json_report.enabled()) {
+    if (!json_report.write("loadgen", report.dump(2) + "\n")) return 1;
+    if (!a.quiet && !json_report.to_stdout()) std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
   }
   return 0;
 }
@@ -348,7 +343,7 @@ CLI::App* add_loadgen(CLI::App& app, int& exit_code) {
   cmd->add_option("--warmup", a.warmup_s,
                   "seconds not counted at the start (default: the config's warmup_s)");
   cmd->add_option("--rate", a.rate, "total offered requests/s (scales the config's rates)");
-  cmd->add_option("--json", a.json_out, "write the JSON report to this file");
+  add_json_option(cmd, a.json_out);
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "this frontend's name in the scheduler's logs");
   cmd->add_option("--input-bytes", a.input_bytes, "bytes of input per request");

@@ -1,11 +1,10 @@
 // `symphony partition models.csv --subclusters L`: partitions the models of a
 // table across L sub-clusters (the MILP with CBC, greedy or random search)
 // under a CPU-time limit, optionally against a current assignment with a
-// disruption bound; prints the assignment and the imbalance factors, and
-// writes the JSON report. Formats: docs/partition.md.
+// disruption bound; prints the assignment and the imbalance factors and, with
+// --json FILE, writes the JSON report. Formats: docs/partition.md.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -98,6 +97,7 @@ std::string table(const part::Problem& p, const part::Result& r) {
 }
 
 int run(const Options& o) {
+  JsonReport json(o.json);
   try {
     part::Problem p;
     p.models = part::read_models_csv(o.models);
@@ -125,17 +125,8 @@ int run(const Options& o) {
     so.warm_start = o.warm_start;
     so.solver_log = o.solver_log;
     const part::Result r = part::solve(p, so);
-    if (!o.json.empty()) {
-      const std::string text = part::to_json(p, r).dump(2) + "\n";
-      if (o.json == "-") {
-        std::cout << text;
-      } else {
-        std::ofstream f(o.json);
-        f << text;
-        if (!f) throw part::FileError(o.json + ": cannot write the report");
-      }
-    }
-    if (!o.quiet && o.json != "-") std::cout << table(p, r);
+    if (!o.quiet) std::cout << table(p, r);
+    if (json.enabled() && !json.write("partition", part::to_json(p, r).dump(2) + "\n")) return 2;
     if (!r.has_solution()) {
       print_error("partition", "%s\n", r.message().c_str());
       return 1;
@@ -196,7 +187,7 @@ CLI::App* add_partition(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--warm-start", o.warm_start, "milp: start CBC from the greedy solution");
   cmd->add_flag("--solver-log", o.solver_log, "milp: print CBC's log");
-  cmd->add_option("--json", o.json, "write the JSON report to this file ('-': stdout, instead of the table)");
+  add_json_option(cmd, o.json);
   cmd->add_flag("-q,--quiet", o.quiet, "print nothing but errors");
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;

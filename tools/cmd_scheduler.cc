@@ -2,9 +2,10 @@
 // cluster's scheduler process (extensions/rdma/.../scheduler_node.hpp).
 //
 // Runs until SIGINT or SIGTERM (or --duration), then ends every request and
-// says goodbye to its peers. With --report it writes its counters and the
-// delays it learned as JSON every second and on exit. --port-file writes the
-// bound port (useful with port 0) once it listens. --metrics HOST:PORT (or
+// says goodbye to its peers. With --json FILE it writes its counters and the
+// delays it learned as JSON every second and on exit (with --json -, once on
+// exit, to standard output). --port-file writes the bound port (useful with
+// port 0) once it listens. --metrics HOST:PORT (or
 // the config's cluster.metrics) serves /metrics, /healthz and /readyz
 // (docs/metrics.md).
 #include <csignal>
@@ -27,7 +28,8 @@ struct SchedulerArgs {
   std::string listen = "0.0.0.0:7000";
   std::string config;
   std::string port_file;
-  std::string report;
+  std::string json;
+  std::string report;  // deprecated --report FILE: --json FILE
   std::string policy;
   std::string metrics;
   double autoscale_window_s = 30;
@@ -72,7 +74,16 @@ void wait_for_stop(const sigset_t& set, double seconds, const rdma::SchedulerNod
   }
 }
 
-int run_scheduler(const SchedulerArgs& a) {
+int run_scheduler(SchedulerArgs a) {
+  if (!a.report.empty()) {
+    deprecated_alias_notice("scheduler", "--report");
+    if (!a.json.empty()) {
+      print_error("scheduler", "--report and --json: give --json FILE alone\n");
+      return 2;
+    }
+    a.json = a.report;
+  }
+  JsonReport json(a.json);
   const sigset_t stop_set = block_stop_signals();
   rdma::SchedulerOptions o;
   Result<rdma::HostPort> hp = rdma::HostPort::parse(a.listen);
@@ -139,11 +150,13 @@ int run_scheduler(const SchedulerArgs& a) {
     std::ofstream(tmp) << (*node)->port() << "\n";
     std::rename(tmp.c_str(), a.port_file.c_str());  // atomically: a reader never sees half a number
   }
-  wait_for_stop(stop_set, a.duration_s, **node, a.report);
+  // A file is rewritten every second; standard output gets one report, on exit.
+  wait_for_stop(stop_set, a.duration_s, **node, json.to_stdout() ? std::string() : a.json);
   (*node)->stop();
   endpoint.reset();
-  if (!a.report.empty() && !write_report(**node, a.report)) {
-    print_error("scheduler", "cannot write %s\n", a.report.c_str());
+  if (json.to_stdout()) return json.write("scheduler", (*node)->report().dump(2) + "\n") ? 0 : 1;
+  if (json.enabled() && !write_report(**node, a.json)) {
+    print_error("scheduler", "cannot write the report to %s\n", a.json.c_str());
     return 1;
   }
   return 0;
@@ -160,8 +173,8 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
-  cmd->add_option("--report", a.report,
-                  "write counters and learned delays as JSON here (every second, and on exit)");
+  add_json_option(cmd, a.json);
+  add_deprecated_json_alias(cmd, "--report", a.report);
   cmd->add_option("--metrics", a.metrics,
                   "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
                   "overrides the config's cluster.metrics; docs/metrics.md)");
@@ -169,6 +182,8 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
                   "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
+  cmd->footer("The --json report holds the counters and the learned delays; a FILE is rewritten (atomically) "
+              "every second and on exit.");
   cmd->callback([&exit_code] { exit_code = run_scheduler(a); });
   return cmd;
 }

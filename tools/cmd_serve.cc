@@ -334,25 +334,12 @@ void collect_serve_metrics(ServeMetricsState& st, metrics::Writer& w) {
   }
 }
 
-// Writes the JSON report where --json says; false when it cannot.
-bool write_report(const ServeArgs& a, const json& report) {
-  if (a.json_out.empty()) return true;
-  std::ofstream f(a.json_out);
-  f << report.dump(2) << "\n";
-  if (!f) {
-    print_error("serve", "cannot write %s\n", a.json_out.c_str());
-    return false;
-  }
-  std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
-  return true;
-}
-
 // Serves protocol requests until SIGINT or SIGTERM (blocked in every
 // thread), then shuts down gracefully: new requests get 503, the server
 // ends what it holds (runs it or drops it as expired), the transports
 // write the last responses and close. Prints and writes the report.
 int serve_until_signal(const ServeArgs& a, Server& srv, ServeFront& front, ServeMetricsState& mstate,
-                       const sigset_t& stop_signals) {
+                       const sigset_t& stop_signals, JsonReport& json_report) {
   mstate.phase.store(1);
   const TimePoint start = SteadyClock{}.now();
   std::fprintf(stderr, "serving until SIGINT or SIGTERM (Ctrl-C)\n");
@@ -380,10 +367,12 @@ int serve_until_signal(const ServeArgs& a, Server& srv, ServeFront& front, Serve
     report["devices"].push_back({{"name", ds.name}, {"busy_fraction", std::min(1.0, ds.busy_fraction)},
                                  {"batches", ds.batches}});
   }
-  return write_report(a, report) ? 0 : 1;
+  if (json_report.enabled() && !json_report.write("serve", report.dump(2) + "\n")) return 1;
+  return 0;
 }
 
 int run_serve(ServeArgs a) {
+  JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
   auto cfg = load_serve_config(a.config);
   if (!cfg.ok()) {
     print_error("serve", "%s\n", cfg.status().message().c_str());
@@ -512,7 +501,7 @@ int run_serve(ServeArgs a) {
     mstate.front.store(&front->front());
     std::fprintf(stderr, "front: listening on %s (Open Inference Protocol; docs/front.md)\n", front->where().c_str());
   }
-  if (!generate) return serve_until_signal(a, srv, *front, mstate, stop_signals);
+  if (!generate) return serve_until_signal(a, srv, *front, mstate, stop_signals, json_report);
   const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);
   const TimePoint measure_from = start + Duration::from_seconds(cfg->warmup_s);
   const TimePoint end = start + Duration::from_seconds(cfg->duration_s);
@@ -722,7 +711,7 @@ int run_serve(ServeArgs a) {
   report["goodput_rps"] = goodput;
   report["bad_rate"] = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
   if (front) report["front"] = front->report(fin, (fin.elapsed).to_seconds());
-  if (!write_report(a, report)) return 1;
+  if (json_report.enabled() && !json_report.write("serve", report.dump(2) + "\n")) return 1;
   if (endpoint && a.metrics_linger_s > 0) {
     // Until the linger ends or SIGINT/SIGTERM: a last scrape sees the final counts.
     std::fflush(stdout);
@@ -756,7 +745,7 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--recalibrate", a.recalibrate,
                   "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--json", a.json_out, "write the JSON report to this file");
+  add_json_option(cmd, a.json_out);
   cmd->add_option("--metrics", a.metrics,
                   "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
                   "overrides the config's metrics:; docs/metrics.md)");

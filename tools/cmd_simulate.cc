@@ -1,6 +1,7 @@
 // `symphony simulate <config.yaml>`: runs a simulator experiment (a run, a
-// goodput search or a minimum-GPU search) and prints a per-model table or the
-// JSON report. The config format and the report are in docs/simulator.md.
+// goodput search or a minimum-GPU search), prints a per-model table and, with
+// --json FILE, writes the JSON report. The config format and the report are
+// in docs/simulator.md.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -32,13 +33,13 @@ class StderrProgress : public simtool::Progress {
 
 struct Options {
   std::string config;
-  bool json = false;
+  std::string json;
   std::string policy;
   std::string gather;
   bool goodput = false;
   double min_gpus = 0;
   std::string trace_out;
-  std::string out;
+  std::string out;  // deprecated -o: where the table (or, with a bare --json, the report) goes
   std::uint64_t seed = 0;
   bool seed_set = false;
   std::uint32_t gpus = 0;
@@ -46,7 +47,24 @@ struct Options {
   bool quiet = false;
 };
 
-int run(const Options& o) {
+int run(Options o) {
+  // The deprecated -o FILE, as it was: `-o F` writes the table to F, and
+  // `--json -o F` the report alone.
+  std::string table_out;
+  bool table = true;
+  if (!o.out.empty()) {
+    deprecated_alias_notice("simulate", "-o");
+    if (o.json.empty()) {
+      table_out = o.out;
+    } else if (o.json == "-") {
+      o.json = o.out;
+      table = false;
+    } else {
+      print_error("simulate", "-o and --json FILE: give --json FILE alone\n");
+      return 2;
+    }
+  }
+  JsonReport json(o.json);
   try {
     simtool::Config c = simtool::load_config(o.config);
     simtool::Overrides ov;
@@ -67,14 +85,14 @@ int run(const Options& o) {
     }
     StderrProgress progress;
     const nlohmann::json report = simtool::simulate(c, so, o.quiet ? nullptr : &progress);
-    const std::string text = o.json ? report.dump(2) + "\n" : simtool::format_table(report);
-    if (!o.out.empty()) {
-      std::ofstream f(o.out);
-      f << text;
-      if (!f) throw simtool::ConfigError(o.out + ": cannot write the report");
-    } else {
-      std::cout << text;
+    if (!table_out.empty()) {
+      std::ofstream f(table_out);
+      f << simtool::format_table(report);
+      if (!f) throw simtool::ConfigError(table_out + ": cannot write the report");
+    } else if (table) {
+      std::cout << simtool::format_table(report);
     }
+    if (json.enabled() && !json.write("simulate", report.dump(2) + "\n")) return 2;
     return 0;
   } catch (const simtool::ConfigError& e) {
     print_error("simulate", "%s\n", e.what());
@@ -92,7 +110,7 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
       app.add_subcommand("simulate", "Simulate a workload on emulated GPUs; search goodput or minimum GPUs");
   static Options o;
   cmd->add_option("config,--config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
-  cmd->add_flag("--json", o.json, "print the JSON report instead of the table");
+  add_json_option(cmd, o.json);
   cmd->add_option("--policy", o.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", o.gather, std::string(kGatherHelp) + " (overrides the config)");
   auto* goodput =
@@ -103,7 +121,9 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
           ->excludes(goodput);
   cmd->add_option("--trace-out", o.trace_out,
                   "write every batch and request of the reported run to this CSV");
-  cmd->add_option("-o,--out", o.out, "write the report to this file instead of stdout");
+  cmd->add_option("-o,--out", o.out,
+                  "deprecated: write the table (with a bare --json, the report) to this file; use --json FILE")
+      ->group("Deprecated");
   cmd->add_option("--seed", o.seed, "random seed (overrides the config)")->each([](const std::string&) {
     o.seed_set = true;
   });

@@ -8,6 +8,9 @@
 // rate ((late + dropped) / submitted), batch sizes, the candidate coalescing
 // ratio, and the dispatch lag: how late each batch was dispatched against the
 // time the RankThread planned for it (max(exec, GPU free) - delay(b)).
+// --json FILE writes all of it as a JSON report.
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <string>
 
@@ -25,10 +28,11 @@ struct StressOptions {
   std::uint64_t requests = 0, seed = 1;
   std::string policy = "deferred";
   std::string gather = "target_batch";
-  bool json = false;
+  std::string json;
 };
 
 int run(const StressOptions& o) {
+  JsonReport json(o.json);
   StressConfig c;
   c.models = o.models;
   c.gpus = o.gpus;
@@ -79,24 +83,6 @@ int run(const StressOptions& o) {
   const double lag50 = st.dispatch_lag.percentile(0.5).to_us(),
                lag99 = st.dispatch_lag.percentile(0.99).to_us();
   const double lag999 = st.dispatch_lag.percentile(0.999).to_us(), lagmax = st.dispatch_lag.max().to_us();
-  if (o.json) {
-    std::printf(
-        "{\"models\": %u, \"gpus\": %u, \"shards\": %u, \"clients\": %u, \"policy\": \"%s\", \"rate\": "
-        "%.0f,\n"
-        " \"alpha_ms\": %g, \"beta_ms\": %g, \"slo_ms\": %g, \"max_batch\": %u,\n"
-        " \"submitted\": %llu, \"offered_rps\": %.0f, \"generation_s\": %.4f, \"elapsed_s\": %.4f,\n"
-        " \"throughput_rps\": %.0f, \"goodput_rps\": %.0f, \"bad_rate\": %.6f,\n"
-        " \"ok\": %llu, \"late\": %llu, \"dropped\": %llu, \"rejected_ingress\": %llu, \"errors\": %llu,\n"
-        " \"batches\": %llu, \"mean_batch\": %.2f, \"candidate_updates\": %llu, \"candidate_messages\": "
-        "%llu,\n"
-        " \"lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"p999\": %.2f, \"max\": %.2f}}\n",
-        o.models, o.gpus, o.shards, o.clients, c.policy.to_string().c_str(), o.rate, o.alpha_ms, o.beta_ms, o.slo_ms,
-        o.max_batch, u(r.submitted), r.offered_rps, r.generation_s, r.elapsed_s, r.throughput_rps,
-        r.goodput_rps, r.bad_rate, u(st.count(Outcome::kOk)), u(st.count(Outcome::kLate)), u(dropped),
-        u(st.rejected_ingress), u(st.count(Outcome::kError)), u(st.batches), mean_batch,
-        u(st.candidate_updates), u(st.candidate_messages), lag50, lag99, lag999, lagmax);
-    return 0;
-  }
   std::printf(
       "stress: %u models, %u emulated GPUs, %u shard(s), %u generator(s), %s; l(b) = %g*b + %g ms, SLO %g "
       "ms\n",
@@ -114,6 +100,37 @@ int run(const StressOptions& o) {
       u(st.batches), mean_batch, u(st.candidate_updates), u(st.candidate_messages), coalescing);
   std::printf("  dispatch lag  p50 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n", lag50, lag99, lag999,
               lagmax);
+  if (json.enabled()) {
+    nlohmann::ordered_json j;
+    j["models"] = o.models;
+    j["gpus"] = o.gpus;
+    j["shards"] = o.shards;
+    j["clients"] = o.clients;
+    j["policy"] = c.policy.to_string();
+    j["rate"] = o.rate;
+    j["alpha_ms"] = o.alpha_ms;
+    j["beta_ms"] = o.beta_ms;
+    j["slo_ms"] = o.slo_ms;
+    j["max_batch"] = o.max_batch;
+    j["submitted"] = r.submitted;
+    j["offered_rps"] = r.offered_rps;
+    j["generation_s"] = r.generation_s;
+    j["elapsed_s"] = r.elapsed_s;
+    j["throughput_rps"] = r.throughput_rps;
+    j["goodput_rps"] = r.goodput_rps;
+    j["bad_rate"] = r.bad_rate;
+    j["ok"] = st.count(Outcome::kOk);
+    j["late"] = st.count(Outcome::kLate);
+    j["dropped"] = dropped;
+    j["rejected_ingress"] = st.rejected_ingress;
+    j["errors"] = st.count(Outcome::kError);
+    j["batches"] = st.batches;
+    j["mean_batch"] = mean_batch;
+    j["candidate_updates"] = st.candidate_updates;
+    j["candidate_messages"] = st.candidate_messages;
+    j["lag_us"] = {{"p50", lag50}, {"p99", lag99}, {"p999", lag999}, {"max", lagmax}};
+    if (!json.write("stress", j.dump(2) + "\n")) return 1;
+  }
   return 0;
 }
 
@@ -148,7 +165,7 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
   cmd->add_option("--ingress", o.ingress, "ingress queue capacity per shard (requests beyond it: queue_full)")
       ->check(CLI::Range(256u, 1u << 26));
   cmd->add_option("--seed", o.seed, "load-generator seed");
-  cmd->add_flag("--json", o.json, "machine-readable output");
+  add_json_option(cmd, o.json);
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;
 }

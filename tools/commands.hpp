@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "json_report.hpp"
+
 namespace symphony::tools {
 
 // Prints "symphony <command>: " and then the printf-style message on stderr,

@@ -51,7 +51,7 @@ spawn_in() {
 start_scheduler() {
   rm -f "$WORK/port"
   spawn_in "${3:-}" "$WORK/scheduler.log" "$BIN" scheduler --listen "$2" --config "$1" --port-file "$WORK/port" \
-    --report "$WORK/scheduler.json"
+    --json "$WORK/scheduler.json"
   for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
   [[ -s "$WORK/port" ]] || { cat "$WORK/scheduler.log" >&2; exit 1; }
   SCHED_PORT=$(cat "$WORK/port")
@@ -60,7 +60,7 @@ start_scheduler() {
 # start_backend CONFIG SCHEDULER_ADDR DEVICES NAME [NS]
 start_backend() {
   spawn_in "${5:-}" "$WORK/$4.log" "$BIN" backend --scheduler "$2" --devices "$3" --config "$1" --name "$4" \
-    --report "$WORK/$4.json"
+    --json "$WORK/$4.json"
 }
 
 # wait_registered N: until the scheduler's log shows N registrations.

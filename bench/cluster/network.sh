@@ -94,7 +94,7 @@ cfg = yaml.safe_load(open(src)); cfg.pop("cluster", None)
 cfg["delays"] = {"ctrl_ms": ctrl, "data_ms": data, "resp_ms": resp}
 yaml.safe_dump(cfg, open(dst, "w"), sort_keys=False)
 PY
-    "$BIN" simulate "$WORK/sim.yaml" --goodput --json -q -o "$WORK/sim.json"
+    "$BIN" simulate "$WORK/sim.yaml" --goodput -q --json "$WORK/sim.json" >/dev/null
     sim=$(json "$WORK/sim.json" 'd["goodput_rps"]')
     # Bisection between half and 1.2 x the simulator's goodput.
     lo=$(/usr/bin/python3 -c "print($sim * 0.5)"); hi=$(/usr/bin/python3 -c "print($sim * 1.2)"); best=0

@@ -47,8 +47,8 @@ def queueing_cdf(config, flags):
     with tempfile.TemporaryDirectory() as d:
         trace = os.path.join(d, "trace.csv")
         cmd = [os.environ.get("SYMPHONY_BIN", str(ROOT / "build/release/symphony")), "simulate", str(config),
-               "--goodput", "-q", "--json", "-o", os.path.join(d, "r.json"), "--trace-out", trace, *map(str, flags)]
-        subprocess.run(cmd, check=True)
+               "--goodput", "-q", "--json", os.path.join(d, "r.json"), "--trace-out", trace, *map(str, flags)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         import json
         with open(os.path.join(d, "r.json")) as f:
             warmup_ms = 1e3 * json.load(f)["config"]["warmup_s"]

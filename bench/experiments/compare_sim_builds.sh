@@ -11,6 +11,7 @@ new=${2:-build/release/symphony}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0 bad=0
+# A bare --json (the report on stdout) is what builds before and after `--json FILE` both understand.
 run() {
   "$old" simulate "$@" --json >"$tmp/o.json" 2>/dev/null
   "$new" simulate "$@" --json >"$tmp/n.json" 2>/dev/null

@@ -9,7 +9,7 @@ memory across sub-clusters of each.
 Two settings: 800 models across 20 sub-clusters (the paper's figure) and 400
 models across 4 (the paper's "m = 400, l = 4 at 10 s" remark).
 
-Every solve runs the real CLI (`symphony partition <instance.csv> --json`),
+Every solve runs the real CLI (`symphony partition <instance.csv> --json FILE`),
 so the numbers come from the code path a user runs. Instances are generated
 from the seed (instance k of a setting uses seed base + k) and written to
 --work (default build/partition_eval); results go to

@@ -1,7 +1,7 @@
 """Helpers shared by the experiment drivers in this directory.
 
 Every experiment runs the real simulator through the CLI (`symphony simulate
-<config> --json`), so its numbers come from the same code path a user runs.
+<config> --json -`), so its numbers come from the same code path a user runs.
 Configs are written as YAML files next to the results (so each run can be
 repeated by hand) and reports are parsed from the CLI's JSON.
 
@@ -40,8 +40,8 @@ def write_config(path, config):
 
 
 def simulate(config_path, *args):
-    """Runs `symphony simulate <config_path> --json -q <args>` and returns the report."""
-    cmd = [str(binary()), "simulate", str(config_path), "--json", "-q", *map(str, args)]
+    """Runs `symphony simulate <config_path> --json - -q <args>` and returns the report."""
+    cmd = [str(binary()), "simulate", str(config_path), "--json", "-", "-q", *map(str, args)]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")

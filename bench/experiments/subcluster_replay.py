@@ -40,7 +40,7 @@ the runs. How (all draws from random.Random(SEED)):
     the peak the work exceeds what the cluster can serve, in the trough it
     needs about a quarter of it.
 
-Runs (configs/*.yaml, each `build/release/symphony simulate <config> --json`):
+Runs (configs/*.yaml, each `build/release/symphony simulate <config> --json -`):
   big          one scheduler over the 512 GPUs (as if every backend could hold
                all 24 models: they need 3800 MiB of weights plus 2580 MiB of
                activations, over the 4096 MiB a backend has here)
@@ -140,7 +140,7 @@ def run(args):
     t0 = time.time()
     c0 = time.process_time()
     out = REPORTS / f"{name}.report.json"
-    cmd = [str(binary()), "simulate", str(path), "--json", "-q", "-o", str(out)]
+    cmd = [str(binary()), "simulate", str(path), "-q", "--json", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr}")
@@ -216,7 +216,7 @@ def main():
             "runs": {}, "wall_s": {}}
     for (path, n), (_, report, wall) in zip(paths, results):
         data["runs"][n] = summarize(n, report, models)
-        data["runs"][n]["command"] = command_line(path, "--json")
+        data["runs"][n]["command"] = command_line(path, "--json", "-")
         data["wall_s"][n] = round(wall)
     data["cpu_s_total"] = round(clock.cpu_seconds())
     save_json(RESULTS / "results.json", data)

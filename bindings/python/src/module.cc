@@ -242,7 +242,7 @@ Latencies are in milliseconds.
   m.def("_simulate", &simulate, py::arg("source"), py::arg("is_path"), py::arg("origin"), py::arg("base_dir"),
         py::arg("mode"), py::arg("min_gpus_rate"), py::arg("policy"), py::arg("gather"), py::arg("seed"),
         py::arg("gpus"), py::arg("rate"), py::arg("progress"), py::arg("trace_out"),
-        "Runs the simulator; returns the JSON report of `symphony simulate --json` as text.");
+        "Runs the simulator; returns the JSON report of `symphony simulate --json -` as text.");
 
   bind_server(m);
 }

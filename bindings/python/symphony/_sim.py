@@ -1,6 +1,6 @@
 """The simulator and the analytical bounds, from Python.
 
-:func:`simulate` runs the same code as ``symphony simulate --json`` (the
+:func:`simulate` runs the same code as ``symphony simulate --json -`` (the
 ``symphony::simtool`` library) and returns the same report as a dict; the
 config format is that of docs/simulator.md, as a YAML file or as a dict.
 """
@@ -32,7 +32,7 @@ def simulate(
     trace_out: Union[str, "os.PathLike[str]", None] = None,
     progress: Optional[Progress] = None,
 ) -> dict:
-    """Runs a simulator experiment and returns the report of ``symphony simulate --json``.
+    """Runs a simulator experiment and returns the report of ``symphony simulate --json -``.
 
     Args:
         config: a YAML config file, or the config itself as a dict (the same keys as

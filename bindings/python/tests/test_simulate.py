@@ -1,4 +1,4 @@
-"""symphony.simulate returns exactly what `symphony simulate --json` prints."""
+"""symphony.simulate returns exactly what `symphony simulate --json -` prints."""
 
 import json
 import os
@@ -30,7 +30,7 @@ def cli(*args) -> dict:
     exe = os.environ.get("SYMPHONY_CLI")
     if not exe:
         pytest.skip("SYMPHONY_CLI is not set (run through CTest)")
-    out = subprocess.run([exe, "simulate", *map(str, args), "--json", "-q"], capture_output=True, text=True,
+    out = subprocess.run([exe, "simulate", *map(str, args), "--json", "-", "-q"], capture_output=True, text=True,
                          check=True, timeout=300)
     return json.loads(out.stdout)
 

@@ -83,7 +83,7 @@ class ClusterProcessTest : public ::testing::Test {
     std::filesystem::remove(port_file);
     std::vector<std::string> argv = prefix;
     for (const char* a : {SYMPHONY_CLI, "scheduler", "--verbose"}) argv.emplace_back(a);
-    argv.insert(argv.end(), {"--listen", listen, "--config", cfg_, "--port-file", port_file, "--report",
+    argv.insert(argv.end(), {"--listen", listen, "--config", cfg_, "--port-file", port_file, "--json",
                              dir_.file(tag + ".json")});
     Proc p = Proc::start(argv, dir_.file(tag + ".log"));
     EXPECT_TRUE(eventually([&] { return !read_file(port_file).empty() || !p.running(); }, 10s))
@@ -98,7 +98,7 @@ class ClusterProcessTest : public ::testing::Test {
     for (const char* a : {SYMPHONY_CLI, "backend"}) argv.emplace_back(a);
     argv.insert(argv.end(), {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched,
                              "--devices", devices, "--config", cfg_, "--name", name, "--exec-log",
-                             dir_.file(name + ".exec"), "--report", dir_.file(name + ".json")});
+                             dir_.file(name + ".exec"), "--json", dir_.file(name + ".json")});
     exec_logs_.push_back(dir_.file(name + ".exec"));
     return Proc::start(argv, dir_.file(name + ".log"));
   }
@@ -323,7 +323,7 @@ TEST_F(ClusterProcessTest, CpuBackendRunsATorchScriptModel) {
                                          "--config",    cfg_,
                                          "--name",      "cpu",
                                          "--exec-log",  dir_.file("cpu.exec"),
-                                         "--report",    dir_.file("cpu.json")};
+                                         "--json",      dir_.file("cpu.json")};
   exec_logs_.push_back(dir_.file("cpu.exec"));
   Proc b = Proc::start(argv, dir_.file("cpu.log"));
   ASSERT_TRUE(wait_registered(sched, 1, 30s)) << sched.log_text() << b.log_text();
