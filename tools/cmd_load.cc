@@ -240,6 +240,7 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
 }
 
 int run_load(const LoadArgs& a) {
+  JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
   LoadOptions o;
   if (!build_options(a, &o)) return 2;
   auto run = LoadRun::prepare(o);
@@ -274,19 +275,8 @@ int run_load(const LoadArgs& a) {
   });
   progress.finish();
   const json report = to_json(rep);
-  const bool json_stdout = a.json_out == "-";
-  print_summary(json_stdout ? stderr : stdout, rep, report);
-  if (json_stdout) {
-    std::cout << report.dump(2) << std::endl;
-  } else if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    f << report.dump(2) << "\n";
-    if (!f) {
-      print_error("load", "cannot write %s\n", a.json_out.c_str());
-      return 1;
-    }
-    if (!a.quiet) std::fprintf(stderr, "wrote %s\n", a.json_out.c_str());
-  }
+  print_summary(stdout, rep, report);
+  if (json_report.enabled() && !json_report.write("load", report.dump(2) + "\n")) return 1;
   return 0;
 }
 
@@ -328,7 +318,7 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
                   "seconds to wait for outstanding requests after the load (default: the largest budget + 5, or "
                   "10); the rest are errors \"no answer\"")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--json", a.json_out, "write the JSON report to this file (- for stdout)");
+  add_json_option(cmd, a.json_out);
   cmd->add_flag("--quiet", a.quiet, "no progress line");
   cmd->footer(
       "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's Symphony-Outcome / "

@@ -216,7 +216,12 @@ class GrpcTransport final : public Transport {
         a.outcome = find_metadata(c->ctx.GetServerInitialMetadata(), "symphony-outcome");
         a.drop_reason = find_metadata(c->ctx.GetServerInitialMetadata(), "symphony-drop-reason");
       }
-      if (c->status.ok() && c->resp.outputs_size() == 0) a.bad_body = "bad response: no outputs";
+      // A model may answer without outputs (Symphony's emulated devices run
+      // none); raw contents, when sent, come one per output.
+      if (c->status.ok() && c->resp.raw_output_contents_size() != 0 &&
+          c->resp.raw_output_contents_size() != c->resp.outputs_size())
+        a.bad_body = "bad response: " + std::to_string(c->resp.raw_output_contents_size()) +
+                     " raw_output_contents for " + std::to_string(c->resp.outputs_size()) + " outputs";
       done_(c->r, std::move(a));
     }
     delete c;
