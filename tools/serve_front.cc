@@ -4,17 +4,12 @@
 #include <cstdio>
 #include <fstream>
 
-#include "symphony/metrics/endpoint.hpp"
 
 namespace symphony::tools {
 
 using json = nlohmann::json;
 
 namespace {
-
-std::string host_port(const std::string& host, std::uint16_t port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 
 Status write_port_file(const std::string& path, const json& j) {
   // Written whole, then renamed: a reader never sees half a file.
@@ -34,64 +29,29 @@ Status write_port_file(const std::string& path, const json& j) {
 Result<std::unique_ptr<ServeFront>> ServeFront::start(server::Server& server,
                                                       const std::vector<server::ModelOptions>& models,
                                                       Delays delays, const ServeFrontArgs& a) {
+  front::ServedFrontOptions o;
+  o.http = a.http;
+  o.grpc = a.grpc;
+  o.http_threads = a.http_threads;
+  o.max_inflight = a.max_inflight;
+  o.max_connections = a.max_connections;
+  o.request_timeout = Duration::from_seconds(a.http_request_timeout_s);
+  o.idle_timeout = Duration::from_seconds(a.http_idle_timeout_s);
+  auto served = front::ServedFront::start(server, models, delays, o);
+  if (!served.ok()) return served.status();
   std::unique_ptr<ServeFront> f(new ServeFront());
-  f->service_ = std::make_unique<front::ServerService>(server, models, delays);
-  f->service_->set_ready(true);
-  front::FrontOptions fo;
-  fo.max_inflight = a.max_inflight;
-  f->front_ = std::make_unique<front::Front>(*f->service_, fo);
-  json ports = json::object();
-  if (!a.http.empty()) {
-    auto addr = metrics::parse_listen_address(a.http);
-    if (!addr.ok()) return Status(Errc::kInvalidArgument, "--http: " + addr.status().message());
-    front::HttpOptions ho;
-    ho.host = addr->first;
-    ho.port = static_cast<std::uint16_t>(addr->second);
-    ho.threads = a.http_threads;
-    ho.max_connections = a.max_connections;
-    ho.request_timeout = Duration::from_seconds(a.http_request_timeout_s);
-    ho.idle_timeout = Duration::from_seconds(a.http_idle_timeout_s);
-    auto h = front::HttpServer::start(*f->front_, ho);
-    if (!h.ok()) return Status(Errc::kInvalidArgument, "--http: " + h.status().message());
-    f->http_ = std::move(*h);
-    f->http_where_ = host_port(ho.host, f->http_->port());
-    ports["http"] = f->http_where_;
-  }
-  if (!a.grpc.empty()) {
-    auto addr = metrics::parse_listen_address(a.grpc);
-    if (!addr.ok()) return Status(Errc::kInvalidArgument, "--grpc: " + addr.status().message());
-    front::GrpcOptions go;
-    go.host = addr->first;
-    go.port = static_cast<std::uint16_t>(addr->second);
-    go.idle_timeout = Duration::from_seconds(a.http_idle_timeout_s);
-    auto g = front::GrpcServer::start(*f->front_, go);
-    if (!g.ok()) return Status(Errc::kInvalidArgument, "--grpc: " + g.status().message());
-    f->grpc_ = std::move(*g);
-    f->grpc_where_ = host_port(go.host, f->grpc_->port());
-    ports["grpc"] = f->grpc_where_;
-  }
-  if (!a.port_file.empty())
+  f->served_ = std::move(*served);
+  if (!a.port_file.empty()) {
+    json ports = json::object();
+    if (!f->served_->http_address().empty()) ports["http"] = f->served_->http_address();
+    if (!f->served_->grpc_address().empty()) ports["grpc"] = f->served_->grpc_address();
     if (Status s = write_port_file(a.port_file, ports); !s.ok()) return s;
+  }
   return f;
 }
 
-ServeFront::~ServeFront() { stop(); }
-
-void ServeFront::stop() {
-  if (front_) front_->begin_stop();
-  if (http_) http_->stop();
-  if (grpc_) grpc_->stop();
-}
-
-std::string ServeFront::where() const {
-  std::string s;
-  if (http_) s += "http " + http_where_;
-  if (grpc_) s += std::string(s.empty() ? "" : ", ") + "grpc " + grpc_where_;
-  return s;
-}
-
 std::string ServeFront::progress(double dt) {
-  const front::FrontCounters c = front_->counters();
+  const front::FrontCounters c = served_->front().counters();
   std::uint64_t ok = 0;
   for (const auto& m : c.models) ok += m.ok;
   char line[160];
@@ -105,7 +65,7 @@ std::string ServeFront::progress(double dt) {
 }
 
 json ServeFront::report(const server::ServerStats& stats, double seconds) const {
-  const front::FrontCounters c = front_->counters();
+  const front::FrontCounters c = served_->front().counters();
   json out;
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
   std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s\n", "model (protocol)", "sent", "ok", "late", "dropped",
@@ -164,8 +124,8 @@ json ServeFront::report(const server::ServerStats& stats, double seconds) const 
   out["errors"] = errors;
   out["unknown_model"] = c.not_found;
   out["seconds"] = seconds;
-  if (http_) out["http"] = http_where_;
-  if (grpc_) out["grpc"] = grpc_where_;
+  if (!served_->http_address().empty()) out["http"] = served_->http_address();
+  if (!served_->grpc_address().empty()) out["grpc"] = served_->grpc_address();
   return out;
 }
 

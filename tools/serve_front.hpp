@@ -9,10 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "symphony/front/front.hpp"
-#include "symphony/front/grpc_server.hpp"
-#include "symphony/front/http_server.hpp"
-#include "symphony/front/server_service.hpp"
+#include "symphony/front/served_front.hpp"
 #include "symphony/server/server.hpp"
 
 namespace symphony::tools {
@@ -37,17 +34,16 @@ class ServeFront {
   static Result<std::unique_ptr<ServeFront>> start(server::Server& server,
                                                    const std::vector<server::ModelOptions>& models, Delays delays,
                                                    const ServeFrontArgs& args);
-  ~ServeFront();
 
-  front::Front& front() { return *front_; }
+  front::Front& front() { return served_->front(); }
   // New requests get 503 from now on (the server drains what it holds).
-  void begin_stop() { front_->begin_stop(); }
+  void begin_stop() { served_->begin_stop(); }
   // Closes the transports, after the server has ended every request (their
   // responses are written within the grace period).
-  void stop();
+  void stop() { served_->stop(); }
 
   // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
-  std::string where() const;
+  std::string where() const { return served_->where(); }
   // One progress line's worth: requests and answers per second since the last call.
   std::string progress(double dt);
   // Prints the per-model table of what the front answered and returns it as
@@ -58,11 +54,7 @@ class ServeFront {
  private:
   ServeFront() = default;
 
-  std::unique_ptr<front::ServerService> service_;
-  std::unique_ptr<front::Front> front_;
-  std::unique_ptr<front::HttpServer> http_;
-  std::unique_ptr<front::GrpcServer> grpc_;
-  std::string http_where_, grpc_where_;
+  std::unique_ptr<front::ServedFront> served_;
   std::uint64_t last_received_ = 0, last_ok_ = 0;
 };
 

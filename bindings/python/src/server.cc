@@ -28,6 +28,9 @@
 
 #include "binding.hpp"
 #include "completer.hpp"
+#if SYMPHONY_HAVE_FRONT
+#include "symphony/front/served_front.hpp"
+#endif
 #include "symphony/policy.hpp"
 #include "symphony/server/server.hpp"
 #include "tensors.hpp"
@@ -46,7 +49,8 @@ using server::ServerStats;
 class PyServer {
  public:
   // REQUIRES: the GIL is held (as in every member).
-  PyServer(ServerOptions opts, const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
+  PyServer(ServerOptions opts, const py::object& log, const py::object& dispatcher, bool numpy_outputs)
+      : delays_(opts.delays) {
     if (!log.is_none()) {
       // Called from add_model, whose thread released the GIL: retake it.
       log_ = log.inc_ref().ptr();
@@ -90,8 +94,53 @@ class PyServer {
     {
       py::gil_scoped_release nogil;  // loads, warms up and may profile: seconds
       s = server_->add_model(mo);
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(front_mu_);
+        models_.push_back(mo);
+#if SYMPHONY_HAVE_FRONT
+        if (front_) front_->add_model(mo);
+#endif
+      }
     }
     if (!s.ok()) raise_for_control(s);
+  }
+
+  // Starts the Open Inference Protocol front (HTTP and/or gRPC) on this
+  // server; returns the addresses it listens on. REQUIRES: started.
+  py::dict start_front(const std::string& http, const std::string& grpc, std::uint32_t max_inflight,
+                       std::uint32_t max_connections, double request_timeout_s, double idle_timeout_s) {
+#if SYMPHONY_HAVE_FRONT
+    Status err;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(front_mu_);
+      if (front_) {
+        err = Status(Errc::kAlreadyExists, "the protocol front is already running (" + front_->where() + ")");
+      } else {
+        front::ServedFrontOptions o;
+        o.http = http;
+        o.grpc = grpc;
+        o.max_inflight = max_inflight;
+        o.max_connections = max_connections;
+        o.request_timeout = Duration::from_seconds(request_timeout_s);
+        o.idle_timeout = Duration::from_seconds(idle_timeout_s);
+        auto f = front::ServedFront::start(*server_, models_, delays_, o);
+        if (f.ok()) front_ = std::move(*f);
+        else err = f.status();
+      }
+    }
+    if (!err.ok()) raise_for_control(err);
+    py::dict out;
+    std::lock_guard<std::mutex> lock(front_mu_);
+    if (!front_->http_address().empty()) out["http"] = front_->http_address();
+    if (!front_->grpc_address().empty()) out["grpc"] = front_->grpc_address();
+    return out;
+#else
+    (void)http, (void)grpc, (void)max_inflight, (void)max_connections, (void)request_timeout_s, (void)idle_timeout_s;
+    raise_for_control(Status(Errc::kInvalidArgument, "this build has no Open Inference Protocol front "
+                                                     "(configure with SYMPHONY_WITH_FRONT=ON)"));
+    return {};
+#endif
   }
 
   void remove_model(const std::string& name) {
@@ -246,7 +295,18 @@ class PyServer {
     } else {
       lock.lock();
     }
+#if SYMPHONY_HAVE_FRONT
+    std::unique_ptr<front::ServedFront> f;
+    {
+      std::lock_guard<std::mutex> flock(front_mu_);
+      f = std::move(front_);
+    }
+    if (f) f->begin_stop();  // new protocol requests get 503
+#endif
     if (server_) server_->stop(how);
+#if SYMPHONY_HAVE_FRONT
+    if (f) f->stop();  // after the server ended every request: the last responses are written
+#endif
     if (completer_) completer_->finish();
   }
 
@@ -256,6 +316,12 @@ class PyServer {
   bool emulated_ = false;
   PyObject* log_ = nullptr;  // strong reference, or null
   std::mutex shutdown_mu_;
+  std::mutex front_mu_;  // front_ and models_
+  std::vector<ModelOptions> models_;
+  Delays delays_;
+#if SYMPHONY_HAVE_FRONT
+  std::unique_ptr<front::ServedFront> front_;
+#endif
 };
 
 ModelOptions model_options(const std::string& name, const std::string& path, const std::vector<std::string>& inputs,
@@ -322,6 +388,8 @@ void bind_server(py::module_& m) {
           py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"))
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
       .def("start", &PyServer::start)
+      .def("start_front", &PyServer::start_front, py::arg("http"), py::arg("grpc"), py::arg("max_inflight"),
+           py::arg("max_connections"), py::arg("request_timeout_s"), py::arg("idle_timeout_s"))
       .def("stop", &PyServer::stop, py::arg("cancel"))
       .def("submit", &PyServer::submit, py::arg("model"), py::arg("inputs"), py::arg("deadline_ms"), py::arg("token"))
       .def("stats", &PyServer::stats)

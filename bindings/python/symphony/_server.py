@@ -349,6 +349,36 @@ class Server:
         also be added later)."""
         self._core.start()
 
+    def start_front(
+        self,
+        http: Optional[str] = None,
+        grpc: Optional[str] = None,
+        *,
+        max_inflight: int = 8192,
+        max_connections: int = 1024,
+        request_timeout_s: float = 10.0,
+        idle_timeout_s: float = 60.0,
+    ) -> Dict[str, str]:
+        """Serves this server's models to Open Inference Protocol (KServe v2) clients,
+        as ``symphony serve --http/--grpc`` does (docs/front.md): REST on ``http`` and
+        gRPC on ``grpc``, each ``"HOST:PORT"`` (port 0 picks a free port).
+
+        Returns the addresses it listens on, e.g. ``{"http": "127.0.0.1:41234"}``. Models
+        added later are served too. :meth:`stop` stops the front with the server: new
+        requests get 503, and those inside the server still get their responses.
+
+        Raises:
+            ConfigError: no address given, an address that cannot be used, or a front
+                already running.
+        """
+        if not http and not grpc:
+            raise ConfigError("start_front needs http='HOST:PORT' and/or grpc='HOST:PORT'")
+        return dict(
+            self._core.start_front(
+                http or "", grpc or "", max_inflight, max_connections, request_timeout_s, idle_timeout_s
+            )
+        )
+
     def stop(self, cancel: bool = False) -> None:
         """Stops the server; every pending request resolves before this returns.
 

@@ -102,25 +102,28 @@ Code code_of(Errc e) {
 
 ServerService::ServerService(server::Server& server, const std::vector<server::ModelOptions>& models, Delays delays)
     : server_(server), delays_(delays) {
-  for (const server::ModelOptions& mo : models) {
-    auto m = std::make_shared<ModelMetadata>();
-    m->name = mo.name;
-    m->versions = {"1"};
-    m->platform = mo.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
-    m->slo = mo.slo;
-    m->max_batch = mo.max_batch;
-    for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
-      auto spec = server::parse_input_spec(mo.inputs[i]);
-      TensorSpec ts;
-      ts.name = indexed("input", i, mo.inputs.size());
-      ts.datatype = spec.ok() ? datatype_of(spec->dtype).value_or(DataType::kFp32) : DataType::kFp32;
-      ts.shape.push_back(-1);
-      if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
-      m->inputs.push_back(std::move(ts));
-    }
-    order_.push_back(mo.name);
-    models_[mo.name] = std::move(m);
+  for (const server::ModelOptions& mo : models) add_model(mo);
+}
+
+void ServerService::add_model(const server::ModelOptions& mo) {
+  auto m = std::make_shared<ModelMetadata>();
+  m->name = mo.name;
+  m->versions = {"1"};
+  m->platform = mo.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
+  m->slo = mo.slo;
+  m->max_batch = mo.max_batch;
+  for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
+    auto spec = server::parse_input_spec(mo.inputs[i]);
+    TensorSpec ts;
+    ts.name = indexed("input", i, mo.inputs.size());
+    ts.datatype = spec.ok() ? datatype_of(spec->dtype).value_or(DataType::kFp32) : DataType::kFp32;
+    ts.shape.push_back(-1);
+    if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
+    m->inputs.push_back(std::move(ts));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!models_.count(mo.name)) order_.push_back(mo.name);
+  models_[mo.name] = std::move(m);
 }
 
 std::vector<std::shared_ptr<const ModelMetadata>> ServerService::models() const {

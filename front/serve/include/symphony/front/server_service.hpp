@@ -26,6 +26,8 @@ class ServerService final : public InferenceService {
   // l(1), to tell a budget too short to meet from other refusals).
   ServerService(server::Server& server, const std::vector<server::ModelOptions>& models, Delays delays = {});
 
+  // Serves a model added to the server after construction.
+  void add_model(const server::ModelOptions& model);
   // Whether the server has started (ready() answers true from then on).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
 
