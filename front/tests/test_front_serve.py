@@ -364,3 +364,48 @@ def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
     assert slow["ok"] == 3 and slow["dropped_by_reason"] == {"front_inflight": 1}, slow
     assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"]
     ch.close()
+
+
+# ---- late: answered after the deadline, with its outputs ---------------------
+
+def test_late_answers_keep_their_outputs_and_say_late():
+    """A profile that claims 1 us for a model that takes milliseconds: a request
+    with a 3 ms budget is planned as feasible and finishes late."""
+    d = os.path.realpath(os.path.join(os.environ.get("TMPDIR", "/tmp"), "symphony-front-late-%d" % os.getpid()))
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(MODELS, "busy.pt"), os.path.join(d, "busy.pt"))
+    with open(os.path.join(d, "busy.yaml"), "w") as f:
+        f.write("model: busy\ninputs: [\"float32[4]\"]\nmax_batch: 4\n"
+                "points:\n  - [1, 0.001, 0.001, 0.001]\n  - [4, 0.004, 0.004, 0.004]\n")
+    s = Serve("""
+        devices: cpu
+        policy: eager
+        recalibrate: false
+        delays: {margin_us: 0}
+        models:
+          - {name: busy, path: %(d)s/busy.pt, input: "float32[4]", slo_ms: 1000, max_batch: 4,
+             profile: %(d)s/busy.yaml}
+    """ % {"d": d})
+    try:
+        x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+        status, hdrs, body = http_infer(s, "busy", {"inputs": [x], "parameters": {"timeout": 3000}})
+        assert status == 200, body
+        r = json.loads(body)
+        assert hdrs["symphony-outcome"] == "late" and r["parameters"]["outcome"] == "late"
+        assert r["outputs"][0]["data"] == [1, 2, 3, 4]
+        pb, pb_grpc = grpc_stubs()
+        with grpc.insecure_channel(s.grpc) as ch:
+            req = pb.ModelInferRequest(model_name="busy")
+            req.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+            req.raw_input_contents.append(struct.pack("<4f", 1, 2, 3, 4))
+            req.parameters["timeout"].int64_param = 3000
+            # No gRPC deadline (it would be the budget, before the parameter):
+            # the wait is bounded here instead.
+            call = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer.future(req)
+            resp = call.result(timeout=30)
+            assert resp.parameters["outcome"].string_param == "late"
+            assert dict(call.trailing_metadata())["symphony-outcome"] == "late"
+            assert struct.unpack("<4f", resp.raw_output_contents[0]) == (1, 2, 3, 4)
+    finally:
+        rc, report = s.stop()
+    assert rc == 0 and report["models"]["busy"]["late"] == 2 and report["models"]["busy"]["sent"] == 2

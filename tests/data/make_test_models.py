@@ -7,6 +7,7 @@ Usage: make_test_models.py OUTDIR
   raises.pt      float32[4] -> x + 1, but raises when any value is below -100
   two_inputs.pt  (float32[2], int64[3]) -> a.sum(-1) + b.sum(-1)
   sleepy.pt      float32[4] -> x, after busy work that grows with the batch
+  busy.pt        float32[4] -> x, after 1500 64x64 matrix products (~10 ms) whatever the batch
 """
 import os
 import sys
@@ -49,11 +50,19 @@ class Sleepy(torch.nn.Module):
         return x + m.mean() * 0
 
 
+class Busy(torch.nn.Module):
+    def forward(self, x):
+        m = torch.ones(64, 64)
+        for _ in range(1500):
+            m = torch.tanh(m @ m)
+        return x + m.mean() * 0
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, module in [("linear", Linear()), ("tuple_out", TupleOut()), ("raises", Raises()),
-                         ("two_inputs", TwoInputs()), ("sleepy", Sleepy())]:
+                         ("two_inputs", TwoInputs()), ("sleepy", Sleepy()), ("busy", Busy())]:
         torch.jit.script(module.eval()).save(os.path.join(out, name + ".pt"))
 
 
