@@ -354,14 +354,20 @@ def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
         {"inputs": [{"name": "input", "datatype": "FP32", "shape": [4], "data": [0, 0, 0, 0]}]}).encode())
     assert status == 429 and "in-flight bound" in json.loads(body)["error"]
     assert "symphony-outcome" not in hdrs  # refused by the front, never reached the scheduler
-    # SIGTERM: the three queued requests still end (drained: run as one batch).
+    # SIGTERM: new requests get 503 while the three queued ones still end
+    # (drained: they run as one batch when their window comes, ~3.5 s on).
     emu.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    status, _, body = curl(emu.url + "/v2/models/slow/infer", body=json.dumps(
+        {"inputs": [{"name": "input", "datatype": "FP32", "shape": [4], "data": [0, 0, 0, 0]}]}).encode())
+    assert status == 503 and "stopping" in json.loads(body)["error"], body
+    assert curl(emu.url + "/v2/health/ready")[0] == 503
     for f in held:
         assert f.result(timeout=30).model_name == "slow"
     rc, report = emu.stop(signal.SIGTERM)
     assert rc == 0
     slow = report["models"]["slow"]
-    assert slow["ok"] == 3 and slow["dropped_by_reason"] == {"front_inflight": 1}, slow
+    assert slow["ok"] == 3 and slow["dropped_by_reason"] == {"front_inflight": 1, "unavailable": 1}, slow
     assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"]
     ch.close()
 
