@@ -6,10 +6,12 @@
 
 #include "symphony/version.hpp"
 
+#include "internal.hpp"
+
 namespace symphony::front {
 namespace {
 
-std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+using detail::in_quotes;
 
 // Checks BYTES contents: a 4-byte little-endian length before each element,
 // exactly `count` elements filling `data`.

@@ -10,8 +10,13 @@
 
 #include "inference.grpc.pb.h"
 
+#include "internal.hpp"
+
 namespace symphony::front {
 namespace {
+
+using detail::append;
+using detail::in_quotes;
 
 grpc::StatusCode grpc_code(Code c) {
   switch (c) {
@@ -25,15 +30,6 @@ grpc::StatusCode grpc_code(Code c) {
     case Code::kCancelled: return grpc::StatusCode::CANCELLED;
   }
   return grpc::StatusCode::UNKNOWN;
-}
-
-std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-template <class T>
-void append(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
 }
 
 // Converts typed contents to the binary form; false with *why on a value out

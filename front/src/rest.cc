@@ -8,28 +8,16 @@
 #include <cstring>
 #include <limits>
 
+#include "internal.hpp"
+
 namespace symphony::front {
 namespace {
 
+using detail::append;
+using detail::in_quotes;
+using detail::load;
+
 using json = nlohmann::json;
-static_assert(std::endian::native == std::endian::little,
-              "rest.cc: tensors travel little-endian and are copied as they are in memory");
-
-std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-template <class T>
-void append(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
-}
-
-template <class T>
-T load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
 
 // Appends one JSON element as `t`'s binary form; false (with *why) when the
 // value does not fit the datatype.
