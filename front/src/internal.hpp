@@ -13,7 +13,14 @@ static_assert(std::endian::native == std::endian::little,
               "the front copies tensors as they are in memory, and the protocol's are little-endian");
 
 // 'name', as every message quotes names.
-inline std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
+inline std::string in_quotes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '\'';
+  out += s;
+  out += '\'';
+  return out;
+}
 
 // Appends `v`'s bytes to `out`.
 template <class T>
