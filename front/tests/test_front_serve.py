@@ -285,7 +285,7 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
 
 @pytest.fixture()
 def emu():
-    s = Serve(EMULATED, extra=["--max-inflight", "3"])
+    s = Serve(EMULATED, extra=["--max-inflight", "3", "--metrics", "127.0.0.1:0"])
     yield s
     s.stop(signal.SIGKILL)
 
@@ -304,9 +304,11 @@ def wait_for(pred, what, timeout=20):
         time.sleep(0.02)
 
 
-def metric(s, text, name):
-    m = re.search(re.escape(name) + r" (\d+)", text)
-    return int(m.group(1)) if m else None
+def inflight(s):
+    """symphony_front_inflight from serve's /metrics."""
+    m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
+    text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+    return int(float(re.search(r"^symphony_front_inflight (\S+)$", text, re.M).group(1)))
 
 
 def test_grpc_deadline_is_the_budget_and_a_cancel_never_runs(emu):
@@ -349,7 +351,7 @@ def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
     stub = pb_grpc.GRPCInferenceServiceStub(ch)
     # No gRPC deadline: each budget is the model's SLO (4 s).
     held = [stub.ModelInfer.future(slow_request(pb)) for _ in range(3)]
-    time.sleep(0.3)
+    wait_for(lambda: inflight(emu) == 3, "three requests inside the front")
     status, hdrs, body = curl(emu.url + "/v2/models/slow/infer", body=json.dumps(
         {"inputs": [{"name": "input", "datatype": "FP32", "shape": [4], "data": [0, 0, 0, 0]}]}).encode())
     assert status == 429 and "in-flight bound" in json.loads(body)["error"]
