@@ -15,6 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -165,6 +166,28 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_->body_limit(srv_.opts.max_body_bytes);
     parser_->header_limit(srv_.opts.max_header_bytes);
     stream_.expires_after(to_chrono(srv_.opts.request_timeout));
+    reading_ = true;
+    http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->reading_ = false;
+      if (ec) return self->on_read(ec);
+      // A client that waits for "100 Continue" before sending a large body
+      // (curl does above 1 MiB) would otherwise wait a second for nothing.
+      const auto expect = self->parser_->get()[http::field::expect];
+      if (!self->parser_->is_done() && beast::iequals(expect, "100-continue")) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        self->reading_ = true;  // the request is under way: not idle
+        return net::async_write(self->stream_, net::buffer(kContinue.data(), kContinue.size()),
+                                [self](beast::error_code e, std::size_t) {
+                                  self->reading_ = false;
+                                  if (e) return self->close();
+                                  self->read_body();
+                                });
+      }
+      self->read_body();
+    });
+  }
+
+  void read_body() {
     reading_ = true;
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->reading_ = false;

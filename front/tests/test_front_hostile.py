@@ -202,3 +202,14 @@ def test_keep_alive_and_pipelining(srv):
                 break
             data += chunk
     assert data.count(b"HTTP/1.1 200") == 3, data
+
+
+def test_expect_100_continue_is_answered_before_the_body(srv):
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(GOOD))
+        s.settimeout(10)
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(GOOD)
+        status, body = response_of(s)
+    assert status == 200, body
