@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "front_report.hpp"
 #include "symphony/front/front.hpp"
-#include "symphony/front/grpc_server.hpp"
-#include "symphony/front/http_server.hpp"
+#include "symphony/front/listeners.hpp"
 #include "symphony/front/server_service.hpp"
 #include "symphony/server/server.hpp"
 
@@ -47,9 +47,9 @@ class ServeFront {
   void stop();
 
   // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
-  std::string where() const;
+  std::string where() const { return listeners_->where(); }
   // One progress line's worth: requests and answers per second since the last call.
-  std::string progress(double dt);
+  std::string progress(double dt) { return progress_.line(front_->counters(), dt); }
   // Prints the per-model table of what the front answered and returns it as
   // JSON with the report's keys (sent, ok, late, dropped, dropped_by_reason,
   // errors; refused requests counted in dropped or errors by kind).
@@ -60,10 +60,8 @@ class ServeFront {
 
   std::unique_ptr<front::ServerService> service_;
   std::unique_ptr<front::Front> front_;
-  std::unique_ptr<front::HttpServer> http_;
-  std::unique_ptr<front::GrpcServer> grpc_;
-  std::string http_where_, grpc_where_;
-  std::uint64_t last_received_ = 0, last_ok_ = 0;
+  std::unique_ptr<front::Listeners> listeners_;
+  FrontProgress progress_;
 };
 
 }  // namespace symphony::tools
