@@ -34,6 +34,11 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code);
 CLI::App* add_backend(CLI::App& app, int& exit_code);
 CLI::App* add_loadgen(CLI::App& app, int& exit_code);
 #endif
+#ifdef SYMPHONY_HAVE_CLUSTER_FRONT
+// The cluster's protocol frontend: the Open Inference Protocol over HTTP and
+// gRPC, submitted through the cluster client.
+CLI::App* add_frontend(CLI::App& app, int& exit_code);
+#endif
 
 #ifdef SYMPHONY_HAVE_FRONT_CLIENT
 // Drives an Open Inference Protocol endpoint (HTTP or gRPC) with generated

@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   symphony::tools::add_backend(app, exit_code);
   symphony::tools::add_loadgen(app, exit_code);
 #endif
+#ifdef SYMPHONY_HAVE_CLUSTER_FRONT
+  symphony::tools::add_frontend(app, exit_code);
+#endif
 #ifdef SYMPHONY_HAVE_FRONT_CLIENT
   symphony::tools::add_load(app, exit_code);
 #endif

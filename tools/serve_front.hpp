@@ -1,6 +1,6 @@
 // The Open Inference Protocol front of `symphony serve`: HTTP and gRPC on the
-// in-process server, the port file, the per-model accounting of what the
-// front answered, and its share of the report.
+// in-process server (front::ServedFront), the port file, and its share of
+// the progress line and the report (front_report.hpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "front_report.hpp"
 #include "symphony/front/served_front.hpp"
 #include "symphony/server/server.hpp"
 
@@ -29,8 +30,8 @@ struct ServeFrontArgs {
 
 class ServeFront {
  public:
-  // Starts the transports on `server` (already started). Errors name the
-  // option and the address.
+  // Starts the transports on `server` (already started) and writes the port
+  // file. Errors name the option and the address.
   static Result<std::unique_ptr<ServeFront>> start(server::Server& server,
                                                    const std::vector<server::ModelOptions>& models, Delays delays,
                                                    const ServeFrontArgs& args);
@@ -43,9 +44,9 @@ class ServeFront {
   void stop() { served_->stop(); }
 
   // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
-  std::string where() const { return served_->where(); }
+  std::string where() const { return served_->listeners().where(); }
   // One progress line's worth: requests and answers per second since the last call.
-  std::string progress(double dt);
+  std::string progress(double dt) { return progress_.line(served_->front().counters(), dt); }
   // Prints the per-model table of what the front answered and returns it as
   // JSON with the report's keys (sent, ok, late, dropped, dropped_by_reason,
   // errors; refused requests counted in dropped or errors by kind).
@@ -55,7 +56,7 @@ class ServeFront {
   ServeFront() = default;
 
   std::unique_ptr<front::ServedFront> served_;
-  std::uint64_t last_received_ = 0, last_ok_ = 0;
+  FrontProgress progress_;
 };
 
 }  // namespace symphony::tools

@@ -1,6 +1,8 @@
-"""Helpers of the front's tests: `symphony serve` as a real process, curl, and
-gRPC stubs generated at test time from the project's inference.proto with
-Debian's protoc and grpc_python_plugin (clients we did not write).
+"""Helpers of the front's tests: `symphony serve` (and any `symphony`
+command) as a real process, curl, and gRPC stubs generated at test time from
+the project's inference.proto with Debian's protoc and grpc_python_plugin
+(clients we did not write). The cluster's frontend tests
+(extensions/rdma/tests/test_cluster_frontend.py) use them too.
 
 Environment (set by CTest): SYMPHONY_CLI (the binary), SYMPHONY_PROTO_DIR
 (front/proto), SYMPHONY_TEST_MODELS (the TorchScript test models).
@@ -52,6 +54,68 @@ def grpc_stubs():
     return _stubs
 
 
+class Process:
+    """A `symphony` command as a real process in its own session, its output
+    in `log`; started at once, killed at exit if still running."""
+
+    def __init__(self, args, log, env=None):
+        self.args = list(args)
+        self.log = log
+        with open(log, "w") as f:
+            self.proc = subprocess.Popen(self.args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=env)
+        _CHILDREN.append(self.proc)
+
+    def output(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def wait_for(self, what, pred, timeout=120):
+        """Waits until pred() holds; raises (with the log) if the process exits first or time runs out."""
+        deadline = time.monotonic() + timeout
+        while not pred():
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with %d before %s:\n%s" % (self.args[1], self.proc.returncode, what,
+                                                                         self.output()))
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: no %s within %d s:\n%s" % (self.args[1], what, timeout, self.output()))
+            time.sleep(0.05)
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        """Stops it with `sig`; returns its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError("%s did not stop within %d s after signal %d:\n%s" % (self.args[1], timeout, sig,
+                                                                                     self.output()))
+
+    def kill(self):
+        """SIGKILL, at once."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def read_json(path):
+    """The JSON in `path`, or None when there is none."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_ports(path):
+    """(http, grpc) from a --port-file."""
+    ports = read_json(path)
+    return ports.get("http"), ports.get("grpc")
+
+
 class Serve:
     """`symphony serve CONFIG --http 127.0.0.1:0 --grpc 127.0.0.1:0` until stop()."""
 
@@ -68,41 +132,19 @@ class Serve:
         if grpc:
             args += ["--grpc", "127.0.0.1:0"]
         args += list(extra)
-        self.log = os.path.join(self.dir, "serve.log")
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        _CHILDREN.append(self.proc)
-        deadline = time.monotonic() + 120
-        while not os.path.exists(self.port_file):
-            if self.proc.poll() is not None:
-                raise RuntimeError("serve exited with %d before serving:\n%s" % (self.proc.returncode, self.output()))
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not start within 120 s:\n" + self.output())
-            time.sleep(0.05)
-        with open(self.port_file) as f:
-            ports = json.load(f)
-        self.http = ports.get("http")
-        self.grpc = ports.get("grpc")
+        self.process = Process(args, os.path.join(self.dir, "serve.log"))
+        self.proc = self.process.proc
+        self.process.wait_for("serving", lambda: os.path.exists(self.port_file))
+        self.http, self.grpc = read_ports(self.port_file)
         self.url = "http://" + self.http if self.http else None
 
     def output(self):
-        with open(self.log) as f:
-            return f.read()
+        return self.process.output()
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         """Stops it with `sig`; returns (exit code, the JSON report)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise RuntimeError("serve did not stop within %d s after signal %d:\n%s" % (timeout, sig, self.output()))
-        report = None
-        if os.path.exists(self.report_file):
-            with open(self.report_file) as f:
-                report = json.load(f)
-        return rc, report
+        rc = self.process.stop(sig, timeout)
+        return rc, read_json(self.report_file)
 
 
 def curl(*args, body=None, timeout=30):

@@ -115,15 +115,16 @@ class PyServer {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(front_mu_);
       if (front_) {
-        err = Status(Errc::kAlreadyExists, "the protocol front is already running (" + front_->where() + ")");
+        err = Status(Errc::kAlreadyExists,
+                   "the protocol front is already running (" + front_->listeners().where() + ")");
       } else {
         front::ServedFrontOptions o;
-        o.http = http;
-        o.grpc = grpc;
+        o.listen.http = http;
+        o.listen.grpc = grpc;
         o.max_inflight = max_inflight;
-        o.max_connections = max_connections;
-        o.request_timeout = Duration::from_seconds(request_timeout_s);
-        o.idle_timeout = Duration::from_seconds(idle_timeout_s);
+        o.listen.max_connections = max_connections;
+        o.listen.request_timeout = Duration::from_seconds(request_timeout_s);
+        o.listen.idle_timeout = Duration::from_seconds(idle_timeout_s);
         auto f = front::ServedFront::start(*server_, models_, delays_, o);
         if (f.ok()) front_ = std::move(*f);
         else err = f.status();
@@ -132,8 +133,9 @@ class PyServer {
     if (!err.ok()) raise_for_control(err);
     py::dict out;
     std::lock_guard<std::mutex> lock(front_mu_);
-    if (!front_->http_address().empty()) out["http"] = front_->http_address();
-    if (!front_->grpc_address().empty()) out["grpc"] = front_->grpc_address();
+    const front::Listeners& l = front_->listeners();
+    if (!l.http_address().empty()) out["http"] = l.http_address();
+    if (!l.grpc_address().empty()) out["grpc"] = l.grpc_address();
     return out;
 #else
     (void)http, (void)grpc, (void)max_inflight, (void)max_connections, (void)request_timeout_s, (void)idle_timeout_s;

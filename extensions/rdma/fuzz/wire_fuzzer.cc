@@ -50,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<Pong>(msg, decode_pong);
   roundtrip<Goodbye>(msg, decode_goodbye);
   roundtrip<BatchDone>(msg, decode_batch_done);
+  roundtrip<Cancel>(msg, decode_cancel);
   if (auto s = decode_submit(msg); s.ok())
     for (std::uint32_t i = 0; i < s->entries.size(); ++i) sink += s->entries[i].addr;
   if (auto b = decode_batch(msg); b.ok())

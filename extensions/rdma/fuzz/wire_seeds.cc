@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(Goodbye{"bye"}));
   seeds.push_back(encode(Placement{1, 0, {0, 2}, {1}}));
   seeds.push_back(encode(PlacementDone{1, 0, BatchStatus::kError, "no such model"}));
+  seeds.push_back(encode(Cancel{{(1ull << 32) | 5, (2ull << 32) | 6}}));
   BatchDone bd;
   bd.batch = 9;
   bd.error = "e";

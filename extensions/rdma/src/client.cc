@@ -130,8 +130,13 @@ class Client::Impl final : public rdma::Transport::Handler {
   Status start();
   void close();
 
-  Status infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
-                     Callback done);
+  Status infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo, Callback done,
+                     std::uint64_t* ticket);
+  void cancel(std::uint64_t ticket) {
+    if (ticket == 0 || closed_.load(std::memory_order_relaxed)) return;
+    cancel_q_.enqueue(ticket);
+    transport_->notify();
+  }
   std::vector<ModelInfo> models() const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return models_;
@@ -187,7 +192,8 @@ class Client::Impl final : public rdma::Transport::Handler {
   void finish(std::uint32_t index, InferResult&& r, bool with_output);
   // The live slot a message names, or nullptr (counted as duplicate or unknown).
   Slot* lookup(std::uint64_t id, bool is_output);
-  void fail_pending(const std::string& why, bool queued_too);
+  void fail_pending(const std::string& why, Failure failure);
+  void send_cancels();
   void on_outputs(std::span<const std::uint8_t> msg, const std::string& from);
   void on_outcomes(std::span<const std::uint8_t> msg);
 
@@ -202,6 +208,7 @@ class Client::Impl final : public rdma::Transport::Handler {
   std::mutex free_mu_;
   std::unique_ptr<SlotAllocator> alloc_;  // under free_mu_
   moodycamel::ConcurrentQueue<std::uint32_t> submit_q_;
+  moodycamel::ConcurrentQueue<std::uint64_t> cancel_q_;  // tickets (request ids) to withdraw
 
   mutable std::shared_mutex models_mu_;
   std::vector<ModelInfo> models_;
@@ -226,7 +233,7 @@ class Client::Impl final : public rdma::Transport::Handler {
 
   std::atomic<std::uint64_t> sent_{0}, ok_{0}, late_{0}, errors_{0}, dropped_{0}, in_flight_{0};
   std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
-  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0};
+  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0}, cancels_{0};
 };
 
 // ---- lifecycle -------------------------------------------------------------------------
@@ -269,7 +276,7 @@ void Client::Impl::close() {
   transport_->call([this] {
     welcomed_ = false;
     ready_.store(false);
-    fail_pending("the client was closed", true);
+    fail_pending("the client was closed", Failure::kClosed);
     if (sched_ != kNoConn) {
       (void)transport_->send(sched_, wire::encode(wire::Goodbye{"the frontend is closing"}));
       transport_->close(sched_);
@@ -317,18 +324,18 @@ void Client::Impl::scheduler_lost(const std::string& why) {
     log("lost the scheduler " + sched_addr_.to_string() + ": " + why +
         "; pending requests end with an error");
   }
-  fail_pending("lost the scheduler: " + why, true);
+  fail_pending("lost the scheduler: " + why, Failure::kSchedulerLost);
   reconnect_at_ = SteadyClock{}.now() + backoff_.next();
 }
 
-void Client::Impl::fail_pending(const std::string& why, bool queued_too) {
+void Client::Impl::fail_pending(const std::string& why, Failure failure) {
   // Queued requests not yet taken from the queue are failed when on_poll
   // takes them (ready_ is false by then).
-  (void)queued_too;
   for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {
     if (slots_[i].state.load(std::memory_order_relaxed) != kSent) continue;
     InferResult r;
     r.outcome = Outcome::kError;
+    r.failure = failure;
     r.error = why;
     finish(i, std::move(r), false);
   }
@@ -337,13 +344,15 @@ void Client::Impl::fail_pending(const std::string& why, bool queued_too) {
 
 // ---- submitting --------------------------------------------------------------------------
 
-Status Client::Impl::infer_async(std::string_view model, std::span<const std::uint8_t> input,
-                                 std::optional<Duration> slo, Callback done) {
-  if (input.size() > opts_.max_input_bytes)
-    return Status(Errc::kInvalidArgument, "input of " + std::to_string(input.size()) +
-                                              " bytes exceeds max_input_bytes " +
+Status Client::Impl::infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo,
+                                 Callback done, std::uint64_t* ticket) {
+  if (ticket) *ticket = 0;
+  std::size_t size = 0;
+  for (const std::span<const std::uint8_t>& part : input) size += part.size();
+  if (size > opts_.max_input_bytes)
+    return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) + " bytes exceeds max_input_bytes " +
                                               std::to_string(opts_.max_input_bytes));
-  if (input.empty()) return Status(Errc::kInvalidArgument, "empty input");
+  if (size == 0) return Status(Errc::kInvalidArgument, "empty input");
   if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
   ModelId mid;
   Duration model_slo;
@@ -381,6 +390,7 @@ Status Client::Impl::infer_async(std::string_view model, std::span<const std::ui
       std::lock_guard<std::mutex> lock(free_mu_);
       alloc_->release(index);
       r.outcome = Outcome::kError;
+      r.failure = Failure::kNotConnected;
       r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
       errors_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -390,11 +400,17 @@ Status Client::Impl::infer_async(std::string_view model, std::span<const std::ui
   Slot& s = slots_[index];
   s.gen.store(s.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   s.model = mid;
-  s.len = static_cast<std::uint32_t>(input.size());
+  s.len = static_cast<std::uint32_t>(size);
   s.start = now;
   s.deadline = now + (slo ? *slo : model_slo);
   s.done = std::move(done);
-  std::memcpy(pool_.base + std::size_t{index} * opts_.max_input_bytes, input.data(), input.size());
+  std::uint8_t* dst = pool_.base + std::size_t{index} * opts_.max_input_bytes;
+  for (const std::span<const std::uint8_t>& part : input) {
+    if (part.empty()) continue;
+    std::memcpy(dst, part.data(), part.size());
+    dst += part.size();
+  }
+  if (ticket) *ticket = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
   s.state.store(kQueued, std::memory_order_release);  // release: the network thread reads the fields
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   submit_q_.enqueue(index);
@@ -421,6 +437,7 @@ bool Client::Impl::on_poll() {
       if (!welcomed_) {
         InferResult r;
         r.outcome = Outcome::kError;
+        r.failure = Failure::kNotConnected;
         r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
         finish(index, std::move(r), false);
         continue;
@@ -434,7 +451,43 @@ bool Client::Impl::on_poll() {
     }
   }
   flush();
+  // Cancellations after the submissions: a request cancelled right after it
+  // was made has been sent by now.
+  if (cancel_q_.size_approx() != 0) {
+    any = true;
+    send_cancels();
+  }
   return any;
+}
+
+void Client::Impl::send_cancels() {
+  std::uint64_t buf[256];
+  std::size_t n;
+  wire::Cancel msg;
+  std::vector<std::uint64_t> later;  // still queued for submission (a concurrent enqueue not yet seen)
+  while ((n = cancel_q_.try_dequeue_bulk(buf, 256)) != 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto index = static_cast<std::uint32_t>(buf[i]);
+      const auto gen = static_cast<std::uint32_t>(buf[i] >> 32);
+      if (index >= opts_.max_pending) continue;
+      Slot& s = slots_[index];
+      if (s.gen.load(std::memory_order_relaxed) != gen) continue;  // ended; the slot serves another request
+      const std::uint8_t st = s.state.load(std::memory_order_acquire);
+      if (st == kQueued) later.push_back(buf[i]);
+      if (st != kSent) continue;
+      msg.requests.push_back(buf[i]);
+      if (msg.requests.size() == wire::kMaxEntries) {
+        if (welcomed_ && sched_ != kNoConn) (void)transport_->send(sched_, wire::encode(msg));
+        cancels_.fetch_add(msg.requests.size(), std::memory_order_relaxed);
+        msg.requests.clear();
+      }
+    }
+  }
+  if (!msg.requests.empty() && welcomed_ && sched_ != kNoConn) {
+    (void)transport_->send(sched_, wire::encode(msg));
+    cancels_.fetch_add(msg.requests.size(), std::memory_order_relaxed);
+  }
+  for (std::uint64_t t : later) cancel_q_.enqueue(t);  // the next poll, after its submission
 }
 
 // ---- outcomes ------------------------------------------------------------------------------
@@ -511,6 +564,7 @@ void Client::Impl::on_outputs(std::span<const std::uint8_t> msg, const std::stri
       r.output.assign(out.begin(), out.end());
     } else {
       r.outcome = Outcome::kError;
+      r.failure = Failure::kExecution;
       r.error = "backend " + from + ": " + std::string(v->error);
     }
     finish(static_cast<std::uint32_t>(s - slots_.get()), std::move(r), v->status == wire::BatchStatus::kOk);
@@ -530,6 +584,7 @@ void Client::Impl::on_outcomes(std::span<const std::uint8_t> msg) {
     InferResult r;
     r.outcome = static_cast<Outcome>(e.outcome);
     r.reason = static_cast<DropReason>(e.reason);
+    if (r.outcome == Outcome::kError) r.failure = Failure::kExecution;
     r.error = r.outcome == Outcome::kDropped ? "dropped by the scheduler: " + std::string(to_string(r.reason))
                                              : std::string(v->text);
     finish(static_cast<std::uint32_t>(s - slots_.get()), std::move(r), false);
@@ -670,6 +725,7 @@ void Client::Impl::on_tick(TimePoint now) {
         continue;
       InferResult r;
       r.outcome = Outcome::kError;
+      r.failure = Failure::kNoOutcome;
       r.error = "no outcome " + format_ms(opts_.orphan_grace) + " ms after the deadline";
       finish(i, std::move(r), false);
     }
@@ -691,11 +747,24 @@ ClientStats Client::Impl::stats() const {
   s.unknown_ids = ld(unknown_);
   s.scheduler_losses = ld(losses_);
   s.welcomes = ld(welcomes_);
+  s.cancels = ld(cancels_);
   s.connected = connected();
   return s;
 }
 
 // ---- Client -------------------------------------------------------------------------------
+
+std::string_view to_string(Failure f) noexcept {
+  switch (f) {
+    case Failure::kNone: return "none";
+    case Failure::kExecution: return "execution";
+    case Failure::kSchedulerLost: return "scheduler_lost";
+    case Failure::kNotConnected: return "not_connected";
+    case Failure::kClosed: return "closed";
+    case Failure::kNoOutcome: return "no_outcome";
+  }
+  return "?";
+}
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() { close(); }
@@ -712,16 +781,25 @@ Result<std::future<InferResult>> Client::infer(std::string_view model, std::span
                                                std::optional<Duration> slo) {
   auto p = std::make_shared<std::promise<InferResult>>();
   std::future<InferResult> f = p->get_future();
-  if (Status s = impl_->infer_async(model, input, slo, [p](InferResult&& r) { p->set_value(std::move(r)); });
+  const std::span<const std::uint8_t> one[1] = {input};
+  if (Status s = impl_->infer_async(model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr);
       !s.ok())
     return s;
   return f;
 }
 
 Status Client::infer_async(std::string_view model, std::span<const std::uint8_t> input,
-                           std::optional<Duration> slo, Callback done) {
-  return impl_->infer_async(model, input, slo, std::move(done));
+                           std::optional<Duration> slo, Callback done, std::uint64_t* ticket) {
+  const std::span<const std::uint8_t> one[1] = {input};
+  return impl_->infer_async(model, one, slo, std::move(done), ticket);
 }
+
+Status Client::infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
+                           std::uint64_t* ticket) {
+  return impl_->infer_async(model, input, slo, std::move(done), ticket);
+}
+
+void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 ClientStats Client::stats() const { return impl_->stats(); }

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -65,6 +66,63 @@ Duration millis(const std::string& origin, const YAML::Node& n, const std::strin
   return Duration::from_ms(v);
 }
 
+struct DtypeName {
+  std::string_view name, canonical;
+  std::size_t bytes;
+};
+constexpr DtypeName kDtypes[] = {
+    {"float32", "float32", 4}, {"float", "float32", 4},   {"float64", "float64", 8}, {"double", "float64", 8},
+    {"float16", "float16", 2}, {"half", "float16", 2},    {"bfloat16", "bfloat16", 2}, {"int64", "int64", 8},
+    {"long", "int64", 8},      {"int32", "int32", 4},     {"int", "int32", 4},       {"int16", "int16", 2},
+    {"int8", "int8", 1},       {"uint8", "uint8", 1},     {"bool", "bool", 1},
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// cluster.models: {name: {input|inputs, output|outputs}}.
+std::map<std::string, ModelTensors> parse_models(const std::string& origin, const YAML::Node& n) {
+  if (!n.IsMap()) fail(origin, n, "cluster.models", "must be a map of model name to {inputs, outputs}");
+  std::map<std::string, ModelTensors> out;
+  for (const auto& kv : n) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string key = "cluster.models." + name;
+    const YAML::Node m = kv.second;
+    if (!m.IsMap()) fail(origin, m, key, "must be a map with input(s) and/or output(s)");
+    ModelTensors t;
+    for (const auto& f : m) {
+      const std::string k = f.first.as<std::string>();
+      const bool in = k == "input" || k == "inputs", outp = k == "output" || k == "outputs";
+      if (!in && !outp)
+        fail(origin, f.first, key + "." + k, "unknown key '" + k + "' (known keys: input, inputs, output, outputs)");
+      std::vector<TensorDecl>& list = in ? t.inputs : t.outputs;
+      if (!list.empty())
+        fail(origin, f.first, key + "." + k, std::string("give ") + (in ? "input or inputs" : "output or outputs") +
+                                                 ", not both");
+      std::vector<YAML::Node> items;
+      if (f.second.IsSequence()) {
+        for (const auto& e : f.second) items.push_back(e);
+        if (items.empty()) fail(origin, f.second, key + "." + k, "must not be empty");
+      } else if (f.second.IsScalar()) {
+        items.push_back(f.second);
+      } else {
+        fail(origin, f.second, key + "." + k, "must be a tensor spec like \"float32[3,64,64]\" or a list of them");
+      }
+      for (const YAML::Node& e : items) {
+        if (!e.IsScalar()) fail(origin, e, key + "." + k, "must be a tensor spec like \"float32[3,64,64]\"");
+        Result<TensorDecl> d = parse_tensor_decl(e.as<std::string>());
+        if (!d.ok()) fail(origin, e, key + "." + k, d.status().message());
+        list.push_back(std::move(*d));
+      }
+    }
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
 ClusterSettings parse_section(const std::string& origin, const std::string& base_dir, const YAML::Node& c) {
   static const std::set<std::string> known = {"token",
                                               "token_file",
@@ -82,7 +140,8 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
                                               "max_input_bytes",
                                               "ucx_tls",
                                               "progress_spin_us",
-                                              "metrics"};
+                                              "metrics",
+                                              "models"};
   ClusterSettings s;
   if (!c.IsMap()) fail(origin, c, "cluster", "must be a map");
   std::set<std::string> seen;
@@ -155,6 +214,7 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
     if (s.metrics.find(':') == std::string::npos)
       fail(origin, n, "cluster.metrics", "'" + s.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any)");
   }
+  if (const YAML::Node n = c["models"]) s.models = parse_models(origin, n);
   if (const YAML::Node n = c["progress_spin_us"]) {
     const double v = number(origin, n, "cluster.progress_spin_us");
     if (v < 0 || v > 10000) fail(origin, n, "cluster.progress_spin_us", "must be in [0, 10000]");
@@ -197,6 +257,19 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
     cc.has_cluster_section = true;
   }
   cc.sim = simtool::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
+  for (const auto& [name, t] : cc.cluster.models) {
+    bool known = false;
+    for (const ModelConfig& m : cc.sim.spec.models) known |= m.name == name;
+    if (!known) {
+      std::string names;
+      for (const ModelConfig& m : cc.sim.spec.models) names += (names.empty() ? "" : ", ") + m.name;
+      const YAML::Node models = root["cluster"]["models"];
+      YAML::Node at = models;
+      for (const auto& kv : models)
+        if (kv.first.as<std::string>() == name) at = kv.first;
+      fail(origin, at, "cluster.models." + name, "no model '" + name + "' in models: (the cluster serves: " + names + ")");
+    }
+  }
   if (cc.sim.subclusters) check_subclusters(origin, root["subclusters"], *cc.sim.subclusters);
   if (need_token && effective_token(cc.cluster).empty())
     throw simtool::ConfigError(origin +
@@ -212,6 +285,53 @@ ClusterConfig load_cluster_config(const std::string& path, bool need_token) {
   ss << f.rdbuf();
   const std::string dir = fs::path(path).parent_path().string();
   return parse_cluster_config(ss.str(), path, dir, need_token);
+}
+
+std::size_t TensorDecl::bytes() const {
+  std::size_t n = dtype_bytes(dtype);
+  for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+std::size_t dtype_bytes(std::string_view dtype) {
+  for (const DtypeName& d : kDtypes)
+    if (d.name == dtype) return d.bytes;
+  return 0;
+}
+
+Result<TensorDecl> parse_tensor_decl(std::string_view text) {
+  const std::string_view t = trim(text);
+  const std::size_t open = t.find('[');
+  if (open == std::string_view::npos || t.empty() || t.back() != ']')
+    return Status(Errc::kInvalidArgument,
+                  "'" + std::string(text) + "' is not of the form dtype[d1,d2,...], e.g. float32[3,224,224]");
+  TensorDecl d;
+  const std::string_view dt = trim(t.substr(0, open));
+  for (const DtypeName& x : kDtypes)
+    if (x.name == dt) d.dtype = std::string(x.canonical);
+  if (d.dtype.empty())
+    return Status(Errc::kInvalidArgument,
+                  "unknown dtype '" + std::string(dt) +
+                      "' (float32/float, float64/double, float16/half, bfloat16, int64/long, int32/int, int16, int8, "
+                      "uint8, bool)");
+  std::string_view dims = t.substr(open + 1, t.size() - open - 2);
+  std::uint64_t elements = 1;
+  while (!trim(dims).empty()) {
+    const std::size_t comma = dims.find(',');
+    const std::string_view x = trim(dims.substr(0, comma));
+    std::int64_t v = 0;
+    const auto r = std::from_chars(x.data(), x.data() + x.size(), v);
+    if (r.ec != std::errc() || r.ptr != x.data() + x.size() || v <= 0)
+      return Status(Errc::kInvalidArgument,
+                    "dimension '" + std::string(x) + "' in '" + std::string(text) + "' is not a positive integer");
+    elements *= static_cast<std::uint64_t>(v);
+    if (elements > (std::uint64_t{1} << 30))
+      return Status(Errc::kInvalidArgument, "'" + std::string(text) + "' has more than 2^30 elements");
+    d.shape.push_back(v);
+    if (comma == std::string_view::npos) break;
+    dims.remove_prefix(comma + 1);
+  }
+  return d;
 }
 
 std::string effective_token(const ClusterSettings& s) {

@@ -136,8 +136,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t frontend = 0;
     std::uint32_t frontend_gen = 0;
     std::uint32_t subcluster = 0;           // the runtime it was submitted to
+    ModelId model = 0;
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
+    // Progress thread: the slot's use count (the runtime tag is gen << 32 | slot,
+    // so that a late Cancel never reaches the slot's next request), and whether
+    // its request is in its frontend's by_request index.
+    std::uint32_t gen = 0;
+    bool indexed = false;
   };
+  static std::uint32_t slot_of(std::uint64_t tag) { return static_cast<std::uint32_t>(tag); }
   struct FrontendShared {
     std::atomic<std::uint64_t> state{0};  // generation << 1 | alive
   };
@@ -150,6 +157,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     WindowedPercentile rtt{64, Duration::seconds(10)};
     Duration one_way;  // half a high percentile of its ping round trips
     std::uint32_t bad_logged = 0;
+    // Its requests by id -> slot, to find what a Cancel names (an entry per
+    // slot at most: dropped when the slot is taken again).
+    std::unordered_map<std::uint64_t, std::uint32_t> by_request;
   };
   struct BackendInfo {
     ConnId conn = kNoConn;
@@ -230,6 +240,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_hello(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_pong(Peer& p, std::span<const std::uint8_t> msg, TimePoint now);
   wire::Welcome welcome(std::uint32_t peer_id) const;
@@ -341,6 +352,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::atomic<std::uint64_t> frontends_joined{0}, frontends_lost{0}, backends_joined{0}, backends_lost{0};
     std::atomic<std::uint64_t> refused_token{0}, refused_protocol{0}, refused_other{0}, bad_messages{0};
     std::atomic<std::uint64_t> outcome_messages{0}, submit_messages{0};
+    std::atomic<std::uint64_t> cancels{0}, cancels_handed{0};  // ids in Cancels; those still known, handed to the runtime
   };
   mutable Counters n_;
   // For /metrics (node_metrics.hpp): per model and per GPU, sized at start().
@@ -585,6 +597,7 @@ void SchedulerNode::Impl::on_hello(ConnId c, Peer& p, std::span<const std::uint8
     f.rtt = WindowedPercentile(64, Duration::seconds(10));
     f.one_way = Duration::zero();
     f.bad_logged = 0;
+    f.by_request.clear();
     // release: dispatch (shard threads) sees the generation with the alive bit.
     fe_shared_[slot].state.store(alive_state(f.generation), std::memory_order_release);
     p.stage = Stage::kFrontend;
@@ -733,7 +746,7 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
   thread_local std::vector<wire::BatchEntry> entries;
   entries.clear();
   for (const Request& r : b.requests) {
-    RequestSlot& s = slots_[r.tag];
+    RequestSlot& s = slots_[slot_of(r.tag)];
     // acquire: the frontend's generation and alive bit as on_hello / frontend_lost published them.
     if (fe_shared_[s.frontend].state.load(std::memory_order_acquire) != alive_state(s.frontend_gen)) {
       s.filtered.store(1, std::memory_order_relaxed);  // read by the sink on this same thread
@@ -841,6 +854,7 @@ void SchedulerNode::Impl::frontend_lost(std::uint32_t slot, const std::string& w
   const auto left = wire::encode(wire::FrontendLeft{slot, f.generation});
   for (const BackendInfo& b : backends_)
     if (b.registered && b.shared->alive.load()) (void)transport_->send(b.conn, left);
+  f.by_request.clear();
   n_.frontends_lost.fetch_add(1, std::memory_order_relaxed);
   frontends_alive_.fetch_sub(1, std::memory_order_relaxed);
   log("frontend " + f.name + " lost: " + why + "; its queued requests will be dropped without running");
@@ -900,11 +914,20 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
       continue;
     }
     RequestSlot& s = slots_[slot];
+    if (s.indexed) {  // forget the slot's previous request (any frontend's)
+      auto& old = frontends_[s.frontend].by_request;
+      if (const auto it = old.find(s.request); it != old.end() && it->second == slot) old.erase(it);
+    }
+    ++s.gen;
+    const std::uint64_t tag = (std::uint64_t{s.gen} << 32) | slot;
     s.request = e.request;
     s.addr = e.addr;
     s.len = e.len;
     s.frontend = p.index;
     s.frontend_gen = f.generation;
+    s.model = e.model;
+    f.by_request.insert_or_assign(e.request, slot);
+    s.indexed = true;
     s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
     const auto j = static_cast<std::uint32_t>(route_[e.model]);
     s.subcluster = j;
@@ -913,7 +936,7 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
     ++window_arrived_[j];
     if (meter_) meter_->count(e.model);
     const TimePoint deadline = now + Duration::nanoseconds(e.budget_ns) - f.one_way;
-    const SubmitStatus st = submitters_[j]->submit(e.model, slot, deadline);
+    const SubmitStatus st = submitters_[j]->submit(e.model, tag, deadline);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
       outstanding_[std::size_t{j} * nmodels + e.model].fetch_sub(1, std::memory_order_release);
       free_slot(slot);
@@ -927,8 +950,27 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
   n_.accepted.fetch_add(accepted, std::memory_order_relaxed);
 }
 
+void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::Cancel> v = wire::decode_cancel(msg);
+  if (!v.ok()) return refuse(c, p, v.status().message(), "protocol");
+  FrontendInfo& f = frontends_[p.index];
+  std::uint64_t handed = 0;
+  for (const std::uint64_t id : v->requests) {
+    const auto it = f.by_request.find(id);
+    if (it == f.by_request.end()) continue;  // ended long ago, or never submitted
+    const RequestSlot& s = slots_[it->second];
+    if (s.request != id || s.frontend != p.index || s.frontend_gen != f.generation) continue;
+    // Queued: it ends dropped (cancelled) through the sink, which tells the
+    // frontend. In a batch or ended: the runtime finds nothing (the tag's
+    // generation keeps a reused slot's new request apart).
+    if (runtimes_[s.subcluster]->cancel(s.model, (std::uint64_t{s.gen} << 32) | it->second)) ++handed;
+  }
+  n_.cancels.fetch_add(v->requests.size(), std::memory_order_relaxed);
+  n_.cancels_handed.fetch_add(handed, std::memory_order_relaxed);
+}
+
 void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
-  RequestSlot& s = slots_[o.tag];
+  RequestSlot& s = slots_[slot_of(o.tag)];
   if (o.model < models_.size()) {
     ModelCounters& m = per_model_[o.model];
     m.outcomes[static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
@@ -965,7 +1007,7 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   }
   // release: the drain check (acquire) that sees zero sees every effect of this request's end.
   outstanding_[std::size_t{sub} * models_.size() + o.model].fetch_sub(1, std::memory_order_release);
-  free_slot(static_cast<std::uint32_t>(o.tag));
+  free_slot(slot_of(o.tag));
 }
 
 void SchedulerNode::Impl::on_batch_error(BatchId b, std::string_view m) {
@@ -1044,6 +1086,9 @@ void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg
   switch (h->kind) {
     case wire::Kind::kSubmit:
       if (fe) return on_submit(c, p, msg);
+      break;
+    case wire::Kind::kCancel:
+      if (fe) return on_cancel(c, p, msg);
       break;
     case wire::Kind::kRegister:
       if (!fe) return on_register(c, p, msg);
@@ -1578,6 +1623,9 @@ nlohmann::json SchedulerNode::Impl::report() const {
   r["accepted"] = ld(n_.accepted);
   r["refused_requests"] = {
       {"unknown_model", ld(n_.unknown_model)}, {"bad_input", ld(n_.bad_input)}, {"no_slot", ld(n_.no_slot)}};
+  // Cancel messages: the ids frontends withdrew, and those still known here
+  // (handed to the runtime: dropped as cancelled if still queued, else they ran).
+  r["cancels"] = {{"received", ld(n_.cancels)}, {"handed_to_runtime", ld(n_.cancels_handed)}};
   json drops = json::object();
   std::uint64_t dropped = 0;
   for (int i = 1; i < kNumDropReasons; ++i) {

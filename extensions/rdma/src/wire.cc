@@ -189,6 +189,8 @@ std::string_view to_string(Kind k) noexcept {
       return "Placement";
     case Kind::kPlacementDone:
       return "PlacementDone";
+    case Kind::kCancel:
+      return "Cancel";
   }
   return "?";
 }
@@ -611,6 +613,25 @@ std::vector<std::uint8_t> encode(const PlacementDone& m) {
   return std::move(w).finish();
 }
 
+std::vector<std::uint8_t> encode(const Cancel& m) {
+  Writer w(Kind::kCancel, 4 + 8 * m.requests.size());
+  w.u32(static_cast<std::uint32_t>(m.requests.size()));
+  for (std::uint64_t id : m.requests) w.u64(id);
+  return std::move(w).finish();
+}
+
+Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg) {
+  if (Status s = expect(msg, Kind::kCancel); !s.ok()) return s;
+  Reader r(msg, Kind::kCancel);
+  Cancel m;
+  const std::uint32_t n = r.u32("request count");
+  const std::size_t at = r.entries(n, 8, kMaxEntries, "request ids");
+  if (r.ok() && n == 0) r.fail("no request ids");
+  for (std::uint32_t i = 0; r.ok() && i < n; ++i) m.requests.push_back(load_u64(r.at(at + 8 * std::size_t{i})));
+  if (Status s = r.finish(); !s.ok()) return s;
+  return m;
+}
+
 Result<Placement> decode_placement(std::span<const std::uint8_t> msg) {
   if (Status s = expect(msg, Kind::kPlacement); !s.ok()) return s;
   Reader r(msg, Kind::kPlacement);
@@ -796,6 +817,8 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_placement(msg).status();
     case Kind::kPlacementDone:
       return decode_placement_done(msg).status();
+    case Kind::kCancel:
+      return decode_cancel(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

@@ -29,6 +29,7 @@ struct FakeScheduler : rdma::Transport::Handler {
   std::condition_variable cv;
   ConnId fe = rdma::kNoConn;
   std::vector<wire::SubmitEntry> submitted;
+  std::vector<std::uint64_t> cancelled;  // ids of the Cancels received, in order
   std::string hello_token;
 
   FakeScheduler() {
@@ -47,6 +48,9 @@ struct FakeScheduler : rdma::Transport::Handler {
     } else if (auto s = wire::decode_submit(m); s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       for (std::uint32_t i = 0; i < s->entries.size(); ++i) submitted.push_back(s->entries[i]);
+    } else if (auto x = wire::decode_cancel(m); x.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      cancelled.insert(cancelled.end(), x->requests.begin(), x->requests.end());
     }
     cv.notify_all();
   }
@@ -137,18 +141,101 @@ TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
     const InferResult r = f.get();
     EXPECT_EQ(r.outcome, Outcome::kError);
     EXPECT_NE(r.error.find("lost the scheduler"), std::string::npos) << r.error;
+    EXPECT_EQ(r.failure, Failure::kSchedulerLost);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   // While disconnected, a request ends at once with an error (it is counted).
   auto f = (*c)->infer("m", in);
   ASSERT_TRUE(f.ok());
   ASSERT_EQ(f->wait_for(1s), std::future_status::ready);
-  EXPECT_EQ(f->get().outcome, Outcome::kError);
+  const InferResult r = f->get();
+  EXPECT_EQ(r.outcome, Outcome::kError);
+  EXPECT_EQ(r.failure, Failure::kNotConnected);
   const ClientStats st = (*c)->stats();
   EXPECT_EQ(st.sent, 11u);
   EXPECT_EQ(st.errors, 11u);
   EXPECT_EQ(st.scheduler_losses, 1u);
   EXPECT_FALSE(st.connected);
+}
+
+// Polls `p` for up to 10 s.
+template <class P>
+bool eventually(P p) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!p()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
+  FakeScheduler s;
+  auto c = Client::connect(options(s.port));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE((*c)->wait_ready(Duration::seconds(10)).ok());
+  std::mutex mu;
+  std::vector<InferResult> done;
+  auto cb = [&](InferResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(std::move(r));
+  };
+  // Parts are one input: their sizes add up (and count against max_input_bytes).
+  const std::uint8_t a[5] = {1, 2, 3, 4, 5}, b[3] = {6, 7, 8}, big[12] = {};
+  const std::span<const std::uint8_t> parts[2] = {a, b}, too_big[2] = {a, big};
+  std::uint64_t t1 = 0, t2 = 0, t3 = 7;
+  ASSERT_TRUE((*c)->infer_async("m", parts, std::nullopt, cb, &t1).ok());
+  ASSERT_TRUE((*c)->infer_async("m", std::span<const std::uint8_t>(a), std::nullopt, cb, &t2).ok());
+  const Status refused = (*c)->infer_async("m", too_big, std::nullopt, cb, &t3);
+  EXPECT_EQ(refused.code(), Errc::kInvalidArgument);
+  EXPECT_NE(refused.message().find("input of 17 bytes exceeds max_input_bytes 16"), std::string::npos)
+      << refused.message();
+  EXPECT_EQ(t3, 0u);  // no ticket for a refused request
+  ASSERT_NE(t1, 0u);
+  ASSERT_NE(t2, 0u);
+  ASSERT_NE(t1, t2);
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 2; }));
+  EXPECT_EQ(s.submitted[0].request, t1);  // the ticket is the request id on the wire
+  EXPECT_EQ(s.submitted[0].len, 8u);
+  EXPECT_EQ(s.submitted[1].len, 5u);
+
+  // t2 ends first (dropped); then both are cancelled: only t1, still
+  // pending, is withdrawn; a ticket that never existed is ignored.
+  wire::OutcomesBuilder drop;
+  drop.add({t2, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 1;
+  }));
+  (*c)->cancel(t2);
+  (*c)->cancel(t1);
+  (*c)->cancel(t1 ^ (std::uint64_t{5} << 32));
+  (*c)->cancel(0);
+  ASSERT_TRUE(s.wait([&] { return !s.cancelled.empty(); }));
+  std::this_thread::sleep_for(50ms);  // nothing more follows
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    EXPECT_EQ(s.cancelled, std::vector<std::uint64_t>{t1});
+  }
+  // The scheduler found it queued: its one outcome is dropped (cancelled).
+  wire::OutcomesBuilder cancelled;
+  cancelled.add({t1, static_cast<std::uint8_t>(Outcome::kDropped),
+                 static_cast<std::uint8_t>(DropReason::kCancelled)});
+  s.send(std::move(cancelled).finish());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 2;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(done[1].outcome, Outcome::kDropped);
+    EXPECT_EQ(done[1].reason, DropReason::kCancelled);
+  }
+  const ClientStats st = (*c)->stats();
+  EXPECT_EQ(st.cancels, 1u);
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
 }
 
 }  // namespace

@@ -78,6 +78,47 @@ TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
   }
 }
 
+TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
+  const ClusterConfig c = parse_cluster_config(
+      std::string("cluster:\n  token: t\n  models:\n    m: {inputs: [\"float[2, 3]\", \"long[4]\"], output: \"half[5]\"}\n") +
+          kModels,
+      "c.yaml", "");
+  ASSERT_EQ(c.cluster.models.count("m"), 1u);
+  const ModelTensors& t = c.cluster.models.at("m");
+  ASSERT_EQ(t.inputs.size(), 2u);
+  EXPECT_EQ(t.inputs[0].dtype, "float32");  // aliases resolved
+  EXPECT_EQ(t.inputs[0].shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(t.inputs[0].bytes(), 24u);
+  EXPECT_EQ(t.inputs[1].dtype, "int64");
+  EXPECT_EQ(t.inputs[1].bytes(), 32u);
+  ASSERT_EQ(t.outputs.size(), 1u);
+  EXPECT_EQ(t.outputs[0].dtype, "float16");
+  EXPECT_EQ(t.outputs[0].bytes(), 10u);
+  EXPECT_TRUE(parse_cluster_config(std::string("cluster: {token: t}\n") + kModels, "c.yaml", "").cluster.models.empty());
+
+  auto message = [](const std::string& models) {
+    try {
+      (void)parse_cluster_config("cluster:\n  token: t\n  models:\n" + models + kModels, "c.yaml", "");
+    } catch (const simtool::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("    nope: {input: \"float32[4]\"}\n"),
+            "c.yaml:4:5: cluster.models.nope: no model 'nope' in models: (the cluster serves: m)");
+  EXPECT_EQ(message("    m: {input: \"complex[4]\"}\n").rfind("c.yaml:4:16: cluster.models.m.input: unknown dtype 'complex'", 0),
+            0u)
+      << message("    m: {input: \"complex[4]\"}\n");
+  EXPECT_NE(message("    m: {input: \"float32[0]\"}\n").find("dimension '0' in 'float32[0]' is not a positive integer"),
+            std::string::npos);
+  EXPECT_NE(message("    m: {input: float32}\n").find("is not of the form dtype[d1,d2,...]"), std::string::npos);
+  EXPECT_NE(message("    m: {input: \"float32[4]\", inputs: [\"float32[4]\"]}\n").find("give input or inputs, not both"),
+            std::string::npos);
+  EXPECT_NE(message("    m: {inputs: []}\n").find("cluster.models.m.inputs: must not be empty"), std::string::npos);
+  EXPECT_NE(message("    m: {shape: [1]}\n").find("cluster.models.m.shape: unknown key 'shape'"), std::string::npos);
+  EXPECT_NE(message("    - m\n").find("cluster.models: must be a map"), std::string::npos);
+}
+
 TimePoint at_s(double s) { return TimePoint::epoch() + Duration::from_seconds(s); }
 
 TEST(WindowedPercentileTest, HighPercentileOfTheRecentWindow) {

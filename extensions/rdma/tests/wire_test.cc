@@ -99,6 +99,11 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(decode_goodbye(encode(Goodbye{"stopping"}))->reason, "stopping");
   EXPECT_EQ(decode_frontend_left(encode(FrontendLeft{1, 9}))->generation, 9u);
   EXPECT_EQ(decode_pong(encode(Pong{5, 6}))->origin_ns, 6);
+
+  Result<Cancel> c = decode_cancel(encode(Cancel{{(7ull << 32) | 3, 1, ~0ull}}));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->requests, (std::vector<std::uint64_t>{(7ull << 32) | 3, 1, ~0ull}));
+  EXPECT_EQ(to_string(Kind::kCancel), "Cancel");
 }
 
 TEST(WireTest, HotMessagesRoundTripThroughViews) {
@@ -159,8 +164,14 @@ TEST(WireTest, RefusesBadHeaders) {
   m[0] = 'X';
   expect_refused(m, "wrong magic");
   m = good;
-  m[4] = 2;
-  expect_refused(m, "unsupported protocol version 2");
+  m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 2)");
+  m = good;
+  m[4] = 3;
+  expect_refused(m, "unsupported protocol version 3");
+  m = good;
+  m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
+  expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
   m = good;
   m[6] = 200;
   expect_refused(m, "unknown message kind 200");
@@ -255,6 +266,14 @@ TEST(WireTest, RefusesBadBodies) {
   // A PoolInfo without rkey, and one that wraps around the address space.
   expect_refused(encode(PoolInfo{1, 2, {}}), "empty rkey");
   expect_refused(encode(PoolInfo{~0ull - 5, 100, {1}}), "wraps");
+
+  // A Cancel with no ids, and one whose count overflows its length or the limit.
+  expect_refused(encode(Cancel{}), "no request ids");
+  m = encode(Cancel{{1, 2}});
+  put_u32(m, kHeaderBytes, 3);
+  expect_refused(m, "need 24 bytes, only 16 remain");
+  put_u32(m, kHeaderBytes, kMaxEntries + 1);
+  expect_refused(m, "more than the limit");
 }
 
 TEST(WireTest, RandomCorruptionNeverCrashes) {
@@ -270,6 +289,7 @@ TEST(WireTest, RandomCorruptionNeverCrashes) {
   const std::uint8_t a[3] = {1, 2, 3};
   ob.add(10, a);
   samples.push_back(std::move(ob).finish());
+  samples.push_back(encode(Cancel{{1, 2, 3}}));
   std::mt19937 rng(1);
   for (const Bytes& s : samples) {
     for (std::size_t n = 0; n < s.size(); ++n) (void)validate(std::span<const std::uint8_t>(s.data(), n));

@@ -21,11 +21,16 @@
 // requests made while disconnected end with an error immediately. A request
 // with no outcome `orphan_grace` after its deadline ends with an error.
 //
-// Guarantees: infer/infer_async are thread-safe and never block on the
-// network (they copy the input and queue it); callbacks run on the client's
-// network thread, so they must be quick and must neither wait on a future of
-// this client nor call close(). Every accepted request gets exactly one
-// callback.
+// Cancellation: cancel(ticket) asks the scheduler to withdraw a request
+// whose caller went away. Still queued there, it ends dropped (cancelled)
+// and never runs; already in a batch, it runs and its outcome arrives as
+// usual. Either way its callback runs exactly once.
+//
+// Guarantees: infer/infer_async/cancel are thread-safe and never block on
+// the network (infer copies the input into the registered pool, once, and
+// queues it); callbacks run on the client's network thread, so they must be
+// quick and must neither wait on a future of this client nor call close().
+// Every accepted request gets exactly one callback.
 //
 //   auto c = std::move(*Client::connect({.scheduler = "10.0.0.1:7000", .token = "secret"}));
 //   (void)c->wait_ready(Duration::seconds(5));
@@ -72,9 +77,22 @@ struct ModelInfo {
   std::uint32_t max_batch = 0;
 };
 
+// What went wrong with a request that ended with an error.
+enum class Failure : std::uint8_t {
+  kNone = 0,       // not an error
+  kExecution,      // the cluster could not run it: its batch failed (the model raised, its backend was
+                   // lost, its input could not be read) or the scheduler refused it; `error` names it
+  kSchedulerLost,  // the scheduler was lost while it was pending (it may have run)
+  kNotConnected,   // made while no scheduler had accepted this client (reconnecting)
+  kClosed,         // the client was closed
+  kNoOutcome,      // no outcome orphan_grace after its deadline (should not happen)
+};
+std::string_view to_string(Failure f) noexcept;
+
 struct InferResult {
   Outcome outcome = Outcome::kError;
   DropReason reason = DropReason::kNone;
+  Failure failure = Failure::kNone;  // error: what kind
   std::vector<std::uint8_t> output;  // ok or late
   std::string error;                 // error: why; dropped: a description
   Duration latency;                  // from infer() to the outcome
@@ -90,12 +108,15 @@ struct ClientStats {
   std::uint64_t unknown_ids = 0;         // messages naming requests this client never sent
   std::uint64_t scheduler_losses = 0;
   std::uint64_t welcomes = 0;  // connections accepted by a scheduler
+  std::uint64_t cancels = 0;   // cancellations sent to the scheduler (requests still pending when asked)
   bool connected = false;
 };
 
 class Client {
  public:
   using Callback = std::function<void(InferResult&&)>;
+  // An input in pieces (e.g. one per tensor), written one after the other.
+  using Parts = std::span<const std::span<const std::uint8_t>>;
 
   // Starts the client and its connection attempts; does not wait for them.
   static Result<std::unique_ptr<Client>> connect(ClientOptions opts);
@@ -110,8 +131,19 @@ class Client {
   // nothing sent, for an unknown model or an input over max_input_bytes.
   Result<std::future<InferResult>> infer(std::string_view model, std::span<const std::uint8_t> input,
                                          std::optional<Duration> slo = std::nullopt);
+  // The callback form. `ticket`, when given, receives the request's ticket
+  // for cancel() (0 when the request already ended, its callback run).
   Status infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
-                     Callback done);
+                     Callback done, std::uint64_t* ticket = nullptr);
+  // The same with the input in parts, copied straight into the registered
+  // pool one after the other (no intermediate buffer).
+  Status infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
+                     std::uint64_t* ticket = nullptr);
+  // The caller of request `ticket` went away: asks the scheduler to withdraw
+  // it (see Cancellation above). Any thread; never blocks; an unknown or
+  // ended ticket is ignored, and so is a cancel while disconnected (pending
+  // requests end with an error then anyway).
+  void cancel(std::uint64_t ticket);
 
   std::vector<ModelInfo> models() const;
   ClientStats stats() const;

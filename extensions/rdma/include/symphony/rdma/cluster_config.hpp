@@ -28,6 +28,17 @@
 //                                     # long before it sleeps on the event fd
 //     metrics: 127.0.0.1:9464         # the scheduler's /metrics, /healthz, /readyz
 //                                     # (off when absent; port 0: any free port)
+//     models:                         # what `symphony frontend` tells protocol clients
+//       linear: {input: "float32[4]", output: "float32[3]"}
+//       two: {inputs: ["float32[2]", "int64[3]"]}   # outputs unknown: learned from answers
+//
+// `cluster.models` declares a model's tensors as the backends take and give
+// them (backend_torch.hpp: a request's input is its tensors' bytes in order,
+// its output the output tensors' bytes): `input`/`inputs` and
+// `output`/`outputs`, each "dtype[d1,d2,...]" without the batch dimension
+// (dtype names as serve's: float32/float, float64/double, float16/half,
+// bfloat16, int64/long, int32/int, int16, int8, uint8, bool). A model without
+// an entry is opaque to the frontend (emulated backends take any bytes).
 //
 // The simulator's `subclusters:` section (docs/simulator.md, docs/cluster.md)
 // splits the scheduler into sub-clusters: count (L; absent: one scheduler
@@ -46,15 +57,37 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "symphony/simtool/config.hpp"
+#include "symphony/status.hpp"
 #include "symphony/time.hpp"
 
 namespace symphony::rdma {
 
 inline constexpr std::uint32_t kMaxClusterSubClusters = 256;
 inline constexpr Duration kMinClusterEpoch = Duration::milliseconds(200);
+
+// One tensor of cluster.models: dtype as written canonically ("float32",
+// "int64", ...; the aliases resolved) and the shape without the batch
+// dimension.
+struct TensorDecl {
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::size_t bytes() const;  // elements x the dtype's size
+};
+struct ModelTensors {
+  std::vector<TensorDecl> inputs;   // empty: not declared
+  std::vector<TensorDecl> outputs;  // empty: not declared
+};
+
+// Parses "float32[3,64,64]"; errors name the text and what is wrong.
+Result<TensorDecl> parse_tensor_decl(std::string_view text);
+// Bytes of one element of a canonical dtype (0 for an unknown name).
+std::size_t dtype_bytes(std::string_view dtype);
 
 struct ClusterSettings {
   std::string token;
@@ -77,6 +110,7 @@ struct ClusterSettings {
   std::string metrics;  // HOST:PORT of the scheduler's metrics endpoint; empty: none
   Duration progress_spin =
       Duration::zero();  // the scheduler's network thread polls this long before sleeping
+  std::map<std::string, ModelTensors> models;  // cluster.models, by model name
 };
 
 struct ClusterConfig {

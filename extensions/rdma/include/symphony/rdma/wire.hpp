@@ -42,7 +42,8 @@
 namespace symphony::rdma::wire {
 
 inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
-inline constexpr std::uint16_t kVersion = 1;
+// Version 2 added Cancel; a peer speaking version 1 is refused at its Hello.
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -73,8 +74,9 @@ enum class Kind : std::uint16_t {
   kGoodbye = 16,        // any -> any: I am leaving (why)
   kPlacement = 17,      // scheduler -> backend: load / unload models on a device (sub-clusters)
   kPlacementDone = 18,  // backend -> scheduler: that placement is in effect (or failed, why)
+  kCancel = 19,         // frontend -> scheduler: withdraw these requests if still queued (coalesced)
 };
-inline constexpr std::uint16_t kMaxKind = 18;
+inline constexpr std::uint16_t kMaxKind = 19;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -173,6 +175,15 @@ struct Placement {
 };
 
 enum class BatchStatus : std::uint8_t { kOk = 0, kError = 1 };
+
+// A frontend withdraws requests whose callers went away. The scheduler
+// cancels each one that is still queued in its runtime: it ends dropped
+// (DropReason::kCancelled, sent back in an Outcomes message) and never runs.
+// One already in a batch, or already ended, is not found: it runs (or has
+// run) and its outcome arrives as usual. Unknown ids are ignored.
+struct Cancel {
+  std::vector<std::uint64_t> requests;  // the frontend's request ids (1 to kMaxEntries)
+};
 
 struct PlacementDone {
   std::uint64_t seq = 0;
@@ -316,6 +327,7 @@ std::vector<std::uint8_t> encode(const Goodbye& m);
 std::vector<std::uint8_t> encode(const BatchDone& m);
 std::vector<std::uint8_t> encode(const Placement& m);
 std::vector<std::uint8_t> encode(const PlacementDone& m);
+std::vector<std::uint8_t> encode(const Cancel& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
@@ -395,6 +407,7 @@ Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg);
 Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg);
 Result<Placement> decode_placement(std::span<const std::uint8_t> msg);
 Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg);
+Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);

@@ -1,10 +1,10 @@
 // ServedFront: the protocol front of an in-process server, whole: the
-// ServerService adapter, the Front, and the HTTP and gRPC transports on the
-// addresses asked for. `symphony serve` and the Python `symphony.Server`
+// ServerService adapter, the Front, and its Listeners (HTTP and gRPC on the
+// addresses asked for). `symphony serve` and the Python `symphony.Server`
 // start it the same way.
 //
 //   auto f = std::move(*ServedFront::start(server, models, delays, {.http = "127.0.0.1:0"}));
-//   std::string where = f->http_address();   // "127.0.0.1:41234"
+//   std::string where = f->listeners().http_address();   // "127.0.0.1:41234"
 //   ...
 //   f->begin_stop();  server.stop();  f->stop();
 #pragma once
@@ -14,20 +14,14 @@
 #include <vector>
 
 #include "symphony/front/front.hpp"
-#include "symphony/front/grpc_server.hpp"
-#include "symphony/front/http_server.hpp"
+#include "symphony/front/listeners.hpp"
 #include "symphony/front/server_service.hpp"
 
 namespace symphony::front {
 
 struct ServedFrontOptions {
-  std::string http;  // HOST:PORT (port 0: any free port); empty: no HTTP
-  std::string grpc;  // HOST:PORT; empty: no gRPC
-  int http_threads = 1;
+  ListenOptions listen;  // the addresses and the transports' bounds
   std::uint32_t max_inflight = 8192;
-  std::uint32_t max_connections = 1024;
-  Duration request_timeout = Duration::seconds(10);
-  Duration idle_timeout = Duration::seconds(60);
 };
 
 class ServedFront {
@@ -43,13 +37,9 @@ class ServedFront {
 
   Front& front() { return *front_; }
   const Front& front() const { return *front_; }
+  const Listeners& listeners() const { return *listeners_; }
   // Serves a model added to the server after start().
   void add_model(const server::ModelOptions& model) { service_->add_model(model); }
-  // The addresses it listens on ("HOST:PORT"; empty when not asked for).
-  const std::string& http_address() const { return http_where_; }
-  const std::string& grpc_address() const { return grpc_where_; }
-  // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
-  std::string where() const;
 
   // New requests get 503 from now on; the server drains what it holds.
   void begin_stop() { front_->begin_stop(); }
@@ -62,9 +52,7 @@ class ServedFront {
 
   std::unique_ptr<ServerService> service_;
   std::unique_ptr<Front> front_;
-  std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<GrpcServer> grpc_;
-  std::string http_where_, grpc_where_;
+  std::unique_ptr<Listeners> listeners_;
 };
 
 }  // namespace symphony::front

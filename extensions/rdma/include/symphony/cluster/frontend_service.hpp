@@ -1,0 +1,98 @@
+// ClusterService: the Open Inference Protocol front over a Symphony cluster
+// (`symphony frontend`): an InferenceService (front/service.hpp) that submits
+// through cluster::Client, so that clients we did not write (curl, grpcio,
+// Triton's clients) reach the cluster's scheduler and backends.
+//
+// Models and tensors come from cluster.yaml: every model of the config, with
+// its SLO and max_batch, and the tensors `cluster.models` declares for it
+// (cluster_config.hpp). A request's input goes to the backends as its
+// tensors' bytes one after the other, in the model's order (what TorchScript
+// backends take, backend_torch.hpp), copied once, straight from the parsed
+// request into the client's registered pool. A model without declared inputs
+// is opaque: it takes one BYTES element ("input", shape [-1, 1]) whose bytes
+// are the input as the backends see it (emulated backends answer with their
+// FNV-1a hash). Outputs: the declared ones, cut from the bytes the backend
+// sent; else one UINT8 tensor "output" of those bytes (metadata learns its
+// shape from the first answer).
+//
+// Each request ends with exactly one Reply, from the client's outcome: ok and
+// late with their outputs (200), dropped by reason (504, 429, 503:
+// front::reply_for_outcome), errors by kind: the cluster could not run it
+// (500, naming the backend or the model's error), the scheduler was lost or is
+// not connected (503: retry), no outcome (500). cancel() withdraws a request
+// still queued at the scheduler (it ends dropped, cancelled, and never runs);
+// one already in a batch runs and its reply goes to nobody.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "symphony/cluster/client.hpp"
+#include "symphony/front/service.hpp"
+#include "symphony/latency_histogram.hpp"
+#include "symphony/rdma/cluster_config.hpp"
+
+namespace symphony::cluster {
+
+// A model as the frontend serves it.
+struct ServedModel {
+  std::string name;
+  Duration slo;
+  std::uint32_t max_batch = 0;
+  std::vector<front::TensorSpec> inputs;   // metadata form: the batch dimension first, as -1
+  std::vector<front::TensorSpec> outputs;  // declared; empty: learned from the first answer
+  bool opaque = false;                     // no declared inputs: one BYTES element
+  std::size_t input_bytes = 0;             // declared inputs: their bytes; opaque: 0
+};
+
+// The models of a cluster config, as `symphony frontend` serves them.
+std::vector<ServedModel> served_models(const rdma::ClusterConfig& config);
+
+// What the frontend measured of a model's answered requests (ok and late).
+struct ServedModelStats {
+  std::string model;
+  LatencyHistogram latency;  // from the submission to the outcome, inside the cluster
+  std::map<std::uint32_t, std::uint64_t> requests_by_batch_size;
+};
+
+class ClusterService final : public front::InferenceService {
+ public:
+  // `client` must outlive this; `max_input_bytes`: the client's, for messages.
+  ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
+                 std::string scheduler);
+
+  bool ready() const override { return client_.connected(); }
+  std::vector<std::shared_ptr<const front::ModelMetadata>> models() const override;
+  std::shared_ptr<const front::ModelMetadata> find(std::string_view name) const override;
+  std::uint64_t submit(front::InferRequest&& request, Duration budget, Done done) override;
+  void cancel(std::uint64_t ticket) override;
+
+  std::vector<ServedModelStats> stats() const;
+  // cancel() calls with a live ticket (callers that went away while their request was pending).
+  std::uint64_t cancels() const { return cancels_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Model {
+    ServedModel served;
+    std::shared_ptr<const front::ModelMetadata> meta;  // replaced whole when outputs become known
+  };
+  front::Reply reply_for(const Model& m, InferResult&& r, Duration budget, bool batched);
+  void record(const std::string& model, const InferResult& r);
+
+  Client& client_;
+  const std::uint32_t max_input_bytes_;
+  const std::string scheduler_;
+  mutable std::mutex mu_;  // models_' metadata, stats_
+  std::unordered_map<std::string, std::unique_ptr<Model>> models_;  // the map is fixed after construction
+  std::vector<std::string> order_;
+  std::unordered_map<std::string, ServedModelStats> stats_;
+  std::atomic<std::uint64_t> cancels_{0};
+};
+
+}  // namespace symphony::cluster

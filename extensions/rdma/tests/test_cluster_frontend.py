@@ -1,0 +1,796 @@
+"""`symphony frontend`, the cluster's Open Inference Protocol front, as real
+processes (a scheduler, backends and one or two frontends on loopback, UCX
+over TCP), driven by clients we did not write: curl, Python's http.client
+and grpcio with stubs generated here from front/proto/inference.proto.
+
+Two clusters:
+  torch:    TorchScript test models on a CPU backend (eager policy): metadata
+            from cluster.models, outputs checked against torch, 400, 404, a
+            model that raises (500), a budget too short (504 infeasible), and
+            the clients' counts equal to the frontend's report and /metrics;
+  emulated: emulated GPUs (deferred policy): an opaque model answers with the
+            hash of its input, a cancelled queued request never runs, and a
+            killed backend or scheduler mid-run leaves every protocol request
+            with exactly one response, errors naming what failed, and the
+            frontends serving again once it is back.
+Every wait is bounded; every process started is killed at the end.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import struct
+import tempfile
+import textwrap
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+
+from oip_harness import CLI, MODELS, Process, curl, grpc_stubs, read_json, read_ports
+
+TOKEN = "frontend-test-token"
+
+
+def fnv1a64(data):
+    """The hash emulated backends answer with (node_common.hpp's fnv1a64, its constants)."""
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & (2 ** 64 - 1)
+    return h
+
+
+def http_get(url, timeout=5):
+    """(status, body) of a GET; (0, reason) when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError) as e:
+        return 0, str(e).encode()
+
+
+def wait_until(pred, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out after %d s waiting for %s" % (timeout, what)
+        time.sleep(0.05)
+
+
+class Frontend:
+    def __init__(self, cluster, name, extra=()):
+        self.name = name
+        self.port_file = os.path.join(cluster.dir, name + ".ports")
+        self.report_file = os.path.join(cluster.dir, name + ".json")
+        self.process = Process([CLI, "frontend", "--config", cluster.config, "--scheduler", cluster.address(),
+                                "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--port-file", self.port_file,
+                                "--metrics", "127.0.0.1:0", "--json", self.report_file, "--name", name, "--quiet"]
+                               + list(extra), os.path.join(cluster.dir, name + ".log"))
+        self.process.wait_for("its port file", lambda: os.path.exists(self.port_file), timeout=60)
+        self.http, self.grpc = read_ports(self.port_file)
+        self.url = "http://" + self.http
+        self.process.wait_for("its metrics address", lambda: "metrics: listening on" in self.output(), timeout=10)
+        self.metrics_url = re.search(r"metrics: listening on (http://\S+/metrics)", self.output()).group(1)
+
+    def output(self):
+        return self.process.output()
+
+    def ready(self):
+        return http_get(self.url + "/v2/health/ready")[0] == 200
+
+    def wait_ready(self, timeout=30):
+        wait_until(self.ready, "frontend %s to be ready:\n%s" % (self.name, self.output()), timeout)
+
+    def stop(self, sig=signal.SIGTERM):
+        """Stops it; returns its report (and checks it exited 0)."""
+        rc = self.process.stop(sig, timeout=60)
+        assert rc == 0, self.output()
+        report = read_json(self.report_file)
+        assert report is not None, self.output()
+        return report
+
+
+class Cluster:
+    """A scheduler, backends and frontends on loopback, sharing one cluster.yaml."""
+
+    def __init__(self, config_text):
+        self.dir = tempfile.mkdtemp(prefix="symphony-cluster-front-")
+        self.config = os.path.join(self.dir, "cluster.yaml")
+        with open(self.config, "w") as f:
+            f.write(textwrap.dedent(config_text))
+        self.port = 0
+        self.scheduler = None
+        self.backends = {}
+        self.frontends = []
+
+    def address(self):
+        return "127.0.0.1:%d" % self.port
+
+    def start_scheduler(self, name="scheduler"):
+        port_file = os.path.join(self.dir, name + ".port")
+        self.scheduler = Process([CLI, "scheduler", "--listen", "127.0.0.1:%d" % self.port, "--config", self.config,
+                                  "--port-file", port_file, "--json", os.path.join(self.dir, name + ".json")],
+                                 os.path.join(self.dir, name + ".log"))
+        self.scheduler.wait_for("its port file", lambda: os.path.exists(port_file), timeout=30)
+        with open(port_file) as f:
+            port = int(f.read())
+        assert self.port in (0, port)
+        self.port = port
+        return self.scheduler
+
+    def registered(self):
+        return self.scheduler.output().count(" registered ")
+
+    def start_backend(self, name, devices, models=(), wait=True):
+        before = self.registered()
+        args = [CLI, "backend", "--scheduler", self.address(), "--devices", devices, "--config", self.config,
+                "--name", name, "--json", os.path.join(self.dir, name + ".json")]
+        for m in models:
+            args += ["--model", m]
+        b = Process(args, os.path.join(self.dir, name + ".log"))
+        self.backends[name] = b
+        if wait:
+            b.wait_for("its registration", lambda: self.registered() > before, timeout=60)
+        return b
+
+    def start_frontend(self, name, extra=()):
+        f = Frontend(self, name, extra)
+        self.frontends.append(f)
+        return f
+
+    def report(self, name):
+        return read_json(os.path.join(self.dir, name + ".json"))
+
+    def stop_all(self):
+        for f in self.frontends:
+            if f.process.running():
+                f.process.kill()
+        for b in self.backends.values():
+            if b.running():
+                b.stop(signal.SIGTERM, timeout=30)
+        if self.scheduler and self.scheduler.running():
+            self.scheduler.stop(signal.SIGTERM, timeout=30)
+
+
+class Tally:
+    """What the clients saw, per model: the accounting the frontend must agree with."""
+
+    def __init__(self):
+        self.by_model = {}
+        self.lock = threading.Lock()
+
+    def add(self, model, kind):
+        with self.lock:
+            self.by_model.setdefault(model, {"ok": 0, "late": 0, "dropped": 0, "errors": 0})[kind] += 1
+
+    def total(self):
+        return sum(sum(c.values()) for c in self.by_model.values())
+
+
+KINDS = {"ok": "ok", "late": "late", "dropped": "dropped", "error": "errors"}
+
+
+def kind_of(status_or_code, outcome):
+    """ok / late / dropped / errors, as the front counts a response: its outcome
+    when the request reached the cluster, else refusals by the front itself
+    (429 at its in-flight bound, 503 while not ready) as dropped, the rest
+    (400, 404) as errors."""
+    if outcome:
+        return KINDS[outcome]
+    if status_or_code in (429, 503, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+        return "dropped"
+    return "errors"
+
+
+def http_infer(f, model, body, tally=None, headers=()):
+    args = [f.url + "/v2/models/%s/infer" % model, "-H", "Content-Type: application/json"]
+    for h in headers:
+        args += ["-H", h]
+    status, hdrs, out = curl(*args, body=body if isinstance(body, bytes) else json.dumps(body).encode())
+    if tally is not None:
+        tally.add(model, kind_of(status, hdrs.get("symphony-outcome")))
+    return status, hdrs, out
+
+
+def metric_lines(f):
+    status, body = http_get(f.metrics_url)
+    assert status == 200, body
+    return body.decode()
+
+
+def check_report_equals(report, tally, what):
+    """Per model: the frontend's report holds exactly what the clients counted."""
+    for model, counts in tally.by_model.items():
+        r = report["models"][model]
+        for key in ("ok", "late", "dropped", "errors"):
+            assert r[key] == counts[key], (what, model, key, r, counts)
+        assert r["sent"] == sum(counts.values()), (what, model, r, counts)
+        assert r["sent"] == r["ok"] + r["late"] + r["dropped"] + r["errors"]
+
+
+# ---- torch: TorchScript models on a CPU backend ---------------------------------------
+
+TORCH_CONFIG = """
+    gpus: 1
+    policy: eager
+    workload: {rate: 10}
+    models:
+      - {name: linear, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
+      - {name: two_inputs, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
+      - {name: tuple_out, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
+      - {name: raises, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
+    cluster:
+      token: "%s"
+      heartbeat_ms: 50
+      heartbeat_timeout_ms: 500
+      models:
+        linear: {input: "float32[4]", output: "float32[3]"}
+        two_inputs: {inputs: ["float32[2]", "int64[3]"], output: "float32[]"}
+        tuple_out: {input: "float32[4]", outputs: ["float32[4]", "float32[]"]}
+        raises: {input: "float32[4]"}
+""" % TOKEN
+
+
+@pytest.fixture(scope="module")
+def torch_cluster():
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    c = Cluster(TORCH_CONFIG)
+    c.start_scheduler()
+    m = lambda name, spec: "%s:%s:%s" % (name, os.path.join(MODELS, name + ".pt"), spec)
+    c.start_backend("cpu", "cpu", [m("linear", "float32[4]"), m("two_inputs", "float32[2]+int64[3]"),
+                                   m("tuple_out", "float32[4]"), m("raises", "float32[4]")])
+    f = c.start_frontend("fe")
+    f.wait_ready()
+    c.fe = f
+    c.tally = Tally()
+    yield c
+    c.stop_all()
+
+
+def linear_expected(x):
+    import torch
+    m = torch.jit.load(os.path.join(MODELS, "linear.pt"))
+    return m(torch.tensor([x], dtype=torch.float32))[0].tolist()
+
+
+def test_torch_health_and_metadata_from_the_cluster_config(torch_cluster):
+    f = torch_cluster.fe
+    assert curl(f.url + "/v2/health/live")[0] == 200
+    status, _, body = curl(f.url + "/v2/health/ready")
+    assert status == 200 and json.loads(body) == {"ready": True}
+    status, _, body = curl(f.url + "/v2")
+    assert status == 200 and json.loads(body)["name"] == "symphony"
+    status, _, body = curl(f.url + "/v2/models/linear")
+    m = json.loads(body)
+    assert status == 200 and m["platform"] == "symphony_cluster" and m["versions"] == ["1"]
+    assert m["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 4]}]
+    assert m["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1, 3]}]
+    m = json.loads(curl(f.url + "/v2/models/two_inputs")[2])
+    assert [(i["name"], i["datatype"], i["shape"]) for i in m["inputs"]] == [
+        ("input0", "FP32", [-1, 2]), ("input1", "INT64", [-1, 3])]
+    assert m["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1]}]
+    m = json.loads(curl(f.url + "/v2/models/tuple_out")[2])
+    assert [(o["name"], o["shape"]) for o in m["outputs"]] == [("output0", [-1, 4]), ("output1", [-1])]
+    assert json.loads(curl(f.url + "/v2/models/raises")[2])["outputs"] == []  # not declared, not yet answered
+    status, _, body = curl(f.url + "/v2/models/linear/ready")
+    assert status == 200 and json.loads(body) == {"name": "linear", "ready": True}
+    status, _, body = curl(f.url + "/v2/models/nope")
+    assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
+    status, _, body = curl(f.url + "/v2/models/linear/versions/2")
+    assert status == 404 and "no version '2'" in json.loads(body)["error"]
+
+
+def test_torch_outputs_match_torch_json_and_binary(torch_cluster):
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    x = [0.5, -1.0, 2.0, 3.5]
+    want = linear_expected(x)
+    for shape, out_shape in (([1, 4], [1, 3]), ([4], [3])):
+        status, hdrs, body = http_infer(
+            f, "linear", {"id": "r1", "inputs": [{"name": "input", "datatype": "FP32", "shape": shape, "data": x}]},
+            tally)
+        assert status == 200, body
+        r = json.loads(body)
+        assert hdrs["symphony-outcome"] in ("ok", "late") and r["id"] == "r1" and r["model_name"] == "linear"
+        (out,) = r["outputs"]
+        assert out["name"] == "output" and out["datatype"] == "FP32" and out["shape"] == out_shape
+        assert out["data"] == pytest.approx(want, rel=1e-6)
+        assert r["parameters"]["batch_size"] >= 1
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                     "parameters": {"binary_data_size": 16}}],
+                         "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+    status, hdrs, body = http_infer(f, "linear", header + struct.pack("<4f", *x), tally,
+                                    headers=["Inference-Header-Content-Length: %d" % len(header),
+                                             "Content-Type: application/octet-stream"])
+    assert status == 200, body
+    n = int(hdrs["inference-header-content-length"])
+    assert list(struct.unpack("<3f", body[n:])) == pytest.approx(want, rel=1e-6)
+
+
+def test_torch_two_inputs_and_tuple_outputs(torch_cluster):
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    status, _, body = http_infer(f, "two_inputs", {"inputs": [
+        {"name": "input1", "datatype": "INT64", "shape": [1, 3], "data": [1, 2, 3]},
+        {"name": "input0", "datatype": "FP32", "shape": [1, 2], "data": [0.5, 0.25]}]}, tally)
+    assert status == 200, body
+    assert json.loads(body)["outputs"][0]["data"] == pytest.approx([6.75])
+    status, _, body = http_infer(f, "tuple_out", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}, tally)
+    outs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+    assert status == 200 and outs == {"output0": [2, 4, 6, 8], "output1": [10]}
+
+
+def test_torch_model_error_is_500_naming_the_backend_and_the_error(torch_cluster):
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    status, hdrs, body = http_infer(f, "raises", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [-1000, 0, 0, 0]}]}, tally)
+    err = json.loads(body)["error"]
+    assert status == 500 and hdrs["symphony-outcome"] == "error", body
+    assert "model 'raises' failed in the cluster" in err and "'cpu'" in err and "below -100" in err, err
+    # Undeclared outputs come back as the backend's bytes, UINT8; the metadata learns them.
+    status, _, body = http_infer(f, "raises", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}, tally)
+    assert status == 200, body
+    (out,) = json.loads(body)["outputs"]
+    assert out["datatype"] == "UINT8" and out["shape"] == [1, 16]
+    assert list(struct.unpack("<4f", bytes(out["data"]))) == [2, 3, 4, 5]
+    meta = json.loads(curl(f.url + "/v2/models/raises")[2])
+    assert meta["outputs"] == [{"name": "output", "datatype": "UINT8", "shape": [-1, 16]}]
+
+
+@pytest.mark.parametrize("inputs,says", [
+    ([{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}], "has no input 'x' (inputs: 'input')"),
+    ([{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [1, 2, 3, 4]}], "expected datatype FP32, got FP64"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, 5], "data": [1, 2, 3, 4, 5]}], "expected shape [1,4], got [1,5]"),
+    ([{"name": "input", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8}], "one sample per request"),
+])
+def test_torch_bad_input_is_400_naming_the_problem(torch_cluster, inputs, says):
+    status, hdrs, body = http_infer(torch_cluster.fe, "linear", {"inputs": inputs}, torch_cluster.tally)
+    assert status == 400 and says in json.loads(body)["error"], body
+    assert "symphony-outcome" not in hdrs  # refused by the front: it never reached the cluster
+
+
+def test_torch_budget_too_short_is_504_infeasible(torch_cluster):
+    x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+    status, hdrs, body = http_infer(torch_cluster.fe, "linear", {"inputs": [x], "parameters": {"timeout": 1}},
+                                    torch_cluster.tally)
+    assert status == 504, body
+    assert hdrs["symphony-outcome"] == "dropped" and hdrs["symphony-drop-reason"] == "infeasible", hdrs
+    assert "budget of 0.001 ms" in json.loads(body)["error"], body
+
+
+def test_torch_grpc_with_stubs_generated_from_the_proto(torch_cluster):
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(f.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+        assert stub.ModelReady(pb.ModelReadyRequest(name="linear"), timeout=10).ready
+        mm = stub.ModelMetadata(pb.ModelMetadataRequest(name="two_inputs"), timeout=10)
+        assert mm.platform == "symphony_cluster"
+        assert [(t.name, t.datatype, list(t.shape)) for t in mm.inputs] == [
+            ("input0", "FP32", [-1, 2]), ("input1", "INT64", [-1, 3])]
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelMetadata(pb.ModelMetadataRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+        x = [0.5, -1.0, 2.0, 3.5]
+        raw = pb.ModelInferRequest(model_name="linear", id="g1")
+        raw.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        raw.raw_input_contents.append(struct.pack("<4f", *x))
+        resp, call = stub.ModelInfer.with_call(raw, timeout=20)
+        outcome = dict(call.trailing_metadata())["symphony-outcome"]
+        tally.add("linear", KINDS[outcome])
+        assert resp.id == "g1" and list(resp.outputs[0].shape) == [1, 3]
+        assert list(struct.unpack("<3f", resp.raw_output_contents[0])) == pytest.approx(linear_expected(x), rel=1e-6)
+
+        typed = pb.ModelInferRequest(model_name="two_inputs")
+        a = typed.inputs.add(name="input0", datatype="FP32", shape=[1, 2])
+        a.contents.fp32_contents.extend([0.5, 0.25])
+        b = typed.inputs.add(name="input1", datatype="INT64", shape=[1, 3])
+        b.contents.int64_contents.extend([1, 2, 3])
+        resp, call = stub.ModelInfer.with_call(typed, timeout=20)
+        tally.add("two_inputs", KINDS[dict(call.trailing_metadata())["symphony-outcome"]])
+        assert struct.unpack("<f", resp.raw_output_contents[0])[0] == pytest.approx(6.75)
+
+        bad = pb.ModelInferRequest(model_name="linear")
+        bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        bad.raw_input_contents.append(b"\0" * 15)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(bad, timeout=10)
+        tally.add("linear", "errors")
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "is 16 bytes, got 15" in e.value.details()
+
+        boom = pb.ModelInferRequest(model_name="raises")
+        boom.inputs.add(name="input", datatype="FP32", shape=[4])
+        boom.raw_input_contents.append(struct.pack("<4f", -1000, 0, 0, 0))
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(boom, timeout=20)
+        tally.add("raises", "errors")
+        assert e.value.code() == grpc.StatusCode.INTERNAL and "below -100" in e.value.details()
+
+
+def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_cluster):
+    """Last of the torch tests: /metrics and the report (after SIGINT) hold what the clients counted."""
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    assert tally.total() > 10
+    text = metric_lines(f)
+    for model, counts in tally.by_model.items():
+        for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
+            line = 'symphony_front_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
+            assert line in text, (line, text)
+    assert "symphony_frontend_scheduler_connected 1" in text
+    report = f.stop(signal.SIGINT)
+    check_report_equals(report, tally, "fe")
+    assert report["unknown_model"] == 0  # 404s for metadata do not count as requests
+    assert report["client"]["in_flight_at_end"] == 0 and report["client"]["duplicate_outputs"] == 0
+    assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1}
+    assert report["models"]["linear"]["errors_by_kind"]["invalid"] == 5
+    assert report["http"] == f.http and report["grpc"] == f.grpc
+
+
+# ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
+
+EMULATED_CONFIG = """
+    gpus: 2
+    policy: deferred
+    workload: {rate: 10}
+    models:
+      - {name: fast, alpha_ms: 0.05, beta_ms: 1, slo_ms: 100, max_batch: 16}
+      # l(1) = 201 ms: a lone request waits ~3.8 s for company (deferred).
+      - {name: slow, alpha_ms: 1, beta_ms: 200, slo_ms: 4000, max_batch: 8}
+      # l(1) = 301 ms: a lone request runs from ~100 ms after it came to ~400 ms.
+      - {name: busy, alpha_ms: 1, beta_ms: 300, slo_ms: 400, max_batch: 4}
+    cluster:
+      token: "%s"
+      heartbeat_ms: 50
+      heartbeat_timeout_ms: 500
+      models:
+        slow: {input: "float32[4]", output: "uint8[16]"}
+        busy: {input: "float32[4]", output: "uint8[16]"}
+""" % TOKEN
+
+
+@pytest.fixture()
+def emulated():
+    c = Cluster(EMULATED_CONFIG)
+    c.start_scheduler()
+    c.start_backend("b1", "emulated:2")
+    yield c
+    c.stop_all()
+
+
+def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):
+    f = emulated.start_frontend("fe")
+    f.wait_ready()
+    meta = json.loads(curl(f.url + "/v2/models/fast")[2])
+    assert meta["inputs"] == [{"name": "input", "datatype": "BYTES", "shape": [-1, 1]}]
+    for payload in ("hello", "x" * 64):
+        status, hdrs, out = http_infer(f, "fast", {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1],
+                                                               "data": [payload]}]})
+        assert status == 200, out
+        (o,) = json.loads(out)["outputs"]
+        assert o["datatype"] == "UINT8" and o["shape"] == [16]
+        assert bytes(o["data"]) == struct.pack("<Q", fnv1a64(payload.encode())) + bytes(8)
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(f.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        r = pb.ModelInferRequest(model_name="fast")
+        r.inputs.add(name="input", datatype="BYTES", shape=[1, 1])
+        r.raw_input_contents.append(struct.pack("<I", 3) + b"abc")
+        resp = stub.ModelInfer(r, timeout=20)
+        assert list(resp.outputs[0].shape) == [1, 16]
+        assert resp.raw_output_contents[0] == struct.pack("<Q", fnv1a64(b"abc")) + bytes(8)
+        assert json.loads(curl(f.url + "/v2/models/fast")[2])["outputs"] == [
+            {"name": "output", "datatype": "UINT8", "shape": [-1, 16]}]
+        # An empty element is no input at all: 400 naming it.
+        r = pb.ModelInferRequest(model_name="fast")
+        r.inputs.add(name="input", datatype="BYTES", shape=[1])
+        r.raw_input_contents.append(struct.pack("<I", 0))
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(r, timeout=20)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "empty input" in e.value.details()
+    # Larger than --max-input-bytes (default 4096): 400 naming the option.
+    status, _, out = http_infer(f, "fast", {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1],
+                                                        "data": ["y" * 5000]}]})
+    assert status == 400 and "--max-input-bytes" in json.loads(out)["error"], out
+    report = f.stop()
+    assert report["models"]["fast"]["ok"] + report["models"]["fast"]["late"] == 3
+    assert report["models"]["fast"]["errors"] == 2
+
+
+def test_emulated_a_cancelled_queued_request_ends_dropped_and_never_runs(emulated):
+    f = emulated.start_frontend("fe")
+    f.wait_ready()
+    pb, pb_grpc = grpc_stubs()
+    r = pb.ModelInferRequest(model_name="slow")
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(b"\0" * 16)
+    with grpc.insecure_channel(f.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        fut = stub.ModelInfer.future(r, timeout=30)
+        time.sleep(0.5)
+        assert not fut.done()  # queued: deferred waits for company
+        fut.cancel()
+    # A closed HTTP connection cancels too (curl gives up after 1 s).
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [0, 0, 0, 0]}]})
+    with pytest.raises(RuntimeError):
+        curl(f.url + "/v2/models/slow/infer", body=body.encode(), timeout=1)
+    wait_until(lambda: 'reason="cancelled"} 2' in metric_lines(f), "two cancelled requests in /metrics", 10)
+    report = f.stop()
+    slow = report["models"]["slow"]
+    assert slow["dropped_by_reason"] == {"cancelled": 2} and slow["sent"] == 2, slow
+    assert report["client"]["cancels"] == 2
+    emulated.scheduler.stop()
+    sched = emulated.report("scheduler")
+    assert sched["cancels"] == {"received": 2, "handed_to_runtime": 2}, sched["cancels"]
+    assert sched["at_scheduler"]["dropped_by_reason"] == {"cancelled": 2}
+    assert emulated.backends["b1"].stop() == 0
+    assert emulated.report("b1")["batches"] == 0  # neither ran
+
+
+class Load:
+    """Closed-loop clients (http.client keep-alive and grpcio) against frontends,
+    one thread each, recording every call's one response by frontend and model."""
+
+    def __init__(self, frontends, model, body, grpc_request, pause=0.01):
+        self.stop_flag = threading.Event()
+        self.tallies = {f.name: Tally() for f in frontends}
+        self.calls = {f.name: 0 for f in frontends}
+        self.no_response = []  # calls that ended without a response: must stay empty
+        self.errors = []       # (frontend, status, message) of every non-2xx, non-drop response
+        self.ok_after = {}     # frontend -> time of its last ok
+        self.lock = threading.Lock()
+        self.threads = []
+        for f in frontends:
+            self.threads.append(threading.Thread(target=self.http_loop, args=(f, model, body, pause), daemon=True))
+            self.threads.append(threading.Thread(target=self.grpc_loop, args=(f, model, grpc_request, pause),
+                                                 daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def record(self, f, model, kind, status, message):
+        self.tallies[f.name].add(model, kind)
+        with self.lock:
+            if kind in ("ok", "late"):
+                self.ok_after[f.name] = time.monotonic()
+            elif kind == "errors" or status in (503, grpc.StatusCode.UNAVAILABLE):
+                self.errors.append((f.name, status, message))
+
+    def http_loop(self, f, model, body, pause):
+        host, port = f.http.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        data = json.dumps(body).encode()
+        while not self.stop_flag.is_set():
+            with self.lock:
+                self.calls[f.name] += 1
+            try:
+                conn.request("POST", "/v2/models/%s/infer" % model, body=data,
+                             headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                out = resp.read()
+            except Exception as e:  # no response: a broken promise
+                with self.lock:
+                    self.no_response.append((f.name, "http", repr(e)))
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=30)
+                continue
+            outcome = resp.getheader("Symphony-Outcome")
+            msg = "" if resp.status == 200 else json.loads(out)["error"]
+            self.record(f, model, kind_of(resp.status, outcome), resp.status, msg)
+            if resp.status != 200:
+                time.sleep(pause)
+        conn.close()
+
+    def grpc_loop(self, f, model, request, pause):
+        with grpc.insecure_channel(f.grpc) as ch:
+            stub = self.stub(ch)
+            while not self.stop_flag.is_set():
+                with self.lock:
+                    self.calls[f.name] += 1
+                try:
+                    _, call = stub.ModelInfer.with_call(request, timeout=30)
+                    self.record(f, model, KINDS[dict(call.trailing_metadata())["symphony-outcome"]], 200, "")
+                except grpc.RpcError as e:
+                    trailers = dict(e.trailing_metadata() or ())
+                    if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and "symphony-outcome" not in trailers:
+                        with self.lock:  # the client's own deadline, not the server's answer
+                            self.no_response.append((f.name, "grpc", e.details()))
+                        continue
+                    self.record(f, model, kind_of(e.code(), trailers.get("symphony-outcome")), e.code(),
+                                e.details())
+                    time.sleep(pause)
+
+    @staticmethod
+    def stub(ch):
+        _, pb_grpc = grpc_stubs()
+        return pb_grpc.GRPCInferenceServiceStub(ch)
+
+    def finish(self):
+        self.stop_flag.set()
+        for t in self.threads:
+            t.join(timeout=60)
+            assert not t.is_alive(), "a client thread is stuck"
+
+
+def fast_load(frontends):
+    pb, _ = grpc_stubs()
+    req = pb.ModelInferRequest(model_name="fast")
+    req.inputs.add(name="input", datatype="BYTES", shape=[1])
+    req.raw_input_contents.append(struct.pack("<I", 8) + b"abcdefgh")
+    body = {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], "data": ["abcdefgh"]}]}
+    return Load(frontends, "fast", body, req)
+
+
+def check_every_request_answered_once(load, reports):
+    print("calls", load.calls, "tallies", {n: t.by_model for n, t in load.tallies.items()},
+          "errors", len(load.errors), sorted(set(m for _, _, m in load.errors))[:6])
+    assert load.no_response == [], load.no_response[:5]
+    for name, report in reports.items():
+        tally = load.tallies[name]
+        assert tally.total() == load.calls[name], (name, tally.by_model, load.calls[name])
+        check_report_equals(report, tally, name)
+        assert report["client"]["in_flight_at_end"] == 0, report["client"]
+        assert report["client"]["duplicate_outputs"] == 0, report["client"]
+
+
+def test_emulated_killed_scheduler_every_request_answered_once_and_frontends_recover(emulated):
+    f1 = emulated.start_frontend("fe1")
+    f2 = emulated.start_frontend("fe2")
+    f1.wait_ready()
+    f2.wait_ready()
+    load = fast_load([f1, f2])
+    try:
+        time.sleep(2)
+        emulated.scheduler.kill()  # SIGKILL under load
+        killed = time.monotonic()
+        wait_until(lambda: not f1.ready() and not f2.ready(), "both frontends to say not ready", 5)
+        time.sleep(1)
+        emulated.start_scheduler("scheduler2")  # same port; the backend and the frontends come back
+        emulated.backends["b1"].wait_for("its registration again", lambda: emulated.registered() >= 1, 30)
+        f1.wait_ready()
+        f2.wait_ready()
+        back = time.monotonic()
+        time.sleep(2)
+    finally:
+        load.finish()
+    reports = {"fe1": f1.stop(), "fe2": f2.stop()}
+    check_every_request_answered_once(load, reports)
+    for name, report in reports.items():
+        assert report["client"]["scheduler_losses"] == 1 and report["client"]["welcomes"] == 2, report["client"]
+        assert load.ok_after.get(name, 0) > back, name + " served nothing after the scheduler came back"
+        assert report["models"]["fast"]["ok"] > 0
+    # Every error says what failed: the lost scheduler, or not being connected to one.
+    assert load.errors, "nothing failed while the scheduler was down?"
+    for name, status, msg in load.errors:
+        assert ("scheduler" in msg and ("lost" in msg or "not connected" in msg)) or "not ready" in msg, (
+            name, status, msg)
+    assert any("was lost while the request was pending" in m or "not connected" in m or "not ready" in m
+               for _, _, m in load.errors)
+    assert killed < back
+
+
+def test_emulated_killed_backend_every_request_answered_once_errors_name_it(emulated):
+    victim = emulated.backends.pop("b1")
+    f = emulated.start_frontend("fe")
+    f.wait_ready()
+    load = fast_load([f])
+    probe = {}
+
+    def send_probe():  # a request of `busy` runs from ~100 ms after it came until ~400 ms
+        body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+        probe["sent"] = time.monotonic()
+        probe["answer"] = http_infer(f, "busy", body, load.tallies["fe"])
+
+    try:
+        time.sleep(2)
+        t = threading.Thread(target=send_probe, daemon=True)
+        t.start()
+        wait_until(lambda: "sent" in probe, "the probe to go", 5)
+        time.sleep(0.25 - (time.monotonic() - probe["sent"]))
+        victim.kill()  # SIGKILL while the probe's batch runs on it
+        t.join(timeout=30)
+        assert not t.is_alive(), "the probe got no answer"
+        wait_until(lambda: "lost" in emulated.scheduler.output(), "the scheduler to notice the lost backend", 5)
+        time.sleep(1)
+        emulated.start_backend("again", "emulated:2")
+        back = time.monotonic()
+        time.sleep(2)
+    finally:
+        load.finish()
+    report = f.stop()
+    load.calls["fe"] += 1  # the probe
+    check_every_request_answered_once(load, {"fe": report})
+    assert load.ok_after.get("fe", 0) > back, "nothing served after the backend came back"
+    # The probe was running on the victim: an error naming it.
+    status, hdrs, body = probe["answer"]
+    err = json.loads(body)["error"]
+    assert status == 500 and hdrs["symphony-outcome"] == "error", (status, body)
+    assert "model 'busy' failed in the cluster" in err and "'b1'" in err and "lost" in err, err
+    # The load's requests in the victim's batches (if any) end the same way;
+    # those queued with no GPU left expire (504).
+    for _, status, msg in load.errors:
+        assert "'b1'" in msg and "failed in the cluster" in msg, (status, msg)
+    fast = report["models"]["fast"]
+    assert fast["errors"] == len(load.errors)
+    assert set(fast["dropped_by_reason"]) <= {"expired", "batch_policy", "infeasible"}, fast
+    assert report["models"]["busy"]["errors"] == 1
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_emulated_frontend_waits_for_the_scheduler_not_ready_until_it_comes():
+    c = Cluster(EMULATED_CONFIG)
+    try:
+        c.port = free_port()  # nothing listens there yet
+        f = c.start_frontend("fe")
+        time.sleep(1)
+        status, body = http_get(f.url + "/v2/health/ready")
+        assert status == 503, body
+        assert http_get(f.url + "/v2/models/fast")[0] == 200  # metadata comes from the config
+        status, body = http_get(f.metrics_url.replace("/metrics", "/readyz"))
+        assert status == 503 and b"not connected to the scheduler at " + c.address().encode() in body, body
+        body = {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], "data": ["abc"]}]}
+        status, hdrs, out = http_infer(f, "fast", body)
+        assert status == 503 and "not ready" in json.loads(out)["error"], out
+        c.start_scheduler()
+        c.start_backend("b1", "emulated:1")
+        f.wait_ready()
+        # The first requests of a frontend that just joined may miss their
+        # 100 ms while the backend connects to it (504): bounded retries.
+        tally = Tally()
+        tally.add("fast", "dropped")  # the 503 above
+        for _ in range(50):
+            status, hdrs, out = http_infer(f, "fast", body, tally)
+            if status == 200:
+                break
+            assert status == 504 and hdrs["symphony-drop-reason"] == "expired", out
+        assert status == 200, out
+        report = f.stop()
+        check_report_equals(report, tally, "fe")
+        assert report["models"]["fast"]["dropped_by_reason"].get("unavailable") == 1
+    finally:
+        c.stop_all()
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--scheduler", "nowhere", "--http", "127.0.0.1:0"], "--scheduler: "),
+    (["--scheduler", "127.0.0.1:1"], "give --http HOST:PORT and/or --grpc HOST:PORT"),
+    (["--scheduler", "127.0.0.1:1", "--http", "127.0.0.1:99999"], "--http: "),
+    (["--scheduler", "127.0.0.1:1", "--grpc", "nonsense"], "--grpc: "),
+    (["--scheduler", "127.0.0.1:1", "--http", "127.0.0.1:0", "--metrics", "9464"], "--metrics: "),
+    (["--scheduler", "127.0.0.1:1", "--http", "127.0.0.1:0", "--max-inflight", "1000000", "--max-input-bytes",
+      "100000"], "GiB of registered memory"),
+])
+def test_emulated_cli_errors_name_the_option(args, says):
+    d = tempfile.mkdtemp(prefix="symphony-cluster-front-")
+    cfg = os.path.join(d, "cluster.yaml")
+    with open(cfg, "w") as f:
+        f.write(textwrap.dedent(EMULATED_CONFIG))
+    import subprocess
+    p = subprocess.run([CLI, "frontend", "--config", cfg] + args, capture_output=True, timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "symphony frontend: " in err and says in err, (p.returncode, err)
+
+
+def test_emulated_cli_config_errors_name_the_file_line_and_key():
+    d = tempfile.mkdtemp(prefix="symphony-cluster-front-")
+    cfg = os.path.join(d, "cluster.yaml")
+    with open(cfg, "w") as f:
+        f.write(textwrap.dedent(EMULATED_CONFIG).replace('output: "uint8[16]"}', 'output: "uint9[16]"}', 1))
+    import subprocess
+    p = subprocess.run([CLI, "frontend", "--config", cfg, "--scheduler", "127.0.0.1:1", "--http", "127.0.0.1:0"],
+                       capture_output=True, timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and cfg + ":" in err and "cluster.models.slow.output: unknown dtype 'uint9'" in err, err
