@@ -6,7 +6,8 @@
 // `symphony load`) use a Symphony cluster. Any number may run.
 //
 // It keeps trying the scheduler as the client does (backoff 50 ms to 2 s);
-// meanwhile /v2/health/ready answers 503. SIGINT or SIGTERM stops it
+// until a scheduler has accepted it and a backend has connected to it,
+// /v2/health/ready answers 503. SIGINT or SIGTERM stops it
 // gracefully: new requests get 503, pending ones end (within --drain; then
 // 503), the last responses are written, and it prints the report of what it
 // answered (the keys of serve's front report; --json FILE).
@@ -175,7 +176,8 @@ int run_frontend(const FrontendArgs& a) {
         },
         [&front, c, sched]() -> std::string {
           if (front.ready()) return "";
-          return c->connected() ? "stopping" : "not connected to the scheduler at " + sched;
+          if (!c->connected()) return "not connected to the scheduler at " + sched;
+          return c->backends() == 0 ? "no backend has connected to this frontend yet" : "stopping";
         });
     if (!ep.ok()) {
       print_error("frontend", "--metrics: %s\n", ep.status().message().c_str());
