@@ -14,14 +14,7 @@ Result<std::unique_ptr<ServeFront>> ServeFront::start(server::Server& server,
   front::FrontOptions fo;
   fo.max_inflight = a.max_inflight;
   f->front_ = std::make_unique<front::Front>(*f->service_, fo);
-  front::ListenOptions lo;
-  lo.http = a.http;
-  lo.grpc = a.grpc;
-  lo.http_threads = a.http_threads;
-  lo.max_connections = a.max_connections;
-  lo.request_timeout = Duration::from_seconds(a.http_request_timeout_s);
-  lo.idle_timeout = Duration::from_seconds(a.http_idle_timeout_s);
-  auto l = front::Listeners::start(*f->front_, lo);
+  auto l = front::Listeners::start(*f->front_, a.listen_options());
   if (!l.ok()) return l.status();
   f->listeners_ = std::move(*l);
   if (!a.port_file.empty())

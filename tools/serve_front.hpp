@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "front_report.hpp"
+#include "front_cli.hpp"
 #include "symphony/front/front.hpp"
 #include "symphony/front/listeners.hpp"
 #include "symphony/front/server_service.hpp"
@@ -17,18 +17,8 @@
 
 namespace symphony::tools {
 
-struct ServeFrontArgs {
-  std::string http;       // HOST:PORT; empty: no HTTP
-  std::string grpc;       // HOST:PORT; empty: no gRPC
-  std::string port_file;  // where to write {"http": "HOST:PORT", "grpc": "HOST:PORT"}
-  int http_threads = 1;
-  std::uint32_t max_inflight = 8192;
-  std::uint32_t max_connections = 1024;
-  double http_request_timeout_s = 10;
-  double http_idle_timeout_s = 60;
-
-  bool any() const { return !http.empty() || !grpc.empty(); }
-};
+// serve's front options (--http, --grpc, --port-file, ...).
+using ServeFrontArgs = FrontArgs;
 
 class ServeFront {
  public:

@@ -31,7 +31,8 @@ import urllib.request
 import grpc
 import pytest
 
-from oip_harness import CLI, MODELS, Process, curl, grpc_stubs, read_json, read_ports
+from oip_harness import (BAD_LINEAR_INPUTS, CLI, MODELS, Process, Tally, curl, grpc_infer_test_models, grpc_stubs,
+                         linear_expected, read_json, read_ports)
 
 TOKEN = "frontend-test-token"
 
@@ -157,21 +158,6 @@ class Cluster:
             self.scheduler.stop(signal.SIGTERM, timeout=30)
 
 
-class Tally:
-    """What the clients saw, per model: the accounting the frontend must agree with."""
-
-    def __init__(self):
-        self.by_model = {}
-        self.lock = threading.Lock()
-
-    def add(self, model, kind):
-        with self.lock:
-            self.by_model.setdefault(model, {"ok": 0, "late": 0, "dropped": 0, "errors": 0})[kind] += 1
-
-    def total(self):
-        return sum(sum(c.values()) for c in self.by_model.values())
-
-
 KINDS = {"ok": "ok", "late": "late", "dropped": "dropped", "error": "errors"}
 
 
@@ -251,12 +237,6 @@ def torch_cluster():
     c.tally = Tally()
     yield c
     c.stop_all()
-
-
-def linear_expected(x):
-    import torch
-    m = torch.jit.load(os.path.join(MODELS, "linear.pt"))
-    return m(torch.tensor([x], dtype=torch.float32))[0].tolist()
 
 
 def test_torch_health_and_metadata_from_the_cluster_config(torch_cluster):
@@ -343,12 +323,7 @@ def test_torch_model_error_is_500_naming_the_backend_and_the_error(torch_cluster
     assert meta["outputs"] == [{"name": "output", "datatype": "UINT8", "shape": [-1, 16]}]
 
 
-@pytest.mark.parametrize("inputs,says", [
-    ([{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}], "has no input 'x' (inputs: 'input')"),
-    ([{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [1, 2, 3, 4]}], "expected datatype FP32, got FP64"),
-    ([{"name": "input", "datatype": "FP32", "shape": [1, 5], "data": [1, 2, 3, 4, 5]}], "expected shape [1,4], got [1,5]"),
-    ([{"name": "input", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8}], "one sample per request"),
-])
+@pytest.mark.parametrize("inputs,says", BAD_LINEAR_INPUTS)
 def test_torch_bad_input_is_400_naming_the_problem(torch_cluster, inputs, says):
     status, hdrs, body = http_infer(torch_cluster.fe, "linear", {"inputs": inputs}, torch_cluster.tally)
     assert status == 400 and says in json.loads(body)["error"], body
@@ -380,40 +355,7 @@ def test_torch_grpc_with_stubs_generated_from_the_proto(torch_cluster):
             stub.ModelMetadata(pb.ModelMetadataRequest(name="nope"), timeout=10)
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
-        x = [0.5, -1.0, 2.0, 3.5]
-        raw = pb.ModelInferRequest(model_name="linear", id="g1")
-        raw.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-        raw.raw_input_contents.append(struct.pack("<4f", *x))
-        resp, call = stub.ModelInfer.with_call(raw, timeout=20)
-        outcome = dict(call.trailing_metadata())["symphony-outcome"]
-        tally.add("linear", KINDS[outcome])
-        assert resp.id == "g1" and list(resp.outputs[0].shape) == [1, 3]
-        assert list(struct.unpack("<3f", resp.raw_output_contents[0])) == pytest.approx(linear_expected(x), rel=1e-6)
-
-        typed = pb.ModelInferRequest(model_name="two_inputs")
-        a = typed.inputs.add(name="input0", datatype="FP32", shape=[1, 2])
-        a.contents.fp32_contents.extend([0.5, 0.25])
-        b = typed.inputs.add(name="input1", datatype="INT64", shape=[1, 3])
-        b.contents.int64_contents.extend([1, 2, 3])
-        resp, call = stub.ModelInfer.with_call(typed, timeout=20)
-        tally.add("two_inputs", KINDS[dict(call.trailing_metadata())["symphony-outcome"]])
-        assert struct.unpack("<f", resp.raw_output_contents[0])[0] == pytest.approx(6.75)
-
-        bad = pb.ModelInferRequest(model_name="linear")
-        bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-        bad.raw_input_contents.append(b"\0" * 15)
-        with pytest.raises(grpc.RpcError) as e:
-            stub.ModelInfer(bad, timeout=10)
-        tally.add("linear", "errors")
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "is 16 bytes, got 15" in e.value.details()
-
-        boom = pb.ModelInferRequest(model_name="raises")
-        boom.inputs.add(name="input", datatype="FP32", shape=[4])
-        boom.raw_input_contents.append(struct.pack("<4f", -1000, 0, 0, 0))
-        with pytest.raises(grpc.RpcError) as e:
-            stub.ModelInfer(boom, timeout=20)
-        tally.add("raises", "errors")
-        assert e.value.code() == grpc.StatusCode.INTERNAL and "below -100" in e.value.details()
+        grpc_infer_test_models(stub, pb, tally, pytest.approx, only_ok=False)
 
 
 def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_cluster):
@@ -431,7 +373,7 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     assert report["unknown_model"] == 0  # 404s for metadata do not count as requests
     assert report["client"]["in_flight_at_end"] == 0 and report["client"]["duplicate_outputs"] == 0
     assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1}
-    assert report["models"]["linear"]["errors_by_kind"]["invalid"] == 5
+    assert report["models"]["linear"]["errors_by_kind"]["invalid"] == len(BAD_LINEAR_INPUTS) + 1
     assert report["http"] == f.http and report["grpc"] == f.grpc
 
 
