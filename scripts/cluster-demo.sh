@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The cluster on one machine: a scheduler, two backends with 4 emulated GPUs
-# each (8 in all) and two load-generating frontends, as separate processes
-# talking UCX over TCP on loopback, serving the paper's stagger workload
-# (ResNet50 profile, SLO 25 ms; examples/cluster/cluster.yaml).
+# each (8 in all) and two protocol frontends (`symphony frontend`), as
+# separate processes talking UCX over TCP on loopback, serving the paper's
+# stagger workload (ResNet50 profile, SLO 25 ms; examples/cluster/cluster.yaml)
+# to two Open Inference Protocol load generators (`symphony load` over HTTP).
 #
 #   1. starts the scheduler and the backends, and offers a calibration load
-#      for 5 s so that the scheduler learns d_ctrl, d_data and d_resp;
+#      for 5 s (`symphony loadgen`, the cluster client) so that the scheduler
+#      learns d_ctrl, d_data and d_resp;
 #   2. asks the simulator for the goodput of the same config with those
 #      delays (symphony simulate --goodput);
-#   3. offers 0.95 x that goodput for 20 s from the two frontends (half each)
-#      and prints the outcome report; the simulator runs the same offered
-#      rate for comparison.
+#   3. starts the two frontends and offers 0.95 x that goodput for 20 s with
+#      `symphony load --url http://...`, half to each frontend, and prints the
+#      outcome report the load generators saw; the simulator runs the same
+#      offered rate for comparison.
 #
 #   ./scripts/cluster-demo.sh [--json FILE] [--duration S] [--fraction F]
 #
 # The JSON holds sent, ok, late, dropped, errors, bad_rate, offered_rps,
-# sim_goodput_rps, median_batch and sim_median_batch (and more). Set
+# sim_goodput_rps, median_batch and sim_median_batch (and more): as the
+# protocol clients counted them, each budget the model's SLO from the moment
+# the frontend got the request (the HTTP hop is outside it). Set
 # SYMPHONY_BUILD_DIR to use an existing build (default: build/release, built
 # here), and SYMPHONY_DEMO_KEEP=1 to keep the logs.
 set -euo pipefail
@@ -53,6 +58,7 @@ fi
 config=examples/cluster/cluster.yaml
 work=$(mktemp -d /tmp/symphony-cluster-demo-XXXXXX)
 pids=()
+fe_pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   sleep 0.5
@@ -103,32 +109,60 @@ rate=$(/usr/bin/python3 -c "print(round($goodput * $fraction, 1))")
 "$bin" simulate "$work/sim.yaml" --rate "$rate" -q --json "$work/sim_run.json" >/dev/null
 echo "simulated goodput ${goodput} r/s; offering ${fraction} x = ${rate} r/s" >&2
 
-step "offering ${rate} r/s from two frontends for ${duration} s"
+step "starting two protocol frontends (symphony frontend: HTTP and gRPC on loopback)"
+for f in 1 2; do
+  "$bin" frontend --scheduler "$addr" --config "$config" --http 127.0.0.1:0 --grpc 127.0.0.1:0 --name "frontend$f" \
+    --port-file "$work/frontend$f.ports" --json "$work/frontend$f.json" --quiet >"$work/frontend$f.log" 2>&1 &
+  fe_pids+=($!)
+  pids+=($!)
+done
+urls=()
+for f in 1 2; do
+  for _ in $(seq 100); do [[ -s "$work/frontend$f.ports" ]] && break; sleep 0.1; done
+  [[ -s "$work/frontend$f.ports" ]] || { cat "$work/frontend$f.log" >&2; exit 1; }
+  http=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$work/frontend$f.ports")
+  for _ in $(seq 100); do  # ready: joined the cluster, a backend connected to it
+    [[ $(curl -s -o /dev/null -w '%{http_code}' "http://$http/v2/health/ready") == 200 ]] && break
+    sleep 0.1
+  done
+  urls+=("http://$http")
+done
+echo "frontends: ${urls[*]}" >&2
+
+step "offering ${rate} r/s through the two frontends for ${duration} s (symphony load over HTTP)"
 half=$(/usr/bin/python3 -c "print($rate / 2)")
 lg=()
 for f in 1 2; do
-  "$bin" loadgen --scheduler "$addr" --config "$config" --duration "$duration" --warmup 2 --rate "$half" \
-    --seed "$f" --name "frontend$f" --json "$work/frontend$f.json" --quiet >"$work/frontend$f.log" 2>&1 &
+  "$bin" load --url "${urls[$((f - 1))]}" --model ResNet50 --rate "$half" --duration "$duration" --warmup 2 \
+    --budget none --seed "$f" --json "$work/load$f.json" --quiet >"$work/load$f.log" 2>&1 &
   lg+=($!)
   pids+=($!)
 done
 for p in "${lg[@]}"; do wait "$p"; done
+for p in "${fe_pids[@]}"; do kill -TERM "$p"; done  # they write their reports
+for p in "${fe_pids[@]}"; do wait "$p" || true; done
 
 step "report"
 /usr/bin/python3 - "$work" "$goodput" "$rate" "$json_out" <<'PY'
 import json, sys
 work, goodput, rate, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+# What the protocol clients saw (symphony load), and what the frontends ran.
+lo = [json.load(open(f"{work}/load{i}.json")) for i in (1, 2)]
 fe = [json.load(open(f"{work}/frontend{i}.json")) for i in (1, 2)]
 sim = json.load(open(f"{work}/sim_run.json"))
 sched = json.load(open(f"{work}/scheduler.json"))
-r = {k: sum(f[k] for f in fe) for k in ("sent", "ok", "late", "dropped", "errors")}
+r = {k: sum(x[k] for x in lo) for k in ("sent", "ok", "late", "dropped", "errors")}
 reasons = {}
-for f in fe:
-    for k, v in f["dropped_by_reason"].items():
+for x in lo:
+    for k, v in x["dropped_by_reason"].items():
         reasons[k] = reasons.get(k, 0) + v
-hist = {}
+errors = {}
+for x in lo:
+    for k, v in x["errors_by_message"].items():
+        errors[k] = errors.get(k, 0) + v
+hist = {}  # the batches the frontends' requests ran in (warm-up included)
 for f in fe:
-    for k, v in f["requests_by_batch_size"].items():
+    for k, v in f["models"]["ResNet50"].get("requests_by_batch_size", {}).items():
         hist[int(k)] = hist.get(int(k), 0) + v
 n, seen, median = sum(hist.values()), 0, 0
 for b in sorted(hist):
@@ -136,9 +170,11 @@ for b in sorted(hist):
     if 2 * seen >= n:
         median = b
         break
-window = fe[0]["duration_s"]
+window = lo[0]["duration_s"]
+p99 = max(x["latency_ms"]["p99"] for x in lo)
 r.update({
     "dropped_by_reason": reasons,
+    "errors_by_message": errors,
     "bad_rate": (r["sent"] - r["ok"]) / r["sent"] if r["sent"] else 0.0,
     "offered_rps": r["sent"] / window,
     "target_rps": rate,
@@ -147,18 +183,20 @@ r.update({
     "median_batch": median,
     "sim_median_batch": sim["median_batch"],
     "sim_bad_rate": sim["bad_rate"],
+    "client_p99_ms": p99,
     "learned_delays_us": {k: sched["delays_us"][k] for k in ("ctrl", "data", "resp")},
-    "output_mismatch": sum(f["output_mismatch"] for f in fe),
     "duplicate_outputs": sum(f["client"]["duplicate_outputs"] for f in fe),
+    "frontends_sent": sum(f["sent"] for f in fe),
     "scheduler_cpu_us_per_request": sched["cpu_us_per_request"],
+    "load_cpu_s": sum(x["client"]["cpu_s"] for x in lo),
     "duration_s": window,
 })
 print(f"""
-cluster: 1 scheduler, 2 backends x 4 emulated GPUs, 2 frontends (TCP loopback)
+cluster: 1 scheduler, 2 backends x 4 emulated GPUs, 2 protocol frontends (TCP loopback), 2 HTTP load generators
 offered  {r['offered_rps']:9.1f} r/s  ({rate:.1f} = 0.95 x the simulator's goodput {goodput:.1f})
-sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reasons or ''}, errors {r['errors']}
+sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reasons or ''}, errors {r['errors']} {errors or ''}
 bad rate {100 * r['bad_rate']:.2f} %   (simulator at the same rate: {100 * sim['bad_rate']:.2f} %)
-median batch {median}   (simulator: {sim['median_batch']:g})
+median batch {median}   (simulator: {sim['median_batch']:g}); client p99 {p99:.1f} ms (SLO 25 ms at the frontend)
 learned delays: d_ctrl {r['learned_delays_us']['ctrl']:.0f} us, d_data {r['learned_delays_us']['data']:.0f} us, d_resp {r['learned_delays_us']['resp']:.0f} us""")
 if out:
     json.dump(r, open(out, "w"), indent=2, sort_keys=True)

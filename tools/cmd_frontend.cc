@@ -6,7 +6,8 @@
 // `symphony load`) use a Symphony cluster. Any number may run.
 //
 // It keeps trying the scheduler as the client does (backoff 50 ms to 2 s);
-// meanwhile /v2/health/ready answers 503. SIGINT or SIGTERM stops it
+// until a scheduler has accepted it and a backend has connected to it,
+// /v2/health/ready answers 503. SIGINT or SIGTERM stops it
 // gracefully: new requests get 503, pending ones end (within --drain; then
 // 503), the last responses are written, and it prints the report of what it
 // answered (the keys of serve's front report; --json FILE).
@@ -16,7 +17,7 @@
 #include <unistd.h>
 
 #include "commands.hpp"
-#include "front_report.hpp"
+#include "front_cli.hpp"
 #include "progress.hpp"
 #include "symphony/cluster/frontend_service.hpp"
 #include "symphony/front/front_metrics.hpp"
@@ -35,22 +36,18 @@ using json = nlohmann::json;
 struct FrontendArgs {
   std::string config;
   std::string scheduler;
-  std::string http, grpc;
-  std::string port_file;
+  FrontArgs front;  // --http, --grpc, --port-file, --max-inflight, ...
   std::string metrics;
   std::string json;
   std::string token;
   std::string name;
-  std::uint32_t max_inflight = 4096;
   std::uint32_t max_input_bytes = 4096;
-  int http_threads = 1;
-  std::uint32_t max_connections = 1024;
-  double request_timeout_s = 10;
-  double idle_timeout_s = 60;
   double drain_s = -1;
   double duration_s = 0;
   bool quiet = false;
   bool verbose = false;
+
+  FrontendArgs() { front.max_inflight = 4096; }  // the input pool is this many inputs
 };
 
 // The registered pool is max_pending x the largest input, allocated and
@@ -65,7 +62,7 @@ int run_frontend(const FrontendArgs& a) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread: they all inherit it
 
-  if (a.http.empty() && a.grpc.empty()) {
+  if (!a.front.any()) {
     print_error("frontend", "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n");
     return 2;
   }
@@ -85,8 +82,8 @@ int run_frontend(const FrontendArgs& a) {
       print_error("frontend", "--metrics: %s\n", p.status().message().c_str());
       return 2;
     }
-  if (a.max_inflight == 0 || a.max_inflight > (1u << 20)) {
-    print_error("frontend", "--max-inflight must be in [1, 1048576], got %u\n", a.max_inflight);
+  if (a.front.max_inflight == 0 || a.front.max_inflight > (1u << 20)) {
+    print_error("frontend", "--max-inflight must be in [1, 1048576], got %u\n", a.front.max_inflight);
     return 2;
   }
   if (a.max_input_bytes == 0) {
@@ -113,12 +110,12 @@ int run_frontend(const FrontendArgs& a) {
   if (any_opaque) max_input = std::max<std::uint64_t>(max_input, std::min(a.max_input_bytes, cfg.cluster.max_input_bytes));
   // Slots go to models in runs of 64 (the client's allocator): room for one
   // half-used run per model beside the front's in-flight bound.
-  const std::uint64_t slots = std::uint64_t{a.max_inflight} + 64 * models.size();
+  const std::uint64_t slots = std::uint64_t{a.front.max_inflight} + 64 * models.size();
   if (slots > (1u << 24) || slots * max_input > kMaxPoolBytes) {
     print_error("frontend",
                 "--max-inflight %u with inputs of up to %llu bytes needs %.1f GiB of registered memory (at most %.0f); "
                 "lower --max-inflight%s\n",
-                a.max_inflight, static_cast<unsigned long long>(max_input),
+                a.front.max_inflight, static_cast<unsigned long long>(max_input),
                 static_cast<double>(slots * max_input) / (1u << 30), static_cast<double>(kMaxPoolBytes) / (1u << 30),
                 any_opaque ? " or --max-input-bytes" : "");
     return 2;
@@ -142,16 +139,9 @@ int run_frontend(const FrontendArgs& a) {
   cluster::ClusterService service(**client, models, co.max_input_bytes, a.scheduler);
   front::FrontOptions fo;
   fo.server_name = "symphony";
-  fo.max_inflight = a.max_inflight;
+  fo.max_inflight = a.front.max_inflight;
   front::Front front(service, fo);
-  front::ListenOptions lo;
-  lo.http = a.http;
-  lo.grpc = a.grpc;
-  lo.http_threads = a.http_threads;
-  lo.max_connections = a.max_connections;
-  lo.request_timeout = Duration::from_seconds(a.request_timeout_s);
-  lo.idle_timeout = Duration::from_seconds(a.idle_timeout_s);
-  auto listeners = front::Listeners::start(front, lo);
+  auto listeners = front::Listeners::start(front, a.front.listen_options());
   if (!listeners.ok()) {
     print_error("frontend", "%s\n", listeners.status().message().c_str());
     return 2;
@@ -175,7 +165,8 @@ int run_frontend(const FrontendArgs& a) {
         },
         [&front, c, sched]() -> std::string {
           if (front.ready()) return "";
-          return c->connected() ? "stopping" : "not connected to the scheduler at " + sched;
+          if (!c->connected()) return "not connected to the scheduler at " + sched;
+          return c->backends() == 0 ? "no backend has connected to this frontend yet" : "stopping";
         });
     if (!ep.ok()) {
       print_error("frontend", "--metrics: %s\n", ep.status().message().c_str());
@@ -184,8 +175,8 @@ int run_frontend(const FrontendArgs& a) {
     endpoint = std::move(*ep);
     std::fprintf(stderr, "metrics: listening on http://%s/metrics\n", endpoint->address().c_str());
   }
-  if (!a.port_file.empty())
-    if (Status s = (*listeners)->write_port_file(a.port_file); !s.ok()) {
+  if (!a.front.port_file.empty())
+    if (Status s = (*listeners)->write_port_file(a.front.port_file); !s.ok()) {
       print_error("frontend", "%s\n", s.message().c_str());
       return 2;
     }
@@ -274,29 +265,16 @@ CLI::App* add_frontend(CLI::App& app, int& exit_code) {
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, their SLOs and cluster.models' tensors")
       ->required();
   cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
-  cmd->add_option("--http", a.http, "serve REST on HOST:PORT (port 0: any free port; see --port-file)");
-  cmd->add_option("--grpc", a.grpc, "serve gRPC on HOST:PORT (port 0: any free port)");
-  cmd->add_option("--port-file", a.port_file,
-                  "write the addresses it listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) once serving");
+  add_front_options(cmd, a.front,
+                    "protocol requests in the cluster at once; more get 429 at once (default 4096; the registered "
+                    "input pool holds about this many inputs)");
   cmd->add_option("--metrics", a.metrics,
                   "serve Prometheus /metrics (the front's counters), /healthz, /readyz on HOST:PORT (docs/metrics.md)");
   add_json_option(cmd, a.json);
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "name in the scheduler's logs (default frontend-<pid>)");
-  cmd->add_option("--max-inflight", a.max_inflight,
-                  "protocol requests in the cluster at once; more get 429 at once (default 4096; the registered "
-                  "input pool is about this many inputs)");
   cmd->add_option("--max-input-bytes", a.max_input_bytes,
                   "largest input of a model without cluster.models inputs (one BYTES element; default 4096)");
-  cmd->add_option("--http-threads", a.http_threads, "I/O threads of the HTTP front (default 1)")
-      ->check(CLI::Range(1, 64));
-  cmd->add_option("--max-connections", a.max_connections, "HTTP connections at once (default 1024)")
-      ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--request-timeout", a.request_timeout_s,
-                  "seconds an HTTP request may take to arrive whole (default 10)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--idle-timeout", a.idle_timeout_s, "seconds before an idle connection closes (default 60)")
-      ->check(CLI::PositiveNumber);
   cmd->add_option("--drain", a.drain_s,
                   "seconds to wait at the stop for pending requests (default: the longest SLO + 3); the rest get 503")
       ->check(CLI::NonNegativeNumber);

@@ -754,27 +754,7 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--autoscale-window", a.autoscale_window_s,
                   "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_flag("--quiet", a.quiet, "no progress line");
-  cmd->add_option("--http", a.front.http,
-                  "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; docs/front.md)");
-  cmd->add_option("--grpc", a.front.grpc,
-                  "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)");
-  cmd->add_option("--port-file", a.front.port_file,
-                  "write the addresses the front listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) to this "
-                  "file once it serves");
-  cmd->add_option("--http-threads", a.front.http_threads, "I/O threads of the HTTP front (default 1)")
-      ->check(CLI::Range(1, 64));
-  cmd->add_option("--max-inflight", a.front.max_inflight,
-                  "protocol requests inside the server at once; more get 429 at once (default 8192)")
-      ->check(CLI::Range(1u, 1u << 24));
-  cmd->add_option("--max-connections", a.front.max_connections,
-                  "HTTP connections at once; beyond it a new one closes the longest idle (default 1024)")
-      ->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--request-timeout", a.front.http_request_timeout_s,
-                  "seconds an HTTP request may take to arrive, first byte to last (slow clients are cut off; default 10)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--idle-timeout", a.front.http_idle_timeout_s,
-                  "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")
-      ->check(CLI::PositiveNumber);
+  add_front_options(cmd, a.front, "protocol requests inside the server at once; more get 429 at once (default 8192)");
   cmd->add_flag("--no-load", a.no_load,
                 "ignore the config's load: section and serve protocol requests until SIGINT/SIGTERM");
   cmd->callback([&exit_code] { exit_code = run_serve(a); });

@@ -10,12 +10,7 @@ Result<std::unique_ptr<ServeFront>> ServeFront::start(server::Server& server,
                                                       Delays delays, const ServeFrontArgs& a) {
   front::ServedFrontOptions o;
   o.max_inflight = a.max_inflight;
-  o.listen.http = a.http;
-  o.listen.grpc = a.grpc;
-  o.listen.http_threads = a.http_threads;
-  o.listen.max_connections = a.max_connections;
-  o.listen.request_timeout = Duration::from_seconds(a.http_request_timeout_s);
-  o.listen.idle_timeout = Duration::from_seconds(a.http_idle_timeout_s);
+  o.listen = a.listen_options();
   auto served = front::ServedFront::start(server, models, delays, o);
   if (!served.ok()) return served.status();
   std::unique_ptr<ServeFront> f(new ServeFront());

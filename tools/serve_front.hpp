@@ -1,6 +1,6 @@
 // The Open Inference Protocol front of `symphony serve`: HTTP and gRPC on the
 // in-process server (front::ServedFront), the port file, and its share of
-// the progress line and the report (front_report.hpp).
+// the progress line and the report (front_cli.hpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,24 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "front_report.hpp"
+#include "front_cli.hpp"
 #include "symphony/front/served_front.hpp"
 #include "symphony/server/server.hpp"
 
 namespace symphony::tools {
 
-struct ServeFrontArgs {
-  std::string http;       // HOST:PORT; empty: no HTTP
-  std::string grpc;       // HOST:PORT; empty: no gRPC
-  std::string port_file;  // where to write {"http": "HOST:PORT", "grpc": "HOST:PORT"}
-  int http_threads = 1;
-  std::uint32_t max_inflight = 8192;
-  std::uint32_t max_connections = 1024;
-  double http_request_timeout_s = 10;
-  double http_idle_timeout_s = 60;
-
-  bool any() const { return !http.empty() || !grpc.empty(); }
-};
+// serve's front options (--http, --grpc, --port-file, ...).
+using ServeFrontArgs = FrontArgs;
 
 class ServeFront {
  public:

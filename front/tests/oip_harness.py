@@ -13,10 +13,12 @@ import importlib
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
 CLI = os.environ.get("SYMPHONY_CLI", "")
@@ -147,6 +149,23 @@ class Serve:
         return rc, read_json(self.report_file)
 
 
+class Tally:
+    """What the clients saw, per model (ok, late, dropped, errors): the
+    accounting the server's report and /metrics must agree with. Thread-safe."""
+
+    def __init__(self):
+        self.by_model = {}
+        self.lock = threading.Lock()
+
+    def add(self, model, kind):
+        with self.lock:
+            self.by_model.setdefault(model, {"ok": 0, "late": 0, "dropped": 0, "errors": 0})[kind] += 1
+
+    def total(self):
+        with self.lock:
+            return sum(sum(c.values()) for c in self.by_model.values())
+
+
 def curl(*args, body=None, timeout=30):
     """Runs curl; returns (status, headers dict lower-cased, body bytes)."""
     hdr = tempfile.NamedTemporaryFile(delete=False)
@@ -169,3 +188,74 @@ def curl(*args, body=None, timeout=30):
             k, v = line.split(":", 1)
             headers[k.strip().lower()] = v.strip()
     return status, headers, p.stdout
+
+
+# ---- the TorchScript test models (tests/data/make_test_models.py) -----------
+
+# Requests to `linear` (float32[4]) the front refuses with 400, and what the
+# error must say.
+BAD_LINEAR_INPUTS = [
+    ([{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}], "has no input 'x' (inputs: 'input')"),
+    ([{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [1, 2, 3, 4]}], "expected datatype FP32, got FP64"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, 5], "data": [1, 2, 3, 4, 5]}], "expected shape [1,4], got [1,5]"),
+    ([{"name": "input", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8}], "one sample per request"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2]}], "holds 4 elements, 'data' has 2"),
+    ([{"name": "input", "datatype": "FP32", "shape": [1, -4], "data": []}], "negative dimension"),
+]
+
+
+def linear_expected(x):
+    """linear.pt's answer for one sample, computed by torch in this process."""
+    import torch
+    m = torch.jit.load(os.path.join(MODELS, "linear.pt"))
+    return m(torch.tensor([x], dtype=torch.float32))[0].tolist()
+
+
+def grpc_infer_test_models(stub, pb, tally, approx, timeout=20, only_ok=True):
+    """ModelInfer on linear (raw contents, outputs checked against torch),
+    two_inputs (typed contents), a wrong size (INVALID_ARGUMENT) and raises
+    (INTERNAL); each response counted in `tally`. `only_ok`: the answers must
+    be on time (else late counts too)."""
+    import grpc
+    x = [0.5, -1.0, 2.0, 3.5]
+    raw = pb.ModelInferRequest(model_name="linear", id="g1")
+    raw.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    raw.raw_input_contents.append(struct.pack("<4f", *x))
+    resp, call = stub.ModelInfer.with_call(raw, timeout=timeout)
+    outcome = dict(call.trailing_metadata())["symphony-outcome"]
+    assert outcome == "ok" or (not only_ok and outcome == "late"), outcome
+    tally.add("linear", outcome)
+    assert resp.id == "g1" and resp.model_name == "linear"
+    assert resp.outputs[0].name == "output" and list(resp.outputs[0].shape) == [1, 3]
+    assert list(struct.unpack("<3f", resp.raw_output_contents[0])) == approx(linear_expected(x), rel=1e-6)
+
+    typed = pb.ModelInferRequest(model_name="two_inputs")
+    a = typed.inputs.add(name="input0", datatype="FP32", shape=[1, 2])
+    a.contents.fp32_contents.extend([0.5, 0.25])
+    b = typed.inputs.add(name="input1", datatype="INT64", shape=[1, 3])
+    b.contents.int64_contents.extend([1, 2, 3])
+    resp, call = stub.ModelInfer.with_call(typed, timeout=timeout)
+    outcome = dict(call.trailing_metadata())["symphony-outcome"]
+    assert outcome == "ok" or (not only_ok and outcome == "late"), outcome
+    tally.add("two_inputs", outcome)
+    assert struct.unpack("<f", resp.raw_output_contents[0])[0] == approx(6.75)
+
+    bad = pb.ModelInferRequest(model_name="linear")
+    bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    bad.raw_input_contents.append(b"\0" * 15)
+    try:
+        stub.ModelInfer(bad, timeout=timeout)
+        raise AssertionError("a 15-byte FP32[1,4] was accepted")
+    except grpc.RpcError as e:
+        tally.add("linear", "errors")
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "is 16 bytes, got 15" in e.details(), e.details()
+
+    boom = pb.ModelInferRequest(model_name="raises")
+    boom.inputs.add(name="input", datatype="FP32", shape=[4])
+    boom.raw_input_contents.append(struct.pack("<4f", -1000, 0, 0, 0))
+    try:
+        stub.ModelInfer(boom, timeout=timeout)
+        raise AssertionError("raises did not raise")
+    except grpc.RpcError as e:
+        tally.add("raises", "errors")
+        assert e.code() == grpc.StatusCode.INTERNAL and "below -100" in e.details(), e.details()

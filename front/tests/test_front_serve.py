@@ -18,9 +18,9 @@ import urllib.request
 
 import grpc
 import pytest
-import torch
 
-from oip_harness import MODELS, Serve, curl, grpc_stubs
+from oip_harness import (BAD_LINEAR_INPUTS, MODELS, Serve, Tally, curl, grpc_infer_test_models, grpc_stubs,
+                         linear_expected)
 
 
 def cpu_config(d):
@@ -46,16 +46,6 @@ EMULATED = """
       - {name: slow, input: "float32[4]", slo_ms: 4000, max_batch: 8, alpha_ms: 1, beta_ms: 200}
       - {name: fast, input: "float32[4]", slo_ms: 200, max_batch: 8, alpha_ms: 0.1, beta_ms: 1}
 """
-
-
-class Tally:
-    """What the client saw, per model: the accounting the server must agree with."""
-
-    def __init__(self):
-        self.by_model = {}
-
-    def add(self, model, kind):
-        self.by_model.setdefault(model, {"ok": 0, "late": 0, "dropped": 0, "errors": 0})[kind] += 1
 
 
 def kind_of_http(status, headers):
@@ -90,11 +80,6 @@ def http_infer(s, model, body, tally=None, headers=(), version=None):
     if tally is not None:
         tally.add(model, kind_of_http(status, hdrs))
     return status, hdrs, out
-
-
-def linear_expected(x):
-    m = torch.jit.load(os.path.join(MODELS, "linear.pt"))
-    return m(torch.tensor([x], dtype=torch.float32))[0].tolist()
 
 
 def test_health_and_metadata_with_curl(cpu):
@@ -180,14 +165,7 @@ def test_model_error_is_500_with_its_message(cpu, tally):
     assert "input below -100 is not allowed" in json.loads(body)["error"]
 
 
-@pytest.mark.parametrize("inputs,says", [
-    ([{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}], "has no input 'x' (inputs: 'input')"),
-    ([{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [1, 2, 3, 4]}], "expected datatype FP32, got FP64"),
-    ([{"name": "input", "datatype": "FP32", "shape": [1, 5], "data": [1, 2, 3, 4, 5]}], "expected shape [1,4], got [1,5]"),
-    ([{"name": "input", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8}], "one sample per request"),
-    ([{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2]}], "holds 4 elements, 'data' has 2"),
-    ([{"name": "input", "datatype": "FP32", "shape": [1, -4], "data": []}], "negative dimension"),
-])
+@pytest.mark.parametrize("inputs,says", BAD_LINEAR_INPUTS)
 def test_bad_input_is_400_naming_input_expected_and_got(cpu, tally, inputs, says):
     status, _, body = http_infer(cpu, "linear", {"inputs": inputs}, tally)
     assert status == 400 and says in json.loads(body)["error"], body
@@ -219,42 +197,7 @@ def test_grpc_with_stubs_generated_from_the_proto(cpu, tally):
             stub.ModelMetadata(pb.ModelMetadataRequest(name="nope"), timeout=10)
         assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
 
-        x = [0.5, -1.0, 2.0, 3.5]
-        want = linear_expected(x)
-        raw = pb.ModelInferRequest(model_name="linear", id="g1")
-        raw.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-        raw.raw_input_contents.append(struct.pack("<4f", *x))
-        resp, call = stub.ModelInfer.with_call(raw, timeout=10)
-        tally.add("linear", "ok")
-        assert resp.id == "g1" and resp.model_name == "linear"
-        assert resp.outputs[0].name == "output" and list(resp.outputs[0].shape) == [1, 3]
-        assert list(struct.unpack("<3f", resp.raw_output_contents[0])) == pytest.approx(want, rel=1e-6)
-        assert dict(call.trailing_metadata())["symphony-outcome"] == "ok"
-
-        typed = pb.ModelInferRequest(model_name="two_inputs")
-        a = typed.inputs.add(name="input0", datatype="FP32", shape=[1, 2])
-        a.contents.fp32_contents.extend([0.5, 0.25])
-        b = typed.inputs.add(name="input1", datatype="INT64", shape=[1, 3])
-        b.contents.int64_contents.extend([1, 2, 3])
-        resp = stub.ModelInfer(typed, timeout=10)
-        tally.add("two_inputs", "ok")
-        assert struct.unpack("<f", resp.raw_output_contents[0])[0] == pytest.approx(6.75)
-
-        bad = pb.ModelInferRequest(model_name="linear")
-        bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-        bad.raw_input_contents.append(b"\0" * 15)
-        with pytest.raises(grpc.RpcError) as e:
-            stub.ModelInfer(bad, timeout=10)
-        tally.add("linear", "errors")
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "is 16 bytes, got 15" in e.value.details()
-
-        boom = pb.ModelInferRequest(model_name="raises")
-        boom.inputs.add(name="input", datatype="FP32", shape=[4])
-        boom.raw_input_contents.append(struct.pack("<4f", -1000, 0, 0, 0))
-        with pytest.raises(grpc.RpcError) as e:
-            stub.ModelInfer(boom, timeout=10)
-        tally.add("raises", "errors")
-        assert e.value.code() == grpc.StatusCode.INTERNAL and "below -100" in e.value.details()
+        grpc_infer_test_models(stub, pb, tally, pytest.approx, timeout=10)
 
         with pytest.raises(grpc.RpcError) as e:
             stub.ModelInfer(pb.ModelInferRequest(model_name="nope"), timeout=10)

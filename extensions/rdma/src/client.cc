@@ -137,6 +137,7 @@ class Client::Impl final : public rdma::Transport::Handler {
     cancel_q_.enqueue(ticket);
     transport_->notify();
   }
+  std::uint32_t backends() const { return backends_ready_.load(std::memory_order_acquire); }
   std::vector<ModelInfo> models() const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return models_;
@@ -222,6 +223,12 @@ class Client::Impl final : public rdma::Transport::Handler {
   TimePoint reconnect_at_;
   rdma::Backoff backoff_;
   std::unordered_map<ConnId, Backend> backends_;
+  std::atomic<std::uint32_t> backends_ready_{0};  // backends_ that were welcomed (got the PoolInfo)
+  void recount_backends() {
+    std::uint32_t n = 0;
+    for (const auto& [c, b] : backends_) n += b.welcomed;
+    backends_ready_.store(n, std::memory_order_release);
+  }
   TimePoint next_orphan_scan_;
   int logged_unknown_ = 0;
   std::string last_refusal_;  // under ready_mu_
@@ -284,6 +291,7 @@ void Client::Impl::close() {
     }
     for (auto& [c, b] : backends_) transport_->close(c);
     backends_.clear();
+    recount_backends();
     ready_.store(false);
   });
   transport_->stop();
@@ -667,6 +675,7 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
     (void)transport_->send(c, wire::encode(wire::Refuse{h.status().message()}));
     transport_->close(c);
     backends_.erase(it);
+    recount_backends();
     return;
   }
   if (!b.welcomed) {
@@ -683,18 +692,21 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
       (void)transport_->send(c, wire::encode(wire::Refuse{why}));
       transport_->close(c);
       backends_.erase(it);
+      recount_backends();
       return;
     }
     b.welcomed = true;
     b.peer = "'" + hello->name + "' (" + b.peer + ")";
     (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(pool_.base),
                                                           pool_.length, pool_.packed_rkey}));
+    recount_backends();
     return;
   }
   if (h->kind == wire::Kind::kOutputs) return on_outputs(msg, b.peer);
   if (h->kind == wire::Kind::kGoodbye) {
     transport_->close(c);
     backends_.erase(it);
+    recount_backends();
     return;
   }
   log("unexpected " + std::string(wire::to_string(h->kind)) + " from backend " + b.peer + " (ignored)");
@@ -706,6 +718,7 @@ void Client::Impl::on_disconnect(ConnId c, const Status& why) {
     return scheduler_lost(why.message());
   }
   backends_.erase(c);
+  recount_backends();
 }
 
 void Client::Impl::on_tick(TimePoint now) {
@@ -804,6 +817,7 @@ void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 ClientStats Client::stats() const { return impl_->stats(); }
 bool Client::connected() const { return impl_->connected(); }
+std::uint32_t Client::backends() const { return impl_->backends(); }
 bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }
 void Client::close() {
   if (impl_) impl_->close();

@@ -148,6 +148,10 @@ class Client {
   std::vector<ModelInfo> models() const;
   ClientStats stats() const;
   bool connected() const;
+  // Backends connected to this client that have its input pool's key (they
+  // can read its requests' inputs). A backend connects once the scheduler
+  // tells it about this client, so right after joining this is 0 for a while.
+  std::uint32_t backends() const;
   // Waits until no request is in flight; false on timeout.
   bool drain(Duration timeout) const;
   // Ends pending requests with an error, says goodbye, stops. Idempotent.

@@ -67,7 +67,9 @@ class ClusterService final : public front::InferenceService {
   ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
                  std::string scheduler);
 
-  bool ready() const override { return client_.connected(); }
+  // A scheduler has accepted the client and at least one backend has
+  // connected to it (before that, the backends could not read an input).
+  bool ready() const override { return client_.connected() && client_.backends() > 0; }
   std::vector<std::shared_ptr<const front::ModelMetadata>> models() const override;
   std::shared_ptr<const front::ModelMetadata> find(std::string_view name) const override;
   std::uint64_t submit(front::InferRequest&& request, Duration budget, Done done) override;

@@ -1,11 +1,43 @@
-// The report of a protocol front (front_report.hpp).
-#include "front_report.hpp"
+// The options and the report of a protocol front (front_cli.hpp).
+#include "front_cli.hpp"
 
 #include <cstdio>
 
 namespace symphony::tools {
 
 using json = nlohmann::json;
+
+front::ListenOptions FrontArgs::listen_options() const {
+  front::ListenOptions lo;
+  lo.http = http;
+  lo.grpc = grpc;
+  lo.http_threads = http_threads;
+  lo.max_connections = max_connections;
+  lo.request_timeout = Duration::from_seconds(http_request_timeout_s);
+  lo.idle_timeout = Duration::from_seconds(http_idle_timeout_s);
+  return lo;
+}
+
+void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help) {
+  cmd->add_option("--http", a.http,
+                  "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; docs/front.md)");
+  cmd->add_option("--grpc", a.grpc, "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)");
+  cmd->add_option("--port-file", a.port_file,
+                  "write the addresses the front listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) to this "
+                  "file once it serves");
+  cmd->add_option("--http-threads", a.http_threads, "I/O threads of the HTTP front (default 1)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--max-inflight", a.max_inflight, inflight_help)->check(CLI::Range(1u, 1u << 24));
+  cmd->add_option("--max-connections", a.max_connections,
+                  "HTTP connections at once; beyond it a new one closes the longest idle (default 1024)")
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--request-timeout", a.http_request_timeout_s,
+                  "seconds an HTTP request may take to arrive, first byte to last (slow clients are cut off; default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--idle-timeout", a.http_idle_timeout_s,
+                  "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")
+      ->check(CLI::PositiveNumber);
+}
 
 std::string FrontProgress::line(const front::FrontCounters& c, double dt) {
   std::uint64_t ok = 0;
