@@ -79,8 +79,9 @@ class Bench:
         return path
 
     # ---- servers ---------------------------------------------------------------------------
-    def start(self, kind, policy="eager", extra=()):
-        """Starts serve or front_echo on port 0; returns (proc, ports dict, report path)."""
+    def start(self, kind, policy="eager", extra=(), trace=None):
+        """Starts serve or front_echo on port 0; returns (proc, ports dict, report path). With `trace`, the
+        server writes its per-request stage times there when it stops (front/include/symphony/front/trace.hpp)."""
         self.n += 1
         pf = os.path.join(self.tmp, f"ports{self.n}.json")
         report = os.path.join(self.tmp, f"serve{self.n}.json")
@@ -92,7 +93,11 @@ class Bench:
             cmd = [self.echo, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--port-file", pf,
                    "--slo-ms", f"{self.a.slo_ms:g}"]
         cmd = self.server_pin + cmd + list(extra)
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        env = dict(os.environ)
+        env.pop("SYMPHONY_FRONT_TRACE", None)
+        if trace:
+            env["SYMPHONY_FRONT_TRACE"] = trace
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         self.procs.append(p)
         until = time.time() + 30
         while not os.path.exists(pf):
@@ -187,6 +192,23 @@ class Bench:
                     log(f"latency run {i + 1}/{a.runs} {kind:5} {proto:4}: p50 {r['p50_us']:6.1f} us  p99 "
                         f"{r['p99_us']:7.1f} us" + (f"  (server p50 {r['server_p50_us']:5.1f} p99 "
                                                     f"{r['server_p99_us']:6.1f} us)" if rep else ""))
+        traced = {k: [] for k in rows}
+        for i in range(a.trace_runs):
+            for proto in ("http", "grpc"):
+                for kind in ("serve", "echo"):
+                    tf = os.path.join(self.tmp, f"trace{self.n}.json")
+                    p, ports, report = self.start(kind, trace=tf)
+                    try:
+                        r = self.load(f"{proto}://{ports[proto]}", concurrency=1, duration=a.latency_s, warmup=0,
+                                      seed=100 + i)
+                    finally:
+                        self.stop(p)
+                    with open(tf) as f:
+                        r["stages_us"] = json.load(f)[proto]["stages_us"]
+                    traced[f"{kind}_{proto}"].append(r)
+                    st = r["stages_us"]
+                    log(f"traced run {i + 1}/{a.trace_runs} {kind:5} {proto:4}: client p50 {r['p50_us']:6.1f} us; "
+                        "stage p50s " + ", ".join(f"{k} {v['p50']:.1f}" for k, v in st.items()))
         deferred = {}
         if a.deferred:
             for proto in ("http", "grpc"):
@@ -198,7 +220,7 @@ class Bench:
                 r["server_p50_us"] = rep["models"]["tiny"]["latency_ms"]["p50"] * 1e3
                 deferred[proto] = r
                 log(f"latency deferred {proto:4}: p50 {r['p50_us']:8.1f} us  p99 {r['p99_us']:8.1f} us")
-        return {"runs": rows, "deferred": deferred}
+        return {"runs": rows, "traced": traced, "deferred": deferred}
 
     # ---- 2. throughput ------------------------------------------------------------------------
     def trial(self, kind, proto, rate, seed):
@@ -313,6 +335,20 @@ def summarize(res, a):
             d = [r["p50_us"] - r["server_p50_us"] for r in rows if "server_p50_us" in r]
             lines.append(f"{k:12} {spread(c50):>12} {spread(c99):>12} {spread(s50):>12} {spread(s99):>12} "
                          f"{spread(d):>17} {statistics.median(c50):11.0f}")
+        traced = {k: v for k, v in lat.get("traced", {}).items() if v}
+        if traced:
+            names = ["parse", "front", "queue_dispatch", "executor", "completion", "to_io", "encode", "write",
+                     "server", "in_process"]
+            lines.append("\nWhere the time goes at concurrency 1 (traced runs; per-stage p50 / p99 in µs; the rest of "
+                         "the client's round trip is the client and the kernel)")
+            lines.append(f"{'':12} " + " ".join(f"{n:>15}" for n in names) + f" {'client':>15}")
+            for k, rs in traced.items():
+                for r in rs:
+                    st = r["stages_us"]
+                    cells = [f"{st[n]['p50']:.1f} / {st[n]['p99']:.0f}" if n in st and st[n]["p50"] > 0 else "-"
+                             for n in names]
+                    lines.append(f"{k:12} " + " ".join(f"{c:>15}" for c in cells) +
+                                 f" {r['p50_us']:.1f} / {r['p99_us']:.0f}".rjust(16))
         for proto, r in lat.get("deferred", {}).items():
             lines.append(f"(policy deferred, {proto}: client p50 {r['p50_us']:.0f} µs, p99 {r['p99_us']:.0f} µs: "
                          "deferred holds a lone request in its window, by design)")
@@ -376,6 +412,8 @@ def main():
     ap.add_argument("--client-cpus", default="", help="taskset CPU list of the client (default: not pinned)")
     ap.add_argument("--only", nargs="*", default=["latency", "throughput", "httplib"],
                     choices=["latency", "throughput", "httplib"])
+    ap.add_argument("--trace-runs", type=int, default=1,
+                    help="latency runs per transport and server with the stage times on (SYMPHONY_FRONT_TRACE; 1)")
     ap.add_argument("--no-deferred", dest="deferred", action="store_false",
                     help="skip the two runs under policy deferred")
     a = ap.parse_args()

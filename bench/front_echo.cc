@@ -40,6 +40,7 @@
 #include "symphony/front/http_server.hpp"
 #include "symphony/front/rest.hpp"
 #include "symphony/front/service.hpp"
+#include "symphony/front/trace.hpp"
 
 namespace {
 
@@ -62,6 +63,7 @@ class EchoService final : public InferenceService {
     r.accepted = true;
     r.outcome = Outcome::kOk;
     r.batch_size = 1;
+    if (trace::enabled()) r.times.submitted = r.times.answered = trace::now();
     r.outputs = std::move(request.inputs);
     for (std::size_t i = 0; i < r.outputs.size(); ++i)
       r.outputs[i].name = r.outputs.size() == 1 ? "output" : "output" + std::to_string(i);
