@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "inference.grpc.pb.h"
+#include "symphony/front/trace.hpp"
 
 #include "internal.hpp"
 
@@ -159,6 +160,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       : front_(front), ctx_(ctx), resp_(resp) {}
 
   void start(inference::ModelInferRequest& req) {
+    if (trace::enabled()) tr_.received = trace::now();
     InferRequest r;
     Reply err;
     if (!to_request(req, &r, &err)) {
@@ -172,6 +174,10 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       deadline = Duration::nanoseconds(std::max<std::int64_t>(left.count(), 1));
     }
     asked_ = r.outputs;
+    if (trace::enabled()) {
+      tr_.parsed = trace::now();
+      traced_ = true;
+    }
     const std::uint64_t t = front_.infer(std::move(r), deadline, [this](Reply&& reply) { finish(reply); });
     ticket_.store(t, std::memory_order_release);
     if (cancelled_.load(std::memory_order_acquire)) front_.cancel(t);
@@ -181,10 +187,20 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     cancelled_.store(true, std::memory_order_release);
     if (const std::uint64_t t = ticket_.load(std::memory_order_acquire)) front_.cancel(t);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (traced_) {
+      tr_.written = trace::now();
+      trace::record("grpc", tr_, tr_times_);
+    }
+    delete this;
+  }
 
  private:
   void finish(const Reply& r) {
+    if (traced_) {
+      tr_.io = trace::now();
+      tr_times_ = r.times;
+    }
     if (r.accepted) {
       ctx_->AddTrailingMetadata("symphony-outcome", std::string(to_string(r.outcome)));
       if (r.outcome == Outcome::kDropped)
@@ -208,6 +224,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       for (std::int64_t d : t.shape) o->add_shape(d);
       resp_->add_raw_output_contents(t.data);
     }
+    if (traced_) tr_.encoded = trace::now();
     Finish(grpc::Status::OK);
   }
 
@@ -217,6 +234,10 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   std::vector<InferRequest::Output> asked_;
   std::atomic<std::uint64_t> ticket_{0};
   std::atomic<bool> cancelled_{false};
+  // Stage times (trace.hpp; only when tracing).
+  bool traced_ = false;
+  trace::Transport tr_;
+  ServiceTimes tr_times_;
 };
 
 class Service final : public inference::GRPCInferenceService::CallbackService {
@@ -320,6 +341,7 @@ void GrpcServer::stop(Duration grace) {
   impl_->stopped = true;
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::nanoseconds(grace.ns()));
   impl_->server->Wait();
+  trace::flush();
 }
 
 }  // namespace symphony::front

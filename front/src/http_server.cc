@@ -8,6 +8,8 @@
 // bytes of a pipelined next request read meanwhile stay in the buffer.
 #include "symphony/front/http_server.hpp"
 
+#include "symphony/front/trace.hpp"
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -215,6 +217,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return respond_error(http::status::bad_request, "malformed HTTP request: " + ec.message());
     }
     srv_.requests.fetch_add(1);
+    if (trace::enabled()) tr_ = {trace::now(), {}, {}, {}, {}};
     request_ = parser_->release();
     parser_.reset();
     version_ = request_.version();
@@ -301,6 +304,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       srv_.front.count_rejected(model, err);
       return respond_reply(err);
     }
+    if (trace::enabled()) {
+      tr_.parsed = trace::now();
+      traced_ = true;
+    }
     asked_ = req.outputs;
     binary_all_ = req.binary_outputs;
     request_ = {};  // the body is no longer needed
@@ -342,6 +349,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_reply(Reply&& r) {
     awaiting_ = false;
     ticket_ = 0;
+    if (traced_) {
+      tr_.io = trace::now();
+      tr_times_ = r.times;
+    }
     if (peer_gone_ || closed_) return close();
     respond_reply(r);
   }
@@ -362,6 +373,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       res_.set(http::field::content_type, "application/json");
     }
     res_.body() = std::move(b.body);
+    if (traced_) tr_.encoded = trace::now();
     write();
   }
 
@@ -393,6 +405,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->writing_ = false;
       self->stream_.expires_never();
+      if (self->traced_) {
+        self->traced_ = false;
+        self->tr_.written = trace::now();
+        if (!ec) trace::record("http", self->tr_, self->tr_times_);
+      }
       if (ec || !self->keep_alive_ || self->peer_gone_) return self->close();
       if (self->reading_) {
         // The watch read is still open: cancel it; its handler reads on.
@@ -427,6 +444,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool resume_ = false;  // the watch read was cancelled to read the next request
   std::uint64_t ticket_ = 0;
   std::atomic<std::int64_t> idle_since_{-1};
+  // Stage times of the inference being answered (trace.hpp; only when tracing).
+  bool traced_ = false;
+  trace::Transport tr_;
+  ServiceTimes tr_times_;
 };
 
 void HttpServer::Impl::accept() {
@@ -553,6 +574,7 @@ void HttpServer::stop(Duration grace) {
   i.ioc.stop();
   for (auto& t : i.threads)
     if (t.joinable()) t.join();
+  trace::flush();
 }
 
 }  // namespace symphony::front

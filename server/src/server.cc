@@ -183,6 +183,9 @@ struct Server::Impl final : BatchRunner {
     r.outcome = o.outcome;
     r.reason = o.reason;
     r.latency = SteadyClock{}.now() - p.submitted;
+    r.submitted = p.submitted;
+    r.batch_start = o.exec;
+    r.batch_end = o.finish;
     r.batch_size = o.batch_size;
     r.device = o.gpu;
     if (r.has_output()) r.output = std::move(p.output);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "symphony/front/trace.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -137,6 +138,7 @@ struct Reply {
   std::vector<Tensor> outputs;
   std::uint32_t batch_size = 0;  // the batch it ran in (0: none)
   Duration latency;              // accepted to answered, inside the server
+  ServiceTimes times;            // the same, in more detail (trace.hpp; zero when unknown)
 
   static Reply error(Code c, std::string message) {
     Reply r;

@@ -106,6 +106,9 @@ struct InferResult {
   c10::IValue output;  // ok or late on real devices: a tensor or a tuple
   std::string error;   // kError: the model's message; kDropped: why
   Duration latency;    // from infer() to the outcome
+  TimePoint submitted;   // when infer() accepted it (steady clock); latency ends at submitted + latency
+  TimePoint batch_start; // its batch's planned start (infinite when it never ran)
+  TimePoint batch_end;   // its batch's end as the executor reported it (+ d_resp), or the drop time
   std::uint32_t batch_size = 0;
   GpuId device = kNoGpu;
   bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }
