@@ -28,6 +28,9 @@ def cpu_config(d):
         shutil.copy(os.path.join(MODELS, m + ".pt"), os.path.join(d, m + ".pt"))
     return """
         devices: cpu
+        # eager: these tests check answers, not batching; a deferred request
+        # alone would wait most of its 5 s SLO for company.
+        policy: eager
         profiling: {max_batch: 4, repeats: 3}
         delays: {margin_us: 2000}
         models:
@@ -154,8 +157,9 @@ def test_infer_two_inputs_tuple_outputs_and_int64(cpu, tally):
     assert json.loads(body)["outputs"][0]["data"] == pytest.approx([6.75])
     status, _, body = http_infer(cpu, "tuple_out", {"inputs": [
         {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}, tally)
+    assert status == 200, body
     outs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
-    assert status == 200 and outs == {"output0": [2, 4, 6, 8], "output1": [10]}
+    assert outs == {"output0": [2, 4, 6, 8], "output1": [10]}
 
 
 def test_model_error_is_500_with_its_message(cpu, tally):
