@@ -387,8 +387,8 @@ EMULATED_CONFIG = """
       - {name: fast, alpha_ms: 0.05, beta_ms: 1, slo_ms: 100, max_batch: 16}
       # l(1) = 201 ms: a lone request waits ~3.8 s for company (deferred).
       - {name: slow, alpha_ms: 1, beta_ms: 200, slo_ms: 4000, max_batch: 8}
-      # l(1) = 301 ms: a lone request runs from ~100 ms after it came to ~400 ms.
-      - {name: busy, alpha_ms: 1, beta_ms: 300, slo_ms: 400, max_batch: 4}
+      # l(1) = 601 ms: a lone request runs from ~100 ms after it came to ~700 ms.
+      - {name: busy, alpha_ms: 1, beta_ms: 600, slo_ms: 700, max_batch: 4}
     cluster:
       token: "%s"
       heartbeat_ms: 50
@@ -642,17 +642,26 @@ def test_emulated_killed_backend_every_request_answered_once_errors_name_it(emul
     load = fast_load([f])
     probe = {}
 
-    def send_probe():  # a request of `busy` runs from ~100 ms after it came until ~400 ms
-        body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+    def send_probe():  # a request of `busy` runs from ~100 ms after it came until ~700 ms
+        host, port = f.http.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.connect()
+        body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                       "data": [1, 2, 3, 4]}]})
         probe["sent"] = time.monotonic()
-        probe["answer"] = http_infer(f, "busy", body, load.tallies["fe"])
+        conn.request("POST", "/v2/models/busy/infer", body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        hdrs = {k.lower(): v for k, v in resp.getheaders()}
+        probe["answer"] = (resp.status, hdrs, resp.read())
+        load.tallies["fe"].add("busy", kind_of(resp.status, hdrs.get("symphony-outcome")))
+        conn.close()
 
     try:
         time.sleep(2)
         t = threading.Thread(target=send_probe, daemon=True)
         t.start()
         wait_until(lambda: "sent" in probe, "the probe to go", 5)
-        time.sleep(0.25 - (time.monotonic() - probe["sent"]))
+        time.sleep(max(0.0, 0.4 - (time.monotonic() - probe["sent"])))
         victim.kill()  # SIGKILL while the probe's batch runs on it
         t.join(timeout=30)
         assert not t.is_alive(), "the probe got no answer"
