@@ -91,8 +91,10 @@ sleep 1.5  # the next report has the delays of the whole calibration
 read -r ctrl_ms data_ms resp_ms < <(/usr/bin/python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["delays_us"]
+def us(v):  # as the reports print durations: whole microseconds, one decimal below 10
+    return "%.1f us" % v if v < 10 else "%.0f us" % v
+print("learned: d_ctrl %s, d_data %s per request, d_resp %s" % (us(d["ctrl"]), us(d["data"]), us(d["resp"])), file=sys.stderr)
 print(d["ctrl"] / 1000, d["data"] / 1000, d["resp"] / 1000)' "$work/scheduler.json")
-echo "learned: d_ctrl ${ctrl_ms} ms, d_data ${data_ms} ms per request, d_resp ${resp_ms} ms" >&2
 
 step "simulating the same config with those delays"
 /usr/bin/python3 - "$config" "$work/sim.yaml" "$ctrl_ms" "$data_ms" "$resp_ms" <<'PY'
@@ -191,13 +193,17 @@ r.update({
     "load_cpu_s": sum(x["client"]["cpu_s"] for x in lo),
     "duration_s": window,
 })
+def us(v):  # whole microseconds, one decimal below 10 (as the learned line above)
+    return f"{v:.1f} us" if v < 10 else f"{v:.0f} us"
+
+
 print(f"""
 cluster: 1 scheduler, 2 backends x 4 emulated GPUs, 2 protocol frontends (TCP loopback), 2 HTTP load generators
 offered  {r['offered_rps']:9.1f} r/s  ({rate:.1f} = 0.95 x the simulator's goodput {goodput:.1f})
 sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reasons or ''}, errors {r['errors']} {errors or ''}
 bad rate {100 * r['bad_rate']:.2f} %   (simulator at the same rate: {100 * sim['bad_rate']:.2f} %)
 median batch {median}   (simulator: {sim['median_batch']:g}); client p99 {p99:.1f} ms (SLO 25 ms at the frontend)
-learned delays: d_ctrl {r['learned_delays_us']['ctrl']:.0f} us, d_data {r['learned_delays_us']['data']:.0f} us, d_resp {r['learned_delays_us']['resp']:.0f} us""")
+learned delays: d_ctrl {us(r['learned_delays_us']['ctrl'])}, d_data {us(r['learned_delays_us']['data'])} per request, d_resp {us(r['learned_delays_us']['resp'])}""")
 if out:
     json.dump(r, open(out, "w"), indent=2, sort_keys=True)
     print(f"wrote {out}")
