@@ -60,7 +60,7 @@ struct ServeArgs {
   bool no_load = false;  // serve protocol requests even when the config has load:
 };
 
-// The bad-rate threshold of the autoscaling advice (DESIGN.md §2: 1 %).
+// The bad-rate threshold of the autoscaling advice (docs/architecture.md#autoscaling: 1 %).
 constexpr double kMaxBadRate = 0.01;
 
 // What the load generator saw for one model, in the measured window.

@@ -4,7 +4,7 @@
 The setup of experiment 5 (10 ResNet50-like models, SLO 100 ms, 24 GPUs,
 Poisson) with a piecewise rate: 0.3, 0.8, 1.3, 0.5 x deferred's peak goodput
 (bench/results/exp5), 15 s each. Per 1 s window: offered rate, ok rate, bad
-rate, GPUs used, busy fraction and the advice of DESIGN.md §2 (+k: add k GPUs
+rate, GPUs used, busy fraction and the advice of docs/architecture.md#autoscaling (+k: add k GPUs
 for bad rate r, N r / (1 - r); -k: release floor(N f) idle GPUs), for
 deferred and eager (target-batch gathering).
 

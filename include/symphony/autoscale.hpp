@@ -1,4 +1,4 @@
-// Autoscaling advice (paper §3.5 "Auto-scaling Support", DESIGN.md §2): what
+// Autoscaling advice (paper §3.5 "Auto-scaling Support", docs/architecture.md#autoscaling): what
 // a cluster's autoscaler should do, from the two signals a deferred scheduler
 // makes trustworthy.
 //

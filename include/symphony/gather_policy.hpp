@@ -1,4 +1,4 @@
-// The batch gathering policies of DESIGN.md §2 (the paper's GetBatch): which
+// The batch gathering policies (the paper's GetBatch; docs/architecture.md#gathering): which
 // requests of a model's queue form its next batch.
 //
 // GetBatch(now, gpu_free): start(b) = max(now + delay(b), gpu_free). Every

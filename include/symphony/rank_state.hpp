@@ -2,7 +2,7 @@
 //
 // It keeps every GPU's predicted free time, every model's current candidate
 // and its timer, the set of *waiting* candidates ranked by `latest`, and the
-// one GPU timer; it matches candidates to GPUs (DESIGN.md §2):
+// one GPU timer; it matches candidates to GPUs (docs/architecture.md#matchmaking):
 //
 //  - Model timer, at exec - delay(b): grant the lowest-id idle GPU (this is
 //    what keeps GPU use load-proportional: high ids stay idle and can be

@@ -2,7 +2,7 @@
 //
 // It composes the model side (ModelState) and the rank side (RankState) with
 // direct calls. The multi-threaded Runtime composes the very same two pieces
-// over lock-free rings, so both follow one set of rules (DESIGN.md §2).
+// over lock-free rings, so both follow one set of rules (docs/architecture.md#semantics).
 //
 // Three kinds of events drive it, each at the clock's current time:
 //  - submit(): a request arrives (and cancel(): a queued one is withdrawn);

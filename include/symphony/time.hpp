@@ -1,5 +1,5 @@
 // Time in the scheduling core: integer nanoseconds, never floating-point
-// seconds (DESIGN.md §2).
+// seconds (docs/architecture.md#time).
 //
 // `Duration` and `TimePoint` are thin strong types over int64 nanoseconds so
 // that a duration cannot be passed where an instant is expected. Two clocks

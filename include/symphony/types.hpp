@@ -95,7 +95,7 @@ constexpr std::string_view to_string(DropReason r) noexcept {
 
 inline constexpr int kNumDropReasons = 7;
 
-// Network delays and the safety margin (DESIGN.md §2). All default to zero.
+// Network delays and the safety margin (docs/architecture.md#delays). All default to zero.
 //
 // The safety margin is slack against noise (a batch that runs a little long,
 // a timer that fires a little late). Batches are sized to end by

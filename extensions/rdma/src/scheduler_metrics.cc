@@ -98,7 +98,7 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   w.gauge("symphony_autoscale_window_seconds", "Span the autoscaling signal covers.", {},
           s.subs.empty() ? window.last_span().to_seconds() : s.subs_window_s);
 
-  // The learned delays (the delay estimator; DESIGN.md §2's d_ctrl, d_data, d_resp).
+  // The learned delays (the delay estimator; d_ctrl, d_data, d_resp of docs/architecture.md#delays).
   const std::pair<const char*, Duration> delays[] = {{"ctrl", s.delays.ctrl},
                                                      {"data", s.delays.data},
                                                      {"resp", s.delays.resp},

@@ -1,5 +1,5 @@
 // Runtime: the multi-threaded, real-time deferred batch scheduler (the
-// paper's §4.2 design; DESIGN.md §3 "Threads").
+// paper's §4.2 design; docs/architecture.md#threads).
 //
 //   clients --(bounded MPSC ingress, one per shard)--> K ModelThreads
 //   ModelThread <--(pair of bounded SPSC rings)--> one RankThread
@@ -8,8 +8,9 @@
 // Each ModelThread owns a ModelState over its models (queues, candidates,
 // gathering); the RankThread owns the RankState (GPU free times, timers,
 // matchmaking). They exchange exactly the calls that the single-threaded
-// Scheduler makes directly, so the semantics are DESIGN.md §2 and the rules
-// exist once (model_state.hpp, rank_state.hpp). Times are SteadyClock.
+// Scheduler makes directly, so the semantics are those of
+// docs/architecture.md#semantics and the rules exist once (model_state.hpp,
+// rank_state.hpp). Times are SteadyClock.
 //
 // Clients submit through a Submitter (one per client thread: it holds a
 // moodycamel producer token per shard) or through Runtime::submit (shared,

@@ -12,7 +12,7 @@
 // each request ran in). Per GPU: the busy fraction of the window; the number
 // of GPUs used (busy at all in the window).
 //
-// Autoscaling advice (DESIGN.md §2, paper §3.5) over sliding windows of
+// Autoscaling advice (docs/architecture.md#autoscaling, paper §3.5) over sliding windows of
 // `autoscale_window`, one every `autoscale_step` (default: the window, i.e.
 // consecutive windows), ending at step, 2 step, ... from time 0: with N GPUs,
 // bad rate r of the requests that arrived in the window and idle fraction f

@@ -1,5 +1,5 @@
 // Searches over simulation runs: goodput (the highest offered rate that every
-// model serves with a bad rate of at most 1 %, DESIGN.md §2) and the minimum
+// model serves with a bad rate of at most 1 %, docs/architecture.md#goodput) and the minimum
 // number of GPUs that serves a target rate.
 //
 // Both are generic over the run: `eval(x)` runs one simulation (at offered

@@ -72,7 +72,7 @@ struct SchedulerMetricsSnapshot {
   bool stopping = false;
 };
 
-// The autoscaling advice's bad-rate threshold (DESIGN.md §2: 1 %).
+// The autoscaling advice's bad-rate threshold (docs/architecture.md#autoscaling: 1 %).
 inline constexpr double kAutoscaleMaxBadRate = 0.01;
 
 // Appends the scheduler's families to `w`; `window` turns the cumulative

@@ -1,5 +1,5 @@
 // SchedulerNode: the cluster's one scheduler process (`symphony scheduler`;
-// paper §4.1-4.2, DESIGN.md §3 "Cluster").
+// paper §4.1-4.2, docs/architecture.md#cluster).
 //
 // It is the existing Runtime (model-shard threads + one RankThread) fed from
 // the network: frontends submit request metadata (id, model, remaining

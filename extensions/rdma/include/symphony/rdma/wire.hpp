@@ -1,5 +1,5 @@
 // The cluster's wire protocol: every message between a scheduler, backends
-// and frontends (DESIGN.md §3 "Cluster", paper §4.1).
+// and frontends (docs/architecture.md#messages, paper §4.1).
 //
 // A message is a fixed 16-byte header followed by a body whose layout the
 // header's kind fixes. All integers are little-endian, whatever the host; no
