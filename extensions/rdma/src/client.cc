@@ -683,7 +683,7 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
     std::string why;
     if (!hello.ok())
       why = hello.status().message();
-    else if (hello->token != opts_.token)
+    else if (!wire::same_token(hello->token, opts_.token))
       why = "wrong cluster token";
     else if (hello->role != wire::Role::kBackend)
       why = "only backends connect to a frontend";

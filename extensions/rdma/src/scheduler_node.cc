@@ -39,15 +39,6 @@ constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epoc
 
 std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
 
-// Constant-time comparison of the tokens (no early exit on the first
-// difference).
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 // The message of the batch whose error outcomes a shard thread is emitting
 // (the runtime calls on_batch_error just before them, on the same thread).
 thread_local BatchId t_error_batch = kNoBatch;
@@ -577,7 +568,7 @@ wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
 void SchedulerNode::Impl::on_hello(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::Hello> h = wire::decode_hello(msg);
   if (!h.ok()) return refuse(c, p, h.status().message(), "protocol");
-  if (!same_token(h->token, token_)) return refuse(c, p, "wrong cluster token", "token");
+  if (!wire::same_token(h->token, token_)) return refuse(c, p, "wrong cluster token", "token");
   if (stopping_.load()) return refuse(c, p, "the scheduler is stopping", "other");
   const std::string who = h->name.empty() ? p.addr : "'" + h->name + "' (" + p.addr + ")";
   if (h->role == wire::Role::kFrontend) {

@@ -823,4 +823,11 @@ Status validate(std::span<const std::uint8_t> msg) {
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }
 
+bool same_token(std::string_view got, std::string_view want) noexcept {
+  if (got.size() != want.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i]);
+  return diff == 0;
+}
+
 }  // namespace symphony::rdma::wire

@@ -304,5 +304,15 @@ TEST(WireTest, RandomCorruptionNeverCrashes) {
   }
 }
 
+// The one token check that the scheduler and frontends both use.
+TEST(WireTest, SameTokenComparesWholeTokens) {
+  EXPECT_TRUE(same_token("secret-token", "secret-token"));
+  EXPECT_TRUE(same_token("", ""));
+  EXPECT_FALSE(same_token("secret-token", "secret-tokeN"));
+  EXPECT_FALSE(same_token("Secret-token", "secret-token"));
+  EXPECT_FALSE(same_token("secret", "secret-token"));  // a prefix is not the token
+  EXPECT_FALSE(same_token("secret-token", ""));
+}
+
 }  // namespace
 }  // namespace symphony::rdma::wire

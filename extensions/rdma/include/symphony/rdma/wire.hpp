@@ -102,6 +102,10 @@ struct Hello {
   std::string address;            // frontends: HOST:PORT where backends reach them
 };
 
+// Whether a Hello's token is the cluster's, compared in constant time (no
+// early exit at the first difference), by every side that accepts a Hello.
+bool same_token(std::string_view got, std::string_view want) noexcept;
+
 struct ModelEntry {
   std::uint32_t id = 0;
   std::uint32_t max_batch = 0;
