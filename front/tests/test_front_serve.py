@@ -272,9 +272,10 @@ def test_grpc_deadline_is_the_budget_and_a_cancel_never_runs(emu):
         assert trailers.get("symphony-drop-reason") == "infeasible", (e.value.details(), trailers)
         # A queued request whose call is cancelled ends as dropped (cancelled).
         fut = stub.ModelInfer.future(slow_request(pb), timeout=30)
-        time.sleep(0.5)
+        wait_for(lambda: inflight(emu) == 1, "the request inside the front")
         assert not fut.done()
         fut.cancel()
+        wait_for(lambda: inflight(emu) == 0, "the front to end the cancelled call")
     rc, report = emu.stop(signal.SIGTERM)
     assert rc == 0, emu.output()
     slow = report["models"]["slow"]

@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import struct
+import subprocess
 import tempfile
 import textwrap
 import threading
@@ -187,6 +188,11 @@ def metric_lines(f):
     status, body = http_get(f.metrics_url)
     assert status == 200, body
     return body.decode()
+
+
+def inflight(f):
+    """symphony_front_inflight from a frontend's /metrics."""
+    return int(float(re.search(r"^symphony_front_inflight (\S+)$", metric_lines(f), re.M).group(1)))
 
 
 def check_report_equals(report, tally, what):
@@ -474,13 +480,23 @@ def test_emulated_a_cancelled_queued_request_ends_dropped_and_never_runs(emulate
     with grpc.insecure_channel(f.grpc) as ch:
         stub = pb_grpc.GRPCInferenceServiceStub(ch)
         fut = stub.ModelInfer.future(r, timeout=30)
-        time.sleep(0.5)
+        wait_until(lambda: inflight(f) == 1, "the request inside the frontend", 10)
         assert not fut.done()  # queued: deferred waits for company
         fut.cancel()
-    # A closed HTTP connection cancels too (curl gives up after 1 s).
+    wait_until(lambda: inflight(f) == 0, "the frontend to end the cancelled call", 10)
+    # A closed HTTP connection cancels too: curl sends, and is killed once the
+    # frontend holds its request.
     body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [0, 0, 0, 0]}]})
-    with pytest.raises(RuntimeError):
-        curl(f.url + "/v2/models/slow/infer", body=body.encode(), timeout=1)
+    client = subprocess.Popen(["curl", "-sS", "--max-time", "60", "-o", "/dev/null", "--data-binary", "@-",
+                               f.url + "/v2/models/slow/infer"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client.stdin.write(body.encode())
+        client.stdin.close()
+        wait_until(lambda: inflight(f) == 1, "the curl request inside the frontend", 10)
+    finally:
+        client.kill()
+        client.wait(timeout=10)
     wait_until(lambda: 'reason="cancelled"} 2' in metric_lines(f), "two cancelled requests in /metrics", 10)
     report = f.stop()
     slow = report["models"]["slow"]
