@@ -297,8 +297,8 @@ def nexus_zero(out, md):
         md.append(f"| {r['figure']} | {r['setup']} | {r['conditions']} | {LABELS[r['system']]} | "
                   f"{r['search_goodput_rps']:.3g} | {r['offered_rps']:.0f} | {r['ok_rps']:.0f} | {r['late']} | "
                   f"{drops} | {100 * r['bad_rate']:.1f} | {r['mean_batch']:.2f} / {r['median_batch']:g} / {mx} | "
-                  f"{batches} | {100 * r['gpu_busy_fraction']:.1f} % | {es.get('planned_gpus', 0):.0f} | "
-                  f"{es.get('plan_scale_min', 0):.2f} |")
+                  f"{batches} | {100 * r['gpu_busy_fraction']:.1f} % | {es.get('planned_gpus', 0):.0f} | " +
+                  (f"{es['plan_scale_min']:.2f}" if es.get("plan_scale_min") else "-") + " |")
     md.append("")
     out["nexus_near_zero"] = [{k: r[k] for k in ("figure", "setup", "conditions", "system", "search_goodput_rps",
                                                  "offered_rps", "ok_rps", "late", "dropped_by_reason", "bad_rate",
