@@ -10,14 +10,19 @@ GPUs of the other three; for the zoo Nexus needs 166 % and Shepherd 90 %
 more GPUs than Symphony, and Clockwork cannot deliver 15 k r/s (its
 scheduler is too slow).
 
-  SYMPHONY_BIN=build/release/symphony nice /usr/bin/python3 bench/experiments/baselines_mingpus.py [-j 2]
+Our engine's eager and deferred:paper rules run beside them as controls.
 
-Writes bench/results/baselines/mingpus.json.
+  SYMPHONY_BIN=build/release/symphony nice /usr/bin/python3 bench/experiments/baselines_mingpus.py [-j 2]
+      [--conditions zero,reference] [--only KEY,...]
+
+Writes bench/results/baselines/mingpus.json; under reference conditions
+bench/results/baselines/reference/mingpus.json (and the configs with delays
+under reference/configs/).
 """
 import argparse
 
-from baselines_lib import NEXUS_EXACT, SYSTEMS, min_gpus
-from simlib import ROOT, Clock, log, pmap, results_dir, save_json
+from baselines_lib import ALL_SYSTEMS, add_arguments, conditions, config_under, min_gpus, out_dir, save_runs, select
+from simlib import ROOT, Clock, log, pmap, results_dir
 
 SETUPS = {
     "resnet50_a100_slo25": ROOT / "bench/results/exp6/configs/resnet50_a100_slo25.yaml",
@@ -32,20 +37,25 @@ PAPER = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-j", "--jobs", type=int, default=1)
+    add_arguments(ap)
     args = ap.parse_args()
-    out = results_dir("baselines")
-    clock = Clock()
-    runs = [(s, sys_, f) for s in SETUPS for sys_, f in SYSTEMS + [NEXUS_EXACT]]
+    systems = select(ALL_SYSTEMS, args.only)
+    for condition in conditions(args.conditions):
+        out = out_dir(results_dir("baselines"), condition)
+        clock = Clock()
+        configs = {s: config_under(p, condition, out) for s, p in SETUPS.items()}
+        runs = [(s, sys_) for s in SETUPS for sys_ in systems]
 
-    def one(run):
-        setup, system, flags = run
-        r = min_gpus(SETUPS[setup], system, flags, 15000)
-        r["setup"] = setup
-        return r
+        def one(run):
+            setup, system = run
+            r = min_gpus(configs[setup], system, 15000)
+            r.update(setup=setup, conditions=condition)
+            return r
 
-    rows = pmap(one, runs, args.jobs)
-    save_json(out / "mingpus.json", {"runs": rows, "paper": PAPER, "cpu_seconds": round(clock.cpu_seconds(), 1)})
-    log(f"baselines_mingpus: {clock.cpu_seconds():.0f} CPU s, {clock.wall_seconds():.0f} s wall")
+        rows = pmap(one, runs, args.jobs)
+        save_runs(out / "mingpus.json", rows, systems, {"paper": PAPER, "conditions": condition},
+                  clock.cpu_seconds())
+        log(f"baselines_mingpus ({condition}): {clock.cpu_seconds():.0f} CPU s, {clock.wall_seconds():.0f} s wall")
 
 
 if __name__ == "__main__":
