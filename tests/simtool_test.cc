@@ -184,6 +184,39 @@ TEST(SimConfigTest, NoiseDriftOutliersAndRecalibration) {
                   {"our scheduler only"});
 }
 
+TEST(SimConfigTest, DelayDistribution) {
+  Config c = parse_config(std::string(kSmall) + "delays: {ctrl_ms: 3, data_ms: 0.03}\n", "<exact>");
+  EXPECT_FALSE(c.spec.delay_jitter.enabled());
+  EXPECT_EQ(c.spec.planned_delays().ctrl, Duration::milliseconds(3));
+  c = parse_config(std::string(kSmall) +
+                       "delays: {ctrl_ms: 3, data_ms: 0.03, distribution: lognormal, sigma: 0.5, "
+                       "plan_percentile: 0.9}\n",
+                   "<sigma>");
+  EXPECT_DOUBLE_EQ(c.spec.delay_jitter.sigma, 0.5);
+  EXPECT_DOUBLE_EQ(c.spec.delay_jitter.plan_percentile, 0.9);
+  EXPECT_EQ(c.spec.delays.ctrl, Duration::milliseconds(3)) << "the median";
+  EXPECT_GT(c.spec.planned_delays().ctrl, Duration::milliseconds(5));
+  c = parse_config(std::string(kSmall) +
+                       "delays: {ctrl_ms: 3, distribution: lognormal, tail: {percentile: 0.9999, ratio: 12}}\n",
+                   "<tail>");
+  EXPECT_NEAR(c.spec.delay_jitter.sigma, 0.668, 1e-3);
+  EXPECT_DOUBLE_EQ(c.spec.delay_jitter.plan_percentile, 0.99);
+  expect_rejected("delay_sigma_exact.yaml", std::string(kSmall) + "delays: {ctrl_ms: 3, sigma: 0.5}\n",
+                  {"delays.sigma", "lognormal"});
+  expect_rejected("delay_both.yaml",
+                  std::string(kSmall) +
+                      "delays: {distribution: lognormal, sigma: 0.5, tail: {percentile: 0.99, ratio: 3}}\n",
+                  {"delays", "sigma or tail"});
+  expect_rejected("delay_kind.yaml", std::string(kSmall) + "delays: {distribution: pareto}\n",
+                  {"delays.distribution", "pareto"});
+  expect_rejected("delay_plan.yaml",
+                  std::string(kSmall) + "delays: {distribution: lognormal, sigma: 0.5, plan_percentile: 1}\n",
+                  {"delays.plan_percentile"});
+  expect_rejected("delay_peer.yaml",
+                  std::string(kSmall) + "policy: nexus\ndelays: {distribution: lognormal, sigma: 0.5}\n",
+                  {"our scheduler only"});
+}
+
 TEST(SimConfigTest, RejectsBadConfigsNamingFileAndKey) {
   expect_rejected("unknown_top.yaml", std::string(kSmall) + "gpu_count: 3\n", {"gpu_count", "unknown key"});
   expect_rejected("unknown_nested.yaml",

@@ -65,6 +65,7 @@ int run_backend(BackendArgs a) {
       const rdma::ClusterConfig c = rdma::load_cluster_config(a.config, a.token.empty());
       if (o.token.empty()) o.token = rdma::effective_token(c.cluster);
       o.ucx_tls = c.cluster.ucx_tls;
+      o.inject_delay = c.cluster.inject_delay;
     } catch (const simtool::ConfigError& e) {
       print_error("backend", "%s\n", e.what());
       return 2;

@@ -129,6 +129,7 @@ int run_frontend(const FrontendArgs& a) {
   co.max_pending = static_cast<std::uint32_t>(slots);
   co.max_input_bytes = static_cast<std::uint32_t>(max_input);
   co.ucx_tls = cfg.cluster.ucx_tls;
+  co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = a.verbose;
   co.log = rdma::stderr_logger(name);
   auto client = cluster::Client::connect(co);

@@ -115,6 +115,7 @@ int run_loadgen(const LoadgenArgs& a) {
   co.max_pending = a.max_pending;
   co.max_input_bytes = a.input_bytes;
   co.ucx_tls = cfg.cluster.ucx_tls;
+  co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = a.verbose;
   co.log = rdma::stderr_logger(a.name);
   auto client = cluster::Client::connect(co);

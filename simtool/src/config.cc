@@ -533,7 +533,9 @@ void parse_recalibrate(const Reader& r, const YAML::Node& root, ExperimentSpec& 
 
 void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
   if (const YAML::Node n = root["delays"]) {
-    r.check_keys(n, "delays", {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms"});
+    r.check_keys(n, "delays",
+                 {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms", "distribution", "sigma", "tail",
+                  "plan_percentile"});
     auto get = [&](const char* k) {
       return n[k] ? Duration::from_ms(r.number_min(n[k], std::string("delays.") + k, 0, false))
                   : Duration::zero();
@@ -542,6 +544,34 @@ void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
     e.delays.data = get("data_ms");
     e.delays.resp = get("resp_ms");
     e.delays.safety_margin = get("safety_margin_ms");
+    // distribution: lognormal with sigma or tail {percentile, ratio}: the
+    // real delay of each dispatch is drawn (sim/network.hpp); ctrl_ms and
+    // data_ms are then its medians and the scheduler plans with
+    // plan_percentile (default 0.99).
+    const std::string dist = n["distribution"] ? r.string(n["distribution"], "delays.distribution") : "exact";
+    if (dist == "exact") {
+      for (const char* k : {"sigma", "tail", "plan_percentile"})
+        if (n[k]) r.fail(n[k], std::string("delays.") + k, "needs delays.distribution: lognormal");
+    } else if (dist == "lognormal") {
+      if (!n["sigma"] == !n["tail"]) r.fail(n, "delays", "a lognormal distribution needs sigma or tail (one of them)");
+      if (n["sigma"]) {
+        e.delay_jitter.sigma = r.number_min(n["sigma"], "delays.sigma", 0, true);
+      } else {
+        const YAML::Node t = n["tail"];
+        r.check_keys(t, "delays.tail", {"percentile", "ratio"});
+        if (!t["percentile"] || !t["ratio"]) r.fail(t, "delays.tail", "needs percentile and ratio");
+        const double p = r.number_min(t["percentile"], "delays.tail.percentile", 0.5, true);
+        if (p >= 1) r.fail(t["percentile"], "delays.tail.percentile", "must be in (0.5, 1)");
+        const double ratio = r.number_min(t["ratio"], "delays.tail.ratio", 1, true);
+        e.delay_jitter.sigma = DelayJitter::sigma_for_tail(p, ratio);
+      }
+      if (const YAML::Node q = n["plan_percentile"]) {
+        e.delay_jitter.plan_percentile = r.number_min(q, "delays.plan_percentile", 0, true);
+        if (e.delay_jitter.plan_percentile >= 1) r.fail(q, "delays.plan_percentile", "must be in (0, 1)");
+      }
+    } else {
+      r.fail(n["distribution"], "delays.distribution", "must be exact or lognormal, got '" + dist + "'");
+    }
   }
 }
 

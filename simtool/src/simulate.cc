@@ -238,7 +238,15 @@ json config_json(const Config& c) {
               {"delays_ms", json{{"ctrl", ms(e.delays.ctrl)},
                                  {"data", ms(e.delays.data)},
                                  {"resp", ms(e.delays.resp)},
-                                 {"safety_margin", ms(e.delays.safety_margin)}}}};
+                                 {"safety_margin", ms(e.delays.safety_margin)}}},
+              {"delay_distribution",
+               e.delay_jitter.enabled()
+                   ? json{{"kind", "lognormal"},
+                          {"sigma", num(e.delay_jitter.sigma)},
+                          {"plan_percentile", num(e.delay_jitter.plan_percentile)},
+                          {"planned_ms", json{{"ctrl", ms(e.planned_delays().ctrl)},
+                                              {"data", ms(e.planned_delays().data)}}}}
+                   : json("exact")}};
 }
 
 }  // namespace

@@ -203,6 +203,7 @@ Status BackendNode::Impl::start() {
   TransportOptions to;
   to.name = opts_.name;
   to.tls = opts_.ucx_tls;
+  to.inject_delay = opts_.inject_delay;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
   Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);

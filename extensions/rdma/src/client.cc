@@ -259,6 +259,7 @@ Status Client::Impl::start() {
   rdma::TransportOptions to;
   to.name = opts_.name.empty() ? "frontend" : opts_.name;
   to.tls = opts_.ucx_tls;
+  to.inject_delay = opts_.inject_delay;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
   Result<std::unique_ptr<rdma::Transport>> t = rdma::Transport::create(to, *this);

@@ -140,6 +140,7 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
                                               "max_input_bytes",
                                               "ucx_tls",
                                               "progress_spin_us",
+                                              "inject_delay_us",
                                               "metrics",
                                               "models"};
   ClusterSettings s;
@@ -219,6 +220,11 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
     const double v = number(origin, n, "cluster.progress_spin_us");
     if (v < 0 || v > 10000) fail(origin, n, "cluster.progress_spin_us", "must be in [0, 10000]");
     s.progress_spin = Duration::from_us(v);
+  }
+  if (const YAML::Node n = c["inject_delay_us"]) {
+    const double v = number(origin, n, "cluster.inject_delay_us");
+    if (v < 0 || v > 10e6) fail(origin, n, "cluster.inject_delay_us", "must be in [0, 10000000]");
+    s.inject_delay = Duration::from_us(v);
   }
   return s;
 }

@@ -458,6 +458,7 @@ Status SchedulerNode::Impl::start() {
   TransportOptions to;
   to.name = "scheduler";
   to.tls = set_.ucx_tls;
+  to.inject_delay = set_.inject_delay;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
   to.idle_spin = set_.progress_spin;

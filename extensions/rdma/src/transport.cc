@@ -131,7 +131,22 @@ struct Transport::RecvReq {
 Transport::Transport(TransportOptions opts, Handler& handler) : opts_(std::move(opts)), handler_(handler) {}
 
 Result<std::unique_ptr<Transport>> Transport::create(TransportOptions opts, Handler& handler) {
+  // SYMPHONY_INJECT_DELAY_US overrides TransportOptions::inject_delay for
+  // this process (experiments: docs/cluster.md "Injected network delay").
+  if (const char* env = std::getenv("SYMPHONY_INJECT_DELAY_US"); env && *env) {
+    char* end = nullptr;
+    const double us = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(us >= 0) || us > 10e6)
+      return Status(Errc::kInvalidArgument, std::string("SYMPHONY_INJECT_DELAY_US: '") + env +
+                                                "' is not a number of microseconds in [0, 10000000]");
+    opts.inject_delay = Duration::from_us(us);
+  }
+  if (opts.inject_delay < Duration::zero())
+    return Status(Errc::kInvalidArgument, "inject_delay must not be negative");
   std::unique_ptr<Transport> t(new Transport(std::move(opts), handler));
+  if (t->opts_.inject_delay > Duration::zero())
+    t->log("injecting a network delay of " + std::to_string(t->opts_.inject_delay.ns() / 1000) +
+           " us on every message received and every read (an experiment option)");
   // The worker is created, used and destroyed on its progress thread only
   // (UCS_THREAD_MODE_SINGLE).
   std::promise<Status> ready;
@@ -266,19 +281,15 @@ void Transport::loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     bool work = false;
     for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) work = true;
-    if (!pending_failures_.empty()) {
-      handle_failures();
-      work = true;
-    }
-    if (!get_completions_.empty()) {
-      run_get_completions();
-      work = true;
-    }
+    TimePoint now = clock.now();
+    if (!pending_failures_.empty()) work |= handle_failures(now);
+    if (!get_completions_.empty() || !delayed_gets_.empty()) work |= run_get_completions(now);
+    if (!delayed_msgs_.empty()) work |= run_delayed(now);
     work |= run_posted();
     const bool active = active_.load(std::memory_order_acquire);
     if (active) work |= handler_.on_poll();
     if (!closing_.empty()) reap_closing();
-    TimePoint now = clock.now();
+    now = clock.now();
     if (active && now >= next_tick) {
       handler_.on_tick(now);
       next_tick = max(next_tick + opts_.tick, now);
@@ -301,7 +312,7 @@ void Transport::loop() {
     const ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_OK) {
       now = clock.now();
-      const Duration left = next_tick - now;
+      const Duration left = min(next_tick, next_delayed()) - now;
       if (left > Duration::zero()) {
         pollfd pfd{efd_, POLLIN, 0};
         timespec ts{static_cast<time_t>(left.ns() / 1000000000), static_cast<long>(left.ns() % 1000000000)};
@@ -501,10 +512,23 @@ void Transport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   t->pending_failures_.push_back({ep, status});
 }
 
-void Transport::handle_failures() {
+bool Transport::handle_failures(TimePoint now) {
   std::vector<PendingFailure> list;
   list.swap(pending_failures_);
-  for (const PendingFailure& f : list) {
+  bool handled = false;
+  for (PendingFailure& f : list) {
+    if (opts_.inject_delay > Duration::zero()) {
+      // After the messages that arrived before it (they are held as long).
+      if (f.due == TimePoint::neg_infinite()) {
+        f.due = now + opts_.inject_delay;
+        handled = true;
+      }
+      if (f.due > now) {
+        pending_failures_.push_back(f);
+        continue;
+      }
+    }
+    handled = true;
     const auto it = by_ep_.find(f.ep);
     if (it == by_ep_.end()) continue;  // closed by us meanwhile
     const ConnId id = it->second;
@@ -516,6 +540,7 @@ void Transport::handle_failures() {
     handler_.on_disconnect(id, Status(Errc::kFailedPrecondition,
                                       "connection to " + peer + " failed: " + ucs_status_string(f.status)));
   }
+  return handled;
 }
 
 void Transport::close(ConnId id) {
@@ -636,7 +661,32 @@ void Transport::deliver(ucp_ep_h ep, std::span<const std::uint8_t> msg) {
     c.shown = true;
     log("connection " + c.peer + " uses:\n" + describe_transports(id));
   }
+  if (opts_.inject_delay > Duration::zero()) {
+    delayed_msgs_.push_back({SteadyClock{}.now() + opts_.inject_delay, id, {msg.begin(), msg.end()}});
+    return;
+  }
   handler_.on_message(id, msg);
+}
+
+// Held messages whose time has come, in arrival order (one delay for all:
+// the queue is sorted by due time), to connections still open.
+bool Transport::run_delayed(TimePoint now) {
+  bool any = false;
+  while (!delayed_msgs_.empty() && delayed_msgs_.front().due <= now) {
+    DelayedMessage m = std::move(delayed_msgs_.front());
+    delayed_msgs_.pop_front();
+    any = true;
+    if (find(m.conn)) handler_.on_message(m.conn, m.msg);
+  }
+  return any;
+}
+
+TimePoint Transport::next_delayed() const noexcept {
+  TimePoint t = TimePoint::infinite();
+  if (!delayed_msgs_.empty()) t = min(t, delayed_msgs_.front().due);
+  if (!delayed_gets_.empty()) t = min(t, delayed_gets_.front().due);
+  for (const PendingFailure& f : pending_failures_) t = min(t, f.due);
+  return t;
 }
 
 // ---- memory and one-sided reads ---------------------------------------------------
@@ -718,10 +768,22 @@ void Transport::on_get_done(void* request, ucs_status_t status, void* user_data)
   ucp_request_free(request);
 }
 
-void Transport::run_get_completions() {
+bool Transport::run_get_completions(TimePoint now) {
   std::vector<GetCompletion> list;
   list.swap(get_completions_);
-  for (GetCompletion& c : list) c.done(std::move(c.status));
+  if (opts_.inject_delay <= Duration::zero()) {
+    for (GetCompletion& c : list) c.done(std::move(c.status));
+    return !list.empty();
+  }
+  for (GetCompletion& c : list) delayed_gets_.push_back({now + opts_.inject_delay, std::move(c)});
+  bool any = !list.empty();
+  while (!delayed_gets_.empty() && delayed_gets_.front().due <= now) {
+    DelayedGet g = std::move(delayed_gets_.front());
+    delayed_gets_.pop_front();
+    g.done.done(std::move(g.done.status));
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace symphony::rdma

@@ -39,6 +39,12 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   EXPECT_TRUE(c.cluster.recalibrate) << "online recalibration is on by default in a cluster";
   c = parse_cluster_config(std::string("cluster:\n  token: t\n  recalibrate: false\n") + kModels, "c.yaml", "");
   EXPECT_FALSE(c.cluster.recalibrate);
+  EXPECT_EQ(c.cluster.inject_delay, Duration::zero()) << "no injected delay unless asked for";
+  c = parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: 250\n") + kModels, "c.yaml", "");
+  EXPECT_EQ(c.cluster.inject_delay, Duration::microseconds(250));
+  EXPECT_THROW((void)parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: -1\n") + kModels,
+                                          "c.yaml", ""),
+               simtool::ConfigError);
 }
 
 TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {

@@ -193,6 +193,42 @@ TEST_F(ClusterProcessTest, EveryRequestEndsOnceAndOutputsAreTheInputsHashes) {
   EXPECT_GT((*s)["recalibration"]["models"]["m"]["samples"].get<std::uint64_t>(), 0u) << s->dump(2);
 }
 
+// cluster.inject_delay_us (an experiment option): every process holds what
+// it receives and reads for that long, so the scheduler learns a d_ctrl about
+// two delays longer (the Batch's one way, and the input reads) and a d_resp
+// about one longer (the one way back).
+TEST_F(ClusterProcessTest, InjectedDelayRaisesTheLearnedDelays) {
+  auto learned = [&](const std::string& tag) -> json {
+    Proc sched = start_scheduler(tag);
+    Proc b1 = start_backend(tag + "_b1", "emulated:2");
+    EXPECT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+    Proc lg = start_loadgen(tag + "_lg", 2, 300);
+    const json r = loadgen_report(lg, tag + "_lg");
+    EXPECT_GT(r["ok"].get<std::uint64_t>(), 0u) << r.dump(2);
+    EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+    EXPECT_EQ(sched.stop(), 0) << sched.log_text();
+    EXPECT_EQ(b1.stop(), 0) << b1.log_text();
+    const std::optional<json> s = read_json(dir_.file(tag + ".json"));
+    EXPECT_TRUE(s.has_value());
+    return s ? (*s)["delays_us"] : json::object();
+  };
+  write_config(200, 300);  // the cap on learned delays is a quarter of the SLO: 50 ms
+  const json base = learned("plain");
+  constexpr double kInjectUs = 10000;
+  std::ofstream(cfg_, std::ios::app) << "  inject_delay_us: " << kInjectUs << "\n";
+  const json inj = learned("injected");
+  ASSERT_TRUE(base.contains("ctrl") && inj.contains("ctrl")) << base.dump() << inj.dump();
+  const double ctrl0 = base["ctrl"], ctrl1 = inj["ctrl"], resp0 = base["resp"], resp1 = inj["resp"];
+  EXPECT_GT(inj["batch_samples"].get<std::uint64_t>(), 0u);
+  // Lower bounds only on the rise above the plain run (the plain run's tail
+  // on a loaded machine may be anything up to milliseconds), and a loose
+  // ceiling: a rise of more than 2 x the delay plus 20 ms would be a bug.
+  EXPECT_GT(ctrl1 - ctrl0, 1.6 * kInjectUs) << "plain " << base.dump() << "\ninjected " << inj.dump();
+  EXPECT_LT(ctrl1, 2 * kInjectUs + 20000) << inj.dump();
+  EXPECT_GT(resp1 - resp0, 0.8 * kInjectUs) << "plain " << base.dump() << "\ninjected " << inj.dump();
+  expect_nothing_ran_twice();
+}
+
 TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthersKeepServing) {
   Proc sched = start_scheduler("sched");
   // victim registers first: it gets the lowest GPU ids, so it carries the load.

@@ -63,6 +63,7 @@ struct Pair {
   std::unique_ptr<Transport> server, client;
   ConnId to_server = kNoConn;
   std::uint16_t port = 0;
+  TransportOptions client_options = named("client");
 
   void start() {
     auto s = Transport::create(named("server"), server_h);
@@ -73,7 +74,7 @@ struct Pair {
     ASSERT_TRUE(p.ok()) << p.status().message();
     port = *p;
     ASSERT_NE(port, 0);
-    auto c = Transport::create(named("client"), client_h);
+    auto c = Transport::create(client_options, client_h);
     ASSERT_TRUE(c.ok()) << c.status().message();
     client = std::move(*c);
     client_h.t = client.get();
@@ -152,6 +153,51 @@ TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
   ASSERT_TRUE(first_error.ok()) << first_error.message();
   EXPECT_EQ(std::memcmp(a.data(), mr->base + 1000, a.size()), 0);
   EXPECT_EQ(std::memcmp(b.data(), mr->base + 777777, b.size()), 0);
+}
+
+// TransportOptions::inject_delay (experiments): what the client receives and
+// reads reaches its handler that much later, in order.
+TEST(TransportTest, InjectedDelayHoldsMessagesAndReadsInOrder) {
+  Pair p;
+  p.client_options.inject_delay = Duration::milliseconds(30);
+  p.start();
+  p.server_h.echo = true;
+  auto mr = p.server->map_memory(4096);
+  ASSERT_TRUE(mr.ok()) << mr.status().message();
+  mr->base[7] = 42;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < 5; ++i)
+    ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, wire::encode(wire::Ping{i, 1})); }).ok());
+  ASSERT_TRUE(p.client_h.wait([&] { return p.client_h.messages.size() == 5; })) << "no echoes";
+  const auto echoed = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(echoed, 30ms) << "the echoes were not held";
+  EXPECT_LT(echoed, 5s);
+  for (std::uint64_t i = 0; i < 5; ++i)
+    EXPECT_EQ(p.client_h.messages[i], wire::encode(wire::Ping{i, 1})) << "out of order at " << i;
+
+  ASSERT_TRUE(p.client->call([&] { return p.client->set_remote_key(p.to_server, mr->packed_rkey); }).ok());
+  std::uint8_t byte = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(p.client
+                  ->call([&] {
+                    return p.client->get(p.to_server, reinterpret_cast<std::uint64_t>(mr->base) + 7, &byte, 1,
+                                         [&](Status s) {
+                                           EXPECT_TRUE(s.ok()) << s.message();
+                                           std::lock_guard<std::mutex> lock(mu);
+                                           done = true;
+                                           cv.notify_all();
+                                         });
+                  })
+                  .ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return done; })) << "the read never completed";
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - t1, 30ms) << "the read was not held";
+  EXPECT_EQ(byte, 42);
 }
 
 TEST(TransportTest, PeerDeathReachesOnDisconnect) {

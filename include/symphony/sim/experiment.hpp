@@ -57,13 +57,14 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
   sc.max_gpus = gpus;
   sc.max_requests = e.max_requests ? e.max_requests : pool_size(e, scale);
   sc.max_outstanding_per_gpu = e.max_outstanding_per_gpu;
-  sc.delays = e.delays;
+  sc.delays = e.planned_delays();
   sc.recalibration = e.recalibration;
   using Sim = Simulator<TeeSink<Obs>, Exec, Gather, Timing>;
   Result<std::unique_ptr<Sim>> created =
       Sim::create(sc, sink, std::move(exec), std::move(gather), std::move(timing));
   if (!created.ok()) return created.status();
   Sim& sim = **created;
+  if (e.delay_jitter.enabled()) sim.set_network(NetworkJitter(e.delay_jitter, e.delays, e.seed ^ 0x6e657477ULL));
   for (const ModelConfig& m : e.models)
     if (Result<ModelId> id = sim.scheduler().add_model(m); !id.ok()) return id.status();
   for (std::uint32_t g = 0; g < gpus; ++g)

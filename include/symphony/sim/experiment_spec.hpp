@@ -15,6 +15,7 @@
 #include "symphony/policy.hpp"
 #include "symphony/profile_calibrator.hpp"
 #include "symphony/sim/metrics.hpp"
+#include "symphony/sim/network.hpp"
 #include "symphony/sim/noise.hpp"
 #include "symphony/sim/workload.hpp"
 #include "symphony/status.hpp"
@@ -28,6 +29,10 @@ struct ExperimentSpec {
   std::vector<TraceRecord> trace;   // when non-empty, replayed instead of `loads`
   std::uint32_t gpus = 1;
   Delays delays;
+  // Per-dispatch network delays (network.hpp): with jitter, delays.ctrl and
+  // delays.data are the medians of the real delays and the scheduler plans
+  // with planned_delays(). Our scheduler only.
+  DelayJitter delay_jitter;
   // Exec and gathering policy (policy.hpp). Under timeout:<f>slo each
   // model's ModelConfig::timeout must be set (model_timeout()); the spec's
   // own policy.timeout is k for models without one.
@@ -62,6 +67,11 @@ struct ExperimentSpec {
     if (noise_sigma < 0) return Status(Errc::kInvalidArgument, "noise sigma must not be negative");
     if (Status s = noise().validate(); !s.ok()) return s;
     if (Status s = recalibration.validate(); !s.ok()) return s;
+    if (Status s = delay_jitter.validate(); !s.ok()) return s;
+    if (policy.is_peer() && delay_jitter.enabled())
+      return Status(Errc::kInvalidArgument,
+                    "delay jitter (delays.sigma / delays.tail) runs on our scheduler only, not on the peer '" +
+                        policy.to_string() + "'");
     if (policy.is_peer() && (noise().beyond_lognormal() || recalibration.enabled))
       return Status(Errc::kInvalidArgument,
                     "noise drift, outliers and recalibration run on our scheduler only, not on the peer '" +
@@ -77,6 +87,10 @@ struct ExperimentSpec {
                                                   " models exist");
     return {};
   }
+
+  // The delays the scheduler plans with: `delays`, or with jitter their
+  // plan_percentile (network.hpp).
+  Delays planned_delays() const noexcept { return delay_jitter.planned(delays); }
 
   // The timing noise as one spec (noise.hpp).
   NoiseSpec noise() const { return NoiseSpec{noise_sigma, drift, outlier_probability, outlier_factor}; }

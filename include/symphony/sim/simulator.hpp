@@ -4,7 +4,9 @@
 // GPUs"), or for l(b) scaled by a timing model (noise) to test robustness when
 // the profile is wrong. Network delays are injected: a batch dispatched at t
 // starts at max(t + delay(b), the GPU's actual free time), and replies take
-// d_resp (the scheduler adds it to each outcome).
+// d_resp (the scheduler adds it to each outcome). With set_network() the
+// delay of each dispatch is drawn instead (network.hpp: a heavy-tailed
+// network), whatever delay(b) the scheduler planned with.
 //
 // A user sink that also has on_execute(const Dispatch&, TimePoint start,
 // TimePoint end) is told when each batch really runs (busy-time metrics).
@@ -30,6 +32,7 @@
 
 #include "symphony/scheduler.hpp"
 #include "symphony/sim/completion_queue.hpp"
+#include "symphony/sim/network.hpp"
 #include "symphony/sim/random.hpp"
 
 namespace symphony::sim {
@@ -112,6 +115,9 @@ class Simulator {
   VirtualClock& clock() noexcept { return clock_; }
   TimePoint now() const noexcept { return clock_.now(); }
   Timing& timing() noexcept { return timing_; }
+  // Every later dispatch takes a delay drawn by `n` (network.hpp) instead of
+  // the delay(b) the scheduler planned.
+  void set_network(NetworkJitter n) { net_.emplace(std::move(n)); }
 
   // Runs until the source is exhausted and every request has ended. Returns
   // the number of events processed.
@@ -186,7 +192,8 @@ class Simulator {
     Simulator* sim;
     void on_dispatch(const Dispatch& d) {
       Simulator& s = *sim;
-      const TimePoint start = max(d.dispatched_at + d.delay, s.gpu_free_[d.gpu]);
+      const Duration delay = s.net_ ? s.net_->actual(d.size) : d.delay;
+      const TimePoint start = max(d.dispatched_at + delay, s.gpu_free_[d.gpu]);
       // The device runs at its offline profile's speed (times the timing
       // model), whatever the scheduler currently believes.
       Duration len;
@@ -216,6 +223,7 @@ class Simulator {
   Forward forward_;
   VirtualClock clock_;
   std::unique_ptr<Sched> sched_;
+  std::optional<NetworkJitter> net_;
   std::vector<TimePoint> gpu_free_;
   std::vector<Duration> gpu_busy_;
   CompletionQueue<Running> completions_;

@@ -206,9 +206,9 @@ Result<SubClusterRunResult> run_subcluster_experiment(const ExperimentSpec& e, c
                   "policy '" + e.policy.to_string() +
                       "' is a peer of the paper's evaluation, which has no sub-clusters; "
                       "use deferred, eager or timeout");
-  if (e.noise().beyond_lognormal() || e.recalibration.enabled)
+  if (e.noise().beyond_lognormal() || e.recalibration.enabled || e.delay_jitter.enabled())
     return Status(Errc::kInvalidArgument,
-                  "noise drift, outliers and recalibration are not simulated with sub-clusters (yet)");
+                  "noise drift, outliers, recalibration and delay jitter are not simulated with sub-clusters (yet)");
   if (sc.epoch < Duration::zero()) return Status(Errc::kInvalidArgument, "the epoch must not be negative");
   if (!(sc.max_disruption >= 0)) return Status(Errc::kInvalidArgument, "the disruption bound must be >= 0");
   if (gpus == 0) gpus = e.gpus;

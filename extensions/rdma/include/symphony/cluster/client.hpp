@@ -66,6 +66,7 @@ struct ClientOptions {
   std::uint32_t max_input_bytes = 4096;  // largest input (the registered pool is max_pending x this)
   Duration orphan_grace = Duration::seconds(2);
   std::string ucx_tls = "tcp";                // UCX_TLS when the environment sets none
+  Duration inject_delay = Duration::zero();   // experiments only: an emulated slower network (docs/cluster.md)
   bool verbose = false;                       // log each connection's transports
   std::function<void(std::string_view)> log;  // default: stderr
 };

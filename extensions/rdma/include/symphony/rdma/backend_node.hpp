@@ -50,6 +50,7 @@ struct BackendOptions {
   std::uint32_t output_bytes = 16;  // per request, >= 8
   std::string exec_log;             // append "<frontend incarnation> <request id>" per executed request
   std::string ucx_tls = "tcp";
+  Duration inject_delay = Duration::zero();  // experiments only (TransportOptions::inject_delay)
   bool verbose = false;
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };

@@ -26,6 +26,10 @@
 //     ucx_tls: tcp                    # UCX_TLS when the environment sets none
 //     progress_spin_us: 0             # the scheduler's network thread polls this
 //                                     # long before it sleeps on the event fd
+//     inject_delay_us: 0              # experiments only: every process holds each
+//                                     # message it receives and each read it makes this
+//                                     # long (an emulated slower network;
+//                                     # SYMPHONY_INJECT_DELAY_US overrides it per process)
 //     metrics: 127.0.0.1:9464         # the scheduler's /metrics, /healthz, /readyz
 //                                     # (off when absent; port 0: any free port)
 //     models:                         # what `symphony frontend` tells protocol clients
@@ -110,6 +114,9 @@ struct ClusterSettings {
   std::string metrics;  // HOST:PORT of the scheduler's metrics endpoint; empty: none
   Duration progress_spin =
       Duration::zero();  // the scheduler's network thread polls this long before sleeping
+  // Experiments only: TransportOptions::inject_delay of every role that reads
+  // this file (an emulated slower network; docs/cluster.md).
+  Duration inject_delay = Duration::zero();
   std::map<std::string, ModelTensors> models;  // cluster.models, by model name
 };
 

@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -94,6 +95,11 @@ struct TransportOptions {
   // InfiniBand/RoCE where a NIC has it.
   std::string tls = "tcp";
   bool show_transports = false;               // log each connection's lanes (ucp_ep_print_info)
+  // For experiments only (an emulated slower network, docs/cluster.md
+  // "Injected network delay"): every message received, every peer's
+  // failure and every completed read is handed to the node this much later
+  // (in order; zero: at once).
+  Duration inject_delay = Duration::zero();
   std::function<void(std::string_view)> log;  // default: stderr
 };
 
@@ -212,8 +218,10 @@ class Transport {
   void deliver(ucp_ep_h reply_ep, std::span<const std::uint8_t> msg);
   void close_ep(ucp_ep_h ep, bool force);
   void reap_closing();
-  void handle_failures();
-  void run_get_completions();
+  bool handle_failures(TimePoint now);
+  bool run_get_completions(TimePoint now);
+  bool run_delayed(TimePoint now);
+  TimePoint next_delayed() const noexcept;
 
   static void on_conn_request(ucp_conn_request_h req, void* arg);
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -248,6 +256,7 @@ class Transport {
   struct PendingFailure {
     ucp_ep_h ep;
     ucs_status_t status;
+    TimePoint due = TimePoint::neg_infinite();  // with inject_delay: when it is handled
   };
   std::vector<PendingFailure> pending_failures_;  // endpoint errors, handled by the loop
   struct GetCompletion {
@@ -255,6 +264,18 @@ class Transport {
     Status status;
   };
   std::vector<GetCompletion> get_completions_;  // finished reads, handled by the loop
+  // With inject_delay: messages and finished reads held until they are due.
+  struct DelayedMessage {
+    TimePoint due;
+    ConnId conn;
+    std::vector<std::uint8_t> msg;
+  };
+  std::deque<DelayedMessage> delayed_msgs_;
+  struct DelayedGet {
+    TimePoint due;
+    GetCompletion done;
+  };
+  std::deque<DelayedGet> delayed_gets_;
 
   std::mutex posted_mu_;
   std::vector<std::function<void()>> posted_;

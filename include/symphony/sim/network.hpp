@@ -1,0 +1,105 @@
+// Network delays that vary from batch to batch (a TCP network's heavy tail),
+// for the simulator: by default every dispatch takes exactly the configured
+// d_ctrl + d_data*b, as the scheduler plans; with a DelayJitter the real
+// delay of each dispatch is drawn instead, and the scheduler plans with a
+// high percentile of it, as the paper's scheduler does ("the high
+// percentile bound of network latency").
+//
+// With jitter, the configured ctrl and data are the *medians* of the real
+// delays. Each dispatch of a batch of b takes
+//   ctrl x exp(N(0, sigma)) + data x b x exp(N(0, sigma))
+// (two independent log-normal factors: the scheduler's message, and the
+// batch's input reads), and the scheduler plans with ctrl x q and data x q,
+// q = exp(sigma x z(plan_percentile)) the plan_percentile of the factor.
+// d_resp and the safety margin stay fixed. A tail may be given instead of
+// sigma: "the `percentile` of the delay is `ratio` times its median" (TCP in
+// the paper: the 99.99th percentile is 12x the median, sigma = ln 12 / z(0.9999)
+// = 0.668).
+//
+// Deterministic: the draws come from their own generator (seeded from the
+// run's seed), one pair per dispatch in dispatch order, so the same run
+// draws the same delays; the workload and the timing noise are unchanged.
+//
+//   DelayJitter j{.sigma = 0.668, .plan_percentile = 0.99};
+//   Delays planned = j.planned(medians);           // what the scheduler gets
+//   NetworkJitter n(j, medians, seed);  Duration real = n.actual(batch_size);
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "symphony/sim/random.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::sim {
+
+// z with P(N(0,1) <= z) = p, for p in (0, 1) (bisection on erfc; exact to
+// about 1e-12, deterministic).
+inline double normal_quantile(double p) noexcept {
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p) lo = mid;
+    else hi = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+struct DelayJitter {
+  double sigma = 0;               // 0: the delays are exact (no jitter)
+  double plan_percentile = 0.99;  // the scheduler plans with this percentile
+
+  bool enabled() const noexcept { return sigma > 0; }
+
+  // sigma such that the `percentile` of a median-1 log-normal is `ratio`.
+  static double sigma_for_tail(double percentile, double ratio) noexcept {
+    return std::log(ratio) / normal_quantile(percentile);
+  }
+
+  // The factor the scheduler plans with (1 without jitter).
+  double plan_factor() const noexcept {
+    return enabled() ? std::exp(sigma * normal_quantile(plan_percentile)) : 1.0;
+  }
+
+  // The delays the scheduler plans with, given the medians.
+  Delays planned(const Delays& medians) const noexcept {
+    Delays d = medians;
+    const double q = plan_factor();
+    d.ctrl = Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.ctrl.ns()) * q + 0.5));
+    d.data = Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.data.ns()) * q + 0.5));
+    return d;
+  }
+
+  Status validate() const {
+    if (!(sigma >= 0) || !std::isfinite(sigma))
+      return Status(Errc::kInvalidArgument, "delay jitter sigma must be a finite number >= 0");
+    if (!(plan_percentile > 0 && plan_percentile < 1))
+      return Status(Errc::kInvalidArgument, "delays.plan_percentile must be in (0, 1)");
+    return {};
+  }
+};
+
+class NetworkJitter {
+ public:
+  NetworkJitter(DelayJitter j, Delays medians, std::uint64_t seed) : j_(j), medians_(medians), rng_(seed) {}
+
+  // The real delay of one dispatch of a batch of b.
+  Duration actual(std::uint32_t b) noexcept {
+    const double fc = rng_.lognormal(0.0, j_.sigma);
+    const double fd = rng_.lognormal(0.0, j_.sigma);
+    const double ns = static_cast<double>(medians_.ctrl.ns()) * fc +
+                      static_cast<double>(medians_.data.ns()) * static_cast<double>(b) * fd;
+    return Duration::nanoseconds(static_cast<std::int64_t>(ns + 0.5));
+  }
+
+  const DelayJitter& jitter() const noexcept { return j_; }
+
+ private:
+  DelayJitter j_;
+  Delays medians_;
+  Rng rng_;
+};
+
+}  // namespace symphony::sim
