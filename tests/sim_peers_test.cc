@@ -348,12 +348,42 @@ TEST(ShepherdTest, DropsExpiredHeads) {
   EXPECT_EQ(log.outcome(1).finish, at_ms(5));
 }
 
+TEST(ShepherdTest, TheTwoReadingsOfLineTenSizeDifferently) {
+  // l(b) = b + 4 ms, SLO 12 ms, one GPU, lambda 100 (no preemption). r0 at 0
+  // runs alone [0, 5); r1..r8 arrive at 1, 1.5, ..., 4.5 (deadlines 13 ..
+  // 16.5) and wait. At 5 a batch of k ends at 9 + k.
+  //  - earliest: the head's 13 holds k <= 4: r1..r4 run [5, 13), all in time.
+  //  - descending: the k-th latest deadline 16.5 - (k - 1) / 2 holds 9 + k
+  //    for k = 5 (14.5 >= 14), not 6 (14 < 15): a batch of 5, filled from
+  //    the earliest: r1..r5 run [5, 14); r1 (13) and r2 (13.5) are late.
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 12, 32)};
+  std::vector<Arrival> arrivals = {arrival(0, 0, 0)};
+  for (int k = 1; k <= 8; ++k) arrivals.push_back(arrival(0.5 + 0.5 * k, 0, static_cast<std::uint64_t>(k)));
+  for (ShepherdSizing sizing : {ShepherdSizing::kEarliest, ShepherdSizing::kDescending}) {
+    const bool desc = sizing == ShepherdSizing::kDescending;
+    SCOPED_TRACE(std::string(to_string(sizing)));
+    Log log;
+    ShepherdEngine<Log> sh(models, 1, Delays{}, 64, ShepherdOptions{100, sizing}, log);
+    feed(sh, arrivals);
+    ASSERT_GE(log.dispatches.size(), 2u);
+    EXPECT_EQ(log.dispatches[1].size, desc ? 5u : 4u);
+    EXPECT_EQ(log.dispatches[1].dispatched_at, at_ms(5));
+    EXPECT_EQ(log.batch_tags[log.dispatches[1].batch],
+              desc ? (std::vector<std::uint64_t>{1, 2, 3, 4, 5}) : (std::vector<std::uint64_t>{1, 2, 3, 4}));
+    EXPECT_EQ(log.outcome(1).outcome, desc ? Outcome::kLate : Outcome::kOk);
+    EXPECT_EQ(log.outcome(2).outcome, desc ? Outcome::kLate : Outcome::kOk);
+    EXPECT_EQ(log.outcome(3).outcome, Outcome::kOk);
+    EXPECT_EQ(log.outcome(3).finish, at_ms(desc ? 14 : 13));
+  }
+}
+
 // ------------------------------------------------------ all three peers --
 
 TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   // The peers are kinds of the policy language (policy.hpp).
   for (const char* text :
        {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0", "shepherd:lambda=2.5",
+        "shepherd:lambda=2.5,sizing=descending",
         "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
     Result<PolicySpec> p = parse_policy(text);
     ASSERT_TRUE(p.ok()) << text << ": " << p.status().to_string();
@@ -362,12 +392,20 @@ TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   }
   EXPECT_EQ(parse_policy("nexus:frontends=8")->nexus.frontends, 8u);
   EXPECT_EQ(parse_policy("shepherd")->shepherd.lambda, 3.03);
+  EXPECT_EQ(parse_policy("shepherd")->shepherd.sizing, ShepherdSizing::kEarliest);
+  EXPECT_EQ(parse_policy("shepherd:sizing=descending")->shepherd.sizing, ShepherdSizing::kDescending);
+  EXPECT_EQ(parse_policy("shepherd:sizing=earliest")->to_string(), "shepherd");
   for (const char* bad : {"clockworks", "nexus:frontends=0", "nexus:frontends=1.5", "shepherd:lambda=1",
                           "shepherd:lambda=", "clockwork:percentile=2", "nexus:lambda=3", "nexus:fill=2"}) {
     Result<PolicySpec> p = parse_policy(bad);
     EXPECT_FALSE(p.ok()) << bad;
   }
   EXPECT_NE(parse_policy("nexus:frontend=8").status().message().find("frontend=8"), std::string::npos);
+  // A bad value names the option and what it takes.
+  const std::string sideways = parse_policy("shepherd:sizing=sideways").status().message();
+  EXPECT_NE(sideways.find("'sizing'"), std::string::npos) << sideways;
+  EXPECT_NE(sideways.find("earliest or descending"), std::string::npos) << sideways;
+  EXPECT_NE(sideways.find("sideways"), std::string::npos) << sideways;
   EXPECT_FALSE(check_runs_in_core(*parse_policy("nexus")).ok());
 }
 
@@ -405,7 +443,7 @@ TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
   Rng rng(2024);
   const char* peers[] = {
       "clockwork",          "nexus", "nexus:frontends=8,epoch_s=0.5", "nexus:fill=0,epoch_s=0.7", "shepherd",
-      "shepherd:lambda=1.5"};
+      "shepherd:lambda=1.5", "shepherd:sizing=descending"};
   for (int round = 0; round < 16; ++round) {
     ExperimentSpec e;
     const auto models = static_cast<double>(1 + rng.uniform_int(0, 3));

@@ -20,7 +20,7 @@
 // `symphony simulate`):
 //   clockwork[:slack_ms=<x>,horizon_ms=<x>,window=<n>,percentile=<p>]
 //   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>]
-//   shepherd[:lambda=<x>]
+//   shepherd[:lambda=<x>,sizing=<earliest|descending>]
 //
 //   Result<PolicySpec> p = parse_policy("deferred:paper");
 //   auto rt = visit_policy(*p, [&](auto exec, auto gather) {
@@ -71,9 +71,22 @@ struct NexusOptions {
   bool operator==(const NexusOptions&) const = default;
 };
 
+// How Shepherd's batch generator sizes a batch (Algorithm 1, line 10;
+// docs/simulator.md): kEarliest grows the batch in deadline order while the
+// earliest deadline in it holds; kDescending takes the largest b such that
+// the b-th latest deadline holds a batch of b, then fills it from the
+// earliest deadline (the reading Shepherd's author gave the Symphony
+// authors).
+enum class ShepherdSizing : std::uint8_t { kEarliest, kDescending };
+
+constexpr std::string_view to_string(ShepherdSizing s) noexcept {
+  return s == ShepherdSizing::kEarliest ? "earliest" : "descending";
+}
+
 // Shepherd Flex (sim/peers/shepherd.hpp): eager, preemptive.
 struct ShepherdOptions {
   double lambda = 3.03;  // preempt when the new batch is >= lambda x the running one; must be > 1
+  ShepherdSizing sizing = ShepherdSizing::kEarliest;
   bool operator==(const ShepherdOptions&) const = default;
 };
 
@@ -103,7 +116,7 @@ struct PolicySpec {
 inline constexpr std::string_view kPolicyHelp =
     "deferred, deferred:paper, deferred:<key>=<x>,... (keys min_gain, arrival_window, miss_gain), eager, "
     "timeout:<ms> or timeout:<fraction>slo; in the simulator also the peers clockwork[:<key>=<x>,...], "
-    "nexus[:...] and shepherd[:lambda=<x>]";
+    "nexus[:...] and shepherd[:lambda=<x>,sizing=earliest|descending]";
 inline constexpr std::string_view kGatherHelp = "target_batch or sliding_window";
 
 namespace detail {
@@ -189,7 +202,8 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
   else return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
   if (colon == std::string_view::npos) return p;
   static constexpr std::string_view kKeys[] = {
-      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill", "lambda"};
+      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill",
+      "lambda, sizing"};
   const std::string_view keys = kKeys[static_cast<int>(p.exec) - static_cast<int>(ExecKind::kClockwork)];
   std::string_view rest = text.substr(colon + 1);
   for (;;) {
@@ -240,6 +254,13 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
         if (key == "lambda") {
           if (!x || !(*x > 1)) return bad("a number > 1");
           p.shepherd.lambda = *x;
+        } else if (key == "sizing") {
+          if (value == "earliest")
+            p.shepherd.sizing = ShepherdSizing::kEarliest;
+          else if (value == "descending")
+            p.shepherd.sizing = ShepherdSizing::kDescending;
+          else
+            return bad("earliest or descending");
         } else {
           known = false;
         }
@@ -324,7 +345,10 @@ inline std::string PolicySpec::to_string() const {
     }
     case ExecKind::kShepherd:
       if (shepherd == ShepherdOptions{}) return "shepherd";
-      return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
+      if (shepherd.sizing == ShepherdSizing::kEarliest)
+        return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
+      return "shepherd:lambda=" + detail::format_number(shepherd.lambda) + ",sizing=" +
+             std::string(symphony::to_string(shepherd.sizing));
   }
   return "?";
 }
