@@ -19,7 +19,7 @@
 // (include/symphony/sim/peers/; they have their own gathering and run only in
 // `symphony simulate`):
 //   clockwork[:slack_ms=<x>,horizon_ms=<x>,window=<n>,percentile=<p>]
-//   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>]
+//   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>,plan=<fresh|adjust>,replan_threshold=<x>]
 //   shepherd[:lambda=<x>,sizing=<earliest|descending>]
 //
 //   Result<PolicySpec> p = parse_policy("deferred:paper");
@@ -59,6 +59,17 @@ struct ClockworkOptions {
   bool operator==(const ClockworkOptions&) const = default;
 };
 
+// How Nexus makes each epoch's plan (sim/peers/nexus.hpp, docs/simulator.md):
+// kFresh packs every model anew (squishy bin packing, nexus_plan()); kAdjust
+// adjusts the plan in force as Nexus's own epoch scheduler does
+// (nexus_adjust_plan()), each epoch or earlier when a rate moved by more
+// than replan_threshold.
+enum class NexusPlanKind : std::uint8_t { kFresh, kAdjust };
+
+constexpr std::string_view to_string(NexusPlanKind k) noexcept {
+  return k == NexusPlanKind::kFresh ? "fresh" : "adjust";
+}
+
 // Nexus (sim/peers/nexus.hpp): epoch planning and decentralized dispatch.
 struct NexusOptions {
   std::uint32_t frontends = 1;             // independent routers (the paper runs 1 and 8)
@@ -68,6 +79,11 @@ struct NexusOptions {
   // headroom; false: plan for the measured rates exactly, as Nexus does to
   // minimize GPUs.
   bool fill = true;
+  NexusPlanKind plan = NexusPlanKind::kFresh;
+  // kAdjust: re-plan before the epoch ends when a model's rate over the last
+  // epoch moved by more than this fraction of the rate the plan was made for
+  // (checked every second); >= 0.
+  double replan_threshold = 0.1;
   bool operator==(const NexusOptions&) const = default;
 };
 
@@ -202,7 +218,7 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
   else return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
   if (colon == std::string_view::npos) return p;
   static constexpr std::string_view kKeys[] = {
-      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill",
+      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill, plan, replan_threshold",
       "lambda, sizing"};
   const std::string_view keys = kKeys[static_cast<int>(p.exec) - static_cast<int>(ExecKind::kClockwork)];
   std::string_view rest = text.substr(colon + 1);
@@ -246,6 +262,16 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
         } else if (key == "fill") {
           if (!x || (*x != 0 && *x != 1)) return bad("0 or 1");
           p.nexus.fill = *x == 1;
+        } else if (key == "plan") {
+          if (value == "fresh")
+            p.nexus.plan = NexusPlanKind::kFresh;
+          else if (value == "adjust")
+            p.nexus.plan = NexusPlanKind::kAdjust;
+          else
+            return bad("fresh or adjust");
+        } else if (key == "replan_threshold") {
+          if (!x) return bad("a number >= 0");
+          p.nexus.replan_threshold = *x;
         } else {
           known = false;
         }
@@ -271,6 +297,10 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
     if (comma == rest.size()) break;
     rest = rest.substr(comma + 1);
   }
+  if (p.exec == ExecKind::kNexus && p.nexus.plan != NexusPlanKind::kAdjust &&
+      p.nexus.replan_threshold != NexusOptions{}.replan_threshold)
+    return detail::policy_error(
+        {"policy '", text, "': option 'replan_threshold' applies only with plan=adjust"});
   return p;
 }
 
@@ -340,8 +370,11 @@ inline std::string PolicySpec::to_string() const {
     case ExecKind::kNexus: {
       const NexusOptions d, &o = nexus;
       if (o == d) return "nexus";
-      return "nexus:frontends=" + std::to_string(o.frontends) +
-             ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
+      std::string s = "nexus:frontends=" + std::to_string(o.frontends) +
+                      ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
+      if (o.plan == NexusPlanKind::kAdjust)
+        s += ",plan=adjust,replan_threshold=" + detail::format_number(o.replan_threshold);
+      return s;
     }
     case ExecKind::kShepherd:
       if (shepherd == ShepherdOptions{}) return "shepherd";
