@@ -143,6 +143,118 @@ TEST(NexusPlanTest, FillPlansForTheLargestRateTheClusterHolds) {
   for (const NexusNode& n : p.nodes) EXPECT_EQ(n.entries[0].batch, 7u);
 }
 
+// The models of a plan's node k, in its order.
+std::vector<ModelId> node_models(const NexusPlan& p, std::size_t k) {
+  std::vector<ModelId> out;
+  if (k < p.nodes.size())
+    for (const NexusEntry& e : p.nodes[k].entries) out.push_back(e.model);
+  return out;
+}
+
+TEST(NexusAdjustPlanTest, SmallChangesKeepThePlanLargeOnesAddGpusAndMoveToTheMostOccupied) {
+  // l(b) = b + 5 ms. A and B: SLO 40 ms, B = 15 (l = 20 ms), T = 750 r/s. C:
+  // SLO 20 ms, B = 5, T = 500 r/s. From nothing, A 50, B 50, C 200 r/s
+  // (largest first): C (b 3, duty 12 ms, occupancy 8/12) on GPU 0; A (b 2,
+  // duty 33 ms) does not fit with C (duty 12: 8 + 6 > 12): GPU 1; B fits
+  // with A (duty 33: 7 + 7 <= 33, occupancy 14/33) better than alone
+  // (7/33): GPU 1.
+  const ModelConfig a = linear_model("a", 1, 5, 40, 64), b = linear_model("b", 1, 5, 40, 64),
+                    c = linear_model("c", 1, 5, 20, 64);
+  const std::vector<NexusModel> ms = {nexus_model(a), nexus_model(b), nexus_model(c)};
+  const NexusPlan p0 = nexus_adjust_plan(ms, NexusPlan{}, std::vector<double>{50, 50, 200}, 5);
+  ASSERT_EQ(p0.nodes.size(), 5u);
+  EXPECT_FALSE(p0.overloaded);
+  EXPECT_EQ(node_models(p0, 0), (std::vector<ModelId>{2}));
+  EXPECT_EQ(node_models(p0, 1), (std::vector<ModelId>{0, 1}));
+  for (std::size_t k = 2; k < 5; ++k) EXPECT_TRUE(node_models(p0, k).empty()) << k;
+  EXPECT_NEAR(p0.nodes[1].duty_s * 1e3, 33, 1e-9);
+  EXPECT_NEAR(p0.nodes[1].entries[0].throughput, 2 / 33e-3, 1e-9);
+
+  // A at 55 r/s (+10 %): its GPU gives 2 / 33 ms = 60.6 r/s; the instance
+  // for 55 r/s is again batch 2 at 33 ms: nothing moves, nothing changes.
+  const NexusPlan small = nexus_adjust_plan(ms, p0, std::vector<double>{55, 50, 200}, 5);
+  EXPECT_FALSE(small.overloaded);
+  for (std::size_t k = 0; k < 5; ++k) EXPECT_EQ(node_models(small, k), node_models(p0, k)) << k;
+  EXPECT_EQ(small.nodes[1].entries[0].batch, 2u);
+  // The fresh plan of the same rates packs anew (here to the same nodes).
+  EXPECT_EQ(nexus_plan(ms, std::vector<double>{55, 50, 200}, 5).nodes.size(), 2u);
+
+  // A at 1700 r/s: GPU 1 gets a whole-GPU instance of A (750 r/s), which
+  // overloads it with B (duty 20: 20 + 6 > 20): it keeps A, B is spilled.
+  // 950 r/s of A are unassigned: a whole idle GPU (2; 750 r/s), then the
+  // residual 200 r/s (b 6, duty 29 ms, occupancy 11/29) fits no occupied
+  // GPU (with C: duty 12, 8 + 8 > 12): GPU 3. B (50 r/s) fits GPU 3 (duty
+  // 29: 11 + 7, occupancy 18/29) and idle GPU 4 (7/33): the most occupied,
+  // GPU 3, takes it. Two GPUs were added; B moved from GPU 1 to GPU 3.
+  const NexusPlan big = nexus_adjust_plan(ms, p0, std::vector<double>{1700, 50, 200}, 5);
+  EXPECT_FALSE(big.overloaded);
+  EXPECT_EQ(node_models(big, 0), (std::vector<ModelId>{2}));
+  EXPECT_EQ(node_models(big, 1), (std::vector<ModelId>{0}));
+  EXPECT_EQ(node_models(big, 2), (std::vector<ModelId>{0}));
+  EXPECT_EQ(node_models(big, 3), (std::vector<ModelId>{0, 1}));
+  EXPECT_TRUE(node_models(big, 4).empty());
+  EXPECT_TRUE(big.nodes[1].whole);
+  EXPECT_TRUE(big.nodes[2].whole);
+  EXPECT_EQ(big.nodes[1].entries[0].batch, 15u);
+  EXPECT_NEAR(big.nodes[3].duty_s * 1e3, 29, 1e-9);
+  EXPECT_EQ(big.nodes[3].entries[0].batch, 6u);  // ceil(29 ms x 200 r/s)
+  EXPECT_EQ(big.nodes[3].entries[1].batch, 2u);  // ceil(29 ms x 50 r/s)
+
+  // Back to 50 r/s: A's GPUs by throughput (1, 2, 3): GPU 1 gets the 50
+  // r/s instance (60.6 r/s), A is unloaded from 2 (now idle) and 3 (B
+  // stays). Nothing is consolidated.
+  const NexusPlan back = nexus_adjust_plan(ms, big, std::vector<double>{50, 50, 200}, 5);
+  EXPECT_EQ(node_models(back, 1), (std::vector<ModelId>{0}));
+  EXPECT_TRUE(node_models(back, 2).empty());
+  EXPECT_EQ(node_models(back, 3), (std::vector<ModelId>{1}));
+
+  // More than the GPUs hold: overloaded, and every model keeps a GPU.
+  const NexusPlan over = nexus_adjust_plan(ms, NexusPlan{}, std::vector<double>{1700, 50, 200}, 2);
+  EXPECT_TRUE(over.overloaded);
+  for (ModelId m = 0; m < 3; ++m) {
+    bool placed = false;
+    for (std::size_t k = 0; k < over.nodes.size(); ++k) {
+      const std::vector<ModelId> x = node_models(over, k);
+      placed = placed || std::find(x.begin(), x.end(), m) != x.end();
+    }
+    EXPECT_TRUE(placed) << m;
+  }
+  // Filling: the single-model case plans 8 whole GPUs, as the fresh plan does.
+  const ModelConfig resnet = linear_model("resnet", 1.053, 5.072, 25, 64);
+  const std::vector<NexusModel> rs = {nexus_model(resnet)};
+  double k = 0;
+  const NexusPlan filled = nexus_adjust_fill_plan(rs, NexusPlan{}, std::vector<double>{4000}, 8, &k);
+  EXPECT_FALSE(filled.overloaded);
+  EXPECT_NEAR(k, 8 * 7 / 12.443e-3 / 4000, 2e-3 * k);
+  for (std::size_t g = 0; g < 8; ++g) EXPECT_EQ(node_models(filled, g), (std::vector<ModelId>{0})) << g;
+}
+
+TEST(NexusEngineTest, AdjustReplansEarlyWhenARateMovesBeyondTheThreshold) {
+  // plan=adjust, epoch 3 s: rates are counted per second over the last 3 s.
+  // At 100 r/s (uniform) the only plans are at 0 and at the epoch, 3 s. With
+  // a step to 300 r/s at 3 s, the estimate at 4 s is 167 r/s (+67 %) and at
+  // 5 s 233 r/s (+40 % over 167): two plans before their epoch. The model
+  // stays on its GPU (batch 4, then 5, then 7; duty 31, 30, 28 ms).
+  for (const bool step : {false, true}) {
+    ExperimentSpec e;
+    e.models = {linear_model("a", 1, 5, 40, 64)};
+    ModelLoad l{100, ArrivalProcess::uniform(), {}, {}};
+    if (step) l.rate_changes.push_back(RateChange{Duration::seconds(3), 3.0});
+    e.loads = {l};
+    e.gpus = 4;
+    e.duration = Duration::seconds(6);
+    e.warmup = Duration::zero();
+    e.policy = *parse_policy("nexus:fill=0,epoch_s=3,plan=adjust");
+    Result<RunResult> r = run_experiment(e, 1.0, 0);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    std::map<std::string, double> st(r->engine_stats.begin(), r->engine_stats.end());
+    EXPECT_EQ(st["plans"], step ? 4 : 2) << step;
+    EXPECT_EQ(st["plans_triggered"], step ? 2 : 0) << step;
+    EXPECT_EQ(st["route_changes"], 0) << step;
+    EXPECT_EQ(st["planned_gpus"], 1) << step;
+  }
+}
+
 TEST(NexusEngineTest, OneFrontendAlternatesBetweenEqualGpus) {
   // Two whole GPUs of equal weight; uniform arrivals 10 ms apart each run
   // alone; one frontend's round robin sends them to GPU 0, 1, 0, 1, ...
@@ -348,12 +460,43 @@ TEST(ShepherdTest, DropsExpiredHeads) {
   EXPECT_EQ(log.outcome(1).finish, at_ms(5));
 }
 
+TEST(ShepherdTest, TheTwoReadingsOfLineTenSizeDifferently) {
+  // l(b) = b + 4 ms, SLO 12 ms, one GPU, lambda 100 (no preemption). r0 at 0
+  // runs alone [0, 5); r1..r8 arrive at 1, 1.5, ..., 4.5 (deadlines 13 ..
+  // 16.5) and wait. At 5 a batch of k ends at 9 + k.
+  //  - earliest: the head's 13 holds k <= 4: r1..r4 run [5, 13), all in time.
+  //  - descending: the k-th latest deadline 16.5 - (k - 1) / 2 holds 9 + k
+  //    for k = 5 (14.5 >= 14), not 6 (14 < 15): a batch of 5, filled from
+  //    the earliest: r1..r5 run [5, 14); r1 (13) and r2 (13.5) are late.
+  const std::vector<ModelConfig> models = {linear_model("a", 1, 4, 12, 32)};
+  std::vector<Arrival> arrivals = {arrival(0, 0, 0)};
+  for (int k = 1; k <= 8; ++k) arrivals.push_back(arrival(0.5 + 0.5 * k, 0, static_cast<std::uint64_t>(k)));
+  for (ShepherdSizing sizing : {ShepherdSizing::kEarliest, ShepherdSizing::kDescending}) {
+    const bool desc = sizing == ShepherdSizing::kDescending;
+    SCOPED_TRACE(std::string(to_string(sizing)));
+    Log log;
+    ShepherdEngine<Log> sh(models, 1, Delays{}, 64, ShepherdOptions{100, sizing}, log);
+    feed(sh, arrivals);
+    ASSERT_GE(log.dispatches.size(), 2u);
+    EXPECT_EQ(log.dispatches[1].size, desc ? 5u : 4u);
+    EXPECT_EQ(log.dispatches[1].dispatched_at, at_ms(5));
+    EXPECT_EQ(log.batch_tags[log.dispatches[1].batch],
+              desc ? (std::vector<std::uint64_t>{1, 2, 3, 4, 5}) : (std::vector<std::uint64_t>{1, 2, 3, 4}));
+    EXPECT_EQ(log.outcome(1).outcome, desc ? Outcome::kLate : Outcome::kOk);
+    EXPECT_EQ(log.outcome(2).outcome, desc ? Outcome::kLate : Outcome::kOk);
+    EXPECT_EQ(log.outcome(3).outcome, Outcome::kOk);
+    EXPECT_EQ(log.outcome(3).finish, at_ms(desc ? 14 : 13));
+  }
+}
+
 // ------------------------------------------------------ all three peers --
 
 TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   // The peers are kinds of the policy language (policy.hpp).
   for (const char* text :
        {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0", "shepherd:lambda=2.5",
+        "shepherd:lambda=2.5,sizing=descending", "nexus:frontends=1,epoch_s=10,fill=1,plan=adjust,replan_threshold=0.1",
+        "nexus:frontends=2,epoch_s=5,fill=0,plan=adjust,replan_threshold=0",
         "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
     Result<PolicySpec> p = parse_policy(text);
     ASSERT_TRUE(p.ok()) << text << ": " << p.status().to_string();
@@ -362,12 +505,32 @@ TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   }
   EXPECT_EQ(parse_policy("nexus:frontends=8")->nexus.frontends, 8u);
   EXPECT_EQ(parse_policy("shepherd")->shepherd.lambda, 3.03);
+  EXPECT_EQ(parse_policy("shepherd")->shepherd.sizing, ShepherdSizing::kEarliest);
+  EXPECT_EQ(parse_policy("shepherd:sizing=descending")->shepherd.sizing, ShepherdSizing::kDescending);
+  EXPECT_EQ(parse_policy("shepherd:sizing=earliest")->to_string(), "shepherd");
   for (const char* bad : {"clockworks", "nexus:frontends=0", "nexus:frontends=1.5", "shepherd:lambda=1",
-                          "shepherd:lambda=", "clockwork:percentile=2", "nexus:lambda=3", "nexus:fill=2"}) {
+                          "shepherd:lambda=", "clockwork:percentile=2", "nexus:lambda=3", "nexus:fill=2",
+                          "nexus:plan=adjust,replan_threshold=-1", "nexus:plan=adjust,replan_threshold=x"}) {
     Result<PolicySpec> p = parse_policy(bad);
     EXPECT_FALSE(p.ok()) << bad;
   }
   EXPECT_NE(parse_policy("nexus:frontend=8").status().message().find("frontend=8"), std::string::npos);
+  // A bad value names the option and what it takes.
+  const std::string sideways = parse_policy("shepherd:sizing=sideways").status().message();
+  EXPECT_NE(sideways.find("'sizing'"), std::string::npos) << sideways;
+  EXPECT_NE(sideways.find("earliest or descending"), std::string::npos) << sideways;
+  EXPECT_NE(sideways.find("sideways"), std::string::npos) << sideways;
+  EXPECT_EQ(parse_policy("nexus")->nexus.plan, NexusPlanKind::kFresh);
+  EXPECT_EQ(parse_policy("nexus:plan=adjust")->nexus.plan, NexusPlanKind::kAdjust);
+  EXPECT_EQ(parse_policy("nexus:plan=fresh")->to_string(), "nexus");
+  EXPECT_EQ(parse_policy("nexus:plan=adjust,replan_threshold=0.25")->nexus.replan_threshold, 0.25);
+  const std::string plan = parse_policy("nexus:plan=scratch").status().message();
+  EXPECT_NE(plan.find("'plan'"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("fresh or adjust"), std::string::npos) << plan;
+  // replan_threshold means nothing to a fresh plan: refused, by name.
+  const std::string lone = parse_policy("nexus:replan_threshold=0.2").status().message();
+  EXPECT_NE(lone.find("'replan_threshold'"), std::string::npos) << lone;
+  EXPECT_NE(lone.find("plan=adjust"), std::string::npos) << lone;
   EXPECT_FALSE(check_runs_in_core(*parse_policy("nexus")).ok());
 }
 
@@ -405,7 +568,8 @@ TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
   Rng rng(2024);
   const char* peers[] = {
       "clockwork",          "nexus", "nexus:frontends=8,epoch_s=0.5", "nexus:fill=0,epoch_s=0.7", "shepherd",
-      "shepherd:lambda=1.5"};
+      "shepherd:lambda=1.5", "shepherd:sizing=descending", "nexus:plan=adjust,epoch_s=0.5",
+      "nexus:plan=adjust,fill=0,epoch_s=0.7,replan_threshold=0", "nexus:plan=adjust,frontends=8,epoch_s=2.5"};
   for (int round = 0; round < 16; ++round) {
     ExperimentSpec e;
     const auto models = static_cast<double>(1 + rng.uniform_int(0, 3));

@@ -38,6 +38,10 @@ TEST(SplayTreeTest, KeepsOrderAndFindsMinMax) {
   for (Item* x = t.min(); x; x = t.next(*x)) seen.push_back(x->key);
   EXPECT_EQ(seen.size(), 10u);
   EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  // prev() walks back from the maximum.
+  seen.clear();
+  for (Item* x = t.max(); x; x = t.prev(*x)) seen.push_back(x->key);
+  EXPECT_EQ(seen, (std::vector<int>{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
   EXPECT_EQ(t.lower_bound(6)->key, 6);
   EXPECT_EQ(t.lower_bound(100), nullptr);
 }

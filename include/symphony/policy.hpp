@@ -19,8 +19,8 @@
 // (include/symphony/sim/peers/; they have their own gathering and run only in
 // `symphony simulate`):
 //   clockwork[:slack_ms=<x>,horizon_ms=<x>,window=<n>,percentile=<p>]
-//   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>]
-//   shepherd[:lambda=<x>]
+//   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>,plan=<fresh|adjust>,replan_threshold=<x>]
+//   shepherd[:lambda=<x>,sizing=<earliest|descending>]
 //
 //   Result<PolicySpec> p = parse_policy("deferred:paper");
 //   auto rt = visit_policy(*p, [&](auto exec, auto gather) {
@@ -59,6 +59,17 @@ struct ClockworkOptions {
   bool operator==(const ClockworkOptions&) const = default;
 };
 
+// How Nexus makes each epoch's plan (sim/peers/nexus.hpp, docs/simulator.md):
+// kFresh packs every model anew (squishy bin packing, nexus_plan()); kAdjust
+// adjusts the plan in force as Nexus's own epoch scheduler does
+// (nexus_adjust_plan()), each epoch or earlier when a rate moved by more
+// than replan_threshold.
+enum class NexusPlanKind : std::uint8_t { kFresh, kAdjust };
+
+constexpr std::string_view to_string(NexusPlanKind k) noexcept {
+  return k == NexusPlanKind::kFresh ? "fresh" : "adjust";
+}
+
 // Nexus (sim/peers/nexus.hpp): epoch planning and decentralized dispatch.
 struct NexusOptions {
   std::uint32_t frontends = 1;             // independent routers (the paper runs 1 and 8)
@@ -68,12 +79,30 @@ struct NexusOptions {
   // headroom; false: plan for the measured rates exactly, as Nexus does to
   // minimize GPUs.
   bool fill = true;
+  NexusPlanKind plan = NexusPlanKind::kFresh;
+  // kAdjust: re-plan before the epoch ends when a model's rate over the last
+  // epoch moved by more than this fraction of the rate the plan was made for
+  // (checked every second); >= 0.
+  double replan_threshold = 0.1;
   bool operator==(const NexusOptions&) const = default;
 };
+
+// How Shepherd's batch generator sizes a batch (Algorithm 1, line 10;
+// docs/simulator.md): kEarliest grows the batch in deadline order while the
+// earliest deadline in it holds; kDescending takes the largest b such that
+// the b-th latest deadline holds a batch of b, then fills it from the
+// earliest deadline (the reading Shepherd's author gave the Symphony
+// authors).
+enum class ShepherdSizing : std::uint8_t { kEarliest, kDescending };
+
+constexpr std::string_view to_string(ShepherdSizing s) noexcept {
+  return s == ShepherdSizing::kEarliest ? "earliest" : "descending";
+}
 
 // Shepherd Flex (sim/peers/shepherd.hpp): eager, preemptive.
 struct ShepherdOptions {
   double lambda = 3.03;  // preempt when the new batch is >= lambda x the running one; must be > 1
+  ShepherdSizing sizing = ShepherdSizing::kEarliest;
   bool operator==(const ShepherdOptions&) const = default;
 };
 
@@ -103,7 +132,7 @@ struct PolicySpec {
 inline constexpr std::string_view kPolicyHelp =
     "deferred, deferred:paper, deferred:<key>=<x>,... (keys min_gain, arrival_window, miss_gain), eager, "
     "timeout:<ms> or timeout:<fraction>slo; in the simulator also the peers clockwork[:<key>=<x>,...], "
-    "nexus[:...] and shepherd[:lambda=<x>]";
+    "nexus[:...] and shepherd[:lambda=<x>,sizing=earliest|descending]";
 inline constexpr std::string_view kGatherHelp = "target_batch or sliding_window";
 
 namespace detail {
@@ -189,7 +218,8 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
   else return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
   if (colon == std::string_view::npos) return p;
   static constexpr std::string_view kKeys[] = {
-      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill", "lambda"};
+      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill, plan, replan_threshold",
+      "lambda, sizing"};
   const std::string_view keys = kKeys[static_cast<int>(p.exec) - static_cast<int>(ExecKind::kClockwork)];
   std::string_view rest = text.substr(colon + 1);
   for (;;) {
@@ -232,6 +262,16 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
         } else if (key == "fill") {
           if (!x || (*x != 0 && *x != 1)) return bad("0 or 1");
           p.nexus.fill = *x == 1;
+        } else if (key == "plan") {
+          if (value == "fresh")
+            p.nexus.plan = NexusPlanKind::kFresh;
+          else if (value == "adjust")
+            p.nexus.plan = NexusPlanKind::kAdjust;
+          else
+            return bad("fresh or adjust");
+        } else if (key == "replan_threshold") {
+          if (!x) return bad("a number >= 0");
+          p.nexus.replan_threshold = *x;
         } else {
           known = false;
         }
@@ -240,6 +280,13 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
         if (key == "lambda") {
           if (!x || !(*x > 1)) return bad("a number > 1");
           p.shepherd.lambda = *x;
+        } else if (key == "sizing") {
+          if (value == "earliest")
+            p.shepherd.sizing = ShepherdSizing::kEarliest;
+          else if (value == "descending")
+            p.shepherd.sizing = ShepherdSizing::kDescending;
+          else
+            return bad("earliest or descending");
         } else {
           known = false;
         }
@@ -250,6 +297,10 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
     if (comma == rest.size()) break;
     rest = rest.substr(comma + 1);
   }
+  if (p.exec == ExecKind::kNexus && p.nexus.plan != NexusPlanKind::kAdjust &&
+      p.nexus.replan_threshold != NexusOptions{}.replan_threshold)
+    return detail::policy_error(
+        {"policy '", text, "': option 'replan_threshold' applies only with plan=adjust"});
   return p;
 }
 
@@ -319,12 +370,18 @@ inline std::string PolicySpec::to_string() const {
     case ExecKind::kNexus: {
       const NexusOptions d, &o = nexus;
       if (o == d) return "nexus";
-      return "nexus:frontends=" + std::to_string(o.frontends) +
-             ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
+      std::string s = "nexus:frontends=" + std::to_string(o.frontends) +
+                      ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
+      if (o.plan == NexusPlanKind::kAdjust)
+        s += ",plan=adjust,replan_threshold=" + detail::format_number(o.replan_threshold);
+      return s;
     }
     case ExecKind::kShepherd:
       if (shepherd == ShepherdOptions{}) return "shepherd";
-      return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
+      if (shepherd.sizing == ShepherdSizing::kEarliest)
+        return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
+      return "shepherd:lambda=" + detail::format_number(shepherd.lambda) + ",sizing=" +
+             std::string(symphony::to_string(shepherd.sizing));
   }
   return "?";
 }

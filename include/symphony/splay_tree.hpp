@@ -133,6 +133,16 @@ class SplayTree {
     return &elem(t->right);
   }
 
+  // Returns the element before x in order, or nullptr. REQUIRES: x in tree.
+  T* prev(T& x) noexcept {
+    Hook* t = splay_to(root_, x);
+    SYMPHONY_ASSERT(t == static_cast<Hook*>(&x));
+    root_ = t;
+    if (!t->left) return nullptr;
+    if (t->left->right) t->left = splay_extreme<false>(t->left);
+    return &elem(t->left);
+  }
+
   // Returns the smallest element not less than key, or nullptr. Key is
   // anything Less can compare against T in both directions.
   template <class Key>

@@ -37,9 +37,9 @@
 //    handed, at once, to the model's new GPUs. The plan at time 0 uses the
 //    offered rates (as if the previous epoch had measured them); the port
 //    starts from a placeholder and re-plans once its rate history fills up.
-//  - Plans are recomputed from scratch every epoch (the Nexus scheduler
-//    adjusts the previous plan incrementally and only when rates moved by
-//    more than 10 %).
+//  - With plan=fresh (the default) plans are recomputed from scratch every
+//    epoch; plan=adjust follows the Nexus scheduler, which adjusts the plan
+//    in force (nexus_adjust_plan() below, with its own differences).
 //  - When the plan needs more GPUs than there are, the two least-occupied
 //    GPUs' models are merged (overloaded) until it fits, so every model keeps
 //    a route; the real system would add GPUs.
@@ -59,6 +59,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -96,6 +97,7 @@ struct NexusEntry {
   std::uint32_t batch = 0;      // batch size the backend aims for
   std::uint32_t max_batch = 0;  // the model's saturating batch B
   double throughput = 0;        // batch / duty: the routing weight
+  double max_duty_s = 0;        // the duty cycle the model asks for alone (l(B) on a whole GPU)
 };
 
 // One GPU of a plan.
@@ -193,7 +195,7 @@ inline NexusPlan nexus_plan(std::span<const NexusModel> models, std::span<const 
       n.duty_s = lB;
       n.exec_s = lB;
       n.whole = true;
-      n.entries.push_back(NexusEntry{id, T, B, B, T});
+      n.entries.push_back(NexusEntry{id, T, B, B, T, lB});
       plan.nodes.push_back(std::move(n));
     }
     const double rest = r - whole * T;
@@ -204,7 +206,7 @@ inline NexusPlan nexus_plan(std::span<const NexusModel> models, std::span<const 
     const double lb = m.profile->latency(b).to_seconds();
     n.duty_s = res.batch ? res.duty_s : lb;
     n.exec_s = lb;
-    n.entries.push_back(NexusEntry{id, rest, b, B, b / n.duty_s});
+    n.entries.push_back(NexusEntry{id, rest, b, B, b / n.duty_s, n.duty_s});
     pending.push_back(Pending{std::move(n), res.batch ? res.occupancy : INFINITY, id});
   }
   std::stable_sort(pending.begin(), pending.end(),
@@ -259,17 +261,13 @@ inline NexusPlan nexus_plan(std::span<const NexusModel> models, std::span<const 
   return plan;
 }
 
-// The plan nexus_plan() makes for the largest scale k >= 1 of `rates` that
-// still fits `gpus` GPUs (found to 0.1 %; k = 1 when even the exact rates do
-// not fit). Why: the exact plan runs every whole GPU at its full throughput
-// B / l(B), i.e. at a planned load of 100 %, which random arrivals overflow
-// (requests then wait two batches and miss the SLO); Nexus itself would
-// leave the other GPUs idle (or give them back). In a fixed cluster the
-// spare GPUs are better spent as headroom, which is what filling does: it is
-// the more favourable reading of Nexus for a comparison on a fixed number of
-// GPUs. `scale` receives k.
-inline NexusPlan nexus_fill_plan(std::span<const NexusModel> models, std::span<const double> rates,
-                                 std::uint32_t gpus, double* scale = nullptr) {
+namespace detail {
+
+// The plan `plan_for(k x rates)` makes for the largest k >= 1 that is not
+// overloaded (to 0.1 %; k = 1 when even the exact rates do not fit).
+template <class PlanFor>
+NexusPlan nexus_fill(std::span<const NexusModel> models, std::span<const double> rates, std::uint32_t gpus,
+                     double* scale, PlanFor plan_for) {
   std::vector<double> scaled(rates.begin(), rates.end());
   for (double& r : scaled) r = std::max(r, 0.1);
   auto plan_at = [&](double k) {
@@ -286,9 +284,9 @@ inline NexusPlan nexus_fill_plan(std::span<const NexusModel> models, std::span<c
       over.overloaded = true;
       return over;
     }
-    return nexus_plan(models, x, gpus);
+    return plan_for(std::span<const double>(x));
   };
-  NexusPlan best = nexus_plan(models, scaled, gpus);  // k = 1: merged onto the GPUs if it does not fit
+  NexusPlan best = plan_for(std::span<const double>(scaled));  // k = 1: kept even when it does not fit
   double lo = 1.0;
   if (!best.overloaded) {
     double hi = 2.0;
@@ -311,6 +309,254 @@ inline NexusPlan nexus_fill_plan(std::span<const NexusModel> models, std::span<c
   }
   if (scale) *scale = lo;
   return best;
+}
+
+}  // namespace detail
+
+// The plan nexus_plan() makes for the largest scale k >= 1 of `rates` that
+// still fits `gpus` GPUs (found to 0.1 %; k = 1 when even the exact rates do
+// not fit). Why: the exact plan runs every whole GPU at its full throughput
+// B / l(B), i.e. at a planned load of 100 %, which random arrivals overflow
+// (requests then wait two batches and miss the SLO); Nexus itself would
+// leave the other GPUs idle (or give them back). In a fixed cluster the
+// spare GPUs are better spent as headroom, which is what filling does: it is
+// the more favourable reading of Nexus for a comparison on a fixed number of
+// GPUs. `scale` receives k.
+inline NexusPlan nexus_fill_plan(std::span<const NexusModel> models, std::span<const double> rates,
+                                 std::uint32_t gpus, double* scale = nullptr) {
+  return detail::nexus_fill(models, rates, gpus, scale,
+                            [&](std::span<const double> x) { return nexus_plan(models, x, gpus); });
+}
+
+// ---- Nexus's own epoch scheduler: adjusting the plan in force ----
+//
+// nexus_adjust_plan() follows Nexus's Scheduler::EpochSchedule (the
+// Symphony authors' copy in tools/nexus_scheduler): the plan in force is
+// changed as little as the new rates allow, instead of packed anew. Terms:
+// an instance of model m for rate r is Nexus's ComputeBatchSize: r >= T
+// (T = B / l(B)) gives a whole-GPU instance (batch B, duty l(B), throughput
+// T, rate T); r < T the residual instance (nexus_residual(): batch b, duty
+// min(s - l(b), b / r), rate r). A GPU's cycle is Nexus's calc_cycle: duty d
+// = the smallest duty its instances ask for, each runs ceil(d x rate) (its
+// throughput batch / d), exec = the sum of l(batch); it is overloaded when
+// exec > d or a batch exceeds its B. Steps, for the estimate e = max(rate,
+// 0.1) of each model in turn and tp = the throughput the plan gives it:
+//  1. e < 0.97 tp: its GPUs by throughput (highest first): with nothing
+//     left (< 1e-3 r/s) the model is unloaded from the GPU; a GPU giving
+//     more than what is left gets an instance for what is left; the rest is
+//     taken off what is left. e > tp: the same walk, but every GPU still
+//     needed gets an instance for all that is left (a whole GPU when it is
+//     at least T), and what the GPUs do not cover is unassigned. In between
+//     nothing changes.
+//  2. A GPU that step 1 left overloaded with exec > 1.05 d is emptied and
+//     its models put back, longest batch first, while they fit (a model
+//     fits a GPU whose occupancy is below 1 and that does not hold it, when
+//     the cycle with it is not overloaded); what does not fit is unassigned.
+//  3. Unassigned load, largest first, is placed piece by piece: among the
+//     GPUs it fits, the one giving the largest throughput when none covers
+//     the whole piece, else the one left with the highest occupancy (ties:
+//     the lowest GPU id); an idle GPU is how GPUs are added. A GPU whose
+//     last model is unloaded goes idle (removed); Nexus's consolidation of
+//     lightly loaded GPUs is disabled in its code, and so here.
+//  4. Load no GPU holds: the plan is overloaded (Nexus would ask for more
+//     GPUs); a model left with no GPU at all is forced onto the least
+//     occupied GPU (batches capped at B) so that it keeps a route.
+// The plan has one node per GPU (node k on GPU k; an idle GPU's is empty).
+
+namespace detail {
+
+// Nexus's ComputeBatchSize: m's instance for `rate` requests per second.
+inline NexusEntry nexus_instance(const NexusModel& m, ModelId id, double rate) {
+  const std::uint32_t B = nexus_saturating_batch(m);
+  const double lB = m.profile->latency(B).to_seconds();
+  const double T = B / lB;
+  if (rate >= T) return NexusEntry{id, T, B, B, T, lB};
+  const NexusResidual res = nexus_residual(m, rate);
+  const std::uint32_t b = std::max<std::uint32_t>(res.batch, 1);  // b = 0 only when l(1) > budget
+  const double duty = res.batch ? res.duty_s : m.profile->latency(1).to_seconds();
+  return NexusEntry{id, rate, b, B, b / duty, duty};
+}
+
+// Nexus's calc_cycle: recomputes node n's duty cycle, batches and exec
+// time; returns whether it is overloaded (batches are capped at B).
+inline bool nexus_cycle(NexusNode& n, std::span<const NexusModel> models) {
+  n.whole = false;
+  if (n.entries.empty()) {
+    n.duty_s = n.exec_s = 0;
+    return false;
+  }
+  double d = INFINITY;
+  for (const NexusEntry& e : n.entries) d = std::min(d, e.max_duty_s);
+  bool over = false;
+  double exec = 0;
+  for (NexusEntry& e : n.entries) {
+    std::uint32_t b = std::max<std::uint32_t>(1, nexus_ceil_eps(d * e.rate));
+    if (b > e.max_batch) {
+      over = true;
+      b = e.max_batch;
+    }
+    e.batch = b;
+    e.throughput = b / d;
+    exec += models[e.model].profile->latency(b).to_seconds();
+  }
+  n.duty_s = d;
+  n.exec_s = exec;
+  // A whole GPU: one model's whole-GPU instance (its rate is its throughput T).
+  const NexusEntry& first = n.entries.front();
+  n.whole = n.entries.size() == 1 && first.batch == first.max_batch && first.rate >= first.throughput * (1 - 1e-9);
+  return over || exec > d;
+}
+
+inline NexusEntry* nexus_find(NexusNode& n, ModelId m) {
+  for (NexusEntry& e : n.entries)
+    if (e.model == m) return &e;
+  return nullptr;
+}
+
+inline void nexus_unload(NexusNode& n, ModelId m, std::span<const NexusModel> models) {
+  n.entries.erase(std::remove_if(n.entries.begin(), n.entries.end(), [&](const NexusEntry& e) { return e.model == m; }),
+                  n.entries.end());
+  nexus_cycle(n, models);
+}
+
+// Nexus's PrepareLoadModel: node n with m's instance for `rate` added, or
+// nothing when it does not fit.
+inline std::optional<NexusNode> nexus_try_load(const NexusNode& n, std::span<const NexusModel> models, ModelId m,
+                                               double rate) {
+  if (n.occupancy() >= 1.0 || std::find_if(n.entries.begin(), n.entries.end(), [&](const NexusEntry& e) {
+                                return e.model == m;
+                              }) != n.entries.end())
+    return std::nullopt;
+  NexusNode out = n;
+  out.entries.push_back(nexus_instance(models[m], m, rate));
+  if (nexus_cycle(out, models)) return std::nullopt;
+  return out;
+}
+
+}  // namespace detail
+
+// Adjusts `prev` (any plan; GPUs beyond its nodes are idle) to `rates` on
+// `gpus` GPUs as Nexus's epoch scheduler does (steps above).
+inline NexusPlan nexus_adjust_plan(std::span<const NexusModel> models, const NexusPlan& prev,
+                                   std::span<const double> rates, std::uint32_t gpus) {
+  NexusPlan plan;
+  plan.nodes = prev.nodes;
+  plan.nodes.resize(std::max<std::size_t>(gpus, plan.nodes.size()));
+  const auto num_models = static_cast<ModelId>(models.size());
+  std::vector<double> unassigned(num_models, 0);
+  std::vector<std::size_t> overloaded;  // nodes to spill, in the order found
+  struct Share {
+    std::size_t node;
+    double throughput;
+  };
+  std::vector<Share> shares;
+  // 1. Each model's GPUs follow its rate.
+  for (ModelId m = 0; m < num_models; ++m) {
+    const double e = std::max(rates[m], 0.1);
+    shares.clear();
+    double tp = 0;
+    for (std::size_t k = 0; k < plan.nodes.size(); ++k)
+      if (const NexusEntry* x = detail::nexus_find(plan.nodes[k], m)) {
+        shares.push_back(Share{k, x->throughput});
+        tp += x->throughput;
+      }
+    unassigned[m] = std::max(0.0, e - tp);
+    const bool shrink = e < 0.97 * tp, grow = e > tp;
+    if (!shrink && !grow) continue;
+    std::stable_sort(shares.begin(), shares.end(),
+                     [](const Share& a, const Share& b) { return a.throughput > b.throughput; });
+    double left = e;
+    for (const Share& sh : shares) {
+      NexusNode& n = plan.nodes[sh.node];
+      if (left < 1e-3) {
+        detail::nexus_unload(n, m, models);
+        continue;
+      }
+      if (shrink && sh.throughput <= left) {
+        left -= sh.throughput;
+        continue;
+      }
+      *detail::nexus_find(n, m) = detail::nexus_instance(models[m], m, left);
+      const bool over = detail::nexus_cycle(n, models);
+      left -= detail::nexus_find(n, m)->throughput;
+      if (over && n.occupancy() > 1.05 &&
+          std::find(overloaded.begin(), overloaded.end(), sh.node) == overloaded.end())
+        overloaded.push_back(sh.node);
+    }
+    if (grow) unassigned[m] = left > 1e-3 ? left : 0;
+  }
+  // 2. Overloaded GPUs keep what fits, longest batch first.
+  for (std::size_t k : overloaded) {
+    NexusNode& n = plan.nodes[k];
+    std::vector<NexusEntry> entries = std::move(n.entries);
+    n.entries.clear();
+    detail::nexus_cycle(n, models);
+    std::stable_sort(entries.begin(), entries.end(), [&](const NexusEntry& a, const NexusEntry& b) {
+      return models[a.model].profile->latency(a.batch) > models[b.model].profile->latency(b.batch);
+    });
+    for (const NexusEntry& x : entries) {
+      if (std::optional<NexusNode> with = detail::nexus_try_load(n, models, x.model, x.rate))
+        n = std::move(*with);
+      else
+        unassigned[x.model] += x.rate;
+    }
+  }
+  // 3. Unassigned load, largest first.
+  std::vector<ModelId> order;
+  for (ModelId m = 0; m < num_models; ++m)
+    if (unassigned[m] > 1e-3) order.push_back(m);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](ModelId a, ModelId b) { return unassigned[a] > unassigned[b]; });
+  for (ModelId m : order) {
+    double rate = unassigned[m];
+    while (rate > 1e-3) {
+      std::optional<NexusNode> max_tp, max_occ;
+      std::size_t tp_node = 0, occ_node = 0;
+      for (std::size_t k = 0; k < plan.nodes.size(); ++k) {
+        std::optional<NexusNode> with = detail::nexus_try_load(plan.nodes[k], models, m, rate);
+        if (!with) continue;
+        const double tp = detail::nexus_find(*with, m)->throughput;
+        if (!max_tp || tp > detail::nexus_find(*max_tp, m)->throughput) {
+          max_tp = with;
+          tp_node = k;
+        }
+        if (!max_occ || with->occupancy() > max_occ->occupancy()) {
+          max_occ = std::move(with);
+          occ_node = k;
+        }
+      }
+      if (!max_tp) break;
+      const bool whole = detail::nexus_find(*max_tp, m)->throughput < rate;
+      const std::size_t k = whole ? tp_node : occ_node;
+      plan.nodes[k] = std::move(whole ? *max_tp : *max_occ);
+      rate -= detail::nexus_find(plan.nodes[k], m)->throughput;
+    }
+    unassigned[m] = rate > 1e-3 ? rate : 0;
+  }
+  // 4. What no GPU holds.
+  for (ModelId m = 0; m < num_models; ++m) {
+    if (unassigned[m] <= 0) continue;
+    plan.overloaded = true;
+    bool placed = false;
+    for (NexusNode& n : plan.nodes) placed = placed || detail::nexus_find(n, m) != nullptr;
+    if (placed || plan.nodes.empty()) continue;
+    std::size_t least = 0;
+    for (std::size_t k = 1; k < plan.nodes.size(); ++k)
+      if (plan.nodes[k].occupancy() < plan.nodes[least].occupancy()) least = k;
+    plan.nodes[least].entries.push_back(detail::nexus_instance(models[m], m, unassigned[m]));
+    detail::nexus_cycle(plan.nodes[least], models);
+  }
+  return plan;
+}
+
+// nexus_adjust_plan() for the largest multiple k >= 1 of `rates` that leaves
+// no load unassigned (fill with plan=adjust); `scale` receives k.
+inline NexusPlan nexus_adjust_fill_plan(std::span<const NexusModel> models, const NexusPlan& prev,
+                                        std::span<const double> rates, std::uint32_t gpus,
+                                        double* scale = nullptr) {
+  return detail::nexus_fill(models, rates, gpus, scale, [&](std::span<const double> x) {
+    return nexus_adjust_plan(models, prev, x, gpus);
+  });
 }
 
 // ---- The engine ----
@@ -344,8 +590,18 @@ class NexusEngine {
     for (const ModelConfig& m : models)
       plan_models_.push_back(NexusModel{&m.profile, m.slo - fixed, m.max_batch});
     install(make_plan(initial_rates));
-    if (TimePoint::epoch() + opt_.epoch < end_)
+    if (opt_.plan == NexusPlanKind::kAdjust) {
+      // Rates are counted per beacon (1 s, Nexus's, or the epoch when
+      // shorter) and estimated over the last epoch's beacons.
+      beacon_ = min(Duration::seconds(1), opt_.epoch);
+      window_ = std::max<std::uint64_t>(
+          1, static_cast<std::uint64_t>(std::ceil(opt_.epoch.to_seconds() / beacon_.to_seconds() - 1e-9)));
+      ring_.assign(window_ * num_models_, 0);
+      if (TimePoint::epoch() + beacon_ < end_)
+        events_.push(TimePoint::epoch() + beacon_, detail::PeerEventClass::kTimer, kBeacon);
+    } else if (TimePoint::epoch() + opt_.epoch < end_) {
       events_.push(TimePoint::epoch() + opt_.epoch, detail::PeerEventClass::kTimer, kEpoch);
+    }
   }
 
   // ---- the driver's interface (peer_common.hpp) ----
@@ -378,6 +634,9 @@ class NexusEngine {
       case kEpoch:
         replan();
         break;
+      case kBeacon:
+        beacon();
+        break;
     }
   }
 
@@ -396,7 +655,7 @@ class NexusEngine {
   const NexusPlan& plan() const noexcept { return plan_; }
 
  private:
-  static constexpr std::uint32_t kCompletion = 0, kDeliver = 1, kEpoch = 2;
+  static constexpr std::uint32_t kCompletion = 0, kDeliver = 1, kEpoch = 2, kBeacon = 3;
 
   struct Slot {
     ModelId model;
@@ -531,11 +790,43 @@ class NexusEngine {
 
   NexusPlan make_plan(std::span<const double> rates) {
     const auto gpus = static_cast<std::uint32_t>(backends_.size());
-    if (!opt_.fill) return nexus_plan(plan_models_, rates, gpus);
+    planned_rates_.assign(rates.begin(), rates.end());
+    const bool adjust = opt_.plan == NexusPlanKind::kAdjust;
+    if (!opt_.fill) return adjust ? nexus_adjust_plan(plan_models_, plan_, rates, gpus) : nexus_plan(plan_models_, rates, gpus);
     double k = 1;
-    NexusPlan p = nexus_fill_plan(plan_models_, rates, gpus, &k);
+    NexusPlan p = adjust ? nexus_adjust_fill_plan(plan_models_, plan_, rates, gpus, &k)
+                         : nexus_fill_plan(plan_models_, rates, gpus, &k);
     stats_.plan_scale_min = stats_.plans ? std::min(stats_.plan_scale_min, k) : k;
     return p;
+  }
+
+  // plan=adjust, every beacon: the rates over the last epoch; a plan when an
+  // epoch has passed since the last one, or earlier when a model's rate
+  // moved by more than replan_threshold from the one the plan was made for
+  // (once a whole epoch has been counted).
+  void beacon() {
+    const std::size_t slot = beacons_ % window_;
+    ++beacons_;
+    std::vector<double> rates(num_models_);
+    const std::uint64_t n = std::min(beacons_, window_);
+    const double secs = static_cast<double>(n) * beacon_.to_seconds();
+    bool moved = false;
+    for (ModelId m = 0; m < num_models_; ++m) {
+      ring_[slot * num_models_ + m] = counts_[m];
+      counts_[m] = 0;
+      std::uint64_t sum = 0;
+      for (std::uint64_t k = 0; k < window_; ++k) sum += ring_[k * num_models_ + m];
+      rates[m] = static_cast<double>(sum) / secs;
+      const double was = std::max(planned_rates_[m], 0.1);
+      if (std::abs(std::max(rates[m], 0.1) - was) > opt_.replan_threshold * was) moved = true;
+    }
+    const bool due = now_ - last_plan_ >= opt_.epoch;
+    if (due || (moved && beacons_ >= window_)) {
+      if (!due) ++stats_.plans_triggered;
+      install(make_plan(rates));
+      last_plan_ = now_;
+    }
+    if (now_ + beacon_ < end_) events_.push(now_ + beacon_, detail::PeerEventClass::kTimer, kBeacon);
   }
 
   void replan() {
@@ -554,8 +845,9 @@ class NexusEngine {
   void install(NexusPlan plan) {
     plan_ = std::move(plan);
     ++stats_.plans;
-    stats_.planned_gpus =
-        std::max<std::uint32_t>(stats_.planned_gpus, static_cast<std::uint32_t>(plan_.nodes.size()));
+    std::uint32_t used = 0;
+    for (const NexusNode& n : plan_.nodes) used += !n.entries.empty();
+    stats_.planned_gpus = std::max(stats_.planned_gpus, used);
     if (plan_.overloaded) ++stats_.overloaded_plans;
     for (GpuId g = 0; g < backends_.size(); ++g) {
       Backend& be = backends_[g];
@@ -568,6 +860,14 @@ class NexusEngine {
     routes_.assign(num_models_, {});
     for (GpuId g = 0; g < plan_.nodes.size(); ++g)
       for (const NexusEntry& e : plan_.nodes[g].entries) routes_[e.model].push_back(Route{g, e.throughput});
+    if (stats_.plans > 1)  // (model, GPU) pairs added or removed
+      for (ModelId m = 0; m < num_models_; ++m) {
+        auto has = [](const std::vector<Route>& rs, GpuId g) {
+          return std::any_of(rs.begin(), rs.end(), [&](const Route& r) { return r.gpu == g; });
+        };
+        for (const Route& r : routes_[m]) stats_.route_changes += !has(old[m], r.gpu);
+        for (const Route& r : old[m]) stats_.route_changes += !has(routes_[m], r.gpu);
+      }
     min_weight_.assign(num_models_, 0);
     for (ModelId m = 0; m < num_models_; ++m) {
       double w = INFINITY;
@@ -607,8 +907,14 @@ class NexusEngine {
   std::vector<std::vector<Route>> routes_;
   std::vector<double> min_weight_;
   std::vector<Drr> drr_;
-  std::vector<std::uint64_t> counts_;  // arrivals per model in the current epoch
+  std::vector<std::uint64_t> counts_;  // arrivals per model in the current epoch (adjust: beacon)
   NexusPlan plan_;
+  std::vector<double> planned_rates_;  // the rates plan_ was made for (before filling)
+  Duration beacon_;                    // adjust: rate counting period
+  std::uint64_t window_ = 1;           // adjust: beacons per rate estimate (one epoch)
+  std::uint64_t beacons_ = 0;
+  std::vector<std::uint64_t> ring_;    // adjust: arrivals per (beacon slot, model)
+  TimePoint last_plan_ = TimePoint::epoch();
   detail::PeerEventQueue events_;
   TimePoint end_;
   Rng rng_;

@@ -89,6 +89,8 @@ Result<RunResult> run_peer_engine(Engine& engine, const ExperimentSpec& e, doubl
     out.engine_stats.emplace_back("planned_gpus", st.planned_gpus);
     out.engine_stats.emplace_back("overloaded_plans", static_cast<double>(st.overloaded_plans));
     if (st.plan_scale_min > 0) out.engine_stats.emplace_back("plan_scale_min", st.plan_scale_min);
+    out.engine_stats.emplace_back("route_changes", static_cast<double>(st.route_changes));
+    out.engine_stats.emplace_back("plans_triggered", static_cast<double>(st.plans_triggered));
   }
   return out;
 }

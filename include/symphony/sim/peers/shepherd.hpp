@@ -11,7 +11,13 @@
 //    it is of this model, and grow the batch while the earliest deadline in
 //    it still holds with t + d_ctrl + d_data x k + l(k) (k the new size, at
 //    most max_batch). The result is the largest such batch over the models
-//    (ties: the first model considered).
+//    (ties: the first model considered). That is sizing=earliest (the
+//    default); sizing=descending is the reading Shepherd's author gave the
+//    Symphony authors for line 10 (their port's comment; they kept the
+//    other): the size is the largest b <= max_batch such that the b-th
+//    latest deadline of those requests holds t + d_ctrl + d_data x b + l(b),
+//    and the batch is then filled from the earliest deadline (the running
+//    batch's requests first), so its first requests may miss their SLO.
 //  - Arrival of a request for model m: for every GPU n in id order, generate
 //    a batch over {m, the model running on n}. An idle GPU runs it. A busy
 //    GPU is preempted when the new batch has at least lambda times as many
@@ -165,6 +171,44 @@ class ShepherdEngine {
     }
   }
 
+  // Whether a batch of bs whose earliest deadline is `deadline` ends in time
+  // when dispatched now (the margin gives way for a batch of one).
+  bool fits(const Model& m, std::uint32_t bs, TimePoint deadline) const noexcept {
+    const TimePoint finish = now_ + delays_.delay(bs) + latency(m, bs);
+    return finish <= delays_.exec_deadline(deadline) || (bs == 1 && finish <= delays_.hard_deadline(deadline));
+  }
+
+  // The descending reading of line 10: the largest b <= max_batch such that
+  // the b-th latest deadline of S (the running batch's requests when of this
+  // model, and the queue) holds a batch of b. The b-th latest deadline falls
+  // and the batch's end rises with b, so the first b that fails ends the walk.
+  std::uint32_t descending_size(Model& m, const Gpu& gpu, ModelId id) {
+    cur_.clear();
+    if (gpu.busy && gpu.model == id)
+      for (PeerRequest* r = gpu.head; r; r = static_cast<PeerRequest*>(r->next)) cur_.push_back(r);
+    std::sort(cur_.begin(), cur_.end(), [](const PeerRequest* a, const PeerRequest* b) { return PeerEdfLess{}(*b, *a); });
+    std::size_t c = 0;
+    PeerRequest* q = m.queue.max();
+    std::uint32_t size = 0;
+    while (size < m.max_batch) {
+      PeerRequest* r = nullptr;  // the next latest of S
+      if (q && (c == cur_.size() || PeerEdfLess{}(*cur_[c], *q))) {
+        r = q;
+      } else if (c < cur_.size()) {
+        r = cur_[c];
+      } else {
+        break;
+      }
+      if (!fits(m, size + 1, r->deadline)) break;
+      ++size;
+      if (r == q)
+        q = m.queue.prev(*q);
+      else
+        ++c;
+    }
+    return size;
+  }
+
   // BATCHGEN(n) over `ids` (peer_common's rules above).
   Candidate batch_gen(GpuId g, std::span<const ModelId> ids) {
     Candidate best;
@@ -173,6 +217,13 @@ class ShepherdEngine {
       drop_expired(id);
       Model& m = models_[id];
       const std::uint32_t current = gpu.busy && gpu.model == id ? gpu.size : 0;
+      if (opt_.sizing == ShepherdSizing::kDescending) {
+        // Filled from the earliest deadline: the running batch's requests
+        // first, then the queue's (assign()), as the earliest reading does.
+        const std::uint32_t size = descending_size(m, gpu, id);
+        if (size > best.size) best = Candidate{id, size, std::min(size, current)};
+        continue;
+      }
       std::uint32_t size = 0;
       TimePoint earliest = TimePoint::infinite();
       PeerRequest* cur = gpu.busy && gpu.model == id ? gpu.head : nullptr;
@@ -182,11 +233,8 @@ class ShepherdEngine {
         if (!r) break;
         const std::uint32_t bs = size + 1;
         if (bs > m.max_batch) break;
-        const TimePoint finish = now_ + delays_.delay(bs) + latency(m, bs);
         const TimePoint ed = min(earliest, r->deadline);
-        const bool fits = finish <= delays_.exec_deadline(ed) ||
-                          (bs == 1 && finish <= delays_.hard_deadline(ed));  // the margin gives way for one
-        if (!fits) break;
+        if (!fits(m, bs, ed)) break;
         earliest = ed;
         size = bs;
         if (k < current)
@@ -288,6 +336,7 @@ class ShepherdEngine {
   std::vector<Gpu> gpus_;
   detail::PeerEventQueue events_;
   std::vector<ModelId> changed_, all_;
+  std::vector<PeerRequest*> cur_;  // descending_size's scratch
   TimePoint now_ = TimePoint::epoch();
   std::uint64_t next_seq_ = 0;
   BatchId next_batch_ = 0;
