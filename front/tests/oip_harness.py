@@ -12,6 +12,7 @@ import atexit
 import importlib
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -202,6 +203,25 @@ BAD_LINEAR_INPUTS = [
     ([{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2]}], "holds 4 elements, 'data' has 2"),
     ([{"name": "input", "datatype": "FP32", "shape": [1, -4], "data": []}], "negative dimension"),
 ]
+
+
+def front_inflight(metrics_text):
+    """symphony_front_inflight in a /metrics page (serve's or a frontend's)."""
+    return int(float(re.search(r"^symphony_front_inflight (\S+)$", metrics_text, re.M).group(1)))
+
+
+def curl_hung_up_once_held(url, body, held, wait_for):
+    """POSTs body with curl and kills curl, closing its connection, once held()
+    says the front holds the request; wait_for(pred, what) waits (bounded)."""
+    client = subprocess.Popen(["curl", "-sS", "--max-time", "60", "-o", "/dev/null", "--data-binary", "@-", url],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client.stdin.write(body)
+        client.stdin.close()
+        wait_for(held, "the request inside the front")
+    finally:
+        client.kill()
+        client.wait(timeout=10)
 
 
 def linear_expected(x):

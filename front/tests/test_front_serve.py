@@ -12,7 +12,6 @@ import re
 import shutil
 import signal
 import struct
-import subprocess
 import threading
 import time
 import urllib.request
@@ -20,8 +19,8 @@ import urllib.request
 import grpc
 import pytest
 
-from oip_harness import (BAD_LINEAR_INPUTS, MODELS, Serve, Tally, curl, grpc_infer_test_models, grpc_stubs,
-                         linear_expected)
+from oip_harness import (BAD_LINEAR_INPUTS, MODELS, Serve, Tally, curl, curl_hung_up_once_held, front_inflight,
+                         grpc_infer_test_models, grpc_stubs, linear_expected)
 
 
 def cpu_config(d):
@@ -255,8 +254,7 @@ def wait_for(pred, what, timeout=20):
 def inflight(s):
     """symphony_front_inflight from serve's /metrics."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
-    text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
-    return int(float(re.search(r"^symphony_front_inflight (\S+)$", text, re.M).group(1)))
+    return front_inflight(urllib.request.urlopen(m.group(1), timeout=10).read().decode())
 
 
 def test_grpc_deadline_is_the_budget_and_a_cancel_never_runs(emu):
@@ -290,16 +288,7 @@ def test_closed_http_connection_cancels_a_queued_request(emu):
     # once the front holds it, curl is killed and its connection closes. (A
     # curl --max-time of 1 s had, on a loaded machine, given up before the
     # request reached the front.)
-    client = subprocess.Popen(["curl", "-sS", "--max-time", "60", "-o", "/dev/null", "--data-binary", "@-",
-                               emu.url + "/v2/models/slow/infer"], stdin=subprocess.PIPE,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        client.stdin.write(body.encode())
-        client.stdin.close()
-        wait_for(lambda: inflight(emu) == 1, "the request inside the front")
-    finally:
-        client.kill()
-        client.wait(timeout=10)
+    curl_hung_up_once_held(emu.url + "/v2/models/slow/infer", body.encode(), lambda: inflight(emu) == 1, wait_for)
     wait_for(lambda: inflight(emu) == 0, "the front to end the request of the closed connection")
     rc, report = emu.stop(signal.SIGTERM)
     assert rc == 0

@@ -21,7 +21,6 @@ import os
 import re
 import signal
 import struct
-import subprocess
 import tempfile
 import textwrap
 import threading
@@ -32,8 +31,8 @@ import urllib.request
 import grpc
 import pytest
 
-from oip_harness import (BAD_LINEAR_INPUTS, CLI, MODELS, Process, Tally, curl, grpc_infer_test_models, grpc_stubs,
-                         linear_expected, read_json, read_ports)
+from oip_harness import (BAD_LINEAR_INPUTS, CLI, MODELS, Process, Tally, curl, curl_hung_up_once_held, front_inflight,
+                         grpc_infer_test_models, grpc_stubs, linear_expected, read_json, read_ports)
 
 TOKEN = "frontend-test-token"
 
@@ -192,7 +191,7 @@ def metric_lines(f):
 
 def inflight(f):
     """symphony_front_inflight from a frontend's /metrics."""
-    return int(float(re.search(r"^symphony_front_inflight (\S+)$", metric_lines(f), re.M).group(1)))
+    return front_inflight(metric_lines(f))
 
 
 def check_report_equals(report, tally, what):
@@ -487,16 +486,8 @@ def test_emulated_a_cancelled_queued_request_ends_dropped_and_never_runs(emulate
     # A closed HTTP connection cancels too: curl sends, and is killed once the
     # frontend holds its request.
     body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [0, 0, 0, 0]}]})
-    client = subprocess.Popen(["curl", "-sS", "--max-time", "60", "-o", "/dev/null", "--data-binary", "@-",
-                               f.url + "/v2/models/slow/infer"], stdin=subprocess.PIPE,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        client.stdin.write(body.encode())
-        client.stdin.close()
-        wait_until(lambda: inflight(f) == 1, "the curl request inside the frontend", 10)
-    finally:
-        client.kill()
-        client.wait(timeout=10)
+    curl_hung_up_once_held(f.url + "/v2/models/slow/infer", body.encode(), lambda: inflight(f) == 1,
+                           lambda pred, what: wait_until(pred, what, 10))
     wait_until(lambda: 'reason="cancelled"} 2' in metric_lines(f), "two cancelled requests in /metrics", 10)
     report = f.stop()
     slow = report["models"]["slow"]
