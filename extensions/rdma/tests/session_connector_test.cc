@@ -242,7 +242,7 @@ TEST_F(ConnectorTest, AnOrderlyCloseSaysGoodbyeAndNeverReconnects) {
   host.established_at_welcome = true;
   s.tick(now());
   s.on_message(now(), welcome_msg(3));
-  EXPECT_TRUE(s.established_now());
+  EXPECT_TRUE(s.is_established());
   host.take();
   s.close("the frontend is closing");
   EXPECT_EQ(host.take(), (V{"send Goodbye", "close"}));

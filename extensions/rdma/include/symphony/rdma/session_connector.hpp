@@ -119,7 +119,7 @@ class Connector {
 
   State state() const noexcept { return state_; }
   bool up() const noexcept { return state_ == State::kWelcomed || state_ == State::kEstablished; }
-  bool established_now() const noexcept { return state_ == State::kEstablished; }
+  bool is_established() const noexcept { return state_ == State::kEstablished; }
   // When an idle connector connects next.
   TimePoint reconnect_at() const noexcept { return reconnect_at_; }
   // The last Welcome's (kDefaultHeartbeatTimeout before any).
