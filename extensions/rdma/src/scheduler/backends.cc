@@ -7,14 +7,14 @@ namespace symphony::rdma {
 
 void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::Register> r = wire::decode_register(msg);
-  if (!r.ok()) return refuse(c, p, r.status().message(), "protocol");
-  if (p.index != ~0u) return refuse(c, p, "registered twice", "protocol");
+  if (!r.ok()) return refuse(c, r.status().message(), session::RefusalKind::kProtocol);
+  if (p.index != ~0u) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
   std::string missing;
   for (const ModelConfig& m : models_)
     if (std::find(r->models.begin(), r->models.end(), m.name) == r->models.end())
       missing += (missing.empty() ? "" : ", ") + m.name;
   if (!missing.empty())
-    return refuse(c, p, "the backend cannot run these models of the cluster: " + missing, "other");
+    return refuse(c, "the backend cannot run these models of the cluster: " + missing, session::RefusalKind::kOther);
   const auto index = static_cast<std::uint32_t>(backends_.size());
   BackendInfo b;
   b.conn = c;
@@ -40,7 +40,7 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
         (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
         --have_gpus_[b.subs[x]];
       }
-      return refuse(c, p, "cannot add its GPUs: " + g.status().message(), "other");
+      return refuse(c, "cannot add its GPUs: " + g.status().message(), session::RefusalKind::kOther);
     }
     b.gpus.push_back(*g);
     b.subs.push_back(j);
@@ -176,7 +176,7 @@ bool SchedulerNode::Impl::drain_batches() {
 
 void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::BatchDone> d = wire::decode_batch_done(msg);
-  if (!d.ok()) return refuse(c, p, d.status().message(), "protocol");
+  if (!d.ok()) return refuse(c, d.status().message(), session::RefusalKind::kProtocol);
   const TimePoint now = SteadyClock{}.now();
   const std::optional<InflightTable::Batch> taken = inflight_.take(d->batch, p.index);
   if (!taken) {

@@ -92,7 +92,13 @@ Status SchedulerNode::Impl::start() {
   Result<std::uint16_t> p = transport_->call([&]() -> Result<std::uint16_t> {
     for (auto& rt : runtimes_) submitters_.push_back(rt->make_submitter());
     const TimePoint now = SteadyClock{}.now();
-    next_ping_ = now + set_.heartbeat_interval;
+    session::AcceptorOptions ao;
+    ao.self = wire::Role::kScheduler;
+    ao.roles = {wire::Role::kFrontend, wire::Role::kBackend};
+    ao.token = token_;
+    ao.heartbeat_interval = set_.heartbeat_interval;
+    ao.heartbeat_timeout = set_.heartbeat_timeout;
+    acceptor_.emplace(session_host_, std::move(ao), now);
     next_delay_update_ = now + set_.delay_update;
     return transport_->listen(opts_.listen);
   });
@@ -127,10 +133,7 @@ void SchedulerNode::Impl::stop() {
   transport_->call([this] {
     while (drain_batches() || drain_outcomes()) {
     }
-    for (auto& [c, p] : peers_) {
-      (void)transport_->send(c, wire::encode(wire::Goodbye{"the scheduler is stopping"}));
-      transport_->close(c);
-    }
+    acceptor_->goodbye_all("the scheduler is stopping");
     peers_.clear();
     submitters_.clear();
   });
@@ -145,22 +148,35 @@ void SchedulerNode::Impl::on_accept(ConnId c, const std::string& peer) {
   Peer p;
   p.addr = peer;
   p.name = "peer " + peer;
-  p.since = p.last_heard = SteadyClock{}.now();
   peers_[c] = std::move(p);
+  acceptor_->on_accept(c, SteadyClock{}.now());
 }
 
-void SchedulerNode::Impl::refuse(ConnId c, Peer& p, const std::string& reason, const char* counter) {
-  log("refusing " + p.name + ": " + reason);
-  if (std::string_view(counter) == "token")
-    n_->refused_token.fetch_add(1, std::memory_order_relaxed);
-  else if (std::string_view(counter) == "protocol")
-    n_->refused_protocol.fetch_add(1, std::memory_order_relaxed);
-  else
-    n_->refused_other.fetch_add(1, std::memory_order_relaxed);
-  (void)transport_->send(c, wire::encode(wire::Refuse{reason}));
-  peer_lost(c, p, "refused: " + reason);
-  transport_->close(c);
-  peers_.erase(c);
+void SchedulerNode::Impl::on_refused(ConnId c, const session::Refusal& r) {
+  const auto it = peers_.find(c);
+  log("refusing " + (it == peers_.end() ? std::string("a peer") : it->second.name) + ": " + r.reason);
+  switch (r.kind) {
+    case session::RefusalKind::kToken:
+      n_->refused_token.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case session::RefusalKind::kMalformed:
+      n_->bad_messages.fetch_add(1, std::memory_order_relaxed);
+      [[fallthrough]];
+    case session::RefusalKind::kProtocol:
+      n_->refused_protocol.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case session::RefusalKind::kOther:
+      n_->refused_other.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+}
+
+void SchedulerNode::Impl::on_session_lost(ConnId c, const std::string& why, session::Loss how) {
+  const auto it = peers_.find(c);
+  if (it == peers_.end()) return;
+  if (how == session::Loss::kSilent) log("closing " + it->second.name + ": " + why);
+  peer_lost(c, it->second, why);
+  peers_.erase(it);
 }
 
 void SchedulerNode::Impl::peer_lost(ConnId, Peer& p, const std::string& why) {
@@ -171,12 +187,7 @@ void SchedulerNode::Impl::peer_lost(ConnId, Peer& p, const std::string& why) {
   p.stage = Stage::kNew;
 }
 
-void SchedulerNode::Impl::on_disconnect(ConnId c, const Status& why) {
-  const auto it = peers_.find(c);
-  if (it == peers_.end()) return;
-  peer_lost(c, it->second, why.message());
-  peers_.erase(it);
-}
+void SchedulerNode::Impl::on_disconnect(ConnId c, const Status& why) { acceptor_->on_disconnect(c, why.message()); }
 
 wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
   wire::Welcome w;
@@ -190,26 +201,27 @@ wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
   return w;
 }
 
-void SchedulerNode::Impl::on_hello(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
-  Result<wire::Hello> h = wire::decode_hello(msg);
-  if (!h.ok()) return refuse(c, p, h.status().message(), "protocol");
-  if (!wire::same_token(h->token, token_)) return refuse(c, p, "wrong cluster token", "token");
-  if (stopping_.load()) return refuse(c, p, "the scheduler is stopping", "other");
-  const std::string who = h->name.empty() ? p.addr : "'" + h->name + "' (" + p.addr + ")";
-  if (h->role == wire::Role::kFrontend) {
-    Result<HostPort> addr = HostPort::parse(h->address);
-    if (!addr.ok()) return refuse(c, p, "frontend address: " + addr.status().message(), "protocol");
+// A Hello that passed the session's checks (token, role): the Welcome, or why not.
+std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId c, const wire::Hello& h) {
+  using session::Refusal;
+  using session::RefusalKind;
+  Peer& p = peers_[c];
+  if (stopping_.load()) return Refusal{"the scheduler is stopping", RefusalKind::kOther};
+  const std::string who = h.name.empty() ? p.addr : "'" + h.name + "' (" + p.addr + ")";
+  if (h.role == wire::Role::kFrontend) {
+    Result<HostPort> addr = HostPort::parse(h.address);
+    if (!addr.ok()) return Refusal{"frontend address: " + addr.status().message(), RefusalKind::kProtocol};
     std::uint32_t slot = 0;
     while (slot < frontends_.size() && frontends_[slot].alive) ++slot;
-    if (slot == kMaxFrontends) return refuse(c, p, "too many frontends", "other");
+    if (slot == kMaxFrontends) return Refusal{"too many frontends", RefusalKind::kOther};
     if (slot == frontends_.size()) frontends_.emplace_back();
     FrontendInfo& f = frontends_[slot];
     ++f.generation;
     f.alive = true;
     f.conn = c;
-    f.incarnation = h->incarnation;
+    f.incarnation = h.incarnation;
     f.name = who;
-    f.address = h->address;
+    f.address = h.address;
     f.rtt = WindowedPercentile(64, Duration::seconds(10));
     f.one_way = Duration::zero();
     f.bad_logged = 0;
@@ -222,41 +234,32 @@ void SchedulerNode::Impl::on_hello(ConnId c, Peer& p, std::span<const std::uint8
     // Backends learn about it before it can submit anything.
     const auto joined = wire::encode(wire::FrontendJoined{slot, f.generation, f.incarnation, f.address});
     for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { (void)transport_->send(b.conn, joined); });
-    (void)transport_->send(c, wire::encode(welcome(slot)));
     n_->frontends_joined.fetch_add(1, std::memory_order_relaxed);
     frontends_alive_.fetch_add(1, std::memory_order_relaxed);
     log(p.name + " joined as frontend " + std::to_string(slot) + " (inputs at " + f.address + ")");
-  } else if (h->role == wire::Role::kBackend) {
-    p.stage = Stage::kBackend;
-    p.index = ~0u;  // until it registers
-    p.name = "backend " + who;
-    (void)transport_->send(c, wire::encode(welcome(0)));
-  } else {
-    return refuse(c, p, "a scheduler cannot join another scheduler", "protocol");
+    return welcome(slot);
   }
+  // A backend (check_hello let only frontends and backends through).
+  p.stage = Stage::kBackend;
+  p.index = ~0u;  // until it registers
+  p.name = "backend " + who;
+  return welcome(0);
 }
 
 // ---- messages, heartbeats, delays ---------------------------------------------------
 
 void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
+  acceptor_->on_message(c, SteadyClock{}.now(), msg);
+}
+
+// A welcomed peer's message of the node's own (not Ping, Pong, Goodbye).
+void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg,
+                                          TimePoint) {
   const auto it = peers_.find(c);
   if (it == peers_.end()) return;
   Peer& p = it->second;
-  const TimePoint now = SteadyClock{}.now();
-  p.last_heard = now;
-  Result<wire::Header> h = wire::decode_header(msg);
-  if (!h.ok()) {
-    n_->bad_messages.fetch_add(1, std::memory_order_relaxed);
-    return refuse(c, p, h.status().message(), "protocol");
-  }
-  if (p.stage == Stage::kNew) {
-    if (h->kind != wire::Kind::kHello)
-      return refuse(c, p, "expected a Hello first, got a " + std::string(wire::to_string(h->kind)),
-                    "protocol");
-    return on_hello(c, p, msg);
-  }
   const bool fe = p.stage == Stage::kFrontend;
-  switch (h->kind) {
+  switch (kind) {
     case wire::Kind::kSubmit:
       if (fe) return on_submit(c, p, msg);
       break;
@@ -272,37 +275,18 @@ void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg
     case wire::Kind::kPlacementDone:
       if (!fe && p.index != ~0u) return on_placement_done(p, msg);
       break;
-    case wire::Kind::kPong:
-      return on_pong(p, msg, now);
-    case wire::Kind::kPing: {
-      Result<wire::Ping> ping = wire::decode_ping(msg);
-      if (!ping.ok()) return refuse(c, p, ping.status().message(), "protocol");
-      (void)transport_->send(c, wire::encode(wire::Pong{ping->seq, ping->origin_ns}));
-      return;
-    }
-    case wire::Kind::kGoodbye: {
-      Result<wire::Goodbye> g = wire::decode_goodbye(msg);
-      const std::string why = "said goodbye (" + (g.ok() ? g->reason : std::string("?")) + ")";
-      peer_lost(c, p, why);
-      transport_->close(c);
-      peers_.erase(it);
-      return;
-    }
     default:
       break;
   }
-  n_->bad_messages.fetch_add(1, std::memory_order_relaxed);
-  refuse(c, p,
-         "unexpected " + std::string(wire::to_string(h->kind)) + " message from a " +
-             (fe ? "frontend" : "backend"),
-         "protocol");
+  refuse(c,
+         "unexpected " + std::string(wire::to_string(kind)) + " message from a " + (fe ? "frontend" : "backend"),
+         session::RefusalKind::kMalformed);
 }
 
-void SchedulerNode::Impl::on_pong(Peer& p, std::span<const std::uint8_t> msg, TimePoint now) {
-  Result<wire::Pong> pong = wire::decode_pong(msg);
-  if (!pong.ok()) return;
-  const Duration rtt = now - TimePoint::from_ns(pong->origin_ns);
-  if (rtt < Duration::zero() || rtt > Duration::seconds(60)) return;  // not one of ours
+void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
+  const auto it = peers_.find(c);
+  if (it == peers_.end()) return;
+  const Peer& p = it->second;
   if (p.stage == Stage::kFrontend && p.index < frontends_.size()) frontends_[p.index].rtt.add(now, rtt);
   // Backends' pings keep d_ctrl measured when no batch runs (a stale high
   // estimate must not outlive the traffic that caused it).
@@ -310,36 +294,9 @@ void SchedulerNode::Impl::on_pong(Peer& p, std::span<const std::uint8_t> msg, Ti
 }
 
 void SchedulerNode::Impl::on_tick(TimePoint now) {
-  if (now >= next_ping_) {
-    next_ping_ = now + set_.heartbeat_interval;
-    const auto ping = wire::encode(wire::Ping{++ping_seq_, now.ns()});
-    std::vector<std::pair<ConnId, std::string>> silent;
-    for (auto& [c, p] : peers_) {
-      const Duration quiet = now - p.last_heard;
-      if (p.stage == Stage::kNew) {
-        if (now - p.since > max(set_.heartbeat_timeout, Duration::seconds(2)))
-          silent.emplace_back(c, "no Hello within " + us(now - p.since));
-        continue;
-      }
-      if (quiet > set_.heartbeat_timeout) {
-        silent.emplace_back(c, "silent for " + std::to_string(quiet.ns() / 1000000) +
-                                   " ms (heartbeat timeout " +
-                                   std::to_string(set_.heartbeat_timeout.ns() / 1000000) + " ms)");
-        continue;
-      }
-      (void)transport_->send(c, ping);
-    }
-    for (auto& [c, why] : silent) {
-      auto it = peers_.find(c);
-      if (it == peers_.end()) continue;
-      log("closing " + it->second.name + ": " + why);
-      peer_lost(c, it->second, why);
-      transport_->close(c);
-      peers_.erase(it);
-    }
+  if (acceptor_->tick(now))
     for (FrontendInfo& f : frontends_)
       if (f.alive) f.one_way = f.rtt.percentile(set_.delay_percentile, now) / 2;
-  }
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -26,6 +27,7 @@
 #include "symphony/rdma/delay_estimator.hpp"
 #include "symphony/rdma/node_metrics.hpp"
 #include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/session_acceptor.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
 #include "symphony/sim/subcluster_experiment.hpp"
@@ -120,8 +122,6 @@ class SchedulerNode::Impl final : public Transport::Handler {
     Stage stage = Stage::kNew;
     std::string name;  // "frontend 'fe1' (10.0.0.3:4000)"
     std::string addr;  // the connection's peer address
-    TimePoint since;
-    TimePoint last_heard;
     std::uint32_t index = 0;  // frontend slot or backend index
   };
   struct RequestSlot {
@@ -215,16 +215,38 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void log(const std::string& m) const { opts_.log(m); }
   static std::uint64_t alive_state(std::uint32_t gen) { return (std::uint64_t{gen} << 1) | 1; }
 
-  void refuse(ConnId c, Peer& p, const std::string& reason, const char* counter);
+  // Sessions (session::Acceptor: Hello, heartbeats, goodbye, refusals);
+  // SessionHost forwards the acceptor's callbacks to the node.
+  struct SessionHost final : session::Acceptor::Host {
+    explicit SessionHost(Impl& node) : n(node) {}
+    void send(ConnId c, std::vector<std::uint8_t> msg) override { (void)n.transport_->send(c, std::move(msg)); }
+    void close(ConnId c) override { n.transport_->close(c); }
+    std::variant<wire::Welcome, session::Refusal> on_hello(ConnId c, const wire::Hello& h) override {
+      return n.admit(c, h);
+    }
+    void on_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now) override {
+      n.on_peer_message(c, kind, msg, now);
+    }
+    void on_round_trip(ConnId c, Duration rtt, TimePoint now) override { n.on_round_trip(c, rtt, now); }
+    void on_refused(ConnId c, const session::Refusal& r) override { n.on_refused(c, r); }
+    void on_lost(ConnId c, const std::string& why, session::Loss how) override { n.on_session_lost(c, why, how); }
+    Impl& n;
+  };
+  void refuse(ConnId c, const std::string& reason, session::RefusalKind kind) {
+    acceptor_->refuse(c, {reason, kind});
+  }
+  std::variant<wire::Welcome, session::Refusal> admit(ConnId c, const wire::Hello& h);
+  void on_peer_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now);
+  void on_round_trip(ConnId c, Duration rtt, TimePoint now);
+  void on_refused(ConnId c, const session::Refusal& r);
+  void on_session_lost(ConnId c, const std::string& why, session::Loss how);
   void peer_lost(ConnId c, Peer& p, const std::string& why);
   void frontend_lost(std::uint32_t slot, const std::string& why);
   void backend_lost(std::uint32_t index, const std::string& why);
-  void on_hello(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
-  void on_pong(Peer& p, std::span<const std::uint8_t> msg, TimePoint now);
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
                         std::string text);
@@ -287,8 +309,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   moodycamel::ConcurrentQueue<OutcomeItem> outcomes_;
 
   std::optional<DelayLearner> delays_;  // from start()
-  TimePoint next_ping_, next_delay_update_;
-  std::uint64_t ping_seq_ = 0;
+  SessionHost session_host_{*this};
+  std::optional<session::Acceptor> acceptor_;  // from start(); progress thread
+  TimePoint next_delay_update_;
 
   // Sub-clusters and autoscaling.
   std::uint32_t num_subs_ = 1;  // L

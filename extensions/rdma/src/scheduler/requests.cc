@@ -46,7 +46,7 @@ void SchedulerNode::Impl::send_outcome_now(std::uint32_t frontend, std::uint32_t
 
 void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::SubmitView> v = wire::decode_submit(msg);
-  if (!v.ok()) return refuse(c, p, v.status().message(), "protocol");
+  if (!v.ok()) return refuse(c, v.status().message(), session::RefusalKind::kProtocol);
   n_->submit_messages.fetch_add(1, std::memory_order_relaxed);
   FrontendInfo& f = frontends_[p.index];
   const TimePoint now = SteadyClock{}.now();
@@ -116,7 +116,7 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
 
 void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::Cancel> v = wire::decode_cancel(msg);
-  if (!v.ok()) return refuse(c, p, v.status().message(), "protocol");
+  if (!v.ok()) return refuse(c, v.status().message(), session::RefusalKind::kProtocol);
   FrontendInfo& f = frontends_[p.index];
   std::uint64_t handed = 0;
   for (const std::uint64_t id : v->requests) {
