@@ -39,11 +39,6 @@ constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epoc
 
 std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
 
-// The message of the batch whose error outcomes a shard thread is emitting
-// (the runtime calls on_batch_error just before them, on the same thread).
-thread_local BatchId t_error_batch = kNoBatch;
-thread_local std::string t_error_text;
-
 double cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -58,7 +53,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   struct Sink {
     Impl* n;
     void on_outcome(const RequestOutcome& o) { n->on_outcome(o); }
-    void on_batch_error(BatchId b, std::string_view m) { n->on_batch_error(b, m); }
+    void on_batch(const BatchEvent& e) { n->on_batch(e); }
   };
   using Rt = AnyRuntime<Sink>;
 
@@ -108,9 +103,20 @@ class SchedulerNode::Impl final : public Transport::Handler {
 
   // Runtime sink (shard threads and the progress thread).
   void on_outcome(const RequestOutcome& o);
-  void on_batch_error(BatchId b, std::string_view m);
+  void on_batch(const BatchEvent& e);
 
  private:
+  // The text of each failed batch, from its event until the last of its
+  // error outcomes has taken it (shard threads; failed batches only), by the
+  // batch's wire id (the sub-cluster runtimes' ids overlap).
+  struct BatchError {
+    std::string text;
+    std::uint32_t left = 0;  // error outcomes still to take it
+  };
+  std::string take_batch_error(std::uint32_t sub, BatchId b);
+  std::mutex batch_errors_mu_;
+  std::unordered_map<std::uint64_t, BatchError> batch_errors_;
+
   enum class Stage : std::uint8_t { kNew, kFrontend, kBackend };
   struct Peer {
     Stage stage = Stage::kNew;
@@ -986,10 +992,10 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   if (filtered) n_.filtered.fetch_add(1, std::memory_order_relaxed);
   const std::uint32_t sub = s.subcluster;
   if (o.outcome != Outcome::kOk) window_bad_[sub].fetch_add(1, std::memory_order_relaxed);
+  // Every error outcome takes its batch's text, sent or not: the last frees it.
+  std::string text = o.outcome == Outcome::kError ? take_batch_error(sub, o.batch) : std::string();
   if (!filtered && (o.outcome == Outcome::kDropped || o.outcome == Outcome::kError) &&
       fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
-    std::string text;
-    if (o.outcome == Outcome::kError) text = o.batch == t_error_batch ? t_error_text : "the batch failed";
     outcomes_.enqueue(
         OutcomeItem{s.frontend,
                     s.frontend_gen,
@@ -1002,9 +1008,23 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   free_slot(slot_of(o.tag));
 }
 
-void SchedulerNode::Impl::on_batch_error(BatchId b, std::string_view m) {
-  t_error_batch = b;
-  t_error_text.assign(m);
+void SchedulerNode::Impl::on_batch(const BatchEvent& e) {
+  if (e.status != BatchStatus::kError || e.error.empty()) return;  // the ok path: nothing to keep
+  const std::uint32_t sub = slots_[slot_of(e.requests.begin()->tag)].subcluster;
+  std::lock_guard<std::mutex> lock(batch_errors_mu_);
+  batch_errors_[e.batch | (std::uint64_t{sub} << kSubClusterShift)] = BatchError{std::string(e.error), e.size};
+}
+
+std::string SchedulerNode::Impl::take_batch_error(std::uint32_t sub, BatchId b) {
+  std::lock_guard<std::mutex> lock(batch_errors_mu_);
+  const auto it = batch_errors_.find(b | (std::uint64_t{sub} << kSubClusterShift));
+  if (it == batch_errors_.end()) return "the batch failed";
+  if (--it->second.left == 0) {
+    std::string text = std::move(it->second.text);
+    batch_errors_.erase(it);
+    return text;
+  }
+  return it->second.text;
 }
 
 bool SchedulerNode::Impl::drain_outcomes() {
