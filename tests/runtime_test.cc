@@ -21,6 +21,7 @@
 #include <random>
 #include <set>
 #include <source_location>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -319,20 +320,62 @@ TEST(AnyRuntimeTest, PassesRecalibrationThrough) {
   }
 }
 
-struct ErrorSink : ExactlyOnceSink {
+// Records every batch event (copied: the event is valid during the call
+// only) and, in arrival order, the batch events and outcomes as they came.
+struct BatchEventSink : ExactlyOnceSink {
   using ExactlyOnceSink::ExactlyOnceSink;
+  struct Seen {
+    BatchId batch;
+    ModelId model;
+    GpuId gpu;
+    std::uint32_t size;
+    TimePoint start, end;
+    BatchStatus status;
+    std::string error;
+    std::vector<std::uint64_t> tags;
+  };
+  struct Entry {
+    bool is_batch;       // a batch event, else an outcome
+    BatchId batch;       // the event's or the outcome's batch
+    Outcome outcome;     // outcomes only
+  };
   std::mutex mu;
-  std::vector<std::pair<BatchId, std::string>> errors;
-  void on_batch_error(BatchId b, std::string_view msg) {
+  std::vector<Seen> batches;
+  std::vector<Entry> log;
+  void on_batch(const BatchEvent& e) {
+    Seen s{e.batch, e.model, e.gpu, e.size, e.start, e.end, e.status, std::string(e.error), {}};
+    for (const Request& r : e.requests) s.tags.push_back(r.tag);
     std::lock_guard<std::mutex> lock(mu);
-    errors.emplace_back(b, std::string(msg));
+    batches.push_back(std::move(s));
+    log.push_back({true, e.batch, Outcome::kOk});
+  }
+  void on_outcome(const RequestOutcome& o) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      log.push_back({false, o.batch, o.outcome});
+    }
+    ExactlyOnceSink::on_outcome(o);  // last: a waiter on total() sees the entry
   }
 };
 
+// `log` from `at` holds the event of `batch` and then its `n` outcomes, each
+// with outcome `o`.
+void expect_event_then_outcomes(const std::vector<BatchEventSink::Entry>& log, std::size_t at, BatchId batch,
+                                std::uint32_t n, Outcome o) {
+  ASSERT_LE(at + 1 + n, log.size());
+  EXPECT_TRUE(log[at].is_batch) << "the batch event comes before the batch's outcomes";
+  EXPECT_EQ(log[at].batch, batch);
+  for (std::size_t i = at + 1; i <= at + n; ++i) {
+    EXPECT_FALSE(log[i].is_batch) << i;
+    EXPECT_EQ(log[i].batch, batch) << i;
+    EXPECT_EQ(log[i].outcome, o) << i;
+  }
+}
+
 TEST(RuntimeTest, ExecutorErrorEndsTheBatchWithErrorAndReportsTheMessage) {
-  ErrorSink sink(16);
+  BatchEventSink sink(16);
   ManualGpus gpus;
-  auto rt = std::move(*Runtime<ErrorSink>::create(small_config(1, 2, 1), sink));
+  auto rt = std::move(*Runtime<BatchEventSink>::create(small_config(1, 2, 1), sink));
   const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
   (void)rt->add_gpu(gpus.make_executor());
   for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
@@ -342,9 +385,48 @@ TEST(RuntimeTest, ExecutorErrorEndsTheBatchWithErrorAndReportsTheMessage) {
   rt->stop();
   EXPECT_EQ(sink.count(Outcome::kError), 4u);
   std::lock_guard<std::mutex> lock(sink.mu);
-  ASSERT_EQ(sink.errors.size(), 1u);
-  EXPECT_EQ(sink.errors[0].first, a.batch.batch);
-  EXPECT_EQ(sink.errors[0].second, "CUDA out of memory");
+  ASSERT_EQ(sink.batches.size(), 1u) << "exactly one event for the failed batch";
+  const BatchEventSink::Seen& e = sink.batches[0];
+  EXPECT_EQ(e.batch, a.batch.batch);
+  EXPECT_EQ(e.status, BatchStatus::kError);
+  EXPECT_EQ(e.error, "CUDA out of memory");
+  EXPECT_EQ(e.model, m);
+  EXPECT_EQ(e.gpu, a.batch.gpu);
+  EXPECT_EQ(e.size, 4u);
+  EXPECT_EQ(e.tags, a.tags);
+  EXPECT_EQ(e.start, TimePoint::neg_infinite()) << "the executor did not tell the start";
+  ASSERT_EQ(sink.log.size(), 5u);
+  expect_event_then_outcomes(sink.log, 0, a.batch.batch, 4, Outcome::kError);
+}
+
+TEST(RuntimeTest, EveryFinishedBatchHasOneEventBeforeItsOutcomes) {
+  BatchEventSink sink(16);
+  ManualGpus gpus;
+  auto rt = std::move(*Runtime<BatchEventSink>::create(small_config(1, 2, 1), sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)rt->add_gpu(gpus.make_executor());
+  std::vector<ManualGpus::Taken> taken;
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    for (std::uint64_t t = 4 * k; t < 4 * k + 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+    taken.push_back(gpus.take());
+    ManualGpus::complete_after(taken.back(), Duration::milliseconds(3));
+    wait_for([&] { return sink.total() == 4 * k + 4; });
+  }
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kError), 0u);
+  std::lock_guard<std::mutex> lock(sink.mu);
+  ASSERT_EQ(sink.batches.size(), 2u) << "one event per finished batch";
+  ASSERT_EQ(sink.log.size(), 10u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const BatchEventSink::Seen& e = sink.batches[k];
+    EXPECT_EQ(e.batch, taken[k].batch.batch);
+    EXPECT_EQ(e.status, BatchStatus::kOk);
+    EXPECT_TRUE(e.error.empty()) << e.error;
+    EXPECT_EQ(e.size, static_cast<std::uint32_t>(taken[k].tags.size()));
+    EXPECT_EQ(e.tags, taken[k].tags);
+    EXPECT_EQ(e.end - e.start, Duration::milliseconds(3)) << "the start and end the executor reported";
+    expect_event_then_outcomes(sink.log, 5 * k, e.batch, 4, Outcome::kOk);
+  }
 }
 
 TEST(RuntimeTest, RetiredGpuGetsNoBatchAndLeavesOnceReported) {

@@ -341,6 +341,25 @@ TEST(ServerTest, EmulatedDevicesScheduleWithoutModels) {
   ASSERT_EQ(st.devices.size(), 4u);
   EXPECT_GT(st.devices[0].batches, 0u);
   EXPECT_GT(st.models[0].mean_batch, 1.0) << "a burst forms batches";
+  // Each batch is counted once (in its batch event): the model's and the
+  // devices' counts agree, the batches hold exactly the requests that ran,
+  // and an emulated device is busy l(b) per batch.
+  std::uint64_t batches = 0, in_batches = 0;
+  Duration busy;
+  for (const auto& [size, count] : st.models[0].batches) {
+    batches += count;
+    in_batches += std::uint64_t{size} * count;
+    busy += st.models[0].offline_profile.latency(size) * static_cast<std::int64_t>(count);
+  }
+  std::uint64_t device_batches = 0;
+  Duration device_busy;
+  for (const DeviceStats& d : st.devices) {
+    device_batches += d.batches;
+    device_busy += d.busy;
+  }
+  EXPECT_EQ(device_batches, batches);
+  EXPECT_EQ(in_batches, st.ok + st.late + st.errors);
+  EXPECT_EQ(device_busy, busy);
 }
 
 // Spins (yielding) until pred() holds, for at most a minute: a state that

@@ -387,6 +387,21 @@ class ModelState {
     return fr;
   }
 
+  // A dispatched batch that has not finished yet, as finish_batch will end it.
+  struct InflightBatch {
+    ModelId model = kNoModel;
+    GpuId gpu = kNoGpu;
+    std::uint32_t size = 0;
+    TimePoint exec;          // the planned start
+    BatchRequests requests;  // valid until the batch finishes
+  };
+  // nullopt for an unknown or already finished batch (finish_batch would fail).
+  std::optional<InflightBatch> inflight_batch(BatchId bid) const noexcept {
+    const BatchRecord* br = lookup(bid);
+    if (!br) return std::nullopt;
+    return InflightBatch{br->model, br->gpu, br->size, br->exec, BatchRequests(br->listed[0])};
+  }
+
   // Drops every queued request of every model with `why` (shutdown). Returns
   // the models whose candidate disappeared, via on_model(id).
   template <SchedulerSink Sink, class OnModel>
@@ -499,14 +514,15 @@ class ModelState {
     return BatchIdLayout::make(cfg_.shard_index, gen, slot);
   }
 
-  BatchRecord* lookup(BatchId bid) noexcept {
+  const BatchRecord* lookup(BatchId bid) const noexcept {
     if (bid == kNoBatch || BatchIdLayout::shard(bid) != (cfg_.shard_index & BatchIdLayout::kShardMask)) return nullptr;
     const std::uint32_t slot = BatchIdLayout::slot(bid);
     if (slot >= cfg_.max_batches) return nullptr;
-    BatchRecord& br = batches_[slot];
+    const BatchRecord& br = batches_[slot];
     if (!br.in_use || (br.generation & BatchIdLayout::kGenerationMask) != BatchIdLayout::generation(bid)) return nullptr;
     return &br;
   }
+  BatchRecord* lookup(BatchId bid) noexcept { return const_cast<BatchRecord*>(std::as_const(*this).lookup(bid)); }
 
   void free_batch_slot(BatchRecord& br, std::uint32_t slot) noexcept {
     br.in_use = false;

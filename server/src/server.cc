@@ -98,6 +98,7 @@ struct Server::Impl final : BatchRunner {
 
   struct OutcomeSink {
     Impl* impl;
+    void on_batch(const BatchEvent& e) { impl->on_batch(e); }
     void on_outcome(const RequestOutcome& o) { impl->on_outcome(o); }
   };
 
@@ -176,6 +177,29 @@ struct Server::Impl final : BatchRunner {
   }
 
   // ---- outcomes (any runtime thread) ------------------------------------------------
+  // A batch finished (its shard thread, before its outcomes): counted once,
+  // and on an error the executor's text goes to each request that has none
+  // yet (one that fail() did not reach, such as a batch with no executor).
+  void on_batch(const BatchEvent& e) {
+    Model* m = e.model < by_id.size() ? by_id[e.model].load(std::memory_order_acquire) : nullptr;
+    if (m) {
+      std::lock_guard<std::mutex> lock(m->hist_mu);
+      ++m->batches[e.size];
+    }
+    if (e.gpu < devices.size()) {
+      Device& d = *devices[e.gpu];
+      d.batches.fetch_add(1, std::memory_order_relaxed);
+      if (emulated && m && e.size >= 1 && e.size <= m->profile.max_batch())
+        d.emulated_busy_ns.fetch_add(m->profile.latency(e.size).ns(), std::memory_order_relaxed);
+    }
+    if (e.status == BatchStatus::kError && !e.error.empty()) {
+      for (const Request& r : e.requests) {
+        std::string& error = slots[slot_of(r.tag)].error;
+        if (error.empty()) error.assign(e.error);
+      }
+    }
+  }
+
   void on_outcome(const RequestOutcome& o) {
     const std::uint32_t slot = slot_of(o.tag);
     Pending& p = slots[slot];
@@ -194,25 +218,9 @@ struct Server::Impl final : BatchRunner {
     Model& m = *p.model;
     m.outcomes[static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
     if (o.outcome == Outcome::kDropped) m.drops[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
-    // A batch's outcomes come from one shard thread, one after the other:
-    // the first of each batch counts the batch.
-    thread_local const Impl* last_impl = nullptr;
-    thread_local BatchId last_batch = kNoBatch;
-    const bool first_of_batch = o.batch != kNoBatch && (last_impl != this || last_batch != o.batch);
-    if (o.batch != kNoBatch) {
-      last_impl = this;
-      last_batch = o.batch;
-    }
-    {
+    if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) {
       std::lock_guard<std::mutex> lock(m.hist_mu);
-      if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) m.latency.record(r.latency);
-      if (first_of_batch) ++m.batches[o.batch_size];
-    }
-    if (first_of_batch && o.gpu < devices.size()) {
-      Device& d = *devices[o.gpu];
-      d.batches.fetch_add(1, std::memory_order_relaxed);
-      if (emulated && o.batch_size >= 1 && o.batch_size <= m.profile.max_batch())
-        d.emulated_busy_ns.fetch_add(m.profile.latency(o.batch_size).ns(), std::memory_order_relaxed);
+      m.latency.record(r.latency);
     }
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);

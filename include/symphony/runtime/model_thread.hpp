@@ -34,6 +34,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -43,6 +44,7 @@
 
 #include "symphony/runtime/detail/messages.hpp"
 #include "symphony/model_state.hpp"
+#include "symphony/runtime/batch_event.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/runtime/runtime_config.hpp"
@@ -55,8 +57,11 @@ namespace symphony {
 // it must be thread-safe. Optional members, used when present:
 //  - on_dispatch(const Dispatch&): every dispatched batch (shard threads);
 //    `requests` is valid during the call only;
-//  - on_batch_error(BatchId, std::string_view message): before the outcomes
-//    of a batch whose executor reported an error.
+//  - on_batch(const BatchEvent&): every finished batch, once, ok or error
+//    (batch_event.hpp), on the shard thread that then emits the batch's
+//    outcomes, and before the first of them; the error text is in the event
+//    only. A batch that never finishes (its requests dropped at a cancelled
+//    stop) has no event.
 template <class S>
 concept RuntimeSink = requires(S s, const RequestOutcome& o) {
   s.on_outcome(o);
@@ -68,8 +73,8 @@ concept HasOnDispatch = requires(S s, const Dispatch& d) {
   s.on_dispatch(d);
 };
 template <class S>
-concept HasOnBatchError = requires(S s, BatchId b, std::string_view m) {
-  s.on_batch_error(b, m);
+concept HasOnBatch = requires(S s, const BatchEvent& e) {
+  s.on_batch(e);
 };
 
 }  // namespace detail
@@ -246,8 +251,14 @@ class ModelThread {
   }
 
   void on_completion(BatchCompletion& c) {
-    if constexpr (detail::HasOnBatchError<Sink>) {
-      if (c.status == BatchStatus::kError) sink_.on_batch_error(c.batch, std::string_view(c.error));
+    if constexpr (detail::HasOnBatch<Sink>) {
+      // Only a batch that finish_batch will end has an event.
+      if (const std::optional<typename Shard::InflightBatch> b = shard_.inflight_batch(c.batch)) {
+        sink_.on_batch(BatchEvent{c.batch, b->model, b->gpu, b->size, b->exec, c.actual_start, c.actual_end,
+                                  c.status,
+                                  c.status == BatchStatus::kError ? std::string_view(c.error) : std::string_view(),
+                                  b->requests});
+      }
     }
     Result<FinishResult> r = shard_.finish_batch(c.batch, c.actual_end, c.status, adapter_, c.actual_start);
     if (r.ok() && r->profile_changed) ++stats_.profile_updates;

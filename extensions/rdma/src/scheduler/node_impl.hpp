@@ -30,6 +30,7 @@
 #include "symphony/rdma/session_acceptor.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
+#include "symphony/runtime/batch_event.hpp"
 #include "symphony/sim/subcluster_experiment.hpp"
 #include "symphony/simtool/subclusters.hpp"
 #include "symphony/subcluster.hpp"
@@ -67,7 +68,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   struct Sink {
     Impl* n;
     void on_outcome(const RequestOutcome& o) { n->on_outcome(o); }
-    void on_batch_error(BatchId b, std::string_view m) { n->on_batch_error(b, m); }
+    void on_batch(const BatchEvent& e) { n->on_batch(e); }
   };
   using Rt = AnyRuntime<Sink>;
 
@@ -114,7 +115,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
 
   // Runtime sink (shard threads and the progress thread).
   void on_outcome(const RequestOutcome& o);
-  void on_batch_error(BatchId b, std::string_view m);
+  void on_batch(const BatchEvent& e);
 
  private:
   enum class Stage : std::uint8_t { kNew, kFrontend, kBackend };
@@ -133,6 +134,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t subcluster = 0;           // the runtime it was submitted to
     ModelId model = 0;
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
+    std::string error;  // its failed batch's message: set by on_batch, taken by on_outcome (same shard thread)
     // Progress thread: the slot's use count (the runtime tag is gen << 32 | slot,
     // so that a late Cancel never reaches the slot's next request), and whether
     // its request is in its frontend's by_request index.

@@ -2,14 +2,6 @@
 #include "scheduler/node_impl.hpp"
 
 namespace symphony::rdma {
-namespace {
-
-// The message of the batch whose error outcomes a shard thread is emitting
-// (the runtime calls on_batch_error just before them, on the same thread).
-thread_local BatchId t_error_batch = kNoBatch;
-thread_local std::string t_error_text;
-
-}  // namespace
 
 // ---- frontends -----------------------------------------------------------------------
 
@@ -143,7 +135,7 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   if (!filtered && (o.outcome == Outcome::kDropped || o.outcome == Outcome::kError) &&
       fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
     std::string text;
-    if (o.outcome == Outcome::kError) text = o.batch == t_error_batch ? t_error_text : "the batch failed";
+    if (o.outcome == Outcome::kError) text = s.error.empty() ? std::string("the batch failed") : std::move(s.error);
     outcomes_.enqueue(
         OutcomeItem{s.frontend,
                     s.frontend_gen,
@@ -151,14 +143,17 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
                     std::move(text)});
     transport_->notify();
   }
+  s.error.clear();
   // release: the drain check (acquire) that sees zero sees every effect of this request's end.
   outstanding_[std::size_t{sub} * models_.size() + o.model].fetch_sub(1, std::memory_order_release);
   free_slot(slot_of(o.tag));
 }
 
-void SchedulerNode::Impl::on_batch_error(BatchId b, std::string_view m) {
-  t_error_batch = b;
-  t_error_text.assign(m);
+// A finished batch, just before its outcomes (same shard thread): a failed
+// batch's message goes with each of its requests to their frontends.
+void SchedulerNode::Impl::on_batch(const BatchEvent& e) {
+  if (e.status != BatchStatus::kError || e.error.empty()) return;
+  for (const Request& r : e.requests) slots_[slot_of(r.tag)].error.assign(e.error);
 }
 
 bool SchedulerNode::Impl::drain_outcomes() {
