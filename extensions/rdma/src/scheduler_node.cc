@@ -21,8 +21,8 @@
 #include "symphony/rdma/node_common.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
-#include "symphony/sim/subcluster_experiment.hpp"
-#include "symphony/simtool/subclusters.hpp"
+#include "symphony/partitioner.hpp"
+#include "symphony/partition/subclusters.hpp"
 #include "symphony/subcluster.hpp"
 
 namespace symphony::rdma {
@@ -245,7 +245,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void subcluster_tick(TimePoint now);
   void start_epoch(TimePoint now);
   void finish_epoch(TimePoint now);
-  void apply_decision(EpochInfo info, const sim::EpochDecision& d, TimePoint now);
+  void apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now);
   void load_done(ModelId m, TimePoint now);
   void check_drains(TimePoint now);
   void close_window(TimePoint now);
@@ -300,15 +300,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Sub-clusters and autoscaling.
   std::uint32_t num_subs_ = 1;  // L
   bool managed_ = false;        // a subclusters: section: models are placed (Placements sent)
-  std::optional<simtool::SubClusterConfig> sub_cfg_;
+  std::optional<partition::SubClusterConfig> sub_cfg_;
   std::vector<std::uint32_t> target_gpus_, have_gpus_;  // per sub-cluster
   std::vector<int> route_;                              // per model: the runtime of its new requests
   std::optional<SubClusterPlacement> placement_;
   std::optional<EpochRateMeter> meter_;
-  sim::Partitioner partitioner_;
+  Partitioner partitioner_;
   Duration epoch_len_, window_;
   TimePoint next_epoch_, next_window_, window_start_;
-  std::future<Result<sim::EpochDecision>> solving_;
+  std::future<Result<EpochDecision>> solving_;
   EpochInfo solving_info_;
   std::vector<std::vector<DeviceRef>> pending_;  // per model: devices still loading it for its owner
   std::unordered_map<std::uint64_t, SentPlacement> sent_placements_;
@@ -388,7 +388,7 @@ class SchedulerNode::Impl::RemoteExecutor final : public Executor {
 // ---- lifecycle ---------------------------------------------------------------------
 
 Status SchedulerNode::Impl::start() {
-  const simtool::Config& sc = opts_.config.sim;
+  const config::Config& sc = opts_.config.sim;
   if (Status s = check_runs_in_core(sc.spec.policy); !s.ok()) return s;
   models_ = sc.spec.models;
   floors_ = sc.spec.delays;
@@ -430,7 +430,7 @@ Status SchedulerNode::Impl::start() {
   if (managed_ && !sub_cfg_->spec.gpus.empty())
     target_gpus_ = sub_cfg_->spec.gpus;
   else
-    target_gpus_ = sim::SubClusterLayout::equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
+    target_gpus_ = equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
   max_bad_rate_ = sc.spec.max_bad_rate;
   epoch_len_ = managed_ ? sub_cfg_->spec.epoch : Duration::zero();
   window_ = epoch_len_ > Duration::zero()                 ? epoch_len_
@@ -1232,21 +1232,21 @@ std::uint32_t SchedulerNode::Impl::pick_subcluster() const {
 // that finds no assignment stops the scheduler from starting.
 Status SchedulerNode::Impl::initial_placement(TimePoint now) {
   if (!managed_) return {};
-  const simtool::Config& sc = opts_.config.sim;
+  const config::Config& sc = opts_.config.sim;
   try {
-    partitioner_ = simtool::make_partitioner(*sub_cfg_, sc.spec, std::max(sc.spec.gpus, num_subs_));
+    partitioner_ = partition::make_partitioner(*sub_cfg_, sc.spec, std::max(sc.spec.gpus, num_subs_));
   } catch (const std::exception& e) {
     return Status(Errc::kInvalidArgument, e.what());
   }
   placement_.emplace(models_.size(), num_subs_);
   meter_.emplace(models_.size(), now);
-  sim::EpochRequest r;
+  EpochRequest r;
   r.epoch = 0;
   r.time = now;
-  r.rates = sim::expected_rates(sc.spec, 1.0, epoch_len_ > Duration::zero() ? epoch_len_ : sc.spec.duration);
+  r.rates = expected_rates(sc.spec, 1.0, epoch_len_ > Duration::zero() ? epoch_len_ : sc.spec.duration);
   r.current.assign(models_.size(), kNoSubCluster);
   r.gpus = target_gpus_;
-  Result<sim::EpochDecision> d = partitioner_(r);
+  Result<EpochDecision> d = partitioner_(r);
   if (!d.ok())
     return Status(Errc::kInvalidArgument,
                   "subclusters: the initial placement failed: " + d.status().message());
@@ -1276,7 +1276,7 @@ void SchedulerNode::Impl::subcluster_tick(TimePoint now) {
 // its whole time limit; the progress thread keeps serving meanwhile).
 void SchedulerNode::Impl::start_epoch(TimePoint now) {
   next_epoch_ = now + epoch_len_;
-  sim::EpochRequest r;
+  EpochRequest r;
   r.time = now;
   r.measured_over = now - meter_->since();
   r.rates = meter_->take(now);
@@ -1296,9 +1296,9 @@ void SchedulerNode::Impl::start_epoch(TimePoint now) {
 }
 
 void SchedulerNode::Impl::finish_epoch(TimePoint now) {
-  Result<sim::EpochDecision> d = solving_.get();
+  Result<EpochDecision> d = solving_.get();
   EpochInfo info = std::move(solving_info_);
-  sim::EpochDecision keep;
+  EpochDecision keep;
   if (!d.ok()) {
     keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
     log("epoch " + std::to_string(info.epoch) + ": " + keep.status);
@@ -1314,7 +1314,7 @@ void SchedulerNode::Impl::finish_epoch(TimePoint now) {
 
 // Applies an assignment: records the epoch, sends the loads, moves routes
 // whose load needs no confirmation, and marks the drains.
-void SchedulerNode::Impl::apply_decision(EpochInfo info, const sim::EpochDecision& d, TimePoint now) {
+void SchedulerNode::Impl::apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now) {
   const std::size_t nm = models_.size();
   const std::vector<int> before = placement_->assignment();
   info.status = d.status;
