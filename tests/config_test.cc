@@ -60,11 +60,12 @@ TEST(ConfigTest, ErrorsNameTheFileLineColumnAndKey) {
 
 TEST(ConfigTest, ExpectedRatesFollowTheRateSchedule) {
   const Config c = parse_config(kConfig, "c.yaml");
-  // Model a: 300 r/s for 2 s, then 600 r/s; over [0, 4 s) its mean is 450 r/s.
+  // The workload's rate change doubles both models' rates at 2 s: over
+  // [0, 4 s) model a (300 r/s) averages 450 r/s, model b (its own 100 r/s) 150.
   const std::vector<double> r = expected_rates(c.spec, 1.0, Duration::seconds(4));
   ASSERT_EQ(r.size(), 2u);
   EXPECT_DOUBLE_EQ(r[0], 450);
-  EXPECT_DOUBLE_EQ(r[1], 100);
+  EXPECT_DOUBLE_EQ(r[1], 150);
   EXPECT_EQ(expected_rates(c.spec, 1.0, Duration::zero()), (std::vector<double>{0, 0}));
 }
 

@@ -22,6 +22,7 @@ namespace {
 
 using namespace symphony::config;
 using partition::Balance;
+using partition::SubClusterConfig;
 using partition::make_partitioner;
 using namespace symphony::sim;
 namespace fs = std::filesystem;
