@@ -1,5 +1,5 @@
 // Writes one valid message of every kind into a directory: the seed corpus of
-// the wire fuzzer (run_wire_fuzzer.cmake), so that it starts from messages
+// the wire fuzzer (cmake/RunFuzzer.cmake), so that it starts from messages
 // that pass the header checks.
 #include <cstdio>
 #include <fstream>

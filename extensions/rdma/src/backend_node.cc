@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include <concurrentqueue/concurrentqueue.h>
 
 #include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/session_connector.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/latency_histogram.hpp"
@@ -116,9 +118,28 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   };
 
   void log(const std::string& m) const { opts_.log(m); }
-  void connect_scheduler();
-  void scheduler_lost(const std::string& why);
-  void on_scheduler_message(std::span<const std::uint8_t> msg);
+  // The session with the scheduler (session_connector.hpp) acts through this.
+  struct SchedulerLink final : session::Connector::Host {
+    Impl& n;
+    explicit SchedulerLink(Impl& impl) : n(impl) {}
+    Status open() override { return n.open_scheduler(); }
+    void send(std::vector<std::uint8_t> msg) override { (void)n.transport_->send(n.sched_, std::move(msg)); }
+    void close() override {
+      if (n.sched_ != kNoConn) n.transport_->close(n.sched_);
+      n.sched_ = kNoConn;
+    }
+    void on_welcome(const wire::Welcome& w) override { n.on_welcome(w); }
+    void on_refused(const std::string& reason) override { n.on_refused(reason); }
+    void on_message(wire::Kind kind, std::span<const std::uint8_t> msg) override {
+      n.on_scheduler_message(kind, msg);
+    }
+    void on_down(const std::string& why, bool was_registered) override { n.scheduler_lost(why, was_registered); }
+  };
+  Status open_scheduler();
+  void scheduler_lost(const std::string& why, bool was_registered);
+  void on_welcome(const wire::Welcome& w);
+  void on_refused(const std::string& reason);
+  void on_scheduler_message(wire::Kind kind, std::span<const std::uint8_t> msg);
   void on_batch(std::span<const std::uint8_t> msg);
   void on_placement(const wire::Placement& p);
   void on_frontend_joined(const wire::FrontendJoined& f);
@@ -140,10 +161,8 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
 
   // Network thread.
   ConnId sched_ = kNoConn;
-  enum class Stage : std::uint8_t { kConnecting, kWelcomed, kRegistered } stage_ = Stage::kConnecting;
-  TimePoint last_heard_, reconnect_at_;
-  Duration hb_timeout_ = Duration::seconds(1);
-  Backoff backoff_;
+  SchedulerLink link_{*this};
+  std::optional<session::Connector> session_;  // from start(); established once registered
   std::uint64_t sched_incarnation_ = 0;
   std::vector<std::string> model_names_;
   std::unordered_map<std::uint32_t, FrontendConn> frontends_;
@@ -209,6 +228,13 @@ Status BackendNode::Impl::start() {
   Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
   if (!t.ok()) return t.status();
   transport_ = std::move(*t);
+  wire::Hello h;
+  h.role = wire::Role::kBackend;
+  h.pid = static_cast<std::uint32_t>(getpid());
+  h.incarnation = incarnation_;
+  h.token = opts_.token;
+  h.name = opts_.name;
+  session_.emplace(link_, std::move(h));
   transport_->activate();  // the first tick connects
   return {};
 }
@@ -216,11 +242,7 @@ Status BackendNode::Impl::start() {
 void BackendNode::Impl::stop() {
   if (stopped_.exchange(true) || !transport_) return;
   transport_->call([this] {
-    if (sched_ != kNoConn) {
-      (void)transport_->send(sched_, wire::encode(wire::Goodbye{"the backend is stopping"}));
-      transport_->close(sched_);
-      sched_ = kNoConn;
-    }
+    session_->close("the backend is stopping");
     for (auto& [id, f] : frontends_)
       if (f.conn != kNoConn) transport_->close(f.conn);
     frontends_.clear();
@@ -230,32 +252,19 @@ void BackendNode::Impl::stop() {
   devices_->stop();
 }
 
-void BackendNode::Impl::connect_scheduler() {
-  if (sched_ != kNoConn) return;
+Status BackendNode::Impl::open_scheduler() {
   Result<ConnId> c = transport_->connect(opts_.scheduler);
   if (!c.ok()) {
     log(c.status().message());
-    reconnect_at_ = SteadyClock{}.now() + backoff_.next();
-    return;
+    return c.status();
   }
   sched_ = *c;
-  stage_ = Stage::kConnecting;
   registered_.store(false);
-  last_heard_ = SteadyClock{}.now();
-  wire::Hello h;
-  h.role = wire::Role::kBackend;
-  h.pid = static_cast<std::uint32_t>(getpid());
-  h.incarnation = incarnation_;
-  h.token = opts_.token;
-  h.name = opts_.name;
-  (void)transport_->send(sched_, wire::encode(h));
+  return {};
 }
 
-void BackendNode::Impl::scheduler_lost(const std::string& why) {
-  if (sched_ != kNoConn) transport_->close(sched_);
-  if (stage_ == Stage::kRegistered) log("lost the scheduler: " + why + "; reconnecting");
-  sched_ = kNoConn;
-  stage_ = Stage::kConnecting;
+void BackendNode::Impl::scheduler_lost(const std::string& why, bool was_registered) {
+  if (was_registered) log("lost the scheduler: " + why + "; reconnecting");
   registered_.store(false);
   // Frontend ids belong to the lost scheduler: forget them (batches in
   // flight still push their outputs where the connection survives).
@@ -271,13 +280,12 @@ void BackendNode::Impl::scheduler_lost(const std::string& why) {
   std::vector<std::uint64_t> ids;
   for (auto& [id, b] : batches_) ids.push_back(id);
   for (std::uint64_t id : ids) maybe_execute(id);
-  reconnect_at_ = SteadyClock{}.now() + backoff_.next();
 }
 
 // ---- messages ------------------------------------------------------------------------------
 
 void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
-  if (c == sched_) return on_scheduler_message(msg);
+  if (c == sched_) return session_->on_message(SteadyClock{}.now(), msg);
   const auto it = frontend_by_conn_.find(c);
   if (it == frontend_by_conn_.end()) return;
   const std::uint32_t fid = it->second;
@@ -307,41 +315,38 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
   if (h->kind == wire::Kind::kGoodbye) return drop_frontend(fid, "it said goodbye");
 }
 
-void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) {
-  last_heard_ = SteadyClock{}.now();
-  Result<wire::Header> h = wire::decode_header(msg);
-  if (!h.ok()) {
-    log("bad message from the scheduler: " + h.status().message());
-    return scheduler_lost("it sent a malformed message");
+void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
+  sched_incarnation_ = w.incarnation;
+  model_names_.clear();
+  for (const wire::ModelEntry& m : w.models) model_names_.push_back(m.name);
+  // A new scheduler places models afresh: until it does, every model runs.
+  placed_managed_.assign(devices_->names().size(), false);
+  placed_.assign(devices_->names().size(), std::vector<bool>(model_names_.size(), false));
+  // Emulated devices run any model: they register every one of the
+  // cluster's; model devices the models they loaded.
+  std::vector<std::string> models = devices_->models();
+  if (models.empty()) models = model_names_;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    welcomed_models_ = model_names_;
   }
-  switch (h->kind) {
-    case wire::Kind::kWelcome: {
-      Result<wire::Welcome> w = wire::decode_welcome(msg);
-      if (!w.ok()) return scheduler_lost(w.status().message());
-      hb_timeout_ = Duration::nanoseconds(w->heartbeat_timeout_ns);
-      sched_incarnation_ = w->incarnation;
-      model_names_.clear();
-      for (const wire::ModelEntry& m : w->models) model_names_.push_back(m.name);
-      // A new scheduler places models afresh: until it does, every model runs.
-      placed_managed_.assign(devices_->names().size(), false);
-      placed_.assign(devices_->names().size(), std::vector<bool>(model_names_.size(), false));
-      stage_ = Stage::kWelcomed;
-      // Emulated devices run any model: they register every one of the
-      // cluster's; model devices the models they loaded.
-      std::vector<std::string> models = devices_->models();
-      if (models.empty()) models = model_names_;
-      {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        welcomed_models_ = model_names_;
-      }
-      (void)transport_->send(sched_, wire::encode(wire::Register{devices_->names(), models}));
-      return;
-    }
+  (void)session_->send(wire::encode(wire::Register{devices_->names(), models}));
+}
+
+void BackendNode::Impl::on_refused(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++refused_;
+  }
+  log("the scheduler refused this backend: " + reason);
+}
+
+void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const std::uint8_t> msg) {
+  switch (kind) {
     case wire::Kind::kRegistered: {
       Result<wire::Registered> r = wire::decode_registered(msg);
-      if (!r.ok()) return scheduler_lost(r.status().message());
-      stage_ = Stage::kRegistered;
-      backoff_.reset();
+      if (!r.ok()) return session_->fail(SteadyClock{}.now(), r.status().message());
+      session_->established();
       {
         std::lock_guard<std::mutex> lock(stats_mu_);
         ++registrations_;
@@ -352,15 +357,6 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
       log("registered " + std::to_string(r->gpus.size()) + " devices with the scheduler at " +
           opts_.scheduler.to_string() + " (GPU ids " + gpus + ")");
       return;
-    }
-    case wire::Kind::kRefuse: {
-      Result<wire::Refuse> r = wire::decode_refuse(msg);
-      {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        ++refused_;
-      }
-      log("the scheduler refused this backend: " + (r.ok() ? r->reason : std::string("?")));
-      return scheduler_lost("refused");
     }
     case wire::Kind::kFrontendJoined: {
       Result<wire::FrontendJoined> f = wire::decode_frontend_joined(msg);
@@ -382,18 +378,8 @@ void BackendNode::Impl::on_scheduler_message(std::span<const std::uint8_t> msg) 
       if (!p.ok()) return log("bad Placement from the scheduler: " + p.status().message());
       return on_placement(*p);
     }
-    case wire::Kind::kPing: {
-      Result<wire::Ping> p = wire::decode_ping(msg);
-      if (p.ok()) (void)transport_->send(sched_, wire::encode(wire::Pong{p->seq, p->origin_ns}));
-      return;
-    }
-    case wire::Kind::kGoodbye: {
-      Result<wire::Goodbye> g = wire::decode_goodbye(msg);
-      return scheduler_lost("it said goodbye (" + (g.ok() ? g->reason : std::string("?")) + ")");
-    }
     default:
-      if (logged_++ < kMaxLogged)
-        log("unexpected " + std::string(wire::to_string(h->kind)) + " from the scheduler");
+      if (logged_++ < kMaxLogged) log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler");
   }
 }
 
@@ -443,7 +429,7 @@ void BackendNode::Impl::drop_frontend(std::uint32_t id, const std::string& why) 
 void BackendNode::Impl::on_disconnect(ConnId c, const Status& why) {
   if (c == sched_) {
     sched_ = kNoConn;
-    return scheduler_lost(why.message());
+    return session_->on_disconnect(SteadyClock{}.now(), why.message());
   }
   const auto it = frontend_by_conn_.find(c);
   if (it == frontend_by_conn_.end()) return;
@@ -474,7 +460,7 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     d.status = wire::BatchStatus::kError;
     d.error = why;
     if (batches_.count(v->batch)) return;  // a duplicate id: the first one will answer
-    (void)transport_->send(sched_, wire::encode(d));
+    (void)session_->send(wire::encode(d));
     return;
   }
   if (v->device < placed_managed_.size() && placed_managed_[v->device] && !placed_[v->device][v->model]) {
@@ -491,7 +477,7 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     d.batch = v->batch;
     d.status = wire::BatchStatus::kError;
     d.error = why;
-    (void)transport_->send(sched_, wire::encode(d));
+    (void)session_->send(wire::encode(d));
     return;
   }
   RunningBatch& b = batches_[v->batch];
@@ -592,7 +578,7 @@ void BackendNode::Impl::on_placement(const wire::Placement& p) {
     models_loaded_ += loaded;
     models_unloaded_ += unloaded;
   }
-  (void)transport_->send(sched_, wire::encode(done));
+  (void)session_->send(wire::encode(done));
 }
 
 void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
@@ -781,9 +767,9 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
   d.exec_ns = executed ? max(Duration::zero(), actual_end - b.exec_start).ns() : 0;
   d.push_ns = (now - push_start).ns();
   d.error = error;
-  // Only the scheduler that sent the batch can use its answer.
-  if (sched_ != kNoConn && b.scheduler_incarnation == sched_incarnation_)
-    (void)transport_->send(sched_, wire::encode(d));
+  // Only the scheduler that sent the batch can use its answer (and only once
+  // it welcomed this connection: see session_connector.hpp).
+  if (b.scheduler_incarnation == sched_incarnation_) (void)session_->send(wire::encode(d));
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (executed) {
@@ -808,12 +794,7 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
 
 void BackendNode::Impl::on_tick(TimePoint now) {
   if (stopped_.load()) return;
-  if (sched_ == kNoConn) {
-    if (now >= reconnect_at_) connect_scheduler();
-  } else if (now - last_heard_ >
-             (stage_ == Stage::kRegistered ? hb_timeout_ : max(hb_timeout_, Duration::seconds(2)))) {
-    scheduler_lost("no message for " + std::to_string((now - last_heard_).ns() / 1000000) + " ms");
-  }
+  session_->tick(now);
   // Batches waiting too long for a frontend's rkey give up on it.
   std::vector<std::uint64_t> ids;
   for (auto& [id, b] : batches_) {

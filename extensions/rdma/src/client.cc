@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -17,6 +18,8 @@
 #include <concurrentqueue/concurrentqueue.h>
 
 #include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/session_acceptor.hpp"
+#include "symphony/rdma/session_connector.hpp"
 #include "symphony/rdma/transport.hpp"
 #include "symphony/rdma/wire.hpp"
 
@@ -186,10 +189,31 @@ class Client::Impl final : public rdma::Transport::Handler {
     std::string peer;
   };
 
+  // The session with the scheduler (session_connector.hpp) acts through this.
+  struct SchedulerLink final : rdma::session::Connector::Host {
+    Impl& n;
+    explicit SchedulerLink(Impl& impl) : n(impl) {}
+    Status open() override { return n.open_scheduler(); }
+    void send(std::vector<std::uint8_t> msg) override { (void)n.transport_->send(n.sched_, std::move(msg)); }
+    void close() override {
+      if (n.sched_ != kNoConn) n.transport_->close(n.sched_);
+      n.sched_ = kNoConn;
+    }
+    void on_welcome(const wire::Welcome& w) override { n.on_welcome(w); }
+    void on_refused(const std::string& reason) override { n.on_refused(reason); }
+    void on_message(wire::Kind kind, std::span<const std::uint8_t> msg) override {
+      n.on_scheduler_message(kind, msg);
+    }
+    void on_down(const std::string& why, bool was_ready) override { n.scheduler_lost(why, was_ready); }
+  };
+
   void log(const std::string& m) const { opts_.log(m); }
-  void connect_now();
-  void scheduler_lost(const std::string& why);
-  void send_hello();
+  Status open_scheduler();
+  void scheduler_lost(const std::string& why, bool was_ready);
+  void on_welcome(const wire::Welcome& w);
+  void on_refused(const std::string& reason);
+  void on_scheduler_message(wire::Kind kind, std::span<const std::uint8_t> msg);
+  void on_backend_message(ConnId c, std::span<const std::uint8_t> msg);
   void finish(std::uint32_t index, InferResult&& r, bool with_output);
   // The live slot a message names, or nullptr (counted as duplicate or unknown).
   Slot* lookup(std::uint64_t id, bool is_output);
@@ -217,11 +241,8 @@ class Client::Impl final : public rdma::Transport::Handler {
 
   // Network thread.
   ConnId sched_ = kNoConn;
-  bool welcomed_ = false;
-  TimePoint last_heard_;
-  Duration hb_timeout_ = Duration::seconds(1);
-  TimePoint reconnect_at_;
-  rdma::Backoff backoff_;
+  SchedulerLink link_{*this};
+  std::optional<rdma::session::Connector> session_;  // from start(); established when welcomed
   std::unordered_map<ConnId, Backend> backends_;
   std::atomic<std::uint32_t> backends_ready_{0};  // backends_ that were welcomed (got the PoolInfo)
   void recount_backends() {
@@ -274,6 +295,14 @@ Status Client::Impl::start() {
   Result<std::uint16_t> port = transport_->call([&] { return transport_->listen({"0.0.0.0", 0}); });
   if (!port.ok()) return port.status();
   advertise_ = rdma::HostPort{ip, *port}.to_string();
+  wire::Hello h;
+  h.role = wire::Role::kFrontend;
+  h.pid = static_cast<std::uint32_t>(getpid());
+  h.incarnation = incarnation_;
+  h.token = opts_.token;
+  h.name = opts_.name;
+  h.address = advertise_;
+  session_.emplace(link_, std::move(h));
   transport_->activate();  // the first tick connects
   return {};
 }
@@ -282,14 +311,10 @@ void Client::Impl::close() {
   if (closed_.exchange(true)) return;
   if (!transport_) return;
   transport_->call([this] {
-    welcomed_ = false;
+    // Closed first: requests still queued fail as not connected.
+    if (session_) session_->close("the frontend is closing");
     ready_.store(false);
     fail_pending("the client was closed", Failure::kClosed);
-    if (sched_ != kNoConn) {
-      (void)transport_->send(sched_, wire::encode(wire::Goodbye{"the frontend is closing"}));
-      transport_->close(sched_);
-      sched_ = kNoConn;
-    }
     for (auto& [c, b] : backends_) transport_->close(c);
     backends_.clear();
     recount_backends();
@@ -298,43 +323,24 @@ void Client::Impl::close() {
   transport_->stop();
 }
 
-void Client::Impl::connect_now() {
-  if (sched_ != kNoConn) return;
+Status Client::Impl::open_scheduler() {
   Result<ConnId> c = transport_->connect(sched_addr_);
   if (!c.ok()) {
     log(c.status().message());
-    reconnect_at_ = SteadyClock{}.now() + backoff_.next();
-    return;
+    return c.status();
   }
   sched_ = *c;
-  welcomed_ = false;
-  last_heard_ = SteadyClock{}.now();
-  send_hello();
+  return {};
 }
 
-void Client::Impl::send_hello() {
-  wire::Hello h;
-  h.role = wire::Role::kFrontend;
-  h.pid = static_cast<std::uint32_t>(getpid());
-  h.incarnation = incarnation_;
-  h.token = opts_.token;
-  h.name = opts_.name;
-  h.address = advertise_;
-  (void)transport_->send(sched_, wire::encode(h));
-}
-
-void Client::Impl::scheduler_lost(const std::string& why) {
-  const bool was_ready = ready_.exchange(false);
-  if (sched_ != kNoConn) transport_->close(sched_);
-  sched_ = kNoConn;
-  welcomed_ = false;
+void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
+  ready_.store(false);
   if (was_ready) {
     losses_.fetch_add(1, std::memory_order_relaxed);
     log("lost the scheduler " + sched_addr_.to_string() + ": " + why +
         "; pending requests end with an error");
   }
   fail_pending("lost the scheduler: " + why, Failure::kSchedulerLost);
-  reconnect_at_ = SteadyClock{}.now() + backoff_.next();
 }
 
 void Client::Impl::fail_pending(const std::string& why, Failure failure) {
@@ -433,7 +439,7 @@ bool Client::Impl::on_poll() {
   bool any = false;
   std::unique_ptr<wire::SubmitBuilder> sb;
   const auto flush = [&] {
-    if (sb && sb->count()) (void)transport_->send(sched_, std::move(*sb).finish());
+    if (sb && sb->count()) (void)session_->send(std::move(*sb).finish());
     sb.reset();
   };
   while ((n = submit_q_.try_dequeue_bulk(buf, 256)) != 0) {
@@ -443,7 +449,7 @@ bool Client::Impl::on_poll() {
       const std::uint32_t index = buf[i];
       Slot& s = slots_[index];
       if (s.state.load(std::memory_order_acquire) != kQueued) continue;  // acquire: the fields
-      if (!welcomed_) {
+      if (!session_->up()) {
         InferResult r;
         r.outcome = Outcome::kError;
         r.failure = Failure::kNotConnected;
@@ -486,14 +492,13 @@ void Client::Impl::send_cancels() {
       if (st != kSent) continue;
       msg.requests.push_back(buf[i]);
       if (msg.requests.size() == wire::kMaxEntries) {
-        if (welcomed_ && sched_ != kNoConn) (void)transport_->send(sched_, wire::encode(msg));
+        (void)session_->send(wire::encode(msg));
         cancels_.fetch_add(msg.requests.size(), std::memory_order_relaxed);
         msg.requests.clear();
       }
     }
   }
-  if (!msg.requests.empty() && welcomed_ && sched_ != kNoConn) {
-    (void)transport_->send(sched_, wire::encode(msg));
+  if (!msg.requests.empty() && session_->send(wire::encode(msg)).ok()) {
     cancels_.fetch_add(msg.requests.size(), std::memory_order_relaxed);
   }
   for (std::uint64_t t : later) cancel_q_.enqueue(t);  // the next poll, after its submission
@@ -605,72 +610,49 @@ void Client::Impl::on_outcomes(std::span<const std::uint8_t> msg) {
 void Client::Impl::on_accept(ConnId c, const std::string& peer) { backends_[c] = Backend{false, peer}; }
 
 void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
-  Result<wire::Header> h = wire::decode_header(msg);
-  if (c == sched_) {
-    last_heard_ = SteadyClock{}.now();
-    if (!h.ok()) {
-      log("bad message from the scheduler: " + h.status().message());
-      return;
-    }
-    switch (h->kind) {
-      case wire::Kind::kWelcome: {
-        Result<wire::Welcome> w = wire::decode_welcome(msg);
-        if (!w.ok()) {
-          log(w.status().message());
-          return scheduler_lost("bad Welcome");
-        }
-        {
-          std::unique_lock<std::shared_mutex> lock(models_mu_);
-          models_.clear();
-          model_index_.clear();
-          for (const wire::ModelEntry& m : w->models) {
-            model_index_[m.name] = models_.size();
-            models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch});
-          }
-        }
-        hb_timeout_ = Duration::nanoseconds(w->heartbeat_timeout_ns);
-        welcomed_ = true;
-        backoff_.reset();
-        welcomes_.fetch_add(1, std::memory_order_relaxed);
-        log("joined the cluster at " + sched_addr_.to_string() + " as frontend " +
-            std::to_string(w->peer_id) + " (" + std::to_string(w->models.size()) + " models; inputs at " +
-            advertise_ + ")");
-        {
-          std::lock_guard<std::mutex> lock(ready_mu_);
-          ready_.store(true, std::memory_order_release);
-        }
-        ready_cv_.notify_all();
-        return;
-      }
-      case wire::Kind::kOutcomes:
-        return on_outcomes(msg);
-      case wire::Kind::kPing: {
-        Result<wire::Ping> p = wire::decode_ping(msg);
-        if (p.ok()) (void)transport_->send(c, wire::encode(wire::Pong{p->seq, p->origin_ns}));
-        return;
-      }
-      case wire::Kind::kRefuse: {
-        Result<wire::Refuse> r = wire::decode_refuse(msg);
-        const std::string reason = r.ok() ? r->reason : "?";
-        {
-          std::lock_guard<std::mutex> lock(ready_mu_);
-          last_refusal_ = reason;
-        }
-        log("the scheduler refused this client: " + reason);
-        return scheduler_lost("refused: " + reason);
-      }
-      case wire::Kind::kGoodbye: {
-        Result<wire::Goodbye> g = wire::decode_goodbye(msg);
-        return scheduler_lost("it said goodbye (" + (g.ok() ? g->reason : std::string("?")) + ")");
-      }
-      default:
-        log("unexpected " + std::string(wire::to_string(h->kind)) + " from the scheduler (ignored)");
-        return;
+  if (c == sched_) return session_->on_message(SteadyClock{}.now(), msg);
+  on_backend_message(c, msg);
+}
+
+void Client::Impl::on_welcome(const wire::Welcome& w) {
+  {
+    std::unique_lock<std::shared_mutex> lock(models_mu_);
+    models_.clear();
+    model_index_.clear();
+    for (const wire::ModelEntry& m : w.models) {
+      model_index_[m.name] = models_.size();
+      models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch});
     }
   }
+  session_->established();  // a frontend has no handshake of its own
+  welcomes_.fetch_add(1, std::memory_order_relaxed);
+  log("joined the cluster at " + sched_addr_.to_string() + " as frontend " + std::to_string(w.peer_id) + " (" +
+      std::to_string(w.models.size()) + " models; inputs at " + advertise_ + ")");
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    ready_.store(true, std::memory_order_release);
+  }
+  ready_cv_.notify_all();
+}
+
+void Client::Impl::on_refused(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    last_refusal_ = reason;
+  }
+  log("the scheduler refused this client: " + reason);
+}
+
+void Client::Impl::on_scheduler_message(wire::Kind kind, std::span<const std::uint8_t> msg) {
+  if (kind == wire::Kind::kOutcomes) return on_outcomes(msg);
+  log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler (ignored)");
+}
+
+void Client::Impl::on_backend_message(ConnId c, std::span<const std::uint8_t> msg) {
   const auto it = backends_.find(c);
   if (it == backends_.end()) return;
   Backend& b = it->second;
+  Result<wire::Header> h = wire::decode_header(msg);
   if (!h.ok()) {
     log("refusing backend " + b.peer + ": " + h.status().message());
     (void)transport_->send(c, wire::encode(wire::Refuse{h.status().message()}));
@@ -681,13 +663,13 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
   }
   if (!b.welcomed) {
     Result<wire::Hello> hello = wire::decode_hello(msg);
+    static constexpr wire::Role kBackendsOnly[] = {wire::Role::kBackend};
     std::string why;
     if (!hello.ok())
       why = hello.status().message();
-    else if (!wire::same_token(hello->token, opts_.token))
-      why = "wrong cluster token";
-    else if (hello->role != wire::Role::kBackend)
-      why = "only backends connect to a frontend";
+    else if (std::optional<rdma::session::Refusal> r =
+                 rdma::session::check_hello(*hello, opts_.token, wire::Role::kFrontend, kBackendsOnly))
+      why = r->reason;
     if (!why.empty()) {
       log("refusing " + b.peer + ": " + why);
       (void)transport_->send(c, wire::encode(wire::Refuse{why}));
@@ -716,7 +698,7 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
 void Client::Impl::on_disconnect(ConnId c, const Status& why) {
   if (c == sched_) {
     sched_ = kNoConn;
-    return scheduler_lost(why.message());
+    return session_->on_disconnect(SteadyClock{}.now(), why.message());
   }
   backends_.erase(c);
   recount_backends();
@@ -724,13 +706,7 @@ void Client::Impl::on_disconnect(ConnId c, const Status& why) {
 
 void Client::Impl::on_tick(TimePoint now) {
   if (closed_.load()) return;
-  if (sched_ == kNoConn) {
-    if (now >= reconnect_at_) connect_now();
-  } else if (welcomed_ && now - last_heard_ > hb_timeout_) {
-    scheduler_lost("no heartbeat for " + std::to_string((now - last_heard_).ns() / 1000000) + " ms");
-  } else if (!welcomed_ && now - last_heard_ > max(hb_timeout_, Duration::seconds(2))) {
-    scheduler_lost("no answer to the Hello");
-  }
+  session_->tick(now);
   if (now >= next_orphan_scan_ && in_flight_.load(std::memory_order_relaxed) != 0) {
     next_orphan_scan_ = now + Duration::milliseconds(100);
     for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {

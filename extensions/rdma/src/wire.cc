@@ -1,11 +1,18 @@
-// The cluster's wire protocol: encoders and the checking decoders (see
-// wire.hpp for the layout and the rules).
+// The cluster's wire protocol. Every message's layout is written once, as a
+// fields() description below; visitors apply it in each direction (Measure
+// sizes a message, Put writes it, Reader decodes it with bounds checks, At
+// reads fixed-size entries and the header unchecked), so an encoder and its
+// decoder cannot disagree. A decoder's checks beyond the layout (ranges,
+// relations between fields) are in check() (see wire.hpp for the layout
+// and the rules).
 #include "symphony/rdma/wire.hpp"
 
 #include <algorithm>
+#include <concepts>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "symphony/types.hpp"
@@ -13,101 +20,574 @@
 namespace symphony::rdma::wire {
 namespace {
 
-std::uint16_t load_u16(const std::uint8_t* p) noexcept {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+// ---- byte order: little-endian, whatever the host --------------------------------
+
+// Written out per width rather than as loops: GCC at -O2 keeps an 8-step
+// byte loop as a loop; these compile to single loads and stores.
+template <std::size_t N>
+constexpr std::uint64_t load_le(const std::uint8_t* p) noexcept {
+  static_assert(N == 1 || N == 2 || N == 4 || N == 8);
+  if constexpr (N == 1) {
+    return p[0];
+  } else if constexpr (N == 2) {
+    return std::uint64_t{p[0]} | (std::uint64_t{p[1]} << 8);
+  } else if constexpr (N == 4) {
+    return std::uint64_t{p[0]} | (std::uint64_t{p[1]} << 8) | (std::uint64_t{p[2]} << 16) |
+           (std::uint64_t{p[3]} << 24);
+  } else {
+    return load_le<4>(p) | (load_le<4>(p + 4) << 32);
+  }
 }
-std::uint32_t load_u32(const std::uint8_t* p) noexcept {
-  return std::uint32_t{p[0]} | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16) |
-         (std::uint32_t{p[3]} << 24);
+template <std::size_t N>
+constexpr void store_le(std::uint8_t* p, std::uint64_t v) noexcept {
+  static_assert(N == 1 || N == 2 || N == 4 || N == 8);
+  if constexpr (N == 1) {
+    p[0] = static_cast<std::uint8_t>(v);
+  } else if constexpr (N == 2) {
+    p[0] = static_cast<std::uint8_t>(v);
+    p[1] = static_cast<std::uint8_t>(v >> 8);
+  } else if constexpr (N == 4) {
+    p[0] = static_cast<std::uint8_t>(v);
+    p[1] = static_cast<std::uint8_t>(v >> 8);
+    p[2] = static_cast<std::uint8_t>(v >> 16);
+    p[3] = static_cast<std::uint8_t>(v >> 24);
+  } else {
+    store_le<4>(p, v);
+    store_le<4>(p + 4, v >> 32);
+  }
 }
-std::uint64_t load_u64(const std::uint8_t* p) noexcept {
-  return std::uint64_t{load_u32(p)} | (std::uint64_t{load_u32(p + 4)} << 32);
+
+// A field's value as bits and back: integers and enums, checked against the
+// width that the description gives the field.
+template <std::size_t N, class T>
+constexpr std::uint64_t to_bits(T v) noexcept {
+  static_assert(sizeof(T) == N && (std::is_integral_v<T> || std::is_enum_v<T>),
+                "a field's type must have the width that its description gives it");
+  if constexpr (std::is_enum_v<T>)
+    return static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(v));
+  else
+    return static_cast<std::uint64_t>(v);
 }
+template <std::size_t N, class T>
+constexpr T from_bits(std::uint64_t v) noexcept {
+  static_assert(sizeof(T) == N && (std::is_integral_v<T> || std::is_enum_v<T>),
+                "a field's type must have the width that its description gives it");
+  if constexpr (std::is_enum_v<T>)
+    return static_cast<T>(static_cast<std::underlying_type_t<T>>(v));
+  else
+    return static_cast<T>(v);
+}
+
+// The fixed-width field names of every visitor, forwarded to its num<N>().
+template <class D>
+struct Widths {
+  template <class T>
+  constexpr void u8(const char* name, T& x) {
+    static_cast<D*>(this)->template num<1>(name, x);
+  }
+  template <class T>
+  constexpr void u16(const char* name, T& x) {
+    static_cast<D*>(this)->template num<2>(name, x);
+  }
+  template <class T>
+  constexpr void u32(const char* name, T& x) {
+    static_cast<D*>(this)->template num<4>(name, x);
+  }
+  template <class T>
+  constexpr void u64(const char* name, T& x) {
+    static_cast<D*>(this)->template num<8>(name, x);
+  }
+  template <class T>
+  constexpr void i64(const char* name, T& x) {
+    static_cast<D*>(this)->template num<8>(name, x);
+  }
+};
+
+// How many items a list or an entry array may hold (checked by the decoder
+// against the bytes left, before anything is allocated).
+struct Bounds {
+  std::uint32_t max = 0;
+  bool nonempty = false;
+};
+
+// ---- the layouts: one description per message --------------------------------------
+//
+// A description calls, in wire order:
+//   u8/u16/u32/u64/i64(name, field)   an integer or enum of that width
+//   pad(n)                            n zero bytes, ignored when read
+//   str(name, s, limit)               a u32 length and the bytes (std::string or string_view)
+//   n = count(name, container)        a u32 count of a list that comes later
+//   list(name, n, vector, bounds, item)   n items, each described by item(visitor, x)
+//   entries(name, n, view, bounds)    n fixed-size entries (a hot message's EntryView)
+//   payload(name, span, entries)      the bytes of all entries' lens, concatenated
+// The names are the ones a decoder's error gives. M is the message or a
+// const one (the encoding visitors).
+
+template <class M, class T>
+concept Of = std::same_as<std::remove_const_t<M>, T>;
+
+template <class V, Of<Header> M>
+constexpr void fields(V& v, M& h) {
+  v.u32("magic", h.magic);
+  v.u16("version", h.version);
+  v.u16("kind", h.kind);
+  v.u32("length", h.length);
+  v.u32("flags", h.flags);
+}
+
+template <class V, Of<Hello> M>
+constexpr void fields(V& v, M& m) {
+  v.u8("role", m.role);
+  v.pad(3);
+  v.u32("pid", m.pid);
+  v.u64("incarnation", m.incarnation);
+  v.str("token", m.token, kMaxTokenBytes);
+  v.str("name", m.name, kMaxNameBytes);
+  v.str("address", m.address, kMaxNameBytes);
+}
+
+template <class V, Of<ModelEntry> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("model id", m.id);
+  v.u32("max_batch", m.max_batch);
+  v.i64("slo", m.slo_ns);
+  v.str("model name", m.name, kMaxNameBytes);
+}
+
+template <class V, Of<Welcome> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("peer_id", m.peer_id);
+  const std::uint32_t n = v.count("model count", m.models);
+  v.u64("incarnation", m.incarnation);
+  v.i64("heartbeat_interval", m.heartbeat_interval_ns);
+  v.i64("heartbeat_timeout", m.heartbeat_timeout_ns);
+  v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
+}
+
+template <class V, class M>
+requires Of<M, Refuse> || Of<M, Goodbye>
+constexpr void fields(V& v, M& m) { v.str("reason", m.reason, kMaxTextBytes); }
+
+template <class V, Of<Register> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t nd = v.count("device count", m.devices);
+  const std::uint32_t nm = v.count("model count", m.models);
+  v.list("devices", nd, m.devices, Bounds{kMaxDevices, true},
+         [](auto& iv, auto& s) { iv.str("device name", s, kMaxNameBytes); });
+  v.list("models", nm, m.models, Bounds{kMaxModels},
+         [](auto& iv, auto& s) { iv.str("model name", s, kMaxNameBytes); });
+}
+
+template <class V, Of<Registered> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t n = v.count("gpu count", m.gpus);
+  v.list("GPU ids", n, m.gpus, Bounds{kMaxDevices}, [](auto& iv, auto& g) { iv.u32("gpu", g); });
+}
+
+template <class V, Of<FrontendJoined> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("frontend_id", m.frontend_id);
+  v.u32("generation", m.generation);
+  v.u64("incarnation", m.incarnation);
+  v.str("address", m.address, kMaxNameBytes);
+}
+
+template <class V, Of<FrontendLeft> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("frontend_id", m.frontend_id);
+  v.u32("generation", m.generation);
+}
+
+template <class V, Of<PoolInfo> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("base", m.base);
+  v.u64("length", m.length);
+  const std::uint32_t n = v.count("rkey length", m.rkey);
+  v.list("rkey bytes", n, m.rkey, Bounds{static_cast<std::uint32_t>(kMaxRkeyBytes), true},
+         [](auto& iv, auto& b) { iv.u8("rkey byte", b); });
+}
+
+template <class V, class M>
+requires Of<M, Ping> || Of<M, Pong>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.i64("origin", m.origin_ns);
+}
+
+template <class V, Of<BatchDone> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("batch", m.batch);
+  v.u8("status", m.status);
+  v.pad(3);
+  v.u32("executed", m.executed);
+  v.i64("since_end", m.since_end_ns);
+  v.i64("recv_to_end", m.recv_to_end_ns);
+  v.i64("fetch", m.fetch_ns);
+  v.i64("exec", m.exec_ns);
+  v.i64("push", m.push_ns);
+  v.str("error", m.error, kMaxTextBytes);
+}
+
+template <class V, Of<Placement> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u32("device", m.device);
+  const std::uint32_t nl = v.count("load count", m.load);
+  const std::uint32_t nu = v.count("unload count", m.unload);
+  v.list("models to load", nl, m.load, Bounds{kMaxModels}, [](auto& iv, auto& id) { iv.u32("model", id); });
+  v.list("models to unload", nu, m.unload, Bounds{kMaxModels},
+         [](auto& iv, auto& id) { iv.u32("model", id); });
+}
+
+template <class V, Of<PlacementDone> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u32("device", m.device);
+  v.u8("status", m.status);
+  v.str("error", m.error, kMaxTextBytes);
+}
+
+template <class V, Of<Cancel> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t n = v.count("request count", m.requests);
+  v.list("request ids", n, m.requests, Bounds{kMaxEntries, true},
+         [](auto& iv, auto& id) { iv.u64("request id", id); });
+}
+
+template <class V, Of<SubmitEntry> M>
+constexpr void fields(V& v, M& e) {
+  v.u64("request", e.request);
+  v.u64("addr", e.addr);
+  v.u32("len", e.len);
+  v.u32("model", e.model);
+  v.i64("budget", e.budget_ns);
+}
+
+template <class V, Of<BatchEntry> M>
+constexpr void fields(V& v, M& e) {
+  v.u64("request", e.request);
+  v.u64("addr", e.addr);
+  v.u32("len", e.len);
+  v.u32("frontend_id", e.frontend_id);
+  v.u32("frontend_generation", e.frontend_generation);
+  v.pad(4);
+}
+
+template <class V, Of<OutputEntry> M>
+constexpr void fields(V& v, M& e) {
+  v.u64("request", e.request);
+  v.u32("len", e.len);
+  v.pad(4);
+}
+
+template <class V, Of<OutcomeEntry> M>
+constexpr void fields(V& v, M& e) {
+  v.u64("request", e.request);
+  v.u8("outcome", e.outcome);
+  v.u8("reason", e.reason);
+  v.pad(6);
+}
+
+template <class V, Of<SubmitView> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t n = v.count("count", m.entries);
+  v.pad(4);
+  v.entries("requests", n, m.entries, Bounds{kMaxEntries, true});
+}
+
+template <class V, Of<BatchView> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("batch", m.batch);
+  v.u32("device", m.device);
+  v.u32("model", m.model);
+  v.i64("predicted", m.predicted_ns);
+  v.i64("exec_budget", m.exec_budget_ns);
+  v.u32("planned_size", m.planned_size);
+  const std::uint32_t n = v.count("count", m.entries);
+  v.entries("requests", n, m.entries, Bounds{kMaxEntries, true});
+}
+
+template <class V, Of<OutputsView> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("batch", m.batch);
+  v.u32("batch_size", m.batch_size);
+  const std::uint32_t n = v.count("count", m.entries);
+  v.u8("status", m.status);
+  v.pad(3);
+  v.str("error", m.error, kMaxTextBytes);
+  v.entries("outputs", n, m.entries, Bounds{kMaxEntries, true});
+  v.payload("output payload", m.payload, m.entries);
+}
+
+template <class V, Of<OutcomesView> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t n = v.count("count", m.entries);
+  v.str("text", m.text, kMaxTextBytes);
+  v.entries("outcomes", n, m.entries, Bounds{kMaxEntries, true});
+}
+
+// The kind in the header of each message.
+template <class M>
+constexpr Kind kind_of = Kind{};
+template <>
+constexpr Kind kind_of<Hello> = Kind::kHello;
+template <>
+constexpr Kind kind_of<Welcome> = Kind::kWelcome;
+template <>
+constexpr Kind kind_of<Refuse> = Kind::kRefuse;
+template <>
+constexpr Kind kind_of<Register> = Kind::kRegister;
+template <>
+constexpr Kind kind_of<Registered> = Kind::kRegistered;
+template <>
+constexpr Kind kind_of<FrontendJoined> = Kind::kFrontendJoined;
+template <>
+constexpr Kind kind_of<FrontendLeft> = Kind::kFrontendLeft;
+template <>
+constexpr Kind kind_of<PoolInfo> = Kind::kPoolInfo;
+template <>
+constexpr Kind kind_of<SubmitView> = Kind::kSubmit;
+template <>
+constexpr Kind kind_of<BatchView> = Kind::kBatch;
+template <>
+constexpr Kind kind_of<BatchDone> = Kind::kBatchDone;
+template <>
+constexpr Kind kind_of<OutputsView> = Kind::kOutputs;
+template <>
+constexpr Kind kind_of<OutcomesView> = Kind::kOutcomes;
+template <>
+constexpr Kind kind_of<Ping> = Kind::kPing;
+template <>
+constexpr Kind kind_of<Pong> = Kind::kPong;
+template <>
+constexpr Kind kind_of<Goodbye> = Kind::kGoodbye;
+template <>
+constexpr Kind kind_of<Placement> = Kind::kPlacement;
+template <>
+constexpr Kind kind_of<PlacementDone> = Kind::kPlacementDone;
+template <>
+constexpr Kind kind_of<Cancel> = Kind::kCancel;
+
+// ---- visitors ---------------------------------------------------------------------
+
+// Sizes a message (pos: its bytes) and finds where the field named `find`
+// starts (at), for the offsets that the builders patch.
+struct Measure : Widths<Measure> {
+  static constexpr std::size_t kNone = ~std::size_t{0};
+  constexpr explicit Measure(std::string_view field = {}) : find(field) {}
+
+  template <std::size_t N, class T>
+  constexpr void num(const char* name, T&) {
+    mark(name);
+    pos += N;
+  }
+  constexpr void pad(std::size_t n) { pos += n; }
+  template <class S>
+  constexpr void str(const char* name, S& s, std::size_t) {
+    mark(name);
+    pos += 4 + s.size();
+  }
+  template <class C>
+  constexpr std::uint32_t count(const char* name, C& c) {
+    mark(name);
+    pos += 4;
+    return static_cast<std::uint32_t>(c.size());
+  }
+  template <class C, class Item>
+  constexpr void list(const char*, std::uint32_t, C& items, Bounds, Item item) {
+    for (auto& x : items) item(*this, x);
+  }
+  template <class View>
+  constexpr void entries(const char*, std::uint32_t, View& v, Bounds) {
+    pos += v.bytes().size();
+  }
+  template <class P, class View>
+  constexpr void payload(const char*, P& p, View&) {
+    pos += p.size();
+  }
+
+  std::string_view find;
+  std::size_t pos = 0;
+  std::size_t at = kNone;
+
+ private:
+  constexpr void mark(const char* name) {
+    if (!find.empty() && at == kNone && find == name) at = pos;  // sizing alone compares nothing
+  }
+};
+
+// The bytes of a message with a fixed size (a header, an entry, the head of
+// a hot message before its entries).
+template <class M>
+consteval std::size_t fixed_bytes() {
+  M m{};
+  Measure size;
+  fields(size, m);
+  return size.pos;
+}
+
+// Where the field `name` of M starts, from M's description; a name that is
+// not there does not compile.
+template <class M>
+consteval std::size_t offset_of(std::string_view name) {
+  M m{};
+  Measure find(name);
+  fields(find, m);
+  if (find.at == Measure::kNone) throw "no field of that name in the description";
+  return find.at;
+}
+
+// The sizes that wire.hpp publishes must be the descriptions'.
+static_assert(fixed_bytes<Header>() == kHeaderBytes);
+static_assert(fixed_bytes<SubmitEntry>() == kSubmitEntryBytes);
+static_assert(fixed_bytes<BatchEntry>() == kBatchEntryBytes);
+static_assert(fixed_bytes<OutputEntry>() == kOutputEntryBytes);
+static_assert(fixed_bytes<OutcomeEntry>() == kOutcomeEntryBytes);
+
+// Writes a message at `out`, into bytes that Measure has sized.
+class Put : public Widths<Put> {
+ public:
+  explicit Put(std::uint8_t* out) : out_(out) {}
+
+  template <std::size_t N, class T>
+  void num(const char*, const T& x) {
+    store_le<N>(out_ + pos_, to_bits<N>(x));
+    pos_ += N;
+  }
+  void pad(std::size_t n) {
+    std::memset(out_ + pos_, 0, n);
+    pos_ += n;
+  }
+  template <class S>
+  void str(const char*, const S& s, std::size_t) {
+    store_le<4>(out_ + pos_, s.size());
+    pos_ += 4;
+    raw(s.data(), s.size());
+  }
+  template <class C>
+  std::uint32_t count(const char*, const C& c) {
+    const auto n = static_cast<std::uint32_t>(c.size());
+    store_le<4>(out_ + pos_, n);
+    pos_ += 4;
+    return n;
+  }
+  template <class C, class Item>
+  void list(const char*, std::uint32_t, const C& items, Bounds, Item item) {
+    for (const auto& x : items) item(*this, x);
+  }
+  template <class View>
+  void entries(const char*, std::uint32_t, const View& v, Bounds) {
+    raw(v.bytes().data(), v.bytes().size());
+  }
+  template <class View>
+  void payload(const char*, std::span<const std::uint8_t> p, const View&) {
+    raw(p.data(), p.size());
+  }
+
+ private:
+  void raw(const void* p, std::size_t n) {
+    if (n != 0) std::memcpy(out_ + pos_, p, n);  // p may be null when n is 0
+    pos_ += n;
+  }
+
+  std::uint8_t* out_;
+  std::size_t pos_ = 0;
+};
+
+// Reads fixed-size fields at `in` without checks: the entries of a message
+// whose bounds the Reader has checked, a header known to be long enough.
+class At : public Widths<At> {
+ public:
+  explicit At(const std::uint8_t* in) : in_(in) {}
+  template <std::size_t N, class T>
+  void num(const char*, T& x) {
+    x = from_bits<N, T>(load_le<N>(in_ + pos_));
+    pos_ += N;
+  }
+  void pad(std::size_t n) { pos_ += n; }
+
+ private:
+  const std::uint8_t* in_;
+  std::size_t pos_ = 0;
+};
 
 Status bad(Kind k, const std::string& what) {
   return Status(Errc::kInvalidArgument, "bad " + std::string(to_string(k)) + " message: " + what);
 }
 
-// Reads a message body with bounds checks; the first failure sticks and
-// names the field.
-class Reader {
+// Decodes a message body with bounds checks; the first failure sticks and
+// names the field. Every count is checked against its bounds and against
+// the bytes left (in 64-bit arithmetic: count <= 2^32 and an item's size is
+// small, so the product cannot overflow) before anything is allocated.
+class Reader : public Widths<Reader> {
  public:
-  Reader(std::span<const std::uint8_t> msg, Kind kind) : p_(msg.data()), end_(msg.size()), kind_(kind) {
-    pos_ = kHeaderBytes;
-  }
+  Reader(std::span<const std::uint8_t> msg, Kind kind)
+      : p_(msg.data()), end_(msg.size()), pos_(kHeaderBytes), kind_(kind) {}
 
   bool ok() const noexcept { return error_.empty(); }
-  std::size_t remaining() const noexcept { return ok() ? end_ - pos_ : 0; }
-  std::size_t pos() const noexcept { return pos_; }
-  const std::uint8_t* at(std::size_t off) const noexcept { return p_ + off; }
 
-  std::uint8_t u8(const char* field) { return need(1, field) ? p_[pos_++] : 0; }
-  std::uint16_t u16(const char* field) {
-    if (!need(2, field)) return 0;
-    const std::uint16_t v = load_u16(p_ + pos_);
-    pos_ += 2;
-    return v;
+  template <std::size_t N, class T>
+  void num(const char* field, T& x) {
+    if (!need(N, field)) return;
+    x = from_bits<N, T>(load_le<N>(p_ + pos_));
+    pos_ += N;
   }
-  std::uint32_t u32(const char* field) {
-    if (!need(4, field)) return 0;
-    const std::uint32_t v = load_u32(p_ + pos_);
-    pos_ += 4;
-    return v;
+  void pad(std::size_t n) {
+    if (need(n, "padding")) pos_ += n;
   }
-  std::uint64_t u64(const char* field) {
-    if (!need(8, field)) return 0;
-    const std::uint64_t v = load_u64(p_ + pos_);
-    pos_ += 8;
-    return v;
-  }
-  std::int64_t i64(const char* field) { return static_cast<std::int64_t>(u64(field)); }
-
-  // A u32 length (at most `limit`) and that many bytes.
-  std::string str(const char* field, std::size_t limit) {
-    const std::uint32_t n = u32(field);
-    if (!ok()) return {};
+  // A u32 length (at most `limit`) and that many bytes, copied into a
+  // std::string or viewed in place by a std::string_view.
+  template <class S>
+  void str(const char* field, S& s, std::size_t limit) {
+    std::uint32_t n = 0;
+    num<4>(field, n);
+    if (!ok()) return;
     if (n > limit) {
       fail(std::string(field) + " is " + std::to_string(n) + " bytes, more than the limit " +
            std::to_string(limit));
-      return {};
+      return;
     }
-    if (!need(n, field)) return {};
-    std::string s(reinterpret_cast<const char*>(p_ + pos_), n);
+    if (!need(n, field)) return;
+    s = S(reinterpret_cast<const char*>(p_ + pos_), n);
     pos_ += n;
-    return s;
   }
-
-  // Skips `count` entries of `size` bytes; returns where they start.
-  // Checks the count against `limit` and the bytes left (no overflow:
-  // count <= 2^32 and size is small, so the product fits in 64 bits).
-  std::size_t entries(std::uint32_t count, std::size_t size, std::uint32_t limit, const char* what) {
-    if (!ok()) return 0;
-    if (count > limit) {
-      fail(std::to_string(count) + " " + what + ", more than the limit " + std::to_string(limit));
-      return 0;
-    }
-    const std::uint64_t need_bytes = std::uint64_t{count} * size;
-    if (need_bytes > end_ - pos_) {
-      fail(std::to_string(count) + " " + what + " need " + std::to_string(need_bytes) + " bytes, only " +
-           std::to_string(end_ - pos_) + " remain (truncated or a count that overflows the length)");
-      return 0;
-    }
-    const std::size_t start = pos_;
-    pos_ += static_cast<std::size_t>(need_bytes);
-    return start;
+  template <class C>
+  std::uint32_t count(const char* field, C&) {
+    std::uint32_t n = 0;
+    num<4>(field, n);
+    return n;
   }
-
-  // Consumes `n` raw bytes; returns where they start.
-  std::size_t skip(std::uint64_t n, const char* field) {
-    if (!ok()) return 0;
-    if (n > end_ - pos_) {
-      fail(std::string(field) + ": " + std::to_string(n) + " bytes announced, only " +
+  template <class T, class Item>
+  void list(const char* what, std::uint32_t n, std::vector<T>& out, Bounds b, Item item) {
+    T probe{};
+    Measure least;  // the bytes of the smallest item
+    item(least, probe);
+    if (!counted(what, n, b, least.pos, std::is_arithmetic_v<T>)) return;
+    out.resize(n);
+    for (T& x : out) {
+      if (!ok()) return;
+      item(*this, x);
+    }
+  }
+  template <class View>
+  void entries(const char* what, std::uint32_t n, View& v, Bounds b) {
+    if (!counted(what, n, b, View::kBytes, true)) return;
+    v = View(p_ + pos_, n);
+    pos_ += std::size_t{n} * View::kBytes;
+  }
+  // The bytes of every entry's len, after the entries.
+  template <class View>
+  void payload(const char* what, std::span<const std::uint8_t>& p, const View& entries) {
+    if (!ok()) return;
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < entries.size(); ++i) total += entries[i].len;
+    if (total > end_ - pos_) {
+      fail(std::string(what) + ": " + std::to_string(total) + " bytes announced, only " +
            std::to_string(end_ - pos_) + " remain");
-      return 0;
+      return;
     }
-    const std::size_t start = pos_;
-    pos_ += static_cast<std::size_t>(n);
-    return start;
+    p = std::span<const std::uint8_t>(p_ + pos_, static_cast<std::size_t>(total));
+    pos_ += static_cast<std::size_t>(total);
   }
 
   void fail(std::string what) {
@@ -132,12 +612,60 @@ class Reader {
     return true;
   }
 
+  // Whether n items of at least `item_bytes` each (exactly, if `exact`) are
+  // within bounds and fit in what is left.
+  bool counted(const char* what, std::uint32_t n, Bounds b, std::size_t item_bytes, bool exact) {
+    if (!ok()) return false;
+    if (b.nonempty && n == 0) {
+      fail(std::string("no ") + what);
+      return false;
+    }
+    if (n > b.max) {
+      fail(std::to_string(n) + " " + what + ", more than the limit " + std::to_string(b.max));
+      return false;
+    }
+    const std::uint64_t bytes = std::uint64_t{n} * item_bytes;
+    if (bytes > end_ - pos_) {
+      fail(std::to_string(n) + " " + what + " need " + (exact ? "" : "at least ") + std::to_string(bytes) +
+           " bytes, only " + std::to_string(end_ - pos_) +
+           " remain (truncated or a count that overflows the length)");
+      return false;
+    }
+    return true;
+  }
+
   const std::uint8_t* p_;
   std::size_t end_;
   std::size_t pos_;
   Kind kind_;
   std::string error_;
 };
+
+// ---- encoding and decoding through the descriptions ----------------------------------
+
+// Appends the bytes of `m` to `buf`.
+template <class M>
+void append(std::vector<std::uint8_t>& buf, const M& m) {
+  Measure size;
+  fields(size, m);
+  const std::size_t at = buf.size();
+  buf.resize(at + size.pos);
+  Put put(buf.data() + at);
+  fields(put, m);
+}
+
+template <class M>
+std::vector<std::uint8_t> encode_message(const M& m) {
+  static_assert(kind_of<M> != Kind{}, "a message without a kind");
+  Measure size;
+  fields(size, m);
+  std::vector<std::uint8_t> out(kHeaderBytes + size.pos);
+  const Header h{kMagic, kVersion, kind_of<M>, static_cast<std::uint32_t>(out.size()), 0};
+  Put put(out.data());
+  fields(put, h);
+  fields(put, m);
+  return out;
+}
 
 // Decodes the header and checks that it is of kind `want`.
 Status expect(std::span<const std::uint8_t> msg, Kind want) {
@@ -147,6 +675,113 @@ Status expect(std::span<const std::uint8_t> msg, Kind want) {
     return Status(Errc::kInvalidArgument, "expected a " + std::string(to_string(want)) + " message, got " +
                                               std::string(to_string(h->kind)));
   return {};
+}
+
+// The checks of a decoded message beyond its layout (ranges, relations
+// between fields), by kind; most kinds have none.
+template <class M>
+void check(Reader&, const M&) {}
+
+void check_status(Reader& r, BatchStatus s, const char* what) {
+  if (static_cast<std::uint8_t>(s) > 1)
+    r.fail(std::string("unknown ") + what + " " + std::to_string(static_cast<std::uint8_t>(s)));
+}
+
+constexpr std::int64_t kHourNs = std::int64_t{3600} * 1000000000;
+
+void check(Reader& r, const Hello& m) {
+  const auto role = static_cast<std::uint8_t>(m.role);
+  if (role < 1 || role > 3) r.fail("unknown role " + std::to_string(role));
+}
+
+void check(Reader& r, const Welcome& m) {
+  if (m.heartbeat_interval_ns <= 0 || m.heartbeat_timeout_ns <= 0)
+    return r.fail("heartbeat interval and timeout must be positive");
+  for (const ModelEntry& e : m.models)
+    if (e.slo_ns <= 0 || e.max_batch == 0)
+      return r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
+}
+
+void check(Reader& r, const FrontendJoined& m) {
+  if (m.address.empty()) r.fail("empty frontend address");
+}
+
+void check(Reader& r, const PoolInfo& m) {
+  if (m.length > std::numeric_limits<std::uint64_t>::max() - m.base) r.fail("the pool wraps around");
+}
+
+void check(Reader& r, const BatchDone& m) {
+  check_status(r, m.status, "batch status");
+  for (std::int64_t v : {m.since_end_ns, m.recv_to_end_ns, m.fetch_ns, m.exec_ns, m.push_ns})
+    if (v < 0 || v > kHourNs)
+      return r.fail("a timing is negative or longer than an hour: " + std::to_string(v) + " ns");
+}
+
+void check(Reader& r, const Placement& m) {
+  if (m.device >= kMaxDevices)
+    r.fail("device " + std::to_string(m.device) + " (below " + std::to_string(kMaxDevices) + " allowed)");
+}
+
+void check(Reader& r, const PlacementDone& m) { check_status(r, m.status, "status"); }
+
+void check(Reader& r, const BatchView& v) {
+  if (v.entries.size() > v.planned_size)
+    return r.fail(std::to_string(v.entries.size()) + " requests in a batch planned for " +
+                  std::to_string(v.planned_size));
+  if (v.predicted_ns < 0 || v.predicted_ns > kHourNs)
+    r.fail("predicted run time " + std::to_string(v.predicted_ns) + " ns is out of range");
+}
+
+void check(Reader& r, const OutputsView& v) { check_status(r, v.status, "batch status"); }
+
+void check(Reader& r, const OutcomesView& v) {
+  for (std::uint32_t i = 0; i < v.entries.size(); ++i) {
+    const OutcomeEntry e = v.entries[i];
+    const bool drop = e.outcome == static_cast<std::uint8_t>(Outcome::kDropped);
+    const bool err = e.outcome == static_cast<std::uint8_t>(Outcome::kError);
+    if (!drop && !err)
+      return r.fail("outcome " + std::to_string(e.outcome) + " is neither dropped nor error");
+    if (drop && (e.reason == 0 || e.reason >= kNumDropReasons))
+      return r.fail("unknown drop reason " + std::to_string(e.reason));
+  }
+}
+
+template <class M>
+Result<M> decode_message(std::span<const std::uint8_t> msg) {
+  static_assert(kind_of<M> != Kind{}, "a message without a kind");
+  if (Status s = expect(msg, kind_of<M>); !s.ok()) return s;
+  Reader r(msg, kind_of<M>);
+  M m;
+  fields(r, m);
+  if (r.ok()) check(r, m);
+  if (Status s = r.finish(); !s.ok()) return s;
+  return m;
+}
+
+template <class E>
+E read_entry(const std::uint8_t* p) noexcept {
+  E e;
+  At at(p);
+  fields(at, e);
+  return e;
+}
+
+// A hot message is built in place: its header and head, then its entries
+// appended one by one; sealing writes the entry count and the length at the
+// offsets that the descriptions give them.
+template <class Head>
+void start(std::vector<std::uint8_t>& buf, const Head& head, std::size_t entry_bytes) {
+  buf.reserve(kHeaderBytes + fixed_bytes<Head>() + entry_bytes);
+  const Header h{kMagic, kVersion, kind_of<Head>, 0, 0};
+  append(buf, h);
+  append(buf, head);
+}
+
+template <class Head>
+std::vector<std::uint8_t> seal(std::vector<std::uint8_t>& buf, std::uint32_t count) {
+  store_le<4>(buf.data() + kHeaderBytes + offset_of<Head>("count"), count);
+  store_le<4>(buf.data() + offset_of<Header>("length"), buf.size());
+  return std::move(buf);
 }
 
 }  // namespace
@@ -209,197 +844,71 @@ std::string_view to_string(Role r) noexcept {
 
 // ---- entries ----------------------------------------------------------------------
 
-SubmitEntry read_submit_entry(const std::uint8_t* p) noexcept {
-  return {load_u64(p), load_u64(p + 8), load_u32(p + 16), load_u32(p + 20),
-          static_cast<std::int64_t>(load_u64(p + 24))};
-}
-BatchEntry read_batch_entry(const std::uint8_t* p) noexcept {
-  return {load_u64(p), load_u64(p + 8), load_u32(p + 16), load_u32(p + 20), load_u32(p + 24)};
-}
-OutputEntry read_output_entry(const std::uint8_t* p) noexcept { return {load_u64(p), load_u32(p + 8)}; }
-OutcomeEntry read_outcome_entry(const std::uint8_t* p) noexcept { return {load_u64(p), p[8], p[9]}; }
-
-// ---- Writer -----------------------------------------------------------------------
-
-Writer::Writer(Kind kind, std::size_t reserve) {
-  buf_.reserve(kHeaderBytes + reserve);
-  u32(kMagic);
-  u16(kVersion);
-  u16(static_cast<std::uint16_t>(kind));
-  u32(0);  // length: finish()
-  u32(0);  // flags
-}
-Writer& Writer::u8(std::uint8_t v) {
-  buf_.push_back(v);
-  return *this;
-}
-Writer& Writer::u16(std::uint16_t v) {
-  buf_.push_back(static_cast<std::uint8_t>(v));
-  buf_.push_back(static_cast<std::uint8_t>(v >> 8));
-  return *this;
-}
-Writer& Writer::u32(std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) buf_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  return *this;
-}
-Writer& Writer::u64(std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) buf_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  return *this;
-}
-Writer& Writer::bytes(const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::uint8_t*>(p);
-  buf_.insert(buf_.end(), b, b + n);
-  return *this;
-}
-void Writer::patch_u32(std::size_t offset, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    buf_[offset + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-std::vector<std::uint8_t> Writer::finish() && {
-  patch_u32(8, static_cast<std::uint32_t>(buf_.size()));
-  return std::move(buf_);
-}
+SubmitEntry read_submit_entry(const std::uint8_t* p) noexcept { return read_entry<SubmitEntry>(p); }
+BatchEntry read_batch_entry(const std::uint8_t* p) noexcept { return read_entry<BatchEntry>(p); }
+OutputEntry read_output_entry(const std::uint8_t* p) noexcept { return read_entry<OutputEntry>(p); }
+OutcomeEntry read_outcome_entry(const std::uint8_t* p) noexcept { return read_entry<OutcomeEntry>(p); }
 
 // ---- encoders ---------------------------------------------------------------------
 
-std::vector<std::uint8_t> encode(const Hello& m) {
-  Writer w(Kind::kHello, 32 + m.token.size() + m.name.size() + m.address.size());
-  w.u8(static_cast<std::uint8_t>(m.role)).u8(0).u16(0).u32(m.pid).u64(m.incarnation);
-  w.str(m.token).str(m.name).str(m.address);
-  return std::move(w).finish();
-}
+std::vector<std::uint8_t> encode(const Hello& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Welcome& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Refuse& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Register& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Registered& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const FrontendJoined& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const FrontendLeft& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const PoolInfo& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Ping& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Pong& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Goodbye& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const BatchDone& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Placement& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const PlacementDone& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Cancel& m) { return encode_message(m); }
 
-std::vector<std::uint8_t> encode(const Welcome& m) {
-  Writer w(Kind::kWelcome, 40 + m.models.size() * 48);
-  w.u32(m.peer_id).u32(static_cast<std::uint32_t>(m.models.size())).u64(m.incarnation);
-  w.i64(m.heartbeat_interval_ns).i64(m.heartbeat_timeout_ns);
-  for (const ModelEntry& e : m.models) w.u32(e.id).u32(e.max_batch).i64(e.slo_ns).str(e.name);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Refuse& m) {
-  Writer w(Kind::kRefuse, 4 + m.reason.size());
-  w.str(m.reason);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Register& m) {
-  Writer w(Kind::kRegister);
-  w.u32(static_cast<std::uint32_t>(m.devices.size())).u32(static_cast<std::uint32_t>(m.models.size()));
-  for (const std::string& d : m.devices) w.str(d);
-  for (const std::string& s : m.models) w.str(s);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Registered& m) {
-  Writer w(Kind::kRegistered, 4 + 4 * m.gpus.size());
-  w.u32(static_cast<std::uint32_t>(m.gpus.size()));
-  for (std::uint32_t g : m.gpus) w.u32(g);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const FrontendJoined& m) {
-  Writer w(Kind::kFrontendJoined, 20 + m.address.size());
-  w.u32(m.frontend_id).u32(m.generation).u64(m.incarnation).str(m.address);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const FrontendLeft& m) {
-  Writer w(Kind::kFrontendLeft, 8);
-  w.u32(m.frontend_id).u32(m.generation);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const PoolInfo& m) {
-  Writer w(Kind::kPoolInfo, 20 + m.rkey.size());
-  w.u64(m.base)
-      .u64(m.length)
-      .u32(static_cast<std::uint32_t>(m.rkey.size()))
-      .bytes(m.rkey.data(), m.rkey.size());
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Ping& m) {
-  Writer w(Kind::kPing, 16);
-  w.u64(m.seq).i64(m.origin_ns);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Pong& m) {
-  Writer w(Kind::kPong, 16);
-  w.u64(m.seq).i64(m.origin_ns);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Goodbye& m) {
-  Writer w(Kind::kGoodbye, 4 + m.reason.size());
-  w.str(m.reason);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const BatchDone& m) {
-  Writer w(Kind::kBatchDone, 64 + m.error.size());
-  w.u64(m.batch).u8(static_cast<std::uint8_t>(m.status)).u8(0).u16(0).u32(m.executed);
-  w.i64(m.since_end_ns).i64(m.recv_to_end_ns).i64(m.fetch_ns).i64(m.exec_ns).i64(m.push_ns);
-  w.str(m.error);
-  return std::move(w).finish();
-}
-
-SubmitBuilder::SubmitBuilder(std::size_t reserve_entries)
-    : w_(Kind::kSubmit, 8 + reserve_entries * kSubmitEntryBytes) {
-  w_.u32(0).u32(0);  // count (patched), reserved
+SubmitBuilder::SubmitBuilder(std::size_t reserve_entries) {
+  start(buf_, SubmitView{}, reserve_entries * kSubmitEntryBytes);
 }
 void SubmitBuilder::add(const SubmitEntry& e) {
-  w_.u64(e.request).u64(e.addr).u32(e.len).u32(e.model).i64(e.budget_ns);
+  append(buf_, e);
   ++count_;
 }
-std::vector<std::uint8_t> SubmitBuilder::finish() && {
-  w_.patch_u32(kHeaderBytes, count_);
-  return std::move(w_).finish();
-}
+std::vector<std::uint8_t> SubmitBuilder::finish() && { return seal<SubmitView>(buf_, count_); }
 
 BatchBuilder::BatchBuilder(std::uint64_t batch, std::uint32_t device, std::uint32_t model,
-                           std::int64_t predicted_ns, std::int64_t exec_budget_ns, std::uint32_t planned_size)
-    : w_(Kind::kBatch, 48 + std::size_t{planned_size} * kBatchEntryBytes) {
-  w_.u64(batch).u32(device).u32(model).i64(predicted_ns).i64(exec_budget_ns).u32(planned_size).u32(0);
+                           std::int64_t predicted_ns, std::int64_t exec_budget_ns,
+                           std::uint32_t planned_size) {
+  const BatchView head{batch, device, model, predicted_ns, exec_budget_ns, planned_size, {}};
+  // Room for the planned entries, but no more than a Batch may carry.
+  start(buf_, head, std::size_t{std::min(planned_size, kMaxEntries)} * kBatchEntryBytes);
 }
 void BatchBuilder::add(const BatchEntry& e) {
-  w_.u64(e.request).u64(e.addr).u32(e.len).u32(e.frontend_id).u32(e.frontend_generation).u32(0);
+  append(buf_, e);
   ++count_;
 }
-std::vector<std::uint8_t> BatchBuilder::finish() && {
-  w_.patch_u32(kHeaderBytes + 36, count_);
-  return std::move(w_).finish();
-}
+std::vector<std::uint8_t> BatchBuilder::finish() && { return seal<BatchView>(buf_, count_); }
 
 OutputsBuilder::OutputsBuilder(std::uint64_t batch, std::uint32_t batch_size, BatchStatus status,
                                std::string_view error)
     : batch_(batch), batch_size_(batch_size), status_(status), error_(error.substr(0, kMaxTextBytes)) {}
 void OutputsBuilder::add(std::uint64_t request, std::span<const std::uint8_t> output) {
-  entries_.push_back({request, static_cast<std::uint32_t>(output.size())});
+  append(entries_, OutputEntry{request, static_cast<std::uint32_t>(output.size())});
   payload_.insert(payload_.end(), output.begin(), output.end());
+  ++count_;
 }
 std::vector<std::uint8_t> OutputsBuilder::finish() && {
-  Writer w(Kind::kOutputs, 32 + entries_.size() * kOutputEntryBytes + error_.size() + payload_.size());
-  w.u64(batch_).u32(batch_size_).u32(static_cast<std::uint32_t>(entries_.size()));
-  w.u8(static_cast<std::uint8_t>(status_)).u8(0).u16(0).str(error_);
-  for (const OutputEntry& e : entries_) w.u64(e.request).u32(e.len).u32(0);
-  w.bytes(payload_.data(), payload_.size());
-  return std::move(w).finish();
+  return encode_message(
+      OutputsView{batch_, batch_size_, status_, error_, {entries_.data(), count_}, payload_});
 }
 
 OutcomesBuilder::OutcomesBuilder(std::string_view text) : text_(text.substr(0, kMaxTextBytes)) {}
 void OutcomesBuilder::add(const OutcomeEntry& e) {
-  for (int i = 0; i < 8; ++i) entries_.push_back(static_cast<std::uint8_t>(e.request >> (8 * i)));
-  entries_.push_back(e.outcome);
-  entries_.push_back(e.reason);
-  entries_.insert(entries_.end(), 6, 0);
+  append(entries_, e);
   ++count_;
 }
 std::vector<std::uint8_t> OutcomesBuilder::finish() && {
-  Writer w(Kind::kOutcomes, 8 + text_.size() + entries_.size());
-  w.u32(count_).str(text_).bytes(entries_.data(), entries_.size());
-  return std::move(w).finish();
+  return encode_message(OutcomesView{text_, {entries_.data(), count_}});
 }
 
 // ---- decoders ---------------------------------------------------------------------
@@ -410,23 +919,21 @@ Result<Header> decode_header(std::span<const std::uint8_t> msg) {
                                               " bytes, shorter than the " + std::to_string(kHeaderBytes) +
                                               "-byte header");
   Header h;
-  h.magic = load_u32(msg.data());
+  At at(msg.data());
+  fields(at, h);
   if (h.magic != kMagic) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%08x", h.magic);
     return Status(Errc::kInvalidArgument,
                   std::string("wrong magic ") + buf + " (not a Symphony cluster message)");
   }
-  h.version = load_u16(msg.data() + 4);
   if (h.version != kVersion)
     return Status(Errc::kInvalidArgument, "unsupported protocol version " + std::to_string(h.version) +
                                               " (this build speaks version " + std::to_string(kVersion) +
                                               ")");
-  const std::uint16_t kind = load_u16(msg.data() + 6);
+  const auto kind = static_cast<std::uint16_t>(h.kind);
   if (kind == 0 || kind > kMaxKind)
     return Status(Errc::kInvalidArgument, "unknown message kind " + std::to_string(kind));
-  h.kind = static_cast<Kind>(kind);
-  h.length = load_u32(msg.data() + 8);
   if (h.length > kMaxMessageBytes || msg.size() > kMaxMessageBytes)
     return Status(Errc::kInvalidArgument, "oversized " + std::string(to_string(h.kind)) + " message: " +
                                               std::to_string(std::max<std::size_t>(h.length, msg.size())) +
@@ -436,345 +943,48 @@ Result<Header> decode_header(std::span<const std::uint8_t> msg) {
                                               std::string(to_string(h.kind)) + " message: the header says " +
                                               std::to_string(h.length) + " bytes, " +
                                               std::to_string(msg.size()) + " arrived");
-  h.flags = load_u32(msg.data() + 12);
   if (h.flags != 0)
     return Status(Errc::kInvalidArgument, "unknown flags " + std::to_string(h.flags) + " in a " +
                                               std::string(to_string(h.kind)) + " message");
   return h;
 }
 
-Result<Hello> decode_hello(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kHello); !s.ok()) return s;
-  Reader r(msg, Kind::kHello);
-  Hello m;
-  const std::uint8_t role = r.u8("role");
-  r.u8("pad");
-  r.u16("pad");
-  m.pid = r.u32("pid");
-  m.incarnation = r.u64("incarnation");
-  m.token = r.str("token", kMaxTokenBytes);
-  m.name = r.str("name", kMaxNameBytes);
-  m.address = r.str("address", kMaxNameBytes);
-  if (r.ok() && (role < 1 || role > 3)) r.fail("unknown role " + std::to_string(role));
-  m.role = static_cast<Role>(role);
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Welcome> decode_welcome(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kWelcome); !s.ok()) return s;
-  Reader r(msg, Kind::kWelcome);
-  Welcome m;
-  m.peer_id = r.u32("peer_id");
-  const std::uint32_t n = r.u32("model count");
-  m.incarnation = r.u64("incarnation");
-  m.heartbeat_interval_ns = r.i64("heartbeat_interval");
-  m.heartbeat_timeout_ns = r.i64("heartbeat_timeout");
-  if (r.ok() && n > kMaxModels)
-    r.fail(std::to_string(n) + " models, more than the limit " + std::to_string(kMaxModels));
-  // Each entry takes at least 20 bytes: a count beyond the remaining bytes is refused before any allocation.
-  if (r.ok() && std::uint64_t{n} * 20 > r.remaining())
-    r.fail(std::to_string(n) + " models cannot fit in the " + std::to_string(r.remaining()) + " bytes left");
-  if (r.ok() && (m.heartbeat_interval_ns <= 0 || m.heartbeat_timeout_ns <= 0))
-    r.fail("heartbeat interval and timeout must be positive");
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i) {
-    ModelEntry e;
-    e.id = r.u32("model id");
-    e.max_batch = r.u32("max_batch");
-    e.slo_ns = r.i64("slo");
-    e.name = r.str("model name", kMaxNameBytes);
-    if (r.ok() && (e.slo_ns <= 0 || e.max_batch == 0))
-      r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
-    m.models.push_back(std::move(e));
-  }
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Refuse> decode_refuse(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kRefuse); !s.ok()) return s;
-  Reader r(msg, Kind::kRefuse);
-  Refuse m;
-  m.reason = r.str("reason", kMaxTextBytes);
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Register> decode_register(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kRegister); !s.ok()) return s;
-  Reader r(msg, Kind::kRegister);
-  Register m;
-  const std::uint32_t nd = r.u32("device count");
-  const std::uint32_t nm = r.u32("model count");
-  if (r.ok() && (nd == 0 || nd > kMaxDevices))
-    r.fail(std::to_string(nd) + " devices (1 to " + std::to_string(kMaxDevices) + " allowed)");
-  if (r.ok() && nm > kMaxModels)
-    r.fail(std::to_string(nm) + " models, more than the limit " + std::to_string(kMaxModels));
-  if (r.ok() && (std::uint64_t{nd} + nm) * 4 > r.remaining())
-    r.fail(std::to_string(nd) + " devices and " + std::to_string(nm) + " models cannot fit in the " +
-           std::to_string(r.remaining()) + " bytes left");
-  for (std::uint32_t i = 0; r.ok() && i < nd; ++i) m.devices.push_back(r.str("device name", kMaxNameBytes));
-  for (std::uint32_t i = 0; r.ok() && i < nm; ++i) m.models.push_back(r.str("model name", kMaxNameBytes));
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
+Result<Hello> decode_hello(std::span<const std::uint8_t> msg) { return decode_message<Hello>(msg); }
+Result<Welcome> decode_welcome(std::span<const std::uint8_t> msg) { return decode_message<Welcome>(msg); }
+Result<Refuse> decode_refuse(std::span<const std::uint8_t> msg) { return decode_message<Refuse>(msg); }
+Result<Register> decode_register(std::span<const std::uint8_t> msg) { return decode_message<Register>(msg); }
 Result<Registered> decode_registered(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kRegistered); !s.ok()) return s;
-  Reader r(msg, Kind::kRegistered);
-  Registered m;
-  const std::uint32_t n = r.u32("gpu count");
-  const std::size_t at = r.entries(n, 4, kMaxDevices, "GPU ids");
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i) m.gpus.push_back(load_u32(r.at(at + 4 * std::size_t{i})));
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
+  return decode_message<Registered>(msg);
 }
-
 Result<FrontendJoined> decode_frontend_joined(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kFrontendJoined); !s.ok()) return s;
-  Reader r(msg, Kind::kFrontendJoined);
-  FrontendJoined m;
-  m.frontend_id = r.u32("frontend_id");
-  m.generation = r.u32("generation");
-  m.incarnation = r.u64("incarnation");
-  m.address = r.str("address", kMaxNameBytes);
-  if (r.ok() && m.address.empty()) r.fail("empty frontend address");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
+  return decode_message<FrontendJoined>(msg);
 }
-
 Result<FrontendLeft> decode_frontend_left(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kFrontendLeft); !s.ok()) return s;
-  Reader r(msg, Kind::kFrontendLeft);
-  FrontendLeft m;
-  m.frontend_id = r.u32("frontend_id");
-  m.generation = r.u32("generation");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
+  return decode_message<FrontendLeft>(msg);
 }
-
-Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kPoolInfo); !s.ok()) return s;
-  Reader r(msg, Kind::kPoolInfo);
-  PoolInfo m;
-  m.base = r.u64("base");
-  m.length = r.u64("length");
-  const std::uint32_t n = r.u32("rkey length");
-  const std::size_t at = r.entries(n, 1, static_cast<std::uint32_t>(kMaxRkeyBytes), "rkey bytes");
-  if (r.ok()) m.rkey.assign(r.at(at), r.at(at) + n);
-  if (r.ok() && m.rkey.empty()) r.fail("empty rkey");
-  if (r.ok() && m.length > std::numeric_limits<std::uint64_t>::max() - m.base)
-    r.fail("the pool wraps around");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Ping> decode_ping(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kPing); !s.ok()) return s;
-  Reader r(msg, Kind::kPing);
-  Ping m;
-  m.seq = r.u64("seq");
-  m.origin_ns = r.i64("origin");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Pong> decode_pong(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kPong); !s.ok()) return s;
-  Reader r(msg, Kind::kPong);
-  Pong m;
-  m.seq = r.u64("seq");
-  m.origin_ns = r.i64("origin");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kGoodbye); !s.ok()) return s;
-  Reader r(msg, Kind::kGoodbye);
-  Goodbye m;
-  m.reason = r.str("reason", kMaxTextBytes);
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-std::vector<std::uint8_t> encode(const Placement& m) {
-  Writer w(Kind::kPlacement, 20 + 4 * (m.load.size() + m.unload.size()));
-  w.u64(m.seq).u32(m.device).u32(static_cast<std::uint32_t>(m.load.size()));
-  w.u32(static_cast<std::uint32_t>(m.unload.size()));
-  for (std::uint32_t x : m.load) w.u32(x);
-  for (std::uint32_t x : m.unload) w.u32(x);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const PlacementDone& m) {
-  Writer w(Kind::kPlacementDone, 20 + m.error.size());
-  w.u64(m.seq).u32(m.device).u8(static_cast<std::uint8_t>(m.status)).str(m.error);
-  return std::move(w).finish();
-}
-
-std::vector<std::uint8_t> encode(const Cancel& m) {
-  Writer w(Kind::kCancel, 4 + 8 * m.requests.size());
-  w.u32(static_cast<std::uint32_t>(m.requests.size()));
-  for (std::uint64_t id : m.requests) w.u64(id);
-  return std::move(w).finish();
-}
-
-Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kCancel); !s.ok()) return s;
-  Reader r(msg, Kind::kCancel);
-  Cancel m;
-  const std::uint32_t n = r.u32("request count");
-  const std::size_t at = r.entries(n, 8, kMaxEntries, "request ids");
-  if (r.ok() && n == 0) r.fail("no request ids");
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i) m.requests.push_back(load_u64(r.at(at + 8 * std::size_t{i})));
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<Placement> decode_placement(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kPlacement); !s.ok()) return s;
-  Reader r(msg, Kind::kPlacement);
-  Placement m;
-  m.seq = r.u64("seq");
-  m.device = r.u32("device");
-  const std::uint32_t nl = r.u32("load count");
-  const std::uint32_t nu = r.u32("unload count");
-  if (r.ok() && m.device >= kMaxDevices)
-    r.fail("device " + std::to_string(m.device) + " (below " + std::to_string(kMaxDevices) + " allowed)");
-  const std::size_t at = r.entries(nl, 4, kMaxModels, "models to load");
-  for (std::uint32_t i = 0; r.ok() && i < nl; ++i) m.load.push_back(load_u32(r.at(at + 4 * std::size_t{i})));
-  const std::size_t ut = r.entries(nu, 4, kMaxModels, "models to unload");
-  for (std::uint32_t i = 0; r.ok() && i < nu; ++i)
-    m.unload.push_back(load_u32(r.at(ut + 4 * std::size_t{i})));
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
-Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kPlacementDone); !s.ok()) return s;
-  Reader r(msg, Kind::kPlacementDone);
-  PlacementDone m;
-  m.seq = r.u64("seq");
-  m.device = r.u32("device");
-  const std::uint8_t st = r.u8("status");
-  if (r.ok() && st > 1) r.fail("unknown status " + std::to_string(st));
-  m.status = static_cast<BatchStatus>(st);
-  m.error = r.str("error", kMaxTextBytes);
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
-}
-
+Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg) { return decode_message<PoolInfo>(msg); }
+Result<Ping> decode_ping(std::span<const std::uint8_t> msg) { return decode_message<Ping>(msg); }
+Result<Pong> decode_pong(std::span<const std::uint8_t> msg) { return decode_message<Pong>(msg); }
+Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg) { return decode_message<Goodbye>(msg); }
 Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kBatchDone); !s.ok()) return s;
-  Reader r(msg, Kind::kBatchDone);
-  BatchDone m;
-  m.batch = r.u64("batch");
-  const std::uint8_t st = r.u8("status");
-  r.u8("pad");
-  r.u16("pad");
-  m.executed = r.u32("executed");
-  m.since_end_ns = r.i64("since_end");
-  m.recv_to_end_ns = r.i64("recv_to_end");
-  m.fetch_ns = r.i64("fetch");
-  m.exec_ns = r.i64("exec");
-  m.push_ns = r.i64("push");
-  m.error = r.str("error", kMaxTextBytes);
-  if (r.ok() && st > 1) r.fail("unknown batch status " + std::to_string(st));
-  m.status = static_cast<BatchStatus>(st);
-  constexpr std::int64_t kHour = std::int64_t{3600} * 1000000000;
-  for (std::int64_t v : {m.since_end_ns, m.recv_to_end_ns, m.fetch_ns, m.exec_ns, m.push_ns})
-    if (r.ok() && (v < 0 || v > kHour))
-      r.fail("a timing is negative or longer than an hour: " + std::to_string(v) + " ns");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return m;
+  return decode_message<BatchDone>(msg);
 }
-
+Result<Placement> decode_placement(std::span<const std::uint8_t> msg) {
+  return decode_message<Placement>(msg);
+}
+Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg) {
+  return decode_message<PlacementDone>(msg);
+}
+Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg) { return decode_message<Cancel>(msg); }
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kSubmit); !s.ok()) return s;
-  Reader r(msg, Kind::kSubmit);
-  const std::uint32_t n = r.u32("count");
-  r.u32("reserved");
-  const std::size_t at = r.entries(n, kSubmitEntryBytes, kMaxEntries, "requests");
-  if (r.ok() && n == 0) r.fail("no requests");
-  if (Status s = r.finish(); !s.ok()) return s;
-  return SubmitView{{r.at(at), n}};
+  return decode_message<SubmitView>(msg);
 }
-
-Result<BatchView> decode_batch(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kBatch); !s.ok()) return s;
-  Reader r(msg, Kind::kBatch);
-  BatchView v;
-  v.batch = r.u64("batch");
-  v.device = r.u32("device");
-  v.model = r.u32("model");
-  v.predicted_ns = r.i64("predicted");
-  v.exec_budget_ns = r.i64("exec_budget");
-  v.planned_size = r.u32("planned_size");
-  const std::uint32_t n = r.u32("count");
-  const std::size_t at = r.entries(n, kBatchEntryBytes, kMaxEntries, "requests");
-  if (r.ok() && n == 0) r.fail("no requests");
-  if (r.ok() && n > v.planned_size)
-    r.fail(std::to_string(n) + " requests in a batch planned for " + std::to_string(v.planned_size));
-  if (r.ok() && (v.predicted_ns < 0 || v.predicted_ns > std::int64_t{3600} * 1000000000))
-    r.fail("predicted run time " + std::to_string(v.predicted_ns) + " ns is out of range");
-  if (Status s = r.finish(); !s.ok()) return s;
-  v.entries = {r.at(at), n};
-  return v;
-}
-
+Result<BatchView> decode_batch(std::span<const std::uint8_t> msg) { return decode_message<BatchView>(msg); }
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kOutputs); !s.ok()) return s;
-  Reader r(msg, Kind::kOutputs);
-  OutputsView v;
-  v.batch = r.u64("batch");
-  v.batch_size = r.u32("batch_size");
-  const std::uint32_t n = r.u32("count");
-  const std::uint8_t st = r.u8("status");
-  r.u8("pad");
-  r.u16("pad");
-  const std::uint32_t elen = r.u32("error length");
-  if (r.ok() && elen > kMaxTextBytes)
-    r.fail("error text of " + std::to_string(elen) + " bytes exceeds the limit");
-  const std::size_t eat = r.skip(elen, "error text");
-  const std::size_t at = r.entries(n, kOutputEntryBytes, kMaxEntries, "outputs");
-  if (r.ok() && st > 1) r.fail("unknown batch status " + std::to_string(st));
-  if (r.ok() && n == 0) r.fail("no outputs");
-  std::uint64_t total = 0;
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i)
-    total += read_output_entry(r.at(at + std::size_t{i} * kOutputEntryBytes)).len;
-  const std::size_t pat = r.skip(total, "output payload");
-  if (Status s = r.finish(); !s.ok()) return s;
-  v.status = static_cast<BatchStatus>(st);
-  v.error = std::string_view(reinterpret_cast<const char*>(r.at(eat)), elen);
-  v.entries = {r.at(at), n};
-  v.payload = std::span<const std::uint8_t>(r.at(pat), static_cast<std::size_t>(total));
-  return v;
+  return decode_message<OutputsView>(msg);
 }
-
 Result<OutcomesView> decode_outcomes(std::span<const std::uint8_t> msg) {
-  if (Status s = expect(msg, Kind::kOutcomes); !s.ok()) return s;
-  Reader r(msg, Kind::kOutcomes);
-  OutcomesView v;
-  const std::uint32_t n = r.u32("count");
-  const std::uint32_t tlen = r.u32("text length");
-  if (r.ok() && tlen > kMaxTextBytes) r.fail("text of " + std::to_string(tlen) + " bytes exceeds the limit");
-  const std::size_t tat = r.skip(tlen, "text");
-  const std::size_t at = r.entries(n, kOutcomeEntryBytes, kMaxEntries, "outcomes");
-  if (r.ok() && n == 0) r.fail("no outcomes");
-  for (std::uint32_t i = 0; r.ok() && i < n; ++i) {
-    const OutcomeEntry e = read_outcome_entry(r.at(at + std::size_t{i} * kOutcomeEntryBytes));
-    const bool drop = e.outcome == static_cast<std::uint8_t>(Outcome::kDropped);
-    const bool err = e.outcome == static_cast<std::uint8_t>(Outcome::kError);
-    if (!drop && !err)
-      r.fail("outcome " + std::to_string(e.outcome) + " is neither dropped nor error");
-    else if (drop && (e.reason == 0 || e.reason >= kNumDropReasons))
-      r.fail("unknown drop reason " + std::to_string(e.reason));
-  }
-  if (Status s = r.finish(); !s.ok()) return s;
-  v.text = std::string_view(reinterpret_cast<const char*>(r.at(tat)), tlen);
-  v.entries = {r.at(at), n};
-  return v;
+  return decode_message<OutcomesView>(msg);
 }
 
 Status validate(std::span<const std::uint8_t> msg) {

@@ -3,8 +3,8 @@
 //
 // A message is a fixed 16-byte header followed by a body whose layout the
 // header's kind fixes. All integers are little-endian, whatever the host; no
-// struct is ever copied to or from the wire as memory: the Writer puts each
-// field's bytes, the decoders read them one by one. Header:
+// struct is ever copied to or from the wire as memory: each field's bytes
+// are put and read one by one. Header:
 //
 //   offset 0  u32 magic    0x434D5953 ("SYMC" as bytes)
 //          4  u16 version  kVersion; any other is refused
@@ -12,14 +12,47 @@
 //          8  u32 length   of the whole message, header included
 //         12  u32 flags    0 (reserved)
 //
+// Bodies, field after field with no gaps (str: a u32 length and the bytes;
+// count: the u32 number of items of a later list; pad n: n zero bytes,
+// ignored when read):
+//
+//   Hello           u8 role, pad 3, u32 pid, u64 incarnation, str token, str name, str address
+//   Welcome         u32 peer_id, count models, u64 incarnation, i64 heartbeat_interval_ns,
+//                   i64 heartbeat_timeout_ns, models {u32 id, u32 max_batch, i64 slo_ns, str name}
+//   Refuse, Goodbye str reason
+//   Register        count devices, count models, devices {str}, models {str}
+//   Registered      count gpus, gpus {u32}
+//   FrontendJoined  u32 frontend_id, u32 generation, u64 incarnation, str address
+//   FrontendLeft    u32 frontend_id, u32 generation
+//   PoolInfo        u64 base, u64 length, count rkey, rkey {u8}
+//   Ping, Pong      u64 seq, i64 origin_ns
+//   BatchDone       u64 batch, u8 status, pad 3, u32 executed, i64 since_end_ns, i64 recv_to_end_ns,
+//                   i64 fetch_ns, i64 exec_ns, i64 push_ns, str error
+//   Placement       u64 seq, u32 device, count load, count unload, load {u32}, unload {u32}
+//   PlacementDone   u64 seq, u32 device, u8 status, str error
+//   Cancel          count requests, requests {u64}
+//   Submit          count entries, pad 4, entries {SubmitEntry}
+//   Batch           u64 batch, u32 device, u32 model, i64 predicted_ns, i64 exec_budget_ns,
+//                   u32 planned_size, count entries, entries {BatchEntry}
+//   Outputs         u64 batch, u32 batch_size, count entries, u8 status, pad 3, str error,
+//                   entries {OutputEntry}, then the entries' outputs (len bytes each), in order
+//   Outcomes        count entries, str text, entries {OutcomeEntry}
+//   (entries: see the *Entry structs below)
+//
+// This table restates the one description of each message, its fields() in
+// src/wire.cc, which both the encoder and the decoder apply: they cannot
+// disagree, and wire_test pins the bytes of every kind, so a change to a
+// description shows. A change of layout or meaning takes a new kVersion.
+//
 // Every decoder checks the message before any field is trusted: the magic,
 // the version, a known kind, the length against the bytes received and
 // against kMaxMessageBytes, the fixed part of the body, every count against
-// the bytes that remain (in 64-bit arithmetic, so a count cannot overflow
-// the check), every string against its limit, and the exact end of the
-// message (no trailing bytes). A bad message yields a Status that names the
-// kind and the problem; nothing in it is undefined behaviour (the decoders
-// are fuzzed: extensions/rdma/fuzz/wire_fuzzer.cc).
+// its limit and the bytes that remain (in 64-bit arithmetic, so a count
+// cannot overflow the check) before anything is allocated, every string
+// against its limit, and the exact end of the message (no trailing bytes).
+// A bad message yields a Status that names the kind and the problem; nothing
+// in it is undefined behaviour (the decoders are fuzzed:
+// extensions/rdma/fuzz/wire_fuzzer.cc).
 //
 // The three hot messages (Submit, Batch, Outputs) decode into views over the
 // received bytes: entries are read on access, nothing is allocated.
@@ -42,8 +75,11 @@
 namespace symphony::rdma::wire {
 
 inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
-// Version 2 added Cancel; a peer speaking version 1 is refused at its Hello.
-inline constexpr std::uint16_t kVersion = 2;
+// Version 2 added Cancel. Version 3 counts Placement and PlacementDone in the
+// protocol (they came during version 1 without a bump, so a version-1 peer
+// may or may not know them); its layouts are version 2's. A peer speaking
+// any other version is refused at its Hello, naming both versions.
+inline constexpr std::uint16_t kVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -209,8 +245,9 @@ struct BatchDone {
 };
 
 // ---- hot messages: fixed-size entries read through views ------------------------
+// (wire.cc static_asserts each k*EntryBytes against the entry's description)
 
-struct SubmitEntry {          // 32 bytes
+struct SubmitEntry {          // 32 bytes: the fields in order
   std::uint64_t request = 0;  // the frontend's request id
   std::uint64_t addr = 0;     // input: remote address in the frontend's pool
   std::uint32_t len = 0;      // input bytes
@@ -219,7 +256,7 @@ struct SubmitEntry {          // 32 bytes
 };
 inline constexpr std::size_t kSubmitEntryBytes = 32;
 
-struct BatchEntry {  // 32 bytes
+struct BatchEntry {  // 32 bytes: the fields in order, pad 4
   std::uint64_t request = 0;
   std::uint64_t addr = 0;
   std::uint32_t len = 0;
@@ -228,13 +265,13 @@ struct BatchEntry {  // 32 bytes
 };
 inline constexpr std::size_t kBatchEntryBytes = 32;
 
-struct OutputEntry {  // 16 bytes; the payloads follow all entries, in order
+struct OutputEntry {  // 16 bytes: the fields in order, pad 4; the payloads follow all entries
   std::uint64_t request = 0;
   std::uint32_t len = 0;
 };
 inline constexpr std::size_t kOutputEntryBytes = 16;
 
-struct OutcomeEntry {  // 16 bytes
+struct OutcomeEntry {  // 16 bytes: the fields in order, pad 6
   std::uint64_t request = 0;
   std::uint8_t outcome = 0;  // symphony::Outcome
   std::uint8_t reason = 0;   // symphony::DropReason
@@ -245,12 +282,15 @@ inline constexpr std::size_t kOutcomeEntryBytes = 16;
 template <class E, E (*Read)(const std::uint8_t*), std::size_t Size>
 class EntryView {
  public:
-  EntryView() = default;
-  EntryView(const std::uint8_t* p, std::uint32_t n) : p_(p), n_(n) {}
-  std::uint32_t size() const noexcept { return n_; }
-  bool empty() const noexcept { return n_ == 0; }
+  static constexpr std::size_t kBytes = Size;  // of one entry
+  constexpr EntryView() = default;
+  constexpr EntryView(const std::uint8_t* p, std::uint32_t n) : p_(p), n_(n) {}
+  constexpr std::uint32_t size() const noexcept { return n_; }
+  constexpr bool empty() const noexcept { return n_ == 0; }
   // REQUIRES: i < size().
   E operator[](std::uint32_t i) const noexcept { return Read(p_ + std::size_t{i} * Size); }
+  // All entries as they are on the wire.
+  constexpr std::span<const std::uint8_t> bytes() const noexcept { return {p_, std::size_t{n_} * Size}; }
 
  private:
   const std::uint8_t* p_ = nullptr;
@@ -292,31 +332,6 @@ struct OutcomesView {
 
 // ---- encoding ---------------------------------------------------------------------
 
-// Appends little-endian fields to a message; begin() writes the header and
-// finish() its length.
-class Writer {
- public:
-  explicit Writer(Kind kind, std::size_t reserve = 64);
-  Writer& u8(std::uint8_t v);
-  Writer& u16(std::uint16_t v);
-  Writer& u32(std::uint32_t v);
-  Writer& u64(std::uint64_t v);
-  Writer& i64(std::int64_t v) { return u64(static_cast<std::uint64_t>(v)); }
-  Writer& bytes(const void* p, std::size_t n);
-  // A u32 length and the bytes.
-  Writer& str(std::string_view s) {
-    return u32(static_cast<std::uint32_t>(s.size())).bytes(s.data(), s.size());
-  }
-  // Overwrites the u32 at `offset` (a count reserved earlier).
-  void patch_u32(std::size_t offset, std::uint32_t v);
-  std::size_t size() const noexcept { return buf_.size(); }
-  // Writes the length and hands the message over.
-  std::vector<std::uint8_t> finish() &&;
-
- private:
-  std::vector<std::uint8_t> buf_;
-};
-
 std::vector<std::uint8_t> encode(const Hello& m);
 std::vector<std::uint8_t> encode(const Welcome& m);
 std::vector<std::uint8_t> encode(const Refuse& m);
@@ -342,7 +357,7 @@ class SubmitBuilder {
   std::vector<std::uint8_t> finish() &&;
 
  private:
-  Writer w_;
+  std::vector<std::uint8_t> buf_;
   std::uint32_t count_ = 0;
 };
 
@@ -356,7 +371,7 @@ class BatchBuilder {
   std::vector<std::uint8_t> finish() &&;
 
  private:
-  Writer w_;
+  std::vector<std::uint8_t> buf_;
   std::uint32_t count_ = 0;
 };
 
@@ -365,7 +380,7 @@ class OutputsBuilder {
  public:
   OutputsBuilder(std::uint64_t batch, std::uint32_t batch_size, BatchStatus status, std::string_view error);
   void add(std::uint64_t request, std::span<const std::uint8_t> output);
-  std::uint32_t count() const noexcept { return static_cast<std::uint32_t>(entries_.size()); }
+  std::uint32_t count() const noexcept { return count_; }
   std::vector<std::uint8_t> finish() &&;
 
  private:
@@ -373,8 +388,9 @@ class OutputsBuilder {
   std::uint32_t batch_size_;
   BatchStatus status_;
   std::string error_;
-  std::vector<OutputEntry> entries_;
+  std::vector<std::uint8_t> entries_;  // as on the wire
   std::vector<std::uint8_t> payload_;
+  std::uint32_t count_ = 0;
 };
 
 // Builds an Outcomes message (one text for all its entries).
@@ -387,7 +403,7 @@ class OutcomesBuilder {
 
  private:
   std::string text_;
-  std::vector<std::uint8_t> entries_;
+  std::vector<std::uint8_t> entries_;  // as on the wire
   std::uint32_t count_ = 0;
 };
 

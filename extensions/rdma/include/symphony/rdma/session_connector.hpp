@@ -1,0 +1,144 @@
+// The connecting side of a session: what a backend and a frontend run
+// towards the scheduler (docs/architecture.md#messages). The accepting side
+// is session_acceptor.hpp.
+//
+// A session is one connection that starts with the connector's Hello and is
+// up once the acceptor answers with a Welcome. The connector
+//  - opens the connection when a reconnect is due and sends the Hello; it
+//    gives up on a connection whose Hello nothing answers within
+//    max(heartbeat timeout, 2 s) ("no answer to the Hello");
+//  - sends nothing else before the Welcome: UCX may reorder messages sent
+//    while an endpoint is still wiring up, so a message sent right after the
+//    Hello could reach the acceptor first (send() refuses until the Welcome);
+//  - answers the acceptor's pings, and ends the session when it hears
+//    nothing for the Welcome's heartbeat timeout ("no heartbeat for N ms");
+//  - ends it on a Refuse, a Goodbye, a malformed message or a lost
+//    connection, then reconnects after a Backoff (50 ms doubling to 2 s),
+//    reset once a session is established;
+//  - says Goodbye on an orderly close (once welcomed).
+//
+// "Established" is the node's word: a node with a handshake of its own after
+// the Welcome (a backend's Register / Registered) calls established() when
+// it is done; until then the Hello's longer timeout applies and the backoff
+// keeps growing (a backend whose Register is refused retries slowly). A
+// node without one calls established() from on_welcome.
+//
+// It does no I/O and reads no clock: the node feeds it events with the
+// current time (on_message, on_disconnect, tick) and it acts through its
+// Host. One thread (the transport's progress thread); the Host's callbacks
+// may call back into the connector.
+//
+//   session::Connector s(host, hello);
+//   s.tick(now);                 // every transport tick: connects when due
+//   s.on_message(now, msg);      // messages of the session's connection
+//   (void)s.send(wire::encode(wire::Register{...}));  // once welcomed
+//   s.close("the backend is stopping");
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/wire.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+
+namespace symphony::rdma::session {
+
+class Connector {
+ public:
+  // What the connector needs from its node: one connection to the acceptor,
+  // and where the session's events go.
+  class Host {
+   public:
+    virtual ~Host() = default;
+    // Opens a connection to the acceptor (messages sent at once are queued
+    // until it is up; a later failure arrives as on_disconnect). An error:
+    // no connection, retried after the backoff.
+    virtual Status open() = 0;
+    // Sends one message on the open connection.
+    virtual void send(std::vector<std::uint8_t> msg) = 0;
+    // Closes the connection (no on_disconnect follows).
+    virtual void close() = 0;
+    // The acceptor welcomed us: the session is up, send() works.
+    virtual void on_welcome(const wire::Welcome& w) = 0;
+    // The acceptor refused us; on_down("refused: " + reason) follows.
+    virtual void on_refused(const std::string& reason) = 0;
+    // A message of the node's own (any kind but Welcome, Refuse, Ping,
+    // Pong and Goodbye), while the session is up; the header is checked.
+    virtual void on_message(wire::Kind kind, std::span<const std::uint8_t> msg) = 0;
+    // The session ended and its connection is closed; a reconnect is due at
+    // reconnect_at(). `was_established`: established() had been called.
+    virtual void on_down(const std::string& why, bool was_established) = 0;
+  };
+
+  enum class State : std::uint8_t {
+    kIdle,         // no connection; the next one at reconnect_at()
+    kHello,        // connected, Hello sent, waiting for the Welcome
+    kWelcomed,     // up: the node's own handshake, if any, runs
+    kEstablished,  // up, and the node said so
+    kClosed,       // close() was called: never reconnects
+  };
+
+  // How long a Hello waits for its answer at least (and, before the first
+  // Welcome, how long any session may be silent).
+  static constexpr Duration kHelloTimeout = Duration::seconds(2);
+  static constexpr Duration kDefaultHeartbeatTimeout = Duration::seconds(1);
+
+  // `hello` is sent on every connection.
+  Connector(Host& host, wire::Hello hello) : host_(host), hello_(std::move(hello)) {}
+  Connector(const Connector&) = delete;
+  Connector& operator=(const Connector&) = delete;
+
+  // ---- events ------------------------------------------------------------------------
+
+  // Connects when idle and due; ends a session that has been silent too long.
+  void tick(TimePoint now);
+  // A message on the session's connection.
+  void on_message(TimePoint now, std::span<const std::uint8_t> msg);
+  // The session's connection failed or the acceptor closed it.
+  void on_disconnect(TimePoint now, const std::string& why);
+  // The node's own handshake is done (see above). REQUIRES: up().
+  void established();
+  // The node ends the session (e.g. a message of its own it cannot use):
+  // closed, on_down(why), reconnect after the backoff.
+  void fail(TimePoint now, const std::string& why);
+  // Orderly and final: Goodbye{reason} when welcomed, then closed; no
+  // on_down, no reconnect.
+  void close(const std::string& reason);
+
+  // ---- sending -----------------------------------------------------------------------
+
+  // Sends a message of the node's own: only while up (see above); otherwise
+  // an error and nothing is sent.
+  Status send(std::vector<std::uint8_t> msg);
+
+  // ---- state -------------------------------------------------------------------------
+
+  State state() const noexcept { return state_; }
+  bool up() const noexcept { return state_ == State::kWelcomed || state_ == State::kEstablished; }
+  bool is_established() const noexcept { return state_ == State::kEstablished; }
+  // When an idle connector connects next.
+  TimePoint reconnect_at() const noexcept { return reconnect_at_; }
+  // The last Welcome's (kDefaultHeartbeatTimeout before any).
+  Duration heartbeat_timeout() const noexcept { return heartbeat_timeout_; }
+
+ private:
+  void connect(TimePoint now);
+  // Ends the session: closes the connection (unless it is gone already),
+  // schedules the reconnect and tells the host.
+  void lose(TimePoint now, const std::string& why, bool close_connection);
+  void on_welcome(TimePoint now, std::span<const std::uint8_t> msg);
+
+  Host& host_;
+  const wire::Hello hello_;
+  State state_ = State::kIdle;
+  TimePoint reconnect_at_ = TimePoint::neg_infinite();  // the first tick connects
+  TimePoint heard_;                                       // the last message (or the connect)
+  Duration heartbeat_timeout_ = kDefaultHeartbeatTimeout;
+  Backoff backoff_;
+};
+
+}  // namespace symphony::rdma::session

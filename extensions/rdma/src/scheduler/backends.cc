@@ -1,0 +1,212 @@
+// The scheduler's backends: registration, dispatch and the batches in flight (node_impl.hpp).
+#include "scheduler/node_impl.hpp"
+
+namespace symphony::rdma {
+
+// ---- backends ------------------------------------------------------------------------
+
+void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::Register> r = wire::decode_register(msg);
+  if (!r.ok()) return refuse(c, r.status().message(), session::RefusalKind::kProtocol);
+  if (p.index != ~0u) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
+  std::string missing;
+  for (const ModelConfig& m : models_)
+    if (std::find(r->models.begin(), r->models.end(), m.name) == r->models.end())
+      missing += (missing.empty() ? "" : ", ") + m.name;
+  if (!missing.empty())
+    return refuse(c, "the backend cannot run these models of the cluster: " + missing, session::RefusalKind::kOther);
+  const auto index = static_cast<std::uint32_t>(backends_.size());
+  BackendInfo b;
+  b.conn = c;
+  b.name = p.name;
+  b.devices = r->devices;
+  b.shared = std::make_shared<BackendShared>();
+  b.shared->name = p.name;
+  std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
+  for (std::uint32_t d = 0; d < r->devices.size(); ++d) {
+    const std::uint32_t j = pick_subcluster();
+    if (managed_) {
+      // Its sub-cluster's models (owned and draining) before any batch: the
+      // backend handles this connection's messages in order.
+      std::vector<std::uint32_t> load;
+      for (ModelId m = 0; m < models_.size(); ++m)
+        if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
+      send_placement(c, DeviceRef{index, d}, std::move(load), {});
+    }
+    Result<GpuId> g =
+        runtimes_[j]->add_gpu(std::make_unique<RemoteExecutor>(*this, b.shared, index, c, d, j));
+    if (!g.ok()) {
+      for (std::size_t x = 0; x < b.gpus.size(); ++x) {
+        (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
+        --have_gpus_[b.subs[x]];
+      }
+      return refuse(c, "cannot add its GPUs: " + g.status().message(), session::RefusalKind::kOther);
+    }
+    b.gpus.push_back(*g);
+    b.subs.push_back(j);
+    ++have_gpus_[j];
+    cluster_gpus.push_back(j * set_.max_gpus + *g);
+  }
+  b.registered = true;
+  p.index = index;
+  {
+    std::lock_guard<std::mutex> lock(gpus_mu_);
+    for (std::size_t i = 0; i < b.gpus.size(); ++i)
+      gpu_table_.push_back({cluster_gpus[i], b.name, b.devices[i], true, Duration::zero(), 0});
+  }
+  (void)transport_->send(c, wire::encode(wire::Registered{cluster_gpus}));
+  {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
+  }
+  for (std::uint32_t s = 0; s < frontends_.size(); ++s) {
+    const FrontendInfo& f = frontends_[s];
+    if (f.alive)
+      (void)transport_->send(c,
+                             wire::encode(wire::FrontendJoined{s, f.generation, f.incarnation, f.address}));
+  }
+  std::string devs;
+  for (std::size_t i = 0; i < b.gpus.size(); ++i)
+    devs += (i ? ", " : "") + b.devices[i] + "=GPU " + std::to_string(b.gpus[i]) +
+            (num_subs_ > 1 ? " of sub-cluster " + std::to_string(b.subs[i]) : "");
+  log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")");
+  backends_.push_back(std::move(b));
+  n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& why) {
+  if (index >= backends_.size()) return;
+  BackendInfo& b = backends_[index];
+  if (!b.registered || !b.shared->alive.load()) return;
+  b.shared->alive.store(false);
+  const std::string text = b.name + " lost: " + why;
+  const TimePoint now = SteadyClock{}.now();
+  const std::uint64_t lost = inflight_.fail_backend(index, now, text);
+  std::vector<GpuId> gone;  // cluster-wide ids, as /metrics names them
+  for (std::size_t x = 0; x < b.gpus.size(); ++x) {
+    (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
+    --have_gpus_[b.subs[x]];
+    gone.push_back(b.subs[x] * set_.max_gpus + b.gpus[x]);
+  }
+  {
+    std::lock_guard<std::mutex> lock(gpus_mu_);
+    for (auto& g : gpu_table_)
+      if (std::find(gone.begin(), gone.end(), g.id) != gone.end()) g.alive = false;
+  }
+  // Loads it had not confirmed are no longer awaited.
+  std::erase_if(sent_placements_, [&](const auto& kv) { return kv.second.dev.backend == index; });
+  for (ModelId m = 0; m < pending_.size(); ++m) {
+    if (pending_[m].empty()) continue;
+    std::erase_if(pending_[m], [&](const DeviceRef& r) { return r.backend == index; });
+    if (pending_[m].empty()) load_done(m, now);
+  }
+  {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
+  }
+  n_->backends_lost.fetch_add(1, std::memory_order_relaxed);
+  n_->batches_lost.fetch_add(lost, std::memory_order_relaxed);
+  log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +
+      std::to_string(b.gpus.size()) + " GPUs leave the runtime");
+}
+
+void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b, CompletionPort& port) {
+  const TimePoint now = SteadyClock{}.now();
+  if (!ex.backend_->alive.load(std::memory_order_acquire)) {
+    port.report(BatchCompletion{b.batch, now, BatchStatus::kError, ex.backend_->name + " lost"});
+    return;
+  }
+  thread_local std::vector<wire::BatchEntry> entries;
+  entries.clear();
+  for (const Request& r : b.requests) {
+    RequestSlot& s = slots_[slot_of(r.tag)];
+    // acquire: the frontend's generation and alive bit as on_hello / frontend_lost published them.
+    if (fe_shared_[s.frontend].state.load(std::memory_order_acquire) != alive_state(s.frontend_gen)) {
+      s.filtered.store(1, std::memory_order_relaxed);  // read by the sink on this same thread
+      continue;
+    }
+    entries.push_back({s.request, s.addr, s.len, s.frontend, s.frontend_gen});
+  }
+  const auto count = static_cast<std::uint32_t>(entries.size());
+  if (count < b.size) n_->batches_partial.fetch_add(1, std::memory_order_relaxed);
+  if (count == 0) {
+    // Every request's frontend is gone: nothing runs, the GPU is free now.
+    n_->batches_empty.fetch_add(1, std::memory_order_relaxed);
+    port.report(BatchCompletion{b.batch, now, BatchStatus::kOk, {}});
+    return;
+  }
+  const Duration predicted = models_[b.model].profile.latency(count);
+  const std::uint64_t wire_id = b.batch | (std::uint64_t{ex.subcluster_} << kSubClusterShift);
+  wire::BatchBuilder bb(wire_id, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
+  for (const wire::BatchEntry& e : entries) bb.add(e);
+  const GpuId cluster_gpu = ex.subcluster_ * set_.max_gpus + b.gpu;  // the counters' GPU index
+  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, wire_id, cluster_gpu, &port, count,
+                           count == b.size,
+                           std::move(bb).finish()});
+  transport_->notify();
+}
+
+bool SchedulerNode::Impl::drain_batches() {
+  if (outbox_.size_approx() == 0) return false;
+  OutBatch items[32];
+  std::size_t n;
+  bool any = false;
+  while ((n = outbox_.try_dequeue_bulk(items, 32)) != 0) {
+    any = true;
+    const TimePoint now = SteadyClock{}.now();
+    for (std::size_t i = 0; i < n; ++i) {
+      OutBatch& o = items[i];
+      if (!o.backend->alive.load() || !transport_->connected(o.conn)) {
+        o.port->report(BatchCompletion{o.batch, now, BatchStatus::kError, o.backend->name + " lost"});
+        n_->batches_failed.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      if (Status s = transport_->send(o.conn, std::move(o.msg)); !s.ok()) {
+        o.port->report(
+            BatchCompletion{o.batch, now, BatchStatus::kError, o.backend->name + ": " + s.message()});
+        n_->batches_failed.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      inflight_.add(o.wire, {o.batch, o.backend_index, o.gpu, now, o.port, o.count, o.whole});
+      n_->batches.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return any;
+}
+
+void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::BatchDone> d = wire::decode_batch_done(msg);
+  if (!d.ok()) return refuse(c, d.status().message(), session::RefusalKind::kProtocol);
+  const TimePoint now = SteadyClock{}.now();
+  const std::optional<InflightTable::Batch> taken = inflight_.take(d->batch, p.index);
+  if (!taken) {
+    n_->batch_done_unknown.fetch_add(1, std::memory_order_relaxed);
+    log(p.name + " reported an unknown batch id " + std::to_string(d->batch) + " (ignored)");
+    return;
+  }
+  const InflightTable::Batch& f = *taken;
+  n_->gpu_ran(f.gpu, Duration::nanoseconds(d->exec_ns));
+  const Duration at_backend = Duration::nanoseconds(d->recv_to_end_ns + d->since_end_ns);
+  const Duration round_trip = now - f.sent;
+  const Duration one_way = max(Duration::zero(), round_trip - at_backend) / 2;
+  delays_->on_batch(now, one_way, d->executed, Duration::nanoseconds(d->fetch_ns),
+                    Duration::nanoseconds(d->push_ns));
+  const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
+  const auto sub = static_cast<std::uint32_t>(d->batch >> kSubClusterShift) & (kMaxSubClusters - 1);
+  if (sub < num_subs_) window_busy_ns_[sub] += std::max<std::int64_t>(0, d->exec_ns);
+  const bool ok = d->status == wire::BatchStatus::kOk;
+  // The backend's measured execution time teaches the model's profile
+  // (online recalibration) when the whole batch ran: a batch that lost
+  // requests to a departed frontend ran fewer than its size.
+  const TimePoint start = ok && f.whole && d->executed == f.count && d->exec_ns > 0
+                              ? end - Duration::nanoseconds(d->exec_ns)
+                              : TimePoint::neg_infinite();
+  f.port->report(BatchCompletion{f.local, end, ok ? BatchStatus::kOk : BatchStatus::kError,
+                                 ok ? std::string() : p.name + ": " + d->error, start});
+}
+
+void SchedulerNode::Impl::fail_all_inflight(const std::string& why) {
+  inflight_.fail_all(SteadyClock{}.now(), why);
+}
+
+}  // namespace symphony::rdma

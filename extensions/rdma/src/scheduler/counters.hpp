@@ -1,0 +1,145 @@
+// SchedulerCounters: everything the scheduler counts, each event once. The
+// JSON report and /metrics both render values(): per-model outcome counts are
+// the only record of outcomes, and the totals are their sums.
+//
+// Any thread may count (relaxed atomics: statistics only, no ordering).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::rdma {
+
+class SchedulerCounters {
+ public:
+  using Counter = std::atomic<std::uint64_t>;
+  static constexpr std::size_t kOutcomes = 4;  // Outcome's values
+  static constexpr std::size_t kDropReasons = kNumDropReasons;
+
+  SchedulerCounters(std::size_t models, std::size_t gpus)
+      : models_(models),
+        gpus_(gpus),
+        per_model_(std::make_unique<PerModel[]>(models)),
+        per_gpu_(std::make_unique<PerGpu[]>(gpus)) {}
+
+  // Requests. submitted counts every Submit entry; each is then accepted
+  // (per model) or refused for one reason.
+  Counter submitted{0}, unknown_model{0}, bad_input{0}, no_slot{0};
+  Counter filtered{0};  // ended here while its frontend was gone (also counted under its outcome)
+  void accepted(ModelId m) { per_model_[m].accepted.fetch_add(1, kRelaxed); }
+  void outcome(ModelId m, Outcome o, DropReason reason) {
+    PerModel& x = per_model_[m];
+    x.outcomes[static_cast<std::size_t>(o)].fetch_add(1, kRelaxed);
+    if (o == Outcome::kDropped) x.drops[static_cast<std::size_t>(reason)].fetch_add(1, kRelaxed);
+  }
+  Counter cancels{0}, cancels_handed{0};  // ids in Cancels; those still known, handed to the runtime
+
+  // Batches.
+  Counter batches{0}, batches_partial{0}, batches_empty{0}, batches_failed{0};
+  Counter batches_lost{0}, batch_done_unknown{0};
+  // A batch a backend reported on cluster GPU g (ids past the table are ignored).
+  void gpu_ran(std::size_t g, Duration exec) {
+    if (g >= gpus_) return;
+    per_gpu_[g].busy_ns.fetch_add(exec.ns() > 0 ? exec.ns() : 0, kRelaxed);
+    per_gpu_[g].batches.fetch_add(1, kRelaxed);
+  }
+
+  // Peers and messages.
+  Counter frontends_joined{0}, frontends_lost{0}, backends_joined{0}, backends_lost{0};
+  Counter refused_token{0}, refused_protocol{0}, refused_other{0}, bad_messages{0};
+  Counter outcome_messages{0}, submit_messages{0};
+
+  struct Values {
+    std::uint64_t submitted = 0, accepted = 0, unknown_model = 0, bad_input = 0, no_slot = 0, filtered = 0;
+    std::array<std::uint64_t, kOutcomes> outcomes{};  // totals over the models
+    std::array<std::uint64_t, kDropReasons> drops{};
+    std::uint64_t cancels = 0, cancels_handed = 0;
+    std::uint64_t batches = 0, batches_partial = 0, batches_empty = 0, batches_failed = 0, batches_lost = 0,
+                  batch_done_unknown = 0;
+    std::uint64_t frontends_joined = 0, frontends_lost = 0, backends_joined = 0, backends_lost = 0;
+    std::uint64_t refused_token = 0, refused_protocol = 0, refused_other = 0, bad_messages = 0;
+    std::uint64_t outcome_messages = 0, submit_messages = 0;
+    struct Model {
+      std::uint64_t accepted = 0;
+      std::array<std::uint64_t, kOutcomes> outcomes{};
+      std::array<std::uint64_t, kDropReasons> drops{};
+    };
+    std::vector<Model> models;
+    struct Gpu {
+      Duration busy;
+      std::uint64_t batches = 0;
+    };
+    std::vector<Gpu> gpus;
+    std::uint64_t outcome(Outcome o) const { return outcomes[static_cast<std::size_t>(o)]; }
+  };
+  Values values() const;
+
+ private:
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
+  struct PerModel {
+    Counter accepted{0};
+    Counter outcomes[kOutcomes] = {};
+    Counter drops[kDropReasons] = {};
+  };
+  struct PerGpu {
+    std::atomic<std::int64_t> busy_ns{0};
+    Counter batches{0};
+  };
+  std::size_t models_, gpus_;
+  std::unique_ptr<PerModel[]> per_model_;
+  std::unique_ptr<PerGpu[]> per_gpu_;
+};
+
+inline SchedulerCounters::Values SchedulerCounters::values() const {
+  auto ld = [](const auto& a) { return a.load(kRelaxed); };
+  Values v;
+  v.submitted = ld(submitted);
+  v.unknown_model = ld(unknown_model);
+  v.bad_input = ld(bad_input);
+  v.no_slot = ld(no_slot);
+  v.filtered = ld(filtered);
+  v.cancels = ld(cancels);
+  v.cancels_handed = ld(cancels_handed);
+  v.batches = ld(batches);
+  v.batches_partial = ld(batches_partial);
+  v.batches_empty = ld(batches_empty);
+  v.batches_failed = ld(batches_failed);
+  v.batches_lost = ld(batches_lost);
+  v.batch_done_unknown = ld(batch_done_unknown);
+  v.frontends_joined = ld(frontends_joined);
+  v.frontends_lost = ld(frontends_lost);
+  v.backends_joined = ld(backends_joined);
+  v.backends_lost = ld(backends_lost);
+  v.refused_token = ld(refused_token);
+  v.refused_protocol = ld(refused_protocol);
+  v.refused_other = ld(refused_other);
+  v.bad_messages = ld(bad_messages);
+  v.outcome_messages = ld(outcome_messages);
+  v.submit_messages = ld(submit_messages);
+  v.models.resize(models_);
+  for (std::size_t i = 0; i < models_; ++i) {
+    Values::Model& m = v.models[i];
+    m.accepted = ld(per_model_[i].accepted);
+    v.accepted += m.accepted;
+    for (std::size_t o = 0; o < kOutcomes; ++o) {
+      m.outcomes[o] = ld(per_model_[i].outcomes[o]);
+      v.outcomes[o] += m.outcomes[o];
+    }
+    for (std::size_t r = 0; r < kDropReasons; ++r) {
+      m.drops[r] = ld(per_model_[i].drops[r]);
+      v.drops[r] += m.drops[r];
+    }
+  }
+  v.gpus.resize(gpus_);
+  for (std::size_t g = 0; g < gpus_; ++g)
+    v.gpus[g] = {Duration::nanoseconds(ld(per_gpu_[g].busy_ns)), ld(per_gpu_[g].batches)};
+  return v;
+}
+
+}  // namespace symphony::rdma

@@ -1,0 +1,336 @@
+// The scheduler's lifecycle, peers, messages, heartbeats and delays (node_impl.hpp).
+#include "scheduler/node_impl.hpp"
+
+namespace symphony::rdma {
+
+// ---- lifecycle ---------------------------------------------------------------------
+
+Status SchedulerNode::Impl::start() {
+  const config::Config& sc = opts_.config.sim;
+  if (Status s = check_runs_in_core(sc.spec.policy); !s.ok()) return s;
+  models_ = sc.spec.models;
+  floors_ = sc.spec.delays;
+  RuntimeConfig rc;
+  rc.shards = set_.shards;
+  rc.max_models = static_cast<std::uint32_t>(models_.size());
+  rc.max_gpus = set_.max_gpus;
+  rc.max_requests_per_shard = set_.max_requests;
+  rc.max_outstanding_per_gpu = sc.spec.max_outstanding_per_gpu;
+  rc.ingress_capacity = set_.max_requests;
+  rc.delays = floors_;
+  rc.recalibration.enabled = set_.recalibrate;
+  sub_cfg_ = sc.subclusters;
+  managed_ = sub_cfg_.has_value();
+  num_subs_ = managed_ ? sub_cfg_->spec.count : 1;
+  if (num_subs_ == 0 || num_subs_ > kMaxSubClusters)
+    return Status(Errc::kInvalidArgument, "subclusters.count: 1 to " + std::to_string(kMaxSubClusters) +
+                                              " sub-clusters, got " + std::to_string(num_subs_));
+  // One runtime per sub-cluster, each with every model (the same ids).
+  for (std::uint32_t j = 0; j < num_subs_; ++j) {
+    Result<std::unique_ptr<Rt>> rt = make_runtime(rc, sink_, sc.spec.policy);
+    if (!rt.ok()) return rt.status();
+    runtimes_.push_back(std::move(*rt));
+    for (const ModelConfig& m : models_) {
+      Result<ModelId> id = runtimes_.back()->add_model(m);
+      if (!id.ok()) return id.status();
+    }
+  }
+  const std::size_t nm = models_.size();
+  route_.assign(nm, managed_ ? kNoSubCluster : 0);  // placed below, before any request
+  pending_.assign(nm, {});
+  load_ref_.assign(nm, Ref{});
+  drain_ref_.assign(nm * num_subs_, Ref{});
+  outstanding_ = std::make_unique<std::atomic<std::int64_t>[]>(nm * num_subs_);
+  window_bad_ = std::make_unique<std::atomic<std::uint64_t>[]>(num_subs_);
+  window_arrived_.assign(num_subs_, 0);
+  window_busy_ns_.assign(num_subs_, 0);
+  have_gpus_.assign(num_subs_, 0);
+  if (managed_ && !sub_cfg_->spec.gpus.empty())
+    target_gpus_ = sub_cfg_->spec.gpus;
+  else
+    target_gpus_ = equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
+  max_bad_rate_ = sc.spec.max_bad_rate;
+  epoch_len_ = managed_ ? sub_cfg_->spec.epoch : Duration::zero();
+  window_ = epoch_len_ > Duration::zero()                 ? epoch_len_
+            : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
+                                                          : Duration::seconds(10);
+  {
+    const TimePoint now = SteadyClock{}.now();
+    window_start_ = now;
+    next_window_ = now + window_;
+    next_epoch_ = now + epoch_len_;
+    if (Status s = initial_placement(now); !s.ok()) return s;
+    std::lock_guard<std::mutex> lock(part_mu_);
+    refresh_snapshot_locked();
+  }
+  {
+    DelayLearner::Options d;
+    d.learn = set_.learn_delays;
+    d.percentile = set_.delay_percentile;
+    d.window = set_.delay_window;
+    d.max_age = set_.delay_max_age;
+    d.floors = floors_;
+    for (const ModelConfig& m : models_) d.tightest_slo = min(d.tightest_slo, m.slo);
+    d.verbose = opts_.verbose;
+    delays_.emplace(d, opts_.log);
+  }
+  n_ = std::make_unique<SchedulerCounters>(models_.size(), std::size_t{num_subs_} * set_.max_gpus);
+  slots_ = std::make_unique<RequestSlot[]>(set_.max_requests);
+  for (std::uint32_t i = 0; i < set_.max_requests; ++i) free_slots_.enqueue(i);
+  fe_shared_ = std::make_unique<FrontendShared[]>(kMaxFrontends);
+
+  TransportOptions to;
+  to.name = "scheduler";
+  to.tls = set_.ucx_tls;
+  to.inject_delay = set_.inject_delay;
+  to.show_transports = opts_.verbose;
+  to.log = opts_.log;
+  to.idle_spin = set_.progress_spin;
+  Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
+  if (!t.ok()) return t.status();
+  transport_ = std::move(*t);
+  Result<std::uint16_t> p = transport_->call([&]() -> Result<std::uint16_t> {
+    for (auto& rt : runtimes_) submitters_.push_back(rt->make_submitter());
+    const TimePoint now = SteadyClock{}.now();
+    session::AcceptorOptions ao;
+    ao.self = wire::Role::kScheduler;
+    ao.roles = {wire::Role::kFrontend, wire::Role::kBackend};
+    ao.token = token_;
+    ao.heartbeat_interval = set_.heartbeat_interval;
+    ao.heartbeat_timeout = set_.heartbeat_timeout;
+    acceptor_.emplace(session_host_, std::move(ao), now);
+    next_delay_update_ = now + set_.delay_update;
+    return transport_->listen(opts_.listen);
+  });
+  if (!p.ok()) return p.status();
+  port_ = *p;
+  transport_->activate();
+  std::string names;
+  for (const ModelConfig& m : models_) names += (names.empty() ? "" : ", ") + m.name;
+  log("listening on " + opts_.listen.host + ":" + std::to_string(port_) + " (UCX " +
+      ucp_get_version_string() +
+      "; transports: UCX_TLS=" + (std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : set_.ucx_tls) + "); " +
+      std::to_string(models_.size()) + " models: " + names + "; policy " + sc.spec.policy.to_string() + " (gather " + std::string(to_string(sc.spec.policy.gather)) + ")");
+  return {};
+}
+
+void SchedulerNode::Impl::stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (stopped_.load()) return;
+  stopping_.store(true);
+  // Queued requests are dropped (shutdown) and go back to their frontends;
+  // batches in flight get 2 s to be reported by their backends.
+  std::vector<std::future<void>> stoppers;
+  for (auto& rt : runtimes_)
+    stoppers.push_back(std::async(std::launch::async, [&rt] { rt->stop(StopMode::kCancel); }));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  bool all = true;
+  for (auto& f : stoppers) all &= f.wait_until(until) == std::future_status::ready;
+  if (!all) {
+    transport_->post([this] { fail_all_inflight("the scheduler is stopping"); });
+    for (auto& f : stoppers) f.wait();
+  }
+  transport_->call([this] {
+    while (drain_batches() || drain_outcomes()) {
+    }
+    acceptor_->goodbye_all("the scheduler is stopping");
+    peers_.clear();
+    submitters_.clear();
+  });
+  transport_->stop();
+  stopped_.store(true);
+  log("stopped");
+}
+
+// ---- connections and hello -----------------------------------------------------------
+
+void SchedulerNode::Impl::on_accept(ConnId c, const std::string& peer) {
+  Peer p;
+  p.addr = peer;
+  p.name = "peer " + peer;
+  peers_[c] = std::move(p);
+  acceptor_->on_accept(c, SteadyClock{}.now());
+}
+
+void SchedulerNode::Impl::on_refused(ConnId c, const session::Refusal& r) {
+  const auto it = peers_.find(c);
+  log("refusing " + (it == peers_.end() ? std::string("a peer") : it->second.name) + ": " + r.reason);
+  switch (r.kind) {
+    case session::RefusalKind::kToken:
+      n_->refused_token.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case session::RefusalKind::kMalformed:
+      n_->bad_messages.fetch_add(1, std::memory_order_relaxed);
+      [[fallthrough]];
+    case session::RefusalKind::kProtocol:
+      n_->refused_protocol.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case session::RefusalKind::kOther:
+      n_->refused_other.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+}
+
+void SchedulerNode::Impl::on_session_lost(ConnId c, const std::string& why, session::Loss how) {
+  const auto it = peers_.find(c);
+  if (it == peers_.end()) return;
+  if (how == session::Loss::kSilent) log("closing " + it->second.name + ": " + why);
+  peer_lost(c, it->second, why);
+  peers_.erase(it);
+}
+
+void SchedulerNode::Impl::peer_lost(ConnId, Peer& p, const std::string& why) {
+  if (p.stage == Stage::kFrontend)
+    frontend_lost(p.index, why);
+  else if (p.stage == Stage::kBackend)
+    backend_lost(p.index, why);
+  p.stage = Stage::kNew;
+}
+
+void SchedulerNode::Impl::on_disconnect(ConnId c, const Status& why) { acceptor_->on_disconnect(c, why.message()); }
+
+wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
+  wire::Welcome w;
+  w.peer_id = peer_id;
+  w.incarnation = incarnation_;
+  w.heartbeat_interval_ns = set_.heartbeat_interval.ns();
+  w.heartbeat_timeout_ns = set_.heartbeat_timeout.ns();
+  for (std::uint32_t i = 0; i < models_.size(); ++i)
+    w.models.push_back({i, models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch(),
+                        models_[i].slo.ns(), models_[i].name});
+  return w;
+}
+
+// A Hello that passed the session's checks (token, role): the Welcome, or why not.
+std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId c, const wire::Hello& h) {
+  using session::Refusal;
+  using session::RefusalKind;
+  Peer& p = peers_[c];
+  if (stopping_.load()) return Refusal{"the scheduler is stopping", RefusalKind::kOther};
+  const std::string who = h.name.empty() ? p.addr : "'" + h.name + "' (" + p.addr + ")";
+  if (h.role == wire::Role::kFrontend) {
+    Result<HostPort> addr = HostPort::parse(h.address);
+    if (!addr.ok()) return Refusal{"frontend address: " + addr.status().message(), RefusalKind::kProtocol};
+    std::uint32_t slot = 0;
+    while (slot < frontends_.size() && frontends_[slot].alive) ++slot;
+    if (slot == kMaxFrontends) return Refusal{"too many frontends", RefusalKind::kOther};
+    if (slot == frontends_.size()) frontends_.emplace_back();
+    FrontendInfo& f = frontends_[slot];
+    ++f.generation;
+    f.alive = true;
+    f.conn = c;
+    f.incarnation = h.incarnation;
+    f.name = who;
+    f.address = h.address;
+    f.rtt = WindowedPercentile(64, Duration::seconds(10));
+    f.one_way = Duration::zero();
+    f.bad_logged = 0;
+    f.by_request.clear();
+    // release: dispatch (shard threads) sees the generation with the alive bit.
+    fe_shared_[slot].state.store(alive_state(f.generation), std::memory_order_release);
+    p.stage = Stage::kFrontend;
+    p.index = slot;
+    p.name = "frontend " + who;
+    // Backends learn about it before it can submit anything.
+    const auto joined = wire::encode(wire::FrontendJoined{slot, f.generation, f.incarnation, f.address});
+    for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { (void)transport_->send(b.conn, joined); });
+    n_->frontends_joined.fetch_add(1, std::memory_order_relaxed);
+    frontends_alive_.fetch_add(1, std::memory_order_relaxed);
+    log(p.name + " joined as frontend " + std::to_string(slot) + " (inputs at " + f.address + ")");
+    return welcome(slot);
+  }
+  // A backend (check_hello let only frontends and backends through).
+  p.stage = Stage::kBackend;
+  p.index = ~0u;  // until it registers
+  p.name = "backend " + who;
+  return welcome(0);
+}
+
+// ---- messages, heartbeats, delays ---------------------------------------------------
+
+void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
+  acceptor_->on_message(c, SteadyClock{}.now(), msg);
+}
+
+// A welcomed peer's message of the node's own (not Ping, Pong, Goodbye).
+void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg,
+                                          TimePoint) {
+  const auto it = peers_.find(c);
+  if (it == peers_.end()) return;
+  Peer& p = it->second;
+  const bool fe = p.stage == Stage::kFrontend;
+  switch (kind) {
+    case wire::Kind::kSubmit:
+      if (fe) return on_submit(c, p, msg);
+      break;
+    case wire::Kind::kCancel:
+      if (fe) return on_cancel(c, p, msg);
+      break;
+    case wire::Kind::kRegister:
+      if (!fe) return on_register(c, p, msg);
+      break;
+    case wire::Kind::kBatchDone:
+      if (!fe && p.index != ~0u) return on_batch_done(c, p, msg);
+      break;
+    case wire::Kind::kPlacementDone:
+      if (!fe && p.index != ~0u) return on_placement_done(p, msg);
+      break;
+    default:
+      break;
+  }
+  refuse(c,
+         "unexpected " + std::string(wire::to_string(kind)) + " message from a " + (fe ? "frontend" : "backend"),
+         session::RefusalKind::kMalformed);
+}
+
+void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
+  const auto it = peers_.find(c);
+  if (it == peers_.end()) return;
+  const Peer& p = it->second;
+  if (p.stage == Stage::kFrontend && p.index < frontends_.size()) frontends_[p.index].rtt.add(now, rtt);
+  // Backends' pings keep d_ctrl measured when no batch runs (a stale high
+  // estimate must not outlive the traffic that caused it).
+  if (p.stage == Stage::kBackend && p.index != ~0u) delays_->on_backend_rtt(now, rtt);
+}
+
+void SchedulerNode::Impl::on_tick(TimePoint now) {
+  if (acceptor_->tick(now))
+    for (FrontendInfo& f : frontends_)
+      if (f.alive) f.one_way = f.rtt.percentile(set_.delay_percentile, now) / 2;
+  if (now >= next_delay_update_) {
+    next_delay_update_ = now + set_.delay_update;
+    update_delays(now);
+  }
+  subcluster_tick(now);
+}
+
+// The learner's delays, when they moved, go to every runtime.
+void SchedulerNode::Impl::update_delays(TimePoint now) {
+  const std::optional<Delays> d = delays_->update(now);
+  if (!d) return;
+  for (auto& rt : runtimes_)
+    if (Status s = rt->set_delays(*d); !s.ok()) return;
+  delays_->commit(*d);
+}
+
+// ---- SchedulerNode ---------------------------------------------------------------------
+
+SchedulerNode::SchedulerNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SchedulerNode::~SchedulerNode() {
+  if (impl_) impl_->stop();
+}
+
+Result<std::unique_ptr<SchedulerNode>> SchedulerNode::create(SchedulerOptions opts) {
+  auto impl = std::make_unique<Impl>(std::move(opts));
+  if (Status s = impl->start(); !s.ok()) return s;
+  return std::unique_ptr<SchedulerNode>(new SchedulerNode(std::move(impl)));
+}
+
+std::uint16_t SchedulerNode::port() const { return impl_->port(); }
+void SchedulerNode::stop() { impl_->stop(); }
+nlohmann::json SchedulerNode::report() const { return impl_->report(); }
+SchedulerMetricsSnapshot SchedulerNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
+std::string SchedulerNode::not_ready() const { return impl_->not_ready(); }
+PartitionSnapshot SchedulerNode::partition_snapshot() const { return impl_->partition_snapshot(); }
+
+}  // namespace symphony::rdma

@@ -1,0 +1,380 @@
+// The cluster scheduler's implementation (the class behind SchedulerNode),
+// shared by its units: node.cc (lifecycle, peers, messages, heartbeats,
+// delays), backends.cc (registration, dispatch, batches in flight),
+// requests.cc (frontends' requests, cancels, outcomes), subclusters.cc
+// (sub-clusters, epochs, moves, autoscaling windows) and report.cc (the JSON
+// report and /metrics). Private to the extension.
+#pragma once
+
+#include "symphony/rdma/scheduler_node.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include "symphony/exec_policy.hpp"
+#include "symphony/rdma/delay_estimator.hpp"
+#include "symphony/rdma/node_metrics.hpp"
+#include "symphony/rdma/node_common.hpp"
+#include "symphony/rdma/session_acceptor.hpp"
+#include "symphony/rdma/wire.hpp"
+#include "symphony/runtime/any_runtime.hpp"
+#include "symphony/partitioner.hpp"
+#include "symphony/partition/subclusters.hpp"
+#include "symphony/subcluster.hpp"
+
+#include "scheduler/counters.hpp"
+#include "scheduler/delay_learner.hpp"
+#include "scheduler/inflight.hpp"
+
+namespace symphony::rdma {
+// Constants and helpers of the scheduler's units (this header is private:
+// only they include it).
+namespace scheduler_detail {
+inline constexpr std::uint32_t kMaxFrontends = 4096;
+inline constexpr std::uint32_t kMaxSubmitLog = 5;  // bad entries logged per frontend
+inline constexpr std::size_t kOutcomesPerMessage = 4096;
+// A batch's id on the wire: the runtime's id with its sub-cluster in bits
+// 48..55, which BatchIdLayout leaves free (sub-cluster 0: the runtime's id).
+inline constexpr int kSubClusterShift = 48;
+inline constexpr std::uint32_t kMaxSubClusters = 256;
+inline constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epochs
+
+inline std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
+
+inline double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+}  // namespace scheduler_detail
+using namespace scheduler_detail;  // NOLINT: a private header
+
+class SchedulerNode::Impl final : public Transport::Handler {
+ public:
+  struct Sink {
+    Impl* n;
+    void on_outcome(const RequestOutcome& o) { n->on_outcome(o); }
+    void on_batch_error(BatchId b, std::string_view m) { n->on_batch_error(b, m); }
+  };
+  using Rt = AnyRuntime<Sink>;
+
+  explicit Impl(SchedulerOptions opts)
+      : opts_(std::move(opts)),
+        token_(effective_token(opts_.config.cluster)),
+        set_(opts_.config.cluster) {
+    if (!opts_.log) opts_.log = stderr_logger("scheduler");
+  }
+
+  Status start();
+  void stop();
+  nlohmann::json report() const;
+  SchedulerMetricsSnapshot metrics_snapshot() const;
+  std::string not_ready() const {
+    SchedulerMetricsSnapshot s;  // what scheduler_not_ready reads, and no more
+    s.stopping = stopping_.load();
+    {
+      std::lock_guard<std::mutex> lock(gpus_mu_);
+      s.gpus = gpu_table_;
+    }
+    return scheduler_not_ready(s);
+  }
+  PartitionSnapshot partition_snapshot() const {
+    std::lock_guard<std::mutex> lock(part_mu_);
+    return snap_;
+  }
+  std::uint16_t port() const { return port_; }
+
+  // Transport::Handler (progress thread).
+  void on_accept(ConnId c, const std::string& peer) override;
+  void on_message(ConnId c, std::span<const std::uint8_t> msg) override;
+  void on_disconnect(ConnId c, const Status& why) override;
+  void on_tick(TimePoint now) override;
+  bool on_poll() override;
+
+  // RemoteExecutor (shard threads).
+  struct BackendShared {
+    std::atomic<bool> alive{true};
+    std::string name;
+  };
+  class RemoteExecutor;
+  void dispatch(const RemoteExecutor& ex, const ExecBatch& b, CompletionPort& port);
+
+  // Runtime sink (shard threads and the progress thread).
+  void on_outcome(const RequestOutcome& o);
+  void on_batch_error(BatchId b, std::string_view m);
+
+ private:
+  enum class Stage : std::uint8_t { kNew, kFrontend, kBackend };
+  struct Peer {
+    Stage stage = Stage::kNew;
+    std::string name;  // "frontend 'fe1' (10.0.0.3:4000)"
+    std::string addr;  // the connection's peer address
+    std::uint32_t index = 0;  // frontend slot or backend index
+  };
+  struct RequestSlot {
+    std::uint64_t request = 0;
+    std::uint64_t addr = 0;
+    std::uint32_t len = 0;
+    std::uint32_t frontend = 0;
+    std::uint32_t frontend_gen = 0;
+    std::uint32_t subcluster = 0;           // the runtime it was submitted to
+    ModelId model = 0;
+    std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
+    // Progress thread: the slot's use count (the runtime tag is gen << 32 | slot,
+    // so that a late Cancel never reaches the slot's next request), and whether
+    // its request is in its frontend's by_request index.
+    std::uint32_t gen = 0;
+    bool indexed = false;
+  };
+  static std::uint32_t slot_of(std::uint64_t tag) { return static_cast<std::uint32_t>(tag); }
+  struct FrontendShared {
+    std::atomic<std::uint64_t> state{0};  // generation << 1 | alive
+  };
+  struct FrontendInfo {
+    ConnId conn = kNoConn;
+    std::uint32_t generation = 0;
+    bool alive = false;
+    std::uint64_t incarnation = 0;
+    std::string name, address;
+    WindowedPercentile rtt{64, Duration::seconds(10)};
+    Duration one_way;  // half a high percentile of its ping round trips
+    std::uint32_t bad_logged = 0;
+    // Its requests by id -> slot, to find what a Cancel names (an entry per
+    // slot at most: dropped when the slot is taken again).
+    std::unordered_map<std::uint64_t, std::uint32_t> by_request;
+  };
+  struct BackendInfo {
+    ConnId conn = kNoConn;
+    std::string name;
+    std::vector<GpuId> gpus;          // in its sub-cluster's runtime
+    std::vector<std::uint32_t> subs;  // per device: its sub-cluster
+    std::vector<std::string> devices;
+    std::shared_ptr<BackendShared> shared;
+    bool registered = false;
+  };
+  struct OutBatch {
+    std::shared_ptr<BackendShared> backend;
+    ConnId conn = kNoConn;
+    std::uint32_t backend_index = 0;
+    BatchId batch = kNoBatch;  // the runtime's
+    std::uint64_t wire = 0;    // on the wire (with the sub-cluster)
+    GpuId gpu = kNoGpu;
+    CompletionPort* port = nullptr;
+    std::uint32_t count = 0;
+    bool whole = false;  // count == the batch's size: its run time measures l(size)
+    std::vector<std::uint8_t> msg;
+  };
+  struct OutcomeItem {
+    std::uint32_t frontend = 0;
+    std::uint32_t frontend_gen = 0;
+    wire::OutcomeEntry entry;
+    std::string text;
+  };
+  // Sub-clusters (progress thread unless said otherwise).
+  struct DeviceRef {
+    std::uint32_t backend = 0, device = 0;
+    friend bool operator==(const DeviceRef&, const DeviceRef&) = default;
+  };
+  struct MoveRecord {
+    ModelId model = kNoModel;
+    int from = kNoSubCluster, to = kNoSubCluster;
+    double loaded_ms = -1;   // after the epoch: every device of `to` confirmed (new requests go there)
+    double drained_ms = -1;  // after the epoch: `from` ended its last request of the model and unloaded it
+  };
+  struct EpochInfo {
+    std::uint64_t epoch = 0;
+    TimePoint time;
+    double measured_s = 0;  // the interval the rates are from (0: the config's expected rates)
+    std::vector<double> rates;
+    std::string status;
+    std::vector<std::pair<std::string, double>> stats;
+    std::vector<MoveRecord> moves;
+    std::vector<int> assignment;
+  };
+  struct SentPlacement {
+    DeviceRef dev;
+    std::vector<std::uint32_t> load;
+  };
+  struct Ref {
+    std::size_t epoch = SIZE_MAX, move = 0;
+  };
+
+  void log(const std::string& m) const { opts_.log(m); }
+  static std::uint64_t alive_state(std::uint32_t gen) { return (std::uint64_t{gen} << 1) | 1; }
+
+  // Sessions (session::Acceptor: Hello, heartbeats, goodbye, refusals);
+  // SessionHost forwards the acceptor's callbacks to the node.
+  struct SessionHost final : session::Acceptor::Host {
+    explicit SessionHost(Impl& node) : n(node) {}
+    void send(ConnId c, std::vector<std::uint8_t> msg) override { (void)n.transport_->send(c, std::move(msg)); }
+    void close(ConnId c) override { n.transport_->close(c); }
+    std::variant<wire::Welcome, session::Refusal> on_hello(ConnId c, const wire::Hello& h) override {
+      return n.admit(c, h);
+    }
+    void on_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now) override {
+      n.on_peer_message(c, kind, msg, now);
+    }
+    void on_round_trip(ConnId c, Duration rtt, TimePoint now) override { n.on_round_trip(c, rtt, now); }
+    void on_refused(ConnId c, const session::Refusal& r) override { n.on_refused(c, r); }
+    void on_lost(ConnId c, const std::string& why, session::Loss how) override { n.on_session_lost(c, why, how); }
+    Impl& n;
+  };
+  void refuse(ConnId c, const std::string& reason, session::RefusalKind kind) {
+    acceptor_->refuse(c, {reason, kind});
+  }
+  std::variant<wire::Welcome, session::Refusal> admit(ConnId c, const wire::Hello& h);
+  void on_peer_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now);
+  void on_round_trip(ConnId c, Duration rtt, TimePoint now);
+  void on_refused(ConnId c, const session::Refusal& r);
+  void on_session_lost(ConnId c, const std::string& why, session::Loss how);
+  void peer_lost(ConnId c, Peer& p, const std::string& why);
+  void frontend_lost(std::uint32_t slot, const std::string& why);
+  void backend_lost(std::uint32_t index, const std::string& why);
+  void on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  wire::Welcome welcome(std::uint32_t peer_id) const;
+  void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
+                        std::string text);
+  bool drain_batches();
+  bool drain_outcomes();
+  void update_delays(TimePoint now);
+  void fail_all_inflight(const std::string& why);
+  Status initial_placement(TimePoint now);
+  void subcluster_tick(TimePoint now);
+  void start_epoch(TimePoint now);
+  void finish_epoch(TimePoint now);
+  void apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now);
+  void load_done(ModelId m, TimePoint now);
+  void check_drains(TimePoint now);
+  void close_window(TimePoint now);
+  void refresh_snapshot_locked();
+  void send_placement(ConnId conn, DeviceRef dev, std::vector<std::uint32_t> load,
+                      std::vector<std::uint32_t> unload);
+  void on_placement_done(Peer& p, std::span<const std::uint8_t> msg);
+  std::uint32_t pick_subcluster() const;
+  nlohmann::json subclusters_json() const;
+  // Model m's recalibration state for the report and /metrics, from the
+  // sub-cluster runtime that has measured it most (each runtime learns on its
+  // own), with that runtime's index; nullopt when no runtime knows m.
+  struct ModelCalibration {
+    std::uint32_t subcluster = 0;
+    CalibrationSnapshot snapshot;
+  };
+  std::optional<ModelCalibration> calibration_of(ModelId m) const;
+  bool alloc_slot(std::uint32_t& slot);
+  // f(index, backend) for each registered backend that is still alive.
+  template <class F>
+  void for_each_live_backend(F&& f) const {
+    for (std::uint32_t i = 0; i < backends_.size(); ++i)
+      if (backends_[i].registered && backends_[i].shared->alive.load()) f(i, backends_[i]);
+  }
+  void free_slot(std::uint32_t slot) { free_slots_.enqueue(slot); }
+
+  SchedulerOptions opts_;
+  const std::string token_;
+  const ClusterSettings set_;
+  const std::uint64_t incarnation_ = random_incarnation();
+  std::vector<ModelConfig> models_;
+  Delays floors_;  // the config's delays: what is learned never goes below
+  Sink sink_{this};
+  std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster
+  std::unique_ptr<Transport> transport_;
+  std::vector<std::unique_ptr<Rt::Submitter>> submitters_;  // progress thread, one per runtime
+  std::uint16_t port_ = 0;
+
+  std::unique_ptr<RequestSlot[]> slots_;
+  moodycamel::ConcurrentQueue<std::uint32_t> free_slots_;
+  std::vector<std::uint32_t> slot_stash_;  // progress thread: slots taken in bulk
+  std::unique_ptr<FrontendShared[]> fe_shared_;
+  std::vector<FrontendInfo> frontends_;  // progress thread
+  std::vector<BackendInfo> backends_;    // progress thread
+  std::unordered_map<ConnId, Peer> peers_;
+  InflightTable inflight_;  // progress thread
+  moodycamel::ConcurrentQueue<OutBatch> outbox_;
+  moodycamel::ConcurrentQueue<OutcomeItem> outcomes_;
+
+  std::optional<DelayLearner> delays_;  // from start()
+  SessionHost session_host_{*this};
+  std::optional<session::Acceptor> acceptor_;  // from start(); progress thread
+  TimePoint next_delay_update_;
+
+  // Sub-clusters and autoscaling.
+  std::uint32_t num_subs_ = 1;  // L
+  bool managed_ = false;        // a subclusters: section: models are placed (Placements sent)
+  std::optional<partition::SubClusterConfig> sub_cfg_;
+  std::vector<std::uint32_t> target_gpus_, have_gpus_;  // per sub-cluster
+  std::vector<int> route_;                              // per model: the runtime of its new requests
+  std::optional<SubClusterPlacement> placement_;
+  std::optional<EpochRateMeter> meter_;
+  Partitioner partitioner_;
+  Duration epoch_len_, window_;
+  TimePoint next_epoch_, next_window_, window_start_;
+  std::future<Result<EpochDecision>> solving_;
+  EpochInfo solving_info_;
+  std::vector<std::vector<DeviceRef>> pending_;  // per model: devices still loading it for its owner
+  std::unordered_map<std::uint64_t, SentPlacement> sent_placements_;
+  std::uint64_t placement_seq_ = 0;
+  std::vector<Ref> load_ref_, drain_ref_;  // per model; per [sub-cluster][model]
+  // Requests routed to a sub-cluster and not yet ended, per [sub-cluster][model]
+  // (submit: progress thread; end: the runtime's threads).
+  std::unique_ptr<std::atomic<std::int64_t>[]> outstanding_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> window_bad_;  // per sub-cluster, this window
+  std::vector<std::uint64_t> window_arrived_;
+  std::vector<std::int64_t> window_busy_ns_;
+  double max_bad_rate_ = 0.01;
+  mutable std::mutex part_mu_;  // epochs_ and snap_ (written by the progress thread, read by any)
+  std::vector<EpochInfo> epochs_;
+  PartitionSnapshot snap_;
+  std::uint64_t moves_total_ = 0;
+  std::atomic<std::uint64_t> placement_errors_{0};
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};
+  std::mutex stop_mu_;
+  const double cpu_at_start_ = cpu_seconds();
+  const TimePoint started_ = SteadyClock{}.now();
+
+  std::unique_ptr<SchedulerCounters> n_;  // from start(); any thread
+  mutable std::mutex gpus_mu_;
+  std::vector<SchedulerMetricsSnapshot::Gpu> gpu_table_;  // guarded by gpus_mu_ (busy/batches unused)
+  std::atomic<std::uint32_t> frontends_alive_{0};
+};
+
+// One backend GPU as the runtime sees it: dispatch sends the batch to the
+// backend (through the progress thread).
+class SchedulerNode::Impl::RemoteExecutor final : public Executor {
+ public:
+  RemoteExecutor(Impl& node, std::shared_ptr<BackendShared> backend, std::uint32_t backend_index, ConnId conn,
+                 std::uint32_t device, std::uint32_t subcluster)
+      : node_(node),
+        backend_(std::move(backend)),
+        backend_index_(backend_index),
+        conn_(conn),
+        device_(device),
+        subcluster_(subcluster) {}
+  void execute(const ExecBatch& b, CompletionPort& port) override { node_.dispatch(*this, b, port); }
+
+  Impl& node_;
+  std::shared_ptr<BackendShared> backend_;
+  std::uint32_t backend_index_;
+  ConnId conn_;
+  std::uint32_t device_;
+  std::uint32_t subcluster_;
+};
+
+}  // namespace symphony::rdma

@@ -1,0 +1,142 @@
+// The scheduler's JSON report and /metrics snapshot (node_impl.hpp).
+#include "scheduler/node_impl.hpp"
+
+namespace symphony::rdma {
+
+// ---- report --------------------------------------------------------------------------
+
+nlohmann::json SchedulerNode::Impl::report() const {
+  using nlohmann::json;
+  const SchedulerCounters::Values n = n_->values();
+  json r;
+  r["submitted"] = n.submitted;
+  r["accepted"] = n.accepted;
+  r["refused_requests"] = {{"unknown_model", n.unknown_model}, {"bad_input", n.bad_input}, {"no_slot", n.no_slot}};
+  // Cancel messages: the ids frontends withdrew, and those still known here
+  // (handed to the runtime: dropped as cancelled if still queued, else they ran).
+  r["cancels"] = {{"received", n.cancels}, {"handed_to_runtime", n.cancels_handed}};
+  json drops = json::object();
+  std::uint64_t dropped = 0;
+  for (int i = 1; i < kNumDropReasons; ++i) {
+    const std::uint64_t v = n.drops[static_cast<std::size_t>(i)];
+    dropped += v;
+    if (v) drops[std::string(to_string(static_cast<DropReason>(i)))] = v;
+  }
+  r["at_scheduler"] = {{"ok", n.outcome(Outcome::kOk)},
+                       {"late", n.outcome(Outcome::kLate)},
+                       {"dropped", dropped},
+                       {"dropped_by_reason", drops},
+                       {"errors", n.outcome(Outcome::kError)},
+                       {"filtered_frontend_gone", n.filtered}};
+  r["batches"] = {{"sent", n.batches},
+                  {"partially_filtered", n.batches_partial},
+                  {"fully_filtered", n.batches_empty},
+                  {"failed_to_send", n.batches_failed},
+                  {"lost_with_backend", n.batches_lost},
+                  {"unknown_batch_done", n.batch_done_unknown}};
+  {
+    // Per model: the profile planned with now against the config's, at b = 1
+    // and at the largest batch (online recalibration from backend timings).
+    json models = json::object();
+    for (std::size_t i = 0; i < models_.size(); ++i) {
+      std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i));
+      if (!mc) continue;
+      const CalibrationSnapshot& c = mc->snapshot;
+      const std::uint32_t top = c.offline.max_batch();
+      if (top == 0) continue;
+      models[models_[i].name] = {{"subcluster", mc->subcluster},
+                                 {"samples", c.samples},
+                                 {"updates", c.updates},
+                                 {"l1_ms", {{"offline", c.offline.latency(1).to_ms()},
+                                            {"in_use", c.in_use.latency(1).to_ms()}}},
+                                 {"lmax_ms", {{"batch", top},
+                                              {"offline", c.offline.latency(top).to_ms()},
+                                              {"in_use", c.in_use.latency(top).to_ms()}}}};
+    }
+    r["recalibration"] = {{"enabled", set_.recalibrate}, {"models", models}};
+  }
+  r["peers"] = {{"frontends_joined", n.frontends_joined}, {"frontends_lost", n.frontends_lost},
+                {"backends_joined", n.backends_joined},   {"backends_lost", n.backends_lost},
+                {"refused_token", n.refused_token},       {"refused_protocol", n.refused_protocol},
+                {"refused_other", n.refused_other},       {"bad_messages", n.bad_messages}};
+  r["messages"] = {{"submit", n.submit_messages}, {"outcomes", n.outcome_messages}};
+  {
+    const DelayLearner::Learned l = delays_->learned();
+    r["delays_us"] = {{"ctrl", l.delays.ctrl.to_us()}, {"data", l.delays.data.to_us()},
+                      {"resp", l.delays.resp.to_us()}, {"safety_margin", l.delays.safety_margin.to_us()},
+                      {"batch_samples", l.samples},    {"percentile", set_.delay_percentile},
+                      {"learned", set_.learn_delays}};
+  }
+  const double cpu = cpu_seconds() - cpu_at_start_;
+  const double wall = (SteadyClock{}.now() - started_).to_seconds();
+  const std::uint64_t sub = n.submitted;
+  r["subclusters"] = subclusters_json();
+  r["cpu_seconds"] = cpu;
+  r["wall_seconds"] = wall;
+  r["cpu_us_per_request"] = sub ? cpu * 1e6 / static_cast<double>(sub) : 0.0;
+  return r;
+}
+
+std::optional<SchedulerNode::Impl::ModelCalibration> SchedulerNode::Impl::calibration_of(ModelId m) const {
+  std::optional<ModelCalibration> best;
+  for (std::uint32_t j = 0; j < runtimes_.size(); ++j) {
+    Result<CalibrationSnapshot> c = runtimes_[j]->calibration(m);
+    if (c.ok() && (!best || c->samples > best->snapshot.samples)) best = ModelCalibration{j, std::move(*c)};
+  }
+  return best;
+}
+
+SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
+  const SchedulerCounters::Values n = n_->values();
+  SchedulerMetricsSnapshot s;
+  s.at = SteadyClock{}.now();
+  s.elapsed = s.at - started_;
+  s.submitted = n.submitted;
+  s.accepted = n.accepted;
+  s.refused_unknown_model = n.unknown_model;
+  s.refused_bad_input = n.bad_input;
+  s.refused_no_slot = n.no_slot;
+  for (std::size_t i = 0; i < models_.size(); ++i) {
+    SchedulerMetricsSnapshot::Model m;
+    m.name = models_[i].name;
+    m.accepted = n.models[i].accepted;
+    m.outcomes = n.models[i].outcomes;
+    m.drops = n.models[i].drops;
+    m.max_batch = models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch();
+    if (std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i)))
+      m.calibration = std::move(mc->snapshot);
+    s.models.push_back(std::move(m));
+  }
+  {
+    std::lock_guard<std::mutex> lock(gpus_mu_);
+    s.gpus = gpu_table_;
+  }
+  for (auto& g : s.gpus)
+    if (g.id < n.gpus.size()) {
+      g.busy = n.gpus[g.id].busy;
+      g.batches = n.gpus[g.id].batches;
+    }
+  {
+    const DelayLearner::Learned l = delays_->learned();
+    s.delays = l.delays;
+    s.delay_samples = l.samples;
+  }
+  s.delay_percentile = set_.delay_percentile;
+  s.delays_learned = set_.learn_delays;
+  s.frontends = frontends_alive_.load(std::memory_order_relaxed);
+  s.stopping = stopping_.load();
+  const PartitionSnapshot part = partition_snapshot();
+  s.subclusters = part.subclusters;
+  s.partition_epoch = part.epoch;
+  s.partition_moves = part.moves;
+  s.loads_pending = part.loads_pending;
+  s.drains_pending = part.drains_pending;
+  s.subs_window_s = part.window_s;
+  if (managed_)
+    for (const SubClusterSnapshot& sc : part.subs)
+      s.subs.push_back({sc.id, sc.gpus, static_cast<std::uint32_t>(sc.models.size()),
+                        static_cast<std::uint32_t>(sc.draining.size()), sc.signal});
+  return s;
+}
+
+}  // namespace symphony::rdma

@@ -1,0 +1,212 @@
+// The scheduler's requests: frontends, submits, cancels and outcomes (node_impl.hpp).
+#include "scheduler/node_impl.hpp"
+
+namespace symphony::rdma {
+namespace {
+
+// The message of the batch whose error outcomes a shard thread is emitting
+// (the runtime calls on_batch_error just before them, on the same thread).
+thread_local BatchId t_error_batch = kNoBatch;
+thread_local std::string t_error_text;
+
+}  // namespace
+
+// ---- frontends -----------------------------------------------------------------------
+
+void SchedulerNode::Impl::frontend_lost(std::uint32_t slot, const std::string& why) {
+  if (slot >= frontends_.size() || !frontends_[slot].alive) return;
+  FrontendInfo& f = frontends_[slot];
+  f.alive = false;
+  // release: pairs with dispatch's acquire; its requests are filtered from now on.
+  fe_shared_[slot].state.store(std::uint64_t{f.generation} << 1, std::memory_order_release);
+  const auto left = wire::encode(wire::FrontendLeft{slot, f.generation});
+  for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { (void)transport_->send(b.conn, left); });
+  f.by_request.clear();
+  n_->frontends_lost.fetch_add(1, std::memory_order_relaxed);
+  frontends_alive_.fetch_sub(1, std::memory_order_relaxed);
+  log("frontend " + f.name + " lost: " + why + "; its queued requests will be dropped without running");
+}
+
+bool SchedulerNode::Impl::alloc_slot(std::uint32_t& slot) {
+  if (slot_stash_.empty()) {
+    std::uint32_t buf[256];
+    const std::size_t n = free_slots_.try_dequeue_bulk(buf, 256);
+    if (n == 0) return false;
+    slot_stash_.assign(buf, buf + n);
+  }
+  slot = slot_stash_.back();
+  slot_stash_.pop_back();
+  return true;
+}
+
+void SchedulerNode::Impl::send_outcome_now(std::uint32_t frontend, std::uint32_t gen,
+                                           const wire::OutcomeEntry& e, std::string text) {
+  outcomes_.enqueue(OutcomeItem{frontend, gen, e, std::move(text)});
+}
+
+void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::SubmitView> v = wire::decode_submit(msg);
+  if (!v.ok()) return refuse(c, v.status().message(), session::RefusalKind::kProtocol);
+  n_->submit_messages.fetch_add(1, std::memory_order_relaxed);
+  FrontendInfo& f = frontends_[p.index];
+  const TimePoint now = SteadyClock{}.now();
+  const auto nmodels = static_cast<std::uint32_t>(models_.size());
+  for (std::uint32_t i = 0; i < v->entries.size(); ++i) {
+    const wire::SubmitEntry e = v->entries[i];
+    std::string bad;
+    if (e.model >= nmodels) {
+      bad = "unknown model id " + std::to_string(e.model) + " (the cluster has " + std::to_string(nmodels) +
+            ")";
+      n_->unknown_model.fetch_add(1, std::memory_order_relaxed);
+    } else if (e.len == 0 || e.len > set_.max_input_bytes) {
+      bad = "input of " + std::to_string(e.len) + " bytes (1 to " + std::to_string(set_.max_input_bytes) +
+            " allowed)";
+      n_->bad_input.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!bad.empty()) {
+      if (f.bad_logged++ < kMaxSubmitLog)
+        log(p.name + ": request " + std::to_string(e.request) + " refused: " + bad);
+      send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0},
+                       bad);
+      continue;
+    }
+    std::uint32_t slot;
+    if (!alloc_slot(slot)) {
+      n_->no_slot.fetch_add(1, std::memory_order_relaxed);
+      send_outcome_now(p.index, f.generation,
+                       {e.request, static_cast<std::uint8_t>(Outcome::kDropped),
+                        static_cast<std::uint8_t>(DropReason::kQueueFull)},
+                       {});
+      continue;
+    }
+    RequestSlot& s = slots_[slot];
+    if (s.indexed) {  // forget the slot's previous request (any frontend's)
+      auto& old = frontends_[s.frontend].by_request;
+      if (const auto it = old.find(s.request); it != old.end() && it->second == slot) old.erase(it);
+    }
+    ++s.gen;
+    const std::uint64_t tag = (std::uint64_t{s.gen} << 32) | slot;
+    s.request = e.request;
+    s.addr = e.addr;
+    s.len = e.len;
+    s.frontend = p.index;
+    s.frontend_gen = f.generation;
+    s.model = e.model;
+    f.by_request.insert_or_assign(e.request, slot);
+    s.indexed = true;
+    s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
+    const auto j = static_cast<std::uint32_t>(route_[e.model]);
+    s.subcluster = j;
+    // relaxed: only a count; the drain check reads it after the route moved away.
+    outstanding_[std::size_t{j} * nmodels + e.model].fetch_add(1, std::memory_order_relaxed);
+    ++window_arrived_[j];
+    if (meter_) meter_->count(e.model);
+    const TimePoint deadline = now + Duration::nanoseconds(e.budget_ns) - f.one_way;
+    const SubmitStatus st = submitters_[j]->submit(e.model, tag, deadline);
+    if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
+      outstanding_[std::size_t{j} * nmodels + e.model].fetch_sub(1, std::memory_order_release);
+      free_slot(slot);
+      send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0},
+                       "model not served");
+    }
+    n_->accepted(e.model);
+  }
+  n_->submitted.fetch_add(v->entries.size(), std::memory_order_relaxed);
+}
+
+void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::Cancel> v = wire::decode_cancel(msg);
+  if (!v.ok()) return refuse(c, v.status().message(), session::RefusalKind::kProtocol);
+  FrontendInfo& f = frontends_[p.index];
+  std::uint64_t handed = 0;
+  for (const std::uint64_t id : v->requests) {
+    const auto it = f.by_request.find(id);
+    if (it == f.by_request.end()) continue;  // ended long ago, or never submitted
+    const RequestSlot& s = slots_[it->second];
+    if (s.request != id || s.frontend != p.index || s.frontend_gen != f.generation) continue;
+    // Queued: it ends dropped (cancelled) through the sink, which tells the
+    // frontend. In a batch or ended: the runtime finds nothing (the tag's
+    // generation keeps a reused slot's new request apart).
+    if (runtimes_[s.subcluster]->cancel(s.model, (std::uint64_t{s.gen} << 32) | it->second)) ++handed;
+  }
+  n_->cancels.fetch_add(v->requests.size(), std::memory_order_relaxed);
+  n_->cancels_handed.fetch_add(handed, std::memory_order_relaxed);
+}
+
+void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
+  RequestSlot& s = slots_[slot_of(o.tag)];
+  if (o.model < models_.size()) n_->outcome(o.model, o.outcome, o.reason);
+  const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;
+  if (filtered) n_->filtered.fetch_add(1, std::memory_order_relaxed);
+  const std::uint32_t sub = s.subcluster;
+  if (o.outcome != Outcome::kOk) window_bad_[sub].fetch_add(1, std::memory_order_relaxed);
+  if (!filtered && (o.outcome == Outcome::kDropped || o.outcome == Outcome::kError) &&
+      fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
+    std::string text;
+    if (o.outcome == Outcome::kError) text = o.batch == t_error_batch ? t_error_text : "the batch failed";
+    outcomes_.enqueue(
+        OutcomeItem{s.frontend,
+                    s.frontend_gen,
+                    {s.request, static_cast<std::uint8_t>(o.outcome), static_cast<std::uint8_t>(o.reason)},
+                    std::move(text)});
+    transport_->notify();
+  }
+  // release: the drain check (acquire) that sees zero sees every effect of this request's end.
+  outstanding_[std::size_t{sub} * models_.size() + o.model].fetch_sub(1, std::memory_order_release);
+  free_slot(slot_of(o.tag));
+}
+
+void SchedulerNode::Impl::on_batch_error(BatchId b, std::string_view m) {
+  t_error_batch = b;
+  t_error_text.assign(m);
+}
+
+bool SchedulerNode::Impl::drain_outcomes() {
+  if (outcomes_.size_approx() == 0) return false;
+  static thread_local OutcomeItem items[256];  // the progress thread's; not rebuilt per call
+  std::size_t n;
+  bool any = false;
+  // Grouped per frontend and text, in arrival order.
+  struct Group {
+    std::uint32_t frontend, gen;
+    std::string text;
+    std::unique_ptr<wire::OutcomesBuilder> b;
+  };
+  std::vector<Group> groups;
+  auto flush = [&](Group& g) {
+    if (!g.b || g.b->count() == 0) return;
+    const FrontendInfo& f = frontends_[g.frontend];
+    if (f.alive && f.generation == g.gen) {
+      (void)transport_->send(f.conn, std::move(*g.b).finish());
+      n_->outcome_messages.fetch_add(1, std::memory_order_relaxed);
+    }
+    g.b.reset();
+  };
+  while ((n = outcomes_.try_dequeue_bulk(items, 256)) != 0) {
+    any = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      OutcomeItem& it = items[i];
+      if (it.frontend >= frontends_.size()) continue;
+      Group* g = nullptr;
+      for (Group& x : groups)
+        if (x.frontend == it.frontend && x.gen == it.frontend_gen && x.text == it.text) g = &x;
+      if (!g) {
+        groups.push_back({it.frontend, it.frontend_gen, it.text, nullptr});
+        g = &groups.back();
+      }
+      if (!g->b) g->b = std::make_unique<wire::OutcomesBuilder>(g->text);
+      g->b->add(it.entry);
+      if (g->b->count() >= kOutcomesPerMessage) flush(*g);
+    }
+  }
+  for (Group& g : groups) flush(g);
+  return any;
+}
+
+bool SchedulerNode::Impl::on_poll() {
+  bool any = drain_batches();
+  any |= drain_outcomes();
+  return any;
+}
+
+}  // namespace symphony::rdma
