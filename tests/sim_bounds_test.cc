@@ -1,7 +1,7 @@
 // The analytical bounds against the paper's table of staggered execution
 // (§5.3): batch sizes and throughputs of ResNet50 and InceptionResNetV2 on 8
 // GPUs.
-#include "symphony/sim/bounds.hpp"
+#include "symphony/batch_bounds.hpp"
 
 #include <gtest/gtest.h>
 

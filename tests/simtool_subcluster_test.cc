@@ -11,14 +11,19 @@
 #include <filesystem>
 #include <fstream>
 
+#include "symphony/config/config.hpp"
 #include "symphony/partition/solver.hpp"
-#include "symphony/simtool/config.hpp"
+#include "symphony/partition/subclusters.hpp"
 #include "symphony/simtool/simulate.hpp"
 #include "symphony/simtool/subclusters.hpp"
 
 namespace symphony::simtool {
 namespace {
 
+using namespace symphony::config;
+using partition::Balance;
+using partition::SubClusterConfig;
+using partition::make_partitioner;
 using namespace symphony::sim;
 namespace fs = std::filesystem;
 using nlohmann::json;

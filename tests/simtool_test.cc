@@ -8,13 +8,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "symphony/simtool/config.hpp"
-#include "symphony/simtool/files.hpp"
+#include "symphony/config/config.hpp"
+#include "symphony/config/files.hpp"
 #include "symphony/simtool/simulate.hpp"
 
 namespace symphony::simtool {
 namespace {
 
+using namespace symphony::config;
 using namespace symphony::sim;
 
 namespace fs = std::filesystem;

@@ -66,7 +66,7 @@ int run_backend(BackendArgs a) {
       if (o.token.empty()) o.token = rdma::effective_token(c.cluster);
       o.ucx_tls = c.cluster.ucx_tls;
       o.inject_delay = c.cluster.inject_delay;
-    } catch (const simtool::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       print_error("backend", "%s\n", e.what());
       return 2;
     }

@@ -73,7 +73,7 @@ int run_frontend(const FrontendArgs& a) {
   rdma::ClusterConfig cfg;
   try {
     cfg = rdma::load_cluster_config(a.config, a.token.empty());
-  } catch (const simtool::ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     print_error("frontend", "%s\n", e.what());
     return 2;
   }

@@ -95,7 +95,7 @@ int run_loadgen(const LoadgenArgs& a) {
   rdma::ClusterConfig cfg;
   try {
     cfg = rdma::load_cluster_config(a.config, false);
-  } catch (const simtool::ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     print_error("loadgen", "%s\n", e.what());
     return 2;
   }
@@ -103,7 +103,7 @@ int run_loadgen(const LoadgenArgs& a) {
     print_error("loadgen", "--input-bytes must be positive\n");
     return 2;
   }
-  const sim::ExperimentSpec& spec = cfg.sim.spec;
+  const ExperimentSpec& spec = cfg.sim.spec;
   if (!spec.trace.empty()) {
     print_error("loadgen", "trace workloads are not supported by loadgen yet\n");
     return 2;

@@ -15,10 +15,10 @@
 #include <string>
 
 #include "commands.hpp"
+#include "symphony/config/config.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/rdma/node_common.hpp"
-#include "symphony/simtool/config.hpp"
 #include "symphony/rdma/scheduler_node.hpp"
 
 namespace symphony::tools {
@@ -95,11 +95,11 @@ int run_scheduler(SchedulerArgs a) {
   try {
     o.config = rdma::load_cluster_config(a.config);
     if (!a.policy.empty()) {
-      simtool::Overrides ov;
+      config::Overrides ov;
       ov.policy = a.policy;
-      simtool::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
+      config::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
     }
-  } catch (const simtool::ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     print_error("scheduler", "%s\n", e.what());
     return 2;
   }

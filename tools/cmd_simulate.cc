@@ -66,21 +66,21 @@ int run(Options o) {
   }
   JsonReport json(o.json);
   try {
-    simtool::Config c = simtool::load_config(o.config);
-    simtool::Overrides ov;
+    config::Config c = config::load_config(o.config);
+    config::Overrides ov;
     if (!o.policy.empty()) ov.policy = o.policy;
     if (!o.gather.empty()) ov.gather = o.gather;
     if (o.seed_set) ov.seed = o.seed;
     if (o.gpus) ov.gpus = o.gpus;
     if (o.rate > 0) ov.rate = o.rate;
-    simtool::apply_overrides(c, ov);
+    config::apply_overrides(c, ov);
     simtool::SimulateOptions so;
     so.mode = o.goodput ? simtool::Mode::kGoodput : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
     so.min_gpus_rate = o.min_gpus;
     std::ofstream trace;
     if (!o.trace_out.empty()) {
       trace.open(o.trace_out);
-      if (!trace) throw simtool::ConfigError(o.trace_out + ": cannot write the trace");
+      if (!trace) throw config::ConfigError(o.trace_out + ": cannot write the trace");
       so.trace_out = &trace;
     }
     StderrProgress progress;
@@ -88,13 +88,13 @@ int run(Options o) {
     if (!table_out.empty()) {
       std::ofstream f(table_out);
       f << simtool::format_table(report);
-      if (!f) throw simtool::ConfigError(table_out + ": cannot write the report");
+      if (!f) throw config::ConfigError(table_out + ": cannot write the report");
     } else if (table) {
       std::cout << simtool::format_table(report);
     }
     if (json.enabled() && !json.write("simulate", report.dump(2) + "\n")) return 2;
     return 0;
-  } catch (const simtool::ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     print_error("simulate", "%s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

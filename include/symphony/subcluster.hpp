@@ -7,6 +7,8 @@
 //
 // This header holds the part of that which is the same in the simulator and
 // in a scheduler process, free of any solver or I/O:
+//  - SubClusterSpec: how many sub-clusters, their GPUs (equal_split() by
+//    default), the epoch and the disruption bound;
 //  - EpochRateMeter: per-model arrivals over the current epoch -> rates;
 //  - diff_assignments(): the moves that turn one assignment into another;
 //  - SubClusterPlacement: where each model's new requests go (its owner) and
@@ -27,10 +29,13 @@
 //   route(p.owner(1));  ...;  p.drained(0, 1);                // model 1's old requests are done
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -39,6 +44,43 @@ namespace symphony {
 using SubClusterId = std::uint32_t;
 // "In no sub-cluster": a model before the first placement.
 inline constexpr int kNoSubCluster = -1;
+
+// `gpus` GPUs split as evenly as possible over `count` sub-clusters (the
+// first ones get one more).
+inline std::vector<std::uint32_t> equal_split(std::uint32_t gpus, std::uint32_t count) {
+  std::vector<std::uint32_t> out(count, count ? gpus / count : 0);
+  for (std::uint32_t j = 0; j < (count ? gpus % count : 0); ++j) ++out[j];
+  return out;
+}
+
+struct SubClusterSpec {
+  std::uint32_t count = 1;           // L
+  std::vector<std::uint32_t> gpus;   // per sub-cluster; empty: the run's GPUs split evenly
+  Duration epoch;                    // zero: the initial placement only
+  double max_disruption = INFINITY;  // C_max at every epoch after the first
+  Duration series_step;              // step of the per-model series; zero: the autoscaling step
+
+  // The GPUs of each sub-cluster for a run on `gpus` GPUs, or an error.
+  Result<std::vector<std::uint32_t>> split(std::uint32_t total) const {
+    if (count == 0) return Status(Errc::kInvalidArgument, "the number of sub-clusters must be at least 1");
+    if (gpus.empty()) {
+      if (count > total)
+        return Status(Errc::kInvalidArgument, std::to_string(count) +
+                                                  " sub-clusters need at least as many GPUs; the run has " +
+                                                  std::to_string(total));
+      return equal_split(total, count);
+    }
+    if (gpus.size() != count)
+      return Status(Errc::kInvalidArgument, "the sub-clusters' GPU list has " + std::to_string(gpus.size()) +
+                                                " entries for " + std::to_string(count) + " sub-clusters");
+    std::uint64_t sum = 0;
+    for (std::uint32_t g : gpus) sum += g;
+    if (sum != total)
+      return Status(Errc::kInvalidArgument, "the sub-clusters' GPUs add up to " + std::to_string(sum) +
+                                                ", but the run has " + std::to_string(total));
+    return gpus;
+  }
+};
 
 // A model whose sub-cluster changes at an epoch (from kNoSubCluster: placed
 // for the first time).

@@ -9,13 +9,15 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "symphony/sim/bounds.hpp"
+#include "symphony/batch_bounds.hpp"
 #include "symphony/sim/experiment.hpp"
 #include "symphony/sim/subcluster_experiment.hpp"
 #include "symphony/simtool/subclusters.hpp"
 
 namespace symphony::simtool {
 using namespace symphony::sim;
+using config::Config;
+using config::ConfigError;
 namespace {
 
 using nlohmann::json;
@@ -69,7 +71,13 @@ RunResult run_once(const Config& c, double scale, std::uint32_t gpus, std::ostre
                    SubClusterRunResult* detail = nullptr) {
   const ExperimentSpec& e = c.spec;
   if (c.subclusters) {
-    const Partitioner part = make_partitioner(*c.subclusters, e, gpus);
+    const Partitioner part = [&] {
+      try {
+        return partition::make_partitioner(*c.subclusters, e, gpus);
+      } catch (const partition::InputError& err) {
+        throw ConfigError(err.what());  // a config the simulator cannot run, as every other
+      }
+    }();
     Result<SubClusterRunResult> r = [&] {
       if (trace) {
         CsvTrace t(*trace, e.models);

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "binding.hpp"
+#include "symphony/batch_bounds.hpp"
+#include "symphony/config/config.hpp"
+#include "symphony/config/files.hpp"
 #include "symphony/latency_profile.hpp"
-#include "symphony/sim/bounds.hpp"
-#include "symphony/simtool/config.hpp"
-#include "symphony/simtool/files.hpp"
 #include "symphony/simtool/simulate.hpp"
 #include "symphony/version.hpp"
 
@@ -100,25 +100,25 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
   {
     py::gil_scoped_release nogil;  // a goodput search runs for seconds
     try {
-      simtool::Config c = is_path ? simtool::load_config(source) : simtool::parse_config(source, origin, base_dir);
-      simtool::Overrides ov;
+      config::Config c = is_path ? config::load_config(source) : config::parse_config(source, origin, base_dir);
+      config::Overrides ov;
       ov.policy = std::move(policy);
       ov.gather = std::move(gather);
       ov.seed = seed;
       ov.gpus = gpus;
       ov.rate = rate;
-      simtool::apply_overrides(c, ov);
+      config::apply_overrides(c, ov);
       std::ofstream trace;
       if (trace_out) {
         trace.open(*trace_out);
-        if (!trace) throw simtool::ConfigError(*trace_out + ": cannot write the trace");
+        if (!trace) throw config::ConfigError(*trace_out + ": cannot write the trace");
         so.trace_out = &trace;
       }
       out = simtool::simulate(c, so, prog ? &*prog : nullptr).dump(2);
       out += "\n";
     } catch (const PyProgress::Abort&) {
       aborted = true;
-    } catch (const simtool::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       config_error = e.what();
     } catch (const std::exception& e) {
       other_error = e.what();
@@ -179,8 +179,8 @@ Latencies are in milliseconds.
           "read_csv",
           [](const std::string& path, std::uint32_t max_batch) {
             try {
-              return simtool::read_profile_table(path, max_batch);
-            } catch (const simtool::ConfigError& e) {
+              return config::read_profile_table(path, max_batch);
+            } catch (const config::ConfigError& e) {
               raise(ErrorKind::kConfig, e.what());
             }
           },
@@ -233,8 +233,8 @@ Latencies are in milliseconds.
         if (gpus < 1) raise(ErrorKind::kInvalidInput, "gpus must be at least 1");
         if (p.max_batch() == 0) raise(ErrorKind::kInvalidInput, "the profile is empty");
         const Duration slo = ms_arg(slo_ms, "slo_ms");
-        const sim::BatchBound b = staggered ? sim::staggered_bound(p, slo, gpus, max_batch.value_or(~0u))
-                                            : sim::no_coordination_bound(p, slo, gpus, max_batch.value_or(~0u));
+        const BatchBound b = staggered ? staggered_bound(p, slo, gpus, max_batch.value_or(~0u))
+                                       : no_coordination_bound(p, slo, gpus, max_batch.value_or(~0u));
         return py::make_tuple(b.batch, b.latency.to_ms(), b.throughput_rps);
       },
       py::arg("profile"), py::arg("slo_ms"), py::arg("gpus"), py::arg("max_batch"), py::arg("staggered"));

@@ -1,5 +1,5 @@
-// cluster.yaml = a simulator config + a `cluster:` section (see
-// cluster_config.hpp).
+// cluster.yaml = a config of the simulator's format (symphony::config) + a
+// `cluster:` section (see cluster_config.hpp).
 #include "symphony/rdma/cluster_config.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
   std::string where = origin;
   const YAML::Mark m = at.Mark();
   if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-  throw simtool::ConfigError(where + ": " + key + ": " + msg);
+  throw config::ConfigError(where + ": " + key + ": " + msg);
 }
 
 // Blanks the lines of the top-level `cluster:` key (the key's line and the
@@ -230,8 +230,8 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
 }
 
 // What the scheduler process adds to the simulator's checks of the
-// `subclusters:` section (simtool/subclusters.hpp parses it).
-void check_subclusters(const std::string& origin, const YAML::Node& n, const simtool::SubClusterConfig& sc) {
+// `subclusters:` section (symphony::config parses it).
+void check_subclusters(const std::string& origin, const YAML::Node& n, const partition::SubClusterConfig& sc) {
   if (sc.spec.count > kMaxClusterSubClusters)
     fail(origin, n["count"], "subclusters.count",
          "the scheduler runs at most " + std::to_string(kMaxClusterSubClusters) + " sub-clusters, got " +
@@ -255,14 +255,14 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
     std::string where = origin;
     if (!e.mark.is_null())
       where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    throw simtool::ConfigError(where + ": YAML syntax error: " + e.msg);
+    throw config::ConfigError(where + ": YAML syntax error: " + e.msg);
   }
   ClusterConfig cc;
   if (root.IsMap() && root["cluster"]) {
     cc.cluster = parse_section(origin, base_dir, root["cluster"]);
     cc.has_cluster_section = true;
   }
-  cc.sim = simtool::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
+  cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
   for (const auto& [name, t] : cc.cluster.models) {
     bool known = false;
     for (const ModelConfig& m : cc.sim.spec.models) known |= m.name == name;
@@ -278,7 +278,7 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
   }
   if (cc.sim.subclusters) check_subclusters(origin, root["subclusters"], *cc.sim.subclusters);
   if (need_token && effective_token(cc.cluster).empty())
-    throw simtool::ConfigError(origin +
+    throw config::ConfigError(origin +
                            ": cluster.token: a cluster needs a shared token (cluster: {token: ...} or "
                            "token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
   return cc;
@@ -286,7 +286,7 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
 
 ClusterConfig load_cluster_config(const std::string& path, bool need_token) {
   std::ifstream f(path);
-  if (!f) throw simtool::ConfigError(path + ": cannot open the file");
+  if (!f) throw config::ConfigError(path + ": cannot open the file");
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string dir = fs::path(path).parent_path().string();

@@ -44,14 +44,14 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   EXPECT_EQ(c.cluster.inject_delay, Duration::microseconds(250));
   EXPECT_THROW((void)parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: -1\n") + kModels,
                                           "c.yaml", ""),
-               simtool::ConfigError);
+               config::ConfigError);
 }
 
 TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
   auto message = [](const std::string& text, bool need_token = true) {
     try {
       (void)parse_cluster_config(text, "c.yaml", "", need_token);
-    } catch (const simtool::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       return std::string(e.what());
     }
     return std::string("accepted");
@@ -105,7 +105,7 @@ TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
   auto message = [](const std::string& models) {
     try {
       (void)parse_cluster_config("cluster:\n  token: t\n  models:\n" + models + kModels, "c.yaml", "");
-    } catch (const simtool::ConfigError& e) {
+    } catch (const config::ConfigError& e) {
       return std::string(e.what());
     }
     return std::string("accepted");

@@ -29,7 +29,7 @@ std::string base(int gpus = 4) {
 std::string message(const std::string& text) {
   try {
     (void)parse_cluster_config(text, "c.yaml", "");
-  } catch (const simtool::ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     return e.what();
   }
   return "accepted";
@@ -52,7 +52,7 @@ TEST(SubClusterConfigTest, ReadsCountEpochMethodDisruptionAndShares) {
                                                    "  rate_cap_rps: 1000\n",
                                                "c.yaml", "");
   ASSERT_TRUE(c.sim.subclusters.has_value());
-  const simtool::SubClusterConfig& s = *c.sim.subclusters;
+  const partition::SubClusterConfig& s = *c.sim.subclusters;
   EXPECT_EQ(s.spec.count, 2u);
   EXPECT_EQ(s.spec.gpus, (std::vector<std::uint32_t>{3, 1}));
   EXPECT_EQ(s.spec.epoch, Duration::milliseconds(1500));

@@ -31,8 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "symphony/batch_bounds.hpp"
 #include "symphony/policy.hpp"
-#include "symphony/sim/bounds.hpp"
 #include "symphony/sim/experiment_spec.hpp"
 #include "symphony/sim/metrics.hpp"
 #include "symphony/sim/peers/peer_experiment.hpp"

@@ -28,58 +28,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "symphony/delay_jitter.hpp"
 #include "symphony/sim/random.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony::sim {
-
-// z with P(N(0,1) <= z) = p, for p in (0, 1) (bisection on erfc; exact to
-// about 1e-12, deterministic).
-inline double normal_quantile(double p) noexcept {
-  double lo = -40, hi = 40;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    if (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p) lo = mid;
-    else hi = mid;
-  }
-  return 0.5 * (lo + hi);
-}
-
-struct DelayJitter {
-  double sigma = 0;               // 0: the delays are exact (no jitter)
-  double plan_percentile = 0.99;  // the scheduler plans with this percentile
-
-  bool enabled() const noexcept { return sigma > 0; }
-
-  // sigma such that the `percentile` of a median-1 log-normal is `ratio`.
-  static double sigma_for_tail(double percentile, double ratio) noexcept {
-    return std::log(ratio) / normal_quantile(percentile);
-  }
-
-  // The factor the scheduler plans with (1 without jitter).
-  double plan_factor() const noexcept {
-    return enabled() ? std::exp(sigma * normal_quantile(plan_percentile)) : 1.0;
-  }
-
-  // The delays the scheduler plans with, given the medians.
-  Delays planned(const Delays& medians) const noexcept {
-    Delays d = medians;
-    const double q = plan_factor();
-    d.ctrl = Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.ctrl.ns()) * q + 0.5));
-    d.data = Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.data.ns()) * q + 0.5));
-    return d;
-  }
-
-  Status validate() const {
-    if (!(sigma >= 0) || !std::isfinite(sigma))
-      return Status(Errc::kInvalidArgument, "delay jitter sigma must be a finite number >= 0");
-    if (!(plan_percentile > 0 && plan_percentile < 1))
-      return Status(Errc::kInvalidArgument, "delays.plan_percentile must be in (0, 1)");
-    return {};
-  }
-};
 
 class NetworkJitter {
  public:

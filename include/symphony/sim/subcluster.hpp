@@ -3,9 +3,9 @@
 // and no communication between them, on one virtual clock, with epochs.
 //
 // Sub-cluster j owns GPUs [first_j, first_j + gpus_j) of the cluster's
-// numbering (contiguous, in sub-cluster order). A partitioner (a callback, so
-// that the core stays free of any solver: simtool wires symphony::partition
-// into it) places the models at time 0 from their expected rates (epoch 0)
+// numbering (contiguous, in sub-cluster order). A partitioner (the core's
+// callback, partitioner.hpp, so that the core stays free of any solver:
+// symphony::partition makes one from a config) places the models at time 0 from their expected rates (epoch 0)
 // and, every `epoch` after that, is asked again with the rates measured over
 // the epoch that just ended, the current assignment and the disruption bound
 // C_max. The models whose sub-cluster changed move (SubClusterPlacement,
@@ -46,31 +46,12 @@
 #include <utility>
 #include <vector>
 
+#include "symphony/partitioner.hpp"
 #include "symphony/scheduler.hpp"
 #include "symphony/sim/simulator.hpp"
 #include "symphony/subcluster.hpp"
 
 namespace symphony::sim {
-
-// What the partitioner is asked at an epoch.
-struct EpochRequest {
-  std::uint32_t epoch = 0;    // 0: the initial placement, at time 0
-  TimePoint time;             // when the new assignment takes effect
-  Duration measured_over;     // the interval the rates were measured over; zero at epoch 0 (expected rates)
-  std::vector<double> rates;  // per model, requests per second
-  std::vector<int> current;   // per model, its sub-cluster now (kNoSubCluster at epoch 0)
-  double max_disruption = INFINITY;  // C_max; unbounded at epoch 0
-  std::vector<std::uint32_t> gpus;   // per sub-cluster
-};
-
-// The partitioner's answer.
-struct EpochDecision {
-  std::vector<int> assignment;  // per model, in [0, L); empty: keep the current one (not at epoch 0)
-  std::string status;           // one line for the report ("greedy: feasible, objective 0.01")
-  std::vector<std::pair<std::string, double>> stats;  // numbers for the report (objective, imbalance, ...)
-};
-
-using Partitioner = std::function<Result<EpochDecision>(const EpochRequest&)>;
 
 // What happened at one epoch.
 struct EpochRecord {
@@ -91,14 +72,6 @@ struct SubClusterLayout {
   std::vector<std::uint32_t> gpus;   // per sub-cluster (its size is L); each >= 1
   Duration epoch;                    // zero: the initial placement only
   double max_disruption = INFINITY;  // C_max passed to the partitioner after epoch 0
-
-  // `gpus` GPUs split as evenly as possible over `count` sub-clusters (the
-  // first ones get one more).
-  static std::vector<std::uint32_t> equal_split(std::uint32_t gpus, std::uint32_t count) {
-    std::vector<std::uint32_t> out(count, count ? gpus / count : 0);
-    for (std::uint32_t j = 0; j < (count ? gpus % count : 0); ++j) ++out[j];
-    return out;
-  }
 
   Status validate() const {
     if (gpus.empty()) return Status(Errc::kInvalidArgument, "a cluster needs at least one sub-cluster");

@@ -6,7 +6,8 @@
 // partitioner's answers, the moves and when each old sub-cluster let its
 // model go) and per-model time series (sim/series.hpp).
 //
-// The partitioner is a callback (sim::Partitioner): the core has no solver.
+// The partitioner is a callback (Partitioner, partitioner.hpp): the core has
+// no solver.
 // At epoch 0 it gets each model's expected rate: for a synthetic workload the
 // mean of its rate schedule over the first epoch (over the whole run without
 // epochs), for a trace the records in that interval.
@@ -30,41 +31,14 @@
 #include <utility>
 #include <vector>
 
+#include "symphony/experiment_spec.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/sim/experiment.hpp"
 #include "symphony/sim/series.hpp"
 #include "symphony/sim/subcluster.hpp"
+#include "symphony/subcluster.hpp"
 
 namespace symphony::sim {
-
-struct SubClusterSpec {
-  std::uint32_t count = 1;           // L
-  std::vector<std::uint32_t> gpus;   // per sub-cluster; empty: the run's GPUs split evenly
-  Duration epoch;                    // zero: the initial placement only
-  double max_disruption = INFINITY;  // C_max at every epoch after the first
-  Duration series_step;              // step of the per-model series; zero: the autoscaling step
-
-  // The GPUs of each sub-cluster for a run on `gpus` GPUs, or an error.
-  Result<std::vector<std::uint32_t>> split(std::uint32_t total) const {
-    if (count == 0) return Status(Errc::kInvalidArgument, "the number of sub-clusters must be at least 1");
-    if (gpus.empty()) {
-      if (count > total)
-        return Status(Errc::kInvalidArgument, std::to_string(count) +
-                                                  " sub-clusters need at least as many GPUs; the run has " +
-                                                  std::to_string(total));
-      return SubClusterLayout::equal_split(total, count);
-    }
-    if (gpus.size() != count)
-      return Status(Errc::kInvalidArgument, "the sub-clusters' GPU list has " + std::to_string(gpus.size()) +
-                                                " entries for " + std::to_string(count) + " sub-clusters");
-    std::uint64_t sum = 0;
-    for (std::uint32_t g : gpus) sum += g;
-    if (sum != total)
-      return Status(Errc::kInvalidArgument, "the sub-clusters' GPUs add up to " + std::to_string(sum) +
-                                                ", but the run has " + std::to_string(total));
-    return gpus;
-  }
-};
 
 struct SubClusterRunResult {
   RunResult cluster;                    // the whole cluster (cluster GPU ids)
@@ -73,22 +47,6 @@ struct SubClusterRunResult {
   std::vector<EpochRecord> epochs;      // epoch 0 is the initial placement
   ModelSeries series;
 };
-
-// Each model's expected rate over [0, over) at `scale` (epoch 0's input).
-inline std::vector<double> expected_rates(const ExperimentSpec& e, double scale, Duration over) {
-  std::vector<double> rates(e.models.size(), 0.0);
-  const double secs = over.to_seconds();
-  if (!(secs > 0)) return rates;
-  if (!e.trace.empty()) {
-    for (const TraceRecord& r : e.trace)
-      if (static_cast<double>(r.time.ns()) / scale < static_cast<double>(over.ns())) rates[r.model] += 1;
-    for (double& r : rates) r /= secs;
-  } else {
-    for (std::size_t i = 0; i < e.loads.size(); ++i)
-      rates[i] = expected_requests(e.loads[i], over) / secs * scale;
-  }
-  return rates;
-}
 
 namespace detail {
 

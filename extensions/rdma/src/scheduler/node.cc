@@ -6,7 +6,7 @@ namespace symphony::rdma {
 // ---- lifecycle ---------------------------------------------------------------------
 
 Status SchedulerNode::Impl::start() {
-  const simtool::Config& sc = opts_.config.sim;
+  const config::Config& sc = opts_.config.sim;
   if (Status s = check_runs_in_core(sc.spec.policy); !s.ok()) return s;
   models_ = sc.spec.models;
   floors_ = sc.spec.delays;
@@ -48,7 +48,7 @@ Status SchedulerNode::Impl::start() {
   if (managed_ && !sub_cfg_->spec.gpus.empty())
     target_gpus_ = sub_cfg_->spec.gpus;
   else
-    target_gpus_ = sim::SubClusterLayout::equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
+    target_gpus_ = equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
   max_bad_rate_ = sc.spec.max_bad_rate;
   epoch_len_ = managed_ ? sub_cfg_->spec.epoch : Duration::zero();
   window_ = epoch_len_ > Duration::zero()                 ? epoch_len_

@@ -30,9 +30,9 @@
 #include "symphony/rdma/session_acceptor.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
+#include "symphony/partition/subclusters.hpp"
+#include "symphony/partitioner.hpp"
 #include "symphony/runtime/batch_event.hpp"
-#include "symphony/sim/subcluster_experiment.hpp"
-#include "symphony/simtool/subclusters.hpp"
 #include "symphony/subcluster.hpp"
 
 #include "scheduler/counters.hpp"
@@ -260,7 +260,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void subcluster_tick(TimePoint now);
   void start_epoch(TimePoint now);
   void finish_epoch(TimePoint now);
-  void apply_decision(EpochInfo info, const sim::EpochDecision& d, TimePoint now);
+  void apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now);
   void load_done(ModelId m, TimePoint now);
   void check_drains(TimePoint now);
   void close_window(TimePoint now);
@@ -318,15 +318,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Sub-clusters and autoscaling.
   std::uint32_t num_subs_ = 1;  // L
   bool managed_ = false;        // a subclusters: section: models are placed (Placements sent)
-  std::optional<simtool::SubClusterConfig> sub_cfg_;
+  std::optional<partition::SubClusterConfig> sub_cfg_;
   std::vector<std::uint32_t> target_gpus_, have_gpus_;  // per sub-cluster
   std::vector<int> route_;                              // per model: the runtime of its new requests
   std::optional<SubClusterPlacement> placement_;
   std::optional<EpochRateMeter> meter_;
-  sim::Partitioner partitioner_;
+  Partitioner partitioner_;
   Duration epoch_len_, window_;
   TimePoint next_epoch_, next_window_, window_start_;
-  std::future<Result<sim::EpochDecision>> solving_;
+  std::future<Result<EpochDecision>> solving_;
   EpochInfo solving_info_;
   std::vector<std::vector<DeviceRef>> pending_;  // per model: devices still loading it for its owner
   std::unordered_map<std::uint64_t, SentPlacement> sent_placements_;

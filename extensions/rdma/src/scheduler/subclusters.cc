@@ -19,21 +19,21 @@ std::uint32_t SchedulerNode::Impl::pick_subcluster() const {
 // that finds no assignment stops the scheduler from starting.
 Status SchedulerNode::Impl::initial_placement(TimePoint now) {
   if (!managed_) return {};
-  const simtool::Config& sc = opts_.config.sim;
+  const config::Config& sc = opts_.config.sim;
   try {
-    partitioner_ = simtool::make_partitioner(*sub_cfg_, sc.spec, std::max(sc.spec.gpus, num_subs_));
+    partitioner_ = partition::make_partitioner(*sub_cfg_, sc.spec, std::max(sc.spec.gpus, num_subs_));
   } catch (const std::exception& e) {
     return Status(Errc::kInvalidArgument, e.what());
   }
   placement_.emplace(models_.size(), num_subs_);
   meter_.emplace(models_.size(), now);
-  sim::EpochRequest r;
+  EpochRequest r;
   r.epoch = 0;
   r.time = now;
-  r.rates = sim::expected_rates(sc.spec, 1.0, epoch_len_ > Duration::zero() ? epoch_len_ : sc.spec.duration);
+  r.rates = expected_rates(sc.spec, 1.0, epoch_len_ > Duration::zero() ? epoch_len_ : sc.spec.duration);
   r.current.assign(models_.size(), kNoSubCluster);
   r.gpus = target_gpus_;
-  Result<sim::EpochDecision> d = partitioner_(r);
+  Result<EpochDecision> d = partitioner_(r);
   if (!d.ok())
     return Status(Errc::kInvalidArgument,
                   "subclusters: the initial placement failed: " + d.status().message());
@@ -63,7 +63,7 @@ void SchedulerNode::Impl::subcluster_tick(TimePoint now) {
 // its whole time limit; the progress thread keeps serving meanwhile).
 void SchedulerNode::Impl::start_epoch(TimePoint now) {
   next_epoch_ = now + epoch_len_;
-  sim::EpochRequest r;
+  EpochRequest r;
   r.time = now;
   r.measured_over = now - meter_->since();
   r.rates = meter_->take(now);
@@ -83,9 +83,9 @@ void SchedulerNode::Impl::start_epoch(TimePoint now) {
 }
 
 void SchedulerNode::Impl::finish_epoch(TimePoint now) {
-  Result<sim::EpochDecision> d = solving_.get();
+  Result<EpochDecision> d = solving_.get();
   EpochInfo info = std::move(solving_info_);
-  sim::EpochDecision keep;
+  EpochDecision keep;
   if (!d.ok()) {
     keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
     log("epoch " + std::to_string(info.epoch) + ": " + keep.status);
@@ -101,7 +101,7 @@ void SchedulerNode::Impl::finish_epoch(TimePoint now) {
 
 // Applies an assignment: records the epoch, sends the loads, moves routes
 // whose load needs no confirmation, and marks the drains.
-void SchedulerNode::Impl::apply_decision(EpochInfo info, const sim::EpochDecision& d, TimePoint now) {
+void SchedulerNode::Impl::apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now) {
   const std::size_t nm = models_.size();
   const std::vector<int> before = placement_->assignment();
   info.status = d.status;

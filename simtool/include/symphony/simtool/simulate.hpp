@@ -10,7 +10,7 @@
 // (`symphony simulate`) and the Python bindings both call simulate(), so they
 // produce the same JSON.
 //
-//   simtool::Config c = simtool::load_config("examples/paper/stagger_resnet50.yaml");
+//   config::Config c = config::load_config("examples/paper/stagger_resnet50.yaml");
 //   nlohmann::json r = simtool::simulate(c, {.mode = simtool::Mode::kGoodput});
 //   std::cout << r.dump(2);
 #pragma once
@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "symphony/config/config.hpp"
 #include "symphony/sim/search.hpp"
-#include "symphony/simtool/config.hpp"
 
 namespace symphony::simtool {
 
@@ -44,7 +44,7 @@ class Progress {
 
 // Runs the config; throws ConfigError when it cannot run (for instance a
 // min-GPU search without a rate) and std::runtime_error on simulator errors.
-nlohmann::json simulate(const Config& config, const SimulateOptions& options = {},
+nlohmann::json simulate(const config::Config& config, const SimulateOptions& options = {},
                         Progress* progress = nullptr);
 
 // The per-model table the CLI prints without --json.

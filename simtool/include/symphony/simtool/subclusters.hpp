@@ -1,90 +1,28 @@
-// The `subclusters:` section of a simulator config (docs/simulator.md): how
-// many sub-clusters, their GPUs, the epoch, and how symphony::partition
-// places the models every epoch (method, limits, caps, disruption bound, the
-// models' memory); the partitioner the simulator calls with it; and the
-// report's sub-cluster parts (epochs, per-sub-cluster summaries and
-// autoscaling advice, per-model series).
+// The report's sub-cluster parts of a simulation (docs/simulator.md): the
+// epochs, per-sub-cluster summaries and autoscaling advice, and the
+// per-model series. The `subclusters:` section itself and the partitioner
+// the simulator calls with it are symphony::partition's
+// (partition/subclusters.hpp).
 //
-// The simulator's core (sim/subcluster.hpp) takes the partitioner as a
-// callback; this is where the solver is wired in, so the core stays free of
-// CBC.
-//
-// Not part of the core: uses symphony::partition and nlohmann-json; errors are
-// exceptions.
+// Not part of the core: uses nlohmann-json.
 #pragma once
-
-#include <cstdint>
-#include <limits>
-#include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "symphony/sim/experiment_spec.hpp"
+#include "symphony/experiment_spec.hpp"
+#include "symphony/partition/subclusters.hpp"
 #include "symphony/sim/subcluster_experiment.hpp"
 
 namespace symphony::simtool {
 
-// What partitioning knows of a model besides its rate (MiB; docs/partition.md).
-struct ModelMemory {
-  double static_mib = 0;   // weights, on every backend of its sub-cluster
-  double dynamic_mib = 0;  // runtime memory at its largest batch
-  double move_cost = 1;    // c_i: loading it into, or unloading it from, a sub-cluster
-};
-
-// What the partitioner balances: the models' request rates (the paper's r_i),
-// or their GPU time (rate x the GPU seconds a request costs at the staggered
-// bound's batch on a sub-cluster of the mean size), which is what equal
-// sub-clusters need balanced when models differ in cost.
-enum class Balance : std::uint8_t { kRate, kGpuTime };
-const char* to_string(Balance b);
-
-struct SubClusterConfig {
-  sim::SubClusterSpec spec;        // count, gpus, epoch, max_disruption, series_step
-  std::string method = "greedy";   // partition::Method: greedy, milp or random
-  double time_limit_s = 10;        // CPU seconds per solve
-  std::int64_t node_limit = -1;    // milp: branch-and-bound nodes (-1: none)
-  std::int64_t sample_limit = -1;  // random: assignments drawn (-1: none)
-  bool warm_start = false;         // milp: start from greedy's solution
-  std::uint64_t seed = 1;
-  double memory_cap_mib = std::numeric_limits<double>::infinity();  // S_max of every sub-cluster
-  double rate_cap_rps = std::numeric_limits<double>::infinity();    // R_max of every sub-cluster
-  double memory_weight = 1;                                         // w
-  double cost_scale = 1;                                            // c_ij = move_cost x cost_scale
-  Balance balance = Balance::kRate;
-  // An epoch moves models only when that lowers the objective (the worst
-  // sub-cluster's deviation, as a fraction of an average one's load) or the
-  // RMS of all the deviations by at least this much
-  // (partition::EpochPartitioner); 0: any improvement.
-  double min_improvement = 0.05;
-  std::string model_memory;         // the table as the config names it ("": none)
-  std::string model_memory_file;    // the file it was read from
-  std::vector<ModelMemory> memory;  // per model (parallel to the spec's models)
-};
-
-// Reads a model memory table: CSV with a header naming the columns `name`,
-// `static_mib`, `dynamic_mib` and optionally `move_cost` (others are
-// ignored); '#' starts a comment line. Throws ConfigError naming the file and
-// line.
-std::vector<std::pair<std::string, ModelMemory>> read_model_memory(const std::string& path);
-
-// The partitioner of `c` for the experiment `e`: symphony::partition every
-// epoch (EpochPartitioner), with the rule that a solve that finds nothing
-// keeps the current assignment. Its report lines and numbers hold no CPU
-// times, so a run stays deterministic where the solver is (greedy; milp and
-// random when they stop on their node or sample limits).
-// Throws ConfigError when the method is unavailable (milp without CBC).
-sim::Partitioner make_partitioner(const SubClusterConfig& c, const sim::ExperimentSpec& e,
-                                  std::uint32_t gpus);
-
 // The report's `subclusters` object: settings, epochs (rates, the solver's
 // answer, moves and their drain times) and one summary per sub-cluster with
 // its autoscaling windows.
-nlohmann::json subclusters_json(const SubClusterConfig& c, const sim::ExperimentSpec& e,
+nlohmann::json subclusters_json(const partition::SubClusterConfig& c, const ExperimentSpec& e,
                                 const sim::SubClusterRunResult& r);
 
 // The report's `series` object: per model and step, requests arrived, ok and
 // bad (counted by arrival time).
-nlohmann::json series_json(const sim::ExperimentSpec& e, const sim::ModelSeries& s);
+nlohmann::json series_json(const ExperimentSpec& e, const sim::ModelSeries& s);
 
 }  // namespace symphony::simtool

@@ -1,7 +1,8 @@
 // cluster.yaml: one file for the scheduler, the backends and the load
 // generators of a cluster.
 //
-// It is a simulator config (docs/simulator.md: the models with their
+// It is a config of the simulator's format (docs/simulator.md, read by
+// symphony::config as the simulator reads it: the models with their
 // profiles, SLOs and batch limits, the policy and gathering, `delays` as
 // floors of what the scheduler learns, and the workload a load generator
 // offers; `gpus` is the cluster's expected size, used when the simulator is
@@ -54,7 +55,7 @@
 // most kMaxClusterSubClusters sub-clusters.
 //
 // Parsing is as strict as the simulator's: unknown keys, wrong types and
-// out-of-range values throw simtool::ConfigError naming the file, line, column
+// out-of-range values throw config::ConfigError naming the file, line, column
 // and key. The `cluster:` section is cut from the text (its lines blanked,
 // so the simulator's messages keep their line numbers) before the rest is
 // parsed as a simulator config.
@@ -66,7 +67,7 @@
 #include <string_view>
 #include <vector>
 
-#include "symphony/simtool/config.hpp"
+#include "symphony/config/config.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 
@@ -121,12 +122,12 @@ struct ClusterSettings {
 };
 
 struct ClusterConfig {
-  simtool::Config sim;          // models, policy, delays (floors), workload
+  config::Config sim;       // the simulator-format sections: models, policy, delays (floors), workload
   ClusterSettings cluster;  // the `cluster:` section
   bool has_cluster_section = false;
 };
 
-// Reads cluster.yaml; throws simtool::ConfigError. When `need_token` is set a
+// Reads cluster.yaml; throws config::ConfigError. When `need_token` is set a
 // missing token is an error (the scheduler and backends need one).
 ClusterConfig load_cluster_config(const std::string& path, bool need_token = true);
 ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,

@@ -43,7 +43,7 @@
 //    stays there. The initial placement partitions the config's expected
 //    rates; every subclusters.epoch_s the rates measured over the epoch
 //    (EpochRateMeter) are re-partitioned within max_disruption
-//    (symphony::partition through simtool::make_partitioner, on a worker
+//    (symphony::partition through partition::make_partitioner, on a worker
 //    thread) and the models whose sub-cluster changed move
 //    (SubClusterPlacement): the new sub-cluster's devices are sent a
 //    Placement that loads the model; once every one of them has confirmed

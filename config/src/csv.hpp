@@ -1,5 +1,5 @@
-// CSV reading shared by the simulator's data files (files.cc) and the model
-// memory table of sub-clusters (subclusters.cc): a header line, then rows;
+// CSV reading shared by the config's data files (files.cc): zoo tables,
+// latency tables, traces and the model memory table of sub-clusters: a header line, then rows;
 // '#' starts a comment line; blank lines are skipped; fields are trimmed; no
 // quoting. Errors are ConfigError naming the file and line.
 #pragma once
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "symphony/simtool/config.hpp"
-#include "symphony/simtool/files.hpp"
+#include "symphony/config/config.hpp"
+#include "symphony/config/files.hpp"
 
-namespace symphony::simtool::detail {
+namespace symphony::config::detail {
 
 inline std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r");
@@ -81,4 +81,4 @@ inline Csv read_csv(const std::string& path, const std::string& what) {
   return csv;
 }
 
-}  // namespace symphony::simtool::detail
+}  // namespace symphony::config::detail

@@ -20,7 +20,7 @@
 #include "symphony/latency_profile.hpp"
 #include "symphony/time.hpp"
 
-namespace symphony::sim {
+namespace symphony {
 
 struct BatchBound {
   std::uint32_t batch = 0;    // 0: not even a batch of one fits the SLO
@@ -77,4 +77,4 @@ inline double fluid_capacity(std::span<const ModelShare> models, std::uint32_t g
   return gpu_seconds_per_request > 0 ? gpus / gpu_seconds_per_request : 0;
 }
 
-}  // namespace symphony::sim
+}  // namespace symphony

@@ -1,7 +1,7 @@
-// YAML experiment configs -> simtool::Config (config.hpp). Strict: every map is
+// YAML configs -> config::Config (config.hpp). Strict: every map is
 // checked for unknown keys; every value for type and range; every message
 // names the file, line and key.
-#include "symphony/simtool/config.hpp"
+#include "symphony/config/config.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "symphony/config/files.hpp"
 #include "symphony/model_state.hpp"
-#include "symphony/simtool/files.hpp"
 
 #ifndef SYMPHONY_SOURCE_DATA_DIR
 #define SYMPHONY_SOURCE_DATA_DIR ""
@@ -23,8 +23,10 @@
 #define SYMPHONY_INSTALL_DATA_DIR ""
 #endif
 
-namespace symphony::simtool {
-using namespace symphony::sim;
+namespace symphony::config {
+using partition::Balance;
+using partition::ModelMemory;
+using partition::SubClusterConfig;
 namespace fs = std::filesystem;
 
 namespace {
@@ -545,7 +547,7 @@ void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
     e.delays.resp = get("resp_ms");
     e.delays.safety_margin = get("safety_margin_ms");
     // distribution: lognormal with sigma or tail {percentile, ratio}: the
-    // real delay of each dispatch is drawn (sim/network.hpp); ctrl_ms and
+    // real delay of each dispatch is drawn (delay_jitter.hpp); ctrl_ms and
     // data_ms are then its medians and the scheduler plans with
     // plan_percentile (default 0.99).
     const std::string dist = n["distribution"] ? r.string(n["distribution"], "delays.distribution") : "exact";
@@ -847,4 +849,4 @@ Config load_config(const std::string& path) {
   return parse_config(text, path, dir.empty() ? "." : dir);
 }
 
-}  // namespace symphony::simtool
+}  // namespace symphony::config

@@ -1,5 +1,9 @@
-// Simulator experiment configurations: the YAML format of docs/simulator.md,
-// parsed and checked into a sim::ExperimentSpec plus what the report needs.
+// Configs: the YAML format of docs/simulator.md (models and their profiles,
+// policy, delays, workload, sub-clusters, ...), parsed and checked into the
+// core's ExperimentSpec plus what a report needs. The simulator
+// (symphony::simtool) and the cluster's processes (cluster.yaml is such a
+// config plus a `cluster:` section, extensions/rdma) read configs through
+// this library only, so the two parse every section the same way.
 //
 // Parsing is strict: an unknown key, a value of the wrong type or out of
 // range, a missing or unreadable profile table, trace or profile file, all
@@ -10,11 +14,12 @@
 // $SYMPHONY_PROFILE_PATH (colon-separated), then in the data directory the
 // project was built from (and installed to).
 //
-// Not part of the core: uses yaml-cpp and the file system; errors are
+// Not part of the core: uses yaml-cpp, symphony::partition (the
+// `subclusters:` section's settings) and the file system; errors are
 // exceptions.
 //
-//   simtool::Config c = simtool::load_config("examples/paper/stagger_resnet50.yaml");
-//   simtool::Config d = simtool::parse_config(yaml_text, "<memory>");
+//   config::Config c = config::load_config("examples/paper/stagger_resnet50.yaml");
+//   config::Config d = config::parse_config(yaml_text, "<memory>");
 #pragma once
 
 #include <cstdint>
@@ -23,13 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "symphony/sim/experiment.hpp"
-#include "symphony/simtool/subclusters.hpp"
+#include "symphony/experiment_spec.hpp"
+#include "symphony/partition/subclusters.hpp"
+#include "symphony/policy.hpp"
 
-namespace symphony::simtool {
+namespace symphony::config {
 
-// A configuration the simulator cannot run, with a message naming the file,
-// line and key.
+// A configuration that cannot be run, with a message naming the file, line
+// and key.
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -56,13 +62,13 @@ struct MinGpusSpec {
 struct Config {
   std::string origin;   // the file (or "<memory>") it came from
   std::string name;     // the config's name (default: file stem)
-  sim::ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
+  ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
   std::vector<ModelInfo> model_info;  // parallel to spec.models
   std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
   GoodputSearchSpec goodput;
   MinGpusSpec min_gpus;
   // The `subclusters:` section; absent: one scheduler over every GPU, as ever.
-  std::optional<SubClusterConfig> subclusters;
+  std::optional<partition::SubClusterConfig> subclusters;
 
   // Replaces the exec policy (the CLI's --policy; the gathering policy stays),
   // recomputing per-model timeouts.
@@ -96,4 +102,4 @@ Config parse_config(const std::string& yaml_text, const std::string& origin = "<
 std::vector<std::string> profile_search_path(const std::vector<std::string>& profile_dirs,
                                              const std::string& base_dir);
 
-}  // namespace symphony::simtool
+}  // namespace symphony::config

@@ -1,5 +1,6 @@
-// CSV readers for zoo tables, latency tables and traces (files.hpp).
-#include "symphony/simtool/files.hpp"
+// CSV readers for zoo tables, latency tables, traces and model memory
+// tables (files.hpp).
+#include "symphony/config/files.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -9,11 +10,10 @@
 #include <sstream>
 
 #include "csv.hpp"
+#include "symphony/config/config.hpp"
 #include "symphony/profile_io/profile_file.hpp"
-#include "symphony/simtool/config.hpp"
 
-namespace symphony::simtool {
-using namespace symphony::sim;
+namespace symphony::config {
 using detail::Csv;
 using detail::read_csv;
 
@@ -121,4 +121,26 @@ std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std:
   return out;
 }
 
-}  // namespace symphony::simtool
+std::vector<std::pair<std::string, partition::ModelMemory>> read_model_memory(const std::string& path) {
+  const detail::Csv csv = detail::read_csv(path, "model memory table");
+  const int c_name = csv.column("name", true), c_static = csv.column("static_mib", true),
+            c_dynamic = csv.column("dynamic_mib", true), c_cost = csv.column("move_cost", false);
+  std::vector<std::pair<std::string, partition::ModelMemory>> out;
+  for (const auto& [line, row] : csv.rows) {
+    if (static_cast<std::size_t>(c_name) >= row.size() || row[static_cast<std::size_t>(c_name)].empty())
+      csv.fail(line, "missing model name");
+    partition::ModelMemory m;
+    m.static_mib = csv.number(line, row, c_static, "static_mib");
+    m.dynamic_mib = csv.number(line, row, c_dynamic, "dynamic_mib");
+    if (c_cost >= 0) m.move_cost = csv.number(line, row, c_cost, "move_cost");
+    const std::string& name = row[static_cast<std::size_t>(c_name)];
+    if (m.static_mib < 0 || m.dynamic_mib < 0 || m.move_cost < 0)
+      csv.fail(line, "model '" + name + "': static_mib, dynamic_mib and move_cost must be >= 0");
+    for (const auto& [other, _] : out)
+      if (other == name) csv.fail(line, "model '" + name + "' appears twice");
+    out.emplace_back(name, m);
+  }
+  return out;
+}
+
+}  // namespace symphony::config

@@ -1,7 +1,8 @@
-// The simulator's data files: profile tables of model zoos, measured latency
-// tables of single models, and request traces. All are small CSV files with
-// a header line; '#' starts a comment line; blank lines are skipped. The
-// formats are documented in data/profiles/README.md and docs/simulator.md.
+// The data files a config names: profile tables of model zoos, measured
+// latency tables of single models, request traces and model memory tables.
+// All are small CSV files with a header line; '#' starts a comment line;
+// blank lines are skipped. The formats are documented in
+// data/profiles/README.md, docs/simulator.md and docs/partition.md.
 //
 // Every reader throws ConfigError naming the file and line of the problem.
 #pragma once
@@ -9,12 +10,14 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "symphony/latency_profile.hpp"
-#include "symphony/sim/workload.hpp"
+#include "symphony/partition/subclusters.hpp"
+#include "symphony/workload.hpp"
 
-namespace symphony::simtool {
+namespace symphony::config {
 
 // One model of a zoo table: l(b) = alpha*b + beta for b <= max_batch.
 struct ZooEntry {
@@ -33,9 +36,14 @@ LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_bat
 
 // Reads a trace (time_s or time_ms, model[, slo_ms]); `model` is a model
 // name from `ids`. Records must be in time order.
-std::vector<sim::TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids);
+std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids);
+
+// Reads a model memory table: CSV with a header naming the columns `name`,
+// `static_mib`, `dynamic_mib` and optionally `move_cost` (others are
+// ignored).
+std::vector<std::pair<std::string, partition::ModelMemory>> read_model_memory(const std::string& path);
 
 // Reads a whole file; throws ConfigError when it cannot.
 std::string read_file(const std::string& path, const std::string& what);
 
-}  // namespace symphony::simtool
+}  // namespace symphony::config
