@@ -9,7 +9,7 @@
 //
 //   clang++-14 -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined \
 //     -Iextensions/rdma/include -Iinclude extensions/rdma/fuzz/wire_fuzzer.cc \
-//     extensions/rdma/src/wire.cc -o wire_fuzzer && ./wire_fuzzer -max_total_time=60
+//     extensions/rdma/src/protocol/wire.cc -o wire_fuzzer && ./wire_fuzzer -max_total_time=60
 // (cmake/RunFuzzer.cmake does this for CTest: the test wire_fuzz.)
 #include <cstddef>
 #include <cstdint>

@@ -40,7 +40,7 @@
 //   (entries: see the *Entry structs below)
 //
 // This table restates the one description of each message, its fields() in
-// src/wire.cc, which both the encoder and the decoder apply: they cannot
+// src/protocol/wire.cc, which both the encoder and the decoder apply: they cannot
 // disagree, and wire_test pins the bytes of every kind, so a change to a
 // description shows. A change of layout or meaning takes a new kVersion.
 //
