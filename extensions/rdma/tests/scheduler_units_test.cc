@@ -8,6 +8,7 @@
 #include "scheduler/counters.hpp"
 #include "scheduler/delay_learner.hpp"
 #include "scheduler/inflight.hpp"
+#include "scheduler/subcluster_manager.hpp"
 
 namespace symphony::rdma {
 namespace {
@@ -137,6 +138,153 @@ TEST(InflightTable, EachBatchEndsOnceByItsBackendOrWithAnError) {
   t.fail_all(at_ms(7), "the scheduler is stopping");
   EXPECT_EQ(port.got.size(), 3u);
   EXPECT_EQ(t.size(), 0u);
+}
+
+// ---- SubClusterManager: placement, moves and drains with no transport ----------------
+
+struct Recorder {
+  std::vector<SubClusterManager::Placement> sent;
+  std::vector<std::string> logs;
+  std::vector<SubClusterManager::Placement> take() { return std::exchange(sent, {}); }
+};
+
+// Two models on two sub-clusters of two devices each; the partitioner answers
+// from `plan` (epoch -> assignment) and solves inline.
+SubClusterManager managed(Recorder& rec, std::vector<std::vector<int>>& plan) {
+  SubClusterManager::Options o;
+  o.models = {"a", "b"};
+  o.subclusters = 2;
+  partition::SubClusterConfig cfg;
+  cfg.spec.count = 2;
+  cfg.spec.epoch = Duration::seconds(1);
+  o.config = cfg;
+  o.target_gpus = {2, 2};
+  o.window = Duration::seconds(1);
+  o.partitioner = [&plan](const EpochRequest& r) -> Result<EpochDecision> {
+    EpochDecision d;
+    d.assignment = plan[std::min<std::size_t>(r.epoch, plan.size() - 1)];
+    return d;
+  };
+  o.initial_rates = {10, 10};
+  o.solve_async = false;
+  return SubClusterManager(
+      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
+      [&rec](const std::string& m) { rec.logs.push_back(m); });
+}
+
+TEST(SubClusterManager, OneSubClusterRoutesEverythingThereAndClosesWindows) {
+  SubClusterManager::Options o;
+  o.models = {"a"};
+  o.target_gpus = {4};
+  o.window = Duration::seconds(1);
+  std::vector<SubClusterManager::Placement> sent;
+  SubClusterManager m(std::move(o), [&](const SubClusterManager::Placement& p) { sent.push_back(p); },
+                      [](const std::string&) {});
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  EXPECT_EQ(m.add_device({0, 0}), 0u);
+  EXPECT_EQ(m.add_device({0, 1}), 0u);
+  EXPECT_TRUE(sent.empty());  // nothing is placed without a sub-cluster config
+  for (int i = 0; i < 10; ++i) {
+    const std::uint32_t j = m.routed(0);
+    m.ended(j, 0, i < 3);
+  }
+  m.busy(0, Duration::milliseconds(500));
+  m.tick(at_ms(1000));
+  const PartitionSnapshot s = m.snapshot();
+  EXPECT_EQ(s.windows, 1u);
+  ASSERT_EQ(s.subs.size(), 1u);
+  EXPECT_EQ(s.subs[0].gpus, 2u);
+  EXPECT_EQ(s.subs[0].signal.arrived, 10u);
+  EXPECT_EQ(s.subs[0].signal.bad, 3u);
+  EXPECT_DOUBLE_EQ(s.subs[0].signal.busy_fraction, 0.25);  // 0.5 s busy of 2 GPU-seconds
+  EXPECT_EQ(s.subs[0].models, std::vector<std::string>{"a"});
+}
+
+TEST(SubClusterManager, AMoveLoadsEveryNewDeviceBeforeRequestsFollowAndDrainsOnlyOnceTheOldOnesEnd) {
+  Recorder rec;
+  std::vector<std::vector<int>> plan = {{0, 1}, {1, 1}};  // epoch 1 moves model a to sub-cluster 1
+  SubClusterManager m = managed(rec, plan);
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  // Devices join the sub-cluster furthest below its share, each with its models first.
+  EXPECT_EQ(m.add_device({0, 0}), 0u);
+  EXPECT_EQ(m.add_device({0, 1}), 1u);
+  EXPECT_EQ(m.add_device({1, 0}), 0u);
+  EXPECT_EQ(m.add_device({1, 1}), 1u);
+  std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{0});
+  EXPECT_EQ(p[1].load, std::vector<std::uint32_t>{1});
+  // One request of a is running in sub-cluster 0 when the epoch moves a.
+  const std::uint32_t old = m.routed(0);
+  EXPECT_EQ(old, 0u);
+  m.tick(at_ms(1000));
+  p = rec.take();
+  ASSERT_EQ(p.size(), 2u);  // a loads on both devices of sub-cluster 1
+  for (const auto& x : p) {
+    EXPECT_EQ(x.load, std::vector<std::uint32_t>{0});
+    EXPECT_EQ(x.dev.device, 1u);
+  }
+  EXPECT_EQ(m.routed(0), 0u);  // not confirmed yet: a's requests stay where a is loaded
+  m.ended(0, 0, false);
+  m.placement_done(p[0].dev.backend, p[0].seq, true, "backend 0", "", at_ms(1010));
+  EXPECT_EQ(m.routed(0), 0u);  // one device of two
+  m.ended(0, 0, false);
+  m.placement_done(p[1].dev.backend, p[1].seq, true, "backend 1", "", at_ms(1020));
+  EXPECT_EQ(m.snapshot().loads_pending, 0u);
+  const std::uint32_t now_at = m.routed(0);
+  EXPECT_EQ(now_at, 1u);  // every device confirmed: a's new requests go to sub-cluster 1
+  // The old sub-cluster still has a request of a: no drain yet.
+  m.tick(at_ms(1030));
+  EXPECT_TRUE(rec.take().empty());
+  EXPECT_EQ(m.snapshot().drains_pending, 1u);
+  m.ended(old, 0, false);
+  m.tick(at_ms(1040));
+  p = rec.take();
+  ASSERT_EQ(p.size(), 2u);  // a unloads from both devices of sub-cluster 0
+  for (const auto& x : p) {
+    EXPECT_EQ(x.unload, std::vector<std::uint32_t>{0});
+    EXPECT_EQ(x.dev.device, 0u);
+  }
+  EXPECT_EQ(m.snapshot().drains_pending, 0u);
+  m.ended(now_at, 0, false);
+  const nlohmann::json j = m.to_json(at_ms(0));
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  EXPECT_EQ(j["epochs"][1]["moves"][0]["model"], "a");
+  EXPECT_DOUBLE_EQ(j["epochs"][1]["moves"][0]["loaded_after_ms"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["epochs"][1]["moves"][0]["drained_after_ms"].get<double>(), 40.0);
+}
+
+TEST(SubClusterManager, ALostBackendIsNoLongerAwaitedAndAFailedPartitionerKeepsTheAssignment) {
+  Recorder rec;
+  std::vector<std::vector<int>> plan = {{0, 1}, {1, 1}};
+  SubClusterManager m = managed(rec, plan);
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  m.add_device({0, 0});
+  m.add_device({1, 0});
+  rec.take();
+  m.tick(at_ms(1000));  // a -> 1: its load waits for backend 1's device
+  ASSERT_EQ(rec.take().size(), 1u);
+  EXPECT_EQ(m.routed(0), 0u);
+  m.backend_gone(1, at_ms(1100));  // nothing left to wait for: a follows now
+  EXPECT_EQ(m.routed(0), 1u);
+  EXPECT_EQ(m.snapshot().subs[1].gpus, 0u);
+
+  SubClusterManager::Options o;
+  o.models = {"a"};
+  o.subclusters = 2;
+  partition::SubClusterConfig cfg;
+  cfg.spec.count = 2;
+  o.config = cfg;
+  o.target_gpus = {1, 1};
+  o.partitioner = [](const EpochRequest&) -> Result<EpochDecision> {
+    return Status(Errc::kInvalidArgument, "no assignment fits");
+  };
+  o.initial_rates = {1};
+  o.solve_async = false;
+  SubClusterManager bad(std::move(o), [](const SubClusterManager::Placement&) {}, [](const std::string&) {});
+  const Status s = bad.start(at_ms(0));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the initial placement failed: no assignment fits"), std::string::npos);
 }
 
 }  // namespace

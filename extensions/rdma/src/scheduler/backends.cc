@@ -23,30 +23,24 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
   std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
+  registering_ = c;
   for (std::uint32_t d = 0; d < r->devices.size(); ++d) {
-    const std::uint32_t j = pick_subcluster();
-    if (managed_) {
-      // Its sub-cluster's models (owned and draining) before any batch: the
-      // backend handles this connection's messages in order.
-      std::vector<std::uint32_t> load;
-      for (ModelId m = 0; m < models_.size(); ++m)
-        if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
-      send_placement(c, DeviceRef{index, d}, std::move(load), {});
-    }
+    // Its sub-cluster (and, when models are placed, their Placement first:
+    // the backend handles this connection's messages in order).
+    const std::uint32_t j = subs_->add_device({index, d});
     Result<GpuId> g =
         runtimes_[j]->add_gpu(std::make_unique<RemoteExecutor>(*this, b.shared, index, c, d, j));
     if (!g.ok()) {
-      for (std::size_t x = 0; x < b.gpus.size(); ++x) {
-        (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
-        --have_gpus_[b.subs[x]];
-      }
+      for (std::size_t x = 0; x < b.gpus.size(); ++x) (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
+      subs_->backend_gone(index, SteadyClock{}.now());
+      registering_ = kNoConn;
       return refuse(c, "cannot add its GPUs: " + g.status().message(), session::RefusalKind::kOther);
     }
     b.gpus.push_back(*g);
     b.subs.push_back(j);
-    ++have_gpus_[j];
     cluster_gpus.push_back(j * set_.max_gpus + *g);
   }
+  registering_ = kNoConn;
   b.registered = true;
   p.index = index;
   {
@@ -55,10 +49,6 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
       gpu_table_.push_back({cluster_gpus[i], b.name, b.devices[i], true, Duration::zero(), 0});
   }
   (void)transport_->send(c, wire::encode(wire::Registered{cluster_gpus}));
-  {
-    std::lock_guard<std::mutex> lock(part_mu_);
-    refresh_snapshot_locked();
-  }
   for (std::uint32_t s = 0; s < frontends_.size(); ++s) {
     const FrontendInfo& f = frontends_[s];
     if (f.alive)
@@ -85,7 +75,6 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
   std::vector<GpuId> gone;  // cluster-wide ids, as /metrics names them
   for (std::size_t x = 0; x < b.gpus.size(); ++x) {
     (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
-    --have_gpus_[b.subs[x]];
     gone.push_back(b.subs[x] * set_.max_gpus + b.gpus[x]);
   }
   {
@@ -93,17 +82,7 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
     for (auto& g : gpu_table_)
       if (std::find(gone.begin(), gone.end(), g.id) != gone.end()) g.alive = false;
   }
-  // Loads it had not confirmed are no longer awaited.
-  std::erase_if(sent_placements_, [&](const auto& kv) { return kv.second.dev.backend == index; });
-  for (ModelId m = 0; m < pending_.size(); ++m) {
-    if (pending_[m].empty()) continue;
-    std::erase_if(pending_[m], [&](const DeviceRef& r) { return r.backend == index; });
-    if (pending_[m].empty()) load_done(m, now);
-  }
-  {
-    std::lock_guard<std::mutex> lock(part_mu_);
-    refresh_snapshot_locked();
-  }
+  subs_->backend_gone(index, now);
   n_->backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_->batches_lost.fetch_add(lost, std::memory_order_relaxed);
   log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +
@@ -193,7 +172,7 @@ void SchedulerNode::Impl::on_batch_done(ConnId c, Peer& p, std::span<const std::
                     Duration::nanoseconds(d->push_ns));
   const TimePoint end = now - Duration::nanoseconds(d->since_end_ns) - one_way;
   const auto sub = static_cast<std::uint32_t>(d->batch >> kSubClusterShift) & (kMaxSubClusters - 1);
-  if (sub < num_subs_) window_busy_ns_[sub] += std::max<std::int64_t>(0, d->exec_ns);
+  subs_->busy(sub, Duration::nanoseconds(d->exec_ns));
   const bool ok = d->status == wire::BatchStatus::kOk;
   // The backend's measured execution time teaches the model's profile
   // (online recalibration) when the whole batch ran: a batch that lost

@@ -19,9 +19,8 @@ Status SchedulerNode::Impl::start() {
   rc.ingress_capacity = set_.max_requests;
   rc.delays = floors_;
   rc.recalibration.enabled = set_.recalibrate;
-  sub_cfg_ = sc.subclusters;
-  managed_ = sub_cfg_.has_value();
-  num_subs_ = managed_ ? sub_cfg_->spec.count : 1;
+  const std::optional<partition::SubClusterConfig>& sub_cfg = sc.subclusters;
+  num_subs_ = sub_cfg ? sub_cfg->spec.count : 1;
   if (num_subs_ == 0 || num_subs_ > kMaxSubClusters)
     return Status(Errc::kInvalidArgument, "subclusters.count: 1 to " + std::to_string(kMaxSubClusters) +
                                               " sub-clusters, got " + std::to_string(num_subs_));
@@ -35,33 +34,32 @@ Status SchedulerNode::Impl::start() {
       if (!id.ok()) return id.status();
     }
   }
-  const std::size_t nm = models_.size();
-  route_.assign(nm, managed_ ? kNoSubCluster : 0);  // placed below, before any request
-  pending_.assign(nm, {});
-  load_ref_.assign(nm, Ref{});
-  drain_ref_.assign(nm * num_subs_, Ref{});
-  outstanding_ = std::make_unique<std::atomic<std::int64_t>[]>(nm * num_subs_);
-  window_bad_ = std::make_unique<std::atomic<std::uint64_t>[]>(num_subs_);
-  window_arrived_.assign(num_subs_, 0);
-  window_busy_ns_.assign(num_subs_, 0);
-  have_gpus_.assign(num_subs_, 0);
-  if (managed_ && !sub_cfg_->spec.gpus.empty())
-    target_gpus_ = sub_cfg_->spec.gpus;
-  else
-    target_gpus_ = equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
-  max_bad_rate_ = sc.spec.max_bad_rate;
-  epoch_len_ = managed_ ? sub_cfg_->spec.epoch : Duration::zero();
-  window_ = epoch_len_ > Duration::zero()                 ? epoch_len_
-            : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
-                                                          : Duration::seconds(10);
   {
-    const TimePoint now = SteadyClock{}.now();
-    window_start_ = now;
-    next_window_ = now + window_;
-    next_epoch_ = now + epoch_len_;
-    if (Status s = initial_placement(now); !s.ok()) return s;
-    std::lock_guard<std::mutex> lock(part_mu_);
-    refresh_snapshot_locked();
+    // The sub-clusters: placed by the config's expected rates (epoch 0) before any request.
+    SubClusterManager::Options so;
+    for (const ModelConfig& m : models_) so.models.push_back(m.name);
+    so.subclusters = num_subs_;
+    so.config = sub_cfg;
+    so.target_gpus = sub_cfg && !sub_cfg->spec.gpus.empty()
+                         ? sub_cfg->spec.gpus
+                         : equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
+    so.max_bad_rate = sc.spec.max_bad_rate;
+    const Duration epoch = sub_cfg ? sub_cfg->spec.epoch : Duration::zero();
+    so.window = epoch > Duration::zero()                       ? epoch
+                : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
+                                                              : Duration::seconds(10);
+    if (sub_cfg) {
+      try {
+        so.partitioner = partition::make_partitioner(*sub_cfg, sc.spec, std::max(sc.spec.gpus, num_subs_));
+      } catch (const std::exception& e) {
+        return Status(Errc::kInvalidArgument, e.what());
+      }
+      so.initial_rates = expected_rates(sc.spec, 1.0, epoch > Duration::zero() ? epoch : sc.spec.duration);
+    }
+    subs_.emplace(
+        std::move(so), [this](const SubClusterManager::Placement& p) { send_placement(p); },
+        [this](const std::string& m) { log(m); });
+    if (Status s = subs_->start(SteadyClock{}.now()); !s.ok()) return s;
   }
   {
     DelayLearner::Options d;
@@ -301,7 +299,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);
   }
-  subcluster_tick(now);
+  if (!stopping_.load(std::memory_order_relaxed)) subs_->tick(now);
 }
 
 // The learner's delays, when they moved, go to every runtime.

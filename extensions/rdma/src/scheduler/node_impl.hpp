@@ -38,6 +38,7 @@
 #include "scheduler/counters.hpp"
 #include "scheduler/delay_learner.hpp"
 #include "scheduler/inflight.hpp"
+#include "scheduler/subcluster_manager.hpp"
 
 namespace symphony::rdma {
 // Constants and helpers of the scheduler's units (this header is private:
@@ -50,7 +51,6 @@ inline constexpr std::size_t kOutcomesPerMessage = 4096;
 // 48..55, which BatchIdLayout leaves free (sub-cluster 0: the runtime's id).
 inline constexpr int kSubClusterShift = 48;
 inline constexpr std::uint32_t kMaxSubClusters = 256;
-inline constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epochs
 
 inline std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
 
@@ -93,8 +93,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     return scheduler_not_ready(s);
   }
   PartitionSnapshot partition_snapshot() const {
-    std::lock_guard<std::mutex> lock(part_mu_);
-    return snap_;
+    return subs_ ? subs_->snapshot() : PartitionSnapshot{};
   }
   std::uint16_t port() const { return port_; }
 
@@ -185,34 +184,6 @@ class SchedulerNode::Impl final : public Transport::Handler {
     wire::OutcomeEntry entry;
     std::string text;
   };
-  // Sub-clusters (progress thread unless said otherwise).
-  struct DeviceRef {
-    std::uint32_t backend = 0, device = 0;
-    friend bool operator==(const DeviceRef&, const DeviceRef&) = default;
-  };
-  struct MoveRecord {
-    ModelId model = kNoModel;
-    int from = kNoSubCluster, to = kNoSubCluster;
-    double loaded_ms = -1;   // after the epoch: every device of `to` confirmed (new requests go there)
-    double drained_ms = -1;  // after the epoch: `from` ended its last request of the model and unloaded it
-  };
-  struct EpochInfo {
-    std::uint64_t epoch = 0;
-    TimePoint time;
-    double measured_s = 0;  // the interval the rates are from (0: the config's expected rates)
-    std::vector<double> rates;
-    std::string status;
-    std::vector<std::pair<std::string, double>> stats;
-    std::vector<MoveRecord> moves;
-    std::vector<int> assignment;
-  };
-  struct SentPlacement {
-    DeviceRef dev;
-    std::vector<std::uint32_t> load;
-  };
-  struct Ref {
-    std::size_t epoch = SIZE_MAX, move = 0;
-  };
 
   void log(const std::string& m) const { opts_.log(m); }
   static std::uint64_t alive_state(std::uint32_t gen) { return (std::uint64_t{gen} << 1) | 1; }
@@ -256,20 +227,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   bool drain_outcomes();
   void update_delays(TimePoint now);
   void fail_all_inflight(const std::string& why);
-  Status initial_placement(TimePoint now);
-  void subcluster_tick(TimePoint now);
-  void start_epoch(TimePoint now);
-  void finish_epoch(TimePoint now);
-  void apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now);
-  void load_done(ModelId m, TimePoint now);
-  void check_drains(TimePoint now);
-  void close_window(TimePoint now);
-  void refresh_snapshot_locked();
-  void send_placement(ConnId conn, DeviceRef dev, std::vector<std::uint32_t> load,
-                      std::vector<std::uint32_t> unload);
+  void send_placement(const SubClusterManager::Placement& p);
   void on_placement_done(Peer& p, std::span<const std::uint8_t> msg);
-  std::uint32_t pick_subcluster() const;
-  nlohmann::json subclusters_json() const;
   // Model m's recalibration state for the report and /metrics, from the
   // sub-cluster runtime that has measured it most (each runtime learns on its
   // own), with that runtime's index; nullopt when no runtime knows m.
@@ -316,34 +275,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   TimePoint next_delay_update_;
 
   // Sub-clusters and autoscaling.
-  std::uint32_t num_subs_ = 1;  // L
-  bool managed_ = false;        // a subclusters: section: models are placed (Placements sent)
-  std::optional<partition::SubClusterConfig> sub_cfg_;
-  std::vector<std::uint32_t> target_gpus_, have_gpus_;  // per sub-cluster
-  std::vector<int> route_;                              // per model: the runtime of its new requests
-  std::optional<SubClusterPlacement> placement_;
-  std::optional<EpochRateMeter> meter_;
-  Partitioner partitioner_;
-  Duration epoch_len_, window_;
-  TimePoint next_epoch_, next_window_, window_start_;
-  std::future<Result<EpochDecision>> solving_;
-  EpochInfo solving_info_;
-  std::vector<std::vector<DeviceRef>> pending_;  // per model: devices still loading it for its owner
-  std::unordered_map<std::uint64_t, SentPlacement> sent_placements_;
-  std::uint64_t placement_seq_ = 0;
-  std::vector<Ref> load_ref_, drain_ref_;  // per model; per [sub-cluster][model]
-  // Requests routed to a sub-cluster and not yet ended, per [sub-cluster][model]
-  // (submit: progress thread; end: the runtime's threads).
-  std::unique_ptr<std::atomic<std::int64_t>[]> outstanding_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> window_bad_;  // per sub-cluster, this window
-  std::vector<std::uint64_t> window_arrived_;
-  std::vector<std::int64_t> window_busy_ns_;
-  double max_bad_rate_ = 0.01;
-  mutable std::mutex part_mu_;  // epochs_ and snap_ (written by the progress thread, read by any)
-  std::vector<EpochInfo> epochs_;
-  PartitionSnapshot snap_;
-  std::uint64_t moves_total_ = 0;
-  std::atomic<std::uint64_t> placement_errors_{0};
+  std::uint32_t num_subs_ = 1;                 // L: one runtime each
+  std::optional<SubClusterManager> subs_;     // from start()
+  ConnId registering_ = kNoConn;              // the backend whose Register is being handled
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

@@ -70,7 +70,7 @@ nlohmann::json SchedulerNode::Impl::report() const {
   const double cpu = cpu_seconds() - cpu_at_start_;
   const double wall = (SteadyClock{}.now() - started_).to_seconds();
   const std::uint64_t sub = n.submitted;
-  r["subclusters"] = subclusters_json();
+  r["subclusters"] = subs_->to_json(started_);
   r["cpu_seconds"] = cpu;
   r["wall_seconds"] = wall;
   r["cpu_us_per_request"] = sub ? cpu * 1e6 / static_cast<double>(sub) : 0.0;
@@ -132,7 +132,7 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   s.loads_pending = part.loads_pending;
   s.drains_pending = part.drains_pending;
   s.subs_window_s = part.window_s;
-  if (managed_)
+  if (subs_->managed())
     for (const SubClusterSnapshot& sc : part.subs)
       s.subs.push_back({sc.id, sc.gpus, static_cast<std::uint32_t>(sc.models.size()),
                         static_cast<std::uint32_t>(sc.draining.size()), sc.signal});

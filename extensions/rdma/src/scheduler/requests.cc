@@ -87,16 +87,12 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
     f.by_request.insert_or_assign(e.request, slot);
     s.indexed = true;
     s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
-    const auto j = static_cast<std::uint32_t>(route_[e.model]);
+    const std::uint32_t j = subs_->routed(e.model);
     s.subcluster = j;
-    // relaxed: only a count; the drain check reads it after the route moved away.
-    outstanding_[std::size_t{j} * nmodels + e.model].fetch_add(1, std::memory_order_relaxed);
-    ++window_arrived_[j];
-    if (meter_) meter_->count(e.model);
     const TimePoint deadline = now + Duration::nanoseconds(e.budget_ns) - f.one_way;
     const SubmitStatus st = submitters_[j]->submit(e.model, tag, deadline);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
-      outstanding_[std::size_t{j} * nmodels + e.model].fetch_sub(1, std::memory_order_release);
+      subs_->ended(j, e.model, false);
       free_slot(slot);
       send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0},
                        "model not served");
@@ -131,7 +127,6 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;
   if (filtered) n_->filtered.fetch_add(1, std::memory_order_relaxed);
   const std::uint32_t sub = s.subcluster;
-  if (o.outcome != Outcome::kOk) window_bad_[sub].fetch_add(1, std::memory_order_relaxed);
   if (!filtered && (o.outcome == Outcome::kDropped || o.outcome == Outcome::kError) &&
       fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
     std::string text;
@@ -144,8 +139,7 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
     transport_->notify();
   }
   s.error.clear();
-  // release: the drain check (acquire) that sees zero sees every effect of this request's end.
-  outstanding_[std::size_t{sub} * models_.size() + o.model].fetch_sub(1, std::memory_order_release);
+  subs_->ended(sub, o.model, o.outcome != Outcome::kOk);  // last: a drain may follow
   free_slot(slot_of(o.tag));
 }
 

@@ -1,0 +1,465 @@
+#include "scheduler/subcluster_manager.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "symphony/autoscale.hpp"
+
+namespace symphony::rdma {
+namespace {
+
+constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epochs
+
+}  // namespace
+
+SubClusterManager::SubClusterManager(Options o, Send send, Log log)
+    : o_(std::move(o)),
+      send_(std::move(send)),
+      log_(std::move(log)),
+      epoch_len_(o_.config ? o_.config->spec.epoch : Duration::zero()) {
+  const std::size_t nm = o_.models.size();
+  const std::uint32_t l = o_.subclusters;
+  have_gpus_.assign(l, 0);
+  route_.assign(nm, managed() ? kNoSubCluster : 0);  // placed by start(), before any request
+  pending_.assign(nm, {});
+  load_ref_.assign(nm, Ref{});
+  drain_ref_.assign(nm * l, Ref{});
+  outstanding_ = std::make_unique<std::atomic<std::int64_t>[]>(nm * l);
+  window_bad_ = std::make_unique<std::atomic<std::uint64_t>[]>(l);
+  window_arrived_.assign(l, 0);
+  window_busy_ns_.assign(l, 0);
+}
+
+// Epoch 0: the initial rates, nothing placed yet.
+Status SubClusterManager::start(TimePoint now) {
+  window_start_ = now;
+  next_window_ = now + o_.window;
+  next_epoch_ = now + epoch_len_;
+  if (managed()) {
+    const std::size_t nm = o_.models.size();
+    placement_.emplace(nm, o_.subclusters);
+    meter_.emplace(nm, now);
+    EpochRequest r;
+    r.epoch = 0;
+    r.time = now;
+    r.rates = o_.initial_rates;
+    r.current.assign(nm, kNoSubCluster);
+    r.gpus = o_.target_gpus;
+    Result<EpochDecision> d = o_.partitioner(r);
+    if (!d.ok())
+      return Status(Errc::kInvalidArgument, "subclusters: the initial placement failed: " + d.status().message());
+    if (d->assignment.size() != nm)
+      return Status(Errc::kInvalidArgument, "subclusters: the initial placement failed: " + d->status);
+    EpochInfo info;
+    info.epoch = 0;
+    info.time = now;
+    info.rates = r.rates;
+    apply_decision(std::move(info), *d, now);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_snapshot_locked();
+  return {};
+}
+
+// ---- requests --------------------------------------------------------------------------
+
+std::uint32_t SubClusterManager::routed(ModelId m) {
+  const auto j = static_cast<std::uint32_t>(route_[m]);
+  // relaxed: only a count; the drain check reads it after the route moved away.
+  outstanding_[at(j, m)].fetch_add(1, std::memory_order_relaxed);
+  ++window_arrived_[j];
+  if (meter_) meter_->count(m);
+  return j;
+}
+
+void SubClusterManager::ended(std::uint32_t j, ModelId m, bool bad) {
+  if (bad) window_bad_[j].fetch_add(1, std::memory_order_relaxed);
+  // release: the drain check (acquire) that sees zero sees every effect of this request's end.
+  outstanding_[at(j, m)].fetch_sub(1, std::memory_order_release);
+}
+
+void SubClusterManager::busy(std::uint32_t j, Duration exec) {
+  if (j < o_.subclusters) window_busy_ns_[j] += std::max<std::int64_t>(0, exec.ns());
+}
+
+// ---- devices ---------------------------------------------------------------------------
+
+// The sub-cluster furthest below its share (have / target smallest; the
+// lowest id on a tie).
+std::uint32_t SubClusterManager::pick() const {
+  std::uint32_t best = 0;
+  for (std::uint32_t j = 1; j < o_.subclusters; ++j)
+    if (std::uint64_t{have_gpus_[j]} * o_.target_gpus[best] < std::uint64_t{have_gpus_[best]} * o_.target_gpus[j])
+      best = j;
+  return best;
+}
+
+std::uint32_t SubClusterManager::add_device(DeviceRef d) {
+  const std::uint32_t j = pick();
+  if (managed()) {
+    // Its sub-cluster's models (owned and draining) before any batch: the
+    // backend handles its connection's messages in order.
+    std::vector<std::uint32_t> load;
+    for (ModelId m = 0; m < o_.models.size(); ++m)
+      if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
+    send(d, std::move(load), {});
+  }
+  ++have_gpus_[j];
+  devices_.emplace_back(d, j);
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_snapshot_locked();
+  return j;
+}
+
+void SubClusterManager::backend_gone(std::uint32_t backend, TimePoint now) {
+  std::erase_if(devices_, [&](const auto& x) {
+    if (x.first.backend != backend) return false;
+    --have_gpus_[x.second];
+    return true;
+  });
+  // Loads it had not confirmed are no longer awaited.
+  std::erase_if(sent_, [&](const auto& kv) { return kv.second.dev.backend == backend; });
+  for (ModelId m = 0; m < pending_.size(); ++m) {
+    if (pending_[m].empty()) continue;
+    std::erase_if(pending_[m], [&](const DeviceRef& r) { return r.backend == backend; });
+    if (pending_[m].empty()) load_done(m, now);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_snapshot_locked();
+}
+
+void SubClusterManager::send(DeviceRef dev, std::vector<std::uint32_t> load, std::vector<std::uint32_t> unload) {
+  Placement p{++seq_, dev, load, std::move(unload)};
+  sent_[p.seq] = SentPlacement{dev, std::move(load)};
+  send_(p);
+}
+
+void SubClusterManager::placement_done(std::uint32_t backend, std::uint64_t seq, bool ok, const std::string& who,
+                                       const std::string& error, TimePoint now) {
+  const auto it = sent_.find(seq);
+  if (it == sent_.end() || it->second.dev.backend != backend) return;
+  const SentPlacement sp = std::move(it->second);
+  sent_.erase(it);
+  if (!ok) {
+    placement_errors_.fetch_add(1, std::memory_order_relaxed);
+    log_(who + ": placement " + std::to_string(seq) + " on device " + std::to_string(sp.dev.device) +
+         " failed: " + error);
+  }
+  for (std::uint32_t m : sp.load) {
+    if (m >= pending_.size()) continue;
+    const auto before = pending_[m].size();
+    std::erase(pending_[m], sp.dev);
+    if (before != 0 && pending_[m].empty()) load_done(m, now);
+  }
+}
+
+// ---- epochs, moves, drains -----------------------------------------------------------
+
+void SubClusterManager::tick(TimePoint now) {
+  if (now >= next_window_) close_window(now);
+  if (!managed()) return;
+  if (epoch_len_ > Duration::zero()) {
+    if (!solving_.valid() && now >= next_epoch_) start_epoch(now);
+    if (solving_.valid() && solving_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      finish_epoch(solving_.get(), now);
+  }
+  check_drains(now);
+}
+
+// Measures the epoch's rates and solves on a worker thread (a MILP may take
+// its whole time limit; the progress thread keeps serving meanwhile).
+void SubClusterManager::start_epoch(TimePoint now) {
+  next_epoch_ = now + epoch_len_;
+  EpochRequest r;
+  r.time = now;
+  r.measured_over = now - meter_->since();
+  r.rates = meter_->take(now);
+  r.current = placement_->assignment();
+  r.max_disruption = o_.config->spec.max_disruption;
+  r.gpus = have_gpus_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.epoch = static_cast<std::uint32_t>(epochs_.empty() ? 1 : epochs_.back().epoch + 1);
+  }
+  solving_info_ = EpochInfo{};
+  solving_info_.epoch = r.epoch;
+  solving_info_.time = now;
+  solving_info_.measured_s = r.measured_over.to_seconds();
+  solving_info_.rates = r.rates;
+  if (!o_.solve_async) return finish_epoch(o_.partitioner(r), now);
+  solving_ = std::async(std::launch::async, [part = o_.partitioner, r = std::move(r)] { return part(r); });
+}
+
+void SubClusterManager::finish_epoch(Result<EpochDecision> d, TimePoint now) {
+  EpochInfo info = std::move(solving_info_);
+  EpochDecision keep;
+  if (!d.ok()) {
+    keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
+    log_("epoch " + std::to_string(info.epoch) + ": " + keep.status);
+  } else if (d->assignment.size() != o_.models.size()) {
+    keep.status = d->status.empty() ? "kept the current assignment" : d->status;
+    keep.stats = d->stats;
+  } else {
+    keep = std::move(*d);
+  }
+  if (keep.assignment.empty()) keep.assignment = placement_->assignment();
+  apply_decision(std::move(info), keep, now);
+}
+
+// Applies an assignment: records the epoch, sends the loads, moves routes
+// whose load needs no confirmation, and marks the drains.
+void SubClusterManager::apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now) {
+  const std::vector<int> before = placement_->assignment();
+  info.status = d.status;
+  info.stats = d.stats;
+  info.assignment = d.assignment;
+  for (const ModelMove& mv : diff_assignments(before, d.assignment))
+    info.moves.push_back(MoveRecord{mv.model, mv.from, mv.to});
+  std::size_t epoch_index;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epochs_.push_back(info);
+    epoch_index = epochs_.size() - 1;
+    // Until the refresh below, a report shows the new moves as pending: one
+    // written in between must not show them unresolved with nothing pending.
+    for (const MoveRecord& mv : info.moves) {
+      ++snap_.loads_pending;
+      if (mv.from != kNoSubCluster) ++snap_.drains_pending;
+    }
+  }
+  auto move_index = [&](ModelId m) {
+    for (std::size_t i = 0; i < info.moves.size(); ++i)
+      if (info.moves[i].model == m) return i;
+    return std::size_t{0};
+  };
+  // Loads grouped per device: one Placement each.
+  std::vector<std::pair<DeviceRef, std::vector<std::uint32_t>>> loads;
+  for (const PlacementStep& st : placement_->apply(d.assignment)) {
+    const ModelId m = st.model;
+    switch (st.kind) {
+      case PlacementStep::Kind::kLoad:
+      case PlacementStep::Kind::kReclaim: {
+        pending_[m].clear();
+        load_ref_[m] = Ref{epoch_index, move_index(m)};
+        if (st.kind == PlacementStep::Kind::kLoad) {
+          for (const auto& [ref, j] : devices_) {
+            if (j != st.subcluster) continue;
+            pending_[m].push_back(ref);
+            auto it = std::find_if(loads.begin(), loads.end(), [&](const auto& x) { return x.first == ref; });
+            if (it == loads.end()) {
+              loads.push_back({ref, {}});
+              it = loads.end() - 1;
+            }
+            it->second.push_back(m);
+          }
+        }
+        if (pending_[m].empty()) load_done(m, now);  // reclaimed, or no device to wait for
+        break;
+      }
+      case PlacementStep::Kind::kDrain:
+        drain_ref_[at(st.subcluster, m)] = Ref{epoch_index, move_index(m)};
+        break;
+    }
+  }
+  for (auto& [ref, models] : loads) send(ref, std::move(models), {});
+  moves_total_ += info.epoch == 0 ? 0 : info.moves.size();
+  std::string moved;
+  for (const MoveRecord& mv : info.moves)
+    moved += (moved.empty() ? "" : ", ") + o_.models[mv.model] + " " +
+             (mv.from == kNoSubCluster ? std::string("-") : std::to_string(mv.from)) + " -> " +
+             std::to_string(mv.to);
+  log_("epoch " + std::to_string(info.epoch) + ": " + (d.status.empty() ? std::string("placed") : d.status) + "; " +
+       std::to_string(info.moves.size()) + (info.moves.size() == 1 ? " move" : " moves") +
+       (moved.empty() ? "" : " (" + moved + ")"));
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_snapshot_locked();
+}
+
+// Every device of the model's new sub-cluster holds it: its new requests go
+// there from now on.
+void SubClusterManager::load_done(ModelId m, TimePoint now) {
+  const int owner = placement_->owner(m);
+  if (owner == kNoSubCluster || route_[m] == owner) return;
+  route_[m] = owner;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Ref r = load_ref_[m];
+  if (r.epoch < epochs_.size() && r.move < epochs_[r.epoch].moves.size()) {
+    MoveRecord& mv = epochs_[r.epoch].moves[r.move];
+    if (mv.model == m && mv.loaded_ms < 0) mv.loaded_ms = (now - epochs_[r.epoch].time).to_ms();
+  }
+  refresh_snapshot_locked();
+}
+
+// A draining model whose new requests go elsewhere and whose last request in
+// the old sub-cluster has ended leaves that sub-cluster's devices.
+void SubClusterManager::check_drains(TimePoint now) {
+  bool changed = false;
+  for (std::uint32_t j = 0; j < o_.subclusters; ++j) {
+    if (placement_->draining(j).empty()) continue;
+    const std::vector<ModelId> draining = placement_->draining(j);
+    for (ModelId m : draining) {
+      if (route_[m] == static_cast<int>(j)) continue;  // its new sub-cluster is still loading it
+      // acquire: pairs with ended()'s release.
+      if (outstanding_[at(j, m)].load(std::memory_order_acquire) != 0) continue;
+      for (const auto& [ref, sub] : devices_)
+        if (sub == j) send(ref, {}, {m});
+      placement_->drained(j, m);
+      changed = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      const Ref r = drain_ref_[at(j, m)];
+      if (r.epoch < epochs_.size() && r.move < epochs_[r.epoch].moves.size()) {
+        MoveRecord& mv = epochs_[r.epoch].moves[r.move];
+        if (mv.model == m && mv.drained_ms < 0) mv.drained_ms = (now - epochs_[r.epoch].time).to_ms();
+      }
+    }
+  }
+  if (changed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refresh_snapshot_locked();
+  }
+}
+
+// ---- autoscaling windows, snapshot, report ---------------------------------------------
+
+// One autoscaling window per sub-cluster, and the cluster's (combined).
+void SubClusterManager::close_window(TimePoint now) {
+  const double secs = (now - window_start_).to_seconds();
+  std::vector<AutoscaleSignal> sig(o_.subclusters);
+  for (std::uint32_t j = 0; j < o_.subclusters; ++j) {
+    AutoscaleSignal& s = sig[j];
+    s.gpus = have_gpus_[j];
+    s.arrived = window_arrived_[j];
+    s.bad = std::min(s.arrived, window_bad_[j].exchange(0, std::memory_order_relaxed));
+    s.busy_fraction =
+        s.gpus && secs > 0
+            ? std::clamp(static_cast<double>(window_busy_ns_[j]) / (1e9 * secs * static_cast<double>(s.gpus)), 0.0,
+                         1.0)
+            : 0.0;
+    window_arrived_[j] = 0;
+    window_busy_ns_[j] = 0;
+  }
+  window_start_ = now;
+  next_window_ = now + o_.window;
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_snapshot_locked();
+  for (std::uint32_t j = 0; j < o_.subclusters; ++j) {
+    snap_.subs[j].signal = sig[j];
+    snap_.subs[j].advice = autoscale_advice(sig[j], o_.max_bad_rate);
+  }
+  snap_.cluster_signal = combine_signals(sig);
+  snap_.cluster_advice = autoscale_advice(snap_.cluster_signal, o_.max_bad_rate);
+  ++snap_.windows;
+}
+
+// The snapshot's state part (models, GPUs, moves); the signals stay.
+void SubClusterManager::refresh_snapshot_locked() {
+  PartitionSnapshot& s = snap_;
+  const std::size_t nm = o_.models.size();
+  s.subclusters = o_.subclusters;
+  s.epochs = managed() && epoch_len_ > Duration::zero();
+  s.epoch_s = epoch_len_.to_seconds();
+  s.window_s = o_.window.to_seconds();
+  s.epoch = epochs_.empty() ? 0 : epochs_.back().epoch;
+  s.moves = moves_total_;
+  s.max_bad_rate = o_.max_bad_rate;
+  s.loads_pending = 0;
+  s.drains_pending = 0;
+  for (ModelId m = 0; m < nm; ++m)
+    if (placement_ && placement_->owner(m) != kNoSubCluster && route_[m] != placement_->owner(m)) ++s.loads_pending;
+  s.subs.resize(o_.subclusters);
+  for (std::uint32_t j = 0; j < o_.subclusters; ++j) {
+    SubClusterSnapshot& x = s.subs[j];
+    x.id = j;
+    x.gpus = have_gpus_[j];
+    x.models.clear();
+    x.draining.clear();
+    for (ModelId m = 0; m < nm; ++m) {
+      const bool owned = placement_ ? placement_->owner(m) == static_cast<int>(j) : j == 0;
+      if (owned) x.models.push_back(o_.models[m]);
+    }
+    if (placement_) {
+      for (ModelId m : placement_->draining(j)) x.draining.push_back(o_.models[m]);
+      s.drains_pending += placement_->draining(j).size();
+    }
+  }
+}
+
+PartitionSnapshot SubClusterManager::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snap_;
+}
+
+nlohmann::json SubClusterManager::to_json(TimePoint started) const {
+  using nlohmann::json;
+  std::lock_guard<std::mutex> lock(mu_);
+  const PartitionSnapshot& s = snap_;
+  auto signal = [](const AutoscaleSignal& g, const AutoscaleAdvice& a) {
+    return json{{"gpus", g.gpus},
+                {"arrived", g.arrived},
+                {"bad", g.bad},
+                {"bad_rate", a.bad_rate},
+                {"busy_fraction", g.busy_fraction},
+                {"add_gpus", std::isfinite(a.add_gpus) ? json(a.add_gpus) : json(nullptr)},
+                {"release_gpus", a.release_gpus},
+                {"advice", a.advice}};
+  };
+  json r;
+  r["count"] = s.subclusters;
+  r["partitioned"] = managed();
+  r["epoch_s"] = s.epoch_s;
+  r["window_s"] = s.window_s;
+  r["epoch"] = s.epoch;
+  r["moves"] = s.moves;
+  r["loads_pending"] = s.loads_pending;
+  r["drains_pending"] = s.drains_pending;
+  r["placement_errors"] = placement_errors_.load(std::memory_order_relaxed);
+  r["windows"] = s.windows;
+  r["max_bad_rate"] = s.max_bad_rate;
+  if (managed()) {
+    r["method"] = o_.config->method;
+    r["max_disruption"] =
+        std::isfinite(o_.config->spec.max_disruption) ? json(o_.config->spec.max_disruption) : json(nullptr);
+    r["min_improvement"] = o_.config->min_improvement;
+  }
+  json subs = json::array();
+  for (const SubClusterSnapshot& x : s.subs)
+    subs.push_back(json{{"id", x.id},
+                        {"gpus", x.gpus},
+                        {"target_gpus", x.id < o_.target_gpus.size() ? o_.target_gpus[x.id] : 0},
+                        {"models", x.models},
+                        {"draining", x.draining},
+                        {"autoscale", signal(x.signal, x.advice)}});
+  r["subclusters"] = subs;
+  r["cluster_autoscale"] = signal(s.cluster_signal, s.cluster_advice);
+  json eps = json::array();
+  const std::size_t first = epochs_.size() > kEpochsReported ? epochs_.size() - kEpochsReported : 0;
+  for (std::size_t i = first; i < epochs_.size(); ++i) {
+    const EpochInfo& e = epochs_[i];
+    json rates = json::object(), assignment = json::object(), stats = json::object();
+    for (std::size_t m = 0; m < o_.models.size(); ++m) {
+      if (m < e.rates.size()) rates[o_.models[m]] = e.rates[m];
+      if (m < e.assignment.size()) assignment[o_.models[m]] = e.assignment[m];
+    }
+    for (const auto& [k, v] : e.stats) stats[k] = std::isfinite(v) ? json(v) : json(nullptr);
+    json moves = json::array();
+    for (const MoveRecord& mv : e.moves)
+      moves.push_back(json{{"model", o_.models[mv.model]},
+                           {"from", mv.from},
+                           {"to", mv.to},
+                           {"loaded_after_ms", mv.loaded_ms >= 0 ? json(mv.loaded_ms) : json(nullptr)},
+                           {"drained_after_ms", mv.drained_ms >= 0 ? json(mv.drained_ms) : json(nullptr)}});
+    eps.push_back(json{{"epoch", e.epoch},
+                       {"at_s", (e.time - started).to_seconds()},
+                       {"measured_s", e.measured_s},
+                       {"rates", rates},
+                       {"status", e.status},
+                       {"stats", stats},
+                       {"moves", moves},
+                       {"assignment", assignment}});
+  }
+  r["epochs"] = eps;
+  r["epochs_recorded"] = epochs_.size();
+  return r;
+}
+
+}  // namespace symphony::rdma

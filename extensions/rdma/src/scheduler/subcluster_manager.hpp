@@ -1,0 +1,174 @@
+// SubClusterManager: the scheduler's sub-clusters as a state machine with no
+// transport. It decides which sub-cluster each new GPU joins and where each
+// model's new requests go; it re-partitions every epoch (the partitioner on a
+// worker thread), moves models (a load on every device of the new
+// sub-cluster, confirmed, before requests follow; a drain of the old one once
+// its last request of the model has ended), and closes the autoscaling
+// windows. What it needs done it asks through `send` (a Placement for one
+// device); the node delivers it and reports the answer (placement_done).
+//
+// Threads: the progress thread calls everything, except ended() (the
+// runtimes' threads) and snapshot() / to_json() (any thread).
+//
+//   SubClusterManager subs(options, send, log);
+//   if (Status s = subs.start(now); !s.ok()) ...   // epoch 0 (placed by the config's rates)
+//   std::uint32_t j = subs.add_device({backend, device});   // a GPU registers
+//   std::uint32_t j = subs.routed(model);    // a request: its sub-cluster
+//   subs.ended(j, model, bad);               // its end
+//   subs.tick(now);                          // windows, epochs, drains
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "symphony/partition/subclusters.hpp"
+#include "symphony/partitioner.hpp"
+#include "symphony/rdma/scheduler_node.hpp"
+#include "symphony/status.hpp"
+#include "symphony/subcluster.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::rdma {
+
+class SubClusterManager {
+ public:
+  struct DeviceRef {
+    std::uint32_t backend = 0, device = 0;
+    friend bool operator==(const DeviceRef&, const DeviceRef&) = default;
+  };
+  // Load and unload these models on one device (wire::Placement).
+  struct Placement {
+    std::uint64_t seq = 0;
+    DeviceRef dev;
+    std::vector<std::uint32_t> load, unload;
+  };
+  struct Options {
+    std::vector<std::string> models;                     // names, by model id
+    std::uint32_t subclusters = 1;                       // L
+    std::optional<partition::SubClusterConfig> config;  // set: models are placed (Placements sent)
+    std::vector<std::uint32_t> target_gpus;              // per sub-cluster
+    Duration window = Duration::seconds(10);             // the autoscaling window
+    double max_bad_rate = 0.01;
+    Partitioner partitioner;             // with config
+    std::vector<double> initial_rates;   // with config: epoch 0's rates
+    bool solve_async = true;             // false: solve on the calling thread (tests)
+  };
+  using Send = std::function<void(const Placement&)>;
+  using Log = std::function<void(const std::string&)>;
+
+  SubClusterManager(Options o, Send send, Log log);
+
+  // Epoch 0: places the models by the initial rates (with a config). A
+  // partitioner that finds no assignment is an error: the scheduler does not start.
+  Status start(TimePoint now);
+
+  bool managed() const { return o_.config.has_value(); }
+  std::uint32_t count() const { return o_.subclusters; }
+
+  // ---- requests ----------------------------------------------------------------------
+
+  // A new request of model m: the sub-cluster it goes to, counted until ended().
+  std::uint32_t routed(ModelId m);
+  // A request that routed() counted ended (any thread); bad: not ok.
+  void ended(std::uint32_t j, ModelId m, bool bad);
+  // A batch of sub-cluster j kept a GPU busy for `exec` (for the window's busy fraction).
+  void busy(std::uint32_t j, Duration exec);
+
+  // ---- devices -----------------------------------------------------------------------
+
+  // A GPU registers: the sub-cluster it joins (the one furthest below its
+  // target share); with a config, its sub-cluster's models are sent first.
+  std::uint32_t add_device(DeviceRef d);
+  // Every device of `backend` leaves (lost, or its registration failed): the
+  // loads it had not confirmed are no longer awaited.
+  void backend_gone(std::uint32_t backend, TimePoint now);
+  // A device's answer to a Placement (seq), from `backend`.
+  void placement_done(std::uint32_t backend, std::uint64_t seq, bool ok, const std::string& who,
+                      const std::string& error, TimePoint now);
+
+  // Closes due windows, starts and finishes epochs, finishes drains.
+  void tick(TimePoint now);
+
+  // ---- state (any thread) ------------------------------------------------------------
+
+  PartitionSnapshot snapshot() const;
+  // The report's "subclusters" section; times relative to `started`.
+  nlohmann::json to_json(TimePoint started) const;
+
+ private:
+  struct MoveRecord {
+    ModelId model = kNoModel;
+    int from = kNoSubCluster, to = kNoSubCluster;
+    double loaded_ms = -1;   // after the epoch: every device of `to` confirmed (new requests go there)
+    double drained_ms = -1;  // after the epoch: `from` ended its last request of the model and unloaded it
+  };
+  struct EpochInfo {
+    std::uint64_t epoch = 0;
+    TimePoint time;
+    double measured_s = 0;  // the interval the rates are from (0: the config's expected rates)
+    std::vector<double> rates;
+    std::string status;
+    std::vector<std::pair<std::string, double>> stats;
+    std::vector<MoveRecord> moves;
+    std::vector<int> assignment;
+  };
+  struct SentPlacement {
+    DeviceRef dev;
+    std::vector<std::uint32_t> load;
+  };
+  struct Ref {
+    std::size_t epoch = SIZE_MAX, move = 0;
+  };
+
+  std::uint32_t pick() const;
+  void send(DeviceRef dev, std::vector<std::uint32_t> load, std::vector<std::uint32_t> unload);
+  void start_epoch(TimePoint now);
+  void finish_epoch(Result<EpochDecision> d, TimePoint now);
+  void apply_decision(EpochInfo info, const EpochDecision& d, TimePoint now);
+  void load_done(ModelId m, TimePoint now);
+  void check_drains(TimePoint now);
+  void close_window(TimePoint now);
+  void refresh_snapshot_locked();
+  std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * o_.models.size() + m; }
+
+  const Options o_;
+  const Send send_;
+  const Log log_;
+  const Duration epoch_len_;
+  std::vector<std::uint32_t> have_gpus_;           // per sub-cluster
+  std::vector<std::pair<DeviceRef, std::uint32_t>> devices_;  // live devices and their sub-cluster
+  std::vector<int> route_;                         // per model: the sub-cluster of its new requests
+  std::optional<SubClusterPlacement> placement_;
+  std::optional<EpochRateMeter> meter_;
+  TimePoint next_epoch_, next_window_, window_start_;
+  std::future<Result<EpochDecision>> solving_;
+  EpochInfo solving_info_;
+  std::vector<std::vector<DeviceRef>> pending_;  // per model: devices still loading it for its owner
+  std::unordered_map<std::uint64_t, SentPlacement> sent_;
+  std::uint64_t seq_ = 0;
+  std::vector<Ref> load_ref_, drain_ref_;  // per model; per [sub-cluster][model]
+  // Requests routed to a sub-cluster and not yet ended, per [sub-cluster][model]
+  // (routed: progress thread; ended: the runtimes' threads).
+  std::unique_ptr<std::atomic<std::int64_t>[]> outstanding_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> window_bad_;  // per sub-cluster, this window
+  std::vector<std::uint64_t> window_arrived_;
+  std::vector<std::int64_t> window_busy_ns_;
+  mutable std::mutex mu_;  // epochs_ and snap_ (written by the progress thread, read by any)
+  std::vector<EpochInfo> epochs_;
+  PartitionSnapshot snap_;
+  std::uint64_t moves_total_ = 0;
+  std::atomic<std::uint64_t> placement_errors_{0};
+};
+
+}  // namespace symphony::rdma
