@@ -6,7 +6,7 @@ Every system runs through the same CLI on the same config, as one entry of
 SYSTEMS: a key (the key of bench/results/baselines.json), a policy string for
 `symphony simulate --policy` (docs/policies.md, docs/simulator.md "The
 peers") and a label. Adding a variant is one line, e.g.
-`System("shepherd_desc", "shepherd:sizing=descending", "Shepherd, descending sizing")`.
+`System("clockwork_x", "clockwork:...", "Clockwork, variant")`.
 "symphony" is our scheduler with its defaults (deferred, target-batch
 gathering); "eager" and "deferred_paper" are our engine with the eager rule
 and the paper's exact deferred rule (same target-batch gathering): our own
@@ -38,6 +38,11 @@ SYSTEMS = [
     System("nexus", "nexus", "Nexus 1 FE"),
     System("nexus_8fe", "nexus:frontends=8", "Nexus 8 FE"),
     System("shepherd", "shepherd", "Shepherd"),
+    # The second readings of two peers (issue: which reproduces the paper):
+    # Nexus adjusting its previous plan each epoch (its own scheduler's way)
+    # and Shepherd sizing over the deadlines in descending order.
+    System("nexus_adjust", "nexus:plan=adjust", "Nexus 1 FE, adjusted plan"),
+    System("shepherd_descending", "shepherd:sizing=descending", "Shepherd, descending sizing"),
 ]
 # Nexus planning for the measured rates exactly (leaving spare GPUs idle);
 # reported beside the default for transparency.
