@@ -559,7 +559,7 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
     std::string reason;
   };
   std::vector<std::uint8_t> wrong_version = hello(wire::Role::kFrontend, kToken);
-  wrong_version[4] = 9;
+  wrong_version[4] = static_cast<std::uint8_t>(wire::kVersion - 1);  // the previous version
   std::vector<std::uint8_t> truncated = hello(wire::Role::kFrontend, kToken);
   truncated.resize(truncated.size() - 3);
   std::vector<std::uint8_t> oversized = wire::encode(wire::Ping{1, 1});
@@ -573,7 +573,7 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
   const std::vector<Case> cases = {
       {{hello(wire::Role::kFrontend, "not-the-token")}, "wrong cluster token"},
       {{hello(wire::Role::kBackend, "")}, "wrong cluster token"},
-      {{wrong_version}, "unsupported protocol version 9"},
+      {{wrong_version}, "unsupported protocol version " + std::to_string(wire::kVersion - 1)},
       {{truncated}, "truncated"},
       {{oversized}, "oversized"},
       {{garbage}, "wrong magic"},

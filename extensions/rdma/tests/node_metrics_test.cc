@@ -89,6 +89,22 @@ TEST(SchedulerMetricsTest, SubClustersGetTheirOwnAdviceAndTheClusterTheCombinedS
   EXPECT_TRUE(has_line(t, "symphony_autoscale_window_seconds 1.5")) << t;
 }
 
+TEST(SchedulerMetricsTest, TheAdviceUsesTheConfigsMaxBadRate) {
+  metrics::AutoscaleWindow window(Duration::seconds(10));
+  SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
+  x.subclusters = 2;
+  // 10 % bad on 3 GPUs: above the default 1 %, an extra GPU; within a 20 % bound, none.
+  x.subs.push_back({0, 3, 2, 0, AutoscaleSignal{3, 1000, 100, 0.9}});
+  x.subs.push_back({1, 1, 1, 0, AutoscaleSignal{1, 1000, 0, 1.0}});
+  metrics::Writer strict;
+  write_scheduler_metrics(x, window, strict);
+  EXPECT_TRUE(has_line(strict.text(), "symphony_autoscale_advice_gpus{subcluster=\"0\"} 1")) << strict.text();
+  x.max_bad_rate = 0.2;
+  metrics::Writer loose;
+  write_scheduler_metrics(x, window, loose);
+  EXPECT_TRUE(has_line(loose.text(), "symphony_autoscale_advice_gpus{subcluster=\"0\"} 0")) << loose.text();
+}
+
 TEST(SchedulerMetricsTest, EachModelsProfileRecalibration) {
   metrics::AutoscaleWindow window(Duration::seconds(10));
   SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));

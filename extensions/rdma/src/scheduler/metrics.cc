@@ -84,7 +84,7 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   }
   for (const auto& [sub, x] : scopes) {
     const Labels l{{"subcluster", sub}};
-    const AutoscaleAdvice adv = autoscale_advice(x, kAutoscaleMaxBadRate);
+    const AutoscaleAdvice adv = autoscale_advice(x, s.max_bad_rate);
     w.gauge("symphony_autoscale_advice_gpus",
             "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window (subcluster=\"all\": "
             "the cluster).",

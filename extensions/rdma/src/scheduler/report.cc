@@ -132,6 +132,7 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   s.loads_pending = part.loads_pending;
   s.drains_pending = part.drains_pending;
   s.subs_window_s = part.window_s;
+  s.max_bad_rate = part.max_bad_rate;
   if (subs_->managed())
     for (const SubClusterSnapshot& sc : part.subs)
       s.subs.push_back({sc.id, sc.gpus, static_cast<std::uint32_t>(sc.models.size()),

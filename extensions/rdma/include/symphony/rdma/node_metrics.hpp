@@ -67,13 +67,11 @@ struct SchedulerMetricsSnapshot {
   std::uint64_t partition_epoch = 0, partition_moves = 0;
   std::uint64_t loads_pending = 0, drains_pending = 0;
   double subs_window_s = 0;  // the span of the sub-clusters' signals
+  double max_bad_rate = 0.01;  // the autoscaling advice's threshold (the config's max_bad_rate)
   std::vector<SubCluster> subs;
   std::uint32_t frontends = 0;  // connected now
   bool stopping = false;
 };
-
-// The autoscaling advice's bad-rate threshold (docs/architecture.md#autoscaling: 1 %).
-inline constexpr double kAutoscaleMaxBadRate = 0.01;
 
 // Appends the scheduler's families to `w`; `window` turns the cumulative
 // totals into the recent window of the autoscaling advice.
