@@ -15,15 +15,16 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
       missing += (missing.empty() ? "" : ", ") + m.name;
   if (!missing.empty())
     return refuse(c, "the backend cannot run these models of the cluster: " + missing, session::RefusalKind::kOther);
+  // In the table before its devices (not yet `registered`: nothing else
+  // addresses it), so that their first Placements find its connection.
   const auto index = static_cast<std::uint32_t>(backends_.size());
-  BackendInfo b;
+  BackendInfo& b = backends_.emplace_back();
   b.conn = c;
   b.name = p.name;
   b.devices = r->devices;
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
   std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
-  registering_ = c;
   for (std::uint32_t d = 0; d < r->devices.size(); ++d) {
     // Its sub-cluster (and, when models are placed, their Placement first:
     // the backend handles this connection's messages in order).
@@ -33,14 +34,13 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
     if (!g.ok()) {
       for (std::size_t x = 0; x < b.gpus.size(); ++x) (void)runtimes_[b.subs[x]]->retire_gpu(b.gpus[x]);
       subs_->backend_gone(index, SteadyClock{}.now());
-      registering_ = kNoConn;
+      backends_.pop_back();  // the last: nothing was added since
       return refuse(c, "cannot add its GPUs: " + g.status().message(), session::RefusalKind::kOther);
     }
     b.gpus.push_back(*g);
     b.subs.push_back(j);
     cluster_gpus.push_back(j * set_.max_gpus + *g);
   }
-  registering_ = kNoConn;
   b.registered = true;
   p.index = index;
   {
@@ -60,7 +60,6 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
     devs += (i ? ", " : "") + b.devices[i] + "=GPU " + std::to_string(b.gpus[i]) +
             (num_subs_ > 1 ? " of sub-cluster " + std::to_string(b.subs[i]) : "");
   log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")");
-  backends_.push_back(std::move(b));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -60,7 +60,6 @@ class DelayLearner {
   void commit(const Delays& d);
 
   Learned learned() const;
-  const Options& options() const { return o_; }
 
  private:
   Options o_;

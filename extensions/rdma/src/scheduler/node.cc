@@ -191,8 +191,6 @@ wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
   wire::Welcome w;
   w.peer_id = peer_id;
   w.incarnation = incarnation_;
-  w.heartbeat_interval_ns = set_.heartbeat_interval.ns();
-  w.heartbeat_timeout_ns = set_.heartbeat_timeout.ns();
   for (std::uint32_t i = 0; i < models_.size(); ++i)
     w.models.push_back({i, models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch(),
                         models_[i].slo.ns(), models_[i].name});

@@ -277,7 +277,6 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Sub-clusters and autoscaling.
   std::uint32_t num_subs_ = 1;                 // L: one runtime each
   std::optional<SubClusterManager> subs_;     // from start()
-  ConnId registering_ = kNoConn;              // the backend whose Register is being handled
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

@@ -6,14 +6,9 @@
 namespace symphony::rdma {
 
 void SchedulerNode::Impl::send_placement(const SubClusterManager::Placement& p) {
-  // A backend registering now is not in backends_ yet: its devices' first
-  // Placements go to the connection it registers on.
-  const ConnId conn = p.dev.backend < backends_.size()    ? backends_[p.dev.backend].conn
-                      : p.dev.backend == backends_.size() ? registering_
-                                                          : kNoConn;
-  if (conn == kNoConn) return;
+  if (p.dev.backend >= backends_.size()) return;
   const wire::Placement msg{p.seq, p.dev.device, p.load, p.unload};
-  if (Status s = transport_->send(conn, wire::encode(msg)); !s.ok())
+  if (Status s = transport_->send(backends_[p.dev.backend].conn, wire::encode(msg)); !s.ok())
     log("cannot send a placement to backend " + std::to_string(p.dev.backend) + ": " + s.message());
 }
 
