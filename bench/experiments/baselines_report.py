@@ -200,35 +200,28 @@ def compare(out, md):
     """Zero delays against reference conditions, per figure and system."""
     ref = out["reference_conditions"]
     md.append("## Zero delays against reference conditions (same delays for every system)\n")
-    if "stagger" in ref and "stagger" in out:
-        md.append("Figure 1, goodput r/s (mean of 5 seeds): zero delays, reference conditions, change\n")
-        systems = [s for s in ORDER if s in out["stagger"]["ResNet50"]]
-        md.append("| model | " + " | ".join(LABELS[s] for s in systems) + " |")
+    def table(key, title, first, probe, label, cell):
+        """One row per entry of out[key]: each system's zero-delay and reference values."""
+        if key not in ref or key not in out:
+            return
+        md.append(title + "\n")
+        systems = [s for s in ORDER if s in out[key][probe]]
+        md.append(f"| {first} | " + " | ".join(LABELS[s] for s in systems) + " |")
         md.append("|---|" + "---|" * len(systems))
-        for model in out["stagger"]:
-            z, r = out["stagger"][model], ref["stagger"].get(model, {})
-            md.append(f"| {model} | " + " | ".join(f"{z[s]:.0f} / {fmt(r.get(s))} ({change(z[s], r.get(s))})"
-                                                   for s in systems) + " |")
+        for k, z in out[key].items():
+            r = ref[key].get(k, {})
+            md.append(f"| {label(k)} | " + " | ".join(cell(z[s], r.get(s)) for s in systems) + " |")
         md.append("")
-    if "zoo_goodput_rps" in ref and "zoo_goodput_rps" in out:
-        md.append("Figure 2, goodput r/s: zero delays / reference conditions (change)\n")
-        systems = [s for s in ORDER if s in out["zoo_goodput_rps"]["a100/mixed"]]
-        md.append("| zoo | " + " | ".join(LABELS[s] for s in systems) + " |")
-        md.append("|---|" + "---|" * len(systems))
-        for key, z in out["zoo_goodput_rps"].items():
-            r = ref["zoo_goodput_rps"].get(key, {})
-            md.append(f"| {key.replace('/', ' ')} | " + " | ".join(
-                f"{z[s]:.0f} / {fmt(r.get(s))} ({change(z[s], r.get(s))})" for s in systems) + " |")
-        md.append("")
-    if "min_gpus_15k" in ref and "min_gpus_15k" in out:
-        md.append("Figure 3, minimum GPUs for 15 k r/s: zero delays / reference conditions\n")
-        systems = [s for s in ORDER if s in out["min_gpus_15k"]["a100_zoo"]]
-        md.append("| workload | " + " | ".join(LABELS[s] for s in systems) + " |")
-        md.append("|---|" + "---|" * len(systems))
-        for key, z in out["min_gpus_15k"].items():
-            r = ref["min_gpus_15k"].get(key, {})
-            md.append(f"| {key} | " + " | ".join(f"{z[s] or 'none'} / {r.get(s) or 'none'}" for s in systems) + " |")
-        md.append("")
+
+    def goodputs(z, r):
+        return f"{z:.0f} / {fmt(r)} ({change(z, r)})"
+
+    table("stagger", "Figure 1, goodput r/s (mean of 5 seeds): zero delays, reference conditions, change", "model",
+          "ResNet50", lambda k: k, goodputs)
+    table("zoo_goodput_rps", "Figure 2, goodput r/s: zero delays / reference conditions (change)", "zoo",
+          "a100/mixed", lambda k: k.replace("/", " "), goodputs)
+    table("min_gpus_15k", "Figure 3, minimum GPUs for 15 k r/s: zero delays / reference conditions", "workload",
+          "a100_zoo", lambda k: k, lambda z, r: f"{z or 'none'} / {r or 'none'}")
     if "sensitivity_goodput_rps" in ref and "sensitivity_goodput_rps" in out:
         md.append("Figure 4, change of goodput from zero delays to reference conditions over the 20 setups "
                   "(cells where both are ~0, below 1 % of Symphony's, left out): median, min..max\n")
