@@ -40,7 +40,7 @@ struct FakeScheduler : rdma::Transport::Handler {
   }
   void on_message(ConnId c, std::span<const std::uint8_t> m) override {
     if (auto h = wire::decode_hello(m); h.ok()) {
-      wire::Welcome w{0, 42, 100000000, 1000000000, {{0, 8, 1000000000, "m"}}};
+      wire::Welcome w{0, 42, 1, 100000000, 1000000000, {{0, 8, 1000000000, "m"}}};
       (void)t->send(c, wire::encode(w));
       std::lock_guard<std::mutex> lock(mu);
       fe = c;

@@ -608,7 +608,7 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
     d.batch = 123456789;
     (void)send_raw(
         port_,
-        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}}), wire::encode(d)}, h,
+        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}, {}}), wire::encode(d)}, h,
         t, false);
     EXPECT_TRUE(eventually(
         [&] { return sched.log_text().find("unknown batch id 123456789") != std::string::npos; }, 5s))

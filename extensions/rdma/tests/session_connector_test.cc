@@ -24,7 +24,8 @@ struct FakeHost : Connector::Host {
   Connector* session = nullptr;
   wire::Welcome welcome;
 
-  Status open() override {
+  Status open(const std::string& target) override {
+    (void)target;
     log.push_back("open");
     return open_fails ? Status(Errc::kFailedPrecondition, "no route") : Status();
   }
@@ -99,7 +100,7 @@ TEST_F(ConnectorTest, TheFirstTickConnectsAndSendsTheHello) {
 TEST_F(ConnectorTest, NothingIsSentAfterTheHelloUntilTheWelcome) {
   s.tick(now());
   host.take();
-  EXPECT_FALSE(s.send(wire::encode(wire::Register{{"d0"}, {"m"}})).ok());
+  EXPECT_FALSE(s.send(wire::encode(wire::Register{{"d0"}, {"m"}, {}})).ok());
   EXPECT_FALSE(s.send(wire::encode(wire::Cancel{{1}})).ok());
   s.on_message(now(), wire::encode(wire::Ping{1, 5}));  // a Pong now could overtake the Hello
   s.close("stopping");                                     // no Goodbye either

@@ -51,26 +51,28 @@ TEST(WireTest, HeaderIsLittleEndianWithMagicVersionKindLength) {
 }
 
 TEST(WireTest, ControlMessagesRoundTrip) {
-  Hello h{Role::kBackend, 4242, 0xdeadbeefcafeull, "secret-token", "backend-1", "10.0.0.2:5000"};
+  Hello h{Role::kBackend, 4242, 0xdeadbeefcafeull, 7, "secret-token", "backend-1", "10.0.0.2:5000"};
   Result<Hello> h2 = decode_hello(encode(h));
   ASSERT_TRUE(h2.ok()) << h2.status().message();
   EXPECT_EQ(h2->role, Role::kBackend);
   EXPECT_EQ(h2->pid, 4242u);
   EXPECT_EQ(h2->incarnation, 0xdeadbeefcafeull);
+  EXPECT_EQ(h2->term, 7u);
   EXPECT_EQ(h2->token, "secret-token");
   EXPECT_EQ(h2->name, "backend-1");
   EXPECT_EQ(h2->address, "10.0.0.2:5000");
 
-  Welcome w{3, 99, 100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny"}}};
+  Welcome w{3, 99, 7, 100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny"}}};
   Result<Welcome> w2 = decode_welcome(encode(w));
   ASSERT_TRUE(w2.ok()) << w2.status().message();
   EXPECT_EQ(w2->peer_id, 3u);
+  EXPECT_EQ(w2->term, 7u);
   ASSERT_EQ(w2->models.size(), 2u);
   EXPECT_EQ(w2->models[1].name, "tiny");
   EXPECT_EQ(w2->models[1].slo_ns, 5000000);
   EXPECT_EQ(w2->heartbeat_timeout_ns, 1000000000);
 
-  Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}}));
+  Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}, {}}));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->devices.size(), 2u);
   EXPECT_EQ(r->models[0], "ResNet50");
@@ -176,14 +178,18 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
 
 // The bytes of one message of every kind, written out: encoders and decoders
 // share one description per message, so a round trip cannot notice a change
-// to it; this does. (The bodies are version 2's, unchanged in version 3.)
+// to it; this does.
 TEST(WireTest, EveryKindKeepsItsLayout) {
   std::vector<std::pair<std::string, Bytes>> msgs;
   msgs.emplace_back("Hello",
-                    encode(Hello{Role::kBackend, 0x01020304, 0x1112131415161718ull, "tk", "n", "a:1"}));
-  msgs.emplace_back("Welcome", encode(Welcome{7, 0x21, 0x31, 0x41, {{5, 8, 0x51, "m"}}}));
-  msgs.emplace_back("Refuse", encode(Refuse{"no"}));
-  msgs.emplace_back("Register", encode(Register{{"d0", "d1"}, {"m"}}));
+                    encode(Hello{Role::kBackend, 0x01020304, 0x1112131415161718ull, 0x19, "tk", "n", "a:1"}));
+  msgs.emplace_back("Welcome", encode(Welcome{7, 0x21, 0x22, 0x31, 0x41, {{5, 8, 0x51, "m"}}}));
+  Refuse refuse{"no"};
+  refuse.term = 0x23;
+  refuse.spare = true;
+  refuse.primary = "p:2";
+  msgs.emplace_back("Refuse", encode(refuse));
+  msgs.emplace_back("Register", encode(Register{{"d0", "d1"}, {"m"}, {{0x24, 0x25}}}));
   msgs.emplace_back("Registered", encode(Registered{{4, 5}}));
   msgs.emplace_back("FrontendJoined", encode(FrontendJoined{1, 2, 3, "h:9"}));
   msgs.emplace_back("FrontendLeft", encode(FrontendLeft{1, 2}));
@@ -196,7 +202,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("Placement", encode(Placement{6, 1, {2, 3}, {4}}));
   msgs.emplace_back("PlacementDone", encode(PlacementDone{6, 1, BatchStatus::kError, "x"}));
   msgs.emplace_back("Cancel", encode(Cancel{{0x0102, 0x0304}}));
-  SubmitBuilder sb;
+  msgs.emplace_back("Standing", encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}}));
+  SubmitBuilder sb(64, kSubmitResubmitted);
   sb.add({1, 0x1000, 64, 2, 0x33});
   msgs.emplace_back("Submit", std::move(sb).finish());
   BatchBuilder bb(9, 1, 2, 0x70, 0x80, 3);
@@ -211,12 +218,11 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("Outcomes", std::move(cb).finish());
 
   const std::map<std::string, std::string> want = {
-      {"Hello", "0200000004030201181716151413121102000000746b010000006e03000000613a31"},
-      {"Welcome",
-       "07000000010000002100000000000000310000000000000041000000000000000500000008000000510000000000000001000"
-       "0006d"},
-      {"Refuse", "020000006e6f"},
-      {"Register", "0200000001000000020000006430020000006431010000006d"},
+      {"Hello", "02000000040302011817161514131211190000000000000002000000746b010000006e03000000613a31"},
+      {"Welcome", "0700000001000000210000000000000022000000000000003100000000000000410000000000000005000000080000005100"
+       "000000000000010000006d"},
+      {"Refuse", "020000006e6f23000000000000000100000003000000703a32"},
+      {"Register", "020000000100000001000000020000006430020000006431010000006d24000000000000002500000000000000"},
       {"Registered", "020000000400000005000000"},
       {"FrontendJoined", "0100000002000000030000000000000003000000683a39"},
       {"FrontendLeft", "0100000002000000"},
@@ -230,7 +236,9 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"Placement", "0600000000000000010000000200000001000000020000000300000004000000"},
       {"PlacementDone", "060000000000000001000000010100000078"},
       {"Cancel", "0200000002010000000000000403000000000000"},
-      {"Submit", "01000000000000000100000000000000001000000000000040000000020000003300000000000000"},
+      {"Standing", "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
+       "0000020000002b000000000000000000000001000000"},
+      {"Submit", "01000000010000000100000000000000001000000000000040000000020000003300000000000000"},
       {"Batch",
        "09000000000000000100000002000000700000000000000080000000000000000300000001000000010000000000000000100"
        "0000000000040000000050000000600000000000000"},
@@ -259,12 +267,12 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
 // A peer of the previous version is refused at its Hello, naming both
 // versions (the scheduler and the frontends send that text back in a Refuse).
 TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
-  Bytes m = encode(Hello{Role::kFrontend, 1, 2, "tok", "fe", "127.0.0.1:1"});
+  Bytes m = encode(Hello{Role::kFrontend, 1, 2, 0, "tok", "fe", "127.0.0.1:1"});
   ASSERT_TRUE(decode_hello(m).ok());
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 2 (this build speaks version 3)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 3 (this build speaks version 4)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -275,13 +283,13 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 3)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 4)");
   m = good;
-  m[4] = 2;  // version 2's layouts are version 3's, but it is refused all the same
-  expect_refused(m, "unsupported protocol version 2 (this build speaks version 3)");
+  m[4] = 3;  // version 3 had no terms
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 4)");
   m = good;
-  m[4] = 4;
-  expect_refused(m, "unsupported protocol version 4");
+  m[4] = 5;
+  expect_refused(m, "unsupported protocol version 5");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
@@ -363,16 +371,16 @@ TEST(WireTest, RefusesBadBodies) {
   expect_refused(encode(h), "unknown role 9");
 
   // A Welcome announcing more models than its bytes could hold.
-  Welcome w{1, 1, 1, 1, {}};
+  Welcome w{1, 1, 0, 1, 1, {}};
   m = encode(w);
   put_u32(m, kHeaderBytes + 4, 1000);
   expect_refused(m, "1000 models need at least 20000 bytes, only 0 remain");
   // One whose model has no SLO (a check beyond the layout).
-  expect_refused(encode(Welcome{1, 1, 1, 1, {{0, 8, 0, "m"}}}), "model 'm' has a non-positive SLO");
+  expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 0, "m"}}}), "model 'm' has a non-positive SLO");
 
   // A Register with no device, and one with more devices than allowed.
-  expect_refused(encode(Register{{}, {"m"}}), "no devices");
-  expect_refused(encode(Register{std::vector<std::string>(kMaxDevices + 1, "d"), {}}),
+  expect_refused(encode(Register{{}, {"m"}, {}}), "no devices");
+  expect_refused(encode(Register{std::vector<std::string>(kMaxDevices + 1, "d"), {}, {}}),
                  std::to_string(kMaxDevices + 1) + " devices, more than the limit");
 
   // A BatchDone with a negative timing.
@@ -405,8 +413,8 @@ TEST(WireTest, RandomCorruptionNeverCrashes) {
   // Every single-byte change and every truncation of a valid message either
   // decodes or is refused with a reason.
   std::vector<Bytes> samples;
-  samples.push_back(encode(Hello{Role::kFrontend, 1, 2, "tok", "fe", "127.0.0.1:1"}));
-  samples.push_back(encode(Welcome{1, 2, 3, 4, {{0, 8, 9, "m"}}}));
+  samples.push_back(encode(Hello{Role::kFrontend, 1, 2, 0, "tok", "fe", "127.0.0.1:1"}));
+  samples.push_back(encode(Welcome{1, 2, 0, 3, 4, {{0, 8, 9, "m"}}}));
   SubmitBuilder sb;
   sb.add({1, 2, 3, 0, 5});
   samples.push_back(std::move(sb).finish());

@@ -122,7 +122,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   struct SchedulerLink final : session::Connector::Host {
     Impl& n;
     explicit SchedulerLink(Impl& impl) : n(impl) {}
-    Status open() override { return n.open_scheduler(); }
+    Status open(const std::string& target) override { return n.open_scheduler(target); }
     void send(std::vector<std::uint8_t> msg) override { (void)n.transport_->send(n.sched_, std::move(msg)); }
     void close() override {
       if (n.sched_ != kNoConn) n.transport_->close(n.sched_);
@@ -135,7 +135,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
     }
     void on_down(const std::string& why, bool was_registered) override { n.scheduler_lost(why, was_registered); }
   };
-  Status open_scheduler();
+  Status open_scheduler(const std::string& target);
   void scheduler_lost(const std::string& why, bool was_registered);
   void on_welcome(const wire::Welcome& w);
   void on_refused(const std::string& reason);
@@ -234,7 +234,10 @@ Status BackendNode::Impl::start() {
   h.incarnation = incarnation_;
   h.token = opts_.token;
   h.name = opts_.name;
-  session_.emplace(link_, std::move(h));
+  std::vector<std::string> targets;
+  for (const HostPort& a : opts_.schedulers) targets.push_back(a.to_string());
+  if (targets.empty()) targets.push_back(opts_.scheduler.to_string());
+  session_.emplace(link_, std::move(h), std::move(targets));
   transport_->activate();  // the first tick connects
   return {};
 }
@@ -252,8 +255,10 @@ void BackendNode::Impl::stop() {
   devices_->stop();
 }
 
-Status BackendNode::Impl::open_scheduler() {
-  Result<ConnId> c = transport_->connect(opts_.scheduler);
+Status BackendNode::Impl::open_scheduler(const std::string& target) {
+  Result<HostPort> hp = HostPort::parse(target);
+  if (!hp.ok()) return hp.status();
+  Result<ConnId> c = transport_->connect(*hp);
   if (!c.ok()) {
     log(c.status().message());
     return c.status();
@@ -330,7 +335,7 @@ void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     welcomed_models_ = model_names_;
   }
-  (void)session_->send(wire::encode(wire::Register{devices_->names(), models}));
+  (void)session_->send(wire::encode(wire::Register{devices_->names(), models, {}}));
 }
 
 void BackendNode::Impl::on_refused(const std::string& reason) {
@@ -355,7 +360,7 @@ void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const st
       std::string gpus;
       for (std::uint32_t g : r->gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
       log("registered " + std::to_string(r->gpus.size()) + " devices with the scheduler at " +
-          opts_.scheduler.to_string() + " (GPU ids " + gpus + ")");
+          session_->target() + " (GPU ids " + gpus + ")");
       return;
     }
     case wire::Kind::kFrontendJoined: {

@@ -193,7 +193,7 @@ class Client::Impl final : public rdma::Transport::Handler {
   struct SchedulerLink final : rdma::session::Connector::Host {
     Impl& n;
     explicit SchedulerLink(Impl& impl) : n(impl) {}
-    Status open() override { return n.open_scheduler(); }
+    Status open(const std::string& target) override { return n.open_scheduler(target); }
     void send(std::vector<std::uint8_t> msg) override { (void)n.transport_->send(n.sched_, std::move(msg)); }
     void close() override {
       if (n.sched_ != kNoConn) n.transport_->close(n.sched_);
@@ -208,7 +208,8 @@ class Client::Impl final : public rdma::Transport::Handler {
   };
 
   void log(const std::string& m) const { opts_.log(m); }
-  Status open_scheduler();
+  Status open_scheduler(const std::string& target);
+  void resubmit_pending();
   void scheduler_lost(const std::string& why, bool was_ready);
   void on_welcome(const wire::Welcome& w);
   void on_refused(const std::string& reason);
@@ -223,7 +224,14 @@ class Client::Impl final : public rdma::Transport::Handler {
   void on_outcomes(std::span<const std::uint8_t> msg);
 
   ClientOptions opts_;
-  rdma::HostPort sched_addr_;
+  rdma::HostPort sched_addr_;  // the first scheduler's (the local address is the one that routes there)
+  std::vector<std::string> schedulers_;
+  bool failover_ = false;  // several schedulers: pending requests survive a lost one
+  // Network thread: since when no scheduler has this client (failover_); the
+  // requests queued meanwhile (submitted once one does).
+  std::optional<TimePoint> lost_since_;
+  std::vector<std::uint32_t> held_;
+  std::atomic<bool> failing_over_{false};  // lost_since_ is set (read by infer_async)
   std::unique_ptr<rdma::Transport> transport_;
   rdma::MemoryRegion pool_;
   std::string advertise_;
@@ -261,15 +269,20 @@ class Client::Impl final : public rdma::Transport::Handler {
 
   std::atomic<std::uint64_t> sent_{0}, ok_{0}, late_{0}, errors_{0}, dropped_{0}, in_flight_{0};
   std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
-  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0}, cancels_{0};
+  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0}, cancels_{0},
+      resubmitted_{0};
 };
 
 // ---- lifecycle -------------------------------------------------------------------------
 
 Status Client::Impl::start() {
-  Result<rdma::HostPort> hp = rdma::HostPort::parse(opts_.scheduler);
-  if (!hp.ok()) return Status(Errc::kInvalidArgument, "scheduler address: " + hp.status().message());
-  sched_addr_ = *hp;
+  schedulers_ = opts_.schedulers.empty() ? std::vector<std::string>{opts_.scheduler} : opts_.schedulers;
+  for (const std::string& a : schedulers_)
+    if (Result<rdma::HostPort> hp = rdma::HostPort::parse(a); !hp.ok())
+      return Status(Errc::kInvalidArgument, "scheduler address: " + hp.status().message());
+  sched_addr_ = *rdma::HostPort::parse(schedulers_.front());
+  failover_ = schedulers_.size() > 1;
+  if (opts_.scheduler.empty()) opts_.scheduler = schedulers_.front();
   if (opts_.token.empty())
     return Status(Errc::kInvalidArgument,
                   "no cluster token (ClientOptions::token or SYMPHONY_CLUSTER_TOKEN)");
@@ -302,7 +315,7 @@ Status Client::Impl::start() {
   h.token = opts_.token;
   h.name = opts_.name;
   h.address = advertise_;
-  session_.emplace(link_, std::move(h));
+  session_.emplace(link_, std::move(h), schedulers_);
   transport_->activate();  // the first tick connects
   return {};
 }
@@ -323,8 +336,10 @@ void Client::Impl::close() {
   transport_->stop();
 }
 
-Status Client::Impl::open_scheduler() {
-  Result<ConnId> c = transport_->connect(sched_addr_);
+Status Client::Impl::open_scheduler(const std::string& target) {
+  Result<rdma::HostPort> hp = rdma::HostPort::parse(target);
+  if (!hp.ok()) return hp.status();
+  Result<ConnId> c = transport_->connect(*hp);
   if (!c.ok()) {
     log(c.status().message());
     return c.status();
@@ -335,12 +350,54 @@ Status Client::Impl::open_scheduler() {
 
 void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
   ready_.store(false);
+  if (failover_) {
+    // Hot spares: pending requests wait for the next primary.
+    if (was_ready) {
+      losses_.fetch_add(1, std::memory_order_relaxed);
+      log("lost the scheduler " + session_->target() + ": " + why + "; pending requests wait up to " +
+          format_ms(opts_.failover_timeout) + " ms for the next primary");
+    }
+    if (!lost_since_ && was_ready) {
+      lost_since_ = SteadyClock{}.now();
+      failing_over_.store(true, std::memory_order_release);
+    }
+    return;
+  }
   if (was_ready) {
     losses_.fetch_add(1, std::memory_order_relaxed);
-    log("lost the scheduler " + sched_addr_.to_string() + ": " + why +
+    log("lost the scheduler " + session_->target() + ": " + why +
         "; pending requests end with an error");
   }
   fail_pending("lost the scheduler: " + why, Failure::kSchedulerLost);
+}
+
+// A new primary welcomed this client after a loss: what the lost one had
+// accepted is submitted again, marked so (it will not run a request that a
+// backend already runs), with the budget that remains; then what was made
+// meanwhile.
+void Client::Impl::resubmit_pending() {
+  const TimePoint now = SteadyClock{}.now();
+  std::unique_ptr<wire::SubmitBuilder> sb;
+  std::uint64_t n = 0;
+  const auto flush = [&] {
+    if (sb && sb->count()) (void)session_->send(std::move(*sb).finish());
+    sb.reset();
+  };
+  for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {
+    Slot& s = slots_[i];
+    if (s.state.load(std::memory_order_acquire) != kSent) continue;
+    if (!sb) sb = std::make_unique<wire::SubmitBuilder>(64, wire::kSubmitResubmitted);
+    const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | i;
+    sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{i} * opts_.max_input_bytes, s.len,
+             s.model, (s.deadline - now).ns()});
+    ++n;
+    if (sb->count() >= kSubmitBatch) flush();
+  }
+  flush();
+  resubmitted_.fetch_add(n, std::memory_order_relaxed);
+  if (n) log("resubmitted " + std::to_string(n) + " pending requests to the new primary");
+  for (std::uint32_t i : held_) submit_q_.enqueue(i);
+  held_.clear();
 }
 
 void Client::Impl::fail_pending(const std::string& why, Failure failure) {
@@ -393,7 +450,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
     std::lock_guard<std::mutex> lock(free_mu_);
     if (!alloc_->alloc(mid, index)) index = ~0u;
   }
-  if (index == ~0u || !connected()) {
+  if (index == ~0u || (!connected() && !failing_over_.load(std::memory_order_acquire))) {
     InferResult r;
     if (index == ~0u) {
       r.outcome = Outcome::kDropped;
@@ -449,6 +506,10 @@ bool Client::Impl::on_poll() {
       const std::uint32_t index = buf[i];
       Slot& s = slots_[index];
       if (s.state.load(std::memory_order_acquire) != kQueued) continue;  // acquire: the fields
+      if (!session_->up() && lost_since_) {
+        held_.push_back(index);  // failing over: sent once a primary takes this client
+        continue;
+      }
       if (!session_->up()) {
         InferResult r;
         r.outcome = Outcome::kError;
@@ -626,8 +687,15 @@ void Client::Impl::on_welcome(const wire::Welcome& w) {
   }
   session_->established();  // a frontend has no handshake of its own
   welcomes_.fetch_add(1, std::memory_order_relaxed);
-  log("joined the cluster at " + sched_addr_.to_string() + " as frontend " + std::to_string(w.peer_id) + " (" +
-      std::to_string(w.models.size()) + " models; inputs at " + advertise_ + ")");
+  log("joined the cluster at " + session_->target() + " as frontend " + std::to_string(w.peer_id) + " (" +
+      std::to_string(w.models.size()) + " models; inputs at " + advertise_ +
+      (failover_ ? "; scheduler term " + std::to_string(w.term) : std::string()) + ")");
+  if (lost_since_) {
+    log("failed over to " + session_->target() + " in " + format_ms(SteadyClock{}.now() - *lost_since_) + " ms");
+    lost_since_.reset();
+    failing_over_.store(false, std::memory_order_release);
+    resubmit_pending();
+  }
   {
     std::lock_guard<std::mutex> lock(ready_mu_);
     ready_.store(true, std::memory_order_release);
@@ -707,6 +775,19 @@ void Client::Impl::on_disconnect(ConnId c, const Status& why) {
 void Client::Impl::on_tick(TimePoint now) {
   if (closed_.load()) return;
   session_->tick(now);
+  if (lost_since_ && now - *lost_since_ > opts_.failover_timeout) {
+    // No scheduler took this client in time: what waited ends as it would
+    // with a single scheduler.
+    log("no scheduler took this client within " + format_ms(opts_.failover_timeout) +
+        " ms; pending requests end with an error");
+    lost_since_.reset();
+    failing_over_.store(false, std::memory_order_release);
+    for (std::uint32_t i : held_) submit_q_.enqueue(i);  // failed by on_poll: not connected
+    held_.clear();
+    fail_pending("lost every scheduler (none took this client within " + format_ms(opts_.failover_timeout) +
+                     " ms)",
+                 Failure::kSchedulerLost);
+  }
   if (now >= next_orphan_scan_ && in_flight_.load(std::memory_order_relaxed) != 0) {
     next_orphan_scan_ = now + Duration::milliseconds(100);
     for (std::uint32_t i = 0; i < opts_.max_pending; ++i) {
@@ -736,6 +817,7 @@ ClientStats Client::Impl::stats() const {
   s.duplicate_outputs = ld(dup_outputs_);
   s.unknown_ids = ld(unknown_);
   s.scheduler_losses = ld(losses_);
+  s.resubmitted = ld(resubmitted_);
   s.welcomes = ld(welcomes_);
   s.cancels = ld(cancels_);
   s.connected = connected();

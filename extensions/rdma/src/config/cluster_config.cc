@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -142,6 +143,7 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
                                               "progress_spin_us",
                                               "inject_delay_us",
                                               "metrics",
+                                              "schedulers",
                                               "models"};
   ClusterSettings s;
   if (!c.IsMap()) fail(origin, c, "cluster", "must be a map");
@@ -216,6 +218,30 @@ ClusterSettings parse_section(const std::string& origin, const std::string& base
       fail(origin, n, "cluster.metrics", "'" + s.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any)");
   }
   if (const YAML::Node n = c["models"]) s.models = parse_models(origin, n);
+  if (const YAML::Node n = c["schedulers"]) {
+    if (!n.IsSequence() || n.size() == 0)
+      fail(origin, n, "cluster.schedulers", "must be a list of HOST:PORT (the primary first, then the hot spares)");
+    if (n.size() > kMaxClusterSchedulers)
+      fail(origin, n, "cluster.schedulers",
+           "at most " + std::to_string(kMaxClusterSchedulers) + " schedulers, got " + std::to_string(n.size()));
+    for (const YAML::Node& e : n) {
+      std::string a;
+      try {
+        a = e.as<std::string>();
+      } catch (const YAML::Exception&) {
+        fail(origin, e, "cluster.schedulers", "each entry must be a string HOST:PORT");
+      }
+      const std::size_t colon = a.rfind(':');
+      const std::string port = colon == std::string::npos ? "" : a.substr(colon + 1);
+      const bool digits = !port.empty() && port.size() <= 5 &&
+                          port.find_first_not_of("0123456789") == std::string::npos;
+      if (colon == std::string::npos || colon == 0 || !digits || std::stoul(port) == 0 || std::stoul(port) > 65535)
+        fail(origin, e, "cluster.schedulers", "'" + a + "' is not HOST:PORT with a port in 1..65535");
+      if (std::find(s.schedulers.begin(), s.schedulers.end(), a) != s.schedulers.end())
+        fail(origin, e, "cluster.schedulers", "'" + a + "' is listed twice");
+      s.schedulers.push_back(a);
+    }
+  }
   if (const YAML::Node n = c["progress_spin_us"]) {
     const double v = number(origin, n, "cluster.progress_spin_us");
     if (v < 0 || v > 10000) fail(origin, n, "cluster.progress_spin_us", "must be in [0, 10000]");

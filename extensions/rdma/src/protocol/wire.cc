@@ -141,6 +141,7 @@ constexpr void fields(V& v, M& m) {
   v.pad(3);
   v.u32("pid", m.pid);
   v.u64("incarnation", m.incarnation);
+  v.u64("term", m.term);
   v.str("token", m.token, kMaxTokenBytes);
   v.str("name", m.name, kMaxNameBytes);
   v.str("address", m.address, kMaxNameBytes);
@@ -159,23 +160,57 @@ constexpr void fields(V& v, M& m) {
   v.u32("peer_id", m.peer_id);
   const std::uint32_t n = v.count("model count", m.models);
   v.u64("incarnation", m.incarnation);
+  v.u64("term", m.term);
   v.i64("heartbeat_interval", m.heartbeat_interval_ns);
   v.i64("heartbeat_timeout", m.heartbeat_timeout_ns);
   v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
 }
 
-template <class V, class M>
-requires Of<M, Refuse> || Of<M, Goodbye>
+template <class V, Of<Refuse> M>
+constexpr void fields(V& v, M& m) {
+  v.str("reason", m.reason, kMaxTextBytes);
+  v.u64("term", m.term);
+  v.u8("spare", m.spare);
+  v.pad(3);
+  v.str("primary", m.primary, kMaxNameBytes);
+}
+
+template <class V, Of<Goodbye> M>
 constexpr void fields(V& v, M& m) { v.str("reason", m.reason, kMaxTextBytes); }
+
+template <class V, Of<CarriedRequest> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("frontend_incarnation", m.frontend_incarnation);
+  v.u64("request", m.request);
+}
+
+template <class V, Of<Standing> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("term", m.term);
+  v.u8("primary", m.primary);
+  v.pad(3);
+  v.u32("index", m.index);
+  v.i64("d_ctrl", m.d_ctrl_ns);
+  v.i64("d_data", m.d_data_ns);
+  v.i64("d_resp", m.d_resp_ns);
+  v.u64("epoch", m.epoch);
+  const std::uint32_t nb = v.count("backend count", m.backends);
+  const std::uint32_t nm = v.count("model count", m.subclusters);
+  v.list("backends", nb, m.backends, Bounds{kMaxDevices}, [](auto& iv, auto& b) { iv.u64("backend", b); });
+  v.list("sub-clusters", nm, m.subclusters, Bounds{kMaxModels},
+         [](auto& iv, auto& s) { iv.u32("sub-cluster", s); });
+}
 
 template <class V, Of<Register> M>
 constexpr void fields(V& v, M& m) {
   const std::uint32_t nd = v.count("device count", m.devices);
   const std::uint32_t nm = v.count("model count", m.models);
+  const std::uint32_t nc = v.count("carried count", m.carried);
   v.list("devices", nd, m.devices, Bounds{kMaxDevices, true},
          [](auto& iv, auto& s) { iv.str("device name", s, kMaxNameBytes); });
   v.list("models", nm, m.models, Bounds{kMaxModels},
          [](auto& iv, auto& s) { iv.str("model name", s, kMaxNameBytes); });
+  v.list("carried requests", nc, m.carried, Bounds{kMaxEntries}, [](auto& iv, auto& e) { fields(iv, e); });
 }
 
 template <class V, Of<Registered> M>
@@ -291,7 +326,7 @@ constexpr void fields(V& v, M& e) {
 template <class V, Of<SubmitView> M>
 constexpr void fields(V& v, M& m) {
   const std::uint32_t n = v.count("count", m.entries);
-  v.pad(4);
+  v.u32("flags", m.flags);
   v.entries("requests", n, m.entries, Bounds{kMaxEntries, true});
 }
 
@@ -367,6 +402,8 @@ template <>
 constexpr Kind kind_of<PlacementDone> = Kind::kPlacementDone;
 template <>
 constexpr Kind kind_of<Cancel> = Kind::kCancel;
+template <>
+constexpr Kind kind_of<Standing> = Kind::kStanding;
 
 // ---- visitors ---------------------------------------------------------------------
 
@@ -702,6 +739,15 @@ void check(Reader& r, const Welcome& m) {
       return r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
 }
 
+void check(Reader& r, const SubmitView& v) {
+  if ((v.flags & ~kSubmitResubmitted) != 0) r.fail("unknown Submit flags " + std::to_string(v.flags));
+}
+
+void check(Reader& r, const Standing& m) {
+  for (std::int64_t d : {m.d_ctrl_ns, m.d_data_ns, m.d_resp_ns})
+    if (d < 0 || d > kHourNs) return r.fail("a delay is negative or longer than an hour: " + std::to_string(d) + " ns");
+}
+
 void check(Reader& r, const FrontendJoined& m) {
   if (m.address.empty()) r.fail("empty frontend address");
 }
@@ -826,6 +872,8 @@ std::string_view to_string(Kind k) noexcept {
       return "PlacementDone";
     case Kind::kCancel:
       return "Cancel";
+    case Kind::kStanding:
+      return "Standing";
   }
   return "?";
 }
@@ -866,9 +914,10 @@ std::vector<std::uint8_t> encode(const BatchDone& m) { return encode_message(m);
 std::vector<std::uint8_t> encode(const Placement& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const PlacementDone& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Cancel& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Standing& m) { return encode_message(m); }
 
-SubmitBuilder::SubmitBuilder(std::size_t reserve_entries) {
-  start(buf_, SubmitView{}, reserve_entries * kSubmitEntryBytes);
+SubmitBuilder::SubmitBuilder(std::size_t reserve_entries, std::uint32_t flags) {
+  start(buf_, SubmitView{flags, {}}, reserve_entries * kSubmitEntryBytes);
 }
 void SubmitBuilder::add(const SubmitEntry& e) {
   append(buf_, e);
@@ -976,6 +1025,7 @@ Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg) {
   return decode_message<PlacementDone>(msg);
 }
 Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg) { return decode_message<Cancel>(msg); }
+Result<Standing> decode_standing(std::span<const std::uint8_t> msg) { return decode_message<Standing>(msg); }
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg) {
   return decode_message<SubmitView>(msg);
 }
@@ -1029,6 +1079,8 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_placement_done(msg).status();
     case Kind::kCancel:
       return decode_cancel(msg).status();
+    case Kind::kStanding:
+      return decode_standing(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

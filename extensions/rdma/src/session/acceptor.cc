@@ -126,7 +126,11 @@ bool Acceptor::tick(TimePoint now) {
 void Acceptor::refuse(ConnId c, const Refusal& r) {
   if (!peers_.count(c)) return;
   host_.on_refused(c, r);
-  host_.send(c, wire::encode(wire::Refuse{r.reason}));
+  wire::Refuse m{r.reason};
+  m.term = r.term;
+  m.spare = r.spare;
+  m.primary = r.primary;
+  host_.send(c, wire::encode(m));
   end(c, "refused: " + r.reason, Loss::kRefused);
 }
 

@@ -21,6 +21,15 @@
 // requests made while disconnected end with an error immediately. A request
 // with no outcome `orphan_grace` after its deadline ends with an error.
 //
+// With hot-spare schedulers (`schedulers` lists more than one), losing the
+// scheduler costs no request: pending requests wait up to `failover_timeout`
+// for the next primary (the client tries the list; a spare points it to the
+// primary), and are then submitted to it again, marked as resubmitted, with
+// the budget that remains (the new primary does not run again a request that
+// a backend already ran or is running for the old one); requests made
+// meanwhile wait too. Only when no scheduler takes this client within
+// `failover_timeout` do they end with an error (kSchedulerLost).
+//
 // Cancellation: cancel(ticket) asks the scheduler to withdraw a request
 // whose caller went away. Still queued there, it ends dropped (cancelled)
 // and never runs; already in a batch, it runs and its outcome arrives as
@@ -57,6 +66,11 @@ namespace symphony::cluster {
 
 struct ClientOptions {
   std::string scheduler;  // HOST:PORT
+  // Every scheduler (cluster.schedulers: the primary and its hot spares);
+  // when not empty it replaces `scheduler`.
+  std::vector<std::string> schedulers;
+  // With several schedulers: how long pending requests wait for a new primary.
+  Duration failover_timeout = Duration::seconds(2);
   std::string token;      // the cluster's token; empty: SYMPHONY_CLUSTER_TOKEN
   std::string name;       // shown in the scheduler's logs
   // The address backends use to reach this client; empty: the local address
@@ -108,6 +122,7 @@ struct ClientStats {
   std::uint64_t duplicate_outputs = 0;   // outputs after the request had outputs: it ran twice
   std::uint64_t unknown_ids = 0;         // messages naming requests this client never sent
   std::uint64_t scheduler_losses = 0;
+  std::uint64_t resubmitted = 0;  // requests submitted again to a new primary
   std::uint64_t welcomes = 0;  // connections accepted by a scheduler
   std::uint64_t cancels = 0;   // cancellations sent to the scheduler (requests still pending when asked)
   bool connected = false;

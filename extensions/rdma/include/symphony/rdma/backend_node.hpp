@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,9 @@ namespace symphony::rdma {
 
 struct BackendOptions {
   HostPort scheduler;
+  // Every scheduler (cluster.schedulers: the primary and its hot spares);
+  // when not empty it replaces `scheduler`.
+  std::vector<HostPort> schedulers;
   std::string token;                   // empty: SYMPHONY_CLUSTER_TOKEN
   std::string devices = "emulated:1";  // emulated:N, when `device_set` is not given
   // The devices (make_emulated_devices, make_torch_devices); null: made from `devices`.

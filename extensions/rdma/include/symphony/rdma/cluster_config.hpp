@@ -33,6 +33,10 @@
 //                                     # SYMPHONY_INJECT_DELAY_US overrides it per process)
 //     metrics: 127.0.0.1:9464         # the scheduler's /metrics, /healthz, /readyz
 //                                     # (off when absent; port 0: any free port)
+//     schedulers:                     # hot-spare schedulers (docs/cluster.md#hot-spare-schedulers):
+//       - 10.0.0.1:7000               # every scheduler's --listen address, the first
+//       - 10.0.0.2:7000               # one primary at start; backends and frontends
+//                                     # take the list from here (--scheduler: one)
 //     models:                         # what `symphony frontend` tells protocol clients
 //       linear: {input: "float32[4]", output: "float32[3]"}
 //       two: {inputs: ["float32[2]", "int64[3]"]}   # outputs unknown: learned from answers
@@ -75,6 +79,8 @@ namespace symphony::rdma {
 
 inline constexpr std::uint32_t kMaxClusterSubClusters = 256;
 inline constexpr Duration kMinClusterEpoch = Duration::milliseconds(200);
+// A scheduler's index in cluster.schedulers is the low byte of its terms.
+inline constexpr std::size_t kMaxClusterSchedulers = 255;
 
 // One tensor of cluster.models: dtype as written canonically ("float32",
 // "int64", ...; the aliases resolved) and the shape without the batch
@@ -119,6 +125,9 @@ struct ClusterSettings {
   // this file (an emulated slower network; docs/cluster.md).
   Duration inject_delay = Duration::zero();
   std::map<std::string, ModelTensors> models;  // cluster.models, by model name
+  // cluster.schedulers: HOST:PORT of every scheduler, the first the primary
+  // at start (empty: one scheduler, given to each process by --scheduler).
+  std::vector<std::string> schedulers;
 };
 
 struct ClusterConfig {

@@ -15,7 +15,7 @@
 //    max(heartbeat timeout, 2 s); it measures round trips from the Pongs;
 //  - answers pings, and ends a peer that says Goodbye or sends a malformed
 //    message (refused);
-//  - refuses with a Refuse{reason}, then closes.
+//  - refuses with a Refuse (the reason; a scheduler's term and standing), then closes.
 //
 // Every end of a peer reaches Host::on_lost once, after which its ConnId is
 // forgotten; the connection is closed already (the node closes nothing).
@@ -55,8 +55,15 @@ enum class RefusalKind : std::uint8_t {
 };
 
 struct Refusal {
+  Refusal() = default;
+  Refusal(std::string why, RefusalKind k = RefusalKind::kOther) : reason(std::move(why)), kind(k) {}  // NOLINT
   std::string reason;
   RefusalKind kind = RefusalKind::kOther;
+  // Sent with the reason (wire::Refuse): the refusing scheduler's term, and
+  // whether it is a hot spare and which primary it knows.
+  std::uint64_t term = 0;
+  bool spare = false;
+  std::string primary;
 };
 
 // The checks of a decoded Hello that every accepting side makes: the cluster

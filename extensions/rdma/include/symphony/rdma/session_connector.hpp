@@ -17,6 +17,19 @@
 //    reset once a session is established;
 //  - says Goodbye on an orderly close (once welcomed).
 //
+// With several acceptors (hot-spare schedulers: docs/cluster.md), the
+// connector holds their list and one current target:
+//  - a session that was up and ends moves on to the next target at once (no
+//    backoff: the primary is gone, a spare is taking over); a connection that
+//    fails moves on too, after the backoff only once every target failed in
+//    a row;
+//  - a spare's Refuse names the primary it knows: the connector goes there
+//    at once; naming none (a spare taking over), it asks the same spare again
+//    after kSpareRetry, and after kMaxSpareRetries moves on;
+//  - it remembers the highest term it has heard (a Welcome's or a Refuse's),
+//    sends it in each Hello, and drops a Welcome of a lower term ("stale
+//    term"): a deposed primary never gets it back.
+//
 // "Established" is the node's word: a node with a handshake of its own after
 // the Welcome (a backend's Register / Registered) calls established() when
 // it is done; until then the Hello's longer timeout applies and the backoff
@@ -54,10 +67,10 @@ class Connector {
   class Host {
    public:
     virtual ~Host() = default;
-    // Opens a connection to the acceptor (messages sent at once are queued
-    // until it is up; a later failure arrives as on_disconnect). An error:
-    // no connection, retried after the backoff.
-    virtual Status open() = 0;
+    // Opens a connection to `target`, one of the connector's targets
+    // (messages sent at once are queued until it is up; a later failure
+    // arrives as on_disconnect). An error: no connection, retried later.
+    virtual Status open(const std::string& target) = 0;
     // Sends one message on the open connection.
     virtual void send(std::vector<std::uint8_t> msg) = 0;
     // Closes the connection (no on_disconnect follows).
@@ -86,9 +99,14 @@ class Connector {
   // Welcome, how long any session may be silent).
   static constexpr Duration kHelloTimeout = Duration::seconds(2);
   static constexpr Duration kDefaultHeartbeatTimeout = Duration::seconds(1);
+  // A spare that knows no primary yet is asked again after this.
+  static constexpr Duration kSpareRetry = Duration::milliseconds(5);
+  static constexpr std::uint32_t kMaxSpareRetries = 40;
 
-  // `hello` is sent on every connection.
-  Connector(Host& host, wire::Hello hello) : host_(host), hello_(std::move(hello)) {}
+  // `hello` is sent on every connection (its term: the highest heard);
+  // `targets`: the acceptors to try, in order (at least one; the first
+  // first).
+  Connector(Host& host, wire::Hello hello, std::vector<std::string> targets = {std::string()});
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
 
@@ -124,6 +142,11 @@ class Connector {
   TimePoint reconnect_at() const noexcept { return reconnect_at_; }
   // The last Welcome's (kDefaultHeartbeatTimeout before any).
   Duration heartbeat_timeout() const noexcept { return heartbeat_timeout_; }
+  // The target of the current (or next) connection.
+  const std::string& target() const noexcept { return targets_[at_]; }
+  std::size_t targets() const noexcept { return targets_.size(); }
+  // The highest scheduler term heard (0: none).
+  std::uint64_t term() const noexcept { return term_; }
 
  private:
   void connect(TimePoint now);
@@ -131,9 +154,15 @@ class Connector {
   // schedules the reconnect and tells the host.
   void lose(TimePoint now, const std::string& why, bool close_connection);
   void on_welcome(TimePoint now, std::span<const std::uint8_t> msg);
+  void on_refuse(TimePoint now, std::span<const std::uint8_t> msg);
 
   Host& host_;
-  const wire::Hello hello_;
+  wire::Hello hello_;
+  const std::vector<std::string> targets_;
+  std::size_t at_ = 0;                 // targets_[at_]: the current target
+  std::size_t failed_in_a_row_ = 0;    // connections that failed since the last one was up
+  std::uint32_t spare_retries_ = 0;    // at the current target, in a row
+  std::uint64_t term_ = 0;
   State state_ = State::kIdle;
   TimePoint reconnect_at_ = TimePoint::neg_infinite();  // the first tick connects
   TimePoint heard_;                                       // the last message (or the connect)

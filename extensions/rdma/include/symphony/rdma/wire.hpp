@@ -16,11 +16,14 @@
 // count: the u32 number of items of a later list; pad n: n zero bytes,
 // ignored when read):
 //
-//   Hello           u8 role, pad 3, u32 pid, u64 incarnation, str token, str name, str address
-//   Welcome         u32 peer_id, count models, u64 incarnation, i64 heartbeat_interval_ns,
+//   Hello           u8 role, pad 3, u32 pid, u64 incarnation, u64 term, str token, str name,
+//                   str address
+//   Welcome         u32 peer_id, count models, u64 incarnation, u64 term, i64 heartbeat_interval_ns,
 //                   i64 heartbeat_timeout_ns, models {u32 id, u32 max_batch, i64 slo_ns, str name}
-//   Refuse, Goodbye str reason
-//   Register        count devices, count models, devices {str}, models {str}
+//   Refuse          str reason, u64 term, u8 spare, pad 3, str primary
+//   Goodbye         str reason
+//   Register        count devices, count models, count carried, devices {str}, models {str},
+//                   carried {u64 frontend_incarnation, u64 request}
 //   Registered      count gpus, gpus {u32}
 //   FrontendJoined  u32 frontend_id, u32 generation, u64 incarnation, str address
 //   FrontendLeft    u32 frontend_id, u32 generation
@@ -31,7 +34,10 @@
 //   Placement       u64 seq, u32 device, count load, count unload, load {u32}, unload {u32}
 //   PlacementDone   u64 seq, u32 device, u8 status, str error
 //   Cancel          count requests, requests {u64}
-//   Submit          count entries, pad 4, entries {SubmitEntry}
+//   Submit          count entries, u32 flags, entries {SubmitEntry}
+//   Standing        u64 term, u8 primary, pad 3, u32 index, i64 d_ctrl_ns, i64 d_data_ns,
+//                   i64 d_resp_ns, u64 epoch, count backends, count models, backends {u64},
+//                   models {u32 subcluster}
 //   Batch           u64 batch, u32 device, u32 model, i64 predicted_ns, i64 exec_budget_ns,
 //                   u32 planned_size, count entries, entries {BatchEntry}
 //   Outputs         u64 batch, u32 batch_size, count entries, u8 status, pad 3, str error,
@@ -78,8 +84,11 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // Version 2 added Cancel. Version 3 counts Placement and PlacementDone in the
 // protocol (they came during version 1 without a bump, so a version-1 peer
 // may or may not know them); its layouts are version 2's. A peer speaking
-// any other version is refused at its Hello, naming both versions.
-inline constexpr std::uint16_t kVersion = 3;
+// any other version is refused at its Hello, naming both versions. Version 4
+// adds hot-spare schedulers: terms in Hello, Welcome and Refuse, a Refuse's
+// redirection to the primary, the requests a backend carries over in its
+// Register, Submit's flags (a resubmission) and Standing.
+inline constexpr std::uint16_t kVersion = 4;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -111,8 +120,9 @@ enum class Kind : std::uint16_t {
   kPlacement = 17,      // scheduler -> backend: load / unload models on a device (sub-clusters)
   kPlacementDone = 18,  // backend -> scheduler: that placement is in effect (or failed, why)
   kCancel = 19,         // frontend -> scheduler: withdraw these requests if still queued (coalesced)
+  kStanding = 20,       // scheduler -> scheduler: my term, whether I am primary; the primary's state
 };
-inline constexpr std::uint16_t kMaxKind = 19;
+inline constexpr std::uint16_t kMaxKind = 20;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -133,6 +143,10 @@ struct Hello {
   Role role = Role::kFrontend;
   std::uint32_t pid = 0;
   std::uint64_t incarnation = 0;  // random per process start: tells a restarted peer apart
+  // Frontends and backends: the highest scheduler term they have seen (0:
+  // none); a scheduler: its own term. A primary that meets a higher term
+  // has been replaced and steps down.
+  std::uint64_t term = 0;
   std::string token;              // the cluster's shared token (<= kMaxTokenBytes)
   std::string name;               // for logs (<= kMaxNameBytes)
   std::string address;            // frontends: HOST:PORT where backends reach them
@@ -152,18 +166,37 @@ struct ModelEntry {
 struct Welcome {
   std::uint32_t peer_id = 0;
   std::uint64_t incarnation = 0;  // the scheduler's
+  std::uint64_t term = 0;         // the scheduler's term as primary (schedulers.md: terms)
   std::int64_t heartbeat_interval_ns = 0;
   std::int64_t heartbeat_timeout_ns = 0;
   std::vector<ModelEntry> models;
 };
 
 struct Refuse {
+  Refuse() = default;
+  explicit Refuse(std::string why) : reason(std::move(why)) {}
   std::string reason;
+  std::uint64_t term = 0;  // the refuser's term (a scheduler's; 0 otherwise)
+  // The refuser is a hot-spare scheduler: connect to `primary` (HOST:PORT,
+  // empty when it knows none yet) or try again soon.
+  bool spare = false;
+  std::string primary;
+};
+
+// A request a backend still runs (or ran recently) for an earlier scheduler,
+// named as every scheduler can name it: the frontend's incarnation and the
+// frontend's request id.
+struct CarriedRequest {
+  std::uint64_t frontend_incarnation = 0;
+  std::uint64_t request = 0;
 };
 
 struct Register {
   std::vector<std::string> devices;  // names, for logs and reports
   std::vector<std::string> models;   // the models this backend can run
+  // Requests of batches that an earlier scheduler sent and that are still
+  // running here or ended recently: a new primary must not run them again.
+  std::vector<CarriedRequest> carried;
 };
 
 struct Registered {
@@ -199,6 +232,20 @@ struct Pong {
 
 struct Goodbye {
   std::string reason;
+};
+
+// Schedulers tell each other, every heartbeat interval, their term and
+// whether they are primary; the primary adds what a spare needs to take over
+// warm (the learned delays, the sub-cluster epoch and model assignment, the
+// backends it expects to re-register).
+struct Standing {
+  std::uint64_t term = 0;
+  bool primary = false;
+  std::uint32_t index = 0;  // in cluster.schedulers
+  std::int64_t d_ctrl_ns = 0, d_data_ns = 0, d_resp_ns = 0;
+  std::uint64_t epoch = 0;
+  std::vector<std::uint64_t> backends;      // incarnations of the registered backends
+  std::vector<std::uint32_t> subclusters;   // per model id: its sub-cluster
 };
 
 // Sub-clusters (scheduler_node.hpp): the models a device must hold from now
@@ -302,7 +349,9 @@ BatchEntry read_batch_entry(const std::uint8_t* p) noexcept;
 OutputEntry read_output_entry(const std::uint8_t* p) noexcept;
 OutcomeEntry read_outcome_entry(const std::uint8_t* p) noexcept;
 
+inline constexpr std::uint32_t kSubmitResubmitted = 1;  // Submit flag: a lost scheduler accepted these
 struct SubmitView {
+  std::uint32_t flags = 0;  // kSubmitResubmitted or 0
   EntryView<SubmitEntry, read_submit_entry, kSubmitEntryBytes> entries;
 };
 
@@ -347,11 +396,12 @@ std::vector<std::uint8_t> encode(const BatchDone& m);
 std::vector<std::uint8_t> encode(const Placement& m);
 std::vector<std::uint8_t> encode(const PlacementDone& m);
 std::vector<std::uint8_t> encode(const Cancel& m);
+std::vector<std::uint8_t> encode(const Standing& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
  public:
-  explicit SubmitBuilder(std::size_t reserve_entries = 64);
+  explicit SubmitBuilder(std::size_t reserve_entries = 64, std::uint32_t flags = 0);
   void add(const SubmitEntry& e);
   std::uint32_t count() const noexcept { return count_; }
   std::vector<std::uint8_t> finish() &&;
@@ -428,6 +478,7 @@ Result<BatchDone> decode_batch_done(std::span<const std::uint8_t> msg);
 Result<Placement> decode_placement(std::span<const std::uint8_t> msg);
 Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg);
 Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg);
+Result<Standing> decode_standing(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);
