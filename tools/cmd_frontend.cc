@@ -66,15 +66,23 @@ int run_frontend(const FrontendArgs& a) {
     print_error("frontend", "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n");
     return 2;
   }
-  if (Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler); !hp.ok()) {
-    print_error("frontend", "--scheduler: %s\n", hp.status().message().c_str());
-    return 2;
-  }
   rdma::ClusterConfig cfg;
   try {
     cfg = rdma::load_cluster_config(a.config, a.token.empty());
   } catch (const config::ConfigError& e) {
     print_error("frontend", "%s\n", e.what());
+    return 2;
+  }
+  // The schedulers: the config's list (hot spares) or --scheduler.
+  std::string scheduler_desc = a.scheduler;
+  if (!cfg.cluster.schedulers.empty()) {
+    scheduler_desc.clear();
+    for (const std::string& s : cfg.cluster.schedulers) scheduler_desc += (scheduler_desc.empty() ? "" : ",") + s;
+  } else if (a.scheduler.empty()) {
+    print_error("frontend", "give --scheduler HOST:PORT or a config with cluster.schedulers\n");
+    return 2;
+  } else if (Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler); !hp.ok()) {
+    print_error("frontend", "--scheduler: %s\n", hp.status().message().c_str());
     return 2;
   }
   if (!a.metrics.empty())
@@ -124,6 +132,7 @@ int run_frontend(const FrontendArgs& a) {
   const std::string name = a.name.empty() ? "frontend-" + std::to_string(getpid()) : a.name;
   cluster::ClientOptions co;
   co.scheduler = a.scheduler;
+  co.schedulers = cfg.cluster.schedulers;
   co.token = a.token.empty() ? rdma::effective_token(cfg.cluster) : a.token;
   co.name = name;
   co.max_pending = static_cast<std::uint32_t>(slots);
@@ -137,7 +146,7 @@ int run_frontend(const FrontendArgs& a) {
     print_error("frontend", "%s\n", client.status().message().c_str());
     return 1;
   }
-  cluster::ClusterService service(**client, models, co.max_input_bytes, a.scheduler);
+  cluster::ClusterService service(**client, models, co.max_input_bytes, scheduler_desc);
   front::FrontOptions fo;
   fo.server_name = "symphony";
   fo.max_inflight = a.front.max_inflight;
@@ -150,7 +159,7 @@ int run_frontend(const FrontendArgs& a) {
   std::unique_ptr<metrics::Endpoint> endpoint;
   if (!a.metrics.empty()) {
     const cluster::Client* c = client->get();
-    const std::string sched = a.scheduler;
+    const std::string sched = scheduler_desc;
     auto ep = metrics::Endpoint::start(
         a.metrics,
         [&front, c](metrics::Writer& w) {
@@ -185,7 +194,7 @@ int run_frontend(const FrontendArgs& a) {
   for (const cluster::ServedModel& m : models)
     if (m.opaque) opaque += (opaque.empty() ? "" : ", ") + m.name;
   std::fprintf(stderr, "front: listening on %s (Open Inference Protocol; docs/front.md), scheduler %s, %zu models%s\n",
-               (*listeners)->where().c_str(), a.scheduler.c_str(), models.size(),
+               (*listeners)->where().c_str(), scheduler_desc.c_str(), models.size(),
                opaque.empty() ? "" : ("; opaque (one BYTES input, no cluster.models entry): " + opaque).c_str());
   std::fprintf(stderr, "serving until SIGINT or SIGTERM (Ctrl-C)\n");
 
@@ -235,7 +244,7 @@ int run_frontend(const FrontendArgs& a) {
                              (*listeners)->http_address(), (*listeners)->grpc_address(), (*listeners)->where());
   const cluster::ClientStats cs = (*client)->stats();
   report["config"] = a.config;
-  report["scheduler"] = a.scheduler;
+  report["scheduler"] = scheduler_desc;
   report["name"] = name;
   report["client"] = {{"sent", cs.sent},
                       {"ok", cs.ok},
@@ -265,7 +274,8 @@ CLI::App* add_frontend(CLI::App& app, int& exit_code) {
       "Serve the Open Inference Protocol (KServe v2) over HTTP and gRPC in front of a cluster (docs/cluster.md)");
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, their SLOs and cluster.models' tensors")
       ->required();
-  cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
+  cmd->add_option("--scheduler", a.scheduler,
+                  "the scheduler's HOST:PORT (not needed when the config lists cluster.schedulers)");
   add_front_options(cmd, a.front,
                     "protocol requests in the cluster at once; more get 429 at once (default 4096; the registered "
                     "input pool holds about this many inputs)");

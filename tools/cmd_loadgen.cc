@@ -110,6 +110,11 @@ int run_loadgen(const LoadgenArgs& a) {
   }
   cluster::ClientOptions co;
   co.scheduler = a.scheduler;
+  if (!cfg.cluster.schedulers.empty()) co.schedulers = cfg.cluster.schedulers;  // hot spares: the whole list
+  if (co.scheduler.empty() && co.schedulers.empty()) {
+    print_error("loadgen", "give --scheduler HOST:PORT or a config with cluster.schedulers\n");
+    return 2;
+  }
   co.token = !a.token.empty() ? a.token : rdma::effective_token(cfg.cluster);
   co.name = a.name;
   co.max_pending = a.max_pending;
@@ -170,7 +175,8 @@ int run_loadgen(const LoadgenArgs& a) {
   const TimePoint end = start + w.duration;
   if (!a.quiet)
     std::fprintf(stderr, "sending %.0f requests/s for %.1f s (the first %.1f s are warm-up) to %s\n",
-                 base * w.rate_scale, w.duration.to_seconds(), warmup, a.scheduler.c_str());
+                 base * w.rate_scale, w.duration.to_seconds(), warmup,
+                 co.schedulers.empty() ? a.scheduler.c_str() : "the schedulers of the config");
   sim::WorkloadArrivals src(w);
   sim::Arrival arr;
   std::uint64_t n = 0;
@@ -226,7 +232,7 @@ int run_loadgen(const LoadgenArgs& a) {
   const double window = (end - measure_from).to_seconds();
   json report;
   report["config"] = a.config;
-  report["scheduler"] = a.scheduler;
+  report["scheduler"] = co.schedulers.empty() ? nlohmann::json(a.scheduler) : nlohmann::json(co.schedulers);
   report["duration_s"] = window;
   report["warmup_s"] = warmup;
   report["input_bytes"] = a.input_bytes;
@@ -336,7 +342,8 @@ CLI::App* add_loadgen(CLI::App& app, int& exit_code) {
   static LoadgenArgs a;
   auto* cmd = app.add_subcommand("loadgen",
                                  "A cluster frontend that offers a config's workload and reports outcomes");
-  cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
+  cmd->add_option("--scheduler", a.scheduler,
+                  "the scheduler's HOST:PORT (not needed when the config lists cluster.schedulers)");
   cmd->add_option("config,--config", a.config,
                   "workload.yaml (a simulator config; its models must be the cluster's)")
       ->required();

@@ -8,6 +8,10 @@
 // port 0) once it listens. --metrics HOST:PORT (or
 // the config's cluster.metrics) serves /metrics, /healthz and /readyz
 // (docs/metrics.md).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -103,6 +107,30 @@ int run_scheduler(SchedulerArgs a) {
     print_error("scheduler", "%s\n", e.what());
     return 2;
   }
+  if (const std::vector<std::string>& list = o.config.cluster.schedulers; !list.empty()) {
+    // Hot spares: which entry this one is. Its --listen as listed, or (a
+    // wildcard host) the one entry with its port.
+    auto it = std::find(list.begin(), list.end(), a.listen);
+    if (it == list.end() && (hp->host == "0.0.0.0" || hp->host == "::")) {
+      std::size_t same_port = 0;
+      for (auto e = list.begin(); e != list.end(); ++e)
+        if (Result<rdma::HostPort> x = rdma::HostPort::parse(*e); x.ok() && x->port == hp->port) {
+          it = e;
+          ++same_port;
+        }
+      if (same_port != 1) it = list.end();
+    }
+    if (it == list.end()) {
+      std::string all;
+      for (const std::string& e : list) all += (all.empty() ? "" : ", ") + e;
+      print_error("scheduler", "--listen %s is not one of cluster.schedulers (%s): give --listen as listed\n",
+                  a.listen.c_str(), all.c_str());
+      return 2;
+    }
+    o.self = static_cast<std::uint32_t>(it - list.begin());
+    // Deposed by a scheduler of a higher term: stop like on SIGTERM, exit 3.
+    o.on_deposed = [](const std::string&) { kill(getpid(), SIGTERM); };
+  }
   o.verbose = a.verbose;
   o.log = rdma::stderr_logger("scheduler");
   if (Status s = check_runs_in_core(o.config.sim.spec.policy); !s.ok()) {
@@ -153,13 +181,15 @@ int run_scheduler(SchedulerArgs a) {
   // A file is rewritten every second; standard output gets one report, on exit.
   wait_for_stop(stop_set, a.duration_s, **node, json.to_stdout() ? std::string() : a.json);
   (*node)->stop();
+  const bool deposed = (*node)->deposed();
   endpoint.reset();
-  if (json.to_stdout()) return json.write("scheduler", (*node)->report().dump(2) + "\n") ? 0 : 1;
+  if (json.to_stdout()) return json.write("scheduler", (*node)->report().dump(2) + "\n") ? (deposed ? 3 : 0) : 1;
   if (json.enabled() && !write_report(**node, a.json)) {
     print_error("scheduler", "cannot write the report to %s\n", a.json.c_str());
     return 1;
   }
-  return 0;
+  if (deposed) std::fprintf(stderr, "scheduler: deposed by a scheduler of a higher term; restart it to rejoin as a spare\n");
+  return deposed ? 3 : 0;
 }
 
 }  // namespace

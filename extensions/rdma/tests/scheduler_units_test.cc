@@ -1,5 +1,6 @@
 // The scheduler's units that need no transport: the counters, the delay
-// learner and the in-flight table (virtual time: explicit TimePoints).
+// learner, the in-flight table, the sub-cluster manager and the election of
+// a primary among hot spares (virtual time: explicit TimePoints).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "scheduler/counters.hpp"
 #include "scheduler/delay_learner.hpp"
+#include "scheduler/election.hpp"
 #include "scheduler/inflight.hpp"
 #include "scheduler/subcluster_manager.hpp"
 
@@ -285,6 +287,100 @@ TEST(SubClusterManager, ALostBackendIsNoLongerAwaitedAndAFailedPartitionerKeepsT
   const Status s = bad.start(at_ms(0));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the initial placement failed: no assignment fits"), std::string::npos);
+}
+
+// ---- Election (hot-spare schedulers) ------------------------------------------------
+
+using Act = Election::Action;
+
+TEST(Election, ALoneSchedulerIsPrimaryAtOnce) {
+  Election e({0, 1, Duration::milliseconds(750)}, at_ms(0));
+  EXPECT_TRUE(e.primary());
+  EXPECT_EQ(e.term(), Election::make_term(1, 0));
+  EXPECT_EQ(e.tick(at_ms(1)), Act::kNone);
+}
+
+TEST(Election, TheLowestLiveSchedulerTakesOverAfterTheStartupGraceNotBefore) {
+  Election s0({0, 3, Duration::milliseconds(750)}, at_ms(0));
+  Election s1({1, 3, Duration::milliseconds(750)}, at_ms(0));
+  for (int t = 0; t <= 700; t += 100) {  // everyone hears everyone as spares
+    s0.on_standing(1, 0, false, at_ms(t));
+    s1.on_standing(0, 0, false, at_ms(t));
+    EXPECT_EQ(s0.tick(at_ms(t)), Act::kNone) << t;
+    EXPECT_EQ(s1.tick(at_ms(t)), Act::kNone) << t;
+  }
+  EXPECT_EQ(s0.tick(at_ms(760)), Act::kBecomePrimary);
+  EXPECT_EQ(s1.tick(at_ms(760)), Act::kNone);  // scheduler 0 is alive: its turn
+  EXPECT_EQ(s0.term(), Election::make_term(1, 0));
+  for (int t = 800; t <= 2000; t += 100) {
+    s1.on_standing(0, s0.term(), true, at_ms(t));
+    EXPECT_EQ(s1.known_primary(at_ms(t)), 0u);
+    EXPECT_EQ(s1.tick(at_ms(t)), Act::kNone);
+  }
+  // The primary falls silent (a partition, no connection error): replaced
+  // once the timeout has passed since its last Standing.
+  EXPECT_EQ(s1.tick(at_ms(2750)), Act::kNone);
+  EXPECT_EQ(s1.tick(at_ms(2751)), Act::kBecomePrimary);
+}
+
+TEST(Election, ASpareTakesOverTheMomentThePrimarysLinkFailsWithAHigherRound) {
+  Election s1({1, 3, Duration::milliseconds(750)}, at_ms(0));
+  Election s2({2, 3, Duration::milliseconds(750)}, at_ms(0));
+  const std::uint64_t t0 = Election::make_term(4, 0);
+  for (int t = 0; t <= 1000; t += 100) {
+    s1.on_standing(0, t0, true, at_ms(t));
+    s1.on_standing(2, 0, false, at_ms(t));
+    s2.on_standing(0, t0, true, at_ms(t));
+    s2.on_standing(1, 0, false, at_ms(t));
+    EXPECT_EQ(s1.tick(at_ms(t)), Act::kNone);
+    EXPECT_EQ(s2.tick(at_ms(t)), Act::kNone);
+  }
+  s1.on_link_lost(0);  // kill -9: the connection fails at once
+  s2.on_link_lost(0);
+  EXPECT_EQ(s1.tick(at_ms(1001)), Act::kBecomePrimary);
+  EXPECT_EQ(s1.term(), Election::make_term(5, 1));
+  EXPECT_EQ(s2.tick(at_ms(1001)), Act::kNone);  // scheduler 1 is lower and alive: it moves
+  s2.on_standing(1, s1.term(), true, at_ms(1002));
+  EXPECT_EQ(s2.known_primary(at_ms(1002)), 1u);
+  EXPECT_EQ(s2.tick(at_ms(1500)), Act::kNone);
+}
+
+TEST(Election, ASilentPrimaryIsReplacedAfterTheTimeoutAndTheNextSpareMovesWhenTheLowerIsGoneToo) {
+  Election s2({2, 3, Duration::milliseconds(750)}, at_ms(0));
+  const std::uint64_t t0 = Election::make_term(1, 0);
+  s2.on_standing(0, t0, true, at_ms(1000));
+  s2.on_standing(1, 0, false, at_ms(1000));
+  EXPECT_EQ(s2.tick(at_ms(1700)), Act::kNone);  // both still heard
+  EXPECT_EQ(s2.tick(at_ms(1751)), Act::kBecomePrimary);  // neither heard for 750 ms (a partition)
+  EXPECT_EQ(s2.term(), Election::make_term(2, 2));
+}
+
+TEST(Election, APrimaryHearingAHigherTermStepsDownAndIgnoresALowerOne) {
+  Election s0({0, 2, Duration::milliseconds(750)}, at_ms(0));
+  ASSERT_EQ(s0.tick(at_ms(800)), Act::kBecomePrimary);
+  const std::uint64_t mine = s0.term();
+  s0.on_standing(1, mine - 256 + 1, true, at_ms(900));  // a stale primary (an older round): ignored
+  EXPECT_EQ(s0.tick(at_ms(900)), Act::kNone);
+  EXPECT_TRUE(s0.primary());
+  s0.on_standing(1, Election::make_term(Election::round_of(mine) + 1, 1), true, at_ms(950));
+  EXPECT_EQ(s0.tick(at_ms(950)), Act::kStepDown);
+  EXPECT_FALSE(s0.primary());
+  EXPECT_EQ(s0.deposed_by(), Election::make_term(Election::round_of(mine) + 1, 1));
+}
+
+TEST(Election, APrimaryMovesAboveATermAClientRemembers) {
+  // A lone scheduler restarted after the others died: its clients remember a
+  // higher term than it could know; it takes the round after, not a refusal.
+  Election s0({0, 2, Duration::milliseconds(750)}, at_ms(0));
+  ASSERT_EQ(s0.tick(at_ms(800)), Act::kBecomePrimary);
+  EXPECT_FALSE(s0.on_client_term(s0.term()));  // the same term: nothing
+  EXPECT_TRUE(s0.on_client_term(Election::make_term(7, 1)));
+  EXPECT_EQ(s0.term(), Election::make_term(8, 0));
+  Election spare({1, 2, Duration::milliseconds(750)}, at_ms(0));
+  EXPECT_FALSE(spare.on_client_term(Election::make_term(9, 0)));  // a spare only remembers it
+  spare.on_link_lost(0);
+  ASSERT_EQ(spare.tick(at_ms(800)), Act::kBecomePrimary);
+  EXPECT_EQ(spare.term(), Election::make_term(10, 1));
 }
 
 }  // namespace

@@ -25,8 +25,7 @@ struct FakeHost : Connector::Host {
   wire::Welcome welcome;
 
   Status open(const std::string& target) override {
-    (void)target;
-    log.push_back("open");
+    log.push_back(target.empty() ? "open" : "open " + target);
     return open_fails ? Status(Errc::kFailedPrecondition, "no route") : Status();
   }
   void send(std::vector<std::uint8_t> msg) override {
@@ -57,9 +56,10 @@ wire::Hello hello() {
   return h;
 }
 
-std::vector<std::uint8_t> welcome_msg(std::uint32_t peer_id, Duration timeout = 500_ms) {
+std::vector<std::uint8_t> welcome_msg(std::uint32_t peer_id, Duration timeout = 500_ms, std::uint64_t term = 0) {
   wire::Welcome w;
   w.peer_id = peer_id;
+  w.term = term;
   w.heartbeat_interval_ns = (100_ms).ns();
   w.heartbeat_timeout_ns = timeout.ns();
   w.models = {{0, 8, (100_ms).ns(), "m"}};
@@ -256,6 +256,80 @@ TEST_F(ConnectorTest, AnOrderlyCloseSaysGoodbyeAndNeverReconnects) {
   s.close("again");
   EXPECT_TRUE(host.take().empty());
   EXPECT_EQ(s.state(), Connector::State::kClosed);
+}
+
+// ---- several acceptors (hot-spare schedulers) ------------------------------------------
+
+struct SparesTest : ::testing::Test {
+  FakeHost host;
+  Connector s{host, hello(), {"s0:1", "s1:1", "s2:1"}};
+  VirtualClock clock{TimePoint::from_ns(1'000'000'000)};
+  SparesTest() { host.session = &s; }
+  TimePoint now() const { return clock.now(); }
+  std::vector<std::uint8_t> spare_refusal(const std::string& primary, std::uint64_t term) {
+    wire::Refuse r{"a hot-spare scheduler"};
+    r.spare = true;
+    r.term = term;
+    r.primary = primary;
+    return wire::encode(r);
+  }
+};
+
+TEST_F(SparesTest, ALostPrimaryIsFollowedAtOnceByTheNextScheduler) {
+  s.tick(now());
+  s.on_message(now(), welcome_msg(3, 500_ms, 256));
+  s.established();
+  EXPECT_EQ(s.term(), 256u);
+  host.take();
+  s.on_disconnect(now(), "connection reset");  // kill -9
+  s.tick(now());                               // no backoff
+  EXPECT_EQ(host.take(), (V{"down (established) connection reset", "open s1:1", "send Hello"}));
+  Result<wire::Hello> h = wire::decode_hello(host.sent.back());
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->term, 256u) << "the Hello carries the highest term heard";
+}
+
+TEST_F(SparesTest, ASpareSendsItToThePrimaryItNamesOrToItselfAgainSoon) {
+  s.tick(now());
+  host.take();
+  s.on_message(now(), spare_refusal("s2:1", 513));
+  EXPECT_EQ(s.term(), 513u);
+  s.tick(now());
+  EXPECT_EQ(host.take(), (V{"close", "down refused: a hot-spare scheduler", "open s2:1", "send Hello"}));
+  // A spare that knows no primary yet (one is taking over): asked again after kSpareRetry.
+  s.on_message(now(), spare_refusal("", 513));
+  s.tick(now());
+  EXPECT_EQ(host.take(), (V{"close", "down refused: a hot-spare scheduler"}));
+  s.tick(now() + Connector::kSpareRetry);
+  EXPECT_EQ(host.take(), (V{"open s2:1", "send Hello"}));
+}
+
+TEST_F(SparesTest, AWelcomeOfAStaleTermIsRefusedAndTheNextSchedulerTried) {
+  s.tick(now());
+  s.on_message(now(), welcome_msg(3, 500_ms, 513));
+  s.established();
+  s.on_disconnect(now(), "connection reset");
+  s.tick(now());
+  host.take();
+  // s1 answers with an older term (a deposed primary that has not heard yet).
+  s.on_message(now(), welcome_msg(4, 500_ms, 256));
+  EXPECT_FALSE(s.up());
+  s.tick(now());
+  EXPECT_EQ(host.take(), (V{"close", "down stale term: welcomed with term 256 after term 513 was heard",
+                            "open s2:1", "send Hello"}));
+  EXPECT_EQ(s.term(), 513u);
+}
+
+TEST_F(SparesTest, FailedConnectionsBackOffOnlyOnceEveryTargetFailedInARow) {
+  host.open_fails = true;
+  s.tick(now());
+  s.tick(now());
+  s.tick(now());
+  EXPECT_EQ(host.take(), (V{"open s0:1", "open s1:1", "open s2:1"}));
+  s.tick(now());
+  EXPECT_TRUE(host.take().empty()) << "a round failed: the backoff";
+  s.tick(now() + 50_ms);
+  EXPECT_EQ(host.take(), (V{"open s0:1"}));
 }
 
 }  // namespace

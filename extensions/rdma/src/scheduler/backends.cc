@@ -21,6 +21,7 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   BackendInfo& b = backends_.emplace_back();
   b.conn = c;
   b.name = p.name;
+  b.incarnation = p.incarnation;
   b.devices = r->devices;
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
@@ -59,8 +60,13 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   for (std::size_t i = 0; i < b.gpus.size(); ++i)
     devs += (i ? ", " : "") + b.devices[i] + "=GPU " + std::to_string(b.gpus[i]) +
             (num_subs_ > 1 ? " of sub-cluster " + std::to_string(b.subs[i]) : "");
-  log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")");
+  log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")" +
+      (r->carried.empty() ? std::string()
+                          : "; it still runs " + std::to_string(r->carried.size()) +
+                                " requests of an earlier primary (not run again)"));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
+  for (const wire::CarriedRequest& q : r->carried) carried_.insert(carried_key(q.frontend_incarnation, q.request));
+  if (expected_backends_.erase(p.incarnation) && holding_) release_held(SteadyClock{}.now(), false);
 }
 
 void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& why) {
@@ -114,7 +120,9 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
     return;
   }
   const Duration predicted = models_[b.model].profile.latency(count);
-  const std::uint64_t wire_id = b.batch | (std::uint64_t{ex.subcluster_} << kSubClusterShift);
+  const std::uint64_t wire_id = b.batch | (std::uint64_t{ex.subcluster_} << kSubClusterShift) |
+                                term_bits_.load(std::memory_order_relaxed);
+  if (first_dispatch_ns_.load(std::memory_order_relaxed) == 0) first_dispatch_ns_.store(now.ns(), std::memory_order_relaxed);
   wire::BatchBuilder bb(wire_id, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
   for (const wire::BatchEntry& e : entries) bb.add(e);
   const GpuId cluster_gpu = ex.subcluster_ * set_.max_gpus + b.gpu;  // the counters' GPU index

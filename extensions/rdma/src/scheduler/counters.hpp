@@ -54,6 +54,9 @@ class SchedulerCounters {
   Counter frontends_joined{0}, frontends_lost{0}, backends_joined{0}, backends_lost{0};
   Counter refused_token{0}, refused_protocol{0}, refused_other{0}, bad_messages{0};
   Counter outcome_messages{0}, submit_messages{0};
+  // Hot spares: clients a spare sent on; resubmitted requests accepted, and
+  // those not run again because a backend carried them from the old primary.
+  Counter refused_spare{0}, resubmitted{0}, resubmitted_running{0}, takeovers{0};
 
   struct Values {
     std::uint64_t submitted = 0, accepted = 0, unknown_model = 0, bad_input = 0, no_slot = 0, filtered = 0;
@@ -65,6 +68,7 @@ class SchedulerCounters {
     std::uint64_t frontends_joined = 0, frontends_lost = 0, backends_joined = 0, backends_lost = 0;
     std::uint64_t refused_token = 0, refused_protocol = 0, refused_other = 0, bad_messages = 0;
     std::uint64_t outcome_messages = 0, submit_messages = 0;
+    std::uint64_t refused_spare = 0, resubmitted = 0, resubmitted_running = 0, takeovers = 0;
     struct Model {
       std::uint64_t accepted = 0;
       std::array<std::uint64_t, kOutcomes> outcomes{};
@@ -122,6 +126,10 @@ inline SchedulerCounters::Values SchedulerCounters::values() const {
   v.bad_messages = ld(bad_messages);
   v.outcome_messages = ld(outcome_messages);
   v.submit_messages = ld(submit_messages);
+  v.refused_spare = ld(refused_spare);
+  v.resubmitted = ld(resubmitted);
+  v.resubmitted_running = ld(resubmitted_running);
+  v.takeovers = ld(takeovers);
   v.models.resize(models_);
   for (std::size_t i = 0; i < models_; ++i) {
     Values::Model& m = v.models[i];

@@ -7,6 +7,11 @@ namespace symphony::rdma {
 
 Status SchedulerNode::Impl::start() {
   const config::Config& sc = opts_.config.sim;
+  schedulers_ = opts_.config.cluster.schedulers;
+  self_ = opts_.self;
+  if (standby() && self_ >= schedulers_.size())
+    return Status(Errc::kInvalidArgument, "scheduler index " + std::to_string(self_) + " is not in cluster.schedulers (" +
+                                              std::to_string(schedulers_.size()) + " entries)");
   if (Status s = check_runs_in_core(sc.spec.policy); !s.ok()) return s;
   models_ = sc.spec.models;
   floors_ = sc.spec.delays;
@@ -93,11 +98,13 @@ Status SchedulerNode::Impl::start() {
     session::AcceptorOptions ao;
     ao.self = wire::Role::kScheduler;
     ao.roles = {wire::Role::kFrontend, wire::Role::kBackend};
+    if (standby()) ao.roles.push_back(wire::Role::kScheduler);
     ao.token = token_;
     ao.heartbeat_interval = set_.heartbeat_interval;
     ao.heartbeat_timeout = set_.heartbeat_timeout;
     acceptor_.emplace(session_host_, std::move(ao), now);
     next_delay_update_ = now + set_.delay_update;
+    start_standby(now);
     return transport_->listen(opts_.listen);
   });
   if (!p.ok()) return p.status();
@@ -152,6 +159,11 @@ void SchedulerNode::Impl::on_accept(ConnId c, const std::string& peer) {
 
 void SchedulerNode::Impl::on_refused(ConnId c, const session::Refusal& r) {
   const auto it = peers_.find(c);
+  if (r.spare) {  // a spare sends clients on (often, during a failover): counted, logged when verbose
+    n_->refused_spare.fetch_add(1, std::memory_order_relaxed);
+    if (opts_.verbose) log("sending " + (it == peers_.end() ? std::string("a peer") : it->second.name) + " on: " + r.reason);
+    return;
+  }
   log("refusing " + (it == peers_.end() ? std::string("a peer") : it->second.name) + ": " + r.reason);
   switch (r.kind) {
     case session::RefusalKind::kToken:
@@ -172,7 +184,8 @@ void SchedulerNode::Impl::on_refused(ConnId c, const session::Refusal& r) {
 void SchedulerNode::Impl::on_session_lost(ConnId c, const std::string& why, session::Loss how) {
   const auto it = peers_.find(c);
   if (it == peers_.end()) return;
-  if (how == session::Loss::kSilent) log("closing " + it->second.name + ": " + why);
+  if (how == session::Loss::kSilent || it->second.stage == Stage::kScheduler)
+    log("lost " + it->second.name + ": " + why);
   peer_lost(c, it->second, why);
   peers_.erase(it);
 }
@@ -182,15 +195,27 @@ void SchedulerNode::Impl::peer_lost(ConnId, Peer& p, const std::string& why) {
     frontend_lost(p.index, why);
   else if (p.stage == Stage::kBackend)
     backend_lost(p.index, why);
+  else if (p.stage == Stage::kScheduler && election_) {
+    election_->on_link_lost(p.index);
+    standby_tick(SteadyClock{}.now());  // a dead primary is replaced now, not at the next tick
+  }
   p.stage = Stage::kNew;
 }
 
-void SchedulerNode::Impl::on_disconnect(ConnId c, const Status& why) { acceptor_->on_disconnect(c, why.message()); }
+void SchedulerNode::Impl::on_disconnect(ConnId c, const Status& why) {
+  for (auto& l : links_)
+    if (l->conn == c) {
+      l->conn = kNoConn;
+      return l->s->on_disconnect(SteadyClock{}.now(), why.message());
+    }
+  acceptor_->on_disconnect(c, why.message());
+}
 
 wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
   wire::Welcome w;
   w.peer_id = peer_id;
   w.incarnation = incarnation_;
+  w.term = election_ ? election_->term() : 0;
   for (std::uint32_t i = 0; i < models_.size(); ++i)
     w.models.push_back({i, models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch(),
                         models_[i].slo.ns(), models_[i].name});
@@ -203,6 +228,10 @@ std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId 
   using session::RefusalKind;
   Peer& p = peers_[c];
   if (stopping_.load()) return Refusal{"the scheduler is stopping", RefusalKind::kOther};
+  p.incarnation = h.incarnation;
+  if (h.role == wire::Role::kScheduler) return admit_scheduler(p, h);
+  note_client_term(h.term);
+  if (!acting()) return spare_refusal();
   const std::string who = h.name.empty() ? p.addr : "'" + h.name + "' (" + p.addr + ")";
   if (h.role == wire::Role::kFrontend) {
     Result<HostPort> addr = HostPort::parse(h.address);
@@ -245,6 +274,8 @@ std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId 
 // ---- messages, heartbeats, delays ---------------------------------------------------
 
 void SchedulerNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
+  for (auto& l : links_)
+    if (l->conn == c) return l->s->on_message(SteadyClock{}.now(), msg);
   acceptor_->on_message(c, SteadyClock{}.now(), msg);
 }
 
@@ -254,6 +285,11 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
   const auto it = peers_.find(c);
   if (it == peers_.end()) return;
   Peer& p = it->second;
+  if (p.stage == Stage::kScheduler) {
+    if (kind == wire::Kind::kStanding) return on_standing(p, msg);
+    return refuse(c, "unexpected " + std::string(wire::to_string(kind)) + " message from a scheduler",
+                  session::RefusalKind::kMalformed);
+  }
   const bool fe = p.stage == Stage::kFrontend;
   switch (kind) {
     case wire::Kind::kSubmit:
@@ -290,9 +326,12 @@ void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
 }
 
 void SchedulerNode::Impl::on_tick(TimePoint now) {
-  if (acceptor_->tick(now))
+  if (acceptor_->tick(now)) {
     for (FrontendInfo& f : frontends_)
       if (f.alive) f.one_way = f.rtt.percentile(set_.delay_percentile, now) / 2;
+    if (standby()) send_standing();
+  }
+  if (standby()) standby_tick(now);
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);
@@ -328,5 +367,6 @@ nlohmann::json SchedulerNode::report() const { return impl_->report(); }
 SchedulerMetricsSnapshot SchedulerNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
 std::string SchedulerNode::not_ready() const { return impl_->not_ready(); }
 PartitionSnapshot SchedulerNode::partition_snapshot() const { return impl_->partition_snapshot(); }
+bool SchedulerNode::deposed() const { return impl_->deposed(); }
 
 }  // namespace symphony::rdma

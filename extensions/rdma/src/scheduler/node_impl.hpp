@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "symphony/rdma/node_metrics.hpp"
 #include "symphony/rdma/node_common.hpp"
 #include "symphony/rdma/session_acceptor.hpp"
+#include "symphony/rdma/session_connector.hpp"
 #include "symphony/rdma/wire.hpp"
 #include "symphony/runtime/any_runtime.hpp"
 #include "symphony/partition/subclusters.hpp"
@@ -37,6 +39,7 @@
 
 #include "scheduler/counters.hpp"
 #include "scheduler/delay_learner.hpp"
+#include "scheduler/election.hpp"
 #include "scheduler/inflight.hpp"
 #include "scheduler/subcluster_manager.hpp"
 
@@ -48,8 +51,12 @@ inline constexpr std::uint32_t kMaxFrontends = 4096;
 inline constexpr std::uint32_t kMaxSubmitLog = 5;  // bad entries logged per frontend
 inline constexpr std::size_t kOutcomesPerMessage = 4096;
 // A batch's id on the wire: the runtime's id with its sub-cluster in bits
-// 48..55, which BatchIdLayout leaves free (sub-cluster 0: the runtime's id).
+// 48..55, which BatchIdLayout leaves free (sub-cluster 0: the runtime's id),
+// and the low byte of the primary's term round in bits 56..63 (so that a
+// backend never confuses a new primary's batch with one it still runs for
+// the old primary).
 inline constexpr int kSubClusterShift = 48;
+inline constexpr int kTermShift = 56;
 inline constexpr std::uint32_t kMaxSubClusters = 256;
 
 inline std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
@@ -96,6 +103,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     return subs_ ? subs_->snapshot() : PartitionSnapshot{};
   }
   std::uint16_t port() const { return port_; }
+  bool deposed() const { return deposed_.load(); }
 
   // Transport::Handler (progress thread).
   void on_accept(ConnId c, const std::string& peer) override;
@@ -117,12 +125,13 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_batch(const BatchEvent& e);
 
  private:
-  enum class Stage : std::uint8_t { kNew, kFrontend, kBackend };
+  enum class Stage : std::uint8_t { kNew, kFrontend, kBackend, kScheduler };
   struct Peer {
     Stage stage = Stage::kNew;
     std::string name;  // "frontend 'fe1' (10.0.0.3:4000)"
     std::string addr;  // the connection's peer address
-    std::uint32_t index = 0;  // frontend slot or backend index
+    std::uint32_t index = 0;  // frontend slot, backend index or scheduler index
+    std::uint64_t incarnation = 0;  // its Hello's
   };
   struct RequestSlot {
     std::uint64_t request = 0;
@@ -160,6 +169,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   struct BackendInfo {
     ConnId conn = kNoConn;
     std::string name;
+    std::uint64_t incarnation = 0;
     std::vector<GpuId> gpus;          // in its sub-cluster's runtime
     std::vector<std::uint32_t> subs;  // per device: its sub-cluster
     std::vector<std::string> devices;
@@ -186,6 +196,39 @@ class SchedulerNode::Impl final : public Transport::Handler {
   };
 
   void log(const std::string& m) const { opts_.log(m); }
+
+  // ---- hot-spare schedulers (standby.cc; docs/cluster.md#hot-spare-schedulers) ----
+  // This scheduler's session to another one: it sends our Standing there.
+  struct SchedulerLink final : session::Connector::Host {
+    SchedulerLink(Impl& node, std::uint32_t i) : n(node), index(i) {}
+    Status open(const std::string& target) override;
+    void send(std::vector<std::uint8_t> msg) override { (void)n.transport_->send(conn, std::move(msg)); }
+    void close() override;
+    void on_welcome(const wire::Welcome&) override { s->established(); }
+    void on_refused(const std::string&) override {}
+    void on_message(wire::Kind, std::span<const std::uint8_t>) override {}
+    void on_down(const std::string& why, bool was_established) override;
+    Impl& n;
+    const std::uint32_t index;
+    ConnId conn = kNoConn;
+    std::optional<session::Connector> s;
+  };
+  bool standby() const { return schedulers_.size() > 1; }
+  bool acting() const { return election_ && election_->primary() && !deposed_.load(std::memory_order_relaxed); }
+  void start_standby(TimePoint now);
+  void standby_tick(TimePoint now);
+  void send_standing();
+  wire::Standing standing() const;
+  void on_standing(Peer& p, std::span<const std::uint8_t> msg);
+  void take_over(TimePoint now);
+  void step_down();
+  session::Refusal spare_refusal() const;
+  std::variant<wire::Welcome, session::Refusal> admit_scheduler(Peer& p, const wire::Hello& h);
+  void note_client_term(std::uint64_t term);
+  void release_held(TimePoint now, bool force);
+  static std::uint64_t carried_key(std::uint64_t incarnation, std::uint64_t request) {
+    return incarnation * 0x9E3779B97F4A7C15ull ^ request;
+  }
   static std::uint64_t alive_state(std::uint32_t gen) { return (std::uint64_t{gen} << 1) | 1; }
 
   // Sessions (session::Acceptor: Hello, heartbeats, goodbye, refusals);
@@ -218,6 +261,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void backend_lost(std::uint32_t index, const std::string& why);
   void on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void submit_entries(Peer& p, const wire::SubmitView& v);
   void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
@@ -277,6 +321,31 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Sub-clusters and autoscaling.
   std::uint32_t num_subs_ = 1;                 // L: one runtime each
   std::optional<SubClusterManager> subs_;     // from start()
+
+  // Hot spares (standby.cc).
+  std::vector<std::string> schedulers_;  // cluster.schedulers (fewer than 2: no standby)
+  std::uint32_t self_ = 0;               // this scheduler's index there
+  std::optional<Election> election_;     // from start(); progress thread
+  std::vector<std::unique_ptr<SchedulerLink>> links_;  // to every other scheduler
+  wire::Standing mirror_;                // the primary's last Standing (a spare's warm state)
+  bool have_mirror_ = false;
+  // After a takeover: resubmissions wait until the backends the old primary
+  // had have re-registered (their `carried` requests known), or the hold ends.
+  bool holding_ = false;
+  TimePoint hold_until_;
+  std::unordered_set<std::uint64_t> expected_backends_;  // incarnations
+  struct HeldSubmit {
+    ConnId conn = kNoConn;
+    std::vector<std::uint8_t> msg;
+  };
+  std::vector<HeldSubmit> held_;
+  std::unordered_set<std::uint64_t> carried_;  // carried_key() of requests backends still run for an old primary
+  std::atomic<std::uint64_t> term_bits_{0};    // the term round's low byte << kTermShift (dispatch)
+  std::atomic<std::int64_t> first_dispatch_ns_{0};  // after the last takeover (SteadyClock), 0: none yet
+  std::atomic<std::int64_t> took_over_ns_{0};       // the last takeover (SteadyClock), 0: none
+  std::atomic<std::int64_t> took_over_unix_ms_{0};  // the same, on the system clock (for experiments)
+  std::atomic<std::uint64_t> term_now_{0};          // election_->term() while primary (any thread)
+  std::atomic<bool> deposed_{false};
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

@@ -40,11 +40,29 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
   Result<wire::SubmitView> v = wire::decode_submit(msg);
   if (!v.ok()) return refuse(c, v.status().message(), session::RefusalKind::kProtocol);
   n_->submit_messages.fetch_add(1, std::memory_order_relaxed);
+  // Requests an old primary accepted wait, after a takeover, until the
+  // backends have said which of them they still run.
+  if ((v->flags & wire::kSubmitResubmitted) != 0 && holding_) {
+    held_.push_back({c, std::vector<std::uint8_t>(msg.begin(), msg.end())});
+    return;
+  }
+  submit_entries(p, *v);
+}
+
+void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
   FrontendInfo& f = frontends_[p.index];
   const TimePoint now = SteadyClock{}.now();
   const auto nmodels = static_cast<std::uint32_t>(models_.size());
-  for (std::uint32_t i = 0; i < v->entries.size(); ++i) {
-    const wire::SubmitEntry e = v->entries[i];
+  const bool resubmitted = (v.flags & wire::kSubmitResubmitted) != 0;
+  if (resubmitted) n_->resubmitted.fetch_add(v.entries.size(), std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < v.entries.size(); ++i) {
+    const wire::SubmitEntry e = v.entries[i];
+    if (resubmitted && carried_.count(carried_key(f.incarnation, e.request))) {
+      // A backend runs (or ran) it for the old primary: its outputs reach
+      // the frontend from there; running it again would run it twice.
+      n_->resubmitted_running.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     std::string bad;
     if (e.model >= nmodels) {
       bad = "unknown model id " + std::to_string(e.model) + " (the cluster has " + std::to_string(nmodels) +
@@ -99,7 +117,7 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
     }
     n_->accepted(e.model);
   }
-  n_->submitted.fetch_add(v->entries.size(), std::memory_order_relaxed);
+  n_->submitted.fetch_add(v.entries.size(), std::memory_order_relaxed);
 }
 
 void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {

@@ -113,6 +113,13 @@ struct PartitionSnapshot {
 struct SchedulerOptions {
   HostPort listen{"0.0.0.0", 0};
   ClusterConfig config;
+  // With cluster.schedulers (hot spares, docs/cluster.md#hot-spare-schedulers):
+  // this scheduler's index in that list. It starts as a spare; see deposed().
+  std::uint32_t self = 0;
+  // Called once (on the network thread) when another scheduler of a higher
+  // term deposed this primary: it has stopped acting; the caller should stop
+  // it and exit (restarted, it rejoins as a spare).
+  std::function<void(const std::string&)> on_deposed;
   bool verbose = false;                       // log every peer's transports and every delay update
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };
@@ -139,6 +146,8 @@ class SchedulerNode {
   std::string not_ready() const;
   // Sub-clusters, moves and autoscaling advice (any thread).
   PartitionSnapshot partition_snapshot() const;
+  // Whether a scheduler of a higher term deposed this one (any thread).
+  bool deposed() const;
 
   class Impl;
 

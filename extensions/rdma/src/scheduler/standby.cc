@@ -1,0 +1,231 @@
+// Hot-spare schedulers (node_impl.hpp; docs/cluster.md#hot-spare-schedulers):
+// the links to the other schedulers, Standing, taking over and stepping down.
+// Which scheduler is primary is decided by Election (election.hpp); this
+// unit carries its decisions out.
+#include <chrono>
+
+#include "scheduler/node_impl.hpp"
+
+namespace symphony::rdma {
+
+// ---- links -------------------------------------------------------------------------
+
+Status SchedulerNode::Impl::SchedulerLink::open(const std::string& target) {
+  Result<HostPort> hp = HostPort::parse(target);
+  if (!hp.ok()) return hp.status();
+  Result<ConnId> c = n.transport_->connect(*hp);
+  if (!c.ok()) return c.status();
+  conn = *c;
+  return {};
+}
+
+void SchedulerNode::Impl::SchedulerLink::close() {
+  if (conn != kNoConn) n.transport_->close(conn);
+  conn = kNoConn;
+}
+
+void SchedulerNode::Impl::SchedulerLink::on_down(const std::string& why, bool was_established) {
+  // Only our Standings travel on this link; what we know of the other
+  // scheduler comes on its own link to us (peer_lost ends that).
+  if (was_established && n.opts_.verbose) n.log("link to scheduler " + n.schedulers_[index] + " down: " + why);
+}
+
+void SchedulerNode::Impl::start_standby(TimePoint now) {
+  Election::Options eo;
+  eo.self = self_;
+  eo.count = standby() ? static_cast<std::uint32_t>(schedulers_.size()) : 1;
+  eo.timeout = set_.heartbeat_timeout;
+  election_.emplace(eo, now);
+  term_now_.store(election_->term());
+  term_bits_.store((Election::round_of(election_->term()) & 0xFF) << kTermShift);
+  if (!standby()) return;
+  for (std::uint32_t i = 0; i < schedulers_.size(); ++i) {
+    if (i == self_) continue;
+    auto l = std::make_unique<SchedulerLink>(*this, i);
+    wire::Hello h;
+    h.role = wire::Role::kScheduler;
+    h.pid = static_cast<std::uint32_t>(getpid());
+    h.incarnation = incarnation_;
+    h.token = token_;
+    h.name = "scheduler " + std::to_string(self_);
+    h.address = schedulers_[self_];
+    l->s.emplace(*l, std::move(h), std::vector<std::string>{schedulers_[i]});
+    links_.push_back(std::move(l));
+  }
+  log("scheduler " + std::to_string(self_) + " of " + std::to_string(schedulers_.size()) + " (" +
+      schedulers_[self_] + "): a spare until it hears the primary, or finds none within " +
+      std::to_string(set_.heartbeat_timeout.ns() / 1000000) + " ms");
+}
+
+// A scheduler's Hello: one of ours (its address is in the list), welcomed
+// whatever this one's standing; its Standings follow on the connection.
+std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit_scheduler(Peer& p,
+                                                                                    const wire::Hello& h) {
+  using session::Refusal;
+  const auto it = std::find(schedulers_.begin(), schedulers_.end(), h.address);
+  if (it == schedulers_.end())
+    return Refusal{"scheduler address '" + h.address + "' is not in this cluster's cluster.schedulers",
+                   session::RefusalKind::kProtocol};
+  const auto index = static_cast<std::uint32_t>(it - schedulers_.begin());
+  if (index == self_) return Refusal{"a scheduler with this one's own address", session::RefusalKind::kProtocol};
+  p.stage = Stage::kScheduler;
+  p.index = index;
+  p.name = "scheduler " + std::to_string(index) + " (" + h.address + ")";
+  return welcome(0);
+}
+
+// ---- Standing ----------------------------------------------------------------------
+
+wire::Standing SchedulerNode::Impl::standing() const {
+  wire::Standing s;
+  s.term = election_->term();
+  s.primary = acting();
+  s.index = self_;
+  if (!s.primary) return s;
+  const Delays d = delays_->learned().delays;
+  s.d_ctrl_ns = d.ctrl.ns();
+  s.d_data_ns = d.data.ns();
+  s.d_resp_ns = d.resp.ns();
+  for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { s.backends.push_back(b.incarnation); });
+  const PartitionSnapshot ps = subs_->snapshot();
+  s.epoch = ps.epoch;
+  s.subclusters.assign(models_.size(), 0);
+  for (const SubClusterSnapshot& sub : ps.subs)
+    for (const std::string& name : sub.models)
+      for (std::uint32_t m = 0; m < models_.size(); ++m)
+        if (models_[m].name == name) s.subclusters[m] = sub.id;
+  return s;
+}
+
+void SchedulerNode::Impl::send_standing() {
+  const std::vector<std::uint8_t> msg = wire::encode(standing());
+  for (auto& l : links_)
+    if (l->s->up()) (void)l->s->send(msg);
+}
+
+void SchedulerNode::Impl::on_standing(Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::Standing> s = wire::decode_standing(msg);
+  if (!s.ok()) return log(p.name + ": bad Standing: " + s.status().message());
+  if (s->index != p.index) return log(p.name + ": a Standing naming scheduler " + std::to_string(s->index) + " (ignored)");
+  const TimePoint now = SteadyClock{}.now();
+  election_->on_standing(p.index, s->term, s->primary, now);
+  // A spare keeps the primary's state, to take over warm.
+  if (s->primary && !election_->primary()) {
+    mirror_ = std::move(*s);
+    have_mirror_ = true;
+  }
+  standby_tick(now);
+}
+
+// ---- decisions ---------------------------------------------------------------------
+
+void SchedulerNode::Impl::standby_tick(TimePoint now) {
+  if (deposed_.load()) return;
+  for (auto& l : links_) l->s->tick(now);
+  switch (election_->tick(now)) {
+    case Election::Action::kBecomePrimary:
+      take_over(now);
+      break;
+    case Election::Action::kStepDown:
+      step_down();
+      return;
+    case Election::Action::kNone:
+      break;
+  }
+  if (holding_ && now >= hold_until_) release_held(now, true);
+}
+
+// A frontend's or backend's Hello remembers `term`: a primary below it moves
+// above it (it is the one that survived; see election.hpp).
+void SchedulerNode::Impl::note_client_term(std::uint64_t term) {
+  if (!election_ || !election_->on_client_term(term)) return;
+  term_now_.store(election_->term());
+  term_bits_.store((Election::round_of(election_->term()) & 0xFF) << kTermShift);
+  log("a peer remembers term " + std::to_string(term) + ": this primary continues with term " +
+      std::to_string(election_->term()));
+  send_standing();
+}
+
+void SchedulerNode::Impl::take_over(TimePoint now) {
+  const std::uint64_t term = election_->term();
+  term_now_.store(term);
+  term_bits_.store((Election::round_of(term) & 0xFF) << kTermShift);
+  took_over_ns_.store(now.ns());
+  took_over_unix_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
+  first_dispatch_ns_.store(0);
+  n_->takeovers.fetch_add(1, std::memory_order_relaxed);
+  std::string warm = "no state from a primary";
+  if (have_mirror_) {
+    // The learned delays as the old primary used them (floored as ours are).
+    Delays d = floors_;
+    d.ctrl = max(d.ctrl, Duration::nanoseconds(mirror_.d_ctrl_ns));
+    d.data = max(d.data, Duration::nanoseconds(mirror_.d_data_ns));
+    d.resp = max(d.resp, Duration::nanoseconds(mirror_.d_resp_ns));
+    bool applied = true;
+    for (auto& rt : runtimes_) applied &= rt->set_delays(d).ok();
+    if (applied) delays_->commit(d);
+    // Its backends re-register before the requests it had accepted are
+    // scheduled again (each says which it still runs).
+    expected_backends_.clear();
+    for (std::uint64_t inc : mirror_.backends) expected_backends_.insert(inc);
+    for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { expected_backends_.erase(b.incarnation); });
+    holding_ = !expected_backends_.empty();
+    hold_until_ = now + set_.heartbeat_timeout;
+    warm = "the primary's delays (d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + ", d_resp " + us(d.resp) +
+           "), " + std::to_string(mirror_.backends.size()) + " backends expected back";
+    if (num_subs_ > 1)
+      warm += "; sub-clusters start again from the config's placement (the old primary was at epoch " +
+              std::to_string(mirror_.epoch) + ")";
+  }
+  log("primary now, term " + std::to_string(term) + " (" + warm + ")");
+  send_standing();
+}
+
+void SchedulerNode::Impl::release_held(TimePoint now, bool force) {
+  if (!force && !expected_backends_.empty() && now < hold_until_) return;
+  if (!expected_backends_.empty())
+    log(std::to_string(expected_backends_.size()) +
+        " backends of the old primary did not come back in time; scheduling the resubmitted requests");
+  holding_ = false;
+  expected_backends_.clear();
+  std::vector<HeldSubmit> held = std::move(held_);
+  held_.clear();
+  for (HeldSubmit& h : held) {
+    const auto it = peers_.find(h.conn);
+    if (it == peers_.end() || it->second.stage != Stage::kFrontend) continue;  // that frontend left meanwhile
+    Result<wire::SubmitView> v = wire::decode_submit(h.msg);
+    if (v.ok()) submit_entries(it->second, *v);
+  }
+}
+
+// Another scheduler holds a higher term: this one stops acting at once and
+// asks its owner to stop it (a restart rejoins as a spare).
+void SchedulerNode::Impl::step_down() {
+  if (deposed_.exchange(true)) return;
+  const std::string why = "deposed by scheduler " +
+                          std::to_string(Election::round_of(election_->deposed_by()) > 0
+                                             ? static_cast<unsigned>(election_->deposed_by() & 0xFF)
+                                             : 0u) +
+                          " with term " + std::to_string(election_->deposed_by());
+  log("stepping down: " + why);
+  acceptor_->goodbye_all("this scheduler stepped down (" + why + ")");
+  peers_.clear();
+  if (opts_.on_deposed) opts_.on_deposed(why);
+}
+
+session::Refusal SchedulerNode::Impl::spare_refusal() const {
+  session::Refusal r;
+  r.kind = session::RefusalKind::kOther;
+  r.spare = true;
+  r.term = election_ ? election_->term() : 0;
+  const std::optional<std::uint32_t> p = election_ ? election_->known_primary(SteadyClock{}.now()) : std::nullopt;
+  if (p) r.primary = schedulers_[*p];
+  r.reason = deposed_.load() ? "this scheduler stepped down"
+             : p             ? "a hot-spare scheduler; the primary is " + r.primary
+                             : "a hot-spare scheduler; no primary yet (one is taking over)";
+  return r;
+}
+
+}  // namespace symphony::rdma
