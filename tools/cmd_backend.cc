@@ -1,7 +1,8 @@
 // `symphony backend --scheduler HOST:PORT --devices emulated:N | cpu[:N] |
 // cuda[:i] [--model NAME:PATH:SPEC ...]`: a GPU host of the cluster
 // (extensions/rdma/.../backend_node.hpp; TorchScript models need the server
-// library). Runs until SIGINT
+// library). With hot-spare schedulers, --config's cluster.schedulers
+// replaces --scheduler. Runs until SIGINT
 // or SIGTERM (or --duration); --json FILE writes its counters and input-read
 // latencies as JSON on exit.
 #include <csignal>
@@ -53,12 +54,6 @@ int run_backend(BackendArgs a) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: they all inherit it
   rdma::BackendOptions o;
-  Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler);
-  if (!hp.ok()) {
-    print_error("backend", "--scheduler: %s\n", hp.status().message().c_str());
-    return 2;
-  }
-  o.scheduler = *hp;
   o.token = a.token;
   if (!a.config.empty()) {
     try {
@@ -66,10 +61,35 @@ int run_backend(BackendArgs a) {
       if (o.token.empty()) o.token = rdma::effective_token(c.cluster);
       o.ucx_tls = c.cluster.ucx_tls;
       o.inject_delay = c.cluster.inject_delay;
+      for (const std::string& s : c.cluster.schedulers) {
+        Result<rdma::HostPort> hp = rdma::HostPort::parse(s);
+        if (!hp.ok()) {
+          print_error("backend", "%s: cluster.schedulers entry '%s': %s\n", a.config.c_str(), s.c_str(),
+                      hp.status().message().c_str());
+          return 2;
+        }
+        o.schedulers.push_back(*hp);
+      }
     } catch (const config::ConfigError& e) {
       print_error("backend", "%s\n", e.what());
       return 2;
     }
+  }
+  if (!o.schedulers.empty()) {
+    if (!a.scheduler.empty())
+      std::fprintf(stderr,
+                   "symphony backend: --scheduler %s ignored: %s gives cluster.schedulers, which win\n",
+                   a.scheduler.c_str(), a.config.c_str());
+  } else if (a.scheduler.empty()) {
+    print_error("backend", "give --scheduler HOST:PORT or a config with cluster.schedulers\n");
+    return 2;
+  } else {
+    Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler);
+    if (!hp.ok()) {
+      print_error("backend", "--scheduler: %s\n", hp.status().message().c_str());
+      return 2;
+    }
+    o.scheduler = *hp;
   }
   o.devices = a.devices;
   o.name = a.name;
@@ -148,7 +168,9 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   static BackendArgs a;
   auto* cmd = app.add_subcommand("backend",
                                  "Run a cluster backend: register devices with the scheduler, run batches");
-  cmd->add_option("--scheduler", a.scheduler, "the scheduler's HOST:PORT")->required();
+  cmd->add_option("--scheduler", a.scheduler,
+                  "the scheduler's HOST:PORT (required unless --config lists cluster.schedulers, which then "
+                  "replace it)");
   cmd->add_option("--devices", a.devices,
                   "emulated:N (N emulated GPUs: each batch runs l(b) of the profile), or cpu[:N] / "
                   "cuda[:i,...] with --model");
@@ -156,7 +178,8 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
                   "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
                   "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
   cmd->add_option("--cpu-threads", a.cpu_threads, "libtorch intra-op threads per CPU device");
-  cmd->add_option("config,--config", a.config, "cluster.yaml (for the token and UCX settings)");
+  cmd->add_option("config,--config", a.config,
+                  "cluster.yaml (for the token, the UCX settings and cluster.schedulers)");
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "name in logs (default backend-<pid>)");
   cmd->add_option("--output-bytes", a.output_bytes, "bytes of output per request (>= 8)");

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -62,6 +63,10 @@ namespace {
 
 constexpr int kMaxLogged = 5;
 constexpr Duration kParkLimit = Duration::seconds(2);  // a batch waits this long for a frontend's rkey
+// Hot spares: how long ended requests are still carried into a new
+// primary's registration (a frontend may resubmit a request whose outputs
+// are still on their way to it).
+constexpr Duration kCarryEnded = Duration::seconds(2);
 
 }  // namespace
 
@@ -91,6 +96,9 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   enum class EntryState : std::uint8_t { kPending, kFetched, kFailed, kSkipped };
   struct Entry {
     wire::BatchEntry e;
+    // Its frontend's incarnation, resolved from e.frontend_id when the batch
+    // came: slot ids belong to the scheduler session that sent the batch.
+    std::uint64_t frontend = 0;
     std::size_t off = 0;  // in the batch's staging buffer
     EntryState state = EntryState::kPending;
     std::string why;  // kFailed
@@ -106,15 +114,24 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
     std::uint32_t pending_reads = 0;
     TimePoint recv, fetch_start, fetch_end, exec_start;
     bool executing = false;
-    std::uint64_t scheduler_incarnation = 0;
+    std::uint64_t session = 0;  // the scheduler session it came in (session_no_)
   };
+  // A frontend connection, by the frontend's incarnation: it outlives the
+  // scheduler session that announced it when there are hot spares.
   struct FrontendConn {
-    std::uint32_t generation = 0;
-    std::uint64_t incarnation = 0;
     std::string address;
     ConnId conn = kNoConn;
     bool ready = false;  // PoolInfo received
     std::uint64_t base = 0, length = 0;
+  };
+  // A scheduler's frontend id (a slot it assigns) in the current session.
+  struct FrontendSlot {
+    std::uint32_t generation = 0;
+    std::uint64_t incarnation = 0;
+  };
+  struct EndedRequest {
+    TimePoint ended;
+    wire::CarriedRequest r;
   };
 
   void log(const std::string& m) const { opts_.log(m); }
@@ -143,8 +160,9 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   void on_batch(std::span<const std::uint8_t> msg);
   void on_placement(const wire::Placement& p);
   void on_frontend_joined(const wire::FrontendJoined& f);
-  void drop_frontend(std::uint32_t id, const std::string& why);
-  void issue_reads(RunningBatch& b, std::uint32_t frontend_id);
+  void release_slot(std::uint32_t slot, const std::string& why);
+  void drop_frontend(std::uint64_t incarnation, const std::string& why);
+  void issue_reads(RunningBatch& b, std::uint64_t frontend);
   void maybe_execute(std::uint64_t id);
   void finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end);
   void report(BatchCompletion c) override {  // executor threads
@@ -163,11 +181,22 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   ConnId sched_ = kNoConn;
   SchedulerLink link_{*this};
   std::optional<session::Connector> session_;  // from start(); established once registered
-  std::uint64_t sched_incarnation_ = 0;
+  // Counts lost scheduler sessions: a batch whose session_no_ is still the
+  // current one came from the scheduler this backend talks to now.
+  std::uint64_t session_no_ = 0;
+  // Several schedulers (hot spares): a lost one is replaced by a spare
+  // while batches run on, and frontends resubmit what they still wait for.
+  bool failover_ = false;
   std::vector<std::string> model_names_;
-  std::unordered_map<std::uint32_t, FrontendConn> frontends_;
-  std::unordered_map<ConnId, std::uint32_t> frontend_by_conn_;
+  std::unordered_map<std::uint64_t, FrontendConn> frontends_;  // by incarnation
+  std::unordered_map<ConnId, std::uint64_t> frontend_by_conn_;
+  // The current session's frontend ids; every one names a frontends_ entry
+  // (several may name the same frontend).
+  std::unordered_map<std::uint32_t, FrontendSlot> slots_;
   std::unordered_map<std::uint64_t, RunningBatch> batches_;
+  // failover_: requests of batches that ended within kCarryEnded (at most
+  // kMaxEntries, oldest first), for the next primary's Register.carried.
+  std::deque<EndedRequest> ended_;
   // Sub-clusters: per device, whether the scheduler places its models
   // (a Placement came) and which are placed there ([device][model]).
   std::vector<bool> placed_managed_;
@@ -237,6 +266,7 @@ Status BackendNode::Impl::start() {
   std::vector<std::string> targets;
   for (const HostPort& a : opts_.schedulers) targets.push_back(a.to_string());
   if (targets.empty()) targets.push_back(opts_.scheduler.to_string());
+  failover_ = targets.size() > 1;
   session_.emplace(link_, std::move(h), std::move(targets));
   transport_->activate();  // the first tick connects
   return {};
@@ -250,6 +280,7 @@ void BackendNode::Impl::stop() {
       if (f.conn != kNoConn) transport_->close(f.conn);
     frontends_.clear();
     frontend_by_conn_.clear();
+    slots_.clear();
   });
   transport_->stop();  // no batch starts from now on; reports only queue (see Transport::notify)
   devices_->stop();
@@ -269,11 +300,24 @@ Status BackendNode::Impl::open_scheduler(const std::string& target) {
 }
 
 void BackendNode::Impl::scheduler_lost(const std::string& why, bool was_registered) {
-  if (was_registered) log("lost the scheduler: " + why + "; reconnecting");
+  ++session_no_;
   registered_.store(false);
-  // Frontend ids belong to the lost scheduler: forget them (batches in
-  // flight still push their outputs where the connection survives).
-  for (auto& [id, f] : frontends_)
+  // Frontend ids belong to the lost scheduler.
+  slots_.clear();
+  if (failover_) {
+    // A spare takes over: the frontends stay (they resubmit to it what they
+    // still wait for) and so do their connections, and every batch runs on
+    // and pushes its outputs; the new primary hears of them in Register.
+    if (was_registered)
+      log("lost the scheduler: " + why + "; going to the next scheduler, " + std::to_string(batches_.size()) +
+          " batches run on");
+    return;
+  }
+  if (was_registered) log("lost the scheduler: " + why + "; reconnecting");
+  // One scheduler: it failed this backend's batches when it lost it and
+  // announces its frontends afresh: forget them (batches already executing
+  // finish with no one to push their outputs to).
+  for (auto& [inc, f] : frontends_)
     if (f.conn != kNoConn) transport_->close(f.conn);
   frontends_.clear();
   frontend_by_conn_.clear();
@@ -293,7 +337,7 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
   if (c == sched_) return session_->on_message(SteadyClock{}.now(), msg);
   const auto it = frontend_by_conn_.find(c);
   if (it == frontend_by_conn_.end()) return;
-  const std::uint32_t fid = it->second;
+  const std::uint64_t fid = it->second;
   Result<wire::Header> h = wire::decode_header(msg);
   if (!h.ok()) return drop_frontend(fid, "bad message: " + h.status().message());
   if (h->kind == wire::Kind::kPoolInfo) {
@@ -304,7 +348,7 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
     f.ready = true;
     f.base = p->base;
     f.length = p->length;
-    if (opts_.verbose) log("frontend " + std::to_string(fid) + " at " + f.address + " is ready");
+    if (opts_.verbose) log("frontend at " + f.address + " is ready");
     std::vector<std::uint64_t> ids;
     for (auto& [id, b] : batches_) ids.push_back(id);
     for (std::uint64_t id : ids) {
@@ -321,7 +365,6 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
 }
 
 void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
-  sched_incarnation_ = w.incarnation;
   model_names_.clear();
   for (const wire::ModelEntry& m : w.models) model_names_.push_back(m.name);
   // A new scheduler places models afresh: until it does, every model runs.
@@ -335,7 +378,29 @@ void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     welcomed_models_ = model_names_;
   }
-  (void)session_->send(wire::encode(wire::Register{devices_->names(), models, {}}));
+  wire::Register r{devices_->names(), models, {}};
+  if (failover_) {
+    // What an earlier primary sent and this backend runs or ran: the new
+    // primary must not run it again when its frontend resubmits it. Still
+    // running first (its outputs are yet to come), then the newest ended.
+    // Skipped requests are not carried: no output went to their frontend.
+    // (Every batch here came in an earlier session: a Welcome follows a lost
+    // one.)
+    const auto carry = [&](std::uint64_t frontend, std::uint64_t request) {
+      if (r.carried.size() < wire::kMaxEntries) r.carried.push_back({frontend, request});
+    };
+    for (const auto& [id, b] : batches_)
+      for (const Entry& e : b.entries)
+        if (e.state != EntryState::kSkipped) carry(e.frontend, e.e.request);
+    const TimePoint now = SteadyClock{}.now();
+    while (!ended_.empty() && now - ended_.front().ended > kCarryEnded) ended_.pop_front();
+    for (auto it = ended_.rbegin(); it != ended_.rend(); ++it)
+      carry(it->r.frontend_incarnation, it->r.request);
+    if (!r.carried.empty())
+      log("carried " + std::to_string(r.carried.size()) +
+          " requests of an earlier scheduler into the registration");
+  }
+  (void)session_->send(wire::encode(r));
 }
 
 void BackendNode::Impl::on_refused(const std::string& reason) {
@@ -371,9 +436,9 @@ void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const st
     case wire::Kind::kFrontendLeft: {
       Result<wire::FrontendLeft> f = wire::decode_frontend_left(msg);
       if (!f.ok()) return log(f.status().message());
-      const auto it = frontends_.find(f->frontend_id);
-      if (it != frontends_.end() && it->second.generation == f->generation)
-        drop_frontend(f->frontend_id, "it left the cluster");
+      const auto it = slots_.find(f->frontend_id);
+      if (it != slots_.end() && it->second.generation == f->generation)
+        release_slot(f->frontend_id, "it left the cluster");
       return;
     }
     case wire::Kind::kBatch:
@@ -391,16 +456,24 @@ void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const st
 void BackendNode::Impl::on_frontend_joined(const wire::FrontendJoined& f) {
   Result<HostPort> hp = HostPort::parse(f.address);
   if (!hp.ok()) return log("frontend " + std::to_string(f.frontend_id) + ": " + hp.status().message());
-  if (frontends_.count(f.frontend_id)) drop_frontend(f.frontend_id, "replaced by a new frontend with its id");
+  if (const auto it = slots_.find(f.frontend_id);
+      it != slots_.end() && it->second.incarnation != f.incarnation)
+    release_slot(f.frontend_id, "replaced by a new frontend with its id");
+  // A frontend this backend is connected to already (announced by an
+  // earlier scheduler, or under another id): the connection and its PoolInfo
+  // serve on (a frontend expects one Hello per connection).
+  if (frontends_.count(f.incarnation)) {
+    slots_[f.frontend_id] = {f.generation, f.incarnation};
+    return;
+  }
   Result<ConnId> c = transport_->connect(*hp);
   if (!c.ok()) return log("cannot reach frontend at " + f.address + ": " + c.status().message());
   FrontendConn fc;
-  fc.generation = f.generation;
-  fc.incarnation = f.incarnation;
   fc.address = f.address;
   fc.conn = *c;
-  frontends_[f.frontend_id] = fc;
-  frontend_by_conn_[*c] = f.frontend_id;
+  frontends_[f.incarnation] = fc;
+  frontend_by_conn_[*c] = f.incarnation;
+  slots_[f.frontend_id] = {f.generation, f.incarnation};
   wire::Hello h;
   h.role = wire::Role::kBackend;
   h.pid = static_cast<std::uint32_t>(getpid());
@@ -410,22 +483,35 @@ void BackendNode::Impl::on_frontend_joined(const wire::FrontendJoined& f) {
   (void)transport_->send(*c, wire::encode(h));
 }
 
-void BackendNode::Impl::drop_frontend(std::uint32_t id, const std::string& why) {
-  const auto it = frontends_.find(id);
+// The current scheduler no longer names a frontend by `slot`: the frontend
+// goes unless another of its ids still names it.
+void BackendNode::Impl::release_slot(std::uint32_t slot, const std::string& why) {
+  const auto it = slots_.find(slot);
+  if (it == slots_.end()) return;
+  const std::uint64_t inc = it->second.incarnation;
+  slots_.erase(it);
+  for (const auto& [s, fs] : slots_)
+    if (fs.incarnation == inc) return;
+  drop_frontend(inc, why);
+}
+
+void BackendNode::Impl::drop_frontend(std::uint64_t incarnation, const std::string& why) {
+  const auto it = frontends_.find(incarnation);
   if (it == frontends_.end()) return;
   if (opts_.verbose || why.find("left") == std::string::npos)
-    log("frontend " + std::to_string(id) + " at " + it->second.address + ": " + why);
+    log("frontend at " + it->second.address + ": " + why);
   if (it->second.conn != kNoConn) {
     frontend_by_conn_.erase(it->second.conn);
     transport_->close(it->second.conn);
   }
   frontends_.erase(it);
+  std::erase_if(slots_, [&](const auto& s) { return s.second.incarnation == incarnation; });
   // Its requests that wait for inputs are skipped: nobody would get their outputs.
   std::vector<std::uint64_t> ids;
   for (auto& [bid, b] : batches_) {
     if (b.executing) continue;
     for (Entry& e : b.entries)
-      if (e.e.frontend_id == id && e.state == EntryState::kPending) e.state = EntryState::kSkipped;
+      if (e.frontend == incarnation && e.state == EntryState::kPending) e.state = EntryState::kSkipped;
     ids.push_back(bid);
   }
   for (std::uint64_t bid : ids) maybe_execute(bid);
@@ -438,10 +524,10 @@ void BackendNode::Impl::on_disconnect(ConnId c, const Status& why) {
   }
   const auto it = frontend_by_conn_.find(c);
   if (it == frontend_by_conn_.end()) return;
-  const std::uint32_t id = it->second;
-  frontends_[id].conn = kNoConn;
+  const std::uint64_t inc = it->second;
+  frontends_[inc].conn = kNoConn;
   frontend_by_conn_.erase(it);
-  drop_frontend(id, "connection lost (" + why.message() + ")");
+  drop_frontend(inc, "connection lost (" + why.message() + ")");
 }
 
 // ---- batches --------------------------------------------------------------------------------
@@ -464,7 +550,10 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     d.batch = v->batch;
     d.status = wire::BatchStatus::kError;
     d.error = why;
-    if (batches_.count(v->batch)) return;  // a duplicate id: the first one will answer
+    // A duplicate id: the first one will answer. (A primary's term is the top
+    // byte of its batch ids: those of batches still running for an earlier
+    // primary never come again.)
+    if (batches_.count(v->batch)) return;
     (void)session_->send(wire::encode(d));
     return;
   }
@@ -492,17 +581,18 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
   b.predicted = Duration::nanoseconds(v->predicted_ns);
   b.exec_budget = Duration::nanoseconds(v->exec_budget_ns);
   b.recv = b.fetch_start = now;
-  b.scheduler_incarnation = sched_incarnation_;
+  b.session = session_no_;
   b.entries.resize(v->entries.size());
   std::size_t total = 0;
   for (std::uint32_t i = 0; i < v->entries.size(); ++i) {
     Entry& e = b.entries[i];
     e.e = v->entries[i];
-    const auto fit = frontends_.find(e.e.frontend_id);
-    if (fit == frontends_.end() || fit->second.generation != e.e.frontend_generation) {
+    const auto sit = slots_.find(e.e.frontend_id);
+    if (sit == slots_.end() || sit->second.generation != e.e.frontend_generation) {
       e.state = EntryState::kSkipped;  // a frontend that left (or never was): nobody to answer
       continue;
     }
+    e.frontend = sit->second.incarnation;
     total += e.e.len;
   }
   b.staging.resize(std::max<std::size_t>(total, 1));
@@ -511,8 +601,8 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
   std::vector<std::uint32_t> order(b.entries.size());
   for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
-    const wire::BatchEntry &a = b.entries[x].e, &c = b.entries[y].e;
-    return a.frontend_id != c.frontend_id ? a.frontend_id < c.frontend_id : a.addr < c.addr;
+    const Entry &a = b.entries[x], &c = b.entries[y];
+    return a.frontend != c.frontend ? a.frontend < c.frontend : a.e.addr < c.e.addr;
   });
   std::size_t off = 0;
   for (std::uint32_t i : order) {
@@ -520,7 +610,7 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     if (e.state == EntryState::kSkipped) continue;
     e.off = off;
     off += e.e.len;
-    const FrontendConn& f = frontends_[e.e.frontend_id];
+    const FrontendConn& f = frontends_[e.frontend];
     if (f.ready && (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
       e.state = EntryState::kFailed;
       e.why = "input [" + std::to_string(e.e.addr) + ", +" + std::to_string(e.e.len) +
@@ -528,11 +618,11 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
       if (logged_++ < kMaxLogged) log("request " + std::to_string(e.e.request) + ": " + e.why);
     }
   }
-  std::vector<std::uint32_t> fids;
+  std::vector<std::uint64_t> fids;
   for (const Entry& e : b.entries)
-    if (e.state == EntryState::kPending && std::find(fids.begin(), fids.end(), e.e.frontend_id) == fids.end())
-      fids.push_back(e.e.frontend_id);
-  for (std::uint32_t fid : fids) issue_reads(b, fid);
+    if (e.state == EntryState::kPending && std::find(fids.begin(), fids.end(), e.frontend) == fids.end())
+      fids.push_back(e.frontend);
+  for (std::uint64_t fid : fids) issue_reads(b, fid);
   maybe_execute(v->batch);
 }
 
@@ -586,7 +676,7 @@ void BackendNode::Impl::on_placement(const wire::Placement& p) {
   (void)session_->send(wire::encode(done));
 }
 
-void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
+void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint64_t fid) {
   if (b.executing) return;
   const auto fit = frontends_.find(fid);
   if (fit == frontends_.end() || !fit->second.ready) return;
@@ -594,14 +684,14 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
   std::vector<std::uint32_t> mine;
   for (std::uint32_t i = 0; i < b.entries.size(); ++i) {
     const Entry& e = b.entries[i];
-    if (e.e.frontend_id != fid || e.state != EntryState::kPending) continue;
+    if (e.frontend != fid || e.state != EntryState::kPending) continue;
     if (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)
       continue;  // checked below
     mine.push_back(i);
   }
   // Entries parked before the rkey came: check their range now.
   for (Entry& e : b.entries)
-    if (e.e.frontend_id == fid && e.state == EntryState::kPending &&
+    if (e.frontend == fid && e.state == EntryState::kPending &&
         (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
       e.state = EntryState::kFailed;
       e.why = "input outside the frontend's pool";
@@ -646,8 +736,7 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint32_t fid) {
     if (!s.ok()) {
       --b.pending_reads;
       for (std::uint32_t k : run) b.entries[k].state = EntryState::kSkipped;
-      if (logged_++ < kMaxLogged)
-        log("read from frontend " + std::to_string(fid) + " failed: " + s.message());
+      if (logged_++ < kMaxLogged) log("read from frontend at " + f.address + " failed: " + s.message());
     }
     i = j;
   }
@@ -711,7 +800,7 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
   std::uint32_t executed = 0;
   for (const Entry& e : b.entries) executed += e.state == EntryState::kFetched;
   // Outputs, one message per frontend (and one more for requests that failed).
-  std::unordered_map<std::uint32_t, std::unique_ptr<wire::OutputsBuilder>> ok, bad;
+  std::unordered_map<std::uint64_t, std::unique_ptr<wire::OutputsBuilder>> ok, bad;
   std::vector<std::uint8_t> out(opts_.output_bytes, 0);
   std::uint64_t skipped = 0, failed = 0;
   // The devices' outputs (model devices), one per fetched request in order.
@@ -731,7 +820,7 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
     const bool fetched = e.state == EntryState::kFetched;
     if (!fetched) ++failed;
     auto& map = fetched && st == BatchStatus::kOk ? ok : bad;
-    auto& builder = map[e.e.frontend_id];
+    auto& builder = map[e.frontend];
     if (!builder) {
       const bool good = fetched && st == BatchStatus::kOk;
       builder = std::make_unique<wire::OutputsBuilder>(
@@ -747,13 +836,14 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
     } else {
       builder->add(e.e.request, {});
     }
-    if (exec_log_ && fetched) {
-      const auto fit = frontends_.find(e.e.frontend_id);
-      std::fprintf(exec_log_, "%llu %llu\n",
-                   static_cast<unsigned long long>(fit != frontends_.end() ? fit->second.incarnation : 0),
+    if (exec_log_ && fetched)
+      std::fprintf(exec_log_, "%llu %llu\n", static_cast<unsigned long long>(e.frontend),
                    static_cast<unsigned long long>(e.e.request));
-    }
+    if (failover_) ended_.push_back({push_start, {e.frontend, e.e.request}});
   }
+  while (!ended_.empty() &&
+         (ended_.size() > wire::kMaxEntries || push_start - ended_.front().ended > kCarryEnded))
+    ended_.pop_front();
   if (exec_log_) std::fflush(exec_log_);
   for (auto* map : {&ok, &bad})
     for (auto& [fid, builder] : *map) {
@@ -772,9 +862,10 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
   d.exec_ns = executed ? max(Duration::zero(), actual_end - b.exec_start).ns() : 0;
   d.push_ns = (now - push_start).ns();
   d.error = error;
-  // Only the scheduler that sent the batch can use its answer (and only once
-  // it welcomed this connection: see session_connector.hpp).
-  if (b.scheduler_incarnation == sched_incarnation_) (void)session_->send(wire::encode(d));
+  // Only the session that sent the batch can use its answer: a later one
+  // (a new primary) does not know the batch, it heard of its requests in
+  // Register.carried.
+  if (b.session == session_no_) (void)session_->send(wire::encode(d));
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     if (executed) {

@@ -17,10 +17,20 @@
 // output, the FNV-1a hash of the input it read (8 bytes, zero-padded to
 // output_bytes): a frontend can check that its input really travelled.
 //
-// Failures: a lost scheduler is reconnected with backoff and the devices
-// register again (as new GPUs); batches in flight still finish and push
-// their outputs. A frontend that leaves (or whose connection fails) has its
-// requests skipped. Malformed messages and requests naming unknown
+// Frontends are known by their incarnation: the scheduler's frontend ids
+// (slot, generation) are resolved when a Batch comes, since they belong to
+// the scheduler session that sent it.
+//
+// Failures: a lost scheduler is reconnected and the devices register again
+// (as new GPUs). With one scheduler (after a backoff) the frontends are
+// forgotten and inputs not yet read skipped. With hot spares (`schedulers`:
+// the next one at once) frontend connections and every batch survive: the
+// batches finish and push their outputs, their BatchDone goes to no one
+// (the new primary does not know them), and the registration with the new
+// primary carries their requests and those of batches ended in the last
+// 2 s (Register.carried), so that it does not run them again when their
+// frontends resubmit them. A frontend that leaves (or whose connection
+// fails) has its requests skipped. Malformed messages and requests naming unknown
 // frontends, devices or addresses outside a frontend's pool are refused with
 // a logged reason (the requests get an error output when their frontend is
 // reachable).
