@@ -257,6 +257,7 @@ int run_frontend(const FrontendArgs& a) {
                       {"duplicate_outputs", cs.duplicate_outputs},
                       {"unknown_ids", cs.unknown_ids},
                       {"scheduler_losses", cs.scheduler_losses},
+                      {"resubmitted", cs.resubmitted},
                       {"welcomes", cs.welcomes}};
   std::printf("cluster client: sent %llu, scheduler lost %llu times, joined %llu times, %llu cancels sent\n",
               static_cast<unsigned long long>(cs.sent), static_cast<unsigned long long>(cs.scheduler_losses),

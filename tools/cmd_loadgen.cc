@@ -328,6 +328,7 @@ int run_loadgen(const LoadgenArgs& a) {
                       {"duplicate_outputs", cs.duplicate_outputs},
                       {"unknown_ids", cs.unknown_ids},
                       {"scheduler_losses", cs.scheduler_losses},
+                      {"resubmitted", cs.resubmitted},
                       {"welcomes", cs.welcomes}};
   if (json_report.enabled()) {
     if (!json_report.write("loadgen", report.dump(2) + "\n")) return 1;

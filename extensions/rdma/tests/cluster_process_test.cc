@@ -9,6 +9,11 @@
 //
 // Every wait is bounded; every child process is killed when a test ends,
 // whether it passes or not (Proc's destructor).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -395,6 +400,111 @@ TEST_F(ClusterProcessTest, CpuBackendRunsATorchScriptModel) {
   ASSERT_EQ(b.stop(), 0) << b.log_text();
   expect_nothing_ran_twice();
 #endif
+}
+
+// ---- hot-spare schedulers ----------------------------------------------------------------
+
+// A TCP port that is free now on 127.0.0.1 (the schedulers' list needs fixed ports).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+class HotSpareTest : public ClusterProcessTest {
+ protected:
+  // The config with `n` schedulers on free loopback ports.
+  void write_spares_config(int n, double slo_ms = 60, double rate = 1500) {
+    write_config(slo_ms, rate);
+    std::string list;
+    for (int i = 0; i < n; ++i) {
+      addrs_.push_back("127.0.0.1:" + std::to_string(free_port()));
+      list += (i ? ", \"" : "\"") + addrs_.back() + "\"";
+    }
+    std::ofstream(cfg_, std::ios::app) << "  schedulers: [" << list << "]\n";
+  }
+  Proc start_spare(int i, const std::string& tag) { return start_scheduler(tag, addrs_[i]); }
+  bool wait_log(Proc& p, const std::string& needle, std::chrono::milliseconds timeout = 10s) {
+    return eventually([&] { return p.log_text().find(needle) != std::string::npos; }, timeout);
+  }
+  Proc start_backend_of_list(const std::string& name, const std::string& devices) {
+    return start_backend(name, devices, addrs_[0]);  // the config's list wins over --scheduler
+  }
+  Proc start_loadgen_of_list(const std::string& name, double duration_s, double rate) {
+    return start_loadgen(name, duration_s, rate, addrs_[0]);
+  }
+  std::vector<std::string> addrs_;
+};
+
+// kill -9 of the primary under load: a spare takes over, the frontends
+// resubmit what was pending, the backends finish what they ran and say so;
+// no request fails, none runs twice.
+TEST_F(HotSpareTest, KilledPrimaryUnderLoadCostsNoRequestAndNoneRunsTwice) {
+  write_spares_config(3);
+  Proc s0 = start_spare(0, "s0");
+  Proc s1 = start_spare(1, "s1");
+  Proc s2 = start_spare(2, "s2");
+  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
+  Proc b1 = start_backend_of_list("b1", "emulated:2");
+  Proc b2 = start_backend_of_list("b2", "emulated:2");
+  ASSERT_TRUE(wait_registered(s0, 2)) << s0.log_text() << b1.log_text();
+  Proc lg = start_loadgen_of_list("lg", 6, 1500);
+  std::this_thread::sleep_for(2500ms);
+  s0.kill_now();
+  ASSERT_TRUE(wait_log(s1, "primary now", 3s)) << s1.log_text();
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  EXPECT_EQ(r["client"]["scheduler_losses"], 1u) << r.dump(2);
+  EXPECT_GT(r["client"]["resubmitted"].get<std::uint64_t>(), 0u) << "nothing was pending at the kill?\n"
+                                                                 << r.dump(2);
+  // The gap is milliseconds: what goes bad is a small part of the run.
+  EXPECT_LT(r["late"].get<std::uint64_t>() + r["dropped"].get<std::uint64_t>(),
+            r["sent"].get<std::uint64_t>() / 20)
+      << r.dump(2);
+  EXPECT_EQ(s2.log_text().find("primary now"), std::string::npos) << "two spares took over\n" << s2.log_text();
+  ASSERT_EQ(s1.stop(), 0) << s1.log_text();
+  ASSERT_EQ(s2.stop(), 0) << s2.log_text();
+  (void)b1.stop();
+  (void)b2.stop();
+  const std::optional<json> rep = read_json(dir_.file("s1.json"));
+  ASSERT_TRUE(rep.has_value());
+  EXPECT_EQ((*rep)["standby"]["takeovers"], 1u) << rep->dump(2);
+  EXPECT_GT((*rep)["at_scheduler"]["ok"].get<std::uint64_t>(), 0u) << rep->dump(2);
+  expect_nothing_ran_twice();
+}
+
+// A spare's death changes nothing for the cluster; losing every scheduler
+// ends the pending requests with an error (as with a single scheduler), once
+// no scheduler took the frontend within its failover timeout.
+TEST_F(HotSpareTest, KilledSpareCostsNothingAndLosingEverySchedulerEndsPendingWithAnError) {
+  write_spares_config(2);
+  Proc s0 = start_spare(0, "s0");
+  Proc s1 = start_spare(1, "s1");
+  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
+  Proc b = start_backend_of_list("b", "emulated:2");
+  ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  Proc lg = start_loadgen_of_list("lg", 5, 800);
+  std::this_thread::sleep_for(1500ms);
+  s1.kill_now();  // the spare
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(lg.log_text().find("lost the scheduler"), std::string::npos) << lg.log_text();
+  s0.kill_now();  // and now the primary: nobody is left
+  ASSERT_TRUE(wait_log(lg, "pending requests end with an error", 4s)) << lg.log_text();
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["errors"].get<std::uint64_t>(), 0u) << r.dump(2);
+  EXPECT_GT(errors_mentioning(r, "lost every scheduler"), 0u) << r.dump(2);
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), 0u) << r.dump(2);
+  (void)b.stop();
+  expect_nothing_ran_twice();
 }
 
 // ---- across hosts -------------------------------------------------------------------

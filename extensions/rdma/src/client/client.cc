@@ -349,20 +349,22 @@ Status Client::Impl::open_scheduler(const std::string& target) {
 }
 
 void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
-  ready_.store(false);
   if (failover_) {
-    // Hot spares: pending requests wait for the next primary.
+    // Hot spares: pending requests wait for the next primary. Failing over
+    // before not ready: a request made in between waits too.
+    if (!lost_since_ && was_ready) {
+      lost_since_ = SteadyClock{}.now();
+      failing_over_.store(true, std::memory_order_release);
+    }
+    ready_.store(false);
     if (was_ready) {
       losses_.fetch_add(1, std::memory_order_relaxed);
       log("lost the scheduler " + session_->target() + ": " + why + "; pending requests wait up to " +
           format_ms(opts_.failover_timeout) + " ms for the next primary");
     }
-    if (!lost_since_ && was_ready) {
-      lost_since_ = SteadyClock{}.now();
-      failing_over_.store(true, std::memory_order_release);
-    }
     return;
   }
+  ready_.store(false);
   if (was_ready) {
     losses_.fetch_add(1, std::memory_order_relaxed);
     log("lost the scheduler " + session_->target() + ": " + why +

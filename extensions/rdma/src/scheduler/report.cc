@@ -60,22 +60,22 @@ nlohmann::json SchedulerNode::Impl::report() const {
                 {"refused_token", n.refused_token},       {"refused_protocol", n.refused_protocol},
                 {"refused_other", n.refused_other},       {"bad_messages", n.bad_messages}};
   r["messages"] = {{"submit", n.submit_messages}, {"outcomes", n.outcome_messages}};
-  if (standby()) {
-    // Read without the progress thread's state: what a report may read from any thread.
+  // When this scheduler last became primary (its start, or a takeover) and
+  // its first batch after that (for the failover experiments).
+  r["primary"] = {{"term", term_now_.load()},
+                  {"since_unix_ms", took_over_unix_ms_.load()},
+                  {"first_dispatch_after_ms", first_dispatch_ns_.load() > 0 && took_over_ns_.load() > 0
+                                                  ? static_cast<double>(first_dispatch_ns_.load() -
+                                                                        took_over_ns_.load()) / 1e6
+                                                  : -1.0}};
+  if (standby())
     r["standby"] = {{"schedulers", schedulers_},
                     {"self", self_},
                     {"deposed", deposed_.load()},
                     {"takeovers", n.takeovers},
                     {"clients_sent_on", n.refused_spare},
                     {"resubmitted", n.resubmitted},
-                    {"resubmitted_already_running", n.resubmitted_running},
-                    {"primary_term", term_now_.load()},
-                    {"took_over_unix_ms", took_over_unix_ms_.load()},
-                    {"first_dispatch_after_takeover_ms",
-                     first_dispatch_ns_.load() > 0 && took_over_ns_.load() > 0
-                         ? static_cast<double>(first_dispatch_ns_.load() - took_over_ns_.load()) / 1e6
-                         : -1.0}};
-  }
+                    {"resubmitted_already_running", n.resubmitted_running}};
   {
     const DelayLearner::Learned l = delays_->learned();
     r["delays_us"] = {{"ctrl", l.delays.ctrl.to_us()}, {"data", l.delays.data.to_us()},

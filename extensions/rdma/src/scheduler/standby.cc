@@ -38,7 +38,13 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
   election_.emplace(eo, now);
   term_now_.store(election_->term());
   term_bits_.store((Election::round_of(election_->term()) & 0xFF) << kTermShift);
-  if (!standby()) return;
+  if (!standby()) {  // primary from the start
+    took_over_ns_.store(now.ns());
+    took_over_unix_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
+    return;
+  }
   for (std::uint32_t i = 0; i < schedulers_.size(); ++i) {
     if (i == self_) continue;
     auto l = std::make_unique<SchedulerLink>(*this, i);

@@ -145,19 +145,21 @@ void Connector::lose(TimePoint now, const std::string& why, bool close_connectio
   state_ = State::kIdle;
   if (targets_.size() == 1) {
     reconnect_at_ = now + backoff_.next();
-  } else {
-    // Several acceptors: the next one, at once after a session that was up
-    // or while some target of this round is untried; else after the backoff.
-    at_ = (at_ + 1) % targets_.size();
-    if (was_up) {
-      failed_in_a_row_ = 0;
-      reconnect_at_ = now;
-    } else {
-      ++failed_in_a_row_;
-      reconnect_at_ = failed_in_a_row_ % targets_.size() == 0 ? now + backoff_.next() : now;
-    }
+    return host_.on_down(why, was_established);
   }
+  // Several acceptors: the next one, at once after a session that was up or
+  // while some target of this round is untried; else after the backoff. (The
+  // host hears of the loss while target() still names the lost one.)
+  if (was_up) {
+    failed_in_a_row_ = 0;
+    reconnect_at_ = now;
+  } else {
+    ++failed_in_a_row_;
+    reconnect_at_ = failed_in_a_row_ % targets_.size() == 0 ? now + backoff_.next() : now;
+  }
+  const std::size_t next = (at_ + 1) % targets_.size();
   host_.on_down(why, was_established);
+  at_ = next;
 }
 
 void Connector::close(const std::string& reason) {
