@@ -95,15 +95,14 @@ class Cluster:
         return read_json(self.work / (self.scheds[i][1] + ".json"))
 
     def primary(self):
-        """The live scheduler that most recently became primary."""
-        best, at = None, -1
+        """The live scheduler with the highest term (the one frontends and backends follow)."""
+        best, term = None, 0
         for i, (p, tag) in enumerate(self.scheds):
             if p is None or p.poll() is not None:
                 continue
             r = self.report_of(i)
-            if r and r["primary"]["term"] and r["primary"]["since_unix_ms"] > at and \
-                    not r.get("standby", {}).get("deposed"):
-                best, at = i, r["primary"]["since_unix_ms"]
+            if r and r["primary"]["term"] > term and not r.get("standby", {}).get("deposed"):
+                best, term = i, r["primary"]["term"]
         return best
 
     def start(self):
@@ -161,12 +160,19 @@ def run_mode(mode, kills, baseline):
         time.sleep(RESTART_S)
         c.start_scheduler(victim)
         lg.wait(60)
-        time.sleep(1.2)  # the new primary's report is rewritten every second
-        new = c.primary()
-        rep = c.report_of(new) if new is not None else None
-        gap = None
-        if rep and rep["primary"]["first_dispatch_after_ms"] >= 0:
-            gap = rep["primary"]["since_unix_ms"] + rep["primary"]["first_dispatch_after_ms"] - killed_ms
+        # The new primary's report (rewritten every second) once it has dispatched.
+        gap, new = None, None
+
+        def dispatched():
+            nonlocal gap, new
+            new = c.primary()
+            rep = c.report_of(new) if new is not None else None
+            if rep and rep["primary"]["since_unix_ms"] > killed_ms - 1 and rep["primary"]["first_dispatch_after_ms"] >= 0:
+                gap = rep["primary"]["since_unix_ms"] + rep["primary"]["first_dispatch_after_ms"] - killed_ms
+            elif rep and mode == "single" and rep["primary"]["first_dispatch_after_ms"] >= 0:
+                gap = rep["primary"]["since_unix_ms"] + rep["primary"]["first_dispatch_after_ms"] - killed_ms
+            return gap is not None
+        wait_for(dispatched, 8)
         r = read_json(work / (tag + ".json"))
         row = {"kill": k, "victim": victim, "new_primary": new, "gap_ms": gap, "sent": r["sent"], "bad": bad_of(r),
                "errors": r["errors"], "late": r["late"], "dropped": r["dropped"],

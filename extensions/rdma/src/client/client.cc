@@ -692,17 +692,19 @@ void Client::Impl::on_welcome(const wire::Welcome& w) {
   log("joined the cluster at " + session_->target() + " as frontend " + std::to_string(w.peer_id) + " (" +
       std::to_string(w.models.size()) + " models; inputs at " + advertise_ +
       (failover_ ? "; scheduler term " + std::to_string(w.term) : std::string()) + ")");
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    ready_.store(true, std::memory_order_release);
+  }
+  ready_cv_.notify_all();
+  // Ready first, then no longer failing over: a request made in between
+  // sees one or the other.
   if (lost_since_) {
     log("failed over to " + session_->target() + " in " + format_ms(SteadyClock{}.now() - *lost_since_) + " ms");
     lost_since_.reset();
     failing_over_.store(false, std::memory_order_release);
     resubmit_pending();
   }
-  {
-    std::lock_guard<std::mutex> lock(ready_mu_);
-    ready_.store(true, std::memory_order_release);
-  }
-  ready_cv_.notify_all();
 }
 
 void Client::Impl::on_refused(const std::string& reason) {

@@ -132,6 +132,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::string addr;  // the connection's peer address
     std::uint32_t index = 0;  // frontend slot, backend index or scheduler index
     std::uint64_t incarnation = 0;  // its Hello's
+    // A scheduler peer: it sent a Standing, so it has our Welcome and ours
+    // may follow (UCX may reorder what is sent while an endpoint wires up).
+    bool heard_standing = false;
   };
   struct RequestSlot {
     std::uint64_t request = 0;
@@ -204,9 +207,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     Status open(const std::string& target) override;
     void send(std::vector<std::uint8_t> msg) override { (void)n.transport_->send(conn, std::move(msg)); }
     void close() override;
-    void on_welcome(const wire::Welcome&) override { s->established(); }
+    void on_welcome(const wire::Welcome&) override;
     void on_refused(const std::string&) override {}
-    void on_message(wire::Kind, std::span<const std::uint8_t>) override {}
+    void on_message(wire::Kind kind, std::span<const std::uint8_t> msg) override;
     void on_down(const std::string& why, bool was_established) override;
     Impl& n;
     const std::uint32_t index;
@@ -220,6 +223,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void send_standing();
   wire::Standing standing() const;
   void on_standing(Peer& p, std::span<const std::uint8_t> msg);
+  void on_standing_from(std::uint32_t index, std::span<const std::uint8_t> msg);
   void take_over(TimePoint now);
   void step_down();
   session::Refusal spare_refusal() const;

@@ -24,10 +24,24 @@ void SchedulerNode::Impl::SchedulerLink::close() {
   conn = kNoConn;
 }
 
+void SchedulerNode::Impl::SchedulerLink::on_welcome(const wire::Welcome&) {
+  s->established();
+  (void)s->send(wire::encode(n.standing()));  // the other side answers with its own
+}
+
+void SchedulerNode::Impl::SchedulerLink::on_message(wire::Kind kind, std::span<const std::uint8_t> msg) {
+  if (kind == wire::Kind::kStanding) return n.on_standing_from(index, msg);
+  n.log("unexpected " + std::string(wire::to_string(kind)) + " from scheduler " + n.schedulers_[index]);
+}
+
 void SchedulerNode::Impl::SchedulerLink::on_down(const std::string& why, bool was_established) {
-  // Only our Standings travel on this link; what we know of the other
-  // scheduler comes on its own link to us (peer_lost ends that).
-  if (was_established && n.opts_.verbose) n.log("link to scheduler " + n.schedulers_[index] + " down: " + why);
+  if (!was_established) {  // never up (not listening yet): nothing was known through it
+    if (n.opts_.verbose) n.log("link to scheduler " + n.schedulers_[index] + " not up: " + why);
+    return;
+  }
+  n.log("lost scheduler " + std::to_string(index) + " (" + n.schedulers_[index] + "): " + why);
+  n.election_->on_link_lost(index);
+  n.standby_tick(SteadyClock{}.now());  // a dead primary is replaced now, not at the next tick
 }
 
 void SchedulerNode::Impl::start_standby(TimePoint now) {
@@ -45,8 +59,10 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
                                  .count());
     return;
   }
-  for (std::uint32_t i = 0; i < schedulers_.size(); ++i) {
-    if (i == self_) continue;
+  // One connection per pair of schedulers, from the lower index to the
+  // higher (Standings travel both ways on it): two UCX endpoints opened at
+  // once from each side between the same two workers proved unreliable.
+  for (std::uint32_t i = self_ + 1; i < schedulers_.size(); ++i) {
     auto l = std::make_unique<SchedulerLink>(*this, i);
     wire::Hello h;
     h.role = wire::Role::kScheduler;
@@ -55,7 +71,9 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
     h.token = token_;
     h.name = "scheduler " + std::to_string(self_);
     h.address = schedulers_[self_];
-    l->s.emplace(*l, std::move(h), std::vector<std::string>{schedulers_[i]});
+    // A restarted scheduler must be heard within its startup grace: retry often.
+    l->s.emplace(*l, std::move(h), std::vector<std::string>{schedulers_[i]}, set_.heartbeat_interval,
+                 /*follow_terms=*/false);
     links_.push_back(std::move(l));
   }
   log("scheduler " + std::to_string(self_) + " of " + std::to_string(schedulers_.size()) + " (" +
@@ -63,8 +81,9 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
       std::to_string(set_.heartbeat_timeout.ns() / 1000000) + " ms");
 }
 
-// A scheduler's Hello: one of ours (its address is in the list), welcomed
-// whatever this one's standing; its Standings follow on the connection.
+// A scheduler's Hello (a lower index than ours: see start_standby): one of
+// ours (its address is in the list), welcomed whatever this one's standing;
+// Standings go both ways on the connection.
 std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit_scheduler(Peer& p,
                                                                                     const wire::Hello& h) {
   using session::Refusal;
@@ -107,14 +126,26 @@ void SchedulerNode::Impl::send_standing() {
   const std::vector<std::uint8_t> msg = wire::encode(standing());
   for (auto& l : links_)
     if (l->s->up()) (void)l->s->send(msg);
+  for (const auto& [c, p] : peers_)
+    if (p.stage == Stage::kScheduler && p.heard_standing) (void)transport_->send(c, msg);
 }
 
 void SchedulerNode::Impl::on_standing(Peer& p, std::span<const std::uint8_t> msg) {
+  if (!p.heard_standing) {
+    p.heard_standing = true;
+    for (const auto& [c, q] : peers_)
+      if (&q == &p) (void)transport_->send(c, wire::encode(standing()));  // our first answer
+  }
+  on_standing_from(p.index, msg);
+}
+
+void SchedulerNode::Impl::on_standing_from(std::uint32_t index, std::span<const std::uint8_t> msg) {
+  const std::string who = "scheduler " + std::to_string(index) + " (" + schedulers_[index] + ")";
   Result<wire::Standing> s = wire::decode_standing(msg);
-  if (!s.ok()) return log(p.name + ": bad Standing: " + s.status().message());
-  if (s->index != p.index) return log(p.name + ": a Standing naming scheduler " + std::to_string(s->index) + " (ignored)");
+  if (!s.ok()) return log(who + ": bad Standing: " + s.status().message());
+  if (s->index != index) return log(who + ": a Standing naming scheduler " + std::to_string(s->index) + " (ignored)");
   const TimePoint now = SteadyClock{}.now();
-  election_->on_standing(p.index, s->term, s->primary, now);
+  election_->on_standing(index, s->term, s->primary, now);
   // A spare keeps the primary's state, to take over warm.
   if (s->primary && !election_->primary()) {
     mirror_ = std::move(*s);

@@ -5,8 +5,13 @@
 
 namespace symphony::rdma::session {
 
-Connector::Connector(Host& host, wire::Hello hello, std::vector<std::string> targets)
-    : host_(host), hello_(std::move(hello)), targets_(targets.empty() ? std::vector<std::string>{""} : std::move(targets)) {}
+Connector::Connector(Host& host, wire::Hello hello, std::vector<std::string> targets, Duration max_backoff,
+                     bool follow_terms)
+    : host_(host),
+      hello_(std::move(hello)),
+      targets_(targets.empty() ? std::vector<std::string>{""} : std::move(targets)),
+      follow_terms_(follow_terms),
+      backoff_(max_backoff) {}
 
 void Connector::tick(TimePoint now) {
   switch (state_) {
@@ -79,7 +84,7 @@ void Connector::on_welcome(TimePoint now, std::span<const std::uint8_t> msg) {
   if (state_ != State::kHello) return lose(now, "a second Welcome", true);
   Result<wire::Welcome> w = wire::decode_welcome(msg);
   if (!w.ok()) return lose(now, "bad Welcome: " + w.status().message(), true);
-  if (w->term < term_)
+  if (follow_terms_ && w->term < term_)
     return lose(now,
                 "stale term: welcomed with term " + std::to_string(w->term) + " after term " +
                     std::to_string(term_) + " was heard",

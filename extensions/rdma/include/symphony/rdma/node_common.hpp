@@ -55,15 +55,17 @@ inline std::uint64_t fnv1a64(std::span<const std::uint8_t> data) noexcept {
 // Exponential backoff between reconnection attempts: 50 ms doubling to 2 s.
 class Backoff {
  public:
+  explicit Backoff(Duration max = Duration::seconds(2)) : max_(max), cur_(min(Duration::milliseconds(50), max)) {}
   Duration next() noexcept {
     const Duration d = cur_;
-    cur_ = min(cur_ * 2, Duration::seconds(2));
+    cur_ = min(cur_ * 2, max_);
     return d;
   }
-  void reset() noexcept { cur_ = Duration::milliseconds(50); }
+  void reset() noexcept { cur_ = min(Duration::milliseconds(50), max_); }
 
  private:
-  Duration cur_ = Duration::milliseconds(50);
+  Duration max_;
+  Duration cur_;
 };
 
 }  // namespace symphony::rdma

@@ -105,8 +105,12 @@ class Connector {
 
   // `hello` is sent on every connection (its term: the highest heard);
   // `targets`: the acceptors to try, in order (at least one; the first
-  // first).
-  Connector(Host& host, wire::Hello hello, std::vector<std::string> targets = {std::string()});
+  // first); `max_backoff`: the longest wait between attempts;
+  // `follow_terms`: refuse a Welcome of a lower term than heard (frontends
+  // and backends; not the schedulers' links to each other, whose Welcome
+  // states the other's current term, 0 for a spare).
+  Connector(Host& host, wire::Hello hello, std::vector<std::string> targets = {std::string()},
+            Duration max_backoff = Duration::seconds(2), bool follow_terms = true);
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
 
@@ -163,6 +167,7 @@ class Connector {
   std::size_t failed_in_a_row_ = 0;    // connections that failed since the last one was up
   std::uint32_t spare_retries_ = 0;    // at the current target, in a row
   std::uint64_t term_ = 0;
+  const bool follow_terms_;
   State state_ = State::kIdle;
   TimePoint reconnect_at_ = TimePoint::neg_infinite();  // the first tick connects
   TimePoint heard_;                                       // the last message (or the connect)
