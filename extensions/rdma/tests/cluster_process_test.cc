@@ -589,6 +589,66 @@ TEST_F(ClusterProcessTest, SchedulerBackendAndFrontendOnThreeHostsJoinedByVeth) 
       << "a namespace is left";
 }
 
+// The primary cut off from the spare but not from the backend and the
+// frontend, then healed, twice: the spare takes over after the heartbeat
+// timeout (with no client: they still reach the old primary), the old
+// primary steps down when it hears the higher term once healed (exit 3),
+// its clients fail over; restarted, it is the spare of the next round. The
+// cut is a blackhole route each way between the two schedulers' hosts (a
+// link set down would cut the clients too: all hosts share one bridge).
+TEST_F(HotSpareTest, PrimaryCutOffFromTheSpareThenHealedTwiceLosesNothingAndRunsNothingTwice) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  if (std::system("ip netns list > /dev/null 2>&1") != 0) GTEST_SKIP() << "no 'ip' command (iproute2)";
+  Namespaces net(std::to_string(getpid() % 100000));
+  if (const std::string err = net.setup(); !err.empty())
+    GTEST_SKIP() << "cannot build the namespaces: " << err;
+  {
+    write_config(60, 500);
+    addrs_ = {"10.77.0.1:7000", "10.77.0.2:7000"};
+    std::ofstream(cfg_, std::ios::app) << "  schedulers: [\"10.77.0.1:7000\", \"10.77.0.2:7000\"]\n";
+    const auto cut = [&](bool on) {
+      const std::string op = on ? "add" : "del";
+      const int a = std::system(("ip -n " + net.ns("1") + " route " + op + " blackhole 10.77.0.2/32").c_str());
+      const int b = std::system(("ip -n " + net.ns("2") + " route " + op + " blackhole 10.77.0.1/32").c_str());
+      return a == 0 && b == 0;
+    };
+    std::vector<Proc> scheds;
+    scheds.push_back(start_scheduler("s0-1", addrs_[0], net.exec_in(1)));
+    scheds.push_back(start_scheduler("s1-1", addrs_[1], net.exec_in(2)));
+    ASSERT_TRUE(wait_log(scheds[0], "primary now")) << scheds[0].log_text();
+    Proc b = start_backend("b", "emulated:2", addrs_[0], net.exec_in(3));
+    ASSERT_TRUE(wait_registered(scheds[0], 1)) << scheds[0].log_text() << b.log_text();
+    Proc lg = start_loadgen("lg", 14, 500, addrs_[0], net.exec_in(3));
+    int primary = 0;
+    for (int round = 1; round <= 2; ++round) {
+      std::this_thread::sleep_for(1500ms);
+      const int spare = 1 - primary;
+      ASSERT_TRUE(cut(true)) << "round " << round;
+      // The spare hears nothing for the heartbeat timeout (400 ms) and takes over.
+      ASSERT_TRUE(wait_log(scheds[spare], "primary now", 3s)) << scheds[spare].log_text();
+      std::this_thread::sleep_for(300ms);
+      EXPECT_TRUE(scheds[primary].running()) << "the old primary serves its clients until it hears the new one";
+      ASSERT_TRUE(cut(false)) << "round " << round;
+      // Healed: the old primary hears the higher term and steps down.
+      const std::optional<int> rc = scheds[primary].wait(5s);
+      EXPECT_EQ(rc, 3) << scheds[primary].log_text();
+      EXPECT_NE(scheds[primary].log_text().find("stepping down"), std::string::npos) << scheds[primary].log_text();
+      // Restarted, it is the spare of the next round.
+      scheds[primary] = start_scheduler("s" + std::to_string(primary) + "-" + std::to_string(round + 1),
+                                        addrs_[primary], net.exec_in(primary + 1));
+      primary = spare;
+    }
+    const json r = loadgen_report(lg, "lg", 40s);
+    EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+    EXPECT_GE(r["client"]["scheduler_losses"].get<std::uint64_t>(), 2u) << r.dump(2);
+    EXPECT_GT(r["ok"].get<std::uint64_t>(), r["sent"].get<std::uint64_t>() / 2) << r.dump(2);
+    for (Proc& p : scheds) (void)p.stop();
+    (void)b.stop();
+    expect_nothing_ran_twice();
+  }
+  net.teardown();
+}
+
 // ---- bad peers ---------------------------------------------------------------------
 
 // A raw UCX peer that sends whatever bytes the test wants.

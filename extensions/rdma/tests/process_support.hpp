@@ -35,6 +35,17 @@ class Proc {
   Proc(const Proc&) = delete;
   Proc& operator=(const Proc&) = delete;
   Proc(Proc&& o) noexcept : pid_(o.pid_), log_(std::move(o.log_)), status_(o.status_) { o.pid_ = -1; }
+  // The process this one held (if still running) is killed first.
+  Proc& operator=(Proc&& o) noexcept {
+    if (this != &o) {
+      kill_now();
+      pid_ = o.pid_;
+      log_ = std::move(o.log_);
+      status_ = o.status_;
+      o.pid_ = -1;
+    }
+    return *this;
+  }
   ~Proc() { kill_now(); }
 
   // Starts argv[0] with the rest as arguments, stdout and stderr into `log`.
