@@ -7,7 +7,10 @@
 // exit, to standard output). --port-file writes the bound port (useful with
 // port 0) once it listens. --metrics HOST:PORT (or
 // the config's cluster.metrics) serves /metrics, /healthz and /readyz
-// (docs/metrics.md).
+// (docs/metrics.md). With cluster.schedulers (hot spares,
+// docs/cluster.md#hot-spare-schedulers) --listen must be one of the listed
+// addresses; a primary deposed by a scheduler of a higher term stops and
+// exits with status 3 (restarted, it rejoins as a spare).
 #include <signal.h>
 #include <unistd.h>
 
@@ -198,7 +201,9 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   static SchedulerArgs a;
   auto* cmd =
       app.add_subcommand("scheduler", "Run the cluster's scheduler (frontends and backends connect to it)");
-  cmd->add_option("--listen", a.listen, "HOST:PORT to listen on (port 0: any; see --port-file)");
+  cmd->add_option("--listen", a.listen,
+                  "HOST:PORT to listen on (port 0: any; see --port-file); with cluster.schedulers, its entry "
+                  "(exit status 3: deposed by another scheduler; restart it as a spare)");
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
       ->required();
   cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");

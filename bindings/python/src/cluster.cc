@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -53,7 +54,14 @@ class PyClient {
   PyClient(const std::string& scheduler, const std::string& token, const std::string& name,
            std::uint32_t max_pending, std::uint32_t max_input_bytes, double orphan_grace_s, bool verbose) {
     cluster::ClientOptions o;
-    o.scheduler = scheduler;
+    // "HOST:PORT" or, with hot spares, "HOST:PORT,HOST:PORT,..." (every scheduler).
+    for (std::size_t at = 0; at <= scheduler.size();) {
+      const std::size_t comma = std::min(scheduler.find(',', at), scheduler.size());
+      if (comma > at) o.schedulers.push_back(scheduler.substr(at, comma - at));
+      at = comma + 1;
+    }
+    if (o.schedulers.size() == 1) o.schedulers.clear();
+    o.scheduler = o.schedulers.empty() ? scheduler : o.schedulers.front();
     o.token = token;
     o.name = name;
     o.max_pending = max_pending;
@@ -151,6 +159,7 @@ class PyClient {
     d["duplicate_outputs"] = s.duplicate_outputs;
     d["unknown_ids"] = s.unknown_ids;
     d["scheduler_losses"] = s.scheduler_losses;
+    d["resubmitted"] = s.resubmitted;
     d["connected"] = s.connected;
     return d;
   }

@@ -64,7 +64,9 @@ class Client:
     """A frontend of a Symphony cluster (see the module documentation).
 
     Args:
-        scheduler: the scheduler's ``HOST:PORT``.
+        scheduler: the scheduler's ``HOST:PORT``; with hot-spare schedulers, all of
+            them comma-separated (``"10.0.0.1:7000,10.0.0.2:7000"``): pending requests
+            then survive the loss of the primary (docs/cluster.md, "Hot-spare schedulers").
         token: the cluster's token (default: ``SYMPHONY_CLUSTER_TOKEN``).
         name: this frontend's name in the scheduler's logs.
         max_pending: requests in flight at once.
@@ -150,7 +152,7 @@ class Client:
     def stats(self) -> Dict[str, Any]:
         """Counts at this frontend: sent, ok, late, dropped (and by reason),
         errors, in_flight, duplicate_outcomes, duplicate_outputs, unknown_ids,
-        scheduler_losses, connected."""
+        scheduler_losses, resubmitted, connected."""
         return self._c.stats()
 
     @property
