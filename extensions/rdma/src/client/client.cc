@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -551,6 +552,16 @@ void Client::Impl::send_cancels() {
       Slot& s = slots_[index];
       if (s.gen.load(std::memory_order_relaxed) != gen) continue;  // ended; the slot serves another request
       const std::uint8_t st = s.state.load(std::memory_order_acquire);
+      if (st == kQueued && lost_since_ &&
+          std::find(held_.begin(), held_.end(), index) != held_.end()) {
+        // Held while failing over: no scheduler has it, it ends here.
+        InferResult r;
+        r.outcome = Outcome::kDropped;
+        r.reason = DropReason::kCancelled;
+        r.error = "cancelled before any scheduler had it";
+        finish(index, std::move(r), false);
+        continue;
+      }
       if (st == kQueued) later.push_back(buf[i]);
       if (st != kSent) continue;
       msg.requests.push_back(buf[i]);

@@ -59,9 +59,9 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
                                  .count());
     return;
   }
-  // One connection per pair of schedulers, from the lower index to the
-  // higher (Standings travel both ways on it): two UCX endpoints opened at
-  // once from each side between the same two workers proved unreliable.
+  // One connection per pair of schedulers, opened by the lower index
+  // (Standings travel both ways on it): a pair's liveness is one
+  // connection's, seen by both ends.
   for (std::uint32_t i = self_ + 1; i < schedulers_.size(); ++i) {
     auto l = std::make_unique<SchedulerLink>(*this, i);
     wire::Hello h;
@@ -193,6 +193,7 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
                                .count());
   first_dispatch_ns_.store(0);
   n_->takeovers.fetch_add(1, std::memory_order_relaxed);
+  carried_.clear();  // what backends carried into an earlier takeover
   std::string warm = "no state from a primary";
   if (have_mirror_) {
     // The learned delays as the old primary used them (floored as ours are).
