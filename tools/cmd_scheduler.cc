@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "commands.hpp"
 #include "symphony/config/config.hpp"
@@ -131,8 +133,18 @@ int run_scheduler(SchedulerArgs a) {
       return 2;
     }
     o.self = static_cast<std::uint32_t>(it - list.begin());
-    // Deposed by a scheduler of a higher term: stop like on SIGTERM, exit 3.
-    o.on_deposed = [](const std::string&) { kill(getpid(), SIGTERM); };
+    // Deposed by a scheduler of a higher term: stop like on SIGTERM, exit 3;
+    // if the stop has not ended the process 3 s later, exit 3 anyway (its
+    // peers are gone already and its queues are stale).
+    o.on_deposed = [](const std::string&) {
+      kill(getpid(), SIGTERM);
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        std::fprintf(stderr, "scheduler: deposed; the stop took over 3 s, exiting now\n");
+        std::fflush(nullptr);
+        _exit(3);
+      }).detach();
+    };
   }
   o.verbose = a.verbose;
   o.log = rdma::stderr_logger("scheduler");

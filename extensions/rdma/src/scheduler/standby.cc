@@ -248,8 +248,12 @@ void SchedulerNode::Impl::step_down() {
                                              : 0u) +
                           " with term " + std::to_string(election_->deposed_by());
   log("stepping down: " + why);
-  acceptor_->goodbye_all("this scheduler stepped down (" + why + ")");
-  peers_.clear();
+  // After the current event (its caller may hold a peer or an iterator):
+  // goodbye to every peer, which fail over to the new primary.
+  transport_->post([this, why] {
+    acceptor_->goodbye_all("this scheduler stepped down (" + why + ")");
+    peers_.clear();
+  });
   if (opts_.on_deposed) opts_.on_deposed(why);
 }
 
