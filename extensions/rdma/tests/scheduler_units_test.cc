@@ -289,6 +289,29 @@ TEST(SubClusterManager, ALostBackendIsNoLongerAwaitedAndAFailedPartitionerKeepsT
   EXPECT_NE(s.message().find("the initial placement failed: no assignment fits"), std::string::npos);
 }
 
+// A new primary takes over the old one's placement: routes follow at once
+// (no device to wait for yet), devices that register get its models, and the
+// epochs go on from the old primary's number.
+TEST(SubClusterManager, ANewPrimaryAdoptsTheOldPrimarysPlacement) {
+  Recorder rec;
+  std::vector<std::vector<int>> plan = {{0, 1}};
+  SubClusterManager m = managed(rec, plan);
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  EXPECT_EQ(m.routed(0), 0u);
+  m.ended(0, 0, false);
+  EXPECT_FALSE(m.adopt(7, {1}, at_ms(10)).ok()) << "one model of two";
+  EXPECT_FALSE(m.adopt(7, {1, 2}, at_ms(10)).ok()) << "there is no sub-cluster 2";
+  ASSERT_TRUE(m.adopt(7, {1, 0}, at_ms(10)).ok());
+  EXPECT_EQ(m.routed(0), 1u);
+  EXPECT_EQ(m.routed(1), 0u);
+  EXPECT_EQ(m.snapshot().epoch, 7u);
+  m.tick(at_ms(20));  // a's old sub-cluster has no request of it left: drained
+  EXPECT_EQ(m.add_device({0, 0}), 0u);
+  const std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1}) << "sub-cluster 0 now holds model b";
+}
+
 // ---- Election (hot-spare schedulers) ------------------------------------------------
 
 using Act = Election::Action;

@@ -336,7 +336,8 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);
   }
-  if (!stopping_.load(std::memory_order_relaxed)) subs_->tick(now);
+  // Epochs and windows are the primary's (a spare measures no traffic).
+  if (!stopping_.load(std::memory_order_relaxed) && acting()) subs_->tick(now);
 }
 
 // The learner's delays, when they moved, go to every runtime.

@@ -213,9 +213,12 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
     hold_until_ = now + set_.heartbeat_timeout;
     warm = "the primary's delays (d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + ", d_resp " + us(d.resp) +
            "), " + std::to_string(mirror_.backends.size()) + " backends expected back";
-    if (num_subs_ > 1)
-      warm += "; sub-clusters start again from the config's placement (the old primary was at epoch " +
-              std::to_string(mirror_.epoch) + ")";
+    if (subs_->managed()) {
+      if (Status st = subs_->adopt(mirror_.epoch, mirror_.subclusters, now); st.ok())
+        warm += "; the old primary's sub-cluster placement (epoch " + std::to_string(mirror_.epoch) + ")";
+      else
+        warm += "; sub-clusters placed from the config (the old primary's placement: " + st.message() + ")";
+    }
   }
   log("primary now, term " + std::to_string(term) + " (" + warm + ")");
   send_standing();

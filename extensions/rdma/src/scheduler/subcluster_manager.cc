@@ -166,6 +166,27 @@ void SubClusterManager::tick(TimePoint now) {
   check_drains(now);
 }
 
+Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment, TimePoint now) {
+  if (!managed()) return {};
+  if (assignment.size() != o_.models.size())
+    return Status(Errc::kInvalidArgument, "an assignment of " + std::to_string(assignment.size()) + " models for " +
+                                              std::to_string(o_.models.size()));
+  EpochDecision d;
+  for (const std::uint32_t j : assignment) {
+    if (j >= o_.subclusters)
+      return Status(Errc::kInvalidArgument, "sub-cluster " + std::to_string(j) + " of " +
+                                                std::to_string(o_.subclusters));
+    d.assignment.push_back(static_cast<int>(j));
+  }
+  d.status = "adopted from the previous primary";
+  EpochInfo info;
+  info.epoch = epoch;
+  info.time = now;
+  apply_decision(std::move(info), d, now);
+  next_epoch_ = now + epoch_len_;
+  return {};
+}
+
 // Measures the epoch's rates and solves on a worker thread (a MILP may take
 // its whole time limit; the progress thread keeps serving meanwhile).
 void SubClusterManager::start_epoch(TimePoint now) {

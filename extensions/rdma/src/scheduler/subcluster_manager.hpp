@@ -100,6 +100,14 @@ class SubClusterManager {
   // Closes due windows, starts and finishes epochs, finishes drains.
   void tick(TimePoint now);
 
+  // A new primary takes over the old one's placement (hot spares): model m
+  // goes to sub-cluster assignment[m], recorded as epoch `epoch` (the old
+  // primary's), the next epoch one period from now. Without a config:
+  // nothing. An assignment of the wrong size or naming no sub-cluster: an
+  // error, and the current placement stays. REQUIRES: no epoch is being
+  // solved (a spare runs none).
+  Status adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment, TimePoint now);
+
   // ---- state (any thread) ------------------------------------------------------------
 
   PartitionSnapshot snapshot() const;
