@@ -47,6 +47,31 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
                config::ConfigError);
 }
 
+TEST(ClusterConfigTest, SchedulersListsThePrimaryAndItsSparesAndRefusesBadEntries) {
+  const auto parse = [](const std::string& list) {
+    return parse_cluster_config("cluster:\n  token: t\n  schedulers: " + list + "\n" + kModels, "c.yaml", "");
+  };
+  EXPECT_TRUE(parse_cluster_config(std::string("cluster:\n  token: t\n") + kModels, "c.yaml", "")
+                  .cluster.schedulers.empty())
+      << "one scheduler unless listed";
+  EXPECT_EQ(parse("[\"10.0.0.1:7000\", \"10.0.0.2:7001\"]").cluster.schedulers,
+            (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"}));
+  const auto error = [&](const std::string& list) {
+    try {
+      (void)parse(list);
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error("[]").find("cluster.schedulers"), std::string::npos);
+  EXPECT_NE(error("[\"10.0.0.1:7000\", \"10.0.0.1:7000\"]").find("listed twice"), std::string::npos);
+  EXPECT_NE(error("[\"10.0.0.1\"]").find("is not HOST:PORT"), std::string::npos);
+  EXPECT_NE(error("[\"10.0.0.1:0\"]").find("is not HOST:PORT"), std::string::npos);
+  EXPECT_NE(error("[\"10.0.0.1:70000\"]").find("is not HOST:PORT"), std::string::npos);
+  EXPECT_NE(error("\"10.0.0.1:7000\"").find("must be a list"), std::string::npos);
+}
+
 TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
   auto message = [](const std::string& text, bool need_token = true) {
     try {
