@@ -433,8 +433,9 @@ int free_port() {
 class HotSpareTest : public ClusterProcessTest {
  protected:
   // The config with `n` schedulers on free loopback ports.
-  void write_spares_config(int n, double slo_ms = 60, double rate = 1500) {
-    write_config(slo_ms, rate);
+  void write_spares_config(int n, double slo_ms = 60, double rate = 1500, int max_batch = 32, double alpha_ms = 0.5,
+                           double beta_ms = 2) {
+    write_config(slo_ms, rate, max_batch, alpha_ms, beta_ms);
     std::string list;
     for (int i = 0; i < n; ++i) {
       addrs_.push_back("127.0.0.1:" + std::to_string(free_port()));
@@ -489,6 +490,29 @@ TEST_F(HotSpareTest, KilledPrimaryUnderLoadCostsNoRequestAndNoneRunsTwice) {
   ASSERT_TRUE(rep.has_value());
   EXPECT_EQ((*rep)["standby"]["takeovers"], 1u) << rep->dump(2);
   EXPECT_GT((*rep)["at_scheduler"]["ok"].get<std::uint64_t>(), 0u) << rep->dump(2);
+  expect_nothing_ran_twice();
+}
+
+// Batches that run long (l(b) >= 300 ms): the primary is killed while the
+// backend runs one, and the new primary adds the backend's devices only once
+// that batch should have ended (it says how long it is busy when it
+// re-registers); nothing fails or runs twice.
+TEST_F(HotSpareTest, ANewPrimaryAddsABackendsDevicesOnceItsOldBatchesShouldHaveEnded) {
+  write_spares_config(2, 3000, 20, 8, 1, 300);  // SLO 3 s, l(b) = b + 300 ms, 20 r/s
+  Proc s0 = start_spare(0, "s0");
+  Proc s1 = start_spare(1, "s1");
+  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
+  Proc b = start_backend_of_list("b", "emulated:1");
+  ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  Proc lg = start_loadgen_of_list("lg", 4, 20);
+  std::this_thread::sleep_for(2s);  // one device, batches of 300 ms and more: always busy
+  s0.kill_now();
+  ASSERT_TRUE(wait_log(s1, "registers in", 3s)) << s1.log_text() << b.log_text();
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), 0u) << r.dump(2);
+  ASSERT_EQ(s1.stop(), 0) << s1.log_text();
+  (void)b.stop();
   expect_nothing_ran_twice();
 }
 
@@ -788,7 +812,7 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
     d.batch = 123456789;
     (void)send_raw(
         port_,
-        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}, {}}), wire::encode(d)}, h,
+        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}, {}, {}}), wire::encode(d)}, h,
         t, false);
     EXPECT_TRUE(eventually(
         [&] { return sched.log_text().find("unknown batch id 123456789") != std::string::npos; }, 5s))

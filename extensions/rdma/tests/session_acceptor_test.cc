@@ -139,7 +139,7 @@ TEST_F(AcceptorTest, AGoodHelloIsWelcomedWithTheHeartbeatSettings) {
   EXPECT_EQ(w->heartbeat_interval_ns, (100_ms).ns());
   EXPECT_EQ(w->heartbeat_timeout_ns, (1_s).ns());
   EXPECT_TRUE(a.welcomed(7));
-  a.on_message(7, now(), wire::encode(wire::Register{{"d0"}, {"m"}, {}}));
+  a.on_message(7, now(), wire::encode(wire::Register{{"d0"}, {"m"}, {}, {}}));
   EXPECT_EQ(host.take(), (V{"message 7 Register"}));
 }
 

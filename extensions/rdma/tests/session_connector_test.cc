@@ -100,7 +100,7 @@ TEST_F(ConnectorTest, TheFirstTickConnectsAndSendsTheHello) {
 TEST_F(ConnectorTest, NothingIsSentAfterTheHelloUntilTheWelcome) {
   s.tick(now());
   host.take();
-  EXPECT_FALSE(s.send(wire::encode(wire::Register{{"d0"}, {"m"}, {}})).ok());
+  EXPECT_FALSE(s.send(wire::encode(wire::Register{{"d0"}, {"m"}, {}, {}})).ok());
   EXPECT_FALSE(s.send(wire::encode(wire::Cancel{{1}})).ok());
   s.on_message(now(), wire::encode(wire::Ping{1, 5}));  // a Pong now could overtake the Hello
   s.close("stopping");                                     // no Goodbye either

@@ -72,7 +72,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(w2->models[1].slo_ns, 5000000);
   EXPECT_EQ(w2->heartbeat_timeout_ns, 1000000000);
 
-  Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}, {}}));
+  Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}, {}, {}}));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->devices.size(), 2u);
   EXPECT_EQ(r->models[0], "ResNet50");
@@ -189,7 +189,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   refuse.spare = true;
   refuse.primary = "p:2";
   msgs.emplace_back("Refuse", encode(refuse));
-  msgs.emplace_back("Register", encode(Register{{"d0", "d1"}, {"m"}, {{0x24, 0x25}}}));
+  msgs.emplace_back("Register", encode(Register{{"d0", "d1"}, {"m"}, {{0x24, 0x25}}, {0x26, 0x27}}));
   msgs.emplace_back("Registered", encode(Registered{{4, 5}}));
   msgs.emplace_back("FrontendJoined", encode(FrontendJoined{1, 2, 3, "h:9"}));
   msgs.emplace_back("FrontendLeft", encode(FrontendLeft{1, 2}));
@@ -222,7 +222,9 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"Welcome", "0700000001000000210000000000000022000000000000003100000000000000410000000000000005000000080000005100"
        "000000000000010000006d"},
       {"Refuse", "020000006e6f23000000000000000100000003000000703a32"},
-      {"Register", "020000000100000001000000020000006430020000006431010000006d24000000000000002500000000000000"},
+      {"Register",
+       "02000000010000000100000002000000020000006430020000006431010000006d2400000000000000250000000000000026"
+       "000000000000002700000000000000"},
       {"Registered", "020000000400000005000000"},
       {"FrontendJoined", "0100000002000000030000000000000003000000683a39"},
       {"FrontendLeft", "0100000002000000"},
@@ -379,8 +381,10 @@ TEST(WireTest, RefusesBadBodies) {
   expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 0, "m"}}}), "model 'm' has a non-positive SLO");
 
   // A Register with no device, and one with more devices than allowed.
-  expect_refused(encode(Register{{}, {"m"}, {}}), "no devices");
-  expect_refused(encode(Register{std::vector<std::string>(kMaxDevices + 1, "d"), {}, {}}),
+  expect_refused(encode(Register{{}, {"m"}, {}, {}}), "no devices");
+  expect_refused(encode(Register{{"d0", "d1"}, {"m"}, {}, {5}}), "1 busy times for 2 devices");
+  expect_refused(encode(Register{{"d0"}, {"m"}, {}, {-1}}), "a busy time is negative");
+  expect_refused(encode(Register{std::vector<std::string>(kMaxDevices + 1, "d"), {}, {}, {}}),
                  std::to_string(kMaxDevices + 1) + " devices, more than the limit");
 
   // A BatchDone with a negative timing.

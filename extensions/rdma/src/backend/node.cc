@@ -378,7 +378,7 @@ void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     welcomed_models_ = model_names_;
   }
-  wire::Register r{devices_->names(), models, {}};
+  wire::Register r{devices_->names(), models, {}, {}};
   if (failover_) {
     // What an earlier primary sent and this backend runs or ran: the new
     // primary must not run it again when its frontend resubmits it. Still
@@ -399,6 +399,15 @@ void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
     if (!r.carried.empty())
       log("carried " + std::to_string(r.carried.size()) +
           " requests of an earlier scheduler into the registration");
+    // How long those batches keep each device busy, as predicted: the new
+    // primary adds the devices once that has passed.
+    r.busy_ns.assign(devices_->names().size(), 0);
+    for (const auto& [id, b] : batches_) {
+      if (b.device >= r.busy_ns.size()) continue;
+      const Duration left = b.executing ? max(Duration::zero(), b.predicted - (now - b.exec_start)) : b.predicted;
+      r.busy_ns[b.device] += left.ns();
+    }
+    if (std::all_of(r.busy_ns.begin(), r.busy_ns.end(), [](std::int64_t t) { return t == 0; })) r.busy_ns.clear();
   }
   (void)session_->send(wire::encode(r));
 }

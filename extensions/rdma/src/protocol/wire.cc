@@ -206,11 +206,13 @@ constexpr void fields(V& v, M& m) {
   const std::uint32_t nd = v.count("device count", m.devices);
   const std::uint32_t nm = v.count("model count", m.models);
   const std::uint32_t nc = v.count("carried count", m.carried);
+  const std::uint32_t nb = v.count("busy count", m.busy_ns);
   v.list("devices", nd, m.devices, Bounds{kMaxDevices, true},
          [](auto& iv, auto& s) { iv.str("device name", s, kMaxNameBytes); });
   v.list("models", nm, m.models, Bounds{kMaxModels},
          [](auto& iv, auto& s) { iv.str("model name", s, kMaxNameBytes); });
   v.list("carried requests", nc, m.carried, Bounds{kMaxEntries}, [](auto& iv, auto& e) { fields(iv, e); });
+  v.list("busy times", nb, m.busy_ns, Bounds{kMaxDevices}, [](auto& iv, auto& t) { iv.i64("busy", t); });
 }
 
 template <class V, Of<Registered> M>
@@ -737,6 +739,14 @@ void check(Reader& r, const Welcome& m) {
   for (const ModelEntry& e : m.models)
     if (e.slo_ns <= 0 || e.max_batch == 0)
       return r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
+}
+
+void check(Reader& r, const Register& m) {
+  if (!m.busy_ns.empty() && m.busy_ns.size() != m.devices.size())
+    return r.fail(std::to_string(m.busy_ns.size()) + " busy times for " + std::to_string(m.devices.size()) +
+                  " devices");
+  for (std::int64_t t : m.busy_ns)
+    if (t < 0 || t > kHourNs) return r.fail("a busy time is negative or longer than an hour: " + std::to_string(t) + " ns");
 }
 
 void check(Reader& r, const SubmitView& v) {

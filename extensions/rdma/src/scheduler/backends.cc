@@ -15,6 +15,27 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
       missing += (missing.empty() ? "" : ", ") + m.name;
   if (!missing.empty())
     return refuse(c, "the backend cannot run these models of the cluster: " + missing, session::RefusalKind::kOther);
+  if (p.registering) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
+  // What it still runs for an earlier primary is known at once (resubmitted
+  // requests wait for it); its devices join once those batches should have
+  // ended, so that no batch is planned on a device that is still busy
+  // (bounded by the heartbeat timeout).
+  for (const wire::CarriedRequest& q : r->carried) carried_.insert(carried_key(q.frontend_incarnation, q.request));
+  if (expected_backends_.erase(p.incarnation) && holding_) release_held(SteadyClock{}.now(), false);
+  Duration busy;
+  for (std::int64_t t : r->busy_ns) busy = max(busy, Duration::nanoseconds(t));
+  busy = min(busy, set_.heartbeat_timeout);
+  if (busy > Duration::zero()) {
+    p.registering = true;
+    if (opts_.verbose) log(p.name + " registers in " + us(busy) + ", when its devices are free");
+    deferred_registers_.push_back({c, std::move(*r), SteadyClock{}.now() + busy});
+    return;
+  }
+  add_backend(c, p, *r);
+}
+
+// Registers a backend's devices as GPUs (on_register, or once they are free).
+void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& reg) {
   // In the table before its devices (not yet `registered`: nothing else
   // addresses it), so that their first Placements find its connection.
   const auto index = static_cast<std::uint32_t>(backends_.size());
@@ -22,11 +43,11 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   b.conn = c;
   b.name = p.name;
   b.incarnation = p.incarnation;
-  b.devices = r->devices;
+  b.devices = reg.devices;
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
   std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
-  for (std::uint32_t d = 0; d < r->devices.size(); ++d) {
+  for (std::uint32_t d = 0; d < reg.devices.size(); ++d) {
     // Its sub-cluster (and, when models are placed, their Placement first:
     // the backend handles this connection's messages in order).
     const std::uint32_t j = subs_->add_device({index, d});
@@ -61,12 +82,26 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
     devs += (i ? ", " : "") + b.devices[i] + "=GPU " + std::to_string(b.gpus[i]) +
             (num_subs_ > 1 ? " of sub-cluster " + std::to_string(b.subs[i]) : "");
   log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")" +
-      (r->carried.empty() ? std::string()
-                          : "; it still runs " + std::to_string(r->carried.size()) +
+      (reg.carried.empty() ? std::string()
+                          : "; it still runs " + std::to_string(reg.carried.size()) +
                                 " requests of an earlier primary (not run again)"));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
-  for (const wire::CarriedRequest& q : r->carried) carried_.insert(carried_key(q.frontend_incarnation, q.request));
-  if (expected_backends_.erase(p.incarnation) && holding_) release_held(SteadyClock{}.now(), false);
+}
+
+void SchedulerNode::Impl::add_deferred_backends(TimePoint now) {
+  for (std::size_t i = 0; i < deferred_registers_.size();) {
+    DeferredRegister& d = deferred_registers_[i];
+    if (now < d.at) {
+      ++i;
+      continue;
+    }
+    const auto it = peers_.find(d.conn);
+    if (it != peers_.end() && it->second.stage == Stage::kBackend && it->second.registering) {
+      it->second.registering = false;
+      add_backend(d.conn, it->second, d.reg);
+    }
+    deferred_registers_.erase(deferred_registers_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
 }
 
 void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& why) {

@@ -332,6 +332,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
     if (standby()) send_standing();
   }
   if (standby()) standby_tick(now);
+  if (!deferred_registers_.empty()) add_deferred_backends(now);
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);

@@ -135,6 +135,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     // A scheduler peer: it sent a Standing, so it has our Welcome and ours
     // may follow (UCX may reorder what is sent while an endpoint wires up).
     bool heard_standing = false;
+    bool registering = false;  // a backend whose Register waits until its devices are free
   };
   struct RequestSlot {
     std::uint64_t request = 0;
@@ -264,6 +265,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void frontend_lost(std::uint32_t slot, const std::string& why);
   void backend_lost(std::uint32_t index, const std::string& why);
   void on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void add_backend(ConnId c, Peer& p, const wire::Register& r);
+  void add_deferred_backends(TimePoint now);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);
   void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
@@ -344,6 +347,12 @@ class SchedulerNode::Impl final : public Transport::Handler {
   };
   std::vector<HeldSubmit> held_;
   std::unordered_set<std::uint64_t> carried_;  // carried_key() of requests backends still run for an old primary
+  struct DeferredRegister {
+    ConnId conn = kNoConn;
+    wire::Register reg;
+    TimePoint at;  // when its devices are free
+  };
+  std::vector<DeferredRegister> deferred_registers_;  // progress thread
   std::atomic<std::uint64_t> term_bits_{0};    // the term round's low byte << kTermShift (dispatch)
   std::atomic<std::int64_t> first_dispatch_ns_{0};  // after the last takeover (SteadyClock), 0: none yet
   std::atomic<std::int64_t> took_over_ns_{0};       // the last takeover (SteadyClock), 0: none

@@ -22,8 +22,8 @@
 //                   i64 heartbeat_timeout_ns, models {u32 id, u32 max_batch, i64 slo_ns, str name}
 //   Refuse          str reason, u64 term, u8 spare, pad 3, str primary
 //   Goodbye         str reason
-//   Register        count devices, count models, count carried, devices {str}, models {str},
-//                   carried {u64 frontend_incarnation, u64 request}
+//   Register        count devices, count models, count carried, count busy, devices {str},
+//                   models {str}, carried {u64 frontend_incarnation, u64 request}, busy {i64 ns}
 //   Registered      count gpus, gpus {u32}
 //   FrontendJoined  u32 frontend_id, u32 generation, u64 incarnation, str address
 //   FrontendLeft    u32 frontend_id, u32 generation
@@ -197,6 +197,10 @@ struct Register {
   // Requests of batches that an earlier scheduler sent and that are still
   // running here or ended recently: a new primary must not run them again.
   std::vector<CarriedRequest> carried;
+  // Per device (empty, or one per device): how long the batches of an
+  // earlier scheduler still keep it busy, as predicted; a new primary adds
+  // the devices once the longest has passed.
+  std::vector<std::int64_t> busy_ns;
 };
 
 struct Registered {
