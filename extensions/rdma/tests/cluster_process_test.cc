@@ -493,19 +493,22 @@ TEST_F(HotSpareTest, KilledPrimaryUnderLoadCostsNoRequestAndNoneRunsTwice) {
   expect_nothing_ran_twice();
 }
 
-// Batches that run long (l(b) >= 300 ms): the primary is killed while the
-// backend runs one, and the new primary adds the backend's devices only once
-// that batch should have ended (it says how long it is busy when it
+// Batches that run long (l(b) >= 1 s): the primary is killed while the
+// backend runs them, and the new primary adds the backend's devices only
+// once they should have ended (it says how long they are busy when it
 // re-registers); nothing fails or runs twice.
 TEST_F(HotSpareTest, ANewPrimaryAddsABackendsDevicesOnceItsOldBatchesShouldHaveEnded) {
-  write_spares_config(2, 3000, 20, 8, 1, 300);  // SLO 3 s, l(b) = b + 300 ms, 20 r/s
+  // SLO 10 s, l(b) = b + 1000 ms up to 8 on 2 devices: at most 16 r/s; 40 r/s
+  // keeps both busy (the excess is dropped, never an error). Both would have
+  // to end a batch within the ~20 ms of the failover for none to be busy.
+  write_spares_config(2, 10000, 40, 8, 1, 1000);
   Proc s0 = start_spare(0, "s0");
   Proc s1 = start_spare(1, "s1");
   ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
-  Proc b = start_backend_of_list("b", "emulated:1");
+  Proc b = start_backend_of_list("b", "emulated:2");
   ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
-  Proc lg = start_loadgen_of_list("lg", 4, 20);
-  std::this_thread::sleep_for(2s);  // one device, batches of 300 ms and more: always busy
+  Proc lg = start_loadgen_of_list("lg", 4, 40);
+  std::this_thread::sleep_for(2s);
   s0.kill_now();
   ASSERT_TRUE(wait_log(s1, "registers in", 3s)) << s1.log_text() << b.log_text();
   const json r = loadgen_report(lg, "lg");
