@@ -220,6 +220,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   bool standby() const { return schedulers_.size() > 1; }
   bool acting() const { return election_ && election_->primary() && !deposed_.load(std::memory_order_relaxed); }
   void start_standby(TimePoint now);
+  void publish_term();
+  void mark_primary(TimePoint now);
   void standby_tick(TimePoint now);
   void send_standing();
   wire::Standing standing() const;

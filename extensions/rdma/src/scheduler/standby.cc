@@ -50,15 +50,8 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
   eo.count = standby() ? static_cast<std::uint32_t>(schedulers_.size()) : 1;
   eo.timeout = set_.heartbeat_timeout;
   election_.emplace(eo, now);
-  term_now_.store(election_->term());
-  term_bits_.store((Election::round_of(election_->term()) & 0xFF) << kTermShift);
-  if (!standby()) {  // primary from the start
-    took_over_ns_.store(now.ns());
-    took_over_unix_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count());
-    return;
-  }
+  publish_term();
+  if (!standby()) return mark_primary(now);  // primary from the start
   // One connection per pair of schedulers, opened by the lower index
   // (Standings travel both ways on it): a pair's liveness is one
   // connection's, seen by both ends.
@@ -79,6 +72,22 @@ void SchedulerNode::Impl::start_standby(TimePoint now) {
   log("scheduler " + std::to_string(self_) + " of " + std::to_string(schedulers_.size()) + " (" +
       schedulers_[self_] + "): a spare until it hears the primary, or finds none within " +
       std::to_string(set_.heartbeat_timeout.ns() / 1000000) + " ms");
+}
+
+// The election's term for other threads: the report, and dispatch's batch ids.
+void SchedulerNode::Impl::publish_term() {
+  term_now_.store(election_->term());
+  term_bits_.store((Election::round_of(election_->term()) & 0xFF) << kTermShift);
+}
+
+// This scheduler became primary at `now` (the report measures its first
+// dispatch from here).
+void SchedulerNode::Impl::mark_primary(TimePoint now) {
+  took_over_ns_.store(now.ns());
+  took_over_unix_ms_.store(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  first_dispatch_ns_.store(0);
 }
 
 // A scheduler's Hello (a lower index than ours: see start_standby): one of
@@ -176,8 +185,7 @@ void SchedulerNode::Impl::standby_tick(TimePoint now) {
 // above it (it is the one that survived; see election.hpp).
 void SchedulerNode::Impl::note_client_term(std::uint64_t term) {
   if (!election_ || !election_->on_client_term(term)) return;
-  term_now_.store(election_->term());
-  term_bits_.store((Election::round_of(election_->term()) & 0xFF) << kTermShift);
+  publish_term();
   log("a peer remembers term " + std::to_string(term) + ": this primary continues with term " +
       std::to_string(election_->term()));
   send_standing();
@@ -185,13 +193,8 @@ void SchedulerNode::Impl::note_client_term(std::uint64_t term) {
 
 void SchedulerNode::Impl::take_over(TimePoint now) {
   const std::uint64_t term = election_->term();
-  term_now_.store(term);
-  term_bits_.store((Election::round_of(term) & 0xFF) << kTermShift);
-  took_over_ns_.store(now.ns());
-  took_over_unix_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count());
-  first_dispatch_ns_.store(0);
+  publish_term();
+  mark_primary(now);
   n_->takeovers.fetch_add(1, std::memory_order_relaxed);
   carried_.clear();  // what backends carried into an earlier takeover
   std::string warm = "no state from a primary";
