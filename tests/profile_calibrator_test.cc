@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "symphony/sim/random.hpp"
 
 namespace symphony {
@@ -141,6 +144,49 @@ TEST(ProfileCalibratorTest, IgnoresMeaninglessMeasurements) {
   EXPECT_FALSE(c.observe(33, Duration::milliseconds(5)));
   EXPECT_FALSE(c.observe(4, Duration::zero()));
   EXPECT_EQ(c.samples(), 0u);
+}
+
+TEST(ProfileCalibratorTest, ASeedTakesOverAnotherCalibratorsFactors) {
+  // What a cluster's new primary does with the factors the old one learnt:
+  // the seeded calibrator plans with the same profile at once, and learns on
+  // from there in bounded steps.
+  const LatencyProfile p = resnet();
+  const RecalibrationOptions o = on();
+  auto learnt = *ProfileCalibrator::create(p, o);
+  for (int i = 0; i < 2000; ++i) {
+    learnt.observe(1, scaled(p, 1, 1.4));
+    learnt.observe(32, scaled(p, 32, 2.0));
+  }
+  const std::vector<double> scales = learnt.snapshot().class_scales;
+  ASSERT_EQ(scales.size(), learnt.classes());
+  auto c = *ProfileCalibrator::create(p, o);
+  ASSERT_TRUE(c.seed(scales).ok());
+  for (std::uint32_t b = 1; b <= 32; ++b) EXPECT_EQ(c.profile().latency(b), learnt.profile().latency(b)) << b;
+  EXPECT_EQ(c.updates(), 1u);
+  EXPECT_EQ(c.samples(), 0u);
+  ASSERT_TRUE(c.seed(scales).ok());
+  EXPECT_EQ(c.updates(), 1u) << "the same seed again changes nothing";
+  // Measurements at the offline profile bring it down at max_fall per update, not at once.
+  for (int i = 0; i < 8; ++i) c.observe(32, p.latency(32));
+  EXPECT_NEAR(c.class_scale(5), scales[5] * (1 - o.max_fall), 1e-9);
+
+  // Out of bounds: clamped to [min_scale, max_scale].
+  std::vector<double> wild(c.classes(), 100.0);
+  wild[0] = 0.01;
+  ASSERT_TRUE(c.seed(wild).ok());
+  EXPECT_EQ(c.class_scale(0), o.min_scale);
+  EXPECT_EQ(c.class_scale(1), o.max_scale);
+  // Refused, changing nothing: the wrong number of classes, a factor that is not finite and positive.
+  const LatencyProfile before = c.profile();
+  const Status wrong = c.seed(std::vector<double>(c.classes() + 1, 1.0));
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("needs 6 class factors, got 7"), std::string::npos) << wrong.message();
+  for (const double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    std::vector<double> v(c.classes(), 1.0);
+    v[2] = bad;
+    EXPECT_FALSE(c.seed(v).ok()) << bad;
+  }
+  for (std::uint32_t b = 1; b <= 32; ++b) EXPECT_EQ(c.profile().latency(b), before.latency(b)) << b;
 }
 
 TEST(LatencyProfileTest, AssignScaledIsMonotoneAndRefits) {

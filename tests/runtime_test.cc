@@ -245,6 +245,49 @@ TEST(RuntimeTest, RecalibratesProfilesFromMeasuredDurations) {
   for (std::uint64_t t = 0; t < 48; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
+TEST(RuntimeTest, ASeededCalibrationPlansTheNextBatches) {
+  // seed_calibration: the model is planned at once with the factors learnt
+  // elsewhere (a cluster's new primary takes over the old one's), through
+  // the type-erased interface too.
+  ExactlyOnceSink sink(8);
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.recalibration = RecalibrationOptions::on();
+  auto rt = make_runtime(c, sink, *parse_policy("eager"));
+  ASSERT_TRUE(rt.ok()) << rt.status().to_string();
+  const ModelId m = *(*rt)->add_model(model_ms("m", 1, 5, 10000, 4));
+  (void)(*rt)->add_gpu(gpus.make_executor());
+  const std::vector<double> twice(3, 2.0);  // size classes 1, 2-3, 4
+  ASSERT_TRUE((*rt)->seed_calibration(m, twice).ok());
+  ASSERT_EQ((*rt)->submit(m, 0), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.batch.offline_latency, Duration::milliseconds(6));
+  EXPECT_EQ(a.batch.predicted, Duration::milliseconds(12));
+  ManualGpus::complete(a);
+  const Result<CalibrationSnapshot> cal = (*rt)->calibration(m);
+  ASSERT_TRUE(cal.ok());
+  EXPECT_EQ(cal->class_scales, twice);
+  EXPECT_EQ(cal->in_use.latency(4), Duration::milliseconds(18));
+  const Status wrong = (*rt)->seed_calibration(m, std::vector<double>(2, 2.0));
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("model 'm'"), std::string::npos) << wrong.message();
+  EXPECT_EQ((*rt)->seed_calibration(m + 1, twice).code(), Errc::kNotFound);
+  (*rt)->stop();
+  EXPECT_EQ((*rt)->seed_calibration(m, twice).code(), Errc::kFailedPrecondition) << "after stop";
+  EXPECT_EQ(sink.count(0), 1u);
+
+  // A model that is not recalibrated has nothing to seed.
+  ExactlyOnceSink sink2(1);
+  RuntimeConfig off = small_config(1, 2, 1);
+  auto rt2 = make_runtime(off, sink2, *parse_policy("eager"));
+  ASSERT_TRUE(rt2.ok());
+  const ModelId m2 = *(*rt2)->add_model(model_ms("m", 1, 5, 10000, 4));
+  const Status st = (*rt2)->seed_calibration(m2, twice);
+  EXPECT_EQ(st.code(), Errc::kFailedPrecondition);
+  EXPECT_NE(st.message().find("not recalibrated"), std::string::npos) << st.message();
+  (*rt2)->stop();
+}
+
 TEST(AnyRuntimeTest, EveryPolicyOfTheLanguageRunsThroughOneType) {
   // make_runtime() picks the instantiation from the text; the caller holds
   // one type. Under eager a lone request goes at once; under deferred:paper

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -152,6 +153,20 @@ class ModelState {
     const Slot& m = models_[id];
     if (m.calib) return m.calib->snapshot();
     return CalibrationSnapshot{false, m.cfg->profile, m.cfg->profile, 0, 0, {}};
+  }
+  // Starts the model's recalibration from the factors of another
+  // calibrator (ProfileCalibrator::seed); what is derived from the profile
+  // follows. The caller refreshes the model's candidate (refresh_candidate)
+  // when requests are queued. Fails for an unknown model or one that is not
+  // recalibrated, and for a seed of the wrong size.
+  Status seed_calibration(ModelId id, std::span<const double> class_scales) {
+    if (!has_model(id)) return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
+    Slot& m = models_[id];
+    if (!m.calib) return Status(Errc::kFailedPrecondition, "model '" + m.cfg->name + "' is not recalibrated");
+    if (Status s = m.calib->seed(class_scales); !s.ok())
+      return Status(s.code(), "model '" + m.cfg->name + "': " + s.message());
+    on_profile_changed(m);
+    return {};
   }
   std::uint32_t queued(ModelId id) const noexcept { return models_[id].queue.size(); }
   std::uint32_t inflight_batches(ModelId id) const noexcept { return models_[id].inflight; }

@@ -41,6 +41,10 @@
 // same profile, bit for bit); single-threaded. Exact measurements
 // (measured == l0(b)) leave the profile exactly as it was.
 //
+// A calibrator can also start from factors learnt elsewhere (seed()): a
+// cluster's hot-spare scheduler takes over with the factors the primary had
+// learnt, not with the offline profile.
+//
 //   auto c = ProfileCalibrator::create(profile, RecalibrationOptions{.enabled = true});
 //   if (c->observe(b, end - start)) use(c->profile());
 #pragma once
@@ -49,6 +53,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -157,6 +162,33 @@ class ProfileCalibrator {
   std::uint64_t samples() const noexcept { return samples_; }
   // Updates that changed the profile.
   std::uint64_t updates() const noexcept { return updates_; }
+
+  // Sets every class's factor (class_scales[c] for class c, as another
+  // calibrator's snapshot().class_scales gives them), each clamped to
+  // [min_scale, max_scale], and rebuilds the profile in use. The
+  // measurements kept so far stay: the next update moves the factors from
+  // there in the usual bounded steps. Counts as an update when the profile
+  // changes. Fails, changing nothing, unless there is one finite, positive
+  // factor per class. Allocation-free on success.
+  Status seed(std::span<const double> class_scales) {
+    if (class_scales.size() != classes_)
+      return Status(Errc::kInvalidArgument, "a calibration seed needs " + std::to_string(classes_) +
+                                                " class factors, got " + std::to_string(class_scales.size()));
+    for (const double s : class_scales)
+      if (!std::isfinite(s) || s <= 0)
+        return Status(Errc::kInvalidArgument, "a calibration seed's factors must be finite and positive");
+    bool changed = false;
+    for (std::uint32_t c = 0; c < classes_; ++c) {
+      const double s = std::clamp(class_scales[c], o_.min_scale, o_.max_scale);
+      changed |= s != scale_[c];
+      scale_[c] = s;
+    }
+    if (changed) {
+      rebuild();
+      ++updates_;
+    }
+    return {};
+  }
 
   // A copy of the state for reports (allocates).
   CalibrationSnapshot snapshot() const {

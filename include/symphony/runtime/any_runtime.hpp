@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "symphony/policy.hpp"
@@ -54,6 +55,7 @@ class AnyRuntime {
   // The profile `model` is planned with now against its offline one
   // (online recalibration, RuntimeConfig::recalibration).
   virtual Result<CalibrationSnapshot> calibration(ModelId model) = 0;
+  virtual Status seed_calibration(ModelId model, std::span<const double> class_scales) = 0;
 
   // The policy the runtime was made for.
   const PolicySpec& policy() const noexcept { return policy_; }
@@ -96,6 +98,7 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   RuntimeStats stats() override { return rt_->stats(); }
   bool accepts(ModelId m) const override { return rt_->accepts(m); }
   Result<CalibrationSnapshot> calibration(ModelId m) override { return rt_->calibration(m); }
+  Status seed_calibration(ModelId m, std::span<const double> s) override { return rt_->seed_calibration(m, s); }
 
  private:
   class SubmitterOf final : public AnyRuntime<Sink>::Submitter {

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <future>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -159,6 +160,14 @@ class ModelThread {
   }
   RuntimeStats stats() const { return stats_; }
   CalibrationSnapshot calibration(ModelId id) const { return shard_.calibration(id); }
+  // ModelState::seed_calibration; queued requests are planned again with the
+  // seeded profile (as after a recalibration).
+  Status seed_calibration(ModelId id, std::span<const double> class_scales) {
+    if (Status s = shard_.seed_calibration(id, class_scales); !s.ok()) return s;
+    ++stats_.profile_updates;
+    if (shard_.refresh_candidate(id, SteadyClock{}.now(), adapter_).changed) mark_dirty(id);
+    return {};
+  }
   const Shard& shard() const noexcept { return shard_; }
   void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
 

@@ -52,6 +52,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -319,6 +320,23 @@ class Runtime final : private CompletionPort {
     Shard& sh = *shards_[s];
     if (stopped_) return sh.calibration(model);  // its thread has been joined
     return on_shard(s, [&sh, model] { return sh.calibration(model); });
+  }
+
+  // Starts `model`'s online recalibration from factors learnt elsewhere
+  // (CalibrationSnapshot::class_scales of another runtime's calibration(),
+  // ProfileCalibrator::seed): a cluster's new primary scheduler takes over
+  // with the profiles the old one had learnt. Its queued requests are planned
+  // again with the seeded profile. Blocking (runs on the model's shard
+  // thread). Fails for an unknown model, one that is not recalibrated, a seed
+  // of the wrong size, and after stop().
+  Status seed_calibration(ModelId model, std::span<const double> class_scales) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    if (model >= cfg_.max_models || model_shard_[model] == kNoShard)
+      return Status(Errc::kNotFound, "unknown model id " + std::to_string(model));
+    const std::uint32_t s = model_shard_[model];
+    Shard& sh = *shards_[s];
+    return on_shard(s, [&sh, model, class_scales] { return sh.seed_calibration(model, class_scales); });
   }
 
   // Whether submissions for `model` are accepted now (false from the start
