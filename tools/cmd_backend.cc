@@ -32,6 +32,7 @@ struct BackendArgs {
   std::string report;  // deprecated --report FILE: --json FILE
   std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
   int cpu_threads = 1;
+  double emulated_slowdown = 1.0;
   std::uint32_t output_bytes = 16;
   std::string metrics;
   double duration_s = 0;
@@ -120,6 +121,11 @@ int run_backend(BackendArgs a) {
     print_error("backend", "emulated devices run no model: drop --model or use --devices cpu|cuda\n");
     return 2;
   }
+  if (a.emulated_slowdown != 1.0 && a.devices.rfind("emulated", 0) != 0) {
+    print_error("backend", "--emulated-slowdown applies to emulated devices only (--devices emulated:N)\n");
+    return 2;
+  }
+  o.emulated_slowdown = a.emulated_slowdown;
   o.exec_log = a.exec_log;
   o.output_bytes = a.output_bytes;
   o.verbose = a.verbose;
@@ -178,6 +184,9 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
                   "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
                   "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
   cmd->add_option("--cpu-threads", a.cpu_threads, "libtorch intra-op threads per CPU device");
+  cmd->add_option("--emulated-slowdown", a.emulated_slowdown,
+                  "emulated devices run each batch this many times l(b) of the profile, in [0.1, 10] (default 1): "
+                  "a device slower or faster than profiled, which online recalibration follows");
   cmd->add_option("config,--config", a.config,
                   "cluster.yaml (for the token, the UCX settings and cluster.schedulers)");
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");

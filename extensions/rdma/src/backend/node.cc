@@ -24,11 +24,31 @@
 namespace symphony::rdma {
 namespace {
 
+// An emulated GPU slower (or faster) than the profile: each batch runs
+// `factor` times the l(b) it is sent with.
+class ScaledExecutor final : public Executor {
+ public:
+  ScaledExecutor(std::unique_ptr<Executor> inner, double factor) : inner_(std::move(inner)), factor_(factor) {}
+  void execute(const ExecBatch& b, CompletionPort& done) override {
+    ExecBatch scaled = b;
+    const Duration l = b.offline_latency > Duration::zero() ? b.offline_latency : b.predicted;
+    scaled.offline_latency =
+        Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(l.ns()) * factor_ + 0.5));
+    inner_->execute(scaled, done);
+  }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  double factor_;
+};
+
 class EmulatedDevices final : public BackendDevices {
  public:
-  EmulatedDevices(unsigned long n, const std::string& prefix) {
+  EmulatedDevices(unsigned long n, const std::string& prefix, double slowdown) {
     for (unsigned long i = 0; i < n; ++i) {
-      executors_.push_back(pool_->make_executor());
+      std::unique_ptr<Executor> e = pool_->make_executor();
+      if (slowdown != 1.0) e = std::make_unique<ScaledExecutor>(std::move(e), slowdown);
+      executors_.push_back(std::move(e));
       names_.push_back(prefix + "/emulated:" + std::to_string(i));
     }
   }
@@ -46,14 +66,17 @@ class EmulatedDevices final : public BackendDevices {
 }  // namespace
 
 Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
-                                                              const std::string& prefix) {
+                                                              const std::string& prefix, double slowdown) {
+  if (!(slowdown >= 0.1 && slowdown <= 10))
+    return Status(Errc::kInvalidArgument,
+                  "the emulated slowdown must be in [0.1, 10], got " + std::to_string(slowdown));
   if (spec.rfind("emulated:", 0) != 0)
     return Status(Errc::kInvalidArgument, "expected emulated:N, got '" + spec + "'");
   const std::string n = spec.substr(9);
   if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(n) == 0)
     return Status(Errc::kInvalidArgument, "emulated:N needs N in [1, 9999], got '" + spec + "'");
-  return std::unique_ptr<BackendDevices>(new EmulatedDevices(std::stoul(n), prefix));
+  return std::unique_ptr<BackendDevices>(new EmulatedDevices(std::stoul(n), prefix, slowdown));
 }
 
 }  // namespace symphony::rdma
@@ -236,7 +259,10 @@ Status BackendNode::Impl::start() {
   if (opts_.device_set) {
     devices_ = std::move(opts_.device_set);
   } else {
-    Result<std::unique_ptr<BackendDevices>> d = make_emulated_devices(opts_.devices, opts_.name);
+    if (!(opts_.emulated_slowdown >= 0.1 && opts_.emulated_slowdown <= 10))
+      return Status(Errc::kInvalidArgument,
+                    "--emulated-slowdown must be in [0.1, 10], got " + std::to_string(opts_.emulated_slowdown));
+    Result<std::unique_ptr<BackendDevices>> d = make_emulated_devices(opts_.devices, opts_.name, opts_.emulated_slowdown);
     if (!d.ok()) return Status(d.status().code(), "--devices: " + d.status().message());
     devices_ = std::move(*d);
   }

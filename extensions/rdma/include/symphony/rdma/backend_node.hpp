@@ -58,6 +58,7 @@ struct BackendOptions {
   std::vector<HostPort> schedulers;
   std::string token;                   // empty: SYMPHONY_CLUSTER_TOKEN
   std::string devices = "emulated:1";  // emulated:N, when `device_set` is not given
+  double emulated_slowdown = 1.0;      // make_emulated_devices' slowdown
   // The devices (make_emulated_devices, make_torch_devices); null: made from `devices`.
   std::unique_ptr<BackendDevices> device_set;
   std::string name;                 // in logs; default backend-<pid>
