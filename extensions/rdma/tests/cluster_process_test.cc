@@ -98,12 +98,13 @@ class ClusterProcessTest : public ::testing::Test {
   }
 
   Proc start_backend(const std::string& name, const std::string& devices, const std::string& sched = "",
-                     const std::vector<std::string>& prefix = {}) {
+                     const std::vector<std::string>& prefix = {}, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = prefix;
     for (const char* a : {SYMPHONY_CLI, "backend"}) argv.emplace_back(a);
     argv.insert(argv.end(), {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched,
                              "--devices", devices, "--config", cfg_, "--name", name, "--exec-log",
                              dir_.file(name + ".exec"), "--json", dir_.file(name + ".json")});
+    argv.insert(argv.end(), extra.begin(), extra.end());
     exec_logs_.push_back(dir_.file(name + ".exec"));
     return Proc::start(argv, dir_.file(name + ".log"));
   }
@@ -447,8 +448,9 @@ class HotSpareTest : public ClusterProcessTest {
   bool wait_log(Proc& p, const std::string& needle, std::chrono::milliseconds timeout = 10s) {
     return eventually([&] { return p.log_text().find(needle) != std::string::npos; }, timeout);
   }
-  Proc start_backend_of_list(const std::string& name, const std::string& devices) {
-    return start_backend(name, devices, addrs_[0]);  // the config's list wins over --scheduler
+  Proc start_backend_of_list(const std::string& name, const std::string& devices,
+                             const std::vector<std::string>& extra = {}) {
+    return start_backend(name, devices, addrs_[0], {}, extra);  // the config's list wins over --scheduler
   }
   Proc start_loadgen_of_list(const std::string& name, double duration_s, double rate) {
     return start_loadgen(name, duration_s, rate, addrs_[0]);
@@ -490,6 +492,51 @@ TEST_F(HotSpareTest, KilledPrimaryUnderLoadCostsNoRequestAndNoneRunsTwice) {
   ASSERT_TRUE(rep.has_value());
   EXPECT_EQ((*rep)["standby"]["takeovers"], 1u) << rep->dump(2);
   EXPECT_GT((*rep)["at_scheduler"]["ok"].get<std::uint64_t>(), 0u) << rep->dump(2);
+  expect_nothing_ran_twice();
+}
+
+// The backend's emulated GPUs run 1.5 x the profile: the primary's online
+// recalibration learns it from the batch times, the spare mirrors the
+// factors and takes over planning with them, not with the offline profile
+// (which would make its first batches run past their plan).
+TEST_F(HotSpareTest, ANewPrimaryTakesOverTheProfileCalibrationTheOldOneHadLearnt) {
+  write_spares_config(2);
+  {
+    // A slowdown out of range is refused, naming the option.
+    Proc bad = Proc::start({SYMPHONY_CLI, "backend", "--config", cfg_, "--devices", "emulated:1",
+                            "--emulated-slowdown", "20"},
+                           dir_.file("bad.log"));
+    EXPECT_EQ(bad.wait(10s), 2) << bad.log_text();
+    EXPECT_NE(bad.log_text().find("--emulated-slowdown must be in [0.1, 10], got 20"), std::string::npos)
+        << bad.log_text();
+  }
+  Proc s0 = start_spare(0, "s0");
+  Proc s1 = start_spare(1, "s1");
+  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
+  Proc b = start_backend_of_list("b", "emulated:2", {"--emulated-slowdown", "1.5"});
+  ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  Proc lg = start_loadgen_of_list("lg", 4, 600);
+  std::this_thread::sleep_for(2s);
+  s0.kill_now();
+  ASSERT_TRUE(wait_log(s1, "primary now", 3s)) << s1.log_text();
+  EXPECT_TRUE(wait_log(s1, "the profile calibrations of 1 models", 1s)) << s1.log_text();
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), 0u) << r.dump(2);
+  ASSERT_EQ(s1.stop(), 0) << s1.log_text();
+  (void)b.stop();
+  const std::optional<json> rep = read_json(dir_.file("s1.json"));
+  ASSERT_TRUE(rep.has_value());
+  // What the takeover applied: every size class's factor near 1.5 (the
+  // offline profile is 1.0; a loaded machine's timer slack may add a little).
+  const json seeded = rep->value(json::json_pointer("/primary/took_over_with/calibrations/m"), json());
+  ASSERT_TRUE(seeded.is_array() && !seeded.empty()) << rep->dump(2);
+  for (const json& f : seeded) {
+    EXPECT_GT(f.get<double>(), 1.3) << rep->dump(2);
+    EXPECT_LT(f.get<double>(), 2.5) << rep->dump(2);
+  }
+  const json m = rep->value(json::json_pointer("/recalibration/models/m/lmax_ms"), json::object());
+  EXPECT_GT(m.value("in_use", 0.0), 1.3 * m.value("offline", 1e9)) << rep->dump(2);
   expect_nothing_ran_twice();
 }
 

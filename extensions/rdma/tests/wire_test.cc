@@ -125,6 +125,24 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(to_string(Kind::kCancel), "Cancel");
 }
 
+TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
+  const Standing in{7, true, 1, 100, 2, 50, 9, {0xabc, 0xdef}, {0, 1, 0}, {{0, {1000000}}, {2, {800000, 1500000, 4000000}}}};
+  Result<Standing> out = decode_standing(encode(in));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->term, 7u);
+  EXPECT_TRUE(out->primary);
+  EXPECT_EQ(out->index, 1u);
+  EXPECT_EQ(out->d_ctrl_ns, 100);
+  EXPECT_EQ(out->d_data_ns, 2);
+  EXPECT_EQ(out->d_resp_ns, 50);
+  EXPECT_EQ(out->epoch, 9u);
+  EXPECT_EQ(out->backends, in.backends);
+  EXPECT_EQ(out->subclusters, in.subclusters);
+  ASSERT_EQ(out->calibrations.size(), 2u);
+  EXPECT_EQ(out->calibrations[1].model, 2u);
+  EXPECT_EQ(out->calibrations[1].scales_e6, in.calibrations[1].scales_e6);
+}
+
 TEST(WireTest, HotMessagesRoundTripThroughViews) {
   SubmitBuilder sb;
   for (std::uint32_t i = 0; i < 100; ++i) sb.add({i, 0x1000 + i * 64, 64, i % 3, 25000000 - i});
@@ -202,7 +220,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("Placement", encode(Placement{6, 1, {2, 3}, {4}}));
   msgs.emplace_back("PlacementDone", encode(PlacementDone{6, 1, BatchStatus::kError, "x"}));
   msgs.emplace_back("Cancel", encode(Cancel{{0x0102, 0x0304}}));
-  msgs.emplace_back("Standing", encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}}));
+  msgs.emplace_back("Standing",
+                    encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
   SubmitBuilder sb(64, kSubmitResubmitted);
   sb.add({1, 0x1000, 64, 2, 0x33});
   msgs.emplace_back("Submit", std::move(sb).finish());
@@ -239,7 +258,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"PlacementDone", "060000000000000001000000010100000078"},
       {"Cancel", "0200000002010000000000000403000000000000"},
       {"Standing", "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
-       "0000020000002b000000000000000000000001000000"},
+       "000002000000010000002b0000000000000000000000010000000300000002000000" "40420f00d0121300"},
       {"Submit", "01000000010000000100000000000000001000000000000040000000020000003300000000000000"},
       {"Batch",
        "09000000000000000100000002000000700000000000000080000000000000000300000001000000010000000000000000100"
@@ -274,7 +293,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 3 (this build speaks version 4)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 4 (this build speaks version 5)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -285,13 +304,16 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 4)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 5)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 4)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 5)");
   m = good;
-  m[4] = 5;
-  expect_refused(m, "unsupported protocol version 5");
+  m[4] = 4;  // version 4's Standing had no calibrations
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 5)");
+  m = good;
+  m[4] = 6;
+  expect_refused(m, "unsupported protocol version 6");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
@@ -386,6 +408,13 @@ TEST(WireTest, RefusesBadBodies) {
   expect_refused(encode(Register{{"d0"}, {"m"}, {}, {-1}}), "a busy time is negative");
   expect_refused(encode(Register{std::vector<std::string>(kMaxDevices + 1, "d"), {}, {}, {}}),
                  std::to_string(kMaxDevices + 1) + " devices, more than the limit");
+
+  // A Standing whose calibration has a zero factor, or none, or more than a profile's size classes.
+  expect_refused(encode(Standing{1, true, 0, 0, 0, 0, 0, {}, {}, {{4, {1000000, 0}}}}),
+                 "model 4's calibration has a zero factor");
+  expect_refused(encode(Standing{1, true, 0, 0, 0, 0, 0, {}, {}, {{4, {}}}}), "no scales");
+  expect_refused(encode(Standing{1, true, 0, 0, 0, 0, 0, {}, {}, {{4, std::vector<std::uint32_t>(33, 1)}}}),
+                 "33 scales, more than the limit");
 
   // A BatchDone with a negative timing.
   BatchDone bd;

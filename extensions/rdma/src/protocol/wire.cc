@@ -184,6 +184,13 @@ constexpr void fields(V& v, M& m) {
   v.u64("request", m.request);
 }
 
+template <class V, Of<Calibration> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("model", m.model);
+  const std::uint32_t n = v.count("scale count", m.scales_e6);
+  v.list("scales", n, m.scales_e6, Bounds{kMaxSizeClasses, true}, [](auto& iv, auto& x) { iv.u32("scale", x); });
+}
+
 template <class V, Of<Standing> M>
 constexpr void fields(V& v, M& m) {
   v.u64("term", m.term);
@@ -196,9 +203,11 @@ constexpr void fields(V& v, M& m) {
   v.u64("epoch", m.epoch);
   const std::uint32_t nb = v.count("backend count", m.backends);
   const std::uint32_t nm = v.count("model count", m.subclusters);
+  const std::uint32_t nc = v.count("calibration count", m.calibrations);
   v.list("backends", nb, m.backends, Bounds{kMaxDevices}, [](auto& iv, auto& b) { iv.u64("backend", b); });
   v.list("sub-clusters", nm, m.subclusters, Bounds{kMaxModels},
          [](auto& iv, auto& s) { iv.u32("sub-cluster", s); });
+  v.list("calibrations", nc, m.calibrations, Bounds{kMaxModels}, [](auto& iv, auto& c) { fields(iv, c); });
 }
 
 template <class V, Of<Register> M>
@@ -756,6 +765,9 @@ void check(Reader& r, const SubmitView& v) {
 void check(Reader& r, const Standing& m) {
   for (std::int64_t d : {m.d_ctrl_ns, m.d_data_ns, m.d_resp_ns})
     if (d < 0 || d > kHourNs) return r.fail("a delay is negative or longer than an hour: " + std::to_string(d) + " ns");
+  for (const Calibration& c : m.calibrations)
+    for (std::uint32_t s : c.scales_e6)
+      if (s == 0) return r.fail("model " + std::to_string(c.model) + "'s calibration has a zero factor");
 }
 
 void check(Reader& r, const FrontendJoined& m) {

@@ -290,6 +290,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     CalibrationSnapshot snapshot;
   };
   std::optional<ModelCalibration> calibration_of(ModelId m) const;
+  std::size_t seed_calibrations(nlohmann::json& out);
   bool alloc_slot(std::uint32_t& slot);
   // f(index, backend) for each registered backend that is still alive.
   template <class F>
@@ -338,6 +339,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   std::vector<std::unique_ptr<SchedulerLink>> links_;  // to every other scheduler
   wire::Standing mirror_;                // the primary's last Standing (a spare's warm state)
   bool have_mirror_ = false;
+  mutable std::mutex warm_mu_;
+  nlohmann::json took_over_with_;        // what the last takeover applied of mirror_ (report); warm_mu_
   // After a takeover: resubmissions wait until the backends the old primary
   // had have re-registered (their `carried` requests known), or the hold ends.
   bool holding_ = false;

@@ -68,6 +68,10 @@ nlohmann::json SchedulerNode::Impl::report() const {
                                                   ? static_cast<double>(first_dispatch_ns_.load() -
                                                                         took_over_ns_.load()) / 1e6
                                                   : -1.0}};
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    if (!took_over_with_.is_null()) r["primary"]["took_over_with"] = took_over_with_;
+  }
   if (standby())
     r["standby"] = {{"schedulers", schedulers_},
                     {"self", self_},

@@ -3,6 +3,7 @@
 // Which scheduler is primary is decided by Election (election.hpp); this
 // unit carries its decisions out.
 #include <chrono>
+#include <cmath>
 
 #include "scheduler/node_impl.hpp"
 
@@ -128,6 +129,17 @@ wire::Standing SchedulerNode::Impl::standing() const {
     for (const std::string& name : sub.models)
       for (std::uint32_t m = 0; m < models_.size(); ++m)
         if (models_[m].name == name) s.subclusters[m] = sub.id;
+  // Each recalibrated model's factors, from the runtime that has measured it most.
+  for (std::uint32_t m = 0; m < models_.size(); ++m) {
+    const std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(m));
+    if (!mc || !mc->snapshot.recalibrating || mc->snapshot.class_scales.empty() ||
+        mc->snapshot.class_scales.size() > wire::kMaxSizeClasses)
+      continue;
+    wire::Calibration c{m, {}};
+    for (const double f : mc->snapshot.class_scales)
+      c.scales_e6.push_back(static_cast<std::uint32_t>(std::clamp(std::llround(f * 1e6), 1LL, 0xFFFFFFFFLL)));
+    s.calibrations.push_back(std::move(c));
+  }
   return s;
 }
 
@@ -216,6 +228,14 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
     hold_until_ = now + set_.heartbeat_timeout;
     warm = "the primary's delays (d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + ", d_resp " + us(d.resp) +
            "), " + std::to_string(mirror_.backends.size()) + " backends expected back";
+    nlohmann::json with = {{"delays_us", {{"ctrl", d.ctrl.to_us()}, {"data", d.data.to_us()}, {"resp", d.resp.to_us()}}},
+                           {"backends_expected", mirror_.backends.size()}};
+    const std::size_t seeded = seed_calibrations(with["calibrations"]);
+    if (seeded > 0) warm += ", the profile calibrations of " + std::to_string(seeded) + " models";
+    {
+      std::lock_guard<std::mutex> lock(warm_mu_);
+      took_over_with_ = std::move(with);
+    }
     if (subs_->managed()) {
       if (Status st = subs_->adopt(mirror_.epoch, mirror_.subclusters, now); st.ok())
         warm += "; the old primary's sub-cluster placement (epoch " + std::to_string(mirror_.epoch) + ")";
@@ -225,6 +245,31 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
   }
   log("primary now, term " + std::to_string(term) + " (" + warm + ")");
   send_standing();
+}
+
+// The old primary's profile calibrations, into every sub-cluster's runtime
+// (each has every model); `out` gets each seeded model's factors by name.
+// Returns how many models were seeded.
+std::size_t SchedulerNode::Impl::seed_calibrations(nlohmann::json& out) {
+  out = nlohmann::json::object();
+  std::size_t seeded = 0;
+  for (const wire::Calibration& c : mirror_.calibrations) {
+    if (c.model >= models_.size()) continue;  // not in our table (a different config)
+    std::vector<double> scales;
+    for (const std::uint32_t e6 : c.scales_e6) scales.push_back(static_cast<double>(e6) / 1e6);
+    bool all = true;
+    for (auto& rt : runtimes_) {
+      if (Status st = rt->seed_calibration(c.model, scales); !st.ok()) {
+        log("the old primary's calibration of model '" + models_[c.model].name + "' not taken: " + st.message());
+        all = false;
+        break;
+      }
+    }
+    if (!all) continue;
+    ++seeded;
+    out[models_[c.model].name] = scales;
+  }
+  return seeded;
 }
 
 void SchedulerNode::Impl::release_held(TimePoint now, bool force) {

@@ -36,8 +36,9 @@
 //   Cancel          count requests, requests {u64}
 //   Submit          count entries, u32 flags, entries {SubmitEntry}
 //   Standing        u64 term, u8 primary, pad 3, u32 index, i64 d_ctrl_ns, i64 d_data_ns,
-//                   i64 d_resp_ns, u64 epoch, count backends, count models, backends {u64},
-//                   models {u32 subcluster}
+//                   i64 d_resp_ns, u64 epoch, count backends, count models, count calibrations,
+//                   backends {u64}, models {u32 subcluster},
+//                   calibrations {u32 model, count scales, scales {u32 millionths}}
 //   Batch           u64 batch, u32 device, u32 model, i64 predicted_ns, i64 exec_budget_ns,
 //                   u32 planned_size, count entries, entries {BatchEntry}
 //   Outputs         u64 batch, u32 batch_size, count entries, u8 status, pad 3, str error,
@@ -87,8 +88,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // any other version is refused at its Hello, naming both versions. Version 4
 // adds hot-spare schedulers: terms in Hello, Welcome and Refuse, a Refuse's
 // redirection to the primary, the requests a backend carries over in its
-// Register, Submit's flags (a resubmission) and Standing.
-inline constexpr std::uint16_t kVersion = 4;
+// Register, Submit's flags (a resubmission) and Standing. Version 5 adds
+// the models' profile calibrations to Standing.
+inline constexpr std::uint16_t kVersion = 5;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -99,6 +101,7 @@ inline constexpr std::size_t kMaxRkeyBytes = 16384;
 inline constexpr std::uint32_t kMaxModels = 4096;
 inline constexpr std::uint32_t kMaxDevices = 1024;
 inline constexpr std::uint32_t kMaxEntries = 1u << 16;  // requests in one Submit, Batch, Outputs or Outcomes
+inline constexpr std::uint32_t kMaxSizeClasses = 32;   // a profile's size classes (batch sizes by octave)
 
 enum class Kind : std::uint16_t {
   kHello = 1,           // any -> acceptor: who I am, the cluster token
@@ -238,10 +241,18 @@ struct Goodbye {
   std::string reason;
 };
 
+// A model's online recalibration as the primary has learnt it: one factor
+// per batch-size class (CalibrationSnapshot::class_scales), in millionths of
+// the offline profile (1000000: as profiled); every factor is positive.
+struct Calibration {
+  std::uint32_t model = 0;  // the Welcome's model id
+  std::vector<std::uint32_t> scales_e6;
+};
+
 // Schedulers tell each other, every heartbeat interval, their term and
 // whether they are primary; the primary adds what a spare needs to take over
 // warm (the learned delays, the sub-cluster epoch and model assignment, the
-// backends it expects to re-register).
+// backends it expects to re-register, the models' profile calibrations).
 struct Standing {
   std::uint64_t term = 0;
   bool primary = false;
@@ -250,6 +261,7 @@ struct Standing {
   std::uint64_t epoch = 0;
   std::vector<std::uint64_t> backends;      // incarnations of the registered backends
   std::vector<std::uint32_t> subclusters;   // per model id: its sub-cluster
+  std::vector<Calibration> calibrations;    // the recalibrated models'
 };
 
 // Sub-clusters (scheduler_node.hpp): the models a device must hold from now
