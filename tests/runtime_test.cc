@@ -272,6 +272,8 @@ TEST(RuntimeTest, ASeededCalibrationPlansTheNextBatches) {
   EXPECT_FALSE(wrong.ok());
   EXPECT_NE(wrong.message().find("model 'm'"), std::string::npos) << wrong.message();
   EXPECT_EQ((*rt)->seed_calibration(m + 1, twice).code(), Errc::kNotFound);
+  ASSERT_TRUE((*rt)->seed_calibration(m, twice).ok());
+  EXPECT_EQ((*rt)->stats().profile_updates, 1u) << "the same factors again moved nothing";
   (*rt)->stop();
   EXPECT_EQ((*rt)->seed_calibration(m, twice).code(), Errc::kFailedPrecondition) << "after stop";
   EXPECT_EQ(sink.count(0), 1u);

@@ -160,10 +160,13 @@ class ModelThread {
   }
   RuntimeStats stats() const { return stats_; }
   CalibrationSnapshot calibration(ModelId id) const { return shard_.calibration(id); }
-  // ModelState::seed_calibration; queued requests are planned again with the
-  // seeded profile (as after a recalibration).
+  // ModelState::seed_calibration; when the profile moved, queued requests
+  // are planned again with it (as after a recalibration).
   Status seed_calibration(ModelId id, std::span<const double> class_scales) {
+    const ProfileCalibrator* c = shard_.has_model(id) ? shard_.calibrator(id) : nullptr;
+    const std::uint64_t before = c ? c->updates() : 0;
     if (Status s = shard_.seed_calibration(id, class_scales); !s.ok()) return s;
+    if (shard_.calibrator(id)->updates() == before) return {};  // the same factors: nothing moved
     ++stats_.profile_updates;
     if (shard_.refresh_candidate(id, SteadyClock{}.now(), adapter_).changed) mark_dirty(id);
     return {};
