@@ -345,6 +345,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // had have re-registered (their `carried` requests known), or the hold ends.
   bool holding_ = false;
   TimePoint hold_until_;
+  bool hold_from_resubmission_ = false;  // hold_until_ counts from the first resubmission
   std::unordered_set<std::uint64_t> expected_backends_;  // incarnations
   struct HeldSubmit {
     ConnId conn = kNoConn;

@@ -41,7 +41,18 @@ void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint
   if (!v.ok()) return refuse(c, v.status().message(), session::RefusalKind::kProtocol);
   n_->submit_messages.fetch_add(1, std::memory_order_relaxed);
   // Requests an old primary accepted wait, after a takeover, until the
-  // backends have said which of them they still run.
+  // backends have said which of them they still run. The hold runs from the
+  // first resubmission, not from the takeover: after a partition, the old
+  // primary's clients come over only once it steps down, which may be long
+  // after this one took over.
+  if ((v->flags & wire::kSubmitResubmitted) != 0 && !hold_from_resubmission_ && !expected_backends_.empty()) {
+    hold_from_resubmission_ = true;
+    holding_ = true;
+    hold_until_ = SteadyClock{}.now() + set_.heartbeat_timeout;
+    if (opts_.verbose)
+      log("resubmitted requests wait until " + std::to_string(expected_backends_.size()) +
+          " backends of the old primary re-register (at most " + us(set_.heartbeat_timeout) + ")");
+  }
   if ((v->flags & wire::kSubmitResubmitted) != 0 && holding_) {
     held_.push_back({c, std::vector<std::uint8_t>(msg.begin(), msg.end())});
     return;

@@ -225,7 +225,8 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
     for (std::uint64_t inc : mirror_.backends) expected_backends_.insert(inc);
     for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { expected_backends_.erase(b.incarnation); });
     holding_ = !expected_backends_.empty();
-    hold_until_ = now + set_.heartbeat_timeout;
+    hold_until_ = now + set_.heartbeat_timeout;  // until the first resubmission (on_submit) restarts it
+    hold_from_resubmission_ = false;
     warm = "the primary's delays (d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + ", d_resp " + us(d.resp) +
            "), " + std::to_string(mirror_.backends.size()) + " backends expected back";
     nlohmann::json with = {{"delays_us", {{"ctrl", d.ctrl.to_us()}, {"data", d.data.to_us()}, {"resp", d.resp.to_us()}}},
@@ -274,6 +275,13 @@ std::size_t SchedulerNode::Impl::seed_calibrations(nlohmann::json& out) {
 
 void SchedulerNode::Impl::release_held(TimePoint now, bool force) {
   if (!force && !expected_backends_.empty() && now < hold_until_) return;
+  if (held_.empty() && !expected_backends_.empty() && !hold_from_resubmission_) {
+    // The hold lapsed before the old primary's clients came (it may still
+    // serve them, cut off from this one): their first resubmission holds
+    // again (on_submit).
+    holding_ = false;
+    return;
+  }
   if (!expected_backends_.empty())
     log(std::to_string(expected_backends_.size()) +
         " backends of the old primary did not come back in time; scheduling the resubmitted requests");
