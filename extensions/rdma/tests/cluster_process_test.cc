@@ -455,6 +455,15 @@ class HotSpareTest : public ClusterProcessTest {
   Proc start_loadgen_of_list(const std::string& name, double duration_s, double rate) {
     return start_loadgen(name, duration_s, rate, addrs_[0]);
   }
+  // Schedulers 0 and 1 (0 becomes primary) and backend "b" (emulated:2, with
+  // `extra` flags) registered with it. Call inside ASSERT_NO_FATAL_FAILURE.
+  void start_pair_and_backend(Proc& s0, Proc& s1, Proc& b, const std::vector<std::string>& extra = {}) {
+    s0 = start_spare(0, "s0");
+    s1 = start_spare(1, "s1");
+    ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
+    b = start_backend_of_list("b", "emulated:2", extra);
+    ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  }
   std::vector<std::string> addrs_;
 };
 
@@ -510,11 +519,8 @@ TEST_F(HotSpareTest, ANewPrimaryTakesOverTheProfileCalibrationTheOldOneHadLearnt
     EXPECT_NE(bad.log_text().find("--emulated-slowdown must be in [0.1, 10], got 20"), std::string::npos)
         << bad.log_text();
   }
-  Proc s0 = start_spare(0, "s0");
-  Proc s1 = start_spare(1, "s1");
-  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
-  Proc b = start_backend_of_list("b", "emulated:2", {"--emulated-slowdown", "1.5"});
-  ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  Proc s0, s1, b;
+  ASSERT_NO_FATAL_FAILURE(start_pair_and_backend(s0, s1, b, {"--emulated-slowdown", "1.5"}));
   Proc lg = start_loadgen_of_list("lg", 4, 600);
   std::this_thread::sleep_for(2s);
   s0.kill_now();
@@ -549,11 +555,8 @@ TEST_F(HotSpareTest, ANewPrimaryAddsABackendsDevicesOnceItsOldBatchesShouldHaveE
   // keeps both busy (the excess is dropped, never an error). Both would have
   // to end a batch within the ~20 ms of the failover for none to be busy.
   write_spares_config(2, 10000, 40, 8, 1, 1000);
-  Proc s0 = start_spare(0, "s0");
-  Proc s1 = start_spare(1, "s1");
-  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
-  Proc b = start_backend_of_list("b", "emulated:2");
-  ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  Proc s0, s1, b;
+  ASSERT_NO_FATAL_FAILURE(start_pair_and_backend(s0, s1, b));
   Proc lg = start_loadgen_of_list("lg", 4, 40);
   std::this_thread::sleep_for(2s);
   s0.kill_now();
@@ -571,11 +574,8 @@ TEST_F(HotSpareTest, ANewPrimaryAddsABackendsDevicesOnceItsOldBatchesShouldHaveE
 // no scheduler took the frontend within its failover timeout.
 TEST_F(HotSpareTest, KilledSpareCostsNothingAndLosingEverySchedulerEndsPendingWithAnError) {
   write_spares_config(2);
-  Proc s0 = start_spare(0, "s0");
-  Proc s1 = start_spare(1, "s1");
-  ASSERT_TRUE(wait_log(s0, "primary now")) << s0.log_text();
-  Proc b = start_backend_of_list("b", "emulated:2");
-  ASSERT_TRUE(wait_registered(s0, 1)) << s0.log_text() << b.log_text();
+  Proc s0, s1, b;
+  ASSERT_NO_FATAL_FAILURE(start_pair_and_backend(s0, s1, b));
   Proc lg = start_loadgen_of_list("lg", 5, 800);
   std::this_thread::sleep_for(1500ms);
   s1.kill_now();  // the spare
