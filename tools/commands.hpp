@@ -4,13 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli.hpp"
 #include "json_report.hpp"
 
 namespace symphony::tools {
-
-// Prints "symphony <command>: " and then the printf-style message on stderr,
-// so that every subcommand's errors start the same way.
-[[gnu::format(printf, 2, 3)]] void print_error(const char* command, const char* format, ...);
 
 // Prints the paper's worked example (§3.3) as scheduled by the real engine.
 CLI::App* add_example(CLI::App& app, int& exit_code);

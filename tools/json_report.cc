@@ -9,7 +9,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "commands.hpp"
+#include "cli.hpp"
 
 namespace symphony::tools {
 namespace {

@@ -1,19 +1,8 @@
 // symphony: deferred batch scheduling for DNN model serving.
 #include <CLI/CLI.hpp>
 
-#include <cstdarg>
-#include <cstdio>
-
 #include "commands.hpp"
 #include "symphony/version.hpp"
-
-void symphony::tools::print_error(const char* command, const char* format, ...) {
-  std::fprintf(stderr, "symphony %s: ", command);
-  va_list args;
-  va_start(args, format);
-  std::vfprintf(stderr, format, args);
-  va_end(args);
-}
 
 int main(int argc, char** argv) {
   CLI::App app{"symphony: deferred batch scheduling for DNN model serving"};
