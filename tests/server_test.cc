@@ -162,7 +162,18 @@ TEST(ServerTest, BadInputIsRejectedAtInferWithAClearError) {
             "model 'two_inputs', input 'input1': expected dtype int64, got float32");
   EXPECT_EQ(msg("two_inputs", {torch::zeros({5}), b}),
             "model 'two_inputs', input 'input0': expected shape [2] (or [1] + that), got [5]");
-  EXPECT_NE(msg("two_inputs", {a, b}, Duration::nanoseconds(10)).find("cannot be met"), std::string::npos);
+  // A deadline even a batch of one cannot meet is an outcome, counted once.
+  {
+    auto f = s->infer("two_inputs", {a, b}, Duration::nanoseconds(10));
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    InferResult r = f->get();
+    EXPECT_EQ(r.outcome, Outcome::kDropped);
+    EXPECT_EQ(r.reason, DropReason::kInfeasible);
+    EXPECT_NE(r.error.find("cannot be met"), std::string::npos) << r.error;
+    const ModelStats st = s->stats().models.at(0);
+    EXPECT_EQ(st.counts.sent, 1u);
+    EXPECT_EQ(st.counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kInfeasible)], 1u);
+  }
   // A good one still works.
   auto ok = s->infer("two_inputs", {torch::ones({2}), torch::ones({3}, torch::kLong)});
   ASSERT_TRUE(ok.ok());

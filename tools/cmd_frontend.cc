@@ -163,7 +163,7 @@ int run_frontend(const FrontendArgs& a) {
     auto ep = metrics::Endpoint::start(
         a.metrics,
         [&front, c](metrics::Writer& w) {
-          front::write_front_metrics(front.counters(), w);
+          front::write_front_metrics(front.counters(), w, /*outcomes=*/true);
           const cluster::ClientStats s = c->stats();
           w.gauge("symphony_frontend_scheduler_connected", "1 while a scheduler has accepted this frontend.", {},
                   s.connected ? 1 : 0);

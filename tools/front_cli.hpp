@@ -1,10 +1,6 @@
-// The protocol front as the commands that run one (`symphony serve` over the
-// in-process server, `symphony frontend` over the cluster) share it: its
-// options (--http, --grpc, --port-file, --max-inflight, ...), a progress
-// line, and its report: the per-model table on standard output and the JSON
-// with the report's keys (sent, ok, late, dropped with dropped_by_reason,
-// errors with errors_by_kind, goodput_rps; refusals of the front counted in
-// dropped or errors by kind; unknown_model).
+// The protocol front's command-line options, as the commands that run one
+// (`symphony serve`, `symphony frontend`) share them: --http, --grpc,
+// --port-file, --max-inflight, ...
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,6 +11,7 @@
 #include <string>
 
 #include "symphony/front/front.hpp"
+#include "symphony/front/front_report.hpp"
 #include "symphony/front/listeners.hpp"
 
 namespace symphony::tools {
@@ -39,26 +36,10 @@ struct FrontArgs {
 // `inflight_help` says what --max-inflight bounds, with its default.
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help);
 
-// What the service measured of one model's requests, for its row.
-struct ModelLatency {
-  Duration p50, p99;
-  double mean_batch = 0;
-  nlohmann::json extra = nlohmann::json::object();  // merged into the model's JSON
-};
-using ModelLatencyOf = std::function<std::optional<ModelLatency>(const std::string& model)>;
-
-// One progress line's worth: requests and answers per second since the last call.
-class FrontProgress {
- public:
-  std::string line(const front::FrontCounters& c, double dt);
-
- private:
-  std::uint64_t last_received_ = 0, last_ok_ = 0;
-};
-
-// Prints the per-model table of what the front answered and returns it as
-// JSON. `where`: the addresses it listened on (Listeners::where()).
-nlohmann::json front_report(const front::FrontCounters& c, const ModelLatencyOf& latency, double seconds,
-                            const std::string& http, const std::string& grpc, const std::string& where);
+// The front's report and progress line live with the front (front_report.hpp).
+using front::front_report;
+using front::FrontProgress;
+using front::ModelLatency;
+using front::ModelLatencyOf;
 
 }  // namespace symphony::tools

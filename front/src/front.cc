@@ -177,7 +177,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
         ++not_found_;
       } else {
         FrontModelCounters& c = model_counters(m->name);
-        ++c.received;
+        ++c.outcomes.sent;
         ++(c.*field);
       }
     }
@@ -205,7 +205,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++received_;
-    ++model_counters(m->name).received;
+    ++model_counters(m->name).outcomes.sent;
   }
   std::string model_name = m->name;
   std::string version = req.version.empty() ? (m->versions.empty() ? "" : m->versions.front()) : req.version;
@@ -217,19 +217,8 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
         {
           std::lock_guard<std::mutex> lock(mu_);
           FrontModelCounters& c = model_counters(model_name);
-          if (!r.accepted) {
-            ++c.errors;
-          } else {
-            switch (r.outcome) {
-              case Outcome::kOk: ++c.ok; break;
-              case Outcome::kLate: ++c.late; break;
-              case Outcome::kError: ++c.errors; break;
-              case Outcome::kDropped:
-                ++c.dropped;
-                ++c.dropped_by_reason[static_cast<std::size_t>(r.reason)];
-                break;
-            }
-          }
+          if (!r.accepted) ++c.outcomes.errors;
+          else c.outcomes.add(r.outcome, r.reason);
         }
         inflight_.fetch_sub(1, std::memory_order_acq_rel);
         r.model = model_name;
@@ -248,7 +237,7 @@ void Front::count_rejected(std::string_view model, const Reply& reply) {
     return;
   }
   FrontModelCounters& c = model_counters(m->name);
-  ++c.received;
+  ++c.outcomes.sent;
   if (reply.code == Code::kUnavailable) ++c.unavailable;
   else ++c.invalid;
 }

@@ -128,12 +128,12 @@ TEST_F(FrontSemanticsTest, EveryOutcomeMapsToOneReply) {
   EXPECT_EQ(answers.replies.size(), rows.size());
   const FrontCounters c = front.counters();
   ASSERT_EQ(c.models.size(), 1u);
-  EXPECT_EQ(c.models[0].received, rows.size());
-  EXPECT_EQ(c.models[0].ok, 1u);
-  EXPECT_EQ(c.models[0].late, 1u);
-  EXPECT_EQ(c.models[0].dropped, 6u);
-  EXPECT_EQ(c.models[0].errors, 1u);
-  EXPECT_EQ(c.models[0].dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
+  EXPECT_EQ(c.models[0].outcomes.sent, rows.size());
+  EXPECT_EQ(c.models[0].outcomes.ok, 1u);
+  EXPECT_EQ(c.models[0].outcomes.late, 1u);
+  EXPECT_EQ(c.models[0].outcomes.dropped, 6u);
+  EXPECT_EQ(c.models[0].outcomes.errors, 1u);
+  EXPECT_EQ(c.models[0].outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
   EXPECT_EQ(c.inflight, 0u);
 }
 

@@ -215,7 +215,7 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
     for model, counts in tally.by_model.items():
         for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
-            line = 'symphony_front_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
+            line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
             assert line in text, (line, text)
     rc, report = cpu.stop(signal.SIGINT)
     assert rc == 0, cpu.output()
@@ -226,6 +226,41 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
             assert r[key] == counts[key], (model, key, r, counts)
         assert r["sent"] == r["ok"] + r["late"] + r["dropped"] + r["errors"]
     assert report["unknown_model"] >= 1
+
+
+def test_the_server_counts_protocol_requests_in_symphony_requests_total():
+    """Under `serve --http` the server owns the numbers: requests sent with curl appear in
+    /metrics' symphony_requests_total (and a budget too short to plan is a drop, infeasible)."""
+    s = Serve(EMULATED, extra=["--metrics", "127.0.0.1:0"], grpc=False)
+    try:
+        m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
+        assert m, s.output()
+        x = {"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
+        for _ in range(7):
+            status, _, body = curl(s.url + "/v2/models/fast/infer", "-H", "Content-Type: application/json",
+                                   body=json.dumps({"inputs": [x]}).encode())
+            assert status == 200, body
+        # 100 us cannot hold l(1) = 201 ms: dropped at once, counted by the server.
+        status, hdrs, body = curl(s.url + "/v2/models/slow/infer", "-H", "Content-Type: application/json",
+                                  body=json.dumps({"inputs": [x], "parameters": {"timeout": 100}}).encode())
+        assert status == 504 and hdrs.get("symphony-outcome") == "dropped", (status, hdrs, body)
+        assert b"infeasible" in body, body
+        status, _, text = curl(m.group(1))
+        assert status == 200
+        text = text.decode()
+        for line in ('symphony_requests_total{model="fast",outcome="ok"} 7',
+                     'symphony_requests_sent_total{model="fast"} 7',
+                     'symphony_requests_total{model="slow",outcome="dropped"} 1',
+                     'symphony_requests_dropped_total{model="slow",reason="infeasible"} 1',
+                     'symphony_front_received_total{model="fast"} 7'):
+            assert line in text, (line, text)
+        assert "symphony_front_requests_total" not in text  # the outcomes are the server's, counted once
+    finally:
+        rc, report = s.stop(signal.SIGINT)
+    assert rc == 0, s.output()
+    assert report["server"]["models"]["fast"]["ok"] == 7, report["server"]
+    assert report["server"]["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["server"]
+    assert report["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["models"]
 
 
 # ---- emulated devices: deadlines, cancellation, bounds, shutdown ----------

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "symphony/outcome_tally.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/any_runtime.hpp"
@@ -71,11 +72,8 @@ struct Server::Impl final : BatchRunner {
     std::uint32_t max_batch = 0;
     ModelId id = kNoModel;
     std::atomic<bool> accepting{false};
-    std::atomic<std::uint64_t> sent{0};
-    std::array<std::atomic<std::uint64_t>, 4> outcomes{};
-    std::array<std::atomic<std::uint64_t>, kNumDropReasons> drops{};
-    std::mutex hist_mu;  // guards the two histograms
-    LatencyHistogram latency;
+    OutcomeTally tally;  // every request the server accepted, by outcome
+    std::mutex hist_mu;  // guards batches
     std::map<std::uint32_t, std::uint64_t> batches;
   };
 
@@ -140,6 +138,7 @@ struct Server::Impl final : BatchRunner {
   std::atomic<bool> running{false};
   bool stopped = false;
   TimePoint started;
+  std::atomic<std::int64_t> stopped_at_ns{0};  // when stop() ended, if started (stats' elapsed ends there)
 
   explicit Impl(ServerOptions o) : opts(std::move(o)), by_id(opts.max_models), slots(opts.max_pending) {
     free_slots.reserve(opts.max_pending);
@@ -216,12 +215,7 @@ struct Server::Impl final : BatchRunner {
     if (o.outcome == Outcome::kError) r.error = p.error.empty() ? "the batch failed" : std::move(p.error);
     if (o.outcome == Outcome::kDropped) r.error = "dropped: " + std::string(to_string(o.reason));
     Model& m = *p.model;
-    m.outcomes[static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
-    if (o.outcome == Outcome::kDropped) m.drops[static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
-    if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) {
-      std::lock_guard<std::mutex> lock(m.hist_mu);
-      m.latency.record(r.latency);
-    }
+    m.tally.record(o.outcome, o.reason, r.latency);
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);
     std::function<void(InferResult&&)> cb = std::move(p.callback);
@@ -256,6 +250,16 @@ struct Server::Impl final : BatchRunner {
     CancelWait wait;
     if (!runtime->cancel(id, ticket, &wait)) return false;  // stopping
     return wait.get();
+  }
+
+  // The same without waiting for the shard's answer: the request's done
+  // says what happened. Any thread, done callbacks included.
+  void cancel_async(std::uint64_t ticket) {
+    const std::uint32_t slot = slot_of(ticket);
+    if (ticket == 0 || slot >= slots.size()) return;
+    Pending& p = slots[slot];
+    if (p.ticket.load(std::memory_order_acquire) != ticket) return;  // ended, or never was
+    (void)runtime->cancel(p.model_id.load(std::memory_order_relaxed), ticket, nullptr);
   }
 
   std::optional<std::uint32_t> acquire() {
@@ -297,10 +301,22 @@ struct Server::Impl final : BatchRunner {
     const TimePoint now = SteadyClock{}.now();
     if (deadline) {
       const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp;
-      if (*deadline < need)
-        return Status(Errc::kInvalidArgument, "model '" + std::string(name) + "': a deadline of " +
-                                                  ms_string(*deadline) + " ms cannot be met; even a batch of one needs " +
-                                                  ms_string(need) + " ms");
+      if (*deadline < need) {
+        // An outcome, not a bad request: the request was well formed, its
+        // budget is too short to plan (docs/architecture.md#outcomes).
+        m->tally.sent();
+        m->tally.record(Outcome::kDropped, DropReason::kInfeasible, Duration::zero());
+        InferResult r;
+        r.outcome = Outcome::kDropped;
+        r.reason = DropReason::kInfeasible;
+        r.error = "dropped: infeasible: a deadline of " + ms_string(*deadline) +
+                  " ms cannot be met; even a batch of one needs " + ms_string(need) + " ms";
+        r.submitted = now;
+        r.batch_start = r.batch_end = TimePoint::infinite();
+        if (promise) promise->set_value(std::move(r));
+        else cb(std::move(r));
+        return {};
+      }
     }
     const std::optional<std::uint32_t> slot = acquire();
     if (!slot)
@@ -319,11 +335,11 @@ struct Server::Impl final : BatchRunner {
     p.model_id.store(m->id, std::memory_order_relaxed);
     p.ticket.store(tk, std::memory_order_release);  // release: with the model id, for cancel()
     if (ticket) *ticket = tk;
-    m->sent.fetch_add(1, std::memory_order_relaxed);
+    m->tally.sent();
     const SubmitStatus st = runtime->submit(m->id, tk, now + (deadline ? *deadline : m->opts.slo));
     if (st == SubmitStatus::kUnknownModel) {
       // Removed between the lookup and the submission: nothing was queued.
-      m->sent.fetch_sub(1, std::memory_order_relaxed);
+      m->tally.unsend();
       if (promise) *promise = std::move(p.promise);
       p.model.reset();
       p.inputs.clear();
@@ -535,6 +551,7 @@ struct Server::Impl final : BatchRunner {
     running.store(false, std::memory_order_release);
     if (runtime) runtime->stop(how);
     stopped = true;
+    if (started != TimePoint()) stopped_at_ns.store(SteadyClock{}.now().ns(), std::memory_order_release);
   }
 };
 
@@ -624,6 +641,21 @@ std::vector<std::string> Server::model_names() const {
   return out;
 }
 
+Result<ModelInfo> Server::model_info(std::string_view name) const {
+  std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+  auto it = impl_->by_name.find(name);
+  if (it == impl_->by_name.end()) return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "'");
+  const ModelOptions& o = it->second->opts;
+  ModelInfo info;
+  info.name = o.name;
+  info.platform = o.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
+  info.versions = {"1"};
+  info.inputs = o.inputs;
+  info.slo = o.slo;
+  info.max_batch = o.max_batch;
+  return info;
+}
+
 Result<LatencyProfile> Server::model_profile(std::string_view name) const {
   std::shared_lock<std::shared_mutex> l(impl_->models_mu);
   auto it = impl_->by_name.find(name);
@@ -651,10 +683,14 @@ Status Server::infer_async(std::string_view model, std::vector<at::Tensor> input
 
 bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }
 
+void Server::cancel_async(std::uint64_t ticket) { impl_->cancel_async(ticket); }
+
 ServerStats Server::stats() const {
   ServerStats out;
   const TimePoint now = SteadyClock{}.now();
-  out.elapsed = impl_->running.load() || impl_->stopped ? now - impl_->started : Duration::zero();
+  const std::int64_t stopped_ns = impl_->stopped_at_ns.load(std::memory_order_acquire);
+  if (impl_->running.load()) out.elapsed = now - impl_->started;
+  else if (stopped_ns != 0) out.elapsed = TimePoint::from_ns(stopped_ns) - impl_->started;
   std::vector<std::shared_ptr<Impl::Model>> models;
   {
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
@@ -663,18 +699,21 @@ ServerStats Server::stats() const {
   for (const auto& m : models) {
     ModelStats s;
     s.name = m->opts.name;
-    s.sent = m->sent.load();
-    s.ok = m->outcomes[static_cast<std::size_t>(Outcome::kOk)].load();
-    s.late = m->outcomes[static_cast<std::size_t>(Outcome::kLate)].load();
-    s.dropped = m->outcomes[static_cast<std::size_t>(Outcome::kDropped)].load();
-    s.errors = m->outcomes[static_cast<std::size_t>(Outcome::kError)].load();
+    s.counts = m->tally.counts();
+    s.sent = s.counts.sent;
+    s.ok = s.counts.ok;
+    s.late = s.counts.late;
+    s.dropped = s.counts.dropped;
+    s.errors = s.counts.errors;
     for (int r = 0; r < kNumDropReasons; ++r)
-      if (const auto n = m->drops[r].load()) s.dropped_by_reason[std::string(to_string(static_cast<DropReason>(r)))] = n;
+      if (const auto n = s.counts.dropped_by_reason[static_cast<std::size_t>(r)])
+        s.dropped_by_reason[std::string(to_string(static_cast<DropReason>(r)))] = n;
+    s.latency = m->tally.latency();
+    s.p50 = s.latency.percentile(0.50);
+    s.p99 = s.latency.percentile(0.99);
+    s.max_latency = s.latency.max();
     {
       std::lock_guard<std::mutex> lock(m->hist_mu);
-      s.p50 = m->latency.percentile(0.50);
-      s.p99 = m->latency.percentile(0.99);
-      s.max_latency = m->latency.max();
       s.batches = m->batches;
     }
     std::uint64_t nb = 0, nr = 0;

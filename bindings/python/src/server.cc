@@ -29,7 +29,7 @@
 #include "binding.hpp"
 #include "completer.hpp"
 #if SYMPHONY_HAVE_FRONT
-#include "symphony/front/served_front.hpp"
+#include "symphony/serve/app.hpp"
 #endif
 #include "symphony/policy.hpp"
 #include "symphony/server/server.hpp"
@@ -49,8 +49,7 @@ using server::ServerStats;
 class PyServer {
  public:
   // REQUIRES: the GIL is held (as in every member).
-  PyServer(ServerOptions opts, const py::object& log, const py::object& dispatcher, bool numpy_outputs)
-      : delays_(opts.delays) {
+  PyServer(ServerOptions opts, const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
     if (!log.is_none()) {
       // Called from add_model, whose thread released the GIL: retake it.
       log_ = log.inc_ref().ptr();
@@ -64,12 +63,25 @@ class PyServer {
         Py_XDECREF(text);
       };
     }
+#if SYMPHONY_HAVE_FRONT
+    // The serve application: the same server, front and accounting as
+    // `symphony serve` (symphony/serve/app.hpp).
+    auto s = serve::ServeApp::create(std::move(opts));
+    if (!s.ok()) {
+      Py_CLEAR(log_);
+      raise_for_control(s.status());
+    }
+    app_ = std::move(*s);
+    server_ = &app_->server();
+#else
     auto s = Server::create(std::move(opts));
     if (!s.ok()) {
       Py_CLEAR(log_);
       raise_for_control(s.status());
     }
-    server_ = std::move(*s);
+    owned_ = std::move(*s);
+    server_ = owned_.get();
+#endif
     for (const auto& d : server_->devices()) device_names_.push_back(d.to_string());
     emulated_ = !server::runs_model(server_->devices().front().kind);
     completer_ = std::make_shared<Completer>(dispatcher.ptr(), OutputMode{numpy_outputs});
@@ -80,7 +92,12 @@ class PyServer {
     shutdown(StopMode::kCancel);
     {
       py::gil_scoped_release nogil;
-      server_.reset();  // joins the executors
+      server_ = nullptr;
+#if SYMPHONY_HAVE_FRONT
+      app_.reset();  // joins the executors
+#else
+      owned_.reset();
+#endif
     }
     deferred().drain();
     Py_CLEAR(log_);  // the server (and its log lambda) is gone
@@ -93,14 +110,11 @@ class PyServer {
     Status s;
     {
       py::gil_scoped_release nogil;  // loads, warms up and may profile: seconds
-      s = server_->add_model(mo);
-      if (s.ok()) {
-        std::lock_guard<std::mutex> lock(front_mu_);
-        models_.push_back(mo);
 #if SYMPHONY_HAVE_FRONT
-        if (front_) front_->add_model(mo);
+      s = app_->add_model(mo);  // served by the front too, once it runs
+#else
+      s = server_->add_model(mo);
 #endif
-      }
     }
     if (!s.ok()) raise_for_control(s);
   }
@@ -113,27 +127,18 @@ class PyServer {
     Status err;
     {
       py::gil_scoped_release nogil;
-      std::lock_guard<std::mutex> lock(front_mu_);
-      if (front_) {
-        err = Status(Errc::kAlreadyExists,
-                   "the protocol front is already running (" + front_->listeners().where() + ")");
-      } else {
-        front::ServedFrontOptions o;
-        o.listen.http = http;
-        o.listen.grpc = grpc;
-        o.max_inflight = max_inflight;
-        o.listen.max_connections = max_connections;
-        o.listen.request_timeout = Duration::from_seconds(request_timeout_s);
-        o.listen.idle_timeout = Duration::from_seconds(idle_timeout_s);
-        auto f = front::ServedFront::start(*server_, models_, delays_, o);
-        if (f.ok()) front_ = std::move(*f);
-        else err = f.status();
-      }
+      serve::FrontOptions o;
+      o.listen.http = http;
+      o.listen.grpc = grpc;
+      o.max_inflight = max_inflight;
+      o.listen.max_connections = max_connections;
+      o.listen.request_timeout = Duration::from_seconds(request_timeout_s);
+      o.listen.idle_timeout = Duration::from_seconds(idle_timeout_s);
+      err = app_->start_front(o);
     }
     if (!err.ok()) raise_for_control(err);
     py::dict out;
-    std::lock_guard<std::mutex> lock(front_mu_);
-    const front::Listeners& l = front_->listeners();
+    const front::Listeners& l = *app_->listeners();
     if (!l.http_address().empty()) out["http"] = l.http_address();
     if (!l.grpc_address().empty()) out["grpc"] = l.grpc_address();
     return out;
@@ -149,14 +154,22 @@ class PyServer {
     Status s;
     {
       py::gil_scoped_release nogil;  // waits for the model's queued requests
+#if SYMPHONY_HAVE_FRONT
+      s = app_->remove_model(name);  // the front first, then the server
+#else
       s = server_->remove_model(name);
+#endif
     }
     if (s.code() == Errc::kNotFound) raise(ErrorKind::kModelNotFound, s.message());
     if (!s.ok()) raise_for_control(s);
   }
 
   void start() {
+#if SYMPHONY_HAVE_FRONT
+    if (Status s = app_->start(); !s.ok()) raise_for_control(s);
+#else
     if (Status s = server_->start(); !s.ok()) raise_for_control(s);
+#endif
   }
 
   void stop(bool cancel) { shutdown(cancel ? StopMode::kCancel : StopMode::kDrain); }
@@ -280,7 +293,7 @@ class PyServer {
   // benchmark of the Python overhead, bench/python_bench.cc).
   Server* native() const {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
-    return server_.get();
+    return server_;
   }
 
  private:
@@ -298,32 +311,24 @@ class PyServer {
       lock.lock();
     }
 #if SYMPHONY_HAVE_FRONT
-    std::unique_ptr<front::ServedFront> f;
-    {
-      std::lock_guard<std::mutex> flock(front_mu_);
-      f = std::move(front_);
-    }
-    if (f) f->begin_stop();  // new protocol requests get 503
-#endif
+    if (app_) app_->stop(how);  // the front's 503s, the server's drain, then the last responses
+#else
     if (server_) server_->stop(how);
-#if SYMPHONY_HAVE_FRONT
-    if (f) f->stop();  // after the server ended every request: the last responses are written
 #endif
     if (completer_) completer_->finish();
   }
 
-  std::unique_ptr<Server> server_;
+#if SYMPHONY_HAVE_FRONT
+  std::unique_ptr<serve::ServeApp> app_;
+#else
+  std::unique_ptr<Server> owned_;
+#endif
+  Server* server_ = nullptr;  // the app's (or owned_)
   std::shared_ptr<Completer> completer_;
   std::vector<std::string> device_names_;
   bool emulated_ = false;
   PyObject* log_ = nullptr;  // strong reference, or null
   std::mutex shutdown_mu_;
-  std::mutex front_mu_;  // front_ and models_
-  std::vector<ModelOptions> models_;
-  Delays delays_;
-#if SYMPHONY_HAVE_FRONT
-  std::unique_ptr<front::ServedFront> front_;
-#endif
 };
 
 ModelOptions model_options(const std::string& name, const std::string& path, const std::vector<std::string>& inputs,

@@ -33,7 +33,8 @@ class ModelNotFound(SymphonyError, LookupError):
 
 class InvalidInput(SymphonyError, ValueError):
     """A request does not match the model: wrong dtype, shape or number of inputs,
-    an object that is not a tensor, or a deadline even a batch of one cannot meet.
+    an object that is not a tensor. (A deadline even a batch of one cannot meet is an
+    outcome: the future raises Dropped with reason "infeasible".)
     The message names the model, the input and the mismatch."""
 
 

@@ -58,8 +58,10 @@ def test_mixed_batch_dimensions_and_counts(cpu_server):
 
 def test_impossible_deadlines(emulated_server):
     s = emulated_server(alpha_ms=1, beta_ms=5)
-    with pytest.raises(symphony.InvalidInput, match="a deadline of 2.000 ms cannot be met"):
-        s.infer("m", None, deadline_ms=2)
+    # A deadline even a batch of one cannot meet is an outcome, not bad input.
+    with pytest.raises(symphony.Dropped, match="a deadline of 2.000 ms cannot be met") as e:
+        s.infer("m", None, deadline_ms=2).result(timeout=30)
+    assert e.value.reason == "infeasible"
     with pytest.raises(symphony.InvalidInput, match="finite"):
         s.infer("m", None, deadline_ms=float("nan"))
     assert s.infer("m", None, deadline_ms=100).result(timeout=30) is None

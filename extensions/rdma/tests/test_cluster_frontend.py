@@ -370,7 +370,7 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     text = metric_lines(f)
     for model, counts in tally.by_model.items():
         for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
-            line = 'symphony_front_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
+            line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
             assert line in text, (line, text)
     assert "symphony_frontend_scheduler_connected 1" in text
     report = f.stop(signal.SIGINT)

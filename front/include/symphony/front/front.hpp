@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "symphony/front/protocol.hpp"
+#include "symphony/outcome_tally.hpp"
 #include "symphony/front/service.hpp"
 
 namespace symphony::front {
@@ -43,9 +44,9 @@ struct FrontOptions {
 // Counts of one model's requests, as the front answered them.
 struct FrontModelCounters {
   std::string model;
-  std::uint64_t received = 0;  // inference requests that named this model
-  std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;
-  std::array<std::uint64_t, kNumDropReasons> dropped_by_reason{};
+  // sent: the inference requests that named this model; ok, late, dropped,
+  // errors: those the service ended (errors also counts a service's refusal).
+  OutcomeCounts outcomes;
   std::uint64_t invalid = 0;  // 400: refused before they reached the scheduler
   std::uint64_t shed = 0;     // 429 by the front's own in-flight bound
   std::uint64_t unavailable = 0;  // 503 while stopping

@@ -11,8 +11,9 @@
 //
 // Guarantees:
 //  - bad input is rejected at infer() with a Status naming the problem
-//    (unknown model, wrong dtype/shape/count, a deadline even batch 1 cannot
-//    meet); nothing is queued then;
+//    (unknown model, wrong dtype/shape/count); nothing is queued then. A
+//    deadline even a batch of one cannot meet is an outcome: the request
+//    ends at once as dropped (infeasible);
 //  - every accepted request resolves exactly once: ok or late (with outputs),
 //    dropped (with the reason), or error (with the model's message). A model
 //    that throws fails only its batch; the server keeps serving;
@@ -43,6 +44,8 @@
 #include <string_view>
 #include <vector>
 
+#include "symphony/latency_histogram.hpp"
+#include "symphony/outcome_tally.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/profile_io/profile_file.hpp"
 #include "symphony/runtime/runtime_config.hpp"
@@ -100,6 +103,17 @@ struct ModelOptions {
   std::optional<Duration> alpha, beta;  // emulated devices: l(b) = alpha*b + beta
 };
 
+// What the server says of a model it serves (the protocol's metadata is
+// made from it).
+struct ModelInfo {
+  std::string name;
+  std::string platform;                 // "pytorch_torchscript", or "symphony_emulated"
+  std::vector<std::string> versions;    // {"1"}
+  std::vector<std::string> inputs;      // input specs, e.g. "float32[3,224,224]"
+  Duration slo;
+  std::uint32_t max_batch = 0;
+};
+
 struct InferResult {
   Outcome outcome = Outcome::kDropped;
   DropReason reason = DropReason::kNone;
@@ -116,9 +130,12 @@ struct InferResult {
 
 struct ModelStats {
   std::string name;
+  OutcomeCounts counts;  // every request the server accepted since start, by outcome
+  // The same counts spelt out (the Python API and older callers read these).
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
   std::map<std::string, std::uint64_t> dropped_by_reason;
-  Duration p50, p99, max_latency;                  // over ok and late requests
+  LatencyHistogram latency;                        // over ok and late requests
+  Duration p50, p99, max_latency;                  // of `latency`
   std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
   double mean_batch = 0;
   std::uint32_t max_batch = 0;  // from the profile and the options
@@ -162,7 +179,7 @@ struct DeviceStats {
 };
 
 struct ServerStats {
-  Duration elapsed;  // since start()
+  Duration elapsed;  // from start() to now, or to stop()
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
   double goodput_rps = 0;  // ok per second since start()
   std::vector<ModelStats> models;
@@ -185,6 +202,8 @@ class Server {
   // have run or expired, then unloads it.
   Status remove_model(std::string_view name);
   std::vector<std::string> model_names() const;
+  // What the server knows of `name`; kNotFound when it serves no such model.
+  Result<ModelInfo> model_info(std::string_view name) const;
   // The latency profile the scheduler uses for `name`.
   Result<LatencyProfile> model_profile(std::string_view name) const;
 
@@ -215,6 +234,10 @@ class Server {
   // (on a shard thread, which could not answer) it cancels nothing and
   // returns false.
   bool cancel(std::uint64_t ticket);
+  // The same, posted: returns at once without waiting for the model's shard
+  // thread; the request's `done` says what happened (dropped, cancelled, if
+  // it was still queued). Any thread, `done` callbacks and I/O threads included.
+  void cancel_async(std::uint64_t ticket);
 
   ServerStats stats() const;
 

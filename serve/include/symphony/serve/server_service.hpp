@@ -1,6 +1,9 @@
-// ServerService: the protocol front over the in-process server (`symphony
-// serve`, the Python `symphony.Server`). Tensors arrive as bytes and become
-// libtorch tensors without a copy; outputs go back as bytes.
+// ServerService: the one adapter between the protocol front and the
+// in-process server (`symphony serve`, the Python `symphony.Server`, both
+// through ServeApp). Tensors arrive as bytes and become libtorch tensors
+// without a copy; outputs go back as bytes. Models are described from what
+// the server says of them (Server::model_info); every outcome, a budget too
+// short to plan included, is the server's.
 //
 // Names: a model with one input calls it "input", with several "input0",
 // "input1", ...; outputs likewise "output" or "output0", ... (a tuple or
@@ -17,17 +20,20 @@
 #include "symphony/front/service.hpp"
 #include "symphony/server/server.hpp"
 
-namespace symphony::front {
+namespace symphony::serve {
+
+using front::InferenceService;
+using front::InferRequest;
+using front::ModelMetadata;
 
 class ServerService final : public InferenceService {
  public:
-  // `models`: what the server was given (names, input specs, SLOs);
-  // `delays`: its ServerOptions::delays (what a batch of one needs besides
-  // l(1), to tell a budget too short to meet from other refusals).
-  ServerService(server::Server& server, const std::vector<server::ModelOptions>& models, Delays delays = {});
+  explicit ServerService(server::Server& server) : server_(server) {}
 
-  // Serves a model added to the server after construction.
-  void add_model(const server::ModelOptions& model);
+  // Serves the server's model `name` (added to the server before).
+  Status add_model(std::string_view name);
+  // Stops describing a model (the server removes it).
+  void remove_model(std::string_view name);
   // Whether the server has started (ready() answers true from then on).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
 
@@ -38,14 +44,13 @@ class ServerService final : public InferenceService {
   void cancel(std::uint64_t ticket) override;
 
  private:
-  void learn_outputs(const std::string& model, const std::vector<Tensor>& outputs);
+  void learn_outputs(const std::string& model, const std::vector<front::Tensor>& outputs);
 
   server::Server& server_;
-  Delays delays_;
   std::atomic<bool> ready_{false};
   mutable std::mutex mu_;  // models_ (replaced whole when outputs become known)
   std::unordered_map<std::string, std::shared_ptr<const ModelMetadata>> models_;
   std::vector<std::string> order_;
 };
 
-}  // namespace symphony::front
+}  // namespace symphony::serve

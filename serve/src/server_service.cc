@@ -1,14 +1,17 @@
 // ServerService: the protocol front over server::Server.
-#include "symphony/front/server_service.hpp"
+#include "symphony/serve/server_service.hpp"
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "symphony/server/input_spec.hpp"
 
-namespace symphony::front {
+namespace symphony::serve {
 namespace {
+
+using namespace symphony::front;
 
 std::optional<DataType> datatype_of(c10::ScalarType t) {
   switch (t) {
@@ -100,30 +103,34 @@ Code code_of(Errc e) {
 
 }  // namespace
 
-ServerService::ServerService(server::Server& server, const std::vector<server::ModelOptions>& models, Delays delays)
-    : server_(server), delays_(delays) {
-  for (const server::ModelOptions& mo : models) add_model(mo);
-}
-
-void ServerService::add_model(const server::ModelOptions& mo) {
+Status ServerService::add_model(std::string_view name) {
+  Result<server::ModelInfo> info = server_.model_info(name);
+  if (!info.ok()) return info.status();
   auto m = std::make_shared<ModelMetadata>();
-  m->name = mo.name;
-  m->versions = {"1"};
-  m->platform = mo.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
-  m->slo = mo.slo;
-  m->max_batch = mo.max_batch;
-  for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
-    auto spec = server::parse_input_spec(mo.inputs[i]);
+  m->name = info->name;
+  m->versions = info->versions;
+  m->platform = info->platform;
+  m->slo = info->slo;
+  m->max_batch = info->max_batch;
+  for (std::size_t i = 0; i < info->inputs.size(); ++i) {
+    auto spec = server::parse_input_spec(info->inputs[i]);
     TensorSpec ts;
-    ts.name = indexed("input", i, mo.inputs.size());
+    ts.name = indexed("input", i, info->inputs.size());
     ts.datatype = spec.ok() ? datatype_of(spec->dtype).value_or(DataType::kFp32) : DataType::kFp32;
     ts.shape.push_back(-1);
     if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
     m->inputs.push_back(std::move(ts));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!models_.count(mo.name)) order_.push_back(mo.name);
-  models_[mo.name] = std::move(m);
+  if (!models_.count(m->name)) order_.push_back(m->name);
+  models_[m->name] = std::move(m);
+  return {};
+}
+
+void ServerService::remove_model(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (models_.erase(std::string(name)) == 0) return;
+  order_.erase(std::find(order_.begin(), order_.end(), name));
 }
 
 std::vector<std::shared_ptr<const ModelMetadata>> ServerService::models() const {
@@ -189,23 +196,12 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
       },
       &ticket);
   if (!s.ok()) {
-    // The server refuses at once a budget that even a batch of one cannot
-    // meet; to the protocol that is a drop (infeasible), not a bad request.
-    if (s.code() == Errc::kInvalidArgument) {
-      auto p = server_.model_profile(model);
-      if (p.ok() && budget < delays_.delay(1) + p->latency(1) + delays_.resp) {
-        Reply r = reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", model, budget);
-        r.message += "; even a batch of one needs " + format_ms(p->latency(1)) + " ms";
-        done(std::move(r));
-        return 0;
-      }
-    }
     done(Reply::error(code_of(s.code()), s.message()));
     return 0;
   }
   return ticket;
 }
 
-void ServerService::cancel(std::uint64_t ticket) { server_.cancel(ticket); }
+void ServerService::cancel(std::uint64_t ticket) { server_.cancel_async(ticket); }
 
-}  // namespace symphony::front
+}  // namespace symphony::serve

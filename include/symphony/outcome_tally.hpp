@@ -1,0 +1,120 @@
+// OutcomeCounts and OutcomeTally: how every part of Symphony counts the
+// requests it ended (docs/architecture.md#outcomes).
+//
+// OutcomeCounts is the plain record (sent; ok, late, dropped by reason,
+// errors) that reports, /metrics and the simulator's statistics are written
+// from; OutcomeTally is the thread-safe accumulator a server or a load
+// generator records into from any thread, with the latency of the requests
+// that produced outputs (ok and late). Contract:
+//  - record() is lock-free for the counts; the latency histogram takes a mutex;
+//  - snapshot() copies; the copy's counts satisfy sent >= ended() whenever
+//    every recorded request was counted as sent first.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "symphony/latency_histogram.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony {
+
+struct OutcomeCounts {
+  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
+  std::array<std::uint64_t, kNumDropReasons> dropped_by_reason{};
+
+  std::uint64_t ended() const noexcept { return ok + late + dropped + errors; }
+  // (sent - ok) / sent: every request not ok by its deadline, counting
+  // those refused before they were queued; 0 when nothing was sent.
+  double bad_rate() const noexcept {
+    return sent > ok ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
+  }
+  void add(Outcome o, DropReason r = DropReason::kNone) noexcept {
+    switch (o) {
+      case Outcome::kOk: ++ok; break;
+      case Outcome::kLate: ++late; break;
+      case Outcome::kDropped:
+        ++dropped;
+        ++dropped_by_reason[static_cast<std::size_t>(r)];
+        break;
+      case Outcome::kError: ++errors; break;
+    }
+  }
+  OutcomeCounts& operator+=(const OutcomeCounts& o) noexcept {
+    sent += o.sent;
+    ok += o.ok;
+    late += o.late;
+    dropped += o.dropped;
+    errors += o.errors;
+    for (std::size_t i = 0; i < dropped_by_reason.size(); ++i) dropped_by_reason[i] += o.dropped_by_reason[i];
+    return *this;
+  }
+  // What happened between `before` and this snapshot of the same tally.
+  OutcomeCounts since(const OutcomeCounts& before) const noexcept {
+    OutcomeCounts d;
+    d.sent = sent - before.sent;
+    d.ok = ok - before.ok;
+    d.late = late - before.late;
+    d.dropped = dropped - before.dropped;
+    d.errors = errors - before.errors;
+    for (std::size_t i = 0; i < d.dropped_by_reason.size(); ++i)
+      d.dropped_by_reason[i] = dropped_by_reason[i] - before.dropped_by_reason[i];
+    return d;
+  }
+  friend bool operator==(const OutcomeCounts&, const OutcomeCounts&) = default;
+};
+
+class OutcomeTally {
+ public:
+  // Counts one request sent (accepted by whoever will end it).
+  void sent() noexcept { sent_.fetch_add(1, std::memory_order_relaxed); }
+  // Takes back a sent() whose request was never accepted after all.
+  void unsend() noexcept { sent_.fetch_sub(1, std::memory_order_relaxed); }
+  // Counts one request's end; `latency` is recorded for ok and late.
+  void record(Outcome o, DropReason r, Duration latency) {
+    const auto oi = static_cast<std::size_t>(o);
+    outcomes_[oi].fetch_add(1, std::memory_order_relaxed);
+    if (o == Outcome::kDropped) drops_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+    if (o == Outcome::kOk || o == Outcome::kLate) {
+      std::lock_guard<std::mutex> lock(mu_);
+      latency_.record(latency);
+    }
+  }
+
+  OutcomeCounts counts() const noexcept {
+    OutcomeCounts c;
+    // Ends first, then sent: a request counted as sent before it ended is
+    // never seen ended but not sent.
+    c.ok = outcomes_[0].load(std::memory_order_relaxed);
+    c.late = outcomes_[1].load(std::memory_order_relaxed);
+    c.dropped = outcomes_[2].load(std::memory_order_relaxed);
+    c.errors = outcomes_[3].load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < c.dropped_by_reason.size(); ++i)
+      c.dropped_by_reason[i] = drops_[i].load(std::memory_order_relaxed);
+    c.sent = sent_.load(std::memory_order_relaxed);
+    return c;
+  }
+  // The latencies of the ok and late requests.
+  LatencyHistogram latency() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return latency_;
+  }
+  // Calls f(const LatencyHistogram&) under the histogram's lock (no copy).
+  template <class F>
+  void with_latency(F&& f) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(latency_);
+  }
+
+ private:
+  std::atomic<std::uint64_t> sent_{0};
+  std::array<std::atomic<std::uint64_t>, 4> outcomes_{};
+  std::array<std::atomic<std::uint64_t>, kNumDropReasons> drops_{};
+  mutable std::mutex mu_;
+  LatencyHistogram latency_;
+};
+
+}  // namespace symphony

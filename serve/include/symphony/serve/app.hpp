@@ -1,0 +1,113 @@
+// ServeApp: the serve application as a library. The in-process server, its
+// protocol front (HTTP and gRPC), its /metrics endpoint and its report,
+// wired once; `symphony serve` and the Python `symphony.Server` both run it
+// (docs/architecture.md#where-each-concept-lives).
+//
+// Contract:
+//  - the server owns the numbers: /metrics' symphony_requests_total counts
+//    every request the server ended, whatever sent it (front, Python, the
+//    built-in load); the front adds only what it alone knows;
+//  - stop() is graceful and idempotent: new protocol requests get 503, the
+//    server ends every request it holds, then the transports close;
+//  - thread-safe: add_model, start_front, stats and stop may be called from
+//    any thread.
+//
+//   auto app = std::move(*ServeApp::create(server_options));
+//   app->add_model(model_options);  app->start();
+//   app->start_front({.listen = {.http = "127.0.0.1:0"}});
+//   ...  app->stop();
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "symphony/front/front.hpp"
+#include "symphony/front/front_report.hpp"
+#include "symphony/front/listeners.hpp"
+#include "symphony/serve/server_metrics.hpp"
+#include "symphony/serve/server_service.hpp"
+#include "symphony/server/server.hpp"
+
+namespace symphony::metrics {
+class Endpoint;
+}
+
+namespace symphony::serve {
+
+struct FrontOptions {
+  front::ListenOptions listen;        // the addresses (--http, --grpc) and the transports' bounds
+  std::uint32_t max_inflight = 8192;  // protocol requests inside the server at once; more get 429
+  std::string port_file;              // where to write the addresses as JSON, if set
+};
+
+struct MetricsOptions {
+  std::string listen;                                // HOST:PORT of /metrics, /healthz, /readyz
+  Duration autoscale_window = Duration::seconds(30);  // the autoscaling advice's window
+  double max_bad_rate = 0.01;                         // the advice's bad-rate threshold
+};
+
+// What /readyz and symphony_up{phase} say.
+enum class Phase { kLoading, kServing, kDone };
+
+class ServeApp {
+ public:
+  // Creates the server (its devices); no model yet. Errors name the option.
+  static Result<std::unique_ptr<ServeApp>> create(server::ServerOptions options);
+  ~ServeApp();
+  ServeApp(const ServeApp&) = delete;
+  ServeApp& operator=(const ServeApp&) = delete;
+
+  server::Server& server() { return *server_; }
+  const server::Server& server() const { return *server_; }
+
+  // Loads a model on the server and, when a front runs, serves it there too.
+  Status add_model(const server::ModelOptions& m);
+  // Stops serving a model: the front first, then the server (which ends its
+  // queued requests).
+  Status remove_model(std::string_view name);
+  // Starts scheduling; the phase becomes serving.
+  Status start();
+
+  // Starts the protocol front on the server's models (those added later
+  // too). REQUIRES: start(). Errors name the option and the address;
+  // kAlreadyExists when a front runs.
+  Status start_front(const FrontOptions& o);
+  // Serves /metrics, /healthz and /readyz. Errors name the address.
+  Status start_metrics(const MetricsOptions& o);
+
+  // nullptr when no front runs.
+  front::Front* front();
+  const front::Listeners* listeners() const;
+  // "http://HOST:PORT/metrics", or "" without metrics.
+  std::string metrics_url() const;
+
+  Phase phase() const { return phase_.load(std::memory_order_acquire); }
+  // The server's statistics.
+  server::ServerStats stats() const { return server_->stats(); }
+  // The front's share of the report (front_report.hpp): printed, and as JSON.
+  // An empty object when no front ran.
+  nlohmann::json front_report(const server::ServerStats& stats, double seconds) const;
+
+  // New protocol requests get 503 from now on; the server goes on.
+  void begin_stop();
+  // Graceful stop (see the contract); the phase becomes done. Idempotent.
+  void stop(StopMode how = StopMode::kDrain);
+
+ private:
+  explicit ServeApp(std::unique_ptr<server::Server> server);
+
+  std::unique_ptr<server::Server> server_;
+  std::atomic<Phase> phase_{Phase::kLoading};
+  mutable std::mutex mu_;  // the front's pieces and the stop
+  std::unique_ptr<ServerService> service_;
+  std::unique_ptr<front::Front> front_;
+  std::unique_ptr<front::Listeners> listeners_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<metrics::Endpoint> endpoint_;  // after what it reads: destroyed first
+  bool stopped_ = false;
+};
+
+}  // namespace symphony::serve

@@ -1,0 +1,132 @@
+// The serve application: server, front, metrics and report wired once (app.hpp).
+#include "symphony/serve/app.hpp"
+
+#include "symphony/front/front_metrics.hpp"
+#include "symphony/metrics/endpoint.hpp"
+#include "symphony/metrics/exposition.hpp"
+
+namespace symphony::serve {
+
+Result<std::unique_ptr<ServeApp>> ServeApp::create(server::ServerOptions options) {
+  auto server = server::Server::create(std::move(options));
+  if (!server.ok()) return server.status();
+  return std::unique_ptr<ServeApp>(new ServeApp(std::move(*server)));
+}
+
+ServeApp::ServeApp(std::unique_ptr<server::Server> server)
+    : server_(std::move(server)), service_(std::make_unique<ServerService>(*server_)) {}
+
+ServeApp::~ServeApp() { stop(StopMode::kCancel); }
+
+Status ServeApp::add_model(const server::ModelOptions& m) {
+  if (Status s = server_->add_model(m); !s.ok()) return s;
+  return service_->add_model(m.name);
+}
+
+Status ServeApp::remove_model(std::string_view name) {
+  service_->remove_model(name);  // the front answers 404 from now on
+  return server_->remove_model(name);
+}
+
+Status ServeApp::start() {
+  if (Status s = server_->start(); !s.ok()) return s;
+  service_->set_ready(true);
+  phase_.store(Phase::kServing, std::memory_order_release);
+  return {};
+}
+
+Status ServeApp::start_front(const FrontOptions& o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (front_)
+    return Status(Errc::kAlreadyExists, "the protocol front is already running (" + listeners_->where() + ")");
+  if (stopped_) return Status(Errc::kFailedPrecondition, "the server is stopped");
+  front::FrontOptions fo;
+  fo.max_inflight = o.max_inflight;
+  auto front = std::make_unique<front::Front>(*service_, fo);
+  auto l = front::Listeners::start(*front, o.listen);
+  if (!l.ok()) return l.status();
+  if (!o.port_file.empty())
+    if (Status s = (*l)->write_port_file(o.port_file); !s.ok()) {
+      front->begin_stop();
+      (*l)->stop();
+      return s;
+    }
+  front_ = std::move(front);
+  listeners_ = std::move(*l);
+  return {};
+}
+
+Status ServeApp::start_metrics(const MetricsOptions& o) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (endpoint_) return Status(Errc::kAlreadyExists, "the metrics endpoint is already running");
+  metrics_ = std::make_unique<ServerMetrics>(*server_, o.autoscale_window, o.max_bad_rate);
+  auto ep = metrics::Endpoint::start(
+      o.listen,
+      [this](metrics::Writer& w) {
+        const Phase p = phase();
+        w.gauge("symphony_up", "1 while the process serves metrics; phase: loading, serving or done.",
+                {{"phase", p == Phase::kLoading ? "loading" : p == Phase::kServing ? "serving" : "done"}}, 1);
+        metrics_->collect(w);
+        std::lock_guard<std::mutex> l(mu_);
+        if (front_) front::write_front_metrics(front_->counters(), w, /*outcomes=*/false);
+      },
+      [this]() -> std::string {
+        switch (phase()) {
+          case Phase::kLoading: return "loading models and adding devices";
+          case Phase::kServing: return "";
+          case Phase::kDone: break;
+        }
+        return "the server has stopped (it no longer takes requests)";
+      });
+  if (!ep.ok()) return ep.status();
+  endpoint_ = std::move(*ep);
+  return {};
+}
+
+front::Front* ServeApp::front() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return front_.get();
+}
+
+const front::Listeners* ServeApp::listeners() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return listeners_.get();
+}
+
+std::string ServeApp::metrics_url() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoint_ ? "http://" + endpoint_->address() + "/metrics" : "";
+}
+
+nlohmann::json ServeApp::front_report(const server::ServerStats& stats, double seconds) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!front_) return nlohmann::json::object();
+  const front::ModelLatencyOf latency = [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
+    for (const auto& s : stats.models)
+      if (s.name == model) return front::ModelLatency{s.p50, s.p99, s.mean_batch, nlohmann::json::object()};
+    return std::nullopt;
+  };
+  return front::front_report(front_->counters(), latency, seconds, listeners_->http_address(),
+                             listeners_->grpc_address(), listeners_->where());
+}
+
+void ServeApp::begin_stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (front_) front_->begin_stop();
+}
+
+void ServeApp::stop(StopMode how) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (front_) front_->begin_stop();  // new protocol requests get 503
+  }
+  server_->stop(how);  // every request ends
+  service_->set_ready(false);
+  // After the server ended every request: the last responses are written.
+  if (listeners_) listeners_->stop();
+  phase_.store(Phase::kDone, std::memory_order_release);
+}
+
+}  // namespace symphony::serve

@@ -1,0 +1,106 @@
+// The in-process server's Prometheus families (server_metrics.hpp).
+#include "symphony/serve/server_metrics.hpp"
+
+#include <algorithm>
+
+#include "symphony/metrics/exposition.hpp"
+#include "symphony/metrics/outcome_report.hpp"
+#include "symphony/metrics/profile_metrics.hpp"
+
+namespace symphony::serve {
+
+using metrics::Labels;
+using server::DeviceModelEstimate;
+using server::DeviceStats;
+using server::ModelStats;
+using server::ServerStats;
+
+namespace {
+
+// The largest batch size a device's estimate of a model is reported at: the
+// model's max batch, within the estimate.
+std::uint32_t estimate_top(const DeviceModelEstimate& e, const std::vector<ModelStats>& models) {
+  std::uint32_t top = e.estimate.max_batch();
+  for (const ModelStats& m : models)
+    if (m.name == e.model) top = std::min(top, m.max_batch);
+  return top;
+}
+
+// Cumulative buckets at powers of two up to the model's max batch.
+void write_batch_histogram(metrics::Writer& w, const ModelStats& ms) {
+  std::vector<std::pair<double, std::uint64_t>> buckets;
+  std::uint64_t count = 0;
+  double sum = 0;
+  for (const auto& [size, n] : ms.batches) {
+    count += n;
+    sum += static_cast<double>(size) * static_cast<double>(n);
+  }
+  std::uint64_t below = 0;
+  auto it = ms.batches.begin();
+  for (std::uint32_t le = 1; le < std::max<std::uint32_t>(ms.max_batch, 1) * 2; le *= 2) {
+    for (; it != ms.batches.end() && it->first <= le; ++it) below += it->second;
+    buckets.emplace_back(static_cast<double>(le), below);
+    if (le >= ms.max_batch) break;
+  }
+  w.histogram("symphony_batch_size", "Sizes of the batches run since start.", {{"model", ms.name}}, buckets, sum,
+              count);
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(const server::Server& server, Duration autoscale_window, double max_bad_rate)
+    : server_(server), max_bad_rate_(max_bad_rate), window_(autoscale_window) {}
+
+void ServerMetrics::collect(metrics::Writer& w) {
+  const ServerStats now = server_.stats();
+  const double elapsed = now.elapsed.to_seconds();
+  for (const ModelStats& ms : now.models) {
+    const Labels m{{"model", ms.name}};
+    w.counter("symphony_requests_sent_total", "Requests the server accepted since start.", m,
+              static_cast<double>(ms.counts.sent));
+    metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.name, ms.counts);
+    w.gauge("symphony_goodput_rps", "Requests ok per second since start.", m,
+            elapsed > 0 ? static_cast<double>(ms.counts.ok) / elapsed : 0.0);
+    w.histogram_from("symphony_request_latency_seconds",
+                     "Latency of ok and late requests since start, from submission to the outcome.", m, ms.latency,
+                     metrics::kLatencyBucketsSeconds);
+    const std::uint64_t ended = ms.counts.ended();
+    w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
+            static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));
+    write_batch_histogram(w, ms);
+    metrics::write_profile_metrics(w, ms.name,
+                                   CalibrationSnapshot{ms.recalibrating, ms.offline_profile, ms.profile_in_use,
+                                                       ms.recalibration_samples, ms.recalibration_updates, {}},
+                                   ms.max_batch);
+  }
+  Duration busy_total;
+  for (const DeviceStats& ds : now.devices) {
+    const Labels l{{"device", ds.name}};
+    busy_total += ds.busy;
+    w.counter("symphony_device_busy_seconds_total", "Seconds the device spent running batches since start.", l,
+              ds.busy.to_seconds());
+    w.counter("symphony_device_batches_total", "Batches the device ran since start.", l,
+              static_cast<double>(ds.batches));
+    w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
+            elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
+    for (const DeviceModelEstimate& e : ds.models)
+      metrics::write_device_profile_metrics(w, ds.name, e.model, e.samples, e.offline, e.estimate,
+                                            estimate_top(e, now.models));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const AutoscaleSignal sig = window_.observe({SteadyClock{}.now(), now.ok + now.late + now.dropped + now.errors,
+                                               now.late + now.dropped + now.errors, busy_total,
+                                               static_cast<std::uint32_t>(now.devices.size())});
+  const AutoscaleAdvice adv = autoscale_advice(sig, max_bad_rate_);
+  w.gauge("symphony_autoscale_advice_gpus",
+          "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window.", {}, adv.advice);
+  w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.", {},
+          sig.bad_rate());
+  w.gauge("symphony_autoscale_busy_fraction", "Mean busy fraction of the devices in the recent window.", {},
+          sig.busy_fraction);
+  w.gauge("symphony_autoscale_gpus", "Devices in service.", {}, sig.gpus);
+  w.gauge("symphony_autoscale_window_seconds", "Span the autoscaling signal covers.", {},
+          window_.last_span().to_seconds());
+}
+
+}  // namespace symphony::serve
