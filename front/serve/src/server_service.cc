@@ -10,37 +10,8 @@
 namespace symphony::front {
 namespace {
 
-std::optional<DataType> datatype_of(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool: return DataType::kBool;
-    case c10::ScalarType::Byte: return DataType::kUint8;
-    case c10::ScalarType::Char: return DataType::kInt8;
-    case c10::ScalarType::Short: return DataType::kInt16;
-    case c10::ScalarType::Int: return DataType::kInt32;
-    case c10::ScalarType::Long: return DataType::kInt64;
-    case c10::ScalarType::Half: return DataType::kFp16;
-    case c10::ScalarType::BFloat16: return DataType::kBf16;
-    case c10::ScalarType::Float: return DataType::kFp32;
-    case c10::ScalarType::Double: return DataType::kFp64;
-    default: return std::nullopt;
-  }
-}
-
-std::optional<c10::ScalarType> scalar_type_of(DataType t) {
-  switch (t) {
-    case DataType::kBool: return c10::ScalarType::Bool;
-    case DataType::kUint8: return c10::ScalarType::Byte;
-    case DataType::kInt8: return c10::ScalarType::Char;
-    case DataType::kInt16: return c10::ScalarType::Short;
-    case DataType::kInt32: return c10::ScalarType::Int;
-    case DataType::kInt64: return c10::ScalarType::Long;
-    case DataType::kFp16: return c10::ScalarType::Half;
-    case DataType::kBf16: return c10::ScalarType::BFloat16;
-    case DataType::kFp32: return c10::ScalarType::Float;
-    case DataType::kFp64: return c10::ScalarType::Double;
-    default: return std::nullopt;
-  }
-}
+using server::datatype_of;
+using server::scalar_type_of;
 
 std::string indexed(const char* base, std::size_t i, std::size_t n) {
   return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
@@ -113,10 +84,10 @@ void ServerService::add_model(const server::ModelOptions& mo) {
   m->slo = mo.slo;
   m->max_batch = mo.max_batch;
   for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
-    auto spec = server::parse_input_spec(mo.inputs[i]);
+    auto spec = parse_tensor_spec(mo.inputs[i]);
     TensorSpec ts;
     ts.name = indexed("input", i, mo.inputs.size());
-    ts.datatype = spec.ok() ? datatype_of(spec->dtype).value_or(DataType::kFp32) : DataType::kFp32;
+    ts.datatype = spec.ok() ? spec->dtype : DataType::kFp32;
     ts.shape.push_back(-1);
     if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
     m->inputs.push_back(std::move(ts));

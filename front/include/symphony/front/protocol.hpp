@@ -16,28 +16,15 @@
 #include <vector>
 
 #include "symphony/front/trace.hpp"
+#include "symphony/tensor_spec.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony::front {
 
-// The protocol's tensor datatypes ("FP32", "INT64", ...).
-enum class DataType : std::uint8_t {
-  kBool,
-  kUint8,
-  kUint16,
-  kUint32,
-  kUint64,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kFp16,
-  kBf16,
-  kFp32,
-  kFp64,
-  kBytes,
-};
+// The protocol's tensor datatypes ("FP32", "INT64", ...): the one table of
+// symphony/tensor_spec.hpp.
+using DataType = symphony::DataType;
 
 // "FP32" -> kFp32; nullopt for a name the protocol does not define.
 std::optional<DataType> parse_datatype(std::string_view name) noexcept;
