@@ -11,6 +11,20 @@ std::string_view to_string(DataType t) noexcept { return datatype_info(t).protoc
 
 std::size_t element_size(DataType t) noexcept { return datatype_info(t).bytes; }
 
+std::string tensor_name(std::string_view base, std::size_t i, std::size_t n) {
+  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
+}
+
+TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name) {
+  TensorSpec t;
+  t.name = std::move(name);
+  t.datatype = spec.dtype;
+  t.shape.reserve(spec.shape.size() + 1);
+  t.shape.push_back(-1);
+  t.shape.insert(t.shape.end(), spec.shape.begin(), spec.shape.end());
+  return t;
+}
+
 std::string shape_string(const Shape& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) {

@@ -13,10 +13,6 @@ namespace {
 using server::datatype_of;
 using server::scalar_type_of;
 
-std::string indexed(const char* base, std::size_t i, std::size_t n) {
-  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
-}
-
 // One output tensor as bytes (contiguous, on the CPU).
 std::optional<Tensor> to_tensor(const at::Tensor& t, std::string name) {
   const auto type = datatype_of(t.scalar_type());
@@ -52,7 +48,7 @@ bool to_outputs(const c10::IValue& v, std::vector<Tensor>* out) {
   }
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!items[i].isTensor()) return false;
-    auto t = to_tensor(items[i].toTensor(), indexed("output", i, items.size()));
+    auto t = to_tensor(items[i].toTensor(), tensor_name("output", i, items.size()));
     if (!t) return false;
     out->push_back(std::move(*t));
   }
@@ -84,12 +80,9 @@ void ServerService::add_model(const server::ModelOptions& mo) {
   m->slo = mo.slo;
   m->max_batch = mo.max_batch;
   for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
+    const std::string name = tensor_name("input", i, mo.inputs.size());
     auto spec = parse_tensor_spec(mo.inputs[i]);
-    TensorSpec ts;
-    ts.name = indexed("input", i, mo.inputs.size());
-    ts.datatype = spec.ok() ? spec->dtype : DataType::kFp32;
-    ts.shape.push_back(-1);
-    if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
+    TensorSpec ts = spec.ok() ? metadata_spec(*spec, name) : TensorSpec{name, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));
   }
   std::lock_guard<std::mutex> lock(mu_);

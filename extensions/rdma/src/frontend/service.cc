@@ -10,20 +10,10 @@ using front::Code;
 using front::DataType;
 using front::Reply;
 
-std::string indexed(const char* base, std::size_t i, std::size_t n) {
-  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
-}
-
 std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls, const char* base) {
   std::vector<front::TensorSpec> out;
-  for (std::size_t i = 0; i < decls.size(); ++i) {
-    front::TensorSpec t;
-    t.name = indexed(base, i, decls.size());
-    t.datatype = decls[i].dtype;
-    t.shape.push_back(-1);
-    t.shape.insert(t.shape.end(), decls[i].shape.begin(), decls[i].shape.end());
-    out.push_back(std::move(t));
-  }
+  for (std::size_t i = 0; i < decls.size(); ++i)
+    out.push_back(front::metadata_spec(decls[i], front::tensor_name(base, i, decls.size())));
   return out;
 }
 

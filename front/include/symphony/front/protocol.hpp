@@ -58,6 +58,13 @@ struct TensorSpec {
   Shape shape;  // the batch dimension first, as -1
 };
 
+// A model's tensor `i` of `n` in metadata: "input" when it is the only one,
+// else "input0", "input1", ...
+std::string tensor_name(std::string_view base, std::size_t i, std::size_t n);
+// The metadata of a config's tensor spec (symphony/tensor_spec.hpp): its
+// datatype and shape behind a batch dimension of -1.
+TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name);
+
 struct ModelMetadata {
   std::string name;
   std::vector<std::string> versions;  // Symphony serves one version: "1"
