@@ -2,6 +2,8 @@
 // shared YamlReader.
 #include "symphony/config/serve_config.hpp"
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
