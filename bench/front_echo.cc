@@ -80,33 +80,6 @@ class EchoService final : public InferenceService {
   std::atomic<std::uint64_t> answered_{0};
 };
 
-// "float32[4]", "int64[2,3]": the datatype and the sample's shape.
-bool parse_spec(const std::string& s, DataType* type, Shape* shape) {
-  static const std::map<std::string, DataType> kTypes = {
-      {"float32", DataType::kFp32}, {"float64", DataType::kFp64}, {"float16", DataType::kFp16},
-      {"bfloat16", DataType::kBf16}, {"int64", DataType::kInt64}, {"int32", DataType::kInt32},
-      {"int16", DataType::kInt16},  {"int8", DataType::kInt8},    {"uint8", DataType::kUint8},
-      {"bool", DataType::kBool}};
-  const std::size_t open = s.find('[');
-  if (open == std::string::npos || s.back() != ']') return false;
-  auto it = kTypes.find(s.substr(0, open));
-  if (it == kTypes.end()) return false;
-  *type = it->second;
-  shape->clear();
-  std::string dims = s.substr(open + 1, s.size() - open - 2);
-  std::size_t i = 0;
-  while (i < dims.size()) {
-    std::size_t j = dims.find(',', i);
-    if (j == std::string::npos) j = dims.size();
-    char* end = nullptr;
-    const long long d = std::strtoll(dims.c_str() + i, &end, 10);
-    if (end != dims.c_str() + j || d <= 0) return false;
-    shape->push_back(d);
-    i = j + 1;
-  }
-  return true;
-}
-
 bool split_address(const std::string& a, std::string* host, int* port) {
   const std::size_t colon = a.rfind(':');
   if (colon == std::string::npos || colon == 0) return false;
@@ -198,16 +171,17 @@ int main(int argc, char** argv) {
   md->platform = "symphony_echo";
   md->slo = Duration::from_ms(slo_ms);
   md->max_batch = 1;
-  TensorSpec in;
+  front::TensorSpec in;
   in.name = "input";
-  Shape sample;
-  if (!parse_spec(input, &in.datatype, &sample)) {
-    std::fprintf(stderr, "front_echo: --input '%s' is not like float32[4]\n", input.c_str());
+  const Result<symphony::TensorSpec> sample = parse_tensor_spec(input);
+  if (!sample.ok()) {
+    std::fprintf(stderr, "front_echo: --input: %s\n", sample.status().message().c_str());
     return 2;
   }
+  in.datatype = sample->dtype;
   in.shape = {-1};
-  in.shape.insert(in.shape.end(), sample.begin(), sample.end());
-  TensorSpec out = in;
+  in.shape.insert(in.shape.end(), sample->shape.begin(), sample->shape.end());
+  front::TensorSpec out = in;
   out.name = "output";
   md->inputs = {in};
   md->outputs = {out};

@@ -98,7 +98,7 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
             f"devices: {devices}",
             "policy: deferred",
             "shards: 1",
-            f"delays: {{margin_us: {int(MARGIN_MS * 1000)}}}",
+            f"delays: {{safety_margin_ms: {MARGIN_MS}}}",
             f"profiling: {{latency: p90, max_batch: {max_batch}, repeats: 10}}",
             f"load: {{duration_s: {duration}, warmup_s: {warmup}, arrival: poisson, seed: 1}}",
             "models:",

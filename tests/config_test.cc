@@ -7,6 +7,7 @@
 #include <string>
 
 #include "symphony/config/config.hpp"
+#include "symphony/config/yaml_reader.hpp"
 #include "symphony/experiment_spec.hpp"
 #include "symphony/partition/subclusters.hpp"
 #include "symphony/subcluster.hpp"
@@ -56,6 +57,68 @@ TEST(ConfigTest, ErrorsNameTheFileLineColumnAndKey) {
   }
   EXPECT_THROW((void)parse_config(std::string(kConfig) + "noise: {kind: loud}\n", "c.yaml"), ConfigError);
   EXPECT_THROW((void)parse_config("gpus: 4\n", "c.yaml"), ConfigError);  // no models
+}
+
+TEST(ConfigTest, ErrorsNameTheKeyPathOfListEntries) {
+  std::string text = kConfig;
+  text.replace(text.find("slo_ms: 50, rate"), 10, "slo_ms: 0.");
+  try {
+    (void)parse_config(text, "c.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "c.yaml:10:48: models[1].slo_ms: must be > 0, got 0");
+  }
+  try {
+    (void)parse_config(std::string(kConfig) + "recalibrate: {window: 0}\n", "c.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "c.yaml:12:23: recalibrate.window: must be an integer in [1, 4096], got 0");
+  }
+  try {  // serve's old spellings are serve's alone: an unknown key here
+    text = kConfig;
+    text.replace(text.find("ctrl_ms: 0.5"), 7, "ctrl_us");
+    (void)parse_config(text, "c.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("c.yaml:4:10: delays.ctrl_us: unknown key 'ctrl_us' (known keys: ctrl_ms, ", 0),
+              0u)
+        << e.what();
+  }
+}
+
+TEST(YamlReaderTest, GettersCheckTypesAndRangesAndNameThePlace) {
+  const YamlReader r("r.yaml", "/etc/symphony");
+  const YAML::Node root = r.load("a: {n: 3, x: -1.5, s: text, b: yes, ms: 2.5, l: [p, q]}\n");
+  const YAML::Node a = root["a"];
+  EXPECT_EQ(r.integer(a["n"], "a.n", 1, 4), 3u);
+  EXPECT_EQ(r.string(a["s"], "a.s"), "text");
+  EXPECT_TRUE(r.boolean(a["b"], "a.b"));
+  EXPECT_EQ(r.millis(a["ms"], "a.ms"), Duration::microseconds(2500));
+  EXPECT_EQ(r.strings(a["l"], "a.l"), (std::vector<std::string>{"p", "q"}));
+  EXPECT_EQ(r.strings(a["s"], "a.s", /*one_ok=*/true), (std::vector<std::string>{"text"}));
+  EXPECT_EQ(r.path("m.pt"), "/etc/symphony/m.pt");
+  EXPECT_EQ(r.path("/abs/m.pt"), "/abs/m.pt");
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { r.integer(a["n"], "a.n", 4, 8); }), "r.yaml:1:8: a.n: must be an integer in [4, 8], got 3");
+  EXPECT_EQ(message([&] { r.number_min(a["x"], "a.x", 0, false); }), "r.yaml:1:14: a.x: must be >= 0, got -1.5");
+  EXPECT_EQ(message([&] { r.number(a["s"], "a.s"); }), "r.yaml:1:23: a.s: must be a finite number, got 'text'");
+  EXPECT_EQ(message([&] { r.boolean(a["s"], "a.s"); }), "r.yaml:1:23: a.s: must be true or false, got 'text'");
+  EXPECT_EQ(message([&] { r.string(a["l"], "a.l"); }), "r.yaml:1:49: a.l: must be a string");
+  EXPECT_EQ(message([&] { r.check_keys(a, "a", {"n", "x", "s", "b", "ms"}); }),
+            "r.yaml:1:46: a.l: unknown key 'l' (known keys: n, x, s, b, ms)");
+  EXPECT_EQ(message([&] { r.load("a: [1,\n"); }).rfind("r.yaml:2:1: YAML syntax error: ", 0), 0u);
+  // The boundary to Result: a ConfigError becomes kInvalidArgument with the same message.
+  Result<int> bad = read_or_status<int>([&]() -> int { r.fail(a["n"], "a.n", "no"); });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "r.yaml:1:8: a.n: no");
 }
 
 TEST(ConfigTest, ExpectedRatesFollowTheRateSchedule) {

@@ -1,10 +1,14 @@
-// `symphony serve` configs: defaults, paths, policies, and bad configs
-// rejected with messages naming the key and the file.
-#include "symphony/server/serve_config.hpp"
+// `symphony serve` configs: defaults, paths, policies, the deprecated
+// delay spellings, and bad configs rejected with messages naming the file,
+// line:column and key path.
+#include "symphony/config/serve_config.hpp"
 
 #include <gtest/gtest.h>
 
-namespace symphony::server {
+#include <filesystem>
+#include <fstream>
+
+namespace symphony::config {
 namespace {
 
 constexpr const char* kGood = R"(
@@ -13,7 +17,7 @@ cpu_threads: 1
 policy: timeout:2.5
 shards: 2
 metrics: 127.0.0.1:0
-delays: {ctrl_us: 10, data_us: 1.5}
+delays: {ctrl_ms: 0.01, data_ms: 0.0015}
 profiling: {latency: median, max_batch: 16, repeats: 5}
 load: {duration_s: 10, warmup_s: 1, arrival: "gamma:0.5", seed: 7}
 models:
@@ -95,7 +99,8 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   for (const char* bad : {"recalibrate: sometimes\n", "recalibrate: {percentile: 1.5}\n", "recalibrate: {speed: 2}\n"}) {
     c = parse_serve_config(bad + models, "r.yaml", "");
     ASSERT_FALSE(c.ok()) << bad;
-    EXPECT_NE(c.status().message().find("r.yaml: key 'recalibrate"), std::string::npos) << c.status().message();
+    EXPECT_EQ(c.status().message().rfind("r.yaml:1:", 0), 0u) << c.status().message();
+    EXPECT_NE(c.status().message().find(": recalibrate"), std::string::npos) << c.status().message();
   }
 }
 
@@ -107,31 +112,126 @@ TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
     EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
   };
   const std::string model = "models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10}]\n";
-  expect("", "'models' is missing");
-  expect("colour: red\n" + model, "key 'colour' is not a known setting");
-  expect("load: {durration_s: 5}\n" + model, "key 'load.durration_s' is not a known setting");
-  expect("policy: lazy\n" + model, "key 'policy'");
-  expect("cpu_threads: 0\n" + model, "key 'cpu_threads' must be at least 1");
-  expect("shards: many\n" + model, "key 'shards' has the wrong type");
-  expect("metrics: 9464\n" + model, "key 'metrics' '9464' is not HOST:PORT");
-  expect("delays: {ctrl_us: -3}\n" + model, "key 'delays.ctrl_us' must not be negative");
-  expect("load: {arrival: bursty}\n" + model, "key 'load.arrival'");
-  expect("load: {duration_s: 5, warmup_s: 5}\n" + model, "key 'load.warmup_s'");
-  expect("models: []\n", "key 'models' must be a non-empty list");
-  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, rate: -5}]\n", "key 'models[0].rate'");
-  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 0}]\n", "key 'models[0].slo_ms'");
-  expect("models: [{name: m, inputs: ['float32[4]'], slo_ms: 10}]\n", "key 'models[0].path' is missing");
-  expect("models: [{name: m, path: m.pt, slo_ms: 10}]\n", "key 'models[0].input' is missing");
+  expect("", "models: is missing: the config is empty");
+  expect("colour: red\n" + model, "bad.yaml:1:1: colour: unknown key 'colour' (known keys: devices, ");
+  expect("load: {durration_s: 5}\n" + model, "bad.yaml:1:8: load.durration_s: unknown key 'durration_s'");
+  expect("policy: lazy\n" + model, "bad.yaml:1:9: policy: ");
+  expect("cpu_threads: 0\n" + model, "bad.yaml:1:14: cpu_threads: must be an integer in [1, 1024], got 0");
+  expect("shards: many\n" + model, "shards: must be a finite number, got 'many'");
+  expect("metrics: 9464\n" + model, "metrics: '9464' is not HOST:PORT");
+  expect("delays: {ctrl_ms: -3}\n" + model, "bad.yaml:1:19: delays.ctrl_ms: must be >= 0, got -3");
+  expect("delays: {ctrl_us: -3}\n" + model, "delays.ctrl_us: must be >= 0, got -3");
+  expect("delays: {margin: 3}\n" + model, "delays.margin: unknown key 'margin'");
+  expect("load: {arrival: bursty}\n" + model, "load.arrival: must be poisson, uniform or gamma:<shape>");
+  expect("load: {arrival: 'gamma:0'}\n" + model, "load.arrival: gamma needs a positive shape");
+  expect("load: {duration_s: 5, warmup_s: 5}\n" + model, "load.warmup_s: must be shorter than load.duration_s");
+  expect("models: []\n", "bad.yaml:1:9: models: must be a non-empty list");
+  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, rate: -5}]\n",
+         "bad.yaml:1:74: models[0].rate: must be >= 0, got -5");
+  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 0}]\n", "models[0].slo_ms: must be > 0");
+  expect("models: [{name: m, inputs: ['float32[4]'], slo_ms: 10}]\n", "models[0].path: is missing");
+  expect("models: [{name: m, path: m.pt, slo_ms: 10}]\n", "models[0].input: is missing");
   expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, batch: 3}]\n",
-         "key 'models[0].batch' is not a known setting");
-  expect("models: [{name: m, alpha_ms: 1, slo_ms: 10}]\n", "key 'models[0].alpha_ms'");
+         "models[0].batch: unknown key 'batch'");
+  expect("models: [{name: m, alpha_ms: 1, slo_ms: 10}]\n", "models[0].beta_ms: is missing");
   expect("models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: 10}\n"
          "  - {name: m, path: n.pt, input: 'float32[4]', slo_ms: 10}\n",
-         "'m' is used twice");
+         "bad.yaml:3:12: models[1].name: 'm' is used twice");
   expect("models: [{name: m, path: m.pt, input: 'float32[4]', inputs: ['float32[4]'], slo_ms: 10}]\n",
          "both given");
+  // Tensor specs are checked here, with the shared parser (tensor_spec.hpp).
+  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]', 'complex[2]'], slo_ms: 10}]\n",
+         "bad.yaml:1:55: models[0].inputs[1]: unknown dtype 'complex'");
+  expect("models: [{name: m, path: m.pt, input: 'float32[0]', slo_ms: 10}]\n",
+         "models[0].input: dimension '0' in 'float32[0]' is not a positive integer");
+  expect("models:\n  - name: m\n    path: m.pt\n    input: float32[4]\n    slo_ms: soon\n",
+         "bad.yaml:5:13: models[0].slo_ms: must be a finite number, got 'soon'");
+  expect("devices: [cpu]\n" + model, "bad.yaml:1:10: devices: must be a string");
+  expect("models: {name: m}\n", "models: must be a non-empty list");
   EXPECT_EQ(load_serve_config("/nonexistent/serve.yaml").status().code(), Errc::kNotFound);
 }
 
+TEST(ServeConfigTest, DelaysAreInMillisecondsAndTheOldSpellingsStillWork) {
+  const std::string models = "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
+  auto c = parse_serve_config(models, "d.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->delays.safety_margin, Duration::milliseconds(1));  // the default margin
+  EXPECT_EQ(c->delays.ctrl, Duration::zero());
+
+  testing::internal::CaptureStderr();
+  c = parse_serve_config("delays: {ctrl_ms: 0.25, data_ms: 0.002, resp_ms: 1, safety_margin_ms: 5}\n" + models,
+                         "d.yaml", "");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");  // no notice for the current spellings
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->delays.ctrl, Duration::microseconds(250));
+  EXPECT_EQ(c->delays.data, Duration::microseconds(2));
+  EXPECT_EQ(c->delays.resp, Duration::milliseconds(1));
+  EXPECT_EQ(c->delays.safety_margin, Duration::milliseconds(5));
+
+  // serve's old spellings, in microseconds: the same delays, and a notice per
+  // key that names its replacement.
+  testing::internal::CaptureStderr();
+  auto old = parse_serve_config("delays: {ctrl_us: 250, data_us: 2, resp_us: 1000, margin_us: 5000}\n" + models,
+                                "d.yaml", "");
+  const std::string notice = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->delays.ctrl, c->delays.ctrl);
+  EXPECT_EQ(old->delays.data, c->delays.data);
+  EXPECT_EQ(old->delays.resp, c->delays.resp);
+  EXPECT_EQ(old->delays.safety_margin, c->delays.safety_margin);
+  EXPECT_NE(notice.find("d.yaml:1:19: warning: 'delays.ctrl_us' is deprecated; write 'delays.ctrl_ms' (in "
+                        "milliseconds)"),
+            std::string::npos)
+      << notice;
+  EXPECT_NE(notice.find("'delays.data_us' is deprecated; write 'delays.data_ms'"), std::string::npos) << notice;
+  EXPECT_NE(notice.find("'delays.resp_us' is deprecated; write 'delays.resp_ms'"), std::string::npos) << notice;
+  EXPECT_NE(notice.find("'delays.margin_us' is deprecated; write 'delays.safety_margin_ms'"), std::string::npos)
+      << notice;
+
+  testing::internal::CaptureStderr();
+  auto both = parse_serve_config("delays: {margin_us: 5000, safety_margin_ms: 5}\n" + models, "d.yaml", "");
+  testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("d.yaml:1:21: delays.margin_us: give safety_margin_ms or margin_us, not both"),
+            std::string::npos)
+      << both.status().message();
+}
+
+TEST(ServeConfigTest, RecalibrateReadsAsTheSimulatorsDoes) {
+  // One reader for `recalibrate:` (YamlReader::recalibration): the
+  // simulator's ranges apply to serve's configs too.
+  const std::string models = "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
+  auto c = parse_serve_config("recalibrate: {window: 5000}\n" + models, "r.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("r.yaml:1:23: recalibrate.window: must be an integer in [1, 4096], got 5000"),
+            std::string::npos)
+      << c.status().message();
+  c = parse_serve_config("recalibrate: {min_samples: 64, window: 32}\n" + models, "r.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("recalibrate: recalibration min_samples must be in [1, window]"),
+            std::string::npos)
+      << c.status().message();
+  c = parse_serve_config("recalibrate: off\n" + models, "r.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->recalibration.enabled);
+}
+
+TEST(ServeConfigTest, LoadsAFileAndResolvesPathsAgainstIt) {
+  const std::string dir = testing::TempDir() + "serve_config_test";
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/serve.yaml";
+  std::ofstream(file) << "models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: 10, profile: p.yaml}\n";
+  auto c = load_serve_config(file);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->file, file);
+  EXPECT_EQ(c->models[0].path, dir + "/m.pt");
+  EXPECT_EQ(c->models[0].profile, dir + "/p.yaml");
+  std::ofstream(file) << "models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: -1}\n";
+  c = load_serve_config(file);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), file + ":2:56: models[0].slo_ms: must be > 0, got -1");
+}
+
 }  // namespace
-}  // namespace symphony::server
+}  // namespace symphony::config

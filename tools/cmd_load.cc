@@ -22,9 +22,7 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include "symphony/front/client/load.hpp"
-#ifdef SYMPHONY_HAVE_SERVER
-#include "symphony/server/serve_config.hpp"
-#endif
+#include "symphony/config/serve_config.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -73,8 +71,7 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
   };
   std::vector<Named> models;
   if (!a.config.empty()) {
-#ifdef SYMPHONY_HAVE_SERVER
-    auto cfg = server::load_serve_config(a.config);
+    auto cfg = config::load_serve_config(a.config);
     if (!cfg.ok()) {
       print_error("load", "%s\n", cfg.status().message().c_str());
       return false;
@@ -96,11 +93,6 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
       }
       models = std::move(picked);
     }
-#else
-    print_error("load", "--config needs serve's config reader, which this build does not have (no libtorch); "
-                        "use --model with --rate or --concurrency\n");
-    return false;
-#endif
   } else {
     if (a.models.empty()) {
       print_error("load", "give --config FILE or at least one --model NAME\n");

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "symphony/config/files.hpp"
+#include "symphony/config/yaml_reader.hpp"
 #include "symphony/model_state.hpp"
 
 #ifndef SYMPHONY_SOURCE_DATA_DIR
@@ -37,88 +38,8 @@ std::string format_number(double v) {
   return s.str();
 }
 
-// Walks one YAML document, remembering the file for messages.
-class Reader {
- public:
-  Reader(std::string origin, std::string base_dir)
-      : origin_(std::move(origin)), base_dir_(std::move(base_dir)) {}
-
-  const std::string& origin() const { return origin_; }
-
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& msg) const {
-    std::string where = origin_;
-    const YAML::Mark m = at.Mark();
-    if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-    throw ConfigError(where + ": " + (key.empty() ? "" : key + ": ") + msg);
-  }
-
-  // REQUIRES: n is a map. Rejects keys outside `known`, naming them.
-  void check_keys(const YAML::Node& n, const std::string& path,
-                  std::initializer_list<const char*> known) const {
-    if (!n.IsMap()) fail(n, path, "must be a map");
-    std::set<std::string> seen;
-    for (const auto& kv : n) {
-      const std::string k = kv.first.as<std::string>();
-      if (!seen.insert(k).second) fail(kv.first, join(path, k), "duplicate key '" + k + "'");
-      if (std::none_of(known.begin(), known.end(), [&](const char* x) { return k == x; })) {
-        std::string list;
-        for (const char* x : known) list += (list.empty() ? "" : ", ") + std::string(x);
-        fail(kv.first, join(path, k), "unknown key '" + k + "' (known keys: " + list + ")");
-      }
-    }
-  }
-
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-
-  double number(const YAML::Node& n, const std::string& key) const {
-    if (!n.IsScalar()) fail(n, key, "must be a number");
-    const std::string s = n.Scalar();
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end == s.c_str() || *end != '\0' || !std::isfinite(v))
-      fail(n, key, "must be a finite number, got '" + s + "'");
-    return v;
-  }
-  double number_min(const YAML::Node& n, const std::string& key, double lo, bool strict) const {
-    const double v = number(n, key);
-    if (strict ? !(v > lo) : !(v >= lo))
-      fail(n, key,
-           std::string("must be ") + (strict ? "> " : ">= ") + format_number(lo) + ", got " +
-               format_number(v));
-    return v;
-  }
-  std::uint64_t integer(const YAML::Node& n, const std::string& key, std::uint64_t lo,
-                        std::uint64_t hi) const {
-    const double v = number(n, key);
-    if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
-      fail(n, key,
-           "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-               n.Scalar());
-    return static_cast<std::uint64_t>(v);
-  }
-  std::string string(const YAML::Node& n, const std::string& key) const {
-    if (!n.IsScalar()) fail(n, key, "must be a string");
-    return n.Scalar();
-  }
-  bool boolean(const YAML::Node& n, const std::string& key) const {
-    const std::string s = string(n, key);
-    if (s == "true" || s == "yes" || s == "on") return true;
-    if (s == "false" || s == "no" || s == "off") return false;
-    fail(n, key, "must be true or false, got '" + s + "'");
-  }
-
-  std::string path(const std::string& p) const {
-    if (p.empty() || fs::path(p).is_absolute() || base_dir_.empty()) return p;
-    return (fs::path(base_dir_) / p).lexically_normal().string();
-  }
-  const std::string& base_dir() const { return base_dir_; }
-
- private:
-  std::string origin_;
-  std::string base_dir_;
-};
+// The strict reading layer shared with serve's and the cluster's configs.
+using Reader = YamlReader;
 
 ArrivalProcess parse_arrival(const Reader& r, const YAML::Node& n, const std::string& key) {
   const std::string s = r.string(n, key);
@@ -509,28 +430,7 @@ void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
 // max_rise, max_fall, min_scale, max_scale, enabled}: online recalibration of
 // the profiles from the simulated batch durations (off by default here).
 void parse_recalibrate(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
-  const YAML::Node n = root["recalibrate"];
-  if (!n) return;
-  if (n.IsScalar()) {
-    e.recalibration.enabled = r.boolean(n, "recalibrate");
-    return;
-  }
-  r.check_keys(n, "recalibrate", {"enabled", "window", "percentile", "update_every", "min_samples", "max_rise",
-                                  "max_fall", "min_scale", "max_scale"});
-  RecalibrationOptions o = RecalibrationOptions::on();
-  if (n["enabled"]) o.enabled = r.boolean(n["enabled"], "recalibrate.enabled");
-  if (n["window"]) o.window = static_cast<std::uint32_t>(r.integer(n["window"], "recalibrate.window", 1, 4096));
-  if (n["percentile"]) o.percentile = r.number(n["percentile"], "recalibrate.percentile");
-  if (n["update_every"])
-    o.update_every = static_cast<std::uint32_t>(r.integer(n["update_every"], "recalibrate.update_every", 1, 1u << 20));
-  if (n["min_samples"])
-    o.min_samples = static_cast<std::uint32_t>(r.integer(n["min_samples"], "recalibrate.min_samples", 1, 4096));
-  if (n["max_rise"]) o.max_rise = r.number(n["max_rise"], "recalibrate.max_rise");
-  if (n["max_fall"]) o.max_fall = r.number(n["max_fall"], "recalibrate.max_fall");
-  if (n["min_scale"]) o.min_scale = r.number(n["min_scale"], "recalibrate.min_scale");
-  if (n["max_scale"]) o.max_scale = r.number(n["max_scale"], "recalibrate.max_scale");
-  if (Status s = o.validate(); !s.ok()) r.fail(n, "recalibrate", s.message());
-  e.recalibration = o;
+  if (const YAML::Node n = root["recalibrate"]) e.recalibration = r.recalibration(n, "recalibrate", e.recalibration);
 }
 
 void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
@@ -538,14 +438,8 @@ void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
     r.check_keys(n, "delays",
                  {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms", "distribution", "sigma", "tail",
                   "plan_percentile"});
-    auto get = [&](const char* k) {
-      return n[k] ? Duration::from_ms(r.number_min(n[k], std::string("delays.") + k, 0, false))
-                  : Duration::zero();
-    };
-    e.delays.ctrl = get("ctrl_ms");
-    e.delays.data = get("data_ms");
-    e.delays.resp = get("resp_ms");
-    e.delays.safety_margin = get("safety_margin_ms");
+    const Duration z = Duration::zero();
+    e.delays = r.delays(n, "delays", Delays{z, z, z, z}, /*legacy_us=*/false);
     // distribution: lognormal with sigma or tail {percentile, ratio}: the
     // real delay of each dispatch is drawn (delay_jitter.hpp); ctrl_ms and
     // data_ms are then its medians and the scheduler plans with
@@ -796,17 +690,8 @@ void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vecto
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir) {
-  YAML::Node loaded;
-  try {
-    loaded = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    std::string where = origin;
-    if (!e.mark.is_null())
-      where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    throw ConfigError(where + ": YAML syntax error: " + e.msg);
-  }
   const Reader r(origin, base_dir);
-  const YAML::Node root = loaded;
+  const YAML::Node root = r.load(yaml_text);
   if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
   r.check_keys(root, "",
                {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",

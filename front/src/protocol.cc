@@ -4,32 +4,26 @@
 #include <array>
 
 namespace symphony::front {
-namespace {
 
-struct TypeRow {
-  DataType type;
-  std::string_view name;
-  std::size_t size;
-};
-constexpr std::array<TypeRow, 14> kTypes{{
-    {DataType::kBool, "BOOL", 1},    {DataType::kUint8, "UINT8", 1},   {DataType::kUint16, "UINT16", 2},
-    {DataType::kUint32, "UINT32", 4}, {DataType::kUint64, "UINT64", 8}, {DataType::kInt8, "INT8", 1},
-    {DataType::kInt16, "INT16", 2},  {DataType::kInt32, "INT32", 4},   {DataType::kInt64, "INT64", 8},
-    {DataType::kFp16, "FP16", 2},    {DataType::kBf16, "BF16", 2},     {DataType::kFp32, "FP32", 4},
-    {DataType::kFp64, "FP64", 8},    {DataType::kBytes, "BYTES", 0},
-}};
+std::optional<DataType> parse_datatype(std::string_view name) noexcept { return datatype_from_protocol(name); }
 
-}  // namespace
+std::string_view to_string(DataType t) noexcept { return datatype_info(t).protocol; }
 
-std::optional<DataType> parse_datatype(std::string_view name) noexcept {
-  for (const TypeRow& r : kTypes)
-    if (r.name == name) return r.type;
-  return std::nullopt;
+std::size_t element_size(DataType t) noexcept { return datatype_info(t).bytes; }
+
+std::string tensor_name(std::string_view base, std::size_t i, std::size_t n) {
+  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
 }
 
-std::string_view to_string(DataType t) noexcept { return kTypes[static_cast<std::size_t>(t)].name; }
-
-std::size_t element_size(DataType t) noexcept { return kTypes[static_cast<std::size_t>(t)].size; }
+TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name) {
+  TensorSpec t;
+  t.name = std::move(name);
+  t.datatype = spec.dtype;
+  t.shape.reserve(spec.shape.size() + 1);
+  t.shape.push_back(-1);
+  t.shape.insert(t.shape.end(), spec.shape.begin(), spec.shape.end());
+  return t;
+}
 
 std::string shape_string(const Shape& s) {
   std::string out = "[";

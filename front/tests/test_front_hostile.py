@@ -20,7 +20,7 @@ from oip_harness import Serve, curl
 # file tests. A 100 ms margin keeps the well-behaved client's requests served.
 CONFIG = """
     devices: emulated:1
-    delays: {margin_us: 100000}
+    delays: {safety_margin_ms: 100}
     models:
       - {name: fast, input: "float32[4]", slo_ms: 500, max_batch: 8, alpha_ms: 0.1, beta_ms: 1}
 """

@@ -32,7 +32,7 @@ def cpu_config(d):
         # alone would wait most of its 5 s SLO for company.
         policy: eager
         profiling: {max_batch: 4, repeats: 3}
-        delays: {margin_us: 2000}
+        delays: {safety_margin_ms: 2}
         models:
           - {name: linear, path: %(d)s/linear.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
           - {name: two_inputs, path: %(d)s/two_inputs.pt, inputs: ["float32[2]", "int64[3]"], slo_ms: 5000, max_batch: 4}
@@ -376,7 +376,7 @@ def test_late_answers_keep_their_outputs_and_say_late():
         devices: cpu
         policy: eager
         recalibrate: false
-        delays: {margin_us: 0}
+        delays: {safety_margin_ms: 0}
         models:
           - {name: busy, path: %(d)s/busy.pt, input: "float32[4]", slo_ms: 1000, max_batch: 4,
              profile: %(d)s/busy.yaml}

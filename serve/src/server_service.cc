@@ -12,42 +12,8 @@ namespace symphony::serve {
 namespace {
 
 using namespace symphony::front;
-
-std::optional<DataType> datatype_of(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool: return DataType::kBool;
-    case c10::ScalarType::Byte: return DataType::kUint8;
-    case c10::ScalarType::Char: return DataType::kInt8;
-    case c10::ScalarType::Short: return DataType::kInt16;
-    case c10::ScalarType::Int: return DataType::kInt32;
-    case c10::ScalarType::Long: return DataType::kInt64;
-    case c10::ScalarType::Half: return DataType::kFp16;
-    case c10::ScalarType::BFloat16: return DataType::kBf16;
-    case c10::ScalarType::Float: return DataType::kFp32;
-    case c10::ScalarType::Double: return DataType::kFp64;
-    default: return std::nullopt;
-  }
-}
-
-std::optional<c10::ScalarType> scalar_type_of(DataType t) {
-  switch (t) {
-    case DataType::kBool: return c10::ScalarType::Bool;
-    case DataType::kUint8: return c10::ScalarType::Byte;
-    case DataType::kInt8: return c10::ScalarType::Char;
-    case DataType::kInt16: return c10::ScalarType::Short;
-    case DataType::kInt32: return c10::ScalarType::Int;
-    case DataType::kInt64: return c10::ScalarType::Long;
-    case DataType::kFp16: return c10::ScalarType::Half;
-    case DataType::kBf16: return c10::ScalarType::BFloat16;
-    case DataType::kFp32: return c10::ScalarType::Float;
-    case DataType::kFp64: return c10::ScalarType::Double;
-    default: return std::nullopt;
-  }
-}
-
-std::string indexed(const char* base, std::size_t i, std::size_t n) {
-  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
-}
+using server::datatype_of;
+using server::scalar_type_of;
 
 // One output tensor as bytes (contiguous, on the CPU).
 std::optional<Tensor> to_tensor(const at::Tensor& t, std::string name) {
@@ -84,7 +50,7 @@ bool to_outputs(const c10::IValue& v, std::vector<Tensor>* out) {
   }
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!items[i].isTensor()) return false;
-    auto t = to_tensor(items[i].toTensor(), indexed("output", i, items.size()));
+    auto t = to_tensor(items[i].toTensor(), tensor_name("output", i, items.size()));
     if (!t) return false;
     out->push_back(std::move(*t));
   }
@@ -113,12 +79,9 @@ Status ServerService::add_model(std::string_view name) {
   m->slo = info->slo;
   m->max_batch = info->max_batch;
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
-    auto spec = server::parse_input_spec(info->inputs[i]);
-    TensorSpec ts;
-    ts.name = indexed("input", i, info->inputs.size());
-    ts.datatype = spec.ok() ? datatype_of(spec->dtype).value_or(DataType::kFp32) : DataType::kFp32;
-    ts.shape.push_back(-1);
-    if (spec.ok()) ts.shape.insert(ts.shape.end(), spec->shape.begin(), spec->shape.end());
+    const std::string name = tensor_name("input", i, info->inputs.size());
+    auto spec = parse_tensor_spec(info->inputs[i]);
+    TensorSpec ts = spec.ok() ? metadata_spec(*spec, name) : TensorSpec{name, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));
   }
   std::lock_guard<std::mutex> lock(mu_);

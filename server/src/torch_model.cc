@@ -139,21 +139,6 @@ std::string default_profile_path(const std::string& model_path, const DeviceSpec
 
 namespace {
 
-struct DtypeName {
-  std::string_view name;
-  c10::ScalarType type;
-};
-constexpr DtypeName kDtypes[] = {
-    {"float32", c10::ScalarType::Float},    {"float", c10::ScalarType::Float},
-    {"float64", c10::ScalarType::Double},   {"double", c10::ScalarType::Double},
-    {"float16", c10::ScalarType::Half},     {"half", c10::ScalarType::Half},
-    {"bfloat16", c10::ScalarType::BFloat16}, {"int64", c10::ScalarType::Long},
-    {"long", c10::ScalarType::Long},        {"int32", c10::ScalarType::Int},
-    {"int", c10::ScalarType::Int},          {"int16", c10::ScalarType::Short},
-    {"int8", c10::ScalarType::Char},        {"uint8", c10::ScalarType::Byte},
-    {"bool", c10::ScalarType::Bool},
-};
-
 std::string shape_string(c10::IntArrayRef s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
@@ -162,43 +147,52 @@ std::string shape_string(c10::IntArrayRef s) {
 
 }  // namespace
 
+std::optional<DataType> datatype_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return DataType::kBool;
+    case c10::ScalarType::Byte: return DataType::kUint8;
+    case c10::ScalarType::Char: return DataType::kInt8;
+    case c10::ScalarType::Short: return DataType::kInt16;
+    case c10::ScalarType::Int: return DataType::kInt32;
+    case c10::ScalarType::Long: return DataType::kInt64;
+    case c10::ScalarType::Half: return DataType::kFp16;
+    case c10::ScalarType::BFloat16: return DataType::kBf16;
+    case c10::ScalarType::Float: return DataType::kFp32;
+    case c10::ScalarType::Double: return DataType::kFp64;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<c10::ScalarType> scalar_type_of(DataType t) {
+  switch (t) {
+    case DataType::kBool: return c10::ScalarType::Bool;
+    case DataType::kUint8: return c10::ScalarType::Byte;
+    case DataType::kInt8: return c10::ScalarType::Char;
+    case DataType::kInt16: return c10::ScalarType::Short;
+    case DataType::kInt32: return c10::ScalarType::Int;
+    case DataType::kInt64: return c10::ScalarType::Long;
+    case DataType::kFp16: return c10::ScalarType::Half;
+    case DataType::kBf16: return c10::ScalarType::BFloat16;
+    case DataType::kFp32: return c10::ScalarType::Float;
+    case DataType::kFp64: return c10::ScalarType::Double;
+    default: return std::nullopt;
+  }
+}
+
 std::string dtype_name(c10::ScalarType t) {
-  for (const auto& d : kDtypes)
-    if (d.type == t) return std::string(d.name);
+  if (const auto d = datatype_of(t)) return std::string(datatype_info(*d).name);
   return c10::toString(t);
 }
 
 std::string InputSpec::to_string() const { return dtype_name(dtype) + shape_string(shape); }
 
 Result<InputSpec> parse_input_spec(std::string_view text, std::string name) {
-  const std::string_view t = trim(text);
-  const std::size_t open = t.find('[');
-  if (open == std::string_view::npos || t.back() != ']')
-    return Status(Errc::kInvalidArgument, "input '" + name + "': '" + std::string(text) +
-                                              "' is not of the form dtype[d1,d2,...], e.g. float32[3,224,224]");
+  Result<TensorSpec> t = parse_tensor_spec(text);
+  if (!t.ok()) return Status(Errc::kInvalidArgument, "input '" + name + "': " + t.status().message());
   InputSpec spec;
   spec.name = std::move(name);
-  const std::string_view dt = trim(t.substr(0, open));
-  bool found = false;
-  for (const auto& d : kDtypes)
-    if (d.name == dt) {
-      spec.dtype = d.type;
-      found = true;
-    }
-  if (!found) return Status(Errc::kInvalidArgument, "input '" + spec.name + "': unknown dtype '" + std::string(dt) + "'");
-  std::string_view dims = t.substr(open + 1, t.size() - open - 2);
-  while (!trim(dims).empty()) {
-    const std::size_t comma = dims.find(',');
-    const std::string_view d = trim(dims.substr(0, comma));
-    std::int64_t v = 0;
-    const auto r = std::from_chars(d.data(), d.data() + d.size(), v);
-    if (r.ec != std::errc() || r.ptr != d.data() + d.size() || v <= 0)
-      return Status(Errc::kInvalidArgument, "input '" + spec.name + "': dimension '" + std::string(d) +
-                                                "' in '" + std::string(text) + "' is not a positive integer");
-    spec.shape.push_back(v);
-    if (comma == std::string_view::npos) break;
-    dims.remove_prefix(comma + 1);
-  }
+  spec.dtype = *scalar_type_of(t->dtype);  // every datatype a spec can name has a c10 type
+  spec.shape = std::move(t->shape);
   return spec;
 }
 

@@ -117,13 +117,13 @@ TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
   ASSERT_EQ(c.cluster.models.count("m"), 1u);
   const ModelTensors& t = c.cluster.models.at("m");
   ASSERT_EQ(t.inputs.size(), 2u);
-  EXPECT_EQ(t.inputs[0].dtype, "float32");  // aliases resolved
+  EXPECT_EQ(t.inputs[0].to_string(), "float32[2,3]");  // aliases resolved
   EXPECT_EQ(t.inputs[0].shape, (std::vector<std::int64_t>{2, 3}));
   EXPECT_EQ(t.inputs[0].bytes(), 24u);
-  EXPECT_EQ(t.inputs[1].dtype, "int64");
+  EXPECT_EQ(t.inputs[1].dtype, DataType::kInt64);
   EXPECT_EQ(t.inputs[1].bytes(), 32u);
   ASSERT_EQ(t.outputs.size(), 1u);
-  EXPECT_EQ(t.outputs[0].dtype, "float16");
+  EXPECT_EQ(t.outputs[0].dtype, DataType::kFp16);
   EXPECT_EQ(t.outputs[0].bytes(), 10u);
   EXPECT_TRUE(parse_cluster_config(std::string("cluster: {token: t}\n") + kModels, "c.yaml", "").cluster.models.empty());
 

@@ -16,14 +16,6 @@ using json = nlohmann::json;
 
 Status invalid(std::string msg) { return Status(Errc::kInvalidArgument, std::move(msg)); }
 
-constexpr std::array<std::pair<std::string_view, Datatype>, 14> kDatatypes{{
-    {"BOOL", Datatype::kBool},   {"UINT8", Datatype::kUint8}, {"UINT16", Datatype::kUint16},
-    {"UINT32", Datatype::kUint32}, {"UINT64", Datatype::kUint64}, {"INT8", Datatype::kInt8},
-    {"INT16", Datatype::kInt16}, {"INT32", Datatype::kInt32}, {"INT64", Datatype::kInt64},
-    {"FP16", Datatype::kFp16},   {"BF16", Datatype::kBf16},   {"FP32", Datatype::kFp32},
-    {"FP64", Datatype::kFp64},   {"BYTES", Datatype::kBytes},
-}};
-
 template <class T>
 void put_le(std::string& out, T v) {
   char b[sizeof(T)];
@@ -156,37 +148,11 @@ Result<Endpoint> parse_endpoint(std::string_view url) {
   return e;
 }
 
-std::optional<Datatype> parse_datatype(std::string_view name) {
-  for (const auto& [n, t] : kDatatypes)
-    if (n == name) return t;
-  return std::nullopt;
-}
+std::optional<Datatype> parse_datatype(std::string_view name) { return datatype_from_protocol(name); }
 
-std::string_view datatype_name(Datatype t) noexcept {
-  for (const auto& [n, d] : kDatatypes)
-    if (d == t) return n;
-  return "?";
-}
+std::string_view datatype_name(Datatype t) noexcept { return datatype_info(t).protocol; }
 
-std::size_t element_size(Datatype t) noexcept {
-  switch (t) {
-    case Datatype::kBool:
-    case Datatype::kUint8:
-    case Datatype::kInt8: return 1;
-    case Datatype::kUint16:
-    case Datatype::kInt16:
-    case Datatype::kFp16:
-    case Datatype::kBf16: return 2;
-    case Datatype::kUint32:
-    case Datatype::kInt32:
-    case Datatype::kFp32: return 4;
-    case Datatype::kUint64:
-    case Datatype::kInt64:
-    case Datatype::kFp64: return 8;
-    case Datatype::kBytes: return 0;
-  }
-  return 0;
-}
+std::size_t element_size(Datatype t) noexcept { return datatype_info(t).bytes; }
 
 Result<ModelMetadata> parse_metadata_json(std::string_view body) {
   const json j = json::parse(body.begin(), body.end(), nullptr, false);

@@ -28,18 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "symphony/config/config_error.hpp"
 #include "symphony/experiment_spec.hpp"
 #include "symphony/partition/subclusters.hpp"
 #include "symphony/policy.hpp"
 
 namespace symphony::config {
-
-// A configuration that cannot be run, with a message naming the file, line
-// and key.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // Where a model came from, for the report.
 struct ModelInfo {

@@ -10,31 +10,10 @@ using front::Code;
 using front::DataType;
 using front::Reply;
 
-DataType datatype_of(const std::string& dtype) {
-  static const std::pair<const char*, DataType> kTypes[] = {
-      {"float32", DataType::kFp32}, {"float64", DataType::kFp64}, {"float16", DataType::kFp16},
-      {"bfloat16", DataType::kBf16}, {"int64", DataType::kInt64}, {"int32", DataType::kInt32},
-      {"int16", DataType::kInt16},  {"int8", DataType::kInt8},    {"uint8", DataType::kUint8},
-      {"bool", DataType::kBool}};
-  for (const auto& [name, t] : kTypes)
-    if (dtype == name) return t;
-  return DataType::kUint8;  // unreachable: cluster_config admits the names above only
-}
-
-std::string indexed(const char* base, std::size_t i, std::size_t n) {
-  return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
-}
-
-std::vector<front::TensorSpec> specs_of(const std::vector<rdma::TensorDecl>& decls, const char* base) {
+std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls, const char* base) {
   std::vector<front::TensorSpec> out;
-  for (std::size_t i = 0; i < decls.size(); ++i) {
-    front::TensorSpec t;
-    t.name = indexed(base, i, decls.size());
-    t.datatype = datatype_of(decls[i].dtype);
-    t.shape.push_back(-1);
-    t.shape.insert(t.shape.end(), decls[i].shape.begin(), decls[i].shape.end());
-    out.push_back(std::move(t));
-  }
+  for (std::size_t i = 0; i < decls.size(); ++i)
+    out.push_back(front::metadata_spec(decls[i], front::tensor_name(base, i, decls.size())));
   return out;
 }
 
@@ -72,7 +51,7 @@ std::vector<ServedModel> served_models(const rdma::ClusterConfig& config) {
     if (it != config.cluster.models.end()) {
       m.inputs = specs_of(it->second.inputs, "input");
       m.outputs = specs_of(it->second.outputs, "output");
-      for (const rdma::TensorDecl& d : it->second.inputs) m.input_bytes += d.bytes();
+      for (const symphony::TensorSpec& d : it->second.inputs) m.input_bytes += d.bytes();
     }
     if (m.inputs.empty()) {
       m.opaque = true;

@@ -16,28 +16,15 @@
 #include <vector>
 
 #include "symphony/front/trace.hpp"
+#include "symphony/tensor_spec.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony::front {
 
-// The protocol's tensor datatypes ("FP32", "INT64", ...).
-enum class DataType : std::uint8_t {
-  kBool,
-  kUint8,
-  kUint16,
-  kUint32,
-  kUint64,
-  kInt8,
-  kInt16,
-  kInt32,
-  kInt64,
-  kFp16,
-  kBf16,
-  kFp32,
-  kFp64,
-  kBytes,
-};
+// The protocol's tensor datatypes ("FP32", "INT64", ...): the one table of
+// symphony/tensor_spec.hpp.
+using DataType = symphony::DataType;
 
 // "FP32" -> kFp32; nullopt for a name the protocol does not define.
 std::optional<DataType> parse_datatype(std::string_view name) noexcept;
@@ -70,6 +57,13 @@ struct TensorSpec {
   DataType datatype = DataType::kFp32;
   Shape shape;  // the batch dimension first, as -1
 };
+
+// A model's tensor `i` of `n` in metadata: "input" when it is the only one,
+// else "input0", "input1", ...
+std::string tensor_name(std::string_view base, std::size_t i, std::size_t n);
+// The metadata of a config's tensor spec (symphony/tensor_spec.hpp): its
+// datatype and shape behind a batch dimension of -1.
+TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name);
 
 struct ModelMetadata {
   std::string name;

@@ -10,11 +10,13 @@
 #include <ATen/core/ScalarType.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "symphony/status.hpp"
+#include "symphony/tensor_spec.hpp"
 
 namespace at {
 class Tensor;
@@ -31,12 +33,17 @@ struct InputSpec {
   std::string to_string() const;
 };
 
-// Parses "float32[3,224,224]" (dtype names: float32/float, float64/double,
-// float16/half, bfloat16, int64/long, int32/int, int16, int8, uint8, bool).
+// Parses "float32[3,224,224]" with the one tensor-spec parser
+// (symphony/tensor_spec.hpp); errors start with "input '<name>': ".
 Result<InputSpec> parse_input_spec(std::string_view text, std::string name = "input");
 
 // The dtype's name as parse_input_spec() spells it.
 std::string dtype_name(c10::ScalarType t);
+
+// libtorch's scalar types <-> the protocol's datatypes (tensor_spec.hpp's
+// table); nullopt for a type the other side lacks.
+std::optional<DataType> datatype_of(c10::ScalarType t);
+std::optional<c10::ScalarType> scalar_type_of(DataType t);
 
 // Checks one request's tensors against a model's specs. The error names the
 // model, the input and the mismatch. Sets *batched to whether the request

@@ -58,9 +58,9 @@
 // memory_cap_mib / rate_cap_rps and model_memory. The scheduler accepts at
 // most kMaxClusterSubClusters sub-clusters.
 //
-// Parsing is as strict as the simulator's: unknown keys, wrong types and
-// out-of-range values throw config::ConfigError naming the file, line, column
-// and key. The `cluster:` section is cut from the text (its lines blanked,
+// Parsing is the simulator's (config/'s YamlReader): unknown keys, wrong
+// types and out-of-range values throw config::ConfigError naming the file,
+// line:column and key path. The `cluster:` section is cut from the text (its lines blanked,
 // so the simulator's messages keep their line numbers) before the rest is
 // parsed as a simulator config.
 #pragma once
@@ -73,6 +73,7 @@
 
 #include "symphony/config/config.hpp"
 #include "symphony/status.hpp"
+#include "symphony/tensor_spec.hpp"
 #include "symphony/time.hpp"
 
 namespace symphony::rdma {
@@ -82,23 +83,12 @@ inline constexpr Duration kMinClusterEpoch = Duration::milliseconds(200);
 // A scheduler's index in cluster.schedulers is the low byte of its terms.
 inline constexpr std::size_t kMaxClusterSchedulers = 255;
 
-// One tensor of cluster.models: dtype as written canonically ("float32",
-// "int64", ...; the aliases resolved) and the shape without the batch
-// dimension.
-struct TensorDecl {
-  std::string dtype;
-  std::vector<std::int64_t> shape;
-  std::size_t bytes() const;  // elements x the dtype's size
-};
+// cluster.models: each model's tensors, as tensor specs ("float32[3,64,64]",
+// symphony/tensor_spec.hpp: the shape without the batch dimension).
 struct ModelTensors {
-  std::vector<TensorDecl> inputs;   // empty: not declared
-  std::vector<TensorDecl> outputs;  // empty: not declared
+  std::vector<TensorSpec> inputs;   // empty: not declared
+  std::vector<TensorSpec> outputs;  // empty: not declared
 };
-
-// Parses "float32[3,64,64]"; errors name the text and what is wrong.
-Result<TensorDecl> parse_tensor_decl(std::string_view text);
-// Bytes of one element of a canonical dtype (0 for an unknown name).
-std::size_t dtype_bytes(std::string_view dtype);
 
 struct ClusterSettings {
   std::string token;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "symphony/status.hpp"
+#include "symphony/tensor_spec.hpp"
 #include "symphony/time.hpp"
 
 namespace symphony::front::client {
@@ -38,9 +39,8 @@ Result<Endpoint> parse_endpoint(std::string_view url);
 
 // ---- datatypes ----
 
-enum class Datatype : std::uint8_t {
-  kBool, kUint8, kUint16, kUint32, kUint64, kInt8, kInt16, kInt32, kInt64, kFp16, kBf16, kFp32, kFp64, kBytes
-};
+// The protocol's datatypes: the one table of symphony/tensor_spec.hpp.
+using Datatype = symphony::DataType;
 // "FP32" -> kFp32; nullopt for names the protocol does not have.
 std::optional<Datatype> parse_datatype(std::string_view name);
 std::string_view datatype_name(Datatype t) noexcept;

@@ -1,0 +1,164 @@
+// Reading the `symphony serve` configuration (serve_config.hpp) on the
+// shared YamlReader.
+#include "symphony/config/serve_config.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "symphony/config/files.hpp"
+#include "symphony/config/yaml_reader.hpp"
+#include "symphony/latency_profile.hpp"
+#include "symphony/tensor_spec.hpp"
+
+namespace symphony::config {
+namespace {
+
+// A model or profile path: "auto" and absolute paths stay as they are.
+std::string resolve(const YamlReader& r, const std::string& p) { return p == "auto" ? p : r.path(p); }
+
+void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
+  c.has_load = true;
+  r.check_keys(l, "load", {"duration_s", "warmup_s", "arrival", "seed"});
+  if (l["duration_s"]) c.duration_s = r.number_min(l["duration_s"], "load.duration_s", 0, true);
+  if (l["warmup_s"]) c.warmup_s = r.number_min(l["warmup_s"], "load.warmup_s", 0, false);
+  if (c.warmup_s >= c.duration_s)
+    r.fail(l["warmup_s"] ? l["warmup_s"] : l, "load.warmup_s",
+           "must be shorter than load.duration_s (" + std::to_string(c.duration_s) + " s)");
+  if (l["seed"]) c.seed = r.integer(l["seed"], "load.seed", 0, std::uint64_t{1} << 53);
+  if (const YAML::Node a = l["arrival"]) {
+    c.arrival = r.string(a, "load.arrival");
+    if (c.arrival.rfind("gamma:", 0) == 0) {
+      const std::string v = c.arrival.substr(6);
+      char* end = nullptr;
+      c.gamma_shape = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(c.gamma_shape > 0) || !std::isfinite(c.gamma_shape))
+        r.fail(a, "load.arrival", "gamma needs a positive shape, as in gamma:0.5, got '" + c.arrival + "'");
+    } else if (c.arrival != "poisson" && c.arrival != "uniform") {
+      r.fail(a, "load.arrival", "must be poisson, uniform or gamma:<shape>, got '" + c.arrival + "'");
+    }
+  }
+}
+
+ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std::string& key) {
+  r.check_keys(m, key,
+               {"name", "path", "input", "inputs", "slo_ms", "max_batch", "rate", "profile", "alpha_ms", "beta_ms"});
+  const auto k = [&](const char* name) { return YamlReader::join(key, name); };
+  ServeModelConfig mc;
+  if (!m["name"]) r.fail(m, k("name"), "is missing");
+  mc.name = r.string(m["name"], k("name"));
+  if (mc.name.empty()) r.fail(m["name"], k("name"), "must not be empty");
+  if (m["path"]) mc.path = resolve(r, r.string(m["path"], k("path")));
+  if (m["input"] && m["inputs"]) r.fail(m["inputs"], k("input"), "and 'inputs' are both given; use one");
+  for (const char* field : {"input", "inputs"}) {
+    const YAML::Node n = m[field];
+    if (!n) continue;
+    mc.inputs = r.strings(n, k(field), /*one_ok=*/std::string(field) == "input");
+    for (std::size_t i = 0; i < mc.inputs.size(); ++i)
+      if (Result<TensorSpec> s = parse_tensor_spec(mc.inputs[i]); !s.ok())
+        r.fail(n.IsSequence() ? n[i] : n, n.IsSequence() ? YamlReader::index(k(field), i) : k(field),
+               s.status().message());
+  }
+  if (!m["slo_ms"]) r.fail(m, k("slo_ms"), "is missing");
+  mc.slo = Duration::from_ms(r.number_min(m["slo_ms"], k("slo_ms"), 0, true));
+  if (m["max_batch"]) mc.max_batch = static_cast<std::uint32_t>(r.integer(m["max_batch"], k("max_batch"), 1, 4096));
+  if (m["rate"]) mc.rate = r.number_min(m["rate"], k("rate"), 0, false);
+  if (m["profile"]) mc.profile = resolve(r, r.string(m["profile"], k("profile")));
+  if (m["alpha_ms"] || m["beta_ms"]) {
+    if (!m["alpha_ms"] || !m["beta_ms"])
+      r.fail(m, k(m["alpha_ms"] ? "beta_ms" : "alpha_ms"), "is missing: emulated devices need alpha_ms and beta_ms");
+    const double alpha = r.number_min(m["alpha_ms"], k("alpha_ms"), 0, false);
+    const double beta = r.number_min(m["beta_ms"], k("beta_ms"), 0, false);
+    if (alpha + beta <= 0) r.fail(m["alpha_ms"], k("alpha_ms"), "and beta_ms must not both be zero");
+    mc.alpha = Duration::from_ms(alpha);
+    mc.beta = Duration::from_ms(beta);
+  } else {
+    if (mc.path.empty()) r.fail(m, k("path"), "is missing (or give alpha_ms and beta_ms for emulated devices)");
+    if (mc.inputs.empty()) r.fail(m, k("input"), "is missing: give the input spec, e.g. input: float32[3,64,64]");
+  }
+  return mc;
+}
+
+ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
+  ServeConfig c;
+  c.file = r.origin();
+  if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
+  r.check_keys(root, "",
+               {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate", "load",
+                "models", "metrics"});
+  if (root["devices"]) c.devices = r.string(root["devices"], "devices");
+  if (root["cpu_threads"]) c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
+  if (const YAML::Node p = root["policy"]) {
+    Result<PolicySpec> policy = parse_policy(r.string(p, "policy"));
+    if (!policy.ok()) r.fail(p, "policy", policy.status().message());
+    c.policy = *policy;
+  } else {
+    c.policy = *parse_policy("deferred");
+  }
+  if (Status s = check_runs_in_core(c.policy); !s.ok()) r.fail(root["policy"], "policy", s.message());
+  if (const YAML::Node g = root["gather"]) {
+    Result<GatherKind> gather = parse_gather(r.string(g, "gather"));
+    if (!gather.ok()) r.fail(g, "gather", gather.status().message());
+    c.policy.gather = *gather;
+  }
+  if (root["shards"]) c.shards = static_cast<std::uint32_t>(r.integer(root["shards"], "shards", 1, 64));
+  if (const YAML::Node m = root["metrics"]) {
+    c.metrics = r.string(m, "metrics");
+    if (c.metrics.find(':') == std::string::npos)
+      r.fail(m, "metrics", "'" + c.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any free port)");
+  }
+  if (const YAML::Node d = root["delays"]) {
+    r.check_keys(d, "delays",
+                 {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms", "ctrl_us", "data_us", "resp_us", "margin_us"});
+    c.delays = r.delays(d, "delays", c.delays, /*legacy_us=*/true);
+  }
+  if (const YAML::Node p = root["profiling"]) {
+    r.check_keys(p, "profiling", {"latency", "max_batch", "repeats"});
+    if (const YAML::Node l = p["latency"]) {
+      auto col = profile_io::parse_profile_column(r.string(l, "profiling.latency"));
+      if (!col.ok()) r.fail(l, "profiling.latency", "must be median, p90 or p99, got '" + l.Scalar() + "'");
+      c.profile_latency = *col;
+    }
+    if (p["max_batch"])
+      c.profile_max_batch = static_cast<std::uint32_t>(
+          r.integer(p["max_batch"], "profiling.max_batch", 1, LatencyProfile::kMaxBatchLimit));
+    if (p["repeats"]) c.profile_repeats = static_cast<int>(r.integer(p["repeats"], "profiling.repeats", 1, 1u << 20));
+  }
+  if (const YAML::Node n = root["recalibrate"])
+    c.recalibration = r.recalibration(n, "recalibrate", RecalibrationOptions::on());
+  if (const YAML::Node l = root["load"]) parse_load(r, l, c);
+  const YAML::Node models = root["models"];
+  if (!models) r.fail(root, "models", "is missing (a list of models)");
+  if (!models.IsSequence() || models.size() == 0) r.fail(models, "models", "must be a non-empty list");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const std::string key = YamlReader::index("models", i);
+    ServeModelConfig mc = parse_model(r, models[i], key);
+    if (!names.insert(mc.name).second) r.fail(models[i]["name"], key + ".name", "'" + mc.name + "' is used twice");
+    c.models.push_back(std::move(mc));
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<ServeConfig> parse_serve_config(const std::string& yaml, const std::string& origin,
+                                       const std::string& base_dir) {
+  return read_or_status<ServeConfig>([&] {
+    const YamlReader r(origin, base_dir);
+    return parse(r, r.load(yaml));
+  });
+}
+
+Result<ServeConfig> load_serve_config(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return Status(Errc::kNotFound, "config file " + path + " not found");
+  return read_or_status<ServeConfig>([&] {
+    const std::string text = read_file(path, "config");
+    const YamlReader r(path, std::filesystem::path(path).parent_path().string());
+    return parse(r, r.load(text));
+  });
+}
+
+}  // namespace symphony::config
