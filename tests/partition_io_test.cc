@@ -123,7 +123,7 @@ TEST(PartitionJsonTest, ReportReadsBackAsTheCurrentAssignment) {
   p.subclusters = uniform_subclusters(2, 100, 100);
   Options o;
   o.method = Method::kGreedy;
-  const Result r = solve(p, o);
+  const Solution r = solve(p, o);
   ASSERT_TRUE(r.has_solution());
   const nlohmann::json j = to_json(p, r);
   EXPECT_EQ(j["status"], "feasible");
@@ -140,7 +140,7 @@ TEST(PartitionJsonTest, ReportReadsBackAsTheCurrentAssignment) {
   // Against itself, nothing moves.
   p.current = cur.current;
   p.max_disruption = 0;
-  const Result again = solve(p, o);
+  const Solution again = solve(p, o);
   ASSERT_TRUE(again.has_solution());
   EXPECT_TRUE(again.evaluation.moves.empty());
   EXPECT_EQ(to_json(p, again)["disruption"]["moves"].size(), 0u);

@@ -44,7 +44,7 @@ std::string name_of(const char* prefix, std::size_t i) {
   return s;
 }
 
-bool mentions(const Result& r, const std::string& text) {
+bool mentions(const Solution& r, const std::string& text) {
   return r.message().find(text) != std::string::npos;
 }
 
@@ -71,7 +71,7 @@ TEST(PartitionTest, MilpNeedsCbc) {
   p.models = {rate_model("a", 1)};
   p.subclusters = uniform_subclusters(1);
   if (milp_available()) {
-    EXPECT_EQ(solve(p, options(Method::kMilp)).status, Status::kOptimal);
+    EXPECT_EQ(solve(p, options(Method::kMilp)).status, SolveStatus::kOptimal);
   } else {
     EXPECT_THROW(solve(p, options(Method::kMilp)), InputError);
   }
@@ -84,7 +84,7 @@ TEST(PartitionTest, PerfectRateSplitIsFound) {
   p.models = {rate_model("a", 4), rate_model("b", 3), rate_model("c", 2), rate_model("d", 1)};
   p.subclusters = uniform_subclusters(2);
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 0, 1e-9);
@@ -93,7 +93,7 @@ TEST(PartitionTest, PerfectRateSplitIsFound) {
     EXPECT_EQ(r.assignment[1], r.assignment[2]);
     EXPECT_NE(r.assignment[0], r.assignment[1]);
   }
-  EXPECT_EQ(solve(p, options(Method::kMilp)).status, Status::kOptimal);
+  EXPECT_EQ(solve(p, options(Method::kMilp)).status, SolveStatus::kOptimal);
 }
 
 TEST(PartitionTest, OddSplitHasKnownOptimum) {
@@ -103,15 +103,15 @@ TEST(PartitionTest, OddSplitHasKnownOptimum) {
   p.models = {rate_model("a", 5), rate_model("b", 4), rate_model("c", 3)};
   p.subclusters = uniform_subclusters(2);
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 1.0 / 6, 1e-9);
     EXPECT_NEAR(r.evaluation.rate_imbalance, 1.0 / 3, 1e-9);
     EXPECT_EQ(r.assignment[1], r.assignment[2]);
   }
-  const Result milp = solve(p, options(Method::kMilp));
-  EXPECT_EQ(milp.status, Status::kOptimal);
+  const Solution milp = solve(p, options(Method::kMilp));
+  EXPECT_EQ(milp.status, SolveStatus::kOptimal);
   EXPECT_NEAR(milp.gap, 0, 1e-9);
 }
 
@@ -122,7 +122,7 @@ TEST(PartitionTest, RateCapMovesTheOptimum) {
   p.models = {rate_model("a", 3), rate_model("b", 3), rate_model("c", 2), rate_model("d", 2)};
   p.subclusters = {{4, kUnlimited, 1}, {kUnlimited, kUnlimited, 1}};
   for (Method m : {Method::kMilp, Method::kRandom}) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 0.2, 1e-9);
@@ -130,7 +130,7 @@ TEST(PartitionTest, RateCapMovesTheOptimum) {
   }
   // Greedy is a heuristic: largest first puts a alone in sub-cluster 0 (3 <=
   // 4) and no single move or swap fixes that (c + d for a is a 2-for-1).
-  const Result g = solve(p, options(Method::kGreedy));
+  const Solution g = solve(p, options(Method::kGreedy));
   ASSERT_TRUE(g.has_solution());
   EXPECT_LE(g.evaluation.loads[0].rate, 4);
   EXPECT_NEAR(g.objective, 0.4, 1e-9);
@@ -144,7 +144,7 @@ TEST(PartitionTest, MemoryCapCountsTheLargestDynamicMemory) {
   p.models = {mem_model("a", 4, 4), mem_model("b", 4, 0), mem_model("c", 2, 0), mem_model("d", 2, 0)};
   p.subclusters = uniform_subclusters(2, kUnlimited, 9);
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 1.0 / 3, 1e-9);
@@ -162,7 +162,7 @@ TEST(PartitionTest, DynamicMemoryIsAMaxNotASum) {
   p.models = {mem_model("a", 2, 4), mem_model("b", 2, 4), mem_model("c", 4, 0)};
   p.subclusters = uniform_subclusters(2, kUnlimited, 9);
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 0, 1e-9);
@@ -196,9 +196,9 @@ TEST(PartitionTest, MemoryWeightTradesRateAgainstMemory) {
   double last_rate_spread = -1, last_memory_spread = 1e9;
   for (double w : {0.1, 1.0, 10.0}) {
     p.memory_weight = w;
-    const Result r = solve(p, options(Method::kMilp));
+    const Solution r = solve(p, options(Method::kMilp));
     SCOPED_TRACE(r.message());
-    ASSERT_EQ(r.status, Status::kOptimal);
+    ASSERT_EQ(r.status, SolveStatus::kOptimal);
     EXPECT_NEAR(r.objective, brute_force_optimum(p), 1e-9);
     EXPECT_GE(r.evaluation.rate_spread, last_rate_spread - 1e-9);
     EXPECT_LE(r.evaluation.memory_spread, last_memory_spread + 1e-9);
@@ -229,17 +229,17 @@ TEST(PartitionTest, MilpMatchesEnumerationOnRandomSmallInstances) {
     }
     SCOPED_TRACE(name_of("instance ", static_cast<std::size_t>(t)));
     const double best = brute_force_optimum(p);
-    const Result r = solve(p, options(Method::kMilp));
+    const Solution r = solve(p, options(Method::kMilp));
     SCOPED_TRACE(r.message());
     if (std::isnan(best)) {
-      EXPECT_EQ(r.status, Status::kInfeasible);
+      EXPECT_EQ(r.status, SolveStatus::kInfeasible);
       continue;
     }
     ++solved;
-    ASSERT_EQ(r.status, Status::kOptimal);
+    ASSERT_EQ(r.status, SolveStatus::kOptimal);
     EXPECT_NEAR(r.objective, best, 1e-7);
     for (Method m : {Method::kGreedy, Method::kRandom}) {
-      const Result h = solve(p, options(m));
+      const Solution h = solve(p, options(m));
       if (!h.has_solution()) continue;  // heuristics may miss a tight one
       EXPECT_TRUE(h.evaluation.feasible());
       EXPECT_GE(h.objective, best - 1e-9);
@@ -262,7 +262,7 @@ TEST(PartitionTest, ZeroDisruptionKeepsTheCurrentAssignment) {
   Problem p = skewed_current();
   p.max_disruption = 0;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_EQ(r.assignment, p.current);
@@ -276,7 +276,7 @@ TEST(PartitionTest, OneMoveWithinTheBound) {
   Problem p = skewed_current();
   p.max_disruption = 3;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 0.2, 1e-9);
@@ -293,7 +293,7 @@ TEST(PartitionTest, TwoMovesReachTheBalance) {
   Problem p = skewed_current();
   p.max_disruption = 4;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 0, 1e-9);
@@ -312,7 +312,7 @@ TEST(PartitionTest, LabelsFollowTheCurrentAssignment) {
   p.subclusters = uniform_subclusters(3);
   p.current = {2, 0, 0, 2, 1};
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_NEAR(r.objective, 0, 1e-9);
@@ -330,7 +330,7 @@ TEST(PartitionTest, CostScaleWeighsMovesPerSubCluster) {
   p.current = {0, 1, kUnplaced};
   p.max_disruption = 5;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
+    const Solution r = solve(p, options(m));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_EQ(r.assignment, (std::vector<int>{0, 1, 0}));
@@ -342,7 +342,7 @@ TEST(PartitionTest, DisruptionBoundHoldsOnALargerInstance) {
   // 120 models, 6 sub-clusters; the rates changed since the current
   // assignment. Every method stays within the bound and improves on staying.
   Problem p = random_problem(120, 6, 11);
-  const Result first = solve(p, options(Method::kGreedy));
+  const Solution first = solve(p, options(Method::kGreedy));
   ASSERT_TRUE(first.has_solution());
   p.current = first.assignment;
   std::mt19937_64 rng(5);
@@ -352,7 +352,7 @@ TEST(PartitionTest, DisruptionBoundHoldsOnALargerInstance) {
   p.max_disruption = 10;  // five moves
   const double staying = evaluate(p, p.current).objective;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m, 1));
+    const Solution r = solve(p, options(m, 1));
     SCOPED_TRACE(r.message());
     ASSERT_TRUE(r.has_solution());
     EXPECT_TRUE(r.evaluation.feasible());
@@ -370,8 +370,8 @@ TEST(PartitionTest, NewModelsCostALoadEach) {
   p.subclusters = uniform_subclusters(2);
   p.max_disruption = 2;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
-    EXPECT_EQ(r.status, Status::kInfeasible);
+    const Solution r = solve(p, options(m));
+    EXPECT_EQ(r.status, SolveStatus::kInfeasible);
     ASSERT_EQ(r.conflicts.size(), 1u);
     EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kDisruption});
     EXPECT_TRUE(mentions(r, "3 new models")) << r.message();
@@ -385,8 +385,8 @@ TEST(PartitionInfeasibleTest, ModelLargerThanEveryMemoryCap) {
   p.models = {mem_model("small", 1, 1), mem_model("huge", 10, 5)};
   p.subclusters = uniform_subclusters(2, kUnlimited, 12);
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
-    EXPECT_EQ(r.status, Status::kInfeasible);
+    const Solution r = solve(p, options(m));
+    EXPECT_EQ(r.status, SolveStatus::kInfeasible);
     ASSERT_EQ(r.conflicts.size(), 1u);
     EXPECT_EQ(r.conflicts[0].model, std::optional<std::size_t>(1));
     EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kMemoryCap});
@@ -399,8 +399,8 @@ TEST(PartitionInfeasibleTest, ModelRateOverEveryRateCap) {
   Problem p;
   p.models = {rate_model("cold", 1), rate_model("hot", 100)};
   p.subclusters = {{50, kUnlimited, 1}, {60, kUnlimited, 1}};
-  const Result r = solve(p, options(Method::kGreedy));
-  EXPECT_EQ(r.status, Status::kInfeasible);
+  const Solution r = solve(p, options(Method::kGreedy));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible);
   ASSERT_EQ(r.conflicts.size(), 1u);  // the total, 101, is within the sum of the caps
   EXPECT_TRUE(
       mentions(r, "model 'hot' has rate 100, more than any sub-cluster's rate cap (the largest is 60)"))
@@ -413,8 +413,8 @@ TEST(PartitionInfeasibleTest, ModelFittingNoSubClusterOnBothCaps) {
   Problem p;
   p.models = {mem_model("x", 8, 0, 8)};
   p.subclusters = {{5, 10, 1}, {10, 5, 1}};
-  const Result r = solve(p, options(Method::kMilp));
-  EXPECT_EQ(r.status, Status::kInfeasible);
+  const Solution r = solve(p, options(Method::kMilp));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible);
   ASSERT_FALSE(r.conflicts.empty());
   EXPECT_EQ(r.conflicts[0].constraints,
             (std::vector<Constraint>{Constraint::kRateCap, Constraint::kMemoryCap}));
@@ -427,8 +427,8 @@ TEST(PartitionInfeasibleTest, TotalRateOverTheSumOfCaps) {
   Problem p;
   p.models = {rate_model("a", 40), rate_model("b", 40), rate_model("c", 40)};
   p.subclusters = uniform_subclusters(2, 50);
-  const Result r = solve(p, options(Method::kMilp));
-  EXPECT_EQ(r.status, Status::kInfeasible);
+  const Solution r = solve(p, options(Method::kMilp));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible);
   ASSERT_EQ(r.conflicts.size(), 1u);
   EXPECT_FALSE(r.conflicts[0].model.has_value());
   EXPECT_TRUE(mentions(r, "total rate 120 exceeds the sum of the 2 sub-clusters' rate caps 100"))
@@ -439,8 +439,8 @@ TEST(PartitionInfeasibleTest, TotalMemoryOverTheSumOfCaps) {
   Problem p;
   p.models = {mem_model("a", 5, 0), mem_model("b", 5, 0), mem_model("c", 5, 3)};
   p.subclusters = uniform_subclusters(2, kUnlimited, 8.5);  // each fits alone
-  const Result r = solve(p, options(Method::kRandom));
-  EXPECT_EQ(r.status, Status::kInfeasible);
+  const Solution r = solve(p, options(Method::kRandom));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible);
   EXPECT_TRUE(mentions(r, "total static memory 15 plus the largest dynamic memory 3 (model 'c')"))
       << r.message();
 }
@@ -454,8 +454,8 @@ TEST(PartitionInfeasibleTest, ModelThatMustMoveOverTheDisruptionBound) {
   p.current = {0, 1};
   p.max_disruption = 1;
   for (Method m : kMethods) {
-    const Result r = solve(p, options(m));
-    EXPECT_EQ(r.status, Status::kInfeasible);
+    const Solution r = solve(p, options(m));
+    EXPECT_EQ(r.status, SolveStatus::kInfeasible);
     ASSERT_FALSE(r.conflicts.empty());
     EXPECT_EQ(r.conflicts[0].model, std::optional<std::size_t>(0));
     EXPECT_TRUE(mentions(r, "model 'big' cannot stay in sub-cluster 0")) << r.message();
@@ -471,8 +471,8 @@ TEST(PartitionInfeasibleTest, SolverProvesBinPackingInfeasible) {
   p.models = {mem_model("a", 6, 0), mem_model("b", 6, 0), mem_model("c", 6, 0)};
   p.subclusters = uniform_subclusters(2, kUnlimited, 10);
   EXPECT_TRUE(find_conflicts(p).empty());
-  const Result r = solve(p, options(Method::kMilp));
-  EXPECT_EQ(r.status, Status::kInfeasible) << r.message();
+  const Solution r = solve(p, options(Method::kMilp));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible) << r.message();
   ASSERT_EQ(r.conflicts.size(), 1u);
   EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kMemoryCap});
   EXPECT_TRUE(mentions(
@@ -480,8 +480,8 @@ TEST(PartitionInfeasibleTest, SolverProvesBinPackingInfeasible) {
       << r.message();
   // The heuristics find nothing and say so, without claiming infeasibility.
   for (Method m : {Method::kGreedy, Method::kRandom}) {
-    const Result h = solve(p, options(m, 0.2));
-    EXPECT_EQ(h.status, Status::kNoSolution);
+    const Solution h = solve(p, options(m, 0.2));
+    EXPECT_EQ(h.status, SolveStatus::kNoSolution);
     EXPECT_FALSE(h.has_solution());
   }
 }
@@ -495,8 +495,8 @@ TEST(PartitionInfeasibleTest, SolverNamesTheFamiliesInvolved) {
   p.models = {mem_model("a", 5, 0, 5), mem_model("b", 5, 0, 2), mem_model("c", 2, 0, 4)};
   p.subclusters = uniform_subclusters(2, 6, 6);
   EXPECT_TRUE(find_conflicts(p).empty());
-  const Result r = solve(p, options(Method::kMilp));
-  EXPECT_EQ(r.status, Status::kInfeasible) << r.message();
+  const Solution r = solve(p, options(Method::kMilp));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible) << r.message();
   ASSERT_EQ(r.conflicts.size(), 1u);
   EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kMemoryCap});
   EXPECT_TRUE(mentions(r, "the rate caps and the memory caps")) << r.message();
@@ -517,14 +517,14 @@ TEST(PartitionInfeasibleTest, SolverFindsTheDisruptionBoundInvolved) {
   p.current = {0, 0, 1, 1, kUnplaced};
   p.max_disruption = 2;
   EXPECT_TRUE(find_conflicts(p).empty());
-  const Result r = solve(p, options(Method::kMilp));
-  EXPECT_EQ(r.status, Status::kInfeasible) << r.message();
+  const Solution r = solve(p, options(Method::kMilp));
+  EXPECT_EQ(r.status, SolveStatus::kInfeasible) << r.message();
   ASSERT_EQ(r.conflicts.size(), 1u);
   EXPECT_EQ(r.conflicts[0].constraints,
             (std::vector<Constraint>{Constraint::kMemoryCap, Constraint::kDisruption}));
   EXPECT_TRUE(mentions(r, "without the disruption bound an assignment exists")) << r.message();
   p.max_disruption = 3;
-  const Result ok = solve(p, options(Method::kMilp));
+  const Solution ok = solve(p, options(Method::kMilp));
   ASSERT_TRUE(ok.has_solution()) << ok.message();
   EXPECT_DOUBLE_EQ(ok.evaluation.disruption, 3);
 }
@@ -579,10 +579,10 @@ TEST(PartitionLimitTest, TimeLimitIsHonoured) {
     Options o;
     o.method = m;
     o.time_limit = 0.5;
-    const Result r = solve(p, o);
+    const Solution r = solve(p, o);
     SCOPED_TRACE(r.message());
     EXPECT_TRUE(r.time_limit_hit);
-    EXPECT_NE(r.status, Status::kOptimal);
+    EXPECT_NE(r.status, SolveStatus::kOptimal);
     EXPECT_GE(r.cpu_seconds, 0.45);
     EXPECT_LE(r.cpu_seconds, 0.5 + 1.5);
     if (m == Method::kRandom) {
@@ -596,7 +596,7 @@ TEST(PartitionLimitTest, GreedyStopsAtTheTimeLimitWithItsConstruction) {
   Options o;
   o.method = Method::kGreedy;
   o.time_limit = 1e-6;  // spent before the improvement phase starts
-  const Result r = solve(p, o);
+  const Solution r = solve(p, o);
   ASSERT_TRUE(r.has_solution()) << r.message();
   EXPECT_TRUE(r.time_limit_hit);
   EXPECT_EQ(r.work, 0);
@@ -612,8 +612,8 @@ TEST(PartitionLimitTest, SameSeedSameResult) {
     o.node_limit = 50;     // milp
     o.sample_limit = 500;  // random
     o.seed = 3;
-    const Result a = solve(p, o);
-    const Result b = solve(p, o);
+    const Solution a = solve(p, o);
+    const Solution b = solve(p, o);
     SCOPED_TRACE(a.message());
     ASSERT_TRUE(a.has_solution());
     EXPECT_FALSE(a.time_limit_hit);
@@ -633,11 +633,11 @@ TEST(PartitionLimitTest, WarmStartIsNoWorseThanGreedy) {
   Options o;
   o.method = Method::kGreedy;
   o.time_limit = 5;
-  const Result g = solve(p, o);
+  const Solution g = solve(p, o);
   o.method = Method::kMilp;
   o.warm_start = true;
   o.time_limit = 1;
-  const Result w = solve(p, o);
+  const Solution w = solve(p, o);
   ASSERT_TRUE(g.has_solution());
   ASSERT_TRUE(w.has_solution()) << w.message();
   EXPECT_LE(w.objective, g.objective + 1e-9);

@@ -57,7 +57,7 @@ std::string num(double v, int precision = 1) {
   return buf;
 }
 
-std::string table(const part::Problem& p, const part::Result& r) {
+std::string table(const part::Problem& p, const part::Solution& r) {
   std::ostringstream s;
   s << r.message() << "\n";
   if (!r.has_solution()) return s.str();
@@ -124,7 +124,7 @@ int run(const Options& o) {
     so.sample_limit = o.sample_limit;
     so.warm_start = o.warm_start;
     so.solver_log = o.solver_log;
-    const part::Result r = part::solve(p, so);
+    const part::Solution r = part::solve(p, so);
     if (!o.quiet) std::cout << table(p, r);
     if (json.enabled() && !json.write("partition", part::to_json(p, r).dump(2) + "\n")) return 2;
     if (!r.has_solution()) {

@@ -96,20 +96,17 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.ingress_capacity = c.ingress_capacity;
   cfg.timer_spin = c.timer_spin;
   cfg.shard_idle_spin = c.shard_idle_spin;
-  auto created = Runtime<detail::DiscardSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather);
-  if (!created.ok()) return created.status();
-  auto& rt = *created;
-  auto profile = LatencyProfile::linear(c.alpha, c.beta, c.max_batch);
-  if (!profile.ok()) return profile.status();
+  SYMPHONY_ASSIGN_OR_RETURN(
+      auto rt, Runtime<detail::DiscardSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
+  SYMPHONY_ASSIGN_OR_RETURN(auto profile, LatencyProfile::linear(c.alpha, c.beta, c.max_batch));
   for (std::uint32_t m = 0; m < c.models; ++m) {
     ModelConfig mc;
     mc.name = "m" + std::to_string(m);
-    mc.profile = *profile;
+    mc.profile = profile;
     mc.slo = c.slo;
-    if (auto r = rt->add_model(std::move(mc)); !r.ok()) return r.status();
+    SYMPHONY_RETURN_IF_ERROR(rt->add_model(std::move(mc)));
   }
-  for (std::uint32_t g = 0; g < c.gpus; ++g)
-    if (auto r = rt->add_gpu(gpus.make_executor()); !r.ok()) return r.status();
+  for (std::uint32_t g = 0; g < c.gpus; ++g) SYMPHONY_RETURN_IF_ERROR(rt->add_gpu(gpus.make_executor()));
 
   const std::uint64_t quota = c.requests ? (c.requests + c.clients - 1) / c.clients : ~std::uint64_t{0};
   std::vector<std::uint64_t> submitted(c.clients, 0);
@@ -165,7 +162,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
 // Runs one stress experiment under c.policy. Blocks for about c.duration
 // plus one SLO.
 inline Result<StressReport> run_stress(const StressConfig& c) {
-  if (Status s = check_runs_in_core(c.policy); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(c.policy));
   return visit_policy(c.policy, [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
 }
 

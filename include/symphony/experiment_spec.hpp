@@ -69,9 +69,9 @@ struct ExperimentSpec {
     if (warmup < Duration::zero() || warmup >= duration)
       return Status(Errc::kInvalidArgument, "warmup must be >= 0 and shorter than the duration");
     if (noise_sigma < 0) return Status(Errc::kInvalidArgument, "noise sigma must not be negative");
-    if (Status s = noise().validate(); !s.ok()) return s;
-    if (Status s = recalibration.validate(); !s.ok()) return s;
-    if (Status s = delay_jitter.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(noise().validate());
+    SYMPHONY_RETURN_IF_ERROR(recalibration.validate());
+    SYMPHONY_RETURN_IF_ERROR(delay_jitter.validate());
     if (policy.is_peer() && delay_jitter.enabled())
       return Status(Errc::kInvalidArgument,
                     "delay jitter (delays.sigma / delays.tail) runs on our scheduler only, not on the peer '" +

@@ -89,12 +89,13 @@ class ModelState {
       return Status(Errc::kCapacityExceeded, "model id " + std::to_string(id) + " is beyond max_models " +
                                                  std::to_string(cfg_.max_models));
     if (models_[id].active) return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
-    if (Status s = validate(cfg); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(validate(cfg));
     std::unique_ptr<ProfileCalibrator> calib;
     if (const RecalibrationOptions ro = cfg.recalibration.value_or(cfg_.recalibration); ro.enabled) {
-      Result<ProfileCalibrator> c = ProfileCalibrator::create(cfg.profile, ro);
-      if (!c.ok()) return Status(c.status().code(), "model '" + cfg.name + "': " + c.status().message());
-      calib = std::make_unique<ProfileCalibrator>(std::move(*c));
+      SYMPHONY_ASSIGN_OR_RETURN(
+          ProfileCalibrator c,
+          ProfileCalibrator::create(cfg.profile, ro).with_context("model '" + cfg.name + "'"));
+      calib = std::make_unique<ProfileCalibrator>(std::move(c));
     }
     Slot& m = models_[id];
     m.active = true;
@@ -163,8 +164,7 @@ class ModelState {
     if (!has_model(id)) return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
     Slot& m = models_[id];
     if (!m.calib) return Status(Errc::kFailedPrecondition, "model '" + m.cfg->name + "' is not recalibrated");
-    if (Status s = m.calib->seed(class_scales); !s.ok())
-      return Status(s.code(), "model '" + m.cfg->name + "': " + s.message());
+    if (Status s = m.calib->seed(class_scales); !s.ok()) return s.with_context("model '" + m.cfg->name + "'");
     on_profile_changed(m);
     return {};
   }
@@ -189,7 +189,7 @@ class ModelState {
     if (cfg.timeout && *cfg.timeout < Duration::zero())
       return Status(Errc::kInvalidArgument, who + ": timeout must not be negative");
     if (cfg.recalibration)
-      if (Status s = cfg.recalibration->validate(); !s.ok()) return Status(s.code(), who + ": " + s.message());
+      if (Status s = cfg.recalibration->validate(); !s.ok()) return s.with_context(who);
     return {};
   }
 

@@ -309,9 +309,7 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
 inline Result<PolicySpec> parse_policy(std::string_view text) {
   PolicySpec p;
   if (text == "deferred" || text.substr(0, 9) == "deferred:") {
-    Result<DeferredOptions> o = parse_deferred_policy(text);
-    if (!o.ok()) return o.status();
-    p.deferred = *o;
+    SYMPHONY_ASSIGN_OR_RETURN(p.deferred, parse_deferred_policy(text));
     return p;
   }
   if (text == "eager") {

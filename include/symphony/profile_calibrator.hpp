@@ -117,7 +117,7 @@ class ProfileCalibrator {
  public:
   // Starts from `offline` (the profile in use is a copy of it).
   static Result<ProfileCalibrator> create(const LatencyProfile& offline, const RecalibrationOptions& o) {
-    if (Status s = o.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(o.validate());
     if (offline.max_batch() == 0)
       return Status(Errc::kInvalidArgument, "recalibration needs a non-empty profile");
     ProfileCalibrator c;

@@ -81,7 +81,7 @@ class Scheduler {
 
   static Result<std::unique_ptr<Scheduler>> create(const SchedulerConfig& cfg, C& clock, Sink& sink,
                                                    Exec exec = {}, Gather gather = {}) {
-    if (Status s = cfg.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(cfg.validate());
     return std::unique_ptr<Scheduler>(new Scheduler(cfg, clock, sink, std::move(exec), std::move(gather)));
   }
 
@@ -91,7 +91,7 @@ class Scheduler {
   Result<ModelId> add_model(ModelConfig mc) {
     for (ModelId id = 0; id < cfg_.max_models; ++id) {
       if (shard_.has_model(id)) continue;
-      if (Status s = shard_.add_model(id, std::move(mc)); !s.ok()) return s;
+      SYMPHONY_RETURN_IF_ERROR(shard_.add_model(id, std::move(mc)));
       (void)rank_.add_model(id);
       return id;
     }
@@ -100,7 +100,7 @@ class Scheduler {
 
   // Removes a model that has no queued or in-flight requests.
   Status remove_model(ModelId id) {
-    if (Status s = shard_.remove_model(id); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(shard_.remove_model(id));
     return rank_.remove_model(id);
   }
 
@@ -164,12 +164,12 @@ class Scheduler {
   Status on_batch_finished(BatchId batch, TimePoint actual_end, BatchStatus st = BatchStatus::kOk,
                            TimePoint actual_start = TimePoint::neg_infinite()) {
     const TimePoint now = clock_.now();
-    Result<FinishResult> r = shard_.finish_batch(batch, actual_end, st, sink_, actual_start);
-    if (!r.ok()) return r.status();
-    rank_.on_batch_finished(r->gpu, batch, actual_end, now);
-    if (r->profile_changed) {
-      const CandidateUpdate u = shard_.refresh_candidate(r->model, now, sink_);
-      if (u.changed) rank_.on_candidate(r->model, u, now);
+    SYMPHONY_ASSIGN_OR_RETURN(FinishResult r,
+                              shard_.finish_batch(batch, actual_end, st, sink_, actual_start));
+    rank_.on_batch_finished(r.gpu, batch, actual_end, now);
+    if (r.profile_changed) {
+      const CandidateUpdate u = shard_.refresh_candidate(r.model, now, sink_);
+      if (u.changed) rank_.on_candidate(r.model, u, now);
     }
     return {};
   }

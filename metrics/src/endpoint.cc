@@ -33,8 +33,7 @@ struct Endpoint::Impl {
 };
 
 Result<std::unique_ptr<Endpoint>> Endpoint::start(const std::string& listen, Collect collect, Ready ready) {
-  Result<std::pair<std::string, int>> addr = parse_listen_address(listen);
-  if (!addr.ok()) return addr.status();
+  SYMPHONY_ASSIGN_OR_RETURN(auto addr, parse_listen_address(listen));
   std::unique_ptr<Endpoint> ep(new Endpoint());
   ep->impl_ = std::make_unique<Impl>();
   Impl& impl = *ep->impl_;
@@ -67,7 +66,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::start(const std::string& listen, Col
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
   });
-  const auto& [host, port] = *addr;
+  const auto& [host, port] = addr;
   int bound = port;
   if (port == 0) {
     bound = impl.server.bind_to_any_port(host.c_str());

@@ -145,7 +145,7 @@ class Greedy {
     if (!construct(out)) return out;
     improve(out);
     out.assignment = st_.assignment();
-    out.status = Status::kFeasible;
+    out.status = SolveStatus::kFeasible;
     return out;
   }
 

@@ -52,7 +52,7 @@ class CpuDeadline {
 // What a method returns before solve() evaluates it.
 struct MethodOutput {
   std::vector<int> assignment;  // empty: none found
-  Status status = Status::kNoSolution;
+  SolveStatus status = SolveStatus::kNoSolution;
   double bound = std::nan("");
   std::int64_t work = 0;
   bool time_limit_hit = false;

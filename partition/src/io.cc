@@ -311,7 +311,7 @@ nlohmann::json number(double v) {
 
 }  // namespace
 
-nlohmann::json to_json(const Problem& p, const Result& r) {
+nlohmann::json to_json(const Problem& p, const Solution& r) {
   using nlohmann::json;
   json j;
   j["method"] = to_string(r.method);

@@ -283,11 +283,11 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
         }
       }
     }
-    out.status = model.isProvenOptimal() ? Status::kOptimal : Status::kFeasible;
+    out.status = model.isProvenOptimal() ? SolveStatus::kOptimal : SolveStatus::kFeasible;
   } else if (model.isProvenInfeasible()) {
-    out.status = Status::kInfeasible;
+    out.status = SolveStatus::kInfeasible;
   } else {
-    out.status = Status::kNoSolution;
+    out.status = SolveStatus::kNoSolution;
   }
   if (!feasibility_only) {
     const double bound = model.getBestPossibleObjValue();

@@ -104,7 +104,7 @@ MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline&
   }
   if (!best.empty()) {
     out.assignment = std::move(best);
-    out.status = Status::kFeasible;
+    out.status = SolveStatus::kFeasible;
   } else {
     out.note = "random search drew " + std::to_string(out.work) + " assignments and none was feasible";
   }

@@ -29,15 +29,15 @@ Method parse_method(const std::string& text) {
   throw InputError("unknown method '" + text + "' (expected milp, greedy or random)");
 }
 
-const char* to_string(Status s) {
+const char* to_string(SolveStatus s) {
   switch (s) {
-    case Status::kOptimal:
+    case SolveStatus::kOptimal:
       return "optimal";
-    case Status::kFeasible:
+    case SolveStatus::kFeasible:
       return "feasible";
-    case Status::kInfeasible:
+    case SolveStatus::kInfeasible:
       return "infeasible";
-    case Status::kNoSolution:
+    case SolveStatus::kNoSolution:
       return "no_solution";
   }
   return "?";
@@ -51,7 +51,7 @@ bool milp_available() {
 #endif
 }
 
-std::string Result::message() const {
+std::string Solution::message() const {
   std::ostringstream s;
   s << to_string(method) << ": " << to_string(status);
   if (has_solution()) {
@@ -60,7 +60,7 @@ std::string Result::message() const {
   }
   for (std::size_t k = 0; k < conflicts.size(); ++k) s << (k ? "; " : ": ") << conflicts[k].message;
   if (!has_solution() && conflicts.empty()) {
-    if (status == Status::kNoSolution)
+    if (status == SolveStatus::kNoSolution)
       s << " within " << (time_limit_hit ? "the time limit" : "the work limit");
     if (!note.empty()) s << " (" << note << ")";
   }
@@ -130,7 +130,7 @@ Conflict diagnose(const Problem& p, const Options& o, const detail::CpuDeadline&
     if (!r.assignment.empty()) {
       msg << "an assignment exists";
       c.constraints.push_back(present[k]);
-    } else if (r.status == Status::kInfeasible) {
+    } else if (r.status == SolveStatus::kInfeasible) {
       msg << "there is still none";
     } else {
       msg << "undetermined in the time left";
@@ -144,7 +144,7 @@ Conflict diagnose(const Problem& p, const Options& o, const detail::CpuDeadline&
 
 }  // namespace
 
-Result solve(const Problem& p, const Options& o) {
+Solution solve(const Problem& p, const Options& o) {
   const double start = detail::process_cpu_seconds();
   validate(p);
   if (std::isnan(o.time_limit) || !(o.time_limit > 0)) {
@@ -155,11 +155,11 @@ Result solve(const Problem& p, const Options& o) {
         "this build has no MILP solver: CBC was not found at configure time "
         "(install coinor-libcbc-dev and reconfigure with -DSYMPHONY_WITH_CBC=ON)");
   }
-  Result r;
+  Solution r;
   r.method = o.method;
   r.conflicts = find_conflicts(p);
   if (!r.conflicts.empty()) {
-    r.status = Status::kInfeasible;
+    r.status = SolveStatus::kInfeasible;
     r.cpu_seconds = detail::process_cpu_seconds() - start;
     return r;
   }
@@ -175,7 +175,7 @@ Result solve(const Problem& p, const Options& o) {
     case Method::kMilp:
 #ifdef SYMPHONY_PARTITION_HAVE_CBC
       out = detail::solve_milp(p, o, deadline);
-      if (out.status == Status::kInfeasible) out.conflicts.push_back(diagnose(p, o, deadline));
+      if (out.status == SolveStatus::kInfeasible) out.conflicts.push_back(diagnose(p, o, deadline));
 #endif
       break;
   }
@@ -193,13 +193,13 @@ Result solve(const Problem& p, const Options& o) {
       r.evaluation = std::move(e);
       r.objective = r.evaluation.objective;
       if (!std::isnan(r.bound)) {
-        r.gap = r.status == Status::kOptimal || r.objective <= 1e-12
+        r.gap = r.status == SolveStatus::kOptimal || r.objective <= 1e-12
                     ? 0.0
                     : std::max(0.0, (r.objective - r.bound) / r.objective);
       }
     } else {
       // Not expected: the methods check the same constraints.
-      r.status = Status::kNoSolution;
+      r.status = SolveStatus::kNoSolution;
       r.note = "the " + std::string(to_string(o.method)) +
                " assignment violates a constraint: " + e.violations.front();
     }

@@ -74,7 +74,7 @@ symphony::Partitioner make_partitioner(const SubClusterConfig& c, const Experime
     }
     symphony::EpochDecision d;
     d.assignment = std::move(plan.assignment);
-    const Result& res = plan.result;
+    const Solution& res = plan.result;
     d.status = res.message();
     if (plan.kept) d.status = "kept the current assignment: " + d.status;
     if (plan.held) {

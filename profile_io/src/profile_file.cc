@@ -32,9 +32,7 @@ Result<LatencyProfile> MeasuredProfile::to_latency_profile(ProfileColumn column)
     pts.push_back({p.batch, column == ProfileColumn::kMedian ? p.median
                             : column == ProfileColumn::kP90  ? p.p90
                                                              : p.p99});
-  auto r = LatencyProfile::from_table(pts, max_batch);
-  if (!r.ok()) return Status(r.status().code(), "profile of '" + model + "' on " + device + ": " + r.status().message());
-  return r;
+  return LatencyProfile::from_table(pts, max_batch).with_context("profile of '" + model + "' on " + device);
 }
 
 Status write_profile_file(const std::string& path, const MeasuredProfile& p) {

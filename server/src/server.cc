@@ -296,7 +296,7 @@ struct Server::Impl final : BatchRunner {
       return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
     bool batched = false;
     if (m->torch) {
-      if (Status v = m->torch->validate(inputs, &batched); !v.ok()) return v;
+      SYMPHONY_RETURN_IF_ERROR(m->torch->validate(inputs, &batched));
     }
     const TimePoint now = SteadyClock{}.now();
     if (deadline) {
@@ -362,9 +362,8 @@ struct Server::Impl final : BatchRunner {
     if (emulated) {
       if (!mo.alpha || !mo.beta)
         return Status(Errc::kInvalidArgument, who + ": emulated devices need the model's alpha and beta");
-      auto lp = LatencyProfile::linear(*mo.alpha, *mo.beta, mo.max_batch);
-      if (!lp.ok()) return Status(lp.status().code(), who + ": " + lp.status().message());
-      m->profile = std::move(*lp);
+      SYMPHONY_ASSIGN_OR_RETURN(m->profile,
+                                LatencyProfile::linear(*mo.alpha, *mo.beta, mo.max_batch).with_context(who));
       m->max_batch = mo.max_batch;
       return m;
     }
@@ -372,17 +371,15 @@ struct Server::Impl final : BatchRunner {
     to.name = mo.name;
     to.path = mo.path;
     for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
-      auto s = parse_input_spec(mo.inputs[i], "input" + std::to_string(i));
-      if (!s.ok()) return Status(s.status().code(), who + ": " + s.status().message());
-      to.inputs.push_back(*s);
+      SYMPHONY_ASSIGN_OR_RETURN(
+          auto s, parse_input_spec(mo.inputs[i], "input" + std::to_string(i)).with_context(who));
+      to.inputs.push_back(s);
     }
     to.devices = torch_devices;
     to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
     log("loading " + mo.name + " from " + mo.path + " on " + std::to_string(torch_devices.size()) + " device(s)");
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
-    auto tm = TorchModel::load(std::move(to));
-    if (!tm.ok()) return tm.status();
-    m->torch = std::move(*tm);
+    SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
     if (!m->torch->optimized()) log(mo.name + ": " + m->torch->optimize_note());
 
     // The profile: a given file, the file beside the model, or a measurement.
@@ -392,7 +389,7 @@ struct Server::Impl final : BatchRunner {
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
       auto r = profile_io::read_profile_file(path);
-      if (!r.ok() && mo.profile != "auto") return Status(r.status().code(), who + ": " + r.status().message());
+      if (!r.ok() && mo.profile != "auto") return r.status().with_context(who);
       if (!r.ok()) log(mo.name + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
       std::vector<std::string> specs;
       for (const auto& s : m->torch->inputs()) specs.push_back(s.to_string());
@@ -415,20 +412,17 @@ struct Server::Impl final : BatchRunner {
           log("profiling " + mo.name + ": round " + std::to_string(i) + "/" + std::to_string(n) + " (batches 1.." +
               std::to_string(b) + ")");
       };
-      auto r = profile_model(*m->torch, 0, po);
-      if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
-      measured = std::move(*r);
+      SYMPHONY_ASSIGN_OR_RETURN(measured, profile_model(*m->torch, 0, po).with_context(who));
       measured.device = device_specs.front().to_string();
       if (Status s = profile_io::write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
       else log(mo.name + ": profile saved to " + path);
     }
-    auto lp = measured.to_latency_profile(opts.profile_latency);
-    if (!lp.ok()) return Status(lp.status().code(), who + ": " + lp.status().message());
-    m->profile = std::move(*lp);
+    SYMPHONY_ASSIGN_OR_RETURN(m->profile,
+                              measured.to_latency_profile(opts.profile_latency).with_context(who));
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on every device before serving.
-    if (Status w = m->torch->warm_up_sizes(m->max_batch); !w.ok()) return Status(w.code(), who + ": " + w.message());
+    SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
     return m;
   }
 
@@ -443,10 +437,10 @@ struct Server::Impl final : BatchRunner {
   }
 
   Status register_model(const std::shared_ptr<Model>& m) {
-    auto id = runtime->add_model(runtime_config(*m));
-    if (!id.ok()) return Status(id.status().code(), "model '" + m->opts.name + "': " + id.status().message());
-    if (*id >= by_id.size()) {
-      (void)runtime->remove_model(*id);
+    SYMPHONY_ASSIGN_OR_RETURN(
+        auto id, runtime->add_model(runtime_config(*m)).with_context("model '" + m->opts.name + "'"));
+    if (id >= by_id.size()) {
+      (void)runtime->remove_model(id);
       return Status(Errc::kCapacityExceeded, "too many models");
     }
     if (opts.recalibration.enabled) {
@@ -454,11 +448,11 @@ struct Server::Impl final : BatchRunner {
         auto c = ProfileCalibrator::create(m->profile, opts.recalibration);
         std::lock_guard<std::mutex> lock(d->calib_mu);
         if (d->calib.size() < by_id.size()) d->calib.resize(by_id.size());
-        d->calib[*id] = c.ok() ? std::make_unique<ProfileCalibrator>(std::move(*c)) : nullptr;
+        d->calib[id] = c.ok() ? std::make_unique<ProfileCalibrator>(std::move(*c)) : nullptr;
       }
     }
-    m->id = *id;
-    by_id[*id].store(m.get(), std::memory_order_release);
+    m->id = id;
+    by_id[id].store(m.get(), std::memory_order_release);
     m->accepting.store(true, std::memory_order_release);
     return {};
   }
@@ -483,9 +477,7 @@ struct Server::Impl final : BatchRunner {
                                         });
       rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
     }
-    auto rt = make_runtime(rc, sink, opts.policy);
-    if (!rt.ok()) return rt.status();
-    runtime = std::move(*rt);
+    SYMPHONY_ASSIGN_OR_RETURN(runtime, make_runtime(rc, sink, opts.policy));
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
     std::size_t replica = 0;
     for (auto& d : devices) {
@@ -530,16 +522,14 @@ struct Server::Impl final : BatchRunner {
         }
       }
       d->executor = e.get();
-      auto g = runtime->add_gpu(std::move(e));
-      if (!g.ok()) return g.status();
+      SYMPHONY_RETURN_IF_ERROR(runtime->add_gpu(std::move(e)));
     }
     std::vector<std::shared_ptr<Model>> models;
     {
       std::shared_lock<std::shared_mutex> l(models_mu);
       for (auto& [_, m] : by_name) models.push_back(m);
     }
-    for (auto& m : models)
-      if (Status r = register_model(m); !r.ok()) return r;
+    for (auto& m : models) SYMPHONY_RETURN_IF_ERROR(register_model(m));
     started = SteadyClock{}.now();
     running.store(true, std::memory_order_release);
     return {};
@@ -566,18 +556,19 @@ Server::~Server() {
 }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
-  if (Status s = check_runs_in_core(o.policy); !s.ok()) return s;
-  if (Status s = o.recalibration.validate(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(o.policy));
+  SYMPHONY_RETURN_IF_ERROR(o.recalibration.validate());
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
   // The CUDA runtime is asked only for CUDA-emulated devices: it loads the driver.
   const bool kernel_gpus = o.devices.find("cuda-emulated") != std::string::npos;
-  auto devs = parse_devices(o.devices, cuda_device_count(), kernel_gpus ? cuda_runtime_devices() : CudaRuntimeDevices{});
-  if (!devs.ok()) return devs.status();
+  SYMPHONY_ASSIGN_OR_RETURN(auto devs,
+                            parse_devices(o.devices, cuda_device_count(),
+                                          kernel_gpus ? cuda_runtime_devices() : CudaRuntimeDevices{}));
   auto impl = std::make_unique<Impl>(std::move(o));
-  impl->device_specs = *devs;
-  impl->emulated = !runs_model(devs->front().kind);
-  for (const DeviceSpec& d : *devs) {
+  impl->device_specs = devs;
+  impl->emulated = !runs_model(devs.front().kind);
+  for (const DeviceSpec& d : devs) {
     auto dev = std::make_unique<Impl::Device>();
     dev->spec = d;
     impl->devices.push_back(std::move(dev));
@@ -669,7 +660,7 @@ Result<std::future<InferResult>> Server::infer(std::string_view model, std::vect
                                                std::optional<Duration> deadline) {
   std::promise<InferResult> p;
   std::future<InferResult> f = p.get_future();
-  if (Status s = impl_->submit(model, std::move(inputs), deadline, &p, {}); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(impl_->submit(model, std::move(inputs), deadline, &p, {}));
   return f;
 }
 

@@ -343,8 +343,8 @@ Status TorchModel::warm_up_sizes(std::uint32_t max_batch) {
   for (std::size_t r = 0; r < replicas_.size(); ++r)
     for (std::uint32_t b = 1; b <= max_batch; ++b)
       if (Result<c10::IValue> out = forward(r, dummy_batch(b, opts_.devices[r])); !out.ok())
-        return Status(out.status().code(), "warming up batch " + std::to_string(b) + " on " +
-                                               opts_.devices[r].str() + ": " + out.status().message());
+        return out.status().with_context("warming up batch " + std::to_string(b) + " on " +
+                                         opts_.devices[r].str());
   return {};
 }
 
@@ -380,9 +380,8 @@ Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica, cons
   } catch (const std::exception& e) {
     return Status(Errc::kFailedPrecondition, "model '" + opts_.name + "': cannot form the batch: " + e.what());
   }
-  Result<c10::IValue> out = forward(replica, std::move(batch));
-  if (!out.ok()) return out.status();
-  return split_output(*out, requests, opts_.name);
+  SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
+  return split_output(out, requests, opts_.name);
 }
 
 Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std::vector<RequestInputs>& requests,
@@ -404,7 +403,7 @@ Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std:
   std::vector<c10::IValue> result(requests.size());
   std::vector<at::Tensor> pieces;
   if (out.isTensor()) {
-    if (Status s = split_tensor(out.toTensor(), pieces); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(split_tensor(out.toTensor(), pieces));
     for (std::int64_t i = 0; i < n; ++i) result[i] = pieces[i];
     return result;
   }
@@ -420,7 +419,7 @@ Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std:
       if (!e.isTensor())
         return Status(Errc::kFailedPrecondition, who + " returned a tuple holding a " + e.tagKind() +
                                                      "; only tensors can be split per request");
-      if (Status s = split_tensor(e.toTensor(), pieces); !s.ok()) return s;
+      SYMPHONY_RETURN_IF_ERROR(split_tensor(e.toTensor(), pieces));
       for (std::int64_t i = 0; i < n; ++i) per[i].push_back(pieces[i]);
     }
     for (std::int64_t i = 0; i < n; ++i) result[i] = c10::ivalue::Tuple::create(std::move(per[i]));

@@ -158,15 +158,15 @@ class HttpTransport final : public Transport {
       addrs_ = resolver.resolve(ep_.host, ep_.port, ec);
       if (ec) return Status(Errc::kNotFound, "cannot resolve " + ep_.host + " (" + ep_.url + "): " + ec.message());
     }
-    auto got = http_get(ep_, addrs_, "/v2/models/" + url_escape(model), timeout);
-    if (!got.ok()) return got.status();
-    if (got->status == 404)
-      return Status(Errc::kNotFound, "model '" + model + "' is not served by " + ep_.url + " (HTTP 404: " +
-                                         error_message(got->body) + ")");
-    if (got->status != 200)
+    SYMPHONY_ASSIGN_OR_RETURN(auto got, http_get(ep_, addrs_, "/v2/models/" + url_escape(model), timeout));
+    if (got.status == 404)
+      return Status(Errc::kNotFound, "model '" + model + "' is not served by " + ep_.url +
+                                         " (HTTP 404: " + error_message(got.body) + ")");
+    if (got.status != 200)
       return Status(Errc::kFailedPrecondition, "GET /v2/models/" + model + " on " + ep_.url + ": HTTP " +
-                                                   std::to_string(got->status) + ": " + error_message(got->body));
-    auto md = parse_metadata_json(got->body);
+                                                   std::to_string(got.status) + ": " +
+                                                   error_message(got.body));
+    auto md = parse_metadata_json(got.body);
     if (!md.ok())
       return Status(Errc::kInvalidArgument, "the metadata of model '" + model + "' from " + ep_.url +
                                                 " is unusable: " + md.status().message());

@@ -362,9 +362,8 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   auto bad = [](std::string m) { return Status(Errc::kInvalidArgument, std::move(m)); };
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
-  auto ep = parse_endpoint(o.url);
-  if (!ep.ok()) return ep.status();
-  impl->ep = *ep;
+  SYMPHONY_ASSIGN_OR_RETURN(auto ep, parse_endpoint(o.url));
+  impl->ep = ep;
   if (o.models.empty()) return bad("no models to send to");
   std::set<std::string> names;
   std::size_t open = 0;
@@ -411,26 +410,25 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   detail::TransportOptions to;
   to.http_binary = o.http_binary;
   to.connect_timeout = o.connect_timeout;
-  to.connections = o.connections ? o.connections : (ep->grpc() ? 1 : kDefaultHttpConnections);
+  to.connections = o.connections ? o.connections : (ep.grpc() ? 1 : kDefaultHttpConnections);
   if (to.connections > kMaxConnections)
     return bad("at most " + std::to_string(kMaxConnections) + " connections, not " + std::to_string(to.connections));
   impl->opts.connections = to.connections;
-  if (!ep->grpc())
+  if (!ep.grpc())
     if (std::string w = ensure_fd_limit(to.connections); !w.empty()) impl->notes.push_back(w);
-  impl->transport = ep->grpc() ? detail::make_grpc_transport(impl->io, *ep, to)
-                               : detail::make_http_transport(impl->io, *ep, to);
+  impl->transport = ep.grpc() ? detail::make_grpc_transport(impl->io, ep, to)
+                              : detail::make_http_transport(impl->io, ep, to);
   for (std::size_t i = 0; i < o.models.size(); ++i) {
     const LoadModel& lm = o.models[i];
-    auto md = impl->transport->metadata(lm.name, o.connect_timeout);
-    if (!md.ok()) return md.status();
+    SYMPHONY_ASSIGN_OR_RETURN(auto md, impl->transport->metadata(lm.name, o.connect_timeout));
     std::vector<std::string> notes;
-    auto inputs = make_inputs(*md, o.seed * 7919 + i, &notes);
+    auto inputs = make_inputs(md, o.seed * 7919 + i, &notes);
     if (!inputs.ok())
       return Status(Errc::kInvalidArgument, "the metadata of model '" + lm.name + "' from " + o.url +
                                                 " is unusable: " + inputs.status().message());
     for (const std::string& n : notes) impl->notes.push_back("model '" + lm.name + "': " + n);
-    impl->transport->add_model(lm.name, *md, *inputs);
-    impl->md.push_back(std::move(*md));
+    impl->transport->add_model(lm.name, md, *inputs);
+    impl->md.push_back(std::move(md));
   }
   return std::unique_ptr<LoadRun>(new LoadRun(std::move(impl)));
 }

@@ -57,8 +57,8 @@ Status parse_tensors(const json& j, const char* key, std::vector<TensorMetadata>
     const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
     if (!t.is_object()) return invalid(where + " is not an object");
     TensorMetadata m;
-    if (Status s = check_name(t, "name", where, &m.name, true); !s.ok()) return s;
-    if (Status s = check_name(t, "datatype", where, &m.datatype, true); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(check_name(t, "name", where, &m.name, true));
+    SYMPHONY_RETURN_IF_ERROR(check_name(t, "datatype", where, &m.datatype, true));
     const auto sh = t.find("shape");
     if (sh == t.end() || !sh->is_array()) return invalid(where + " has no \"shape\" array");
     for (const json& d : *sh) {
@@ -159,15 +159,15 @@ Result<ModelMetadata> parse_metadata_json(std::string_view body) {
   if (j.is_discarded()) return invalid("the metadata is not JSON");
   if (!j.is_object()) return invalid("the metadata is not a JSON object");
   ModelMetadata m;
-  if (Status s = check_name(j, "name", "the metadata", &m.name, true); !s.ok()) return s;
-  if (Status s = check_name(j, "platform", "the metadata", &m.platform, false); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(check_name(j, "name", "the metadata", &m.name, true));
+  SYMPHONY_RETURN_IF_ERROR(check_name(j, "platform", "the metadata", &m.platform, false));
   if (const auto v = j.find("versions"); v != j.end()) {
     if (!v->is_array()) return invalid("\"versions\" is not an array");
     for (const json& x : *v)
       if (x.is_string()) m.versions.push_back(x.get<std::string>());
   }
-  if (Status s = parse_tensors(j, "inputs", &m.inputs); !s.ok()) return s;
-  if (Status s = parse_tensors(j, "outputs", &m.outputs); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(parse_tensors(j, "inputs", &m.inputs));
+  SYMPHONY_RETURN_IF_ERROR(parse_tensors(j, "outputs", &m.outputs));
   return m;
 }
 

@@ -123,14 +123,14 @@ class RuntimeOf final : public AnyRuntime<Sink> {
 template <RuntimeSink Sink>
 Result<std::unique_ptr<AnyRuntime<Sink>>> make_runtime(const RuntimeConfig& cfg, Sink& sink,
                                                        const PolicySpec& policy) {
-  if (Status s = check_runs_in_core(policy); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(policy));
   return visit_policy(policy, [&](auto exec, auto gather) -> Result<std::unique_ptr<AnyRuntime<Sink>>> {
     using Exec = decltype(exec);
     using Gather = decltype(gather);
-    auto rt = Runtime<Sink, Exec, Gather>::create(cfg, sink, std::move(exec), gather);
-    if (!rt.ok()) return rt.status();
+    SYMPHONY_ASSIGN_OR_RETURN(auto rt,
+                              Runtime<Sink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
     return std::unique_ptr<AnyRuntime<Sink>>(
-        std::make_unique<detail::RuntimeOf<Sink, Exec, Gather>>(std::move(*rt), policy));
+        std::make_unique<detail::RuntimeOf<Sink, Exec, Gather>>(std::move(rt), policy));
   });
 }
 

@@ -141,7 +141,7 @@ class ModelThread {
 
   // ---- owner thread only (call through post()) ---------------------------------
   Status add_model(ModelId id, ModelConfig mc, std::uint32_t generation) {
-    if (Status s = shard_.add_model(id, std::move(mc)); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(shard_.add_model(id, std::move(mc)));
     generation_[id] = generation;
     return {};
   }
@@ -165,7 +165,7 @@ class ModelThread {
   Status seed_calibration(ModelId id, std::span<const double> class_scales) {
     const ProfileCalibrator* c = shard_.has_model(id) ? shard_.calibrator(id) : nullptr;
     const std::uint64_t before = c ? c->updates() : 0;
-    if (Status s = shard_.seed_calibration(id, class_scales); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(shard_.seed_calibration(id, class_scales));
     if (shard_.calibrator(id)->updates() == before) return {};  // the same factors: nothing moved
     ++stats_.profile_updates;
     if (shard_.refresh_candidate(id, SteadyClock{}.now(), adapter_).changed) mark_dirty(id);

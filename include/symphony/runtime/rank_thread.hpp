@@ -82,7 +82,7 @@ class RankThread {
 
   // ---- owner thread only (call through post()) ---------------------------------
   Status add_model(ModelId id, std::uint32_t shard) {
-    if (Status s = rank_.add_model(id); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(rank_.add_model(id));
     model_shard_[id] = shard;
     return {};
   }

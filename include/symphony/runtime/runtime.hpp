@@ -81,7 +81,7 @@ class Runtime final : private CompletionPort {
 
   static Result<std::unique_ptr<Runtime>> create(const RuntimeConfig& cfg, Sink& sink, Exec exec = {},
                                                  Gather gather = {}) {
-    if (Status s = cfg.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(cfg.validate());
     std::unique_ptr<Runtime> rt(new Runtime(cfg, sink, std::move(exec), std::move(gather)));
     rt->start();
     return rt;
@@ -100,7 +100,7 @@ class Runtime final : private CompletionPort {
   Result<ModelId> add_model(ModelConfig mc, std::optional<std::uint32_t> shard = std::nullopt) {
     std::lock_guard<std::mutex> lock(control_mu_);
     if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
-    if (Status s = ModelState<Exec, Gather>::validate(mc); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(ModelState<Exec, Gather>::validate(mc));
     if (shard && *shard >= cfg_.shards)
       return Status(Errc::kInvalidArgument, "shard " + std::to_string(*shard) + " does not exist (" +
                                                 std::to_string(cfg_.shards) + " shards)");
@@ -115,7 +115,7 @@ class Runtime final : private CompletionPort {
                                            shard_models_.begin());
     const std::uint32_t gen = ++generation_[id];
     const Duration slo = mc.slo;
-    if (Status st = on_rank([&] { return rank_->add_model(id, s); }); !st.ok()) return st;
+    SYMPHONY_RETURN_IF_ERROR(on_rank([&] { return rank_->add_model(id, s); }));
     Shard& sh = *shards_[s];
     if (Status st = on_shard(s, [&] { return sh.add_model(id, std::move(mc), gen); }); !st.ok()) {
       (void)on_rank([&] {

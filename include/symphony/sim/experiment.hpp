@@ -60,15 +60,12 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
   sc.delays = e.planned_delays();
   sc.recalibration = e.recalibration;
   using Sim = Simulator<TeeSink<Obs>, Exec, Gather, Timing>;
-  Result<std::unique_ptr<Sim>> created =
-      Sim::create(sc, sink, std::move(exec), std::move(gather), std::move(timing));
-  if (!created.ok()) return created.status();
-  Sim& sim = **created;
+  SYMPHONY_ASSIGN_OR_RETURN(std::unique_ptr<Sim> created,
+                            Sim::create(sc, sink, std::move(exec), std::move(gather), std::move(timing)));
+  Sim& sim = *created;
   if (e.delay_jitter.enabled()) sim.set_network(NetworkJitter(e.delay_jitter, e.delays, e.seed ^ 0x6e657477ULL));
-  for (const ModelConfig& m : e.models)
-    if (Result<ModelId> id = sim.scheduler().add_model(m); !id.ok()) return id.status();
-  for (std::uint32_t g = 0; g < gpus; ++g)
-    if (Result<GpuId> id = sim.scheduler().add_gpu(); !id.ok()) return id.status();
+  for (const ModelConfig& m : e.models) SYMPHONY_RETURN_IF_ERROR(sim.scheduler().add_model(m));
+  for (std::uint32_t g = 0; g < gpus; ++g) SYMPHONY_RETURN_IF_ERROR(sim.scheduler().add_gpu());
 
   RunResult out;
   if (!e.trace.empty()) {
@@ -80,7 +77,7 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
     w.duration = duration;
     w.seed = e.seed;
     w.rate_scale = scale;
-    if (Status s = w.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(w.validate());
     WorkloadArrivals src(w);
     out.events = sim.run(src);
     out.requests = src.count();
@@ -114,7 +111,7 @@ Result<RunResult> run_timing(const ExperimentSpec& e, double scale, std::uint32_
 template <class Obs = NullObserver>
 Result<RunResult> run_experiment(const ExperimentSpec& e, double rate_scale = 1.0, std::uint32_t gpus = 0,
                                  Obs* obs = nullptr) {
-  if (Status s = e.validate(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(e.validate());
   if (!(rate_scale > 0) || !std::isfinite(rate_scale))
     return Status(Errc::kInvalidArgument, "rate scale must be a positive finite number");
   if (e.policy.is_peer()) return run_peer_experiment(e, rate_scale, gpus, obs);

@@ -106,7 +106,7 @@ class Simulator {
 
   static Result<std::unique_ptr<Simulator>> create(const SchedulerConfig& cfg, UserSink& sink, Exec exec = {},
                                                    Gather gather = {}, Timing timing = {}) {
-    if (Status s = cfg.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(cfg.validate());
     return std::unique_ptr<Simulator>(
         new Simulator(cfg, sink, std::move(exec), std::move(gather), std::move(timing)));
   }

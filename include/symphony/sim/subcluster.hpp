@@ -106,7 +106,7 @@ class SubClusterSimulator {
       const SchedulerConfig& per_sub, SubClusterLayout layout, std::vector<ModelConfig> models,
       Partitioner partitioner, std::vector<double> initial_rates, UserSink& sink, Exec exec = {},
       Gather gather = {}, Timing timing = {}) {
-    if (Status s = layout.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(layout.validate());
     if (models.empty()) return Status(Errc::kInvalidArgument, "a cluster needs at least one model");
     if (initial_rates.size() != models.size())
       return Status(Errc::kInvalidArgument, "one initial rate per model is needed");
@@ -115,14 +115,13 @@ class SubClusterSimulator {
     cfg.max_models = static_cast<std::uint32_t>(models.size());
     for (std::uint32_t g : layout.gpus) {
       cfg.max_gpus = g;
-      if (Status s = cfg.validate(); !s.ok()) return s;
+      SYMPHONY_RETURN_IF_ERROR(cfg.validate());
     }
-    for (const ModelConfig& m : models)
-      if (Status s = Sched::Shard::validate(m); !s.ok()) return s;
+    for (const ModelConfig& m : models) SYMPHONY_RETURN_IF_ERROR(Sched::Shard::validate(m));
     std::unique_ptr<SubClusterSimulator> sim(
         new SubClusterSimulator(per_sub, std::move(layout), std::move(models), std::move(partitioner), sink,
                                 exec, gather, std::move(timing)));
-    if (Status s = sim->place_initial(std::move(initial_rates)); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(sim->place_initial(std::move(initial_rates)));
     return sim;
   }
 
@@ -330,7 +329,7 @@ class SubClusterSimulator {
     }();
     const std::string at =
         "epoch " + std::to_string(req.epoch) + " (t = " + format_seconds(req.time - TimePoint::epoch()) + " s)";
-    if (!d.ok()) return Status(d.status().code(), at + ": the partitioner failed: " + d.status().message());
+    if (!d.ok()) return d.status().with_context(at + ": the partitioner failed");
     EpochRecord rec;
     rec.epoch = req.epoch;
     rec.time = req.time;
@@ -360,10 +359,9 @@ class SubClusterSimulator {
       Sub& s = *subs_[st.subcluster];
       switch (st.kind) {
         case PlacementStep::Kind::kLoad: {
-          Result<ModelId> id = s.sched->add_model(models_[st.model]);
-          if (!id.ok()) return Status(id.status().code(), at + ": " + id.status().message());
-          s.to_local[st.model] = *id;
-          s.to_global[*id] = st.model;
+          SYMPHONY_ASSIGN_OR_RETURN(ModelId id, s.sched->add_model(models_[st.model]).with_context(at));
+          s.to_local[st.model] = id;
+          s.to_global[id] = st.model;
           break;
         }
         case PlacementStep::Kind::kReclaim:

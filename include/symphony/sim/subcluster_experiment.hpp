@@ -112,11 +112,11 @@ Result<SubClusterRunResult> run_subclusters_with(const ExperimentSpec& e, const 
   layout.max_disruption = sc.max_disruption;
   const Duration first_epoch = sc.epoch > Duration::zero() ? min(sc.epoch, e.duration) : e.duration;
   using Sim = SubClusterSimulator<SubClusterTee<Obs>, Exec, Gather, Timing>;
-  Result<std::unique_ptr<Sim>> created =
+  SYMPHONY_ASSIGN_OR_RETURN(
+      std::unique_ptr<Sim> created,
       Sim::create(cfg, layout, e.models, partitioner, expected_rates(e, scale, first_epoch), sink,
-                  std::move(exec), std::move(gather), std::move(timing));
-  if (!created.ok()) return created.status();
-  Sim& sim = **created;
+                  std::move(exec), std::move(gather), std::move(timing)));
+  Sim& sim = *created;
 
   SubClusterRunResult out;
   if (!e.trace.empty()) {
@@ -131,7 +131,7 @@ Result<SubClusterRunResult> run_subclusters_with(const ExperimentSpec& e, const 
     w.duration = e.duration;
     w.seed = e.seed;
     w.rate_scale = scale;
-    if (Status s = w.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(w.validate());
     WorkloadArrivals src(w);
     out.cluster.events = sim.run(src);
     out.cluster.requests = src.count();
@@ -156,7 +156,7 @@ template <class Obs = NullObserver>
 Result<SubClusterRunResult> run_subcluster_experiment(const ExperimentSpec& e, const SubClusterSpec& sc,
                                                       const Partitioner& partitioner, double rate_scale = 1.0,
                                                       std::uint32_t gpus = 0, Obs* obs = nullptr) {
-  if (Status s = e.validate(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(e.validate());
   if (!(rate_scale > 0) || !std::isfinite(rate_scale))
     return Status(Errc::kInvalidArgument, "rate scale must be a positive finite number");
   if (e.policy.is_peer())
@@ -170,13 +170,12 @@ Result<SubClusterRunResult> run_subcluster_experiment(const ExperimentSpec& e, c
   if (sc.epoch < Duration::zero()) return Status(Errc::kInvalidArgument, "the epoch must not be negative");
   if (!(sc.max_disruption >= 0)) return Status(Errc::kInvalidArgument, "the disruption bound must be >= 0");
   if (gpus == 0) gpus = e.gpus;
-  Result<std::vector<std::uint32_t>> split = sc.split(gpus);
-  if (!split.ok()) return split.status();
+  SYMPHONY_ASSIGN_OR_RETURN(std::vector<std::uint32_t> split, sc.split(gpus));
   return visit_policy(e.policy, [&](auto exec, auto gather) -> Result<SubClusterRunResult> {
     if (e.noise_sigma > 0)
-      return detail::run_subclusters_with(e, sc, partitioner, rate_scale, *split, std::move(exec), gather,
+      return detail::run_subclusters_with(e, sc, partitioner, rate_scale, split, std::move(exec), gather,
                                           LogNormalTiming(e.noise_sigma, e.seed ^ 0x7a3d1f), obs);
-    return detail::run_subclusters_with(e, sc, partitioner, rate_scale, *split, std::move(exec), gather,
+    return detail::run_subclusters_with(e, sc, partitioner, rate_scale, split, std::move(exec), gather,
                                         ExactTiming{}, obs);
   });
 }

@@ -262,9 +262,9 @@ Status BackendNode::Impl::start() {
     if (!(opts_.emulated_slowdown >= 0.1 && opts_.emulated_slowdown <= 10))
       return Status(Errc::kInvalidArgument,
                     "--emulated-slowdown must be in [0.1, 10], got " + std::to_string(opts_.emulated_slowdown));
-    Result<std::unique_ptr<BackendDevices>> d = make_emulated_devices(opts_.devices, opts_.name, opts_.emulated_slowdown);
-    if (!d.ok()) return Status(d.status().code(), "--devices: " + d.status().message());
-    devices_ = std::move(*d);
+    SYMPHONY_ASSIGN_OR_RETURN(
+        devices_,
+        make_emulated_devices(opts_.devices, opts_.name, opts_.emulated_slowdown).with_context("--devices"));
   }
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -280,9 +280,7 @@ Status BackendNode::Impl::start() {
   to.inject_delay = opts_.inject_delay;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
-  Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
-  if (!t.ok()) return t.status();
-  transport_ = std::move(*t);
+  SYMPHONY_ASSIGN_OR_RETURN(transport_, Transport::create(to, *this));
   wire::Hello h;
   h.role = wire::Role::kBackend;
   h.pid = static_cast<std::uint32_t>(getpid());
@@ -313,9 +311,8 @@ void BackendNode::Impl::stop() {
 }
 
 Status BackendNode::Impl::open_scheduler(const std::string& target) {
-  Result<HostPort> hp = HostPort::parse(target);
-  if (!hp.ok()) return hp.status();
-  Result<ConnId> c = transport_->connect(*hp);
+  SYMPHONY_ASSIGN_OR_RETURN(HostPort hp, HostPort::parse(target));
+  Result<ConnId> c = transport_->connect(hp);
   if (!c.ok()) {
     log(c.status().message());
     return c.status();
@@ -1004,7 +1001,7 @@ BackendNode::~BackendNode() {
 }
 Result<std::unique_ptr<BackendNode>> BackendNode::create(BackendOptions opts) {
   auto impl = std::make_unique<Impl>(std::move(opts));
-  if (Status s = impl->start(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<BackendNode>(new BackendNode(std::move(impl)));
 }
 void BackendNode::stop() { impl_->stop(); }

@@ -37,8 +37,7 @@ Status append_bytes(const c10::IValue& v, std::vector<std::uint8_t>& out) {
     return {};
   }
   if (v.isTuple()) {
-    for (const c10::IValue& e : v.toTupleRef().elements())
-      if (Status s = append_bytes(e, out); !s.ok()) return s;
+    for (const c10::IValue& e : v.toTupleRef().elements()) SYMPHONY_RETURN_IF_ERROR(append_bytes(e, out));
     return {};
   }
   return Status(Errc::kInvalidArgument,
@@ -50,11 +49,10 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   Status init(const std::string& devices, const std::vector<TorchModelSpec>& models, int cpu_threads,
               const std::string& prefix) {
     if (cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
-    Result<std::vector<server::DeviceSpec>> specs =
-        server::parse_devices(devices, server::cuda_device_count());
-    if (!specs.ok()) return specs.status();
+    SYMPHONY_ASSIGN_OR_RETURN(std::vector<server::DeviceSpec> specs,
+                              server::parse_devices(devices, server::cuda_device_count()));
     std::vector<c10::Device> torch_devices;
-    for (const server::DeviceSpec& d : *specs) {
+    for (const server::DeviceSpec& d : specs) {
       if (d.kind == server::DeviceKind::kEmulated)
         return Status(Errc::kInvalidArgument,
                       "emulated devices run no model: use --devices emulated:N without --model");
@@ -73,13 +71,12 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       o.path = m.path;
       o.devices = torch_devices;
       for (std::size_t i = 0; i < m.inputs.size(); ++i) {
-        Result<server::InputSpec> s = server::parse_input_spec(m.inputs[i], "input" + std::to_string(i));
-        if (!s.ok()) return Status(s.status().code(), "model '" + m.name + "': " + s.status().message());
-        o.inputs.push_back(*s);
+        SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
+                                  server::parse_input_spec(m.inputs[i], "input" + std::to_string(i))
+                                      .with_context("model '" + m.name + "'"));
+        o.inputs.push_back(s);
       }
-      Result<std::unique_ptr<TorchModel>> tm = TorchModel::load(std::move(o));
-      if (!tm.ok()) return tm.status();
-      models_[m.name] = std::move(*tm);
+      SYMPHONY_ASSIGN_OR_RETURN(models_[m.name], TorchModel::load(std::move(o)));
     }
     server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
     std::size_t replica = 0;
@@ -210,7 +207,7 @@ Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& de
                                                            const std::vector<TorchModelSpec>& models,
                                                            int cpu_threads, const std::string& prefix) {
   auto d = std::make_unique<TorchDevices>();
-  if (Status s = d->init(devices, models, cpu_threads, prefix); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(d->init(devices, models, cpu_threads, prefix));
   return std::unique_ptr<BackendDevices>(std::move(d));
 }
 

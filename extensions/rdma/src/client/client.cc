@@ -297,18 +297,15 @@ Status Client::Impl::start() {
   to.inject_delay = opts_.inject_delay;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
-  Result<std::unique_ptr<rdma::Transport>> t = rdma::Transport::create(to, *this);
-  if (!t.ok()) return t.status();
-  transport_ = std::move(*t);
-  Result<rdma::MemoryRegion> mr =
-      transport_->map_memory(std::size_t{opts_.max_pending} * opts_.max_input_bytes);
-  if (!mr.ok()) return mr.status();
-  pool_ = std::move(*mr);
+  SYMPHONY_ASSIGN_OR_RETURN(transport_, rdma::Transport::create(to, *this));
+  SYMPHONY_ASSIGN_OR_RETURN(pool_,
+                            transport_->map_memory(std::size_t{opts_.max_pending} * opts_.max_input_bytes));
   const std::string ip =
       opts_.advertise.empty() ? route_ip_to(sched_addr_.host, sched_addr_.port) : opts_.advertise;
-  Result<std::uint16_t> port = transport_->call([&] { return transport_->listen({"0.0.0.0", 0}); });
-  if (!port.ok()) return port.status();
-  advertise_ = rdma::HostPort{ip, *port}.to_string();
+  SYMPHONY_ASSIGN_OR_RETURN(const std::uint16_t port, transport_->call([&] {
+    return transport_->listen({"0.0.0.0", 0});
+  }));
+  advertise_ = rdma::HostPort{ip, port}.to_string();
   wire::Hello h;
   h.role = wire::Role::kFrontend;
   h.pid = static_cast<std::uint32_t>(getpid());
@@ -338,9 +335,8 @@ void Client::Impl::close() {
 }
 
 Status Client::Impl::open_scheduler(const std::string& target) {
-  Result<rdma::HostPort> hp = rdma::HostPort::parse(target);
-  if (!hp.ok()) return hp.status();
-  Result<ConnId> c = transport_->connect(*hp);
+  SYMPHONY_ASSIGN_OR_RETURN(rdma::HostPort hp, rdma::HostPort::parse(target));
+  Result<ConnId> c = transport_->connect(hp);
   if (!c.ok()) {
     log(c.status().message());
     return c.status();
@@ -858,7 +854,7 @@ Client::~Client() { close(); }
 
 Result<std::unique_ptr<Client>> Client::connect(ClientOptions opts) {
   auto impl = std::make_unique<Impl>(std::move(opts));
-  if (Status s = impl->start(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -869,9 +865,8 @@ Result<std::future<InferResult>> Client::infer(std::string_view model, std::span
   auto p = std::make_shared<std::promise<InferResult>>();
   std::future<InferResult> f = p->get_future();
   const std::span<const std::uint8_t> one[1] = {input};
-  if (Status s = impl_->infer_async(model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr);
-      !s.ok())
-    return s;
+  SYMPHONY_RETURN_IF_ERROR(impl_->infer_async(
+      model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr));
   return f;
 }
 

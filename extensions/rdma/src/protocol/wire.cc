@@ -717,11 +717,10 @@ std::vector<std::uint8_t> encode_message(const M& m) {
 
 // Decodes the header and checks that it is of kind `want`.
 Status expect(std::span<const std::uint8_t> msg, Kind want) {
-  Result<Header> h = decode_header(msg);
-  if (!h.ok()) return h.status();
-  if (h->kind != want)
+  SYMPHONY_ASSIGN_OR_RETURN(Header h, decode_header(msg));
+  if (h.kind != want)
     return Status(Errc::kInvalidArgument, "expected a " + std::string(to_string(want)) + " message, got " +
-                                              std::string(to_string(h->kind)));
+                                              std::string(to_string(h.kind)));
   return {};
 }
 
@@ -817,12 +816,12 @@ void check(Reader& r, const OutcomesView& v) {
 template <class M>
 Result<M> decode_message(std::span<const std::uint8_t> msg) {
   static_assert(kind_of<M> != Kind{}, "a message without a kind");
-  if (Status s = expect(msg, kind_of<M>); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(expect(msg, kind_of<M>));
   Reader r(msg, kind_of<M>);
   M m;
   fields(r, m);
   if (r.ok()) check(r, m);
-  if (Status s = r.finish(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(r.finish());
   return m;
 }
 
@@ -1060,9 +1059,8 @@ Result<OutcomesView> decode_outcomes(std::span<const std::uint8_t> msg) {
 }
 
 Status validate(std::span<const std::uint8_t> msg) {
-  Result<Header> h = decode_header(msg);
-  if (!h.ok()) return h.status();
-  switch (h->kind) {
+  SYMPHONY_ASSIGN_OR_RETURN(Header h, decode_header(msg));
+  switch (h.kind) {
     case Kind::kHello:
       return decode_hello(msg).status();
     case Kind::kWelcome:

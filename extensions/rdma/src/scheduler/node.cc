@@ -12,7 +12,7 @@ Status SchedulerNode::Impl::start() {
   if (standby() && self_ >= schedulers_.size())
     return Status(Errc::kInvalidArgument, "scheduler index " + std::to_string(self_) + " is not in cluster.schedulers (" +
                                               std::to_string(schedulers_.size()) + " entries)");
-  if (Status s = check_runs_in_core(sc.spec.policy); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(sc.spec.policy));
   models_ = sc.spec.models;
   floors_ = sc.spec.delays;
   RuntimeConfig rc;
@@ -31,12 +31,10 @@ Status SchedulerNode::Impl::start() {
                                               " sub-clusters, got " + std::to_string(num_subs_));
   // One runtime per sub-cluster, each with every model (the same ids).
   for (std::uint32_t j = 0; j < num_subs_; ++j) {
-    Result<std::unique_ptr<Rt>> rt = make_runtime(rc, sink_, sc.spec.policy);
-    if (!rt.ok()) return rt.status();
-    runtimes_.push_back(std::move(*rt));
+    SYMPHONY_ASSIGN_OR_RETURN(std::unique_ptr<Rt> rt, make_runtime(rc, sink_, sc.spec.policy));
+    runtimes_.push_back(std::move(rt));
     for (const ModelConfig& m : models_) {
-      Result<ModelId> id = runtimes_.back()->add_model(m);
-      if (!id.ok()) return id.status();
+      SYMPHONY_RETURN_IF_ERROR(runtimes_.back()->add_model(m));
     }
   }
   {
@@ -64,7 +62,7 @@ Status SchedulerNode::Impl::start() {
     subs_.emplace(
         std::move(so), [this](const SubClusterManager::Placement& p) { send_placement(p); },
         [this](const std::string& m) { log(m); });
-    if (Status s = subs_->start(SteadyClock{}.now()); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(subs_->start(SteadyClock{}.now()));
   }
   {
     DelayLearner::Options d;
@@ -89,9 +87,7 @@ Status SchedulerNode::Impl::start() {
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
   to.idle_spin = set_.progress_spin;
-  Result<std::unique_ptr<Transport>> t = Transport::create(to, *this);
-  if (!t.ok()) return t.status();
-  transport_ = std::move(*t);
+  SYMPHONY_ASSIGN_OR_RETURN(transport_, Transport::create(to, *this));
   Result<std::uint16_t> p = transport_->call([&]() -> Result<std::uint16_t> {
     for (auto& rt : runtimes_) submitters_.push_back(rt->make_submitter());
     const TimePoint now = SteadyClock{}.now();
@@ -359,7 +355,7 @@ SchedulerNode::~SchedulerNode() {
 
 Result<std::unique_ptr<SchedulerNode>> SchedulerNode::create(SchedulerOptions opts) {
   auto impl = std::make_unique<Impl>(std::move(opts));
-  if (Status s = impl->start(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<SchedulerNode>(new SchedulerNode(std::move(impl)));
 }
 

@@ -12,11 +12,8 @@ namespace symphony::rdma {
 // ---- links -------------------------------------------------------------------------
 
 Status SchedulerNode::Impl::SchedulerLink::open(const std::string& target) {
-  Result<HostPort> hp = HostPort::parse(target);
-  if (!hp.ok()) return hp.status();
-  Result<ConnId> c = n.transport_->connect(*hp);
-  if (!c.ok()) return c.status();
-  conn = *c;
+  SYMPHONY_ASSIGN_OR_RETURN(HostPort hp, HostPort::parse(target));
+  SYMPHONY_ASSIGN_OR_RETURN(conn, n.transport_->connect(hp));
   return {};
 }
 

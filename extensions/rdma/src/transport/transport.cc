@@ -435,19 +435,18 @@ void Transport::reap_closing() {
 }
 
 Result<std::uint16_t> Transport::listen(const HostPort& where) {
-  Result<sockaddr_storage> ss = resolve(where, true);
-  if (!ss.ok()) return ss.status();
+  SYMPHONY_ASSIGN_OR_RETURN(sockaddr_storage ss, resolve(where, true));
   ucp_listener_params_t lp{};
   lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*ss);
-  lp.sockaddr.addrlen = sockaddr_len(*ss);
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&ss);
+  lp.sockaddr.addrlen = sockaddr_len(ss);
   lp.conn_handler.cb = &Transport::on_conn_request;
   lp.conn_handler.arg = this;
   ucp_listener_h l = nullptr;
   const ucs_status_t st = ucp_listener_create(worker_, &lp, &l);
   if (st != UCS_OK) {
-    Status s = ucx_error(st, "ucp_listener_create", __FILE__, __LINE__);
-    return Status(s.code(), "cannot listen on " + where.to_string() + ": " + s.message());
+    return ucx_error(st, "ucp_listener_create", __FILE__, __LINE__)
+        .with_context("cannot listen on " + where.to_string());
   }
   listeners_.push_back(l);
   ucp_listener_attr_t attr{};
@@ -485,22 +484,21 @@ void Transport::on_conn_request(ucp_conn_request_h req, void* arg) {
 }
 
 Result<ConnId> Transport::connect(const HostPort& where) {
-  Result<sockaddr_storage> ss = resolve(where, false);
-  if (!ss.ok()) return ss.status();
+  SYMPHONY_ASSIGN_OR_RETURN(sockaddr_storage ss, resolve(where, false));
   ucp_ep_params_t ep{};
   ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                   UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*ss);
-  ep.sockaddr.addrlen = sockaddr_len(*ss);
+  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&ss);
+  ep.sockaddr.addrlen = sockaddr_len(ss);
   ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   ep.err_handler.cb = &Transport::on_ep_error;
   ep.err_handler.arg = this;
   ucp_ep_h h = nullptr;
   const ucs_status_t st = ucp_ep_create(worker_, &ep, &h);
   if (st != UCS_OK) {
-    Status s = ucx_error(st, "ucp_ep_create(sockaddr)", __FILE__, __LINE__);
-    return Status(s.code(), "cannot connect to " + where.to_string() + ": " + s.message());
+    return ucx_error(st, "ucp_ep_create(sockaddr)", __FILE__, __LINE__)
+        .with_context("cannot connect to " + where.to_string());
   }
   return add_conn(h, where.to_string());
 }

@@ -72,7 +72,7 @@ Result<RunResult> run_peer_engine(Engine& engine, const ExperimentSpec& e, doubl
     w.duration = e.duration;
     w.seed = e.seed;
     w.rate_scale = scale;
-    if (Status s = w.validate(); !s.ok()) return s;
+    SYMPHONY_RETURN_IF_ERROR(w.validate());
     WorkloadArrivals src(w);
     out.events = drive_peer(engine, src);
     out.requests = src.count();
@@ -149,14 +149,13 @@ template <class Obs = NullObserver>
 Result<RunResult> run_peer_experiment(const ExperimentSpec& e, double rate_scale = 1.0, std::uint32_t gpus = 0,
                                       Obs* obs = nullptr) {
   const PolicySpec& peer = e.policy;
-  if (Status s = e.validate(); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(e.validate());
   if (!peer.is_peer()) return Status(Errc::kInvalidArgument, "policy '" + peer.to_string() + "' is not a peer");
-  if (Status s = validate_peer(peer); !s.ok()) return s;
+  SYMPHONY_RETURN_IF_ERROR(validate_peer(peer));
   if (!(rate_scale > 0) || !std::isfinite(rate_scale))
     return Status(Errc::kInvalidArgument, "rate scale must be a positive finite number");
   if (gpus == 0) gpus = e.gpus;
-  for (const ModelConfig& m : e.models)
-    if (Status s = ModelState<>::validate(m); !s.ok()) return s;
+  for (const ModelConfig& m : e.models) SYMPHONY_RETURN_IF_ERROR(ModelState<>::validate(m));
   if (e.noise_sigma > 0)
     return detail::run_peer_with(e, peer, rate_scale, gpus, LogNormalTiming(e.noise_sigma, e.seed ^ 0x7a3d1f),
                                  obs);

@@ -44,7 +44,7 @@ struct EpochPlan {
   bool held = false;            // the solver's assignment gained less than min_improvement: the current one stays
   double gain = 0;              // when held: the larger decrease, of the objective or of the RMS deviation
   Evaluation current;           // of the current assignment under this epoch's rates, when held
-  Result result;                // the solver's answer
+  Solution result;              // the solver's answer
 };
 
 class EpochPartitioner {

@@ -61,6 +61,6 @@ CurrentAssignment read_assignment_json(const std::string& path, const std::vecto
 // the assignment (readable back as an assignment file), the imbalance
 // factors, per-sub-cluster loads, the moves and the disruption, and the
 // conflicts of an infeasible problem.
-nlohmann::json to_json(const Problem& p, const Result& r);
+nlohmann::json to_json(const Problem& p, const Solution& r);
 
 }  // namespace symphony::partition

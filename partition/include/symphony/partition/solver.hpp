@@ -45,7 +45,7 @@
 //   partition::Options o;
 //   o.method = partition::Method::kMilp;
 //   o.time_limit = 10;
-//   partition::Result r = partition::solve(problem, o);
+//   partition::Solution r = partition::solve(problem, o);
 //   if (!r.has_solution()) std::puts(r.message().c_str());
 #pragma once
 
@@ -69,13 +69,13 @@ const char* to_string(Method m);
 // "milp", "greedy" or "random"; throws InputError otherwise.
 Method parse_method(const std::string& text);
 
-enum class Status {
+enum class SolveStatus {
   kOptimal,     // proven optimal (within CBC's tolerances)
   kFeasible,    // a feasible assignment, optimality not proven (see gap)
   kInfeasible,  // proven to have no feasible assignment (see conflicts)
   kNoSolution,  // none found within the limits; feasibility unknown
 };
-const char* to_string(Status s);
+const char* to_string(SolveStatus s);
 
 struct Options {
   Method method = Method::kMilp;
@@ -90,9 +90,9 @@ struct Options {
   bool solver_log = false;  // milp: CBC's log on stdout
 };
 
-struct Result {
+struct Solution {
   Method method = Method::kMilp;
-  Status status = Status::kNoSolution;
+  SolveStatus status = SolveStatus::kNoSolution;
   std::vector<int> assignment;  // sub-cluster per model; empty without a solution
   Evaluation evaluation;        // of `assignment` (default without a solution)
   double objective = std::numeric_limits<double>::quiet_NaN();  // dR + w dS; NaN without a solution
@@ -121,6 +121,6 @@ bool milp_available();
 // Infeasibility found before solving (find_conflicts) returns kInfeasible
 // at once, whatever the method. Throws InputError for a malformed problem or
 // options, and for Method::kMilp in a build without CBC.
-Result solve(const Problem& p, const Options& o);
+Solution solve(const Problem& p, const Options& o);
 
 }  // namespace symphony::partition
