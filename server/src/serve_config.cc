@@ -139,16 +139,10 @@ class Parser {
       if (Status s = get(l, "seed", "load.", &c.seed); !s.ok()) return s;
       if (!(c.duration_s > 0)) return error("load.duration_s", "must be positive");
       if (!(c.warmup_s >= 0) || c.warmup_s >= c.duration_s) return error("load.warmup_s", "must be in [0, duration_s)");
-      if (c.arrival.rfind("gamma:", 0) == 0) {
-        try {
-          c.gamma_shape = std::stod(c.arrival.substr(6));
-        } catch (const std::exception&) {
-          c.gamma_shape = -1;
-        }
-        if (!(c.gamma_shape > 0)) return error("load.arrival", "gamma needs a positive shape, as in gamma:0.5");
-      } else if (c.arrival != "poisson" && c.arrival != "uniform") {
-        return error("load.arrival", "must be poisson, uniform or gamma:<shape>");
-      }
+      Result<ArrivalProcess> arrival = parse_arrival_process(c.arrival);
+      if (!arrival.ok()) return error("load.arrival", arrival.status().message());
+      c.arrival_process = *arrival;
+      c.gamma_shape = arrival->shape;
     }
     const YAML::Node models = root["models"];
     if (!models || !models.IsSequence() || models.size() == 0) return error("models", "must be a non-empty list");
