@@ -22,9 +22,9 @@
 
 #include <readerwriterqueue/readerwriterqueue.h>
 
+#include "symphony/load/stress.hpp"
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/latency_histogram.hpp"
-#include "stress.hpp"  // tools/
 #include "symphony/runtime/spsc_ring.hpp"
 
 namespace symphony {
@@ -144,7 +144,7 @@ BENCHMARK(BM_HandoffInterleaved)->Iterations(600000)->UseRealTime();
 // 16 emulated GPUs are not the bottleneck at the offered rates and the numbers
 // measure the scheduler. 0.5 s of load per run.
 void BM_RuntimeThroughput(benchmark::State& state) {
-  StressConfig c;
+  load::StressConfig c;
   c.shards = static_cast<std::uint32_t>(state.range(0));
   c.models = static_cast<std::uint32_t>(state.range(1));
   c.gpus = static_cast<std::uint32_t>(state.range(2));
@@ -154,9 +154,9 @@ void BM_RuntimeThroughput(benchmark::State& state) {
   c.beta = Duration::microseconds(100);
   c.slo = Duration::milliseconds(5);
   c.duration = Duration::milliseconds(500);
-  std::optional<StressReport> last;
+  std::optional<load::StressReport> last;
   for (auto _ : state) {
-    Result<StressReport> r = run_stress(c);
+    Result<load::StressReport> r = load::run_stress(c);
     if (!r.ok()) {
       state.SkipWithError(r.status().to_string().c_str());
       return;
@@ -164,7 +164,7 @@ void BM_RuntimeThroughput(benchmark::State& state) {
     state.SetIterationTime(r->elapsed_s);
     last = *r;
   }
-  const StressReport& r = *last;
+  const load::StressReport& r = *last;
   const RuntimeStats& st = r.stats;
   state.SetItemsProcessed(static_cast<std::int64_t>(st.count(Outcome::kOk) + st.count(Outcome::kLate)));
   state.counters["offered_rps"] = r.offered_rps;

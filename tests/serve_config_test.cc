@@ -123,7 +123,7 @@ TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
   expect("delays: {ctrl_us: -3}\n" + model, "delays.ctrl_us: must be >= 0, got -3");
   expect("delays: {margin: 3}\n" + model, "delays.margin: unknown key 'margin'");
   expect("load: {arrival: bursty}\n" + model, "load.arrival: must be poisson, uniform or gamma:<shape>");
-  expect("load: {arrival: 'gamma:0'}\n" + model, "load.arrival: gamma needs a positive shape");
+  expect("load: {arrival: 'gamma:0'}\n" + model, "load.arrival: gamma shape must be a positive number");
   expect("load: {duration_s: 5, warmup_s: 5}\n" + model, "load.warmup_s: must be shorter than load.duration_s");
   expect("models: []\n", "bad.yaml:1:9: models: must be a non-empty list");
   expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, rate: -5}]\n",

@@ -15,9 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <set>
 
 #include "commands.hpp"
 #include "progress.hpp"
@@ -64,12 +61,7 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
       return false;
     }
   double duration = kDefaultDuration, warmup = kDefaultWarmup;
-  struct Named {
-    std::string name;
-    double rate = 0;
-    std::optional<Duration> slo;
-  };
-  std::vector<Named> models;
+  std::vector<ModelAsk> models;
   if (!a.config.empty()) {
     auto cfg = config::load_serve_config(a.config);
     if (!cfg.ok()) {
@@ -82,9 +74,9 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
     o->seed = cfg->seed;
     for (const auto& m : cfg->models) models.push_back({m.name, m.rate, m.slo});
     if (!a.models.empty()) {  // --model picks models of the config
-      std::vector<Named> picked;
+      std::vector<ModelAsk> picked;
       for (const std::string& n : a.models) {
-        auto it = std::find_if(models.begin(), models.end(), [&](const Named& m) { return m.name == n; });
+        auto it = std::find_if(models.begin(), models.end(), [&](const ModelAsk& m) { return m.name == n; });
         if (it == models.end()) {
           print_error("load", "--model %s: %s has no such model\n", n.c_str(), a.config.c_str());
           return false;
@@ -108,53 +100,16 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
     print_error("load", "--rate and --concurrency exclude each other\n");
     return false;
   }
-  // Rates: the config's, or --rate as the total (scaling the config's, or split evenly).
-  if (a.rate > 0) {
-    double total = 0;
-    for (const Named& m : models) total += m.rate;
-    for (Named& m : models)
-      m.rate = total > 0 ? m.rate * a.rate / total : a.rate / static_cast<double>(models.size());
-  }
-  // Budgets.
-  std::string budget = a.budget.empty() ? (a.config.empty() ? "none" : "slo") : a.budget;
-  std::optional<Duration> fixed;
-  if (budget != "slo" && budget != "none") {
-    double ms = 0;
-    try {
-      std::size_t used = 0;
-      ms = std::stod(budget, &used);
-      if (used != budget.size()) ms = -1;
-    } catch (const std::exception&) {
-      ms = -1;
-    }
-    if (!(ms > 0) || !std::isfinite(ms)) {
-      print_error("load", "--budget must be slo, none or a positive number of milliseconds, not '%s'\n",
-                  budget.c_str());
-      return false;
-    }
-    fixed = Duration::from_ms(ms);
-  } else if (budget == "slo" && a.config.empty()) {
-    print_error("load", "--budget slo needs --config (the models' SLOs); give --budget MS or none\n");
+  std::vector<std::string> skipped;
+  auto settled = settle_models(models, a.rate, a.concurrency, a.budget, !a.config.empty(), &skipped);
+  if (!settled.ok()) {
+    print_error("load", "%s\n", settled.status().message().c_str());
     return false;
   }
-  for (const Named& m : models) {
-    LoadModel lm;
-    lm.name = m.name;
-    if (a.concurrency > 0) {
-      lm.concurrency = a.concurrency;
-    } else if (m.rate > 0) {
-      lm.rate = m.rate;
-    } else {
-      if (!a.quiet) std::fprintf(stderr, "model %s: rate 0 in %s, not sent\n", m.name.c_str(), a.config.c_str());
-      continue;
-    }
-    lm.budget = budget == "slo" ? m.slo : budget == "none" ? std::nullopt : fixed;
-    o->models.push_back(std::move(lm));
-  }
-  if (o->models.empty()) {
-    print_error("load", "no model has a rate: give --rate R or --concurrency C\n");
-    return false;
-  }
+  if (!a.quiet)
+    for (const std::string& n : skipped)
+      std::fprintf(stderr, "model %s: rate 0 in %s, not sent\n", n.c_str(), a.config.c_str());
+  o->models = std::move(*settled);
   if (a.duration_s > 0) duration = a.duration_s;
   if (a.warmup_s >= 0) warmup = a.warmup_s;
   else warmup = std::min(warmup, duration / 4);  // a short --duration keeps most of its time measured
@@ -168,67 +123,6 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
   if (a.drain_s >= 0) o->drain = Duration::from_seconds(a.drain_s);
   o->stop_on_signals = true;
   return true;
-}
-
-std::string join_counts(const std::map<std::string, std::uint64_t>& m, const char* sep) {
-  std::string s;
-  for (const auto& [k, v] : m) s += (s.empty() ? "" : sep) + k + " " + std::to_string(v);
-  return s;
-}
-
-void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
-  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late", "dropped",
-               "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
-  for (const ModelReport& m : r.models) {
-    std::fprintf(out, "%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %9.2f %9.2f\n", m.name.c_str(),
-                 static_cast<unsigned long long>(m.sent), static_cast<unsigned long long>(m.ok),
-                 static_cast<unsigned long long>(m.late), static_cast<unsigned long long>(m.dropped),
-                 static_cast<unsigned long long>(m.errors), j["models"][m.name]["goodput_rps"].get<double>(),
-                 m.latency.percentile(0.5).to_ms(), m.latency.percentile(0.9).to_ms(),
-                 m.latency.percentile(0.99).to_ms(), m.latency.max().to_ms());
-    if (m.dropped) std::fprintf(out, "  %s: dropped: %s\n", m.name.c_str(), join_counts(m.dropped_by_reason, ", ").c_str());
-    for (const auto& [msg, n] : m.errors_by_message)
-      std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n), msg.c_str());
-  }
-  const json& c = j["client"];
-  if (r.interrupted) std::fprintf(out, "\ninterrupted: the report covers the %.1f s measured before the signal\n", r.duration_s);
-  std::fprintf(out,
-               "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s\n",
-               j["sent"].get<unsigned long long>(), j["ok"].get<unsigned long long>(),
-               j["late"].get<unsigned long long>(), j["dropped"].get<unsigned long long>(),
-               j["errors"].get<unsigned long long>(), j["goodput_rps"].get<double>(), r.duration_s);
-  if (r.mode == "open")
-    std::fprintf(out, "rate: target %.1f r/s, offered %.1f r/s, achieved %.1f r/s (on the wire)\n",
-                 j["target_rps"].get<double>(), j["offered_rps"].get<double>(), j["achieved_rps"].get<double>());
-  else
-    std::fprintf(out, "rate: achieved %.1f r/s (closed loop)\n", j["achieved_rps"].get<double>());
-  const auto transmitted = c["transmitted"].get<unsigned long long>();
-  const auto late = c["sent_late"].get<unsigned long long>();
-  std::fprintf(out,
-               "client: %llu of %llu requests went out more than %.0f ms behind schedule; %llu waited for a free "
-               "connection (wait p50 %.2f ms, p99 %.2f ms, max %.2f ms); %s %llu (peak %llu), connect failures "
-               "%llu, broken under a request %llu; CPU %.1f s\n",
-               late, transmitted, r.late_send_threshold.to_ms(), c["waited_for_connection"].get<unsigned long long>(),
-               c["wait_ms"]["p50"].get<double>(), c["wait_ms"]["p99"].get<double>(), c["wait_ms"]["max"].get<double>(),
-               r.protocol == "grpc" ? "channels" : "connections opened", static_cast<unsigned long long>(r.connections_opened),
-               static_cast<unsigned long long>(r.peak_connections), static_cast<unsigned long long>(r.connect_failures),
-               static_cast<unsigned long long>(r.connection_errors), r.cpu_s);
-  if (transmitted > 0 && late * 100 > transmitted) {
-    // Why: all connections busy, or the client itself behind (short of CPU).
-    const auto waited = c["sent_late_waited"].get<unsigned long long>();
-    std::fprintf(out,
-                 "warning: %.1f%% of the requests left the client more than %.0f ms late, so the offered load was "
-                 "not the target's: %llu had waited for a free connection%s, %llu found the client behind its "
-                 "schedule (short of CPU)\n",
-                 100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
-                 waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
-  }
-  if (r.no_answer)
-    std::fprintf(out, "%llu requests had no answer within the drain bound\n",
-                 static_cast<unsigned long long>(r.no_answer));
-  if (r.unaccounted)
-    std::fprintf(out, "warning: %llu requests were never ended by the transport (a bug); counted as errors\n",
-                 static_cast<unsigned long long>(r.unaccounted));
 }
 
 int run_load(const LoadArgs& a) {

@@ -2,7 +2,7 @@
 //
 // M identical models (l(b) = alpha*b + beta, one SLO) on K shards, G emulated
 // GPUs (each batch runs exactly l(b) in real time) and open-loop Poisson load
-// generators (stress.hpp). Prints the offered and
+// generators (symphony/load/stress.hpp). Prints the offered and
 // achieved rates, throughput (requests that ran, ok or late, per second from
 // the first arrival to the end of the drain), goodput (ok per second), the bad
 // rate ((late + dropped) / submitted), batch sizes, the candidate coalescing
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "commands.hpp"
-#include "stress.hpp"
+#include "symphony/load/stress.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -33,7 +33,7 @@ struct StressOptions {
 
 int run(const StressOptions& o) {
   JsonReport json(o.json);
-  StressConfig c;
+  load::StressConfig c;
   c.models = o.models;
   c.gpus = o.gpus;
   c.shards = o.shards;
@@ -66,12 +66,12 @@ int run(const StressOptions& o) {
     print_error("stress", "--policy: %s\n", s.message().c_str());
     return 2;
   }
-  Result<StressReport> res = run_stress(c);
+  Result<load::StressReport> res = load::run_stress(c);
   if (!res.ok()) {
     std::fprintf(stderr, "stress: %s\n", res.status().to_string().c_str());
     return 2;
   }
-  const StressReport& r = *res;
+  const load::StressReport& r = *res;
   const RuntimeStats& st = r.stats;
   auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
   const std::uint64_t dropped = st.count(Outcome::kDropped) + st.rejected_ingress;

@@ -42,18 +42,9 @@ std::string format_number(double v) {
 using Reader = YamlReader;
 
 ArrivalProcess parse_arrival(const Reader& r, const YAML::Node& n, const std::string& key) {
-  const std::string s = r.string(n, key);
-  if (s == "poisson") return ArrivalProcess::poisson();
-  if (s == "uniform") return ArrivalProcess::uniform();
-  if (s.rfind("gamma:", 0) == 0) {
-    const std::string v = s.substr(6);
-    char* end = nullptr;
-    const double shape = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(shape > 0) || !std::isfinite(shape))
-      r.fail(n, key, "gamma shape must be a positive number, got '" + v + "'");
-    return ArrivalProcess::gamma(shape);
-  }
-  r.fail(n, key, "must be uniform, poisson or gamma:<shape>, got '" + s + "'");
+  Result<ArrivalProcess> a = parse_arrival_process(r.string(n, key));
+  if (!a.ok()) r.fail(n, key, a.status().message());
+  return *a;
 }
 
 std::vector<RateChange> parse_rate_changes(const Reader& r, const YAML::Node& n, const std::string& key) {
@@ -499,18 +490,9 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
     if (w["arrival"]) arrival = parse_arrival(r, w["arrival"], "workload.arrival");
     double zipf = 0;
     if (const YAML::Node p = w["popularity"]) {
-      const std::string s = r.string(p, "workload.popularity");
-      if (s == "equal")
-        zipf = 0;
-      else if (s.rfind("zipf:", 0) == 0) {
-        const std::string v = s.substr(5);
-        char* end = nullptr;
-        zipf = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(zipf >= 0) || !std::isfinite(zipf))
-          r.fail(p, "workload.popularity", "zipf exponent must be a number >= 0, got '" + v + "'");
-      } else {
-        r.fail(p, "workload.popularity", "must be equal or zipf:<s>, got '" + s + "'");
-      }
+      Result<double> z = parse_popularity(r.string(p, "workload.popularity"));
+      if (!z.ok()) r.fail(p, "workload.popularity", z.status().message());
+      zipf = *z;
     }
     std::vector<RateChange> changes;
     if (w["rate_changes"]) changes = parse_rate_changes(r, w["rate_changes"], "workload.rate_changes");

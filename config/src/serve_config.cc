@@ -29,15 +29,10 @@ void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
   if (l["seed"]) c.seed = r.integer(l["seed"], "load.seed", 0, std::uint64_t{1} << 53);
   if (const YAML::Node a = l["arrival"]) {
     c.arrival = r.string(a, "load.arrival");
-    if (c.arrival.rfind("gamma:", 0) == 0) {
-      const std::string v = c.arrival.substr(6);
-      char* end = nullptr;
-      c.gamma_shape = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(c.gamma_shape > 0) || !std::isfinite(c.gamma_shape))
-        r.fail(a, "load.arrival", "gamma needs a positive shape, as in gamma:0.5, got '" + c.arrival + "'");
-    } else if (c.arrival != "poisson" && c.arrival != "uniform") {
-      r.fail(a, "load.arrival", "must be poisson, uniform or gamma:<shape>, got '" + c.arrival + "'");
-    }
+    Result<ArrivalProcess> arrival = parse_arrival_process(c.arrival);
+    if (!arrival.ok()) r.fail(a, "load.arrival", arrival.status().message());
+    c.arrival_process = *arrival;
+    c.gamma_shape = arrival->shape;
   }
 }
 

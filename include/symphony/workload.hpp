@@ -3,17 +3,22 @@
 // per-request SLO overrides; or a recorded trace. The simulator generates
 // arrivals from it (sim/workload.hpp); a cluster's scheduler reads the
 // expected rates from it to place models before it has measured any
-// (experiment_spec.hpp, expected_rates()); the load generator offers it.
+// (experiment_spec.hpp, expected_rates()); the load generators offer it
+// (arrivals.hpp is the engine). The spellings of an arrival law and of a
+// popularity law are parsed here, once, for every config and command.
 //
 // Plain values, no allocation beyond the vectors.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -46,6 +51,47 @@ struct ArrivalProcess {
     return "?";
   }
 };
+
+namespace detail {
+// The whole of `s` as a finite number, else nullopt.
+inline std::optional<double> parse_number(std::string_view s) {
+  const std::string v(s);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+}  // namespace detail
+
+// Reads an arrival law's spelling: "poisson", "uniform" or "gamma:<shape>"
+// (shape > 0). The message of an error names the problem and the spelling
+// read; the caller adds where it was (a config key, a flag).
+inline Result<ArrivalProcess> parse_arrival_process(std::string_view s) {
+  if (s == "poisson") return ArrivalProcess::poisson();
+  if (s == "uniform") return ArrivalProcess::uniform();
+  if (s.substr(0, 6) == "gamma:") {
+    const std::optional<double> shape = detail::parse_number(s.substr(6));
+    if (!shape || !(*shape > 0))
+      return Status(Errc::kInvalidArgument, "gamma shape must be a positive number, as in gamma:0.5, got '" +
+                                                std::string(s.substr(6)) + "'");
+    return ArrivalProcess::gamma(*shape);
+  }
+  return Status(Errc::kInvalidArgument, "must be poisson, uniform or gamma:<shape>, got '" + std::string(s) + "'");
+}
+
+// Reads a popularity law's spelling: "equal" (0) or "zipf:<s>" (s >= 0);
+// returns the Zipf exponent that popularity_shares takes.
+inline Result<double> parse_popularity(std::string_view s) {
+  if (s == "equal") return 0.0;
+  if (s.substr(0, 5) == "zipf:") {
+    const std::optional<double> z = detail::parse_number(s.substr(5));
+    if (!z || !(*z >= 0))
+      return Status(Errc::kInvalidArgument,
+                    "zipf exponent must be a number >= 0, got '" + std::string(s.substr(5)) + "'");
+    return *z;
+  }
+  return Status(Errc::kInvalidArgument, "must be equal or zipf:<s>, got '" + std::string(s) + "'");
+}
 
 // From `at` on (until the next change), the model's rate is its base rate
 // times `scale`. Changes are sorted by `at`; before the first, scale is 1.

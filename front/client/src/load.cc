@@ -11,9 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
-#include "symphony/sim/random.hpp"
+#include "symphony/load/open_loop.hpp"
 #include "transport.hpp"
 
 namespace symphony::front::client {
@@ -79,12 +80,14 @@ json client_json(const ClientSide& c, double window) {
 
 }  // namespace
 
-struct LoadRun::Impl {
+// The run, on the io thread. Open loop: the load generator's driver
+// (load::OpenLoop) pumped from a timer, with this run as its target; closed
+// loop: emit() on each end.
+struct LoadRun::Impl final : load::LoadTarget {
   LoadOptions opts;
   Endpoint ep;
   bool closed = false;
-  int arrival = 0;  // 0 poisson, 1 uniform, 2 gamma
-  double gamma_shape = 1;
+  ArrivalProcess arrival;
   Duration drain;
   asio::io_context io{1};
   std::unique_ptr<detail::Transport> transport;
@@ -93,12 +96,7 @@ struct LoadRun::Impl {
   bool ran = false;
 
   // The run (io thread).
-  struct Gen {
-    sim::Rng rng;
-    double mean = 0;
-    double next_s = 0;  // the next arrival, seconds after start
-  };
-  std::vector<Gen> gens;
+  std::optional<load::OpenLoop> loop;  // open loop
   std::vector<ModelReport> reports;
   std::vector<std::unique_ptr<Request>> pool;
   std::vector<Request*> free_list;
@@ -114,12 +112,6 @@ struct LoadRun::Impl {
   TimePoint iv_start;
   double drain_s = 0;
 
-  double gap(Gen& g) {
-    if (arrival == 1) return g.mean;
-    if (arrival == 2) return g.rng.gamma(gamma_shape, g.mean / gamma_shape);
-    return g.rng.exponential(g.mean);
-  }
-
   Request* alloc() {
     if (free_list.empty()) {
       pool.push_back(std::make_unique<Request>());
@@ -130,29 +122,46 @@ struct LoadRun::Impl {
     return r;
   }
 
-  void emit(std::uint32_t model, TimePoint scheduled) {
-    ModelReport& m = reports[model];
-    const bool counted = scheduled >= measure_from;
-    if (counted) ++m.sent;
+  // The open loop's target (and the closed loop's, through emit).
+  Status send(const load::LoadRequest& lr, load::Done done) override {
+    if (in_flight >= kMaxInFlight)
+      return Status(Errc::kCapacityExceeded, "more than " + std::to_string(kMaxInFlight) + " requests outstanding");
+    ModelReport& m = reports[lr.model];
+    if (lr.counted) ++m.sent;
     ++iv_sent;
-    if (in_flight >= kMaxInFlight) {
-      if (counted) {
-        ++m.errors;
-        add_message(m, "client: more than " + std::to_string(kMaxInFlight) + " requests outstanding");
-      }
-      ++iv_ended;
-      return;
-    }
     Request* r = alloc();
     *r = Request{};
-    r->model = model;
+    r->model = lr.model;
     r->seq = seq++;
-    r->scheduled = scheduled;
-    if (m.budget) r->deadline = scheduled + *m.budget;
-    r->counted = counted;
+    r->scheduled = lr.scheduled;
+    if (m.budget) r->deadline = lr.scheduled + *m.budget;
+    r->counted = lr.counted;
     r->in_use = true;
+    r->done = done;
     ++in_flight;
     transport->send(r);
+    return {};
+  }
+
+  // Not sent (too many outstanding): an error of the client's.
+  void refused(const load::LoadRequest& lr, const Status& why) override {
+    ModelReport& m = reports[lr.model];
+    if (lr.counted) {
+      ++m.sent;
+      ++m.errors;
+      add_message(m, "client: " + why.message());
+    }
+    ++iv_sent;
+    ++iv_ended;
+  }
+
+  // Closed loop: one more request of `model`, now.
+  void emit(std::uint32_t model, TimePoint scheduled) {
+    load::LoadRequest lr;
+    lr.model = model;
+    lr.scheduled = scheduled;
+    lr.counted = scheduled >= measure_from;
+    if (Status s = send(lr, load::Done()); !s.ok()) refused(lr, s);
   }
 
   static void add_message(ModelReport& m, const std::string& msg) {
@@ -203,6 +212,7 @@ struct LoadRun::Impl {
       if (r->waited) ++m.client.waited;
     }
     const std::uint32_t model = r->model;
+    r->done();
     r->in_use = false;
     free_list.push_back(r);
     --in_flight;
@@ -220,26 +230,16 @@ struct LoadRun::Impl {
       arm(*gen_timer, end, [this] { stop_generating(); });
       return;
     }
-    for (Gen& g : gens) g.next_s = gap(g);
     generate();
   }
 
   // Open loop: sends every arrival that is due, then sleeps until the next.
   void generate() {
     if (!generating) return;
-    const TimePoint now = clock.now();
-    const double t = (now - start).to_seconds();
-    double next = opts.duration_s;
-    for (std::uint32_t i = 0; i < gens.size(); ++i) {
-      Gen& g = gens[i];
-      while (g.next_s <= t && g.next_s < opts.duration_s) {
-        emit(i, start + Duration::from_seconds(g.next_s));
-        g.next_s += gap(g);
-      }
-      next = std::min(next, g.next_s);
-    }
-    if (next >= opts.duration_s) arm(*gen_timer, end, [this] { stop_generating(); });
-    else arm(*gen_timer, max(start + Duration::from_seconds(next), now + kMinWakeGap), [this] { generate(); });
+    if (std::optional<TimePoint> next = loop->poll(clock.now()))
+      arm(*gen_timer, *next, [this] { generate(); });
+    else
+      arm(*gen_timer, end, [this] { stop_generating(); });
   }
 
   void stop_generating() {
@@ -380,22 +380,9 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   impl->closed = open == 0;
   if (!(o.duration_s > 0) || !std::isfinite(o.duration_s)) return bad("the duration must be positive");
   if (!(o.warmup_s >= 0) || o.warmup_s >= o.duration_s) return bad("the warm-up must be in [0, duration)");
-  if (o.arrival == "poisson") {
-    impl->arrival = 0;
-  } else if (o.arrival == "uniform") {
-    impl->arrival = 1;
-  } else if (o.arrival.rfind("gamma:", 0) == 0) {
-    impl->arrival = 2;
-    try {
-      impl->gamma_shape = std::stod(o.arrival.substr(6));
-    } catch (const std::exception&) {
-      impl->gamma_shape = -1;
-    }
-    if (!(impl->gamma_shape > 0) || !std::isfinite(impl->gamma_shape))
-      return bad("arrival " + o.arrival + ": gamma needs a positive shape, as in gamma:0.5");
-  } else {
-    return bad("arrival must be poisson, uniform or gamma:<shape>, not '" + o.arrival + "'");
-  }
+  Result<ArrivalProcess> arrival = parse_arrival_process(o.arrival);
+  if (!arrival.ok()) return bad("arrival: " + arrival.status().message());
+  impl->arrival = *arrival;
   if (o.connect_timeout <= Duration::zero()) return bad("the connect timeout must be positive");
   if (o.drain && *o.drain < Duration::zero()) return bad("the drain bound must not be negative");
   Duration longest = Duration::zero();
@@ -458,8 +445,6 @@ LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress)
     m.budget = lm.budget;
     m.metadata = s.md[i];
     s.reports.push_back(std::move(m));
-    Impl::Gen g{sim::Rng(s.opts.seed * 1000003 + i), lm.rate > 0 ? 1.0 / lm.rate : 0.0, 0.0};
-    s.gens.push_back(std::move(g));
   }
   s.on_progress = on_progress;
   s.gen_timer.emplace(s.io);
@@ -473,6 +458,15 @@ LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress)
   s.measure_from = s.start + Duration::from_seconds(s.opts.warmup_s);
   s.end = s.start + Duration::from_seconds(s.opts.duration_s);
   s.gen_end = s.end;
+  if (!s.closed) {
+    WorkloadSpec w;
+    w.duration = Duration::from_seconds(s.opts.duration_s);
+    w.seed = s.opts.seed;
+    for (const LoadModel& lm : s.opts.models) w.models.push_back(ModelLoad{lm.rate, s.arrival, {}, {}});
+    load::OpenLoopOptions lo;
+    lo.min_wait = kMinWakeGap;
+    s.loop.emplace(w, load::LoadWindow{s.start, s.measure_from, s.end}, s, lo);
+  }
   s.arm(*s.gen_timer, s.start, [&s] { s.begin(); });
   s.tick(s.start + Duration::seconds(1));
   std::optional<asio::signal_set> signals;
@@ -508,6 +502,120 @@ LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress)
   rep.models = std::move(s.reports);
   return rep;
 }
+
+Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate, std::uint32_t concurrency,
+                                             const std::string& budget_arg, bool have_slos,
+                                             std::vector<std::string>* skipped) {
+  auto bad = [](std::string m) { return Status(Errc::kInvalidArgument, std::move(m)); };
+  // Rates: as asked, or total_rate as the total (scaling the asked ones, or split evenly).
+  if (total_rate > 0) {
+    double total = 0;
+    for (const ModelAsk& m : models) total += m.rate;
+    for (ModelAsk& m : models)
+      m.rate = total > 0 ? m.rate * total_rate / total : total_rate / static_cast<double>(models.size());
+  }
+  // Budgets.
+  const std::string budget = budget_arg.empty() ? (have_slos ? "slo" : "none") : budget_arg;
+  std::optional<Duration> fixed;
+  if (budget != "slo" && budget != "none") {
+    double ms = 0;
+    try {
+      std::size_t used = 0;
+      ms = std::stod(budget, &used);
+      if (used != budget.size()) ms = -1;
+    } catch (const std::exception&) {
+      ms = -1;
+    }
+    if (!(ms > 0) || !std::isfinite(ms))
+      return bad("--budget must be slo, none or a positive number of milliseconds, not '" + budget + "'");
+    fixed = Duration::from_ms(ms);
+  } else if (budget == "slo" && !have_slos) {
+    return bad("--budget slo needs --config (the models' SLOs); give --budget MS or none");
+  }
+  std::vector<LoadModel> out;
+  for (const ModelAsk& m : models) {
+    LoadModel lm;
+    lm.name = m.name;
+    if (concurrency > 0) {
+      lm.concurrency = concurrency;
+    } else if (m.rate > 0) {
+      lm.rate = m.rate;
+    } else {
+      if (skipped) skipped->push_back(m.name);
+      continue;
+    }
+    lm.budget = budget == "slo" ? m.slo : budget == "none" ? std::nullopt : fixed;
+    out.push_back(std::move(lm));
+  }
+  if (out.empty()) return bad("no model has a rate: give --rate R or --concurrency C");
+  return out;
+}
+
+namespace {
+
+std::string join_counts(const std::map<std::string, std::uint64_t>& m, const char* sep) {
+  std::string s;
+  for (const auto& [k, v] : m) s += (s.empty() ? "" : sep) + k + " " + std::to_string(v);
+  return s;
+}
+
+}  // namespace
+
+void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
+  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late", "dropped",
+               "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+  for (const ModelReport& m : r.models) {
+    std::fprintf(out, "%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %9.2f %9.2f\n", m.name.c_str(),
+                 static_cast<unsigned long long>(m.sent), static_cast<unsigned long long>(m.ok),
+                 static_cast<unsigned long long>(m.late), static_cast<unsigned long long>(m.dropped),
+                 static_cast<unsigned long long>(m.errors), j["models"][m.name]["goodput_rps"].get<double>(),
+                 m.latency.percentile(0.5).to_ms(), m.latency.percentile(0.9).to_ms(),
+                 m.latency.percentile(0.99).to_ms(), m.latency.max().to_ms());
+    if (m.dropped) std::fprintf(out, "  %s: dropped: %s\n", m.name.c_str(), join_counts(m.dropped_by_reason, ", ").c_str());
+    for (const auto& [msg, n] : m.errors_by_message)
+      std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n), msg.c_str());
+  }
+  const json& c = j["client"];
+  if (r.interrupted) std::fprintf(out, "\ninterrupted: the report covers the %.1f s measured before the signal\n", r.duration_s);
+  std::fprintf(out,
+               "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s\n",
+               j["sent"].get<unsigned long long>(), j["ok"].get<unsigned long long>(),
+               j["late"].get<unsigned long long>(), j["dropped"].get<unsigned long long>(),
+               j["errors"].get<unsigned long long>(), j["goodput_rps"].get<double>(), r.duration_s);
+  if (r.mode == "open")
+    std::fprintf(out, "rate: target %.1f r/s, offered %.1f r/s, achieved %.1f r/s (on the wire)\n",
+                 j["target_rps"].get<double>(), j["offered_rps"].get<double>(), j["achieved_rps"].get<double>());
+  else
+    std::fprintf(out, "rate: achieved %.1f r/s (closed loop)\n", j["achieved_rps"].get<double>());
+  const auto transmitted = c["transmitted"].get<unsigned long long>();
+  const auto late = c["sent_late"].get<unsigned long long>();
+  std::fprintf(out,
+               "client: %llu of %llu requests went out more than %.0f ms behind schedule; %llu waited for a free "
+               "connection (wait p50 %.2f ms, p99 %.2f ms, max %.2f ms); %s %llu (peak %llu), connect failures "
+               "%llu, broken under a request %llu; CPU %.1f s\n",
+               late, transmitted, r.late_send_threshold.to_ms(), c["waited_for_connection"].get<unsigned long long>(),
+               c["wait_ms"]["p50"].get<double>(), c["wait_ms"]["p99"].get<double>(), c["wait_ms"]["max"].get<double>(),
+               r.protocol == "grpc" ? "channels" : "connections opened", static_cast<unsigned long long>(r.connections_opened),
+               static_cast<unsigned long long>(r.peak_connections), static_cast<unsigned long long>(r.connect_failures),
+               static_cast<unsigned long long>(r.connection_errors), r.cpu_s);
+  if (transmitted > 0 && late * 100 > transmitted) {
+    // Why: all connections busy, or the client itself behind (short of CPU).
+    const auto waited = c["sent_late_waited"].get<unsigned long long>();
+    std::fprintf(out,
+                 "warning: %.1f%% of the requests left the client more than %.0f ms late, so the offered load was "
+                 "not the target's: %llu had waited for a free connection%s, %llu found the client behind its "
+                 "schedule (short of CPU)\n",
+                 100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
+                 waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
+  }
+  if (r.no_answer)
+    std::fprintf(out, "%llu requests had no answer within the drain bound\n",
+                 static_cast<unsigned long long>(r.no_answer));
+  if (r.unaccounted)
+    std::fprintf(out, "warning: %llu requests were never ended by the transport (a bug); counted as errors\n",
+                 static_cast<unsigned long long>(r.unaccounted));
+}
+
 
 json to_json(const LoadReport& r) {
   json j;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "symphony/sim/random.hpp"
+#include "symphony/random.hpp"
 
 namespace symphony::front::client {
 namespace {
@@ -31,7 +31,7 @@ void put_number(std::string& out, T v) {
 }
 
 // IEEE half from its parts: a finite normal number in [2^-5, 1) with a random sign.
-std::uint16_t random_half(sim::Rng& rng, float* value) {
+std::uint16_t random_half(Rng& rng, float* value) {
   const auto sign = static_cast<std::uint16_t>(rng.next_u64() & 1);
   const auto exp = static_cast<std::uint16_t>(10 + rng.uniform_int(0, 4));  // biased 10..14
   const auto mant = static_cast<std::uint16_t>(rng.next_u64() & 0x3ff);
@@ -174,7 +174,7 @@ Result<ModelMetadata> parse_metadata_json(std::string_view body) {
 Result<std::vector<InputTensor>> make_inputs(const ModelMetadata& md, std::uint64_t seed,
                                              std::vector<std::string>* notes) {
   if (md.inputs.empty()) return invalid("the metadata lists no inputs");
-  sim::Rng rng(seed);
+  Rng rng(seed);
   std::vector<InputTensor> out;
   std::size_t total = 0;
   for (const TensorMetadata& t : md.inputs) {

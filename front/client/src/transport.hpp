@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "symphony/front/client/protocol.hpp"
+#include "symphony/load/target.hpp"
 
 namespace symphony::front::client::detail {
 
@@ -28,6 +29,7 @@ struct Request {
   bool waited = false;                          // had to wait in the client for a connection
   bool resent = false;                          // HTTP: sent again after a stale keep-alive connection failed
   bool in_use = false;
+  load::Done done;                              // ends it for the load generator's driver
 };
 
 struct TransportOptions {

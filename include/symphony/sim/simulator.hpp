@@ -30,6 +30,7 @@
 #include <optional>
 #include <vector>
 
+#include "symphony/arrivals.hpp"
 #include "symphony/scheduler.hpp"
 #include "symphony/sim/completion_queue.hpp"
 #include "symphony/sim/network.hpp"
@@ -37,13 +38,8 @@
 
 namespace symphony::sim {
 
-// One request arrival. deadline: its own deadline, else arrival + model SLO.
-struct Arrival {
-  TimePoint time;
-  ModelId model = 0;
-  std::optional<TimePoint> deadline;
-  std::uint64_t tag = 0;
-};
+// One request arrival (the core's, symphony/arrivals.hpp).
+using symphony::Arrival;
 
 // Produces arrivals in non-decreasing time order; false when exhausted. The
 // simulator holds up to two arrivals it has read and not yet submitted: the

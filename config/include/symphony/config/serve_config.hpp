@@ -42,6 +42,7 @@
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
+#include "symphony/workload.hpp"
 
 namespace symphony::config {
 
@@ -74,8 +75,9 @@ struct ServeConfig {
   bool has_load = false;
   double duration_s = 20;
   double warmup_s = 2;
-  std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>
-  double gamma_shape = 1.0;
+  std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>, as written
+  ArrivalProcess arrival_process;   // `arrival`, read (parse_arrival_process)
+  double gamma_shape = 1.0;         // arrival_process.shape
   std::uint64_t seed = 1;
   std::vector<ServeModelConfig> models;
 };

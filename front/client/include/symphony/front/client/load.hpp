@@ -1,8 +1,9 @@
 // The load runner behind `symphony load`: drives any Open Inference Protocol
 // (KServe v2) endpoint over HTTP/REST or gRPC with open-loop (Poisson,
-// uniform or gamma arrivals at a rate) or closed-loop (a fixed number of
-// requests outstanding) load, and tallies every request's outcome the way
-// `symphony serve` reports them.
+// uniform or gamma arrivals at a rate: the load generator's driver,
+// symphony/load/open_loop.hpp, with the endpoint as its target) or
+// closed-loop (a fixed number of requests outstanding) load, and tallies every
+// request's outcome the way `symphony serve` reports them.
 //
 //   LoadOptions o;
 //   o.url = "http://127.0.0.1:8000";
@@ -30,6 +31,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,7 +56,7 @@ struct LoadOptions {
   std::vector<LoadModel> models;    // all open loop (rate) or all closed loop (concurrency)
   double duration_s = 20;           // of the whole run, warm-up included
   double warmup_s = 2;              // sent but not counted
-  std::string arrival = "poisson";  // poisson | uniform | gamma:<shape>
+  std::string arrival = "poisson";  // open loop: poisson | uniform | gamma:<shape> (parse_arrival_process)
   std::uint64_t seed = 1;
   bool http_binary = true;          // Triton's binary tensor extension, else JSON "data"
   std::size_t connections = 0;      // HTTP keep-alive pool bound / gRPC channels; 0: 256 / 1
@@ -138,6 +140,26 @@ class LoadRun {
   explicit LoadRun(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// What a command line or a config asks of one model, before its rate and
+// budget are settled.
+struct ModelAsk {
+  std::string name;
+  double rate = 0;               // requests/s; 0: none asked
+  std::optional<Duration> slo;   // the config's SLO, if any
+};
+
+// Settles `symphony load`'s models: `total_rate` > 0 scales the asked rates to
+// that total (or splits it evenly when none was asked); `concurrency` > 0
+// makes every model closed loop; `budget` is slo, none or milliseconds (empty:
+// slo when `have_slos`, else none). Models left with no rate are named in
+// *skipped. Errors name the flag at fault.
+Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate, std::uint32_t concurrency,
+                                             const std::string& budget, bool have_slos,
+                                             std::vector<std::string>* skipped);
+
+// Prints the report's table, totals and the client's own side (`j` is to_json(r)).
+void print_summary(std::FILE* out, const LoadReport& r, const nlohmann::json& j);
 
 // The report with the keys of `symphony serve --json`'s (per model and in
 // total: sent, ok, late, dropped, dropped_by_reason, errors,

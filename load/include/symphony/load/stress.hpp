@@ -3,13 +3,15 @@
 // (cmd_stress.cc) and the runtime benchmarks (bench/runtime_benchmark.cc)
 // both run it; not part of the installed headers.
 //
-// Each of C generator threads draws Poisson arrivals at rate/C over uniformly
-// random models and submits every request whose arrival time has come,
-// whatever the runtime is doing (open loop). When it is ahead of schedule it
-// sleeps at least `tick` (so arrivals are released in bursts of about one
-// tick: spinning generators would take cores from the runtime they measure).
-// After `duration` (or `requests` requests) the generators stop and the
-// runtime drains (StopMode::kDrain).
+// Each of C generator threads is an OpenLoop driver (open_loop.hpp) of a
+// RuntimeTarget: Poisson arrivals at rate/C, each to a uniformly random model
+// (one stream rather than M: a merge of M streams costs more per arrival than
+// the runtime's submit at these rates), submitted when its time has come,
+// whatever the runtime is doing. When it is ahead of schedule it waits
+// at least `tick` (so arrivals are released in bursts of about one tick:
+// spinning generators would take cores from the runtime they measure). After
+// `duration` (or `requests` requests) the generators stop and the runtime
+// drains (StopMode::kDrain).
 //
 // Measures: throughput = requests that ran (ok or late) per second of wall
 // time from the first arrival to the end of the drain; goodput = ok per
@@ -18,18 +20,20 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "symphony/load/open_loop.hpp"
+#include "symphony/load/target.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/runtime.hpp"
 
-namespace symphony {
+namespace symphony::load {
 
 struct StressConfig {
   std::uint32_t models = 64;
@@ -63,7 +67,7 @@ struct StressReport {
 };
 
 namespace detail {
-// xorshift64*: a few cycles per number; plenty for load generation.
+// xorshift64*: a few cycles per number; plenty for picking models.
 struct FastRng {
   std::uint64_t s;
   std::uint64_t next() noexcept {
@@ -72,19 +76,52 @@ struct FastRng {
     s ^= s >> 27;
     return s * 2685821657736338717ull;
   }
-  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
-struct DiscardSink {
-  void on_outcome(const RequestOutcome&) noexcept {}
 };
 }  // namespace detail
+
+// The runtime as a load target: submits through one Submitter (one per
+// sending thread). The runtime's sink ends each request (StressSink); a
+// request for a model that is not open is refused.
+template <class Rt>
+class RuntimeTarget final : public LoadTarget {
+ public:
+  // Tags are tag_base | seq. spread > 0: each request goes to a model drawn
+  // uniformly from [0, spread) (seeded by `seed`) instead of its own.
+  RuntimeTarget(Rt& rt, std::uint64_t tag_base, std::uint32_t spread = 0, std::uint64_t seed = 1)
+      : sub_(rt.make_submitter()), tag_base_(tag_base), spread_(spread), rng_{seed | 1} {}
+  Status send(const LoadRequest& r, Done) override {
+    const std::uint64_t tag = tag_base_ | r.seq;
+    const ModelId model = spread_ ? static_cast<ModelId>(rng_.next() % spread_) : r.model;
+    const SubmitStatus s = r.slo ? sub_.submit(model, tag, r.scheduled + *r.slo) : sub_.submit(model, tag);
+    if (s == SubmitStatus::kUnknownModel)
+      return Status(Errc::kNotFound, "model " + std::to_string(model) + " is not open");
+    return {};
+  }
+  void refused(const LoadRequest&, const Status&) override { ++refused_; }
+  std::uint64_t refused_count() const noexcept { return refused_; }
+
+ private:
+  typename Rt::Submitter sub_;
+  std::uint64_t tag_base_;
+  std::uint32_t spread_;
+  detail::FastRng rng_;
+  std::uint64_t refused_ = 0;
+};
+
+// Ends every request of the generators' shared InFlight; outcomes themselves
+// are counted by the runtime's statistics.
+struct StressSink {
+  InFlight* in_flight = nullptr;
+  void on_outcome(const RequestOutcome&) noexcept { in_flight->remove(); }
+};
 
 // Runs one stress experiment under one policy instantiation.
 template <ExecPolicy Exec, GatherPolicy Gather>
 Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather gather) {
   if (c.clients == 0 || c.rate <= 0 || c.models == 0)
     return Status(Errc::kInvalidArgument, "stress needs clients, models and a positive rate");
-  detail::DiscardSink sink;  // outcomes are counted by the runtime's statistics
+  InFlight in_flight;
+  StressSink sink{&in_flight};  // outcomes are counted by the runtime's statistics
   EmulatedGpus gpus;         // outlives the runtime, which may still have batches on it
   RuntimeConfig cfg;
   cfg.shards = c.shards;
@@ -97,7 +134,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.timer_spin = c.timer_spin;
   cfg.shard_idle_spin = c.shard_idle_spin;
   SYMPHONY_ASSIGN_OR_RETURN(
-      auto rt, Runtime<detail::DiscardSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
+      auto rt, Runtime<StressSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
   SYMPHONY_ASSIGN_OR_RETURN(auto profile, LatencyProfile::linear(c.alpha, c.beta, c.max_batch));
   for (std::uint32_t m = 0; m < c.models; ++m) {
     ModelConfig mc;
@@ -108,34 +145,28 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   }
   for (std::uint32_t g = 0; g < c.gpus; ++g) SYMPHONY_RETURN_IF_ERROR(rt->add_gpu(gpus.make_executor()));
 
-  const std::uint64_t quota = c.requests ? (c.requests + c.clients - 1) / c.clients : ~std::uint64_t{0};
+  const std::uint64_t quota = c.requests ? (c.requests + c.clients - 1) / c.clients : 0;
+  // Each generator: one Poisson stream at rate / clients over uniformly random models.
+  WorkloadSpec w;
+  w.duration = c.duration;
+  w.models.push_back(ModelLoad{c.rate / c.clients, ArrivalProcess::poisson(), {}, {}});
   std::vector<std::uint64_t> submitted(c.clients, 0);
   std::vector<TimePoint> last(c.clients);
   SteadyClock clock;
   const TimePoint t0 = clock.now() + Duration::milliseconds(10);
-  const TimePoint t_end = t0 + c.duration;
   std::vector<std::thread> generators;
   for (std::uint32_t g = 0; g < c.clients; ++g) {
-    generators.emplace_back([&, g] {
-      auto sub = rt->make_submitter();
-      detail::FastRng rng{c.seed * 0x9E3779B97F4A7C15ull + g + 1};
-      const double mean_gap_ns = 1e9 * c.clients / c.rate;
-      double next = static_cast<double>(t0.ns());
-      std::uint64_t n = 0;
-      for (;;) {
-        const TimePoint now = clock.now();
-        if (now >= t_end || n >= quota) break;
-        while (next <= static_cast<double>(now.ns()) && n < quota) {
-          (void)sub.submit(static_cast<ModelId>(rng.next() % c.models), (std::uint64_t{g} << 40) | n);
-          ++n;
-          next += -std::log1p(-rng.uniform()) * mean_gap_ns;
-        }
-        const double ahead_ns = next - static_cast<double>(clock.now().ns());
-        if (ahead_ns > 0)
-          std::this_thread::sleep_for(
-              std::chrono::nanoseconds(std::max(c.tick.ns(), static_cast<std::int64_t>(ahead_ns))));
-      }
-      submitted[g] = n;
+    generators.emplace_back([&, g, w]() mutable {
+      using Rt = std::remove_reference_t<decltype(*rt)>;
+      w.seed = c.seed * 0x9E3779B97F4A7C15ull + g + 1;
+      RuntimeTarget<Rt> target(*rt, std::uint64_t{g} << 40, c.models, w.seed);
+      OpenLoopOptions o;
+      o.max_requests = quota;
+      o.min_wait = c.tick;
+      o.in_flight = &in_flight;
+      OpenLoop loop(w, LoadWindow::starting(t0, Duration::zero(), c.duration), target, o);
+      loop.run();
+      submitted[g] = loop.sent();
       last[g] = clock.now();
     });
   }
@@ -166,4 +197,4 @@ inline Result<StressReport> run_stress(const StressConfig& c) {
   return visit_policy(c.policy, [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
 }
 
-}  // namespace symphony
+}  // namespace symphony::load

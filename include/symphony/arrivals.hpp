@@ -1,0 +1,296 @@
+// Arrivals from a workload's description: who sends which request when. The
+// description (rates, arrival laws, rate changes, SLO overrides, trace
+// records) is workload.hpp's; this is the engine, shared by the simulator
+// (sim/workload.hpp) and the load generators (load/, docs/architecture.md#load).
+//
+// A synthetic workload gives every model its own arrival stream: a renewal
+// process (uniform gaps, Poisson, or Gamma(shape) gaps: shape < 1 is burstier
+// than Poisson, shape 1 is Poisson) at a per-model rate, optionally changed
+// over time by a piecewise-constant rate schedule. The streams are merged in
+// time order (ties: lower model id first). A fraction of requests can carry
+// their own SLO (per-request SLO overrides).
+//
+// Time-varying rates use the time-change construction: a unit-rate renewal
+// process in "operational time" s is mapped to real time through the inverse
+// of s(t) = integral of rate(t) dt, so a Gamma stream stays a Gamma stream at
+// every rate, and a schedule with a zero-rate piece sends nothing there.
+//
+// A trace is replayed as recorded (time, model[, slo]); a time scale
+// compresses it to offer a higher rate.
+//
+// Every model stream has its own random generator seeded from (seed, model
+// index), so adding a model or changing one model's rate does not change the
+// other models' streams. Same spec and seed: the same arrivals, bit for bit.
+//
+// Guarantees: construction allocates O(models); next() is O(log models), no
+// allocation; arrivals come in non-decreasing time order and stop at the
+// spec's duration.
+//
+//   WorkloadSpec w;  w.duration = Duration::seconds(10);  w.seed = 1;
+//   w.models.push_back({.rate = 500, .arrival = ArrivalProcess::poisson()});
+//   WorkloadArrivals src(w);  Arrival a;
+//   while (src.next(a)) ...;
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "symphony/random.hpp"
+#include "symphony/status.hpp"
+#include "symphony/time.hpp"
+#include "symphony/types.hpp"
+#include "symphony/workload.hpp"
+
+namespace symphony {
+
+// One request arrival. deadline: its own deadline, else arrival + model SLO.
+struct Arrival {
+  TimePoint time;
+  ModelId model = 0;
+  std::optional<TimePoint> deadline;
+  std::uint64_t tag = 0;
+};
+
+
+struct WorkloadSpec {
+  std::vector<ModelLoad> models;  // index = ModelId
+  Duration duration;              // no arrival at or after this time
+  std::uint64_t seed = 1;
+  double rate_scale = 1.0;  // multiplies every model's rate
+
+  // Returns a message naming the first bad field, or an ok Status.
+  Status validate() const {
+    if (duration <= Duration::zero()) return Status(Errc::kInvalidArgument, "duration must be positive");
+    if (!(rate_scale >= 0.0) || !std::isfinite(rate_scale))
+      return Status(Errc::kInvalidArgument, "rate_scale must be a finite number >= 0");
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      const ModelLoad& m = models[i];
+      const std::string who = "model " + std::to_string(i) + ": ";
+      if (!(m.rate >= 0.0) || !std::isfinite(m.rate))
+        return Status(Errc::kInvalidArgument, who + "rate must be a finite number >= 0");
+      if (m.arrival.kind == ArrivalProcess::Kind::kGamma && !(m.arrival.shape > 0.0))
+        return Status(Errc::kInvalidArgument, who + "gamma shape must be positive");
+      for (std::size_t k = 0; k < m.rate_changes.size(); ++k) {
+        const RateChange& c = m.rate_changes[k];
+        if (!(c.scale >= 0.0) || !std::isfinite(c.scale))
+          return Status(Errc::kInvalidArgument,
+                        who + "rate change " + std::to_string(k) + ": scale must be >= 0");
+        if (c.at < Duration::zero() || (k > 0 && c.at < m.rate_changes[k - 1].at))
+          return Status(Errc::kInvalidArgument,
+                        who + "rate changes must be sorted by time and not negative (change " +
+                            std::to_string(k) + ")");
+      }
+      double sum = 0;
+      for (std::size_t k = 0; k < m.slo_overrides.size(); ++k) {
+        const SloOverride& o = m.slo_overrides[k];
+        if (!(o.fraction >= 0.0) || o.slo <= Duration::zero())
+          return Status(Errc::kInvalidArgument, who + "SLO override " + std::to_string(k) +
+                                                    " needs fraction >= 0 and a positive SLO");
+        sum += o.fraction;
+      }
+      if (sum > 1.0 + 1e-9) return Status(Errc::kInvalidArgument, who + "SLO override fractions sum above 1");
+    }
+    return {};
+  }
+};
+
+// Synthetic arrivals from a WorkloadSpec (an ArrivalSource).
+class WorkloadArrivals {
+ public:
+  // REQUIRES: spec.validate().ok().
+  explicit WorkloadArrivals(const WorkloadSpec& spec) : end_ns_(spec.duration.ns()) {
+    streams_.reserve(spec.models.size());
+    heap_.reserve(spec.models.size());
+    for (std::size_t i = 0; i < spec.models.size(); ++i) {
+      const ModelLoad& m = spec.models[i];
+      Stream s(spec.seed, i);
+      s.model = static_cast<ModelId>(i);
+      s.kind = m.arrival.kind;
+      s.shape = m.arrival.shape;
+      // Pieces of the schedule, in seconds, with the absolute rate.
+      double t = 0, scale = 1.0;
+      for (const RateChange& c : m.rate_changes) {
+        const double at = c.at.to_seconds();
+        if (at > t) s.pieces.push_back({t, m.rate * spec.rate_scale * scale});
+        t = std::max(t, at);
+        scale = c.scale;
+      }
+      s.pieces.push_back({t, m.rate * spec.rate_scale * scale});
+      s.overrides = m.slo_overrides;
+      // Uniform streams start at a random phase, so that many models with the
+      // same rate do not all send at the same instants.
+      s.op_next = s.kind == ArrivalProcess::Kind::kUniform ? s.rng.uniform() : s.gap();
+      streams_.push_back(std::move(s));
+      Stream& st = streams_.back();
+      if (advance(st)) heap_push(static_cast<std::uint32_t>(i));
+    }
+  }
+
+  bool next(Arrival& a) {
+    if (heap_.empty()) return false;
+    Stream& s = streams_[heap_[0]];
+    a.time = TimePoint::from_ns(s.next_ns);
+    a.model = s.model;
+    a.tag = next_tag_++;
+    a.deadline.reset();
+    if (!s.overrides.empty()) {
+      double u = s.rng.uniform();
+      for (const SloOverride& o : s.overrides) {
+        if (u < o.fraction) {
+          a.deadline = a.time + o.slo;
+          break;
+        }
+        u -= o.fraction;
+      }
+    }
+    s.op_next += s.gap();
+    if (advance(s))
+      heap_fix_top();
+    else
+      heap_pop_top();
+    return true;
+  }
+
+  // Number of arrivals handed out so far.
+  std::uint64_t count() const noexcept { return next_tag_; }
+
+ private:
+  struct Piece {
+    double start;  // seconds
+    double rate;   // requests per second
+  };
+  struct Stream {
+    Stream(std::uint64_t seed, std::size_t index) : rng(mix(seed, index)) {}
+    Rng rng;
+    std::vector<Piece> pieces;
+    std::vector<SloOverride> overrides;
+    std::size_t piece = 0;
+    double op_start = 0;  // operational time at the start of `piece`
+    double op_next = 0;   // operational time of the next arrival
+    std::int64_t next_ns = 0;
+    ModelId model = 0;
+    ArrivalProcess::Kind kind = ArrivalProcess::Kind::kPoisson;
+    double shape = 1.0;
+
+    // A gap of the unit-rate process (mean 1).
+    double gap() {
+      switch (kind) {
+        case ArrivalProcess::Kind::kUniform:
+          return 1.0;
+        case ArrivalProcess::Kind::kPoisson:
+          return rng.exponential(1.0);
+        case ArrivalProcess::Kind::kGamma:
+          return rng.gamma(shape, 1.0 / shape);
+      }
+      return 1.0;
+    }
+    static std::uint64_t mix(std::uint64_t seed, std::size_t index) {
+      return seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL * (index + 1);
+    }
+  };
+
+  // Maps the stream's next operational time to real time; false when it
+  // falls at or after the end.
+  bool advance(Stream& s) const {
+    for (;;) {
+      const Piece& p = s.pieces[s.piece];
+      const bool last = s.piece + 1 == s.pieces.size();
+      const double end = last ? INFINITY : s.pieces[s.piece + 1].start;
+      if (p.rate > 0) {
+        const double t = p.start + (s.op_next - s.op_start) / p.rate;
+        if (t < end) {
+          const double ns = std::floor(t * 1e9);
+          if (!(ns < static_cast<double>(end_ns_))) return false;
+          s.next_ns = std::max<std::int64_t>(static_cast<std::int64_t>(ns), s.next_ns);
+          return true;
+        }
+      }
+      if (last) return false;
+      s.op_start += p.rate * (end - p.start);
+      ++s.piece;
+    }
+  }
+
+  bool earlier(std::uint32_t a, std::uint32_t b) const noexcept {
+    const Stream& x = streams_[a];
+    const Stream& y = streams_[b];
+    return x.next_ns < y.next_ns || (x.next_ns == y.next_ns && x.model < y.model);
+  }
+  void heap_push(std::uint32_t i) {
+    heap_.push_back(i);
+    std::size_t k = heap_.size() - 1;
+    while (k > 0) {
+      const std::size_t p = (k - 1) / 2;
+      if (!earlier(heap_[k], heap_[p])) break;
+      std::swap(heap_[k], heap_[p]);
+      k = p;
+    }
+  }
+  void heap_fix_top() noexcept {
+    std::size_t k = 0;
+    const std::size_t n = heap_.size();
+    for (;;) {
+      std::size_t c = 2 * k + 1;
+      if (c >= n) break;
+      if (c + 1 < n && earlier(heap_[c + 1], heap_[c])) ++c;
+      if (!earlier(heap_[c], heap_[k])) break;
+      std::swap(heap_[k], heap_[c]);
+      k = c;
+    }
+  }
+  void heap_pop_top() noexcept {
+    heap_[0] = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) heap_fix_top();
+  }
+
+  std::int64_t end_ns_;
+  std::vector<Stream> streams_;
+  std::vector<std::uint32_t> heap_;  // stream indices, earliest first
+  std::uint64_t next_tag_ = 0;
+};
+
+// Replays a trace (an ArrivalSource). REQUIRES: records sorted by time;
+// time_scale > 0. A record at time t arrives at t / time_scale, so a scale
+// of 2 offers twice the recorded rate; records at or after `duration`
+// (measured after scaling) are not sent.
+class TraceArrivals {
+ public:
+  TraceArrivals(const std::vector<TraceRecord>& records, double time_scale = 1.0,
+                Duration duration = Duration::infinite())
+      : records_(records), inv_scale_(1.0 / time_scale), end_(TimePoint::epoch() + duration) {}
+
+  bool next(Arrival& a) {
+    if (i_ >= records_.size()) return false;
+    const TraceRecord& r = records_[i_];
+    const TimePoint t =
+        TimePoint::from_ns(static_cast<std::int64_t>(std::floor(double(r.time.ns()) * inv_scale_)));
+    if (t >= end_) {
+      i_ = records_.size();
+      return false;
+    }
+    a.time = max(t, last_);
+    last_ = a.time;
+    a.model = r.model;
+    a.tag = i_++;
+    if (r.slo)
+      a.deadline = a.time + *r.slo;
+    else
+      a.deadline.reset();
+    return true;
+  }
+
+ private:
+  const std::vector<TraceRecord>& records_;
+  double inv_scale_;
+  TimePoint end_;
+  TimePoint last_ = TimePoint::epoch();
+  std::size_t i_ = 0;
+};
+
+}  // namespace symphony
