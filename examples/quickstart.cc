@@ -1,4 +1,4 @@
-// The README's example, complete: one ResNet50-like model on 4 GPUs, a
+// docs/usage.md's example of the core, complete: one ResNet50-like model on 4 GPUs, a
 // request every millisecond for a second, scheduled on the virtual clock with
 // the executor's completions fed back. Prints the batch sizes it formed.
 #include <symphony/symphony.hpp>

@@ -1,49 +1,16 @@
 // Online recalibration of a model's latency profile l(b) from the batch
-// durations its device really measures.
-//
-// Deferred scheduling plans each batch to end just before its deadline, so it
-// lives or dies by l(b). An offline profile goes stale when the device drifts
-// (a shared CPU, a GPU that throttles, another tenant). A ProfileCalibrator
-// keeps the offline profile l0(b) and, for every batch that ran, the ratio
-// r = measured / l0(b). Ratios are kept per size class (batch sizes grouped
-// by octave: 1, 2-3, 4-7, 8-15, ...), the last `window` of each, plus the last
-// `window` of all classes pooled. Every `update_every` measurements each
-// class's factor moves toward a high percentile of its ratios (the pooled
-// ones while the class has fewer than `min_samples`):
-//
-//   s_c <- clamp(pXX(r of class c), s_c * (1 - max_fall), s_c * (1 + max_rise))
-//   s_c <- clamp(s_c, min_scale, max_scale)
-//
-// and the profile in use becomes l(b) = s(b) * l0(b), with s(b) interpolated
-// linearly between the classes' middle sizes, made monotone in b.
-//
-// Why these choices:
-//  - a high percentile, not the mean: a batch that runs past its plan makes
-//    every request in it late, so the plan must cover most batches; a
-//    percentile also ignores rare outliers (3x stalls) that a mean or a max
-//    would chase;
-//  - a ratio to l0, per size class: the profile's shape (alpha/beta) is
-//    measured once and carefully offline; online, few sizes are seen often,
-//    so what is learnt is how far each part of the curve is off;
-//  - bounded steps, rising faster than falling: one update moves a factor by
-//    at most +25 % or -5 % (defaults), so a burst of odd measurements cannot
-//    swing the plan, and the plan turns cautious faster than optimistic;
-//  - a floor (min_scale, default 0.8 of the offline profile): a profile that
-//    is too optimistic costs whole batches (all late), one too cautious costs
-//    a little batch size. The offline profile was measured on the same device
-//    at the same percentile; measuring much faster than that usually means a
-//    quiet spell, and the floor bounds what its end can cost: a batch runs at
-//    most 1/0.8 = 1.25x its plan when the device returns to its profile.
+// durations its device really measures: l(b) = s(b) * l0(b), the factors s
+// per size class (batch sizes by octave) moving every `update_every`
+// measurements toward a high percentile of measured / l0(b), in bounded
+// steps and between min_scale and max_scale. The rule and why:
+// docs/serving.md#online-recalibration; measured: bench/results/recalibration/.
 //
 // Guarantees: every buffer is allocated by create(); observe() is O(1) except
 // on every update_every-th call, which is O(classes * window + max_batch);
 // noexcept and allocation-free; deterministic (the same measurements give the
 // same profile, bit for bit); single-threaded. Exact measurements
-// (measured == l0(b)) leave the profile exactly as it was.
-//
-// A calibrator can also start from factors learnt elsewhere (seed()): a
-// cluster's hot-spare scheduler takes over with the factors the primary had
-// learnt, not with the offline profile.
+// (measured == l0(b)) leave the profile exactly as it was. seed() starts from
+// factors learnt elsewhere (a cluster's hot spare takes over the primary's).
 //
 //   auto c = ProfileCalibrator::create(profile, RecalibrationOptions{.enabled = true});
 //   if (c->observe(b, end - start)) use(c->profile());

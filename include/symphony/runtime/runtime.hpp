@@ -1,40 +1,25 @@
 // Runtime: the multi-threaded, real-time deferred batch scheduler (the
-// paper's §4.2 design; docs/architecture.md#threads).
-//
-//   clients --(bounded MPSC ingress, one per shard)--> K ModelThreads
-//   ModelThread <--(pair of bounded SPSC rings)--> one RankThread
-//   ModelThread --ExecBatch--> Executor (one per GPU) --report()--> ModelThread
-//
-// Each ModelThread owns a ModelState over its models (queues, candidates,
-// gathering); the RankThread owns the RankState (GPU free times, timers,
-// matchmaking). They exchange exactly the calls that the single-threaded
-// Scheduler makes directly, so the semantics are those of
-// docs/architecture.md#semantics and the rules exist once (model_state.hpp,
-// rank_state.hpp). Times are SteadyClock.
-//
-// Clients submit through a Submitter (one per client thread: it holds a
-// moodycamel producer token per shard) or through Runtime::submit (shared,
-// slower). A full ingress rejects the request at once with
-// DropReason::kQueueFull. Runtime::cancel withdraws a request that is still
-// queued (DropReason::kCancelled). Outcomes go to the user's sink, exactly once per
-// request that was not refused as kUnknownModel, from shard threads and
-// submitting threads concurrently (see RuntimeSink).
+// paper's §4.2 design): model-shard threads and one RankThread that run the
+// rules of model_state.hpp and rank_state.hpp on SteadyClock, so the
+// semantics are those of docs/architecture.md#semantics. Threads, queues,
+// executors and stopping: docs/architecture.md#threads.
 //
 // Guarantees:
 //  - submit and cancel are lock-free (a moodycamel enqueue, a fence, a
 //    load); the scheduling path (ingress -> shard -> rank -> shard ->
 //    executor) takes no lock and allocates nothing once warm;
-//  - models are added and removed while running (removal waits until the
-//    model is idle; requests racing with it end dropped, kShutdown); GPUs are
-//    added and removed (an idle GPU) while running;
-//  - stop() ends every accepted request (drain or cancel), joins every thread;
-//    later submissions are dropped (kShutdown) at once; the destructor stops.
+//  - every request not refused as kUnknownModel gets exactly one outcome, in
+//    the sink (RuntimeSink), from shard and submitting threads; a full
+//    ingress drops at once (kQueueFull); cancel withdraws a queued request;
+//  - models and GPUs are added and removed while running (a model once idle;
+//    requests racing with its removal end dropped, kShutdown);
+//  - stop() ends every accepted request (drain or cancel) and joins every
+//    thread; later submissions are dropped (kShutdown); the destructor stops.
 //
 // Thread roles: submit and cancel from any thread (a Submitter per thread
-// for speed; Submitters must not outlive the Runtime). Membership calls
-// (add/remove model or GPU), stats() and stop() may come from any thread but
-// block until a runtime thread has run them, so never call them from a sink
-// callback or from an executor.
+// for speed; Submitters must not outlive the Runtime). Membership calls,
+// stats() and stop() block until a runtime thread has run them, so never
+// call them from a sink callback or from an executor.
 //
 //   struct Sink { void on_outcome(const RequestOutcome&); };  // thread-safe
 //   EmulatedGpus gpus;  Sink sink;

@@ -1,29 +1,9 @@
 // EventCompleter: the completion half of a CUDA executor, shared by the
 // libtorch executor (CudaStreamExecutor, server/) and the busy-kernel
-// executor (CudaKernelExecutor).
-//
-// A CUDA executor enqueues each batch's work on its own stream between two
-// CUDA events: begin() records the start event, the executor enqueues the
-// work, launched() records the end event and hands the batch over. One
-// completion thread per executor watches the end events in launch order (no
-// cudaLaunchHostFunc on the hot path): it sleeps until shortly before the
-// batch's predicted end, then polls the event, runs the executor's finishing
-// step for the batch (the libtorch executor splits the outputs per request)
-// and reports the batch's end to the runtime, which corrects the GPU's free
-// time. The report carries the batch's measured start (its end minus the GPU
-// time between the two events), from which the runtime recalibrates the
-// model's profile.
-//
-// It also measures, per batch: the GPU time between the two events; the CPU
-// dispatch overhead (the shard's dispatch -> the last operation enqueued, at
-// launched()); and the GPU idle gap between the previous batch's end event
-// and this batch's start event, for two kinds of consecutive batches:
-//  - enqueued back to back: the batch was enqueued while the previous one
-//    still ran, so the gap is the GPU's and the executor's own bubble;
-//  - planned back to back: the scheduler planned the batch to start when the
-//    previous one was predicted to end (ExecBatch::exec <= the previous exec
-//    + l(b)), so the gap is everything that kept the GPU idle in between:
-//    dispatch lag, launch latency, a batch that ended early.
+// executor (CudaKernelExecutor): one thread per executor that watches each
+// batch's end event, finishes and reports the batch with its measured start,
+// and measures the GPU time, the dispatch overhead and the GPU's idle gaps.
+// Design and the two kinds of gap: docs/architecture.md#executors.
 //
 // Guarantees:
 //  - begin() and launched() are called by one thread at a time (the executor

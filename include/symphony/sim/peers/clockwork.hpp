@@ -1,48 +1,10 @@
 // Clockwork's controller (Gujarati et al., OSDI 2020; its "infer5"
-// scheduler) as a simulator engine: centralized, per-GPU action schedules
-// planned a short horizon ahead.
-//
-// Rules:
-//  - A request of a model with SLO s is scheduled against the deadline
-//    arrival + s', s' = s - slack (5 ms), but at least min(s, horizon +
-//    slack) (Clockwork: max(s - buffer, schedule_ahead + buffer)). Its
-//    outcome is judged against the real deadline.
-//  - Every model has one FIFO queue per supported batch size b (every size
-//    1..max_batch here: the Symphony authors added arbitrary batch sizes to
-//    Clockwork for their comparison). Every request enters every queue.
-//  - For a model and a size b with a non-empty queue there is a strategy
-//    with priority = (deadline of queue b's head) - est(b), est(b) = a high
-//    percentile (0.99) of the last 10 measured durations of batches of size
-//    b (the profile's l(b) before the first).
-//  - A GPU takes work while its schedule reaches less than `horizon` (10 ms)
-//    ahead: exec_at = when its planned actions end (or now). It takes the
-//    strategy with the smallest priority (ties: smaller b, then model id) and
-//    tries it: from every queue b of the model, drop the heads that cannot
-//    finish by exec_at + est(b); the batch size is the largest i such that
-//    queues 1..i each hold at least their size; if i >= the strategy's b, the
-//    first i requests of queue i run as one batch starting at exec_at, and
-//    every queue drops the requests up to the last one taken. Otherwise the
-//    model is retried with strategies of size <= i only. A request that has
-//    left every queue without running is dropped (reason expired).
-//  - Batches run back to back on their GPU; the scheduler plans with est(b)
-//    and corrects the GPU's free time when a batch really ends.
-//
-// Where this port differs from Clockwork (docs/simulator.md):
-//  - Every model is loaded on every GPU (the paper's emulated runs have
-//    enough memory); Clockwork's model loading and eviction are left out.
-//  - Strategies are computed from the queues at each decision. Clockwork
-//    keeps a per-GPU set of strategies that is refreshed only when a model
-//    is (re)activated on that GPU or tried there, so between decisions its
-//    priorities can be stale; a discrete-event simulation has no concurrent
-//    threads to make them so. A failed try of size b is followed at once by
-//    sizes <= i (Clockwork walks b-1, b-2, ...: those fail the same way, at
-//    the same exec_at, without side effects).
-//  - Which GPU takes work first: the one whose schedule ends earliest
-//    (lowest id among idle ones). Clockwork's controller thread polls GPUs in
-//    turn; the earliest-free GPU is the choice that helps it most.
-//  - Network: a batch starts no earlier than its dispatch + d_ctrl +
-//    d_data x b, like every engine here (the Symphony authors omitted input
-//    transfers for Clockwork; the paper's setups have no delays).
+// scheduler, with arbitrary batch sizes) as a simulator engine:
+// centralized, per-GPU action schedules planned a short horizon ahead, one
+// FIFO queue per batch size, strategies by deadline - est(b). The rules, and
+// where this port differs from Clockwork:
+// docs/simulator.md#clockwork---policy-clockwork; the design of the peers:
+// docs/architecture.md#simulator.
 //
 // Guarantees: every request ends exactly once; deterministic; an arrival
 // costs O(max_batch + log models); a decision O(max_batch + log models) per

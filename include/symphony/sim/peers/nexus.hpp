@@ -1,53 +1,10 @@
 // Nexus (Shen et al., SOSP 2019) as a simulator engine: an epoch planner
-// (squishy bin packing) and decentralized dispatch by frontends and
-// backends.
-//
-// Planning, every epoch (the first at time 0), from each model's request rate
-// r (measured over the previous epoch; at least 0.1 r/s) and its budget s =
-// SLO - d_ctrl - d_data - d_resp - safety margin:
-//  - saturating batch B = the largest b <= max_batch with l(b) <= s/2 (at
-//    least 1) and throughput T = B / l(B); the model gets floor(r / T) whole
-//    GPUs running batch B (duty cycle l(B));
-//  - the residual rate r' = r - n T (if above 1e-3 r/s) gets the largest
-//    b <= B with (b - 1)/r' + l(b) <= s, duty cycle min(s - l(b), b / r')
-//    and occupancy l(b) / duty;
-//  - residuals, by occupancy (highest first), are merged into the residual
-//    GPU where the merge leaves the highest occupancy: the GPU's models share
-//    the smallest duty cycle d, each runs batch ceil(d x rate) (<= its B),
-//    and they fit while the sum of l(batch) <= d; otherwise a new GPU.
-//  Whole GPUs come first in GPU-id order, then residual GPUs; the other GPUs
-//  stay idle. Each (model, GPU) gets the routing weight batch / duty.
-// Dispatch:
-//  - a request goes to one of `frontends` frontends at random (the paper's
-//    runs split the load evenly over independent frontends); each frontend
-//    routes each model's requests over the model's GPUs by weighted (deficit)
-//    round robin, independently of the other frontends; the request reaches
-//    the GPU's backend after d_ctrl + d_data (its input travels with it);
-//  - a backend loops over its models in turn: for each it takes up to the
-//    planned batch from the model's deadline-ordered queue, dropping requests
-//    that cannot finish by now + l(k) (k the size it expects, shrinking when
-//    the queue runs short; reason expired), runs the batch at once (eager),
-//    then moves to the next model; with nothing queued it waits for the next
-//    request.
-//
-// Where this port differs from Nexus and from the Symphony authors' port
-// (docs/simulator.md):
-//  - Re-planning is instantaneous and free: models move between GPUs without
-//    loading time, and requests queued for a model on a GPU that lost it are
-//    handed, at once, to the model's new GPUs. The plan at time 0 uses the
-//    offered rates (as if the previous epoch had measured them); the port
-//    starts from a placeholder and re-plans once its rate history fills up.
-//  - With plan=fresh (the default) plans are recomputed from scratch every
-//    epoch; plan=adjust follows the Nexus scheduler, which adjusts the plan
-//    in force (nexus_adjust_plan() below, with its own differences).
-//  - When the plan needs more GPUs than there are, the two least-occupied
-//    GPUs' models are merged (overloaded) until it fits, so every model keeps
-//    a route; the real system would add GPUs.
-//  - Weighted round robin is plain deficit round robin (the port's loop also
-//    advances its index inside the scan and so visits backends in a skewed
-//    order).
-//  - A backend with nothing to do waits for the next request instead of
-//    polling every 50 us.
+// (squishy bin packing, plan=fresh or Nexus's own plan=adjust) and
+// decentralized dispatch by frontends (weighted round robin) and backends
+// (eager batches of the planned size). The rules, and where this port
+// differs from Nexus and from the Symphony authors' port:
+// docs/simulator.md#nexus---policy-nexus; the design of the peers:
+// docs/architecture.md#simulator.
 //
 // Guarantees: every request ends exactly once; deterministic (the frontend
 // choice uses its own seeded generator); an arrival costs O(log queue) plus

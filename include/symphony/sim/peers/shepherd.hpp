@@ -1,47 +1,10 @@
 // Shepherd's Flex scheduler (Zhang et al., NSDI 2023) as a simulator engine:
-// centralized, eager, preemptive.
-//
-// Rules (the paper's pseudo-code as its authors clarified it to the Symphony
-// authors, who ported it; that port is the reference for this one):
-//  - One deadline-ordered queue per model. Batch generation for a GPU n at
-//    time t, over a set of models: for each model, drop from the head every
-//    request that cannot finish even alone (t + d_ctrl + d_data + l(1) past
-//    its deadline, reason expired); then walk the model's requests in
-//    deadline order, the requests of the batch now running on n first when
-//    it is of this model, and grow the batch while the earliest deadline in
-//    it still holds with t + d_ctrl + d_data x k + l(k) (k the new size, at
-//    most max_batch). The result is the largest such batch over the models
-//    (ties: the first model considered). That is sizing=earliest (the
-//    default); sizing=descending is the reading Shepherd's author gave the
-//    Symphony authors for line 10 (their port's comment; they kept the
-//    other): the size is the largest b <= max_batch such that the b-th
-//    latest deadline of those requests holds t + d_ctrl + d_data x b + l(b),
-//    and the batch is then filled from the earliest deadline (the running
-//    batch's requests first), so its first requests may miss their SLO.
-//  - Arrival of a request for model m: for every GPU n in id order, generate
-//    a batch over {m, the model running on n}. An idle GPU runs it. A busy
-//    GPU is preempted when the new batch has at least lambda times as many
-//    requests as the running one (lambda = 3.03 in the Symphony authors'
-//    port): the running batch is cancelled, its requests go back to their
-//    queue (or into the new batch when it is of the same model) and are then
-//    treated as new arrivals of their model (the same loop, for that model).
-//  - Completion on GPU n: generate a batch over all models and run it.
-//  - A batch dispatched at t starts at t + d_ctrl + d_data x k (the GPU is
-//    idle meanwhile; Shepherd sends nothing ahead) and runs l(k).
-//
-// Where this port differs from the reference port (docs/simulator.md):
-//  - The reference drops from the *tail* of a model's queue in batch
-//    generation (a slip: a head that expired then blocks the model until a
-//    later request's deadline passes); this port drops from the head, as the
-//    pseudo-code and the issue say.
-//  - After a preemption the reference re-examines the model of the new
-//    batch; this port re-examines the preempted model, as the pseudo-code
-//    says ("treat the requests of the cancelled batch as new arrivals").
-//  - The reference frees a GPU at the batch's predicted end; here the GPU is
-//    free when the emulated batch really ends (they agree without noise).
-//  - Deadlines: batches are sized to end by deadline - d_resp - safety
-//    margin and requests dropped when they cannot end by deadline - d_resp,
-//    the same rule as our engine (all zero in the paper's setups).
+// centralized, eager, preemptive (a new batch lambda times the running one
+// cancels it), after the Symphony authors' port of the paper's pseudo-code.
+// The rules, both readings of its batch sizing (sizing=earliest, the
+// default, and descending), and where this port differs from the reference
+// port: docs/simulator.md#shepherd-flex---policy-shepherd; the design of the
+// peers: docs/architecture.md#simulator.
 //
 // Guarantees: every request ends exactly once; deterministic; an arrival
 // costs O(GPUs x (batch size + log queue)), a completion O(models x batch).

@@ -2,45 +2,15 @@
 // greedy heuristic and the paper's random-search baseline, behind one call
 // with the same inputs, outputs and time limit, so a scheduler or the
 // simulator can re-partition every epoch and an evaluation compares like
-// with like.
+// with like. The formulation: docs/partition.md#the-problem-and-the-methods.
 //
-// The MILP (appendix "Model formulation" and "Disruption Minimization"), with
-// x_ij in {0,1} (model i in sub-cluster j), rates and static memory
-// normalised by their averages Rbar = sum r_i / L and Sbar = sum s_i / L:
-//
-//   minimise    dR + w dS
-//   subject to  sum_j x_ij = 1                                  for all i
-//               sum_i r_i x_ij <= R_max,j                       for all j
-//               sum_i s_i x_ij + D_j <= S_max,j                 for all j
-//               D_j >= d_i x_ij                                 for all i, j
-//               | sum_i r_i x_ij / Rbar - 1 | <= dR             for all j
-//               | sum_i s_i x_ij / Sbar - 1 | <= dS             for all j
-//               sum_ij c_ij |x_ij - x'_ij| <= C_max
-//
-// D_j linearises max_i d_i x_ij (it only has to bound it from above); the
-// absolute value of the disruption is linear as written because x' is a
-// constant: |x_ij - x'_ij| is x_ij where x'_ij = 0 and 1 - x_ij where
-// x'_ij = 1. Normalising makes w dimensionless (the paper's w on raw units is
-// ours times Rbar / Sbar). When the sub-clusters are identical and the
-// disruption bound cannot matter, the k-th largest model is restricted to
-// sub-clusters 0..k (k < L), which removes symmetric copies of every
-// solution.
-//
-// Time: Options::time_limit is CPU seconds of the calling process
-// (CLOCK_PROCESS_CPUTIME_ID, which is what CBC's default time mode counts),
-// for the whole call: checks, model building, solving and, for an
-// infeasible MILP, the diagnosis. CPU time keeps results comparable on a
-// loaded machine; a caller running other busy threads in the same process
-// gets less solver time than the limit says.
-//
-// Determinism: for a given problem, options and seed, greedy is always
-// deterministic; the MILP and random search are deterministic when they stop
-// on their work limits (node_limit, sample_limit) or finish before the time
-// limit, and not when the time limit cuts them short (how far they got
-// depends on the machine).
-//
-// Thread safety: solve() may be called from any thread; MILP solves are
-// serialised on one process-wide mutex (CBC's driver keeps global state).
+// Contract:
+//  - Options::time_limit is CPU seconds of the calling process for the whole
+//    call (docs/partition.md#time);
+//  - greedy is deterministic; the MILP and random search are when they stop
+//    on their work limits or finish in time (docs/partition.md#determinism);
+//  - solve() may be called from any thread; MILP solves are serialised on one
+//    process-wide mutex (CBC's driver keeps global state).
 //
 //   partition::Options o;
 //   o.method = partition::Method::kMilp;

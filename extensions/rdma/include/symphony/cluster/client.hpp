@@ -1,45 +1,21 @@
 // symphony::cluster::Client: a frontend of a Symphony cluster (paper §4.1):
 // it holds the requests' inputs in registered memory, tells the scheduler
 // about each request (coalesced), lets backends read the inputs with
-// one-sided reads, and receives the outputs straight from the backends.
+// one-sided reads, and receives the outputs straight from the backends. The
+// shape is the in-process Server's (infer -> future, infer_async with a
+// callback); inputs and outputs are bytes. Design: docs/architecture.md#cluster;
+// failures, hot spares and cancellation as a user sees them: docs/cluster.md.
 //
-// The shape is the in-process Server's: infer(model, inputs) -> future, or
-// infer_async with a callback, so moving code from one machine to a cluster
-// changes the object it calls. Inputs and outputs are bytes (the scheduler
-// never looks at them; a backend interprets them for its model).
-//
-// The client is the authority on each request's outcome: ok when its
-// outputs arrive by the deadline (this machine's clock: arrival + SLO), late
-// when after, dropped or error as the scheduler or a backend says. The
-// first outcome wins; later ones are counted (stats().duplicate_outcomes) and
-// ignored, and outputs for a request that already had outputs are counted
-// apart (duplicate_outputs: it would have run twice; never expected).
-//
-// Failures: when the scheduler is lost (connection error or no heartbeat for
-// the timeout it announced), every pending request ends with an error at
-// once and the client reconnects with backoff (50 ms doubling to 2 s);
-// requests made while disconnected end with an error immediately. A request
-// with no outcome `orphan_grace` after its deadline ends with an error.
-//
-// With hot-spare schedulers (`schedulers` lists more than one), losing the
-// scheduler costs no request: pending requests wait up to `failover_timeout`
-// for the next primary (the client tries the list; a spare points it to the
-// primary), and are then submitted to it again, marked as resubmitted, with
-// the budget that remains (the new primary does not run again a request that
-// a backend already ran or is running for the old one); requests made
-// meanwhile wait too. Only when no scheduler takes this client within
-// `failover_timeout` do they end with an error (kSchedulerLost).
-//
-// Cancellation: cancel(ticket) asks the scheduler to withdraw a request
-// whose caller went away. Still queued there, it ends dropped (cancelled)
-// and never runs; already in a batch, it runs and its outcome arrives as
-// usual. Either way its callback runs exactly once.
-//
-// Guarantees: infer/infer_async/cancel are thread-safe and never block on
-// the network (infer copies the input into the registered pool, once, and
-// queues it); callbacks run on the client's network thread, so they must be
-// quick and must neither wait on a future of this client nor call close().
-// Every accepted request gets exactly one callback.
+// Guarantees:
+//  - the client is the authority on each request's outcome: ok or late by
+//    this machine's clock, dropped or error as the scheduler or a backend
+//    says; the first outcome wins, later ones are counted and ignored;
+//  - every accepted request gets exactly one callback, also when the
+//    scheduler is lost, when it is cancelled or when no outcome comes;
+//  - infer/infer_async/cancel are thread-safe and never block on the network
+//    (infer copies the input into the registered pool, once); callbacks run
+//    on the client's network thread, so they must be quick and must neither
+//    wait on a future of this client nor call close().
 //
 //   auto c = std::move(*Client::connect({.scheduler = "10.0.0.1:7000", .token = "secret"}));
 //   (void)c->wait_ready(Duration::seconds(5));

@@ -1,39 +1,18 @@
 // BackendNode: a GPU host of the cluster (`symphony backend`; paper §4.1).
+// Its role, sessions, failures and hot-spare handover:
+// docs/architecture.md#cluster; devices and options: docs/cluster.md.
 //
-// It registers its devices and models with the scheduler, connects to every
-// frontend the scheduler announces (receiving the frontend's input-pool rkey
-// once per connection), and for each Batch it gets: reads the requests'
-// inputs from the frontends with one-sided ucp_get_nbx (adjacent ranges of a
-// frontend coalesced into one read), runs the batch on the device's executor
-// (the runtime's Executor interface through BackendDevices: EmulatedExecutor
-// for `emulated:N`, the server's CPU and CUDA executors for TorchScript
-// models, backend_torch.hpp),
-// pushes the outputs to the frontends (one Outputs message per frontend) and
-// reports the batch's end and timings to the scheduler (BatchDone). Times are
-// sent as intervals measured here (no clock is shared with the scheduler).
-//
-// An emulated device runs a batch for exactly the l(b) the scheduler
-// predicted (the paper's emulated GPUs) and returns, as each request's
-// output, the FNV-1a hash of the input it read (8 bytes, zero-padded to
-// output_bytes): a frontend can check that its input really travelled.
-//
-// Frontends are known by their incarnation: the scheduler's frontend ids
-// (slot, generation) are resolved when a Batch comes, since they belong to
-// the scheduler session that sent it.
-//
-// Failures: a lost scheduler is reconnected and the devices register again
-// (as new GPUs). With one scheduler (after a backoff) the frontends are
-// forgotten and inputs not yet read skipped. With hot spares (`schedulers`:
-// the next one at once) frontend connections and every batch survive: the
-// batches finish and push their outputs, their BatchDone goes to no one
-// (the new primary does not know them), and the registration with the new
-// primary carries their requests and those of batches ended in the last
-// 2 s (Register.carried), so that it does not run them again when their
-// frontends resubmit them. A frontend that leaves (or whose connection
-// fails) has its requests skipped. Malformed messages and requests naming unknown
-// frontends, devices or addresses outside a frontend's pool are refused with
-// a logged reason (the requests get an error output when their frontend is
-// reachable).
+// Contract:
+//  - it registers its devices and models with the scheduler and connects to
+//    every frontend the scheduler announces, known by their incarnation;
+//  - for each Batch: reads the inputs from the frontends (one-sided, adjacent
+//    ranges coalesced), runs it on the device's executor (BackendDevices),
+//    pushes the outputs to the frontends and reports its end and timings to
+//    the scheduler (BatchDone), as intervals measured here;
+//  - an emulated device runs exactly the predicted l(b) and answers each
+//    request with the FNV-1a hash of its input (8 bytes, zero-padded);
+//  - malformed messages and requests naming unknown frontends, devices or
+//    addresses outside a pool are refused with a logged reason.
 #pragma once
 
 #include <cstdint>

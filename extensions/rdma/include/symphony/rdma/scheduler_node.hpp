@@ -1,65 +1,18 @@
 // SchedulerNode: the cluster's one scheduler process (`symphony scheduler`;
-// paper §4.1-4.2, docs/architecture.md#cluster).
+// paper §4.1-4.4). Design: docs/architecture.md#cluster (roles, sessions,
+// clocks and delays, failures, hot spares, sub-clusters); formulas and the
+// config: docs/cluster.md.
 //
-// It is the existing Runtime (model-shard threads + one RankThread) fed from
-// the network: frontends submit request metadata (id, model, remaining
-// budget, input address) in coalesced Submit messages; one RemoteExecutor per
-// backend GPU sends each granted batch (request ids, their frontend, input
-// address and length) to its backend, which reads the inputs from the
-// frontends itself and reports the batch's end. The scheduler never touches
-// tensors.
-//
-//  - Deadlines travel as remaining budgets: a request's deadline here is
-//    arrival + budget - (the frontend's one-way delay, half a high percentile
-//    of its ping round trips); no clock is shared between hosts.
-//  - d_ctrl, d_data and d_resp are learned online as a high percentile of a
-//    recent window (cluster.delay_percentile over cluster.delay_window
-//    samples; the config's `delays` are floors) and handed to the runtime
-//    with Runtime::set_delays every cluster.delay_update:
-//      one way = (batch round trip - time spent at the backend) / 2,
-//      a batch's input reads fitted as fixed + per_request * b (the slope
-//      by least squares, the fixed part as a high percentile of the rest),
-//      d_ctrl = one way + fixed, d_data = per_request,
-//      d_resp = output sends of a batch + one way.
-//  - Failures. Every connection is heartbeat-checked (a peer silent for
-//    cluster.heartbeat_timeout is lost, besides UCX's own errors). A lost
-//    backend's batches in flight are reported to the runtime as errors naming
-//    the backend (its frontends get the error), and its GPUs are retired at
-//    once (Runtime::retire_gpu); a restarted backend registers as new GPUs.
-//    A lost frontend's requests are filtered out of batches when they are
-//    dispatched (they never run) and dropped; a batch keeps its other
-//    requests. Peers without the cluster token, speaking another protocol
-//    version, or sending malformed messages are refused with a logged reason.
-//  - Drops and errors go back to the frontends (coalesced Outcomes); ok and
-//    late are decided by the frontends, which get the outputs from the
-//    backends directly and are the authority on every request's outcome.
-//
-//  - Sub-clusters (paper §4.4; the config's `subclusters:` section, absent:
-//    one runtime over every GPU, as before). One runtime (model shards + a
-//    RankThread) per sub-cluster, with no communication between them; every
-//    runtime knows every model (same ids) but gets requests only of the
-//    models routed to it. A backend GPU joins the sub-cluster furthest below
-//    its share (subclusters.gpus, else equal shares) when it registers and
-//    stays there. The initial placement partitions the config's expected
-//    rates; every subclusters.epoch_s the rates measured over the epoch
-//    (EpochRateMeter) are re-partitioned within max_disruption
-//    (symphony::partition through partition::make_partitioner, on a worker
-//    thread) and the models whose sub-cluster changed move
-//    (SubClusterPlacement): the new sub-cluster's devices are sent a
-//    Placement that loads the model; once every one of them has confirmed
-//    it (PlacementDone), the model's new requests go to the new runtime; the
-//    old runtime keeps its queued and running requests of the model until
-//    every one has ended (a per-sub-cluster, per-model count of requests
-//    not yet ended), and only then are its devices sent a Placement that
-//    unloads it. A request is submitted to exactly one runtime, so no move
-//    can lose or repeat one.
-//  - Autoscaling advice (autoscale.hpp) per sub-cluster and for the cluster
-//    (combine_signals) over windows of one epoch (cluster.autoscale window
-//    of the simulator config when there are no epochs): requests routed to
-//    the sub-cluster, those of them that ended late, dropped or with an
-//    error, and the busy share of its GPUs (the backends' execution times).
-//    In report() under "subclusters", and as a plain snapshot
-//    (partition_snapshot()) for other renderers.
+// Contract:
+//  - it runs the core's Runtime (one per sub-cluster) fed from the network:
+//    it takes request metadata from frontends and sends batches to backends,
+//    never tensors;
+//  - every request submitted ends exactly once: ok and late are decided by
+//    the frontends, drops and errors are sent to them (Outcomes);
+//  - deadlines come as remaining budgets (no clock is shared between hosts);
+//    d_ctrl, d_data and d_resp are learned online, the config's as floors;
+//  - lost backends fail their batches in flight and retire their GPUs; lost
+//    frontends' requests never run; bad peers are refused with a reason.
 //
 // Threads: the transport's progress thread (every message, the heartbeats,
 // the delay learning), the runtime's threads (dispatch to RemoteExecutors,

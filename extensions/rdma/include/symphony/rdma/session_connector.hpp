@@ -1,45 +1,19 @@
 // The connecting side of a session: what a backend and a frontend run
-// towards the scheduler (docs/architecture.md#messages). The accepting side
-// is session_acceptor.hpp.
+// towards the scheduler; the accepting side is session_acceptor.hpp. The
+// protocol (Hello before anything, heartbeats, backoff, Goodbye, following
+// hot spares by term): docs/architecture.md#sessions and #hot-spares.
 //
-// A session is one connection that starts with the connector's Hello and is
-// up once the acceptor answers with a Welcome. The connector
-//  - opens the connection when a reconnect is due and sends the Hello; it
-//    gives up on a connection whose Hello nothing answers within
-//    max(heartbeat timeout, 2 s) ("no answer to the Hello");
-//  - sends nothing else before the Welcome: UCX may reorder messages sent
-//    while an endpoint is still wiring up, so a message sent right after the
-//    Hello could reach the acceptor first (send() refuses until the Welcome);
-//  - answers the acceptor's pings, and ends the session when it hears
-//    nothing for the Welcome's heartbeat timeout ("no heartbeat for N ms");
-//  - ends it on a Refuse, a Goodbye, a malformed message or a lost
-//    connection, then reconnects after a Backoff (50 ms doubling to 2 s),
-//    reset once a session is established;
-//  - says Goodbye on an orderly close (once welcomed).
-//
-// With several acceptors (hot-spare schedulers: docs/cluster.md), the
-// connector holds their list and one current target:
-//  - a session that was up and ends moves on to the next target at once (no
-//    backoff: the primary is gone, a spare is taking over); a connection that
-//    fails moves on too, after the backoff only once every target failed in
-//    a row;
-//  - a spare's Refuse names the primary it knows: the connector goes there
-//    at once; naming none (a spare taking over), it asks the same spare again
-//    after kSpareRetry, and after kMaxSpareRetries moves on;
-//  - it remembers the highest term it has heard (a Welcome's or a Refuse's),
-//    sends it in each Hello, and drops a Welcome of a lower term ("stale
-//    term"): a deposed primary never gets it back.
-//
-// "Established" is the node's word: a node with a handshake of its own after
-// the Welcome (a backend's Register / Registered) calls established() when
-// it is done; until then the Hello's longer timeout applies and the backoff
-// keeps growing (a backend whose Register is refused retries slowly). A
-// node without one calls established() from on_welcome.
-//
-// It does no I/O and reads no clock: the node feeds it events with the
-// current time (on_message, on_disconnect, tick) and it acts through its
-// Host. One thread (the transport's progress thread); the Host's callbacks
-// may call back into the connector.
+// Contract:
+//  - a session is up once a Welcome answers the Hello; send() refuses before;
+//  - every way a session ends (Refuse, Goodbye, a malformed message, a lost
+//    connection, no heartbeat, no answer to the Hello) is named, then the
+//    connector reconnects (with backoff, or at once to the next scheduler);
+//  - "established" is the node's word: a node with a handshake after the
+//    Welcome (a backend's Register) calls established() when done; until then
+//    the Hello's timeout applies and the backoff keeps growing;
+//  - it does no I/O and reads no clock: the node feeds it events with the
+//    current time and it acts through its Host. One thread (the transport's
+//    progress thread); the Host's callbacks may call back into it.
 //
 //   session::Connector s(host, hello);
 //   s.tick(now);                 // every transport tick: connects when due

@@ -1,41 +1,25 @@
 // Transport: the cluster's one use of UCX (UCP API), shared by the
-// scheduler, the backends and the frontends.
+// scheduler, the backends and the frontends. Design (active messages,
+// one-sided reads, the progress thread that sleeps on the worker's event fd):
+// docs/architecture.md#roles; which transport UCX picked: docs/cluster.md.
 //
-// One Transport per process: a UCP context with active messages, RMA and
-// wake-up, one worker, and the worker's progress thread. Everything that
-// touches the worker runs on that thread: the Handler's callbacks, and the
-// calls listen, connect, send, close, set_remote_key and get, which the
-// node code makes from those callbacks (or through post() from elsewhere).
-//
-//  - Connections are made by HOST:PORT (a UCP listener on the accepting side,
-//    a sockaddr endpoint on the connecting side), with
-//    UCP_ERR_HANDLING_MODE_PEER so that a dead peer reaches on_disconnect.
-//    Connections are named by ConnId (an index and a generation), never by a
-//    pointer: a stale id is simply unknown.
-//  - Messages are two-sided UCP active messages (one AM id, the message kind
-//    in the wire header), delivered whole to Handler::on_message; large ones
-//    arriving by rendezvous are received into a buffer first.
-//  - Inputs are read with one-sided ucp_get_nbx against the remote key a peer
-//    sent once per connection (set_remote_key); memory is registered once per
-//    pool (map_memory) and its packed rkey handed to peers at connection time.
-//  - The progress thread never busy-polls: when a round of ucp_worker_progress
-//    finds nothing and no task is posted, it arms the worker (ucp_worker_arm)
-//    and sleeps on the worker's event fd until the next tick; post() and
-//    notify() wake it with ucp_worker_signal only when it sleeps.
-//
-// Which transport UCX picked: with TransportOptions::show_transports (the
-// nodes' --verbose) each connection logs its lanes once it carries a
-// message (ucp_ep_print_info), and `ucx_info -d` lists what this host has.
-// UCX_TLS selects transports (default here: tcp, see TransportOptions::tls);
-// UCX_NET_DEVICES the interfaces.
-//
-// Every UCX call is checked with SYMPHONY_UCX_TRY / ucx_error, which keep the
-// file:line and ucs_status_string.
+// Contract:
+//  - one Transport per process: a UCP context, one worker and its progress
+//    thread; the Handler's callbacks and the calls listen, connect, send,
+//    close, set_remote_key and get run on that thread (from the callbacks, or
+//    through post() / call() from elsewhere);
+//  - connections are named by ConnId (an index and a generation), never by a
+//    pointer: a stale id is simply unknown; a dead peer reaches on_disconnect;
+//  - messages are delivered whole to Handler::on_message;
+//  - every UCX call is checked with SYMPHONY_UCX_TRY / ucx_error, which keep
+//    the file:line and ucs_status_string.
 //
 //   struct Echo : Transport::Handler {
 //     Transport* t;
-//     void on_message(ConnId c, std::span<const std::uint8_t> m) override { (void)t->send(c, {m.begin(),
-//     m.end()}); } void on_disconnect(ConnId, const Status&) override {}
+//     void on_message(ConnId c, std::span<const std::uint8_t> m) override {
+//       (void)t->send(c, {m.begin(), m.end()});
+//     }
+//     void on_disconnect(ConnId, const Status&) override {}
 //   } h;
 //   auto t = Transport::create({.name = "echo"}, h);
 //   (*t)->call([&] { return (*t)->listen({"127.0.0.1", 0}); });

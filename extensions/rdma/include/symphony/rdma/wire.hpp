@@ -1,73 +1,19 @@
 // The cluster's wire protocol: every message between a scheduler, backends
-// and frontends (docs/architecture.md#messages, paper §4.1).
+// and frontends (paper §4.1). Kinds and who sends them:
+// docs/architecture.md#messages; every body's bytes: docs/wire.md.
 //
-// A message is a fixed 16-byte header followed by a body whose layout the
-// header's kind fixes. All integers are little-endian, whatever the host; no
-// struct is ever copied to or from the wire as memory: each field's bytes
-// are put and read one by one. Header:
-//
-//   offset 0  u32 magic    0x434D5953 ("SYMC" as bytes)
-//          4  u16 version  kVersion; any other is refused
-//          6  u16 kind     a Kind
-//          8  u32 length   of the whole message, header included
-//         12  u32 flags    0 (reserved)
-//
-// Bodies, field after field with no gaps (str: a u32 length and the bytes;
-// count: the u32 number of items of a later list; pad n: n zero bytes,
-// ignored when read):
-//
-//   Hello           u8 role, pad 3, u32 pid, u64 incarnation, u64 term, str token, str name,
-//                   str address
-//   Welcome         u32 peer_id, count models, u64 incarnation, u64 term, i64 heartbeat_interval_ns,
-//                   i64 heartbeat_timeout_ns, models {u32 id, u32 max_batch, i64 slo_ns, str name}
-//   Refuse          str reason, u64 term, u8 spare, pad 3, str primary
-//   Goodbye         str reason
-//   Register        count devices, count models, count carried, count busy, devices {str},
-//                   models {str}, carried {u64 frontend_incarnation, u64 request}, busy {i64 ns}
-//   Registered      count gpus, gpus {u32}
-//   FrontendJoined  u32 frontend_id, u32 generation, u64 incarnation, str address
-//   FrontendLeft    u32 frontend_id, u32 generation
-//   PoolInfo        u64 base, u64 length, count rkey, rkey {u8}
-//   Ping, Pong      u64 seq, i64 origin_ns
-//   BatchDone       u64 batch, u8 status, pad 3, u32 executed, i64 since_end_ns, i64 recv_to_end_ns,
-//                   i64 fetch_ns, i64 exec_ns, i64 push_ns, str error
-//   Placement       u64 seq, u32 device, count load, count unload, load {u32}, unload {u32}
-//   PlacementDone   u64 seq, u32 device, u8 status, str error
-//   Cancel          count requests, requests {u64}
-//   Submit          count entries, u32 flags, entries {SubmitEntry}
-//   Standing        u64 term, u8 primary, pad 3, u32 index, i64 d_ctrl_ns, i64 d_data_ns,
-//                   i64 d_resp_ns, u64 epoch, count backends, count models, count calibrations,
-//                   backends {u64}, models {u32 subcluster},
-//                   calibrations {u32 model, count scales, scales {u32 millionths}}
-//   Batch           u64 batch, u32 device, u32 model, i64 predicted_ns, i64 exec_budget_ns,
-//                   u32 planned_size, count entries, entries {BatchEntry}
-//   Outputs         u64 batch, u32 batch_size, count entries, u8 status, pad 3, str error,
-//                   entries {OutputEntry}, then the entries' outputs (len bytes each), in order
-//   Outcomes        count entries, str text, entries {OutcomeEntry}
-//   (entries: see the *Entry structs below)
-//
-// This table restates the one description of each message, its fields() in
-// src/protocol/wire.cc, which both the encoder and the decoder apply: they cannot
-// disagree, and wire_test pins the bytes of every kind, so a change to a
-// description shows. A change of layout or meaning takes a new kVersion.
-//
-// Every decoder checks the message before any field is trusted: the magic,
-// the version, a known kind, the length against the bytes received and
-// against kMaxMessageBytes, the fixed part of the body, every count against
-// its limit and the bytes that remain (in 64-bit arithmetic, so a count
-// cannot overflow the check) before anything is allocated, every string
-// against its limit, and the exact end of the message (no trailing bytes).
-// A bad message yields a Status that names the kind and the problem; nothing
-// in it is undefined behaviour (the decoders are fuzzed:
-// extensions/rdma/fuzz/wire_fuzzer.cc).
-//
-// The three hot messages (Submit, Batch, Outputs) decode into views over the
-// received bytes: entries are read on access, nothing is allocated.
+// Contract:
+//  - a message is a 16-byte header (magic "SYMC", kVersion, kind, length,
+//    flags) and a body the kind fixes, little-endian, put and read field by
+//    field from one description per kind (fields() in src/protocol/wire.cc)
+//    that the encoder and the decoder share; wire_test pins every kind's bytes;
+//  - decoders check everything (header, counts against limits and the bytes
+//    left, strings, the exact end) before any field is trusted, and return a
+//    Status naming the kind and the problem; no input is undefined behaviour;
+//  - Submit, Batch and Outputs decode into views over the bytes: no allocation.
 //
 //   std::vector<std::uint8_t> m = wire::encode(wire::Ping{7, now_ns});
-//   Result<wire::Header> h = wire::decode_header(m);        // checks everything in the header
-//   Result<wire::Ping> p = wire::decode_ping(m);             // checks the body too
-//   Status s = wire::validate(m);                           // any kind: header and body
+//   Result<wire::Ping> p = wire::decode_ping(m);  // checks header and body
 #pragma once
 
 #include <cstddef>
