@@ -22,8 +22,8 @@
 
 #include "commands.hpp"
 #include "symphony/cluster/client.hpp"
-#include "symphony/rdma/cluster_config.hpp"
-#include "symphony/rdma/node_common.hpp"
+#include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/node_common.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/sim/workload.hpp"
 
@@ -92,9 +92,9 @@ double mean_of(const std::map<std::uint32_t, std::uint64_t>& h) {
 
 int run_loadgen(const LoadgenArgs& a) {
   JsonReport json_report(a.json_out);
-  rdma::ClusterConfig cfg;
+  cluster::ClusterConfig cfg;
   try {
-    cfg = rdma::load_cluster_config(a.config, false);
+    cfg = cluster::load_cluster_config(a.config, false);
   } catch (const config::ConfigError& e) {
     print_error("loadgen", "%s\n", e.what());
     return 2;
@@ -115,14 +115,14 @@ int run_loadgen(const LoadgenArgs& a) {
     print_error("loadgen", "give --scheduler HOST:PORT or a config with cluster.schedulers\n");
     return 2;
   }
-  co.token = !a.token.empty() ? a.token : rdma::effective_token(cfg.cluster);
+  co.token = !a.token.empty() ? a.token : cluster::effective_token(cfg.cluster);
   co.name = a.name;
   co.max_pending = a.max_pending;
   co.max_input_bytes = a.input_bytes;
   co.ucx_tls = cfg.cluster.ucx_tls;
   co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = a.verbose;
-  co.log = rdma::stderr_logger(a.name);
+  co.log = cluster::stderr_logger(a.name);
   auto client = cluster::Client::connect(co);
   if (!client.ok()) {
     print_error("loadgen", "%s\n", client.status().message().c_str());
@@ -167,7 +167,7 @@ int run_loadgen(const LoadgenArgs& a) {
   std::vector<std::uint64_t> hashes;
   for (auto& in : inputs) {
     for (auto& b : in) b = static_cast<std::uint8_t>(rng());
-    hashes.push_back(rdma::fnv1a64(in));
+    hashes.push_back(cluster::fnv1a64(in));
   }
   std::mutex mu;  // tallies' network-thread part (callbacks); uncontended while running
   const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);

@@ -2,13 +2,13 @@
 // (node_metrics.hpp): derived values (queue depth, autoscaling advice over
 // the window, busy fractions), the models' profile recalibration, and
 // readiness, on a fixed clock.
-#include "symphony/rdma/node_metrics.hpp"
+#include "symphony/cluster/node_metrics.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 bool has_line(const std::string& text, const std::string& line) {
@@ -178,4 +178,4 @@ TEST(BackendMetricsTest, BatchesByOutcomeBusyAndModelLoads) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -1,6 +1,6 @@
 // cluster.yaml = a config of the simulator's format (symphony::config) + a
 // `cluster:` section (see cluster_config.hpp).
-#include "symphony/rdma/cluster_config.hpp"
+#include "symphony/cluster/cluster_config.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 namespace fs = std::filesystem;
@@ -371,4 +371,4 @@ std::string effective_token(const ClusterSettings& s) {
   return s.token;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -25,7 +25,7 @@ std::string indexed(const char* base, std::size_t i, std::size_t n) {
   return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
 }
 
-std::vector<front::TensorSpec> specs_of(const std::vector<rdma::TensorDecl>& decls, const char* base) {
+std::vector<front::TensorSpec> specs_of(const std::vector<TensorDecl>& decls, const char* base) {
   std::vector<front::TensorSpec> out;
   for (std::size_t i = 0; i < decls.size(); ++i) {
     front::TensorSpec t;
@@ -61,7 +61,7 @@ front::Shape answer_shape(const front::Shape& spec, bool batched) {
 
 }  // namespace
 
-std::vector<ServedModel> served_models(const rdma::ClusterConfig& config) {
+std::vector<ServedModel> served_models(const ClusterConfig& config) {
   std::vector<ServedModel> out;
   for (const ModelConfig& mc : config.sim.spec.models) {
     ServedModel m;
@@ -72,7 +72,7 @@ std::vector<ServedModel> served_models(const rdma::ClusterConfig& config) {
     if (it != config.cluster.models.end()) {
       m.inputs = specs_of(it->second.inputs, "input");
       m.outputs = specs_of(it->second.outputs, "output");
-      for (const rdma::TensorDecl& d : it->second.inputs) m.input_bytes += d.bytes();
+      for (const TensorDecl& d : it->second.inputs) m.input_bytes += d.bytes();
     }
     if (m.inputs.empty()) {
       m.opaque = true;

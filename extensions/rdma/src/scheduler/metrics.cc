@@ -4,10 +4,10 @@
 #include <string>
 
 #include "symphony/autoscale.hpp"
+#include "symphony/cluster/node_metrics.hpp"
 #include "symphony/metrics/profile_metrics.hpp"
-#include "symphony/rdma/node_metrics.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 using metrics::Labels;
 
@@ -142,4 +142,4 @@ std::string scheduler_not_ready(const SchedulerMetricsSnapshot& s) {
   return "no backend GPU registered";
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

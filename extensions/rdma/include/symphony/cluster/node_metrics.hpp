@@ -24,7 +24,7 @@
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 struct SchedulerMetricsSnapshot {
   struct Model {
@@ -105,4 +105,4 @@ struct BackendMetricsSnapshot {
 void write_backend_metrics(const BackendMetricsSnapshot& s, metrics::Writer& w);
 std::string backend_not_ready(const BackendMetricsSnapshot& s);
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster
