@@ -168,7 +168,7 @@ int run_scheduler(SchedulerArgs a) {
     print_error("scheduler", "%s\n", node.status().message().c_str());
     return 1;
   }
-  metrics::AutoscaleWindow window(Duration::from_seconds(a.autoscale_window_s));
+  metrics::AutoscaleTracker window(Duration::from_seconds(a.autoscale_window_s));
   std::mutex window_mu;
   (void)window.observe({SteadyClock{}.now(), 0, 0, Duration::zero(), 0});  // the start: nothing ended yet
   std::unique_ptr<metrics::Endpoint> endpoint;

@@ -29,7 +29,7 @@
 #include "serve_front.hpp"
 #include "symphony/front/front_metrics.hpp"
 #include "symphony/latency_histogram.hpp"
-#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/autoscale_tracker.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/profile_metrics.hpp"
 #include "symphony/policy.hpp"
@@ -211,7 +211,7 @@ struct ServeMetricsState {
   std::mutex mu;              // guards the two below
   bool have_warmup = false;
   ServerStats at_warmup;
-  std::unique_ptr<metrics::AutoscaleWindow> window;
+  std::unique_ptr<metrics::AutoscaleTracker> window;
 };
 
 std::string ready_reason(const ServeMetricsState& st) {
@@ -451,7 +451,7 @@ int run_serve(ServeArgs a) {
   mstate.cfg = &*cfg;
   mstate.server = &srv;
   mstate.tallies = &tallies;
-  mstate.window = std::make_unique<metrics::AutoscaleWindow>(Duration::from_seconds(a.autoscale_window_s));
+  mstate.window = std::make_unique<metrics::AutoscaleTracker>(Duration::from_seconds(a.autoscale_window_s));
   std::unique_ptr<metrics::Endpoint> endpoint;  // declared after what it reads: destroyed first
   if (!cfg->metrics.empty()) {
     auto ep = metrics::Endpoint::start(

@@ -11,7 +11,7 @@ namespace symphony::cluster {
 
 using metrics::Labels;
 
-void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleWindow& window,
+void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleTracker& window,
                              metrics::Writer& w) {
   const double elapsed = s.elapsed.to_seconds();
   w.gauge("symphony_up", "1 while the process serves metrics.", {{"role", "scheduler"}}, 1);

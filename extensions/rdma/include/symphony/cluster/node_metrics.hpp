@@ -5,7 +5,7 @@
 // from the nodes so that the nodes only count; the snapshot is the one
 // interface between them.
 //
-//   metrics::AutoscaleWindow window(Duration::seconds(30));
+//   metrics::AutoscaleTracker window(Duration::seconds(30));
 //   auto ep = metrics::Endpoint::start("127.0.0.1:0", [&](metrics::Writer& w) {
 //     write_scheduler_metrics(node->metrics_snapshot(), window, w);
 //   });
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "symphony/autoscale.hpp"
-#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/autoscale_tracker.hpp"
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/profile_calibrator.hpp"
 #include "symphony/time.hpp"
@@ -75,7 +75,7 @@ struct SchedulerMetricsSnapshot {
 
 // Appends the scheduler's families to `w`; `window` turns the cumulative
 // totals into the recent window of the autoscaling advice.
-void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleWindow& window,
+void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleTracker& window,
                              metrics::Writer& w);
 // "" when the scheduler can take work (a GPU registered, not stopping),
 // else why not.
