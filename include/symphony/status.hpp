@@ -10,7 +10,7 @@
 #include <utility>
 #include <variant>
 
-#include "symphony/config.hpp"
+#include "symphony/macros.hpp"
 
 namespace symphony {
 
