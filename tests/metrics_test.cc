@@ -1,7 +1,7 @@
 // The Prometheus exposition (names, escaping, histograms), the profile
 // recalibration families, and the HTTP endpoint (/metrics, /healthz, /readyz,
 // 404), over loopback.
-#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/autoscale_tracker.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/metrics/profile_metrics.hpp"
@@ -195,9 +195,9 @@ TEST(MetricsEndpointTest, BadAddressesAreRefusedWithTheirText) {
   EXPECT_FALSE(second.ok());  // in use
 }
 
-TEST(AutoscaleWindowTest, ComparesWithTheNewestTotalsAtLeastAWindowOld) {
+TEST(AutoscaleTrackerTest, ComparesWithTheNewestTotalsAtLeastAWindowOld) {
   const TimePoint t0 = TimePoint::from_ns(1000000000);
-  AutoscaleWindow w(Duration::seconds(10));
+  AutoscaleTracker w(Duration::seconds(10));
   AutoscaleSignal s = w.observe({t0, 0, 0, Duration::zero(), 2});
   EXPECT_EQ(s.arrived, 0u);
   EXPECT_EQ(s.busy_fraction, 0.0);
@@ -222,14 +222,14 @@ TEST(AutoscaleWindowTest, ComparesWithTheNewestTotalsAtLeastAWindowOld) {
   EXPECT_EQ(autoscale_advice(s, 0.01).advice, -1);
 }
 
-TEST(AutoscaleWindowTest, BusyFractionIsClampedAndNoGpusMeansZero) {
+TEST(AutoscaleTrackerTest, BusyFractionIsClampedAndNoGpusMeansZero) {
   const TimePoint t0 = TimePoint::from_ns(1);
-  AutoscaleWindow w(Duration::seconds(1));
+  AutoscaleTracker w(Duration::seconds(1));
   w.observe({t0, 0, 0, Duration::zero(), 0});
   AutoscaleSignal s = w.observe({t0 + Duration::seconds(1), 5, 5, Duration::seconds(3), 0});
   EXPECT_EQ(s.busy_fraction, 0.0);
   EXPECT_EQ(s.bad_rate(), 1.0);
-  AutoscaleWindow v(Duration::seconds(1));
+  AutoscaleTracker v(Duration::seconds(1));
   v.observe({t0, 0, 0, Duration::zero(), 1});
   s = v.observe({t0 + Duration::seconds(1), 0, 0, Duration::seconds(3), 1});
   EXPECT_EQ(s.busy_fraction, 1.0);

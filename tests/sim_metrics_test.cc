@@ -152,7 +152,7 @@ TEST(MetricsTest, AutoscaleAdviceAddsForBadRateAndReleasesIdleGpus) {
   m.on_execute(batch(0, 0, 1, 0), ms(1000), ms(1000));  // zero length: not "used"
   const RunSummary s = m.summary();
   ASSERT_EQ(s.autoscale.size(), 2u);
-  const AutoscaleWindow& w0 = s.autoscale[0];
+  const AutoscaleSample& w0 = s.autoscale[0];
   EXPECT_EQ(w0.arrived, 10u);
   EXPECT_EQ(w0.bad, 2u);
   EXPECT_DOUBLE_EQ(w0.bad_rate, 0.2);
@@ -160,7 +160,7 @@ TEST(MetricsTest, AutoscaleAdviceAddsForBadRateAndReleasesIdleGpus) {
   EXPECT_EQ(w0.gpus_used, 4u);
   EXPECT_DOUBLE_EQ(w0.add_gpus, 1.0);
   EXPECT_EQ(w0.advice, 1);
-  const AutoscaleWindow& w1 = s.autoscale[1];
+  const AutoscaleSample& w1 = s.autoscale[1];
   EXPECT_DOUBLE_EQ(w1.bad_rate, 0.0);
   EXPECT_DOUBLE_EQ(w1.busy_fraction, 100.0 / 4000);
   EXPECT_EQ(w1.gpus_used, 1u);

@@ -329,13 +329,13 @@ TEST(SubClusterSimTest, SubClusterAutoscaleWindowsAddUpToTheClusters) {
   sc.epoch = Duration::milliseconds(500);
   const SubClusterRunResult r = *run_subcluster_experiment(e, sc, random_partitioner(3));
   EXPECT_EQ(r.gpus, (std::vector<std::uint32_t>{3, 2, 2}));
-  const std::vector<AutoscaleWindow>& cw = r.cluster.summary.autoscale;
+  const std::vector<AutoscaleSample>& cw = r.cluster.summary.autoscale;
   ASSERT_FALSE(cw.empty());
   for (std::size_t w = 0; w < cw.size(); ++w) {
     std::vector<AutoscaleSignal> parts;
     std::uint32_t used = 0;
     for (std::size_t j = 0; j < r.subclusters.size(); ++j) {
-      const AutoscaleWindow& x = r.subclusters[j].autoscale.at(w);
+      const AutoscaleSample& x = r.subclusters[j].autoscale.at(w);
       parts.push_back({r.gpus[j], x.arrived, x.bad, x.busy_fraction});
       used += x.gpus_used;
     }

@@ -10,13 +10,13 @@
 #include <string>
 
 #include "commands.hpp"
+#include "symphony/cluster/backend_node.hpp"
 #include "symphony/metrics/endpoint.hpp"
-#include "symphony/rdma/backend_node.hpp"
 #ifdef SYMPHONY_HAVE_CLUSTER_TORCH
-#include "symphony/rdma/backend_torch.hpp"
+#include "symphony/cluster/backend_torch.hpp"
 #endif
-#include "symphony/rdma/cluster_config.hpp"
-#include "symphony/rdma/node_common.hpp"
+#include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/node_common.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -54,16 +54,16 @@ int run_backend(BackendArgs a) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: they all inherit it
-  rdma::BackendOptions o;
+  cluster::BackendOptions o;
   o.token = a.token;
   if (!a.config.empty()) {
     try {
-      const rdma::ClusterConfig c = rdma::load_cluster_config(a.config, a.token.empty());
-      if (o.token.empty()) o.token = rdma::effective_token(c.cluster);
+      const cluster::ClusterConfig c = cluster::load_cluster_config(a.config, a.token.empty());
+      if (o.token.empty()) o.token = cluster::effective_token(c.cluster);
       o.ucx_tls = c.cluster.ucx_tls;
       o.inject_delay = c.cluster.inject_delay;
       for (const std::string& s : c.cluster.schedulers) {
-        Result<rdma::HostPort> hp = rdma::HostPort::parse(s);
+        Result<cluster::HostPort> hp = cluster::HostPort::parse(s);
         if (!hp.ok()) {
           print_error("backend", "%s: cluster.schedulers entry '%s': %s\n", a.config.c_str(), s.c_str(),
                       hp.status().message().c_str());
@@ -85,7 +85,7 @@ int run_backend(BackendArgs a) {
     print_error("backend", "give --scheduler HOST:PORT or a config with cluster.schedulers\n");
     return 2;
   } else {
-    Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler);
+    Result<cluster::HostPort> hp = cluster::HostPort::parse(a.scheduler);
     if (!hp.ok()) {
       print_error("backend", "--scheduler: %s\n", hp.status().message().c_str());
       return 2;
@@ -96,17 +96,17 @@ int run_backend(BackendArgs a) {
   o.name = a.name;
   if (a.devices.rfind("emulated", 0) != 0) {
 #ifdef SYMPHONY_HAVE_CLUSTER_TORCH
-    std::vector<rdma::TorchModelSpec> specs;
+    std::vector<cluster::TorchModelSpec> specs;
     for (const std::string& m : a.models) {
-      Result<rdma::TorchModelSpec> spec = rdma::parse_torch_model_spec(m);
+      Result<cluster::TorchModelSpec> spec = cluster::parse_torch_model_spec(m);
       if (!spec.ok()) {
         print_error("backend", "%s\n", spec.status().message().c_str());
         return 2;
       }
       specs.push_back(*spec);
     }
-    Result<std::unique_ptr<rdma::BackendDevices>> d =
-        rdma::make_torch_devices(a.devices, specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
+    Result<std::unique_ptr<cluster::BackendDevices>> d =
+        cluster::make_torch_devices(a.devices, specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
     if (!d.ok()) {
       print_error("backend", "%s\n", d.status().message().c_str());
       return 2;
@@ -129,24 +129,24 @@ int run_backend(BackendArgs a) {
   o.exec_log = a.exec_log;
   o.output_bytes = a.output_bytes;
   o.verbose = a.verbose;
-  o.log = rdma::stderr_logger(a.name.empty() ? "backend" : a.name);
+  o.log = cluster::stderr_logger(a.name.empty() ? "backend" : a.name);
   if (!a.metrics.empty()) {  // checked before anything starts
     if (auto p = metrics::parse_listen_address(a.metrics); !p.ok()) {
       print_error("backend", "--metrics: %s\n", p.status().message().c_str());
       return 2;
     }
   }
-  Result<std::unique_ptr<rdma::BackendNode>> node = rdma::BackendNode::create(std::move(o));
+  Result<std::unique_ptr<cluster::BackendNode>> node = cluster::BackendNode::create(std::move(o));
   if (!node.ok()) {
     print_error("backend", "%s\n", node.status().message().c_str());
     return 2;
   }
   std::unique_ptr<metrics::Endpoint> endpoint;
   if (!a.metrics.empty()) {
-    const rdma::BackendNode* n = node->get();
+    const cluster::BackendNode* n = node->get();
     auto ep = metrics::Endpoint::start(
-        a.metrics, [n](metrics::Writer& w) { rdma::write_backend_metrics(n->metrics_snapshot(), w); },
-        [n] { return rdma::backend_not_ready(n->metrics_snapshot()); });
+        a.metrics, [n](metrics::Writer& w) { cluster::write_backend_metrics(n->metrics_snapshot(), w); },
+        [n] { return cluster::backend_not_ready(n->metrics_snapshot()); });
     if (!ep.ok()) {
       print_error("backend", "--metrics: %s\n", ep.status().message().c_str());
       return 2;

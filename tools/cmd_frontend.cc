@@ -19,14 +19,14 @@
 #include "commands.hpp"
 #include "front_cli.hpp"
 #include "progress.hpp"
+#include "symphony/cluster/cluster_config.hpp"
 #include "symphony/cluster/frontend_service.hpp"
+#include "symphony/cluster/node_common.hpp"
+#include "symphony/cluster/transport.hpp"
 #include "symphony/front/front_metrics.hpp"
 #include "symphony/front/listeners.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
-#include "symphony/rdma/cluster_config.hpp"
-#include "symphony/rdma/node_common.hpp"
-#include "symphony/rdma/transport.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -66,9 +66,9 @@ int run_frontend(const FrontendArgs& a) {
     print_error("frontend", "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n");
     return 2;
   }
-  rdma::ClusterConfig cfg;
+  cluster::ClusterConfig cfg;
   try {
-    cfg = rdma::load_cluster_config(a.config, a.token.empty());
+    cfg = cluster::load_cluster_config(a.config, a.token.empty());
   } catch (const config::ConfigError& e) {
     print_error("frontend", "%s\n", e.what());
     return 2;
@@ -81,7 +81,7 @@ int run_frontend(const FrontendArgs& a) {
   } else if (a.scheduler.empty()) {
     print_error("frontend", "give --scheduler HOST:PORT or a config with cluster.schedulers\n");
     return 2;
-  } else if (Result<rdma::HostPort> hp = rdma::HostPort::parse(a.scheduler); !hp.ok()) {
+  } else if (Result<cluster::HostPort> hp = cluster::HostPort::parse(a.scheduler); !hp.ok()) {
     print_error("frontend", "--scheduler: %s\n", hp.status().message().c_str());
     return 2;
   }
@@ -133,14 +133,14 @@ int run_frontend(const FrontendArgs& a) {
   cluster::ClientOptions co;
   co.scheduler = a.scheduler;
   co.schedulers = cfg.cluster.schedulers;
-  co.token = a.token.empty() ? rdma::effective_token(cfg.cluster) : a.token;
+  co.token = a.token.empty() ? cluster::effective_token(cfg.cluster) : a.token;
   co.name = name;
   co.max_pending = static_cast<std::uint32_t>(slots);
   co.max_input_bytes = static_cast<std::uint32_t>(max_input);
   co.ucx_tls = cfg.cluster.ucx_tls;
   co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = a.verbose;
-  co.log = rdma::stderr_logger(name);
+  co.log = cluster::stderr_logger(name);
   auto client = cluster::Client::connect(co);
   if (!client.ok()) {
     print_error("frontend", "%s\n", client.status().message().c_str());

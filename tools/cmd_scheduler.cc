@@ -24,11 +24,11 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "symphony/cluster/node_common.hpp"
+#include "symphony/cluster/scheduler_node.hpp"
 #include "symphony/config/config.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/policy.hpp"
-#include "symphony/rdma/node_common.hpp"
-#include "symphony/rdma/scheduler_node.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -58,7 +58,7 @@ sigset_t block_stop_signals() {
 }
 
 // Writes the report atomically (a reader never sees half a file).
-bool write_report(const rdma::SchedulerNode& node, const std::string& path) {
+bool write_report(const cluster::SchedulerNode& node, const std::string& path) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
@@ -70,7 +70,7 @@ bool write_report(const rdma::SchedulerNode& node, const std::string& path) {
 
 // Waits for SIGINT/SIGTERM, or until `seconds` (> 0) pass; refreshes the
 // report every second meanwhile.
-void wait_for_stop(const sigset_t& set, double seconds, const rdma::SchedulerNode& node,
+void wait_for_stop(const sigset_t& set, double seconds, const cluster::SchedulerNode& node,
                    const std::string& report) {
   const TimePoint end = SteadyClock{}.now() + Duration::from_seconds(seconds > 0 ? seconds : 1e9);
   for (;;) {
@@ -94,15 +94,15 @@ int run_scheduler(SchedulerArgs a) {
   }
   JsonReport json(a.json);
   const sigset_t stop_set = block_stop_signals();
-  rdma::SchedulerOptions o;
-  Result<rdma::HostPort> hp = rdma::HostPort::parse(a.listen);
+  cluster::SchedulerOptions o;
+  Result<cluster::HostPort> hp = cluster::HostPort::parse(a.listen);
   if (!hp.ok()) {
     print_error("scheduler", "--listen: %s\n", hp.status().message().c_str());
     return 2;
   }
   o.listen = *hp;
   try {
-    o.config = rdma::load_cluster_config(a.config);
+    o.config = cluster::load_cluster_config(a.config);
     if (!a.policy.empty()) {
       config::Overrides ov;
       ov.policy = a.policy;
@@ -119,7 +119,7 @@ int run_scheduler(SchedulerArgs a) {
     if (it == list.end() && (hp->host == "0.0.0.0" || hp->host == "::")) {
       std::size_t same_port = 0;
       for (auto e = list.begin(); e != list.end(); ++e)
-        if (Result<rdma::HostPort> x = rdma::HostPort::parse(*e); x.ok() && x->port == hp->port) {
+        if (Result<cluster::HostPort> x = cluster::HostPort::parse(*e); x.ok() && x->port == hp->port) {
           it = e;
           ++same_port;
         }
@@ -147,7 +147,7 @@ int run_scheduler(SchedulerArgs a) {
     };
   }
   o.verbose = a.verbose;
-  o.log = rdma::stderr_logger("scheduler");
+  o.log = cluster::stderr_logger("scheduler");
   if (Status s = check_runs_in_core(o.config.sim.spec.policy); !s.ok()) {
     print_error("scheduler", "%s\n", s.message().c_str());
     return 2;
@@ -163,22 +163,22 @@ int run_scheduler(SchedulerArgs a) {
     print_error("scheduler", "--autoscale-window must be a positive number of seconds\n");
     return 2;
   }
-  Result<std::unique_ptr<rdma::SchedulerNode>> node = rdma::SchedulerNode::create(std::move(o));
+  Result<std::unique_ptr<cluster::SchedulerNode>> node = cluster::SchedulerNode::create(std::move(o));
   if (!node.ok()) {
     print_error("scheduler", "%s\n", node.status().message().c_str());
     return 1;
   }
-  metrics::AutoscaleWindow window(Duration::from_seconds(a.autoscale_window_s));
+  metrics::AutoscaleTracker window(Duration::from_seconds(a.autoscale_window_s));
   std::mutex window_mu;
   (void)window.observe({SteadyClock{}.now(), 0, 0, Duration::zero(), 0});  // the start: nothing ended yet
   std::unique_ptr<metrics::Endpoint> endpoint;
   if (!metrics_at.empty()) {
-    const rdma::SchedulerNode* n = node->get();
+    const cluster::SchedulerNode* n = node->get();
     auto ep = metrics::Endpoint::start(
         metrics_at,
         [n, &window, &window_mu](metrics::Writer& w) {
           std::lock_guard<std::mutex> lock(window_mu);  // scrapes may run on several server threads
-          rdma::write_scheduler_metrics(n->metrics_snapshot(), window, w);
+          cluster::write_scheduler_metrics(n->metrics_snapshot(), window, w);
         },
         [n] { return n->not_ready(); });
     if (!ep.ok()) {

@@ -27,7 +27,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "symphony/config.hpp"
+#include "symphony/macros.hpp"
 
 namespace symphony {
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <variant>
 
-#include "symphony/config.hpp"
+#include "symphony/macros.hpp"
 
 namespace symphony {
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "symphony/config.hpp"
+#include "symphony/macros.hpp"
 
 namespace symphony {
 

@@ -177,7 +177,7 @@ json run_json(const Config& c, const RunResult& run, std::uint32_t gpus) {
   json busy = json::array();
   for (double f : s.gpu_busy_fraction) busy.push_back(num(f));
   json windows = json::array();
-  for (const AutoscaleWindow& w : s.autoscale)
+  for (const AutoscaleSample& w : s.autoscale)
     windows.push_back(json{{"begin_s", num(w.begin.to_ms() / 1e3)},
                            {"end_s", num(w.end.to_ms() / 1e3)},
                            {"arrived", w.arrived},

@@ -22,7 +22,7 @@ double r6(double v) {
 json num(double v) { return std::isfinite(v) ? json(r6(v)) : json(nullptr); }
 json seconds(TimePoint t) { return t.is_infinite() ? json(nullptr) : num(t.to_ms() / 1e3); }
 
-json window_json(const sim::AutoscaleWindow& w) {
+json window_json(const sim::AutoscaleSample& w) {
   return json{{"begin_s", num(w.begin.to_ms() / 1e3)},
               {"end_s", num(w.end.to_ms() / 1e3)},
               {"arrived", w.arrived},
@@ -71,7 +71,7 @@ json subclusters_json(const partition::SubClusterConfig& c, const ExperimentSpec
     for (std::size_t i = 0; i < last.size(); ++i)
       if (last[i] == static_cast<int>(j)) models.push_back(e.models[i].name);
     json windows = json::array();
-    for (const sim::AutoscaleWindow& w : s.autoscale) windows.push_back(window_json(w));
+    for (const sim::AutoscaleSample& w : s.autoscale) windows.push_back(window_json(w));
     subs.push_back(json{{"gpus", r.gpus[j]},
                         {"models_at_end", std::move(models)},
                         {"offered_rps", num(s.total.offered_rps)},

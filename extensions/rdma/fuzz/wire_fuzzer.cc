@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/wire.hpp"
 
-using namespace symphony::rdma::wire;
+using namespace symphony::cluster::wire;
 
 namespace {
 

@@ -5,10 +5,10 @@
 #include <fstream>
 #include <string>
 
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/wire.hpp"
 #include "symphony/types.hpp"
 
-using namespace symphony::rdma::wire;
+using namespace symphony::cluster::wire;
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -11,31 +11,29 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "symphony/rdma/transport.hpp"
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/transport.hpp"
+#include "symphony/cluster/wire.hpp"
 
 namespace symphony::cluster {
 namespace {
 
 using namespace std::chrono_literals;
-using rdma::ConnId;
-namespace wire = rdma::wire;
 
 // A scheduler that welcomes one frontend and records its Submits.
-struct FakeScheduler : rdma::Transport::Handler {
-  std::unique_ptr<rdma::Transport> t;
+struct FakeScheduler : Transport::Handler {
+  std::unique_ptr<Transport> t;
   std::uint16_t port = 0;
   std::mutex mu;
   std::condition_variable cv;
-  ConnId fe = rdma::kNoConn;
+  ConnId fe = kNoConn;
   std::vector<wire::SubmitEntry> submitted;
   std::vector<std::uint64_t> cancelled;  // ids of the Cancels received, in order
   std::string hello_token;
 
   FakeScheduler() {
-    rdma::TransportOptions o;
+    TransportOptions o;
     o.name = "fake-scheduler";
-    t = std::move(*rdma::Transport::create(o, *this));
+    t = std::move(*Transport::create(o, *this));
     port = *t->call([&] { return t->listen({"127.0.0.1", 0}); });
   }
   void on_message(ConnId c, std::span<const std::uint8_t> m) override {

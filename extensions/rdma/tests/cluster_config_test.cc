@@ -1,14 +1,14 @@
 // cluster.yaml parsing (a simulator config plus a `cluster:` section) and the
 // windowed percentile the scheduler learns delays with.
-#include "symphony/rdma/cluster_config.hpp"
+#include "symphony/cluster/cluster_config.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "symphony/rdma/delay_estimator.hpp"
+#include "symphony/cluster/delay_estimator.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 const char* kModels =
@@ -198,4 +198,4 @@ TEST(BatchCostFitTest, SeparatesTheFixedPartFromThePerItemCost) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

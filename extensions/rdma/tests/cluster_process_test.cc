@@ -20,15 +20,15 @@
 #include <set>
 
 #include "process_support.hpp"
-#include "symphony/rdma/transport.hpp"
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/transport.hpp"
+#include "symphony/cluster/wire.hpp"
 #include "symphony/types.hpp"
 
 #ifndef SYMPHONY_CLI
 #error "SYMPHONY_CLI must name the symphony binary"
 #endif
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 using namespace testing;
@@ -1086,4 +1086,4 @@ TEST_F(ClusterProcessTest, SubClustersMoveAModelAtAnEpochAndEveryRequestEndsOnce
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -2,13 +2,13 @@
 // (node_metrics.hpp): derived values (queue depth, autoscaling advice over
 // the window, busy fractions), the models' profile recalibration, and
 // readiness, on a fixed clock.
-#include "symphony/rdma/node_metrics.hpp"
+#include "symphony/cluster/node_metrics.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 bool has_line(const std::string& text, const std::string& line) {
@@ -33,7 +33,7 @@ SchedulerMetricsSnapshot scheduler_at(double s, std::uint64_t ok, std::uint64_t 
 }
 
 TEST(SchedulerMetricsTest, QueueDepthDelaysPartitionAndAdviceOverTheWindow) {
-  metrics::AutoscaleWindow window(Duration::seconds(10));
+  metrics::AutoscaleTracker window(Duration::seconds(10));
   (void)window.observe({TimePoint::from_ns(0), 0, 0, Duration::zero(), 0});
   metrics::Writer w;
   // 10 s: 900 ok, 100 expired -> bad rate 10 % on 2 GPUs -> add ceil(2 * 0.1 / 0.9) = 1.
@@ -59,7 +59,7 @@ TEST(SchedulerMetricsTest, QueueDepthDelaysPartitionAndAdviceOverTheWindow) {
 }
 
 TEST(SchedulerMetricsTest, SubClustersGetTheirOwnAdviceAndTheClusterTheCombinedSignal) {
-  metrics::AutoscaleWindow window(Duration::seconds(10));
+  metrics::AutoscaleTracker window(Duration::seconds(10));
   SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
   x.subclusters = 2;
   x.partition_epoch = 3;
@@ -90,7 +90,7 @@ TEST(SchedulerMetricsTest, SubClustersGetTheirOwnAdviceAndTheClusterTheCombinedS
 }
 
 TEST(SchedulerMetricsTest, TheAdviceUsesTheConfigsMaxBadRate) {
-  metrics::AutoscaleWindow window(Duration::seconds(10));
+  metrics::AutoscaleTracker window(Duration::seconds(10));
   SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
   x.subclusters = 2;
   // 10 % bad on 3 GPUs: above the default 1 %, an extra GPU; within a 20 % bound, none.
@@ -106,7 +106,7 @@ TEST(SchedulerMetricsTest, TheAdviceUsesTheConfigsMaxBadRate) {
 }
 
 TEST(SchedulerMetricsTest, EachModelsProfileRecalibration) {
-  metrics::AutoscaleWindow window(Duration::seconds(10));
+  metrics::AutoscaleTracker window(Duration::seconds(10));
   SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
   // resnet: recalibrated from backend timings twice its offline profile.
   auto offline = LatencyProfile::linear(Duration::milliseconds(1), Duration::milliseconds(4), 12);
@@ -178,4 +178,4 @@ TEST(BackendMetricsTest, BatchesByOutcomeBusyAndModelLoads) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

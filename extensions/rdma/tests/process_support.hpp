@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace symphony::rdma::testing {
+namespace symphony::cluster::testing {
 
 using namespace std::chrono_literals;
 
@@ -177,4 +177,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace symphony::rdma::testing
+}  // namespace symphony::cluster::testing

@@ -12,7 +12,7 @@
 #include "scheduler/inflight.hpp"
 #include "scheduler/subcluster_manager.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 TimePoint at_ms(std::int64_t ms) { return TimePoint::from_ns(ms * 1'000'000); }
@@ -407,4 +407,4 @@ TEST(Election, APrimaryMovesAboveATermAClientRemembers) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

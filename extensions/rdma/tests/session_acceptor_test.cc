@@ -4,7 +4,7 @@
 // settings, the no-Hello timeout, the ping rounds, round trips from Pongs,
 // silence, Goodbye, malformed messages, refusals by the node, and the
 // orderly stop.
-#include "symphony/rdma/session_acceptor.hpp"
+#include "symphony/cluster/session_acceptor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace symphony::rdma::session {
+namespace symphony::cluster::session {
 namespace {
 
 using namespace symphony::literals;
@@ -286,4 +286,4 @@ TEST_F(AcceptorTest, GoodbyeAllSaysGoodbyeToEveryPeerAndForgetsThem) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma::session
+}  // namespace symphony::cluster::session

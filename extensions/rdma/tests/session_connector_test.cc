@@ -2,7 +2,7 @@
 // clock (no UCX, no sleeps): the Hello and nothing else before the Welcome,
 // the Hello's timeout, pings answered, heartbeat loss, Refuse and Goodbye,
 // the reconnect backoff and its reset, and the orderly close.
-#include "symphony/rdma/session_connector.hpp"
+#include "symphony/cluster/session_connector.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace symphony::rdma::session {
+namespace symphony::cluster::session {
 namespace {
 
 using namespace symphony::literals;
@@ -333,4 +333,4 @@ TEST_F(SparesTest, FailedConnectionsBackOffOnlyOnceEveryTargetFailedInARow) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma::session
+}  // namespace symphony::cluster::session

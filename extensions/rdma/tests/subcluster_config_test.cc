@@ -8,11 +8,11 @@
 #include <set>
 #include <string>
 
-#include "symphony/rdma/cluster_config.hpp"
-#include "symphony/rdma/scheduler_node.hpp"
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/scheduler_node.hpp"
+#include "symphony/cluster/wire.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 std::string base(int gpus = 4) {
@@ -186,4 +186,4 @@ TEST(SchedulerSubClusterTest, WithoutTheSectionOneSubClusterOwnsEveryModel) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -1,7 +1,7 @@
 // The UCX transport over TCP on loopback: active messages both ways (small
 // and large), one-sided reads of registered memory with the packed rkey, and
 // a peer's death reaching on_disconnect. Every wait is bounded.
-#include "symphony/rdma/transport.hpp"
+#include "symphony/cluster/transport.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/wire.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 using namespace std::chrono_literals;
@@ -244,4 +244,4 @@ TEST(TransportTest, ConnectingToNobodyFails) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -2,7 +2,7 @@
 // byte; every malformed message is refused with a reason (truncated,
 // oversized, wrong magic/version/kind, counts that overflow the length,
 // trailing bytes, strings over their limit).
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/wire.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 
 #include "symphony/types.hpp"
 
-namespace symphony::rdma::wire {
+namespace symphony::cluster::wire {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -481,4 +481,4 @@ TEST(WireTest, SameTokenComparesWholeTokens) {
 }
 
 }  // namespace
-}  // namespace symphony::rdma::wire
+}  // namespace symphony::cluster::wire

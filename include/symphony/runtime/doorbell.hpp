@@ -30,7 +30,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "symphony/config.hpp"
+#include "symphony/macros.hpp"
 #include "symphony/time.hpp"
 
 #if defined(__linux__)

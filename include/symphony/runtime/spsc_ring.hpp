@@ -26,7 +26,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "symphony/config.hpp"
+#include "symphony/macros.hpp"
 
 namespace symphony {
 

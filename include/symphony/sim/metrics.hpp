@@ -75,7 +75,7 @@ struct ModelStats {
   double mean_batch = 0;  // per batch: mean size of the batches dispatched in the window
 };
 
-struct AutoscaleWindow {
+struct AutoscaleSample {
   TimePoint begin;  // the window is [begin, end)
   TimePoint end;
   std::uint64_t arrived = 0, bad = 0;
@@ -95,7 +95,7 @@ struct RunSummary {
   std::vector<double> gpu_busy_fraction;  // per GPU
   double busy_fraction = 0;               // mean over GPUs
   std::uint32_t gpus_used = 0;
-  std::vector<AutoscaleWindow> autoscale;
+  std::vector<AutoscaleSample> autoscale;
 };
 
 class Metrics {
@@ -223,7 +223,7 @@ class Metrics {
     std::vector<std::uint64_t> used(gpu_words_);
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       const std::size_t first = k + 1 >= per_window ? k + 1 - per_window : 0;
-      AutoscaleWindow a;
+      AutoscaleSample a;
       a.begin = TimePoint::from_ns(static_cast<std::int64_t>(first) * cfg_.autoscale_step.ns());
       a.end = TimePoint::from_ns(static_cast<std::int64_t>(k + 1) * cfg_.autoscale_step.ns());
       std::int64_t busy_ns = 0;

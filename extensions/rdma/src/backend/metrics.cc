@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <string>
 
-#include "symphony/rdma/node_metrics.hpp"
+#include "symphony/cluster/node_metrics.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 using metrics::Labels;
 
@@ -60,4 +60,4 @@ std::string backend_not_ready(const BackendMetricsSnapshot& s) {
   return s.registered ? "" : "not registered with the scheduler";
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -1,5 +1,5 @@
 // A backend of the cluster (see backend_node.hpp).
-#include "symphony/rdma/backend_node.hpp"
+#include "symphony/cluster/backend_node.hpp"
 
 #include <unistd.h>
 
@@ -15,13 +15,13 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
-#include "symphony/rdma/node_common.hpp"
-#include "symphony/rdma/session_connector.hpp"
-#include "symphony/rdma/wire.hpp"
-#include "symphony/runtime/emulated_executor.hpp"
+#include "symphony/cluster/node_common.hpp"
+#include "symphony/cluster/session_connector.hpp"
+#include "symphony/cluster/wire.hpp"
 #include "symphony/latency_histogram.hpp"
+#include "symphony/runtime/emulated_executor.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 // An emulated GPU slower (or faster) than the profile: each batch runs
@@ -79,9 +79,9 @@ Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string&
   return std::unique_ptr<BackendDevices>(new EmulatedDevices(std::stoul(n), prefix, slowdown));
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 constexpr int kMaxLogged = 5;
@@ -1008,4 +1008,4 @@ void BackendNode::stop() { impl_->stop(); }
 nlohmann::json BackendNode::report() const { return impl_->report(); }
 BackendMetricsSnapshot BackendNode::metrics_snapshot() const { return impl_->metrics_snapshot(); }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -1,6 +1,6 @@
 // Backend devices running TorchScript models on the server's executors (see
 // backend_torch.hpp).
-#include "symphony/rdma/backend_torch.hpp"
+#include "symphony/cluster/backend_torch.hpp"
 
 #include <torch/torch.h>
 
@@ -16,7 +16,7 @@
 #include "symphony/server/cuda_executor.hpp"
 #endif
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 using server::RequestInputs;
@@ -211,4 +211,4 @@ Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& de
   return std::unique_ptr<BackendDevices>(std::move(d));
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -18,17 +18,13 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
-#include "symphony/rdma/node_common.hpp"
-#include "symphony/rdma/session_acceptor.hpp"
-#include "symphony/rdma/session_connector.hpp"
-#include "symphony/rdma/transport.hpp"
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/node_common.hpp"
+#include "symphony/cluster/session_acceptor.hpp"
+#include "symphony/cluster/session_connector.hpp"
+#include "symphony/cluster/transport.hpp"
+#include "symphony/cluster/wire.hpp"
 
 namespace symphony::cluster {
-
-using rdma::ConnId;
-using rdma::kNoConn;
-namespace wire = rdma::wire;
 
 namespace {
 
@@ -123,10 +119,10 @@ class SlotAllocator {
 
 }  // namespace
 
-class Client::Impl final : public rdma::Transport::Handler {
+class Client::Impl final : public Transport::Handler {
  public:
   explicit Impl(ClientOptions o) : opts_(std::move(o)) {
-    if (!opts_.log) opts_.log = rdma::stderr_logger(opts_.name.empty() ? "frontend" : opts_.name);
+    if (!opts_.log) opts_.log = stderr_logger(opts_.name.empty() ? "frontend" : opts_.name);
     if (opts_.token.empty())
       if (const char* env = std::getenv("SYMPHONY_CLUSTER_TOKEN")) opts_.token = env;
   }
@@ -191,7 +187,7 @@ class Client::Impl final : public rdma::Transport::Handler {
   };
 
   // The session with the scheduler (session_connector.hpp) acts through this.
-  struct SchedulerLink final : rdma::session::Connector::Host {
+  struct SchedulerLink final : session::Connector::Host {
     Impl& n;
     explicit SchedulerLink(Impl& impl) : n(impl) {}
     Status open(const std::string& target) override { return n.open_scheduler(target); }
@@ -225,7 +221,7 @@ class Client::Impl final : public rdma::Transport::Handler {
   void on_outcomes(std::span<const std::uint8_t> msg);
 
   ClientOptions opts_;
-  rdma::HostPort sched_addr_;  // the first scheduler's (the local address is the one that routes there)
+  HostPort sched_addr_;  // the first scheduler's (the local address is the one that routes there)
   std::vector<std::string> schedulers_;
   bool failover_ = false;  // several schedulers: pending requests survive a lost one
   // Network thread: since when no scheduler has this client (failover_); the
@@ -233,10 +229,10 @@ class Client::Impl final : public rdma::Transport::Handler {
   std::optional<TimePoint> lost_since_;
   std::vector<std::uint32_t> held_;
   std::atomic<bool> failing_over_{false};  // lost_since_ is set (read by infer_async)
-  std::unique_ptr<rdma::Transport> transport_;
-  rdma::MemoryRegion pool_;
+  std::unique_ptr<Transport> transport_;
+  MemoryRegion pool_;
   std::string advertise_;
-  const std::uint64_t incarnation_ = rdma::random_incarnation();
+  const std::uint64_t incarnation_ = random_incarnation();
 
   std::unique_ptr<Slot[]> slots_;
   std::mutex free_mu_;
@@ -251,7 +247,7 @@ class Client::Impl final : public rdma::Transport::Handler {
   // Network thread.
   ConnId sched_ = kNoConn;
   SchedulerLink link_{*this};
-  std::optional<rdma::session::Connector> session_;  // from start(); established when welcomed
+  std::optional<session::Connector> session_;  // from start(); established when welcomed
   std::unordered_map<ConnId, Backend> backends_;
   std::atomic<std::uint32_t> backends_ready_{0};  // backends_ that were welcomed (got the PoolInfo)
   void recount_backends() {
@@ -279,9 +275,9 @@ class Client::Impl final : public rdma::Transport::Handler {
 Status Client::Impl::start() {
   schedulers_ = opts_.schedulers.empty() ? std::vector<std::string>{opts_.scheduler} : opts_.schedulers;
   for (const std::string& a : schedulers_)
-    if (Result<rdma::HostPort> hp = rdma::HostPort::parse(a); !hp.ok())
+    if (Result<HostPort> hp = HostPort::parse(a); !hp.ok())
       return Status(Errc::kInvalidArgument, "scheduler address: " + hp.status().message());
-  sched_addr_ = *rdma::HostPort::parse(schedulers_.front());
+  sched_addr_ = *HostPort::parse(schedulers_.front());
   failover_ = schedulers_.size() > 1;
   if (opts_.scheduler.empty()) opts_.scheduler = schedulers_.front();
   if (opts_.token.empty())
@@ -291,13 +287,13 @@ Status Client::Impl::start() {
     return Status(Errc::kInvalidArgument, "max_pending must be in [1, 2^24] and max_input_bytes positive");
   slots_ = std::make_unique<Slot[]>(opts_.max_pending);
   alloc_ = std::make_unique<SlotAllocator>(opts_.max_pending);
-  rdma::TransportOptions to;
+  TransportOptions to;
   to.name = opts_.name.empty() ? "frontend" : opts_.name;
   to.tls = opts_.ucx_tls;
   to.inject_delay = opts_.inject_delay;
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
-  SYMPHONY_ASSIGN_OR_RETURN(transport_, rdma::Transport::create(to, *this));
+  SYMPHONY_ASSIGN_OR_RETURN(transport_, Transport::create(to, *this));
   SYMPHONY_ASSIGN_OR_RETURN(pool_,
                             transport_->map_memory(std::size_t{opts_.max_pending} * opts_.max_input_bytes));
   const std::string ip =
@@ -305,7 +301,7 @@ Status Client::Impl::start() {
   SYMPHONY_ASSIGN_OR_RETURN(const std::uint16_t port, transport_->call([&] {
     return transport_->listen({"0.0.0.0", 0});
   }));
-  advertise_ = rdma::HostPort{ip, port}.to_string();
+  advertise_ = HostPort{ip, port}.to_string();
   wire::Hello h;
   h.role = wire::Role::kFrontend;
   h.pid = static_cast<std::uint32_t>(getpid());
@@ -335,7 +331,7 @@ void Client::Impl::close() {
 }
 
 Status Client::Impl::open_scheduler(const std::string& target) {
-  SYMPHONY_ASSIGN_OR_RETURN(rdma::HostPort hp, rdma::HostPort::parse(target));
+  SYMPHONY_ASSIGN_OR_RETURN(HostPort hp, HostPort::parse(target));
   Result<ConnId> c = transport_->connect(hp);
   if (!c.ok()) {
     log(c.status().message());
@@ -746,8 +742,8 @@ void Client::Impl::on_backend_message(ConnId c, std::span<const std::uint8_t> ms
     std::string why;
     if (!hello.ok())
       why = hello.status().message();
-    else if (std::optional<rdma::session::Refusal> r =
-                 rdma::session::check_hello(*hello, opts_.token, wire::Role::kFrontend, kBackendsOnly))
+    else if (std::optional<session::Refusal> r =
+                 session::check_hello(*hello, opts_.token, wire::Role::kFrontend, kBackendsOnly))
       why = r->reason;
     if (!why.empty()) {
       log("refusing " + b.peer + ": " + why);

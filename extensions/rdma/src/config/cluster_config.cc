@@ -1,6 +1,6 @@
 // cluster.yaml = a config of the simulator's format (symphony::config) + a
 // `cluster:` section (see cluster_config.hpp).
-#include "symphony/rdma/cluster_config.hpp"
+#include "symphony/cluster/cluster_config.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "symphony/config/yaml_reader.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 namespace fs = std::filesystem;
@@ -215,4 +215,4 @@ std::string effective_token(const ClusterSettings& s) {
   return s.token;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -40,7 +40,7 @@ front::Shape answer_shape(const front::Shape& spec, bool batched) {
 
 }  // namespace
 
-std::vector<ServedModel> served_models(const rdma::ClusterConfig& config) {
+std::vector<ServedModel> served_models(const ClusterConfig& config) {
   std::vector<ServedModel> out;
   for (const ModelConfig& mc : config.sim.spec.models) {
     ServedModel m;

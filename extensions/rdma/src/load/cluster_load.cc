@@ -13,10 +13,10 @@
 #include <random>
 
 #include "symphony/cluster/client.hpp"
+#include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/node_common.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/load/open_loop.hpp"
-#include "symphony/rdma/cluster_config.hpp"
-#include "symphony/rdma/node_common.hpp"
 
 namespace symphony::cluster {
 namespace {
@@ -48,7 +48,7 @@ class ClusterTarget final : public load::LoadTarget {
     inputs_.assign(64, std::vector<std::uint8_t>(input_bytes));
     for (auto& in : inputs_) {
       for (auto& b : in) b = static_cast<std::uint8_t>(rng());
-      hashes_.push_back(rdma::fnv1a64(in));
+      hashes_.push_back(fnv1a64(in));
     }
   }
 
@@ -209,9 +209,9 @@ Status invalid(std::string m) { return Status(Errc::kInvalidArgument, std::move(
 }  // namespace
 
 Result<json> run_cluster_load(const ClusterLoadOptions& a) {
-  rdma::ClusterConfig cfg;
+  ClusterConfig cfg;
   try {
-    cfg = rdma::load_cluster_config(a.config, false);
+    cfg = load_cluster_config(a.config, false);
   } catch (const config::ConfigError& e) {
     return invalid(e.what());
   }
@@ -222,14 +222,14 @@ Result<json> run_cluster_load(const ClusterLoadOptions& a) {
   if (!cfg.cluster.schedulers.empty()) co.schedulers = cfg.cluster.schedulers;  // hot spares: the whole list
   if (co.scheduler.empty() && co.schedulers.empty())
     return invalid("give --scheduler HOST:PORT or a config with cluster.schedulers");
-  co.token = !a.token.empty() ? a.token : rdma::effective_token(cfg.cluster);
+  co.token = !a.token.empty() ? a.token : effective_token(cfg.cluster);
   co.name = a.name;
   co.max_pending = a.max_pending;
   co.max_input_bytes = a.input_bytes;
   co.ucx_tls = cfg.cluster.ucx_tls;
   co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = a.verbose;
-  co.log = rdma::stderr_logger(a.name);
+  co.log = stderr_logger(a.name);
   auto client = Client::connect(co);
   if (!client.ok()) return invalid(client.status().message());
   Client& c = **client;

@@ -5,7 +5,7 @@
 // decoder cannot disagree. A decoder's checks beyond the layout (ranges,
 // relations between fields) are in check() (see wire.hpp for the layout
 // and the rules).
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/wire.hpp"
 
 #include <algorithm>
 #include <concepts>
@@ -17,7 +17,7 @@
 
 #include "symphony/types.hpp"
 
-namespace symphony::rdma::wire {
+namespace symphony::cluster::wire {
 namespace {
 
 // ---- byte order: little-endian, whatever the host --------------------------------
@@ -1112,4 +1112,4 @@ bool same_token(std::string_view got, std::string_view want) noexcept {
   return diff == 0;
 }
 
-}  // namespace symphony::rdma::wire
+}  // namespace symphony::cluster::wire

@@ -1,7 +1,7 @@
 // The scheduler's backends: registration, dispatch and the batches in flight (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // ---- backends ------------------------------------------------------------------------
 
@@ -230,4 +230,4 @@ void SchedulerNode::Impl::fail_all_inflight(const std::string& why) {
   inflight_.fail_all(SteadyClock{}.now(), why);
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

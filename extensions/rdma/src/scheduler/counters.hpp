@@ -14,7 +14,7 @@
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class SchedulerCounters {
  public:
@@ -150,4 +150,4 @@ inline SchedulerCounters::Values SchedulerCounters::values() const {
   return v;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

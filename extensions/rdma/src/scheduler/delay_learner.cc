@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
@@ -81,4 +81,4 @@ DelayLearner::Learned DelayLearner::learned() const {
   return learned_;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

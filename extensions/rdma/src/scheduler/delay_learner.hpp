@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "symphony/types.hpp"
-#include "symphony/rdma/delay_estimator.hpp"
+#include "symphony/cluster/delay_estimator.hpp"
 #include "symphony/time.hpp"
+#include "symphony/types.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class DelayLearner {
  public:
@@ -71,4 +71,4 @@ class DelayLearner {
   Learned learned_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 Election::Election(Options o, TimePoint now) : o_(o), started_(now), peers_(o.count) {
   if (o_.count <= 1) become_primary(0);
@@ -64,4 +64,4 @@ Election::Action Election::tick(TimePoint now) {
   return Action::kBecomePrimary;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -32,7 +32,7 @@
 
 #include "symphony/time.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class Election {
  public:
@@ -91,4 +91,4 @@ class Election {
   std::uint64_t deposed_by_ = 0;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -16,7 +16,7 @@
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class InflightTable {
  public:
@@ -69,4 +69,4 @@ class InflightTable {
   std::unordered_map<std::uint64_t, Batch> batches_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

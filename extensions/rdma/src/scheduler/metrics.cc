@@ -4,14 +4,14 @@
 #include <string>
 
 #include "symphony/autoscale.hpp"
+#include "symphony/cluster/node_metrics.hpp"
 #include "symphony/metrics/profile_metrics.hpp"
-#include "symphony/rdma/node_metrics.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 using metrics::Labels;
 
-void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleWindow& window,
+void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleTracker& window,
                              metrics::Writer& w) {
   const double elapsed = s.elapsed.to_seconds();
   w.gauge("symphony_up", "1 while the process serves metrics.", {{"role", "scheduler"}}, 1);
@@ -142,4 +142,4 @@ std::string scheduler_not_ready(const SchedulerMetricsSnapshot& s) {
   return "no backend GPU registered";
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

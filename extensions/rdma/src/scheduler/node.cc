@@ -1,7 +1,7 @@
 // The scheduler's lifecycle, peers, messages, heartbeats and delays (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // ---- lifecycle ---------------------------------------------------------------------
 
@@ -367,4 +367,4 @@ std::string SchedulerNode::not_ready() const { return impl_->not_ready(); }
 PartitionSnapshot SchedulerNode::partition_snapshot() const { return impl_->partition_snapshot(); }
 bool SchedulerNode::deposed() const { return impl_->deposed(); }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -6,7 +6,7 @@
 // report and /metrics). Private to the extension.
 #pragma once
 
-#include "symphony/rdma/scheduler_node.hpp"
+#include "symphony/cluster/scheduler_node.hpp"
 
 #include <sys/resource.h>
 
@@ -24,16 +24,16 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
+#include "symphony/cluster/delay_estimator.hpp"
+#include "symphony/cluster/node_common.hpp"
+#include "symphony/cluster/node_metrics.hpp"
+#include "symphony/cluster/session_acceptor.hpp"
+#include "symphony/cluster/session_connector.hpp"
+#include "symphony/cluster/wire.hpp"
 #include "symphony/exec_policy.hpp"
-#include "symphony/rdma/delay_estimator.hpp"
-#include "symphony/rdma/node_metrics.hpp"
-#include "symphony/rdma/node_common.hpp"
-#include "symphony/rdma/session_acceptor.hpp"
-#include "symphony/rdma/session_connector.hpp"
-#include "symphony/rdma/wire.hpp"
-#include "symphony/runtime/any_runtime.hpp"
 #include "symphony/partition/subclusters.hpp"
 #include "symphony/partitioner.hpp"
+#include "symphony/runtime/any_runtime.hpp"
 #include "symphony/runtime/batch_event.hpp"
 #include "symphony/subcluster.hpp"
 
@@ -43,7 +43,7 @@
 #include "scheduler/inflight.hpp"
 #include "scheduler/subcluster_manager.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 // Constants and helpers of the scheduler's units (this header is private:
 // only they include it).
 namespace scheduler_detail {
@@ -400,4 +400,4 @@ class SchedulerNode::Impl::RemoteExecutor final : public Executor {
   std::uint32_t subcluster_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -1,7 +1,7 @@
 // The scheduler's JSON report and /metrics snapshot (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // ---- report --------------------------------------------------------------------------
 
@@ -160,4 +160,4 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   return s;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

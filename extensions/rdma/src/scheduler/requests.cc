@@ -1,7 +1,7 @@
 // The scheduler's requests: frontends, submits, cancels and outcomes (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // ---- frontends -----------------------------------------------------------------------
 
@@ -227,4 +227,4 @@ bool SchedulerNode::Impl::on_poll() {
   return any;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

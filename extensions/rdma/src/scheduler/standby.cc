@@ -7,7 +7,7 @@
 
 #include "scheduler/node_impl.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // ---- links -------------------------------------------------------------------------
 
@@ -326,4 +326,4 @@ session::Refusal SchedulerNode::Impl::spare_refusal() const {
   return r;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

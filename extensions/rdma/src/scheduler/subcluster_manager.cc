@@ -5,7 +5,7 @@
 
 #include "symphony/autoscale.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 constexpr std::size_t kEpochsReported = 32;  // the report lists the latest epochs
@@ -483,4 +483,4 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
   return r;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -31,15 +31,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "symphony/cluster/scheduler_node.hpp"
 #include "symphony/partition/subclusters.hpp"
 #include "symphony/partitioner.hpp"
-#include "symphony/rdma/scheduler_node.hpp"
 #include "symphony/status.hpp"
 #include "symphony/subcluster.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class SubClusterManager {
  public:
@@ -179,4 +179,4 @@ class SubClusterManager {
   std::atomic<std::uint64_t> placement_errors_{0};
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

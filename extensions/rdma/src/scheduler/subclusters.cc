@@ -3,7 +3,7 @@
 // (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 void SchedulerNode::Impl::send_placement(const SubClusterManager::Placement& p) {
   if (p.dev.backend >= backends_.size()) return;
@@ -22,4 +22,4 @@ void SchedulerNode::Impl::on_placement_done(Peer& p, std::span<const std::uint8_
                         SteadyClock{}.now());
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

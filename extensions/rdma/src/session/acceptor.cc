@@ -1,10 +1,10 @@
 // The accepting side of sessions (see session_acceptor.hpp).
-#include "symphony/rdma/session_acceptor.hpp"
+#include "symphony/cluster/session_acceptor.hpp"
 
 #include <algorithm>
 #include <utility>
 
-namespace symphony::rdma::session {
+namespace symphony::cluster::session {
 namespace {
 
 std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
@@ -149,4 +149,4 @@ void Acceptor::goodbye_all(const std::string& reason) {
   peers_.clear();
 }
 
-}  // namespace symphony::rdma::session
+}  // namespace symphony::cluster::session

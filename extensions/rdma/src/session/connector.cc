@@ -1,9 +1,9 @@
 // The connecting side of a session (see session_connector.hpp).
-#include "symphony/rdma/session_connector.hpp"
+#include "symphony/cluster/session_connector.hpp"
 
 #include <algorithm>
 
-namespace symphony::rdma::session {
+namespace symphony::cluster::session {
 
 Connector::Connector(Host& host, wire::Hello hello, std::vector<std::string> targets, Duration max_backoff,
                      bool follow_terms)
@@ -181,4 +181,4 @@ Status Connector::send(std::vector<std::uint8_t> msg) {
   return {};
 }
 
-}  // namespace symphony::rdma::session
+}  // namespace symphony::cluster::session

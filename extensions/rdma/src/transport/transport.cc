@@ -1,6 +1,6 @@
 // Transport: UCX context, worker, progress thread, connections, active
 // messages and one-sided reads (see transport.hpp).
-#include "symphony/rdma/transport.hpp"
+#include "symphony/cluster/transport.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -14,9 +14,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/wire.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 namespace {
 
 constexpr unsigned kAmId = 7;  // every message of ours; the kind is in the wire header
@@ -784,4 +784,4 @@ bool Transport::run_get_completions(TimePoint now) {
   return any;
 }
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -8,7 +8,7 @@
 #include <memory>
 #include <mutex>
 
-#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/autoscale_tracker.hpp"
 #include "symphony/server/server.hpp"
 
 namespace symphony::metrics {
@@ -29,7 +29,7 @@ class ServerMetrics {
   const server::Server& server_;
   double max_bad_rate_;
   std::mutex mu_;  // window_
-  metrics::AutoscaleWindow window_;
+  metrics::AutoscaleTracker window_;
 };
 
 }  // namespace symphony::serve

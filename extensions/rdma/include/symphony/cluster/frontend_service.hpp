@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "symphony/cluster/client.hpp"
+#include "symphony/cluster/cluster_config.hpp"
 #include "symphony/front/service.hpp"
 #include "symphony/latency_histogram.hpp"
-#include "symphony/rdma/cluster_config.hpp"
 
 namespace symphony::cluster {
 
@@ -52,7 +52,7 @@ struct ServedModel {
 };
 
 // The models of a cluster config, as `symphony frontend` serves them.
-std::vector<ServedModel> served_models(const rdma::ClusterConfig& config);
+std::vector<ServedModel> served_models(const ClusterConfig& config);
 
 // What the frontend measured of a model's answered requests (ok and late).
 struct ServedModelStats {

@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "symphony/rdma/node_common.hpp"
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/node_common.hpp"
+#include "symphony/cluster/wire.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 
-namespace symphony::rdma::session {
+namespace symphony::cluster::session {
 
 class Connector {
  public:
@@ -149,4 +149,4 @@ class Connector {
   Backoff backoff_;
 };
 
-}  // namespace symphony::rdma::session
+}  // namespace symphony::cluster::session

@@ -28,7 +28,7 @@
 #include "symphony/runtime/executor.hpp"
 #include "symphony/status.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class BackendDevices {
  public:
@@ -80,4 +80,4 @@ class BackendDevices {
 Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
                                                               const std::string& prefix, double slowdown = 1.0);
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

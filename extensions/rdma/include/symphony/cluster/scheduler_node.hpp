@@ -28,12 +28,12 @@
 #include <nlohmann/json.hpp>
 
 #include "symphony/autoscale.hpp"
-#include "symphony/rdma/cluster_config.hpp"
-#include "symphony/rdma/node_metrics.hpp"
-#include "symphony/rdma/transport.hpp"
+#include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/node_metrics.hpp"
+#include "symphony/cluster/transport.hpp"
 #include "symphony/status.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // One sub-cluster as the scheduler sees it at the end of the last
 // autoscaling window (SchedulerNode::partition_snapshot()).
@@ -109,4 +109,4 @@ class SchedulerNode {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -26,7 +26,7 @@
 #include "symphony/tensor_spec.hpp"
 #include "symphony/time.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 inline constexpr std::uint32_t kMaxClusterSubClusters = 256;
 inline constexpr Duration kMinClusterEpoch = Duration::milliseconds(200);
@@ -85,4 +85,4 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
 // The token to use: SYMPHONY_CLUSTER_TOKEN when set, else the config's.
 std::string effective_token(const ClusterSettings& s);
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

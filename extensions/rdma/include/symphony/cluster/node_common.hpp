@@ -15,7 +15,7 @@
 
 #include "symphony/time.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // "[2024-05-01 12:00:00.123 scheduler] message" on stderr.
 inline std::function<void(std::string_view)> stderr_logger(std::string name) {
@@ -68,4 +68,4 @@ class Backoff {
   Duration cur_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

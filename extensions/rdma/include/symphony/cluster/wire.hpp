@@ -25,7 +25,7 @@
 
 #include "symphony/status.hpp"
 
-namespace symphony::rdma::wire {
+namespace symphony::cluster::wire {
 
 inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // Version 2 added Cancel. Version 3 counts Placement and PlacementDone in the
@@ -450,4 +450,4 @@ Result<OutcomesView> decode_outcomes(std::span<const std::uint8_t> msg);
 // whole message is well formed.
 Status validate(std::span<const std::uint8_t> msg);
 
-}  // namespace symphony::rdma::wire
+}  // namespace symphony::cluster::wire

@@ -44,7 +44,7 @@
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 // A failed UCX call as a Status naming the call, the file:line and UCX's
 // message.
@@ -54,7 +54,7 @@ Status ucx_error(ucs_status_t st, const char* call, const char* file, int line);
   do {                                                                                 \
     const ucs_status_t symphony_ucx_st_ = (expr);                                      \
     if (symphony_ucx_st_ != UCS_OK)                                                    \
-      return ::symphony::rdma::ucx_error(symphony_ucx_st_, #expr, __FILE__, __LINE__); \
+      return ::symphony::cluster::ucx_error(symphony_ucx_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // HOST:PORT (IPv4, a name, or [IPv6]:PORT).
@@ -273,4 +273,4 @@ class Transport {
   std::thread thread_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -12,7 +12,7 @@
 // Guarantees: not thread-safe (callers serialise, e.g. the endpoint's one
 // thread); memory bounded by the observations inside one window plus one.
 //
-//   AutoscaleWindow w(Duration::seconds(30));
+//   AutoscaleTracker w(Duration::seconds(30));
 //   AutoscaleSignal s = w.observe({now, ended, bad, busy, gpus});
 //   AutoscaleAdvice a = autoscale_advice(s, 0.01);
 #pragma once
@@ -26,7 +26,7 @@
 
 namespace symphony::metrics {
 
-class AutoscaleWindow {
+class AutoscaleTracker {
  public:
   // Cumulative totals of a process at one time.
   struct Totals {
@@ -37,7 +37,7 @@ class AutoscaleWindow {
     std::uint32_t gpus = 0;   // GPUs in service now
   };
 
-  explicit AutoscaleWindow(Duration window) : window_(window) {}
+  explicit AutoscaleTracker(Duration window) : window_(window) {}
 
   Duration window() const noexcept { return window_; }
 

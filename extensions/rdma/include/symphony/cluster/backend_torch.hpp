@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "symphony/rdma/backend_devices.hpp"
+#include "symphony/cluster/backend_devices.hpp"
 #include "symphony/status.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 struct TorchModelSpec {
   std::string name;                 // the cluster's model name
@@ -37,4 +37,4 @@ Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& de
                                                            const std::vector<TorchModelSpec>& models,
                                                            int cpu_threads, const std::string& prefix);
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

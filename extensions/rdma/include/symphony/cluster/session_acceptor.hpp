@@ -40,11 +40,11 @@
 #include <variant>
 #include <vector>
 
-#include "symphony/rdma/transport.hpp"
-#include "symphony/rdma/wire.hpp"
+#include "symphony/cluster/transport.hpp"
+#include "symphony/cluster/wire.hpp"
 #include "symphony/time.hpp"
 
-namespace symphony::rdma::session {
+namespace symphony::cluster::session {
 
 // Why a peer is refused, for the node's counters.
 enum class RefusalKind : std::uint8_t {
@@ -161,4 +161,4 @@ class Acceptor {
   std::uint64_t ping_seq_ = 0;
 };
 
-}  // namespace symphony::rdma::session
+}  // namespace symphony::cluster::session

@@ -23,12 +23,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "symphony/rdma/backend_devices.hpp"
-#include "symphony/rdma/node_metrics.hpp"
-#include "symphony/rdma/transport.hpp"
+#include "symphony/cluster/backend_devices.hpp"
+#include "symphony/cluster/node_metrics.hpp"
+#include "symphony/cluster/transport.hpp"
 #include "symphony/status.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 struct BackendOptions {
   HostPort scheduler;
@@ -70,4 +70,4 @@ class BackendNode {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

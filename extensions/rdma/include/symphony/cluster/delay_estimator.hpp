@@ -22,7 +22,7 @@
 
 #include "symphony/time.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 class WindowedPercentile {
  public:
@@ -135,4 +135,4 @@ class BatchCostFit {
   std::size_t count_ = 0;
 };
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster

@@ -5,7 +5,7 @@
 // from the nodes so that the nodes only count; the snapshot is the one
 // interface between them.
 //
-//   metrics::AutoscaleWindow window(Duration::seconds(30));
+//   metrics::AutoscaleTracker window(Duration::seconds(30));
 //   auto ep = metrics::Endpoint::start("127.0.0.1:0", [&](metrics::Writer& w) {
 //     write_scheduler_metrics(node->metrics_snapshot(), window, w);
 //   });
@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "symphony/autoscale.hpp"
-#include "symphony/metrics/autoscale_window.hpp"
+#include "symphony/metrics/autoscale_tracker.hpp"
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/profile_calibrator.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
-namespace symphony::rdma {
+namespace symphony::cluster {
 
 struct SchedulerMetricsSnapshot {
   struct Model {
@@ -75,7 +75,7 @@ struct SchedulerMetricsSnapshot {
 
 // Appends the scheduler's families to `w`; `window` turns the cumulative
 // totals into the recent window of the autoscaling advice.
-void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleWindow& window,
+void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::AutoscaleTracker& window,
                              metrics::Writer& w);
 // "" when the scheduler can take work (a GPU registered, not stopping),
 // else why not.
@@ -105,4 +105,4 @@ struct BackendMetricsSnapshot {
 void write_backend_metrics(const BackendMetricsSnapshot& s, metrics::Writer& w);
 std::string backend_not_ready(const BackendMetricsSnapshot& s);
 
-}  // namespace symphony::rdma
+}  // namespace symphony::cluster
