@@ -12,14 +12,14 @@
 #include "progress.hpp"
 #include "symphony/serve/app.hpp"
 #include "symphony/serve/builtin_load.hpp"
-#include "symphony/server/serve_config.hpp"
+#include "symphony/config/serve_config.hpp"
 
 namespace symphony::tools {
 namespace {
 
 using json = nlohmann::json;
 using serve::ServeApp;
-using server::ServeConfig;
+using config::ServeConfig;
 
 struct ServeArgs {
   std::string config, policy, gather, devices;
@@ -74,7 +74,7 @@ server::ServerOptions server_options(const ServeConfig& cfg) {
   return so;
 }
 
-server::ModelOptions model_options(const server::ServeModelConfig& m) {
+server::ModelOptions model_options(const config::ServeModelConfig& m) {
   server::ModelOptions mo;
   mo.name = m.name;
   mo.path = m.path;
@@ -103,7 +103,7 @@ int wait_for_signal(const sigset_t& stop_signals, ServeApp& app, bool quiet) {
 
 int run_serve(ServeArgs a) {
   JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
-  auto cfg = server::load_serve_config(a.config);
+  auto cfg = config::load_serve_config(a.config);
   if (!cfg.ok()) return print_error("serve", "%s\n", cfg.status().message().c_str()), 2;
   if (int rc = apply_overrides(a, *cfg)) return rc;
   // With load: the built-in generator drives the models for the configured

@@ -11,7 +11,7 @@
 #include "symphony/metrics/outcome_report.hpp"
 #include "symphony/metrics/profile_metrics.hpp"
 #include "symphony/server/input_spec.hpp"
-#include "symphony/sim/random.hpp"
+#include "symphony/load/open_loop.hpp"
 
 namespace symphony::serve {
 
@@ -27,61 +27,51 @@ void sleep_until(TimePoint t) {
   std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t.ns())));
 }
 
-class LoadGenerator {
+// The in-process server as a load target: each request goes to infer_async
+// with one of a few random inputs per model, and its outcome into the model's
+// tally. Generating tensors at the request rate would measure the generator.
+class ServerTarget final : public load::LoadTarget {
  public:
-  LoadGenerator(server::Server& server, const server::ServeConfig& cfg, std::vector<std::unique_ptr<LoadTally>>& t)
-      : server_(server), cfg_(cfg), tallies_(t) {}
+  ServerTarget(server::Server& server, const config::ServeConfig& cfg, std::vector<std::unique_ptr<LoadTally>>& t)
+      : server_(server), cfg_(cfg), tallies_(t) {
+    for (const config::ServeModelConfig& mc : cfg.models) {
+      std::vector<std::vector<at::Tensor>> pool;
+      for (int k = 0; k < 8; ++k) {
+        std::vector<at::Tensor> in;
+        for (const std::string& spec : mc.inputs) {
+          auto s = server::parse_input_spec(spec);
+          in.push_back(torch::randn(s->shape).to(s->dtype));
+        }
+        pool.push_back(std::move(in));
+      }
+      pools_.push_back(std::move(pool));
+    }
+  }
 
-  // Sends until `end`; counts requests sent at or after `measure_from`.
-  void run(TimePoint start, TimePoint measure_from, TimePoint end) {
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < cfg_.models.size(); ++i)
-      if (cfg_.models[i].rate > 0) threads.emplace_back([=, this] { generate(i, start, measure_from, end); });
-    for (auto& t : threads) t.join();
+  Status send(const load::LoadRequest& r, load::Done done) override {
+    LoadTally& t = *tallies_[r.model];
+    if (r.counted) t.tally.sent();  // a refusal counts as sent and ends in `refused`
+    const auto& pool = pools_[r.model];
+    return server_.infer_async(cfg_.models[r.model].name, pool[r.model_seq % pool.size()], std::nullopt,
+                               [&t, counted = r.counted, done](server::InferResult&& res) {
+                                 if (counted) t.tally.record(res.outcome, res.reason, res.latency);
+                                 done();
+                               });
+  }
+
+  void refused(const load::LoadRequest& r, const Status& why) override {
+    if (!r.counted) return;
+    LoadTally& t = *tallies_[r.model];
+    t.refused.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.last_refusal = why.message();
   }
 
  private:
-  void generate(std::size_t i, TimePoint start, TimePoint measure_from, TimePoint end) {
-    const server::ServeModelConfig& mc = cfg_.models[i];
-    LoadTally& t = *tallies_[i];
-    sim::Rng rng(cfg_.seed * 1000003 + i);
-    // A few random inputs, reused: generating images at the request rate
-    // would measure the generator, not the server.
-    std::vector<std::vector<at::Tensor>> pool;
-    for (int k = 0; k < 8; ++k) {
-      std::vector<at::Tensor> in;
-      for (const std::string& spec : mc.inputs) {
-        auto s = server::parse_input_spec(spec);
-        in.push_back(torch::randn(s->shape).to(s->dtype));
-      }
-      pool.push_back(std::move(in));
-    }
-    const double mean = 1.0 / mc.rate;
-    double t_s = 0;
-    for (std::uint64_t n = 0;; ++n) {
-      double gap = mean;
-      if (cfg_.arrival == "poisson") gap = rng.exponential(mean);
-      else if (cfg_.arrival != "uniform") gap = rng.gamma(cfg_.gamma_shape, mean / cfg_.gamma_shape);
-      t_s += gap;
-      const TimePoint when = start + Duration::from_seconds(t_s);
-      if (when >= end) return;
-      sleep_until(when);
-      const bool counted = when >= measure_from;
-      if (counted) t.tally.sent();
-      Status s = server_.infer_async(mc.name, pool[n % pool.size()], std::nullopt, [&t, counted](server::InferResult&& r) {
-        if (counted) t.tally.record(r.outcome, r.reason, r.latency);
-      });
-      if (!s.ok() && counted) {
-        t.refused.fetch_add(1, std::memory_order_relaxed);
-        std::lock_guard<std::mutex> lock(t.mu);
-        t.last_refusal = s.message();
-      }
-    }
-  }
-
   server::Server& server_;
-  const server::ServeConfig& cfg_;
+  const config::ServeConfig& cfg_;
   std::vector<std::unique_ptr<LoadTally>>& tallies_;
+  std::vector<std::vector<std::vector<at::Tensor>>> pools_;  // [model][sample][input]
 };
 
 std::string batch_histogram(const std::map<std::uint32_t, std::uint64_t>& h) {
@@ -146,7 +136,7 @@ const ModelStats* find_model(const ServerStats& s, const std::string& name) {
 
 }  // namespace
 
-LoadRun run_builtin_load(server::Server& srv, const server::ServeConfig& cfg,
+LoadRun run_builtin_load(server::Server& srv, const config::ServeConfig& cfg,
                          const std::function<void(const std::string&)>& progress) {
   LoadRun run;
   for (const auto& m : cfg.models) {
@@ -154,11 +144,18 @@ LoadRun run_builtin_load(server::Server& srv, const server::ServeConfig& cfg,
     run.tallies.back()->name = m.name;
     run.tallies.back()->rate = m.rate;
   }
+  // Every model's arrivals, in one stream from the core's arrival engine.
+  WorkloadSpec spec;
+  spec.seed = cfg.seed;
+  spec.duration = Duration::from_seconds(cfg.duration_s);
+  for (const auto& m : cfg.models) spec.models.push_back(ModelLoad{m.rate, cfg.arrival_process, {}, {}});
   const TimePoint start = SteadyClock{}.now() + Duration::milliseconds(50);
-  const TimePoint measure_from = start + Duration::from_seconds(cfg.warmup_s);
-  const TimePoint end = start + Duration::from_seconds(cfg.duration_s);
-  LoadGenerator gen(srv, cfg, run.tallies);
-  std::thread driver([&] { gen.run(start, measure_from, end); });
+  const load::LoadWindow window =
+      load::LoadWindow::starting(start, Duration::from_seconds(cfg.warmup_s), spec.duration);
+  const TimePoint measure_from = window.measure_from, end = window.end;
+  ServerTarget target(srv, cfg, run.tallies);
+  load::OpenLoop loop(spec, window, target);
+  std::thread driver([&] { loop.run(); });
   // Live progress, once a second, and the snapshot at the end of warm-up.
   bool have_warmup = false;
   std::uint64_t last_ok = 0, last_sent = 0;
@@ -193,7 +190,7 @@ LoadRun run_builtin_load(server::Server& srv, const server::ServeConfig& cfg,
     if (wake >= end) break;
   }
   driver.join();
-  srv.stop(StopMode::kDrain);  // every request ends
+  srv.stop(StopMode::kDrain);  // every request ends (and its done() has run)
   run.at_end = srv.stats();
   run.window_s = cfg.duration_s - cfg.warmup_s;
   return run;
@@ -217,7 +214,7 @@ json server_counts_json(const ServerStats& stats) {
   return out;
 }
 
-json load_report(const LoadRun& run, const server::ServeConfig& cfg) {
+json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
   const ServerStats& fin = run.at_end;
   const double window = run.window_s;
   json report;

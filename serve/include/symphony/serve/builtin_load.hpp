@@ -1,6 +1,7 @@
 // The built-in load of `symphony serve` (a config with a `load:` section):
-// open-loop arrivals per model for the configured duration, counted after the
-// warm-up into one OutcomeTally per model, and the report of such a run (the
+// the load library's open loop (symphony/load/) with the in-process server as
+// its target, for the configured duration, counted after the warm-up into one
+// OutcomeTally per model, and the report of such a run (the
 // per-model table, the profiles, the devices, and the JSON).
 #pragma once
 
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "symphony/outcome_tally.hpp"
-#include "symphony/server/serve_config.hpp"
+#include "symphony/config/serve_config.hpp"
 #include "symphony/server/server.hpp"
 
 namespace symphony::serve {
@@ -40,13 +41,13 @@ struct LoadRun {
 // Drives `server` (started) with the config's load until its duration has
 // passed, then stops the server (drain: every request ends). `progress`
 // receives a line a second; `on_phase(true)` when the warm-up ends.
-LoadRun run_builtin_load(server::Server& server, const server::ServeConfig& cfg,
+LoadRun run_builtin_load(server::Server& server, const config::ServeConfig& cfg,
                          const std::function<void(const std::string&)>& progress);
 
 // Prints the run's tables (models, profiles, devices) on standard output and
 // returns the report's JSON (config, policy, models, devices, totals, and
 // "server": what the server counted since start, which /metrics shows).
-nlohmann::json load_report(const LoadRun& run, const server::ServeConfig& cfg);
+nlohmann::json load_report(const LoadRun& run, const config::ServeConfig& cfg);
 
 // The server's own counts since start, per model and in total, with the
 // report's keys: what /metrics' symphony_requests_* families hold.
