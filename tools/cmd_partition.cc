@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "symphony/partition/partition.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -39,13 +40,13 @@ struct Options {
 };
 
 // A per-sub-cluster option: one value for all, or exactly L values.
-std::vector<double> per_subcluster(const std::vector<double>& v, std::size_t L, double fallback,
-                                   const char* name) {
+Result<std::vector<double>> per_subcluster(const std::vector<double>& v, std::size_t L, double fallback,
+                                           const char* name) {
   if (v.empty()) return std::vector<double>(L, fallback);
   if (v.size() == 1) return std::vector<double>(L, v[0]);
   if (v.size() != L) {
-    throw part::InputError(std::string(name) + ": give one value or one per sub-cluster (" +
-                           std::to_string(L) + "), got " + std::to_string(v.size()));
+    return Status(Errc::kInvalidArgument, std::string(name) + ": give one value or one per sub-cluster (" +
+                                              std::to_string(L) + "), got " + std::to_string(v.size()));
   }
   return v;
 }
@@ -105,7 +106,13 @@ int run(const Options& o) {
     const auto rate = per_subcluster(o.rate_cap, L, part::kUnlimited, "--rate-cap");
     const auto memory = per_subcluster(o.memory_cap, L, part::kUnlimited, "--memory-cap");
     const auto scale = per_subcluster(o.cost_scale, L, 1, "--cost-scale");
-    for (std::size_t j = 0; j < L; ++j) p.subclusters.push_back({rate[j], memory[j], scale[j]});
+    for (const auto* caps : {&rate, &memory, &scale}) {
+      if (!caps->ok()) {
+        print_error("partition", "%s\n", caps->status().message().c_str());
+        return 2;
+      }
+    }
+    for (std::size_t j = 0; j < L; ++j) p.subclusters.push_back({(*rate)[j], (*memory)[j], (*scale)[j]});
     if (!o.current.empty()) {
       part::CurrentAssignment cur = part::read_assignment_json(o.current, p.models, L);
       p.current = std::move(cur.current);

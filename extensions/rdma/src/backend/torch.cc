@@ -80,7 +80,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     }
     server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
     std::size_t replica = 0;
-    for (const server::DeviceSpec& d : *specs) {
+    for (const server::DeviceSpec& d : specs) {
       if (d.kind == server::DeviceKind::kCpu) {
         executors_.push_back(
             std::make_unique<server::CpuExecutor>(runner, replica, cpu_threads, d.to_string()));
