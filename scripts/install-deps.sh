@@ -9,6 +9,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   g++ cmake ninja-build ccache pkg-config git
+  # the formatting check (.clang-format is written for clang-format 14)
+  clang-format-14
   # core tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   libconcurrentqueue-dev libreaderwriterqueue-dev
