@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::uint64_t lines = static_cast<std::uint64_t>(mib) << 14;  // 64-byte lines
-  std::vector<std::uint64_t> buf(lines * 8, 1);  // one word used per line
+  std::vector<std::uint64_t> buf(lines * 8, 1);                       // one word used per line
   std::uint64_t x = 0x9E3779B97F4A7C15ull, carry = 0, rounds = 0;
   const auto start = std::chrono::steady_clock::now();
   double elapsed = 0;

@@ -125,11 +125,12 @@ void raise_fd_limit() {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: front_echo [--http HOST:PORT] [--grpc HOST:PORT] [--httplib HOST:PORT] [--port-file FILE]\n"
-               "                  [--http-threads N] [--model NAME] [--input SPEC] [--slo-ms MS]\n"
-               "  serves the Open Inference Protocol with a model that answers every request at once\n"
-               "  (its inputs as outputs); port 0 picks a free port. Defaults: --model tiny --input float32[4].\n");
+  std::fprintf(
+      stderr,
+      "usage: front_echo [--http HOST:PORT] [--grpc HOST:PORT] [--httplib HOST:PORT] [--port-file FILE]\n"
+      "                  [--http-threads N] [--model NAME] [--input SPEC] [--slo-ms MS]\n"
+      "  serves the Open Inference Protocol with a model that answers every request at once\n"
+      "  (its inputs as outputs); port 0 picks a free port. Defaults: --model tiny --input float32[4].\n");
   return 2;
 }
 
@@ -255,7 +256,8 @@ int main(int argc, char** argv) {
     hl.Post(R"(/v2/models/([^/]+)/infer)", [&](const httplib::Request& req, httplib::Response& res) {
       std::optional<std::uint64_t> header_length;
       if (req.has_header("Inference-Header-Content-Length"))
-        header_length = std::strtoull(req.get_header_value("Inference-Header-Content-Length").c_str(), nullptr, 10);
+        header_length =
+            std::strtoull(req.get_header_value("Inference-Header-Content-Length").c_str(), nullptr, 10);
       InferRequest r;
       Reply err;
       if (!parse_infer_request(req.matches[1].str(), "", req.body, header_length, RestLimits{}, &r, &err)) {
@@ -285,7 +287,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     hl_thread = std::thread([&] { hl.listen_after_bind(); });
-    ports += std::string(ports.empty() ? "" : ", ") + "\"httplib\": \"" + host + ":" + std::to_string(bound) + "\"";
+    ports += std::string(ports.empty() ? "" : ", ") + "\"httplib\": \"" + host + ":" + std::to_string(bound) +
+             "\"";
   }
 
   if (!port_file.empty()) {

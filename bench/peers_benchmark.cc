@@ -54,21 +54,11 @@ void simulate(benchmark::State& state, const char* policy) {
   state.counters["bad_rate"] = bad;
 }
 
-void BM_Symphony(benchmark::State& state) {
-  simulate(state, "deferred");
-}
-void BM_Clockwork(benchmark::State& state) {
-  simulate(state, "clockwork");
-}
-void BM_Nexus(benchmark::State& state) {
-  simulate(state, "nexus");
-}
-void BM_Nexus8(benchmark::State& state) {
-  simulate(state, "nexus:frontends=8");
-}
-void BM_Shepherd(benchmark::State& state) {
-  simulate(state, "shepherd");
-}
+void BM_Symphony(benchmark::State& state) { simulate(state, "deferred"); }
+void BM_Clockwork(benchmark::State& state) { simulate(state, "clockwork"); }
+void BM_Nexus(benchmark::State& state) { simulate(state, "nexus"); }
+void BM_Nexus8(benchmark::State& state) { simulate(state, "nexus:frontends=8"); }
+void BM_Shepherd(benchmark::State& state) { simulate(state, "shepherd"); }
 
 // The workload generator alone (no scheduling), the floor of the above.
 void BM_Workload(benchmark::State& state) {

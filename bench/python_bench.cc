@@ -31,8 +31,9 @@ namespace {
 // `symphony serve`'s load generator reuses its tensors); paced at `rate`
 // requests/s in all when rate > 0. Waits for every outcome; returns (seconds
 // the submissions took, requests that ended ok or late).
-std::pair<double, std::uint64_t> submit_cpp(const py::capsule& handle, const std::string& model, std::uint64_t n,
-                                            int threads, const py::object& example, double rate) {
+std::pair<double, std::uint64_t> submit_cpp(const py::capsule& handle, const std::string& model,
+                                            std::uint64_t n, int threads, const py::object& example,
+                                            double rate) {
   if (std::string(handle.name()) != "symphony.server.Server")
     throw std::invalid_argument("expected Server._core._native_handle()");
   auto* server = static_cast<Server*>(handle.get_pointer());
@@ -61,10 +62,11 @@ std::pair<double, std::uint64_t> submit_cpp(const py::capsule& handle, const std
             while (SteadyClock{}.now() < due) {
             }
           }
-          symphony::Status s = server->infer_async(model, inputs, std::nullopt, [&ended, &served](InferResult&& r) {
-            if (r.has_output()) served.fetch_add(1, std::memory_order_relaxed);
-            ended.fetch_add(1, std::memory_order_relaxed);
-          });
+          symphony::Status s =
+              server->infer_async(model, inputs, std::nullopt, [&ended, &served](InferResult&& r) {
+                if (r.has_output()) served.fetch_add(1, std::memory_order_relaxed);
+                ended.fetch_add(1, std::memory_order_relaxed);
+              });
           if (!s.ok()) refused.fetch_add(1, std::memory_order_relaxed);
         }
       });

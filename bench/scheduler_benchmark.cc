@@ -40,11 +40,14 @@ void run_requests(benchmark::State& state, Exec exec = {}) {
   state.counters["mean_batch"] =
       static_cast<double>(sink.requests_in_batches - batched_before) /
       static_cast<double>(std::max<std::uint64_t>(1, sink.dispatches - batches_before));
-  state.counters["ok_frac"] = static_cast<double>(sink.ok) / static_cast<double>(std::max<std::uint64_t>(1, sink.outcomes));
+  state.counters["ok_frac"] =
+      static_cast<double>(sink.ok) / static_cast<double>(std::max<std::uint64_t>(1, sink.outcomes));
 }
 
 void BM_SchedulerRequests(benchmark::State& s) { run_requests<DeferredPolicy, HeapTimerQueue>(s); }
-void BM_SchedulerRequestsSplayTimers(benchmark::State& s) { run_requests<DeferredPolicy, SplayTimerQueue>(s); }
+void BM_SchedulerRequestsSplayTimers(benchmark::State& s) {
+  run_requests<DeferredPolicy, SplayTimerQueue>(s);
+}
 void BM_SchedulerRequestsEager(benchmark::State& s) { run_requests<EagerPolicy, HeapTimerQueue>(s); }
 void BM_SchedulerRequestsPaperRule(benchmark::State& s) {
   run_requests<DeferredPolicy, HeapTimerQueue>(s, DeferredPolicy::paper());

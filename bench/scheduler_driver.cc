@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   }
   const auto models = static_cast<std::uint32_t>(n);
   CountingSink sink;
-  using Sim = sim::Simulator<CountingSink, DeferredPolicy, SlidingWindowGather, sim::ExactTiming, HeapTimerQueue>;
+  using Sim =
+      sim::Simulator<CountingSink, DeferredPolicy, SlidingWindowGather, sim::ExactTiming, HeapTimerQueue>;
   auto sim = std::move(*Sim::create(bench_config(models, models), sink, DeferredPolicy{}));
   for (std::uint32_t m = 0; m < models; ++m) (void)sim->scheduler().add_model(resnet_like(m));
   for (std::uint32_t g = 0; g < models; ++g) (void)sim->scheduler().add_gpu();
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   while (arrivals.issued() < start + static_cast<std::uint64_t>(reqs)) sim->step(arrivals);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("%u models: %.2f M requests/s, %llu dispatches\n", models,
-              s > 0 ? static_cast<double>(reqs) / s / 1e6 : 0.0, static_cast<unsigned long long>(sink.dispatches));
+              s > 0 ? static_cast<double>(reqs) / s / 1e6 : 0.0,
+              static_cast<unsigned long long>(sink.dispatches));
   return 0;
 }

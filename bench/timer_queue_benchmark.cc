@@ -67,7 +67,8 @@ class RecordingTimerQueue {
 void record_once() {
   if (!trace().ops.empty()) return;
   CountingSink sink;
-  using Sim = sim::Simulator<CountingSink, DeferredPolicy, SlidingWindowGather, sim::ExactTiming, RecordingTimerQueue>;
+  using Sim = sim::Simulator<CountingSink, DeferredPolicy, SlidingWindowGather, sim::ExactTiming,
+                             RecordingTimerQueue>;
   auto sim = std::move(*Sim::create(bench_config(64, 64), sink));
   for (std::uint32_t m = 0; m < 64; ++m) (void)sim->scheduler().add_model(resnet_like(m));
   for (std::uint32_t g = 0; g < 64; ++g) (void)sim->scheduler().add_gpu();
@@ -86,8 +87,12 @@ void BM_TimerQueueReplay(benchmark::State& state) {
     Q q(tr.nodes);
     for (const TimerOp& op : tr.ops) {
       switch (op.kind) {
-        case TimerOp::kArm: q.arm(nodes[op.node], op.t); break;
-        case TimerOp::kCancel: q.cancel(nodes[op.node]); break;
+        case TimerOp::kArm:
+          q.arm(nodes[op.node], op.t);
+          break;
+        case TimerOp::kCancel:
+          q.cancel(nodes[op.node]);
+          break;
         case TimerOp::kPop: {
           TimerNode* n = q.pop_expired(op.t);
           const std::uint32_t got = n ? static_cast<std::uint32_t>(n - nodes.data()) : ~0u;
@@ -103,7 +108,8 @@ void BM_TimerQueueReplay(benchmark::State& state) {
   if (mismatches) state.SkipWithError("replay popped different timers than the recording");
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * tr.ops.size()));
   std::uint64_t arms = 0, cancels = 0, pops = 0;
-  for (const TimerOp& op : tr.ops) (op.kind == TimerOp::kArm ? arms : op.kind == TimerOp::kCancel ? cancels : pops)++;
+  for (const TimerOp& op : tr.ops)
+    (op.kind == TimerOp::kArm ? arms : op.kind == TimerOp::kCancel ? cancels : pops)++;
   state.counters["arm_frac"] = static_cast<double>(arms) / static_cast<double>(tr.ops.size());
   state.counters["cancel_frac"] = static_cast<double>(cancels) / static_cast<double>(tr.ops.size());
   state.counters["timers"] = tr.nodes;

@@ -10,7 +10,7 @@
 using namespace symphony;
 
 struct Sink {
-  std::vector<Dispatch> running;      // batches handed to the (pretend) GPUs
+  std::vector<Dispatch> running;       // batches handed to the (pretend) GPUs
   std::map<std::uint32_t, int> sizes;  // batch size -> count
   int ok = 0, other = 0;
   void on_dispatch(const Dispatch& d) {

@@ -72,7 +72,8 @@ TEST(ConfigTest, ErrorsNameTheKeyPathOfListEntries) {
     (void)parse_config(std::string(kConfig) + "recalibrate: {window: 0}\n", "c.yaml");
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()), "c.yaml:12:23: recalibrate.window: must be an integer in [1, 4096], got 0");
+    EXPECT_EQ(std::string(e.what()),
+              "c.yaml:12:23: recalibrate.window: must be an integer in [1, 4096], got 0");
   }
   try {  // serve's old spellings are serve's alone: an unknown key here
     text = kConfig;
@@ -80,7 +81,8 @@ TEST(ConfigTest, ErrorsNameTheKeyPathOfListEntries) {
     (void)parse_config(text, "c.yaml");
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("c.yaml:4:10: delays.ctrl_us: unknown key 'ctrl_us' (known keys: ctrl_ms, ", 0),
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "c.yaml:4:10: delays.ctrl_us: unknown key 'ctrl_us' (known keys: ctrl_ms, ", 0),
               0u)
         << e.what();
   }
@@ -106,12 +108,18 @@ TEST(YamlReaderTest, GettersCheckTypesAndRangesAndNameThePlace) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message([&] { r.integer(a["n"], "a.n", 4, 8); }), "r.yaml:1:8: a.n: must be an integer in [4, 8], got 3");
-  EXPECT_EQ(message([&] { r.number_min(a["x"], "a.x", 0, false); }), "r.yaml:1:14: a.x: must be >= 0, got -1.5");
-  EXPECT_EQ(message([&] { r.number(a["s"], "a.s"); }), "r.yaml:1:23: a.s: must be a finite number, got 'text'");
-  EXPECT_EQ(message([&] { r.boolean(a["s"], "a.s"); }), "r.yaml:1:23: a.s: must be true or false, got 'text'");
+  EXPECT_EQ(message([&] { r.integer(a["n"], "a.n", 4, 8); }),
+            "r.yaml:1:8: a.n: must be an integer in [4, 8], got 3");
+  EXPECT_EQ(message([&] { r.number_min(a["x"], "a.x", 0, false); }),
+            "r.yaml:1:14: a.x: must be >= 0, got -1.5");
+  EXPECT_EQ(message([&] { r.number(a["s"], "a.s"); }),
+            "r.yaml:1:23: a.s: must be a finite number, got 'text'");
+  EXPECT_EQ(message([&] { r.boolean(a["s"], "a.s"); }),
+            "r.yaml:1:23: a.s: must be true or false, got 'text'");
   EXPECT_EQ(message([&] { r.string(a["l"], "a.l"); }), "r.yaml:1:49: a.l: must be a string");
-  EXPECT_EQ(message([&] { r.check_keys(a, "a", {"n", "x", "s", "b", "ms"}); }),
+  EXPECT_EQ(message([&] {
+              r.check_keys(a, "a", {"n", "x", "s", "b", "ms"});
+            }),
             "r.yaml:1:46: a.l: unknown key 'l' (known keys: n, x, s, b, ms)");
   EXPECT_EQ(message([&] { r.load("a: [1,\n"); }).rfind("r.yaml:2:1: YAML syntax error: ", 0), 0u);
   // The boundary to Result: a ConfigError becomes kInvalidArgument with the same message.

@@ -13,7 +13,14 @@ struct Inputs {
   LatencyProfile profile = *LatencyProfile::linear(1_ms, 5_ms, 16);  // l(b) = b + 5 ms
   std::optional<Duration> model_timeout;
   CandidateInputs make(std::uint32_t b, Duration earliest, Duration d, Duration head_arrival = 0_ms) {
-    return {b, 16, at(earliest), at(d) - profile.latency(b), at(d), at(head_arrival), profile.view(), &model_timeout};
+    return {b,
+            16,
+            at(earliest),
+            at(d) - profile.latency(b),
+            at(d),
+            at(head_arrival),
+            profile.view(),
+            &model_timeout};
   }
 };
 
@@ -111,7 +118,6 @@ TEST(DeferredPolicyTest, MissFeedbackScalesTheWidening) {
   EXPECT_EQ(DeferredPolicy{}.exec(c), at(88_ms));
 }
 
-
 TEST(EagerPolicyTest, AlwaysEarliest) {
   Inputs in;
   EXPECT_EQ(EagerPolicy{}.exec(in.make(1, 3_ms, 100_ms)), at(3_ms));
@@ -124,7 +130,7 @@ TEST(TimeoutPolicyTest, WaitsForTheTimeoutCappedAtLatest) {
   EXPECT_EQ(p.exec(in.make(2, 6_ms, 100_ms, 0_ms)), at(6_ms));   // already past
   EXPECT_EQ(p.exec(in.make(2, 1_ms, 10_ms, 0_ms)), at(3_ms));    // capped at latest = 10 - l(2)
   EXPECT_EQ(p.exec(in.make(16, 1_ms, 100_ms, 0_ms)), at(1_ms));  // full batch
-  in.model_timeout = 2_ms;                                        // the model's own k wins
+  in.model_timeout = 2_ms;                                       // the model's own k wins
   EXPECT_EQ(p.exec(in.make(2, 1_ms, 100_ms, 0_ms)), at(2_ms));
   EXPECT_EQ(TimeoutPolicy(0_ms).exec(Inputs{}.make(2, 1_ms, 100_ms)), at(1_ms));  // k = 0 is eager
 }

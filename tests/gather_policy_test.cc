@@ -30,7 +30,8 @@ struct Fixture {
     q.push(r);
     return r;
   }
-  GatherInputs inputs(Duration now, TimePoint gpu_free = TimePoint::neg_infinite(), std::uint32_t target = 1) {
+  GatherInputs inputs(Duration now, TimePoint gpu_free = TimePoint::neg_infinite(),
+                      std::uint32_t target = 1) {
     return {at(now), gpu_free, &delays, profile.view(), profile.max_batch(), target};
   }
   template <class P>
@@ -108,14 +109,17 @@ TEST(SlidingWindowGatherTest, AgreesWithBruteForceOnRandomInputs) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 2000; ++trial) {
     Fixture f;
-    f.profile = *LatencyProfile::linear(Duration::microseconds(static_cast<std::int64_t>(rng() % 3000)),
-                                        Duration::microseconds(100 + static_cast<std::int64_t>(rng() % 9000)), 32);
+    f.profile =
+        *LatencyProfile::linear(Duration::microseconds(static_cast<std::int64_t>(rng() % 3000)),
+                                Duration::microseconds(100 + static_cast<std::int64_t>(rng() % 9000)), 32);
     f.delays.ctrl = Duration::microseconds(static_cast<std::int64_t>(rng() % 500));
     f.delays.data = Duration::microseconds(static_cast<std::int64_t>(rng() % 300));
     const auto n = static_cast<std::uint64_t>(1 + rng() % 40);
     const Duration dl = Duration::microseconds(static_cast<std::int64_t>(rng() % 60000));
     for (std::uint64_t i = 0; i < n; ++i) f.push(dl, i);
-    const TimePoint gpu_free = rng() % 2 ? TimePoint::neg_infinite() : at(Duration::microseconds(static_cast<std::int64_t>(rng() % 10000)));
+    const TimePoint gpu_free = rng() % 2
+                                   ? TimePoint::neg_infinite()
+                                   : at(Duration::microseconds(static_cast<std::int64_t>(rng() % 10000)));
     const GatherInputs in = f.inputs(0_ms, gpu_free);
     std::uint32_t expect = 0;
     for (std::uint32_t b = 1; b <= std::min<std::uint64_t>(n, 32); ++b)

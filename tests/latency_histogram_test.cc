@@ -61,7 +61,8 @@ TEST(LatencyHistogramTest, PercentilesOfAHeavyTailMatchExactOnes) {
   }
   std::sort(v.begin(), v.end());
   for (double q : {0.5, 0.9, 0.99, 0.999}) {
-    const auto exact = static_cast<double>(v[static_cast<std::size_t>(q * static_cast<double>(v.size())) - 1]);
+    const auto exact =
+        static_cast<double>(v[static_cast<std::size_t>(q * static_cast<double>(v.size())) - 1]);
     EXPECT_NEAR(static_cast<double>(h.percentile(q).ns()), exact, exact * 0.002 + 1.0) << "q=" << q;
   }
   EXPECT_EQ(h.count(), v.size());

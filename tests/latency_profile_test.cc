@@ -22,11 +22,11 @@ TEST(LatencyProfileTest, LinearProfileIsAlphaBPlusBeta) {
 
 TEST(LatencyProfileTest, LargestBatchWithinBudget) {
   auto p = *LatencyProfile::linear(1_ms, 5_ms, 32);  // l(b) = b + 5 ms
-  EXPECT_EQ(p.largest_batch_within(4_ms), 0u);      // below l(1)
-  EXPECT_EQ(p.largest_batch_within(6_ms), 1u);      // exactly l(1)
+  EXPECT_EQ(p.largest_batch_within(4_ms), 0u);       // below l(1)
+  EXPECT_EQ(p.largest_batch_within(6_ms), 1u);       // exactly l(1)
   EXPECT_EQ(p.largest_batch_within(9_ms), 4u);
   EXPECT_EQ(p.largest_batch_within(Duration::from_ms(8.999)), 3u);
-  EXPECT_EQ(p.largest_batch_within(1000_ms), 32u);  // capped at max_batch
+  EXPECT_EQ(p.largest_batch_within(1000_ms), 32u);    // capped at max_batch
   EXPECT_EQ(p.largest_batch_within(1000_ms, 7), 7u);  // and at the limit
   EXPECT_EQ(p.largest_batch_within(1000_ms, 0), 0u);
   // Every answer agrees with a linear scan.

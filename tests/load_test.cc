@@ -34,16 +34,19 @@ TEST(ArrivalSpellingTest, ReadsEverySpelling) {
 }
 
 TEST(ArrivalSpellingTest, ErrorsNameTheProblemAndTheSpelling) {
-  for (const char* bad : {"gamma:", "gamma:0", "gamma:-1", "gamma:abc", "gamma:0.5x", "gamma:inf", "gamma:nan"}) {
+  for (const char* bad :
+       {"gamma:", "gamma:0", "gamma:-1", "gamma:abc", "gamma:0.5x", "gamma:inf", "gamma:nan"}) {
     auto r = parse_arrival_process(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("gamma shape must be a positive number"), std::string::npos) << bad;
-    EXPECT_NE(r.status().message().find("got '" + std::string(bad).substr(6) + "'"), std::string::npos) << bad;
+    EXPECT_NE(r.status().message().find("got '" + std::string(bad).substr(6) + "'"), std::string::npos)
+        << bad;
   }
   for (const char* bad : {"", "Poisson", "gamma", "gamma(0.5)", "bursty"}) {
     auto r = parse_arrival_process(bad);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().message(), "must be poisson, uniform or gamma:<shape>, got '" + std::string(bad) + "'");
+    EXPECT_EQ(r.status().message(),
+              "must be poisson, uniform or gamma:<shape>, got '" + std::string(bad) + "'");
   }
 }
 
@@ -51,8 +54,9 @@ TEST(ArrivalSpellingTest, ReadsPopularity) {
   EXPECT_EQ(*parse_popularity("equal"), 0.0);
   EXPECT_EQ(*parse_popularity("zipf:1.2"), 1.2);
   EXPECT_EQ(*parse_popularity("zipf:0"), 0.0);
-  EXPECT_NE(parse_popularity("zipf:-1").status().message().find("zipf exponent must be a number >= 0, got '-1'"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_popularity("zipf:-1").status().message().find("zipf exponent must be a number >= 0, got '-1'"),
+      std::string::npos);
   EXPECT_EQ(parse_popularity("zipf").status().message(), "must be equal or zipf:<s>, got 'zipf'");
 }
 
@@ -123,15 +127,16 @@ TEST(OpenLoopTest, RateChangesAndPerModelRatesHold) {
   w.rate_scale = 2;
   w.models.push_back(ModelLoad{500, ArrivalProcess::poisson(), {}, {}});
   // 100/s x2 for 100 s, then x0.5 for 100 s, then x3.
-  w.models.push_back(ModelLoad{100, ArrivalProcess::gamma(0.5),
-                               {{Duration::seconds(100), 0.5}, {Duration::seconds(200), 3.0}}, {}});
+  w.models.push_back(ModelLoad{
+      100, ArrivalProcess::gamma(0.5), {{Duration::seconds(100), 0.5}, {Duration::seconds(200), 3.0}}, {}});
   RecordingTarget t;
   OpenLoop loop(w, LoadWindow::starting(kStart, Duration::zero(), w.duration), t);
   pump(loop);
   EXPECT_NEAR(static_cast<double>(loop.counts()[0].offered), 300000, 3000);
   std::uint64_t piece[3] = {};
   for (const LoadRequest& r : t.sent)
-    if (r.model == 1) ++piece[std::min<std::int64_t>((r.scheduled - kStart).ns() / Duration::seconds(100).ns(), 2)];
+    if (r.model == 1)
+      ++piece[std::min<std::int64_t>((r.scheduled - kStart).ns() / Duration::seconds(100).ns(), 2)];
   EXPECT_NEAR(static_cast<double>(piece[0]), 20000, 800);
   EXPECT_NEAR(static_cast<double>(piece[1]), 10000, 600);
   EXPECT_NEAR(static_cast<double>(piece[2]), 60000, 1500);
@@ -164,7 +169,8 @@ TEST(OpenLoopTest, SendsTheSimulatorsSequenceBitForBit) {
   w.seed = 42;
   w.rate_scale = 1.5;
   ModelLoad a{300, ArrivalProcess::poisson(), {}, {}};
-  ModelLoad b{120, ArrivalProcess::gamma(0.3),
+  ModelLoad b{120,
+              ArrivalProcess::gamma(0.3),
               {{Duration::seconds(5), 2.0}, {Duration::seconds(12), 0.0}, {Duration::seconds(15), 0.5}},
               {{0.25, Duration::milliseconds(40)}}};
   ModelLoad c{50, ArrivalProcess::uniform(), {}, {}};

@@ -108,7 +108,8 @@ TEST(ProfileMetricsTest, ARecalibratedProfileShowsItsScaleLatencyAndUpdates) {
 
 TEST(ProfileMetricsTest, ADevicesEstimateIsLabelledWithTheDeviceAndTheModel) {
   auto offline = LatencyProfile::linear(Duration::milliseconds(1), Duration::milliseconds(4), 12);
-  auto slow = LatencyProfile::linear(Duration::milliseconds(2), Duration::milliseconds(8), 12);  // twice as slow
+  auto slow =
+      LatencyProfile::linear(Duration::milliseconds(2), Duration::milliseconds(8), 12);  // twice as slow
   ASSERT_TRUE(offline.ok() && slow.ok());
   Writer w;
   write_device_profile_metrics(w, "cpu:0", "m", 7, *offline, *slow, 8);  // the model's max batch is 8
@@ -122,12 +123,14 @@ TEST(ProfileMetricsTest, ADevicesEstimateIsLabelledWithTheDeviceAndTheModel) {
     const std::string sel = std::string("model=\"m\",batch=\"") + b + "\"}";
     const auto n = static_cast<std::uint32_t>(std::atoi(b));
     EXPECT_DOUBLE_EQ(sample(t, "symphony_device_profile_latency_seconds{device=\"cpu:0\"," + sel),
-                     slow->latency(n).to_seconds()) << t;
+                     slow->latency(n).to_seconds())
+        << t;
     EXPECT_DOUBLE_EQ(sample(t, "symphony_device_profile_scale{device=\"cpu:0\"," + sel), 2.0) << t;
     EXPECT_DOUBLE_EQ(sample(t, "symphony_device_profile_scale{device=\"cpu:1\"," + sel), 1.0) << t;
   }
   // Sizes stop at the model's max batch.
-  EXPECT_TRUE(std::isnan(sample(t, "symphony_device_profile_scale{device=\"cpu:0\",model=\"m\",batch=\"12\"}")))
+  EXPECT_TRUE(
+      std::isnan(sample(t, "symphony_device_profile_scale{device=\"cpu:0\",model=\"m\",batch=\"12\"}")))
       << t;
 }
 

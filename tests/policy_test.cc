@@ -35,8 +35,8 @@ TEST(PolicyTest, ExecPolicies) {
 }
 
 TEST(PolicyTest, PrintingReadsBack) {
-  for (const char* text : {"deferred", "deferred:paper", "eager", "timeout:5ms", "timeout:2.5ms", "timeout:0.3slo",
-                           "timeout:0.000001ms", "deferred:min_gain=0.1,arrival_window=2",
+  for (const char* text : {"deferred", "deferred:paper", "eager", "timeout:5ms", "timeout:2.5ms",
+                           "timeout:0.3slo", "timeout:0.000001ms", "deferred:min_gain=0.1,arrival_window=2",
                            "deferred:min_gain=0.05,arrival_window=1,miss_gain=8"}) {
     SCOPED_TRACE(text);
     const PolicySpec p = ok(text);
@@ -78,7 +78,8 @@ TEST(PolicyTest, DeferredSpellingsParseAndRoundTrip) {
   EXPECT_EQ(deferred_policy_name(*o), "deferred:min_gain=0.05,arrival_window=2,miss_gain=8");
   for (const char* text : {"deferred", "deferred:paper", "deferred:min_gain=0.1,arrival_window=0.25"})
     EXPECT_EQ(deferred_policy_name(*parse_deferred_policy(text)), text);
-  EXPECT_EQ(deferred_policy_name(*parse_deferred_policy("deferred:min_gain=0,arrival_window=0")), "deferred:paper");
+  EXPECT_EQ(deferred_policy_name(*parse_deferred_policy("deferred:min_gain=0,arrival_window=0")),
+            "deferred:paper");
   const DeferredOptions odd{.min_gain = 0.123456789, .arrival_window = 1.0 / 3.0};
   const auto back = parse_deferred_policy(deferred_policy_name(odd));
   ASSERT_TRUE(back.ok());

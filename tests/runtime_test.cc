@@ -122,7 +122,8 @@ TEST(DoorbellTest, WaitUntilAPastDeadlineReturns) {
   });
   const bool returned = done_f.wait_for(kWakeBound) == std::future_status::ready;
   EXPECT_TRUE(returned) << "wait_until(a past deadline) blocked";
-  while (done_f.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) bell.ring();  // release it
+  while (done_f.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready)
+    bell.ring();  // release it
   waiter.join();
 }
 
@@ -197,8 +198,8 @@ TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
   // lone request is dispatched at once (eager), not at its frontrun.
   ExactlyOnceSink sink(4);
   ManualGpus gpus;
-  auto rt =
-      std::move(*Runtime<ExactlyOnceSink, EagerPolicy, TargetBatchGather>::create(small_config(1, 2, 1), sink));
+  auto rt = std::move(
+      *Runtime<ExactlyOnceSink, EagerPolicy, TargetBatchGather>::create(small_config(1, 2, 1), sink));
   const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 8));
   (void)rt->add_gpu(gpus.make_executor());
   ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
@@ -380,9 +381,9 @@ struct BatchEventSink : ExactlyOnceSink {
     std::vector<std::uint64_t> tags;
   };
   struct Entry {
-    bool is_batch;       // a batch event, else an outcome
-    BatchId batch;       // the event's or the outcome's batch
-    Outcome outcome;     // outcomes only
+    bool is_batch;    // a batch event, else an outcome
+    BatchId batch;    // the event's or the outcome's batch
+    Outcome outcome;  // outcomes only
   };
   std::mutex mu;
   std::vector<Seen> batches;
@@ -679,8 +680,8 @@ TEST(RuntimeTest, StopDrainSchedulesQueuedRequests) {
     }
   }
   std::sort(rest.begin(), rest.end());
-  EXPECT_TRUE(rest.empty() || rest == (std::vector<std::uint64_t>{4, 5}) || rest == (std::vector<std::uint64_t>{4}) ||
-              rest == (std::vector<std::uint64_t>{5}));
+  EXPECT_TRUE(rest.empty() || rest == (std::vector<std::uint64_t>{4, 5}) ||
+              rest == (std::vector<std::uint64_t>{4}) || rest == (std::vector<std::uint64_t>{5}));
   stopper.join();
   EXPECT_EQ(sink.count(DropReason::kShutdown), 0u);
   EXPECT_EQ(sink.count(Outcome::kOk) + sink.count(Outcome::kLate) + sink.count(DropReason::kExpired), 6u);

@@ -52,7 +52,8 @@ namespace {
 // Poisson arrivals over M equally popular models, generated on the fly.
 class PoissonArrivals {
  public:
-  PoissonArrivals(std::uint64_t seed, double rate, std::uint32_t models) : rng_(seed), mean_(1.0 / rate), m_(models) {}
+  PoissonArrivals(std::uint64_t seed, double rate, std::uint32_t models)
+      : rng_(seed), mean_(1.0 / rate), m_(models) {}
   bool next(sim::Arrival& a) {
     t_ += rng_.exponential(mean_);
     a.time = TimePoint::epoch() + Duration::from_seconds(t_);

@@ -214,7 +214,8 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
     }
     const Duration l1 = mc.profile.latency(1), lmax = mc.profile.latency(maxb);
     mc.slo = l1 + cfg.delays.delay(1) + cfg.delays.resp + cfg.delays.safety_margin +
-             Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>((lmax * 3).ns()) * rng.uniform())) +
+             Duration::nanoseconds(
+                 static_cast<std::int64_t>(static_cast<double>((lmax * 3).ns()) * rng.uniform())) +
              Duration::microseconds(10);
     if (rng.uniform() < 0.3) mc.timeout = Duration::from_ms(mc.slo.to_ms() * rng.uniform());
     if (rng.uniform() < 0.5) mc.target_batch = static_cast<std::uint32_t>(rng.uniform_int(1, maxb));
@@ -285,8 +286,8 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
   }
   if (sink.failure.empty()) {
     if (sink.outcomes != arrivals.issued())
-      sink.fail(std::to_string(arrivals.issued()) + " requests submitted but " + std::to_string(sink.outcomes) +
-                " outcomes");
+      sink.fail(std::to_string(arrivals.issued()) + " requests submitted but " +
+                std::to_string(sink.outcomes) + " outcomes");
     if (s.inflight_batches() != 0) sink.fail("batches still in flight after the run");
     if (p.cancel && cancels == 0) sink.fail("no cancellation was tried");
   }
@@ -305,7 +306,8 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
 template <class Exec, class Gather>
 std::uint64_t run_timing(const RunParams& p, sim::Rng& rng, Exec exec, std::string& failure) {
   if (p.recalibrate) return run_case<Exec, Gather>(p, rng, std::move(exec), DriftingTiming(p.seed), failure);
-  if (p.noisy) return run_case<Exec, Gather>(p, rng, std::move(exec), sim::LogNormalTiming(0.1, p.seed), failure);
+  if (p.noisy)
+    return run_case<Exec, Gather>(p, rng, std::move(exec), sim::LogNormalTiming(0.1, p.seed), failure);
   return run_case<Exec, Gather>(p, rng, std::move(exec), sim::ExactTiming{}, failure);
 }
 

@@ -34,7 +34,8 @@ SchedulerConfig paper_config() {
 std::vector<sim::Arrival> paper_arrivals(int n, std::set<int> skip = {}) {
   std::vector<sim::Arrival> v;
   for (int i = 1; i <= n; ++i)
-    if (!skip.count(i)) v.push_back({at_ms(kGapMs * (i - 1)), 0, std::nullopt, static_cast<std::uint64_t>(i)});
+    if (!skip.count(i))
+      v.push_back({at_ms(kGapMs * (i - 1)), 0, std::nullopt, static_cast<std::uint64_t>(i)});
   return v;
 }
 
@@ -70,7 +71,7 @@ TEST(SchedulerPaperExampleTest, FirstBatchGoesToGpu0AtFrontrunOfR4) {
   ASSERT_EQ(s->submit(0, 4), SubmitStatus::kQueued);
   const Candidate c = *s->shard().candidate(0);
   EXPECT_EQ(c.size, 4u);
-  EXPECT_EQ(c.latest, at_ms(3));  // 12 - l(4)
+  EXPECT_EQ(c.latest, at_ms(3));                                      // 12 - l(4)
   const TimePoint frontrun = at_ms(12) - Duration::milliseconds(10);  // 12 - l(5)
   EXPECT_EQ(frontrun, at_ms(2));
   EXPECT_EQ(c.exec, at_ms(2.25));  // max(now, frontrun)
@@ -137,8 +138,8 @@ struct SwitchToEager {
 TEST(SchedulerPaperExampleTest, EagerDeterioratesAndDropsAfterThreeMissingRequests) {
   RecordingSink sink;
   bool eager = false;
-  auto sim = std::move(*sim::Simulator<RecordingSink, SwitchToEager>::create(paper_config(), sink,
-                                                                               SwitchToEager{&eager}));
+  auto sim = std::move(
+      *sim::Simulator<RecordingSink, SwitchToEager>::create(paper_config(), sink, SwitchToEager{&eager}));
   ASSERT_TRUE(sim->scheduler().add_model(model_ms("paper", 1, 5, 12, 32)).ok());
   for (int g = 0; g < 3; ++g) ASSERT_TRUE(sim->scheduler().add_gpu().ok());
   sim::VectorArrivals arrivals(paper_arrivals(60, {13, 14, 15}));
@@ -342,8 +343,15 @@ TEST(SchedulerMembershipTest, GpusAndModelsComeAndGoWhileRunning) {
   const ModelId b = *s.add_model(model_ms("b", 2, 4, 30, 16));
   EXPECT_EQ(*s.add_gpu(), 1u);
   std::vector<sim::Arrival> mixed;
-  for (auto x : poisson(300, 1.0, 2, a)) { x.time += Duration::seconds(2); mixed.push_back(x); }
-  for (auto x : poisson(300, 1.0, 3, b)) { x.time += Duration::seconds(2); x.tag += 1'000'000; mixed.push_back(x); }
+  for (auto x : poisson(300, 1.0, 2, a)) {
+    x.time += Duration::seconds(2);
+    mixed.push_back(x);
+  }
+  for (auto x : poisson(300, 1.0, 3, b)) {
+    x.time += Duration::seconds(2);
+    x.tag += 1'000'000;
+    mixed.push_back(x);
+  }
   std::stable_sort(mixed.begin(), mixed.end(), [](auto& x, auto& y) { return x.time < y.time; });
   sim::VectorArrivals second(mixed);
   sim->run(second);
@@ -447,7 +455,8 @@ TEST(SchedulerShutdownTest, EveryRequestEndsExactlyOnce) {
   s->cancel_inflight();
   EXPECT_EQ(sink.count(Outcome::kDropped), 10u);
   std::set<std::uint64_t> tags;
-  for (const auto& o : sink.outcomes) EXPECT_TRUE(tags.insert(o.tag).second) << "tag " << o.tag << " ended twice";
+  for (const auto& o : sink.outcomes)
+    EXPECT_TRUE(tags.insert(o.tag).second) << "tag " << o.tag << " ended twice";
   EXPECT_EQ(s->inflight_batches(), 0u);
   EXPECT_TRUE(s->remove_model(m).ok());
 }
@@ -466,8 +475,7 @@ TEST(ModelStateTest, CandidateDelayFollowsTheDelaysInForceAndQueuedIsTheQueue) {
   mc.max_queue = 3;
   ASSERT_TRUE(shard.add_model(0, mc).ok());
   RecordingSink sink;
-  for (std::uint64_t tag = 1; tag <= 4; ++tag)
-    (void)shard.submit(0, tag, at_ms(0), at_ms(12), sink);
+  for (std::uint64_t tag = 1; tag <= 4; ++tag) (void)shard.submit(0, tag, at_ms(0), at_ms(12), sink);
   EXPECT_EQ(shard.queued(0), 3u);  // the fourth found the queue full
   ASSERT_EQ(sink.outcomes.size(), 1u);
   EXPECT_EQ(sink.outcomes[0].tag, 4u);
@@ -476,7 +484,8 @@ TEST(ModelStateTest, CandidateDelayFollowsTheDelaysInForceAndQueuedIsTheQueue) {
   ASSERT_TRUE(shard.candidate(0));
   EXPECT_EQ(shard.candidate(0)->size, 3u);
   EXPECT_EQ(shard.candidate(0)->delay, Duration::microseconds(130));
-  shard.set_delays(Delays{Duration::microseconds(200), Duration::microseconds(20), Duration::zero(), Duration::zero()});
+  shard.set_delays(
+      Delays{Duration::microseconds(200), Duration::microseconds(20), Duration::zero(), Duration::zero()});
   EXPECT_EQ(shard.candidate(0)->delay, Duration::microseconds(260));
 
   const GrantResult g = shard.on_grant(0, 0, at_ms(0), at_ms(0), sink);

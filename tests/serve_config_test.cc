@@ -87,7 +87,8 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   c = parse_serve_config("recalibrate: false\n" + models, "r.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->recalibration.enabled);
-  c = parse_serve_config("recalibrate: {percentile: 0.95, window: 32, max_fall: 0.1}\n" + models, "r.yaml", "");
+  c = parse_serve_config("recalibrate: {percentile: 0.95, window: 32, max_fall: 0.1}\n" + models, "r.yaml",
+                         "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->recalibration.enabled);
   EXPECT_DOUBLE_EQ(c->recalibration.percentile, 0.95);
@@ -96,7 +97,8 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   c = parse_serve_config("recalibrate: {enabled: false}\n" + models, "r.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->recalibration.enabled);
-  for (const char* bad : {"recalibrate: sometimes\n", "recalibrate: {percentile: 1.5}\n", "recalibrate: {speed: 2}\n"}) {
+  for (const char* bad :
+       {"recalibrate: sometimes\n", "recalibrate: {percentile: 1.5}\n", "recalibrate: {speed: 2}\n"}) {
     c = parse_serve_config(bad + models, "r.yaml", "");
     ASSERT_FALSE(c.ok()) << bad;
     EXPECT_EQ(c.status().message().rfind("r.yaml:1:", 0), 0u) << c.status().message();
@@ -124,19 +126,22 @@ TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
   expect("delays: {margin: 3}\n" + model, "delays.margin: unknown key 'margin'");
   expect("load: {arrival: bursty}\n" + model, "load.arrival: must be poisson, uniform or gamma:<shape>");
   expect("load: {arrival: 'gamma:0'}\n" + model, "load.arrival: gamma shape must be a positive number");
-  expect("load: {duration_s: 5, warmup_s: 5}\n" + model, "load.warmup_s: must be shorter than load.duration_s");
+  expect("load: {duration_s: 5, warmup_s: 5}\n" + model,
+         "load.warmup_s: must be shorter than load.duration_s");
   expect("models: []\n", "bad.yaml:1:9: models: must be a non-empty list");
   expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, rate: -5}]\n",
          "bad.yaml:1:74: models[0].rate: must be >= 0, got -5");
-  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 0}]\n", "models[0].slo_ms: must be > 0");
+  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 0}]\n",
+         "models[0].slo_ms: must be > 0");
   expect("models: [{name: m, inputs: ['float32[4]'], slo_ms: 10}]\n", "models[0].path: is missing");
   expect("models: [{name: m, path: m.pt, slo_ms: 10}]\n", "models[0].input: is missing");
   expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, batch: 3}]\n",
          "models[0].batch: unknown key 'batch'");
   expect("models: [{name: m, alpha_ms: 1, slo_ms: 10}]\n", "models[0].beta_ms: is missing");
-  expect("models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: 10}\n"
-         "  - {name: m, path: n.pt, input: 'float32[4]', slo_ms: 10}\n",
-         "bad.yaml:3:12: models[1].name: 'm' is used twice");
+  expect(
+      "models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: 10}\n"
+      "  - {name: m, path: n.pt, input: 'float32[4]', slo_ms: 10}\n",
+      "bad.yaml:3:12: models[1].name: 'm' is used twice");
   expect("models: [{name: m, path: m.pt, input: 'float32[4]', inputs: ['float32[4]'], slo_ms: 10}]\n",
          "both given");
   // Tensor specs are checked here, with the shared parser (tensor_spec.hpp).
@@ -159,8 +164,8 @@ TEST(ServeConfigTest, DelaysAreInMillisecondsAndTheOldSpellingsStillWork) {
   EXPECT_EQ(c->delays.ctrl, Duration::zero());
 
   testing::internal::CaptureStderr();
-  c = parse_serve_config("delays: {ctrl_ms: 0.25, data_ms: 0.002, resp_ms: 1, safety_margin_ms: 5}\n" + models,
-                         "d.yaml", "");
+  c = parse_serve_config(
+      "delays: {ctrl_ms: 0.25, data_ms: 0.002, resp_ms: 1, safety_margin_ms: 5}\n" + models, "d.yaml", "");
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");  // no notice for the current spellings
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->delays.ctrl, Duration::microseconds(250));
@@ -171,8 +176,8 @@ TEST(ServeConfigTest, DelaysAreInMillisecondsAndTheOldSpellingsStillWork) {
   // serve's old spellings, in microseconds: the same delays, and a notice per
   // key that names its replacement.
   testing::internal::CaptureStderr();
-  auto old = parse_serve_config("delays: {ctrl_us: 250, data_us: 2, resp_us: 1000, margin_us: 5000}\n" + models,
-                                "d.yaml", "");
+  auto old = parse_serve_config(
+      "delays: {ctrl_us: 250, data_us: 2, resp_us: 1000, margin_us: 5000}\n" + models, "d.yaml", "");
   const std::string notice = testing::internal::GetCapturedStderr();
   ASSERT_TRUE(old.ok()) << old.status().to_string();
   EXPECT_EQ(old->delays.ctrl, c->delays.ctrl);
@@ -183,16 +188,20 @@ TEST(ServeConfigTest, DelaysAreInMillisecondsAndTheOldSpellingsStillWork) {
                         "milliseconds)"),
             std::string::npos)
       << notice;
-  EXPECT_NE(notice.find("'delays.data_us' is deprecated; write 'delays.data_ms'"), std::string::npos) << notice;
-  EXPECT_NE(notice.find("'delays.resp_us' is deprecated; write 'delays.resp_ms'"), std::string::npos) << notice;
-  EXPECT_NE(notice.find("'delays.margin_us' is deprecated; write 'delays.safety_margin_ms'"), std::string::npos)
+  EXPECT_NE(notice.find("'delays.data_us' is deprecated; write 'delays.data_ms'"), std::string::npos)
+      << notice;
+  EXPECT_NE(notice.find("'delays.resp_us' is deprecated; write 'delays.resp_ms'"), std::string::npos)
+      << notice;
+  EXPECT_NE(notice.find("'delays.margin_us' is deprecated; write 'delays.safety_margin_ms'"),
+            std::string::npos)
       << notice;
 
   testing::internal::CaptureStderr();
   auto both = parse_serve_config("delays: {margin_us: 5000, safety_margin_ms: 5}\n" + models, "d.yaml", "");
   testing::internal::GetCapturedStderr();
   ASSERT_FALSE(both.ok());
-  EXPECT_NE(both.status().message().find("d.yaml:1:21: delays.margin_us: give safety_margin_ms or margin_us, not both"),
+  EXPECT_NE(both.status().message().find(
+                "d.yaml:1:21: delays.margin_us: give safety_margin_ms or margin_us, not both"),
             std::string::npos)
       << both.status().message();
 }
@@ -203,8 +212,9 @@ TEST(ServeConfigTest, RecalibrateReadsAsTheSimulatorsDoes) {
   const std::string models = "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
   auto c = parse_serve_config("recalibrate: {window: 5000}\n" + models, "r.yaml", "");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("r.yaml:1:23: recalibrate.window: must be an integer in [1, 4096], got 5000"),
-            std::string::npos)
+  EXPECT_NE(
+      c.status().message().find("r.yaml:1:23: recalibrate.window: must be an integer in [1, 4096], got 5000"),
+      std::string::npos)
       << c.status().message();
   c = parse_serve_config("recalibrate: {min_samples: 64, window: 32}\n" + models, "r.yaml", "");
   ASSERT_FALSE(c.ok());
@@ -220,7 +230,8 @@ TEST(ServeConfigTest, LoadsAFileAndResolvesPathsAgainstIt) {
   const std::string dir = testing::TempDir() + "serve_config_test";
   std::filesystem::create_directories(dir);
   const std::string file = dir + "/serve.yaml";
-  std::ofstream(file) << "models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: 10, profile: p.yaml}\n";
+  std::ofstream(file)
+      << "models:\n  - {name: m, path: m.pt, input: 'float32[4]', slo_ms: 10, profile: p.yaml}\n";
   auto c = load_serve_config(file);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->file, file);

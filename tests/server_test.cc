@@ -22,7 +22,9 @@
 namespace symphony::server {
 namespace {
 
-std::string model_path(const std::string& name) { return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt"; }
+std::string model_path(const std::string& name) {
+  return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt";
+}
 
 // Each test profiles into its own directory so tests do not share files.
 std::string profile_path(const std::string& tag) {
@@ -115,8 +117,10 @@ TEST(ServerTest, ThousandsOfRequestsFromManyThreadsEndExactlyOnce) {
         const int id = t * kPerThread + i;
         Status st = s->infer_async("linear", {torch::full({4}, static_cast<float>(id))}, std::nullopt,
                                    [&ended, id](InferResult&& r) {
-                                     if (r.has_output()) ended[id].fetch_add(1);
-                                     else ended[id].fetch_add(1000);  // dropped or error: still ends once
+                                     if (r.has_output())
+                                       ended[id].fetch_add(1);
+                                     else
+                                       ended[id].fetch_add(1000);  // dropped or error: still ends once
                                    });
         if (!st.ok()) refused.fetch_add(1);
       }
@@ -146,7 +150,10 @@ TEST(ServerTest, BadInputIsRejectedAtInferWithAClearError) {
   auto s = make_server();
   ModelOptions two = model("two_inputs");
   two.inputs = {"float32[2]", "int64[3]"};
-  { Status st = s->add_model(two); ASSERT_TRUE(st.ok()) << st.to_string(); }
+  {
+    Status st = s->add_model(two);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
   // Before start(): refused, saying so.
   EXPECT_NE(s->infer("two_inputs", {}).status().message().find("not started"), std::string::npos);
   ASSERT_TRUE(s->start().ok());
@@ -236,7 +243,8 @@ TEST(ServerTest, DroppedFuturesAndStopWithWorkInFlightLoseNothing) {
     s->stop(how);
     int dropped_shutdown = 0;
     for (auto& f : kept) {
-      ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "stop() resolved every future";
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+          << "stop() resolved every future";
       InferResult r = f.get();
       if (r.outcome == Outcome::kDropped && r.reason == DropReason::kShutdown) ++dropped_shutdown;
     }
@@ -321,7 +329,8 @@ TEST(ServerTest, RecalibratesAnOptimisticProfileFromMeasuredBatches) {
       EXPECT_GT(st.devices[0].models[0].estimate.latency(1), Duration::microseconds(15));
     } else {
       EXPECT_EQ(ms.recalibration_samples, 0u);
-      EXPECT_EQ(ms.profile_in_use.latency(1), Duration::microseconds(10)) << "off: the offline profile throughout";
+      EXPECT_EQ(ms.profile_in_use.latency(1), Duration::microseconds(10))
+          << "off: the offline profile throughout";
       EXPECT_TRUE(st.devices[0].models.empty());
     }
   }
@@ -424,7 +433,7 @@ TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {
   ASSERT_TRUE(s->add_model(emulated_model(Duration::milliseconds(100), "quick")).ok());
   ASSERT_TRUE(s->start().ok());
   DoneLog log;
-  auto submit = [&](int id, const char* model = "fake", std::function<void(InferResult&&)> done = nullptr) {
+  auto submit = [&](int id, const char* model = "fake", std::function<void(InferResult &&)> done = nullptr) {
     std::uint64_t ticket = 0;
     const Status st = s->infer_async(model, {}, std::nullopt, done ? std::move(done) : log.done(id), &ticket);
     EXPECT_TRUE(st.ok()) << st.to_string();
@@ -549,8 +558,10 @@ TEST(ServerTest, CancelsRacingWithRequestsFromManyThreadsResolveEachOnce) {
           const auto& [old, old_id] = recent[rng() % recent.size()];
           try_cancel(old, old_id);
         }
-        if (recent.size() < 64) recent.emplace_back(ticket, id);
-        else recent[rng() % 64] = {ticket, id};
+        if (recent.size() < 64)
+          recent.emplace_back(ticket, id);
+        else
+          recent[rng() % 64] = {ticket, id};
       }
     });
   }
@@ -644,7 +655,8 @@ TEST(ServerGpuTest, ServesOnCudaStreamsAndMatchesTheCpu) {
     InferResult r = fs[i].get();
     ASSERT_TRUE(r.has_output()) << r.error;
     EXPECT_TRUE(r.output.toTensor().device().is_cpu());
-    EXPECT_TRUE(torch::allclose(r.output.toTensor(), direct.forward({xs[i].unsqueeze(0)}).toTensor()[0], 1e-4, 1e-5));
+    EXPECT_TRUE(
+        torch::allclose(r.output.toTensor(), direct.forward({xs[i].unsqueeze(0)}).toTensor()[0], 1e-4, 1e-5));
   }
   s->stop();
   const ServerStats st = s->stats();

@@ -107,7 +107,8 @@ TEST(NoisyTimingTest, WithoutDriftOrOutliersItIsLogNormalTimingDrawForDraw) {
   LogNormalTiming plain(0.1, 42);
   for (int i = 0; i < 1000; ++i) {
     const Duration l = Duration::microseconds(100 + i);
-    ASSERT_EQ(noisy.actual(0, 1, l, 0, TimePoint::epoch() + Duration::milliseconds(i)), plain.actual(0, 1, l));
+    ASSERT_EQ(noisy.actual(0, 1, l, 0, TimePoint::epoch() + Duration::milliseconds(i)),
+              plain.actual(0, 1, l));
   }
 }
 
@@ -168,13 +169,12 @@ TEST(ExperimentTest, RecalibrationFollowsADriftingDevice) {
   const RunResult stale = *run_experiment(spec(false));
   const RunResult tracked = *run_experiment(spec(true));
   EXPECT_EQ(stale.requests, tracked.requests);  // same arrivals
-  EXPECT_EQ(tracked.summary.total.arrived,
-            tracked.summary.total.ok + tracked.summary.total.late + tracked.summary.total.error +
-                tracked.summary.total.dropped);
+  EXPECT_EQ(tracked.summary.total.arrived, tracked.summary.total.ok + tracked.summary.total.late +
+                                               tracked.summary.total.error + tracked.summary.total.dropped);
   RecordProperty("bad_rate_stale", std::to_string(stale.summary.total.bad_rate));
   RecordProperty("bad_rate_recalibrated", std::to_string(tracked.summary.total.bad_rate));
   EXPECT_GT(stale.summary.total.bad_rate, 0.2) << "the drift must hurt the stale plan";  // 0.43 measured
-  EXPECT_LT(tracked.summary.total.bad_rate, stale.summary.total.bad_rate / 3)  // 0.057 measured
+  EXPECT_LT(tracked.summary.total.bad_rate, stale.summary.total.bad_rate / 3)            // 0.057 measured
       << "stale " << stale.summary.total.bad_rate << ", recalibrated " << tracked.summary.total.bad_rate;
 }
 

@@ -493,11 +493,11 @@ TEST(ShepherdTest, TheTwoReadingsOfLineTenSizeDifferently) {
 
 TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   // The peers are kinds of the policy language (policy.hpp).
-  for (const char* text :
-       {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0", "shepherd:lambda=2.5",
-        "shepherd:lambda=2.5,sizing=descending", "nexus:frontends=1,epoch_s=10,fill=1,plan=adjust,replan_threshold=0.1",
-        "nexus:frontends=2,epoch_s=5,fill=0,plan=adjust,replan_threshold=0",
-        "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
+  for (const char* text : {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0",
+                           "shepherd:lambda=2.5", "shepherd:lambda=2.5,sizing=descending",
+                           "nexus:frontends=1,epoch_s=10,fill=1,plan=adjust,replan_threshold=0.1",
+                           "nexus:frontends=2,epoch_s=5,fill=0,plan=adjust,replan_threshold=0",
+                           "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
     Result<PolicySpec> p = parse_policy(text);
     ASSERT_TRUE(p.ok()) << text << ": " << p.status().to_string();
     EXPECT_TRUE(p->is_peer());
@@ -566,10 +566,16 @@ struct Checker {
 
 TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
   Rng rng(2024);
-  const char* peers[] = {
-      "clockwork",          "nexus", "nexus:frontends=8,epoch_s=0.5", "nexus:fill=0,epoch_s=0.7", "shepherd",
-      "shepherd:lambda=1.5", "shepherd:sizing=descending", "nexus:plan=adjust,epoch_s=0.5",
-      "nexus:plan=adjust,fill=0,epoch_s=0.7,replan_threshold=0", "nexus:plan=adjust,frontends=8,epoch_s=2.5"};
+  const char* peers[] = {"clockwork",
+                         "nexus",
+                         "nexus:frontends=8,epoch_s=0.5",
+                         "nexus:fill=0,epoch_s=0.7",
+                         "shepherd",
+                         "shepherd:lambda=1.5",
+                         "shepherd:sizing=descending",
+                         "nexus:plan=adjust,epoch_s=0.5",
+                         "nexus:plan=adjust,fill=0,epoch_s=0.7,replan_threshold=0",
+                         "nexus:plan=adjust,frontends=8,epoch_s=2.5"};
   for (int round = 0; round < 16; ++round) {
     ExperimentSpec e;
     const auto models = static_cast<double>(1 + rng.uniform_int(0, 3));

@@ -22,8 +22,8 @@ namespace {
 
 using namespace symphony::config;
 using partition::Balance;
-using partition::SubClusterConfig;
 using partition::make_partitioner;
+using partition::SubClusterConfig;
 using namespace symphony::sim;
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -112,8 +112,9 @@ TEST(SubClusterConfigTest, ParsesTheSection) {
   EXPECT_FALSE(parse_config(config(""), "<none>").subclusters);
   // Moves need a gain of 0.05 unless the section says otherwise.
   EXPECT_EQ(s.min_improvement, 0.05);
-  EXPECT_EQ(parse_config(config("subclusters: {count: 2, min_improvement: 0}"), "<h>").subclusters->min_improvement,
-            0.0);
+  EXPECT_EQ(
+      parse_config(config("subclusters: {count: 2, min_improvement: 0}"), "<h>").subclusters->min_improvement,
+      0.0);
 }
 
 TEST(SubClusterConfigTest, RejectsBadSectionsNamingTheKey) {
@@ -196,7 +197,8 @@ TEST(SubClusterPartitionerTest, SolvesEachEpochAgainstTheCurrentAssignmentWithin
 // still moves, and min_improvement 0 takes any gain.
 TEST(SubClusterPartitionerTest, KeepsTheAssignmentWhenAMoveGainsLessThanMinImprovement) {
   auto partitioner = [](const std::string& extra) {
-    const Config c = parse_config(config("subclusters: {count: 2, method: greedy, balance: rate" + extra + "}"), "<h>");
+    const Config c =
+        parse_config(config("subclusters: {count: 2, method: greedy, balance: rate" + extra + "}"), "<h>");
     return make_partitioner(*c.subclusters, c.spec, c.spec.gpus);
   };
   EpochRequest r;

@@ -148,12 +148,13 @@ TEST(SimConfigTest, PolicyErrorsNameWhereTheyCameFrom) {
 }
 
 TEST(SimConfigTest, NoiseDriftOutliersAndRecalibration) {
-  Config c = parse_config(std::string(kSmall) +
-                              "noise:\n  sigma: 0.05\n"
-                              "  drift: [{at_s: 1, length_s: 0.5, every_s: 2, factor: 1.2}, {length_s: 9, factor: 0.9}]\n"
-                              "  outliers: {probability: 0.01, factor: 3}\n"
-                              "recalibrate: true\n",
-                          "<noisy>");
+  Config c = parse_config(
+      std::string(kSmall) +
+          "noise:\n  sigma: 0.05\n"
+          "  drift: [{at_s: 1, length_s: 0.5, every_s: 2, factor: 1.2}, {length_s: 9, factor: 0.9}]\n"
+          "  outliers: {probability: 0.01, factor: 3}\n"
+          "recalibrate: true\n",
+      "<noisy>");
   EXPECT_DOUBLE_EQ(c.spec.noise_sigma, 0.05);
   ASSERT_EQ(c.spec.drift.size(), 2u);
   EXPECT_EQ(c.spec.drift[0].at, Duration::seconds(1));
@@ -169,8 +170,10 @@ TEST(SimConfigTest, NoiseDriftOutliersAndRecalibration) {
   EXPECT_TRUE(c.spec.recalibration.enabled);
   EXPECT_DOUBLE_EQ(c.spec.recalibration.percentile, 0.95);
   EXPECT_EQ(c.spec.recalibration.window, 32u);
-  EXPECT_FALSE(parse_config(kSmall, "<default>").spec.recalibration.enabled) << "off by default in the simulator";
-  expect_rejected("drift_factor.yaml", std::string(kSmall) + "noise: {sigma: 0, drift: [{length_s: 1, factor: -1}]}\n",
+  EXPECT_FALSE(parse_config(kSmall, "<default>").spec.recalibration.enabled)
+      << "off by default in the simulator";
+  expect_rejected("drift_factor.yaml",
+                  std::string(kSmall) + "noise: {sigma: 0, drift: [{length_s: 1, factor: -1}]}\n",
                   {"noise.drift[0].factor", "> 0"});
   expect_rejected("drift_every.yaml",
                   std::string(kSmall) + "noise: {sigma: 0, drift: [{length_s: 2, every_s: 1, factor: 2}]}\n",
@@ -197,9 +200,10 @@ TEST(SimConfigTest, DelayDistribution) {
   EXPECT_DOUBLE_EQ(c.spec.delay_jitter.plan_percentile, 0.9);
   EXPECT_EQ(c.spec.delays.ctrl, Duration::milliseconds(3)) << "the median";
   EXPECT_GT(c.spec.planned_delays().ctrl, Duration::milliseconds(5));
-  c = parse_config(std::string(kSmall) +
-                       "delays: {ctrl_ms: 3, distribution: lognormal, tail: {percentile: 0.9999, ratio: 12}}\n",
-                   "<tail>");
+  c = parse_config(
+      std::string(kSmall) +
+          "delays: {ctrl_ms: 3, distribution: lognormal, tail: {percentile: 0.9999, ratio: 12}}\n",
+      "<tail>");
   EXPECT_NEAR(c.spec.delay_jitter.sigma, 0.668, 1e-3);
   EXPECT_DOUBLE_EQ(c.spec.delay_jitter.plan_percentile, 0.99);
   expect_rejected("delay_sigma_exact.yaml", std::string(kSmall) + "delays: {ctrl_ms: 3, sigma: 0.5}\n",
@@ -333,9 +337,10 @@ models:
   EXPECT_EQ(p.latency(1), Duration::milliseconds(5));  // the p99 column, as the server uses
   EXPECT_EQ(p.latency(2), Duration::milliseconds(6));  // interpolated
   write_temp("broken.profile.yaml", "model: m\npoints: [[1, 5, 6], [2, 4, 4.5]]\n");
-  expect_rejected("broken_cfg.yaml",
-                  "gpus: 1\nworkload: {rate: 1}\nmodels: [{name: t, profile_file: broken.profile.yaml, slo_ms: 9}]\n",
-                  {"broken.profile.yaml", "not monotone"});
+  expect_rejected(
+      "broken_cfg.yaml",
+      "gpus: 1\nworkload: {rate: 1}\nmodels: [{name: t, profile_file: broken.profile.yaml, slo_ms: 9}]\n",
+      {"broken.profile.yaml", "not monotone"});
 }
 
 TEST(SimReportTest, SameConfigAndSeedGiveByteIdenticalJson) {

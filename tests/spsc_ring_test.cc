@@ -48,7 +48,10 @@ TEST(SpscRingTest, ConstructsAndDestroysEveryElementOnce) {
     SpscRing<Tracked> r(8);
     for (int i = 0; i < 6; ++i) ASSERT_TRUE(r.try_push(Tracked(i)));
     EXPECT_EQ(Tracked::live.load(), 6);
-    { auto x = r.try_pop(); EXPECT_EQ(x->v, 0); }
+    {
+      auto x = r.try_pop();
+      EXPECT_EQ(x->v, 0);
+    }
     EXPECT_EQ(Tracked::live.load(), 5);
   }  // the destructor destroys what is left
   EXPECT_EQ(Tracked::live.load(), 0);

@@ -15,13 +15,16 @@
 namespace symphony::server {
 namespace {
 
-std::string model_path(const std::string& name) { return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt"; }
+std::string model_path(const std::string& name) {
+  return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt";
+}
 
 std::unique_ptr<TorchModel> load(const std::string& name, std::vector<std::string> specs) {
   TorchModel::Options o;
   o.name = name;
   o.path = model_path(name);
-  for (std::size_t i = 0; i < specs.size(); ++i) o.inputs.push_back(*parse_input_spec(specs[i], "in" + std::to_string(i)));
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    o.inputs.push_back(*parse_input_spec(specs[i], "in" + std::to_string(i)));
   auto m = TorchModel::load(std::move(o));
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(*m) : nullptr;
@@ -72,8 +75,10 @@ TEST(DeviceListTest, CudaEmulatedDevicesUseTheCudaRuntimesCount) {
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
   };
   expect("cuda-emulated", CudaRuntimeDevices{}, "which this build lacks");
-  expect("cuda-emulated", CudaRuntimeDevices{0, "cudaGetDeviceCount: cudaErrorNoDevice"}, "cudaErrorNoDevice");
-  expect("cuda-emulated:0", CudaRuntimeDevices{0, "cudaGetDeviceCount: cudaErrorNoDevice"}, "cudaErrorNoDevice");
+  expect("cuda-emulated", CudaRuntimeDevices{0, "cudaGetDeviceCount: cudaErrorNoDevice"},
+         "cudaErrorNoDevice");
+  expect("cuda-emulated:0", CudaRuntimeDevices{0, "cudaGetDeviceCount: cudaErrorNoDevice"},
+         "cudaErrorNoDevice");
   expect("cuda-emulated:2", two, "does not exist");
   expect("cuda-emulated:x", two, "ordinal");
   expect("cuda-emulated:0,cpu", two, "mixes");
@@ -88,7 +93,8 @@ TEST(InputSpecTest, ParsesDtypeAndShape) {
   EXPECT_EQ(s->to_string(), "float32[3,224,224]");
   EXPECT_EQ(parse_input_spec("int64[]")->shape.size(), 0u);
   EXPECT_FALSE(parse_input_spec("float32").ok());
-  EXPECT_NE(parse_input_spec("complex[3]").status().message().find("unknown dtype 'complex'"), std::string::npos);
+  EXPECT_NE(parse_input_spec("complex[3]").status().message().find("unknown dtype 'complex'"),
+            std::string::npos);
   EXPECT_NE(parse_input_spec("float32[3,0]").status().message().find("'0'"), std::string::npos);
 }
 
@@ -198,7 +204,8 @@ TEST(ProfilerTest, MeasuresAMonotoneProfileOnAGeometricGrid) {
   auto m = load("sleepy", {"float32[4]"});
   ASSERT_TRUE(m);
   EXPECT_EQ(profile_grid(12), (std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12}));
-  EXPECT_EQ(profile_grid(40), (std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40}));
+  EXPECT_EQ(profile_grid(40),
+            (std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40}));
   EXPECT_EQ(profile_grid(1), (std::vector<std::uint32_t>{1}));
   ProfileOptions o;
   o.max_batch = 8;
@@ -265,7 +272,8 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   ASSERT_EQ(r->points.size(), 2u);
   EXPECT_EQ(r->points[1].p99, Duration::from_ms(3.5));
   EXPECT_EQ(r->points[1].p90, Duration::from_ms(3.2));
-  EXPECT_EQ(r->to_latency_profile(profile_io::ProfileColumn::kP99)->latency(2), Duration::from_ms(2.5));  // interpolated
+  EXPECT_EQ(r->to_latency_profile(profile_io::ProfileColumn::kP99)->latency(2),
+            Duration::from_ms(2.5));  // interpolated
 
   auto write = [&](const std::string& text) {
     const std::string f = dir + "/profile_bad.yaml";
@@ -278,7 +286,8 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   EXPECT_EQ(old->points[0].p90, Duration::from_ms(3));
   auto e = write("model: m\npoints: [[1, 2, 3]]\ncolour: red\n");
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("key 'colour' is not a profile key"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("key 'colour' is not a profile key"), std::string::npos)
+      << e.status().message();
   EXPECT_NE(e.status().message().find("profile_bad.yaml"), std::string::npos);
   e = write("model: m\n");
   EXPECT_NE(e.status().message().find("key 'points'"), std::string::npos);

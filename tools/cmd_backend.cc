@@ -29,7 +29,7 @@ struct BackendArgs {
   std::string name;
   std::string exec_log;
   std::string json;
-  std::string report;  // deprecated --report FILE: --json FILE
+  std::string report;               // deprecated --report FILE: --json FILE
   std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
   int cpu_threads = 1;
   double emulated_slowdown = 1.0;
@@ -113,7 +113,8 @@ int run_backend(BackendArgs a) {
     }
     o.device_set = std::move(*d);
 #else
-    print_error("backend", "--devices %s needs the server library (libtorch); this build has emulated:N only\n",
+    print_error("backend",
+                "--devices %s needs the server library (libtorch); this build has emulated:N only\n",
                 a.devices.c_str());
     return 2;
 #endif
@@ -184,9 +185,10 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
                   "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
                   "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
   cmd->add_option("--cpu-threads", a.cpu_threads, "libtorch intra-op threads per CPU device");
-  cmd->add_option("--emulated-slowdown", a.emulated_slowdown,
-                  "emulated devices run each batch this many times l(b) of the profile, in [0.1, 10] (default 1): "
-                  "a device slower or faster than profiled, which online recalibration follows");
+  cmd->add_option(
+      "--emulated-slowdown", a.emulated_slowdown,
+      "emulated devices run each batch this many times l(b) of the profile, in [0.1, 10] (default 1): "
+      "a device slower or faster than profiled, which online recalibration follows");
   cmd->add_option("config,--config", a.config,
                   "cluster.yaml (for the token, the UCX settings and cluster.schedulers)");
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
@@ -196,9 +198,10 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
                   "append '<frontend incarnation> <request id>' per executed request");
   add_json_option(cmd, a.json);
   add_deprecated_json_alias(cmd, "--report", a.report);
-  cmd->add_option("--metrics", a.metrics,
-                  "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-                  "docs/metrics.md)");
+  cmd->add_option(
+      "--metrics", a.metrics,
+      "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+      "docs/metrics.md)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
   cmd->footer("The --json report, written on exit, holds the counters and the input-read latencies.");

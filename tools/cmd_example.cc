@@ -23,8 +23,9 @@ struct PrintSink {
     std::string tags;
     for (const Request& r : d.requests) tags += (tags.empty() ? "R" : ",R") + std::to_string(r.tag);
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  t=%6.2f ms  GPU %u  batch %2u  runs %6.2f-%6.2f ms  %s", d.dispatched_at.to_ms(),
-                  d.gpu, d.size, d.exec.to_ms(), d.predicted_end.to_ms(), tags.c_str());
+    std::snprintf(buf, sizeof buf, "  t=%6.2f ms  GPU %u  batch %2u  runs %6.2f-%6.2f ms  %s",
+                  d.dispatched_at.to_ms(), d.gpu, d.size, d.exec.to_ms(), d.predicted_end.to_ms(),
+                  tags.c_str());
     std::puts(buf);
   }
   void on_outcome(const RequestOutcome& o) {
@@ -32,8 +33,8 @@ struct PrintSink {
     if (o.outcome == Outcome::kLate) ++late;
     if (o.outcome == Outcome::kDropped) {
       ++dropped;
-      std::printf("  t=%6.2f ms  dropped R%llu (%s)\n", o.finish.to_ms(), static_cast<unsigned long long>(o.tag),
-                  std::string(to_string(o.reason)).c_str());
+      std::printf("  t=%6.2f ms  dropped R%llu (%s)\n", o.finish.to_ms(),
+                  static_cast<unsigned long long>(o.tag), std::string(to_string(o.reason)).c_str());
     }
   }
 };
@@ -58,14 +59,16 @@ int run(int n, const std::set<int>& skip) {
                           static_cast<std::uint64_t>(i)});
   sim::VectorArrivals src(arrivals);
   sim->run(src);
-  std::printf("%zu requests: %zu ok, %zu late, %zu dropped\n", arrivals.size(), sink.ok, sink.late, sink.dropped);
+  std::printf("%zu requests: %zu ok, %zu late, %zu dropped\n", arrivals.size(), sink.ok, sink.late,
+              sink.dropped);
   return 0;
 }
 
 }  // namespace
 
 CLI::App* add_example(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("example", "Schedule the paper's worked example (3 GPUs, l(b)=b+5 ms, SLO 12 ms)");
+  auto* cmd =
+      app.add_subcommand("example", "Schedule the paper's worked example (3 GPUs, l(b)=b+5 ms, SLO 12 ms)");
   static int n = 40;
   static std::string policy = "deferred";
   static std::vector<int> skip;

@@ -52,7 +52,8 @@ int run_frontend(const FrontendArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread: they all inherit it
 
   if (!a.front.any())
-    return print_error("frontend", "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n"),
+    return print_error("frontend",
+                       "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n"),
            2;
   cluster::FrontendOptions o;
   try {
@@ -93,7 +94,9 @@ int run_frontend(const FrontendArgs& a) {
   }
   progress.finish();
   std::fprintf(stderr, "%s: stopping (new requests get 503; pending ones end)\n",
-               sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "--duration");
+               sig == SIGINT    ? "SIGINT"
+               : sig == SIGTERM ? "SIGTERM"
+                                : "--duration");
   app.stop(a.drain_s >= 0 ? Duration::from_seconds(a.drain_s) : app.longest_slo() + Duration::seconds(3));
   const json report = app.report((SteadyClock{}.now() - start).to_seconds());
   if (json_report.enabled() && !json_report.write("frontend", report.dump(2) + "\n")) return 1;
@@ -104,31 +107,36 @@ int run_frontend(const FrontendArgs& a) {
 
 CLI::App* add_frontend(CLI::App& app, int& exit_code) {
   static FrontendArgs a;
-  auto* cmd = app.add_subcommand(
-      "frontend",
-      "Serve the Open Inference Protocol (KServe v2) over HTTP and gRPC in front of a cluster (docs/cluster.md)");
-  cmd->add_option("config,--config", a.config, "cluster.yaml: the models, their SLOs and cluster.models' tensors")
+  auto* cmd = app.add_subcommand("frontend",
+                                 "Serve the Open Inference Protocol (KServe v2) over HTTP and gRPC in front "
+                                 "of a cluster (docs/cluster.md)");
+  cmd->add_option("config,--config", a.config,
+                  "cluster.yaml: the models, their SLOs and cluster.models' tensors")
       ->required();
   cmd->add_option("--scheduler", a.scheduler,
                   "the scheduler's HOST:PORT (not needed when the config lists cluster.schedulers)");
-  add_front_options(cmd, a.front,
-                    "protocol requests in the cluster at once; more get 429 at once (default 4096; the registered "
-                    "input pool holds about this many inputs)");
-  cmd->add_option("--metrics", a.metrics,
-                  "serve Prometheus /metrics (the front's counters), /healthz, /readyz on HOST:PORT (docs/metrics.md)");
+  add_front_options(
+      cmd, a.front,
+      "protocol requests in the cluster at once; more get 429 at once (default 4096; the registered "
+      "input pool holds about this many inputs)");
+  cmd->add_option(
+      "--metrics", a.metrics,
+      "serve Prometheus /metrics (the front's counters), /healthz, /readyz on HOST:PORT (docs/metrics.md)");
   add_json_option(cmd, a.json);
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "name in the scheduler's logs (default frontend-<pid>)");
   cmd->add_option("--max-input-bytes", a.max_input_bytes,
                   "largest input of a model without cluster.models inputs (one BYTES element; default 4096)");
-  cmd->add_option("--drain", a.drain_s,
-                  "seconds to wait at the stop for pending requests (default: the longest SLO + 3); the rest get 503")
+  cmd->add_option(
+         "--drain", a.drain_s,
+         "seconds to wait at the stop for pending requests (default: the longest SLO + 3); the rest get 503")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--quiet", a.quiet, "no progress line");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
   cmd->footer(
-      "Every protocol request gets exactly one response; the report (printed, and --json FILE) counts them like "
+      "Every protocol request gets exactly one response; the report (printed, and --json FILE) counts them "
+      "like "
       "serve's: sent == ok + late + dropped + errors per model.");
   cmd->callback([&exit_code] { exit_code = run_frontend(a); });
   return cmd;

@@ -111,8 +111,10 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
       std::fprintf(stderr, "model %s: rate 0 in %s, not sent\n", n.c_str(), a.config.c_str());
   o->models = std::move(*settled);
   if (a.duration_s > 0) duration = a.duration_s;
-  if (a.warmup_s >= 0) warmup = a.warmup_s;
-  else warmup = std::min(warmup, duration / 4);  // a short --duration keeps most of its time measured
+  if (a.warmup_s >= 0)
+    warmup = a.warmup_s;
+  else
+    warmup = std::min(warmup, duration / 4);  // a short --duration keeps most of its time measured
   o->duration_s = duration;
   o->warmup_s = warmup;
   if (!a.arrival.empty()) o->arrival = a.arrival;
@@ -141,22 +143,25 @@ int run_load(const LoadArgs& a) {
     for (const LoadModel& m : o.models) total += m.rate;
     std::string what = total > 0 ? std::to_string(static_cast<long long>(std::llround(total))) + " requests/s"
                                  : std::to_string(o.models[0].concurrency) + " outstanding per model";
-    std::fprintf(stderr, "sending %s to %zu model%s at %s for %.1f s (the first %.1f s are warm-up)\n", what.c_str(),
-                 o.models.size(), o.models.size() == 1 ? "" : "s", o.url.c_str(), o.duration_s, o.warmup_s);
+    std::fprintf(stderr, "sending %s to %zu model%s at %s for %.1f s (the first %.1f s are warm-up)\n",
+                 what.c_str(), o.models.size(), o.models.size() == 1 ? "" : "s", o.url.c_str(), o.duration_s,
+                 o.warmup_s);
   }
   ProgressLine progress;
   const LoadReport rep = lr.run([&](const Progress& p) {
     if (a.quiet) return;
     char line[200];
     if (p.draining)
-      std::snprintf(line, sizeof line, "[%5.1f/%.0f s] draining: %llu in flight, %zu waiting for a connection",
-                    p.elapsed_s, p.duration_s, static_cast<unsigned long long>(p.in_flight), p.waiting);
-    else
       std::snprintf(line, sizeof line,
-                    "[%5.1f/%.0f s] offered %8.1f r/s  good %8.1f r/s  p99 %7.2f ms | in flight %llu, waiting %zu, "
-                    "connections %zu",
-                    p.elapsed_s, p.duration_s, p.sent_rps, p.good_rps, p.p99.to_ms(),
-                    static_cast<unsigned long long>(p.in_flight), p.waiting, p.connections);
+                    "[%5.1f/%.0f s] draining: %llu in flight, %zu waiting for a connection", p.elapsed_s,
+                    p.duration_s, static_cast<unsigned long long>(p.in_flight), p.waiting);
+    else
+      std::snprintf(
+          line, sizeof line,
+          "[%5.1f/%.0f s] offered %8.1f r/s  good %8.1f r/s  p99 %7.2f ms | in flight %llu, waiting %zu, "
+          "connections %zu",
+          p.elapsed_s, p.duration_s, p.sent_rps, p.good_rps, p.p99.to_ms(),
+          static_cast<unsigned long long>(p.in_flight), p.waiting, p.connections);
     progress.update(line);
   });
   progress.finish();
@@ -173,9 +178,10 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "load", "Drive an Open Inference Protocol (KServe v2) endpoint over HTTP or gRPC and report outcomes");
   cmd->add_option("--url", a.url, "http://HOST:PORT or grpc://HOST:PORT")->required();
-  cmd->add_option("--config", a.config,
-                  "a serve config: each model's rate and slo_ms, the load section's duration, warm-up, arrival "
-                  "and seed");
+  cmd->add_option(
+      "--config", a.config,
+      "a serve config: each model's rate and slo_ms, the load section's duration, warm-up, arrival "
+      "and seed");
   cmd->add_option("--model", a.models,
                   "a model to load (repeatable); with --config, picks among the config's models");
   auto* rate = cmd->add_option("--rate", a.rate,
@@ -183,13 +189,16 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
                                "config's rates)");
   auto* conc = cmd->add_option("--concurrency", a.concurrency, "closed loop: requests outstanding per model");
   rate->excludes(conc);
-  cmd->add_option("--duration", a.duration_s, "seconds of load, warm-up included (default: the config's, or 20)");
-  cmd->add_option("--warmup", a.warmup_s,
-                  "seconds sent but not counted at the start (default: the config's, or 2; at most a quarter of "
-                  "--duration unless given)");
-  cmd->add_option("--budget", a.budget,
-                  "each request's budget, sent as the REST timeout / gRPC deadline: slo (the config's slo_ms; the "
-                  "default with --config), none (the default without), or milliseconds");
+  cmd->add_option("--duration", a.duration_s,
+                  "seconds of load, warm-up included (default: the config's, or 20)");
+  cmd->add_option(
+      "--warmup", a.warmup_s,
+      "seconds sent but not counted at the start (default: the config's, or 2; at most a quarter of "
+      "--duration unless given)");
+  cmd->add_option(
+      "--budget", a.budget,
+      "each request's budget, sent as the REST timeout / gRPC deadline: slo (the config's slo_ms; the "
+      "default with --config), none (the default without), or milliseconds");
   cmd->add_option("--arrival", a.arrival, "open loop: poisson (default), uniform or gamma:<shape>");
   cmd->add_option("--seed", a.seed, "seed of the arrivals and the inputs (default: the config's, or 1)");
   cmd->add_option("--http-format", a.http_format,
@@ -198,17 +207,21 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
   cmd->add_option("--connections", a.connections,
                   "HTTP: bound of the keep-alive connection pool (default 256); gRPC: channels (default 1)")
       ->check(CLI::Range(1, 16384));
-  cmd->add_option("--connect-timeout", a.connect_timeout_s, "seconds for the metadata and each connection (default 5)")
+  cmd->add_option("--connect-timeout", a.connect_timeout_s,
+                  "seconds for the metadata and each connection (default 5)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--drain", a.drain_s,
-                  "seconds to wait for outstanding requests after the load (default: the largest budget + 5, or "
-                  "10); the rest are errors \"no answer\"")
+  cmd->add_option(
+         "--drain", a.drain_s,
+         "seconds to wait for outstanding requests after the load (default: the largest budget + 5, or "
+         "10); the rest are errors \"no answer\"")
       ->check(CLI::NonNegativeNumber);
   add_json_option(cmd, a.json_out);
   cmd->add_flag("--quiet", a.quiet, "no progress line");
   cmd->footer(
-      "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's Symphony-Outcome / "
-      "symphony-outcome signals when the server sends them, else the status. SIGINT or SIGTERM stops the sending "
+      "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's "
+      "Symphony-Outcome / "
+      "symphony-outcome signals when the server sends them, else the status. SIGINT or SIGTERM stops the "
+      "sending "
       "early and reports what was measured; a second one ends the drain.");
   cmd->callback([&exit_code] { exit_code = run_load(a); });
   return cmd;

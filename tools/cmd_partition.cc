@@ -117,8 +117,9 @@ int run(const Options& o) {
       part::CurrentAssignment cur = part::read_assignment_json(o.current, p.models, L);
       p.current = std::move(cur.current);
       if (!cur.unknown_models.empty()) {
-        print_error("partition", "%s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n", o.current.c_str(),
-                    cur.unknown_models.size(), o.models.c_str(), cur.unknown_models[0].c_str());
+        print_error("partition", "%s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n",
+                    o.current.c_str(), cur.unknown_models.size(), o.models.c_str(),
+                    cur.unknown_models[0].c_str());
       }
     }
     p.max_disruption = o.max_disruption;

@@ -72,12 +72,12 @@ int run_profile(const ProfileArgs& a) {
     return 1;
   }
   p->device = d.to_string();
-  std::printf("%s on %s: alpha %.3f ms, beta %.3f ms, max batch %u (%s)\n", p->model.c_str(), p->device.c_str(),
-              p->alpha.to_ms(), p->beta.to_ms(), p->max_batch, p->stopped_because.c_str());
+  std::printf("%s on %s: alpha %.3f ms, beta %.3f ms, max batch %u (%s)\n", p->model.c_str(),
+              p->device.c_str(), p->alpha.to_ms(), p->beta.to_ms(), p->max_batch, p->stopped_because.c_str());
   std::printf("%8s %12s %12s %12s %14s\n", "batch", "median ms", "p90 ms", "p99 ms", "requests/s");
   for (const auto& pt : p->points)
-    std::printf("%8u %12.3f %12.3f %12.3f %14.1f\n", pt.batch, pt.median.to_ms(), pt.p90.to_ms(), pt.p99.to_ms(),
-                pt.batch / pt.median.to_seconds());
+    std::printf("%8u %12.3f %12.3f %12.3f %14.1f\n", pt.batch, pt.median.to_ms(), pt.p90.to_ms(),
+                pt.p99.to_ms(), pt.batch / pt.median.to_seconds());
   const std::string out = a.out.empty() ? default_profile_path(a.path, d) : a.out;
   if (Status s = profile_io::write_profile_file(out, *p); !s.ok()) {
     print_error("profile", "%s\n", s.message().c_str());
@@ -96,11 +96,17 @@ CLI::App* add_profile(CLI::App& app, int& exit_code) {
   cmd->add_option("--name", a.name, "model name (default: the file's stem)");
   cmd->add_option("--input", a.inputs, "input spec per input, e.g. float32[3,224,224]")->required();
   cmd->add_option("--device", a.device, "auto, cpu or cuda:N")->capture_default_str();
-  cmd->add_option("--max-batch", a.max_batch, "largest batch to try")->capture_default_str()->check(CLI::Range(1u, 65536u));
-  cmd->add_option("--repeats", a.repeats, "timed rounds (each runs every batch size once)")->capture_default_str()->check(CLI::Range(1, 10000));
-  cmd->add_option("--max-latency-ms", a.max_latency_ms, "stop growing the batch past this latency")->capture_default_str();
+  cmd->add_option("--max-batch", a.max_batch, "largest batch to try")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65536u));
+  cmd->add_option("--repeats", a.repeats, "timed rounds (each runs every batch size once)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--max-latency-ms", a.max_latency_ms, "stop growing the batch past this latency")
+      ->capture_default_str();
   cmd->add_option("--threads", a.threads, "CPU intra-op threads (default: libtorch's)");
-  cmd->add_option("-o,--out", a.out, "profile file to write (default: <model>.<device>.profile.yaml beside the model)");
+  cmd->add_option("-o,--out", a.out,
+                  "profile file to write (default: <model>.<device>.profile.yaml beside the model)");
   cmd->callback([&exit_code] { exit_code = run_profile(a); });
   return cmd;
 }

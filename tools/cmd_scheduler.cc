@@ -198,12 +198,15 @@ int run_scheduler(SchedulerArgs a) {
   (*node)->stop();
   const bool deposed = (*node)->deposed();
   endpoint.reset();
-  if (json.to_stdout()) return json.write("scheduler", (*node)->report().dump(2) + "\n") ? (deposed ? 3 : 0) : 1;
+  if (json.to_stdout())
+    return json.write("scheduler", (*node)->report().dump(2) + "\n") ? (deposed ? 3 : 0) : 1;
   if (json.enabled() && !write_report(**node, a.json)) {
     print_error("scheduler", "cannot write the report to %s\n", a.json.c_str());
     return 1;
   }
-  if (deposed) std::fprintf(stderr, "scheduler: deposed by a scheduler of a higher term; restart it to rejoin as a spare\n");
+  if (deposed)
+    std::fprintf(stderr,
+                 "scheduler: deposed by a scheduler of a higher term; restart it to rejoin as a spare\n");
   return deposed ? 3 : 0;
 }
 
@@ -218,19 +221,22 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
                   "(exit status 3: deposed by another scheduler; restart it as a spare)");
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
       ->required();
-  cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--policy", a.policy,
+                  std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
   add_json_option(cmd, a.json);
   add_deprecated_json_alias(cmd, "--report", a.report);
-  cmd->add_option("--metrics", a.metrics,
-                  "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-                  "overrides the config's cluster.metrics; docs/metrics.md)");
+  cmd->add_option(
+      "--metrics", a.metrics,
+      "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+      "overrides the config's cluster.metrics; docs/metrics.md)");
   cmd->add_option("--autoscale-window", a.autoscale_window_s,
                   "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
-  cmd->footer("The --json report holds the counters and the learned delays; a FILE is rewritten (atomically) "
-              "every second and on exit.");
+  cmd->footer(
+      "The --json report holds the counters and the learned delays; a FILE is rewritten (atomically) "
+      "every second and on exit.");
   cmd->callback([&exit_code] { exit_code = run_scheduler(a); });
   return cmd;
 }

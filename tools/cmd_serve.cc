@@ -18,8 +18,8 @@ namespace symphony::tools {
 namespace {
 
 using json = nlohmann::json;
-using serve::ServeApp;
 using config::ServeConfig;
+using serve::ServeApp;
 
 struct ServeArgs {
   std::string config, policy, gather, devices;
@@ -110,10 +110,11 @@ int run_serve(ServeArgs a) {
   // time; without it (or with --no-load) serve answers protocol requests.
   const bool generate = cfg->has_load && !a.no_load;
   if (!generate && !a.front.any())
-    return print_error("serve",
-                       "%s has no load: section%s, so serve answers Open Inference Protocol requests: give --http "
-                       "HOST:PORT and/or --grpc HOST:PORT (docs/front.md)\n",
-                       a.config.c_str(), a.no_load ? " in use (--no-load)" : ""),
+    return print_error(
+               "serve",
+               "%s has no load: section%s, so serve answers Open Inference Protocol requests: give --http "
+               "HOST:PORT and/or --grpc HOST:PORT (docs/front.md)\n",
+               a.config.c_str(), a.no_load ? " in use (--no-load)" : ""),
            2;
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -126,19 +127,22 @@ int run_serve(ServeArgs a) {
   if (!created.ok()) return print_error("serve", "%s\n", created.status().message().c_str()), 2;
   ServeApp& app = **created;
   if (!cfg->metrics.empty()) {
-    if (Status s = app.start_metrics({cfg->metrics, Duration::from_seconds(a.autoscale_window_s), 0.01}); !s.ok())
+    if (Status s = app.start_metrics({cfg->metrics, Duration::from_seconds(a.autoscale_window_s), 0.01});
+        !s.ok())
       return print_error("serve", "--metrics / metrics: %s\n", s.message().c_str()), 2;
     std::fprintf(stderr, "metrics: listening on %s\n", app.metrics_url().c_str());
   }
   std::string devs;
   for (const auto& d : app.server().devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
-  std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(), cfg->policy.to_string().c_str(),
-               std::string(to_string(cfg->policy.gather)).c_str());
+  std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(),
+               cfg->policy.to_string().c_str(), std::string(to_string(cfg->policy.gather)).c_str());
   for (const auto& m : cfg->models)
-    if (Status s = app.add_model(model_options(m)); !s.ok()) return print_error("serve", "%s\n", s.message().c_str()), 1;
+    if (Status s = app.add_model(model_options(m)); !s.ok())
+      return print_error("serve", "%s\n", s.message().c_str()), 1;
   if (Status s = app.start(); !s.ok()) return print_error("serve", "%s\n", s.message().c_str()), 1;
   if (a.front.any()) {
-    if (Status s = app.start_front({a.front.listen_options(), a.front.max_inflight, a.front.port_file}); !s.ok()) {
+    if (Status s = app.start_front({a.front.listen_options(), a.front.max_inflight, a.front.port_file});
+        !s.ok()) {
       app.stop(StopMode::kCancel);
       return print_error("serve", "%s\n", s.message().c_str()), 2;
     }
@@ -147,10 +151,12 @@ int run_serve(ServeArgs a) {
   }
   json report;
   if (generate) {
-    std::fprintf(stderr, "sending for %.0f s (the first %.0f s are warm-up)\n", cfg->duration_s, cfg->warmup_s);
+    std::fprintf(stderr, "sending for %.0f s (the first %.0f s are warm-up)\n", cfg->duration_s,
+                 cfg->warmup_s);
     ProgressLine progress;
-    const serve::LoadRun run = serve::run_builtin_load(
-        app.server(), *cfg, [&](const std::string& line) { if (!a.quiet) progress.update(line); });
+    const serve::LoadRun run = serve::run_builtin_load(app.server(), *cfg, [&](const std::string& line) {
+      if (!a.quiet) progress.update(line);
+    });
     progress.finish();
     app.stop(StopMode::kDrain);
     report = serve::load_report(run, *cfg);
@@ -191,28 +197,34 @@ int run_serve(ServeArgs a) {
 
 CLI::App* add_serve(CLI::App& app, int& exit_code) {
   static ServeArgs a;
-  auto* cmd = app.add_subcommand(
-      "serve", "Serve TorchScript models on the configured devices: to Open Inference Protocol clients (--http, --grpc), "
-               "under the config's generated load, or both");
+  auto* cmd = app.add_subcommand("serve",
+                                 "Serve TorchScript models on the configured devices: to Open Inference "
+                                 "Protocol clients (--http, --grpc), "
+                                 "under the config's generated load, or both");
   cmd->add_option("config,--config", a.config, "serve config (YAML)")->required();
-  cmd->add_option("--policy", a.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--policy", a.policy,
+                  std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");
-  cmd->add_option("--devices", a.devices,
-                  "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
+  cmd->add_option(
+      "--devices", a.devices,
+      "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
-  cmd->add_option("--recalibrate", a.recalibrate,
-                  "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
+  cmd->add_option(
+         "--recalibrate", a.recalibrate,
+         "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
       ->check(CLI::IsMember({"on", "off"}));
   add_json_option(cmd, a.json_out);
-  cmd->add_option("--metrics", a.metrics,
-                  "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-                  "overrides the config's metrics:; docs/metrics.md)");
+  cmd->add_option(
+      "--metrics", a.metrics,
+      "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+      "overrides the config's metrics:; docs/metrics.md)");
   cmd->add_option("--metrics-linger", a.metrics_linger_s,
                   "keep the metrics endpoint up this many seconds after the report (SIGINT/SIGTERM ends it)");
   cmd->add_option("--autoscale-window", a.autoscale_window_s,
                   "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_flag("--quiet", a.quiet, "no progress line");
-  add_front_options(cmd, a.front, "protocol requests inside the server at once; more get 429 at once (default 8192)");
+  add_front_options(cmd, a.front,
+                    "protocol requests inside the server at once; more get 429 at once (default 8192)");
   cmd->add_flag("--no-load", a.no_load,
                 "ignore the config's load: section and serve protocol requests until SIGINT/SIGTERM");
   cmd->callback([&exit_code] { exit_code = run_serve(a); });

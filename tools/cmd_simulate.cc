@@ -21,9 +21,9 @@ class StderrProgress : public simtool::Progress {
   void on_step(const std::string& search, const sim::SearchStep& s, std::size_t i) override {
     const bool rate = search == "goodput";
     char buf[200];
-    std::snprintf(buf, sizeof buf, "[%s] run %zu: %s %.*f%s -> worst bad rate %.3f %% (%s)", search.c_str(), i + 1,
-                  rate ? "rate" : "gpus", rate ? 1 : 0, s.x, rate ? " r/s" : "", 100 * s.worst_bad_rate,
-                  s.pass ? "pass" : "fail");
+    std::snprintf(buf, sizeof buf, "[%s] run %zu: %s %.*f%s -> worst bad rate %.3f %% (%s)", search.c_str(),
+                  i + 1, rate ? "rate" : "gpus", rate ? 1 : 0, s.x, rate ? " r/s" : "",
+                  100 * s.worst_bad_rate, s.pass ? "pass" : "fail");
     line_.update(buf);
   }
 
@@ -75,7 +75,8 @@ int run(Options o) {
     if (o.rate > 0) ov.rate = o.rate;
     config::apply_overrides(c, ov);
     simtool::SimulateOptions so;
-    so.mode = o.goodput ? simtool::Mode::kGoodput : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
+    so.mode = o.goodput ? simtool::Mode::kGoodput
+                        : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
     so.min_gpus_rate = o.min_gpus;
     std::ofstream trace;
     if (!o.trace_out.empty()) {
@@ -111,7 +112,8 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
   static Options o;
   cmd->add_option("config,--config", o.config, "experiment config (YAML, see docs/simulator.md)")->required();
   add_json_option(cmd, o.json);
-  cmd->add_option("--policy", o.policy, std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+  cmd->add_option("--policy", o.policy,
+                  std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", o.gather, std::string(kGatherHelp) + " (overrides the config)");
   auto* goodput =
       cmd->add_flag("--goodput", o.goodput, "search the goodput (highest rate with <= 1 % bad per model)");
@@ -121,15 +123,17 @@ CLI::App* add_simulate(CLI::App& app, int& exit_code) {
           ->excludes(goodput);
   cmd->add_option("--trace-out", o.trace_out,
                   "write every batch and request of the reported run to this CSV");
-  cmd->add_option("-o,--out", o.out,
-                  "deprecated: write the table (with a bare --json, the report) to this file; use --json FILE")
+  cmd->add_option(
+         "-o,--out", o.out,
+         "deprecated: write the table (with a bare --json, the report) to this file; use --json FILE")
       ->group("Deprecated");
   cmd->add_option("--seed", o.seed, "random seed (overrides the config)")->each([](const std::string&) {
     o.seed_set = true;
   });
   cmd->add_option("--gpus", o.gpus, "number of GPUs (overrides the config)")->check(CLI::Range(1u, 1u << 20));
   // The searches set the rate themselves: a --rate beside them would be ignored.
-  cmd->add_option("--rate", o.rate, "total offered rate in r/s (scales the config's rates; not with a search)")
+  cmd->add_option("--rate", o.rate,
+                  "total offered rate in r/s (scales the config's rates; not with a search)")
       ->check(CLI::PositiveNumber)
       ->excludes(goodput)
       ->excludes(min_gpus);

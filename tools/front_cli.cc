@@ -19,12 +19,15 @@ front::ListenOptions FrontArgs::listen_options() const {
 }
 
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help) {
-  cmd->add_option("--http", a.http,
-                  "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; docs/front.md)");
-  cmd->add_option("--grpc", a.grpc, "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)");
-  cmd->add_option("--port-file", a.port_file,
-                  "write the addresses the front listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) to this "
-                  "file once it serves");
+  cmd->add_option(
+      "--http", a.http,
+      "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; docs/front.md)");
+  cmd->add_option("--grpc", a.grpc,
+                  "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)");
+  cmd->add_option(
+      "--port-file", a.port_file,
+      "write the addresses the front listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) to this "
+      "file once it serves");
   cmd->add_option("--http-threads", a.http_threads, "I/O threads of the HTTP front (default 1)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-inflight", a.max_inflight, inflight_help)->check(CLI::Range(1u, 1u << 24));
@@ -32,7 +35,8 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
                   "HTTP connections at once; beyond it a new one closes the longest idle (default 1024)")
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--request-timeout", a.http_request_timeout_s,
-                  "seconds an HTTP request may take to arrive, first byte to last (slow clients are cut off; default 10)")
+                  "seconds an HTTP request may take to arrive, first byte to last (slow clients are cut off; "
+                  "default 10)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--idle-timeout", a.http_idle_timeout_s,
                   "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")

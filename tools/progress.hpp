@@ -19,8 +19,10 @@ class ProgressLine {
 
   // Shows `text` as the current progress.
   void update(const std::string& text) {
-    if (tty_) std::fprintf(out_, "\r\033[K%s", text.c_str());
-    else std::fprintf(out_, "%s\n", text.c_str());
+    if (tty_)
+      std::fprintf(out_, "\r\033[K%s", text.c_str());
+    else
+      std::fprintf(out_, "%s\n", text.c_str());
     std::fflush(out_);
     shown_ = true;
   }

@@ -272,7 +272,8 @@ void Config::set_policy(const PolicySpec& p) {
     ModelConfig& m = spec.models[i];
     const ModelInfo& info = model_info[i];
     std::optional<Duration> own = info.own_timeout;
-    if (!own && info.own_timeout_fraction) own = Duration::from_ms(m.slo.to_ms() * *info.own_timeout_fraction);
+    if (!own && info.own_timeout_fraction)
+      own = Duration::from_ms(m.slo.to_ms() * *info.own_timeout_fraction);
     m.timeout = model_timeout(p, m.slo, own);
   }
 }
@@ -351,7 +352,6 @@ void parse_run_settings(const Reader& r, const YAML::Node& root, Config& c) {
         r.integer(root["max_outstanding_per_gpu"], "max_outstanding_per_gpu", 1, 64));
   if (root["max_requests"])
     e.max_requests = static_cast<std::uint32_t>(r.integer(root["max_requests"], "max_requests", 1, 1u << 26));
-
 }
 
 // policy and gather: the policy language (policy.hpp). Returns the exec policy;
@@ -375,7 +375,8 @@ void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
   if (const YAML::Node n = root["noise"]) {
     if (n.IsScalar()) {
       if (r.string(n, "noise") != "exact")
-        r.fail(n, "noise", "must be 'exact' or a map {kind: lognormal, sigma: ..., drift: [...], outliers: {...}}");
+        r.fail(n, "noise",
+               "must be 'exact' or a map {kind: lognormal, sigma: ..., drift: [...], outliers: {...}}");
       return;
     }
     r.check_keys(n, "noise", {"kind", "sigma", "drift", "outliers"});
@@ -398,7 +399,8 @@ void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
         DriftEpisode ep;
         ep.at = Duration::from_seconds(x["at_s"] ? r.number_min(x["at_s"], k + ".at_s", 0, false) : 0.0);
         ep.length = Duration::from_seconds(r.number_min(x["length_s"], k + ".length_s", 0, true));
-        ep.every = Duration::from_seconds(x["every_s"] ? r.number_min(x["every_s"], k + ".every_s", 0, false) : 0.0);
+        ep.every =
+            Duration::from_seconds(x["every_s"] ? r.number_min(x["every_s"], k + ".every_s", 0, false) : 0.0);
         ep.factor = r.number_min(x["factor"], k + ".factor", 0, true);
         if (ep.every > Duration::zero() && ep.every < ep.length)
           r.fail(x["every_s"], k + ".every_s", "must be at least length_s (or 0: once)");
@@ -421,7 +423,8 @@ void parse_noise(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
 // max_rise, max_fall, min_scale, max_scale, enabled}: online recalibration of
 // the profiles from the simulated batch durations (off by default here).
 void parse_recalibrate(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
-  if (const YAML::Node n = root["recalibrate"]) e.recalibration = r.recalibration(n, "recalibrate", e.recalibration);
+  if (const YAML::Node n = root["recalibrate"])
+    e.recalibration = r.recalibration(n, "recalibrate", e.recalibration);
 }
 
 void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
@@ -440,7 +443,8 @@ void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
       for (const char* k : {"sigma", "tail", "plan_percentile"})
         if (n[k]) r.fail(n[k], std::string("delays.") + k, "needs delays.distribution: lognormal");
     } else if (dist == "lognormal") {
-      if (!n["sigma"] == !n["tail"]) r.fail(n, "delays", "a lognormal distribution needs sigma or tail (one of them)");
+      if (!n["sigma"] == !n["tail"])
+        r.fail(n, "delays", "a lognormal distribution needs sigma or tail (one of them)");
       if (n["sigma"]) {
         e.delay_jitter.sigma = r.number_min(n["sigma"], "delays.sigma", 0, true);
       } else {
@@ -464,7 +468,8 @@ void parse_delays(const Reader& r, const YAML::Node& root, ExperimentSpec& e) {
 
 // The workload: a trace, or rates, arrival processes, popularity, rate changes
 // and SLO overrides for the models (which may set their own).
-void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<PendingModel>& models, Config& c) {
+void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<PendingModel>& models,
+                    Config& c) {
   ExperimentSpec& e = c.spec;
   const YAML::Node w = root["workload"];
   if (!w) r.fail(root, "workload", "is required");
@@ -522,7 +527,6 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
     c.workload_desc = arrival.to_string();
     if (zipf > 0) c.workload_desc += ", zipf:" + format_number(zipf);
   }
-
 }
 
 void parse_search(const Reader& r, const YAML::Node& root, Config& c) {
@@ -548,7 +552,6 @@ void parse_search(const Reader& r, const YAML::Node& root, Config& c) {
             static_cast<std::uint32_t>(r.integer(m["max_gpus"], "search.min_gpus.max_gpus", 1, 1u << 20));
     }
   }
-
 }
 
 // subclusters: sub-clusters, epochs and how the partitioner places models.
@@ -676,9 +679,26 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   const YAML::Node root = r.load(yaml_text);
   if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
   r.check_keys(root, "",
-               {"name", "seed", "gpus", "duration_s", "warmup_s", "policy", "gather", "noise", "delays",
-                "autoscale_window_s", "autoscale_step_s", "max_bad_rate", "profile_dirs", "workload",
-                "models", "search", "max_outstanding_per_gpu", "max_requests", "subclusters", "recalibrate"});
+               {"name",
+                "seed",
+                "gpus",
+                "duration_s",
+                "warmup_s",
+                "policy",
+                "gather",
+                "noise",
+                "delays",
+                "autoscale_window_s",
+                "autoscale_step_s",
+                "max_bad_rate",
+                "profile_dirs",
+                "workload",
+                "models",
+                "search",
+                "max_outstanding_per_gpu",
+                "max_requests",
+                "subclusters",
+                "recalibrate"});
   Config c;
   c.origin = origin;
   ExperimentSpec& e = c.spec;

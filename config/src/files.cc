@@ -66,7 +66,8 @@ LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_bat
     Result<profile_io::MeasuredProfile> m = profile_io::read_profile_file(path);
     if (!m.ok()) throw ConfigError(m.status().message());
     if (max_batch) m->max_batch = std::min(m->max_batch, max_batch);
-    Result<LatencyProfile> p = m->to_latency_profile(profile_io::ProfileColumn::kP90);  // as `serve` schedules by default
+    Result<LatencyProfile> p =
+        m->to_latency_profile(profile_io::ProfileColumn::kP90);  // as `serve` schedules by default
     if (!p.ok()) throw ConfigError(path + ": " + p.status().message());
     return std::move(*p);
   }

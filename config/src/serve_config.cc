@@ -37,8 +37,9 @@ void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
 }
 
 ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std::string& key) {
-  r.check_keys(m, key,
-               {"name", "path", "input", "inputs", "slo_ms", "max_batch", "rate", "profile", "alpha_ms", "beta_ms"});
+  r.check_keys(
+      m, key,
+      {"name", "path", "input", "inputs", "slo_ms", "max_batch", "rate", "profile", "alpha_ms", "beta_ms"});
   const auto k = [&](const char* name) { return YamlReader::join(key, name); };
   ServeModelConfig mc;
   if (!m["name"]) r.fail(m, k("name"), "is missing");
@@ -57,20 +58,24 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
   }
   if (!m["slo_ms"]) r.fail(m, k("slo_ms"), "is missing");
   mc.slo = Duration::from_ms(r.number_min(m["slo_ms"], k("slo_ms"), 0, true));
-  if (m["max_batch"]) mc.max_batch = static_cast<std::uint32_t>(r.integer(m["max_batch"], k("max_batch"), 1, 4096));
+  if (m["max_batch"])
+    mc.max_batch = static_cast<std::uint32_t>(r.integer(m["max_batch"], k("max_batch"), 1, 4096));
   if (m["rate"]) mc.rate = r.number_min(m["rate"], k("rate"), 0, false);
   if (m["profile"]) mc.profile = resolve(r, r.string(m["profile"], k("profile")));
   if (m["alpha_ms"] || m["beta_ms"]) {
     if (!m["alpha_ms"] || !m["beta_ms"])
-      r.fail(m, k(m["alpha_ms"] ? "beta_ms" : "alpha_ms"), "is missing: emulated devices need alpha_ms and beta_ms");
+      r.fail(m, k(m["alpha_ms"] ? "beta_ms" : "alpha_ms"),
+             "is missing: emulated devices need alpha_ms and beta_ms");
     const double alpha = r.number_min(m["alpha_ms"], k("alpha_ms"), 0, false);
     const double beta = r.number_min(m["beta_ms"], k("beta_ms"), 0, false);
     if (alpha + beta <= 0) r.fail(m["alpha_ms"], k("alpha_ms"), "and beta_ms must not both be zero");
     mc.alpha = Duration::from_ms(alpha);
     mc.beta = Duration::from_ms(beta);
   } else {
-    if (mc.path.empty()) r.fail(m, k("path"), "is missing (or give alpha_ms and beta_ms for emulated devices)");
-    if (mc.inputs.empty()) r.fail(m, k("input"), "is missing: give the input spec, e.g. input: float32[3,64,64]");
+    if (mc.path.empty())
+      r.fail(m, k("path"), "is missing (or give alpha_ms and beta_ms for emulated devices)");
+    if (mc.inputs.empty())
+      r.fail(m, k("input"), "is missing: give the input spec, e.g. input: float32[3,64,64]");
   }
   return mc;
 }
@@ -80,10 +85,11 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
   c.file = r.origin();
   if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
   r.check_keys(root, "",
-               {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate", "load",
-                "models", "metrics"});
+               {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
+                "load", "models", "metrics"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
-  if (root["cpu_threads"]) c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
+  if (root["cpu_threads"])
+    c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
   if (const YAML::Node p = root["policy"]) {
     Result<PolicySpec> policy = parse_policy(r.string(p, "policy"));
     if (!policy.ok()) r.fail(p, "policy", policy.status().message());
@@ -101,11 +107,13 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
   if (const YAML::Node m = root["metrics"]) {
     c.metrics = r.string(m, "metrics");
     if (c.metrics.find(':') == std::string::npos)
-      r.fail(m, "metrics", "'" + c.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any free port)");
+      r.fail(m, "metrics",
+             "'" + c.metrics + "' is not HOST:PORT (e.g. 127.0.0.1:9464; port 0: any free port)");
   }
   if (const YAML::Node d = root["delays"]) {
-    r.check_keys(d, "delays",
-                 {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms", "ctrl_us", "data_us", "resp_us", "margin_us"});
+    r.check_keys(
+        d, "delays",
+        {"ctrl_ms", "data_ms", "resp_ms", "safety_margin_ms", "ctrl_us", "data_us", "resp_us", "margin_us"});
     c.delays = r.delays(d, "delays", c.delays, /*legacy_us=*/true);
   }
   if (const YAML::Node p = root["profiling"]) {
@@ -118,7 +126,8 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
     if (p["max_batch"])
       c.profile_max_batch = static_cast<std::uint32_t>(
           r.integer(p["max_batch"], "profiling.max_batch", 1, LatencyProfile::kMaxBatchLimit));
-    if (p["repeats"]) c.profile_repeats = static_cast<int>(r.integer(p["repeats"], "profiling.repeats", 1, 1u << 20));
+    if (p["repeats"])
+      c.profile_repeats = static_cast<int>(r.integer(p["repeats"], "profiling.repeats", 1, 1u << 20));
   }
   if (const YAML::Node n = root["recalibrate"])
     c.recalibration = r.recalibration(n, "recalibrate", RecalibrationOptions::on());
@@ -130,7 +139,8 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
   for (std::size_t i = 0; i < models.size(); ++i) {
     const std::string key = YamlReader::index("models", i);
     ServeModelConfig mc = parse_model(r, models[i], key);
-    if (!names.insert(mc.name).second) r.fail(models[i]["name"], key + ".name", "'" + mc.name + "' is used twice");
+    if (!names.insert(mc.name).second)
+      r.fail(models[i]["name"], key + ".name", "'" + mc.name + "' is used twice");
     c.models.push_back(std::move(mc));
   }
   return c;
@@ -148,7 +158,8 @@ Result<ServeConfig> parse_serve_config(const std::string& yaml, const std::strin
 
 Result<ServeConfig> load_serve_config(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return Status(Errc::kNotFound, "config file " + path + " not found");
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Status(Errc::kNotFound, "config file " + path + " not found");
   return read_or_status<ServeConfig>([&] {
     const std::string text = read_file(path, "config");
     const YamlReader r(path, std::filesystem::path(path).parent_path().string());

@@ -76,14 +76,16 @@ double YamlReader::number(const YAML::Node& n, const std::string& key) const {
 double YamlReader::number_min(const YAML::Node& n, const std::string& key, double lo, bool strict) const {
   const double v = number(n, key);
   if (strict ? !(v > lo) : !(v >= lo))
-    fail(n, key, std::string("must be ") + (strict ? "> " : ">= ") + format_number(lo) + ", got " + format_number(v));
+    fail(n, key,
+         std::string("must be ") + (strict ? "> " : ">= ") + format_number(lo) + ", got " + format_number(v));
   return v;
 }
 
 double YamlReader::number_in(const YAML::Node& n, const std::string& key, double lo, double hi) const {
   const double v = number(n, key);
   if (!(v >= lo && v <= hi))
-    fail(n, key, "must be in [" + format_number(lo) + ", " + format_number(hi) + "], got " + format_number(v));
+    fail(n, key,
+         "must be in [" + format_number(lo) + ", " + format_number(hi) + "], got " + format_number(v));
   return v;
 }
 
@@ -91,7 +93,8 @@ std::uint64_t YamlReader::integer(const YAML::Node& n, const std::string& key, s
                                   std::uint64_t hi) const {
   const double v = number(n, key);
   if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
-    fail(n, key, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + n.Scalar());
+    fail(n, key,
+         "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + n.Scalar());
   return static_cast<std::uint64_t>(v);
 }
 
@@ -113,7 +116,8 @@ Duration YamlReader::millis(const YAML::Node& n, const std::string& key, double 
 
 std::vector<std::string> YamlReader::strings(const YAML::Node& n, const std::string& key, bool one_ok) const {
   if (one_ok && n.IsScalar()) return {string(n, key)};
-  if (!n.IsSequence()) fail(n, key, one_ok ? "must be a string or a list of strings" : "must be a list of strings");
+  if (!n.IsSequence())
+    fail(n, key, one_ok ? "must be a string or a list of strings" : "must be a list of strings");
   std::vector<std::string> out;
   for (std::size_t i = 0; i < n.size(); ++i) out.push_back(string(n[i], index(key, i)));
   return out;
@@ -132,8 +136,8 @@ RecalibrationOptions YamlReader::recalibration(const YAML::Node& n, const std::s
     return base;
   }
   check_keys(n, key,
-             {"enabled", "window", "percentile", "update_every", "min_samples", "max_rise", "max_fall", "min_scale",
-              "max_scale"});
+             {"enabled", "window", "percentile", "update_every", "min_samples", "max_rise", "max_fall",
+              "min_scale", "max_scale"});
   RecalibrationOptions o = RecalibrationOptions::on();
   const auto k = [&](const char* name) { return join(key, name); };
   if (n["enabled"]) o.enabled = boolean(n["enabled"], k("enabled"));

@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view in(reinterpret_cast<const char*>(data), size);
   std::optional<std::uint64_t> header;
   if (in.size() >= 3 && in[0] == 'B') {
-    header = static_cast<std::uint8_t>(in[1]) | (static_cast<std::uint64_t>(static_cast<std::uint8_t>(in[2])) << 8);
+    header = static_cast<std::uint8_t>(in[1]) |
+             (static_cast<std::uint64_t>(static_cast<std::uint8_t>(in[2])) << 8);
     in.remove_prefix(3);
   }
   RestLimits lim;

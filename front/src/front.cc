@@ -20,7 +20,8 @@ bool bytes_well_formed(const std::string& data, std::uint64_t count) {
   for (std::uint64_t i = 0; i < count; ++i) {
     if (data.size() - pos < 4) return false;
     std::uint32_t len = 0;
-    for (int k = 0; k < 4; ++k) len |= static_cast<std::uint32_t>(static_cast<unsigned char>(data[pos + k])) << (8 * k);
+    for (int k = 0; k < 4; ++k)
+      len |= static_cast<std::uint32_t>(static_cast<unsigned char>(data[pos + k])) << (8 * k);
     pos += 4;
     if (data.size() - pos < len) return false;
     pos += len;
@@ -30,7 +31,8 @@ bool bytes_well_formed(const std::string& data, std::uint64_t count) {
 
 }  // namespace
 
-Front::Front(InferenceService& service, FrontOptions options) : service_(service), opts_(std::move(options)) {}
+Front::Front(InferenceService& service, FrontOptions options)
+    : service_(service), opts_(std::move(options)) {}
 Front::~Front() = default;
 
 std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRING; }
@@ -50,8 +52,8 @@ std::shared_ptr<const ModelMetadata> Front::model(std::string_view name, std::st
     if (error) {
       std::string have;
       for (const std::string& v : m->versions) have += (have.empty() ? "" : ", ") + in_quotes(v);
-      *error = Reply::error(Code::kNotFound, "model " + in_quotes(name) + " has no version " + in_quotes(version) +
-                                                 " (versions: " + have + ")");
+      *error = Reply::error(Code::kNotFound, "model " + in_quotes(name) + " has no version " +
+                                                 in_quotes(version) + " (versions: " + have + ")");
     }
     return nullptr;
   }
@@ -142,15 +144,16 @@ std::optional<Duration> Front::budget(const InferRequest& req, std::optional<Dur
   } else if (p.kind == Parameter::Kind::kUint && p.u <= static_cast<std::uint64_t>(INT64_MAX)) {
     us = static_cast<std::int64_t>(p.u);
   } else {
-    *error = Reply::error(Code::kInvalidArgument,
-                          "parameter 'timeout' must be an integer number of microseconds");
+    *error =
+        Reply::error(Code::kInvalidArgument, "parameter 'timeout' must be an integer number of microseconds");
     return std::nullopt;
   }
   // A day at most: beyond that the nanosecond arithmetic gains nothing.
   constexpr std::int64_t kMaxUs = 86'400'000'000;
   if (us <= 0 || us > kMaxUs) {
-    *error = Reply::error(Code::kInvalidArgument, "parameter 'timeout' is " + std::to_string(us) +
-                                                      " us; it must be between 1 and " + std::to_string(kMaxUs));
+    *error =
+        Reply::error(Code::kInvalidArgument, "parameter 'timeout' is " + std::to_string(us) +
+                                                 " us; it must be between 1 and " + std::to_string(kMaxUs));
     return std::nullopt;
   }
   return Duration::microseconds(us);
@@ -166,7 +169,8 @@ FrontModelCounters& Front::model_counters(const std::string& name) {
   return models_.back();
 }
 
-std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline, InferenceService::Done done) {
+std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
+                           InferenceService::Done done) {
   Reply err;
   std::shared_ptr<const ModelMetadata> m = model(req.model, req.version, &err);
   const auto finish_now = [&](Reply&& r, std::uint64_t FrontModelCounters::*field) {
@@ -210,22 +214,23 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
   std::string model_name = m->name;
   std::string version = req.version.empty() ? (m->versions.empty() ? "" : m->versions.front()) : req.version;
   std::string id = req.id;
-  return service_.submit(
-      std::move(req), *b,
-      [this, done = std::move(done), model_name = std::move(model_name), version = std::move(version),
-       id = std::move(id)](Reply&& r) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          FrontModelCounters& c = model_counters(model_name);
-          if (!r.accepted) ++c.outcomes.errors;
-          else c.outcomes.add(r.outcome, r.reason);
-        }
-        inflight_.fetch_sub(1, std::memory_order_acq_rel);
-        r.model = model_name;
-        r.version = version;
-        r.id = id;
-        done(std::move(r));
-      });
+  return service_.submit(std::move(req), *b,
+                         [this, done = std::move(done), model_name = std::move(model_name),
+                          version = std::move(version), id = std::move(id)](Reply&& r) {
+                           {
+                             std::lock_guard<std::mutex> lock(mu_);
+                             FrontModelCounters& c = model_counters(model_name);
+                             if (!r.accepted)
+                               ++c.outcomes.errors;
+                             else
+                               c.outcomes.add(r.outcome, r.reason);
+                           }
+                           inflight_.fetch_sub(1, std::memory_order_acq_rel);
+                           r.model = model_name;
+                           r.version = version;
+                           r.id = id;
+                           done(std::move(r));
+                         });
 }
 
 void Front::count_rejected(std::string_view model, const Reply& reply) {
@@ -238,8 +243,10 @@ void Front::count_rejected(std::string_view model, const Reply& reply) {
   }
   FrontModelCounters& c = model_counters(m->name);
   ++c.outcomes.sent;
-  if (reply.code == Code::kUnavailable) ++c.unavailable;
-  else ++c.invalid;
+  if (reply.code == Code::kUnavailable)
+    ++c.unavailable;
+  else
+    ++c.invalid;
 }
 
 void Front::cancel(std::uint64_t ticket) {

@@ -22,8 +22,8 @@ std::string FrontProgress::line(const FrontCounters& c, double dt) {
   return line;
 }
 
-json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double seconds, const std::string& http,
-                  const std::string& grpc, const std::string& where) {
+json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double seconds,
+                  const std::string& http, const std::string& grpc, const std::string& where) {
   json out;
   out["models"] = json::object();
   OutcomeCounts total;
@@ -55,11 +55,13 @@ json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double 
   print_outcome_table(stdout, "model (protocol)", rows, seconds);
   for (const FrontModelCounters& m : c.models)
     if (m.invalid || m.shed || m.unavailable)
-      std::printf("  %s: refused by the front: %llu invalid (400), %llu shed (429), %llu while stopping (503)\n",
-                  m.model.c_str(), static_cast<unsigned long long>(m.invalid), static_cast<unsigned long long>(m.shed),
-                  static_cast<unsigned long long>(m.unavailable));
+      std::printf(
+          "  %s: refused by the front: %llu invalid (400), %llu shed (429), %llu while stopping (503)\n",
+          m.model.c_str(), static_cast<unsigned long long>(m.invalid),
+          static_cast<unsigned long long>(m.shed), static_cast<unsigned long long>(m.unavailable));
   if (c.not_found)
-    std::printf("  %llu requests named no served model (404)\n", static_cast<unsigned long long>(c.not_found));
+    std::printf("  %llu requests named no served model (404)\n",
+                static_cast<unsigned long long>(c.not_found));
   std::printf("protocol total: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu over %.1f s (%s)\n",
               static_cast<unsigned long long>(total.sent), static_cast<unsigned long long>(total.ok),
               static_cast<unsigned long long>(total.late),

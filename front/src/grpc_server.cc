@@ -21,14 +21,22 @@ using detail::in_quotes;
 
 grpc::StatusCode grpc_code(Code c) {
   switch (c) {
-    case Code::kOk: return grpc::StatusCode::OK;
-    case Code::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case Code::kNotFound: return grpc::StatusCode::NOT_FOUND;
-    case Code::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case Code::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case Code::kInternal: return grpc::StatusCode::INTERNAL;
-    case Code::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case Code::kCancelled: return grpc::StatusCode::CANCELLED;
+    case Code::kOk:
+      return grpc::StatusCode::OK;
+    case Code::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case Code::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case Code::kDeadlineExceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case Code::kResourceExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case Code::kInternal:
+      return grpc::StatusCode::INTERNAL;
+    case Code::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case Code::kCancelled:
+      return grpc::StatusCode::CANCELLED;
   }
   return grpc::StatusCode::UNKNOWN;
 }
@@ -51,14 +59,19 @@ bool typed_to_bytes(const inference::InferTensorContents& c, DataType t, std::st
     case DataType::kBool:
       for (bool b : c.bool_contents()) out.push_back(b ? 1 : 0);
       return true;
-    case DataType::kInt8: return ints(std::int8_t{}, c.int_contents());
-    case DataType::kInt16: return ints(std::int16_t{}, c.int_contents());
-    case DataType::kInt32: return ints(std::int32_t{}, c.int_contents());
+    case DataType::kInt8:
+      return ints(std::int8_t{}, c.int_contents());
+    case DataType::kInt16:
+      return ints(std::int16_t{}, c.int_contents());
+    case DataType::kInt32:
+      return ints(std::int32_t{}, c.int_contents());
     case DataType::kInt64:
       for (auto v : c.int64_contents()) append<std::int64_t>(out, v);
       return true;
-    case DataType::kUint8: return ints(std::uint8_t{}, c.uint_contents());
-    case DataType::kUint16: return ints(std::uint16_t{}, c.uint_contents());
+    case DataType::kUint8:
+      return ints(std::uint8_t{}, c.uint_contents());
+    case DataType::kUint16:
+      return ints(std::uint16_t{}, c.uint_contents());
     case DataType::kUint32:
       for (auto v : c.uint_contents()) append<std::uint32_t>(out, v);
       return true;
@@ -110,7 +123,8 @@ bool convert_parameters(const google::protobuf::Map<std::string, inference::Infe
         p.kind = Parameter::Kind::kString;
         p.s = v.string_param();
         break;
-      default: continue;
+      default:
+        continue;
     }
     (*out)[k] = std::move(p);
   }
@@ -170,7 +184,8 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     std::optional<Duration> deadline;
     const auto d = ctx_->deadline();
     if (d != std::chrono::system_clock::time_point::max()) {
-      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(d - std::chrono::system_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(d - std::chrono::system_clock::now());
       deadline = Duration::nanoseconds(std::max<std::int64_t>(left.count(), 1));
     }
     asked_ = r.outputs;
@@ -249,26 +264,31 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     resp->set_live(front_.live());
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx, const inference::ServerReadyRequest*,
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
+                                        const inference::ServerReadyRequest*,
                                         inference::ServerReadyResponse* resp) override {
     resp->set_ready(front_.ready());
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx, const inference::ModelReadyRequest* req,
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelReadyRequest* req,
                                        inference::ModelReadyResponse* resp) override {
     Reply err;
-    if (!front_.model(req->name(), req->version(), &err)) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    if (!front_.model(req->name(), req->version(), &err))
+      return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
     resp->set_ready(front_.model_ready(req->name(), req->version()));
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx, const inference::ServerMetadataRequest*,
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const inference::ServerMetadataRequest*,
                                            inference::ServerMetadataResponse* resp) override {
     resp->set_name(front_.server_name());
     resp->set_version(std::string(Front::server_version()));
     for (const std::string& e : Front::extensions()) resp->add_extensions(e);
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx, const inference::ModelMetadataRequest* req,
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const inference::ModelMetadataRequest* req,
                                           inference::ModelMetadataResponse* resp) override {
     Reply err;
     auto m = front_.model(req->name(), req->version(), &err);
@@ -285,7 +305,8 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     for (const TensorSpec& s : m->outputs) fill(s, resp->add_outputs());
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const inference::ModelInferRequest* req,
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
+                                       const inference::ModelInferRequest* req,
                                        inference::ModelInferResponse* resp) override {
     auto* r = new InferReactor(front_, ctx, resp);
     // The request message belongs to this call; its raw contents are moved
@@ -318,8 +339,8 @@ GrpcServer::~GrpcServer() { stop(Duration::zero()); }
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Front& front, GrpcOptions o) {
   auto impl = std::make_unique<Impl>(front);
-  const std::string where = (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" +
-                            std::to_string(o.port);
+  const std::string where =
+      (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
   grpc::ServerBuilder b;
   b.AddListeningPort(where, grpc::InsecureServerCredentials(), &impl->port);
   b.RegisterService(&impl->service);
@@ -327,10 +348,12 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Front& front, GrpcOptions 
   b.SetMaxSendMessageSize(static_cast<int>(std::min<std::uint64_t>(o.max_message_bytes, INT32_MAX)));
   b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, static_cast<int>(o.max_concurrent_streams));
   b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(o.idle_timeout.ns() / 1000000));
-  b.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, static_cast<int>(o.handshake_timeout.ns() / 1000000));
+  b.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                       static_cast<int>(o.handshake_timeout.ns() / 1000000));
   impl->server = b.BuildAndStart();
   if (!impl->server || impl->port == 0)
-    return Status(Errc::kInvalidArgument, "cannot listen for gRPC on " + where + " (address in use or invalid)");
+    return Status(Errc::kInvalidArgument,
+                  "cannot listen for gRPC on " + where + " (address in use or invalid)");
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
 }
 

@@ -74,7 +74,8 @@ std::vector<std::string> split_path(std::string_view target) {
 class HttpSession;
 
 struct HttpServer::Impl {
-  Impl(Front& f, HttpOptions o) : front(f), opts(std::move(o)), acceptor(net::make_strand(ioc)), retry(acceptor.get_executor()) {}
+  Impl(Front& f, HttpOptions o)
+      : front(f), opts(std::move(o)), acceptor(net::make_strand(ioc)), retry(acceptor.get_executor()) {}
 
   void accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
@@ -153,13 +154,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     stream_.expires_after(to_chrono(srv_.opts.idle_timeout));
     reading_ = true;
     idle_since_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-      self->reading_ = false;
-      self->idle_since_.store(-1, std::memory_order_relaxed);
-      if (ec) return self->close();
-      self->buffer_.commit(n);
-      self->read_request();
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->reading_ = false;
+                              self->idle_since_.store(-1, std::memory_order_relaxed);
+                              if (ec) return self->close();
+                              self->buffer_.commit(n);
+                              self->read_request();
+                            });
   }
 
   void read_request() {
@@ -169,32 +171,34 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_->header_limit(srv_.opts.max_header_bytes);
     stream_.expires_after(to_chrono(srv_.opts.request_timeout));
     reading_ = true;
-    http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->reading_ = false;
-      if (ec) return self->on_read(ec);
-      // A client that waits for "100 Continue" before sending a large body
-      // (curl does above 1 MiB) would otherwise wait a second for nothing.
-      const auto expect = self->parser_->get()[http::field::expect];
-      if (!self->parser_->is_done() && beast::iequals(expect, "100-continue")) {
-        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-        self->reading_ = true;  // the request is under way: not idle
-        return net::async_write(self->stream_, net::buffer(kContinue.data(), kContinue.size()),
-                                [self](beast::error_code e, std::size_t) {
-                                  self->reading_ = false;
-                                  if (e) return self->close();
-                                  self->read_body();
-                                });
-      }
-      self->read_body();
-    });
+    http::async_read_header(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          self->reading_ = false;
+          if (ec) return self->on_read(ec);
+          // A client that waits for "100 Continue" before sending a large body
+          // (curl does above 1 MiB) would otherwise wait a second for nothing.
+          const auto expect = self->parser_->get()[http::field::expect];
+          if (!self->parser_->is_done() && beast::iequals(expect, "100-continue")) {
+            static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+            self->reading_ = true;  // the request is under way: not idle
+            return net::async_write(self->stream_, net::buffer(kContinue.data(), kContinue.size()),
+                                    [self](beast::error_code e, std::size_t) {
+                                      self->reading_ = false;
+                                      if (e) return self->close();
+                                      self->read_body();
+                                    });
+          }
+          self->read_body();
+        });
   }
 
   void read_body() {
     reading_ = true;
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->reading_ = false;
-      self->on_read(ec);
-    });
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       self->reading_ = false;
+                       self->on_read(ec);
+                     });
   }
 
   void on_read(beast::error_code ec) {
@@ -230,7 +234,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const std::vector<std::string> p = split_path(request_.target());
     const http::verb verb = request_.method();
     Front& f = srv_.front;
-    if (p.empty() || p[0] != "v2") return respond_error(http::status::not_found, "no such endpoint: " + std::string(request_.target()));
+    if (p.empty() || p[0] != "v2")
+      return respond_error(http::status::not_found, "no such endpoint: " + std::string(request_.target()));
     if (p.size() == 1) {
       if (verb != http::verb::get) return method_not_allowed("GET");
       return respond(http::status::ok, server_metadata_body(f));
@@ -262,8 +267,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         Reply err;
         if (!f.model(model, version, &err)) return respond_error(http::status::not_found, err.message);
         const bool ready = f.model_ready(model, version);
-        return respond(ready ? http::status::ok : http::status::service_unavailable,
-                       std::string(R"({"name":")") + escape(model) + R"(","ready":)" + (ready ? "true" : "false") + "}");
+        return respond(
+            ready ? http::status::ok : http::status::service_unavailable,
+            std::string(R"({"name":")") + escape(model) + R"(","ready":)" + (ready ? "true" : "false") + "}");
       }
       if (p.size() == k + 1 && p[k] == "infer") {
         if (verb != http::verb::post) return method_not_allowed("POST");
@@ -290,9 +296,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       char* end = nullptr;
       errno = 0;
       const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-')
-      {
-        Reply err = Reply::error(Code::kInvalidArgument, "Inference-Header-Content-Length is not a byte count: '" + v + "'");
+      if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
+        Reply err = Reply::error(Code::kInvalidArgument,
+                                 "Inference-Header-Content-Length is not a byte count: '" + v + "'");
         srv_.front.count_rejected(model, err);
         return respond_reply(err);
       }
@@ -313,8 +319,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     request_ = {};  // the body is no longer needed
     awaiting_ = true;
     ticket_ = srv_.front.infer(std::move(req), std::nullopt, [self = shared_from_this()](Reply&& r) {
-      net::post(self->stream_.get_executor(),
-                [self, r = std::make_shared<Reply>(std::move(r))]() mutable { self->on_reply(std::move(*r)); });
+      net::post(self->stream_.get_executor(), [self, r = std::make_shared<Reply>(std::move(r))]() mutable {
+        self->on_reply(std::move(*r));
+      });
     });
     watch();
   }
@@ -324,26 +331,27 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void watch() {
     if (reading_ || closed_ || !awaiting_ || buffer_.size() >= srv_.opts.max_header_bytes) return;
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-      self->reading_ = false;
-      if (ec == net::error::operation_aborted && self->resume_) {
-        self->resume_ = false;  // cancelled by write(): the reply is out
-        return self->next_request();
-      }
-      self->resume_ = false;
-      if (ec) {
-        self->peer_gone_ = true;
-        if (self->awaiting_) {
-          self->srv_.front.cancel(self->ticket_);
-        } else if (!self->writing_) {
-          self->close();
-        }
-        return;
-      }
-      self->buffer_.commit(n);
-      if (self->awaiting_) return self->watch();
-      if (!self->writing_) self->next_request();
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->reading_ = false;
+                              if (ec == net::error::operation_aborted && self->resume_) {
+                                self->resume_ = false;  // cancelled by write(): the reply is out
+                                return self->next_request();
+                              }
+                              self->resume_ = false;
+                              if (ec) {
+                                self->peer_gone_ = true;
+                                if (self->awaiting_) {
+                                  self->srv_.front.cancel(self->ticket_);
+                                } else if (!self->writing_) {
+                                  self->close();
+                                }
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              if (self->awaiting_) return self->watch();
+                              if (!self->writing_) self->next_request();
+                            });
   }
 
   void on_reply(Reply&& r) {
@@ -451,7 +459,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 };
 
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) { on_accept(ec, std::move(s)); });
+  acceptor.async_accept(net::make_strand(ioc),
+                        [this](beast::error_code ec, tcp::socket s) { on_accept(ec, std::move(s)); });
 }
 
 bool HttpServer::Impl::evict_idle() {

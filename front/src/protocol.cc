@@ -5,7 +5,9 @@
 
 namespace symphony::front {
 
-std::optional<DataType> parse_datatype(std::string_view name) noexcept { return datatype_from_protocol(name); }
+std::optional<DataType> parse_datatype(std::string_view name) noexcept {
+  return datatype_from_protocol(name);
+}
 
 std::string_view to_string(DataType t) noexcept { return datatype_info(t).protocol; }
 
@@ -48,28 +50,44 @@ std::optional<std::uint64_t> element_count(const Shape& s, std::uint64_t limit) 
 
 std::string_view to_string(Code c) noexcept {
   switch (c) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: return "INVALID_ARGUMENT";
-    case Code::kNotFound: return "NOT_FOUND";
-    case Code::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case Code::kInternal: return "INTERNAL";
-    case Code::kUnavailable: return "UNAVAILABLE";
-    case Code::kCancelled: return "CANCELLED";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case Code::kNotFound:
+      return "NOT_FOUND";
+    case Code::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case Code::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case Code::kInternal:
+      return "INTERNAL";
+    case Code::kUnavailable:
+      return "UNAVAILABLE";
+    case Code::kCancelled:
+      return "CANCELLED";
   }
   return "UNKNOWN";
 }
 
 int http_status(Code c) noexcept {
   switch (c) {
-    case Code::kOk: return 200;
-    case Code::kInvalidArgument: return 400;
-    case Code::kNotFound: return 404;
-    case Code::kDeadlineExceeded: return 504;
-    case Code::kResourceExhausted: return 429;
-    case Code::kInternal: return 500;
-    case Code::kUnavailable: return 503;
-    case Code::kCancelled: return 499;
+    case Code::kOk:
+      return 200;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kNotFound:
+      return 404;
+    case Code::kDeadlineExceeded:
+      return 504;
+    case Code::kResourceExhausted:
+      return 429;
+    case Code::kInternal:
+      return 500;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kCancelled:
+      return 499;
   }
   return 500;
 }
@@ -83,7 +101,9 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
   const std::string who = "model '" + std::string(model) + "'";
   switch (o) {
     case Outcome::kOk:
-    case Outcome::kLate: r.code = Code::kOk; break;
+    case Outcome::kLate:
+      r.code = Code::kOk;
+      break;
     case Outcome::kError:
       r.code = Code::kInternal;
       r.message = who + " raised: " + std::string(error);
@@ -104,8 +124,8 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
           break;
         case DropReason::kInfeasible:
           r.code = Code::kDeadlineExceeded;
-          r.message = "dropped (infeasible): " + who + " cannot answer within the budget of " + format_ms(budget) + " ms" +
-                      " even alone";
+          r.message = "dropped (infeasible): " + who + " cannot answer within the budget of " +
+                      format_ms(budget) + " ms" + " even alone";
           break;
         case DropReason::kExpired:
           r.code = Code::kDeadlineExceeded;
@@ -117,8 +137,8 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
         default:
           r.code = Code::kDeadlineExceeded;
           r.message = "dropped (" + std::string(to_string(reason)) + "): " + who +
-                      " shed the request to keep its batches within their deadlines (budget " + format_ms(budget) + " ms" +
-                      ")";
+                      " shed the request to keep its batches within their deadlines (budget " +
+                      format_ms(budget) + " ms" + ")";
           break;
       }
       if (!error.empty()) r.message += " (" + std::string(error) + ")";

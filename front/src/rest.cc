@@ -36,7 +36,8 @@ bool append_element(const json& v, DataType t, std::string& out, std::string* wh
     if (v.is_number_integer()) {
       const auto i = v.get<std::int64_t>();
       if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
-          (i > 0 && static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))) {
+          (i > 0 &&
+           static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))) {
         *why = "value " + std::to_string(i) + " does not fit " + std::string(to_string(t));
         return false;
       }
@@ -59,14 +60,22 @@ bool append_element(const json& v, DataType t, std::string& out, std::string* wh
       }
       out.push_back(v.get<bool>() ? 1 : 0);
       return true;
-    case DataType::kUint8: return integer(std::uint8_t{});
-    case DataType::kUint16: return integer(std::uint16_t{});
-    case DataType::kUint32: return integer(std::uint32_t{});
-    case DataType::kUint64: return integer(std::uint64_t{});
-    case DataType::kInt8: return integer(std::int8_t{});
-    case DataType::kInt16: return integer(std::int16_t{});
-    case DataType::kInt32: return integer(std::int32_t{});
-    case DataType::kInt64: return integer(std::int64_t{});
+    case DataType::kUint8:
+      return integer(std::uint8_t{});
+    case DataType::kUint16:
+      return integer(std::uint16_t{});
+    case DataType::kUint32:
+      return integer(std::uint32_t{});
+    case DataType::kUint64:
+      return integer(std::uint64_t{});
+    case DataType::kInt8:
+      return integer(std::int8_t{});
+    case DataType::kInt16:
+      return integer(std::int16_t{});
+    case DataType::kInt32:
+      return integer(std::int32_t{});
+    case DataType::kInt64:
+      return integer(std::int64_t{});
     case DataType::kFp16: {
       auto d = number();
       if (!d) return false;
@@ -128,7 +137,8 @@ bool flatten(const json& data, DataType t, std::uint32_t depth, const RestLimits
   return true;
 }
 
-bool parse_parameters(const json& j, std::string_view where, std::map<std::string, Parameter>* out, Reply* error) {
+bool parse_parameters(const json& j, std::string_view where, std::map<std::string, Parameter>* out,
+                      Reply* error) {
   if (!j.is_object()) {
     *error = Reply::error(Code::kInvalidArgument, std::string(where) + ": 'parameters' must be an object");
     return false;
@@ -156,8 +166,9 @@ bool parse_parameters(const json& j, std::string_view where, std::map<std::strin
       p.kind = Parameter::Kind::kString;
       p.s = v.get<std::string>();
     } else {
-      *error = Reply::error(Code::kInvalidArgument, std::string(where) + ": parameter " + in_quotes(it.key()) +
-                                                        " must be a boolean, a number or a string");
+      *error =
+          Reply::error(Code::kInvalidArgument, std::string(where) + ": parameter " + in_quotes(it.key()) +
+                                                   " must be a boolean, a number or a string");
       return false;
     }
     (*out)[it.key()] = std::move(p);
@@ -172,20 +183,34 @@ const Parameter* find_param(const std::map<std::string, Parameter>& ps, const ch
 
 json element_json(const char* p, DataType t) {
   switch (t) {
-    case DataType::kBool: return *p != 0;
-    case DataType::kUint8: return load<std::uint8_t>(p);
-    case DataType::kUint16: return load<std::uint16_t>(p);
-    case DataType::kUint32: return load<std::uint32_t>(p);
-    case DataType::kUint64: return load<std::uint64_t>(p);
-    case DataType::kInt8: return load<std::int8_t>(p);
-    case DataType::kInt16: return load<std::int16_t>(p);
-    case DataType::kInt32: return load<std::int32_t>(p);
-    case DataType::kInt64: return load<std::int64_t>(p);
-    case DataType::kFp16: return half_to_float(load<std::uint16_t>(p));
-    case DataType::kBf16: return bf16_to_float(load<std::uint16_t>(p));
-    case DataType::kFp32: return load<float>(p);
-    case DataType::kFp64: return load<double>(p);
-    case DataType::kBytes: return nullptr;
+    case DataType::kBool:
+      return *p != 0;
+    case DataType::kUint8:
+      return load<std::uint8_t>(p);
+    case DataType::kUint16:
+      return load<std::uint16_t>(p);
+    case DataType::kUint32:
+      return load<std::uint32_t>(p);
+    case DataType::kUint64:
+      return load<std::uint64_t>(p);
+    case DataType::kInt8:
+      return load<std::int8_t>(p);
+    case DataType::kInt16:
+      return load<std::int16_t>(p);
+    case DataType::kInt32:
+      return load<std::int32_t>(p);
+    case DataType::kInt64:
+      return load<std::int64_t>(p);
+    case DataType::kFp16:
+      return half_to_float(load<std::uint16_t>(p));
+    case DataType::kBf16:
+      return bf16_to_float(load<std::uint16_t>(p));
+    case DataType::kFp32:
+      return load<float>(p);
+    case DataType::kFp64:
+      return load<double>(p);
+    case DataType::kBytes:
+      return nullptr;
   }
   return nullptr;
 }
@@ -204,7 +229,8 @@ json data_json(const Tensor& t) {
     return a;
   }
   const std::size_t es = element_size(t.datatype);
-  for (std::size_t off = 0; off + es <= t.data.size(); off += es) a.push_back(element_json(t.data.data() + off, t.datatype));
+  for (std::size_t off = 0; off + es <= t.data.size(); off += es)
+    a.push_back(element_json(t.data.data() + off, t.datatype));
   return a;
 }
 
@@ -224,8 +250,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
   std::string_view header = body, binary;
   if (header_length) {
     if (*header_length > body.size())
-      return bad("Inference-Header-Content-Length is " + std::to_string(*header_length) + " but the body has " +
-                 std::to_string(body.size()) + " bytes");
+      return bad("Inference-Header-Content-Length is " + std::to_string(*header_length) +
+                 " but the body has " + std::to_string(body.size()) + " bytes");
     header = body.substr(0, *header_length);
     binary = body.substr(*header_length);
   }
@@ -248,8 +274,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
   auto inputs = j.find("inputs");
   if (inputs == j.end() || !inputs->is_array()) return bad("'inputs' must be an array of tensors");
   if (inputs->size() > lim.max_tensors)
-    return bad("too many inputs: " + std::to_string(inputs->size()) + " (at most " + std::to_string(lim.max_tensors) +
-               ")");
+    return bad("too many inputs: " + std::to_string(inputs->size()) + " (at most " +
+               std::to_string(lim.max_tensors) + ")");
   std::size_t binary_pos = 0;
   for (const json& in : *inputs) {
     if (!in.is_object()) return bad("each input must be an object");
@@ -265,7 +291,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
     t.datatype = *type;
     auto shape = in.find("shape");
     if (shape == in.end() || !shape->is_array()) return bad(who + " has no 'shape' array");
-    if (shape->size() > lim.max_depth) return bad(who + ": shape has more than " + std::to_string(lim.max_depth) + " dimensions");
+    if (shape->size() > lim.max_depth)
+      return bad(who + ": shape has more than " + std::to_string(lim.max_depth) + " dimensions");
     for (const json& d : *shape) {
       if (!d.is_number_integer()) return bad(who + ": shape entries must be integers, got " + d.dump());
       if (d.is_number_unsigned() && d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
@@ -276,8 +303,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
     if (!count) {
       for (std::int64_t d : t.shape)
         if (d < 0) return bad(who + ": shape " + shape_string(t.shape) + " has a negative dimension");
-      return bad(who + ": shape " + shape_string(t.shape) + " holds more than " + std::to_string(lim.max_elements) +
-                 " elements");
+      return bad(who + ": shape " + shape_string(t.shape) + " holds more than " +
+                 std::to_string(lim.max_elements) + " elements");
     }
     std::map<std::string, Parameter> params;
     if (auto it = in.find("parameters"); it != in.end())
@@ -287,7 +314,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
       if (p->kind != Parameter::Kind::kInt || p->i < 0)
         return bad(who + ": 'binary_data_size' must be a non-negative integer");
       if (data != in.end()) return bad(who + " gives both 'data' and 'binary_data_size'");
-      if (!header_length) return bad(who + " gives 'binary_data_size' but the request has no Inference-Header-Content-Length");
+      if (!header_length)
+        return bad(who + " gives 'binary_data_size' but the request has no Inference-Header-Content-Length");
       const auto size = static_cast<std::uint64_t>(p->i);
       if (size > binary.size() - binary_pos)
         return bad(who + ": 'binary_data_size' is " + std::to_string(size) + " but only " +
@@ -322,7 +350,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
         std::map<std::string, Parameter> params;
         if (!parse_parameters(*it, "output " + in_quotes(ro.name), &params, error)) return false;
         if (const Parameter* p = find_param(params, "binary_data")) {
-          if (p->kind != Parameter::Kind::kBool) return bad("output " + in_quotes(ro.name) + ": 'binary_data' must be a boolean");
+          if (p->kind != Parameter::Kind::kBool)
+            return bad("output " + in_quotes(ro.name) + ": 'binary_data' must be a boolean");
           ro.binary = p->b;
         }
       }
@@ -388,7 +417,8 @@ std::string model_metadata_body(const ModelMetadata& m) {
   json in = json::array(), outs = json::array();
   for (const TensorSpec& s : m.inputs) in.push_back(spec_json(s));
   for (const TensorSpec& s : m.outputs) outs.push_back(spec_json(s));
-  return json{{"name", m.name}, {"versions", m.versions}, {"platform", m.platform}, {"inputs", in}, {"outputs", outs}}
+  return json{
+      {"name", m.name}, {"versions", m.versions}, {"platform", m.platform}, {"inputs", in}, {"outputs", outs}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -446,6 +476,8 @@ std::uint16_t float_to_bf16(float f) noexcept {
   return static_cast<std::uint16_t>(x >> 16);
 }
 
-float bf16_to_float(std::uint16_t h) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+float bf16_to_float(std::uint16_t h) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
 
 }  // namespace symphony::front

@@ -26,16 +26,17 @@ struct Stage {
   Point from, to;
 };
 constexpr Stage kStages[] = {
-    {"parse", kReceived, kParsed},              // HTTP: the REST body; gRPC: message to InferRequest
-    {"front", kParsed, kSubmitted},             // Front::infer (lookup, check, budget) and the service's submit
-    {"queue_dispatch", kSubmitted, kExec},      // the runtime's ingress, shard and rank thread, to the batch's start
-    {"executor", kExec, kFinish},               // the batch runs (emulated: exactly l(b) after its start)
-    {"completion", kFinish, kAnswered},         // the end noticed, back through the runtime to the callback
-    {"to_io", kAnswered, kIo},                  // the reply to the connection's I/O thread (HTTP)
-    {"encode", kIo, kEncoded},                  // the response built
-    {"write", kEncoded, kWritten},              // HTTP: the write completes; gRPC: until OnDone
-    {"server", kSubmitted, kAnswered},          // = Reply::latency
-    {"in_process", kReceived, kWritten},        // all of the above
+    {"parse", kReceived, kParsed},   // HTTP: the REST body; gRPC: message to InferRequest
+    {"front", kParsed, kSubmitted},  // Front::infer (lookup, check, budget) and the service's submit
+    {"queue_dispatch", kSubmitted,
+     kExec},                             // the runtime's ingress, shard and rank thread, to the batch's start
+    {"executor", kExec, kFinish},        // the batch runs (emulated: exactly l(b) after its start)
+    {"completion", kFinish, kAnswered},  // the end noticed, back through the runtime to the callback
+    {"to_io", kAnswered, kIo},           // the reply to the connection's I/O thread (HTTP)
+    {"encode", kIo, kEncoded},           // the response built
+    {"write", kEncoded, kWritten},       // HTTP: the write completes; gRPC: until OnDone
+    {"server", kSubmitted, kAnswered},   // = Reply::latency
+    {"in_process", kReceived, kWritten},  // all of the above
 };
 constexpr std::size_t kNumStages = sizeof(kStages) / sizeof(kStages[0]);
 
@@ -63,7 +64,7 @@ bool enabled() noexcept {
 
 void record(std::string_view transport, const Transport& t, const ServiceTimes& s) noexcept {
   if (!enabled()) return;
-  const TimePoint at[kPoints] = {t.received, t.parsed, s.submitted, s.exec,  s.finish,
+  const TimePoint at[kPoints] = {t.received, t.parsed, s.submitted, s.exec,   s.finish,
                                  s.answered, t.io,     t.encoded,   t.written};
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
@@ -97,11 +98,12 @@ void flush() noexcept {
       for (std::size_t i = 0; i < kNumStages; ++i) {
         const LatencyHistogram& h = p->h[i];
         if (h.count() == 0) continue;
-        std::snprintf(buf, sizeof buf,
-                      "%s\n  \"%s\": {\"n\": %llu, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"mean\": %.3f}",
-                      first_s ? "" : ",", kStages[i].name, static_cast<unsigned long long>(h.count()),
-                      h.percentile(0.5).to_us(), h.percentile(0.9).to_us(), h.percentile(0.99).to_us(),
-                      h.mean().to_us());
+        std::snprintf(
+            buf, sizeof buf,
+            "%s\n  \"%s\": {\"n\": %llu, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"mean\": %.3f}",
+            first_s ? "" : ",", kStages[i].name, static_cast<unsigned long long>(h.count()),
+            h.percentile(0.5).to_us(), h.percentile(0.9).to_us(), h.percentile(0.99).to_us(),
+            h.mean().to_us());
         out += buf;
         first_s = false;
       }

@@ -32,8 +32,9 @@ std::vector<float> floats(const std::string& bytes) {
 
 TEST(FrontRestTest, ParsesFlatAndNestedJsonData) {
   for (const char* data : {"[1, 2, 3, 4, 5, 6]", "[[1, 2, 3], [4, 5, 6]]", "[[[1, 2], [3, 4], [5, 6]]]"}) {
-    const std::string body = std::string(R"({"id":"7","inputs":[{"name":"x","datatype":"FP32","shape":[1,2,3],"data":)") +
-                             data + "}]}";
+    const std::string body =
+        std::string(R"({"id":"7","inputs":[{"name":"x","datatype":"FP32","shape":[1,2,3],"data":)") + data +
+        "}]}";
     Parsed p = parse(body);
     ASSERT_TRUE(p.ok) << data << ": " << p.err.message;
     EXPECT_EQ(p.req.id, "7");
@@ -65,7 +66,10 @@ TEST(FrontRestTest, ParsesEveryDatatypeItCanCarryInJson) {
   std::memcpy(h, p.req.inputs[5].data.data(), 4);
   EXPECT_EQ(half_to_float(h[0]), 1.5f);
   EXPECT_EQ(half_to_float(h[1]), -2.0f);
-  EXPECT_EQ(p.req.inputs[7].data, std::string("\x02\x00\x00\x00" "ab" "\x00\x00\x00\x00", 10));
+  EXPECT_EQ(p.req.inputs[7].data, std::string("\x02\x00\x00\x00"
+                                              "ab"
+                                              "\x00\x00\x00\x00",
+                                              10));
 }
 
 TEST(FrontRestTest, ParsesBinaryTensorsAfterTheHeader) {
@@ -96,24 +100,41 @@ TEST(FrontRestTest, RefusesMalformedRequestsNamingTheProblem) {
   const std::vector<Case> cases = {
       {"{", {}, "not valid JSON"},
       {"\"str\"", {}, "must be a JSON object"},
-      {"{\"inputs\":[{\"name\":\"x\xff\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}", {}, "not valid JSON"},
+      {"{\"inputs\":[{\"name\":\"x\xff\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]}]}",
+       {},
+       "not valid JSON"},
       {R"({"inputs":{}})", {}, "'inputs' must be an array"},
       {R"({"inputs":[{"datatype":"FP32","shape":[1],"data":[1]}]})", {}, "has no 'name'"},
-      {R"({"inputs":[{"name":"x","datatype":"FP33","shape":[1],"data":[1]}]})", {}, "unknown datatype 'FP33'"},
+      {R"({"inputs":[{"name":"x","datatype":"FP33","shape":[1],"data":[1]}]})",
+       {},
+       "unknown datatype 'FP33'"},
       {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-1],"data":[1]}]})", {}, "negative dimension"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[4294967296,4294967296],"data":[1]}]})", {}, "holds more than"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[18446744073709551615],"data":[1]}]})", {}, "out of range"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[4294967296,4294967296],"data":[1]}]})",
+       {},
+       "holds more than"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[18446744073709551615],"data":[1]}]})",
+       {},
+       "out of range"},
       {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1.5],"data":[1]}]})", {}, "must be integers"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2]}]})", {}, "holds 3 elements, 'data' has 2"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1,2]}]})", {}, "more elements than the shape"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2]}]})",
+       {},
+       "holds 3 elements, 'data' has 2"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1,2]}]})",
+       {},
+       "more elements than the shape"},
       {R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[1],"data":[256]}]})", {}, "does not fit UINT8"},
       {R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[-129]}]})", {}, "does not fit INT8"},
       {R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":["7"]}]})", {}, "expected an integer"},
       {R"({"inputs":[{"name":"x","datatype":"BOOL","shape":[1],"data":[1]}]})", {}, "expected true or false"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1]}]})", {}, "neither 'data' nor 'binary_data_size'"},
-      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"binary_data_size":4}}]})", {},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1]}]})",
+       {},
+       "neither 'data' nor 'binary_data_size'"},
+      {R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"parameters":{"binary_data_size":4}}]})",
+       {},
        "no Inference-Header-Content-Length"},
-      {R"({"inputs":[],"parameters":{"binary_data_output":"yes"}})", {}, "'binary_data_output' must be a boolean"},
+      {R"({"inputs":[],"parameters":{"binary_data_output":"yes"}})",
+       {},
+       "'binary_data_output' must be a boolean"},
       {R"({"inputs":[],"parameters":[]})", {}, "'parameters' must be an object"},
       {R"({"inputs":[],"id":3})", {}, "'id' must be a string"},
   };
@@ -131,12 +152,14 @@ TEST(FrontRestTest, RefusesBinarySizesThatDisagreeWithTheBody) {
   Parsed longer_header = parse(header + "12345678", header.size() + 100);
   EXPECT_NE(longer_header.err.message.find("Inference-Header-Content-Length is"), std::string::npos);
   Parsed too_few = parse(header + "1234", header.size());
-  EXPECT_NE(too_few.err.message.find("only 4 bytes of binary data remain"), std::string::npos) << too_few.err.message;
+  EXPECT_NE(too_few.err.message.find("only 4 bytes of binary data remain"), std::string::npos)
+      << too_few.err.message;
   Parsed too_many = parse(header + "123456789", header.size());
   EXPECT_NE(too_many.err.message.find("add up to 8"), std::string::npos) << too_many.err.message;
   const std::string both =
       R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1],"data":[1],"parameters":{"binary_data_size":4}}]})";
-  EXPECT_NE(parse(both + "1234", both.size()).err.message.find("both 'data' and 'binary_data_size'"), std::string::npos);
+  EXPECT_NE(parse(both + "1234", both.size()).err.message.find("both 'data' and 'binary_data_size'"),
+            std::string::npos);
 }
 
 TEST(FrontRestTest, RefusesDeepNesting) {

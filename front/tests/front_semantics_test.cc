@@ -112,7 +112,8 @@ TEST_F(FrontSemanticsTest, EveryOutcomeMapsToOneReply) {
   for (const Row& row : rows) {
     front.infer(good_request(), std::nullopt, answers.done());
     ASSERT_EQ(svc.pending.size(), 1u);
-    EXPECT_TRUE(answers.replies.empty() || answers.replies.size() == static_cast<std::size_t>(&row - rows.data()));
+    EXPECT_TRUE(answers.replies.empty() ||
+                answers.replies.size() == static_cast<std::size_t>(&row - rows.data()));
     svc.end(row.o, row.why, row.o == Outcome::kError ? "boom" : "");
     const Reply& r = answers.replies.back();
     EXPECT_EQ(r.code, row.code) << to_string(row.why);
@@ -168,13 +169,30 @@ TEST_F(FrontSemanticsTest, BadInputsAre400NamingTheInputExpectedAndGot) {
       {[](InferRequest& r) { r.inputs.pop_back(); }, "takes 2 input(s) ('a', 'b'), got 1"},
       {[](InferRequest& r) { r.inputs[0].name = "c"; }, "has no input 'c' (inputs: 'a', 'b')"},
       {[](InferRequest& r) { r.inputs[0] = r.inputs[1]; }, "input 'a' is given twice"},
-      {[](InferRequest& r) { r.inputs[1].datatype = DataType::kFp64; }, "input 'a' of model 'm': expected datatype FP32, got FP64"},
-      {[](InferRequest& r) { r.inputs[1].shape = {1, 3}; }, "expected shape [1,2], got [1,3]"},
-      {[](InferRequest& r) { r.inputs[1].shape = {4, 2}; r.inputs[1].data.resize(32); }, "send one sample per request"},
+      {[](InferRequest& r) { r.inputs[1].datatype = DataType::kFp64; },
+       "input 'a' of model 'm': expected datatype FP32, got FP64"},
+      {[](InferRequest& r) {
+         r.inputs[1].shape = {1, 3};
+       },
+       "expected shape [1,2], got [1,3]"},
+      {[](InferRequest& r) {
+         r.inputs[1].shape = {4, 2};
+         r.inputs[1].data.resize(32);
+       },
+       "send one sample per request"},
       {[](InferRequest& r) { r.inputs[1].data.resize(7); }, "[1,2] FP32 is 8 bytes, got 7"},
-      {[](InferRequest& r) { r.outputs.push_back({"q", false}); }, "has no output 'q' (outputs: 'y')"},
-      {[](InferRequest& r) { r.parameters["timeout"] = Parameter{Parameter::Kind::kString, false, 0, 0, 0, "5"}; }, "integer number of microseconds"},
-      {[](InferRequest& r) { r.parameters["timeout"] = Parameter{Parameter::Kind::kInt, false, -3, 0, 0, ""}; }, "'timeout' is -3 us"},
+      {[](InferRequest& r) {
+         r.outputs.push_back({"q", false});
+       },
+       "has no output 'q' (outputs: 'y')"},
+      {[](InferRequest& r) {
+         r.parameters["timeout"] = Parameter{Parameter::Kind::kString, false, 0, 0, 0, "5"};
+       },
+       "integer number of microseconds"},
+      {[](InferRequest& r) {
+         r.parameters["timeout"] = Parameter{Parameter::Kind::kInt, false, -3, 0, 0, ""};
+       },
+       "'timeout' is -3 us"},
   };
   for (const Case& c : cases) {
     InferRequest r = good_request();

@@ -62,9 +62,7 @@ class ArrivalGapEstimator {
   }
 
   // Returns the moving average of the gaps (1 / rate); zero before the first gap.
-  Duration mean_gap() const noexcept {
-    return Duration::nanoseconds(static_cast<std::int64_t>(mean_ + 0.5));
-  }
+  Duration mean_gap() const noexcept { return Duration::nanoseconds(static_cast<std::int64_t>(mean_ + 0.5)); }
 
  private:
   TimePoint last_ = TimePoint::neg_infinite();

@@ -56,7 +56,6 @@ struct Arrival {
   std::uint64_t tag = 0;
 };
 
-
 struct WorkloadSpec {
   std::vector<ModelLoad> models;  // index = ModelId
   Duration duration;              // no arrival at or after this time

@@ -23,8 +23,10 @@ inline double normal_quantile(double p) noexcept {
   double lo = -40, hi = 40;
   for (int i = 0; i < 200; ++i) {
     const double mid = 0.5 * (lo + hi);
-    if (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p) lo = mid;
-    else hi = mid;
+    if (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p)
+      lo = mid;
+    else
+      hi = mid;
   }
   return 0.5 * (lo + hi);
 }
@@ -49,8 +51,10 @@ struct DelayJitter {
   Delays planned(const Delays& medians) const noexcept {
     Delays d = medians;
     const double q = plan_factor();
-    d.ctrl = Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.ctrl.ns()) * q + 0.5));
-    d.data = Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.data.ns()) * q + 0.5));
+    d.ctrl =
+        Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.ctrl.ns()) * q + 0.5));
+    d.data =
+        Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(medians.data.ns()) * q + 0.5));
     return d;
   }
 

@@ -31,7 +31,7 @@ struct CandidateInputs {
   TimePoint latest;         // d - l(size)
   TimePoint exec_deadline;  // d
   TimePoint head_arrival;
-  LatencyView profile;  // the model's l(b)
+  LatencyView profile;                           // the model's l(b)
   const std::optional<Duration>* model_timeout;  // the model's own k, if any
   // The smallest batch the policy no longer defers, from the policy's
   // efficient_batch() for this model; ~0u: none (defer every batch).
@@ -56,7 +56,8 @@ concept ExecPolicy = requires(const P p, const CandidateInputs& in) {
 // batches would cut the per-request cost by less than that. O(b_slo).
 inline std::uint32_t efficient_batch_size(const LatencyProfile& p, Duration slo, std::uint32_t max_batch,
                                           double min_gain) noexcept {
-  const std::uint32_t top = std::max<std::uint32_t>(1, p.largest_batch_within(slo, std::min(max_batch, p.max_batch())));
+  const std::uint32_t top =
+      std::max<std::uint32_t>(1, p.largest_batch_within(slo, std::min(max_batch, p.max_batch())));
   auto cost = [&](std::uint32_t b) { return static_cast<double>(p.latency(b).ns()) / b; };
   double best = cost(1);
   for (std::uint32_t b = 2; b <= top; ++b) best = std::min(best, cost(b));
@@ -118,7 +119,8 @@ class DeferredPolicy {
 
   // The per-model size from which batches are sent at earliest (called once
   // per model, off the hot path); ~0u when the efficient-batch rule is off.
-  std::uint32_t efficient_batch(const LatencyProfile& p, Duration slo, std::uint32_t max_batch) const noexcept {
+  std::uint32_t efficient_batch(const LatencyProfile& p, Duration slo,
+                                std::uint32_t max_batch) const noexcept {
     return o_.min_gain > 0 ? efficient_batch_size(p, slo, max_batch, o_.min_gain) : ~0u;
   }
 

@@ -50,8 +50,8 @@ struct ExperimentSpec {
   // Online recalibration of the models' profiles from the simulated batch
   // durations (profile_calibrator.hpp); off unless enabled. Our scheduler only.
   RecalibrationOptions recalibration;
-  Duration duration;       // arrivals in [0, duration)
-  Duration warmup;         // arrivals before it are not measured
+  Duration duration;  // arrivals in [0, duration)
+  Duration warmup;    // arrivals before it are not measured
   Duration autoscale_window = Duration::seconds(1);
   Duration autoscale_step;  // zero: the window (consecutive windows)
   std::uint64_t seed = 1;
@@ -73,14 +73,16 @@ struct ExperimentSpec {
     SYMPHONY_RETURN_IF_ERROR(recalibration.validate());
     SYMPHONY_RETURN_IF_ERROR(delay_jitter.validate());
     if (policy.is_peer() && delay_jitter.enabled())
-      return Status(Errc::kInvalidArgument,
-                    "delay jitter (delays.sigma / delays.tail) runs on our scheduler only, not on the peer '" +
-                        policy.to_string() + "'");
+      return Status(
+          Errc::kInvalidArgument,
+          "delay jitter (delays.sigma / delays.tail) runs on our scheduler only, not on the peer '" +
+              policy.to_string() + "'");
     if (policy.is_peer() && (noise().beyond_lognormal() || recalibration.enabled))
       return Status(Errc::kInvalidArgument,
                     "noise drift, outliers and recalibration run on our scheduler only, not on the peer '" +
                         policy.to_string() + "'");
-    if (policy.timeout < Duration::zero()) return Status(Errc::kInvalidArgument, "timeout must not be negative");
+    if (policy.timeout < Duration::zero())
+      return Status(Errc::kInvalidArgument, "timeout must not be negative");
     if (autoscale_step < Duration::zero() || autoscale_step > autoscale_window ||
         (autoscale_step > Duration::zero() && autoscale_window.ns() % autoscale_step.ns() != 0))
       return Status(Errc::kInvalidArgument, "the autoscaling step must divide the autoscaling window");

@@ -40,7 +40,7 @@ struct GatherInputs {
 };
 
 struct GatherResult {
-  std::uint32_t size = 0;  // 0: nothing to dispatch
+  std::uint32_t size = 0;   // 0: nothing to dispatch
   TimePoint exec_deadline;  // d: the batch's execution must end by this time
   TimePoint head_arrival;
 };
@@ -62,7 +62,10 @@ inline std::uint32_t largest_fitting(const GatherInputs& in, std::uint32_t n, Ti
   if (fits(hi)) return hi;
   while (hi - lo > 1) {  // fits(lo) && !fits(hi)
     const std::uint32_t mid = lo + (hi - lo) / 2;
-    if (fits(mid)) lo = mid; else hi = mid;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }

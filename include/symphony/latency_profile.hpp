@@ -66,14 +66,18 @@ class LatencyView {
     std::uint32_t lo = 1;  // table_[lo] <= budget < table_[hi]
     while (hi - lo > 1) {
       const std::uint32_t mid = lo + (hi - lo) / 2;
-      if (table_[mid] <= budget) lo = mid; else hi = mid;
+      if (table_[mid] <= budget)
+        lo = mid;
+      else
+        hi = mid;
     }
     return lo;
   }
 
  private:
   friend class LatencyProfile;
-  LatencyView(const Duration* table, std::uint32_t max_batch) noexcept : table_(table), max_batch_(max_batch) {}
+  LatencyView(const Duration* table, std::uint32_t max_batch) noexcept
+      : table_(table), max_batch_(max_batch) {}
 
   const Duration* table_ = nullptr;  // table_[b] = l(b); table_[0] unused
   std::uint32_t max_batch_ = 0;
@@ -91,13 +95,11 @@ class LatencyProfile {
   // l(b) = alpha*b + beta for 1 <= b <= max_batch.
   static Result<LatencyProfile> linear(Duration alpha, Duration beta, std::uint32_t max_batch) {
     if (max_batch == 0 || max_batch > kMaxBatchLimit)
-      return Status(Errc::kInvalidArgument,
-                    "max_batch must be in [1, " + std::to_string(kMaxBatchLimit) + "], got " +
-                        std::to_string(max_batch));
+      return Status(Errc::kInvalidArgument, "max_batch must be in [1, " + std::to_string(kMaxBatchLimit) +
+                                                "], got " + std::to_string(max_batch));
     if (alpha < Duration::zero() || beta < Duration::zero())
       return Status(Errc::kInvalidArgument, "linear profile needs alpha >= 0 and beta >= 0, got alpha=" +
-                                                format_ms(alpha) + " ms, beta=" +
-                                                format_ms(beta) + " ms");
+                                                format_ms(alpha) + " ms, beta=" + format_ms(beta) + " ms");
     if (alpha + beta <= Duration::zero())
       return Status(Errc::kInvalidArgument, "linear profile has l(1) = 0; a batch must take time");
     LatencyProfile p;
@@ -117,31 +119,30 @@ class LatencyProfile {
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& p = points[i];
       if (p.batch == 0)
-        return Status(Errc::kInvalidArgument, "latency table entry " + std::to_string(i) +
-                                                  " has batch size 0; sizes start at 1");
+        return Status(Errc::kInvalidArgument,
+                      "latency table entry " + std::to_string(i) + " has batch size 0; sizes start at 1");
       if (p.batch > kMaxBatchLimit)
         return Status(Errc::kInvalidArgument, "latency table entry " + std::to_string(i) +
                                                   " has batch size " + std::to_string(p.batch) +
                                                   " above the limit " + std::to_string(kMaxBatchLimit));
       if (p.latency <= Duration::zero())
-        return Status(Errc::kInvalidArgument, "latency table entry for batch " +
-                                                  std::to_string(p.batch) + " is not positive");
+        return Status(Errc::kInvalidArgument,
+                      "latency table entry for batch " + std::to_string(p.batch) + " is not positive");
       if (i > 0 && p.batch <= points[i - 1].batch)
-        return Status(Errc::kInvalidArgument,
-                      "latency table batch sizes must increase: batch " + std::to_string(p.batch) +
-                          " follows batch " + std::to_string(points[i - 1].batch));
+        return Status(Errc::kInvalidArgument, "latency table batch sizes must increase: batch " +
+                                                  std::to_string(p.batch) + " follows batch " +
+                                                  std::to_string(points[i - 1].batch));
       if (i > 0 && p.latency < points[i - 1].latency)
-        return Status(Errc::kInvalidArgument,
-                      "latency table is not monotone: l(" + std::to_string(p.batch) +
-                          ") = " + format_ms(p.latency) + " ms < l(" +
-                          std::to_string(points[i - 1].batch) + ") = " +
-                          format_ms(points[i - 1].latency) + " ms");
+        return Status(Errc::kInvalidArgument, "latency table is not monotone: l(" + std::to_string(p.batch) +
+                                                  ") = " + format_ms(p.latency) + " ms < l(" +
+                                                  std::to_string(points[i - 1].batch) +
+                                                  ") = " + format_ms(points[i - 1].latency) + " ms");
     }
     const std::uint32_t last = points.back().batch;
     if (max_batch == 0) max_batch = last;
     if (max_batch > kMaxBatchLimit)
-      return Status(Errc::kInvalidArgument, "max_batch " + std::to_string(max_batch) +
-                                                " above the limit " + std::to_string(kMaxBatchLimit));
+      return Status(Errc::kInvalidArgument, "max_batch " + std::to_string(max_batch) + " above the limit " +
+                                                std::to_string(kMaxBatchLimit));
     LatencyProfile p;
     p.table_.resize(max_batch + 1);
     std::size_t seg = 0;  // points[seg] <= b < points[seg+1]
@@ -208,11 +209,18 @@ class LatencyProfile {
  private:
   void fit_linear() {
     const double n = max_batch();
-    if (n < 2) { alpha_ = Duration::zero(); beta_ = table_[1]; return; }
+    if (n < 2) {
+      alpha_ = Duration::zero();
+      beta_ = table_[1];
+      return;
+    }
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (std::uint32_t b = 1; b <= max_batch(); ++b) {
       const double x = b, y = static_cast<double>(table_[b].ns());
-      sx += x; sy += y; sxx += x * x; sxy += x * y;
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
     }
     const double a = (n * sxy - sx * sy) / (n * sxx - sx * sx);
     const double c = (sy - a * sx) / n;

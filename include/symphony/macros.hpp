@@ -33,10 +33,9 @@
 #ifdef NDEBUG
 #define SYMPHONY_ASSERT(cond) ((void)0)
 #else
-#define SYMPHONY_ASSERT(cond)                                                   \
-  ((cond) ? (void)0                                                             \
-          : (std::fprintf(stderr, "%s:%d: SYMPHONY_ASSERT(%s) failed\n", __FILE__, \
-                          __LINE__, #cond),                                     \
+#define SYMPHONY_ASSERT(cond)                                                                        \
+  ((cond) ? (void)0                                                                                  \
+          : (std::fprintf(stderr, "%s:%d: SYMPHONY_ASSERT(%s) failed\n", __FILE__, __LINE__, #cond), \
              std::abort()))
 #endif
 #endif

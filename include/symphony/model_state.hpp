@@ -54,10 +54,10 @@ struct NullSink {
 };
 
 struct ModelStateConfig {
-  std::uint32_t shard_index = 0;        // folded into BatchIds
-  std::uint32_t max_models = 64;        // model ids are in [0, max_models)
+  std::uint32_t shard_index = 0;          // folded into BatchIds
+  std::uint32_t max_models = 64;          // model ids are in [0, max_models)
   std::uint32_t max_requests = 1u << 16;  // queued plus in flight, all models
-  std::uint32_t max_batches = 1024;     // in flight at once
+  std::uint32_t max_batches = 1024;       // in flight at once
   Delays delays;
   // Online recalibration of the models' profiles, for models whose
   // ModelConfig does not set its own (off by default).
@@ -68,8 +68,12 @@ template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGat
 class ModelState {
  public:
   ModelState(ModelStateConfig cfg, Exec exec = {}, Gather gather = {})
-      : cfg_(cfg), exec_(std::move(exec)), gather_(std::move(gather)),
-        models_(cfg.max_models), requests_(cfg.max_requests), batches_(cfg.max_batches) {
+      : cfg_(cfg),
+        exec_(std::move(exec)),
+        gather_(std::move(gather)),
+        models_(cfg.max_models),
+        requests_(cfg.max_requests),
+        batches_(cfg.max_batches) {
     for (std::uint32_t i = 0; i < cfg.max_requests; ++i)
       requests_[i].next = i + 1 < cfg.max_requests ? &requests_[i + 1] : nullptr;
     free_requests_ = cfg.max_requests ? &requests_[0] : nullptr;
@@ -88,7 +92,8 @@ class ModelState {
     if (id >= cfg_.max_models)
       return Status(Errc::kCapacityExceeded, "model id " + std::to_string(id) + " is beyond max_models " +
                                                  std::to_string(cfg_.max_models));
-    if (models_[id].active) return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
+    if (models_[id].active)
+      return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
     SYMPHONY_RETURN_IF_ERROR(validate(cfg));
     std::unique_ptr<ProfileCalibrator> calib;
     if (const RecalibrationOptions ro = cfg.recalibration.value_or(cfg_.recalibration); ro.enabled) {
@@ -128,8 +133,8 @@ class ModelState {
     Slot& m = models_[id];
     if (m.queue.size() || m.inflight)
       return Status(Errc::kFailedPrecondition,
-                    "model '" + m.cfg->name + "' is not idle: " + std::to_string(m.queue.size()) + " queued, " +
-                        std::to_string(m.inflight) + " in-flight batches");
+                    "model '" + m.cfg->name + "' is not idle: " + std::to_string(m.queue.size()) +
+                        " queued, " + std::to_string(m.inflight) + " in-flight batches");
     m.active = false;
     m.profile = nullptr;
     m.lat = {};
@@ -183,8 +188,7 @@ class ModelState {
     if (cfg.slo <= Duration::zero()) return Status(Errc::kInvalidArgument, who + ": SLO must be positive");
     if (cfg.slo < cfg.profile.latency(1))
       return Status(Errc::kInvalidArgument, who + ": SLO " + format_ms(cfg.slo) +
-                                                " ms is below l(1) = " +
-                                                format_ms(cfg.profile.latency(1)) +
+                                                " ms is below l(1) = " + format_ms(cfg.profile.latency(1)) +
                                                 " ms; no request could ever meet it");
     if (cfg.timeout && *cfg.timeout < Duration::zero())
       return Status(Errc::kInvalidArgument, who + ": timeout must not be negative");
@@ -497,7 +501,8 @@ class ModelState {
     bool auto_target = false;  // target_batch follows the profile
   };
   static constexpr std::size_t kHotSlotBytes = 128;
-  static_assert(sizeof(SlotHot) == kHotSlotBytes, "Slot: what an arrival reads must fill the first two lines");
+  static_assert(sizeof(SlotHot) == kHotSlotBytes,
+                "Slot: what an arrival reads must fill the first two lines");
   struct Slot : SlotHot {
     std::uint32_t inflight = 0;
     std::optional<Duration> timeout;
@@ -530,14 +535,18 @@ class ModelState {
   }
 
   const BatchRecord* lookup(BatchId bid) const noexcept {
-    if (bid == kNoBatch || BatchIdLayout::shard(bid) != (cfg_.shard_index & BatchIdLayout::kShardMask)) return nullptr;
+    if (bid == kNoBatch || BatchIdLayout::shard(bid) != (cfg_.shard_index & BatchIdLayout::kShardMask))
+      return nullptr;
     const std::uint32_t slot = BatchIdLayout::slot(bid);
     if (slot >= cfg_.max_batches) return nullptr;
     const BatchRecord& br = batches_[slot];
-    if (!br.in_use || (br.generation & BatchIdLayout::kGenerationMask) != BatchIdLayout::generation(bid)) return nullptr;
+    if (!br.in_use || (br.generation & BatchIdLayout::kGenerationMask) != BatchIdLayout::generation(bid))
+      return nullptr;
     return &br;
   }
-  BatchRecord* lookup(BatchId bid) noexcept { return const_cast<BatchRecord*>(std::as_const(*this).lookup(bid)); }
+  BatchRecord* lookup(BatchId bid) noexcept {
+    return const_cast<BatchRecord*>(std::as_const(*this).lookup(bid));
+  }
 
   void free_batch_slot(BatchRecord& br, std::uint32_t slot) noexcept {
     br.in_use = false;
@@ -567,7 +576,6 @@ class ModelState {
                         TimePoint now, DropReason why) {
     sink.on_outcome(dropped_outcome(id, tag, arrival, deadline, now, why));
   }
-
 
   // GetBatch + the exec policy (paper Alg. 1, UpdateCandidate). `force`
   // reports the candidate as changed even when it is the same (the rank side
@@ -600,9 +608,9 @@ class ModelState {
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).
-    const bool same = m.cand_size == c.size && m.cand_latest == c.latest &&
-                      (m.cand_exec == c.exec ||
-                       (m.cand_exec <= now + dl.delay(m.cand_size) && c.exec <= now + delay));
+    const bool same =
+        m.cand_size == c.size && m.cand_latest == c.latest &&
+        (m.cand_exec == c.exec || (m.cand_exec <= now + dl.delay(m.cand_size) && c.exec <= now + delay));
     u.changed = force || !same;
     u.present = true;
     u.candidate = c;

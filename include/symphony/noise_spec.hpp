@@ -31,9 +31,9 @@ struct DriftEpisode {
 };
 
 struct NoiseSpec {
-  double sigma = 0;                  // log-normal jitter: exp(N(0, sigma))
-  std::vector<DriftEpisode> drift;   // slow (or fast) spells of the device
-  double outlier_probability = 0;    // of a batch running outlier_factor x as long
+  double sigma = 0;                 // log-normal jitter: exp(N(0, sigma))
+  std::vector<DriftEpisode> drift;  // slow (or fast) spells of the device
+  double outlier_probability = 0;   // of a batch running outlier_factor x as long
   double outlier_factor = 3.0;
 
   // Whether anything beyond log-normal jitter is asked for.

@@ -34,13 +34,19 @@ struct OutcomeCounts {
   }
   void add(Outcome o, DropReason r = DropReason::kNone) noexcept {
     switch (o) {
-      case Outcome::kOk: ++ok; break;
-      case Outcome::kLate: ++late; break;
+      case Outcome::kOk:
+        ++ok;
+        break;
+      case Outcome::kLate:
+        ++late;
+        break;
       case Outcome::kDropped:
         ++dropped;
         ++dropped_by_reason[static_cast<std::size_t>(r)];
         break;
-      case Outcome::kError: ++errors; break;
+      case Outcome::kError:
+        ++errors;
+        break;
     }
   }
   OutcomeCounts& operator+=(const OutcomeCounts& o) noexcept {

@@ -114,9 +114,9 @@ struct PolicySpec {
   Duration timeout;                    // kTimeout: k for every model (timeout:<ms>)
   std::optional<double> slo_fraction;  // kTimeout: k = fraction x each model's SLO (timeout:<f>slo)
   GatherKind gather = GatherKind::kTargetBatch;
-  ClockworkOptions clockwork;          // kClockwork
-  NexusOptions nexus;                  // kNexus
-  ShepherdOptions shepherd;            // kShepherd
+  ClockworkOptions clockwork;  // kClockwork
+  NexusOptions nexus;          // kNexus
+  ShepherdOptions shepherd;    // kShepherd
 
   // A peer of the paper's evaluation: runs only in the simulator, with its
   // own gathering (`gather` does not apply).
@@ -177,13 +177,14 @@ inline Result<DeferredOptions> parse_deferred_policy(std::string_view text) {
     const std::size_t eq = item.find('=');
     const std::string_view key = item.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
-    double* field = key == "min_gain" ? &o.min_gain
+    double* field = key == "min_gain"         ? &o.min_gain
                     : key == "arrival_window" ? &o.arrival_window
-                    : key == "miss_gain" ? &o.miss_gain
-                                         : nullptr;
+                    : key == "miss_gain"      ? &o.miss_gain
+                                              : nullptr;
     if (!field)
-      return detail::policy_error({"policy '", text, "': unknown deferred option '", item,
-                                   "' (options: paper, or min_gain, arrival_window, miss_gain as <key>=<x>)"});
+      return detail::policy_error(
+          {"policy '", text, "': unknown deferred option '", item,
+           "' (options: paper, or min_gain, arrival_window, miss_gain as <key>=<x>)"});
     const std::optional<double> x = detail::parse_nonnegative(value);
     if (!x)
       return detail::policy_error(
@@ -212,14 +213,18 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
   PolicySpec p;
   const std::size_t colon = text.find(':');
   const std::string_view name = text.substr(0, colon);
-  if (name == "clockwork") p.exec = ExecKind::kClockwork;
-  else if (name == "nexus") p.exec = ExecKind::kNexus;
-  else if (name == "shepherd") p.exec = ExecKind::kShepherd;
-  else return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
+  if (name == "clockwork")
+    p.exec = ExecKind::kClockwork;
+  else if (name == "nexus")
+    p.exec = ExecKind::kNexus;
+  else if (name == "shepherd")
+    p.exec = ExecKind::kShepherd;
+  else
+    return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
   if (colon == std::string_view::npos) return p;
-  static constexpr std::string_view kKeys[] = {
-      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill, plan, replan_threshold",
-      "lambda, sizing"};
+  static constexpr std::string_view kKeys[] = {"slack_ms, horizon_ms, window, percentile",
+                                               "frontends, epoch_s, fill, plan, replan_threshold",
+                                               "lambda, sizing"};
   const std::string_view keys = kKeys[static_cast<int>(p.exec) - static_cast<int>(ExecKind::kClockwork)];
   std::string_view rest = text.substr(colon + 1);
   for (;;) {
@@ -230,7 +235,8 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
     const std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
     const std::optional<double> x = detail::parse_nonnegative(value);
     auto bad = [&](std::string_view want) {
-      return detail::policy_error({"policy '", text, "': option '", key, "' needs ", want, ", got '", value, "'"});
+      return detail::policy_error(
+          {"policy '", text, "': option '", key, "' needs ", want, ", got '", value, "'"});
     };
     auto whole = [&](double lo) { return x && *x >= lo && *x == std::floor(*x) && *x <= 1e6; };
     bool known = true;
@@ -293,7 +299,8 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
         break;
     }
     if (!known)
-      return detail::policy_error({"policy '", text, "': unknown ", name, " option '", item, "' (options: ", keys, ")"});
+      return detail::policy_error(
+          {"policy '", text, "': unknown ", name, " option '", item, "' (options: ", keys, ")"});
     if (comma == rest.size()) break;
     rest = rest.substr(comma + 1);
   }
@@ -354,8 +361,10 @@ constexpr std::string_view to_string(GatherKind g) noexcept {
 
 inline std::string PolicySpec::to_string() const {
   switch (exec) {
-    case ExecKind::kDeferred: return deferred_policy_name(deferred);
-    case ExecKind::kEager: return "eager";
+    case ExecKind::kDeferred:
+      return deferred_policy_name(deferred);
+    case ExecKind::kEager:
+      return "eager";
     case ExecKind::kTimeout:
       if (slo_fraction) return "timeout:" + detail::format_number(*slo_fraction) + "slo";
       return "timeout:" + format_ms(timeout) + "ms";
@@ -369,7 +378,8 @@ inline std::string PolicySpec::to_string() const {
       const NexusOptions d, &o = nexus;
       if (o == d) return "nexus";
       std::string s = "nexus:frontends=" + std::to_string(o.frontends) +
-                      ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) + ",fill=" + (o.fill ? "1" : "0");
+                      ",epoch_s=" + detail::format_number(o.epoch.to_seconds()) +
+                      ",fill=" + (o.fill ? "1" : "0");
       if (o.plan == NexusPlanKind::kAdjust)
         s += ",plan=adjust,replan_threshold=" + detail::format_number(o.replan_threshold);
       return s;
@@ -378,8 +388,8 @@ inline std::string PolicySpec::to_string() const {
       if (shepherd == ShepherdOptions{}) return "shepherd";
       if (shepherd.sizing == ShepherdSizing::kEarliest)
         return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
-      return "shepherd:lambda=" + detail::format_number(shepherd.lambda) + ",sizing=" +
-             std::string(symphony::to_string(shepherd.sizing));
+      return "shepherd:lambda=" + detail::format_number(shepherd.lambda) +
+             ",sizing=" + std::string(symphony::to_string(shepherd.sizing));
   }
   return "?";
 }
@@ -388,9 +398,10 @@ inline std::string PolicySpec::to_string() const {
 // naming the policy for the peers, which only the simulator runs.
 inline Status check_runs_in_core(const PolicySpec& p) {
   if (!p.is_peer()) return {};
-  return Status(Errc::kInvalidArgument, "policy '" + p.to_string() +
-                                            "' is a peer of the paper's evaluation, which only the simulator runs "
-                                            "(symphony simulate); here use deferred, eager or timeout");
+  return Status(Errc::kInvalidArgument,
+                "policy '" + p.to_string() +
+                    "' is a peer of the paper's evaluation, which only the simulator runs "
+                    "(symphony simulate); here use deferred, eager or timeout");
 }
 
 // The timeout a model gets under `p`: its own (`own`, from its config), else
@@ -421,9 +432,12 @@ decltype(auto) visit_policy(const PolicySpec& p, F&& f) {
     return f(std::move(exec), TargetBatchGather{});
   };
   switch (p.exec) {
-    case ExecKind::kEager: return with_gather(EagerPolicy{});
-    case ExecKind::kTimeout: return with_gather(TimeoutPolicy(p.timeout));
-    default: break;
+    case ExecKind::kEager:
+      return with_gather(EagerPolicy{});
+    case ExecKind::kTimeout:
+      return with_gather(TimeoutPolicy(p.timeout));
+    default:
+      break;
   }
   return with_gather(DeferredPolicy(p.deferred));
 }

@@ -60,7 +60,10 @@ template <TimerQueue Timers = HeapTimerQueue>
 class RankState {
  public:
   explicit RankState(RankConfig cfg)
-      : cfg_(cfg), models_(cfg.max_models), gpus_(cfg.max_gpus), timers_(cfg.max_models + 1),
+      : cfg_(cfg),
+        models_(cfg.max_models),
+        gpus_(cfg.max_gpus),
+        timers_(cfg.max_models + 1),
         actions_(cfg.max_models + 2) {
     for (std::uint32_t i = 0; i < cfg.max_models; ++i) {
       models_[i].id = i;
@@ -223,8 +226,10 @@ class RankState {
       on_gpu_timer(now);
     } else {
       RankModel& m = models_[t->owner];
-      if (m.state == RankModelState::kPending) on_model_timer(m, now);
-      else if (m.state == RankModelState::kWaiting) on_expiry(m, now);
+      if (m.state == RankModelState::kPending)
+        on_model_timer(m, now);
+      else if (m.state == RankModelState::kWaiting)
+        on_expiry(m, now);
     }
     return true;
   }
@@ -276,7 +281,8 @@ class RankState {
              std::to_string(waiting) + " waiting candidates";
     if (gpu_timer_.armed) {
       const RankGpu& t = gpus_[gpu_target_];
-      if (t.state != RankGpuState::kIdle && t.state != RankGpuState::kBusy) return "GPU timer targets an unplaced GPU";
+      if (t.state != RankGpuState::kIdle && t.state != RankGpuState::kBusy)
+        return "GPU timer targets an unplaced GPU";
       if (max(t.free_at, now) != best)
         return "GPU timer targets GPU " + std::to_string(gpu_target_) + " which is not the earliest-freeing";
     }
@@ -347,8 +353,10 @@ class RankState {
     }
   }
   void unplace(RankGpu& g) noexcept {
-    if (g.state == RankGpuState::kIdle) idle_.erase(g);
-    else if (g.state == RankGpuState::kBusy) busy_.erase(g);
+    if (g.state == RankGpuState::kIdle)
+      idle_.erase(g);
+    else if (g.state == RankGpuState::kBusy)
+      busy_.erase(g);
   }
   // Moves GPUs whose free time has passed from busy to idle.
   void refresh(TimePoint now) noexcept {

@@ -57,7 +57,8 @@ struct SchedulerConfig {
 
   Status validate() const {
     if (max_models == 0) return Status(Errc::kInvalidArgument, "max_models must be at least 1");
-    if (max_gpus == 0) return Status(Errc::kInvalidArgument, "max_gpus must be at least 1: a scheduler needs GPUs");
+    if (max_gpus == 0)
+      return Status(Errc::kInvalidArgument, "max_gpus must be at least 1: a scheduler needs GPUs");
     if (max_requests == 0) return Status(Errc::kInvalidArgument, "max_requests must be at least 1");
     if (max_outstanding_per_gpu == 0)
       return Status(Errc::kInvalidArgument, "max_outstanding_per_gpu must be at least 1");
@@ -72,8 +73,8 @@ struct SchedulerConfig {
   }
 };
 
-template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather,
-          TimerQueue Timers = HeapTimerQueue>
+template <Clock C, SchedulerSink Sink, ExecPolicy Exec = DeferredPolicy,
+          GatherPolicy Gather = TargetBatchGather, TimerQueue Timers = HeapTimerQueue>
 class Scheduler {
  public:
   using Shard = ModelState<Exec, Gather>;
@@ -95,7 +96,8 @@ class Scheduler {
       (void)rank_.add_model(id);
       return id;
     }
-    return Status(Errc::kCapacityExceeded, "all " + std::to_string(cfg_.max_models) + " model slots are in use");
+    return Status(Errc::kCapacityExceeded,
+                  "all " + std::to_string(cfg_.max_models) + " model slots are in use");
   }
 
   // Removes a model that has no queued or in-flight requests.
@@ -196,9 +198,11 @@ class Scheduler {
 
  private:
   Scheduler(const SchedulerConfig& cfg, C& clock, Sink& sink, Exec exec, Gather gather)
-      : cfg_(cfg), clock_(clock), sink_(sink),
-        shard_(ModelStateConfig{0, cfg.max_models, cfg.max_requests, cfg.max_gpus * cfg.max_outstanding_per_gpu,
-                                cfg.delays, cfg.recalibration},
+      : cfg_(cfg),
+        clock_(clock),
+        sink_(sink),
+        shard_(ModelStateConfig{0, cfg.max_models, cfg.max_requests,
+                                cfg.max_gpus * cfg.max_outstanding_per_gpu, cfg.delays, cfg.recalibration},
                std::move(exec), std::move(gather)),
         rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}) {}
 

@@ -31,12 +31,18 @@ enum class Errc : unsigned char {
 
 constexpr std::string_view to_string(Errc c) noexcept {
   switch (c) {
-    case Errc::kOk: return "ok";
-    case Errc::kInvalidArgument: return "invalid argument";
-    case Errc::kNotFound: return "not found";
-    case Errc::kCapacityExceeded: return "capacity exceeded";
-    case Errc::kFailedPrecondition: return "failed precondition";
-    case Errc::kAlreadyExists: return "already exists";
+    case Errc::kOk:
+      return "ok";
+    case Errc::kInvalidArgument:
+      return "invalid argument";
+    case Errc::kNotFound:
+      return "not found";
+    case Errc::kCapacityExceeded:
+      return "capacity exceeded";
+    case Errc::kFailedPrecondition:
+      return "failed precondition";
+    case Errc::kAlreadyExists:
+      return "already exists";
   }
   return "unknown";
 }
@@ -75,7 +81,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Status error) : v_(std::move(error)) {  // NOLINT(google-explicit-constructor)
     SYMPHONY_ASSERT(!std::get<Status>(v_).ok());
   }

@@ -74,7 +74,9 @@ inline constexpr std::array<std::pair<std::string_view, DataType>, 5> kDataTypeA
     {"int", DataType::kInt32},
 }};
 
-constexpr const DataTypeInfo& datatype_info(DataType t) noexcept { return kDataTypes[static_cast<std::size_t>(t)]; }
+constexpr const DataTypeInfo& datatype_info(DataType t) noexcept {
+  return kDataTypes[static_cast<std::size_t>(t)];
+}
 
 // "FP32" -> kFp32; nullopt for a name the protocol does not define.
 constexpr std::optional<DataType> datatype_from_protocol(std::string_view name) noexcept {
@@ -137,10 +139,11 @@ inline Result<TensorSpec> parse_tensor_spec(std::string_view text) {
   const std::string_view dt = detail::trim_blanks(t.substr(0, open));
   const std::optional<DataType> type = datatype_from_spec_name(dt);
   if (!type)
-    return Status(Errc::kInvalidArgument,
-                  "unknown dtype '" + std::string(dt) +
-                      "' (float32/float, float64/double, float16/half, bfloat16, int64/long, int32/int, int16, int8, "
-                      "uint8, bool)");
+    return Status(
+        Errc::kInvalidArgument,
+        "unknown dtype '" + std::string(dt) +
+            "' (float32/float, float64/double, float16/half, bfloat16, int64/long, int32/int, int16, int8, "
+            "uint8, bool)");
   spec.dtype = *type;
   std::string_view dims = t.substr(open + 1, t.size() - open - 2);
   std::uint64_t elements = 1;
@@ -150,8 +153,8 @@ inline Result<TensorSpec> parse_tensor_spec(std::string_view text) {
     std::int64_t v = 0;
     const auto r = std::from_chars(x.data(), x.data() + x.size(), v);
     if (r.ec != std::errc() || r.ptr != x.data() + x.size() || v <= 0)
-      return Status(Errc::kInvalidArgument,
-                    "dimension '" + std::string(x) + "' in '" + std::string(text) + "' is not a positive integer");
+      return Status(Errc::kInvalidArgument, "dimension '" + std::string(x) + "' in '" + std::string(text) +
+                                                "' is not a positive integer");
     elements *= static_cast<std::uint64_t>(v);
     if (elements > kMaxTensorSpecElements)
       return Status(Errc::kInvalidArgument, "'" + std::string(text) + "' has more than 2^30 elements");

@@ -45,8 +45,14 @@ class Duration {
 
   constexpr auto operator<=>(const Duration&) const noexcept = default;
   constexpr Duration operator-() const noexcept { return Duration(-ns_); }
-  constexpr Duration& operator+=(Duration o) noexcept { ns_ += o.ns_; return *this; }
-  constexpr Duration& operator-=(Duration o) noexcept { ns_ -= o.ns_; return *this; }
+  constexpr Duration& operator+=(Duration o) noexcept {
+    ns_ += o.ns_;
+    return *this;
+  }
+  constexpr Duration& operator-=(Duration o) noexcept {
+    ns_ -= o.ns_;
+    return *this;
+  }
   friend constexpr Duration operator+(Duration a, Duration b) noexcept { return Duration(a.ns_ + b.ns_); }
   friend constexpr Duration operator-(Duration a, Duration b) noexcept { return Duration(a.ns_ - b.ns_); }
   friend constexpr Duration operator*(Duration a, std::int64_t k) noexcept { return Duration(a.ns_ * k); }
@@ -80,8 +86,14 @@ class TimePoint {
   constexpr bool is_infinite() const noexcept { return ns_ >= Duration::kInfiniteNs; }
 
   constexpr auto operator<=>(const TimePoint&) const noexcept = default;
-  constexpr TimePoint& operator+=(Duration d) noexcept { ns_ += d.ns(); return *this; }
-  constexpr TimePoint& operator-=(Duration d) noexcept { ns_ -= d.ns(); return *this; }
+  constexpr TimePoint& operator+=(Duration d) noexcept {
+    ns_ += d.ns();
+    return *this;
+  }
+  constexpr TimePoint& operator-=(Duration d) noexcept {
+    ns_ -= d.ns();
+    return *this;
+  }
   friend constexpr TimePoint operator+(TimePoint t, Duration d) noexcept { return TimePoint(t.ns_ + d.ns()); }
   friend constexpr TimePoint operator+(Duration d, TimePoint t) noexcept { return TimePoint(t.ns_ + d.ns()); }
   friend constexpr TimePoint operator-(TimePoint t, Duration d) noexcept { return TimePoint(t.ns_ - d.ns()); }
@@ -146,7 +158,8 @@ inline std::string format_fixed(std::int64_t ns, std::int64_t unit, int digits) 
   std::uint64_t frac = a % u;
   if (frac == 0) return s;
   std::string f(static_cast<std::size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, frac /= 10) f[static_cast<std::size_t>(i)] = static_cast<char>('0' + frac % 10);
+  for (int i = digits - 1; i >= 0; --i, frac /= 10)
+    f[static_cast<std::size_t>(i)] = static_cast<char>('0' + frac % 10);
   f.erase(f.find_last_not_of('0') + 1);
   s += '.';
   s += f;
@@ -160,10 +173,18 @@ inline std::string format_ms(Duration d) { return detail::format_fixed(d.ns(), 1
 inline std::string format_seconds(Duration d) { return detail::format_fixed(d.ns(), 1000000000, 9); }
 
 namespace literals {
-constexpr Duration operator""_ns(unsigned long long v) { return Duration::nanoseconds(static_cast<std::int64_t>(v)); }
-constexpr Duration operator""_us(unsigned long long v) { return Duration::microseconds(static_cast<std::int64_t>(v)); }
-constexpr Duration operator""_ms(unsigned long long v) { return Duration::milliseconds(static_cast<std::int64_t>(v)); }
-constexpr Duration operator""_s(unsigned long long v) { return Duration::seconds(static_cast<std::int64_t>(v)); }
+constexpr Duration operator""_ns(unsigned long long v) {
+  return Duration::nanoseconds(static_cast<std::int64_t>(v));
+}
+constexpr Duration operator""_us(unsigned long long v) {
+  return Duration::microseconds(static_cast<std::int64_t>(v));
+}
+constexpr Duration operator""_ms(unsigned long long v) {
+  return Duration::milliseconds(static_cast<std::int64_t>(v));
+}
+constexpr Duration operator""_s(unsigned long long v) {
+  return Duration::seconds(static_cast<std::int64_t>(v));
+}
 constexpr Duration operator""_ms(long double v) { return Duration::from_ms(static_cast<double>(v)); }
 }  // namespace literals
 

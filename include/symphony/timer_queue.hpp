@@ -119,7 +119,10 @@ class HeapTimerQueue {
       // n's seq is already the new one, later than every other: it moves up
       // only for an earlier time.
       const std::uint32_t i = n.heap_index;
-      if (e.when < heap_[i].when) heap_.sift_up(i, e, before, place()); else heap_.sift_down(i, e, before, place());
+      if (e.when < heap_[i].when)
+        heap_.sift_up(i, e, before, place());
+      else
+        heap_.sift_down(i, e, before, place());
     }
   }
 

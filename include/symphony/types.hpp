@@ -49,7 +49,9 @@ struct BatchIdLayout {
   static constexpr std::uint32_t generation(BatchId b) noexcept {
     return static_cast<std::uint32_t>(b >> kGenerationShift) & kGenerationMask;
   }
-  static constexpr std::uint32_t slot(BatchId b) noexcept { return static_cast<std::uint32_t>(b & kSlotMask); }
+  static constexpr std::uint32_t slot(BatchId b) noexcept {
+    return static_cast<std::uint32_t>(b & kSlotMask);
+  }
 };
 
 // How a request ended. Every request ends exactly once.
@@ -62,33 +64,44 @@ enum class Outcome : std::uint8_t {
 
 enum class DropReason : std::uint8_t {
   kNone,
-  kInfeasible,  // on arrival: even a batch of one could not meet the deadline
-  kExpired,     // in the queue: can no longer finish by its deadline
-  kQueueFull,   // the model's queue or the request pool was full
-  kShutdown,    // the scheduler stopped before the request ran
-  kBatchPolicy, // shed by target-batch gathering to keep batches near target
-  kCancelled,   // in the queue: its caller cancelled it before it joined a batch
+  kInfeasible,   // on arrival: even a batch of one could not meet the deadline
+  kExpired,      // in the queue: can no longer finish by its deadline
+  kQueueFull,    // the model's queue or the request pool was full
+  kShutdown,     // the scheduler stopped before the request ran
+  kBatchPolicy,  // shed by target-batch gathering to keep batches near target
+  kCancelled,    // in the queue: its caller cancelled it before it joined a batch
 };
 
 constexpr std::string_view to_string(Outcome o) noexcept {
   switch (o) {
-    case Outcome::kOk: return "ok";
-    case Outcome::kLate: return "late";
-    case Outcome::kDropped: return "dropped";
-    case Outcome::kError: return "error";
+    case Outcome::kOk:
+      return "ok";
+    case Outcome::kLate:
+      return "late";
+    case Outcome::kDropped:
+      return "dropped";
+    case Outcome::kError:
+      return "error";
   }
   return "?";
 }
 
 constexpr std::string_view to_string(DropReason r) noexcept {
   switch (r) {
-    case DropReason::kNone: return "none";
-    case DropReason::kInfeasible: return "infeasible";
-    case DropReason::kExpired: return "expired";
-    case DropReason::kQueueFull: return "queue_full";
-    case DropReason::kShutdown: return "shutdown";
-    case DropReason::kBatchPolicy: return "batch_policy";
-    case DropReason::kCancelled: return "cancelled";
+    case DropReason::kNone:
+      return "none";
+    case DropReason::kInfeasible:
+      return "infeasible";
+    case DropReason::kExpired:
+      return "expired";
+    case DropReason::kQueueFull:
+      return "queue_full";
+    case DropReason::kShutdown:
+      return "shutdown";
+    case DropReason::kBatchPolicy:
+      return "batch_policy";
+    case DropReason::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -138,12 +151,12 @@ struct CandidateUpdate {
 };
 
 struct ModelConfig {
-  std::string name;           // used in error messages and reports
-  LatencyProfile profile;     // l(b)
-  Duration slo;               // default deadline = arrival + slo
-  std::uint32_t max_batch = 0;    // 0: the profile's max_batch
-  std::uint32_t max_queue = 0;    // 0: bounded only by the request pool
-  std::uint32_t target_batch = 0; // target-batch gathering; 0: largest b with 2*l(b) <= slo
+  std::string name;                 // used in error messages and reports
+  LatencyProfile profile;           // l(b)
+  Duration slo;                     // default deadline = arrival + slo
+  std::uint32_t max_batch = 0;      // 0: the profile's max_batch
+  std::uint32_t max_queue = 0;      // 0: bounded only by the request pool
+  std::uint32_t target_batch = 0;   // target-batch gathering; 0: largest b with 2*l(b) <= slo
   std::optional<Duration> timeout;  // timeout policy's k for this model (else the policy's)
   // Online recalibration of `profile` (profile_calibrator.hpp); unset: the
   // scheduler's or runtime's default (SchedulerConfig / RuntimeConfig).
@@ -159,8 +172,8 @@ struct QueueTag {};
 struct alignas(64) Request : SplayHook<QueueTag> {
   TimePoint arrival;
   TimePoint deadline;
-  std::uint64_t tag = 0;  // the caller's handle for this request
-  std::uint64_t seq = 0;  // arrival order; breaks deadline ties
+  std::uint64_t tag = 0;    // the caller's handle for this request
+  std::uint64_t seq = 0;    // arrival order; breaks deadline ties
   Request* next = nullptr;  // next request of the batch, or the free list
   ModelId model = kNoModel;
 };
@@ -174,14 +187,19 @@ class BatchRequests {
     explicit iterator(const Request* r) : r_(r) {}
     const Request& operator*() const { return *r_; }
     const Request* operator->() const { return r_; }
-    iterator& operator++() { r_ = r_->next; return *this; }
+    iterator& operator++() {
+      r_ = r_->next;
+      return *this;
+    }
     bool operator==(const iterator& o) const = default;
+
    private:
     const Request* r_;
   };
   explicit BatchRequests(const Request* head = nullptr) : head_(head) {}
   iterator begin() const { return iterator(head_); }
   iterator end() const { return iterator(nullptr); }
+
  private:
   const Request* head_;
 };
@@ -219,8 +237,8 @@ struct RequestOutcome {
 };
 
 // The outcome of a request dropped at `now` (never ran) for `why`.
-constexpr RequestOutcome dropped_outcome(ModelId model, std::uint64_t tag, TimePoint arrival, TimePoint deadline,
-                                         TimePoint now, DropReason why) noexcept {
+constexpr RequestOutcome dropped_outcome(ModelId model, std::uint64_t tag, TimePoint arrival,
+                                         TimePoint deadline, TimePoint now, DropReason why) noexcept {
   RequestOutcome o;
   o.tag = tag;
   o.model = model;
@@ -265,7 +283,7 @@ struct FinishResult {
   ModelId model = kNoModel;
   GpuId gpu = kNoGpu;
   std::uint32_t size = 0;
-  bool model_idle = false;  // no queued or in-flight requests remain
+  bool model_idle = false;       // no queued or in-flight requests remain
   bool profile_changed = false;  // the batch's measurement moved the model's profile
 };
 

@@ -76,7 +76,8 @@ inline Result<ArrivalProcess> parse_arrival_process(std::string_view s) {
                                                 std::string(s.substr(6)) + "'");
     return ArrivalProcess::gamma(*shape);
   }
-  return Status(Errc::kInvalidArgument, "must be poisson, uniform or gamma:<shape>, got '" + std::string(s) + "'");
+  return Status(Errc::kInvalidArgument,
+                "must be poisson, uniform or gamma:<shape>, got '" + std::string(s) + "'");
 }
 
 // Reads a popularity law's spelling: "equal" (0) or "zipf:<s>" (s >= 0);

@@ -5,7 +5,8 @@
 
 namespace symphony::load {
 
-OpenLoop::OpenLoop(const WorkloadSpec& spec, const LoadWindow& window, LoadTarget& target, OpenLoopOptions options)
+OpenLoop::OpenLoop(const WorkloadSpec& spec, const LoadWindow& window, LoadTarget& target,
+                   OpenLoopOptions options)
     : window_(window),
       target_(target),
       options_(options),

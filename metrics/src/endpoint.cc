@@ -22,7 +22,8 @@ Result<std::pair<std::string, int>> parse_listen_address(const std::string& text
   const std::string port = text.substr(colon + 1);
   char* end = nullptr;
   const long p = std::strtol(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || p < 0 || p > 65535) return bad("the port must be a number in [0, 65535]");
+  if (port.empty() || *end != '\0' || p < 0 || p > 65535)
+    return bad("the port must be a number in [0, 65535]");
   return std::make_pair(host, static_cast<int>(p));
 }
 
@@ -72,13 +73,15 @@ Result<std::unique_ptr<Endpoint>> Endpoint::start(const std::string& listen, Col
     bound = impl.server.bind_to_any_port(host.c_str());
     if (bound < 0) return Status(Errc::kFailedPrecondition, "cannot listen on " + listen);
   } else if (!impl.server.bind_to_port(host.c_str(), port)) {
-    return Status(Errc::kFailedPrecondition, "cannot listen on " + listen + " (in use, or not an address of this host)");
+    return Status(Errc::kFailedPrecondition,
+                  "cannot listen on " + listen + " (in use, or not an address of this host)");
   }
   ep->host_ = host;
   ep->port_ = bound;
   impl.thread = std::thread([&impl] { impl.server.listen_after_bind(); });
   // Bounded wait until the server loop runs, so that stop() is never missed.
-  for (int i = 0; i < 2000 && !impl.server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 2000 && !impl.server.is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return ep;
 }
 

@@ -31,7 +31,8 @@ std::string format_value(double v) {
   return buf;
 }
 
-std::string render_labels(const Labels& labels, const char* extra_key = nullptr, const std::string& extra = {}) {
+std::string render_labels(const Labels& labels, const char* extra_key = nullptr,
+                          const std::string& extra = {}) {
   if (labels.empty() && !extra_key) return {};
   std::string out = "{";
   bool first = true;
@@ -51,9 +52,12 @@ std::string render_labels(const Labels& labels, const char* extra_key = nullptr,
 std::string escape_help(std::string_view h) {
   std::string out;
   for (char c : h) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -78,10 +82,14 @@ std::string escape_label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -92,7 +100,8 @@ Writer::Family& Writer::family(std::string_view name, std::string_view help, Typ
     if (f.type != type) throw std::invalid_argument("metrics: '" + f.name + "' written with two types");
     return f;
   }
-  if (!valid_metric_name(name)) throw std::invalid_argument("metrics: invalid metric name '" + std::string(name) + "'");
+  if (!valid_metric_name(name))
+    throw std::invalid_argument("metrics: invalid metric name '" + std::string(name) + "'");
   families_.push_back(Family{std::string(name), std::string(help), type, {}});
   return families_.back();
 }
@@ -121,7 +130,8 @@ void Writer::histogram(std::string_view name, std::string_view help, const Label
   f.lines.push_back(f.name + "_bucket" + render_labels(labels, "le", "+Inf") + " " +
                     format_value(static_cast<double>(count)));
   f.lines.push_back(f.name + "_sum" + render_labels(labels) + " " + format_value(sum));
-  f.lines.push_back(f.name + "_count" + render_labels(labels) + " " + format_value(static_cast<double>(count)));
+  f.lines.push_back(f.name + "_count" + render_labels(labels) + " " +
+                    format_value(static_cast<double>(count)));
 }
 
 void Writer::histogram_from(std::string_view name, std::string_view help, const Labels& labels,
@@ -137,7 +147,10 @@ std::string Writer::text() const {
   for (const Family& f : families_) {
     out += "# HELP " + f.name + " " + escape_help(f.help) + "\n";
     out += "# TYPE " + f.name + " " +
-           (f.type == Type::kCounter ? "counter" : f.type == Type::kGauge ? "gauge" : "histogram") + "\n";
+           (f.type == Type::kCounter ? "counter"
+            : f.type == Type::kGauge ? "gauge"
+                                     : "histogram") +
+           "\n";
     for (const std::string& l : f.lines) out += l + "\n";
   }
   return out;

@@ -34,16 +34,18 @@ void add_drops(json& j, const std::string& reason, std::uint64_t n) {
 
 void print_outcome_table(std::FILE* out, const char* first_column, const std::vector<OutcomeRow>& rows,
                          double seconds, const char* tail_heading) {
-  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s%s%s\n", first_column, "sent", "ok", "late", "dropped",
-               "errors", "good r/s", "p50 ms", "p99 ms", "batch", *tail_heading ? "  " : "", tail_heading);
+  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s%s%s\n", first_column, "sent", "ok", "late",
+               "dropped", "errors", "good r/s", "p50 ms", "p99 ms", "batch", *tail_heading ? "  " : "",
+               tail_heading);
   for (const OutcomeRow& r : rows) {
     const OutcomeCounts& c = r.counts;
     std::fprintf(out, "%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %7.2f%s%s\n", r.name.c_str(),
                  static_cast<unsigned long long>(c.sent), static_cast<unsigned long long>(c.ok),
-                 static_cast<unsigned long long>(c.late), static_cast<unsigned long long>(c.dropped + r.extra_dropped),
+                 static_cast<unsigned long long>(c.late),
+                 static_cast<unsigned long long>(c.dropped + r.extra_dropped),
                  static_cast<unsigned long long>(c.errors + r.extra_errors),
-                 seconds > 0 ? static_cast<double>(c.ok) / seconds : 0.0, r.p50.to_ms(), r.p99.to_ms(), r.mean_batch,
-                 r.tail.empty() ? "" : "  ", r.tail.c_str());
+                 seconds > 0 ? static_cast<double>(c.ok) / seconds : 0.0, r.p50.to_ms(), r.p99.to_ms(),
+                 r.mean_batch, r.tail.empty() ? "" : "  ", r.tail.c_str());
   }
 }
 
@@ -52,8 +54,8 @@ void write_outcome_metrics(Writer& w, const std::string& prefix, const std::stri
   const std::pair<const char*, std::uint64_t> outcomes[] = {
       {"ok", c.ok}, {"late", c.late}, {"dropped", c.dropped}, {"error", c.errors}};
   for (const auto& [name, v] : outcomes)
-    w.counter(prefix + "_total", help_whose + " requests ended, by outcome.", {{"model", model}, {"outcome", name}},
-              static_cast<double>(v));
+    w.counter(prefix + "_total", help_whose + " requests ended, by outcome.",
+              {{"model", model}, {"outcome", name}}, static_cast<double>(v));
   for (int r = 1; r < kNumDropReasons; ++r)
     w.counter(prefix + "_dropped_total", help_whose + " requests dropped, by reason.",
               {{"model", model}, {"reason", std::string(to_string(static_cast<DropReason>(r)))}},

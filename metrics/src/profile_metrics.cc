@@ -37,8 +37,7 @@ void write_profile_metrics(Writer& w, const std::string& model, const Calibratio
             {{"model", model}, {"batch", batch}, {"profile", "in_use"}}, in_use.to_seconds());
     w.gauge("symphony_profile_scale",
             "The profile in use over the offline one at batch size b (1: unchanged).",
-            {{"model", model}, {"batch", batch}},
-            profile_scale(c.in_use, c.offline, b));
+            {{"model", model}, {"batch", batch}}, profile_scale(c.in_use, c.offline, b));
   }
   w.counter("symphony_profile_recalibration_samples_total",
             "Batches whose measured time the model's recalibration recorded.", m,
@@ -58,10 +57,12 @@ void write_device_profile_metrics(Writer& w, const std::string& device, const st
   for (std::uint32_t b : profile_batch_sizes(top)) {
     const Labels l{{"device", device}, {"model", model}, {"batch", std::to_string(b)}};
     w.gauge("symphony_device_profile_latency_seconds",
-            "This device's estimate of the model's l(b) from the batches it ran (serve measures each device apart).",
+            "This device's estimate of the model's l(b) from the batches it ran (serve measures each device "
+            "apart).",
             l, estimate.latency(b).to_seconds());
-    w.gauge("symphony_device_profile_scale", "This device's estimate of l(b) over the offline profile (1: as profiled).",
-            l, profile_scale(estimate, offline, b));
+    w.gauge("symphony_device_profile_scale",
+            "This device's estimate of l(b) over the offline profile (1: as profiled).", l,
+            profile_scale(estimate, offline, b));
   }
 }
 

@@ -22,7 +22,8 @@ double rms_deviation(const Problem& p, const Evaluation& e) {
   double rate = 0, memory = 0;
   for (const SubClusterLoad& l : e.loads) {
     if (avg.rate > 0) rate += std::pow((l.rate - avg.rate) / avg.rate, 2);
-    if (avg.static_memory > 0) memory += std::pow((l.static_memory - avg.static_memory) / avg.static_memory, 2);
+    if (avg.static_memory > 0)
+      memory += std::pow((l.static_memory - avg.static_memory) / avg.static_memory, 2);
   }
   const double n = static_cast<double>(std::max<std::size_t>(e.loads.size(), 1));
   return w.rate * std::sqrt(rate / n) + w.memory * std::sqrt(memory / n);

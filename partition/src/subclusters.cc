@@ -35,7 +35,8 @@ double gpu_seconds_per_request(const ModelConfig& m, std::uint32_t gpus) {
 
 const char* to_string(Balance b) { return b == Balance::kGpuTime ? "gpu_time" : "rate"; }
 
-symphony::Partitioner make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e, std::uint32_t gpus) {
+symphony::Partitioner make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e,
+                                       std::uint32_t gpus) {
   Options o;
   try {
     o.method = parse_method(c.method);
@@ -60,8 +61,7 @@ symphony::Partitioner make_partitioner(const SubClusterConfig& c, const Experime
     weight.push_back(c.balance == Balance::kGpuTime ? gpu_seconds_per_request(e.models[i], mean_gpus) : 1.0);
   }
   auto ep = std::make_shared<const EpochPartitioner>(
-      std::move(models),
-      uniform_subclusters(c.spec.count, c.rate_cap_rps, c.memory_cap_mib, c.cost_scale), o,
+      std::move(models), uniform_subclusters(c.spec.count, c.rate_cap_rps, c.memory_cap_mib, c.cost_scale), o,
       c.memory_weight, c.min_improvement);
   return [ep, weight](const symphony::EpochRequest& r) -> symphony::Result<symphony::EpochDecision> {
     std::vector<double> load(r.rates.size());

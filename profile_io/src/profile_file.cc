@@ -14,14 +14,18 @@ Result<ProfileColumn> parse_profile_column(std::string_view text) {
   if (text == "median") return ProfileColumn::kMedian;
   if (text == "p90") return ProfileColumn::kP90;
   if (text == "p99") return ProfileColumn::kP99;
-  return Status(Errc::kInvalidArgument, "profile latency '" + std::string(text) + "' is not median, p90 or p99");
+  return Status(Errc::kInvalidArgument,
+                "profile latency '" + std::string(text) + "' is not median, p90 or p99");
 }
 
 std::string_view to_string(ProfileColumn c) {
   switch (c) {
-    case ProfileColumn::kMedian: return "median";
-    case ProfileColumn::kP90: return "p90";
-    case ProfileColumn::kP99: return "p99";
+    case ProfileColumn::kMedian:
+      return "median";
+    case ProfileColumn::kP90:
+      return "p90";
+    case ProfileColumn::kP99:
+      return "p99";
   }
   return "?";
 }
@@ -76,10 +80,12 @@ Result<MeasuredProfile> read_profile_file(const std::string& path) {
     return Status(Errc::kInvalidArgument, path + ": key '" + key + "' " + why);
   };
   if (!root.IsMap()) return Status(Errc::kInvalidArgument, path + ": not a profile (expected a YAML map)");
-  static const char* kKeys[] = {"model", "device", "inputs", "max_batch", "alpha_ms", "beta_ms", "stopped_because", "points"};
+  static const char* kKeys[] = {"model",    "device",  "inputs",          "max_batch",
+                                "alpha_ms", "beta_ms", "stopped_because", "points"};
   for (const auto& kv : root) {
     const std::string k = kv.first.as<std::string>();
-    if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys)) return bad(k, "is not a profile key");
+    if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
+      return bad(k, "is not a profile key");
   }
   MeasuredProfile p;
   try {
@@ -92,15 +98,16 @@ Result<MeasuredProfile> read_profile_file(const std::string& path) {
       return bad("points", "must be a non-empty list of [batch, median_ms, p90_ms, p99_ms]");
     for (const auto& pt : root["points"]) {
       if (!pt.IsSequence() || (pt.size() != 3 && pt.size() != 4))
-        return bad("points", "entries must be [batch, median_ms, p90_ms, p99_ms] (or [batch, median_ms, p99_ms])");
+        return bad("points",
+                   "entries must be [batch, median_ms, p90_ms, p99_ms] (or [batch, median_ms, p99_ms])");
       const auto b = pt[0].as<long long>();
       const double med = pt[1].as<double>(), p99 = pt[pt.size() - 1].as<double>();
       const double p90 = pt.size() == 4 ? pt[2].as<double>() : p99;
       if (b < 1) return bad("points", "has batch " + std::to_string(b) + "; sizes start at 1");
       if (!(med > 0) || !(p90 >= med) || !(p99 >= p90))
         return bad("points", "needs 0 < median <= p90 <= p99 at batch " + std::to_string(b));
-      p.points.push_back(
-          {static_cast<std::uint32_t>(b), Duration::from_ms(med), Duration::from_ms(p90), Duration::from_ms(p99)});
+      p.points.push_back({static_cast<std::uint32_t>(b), Duration::from_ms(med), Duration::from_ms(p90),
+                          Duration::from_ms(p99)});
     }
     p.max_batch = root["max_batch"] ? root["max_batch"].as<std::uint32_t>() : p.points.back().batch;
     if (root["alpha_ms"]) p.alpha = Duration::from_ms(root["alpha_ms"].as<double>());

@@ -38,7 +38,8 @@ Status ServeApp::start() {
 Status ServeApp::start_front(const FrontOptions& o) {
   std::lock_guard<std::mutex> lock(mu_);
   if (front_)
-    return Status(Errc::kAlreadyExists, "the protocol front is already running (" + listeners_->where() + ")");
+    return Status(Errc::kAlreadyExists,
+                  "the protocol front is already running (" + listeners_->where() + ")");
   if (stopped_) return Status(Errc::kFailedPrecondition, "the server is stopped");
   front::FrontOptions fo;
   fo.max_inflight = o.max_inflight;
@@ -65,16 +66,22 @@ Status ServeApp::start_metrics(const MetricsOptions& o) {
       [this](metrics::Writer& w) {
         const Phase p = phase();
         w.gauge("symphony_up", "1 while the process serves metrics; phase: loading, serving or done.",
-                {{"phase", p == Phase::kLoading ? "loading" : p == Phase::kServing ? "serving" : "done"}}, 1);
+                {{"phase", p == Phase::kLoading   ? "loading"
+                           : p == Phase::kServing ? "serving"
+                                                  : "done"}},
+                1);
         metrics_->collect(w);
         std::lock_guard<std::mutex> l(mu_);
         if (front_) front::write_front_metrics(front_->counters(), w, /*outcomes=*/false);
       },
       [this]() -> std::string {
         switch (phase()) {
-          case Phase::kLoading: return "loading models and adding devices";
-          case Phase::kServing: return "";
-          case Phase::kDone: break;
+          case Phase::kLoading:
+            return "loading models and adding devices";
+          case Phase::kServing:
+            return "";
+          case Phase::kDone:
+            break;
         }
         return "the server has stopped (it no longer takes requests)";
       });
@@ -101,7 +108,8 @@ std::string ServeApp::metrics_url() const {
 nlohmann::json ServeApp::front_report(const server::ServerStats& stats, double seconds) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!front_) return nlohmann::json::object();
-  const front::ModelLatencyOf latency = [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
+  const front::ModelLatencyOf latency =
+      [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
     for (const auto& s : stats.models)
       if (s.name == model) return front::ModelLatency{s.p50, s.p99, s.mean_batch, nlohmann::json::object()};
     return std::nullopt;

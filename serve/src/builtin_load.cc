@@ -32,7 +32,8 @@ void sleep_until(TimePoint t) {
 // tally. Generating tensors at the request rate would measure the generator.
 class ServerTarget final : public load::LoadTarget {
  public:
-  ServerTarget(server::Server& server, const config::ServeConfig& cfg, std::vector<std::unique_ptr<LoadTally>>& t)
+  ServerTarget(server::Server& server, const config::ServeConfig& cfg,
+               std::vector<std::unique_ptr<LoadTally>>& t)
       : server_(server), cfg_(cfg), tallies_(t) {
     for (const config::ServeModelConfig& mc : cfg.models) {
       std::vector<std::vector<at::Tensor>> pool;
@@ -117,7 +118,8 @@ json profile_points(const LatencyProfile& p, std::uint32_t max_batch) {
 json scale_points(const LatencyProfile& in_use, const LatencyProfile& offline, std::uint32_t max_batch) {
   json j = json::object();
   const std::uint32_t top = std::min({max_batch, in_use.max_batch(), offline.max_batch()});
-  for (std::uint32_t b : metrics::profile_batch_sizes(top)) j[std::to_string(b)] = metrics::profile_scale(in_use, offline, b);
+  for (std::uint32_t b : metrics::profile_batch_sizes(top))
+    j[std::to_string(b)] = metrics::profile_scale(in_use, offline, b);
   return j;
 }
 
@@ -180,7 +182,8 @@ LoadRun run_builtin_load(server::Server& srv, const config::ServeConfig& cfg,
       }
       char line[160];
       std::snprintf(line, sizeof line, "[%5.1f/%.0f s] offered %6.1f r/s  good %6.1f r/s  p99 %6.1f ms |",
-                    (wake - start).to_seconds(), cfg.duration_s, static_cast<double>(now.sent - last_sent) / dt,
+                    (wake - start).to_seconds(), cfg.duration_s,
+                    static_cast<double>(now.sent - last_sent) / dt,
                     static_cast<double>(now.ok - last_ok) / dt, p99.to_ms());
       progress(line + per);
     }
@@ -261,14 +264,15 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
     const OutcomeCounts c = t.tally.counts();
     if (const std::uint64_t refused = t.refused.load()) {
       std::lock_guard<std::mutex> lock(t.mu);
-      std::printf("  %s: %llu refused at infer(), e.g. %s\n", t.name.c_str(), static_cast<unsigned long long>(refused),
-                  t.last_refusal.c_str());
+      std::printf("  %s: %llu refused at infer(), e.g. %s\n", t.name.c_str(),
+                  static_cast<unsigned long long>(refused), t.last_refusal.c_str());
     }
     if (c.dropped) {
       std::string why;
       for (int r = 0; r < kNumDropReasons; ++r)
         if (const std::uint64_t n = c.dropped_by_reason[static_cast<std::size_t>(r)])
-          why += (why.empty() ? "" : ", ") + std::string(to_string(static_cast<DropReason>(r))) + " " + std::to_string(n);
+          why += (why.empty() ? "" : ", ") + std::string(to_string(static_cast<DropReason>(r))) + " " +
+                 std::to_string(n);
       std::printf("  %s: dropped: %s\n", t.name.c_str(), why.c_str());
     }
   }
@@ -279,11 +283,12 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
     const std::uint32_t top = std::min(m.max_batch, m.profile_in_use.max_batch());
     if (top == 0) continue;
     char l1[32], lmax[32];
-    std::snprintf(l1, sizeof l1, "%.2f -> %.2f", m.offline_profile.latency(1).to_ms(), m.profile_in_use.latency(1).to_ms());
+    std::snprintf(l1, sizeof l1, "%.2f -> %.2f", m.offline_profile.latency(1).to_ms(),
+                  m.profile_in_use.latency(1).to_ms());
     std::snprintf(lmax, sizeof lmax, "%.2f -> %.2f", m.offline_profile.latency(top).to_ms(),
                   m.profile_in_use.latency(top).to_ms());
-    std::printf("%-20s %13s %23s %23s %9llu %8llu\n", m.name.c_str(), m.recalibrating ? "yes" : "no", l1, lmax,
-                static_cast<unsigned long long>(m.recalibration_samples),
+    std::printf("%-20s %13s %23s %23s %9llu %8llu\n", m.name.c_str(), m.recalibrating ? "yes" : "no", l1,
+                lmax, static_cast<unsigned long long>(m.recalibration_samples),
                 static_cast<unsigned long long>(m.recalibration_updates));
   }
   std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
@@ -292,7 +297,8 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
     const DeviceStats* w = d < run.at_warmup.devices.size() ? &run.at_warmup.devices[d] : nullptr;
     const double busy = ((ds.busy - (w ? w->busy : Duration())).to_seconds()) / window;
     const std::uint64_t nb = ds.batches - (w ? w->batches : 0);
-    std::printf("%-20s %9.1f%% %9llu\n", ds.name.c_str(), 100 * std::min(1.0, busy), static_cast<unsigned long long>(nb));
+    std::printf("%-20s %9.1f%% %9llu\n", ds.name.c_str(), 100 * std::min(1.0, busy),
+                static_cast<unsigned long long>(nb));
     json jd;
     jd["name"] = ds.name;
     jd["busy_fraction"] = std::min(1.0, busy);
@@ -308,12 +314,13 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
       jd["planned_gap_us"] = {{"planned_back_to_back", ds.planned_back_to_back},
                               {"p50", ds.planned_gap_p50.to_us()},
                               {"p99", ds.planned_gap_p99.to_us()}};
-      std::printf("%-20s dispatch overhead p50 %.1f us, p99 %.1f us; idle gap p50 %.1f us, p99 %.1f us (%llu back "
-                  "to back); planned back to back: p50 %.1f us, p99 %.1f us (%llu)\n",
-                  "", ds.dispatch_overhead_p50.to_us(), ds.dispatch_overhead_p99.to_us(), ds.idle_gap_p50.to_us(),
-                  ds.idle_gap_p99.to_us(), static_cast<unsigned long long>(ds.back_to_back),
-                  ds.planned_gap_p50.to_us(), ds.planned_gap_p99.to_us(),
-                  static_cast<unsigned long long>(ds.planned_back_to_back));
+      std::printf(
+          "%-20s dispatch overhead p50 %.1f us, p99 %.1f us; idle gap p50 %.1f us, p99 %.1f us (%llu back "
+          "to back); planned back to back: p50 %.1f us, p99 %.1f us (%llu)\n",
+          "", ds.dispatch_overhead_p50.to_us(), ds.dispatch_overhead_p99.to_us(), ds.idle_gap_p50.to_us(),
+          ds.idle_gap_p99.to_us(), static_cast<unsigned long long>(ds.back_to_back),
+          ds.planned_gap_p50.to_us(), ds.planned_gap_p99.to_us(),
+          static_cast<unsigned long long>(ds.planned_back_to_back));
     }
     for (const DeviceModelEstimate& e : ds.models) {
       const std::uint32_t top = estimate_top(e, fin.models);
@@ -325,10 +332,11 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
   }
   const std::uint64_t dropped = total.dropped + refused_total;
   const double goodput = static_cast<double>(total.ok) / window;
-  std::printf("\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.0f s\n",
-              static_cast<unsigned long long>(total.sent), static_cast<unsigned long long>(total.ok),
-              static_cast<unsigned long long>(total.late), static_cast<unsigned long long>(dropped),
-              static_cast<unsigned long long>(total.errors), goodput, window);
+  std::printf(
+      "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.0f s\n",
+      static_cast<unsigned long long>(total.sent), static_cast<unsigned long long>(total.ok),
+      static_cast<unsigned long long>(total.late), static_cast<unsigned long long>(dropped),
+      static_cast<unsigned long long>(total.errors), goodput, window);
   report["sent"] = total.sent;
   report["ok"] = total.ok;
   report["late"] = total.late;

@@ -42,8 +42,8 @@ void write_batch_histogram(metrics::Writer& w, const ModelStats& ms) {
     buckets.emplace_back(static_cast<double>(le), below);
     if (le >= ms.max_batch) break;
   }
-  w.histogram("symphony_batch_size", "Sizes of the batches run since start.", {{"model", ms.name}}, buckets, sum,
-              count);
+  w.histogram("symphony_batch_size", "Sizes of the batches run since start.", {{"model", ms.name}}, buckets,
+              sum, count);
 }
 
 }  // namespace
@@ -62,23 +62,27 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.gauge("symphony_goodput_rps", "Requests ok per second since start.", m,
             elapsed > 0 ? static_cast<double>(ms.counts.ok) / elapsed : 0.0);
     w.histogram_from("symphony_request_latency_seconds",
-                     "Latency of ok and late requests since start, from submission to the outcome.", m, ms.latency,
-                     metrics::kLatencyBucketsSeconds);
+                     "Latency of ok and late requests since start, from submission to the outcome.", m,
+                     ms.latency, metrics::kLatencyBucketsSeconds);
     const std::uint64_t ended = ms.counts.ended();
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));
     write_batch_histogram(w, ms);
     metrics::write_profile_metrics(w, ms.name,
-                                   CalibrationSnapshot{ms.recalibrating, ms.offline_profile, ms.profile_in_use,
-                                                       ms.recalibration_samples, ms.recalibration_updates, {}},
+                                   CalibrationSnapshot{ms.recalibrating,
+                                                       ms.offline_profile,
+                                                       ms.profile_in_use,
+                                                       ms.recalibration_samples,
+                                                       ms.recalibration_updates,
+                                                       {}},
                                    ms.max_batch);
   }
   Duration busy_total;
   for (const DeviceStats& ds : now.devices) {
     const Labels l{{"device", ds.name}};
     busy_total += ds.busy;
-    w.counter("symphony_device_busy_seconds_total", "Seconds the device spent running batches since start.", l,
-              ds.busy.to_seconds());
+    w.counter("symphony_device_busy_seconds_total", "Seconds the device spent running batches since start.",
+              l, ds.busy.to_seconds());
     w.counter("symphony_device_batches_total", "Batches the device ran since start.", l,
               static_cast<double>(ds.batches));
     w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
@@ -88,14 +92,14 @@ void ServerMetrics::collect(metrics::Writer& w) {
                                             estimate_top(e, now.models));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const AutoscaleSignal sig = window_.observe({SteadyClock{}.now(), now.ok + now.late + now.dropped + now.errors,
-                                               now.late + now.dropped + now.errors, busy_total,
-                                               static_cast<std::uint32_t>(now.devices.size())});
+  const AutoscaleSignal sig = window_.observe(
+      {SteadyClock{}.now(), now.ok + now.late + now.dropped + now.errors, now.late + now.dropped + now.errors,
+       busy_total, static_cast<std::uint32_t>(now.devices.size())});
   const AutoscaleAdvice adv = autoscale_advice(sig, max_bad_rate_);
   w.gauge("symphony_autoscale_advice_gpus",
           "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window.", {}, adv.advice);
-  w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.", {},
-          sig.bad_rate());
+  w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.",
+          {}, sig.bad_rate());
   w.gauge("symphony_autoscale_busy_fraction", "Mean busy fraction of the devices in the recent window.", {},
           sig.busy_fraction);
   w.gauge("symphony_autoscale_gpus", "Devices in service.", {}, sig.gpus);

@@ -59,11 +59,16 @@ bool to_outputs(const c10::IValue& v, std::vector<Tensor>* out) {
 
 Code code_of(Errc e) {
   switch (e) {
-    case Errc::kInvalidArgument: return Code::kInvalidArgument;
-    case Errc::kNotFound: return Code::kNotFound;
-    case Errc::kCapacityExceeded: return Code::kResourceExhausted;
-    case Errc::kFailedPrecondition: return Code::kUnavailable;
-    default: return Code::kInternal;
+    case Errc::kInvalidArgument:
+      return Code::kInvalidArgument;
+    case Errc::kNotFound:
+      return Code::kNotFound;
+    case Errc::kCapacityExceeded:
+      return Code::kResourceExhausted;
+    case Errc::kFailedPrecondition:
+      return Code::kUnavailable;
+    default:
+      return Code::kInternal;
   }
 }
 
@@ -132,14 +137,16 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
     const auto st = scalar_type_of(t.datatype);
     if (!st) {
       done(Reply::error(Code::kInvalidArgument, "input '" + t.name + "': datatype " +
-                                                    std::string(to_string(t.datatype)) + " is not a tensor type"));
+                                                    std::string(to_string(t.datatype)) +
+                                                    " is not a tensor type"));
       return 0;
     }
     // The bytes stay where the transport put them; the tensor owns them.
     auto bytes = std::make_shared<std::string>(std::move(t.data));
     void* p = bytes->data();
     inputs.push_back(torch::from_blob(
-        p, at::IntArrayRef(t.shape), [bytes](void*) mutable { bytes.reset(); }, torch::TensorOptions().dtype(*st)));
+        p, at::IntArrayRef(t.shape), [bytes](void*) mutable { bytes.reset(); },
+        torch::TensorOptions().dtype(*st)));
   }
   const std::string model = req.model;
   std::uint64_t ticket = 0;

@@ -25,8 +25,9 @@ BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t 
 }
 
 CpuExecutor::CpuExecutor(BatchRunner& runner, std::size_t replica, int intra_op_threads, std::string name)
-    : runner_(runner), replica_(replica), threads_(intra_op_threads), name_(std::move(name)),
-      worker_([this] { loop(); }) {}
+    : runner_(runner), replica_(replica), threads_(intra_op_threads), name_(std::move(name)), worker_([this] {
+        loop();
+      }) {}
 
 CpuExecutor::~CpuExecutor() {
   stopping_.store(true, std::memory_order_release);

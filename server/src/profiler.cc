@@ -54,12 +54,14 @@ void isotonic_fit(std::vector<double>& y) {
 
 bool is_oom(const std::string& msg) {
   return msg.find("out of memory") != std::string::npos || msg.find("Out of memory") != std::string::npos ||
-         msg.find("OutOfMemory") != std::string::npos || msg.find("can't allocate memory") != std::string::npos;
+         msg.find("OutOfMemory") != std::string::npos ||
+         msg.find("can't allocate memory") != std::string::npos;
 }
 
 }  // namespace
 
-Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, const ProfileOptions& opts) {
+Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica,
+                                                  const ProfileOptions& opts) {
   if (opts.max_batch == 0) return Status(Errc::kInvalidArgument, "profile: max_batch must be at least 1");
   if (opts.repeats < 1) return Status(Errc::kInvalidArgument, "profile: repeats must be at least 1");
   const c10::Device dev = model.device(replica);
@@ -115,14 +117,16 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
       break;
     }
     batches.push_back(std::move(batch));
-    if (const Duration took = Duration::nanoseconds(static_cast<std::int64_t>(last)); took > opts.max_latency) {
-      out.stopped_because = "batch " + std::to_string(b) + " already takes " + format_ms(took) + " ms (limit " +
-                            format_ms(opts.max_latency) + " ms)";
+    if (const Duration took = Duration::nanoseconds(static_cast<std::int64_t>(last));
+        took > opts.max_latency) {
+      out.stopped_because = "batch " + std::to_string(b) + " already takes " + format_ms(took) +
+                            " ms (limit " + format_ms(opts.max_latency) + " ms)";
       break;
     }
   }
   grid.resize(batches.size());
-  if (grid.empty()) return Status(Errc::kFailedPrecondition, "profile: not even batch 1 ran: " + out.stopped_because);
+  if (grid.empty())
+    return Status(Errc::kFailedPrecondition, "profile: not even batch 1 ran: " + out.stopped_because);
 
   // Measurement: every round visits every size once, in a shuffled order, so
   // that the cost of switching shapes between batches (as serving does) is in
@@ -140,18 +144,21 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
       bool oom = false;
       Result<double> t = time_one(batches[i], &oom);
       if (!t.ok() || oom)
-        return Status(Errc::kFailedPrecondition, "profile: model '" + model.name() + "' failed at batch " +
-                                                     std::to_string(grid[i]) + ": " +
-                                                     (oom ? std::string("out of memory") : t.status().message()));
+        return Status(Errc::kFailedPrecondition,
+                      "profile: model '" + model.name() + "' failed at batch " + std::to_string(grid[i]) +
+                          ": " + (oom ? std::string("out of memory") : t.status().message()));
       samples[i].push_back(*t);
     }
-    if (opts.progress) opts.progress(grid.back(), static_cast<std::size_t>(round + 1), static_cast<std::size_t>(opts.repeats));
+    if (opts.progress)
+      opts.progress(grid.back(), static_cast<std::size_t>(round + 1), static_cast<std::size_t>(opts.repeats));
   }
   std::vector<double> med(grid.size()), p90(grid.size()), p99(grid.size());
   for (std::size_t i = 0; i < grid.size(); ++i) {
     std::vector<double>& v = samples[i];
     std::sort(v.begin(), v.end());
-    const auto pick = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+    const auto pick = [&](double q) {
+      return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+    };
     med[i] = pick(0.5);
     p90[i] = pick(0.9);
     p99[i] = pick(0.99);
@@ -168,13 +175,17 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
     out.points.push_back({grid[i], m, q90, q99});
   }
   out.max_batch = grid.back();
-  if (out.points.empty()) return Status(Errc::kFailedPrecondition, "profile: not even batch 1 ran: " + out.stopped_because);
+  if (out.points.empty())
+    return Status(Errc::kFailedPrecondition, "profile: not even batch 1 ran: " + out.stopped_because);
   // Least-squares fit of the medians.
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = static_cast<double>(out.points.size());
   for (const auto& p : out.points) {
     const double x = p.batch, y = static_cast<double>(p.median.ns());
-    sx += x; sy += y; sxx += x * x; sxy += x * y;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
   }
   const double den = n * sxx - sx * sx;
   const double a = den != 0 ? (n * sxy - sx * sy) / den : 0.0;

@@ -218,7 +218,7 @@ struct Server::Impl final : BatchRunner {
     m.tally.record(o.outcome, o.reason, r.latency);
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);
-    std::function<void(InferResult&&)> cb = std::move(p.callback);
+    std::function<void(InferResult &&)> cb = std::move(p.callback);
     p.model.reset();
     p.inputs.clear();
     p.output = c10::IValue();
@@ -279,7 +279,8 @@ struct Server::Impl final : BatchRunner {
                 std::promise<InferResult>* promise, std::function<void(InferResult&&)>&& cb,
                 std::uint64_t* ticket = nullptr) {
     if (!running.load(std::memory_order_acquire))
-      return Status(Errc::kFailedPrecondition, stopped ? "the server is stopped" : "the server is not started");
+      return Status(Errc::kFailedPrecondition,
+                    stopped ? "the server is stopped" : "the server is not started");
     std::shared_ptr<Model> m;
     {
       std::shared_lock<std::shared_mutex> lock(models_mu);
@@ -287,8 +288,8 @@ struct Server::Impl final : BatchRunner {
       if (it == by_name.end()) {
         std::string known;
         for (const auto& [n, _] : by_name) known += (known.empty() ? "" : ", ") + n;
-        return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "' (serving: " +
-                                           (known.empty() ? "none" : known) + ")");
+        return Status(Errc::kNotFound, "unknown model '" + std::string(name) +
+                                           "' (serving: " + (known.empty() ? "none" : known) + ")");
       }
       m = it->second;
     }
@@ -313,8 +314,10 @@ struct Server::Impl final : BatchRunner {
                   " ms cannot be met; even a batch of one needs " + ms_string(need) + " ms";
         r.submitted = now;
         r.batch_start = r.batch_end = TimePoint::infinite();
-        if (promise) promise->set_value(std::move(r));
-        else cb(std::move(r));
+        if (promise)
+          promise->set_value(std::move(r));
+        else
+          cb(std::move(r));
         return {};
       }
     }
@@ -328,8 +331,10 @@ struct Server::Impl final : BatchRunner {
     p.batched = batched;
     p.submitted = now;
     p.use_promise = promise != nullptr;
-    if (promise) p.promise = std::move(*promise);
-    else p.callback = std::move(cb);
+    if (promise)
+      p.promise = std::move(*promise);
+    else
+      p.callback = std::move(cb);
     if (++p.generation == 0) p.generation = 1;
     const std::uint64_t tk = (std::uint64_t{p.generation} << 32) | *slot;
     p.model_id.store(m->id, std::memory_order_relaxed);
@@ -377,14 +382,16 @@ struct Server::Impl final : BatchRunner {
     }
     to.devices = torch_devices;
     to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
-    log("loading " + mo.name + " from " + mo.path + " on " + std::to_string(torch_devices.size()) + " device(s)");
+    log("loading " + mo.name + " from " + mo.path + " on " + std::to_string(torch_devices.size()) +
+        " device(s)");
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
     if (!m->torch->optimized()) log(mo.name + ": " + m->torch->optimize_note());
 
     // The profile: a given file, the file beside the model, or a measurement.
     profile_io::MeasuredProfile measured;
-    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
+    const std::string path =
+        mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
     bool have = false;
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
@@ -409,13 +416,15 @@ struct Server::Impl final : BatchRunner {
           std::to_string(po.max_batch) + ", " + std::to_string(po.repeats) + " rounds)");
       po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
         if (i == n || i % 5 == 0)
-          log("profiling " + mo.name + ": round " + std::to_string(i) + "/" + std::to_string(n) + " (batches 1.." +
-              std::to_string(b) + ")");
+          log("profiling " + mo.name + ": round " + std::to_string(i) + "/" + std::to_string(n) +
+              " (batches 1.." + std::to_string(b) + ")");
       };
       SYMPHONY_ASSIGN_OR_RETURN(measured, profile_model(*m->torch, 0, po).with_context(who));
       measured.device = device_specs.front().to_string();
-      if (Status s = profile_io::write_profile_file(path, measured); !s.ok()) log(mo.name + ": could not save the profile: " + s.message());
-      else log(mo.name + ": profile saved to " + path);
+      if (Status s = profile_io::write_profile_file(path, measured); !s.ok())
+        log(mo.name + ": could not save the profile: " + s.message());
+      else
+        log(mo.name + ": profile saved to " + path);
     }
     SYMPHONY_ASSIGN_OR_RETURN(m->profile,
                               measured.to_latency_profile(opts.profile_latency).with_context(who));
@@ -471,10 +480,9 @@ struct Server::Impl final : BatchRunner {
     rc.recalibration = opts.recalibration;
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) {
-      const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(),
-                                        [](const DeviceSpec& d) {
-                                          return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
-                                        });
+      const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(), [](const DeviceSpec& d) {
+        return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
+      });
       rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
     }
     SYMPHONY_ASSIGN_OR_RETURN(runtime, make_runtime(rc, sink, opts.policy));
@@ -516,7 +524,8 @@ struct Server::Impl final : BatchRunner {
           d->kernel = k.get();
           e = std::move(k);
 #else
-          return Status(Errc::kFailedPrecondition, "this build has no busy-kernel executor (SYMPHONY_WITH_CUDA)");
+          return Status(Errc::kFailedPrecondition,
+                        "this build has no busy-kernel executor (SYMPHONY_WITH_CUDA)");
 #endif
           break;
         }
@@ -582,7 +591,8 @@ const std::vector<DeviceSpec>& Server::devices() const { return impl_->device_sp
 Status Server::add_model(const ModelOptions& mo) {
   {
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
-    if (impl_->by_name.count(mo.name)) return Status(Errc::kAlreadyExists, "model '" + mo.name + "' is already served");
+    if (impl_->by_name.count(mo.name))
+      return Status(Errc::kAlreadyExists, "model '" + mo.name + "' is already served");
   }
   auto m = impl_->load(mo);  // slow (loading, warm-up, profiling): no lock held
   if (!m.ok()) return m.status();
@@ -609,7 +619,8 @@ Status Server::remove_model(std::string_view name) {
   {
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
     auto it = impl_->by_name.find(name);
-    if (it == impl_->by_name.end()) return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "'");
+    if (it == impl_->by_name.end())
+      return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "'");
     m = it->second;
   }
   m->accepting.store(false, std::memory_order_release);
@@ -680,8 +691,10 @@ ServerStats Server::stats() const {
   ServerStats out;
   const TimePoint now = SteadyClock{}.now();
   const std::int64_t stopped_ns = impl_->stopped_at_ns.load(std::memory_order_acquire);
-  if (impl_->running.load()) out.elapsed = now - impl_->started;
-  else if (stopped_ns != 0) out.elapsed = TimePoint::from_ns(stopped_ns) - impl_->started;
+  if (impl_->running.load())
+    out.elapsed = now - impl_->started;
+  else if (stopped_ns != 0)
+    out.elapsed = TimePoint::from_ns(stopped_ns) - impl_->started;
   std::vector<std::shared_ptr<Impl::Model>> models;
   {
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
@@ -749,11 +762,13 @@ ServerStats Server::stats() const {
     if (cs) {
       busy = cs->busy;
       const std::uint64_t launched = cs->dispatch_overheads.count();
-      ds.dispatch_overhead_mean = launched ? cs->dispatch_overhead / static_cast<std::int64_t>(launched) : Duration();
+      ds.dispatch_overhead_mean =
+          launched ? cs->dispatch_overhead / static_cast<std::int64_t>(launched) : Duration();
       ds.dispatch_overhead_p50 = cs->dispatch_overheads.percentile(0.50);
       ds.dispatch_overhead_p99 = cs->dispatch_overheads.percentile(0.99);
       ds.back_to_back = cs->back_to_back;
-      ds.idle_gap_mean = cs->back_to_back ? cs->idle_gaps / static_cast<std::int64_t>(cs->back_to_back) : Duration();
+      ds.idle_gap_mean =
+          cs->back_to_back ? cs->idle_gaps / static_cast<std::int64_t>(cs->back_to_back) : Duration();
       ds.idle_gap_p50 = cs->idle_gap_histogram.percentile(0.50);
       ds.idle_gap_p99 = cs->idle_gap_histogram.percentile(0.99);
       ds.planned_back_to_back = cs->planned_back_to_back;

@@ -45,11 +45,13 @@ bool parse_int(std::string_view s, int* out) {
 
 }  // namespace
 
-Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count, const CudaRuntimeDevices& runtime) {
+Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count,
+                                              const CudaRuntimeDevices& runtime) {
   std::vector<DeviceSpec> out;
   std::string_view rest = text;
   const auto bad = [&](std::string_view item, const std::string& why) {
-    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "': '" + std::string(item) + "' " + why);
+    return Status(Errc::kInvalidArgument,
+                  "devices '" + std::string(text) + "': '" + std::string(item) + "' " + why);
   };
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
@@ -58,7 +60,8 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
     if (item.empty()) continue;
     const std::size_t colon = item.find(':');
     const std::string_view kind = item.substr(0, colon);
-    const std::string_view arg = colon == std::string_view::npos ? std::string_view() : item.substr(colon + 1);
+    const std::string_view arg =
+        colon == std::string_view::npos ? std::string_view() : item.substr(colon + 1);
     int n = 0;
     if (kind == "auto" && arg.empty()) {
       if (cuda_count > 0) {
@@ -67,10 +70,11 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
         out.push_back({DeviceKind::kCpu, 0});
       }
     } else if (kind == "cpu") {
-      if (!arg.empty() && (!parse_int(arg, &n) || n == 0)) return bad(item, "needs a positive count, as in cpu:2");
+      if (!arg.empty() && (!parse_int(arg, &n) || n == 0))
+        return bad(item, "needs a positive count, as in cpu:2");
       const int count = arg.empty() ? 1 : n;
-      const int base = static_cast<int>(std::count_if(out.begin(), out.end(),
-                                                      [](const DeviceSpec& d) { return d.kind == DeviceKind::kCpu; }));
+      const int base = static_cast<int>(std::count_if(
+          out.begin(), out.end(), [](const DeviceSpec& d) { return d.kind == DeviceKind::kCpu; }));
       for (int i = 0; i < count; ++i) out.push_back({DeviceKind::kCpu, base + i});
     } else if (kind == "emulated") {
       if (!parse_int(arg, &n) || n == 0) return bad(item, "needs a positive count, as in emulated:8");
@@ -87,8 +91,9 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
       }
     } else if (kind == "cuda-emulated") {
       if (runtime.count < 0)
-        return bad(item, "needs the busy-kernel executor, which this build lacks (configure with the CUDA toolkit: "
-                         "nvcc and cudart; SYMPHONY_WITH_CUDA)");
+        return bad(item,
+                   "needs the busy-kernel executor, which this build lacks (configure with the CUDA toolkit: "
+                   "nvcc and cudart; SYMPHONY_WITH_CUDA)");
       const std::string none = runtime.error.empty() ? "no CUDA device" : runtime.error;
       if (arg.empty()) {
         if (runtime.count == 0) return bad(item, "asks for CUDA GPUs but none is available: " + none);
@@ -96,19 +101,22 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
       } else {
         if (!parse_int(arg, &n)) return bad(item, "needs a device ordinal, as in cuda-emulated:0");
         if (n >= runtime.count)
-          return bad(item, "does not exist: " + (runtime.count == 0 ? none : std::to_string(runtime.count) +
-                                                                                 " CUDA device(s) available"));
+          return bad(item, "does not exist: " + (runtime.count == 0 ? none
+                                                                    : std::to_string(runtime.count) +
+                                                                          " CUDA device(s) available"));
         out.push_back({DeviceKind::kCudaEmulated, n});
       }
     } else {
       return bad(item, "is not a device (use auto, cpu[:N], cuda[:i], emulated:N or cuda-emulated[:i])");
     }
   }
-  if (out.empty()) return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
+  if (out.empty())
+    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
   for (std::size_t i = 0; i < out.size(); ++i)
     for (std::size_t j = i + 1; j < out.size(); ++j)
-      if (out[i] == out[j]) return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' lists " +
-                                                                      out[i].to_string() + " twice");
+      if (out[i] == out[j])
+        return Status(Errc::kInvalidArgument,
+                      "devices '" + std::string(text) + "' lists " + out[i].to_string() + " twice");
   const bool emulated = !runs_model(out.front().kind);
   for (const auto& d : out)
     if (runs_model(d.kind) == emulated)
@@ -126,7 +134,9 @@ void set_cpu_threads(int threads) {
   if (threads > 0) at::set_num_threads(threads);
 }
 
-std::string model_name_from_path(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+std::string model_name_from_path(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
 
 std::string default_profile_path(const std::string& model_path, const DeviceSpec& d) {
   const std::filesystem::path p(model_path);
@@ -149,33 +159,55 @@ std::string shape_string(c10::IntArrayRef s) {
 
 std::optional<DataType> datatype_of(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Bool: return DataType::kBool;
-    case c10::ScalarType::Byte: return DataType::kUint8;
-    case c10::ScalarType::Char: return DataType::kInt8;
-    case c10::ScalarType::Short: return DataType::kInt16;
-    case c10::ScalarType::Int: return DataType::kInt32;
-    case c10::ScalarType::Long: return DataType::kInt64;
-    case c10::ScalarType::Half: return DataType::kFp16;
-    case c10::ScalarType::BFloat16: return DataType::kBf16;
-    case c10::ScalarType::Float: return DataType::kFp32;
-    case c10::ScalarType::Double: return DataType::kFp64;
-    default: return std::nullopt;
+    case c10::ScalarType::Bool:
+      return DataType::kBool;
+    case c10::ScalarType::Byte:
+      return DataType::kUint8;
+    case c10::ScalarType::Char:
+      return DataType::kInt8;
+    case c10::ScalarType::Short:
+      return DataType::kInt16;
+    case c10::ScalarType::Int:
+      return DataType::kInt32;
+    case c10::ScalarType::Long:
+      return DataType::kInt64;
+    case c10::ScalarType::Half:
+      return DataType::kFp16;
+    case c10::ScalarType::BFloat16:
+      return DataType::kBf16;
+    case c10::ScalarType::Float:
+      return DataType::kFp32;
+    case c10::ScalarType::Double:
+      return DataType::kFp64;
+    default:
+      return std::nullopt;
   }
 }
 
 std::optional<c10::ScalarType> scalar_type_of(DataType t) {
   switch (t) {
-    case DataType::kBool: return c10::ScalarType::Bool;
-    case DataType::kUint8: return c10::ScalarType::Byte;
-    case DataType::kInt8: return c10::ScalarType::Char;
-    case DataType::kInt16: return c10::ScalarType::Short;
-    case DataType::kInt32: return c10::ScalarType::Int;
-    case DataType::kInt64: return c10::ScalarType::Long;
-    case DataType::kFp16: return c10::ScalarType::Half;
-    case DataType::kBf16: return c10::ScalarType::BFloat16;
-    case DataType::kFp32: return c10::ScalarType::Float;
-    case DataType::kFp64: return c10::ScalarType::Double;
-    default: return std::nullopt;
+    case DataType::kBool:
+      return c10::ScalarType::Bool;
+    case DataType::kUint8:
+      return c10::ScalarType::Byte;
+    case DataType::kInt8:
+      return c10::ScalarType::Char;
+    case DataType::kInt16:
+      return c10::ScalarType::Short;
+    case DataType::kInt32:
+      return c10::ScalarType::Int;
+    case DataType::kInt64:
+      return c10::ScalarType::Long;
+    case DataType::kFp16:
+      return c10::ScalarType::Half;
+    case DataType::kBf16:
+      return c10::ScalarType::BFloat16;
+    case DataType::kFp32:
+      return c10::ScalarType::Float;
+    case DataType::kFp64:
+      return c10::ScalarType::Double;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -209,8 +241,8 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
     const std::string in = who + ", input '" + s.name + "'";
     if (!x.defined()) return Status(Errc::kInvalidArgument, in + ": tensor is undefined");
     if (x.scalar_type() != s.dtype)
-      return Status(Errc::kInvalidArgument, in + ": expected dtype " + dtype_name(s.dtype) + ", got " +
-                                                dtype_name(x.scalar_type()));
+      return Status(Errc::kInvalidArgument,
+                    in + ": expected dtype " + dtype_name(s.dtype) + ", got " + dtype_name(x.scalar_type()));
     const auto sz = x.sizes();
     const c10::IntArrayRef want(s.shape);
     bool b = false;
@@ -219,11 +251,12 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
     } else if (sz.size() == want.size() + 1 && sz[0] == 1 && sz.slice(1).equals(want)) {
       b = true;
     } else {
-      return Status(Errc::kInvalidArgument, in + ": expected shape " + shape_string(want) + " (or [1] + that), got " +
-                                                shape_string(sz));
+      return Status(Errc::kInvalidArgument, in + ": expected shape " + shape_string(want) +
+                                                " (or [1] + that), got " + shape_string(sz));
     }
     if (batched_state >= 0 && batched_state != static_cast<int>(b))
-      return Status(Errc::kInvalidArgument, who + ": inputs mix samples with and without the batch dimension");
+      return Status(Errc::kInvalidArgument,
+                    who + ": inputs mix samples with and without the batch dimension");
     batched_state = b;
   }
   if (batched) *batched = batched_state == 1;
@@ -273,9 +306,12 @@ std::vector<at::Tensor> TorchModel::dummy_batch(std::uint32_t b, c10::Device dev
     std::vector<std::int64_t> shape{static_cast<std::int64_t>(b)};
     shape.insert(shape.end(), s.shape.begin(), s.shape.end());
     const auto opts = at::TensorOptions().dtype(s.dtype).device(device);
-    if (at::isFloatingType(s.dtype)) batch.push_back(at::randn(shape, opts));
-    else if (s.dtype == c10::ScalarType::Bool) batch.push_back(at::randint(0, 2, shape, opts));
-    else batch.push_back(at::randint(0, 10, shape, opts));
+    if (at::isFloatingType(s.dtype))
+      batch.push_back(at::randn(shape, opts));
+    else if (s.dtype == c10::ScalarType::Bool)
+      batch.push_back(at::randint(0, 2, shape, opts));
+    else
+      batch.push_back(at::randint(0, 10, shape, opts));
   }
   return batch;
 }
@@ -319,8 +355,8 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
       }
       m->replicas_.push_back(std::move(r));
     } catch (const std::exception& e) {
-      return Status(Errc::kInvalidArgument, who + ": cannot be placed on " + m->opts_.devices[i].str() + ": " +
-                                                std::string(e.what()).substr(0, 300));
+      return Status(Errc::kInvalidArgument, who + ": cannot be placed on " + m->opts_.devices[i].str() +
+                                                ": " + std::string(e.what()).substr(0, 300));
     }
   }
   // Warm up every replica (the profiling executor optimizes after a few runs)
@@ -330,10 +366,9 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
       const std::uint32_t b = it % 2 ? m->opts_.warmup_batch : 1;
       Result<c10::IValue> r = m->forward(i, m->dummy_batch(b, m->opts_.devices[i]));
       if (!r.ok())
-        return Status(Errc::kInvalidArgument, who + ": a batch of its declared inputs (" +
-                                                  m->opts_.inputs.front().to_string() +
-                                                  (m->opts_.inputs.size() > 1 ? ", ..." : "") + ") fails: " +
-                                                  r.status().message());
+        return Status(Errc::kInvalidArgument,
+                      who + ": a batch of its declared inputs (" + m->opts_.inputs.front().to_string() +
+                          (m->opts_.inputs.size() > 1 ? ", ..." : "") + ") fails: " + r.status().message());
     }
   }
   return m;
@@ -360,7 +395,8 @@ Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Ten
   }
 }
 
-Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica, const std::vector<RequestInputs>& requests) {
+Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica,
+                                                       const std::vector<RequestInputs>& requests) {
   if (requests.empty()) return std::vector<c10::IValue>{};
   const c10::Device dev = opts_.devices[replica];
   std::vector<at::Tensor> batch;
@@ -378,22 +414,24 @@ Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica, cons
       batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
     }
   } catch (const std::exception& e) {
-    return Status(Errc::kFailedPrecondition, "model '" + opts_.name + "': cannot form the batch: " + e.what());
+    return Status(Errc::kFailedPrecondition,
+                  "model '" + opts_.name + "': cannot form the batch: " + e.what());
   }
   SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
   return split_output(out, requests, opts_.name);
 }
 
-Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std::vector<RequestInputs>& requests,
+Result<std::vector<c10::IValue>> split_output(const c10::IValue& out,
+                                              const std::vector<RequestInputs>& requests,
                                               std::string_view model) {
   const auto n = static_cast<std::int64_t>(requests.size());
   const std::string who = "model '" + std::string(model) + "'";
   // Splits one batched tensor into per-request pieces, on the CPU.
   auto split_tensor = [&](const at::Tensor& t, std::vector<at::Tensor>& pieces) -> Status {
     if (t.dim() == 0 || t.size(0) != n)
-      return Status(Errc::kFailedPrecondition, who + " returned a tensor of shape " + shape_string(t.sizes()) +
-                                                   " for a batch of " + std::to_string(n) +
-                                                   "; outputs must keep the batch dimension");
+      return Status(Errc::kFailedPrecondition,
+                    who + " returned a tensor of shape " + shape_string(t.sizes()) + " for a batch of " +
+                        std::to_string(n) + "; outputs must keep the batch dimension");
     const at::Tensor host = t.device().is_cpu() ? t : t.to(c10::kCPU);
     pieces.clear();
     for (std::int64_t i = 0; i < n; ++i)
@@ -425,8 +463,8 @@ Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std:
     for (std::int64_t i = 0; i < n; ++i) result[i] = c10::ivalue::Tuple::create(std::move(per[i]));
     return result;
   }
-  return Status(Errc::kFailedPrecondition, who + " returned a " + out.tagKind() +
-                                               "; expected a tensor or a tuple of tensors");
+  return Status(Errc::kFailedPrecondition,
+                who + " returned a " + out.tagKind() + "; expected a tensor or a tuple of tensors");
 }
 
 }  // namespace symphony::server

@@ -240,21 +240,21 @@ json config_json(const Config& c) {
               {"warmup_s", num(e.warmup.to_seconds())},
               {"noise_sigma", num(e.noise_sigma)},
               {"noise_drift", drift_json(e)},
-              {"noise_outliers", json{{"probability", num(e.outlier_probability)}, {"factor", num(e.outlier_factor)}}},
+              {"noise_outliers",
+               json{{"probability", num(e.outlier_probability)}, {"factor", num(e.outlier_factor)}}},
               {"recalibrate", e.recalibration.enabled},
               {"max_bad_rate", num(e.max_bad_rate)},
               {"delays_ms", json{{"ctrl", ms(e.delays.ctrl)},
                                  {"data", ms(e.delays.data)},
                                  {"resp", ms(e.delays.resp)},
                                  {"safety_margin", ms(e.delays.safety_margin)}}},
-              {"delay_distribution",
-               e.delay_jitter.enabled()
-                   ? json{{"kind", "lognormal"},
-                          {"sigma", num(e.delay_jitter.sigma)},
-                          {"plan_percentile", num(e.delay_jitter.plan_percentile)},
-                          {"planned_ms", json{{"ctrl", ms(e.planned_delays().ctrl)},
-                                              {"data", ms(e.planned_delays().data)}}}}
-                   : json("exact")}};
+              {"delay_distribution", e.delay_jitter.enabled()
+                                         ? json{{"kind", "lognormal"},
+                                                {"sigma", num(e.delay_jitter.sigma)},
+                                                {"plan_percentile", num(e.delay_jitter.plan_percentile)},
+                                                {"planned_ms", json{{"ctrl", ms(e.planned_delays().ctrl)},
+                                                                    {"data", ms(e.planned_delays().data)}}}}
+                                         : json("exact")}};
 }
 
 }  // namespace

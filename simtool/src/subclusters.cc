@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <string>
 
-
 namespace symphony::simtool {
 using nlohmann::json;
 
@@ -35,7 +34,6 @@ json window_json(const sim::AutoscaleSample& w) {
 }
 
 }  // namespace
-
 
 json subclusters_json(const partition::SubClusterConfig& c, const ExperimentSpec& e,
                       const sim::SubClusterRunResult& r) {

@@ -50,14 +50,15 @@ int main() {
   const TimePoint first = sink.seen[0].arrival;
   for (const RequestOutcome& o : sink.seen) {
     const bool ran = o.exec != TimePoint::infinite();
-    std::printf("  request %2llu: %s%s%s  arrived %+.3f ms  batch %u on gpu %d  exec %+.3f ms  finish %+.3f ms  "
-                "deadline %+.3f ms\n",
-                static_cast<unsigned long long>(o.tag), std::string(to_string(o.outcome)).c_str(),
-                o.outcome == Outcome::kDropped ? " " : "",
-                o.outcome == Outcome::kDropped ? std::string(to_string(o.reason)).c_str() : "",
-                (o.arrival - first).to_ms(), o.batch_size, o.gpu == kNoGpu ? -1 : static_cast<int>(o.gpu),
-                ran ? (o.exec - o.arrival).to_ms() : 0.0, (o.finish - o.arrival).to_ms(),
-                (o.deadline - o.arrival).to_ms());
+    std::printf(
+        "  request %2llu: %s%s%s  arrived %+.3f ms  batch %u on gpu %d  exec %+.3f ms  finish %+.3f ms  "
+        "deadline %+.3f ms\n",
+        static_cast<unsigned long long>(o.tag), std::string(to_string(o.outcome)).c_str(),
+        o.outcome == Outcome::kDropped ? " " : "",
+        o.outcome == Outcome::kDropped ? std::string(to_string(o.reason)).c_str() : "",
+        (o.arrival - first).to_ms(), o.batch_size, o.gpu == kNoGpu ? -1 : static_cast<int>(o.gpu),
+        ran ? (o.exec - o.arrival).to_ms() : 0.0, (o.finish - o.arrival).to_ms(),
+        (o.deadline - o.arrival).to_ms());
   }
   return sink.ok.load() == kRequests && sink.other.load() == 0 ? 0 : 1;
 }

@@ -27,7 +27,9 @@ class SetTimerQueue {
     set_.erase(&n);
     n.armed = false;
   }
-  TimePoint next_time() const noexcept { return set_.empty() ? TimePoint::infinite() : (*set_.begin())->when; }
+  TimePoint next_time() const noexcept {
+    return set_.empty() ? TimePoint::infinite() : (*set_.begin())->when;
+  }
   TimerNode* pop_expired(TimePoint now) {
     if (set_.empty() || (*set_.begin())->when > now) return nullptr;
     TimerNode* n = *set_.begin();

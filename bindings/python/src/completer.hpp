@@ -27,7 +27,6 @@
 
 namespace symphony::python {
 
-
 struct Done {
   PyObject* token;  // owned reference: the future (or asyncio future)
   PyObject* keep;   // owned reference: the request's Python inputs, kept alive until now

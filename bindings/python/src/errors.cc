@@ -23,21 +23,29 @@ void raise(ErrorKind kind, const std::string& message) {
 
 void raise_for_request(const Status& s) {
   switch (s.code()) {
-    case Errc::kNotFound: raise(ErrorKind::kModelNotFound, s.message());
-    case Errc::kInvalidArgument: raise(ErrorKind::kInvalidInput, s.message());
-    case Errc::kCapacityExceeded: raise(ErrorKind::kOverloaded, s.message());
-    case Errc::kFailedPrecondition: raise(ErrorKind::kNotRunning, s.message());
-    default: raise(ErrorKind::kBase, s.message());
+    case Errc::kNotFound:
+      raise(ErrorKind::kModelNotFound, s.message());
+    case Errc::kInvalidArgument:
+      raise(ErrorKind::kInvalidInput, s.message());
+    case Errc::kCapacityExceeded:
+      raise(ErrorKind::kOverloaded, s.message());
+    case Errc::kFailedPrecondition:
+      raise(ErrorKind::kNotRunning, s.message());
+    default:
+      raise(ErrorKind::kBase, s.message());
   }
 }
 
 void raise_for_control(const Status& s) {
   switch (s.code()) {
-    case Errc::kFailedPrecondition: raise(ErrorKind::kNotRunning, s.message());
+    case Errc::kFailedPrecondition:
+      raise(ErrorKind::kNotRunning, s.message());
     case Errc::kInvalidArgument:
     case Errc::kAlreadyExists:
-    case Errc::kCapacityExceeded: raise(ErrorKind::kConfig, s.message());
-    default: raise(ErrorKind::kBase, s.message());
+    case Errc::kCapacityExceeded:
+      raise(ErrorKind::kConfig, s.message());
+    default:
+      raise(ErrorKind::kBase, s.message());
   }
 }
 
@@ -45,8 +53,8 @@ void bind_errors(py::module_& m) {
   m.def(
       "_register_errors",
       [](const py::dict& classes) {
-        const char* names[] = {"SymphonyError", "ModelNotFound", "InvalidInput", "Overloaded", "ServerNotRunning",
-                               "ConfigError"};
+        const char* names[] = {"SymphonyError", "ModelNotFound",    "InvalidInput",
+                               "Overloaded",    "ServerNotRunning", "ConfigError"};
         for (std::size_t i = 0; i < std::size(names); ++i) {
           PyObject* c = classes[names[i]].ptr();
           Py_INCREF(c);  // kept for the life of the process

@@ -27,7 +27,8 @@ namespace symphony::python {
 namespace {
 
 Duration ms_arg(double ms, const char* what) {
-  if (!std::isfinite(ms)) raise(ErrorKind::kInvalidInput, std::string(what) + " must be a finite number of ms");
+  if (!std::isfinite(ms))
+    raise(ErrorKind::kInvalidInput, std::string(what) + " must be a finite number of ms");
   return Duration::from_ms(ms);
 }
 
@@ -81,16 +82,21 @@ class PyProgress final : public simtool::Progress {
   std::optional<py::error_already_set> error_;
 };
 
-std::string simulate(const std::string& source, bool is_path, const std::string& origin, const std::string& base_dir,
-                     const std::string& mode, double min_gpus_rate, std::optional<std::string> policy,
-                     std::optional<std::string> gather, std::optional<std::uint64_t> seed,
-                     std::optional<std::uint32_t> gpus, std::optional<double> rate, const py::object& progress,
+std::string simulate(const std::string& source, bool is_path, const std::string& origin,
+                     const std::string& base_dir, const std::string& mode, double min_gpus_rate,
+                     std::optional<std::string> policy, std::optional<std::string> gather,
+                     std::optional<std::uint64_t> seed, std::optional<std::uint32_t> gpus,
+                     std::optional<double> rate, const py::object& progress,
                      const std::optional<std::string>& trace_out) {
   simtool::SimulateOptions so;
-  if (mode == "run") so.mode = simtool::Mode::kRun;
-  else if (mode == "goodput") so.mode = simtool::Mode::kGoodput;
-  else if (mode == "min_gpus") so.mode = simtool::Mode::kMinGpus;
-  else raise(ErrorKind::kConfig, "mode must be 'run', 'goodput' or 'min_gpus', got '" + mode + "'");
+  if (mode == "run")
+    so.mode = simtool::Mode::kRun;
+  else if (mode == "goodput")
+    so.mode = simtool::Mode::kGoodput;
+  else if (mode == "min_gpus")
+    so.mode = simtool::Mode::kMinGpus;
+  else
+    raise(ErrorKind::kConfig, "mode must be 'run', 'goodput' or 'min_gpus', got '" + mode + "'");
   so.min_gpus_rate = min_gpus_rate;
   std::optional<PyProgress> prog;
   if (!progress.is_none()) prog.emplace(progress);
@@ -100,7 +106,8 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
   {
     py::gil_scoped_release nogil;  // a goodput search runs for seconds
     try {
-      config::Config c = is_path ? config::load_config(source) : config::parse_config(source, origin, base_dir);
+      config::Config c =
+          is_path ? config::load_config(source) : config::parse_config(source, origin, base_dir);
       config::Overrides ov;
       ov.policy = std::move(policy);
       ov.gather = std::move(gather);
@@ -160,9 +167,9 @@ Latencies are in milliseconds.
       .def_static(
           "linear",
           [](double alpha_ms, double beta_ms, std::uint32_t max_batch) {
-            return value_or_raise(LatencyProfile::linear(ms_arg(alpha_ms, "alpha_ms"), ms_arg(beta_ms, "beta_ms"),
-                                                         max_batch),
-                                  ErrorKind::kInvalidInput);
+            return value_or_raise(
+                LatencyProfile::linear(ms_arg(alpha_ms, "alpha_ms"), ms_arg(beta_ms, "beta_ms"), max_batch),
+                ErrorKind::kInvalidInput);
           },
           py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_batch"),
           "A linear profile l(b) = alpha_ms * b + beta_ms for 1 <= b <= max_batch.")
@@ -186,7 +193,8 @@ Latencies are in milliseconds.
           },
           py::arg("path"), py::arg("max_batch") = 0,
           "Reads a measured latency table (CSV: batch,latency_ms), as the simulator's profile_file does.")
-      .def_property_readonly("max_batch", &LatencyProfile::max_batch, "The largest batch size of the profile.")
+      .def_property_readonly("max_batch", &LatencyProfile::max_batch,
+                             "The largest batch size of the profile.")
       .def_property_readonly(
           "alpha_ms", [](const LatencyProfile& p) { return p.alpha().to_ms(); },
           "Slope of the least-squares linear fit, in ms per request.")
@@ -220,9 +228,11 @@ Latencies are in milliseconds.
       .def("__len__", &LatencyProfile::max_batch)
       .def("__repr__", [](const LatencyProfile& p) {
         char buf[160];
-        std::snprintf(buf, sizeof buf, "LatencyProfile(max_batch=%u, l(1)=%.4g ms, l(%u)=%.4g ms, alpha=%.4g ms, beta=%.4g ms)",
-                      p.max_batch(), p.max_batch() ? p.latency(1).to_ms() : 0.0, p.max_batch(),
-                      p.max_batch() ? p.latency(p.max_batch()).to_ms() : 0.0, p.alpha().to_ms(), p.beta().to_ms());
+        std::snprintf(
+            buf, sizeof buf,
+            "LatencyProfile(max_batch=%u, l(1)=%.4g ms, l(%u)=%.4g ms, alpha=%.4g ms, beta=%.4g ms)",
+            p.max_batch(), p.max_batch() ? p.latency(1).to_ms() : 0.0, p.max_batch(),
+            p.max_batch() ? p.latency(p.max_batch()).to_ms() : 0.0, p.alpha().to_ms(), p.beta().to_ms());
         return std::string(buf);
       });
 

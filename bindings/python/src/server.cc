@@ -143,9 +143,11 @@ class PyServer {
     if (!l.grpc_address().empty()) out["grpc"] = l.grpc_address();
     return out;
 #else
-    (void)http, (void)grpc, (void)max_inflight, (void)max_connections, (void)request_timeout_s, (void)idle_timeout_s;
-    raise_for_control(Status(Errc::kInvalidArgument, "this build has no Open Inference Protocol front "
-                                                     "(configure with SYMPHONY_WITH_FRONT=ON)"));
+    (void)http, (void)grpc, (void)max_inflight, (void)max_connections, (void)request_timeout_s,
+        (void)idle_timeout_s;
+    raise_for_control(Status(Errc::kInvalidArgument,
+                             "this build has no Open Inference Protocol front "
+                             "(configure with SYMPHONY_WITH_FRONT=ON)"));
     return {};
 #endif
   }
@@ -177,7 +179,8 @@ class PyServer {
   // The hot path: one request. Holds the GIL throughout (nothing here
   // blocks: the server's submission is lock-free apart from a short slot
   // lock), because releasing and retaking it costs more than the call.
-  void submit(std::string_view model, py::handle inputs, std::optional<double> deadline_ms, py::handle token) {
+  void submit(std::string_view model, py::handle inputs, std::optional<double> deadline_ms,
+              py::handle token) {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
     std::vector<at::Tensor> tensors;
     if (!emulated_) tensors = to_tensors(inputs.ptr());  // emulated devices run no model
@@ -331,14 +334,16 @@ class PyServer {
   std::mutex shutdown_mu_;
 };
 
-ModelOptions model_options(const std::string& name, const std::string& path, const std::vector<std::string>& inputs,
-                           double slo_ms, std::uint32_t max_batch, const std::string& profile,
-                           std::optional<double> alpha_ms, std::optional<double> beta_ms) {
+ModelOptions model_options(const std::string& name, const std::string& path,
+                           const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
+                           const std::string& profile, std::optional<double> alpha_ms,
+                           std::optional<double> beta_ms) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
   mo.inputs = inputs;
-  if (!std::isfinite(slo_ms) || slo_ms <= 0) raise(ErrorKind::kConfig, "model '" + name + "': slo_ms must be > 0");
+  if (!std::isfinite(slo_ms) || slo_ms <= 0)
+    raise(ErrorKind::kConfig, "model '" + name + "': slo_ms must be > 0");
   mo.slo = Duration::from_ms(slo_ms);
   mo.max_batch = max_batch;
   mo.profile = profile;
@@ -352,10 +357,10 @@ ModelOptions model_options(const std::string& name, const std::string& path, con
 void bind_server(py::module_& m) {
   py::class_<PyServer>(m, "Server", "The C++ server; use symphony.Server.")
       .def(py::init([](const std::string& devices, const std::string& policy, const std::string& gather,
-                       int cpu_threads, std::uint32_t shards,
-                       std::uint32_t max_models, std::uint32_t max_pending, double safety_margin_ms,
-                       const std::string& profile_latency, std::uint32_t profile_max_batch, int profile_repeats,
-                       bool recalibrate, const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
+                       int cpu_threads, std::uint32_t shards, std::uint32_t max_models,
+                       std::uint32_t max_pending, double safety_margin_ms, const std::string& profile_latency,
+                       std::uint32_t profile_max_batch, int profile_repeats, bool recalibrate,
+                       const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
              ServerOptions o;
              o.devices = devices;
              auto p = parse_policy(policy);
@@ -379,16 +384,15 @@ void bind_server(py::module_& m) {
              o.recalibration.enabled = recalibrate;
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
-           py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"), py::arg("shards"), py::arg("max_models"),
-           py::arg("max_pending"), py::arg("safety_margin_ms"), py::arg("profile_latency"),
-           py::arg("profile_max_batch"), py::arg("profile_repeats"), py::arg("recalibrate"), py::arg("log"),
-           py::arg("dispatcher"),
-           py::arg("numpy_outputs"))
+           py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"),
+           py::arg("shards"), py::arg("max_models"), py::arg("max_pending"), py::arg("safety_margin_ms"),
+           py::arg("profile_latency"), py::arg("profile_max_batch"), py::arg("profile_repeats"),
+           py::arg("recalibrate"), py::arg("log"), py::arg("dispatcher"), py::arg("numpy_outputs"))
       .def(
           "add_model",
-          [](PyServer& s, const std::string& name, const std::string& path, const std::vector<std::string>& inputs,
-             double slo_ms, std::uint32_t max_batch, const std::string& profile, std::optional<double> alpha_ms,
-             std::optional<double> beta_ms) {
+          [](PyServer& s, const std::string& name, const std::string& path,
+             const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
+             const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms) {
             s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
@@ -398,14 +402,17 @@ void bind_server(py::module_& m) {
       .def("start_front", &PyServer::start_front, py::arg("http"), py::arg("grpc"), py::arg("max_inflight"),
            py::arg("max_connections"), py::arg("request_timeout_s"), py::arg("idle_timeout_s"))
       .def("stop", &PyServer::stop, py::arg("cancel"))
-      .def("submit", &PyServer::submit, py::arg("model"), py::arg("inputs"), py::arg("deadline_ms"), py::arg("token"))
+      .def("submit", &PyServer::submit, py::arg("model"), py::arg("inputs"), py::arg("deadline_ms"),
+           py::arg("token"))
       .def("stats", &PyServer::stats)
       .def_property_readonly("devices", &PyServer::devices)
       .def("model_names", &PyServer::model_names)
       .def("model_profile", &PyServer::model_profile, py::arg("name"))
       .def(
           "_native_handle",
-          [](const PyServer& s) { return py::capsule(static_cast<void*>(s.native()), "symphony.server.Server"); },
+          [](const PyServer& s) {
+            return py::capsule(static_cast<void*>(s.native()), "symphony.server.Server");
+          },
           "A capsule holding the C++ symphony::server::Server* (valid while this server lives), for C++ "
           "extensions that submit to it directly.");
 }

@@ -80,17 +80,27 @@ std::optional<c10::ScalarType> buffer_dtype(const Py_buffer& v) {
   if (!f[0] || f[1]) return std::nullopt;
   const auto size = v.itemsize;
   switch (*f) {
-    case 'f': return c10::kFloat;
-    case 'd': return c10::kDouble;
-    case 'e': return c10::kHalf;
-    case '?': return c10::kBool;
-    case 'b': return c10::kChar;
-    case 'B': return c10::kByte;
-    case 'h': return c10::kShort;
-    case 'i': return size == 4 ? std::optional(c10::kInt) : std::nullopt;
+    case 'f':
+      return c10::kFloat;
+    case 'd':
+      return c10::kDouble;
+    case 'e':
+      return c10::kHalf;
+    case '?':
+      return c10::kBool;
+    case 'b':
+      return c10::kChar;
+    case 'B':
+      return c10::kByte;
+    case 'h':
+      return c10::kShort;
+    case 'i':
+      return size == 4 ? std::optional(c10::kInt) : std::nullopt;
     case 'l':
-    case 'q': return size == 8 ? std::optional(c10::kLong) : (size == 4 ? std::optional(c10::kInt) : std::nullopt);
-    default: return std::nullopt;
+    case 'q':
+      return size == 8 ? std::optional(c10::kLong) : (size == 4 ? std::optional(c10::kInt) : std::nullopt);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -190,25 +200,38 @@ void dlpack_capsule_destructor(PyObject* capsule) {
 
 py::dtype numpy_dtype(c10::ScalarType t) {
   switch (t) {
-    case c10::kFloat: return py::dtype("float32");
-    case c10::kDouble: return py::dtype("float64");
-    case c10::kHalf: return py::dtype("float16");
-    case c10::kLong: return py::dtype("int64");
-    case c10::kInt: return py::dtype("int32");
-    case c10::kShort: return py::dtype("int16");
-    case c10::kChar: return py::dtype("int8");
-    case c10::kByte: return py::dtype("uint8");
-    case c10::kBool: return py::dtype("bool");
-    case c10::kComplexFloat: return py::dtype("complex64");
-    case c10::kComplexDouble: return py::dtype("complex128");
-    default: throw std::runtime_error(std::string("no numpy dtype for ") + c10::toString(t));
+    case c10::kFloat:
+      return py::dtype("float32");
+    case c10::kDouble:
+      return py::dtype("float64");
+    case c10::kHalf:
+      return py::dtype("float16");
+    case c10::kLong:
+      return py::dtype("int64");
+    case c10::kInt:
+      return py::dtype("int32");
+    case c10::kShort:
+      return py::dtype("int16");
+    case c10::kChar:
+      return py::dtype("int8");
+    case c10::kByte:
+      return py::dtype("uint8");
+    case c10::kBool:
+      return py::dtype("bool");
+    case c10::kComplexFloat:
+      return py::dtype("complex64");
+    case c10::kComplexDouble:
+      return py::dtype("complex128");
+    default:
+      throw std::runtime_error(std::string("no numpy dtype for ") + c10::toString(t));
   }
 }
 
 py::object tensor_to_python(const at::Tensor& t0, OutputMode mode) {
   if (!mode.numpy) {
     DLManagedTensor* dl = at::toDLPack(t0);
-    py::object capsule = py::reinterpret_steal<py::object>(PyCapsule_New(dl, "dltensor", dlpack_capsule_destructor));
+    py::object capsule =
+        py::reinterpret_steal<py::object>(PyCapsule_New(dl, "dltensor", dlpack_capsule_destructor));
     if (!capsule) {
       dl->deleter(dl);
       throw py::error_already_set();

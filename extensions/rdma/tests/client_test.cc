@@ -200,7 +200,8 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   // t2 ends first (dropped); then both are cancelled: only t1, still
   // pending, is withdrawn; a ticket that never existed is ignored.
   wire::OutcomesBuilder drop;
-  drop.add({t2, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  drop.add(
+      {t2, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
   s.send(std::move(drop).finish());
   ASSERT_TRUE(eventually([&] {
     std::lock_guard<std::mutex> lock(mu);
@@ -218,8 +219,8 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   }
   // The scheduler found it queued: its one outcome is dropped (cancelled).
   wire::OutcomesBuilder cancelled;
-  cancelled.add({t1, static_cast<std::uint8_t>(Outcome::kDropped),
-                 static_cast<std::uint8_t>(DropReason::kCancelled)});
+  cancelled.add(
+      {t1, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kCancelled)});
   s.send(std::move(cancelled).finish());
   ASSERT_TRUE(eventually([&] {
     std::lock_guard<std::mutex> lock(mu);

@@ -37,13 +37,15 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   EXPECT_EQ(c.sim.spec.models[0].name, "m");
   EXPECT_EQ(c.sim.spec.gpus, 2u);
   EXPECT_TRUE(c.cluster.recalibrate) << "online recalibration is on by default in a cluster";
-  c = parse_cluster_config(std::string("cluster:\n  token: t\n  recalibrate: false\n") + kModels, "c.yaml", "");
+  c = parse_cluster_config(std::string("cluster:\n  token: t\n  recalibrate: false\n") + kModels, "c.yaml",
+                           "");
   EXPECT_FALSE(c.cluster.recalibrate);
   EXPECT_EQ(c.cluster.inject_delay, Duration::zero()) << "no injected delay unless asked for";
-  c = parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: 250\n") + kModels, "c.yaml", "");
+  c = parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: 250\n") + kModels, "c.yaml",
+                           "");
   EXPECT_EQ(c.cluster.inject_delay, Duration::microseconds(250));
-  EXPECT_THROW((void)parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: -1\n") + kModels,
-                                          "c.yaml", ""),
+  EXPECT_THROW((void)parse_cluster_config(
+                   std::string("cluster:\n  token: t\n  inject_delay_us: -1\n") + kModels, "c.yaml", ""),
                config::ConfigError);
 }
 
@@ -110,10 +112,11 @@ TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
 }
 
 TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
-  const ClusterConfig c = parse_cluster_config(
-      std::string("cluster:\n  token: t\n  models:\n    m: {inputs: [\"float[2, 3]\", \"long[4]\"], output: \"half[5]\"}\n") +
-          kModels,
-      "c.yaml", "");
+  const ClusterConfig c =
+      parse_cluster_config(std::string("cluster:\n  token: t\n  models:\n    m: {inputs: [\"float[2, 3]\", "
+                                       "\"long[4]\"], output: \"half[5]\"}\n") +
+                               kModels,
+                           "c.yaml", "");
   ASSERT_EQ(c.cluster.models.count("m"), 1u);
   const ModelTensors& t = c.cluster.models.at("m");
   ASSERT_EQ(t.inputs.size(), 2u);
@@ -125,7 +128,8 @@ TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
   ASSERT_EQ(t.outputs.size(), 1u);
   EXPECT_EQ(t.outputs[0].dtype, DataType::kFp16);
   EXPECT_EQ(t.outputs[0].bytes(), 10u);
-  EXPECT_TRUE(parse_cluster_config(std::string("cluster: {token: t}\n") + kModels, "c.yaml", "").cluster.models.empty());
+  EXPECT_TRUE(parse_cluster_config(std::string("cluster: {token: t}\n") + kModels, "c.yaml", "")
+                  .cluster.models.empty());
 
   auto message = [](const std::string& models) {
     try {
@@ -137,16 +141,22 @@ TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
   };
   EXPECT_EQ(message("    nope: {input: \"float32[4]\"}\n"),
             "c.yaml:4:5: cluster.models.nope: no model 'nope' in models: (the cluster serves: m)");
-  EXPECT_EQ(message("    m: {input: \"complex[4]\"}\n").rfind("c.yaml:4:16: cluster.models.m.input: unknown dtype 'complex'", 0),
+  EXPECT_EQ(message("    m: {input: \"complex[4]\"}\n")
+                .rfind("c.yaml:4:16: cluster.models.m.input: unknown dtype 'complex'", 0),
             0u)
       << message("    m: {input: \"complex[4]\"}\n");
-  EXPECT_NE(message("    m: {input: \"float32[0]\"}\n").find("dimension '0' in 'float32[0]' is not a positive integer"),
+  EXPECT_NE(message("    m: {input: \"float32[0]\"}\n")
+                .find("dimension '0' in 'float32[0]' is not a positive integer"),
             std::string::npos);
-  EXPECT_NE(message("    m: {input: float32}\n").find("is not of the form dtype[d1,d2,...]"), std::string::npos);
-  EXPECT_NE(message("    m: {input: \"float32[4]\", inputs: [\"float32[4]\"]}\n").find("give input or inputs, not both"),
+  EXPECT_NE(message("    m: {input: float32}\n").find("is not of the form dtype[d1,d2,...]"),
             std::string::npos);
-  EXPECT_NE(message("    m: {inputs: []}\n").find("cluster.models.m.inputs: must not be empty"), std::string::npos);
-  EXPECT_NE(message("    m: {shape: [1]}\n").find("cluster.models.m.shape: unknown key 'shape'"), std::string::npos);
+  EXPECT_NE(message("    m: {input: \"float32[4]\", inputs: [\"float32[4]\"]}\n")
+                .find("give input or inputs, not both"),
+            std::string::npos);
+  EXPECT_NE(message("    m: {inputs: []}\n").find("cluster.models.m.inputs: must not be empty"),
+            std::string::npos);
+  EXPECT_NE(message("    m: {shape: [1]}\n").find("cluster.models.m.shape: unknown key 'shape'"),
+            std::string::npos);
   EXPECT_NE(message("    - m\n").find("cluster.models: must be a map"), std::string::npos);
 }
 

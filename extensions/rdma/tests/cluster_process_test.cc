@@ -98,7 +98,8 @@ class ClusterProcessTest : public ::testing::Test {
   }
 
   Proc start_backend(const std::string& name, const std::string& devices, const std::string& sched = "",
-                     const std::vector<std::string>& prefix = {}, const std::vector<std::string>& extra = {}) {
+                     const std::vector<std::string>& prefix = {},
+                     const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = prefix;
     for (const char* a : {SYMPHONY_CLI, "backend"}) argv.emplace_back(a);
     argv.insert(argv.end(), {"--scheduler", sched.empty() ? "127.0.0.1:" + std::to_string(port_) : sched,
@@ -434,8 +435,8 @@ int free_port() {
 class HotSpareTest : public ClusterProcessTest {
  protected:
   // The config with `n` schedulers on free loopback ports.
-  void write_spares_config(int n, double slo_ms = 60, double rate = 1500, int max_batch = 32, double alpha_ms = 0.5,
-                           double beta_ms = 2) {
+  void write_spares_config(int n, double slo_ms = 60, double rate = 1500, int max_batch = 32,
+                           double alpha_ms = 0.5, double beta_ms = 2) {
     write_config(slo_ms, rate, max_batch, alpha_ms, beta_ms);
     std::string list;
     for (int i = 0; i < n; ++i) {
@@ -492,7 +493,8 @@ TEST_F(HotSpareTest, KilledPrimaryUnderLoadCostsNoRequestAndNoneRunsTwice) {
   EXPECT_LT(r["late"].get<std::uint64_t>() + r["dropped"].get<std::uint64_t>(),
             r["sent"].get<std::uint64_t>() / 20)
       << r.dump(2);
-  EXPECT_EQ(s2.log_text().find("primary now"), std::string::npos) << "two spares took over\n" << s2.log_text();
+  EXPECT_EQ(s2.log_text().find("primary now"), std::string::npos) << "two spares took over\n"
+                                                                  << s2.log_text();
   ASSERT_EQ(s1.stop(), 0) << s1.log_text();
   ASSERT_EQ(s2.stop(), 0) << s2.log_text();
   (void)b1.stop();
@@ -512,9 +514,9 @@ TEST_F(HotSpareTest, ANewPrimaryTakesOverTheProfileCalibrationTheOldOneHadLearnt
   write_spares_config(2);
   {
     // A slowdown out of range is refused, naming the option.
-    Proc bad = Proc::start({SYMPHONY_CLI, "backend", "--config", cfg_, "--devices", "emulated:1",
-                            "--emulated-slowdown", "20"},
-                           dir_.file("bad.log"));
+    Proc bad = Proc::start(
+        {SYMPHONY_CLI, "backend", "--config", cfg_, "--devices", "emulated:1", "--emulated-slowdown", "20"},
+        dir_.file("bad.log"));
     EXPECT_EQ(bad.wait(10s), 2) << bad.log_text();
     EXPECT_NE(bad.log_text().find("--emulated-slowdown must be in [0.1, 10], got 20"), std::string::npos)
         << bad.log_text();
@@ -692,8 +694,10 @@ TEST_F(HotSpareTest, PrimaryCutOffFromTheSpareThenHealedTwiceLosesNothingAndRuns
     std::ofstream(cfg_, std::ios::app) << "  schedulers: [\"10.77.0.1:7000\", \"10.77.0.2:7000\"]\n";
     const auto cut = [&](bool on) {
       const std::string op = on ? "add" : "del";
-      const int a = std::system(("ip -n " + net.ns("1") + " route " + op + " blackhole 10.77.0.2/32").c_str());
-      const int b = std::system(("ip -n " + net.ns("2") + " route " + op + " blackhole 10.77.0.1/32").c_str());
+      const int a =
+          std::system(("ip -n " + net.ns("1") + " route " + op + " blackhole 10.77.0.2/32").c_str());
+      const int b =
+          std::system(("ip -n " + net.ns("2") + " route " + op + " blackhole 10.77.0.1/32").c_str());
       return a == 0 && b == 0;
     };
     std::vector<Proc> scheds;
@@ -711,7 +715,8 @@ TEST_F(HotSpareTest, PrimaryCutOffFromTheSpareThenHealedTwiceLosesNothingAndRuns
       // The spare hears nothing for the heartbeat timeout (400 ms) and takes over.
       ASSERT_TRUE(wait_log(scheds[spare], "primary now", 3s)) << scheds[spare].log_text();
       std::this_thread::sleep_for(300ms);
-      EXPECT_TRUE(scheds[primary].running()) << "the old primary serves its clients until it hears the new one";
+      EXPECT_TRUE(scheds[primary].running())
+          << "the old primary serves its clients until it hears the new one";
       // The backend is frozen across the heal, so that the frontend's
       // resubmissions reach the new primary before the backend re-registers
       // and says which of them it still runs: the new primary must hold them
@@ -727,7 +732,8 @@ TEST_F(HotSpareTest, PrimaryCutOffFromTheSpareThenHealedTwiceLosesNothingAndRuns
       b.signal(SIGCONT);
       const std::optional<int> rc = scheds[primary].wait(5s);
       EXPECT_EQ(rc, 3) << scheds[primary].log_text();
-      EXPECT_NE(scheds[primary].log_text().find("stepping down"), std::string::npos) << scheds[primary].log_text();
+      EXPECT_NE(scheds[primary].log_text().find("stepping down"), std::string::npos)
+          << scheds[primary].log_text();
       // Restarted, it is the spare of the next round.
       scheds[primary] = start_scheduler("s" + std::to_string(primary) + "-" + std::to_string(round + 1),
                                         addrs_[primary], net.exec_in(primary + 1));
@@ -741,7 +747,8 @@ TEST_F(HotSpareTest, PrimaryCutOffFromTheSpareThenHealedTwiceLosesNothingAndRuns
       // Some resubmissions came long after their new primary took over: it held them from their arrival.
       std::string logs;
       for (const Proc& p : scheds) logs += p.log_text();
-      for (const char* old : {"s0-1", "s1-1", "s0-2"}) logs += read_file(dir_.file(std::string(old) + ".log"));
+      for (const char* old : {"s0-1", "s1-1", "s0-2"})
+        logs += read_file(dir_.file(std::string(old) + ".log"));
       EXPECT_NE(logs.find("resubmitted requests wait until 1 backends of the old primary re-register"),
                 std::string::npos);
     }
@@ -879,10 +886,10 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
     std::unique_ptr<Transport> t;
     wire::BatchDone d;
     d.batch = 123456789;
-    (void)send_raw(
-        port_,
-        {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}, {}, {}}), wire::encode(d)}, h,
-        t, false);
+    (void)send_raw(port_,
+                   {hello(wire::Role::kBackend, kToken), wire::encode(wire::Register{{"x"}, {"m"}, {}, {}}),
+                    wire::encode(d)},
+                   h, t, false);
     EXPECT_TRUE(eventually(
         [&] { return sched.log_text().find("unknown batch id 123456789") != std::string::npos; }, 5s))
         << sched.log_text();
@@ -1047,7 +1054,7 @@ TEST_F(ClusterProcessTest, SubClustersMoveAModelAtAnEpochAndEveryRequestEndsOnce
       EXPECT_FALSE(mv["drained_after_ms"].is_null()) << mv.dump();
       const std::string name = mv["model"];
       EXPECT_FALSE(left[name].count(mv["to"].get<int>())) << "a model moved back: " << mv.dump() << "\n"
-                                                         << settled["subclusters"]["epochs"].dump(2);
+                                                          << settled["subclusters"]["epochs"].dump(2);
       left[name].insert(mv["from"].get<int>());
     }
   }

@@ -57,7 +57,8 @@ TEST(DelayLearner, LearnsAHighPercentileAboveTheFloorsAndCommitsWhatTheCallerApp
   std::vector<std::string> logs;
   DelayLearner l(opts(), [&](const std::string& m) { logs.push_back(m); });
   EXPECT_EQ(l.learned().delays.ctrl, Duration::microseconds(20));  // the floors before any sample
-  for (int i = 0; i < 50; ++i) l.on_batch(at_ms(i), Duration::microseconds(100), 0, {}, Duration::microseconds(10));
+  for (int i = 0; i < 50; ++i)
+    l.on_batch(at_ms(i), Duration::microseconds(100), 0, {}, Duration::microseconds(10));
   const std::optional<Delays> d = l.update(at_ms(60));
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->ctrl, Duration::microseconds(100));
@@ -180,8 +181,9 @@ TEST(SubClusterManager, OneSubClusterRoutesEverythingThereAndClosesWindows) {
   o.target_gpus = {4};
   o.window = Duration::seconds(1);
   std::vector<SubClusterManager::Placement> sent;
-  SubClusterManager m(std::move(o), [&](const SubClusterManager::Placement& p) { sent.push_back(p); },
-                      [](const std::string&) {});
+  SubClusterManager m(
+      std::move(o), [&](const SubClusterManager::Placement& p) { sent.push_back(p); },
+      [](const std::string&) {});
   ASSERT_TRUE(m.start(at_ms(0)).ok());
   EXPECT_EQ(m.add_device({0, 0}), 0u);
   EXPECT_EQ(m.add_device({0, 1}), 0u);
@@ -283,7 +285,8 @@ TEST(SubClusterManager, ALostBackendIsNoLongerAwaitedAndAFailedPartitionerKeepsT
   };
   o.initial_rates = {1};
   o.solve_async = false;
-  SubClusterManager bad(std::move(o), [](const SubClusterManager::Placement&) {}, [](const std::string&) {});
+  SubClusterManager bad(
+      std::move(o), [](const SubClusterManager::Placement&) {}, [](const std::string&) {});
   const Status s = bad.start(at_ms(0));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the initial placement failed: no assignment fits"), std::string::npos);
@@ -373,7 +376,7 @@ TEST(Election, ASilentPrimaryIsReplacedAfterTheTimeoutAndTheNextSpareMovesWhenTh
   const std::uint64_t t0 = Election::make_term(1, 0);
   s2.on_standing(0, t0, true, at_ms(1000));
   s2.on_standing(1, 0, false, at_ms(1000));
-  EXPECT_EQ(s2.tick(at_ms(1700)), Act::kNone);  // both still heard
+  EXPECT_EQ(s2.tick(at_ms(1700)), Act::kNone);           // both still heard
   EXPECT_EQ(s2.tick(at_ms(1751)), Act::kBecomePrimary);  // neither heard for 750 ms (a partition)
   EXPECT_EQ(s2.term(), Election::make_term(2, 2));
 }

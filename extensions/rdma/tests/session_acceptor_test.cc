@@ -21,20 +21,28 @@ using V = std::vector<std::string>;
 
 const char* kind_name(RefusalKind k) {
   switch (k) {
-    case RefusalKind::kToken: return "token";
-    case RefusalKind::kProtocol: return "protocol";
-    case RefusalKind::kMalformed: return "malformed";
-    case RefusalKind::kOther: return "other";
+    case RefusalKind::kToken:
+      return "token";
+    case RefusalKind::kProtocol:
+      return "protocol";
+    case RefusalKind::kMalformed:
+      return "malformed";
+    case RefusalKind::kOther:
+      return "other";
   }
   return "?";
 }
 
 const char* loss_name(Loss l) {
   switch (l) {
-    case Loss::kRefused: return "refused";
-    case Loss::kGoodbye: return "goodbye";
-    case Loss::kSilent: return "silent";
-    case Loss::kDisconnected: return "disconnected";
+    case Loss::kRefused:
+      return "refused";
+    case Loss::kGoodbye:
+      return "goodbye";
+    case Loss::kSilent:
+      return "silent";
+    case Loss::kDisconnected:
+      return "disconnected";
   }
   return "?";
 }
@@ -47,7 +55,8 @@ struct FakeHost : Acceptor::Host {
   std::string refuse_name;  // on_hello refuses a Hello with this name
 
   void send(ConnId c, std::vector<std::uint8_t> msg) override {
-    log.push_back("send " + std::to_string(c) + " " + std::string(wire::to_string(wire::decode_header(msg)->kind)));
+    log.push_back("send " + std::to_string(c) + " " +
+                  std::string(wire::to_string(wire::decode_header(msg)->kind)));
     sent.emplace_back(c, std::move(msg));
   }
   void close(ConnId c) override { log.push_back("close " + std::to_string(c)); }
@@ -154,7 +163,8 @@ TEST_F(AcceptorTest, BadHellosAreRefusedWithAReason) {
   wrong_version[4] = 9;
   const std::vector<Case> cases = {
       {hello(wire::Role::kFrontend, "not-the-token"), "refused 1 token: wrong cluster token"},
-      {hello(wire::Role::kScheduler, "tok"), "refused 1 protocol: only frontends and backends connect to a scheduler"},
+      {hello(wire::Role::kScheduler, "tok"),
+       "refused 1 protocol: only frontends and backends connect to a scheduler"},
       {wire::encode(wire::Cancel{{1}}), "refused 1 protocol: expected a Hello first, got a Cancel"},
       {wrong_version, "refused 1 malformed: "},
       {truncated, "refused 1 malformed: "},
@@ -259,7 +269,8 @@ TEST_F(AcceptorTest, GoodbyeMalformedAndDisconnectEndAPeer) {
   EXPECT_EQ(v[0], "refused 2 malformed: " + wire::decode_header(garbage).status().message());
   join(3);
   a.on_disconnect(3, "Connection reset by remote peer");
-  EXPECT_EQ(host.take(), (V{"lost 3 disconnected: Connection reset by remote peer"})) << "gone already: no close";
+  EXPECT_EQ(host.take(), (V{"lost 3 disconnected: Connection reset by remote peer"}))
+      << "gone already: no close";
   a.on_disconnect(3, "again");
   a.on_message(3, now(), wire::encode(wire::Ping{1, 1}));
   EXPECT_TRUE(host.take().empty());

@@ -56,7 +56,8 @@ wire::Hello hello() {
   return h;
 }
 
-std::vector<std::uint8_t> welcome_msg(std::uint32_t peer_id, Duration timeout = 500_ms, std::uint64_t term = 0) {
+std::vector<std::uint8_t> welcome_msg(std::uint32_t peer_id, Duration timeout = 500_ms,
+                                      std::uint64_t term = 0) {
   wire::Welcome w;
   w.peer_id = peer_id;
   w.term = term;
@@ -103,7 +104,7 @@ TEST_F(ConnectorTest, NothingIsSentAfterTheHelloUntilTheWelcome) {
   EXPECT_FALSE(s.send(wire::encode(wire::Register{{"d0"}, {"m"}, {}, {}})).ok());
   EXPECT_FALSE(s.send(wire::encode(wire::Cancel{{1}})).ok());
   s.on_message(now(), wire::encode(wire::Ping{1, 5}));  // a Pong now could overtake the Hello
-  s.close("stopping");                                     // no Goodbye either
+  s.close("stopping");                                  // no Goodbye either
   EXPECT_EQ(host.take(), (V{"close"}));
   EXPECT_EQ(host.sent.size(), 1u) << "only the Hello";
 
@@ -227,7 +228,8 @@ TEST_F(ConnectorTest, GoodbyeMalformedAndLostConnectionsEndTheSession) {
   clock.advance(1_s);
   welcome();
   s.on_disconnect(now(), "Connection reset by remote peer");
-  EXPECT_EQ(host.take(), (V{"down (established) Connection reset by remote peer"})) << "gone already: no close";
+  EXPECT_EQ(host.take(), (V{"down (established) Connection reset by remote peer"}))
+      << "gone already: no close";
   s.on_disconnect(now(), "again");
   EXPECT_TRUE(host.take().empty()) << "idle: a stale disconnect is nothing";
 }

@@ -168,11 +168,17 @@ TEST(TransportTest, InjectedDelayHoldsMessagesAndReadsInOrder) {
   // One round trip first: messages sent while UCX is still wiring the new
   // endpoint up can overtake one another (seen once in 12 runs without any
   // injected delay), which is not what this test is about.
-  ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, wire::encode(wire::Ping{99, 1})); }).ok());
+  ASSERT_TRUE(p.client->call([&] {
+                        return p.client->send(p.to_server, wire::encode(wire::Ping{99, 1}));
+                      })
+                  .ok());
   ASSERT_TRUE(p.client_h.wait([&] { return p.client_h.messages.size() == 1; })) << "no echo";
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < 5; ++i)
-    ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, wire::encode(wire::Ping{i, 1})); }).ok());
+    ASSERT_TRUE(p.client->call([&] {
+                          return p.client->send(p.to_server, wire::encode(wire::Ping{i, 1}));
+                        })
+                    .ok());
   ASSERT_TRUE(p.client_h.wait([&] { return p.client_h.messages.size() == 6; })) << "no echoes";
   const auto echoed = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(echoed, 30ms) << "the echoes were not held";

@@ -126,7 +126,11 @@ TEST(WireTest, ControlMessagesRoundTrip) {
 }
 
 TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
-  const Standing in{7, true, 1, 100, 2, 50, 9, {0xabc, 0xdef}, {0, 1, 0}, {{0, {1000000}}, {2, {800000, 1500000, 4000000}}}};
+  const Standing in{7,         true,
+                    1,         100,
+                    2,         50,
+                    9,         {0xabc, 0xdef},
+                    {0, 1, 0}, {{0, {1000000}}, {2, {800000, 1500000, 4000000}}}};
   Result<Standing> out = decode_standing(encode(in));
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out->term, 7u);
@@ -220,8 +224,9 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("Placement", encode(Placement{6, 1, {2, 3}, {4}}));
   msgs.emplace_back("PlacementDone", encode(PlacementDone{6, 1, BatchStatus::kError, "x"}));
   msgs.emplace_back("Cancel", encode(Cancel{{0x0102, 0x0304}}));
-  msgs.emplace_back("Standing",
-                    encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
+  msgs.emplace_back(
+      "Standing",
+      encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
   SubmitBuilder sb(64, kSubmitResubmitted);
   sb.add({1, 0x1000, 64, 2, 0x33});
   msgs.emplace_back("Submit", std::move(sb).finish());
@@ -238,7 +243,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
 
   const std::map<std::string, std::string> want = {
       {"Hello", "02000000040302011817161514131211190000000000000002000000746b010000006e03000000613a31"},
-      {"Welcome", "0700000001000000210000000000000022000000000000003100000000000000410000000000000005000000080000005100"
+      {"Welcome",
+       "0700000001000000210000000000000022000000000000003100000000000000410000000000000005000000080000005100"
        "000000000000010000006d"},
       {"Refuse", "020000006e6f23000000000000000100000003000000703a32"},
       {"Register",
@@ -257,8 +263,10 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"Placement", "0600000000000000010000000200000001000000020000000300000004000000"},
       {"PlacementDone", "060000000000000001000000010100000078"},
       {"Cancel", "0200000002010000000000000403000000000000"},
-      {"Standing", "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
-       "000002000000010000002b0000000000000000000000010000000300000002000000" "40420f00d0121300"},
+      {"Standing",
+       "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
+       "000002000000010000002b0000000000000000000000010000000300000002000000"
+       "40420f00d0121300"},
       {"Submit", "01000000010000000100000000000000001000000000000040000000020000003300000000000000"},
       {"Batch",
        "09000000000000000100000002000000700000000000000080000000000000000300000001000000010000000000000000100"

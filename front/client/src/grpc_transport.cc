@@ -45,7 +45,8 @@ class GrpcTransport final : public Transport {
       // retry machinery costs CPU per call).
       args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
       args.SetInt("symphony.load.channel", static_cast<int>(i));
-      channels_.push_back(grpc::CreateCustomChannel(ep_.authority(), grpc::InsecureChannelCredentials(), args));
+      channels_.push_back(
+          grpc::CreateCustomChannel(ep_.authority(), grpc::InsecureChannelCredentials(), args));
       stubs_.push_back(inference::GRPCInferenceService::NewStub(channels_.back()));
     }
     connect_timeout_ = o.connect_timeout;
@@ -62,10 +63,12 @@ class GrpcTransport final : public Transport {
     const grpc::Status st = stubs_[0]->ModelMetadata(&ctx, req, &resp);
     if (!st.ok()) {
       const std::string what = grpc_code_name(st.error_code()) + ": " + st.error_message();
-      if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
         return Status(Errc::kNotFound, "cannot reach " + ep_.url + " (" + what + ")");
       if (st.error_code() == grpc::StatusCode::NOT_FOUND)
-        return Status(Errc::kNotFound, "model '" + model + "' is not served by " + ep_.url + " (" + what + ")");
+        return Status(Errc::kNotFound,
+                      "model '" + model + "' is not served by " + ep_.url + " (" + what + ")");
       return Status(Errc::kFailedPrecondition, "ModelMetadata('" + model + "') on " + ep_.url + ": " + what);
     }
     ModelMetadata md;
@@ -86,7 +89,8 @@ class GrpcTransport final : public Transport {
     return md;
   }
 
-  void add_model(const std::string& name, const ModelMetadata& md, const std::vector<InputTensor>& inputs) override {
+  void add_model(const std::string& name, const ModelMetadata& md,
+                 const std::vector<InputTensor>& inputs) override {
     (void)md;  // every output comes back raw
     inference::ModelInferRequest req;
     req.set_model_name(name);
@@ -172,8 +176,10 @@ class GrpcTransport final : public Transport {
     head_ = c;
   }
   void unlink(Call* c) {
-    if (c->prev) c->prev->next = c->next;
-    else head_ = c->next;
+    if (c->prev)
+      c->prev->next = c->next;
+    else
+      head_ = c->next;
     if (c->next) c->next->prev = c->prev;
   }
 
@@ -244,7 +250,8 @@ class GrpcTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_grpc_transport(asio::io_context& io, const Endpoint& ep, const TransportOptions& o) {
+std::unique_ptr<Transport> make_grpc_transport(asio::io_context& io, const Endpoint& ep,
+                                               const TransportOptions& o) {
   return std::make_unique<GrpcTransport>(io, ep, o);
 }
 

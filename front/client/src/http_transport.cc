@@ -90,7 +90,8 @@ std::string check_infer_body(const http::response<http::string_body>& res) {
   }
   if (header_len == 0) return "bad response: empty body";
   if (header_len > (1u << 20)) return body[0] == '{' ? "" : "bad response: the body is not a JSON object";
-  const json j = json::parse(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(header_len), nullptr, false);
+  const json j =
+      json::parse(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(header_len), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "bad response: the body is not a JSON object";
   const auto it = j.find("outputs");
   if (it == j.end() || !it->is_array()) return "bad response: no \"outputs\"";
@@ -102,8 +103,8 @@ struct GetResult {
   int status = 0;
   std::string body;
 };
-Result<GetResult> http_get(const Endpoint& ep, const tcp::resolver::results_type& addrs, const std::string& target,
-                           Duration timeout) {
+Result<GetResult> http_get(const Endpoint& ep, const tcp::resolver::results_type& addrs,
+                           const std::string& target, Duration timeout) {
   asio::io_context io;
   tcp::socket sock(io);
   beast::flat_buffer buf;
@@ -128,15 +129,17 @@ Result<GetResult> http_get(const Endpoint& ep, const tcp::resolver::results_type
       }
       stage = "read from";
       http::async_read(sock, buf, parser, [&](boost::system::error_code ec3, std::size_t) {
-        if (ec3) failure = ec3;
-        else finished = true;
+        if (ec3)
+          failure = ec3;
+        else
+          finished = true;
       });
     });
   });
   io.run_for(std::chrono::nanoseconds(timeout.ns()));
   if (!finished && !failure)
-    return Status(Errc::kNotFound, "cannot " + stage + " " + ep.url + ": no answer within " +
-                                       format_seconds(timeout) + " s");
+    return Status(Errc::kNotFound,
+                  "cannot " + stage + " " + ep.url + ": no answer within " + format_seconds(timeout) + " s");
   if (failure) return Status(Errc::kNotFound, "cannot " + stage + " " + ep.url + ": " + failure.message());
   GetResult r;
   r.status = parser.get().result_int();
@@ -156,7 +159,8 @@ class HttpTransport final : public Transport {
       tcp::resolver resolver(io_);
       boost::system::error_code ec;
       addrs_ = resolver.resolve(ep_.host, ep_.port, ec);
-      if (ec) return Status(Errc::kNotFound, "cannot resolve " + ep_.host + " (" + ep_.url + "): " + ec.message());
+      if (ec)
+        return Status(Errc::kNotFound, "cannot resolve " + ep_.host + " (" + ep_.url + "): " + ec.message());
     }
     SYMPHONY_ASSIGN_OR_RETURN(auto got, http_get(ep_, addrs_, "/v2/models/" + url_escape(model), timeout));
     if (got.status == 404)
@@ -173,7 +177,8 @@ class HttpTransport final : public Transport {
     return md;
   }
 
-  void add_model(const std::string& name, const ModelMetadata& md, const std::vector<InputTensor>& inputs) override {
+  void add_model(const std::string& name, const ModelMetadata& md,
+                 const std::vector<InputTensor>& inputs) override {
     Model m;
     m.target = "/v2/models/" + url_escape(name) + "/infer";
     const bool bin = opts_.http_binary;
@@ -201,8 +206,9 @@ class HttpTransport final : public Transport {
     }
     tail += "}";
     m.json_tail = std::move(tail);
-    m.head = "POST " + m.target + " HTTP/1.1\r\nHost: " + ep_.authority() +
-             (bin ? "\r\nContent-Type: application/octet-stream\r\n" : "\r\nContent-Type: application/json\r\n");
+    m.head =
+        "POST " + m.target + " HTTP/1.1\r\nHost: " + ep_.authority() +
+        (bin ? "\r\nContent-Type: application/octet-stream\r\n" : "\r\nContent-Type: application/json\r\n");
     models_.push_back(std::move(m));
   }
 
@@ -307,7 +313,8 @@ class HttpTransport final : public Transport {
     c->timer.expires_after(std::chrono::nanoseconds(opts_.connect_timeout.ns()));
     c->timer.async_wait([this, c](boost::system::error_code ec) {
       if (ec || c->state != State::kConnecting) return;
-      connect_failed(c, "connect to " + ep_.url + ": no connection within " + format_seconds(opts_.connect_timeout) + " s");
+      connect_failed(c, "connect to " + ep_.url + ": no connection within " +
+                            format_seconds(opts_.connect_timeout) + " s");
     });
     asio::async_connect(c->sock, addrs_, [this, c](boost::system::error_code ec, const tcp::endpoint&) {
       if (c->state != State::kConnecting) return;  // timed out, or abandoned
@@ -404,8 +411,10 @@ class HttpTransport final : public Transport {
     a.status = res.result_int();
     a.outcome = std::string(res["Symphony-Outcome"]);
     a.drop_reason = std::string(res["Symphony-Drop-Reason"]);
-    if (a.status >= 200 && a.status < 300) a.bad_body = check_infer_body(res);
-    else a.message = error_message(res.body());
+    if (a.status >= 200 && a.status < 300)
+      a.bad_body = check_infer_body(res);
+    else
+      a.message = error_message(res.body());
     Request* r = c->cur;
     c->cur = nullptr;
     const bool keep = res.keep_alive();
@@ -475,7 +484,8 @@ class HttpTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_http_transport(asio::io_context& io, const Endpoint& ep, const TransportOptions& o) {
+std::unique_ptr<Transport> make_http_transport(asio::io_context& io, const Endpoint& ep,
+                                               const TransportOptions& o) {
   return std::make_unique<HttpTransport>(io, ep, o);
 }
 

@@ -58,13 +58,16 @@ std::string ensure_fd_limit(std::size_t connections) {
   l.rlim_cur = std::min(want, l.rlim_max);
   if (setrlimit(RLIMIT_NOFILE, &l) != 0) l.rlim_cur = old;
   if (l.rlim_cur >= want) return "";
-  return "the open-file limit (" + std::to_string(l.rlim_cur) + ") is below the " + std::to_string(connections) +
-         " connections asked for; connections beyond it will fail";
+  return "the open-file limit (" + std::to_string(l.rlim_cur) + ") is below the " +
+         std::to_string(connections) + " connections asked for; connections beyond it will fail";
 }
 
 json latency_json(const LatencyHistogram& h) {
-  return {{"p50", h.percentile(0.5).to_ms()}, {"p90", h.percentile(0.9).to_ms()},
-          {"p99", h.percentile(0.99).to_ms()}, {"max", h.max().to_ms()}, {"mean", h.mean().to_ms()}};
+  return {{"p50", h.percentile(0.5).to_ms()},
+          {"p90", h.percentile(0.9).to_ms()},
+          {"p99", h.percentile(0.99).to_ms()},
+          {"max", h.max().to_ms()},
+          {"mean", h.mean().to_ms()}};
 }
 
 json client_json(const ClientSide& c, double window) {
@@ -73,9 +76,10 @@ json client_json(const ClientSide& c, double window) {
           {"waited_for_connection", c.waited},
           {"sent_late", c.sent_late},
           {"sent_late_waited", c.sent_late_waited},
-          {"wait_ms", {{"p50", c.wait.percentile(0.5).to_ms()},
-                       {"p99", c.wait.percentile(0.99).to_ms()},
-                       {"max", c.wait.max().to_ms()}}}};
+          {"wait_ms",
+           {{"p50", c.wait.percentile(0.5).to_ms()},
+            {"p99", c.wait.percentile(0.99).to_ms()},
+            {"max", c.wait.max().to_ms()}}}};
 }
 
 }  // namespace
@@ -125,7 +129,8 @@ struct LoadRun::Impl final : load::LoadTarget {
   // The open loop's target (and the closed loop's, through emit).
   Status send(const load::LoadRequest& lr, load::Done done) override {
     if (in_flight >= kMaxInFlight)
-      return Status(Errc::kCapacityExceeded, "more than " + std::to_string(kMaxInFlight) + " requests outstanding");
+      return Status(Errc::kCapacityExceeded,
+                    "more than " + std::to_string(kMaxInFlight) + " requests outstanding");
     ModelReport& m = reports[lr.model];
     if (lr.counted) ++m.sent;
     ++iv_sent;
@@ -166,9 +171,12 @@ struct LoadRun::Impl final : load::LoadTarget {
 
   static void add_message(ModelReport& m, const std::string& msg) {
     auto it = m.errors_by_message.find(msg);
-    if (it != m.errors_by_message.end()) ++it->second;
-    else if (m.errors_by_message.size() < kMaxMessages) m.errors_by_message.emplace(msg, 1);
-    else ++m.errors_by_message["(other messages)"];
+    if (it != m.errors_by_message.end())
+      ++it->second;
+    else if (m.errors_by_message.size() < kMaxMessages)
+      m.errors_by_message.emplace(msg, 1);
+    else
+      ++m.errors_by_message["(other messages)"];
   }
 
   void done(Request* r, Answer&& a) {
@@ -370,13 +378,16 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   for (const LoadModel& m : o.models) {
     if (m.name.empty()) return bad("a model name is empty");
     if (!names.insert(m.name).second) return bad("model '" + m.name + "' is listed twice");
-    if (!(m.rate >= 0) || !std::isfinite(m.rate)) return bad("model '" + m.name + "': the rate must be positive");
+    if (!(m.rate >= 0) || !std::isfinite(m.rate))
+      return bad("model '" + m.name + "': the rate must be positive");
     if ((m.rate > 0) == (m.concurrency > 0))
       return bad("model '" + m.name + "': give it either a rate (open loop) or a concurrency (closed loop)");
-    if (m.budget && *m.budget <= Duration::zero()) return bad("model '" + m.name + "': the budget must be positive");
+    if (m.budget && *m.budget <= Duration::zero())
+      return bad("model '" + m.name + "': the budget must be positive");
     open += m.rate > 0;
   }
-  if (open != 0 && open != o.models.size()) return bad("models mix open loop (rate) and closed loop (concurrency)");
+  if (open != 0 && open != o.models.size())
+    return bad("models mix open loop (rate) and closed loop (concurrency)");
   impl->closed = open == 0;
   if (!(o.duration_s > 0) || !std::isfinite(o.duration_s)) return bad("the duration must be positive");
   if (!(o.warmup_s >= 0) || o.warmup_s >= o.duration_s) return bad("the warm-up must be in [0, duration)");
@@ -399,7 +410,8 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   to.connect_timeout = o.connect_timeout;
   to.connections = o.connections ? o.connections : (ep.grpc() ? 1 : kDefaultHttpConnections);
   if (to.connections > kMaxConnections)
-    return bad("at most " + std::to_string(kMaxConnections) + " connections, not " + std::to_string(to.connections));
+    return bad("at most " + std::to_string(kMaxConnections) + " connections, not " +
+               std::to_string(to.connections));
   impl->opts.connections = to.connections;
   if (!ep.grpc())
     if (std::string w = ensure_fd_limit(to.connections); !w.empty()) impl->notes.push_back(w);
@@ -503,9 +515,9 @@ LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress)
   return rep;
 }
 
-Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate, std::uint32_t concurrency,
-                                             const std::string& budget_arg, bool have_slos,
-                                             std::vector<std::string>* skipped) {
+Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate,
+                                             std::uint32_t concurrency, const std::string& budget_arg,
+                                             bool have_slos, std::vector<std::string>* skipped) {
   auto bad = [](std::string m) { return Status(Errc::kInvalidArgument, std::move(m)); };
   // Rates: as asked, or total_rate as the total (scaling the asked ones, or split evenly).
   if (total_rate > 0) {
@@ -562,8 +574,8 @@ std::string join_counts(const std::map<std::string, std::uint64_t>& m, const cha
 }  // namespace
 
 void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
-  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late", "dropped",
-               "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+  std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late",
+               "dropped", "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
   for (const ModelReport& m : r.models) {
     std::fprintf(out, "%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %9.2f %9.2f\n", m.name.c_str(),
                  static_cast<unsigned long long>(m.sent), static_cast<unsigned long long>(m.ok),
@@ -571,42 +583,53 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
                  static_cast<unsigned long long>(m.errors), j["models"][m.name]["goodput_rps"].get<double>(),
                  m.latency.percentile(0.5).to_ms(), m.latency.percentile(0.9).to_ms(),
                  m.latency.percentile(0.99).to_ms(), m.latency.max().to_ms());
-    if (m.dropped) std::fprintf(out, "  %s: dropped: %s\n", m.name.c_str(), join_counts(m.dropped_by_reason, ", ").c_str());
+    if (m.dropped)
+      std::fprintf(out, "  %s: dropped: %s\n", m.name.c_str(),
+                   join_counts(m.dropped_by_reason, ", ").c_str());
     for (const auto& [msg, n] : m.errors_by_message)
-      std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n), msg.c_str());
+      std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n),
+                   msg.c_str());
   }
   const json& c = j["client"];
-  if (r.interrupted) std::fprintf(out, "\ninterrupted: the report covers the %.1f s measured before the signal\n", r.duration_s);
-  std::fprintf(out,
-               "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s\n",
-               j["sent"].get<unsigned long long>(), j["ok"].get<unsigned long long>(),
-               j["late"].get<unsigned long long>(), j["dropped"].get<unsigned long long>(),
-               j["errors"].get<unsigned long long>(), j["goodput_rps"].get<double>(), r.duration_s);
+  if (r.interrupted)
+    std::fprintf(out, "\ninterrupted: the report covers the %.1f s measured before the signal\n",
+                 r.duration_s);
+  std::fprintf(
+      out,
+      "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s\n",
+      j["sent"].get<unsigned long long>(), j["ok"].get<unsigned long long>(),
+      j["late"].get<unsigned long long>(), j["dropped"].get<unsigned long long>(),
+      j["errors"].get<unsigned long long>(), j["goodput_rps"].get<double>(), r.duration_s);
   if (r.mode == "open")
     std::fprintf(out, "rate: target %.1f r/s, offered %.1f r/s, achieved %.1f r/s (on the wire)\n",
-                 j["target_rps"].get<double>(), j["offered_rps"].get<double>(), j["achieved_rps"].get<double>());
+                 j["target_rps"].get<double>(), j["offered_rps"].get<double>(),
+                 j["achieved_rps"].get<double>());
   else
     std::fprintf(out, "rate: achieved %.1f r/s (closed loop)\n", j["achieved_rps"].get<double>());
   const auto transmitted = c["transmitted"].get<unsigned long long>();
   const auto late = c["sent_late"].get<unsigned long long>();
-  std::fprintf(out,
-               "client: %llu of %llu requests went out more than %.0f ms behind schedule; %llu waited for a free "
-               "connection (wait p50 %.2f ms, p99 %.2f ms, max %.2f ms); %s %llu (peak %llu), connect failures "
-               "%llu, broken under a request %llu; CPU %.1f s\n",
-               late, transmitted, r.late_send_threshold.to_ms(), c["waited_for_connection"].get<unsigned long long>(),
-               c["wait_ms"]["p50"].get<double>(), c["wait_ms"]["p99"].get<double>(), c["wait_ms"]["max"].get<double>(),
-               r.protocol == "grpc" ? "channels" : "connections opened", static_cast<unsigned long long>(r.connections_opened),
-               static_cast<unsigned long long>(r.peak_connections), static_cast<unsigned long long>(r.connect_failures),
-               static_cast<unsigned long long>(r.connection_errors), r.cpu_s);
+  std::fprintf(
+      out,
+      "client: %llu of %llu requests went out more than %.0f ms behind schedule; %llu waited for a free "
+      "connection (wait p50 %.2f ms, p99 %.2f ms, max %.2f ms); %s %llu (peak %llu), connect failures "
+      "%llu, broken under a request %llu; CPU %.1f s\n",
+      late, transmitted, r.late_send_threshold.to_ms(), c["waited_for_connection"].get<unsigned long long>(),
+      c["wait_ms"]["p50"].get<double>(), c["wait_ms"]["p99"].get<double>(), c["wait_ms"]["max"].get<double>(),
+      r.protocol == "grpc" ? "channels" : "connections opened",
+      static_cast<unsigned long long>(r.connections_opened),
+      static_cast<unsigned long long>(r.peak_connections),
+      static_cast<unsigned long long>(r.connect_failures),
+      static_cast<unsigned long long>(r.connection_errors), r.cpu_s);
   if (transmitted > 0 && late * 100 > transmitted) {
     // Why: all connections busy, or the client itself behind (short of CPU).
     const auto waited = c["sent_late_waited"].get<unsigned long long>();
-    std::fprintf(out,
-                 "warning: %.1f%% of the requests left the client more than %.0f ms late, so the offered load was "
-                 "not the target's: %llu had waited for a free connection%s, %llu found the client behind its "
-                 "schedule (short of CPU)\n",
-                 100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
-                 waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
+    std::fprintf(
+        out,
+        "warning: %.1f%% of the requests left the client more than %.0f ms late, so the offered load was "
+        "not the target's: %llu had waited for a free connection%s, %llu found the client behind its "
+        "schedule (short of CPU)\n",
+        100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
+        waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
   }
   if (r.no_answer)
     std::fprintf(out, "%llu requests had no answer within the drain bound\n",
@@ -615,7 +638,6 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
     std::fprintf(out, "warning: %llu requests were never ended by the transport (a bug); counted as errors\n",
                  static_cast<unsigned long long>(r.unaccounted));
 }
-
 
 json to_json(const LoadReport& r) {
   json j;
@@ -639,8 +661,10 @@ json to_json(const LoadReport& r) {
   j["models"] = json::object();
   for (const ModelReport& m : r.models) {
     json jm;
-    if (m.rate > 0) jm["rate"] = m.rate;
-    else jm["concurrency"] = m.concurrency;
+    if (m.rate > 0)
+      jm["rate"] = m.rate;
+    else
+      jm["concurrency"] = m.concurrency;
     jm["budget_ms"] = m.budget ? json(m.budget->to_ms()) : json(nullptr);
     jm["sent"] = m.sent;
     jm["ok"] = m.ok;

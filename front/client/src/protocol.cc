@@ -73,9 +73,12 @@ Status parse_tensors(const json& j, const char* key, std::vector<TensorMetadata>
 std::string sanitize_reason(std::string_view r) {
   std::string s;
   for (char c : r.substr(0, 40)) {
-    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') s += c;
-    else if (c >= 'A' && c <= 'Z') s += static_cast<char>(c - 'A' + 'a');
-    else s += '_';
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')
+      s += c;
+    else if (c >= 'A' && c <= 'Z')
+      s += static_cast<char>(c - 'A' + 'a');
+    else
+      s += '_';
   }
   return s.empty() ? "unspecified" : s;
 }
@@ -181,7 +184,9 @@ Result<std::vector<InputTensor>> make_inputs(const ModelMetadata& md, std::uint6
     InputTensor in;
     in.name = t.name;
     const auto dt = parse_datatype(t.datatype);
-    if (!dt) return invalid("input '" + t.name + "' has datatype '" + t.datatype + "', which the protocol does not have");
+    if (!dt)
+      return invalid("input '" + t.name + "' has datatype '" + t.datatype +
+                     "', which the protocol does not have");
     in.dtype = *dt;
     std::uint64_t n = 1;
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
@@ -189,7 +194,8 @@ Result<std::vector<InputTensor>> make_inputs(const ModelMetadata& md, std::uint6
       if (v < -1) return invalid("input '" + t.name + "' has a dimension of " + std::to_string(v));
       if (v == -1) {
         if (d > 0 && notes)
-          notes->push_back("input '" + t.name + "': dimension " + std::to_string(d) + " is variable (-1); sending 1");
+          notes->push_back("input '" + t.name + "': dimension " + std::to_string(d) +
+                           " is variable (-1); sending 1");
         v = 1;
       }
       in.shape.push_back(v);
@@ -198,13 +204,15 @@ Result<std::vector<InputTensor>> make_inputs(const ModelMetadata& md, std::uint6
       n *= static_cast<std::uint64_t>(v);
     }
     const std::size_t es = element_size(in.dtype);
-    if (es && n * es > kMaxInputBytes - total) return invalid("the inputs are larger than the tool sends (256 MiB)");
+    if (es && n * es > kMaxInputBytes - total)
+      return invalid("the inputs are larger than the tool sends (256 MiB)");
     in.raw.reserve(es ? n * es : n * 12);
     in.json_data.reserve(n * 12 + 2);
     in.json_data += '[';
     for (std::uint64_t i = 0; i < n; ++i) {
       if (i) in.json_data += ',';
-      const auto small = static_cast<std::int64_t>(rng.uniform_int(0, 15));  // valid as indices into most tables
+      const auto small =
+          static_cast<std::int64_t>(rng.uniform_int(0, 15));  // valid as indices into most tables
       switch (in.dtype) {
         case Datatype::kBool: {
           const bool b = rng.next_u64() & 1;
@@ -212,14 +220,38 @@ Result<std::vector<InputTensor>> make_inputs(const ModelMetadata& md, std::uint6
           in.json_data += b ? "true" : "false";
           break;
         }
-        case Datatype::kUint8: put_le(in.raw, static_cast<std::uint8_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kUint16: put_le(in.raw, static_cast<std::uint16_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kUint32: put_le(in.raw, static_cast<std::uint32_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kUint64: put_le(in.raw, static_cast<std::uint64_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kInt8: put_le(in.raw, static_cast<std::int8_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kInt16: put_le(in.raw, static_cast<std::int16_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kInt32: put_le(in.raw, static_cast<std::int32_t>(small)); put_number(in.json_data, small); break;
-        case Datatype::kInt64: put_le(in.raw, small); put_number(in.json_data, small); break;
+        case Datatype::kUint8:
+          put_le(in.raw, static_cast<std::uint8_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kUint16:
+          put_le(in.raw, static_cast<std::uint16_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kUint32:
+          put_le(in.raw, static_cast<std::uint32_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kUint64:
+          put_le(in.raw, static_cast<std::uint64_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kInt8:
+          put_le(in.raw, static_cast<std::int8_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kInt16:
+          put_le(in.raw, static_cast<std::int16_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kInt32:
+          put_le(in.raw, static_cast<std::int32_t>(small));
+          put_number(in.json_data, small);
+          break;
+        case Datatype::kInt64:
+          put_le(in.raw, small);
+          put_number(in.json_data, small);
+          break;
         case Datatype::kFp16: {
           float v = 0;
           put_le(in.raw, random_half(rng, &v));
@@ -269,19 +301,24 @@ Result<std::vector<InputTensor>> make_inputs(const ModelMetadata& md, std::uint6
 
 std::string grpc_code_name(int code) {
   static constexpr std::array<const char*, 17> kNames{
-      "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-      "OUT_OF_RANGE", "UNIMPLEMENTED",   "INTERNAL",         "UNAVAILABLE",      "DATA_LOSS",        "UNAUTHENTICATED"};
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   if (code >= 0 && code < static_cast<int>(kNames.size())) return kNames[static_cast<std::size_t>(code)];
   return "CODE " + std::to_string(code);
 }
 
 Classified classify(const Answer& a, Duration latency, std::optional<Duration> budget) {
   switch (a.via) {
-    case Answer::Via::kClientExpired: return {Kind::kDropped, "client_expired"};
-    case Answer::Via::kNoAnswer: return {Kind::kError, a.message.empty() ? "no answer" : a.message};
-    case Answer::Via::kTransportError: return {Kind::kError, a.message.empty() ? "transport error" : a.message};
-    case Answer::Via::kResponse: break;
+    case Answer::Via::kClientExpired:
+      return {Kind::kDropped, "client_expired"};
+    case Answer::Via::kNoAnswer:
+      return {Kind::kError, a.message.empty() ? "no answer" : a.message};
+    case Answer::Via::kTransportError:
+      return {Kind::kError, a.message.empty() ? "transport error" : a.message};
+    case Answer::Via::kResponse:
+      break;
   }
   const bool success = a.grpc ? a.status == 0 : (a.status >= 200 && a.status < 300);
   // Symphony's own signals.

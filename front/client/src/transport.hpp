@@ -22,14 +22,14 @@ namespace symphony::front::client::detail {
 struct Request {
   std::uint32_t model = 0;
   std::uint64_t seq = 0;
-  TimePoint scheduled;                          // when the generator meant it to be sent
-  TimePoint deadline = TimePoint::infinite();   // scheduled + budget
-  TimePoint written = TimePoint::infinite();    // when the transport started sending it
-  bool counted = false;                         // in the measured window
-  bool waited = false;                          // had to wait in the client for a connection
-  bool resent = false;                          // HTTP: sent again after a stale keep-alive connection failed
+  TimePoint scheduled;                         // when the generator meant it to be sent
+  TimePoint deadline = TimePoint::infinite();  // scheduled + budget
+  TimePoint written = TimePoint::infinite();   // when the transport started sending it
+  bool counted = false;                        // in the measured window
+  bool waited = false;                         // had to wait in the client for a connection
+  bool resent = false;                         // HTTP: sent again after a stale keep-alive connection failed
   bool in_use = false;
-  load::Done done;                              // ends it for the load generator's driver
+  load::Done done;  // ends it for the load generator's driver
 };
 
 struct TransportOptions {
@@ -41,10 +41,10 @@ struct TransportOptions {
 struct TransportStats {
   std::uint64_t connections_opened = 0;  // HTTP connections established (gRPC: channels)
   std::uint64_t connect_failures = 0;
-  std::uint64_t connection_errors = 0;   // established connections that failed under a request
-  std::uint64_t stale_retries = 0;       // HTTP: requests resent after an idle connection turned out closed
-  std::size_t open = 0;                  // connections open or being opened now
-  std::size_t waiting = 0;               // requests waiting for a free connection now
+  std::uint64_t connection_errors = 0;  // established connections that failed under a request
+  std::uint64_t stale_retries = 0;      // HTTP: requests resent after an idle connection turned out closed
+  std::size_t open = 0;                 // connections open or being opened now
+  std::size_t waiting = 0;              // requests waiting for a free connection now
   std::size_t peak_open = 0, peak_waiting = 0;
 };
 
@@ -57,7 +57,8 @@ class Transport {
   // message that says whether the endpoint is unreachable or the model unknown.
   virtual Result<ModelMetadata> metadata(const std::string& model, Duration timeout) = 0;
   // Before the run: the requests for model number `index` (in call order).
-  virtual void add_model(const std::string& name, const ModelMetadata& md, const std::vector<InputTensor>& inputs) = 0;
+  virtual void add_model(const std::string& name, const ModelMetadata& md,
+                         const std::vector<InputTensor>& inputs) = 0;
   // Before the run: where ends are reported; warms connections up.
   virtual void start(Done done) = 0;
   // io thread: sends r now, or as soon as a connection is free.

@@ -44,8 +44,8 @@ TEST(Datatype, NamesAndSizes) {
   EXPECT_EQ(element_size(Datatype::kBytes), 0u);
   EXPECT_FALSE(parse_datatype("fp32").has_value());
   EXPECT_FALSE(parse_datatype("FP99").has_value());
-  for (const char* n : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
-                        "BF16", "FP32", "FP64", "BYTES"})
+  for (const char* n : {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+                        "FP16", "BF16", "FP32", "FP64", "BYTES"})
     EXPECT_EQ(datatype_name(*parse_datatype(n)), n);
 }
 
@@ -66,13 +66,16 @@ TEST(Metadata, SaysWhatIsWrong) {
   auto no_shape = parse_metadata_json(R"({"name":"m","inputs":[{"name":"x","datatype":"FP32"}]})");
   ASSERT_FALSE(no_shape.ok());
   EXPECT_NE(no_shape.status().message().find("shape"), std::string::npos);
-  auto bad_dim = parse_metadata_json(R"({"name":"m","inputs":[{"name":"x","datatype":"FP32","shape":[1.5]}]})");
+  auto bad_dim =
+      parse_metadata_json(R"({"name":"m","inputs":[{"name":"x","datatype":"FP32","shape":[1.5]}]})");
   EXPECT_FALSE(bad_dim.ok());
 }
 
 TEST(Inputs, RightDatatypeAndShapeWithBatchOne) {
   ModelMetadata md;
-  md.inputs = {{"img", "FP32", {-1, 3, 4, 4}}, {"ids", "INT64", {-1, 5}}, {"mask", "BOOL", {2}},
+  md.inputs = {{"img", "FP32", {-1, 3, 4, 4}},
+               {"ids", "INT64", {-1, 5}},
+               {"mask", "BOOL", {2}},
                {"h", "FP16", {-1, 3}}};
   auto in = make_inputs(md, 1);
   ASSERT_TRUE(in.ok()) << in.status().message();
@@ -189,7 +192,8 @@ TEST(Classify, AnyServerByStatus) {
   EXPECT_EQ(classify(grpc(8), ms, budget).detail, "overload");
   Answer unavailable = grpc(14);
   unavailable.message = "failed to connect to all addresses";
-  EXPECT_EQ(classify(unavailable, ms, budget).kind, Kind::kError);  // gRPC's transport failures look like this
+  EXPECT_EQ(classify(unavailable, ms, budget).kind,
+            Kind::kError);  // gRPC's transport failures look like this
   EXPECT_EQ(classify(unavailable, ms, budget).detail, "UNAVAILABLE: failed to connect to all addresses");
   Answer bad = http(200);
   bad.bad_body = "bad response: no \"outputs\"";

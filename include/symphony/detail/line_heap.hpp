@@ -33,8 +33,10 @@ class LineHeap {
 
   explicit LineHeap(std::size_t capacity) { grow(capacity); }
   LineHeap(LineHeap&& o) noexcept
-      : buf_(std::exchange(o.buf_, nullptr)), heap_(std::exchange(o.heap_, nullptr)),
-        size_(std::exchange(o.size_, 0)), capacity_(std::exchange(o.capacity_, 0)) {}
+      : buf_(std::exchange(o.buf_, nullptr)),
+        heap_(std::exchange(o.heap_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        capacity_(std::exchange(o.capacity_, 0)) {}
   LineHeap& operator=(LineHeap&& o) noexcept {
     if (this != &o) {
       release();
@@ -60,7 +62,8 @@ class LineHeap {
     capacity = std::max<std::size_t>(capacity, size_);
     // heap_ = buf_ + kPad with buf_ line-aligned: the children of i,
     // kArity*i+1 .. kArity*i+kArity, sit at buf_[kArity*(i+1) ..], one line.
-    auto* buf = static_cast<Entry*>(::operator new((capacity + kPad) * sizeof(Entry), std::align_val_t{kLine}));
+    auto* buf =
+        static_cast<Entry*>(::operator new ((capacity + kPad) * sizeof(Entry), std::align_val_t{kLine}));
     if (size_) std::copy(heap_, heap_ + size_, buf + kPad);
     release();
     buf_ = buf;
@@ -70,7 +73,8 @@ class LineHeap {
 
   template <class Before, class Place>
   void push(const Entry& e, Before&& before, Place&& place) {
-    if (size_ == capacity_) [[unlikely]] grow(std::max<std::size_t>(16, 2 * std::size_t{capacity_}));
+    if (size_ == capacity_) [[unlikely]]
+      grow(std::max<std::size_t>(16, 2 * std::size_t{capacity_}));
     sift_up(size_++, e, before, place);
   }
 
@@ -79,7 +83,10 @@ class LineHeap {
   void remove_at(std::uint32_t i, Before&& before, Place&& place) noexcept {
     const Entry last = heap_[--size_];
     if (i == size_) return;
-    if (i > 0 && before(last, heap_[parent(i)])) sift_up(i, last, before, place); else sift_down(i, last, before, place);
+    if (i > 0 && before(last, heap_[parent(i)]))
+      sift_up(i, last, before, place);
+    else
+      sift_down(i, last, before, place);
   }
 
   // Moves the hole at i up until e fits (before(e, parent) false), then puts e there.
@@ -117,7 +124,7 @@ class LineHeap {
   static constexpr std::size_t kPad = kArity - 1;
 
   void release() noexcept {
-    if (buf_) ::operator delete(buf_, std::align_val_t{kLine});
+    if (buf_) ::operator delete (buf_, std::align_val_t{kLine});
     buf_ = heap_ = nullptr;
   }
 

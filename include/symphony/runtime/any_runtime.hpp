@@ -98,7 +98,9 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   RuntimeStats stats() override { return rt_->stats(); }
   bool accepts(ModelId m) const override { return rt_->accepts(m); }
   Result<CalibrationSnapshot> calibration(ModelId m) override { return rt_->calibration(m); }
-  Status seed_calibration(ModelId m, std::span<const double> s) override { return rt_->seed_calibration(m, s); }
+  Status seed_calibration(ModelId m, std::span<const double> s) override {
+    return rt_->seed_calibration(m, s);
+  }
 
  private:
   class SubmitterOf final : public AnyRuntime<Sink>::Submitter {

@@ -61,7 +61,7 @@ SYMPHONY_ALWAYS_INLINE void full_fence() noexcept {
 #if defined(__SANITIZE_THREAD__)
   static std::atomic<std::uint32_t> dummy{0};
   std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps order
-  dummy.fetch_add(0, std::memory_order_relaxed);          // relaxed: hardware barrier only, no TSAN edge
+  dummy.fetch_add(0, std::memory_order_relaxed);        // relaxed: hardware barrier only, no TSAN edge
   std::atomic_signal_fence(std::memory_order_seq_cst);
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);  // StoreLoad barrier of the Dekker protocol

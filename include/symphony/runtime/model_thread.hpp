@@ -205,7 +205,6 @@ class ModelThread {
     on_outcome(dropped_outcome(it.model, it.tag, it.arrival, it.deadline, now, why));
   }
 
-
   // ---- messages to the rank ----------------------------------------------------
   void push(const detail::ShardToRank& m) {
     if (outbox_.empty() && to_rank_.try_push(m)) {
@@ -266,10 +265,9 @@ class ModelThread {
     if constexpr (detail::HasOnBatch<Sink>) {
       // Only a batch that finish_batch will end has an event.
       if (const std::optional<typename Shard::InflightBatch> b = shard_.inflight_batch(c.batch)) {
-        sink_.on_batch(BatchEvent{c.batch, b->model, b->gpu, b->size, b->exec, c.actual_start, c.actual_end,
-                                  c.status,
-                                  c.status == BatchStatus::kError ? std::string_view(c.error) : std::string_view(),
-                                  b->requests});
+        sink_.on_batch(BatchEvent{
+            c.batch, b->model, b->gpu, b->size, b->exec, c.actual_start, c.actual_end, c.status,
+            c.status == BatchStatus::kError ? std::string_view(c.error) : std::string_view(), b->requests});
       }
     }
     Result<FinishResult> r = shard_.finish_batch(c.batch, c.actual_end, c.status, adapter_, c.actual_start);

@@ -253,7 +253,8 @@ class Runtime final : private CompletionPort {
     {
       std::lock_guard<std::mutex> sl(submitters_mu_);
       for (SubmitterState* st : submitters_)
-        while (st->busy.load(std::memory_order_seq_cst)) std::this_thread::yield();  // seq_cst: Dekker, as above
+        while (st->busy.load(std::memory_order_seq_cst))
+          std::this_thread::yield();  // seq_cst: Dekker, as above
     }
     while (shared_busy_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();  // seq_cst: Dekker
     // Every enqueue has happened; the shards drain what is left.
@@ -411,7 +412,6 @@ class Runtime final : private CompletionPort {
     rejected_.fetch_add(1, std::memory_order_relaxed);  // a statistic
     sink_.on_outcome(dropped_outcome(model, tag, now, deadline, now, why));
   }
-
 
   // The common part of both submit paths, after the caller marked itself busy.
   // Returns the shard to enqueue into, or a final status.

@@ -39,7 +39,8 @@ class CompletionQueue {
   CompletionQueue& operator=(const CompletionQueue&) = delete;
 
   void push(TimePoint end, const Payload& p) {
-    if (free_.empty()) [[unlikely]] reserve(2 * slots_.size());
+    if (free_.empty()) [[unlikely]]
+      reserve(2 * slots_.size());
     const std::uint32_t slot = free_.back();
     free_.pop_back();
     slots_[slot] = Slot{next_order_++, p};

@@ -63,7 +63,8 @@ Result<RunResult> run_with(const ExperimentSpec& e, double scale, std::uint32_t 
   SYMPHONY_ASSIGN_OR_RETURN(std::unique_ptr<Sim> created,
                             Sim::create(sc, sink, std::move(exec), std::move(gather), std::move(timing)));
   Sim& sim = *created;
-  if (e.delay_jitter.enabled()) sim.set_network(NetworkJitter(e.delay_jitter, e.delays, e.seed ^ 0x6e657477ULL));
+  if (e.delay_jitter.enabled())
+    sim.set_network(NetworkJitter(e.delay_jitter, e.delays, e.seed ^ 0x6e657477ULL));
   for (const ModelConfig& m : e.models) SYMPHONY_RETURN_IF_ERROR(sim.scheduler().add_model(m));
   for (std::uint32_t g = 0; g < gpus; ++g) SYMPHONY_RETURN_IF_ERROR(sim.scheduler().add_gpu());
 
@@ -95,8 +96,8 @@ Result<RunResult> run_timing(const ExperimentSpec& e, double scale, std::uint32_
                              Gather gather, Obs* obs) {
   // NoisyTiming draws the same jitter as LogNormalTiming from the same seed.
   if (e.noise().beyond_lognormal())
-    return run_with(e, scale, gpus, std::move(exec), std::move(gather), NoisyTiming(e.noise(), e.seed ^ 0x7a3d1f),
-                    obs);
+    return run_with(e, scale, gpus, std::move(exec), std::move(gather),
+                    NoisyTiming(e.noise(), e.seed ^ 0x7a3d1f), obs);
   if (e.noise_sigma > 0)
     return run_with(e, scale, gpus, std::move(exec), std::move(gather),
                     LogNormalTiming(e.noise_sigma, e.seed ^ 0x7a3d1f), obs);

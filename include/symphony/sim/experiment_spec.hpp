@@ -65,7 +65,8 @@ struct TeeSink {
 // autoscaling settings; per-model max batch as the scheduler uses it).
 inline MetricsConfig metrics_config(const ExperimentSpec& e, std::uint32_t gpus) {
   MetricsConfig mc;
-  for (const ModelConfig& m : e.models) mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
+  for (const ModelConfig& m : e.models)
+    mc.max_batch.push_back(m.max_batch ? m.max_batch : m.profile.max_batch());
   mc.num_gpus = gpus;
   mc.begin = TimePoint::epoch() + e.warmup;
   mc.end = TimePoint::epoch() + e.duration;

@@ -46,7 +46,8 @@ class NoisyTiming {
   Duration actual(ModelId, std::uint32_t, Duration predicted, GpuId, TimePoint start) noexcept {
     double f = spec_.sigma > 0 ? jitter_.lognormal(0.0, spec_.sigma) : 1.0;
     f *= drift(start);
-    if (spec_.outlier_probability > 0 && outliers_.uniform() < spec_.outlier_probability) f *= spec_.outlier_factor;
+    if (spec_.outlier_probability > 0 && outliers_.uniform() < spec_.outlier_probability)
+      f *= spec_.outlier_factor;
     return Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(predicted.ns()) * f + 0.5));
   }
 

@@ -162,8 +162,10 @@ class Simulator {
       const auto [end, c] = completions_.pop();
       (void)sched_->on_batch_finished(c.batch, end, BatchStatus::kOk, c.start);
     } else if (t_arr == t) {
-      if (pending_.deadline) (void)sched_->submit(pending_.model, pending_.tag, *pending_.deadline);
-      else (void)sched_->submit(pending_.model, pending_.tag);
+      if (pending_.deadline)
+        (void)sched_->submit(pending_.model, pending_.tag, *pending_.deadline);
+      else
+        (void)sched_->submit(pending_.model, pending_.tag);
       have_pending_ = false;
     } else {
       sched_->run_one_timer();
@@ -202,14 +204,18 @@ class Simulator {
       s.gpu_busy_[d.gpu] += len;
       s.completions_.push(end, Running{d.batch, start});
       s.user_sink_.on_dispatch(d);
-      if constexpr (requires { s.user_sink_.on_execute(d, start, end); }) s.user_sink_.on_execute(d, start, end);
+      if constexpr (requires { s.user_sink_.on_execute(d, start, end); })
+        s.user_sink_.on_execute(d, start, end);
     }
     void on_outcome(const RequestOutcome& o) { sim->user_sink_.on_outcome(o); }
   };
 
   Simulator(const SchedulerConfig& cfg, UserSink& sink, Exec exec, Gather gather, Timing timing)
-      : user_sink_(sink), timing_(std::move(timing)), forward_{this},
-        gpu_free_(cfg.max_gpus, TimePoint::neg_infinite()), gpu_busy_(cfg.max_gpus),
+      : user_sink_(sink),
+        timing_(std::move(timing)),
+        forward_{this},
+        gpu_free_(cfg.max_gpus, TimePoint::neg_infinite()),
+        gpu_busy_(cfg.max_gpus),
         completions_(std::size_t{cfg.max_gpus} * cfg.max_outstanding_per_gpu + 1) {
     sched_ = std::move(*Sched::create(cfg, clock_, forward_, std::move(exec), std::move(gather)));
   }

@@ -327,8 +327,8 @@ class SubClusterSimulator {
         return Status(Errc::kFailedPrecondition, e.what());
       }
     }();
-    const std::string at =
-        "epoch " + std::to_string(req.epoch) + " (t = " + format_seconds(req.time - TimePoint::epoch()) + " s)";
+    const std::string at = "epoch " + std::to_string(req.epoch) +
+                           " (t = " + format_seconds(req.time - TimePoint::epoch()) + " s)";
     if (!d.ok()) return d.status().with_context(at + ": the partitioner failed");
     EpochRecord rec;
     rec.epoch = req.epoch;

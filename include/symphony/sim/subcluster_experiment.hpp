@@ -165,8 +165,9 @@ Result<SubClusterRunResult> run_subcluster_experiment(const ExperimentSpec& e, c
                       "' is a peer of the paper's evaluation, which has no sub-clusters; "
                       "use deferred, eager or timeout");
   if (e.noise().beyond_lognormal() || e.recalibration.enabled || e.delay_jitter.enabled())
-    return Status(Errc::kInvalidArgument,
-                  "noise drift, outliers, recalibration and delay jitter are not simulated with sub-clusters (yet)");
+    return Status(
+        Errc::kInvalidArgument,
+        "noise drift, outliers, recalibration and delay jitter are not simulated with sub-clusters (yet)");
   if (sc.epoch < Duration::zero()) return Status(Errc::kInvalidArgument, "the epoch must not be negative");
   if (!(sc.max_disruption >= 0)) return Status(Errc::kInvalidArgument, "the disruption bound must be >= 0");
   if (gpus == 0) gpus = e.gpus;

@@ -54,9 +54,9 @@ struct MinGpusSpec {
 };
 
 struct Config {
-  std::string origin;   // the file (or "<memory>") it came from
-  std::string name;     // the config's name (default: file stem)
-  ExperimentSpec spec;  // with the policy (spec.policy) applied: per-model timeouts filled in
+  std::string origin;                 // the file (or "<memory>") it came from
+  std::string name;                   // the config's name (default: file stem)
+  ExperimentSpec spec;                // with the policy (spec.policy) applied: per-model timeouts filled in
   std::vector<ModelInfo> model_info;  // parallel to spec.models
   std::string workload_desc;          // "poisson", "gamma(0.3)", "trace:<file>"
   GoodputSearchSpec goodput;

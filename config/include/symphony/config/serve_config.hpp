@@ -52,8 +52,8 @@ struct ServeModelConfig {
   std::vector<std::string> inputs;  // tensor specs, e.g. "float32[3,64,64]" (checked)
   Duration slo;
   std::uint32_t max_batch = 32;
-  double rate = 0;                  // requests/s from the load generator
-  std::string profile = "auto";     // "auto" or a profile file
+  double rate = 0;                      // requests/s from the load generator
+  std::string profile = "auto";         // "auto" or a profile file
   std::optional<Duration> alpha, beta;  // emulated devices
 };
 

@@ -65,14 +65,16 @@ class YamlReader {
 
   // REQUIRES: n is a map (else fails "must be a map"). Rejects duplicate keys
   // and keys outside `known`, listing the known ones.
-  void check_keys(const YAML::Node& n, const std::string& path, std::initializer_list<const char*> known) const;
+  void check_keys(const YAML::Node& n, const std::string& path,
+                  std::initializer_list<const char*> known) const;
 
   double number(const YAML::Node& n, const std::string& key) const;
   // A number > lo (strict) or >= lo.
   double number_min(const YAML::Node& n, const std::string& key, double lo, bool strict) const;
   // A number in [lo, hi].
   double number_in(const YAML::Node& n, const std::string& key, double lo, double hi) const;
-  std::uint64_t integer(const YAML::Node& n, const std::string& key, std::uint64_t lo, std::uint64_t hi) const;
+  std::uint64_t integer(const YAML::Node& n, const std::string& key, std::uint64_t lo,
+                        std::uint64_t hi) const;
   std::string string(const YAML::Node& n, const std::string& key) const;
   // true/false, yes/no, on/off (as YAML 1.1 spells them).
   bool boolean(const YAML::Node& n, const std::string& key) const;

@@ -28,7 +28,8 @@ namespace {
 // `factor` times the l(b) it is sent with.
 class ScaledExecutor final : public Executor {
  public:
-  ScaledExecutor(std::unique_ptr<Executor> inner, double factor) : inner_(std::move(inner)), factor_(factor) {}
+  ScaledExecutor(std::unique_ptr<Executor> inner, double factor)
+      : inner_(std::move(inner)), factor_(factor) {}
   void execute(const ExecBatch& b, CompletionPort& done) override {
     ExecBatch scaled = b;
     const Duration l = b.offline_latency > Duration::zero() ? b.offline_latency : b.predicted;
@@ -173,7 +174,9 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
     void on_message(wire::Kind kind, std::span<const std::uint8_t> msg) override {
       n.on_scheduler_message(kind, msg);
     }
-    void on_down(const std::string& why, bool was_registered) override { n.scheduler_lost(why, was_registered); }
+    void on_down(const std::string& why, bool was_registered) override {
+      n.scheduler_lost(why, was_registered);
+    }
   };
   Status open_scheduler(const std::string& target);
   void scheduler_lost(const std::string& why, bool was_registered);
@@ -260,8 +263,8 @@ Status BackendNode::Impl::start() {
     devices_ = std::move(opts_.device_set);
   } else {
     if (!(opts_.emulated_slowdown >= 0.1 && opts_.emulated_slowdown <= 10))
-      return Status(Errc::kInvalidArgument,
-                    "--emulated-slowdown must be in [0.1, 10], got " + std::to_string(opts_.emulated_slowdown));
+      return Status(Errc::kInvalidArgument, "--emulated-slowdown must be in [0.1, 10], got " +
+                                                std::to_string(opts_.emulated_slowdown));
     SYMPHONY_ASSIGN_OR_RETURN(
         devices_,
         make_emulated_devices(opts_.devices, opts_.name, opts_.emulated_slowdown).with_context("--devices"));
@@ -427,10 +430,12 @@ void BackendNode::Impl::on_welcome(const wire::Welcome& w) {
     r.busy_ns.assign(devices_->names().size(), 0);
     for (const auto& [id, b] : batches_) {
       if (b.device >= r.busy_ns.size()) continue;
-      const Duration left = b.executing ? max(Duration::zero(), b.predicted - (now - b.exec_start)) : b.predicted;
+      const Duration left =
+          b.executing ? max(Duration::zero(), b.predicted - (now - b.exec_start)) : b.predicted;
       r.busy_ns[b.device] += left.ns();
     }
-    if (std::all_of(r.busy_ns.begin(), r.busy_ns.end(), [](std::int64_t t) { return t == 0; })) r.busy_ns.clear();
+    if (std::all_of(r.busy_ns.begin(), r.busy_ns.end(), [](std::int64_t t) { return t == 0; }))
+      r.busy_ns.clear();
   }
   (void)session_->send(wire::encode(r));
 }
@@ -481,7 +486,8 @@ void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const st
       return on_placement(*p);
     }
     default:
-      if (logged_++ < kMaxLogged) log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler");
+      if (logged_++ < kMaxLogged)
+        log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler");
   }
 }
 
@@ -912,9 +918,12 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
       DeviceCounters& dc = per_device_[b.device];
       dc.busy += Duration::nanoseconds(d.exec_ns);
       dc.requests += executed;
-      if (!executed) ++dc.skipped;
-      else if (st == BatchStatus::kOk) ++dc.ok;
-      else ++dc.error;
+      if (!executed)
+        ++dc.skipped;
+      else if (st == BatchStatus::kOk)
+        ++dc.ok;
+      else
+        ++dc.error;
     }
   }
   batches_.erase(it);
@@ -987,8 +996,8 @@ BackendMetricsSnapshot BackendNode::Impl::metrics_snapshot() const {
   s.batches_not_placed = batches_not_placed_;
   for (std::size_t i = 0; i < per_device_.size(); ++i) {
     const DeviceCounters& dc = per_device_[i];
-    s.devices.push_back({i < names.size() ? names[i] : std::to_string(i), dc.busy, dc.ok, dc.error, dc.skipped,
-                         dc.requests});
+    s.devices.push_back(
+        {i < names.size() ? names[i] : std::to_string(i), dc.busy, dc.ok, dc.error, dc.skipped, dc.requests});
   }
   return s;
 }

@@ -266,8 +266,8 @@ class Client::Impl final : public Transport::Handler {
 
   std::atomic<std::uint64_t> sent_{0}, ok_{0}, late_{0}, errors_{0}, dropped_{0}, in_flight_{0};
   std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
-  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0}, cancels_{0},
-      resubmitted_{0};
+  std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0},
+      cancels_{0}, resubmitted_{0};
 };
 
 // ---- lifecycle -------------------------------------------------------------------------
@@ -360,8 +360,7 @@ void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
   ready_.store(false);
   if (was_ready) {
     losses_.fetch_add(1, std::memory_order_relaxed);
-    log("lost the scheduler " + session_->target() + ": " + why +
-        "; pending requests end with an error");
+    log("lost the scheduler " + session_->target() + ": " + why + "; pending requests end with an error");
   }
   fail_pending("lost the scheduler: " + why, Failure::kSchedulerLost);
 }
@@ -383,8 +382,8 @@ void Client::Impl::resubmit_pending() {
     if (s.state.load(std::memory_order_acquire) != kSent) continue;
     if (!sb) sb = std::make_unique<wire::SubmitBuilder>(64, wire::kSubmitResubmitted);
     const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | i;
-    sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{i} * opts_.max_input_bytes, s.len,
-             s.model, (s.deadline - now).ns()});
+    sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{i} * opts_.max_input_bytes,
+             s.len, s.model, (s.deadline - now).ns()});
     ++n;
     if (sb->count() >= kSubmitBatch) flush();
   }
@@ -417,7 +416,8 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
   std::size_t size = 0;
   for (const std::span<const std::uint8_t>& part : input) size += part.size();
   if (size > opts_.max_input_bytes)
-    return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) + " bytes exceeds max_input_bytes " +
+    return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) +
+                                              " bytes exceeds max_input_bytes " +
                                               std::to_string(opts_.max_input_bytes));
   if (size == 0) return Status(Errc::kInvalidArgument, "empty input");
   if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
@@ -544,8 +544,7 @@ void Client::Impl::send_cancels() {
       Slot& s = slots_[index];
       if (s.gen.load(std::memory_order_relaxed) != gen) continue;  // ended; the slot serves another request
       const std::uint8_t st = s.state.load(std::memory_order_acquire);
-      if (st == kQueued && lost_since_ &&
-          std::find(held_.begin(), held_.end(), index) != held_.end()) {
+      if (st == kQueued && lost_since_ && std::find(held_.begin(), held_.end(), index) != held_.end()) {
         // Held while failing over: no scheduler has it, it ends here.
         InferResult r;
         r.outcome = Outcome::kDropped;
@@ -703,7 +702,8 @@ void Client::Impl::on_welcome(const wire::Welcome& w) {
   // Ready first, then no longer failing over: a request made in between
   // sees one or the other.
   if (lost_since_) {
-    log("failed over to " + session_->target() + " in " + format_ms(SteadyClock{}.now() - *lost_since_) + " ms");
+    log("failed over to " + session_->target() + " in " + format_ms(SteadyClock{}.now() - *lost_since_) +
+        " ms");
     lost_since_.reset();
     failing_over_.store(false, std::memory_order_release);
     resubmit_pending();
@@ -791,9 +791,9 @@ void Client::Impl::on_tick(TimePoint now) {
     failing_over_.store(false, std::memory_order_release);
     for (std::uint32_t i : held_) submit_q_.enqueue(i);  // failed by on_poll: not connected
     held_.clear();
-    fail_pending("lost every scheduler (none took this client within " + format_ms(opts_.failover_timeout) +
-                     " ms)",
-                 Failure::kSchedulerLost);
+    fail_pending(
+        "lost every scheduler (none took this client within " + format_ms(opts_.failover_timeout) + " ms)",
+        Failure::kSchedulerLost);
   }
   if (now >= next_orphan_scan_ && in_flight_.load(std::memory_order_relaxed) != 0) {
     next_orphan_scan_ = now + Duration::milliseconds(100);
@@ -835,12 +835,18 @@ ClientStats Client::Impl::stats() const {
 
 std::string_view to_string(Failure f) noexcept {
   switch (f) {
-    case Failure::kNone: return "none";
-    case Failure::kExecution: return "execution";
-    case Failure::kSchedulerLost: return "scheduler_lost";
-    case Failure::kNotConnected: return "not_connected";
-    case Failure::kClosed: return "closed";
-    case Failure::kNoOutcome: return "no_outcome";
+    case Failure::kNone:
+      return "none";
+    case Failure::kExecution:
+      return "execution";
+    case Failure::kSchedulerLost:
+      return "scheduler_lost";
+    case Failure::kNotConnected:
+      return "not_connected";
+    case Failure::kClosed:
+      return "closed";
+    case Failure::kNoOutcome:
+      return "no_outcome";
   }
   return "?";
 }

@@ -74,10 +74,11 @@ std::map<std::string, ModelTensors> parse_models(const config::YamlReader& r, co
 ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) {
   ClusterSettings s;
   r.check_keys(c, "cluster",
-               {"token", "token_file", "heartbeat_ms", "heartbeat_timeout_ms", "learn_delays", "recalibrate",
-                "delay_percentile", "delay_window", "delay_update_ms", "delay_max_age_ms", "shards", "max_gpus",
-                "max_requests", "max_input_bytes", "ucx_tls", "progress_spin_us", "inject_delay_us", "metrics",
-                "schedulers", "models"});
+               {"token",           "token_file",       "heartbeat_ms",     "heartbeat_timeout_ms",
+                "learn_delays",    "recalibrate",      "delay_percentile", "delay_window",
+                "delay_update_ms", "delay_max_age_ms", "shards",           "max_gpus",
+                "max_requests",    "max_input_bytes",  "ucx_tls",          "progress_spin_us",
+                "inject_delay_us", "metrics",          "schedulers",       "models"});
   if (c["token"] && c["token_file"])
     r.fail(c["token_file"], "cluster.token_file", "give token or token_file, not both");
   if (c["token"]) s.token = r.string(c["token"], "cluster.token");
@@ -104,9 +105,11 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
       r.fail(n, "cluster.delay_percentile", "must be in (0, 1]");
   }
   if (c["delay_window"])
-    s.delay_window = static_cast<std::uint32_t>(r.integer(c["delay_window"], "cluster.delay_window", 8, 1u << 20));
+    s.delay_window =
+        static_cast<std::uint32_t>(r.integer(c["delay_window"], "cluster.delay_window", 8, 1u << 20));
   if (c["delay_update_ms"]) s.delay_update = r.millis(c["delay_update_ms"], "cluster.delay_update_ms", 1);
-  if (c["delay_max_age_ms"]) s.delay_max_age = r.millis(c["delay_max_age_ms"], "cluster.delay_max_age_ms", 10);
+  if (c["delay_max_age_ms"])
+    s.delay_max_age = r.millis(c["delay_max_age_ms"], "cluster.delay_max_age_ms", 10);
   if (c["shards"]) s.shards = static_cast<std::uint32_t>(r.integer(c["shards"], "cluster.shards", 1, 64));
   if (c["max_gpus"])
     s.max_gpus = static_cast<std::uint32_t>(r.integer(c["max_gpus"], "cluster.max_gpus", 1, 1u << 16));
@@ -128,7 +131,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
       r.fail(n, "cluster.schedulers", "must be a list of HOST:PORT (the primary first, then the hot spares)");
     if (n.size() > kMaxClusterSchedulers)
       r.fail(n, "cluster.schedulers",
-             "at most " + std::to_string(kMaxClusterSchedulers) + " schedulers, got " + std::to_string(n.size()));
+             "at most " + std::to_string(kMaxClusterSchedulers) + " schedulers, got " +
+                 std::to_string(n.size()));
     for (const YAML::Node& e : n) {
       if (!e.IsScalar()) r.fail(e, "cluster.schedulers", "each entry must be a string HOST:PORT");
       const std::string a = e.Scalar();
@@ -136,7 +140,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
       const std::string port = colon == std::string::npos ? "" : a.substr(colon + 1);
       const bool digits =
           !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
-      if (colon == std::string::npos || colon == 0 || !digits || std::stoul(port) == 0 || std::stoul(port) > 65535)
+      if (colon == std::string::npos || colon == 0 || !digits || std::stoul(port) == 0 ||
+          std::stoul(port) > 65535)
         r.fail(e, "cluster.schedulers", "'" + a + "' is not HOST:PORT with a port in 1..65535");
       if (std::find(s.schedulers.begin(), s.schedulers.end(), a) != s.schedulers.end())
         r.fail(e, "cluster.schedulers", "'" + a + "' is listed twice");
@@ -155,7 +160,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
 
 // What the scheduler process adds to the simulator's checks of the
 // `subclusters:` section (symphony::config parses it).
-void check_subclusters(const config::YamlReader& r, const YAML::Node& n, const partition::SubClusterConfig& sc) {
+void check_subclusters(const config::YamlReader& r, const YAML::Node& n,
+                       const partition::SubClusterConfig& sc) {
   if (sc.spec.count > kMaxClusterSubClusters)
     r.fail(n["count"], "subclusters.count",
            "the scheduler runs at most " + std::to_string(kMaxClusterSubClusters) + " sub-clusters, got " +

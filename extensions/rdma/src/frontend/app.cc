@@ -41,7 +41,8 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
     return invalid("--scheduler: " + hp.status().message());
   }
   if (!o.metrics.empty())
-    if (auto p = metrics::parse_listen_address(o.metrics); !p.ok()) return invalid("--metrics: " + p.status().message());
+    if (auto p = metrics::parse_listen_address(o.metrics); !p.ok())
+      return invalid("--metrics: " + p.status().message());
   if (o.max_inflight == 0 || o.max_inflight > (1u << 20))
     return invalid("--max-inflight must be in [1, 1048576], got " + std::to_string(o.max_inflight));
   if (o.max_input_bytes == 0) return invalid("--max-input-bytes must be positive");
@@ -58,18 +59,20 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
                      " bytes of input, more than cluster.max_input_bytes (" +
                      std::to_string(cfg.cluster.max_input_bytes) + ") lets the scheduler accept");
   }
-  if (any_opaque) max_input = std::max<std::uint64_t>(max_input, std::min(o.max_input_bytes, cfg.cluster.max_input_bytes));
+  if (any_opaque)
+    max_input = std::max<std::uint64_t>(max_input, std::min(o.max_input_bytes, cfg.cluster.max_input_bytes));
   // Slots go to models in runs of 64 (the client's allocator): room for one
   // half-used run per model beside the front's in-flight bound.
   const std::uint64_t slots = std::uint64_t{o.max_inflight} + 64 * app->models_.size();
   if (slots > (1u << 24) || slots * max_input > kMaxPoolBytes) {
     char msg[256];
-    std::snprintf(msg, sizeof msg,
-                  "--max-inflight %u with inputs of up to %llu bytes needs %.1f GiB of registered memory (at most "
-                  "%.0f); lower --max-inflight%s",
-                  o.max_inflight, static_cast<unsigned long long>(max_input),
-                  static_cast<double>(slots * max_input) / (1u << 30), static_cast<double>(kMaxPoolBytes) / (1u << 30),
-                  any_opaque ? " or --max-input-bytes" : "");
+    std::snprintf(
+        msg, sizeof msg,
+        "--max-inflight %u with inputs of up to %llu bytes needs %.1f GiB of registered memory (at most "
+        "%.0f); lower --max-inflight%s",
+        o.max_inflight, static_cast<unsigned long long>(max_input),
+        static_cast<double>(slots * max_input) / (1u << 30), static_cast<double>(kMaxPoolBytes) / (1u << 30),
+        any_opaque ? " or --max-input-bytes" : "");
     return invalid(msg);
   }
   if (o.name.empty()) o.name = "frontend-" + std::to_string(getpid());
@@ -87,7 +90,8 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
   auto client = Client::connect(co);
   if (!client.ok()) return Status(Errc::kFailedPrecondition, client.status().message());
   app->client_ = std::move(*client);
-  app->service_ = std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes, app->scheduler_desc_);
+  app->service_ =
+      std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes, app->scheduler_desc_);
   front::FrontOptions fo;
   fo.server_name = "symphony";
   fo.max_inflight = o.max_inflight;
@@ -102,8 +106,8 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
         [self](metrics::Writer& w) {
           front::write_front_metrics(self->front_->counters(), w, /*outcomes=*/true);
           const ClientStats s = self->client_->stats();
-          w.gauge("symphony_frontend_scheduler_connected", "1 while a scheduler has accepted this frontend.", {},
-                  s.connected ? 1 : 0);
+          w.gauge("symphony_frontend_scheduler_connected", "1 while a scheduler has accepted this frontend.",
+                  {}, s.connected ? 1 : 0);
           w.counter("symphony_frontend_scheduler_losses_total", "Times the scheduler was lost.", {},
                     static_cast<double>(s.scheduler_losses));
           w.counter("symphony_frontend_cancels_total",
@@ -112,8 +116,10 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
         },
         [self]() -> std::string {
           if (self->front_->ready()) return "";
-          if (!self->client_->connected()) return "not connected to the scheduler at " + self->scheduler_desc_;
-          return self->client_->backends() == 0 ? "no backend has connected to this frontend yet" : "stopping";
+          if (!self->client_->connected())
+            return "not connected to the scheduler at " + self->scheduler_desc_;
+          return self->client_->backends() == 0 ? "no backend has connected to this frontend yet"
+                                                : "stopping";
         });
     if (!ep.ok()) return invalid("--metrics: " + ep.status().message());
     app->endpoint_ = std::move(*ep);
@@ -131,8 +137,8 @@ std::string FrontendApp::describe() const {
   std::string opaque;
   for (const ServedModel& m : models_)
     if (m.opaque) opaque += (opaque.empty() ? "" : ", ") + m.name;
-  return listeners_->where() + " (Open Inference Protocol; docs/front.md), scheduler " + scheduler_desc_ + ", " +
-         std::to_string(models_.size()) + " models" +
+  return listeners_->where() + " (Open Inference Protocol; docs/front.md), scheduler " + scheduler_desc_ +
+         ", " + std::to_string(models_.size()) + " models" +
          (opaque.empty() ? "" : "; opaque (one BYTES input, no cluster.models entry): " + opaque);
 }
 
@@ -148,7 +154,8 @@ void FrontendApp::stop(Duration drain) {
   if (front_) front_->begin_stop();
   if (client_) {
     if (!client_->drain(drain))
-      std::fprintf(stderr, "%llu requests still pending after %.1f s: they end with 503 (the frontend is stopping)\n",
+      std::fprintf(stderr,
+                   "%llu requests still pending after %.1f s: they end with 503 (the frontend is stopping)\n",
                    static_cast<unsigned long long>(client_->stats().in_flight), drain.to_seconds());
     client_->close();  // ends what is left (503) and leaves the cluster
   }
@@ -158,7 +165,8 @@ void FrontendApp::stop(Duration drain) {
 
 json FrontendApp::report(double seconds) const {
   const std::vector<ServedModelStats> stats = service_->stats();
-  const front::ModelLatencyOf latency = [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
+  const front::ModelLatencyOf latency =
+      [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
     for (const ServedModelStats& s : stats) {
       if (s.model != model || s.latency.count() == 0) continue;
       std::uint64_t n = 0, sum = 0;

@@ -149,15 +149,19 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     const std::string who = "model '" + m.served.name + "'";
     switch (s.code()) {
       case Errc::kNotFound:
-        done(Reply::error(Code::kNotFound, who + " is in this frontend's config but not served by the cluster's "
-                                                 "scheduler at " + scheduler_ + ": " + s.message()));
+        done(
+            Reply::error(Code::kNotFound, who +
+                                              " is in this frontend's config but not served by the cluster's "
+                                              "scheduler at " +
+                                              scheduler_ + ": " + s.message()));
         break;
       case Errc::kInvalidArgument:
-        done(Reply::error(Code::kInvalidArgument,
-                          "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
-                              (m.served.opaque ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
-                                                     " bytes: --max-input-bytes)"
-                                               : "")));
+        done(Reply::error(
+            Code::kInvalidArgument,
+            "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
+                (m.served.opaque ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
+                                       " bytes: --max-input-bytes)"
+                                 : "")));
         break;
       default:  // not connected yet, or closed
         done(Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message()));
@@ -173,8 +177,8 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
   if (r.outcome == Outcome::kDropped) {
     // The scheduler's drops carry their reason; the client's own (all its
     // request slots busy: queue_full) say why.
-    Reply rep = front::reply_for_outcome(r.outcome, r.reason, r.reason == DropReason::kQueueFull ? r.error : "",
-                                         model, budget);
+    Reply rep = front::reply_for_outcome(r.outcome, r.reason,
+                                         r.reason == DropReason::kQueueFull ? r.error : "", model, budget);
     rep.latency = r.latency;
     return rep;
   }
@@ -184,8 +188,8 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
     switch (r.failure) {
       case Failure::kSchedulerLost:
         rep.code = Code::kUnavailable;
-        rep.message = "the cluster's scheduler at " + scheduler_ + " was lost while the request was pending (" +
-                      r.error + "); it may have run; retry";
+        rep.message = "the cluster's scheduler at " + scheduler_ +
+                      " was lost while the request was pending (" + r.error + "); it may have run; retry";
         break;
       case Failure::kNotConnected:
         rep.code = Code::kUnavailable;
@@ -220,8 +224,8 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
     if (r.output.size() != want) {
       Reply bad = front::reply_for_outcome(Outcome::kError, DropReason::kNone, "", model, budget);
       bad.message = "model '" + model + "' answered " + std::to_string(r.output.size()) +
-                    " bytes; its declared outputs (" + describe(m.served.outputs) + ") are " + std::to_string(want) +
-                    " bytes (cluster.models." + model + ".outputs)";
+                    " bytes; its declared outputs (" + describe(m.served.outputs) + ") are " +
+                    std::to_string(want) + " bytes (cluster.models." + model + ".outputs)";
       bad.latency = r.latency;
       return bad;
     }

@@ -42,7 +42,8 @@ struct Tally {
 // hashes known for the output check), and tallies each counted outcome.
 class ClusterTarget final : public load::LoadTarget {
  public:
-  ClusterTarget(Client& c, std::vector<Tally>& tallies, std::uint32_t input_bytes, std::uint64_t seed, bool check)
+  ClusterTarget(Client& c, std::vector<Tally>& tallies, std::uint32_t input_bytes, std::uint64_t seed,
+                bool check)
       : client_(c), tallies_(tallies), check_(check) {
     std::mt19937_64 rng(seed);
     inputs_.assign(64, std::vector<std::uint8_t>(input_bytes));
@@ -116,15 +117,16 @@ json drop_reasons(const std::array<std::uint64_t, kNumDropReasons>& drops) {
 }
 
 // Prints the table and builds the report (keys of `serve --json`'s, plus the client's own).
-json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const ClientStats& cs, double window) {
+json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const ClientStats& cs,
+            double window) {
   json report;
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, mismatch = 0;
   std::array<std::uint64_t, kNumDropReasons> drops{};
   std::map<std::uint32_t, std::uint64_t> all_batches;
   std::map<std::string, std::uint64_t> all_errors;
   LatencyHistogram all_latency;
-  std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s\n", "model", "sent", "ok", "late", "dropped", "errors",
-              "good r/s", "p50 ms", "p99 ms", "batch");
+  std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s\n", "model", "sent", "ok", "late", "dropped",
+              "errors", "good r/s", "p50 ms", "p99 ms", "batch");
   for (std::size_t i = 0; i < tallies.size(); ++i) {
     const Tally& t = tallies[i];
     const std::uint64_t refused = loop.counts()[i].refused;
@@ -134,7 +136,8 @@ json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const
                 static_cast<unsigned long long>(m_sent), static_cast<unsigned long long>(t.outcomes[0]),
                 static_cast<unsigned long long>(t.outcomes[1]), static_cast<unsigned long long>(m_drop),
                 static_cast<unsigned long long>(t.outcomes[3]), static_cast<double>(t.outcomes[0]) / window,
-                t.latency.percentile(0.5).to_ms(), t.latency.percentile(0.99).to_ms(), median_batch(t.by_batch));
+                t.latency.percentile(0.5).to_ms(), t.latency.percentile(0.99).to_ms(),
+                median_batch(t.by_batch));
     json jm;
     jm["rate"] = t.rate;
     jm["sent"] = m_sent;
@@ -147,7 +150,8 @@ json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const
     json reasons = drop_reasons(t.drops);
     if (refused) reasons["refused"] = refused;
     jm["dropped_by_reason"] = reasons;
-    jm["latency_ms"] = {{"p50", t.latency.percentile(0.5).to_ms()}, {"p99", t.latency.percentile(0.99).to_ms()}};
+    jm["latency_ms"] = {{"p50", t.latency.percentile(0.5).to_ms()},
+                        {"p99", t.latency.percentile(0.99).to_ms()}};
     jm["median_batch"] = median_batch(t.by_batch);
     jm["mean_batch"] = mean_of(t.by_batch);
     jm["output_mismatch"] = t.mismatch;
@@ -192,7 +196,8 @@ json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const
   report["requests_by_batch_size"] = by_size;
   report["output_mismatch"] = mismatch;
   report["errors_by_message"] = all_errors;
-  for (const auto& [m, k] : all_errors) std::printf("  %llu errors: %s\n", static_cast<unsigned long long>(k), m.c_str());
+  for (const auto& [m, k] : all_errors)
+    std::printf("  %llu errors: %s\n", static_cast<unsigned long long>(k), m.c_str());
   report["client"] = {{"sent_total", cs.sent},
                       {"in_flight_at_end", cs.in_flight},
                       {"duplicate_outcomes", cs.duplicate_outcomes},
@@ -267,9 +272,9 @@ Result<json> run_cluster_load(const ClusterLoadOptions& a) {
   load::OpenLoopOptions lo;
   lo.early = Duration::microseconds(200);  // sleeping less than that costs more than it is worth
   std::unique_ptr<load::OpenLoop> loop =
-      spec.trace.empty()
-          ? std::make_unique<load::OpenLoop>(w, window, target, lo)
-          : std::make_unique<load::OpenLoop>(spec.trace, w.rate_scale, spec.models.size(), window, target, lo);
+      spec.trace.empty() ? std::make_unique<load::OpenLoop>(w, window, target, lo)
+                         : std::make_unique<load::OpenLoop>(spec.trace, w.rate_scale, spec.models.size(),
+                                                            window, target, lo);
   if (!a.quiet)
     std::fprintf(stderr, "sending %.0f requests/s for %.1f s (the first %.1f s are warm-up) to %s\n",
                  base * w.rate_scale, w.duration.to_seconds(), warmup,

@@ -176,7 +176,9 @@ constexpr void fields(V& v, M& m) {
 }
 
 template <class V, Of<Goodbye> M>
-constexpr void fields(V& v, M& m) { v.str("reason", m.reason, kMaxTextBytes); }
+constexpr void fields(V& v, M& m) {
+  v.str("reason", m.reason, kMaxTextBytes);
+}
 
 template <class V, Of<CarriedRequest> M>
 constexpr void fields(V& v, M& m) {
@@ -188,7 +190,8 @@ template <class V, Of<Calibration> M>
 constexpr void fields(V& v, M& m) {
   v.u32("model", m.model);
   const std::uint32_t n = v.count("scale count", m.scales_e6);
-  v.list("scales", n, m.scales_e6, Bounds{kMaxSizeClasses, true}, [](auto& iv, auto& x) { iv.u32("scale", x); });
+  v.list("scales", n, m.scales_e6, Bounds{kMaxSizeClasses, true},
+         [](auto& iv, auto& x) { iv.u32("scale", x); });
 }
 
 template <class V, Of<Standing> M>
@@ -754,7 +757,8 @@ void check(Reader& r, const Register& m) {
     return r.fail(std::to_string(m.busy_ns.size()) + " busy times for " + std::to_string(m.devices.size()) +
                   " devices");
   for (std::int64_t t : m.busy_ns)
-    if (t < 0 || t > kHourNs) return r.fail("a busy time is negative or longer than an hour: " + std::to_string(t) + " ns");
+    if (t < 0 || t > kHourNs)
+      return r.fail("a busy time is negative or longer than an hour: " + std::to_string(t) + " ns");
 }
 
 void check(Reader& r, const SubmitView& v) {
@@ -763,7 +767,8 @@ void check(Reader& r, const SubmitView& v) {
 
 void check(Reader& r, const Standing& m) {
   for (std::int64_t d : {m.d_ctrl_ns, m.d_data_ns, m.d_resp_ns})
-    if (d < 0 || d > kHourNs) return r.fail("a delay is negative or longer than an hour: " + std::to_string(d) + " ns");
+    if (d < 0 || d > kHourNs)
+      return r.fail("a delay is negative or longer than an hour: " + std::to_string(d) + " ns");
   for (const Calibration& c : m.calibrations)
     for (std::uint32_t s : c.scales_e6)
       if (s == 0) return r.fail("model " + std::to_string(c.model) + "'s calibration has a zero factor");

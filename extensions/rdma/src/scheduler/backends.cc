@@ -14,13 +14,15 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
     if (std::find(r->models.begin(), r->models.end(), m.name) == r->models.end())
       missing += (missing.empty() ? "" : ", ") + m.name;
   if (!missing.empty())
-    return refuse(c, "the backend cannot run these models of the cluster: " + missing, session::RefusalKind::kOther);
+    return refuse(c, "the backend cannot run these models of the cluster: " + missing,
+                  session::RefusalKind::kOther);
   if (p.registering) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
   // What it still runs for an earlier primary is known at once (resubmitted
   // requests wait for it); its devices join once those batches should have
   // ended, so that no batch is planned on a device that is still busy
   // (bounded by the heartbeat timeout).
-  for (const wire::CarriedRequest& q : r->carried) carried_.insert(carried_key(q.frontend_incarnation, q.request));
+  for (const wire::CarriedRequest& q : r->carried)
+    carried_.insert(carried_key(q.frontend_incarnation, q.request));
   if (expected_backends_.erase(p.incarnation) && holding_) release_held(SteadyClock{}.now(), false);
   Duration busy;
   for (std::int64_t t : r->busy_ns) busy = max(busy, Duration::nanoseconds(t));
@@ -83,8 +85,8 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
             (num_subs_ > 1 ? " of sub-cluster " + std::to_string(b.subs[i]) : "");
   log(p.name + " registered " + std::to_string(b.gpus.size()) + " devices (" + devs + ")" +
       (reg.carried.empty() ? std::string()
-                          : "; it still runs " + std::to_string(reg.carried.size()) +
-                                " requests of an earlier primary (not run again)"));
+                           : "; it still runs " + std::to_string(reg.carried.size()) +
+                                 " requests of an earlier primary (not run again)"));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -157,13 +159,13 @@ void SchedulerNode::Impl::dispatch(const RemoteExecutor& ex, const ExecBatch& b,
   const Duration predicted = models_[b.model].profile.latency(count);
   const std::uint64_t wire_id = b.batch | (std::uint64_t{ex.subcluster_} << kSubClusterShift) |
                                 term_bits_.load(std::memory_order_relaxed);
-  if (first_dispatch_ns_.load(std::memory_order_relaxed) == 0) first_dispatch_ns_.store(now.ns(), std::memory_order_relaxed);
+  if (first_dispatch_ns_.load(std::memory_order_relaxed) == 0)
+    first_dispatch_ns_.store(now.ns(), std::memory_order_relaxed);
   wire::BatchBuilder bb(wire_id, ex.device_, b.model, predicted.ns(), (b.exec_deadline - now).ns(), b.size);
   for (const wire::BatchEntry& e : entries) bb.add(e);
   const GpuId cluster_gpu = ex.subcluster_ * set_.max_gpus + b.gpu;  // the counters' GPU index
-  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, wire_id, cluster_gpu, &port, count,
-                           count == b.size,
-                           std::move(bb).finish()});
+  outbox_.enqueue(OutBatch{ex.backend_, ex.conn_, ex.backend_index_, b.batch, wire_id, cluster_gpu, &port,
+                           count, count == b.size, std::move(bb).finish()});
   transport_->notify();
 }
 

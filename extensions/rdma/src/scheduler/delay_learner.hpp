@@ -31,13 +31,13 @@ namespace symphony::cluster {
 class DelayLearner {
  public:
   struct Options {
-    bool learn = true;              // false: the floors, always
-    double percentile = 0.99;       // of recent samples
-    std::uint32_t window = 2000;    // samples kept
+    bool learn = true;            // false: the floors, always
+    double percentile = 0.99;     // of recent samples
+    std::uint32_t window = 2000;  // samples kept
     Duration max_age = Duration::seconds(5);
-    Delays floors;                  // the config's delays
+    Delays floors;  // the config's delays
     Duration tightest_slo = Duration::infinite();
-    bool verbose = false;           // log every change, and every cap
+    bool verbose = false;  // log every change, and every cap
   };
   struct Learned {
     Delays delays;

@@ -33,7 +33,8 @@ bool Election::on_client_term(std::uint64_t term) {
 std::optional<std::uint32_t> Election::known_primary(TimePoint now) const {
   std::optional<std::uint32_t> best;
   for (std::uint32_t i = 0; i < peers_.size(); ++i)
-    if (i != o_.self && alive(peers_[i], now) && peers_[i].primary && (!best || peers_[i].term > peers_[*best].term))
+    if (i != o_.self && alive(peers_[i], now) && peers_[i].primary &&
+        (!best || peers_[i].term > peers_[*best].term))
       best = i;
   return best;
 }

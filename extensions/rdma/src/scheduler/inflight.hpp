@@ -23,11 +23,11 @@ class InflightTable {
   struct Batch {
     BatchId local = kNoBatch;  // the runtime's id
     std::uint32_t backend = 0;
-    GpuId gpu = kNoGpu;        // cluster-wide
+    GpuId gpu = kNoGpu;  // cluster-wide
     TimePoint sent;
     CompletionPort* port = nullptr;
-    std::uint32_t count = 0;   // requests sent
-    bool whole = false;        // count == the batch's size: its run time measures l(size)
+    std::uint32_t count = 0;  // requests sent
+    bool whole = false;       // count == the batch's size: its run time measures l(size)
   };
 
   void add(std::uint64_t wire, const Batch& b) { batches_[wire] = b; }

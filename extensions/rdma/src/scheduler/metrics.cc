@@ -33,7 +33,8 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
     std::uint64_t m_ended = 0;
     for (std::size_t o = 0; o < 4; ++o) {
       w.counter("symphony_requests_total",
-                "Accepted requests by outcome as the scheduler decided it (ok and late by the batch's reported end; "
+                "Accepted requests by outcome as the scheduler decided it (ok and late by the batch's "
+                "reported end; "
                 "the frontends have the final word on ok and late).",
                 {{"model", m.name}, {"outcome", kOutcome[o]}}, static_cast<double>(m.outcomes[o]));
       m_ended += m.outcomes[o];
@@ -54,10 +55,12 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   std::uint32_t alive = 0;
   for (const SchedulerMetricsSnapshot::Gpu& g : s.gpus) {
     const Labels l{{"gpu", std::to_string(g.id)}, {"backend", g.backend}, {"device", g.device}};
-    w.gauge("symphony_gpu_up", "1 while the GPU is in service, 0 once its backend was lost.", l, g.alive ? 1 : 0);
-    w.counter("symphony_gpu_busy_seconds_total", "Execution time the GPU's backend reported for its batches.", l,
-              g.busy.to_seconds());
-    w.counter("symphony_gpu_batches_total", "Batches the GPU reported done.", l, static_cast<double>(g.batches));
+    w.gauge("symphony_gpu_up", "1 while the GPU is in service, 0 once its backend was lost.", l,
+            g.alive ? 1 : 0);
+    w.counter("symphony_gpu_busy_seconds_total", "Execution time the GPU's backend reported for its batches.",
+              l, g.busy.to_seconds());
+    w.counter("symphony_gpu_batches_total", "Batches the GPU reported done.", l,
+              static_cast<double>(g.batches));
     w.gauge("symphony_gpu_busy_fraction", "Busy share of the GPU since the scheduler started.", l,
             elapsed > 0 ? std::min(1.0, g.busy.to_seconds() / elapsed) : 0.0);
     if (g.alive) {
@@ -85,12 +88,13 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   for (const auto& [sub, x] : scopes) {
     const Labels l{{"subcluster", sub}};
     const AutoscaleAdvice adv = autoscale_advice(x, s.max_bad_rate);
-    w.gauge("symphony_autoscale_advice_gpus",
-            "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window (subcluster=\"all\": "
-            "the cluster).",
-            l, adv.advice);
-    w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.", l,
-            x.bad_rate());
+    w.gauge(
+        "symphony_autoscale_advice_gpus",
+        "GPUs to add (> 0) or release (< 0) by the paper's rule over the recent window (subcluster=\"all\": "
+        "the cluster).",
+        l, adv.advice);
+    w.gauge("symphony_autoscale_bad_rate", "Bad rate (late, dropped, error over ended) in the recent window.",
+            l, x.bad_rate());
     w.gauge("symphony_autoscale_busy_fraction", "Mean busy fraction of the GPUs in the recent window.", l,
             x.busy_fraction);
     w.gauge("symphony_autoscale_gpus", "GPUs in service.", l, x.gpus);
@@ -105,7 +109,8 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
                                                      {"safety_margin", s.delays.safety_margin}};
   for (const auto& [kind, d] : delays)
     w.gauge("symphony_delay_seconds",
-            "Delays the scheduler plans with: d_ctrl, d_data (per request), d_resp (learned, floored by the config) "
+            "Delays the scheduler plans with: d_ctrl, d_data (per request), d_resp (learned, floored by the "
+            "config) "
             "and the safety margin.",
             {{"kind", kind}}, d.to_seconds());
   w.gauge("symphony_delay_samples", "Batch round trips the delay estimator has seen.", {},
@@ -121,14 +126,16 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
   for (const auto& sc : s.subs) {
     const Labels l{{"subcluster", std::to_string(sc.id)}};
     w.gauge("symphony_subcluster_gpus", "GPUs in service in the sub-cluster.", l, sc.gpus);
-    w.gauge("symphony_subcluster_models", "Models the sub-cluster owns (their new requests go there).", l, sc.models);
+    w.gauge("symphony_subcluster_models", "Models the sub-cluster owns (their new requests go there).", l,
+            sc.models);
     w.gauge("symphony_subcluster_models_draining",
-            "Models moved away from the sub-cluster whose requests there have not all ended.", l, sc.draining);
+            "Models moved away from the sub-cluster whose requests there have not all ended.", l,
+            sc.draining);
   }
-  w.gauge("symphony_partition_loads_pending", "Moves whose new sub-cluster has not confirmed the load yet.", {},
-          static_cast<double>(s.loads_pending));
-  w.gauge("symphony_partition_drains_pending", "Moves whose old sub-cluster still has requests of the model.", {},
-          static_cast<double>(s.drains_pending));
+  w.gauge("symphony_partition_loads_pending", "Moves whose new sub-cluster has not confirmed the load yet.",
+          {}, static_cast<double>(s.loads_pending));
+  w.gauge("symphony_partition_drains_pending", "Moves whose old sub-cluster still has requests of the model.",
+          {}, static_cast<double>(s.drains_pending));
   w.gauge("symphony_partition_epoch", "The current partitioning epoch (0: never re-partitioned).", {},
           static_cast<double>(s.partition_epoch));
   w.counter("symphony_partition_moves_total", "Models moved between sub-clusters by re-partitioning.", {},

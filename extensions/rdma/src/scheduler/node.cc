@@ -10,7 +10,8 @@ Status SchedulerNode::Impl::start() {
   schedulers_ = opts_.config.cluster.schedulers;
   self_ = opts_.self;
   if (standby() && self_ >= schedulers_.size())
-    return Status(Errc::kInvalidArgument, "scheduler index " + std::to_string(self_) + " is not in cluster.schedulers (" +
+    return Status(Errc::kInvalidArgument, "scheduler index " + std::to_string(self_) +
+                                              " is not in cluster.schedulers (" +
                                               std::to_string(schedulers_.size()) + " entries)");
   SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(sc.spec.policy));
   models_ = sc.spec.models;
@@ -48,7 +49,7 @@ Status SchedulerNode::Impl::start() {
                          : equal_split(std::max(sc.spec.gpus, num_subs_), num_subs_);
     so.max_bad_rate = sc.spec.max_bad_rate;
     const Duration epoch = sub_cfg ? sub_cfg->spec.epoch : Duration::zero();
-    so.window = epoch > Duration::zero()                       ? epoch
+    so.window = epoch > Duration::zero()                      ? epoch
                 : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
                                                               : Duration::seconds(10);
     if (sub_cfg) {
@@ -111,7 +112,8 @@ Status SchedulerNode::Impl::start() {
   log("listening on " + opts_.listen.host + ":" + std::to_string(port_) + " (UCX " +
       ucp_get_version_string() +
       "; transports: UCX_TLS=" + (std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : set_.ucx_tls) + "); " +
-      std::to_string(models_.size()) + " models: " + names + "; policy " + sc.spec.policy.to_string() + " (gather " + std::string(to_string(sc.spec.policy.gather)) + ")");
+      std::to_string(models_.size()) + " models: " + names + "; policy " + sc.spec.policy.to_string() +
+      " (gather " + std::string(to_string(sc.spec.policy.gather)) + ")");
   return {};
 }
 
@@ -157,7 +159,8 @@ void SchedulerNode::Impl::on_refused(ConnId c, const session::Refusal& r) {
   const auto it = peers_.find(c);
   if (r.spare) {  // a spare sends clients on (often, during a failover): counted, logged when verbose
     n_->refused_spare.fetch_add(1, std::memory_order_relaxed);
-    if (opts_.verbose) log("sending " + (it == peers_.end() ? std::string("a peer") : it->second.name) + " on: " + r.reason);
+    if (opts_.verbose)
+      log("sending " + (it == peers_.end() ? std::string("a peer") : it->second.name) + " on: " + r.reason);
     return;
   }
   log("refusing " + (it == peers_.end() ? std::string("a peer") : it->second.name) + ": " + r.reason);
@@ -254,7 +257,8 @@ std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId 
     p.name = "frontend " + who;
     // Backends learn about it before it can submit anything.
     const auto joined = wire::encode(wire::FrontendJoined{slot, f.generation, f.incarnation, f.address});
-    for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { (void)transport_->send(b.conn, joined); });
+    for_each_live_backend(
+        [&](std::uint32_t, const BackendInfo& b) { (void)transport_->send(b.conn, joined); });
     n_->frontends_joined.fetch_add(1, std::memory_order_relaxed);
     frontends_alive_.fetch_add(1, std::memory_order_relaxed);
     log(p.name + " joined as frontend " + std::to_string(slot) + " (inputs at " + f.address + ")");
@@ -306,9 +310,10 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
     default:
       break;
   }
-  refuse(c,
-         "unexpected " + std::string(wire::to_string(kind)) + " message from a " + (fe ? "frontend" : "backend"),
-         session::RefusalKind::kMalformed);
+  refuse(
+      c,
+      "unexpected " + std::string(wire::to_string(kind)) + " message from a " + (fe ? "frontend" : "backend"),
+      session::RefusalKind::kMalformed);
 }
 
 void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {

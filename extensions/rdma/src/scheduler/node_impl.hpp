@@ -80,9 +80,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   using Rt = AnyRuntime<Sink>;
 
   explicit Impl(SchedulerOptions opts)
-      : opts_(std::move(opts)),
-        token_(effective_token(opts_.config.cluster)),
-        set_(opts_.config.cluster) {
+      : opts_(std::move(opts)), token_(effective_token(opts_.config.cluster)), set_(opts_.config.cluster) {
     if (!opts_.log) opts_.log = stderr_logger("scheduler");
   }
 
@@ -99,9 +97,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     }
     return scheduler_not_ready(s);
   }
-  PartitionSnapshot partition_snapshot() const {
-    return subs_ ? subs_->snapshot() : PartitionSnapshot{};
-  }
+  PartitionSnapshot partition_snapshot() const { return subs_ ? subs_->snapshot() : PartitionSnapshot{}; }
   std::uint16_t port() const { return port_; }
   bool deposed() const { return deposed_.load(); }
 
@@ -128,9 +124,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   enum class Stage : std::uint8_t { kNew, kFrontend, kBackend, kScheduler };
   struct Peer {
     Stage stage = Stage::kNew;
-    std::string name;  // "frontend 'fe1' (10.0.0.3:4000)"
-    std::string addr;  // the connection's peer address
-    std::uint32_t index = 0;  // frontend slot, backend index or scheduler index
+    std::string name;               // "frontend 'fe1' (10.0.0.3:4000)"
+    std::string addr;               // the connection's peer address
+    std::uint32_t index = 0;        // frontend slot, backend index or scheduler index
     std::uint64_t incarnation = 0;  // its Hello's
     // A scheduler peer: it sent a Standing, so it has our Welcome and ours
     // may follow (UCX may reorder what is sent while an endpoint wires up).
@@ -143,10 +139,11 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t len = 0;
     std::uint32_t frontend = 0;
     std::uint32_t frontend_gen = 0;
-    std::uint32_t subcluster = 0;           // the runtime it was submitted to
+    std::uint32_t subcluster = 0;  // the runtime it was submitted to
     ModelId model = 0;
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
-    std::string error;  // its failed batch's message: set by on_batch, taken by on_outcome (same shard thread)
+    std::string
+        error;  // its failed batch's message: set by on_batch, taken by on_outcome (same shard thread)
     // Progress thread: the slot's use count (the runtime tag is gen << 32 | slot,
     // so that a late Cancel never reaches the slot's next request), and whether
     // its request is in its frontend's by_request index.
@@ -218,7 +215,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::optional<session::Connector> s;
   };
   bool standby() const { return schedulers_.size() > 1; }
-  bool acting() const { return election_ && election_->primary() && !deposed_.load(std::memory_order_relaxed); }
+  bool acting() const {
+    return election_ && election_->primary() && !deposed_.load(std::memory_order_relaxed);
+  }
   void start_standby(TimePoint now);
   void publish_term();
   void mark_primary(TimePoint now);
@@ -242,7 +241,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // SessionHost forwards the acceptor's callbacks to the node.
   struct SessionHost final : session::Acceptor::Host {
     explicit SessionHost(Impl& node) : n(node) {}
-    void send(ConnId c, std::vector<std::uint8_t> msg) override { (void)n.transport_->send(c, std::move(msg)); }
+    void send(ConnId c, std::vector<std::uint8_t> msg) override {
+      (void)n.transport_->send(c, std::move(msg));
+    }
     void close(ConnId c) override { n.transport_->close(c); }
     std::variant<wire::Welcome, session::Refusal> on_hello(ConnId c, const wire::Hello& h) override {
       return n.admit(c, h);
@@ -252,7 +253,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     }
     void on_round_trip(ConnId c, Duration rtt, TimePoint now) override { n.on_round_trip(c, rtt, now); }
     void on_refused(ConnId c, const session::Refusal& r) override { n.on_refused(c, r); }
-    void on_lost(ConnId c, const std::string& why, session::Loss how) override { n.on_session_lost(c, why, how); }
+    void on_lost(ConnId c, const std::string& why, session::Loss how) override {
+      n.on_session_lost(c, why, how);
+    }
     Impl& n;
   };
   void refuse(ConnId c, const std::string& reason, session::RefusalKind kind) {
@@ -329,41 +332,42 @@ class SchedulerNode::Impl final : public Transport::Handler {
   TimePoint next_delay_update_;
 
   // Sub-clusters and autoscaling.
-  std::uint32_t num_subs_ = 1;                 // L: one runtime each
-  std::optional<SubClusterManager> subs_;     // from start()
+  std::uint32_t num_subs_ = 1;             // L: one runtime each
+  std::optional<SubClusterManager> subs_;  // from start()
 
   // Hot spares (standby.cc).
-  std::vector<std::string> schedulers_;  // cluster.schedulers (fewer than 2: no standby)
-  std::uint32_t self_ = 0;               // this scheduler's index there
-  std::optional<Election> election_;     // from start(); progress thread
+  std::vector<std::string> schedulers_;                // cluster.schedulers (fewer than 2: no standby)
+  std::uint32_t self_ = 0;                             // this scheduler's index there
+  std::optional<Election> election_;                   // from start(); progress thread
   std::vector<std::unique_ptr<SchedulerLink>> links_;  // to every other scheduler
-  wire::Standing mirror_;                // the primary's last Standing (a spare's warm state)
+  wire::Standing mirror_;                              // the primary's last Standing (a spare's warm state)
   bool have_mirror_ = false;
   mutable std::mutex warm_mu_;
-  nlohmann::json took_over_with_;        // what the last takeover applied of mirror_ (report); warm_mu_
+  nlohmann::json took_over_with_;  // what the last takeover applied of mirror_ (report); warm_mu_
   // After a takeover: resubmissions wait until the backends the old primary
   // had have re-registered (their `carried` requests known), or the hold ends.
   bool holding_ = false;
   TimePoint hold_until_;
-  bool hold_from_resubmission_ = false;  // hold_until_ counts from the first resubmission
+  bool hold_from_resubmission_ = false;                  // hold_until_ counts from the first resubmission
   std::unordered_set<std::uint64_t> expected_backends_;  // incarnations
   struct HeldSubmit {
     ConnId conn = kNoConn;
     std::vector<std::uint8_t> msg;
   };
   std::vector<HeldSubmit> held_;
-  std::unordered_set<std::uint64_t> carried_;  // carried_key() of requests backends still run for an old primary
+  std::unordered_set<std::uint64_t>
+      carried_;  // carried_key() of requests backends still run for an old primary
   struct DeferredRegister {
     ConnId conn = kNoConn;
     wire::Register reg;
     TimePoint at;  // when its devices are free
   };
   std::vector<DeferredRegister> deferred_registers_;  // progress thread
-  std::atomic<std::uint64_t> term_bits_{0};    // the term round's low byte << kTermShift (dispatch)
-  std::atomic<std::int64_t> first_dispatch_ns_{0};  // after the last takeover (SteadyClock), 0: none yet
-  std::atomic<std::int64_t> took_over_ns_{0};       // the last takeover (SteadyClock), 0: none
-  std::atomic<std::int64_t> took_over_unix_ms_{0};  // the same, on the system clock (for experiments)
-  std::atomic<std::uint64_t> term_now_{0};          // election_->term() while primary (any thread)
+  std::atomic<std::uint64_t> term_bits_{0};           // the term round's low byte << kTermShift (dispatch)
+  std::atomic<std::int64_t> first_dispatch_ns_{0};    // after the last takeover (SteadyClock), 0: none yet
+  std::atomic<std::int64_t> took_over_ns_{0};         // the last takeover (SteadyClock), 0: none
+  std::atomic<std::int64_t> took_over_unix_ms_{0};    // the same, on the system clock (for experiments)
+  std::atomic<std::uint64_t> term_now_{0};            // election_->term() while primary (any thread)
   std::atomic<bool> deposed_{false};
 
   std::atomic<bool> stopping_{false};

@@ -11,7 +11,8 @@ nlohmann::json SchedulerNode::Impl::report() const {
   json r;
   r["submitted"] = n.submitted;
   r["accepted"] = n.accepted;
-  r["refused_requests"] = {{"unknown_model", n.unknown_model}, {"bad_input", n.bad_input}, {"no_slot", n.no_slot}};
+  r["refused_requests"] = {
+      {"unknown_model", n.unknown_model}, {"bad_input", n.bad_input}, {"no_slot", n.no_slot}};
   // Cancel messages: the ids frontends withdrew, and those still known here
   // (handed to the runtime: dropped as cancelled if still queued, else they ran).
   r["cancels"] = {{"received", n.cancels}, {"handed_to_runtime", n.cancels_handed}};
@@ -44,14 +45,15 @@ nlohmann::json SchedulerNode::Impl::report() const {
       const CalibrationSnapshot& c = mc->snapshot;
       const std::uint32_t top = c.offline.max_batch();
       if (top == 0) continue;
-      models[models_[i].name] = {{"subcluster", mc->subcluster},
-                                 {"samples", c.samples},
-                                 {"updates", c.updates},
-                                 {"l1_ms", {{"offline", c.offline.latency(1).to_ms()},
-                                            {"in_use", c.in_use.latency(1).to_ms()}}},
-                                 {"lmax_ms", {{"batch", top},
-                                              {"offline", c.offline.latency(top).to_ms()},
-                                              {"in_use", c.in_use.latency(top).to_ms()}}}};
+      models[models_[i].name] = {
+          {"subcluster", mc->subcluster},
+          {"samples", c.samples},
+          {"updates", c.updates},
+          {"l1_ms", {{"offline", c.offline.latency(1).to_ms()}, {"in_use", c.in_use.latency(1).to_ms()}}},
+          {"lmax_ms",
+           {{"batch", top},
+            {"offline", c.offline.latency(top).to_ms()},
+            {"in_use", c.in_use.latency(top).to_ms()}}}};
     }
     r["recalibration"] = {{"enabled", set_.recalibrate}, {"models", models}};
   }
@@ -64,10 +66,10 @@ nlohmann::json SchedulerNode::Impl::report() const {
   // its first batch after that (for the failover experiments).
   r["primary"] = {{"term", term_now_.load()},
                   {"since_unix_ms", took_over_unix_ms_.load()},
-                  {"first_dispatch_after_ms", first_dispatch_ns_.load() > 0 && took_over_ns_.load() > 0
-                                                  ? static_cast<double>(first_dispatch_ns_.load() -
-                                                                        took_over_ns_.load()) / 1e6
-                                                  : -1.0}};
+                  {"first_dispatch_after_ms",
+                   first_dispatch_ns_.load() > 0 && took_over_ns_.load() > 0
+                       ? static_cast<double>(first_dispatch_ns_.load() - took_over_ns_.load()) / 1e6
+                       : -1.0}};
   {
     std::lock_guard<std::mutex> lock(warm_mu_);
     if (!took_over_with_.is_null()) r["primary"]["took_over_with"] = took_over_with_;

@@ -159,7 +159,8 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   if (!filtered && (o.outcome == Outcome::kDropped || o.outcome == Outcome::kError) &&
       fe_shared_[s.frontend].state.load(std::memory_order_acquire) == alive_state(s.frontend_gen)) {
     std::string text;
-    if (o.outcome == Outcome::kError) text = s.error.empty() ? std::string("the batch failed") : std::move(s.error);
+    if (o.outcome == Outcome::kError)
+      text = s.error.empty() ? std::string("the batch failed") : std::move(s.error);
     outcomes_.enqueue(
         OutcomeItem{s.frontend,
                     s.frontend_gen,

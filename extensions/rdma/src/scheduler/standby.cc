@@ -82,9 +82,9 @@ void SchedulerNode::Impl::publish_term() {
 // dispatch from here).
 void SchedulerNode::Impl::mark_primary(TimePoint now) {
   took_over_ns_.store(now.ns());
-  took_over_unix_ms_.store(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  took_over_unix_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
   first_dispatch_ns_.store(0);
 }
 
@@ -92,14 +92,15 @@ void SchedulerNode::Impl::mark_primary(TimePoint now) {
 // ours (its address is in the list), welcomed whatever this one's standing;
 // Standings go both ways on the connection.
 std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit_scheduler(Peer& p,
-                                                                                    const wire::Hello& h) {
+                                                                                   const wire::Hello& h) {
   using session::Refusal;
   const auto it = std::find(schedulers_.begin(), schedulers_.end(), h.address);
   if (it == schedulers_.end())
     return Refusal{"scheduler address '" + h.address + "' is not in this cluster's cluster.schedulers",
                    session::RefusalKind::kProtocol};
   const auto index = static_cast<std::uint32_t>(it - schedulers_.begin());
-  if (index == self_) return Refusal{"a scheduler with this one's own address", session::RefusalKind::kProtocol};
+  if (index == self_)
+    return Refusal{"a scheduler with this one's own address", session::RefusalKind::kProtocol};
   p.stage = Stage::kScheduler;
   p.index = index;
   p.name = "scheduler " + std::to_string(index) + " (" + h.address + ")";
@@ -161,7 +162,8 @@ void SchedulerNode::Impl::on_standing_from(std::uint32_t index, std::span<const 
   const std::string who = "scheduler " + std::to_string(index) + " (" + schedulers_[index] + ")";
   Result<wire::Standing> s = wire::decode_standing(msg);
   if (!s.ok()) return log(who + ": bad Standing: " + s.status().message());
-  if (s->index != index) return log(who + ": a Standing naming scheduler " + std::to_string(s->index) + " (ignored)");
+  if (s->index != index)
+    return log(who + ": a Standing naming scheduler " + std::to_string(s->index) + " (ignored)");
   const TimePoint now = SteadyClock{}.now();
   election_->on_standing(index, s->term, s->primary, now);
   // A spare keeps the primary's state, to take over warm.
@@ -220,14 +222,16 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
     // scheduled again (each says which it still runs).
     expected_backends_.clear();
     for (std::uint64_t inc : mirror_.backends) expected_backends_.insert(inc);
-    for_each_live_backend([&](std::uint32_t, const BackendInfo& b) { expected_backends_.erase(b.incarnation); });
+    for_each_live_backend(
+        [&](std::uint32_t, const BackendInfo& b) { expected_backends_.erase(b.incarnation); });
     holding_ = !expected_backends_.empty();
     hold_until_ = now + set_.heartbeat_timeout;  // until the first resubmission (on_submit) restarts it
     hold_from_resubmission_ = false;
-    warm = "the primary's delays (d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + ", d_resp " + us(d.resp) +
-           "), " + std::to_string(mirror_.backends.size()) + " backends expected back";
-    nlohmann::json with = {{"delays_us", {{"ctrl", d.ctrl.to_us()}, {"data", d.data.to_us()}, {"resp", d.resp.to_us()}}},
-                           {"backends_expected", mirror_.backends.size()}};
+    warm = "the primary's delays (d_ctrl " + us(d.ctrl) + ", d_data " + us(d.data) + ", d_resp " +
+           us(d.resp) + "), " + std::to_string(mirror_.backends.size()) + " backends expected back";
+    nlohmann::json with = {
+        {"delays_us", {{"ctrl", d.ctrl.to_us()}, {"data", d.data.to_us()}, {"resp", d.resp.to_us()}}},
+        {"backends_expected", mirror_.backends.size()}};
     const std::size_t seeded = seed_calibrations(with["calibrations"]);
     if (seeded > 0) warm += ", the profile calibrations of " + std::to_string(seeded) + " models";
     {
@@ -258,7 +262,8 @@ std::size_t SchedulerNode::Impl::seed_calibrations(nlohmann::json& out) {
     bool all = true;
     for (auto& rt : runtimes_) {
       if (Status st = rt->seed_calibration(c.model, scales); !st.ok()) {
-        log("the old primary's calibration of model '" + models_[c.model].name + "' not taken: " + st.message());
+        log("the old primary's calibration of model '" + models_[c.model].name +
+            "' not taken: " + st.message());
         all = false;
         break;
       }
@@ -318,7 +323,8 @@ session::Refusal SchedulerNode::Impl::spare_refusal() const {
   r.kind = session::RefusalKind::kOther;
   r.spare = true;
   r.term = election_ ? election_->term() : 0;
-  const std::optional<std::uint32_t> p = election_ ? election_->known_primary(SteadyClock{}.now()) : std::nullopt;
+  const std::optional<std::uint32_t> p =
+      election_ ? election_->known_primary(SteadyClock{}.now()) : std::nullopt;
   if (p) r.primary = schedulers_[*p];
   r.reason = deposed_.load() ? "this scheduler stepped down"
              : p             ? "a hot-spare scheduler; the primary is " + r.primary

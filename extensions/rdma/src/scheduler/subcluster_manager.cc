@@ -47,7 +47,8 @@ Status SubClusterManager::start(TimePoint now) {
     r.gpus = o_.target_gpus;
     Result<EpochDecision> d = o_.partitioner(r);
     if (!d.ok())
-      return Status(Errc::kInvalidArgument, "subclusters: the initial placement failed: " + d.status().message());
+      return Status(Errc::kInvalidArgument,
+                    "subclusters: the initial placement failed: " + d.status().message());
     if (d->assignment.size() != nm)
       return Status(Errc::kInvalidArgument, "subclusters: the initial placement failed: " + d->status);
     EpochInfo info;
@@ -89,7 +90,8 @@ void SubClusterManager::busy(std::uint32_t j, Duration exec) {
 std::uint32_t SubClusterManager::pick() const {
   std::uint32_t best = 0;
   for (std::uint32_t j = 1; j < o_.subclusters; ++j)
-    if (std::uint64_t{have_gpus_[j]} * o_.target_gpus[best] < std::uint64_t{have_gpus_[best]} * o_.target_gpus[j])
+    if (std::uint64_t{have_gpus_[j]} * o_.target_gpus[best] <
+        std::uint64_t{have_gpus_[best]} * o_.target_gpus[j])
       best = j;
   return best;
 }
@@ -128,14 +130,15 @@ void SubClusterManager::backend_gone(std::uint32_t backend, TimePoint now) {
   refresh_snapshot_locked();
 }
 
-void SubClusterManager::send(DeviceRef dev, std::vector<std::uint32_t> load, std::vector<std::uint32_t> unload) {
+void SubClusterManager::send(DeviceRef dev, std::vector<std::uint32_t> load,
+                             std::vector<std::uint32_t> unload) {
   Placement p{++seq_, dev, load, std::move(unload)};
   sent_[p.seq] = SentPlacement{dev, std::move(load)};
   send_(p);
 }
 
-void SubClusterManager::placement_done(std::uint32_t backend, std::uint64_t seq, bool ok, const std::string& who,
-                                       const std::string& error, TimePoint now) {
+void SubClusterManager::placement_done(std::uint32_t backend, std::uint64_t seq, bool ok,
+                                       const std::string& who, const std::string& error, TimePoint now) {
   const auto it = sent_.find(seq);
   if (it == sent_.end() || it->second.dev.backend != backend) return;
   const SentPlacement sp = std::move(it->second);
@@ -166,16 +169,17 @@ void SubClusterManager::tick(TimePoint now) {
   check_drains(now);
 }
 
-Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment, TimePoint now) {
+Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment,
+                                TimePoint now) {
   if (!managed()) return {};
   if (assignment.size() != o_.models.size())
-    return Status(Errc::kInvalidArgument, "an assignment of " + std::to_string(assignment.size()) + " models for " +
-                                              std::to_string(o_.models.size()));
+    return Status(Errc::kInvalidArgument, "an assignment of " + std::to_string(assignment.size()) +
+                                              " models for " + std::to_string(o_.models.size()));
   EpochDecision d;
   for (const std::uint32_t j : assignment) {
     if (j >= o_.subclusters)
-      return Status(Errc::kInvalidArgument, "sub-cluster " + std::to_string(j) + " of " +
-                                                std::to_string(o_.subclusters));
+      return Status(Errc::kInvalidArgument,
+                    "sub-cluster " + std::to_string(j) + " of " + std::to_string(o_.subclusters));
     d.assignment.push_back(static_cast<int>(j));
   }
   d.status = "adopted from the previous primary";
@@ -289,8 +293,8 @@ void SubClusterManager::apply_decision(EpochInfo info, const EpochDecision& d, T
     moved += (moved.empty() ? "" : ", ") + o_.models[mv.model] + " " +
              (mv.from == kNoSubCluster ? std::string("-") : std::to_string(mv.from)) + " -> " +
              std::to_string(mv.to);
-  log_("epoch " + std::to_string(info.epoch) + ": " + (d.status.empty() ? std::string("placed") : d.status) + "; " +
-       std::to_string(info.moves.size()) + (info.moves.size() == 1 ? " move" : " moves") +
+  log_("epoch " + std::to_string(info.epoch) + ": " + (d.status.empty() ? std::string("placed") : d.status) +
+       "; " + std::to_string(info.moves.size()) + (info.moves.size() == 1 ? " move" : " moves") +
        (moved.empty() ? "" : " (" + moved + ")"));
   std::lock_guard<std::mutex> lock(mu_);
   refresh_snapshot_locked();
@@ -353,8 +357,8 @@ void SubClusterManager::close_window(TimePoint now) {
     s.bad = std::min(s.arrived, window_bad_[j].exchange(0, std::memory_order_relaxed));
     s.busy_fraction =
         s.gpus && secs > 0
-            ? std::clamp(static_cast<double>(window_busy_ns_[j]) / (1e9 * secs * static_cast<double>(s.gpus)), 0.0,
-                         1.0)
+            ? std::clamp(static_cast<double>(window_busy_ns_[j]) / (1e9 * secs * static_cast<double>(s.gpus)),
+                         0.0, 1.0)
             : 0.0;
     window_arrived_[j] = 0;
     window_busy_ns_[j] = 0;
@@ -386,7 +390,8 @@ void SubClusterManager::refresh_snapshot_locked() {
   s.loads_pending = 0;
   s.drains_pending = 0;
   for (ModelId m = 0; m < nm; ++m)
-    if (placement_ && placement_->owner(m) != kNoSubCluster && route_[m] != placement_->owner(m)) ++s.loads_pending;
+    if (placement_ && placement_->owner(m) != kNoSubCluster && route_[m] != placement_->owner(m))
+      ++s.loads_pending;
   s.subs.resize(o_.subclusters);
   for (std::uint32_t j = 0; j < o_.subclusters; ++j) {
     SubClusterSnapshot& x = s.subs[j];

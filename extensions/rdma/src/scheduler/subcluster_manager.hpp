@@ -54,15 +54,15 @@ class SubClusterManager {
     std::vector<std::uint32_t> load, unload;
   };
   struct Options {
-    std::vector<std::string> models;                     // names, by model id
-    std::uint32_t subclusters = 1;                       // L
+    std::vector<std::string> models;                    // names, by model id
+    std::uint32_t subclusters = 1;                      // L
     std::optional<partition::SubClusterConfig> config;  // set: models are placed (Placements sent)
-    std::vector<std::uint32_t> target_gpus;              // per sub-cluster
-    Duration window = Duration::seconds(10);             // the autoscaling window
+    std::vector<std::uint32_t> target_gpus;             // per sub-cluster
+    Duration window = Duration::seconds(10);            // the autoscaling window
     double max_bad_rate = 0.01;
-    Partitioner partitioner;             // with config
-    std::vector<double> initial_rates;   // with config: epoch 0's rates
-    bool solve_async = true;             // false: solve on the calling thread (tests)
+    Partitioner partitioner;            // with config
+    std::vector<double> initial_rates;  // with config: epoch 0's rates
+    bool solve_async = true;            // false: solve on the calling thread (tests)
   };
   using Send = std::function<void(const Placement&)>;
   using Log = std::function<void(const std::string&)>;
@@ -154,9 +154,9 @@ class SubClusterManager {
   const Send send_;
   const Log log_;
   const Duration epoch_len_;
-  std::vector<std::uint32_t> have_gpus_;           // per sub-cluster
+  std::vector<std::uint32_t> have_gpus_;                      // per sub-cluster
   std::vector<std::pair<DeviceRef, std::uint32_t>> devices_;  // live devices and their sub-cluster
-  std::vector<int> route_;                         // per model: the sub-cluster of its new requests
+  std::vector<int> route_;  // per model: the sub-cluster of its new requests
   std::optional<SubClusterPlacement> placement_;
   std::optional<EpochRateMeter> meter_;
   TimePoint next_epoch_, next_window_, window_start_;

@@ -114,7 +114,8 @@ bool Acceptor::tick(TimePoint now) {
     }
     const Duration quiet = now - p.last_heard;
     if (quiet > opts_.heartbeat_timeout) {
-      silent.emplace_back(c, "silent for " + ms(quiet) + " (heartbeat timeout " + ms(opts_.heartbeat_timeout) + ")");
+      silent.emplace_back(
+          c, "silent for " + ms(quiet) + " (heartbeat timeout " + ms(opts_.heartbeat_timeout) + ")");
       continue;
     }
     host_.send(c, ping);

@@ -47,8 +47,8 @@ struct FrontModelCounters {
   // sent: the inference requests that named this model; ok, late, dropped,
   // errors: those the service ended (errors also counts a service's refusal).
   OutcomeCounts outcomes;
-  std::uint64_t invalid = 0;  // 400: refused before they reached the scheduler
-  std::uint64_t shed = 0;     // 429 by the front's own in-flight bound
+  std::uint64_t invalid = 0;      // 400: refused before they reached the scheduler
+  std::uint64_t shed = 0;         // 429 by the front's own in-flight bound
   std::uint64_t unavailable = 0;  // 503 while stopping
 };
 
@@ -74,7 +74,8 @@ class Front {
 
   // The model's metadata; a reply with 404 when the model or version is
   // unknown.
-  std::shared_ptr<const ModelMetadata> model(std::string_view name, std::string_view version, Reply* error) const;
+  std::shared_ptr<const ModelMetadata> model(std::string_view name, std::string_view version,
+                                             Reply* error) const;
   std::vector<std::shared_ptr<const ModelMetadata>> models() const { return service_.models(); }
   bool model_ready(std::string_view name, std::string_view version) const;
 

@@ -27,9 +27,9 @@ struct ListenOptions {
   std::string http;  // HOST:PORT (port 0: any free port); empty: no HTTP
   std::string grpc;  // HOST:PORT; empty: no gRPC
   int http_threads = 1;
-  std::uint32_t max_connections = 1024;                // HTTP connections at once
-  Duration request_timeout = Duration::seconds(10);    // HTTP: first byte to last of a request
-  Duration idle_timeout = Duration::seconds(60);       // HTTP keep-alive and gRPC connections
+  std::uint32_t max_connections = 1024;              // HTTP connections at once
+  Duration request_timeout = Duration::seconds(10);  // HTTP: first byte to last of a request
+  Duration idle_timeout = Duration::seconds(60);     // HTTP keep-alive and gRPC connections
 };
 
 class Listeners {

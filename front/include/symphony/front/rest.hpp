@@ -31,8 +31,8 @@ struct RestLimits {
 // the whole body; `header_length` the Inference-Header-Content-Length header,
 // if any. Returns false with a 400 reply naming the problem.
 bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
-                         std::optional<std::uint64_t> header_length, const RestLimits& limits, InferRequest* out,
-                         Reply* error);
+                         std::optional<std::uint64_t> header_length, const RestLimits& limits,
+                         InferRequest* out, Reply* error);
 
 // A reply's body. With binary outputs `header_length` is set and the body is
 // the JSON header followed by the outputs' bytes. `request_outputs` and

@@ -360,7 +360,8 @@ inline bool nexus_cycle(NexusNode& n, std::span<const NexusModel> models) {
   n.exec_s = exec;
   // A whole GPU: one model's whole-GPU instance (its rate is its throughput T).
   const NexusEntry& first = n.entries.front();
-  n.whole = n.entries.size() == 1 && first.batch == first.max_batch && first.rate >= first.throughput * (1 - 1e-9);
+  n.whole =
+      n.entries.size() == 1 && first.batch == first.max_batch && first.rate >= first.throughput * (1 - 1e-9);
   return over || exec > d;
 }
 
@@ -371,15 +372,16 @@ inline NexusEntry* nexus_find(NexusNode& n, ModelId m) {
 }
 
 inline void nexus_unload(NexusNode& n, ModelId m, std::span<const NexusModel> models) {
-  n.entries.erase(std::remove_if(n.entries.begin(), n.entries.end(), [&](const NexusEntry& e) { return e.model == m; }),
-                  n.entries.end());
+  n.entries.erase(
+      std::remove_if(n.entries.begin(), n.entries.end(), [&](const NexusEntry& e) { return e.model == m; }),
+      n.entries.end());
   nexus_cycle(n, models);
 }
 
 // Nexus's PrepareLoadModel: node n with m's instance for `rate` added, or
 // nothing when it does not fit.
-inline std::optional<NexusNode> nexus_try_load(const NexusNode& n, std::span<const NexusModel> models, ModelId m,
-                                               double rate) {
+inline std::optional<NexusNode> nexus_try_load(const NexusNode& n, std::span<const NexusModel> models,
+                                               ModelId m, double rate) {
   if (n.occupancy() >= 1.0 || std::find_if(n.entries.begin(), n.entries.end(), [&](const NexusEntry& e) {
                                 return e.model == m;
                               }) != n.entries.end())
@@ -418,7 +420,7 @@ inline NexusPlan nexus_adjust_plan(std::span<const NexusModel> models, const Nex
         tp += x->throughput;
       }
     unassigned[m] = std::max(0.0, e - tp);
-    const bool shrink = e < 0.97 * tp, grow = e > tp;
+    const bool shrink = e<0.97 * tp, grow = e> tp;
     if (!shrink && !grow) continue;
     std::stable_sort(shares.begin(), shares.end(),
                      [](const Share& a, const Share& b) { return a.throughput > b.throughput; });
@@ -749,7 +751,9 @@ class NexusEngine {
     const auto gpus = static_cast<std::uint32_t>(backends_.size());
     planned_rates_.assign(rates.begin(), rates.end());
     const bool adjust = opt_.plan == NexusPlanKind::kAdjust;
-    if (!opt_.fill) return adjust ? nexus_adjust_plan(plan_models_, plan_, rates, gpus) : nexus_plan(plan_models_, rates, gpus);
+    if (!opt_.fill)
+      return adjust ? nexus_adjust_plan(plan_models_, plan_, rates, gpus)
+                    : nexus_plan(plan_models_, rates, gpus);
     double k = 1;
     NexusPlan p = adjust ? nexus_adjust_fill_plan(plan_models_, plan_, rates, gpus, &k)
                          : nexus_fill_plan(plan_models_, rates, gpus, &k);
@@ -870,7 +874,7 @@ class NexusEngine {
   Duration beacon_;                    // adjust: rate counting period
   std::uint64_t window_ = 1;           // adjust: beacons per rate estimate (one epoch)
   std::uint64_t beacons_ = 0;
-  std::vector<std::uint64_t> ring_;    // adjust: arrivals per (beacon slot, model)
+  std::vector<std::uint64_t> ring_;  // adjust: arrivals per (beacon slot, model)
   TimePoint last_plan_ = TimePoint::epoch();
   detail::PeerEventQueue events_;
   TimePoint end_;

@@ -37,9 +37,9 @@ struct PeerStats {
   std::uint32_t planned_gpus = 0;      // Nexus: GPUs used by the largest plan
   std::uint64_t overloaded_plans = 0;  // Nexus: plans that needed more GPUs than there are
   double plan_scale_min = 0;           // Nexus (fill): the smallest rate multiple planned for
-  std::uint64_t route_changes = 0;     // Nexus: (model, GPU) pairs that plans after the first added or removed
-  std::uint64_t plans_triggered = 0;   // Nexus (plan=adjust): plans made before the epoch ended (a rate moved)
-  std::uint64_t decisions = 0;         // scheduling decisions tried (Clockwork: strategies tried)
+  std::uint64_t route_changes = 0;    // Nexus: (model, GPU) pairs that plans after the first added or removed
+  std::uint64_t plans_triggered = 0;  // Nexus (plan=adjust): plans made before the epoch ended (a rate moved)
+  std::uint64_t decisions = 0;        // scheduling decisions tried (Clockwork: strategies tried)
 };
 
 // A request of a peer engine: the core's intrusive Request (queue node and

@@ -146,11 +146,12 @@ inline Status validate_peer(const PolicySpec& p) {
 // GPUs (0: the spec's count); `obs`, if given, sees every dispatch, execution
 // and outcome. The same contract as run_experiment(), which calls it.
 template <class Obs = NullObserver>
-Result<RunResult> run_peer_experiment(const ExperimentSpec& e, double rate_scale = 1.0, std::uint32_t gpus = 0,
-                                      Obs* obs = nullptr) {
+Result<RunResult> run_peer_experiment(const ExperimentSpec& e, double rate_scale = 1.0,
+                                      std::uint32_t gpus = 0, Obs* obs = nullptr) {
   const PolicySpec& peer = e.policy;
   SYMPHONY_RETURN_IF_ERROR(e.validate());
-  if (!peer.is_peer()) return Status(Errc::kInvalidArgument, "policy '" + peer.to_string() + "' is not a peer");
+  if (!peer.is_peer())
+    return Status(Errc::kInvalidArgument, "policy '" + peer.to_string() + "' is not a peer");
   SYMPHONY_RETURN_IF_ERROR(validate_peer(peer));
   if (!(rate_scale > 0) || !std::isfinite(rate_scale))
     return Status(Errc::kInvalidArgument, "rate scale must be a positive finite number");

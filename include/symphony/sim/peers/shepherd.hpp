@@ -138,7 +138,8 @@ class ShepherdEngine {
   // when dispatched now (the margin gives way for a batch of one).
   bool fits(const Model& m, std::uint32_t bs, TimePoint deadline) const noexcept {
     const TimePoint finish = now_ + delays_.delay(bs) + latency(m, bs);
-    return finish <= delays_.exec_deadline(deadline) || (bs == 1 && finish <= delays_.hard_deadline(deadline));
+    return finish <= delays_.exec_deadline(deadline) ||
+           (bs == 1 && finish <= delays_.hard_deadline(deadline));
   }
 
   // The descending reading of line 10: the largest b <= max_batch such that
@@ -149,7 +150,8 @@ class ShepherdEngine {
     cur_.clear();
     if (gpu.busy && gpu.model == id)
       for (PeerRequest* r = gpu.head; r; r = static_cast<PeerRequest*>(r->next)) cur_.push_back(r);
-    std::sort(cur_.begin(), cur_.end(), [](const PeerRequest* a, const PeerRequest* b) { return PeerEdfLess{}(*b, *a); });
+    std::sort(cur_.begin(), cur_.end(),
+              [](const PeerRequest* a, const PeerRequest* b) { return PeerEdfLess{}(*b, *a); });
     std::size_t c = 0;
     PeerRequest* q = m.queue.max();
     std::uint32_t size = 0;

@@ -67,7 +67,8 @@ struct ModelCounts {
 class OpenLoop {
  public:
   // A synthetic workload. REQUIRES: spec.validate().ok().
-  OpenLoop(const WorkloadSpec& spec, const LoadWindow& window, LoadTarget& target, OpenLoopOptions options = {});
+  OpenLoop(const WorkloadSpec& spec, const LoadWindow& window, LoadTarget& target,
+           OpenLoopOptions options = {});
   // A trace of `models` models, replayed at `time_scale` times its rate.
   // REQUIRES: records sorted by time, each model < models; time_scale > 0.
   OpenLoop(std::vector<TraceRecord> records, double time_scale, std::size_t models, const LoadWindow& window,

@@ -122,7 +122,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
     return Status(Errc::kInvalidArgument, "stress needs clients, models and a positive rate");
   InFlight in_flight;
   StressSink sink{&in_flight};  // outcomes are counted by the runtime's statistics
-  EmulatedGpus gpus;         // outlives the runtime, which may still have batches on it
+  EmulatedGpus gpus;            // outlives the runtime, which may still have batches on it
   RuntimeConfig cfg;
   cfg.shards = c.shards;
   cfg.max_models = c.models;
@@ -133,8 +133,8 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.ingress_capacity = c.ingress_capacity;
   cfg.timer_spin = c.timer_spin;
   cfg.shard_idle_spin = c.shard_idle_spin;
-  SYMPHONY_ASSIGN_OR_RETURN(
-      auto rt, Runtime<StressSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
+  SYMPHONY_ASSIGN_OR_RETURN(auto rt,
+                            Runtime<StressSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
   SYMPHONY_ASSIGN_OR_RETURN(auto profile, LatencyProfile::linear(c.alpha, c.beta, c.max_batch));
   for (std::uint32_t m = 0; m < c.models; ++m) {
     ModelConfig mc;
@@ -194,7 +194,8 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
 // plus one SLO.
 inline Result<StressReport> run_stress(const StressConfig& c) {
   SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(c.policy));
-  return visit_policy(c.policy, [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
+  return visit_policy(c.policy,
+                      [&](auto exec, auto gather) { return run_stress_with(c, std::move(exec), gather); });
 }
 
 }  // namespace symphony::load

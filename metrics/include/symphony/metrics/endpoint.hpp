@@ -31,7 +31,8 @@ class Endpoint {
   using Ready = std::function<std::string()>;
 
   // Binds and starts serving; an error names the address when it cannot.
-  static Result<std::unique_ptr<Endpoint>> start(const std::string& listen, Collect collect, Ready ready = {});
+  static Result<std::unique_ptr<Endpoint>> start(const std::string& listen, Collect collect,
+                                                 Ready ready = {});
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;

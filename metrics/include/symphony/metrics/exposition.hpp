@@ -32,7 +32,7 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 inline constexpr double kLatencyBucketsSeconds[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
                                                     0.2,   0.5,   1,     2,    5,    10};
 // Bucket bounds (seconds) for scheduling and network delays: 10 us to 100 ms.
-inline constexpr double kDelayBucketsSeconds[] = {1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 0.001,
+inline constexpr double kDelayBucketsSeconds[] = {1e-5,  2e-5,  5e-5, 1e-4, 2e-4, 5e-4, 0.001,
                                                   0.002, 0.005, 0.01, 0.02, 0.05, 0.1};
 
 // Whether `name` is a valid metric (or label) name: [a-zA-Z_:][a-zA-Z0-9_:]*
@@ -52,7 +52,8 @@ class Writer {
   // A histogram from explicit cumulative buckets: (upper bound, count of
   // values <= it), ascending; +Inf is added from `count`.
   void histogram(std::string_view name, std::string_view help, const Labels& labels,
-                 const std::vector<std::pair<double, std::uint64_t>>& buckets, double sum, std::uint64_t count);
+                 const std::vector<std::pair<double, std::uint64_t>>& buckets, double sum,
+                 std::uint64_t count);
   // A histogram of durations from a LatencyHistogram, in seconds, with the
   // given upper bounds (seconds).
   void histogram_from(std::string_view name, std::string_view help, const Labels& labels,

@@ -41,10 +41,10 @@ namespace symphony::partition {
 struct EpochPlan {
   std::vector<int> assignment;  // the assignment from this epoch on; empty: none (first placement failed)
   bool kept = false;            // the solver found nothing and the current assignment stays
-  bool held = false;            // the solver's assignment gained less than min_improvement: the current one stays
-  double gain = 0;              // when held: the larger decrease, of the objective or of the RMS deviation
-  Evaluation current;           // of the current assignment under this epoch's rates, when held
-  Solution result;              // the solver's answer
+  bool held = false;   // the solver's assignment gained less than min_improvement: the current one stays
+  double gain = 0;     // when held: the larger decrease, of the objective or of the RMS deviation
+  Evaluation current;  // of the current assignment under this epoch's rates, when held
+  Solution result;     // the solver's answer
 };
 
 class EpochPartitioner {

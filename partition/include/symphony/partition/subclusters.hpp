@@ -67,6 +67,7 @@ struct SubClusterConfig {
 // random when they stop on their node or sample limits).
 // Throws InputError when the method is unknown or unavailable (milp without
 // CBC), naming subclusters.method.
-symphony::Partitioner make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e, std::uint32_t gpus);
+symphony::Partitioner make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e,
+                                       std::uint32_t gpus);
 
 }  // namespace symphony::partition

@@ -48,9 +48,9 @@ struct MeasuredProfile {
   std::string device;
   std::vector<std::string> inputs;  // the input specs it was measured with
   std::vector<ProfilePointStats> points;
-  std::uint32_t max_batch = 0;      // the largest batch that ran
-  Duration alpha, beta;             // least-squares fit of the medians
-  std::string stopped_because;      // why the grid ended where it did
+  std::uint32_t max_batch = 0;  // the largest batch that ran
+  Duration alpha, beta;         // least-squares fit of the medians
+  std::string stopped_because;  // why the grid ended where it did
 
   // The profile the scheduler uses, from one column.
   Result<LatencyProfile> to_latency_profile(ProfileColumn column = ProfileColumn::kP90) const;

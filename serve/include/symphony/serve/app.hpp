@@ -44,7 +44,7 @@ struct FrontOptions {
 };
 
 struct MetricsOptions {
-  std::string listen;                                // HOST:PORT of /metrics, /healthz, /readyz
+  std::string listen;                                 // HOST:PORT of /metrics, /healthz, /readyz
   Duration autoscale_window = Duration::seconds(30);  // the autoscaling advice's window
   double max_bad_rate = 0.01;                         // the advice's bad-rate threshold
 };

@@ -29,10 +29,14 @@ struct DeviceSpec {
 
   std::string to_string() const {
     switch (kind) {
-      case DeviceKind::kCpu: return "cpu:" + std::to_string(index);
-      case DeviceKind::kCuda: return "cuda:" + std::to_string(index);
-      case DeviceKind::kEmulated: return "emulated:" + std::to_string(index);
-      case DeviceKind::kCudaEmulated: return "cuda-emulated:" + std::to_string(index);
+      case DeviceKind::kCpu:
+        return "cpu:" + std::to_string(index);
+      case DeviceKind::kCuda:
+        return "cuda:" + std::to_string(index);
+      case DeviceKind::kEmulated:
+        return "emulated:" + std::to_string(index);
+      case DeviceKind::kCudaEmulated:
+        return "cuda-emulated:" + std::to_string(index);
     }
     return "?";
   }

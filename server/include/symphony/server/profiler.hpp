@@ -34,8 +34,8 @@ using profile_io::ProfilePointStats;
 
 struct ProfileOptions {
   std::uint32_t max_batch = 64;
-  int repeats = 20;                       // timed rounds (each runs every size once)
-  int warmup = 3;                         // untimed runs per batch size
+  int repeats = 20;                             // timed rounds (each runs every size once)
+  int warmup = 3;                               // untimed runs per batch size
   Duration max_latency = Duration::seconds(5);  // stop growing beyond this
   // Called after each measurement round: (largest batch, round, rounds).
   std::function<void(std::uint32_t, std::size_t, std::size_t)> progress;
@@ -45,7 +45,7 @@ struct ProfileOptions {
 std::vector<std::uint32_t> profile_grid(std::uint32_t max_batch);
 
 // Profiles replica `replica` of the model.
-Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica, const ProfileOptions& opts);
-
+Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica,
+                                                  const ProfileOptions& opts);
 
 }  // namespace symphony::server

@@ -107,9 +107,9 @@ struct ModelOptions {
 // made from it).
 struct ModelInfo {
   std::string name;
-  std::string platform;                 // "pytorch_torchscript", or "symphony_emulated"
-  std::vector<std::string> versions;    // {"1"}
-  std::vector<std::string> inputs;      // input specs, e.g. "float32[3,224,224]"
+  std::string platform;               // "pytorch_torchscript", or "symphony_emulated"
+  std::vector<std::string> versions;  // {"1"}
+  std::vector<std::string> inputs;    // input specs, e.g. "float32[3,224,224]"
   Duration slo;
   std::uint32_t max_batch = 0;
 };
@@ -117,12 +117,12 @@ struct ModelInfo {
 struct InferResult {
   Outcome outcome = Outcome::kDropped;
   DropReason reason = DropReason::kNone;
-  c10::IValue output;  // ok or late on real devices: a tensor or a tuple
-  std::string error;   // kError: the model's message; kDropped: why
-  Duration latency;    // from infer() to the outcome
-  TimePoint submitted;   // when infer() accepted it (steady clock); latency ends at submitted + latency
-  TimePoint batch_start; // its batch's planned start (infinite when it never ran)
-  TimePoint batch_end;   // its batch's end as the executor reported it (+ d_resp), or the drop time
+  c10::IValue output;     // ok or late on real devices: a tensor or a tuple
+  std::string error;      // kError: the model's message; kDropped: why
+  Duration latency;       // from infer() to the outcome
+  TimePoint submitted;    // when infer() accepted it (steady clock); latency ends at submitted + latency
+  TimePoint batch_start;  // its batch's planned start (infinite when it never ran)
+  TimePoint batch_end;    // its batch's end as the executor reported it (+ d_resp), or the drop time
   std::uint32_t batch_size = 0;
   GpuId device = kNoGpu;
   bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }

@@ -34,7 +34,7 @@ class TorchModel {
  public:
   struct Options {
     std::string name;
-    std::string path;                 // TorchScript file
+    std::string path;  // TorchScript file
     std::vector<InputSpec> inputs;
     std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
     int warmup_iterations = 3;
@@ -42,7 +42,7 @@ class TorchModel {
     // each replica (conv-bn folding, oneDNN on CPU). Modules the passes
     // cannot handle are served as they are.
     bool optimize = true;
-    std::uint32_t warmup_batch = 1;   // the largest batch used to warm up
+    std::uint32_t warmup_batch = 1;  // the largest batch used to warm up
   };
 
   static Result<std::unique_ptr<TorchModel>> load(Options opts);
@@ -101,7 +101,8 @@ std::string default_profile_path(const std::string& model_path, const DeviceSpec
 
 // Splits a batched model output into one IValue per request (tensors and
 // tuples/lists of tensors; anything else is an error naming the type).
-Result<std::vector<c10::IValue>> split_output(const c10::IValue& out, const std::vector<RequestInputs>& requests,
+Result<std::vector<c10::IValue>> split_output(const c10::IValue& out,
+                                              const std::vector<RequestInputs>& requests,
                                               std::string_view model);
 
 }  // namespace symphony::server

@@ -78,6 +78,7 @@ class BackendDevices {
 // `slowdown` times l(b) of the profile (1: as profiled; in [0.1, 10]): a
 // device slower or faster than its profile, as online recalibration sees one.
 Result<std::unique_ptr<BackendDevices>> make_emulated_devices(const std::string& spec,
-                                                              const std::string& prefix, double slowdown = 1.0);
+                                                              const std::string& prefix,
+                                                              double slowdown = 1.0);
 
 }  // namespace symphony::cluster

@@ -47,17 +47,17 @@ struct ClientOptions {
   std::vector<std::string> schedulers;
   // With several schedulers: how long pending requests wait for a new primary.
   Duration failover_timeout = Duration::seconds(2);
-  std::string token;      // the cluster's token; empty: SYMPHONY_CLUSTER_TOKEN
-  std::string name;       // shown in the scheduler's logs
+  std::string token;  // the cluster's token; empty: SYMPHONY_CLUSTER_TOKEN
+  std::string name;   // shown in the scheduler's logs
   // The address backends use to reach this client; empty: the local address
   // that routes to the scheduler. The client listens on all interfaces.
   std::string advertise;
   std::uint32_t max_pending = 16384;     // requests in flight at once
   std::uint32_t max_input_bytes = 4096;  // largest input (the registered pool is max_pending x this)
   Duration orphan_grace = Duration::seconds(2);
-  std::string ucx_tls = "tcp";                // UCX_TLS when the environment sets none
-  Duration inject_delay = Duration::zero();   // experiments only: an emulated slower network (docs/cluster.md)
-  bool verbose = false;                       // log each connection's transports
+  std::string ucx_tls = "tcp";               // UCX_TLS when the environment sets none
+  Duration inject_delay = Duration::zero();  // experiments only: an emulated slower network (docs/cluster.md)
+  bool verbose = false;                      // log each connection's transports
   std::function<void(std::string_view)> log;  // default: stderr
 };
 
@@ -99,8 +99,8 @@ struct ClientStats {
   std::uint64_t unknown_ids = 0;         // messages naming requests this client never sent
   std::uint64_t scheduler_losses = 0;
   std::uint64_t resubmitted = 0;  // requests submitted again to a new primary
-  std::uint64_t welcomes = 0;  // connections accepted by a scheduler
-  std::uint64_t cancels = 0;   // cancellations sent to the scheduler (requests still pending when asked)
+  std::uint64_t welcomes = 0;     // connections accepted by a scheduler
+  std::uint64_t cancels = 0;      // cancellations sent to the scheduler (requests still pending when asked)
   bool connected = false;
 };
 

@@ -33,13 +33,13 @@ namespace symphony::cluster {
 struct FrontendOptions {
   std::string config_path;  // for messages and the report
   ClusterConfig config;
-  std::string scheduler;     // --scheduler HOST:PORT, when the config lists no schedulers
+  std::string scheduler;  // --scheduler HOST:PORT, when the config lists no schedulers
   front::ListenOptions listen;
   std::uint32_t max_inflight = 4096;  // the registered input pool holds about this many inputs
   std::string port_file;
-  std::string metrics;  // HOST:PORT, or empty
-  std::string token;    // empty: the config's (or SYMPHONY_CLUSTER_TOKEN)
-  std::string name;     // empty: frontend-<pid>
+  std::string metrics;                   // HOST:PORT, or empty
+  std::string token;                     // empty: the config's (or SYMPHONY_CLUSTER_TOKEN)
+  std::string name;                      // empty: frontend-<pid>
   std::uint32_t max_input_bytes = 4096;  // inputs of models without declared tensors
   bool verbose = false;
 };

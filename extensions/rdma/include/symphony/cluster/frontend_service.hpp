@@ -90,7 +90,7 @@ class ClusterService final : public front::InferenceService {
   Client& client_;
   const std::uint32_t max_input_bytes_;
   const std::string scheduler_;
-  mutable std::mutex mu_;  // models_' metadata, stats_
+  mutable std::mutex mu_;                                           // models_' metadata, stats_
   std::unordered_map<std::string, std::unique_ptr<Model>> models_;  // the map is fixed after construction
   std::vector<std::string> order_;
   std::unordered_map<std::string, ServedModelStats> stats_;

@@ -55,7 +55,8 @@ inline std::uint64_t fnv1a64(std::span<const std::uint8_t> data) noexcept {
 // Exponential backoff between reconnection attempts: 50 ms doubling to 2 s.
 class Backoff {
  public:
-  explicit Backoff(Duration max = Duration::seconds(2)) : max_(max), cur_(min(Duration::milliseconds(50), max)) {}
+  explicit Backoff(Duration max = Duration::seconds(2))
+      : max_(max), cur_(min(Duration::milliseconds(50), max)) {}
   Duration next() noexcept {
     const Duration d = cur_;
     cur_ = min(cur_ * 2, max_);

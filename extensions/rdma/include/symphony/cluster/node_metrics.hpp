@@ -29,9 +29,9 @@ namespace symphony::cluster {
 struct SchedulerMetricsSnapshot {
   struct Model {
     std::string name;
-    std::uint64_t accepted = 0;                            // taken into the runtime
-    std::array<std::uint64_t, 4> outcomes{};               // by Outcome, as the scheduler decided them
-    std::array<std::uint64_t, kNumDropReasons> drops{};    // by DropReason
+    std::uint64_t accepted = 0;                          // taken into the runtime
+    std::array<std::uint64_t, 4> outcomes{};             // by Outcome, as the scheduler decided them
+    std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
     std::uint32_t max_batch = 0;
     // Online recalibration, from the sub-cluster runtime that has measured
     // the model most (the report's `recalibration`); nullopt: none knows it.
@@ -59,14 +59,14 @@ struct SchedulerMetricsSnapshot {
   // empty (the autoscaling advice then comes from the recent window).
   struct SubCluster {
     std::uint32_t id = 0;
-    std::uint32_t gpus = 0;                      // in service now
-    std::uint32_t models = 0, draining = 0;      // owned; moved away and still ending here
-    AutoscaleSignal signal;                      // its last complete epoch window
+    std::uint32_t gpus = 0;                  // in service now
+    std::uint32_t models = 0, draining = 0;  // owned; moved away and still ending here
+    AutoscaleSignal signal;                  // its last complete epoch window
   };
   std::uint32_t subclusters = 1;
   std::uint64_t partition_epoch = 0, partition_moves = 0;
   std::uint64_t loads_pending = 0, drains_pending = 0;
-  double subs_window_s = 0;  // the span of the sub-clusters' signals
+  double subs_window_s = 0;    // the span of the sub-clusters' signals
   double max_bad_rate = 0.01;  // the autoscaling advice's threshold (the config's max_bad_rate)
   std::vector<SubCluster> subs;
   std::uint32_t frontends = 0;  // connected now
@@ -84,7 +84,7 @@ std::string scheduler_not_ready(const SchedulerMetricsSnapshot& s);
 struct BackendMetricsSnapshot {
   struct Device {
     std::string name;
-    Duration busy;  // executing batches
+    Duration busy;                                                         // executing batches
     std::uint64_t batches_ok = 0, batches_error = 0, batches_skipped = 0;  // skipped: no request ran
     std::uint64_t requests = 0;
   };

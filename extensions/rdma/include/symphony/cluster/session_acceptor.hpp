@@ -56,7 +56,8 @@ enum class RefusalKind : std::uint8_t {
 
 struct Refusal {
   Refusal() = default;
-  Refusal(std::string why, RefusalKind k = RefusalKind::kOther) : reason(std::move(why)), kind(k) {}  // NOLINT
+  Refusal(std::string why, RefusalKind k = RefusalKind::kOther)
+      : reason(std::move(why)), kind(k) {}  // NOLINT
   std::string reason;
   RefusalKind kind = RefusalKind::kOther;
   // Sent with the reason (wire::Refuse): the refusing scheduler's term, and

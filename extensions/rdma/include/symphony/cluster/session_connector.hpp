@@ -137,14 +137,14 @@ class Connector {
   Host& host_;
   wire::Hello hello_;
   const std::vector<std::string> targets_;
-  std::size_t at_ = 0;                 // targets_[at_]: the current target
-  std::size_t failed_in_a_row_ = 0;    // connections that failed since the last one was up
-  std::uint32_t spare_retries_ = 0;    // at the current target, in a row
+  std::size_t at_ = 0;               // targets_[at_]: the current target
+  std::size_t failed_in_a_row_ = 0;  // connections that failed since the last one was up
+  std::uint32_t spare_retries_ = 0;  // at the current target, in a row
   std::uint64_t term_ = 0;
   const bool follow_terms_;
   State state_ = State::kIdle;
   TimePoint reconnect_at_ = TimePoint::neg_infinite();  // the first tick connects
-  TimePoint heard_;                                       // the last message (or the connect)
+  TimePoint heard_;                                     // the last message (or the connect)
   Duration heartbeat_timeout_ = kDefaultHeartbeatTimeout;
   Backoff backoff_;
 };

@@ -50,10 +50,10 @@ namespace symphony::cluster {
 // message.
 Status ucx_error(ucs_status_t st, const char* call, const char* file, int line);
 
-#define SYMPHONY_UCX_TRY(expr)                                                         \
-  do {                                                                                 \
-    const ucs_status_t symphony_ucx_st_ = (expr);                                      \
-    if (symphony_ucx_st_ != UCS_OK)                                                    \
+#define SYMPHONY_UCX_TRY(expr)                                                            \
+  do {                                                                                    \
+    const ucs_status_t symphony_ucx_st_ = (expr);                                         \
+    if (symphony_ucx_st_ != UCS_OK)                                                       \
       return ::symphony::cluster::ucx_error(symphony_ucx_st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
@@ -78,7 +78,7 @@ struct TransportOptions {
   // after a peer restarts. Set UCX_TLS (e.g. rc,tcp or all) to let UCX use
   // InfiniBand/RoCE where a NIC has it.
   std::string tls = "tcp";
-  bool show_transports = false;               // log each connection's lanes (ucp_ep_print_info)
+  bool show_transports = false;  // log each connection's lanes (ucp_ep_print_info)
   // For experiments only (an emulated slower network, docs/cluster.md
   // "Injected network delay"): every message received, every peer's
   // failure and every completed read is handed to the node this much later

@@ -47,7 +47,7 @@ inline constexpr std::size_t kMaxRkeyBytes = 16384;
 inline constexpr std::uint32_t kMaxModels = 4096;
 inline constexpr std::uint32_t kMaxDevices = 1024;
 inline constexpr std::uint32_t kMaxEntries = 1u << 16;  // requests in one Submit, Batch, Outputs or Outcomes
-inline constexpr std::uint32_t kMaxSizeClasses = 32;   // a profile's size classes (batch sizes by octave)
+inline constexpr std::uint32_t kMaxSizeClasses = 32;    // a profile's size classes (batch sizes by octave)
 
 enum class Kind : std::uint16_t {
   kHello = 1,           // any -> acceptor: who I am, the cluster token
@@ -96,9 +96,9 @@ struct Hello {
   // none); a scheduler: its own term. A primary that meets a higher term
   // has been replaced and steps down.
   std::uint64_t term = 0;
-  std::string token;              // the cluster's shared token (<= kMaxTokenBytes)
-  std::string name;               // for logs (<= kMaxNameBytes)
-  std::string address;            // frontends: HOST:PORT where backends reach them
+  std::string token;    // the cluster's shared token (<= kMaxTokenBytes)
+  std::string name;     // for logs (<= kMaxNameBytes)
+  std::string address;  // frontends: HOST:PORT where backends reach them
 };
 
 // Whether a Hello's token is the cluster's, compared in constant time (no
@@ -205,9 +205,9 @@ struct Standing {
   std::uint32_t index = 0;  // in cluster.schedulers
   std::int64_t d_ctrl_ns = 0, d_data_ns = 0, d_resp_ns = 0;
   std::uint64_t epoch = 0;
-  std::vector<std::uint64_t> backends;      // incarnations of the registered backends
-  std::vector<std::uint32_t> subclusters;   // per model id: its sub-cluster
-  std::vector<Calibration> calibrations;    // the recalibrated models'
+  std::vector<std::uint64_t> backends;     // incarnations of the registered backends
+  std::vector<std::uint32_t> subclusters;  // per model id: its sub-cluster
+  std::vector<Calibration> calibrations;   // the recalibrated models'
 };
 
 // Sub-clusters (scheduler_node.hpp): the models a device must hold from now

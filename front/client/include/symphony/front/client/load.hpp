@@ -46,9 +46,9 @@ namespace symphony::front::client {
 
 struct LoadModel {
   std::string name;
-  double rate = 0;                  // open loop: requests/s
-  std::uint32_t concurrency = 0;    // closed loop: requests outstanding
-  std::optional<Duration> budget;   // sent as the REST timeout / gRPC deadline; none: no budget
+  double rate = 0;                 // open loop: requests/s
+  std::uint32_t concurrency = 0;   // closed loop: requests outstanding
+  std::optional<Duration> budget;  // sent as the REST timeout / gRPC deadline; none: no budget
 };
 
 struct LoadOptions {
@@ -58,10 +58,10 @@ struct LoadOptions {
   double warmup_s = 2;              // sent but not counted
   std::string arrival = "poisson";  // open loop: poisson | uniform | gamma:<shape> (parse_arrival_process)
   std::uint64_t seed = 1;
-  bool http_binary = true;          // Triton's binary tensor extension, else JSON "data"
-  std::size_t connections = 0;      // HTTP keep-alive pool bound / gRPC channels; 0: 256 / 1
+  bool http_binary = true;                          // Triton's binary tensor extension, else JSON "data"
+  std::size_t connections = 0;                      // HTTP keep-alive pool bound / gRPC channels; 0: 256 / 1
   Duration connect_timeout = Duration::seconds(5);  // metadata, each connection
-  std::optional<Duration> drain;    // default: the largest budget + 5 s (10 s when none)
+  std::optional<Duration> drain;                    // default: the largest budget + 5 s (10 s when none)
   Duration late_send_threshold = Duration::milliseconds(1);
   // SIGINT / SIGTERM during run(): the first stops the sending and drains
   // (the report covers the window up to then), a second ends what is still
@@ -71,11 +71,11 @@ struct LoadOptions {
 
 // What the client saw of its own sending, in the measured window.
 struct ClientSide {
-  std::uint64_t transmitted = 0;         // requests actually put on the wire
-  std::uint64_t waited = 0;              // had to wait for a free connection
-  std::uint64_t sent_late = 0;           // put on the wire more than late_send_threshold behind schedule
-  std::uint64_t sent_late_waited = 0;    // of those, the ones that had waited for a connection
-  LatencyHistogram wait;                 // schedule -> on the wire, per transmitted request
+  std::uint64_t transmitted = 0;       // requests actually put on the wire
+  std::uint64_t waited = 0;            // had to wait for a free connection
+  std::uint64_t sent_late = 0;         // put on the wire more than late_send_threshold behind schedule
+  std::uint64_t sent_late_waited = 0;  // of those, the ones that had waited for a connection
+  LatencyHistogram wait;               // schedule -> on the wire, per transmitted request
 };
 
 struct ModelReport {
@@ -102,9 +102,9 @@ struct LoadReport {
   // The run as a whole (warm-up included).
   std::uint64_t connections_opened = 0, connect_failures = 0, connection_errors = 0, stale_retries = 0;
   std::size_t peak_connections = 0, peak_waiting = 0;
-  std::uint64_t no_answer = 0;  // ended by the drain bound (all requests)
-  double drain_s = 0;           // from the end of the generation to the last end
-  double cpu_s = 0;             // this process's CPU time during the run
+  std::uint64_t no_answer = 0;    // ended by the drain bound (all requests)
+  double drain_s = 0;             // from the end of the generation to the last end
+  double cpu_s = 0;               // this process's CPU time during the run
   std::uint64_t unaccounted = 0;  // requests a transport never ended (a bug); counted as errors
 };
 
@@ -145,8 +145,8 @@ class LoadRun {
 // budget are settled.
 struct ModelAsk {
   std::string name;
-  double rate = 0;               // requests/s; 0: none asked
-  std::optional<Duration> slo;   // the config's SLO, if any
+  double rate = 0;              // requests/s; 0: none asked
+  std::optional<Duration> slo;  // the config's SLO, if any
 };
 
 // Settles `symphony load`'s models: `total_rate` > 0 scales the asked rates to
@@ -154,9 +154,9 @@ struct ModelAsk {
 // makes every model closed loop; `budget` is slo, none or milliseconds (empty:
 // slo when `have_slos`, else none). Models left with no rate are named in
 // *skipped. Errors name the flag at fault.
-Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate, std::uint32_t concurrency,
-                                             const std::string& budget, bool have_slos,
-                                             std::vector<std::string>* skipped);
+Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate,
+                                             std::uint32_t concurrency, const std::string& budget,
+                                             bool have_slos, std::vector<std::string>* skipped);
 
 // Prints the report's table, totals and the client's own side (`j` is to_json(r)).
 void print_summary(std::FILE* out, const LoadReport& r, const nlohmann::json& j);

@@ -29,7 +29,7 @@ struct Endpoint {
   Scheme scheme = Scheme::kHttp;
   std::string host;  // without brackets
   std::string port;
-  std::string url;   // as given
+  std::string url;  // as given
 
   bool grpc() const noexcept { return scheme == Scheme::kGrpc; }
   // HOST:PORT, with brackets around an IPv6 host (the Host header, gRPC's target).
