@@ -84,9 +84,10 @@ Status ServerService::add_model(std::string_view name) {
   m->slo = info->slo;
   m->max_batch = info->max_batch;
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
-    const std::string name = tensor_name("input", i, info->inputs.size());
+    const std::string input = tensor_name("input", i, info->inputs.size());
     auto spec = parse_tensor_spec(info->inputs[i]);
-    TensorSpec ts = spec.ok() ? metadata_spec(*spec, name) : TensorSpec{name, DataType::kFp32, {-1}};
+    front::TensorSpec ts =
+        spec.ok() ? metadata_spec(*spec, input) : front::TensorSpec{input, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -120,7 +121,7 @@ void ServerService::learn_outputs(const std::string& model, const std::vector<Te
   if (it == models_.end() || !it->second->outputs.empty() || outputs.empty()) return;
   auto m = std::make_shared<ModelMetadata>(*it->second);
   for (const Tensor& t : outputs) {
-    TensorSpec s;
+    front::TensorSpec s;
     s.name = t.name;
     s.datatype = t.datatype;
     s.shape = t.shape;
