@@ -1,5 +1,5 @@
 // InferenceService: what the protocol front serves requests with. `symphony
-// serve` plugs in the in-process server (front/serve/), the cluster's
+// serve` plugs in the in-process server (serve/), the cluster's
 // `frontend` the cluster client; tests plug in their own.
 #pragma once
 
