@@ -4,6 +4,7 @@
 // JSON.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -460,6 +461,28 @@ TEST(SimReportTest, TraceOutListsEveryBatchAndRequest) {
   EXPECT_EQ(requests, r["simulated_requests"].get<std::uint64_t>());
   EXPECT_GT(batches, 0u);
   EXPECT_EQ(batch_requests, ran);
+}
+
+// Clients' budgets ten times the SLO (request_times.hpp) leave goodput where
+// it was, on the paper's two staggered-execution configs and a zoo.
+TEST(SimBudgetsTest, BudgetsTenTimesTheSloKeepTheGoodput) {
+  for (const char* file :
+       {"examples/paper/stagger_resnet50.yaml", "examples/paper/stagger_inceptionresnetv2.yaml",
+        "bench/results/exp6/configs/a100_zoo.yaml"}) {
+    SCOPED_TRACE(file);
+    Config c = load_config(std::string(SYMPHONY_SOURCE_DIR) + "/" + file);
+    c.spec.duration = Duration::seconds(4);
+    c.spec.warmup = Duration::seconds(1);
+    SimulateOptions g;
+    g.mode = Mode::kGoodput;
+    const double plain = simulate(c, g)["goodput_rps"].get<double>();
+    for (auto& l : c.spec.loads) l.budgets = {{1.0, ClientBudget{{}, 10}}};
+    const double budgeted = simulate(c, g)["goodput_rps"].get<double>();
+    std::printf("%s: goodput %.1f r/s without budgets, %.1f r/s with budgets of 10 x SLO\n", file, plain,
+                budgeted);
+    EXPECT_GT(plain, 0);
+    EXPECT_NEAR(budgeted, plain, 0.01 * plain);
+  }
 }
 
 }  // namespace

@@ -83,6 +83,30 @@ std::vector<SloOverride> parse_slo_overrides(const Reader& r, const YAML::Node& 
   return out;
 }
 
+// Clients' budgets: [{fraction, budget_ms | x_slo}] (request_times.hpp).
+std::vector<BudgetShare> parse_budgets(const Reader& r, const YAML::Node& n, const std::string& key) {
+  if (!n.IsSequence()) r.fail(n, key, "must be a list of {fraction, budget_ms} or {fraction, x_slo}");
+  std::vector<BudgetShare> out;
+  double sum = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const std::string k = key + "[" + std::to_string(i) + "]";
+    const YAML::Node c = n[i];
+    r.check_keys(c, k, {"fraction", "budget_ms", "x_slo"});
+    if (!c["fraction"] || (!c["budget_ms"] == !c["x_slo"]))
+      r.fail(c, k, "needs fraction and one of budget_ms, x_slo");
+    BudgetShare b;
+    b.fraction = r.number_min(c["fraction"], k + ".fraction", 0, false);
+    if (c["budget_ms"])
+      b.budget.fixed = Duration::from_ms(r.number_min(c["budget_ms"], k + ".budget_ms", 0, true));
+    else
+      b.budget.x_slo = r.number_min(c["x_slo"], k + ".x_slo", 0, true);
+    sum += b.fraction;
+    if (sum > 1.0 + 1e-9) r.fail(c, k, "fractions add up to more than 1");
+    out.push_back(b);
+  }
+  return out;
+}
+
 // A model entry before its rate is known.
 struct PendingModel {
   ModelConfig cfg;
@@ -91,6 +115,7 @@ struct PendingModel {
   std::optional<ArrivalProcess> arrival;
   std::optional<std::vector<RateChange>> rate_changes;
   std::optional<std::vector<SloOverride>> slo_overrides;
+  std::optional<std::vector<BudgetShare>> budgets;
   YAML::Node node;
   std::string key;  // "models[3]": the config entry it came from
 };
@@ -125,7 +150,7 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
     r.check_keys(n, key,
                  {"name", "alpha_ms", "beta_ms", "slo_ms", "max_batch", "zoo", "model", "count",
                   "profile_file", "rate", "arrival", "rate_changes", "slo_overrides", "timeout_ms",
-                  "timeout_slo_fraction", "target_batch", "max_queue"});
+                  "timeout_slo_fraction", "target_batch", "max_queue", "max_defer_ms", "budgets"});
     const int sources =
         (n["zoo"] ? 1 : 0) + (n["profile_file"] ? 1 : 0) + ((n["alpha_ms"] || n["beta_ms"]) ? 1 : 0);
     if (sources != 1)
@@ -218,6 +243,10 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
     if (n["target_batch"])
       proto.cfg.target_batch = static_cast<std::uint32_t>(
           r.integer(n["target_batch"], key + ".target_batch", 1, LatencyProfile::kMaxBatchLimit));
+    if (n["max_defer_ms"])
+      proto.cfg.max_defer =
+          Duration::from_ms(r.number_min(n["max_defer_ms"], key + ".max_defer_ms", 0, false));
+    if (n["budgets"]) proto.budgets = parse_budgets(r, n["budgets"], key + ".budgets");
     if (n["max_queue"])
       proto.cfg.max_queue =
           static_cast<std::uint32_t>(r.integer(n["max_queue"], key + ".max_queue", 1, 1u << 30));
@@ -473,12 +502,13 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
   ExperimentSpec& e = c.spec;
   const YAML::Node w = root["workload"];
   if (!w) r.fail(root, "workload", "is required");
-  r.check_keys(w, "workload", {"rate", "arrival", "popularity", "rate_changes", "slo_overrides", "trace"});
+  r.check_keys(w, "workload",
+               {"rate", "arrival", "popularity", "rate_changes", "slo_overrides", "budgets", "trace"});
   if (w["trace"]) {
-    for (const char* k : {"rate", "arrival", "popularity", "rate_changes", "slo_overrides"})
+    for (const char* k : {"rate", "arrival", "popularity", "rate_changes", "slo_overrides", "budgets"})
       if (w[k]) r.fail(w[k], std::string("workload.") + k, "cannot be combined with workload.trace");
     for (std::size_t i = 0; i < models.size(); ++i)
-      for (const char* k : {"rate", "arrival", "rate_changes", "slo_overrides"})
+      for (const char* k : {"rate", "arrival", "rate_changes", "slo_overrides", "budgets"})
         if (const YAML::Node& mn = models[i].node; mn[k])
           r.fail(mn[k], models[i].key + "." + k, "cannot be combined with workload.trace");
     const std::string file = r.path(r.string(w["trace"], "workload.trace"));
@@ -503,6 +533,8 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
     if (w["rate_changes"]) changes = parse_rate_changes(r, w["rate_changes"], "workload.rate_changes");
     std::vector<SloOverride> overrides;
     if (w["slo_overrides"]) overrides = parse_slo_overrides(r, w["slo_overrides"], "workload.slo_overrides");
+    std::vector<BudgetShare> budgets;
+    if (w["budgets"]) budgets = parse_budgets(r, w["budgets"], "workload.budgets");
     std::size_t shared = 0;
     for (const PendingModel& m : models) shared += !m.rate;
     std::vector<double> shares = popularity_shares(shared, zipf);
@@ -522,6 +554,7 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
       l.arrival = m.arrival.value_or(arrival);
       l.rate_changes = m.rate_changes.value_or(changes);
       l.slo_overrides = m.slo_overrides.value_or(overrides);
+      l.budgets = m.budgets.value_or(budgets);
       e.loads.push_back(std::move(l));
     }
     c.workload_desc = arrival.to_string();

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "symphony/random.hpp"
+#include "symphony/request_times.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -48,12 +49,21 @@
 
 namespace symphony {
 
-// One request arrival. deadline: its own deadline, else arrival + model SLO.
+// One request arrival. deadline: its own SLO's deadline, else arrival +
+// model SLO; budget: the client's, if it gave one (request_times.hpp).
 struct Arrival {
   TimePoint time;
   ModelId model = 0;
   std::optional<TimePoint> deadline;
   std::uint64_t tag = 0;
+  std::optional<ClientBudget> budget = std::nullopt;
+
+  // What the scheduler plans the request against, given its model's SLO.
+  TimePoint target(Duration model_slo) const noexcept {
+    const Duration slo = deadline ? *deadline - time : model_slo;
+    if (!budget) return time + slo;
+    return request_times(time, slo, budget->of(slo)).target;
+  }
 };
 
 struct WorkloadSpec {
@@ -93,6 +103,16 @@ struct WorkloadSpec {
         sum += o.fraction;
       }
       if (sum > 1.0 + 1e-9) return Status(Errc::kInvalidArgument, who + "SLO override fractions sum above 1");
+      sum = 0;
+      for (std::size_t k = 0; k < m.budgets.size(); ++k) {
+        const BudgetShare& b = m.budgets[k];
+        if (!(b.fraction >= 0.0) || !(b.budget.x_slo >= 0.0) ||
+            (b.budget.x_slo == 0.0 && b.budget.fixed <= Duration::zero()))
+          return Status(Errc::kInvalidArgument,
+                        who + "budget " + std::to_string(k) + " needs fraction >= 0 and a positive budget");
+        sum += b.fraction;
+      }
+      if (sum > 1.0 + 1e-9) return Status(Errc::kInvalidArgument, who + "budget fractions sum above 1");
     }
     return {};
   }
@@ -121,6 +141,7 @@ class WorkloadArrivals {
       }
       s.pieces.push_back({t, m.rate * spec.rate_scale * scale});
       s.overrides = m.slo_overrides;
+      s.budgets = m.budgets;
       // Uniform streams start at a random phase, so that many models with the
       // same rate do not all send at the same instants.
       s.op_next = s.kind == ArrivalProcess::Kind::kUniform ? s.rng.uniform() : s.gap();
@@ -147,6 +168,17 @@ class WorkloadArrivals {
         u -= o.fraction;
       }
     }
+    a.budget.reset();
+    if (!s.budgets.empty()) {
+      double u = s.budget_rng.uniform();
+      for (const BudgetShare& b : s.budgets) {
+        if (u < b.fraction) {
+          a.budget = b.budget;
+          break;
+        }
+        u -= b.fraction;
+      }
+    }
     s.op_next += s.gap();
     if (advance(s))
       heap_fix_top();
@@ -164,10 +196,15 @@ class WorkloadArrivals {
     double rate;   // requests per second
   };
   struct Stream {
-    Stream(std::uint64_t seed, std::size_t index) : rng(mix(seed, index)) {}
+    // Budgets draw from their own generator: the arrival instants are the
+    // same with budgets as without.
+    Stream(std::uint64_t seed, std::size_t index)
+        : rng(mix(seed, index)), budget_rng(mix(seed ^ 0xb0d6e7b0d6e7ull, index)) {}
     Rng rng;
+    Rng budget_rng;
     std::vector<Piece> pieces;
     std::vector<SloOverride> overrides;
+    std::vector<BudgetShare> budgets;
     std::size_t piece = 0;
     double op_start = 0;  // operational time at the start of `piece`
     double op_next = 0;   // operational time of the next arrival
@@ -281,6 +318,7 @@ class TraceArrivals {
       a.deadline = a.time + *r.slo;
     else
       a.deadline.reset();
+    a.budget.reset();
     return true;
   }
 

@@ -119,6 +119,8 @@ class ModelState {
     m.target_batch = cfg.target_batch;
     m.max_queue = cfg.max_queue;
     m.timeout = cfg.timeout;
+    m.max_defer = cfg.max_defer;
+    m.capped = cfg.max_defer.has_value();
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
     m.lat = m.profile->view();  // and again on every profile change
@@ -192,6 +194,8 @@ class ModelState {
                                                 " ms; no request could ever meet it");
     if (cfg.timeout && *cfg.timeout < Duration::zero())
       return Status(Errc::kInvalidArgument, who + ": timeout must not be negative");
+    if (cfg.max_defer && *cfg.max_defer < Duration::zero())
+      return Status(Errc::kInvalidArgument, who + ": max_defer must not be negative");
     if (cfg.recalibration)
       if (Status s = cfg.recalibration->validate(); !s.ok()) return s.with_context(who);
     return {};
@@ -499,6 +503,7 @@ class ModelState {
     bool active = false;
     bool missed = false;       // a candidate missed its window since the last dispatch
     bool auto_target = false;  // target_batch follows the profile
+    bool capped = false;       // max_defer is set (kept hot: read on every candidate)
   };
   static constexpr std::size_t kHotSlotBytes = 128;
   static_assert(sizeof(SlotHot) == kHotSlotBytes,
@@ -506,6 +511,7 @@ class ModelState {
   struct Slot : SlotHot {
     std::uint32_t inflight = 0;
     std::optional<Duration> timeout;
+    std::optional<Duration> max_defer;  // ModelConfig::max_defer
     std::unique_ptr<ProfileCalibrator> calib;
     std::unique_ptr<ModelConfig> cfg;
     const LatencyProfile* profile = nullptr;  // in use: calib's, else cfg->profile
@@ -605,6 +611,7 @@ class ModelState {
     c.exec = exec_.exec(CandidateInputs{g.size, m.max_batch, earliest, c.latest, g.exec_deadline,
                                         g.head_arrival, m.lat, &m.timeout, m.efficient_batch,
                                         m.arrivals.typical_gap(), m.window_misses});
+    if (m.capped) c.exec = max(earliest, min(c.exec, g.head_arrival + *m.max_defer));
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).

@@ -116,7 +116,11 @@ class Scheduler {
     return submit_at(model, tag, now, now + shard_.slo(model));
   }
 
-  // A request arrives now for `model` with its own deadline.
+  // The model's SLO. REQUIRES: the model was added.
+  Duration slo(ModelId model) const noexcept { return shard_.slo(model); }
+
+  // A request arrives now for `model`, planned against `deadline` (its
+  // target: request_times.hpp).
   SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
     return submit_at(model, tag, clock_.now(), deadline);
   }

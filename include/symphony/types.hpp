@@ -153,11 +153,15 @@ struct CandidateUpdate {
 struct ModelConfig {
   std::string name;                 // used in error messages and reports
   LatencyProfile profile;           // l(b)
-  Duration slo;                     // default deadline = arrival + slo
+  Duration slo;                     // default target = arrival + slo (request_times.hpp)
   std::uint32_t max_batch = 0;      // 0: the profile's max_batch
   std::uint32_t max_queue = 0;      // 0: bounded only by the request pool
   std::uint32_t target_batch = 0;   // target-batch gathering; 0: largest b with 2*l(b) <= slo
   std::optional<Duration> timeout;  // timeout policy's k for this model (else the policy's)
+  // The longest a batch's head request waits for the batch to fill: its
+  // batch starts by arrival + max_defer (or as soon as a GPU frees after).
+  // Unset: no cap (the paper's rule, deferral up to the latest start).
+  std::optional<Duration> max_defer;
   // Online recalibration of `profile` (profile_calibrator.hpp); unset: the
   // scheduler's or runtime's default (SchedulerConfig / RuntimeConfig).
   std::optional<RecalibrationOptions> recalibration;

@@ -108,11 +108,28 @@ struct SloOverride {
   Duration slo;
 };
 
+// A client's budget (request_times.hpp): `fixed`, or `x_slo` times the SLO
+// the request is planned with when x_slo > 0.
+struct ClientBudget {
+  Duration fixed;
+  double x_slo = 0;
+  Duration of(Duration slo) const noexcept {
+    return x_slo > 0 ? Duration::nanoseconds(static_cast<std::int64_t>(double(slo.ns()) * x_slo)) : fixed;
+  }
+};
+
+// With probability `fraction`, a request carries `budget`.
+struct BudgetShare {
+  double fraction = 0.0;
+  ClientBudget budget;
+};
+
 struct ModelLoad {
   double rate = 0.0;  // requests per second, before rate changes and scaling
   ArrivalProcess arrival;
   std::vector<RateChange> rate_changes;
   std::vector<SloOverride> slo_overrides;
+  std::vector<BudgetShare> budgets = {};  // none: no request carries a budget
 };
 
 // Shares of a total rate over n models: equal, or Zipf(s) (model i, counted

@@ -162,7 +162,9 @@ class Simulator {
       const auto [end, c] = completions_.pop();
       (void)sched_->on_batch_finished(c.batch, end, BatchStatus::kOk, c.start);
     } else if (t_arr == t) {
-      if (pending_.deadline)
+      if (pending_.budget)
+        (void)sched_->submit(pending_.model, pending_.tag, pending_.target(sched_->slo(pending_.model)));
+      else if (pending_.deadline)
         (void)sched_->submit(pending_.model, pending_.tag, *pending_.deadline);
       else
         (void)sched_->submit(pending_.model, pending_.tag);

@@ -407,8 +407,9 @@ class SubClusterSimulator {
     const int owner = placement_.owner(a.model);
     Sub& s = *subs_[static_cast<SubClusterId>(owner)];
     const ModelId local = s.to_local[a.model];
-    const SubmitStatus r =
-        a.deadline ? s.sched->submit(local, a.tag, *a.deadline) : s.sched->submit(local, a.tag);
+    const SubmitStatus r = a.budget     ? s.sched->submit(local, a.tag, a.target(s.sched->slo(local)))
+                           : a.deadline ? s.sched->submit(local, a.tag, *a.deadline)
+                                        : s.sched->submit(local, a.tag);
     // Not expected: the owner always holds the model. Stop rather than lose the request.
     if (r == SubmitStatus::kUnknownModel)
       status_ = Status(Errc::kNotFound, "model '" + models_[a.model].name +

@@ -52,6 +52,7 @@ struct ServeModelConfig {
   std::vector<std::string> inputs;  // tensor specs, e.g. "float32[3,64,64]" (checked)
   Duration slo;
   std::uint32_t max_batch = 32;
+  std::optional<Duration> max_defer;    // ModelConfig::max_defer; unset: no cap
   double rate = 0;                      // requests/s from the load generator
   std::string profile = "auto";         // "auto" or a profile file
   std::optional<Duration> alpha, beta;  // emulated devices

@@ -1,5 +1,6 @@
 // The scheduler's requests: frontends, submits, cancels and outcomes (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
+#include "symphony/request_times.hpp"
 
 namespace symphony::cluster {
 
@@ -118,8 +119,11 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
     const std::uint32_t j = subs_->routed(e.model);
     s.subcluster = j;
-    const TimePoint deadline = now + Duration::nanoseconds(e.budget_ns) - f.one_way;
-    const SubmitStatus st = submitters_[j]->submit(e.model, tag, deadline);
+    // Planned against the target (request_times.hpp): a budget longer than
+    // the model's SLO adds no waiting.
+    const TimePoint target =
+        request_times(now, models_[e.model].slo, Duration::nanoseconds(e.budget_ns)).target - f.one_way;
+    const SubmitStatus st = submitters_[j]->submit(e.model, tag, target);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
       subs_->ended(j, e.model, false);
       free_slot(slot);

@@ -170,7 +170,7 @@ void end_batch(Sink& sink, PeerRequestPool& pool, PeerRequest* head, const Delay
 template <class Sink>
 PeerRequest* admit(Sink& sink, PeerRequestPool& pool, const Arrival& a, Duration slo, TimePoint now,
                    std::uint64_t seq) {
-  const TimePoint deadline = a.deadline ? *a.deadline : a.time + slo;
+  const TimePoint deadline = a.target(slo);
   PeerRequest* r = pool.alloc();
   if (!r) {
     RequestOutcome o;

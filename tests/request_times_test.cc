@@ -1,0 +1,144 @@
+// A request's two times (request_times.hpp) on the virtual clock: a budget
+// longer than the SLO adds no latency, a shorter one is planned against, and
+// max_defer caps how long a batch waits to fill.
+#include "symphony/request_times.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "support/test_support.hpp"
+#include "symphony/arrivals.hpp"
+#include "symphony/sim/simulator.hpp"
+
+namespace symphony {
+namespace {
+
+using testing::at_ms;
+using testing::model_ms;
+using testing::RecordingSink;
+
+TEST(RequestTimesTest, TheTargetIsTheShorterOfSloAndBudget) {
+  const TimePoint t = at_ms(100);
+  const Duration slo = Duration::milliseconds(200);
+  RequestTimes none = request_times(t, slo, std::nullopt);
+  EXPECT_EQ(none.target, at_ms(300));
+  EXPECT_EQ(none.deadline, at_ms(300));
+  RequestTimes generous = request_times(t, slo, Duration::seconds(10));
+  EXPECT_EQ(generous.target, at_ms(300));
+  EXPECT_EQ(generous.deadline, at_ms(10'100));
+  RequestTimes tight = request_times(t, slo, Duration::milliseconds(50));
+  EXPECT_EQ(tight.target, at_ms(150));
+  EXPECT_EQ(tight.deadline, at_ms(150));
+}
+
+TEST(RequestTimesTest, AnArrivalsTargetFollowsItsOwnSloAndBudget) {
+  sim::Arrival a{at_ms(10), 0, std::nullopt, 1};
+  EXPECT_EQ(a.target(Duration::milliseconds(20)), at_ms(30));
+  a.budget = ClientBudget{Duration::seconds(10), 0};
+  EXPECT_EQ(a.target(Duration::milliseconds(20)), at_ms(30));
+  a.budget = ClientBudget{{}, 0.5};
+  EXPECT_EQ(a.target(Duration::milliseconds(20)), at_ms(20));
+  a.deadline = at_ms(50);  // its own SLO of 40 ms: half of it
+  EXPECT_EQ(a.target(Duration::milliseconds(20)), at_ms(30));
+}
+
+// One GPU, l(b) = b + 5 ms, SLO 12 ms (the paper's example model).
+std::unique_ptr<sim::Simulator<RecordingSink>> one_gpu(RecordingSink& sink, ModelConfig m) {
+  SchedulerConfig cfg;
+  cfg.max_models = 1;
+  cfg.max_gpus = 1;
+  cfg.max_requests = 4096;
+  auto sim = std::move(*sim::Simulator<RecordingSink>::create(cfg, sink, DeferredPolicy::paper()));
+  EXPECT_TRUE(sim->scheduler().add_gpu().ok());
+  EXPECT_EQ(*sim->scheduler().add_model(std::move(m)), 0u);
+  return sim;
+}
+
+// Submits a lone request at 0 planned against `planned` and returns when its
+// batch was dispatched.
+TimePoint lone_dispatch(ModelConfig m, std::optional<Duration> budget) {
+  RecordingSink sink;
+  auto sim = one_gpu(sink, std::move(m));
+  sim::Arrival a{at_ms(0), 0, std::nullopt, 1};
+  if (budget) a.budget = ClientBudget{*budget, 0};
+  sim::VectorArrivals v({a});
+  sim->run(v);
+  EXPECT_EQ(sink.batches.size(), 1u);
+  EXPECT_EQ(sink.count(Outcome::kOk), 1u);
+  return sink.batches.empty() ? TimePoint::infinite() : sink.batches[0].d.dispatched_at;
+}
+
+TEST(RequestTimesTest, AGenerousBudgetDoesNotHoldALoneRequestLonger) {
+  const ModelConfig m = model_ms("paper", 1, 5, 12, 32);
+  // Deferred to its latest start against the SLO: 12 ms - l(1) - the margin.
+  const TimePoint latest = lone_dispatch(m, std::nullopt);
+  EXPECT_GT(latest, at_ms(1));
+  EXPECT_LE(latest, at_ms(6));
+  EXPECT_EQ(lone_dispatch(m, Duration::seconds(10)), latest);
+  // Planned against a 10 s deadline instead, it would wait almost 10 s.
+  RecordingSink sink;
+  auto sim = one_gpu(sink, m);
+  sim::VectorArrivals v({sim::Arrival{at_ms(0), 0, at_ms(10'000), 1}});
+  sim->run(v);
+  ASSERT_EQ(sink.batches.size(), 1u);
+  EXPECT_EQ(sink.batches[0].d.dispatched_at, latest + Duration::milliseconds(10'000 - 12));
+}
+
+TEST(RequestTimesTest, ABudgetShorterThanTheSloIsPlannedAgainst) {
+  const ModelConfig m = model_ms("paper", 1, 5, 12, 32);
+  EXPECT_EQ(lone_dispatch(m, Duration::milliseconds(8)),
+            lone_dispatch(m, std::nullopt) - Duration::milliseconds(4));
+}
+
+TEST(RequestTimesTest, MaxDeferCapsTheWaitForABatchToFill) {
+  ModelConfig m = model_ms("paper", 1, 5, 12, 32);
+  const TimePoint latest = lone_dispatch(m, std::nullopt);
+  m.max_defer = Duration::milliseconds(1);
+  EXPECT_EQ(lone_dispatch(m, std::nullopt), at_ms(1));
+  m.max_defer = Duration::zero();  // no deferral at all: eager
+  EXPECT_EQ(lone_dispatch(m, std::nullopt), at_ms(0));
+  m.max_defer = Duration::milliseconds(50);  // beyond the latest start: the paper's rule
+  EXPECT_EQ(lone_dispatch(m, std::nullopt), latest);
+  m.max_defer = Duration::nanoseconds(-1);
+  EXPECT_FALSE(ModelState<>::validate(m).ok());
+}
+
+// The outcomes' latencies, sorted (the distribution).
+std::vector<std::int64_t> latencies(const RecordingSink& s) {
+  std::vector<std::int64_t> v;
+  for (const RequestOutcome& o : s.outcomes)
+    v.push_back(o.outcome == Outcome::kDropped ? -1 : (o.finish - o.arrival).ns());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(RequestTimesTest, UnderLoadBudgetsTenTimesTheSloLeaveEveryLatencyAsItWas) {
+  const ModelConfig m = model_ms("paper", 1, 5, 12, 32);
+  WorkloadSpec w;
+  w.duration = Duration::seconds(2);
+  w.seed = 7;
+  w.models.resize(1);
+  w.models[0].rate = 900;  // near one GPU's capacity: batches, drops and all
+  w.models[0].arrival = ArrivalProcess::gamma(0.5);
+  RecordingSink plain, budgeted;
+  {
+    auto sim = one_gpu(plain, m);
+    WorkloadArrivals a(w);
+    sim->run(a);
+  }
+  w.models[0].budgets = {{0.5, ClientBudget{{}, 10}}, {0.5, ClientBudget{Duration::seconds(10), 0}}};
+  {
+    auto sim = one_gpu(budgeted, m);
+    WorkloadArrivals a(w);
+    sim->run(a);
+  }
+  ASSERT_GT(plain.outcomes.size(), 1000u);
+  EXPECT_GT(plain.count(Outcome::kOk), 0u);
+  EXPECT_EQ(latencies(plain), latencies(budgeted));
+  EXPECT_EQ(plain.count(Outcome::kOk), budgeted.count(Outcome::kOk));
+  EXPECT_EQ(plain.count(Outcome::kDropped), budgeted.count(Outcome::kDropped));
+}
+
+}  // namespace
+}  // namespace symphony
