@@ -145,6 +145,37 @@ TEST(ServerTest, ThousandsOfRequestsFromManyThreadsEndExactlyOnce) {
   EXPECT_GT(st.models[0].mean_batch, 1.0) << "concurrent load forms batches";
 }
 
+TEST(ServerTest, ARequestOfKSamplesIsAnsweredAsOneInOrder) {
+  ensure_profile("linear");
+  auto s = make_server();
+  ASSERT_TRUE(s->add_model(model("linear")).ok());
+  ASSERT_TRUE(s->start().ok());
+  torch::jit::Module direct = torch::jit::load(model_path("linear"));
+  torch::manual_seed(5);
+  std::vector<at::Tensor> xs;
+  std::vector<std::future<InferResult>> fs;
+  for (std::int64_t k : {1, 3, 8, 2, 5}) {
+    xs.push_back(torch::randn({k, 4}));
+    auto f = s->infer("linear", {xs.back()}, Duration::seconds(10));
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    fs.push_back(std::move(*f));
+  }
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    InferResult r = fs[i].get();
+    ASSERT_TRUE(r.has_output()) << to_string(r.outcome) << " " << r.error;
+    const at::Tensor want = direct.forward({xs[i]}).toTensor();
+    const at::Tensor got = r.output.toTensor();
+    ASSERT_EQ(got.sizes(), want.sizes()) << "one answer of k rows, in order";
+    EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-6)) << i;
+    EXPECT_LE(r.target, r.deadline);
+    EXPECT_EQ(r.target - r.submitted, Duration::milliseconds(200)) << "planned against the SLO, not 10 s";
+  }
+  s->stop();
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, 5u) << "a request of k samples counts once";
+  EXPECT_EQ(st.ok + st.late, 5u);
+}
+
 TEST(ServerTest, BadInputIsRejectedAtInferWithAClearError) {
   ensure_profile("two_inputs");
   auto s = make_server();
@@ -168,7 +199,9 @@ TEST(ServerTest, BadInputIsRejectedAtInferWithAClearError) {
   EXPECT_EQ(msg("two_inputs", {a, torch::zeros({3})}),
             "model 'two_inputs', input 'input1': expected dtype int64, got float32");
   EXPECT_EQ(msg("two_inputs", {torch::zeros({5}), b}),
-            "model 'two_inputs', input 'input0': expected shape [2] (or [1] + that), got [5]");
+            "model 'two_inputs', input 'input0': expected shape [2] (or [k] + that for k samples), got [5]");
+  EXPECT_EQ(msg("two_inputs", {torch::zeros({9, 2}), torch::zeros({9, 3}, torch::kLong)}),
+            "model 'two_inputs': a request of 9 samples exceeds its max batch 8");
   // A deadline even a batch of one cannot meet is an outcome, counted once.
   {
     auto f = s->infer("two_inputs", {a, b}, Duration::nanoseconds(10));
@@ -423,6 +456,46 @@ ModelOptions emulated_model(Duration slo, std::string name = "fake") {
   m.slo = slo;
   m.max_batch = 16;
   return m;
+}
+
+// k samples share a fate: cancelled while queued, the request ends once, dropped.
+TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
+  auto s = make_server("emulated:1");
+  ModelOptions m;
+  m.name = "fake";
+  m.inputs = {"float32[4]"};
+  m.alpha = Duration::from_ms(0.2);
+  m.beta = Duration::from_ms(1.0);
+  m.slo = Duration::seconds(10);  // deferred: queued for seconds
+  m.max_batch = 16;
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::mutex mu;
+  std::vector<InferResult> done;
+  std::uint64_t ticket = 0;
+  ASSERT_TRUE(s->infer_async(
+                   "fake", {torch::zeros({4, 4})}, std::nullopt,
+                   [&](InferResult&& r) {
+                     std::lock_guard<std::mutex> lock(mu);
+                     done.push_back(std::move(r));
+                   },
+                   &ticket)
+                  .ok());
+  ASSERT_NE(ticket, 0u);
+  ASSERT_TRUE(eventually([&] { return s->cancel(ticket); }));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !done.empty();
+  }));
+  s->stop();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].outcome, Outcome::kDropped);
+  EXPECT_EQ(done[0].reason, DropReason::kCancelled);
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, 1u);
+  EXPECT_EQ(st.dropped, 1u);
+  EXPECT_EQ(st.devices[0].batches, 0u) << "no sample ran";
 }
 
 // Under the deferred policy a request of a 10 s SLO ("fake") waits queued for

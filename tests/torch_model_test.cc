@@ -135,8 +135,14 @@ TEST(TorchModelTest, ValidationNamesModelInputAndMismatch) {
   EXPECT_EQ(msg({torch::zeros({2})}), "model 'two_inputs' takes 2 input(s), got 1");
   EXPECT_EQ(msg({torch::zeros({2}), torch::zeros({3})}),
             "model 'two_inputs', input 'in1': expected dtype int64, got float32");
-  EXPECT_EQ(msg({torch::zeros({2, 2}), torch::zeros({3}, torch::kLong)}),
-            "model 'two_inputs', input 'in0': expected shape [2] (or [1] + that), got [2,2]");
+  EXPECT_EQ(msg({torch::zeros({2, 3}), torch::zeros({3}, torch::kLong)}),
+            "model 'two_inputs', input 'in0': expected shape [2] (or [k] + that for k samples), got [2,3]");
+  std::int64_t k = 0;
+  EXPECT_TRUE(m->validate({torch::zeros({3, 2}), torch::zeros({3, 3}, torch::kLong)}, &batched, &k).ok());
+  EXPECT_TRUE(batched);
+  EXPECT_EQ(k, 3);
+  EXPECT_EQ(msg({torch::zeros({3, 2}), torch::zeros({2, 3}, torch::kLong)}),
+            "model 'two_inputs', input 'in1': 2 samples, but an earlier input has 3");
   EXPECT_NE(msg({torch::zeros({1, 2}), torch::zeros({3}, torch::kLong)}).find("mix"), std::string::npos);
 }
 

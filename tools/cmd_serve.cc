@@ -81,6 +81,7 @@ server::ModelOptions model_options(const config::ServeModelConfig& m) {
   mo.inputs = m.inputs;
   mo.slo = m.slo;
   mo.max_batch = m.max_batch;
+  mo.max_defer = m.max_defer;
   mo.profile = m.profile;
   mo.alpha = m.alpha;
   mo.beta = m.beta;

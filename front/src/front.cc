@@ -75,6 +75,7 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
   }
   std::vector<Tensor> ordered(model.inputs.size());
   std::vector<bool> seen(model.inputs.size(), false);
+  std::int64_t samples = 0;
   for (Tensor& t : req.inputs) {
     std::size_t k = 0;
     while (k < model.inputs.size() && model.inputs[k].name != t.name) ++k;
@@ -90,19 +91,26 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
     if (t.datatype != spec.datatype)
       return bad(in + ": expected datatype " + std::string(to_string(spec.datatype)) + ", got " +
                  std::string(to_string(t.datatype)));
-    // The spec's shape has the batch dimension (-1) first. A request is one
-    // sample: the shape with a batch of 1, or without the batch dimension.
+    // The spec's shape has the batch dimension (-1) first. A request carries k samples (shape [k, ...], 1 <= k <= max_samples),
+    // or one without the batch dimension; every input the same k.
     const Shape sample(spec.shape.begin() + (spec.shape.empty() ? 0 : 1), spec.shape.end());
     Shape expected = sample;
     expected.insert(expected.begin(), 1);
-    const bool batched = t.shape == expected;
-    if (!batched && t.shape != sample) {
-      std::string why;
-      if (t.shape.size() == expected.size() && !t.shape.empty() && t.shape[0] != 1 &&
-          Shape(t.shape.begin() + 1, t.shape.end()) == sample)
-        why = " (Symphony forms batches itself: send one sample per request)";
-      return bad(in + ": expected shape " + shape_string(expected) + ", got " + shape_string(t.shape) + why);
-    }
+    const bool has_batch = t.shape.size() == expected.size() && !t.shape.empty() &&
+                           Shape(t.shape.begin() + 1, t.shape.end()) == sample;
+    if (!has_batch && t.shape != sample)
+      return bad(in + ": expected shape " + shape_string(expected) + ", got " + shape_string(t.shape));
+    const std::int64_t n = has_batch ? t.shape[0] : 1;
+    if (n < 1 || static_cast<std::uint64_t>(n) > std::max<std::uint32_t>(model.max_samples, 1))
+      return bad(
+          in + ": shape " + shape_string(t.shape) + " holds " + std::to_string(n) + " samples; " +
+          (model.max_samples <= 1
+               ? "this server takes one sample per request (shape " + shape_string(expected) + ")"
+               : who + " takes 1 to " + std::to_string(model.max_samples) + " per request (its max batch)"));
+    if (samples && n != samples)
+      return bad(in + ": " + std::to_string(n) + " samples, but an earlier input has " +
+                 std::to_string(samples));
+    samples = n;
     const auto count = element_count(t.shape, max_elements);
     if (!count) return bad(in + ": shape " + shape_string(t.shape) + " is too large");
     if (t.datatype == DataType::kBytes) {

@@ -179,7 +179,7 @@ TEST_F(FrontSemanticsTest, BadInputsAre400NamingTheInputExpectedAndGot) {
          r.inputs[1].shape = {4, 2};
          r.inputs[1].data.resize(32);
        },
-       "send one sample per request"},
+       "holds 4 samples; this server takes one sample per request (shape [1,2])"},
       {[](InferRequest& r) { r.inputs[1].data.resize(7); }, "[1,2] FP32 is 8 bytes, got 7"},
       {[](InferRequest& r) {
          r.outputs.push_back({"q", false});

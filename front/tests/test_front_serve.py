@@ -99,9 +99,15 @@ def test_health_and_metadata_with_curl(cpu):
         assert status == 200, body
         assert m["name"] == "linear" and m["versions"] == ["1"] and m["platform"] == "pytorch_torchscript"
         assert m["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 4]}]
+        assert m["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1, 3]}]
     status, _, body = curl(cpu.url + "/v2/models/two_inputs")
     assert [(i["name"], i["datatype"], i["shape"]) for i in json.loads(body)["inputs"]] == [
         ("input0", "FP32", [-1, 2]), ("input1", "INT64", [-1, 3])]
+    # Outputs are known from the warm-up at load, before any request.
+    assert json.loads(body)["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1]}]
+    status, _, body = curl(cpu.url + "/v2/models/tuple_out")
+    assert [(o["name"], o["datatype"], o["shape"]) for o in json.loads(body)["outputs"]] == [
+        ("output0", "FP32", [-1, 4]), ("output1", "FP32", [-1])]
     status, _, body = curl(cpu.url + "/v2/models/linear/ready")
     assert status == 200 and json.loads(body) == {"name": "linear", "ready": True}
     status, _, body = curl(cpu.url + "/v2/models/nope")
@@ -129,9 +135,30 @@ def test_infer_json_flat_and_nested_outputs_match_torch(cpu, tally):
         (out,) = r["outputs"]
         assert out["name"] == "output" and out["datatype"] == "FP32"
         assert out["data"] == pytest.approx(want, rel=1e-6)
-    # Outputs are known once the model has answered.
+    # The outputs never change with the shape of a request (the last one was [4]).
     m = json.loads(curl(cpu.url + "/v2/models/linear")[2])
     assert m["outputs"] == [{"name": "output", "datatype": "FP32", "shape": [-1, 3]}]
+
+
+def test_a_request_of_k_samples_is_one_answer_of_k_rows(cpu, tally):
+    rows = [[0.5, -1.0, 2.0, 3.5], [1, 2, 3, 4], [-2, 0, 0.25, 9]]
+    want = [linear_expected(r) for r in rows]
+    body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [3, 4], "data": rows}],
+            "parameters": {"timeout": 10_000_000}}
+    status, hdrs, out = http_infer(cpu, "linear", body, tally)
+    assert status == 200, out
+    (o,) = json.loads(out)["outputs"]
+    assert o["shape"] == [3, 3]
+    assert o["data"] == pytest.approx([v for w in want for v in w], rel=1e-6)
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        req = pb.ModelInferRequest(model_name="linear")
+        req.inputs.add(name="input", datatype="FP32", shape=[2, 4])
+        req.raw_input_contents.append(struct.pack("<8f", *rows[0], *rows[1]))
+        resp = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(req, timeout=20)
+        tally.add("linear", "ok" if resp.parameters["outcome"].string_param == "ok" else "late")
+        assert list(resp.outputs[0].shape) == [2, 3]
+        assert struct.unpack("<6f", resp.raw_output_contents[0]) == pytest.approx(want[0] + want[1], rel=1e-6)
 
 
 def test_infer_binary_tensors_both_ways(cpu, tally):
@@ -358,6 +385,45 @@ def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
     assert slow["ok"] == 3 and slow["dropped_by_reason"] == {"front_inflight": 1, "unavailable": 1}, slow
     assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"]
     ch.close()
+
+
+
+# ---- two times: a generous budget never becomes waiting ----------------------
+
+def test_a_generous_budget_adds_no_waiting_and_max_defer_caps_it():
+    """The lone `slow` request (l(1) = 201 ms, SLO 4 s) is deferred to about
+    3.8 s. A 20 s budget, as a gRPC deadline or as the `timeout` parameter, is
+    the request's deadline, not its target: it is answered at the same time,
+    not after ~19.8 s. `max_defer_ms` caps the deferral (`capped`)."""
+    s = Serve(EMULATED + """
+      - {name: capped, input: "float32[4]", slo_ms: 4000, max_batch: 8, alpha_ms: 1, beta_ms: 200,
+         max_defer_ms: 100}
+    """)
+    try:
+        pb, pb_grpc = grpc_stubs()
+        with grpc.insecure_channel(s.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            t0 = time.monotonic()
+            resp = stub.ModelInfer(slow_request(pb), timeout=20)
+            grpc_s = time.monotonic() - t0
+            assert resp.parameters["outcome"].string_param == "ok"
+        x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+        t0 = time.monotonic()
+        status, _, body = http_infer(s, "slow", {"inputs": [x], "parameters": {"timeout": 20_000_000}})
+        http_s = time.monotonic() - t0
+        assert status == 200, body
+        t0 = time.monotonic()
+        status, _, body = http_infer(s, "capped", {"inputs": [x]})
+        capped_s = time.monotonic() - t0
+        assert status == 200, body
+    finally:
+        rc, report = s.stop()
+    print("lone request with a 20 s budget: gRPC %.2f s, HTTP %.2f s; max_defer_ms 100: %.2f s"
+          % (grpc_s, http_s, capped_s))
+    # Planned against the SLO: about 3.8 s (planned against 20 s: 19.8 s).
+    assert grpc_s < 8 and http_s < 8, (grpc_s, http_s)
+    assert capped_s < 2, capped_s
+    assert rc == 0 and report["models"]["slow"]["ok"] == 2 and report["models"]["capped"]["ok"] == 1
 
 
 # ---- late: answered after the deadline, with its outputs ---------------------

@@ -83,12 +83,21 @@ Status ServerService::add_model(std::string_view name) {
   m->platform = info->platform;
   m->slo = info->slo;
   m->max_batch = info->max_batch;
+  m->max_samples = info->max_batch;  // a request of k samples takes k slots of batches
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
     const std::string input = tensor_name("input", i, info->inputs.size());
     auto spec = parse_tensor_spec(info->inputs[i]);
     front::TensorSpec ts =
         spec.ok() ? metadata_spec(*spec, input) : front::TensorSpec{input, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));
+  }
+  for (const server::InputSpec& o : info->outputs) {
+    front::TensorSpec ts;
+    ts.name = o.name;
+    ts.datatype = datatype_of(o.dtype).value_or(DataType::kFp32);
+    ts.shape.push_back(-1);  // the batch dimension
+    ts.shape.insert(ts.shape.end(), o.shape.begin(), o.shape.end());
+    m->outputs.push_back(std::move(ts));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!models_.count(m->name)) order_.push_back(m->name);
@@ -113,22 +122,6 @@ std::shared_ptr<const ModelMetadata> ServerService::find(std::string_view name) 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(std::string(name));
   return it == models_.end() ? nullptr : it->second;
-}
-
-void ServerService::learn_outputs(const std::string& model, const std::vector<Tensor>& outputs) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = models_.find(model);
-  if (it == models_.end() || !it->second->outputs.empty() || outputs.empty()) return;
-  auto m = std::make_shared<ModelMetadata>(*it->second);
-  for (const Tensor& t : outputs) {
-    front::TensorSpec s;
-    s.name = t.name;
-    s.datatype = t.datatype;
-    s.shape = t.shape;
-    if (!s.shape.empty()) s.shape[0] = -1;  // the batch dimension
-    m->outputs.push_back(std::move(s));
-  }
-  it->second = std::move(m);
 }
 
 std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done done) {
@@ -162,7 +155,6 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
           reply = reply_for_outcome(Outcome::kError, DropReason::kNone,
                                     "its output is not a tensor or a tuple of tensors", model, budget);
         }
-        if (!reply.outputs.empty()) learn_outputs(model, reply.outputs);
         done(std::move(reply));
       },
       &ticket);

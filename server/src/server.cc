@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <mutex>
 #include <shared_mutex>
+#include <unordered_map>
 
 #include "symphony/outcome_tally.hpp"
 #include "symphony/policy.hpp"
+#include "symphony/request_times.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/any_runtime.hpp"
 #include "symphony/server/executors.hpp"
@@ -37,6 +39,47 @@ std::string ms_string(Duration d) {
 // A ticket (the request's runtime tag): the slot's generation in the high
 // half, the slot in the low half. Generations start at 1, so 0 is no ticket.
 std::uint32_t slot_of(std::uint64_t ticket) { return static_cast<std::uint32_t>(ticket); }
+
+// The outputs of a request's samples, in order, as one answer: tensors
+// concatenated along the batch dimension, tuples element by element. None
+// (emulated devices run no model) stays None.
+Result<c10::IValue> join_samples(const std::vector<c10::IValue>& outs, const std::string& model) {
+  const auto mismatch = [&] {
+    return Status(Errc::kFailedPrecondition,
+                  "model '" + model + "' answered the samples of one request differently");
+  };
+  if (outs.empty() || outs.front().isNone()) return c10::IValue();
+  const auto cat = [&](auto&& tensor_of) -> Result<at::Tensor> {
+    std::vector<at::Tensor> parts;
+    for (const c10::IValue& o : outs) {
+      std::optional<at::Tensor> t = tensor_of(o);
+      if (!t) return mismatch();
+      parts.push_back(std::move(*t));
+    }
+    return at::cat(parts, 0);
+  };
+  if (outs.front().isTensor()) {
+    SYMPHONY_ASSIGN_OR_RETURN(at::Tensor t, cat([](const c10::IValue& o) -> std::optional<at::Tensor> {
+                                if (!o.isTensor()) return std::nullopt;
+                                return o.toTensor();
+                              }));
+    return c10::IValue(std::move(t));
+  }
+  if (!outs.front().isTuple()) return mismatch();
+  const std::size_t n = outs.front().toTupleRef().elements().size();
+  std::vector<c10::IValue> joined;
+  for (std::size_t e = 0; e < n; ++e) {
+    SYMPHONY_ASSIGN_OR_RETURN(at::Tensor t, cat([&](const c10::IValue& o) -> std::optional<at::Tensor> {
+                                if (!o.isTuple() || o.toTupleRef().elements().size() != n)
+                                  return std::nullopt;
+                                const c10::IValue& x = o.toTupleRef().elements()[e];
+                                if (!x.isTensor()) return std::nullopt;
+                                return x.toTensor();
+                              }));
+    joined.emplace_back(std::move(t));
+  }
+  return c10::IValue(c10::ivalue::Tuple::create(std::move(joined)));
+}
 
 // The server whose `done` callback this thread runs now, if any (cancel()
 // from there would wait on the thread that has to answer it).
@@ -77,6 +120,22 @@ struct Server::Impl final : BatchRunner {
     std::map<std::uint32_t, std::uint64_t> batches;
   };
 
+  // A request of k > 1 samples: k slots, each its own request to the runtime
+  // (k slots of batches, sharing its two times), ended as one request once
+  // every sample has its outcome: outputs concatenated in order when all ran
+  // (late when any was), else dropped or error with no outputs.
+  struct Group {
+    std::mutex mu;
+    std::uint32_t left = 0;              // samples still without an outcome
+    std::vector<std::uint64_t> tickets;  // set before the first submission; read by cancel
+    std::vector<c10::IValue> outputs;
+    InferResult result;  // outcome, reason, error, batch fields merged over the samples
+    std::shared_ptr<Model> model;
+    bool use_promise = false;
+    std::promise<InferResult> promise;
+    std::function<void(InferResult&&)> callback;
+  };
+
   struct Pending {
     std::shared_ptr<Model> model;
     std::vector<at::Tensor> inputs;
@@ -84,6 +143,7 @@ struct Server::Impl final : BatchRunner {
     c10::IValue output;
     std::string error;
     TimePoint submitted;
+    RequestTimes times;
     std::promise<InferResult> promise;
     std::function<void(InferResult&&)> callback;
     bool use_promise = false;
@@ -92,6 +152,10 @@ struct Server::Impl final : BatchRunner {
     // runtime id, for cancel() from any thread.
     std::atomic<std::uint64_t> ticket{0};
     std::atomic<ModelId> model_id{kNoModel};
+    // A sample of a request of several (Group), and which one; null for a
+    // request of one sample.
+    std::shared_ptr<Group> group;
+    std::uint32_t index = 0;
   };
 
   struct OutcomeSink {
@@ -130,6 +194,9 @@ struct Server::Impl final : BatchRunner {
   std::vector<Pending> slots;
   std::mutex free_mu;
   std::vector<std::uint32_t> free_slots;
+  // Requests of several samples by their ticket (the first sample's), for cancel.
+  std::mutex groups_mu;
+  std::unordered_map<std::uint64_t, std::shared_ptr<Group>> groups;
 
   OutcomeSink sink{this};
   std::unique_ptr<EmulatedGpus> emulated_pool;  // outlives the runtime (destroyed after it)
@@ -202,11 +269,14 @@ struct Server::Impl final : BatchRunner {
   void on_outcome(const RequestOutcome& o) {
     const std::uint32_t slot = slot_of(o.tag);
     Pending& p = slots[slot];
+    if (p.group) return on_sample_outcome(slot, o);
     InferResult r;
     r.outcome = o.outcome;
     r.reason = o.reason;
     r.latency = SteadyClock{}.now() - p.submitted;
     r.submitted = p.submitted;
+    r.target = p.times.target;
+    r.deadline = p.times.deadline;
     r.batch_start = o.exec;
     r.batch_end = o.finish;
     r.batch_size = o.batch_size;
@@ -235,8 +305,91 @@ struct Server::Impl final : BatchRunner {
     }
   }
 
+  // One sample of a Group ended: merged into the group, which ends with the last.
+  void on_sample_outcome(std::uint32_t slot, const RequestOutcome& o) {
+    Pending& p = slots[slot];
+    std::shared_ptr<Group> g = std::move(p.group);
+    const std::uint32_t i = p.index;
+    c10::IValue out = std::move(p.output);
+    std::string error = std::move(p.error);
+    p.model.reset();
+    p.inputs.clear();
+    p.output = c10::IValue();
+    p.error.clear();
+    p.ticket.store(0, std::memory_order_relaxed);
+    release(slot);
+    {
+      std::lock_guard<std::mutex> lock(g->mu);
+      InferResult& r = g->result;
+      // The worst outcome wins: error, then dropped, then late, then ok.
+      const auto rank = [](Outcome x) {
+        return x == Outcome::kError ? 3 : x == Outcome::kDropped ? 2 : x == Outcome::kLate ? 1 : 0;
+      };
+      if (rank(o.outcome) > rank(r.outcome)) {
+        r.outcome = o.outcome;
+        r.reason = o.reason;
+        if (o.outcome == Outcome::kError) r.error = error.empty() ? "the batch failed" : std::move(error);
+        if (o.outcome == Outcome::kDropped)
+          r.error = "dropped: " + std::string(to_string(o.reason)) + " (sample " + std::to_string(i) +
+                    " of " + std::to_string(g->outputs.size()) + ")";
+      }
+      if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) {
+        g->outputs[i] = std::move(out);
+        r.batch_start = min(r.batch_start, o.exec);
+        r.batch_end = r.batch_end == TimePoint::infinite() ? o.finish : max(r.batch_end, o.finish);
+        r.batch_size = std::max(r.batch_size, o.batch_size);
+        r.device = o.gpu;
+      }
+      if (--g->left > 0) return;
+    }
+    // The last sample: g is ours alone now.
+    {
+      std::lock_guard<std::mutex> lock(groups_mu);
+      groups.erase(g->tickets.front());
+    }
+    InferResult r = std::move(g->result);
+    r.latency = SteadyClock{}.now() - r.submitted;
+    if (r.has_output()) {
+      Result<c10::IValue> joined = join_samples(g->outputs, g->model->opts.name);
+      if (joined.ok()) {
+        r.output = std::move(*joined);
+      } else {
+        r.outcome = Outcome::kError;
+        r.error = joined.status().message();
+      }
+    } else {
+      r.batch_start = r.batch_end = TimePoint::infinite();
+    }
+    g->model->tally.record(r.outcome, r.reason, r.latency);
+    if (g->use_promise) {
+      g->promise.set_value(std::move(r));
+    } else if (g->callback) {
+      const void* outer = running_callback_of;
+      running_callback_of = this;
+      g->callback(std::move(r));
+      running_callback_of = outer;
+    }
+  }
+
+  // The tickets of the request `ticket` names: its samples' when it has
+  // several, else itself.
+  std::vector<std::uint64_t> tickets_of(std::uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(groups_mu);
+    const auto it = groups.find(ticket);
+    if (it == groups.end()) return {ticket};
+    return it->second->tickets;
+  }
+
   // Server::cancel.
   bool cancel(std::uint64_t ticket) {
+    const std::vector<std::uint64_t> all = tickets_of(ticket);
+    if (all.size() == 1) return cancel_one(ticket);
+    bool any = false;
+    for (const std::uint64_t t : all) any = cancel_one(t) || any;
+    return any;
+  }
+
+  bool cancel_one(std::uint64_t ticket) {
     if (running_callback_of == this) return false;  // our shard thread could be the one to answer
     const std::uint32_t slot = slot_of(ticket);
     if (ticket == 0 || slot >= slots.size()) return false;
@@ -255,6 +408,10 @@ struct Server::Impl final : BatchRunner {
   // The same without waiting for the shard's answer: the request's done
   // says what happened. Any thread, done callbacks included.
   void cancel_async(std::uint64_t ticket) {
+    for (const std::uint64_t t : tickets_of(ticket)) cancel_one_async(t);
+  }
+
+  void cancel_one_async(std::uint64_t ticket) {
     const std::uint32_t slot = slot_of(ticket);
     if (ticket == 0 || slot >= slots.size()) return;
     Pending& p = slots[slot];
@@ -296,13 +453,21 @@ struct Server::Impl final : BatchRunner {
     if (!m->accepting.load(std::memory_order_acquire))
       return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
     bool batched = false;
+    std::int64_t samples = 1;
     if (m->torch) {
-      SYMPHONY_RETURN_IF_ERROR(m->torch->validate(inputs, &batched));
+      SYMPHONY_RETURN_IF_ERROR(m->torch->validate(inputs, &batched, &samples));
+    } else {
+      samples = emulated_samples(*m, inputs);
     }
+    if (samples > static_cast<std::int64_t>(m->max_batch))
+      return Status(Errc::kInvalidArgument, "model '" + std::string(name) + "': a request of " +
+                                                std::to_string(samples) + " samples exceeds its max batch " +
+                                                std::to_string(m->max_batch));
     const TimePoint now = SteadyClock{}.now();
-    if (deadline) {
+    const RequestTimes times = request_times(now, m->opts.slo, deadline);
+    {
       const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp;
-      if (*deadline < need) {
+      if (times.target - now < need) {
         // An outcome, not a bad request: the request was well formed, its
         // budget is too short to plan (docs/architecture.md#outcomes).
         m->tally.sent();
@@ -310,9 +475,11 @@ struct Server::Impl final : BatchRunner {
         InferResult r;
         r.outcome = Outcome::kDropped;
         r.reason = DropReason::kInfeasible;
-        r.error = "dropped: infeasible: a deadline of " + ms_string(*deadline) +
+        r.error = "dropped: infeasible: a deadline of " + ms_string(times.target - now) +
                   " ms cannot be met; even a batch of one needs " + ms_string(need) + " ms";
         r.submitted = now;
+        r.target = times.target;
+        r.deadline = times.deadline;
         r.batch_start = r.batch_end = TimePoint::infinite();
         if (promise)
           promise->set_value(std::move(r));
@@ -321,6 +488,9 @@ struct Server::Impl final : BatchRunner {
         return {};
       }
     }
+    if (samples > 1)
+      return submit_group(m, std::move(inputs), static_cast<std::uint32_t>(samples), now, times, promise,
+                          std::move(cb), ticket);
     const std::optional<std::uint32_t> slot = acquire();
     if (!slot)
       return Status(Errc::kCapacityExceeded, "the server is overloaded: " + std::to_string(opts.max_pending) +
@@ -330,6 +500,7 @@ struct Server::Impl final : BatchRunner {
     p.inputs = std::move(inputs);
     p.batched = batched;
     p.submitted = now;
+    p.times = times;
     p.use_promise = promise != nullptr;
     if (promise)
       p.promise = std::move(*promise);
@@ -341,7 +512,7 @@ struct Server::Impl final : BatchRunner {
     p.ticket.store(tk, std::memory_order_release);  // release: with the model id, for cancel()
     if (ticket) *ticket = tk;
     m->tally.sent();
-    const SubmitStatus st = runtime->submit(m->id, tk, now + (deadline ? *deadline : m->opts.slo));
+    const SubmitStatus st = runtime->submit(m->id, tk, times.target);
     if (st == SubmitStatus::kUnknownModel) {
       // Removed between the lookup and the submission: nothing was queued.
       m->tally.unsend();
@@ -355,6 +526,84 @@ struct Server::Impl final : BatchRunner {
       return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
     }
     return {};  // queued, or dropped (its outcome is already delivered)
+  }
+
+  // A request of k > 1 samples (Group): k slots, submitted one by one.
+  Status submit_group(const std::shared_ptr<Model>& m, std::vector<at::Tensor>&& inputs, std::uint32_t k,
+                      TimePoint now, RequestTimes times, std::promise<InferResult>* promise,
+                      std::function<void(InferResult&&)>&& cb, std::uint64_t* ticket) {
+    std::vector<std::uint32_t> got;
+    {
+      std::lock_guard<std::mutex> lock(free_mu);
+      if (free_slots.size() < k)
+        return Status(Errc::kCapacityExceeded, "the server is overloaded: a request of " + std::to_string(k) +
+                                                   " samples needs " + std::to_string(k) + " of its " +
+                                                   std::to_string(opts.max_pending) +
+                                                   " pending-request slots; retry later");
+      got.assign(free_slots.end() - k, free_slots.end());
+      free_slots.resize(free_slots.size() - k);
+    }
+    auto g = std::make_shared<Group>();
+    g->left = k;
+    g->outputs.resize(k);
+    g->model = m;
+    InferResult& r = g->result;
+    r.outcome = Outcome::kOk;
+    r.submitted = now;
+    r.target = times.target;
+    r.deadline = times.deadline;
+    r.batch_start = r.batch_end = TimePoint::infinite();
+    g->use_promise = promise != nullptr;
+    if (promise)
+      g->promise = std::move(*promise);
+    else
+      g->callback = std::move(cb);
+    for (std::uint32_t i = 0; i < k; ++i) {
+      Pending& p = slots[got[i]];
+      p.model = m;
+      p.inputs.clear();
+      for (const at::Tensor& x : inputs) p.inputs.push_back(x.narrow(0, i, 1));
+      p.batched = true;
+      p.submitted = now;
+      p.times = times;
+      p.use_promise = false;
+      p.callback = nullptr;
+      p.group = g;
+      p.index = i;
+      if (++p.generation == 0) p.generation = 1;
+      const std::uint64_t tk = (std::uint64_t{p.generation} << 32) | got[i];
+      p.model_id.store(m->id, std::memory_order_relaxed);
+      p.ticket.store(tk, std::memory_order_release);
+      g->tickets.push_back(tk);
+    }
+    {
+      std::lock_guard<std::mutex> lock(groups_mu);
+      groups[g->tickets.front()] = g;
+    }
+    if (ticket) *ticket = g->tickets.front();
+    m->tally.sent();
+    for (std::uint32_t i = 0; i < k; ++i) {
+      if (runtime->submit(m->id, g->tickets[i], times.target) != SubmitStatus::kUnknownModel) continue;
+      // Removed meanwhile: this sample never ran (the request ends dropped).
+      RequestOutcome o;
+      o.tag = g->tickets[i];
+      o.model = m->id;
+      o.outcome = Outcome::kDropped;
+      o.reason = DropReason::kShutdown;
+      on_sample_outcome(got[i], o);
+    }
+    return {};
+  }
+
+  // Emulated devices run no model: a request's samples are its first input's
+  // leading dimension when it has one beyond the input spec's shape.
+  static std::int64_t emulated_samples(const Model& m, const std::vector<at::Tensor>& inputs) {
+    if (inputs.empty() || m.opts.inputs.empty()) return 1;
+    Result<TensorSpec> spec = parse_tensor_spec(m.opts.inputs.front());
+    if (!spec.ok() || !inputs.front().defined()) return 1;
+    const at::Tensor& x = inputs.front();
+    return x.dim() == static_cast<std::int64_t>(spec->shape.size()) + 1 ? std::max<std::int64_t>(x.size(0), 1)
+                                                                        : 1;
   }
 
   // ---- models ------------------------------------------------------------------------
@@ -442,6 +691,7 @@ struct Server::Impl final : BatchRunner {
     mc.slo = m.opts.slo;
     mc.max_batch = m.max_batch;
     mc.timeout = model_timeout(opts.policy, mc.slo, std::nullopt);
+    mc.max_defer = m.opts.max_defer;
     return mc;
   }
 
@@ -653,6 +903,7 @@ Result<ModelInfo> Server::model_info(std::string_view name) const {
   info.platform = o.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
   info.versions = {"1"};
   info.inputs = o.inputs;
+  if (it->second->torch) info.outputs = it->second->torch->outputs();
   info.slo = o.slo;
   info.max_batch = o.max_batch;
   return info;

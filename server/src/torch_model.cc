@@ -229,12 +229,13 @@ Result<InputSpec> parse_input_spec(std::string_view text, std::string name) {
 }
 
 Status validate_request(std::string_view model, const std::vector<InputSpec>& specs,
-                        const std::vector<at::Tensor>& inputs, bool* batched) {
+                        const std::vector<at::Tensor>& inputs, bool* batched, std::int64_t* samples) {
   const std::string who = "model '" + std::string(model) + "'";
   if (inputs.size() != specs.size())
     return Status(Errc::kInvalidArgument, who + " takes " + std::to_string(specs.size()) + " input(s), got " +
                                               std::to_string(inputs.size()));
   int batched_state = -1;
+  std::int64_t k = 1;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const InputSpec& s = specs[i];
     const at::Tensor& x = inputs[i];
@@ -248,11 +249,15 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
     bool b = false;
     if (sz.equals(want)) {
       b = false;
-    } else if (sz.size() == want.size() + 1 && sz[0] == 1 && sz.slice(1).equals(want)) {
+    } else if (sz.size() == want.size() + 1 && sz[0] >= 1 && sz.slice(1).equals(want)) {
       b = true;
+      if (batched_state == 1 && sz[0] != k)
+        return Status(Errc::kInvalidArgument, in + ": " + std::to_string(sz[0]) +
+                                                  " samples, but an earlier input has " + std::to_string(k));
+      k = sz[0];
     } else {
       return Status(Errc::kInvalidArgument, in + ": expected shape " + shape_string(want) +
-                                                " (or [1] + that), got " + shape_string(sz));
+                                                " (or [k] + that for k samples), got " + shape_string(sz));
     }
     if (batched_state >= 0 && batched_state != static_cast<int>(b))
       return Status(Errc::kInvalidArgument,
@@ -260,6 +265,7 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
     batched_state = b;
   }
   if (batched) *batched = batched_state == 1;
+  if (samples) *samples = k;
   return {};
 }
 
@@ -374,12 +380,53 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   return m;
 }
 
-Status TorchModel::warm_up_sizes(std::uint32_t max_batch) {
+namespace {
+
+// What a batch's output says of one sample: a tensor's, or each tensor's of a
+// tuple or list. Fails on anything else, naming it.
+Result<std::vector<InputSpec>> describe_outputs(const c10::IValue& v, std::string_view model) {
+  std::vector<at::Tensor> items;
+  if (v.isTensor()) {
+    items.push_back(v.toTensor());
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) {
+      if (!e.isTensor())
+        return Status(Errc::kInvalidArgument,
+                      "model '" + std::string(model) + "' returns a tuple holding " + e.tagKind());
+      items.push_back(e.toTensor());
+    }
+  } else if (v.isTensorList()) {
+    items = v.toTensorVector();
+  }
+  if (items.empty())
+    return Status(Errc::kInvalidArgument, "model '" + std::string(model) + "' returns " + v.tagKind() +
+                                              ", not a tensor or a tuple of tensors");
+  std::vector<InputSpec> out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    InputSpec s;
+    s.name = items.size() == 1 ? "output" : "output" + std::to_string(i);
+    s.dtype = items[i].scalar_type();
+    const auto sz = items[i].sizes();
+    if (!sz.empty()) s.shape.assign(sz.begin() + 1, sz.end());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+Status TorchModel::warm_up_sizes(std::uint32_t max_batch, int rounds) {
   for (std::size_t r = 0; r < replicas_.size(); ++r)
     for (std::uint32_t b = 1; b <= max_batch; ++b)
-      if (Result<c10::IValue> out = forward(r, dummy_batch(b, opts_.devices[r])); !out.ok())
-        return out.status().with_context("warming up batch " + std::to_string(b) + " on " +
-                                         opts_.devices[r].str());
+      for (int k = 0; k < rounds; ++k) {
+        Result<c10::IValue> out = forward(r, dummy_batch(b, opts_.devices[r]));
+        if (!out.ok())
+          return out.status().with_context("warming up batch " + std::to_string(b) + " on " +
+                                           opts_.devices[r].str());
+        if (r == 0 && b == 1 && k == 0) {
+          SYMPHONY_ASSIGN_OR_RETURN(outputs_, describe_outputs(*out, opts_.name));
+        }
+      }
   return {};
 }
 

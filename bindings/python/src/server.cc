@@ -337,7 +337,7 @@ class PyServer {
 ModelOptions model_options(const std::string& name, const std::string& path,
                            const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
                            const std::string& profile, std::optional<double> alpha_ms,
-                           std::optional<double> beta_ms) {
+                           std::optional<double> beta_ms, std::optional<double> max_defer_ms) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
@@ -349,6 +349,11 @@ ModelOptions model_options(const std::string& name, const std::string& path,
   mo.profile = profile;
   if (alpha_ms) mo.alpha = Duration::from_ms(*alpha_ms);
   if (beta_ms) mo.beta = Duration::from_ms(*beta_ms);
+  if (max_defer_ms) {
+    if (!std::isfinite(*max_defer_ms) || *max_defer_ms < 0)
+      raise(ErrorKind::kConfig, "model '" + name + "': max_defer_ms must be >= 0");
+    mo.max_defer = Duration::from_ms(*max_defer_ms);
+  }
   return mo;
 }
 
@@ -392,11 +397,13 @@ void bind_server(py::module_& m) {
           "add_model",
           [](PyServer& s, const std::string& name, const std::string& path,
              const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
-             const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms) {
-            s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms));
+             const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms,
+             std::optional<double> max_defer_ms) {
+            s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms,
+                                      max_defer_ms));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
-          py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"))
+          py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none())
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
       .def("start", &PyServer::start)
       .def("start_front", &PyServer::start_front, py::arg("http"), py::arg("grpc"), py::arg("max_inflight"),

@@ -291,6 +291,7 @@ class Server:
         inputs: Optional[Sequence[InputSpec]] = None,
         alpha_ms: Optional[float] = None,
         beta_ms: Optional[float] = None,
+        max_defer_ms: Optional[float] = None,
     ) -> None:
         """Loads a TorchScript model on every device, warms it up and, if it has no
         profile yet, measures its latency profile (seconds; the GIL is released).
@@ -306,6 +307,8 @@ class Server:
                 (the shape of one sample, without the batch dimension).
             inputs: the same for a model with several inputs (a list).
             alpha_ms, beta_ms: emulated devices: the profile l(b) = alpha_ms * b + beta_ms.
+            max_defer_ms: the longest a request waits for its batch to fill (default:
+                no cap, the paper's deferral; 0: eager).
 
         Raises:
             ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
@@ -323,6 +326,7 @@ class Server:
             "auto" if profile is None else os.fspath(profile),
             alpha_ms,
             beta_ms,
+            max_defer_ms,
         )
 
     def remove_model(self, name: str) -> None:
@@ -411,11 +415,14 @@ class Server:
 
         Args:
             model: the model's name.
-            inputs: one sample per model input: a ``torch.Tensor`` or a numpy array of
-                the input spec's shape (or with a leading batch dimension of one), or a
+            inputs: per model input a ``torch.Tensor`` or a numpy array of the input
+                spec's shape (one sample), or with a leading dimension k (k samples,
+                1 to the model's max batch, answered as one output of k rows), or a
                 list/tuple of them for a model with several inputs. They are not copied:
                 do not modify them until the future is done.
-            deadline_ms: the request's deadline from now (default: the model's SLO).
+            deadline_ms: the caller's deadline from now (default: none). The request is
+                planned against the shorter of it and the model's SLO, so a generous
+                deadline never adds waiting; ok means done by that target.
             details: resolve to an :class:`InferResult` (output, outcome, latency,
                 batch size, device) instead of the output alone.
 

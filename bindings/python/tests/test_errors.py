@@ -26,8 +26,9 @@ def test_unknown_model_lists_the_served_models(cpu_server):
     [
         (lambda: torch.randn(4, dtype=torch.float64), r"input 'input0': expected dtype float32, got float64"),
         (lambda: np.zeros(4, dtype=np.int64), r"expected dtype float32, got int64"),
-        (lambda: torch.randn(5), r"expected shape \[4\] \(or \[1\] \+ that\), got \[5\]"),
-        (lambda: torch.randn(2, 4), r"expected shape \[4\]"),
+        (lambda: torch.randn(5), r"expected shape \[4\] \(or \[k\] \+ that for k samples\), got \[5\]"),
+        (lambda: torch.randn(2, 5), r"expected shape \[4\]"),
+        (lambda: torch.randn(17, 4), r"a request of 17 samples exceeds its max batch 16"),
         (lambda: [torch.randn(4), torch.randn(4)], r"takes 1 input\(s\), got 2"),
         (lambda: "abc", r"input 0: expected a torch.Tensor or a numpy array, got str"),
         (lambda: [1.0, 2.0, 3.0, 4.0], r"input 0: expected a torch.Tensor or a numpy array, got float"),

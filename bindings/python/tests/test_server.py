@@ -3,6 +3,7 @@ many client threads, tensors in and out (torch and numpy), stats."""
 
 import os
 import threading
+import time
 from concurrent.futures import Future
 
 import numpy as np
@@ -101,6 +102,19 @@ def test_strided_and_readonly_arrays_are_accepted(cpu_server):
     t = torch.arange(8, dtype=torch.float32)[1::2]  # a strided torch view
     doubled, _ = s.infer("tuple_out", t).result(timeout=30)
     torch.testing.assert_close(doubled, t * 2)
+
+
+def test_a_leading_batch_dimension_carries_k_samples(cpu_server, models_dir):
+    s = cpu_server("tuple_out")
+    x = torch.randn(5, 4)
+    doubled, total = s.infer("tuple_out", x, deadline_ms=10_000).result(timeout=30)
+    want = direct(models_dir, "tuple_out")(x)
+    assert doubled.shape == (5, 4) and total.shape == (5,)
+    torch.testing.assert_close(doubled, want[0])
+    torch.testing.assert_close(total, want[1])
+    with pytest.raises(symphony.InvalidInput, match="17 samples exceeds its max batch 16"):
+        s.infer("tuple_out", torch.randn(17, 4))
+    assert s.stats()["models"]["tuple_out"]["sent"] == 1
 
 
 def test_two_inputs_and_tuple_outputs(cpu_server, models_dir):
@@ -208,6 +222,19 @@ def test_context_manager_drains(models_dir, profiles_dir):
     assert all(isinstance(f.result(), torch.Tensor) for f in futs)
     with pytest.raises(symphony.ServerNotRunning):
         s.infer("linear", torch.randn(4))
+
+
+def test_max_defer_caps_how_long_a_lone_request_waits():
+    """A 10 s SLO defers a lone request for almost 10 s; max_defer_ms=50 starts
+    its batch by 50 ms after arrival. A 60 s deadline adds no waiting either."""
+    with symphony.Server(devices="emulated:1", policy="deferred", safety_margin_ms=20) as s:
+        s.add_model("capped", slo_ms=10_000, max_batch=8, alpha_ms=1.0, beta_ms=5.0, max_defer_ms=50)
+        with pytest.raises(symphony.ConfigError, match="max_defer_ms"):
+            s.add_model("bad", slo_ms=100, alpha_ms=1.0, beta_ms=5.0, max_defer_ms=-1)
+        s.start()
+        t0 = time.monotonic()
+        s.infer("capped", None, deadline_ms=60_000).result(timeout=30)
+        assert time.monotonic() - t0 < 5, "capped at 50 ms (uncapped: ~10 s)"
 
 
 def test_emulated_devices(emulated_server):

@@ -70,9 +70,12 @@ struct ModelMetadata {
   std::vector<std::string> versions;  // Symphony serves one version: "1"
   std::string platform;               // "pytorch_torchscript", "symphony_emulated"
   std::vector<TensorSpec> inputs;
-  std::vector<TensorSpec> outputs;  // as far as known (empty until the model has answered once)
-  Duration slo;                     // the default budget of a request
+  std::vector<TensorSpec> outputs;  // empty when unknown (a model that runs nothing)
+  Duration slo;                     // planned against when the client gives no shorter budget
   std::uint32_t max_batch = 0;
+  // The most samples one request may carry (its leading dimension k): the
+  // service splits such a request into k slots of batches. 1: one sample.
+  std::uint32_t max_samples = 1;
 };
 
 // A request parameter's value (the protocol's InferParameter).

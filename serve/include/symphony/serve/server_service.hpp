@@ -44,11 +44,9 @@ class ServerService final : public InferenceService {
   void cancel(std::uint64_t ticket) override;
 
  private:
-  void learn_outputs(const std::string& model, const std::vector<front::Tensor>& outputs);
-
   server::Server& server_;
   std::atomic<bool> ready_{false};
-  mutable std::mutex mu_;  // models_ (replaced whole when outputs become known)
+  mutable std::mutex mu_;  // models_, order_
   std::unordered_map<std::string, std::shared_ptr<const ModelMetadata>> models_;
   std::vector<std::string> order_;
 };

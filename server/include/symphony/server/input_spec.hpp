@@ -47,8 +47,10 @@ std::optional<c10::ScalarType> scalar_type_of(DataType t);
 
 // Checks one request's tensors against a model's specs. The error names the
 // model, the input and the mismatch. Sets *batched to whether the request
-// used a leading batch dimension of one (it must be the same for all inputs).
+// used a leading batch dimension (the same for all inputs), and *samples to
+// that dimension k (every input the same k), else 1.
 Status validate_request(std::string_view model, const std::vector<InputSpec>& specs,
-                        const std::vector<at::Tensor>& inputs, bool* batched);
+                        const std::vector<at::Tensor>& inputs, bool* batched,
+                        std::int64_t* samples = nullptr);
 
 }  // namespace symphony::server

@@ -12,7 +12,7 @@
 // Guarantees:
 //  - bad input is rejected at infer() with a Status naming the problem
 //    (unknown model, wrong dtype/shape/count); nothing is queued then. A
-//    deadline even a batch of one cannot meet is an outcome: the request
+//    budget even a batch of one cannot meet is an outcome: the request
 //    ends at once as dropped (infeasible);
 //  - every accepted request resolves exactly once: ok or late (with outputs),
 //    dropped (with the reason), or error (with the model's message). A model
@@ -50,6 +50,7 @@
 #include "symphony/profile_io/profile_file.hpp"
 #include "symphony/runtime/runtime_config.hpp"
 #include "symphony/server/device.hpp"
+#include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -96,6 +97,9 @@ struct ModelOptions {
   std::vector<std::string> inputs;  // input specs, e.g. "float32[3,224,224]"
   Duration slo;
   std::uint32_t max_batch = 32;
+  // The longest a request waits for its batch to fill (ModelConfig::
+  // max_defer); unset: no cap, the paper's deferral.
+  std::optional<Duration> max_defer;
   // Where the model's profile file is: "auto" means beside the model
   // (<stem>.<device>.profile.yaml). If the file exists it is used; if not, the
   // model is profiled on the first device and the file written.
@@ -110,6 +114,9 @@ struct ModelInfo {
   std::string platform;               // "pytorch_torchscript", or "symphony_emulated"
   std::vector<std::string> versions;  // {"1"}
   std::vector<std::string> inputs;    // input specs, e.g. "float32[3,224,224]"
+  // Outputs, known from the warm-up at load (names, dtypes, shapes beyond the
+  // batch dimension); empty on emulated devices, which run no model.
+  std::vector<InputSpec> outputs;
   Duration slo;
   std::uint32_t max_batch = 0;
 };
@@ -117,10 +124,13 @@ struct ModelInfo {
 struct InferResult {
   Outcome outcome = Outcome::kDropped;
   DropReason reason = DropReason::kNone;
-  c10::IValue output;     // ok or late on real devices: a tensor or a tuple
-  std::string error;      // kError: the model's message; kDropped: why
-  Duration latency;       // from infer() to the outcome
-  TimePoint submitted;    // when infer() accepted it (steady clock); latency ends at submitted + latency
+  c10::IValue output;   // ok or late on real devices: a tensor or a tuple
+  std::string error;    // kError: the model's message; kDropped: why
+  Duration latency;     // from infer() to the outcome
+  TimePoint submitted;  // when infer() accepted it (steady clock); latency ends at submitted + latency
+  // Its two times (request_times.hpp): ok means done by the target.
+  TimePoint target;
+  TimePoint deadline;
   TimePoint batch_start;  // its batch's planned start (infinite when it never ran)
   TimePoint batch_end;    // its batch's end as the executor reported it (+ d_resp), or the drop time
   std::uint32_t batch_size = 0;
@@ -211,8 +221,13 @@ class Server {
   Status start();
 
   // Submits one request: one tensor per model input, each a sample of the
-  // input spec's shape (or with a leading batch dimension of one). deadline:
-  // time from now (default: the model's SLO).
+  // input spec's shape, or k samples behind a leading dimension k (1 to the
+  // model's max_batch; every input the same k). k samples take k slots of
+  // batches and end as one request: outputs with the leading k, in order,
+  // when all ran; else dropped or error, without outputs. deadline:
+  // the client's budget, time from now. The request is planned against its
+  // target, the shorter of the budget and the model's SLO: a longer budget
+  // never adds latency (request_times.hpp).
   Result<std::future<InferResult>> infer(std::string_view model, std::vector<at::Tensor> inputs,
                                          std::optional<Duration> deadline = std::nullopt);
   // The same, resolving through `done` (called exactly once, from a server
@@ -222,7 +237,9 @@ class Server {
   Status infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
                      std::function<void(InferResult&&)> done, std::uint64_t* ticket = nullptr);
 
-  // Cancels the request of `ticket` (from infer_async) if it is still queued.
+  // Cancels the request of `ticket` (from infer_async) if it is still queued
+  // (for k samples: those still queued, and the request ends dropped once
+  // the others have ended; true when any was).
   // True: it was, and its `done` has run, once, with dropped
   // (DropReason::kCancelled), before cancel() returns. False: it had been put
   // in a batch, or had ended, and its `done` runs (or ran) normally. A ticket

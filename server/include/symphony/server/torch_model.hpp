@@ -57,8 +57,9 @@ class TorchModel {
   c10::Device device(std::size_t replica) const { return opts_.devices[replica]; }
 
   // Checks one request; see validate_request().
-  Status validate(const std::vector<at::Tensor>& inputs, bool* batched) const {
-    return validate_request(opts_.name, opts_.inputs, inputs, batched);
+  Status validate(const std::vector<at::Tensor>& inputs, bool* batched,
+                  std::int64_t* samples = nullptr) const {
+    return validate_request(opts_.name, opts_.inputs, inputs, batched, samples);
   }
 
   // Concatenates the requests' samples along dimension 0 (on the replica's
@@ -69,9 +70,16 @@ class TorchModel {
   // Runs forward on a ready-made batch (the profiler and warm-up).
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
 
-  // Runs one batch of every size 1..max_batch on every replica. The first
-  // batch of a size is slow (kernels are selected and compiled per shape).
-  Status warm_up_sizes(std::uint32_t max_batch);
+  // Runs `rounds` batches of every size 1..max_batch on every replica: the
+  // first calls of a shape are slow (TorchScript profiles, then optimizes
+  // the graph; kernels are selected per shape), and the first request must
+  // not pay for them. Learns the outputs (outputs()) from the first batch.
+  Status warm_up_sizes(std::uint32_t max_batch, int rounds = 3);
+
+  // The model's outputs as a batch of one returned them: names ("output", or
+  // "output0".. for a tuple or list), dtypes, and shapes beyond the batch
+  // dimension. Empty before warm_up_sizes().
+  const std::vector<InputSpec>& outputs() const noexcept { return outputs_; }
 
   // A batch of b random samples per input (normal for floating types, small
   // integers otherwise), on `device`.
@@ -83,6 +91,7 @@ class TorchModel {
   std::vector<torch::jit::Module> replicas_;
   bool optimized_ = false;
   std::string optimize_note_;
+  std::vector<InputSpec> outputs_;
 };
 
 // The libtorch device for a CPU or CUDA DeviceSpec (CPU devices are all

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Real clients' semantics on `symphony serve` (issue 36), over HTTP on loopback.
+
+  /usr/bin/python3 bench/front_semantics_bench.py [--runs 5] [--json FILE]
+
+A CPU TorchScript model (tests' linear.pt, float32[4], SLO 200 ms, max_batch 8,
+policy deferred), a fresh `serve` process per run:
+
+1. the first request after start, against the steady state (requests 2..);
+2. lone requests (one at a time, 0.3 s apart) with no budget, a 1 s and a 10 s
+   budget (the `timeout` parameter): a generous budget must add no waiting;
+3. the same sample rate sent as requests of 1 sample and of 8 samples
+   (open loop, paced): samples/s answered and p99 latency.
+
+Needs build/release (symphony and tests/models/linear.pt).
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLI = os.path.join(ROOT, "build/release/symphony")
+MODEL = os.path.join(ROOT, "build/release/tests/models/linear.pt")
+
+
+def start(d):
+    cfg = os.path.join(d, "serve.yaml")
+    with open(cfg, "w") as f:
+        f.write("devices: cpu\npolicy: deferred\nprofiling: {max_batch: 8, repeats: 5}\n"
+                "models:\n  - {name: linear, path: %s/linear.pt, input: \"float32[4]\", slo_ms: 200, max_batch: 8}\n"
+                % d)
+    ports = os.path.join(d, "ports.json")
+    if os.path.exists(ports):
+        os.remove(ports)
+    p = subprocess.Popen([CLI, "serve", cfg, "--http", "127.0.0.1:0", "--port-file", ports, "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "serve.log"), "a"))
+    t0 = time.monotonic()
+    while not os.path.exists(ports):
+        if p.poll() is not None or time.monotonic() - t0 > 300:
+            raise RuntimeError("serve did not start; see " + os.path.join(d, "serve.log"))
+        time.sleep(0.05)
+    time.sleep(0.05)
+    with open(ports) as f:
+        host, port = json.load(f)["http"].rsplit(":", 1)
+    return p, host, int(port)
+
+
+def body(k, timeout_us=None):
+    shape = [k, 4]
+    b = {"inputs": [{"name": "input", "datatype": "FP32", "shape": shape, "data": [0.5] * (4 * k)}]}
+    if timeout_us:
+        b["parameters"] = {"timeout": timeout_us}
+    return json.dumps(b).encode()
+
+
+def infer(conn, payload):
+    t0 = time.monotonic()
+    conn.request("POST", "/v2/models/linear/infer", payload, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    r.read()
+    if r.status != 200:
+        raise RuntimeError("HTTP %d" % r.status)
+    return (time.monotonic() - t0) * 1000
+
+
+def paced(host, port, k, samples_per_s, seconds, clients=8):
+    """Open loop: requests of k samples at samples_per_s / k per second."""
+    rate = samples_per_s / k
+    n = int(rate * seconds)
+    lat, lock, t0 = [], threading.Lock(), time.monotonic() + 0.2
+    failures = [0]
+
+    def worker(w):
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        for i in range(w, n, clients):
+            delay = t0 + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            try:
+                ms = infer(conn, body(k))
+                with lock:
+                    lat.append(ms)
+            except Exception:
+                failures[0] += 1
+                conn = http.client.HTTPConnection(host, port, timeout=30)
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    span = time.monotonic() - t0
+    lat.sort()
+    return {"k": k, "requests": n, "answered": len(lat), "failed": failures[0],
+            "samples_per_s": len(lat) * k / span, "p50_ms": lat[len(lat) // 2],
+            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--lone", type=int, default=15, help="lone requests per budget and run")
+    ap.add_argument("--rate", type=float, default=400, help="samples/s in part 3")
+    ap.add_argument("--seconds", type=float, default=8, help="seconds per load in part 3")
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="symphony-semantics-")
+    shutil.copy(MODEL, os.path.join(d, "linear.pt"))
+    runs = []
+    for run in range(args.runs):
+        p, host, port = start(d)
+        try:
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            first = infer(conn, body(1))
+            lone = {}
+            for name, t in (("none", None), ("1s", 1_000_000), ("10s", 10_000_000)):
+                xs = []
+                for _ in range(args.lone):
+                    time.sleep(0.3)
+                    xs.append(infer(conn, body(1, t)))
+                lone[name] = {"p50_ms": statistics.median(xs), "max_ms": max(xs)}
+            steady = lone["none"]["p50_ms"]
+            rec = {"first_ms": first, "steady_p50_ms": steady, "lone": lone}
+            if run == 0:
+                rec["batched"] = [paced(host, port, k, args.rate, args.seconds) for k in (1, 8)]
+            runs.append(rec)
+            print("run %d: first %.1f ms, steady %.1f ms; lone p50 none %.1f, 1 s %.1f, 10 s %.1f ms"
+                  % (run + 1, first, steady, lone["none"]["p50_ms"], lone["1s"]["p50_ms"], lone["10s"]["p50_ms"]),
+                  flush=True)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+
+    def spread(f):
+        xs = [f(r) for r in runs]
+        return "%.1f–%.1f" % (min(xs), max(xs))
+    print("\n| lone request, budget | p50 (ms, min–max over %d runs) | max (ms) |" % len(runs))
+    print("|---|---:|---:|")
+    for name in ("none", "1s", "10s"):
+        print("| %s | %s | %s |" % (name, spread(lambda r: r["lone"][name]["p50_ms"]),
+                                    spread(lambda r: r["lone"][name]["max_ms"])))
+    print("\n| fresh start | first request (ms) | steady p50 (ms) |\n|---|---:|---:|")
+    print("| %d runs | %s | %s |" % (len(runs), spread(lambda r: r["first_ms"]), spread(lambda r: r["steady_p50_ms"])))
+    print("\n| samples per request | samples/s offered | samples/s answered | p50 (ms) | p99 (ms) | failed |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for b in runs[0]["batched"]:
+        print("| %d | %.0f | %.0f | %.1f | %.1f | %d |" % (b["k"], args.rate, b["samples_per_s"], b["p50_ms"],
+                                                        b["p99_ms"], b["failed"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": runs, "args": vars(args)}, f, indent=1)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
