@@ -175,6 +175,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
           self->reading_ = false;
           if (ec) return self->on_read(ec);
+          if (self->refuse_framing()) return;
           // A client that waits for "100 Continue" before sending a large body
           // (curl does above 1 MiB) would otherwise wait a second for nothing.
           const auto expect = self->parser_->get()[http::field::expect];
@@ -190,6 +191,39 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
           }
           self->read_body();
         });
+  }
+
+  // Refuses a request whose body length is ambiguous (RFC 9112 6.1, 6.3):
+  // Transfer-Encoding other than exactly `chunked` (Beast would read it by
+  // its Content-Length, or as having no body), beside a Content-Length, or
+  // in HTTP/1.0. Its body cannot be told apart from a next request, so the
+  // connection closes after the answer. True when it answered.
+  bool refuse_framing() {
+    const auto& h = parser_->get();
+    const auto [first, last] = h.equal_range(http::field::transfer_encoding);
+    if (first == last) return false;
+    std::string coding;
+    for (auto it = first; it != last; ++it) coding += (coding.empty() ? "" : ", ") + std::string(it->value());
+    std::string_view v = coding;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    http::status st = http::status::bad_request;
+    std::string why;
+    if (h.find(http::field::content_length) != h.end()) {
+      why = "the request has both Content-Length and Transfer-Encoding; send one of them";
+    } else if (h.version() < 11) {
+      why = "Transfer-Encoding is not allowed in an HTTP/1.0 request";
+    } else if (!beast::iequals(v, "chunked")) {
+      st = http::status::not_implemented;
+      why = "Transfer-Encoding '" + escape(coding) + "' is not supported (only 'chunked')";
+    } else {
+      return false;
+    }
+    srv_.bad.fetch_add(1);
+    version_ = h.version();
+    keep_alive_ = false;
+    respond_error(st, why);
+    return true;
   }
 
   void read_body() {

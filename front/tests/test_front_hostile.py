@@ -3,6 +3,7 @@ a clear error or a closed connection, and a well-behaved client (curl) keeps
 being served meanwhile. Raw sockets here; every wait is bounded.
 """
 import json
+import re
 import resource
 import select
 import signal
@@ -218,3 +219,76 @@ def test_expect_100_continue_is_answered_before_the_body(srv):
         s.sendall(GOOD)
         status, body = response_of(s)
     assert status == 200, body
+
+
+def all_until_closed(sock, timeout=10):
+    """Everything the server sends until it closes the connection; fails if it stays open."""
+    sock.settimeout(timeout)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return data, True
+        except socket.timeout:
+            break
+        if not chunk:
+            return data, True
+        data += chunk
+    return data, False
+
+
+STATUS_LINE = re.compile(rb"HTTP/1\.[01] \d{3} ")
+SMUGGLED = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+@pytest.mark.parametrize("te,status", [
+    (b"chunked, identity", 501), (b"identity", 501), (b"xchunked", 501), (b"gzip, chunked", 501),
+    (b"chunked\r\nTransfer-Encoding: chunked", 400), (b"identity\r\nTransfer-Encoding: chunked", 501),
+])
+def test_transfer_encoding_other_than_chunked_is_refused_and_closed(srv, te, status):
+    # RFC 9112: without Content-Length, the body's end is unknown; nothing
+    # after the header may be read as a next request.
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: " + te + b"\r\n\r\n" +
+                  SMUGGLED)
+        data, closed = all_until_closed(s)
+    assert closed, data
+    assert len(STATUS_LINE.findall(data)) == 1 and data.startswith(b"HTTP/1.1 %d " % status), data
+    if status == 501:
+        assert b"is not supported (only 'chunked')" in data, data
+    assert good_client_is_served(srv)
+
+
+@pytest.mark.parametrize("te", [b"chunked", b"chunked, identity", b"identity", b"xchunked", b"Chunked"])
+@pytest.mark.parametrize("cl_first", [True, False])
+def test_content_length_beside_transfer_encoding_is_400_and_closed(srv, te, cl_first):
+    # The smuggling probe: read by Content-Length, the bytes after it were
+    # answered as a second request on the same connection.
+    cl = b"Content-Length: %d\r\n" % len(GOOD)
+    tr = b"Transfer-Encoding: " + te + b"\r\n"
+    head = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\n" + (cl + tr if cl_first else tr + cl) + b"\r\n"
+    with connect(srv) as s:
+        s.sendall(head + GOOD + SMUGGLED)
+        data, closed = all_until_closed(s)
+    assert closed, data
+    assert data.startswith(b"HTTP/1.1 400 "), data
+    assert len(STATUS_LINE.findall(data)) == 1, data
+    assert good_client_is_served(srv)
+
+
+def test_transfer_encoding_in_http_1_0_is_400_and_closed(srv):
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.0\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"0\r\n\r\n" + SMUGGLED)
+        data, closed = all_until_closed(s)
+    assert closed and data.startswith(b"HTTP/1.0 400 ") and len(STATUS_LINE.findall(data)) == 1, data
+
+
+def test_a_chunked_body_is_still_served(srv):
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(GOOD), GOOD)
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+        status, out = response_of(s)
+    assert status == 200, out
