@@ -208,6 +208,27 @@ def test_grpc_with_stubs_generated_from_the_proto(cpu, tally):
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+@pytest.mark.parametrize("param,says", [
+    ({"int64_param": -5}, "'timeout' is -5 us"), ({"int64_param": 0}, "'timeout' is 0 us"),
+    ({"string_param": "1000"}, "integer number of microseconds"),
+    ({"double_param": 1.5}, "integer number of microseconds"), ({"bool_param": True}, "integer number of microseconds"),
+])
+@pytest.mark.parametrize("deadline", [None, 10])
+def test_grpc_bad_timeout_parameter_is_invalid_argument_with_or_without_a_deadline(cpu, tally, param, says,
+                                                                                   deadline):
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        req = pb.ModelInferRequest(model_name="linear")
+        req.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        req.raw_input_contents.append(struct.pack("<4f", 1, 2, 3, 4))
+        req.parameters["timeout"].CopyFrom(pb.InferParameter(**param))
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(req, timeout=deadline)
+        tally.add("linear", "errors")
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in e.value.details(), e.value.details()
+
+
 def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     """Last in this module: what the clients counted, /metrics and the report agree."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
