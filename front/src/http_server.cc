@@ -69,6 +69,59 @@ std::vector<std::string> split_path(std::string_view target) {
   return parts;
 }
 
+// An infer request's body as the front takes it, or the HTTP error that
+// refuses it (400 for what parse_infer_request refuses).
+struct ParsedInfer {
+  InferRequest request;
+  http::status status = http::status::ok;
+  std::string error;
+};
+
+ParsedInfer parse_infer(const http::request<http::string_body>& request, const std::string& model,
+                        const std::string& version, const HttpOptions& opts) {
+  ParsedInfer out;
+  const auto refuse = [&](http::status st, std::string why) {
+    out.status = st;
+    out.error = std::move(why);
+    return std::move(out);
+  };
+  std::optional<std::uint64_t> header_length;
+  if (auto it = request.find("Inference-Header-Content-Length"); it != request.end()) {
+    const std::string v(it->value());
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-')
+      return refuse(http::status::bad_request,
+                    "Inference-Header-Content-Length is not a byte count: '" + v + "'");
+    header_length = n;
+  }
+  std::string_view body = request.body();
+  DecodedBody decoded;
+  const auto [first, last] = request.equal_range(http::field::content_encoding);
+  if (first != last) {
+    std::string encoding;
+    for (auto it = first; it != last; ++it)
+      encoding += (encoding.empty() ? "" : ", ") + std::string(it->value());
+    decoded = decode_body(encoding, body, opts.max_body_bytes);
+    switch (decoded.status) {
+      case DecodedBody::Status::kOk:
+        break;
+      case DecodedBody::Status::kUnsupported:
+        return refuse(http::status::unsupported_media_type, decoded.error);
+      case DecodedBody::Status::kTooLarge:
+        return refuse(http::status::payload_too_large, decoded.error);
+      case DecodedBody::Status::kCorrupt:
+        return refuse(http::status::bad_request, decoded.error);
+    }
+    body = decoded.body;
+  }
+  Reply err;
+  if (!parse_infer_request(model, version, body, header_length, opts.limits, &out.request, &err))
+    return refuse(http::status::bad_request, err.message);
+  return out;
+}
+
 }  // namespace
 
 class HttpSession;
@@ -324,26 +377,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   void infer(const std::string& model, const std::string& version) {
-    std::optional<std::uint64_t> header_length;
-    if (auto it = request_.find("Inference-Header-Content-Length"); it != request_.end()) {
-      const std::string v(it->value());
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
-        Reply err = Reply::error(Code::kInvalidArgument,
-                                 "Inference-Header-Content-Length is not a byte count: '" + v + "'");
-        srv_.front.count_rejected(model, err);
-        return respond_reply(err);
-      }
-      header_length = n;
-    }
     InferRequest req;
-    Reply err;
-    if (!parse_infer_request(model, version, request_.body(), header_length, srv_.opts.limits, &req, &err)) {
-      srv_.front.count_rejected(model, err);
-      return respond_reply(err);
+    ParsedInfer parsed = parse_infer(request_, model, version, srv_.opts);
+    if (parsed.status != http::status::ok) {
+      srv_.front.count_rejected(model, Reply::error(Code::kInvalidArgument, parsed.error));
+      return respond_error(parsed.status, parsed.error);
     }
+    req = std::move(parsed.request);
     if (trace::enabled()) {
       tr_.parsed = trace::now();
       traced_ = true;

@@ -2,6 +2,7 @@
 a clear error or a closed connection, and a well-behaved client (curl) keeps
 being served meanwhile. Raw sockets here; every wait is bounded.
 """
+import gzip
 import json
 import re
 import resource
@@ -9,7 +10,9 @@ import select
 import signal
 import socket
 import struct
+import tempfile
 import time
+import zlib
 
 import pytest
 
@@ -292,3 +295,61 @@ def test_a_chunked_body_is_still_served(srv):
         s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
         status, out = response_of(s)
     assert status == 200, out
+
+
+# ---- compressed bodies (Content-Encoding) ------------------------------------
+
+def curl_file(s, path, data, *headers):
+    """POSTs `data` from a file with curl (--data-binary @file), the way users send a compressed body."""
+    with tempfile.NamedTemporaryFile(suffix=".gz") as f:
+        f.write(data)
+        f.flush()
+        args = [s.url + path, "-H", "Content-Type: application/json", "--data-binary", "@" + f.name]
+        for h in headers:
+            args += ["-H", h]
+        return curl(*args, timeout=30)
+
+
+def test_gzip_and_deflate_bodies_are_served(srv):
+    raw = zlib.compressobj(6, zlib.DEFLATED, -15)
+    for encoding, data in (("gzip", gzip.compress(GOOD)), ("deflate", zlib.compress(GOOD)),
+                           ("deflate", raw.compress(GOOD) + raw.flush())):
+        status, _, out = curl_file(srv, "/v2/models/fast/infer", data, "Content-Encoding: " + encoding)
+        assert status == 200, (encoding, out)
+        assert json.loads(out)["parameters"]["outcome"] == "ok", out
+
+
+def test_gzip_binary_tensors_count_the_uncompressed_header(srv):
+    # The binary extension: Inference-Header-Content-Length is the JSON
+    # header's length before compression (the issue's "139 but the body has 134").
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                     "parameters": {"binary_data_size": 16}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body = gzip.compress(header + struct.pack("<4f", 1, 2, 3, 4))
+    status, hdrs, out = curl_file(srv, "/v2/models/fast/infer", body, "Content-Encoding: gzip",
+                                  "Inference-Header-Content-Length: %d" % len(header))
+    assert status == 200, out
+    assert json.loads(out[:int(hdrs["inference-header-content-length"])])["parameters"]["outcome"] == "ok", out
+
+
+@pytest.mark.parametrize("encoding", ["br", "compress", "zstd", "gzip, br"])
+def test_other_content_encodings_are_415_naming_them(srv, encoding):
+    status, _, out = curl_file(srv, "/v2/models/fast/infer", gzip.compress(GOOD), "Content-Encoding: " + encoding)
+    assert status == 415, out
+    assert json.loads(out)["error"] == "Content-Encoding '%s' is not supported (gzip, deflate)" % encoding
+
+
+def test_corrupt_gzip_is_400(srv):
+    status, _, out = curl_file(srv, "/v2/models/fast/infer", gzip.compress(GOOD)[:-12], "Content-Encoding: gzip")
+    assert status == 400 and "ends before its stream does" in json.loads(out)["error"], out
+
+
+def test_a_gzip_bomb_is_413_at_the_decoded_limit(srv):
+    # 80 MiB of zeros is 80 KiB of gzip: the 64 MiB body limit applies to what
+    # it decodes to, and decoding stops there.
+    bomb = gzip.compress(b"\0" * (80 << 20), compresslevel=9)
+    assert len(bomb) < 1 << 20
+    status, _, out = curl_file(srv, "/v2/models/fast/infer", bomb, "Content-Encoding: gzip")
+    assert status == 413, out
+    assert "decodes (gzip) to more than the limit of 67108864 bytes" in json.loads(out)["error"], out
+    assert good_client_is_served(srv)
