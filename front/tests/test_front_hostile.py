@@ -353,3 +353,92 @@ def test_a_gzip_bomb_is_413_at_the_decoded_limit(srv):
     assert status == 413, out
     assert "decodes (gzip) to more than the limit of 67108864 bytes" in json.loads(out)["error"], out
     assert good_client_is_served(srv)
+
+
+# ---- pipelining ---------------------------------------------------------------
+
+def read_responses(sock, n, timeout):
+    """n whole responses from sock, in order: [(status, headers dict, body)]; fails on a close or timeout."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    data, out = b"", []
+    while len(out) < n:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep:
+            lines = head.split(b"\r\n")
+            hdrs = dict((k.strip().lower(), v.strip()) for k, v in (l.split(b":", 1) for l in lines[1:]))
+            length = int(hdrs[b"content-length"])
+            if len(rest) >= length:
+                out.append((int(lines[0].split()[1]), hdrs, rest[:length]))
+                data = rest[length:]
+                continue
+        assert time.monotonic() < deadline, "%d of %d responses within %d s" % (len(out), n, timeout)
+        chunk = sock.recv(1 << 16)
+        assert chunk, "the server closed the connection after %d of %d responses" % (len(out), n)
+        data += chunk
+    return out
+
+
+def infer_with_id(i):
+    body = json.dumps({"id": str(i), "inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                                 "data": [i, 2, 3, 4]}]}).encode()
+    return b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def lone_request_latency(s):
+    t0 = time.monotonic()
+    with connect(s) as c:
+        c.sendall(infer_with_id(0))
+        (status, _, _), = read_responses(c, 1, 10)
+    assert status == 200
+    return time.monotonic() - t0
+
+
+# A model whose batches take 50 ms on one emulated device: requests served
+# one at a time take 50 ms each; requests in the scheduler together share
+# batches of 8 (54 ms).
+PIPELINED = """
+    devices: emulated:1
+    policy: eager
+    models:
+      - {name: fast, input: "float32[4]", slo_ms: 5000, max_batch: 8, alpha_ms: 0.5, beta_ms: 50}
+"""
+
+
+@pytest.fixture(scope="module")
+def batching():
+    s = Serve(PIPELINED, grpc=False)
+    yield s
+    rc, _ = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+
+
+def test_pipelined_requests_are_read_ahead_and_answered_in_order(batching):
+    # Served one at a time (each read after the previous answer was
+    # written), 200 took 200 x a lone request's latency. Read ahead, they
+    # are in the scheduler together and share batches.
+    n = 200
+    lone = min(lone_request_latency(batching) for _ in range(3))
+    with connect(batching) as s:
+        t0 = time.monotonic()
+        s.sendall(b"".join(infer_with_id(i) for i in range(n)) + b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        answers = read_responses(s, n + 1, 120)
+        took = time.monotonic() - t0
+    for i, (status, hdrs, body) in enumerate(answers[:n]):
+        assert status == 200, body
+        assert json.loads(body)["id"] == str(i), (i, body)
+    assert answers[n][0] == 200 and json.loads(answers[n][2]) == {"live": True}
+    print("%d pipelined requests: %.2f s (a lone request: %.0f ms; one at a time: ~%.0f s)" %
+          (n, took, lone * 1e3, n * lone))
+    assert took < n * lone / 3, (took, lone)
+
+
+def test_a_bad_request_in_a_pipeline_is_answered_after_those_before_it_then_closes(batching):
+    bad = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n"
+    with connect(batching) as s:
+        s.sendall(infer_with_id(1) + infer_with_id(2) + bad + infer_with_id(3))
+        answers = read_responses(s, 3, 20)
+        rest, closed = all_until_closed(s)
+    assert [a[0] for a in answers] == [200, 200, 501], answers
+    assert [json.loads(a[2]).get("id") for a in answers[:2]] == ["1", "2"]
+    assert closed and rest == b"", rest

@@ -13,7 +13,10 @@
 //    what is past a bound gets a clear error or a closed connection, and
 //    other connections keep being served;
 //  - a connection closed while its request waits cancels the request
-//    (Front::cancel): queued, it never runs.
+//    (Front::cancel): queued, it never runs;
+//  - pipelined requests (sent without waiting for answers) are read ahead,
+//    up to max_pipelined per connection, and are in the front together;
+//    their answers are written in the order of the requests.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,9 @@ struct HttpOptions {
   Duration request_timeout = Duration::seconds(10);
   // A keep-alive connection without a request is closed after this.
   Duration idle_timeout = Duration::seconds(60);
+  // Requests read ahead on one connection (pipelined) before their answers
+  // are written: all of them are in the front at once, answered in order.
+  std::uint32_t max_pipelined = 32;
   RestLimits limits;
 };
 
