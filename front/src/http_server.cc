@@ -23,6 +23,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <deque>
 #include <limits>
@@ -132,7 +136,11 @@ class HttpSession;
 
 struct HttpServer::Impl {
   Impl(Front& f, HttpOptions o)
-      : front(f), opts(std::move(o)), acceptor(net::make_strand(ioc)), retry(acceptor.get_executor()) {}
+      : front(f),
+        opts(std::move(o)),
+        acceptor(net::make_strand(ioc)),
+        retry(acceptor.get_executor()),
+        parser_work(net::make_work_guard(parsers)) {}
 
   void accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
@@ -153,6 +161,12 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor;
   net::steady_timer retry;  // accepting again after EMFILE and the like
   std::vector<std::thread> threads;
+  // Decodes and parses large bodies off the I/O threads, at a lower CPU
+  // priority than them (nice + 5): on a busy machine the connections' I/O
+  // goes first.
+  net::io_context parsers;
+  net::executor_work_guard<net::io_context::executor_type> parser_work;
+  std::vector<std::thread> parser_threads;
   std::uint16_t port = 0;
 };
 
@@ -261,7 +275,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void parse() {
     while (!closed_ && !stop_reading_) {
       if (!parser_) {
-        if (buffer_.size() == 0 || slots_.size() >= srv_.opts.max_pipelined) return;
+        if (buffer_.size() == 0 || slots_.size() >= srv_.opts.max_pipelined || converting_) return;
         if (srv_.stopping.load()) {
           stop_reading_ = true;
           if (slots_.empty() && !writing_) close();
@@ -439,9 +453,33 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     return out;
   }
 
-  void infer(Slot& s, const http::request<http::string_body>& request, const std::string& model,
+  void infer(Slot& s, http::request<http::string_body>& request, const std::string& model,
              const std::string& version) {
-    ParsedInfer parsed = parse_infer(request, model, version, srv_.opts);
+    if (request.body().size() < srv_.opts.inline_parse_bytes)
+      return on_parsed(s, model, parse_infer(request, model, version, srv_.opts));
+    // A large body would hold up every connection of this I/O thread while
+    // it decodes and parses (seconds for tens of MiB of JSON): that happens
+    // on the parser pool, and this connection reads no further request
+    // meanwhile (one such body in memory per connection).
+    converting_ = true;
+    net::post(srv_.parsers,
+              [self = shared_from_this(), seq = s.seq, model, version,
+               req = std::make_shared<http::request<http::string_body>>(std::move(request))]() mutable {
+                auto parsed =
+                    std::make_shared<ParsedInfer>(parse_infer(*req, model, version, self->srv_.opts));
+                req.reset();
+                net::post(self->socket_.get_executor(), [self, seq, model, parsed] {
+                  self->converting_ = false;
+                  Slot* s = self->slot(seq);
+                  if (self->closed_ || !s) return;
+                  self->on_parsed(*s, model, std::move(*parsed));
+                  self->parse();
+                  self->read();
+                });
+              });
+  }
+
+  void on_parsed(Slot& s, const std::string& model, ParsedInfer&& parsed) {
     if (parsed.status != http::status::ok) {
       srv_.front.count_rejected(model, Reply::error(Code::kInvalidArgument, parsed.error));
       return respond_error(s, parsed.status, parsed.error);
@@ -620,6 +658,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::deque<Slot> slots_;  // owed responses, oldest first (references stay valid on push_back)
   std::uint64_t next_seq_ = 0;
   bool reading_ = false, writing_ = false, stop_reading_ = false, peer_gone_ = false, closed_ = false;
+  bool converting_ = false;  // a large body is on the parser pool
   std::atomic<std::int64_t> idle_since_{-1};
 };
 
@@ -701,6 +740,14 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Front& front, HttpOptions 
   impl->accept();
   const int n = std::max(1, o.threads);
   for (int i = 0; i < n; ++i) impl->threads.emplace_back([p = impl.get()] { p->ioc.run(); });
+  for (int i = 0; i < std::max(1, o.parse_threads); ++i)
+    impl->parser_threads.emplace_back([p = impl.get()] {
+      const auto tid = static_cast<id_t>(gettid());
+      errno = 0;
+      const int nice = getpriority(PRIO_PROCESS, tid);
+      if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, std::min(nice + 5, 19));
+      p->parsers.run();
+    });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -745,6 +792,9 @@ void HttpServer::stop(Duration grace) {
   each([](HttpSession& s) { s.close_now(); });
   while (i.open.load() > 0 && std::chrono::steady_clock::now() < until + std::chrono::seconds(1))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  i.parser_work.reset();
+  for (auto& t : i.parser_threads)
+    if (t.joinable()) t.join();
   i.ioc.stop();
   for (auto& t : i.threads)
     if (t.joinable()) t.join();

@@ -10,6 +10,8 @@ import select
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -442,3 +444,80 @@ def test_a_bad_request_in_a_pipeline_is_answered_after_those_before_it_then_clos
     assert [a[0] for a in answers] == [200, 200, 501], answers
     assert [json.loads(a[2]).get("id") for a in answers[:2]] == ["1", "2"]
     assert closed and rest == b"", rest
+
+
+# ---- large bodies beside small requests -------------------------------------
+
+QUICK = """
+    devices: emulated:1
+    policy: eager
+    models:
+      - {name: fast, input: "float32[4]", slo_ms: 5000, max_batch: 8, alpha_ms: 0.01, beta_ms: 0.1}
+"""
+
+
+def latencies(s, n, seconds=0):
+    """At least n sequential requests on one keep-alive connection, for at least `seconds`: their latencies."""
+    out = []
+    end = time.monotonic() + seconds
+    with connect(s) as c:
+        i = 0
+        while i < n or time.monotonic() < end:
+            i += 1
+            t0 = time.monotonic()
+            c.sendall(infer_with_id(i))
+            (status, _, body), = read_responses(c, 1, 30)
+            out.append(time.monotonic() - t0)
+            assert status == 200, body
+    return out
+
+
+def p99(xs):
+    return sorted(xs)[int(len(xs) * 0.99) - 1]
+
+
+# The flood, in its own process (the small client's timing must not wait for
+# this one's interpreter): 16 MiB JSON bodies back to back on one connection,
+# each refused only at its last byte; prints a line per refusal.
+FLOOD = r"""
+import socket, sys
+big = b'{"inputs":[{"name":"input","datatype":"FP32","shape":[1,4],"data":[' + b"0.5," * (4 << 20) + b"x]}]}"
+msg = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(big) + big
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
+while True:
+    c.sendall(msg)
+    data = b""
+    while b"not valid JSON" not in data:
+        chunk = c.recv(65536)
+        if not chunk:
+            sys.exit(1)
+        data += chunk
+    print("refused", flush=True)
+"""
+
+
+def test_a_flood_of_large_bodies_does_not_delay_a_small_client():
+    # One HTTP I/O thread (the default). Parsing one flood body takes most of
+    # a second; on the I/O thread, each held up every other connection that
+    # long (p99 of the small client: ~900 ms).
+    s = Serve(QUICK, grpc=False)
+    flood = None
+    try:
+        quiet = latencies(s, 300)
+        host, port = s.http.rsplit(":", 1)
+        flood = subprocess.Popen([sys.executable, "-c", FLOOD, host, port], stdout=subprocess.PIPE)
+        assert flood.stdout.readline() == b"refused\n"  # under way
+        busy = latencies(s, 300, seconds=3)
+        assert flood.poll() is None, "the flood stopped"
+        flood.kill()
+        during = len(flood.stdout.read().splitlines())
+        print("small client p99: quiet %.2f ms, beside the flood %.2f ms (max %.2f ms); %d large bodies refused "
+              "meanwhile" % (p99(quiet) * 1e3, p99(busy) * 1e3, max(busy) * 1e3, during))
+        assert during >= 2, "the flood did not overlap the measurement"
+        assert p99(busy) < p99(quiet) + 0.010, (p99(quiet), p99(busy))
+    finally:
+        if flood:
+            flood.kill()
+            flood.wait(10)
+        rc, _ = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()

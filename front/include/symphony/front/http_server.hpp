@@ -1,5 +1,6 @@
 // HttpServer: the protocol's REST transport (HTTP/1.1 with keep-alive) on
-// Boost.Beast, a few I/O threads for any number of connections.
+// Boost.Beast, a few I/O threads for any number of connections, and a few
+// threads that parse large bodies.
 //
 //   GET  /v2/health/live, /v2/health/ready, /v2
 //   GET  /v2/models/{m}[/versions/{v}], /v2/models/{m}[/versions/{v}]/ready
@@ -46,6 +47,11 @@ struct HttpOptions {
   // Requests read ahead on one connection (pipelined) before their answers
   // are written: all of them are in the front at once, answered in order.
   std::uint32_t max_pipelined = 32;
+  // Infer bodies from this size on are decoded and parsed on a pool of
+  // parse_threads threads, so that one large body never delays the other
+  // connections of an I/O thread; smaller ones on the I/O thread.
+  std::uint64_t inline_parse_bytes = 64u << 10;
+  int parse_threads = 2;
   RestLimits limits;
 };
 
