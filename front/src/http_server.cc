@@ -473,6 +473,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                   Slot* s = self->slot(seq);
                   if (self->closed_ || !s) return;
                   self->on_parsed(*s, model, std::move(*parsed));
+                  if (self->peer_gone_) self->cancel_pending();  // it went away meanwhile
                   self->parse();
                   self->read();
                 });

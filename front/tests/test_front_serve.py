@@ -352,6 +352,24 @@ def test_closed_http_connection_cancels_a_queued_request(emu):
     assert report["devices"][0]["batches"] == 0
 
 
+def test_closed_http_connection_cancels_every_pipelined_request(emu):
+    # Three requests pipelined on one raw socket are all inside the front at
+    # once (--max-inflight 3); closing the socket cancels all three.
+    import socket
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [0, 0, 0, 0]}]})
+    req = ("POST /v2/models/slow/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" %
+           (len(body), body)).encode()
+    host, port = emu.http.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(req * 3)
+        wait_for(lambda: inflight(emu) == 3, "three pipelined requests inside the front")
+    wait_for(lambda: inflight(emu) == 0, "the front to end the requests of the closed connection")
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    assert report["models"]["slow"]["dropped_by_reason"] == {"cancelled": 3}, report["models"]["slow"]
+    assert report["devices"][0]["batches"] == 0
+
+
 def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
     pb, pb_grpc = grpc_stubs()
     ch = grpc.insecure_channel(emu.grpc)
