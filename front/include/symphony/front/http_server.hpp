@@ -48,8 +48,8 @@ struct HttpOptions {
   // are written: all of them are in the front at once, answered in order.
   std::uint32_t max_pipelined = 32;
   // Infer bodies from this size on are decoded and parsed on a pool of
-  // parse_threads threads, so that one large body never delays the other
-  // connections of an I/O thread; smaller ones on the I/O thread.
+  // parse_threads threads (at nice 19), so that one large body never delays
+  // the other connections of an I/O thread; smaller ones on the I/O thread.
   std::uint64_t inline_parse_bytes = 64u << 10;
   int parse_threads = 2;
   RestLimits limits;
