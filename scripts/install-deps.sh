@@ -35,6 +35,8 @@ PACKAGES=(
   # not write that its tests use (curl, Python grpcio)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libboost-dev
   curl python3-grpcio python3-protobuf
+  # gzip and deflate request bodies
+  zlib1g-dev
 )
 
 say() { printf '[install-deps] %s\n' "$*" >&2; }

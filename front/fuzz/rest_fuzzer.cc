@@ -4,9 +4,11 @@
 // leak, overflow or read out of bounds, whatever the bytes.
 //
 // Input: a body, or 'B' followed by a 2-byte little-endian header length and
-// the body (a binary-tensor request).
+// the body (a binary-tensor request); either after 'Z' (gzip) or 'D'
+// (deflate): the body is then decoded first, to at most 64 KiB.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "symphony/front/front.hpp"
@@ -16,6 +18,15 @@ using namespace symphony::front;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
+  std::string decoded;
+  if (!in.empty() && (in[0] == 'Z' || in[0] == 'D')) {
+    const char* encoding = in[0] == 'Z' ? "gzip" : "deflate";
+    in.remove_prefix(1);
+    DecodedBody d = decode_body(encoding, in, 1 << 16);
+    if (d.status != DecodedBody::Status::kOk) return 0;
+    decoded = std::move(d.body);
+    in = decoded;
+  }
   std::optional<std::uint64_t> header;
   if (in.size() >= 3 && in[0] == 'B') {
     header = static_cast<std::uint8_t>(in[1]) |

@@ -142,9 +142,10 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
 
 std::optional<Duration> Front::budget(const InferRequest& req, std::optional<Duration> deadline, Duration slo,
                                       Reply* error) {
-  if (deadline) return *deadline;
+  // The parameter is checked even when a deadline overrides it: a request
+  // is valid or not whatever transport carries it.
   auto it = req.parameters.find("timeout");
-  if (it == req.parameters.end()) return slo;
+  if (it == req.parameters.end()) return deadline ? *deadline : slo;
   const Parameter& p = it->second;
   std::int64_t us = 0;
   if (p.kind == Parameter::Kind::kInt) {
@@ -164,7 +165,7 @@ std::optional<Duration> Front::budget(const InferRequest& req, std::optional<Dur
                                                  " us; it must be between 1 and " + std::to_string(kMaxUs));
     return std::nullopt;
   }
-  return Duration::microseconds(us);
+  return deadline ? *deadline : Duration::microseconds(us);
 }
 
 void Front::begin_stop() { stopping_.store(true, std::memory_order_release); }

@@ -1,11 +1,13 @@
 // The protocol's REST transport on Boost.Beast (http_server.hpp).
 //
 // One session per connection, its handlers serialized on a strand. A session
-// reads a request (first waiting up to idle_timeout for its first byte, then
-// up to request_timeout for the rest), answers it, and reads the next one.
-// While an inference is pending it keeps a read open on the socket, so a
-// client that closes the connection is noticed and its request cancelled;
-// bytes of a pipelined next request read meanwhile stay in the buffer.
+// keeps one read open on its socket and parses requests as their bytes come
+// (a request must arrive whole within request_timeout of its first byte; a
+// connection that owes nothing is closed after idle_timeout). Pipelined
+// requests are read ahead and handed to the front at once, up to
+// max_pipelined per connection; their answers are written in request order.
+// The open read also notices a client that goes away: its pending requests
+// are cancelled.
 #include "symphony/front/http_server.hpp"
 
 #include "symphony/front/trace.hpp"
@@ -21,11 +23,16 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -69,13 +76,70 @@ std::vector<std::string> split_path(std::string_view target) {
   return parts;
 }
 
+// An infer request's body as the front takes it, or the HTTP error that
+// refuses it (400 for what parse_infer_request refuses).
+struct ParsedInfer {
+  InferRequest request;
+  http::status status = http::status::ok;
+  std::string error;
+};
+
+ParsedInfer parse_infer(const http::request<http::string_body>& request, const std::string& model,
+                        const std::string& version, const HttpOptions& opts) {
+  ParsedInfer out;
+  const auto refuse = [&](http::status st, std::string why) {
+    out.status = st;
+    out.error = std::move(why);
+    return std::move(out);
+  };
+  std::optional<std::uint64_t> header_length;
+  if (auto it = request.find("Inference-Header-Content-Length"); it != request.end()) {
+    const std::string v(it->value());
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-')
+      return refuse(http::status::bad_request,
+                    "Inference-Header-Content-Length is not a byte count: '" + v + "'");
+    header_length = n;
+  }
+  std::string_view body = request.body();
+  DecodedBody decoded;
+  const auto [first, last] = request.equal_range(http::field::content_encoding);
+  if (first != last) {
+    std::string encoding;
+    for (auto it = first; it != last; ++it)
+      encoding += (encoding.empty() ? "" : ", ") + std::string(it->value());
+    decoded = decode_body(encoding, body, opts.max_body_bytes);
+    switch (decoded.status) {
+      case DecodedBody::Status::kOk:
+        break;
+      case DecodedBody::Status::kUnsupported:
+        return refuse(http::status::unsupported_media_type, decoded.error);
+      case DecodedBody::Status::kTooLarge:
+        return refuse(http::status::payload_too_large, decoded.error);
+      case DecodedBody::Status::kCorrupt:
+        return refuse(http::status::bad_request, decoded.error);
+    }
+    body = decoded.body;
+  }
+  Reply err;
+  if (!parse_infer_request(model, version, body, header_length, opts.limits, &out.request, &err))
+    return refuse(http::status::bad_request, err.message);
+  return out;
+}
+
 }  // namespace
 
 class HttpSession;
 
 struct HttpServer::Impl {
   Impl(Front& f, HttpOptions o)
-      : front(f), opts(std::move(o)), acceptor(net::make_strand(ioc)), retry(acceptor.get_executor()) {}
+      : front(f),
+        opts(std::move(o)),
+        acceptor(net::make_strand(ioc)),
+        retry(acceptor.get_executor()),
+        parser_work(net::make_work_guard(parsers)) {}
 
   void accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
@@ -96,12 +160,23 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor;
   net::steady_timer retry;  // accepting again after EMFILE and the like
   std::vector<std::thread> threads;
+  // Decodes and parses large bodies off the I/O threads, at the lowest CPU
+  // priority (nice 19): they use the CPU the rest leaves. At nice 5 a busy
+  // parser still delayed each wake-up of an I/O thread sharing its core by
+  // ~4 ms (the scheduler's wake-up granularity); at 19 by none.
+  net::io_context parsers;
+  net::executor_work_guard<net::io_context::executor_type> parser_work;
+  std::vector<std::thread> parser_threads;
   std::uint16_t port = 0;
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(HttpServer::Impl& srv, tcp::socket&& socket) : srv_(srv), stream_(std::move(socket)) {
+  HttpSession(HttpServer::Impl& srv, tcp::socket&& socket)
+      : srv_(srv),
+        socket_(std::move(socket)),
+        read_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()) {
     srv_.open.fetch_add(1);
   }
   ~HttpSession() {
@@ -115,7 +190,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       std::lock_guard<std::mutex> lock(srv_.mu);
       srv_.sessions.emplace(this, weak_from_this());
     }
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->next_request(); });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+      self->update_read_timer();
+      self->read();
+    });
   }
 
   // Since when the connection has waited for a request (steady clock
@@ -130,121 +208,207 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // Closes the connection if it is between requests (stop()); any thread.
   void close_if_idle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->awaiting_ && !self->writing_) self->close();
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->slots_.empty() && !self->parser_ && !self->writing_) self->close();
     });
   }
   // Closes the connection claimed by claim_idle(), unless a request began
   // to arrive meanwhile. Any thread.
   void evict() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
       if (self->idle_since_.load(std::memory_order_relaxed) == -2) self->close();
     });
   }
   void close_now() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+    net::post(socket_.get_executor(), [self = shared_from_this()] { self->close(); });
   }
 
  private:
-  // Waits for the next request: up to idle_timeout for its first byte (none
-  // needed when a pipelined one is already buffered), then reads it whole.
-  void next_request() {
-    if (closed_) return;
-    if (buffer_.size() > 0) return read_request();
-    stream_.expires_after(to_chrono(srv_.opts.idle_timeout));
+  // A response the connection owes, in the order of the requests.
+  struct Slot {
+    std::uint64_t seq = 0;
+    bool ready = false;      // `res` is the response, to be written in turn
+    bool interim = false;    // "100 Continue" before a request's body
+    bool keep_alive = true;  // false: the connection closes after it
+    unsigned version = 11;
+    std::uint64_t ticket = 0;  // the inference the front holds (0: none)
+    std::vector<InferRequest::Output> asked;
+    bool binary_all = false;
+    http::response<http::string_body> res;
+    // Stage times of the inference answered here (trace.hpp; only when tracing).
+    bool traced = false;
+    trace::Transport tr;
+    ServiceTimes times;
+  };
+  enum class Wait : std::uint8_t { kNone, kIdle, kRequest };
+
+  // Reads what the client sends, ahead of the answers: parse() takes
+  // requests from the buffer while fewer than max_pipelined answers are
+  // owed. Past that, at most a header's worth of the next requests is read
+  // (the read stays open meanwhile, to notice a client that goes away).
+  void read() {
+    if (reading_ || closed_ || stop_reading_) return;
+    if (!parser_ && buffer_.size() >= srv_.opts.max_header_bytes) return;
     reading_ = true;
-    idle_since_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    stream_.async_read_some(buffer_.prepare(4096),
+    socket_.async_read_some(buffer_.prepare(parser_ ? 65536 : 16384),
                             [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                               self->reading_ = false;
-                              self->idle_since_.store(-1, std::memory_order_relaxed);
-                              if (ec) return self->close();
+                              if (ec) return self->on_read_error(ec);
                               self->buffer_.commit(n);
-                              self->read_request();
+                              self->parse();
+                              self->read();
                             });
   }
 
-  void read_request() {
-    if (srv_.stopping.load()) return close();
-    parser_.emplace();
-    parser_->body_limit(srv_.opts.max_body_bytes);
-    parser_->header_limit(srv_.opts.max_header_bytes);
-    stream_.expires_after(to_chrono(srv_.opts.request_timeout));
-    reading_ = true;
-    http::async_read_header(
-        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-          self->reading_ = false;
-          if (ec) return self->on_read(ec);
-          // A client that waits for "100 Continue" before sending a large body
-          // (curl does above 1 MiB) would otherwise wait a second for nothing.
-          const auto expect = self->parser_->get()[http::field::expect];
-          if (!self->parser_->is_done() && beast::iequals(expect, "100-continue")) {
-            static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-            self->reading_ = true;  // the request is under way: not idle
-            return net::async_write(self->stream_, net::buffer(kContinue.data(), kContinue.size()),
-                                    [self](beast::error_code e, std::size_t) {
-                                      self->reading_ = false;
-                                      if (e) return self->close();
-                                      self->read_body();
-                                    });
-          }
-          self->read_body();
-        });
+  void on_read_error(beast::error_code ec) {
+    if (closed_ || ec == net::error::operation_aborted) return;
+    // The client went away (or half-closed): requests still pending are
+    // cancelled; answers already made are still written.
+    stop_reading_ = true;
+    peer_gone_ = true;
+    if (parser_) return close();  // in the middle of a request
+    cancel_pending();
+    if (!writing_ && (slots_.empty() || !slots_.front().ready)) close();
   }
 
-  void read_body() {
-    reading_ = true;
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->reading_ = false;
-                       self->on_read(ec);
-                     });
+  // Parses the requests in the buffer, each into the next slot.
+  void parse() {
+    while (!closed_ && !stop_reading_) {
+      if (!parser_) {
+        if (buffer_.size() == 0 || slots_.size() >= srv_.opts.max_pipelined || converting_) return;
+        if (srv_.stopping.load()) {
+          stop_reading_ = true;
+          if (slots_.empty() && !writing_) close();
+          return;
+        }
+        parser_.emplace();
+        parser_->body_limit(srv_.opts.max_body_bytes);
+        parser_->header_limit(srv_.opts.max_header_bytes);
+        header_checked_ = false;
+        update_read_timer();  // the request must arrive whole within request_timeout
+      }
+      beast::error_code ec;
+      const std::size_t n = parser_->put(buffer_.data(), ec);
+      buffer_.consume(n);
+      const bool need_more = ec == http::error::need_more;
+      if (need_more) ec = {};
+      if (ec) return refuse_request(ec);
+      if (parser_->is_header_done() && !header_checked_) {
+        header_checked_ = true;
+        if (refuse_framing()) return;
+        // A client that waits for "100 Continue" before sending a large body
+        // (curl does above 1 MiB) would otherwise wait a second for nothing.
+        const auto expect = parser_->get()[http::field::expect];
+        if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
+          Slot& s = push_slot();
+          s.interim = true;
+          s.ready = true;
+          maybe_write();
+        }
+      }
+      if (parser_->is_done()) {
+        on_request();
+        continue;
+      }
+      if (need_more || n == 0 || buffer_.size() == 0) return;
+    }
   }
 
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
-        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
-      if (ec == beast::error::timeout) srv_.bad.fetch_add(1);
-      return close();
-    }
-    if (ec) {
-      srv_.bad.fetch_add(1);
-      keep_alive_ = false;
-      if (ec == http::error::body_limit)
-        return respond_error(http::status::payload_too_large,
-                             "the request body is larger than the limit of " +
-                                 std::to_string(srv_.opts.max_body_bytes) + " bytes");
-      if (ec == http::error::header_limit)
-        return respond_error(http::status::request_header_fields_too_large,
-                             "the request header is larger than the limit of " +
-                                 std::to_string(srv_.opts.max_header_bytes) + " bytes");
-      return respond_error(http::status::bad_request, "malformed HTTP request: " + ec.message());
-    }
-    srv_.requests.fetch_add(1);
-    if (trace::enabled()) tr_ = {trace::now(), {}, {}, {}, {}};
-    request_ = parser_->release();
+  Slot& push_slot() {
+    slots_.emplace_back();
+    slots_.back().seq = next_seq_++;
+    return slots_.back();
+  }
+  Slot* slot(std::uint64_t seq) {
+    for (Slot& s : slots_)
+      if (s.seq == seq) return &s;
+    return nullptr;
+  }
+
+  // A malformed, oversized or ambiguous request: its answer is the last one
+  // on the connection.
+  void refuse_request(beast::error_code ec) {
+    srv_.bad.fetch_add(1);
+    const unsigned version = parser_->is_header_done() ? parser_->get().version() : 11;
+    if (ec == http::error::body_limit)
+      return refuse(version, http::status::payload_too_large,
+                    "the request body is larger than the limit of " +
+                        std::to_string(srv_.opts.max_body_bytes) + " bytes");
+    if (ec == http::error::header_limit)
+      return refuse(version, http::status::request_header_fields_too_large,
+                    "the request header is larger than the limit of " +
+                        std::to_string(srv_.opts.max_header_bytes) + " bytes");
+    refuse(version, http::status::bad_request, "malformed HTTP request: " + ec.message());
+  }
+  void refuse(unsigned version, http::status st, const std::string& why) {
     parser_.reset();
-    version_ = request_.version();
-    keep_alive_ = request_.keep_alive();
-    stream_.expires_never();
-    route();
+    stop_reading_ = true;
+    update_read_timer();
+    Slot& s = push_slot();
+    s.version = version;
+    s.keep_alive = false;
+    respond_error(s, st, why);
   }
 
-  void route() {
-    const std::vector<std::string> p = split_path(request_.target());
-    const http::verb verb = request_.method();
+  // Refuses a request whose body length is ambiguous (RFC 9112 6.1, 6.3):
+  // Transfer-Encoding other than exactly `chunked` (Beast would read it by
+  // its Content-Length, or as having no body), beside a Content-Length, or
+  // in HTTP/1.0. Its body cannot be told apart from a next request, so the
+  // connection closes after the answer. True when it answered.
+  bool refuse_framing() {
+    const auto& h = parser_->get();
+    const auto [first, last] = h.equal_range(http::field::transfer_encoding);
+    if (first == last) return false;
+    std::string coding;
+    for (auto it = first; it != last; ++it) coding += (coding.empty() ? "" : ", ") + std::string(it->value());
+    std::string_view v = coding;
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    http::status st = http::status::bad_request;
+    std::string why;
+    if (h.find(http::field::content_length) != h.end()) {
+      why = "the request has both Content-Length and Transfer-Encoding; send one of them";
+    } else if (h.version() < 11) {
+      why = "Transfer-Encoding is not allowed in an HTTP/1.0 request";
+    } else if (!beast::iequals(v, "chunked")) {
+      st = http::status::not_implemented;
+      why = "Transfer-Encoding '" + escape(coding) + "' is not supported (only 'chunked')";
+    } else {
+      return false;
+    }
+    srv_.bad.fetch_add(1);
+    refuse(h.version(), st, why);
+    return true;
+  }
+
+  void on_request() {
+    srv_.requests.fetch_add(1);
+    http::request<http::string_body> req = parser_->release();
+    parser_.reset();
+    Slot& s = push_slot();
+    s.version = req.version();
+    s.keep_alive = req.keep_alive();
+    if (!s.keep_alive) stop_reading_ = true;  // the client sends nothing after it
+    update_read_timer();
+    if (trace::enabled()) s.tr = {trace::now(), {}, {}, {}, {}};
+    route(s, req);
+  }
+
+  void route(Slot& s, http::request<http::string_body>& request) {
+    const std::vector<std::string> p = split_path(request.target());
+    const http::verb verb = request.method();
     Front& f = srv_.front;
     if (p.empty() || p[0] != "v2")
-      return respond_error(http::status::not_found, "no such endpoint: " + std::string(request_.target()));
+      return respond_error(s, http::status::not_found, "no such endpoint: " + std::string(request.target()));
     if (p.size() == 1) {
-      if (verb != http::verb::get) return method_not_allowed("GET");
-      return respond(http::status::ok, server_metadata_body(f));
+      if (verb != http::verb::get) return method_not_allowed(s, "GET");
+      return respond(s, http::status::ok, server_metadata_body(f));
     }
     if (p[1] == "health" && p.size() == 3 && (p[2] == "live" || p[2] == "ready")) {
-      if (verb != http::verb::get) return method_not_allowed("GET");
-      if (p[2] == "live") return respond(http::status::ok, R"({"live":true})");
+      if (verb != http::verb::get) return method_not_allowed(s, "GET");
+      if (p[2] == "live") return respond(s, http::status::ok, R"({"live":true})");
       const bool ready = f.ready();
-      return respond(ready ? http::status::ok : http::status::service_unavailable,
+      return respond(s, ready ? http::status::ok : http::status::service_unavailable,
                      ready ? R"({"ready":true})" : R"({"ready":false})");
     }
     if (p[1] == "models" && p.size() >= 3) {
@@ -256,27 +420,27 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         k = 5;
       }
       if (p.size() == k) {
-        if (verb != http::verb::get) return method_not_allowed("GET");
+        if (verb != http::verb::get) return method_not_allowed(s, "GET");
         Reply err;
         auto m = f.model(model, version, &err);
-        if (!m) return respond_error(http::status::not_found, err.message);
-        return respond(http::status::ok, model_metadata_body(*m));
+        if (!m) return respond_error(s, http::status::not_found, err.message);
+        return respond(s, http::status::ok, model_metadata_body(*m));
       }
       if (p.size() == k + 1 && p[k] == "ready") {
-        if (verb != http::verb::get) return method_not_allowed("GET");
+        if (verb != http::verb::get) return method_not_allowed(s, "GET");
         Reply err;
-        if (!f.model(model, version, &err)) return respond_error(http::status::not_found, err.message);
+        if (!f.model(model, version, &err)) return respond_error(s, http::status::not_found, err.message);
         const bool ready = f.model_ready(model, version);
         return respond(
-            ready ? http::status::ok : http::status::service_unavailable,
+            s, ready ? http::status::ok : http::status::service_unavailable,
             std::string(R"({"name":")") + escape(model) + R"(","ready":)" + (ready ? "true" : "false") + "}");
       }
       if (p.size() == k + 1 && p[k] == "infer") {
-        if (verb != http::verb::post) return method_not_allowed("POST");
-        return infer(model, version);
+        if (verb != http::verb::post) return method_not_allowed(s, "POST");
+        return infer(s, request, model, version);
       }
     }
-    respond_error(http::status::not_found, "no such endpoint: " + std::string(request_.target()));
+    respond_error(s, http::status::not_found, "no such endpoint: " + std::string(request.target()));
   }
 
   static std::string escape(std::string_view s) {
@@ -289,173 +453,214 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     return out;
   }
 
-  void infer(const std::string& model, const std::string& version) {
-    std::optional<std::uint64_t> header_length;
-    if (auto it = request_.find("Inference-Header-Content-Length"); it != request_.end()) {
-      const std::string v(it->value());
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
-        Reply err = Reply::error(Code::kInvalidArgument,
-                                 "Inference-Header-Content-Length is not a byte count: '" + v + "'");
-        srv_.front.count_rejected(model, err);
-        return respond_reply(err);
-      }
-      header_length = n;
+  void infer(Slot& s, http::request<http::string_body>& request, const std::string& model,
+             const std::string& version) {
+    if (request.body().size() < srv_.opts.inline_parse_bytes)
+      return on_parsed(s, model, parse_infer(request, model, version, srv_.opts));
+    // A large body would hold up every connection of this I/O thread while
+    // it decodes and parses (seconds for tens of MiB of JSON): that happens
+    // on the parser pool, and this connection reads no further request
+    // meanwhile (one such body in memory per connection).
+    converting_ = true;
+    net::post(srv_.parsers,
+              [self = shared_from_this(), seq = s.seq, model, version,
+               req = std::make_shared<http::request<http::string_body>>(std::move(request))]() mutable {
+                auto parsed =
+                    std::make_shared<ParsedInfer>(parse_infer(*req, model, version, self->srv_.opts));
+                req.reset();
+                net::post(self->socket_.get_executor(), [self, seq, model, parsed] {
+                  self->converting_ = false;
+                  Slot* s = self->slot(seq);
+                  if (self->closed_ || !s) return;
+                  self->on_parsed(*s, model, std::move(*parsed));
+                  if (self->peer_gone_) self->cancel_pending();  // it went away meanwhile
+                  self->parse();
+                  self->read();
+                });
+              });
+  }
+
+  void on_parsed(Slot& s, const std::string& model, ParsedInfer&& parsed) {
+    if (parsed.status != http::status::ok) {
+      srv_.front.count_rejected(model, Reply::error(Code::kInvalidArgument, parsed.error));
+      return respond_error(s, parsed.status, parsed.error);
     }
-    InferRequest req;
-    Reply err;
-    if (!parse_infer_request(model, version, request_.body(), header_length, srv_.opts.limits, &req, &err)) {
-      srv_.front.count_rejected(model, err);
-      return respond_reply(err);
-    }
+    submit(s, std::move(parsed.request));
+  }
+
+  void submit(Slot& s, InferRequest&& req) {
     if (trace::enabled()) {
-      tr_.parsed = trace::now();
-      traced_ = true;
+      s.tr.parsed = trace::now();
+      s.traced = true;
     }
-    asked_ = req.outputs;
-    binary_all_ = req.binary_outputs;
-    request_ = {};  // the body is no longer needed
-    awaiting_ = true;
-    ticket_ = srv_.front.infer(std::move(req), std::nullopt, [self = shared_from_this()](Reply&& r) {
-      net::post(self->stream_.get_executor(), [self, r = std::make_shared<Reply>(std::move(r))]() mutable {
-        self->on_reply(std::move(*r));
-      });
-    });
-    watch();
+    s.asked = req.outputs;
+    s.binary_all = req.binary_outputs;
+    s.ticket =
+        srv_.front.infer(std::move(req), std::nullopt, [self = shared_from_this(), seq = s.seq](Reply&& r) {
+          net::post(self->socket_.get_executor(),
+                    [self, seq, r = std::make_shared<Reply>(std::move(r))]() mutable {
+                      self->on_reply(seq, std::move(*r));
+                    });
+        });
   }
 
-  // Keeps a read open while the inference is pending, to notice a client
-  // that goes away.
-  void watch() {
-    if (reading_ || closed_ || !awaiting_ || buffer_.size() >= srv_.opts.max_header_bytes) return;
-    reading_ = true;
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->reading_ = false;
-                              if (ec == net::error::operation_aborted && self->resume_) {
-                                self->resume_ = false;  // cancelled by write(): the reply is out
-                                return self->next_request();
-                              }
-                              self->resume_ = false;
-                              if (ec) {
-                                self->peer_gone_ = true;
-                                if (self->awaiting_) {
-                                  self->srv_.front.cancel(self->ticket_);
-                                } else if (!self->writing_) {
-                                  self->close();
-                                }
-                                return;
-                              }
-                              self->buffer_.commit(n);
-                              if (self->awaiting_) return self->watch();
-                              if (!self->writing_) self->next_request();
-                            });
-  }
-
-  void on_reply(Reply&& r) {
-    awaiting_ = false;
-    ticket_ = 0;
-    if (traced_) {
-      tr_.io = trace::now();
-      tr_times_ = r.times;
+  void on_reply(std::uint64_t seq, Reply&& r) {
+    Slot* s = slot(seq);
+    if (!s || closed_) return;
+    s->ticket = 0;
+    if (peer_gone_) {
+      if (!writing_) close();
+      return;
     }
-    if (peer_gone_ || closed_) return close();
-    respond_reply(r);
+    if (s->traced) {
+      s->tr.io = trace::now();
+      s->times = r.times;
+    }
+    respond_reply(*s, r);
   }
 
-  void respond_reply(const Reply& r) {
-    res_ = {};
-    res_.version(version_);
-    res_.result(static_cast<unsigned>(http_status(r.code)));
+  void respond_reply(Slot& s, const Reply& r) {
+    http::response<http::string_body>& res = s.res;
+    res.result(static_cast<unsigned>(http_status(r.code)));
     if (r.accepted) {
-      res_.set("Symphony-Outcome", std::string(to_string(r.outcome)));
-      if (r.outcome == Outcome::kDropped) res_.set("Symphony-Drop-Reason", std::string(to_string(r.reason)));
+      res.set("Symphony-Outcome", std::string(to_string(r.outcome)));
+      if (r.outcome == Outcome::kDropped) res.set("Symphony-Drop-Reason", std::string(to_string(r.reason)));
     }
-    RestBody b = encode_reply(r, asked_, binary_all_);
+    RestBody b = encode_reply(r, s.asked, s.binary_all);
     if (b.header_length) {
-      res_.set("Inference-Header-Content-Length", std::to_string(*b.header_length));
-      res_.set(http::field::content_type, "application/octet-stream");
+      res.set("Inference-Header-Content-Length", std::to_string(*b.header_length));
+      res.set(http::field::content_type, "application/octet-stream");
     } else {
-      res_.set(http::field::content_type, "application/json");
+      res.set(http::field::content_type, "application/json");
     }
-    res_.body() = std::move(b.body);
-    if (traced_) tr_.encoded = trace::now();
-    write();
+    res.body() = std::move(b.body);
+    if (s.traced) s.tr.encoded = trace::now();
+    ready(s);
   }
 
-  void respond(http::status st, std::string body) {
-    res_ = {};
-    res_.version(version_);
-    res_.result(st);
-    res_.set(http::field::content_type, "application/json");
-    res_.body() = std::move(body);
-    write();
+  void respond(Slot& s, http::status st, std::string body) {
+    s.res.result(st);
+    s.res.set(http::field::content_type, "application/json");
+    s.res.body() = std::move(body);
+    ready(s);
   }
-  void respond_error(http::status st, const std::string& message) { respond(st, error_body(message)); }
-  void method_not_allowed(const char* allow) {
-    res_ = {};
-    res_.version(version_);
-    res_.result(http::status::method_not_allowed);
-    res_.set(http::field::allow, allow);
-    res_.set(http::field::content_type, "application/json");
-    res_.body() = error_body(std::string("method not allowed; use ") + allow);
-    write();
+  void respond_error(Slot& s, http::status st, const std::string& message) {
+    respond(s, st, error_body(message));
+  }
+  void method_not_allowed(Slot& s, const char* allow) {
+    s.res.set(http::field::allow, allow);
+    respond_error(s, http::status::method_not_allowed, std::string("method not allowed; use ") + allow);
   }
 
-  void write() {
-    if (srv_.stopping.load()) keep_alive_ = false;
-    res_.keep_alive(keep_alive_);
-    res_.prepare_payload();
+  void ready(Slot& s) {
+    s.res.version(s.version);
+    s.ready = true;
+    maybe_write();
+  }
+
+  // Writes the oldest owed response once it is ready: answers go out in the
+  // order of their requests, however their inferences finish.
+  void maybe_write() {
+    if (writing_ || closed_ || slots_.empty() || !slots_.front().ready) return;
+    Slot& s = slots_.front();
     writing_ = true;
-    stream_.expires_after(to_chrono(srv_.opts.request_timeout));
-    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->writing_ = false;
-      self->stream_.expires_never();
-      if (self->traced_) {
-        self->traced_ = false;
-        self->tr_.written = trace::now();
-        if (!ec) trace::record("http", self->tr_, self->tr_times_);
-      }
-      if (ec || !self->keep_alive_ || self->peer_gone_) return self->close();
-      if (self->reading_) {
-        // The watch read is still open: cancel it; its handler reads on.
-        self->resume_ = true;
-        beast::error_code ignored;
-        self->stream_.socket().cancel(ignored);
-        return;
-      }
-      self->next_request();
+    const std::uint64_t gen = ++write_gen_;
+    write_timer_.expires_after(to_chrono(srv_.opts.request_timeout));
+    write_timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (!ec && gen == self->write_gen_ && self->writing_) self->close();  // the client does not read
     });
+    auto done = [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_written(ec); };
+    if (s.interim) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(socket_, net::buffer(kContinue.data(), kContinue.size()), std::move(done));
+      return;
+    }
+    // While stopping, the last owed answer closes the connection.
+    if (srv_.stopping.load() && slots_.size() == 1 && !parser_) s.keep_alive = false;
+    s.res.keep_alive(s.keep_alive);
+    s.res.prepare_payload();
+    http::async_write(socket_, s.res, std::move(done));
+  }
+
+  void on_written(beast::error_code ec) {
+    writing_ = false;
+    ++write_gen_;
+    write_timer_.cancel();
+    Slot s = std::move(slots_.front());
+    slots_.pop_front();
+    if (s.traced) {
+      s.tr.written = trace::now();
+      if (!ec) trace::record("http", s.tr, s.times);
+    }
+    if (ec || (!s.interim && !s.keep_alive)) return close();
+    if (peer_gone_ && (slots_.empty() || !slots_.front().ready)) return close();
+    update_read_timer();
+    parse();
+    read();
+    maybe_write();
+  }
+
+  // The read deadline for the connection's state: idle_timeout while it
+  // owes nothing and waits for a request, request_timeout from a request's
+  // first byte to its last, none while answers are owed (the client waits
+  // for them, and a read stays open to notice it going away).
+  void update_read_timer() {
+    const Wait want = parser_                                                       ? Wait::kRequest
+                      : (slots_.empty() && !writing_ && !stop_reading_ && !closed_) ? Wait::kIdle
+                                                                                    : Wait::kNone;
+    if (want == Wait::kIdle) {
+      if (wait_ != Wait::kIdle)
+        idle_since_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                          std::memory_order_relaxed);
+    } else {
+      idle_since_.store(-1, std::memory_order_relaxed);
+    }
+    if (want == wait_) return;  // the running deadline stands
+    wait_ = want;
+    const std::uint64_t gen = ++read_gen_;
+    read_timer_.cancel();
+    if (want == Wait::kNone) return;
+    read_timer_.expires_after(
+        to_chrono(want == Wait::kIdle ? srv_.opts.idle_timeout : srv_.opts.request_timeout));
+    read_timer_.async_wait([self = shared_from_this(), gen, want](beast::error_code ec) {
+      if (ec || gen != self->read_gen_ || self->closed_) return;
+      if (want == Wait::kRequest) self->srv_.bad.fetch_add(1);  // slowloris, or a body that stopped
+      self->close();
+    });
+  }
+
+  void cancel_pending() {
+    for (Slot& s : slots_)
+      if (s.ticket) srv_.front.cancel(std::exchange(s.ticket, 0));
   }
 
   void close() {
     if (closed_) return;
     closed_ = true;
+    ++read_gen_;
+    ++write_gen_;
+    read_timer_.cancel();
+    write_timer_.cancel();
+    // Nobody is left to answer: queued requests never run.
+    cancel_pending();
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
   }
 
   HttpServer::Impl& srv_;
-  beast::tcp_stream stream_;
+  tcp::socket socket_;
+  net::steady_timer read_timer_, write_timer_;
+  std::uint64_t read_gen_ = 0, write_gen_ = 0;  // which deadline a timer's handler belongs to
+  Wait wait_ = Wait::kNone;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::request<http::string_body> request_;
-  http::response<http::string_body> res_;
-  std::vector<InferRequest::Output> asked_;
-  bool binary_all_ = false;
-  unsigned version_ = 11;
-  bool keep_alive_ = true;
-  bool reading_ = false, writing_ = false, awaiting_ = false, peer_gone_ = false, closed_ = false;
-  bool resume_ = false;  // the watch read was cancelled to read the next request
-  std::uint64_t ticket_ = 0;
+  std::optional<http::request_parser<http::string_body>> parser_;  // the request being read
+  bool header_checked_ = false;
+  std::deque<Slot> slots_;  // owed responses, oldest first (references stay valid on push_back)
+  std::uint64_t next_seq_ = 0;
+  bool reading_ = false, writing_ = false, stop_reading_ = false, peer_gone_ = false, closed_ = false;
+  bool converting_ = false;  // a large body is on the parser pool
   std::atomic<std::int64_t> idle_since_{-1};
-  // Stage times of the inference being answered (trace.hpp; only when tracing).
-  bool traced_ = false;
-  trace::Transport tr_;
-  ServiceTimes tr_times_;
 };
 
 void HttpServer::Impl::accept() {
@@ -536,6 +741,11 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Front& front, HttpOptions 
   impl->accept();
   const int n = std::max(1, o.threads);
   for (int i = 0; i < n; ++i) impl->threads.emplace_back([p = impl.get()] { p->ioc.run(); });
+  for (int i = 0; i < std::max(1, o.parse_threads); ++i)
+    impl->parser_threads.emplace_back([p = impl.get()] {
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+      p->parsers.run();
+    });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -580,6 +790,9 @@ void HttpServer::stop(Duration grace) {
   each([](HttpSession& s) { s.close_now(); });
   while (i.open.load() > 0 && std::chrono::steady_clock::now() < until + std::chrono::seconds(1))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  i.parser_work.reset();
+  for (auto& t : i.parser_threads)
+    if (t.joinable()) t.join();
   i.ioc.stop();
   for (auto& t : i.threads)
     if (t.joinable()) t.join();

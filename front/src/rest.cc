@@ -2,8 +2,11 @@
 #include "symphony/front/rest.hpp"
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
+#include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -360,6 +363,93 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
   }
   *out = std::move(req);
   return true;
+}
+
+DecodedBody decode_body(std::string_view encoding, std::string_view body, std::uint64_t limit) {
+  DecodedBody out;
+  std::string name;
+  for (char c : encoding) name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  const auto space = [](char c) { return c == ' ' || c == '\t'; };
+  name.erase(name.begin(), std::find_if_not(name.begin(), name.end(), space));
+  name.erase(std::find_if_not(name.rbegin(), name.rend(), space).base(), name.end());
+  if (name.empty() || name == "identity") {
+    if (body.size() > limit) {
+      out.status = DecodedBody::Status::kTooLarge;
+      out.error = "the request body is larger than the limit of " + std::to_string(limit) + " bytes";
+    } else {
+      out.body.assign(body);
+    }
+    return out;
+  }
+  const bool gzip = name == "gzip" || name == "x-gzip";
+  if (!gzip && name != "deflate") {
+    out.status = DecodedBody::Status::kUnsupported;
+    std::string shown;
+    for (char c : encoding)
+      if (static_cast<unsigned char>(c) >= 0x20 && c != '\'' && shown.size() < 64) shown.push_back(c);
+    out.error = "Content-Encoding '" + shown + "' is not supported (gzip, deflate)";
+    return out;
+  }
+  const auto fail = [&](DecodedBody::Status st, std::string why) {
+    out.status = st;
+    out.error = std::move(why);
+    out.body = {};
+    return out;
+  };
+  // deflate is the zlib format (RFC 9110 8.4.1.2); some clients send raw
+  // deflate data instead, which has no zlib header.
+  const bool zlib_header =
+      body.size() >= 2 && (static_cast<unsigned char>(body[0]) & 0x0f) == 8 &&
+      ((static_cast<unsigned char>(body[0]) << 8) | static_cast<unsigned char>(body[1])) % 31 == 0;
+  const int window = gzip ? 16 + MAX_WBITS : zlib_header ? MAX_WBITS : -MAX_WBITS;
+  z_stream zs{};
+  if (inflateInit2(&zs, window) != Z_OK) return fail(DecodedBody::Status::kCorrupt, "zlib failed to start");
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&zs};
+  std::size_t consumed = 0, produced = 0;
+  char spill = 0;  // where one byte past the limit would go
+  const std::size_t cap = static_cast<std::size_t>(std::min<std::uint64_t>(limit, SIZE_MAX));
+  for (;;) {
+    if (produced == out.body.size() && produced < cap)
+      out.body.resize(std::min(
+          cap, std::max<std::size_t>(produced * 2, std::max<std::size_t>(body.size() * 4, 1 << 16))));
+    const bool full = produced == out.body.size();
+    zs.next_out =
+        full ? reinterpret_cast<Bytef*>(&spill) : reinterpret_cast<Bytef*>(out.body.data() + produced);
+    zs.avail_out = full ? 1 : static_cast<uInt>(std::min<std::size_t>(out.body.size() - produced, UINT_MAX));
+    const std::size_t in_chunk = std::min<std::size_t>(body.size() - consumed, UINT_MAX);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data() + consumed));
+    zs.avail_in = static_cast<uInt>(in_chunk);
+    const uInt out_before = zs.avail_out;
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    consumed += in_chunk - zs.avail_in;
+    const std::size_t made = out_before - zs.avail_out;
+    if (full && made > 0)
+      return fail(DecodedBody::Status::kTooLarge, "the request body decodes (" + name +
+                                                      ") to more than the limit of " + std::to_string(limit) +
+                                                      " bytes");
+    if (!full) produced += made;
+    if (rc == Z_STREAM_END) {
+      if (consumed == body.size()) break;
+      // gzip allows several members one after another.
+      const bool member = body.size() - consumed >= 2 && static_cast<unsigned char>(body[consumed]) == 0x1f &&
+                          static_cast<unsigned char>(body[consumed + 1]) == 0x8b;
+      if (gzip && member && inflateReset(&zs) == Z_OK) continue;
+      return fail(DecodedBody::Status::kCorrupt, "the " + name + " body has " +
+                                                     std::to_string(body.size() - consumed) +
+                                                     " bytes after the end of its stream");
+    }
+    if (rc == Z_OK) continue;
+    // Room for output and input left, yet no progress: the input is cut short.
+    if (rc == Z_BUF_ERROR)
+      return fail(DecodedBody::Status::kCorrupt, "the " + name + " body ends before its stream does");
+    return fail(DecodedBody::Status::kCorrupt, "the body is not valid " + name + " data" +
+                                                   (zs.msg ? std::string(": ") + zs.msg : std::string()));
+  }
+  out.body.resize(produced);
+  return out;
 }
 
 RestBody encode_reply(const Reply& r, const std::vector<InferRequest::Output>& asked, bool binary_all) {

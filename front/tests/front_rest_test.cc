@@ -2,6 +2,7 @@
 // for each malformed request.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <cstring>
 
@@ -28,6 +29,23 @@ std::vector<float> floats(const std::string& bytes) {
   std::vector<float> v(bytes.size() / 4);
   std::memcpy(v.data(), bytes.data(), v.size() * 4);
   return v;
+}
+
+// `data` compressed by zlib: gzip, zlib (HTTP's deflate) or raw deflate.
+enum class Wrap { kGzip, kZlib, kRaw };
+std::string compress(std::string_view data, Wrap w) {
+  z_stream zs{};
+  const int bits = w == Wrap::kGzip ? 16 + MAX_WBITS : w == Wrap::kZlib ? MAX_WBITS : -MAX_WBITS;
+  EXPECT_EQ(deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, data.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
 }
 
 TEST(FrontRestTest, ParsesFlatAndNestedJsonData) {
@@ -221,6 +239,95 @@ TEST(FrontRestTest, HalfAndBfloatRoundTrip) {
     EXPECT_EQ(half_to_float(float_to_half(f)), f) << f;
   EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
   for (float f : {0.0f, 1.0f, -2.5f, 0.375f}) EXPECT_EQ(bf16_to_float(float_to_bf16(f)), f) << f;
+}
+
+}  // namespace
+}  // namespace symphony::front
+
+namespace symphony::front {
+namespace {
+
+constexpr std::string_view kJson =
+    R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}]})";
+
+TEST(FrontRestTest, DecodesGzipAndDeflateBodies) {
+  for (auto [encoding, wrap] :
+       {std::pair{"gzip", Wrap::kGzip}, std::pair{"x-gzip", Wrap::kGzip}, std::pair{" GZIP ", Wrap::kGzip},
+        std::pair{"deflate", Wrap::kZlib}, std::pair{"Deflate", Wrap::kRaw}}) {
+    const DecodedBody d = decode_body(encoding, compress(kJson, wrap), 1 << 20);
+    ASSERT_EQ(d.status, DecodedBody::Status::kOk) << encoding << ": " << d.error;
+    EXPECT_EQ(d.body, kJson) << encoding;
+  }
+  const DecodedBody same = decode_body("identity", kJson, 1 << 20);
+  EXPECT_EQ(same.status, DecodedBody::Status::kOk);
+  EXPECT_EQ(same.body, kJson);
+  // Two gzip members are one body (RFC 1952).
+  const std::string two =
+      compress(kJson.substr(0, 10), Wrap::kGzip) + compress(kJson.substr(10), Wrap::kGzip);
+  EXPECT_EQ(decode_body("gzip", two, 1 << 20).body, kJson);
+  // Empty once decoded.
+  const DecodedBody empty = decode_body("gzip", compress("", Wrap::kGzip), 1 << 20);
+  EXPECT_EQ(empty.status, DecodedBody::Status::kOk);
+  EXPECT_EQ(empty.body, "");
+}
+
+TEST(FrontRestTest, BinaryHeaderLengthCountsTheDecodedHeader) {
+  const std::string header =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}}]})";
+  std::string plain = header;
+  const float v[2] = {1.5f, -2.f};
+  plain.append(reinterpret_cast<const char*>(v), sizeof v);
+  const DecodedBody d = decode_body("gzip", compress(plain, Wrap::kGzip), 1 << 20);
+  ASSERT_EQ(d.status, DecodedBody::Status::kOk) << d.error;
+  Parsed p = parse(d.body, header.size());
+  ASSERT_TRUE(p.ok) << p.err.message;
+  EXPECT_EQ(floats(p.req.inputs[0].data), (std::vector<float>{1.5f, -2.f}));
+}
+
+TEST(FrontRestTest, RefusesOtherEncodingsNamingThem) {
+  for (const char* e : {"br", "compress", "zstd", "gzip, gzip", "gzip, br"}) {
+    const DecodedBody d = decode_body(e, kJson, 1 << 20);
+    EXPECT_EQ(d.status, DecodedBody::Status::kUnsupported) << e;
+    EXPECT_EQ(d.error, "Content-Encoding '" + std::string(e) + "' is not supported (gzip, deflate)");
+  }
+}
+
+TEST(FrontRestTest, StopsDecodingAtTheLimit) {
+  // 8 MiB of zeros is a few KiB of gzip: refused, and never held whole.
+  const std::string bomb = compress(std::string(8 << 20, '\0'), Wrap::kGzip);
+  ASSERT_LT(bomb.size(), 64u << 10);
+  for (std::uint64_t limit :
+       {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1} << 20, (std::uint64_t{8} << 20) - 1}) {
+    const DecodedBody d = decode_body("gzip", bomb, limit);
+    EXPECT_EQ(d.status, DecodedBody::Status::kTooLarge) << limit;
+    EXPECT_NE(d.error.find("more than the limit of " + std::to_string(limit) + " bytes"), std::string::npos)
+        << d.error;
+    EXPECT_TRUE(d.body.empty());
+  }
+  // Exactly the limit fits.
+  const DecodedBody fits = decode_body("gzip", bomb, std::uint64_t{8} << 20);
+  EXPECT_EQ(fits.status, DecodedBody::Status::kOk) << fits.error;
+  EXPECT_EQ(fits.body.size(), std::size_t{8} << 20);
+  // Identity bodies have the same limit.
+  EXPECT_EQ(decode_body("identity", kJson, kJson.size() - 1).status, DecodedBody::Status::kTooLarge);
+}
+
+TEST(FrontRestTest, RefusesCorruptCompressedBodies) {
+  const std::string gz = compress(kJson, Wrap::kGzip);
+  struct Case {
+    std::string body;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{std::string(kJson), "not valid gzip data"}, Case{gz.substr(0, gz.size() / 2), "ends before"},
+        Case{"", "ends before"}, Case{gz + "junk", "after the end of its stream"}}) {
+    const DecodedBody d = decode_body("gzip", c.body, 1 << 20);
+    EXPECT_EQ(d.status, DecodedBody::Status::kCorrupt) << c.says;
+    EXPECT_NE(d.error.find(c.says), std::string::npos) << d.error;
+  }
+  const std::string z = compress(kJson, Wrap::kZlib);
+  EXPECT_EQ(decode_body("deflate", z + "x", 1 << 20).status, DecodedBody::Status::kCorrupt);
+  EXPECT_EQ(decode_body("deflate", "\xff\xfe\xfd", 1 << 20).status, DecodedBody::Status::kCorrupt);
 }
 
 }  // namespace

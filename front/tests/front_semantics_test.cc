@@ -194,15 +194,42 @@ TEST_F(FrontSemanticsTest, BadInputsAre400NamingTheInputExpectedAndGot) {
        },
        "'timeout' is -3 us"},
   };
-  for (const Case& c : cases) {
-    InferRequest r = good_request();
-    c.spoil(r);
-    const Reply rep = infer_now(std::move(r));
-    EXPECT_EQ(rep.code, Code::kInvalidArgument);
-    EXPECT_NE(rep.message.find(c.says), std::string::npos) << rep.message;
+  // The same with a transport's deadline: it takes the place of `timeout`,
+  // never of checking it.
+  for (std::optional<Duration> deadline : {std::optional<Duration>{}, std::optional{Duration::seconds(10)}}) {
+    for (const Case& c : cases) {
+      InferRequest r = good_request();
+      c.spoil(r);
+      const Reply rep = infer_now(std::move(r), deadline);
+      EXPECT_EQ(rep.code, Code::kInvalidArgument);
+      EXPECT_NE(rep.message.find(c.says), std::string::npos) << rep.message;
+    }
   }
   EXPECT_TRUE(svc.pending.empty());
-  EXPECT_EQ(front.counters().models[0].invalid, cases.size());
+  EXPECT_EQ(front.counters().models[0].invalid, 2 * cases.size());
+}
+
+TEST_F(FrontSemanticsTest, BadTimeoutParameterIs400WithOrWithoutADeadline) {
+  const std::vector<Parameter> bad = {
+      {Parameter::Kind::kInt, false, -5, 0, 0, ""},
+      {Parameter::Kind::kInt, false, 0, 0, 0, ""},
+      {Parameter::Kind::kDouble, false, 0, 0, 1.5, ""},
+      {Parameter::Kind::kBool, true, 0, 0, 0, ""},
+      {Parameter::Kind::kString, false, 0, 0, 0, "1000"},
+      {Parameter::Kind::kUint, false, 0, std::uint64_t{1} << 63, 0, ""},
+  };
+  for (std::optional<Duration> deadline : {std::optional<Duration>{}, std::optional{Duration::seconds(10)}}) {
+    for (const Parameter& p : bad) {
+      InferRequest r = good_request();
+      r.parameters["timeout"] = p;
+      Reply err;
+      EXPECT_FALSE(Front::budget(r, deadline, Duration::milliseconds(25), &err));
+      const Reply rep = infer_now(std::move(r), deadline);
+      EXPECT_EQ(rep.code, Code::kInvalidArgument) << deadline.has_value();
+      EXPECT_NE(rep.message.find("'timeout'"), std::string::npos) << rep.message;
+    }
+  }
+  EXPECT_TRUE(svc.pending.empty());
 }
 
 TEST_F(FrontSemanticsTest, AcceptsASampleWithoutTheBatchDimension) {

@@ -2,13 +2,19 @@
 a clear error or a closed connection, and a well-behaved client (curl) keeps
 being served meanwhile. Raw sockets here; every wait is bounded.
 """
+import gzip
 import json
+import re
 import resource
 import select
 import signal
 import socket
 import struct
+import subprocess
+import sys
+import tempfile
 import time
+import zlib
 
 import pytest
 
@@ -218,3 +224,300 @@ def test_expect_100_continue_is_answered_before_the_body(srv):
         s.sendall(GOOD)
         status, body = response_of(s)
     assert status == 200, body
+
+
+def all_until_closed(sock, timeout=10):
+    """Everything the server sends until it closes the connection; fails if it stays open."""
+    sock.settimeout(timeout)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return data, True
+        except socket.timeout:
+            break
+        if not chunk:
+            return data, True
+        data += chunk
+    return data, False
+
+
+STATUS_LINE = re.compile(rb"HTTP/1\.[01] \d{3} ")
+SMUGGLED = b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+@pytest.mark.parametrize("te,status", [
+    (b"chunked, identity", 501), (b"identity", 501), (b"xchunked", 501), (b"gzip, chunked", 501),
+    (b"chunked\r\nTransfer-Encoding: chunked", 400), (b"identity\r\nTransfer-Encoding: chunked", 501),
+])
+def test_transfer_encoding_other_than_chunked_is_refused_and_closed(srv, te, status):
+    # RFC 9112: without Content-Length, the body's end is unknown; nothing
+    # after the header may be read as a next request.
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: " + te + b"\r\n\r\n" +
+                  SMUGGLED)
+        data, closed = all_until_closed(s)
+    assert closed, data
+    assert len(STATUS_LINE.findall(data)) == 1 and data.startswith(b"HTTP/1.1 %d " % status), data
+    if status == 501:
+        assert b"is not supported (only 'chunked')" in data, data
+    assert good_client_is_served(srv)
+
+
+@pytest.mark.parametrize("te", [b"chunked", b"chunked, identity", b"identity", b"xchunked", b"Chunked"])
+@pytest.mark.parametrize("cl_first", [True, False])
+def test_content_length_beside_transfer_encoding_is_400_and_closed(srv, te, cl_first):
+    # The smuggling probe: read by Content-Length, the bytes after it were
+    # answered as a second request on the same connection.
+    cl = b"Content-Length: %d\r\n" % len(GOOD)
+    tr = b"Transfer-Encoding: " + te + b"\r\n"
+    head = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\n" + (cl + tr if cl_first else tr + cl) + b"\r\n"
+    with connect(srv) as s:
+        s.sendall(head + GOOD + SMUGGLED)
+        data, closed = all_until_closed(s)
+    assert closed, data
+    assert data.startswith(b"HTTP/1.1 400 "), data
+    assert len(STATUS_LINE.findall(data)) == 1, data
+    assert good_client_is_served(srv)
+
+
+def test_transfer_encoding_in_http_1_0_is_400_and_closed(srv):
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.0\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"0\r\n\r\n" + SMUGGLED)
+        data, closed = all_until_closed(s)
+    assert closed and data.startswith(b"HTTP/1.0 400 ") and len(STATUS_LINE.findall(data)) == 1, data
+
+
+def test_a_chunked_body_is_still_served(srv):
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(GOOD), GOOD)
+    with connect(srv) as s:
+        s.sendall(b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+        status, out = response_of(s)
+    assert status == 200, out
+
+
+# ---- compressed bodies (Content-Encoding) ------------------------------------
+
+def curl_file(s, path, data, *headers):
+    """POSTs `data` from a file with curl (--data-binary @file), the way users send a compressed body."""
+    with tempfile.NamedTemporaryFile(suffix=".gz") as f:
+        f.write(data)
+        f.flush()
+        args = [s.url + path, "-H", "Content-Type: application/json", "--data-binary", "@" + f.name]
+        for h in headers:
+            args += ["-H", h]
+        return curl(*args, timeout=30)
+
+
+def test_gzip_and_deflate_bodies_are_served(srv):
+    raw = zlib.compressobj(6, zlib.DEFLATED, -15)
+    for encoding, data in (("gzip", gzip.compress(GOOD)), ("deflate", zlib.compress(GOOD)),
+                           ("deflate", raw.compress(GOOD) + raw.flush())):
+        status, _, out = curl_file(srv, "/v2/models/fast/infer", data, "Content-Encoding: " + encoding)
+        assert status == 200, (encoding, out)
+        assert json.loads(out)["parameters"]["outcome"] == "ok", out
+
+
+def test_gzip_binary_tensors_count_the_uncompressed_header(srv):
+    # The binary extension: Inference-Header-Content-Length is the JSON
+    # header's length before compression (the issue's "139 but the body has 134").
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                     "parameters": {"binary_data_size": 16}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body = gzip.compress(header + struct.pack("<4f", 1, 2, 3, 4))
+    status, hdrs, out = curl_file(srv, "/v2/models/fast/infer", body, "Content-Encoding: gzip",
+                                  "Inference-Header-Content-Length: %d" % len(header))
+    assert status == 200, out
+    assert json.loads(out[:int(hdrs["inference-header-content-length"])])["parameters"]["outcome"] == "ok", out
+
+
+@pytest.mark.parametrize("encoding", ["br", "compress", "zstd", "gzip, br"])
+def test_other_content_encodings_are_415_naming_them(srv, encoding):
+    status, _, out = curl_file(srv, "/v2/models/fast/infer", gzip.compress(GOOD), "Content-Encoding: " + encoding)
+    assert status == 415, out
+    assert json.loads(out)["error"] == "Content-Encoding '%s' is not supported (gzip, deflate)" % encoding
+
+
+def test_corrupt_gzip_is_400(srv):
+    status, _, out = curl_file(srv, "/v2/models/fast/infer", gzip.compress(GOOD)[:-12], "Content-Encoding: gzip")
+    assert status == 400 and "ends before its stream does" in json.loads(out)["error"], out
+
+
+def test_a_gzip_bomb_is_413_at_the_decoded_limit(srv):
+    # 80 MiB of zeros is 80 KiB of gzip: the 64 MiB body limit applies to what
+    # it decodes to, and decoding stops there.
+    bomb = gzip.compress(b"\0" * (80 << 20), compresslevel=9)
+    assert len(bomb) < 1 << 20
+    status, _, out = curl_file(srv, "/v2/models/fast/infer", bomb, "Content-Encoding: gzip")
+    assert status == 413, out
+    assert "decodes (gzip) to more than the limit of 67108864 bytes" in json.loads(out)["error"], out
+    assert good_client_is_served(srv)
+
+
+# ---- pipelining ---------------------------------------------------------------
+
+def read_responses(sock, n, timeout):
+    """n whole responses from sock, in order: [(status, headers dict, body)]; fails on a close or timeout."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    data, out = b"", []
+    while len(out) < n:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep:
+            lines = head.split(b"\r\n")
+            hdrs = dict((k.strip().lower(), v.strip()) for k, v in (l.split(b":", 1) for l in lines[1:]))
+            length = int(hdrs[b"content-length"])
+            if len(rest) >= length:
+                out.append((int(lines[0].split()[1]), hdrs, rest[:length]))
+                data = rest[length:]
+                continue
+        assert time.monotonic() < deadline, "%d of %d responses within %d s" % (len(out), n, timeout)
+        chunk = sock.recv(1 << 16)
+        assert chunk, "the server closed the connection after %d of %d responses" % (len(out), n)
+        data += chunk
+    return out
+
+
+def infer_with_id(i):
+    body = json.dumps({"id": str(i), "inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                                 "data": [i, 2, 3, 4]}]}).encode()
+    return b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def lone_request_latency(s):
+    t0 = time.monotonic()
+    with connect(s) as c:
+        c.sendall(infer_with_id(0))
+        (status, _, _), = read_responses(c, 1, 10)
+    assert status == 200
+    return time.monotonic() - t0
+
+
+# A model whose batches take 50 ms on one emulated device: requests served
+# one at a time take 50 ms each; requests in the scheduler together share
+# batches of 8 (54 ms).
+PIPELINED = """
+    devices: emulated:1
+    policy: eager
+    models:
+      - {name: fast, input: "float32[4]", slo_ms: 5000, max_batch: 8, alpha_ms: 0.5, beta_ms: 50}
+"""
+
+
+@pytest.fixture(scope="module")
+def batching():
+    s = Serve(PIPELINED, grpc=False)
+    yield s
+    rc, _ = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+
+
+def test_pipelined_requests_are_read_ahead_and_answered_in_order(batching):
+    # Served one at a time (each read after the previous answer was
+    # written), 200 took 200 x a lone request's latency. Read ahead, they
+    # are in the scheduler together and share batches.
+    n = 200
+    lone = min(lone_request_latency(batching) for _ in range(3))
+    with connect(batching) as s:
+        t0 = time.monotonic()
+        s.sendall(b"".join(infer_with_id(i) for i in range(n)) + b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        answers = read_responses(s, n + 1, 120)
+        took = time.monotonic() - t0
+    for i, (status, hdrs, body) in enumerate(answers[:n]):
+        assert status == 200, body
+        assert json.loads(body)["id"] == str(i), (i, body)
+    assert answers[n][0] == 200 and json.loads(answers[n][2]) == {"live": True}
+    print("%d pipelined requests: %.2f s (a lone request: %.0f ms; one at a time: ~%.0f s)" %
+          (n, took, lone * 1e3, n * lone))
+    assert took < n * lone / 3, (took, lone)
+
+
+def test_a_bad_request_in_a_pipeline_is_answered_after_those_before_it_then_closes(batching):
+    bad = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n"
+    with connect(batching) as s:
+        s.sendall(infer_with_id(1) + infer_with_id(2) + bad + infer_with_id(3))
+        answers = read_responses(s, 3, 20)
+        rest, closed = all_until_closed(s)
+    assert [a[0] for a in answers] == [200, 200, 501], answers
+    assert [json.loads(a[2]).get("id") for a in answers[:2]] == ["1", "2"]
+    assert closed and rest == b"", rest
+
+
+# ---- large bodies beside small requests -------------------------------------
+
+QUICK = """
+    devices: emulated:1
+    policy: eager
+    models:
+      - {name: fast, input: "float32[4]", slo_ms: 5000, max_batch: 8, alpha_ms: 0.01, beta_ms: 0.1}
+"""
+
+
+def latencies(s, n, seconds=0):
+    """At least n sequential requests on one keep-alive connection, for at least `seconds`: their latencies."""
+    out = []
+    end = time.monotonic() + seconds
+    with connect(s) as c:
+        i = 0
+        while i < n or time.monotonic() < end:
+            i += 1
+            t0 = time.monotonic()
+            c.sendall(infer_with_id(i))
+            (status, _, body), = read_responses(c, 1, 30)
+            out.append(time.monotonic() - t0)
+            assert status == 200, body
+    return out
+
+
+def p99(xs):
+    return sorted(xs)[int(len(xs) * 0.99) - 1]
+
+
+# The flood, in its own process (the small client's timing must not wait for
+# this one's interpreter): 16 MiB JSON bodies back to back on one connection,
+# each refused only at its last byte; prints a line per refusal.
+FLOOD = r"""
+import socket, sys
+big = b'{"inputs":[{"name":"input","datatype":"FP32","shape":[1,4],"data":[' + b"0.5," * (4 << 20) + b"x]}]}"
+msg = b"POST /v2/models/fast/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(big) + big
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
+while True:
+    c.sendall(msg)
+    data = b""
+    while b"not valid JSON" not in data:
+        chunk = c.recv(65536)
+        if not chunk:
+            sys.exit(1)
+        data += chunk
+    print("refused", flush=True)
+"""
+
+
+def test_a_flood_of_large_bodies_does_not_delay_a_small_client():
+    # One HTTP I/O thread (the default). Parsing one flood body takes most of
+    # a second; on the I/O thread, each held up every other connection that
+    # long (p99 of the small client: ~900 ms).
+    s = Serve(QUICK, grpc=False)
+    flood = None
+    try:
+        quiet = latencies(s, 300, seconds=3)  # measured as the busy one is
+        host, port = s.http.rsplit(":", 1)
+        flood = subprocess.Popen([sys.executable, "-c", FLOOD, host, port], stdout=subprocess.PIPE)
+        assert flood.stdout.readline() == b"refused\n"  # under way
+        busy = latencies(s, 300, seconds=3)
+        assert flood.poll() is None, "the flood stopped"
+        flood.kill()
+        during = len(flood.stdout.read().splitlines())
+        print("small client p99: quiet %.2f ms, beside the flood %.2f ms (max %.2f ms); %d large bodies refused "
+              "meanwhile" % (p99(quiet) * 1e3, p99(busy) * 1e3, max(busy) * 1e3, during))
+        assert during >= 2, "the flood did not overlap the measurement"
+        assert p99(busy) < p99(quiet) + 0.010, (p99(quiet), p99(busy))
+    finally:
+        if flood:
+            flood.kill()
+            flood.wait(10)
+        rc, _ = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()

@@ -235,6 +235,27 @@ def test_grpc_with_stubs_generated_from_the_proto(cpu, tally):
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+@pytest.mark.parametrize("param,says", [
+    ({"int64_param": -5}, "'timeout' is -5 us"), ({"int64_param": 0}, "'timeout' is 0 us"),
+    ({"string_param": "1000"}, "integer number of microseconds"),
+    ({"double_param": 1.5}, "integer number of microseconds"), ({"bool_param": True}, "integer number of microseconds"),
+])
+@pytest.mark.parametrize("deadline", [None, 10])
+def test_grpc_bad_timeout_parameter_is_invalid_argument_with_or_without_a_deadline(cpu, tally, param, says,
+                                                                                   deadline):
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        req = pb.ModelInferRequest(model_name="linear")
+        req.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        req.raw_input_contents.append(struct.pack("<4f", 1, 2, 3, 4))
+        req.parameters["timeout"].CopyFrom(pb.InferParameter(**param))
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(req, timeout=deadline)
+        tally.add("linear", "errors")
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in e.value.details(), e.value.details()
+
+
 def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     """Last in this module: what the clients counted, /metrics and the report agree."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
@@ -355,6 +376,24 @@ def test_closed_http_connection_cancels_a_queued_request(emu):
     rc, report = emu.stop(signal.SIGTERM)
     assert rc == 0
     assert report["models"]["slow"]["dropped_by_reason"] == {"cancelled": 1}
+    assert report["devices"][0]["batches"] == 0
+
+
+def test_closed_http_connection_cancels_every_pipelined_request(emu):
+    # Three requests pipelined on one raw socket are all inside the front at
+    # once (--max-inflight 3); closing the socket cancels all three.
+    import socket
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [0, 0, 0, 0]}]})
+    req = ("POST /v2/models/slow/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" %
+           (len(body), body)).encode()
+    host, port = emu.http.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(req * 3)
+        wait_for(lambda: inflight(emu) == 3, "three pipelined requests inside the front")
+    wait_for(lambda: inflight(emu) == 0, "the front to end the requests of the closed connection")
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    assert report["models"]["slow"]["dropped_by_reason"] == {"cancelled": 3}, report["models"]["slow"]
     assert report["devices"][0]["batches"] == 0
 
 

@@ -94,7 +94,7 @@ class Front {
                                     std::uint64_t max_elements);
   // The budget the request plans with: the transport's deadline, else the
   // `timeout` parameter (microseconds, > 0), else the model's SLO; a reply
-  // with 400 when the parameter is malformed.
+  // with 400 when the parameter is malformed, deadline or not.
   static std::optional<Duration> budget(const InferRequest& request, std::optional<Duration> deadline,
                                         Duration slo, Reply* error);
 

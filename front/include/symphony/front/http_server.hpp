@@ -1,5 +1,6 @@
 // HttpServer: the protocol's REST transport (HTTP/1.1 with keep-alive) on
-// Boost.Beast, a few I/O threads for any number of connections.
+// Boost.Beast, a few I/O threads for any number of connections, and a few
+// threads that parse large bodies.
 //
 //   GET  /v2/health/live, /v2/health/ready, /v2
 //   GET  /v2/models/{m}[/versions/{v}], /v2/models/{m}[/versions/{v}]/ready
@@ -13,7 +14,10 @@
 //    what is past a bound gets a clear error or a closed connection, and
 //    other connections keep being served;
 //  - a connection closed while its request waits cancels the request
-//    (Front::cancel): queued, it never runs.
+//    (Front::cancel): queued, it never runs;
+//  - pipelined requests (sent without waiting for answers) are read ahead,
+//    up to max_pipelined per connection, and are in the front together;
+//    their answers are written in the order of the requests.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,14 @@ struct HttpOptions {
   Duration request_timeout = Duration::seconds(10);
   // A keep-alive connection without a request is closed after this.
   Duration idle_timeout = Duration::seconds(60);
+  // Requests read ahead on one connection (pipelined) before their answers
+  // are written: all of them are in the front at once, answered in order.
+  std::uint32_t max_pipelined = 32;
+  // Infer bodies from this size on are decoded and parsed on a pool of
+  // parse_threads threads (at nice 19), so that one large body never delays
+  // the other connections of an I/O thread; smaller ones on the I/O thread.
+  std::uint64_t inline_parse_bytes = 64u << 10;
+  int parse_threads = 2;
   RestLimits limits;
 };
 

@@ -3,6 +3,10 @@
 // metadata. Pure functions of bytes, so the fuzzer and the tests drive them
 // without a socket.
 //
+// Bodies may come compressed (Content-Encoding: gzip or deflate, decoded by
+// decode_body() before parsing); the Inference-Header-Content-Length then
+// counts the decoded JSON header, as the binary extension defines it.
+//
 // Binary tensor extension: the body is a JSON header of
 // `Inference-Header-Content-Length` bytes followed by the raw tensors, in
 // the order of the inputs that give `"parameters": {"binary_data_size": N}`
@@ -33,6 +37,24 @@ struct RestLimits {
 bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
                          std::optional<std::uint64_t> header_length, const RestLimits& limits,
                          InferRequest* out, Reply* error);
+
+// A request body sent with a Content-Encoding, decoded.
+struct DecodedBody {
+  enum class Status : std::uint8_t {
+    kOk,
+    kUnsupported,  // 415: an encoding other than gzip, deflate or identity
+    kTooLarge,     // 413: more than `limit` bytes once decoded
+    kCorrupt,      // 400: not a valid stream of its encoding
+  };
+  Status status = Status::kOk;
+  std::string body;   // when kOk
+  std::string error;  // otherwise, naming the problem
+};
+// Decodes `body` sent with `Content-Encoding: encoding` (gzip or x-gzip,
+// deflate as zlib or raw, identity; case-insensitive) to at most `limit`
+// bytes: a body that would decode to more stops there (no allocation past
+// `limit`), whatever its own size.
+DecodedBody decode_body(std::string_view encoding, std::string_view body, std::uint64_t limit);
 
 // A reply's body. With binary outputs `header_length` is set and the body is
 // the JSON header followed by the outputs' bytes. `request_outputs` and
