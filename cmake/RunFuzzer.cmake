@@ -5,7 +5,7 @@
 # libFuzzer is installed.
 #
 #   cmake -DNAME=<fuzzer> -DCLANGXX=/usr/bin/clang++-14 -DWORK_DIR=<dir>
-#         -DSOURCES=<a.cc|b.cc> -DINCLUDES=<dir|dir> [-DSEED_DIR=<dir>] [-DSEEDS=<tool>]
+#         -DSOURCES=<a.cc|b.cc> -DINCLUDES=<dir|dir> [-DLIBS=<-lz|...>] [-DSEED_DIR=<dir>] [-DSEEDS=<tool>]
 #         -DRUNS=200000 -DSECONDS=20 [-DMAX_LEN=4096] -P RunFuzzer.cmake
 if(NOT CLANGXX OR NOT EXISTS "${CLANGXX}")
   message("SKIPPED: no clang++ found (install clang-14 and libclang-rt-14-dev) - the ${NAME} fuzzer did not run")
@@ -16,12 +16,13 @@ if(NOT MAX_LEN)
 endif()
 string(REPLACE "|" ";" _sources "${SOURCES}")
 string(REPLACE "|" ";" _includes "${INCLUDES}")
+string(REPLACE "|" ";" _libs "${LIBS}")
 list(TRANSFORM _includes PREPEND "-I")
 file(MAKE_DIRECTORY "${WORK_DIR}/corpus")
 set(_fuzzer "${WORK_DIR}/${NAME}")
 execute_process(
   COMMAND "${CLANGXX}" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-          ${_includes} ${_sources} -o "${_fuzzer}"
+          ${_includes} ${_sources} ${_libs} -o "${_fuzzer}"
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
 if(NOT _rc EQUAL 0)
   if(_err MATCHES "libclang_rt.fuzzer|fsanitize=fuzzer")
