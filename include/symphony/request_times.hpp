@@ -24,7 +24,8 @@ struct RequestTimes {
 };
 
 // REQUIRES: slo > 0; a budget, when given, is > 0.
-constexpr RequestTimes request_times(TimePoint arrival, Duration slo, std::optional<Duration> budget) noexcept {
+constexpr RequestTimes request_times(TimePoint arrival, Duration slo,
+                                     std::optional<Duration> budget) noexcept {
   if (!budget) return {arrival + slo, arrival + slo};
   return {arrival + (*budget < slo ? *budget : slo), arrival + *budget};
 }
