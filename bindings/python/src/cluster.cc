@@ -143,17 +143,17 @@ class PyClient {
   py::dict stats() const {
     const cluster::ClientStats s = client_->stats();
     py::dict d;
-    d["sent"] = s.sent;
-    d["ok"] = s.ok;
-    d["late"] = s.late;
-    d["dropped"] = s.dropped;
-    d["errors"] = s.errors;
+    d["sent"] = s.outcomes.sent;
+    d["ok"] = s.outcomes.ok;
+    d["late"] = s.outcomes.late;
+    d["dropped"] = s.outcomes.dropped;
+    d["errors"] = s.outcomes.errors;
     d["in_flight"] = s.in_flight;
     py::dict reasons;
     for (int r = 1; r < kNumDropReasons; ++r)
-      if (s.dropped_by_reason[static_cast<std::size_t>(r)])
+      if (s.outcomes.dropped_by_reason[static_cast<std::size_t>(r)])
         reasons[py::str(std::string(to_string(static_cast<DropReason>(r))))] =
-            s.dropped_by_reason[static_cast<std::size_t>(r)];
+            s.outcomes.dropped_by_reason[static_cast<std::size_t>(r)];
     d["dropped_by_reason"] = reasons;
     d["duplicate_outcomes"] = s.duplicate_outcomes;
     d["duplicate_outputs"] = s.duplicate_outputs;

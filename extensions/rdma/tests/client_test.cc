@@ -87,7 +87,7 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   EXPECT_EQ((*c)->infer("nope", in).status().code(), Errc::kNotFound);
   EXPECT_NE((*c)->infer("nope", in).status().message().find("serves: m"), std::string::npos);
   EXPECT_EQ((*c)->infer("m", big).status().code(), Errc::kInvalidArgument);
-  EXPECT_EQ((*c)->stats().sent, 0u);  // refused at the call: nothing was sent
+  EXPECT_EQ((*c)->stats().outcomes.sent, 0u);  // refused at the call: nothing was sent
 
   auto f = (*c)->infer("m", in);
   ASSERT_TRUE(f.ok());
@@ -118,8 +118,8 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   const ClientStats st = (*c)->stats();
   EXPECT_EQ(st.unknown_ids, 1u);
   EXPECT_EQ(st.duplicate_outcomes, 1u);
-  EXPECT_EQ(st.sent, 1u);
-  EXPECT_EQ(st.dropped, 1u);
+  EXPECT_EQ(st.outcomes.sent, 1u);
+  EXPECT_EQ(st.outcomes.dropped, 1u);
   EXPECT_EQ(st.in_flight, 0u);
 }
 
@@ -150,8 +150,8 @@ TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
   EXPECT_EQ(r.outcome, Outcome::kError);
   EXPECT_EQ(r.failure, Failure::kNotConnected);
   const ClientStats st = (*c)->stats();
-  EXPECT_EQ(st.sent, 11u);
-  EXPECT_EQ(st.errors, 11u);
+  EXPECT_EQ(st.outcomes.sent, 11u);
+  EXPECT_EQ(st.outcomes.errors, 11u);
   EXPECT_EQ(st.scheduler_losses, 1u);
   EXPECT_FALSE(st.connected);
 }
@@ -234,7 +234,7 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   const ClientStats st = (*c)->stats();
   EXPECT_EQ(st.cancels, 1u);
   EXPECT_EQ(st.in_flight, 0u);
-  EXPECT_EQ(st.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
+  EXPECT_EQ(st.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
 }
 
 }  // namespace

@@ -813,13 +813,14 @@ void Client::Impl::on_tick(TimePoint now) {
 ClientStats Client::Impl::stats() const {
   ClientStats s;
   auto ld = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  s.sent = ld(sent_);
-  s.ok = ld(ok_);
-  s.late = ld(late_);
-  s.dropped = ld(dropped_);
-  s.errors = ld(errors_);
+  OutcomeCounts& c = s.outcomes;
+  c.sent = ld(sent_);
+  c.ok = ld(ok_);
+  c.late = ld(late_);
+  c.dropped = ld(dropped_);
+  c.errors = ld(errors_);
+  for (int i = 0; i < kNumDropReasons; ++i) c.dropped_by_reason[static_cast<std::size_t>(i)] = ld(drops_[i]);
   s.in_flight = ld(in_flight_);
-  for (int i = 0; i < kNumDropReasons; ++i) s.dropped_by_reason[static_cast<std::size_t>(i)] = ld(drops_[i]);
   s.duplicate_outcomes = ld(dup_outcomes_);
   s.duplicate_outputs = ld(dup_outputs_);
   s.unknown_ids = ld(unknown_);

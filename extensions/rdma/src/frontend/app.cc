@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "symphony/cluster/client_report.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/transport.hpp"
 #include "symphony/front/front_metrics.hpp"
@@ -189,21 +190,10 @@ json FrontendApp::report(double seconds) const {
   report["config"] = opts_.config_path;
   report["scheduler"] = scheduler_desc_;
   report["name"] = opts_.name;
-  report["client"] = {{"sent", cs.sent},
-                      {"ok", cs.ok},
-                      {"late", cs.late},
-                      {"dropped", cs.dropped},
-                      {"errors", cs.errors},
-                      {"in_flight_at_end", cs.in_flight},
-                      {"cancels", cs.cancels},
-                      {"duplicate_outcomes", cs.duplicate_outcomes},
-                      {"duplicate_outputs", cs.duplicate_outputs},
-                      {"unknown_ids", cs.unknown_ids},
-                      {"scheduler_losses", cs.scheduler_losses},
-                      {"resubmitted", cs.resubmitted},
-                      {"welcomes", cs.welcomes}};
+  report["client"] = client_report(cs);
   std::printf("cluster client: sent %llu, scheduler lost %llu times, joined %llu times, %llu cancels sent\n",
-              static_cast<unsigned long long>(cs.sent), static_cast<unsigned long long>(cs.scheduler_losses),
+              static_cast<unsigned long long>(cs.outcomes.sent),
+              static_cast<unsigned long long>(cs.scheduler_losses),
               static_cast<unsigned long long>(cs.welcomes), static_cast<unsigned long long>(cs.cancels));
   return report;
 }

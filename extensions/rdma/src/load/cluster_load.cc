@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 
+#include "symphony/cluster/client_report.hpp"
 #include "symphony/cluster/client.hpp"
 #include "symphony/cluster/cluster_config.hpp"
 #include "symphony/cluster/node_common.hpp"
@@ -198,14 +199,7 @@ json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const
   report["errors_by_message"] = all_errors;
   for (const auto& [m, k] : all_errors)
     std::printf("  %llu errors: %s\n", static_cast<unsigned long long>(k), m.c_str());
-  report["client"] = {{"sent_total", cs.sent},
-                      {"in_flight_at_end", cs.in_flight},
-                      {"duplicate_outcomes", cs.duplicate_outcomes},
-                      {"duplicate_outputs", cs.duplicate_outputs},
-                      {"unknown_ids", cs.unknown_ids},
-                      {"scheduler_losses", cs.scheduler_losses},
-                      {"resubmitted", cs.resubmitted},
-                      {"welcomes", cs.welcomes}};
+  report["client"] = client_report(cs);
   return report;
 }
 

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "symphony/outcome_tally.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -92,8 +93,8 @@ struct InferResult {
 };
 
 struct ClientStats {
-  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, in_flight = 0;
-  std::array<std::uint64_t, kNumDropReasons> dropped_by_reason{};
+  OutcomeCounts outcomes;  // sent, and how the requests that ended ended
+  std::uint64_t in_flight = 0;
   std::uint64_t duplicate_outcomes = 0;  // an outcome after the request had one (ignored)
   std::uint64_t duplicate_outputs = 0;   // outputs after the request had outputs: it ran twice
   std::uint64_t unknown_ids = 0;         // messages naming requests this client never sent
