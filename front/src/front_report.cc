@@ -36,6 +36,8 @@ json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double 
     metrics::add_drops(jm, "unavailable", m.unavailable);
     jm["errors"] = m.outcomes.errors + m.invalid;
     jm["errors_by_kind"] = {{"model", m.outcomes.errors}, {"invalid", m.invalid}};
+    // What the front answered itself, by the kinds of symphony_front_refused_total.
+    jm["refused"] = {{"invalid", m.invalid}, {"shed", m.shed}, {"unavailable", m.unavailable}};
     jm["goodput_rps"] = seconds > 0 ? static_cast<double>(m.outcomes.ok) / seconds : 0.0;
     metrics::OutcomeRow row{m.model, m.outcomes, m.shed + m.unavailable, m.invalid, {}, {}, 0, {}};
     if (ms) {

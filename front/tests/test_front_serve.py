@@ -44,6 +44,9 @@ def cpu_config(d):
 EMULATED = """
     devices: emulated:1
     policy: deferred
+    # Room for a loaded test machine's late timers (a lone `fast` request is
+    # deferred to its latest start).
+    delays: {safety_margin_ms: 20}
     models:
       # l(1) = 201 ms; a lone request waits ~3.8 s for company (deferred).
       - {name: slow, input: "float32[4]", slo_ms: 4000, max_batch: 8, alpha_ms: 1, beta_ms: 200}
@@ -261,6 +264,10 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
     assert m, cpu.output()
     text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+    refused = {}
+    for mm in re.finditer(r"^symphony_front_refused_total\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', mm.group(1)))
+        refused[(labels["kind"], labels["model"])] = int(float(mm.group(2)))
     for model, counts in tally.by_model.items():
         for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
             line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
@@ -273,7 +280,11 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
         for key in ("ok", "late", "dropped", "errors"):
             assert r[key] == counts[key], (model, key, r, counts)
         assert r["sent"] == r["ok"] + r["late"] + r["dropped"] + r["errors"]
+        # The report's refusals are /metrics' symphony_front_refused_total, kind for kind.
+        for kind, n in r["refused"].items():
+            assert refused.get((kind, model), 0) == n, (model, kind, r["refused"], refused)
     assert report["unknown_model"] >= 1
+    assert sum(r["refused"]["invalid"] for r in report["models"].values()) >= len(BAD_LINEAR_INPUTS)
 
 
 def test_the_server_counts_protocol_requests_in_symphony_requests_total():
