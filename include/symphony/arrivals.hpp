@@ -1,35 +1,17 @@
-// Arrivals from a workload's description: who sends which request when. The
-// description (rates, arrival laws, rate changes, SLO overrides, trace
-// records) is workload.hpp's; this is the engine, shared by the simulator
-// (sim/workload.hpp) and the load generators (load/, docs/architecture.md#load).
+// Arrivals from a workload's description (workload.hpp's WorkloadSpec): who sends which request when.
+// The engine shared by the simulator (sim/workload.hpp) and the load generators (load/). Each model
+// has its own renewal stream (uniform, Poisson or Gamma(shape) gaps) at its rate, optionally changed by
+// a piecewise-constant rate schedule; the streams merge in time order (ties: lower model id first); a
+// trace is replayed as recorded, optionally compressed by a time scale. How: (docs/architecture.md#load).
 //
-// A synthetic workload gives every model its own arrival stream: a renewal
-// process (uniform gaps, Poisson, or Gamma(shape) gaps: shape < 1 is burstier
-// than Poisson, shape 1 is Poisson) at a per-model rate, optionally changed
-// over time by a piecewise-constant rate schedule. The streams are merged in
-// time order (ties: lower model id first). A fraction of requests can carry
-// their own SLO (per-request SLO overrides).
-//
-// Time-varying rates use the time-change construction: a unit-rate renewal
-// process in "operational time" s is mapped to real time through the inverse
-// of s(t) = integral of rate(t) dt, so a Gamma stream stays a Gamma stream at
-// every rate, and a schedule with a zero-rate piece sends nothing there.
-//
-// A trace is replayed as recorded (time, model[, slo]); a time scale
-// compresses it to offer a higher rate.
-//
-// Every model stream has its own random generator seeded from (seed, model
-// index), so adding a model or changing one model's rate does not change the
-// other models' streams. Same spec and seed: the same arrivals, bit for bit.
-//
-// Guarantees: construction allocates O(models); next() is O(log models), no
-// allocation; arrivals come in non-decreasing time order and stop at the
-// spec's duration.
+// Guarantees: deterministic (same spec and seed: the same arrivals, bit for bit; a model's stream is
+// seeded from (seed, model index), so other models do not change it); construction allocates
+// O(models); next() is O(log models), no allocation; arrivals come in non-decreasing time order and
+// stop at the spec's duration.
 //
 //   WorkloadSpec w;  w.duration = Duration::seconds(10);  w.seed = 1;
 //   w.models.push_back({.rate = 500, .arrival = ArrivalProcess::poisson()});
-//   WorkloadArrivals src(w);  Arrival a;
-//   while (src.next(a)) ...;
+//   WorkloadArrivals src(w);  Arrival a;  while (src.next(a)) ...;
 #pragma once
 
 #include <algorithm>

@@ -1,27 +1,16 @@
-// LatencyHistogram: percentiles of non-negative durations in fixed memory,
-// the one histogram behind every latency figure Symphony reports (the
-// simulator's metrics, the runtime's dispatch lag, the server's and the
-// stress tool's request latencies), so that their percentiles compare.
+// LatencyHistogram: percentiles of non-negative durations in fixed memory, the one histogram behind
+// every latency figure Symphony reports, so that their percentiles compare. Log-linear buckets
+// (HdrHistogram's idea; docs/architecture.md#core): exact below 512 ns, then 256 buckets per power of two.
 //
-// Layout (log-linear, HdrHistogram's idea): values below 512 ns have a bucket
-// each; above, every power-of-two range [2^k, 2^(k+1)) is split into 256
-// equal buckets, so a bucket is at most 1/256 of its lower bound wide. Values
-// from 2^42 ns (73 minutes) on share the last bucket.
+// percentile(q) is the value of rank r = max(1, round(q * n)) among the n recorded values in ascending
+// order (halves down: the nearest-rank quantile), reported as the midpoint of that value's bucket,
+// clamped to [min(), max()]: within 0.2 % of the exact value, exact below 512 ns.
 //
-// Percentile convention: percentile(q) is the value of rank
-// r = max(1, round(q * n)) among the n recorded values in ascending order
-// (q * n rounded to the nearest whole rank, halves down: the nearest-rank
-// quantile), reported as the midpoint of that value's bucket, clamped to
-// [min(), max()]. It is within 0.2 % of the exact value, and exact below
-// 512 ns.
+// Guarantees: the constructor allocates the counters once (70 KiB); record() and merge() are O(1) /
+// O(buckets), noexcept and never allocate; percentile() is O(buckets); single-threaded (merge
+// per-thread copies).
 //
-// Guarantees: the constructor allocates the counters once (70 KiB); record()
-// and merge() are O(1) / O(buckets), noexcept and never allocate;
-// percentile() is O(buckets); single-threaded (merge per-thread copies).
-//
-//   LatencyHistogram h;
-//   h.record(Duration::milliseconds(3));
-//   h.percentile(0.99);  // about 3 ms
+//   LatencyHistogram h;  h.record(Duration::milliseconds(3));  h.percentile(0.99);  // about 3 ms
 #pragma once
 
 #include <algorithm>

@@ -1,26 +1,16 @@
-// ModelState: the model side of the scheduler, what the paper's ModelThread
-// owns (§4.2); it pairs with RankState, the rank side (rank_state.hpp).
-//
-// A ModelState holds one shard of the models (all of them in the
-// single-threaded Scheduler; one ModelThread's in the Runtime): their EDF request queues, their batch
-// candidates, the request and batch pools, and the in-flight batches whose
-// requests still await an outcome. It never looks at GPUs or timers: those
-// belong to the rank side (rank_state.hpp). The two talk in small messages:
-//
-//   model -> rank: CandidateUpdate (after an arrival, a recompute or a grant),
-//                  the GPU's predicted free time after a grant, batch finishes;
+// ModelState: the model side of the scheduler, what the paper's ModelThread owns (§4.2); it pairs with
+// RankState, the rank side (rank_state.hpp). It holds one shard of the models (all of them in the
+// Scheduler; one ModelThread's in the Runtime): their EDF request queues, batch candidates, the request
+// and batch pools, and the in-flight batches; it never looks at GPUs or timers. The rules live here
+// once (docs/architecture.md#core). Messages, passed by direct call or over SPSC rings:
+//   model -> rank: CandidateUpdate, the GPU's predicted free time after a grant, batch finishes;
 //   rank -> model: grant (model, gpu, gpu_free), recompute (model, not_before).
-//
-// The single-threaded Scheduler passes them by direct call; the multi-threaded
-// Runtime (ModelThread <-> RankThread) over SPSC rings. The rules live here
-// once.
 //
 // Guarantees:
 //  - one owner thread; allocation only in the constructor and add_model;
-//  - submit O(log q + log max_batch), grant O(b + log q), finish O(b),
-//    cancel O(q);
-//  - every accepted request ends exactly once (ok, late, dropped, error),
-//    reported through the Sink passed to each call.
+//  - submit O(log q + log max_batch), grant O(b + log q), finish O(b), cancel O(q);
+//  - every accepted request ends exactly once (ok, late, dropped, error), reported through the Sink
+//    passed to each call.
 #pragma once
 
 #include <algorithm>

@@ -1,26 +1,13 @@
-// The one policy language: what `--policy` and `--gather` (and `policy:` and
-// `gather:` in every config file, and the Python API's `policy=`/`gather=`)
-// mean, wherever a scheduler is built. `symphony simulate`, `serve`, `stress`,
-// the Python bindings and the cluster scheduler all parse the same text with
-// parse_policy() / parse_gather(), print it with to_string(), and build their
-// Scheduler or Runtime for it with visit_policy().
+// The one policy language: what `--policy` and `--gather` (and `policy:` / `gather:` in every config
+// file, and the Python API's `policy=` / `gather=`) mean, wherever a scheduler is built. Every front
+// door parses the same text with parse_policy() / parse_gather(), prints it with to_string(), and
+// builds its Scheduler or Runtime for it with visit_policy() (docs/policies.md).
 //
-// Exec policies (exec_policy.hpp; docs/policies.md has the rules):
-//   deferred                      the adaptive deferred rule (default options)
-//   deferred:paper                the paper's exact rule
-//   deferred:<key>=<x>,...        the deferred rule with options: min_gain,
-//                                 arrival_window, miss_gain (numbers >= 0)
-//   eager                         dispatch as soon as a GPU can take the batch
-//   timeout:<ms> | timeout:<ms>ms a batch waits at most <ms> after its head
-//   timeout:<f>slo                ... at most f x the model's SLO
-// Gathering policies (gather_policy.hpp): target_batch (default),
-// sliding_window.
-// The peers the paper compares against, as the simulator runs them
-// (include/symphony/sim/peers/; they have their own gathering and run only in
-// `symphony simulate`):
-//   clockwork[:slack_ms=<x>,horizon_ms=<x>,window=<n>,percentile=<p>]
-//   nexus[:frontends=<n>,epoch_s=<x>,fill=<0|1>,plan=<fresh|adjust>,replan_threshold=<x>]
-//   shepherd[:lambda=<x>,sizing=<earliest|descending>]
+// Exec policies (exec_policy.hpp): deferred | deferred:paper | deferred:<key>=<x>,... (min_gain,
+// arrival_window, miss_gain) | eager | timeout:<ms>[ms] | timeout:<f>slo. Gathering policies
+// (gather_policy.hpp): target_batch (default) | sliding_window. The paper's peers, with their own
+// gathering, run only in `symphony simulate` (sim/peers/): clockwork[:...] | nexus[:...] |
+// shepherd[:...], options in (docs/simulator.md#the-peers-clockwork-nexus-shepherd-flex).
 //
 //   Result<PolicySpec> p = parse_policy("deferred:paper");
 //   auto rt = visit_policy(*p, [&](auto exec, auto gather) {

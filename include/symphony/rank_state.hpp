@@ -1,28 +1,16 @@
-// The rank side of the scheduler: what the paper's RankThread owns (§4.2).
+// The rank side of the scheduler: what the paper's RankThread owns (§4.2). It keeps every GPU's
+// predicted free time, every model's current candidate and its timer, the *waiting* candidates ranked
+// by `latest`, and the one GPU timer, and matches candidates to GPUs: a model timer grants the lowest-id
+// idle GPU, else the GPU that frees by exec, else the candidate waits; the GPU timer grants the waiting
+// candidate with the smallest `latest` that can still start; an expired waiting candidate is
+// recomputed, not discarded (docs/architecture.md#matchmaking).
 //
-// It keeps every GPU's predicted free time, every model's current candidate
-// and its timer, the set of *waiting* candidates ranked by `latest`, and the
-// one GPU timer; it matches candidates to GPUs (docs/architecture.md#matchmaking):
+// Outputs are RankActions (grant, recompute) that the owner drains with pop_action() and delivers to
+// the model side: the Scheduler by direct call, the Runtime over SPSC rings.
 //
-//  - Model timer, at exec - delay(b): grant the lowest-id idle GPU (this is
-//    what keeps GPU use load-proportional: high ids stay idle and can be
-//    released); else the GPU that frees earliest, if it frees by exec; else
-//    the candidate becomes waiting, and its timer is re-armed to fire just
-//    after latest - delay(b), when it expires.
-//  - GPU timer, for the GPU that frees earliest, at free - delay(b) of the
-//    most urgent waiting candidate: grant the waiting candidate with the
-//    smallest `latest` that can still start by then. Candidates that cannot
-//    meet even that GPU are sent back to be recomputed (they shrink).
-//  - An expired waiting candidate is recomputed, not discarded.
-//
-// Exactly one GPU timer is armed while a candidate waits and a GPU can take
-// it; it is re-armed whenever the earliest GPU or the waiting set changes.
-// Outputs are RankActions (grant, recompute) that the owner drains with
-// pop_action() and delivers to the model side: the Scheduler by direct call,
-// the Runtime over SPSC rings.
-//
-// Guarantees: one owner thread; no allocation after construction; every
-// input and every timer costs O(log M + log G) amortized.
+// Guarantees: one owner thread; no allocation after construction; every input and every timer costs
+// O(log M + log G) amortized; exactly one GPU timer is armed while a candidate waits and a GPU can
+// take it, re-armed whenever the earliest GPU or the waiting set changes.
 #pragma once
 
 #include <cstdint>

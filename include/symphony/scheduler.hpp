@@ -1,33 +1,17 @@
-// Scheduler: the single-threaded, event-driven deferred batch scheduler.
+// Scheduler: the single-threaded, event-driven deferred batch scheduler. It joins the model side
+// (ModelState) and the rank side (RankState) by direct calls, as the Runtime joins them over rings,
+// so both follow one set of rules (docs/architecture.md#core, #semantics). Events, at the clock's
+// now: submit() / cancel(), run_timers(), on_batch_finished(); decisions come out through the Sink:
+// on_dispatch() per batch, on_outcome() exactly once per request. Parameters: the Clock (VirtualClock
+// or SteadyClock), the Sink, the exec-time and gathering policies, the timer queue (timer_queue.hpp).
 //
-// It composes the model side (ModelState) and the rank side (RankState) with
-// direct calls. The multi-threaded Runtime composes the very same two pieces
-// over lock-free rings, so both follow one set of rules (docs/architecture.md#semantics).
+// Guarantees: single-threaded; all storage is allocated by create() and add_model(); submit,
+// run_timers and on_batch_finished never allocate; O(log M + log G) amortized per event plus O(b) per
+// dispatched batch; models and GPUs can be added while running and removed when idle.
 //
-// Three kinds of events drive it, each at the clock's current time:
-//  - submit(): a request arrives (and cancel(): a queued one is withdrawn);
-//  - run_timers(): fire every timer due now (model timers, the GPU timer);
-//  - on_batch_finished(): an executor reports a batch's actual end.
-// Decisions come out through the Sink: on_dispatch() for each batch sent to a
-// GPU, on_outcome() exactly once for each request.
-//
-// Template parameters: the Clock (VirtualClock for simulation and tests,
-// SteadyClock for real time), the Sink, the exec-time policy (deferred, eager,
-// timeout), the gathering policy (sliding window, target batch) and the timer
-// queue (a 4-ary heap by default, or the splay tree; see timer_queue.hpp).
-//
-// Guarantees:
-//  - single-threaded; all storage is allocated by create() and add_model();
-//    submit, run_timers and on_batch_finished never allocate;
-//  - O(log M + log G) amortized per event, plus O(b) per dispatched batch;
-//  - models and GPUs can be added while running and removed when idle.
-//
-//   VirtualClock clock;  MySink sink;
 //   auto s = Scheduler<VirtualClock, MySink>::create({.max_models = 4, .max_gpus = 3}, clock, sink);
-//   ModelId m = *(*s)->add_model({.name = "resnet", .profile = ..., .slo = 25ms});
-//   (*s)->add_gpu();
-//   (*s)->submit(m, /*tag=*/1);
-//   clock.advance_to((*s)->next_timer());  (*s)->run_timers();
+//   ModelId m = *(*s)->add_model({.name = "resnet", .profile = ..., .slo = 25ms});  (*s)->add_gpu();
+//   (*s)->submit(m, /*tag=*/1);  clock.advance_to((*s)->next_timer());  (*s)->run_timers();
 #pragma once
 
 #include <cstdint>

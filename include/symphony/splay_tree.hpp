@@ -1,27 +1,17 @@
-// An intrusive, allocation-free splay tree (Sleator and Tarjan's top-down
-// splaying).
-//
-// Elements embed a `SplayHook<Tag>` (derive from it; the Tag lets one type live
-// in several trees) and are ordered by a strict-weak-order `Less`. Keys must
-// be unique under `Less`: every user in Symphony breaks ties with an id or a
-// sequence number, which is also what makes iteration order deterministic.
-//
-// Why a splay tree: the scheduler's accesses are strongly local (timers are
-// re-armed a little later than where they were, queues are appended at the
-// tail and popped at the head, the minimum is read repeatedly), and splaying
-// makes such sequences amortized O(1)-ish while keeping O(log n) amortized in
-// general. Two pointers per node, no rebalancing metadata.
+// An intrusive, allocation-free splay tree (Sleator and Tarjan's top-down splaying), chosen for the
+// scheduler's local access patterns (docs/architecture.md#core). Elements embed a `SplayHook<Tag>`
+// (derive from it; the Tag lets one type live in several trees) and are ordered by a strict-weak-order
+// `Less`; keys must be unique under `Less` (break ties with an id or a sequence number).
 //
 // Guarantees:
 //  - never allocates; the tree owns nothing; elements must outlive membership;
-//  - insert, erase, min, pop_min, next: amortized O(log n); insert_after_max
-//    (appending past a known largest element): O(1);
+//  - insert, erase, min, pop_min, next: amortized O(log n); insert_after_max (appending past a known
+//    largest element): O(1);
 //  - not thread-safe (one owner thread).
 //
 //   struct Item : SplayHook<> { int key; };
 //   struct ItemLess { bool operator()(const Item& a, const Item& b) const { return a.key < b.key; } };
-//   SplayTree<Item, ItemLess> tree;
-//   tree.insert(item);  Item* m = tree.min();  tree.erase(item);
+//   SplayTree<Item, ItemLess> tree;  tree.insert(item);  Item* m = tree.min();  tree.erase(item);
 #pragma once
 
 #include <cstddef>

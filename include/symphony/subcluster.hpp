@@ -1,32 +1,18 @@
-// Sub-clusters (paper §4.4 "Sub-cluster Partitioning"): the models are split
-// into disjoint sets, one per sub-cluster, each served by its own dispatcher
-// (a RankThread, or one Scheduler in the simulator) over its own GPUs, with
-// no communication between dispatchers. Every epoch the scheduler measures
-// each model's request rate, re-partitions within a disruption bound
-// (symphony::partition) and moves the models whose sub-cluster changed.
-//
-// This header holds the part of that which is the same in the simulator and
-// in a scheduler process, free of any solver or I/O:
-//  - SubClusterSpec: how many sub-clusters, their GPUs (equal_split() by
-//    default), the epoch and the disruption bound;
-//  - EpochRateMeter: per-model arrivals over the current epoch -> rates;
+// Sub-clusters (paper §4.4 "Sub-cluster Partitioning"): the part that is the same in the simulator and
+// in a scheduler process, free of any solver or I/O (docs/architecture.md#sub-clusters):
+//  - SubClusterSpec: how many sub-clusters, their GPUs (equal_split() by default), the epoch and the
+//    disruption bound; EpochRateMeter: per-model arrivals over the current epoch -> rates;
 //  - diff_assignments(): the moves that turn one assignment into another;
-//  - SubClusterPlacement: where each model's new requests go (its owner) and
-//    where it is still loaded. A move is not atomic: from the epoch on, the
-//    model's new requests go to its new sub-cluster, while its queued and
-//    in-flight requests finish in the old one, which keeps the model
-//    (draining) until they have; only then does the model leave the old
-//    sub-cluster's GPUs (drained()). A model moved back to a sub-cluster that
-//    is still draining it is owned there again at once (nothing to load).
+//  - SubClusterPlacement: where each model's new requests go (its owner) and where it is still loaded.
+//    A move is not atomic: new requests go to the new sub-cluster at once, while the old one keeps the
+//    model (draining) until its queued and in-flight requests end (drained()); a model moved back to a
+//    sub-cluster still draining it is owned there again at once (nothing to load).
 //
-// Guarantees: single-threaded values; EpochRateMeter::count() is O(1) and
-// never allocates; apply() costs O(models + moves), drained() O(models
-// draining in that sub-cluster).
+// Guarantees: single-threaded values; EpochRateMeter::count() is O(1) and never allocates; apply()
+// costs O(models + moves), drained() O(models draining in that sub-cluster).
 //
-//   SubClusterPlacement p(/*models=*/3, /*subclusters=*/2);
-//   for (const PlacementStep& s : p.apply({0, 0, 1})) ...;   // load every model
-//   for (const PlacementStep& s : p.apply({0, 1, 1})) ...;   // load 1 in 1, drain 1 in 0
-//   route(p.owner(1));  ...;  p.drained(0, 1);                // model 1's old requests are done
+//   SubClusterPlacement p(/*models=*/3, /*subclusters=*/2);  for (auto& s : p.apply({0, 0, 1})) ...;
+//   for (auto& s : p.apply({0, 1, 1})) ...;  route(p.owner(1));  p.drained(0, 1);  // model 1 left 0
 #pragma once
 
 #include <cmath>

@@ -1,25 +1,14 @@
-// Doorbell: how a runtime thread sleeps until it has news or a deadline.
-//
-// Every runtime thread (a ModelThread, the RankThread, the emulated GPUs) owns
-// one Doorbell. Producers publish work into the thread's queues first and then
-// ring(); the owner, finding nothing to do, calls prepare_wait(), looks at its
-// queues once more, and then either cancel_wait()s (there was news after all)
-// or wait_until()s a deadline. The protocol is Dekker's: the producer's
-// publication and the owner's "I am about to sleep" are each followed by a
-// sequentially consistent fence, so either the producer sees the sleeper (and
-// wakes it) or the owner sees the work (and does not sleep). A ring() on an
-// awake owner costs one fence and one load of a line the owner rarely writes.
-//
-// The sleep itself is a futex on Linux (absolute CLOCK_MONOTONIC deadline, the
-// clock behind std::chrono::steady_clock and SteadyClock) and a condition
-// variable elsewhere. wait_until() may return early (a ring, a spurious wake);
-// callers always re-check their queues and the clock.
+// Doorbell: how a runtime thread sleeps until it has news or a deadline. Every runtime thread (a
+// ModelThread, the RankThread, the emulated GPUs) owns one. Producers publish work into the owner's
+// queues, then ring(); the owner, finding nothing to do, calls prepare_wait(), looks at its queues once
+// more, then cancel_wait()s or wait_until()s a deadline. Dekker's protocol, a futex on Linux, a
+// condition variable elsewhere (docs/architecture.md#shards-and-the-rank).
 //
 // Guarantees:
 //  - any number of producers, exactly one owner (the only thread that waits);
 //  - ring() never blocks and never allocates; wait_until() blocks only the owner;
-//  - no lost wake-ups: a ring() that follows a publication wakes a sleeper
-//    that had not seen that publication.
+//  - no lost wake-ups: a ring() that follows a publication wakes a sleeper that had not seen it;
+//  - wait_until() may return early (a ring, a spurious wake): callers re-check queues and the clock.
 //
 //   // owner                                 // producer
 //   bell.prepare_wait();                     queue.push(x);

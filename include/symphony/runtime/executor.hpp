@@ -1,35 +1,19 @@
-// The executor interface: how the runtime hands a granted batch to a GPU (or
-// a CPU worker, or an emulation of one) and learns when it ended.
-//
-// One Executor serves one GPU id. When the RankThread grants that GPU to a
-// model and its shard dispatches the batch, the shard calls execute() with an
-// ExecBatch: the batch id, model, GPU, the planned start `exec`, the predicted
-// duration l(b), and the requests in deadline order (each with the caller's
-// `tag`, which the server maps to its own request object holding the inputs
-// and the promise). The executor starts the batch and returns at once; when
-// the batch ends it calls CompletionPort::report() from any thread with the
-// batch id, the actual end on the SteadyClock time line, ok or an error with
-// a message, and, where it knows it, the actual start. The runtime then emits one outcome per request and corrects
-// the GPU's free time.
+// The executor interface: how the runtime hands a granted batch (ExecBatch: id, model, GPU, planned
+// start, l(b), the requests in deadline order with their tags) to one GPU, CPU worker or emulation,
+// and learns when it ended (docs/architecture.md#executors).
 //
 // Rules for implementers:
-//  - execute() runs on a model-shard thread, after the RankThread has been told
-//    about the dispatch: it must not block (queue the batch to a stream or a
-//    worker and return);
-//  - report() exactly once per executed batch, from any thread, at or after
-//    the batch's end; it never blocks;
-//  - ExecBatch::requests (and the Request objects it points to) stay valid and
-//    unchanged until report() for that batch returns; read them, never write;
-//  - the executor outlives every batch it was given; the runtime destroys it
-//    only after the GPU is removed or the runtime stopped, and never while one
-//    of its batches is unreported.
+//  - execute() runs on a model-shard thread after the RankThread knows of the dispatch: it must not
+//    block (queue the batch to a stream or a worker and return);
+//  - CompletionPort::report() exactly once per executed batch, from any thread, at or after its end
+//    (SteadyClock end, ok or an error, the actual start where known); it never blocks;
+//  - ExecBatch::requests (and their Requests) stay valid and unchanged until that report() returns:
+//    read them, never write; the runtime destroys an executor only after its GPU is removed or the
+//    runtime stopped, never while one of its batches is unreported.
 //
-//   class MyExecutor final : public Executor {
-//     void execute(const ExecBatch& b, CompletionPort& done) override {
-//       worker_.post([b, &done] { run(b); done.report({b.batch, SteadyClock{}.now(), BatchStatus::kOk, {}});
-//       });
-//     }
-//   };
+//   void execute(const ExecBatch& b, CompletionPort& done) override {
+//     worker_.post([b, &done] { run(b); done.report({b.batch, SteadyClock{}.now(), BatchStatus::kOk}); });
+//   }
 #pragma once
 
 #include <cstdint>

@@ -1,30 +1,17 @@
-// ModelThread: one model thread of the Runtime (the paper's ModelThread,
-// §4.2), owning the ModelState of its shard of the models; it pairs with the
-// RankThread (rank_thread.hpp), which owns the RankState.
-//
-// Inputs, polled by one loop:
-//  - the rank ring (SPSC, from the RankThread): grants and recompute requests,
-//    answered with ModelState::on_grant / recompute, exactly as the
-//    single-threaded Scheduler's drain_actions() does;
-//  - the completion queue (MPSC, from executors): ModelState::finish_batch,
-//    then the GPU's actual end goes to the rank;
-//  - the ingress queue (MPSC, from clients, bounded): ModelState::submit;
-//  - the cancel queue (MPSC, from clients): ModelState::cancel, after the
-//    ingress in each pass of the loop;
-//  - the control queue: adding and removing models, statistics, stop.
-// Outputs go to the rank ring (SPSC, to the RankThread) followed by a ready
-// bit and a doorbell ring. Candidate updates are coalesced: a model whose
-// candidate changed several times while the shard drained a bulk of requests
-// sends its latest candidate once (the paper: the RankThread "only needs to
-// pick up the latest candidate"). A grant's answer goes to the rank before the
-// batch goes to its executor, so the executor's work is off the rank's path.
+// ModelThread: one model thread of the Runtime (the paper's ModelThread, §4.2), owning the ModelState
+// of its shard of the models; it pairs with the RankThread (rank_thread.hpp), which owns the RankState.
+// One loop polls: the rank ring (SPSC: grants, recompute requests), the completion queue (MPSC, from
+// executors), the bounded ingress (MPSC, from clients), the cancel queue (MPSC, after the ingress in
+// each pass) and the control queue (models, statistics, stop). Outputs go to the rank ring, then a
+// ready bit and a doorbell ring; candidate updates are coalesced (docs/architecture.md#shards-and-the-rank).
 //
 // Guarantees:
 //  - one thread owns everything here but the queues it reads;
-//  - no allocation per request or per batch once warm (the ring overflow
-//    buffer and moodycamel's blocks grow only under overload);
+//  - no allocation per request or per batch once warm (the ring overflow buffer and moodycamel's
+//    blocks grow only under overload);
 //  - every request taken from the ingress ends exactly once through the sink;
-//  - the RankThread sees this shard's messages in the order they were made.
+//  - the RankThread sees this shard's messages in the order they were made; a grant's answer goes to
+//    the rank before the batch goes to its executor.
 #pragma once
 
 #include <algorithm>

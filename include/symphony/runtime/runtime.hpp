@@ -1,33 +1,19 @@
-// Runtime: the multi-threaded, real-time deferred batch scheduler (the
-// paper's §4.2 design): model-shard threads and one RankThread that run the
-// rules of model_state.hpp and rank_state.hpp on SteadyClock, so the
-// semantics are those of docs/architecture.md#semantics. Threads, queues,
-// executors and stopping: docs/architecture.md#threads.
+// Runtime: the multi-threaded, real-time deferred batch scheduler (paper §4.2): model-shard threads and
+// one RankThread running the rules of model_state.hpp and rank_state.hpp on SteadyClock
+// (docs/architecture.md#semantics); threads, queues, executors and stopping: (docs/architecture.md#threads).
 //
 // Guarantees:
-//  - submit and cancel are lock-free (a moodycamel enqueue, a fence, a
-//    load); the scheduling path (ingress -> shard -> rank -> shard ->
-//    executor) takes no lock and allocates nothing once warm;
-//  - every request not refused as kUnknownModel gets exactly one outcome, in
-//    the sink (RuntimeSink), from shard and submitting threads; a full
-//    ingress drops at once (kQueueFull); cancel withdraws a queued request;
-//  - models and GPUs are added and removed while running (a model once idle;
-//    requests racing with its removal end dropped, kShutdown);
-//  - stop() ends every accepted request (drain or cancel) and joins every
-//    thread; later submissions are dropped (kShutdown); the destructor stops.
+//  - submit and cancel are lock-free; the scheduling path takes no lock and allocates nothing once warm;
+//  - every request not refused as kUnknownModel gets exactly one outcome in the (thread-safe) sink, from
+//    shard and submitting threads; a full ingress drops at once (kQueueFull);
+//  - models and GPUs are added and removed while running (a model once idle; racing requests: kShutdown);
+//  - stop() ends every accepted request (drain or cancel) and joins every thread; later submissions are
+//    dropped (kShutdown); the destructor stops.
+// Threads: submit and cancel from any thread (a Submitter per thread, not outliving the Runtime).
+// Membership calls, stats() and stop() block until a runtime thread ran them: never from a sink or executor.
 //
-// Thread roles: submit and cancel from any thread (a Submitter per thread
-// for speed; Submitters must not outlive the Runtime). Membership calls,
-// stats() and stop() block until a runtime thread has run them, so never
-// call them from a sink callback or from an executor.
-//
-//   struct Sink { void on_outcome(const RequestOutcome&); };  // thread-safe
-//   EmulatedGpus gpus;  Sink sink;
-//   auto rt = std::move(*Runtime<Sink>::create({.shards = 2}, sink));
-//   ModelId m = *rt->add_model(cfg);
-//   for (int i = 0; i < 8; ++i) (void)rt->add_gpu(gpus.make_executor());
-//   auto sub = rt->make_submitter();  sub.submit(m, /*tag=*/42);
-//   rt->stop();
+//   auto rt = std::move(*Runtime<Sink>::create({.shards = 2}, sink));  ModelId m = *rt->add_model(cfg);
+//   (void)rt->add_gpu(gpus.make_executor());  auto sub = rt->make_submitter();  sub.submit(m, 42);
 #pragma once
 
 #include <algorithm>

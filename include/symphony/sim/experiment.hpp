@@ -1,23 +1,13 @@
-// One simulation experiment as plain data, and the function that runs it:
-// models, GPUs, delays, policies, timing noise and a workload go in; a
-// RunSummary (metrics.hpp) comes out.
+// One simulation experiment as plain data (models, GPUs, delays, policies, timing noise, a workload),
+// and run_experiment(), which runs it and returns a RunSummary (metrics.hpp). It picks the Scheduler's
+// instantiation for the spec's exec policy, gathering and timing model at run time (visit_policy,
+// policy.hpp), so one spec runs under every policy on identical code; the paper's peers run on their
+// own engines (peers/). Searches (search.hpp) call it with another rate scale or GPU count and the
+// same seed (docs/architecture.md#simulator).
 //
-// The exec policy (deferred, eager, timeout), the gathering policy (sliding
-// window, target batch) and the timing model (exact, log-normal noise) are
-// template parameters of the Scheduler; run_experiment() picks the matching
-// instantiation at run time (visit_policy, policy.hpp), so one spec can be
-// run under every policy on identical code. The peers of the paper's
-// evaluation (clockwork, nexus, shepherd) run on their own engines
-// (peers/), on the same emulated GPUs, workloads, timing and metrics. Searches (search.hpp) call it repeatedly with a different
-// rate scale or GPU count and the same seed.
-//
-// The request pool is sized from the workload (peak rate times the longest
-// SLO, with a wide margin for bursts); if it still fills up, the requests
-// that do not fit are dropped with reason queue_full and show up in the
-// metrics, never silently.
-//
-// Guarantees: deterministic (same spec, scale, GPU count and seed: the same
-// summary); allocation only while setting up a run and summarizing it.
+// Guarantees: deterministic (same spec, scale, GPU count and seed: the same summary); allocation only
+// while setting up a run and summarizing it; requests that do not fit the request pool (sized from the
+// workload) are dropped with reason queue_full and show up in the metrics, never silently.
 //
 //   ExperimentSpec e;  e.models = {...};  e.loads = {...};  e.gpus = 8;
 //   e.duration = Duration::seconds(20);  e.warmup = Duration::seconds(2);

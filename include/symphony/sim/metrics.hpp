@@ -1,30 +1,13 @@
-// The simulator's metrics sink: what happened to every request, batch and
-// GPU, summarized per model and in total.
+// The simulator's metrics sink: what happened to every request, batch and GPU, summarized per model and
+// in total (docs/simulator.md#what-is-measured). Requests count when they *arrive* inside the
+// measurement window [begin, end), GPU busy time when it falls inside it. It reports outcomes (ok /
+// late / error / dropped by reason), bad rate, goodput, latency and queueing-delay percentiles, batch
+// sizes, per-GPU busy fraction and GPUs used, and autoscaling advice over sliding windows of
+// `autoscale_window` every `autoscale_step` (autoscale_advice() of symphony/autoscale.hpp).
 //
-// Requests count when they *arrive* inside the measurement window
-// [begin, end) (a warm-up before it and the drain after it are excluded);
-// GPU busy time counts when it falls inside the window. Per model and in
-// total it reports: ok / late / error / dropped by reason, the bad rate
-// ((late + error + dropped) / arrived), goodput (ok requests per second of
-// window), latency (reply at the client minus arrival, for requests that
-// ran) and queueing delay (batch start minus arrival) percentiles, and the
-// batch-size histogram (per batch, and per request: the size of the batch
-// each request ran in). Per GPU: the busy fraction of the window; the number
-// of GPUs used (busy at all in the window).
-//
-// Autoscaling advice (docs/architecture.md#autoscaling, paper §3.5) over sliding windows of
-// `autoscale_window`, one every `autoscale_step` (default: the window, i.e.
-// consecutive windows), ending at step, 2 step, ... from time 0: with N GPUs,
-// bad rate r of the requests that arrived in the window and idle fraction f
-// of the GPUs' time in it, it asks for N*r/(1-r) more GPUs when r exceeds the
-// bad-rate threshold, else offers to release floor(N*f) GPUs (the highest
-// ids): autoscale_advice() of symphony/autoscale.hpp. Windows that would
-// start before time 0 are shorter (the first ones).
-//
-// Guarantees: all storage is allocated by the constructor (O(models *
-// (histogram + max_batch) + GPUs + steps * GPUs / 64)); the sink callbacks
-// never allocate and cost O(1) (on_execute O(steps a batch spans)); summary()
-// costs O(steps * (window / step) * GPUs / 64) for the autoscaling series.
+// Guarantees: all storage is allocated by the constructor (O(models * (histogram + max_batch) + GPUs +
+// steps * GPUs / 64)); the sink callbacks never allocate and cost O(1) (on_execute O(steps a batch
+// spans)); summary() costs O(steps * (window / step) * GPUs / 64) for the autoscaling series.
 //
 //   Metrics m(MetricsConfig{...});
 //   auto sim = Simulator<Metrics>::create(cfg, m);  ...  sim->run(src);

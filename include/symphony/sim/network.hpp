@@ -1,24 +1,13 @@
-// Network delays that vary from batch to batch (a TCP network's heavy tail),
-// for the simulator: by default every dispatch takes exactly the configured
-// d_ctrl + d_data*b, as the scheduler plans; with a DelayJitter the real
-// delay of each dispatch is drawn instead, and the scheduler plans with a
-// high percentile of it, as the paper's scheduler does ("the high
-// percentile bound of network latency").
+// Network delays that vary from batch to batch (a TCP network's heavy tail), for the simulator
+// (docs/simulator.md#network-delays-delays). By default every dispatch takes exactly the configured
+// d_ctrl + d_data*b, as the scheduler plans; with a DelayJitter, ctrl and data are the *medians*, each
+// dispatch draws ctrl x exp(N(0, sigma)) + data x b x exp(N(0, sigma)), and the scheduler plans with
+// ctrl x q and data x q, q = exp(sigma x z(plan_percentile)). d_resp and the safety margin stay fixed.
+// A tail ("the `percentile` of the delay is `ratio` times its median") may be given instead of sigma.
 //
-// With jitter, the configured ctrl and data are the *medians* of the real
-// delays. Each dispatch of a batch of b takes
-//   ctrl x exp(N(0, sigma)) + data x b x exp(N(0, sigma))
-// (two independent log-normal factors: the scheduler's message, and the
-// batch's input reads), and the scheduler plans with ctrl x q and data x q,
-// q = exp(sigma x z(plan_percentile)) the plan_percentile of the factor.
-// d_resp and the safety margin stay fixed. A tail may be given instead of
-// sigma: "the `percentile` of the delay is `ratio` times its median" (TCP in
-// the paper: the 99.99th percentile is 12x the median, sigma = ln 12 / z(0.9999)
-// = 0.668).
-//
-// Deterministic: the draws come from their own generator (seeded from the
-// run's seed), one pair per dispatch in dispatch order, so the same run
-// draws the same delays; the workload and the timing noise are unchanged.
+// Guarantees: deterministic: the draws come from their own generator (seeded from the run's seed), one
+// pair per dispatch in dispatch order, so the same run draws the same delays; the workload and the
+// timing noise are unchanged.
 //
 //   DelayJitter j{.sigma = 0.668, .plan_percentile = 0.99};
 //   Delays planned = j.planned(medians);           // what the scheduler gets

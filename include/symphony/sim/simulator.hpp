@@ -1,23 +1,14 @@
-// A deterministic discrete-event simulator around the real Scheduler.
+// A deterministic discrete-event simulator around the real Scheduler (docs/architecture.md#simulator).
+// Emulated GPUs run each dispatched batch for l(b), or l(b) scaled by a timing model (noise); a batch
+// dispatched at t starts at max(t + delay(b), the GPU's actual free time), with the delay drawn per
+// dispatch after set_network() (network.hpp); replies take d_resp. A user sink that also has
+// on_execute(const Dispatch&, TimePoint start, TimePoint end) is told when each batch really runs.
 //
-// Emulated GPUs run each dispatched batch for l(b) (the paper's "emulated
-// GPUs"), or for l(b) scaled by a timing model (noise) to test robustness when
-// the profile is wrong. Network delays are injected: a batch dispatched at t
-// starts at max(t + delay(b), the GPU's actual free time), and replies take
-// d_resp (the scheduler adds it to each outcome). With set_network() the
-// delay of each dispatch is drawn instead (network.hpp: a heavy-tailed
-// network), whatever delay(b) the scheduler planned with.
-//
-// A user sink that also has on_execute(const Dispatch&, TimePoint start,
-// TimePoint end) is told when each batch really runs (busy-time metrics).
-//
-// Events at one instant run in a fixed order: batch completions, then
-// arrivals, then timers, so a request that arrives exactly when a batch would
-// be formed joins it. Same inputs, same seed: same outputs, bit for bit.
-//
-// Guarantees: single-threaded; after construction the event loop allocates
-// nothing (the completion heap is reserved for every batch that can be in
-// flight); one event costs O(log M + log G + log in-flight).
+// Guarantees: single-threaded; events at one instant run in a fixed order (batch completions, then
+// arrivals, then timers: a request that arrives exactly when a batch would be formed joins it); same
+// inputs, same seed: same outputs, bit for bit; after construction the event loop allocates nothing
+// (the completion heap is reserved for every batch that can be in flight); one event costs
+// O(log M + log G + log in-flight).
 //
 //   sim::Simulator<MySink> s(cfg, sink);
 //   ModelId m = *s.scheduler().add_model(...);  s.scheduler().add_gpu();

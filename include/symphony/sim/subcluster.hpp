@@ -1,37 +1,14 @@
-// The simulator of a cluster split into sub-clusters (paper §4.4): L
-// Schedulers, one per sub-cluster, each with its own GPUs and its own models
-// and no communication between them, on one virtual clock, with epochs.
+// The simulator of a cluster split into sub-clusters (paper §4.4): L Schedulers, one per sub-cluster,
+// each with its own contiguous block of GPUs and its own models, no communication between them, on one
+// virtual clock; a partitioner (partitioner.hpp) places the models at time 0 and again every `epoch`.
+// Epochs, moves and drains: (docs/simulator.md#sub-clusters-and-epochs-subclusters).
 //
-// Sub-cluster j owns GPUs [first_j, first_j + gpus_j) of the cluster's
-// numbering (contiguous, in sub-cluster order). A partitioner (the core's
-// callback, partitioner.hpp, so that the core stays free of any solver:
-// symphony::partition makes one from a config) places the models at time 0 from their expected rates (epoch 0)
-// and, every `epoch` after that, is asked again with the rates measured over
-// the epoch that just ended, the current assignment and the disruption bound
-// C_max. The models whose sub-cluster changed move (SubClusterPlacement,
-// symphony/subcluster.hpp): from that instant their new requests go to the
-// new sub-cluster; their queued and in-flight requests finish in the old one,
-// which keeps the model until it has none left, then removes it (a model
-// leaves a GPU only after its batches there have drained). Loading a model is
-// not modelled as taking time.
-//
-// Ids: each Scheduler numbers its own models (lowest free local id); the sink
-// sees the cluster's model ids (the index in the model list) and GPU ids, and
-// the sub-cluster that handled the event. BatchIds are the sub-cluster
-// Scheduler's own (unique only together with the sub-cluster).
-//
-// Events at one instant run in a fixed order: batch completions (earliest
-// end, then dispatch order), the epoch, arrivals, then timers (lowest
-// sub-cluster first). With one sub-cluster this is exactly Simulator's order,
-// so the two produce the same outcomes. Same inputs, same partitioner
-// answers: same outputs, bit for bit.
-//
-// Errors: a partitioner that fails, or returns an assignment of the wrong size
-// or with a sub-cluster out of range, stops the run; status() says why.
-//
-// Guarantees: single-threaded; allocation only at construction and at epochs
-// (a model added to a sub-cluster, the partitioner's answer, the record);
-// an event costs O(L + log M + log G + log in-flight).
+// Ids: the sink sees the cluster's model and GPU ids and the sub-cluster that handled the event;
+// BatchIds are the sub-cluster Scheduler's own (unique only together with the sub-cluster). Errors: a
+// partitioner that fails, or answers with the wrong size or a sub-cluster out of range, stops the run;
+// status() says why. Guarantees: single-threaded; same inputs and partitioner answers, same outputs bit
+// for bit (one sub-cluster: exactly Simulator's outcomes); allocation only at construction and at
+// epochs; an event costs O(L + log M + log G + log in-flight).
 //
 //   auto sim = SubClusterSimulator<MySink>::create(sched_cfg, layout, models, partitioner, rates, sink);
 //   (*sim)->run(arrivals);  if (!(*sim)->status().ok()) ...;

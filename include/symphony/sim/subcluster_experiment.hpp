@@ -1,24 +1,13 @@
-// An experiment (ExperimentSpec) run on a cluster split into sub-clusters
-// with epochs (sim/subcluster.hpp), and everything measured about it: the
-// whole cluster's summary (the same RunSummary as run_experiment's, over the
-// cluster's GPU ids), one summary per sub-cluster (its own GPUs, the requests
-// it ended, its own autoscaling windows), the epochs (rates, the
-// partitioner's answers, the moves and when each old sub-cluster let its
-// model go) and per-model time series (sim/series.hpp).
+// An experiment (ExperimentSpec) run on a cluster split into sub-clusters with epochs
+// (sim/subcluster.hpp), and everything measured about it: the whole cluster's RunSummary (as
+// run_experiment's, over the cluster's GPU ids), one summary per sub-cluster, the epochs (rates, the
+// partitioner's answers, the moves and their drains) and per-model time series (sim/series.hpp).
+// The partitioner is a callback (partitioner.hpp): the core has no solver. At epoch 0 it gets each
+// model's expected rate (docs/simulator.md#sub-clusters-and-epochs-subclusters).
 //
-// The partitioner is a callback (Partitioner, partitioner.hpp): the core has
-// no solver.
-// At epoch 0 it gets each model's expected rate: for a synthetic workload the
-// mean of its rate schedule over the first epoch (over the whole run without
-// epochs), for a trace the records in that interval.
-//
-// With one sub-cluster the run is event for event the one run_experiment()
-// makes (same scheduler, same order, same timing noise), so its cluster
-// summary equals run_experiment()'s.
-//
-// Guarantees: deterministic for a deterministic partitioner (same spec,
-// scale, GPU count, seed and partitioner answers: the same result);
-// allocation at set-up, at epochs and when summarizing.
+// Guarantees: with one sub-cluster the run is event for event run_experiment()'s (same summary);
+// deterministic for a deterministic partitioner (same spec, scale, GPU count, seed and partitioner
+// answers: the same result); allocation at set-up, at epochs and when summarizing.
 //
 //   SubClusterSpec sc;  sc.count = 4;  sc.epoch = Duration::seconds(300);  sc.max_disruption = 4;
 //   Result<SubClusterRunResult> r = run_subcluster_experiment(e, sc, my_partitioner);

@@ -1,34 +1,12 @@
-// The `symphony serve` configuration file (YAML), read by config/'s strict
-// YamlReader like the simulator's and the cluster's configs: unknown keys,
-// wrong types and bad values are errors that name the file, line:column and
-// key path ("serve.yaml:9:7: models[0].slo_ms: must be > 0, got 0"). No
-// libtorch here: `symphony load --config` reads it in every build.
+// The `symphony serve` configuration file (YAML): devices, policy, gathering, shards, metrics address,
+// delays, profiling, recalibration, an optional built-in load and the models. Every key, with an
+// example: (docs/serving.md#the-config-file).
 //
-//   devices: auto            # auto | cpu[:N] | cuda[:i],... | emulated:N
-//   cpu_threads: 1           # libtorch intra-op threads per CPU device
-//   policy: deferred         # the policy language of symphony/policy.hpp (docs/policies.md)
-//   gather: target_batch     # target_batch | sliding_window
-//   shards: 1                # model-shard threads of the runtime
-//   metrics: 127.0.0.1:9464  # Prometheus /metrics, /healthz, /readyz (off when absent; port 0: any)
-//   delays: {ctrl_ms: 0, data_ms: 0, resp_ms: 0, safety_margin_ms: 1}
-//                            # (ctrl_us, data_us, resp_us, margin_us: deprecated, in µs)
-//   profiling: {latency: p90, max_batch: 32, repeats: 20}   # latency: median | p90 | p99
-//   recalibrate: true        # follow measured batch times online (or a map: {percentile: 0.9, window: 64, ...})
-//   load:                    # absent: serve protocol requests until SIGINT/SIGTERM
-//     duration_s: 20         # how long the load generator sends
-//     warmup_s: 2            # sent but not counted in the report
-//     arrival: poisson       # poisson | uniform | gamma:<shape>
-//     seed: 1
-//   models:
-//     - name: squeezenet
-//       path: models/squeezenet1_1.pt   # relative to this file
-//       input: float32[3,64,64]          # or inputs: ["float32[2]", "int64[3]"] (symphony/tensor_spec.hpp)
-//       slo_ms: 100
-//       max_batch: 32
-//       rate: 50                         # requests/s sent to this model
-//       profile: auto                    # auto (measure if no file) | a profile file
-//       alpha_ms: 1.0                    # emulated devices: l(b) = alpha*b + beta
-//       beta_ms: 5.0
+// Guarantees: read by config/'s strict YamlReader like the simulator's and the cluster's configs:
+// unknown keys, wrong types and bad values are errors that name the file, line:column and key path
+// ("serve.yaml:9:7: models[0].slo_ms: must be > 0, got 0"). Delays are in ms (`ctrl_us`, `data_us`,
+// `resp_us`, `margin_us` are deprecated, in µs); model paths are relative to the file. No libtorch
+// here: `symphony load --config` reads it in every build.
 #pragma once
 
 #include <cstdint>

@@ -1,24 +1,12 @@
-// Which scheduler of cluster.schedulers is primary (docs/cluster.md#hot-spare-schedulers):
-// a pure state machine over explicit time points, fed by what the node hears
-// from the other schedulers. Private to the scheduler; no transport.
+// Which scheduler of cluster.schedulers is primary: a pure state machine over explicit time points, fed
+// by what the node hears from the other schedulers (wire::Standing every heartbeat interval). Private
+// to the scheduler; no transport. The rules: (docs/architecture.md#hot-spares),
+// (docs/cluster.md#hot-spare-schedulers).
 //
-// Every scheduler starts as a spare and, every heartbeat interval, tells the
-// others its term and whether it is primary (wire::Standing). A spare takes
-// over when it hears no live primary and no lower-index scheduler (so that
-// of several spares exactly one moves, at once), but never during the first
-// heartbeat timeout after its start (the links to the others are coming up;
-// a restarted scheduler finds the primary).
-// A peer is heard while its last Standing is younger than the timeout and
-// its link has not failed since (a failed link: kill -9, a reset).
-//
-// Terms are (round << 8) | index: unique per scheduler, ordered by round. A
-// new primary takes the round after the highest it has heard; a term heard
-// from a frontend's or backend's Hello that is higher than the primary's
-// (they follow the highest term they have seen) is taken over the same way,
-// so a client is never refused for remembering a newer term than a lone
-// surviving scheduler knows. A primary that hears another primary of a
-// higher term steps down (the node exits: its queues are stale; restarted,
-// it rejoins as a spare); of a lower term, ignores it (that one steps down).
+// Guarantees: of several spares that hear no live primary and no lower-index scheduler exactly one
+// takes over, at once, but never during the first heartbeat timeout after its start; terms
+// ((round << 8) | index) are unique per scheduler and ordered by round; a primary that hears a primary
+// of a higher term steps down (the node exits), of a lower term ignores it.
 //
 //   Election e({.self = 1, .count = 3, .timeout = 750ms}, now);
 //   e.on_standing(0, term, /*primary=*/true, now);   // every Standing heard

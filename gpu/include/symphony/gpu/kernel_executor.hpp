@@ -1,26 +1,15 @@
-// CudaKernelExecutor: the paper's emulated GPU made real. Each batch runs as
-// a busy kernel that lasts l(b) of the model's profile on a real GPU, on the
-// executor's own CUDA stream, between real CUDA start and end events, and is
-// completed by the same completion thread as the libtorch executor
-// (EventCompleter). No model code and no libtorch are involved: the
-// scheduler's dispatch overhead, the GPU idle gaps between back-to-back
-// batches and the runtime's behaviour on a real GPU are measured alone.
-//
-// The kernel is one thread spinning on clock64() for l(b) x (cycles per ns).
-// The constructor calibrates cycles per ns on the device with CUDA events
-// (about 0.1 s, after a warm-up kernel that wakes the GPU's clocks up). The
-// SM clock can change later (power or thermal limits); stats() compares the
-// event-timed busy time with the sum of l(b), so a drift shows.
-//
-// The runtime's delays (d_ctrl, d_data) are not emulated: a batch starts when
-// the GPU reaches it on the stream.
+// CudaKernelExecutor: the paper's emulated GPU made real. Each batch runs as a busy kernel (one thread
+// spinning on clock64()) lasting l(b) of the model's profile on a real GPU, on the executor's own CUDA
+// stream between CUDA start and end events, completed by the libtorch executor's EventCompleter. No
+// model code and no libtorch: dispatch overhead, idle gaps and the runtime's behaviour on a real GPU
+// are measured alone. The delays (d_ctrl, d_data) are not emulated (docs/architecture.md#executors).
 //
 // Guarantees:
-//  - execute() enqueues on the stream and returns (no thread hop, no
-//    blocking call); it is thread-safe (launches are serialized by a mutex);
-//  - every batch is reported exactly once, in launch order, from the
-//    completion thread, after its end event completed;
-//  - the destructor completes and reports every batch given, then returns.
+//  - the constructor calibrates cycles per ns (about 0.1 s); stats() shows a later SM clock drift;
+//  - execute() enqueues on the stream and returns (no thread hop, no blocking call); it is
+//    thread-safe (launches are serialized by a mutex);
+//  - every batch is reported exactly once, in launch order, from the completion thread, after its end
+//    event completed; the destructor completes and reports every batch given, then returns.
 //
 //   gpu::CudaKernelExecutor gpu0(0);  // throws, naming the CUDA error, without device 0
 //   runtime->add_gpu(std::make_unique<gpu::CudaKernelExecutor>(0));

@@ -1,28 +1,14 @@
-// Re-partitioning at an epoch (paper §4.4; appendix "Disruption
-// Minimization"): the models' sizes and move costs and the sub-clusters' caps
-// stay from epoch to epoch; the measured rates, the current assignment and
-// the disruption bound C_max change. EpochPartitioner holds what stays and
-// turns one epoch's inputs into a plan: the assignment to apply from now on
-// and the solver's result behind it. The simulator (simtool) and a scheduler
-// process call it the same way.
+// Re-partitioning at an epoch (paper §4.4; appendix "Disruption Minimization"). EpochPartitioner holds
+// what stays from epoch to epoch (the models' sizes and move costs, the sub-clusters' caps, the options)
+// and turns one epoch's measured rates, current assignment and bound C_max into a plan: the assignment
+// to apply from now on and the solver's result behind it (docs/partition.md#the-library).
 //
 // The plan's rules:
-//  - when the solver finds nothing, keep the current assignment (every model
-//    stays where it is; nothing moves), and say why. At the first placement
-//    (no model placed yet) there is nothing to keep, so the plan has no
-//    assignment and the caller must stop;
-//  - when every model is placed and the current assignment is still feasible,
-//    keep it unless the solver's gains at least `min_improvement`: lowers the
-//    objective (the worst sub-cluster's deviation from the mean, a fraction
-//    of the mean) or the RMS of all the sub-clusters' deviations by that much
-//    (0.05: 5 % of an average sub-cluster's load). Rates measured over an
-//    epoch are noisy; without this a small model can move back and forth
-//    every epoch, each move a load and a drain. 0 takes any improvement.
-// A solver that finds an assignment with nothing to move returns the current
-// one, so "no change" costs nothing.
-//
-// Not part of the core: plain values, errors are exceptions (InputError for a
-// malformed problem, as solve()).
+//  - when the solver finds nothing, keep the current assignment and say why; at the first placement
+//    there is nothing to keep: the plan has no assignment and the caller must stop;
+//  - when every model is placed and the current assignment is still feasible, keep it unless the
+//    solver's lowers the objective or the RMS of the sub-clusters' deviations by `min_improvement`.
+// Not part of the core: plain values, errors are exceptions (InputError for a malformed problem).
 //
 //   partition::EpochPartitioner ep(models, partition::uniform_subclusters(4, kUnlimited, 4096), options);
 //   partition::EpochPlan plan = ep.plan(rates, current, /*max_disruption=*/4);

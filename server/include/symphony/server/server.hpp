@@ -1,35 +1,18 @@
-// Server: serve TorchScript models on every device of a machine with deferred
-// batch scheduling, in process.
-//
-// A Server owns a multi-threaded Runtime (model threads, one RankThread), one
-// executor per device (CUDA stream, CPU worker, or emulated GPU), the loaded
-// models (a replica per device, warmed up) and their latency profiles
-// (measured on first use and kept in a profile file beside the model).
-// Clients call infer() from any thread and get a future (or a callback) that
-// resolves exactly once with the outputs or an outcome explaining why not; a
-// request submitted with infer_async() can be cancelled while it is queued.
+// Server: serve TorchScript models on every device of a machine with deferred batch scheduling, in
+// process. It owns a Runtime, one executor per device (CUDA stream, CPU worker, or emulated GPU), the
+// models (a warmed-up replica per device) and their profiles (docs/architecture.md#server).
 //
 // Guarantees:
-//  - bad input is rejected at infer() with a Status naming the problem
-//    (unknown model, wrong dtype/shape/count); nothing is queued then. A
-//    budget even a batch of one cannot meet is an outcome: the request
-//    ends at once as dropped (infeasible);
-//  - every accepted request resolves exactly once: ok or late (with outputs),
-//    dropped (with the reason), or error (with the model's message). A model
-//    that throws fails only its batch; the server keeps serving;
-//  - a client that drops its future leaks nothing; stop() resolves every
-//    pending request (drain: run or expire them; cancel: drop what is queued);
-//  - infer() is thread-safe and does not block on the scheduler;
-//  - cancel() withdraws a request only while it is queued, and says whether
-//    it did: a request is never both cancelled and run.
+//  - bad input is rejected at infer() with a Status naming the problem, and nothing is queued; a budget
+//    even a batch of one cannot meet is an outcome: dropped (infeasible) at once;
+//  - every accepted request resolves exactly once (future or callback): ok or late (with outputs),
+//    dropped (with the reason), or error (a model that throws fails only its batch);
+//  - infer() is thread-safe and does not block on the scheduler; a dropped future leaks nothing;
+//  - cancel() withdraws a request only while it is queued and says whether it did (never both
+//    cancelled and run); stop() resolves every pending request (drain: run or expire; cancel: drop).
 //
-//   ServerOptions o;  o.devices = "auto";
-//   auto server = std::move(*Server::create(o));
-//   ModelOptions m;  m.name = "resnet";  m.path = "resnet18.pt";  m.inputs = {"float32[3,64,64]"};
-//   m.slo = Duration::milliseconds(100);
-//   server->add_model(m);  server->start();
-//   InferResult r = (*server->infer("resnet", {torch::rand({3, 64, 64})})).get();
-//   server->stop();
+//   auto server = std::move(*Server::create(ServerOptions{}));  server->add_model(m);  server->start();
+//   InferResult r = (*server->infer("resnet", {torch::rand({3, 64, 64})})).get();  server->stop();
 #pragma once
 
 #include <ATen/core/ivalue.h>

@@ -1,27 +1,16 @@
-// ClusterService: the Open Inference Protocol front over a Symphony cluster
-// (`symphony frontend`): an InferenceService (front/service.hpp) that submits
-// through cluster::Client, so that clients we did not write (curl, grpcio,
-// Triton's clients) reach the cluster's scheduler and backends.
+// ClusterService: the Open Inference Protocol front over a Symphony cluster (`symphony frontend`): an
+// InferenceService (front/service.hpp) that submits through cluster::Client, so that clients we did
+// not write (curl, grpcio, Triton's clients) reach the cluster. Models and tensors come from
+// cluster.yaml (cluster_config.hpp); a model without declared inputs is opaque (one BYTES element);
+// inputs are copied once, straight from the parsed request into the client's registered pool
+// (docs/cluster.md#the-protocol-frontend-symphony-frontend).
 //
-// Models and tensors come from cluster.yaml: every model of the config, with
-// its SLO and max_batch, and the tensors `cluster.models` declares for it
-// (cluster_config.hpp). A request's input goes to the backends as its
-// tensors' bytes one after the other, in the model's order (what TorchScript
-// backends take, backend_torch.hpp), copied once, straight from the parsed
-// request into the client's registered pool. A model without declared inputs
-// is opaque: it takes one BYTES element ("input", shape [-1, 1]) whose bytes
-// are the input as the backends see it (emulated backends answer with their
-// FNV-1a hash). Outputs: the declared ones, cut from the bytes the backend
-// sent; else one UINT8 tensor "output" of those bytes (metadata learns its
-// shape from the first answer).
-//
-// Each request ends with exactly one Reply, from the client's outcome: ok and
-// late with their outputs (200), dropped by reason (504, 429, 503:
-// front::reply_for_outcome), errors by kind: the cluster could not run it
-// (500, naming the backend or the model's error), the scheduler was lost or is
-// not connected (503: retry), no outcome (500). cancel() withdraws a request
-// still queued at the scheduler (it ends dropped, cancelled, and never runs);
-// one already in a batch runs and its reply goes to nobody.
+// Guarantees: each request ends with exactly one Reply, from the client's outcome: ok and late with
+// their outputs (200), dropped by reason (504, 429, 503: front::reply_for_outcome), errors by kind
+// (500 the cluster could not run it, naming the backend or the model's error; 503 the scheduler was
+// lost or is not connected: retry; 500 no outcome). cancel() withdraws a request still queued at the
+// scheduler (it ends dropped, cancelled, and never runs); one already in a batch runs and its reply
+// goes to nobody.
 #pragma once
 
 #include <atomic>

@@ -1,34 +1,16 @@
-// The accepting side of sessions: what the scheduler runs for each peer that
-// connects to it (docs/architecture.md#messages). The connecting side is
-// session_connector.hpp.
+// The accepting side of sessions: what the scheduler runs for each peer that connects to it
+// (docs/architecture.md#sessions); the connecting side is session_connector.hpp. A peer is new, then
+// welcomed once its Hello passes check_hello and the node admits it; what follows is the node's.
+// It refuses anything but a good Hello first, answers pings, pings welcomed peers every heartbeat
+// interval, ends a peer silent for the heartbeat timeout (or with no Hello within max(timeout, 2 s)),
+// a Goodbye or a malformed message, and measures round trips from the Pongs.
 //
-// Per peer, a stage: new (connected, nothing heard) -> welcomed (its Hello
-// passed the checks and the node admitted it). What comes after the Welcome
-// (a backend's Register, ...) is the node's. The acceptor
-//  - refuses anything but a Hello first ("expected a Hello first, got a
-//    Submit"), and a Hello that fails check_hello (the one place where a
-//    Hello's token and role are checked; its version is the header's);
-//  - hands a good Hello to the node, which admits it (the Welcome to send;
-//    the acceptor fills in its heartbeat settings) or refuses it;
-//  - every heartbeat interval, pings every welcomed peer, ends a peer silent
-//    for the heartbeat timeout, and one that sent no Hello within
-//    max(heartbeat timeout, 2 s); it measures round trips from the Pongs;
-//  - answers pings, and ends a peer that says Goodbye or sends a malformed
-//    message (refused);
-//  - refuses with a Refuse (the reason; a scheduler's term and standing), then closes.
+// Guarantees: every end of a peer reaches Host::on_lost once, with the connection already closed, after
+// which its ConnId is forgotten. No I/O, no clock: the node feeds it events with the current time and it
+// acts through its Host. One thread (the transport's progress thread); Host callbacks may call refuse().
 //
-// Every end of a peer reaches Host::on_lost once, after which its ConnId is
-// forgotten; the connection is closed already (the node closes nothing).
-// No I/O, no clock: the node feeds it events with the current time and it
-// acts through its Host. One thread (the transport's progress thread); the
-// Host's callbacks may call refuse().
-//
-//   session::Acceptor a(host, {.self = wire::Role::kScheduler,
-//                              .roles = {wire::Role::kFrontend, wire::Role::kBackend},
-//                              .token = token, ...}, now);
-//   a.on_accept(c, now);          // Transport::Handler::on_accept
-//   a.on_message(c, now, msg);    // every message of every peer
-//   if (a.tick(now)) ...          // a heartbeat round ran
+//   session::Acceptor a(host, {.self = wire::Role::kScheduler, .roles = {...}, .token = token}, now);
+//   a.on_accept(c, now);  a.on_message(c, now, msg);  if (a.tick(now)) ...  // a heartbeat round ran
 #pragma once
 
 #include <cstdint>

@@ -1,26 +1,16 @@
-// Transport: the cluster's one use of UCX (UCP API), shared by the
-// scheduler, the backends and the frontends. Design (active messages,
-// one-sided reads, the progress thread that sleeps on the worker's event fd):
-// docs/architecture.md#roles; which transport UCX picked: docs/cluster.md.
+// Transport: the cluster's one use of UCX (UCP API), shared by the scheduler, the backends and the
+// frontends. Design (active messages, one-sided reads, the progress thread that sleeps on the worker's
+// event fd): (docs/architecture.md#roles); which transport UCX picked: (docs/cluster.md).
 //
 // Contract:
-//  - one Transport per process: a UCP context, one worker and its progress
-//    thread; the Handler's callbacks and the calls listen, connect, send,
-//    close, set_remote_key and get run on that thread (from the callbacks, or
-//    through post() / call() from elsewhere);
-//  - connections are named by ConnId (an index and a generation), never by a
-//    pointer: a stale id is simply unknown; a dead peer reaches on_disconnect;
-//  - messages are delivered whole to Handler::on_message;
-//  - every UCX call is checked with SYMPHONY_UCX_TRY / ucx_error, which keep
-//    the file:line and ucs_status_string.
+//  - one Transport per process: a UCP context, one worker and its progress thread; the Handler's
+//    callbacks and listen, connect, send, close, set_remote_key and get run on that thread (from the
+//    callbacks, or through post() / call() from elsewhere);
+//  - connections are named by ConnId (an index and a generation), never by a pointer: a stale id is
+//    simply unknown; a dead peer reaches on_disconnect; messages are delivered whole to on_message;
+//  - every UCX call is checked with SYMPHONY_UCX_TRY / ucx_error (file:line and ucs_status_string).
 //
-//   struct Echo : Transport::Handler {
-//     Transport* t;
-//     void on_message(ConnId c, std::span<const std::uint8_t> m) override {
-//       (void)t->send(c, {m.begin(), m.end()});
-//     }
-//     void on_disconnect(ConnId, const Status&) override {}
-//   } h;
+//   struct Echo : Transport::Handler { /* on_message: (void)t->send(c, {m.begin(), m.end()}); */ } h;
 //   auto t = Transport::create({.name = "echo"}, h);
 //   (*t)->call([&] { return (*t)->listen({"127.0.0.1", 0}); });
 #pragma once

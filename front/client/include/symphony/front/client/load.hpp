@@ -1,31 +1,17 @@
-// The load runner behind `symphony load`: drives any Open Inference Protocol
-// (KServe v2) endpoint over HTTP/REST or gRPC with open-loop (Poisson,
-// uniform or gamma arrivals at a rate: the load generator's driver,
-// symphony/load/open_loop.hpp, with the endpoint as its target) or
-// closed-loop (a fixed number of requests outstanding) load, and tallies every
-// request's outcome the way `symphony serve` reports them.
+// The load runner behind `symphony load`: drives any Open Inference Protocol (KServe v2) endpoint over
+// HTTP/REST or gRPC, open loop (the load generator's OpenLoop with the endpoint as its target) or
+// closed loop (a fixed number of requests outstanding), and tallies every request's outcome the way
+// `symphony serve` reports them. Accounting and latency: (docs/architecture.md#load).
 //
-//   LoadOptions o;
-//   o.url = "http://127.0.0.1:8000";
+// Guarantees: every request scheduled at or after the warm-up ends exactly once, so sent == ok + late +
+// dropped + errors; requests still unanswered after the drain bound (the largest budget + 5 s by
+// default) are errors "no answer". Threads: the generator and all request I/O run on one thread
+// (Asio); gRPC adds the completion queue's thread; no thread per request.
+//
+//   LoadOptions o;  o.url = "http://127.0.0.1:8000";
 //   o.models = {{.name = "resnet", .rate = 500, .budget = Duration::milliseconds(50)}};
-//   auto run = LoadRun::prepare(o);        // metadata, random inputs
-//   if (!run.ok()) ... run.status().message() ...
-//   LoadReport r = (*run)->run(nullptr);   // blocks for the duration and the drain
-//   nlohmann::json j = to_json(r);
-//
-// Accounting: a request counts when it is scheduled at or after the warm-up;
-// every counted request ends exactly once, so sent == ok + late + dropped +
-// errors always. After the generation stops, outstanding requests get up to
-// the drain bound (the largest budget + 5 s by default); any still
-// unanswered then are errors "no answer".
-//
-// Latency is measured from when the generator scheduled the request (not
-// when a connection let it go), so time a request spent waiting in the
-// client is in it; that wait is reported on its own too, with the number of
-// requests the client sent more than `late_send_threshold` behind schedule.
-//
-// Threads: the generator and all request I/O run on one thread (Asio); gRPC
-// adds the completion queue's thread. No thread per request.
+//   auto run = LoadRun::prepare(o);         // metadata, random inputs; !run.ok(): run.status().message()
+//   LoadReport r = (*run)->run(nullptr);    // blocks for the duration and the drain; to_json(r)
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
