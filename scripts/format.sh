@@ -9,7 +9,7 @@ if [[ -z "$fmt" ]]; then
   echo "format: clang-format-14 is missing (scripts/install-deps.sh installs it)" >&2
   exit 2
 fi
-dirs='^(include|server|serve|load|front|config|extensions|tools|tests|bench|bindings|partition|simtool|metrics|gpu|profile_io|examples)/'
+dirs='^(include|server|serve|load|front|repository|config|extensions|tools|tests|bench|bindings|partition|simtool|metrics|gpu|profile_io|examples)/'
 mapfile -d '' files < <(git ls-files -z -- '*.cc' '*.hpp' '*.h' '*.cu' | grep -zE "$dirs")
 if [[ "${1:-}" == "--check" ]]; then
   bad=()

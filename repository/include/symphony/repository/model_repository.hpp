@@ -1,0 +1,156 @@
+// A model repository in Triton's layout, read into what Symphony serves.
+//
+// A repository is a folder of model folders, DIR/<model>/config.pbtxt beside
+// numeric version folders DIR/<model>/<version>/model.pt. config.pbtxt is
+// parsed against Triton's ModelConfig schema (repository/proto/model_config.proto),
+// so any file Triton accepts parses; this unit then keeps what Symphony
+// honours as a plain struct, refuses what it cannot honour with an error naming
+// the field, and lists what it accepts but does not use. No libtorch, no
+// server: the model files are found, not opened. What is read, honoured and
+// refused: docs/repository.md.
+//
+//   Result<RepositoryModel> m = read_model_dir("models/resnet18");
+//   if (!m.ok()) die(m.status().message());  // "models/resnet18/config.pbtxt:7:3: ..."
+//   for (const ModelVersion& v : m->versions) load(v.model_path);
+//
+// Guarantees: no global state; the functions may run on any thread at once.
+// Reading is done once per call (a changed repository is read again by
+// calling again).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "symphony/status.hpp"
+#include "symphony/tensor_spec.hpp"
+#include "symphony/time.hpp"
+
+namespace symphony::repository {
+
+// The config's file name inside a model folder.
+inline constexpr const char* kConfigFileName = "config.pbtxt";
+// The model file of a version when the config names none (Triton's PyTorch default).
+inline constexpr const char* kDefaultModelFileName = "model.pt";
+// parameters { key: "symphony.slo_ms" value { string_value: "25" } }: the model's
+// latency SLO in milliseconds (Triton has no SLO).
+inline constexpr const char* kSloParameter = "symphony.slo_ms";
+// Keys of `parameters` under this prefix are Symphony's; an unknown one refuses the model.
+inline constexpr const char* kParameterPrefix = "symphony.";
+
+// One input or output of the config. The spec's shape is `dims`: beyond the
+// batch dimension when max_batch_size > 0, the whole shape when it is 0; a
+// dimension of -1 means any size (Triton's wildcard), which TensorSpec's
+// elements() and bytes() do not account for (see has_wildcard()).
+struct RepositoryTensor {
+  std::string name;
+  TensorSpec spec;
+  // reshape { shape: [...] }: the shape the model itself sees, when given.
+  std::optional<std::vector<std::int64_t>> reshape;
+
+  bool has_wildcard() const noexcept {
+    for (std::int64_t d : spec.shape)
+      if (d < 0) return true;
+    return false;
+  }
+};
+
+// instance_group's kind. KIND_MODEL refuses the model, so it has no value here.
+enum class InstanceKind : std::uint8_t {
+  kAuto,  // GPUs when there are any, else the CPU (Triton's rule)
+  kGpu,
+  kCpu,
+};
+
+// One instance_group entry: `count` copies on each of `gpus` (every GPU when
+// empty) for kGpu, `count` copies on the CPU for kCpu.
+struct InstanceGroup {
+  std::string name;
+  InstanceKind kind = InstanceKind::kAuto;
+  std::uint32_t count = 1;  // Triton's default when the config says 0 or nothing
+  std::vector<std::int32_t> gpus;
+};
+
+// A version folder the policy chose and whose model file exists.
+struct ModelVersion {
+  std::int64_t version = 0;
+  std::string dir;         // DIR/<model>/<version>
+  std::string model_path;  // dir + "/" + (default_model_filename or model.pt)
+};
+
+// A version the policy chose that cannot be served, and why.
+struct UnavailableVersion {
+  std::int64_t version = 0;
+  std::string reason;
+};
+
+// What Symphony serves of one model folder.
+struct RepositoryModel {
+  std::string name;  // the folder's name (the config's `name`, when given, must equal it)
+  std::string dir;
+  std::string config_path;
+  // Chosen by version_policy, ascending, each with its model file. Never empty.
+  std::vector<ModelVersion> versions;
+  // Chosen by version_policy but without a model file (the others still serve).
+  std::vector<UnavailableVersion> unavailable_versions;
+  // 0: the model takes no batch dimension, each request runs alone.
+  std::uint32_t max_batch_size = 0;
+  std::vector<RepositoryTensor> inputs;
+  std::vector<RepositoryTensor> outputs;
+  // dynamic_batching.max_queue_delay_microseconds: the cap on how long a batch is deferred.
+  std::optional<Duration> max_defer;
+  // dynamic_batching.default_queue_policy.default_timeout_microseconds: the budget of
+  // a request that brings none.
+  std::optional<Duration> default_budget;
+  // dynamic_batching.default_queue_policy.max_queue_size: the most requests queued.
+  std::optional<std::uint32_t> max_queue_size;
+  // parameters["symphony.slo_ms"].
+  std::optional<Duration> slo;
+  // Empty: the config has no instance_group (Triton: one instance on each GPU, else the CPU).
+  std::vector<InstanceGroup> instance_groups;
+  // dynamic_batching.preferred_batch_size: accepted, unused (Symphony sizes batches by deadlines).
+  std::vector<std::int32_t> preferred_batch_sizes;
+  // Every key of `parameters` with its string_value, Symphony's included.
+  std::map<std::string, std::string> parameters;
+  // Fields the config sets that Symphony accepts but does not honour, as paths
+  // ("dynamic_batching.preferred_batch_size", "input.format", "parameters[\"KEY\"]"),
+  // each once, sorted: for a log line or a warning.
+  std::vector<std::string> unused_fields;
+  // The effective config (`name` filled in) as a serialized inference.ModelConfig,
+  // for the protocol's model configuration endpoint (parse it with
+  // model_config.pb.h, which symphony::repository exports).
+  std::string config_proto;
+};
+
+// Reads one model folder: DIR/config.pbtxt (a syntax error or an unknown field
+// is an error naming file:line:column), the numeric version folders and the
+// model file of each version the policy chooses. Errors: kNotFound when DIR or
+// its config.pbtxt does not exist, else kInvalidArgument with a message naming
+// the file and the field (a refused feature, a value out of range, a name
+// other than the folder's, no version to serve).
+Result<RepositoryModel> read_model_dir(const std::string& dir);
+
+// Reads DIR as read_model_dir does, with `config_json` (a ModelConfig in
+// protobuf's JSON mapping, Triton's field names: the `config` parameter of the
+// protocol's load request) in place of DIR/config.pbtxt, which is not read.
+// An unknown field or a malformed document is a kInvalidArgument error.
+Result<RepositoryModel> read_model_dir_with_config(const std::string& dir, std::string_view config_json);
+
+// One folder of a repository and whether it can be served.
+struct RepositoryEntry {
+  std::string name;  // the folder's name
+  std::string dir;
+  std::optional<RepositoryModel> model;  // set when read_model_dir succeeded
+  Status status;                         // read_model_dir's error otherwise
+  bool ok() const noexcept { return model.has_value(); }
+};
+
+// Reads every model folder of DIR (its subfolders, by name, hidden ones
+// skipped). A model that cannot be served is an entry with its error, not an
+// error of the scan; the scan fails only when DIR cannot be listed.
+Result<std::vector<RepositoryEntry>> scan_repository(const std::string& dir);
+
+}  // namespace symphony::repository
