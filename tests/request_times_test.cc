@@ -104,6 +104,26 @@ TEST(RequestTimesTest, MaxDeferCapsTheWaitForABatchToFill) {
   EXPECT_FALSE(ModelState<>::validate(m).ok());
 }
 
+TEST(RequestTimesTest, WithoutHistoryAFirstRequestIsNotDeferred) {
+  ModelConfig m = model_ms("paper", 1, 5, 12, 32);
+  const TimePoint latest = lone_dispatch(m, std::nullopt);
+  EXPECT_GT(latest, at_ms(0));  // the paper's rule defers it
+  m.defer_without_history = false;
+  EXPECT_EQ(lone_dispatch(m, std::nullopt), at_ms(0));
+  // Once a gap was seen the rule applies again: two requests 1 ms apart, then
+  // a third after 100 ms, which the rule (paper's window) defers as before.
+  RecordingSink sink;
+  auto sim = one_gpu(sink, m);
+  sim::VectorArrivals v({sim::Arrival{at_ms(0), 0, std::nullopt, 1},
+                         sim::Arrival{at_ms(1), 0, std::nullopt, 1},
+                         sim::Arrival{at_ms(100), 0, std::nullopt, 1}});
+  sim->run(v);
+  ASSERT_EQ(sink.batches.size(), 3u);
+  EXPECT_EQ(sink.batches[0].d.dispatched_at, at_ms(0));
+  EXPECT_EQ(sink.batches[2].d.dispatched_at, latest + Duration::milliseconds(100));
+  EXPECT_EQ(sink.count(Outcome::kOk), 3u);
+}
+
 // The outcomes' latencies, sorted (the distribution).
 std::vector<std::int64_t> latencies(const RecordingSink& s) {
   std::vector<std::int64_t> v;

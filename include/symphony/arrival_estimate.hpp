@@ -61,6 +61,10 @@ class ArrivalGapEstimator {
     return Duration::nanoseconds(static_cast<std::int64_t>(mean_sq_ / mean_ + 0.5));
   }
 
+  // Whether a gap has been seen (two arrivals): before, nothing is known of
+  // the arrivals, and typical_gap() is zero.
+  bool has_history() const noexcept { return gaps_ > 0; }
+
   // Returns the moving average of the gaps (1 / rate); zero before the first gap.
   Duration mean_gap() const noexcept { return Duration::nanoseconds(static_cast<std::int64_t>(mean_ + 0.5)); }
 

@@ -111,6 +111,7 @@ class ModelState {
     m.timeout = cfg.timeout;
     m.max_defer = cfg.max_defer;
     m.capped = cfg.max_defer.has_value();
+    m.cold_eager = !cfg.defer_without_history;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
     m.lat = m.profile->view();  // and again on every profile change
@@ -493,7 +494,9 @@ class ModelState {
     bool active = false;
     bool missed = false;       // a candidate missed its window since the last dispatch
     bool auto_target = false;  // target_batch follows the profile
-    bool capped = false;       // max_defer is set (kept hot: read on every candidate)
+    // Read on every candidate, so kept hot (one byte, to fit the two lines).
+    bool capped : 1 = false;      // max_defer is set
+    bool cold_eager : 1 = false;  // !ModelConfig::defer_without_history
   };
   static constexpr std::size_t kHotSlotBytes = 128;
   static_assert(sizeof(SlotHot) == kHotSlotBytes,
@@ -602,6 +605,7 @@ class ModelState {
                                         g.head_arrival, m.lat, &m.timeout, m.efficient_batch,
                                         m.arrivals.typical_gap(), m.window_misses});
     if (m.capped) c.exec = max(earliest, min(c.exec, g.head_arrival + *m.max_defer));
+    if (m.cold_eager && !m.arrivals.has_history()) c.exec = earliest;
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).

@@ -162,6 +162,11 @@ struct ModelConfig {
   // batch starts by arrival + max_defer (or as soon as a GPU frees after).
   // Unset: no cap (the paper's rule, deferral up to the latest start).
   std::optional<Duration> max_defer;
+  // Whether a batch is deferred before anything is known of the model's
+  // arrivals (until a gap between two requests was seen): true, the paper's
+  // rule (deferred as any batch); false: sent at its earliest, since no
+  // request is known to be coming (a server's first request after start).
+  bool defer_without_history = true;
   // Online recalibration of `profile` (profile_calibrator.hpp); unset: the
   // scheduler's or runtime's default (SchedulerConfig / RuntimeConfig).
   std::optional<RecalibrationOptions> recalibration;
