@@ -295,6 +295,41 @@ def test_report_counts_per_model_agree_with_the_clients():
     assert report["server"]["models"]["linear"]["sent"] == sent["linear"], report["server"]
 
 
+def test_unload_ends_every_queued_request_once_and_counts_them():
+    """Requests queued on a slow model (about 200 ms a batch) when it is
+    unloaded each end once, served (200); the unload answers after them;
+    the server's report counts every one."""
+    repo = make_repo(bad=False)
+    add_model(repo, "busy", config=LINEAR_CONFIG.replace("dims: [ 3 ]", "dims: [ 4 ]"), model="busy")
+    s = Serve(CONFIG, extra=["--model-repository", repo, "--model-control-mode", "explicit",
+                             "--load-model", "busy"])
+    try:
+        answers = []
+        lock = threading.Lock()
+
+        def one():
+            r = infer(s, "busy")
+            with lock:
+                answers.append(r)
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # queued (the first batch runs ~200 ms)
+        status, body = post(s, "/v2/repository/models/busy/unload")
+        assert status == 200, body
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+        assert len(answers) == 6 and all(st == 200 for st, _ in answers), answers
+        assert infer(s, "busy")[0] == 404
+    finally:
+        rc, report = s.stop()
+    assert rc == 0
+    front = report["models"]["busy"]
+    assert front["sent"] == 6 and front["ok"] + front["late"] == 6, front  # the 404 after: not_found
+
+
 # ---- poll: the repository is rescanned --------------------------------------
 
 def test_poll_mode_picks_up_a_new_folder_and_drops_a_removed_one():
