@@ -140,6 +140,8 @@ int run_serve(ServeArgs a) {
   const bool repository = !a.model_repository.empty();
   if (a.config.empty() && !repository)
     return print_error("serve", "give a serve config (YAML) or --model-repository DIR (or both)\n"), 2;
+  if (!repository && (a.model_control_mode != "none" || !a.load_models.empty()))
+    return print_error("serve", "--model-control-mode and --load-model need --model-repository DIR\n"), 2;
   serve::RepositoryOptions repo;
   if (repository)
     if (int rc = repository_options(a, &repo)) return rc;

@@ -33,7 +33,11 @@ Status ServeApp::serve_repository(RepositoryOptions o) {
     if (stopped_) return Status(Errc::kFailedPrecondition, "the server is stopped");
     repository_ = std::make_unique<ModelRepositoryManager>(*this, std::move(o));
   }
-  if (Status s = repository_->load_at_start(); !s.ok()) return s;
+  if (Status s = repository_->load_at_start(); !s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    repository_.reset();
+    return s;
+  }
   service_->set_repository(repository_.get());
   if (phase() == Phase::kServing) repository_->start();
   return {};

@@ -225,7 +225,10 @@ void ModelRepositoryManager::unload(std::string name, Done done) {
 
 Status ModelRepositoryManager::do_load(const std::string& name, const std::string& config_json, bool force) {
   const std::string who = "load of model '" + name + "' failed: ";
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+  const bool odd = std::any_of(name.begin(), name.end(), [](char c) {
+    return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+  });
+  if (name.empty() || odd || name == "." || name == "..")
     return Status(Errc::kInvalidArgument, who + "'" + name + "' is not a model folder's name");
   const std::string dir = (fs::path(opts_.dir) / name).string();
   std::error_code ec;
