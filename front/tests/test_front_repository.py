@@ -9,10 +9,12 @@ Each server runs TorchScript test models on the CPU; every wait is bounded.
 import atexit
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -246,30 +248,44 @@ def test_grpc_repository_rpcs(explicit):
         assert "model_repository" in meta.extensions
 
 
-def test_loading_a_model_leaves_every_request_of_another_ok(explicit):
-    """A bounded load on `linear` from a thread while `linear_b` loads and
-    unloads: every request of `linear` is answered 200 (ok or late, never
-    refused or failed)."""
-    stop = threading.Event()
-    statuses = []
+def metric(text, model, outcome):
+    m = re.search(r'^symphony_requests_total\{model="%s",outcome="%s"\} (\S+)$' % (model, outcome), text, re.M)
+    return int(float(m.group(1))) if m else 0
 
-    def send():
-        while not stop.is_set() and len(statuses) < 2000:
-            status, body = infer(explicit, "linear")
-            statuses.append((status, body if status != 200 else None))
 
-    t = threading.Thread(target=send)
-    t.start()
+def test_loading_a_model_leaves_every_request_of_another_ok():
+    """A bounded load on `linear` from a thread while `linear_b` loads (warm-up
+    and profiling) and unloads: every request of `linear` is answered 200, and
+    /metrics counts each of them once, none dropped or failed."""
+    s = Serve(CONFIG, extra=["--model-repository", make_repo(bad=False), "--model-control-mode", "explicit",
+                             "--load-model", "linear", "--metrics", "127.0.0.1:0"])
     try:
-        time.sleep(0.5)
-        assert post(explicit, "/v2/repository/models/linear_b/load")[0] == 200
-        assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
-        time.sleep(0.5)
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        stop = threading.Event()
+        statuses = []
+
+        def send():
+            while not stop.is_set() and len(statuses) < 2000:
+                status, body = infer(s, "linear")
+                statuses.append((status, body if status != 200 else None))
+
+        t = threading.Thread(target=send)
+        t.start()
+        try:
+            time.sleep(0.5)
+            assert post(s, "/v2/repository/models/linear_b/load")[0] == 200
+            assert post(s, "/v2/repository/models/linear_b/unload")[0] == 200
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            t.join(timeout=60)
+        assert not t.is_alive()
+        assert statuses and all(st == 200 for st, _ in statuses), [x for x in statuses if x[0] != 200][:3]
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert metric(text, "linear", "ok") + metric(text, "linear", "late") == len(statuses), text
+        assert metric(text, "linear", "dropped") == 0 and metric(text, "linear", "error") == 0, text
     finally:
-        stop.set()
-        t.join(timeout=60)
-    assert not t.is_alive()
-    assert statuses and all(s == 200 for s, _ in statuses), [x for x in statuses if x[0] != 200][:3]
+        s.stop()
 
 
 def test_report_counts_per_model_agree_with_the_clients():
