@@ -362,6 +362,16 @@ def test_poll_mode_picks_up_a_new_folder_and_drops_a_removed_one():
             assert time.monotonic() < deadline, index(s)
             time.sleep(0.2)
         assert infer(s, "linear_b")[0] == 200
+        # A bad folder is listed with its reason, and tried once while its files stay as they are.
+        os.makedirs(os.path.join(repo, "bad", "1"))
+        with open(os.path.join(repo, "bad", "config.pbtxt"), "w") as f:
+            f.write("max_batch_size: 4\nbogus: 1\n")
+        deadline = time.monotonic() + 60
+        while "no field named \"bogus\"" not in (entry(s, "bad") or {}).get("reason", ""):
+            assert time.monotonic() < deadline, index(s)
+            time.sleep(0.2)
+        time.sleep(1.6)  # three more polls
+        assert s.output().count("load of model 'bad' failed") == 1, s.output()
         shutil.rmtree(os.path.join(repo, "linear_b"))
         deadline = time.monotonic() + 60
         while entry(s, "linear_b") is not None:

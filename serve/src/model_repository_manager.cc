@@ -346,17 +346,21 @@ void ModelRepositoryManager::poll() {
     entries_.erase(n);
   }
   for (const std::string& n : folders) {
+    // Files that have not changed since the last try are left alone: a model
+    // that failed is tried again, and a broken change to a served model is
+    // reported again, only once its files change.
+    Result<RepositoryModel> r = repository::read_model_dir((fs::path(opts_.dir) / n).string());
+    const std::string fp = r.ok() ? fingerprint(*r) : "error: " + r.status().message();
     {
-      // A model that failed is tried again only once its files change.
       std::lock_guard<std::mutex> lock(mu_);
       auto it = entries_.find(n);
-      if (it != entries_.end() && !it->second.loaded) {
-        Result<RepositoryModel> r = repository::read_model_dir((fs::path(opts_.dir) / n).string());
-        const std::string fp = r.ok() ? fingerprint(*r) : r.status().message();
-        if (fp == it->second.fingerprint || (!r.ok() && it->second.reason == r.status().message())) continue;
-      }
+      if (it != entries_.end() && (fp == it->second.fingerprint || fp == it->second.last_error)) continue;
     }
-    if (Status s = do_load(n, "", false); !s.ok()) log("model repository: " + s.message());
+    if (Status s = do_load(n, "", false); !s.ok()) {
+      log("model repository: " + s.message());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = entries_.find(n); it != entries_.end()) it->second.last_error = fp;
+    }
   }
 }
 

@@ -118,6 +118,7 @@ class ModelRepositoryManager {
     std::vector<IndexEntry> others;  // the other chosen versions, UNAVAILABLE
     std::string fingerprint;         // of what was last tried (files and config)
     bool loaded = false;             // on the server
+    std::string last_error;          // poll mode: the fingerprint of the last failed try
   };
 
   Status check_control(std::string_view what) const;
