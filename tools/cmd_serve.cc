@@ -1,11 +1,14 @@
-// `symphony serve <config.yaml>`: parses the flags and runs the serve
-// application (symphony/serve/app.hpp): the models on the configured devices,
+// `symphony serve <config.yaml>` and `symphony serve --model-repository DIR
+// [config.yaml]`: parses the flags and runs the serve application
+// (symphony/serve/app.hpp): the models on the configured devices (the YAML's
+// `models:`, a model repository's, or both; docs/repository.md),
 // the protocol front (--http, --grpc) until SIGINT/SIGTERM, or the config's
 // built-in load for its duration with a live progress line; then the report
 // (tables on standard output, --json for the JSON). With --metrics (or the
 // config's `metrics:`) it serves /metrics, /healthz and /readyz throughout.
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.hpp"
 #include "front_cli.hpp"
@@ -32,7 +35,37 @@ struct ServeArgs {
   bool quiet = false;
   FrontArgs front;       // --http, --grpc, --port-file, ...
   bool no_load = false;  // serve protocol requests even when the config has load:
+  // A model repository in Triton's layout (docs/repository.md).
+  std::string model_repository;
+  std::string model_control_mode = "none";
+  std::vector<std::string> load_models;
+  double repository_poll_secs = 15;
+  double default_slo_ms = 100;
 };
+
+// The repository's options from the flags; exit code 2 on a bad one.
+int repository_options(const ServeArgs& a, serve::RepositoryOptions* o) {
+  const auto mode = serve::parse_model_control_mode(a.model_control_mode);
+  if (!mode)
+    return print_error("serve", "--model-control-mode: '%s' is not none, poll or explicit\n",
+                       a.model_control_mode.c_str()),
+           2;
+  if (!a.load_models.empty() && *mode != serve::ModelControlMode::kExplicit)
+    return print_error("serve",
+                       "--load-model needs --model-control-mode explicit (in %s mode every model loads)\n",
+                       a.model_control_mode.c_str()),
+           2;
+  if (!(a.repository_poll_secs > 0))
+    return print_error("serve", "--repository-poll-secs must be a positive number of seconds\n"), 2;
+  if (!(a.default_slo_ms > 0)) return print_error("serve", "--default-slo-ms must be a positive number\n"), 2;
+  o->dir = a.model_repository;
+  o->mode = *mode;
+  o->load_models = a.load_models;
+  o->poll_interval = Duration::from_seconds(a.repository_poll_secs);
+  o->default_slo = Duration::from_seconds(a.default_slo_ms / 1000);
+  o->log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+  return 0;
+}
 
 // Applies the command line's overrides to the config; exit code 2 on a bad one.
 int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
@@ -104,9 +137,37 @@ int wait_for_signal(const sigset_t& stop_signals, ServeApp& app, bool quiet) {
 
 int run_serve(ServeArgs a) {
   JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
-  auto cfg = config::load_serve_config(a.config);
+  const bool repository = !a.model_repository.empty();
+  if (a.config.empty() && !repository)
+    return print_error("serve", "give a serve config (YAML) or --model-repository DIR (or both)\n"), 2;
+  if (!repository && (a.model_control_mode != "none" || !a.load_models.empty()))
+    return print_error("serve", "--model-control-mode and --load-model need --model-repository DIR\n"), 2;
+  serve::RepositoryOptions repo;
+  if (repository)
+    if (int rc = repository_options(a, &repo)) return rc;
+  Result<ServeConfig> cfg = ServeConfig{};
+  if (!a.config.empty()) {
+    cfg = config::load_serve_config(a.config, /*models_required=*/!repository);
+  } else {
+    cfg->file = "(none)";
+    cfg->policy = *parse_policy("deferred");
+  }
   if (!cfg.ok()) return print_error("serve", "%s\n", cfg.status().message().c_str()), 2;
   if (int rc = apply_overrides(a, *cfg)) return rc;
+  if (repository && cfg->has_load)
+    return print_error("serve",
+                       "%s has a load: section; the built-in load does not drive a model repository's models "
+                       "(serve them to protocol clients, or drop --model-repository)\n",
+                       a.config.c_str()),
+           2;
+  if (repository)
+    for (const auto& m : cfg->models)
+      if (std::filesystem::is_directory(std::filesystem::path(repo.dir) / m.name))
+        return print_error("serve",
+                           "model '%s' is both in %s (models:) and in the model repository %s; give it one "
+                           "place\n",
+                           m.name.c_str(), a.config.c_str(), repo.dir.c_str()),
+               2;
   // With load: the built-in generator drives the models for the configured
   // time; without it (or with --no-load) serve answers protocol requests.
   const bool generate = cfg->has_load && !a.no_load;
@@ -115,7 +176,8 @@ int run_serve(ServeArgs a) {
                "serve",
                "%s has no load: section%s, so serve answers Open Inference Protocol requests: give --http "
                "HOST:PORT and/or --grpc HOST:PORT (docs/front.md)\n",
-               a.config.c_str(), a.no_load ? " in use (--no-load)" : ""),
+               a.config.empty() ? "--model-repository" : a.config.c_str(),
+               a.no_load ? " in use (--no-load)" : ""),
            2;
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -140,6 +202,12 @@ int run_serve(ServeArgs a) {
   for (const auto& m : cfg->models)
     if (Status s = app.add_model(model_options(m)); !s.ok())
       return print_error("serve", "%s\n", s.message().c_str()), 1;
+  if (repository) {
+    std::fprintf(stderr, "model repository: %s (model control: %s)\n", repo.dir.c_str(),
+                 a.model_control_mode.c_str());
+    if (Status s = app.serve_repository(repo); !s.ok())
+      return print_error("serve", "%s\n", s.message().c_str()), 2;
+  }
   if (Status s = app.start(); !s.ok()) return print_error("serve", "%s\n", s.message().c_str()), 1;
   if (a.front.any()) {
     if (Status s = app.start_front({a.front.listen_options(), a.front.max_inflight, a.front.port_file});
@@ -180,6 +248,7 @@ int run_serve(ServeArgs a) {
     report["server"] = serve::server_counts_json(fin);
   }
   report["config"] = a.config;
+  if (repository) report["model_repository"] = repo.dir;
   if (json_report.enabled() && !json_report.write("serve", report.dump(2) + "\n")) return 1;
   if (!app.metrics_url().empty() && a.metrics_linger_s > 0) {
     // Until the linger ends or SIGINT/SIGTERM: a last scrape sees the final counts.
@@ -202,7 +271,26 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
                                  "Serve TorchScript models on the configured devices: to Open Inference "
                                  "Protocol clients (--http, --grpc), "
                                  "under the config's generated load, or both");
-  cmd->add_option("config,--config", a.config, "serve config (YAML)")->required();
+  cmd->add_option(
+      "config,--config", a.config,
+      "serve config (YAML); optional with --model-repository (then it sets devices, policy, delays, "
+      "...)");
+  cmd->add_option("--model-repository", a.model_repository,
+                  "serve the models of a model repository in Triton's layout (DIR/<model>/config.pbtxt, "
+                  "DIR/<model>/<version>/model.pt; docs/repository.md)");
+  cmd->add_option("--model-control-mode", a.model_control_mode,
+                  "none | poll | explicit (default none): none and poll load every model at start and refuse "
+                  "load/unload requests; poll also rescans the repository; explicit loads --load-model and "
+                  "what clients ask for")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  cmd->add_option("--load-model", a.load_models,
+                  "explicit mode: a model to load at start (repeatable; '*' alone: every model)")
+      ->allow_extra_args(false);
+  cmd->add_option("--repository-poll-secs", a.repository_poll_secs,
+                  "poll mode: seconds between rescans of the repository (default 15)");
+  cmd->add_option("--default-slo-ms", a.default_slo_ms,
+                  "the latency SLO of a repository model whose config has no symphony.slo_ms parameter "
+                  "(default 100)");
   cmd->add_option("--policy", a.policy,
                   std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");

@@ -82,9 +82,13 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
   return mc;
 }
 
-ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
+ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_required) {
   ServeConfig c;
   c.file = r.origin();
+  if ((!root || root.IsNull()) && !models_required) {
+    c.policy = *parse_policy("deferred");
+    return c;
+  }
   if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
@@ -135,6 +139,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
     c.recalibration = r.recalibration(n, "recalibrate", RecalibrationOptions::on());
   if (const YAML::Node l = root["load"]) parse_load(r, l, c);
   const YAML::Node models = root["models"];
+  if (!models && !models_required) return c;
   if (!models) r.fail(root, "models", "is missing (a list of models)");
   if (!models.IsSequence() || models.size() == 0) r.fail(models, "models", "must be a non-empty list");
   std::set<std::string> names;
@@ -151,21 +156,21 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root) {
 }  // namespace
 
 Result<ServeConfig> parse_serve_config(const std::string& yaml, const std::string& origin,
-                                       const std::string& base_dir) {
+                                       const std::string& base_dir, bool models_required) {
   return read_or_status<ServeConfig>([&] {
     const YamlReader r(origin, base_dir);
-    return parse(r, r.load(yaml));
+    return parse(r, r.load(yaml), models_required);
   });
 }
 
-Result<ServeConfig> load_serve_config(const std::string& path) {
+Result<ServeConfig> load_serve_config(const std::string& path, bool models_required) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     return Status(Errc::kNotFound, "config file " + path + " not found");
   return read_or_status<ServeConfig>([&] {
     const std::string text = read_file(path, "config");
     const YamlReader r(path, std::filesystem::path(path).parent_path().string());
-    return parse(r, r.load(text));
+    return parse(r, r.load(text), models_required);
   });
 }
 

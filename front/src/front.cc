@@ -37,7 +37,11 @@ Front::~Front() = default;
 
 std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRING; }
 
-std::vector<std::string> Front::extensions() { return {"binary_tensor_data"}; }
+std::vector<std::string> Front::extensions() const {
+  std::vector<std::string> e{"binary_tensor_data"};
+  if (service_.has_repository()) e.push_back("model_repository");
+  return e;
+}
 
 bool Front::ready() const { return !stopping_.load(std::memory_order_acquire) && service_.ready(); }
 
@@ -206,7 +210,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
                       &FrontModelCounters::unavailable);
   if (std::optional<Reply> bad = check(req, *m, opts_.max_elements))
     return finish_now(std::move(*bad), &FrontModelCounters::invalid);
-  const std::optional<Duration> b = budget(req, deadline, m->slo, &err);
+  const std::optional<Duration> b = budget(req, deadline, m->default_budget.value_or(m->slo), &err);
   if (!b) return finish_now(std::move(err), &FrontModelCounters::invalid);
   if (inflight_.fetch_add(1, std::memory_order_acq_rel) >= opts_.max_inflight) {
     inflight_.fetch_sub(1, std::memory_order_acq_rel);

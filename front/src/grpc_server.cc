@@ -284,7 +284,7 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
                                            inference::ServerMetadataResponse* resp) override {
     resp->set_name(front_.server_name());
     resp->set_version(std::string(Front::server_version()));
-    for (const std::string& e : Front::extensions()) resp->add_extensions(e);
+    for (const std::string& e : front_.extensions()) resp->add_extensions(e);
     return done(ctx, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
@@ -315,7 +315,64 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     return r;
   }
 
+  // The model repository extension. Load and unload answer when done, from
+  // the service's thread (the reactor outlives the call until Finish).
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const inference::RepositoryIndexRequest* req,
+                                            inference::RepositoryIndexResponse* resp) override {
+    if (!front_.has_repository()) return done(ctx, no_repository());
+    for (const InferenceService::IndexEntry& e : front_.repository_index(req->ready())) {
+      auto* m = resp->add_models();
+      m->set_name(e.name);
+      m->set_version(e.version);
+      m->set_state(e.state);
+      m->set_reason(e.reason);
+    }
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
+                                                const inference::RepositoryModelLoadRequest* req,
+                                                inference::RepositoryModelLoadResponse*) override {
+    if (!front_.has_repository()) return done(ctx, no_repository());
+    std::string config;
+    for (const auto& [k, v] : req->parameters()) {
+      if (k == "config") {
+        if (v.parameter_choice_case() == inference::ModelRepositoryParameter::kStringParam)
+          config = v.string_param();
+        else if (v.parameter_choice_case() == inference::ModelRepositoryParameter::kBytesParam)
+          config = v.bytes_param();
+        else
+          return done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                        "parameter 'config' must be a ModelConfig in JSON (a string)"));
+      } else if (k.rfind("file:", 0) == 0) {
+        return done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      "parameter '" + k +
+                                          "': model files sent with the request are not supported; put "
+                                          "them in the repository"));
+      }
+    }
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    front_.repository_load(req->model_name(), std::move(config),
+                           [r](Reply&& reply) { r->Finish(status_of(reply)); });
+    return r;
+  }
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
+                                                  const inference::RepositoryModelUnloadRequest* req,
+                                                  inference::RepositoryModelUnloadResponse*) override {
+    if (!front_.has_repository()) return done(ctx, no_repository());
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    front_.repository_unload(req->model_name(), [r](Reply&& reply) { r->Finish(status_of(reply)); });
+    return r;
+  }
+
  private:
+  static grpc::Status no_repository() {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "this server has no model repository (symphony serve --model-repository DIR)");
+  }
+  static grpc::Status status_of(const Reply& r) {
+    return r.code == Code::kOk ? grpc::Status::OK : grpc::Status(grpc_code(r.code), r.message);
+  }
   static grpc::ServerUnaryReactor* done(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     r->Finish(s);

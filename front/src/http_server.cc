@@ -440,7 +440,51 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         return infer(s, request, model, version);
       }
     }
+    if (p[1] == "repository" && ((p.size() == 3 && p[2] == "index") ||
+                                 (p.size() == 5 && p[2] == "models" && (p[4] == "load" || p[4] == "unload"))))
+      return repository(s, request, p);
     respond_error(s, http::status::not_found, "no such endpoint: " + std::string(request.target()));
+  }
+
+  // The model repository extension: POST /v2/repository/index,
+  // /v2/repository/models/{m}/load and /unload. A load or an unload answers
+  // when it is done (a load may take seconds: warm-up, profiling); the
+  // service does it off this thread.
+  void repository(Slot& s, http::request<http::string_body>& request, const std::vector<std::string>& p) {
+    if (request.method() != http::verb::post) return method_not_allowed(s, "POST");
+    Front& f = srv_.front;
+    if (!f.has_repository())
+      return respond_error(s, http::status::not_found,
+                           "this server has no model repository (symphony serve --model-repository DIR)");
+    std::string error;
+    if (p.size() == 3) {
+      bool ready_only = false;
+      if (!parse_repository_index_request(request.body(), &ready_only, &error))
+        return respond_error(s, http::status::bad_request, error);
+      return respond(s, http::status::ok, repository_index_body(f.repository_index(ready_only)));
+    }
+    const std::string& model = p[3];
+    auto done = [self = shared_from_this(), seq = s.seq](Reply&& r) {
+      net::post(self->socket_.get_executor(), [self, seq, r = std::make_shared<Reply>(std::move(r))] {
+        Slot* slot = self->slot(seq);
+        if (!slot || self->closed_) return;
+        if (self->peer_gone_) {
+          if (!self->writing_) self->close();
+          return;
+        }
+        if (r->code == Code::kOk) return self->respond(*slot, http::status::ok, "{}");
+        self->respond_error(*slot, static_cast<http::status>(http_status(r->code)), r->message);
+      });
+    };
+    if (p[4] == "load") {
+      std::string config;
+      if (!parse_repository_load_request(request.body(), &config, &error))
+        return respond_error(s, http::status::bad_request, error);
+      return f.repository_load(model, std::move(config), std::move(done));
+    }
+    if (!parse_repository_unload_request(request.body(), &error))
+      return respond_error(s, http::status::bad_request, error);
+    f.repository_unload(model, std::move(done));
   }
 
   static std::string escape(std::string_view s) {

@@ -499,8 +499,96 @@ std::string error_body(std::string_view message) {
 std::string server_metadata_body(const Front& front) {
   return json{{"name", front.server_name()},
               {"version", std::string(Front::server_version())},
-              {"extensions", Front::extensions()}}
+              {"extensions", front.extensions()}}
       .dump();
+}
+
+namespace {
+
+// The body as a JSON object; an empty body is an empty object.
+bool object_body(std::string_view body, json* out, std::string* error) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    *out = json::object();
+    return true;
+  }
+  *out = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded() || !out->is_object()) {
+    *error = "the request body is not a JSON object";
+    return false;
+  }
+  return true;
+}
+
+// The body's "parameters" object (null when absent).
+bool parameters_of(const json& body, const json** params, std::string* error) {
+  *params = nullptr;
+  auto it = body.find("parameters");
+  if (it == body.end() || it->is_null()) return true;
+  if (!it->is_object()) {
+    *error = "'parameters' must be a JSON object";
+    return false;
+  }
+  *params = &*it;
+  return true;
+}
+
+}  // namespace
+
+bool parse_repository_index_request(std::string_view body, bool* ready_only, std::string* error) {
+  json j;
+  if (!object_body(body, &j, error)) return false;
+  *ready_only = false;
+  if (auto it = j.find("ready"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      *error = "'ready' must be true or false";
+      return false;
+    }
+    *ready_only = it->get<bool>();
+  }
+  return true;
+}
+
+bool parse_repository_load_request(std::string_view body, std::string* config_json, std::string* error) {
+  json j;
+  const json* params = nullptr;
+  if (!object_body(body, &j, error) || !parameters_of(j, &params, error)) return false;
+  config_json->clear();
+  if (!params) return true;
+  for (auto it = params->begin(); it != params->end(); ++it) {
+    if (it.key() == "config") {
+      if (it->is_string())
+        *config_json = it->get<std::string>();
+      else if (it->is_object())
+        *config_json = it->dump();
+      else {
+        *error = "parameter 'config' must be a ModelConfig in JSON (a string or an object)";
+        return false;
+      }
+    } else if (it.key().rfind("file:", 0) == 0) {
+      *error = "parameter '" + it.key() +
+               "': model files sent with the request are not supported; put them in the repository";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool parse_repository_unload_request(std::string_view body, std::string* error) {
+  json j;
+  const json* params = nullptr;
+  return object_body(body, &j, error) && parameters_of(j, &params, error);
+}
+
+std::string repository_index_body(const std::vector<InferenceService::IndexEntry>& entries) {
+  json a = json::array();
+  for (const InferenceService::IndexEntry& e : entries) {
+    json o{{"name", e.name}};
+    if (!e.version.empty()) o["version"] = e.version;
+    o["state"] = e.state;
+    o["reason"] = e.reason;
+    a.push_back(std::move(o));
+  }
+  return a.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string model_metadata_body(const ModelMetadata& m) {

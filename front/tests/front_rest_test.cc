@@ -330,5 +330,45 @@ TEST(FrontRestTest, RefusesCorruptCompressedBodies) {
   EXPECT_EQ(decode_body("deflate", "\xff\xfe\xfd", 1 << 20).status, DecodedBody::Status::kCorrupt);
 }
 
+TEST(FrontRestTest, ParsesTheRepositoryExtensionsBodies) {
+  std::string error, config;
+  bool ready = true;
+  EXPECT_TRUE(parse_repository_index_request("", &ready, &error));
+  EXPECT_FALSE(ready);
+  EXPECT_TRUE(parse_repository_index_request(R"({"ready": true})", &ready, &error));
+  EXPECT_TRUE(ready);
+  EXPECT_FALSE(parse_repository_index_request(R"({"ready": "yes"})", &ready, &error));
+  EXPECT_EQ(error, "'ready' must be true or false");
+  EXPECT_FALSE(parse_repository_index_request("[1]", &ready, &error));
+
+  EXPECT_TRUE(parse_repository_load_request(" ", &config, &error));
+  EXPECT_EQ(config, "");
+  EXPECT_TRUE(parse_repository_load_request(R"({"parameters": {"config": "{\"max_batch_size\": 4}"}})",
+                                            &config, &error));
+  EXPECT_EQ(config, R"({"max_batch_size": 4})");
+  EXPECT_TRUE(
+      parse_repository_load_request(R"({"parameters": {"config": {"max_batch_size": 4}}})", &config, &error));
+  EXPECT_EQ(json::parse(config), json::parse(R"({"max_batch_size": 4})"));
+  EXPECT_FALSE(parse_repository_load_request(R"({"parameters": {"config": 4}})", &config, &error));
+  EXPECT_NE(error.find("parameter 'config'"), std::string::npos);
+  EXPECT_FALSE(
+      parse_repository_load_request(R"({"parameters": {"file:1/model.pt": "AAAA"}})", &config, &error));
+  EXPECT_NE(error.find("'file:1/model.pt'"), std::string::npos);
+  EXPECT_FALSE(parse_repository_load_request(R"({"parameters": 1})", &config, &error));
+
+  EXPECT_TRUE(parse_repository_unload_request(R"({"parameters": {"unload_dependents": false}})", &error));
+  EXPECT_FALSE(parse_repository_unload_request("not json", &error));
+}
+
+TEST(FrontRestTest, WritesTheRepositoryIndex) {
+  const std::string body = repository_index_body(
+      {{"a", "2", "READY", ""}, {"bad", "", "UNAVAILABLE", "bad/config.pbtxt:1:1: oops"}});
+  const json j = json::parse(body);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0], json::parse(R"({"name":"a","version":"2","state":"READY","reason":""})"));
+  EXPECT_FALSE(j[1].contains("version"));
+  EXPECT_EQ(j[1]["reason"], "bad/config.pbtxt:1:1: oops");
+}
+
 }  // namespace
 }  // namespace symphony::front

@@ -16,11 +16,31 @@ Result<std::unique_ptr<ServeApp>> ServeApp::create(server::ServerOptions options
 ServeApp::ServeApp(std::unique_ptr<server::Server> server)
     : server_(std::move(server)), service_(std::make_unique<ServerService>(*server_)) {}
 
-ServeApp::~ServeApp() { stop(StopMode::kCancel); }
+ServeApp::~ServeApp() {
+  stop(StopMode::kCancel);
+  service_->set_repository(nullptr);
+}
 
-Status ServeApp::add_model(const server::ModelOptions& m) {
+Status ServeApp::add_model(const server::ModelOptions& m, const ProtocolModelOptions& protocol) {
   if (Status s = server_->add_model(m); !s.ok()) return s;
-  return service_->add_model(m.name);
+  return service_->add_model(m.name, protocol);
+}
+
+Status ServeApp::serve_repository(RepositoryOptions o) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (repository_) return Status(Errc::kAlreadyExists, "a model repository is already served");
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the server is stopped");
+    repository_ = std::make_unique<ModelRepositoryManager>(*this, std::move(o));
+  }
+  if (Status s = repository_->load_at_start(); !s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    repository_.reset();
+    return s;
+  }
+  service_->set_repository(repository_.get());
+  if (phase() == Phase::kServing) repository_->start();
+  return {};
 }
 
 Status ServeApp::remove_model(std::string_view name) {
@@ -32,6 +52,7 @@ Status ServeApp::start() {
   if (Status s = server_->start(); !s.ok()) return s;
   service_->set_ready(true);
   phase_.store(Phase::kServing, std::memory_order_release);
+  if (repository_) repository_->start();
   return {};
 }
 
@@ -130,7 +151,8 @@ void ServeApp::stop(StopMode how) {
     stopped_ = true;
     if (front_) front_->begin_stop();  // new protocol requests get 503
   }
-  server_->stop(how);  // every request ends
+  if (repository_) repository_->stop();  // the load under way ends; the queued ones are answered
+  server_->stop(how);                    // every request ends
   service_->set_ready(false);
   // After the server ended every request: the last responses are written.
   if (listeners_) listeners_->stop();

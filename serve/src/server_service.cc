@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "symphony/serve/model_repository_manager.hpp"
 #include "symphony/server/input_spec.hpp"
 
 namespace symphony::serve {
@@ -74,7 +75,7 @@ Code code_of(Errc e) {
 
 }  // namespace
 
-Status ServerService::add_model(std::string_view name) {
+Status ServerService::add_model(std::string_view name, const ProtocolModelOptions& protocol) {
   Result<server::ModelInfo> info = server_.model_info(name);
   if (!info.ok()) return info.status();
   auto m = std::make_shared<ModelMetadata>();
@@ -84,16 +85,19 @@ Status ServerService::add_model(std::string_view name) {
   m->slo = info->slo;
   m->max_batch = info->max_batch;
   m->max_samples = info->max_batch;  // a request of k samples takes k slots of batches
+  m->default_budget = protocol.default_budget;
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
-    const std::string input = tensor_name("input", i, info->inputs.size());
+    const std::string input = i < protocol.input_names.size() ? protocol.input_names[i]
+                                                              : tensor_name("input", i, info->inputs.size());
     auto spec = parse_tensor_spec(info->inputs[i]);
     front::TensorSpec ts =
         spec.ok() ? metadata_spec(*spec, input) : front::TensorSpec{input, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));
   }
-  for (const server::InputSpec& o : info->outputs) {
+  for (std::size_t i = 0; i < info->outputs.size(); ++i) {
+    const server::InputSpec& o = info->outputs[i];
     front::TensorSpec ts;
-    ts.name = o.name;
+    ts.name = i < protocol.output_names.size() ? protocol.output_names[i] : o.name;
     ts.datatype = datatype_of(o.dtype).value_or(DataType::kFp32);
     ts.shape.push_back(-1);  // the batch dimension
     ts.shape.insert(ts.shape.end(), o.shape.begin(), o.shape.end());
@@ -101,12 +105,17 @@ Status ServerService::add_model(std::string_view name) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!models_.count(m->name)) order_.push_back(m->name);
+  if (protocol.output_names.empty())
+    output_names_.erase(m->name);
+  else
+    output_names_[m->name] = std::make_shared<const std::vector<std::string>>(protocol.output_names);
   models_[m->name] = std::move(m);
   return {};
 }
 
 void ServerService::remove_model(std::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
+  output_names_.erase(std::string(name));
   if (models_.erase(std::string(name)) == 0) return;
   order_.erase(std::find(order_.begin(), order_.end(), name));
 }
@@ -143,10 +152,15 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
         torch::TensorOptions().dtype(*st)));
   }
   const std::string model = req.model;
+  std::shared_ptr<const std::vector<std::string>> names;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = output_names_.find(model); it != output_names_.end()) names = it->second;
+  }
   std::uint64_t ticket = 0;
   Status s = server_.infer_async(
       model, std::move(inputs), budget,
-      [this, done, model, budget](server::InferResult&& r) {
+      [this, done, model, budget, names = std::move(names)](server::InferResult&& r) {
         Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget);
         reply.batch_size = r.batch_size;
         reply.latency = r.latency;
@@ -155,6 +169,9 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
           reply = reply_for_outcome(Outcome::kError, DropReason::kNone,
                                     "its output is not a tensor or a tuple of tensors", model, budget);
         }
+        if (names)
+          for (std::size_t i = 0; i < reply.outputs.size() && i < names->size(); ++i)
+            reply.outputs[i].name = (*names)[i];
         done(std::move(reply));
       },
       &ticket);
@@ -166,5 +183,36 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
 }
 
 void ServerService::cancel(std::uint64_t ticket) { server_.cancel_async(ticket); }
+
+std::vector<InferenceService::IndexEntry> ServerService::repository_index(bool ready_only) const {
+  ModelRepositoryManager* m = repository_.load(std::memory_order_acquire);
+  return m ? m->index(ready_only) : std::vector<IndexEntry>{};
+}
+
+namespace {
+
+// A load's or unload's answer: the manager's status as the protocol's code
+// (what is not the caller's fault nor a missing model is still 400, as
+// Triton answers a failed load).
+Reply reply_of(const Status& s) {
+  if (s.ok()) return Reply{};
+  return Reply::error(code_of(s.code()) == Code::kInternal ? Code::kInvalidArgument : code_of(s.code()),
+                      s.message());
+}
+
+}  // namespace
+
+void ServerService::repository_load(std::string_view name, std::string config_json, Done done) {
+  ModelRepositoryManager* m = repository_.load(std::memory_order_acquire);
+  if (!m) return InferenceService::repository_load(name, std::move(config_json), std::move(done));
+  m->load(std::string(name), std::move(config_json),
+          [done = std::move(done)](Status s) { done(reply_of(s)); });
+}
+
+void ServerService::repository_unload(std::string_view name, Done done) {
+  ModelRepositoryManager* m = repository_.load(std::memory_order_acquire);
+  if (!m) return InferenceService::repository_unload(name, std::move(done));
+  m->unload(std::string(name), [done = std::move(done)](Status s) { done(reply_of(s)); });
+}
 
 }  // namespace symphony::serve

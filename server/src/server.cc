@@ -904,7 +904,7 @@ Result<ModelInfo> Server::model_info(std::string_view name) const {
   ModelInfo info;
   info.name = o.name;
   info.platform = o.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
-  info.versions = {"1"};
+  info.versions = {o.version};
   info.inputs = o.inputs;
   if (it->second->torch) info.outputs = it->second->torch->outputs();
   info.slo = o.slo;

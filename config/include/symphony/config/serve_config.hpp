@@ -64,10 +64,12 @@ struct ServeConfig {
 // Reads and validates a serve config; relative model and profile paths are
 // resolved against the file's directory. kNotFound when there is no such
 // file, kInvalidArgument (file:line:col: key: problem) when it is wrong.
-Result<ServeConfig> load_serve_config(const std::string& path);
+// `models_required` false (serve with a model repository): `models:` may be
+// absent, and the file may be empty.
+Result<ServeConfig> load_serve_config(const std::string& path, bool models_required = true);
 // Same, from YAML text; `origin` names it in messages and `base_dir`
 // resolves relative paths.
 Result<ServeConfig> parse_serve_config(const std::string& yaml, const std::string& origin,
-                                       const std::string& base_dir);
+                                       const std::string& base_dir, bool models_required = true);
 
 }  // namespace symphony::config

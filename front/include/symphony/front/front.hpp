@@ -68,7 +68,9 @@ class Front {
 
   const std::string& server_name() const noexcept { return opts_.server_name; }
   static std::string_view server_version() noexcept;
-  static std::vector<std::string> extensions();
+  // The protocol extensions served (GET /v2): "model_repository" when the
+  // service has a repository.
+  std::vector<std::string> extensions() const;
   bool live() const noexcept { return true; }
   bool ready() const;
 
@@ -93,7 +95,8 @@ class Front {
   static std::optional<Reply> check(InferRequest& request, const ModelMetadata& model,
                                     std::uint64_t max_elements);
   // The budget the request plans with: the transport's deadline, else the
-  // `timeout` parameter (microseconds, > 0), else the model's SLO; a reply
+  // `timeout` parameter (microseconds, > 0), else `slo` (the model's default
+  // budget, else its SLO); a reply
   // with 400 when the parameter is malformed, deadline or not.
   static std::optional<Duration> budget(const InferRequest& request, std::optional<Duration> deadline,
                                         Duration slo, Reply* error);
@@ -104,6 +107,18 @@ class Front {
   std::uint32_t inflight() const noexcept { return inflight_.load(std::memory_order_acquire); }
 
   FrontCounters counters() const;
+
+  // The model repository extension: the service's (service.hpp), as is.
+  bool has_repository() const { return service_.has_repository(); }
+  std::vector<InferenceService::IndexEntry> repository_index(bool ready_only) const {
+    return service_.repository_index(ready_only);
+  }
+  void repository_load(std::string_view name, std::string config_json, InferenceService::Done done) {
+    service_.repository_load(name, std::move(config_json), std::move(done));
+  }
+  void repository_unload(std::string_view name, InferenceService::Done done) {
+    service_.repository_unload(name, std::move(done));
+  }
 
  private:
   FrontModelCounters& model_counters(const std::string& name);  // REQUIRES: mu_ held

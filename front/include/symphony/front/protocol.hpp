@@ -72,6 +72,9 @@ struct ModelMetadata {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;  // empty when unknown (a model that runs nothing)
   Duration slo;                     // planned against when the client gives no shorter budget
+  // The budget of a request that brings none (a model repository's
+  // default_timeout_microseconds); unset: `slo`.
+  std::optional<Duration> default_budget;
   std::uint32_t max_batch = 0;
   // The most samples one request may carry (its leading dimension k): the
   // service splits such a request into k slots of batches. 1: one sample.

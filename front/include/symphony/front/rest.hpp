@@ -73,6 +73,20 @@ std::string server_metadata_body(const Front& front);
 // GET /v2/models/{m}
 std::string model_metadata_body(const ModelMetadata& m);
 
+// The model repository extension's bodies (POST /v2/repository/...). An
+// empty body is an empty request. False with *error naming the problem.
+// {"ready": true}: only the ready models.
+bool parse_repository_index_request(std::string_view body, bool* ready_only, std::string* error);
+// {"parameters": {"config": "<ModelConfig as JSON>"}}: the config in place of
+// config.pbtxt (a JSON object is taken as well as a string); "file:..."
+// parameters (model files sent inline) are refused.
+bool parse_repository_load_request(std::string_view body, std::string* config_json, std::string* error);
+// {"parameters": {"unload_dependents": false}}: accepted (Symphony serves no
+// ensembles, so there are no dependents).
+bool parse_repository_unload_request(std::string_view body, std::string* error);
+// The index: [{"name", "version", "state", "reason"}, ...].
+std::string repository_index_body(const std::vector<InferenceService::IndexEntry>& entries);
+
 // IEEE half and bfloat16 conversions (FP16/BF16 tensors in JSON).
 std::uint16_t float_to_half(float f) noexcept;
 float half_to_float(std::uint16_t h) noexcept;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,6 +39,41 @@ class InferenceService {
   // reply is sent to nobody. Any thread; an unknown or ended ticket is
   // ignored.
   virtual void cancel(std::uint64_t ticket) = 0;
+
+  // The model repository extension (docs/front.md#the-model-repository). A
+  // service without a repository keeps these defaults; the transports then
+  // answer gRPC UNIMPLEMENTED and REST 404 for the extension's calls.
+
+  // One line of the repository's index: a model, or one version of it.
+  struct IndexEntry {
+    std::string name;
+    std::string version;  // empty for a model whose folder cannot be read
+    std::string state;    // "READY", "UNAVAILABLE", "LOADING", "UNLOADING"
+    std::string reason;   // why it is in that state; empty when READY
+  };
+  // Whether the calls below are served.
+  virtual bool has_repository() const { return false; }
+  // The repository's models; only the ready ones when `ready_only`. Called on
+  // an I/O thread: no loading, at most a listing of the repository's folder.
+  virtual std::vector<IndexEntry> repository_index(bool ready_only) const {
+    (void)ready_only;
+    return {};
+  }
+  // Loads (or reloads) model `name` from the repository; `config_json`, when
+  // not empty, is a ModelConfig in JSON used instead of its config.pbtxt.
+  // Calls `done` exactly once, from any thread, when the model serves
+  // (Code::kOk) or cannot (an error naming the problem); never blocks.
+  virtual void repository_load(std::string_view name, std::string config_json, Done done) {
+    (void)name;
+    (void)config_json;
+    done(Reply::error(Code::kNotFound, "this server has no model repository"));
+  }
+  // Unloads model `name`: new requests for it are refused at once, the queued
+  // ones end, then `done` is called (as repository_load's).
+  virtual void repository_unload(std::string_view name, Done done) {
+    (void)name;
+    done(Reply::error(Code::kNotFound, "this server has no model repository"));
+  }
 };
 
 }  // namespace symphony::front

@@ -10,7 +10,9 @@
 //  - stop() is graceful and idempotent: new protocol requests get 503, the
 //    server ends every request it holds, then the transports close;
 //  - thread-safe: add_model, start_front, stats and stop may be called from
-//    any thread.
+//    any thread;
+//  - with a model repository (serve_repository), stop() first ends its
+//    loads and unloads, then the server.
 //
 //   auto app = std::move(*ServeApp::create(server_options));
 //   app->add_model(model_options);  app->start();
@@ -27,6 +29,7 @@
 #include "symphony/front/front.hpp"
 #include "symphony/front/front_report.hpp"
 #include "symphony/front/listeners.hpp"
+#include "symphony/serve/model_repository_manager.hpp"
 #include "symphony/serve/server_metrics.hpp"
 #include "symphony/serve/server_service.hpp"
 #include "symphony/server/server.hpp"
@@ -63,13 +66,22 @@ class ServeApp {
   server::Server& server() { return *server_; }
   const server::Server& server() const { return *server_; }
 
-  // Loads a model on the server and, when a front runs, serves it there too.
-  Status add_model(const server::ModelOptions& m);
+  // Loads a model on the server and, when a front runs, serves it there too;
+  // `protocol` names its tensors for the front.
+  Status add_model(const server::ModelOptions& m, const ProtocolModelOptions& protocol = {});
   // Stops serving a model: the front first, then the server (which ends its
   // queued requests).
   Status remove_model(std::string_view name);
-  // Starts scheduling; the phase becomes serving.
+  // Starts scheduling (and the repository's loads and polling, if any); the
+  // phase becomes serving.
   Status start();
+
+  // Serves the models of a model repository (model_repository_manager.hpp)
+  // and its protocol extension; loads what the mode loads at start, on the
+  // calling thread. Before start(); once (kAlreadyExists after).
+  Status serve_repository(RepositoryOptions o);
+  // nullptr without a repository.
+  ModelRepositoryManager* repository() { return repository_.get(); }
 
   // Starts the protocol front on the server's models (those added later
   // too). REQUIRES: start(). Errors name the option and the address;
@@ -103,6 +115,7 @@ class ServeApp {
   std::atomic<Phase> phase_{Phase::kLoading};
   mutable std::mutex mu_;  // the front's pieces and the stop
   std::unique_ptr<ServerService> service_;
+  std::unique_ptr<ModelRepositoryManager> repository_;
   std::unique_ptr<front::Front> front_;
   std::unique_ptr<front::Listeners> listeners_;
   std::unique_ptr<ServerMetrics> metrics_;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,20 +23,35 @@
 
 namespace symphony::serve {
 
+class ModelRepositoryManager;
+
 using front::InferenceService;
 using front::InferRequest;
 using front::ModelMetadata;
+
+// How the protocol describes a model, where not the defaults above.
+struct ProtocolModelOptions {
+  // Tensor names by position (a model repository's config.pbtxt); empty:
+  // "input", "input0", ... as above.
+  std::vector<std::string> input_names, output_names;
+  // The budget of a request that brings none (no deadline, no `timeout`);
+  // unset: the model's SLO.
+  std::optional<Duration> default_budget;
+};
 
 class ServerService final : public InferenceService {
  public:
   explicit ServerService(server::Server& server) : server_(server) {}
 
   // Serves the server's model `name` (added to the server before).
-  Status add_model(std::string_view name);
+  Status add_model(std::string_view name, const ProtocolModelOptions& protocol = {});
   // Stops describing a model (the server removes it).
   void remove_model(std::string_view name);
   // Whether the server has started (ready() answers true from then on).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
+  // Serves the repository extension with `m` (nullptr: none). REQUIRES: `m`
+  // outlives its use here (ServeApp clears it before destroying `m`).
+  void set_repository(ModelRepositoryManager* m) { repository_.store(m, std::memory_order_release); }
 
   bool ready() const override { return ready_.load(std::memory_order_acquire); }
   std::vector<std::shared_ptr<const ModelMetadata>> models() const override;
@@ -43,12 +59,21 @@ class ServerService final : public InferenceService {
   std::uint64_t submit(InferRequest&& request, Duration budget, Done done) override;
   void cancel(std::uint64_t ticket) override;
 
+  // The model repository extension
+  bool has_repository() const override { return repository_.load(std::memory_order_acquire) != nullptr; }
+  std::vector<IndexEntry> repository_index(bool ready_only) const override;
+  void repository_load(std::string_view name, std::string config_json, Done done) override;
+  void repository_unload(std::string_view name, Done done) override;
+
  private:
   server::Server& server_;
   std::atomic<bool> ready_{false};
-  mutable std::mutex mu_;  // models_, order_
+  std::atomic<ModelRepositoryManager*> repository_{nullptr};
+  mutable std::mutex mu_;  // models_, order_, output_names_
   std::unordered_map<std::string, std::shared_ptr<const ModelMetadata>> models_;
   std::vector<std::string> order_;
+  // Models whose outputs the protocol names from their config.
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::string>>> output_names_;
 };
 
 }  // namespace symphony::serve

@@ -88,6 +88,9 @@ struct ModelOptions {
   // model is profiled on the first device and the file written.
   std::string profile = "auto";
   std::optional<Duration> alpha, beta;  // emulated devices: l(b) = alpha*b + beta
+  // The version the model is served as (ModelInfo::versions); a model
+  // repository's version folder, "1" otherwise.
+  std::string version = "1";
 };
 
 // What the server says of a model it serves (the protocol's metadata is

@@ -1,0 +1,383 @@
+"""`symphony serve --model-repository DIR`: a model repository in Triton's
+layout served to clients we did not write (curl, and grpcio with stubs
+generated from front/proto/inference.proto): the protocol's repository
+extension (index, load, unload), the model control modes (none, explicit,
+poll), and every refusal with its reason in the answer and in the index.
+
+Each server runs TorchScript test models on the CPU; every wait is bounded.
+"""
+import atexit
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+
+from oip_harness import MODELS, Serve, curl, grpc_stubs, linear_expected
+
+CONFIG = """
+    devices: cpu
+    policy: eager
+    profiling: {max_batch: 4, repeats: 3}
+    delays: {safety_margin_ms: 2}
+"""
+
+LINEAR_CONFIG = """
+platform: "pytorch_libtorch"
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+version_policy: { latest { num_versions: 2 } }
+dynamic_batching { default_queue_policy { default_timeout_microseconds: 4000000 } }
+parameters: { key: "symphony.slo_ms" value: { string_value: "5000" } }
+"""
+
+# Folders that must be refused, and what the reason must say.
+BAD = {
+    "bad_syntax": ("max_batch_size: 4\ninput [ { name: \"x\" \n", "bad_syntax/config.pbtxt:3:1"),
+    "unknown_field": ("max_batch_size: 4\nmax_queue_delay_us: 5\n", "unknown_field/config.pbtxt:2:1"),
+    "onnx": ("platform: \"onnxruntime_onnx\"\nmax_batch_size: 4\n", "onnxruntime_onnx"),
+    "missing_pt": (LINEAR_CONFIG.replace("num_versions: 2", "num_versions: 1"), "model.pt"),
+    "corrupt_pt": (LINEAR_CONFIG.replace("num_versions: 2", "num_versions: 1"), "corrupt_pt"),
+}
+
+
+def add_model(repo, name, config=LINEAR_CONFIG, versions=(1,), model="linear"):
+    d = os.path.join(repo, name)
+    for v in versions:
+        os.makedirs(os.path.join(d, str(v)), exist_ok=True)
+        shutil.copy(os.path.join(MODELS, model + ".pt"), os.path.join(d, str(v), "model.pt"))
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write(config)
+
+
+def make_repo(bad=True):
+    repo = tempfile.mkdtemp(prefix="symphony-repo-")
+    atexit.register(shutil.rmtree, repo, True)
+    add_model(repo, "linear", versions=(1, 2))
+    add_model(repo, "linear_b")
+    if bad:
+        for name, (config, _) in BAD.items():
+            os.makedirs(os.path.join(repo, name, "1"), exist_ok=True)
+            with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+                f.write(config)
+        with open(os.path.join(repo, "corrupt_pt", "1", "model.pt"), "wb") as f:
+            f.write(b"this is not a TorchScript archive")
+    return repo
+
+
+def post(s, path, body=None):
+    status, _, out = curl("-X", "POST", s.url + path, "-H", "Content-Type: application/json",
+                          body=None if body is None else json.dumps(body).encode(), timeout=120)
+    return status, json.loads(out) if out else None
+
+
+def index(s, ready=None):
+    status, body = post(s, "/v2/repository/index", {} if ready is None else {"ready": ready})
+    assert status == 200, body
+    return body
+
+
+def entry(s, name, version=None):
+    for e in index(s):
+        if e["name"] == name and (version is None or e.get("version") == version):
+            return e
+    return None
+
+
+def infer(s, model, version=None):
+    path = "/v2/models/%s%s/infer" % (model, "" if version is None else "/versions/" + version)
+    return post(s, path, {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4],
+                                      "data": [1.0, 2.0, 3.0, 4.0]}]})
+
+
+@pytest.fixture(scope="module")
+def none_mode():
+    s = Serve(CONFIG, extra=["--model-repository", make_repo()])
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def explicit():
+    s = Serve(CONFIG, extra=["--model-repository", make_repo(), "--model-control-mode", "explicit",
+                             "--load-model", "linear"])
+    yield s
+    s.stop()
+
+
+# ---- none: everything loads at start, control refused -----------------------
+
+def test_none_mode_serves_the_newest_version_under_the_configs_names(none_mode):
+    e = entry(none_mode, "linear", "2")
+    assert e["state"] == "READY" and e["reason"] == ""
+    older = entry(none_mode, "linear", "1")
+    assert older["state"] == "UNAVAILABLE" and "one version per model" in older["reason"]
+    status, body = infer(none_mode, "linear")
+    assert status == 200, body
+    assert body["model_version"] == "2"
+    out = body["outputs"][0]
+    assert out["name"] == "OUTPUT__0"
+    assert out["data"] == pytest.approx(linear_expected([1.0, 2.0, 3.0, 4.0]), rel=1e-5)
+    assert infer(none_mode, "linear", "2")[0] == 200
+    status, body = infer(none_mode, "linear", "1")
+    assert status == 404 and "no version '1'" in body["error"]
+    status, _, meta = curl(none_mode.url + "/v2/models/linear")
+    assert status == 200 and json.loads(meta)["inputs"][0]["name"] == "INPUT__0"
+    status, _, meta = curl(none_mode.url + "/v2")
+    assert "model_repository" in json.loads(meta)["extensions"]
+
+
+def test_none_mode_lists_each_refused_model_with_its_reason(none_mode):
+    for name, (_, says) in BAD.items():
+        e = entry(none_mode, name)
+        assert e is not None and e["state"] == "UNAVAILABLE", (name, e)
+        assert says in e["reason"], (name, e)
+    assert "no field named \"max_queue_delay_us\"" in entry(none_mode, "unknown_field")["reason"]
+    ready = index(none_mode, ready=True)
+    assert {e["name"] for e in ready} == {"linear", "linear_b"}
+    assert all(e["state"] == "READY" for e in ready)
+
+
+def test_none_mode_refuses_load_and_unload(none_mode):
+    status, body = post(none_mode, "/v2/repository/models/linear_b/load")
+    assert status == 503 and "--model-control-mode none" in body["error"]
+    status, body = post(none_mode, "/v2/repository/models/linear/unload")
+    assert status == 503 and "--model-control-mode explicit" in body["error"]
+    assert infer(none_mode, "linear")[0] == 200
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(none_mode.grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="linear_b"), timeout=30)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "none" in e.value.details()
+
+
+# ---- explicit: load and unload while serving --------------------------------
+
+def test_explicit_mode_loads_only_what_is_asked(explicit):
+    assert entry(explicit, "linear", "2")["state"] == "READY"
+    e = entry(explicit, "linear_b")
+    assert e["state"] == "UNAVAILABLE" and e["reason"] == "not loaded"
+    assert infer(explicit, "linear_b")[0] == 404
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_model_is_refused_with_its_reason_in_the_answer_and_the_index(explicit, name):
+    says = BAD[name][1]
+    status, body = post(explicit, "/v2/repository/models/%s/load" % name)
+    assert status == 400, body
+    assert says in body["error"] and name in body["error"]
+    e = entry(explicit, name)
+    assert e["state"] == "UNAVAILABLE" and says in e["reason"]
+    assert infer(explicit, name)[0] == 404
+
+
+def test_load_infer_unload_then_not_found(explicit):
+    status, body = post(explicit, "/v2/repository/models/linear_b/load")
+    assert status == 200, body
+    assert entry(explicit, "linear_b", "1")["state"] == "READY"
+    status, body = infer(explicit, "linear_b")
+    assert status == 200 and body["outputs"][0]["name"] == "OUTPUT__0"
+    # Loading it again from the same files does nothing and succeeds.
+    assert post(explicit, "/v2/repository/models/linear_b/load")[0] == 200
+    status, body = post(explicit, "/v2/repository/models/linear_b/unload", {"parameters": {"unload_dependents": False}})
+    assert status == 200, body
+    e = entry(explicit, "linear_b")
+    assert e["state"] == "UNAVAILABLE" and e["reason"] == "unloaded"
+    status, body = infer(explicit, "linear_b")
+    assert status == 404 and "unknown model" in body["error"]
+    assert infer(explicit, "linear")[0] == 200
+
+
+def test_unload_of_an_unknown_model_and_load_of_a_missing_folder(explicit):
+    status, body = post(explicit, "/v2/repository/models/nope/unload")
+    assert status == 400 and "'nope'" in body["error"] and "not loaded" in body["error"]
+    status, body = post(explicit, "/v2/repository/models/nope/load")
+    assert status == 404 and "no folder" in body["error"]
+
+
+def test_load_with_a_json_config_in_place_of_config_pbtxt(explicit):
+    config = {"platform": "pytorch_libtorch", "max_batch_size": 2,
+              "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [4]}],
+              "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [3]}]}
+    status, body = post(explicit, "/v2/repository/models/linear_b/load",
+                        {"parameters": {"config": json.dumps(config)}})
+    assert status == 200, body
+    status, _, meta = curl(explicit.url + "/v2/models/linear_b")
+    meta = json.loads(meta)
+    assert [i["name"] for i in meta["inputs"]] == ["X"] and [o["name"] for o in meta["outputs"]] == ["Y"]
+    status, body = post(explicit, "/v2/repository/models/linear_b/load",
+                        {"parameters": {"config": json.dumps({"max_batch_size": 2, "bogus": 1})}})
+    assert status == 400 and "bogus" in body["error"]
+    assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
+
+
+def test_grpc_repository_rpcs(explicit):
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(explicit.grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        idx = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=30)
+        assert ("linear", "2", "READY") in [(m.name, m.version, m.state) for m in idx.models]
+        assert all(m.state == "READY" for m in idx.models)
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="linear_b"), timeout=120)
+        assert stub.ModelReady(pb.ModelReadyRequest(name="linear_b"), timeout=10).ready
+        with pytest.raises(grpc.RpcError) as e:
+            req = pb.RepositoryModelLoadRequest(model_name="onnx")
+            stub.RepositoryModelLoad(req, timeout=120)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "onnxruntime_onnx" in e.value.details()
+        req = pb.RepositoryModelLoadRequest(model_name="linear_b")
+        req.parameters["file:1/model.pt"].bytes_param = b"x"
+        with pytest.raises(grpc.RpcError) as e:
+            stub.RepositoryModelLoad(req, timeout=30)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "file:1/model.pt" in e.value.details()
+        stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="linear_b"), timeout=120)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelMetadata(pb.ModelMetadataRequest(name="linear_b"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.RpcError) as e:
+            stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="nope"), timeout=30)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "not loaded" in e.value.details()
+        meta = stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=10)
+        assert "model_repository" in meta.extensions
+
+
+def metric(text, model, outcome):
+    m = re.search(r'^symphony_requests_total\{model="%s",outcome="%s"\} (\S+)$' % (model, outcome), text, re.M)
+    return int(float(m.group(1))) if m else 0
+
+
+def test_loading_a_model_leaves_every_request_of_another_ok():
+    """A bounded load on `linear` from a thread while `linear_b` loads (warm-up
+    and profiling) and unloads: every request of `linear` is answered 200, and
+    /metrics counts each of them once, none dropped or failed."""
+    s = Serve(CONFIG, extra=["--model-repository", make_repo(bad=False), "--model-control-mode", "explicit",
+                             "--load-model", "linear", "--metrics", "127.0.0.1:0"])
+    try:
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        stop = threading.Event()
+        statuses = []
+
+        def send():
+            while not stop.is_set() and len(statuses) < 2000:
+                status, body = infer(s, "linear")
+                statuses.append((status, body if status != 200 else None))
+
+        t = threading.Thread(target=send)
+        t.start()
+        try:
+            time.sleep(0.5)
+            assert post(s, "/v2/repository/models/linear_b/load")[0] == 200
+            assert post(s, "/v2/repository/models/linear_b/unload")[0] == 200
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            t.join(timeout=60)
+        assert not t.is_alive()
+        assert statuses and all(st == 200 for st, _ in statuses), [x for x in statuses if x[0] != 200][:3]
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert metric(text, "linear", "ok") + metric(text, "linear", "late") == len(statuses), text
+        assert metric(text, "linear", "dropped") == 0 and metric(text, "linear", "error") == 0, text
+    finally:
+        s.stop()
+
+
+def test_report_counts_per_model_agree_with_the_clients():
+    """The server's JSON report counts, per model, every request it ended,
+    an unloaded model's included."""
+    s = Serve(CONFIG, extra=["--model-repository", make_repo(bad=False), "--model-control-mode", "explicit",
+                             "--load-model", "linear"])
+    try:
+        sent = {"linear": 0, "linear_b": 0}
+        for _ in range(5):
+            assert infer(s, "linear")[0] == 200
+            sent["linear"] += 1
+        assert post(s, "/v2/repository/models/linear_b/load")[0] == 200
+        for _ in range(3):
+            assert infer(s, "linear_b")[0] == 200
+            sent["linear_b"] += 1
+    finally:
+        rc, report = s.stop()
+    assert rc == 0
+    for name, n in sent.items():
+        front = report["models"][name]
+        assert front["sent"] == n and front["ok"] + front["late"] == n, front
+    assert report["server"]["models"]["linear"]["sent"] == sent["linear"], report["server"]
+
+
+def test_unload_ends_every_queued_request_once_and_counts_them():
+    """Requests queued on a slow model (about 200 ms a batch) when it is
+    unloaded each end once, served (200); the unload answers after them;
+    the server's report counts every one."""
+    repo = make_repo(bad=False)
+    add_model(repo, "busy", config=LINEAR_CONFIG.replace("dims: [ 3 ]", "dims: [ 4 ]"), model="busy")
+    s = Serve(CONFIG, extra=["--model-repository", repo, "--model-control-mode", "explicit",
+                             "--load-model", "busy"])
+    try:
+        answers = []
+        lock = threading.Lock()
+
+        def one():
+            r = infer(s, "busy")
+            with lock:
+                answers.append(r)
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # queued (the first batch runs ~200 ms)
+        status, body = post(s, "/v2/repository/models/busy/unload")
+        assert status == 200, body
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+        assert len(answers) == 6 and all(st == 200 for st, _ in answers), answers
+        assert infer(s, "busy")[0] == 404
+    finally:
+        rc, report = s.stop()
+    assert rc == 0
+    front = report["models"]["busy"]
+    assert front["sent"] == 6 and front["ok"] + front["late"] == 6, front  # the 404 after: not_found
+
+
+# ---- poll: the repository is rescanned --------------------------------------
+
+def test_poll_mode_picks_up_a_new_folder_and_drops_a_removed_one():
+    repo = make_repo(bad=False)
+    shutil.rmtree(os.path.join(repo, "linear_b"))
+    s = Serve(CONFIG, extra=["--model-repository", repo, "--model-control-mode", "poll",
+                             "--repository-poll-secs", "0.5"])
+    try:
+        assert entry(s, "linear", "2")["state"] == "READY"
+        assert post(s, "/v2/repository/models/linear/unload")[0] == 503  # Triton: no control while polling
+        add_model(repo, "linear_b")
+        deadline = time.monotonic() + 90
+        while (entry(s, "linear_b", "1") or {}).get("state") != "READY":
+            assert time.monotonic() < deadline, index(s)
+            time.sleep(0.2)
+        assert infer(s, "linear_b")[0] == 200
+        # A bad folder is listed with its reason, and tried once while its files stay as they are.
+        os.makedirs(os.path.join(repo, "bad", "1"))
+        with open(os.path.join(repo, "bad", "config.pbtxt"), "w") as f:
+            f.write("max_batch_size: 4\nbogus: 1\n")
+        deadline = time.monotonic() + 60
+        while "no field named \"bogus\"" not in (entry(s, "bad") or {}).get("reason", ""):
+            assert time.monotonic() < deadline, index(s)
+            time.sleep(0.2)
+        time.sleep(1.6)  # three more polls
+        assert s.output().count("load of model 'bad' failed") == 1, s.output()
+        shutil.rmtree(os.path.join(repo, "linear_b"))
+        deadline = time.monotonic() + 60
+        while entry(s, "linear_b") is not None:
+            assert time.monotonic() < deadline, index(s)
+            time.sleep(0.2)
+        assert infer(s, "linear_b")[0] == 404
+        assert infer(s, "linear")[0] == 200
+    finally:
+        s.stop()

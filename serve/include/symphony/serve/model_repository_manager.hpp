@@ -1,0 +1,146 @@
+// ModelRepositoryManager: `symphony serve --model-repository DIR`. It reads
+// the repository (symphony/repository/model_repository.hpp), turns each
+// model into what the server loads (serving_options), loads and unloads
+// models on the ServeApp as the model control mode says (none, poll,
+// explicit: Triton's), and keeps each model's state and reason for the
+// protocol's repository index (docs/repository.md#serving-a-repository).
+//
+// Guarantees:
+//  - loads and unloads run one at a time on the manager's own thread, never
+//    on a caller's (the front's I/O threads return at once); each load or
+//    unload calls its `done` exactly once, when the model serves, has
+//    failed, or has been unloaded (its queued requests ended);
+//  - one version per model is served: the newest the version policy chose;
+//    the other chosen versions are listed UNAVAILABLE with the reason;
+//  - a model that cannot be read or loaded is UNAVAILABLE with the reader's
+//    or the loader's error as its reason; the others serve on;
+//  - thread-safe: load, unload and index may be called from any thread.
+//
+//   ModelRepositoryManager m(app, {.dir = "models", .mode = ModelControlMode::kExplicit});
+//   m.load_at_start();  app.start();  m.start();
+//   m.load("resnet18", "", [](Status s) { ... });
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "symphony/front/service.hpp"
+#include "symphony/repository/model_repository.hpp"
+#include "symphony/serve/server_service.hpp"
+#include "symphony/server/server.hpp"
+#include "symphony/status.hpp"
+
+namespace symphony::serve {
+
+class ServeApp;
+
+// Triton's --model-control-mode.
+enum class ModelControlMode : std::uint8_t {
+  kNone,      // every model loaded at start; load and unload refused
+  kPoll,      // every model loaded at start; the repository rescanned every poll interval
+  kExplicit,  // only --load-model at start; load and unload through the protocol
+};
+std::optional<ModelControlMode> parse_model_control_mode(std::string_view text);
+std::string_view control_mode_name(ModelControlMode m) noexcept;
+
+struct RepositoryOptions {
+  std::string dir;
+  ModelControlMode mode = ModelControlMode::kNone;
+  // Explicit mode: the models loaded at start; "*" alone: every model.
+  std::vector<std::string> load_models;
+  Duration poll_interval = Duration::seconds(15);  // poll mode (Triton's default)
+  // The SLO of a model whose config has no symphony.slo_ms.
+  Duration default_slo = Duration::milliseconds(100);
+  std::function<void(const std::string&)> log;  // progress and warnings; nullptr: quiet
+};
+
+// What the server and the protocol front are given for a repository model.
+struct RepositoryServing {
+  server::ModelOptions model;     // the newest chosen version's file, specs, SLO, max batch, deferral cap
+  ProtocolModelOptions protocol;  // the config's tensor names, the default budget
+};
+
+// Translates one model read from a repository. Errors (kInvalidArgument)
+// name the config file and what Symphony cannot serve yet: max_batch_size 0,
+// a dimension of -1, a reshape.
+Result<RepositoryServing> serving_options(const repository::RepositoryModel& m, Duration default_slo);
+
+class ModelRepositoryManager {
+ public:
+  using Done = std::function<void(Status)>;
+  using IndexEntry = front::InferenceService::IndexEntry;
+
+  // REQUIRES: `app` outlives the manager.
+  ModelRepositoryManager(ServeApp& app, RepositoryOptions options);
+  ~ModelRepositoryManager();
+  ModelRepositoryManager(const ModelRepositoryManager&) = delete;
+  ModelRepositoryManager& operator=(const ModelRepositoryManager&) = delete;
+
+  const RepositoryOptions& options() const { return opts_; }
+
+  // Loads what the mode loads at start, on the calling thread. A model that
+  // fails stays UNAVAILABLE with its reason (and is logged); the error is
+  // only for a repository that cannot be listed or a --load-model name with
+  // no folder.
+  Status load_at_start();
+  // Starts the manager's thread (and, in poll mode, the polling).
+  void start();
+  // Ends the thread: the running load or unload finishes, the queued ones
+  // are answered kFailedPrecondition. Idempotent.
+  void stop();
+
+  // Loads (or reloads) `name`; `config_json` non-empty: a ModelConfig in
+  // JSON instead of config.pbtxt. Explicit mode only (else
+  // kFailedPrecondition at once). A model already served from the same
+  // files and config is left as it is.
+  void load(std::string name, std::string config_json, Done done);
+  // Unloads `name`. Explicit mode only.
+  void unload(std::string name, Done done);
+  // Each model (each chosen version) with its state; the repository's
+  // folders not loaded yet as UNAVAILABLE. Sorted by name, then version.
+  std::vector<IndexEntry> index(bool ready_only) const;
+
+ private:
+  enum class State : std::uint8_t { kReady, kUnavailable, kLoading, kUnloading };
+  struct Entry {
+    State state = State::kUnavailable;
+    std::string reason;
+    std::string version;             // served, or being loaded
+    std::vector<IndexEntry> others;  // the other chosen versions, UNAVAILABLE
+    std::string fingerprint;         // of what was last tried (files and config)
+    bool loaded = false;             // on the server
+    std::string last_error;          // poll mode: the fingerprint of the last failed try
+  };
+
+  Status check_control(std::string_view what) const;
+  // A job runs on the manager's thread with false, or is dropped at stop()
+  // with true (it answers its caller).
+  void post(std::function<void(bool stopped)> job);
+  void run();
+  // On the manager's thread (or at start): one model.
+  Status do_load(const std::string& name, const std::string& config_json, bool force);
+  Status do_unload(const std::string& name);
+  void poll();
+  void set(const std::string& name, State s, std::string reason);
+  void log(const std::string& m) const;
+
+  ServeApp& app_;
+  RepositoryOptions opts_;
+  mutable std::mutex mu_;  // entries_, jobs_, stopping_
+  std::map<std::string, Entry> entries_;
+  std::deque<std::function<void(bool)>> jobs_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace symphony::serve

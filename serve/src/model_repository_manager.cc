@@ -1,0 +1,387 @@
+// ModelRepositoryManager: a model repository served by ServeApp
+// (model_repository_manager.hpp).
+#include "symphony/serve/model_repository_manager.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "symphony/serve/app.hpp"
+
+namespace symphony::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using repository::RepositoryModel;
+
+constexpr std::string_view kState[] = {"READY", "UNAVAILABLE", "LOADING", "UNLOADING"};
+
+// What a load depends on: the effective config and the served file's
+// identity (size and modification time), so that a poll reloads a model
+// whose files changed and a repeated load of an unchanged one does nothing.
+std::string fingerprint(const RepositoryModel& m) {
+  std::string f = m.config_proto;
+  const repository::ModelVersion& v = m.versions.back();
+  std::error_code ec;
+  const auto size = fs::file_size(v.model_path, ec);
+  const auto time = fs::last_write_time(v.model_path, ec);
+  f += '\0' + v.model_path + '\0' + std::to_string(ec ? 0 : size) + '\0' +
+       std::to_string(ec ? 0 : time.time_since_epoch().count());
+  return f;
+}
+
+// The folders of the repository that may be models (hidden ones skipped).
+std::vector<std::string> model_folders(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code e2;
+    if (!name.empty() && name[0] != '.' && it->is_directory(e2)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::optional<ModelControlMode> parse_model_control_mode(std::string_view t) {
+  if (t == "none") return ModelControlMode::kNone;
+  if (t == "poll") return ModelControlMode::kPoll;
+  if (t == "explicit") return ModelControlMode::kExplicit;
+  return std::nullopt;
+}
+
+std::string_view control_mode_name(ModelControlMode m) noexcept {
+  switch (m) {
+    case ModelControlMode::kNone:
+      return "none";
+    case ModelControlMode::kPoll:
+      return "poll";
+    case ModelControlMode::kExplicit:
+      return "explicit";
+  }
+  return "?";
+}
+
+Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration default_slo) {
+  const auto refuse = [&](const std::string& why) {
+    return Status(Errc::kInvalidArgument, m.config_path + ": " + why);
+  };
+  if (m.versions.empty()) return refuse("no version to serve");
+  if (m.max_batch_size == 0)
+    return refuse(
+        "max_batch_size 0 (a model without a batch dimension) is not served yet: Symphony batches requests "
+        "along a leading batch dimension; give max_batch_size of 1 or more");
+  RepositoryServing out;
+  server::ModelOptions& o = out.model;
+  o.name = m.name;
+  o.path = m.versions.back().model_path;
+  o.version = std::to_string(m.versions.back().version);
+  o.slo = m.slo.value_or(default_slo);
+  o.max_batch = m.max_batch_size;
+  o.max_defer = m.max_defer;
+  for (const repository::RepositoryTensor& t : m.inputs) {
+    if (t.has_wildcard())
+      return refuse("input '" + t.name +
+                    "' has a dimension of -1: Symphony warms up and profiles every model at fixed shapes, so "
+                    "each input needs fixed dims");
+    if (t.reshape && *t.reshape != t.spec.shape)
+      return refuse("input '" + t.name + "': reshape is not served yet (the model sees the dims as sent)");
+    o.inputs.push_back(t.spec.to_string());
+    out.protocol.input_names.push_back(t.name);
+  }
+  if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
+  for (const repository::RepositoryTensor& t : m.outputs) out.protocol.output_names.push_back(t.name);
+  out.protocol.default_budget = m.default_budget;
+  return out;
+}
+
+ModelRepositoryManager::ModelRepositoryManager(ServeApp& app, RepositoryOptions options)
+    : app_(app), opts_(std::move(options)) {}
+
+ModelRepositoryManager::~ModelRepositoryManager() { stop(); }
+
+void ModelRepositoryManager::log(const std::string& m) const {
+  if (opts_.log) opts_.log(m);
+}
+
+void ModelRepositoryManager::set(const std::string& name, State s, std::string reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[name];
+  e.state = s;
+  e.reason = std::move(reason);
+}
+
+Status ModelRepositoryManager::load_at_start() {
+  std::error_code ec;
+  if (!fs::is_directory(opts_.dir, ec))
+    return Status(Errc::kNotFound, "--model-repository " + opts_.dir + ": no such folder");
+  std::vector<std::string> names;
+  const bool all = opts_.mode != ModelControlMode::kExplicit ||
+                   (opts_.load_models.size() == 1 && opts_.load_models[0] == "*");
+  if (all) {
+    names = model_folders(opts_.dir);
+  } else {
+    for (const std::string& n : opts_.load_models) {
+      if (n == "*")
+        return Status(Errc::kInvalidArgument,
+                      "--load-model '*' must be the only --load-model (it loads every model)");
+      if (!fs::is_directory(fs::path(opts_.dir) / n, ec))
+        return Status(Errc::kNotFound,
+                      "--load-model " + n + ": no folder " + n + " in the model repository " + opts_.dir);
+      names.push_back(n);
+    }
+  }
+  for (const std::string& n : names)
+    if (Status s = do_load(n, "", false); !s.ok()) log("model repository: " + s.message());
+  return {};
+}
+
+void ModelRepositoryManager::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void ModelRepositoryManager::stop() {
+  std::deque<std::function<void(bool)>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    dropped.swap(jobs_);
+  }
+  cv_.notify_all();
+  for (auto& j : dropped) j(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void ModelRepositoryManager::post(std::function<void(bool)> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      jobs_.push_back(std::move(job));
+      cv_.notify_all();
+      return;
+    }
+  }
+  job(true);
+}
+
+void ModelRepositoryManager::run() {
+  auto next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (!jobs_.empty()) {
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job(false);
+      lock.lock();
+      continue;
+    }
+    if (opts_.mode != ModelControlMode::kPoll) {
+      cv_.wait(lock);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() >= next_poll) {
+      lock.unlock();
+      poll();
+      lock.lock();
+      next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
+      continue;
+    }
+    cv_.wait_until(lock, next_poll);
+  }
+}
+
+Status ModelRepositoryManager::check_control(std::string_view what) const {
+  if (opts_.mode == ModelControlMode::kExplicit) return {};
+  return Status(Errc::kFailedPrecondition,
+                std::string(what) + " is not allowed: the server runs with --model-control-mode " +
+                    std::string(control_mode_name(opts_.mode)) +
+                    " (start it with --model-control-mode explicit to load and unload models)");
+}
+
+void ModelRepositoryManager::load(std::string name, std::string config_json, Done done) {
+  if (Status s = check_control("loading model '" + name + "'"); !s.ok()) return done(s);
+  post([this, name = std::move(name), config = std::move(config_json), done = std::move(done)](bool stopped) {
+    if (stopped)
+      return done(
+          Status(Errc::kFailedPrecondition, "the server is stopping; model '" + name + "' was not loaded"));
+    done(do_load(name, config, /*force=*/!config.empty()));
+  });
+}
+
+void ModelRepositoryManager::unload(std::string name, Done done) {
+  if (Status s = check_control("unloading model '" + name + "'"); !s.ok()) return done(s);
+  post([this, name = std::move(name), done = std::move(done)](bool stopped) {
+    if (stopped)
+      return done(
+          Status(Errc::kFailedPrecondition, "the server is stopping; model '" + name + "' was not unloaded"));
+    done(do_unload(name));
+  });
+}
+
+Status ModelRepositoryManager::do_load(const std::string& name, const std::string& config_json, bool force) {
+  const std::string who = "load of model '" + name + "' failed: ";
+  const bool odd = std::any_of(name.begin(), name.end(), [](char c) {
+    return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+  });
+  if (name.empty() || odd || name == "." || name == "..")
+    return Status(Errc::kInvalidArgument, who + "'" + name + "' is not a model folder's name");
+  const std::string dir = (fs::path(opts_.dir) / name).string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!entries_.count(name) || !entries_[name].loaded) entries_.erase(name);
+    return Status(Errc::kNotFound, who + "no folder " + dir + " in the model repository");
+  }
+  Result<RepositoryModel> read = config_json.empty()
+                                     ? repository::read_model_dir(dir)
+                                     : repository::read_model_dir_with_config(dir, config_json);
+  Result<RepositoryServing> serving = read.ok() ? serving_options(*read, opts_.default_slo) : read.status();
+  bool loaded = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[name];
+    loaded = e.loaded;
+    if (!serving.ok()) {
+      // A model that serves keeps serving the files it was loaded from.
+      if (!e.loaded) {
+        e.state = State::kUnavailable;
+        e.reason = serving.status().message();
+        e.version.clear();
+        e.others.clear();
+        e.fingerprint.clear();
+      }
+      return Status(Errc::kInvalidArgument, who + serving.status().message());
+    }
+    const std::string fp = fingerprint(*read);
+    if (e.loaded && e.fingerprint == fp && !force && e.state == State::kReady) return {};
+    e.fingerprint = fp;
+    e.version = serving->model.version;
+    e.others.clear();
+    for (const repository::ModelVersion& v : read->versions)
+      if (std::to_string(v.version) != e.version)
+        e.others.push_back({name, std::to_string(v.version), std::string(kState[1]),
+                            "Symphony serves one version per model: the newest the version policy chose (" +
+                                e.version + ")"});
+    for (const repository::UnavailableVersion& v : read->unavailable_versions)
+      e.others.push_back({name, std::to_string(v.version), std::string(kState[1]), v.reason});
+    std::sort(e.others.begin(), e.others.end(), [](const IndexEntry& a, const IndexEntry& b) {
+      return std::stoll(a.version) < std::stoll(b.version);
+    });
+    e.state = loaded ? State::kUnloading : State::kLoading;
+    e.reason = loaded ? "reloading" : "";
+  }
+  for (const std::string& f : read->unused_fields)
+    log("model '" + name + "': " + f + " is accepted but not used by Symphony");
+  if (loaded) {
+    // The old version stops before the new one loads: the server holds one
+    // model per name (docs/repository.md says so).
+    (void)app_.remove_model(name);
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[name].loaded = false;
+    entries_[name].state = State::kLoading;
+    entries_[name].reason.clear();
+  }
+  log("model repository: loading " + name + " version " + serving->model.version);
+  Status s = app_.add_model(serving->model, serving->protocol);
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[name];
+  if (!s.ok()) {
+    e.state = State::kUnavailable;
+    e.reason = s.message();
+    return Status(Errc::kInvalidArgument, who + s.message());
+  }
+  e.loaded = true;
+  e.state = State::kReady;
+  e.reason.clear();
+  log("model repository: " + name + " version " + e.version + " is ready");
+  return {};
+}
+
+Status ModelRepositoryManager::do_unload(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end() || !it->second.loaded)
+      return Status(Errc::kInvalidArgument, "unload of model '" + name + "' failed: it is not loaded" +
+                                                (it == entries_.end() ? " (no such model is known)" : ""));
+    it->second.state = State::kUnloading;
+    it->second.reason.clear();
+  }
+  // The front refuses the model's new requests first; the server then waits
+  // until its queued requests have run or expired and frees it.
+  Status s = app_.remove_model(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[name];
+  e.loaded = false;
+  e.state = State::kUnavailable;
+  e.reason = "unloaded";
+  e.fingerprint.clear();
+  if (!s.ok()) return Status(Errc::kInvalidArgument, "unload of model '" + name + "' failed: " + s.message());
+  log("model repository: " + name + " unloaded");
+  return {};
+}
+
+void ModelRepositoryManager::poll() {
+  const std::vector<std::string> folders = model_folders(opts_.dir);
+  const std::set<std::string> present(folders.begin(), folders.end());
+  std::vector<std::string> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [n, e] : entries_)
+      if (!present.count(n)) gone.push_back(n);
+  }
+  for (const std::string& n : gone) {
+    bool loaded = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      loaded = entries_[n].loaded;
+    }
+    if (loaded) (void)do_unload(n);
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.erase(n);
+  }
+  for (const std::string& n : folders) {
+    // Files that have not changed since the last try are left alone: a model
+    // that failed is tried again, and a broken change to a served model is
+    // reported again, only once its files change.
+    Result<RepositoryModel> r = repository::read_model_dir((fs::path(opts_.dir) / n).string());
+    const std::string fp = r.ok() ? fingerprint(*r) : "error: " + r.status().message();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(n);
+      if (it != entries_.end() && (fp == it->second.fingerprint || fp == it->second.last_error)) continue;
+    }
+    if (Status s = do_load(n, "", false); !s.ok()) {
+      log("model repository: " + s.message());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = entries_.find(n); it != entries_.end()) it->second.last_error = fp;
+    }
+  }
+}
+
+std::vector<ModelRepositoryManager::IndexEntry> ModelRepositoryManager::index(bool ready_only) const {
+  std::vector<IndexEntry> out;
+  std::set<std::string> known;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [n, e] : entries_) {
+      known.insert(n);
+      if (ready_only && e.state != State::kReady) continue;
+      out.push_back({n, e.version, std::string(kState[static_cast<int>(e.state)]), e.reason});
+      if (!ready_only) out.insert(out.end(), e.others.begin(), e.others.end());
+    }
+  }
+  if (!ready_only)
+    for (const std::string& n : model_folders(opts_.dir))
+      if (!known.count(n)) out.push_back({n, "", std::string(kState[1]), "not loaded"});
+  std::stable_sort(out.begin(), out.end(),
+                   [](const IndexEntry& a, const IndexEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace symphony::serve

@@ -1,0 +1,93 @@
+// Tests of serving_options: what a repository model becomes for the server
+// and the protocol front (no server, no model file opened).
+#include "symphony/serve/model_repository_manager.hpp"
+
+#include <gtest/gtest.h>
+
+namespace symphony::serve {
+namespace {
+
+using repository::RepositoryModel;
+using repository::RepositoryTensor;
+
+RepositoryTensor tensor(std::string name, std::vector<std::int64_t> shape) {
+  RepositoryTensor t;
+  t.name = std::move(name);
+  t.spec.dtype = DataType::kFp32;
+  t.spec.shape = std::move(shape);
+  return t;
+}
+
+RepositoryModel resnet() {
+  RepositoryModel m;
+  m.name = "resnet";
+  m.dir = "repo/resnet";
+  m.config_path = "repo/resnet/config.pbtxt";
+  m.versions = {{1, "repo/resnet/1", "repo/resnet/1/model.pt"},
+                {3, "repo/resnet/3", "repo/resnet/3/model.pt"}};
+  m.max_batch_size = 16;
+  m.inputs = {tensor("INPUT__0", {3, 64, 64})};
+  m.outputs = {tensor("OUTPUT__0", {10})};
+  return m;
+}
+
+TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
+  RepositoryModel m = resnet();
+  m.max_defer = Duration::microseconds(500);
+  m.default_budget = Duration::milliseconds(40);
+  auto s = serving_options(m, Duration::milliseconds(100));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.name, "resnet");
+  EXPECT_EQ(s->model.path, "repo/resnet/3/model.pt");
+  EXPECT_EQ(s->model.version, "3");
+  EXPECT_EQ(s->model.inputs, std::vector<std::string>{"float32[3,64,64]"});
+  EXPECT_EQ(s->model.max_batch, 16u);
+  EXPECT_EQ(s->model.max_defer, Duration::microseconds(500));
+  EXPECT_EQ(s->model.profile, "auto");
+  EXPECT_EQ(s->protocol.input_names, std::vector<std::string>{"INPUT__0"});
+  EXPECT_EQ(s->protocol.output_names, std::vector<std::string>{"OUTPUT__0"});
+  EXPECT_EQ(s->protocol.default_budget, Duration::milliseconds(40));
+}
+
+TEST(ServingOptionsTest, TheSloIsTheConfigsElseTheDefault) {
+  RepositoryModel m = resnet();
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.slo, Duration::milliseconds(100));
+  m.slo = Duration::milliseconds(25);
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.slo, Duration::milliseconds(25));
+  EXPECT_FALSE(serving_options(m, Duration::milliseconds(100))->model.max_defer.has_value());
+}
+
+TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
+  RepositoryModel no_batch = resnet();
+  no_batch.max_batch_size = 0;
+  auto s = serving_options(no_batch, Duration::milliseconds(100));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("repo/resnet/config.pbtxt: max_batch_size 0"), std::string::npos);
+
+  RepositoryModel wildcard = resnet();
+  wildcard.inputs[0].spec.shape = {3, -1, -1};
+  s = serving_options(wildcard, Duration::milliseconds(100));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("input 'INPUT__0' has a dimension of -1"), std::string::npos);
+
+  RepositoryModel reshaped = resnet();
+  reshaped.inputs[0].reshape = std::vector<std::int64_t>{3, 4096};
+  s = serving_options(reshaped, Duration::milliseconds(100));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("reshape"), std::string::npos);
+
+  RepositoryModel no_input = resnet();
+  no_input.inputs.clear();
+  EXPECT_FALSE(serving_options(no_input, Duration::milliseconds(100)).ok());
+}
+
+TEST(ModelControlModeTest, ParsesTritonsSpellings) {
+  EXPECT_EQ(parse_model_control_mode("none"), ModelControlMode::kNone);
+  EXPECT_EQ(parse_model_control_mode("poll"), ModelControlMode::kPoll);
+  EXPECT_EQ(parse_model_control_mode("explicit"), ModelControlMode::kExplicit);
+  EXPECT_FALSE(parse_model_control_mode("EXPLICIT").has_value());
+  EXPECT_EQ(control_mode_name(ModelControlMode::kPoll), "poll");
+}
+
+}  // namespace
+}  // namespace symphony::serve
