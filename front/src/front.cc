@@ -37,7 +37,7 @@ Front::~Front() = default;
 
 std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRING; }
 
-std::vector<std::string> Front::extensions() { return {"binary_tensor_data"}; }
+std::vector<std::string> Front::extensions() { return {"binary_tensor_data", "model_configuration"}; }
 
 bool Front::ready() const { return !stopping_.load(std::memory_order_acquire) && service_.ready(); }
 

@@ -12,6 +12,7 @@
 #include "symphony/front/trace.hpp"
 
 #include "internal.hpp"
+#include "model_config.hpp"
 
 namespace symphony::front {
 namespace {
@@ -303,6 +304,17 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     };
     for (const TensorSpec& s : m->inputs) fill(s, resp->add_inputs());
     for (const TensorSpec& s : m->outputs) fill(s, resp->add_outputs());
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
+                                        const inference::ModelConfigRequest* req,
+                                        inference::ModelConfigResponse* resp) override {
+    Reply err;
+    auto m = front_.model(req->name(), req->version(), &err);
+    if (!m) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    if (!detail::effective_config(*m, resp->mutable_config()))
+      return done(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
+                                    "the configuration of model " + in_quotes(m->name) + " does not parse"));
     return done(ctx, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,

@@ -435,6 +435,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
             s, ready ? http::status::ok : http::status::service_unavailable,
             std::string(R"({"name":")") + escape(model) + R"(","ready":)" + (ready ? "true" : "false") + "}");
       }
+      if (p.size() == k + 1 && p[k] == "config") {
+        if (verb != http::verb::get) return method_not_allowed(s, "GET");
+        Reply err;
+        auto m = f.model(model, version, &err);
+        if (!m) return respond_error(s, http::status::not_found, err.message);
+        std::optional<std::string> body = model_config_body(*m);
+        if (!body)
+          return respond_error(s, http::status::internal_server_error,
+                               "the configuration of model '" + model + "' does not parse");
+        return respond(s, http::status::ok, std::move(*body));
+      }
       if (p.size() == k + 1 && p[k] == "infer") {
         if (verb != http::verb::post) return method_not_allowed(s, "POST");
         return infer(s, request, model, version);

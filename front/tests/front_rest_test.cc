@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "model_config.pb.h"
 #include "symphony/front/rest.hpp"
 
 namespace symphony::front {
@@ -328,6 +329,56 @@ TEST(FrontRestTest, RefusesCorruptCompressedBodies) {
   const std::string z = compress(kJson, Wrap::kZlib);
   EXPECT_EQ(decode_body("deflate", z + "x", 1 << 20).status, DecodedBody::Status::kCorrupt);
   EXPECT_EQ(decode_body("deflate", "\xff\xfe\xfd", 1 << 20).status, DecodedBody::Status::kCorrupt);
+}
+
+ModelMetadata linear_metadata() {
+  ModelMetadata m;
+  m.name = "linear";
+  m.versions = {"1"};
+  m.platform = "pytorch_torchscript";
+  m.slo = Duration::microseconds(2500);
+  m.max_batch = 8;
+  m.inputs = {{"input0", DataType::kFp32, {-1, 3, 4}}, {"input1", DataType::kInt64, {-1}}};
+  m.outputs = {{"output", DataType::kFp16, {-1, 2}}};
+  return m;
+}
+
+TEST(FrontRestTest, ModelConfigIsBuiltFromTheMetadataInTritonsNames) {
+  const auto body = model_config_body(linear_metadata());
+  ASSERT_TRUE(body);
+  const json c = json::parse(*body);
+  EXPECT_EQ(c["name"], "linear");
+  EXPECT_EQ(c["platform"], "pytorch_libtorch");
+  EXPECT_EQ(c["max_batch_size"], 8);
+  ASSERT_EQ(c["input"].size(), 2u);
+  EXPECT_EQ(c["input"][0]["name"], "input0");
+  EXPECT_EQ(c["input"][0]["data_type"], "TYPE_FP32");
+  EXPECT_EQ(c["input"][0]["dims"], json::array({"3", "4"}));  // int64 as protobuf's JSON mapping writes it
+  EXPECT_EQ(c["input"][1]["data_type"], "TYPE_INT64");
+  EXPECT_EQ(c["input"][1]["dims"], json::array());
+  EXPECT_EQ(c["output"][0]["data_type"], "TYPE_FP16");
+  EXPECT_EQ(c["output"][0]["dims"], json::array({"2"}));
+  EXPECT_EQ(c["parameters"]["symphony.slo_ms"]["string_value"], "2.5");
+  EXPECT_TRUE(c.contains("dynamic_batching"));
+}
+
+TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
+  ModelMetadata m = linear_metadata();
+  inference::ModelConfig given;
+  given.set_name("linear");
+  given.set_backend("pytorch");
+  given.set_max_batch_size(2);
+  given.set_default_model_filename("weights.pt");
+  m.config_proto = given.SerializeAsString();
+  const auto body = model_config_body(m);
+  ASSERT_TRUE(body);
+  const json c = json::parse(*body);
+  EXPECT_EQ(c["backend"], "pytorch");
+  EXPECT_EQ(c["max_batch_size"], 2);
+  EXPECT_EQ(c["default_model_filename"], "weights.pt");
+  EXPECT_EQ(c["input"], json::array());
+  m.config_proto = "\xff\xff not a message";
+  EXPECT_FALSE(model_config_body(m));
 }
 
 }  // namespace

@@ -259,6 +259,39 @@ def test_grpc_bad_timeout_parameter_is_invalid_argument_with_or_without_a_deadli
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in e.value.details(), e.value.details()
 
 
+def test_model_config_with_curl_and_grpc(cpu):
+    """The model configuration extension: the effective config in Triton's
+    schema (protobuf's JSON mapping, proto field names) and over gRPC."""
+    want_input = {"name": "input", "data_type": "TYPE_FP32", "dims": ["4"]}
+    for path in ("/v2/models/linear/config", "/v2/models/linear/versions/1/config"):
+        status, _, body = curl(cpu.url + path)
+        assert status == 200, body
+        c = json.loads(body)
+        assert c["name"] == "linear" and c["platform"] == "pytorch_libtorch" and c["max_batch_size"] == 4, c
+        assert [{k: i[k] for k in want_input} for i in c["input"]] == [want_input], c
+        assert [(o["name"], o["data_type"], o["dims"]) for o in c["output"]] == [("output", "TYPE_FP32", ["3"])]
+        assert c["parameters"] == {"symphony.slo_ms": {"string_value": "5000"}}, c
+    status, _, body = curl(cpu.url + "/v2/models/two_inputs/config")
+    assert [(i["name"], i["data_type"], i["dims"]) for i in json.loads(body)["input"]] == [
+        ("input0", "TYPE_FP32", ["2"]), ("input1", "TYPE_INT64", ["3"])]
+    status, _, body = curl(cpu.url + "/v2/models/nope/config")
+    assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
+    status, _, body = curl(cpu.url + "/v2/models/linear/versions/2/config")
+    assert status == 404 and "no version '2'" in json.loads(body)["error"]
+    status, hdrs, _ = curl("-X", "POST", cpu.url + "/v2/models/linear/config")
+    assert status == 405 and hdrs["allow"] == "GET"
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        c = stub.ModelConfig(pb.ModelConfigRequest(name="linear"), timeout=10).config
+        assert c.name == "linear" and c.platform == "pytorch_libtorch" and c.max_batch_size == 4
+        assert [(i.name, i.data_type, list(i.dims)) for i in c.input] == [("input", 11, [4])]  # TYPE_FP32
+        assert c.parameters["symphony.slo_ms"].string_value == "5000"
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelConfig(pb.ModelConfigRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     """Last in this module: what the clients counted, /metrics and the report agree."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())

@@ -76,6 +76,11 @@ struct ModelMetadata {
   // The most samples one request may carry (its leading dimension k): the
   // service splits such a request into k slots of batches. 1: one sample.
   std::uint32_t max_samples = 1;
+  // The effective configuration, a serialized `inference.ModelConfig`
+  // (Triton's schema, repository/proto/model_config.proto), as the model
+  // configuration extension answers it. Empty: the front builds one from
+  // the fields above (docs/front.md).
+  std::string config_proto;
 };
 
 // A request parameter's value (the protocol's InferParameter).

@@ -72,6 +72,10 @@ std::string error_body(std::string_view message);
 std::string server_metadata_body(const Front& front);
 // GET /v2/models/{m}
 std::string model_metadata_body(const ModelMetadata& m);
+// GET /v2/models/{m}/config: the effective inference.ModelConfig in
+// protobuf's JSON mapping with the proto's field names (as Triton answers);
+// nullopt when the service's config_proto does not parse.
+std::optional<std::string> model_config_body(const ModelMetadata& m);
 
 // IEEE half and bfloat16 conversions (FP16/BF16 tensors in JSON).
 std::uint16_t float_to_half(float f) noexcept;
