@@ -38,6 +38,8 @@ grpc::StatusCode grpc_code(Code c) {
       return grpc::StatusCode::UNAVAILABLE;
     case Code::kCancelled:
       return grpc::StatusCode::CANCELLED;
+    case Code::kUnimplemented:
+      return grpc::StatusCode::UNIMPLEMENTED;
   }
   return grpc::StatusCode::UNKNOWN;
 }
@@ -285,7 +287,7 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
                                            inference::ServerMetadataResponse* resp) override {
     resp->set_name(front_.server_name());
     resp->set_version(std::string(Front::server_version()));
-    for (const std::string& e : Front::extensions()) resp->add_extensions(e);
+    for (const std::string& e : front_.extensions()) resp->add_extensions(e);
     return done(ctx, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
@@ -315,6 +317,40 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     if (!detail::effective_config(*m, resp->mutable_config()))
       return done(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
                                     "the configuration of model " + in_quotes(m->name) + " does not parse"));
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const inference::ModelStatisticsRequest* req,
+                                            inference::ModelStatisticsResponse* resp) override {
+    Reply err;
+    auto stats = front_.statistics(req->name(), req->version(), &err);
+    if (!stats) return done(ctx, grpc::Status(grpc_code(err.code), err.message));
+    const auto fill = [](const StatDuration& d, inference::StatisticDuration* out) {
+      out->set_count(d.count);
+      out->set_ns(d.ns);
+    };
+    for (const front::ModelStatistics& s : *stats) {
+      inference::ModelStatistics* o = resp->add_model_stats();
+      o->set_name(s.name);
+      o->set_version(s.version);
+      o->set_last_inference(s.last_inference_ms);
+      o->set_inference_count(s.inference_count);
+      o->set_execution_count(s.execution_count);
+      inference::InferStatistics* is = o->mutable_inference_stats();
+      fill(s.success, is->mutable_success());
+      fill(s.fail, is->mutable_fail());
+      fill(s.queue, is->mutable_queue());
+      fill(s.compute_input, is->mutable_compute_input());
+      fill(s.compute_infer, is->mutable_compute_infer());
+      fill(s.compute_output, is->mutable_compute_output());
+      for (const front::ModelStatistics::Batch& b : s.batch_stats) {
+        inference::InferBatchStatistics* ob = o->add_batch_stats();
+        ob->set_batch_size(b.batch_size);
+        fill(b.compute_input, ob->mutable_compute_input());
+        fill(b.compute_infer, ob->mutable_compute_infer());
+        fill(b.compute_output, ob->mutable_compute_output());
+      }
+    }
     return done(ctx, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,

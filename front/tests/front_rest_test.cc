@@ -381,5 +381,38 @@ TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
   EXPECT_FALSE(model_config_body(m));
 }
 
+TEST(FrontRestTest, StatisticsBodyHasTheExtensionsFields) {
+  ModelStatistics s;
+  s.name = "m";
+  s.version = "1";
+  s.last_inference_ms = 1700000000123;
+  s.inference_count = 5;
+  s.execution_count = 2;
+  s.success = {4, 400};
+  s.fail = {1, 10};
+  s.queue = {4, 40};
+  s.compute_infer = {4, 80};
+  s.batch_stats.push_back({2, {}, {2, 60}, {}});
+  const json j = json::parse(model_statistics_body({s}));
+  ASSERT_EQ(j["model_stats"].size(), 1u);
+  const json& m = j["model_stats"][0];
+  EXPECT_EQ(m["name"], "m");
+  EXPECT_EQ(m["version"], "1");
+  EXPECT_EQ(m["last_inference"], 1700000000123u);
+  EXPECT_EQ(m["inference_count"], 5);
+  EXPECT_EQ(m["execution_count"], 2);
+  const json& st = m["inference_stats"];
+  EXPECT_EQ(st["success"], (json{{"count", 4}, {"ns", 400}}));
+  EXPECT_EQ(st["fail"], (json{{"count", 1}, {"ns", 10}}));
+  EXPECT_EQ(st["queue"], (json{{"count", 4}, {"ns", 40}}));
+  EXPECT_EQ(st["compute_input"], (json{{"count", 0}, {"ns", 0}}));
+  EXPECT_EQ(st["compute_infer"], (json{{"count", 4}, {"ns", 80}}));
+  EXPECT_EQ(st["compute_output"], (json{{"count", 0}, {"ns", 0}}));
+  ASSERT_EQ(m["batch_stats"].size(), 1u);
+  EXPECT_EQ(m["batch_stats"][0]["batch_size"], 2);
+  EXPECT_EQ(m["batch_stats"][0]["compute_infer"], (json{{"count", 2}, {"ns", 60}}));
+  EXPECT_EQ(json::parse(model_statistics_body({})), (json{{"model_stats", json::array()}}));
+}
+
 }  // namespace
 }  // namespace symphony::front

@@ -292,6 +292,16 @@ def test_model_config_with_curl_and_grpc(cpu):
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_extensions_are_those_implemented(cpu):
+    status, _, body = curl(cpu.url + "/v2")
+    ext = json.loads(body)["extensions"]
+    assert sorted(ext) == ["binary_tensor_data", "model_configuration", "statistics"], ext
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        meta = pb_grpc.GRPCInferenceServiceStub(ch).ServerMetadata(pb.ServerMetadataRequest(), timeout=10)
+        assert sorted(meta.extensions) == sorted(ext)
+
+
 def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     """Last in this module: what the clients counted, /metrics and the report agree."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
@@ -305,6 +315,17 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
         for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
             line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
             assert line in text, (line, text)
+    # The statistics extension counts the same requests (success: ok and
+    # late; fail: dropped and errors the server ended).
+    status, _, body = curl(cpu.url + "/v2/models/stats")
+    assert status == 200, body
+    stats = {m["name"]: m for m in json.loads(body)["model_stats"]}
+    for model in tally.by_model:
+        st = stats[model]["inference_stats"]
+        assert st["success"]["count"] == metric(text, "symphony_requests_total", model=model, outcome="ok") + \
+            metric(text, "symphony_requests_total", model=model, outcome="late"), (model, st)
+        assert st["fail"]["count"] == metric(text, "symphony_requests_total", model=model, outcome="dropped") + \
+            metric(text, "symphony_requests_total", model=model, outcome="error"), (model, st)
     rc, report = cpu.stop(signal.SIGINT)
     assert rc == 0, cpu.output()
     for model, counts in tally.by_model.items():
@@ -353,6 +374,86 @@ def test_the_server_counts_protocol_requests_in_symphony_requests_total():
     assert report["server"]["models"]["fast"]["ok"] == 7, report["server"]
     assert report["server"]["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["server"]
     assert report["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["models"]
+
+
+def metric(text, name, **labels):
+    """The value of one sample of a /metrics page (0 when absent)."""
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    for m in re.finditer(r"^%s(?:\{([^}]*)\})? (\S+)$" % re.escape(name), text, re.M):
+        got = ",".join('%s="%s"' % kv for kv in sorted(re.findall(r'(\w+)="([^"]*)"', m.group(1) or "")))
+        if got == want:
+            return int(float(m.group(2)))
+    return 0
+
+
+def test_statistics_agree_with_metrics_and_the_report():
+    """After a bounded run (7 ok on `fast`, 1 infeasible drop on `slow`), the
+    statistics extension (curl, every model, one model, one version; grpcio)
+    agrees with /metrics and with the server's counts in the report."""
+    s = Serve(EMULATED, extra=["--metrics", "127.0.0.1:0"])
+    try:
+        m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
+        assert m, s.output()
+        status, _, body = curl(s.url + "/v2/models/stats")
+        before = {x["name"]: x for x in json.loads(body)["model_stats"]}
+        assert status == 200 and before["fast"]["last_inference"] == 0 and before["fast"]["execution_count"] == 0
+        x = {"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
+        t0 = time.time()
+        for _ in range(7):
+            status, _, body = curl(s.url + "/v2/models/fast/infer", "-H", "Content-Type: application/json",
+                                   body=json.dumps({"inputs": [x]}).encode())
+            assert status == 200, body
+        status, _, body = curl(s.url + "/v2/models/slow/infer", "-H", "Content-Type: application/json",
+                               body=json.dumps({"inputs": [x], "parameters": {"timeout": 100}}).encode())
+        assert status == 504, body
+        text = curl(m.group(1))[2].decode()
+        status, _, body = curl(s.url + "/v2/models/stats")
+        assert status == 200, body
+        every = {x["name"]: x for x in json.loads(body)["model_stats"]}
+        assert sorted(every) == ["fast", "slow"]
+        for path in ("/v2/models/fast/stats", "/v2/models/fast/versions/1/stats"):
+            status, _, body = curl(s.url + path)
+            (one,) = json.loads(body)["model_stats"]
+            assert status == 200 and one["name"] == "fast" and one["version"] == "1", body
+            assert one["inference_count"] == every["fast"]["inference_count"]
+        status, _, body = curl(s.url + "/v2/models/nope/stats")
+        assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
+        status, _, body = curl(s.url + "/v2/models/fast/versions/3/stats")
+        assert status == 404, body
+        pb, pb_grpc = grpc_stubs()
+        with grpc.insecure_channel(s.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            g = stub.ModelStatistics(pb.ModelStatisticsRequest(name="fast"), timeout=10).model_stats
+            assert len(g) == 1 and g[0].name == "fast" and g[0].version == "1"
+            assert g[0].inference_stats.success.count == 7 and g[0].inference_count == 7
+            assert len(stub.ModelStatistics(pb.ModelStatisticsRequest(), timeout=10).model_stats) == 2
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelStatistics(pb.ModelStatisticsRequest(name="nope"), timeout=10)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        rc, report = s.stop(signal.SIGINT)
+    assert rc == 0, s.output()
+    fast, slow = every["fast"], every["slow"]
+    st = fast["inference_stats"]
+    # success = ok + late, fail = dropped + errors: /metrics' and the report's numbers.
+    assert st["success"]["count"] == 7 == metric(text, "symphony_requests_total", model="fast", outcome="ok")
+    assert report["server"]["models"]["fast"]["ok"] == 7
+    assert fast["inference_count"] == 7 and st["fail"]["count"] == 0
+    assert st["queue"]["count"] == 7 and st["compute_infer"]["count"] == 7
+    assert st["queue"]["ns"] > 0 and st["compute_infer"]["ns"] > 0 and st["success"]["ns"] > 0
+    # The front's own conversions are not measured apart.
+    assert st["compute_input"] == {"count": 0, "ns": 0} and st["compute_output"] == {"count": 0, "ns": 0}
+    # Batches: execution_count and batch_stats are the batch-size histogram of /metrics.
+    assert fast["execution_count"] == metric(text, "symphony_batch_size_count", model="fast") >= 1
+    assert sum(b["compute_infer"]["count"] for b in fast["batch_stats"]) == fast["execution_count"]
+    assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in fast["batch_stats"]) == 7
+    assert report["server"]["models"]["fast"]["batch_histogram"] == {
+        str(b["batch_size"]): b["compute_infer"]["count"] for b in fast["batch_stats"]}
+    assert t0 * 1000 - 1000 <= fast["last_inference"] <= time.time() * 1000 + 1000
+    ss = slow["inference_stats"]
+    assert ss["fail"]["count"] == 1 == metric(text, "symphony_requests_total", model="slow", outcome="dropped")
+    assert ss["success"]["count"] == 0 and slow["execution_count"] == 0 and slow["batch_stats"] == []
+    assert slow["last_inference"] > 0
 
 
 # ---- emulated devices: deadlines, cancellation, bounds, shutdown ----------

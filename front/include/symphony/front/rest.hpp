@@ -76,6 +76,9 @@ std::string model_metadata_body(const ModelMetadata& m);
 // protobuf's JSON mapping with the proto's field names (as Triton answers);
 // nullopt when the service's config_proto does not parse.
 std::optional<std::string> model_config_body(const ModelMetadata& m);
+// GET /v2/models[/{m}[/versions/{v}]]/stats: {"model_stats": [...]} with the
+// statistics extension's field names.
+std::string model_statistics_body(const std::vector<ModelStatistics>& stats);
 
 // IEEE half and bfloat16 conversions (FP16/BF16 tensors in JSON).
 std::uint16_t float_to_half(float f) noexcept;

@@ -42,6 +42,10 @@ class ServerService final : public InferenceService {
   std::shared_ptr<const ModelMetadata> find(std::string_view name) const override;
   std::uint64_t submit(InferRequest&& request, Duration budget, Done done) override;
   void cancel(std::uint64_t ticket) override;
+  // The statistics extension, from Server::stats() (docs/front.md).
+  std::vector<std::string> extensions() const override { return {"statistics"}; }
+  std::optional<std::vector<front::ModelStatistics>> statistics(std::string_view name,
+                                                                std::string_view version) const override;
 
  private:
   server::Server& server_;
