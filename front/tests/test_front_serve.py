@@ -302,6 +302,50 @@ def test_extensions_are_those_implemented(cpu):
         assert sorted(meta.extensions) == sorted(ext)
 
 
+def linear_request(pb, rid, x=(1.0, 2.0, 3.0, 4.0)):
+    r = pb.ModelInferRequest(model_name="linear", id=rid)
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(struct.pack("<4f", *x))
+    return r
+
+
+def test_stream_answers_every_request_once_and_a_bad_one_with_error_message(cpu, tally):
+    """ModelStreamInfer: N requests on one stream, each answered once (by id);
+    a bad request answered with error_message while the others succeed."""
+    pb, pb_grpc = grpc_stubs()
+    n = 12
+    reqs = [linear_request(pb, "s%d" % i, (i, 1, 2, 3)) for i in range(n)]
+    bad = pb.ModelInferRequest(model_name="linear", id="bad")
+    bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    bad.raw_input_contents.append(b"\0" * 15)
+    reqs.insert(n // 2, bad)
+    unknown = pb.ModelInferRequest(model_name="nope", id="unknown")
+    reqs.append(unknown)
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        answers = list(stub.ModelStreamInfer(iter(reqs), timeout=30))
+    by_id = {}
+    for a in answers:
+        by_id.setdefault(a.infer_response.id, []).append(a)
+    assert sorted(by_id) == sorted(r.id for r in reqs), sorted(by_id)
+    assert all(len(v) == 1 for v in by_id.values()), by_id
+    (b,) = by_id["bad"]
+    assert b.error_message.startswith("INVALID_ARGUMENT") and "is 16 bytes, got 15" in b.error_message, b
+    tally.add("linear", "errors")
+    (u,) = by_id["unknown"]
+    assert u.error_message.startswith("NOT_FOUND") and "unknown model 'nope'" in u.error_message, u
+    for i in range(n):
+        (a,) = by_id["s%d" % i]
+        assert a.error_message == "", a.error_message
+        r = a.infer_response
+        outcome = r.parameters["outcome"].string_param
+        assert outcome in ("ok", "late")
+        tally.add("linear", outcome)
+        assert r.model_name == "linear" and list(r.outputs[0].shape) == [1, 3]
+        assert list(struct.unpack("<3f", r.raw_output_contents[0])) == pytest.approx(
+            linear_expected([i, 1, 2, 3]), rel=1e-6)
+
+
 def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     """Last in this module: what the clients counted, /metrics and the report agree."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
@@ -508,6 +552,86 @@ def test_grpc_deadline_is_the_budget_and_a_cancel_never_runs(emu):
     assert slow["dropped_by_reason"] == {"cancelled": 1, "infeasible": 1}, slow
     assert slow["sent"] == 2 and slow["ok"] == 0
     assert report["devices"][0]["batches"] == 0  # the cancelled request never ran
+
+
+def test_closing_a_stream_cancels_its_queued_requests(emu):
+    """Two `slow` requests on one stream wait in the model's window (seconds);
+    cancelling the stream ends both as dropped (cancelled), and neither runs."""
+    import queue
+    pb, pb_grpc = grpc_stubs()
+    q = queue.Queue()
+
+    def requests():
+        while True:
+            r = q.get(timeout=60)
+            if r is None:
+                return
+            yield r
+
+    with grpc.insecure_channel(emu.grpc) as ch:
+        call = pb_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests())
+        q.put(slow_request(pb))
+        q.put(slow_request(pb))
+        wait_for(lambda: inflight(emu) == 2, "two streamed requests inside the front")
+        call.cancel()
+        q.put(None)
+        wait_for(lambda: inflight(emu) == 0, "the front to end the requests of the cancelled stream")
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0, emu.output()
+    slow = report["models"]["slow"]
+    assert slow["dropped_by_reason"] == {"cancelled": 2} and slow["sent"] == 2, slow
+    assert report["devices"][0]["batches"] == 0
+
+
+def test_a_long_stream_answers_each_request_once_and_counts_each(emu):
+    """2000 requests on one stream, past the in-flight bound (3) and the
+    stream's own bound on unanswered requests: each is answered exactly once
+    (served, or refused at the bound with error_message), and the report
+    counts each once."""
+    pb, pb_grpc = grpc_stubs()
+    n = 2000
+
+    def requests():
+        for i in range(n):
+            r = pb.ModelInferRequest(model_name="fast", id=str(i))
+            r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+            r.raw_input_contents.append(b"\0" * 16)
+            yield r
+
+    with grpc.insecure_channel(emu.grpc) as ch:
+        answers = list(pb_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests(), timeout=60))
+    ids = sorted(int(a.infer_response.id) for a in answers)
+    assert ids == list(range(n))
+    served = sum(1 for a in answers if not a.error_message)
+    shed = [a for a in answers if a.error_message]
+    assert all(a.error_message.startswith("RESOURCE_EXHAUSTED") for a in shed), shed[:3]
+    assert served >= 1
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    fast = report["models"]["fast"]
+    assert fast["sent"] == n and fast["ok"] + fast["late"] == served, fast
+    assert fast["dropped_by_reason"].get("front_inflight", 0) == len(shed), fast
+
+
+def test_stream_deadline_is_each_requests_budget(emu):
+    """The stream's gRPC deadline is the budget of its requests, as for a
+    unary call: 150 ms cannot hold `slow`'s l(1), so the request is dropped
+    (infeasible) and says so on the stream."""
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(emu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        try:
+            answers = list(stub.ModelStreamInfer(iter([slow_request(pb)]), timeout=0.15))
+        except grpc.RpcError as e:  # the client's own deadline may end the stream first
+            assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            answers = None
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    if answers is not None:
+        (a,) = answers
+        assert a.error_message.startswith("DEADLINE_EXCEEDED"), a
+        assert a.infer_response.parameters["drop_reason"].string_param == "infeasible"
+    assert report["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["models"]["slow"]
 
 
 def test_closed_http_connection_cancels_a_queued_request(emu):
