@@ -3,7 +3,9 @@
 // protobuf's JSON mapping.
 #include "model_config.hpp"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <string>
@@ -81,6 +83,68 @@ bool effective_config(const ModelMetadata& m, inference::ModelConfig* out) {
 
 }  // namespace detail
 
+namespace {
+
+using json = nlohmann::json;
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+
+bool is_64bit(FieldDescriptor::CppType t) {
+  return t == FieldDescriptor::CPPTYPE_INT64 || t == FieldDescriptor::CPPTYPE_UINT64;
+}
+
+// A 64-bit integer protobuf's JSON mapping wrote as a string, as a number;
+// anything else as it is.
+void as_number(json& v, FieldDescriptor::CppType t) {
+  if (!v.is_string()) return;
+  const std::string& s = v.get_ref<const std::string&>();
+  std::size_t used = 0;
+  try {
+    if (t == FieldDescriptor::CPPTYPE_UINT64) {
+      const unsigned long long u = std::stoull(s, &used);
+      if (used == s.size()) v = static_cast<std::uint64_t>(u);
+    } else {
+      const long long n = std::stoll(s, &used);
+      if (used == s.size()) v = static_cast<std::int64_t>(n);
+    }
+  } catch (const std::exception&) {  // not a number: left as it is
+  }
+}
+
+// Protobuf's JSON mapping writes 64-bit integers as strings; Triton answers
+// them as numbers (`"dims": [3, 224, 224]`), and clients read them so. Walks
+// `j` beside the message type `d` and turns each such string into a number.
+void int64_as_numbers(const Descriptor& d, json& j) {
+  if (!j.is_object()) return;
+  for (int i = 0; i < d.field_count(); ++i) {
+    const FieldDescriptor& f = *d.field(i);
+    auto it = j.find(f.name());
+    if (it == j.end()) continue;
+    if (f.is_map()) {
+      const FieldDescriptor& value = *f.message_type()->map_value();
+      for (auto& [key, e] : it->items()) {
+        if (value.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)
+          int64_as_numbers(*value.message_type(), e);
+        else if (is_64bit(value.cpp_type()))
+          as_number(e, value.cpp_type());
+      }
+      continue;
+    }
+    const auto visit = [&](json& v) {
+      if (f.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)
+        int64_as_numbers(*f.message_type(), v);
+      else if (is_64bit(f.cpp_type()))
+        as_number(v, f.cpp_type());
+    };
+    if (f.is_repeated() && it->is_array())
+      for (json& e : *it) visit(e);
+    else
+      visit(*it);
+  }
+}
+
+}  // namespace
+
 std::optional<std::string> model_config_body(const ModelMetadata& m) {
   inference::ModelConfig config;
   if (!detail::effective_config(m, &config)) return std::nullopt;
@@ -89,7 +153,10 @@ std::optional<std::string> model_config_body(const ModelMetadata& m) {
   o.always_print_primitive_fields = true;
   std::string out;
   if (!google::protobuf::util::MessageToJsonString(config, &out, o).ok()) return std::nullopt;
-  return out;
+  json j = json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  int64_as_numbers(*inference::ModelConfig::descriptor(), j);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace symphony::front

@@ -353,11 +353,11 @@ TEST(FrontRestTest, ModelConfigIsBuiltFromTheMetadataInTritonsNames) {
   ASSERT_EQ(c["input"].size(), 2u);
   EXPECT_EQ(c["input"][0]["name"], "input0");
   EXPECT_EQ(c["input"][0]["data_type"], "TYPE_FP32");
-  EXPECT_EQ(c["input"][0]["dims"], json::array({"3", "4"}));  // int64 as protobuf's JSON mapping writes it
+  EXPECT_EQ(c["input"][0]["dims"], json::array({3, 4}));  // numbers, as Triton answers (not strings)
   EXPECT_EQ(c["input"][1]["data_type"], "TYPE_INT64");
   EXPECT_EQ(c["input"][1]["dims"], json::array());
   EXPECT_EQ(c["output"][0]["data_type"], "TYPE_FP16");
-  EXPECT_EQ(c["output"][0]["dims"], json::array({"2"}));
+  EXPECT_EQ(c["output"][0]["dims"], json::array({2}));
   EXPECT_EQ(c["parameters"]["symphony.slo_ms"]["string_value"], "2.5");
   EXPECT_TRUE(c.contains("dynamic_batching"));
 }
@@ -369,6 +369,11 @@ TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
   given.set_backend("pytorch");
   given.set_max_batch_size(2);
   given.set_default_model_filename("weights.pt");
+  given.mutable_dynamic_batching()->set_max_queue_delay_microseconds(18446744073709551615ull);
+  given.mutable_version_policy()->mutable_specific()->add_versions(-3);
+  auto* in = given.add_input();
+  in->set_name("x");
+  in->mutable_reshape()->add_shape(5);
   m.config_proto = given.SerializeAsString();
   const auto body = model_config_body(m);
   ASSERT_TRUE(body);
@@ -376,7 +381,9 @@ TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
   EXPECT_EQ(c["backend"], "pytorch");
   EXPECT_EQ(c["max_batch_size"], 2);
   EXPECT_EQ(c["default_model_filename"], "weights.pt");
-  EXPECT_EQ(c["input"], json::array());
+  EXPECT_EQ(c["input"][0]["reshape"]["shape"], json::array({5}));
+  EXPECT_EQ(c["dynamic_batching"]["max_queue_delay_microseconds"], 18446744073709551615ull);
+  EXPECT_EQ(c["version_policy"]["specific"]["versions"], json::array({-3}));
   m.config_proto = "\xff\xff not a message";
   EXPECT_FALSE(model_config_body(m));
 }

@@ -262,18 +262,18 @@ def test_grpc_bad_timeout_parameter_is_invalid_argument_with_or_without_a_deadli
 def test_model_config_with_curl_and_grpc(cpu):
     """The model configuration extension: the effective config in Triton's
     schema (protobuf's JSON mapping, proto field names) and over gRPC."""
-    want_input = {"name": "input", "data_type": "TYPE_FP32", "dims": ["4"]}
+    want_input = {"name": "input", "data_type": "TYPE_FP32", "dims": [4]}
     for path in ("/v2/models/linear/config", "/v2/models/linear/versions/1/config"):
         status, _, body = curl(cpu.url + path)
         assert status == 200, body
         c = json.loads(body)
         assert c["name"] == "linear" and c["platform"] == "pytorch_libtorch" and c["max_batch_size"] == 4, c
         assert [{k: i[k] for k in want_input} for i in c["input"]] == [want_input], c
-        assert [(o["name"], o["data_type"], o["dims"]) for o in c["output"]] == [("output", "TYPE_FP32", ["3"])]
+        assert [(o["name"], o["data_type"], o["dims"]) for o in c["output"]] == [("output", "TYPE_FP32", [3])]
         assert c["parameters"] == {"symphony.slo_ms": {"string_value": "5000"}}, c
     status, _, body = curl(cpu.url + "/v2/models/two_inputs/config")
     assert [(i["name"], i["data_type"], i["dims"]) for i in json.loads(body)["input"]] == [
-        ("input0", "TYPE_FP32", ["2"]), ("input1", "TYPE_INT64", ["3"])]
+        ("input0", "TYPE_FP32", [2]), ("input1", "TYPE_INT64", [3])]
     status, _, body = curl(cpu.url + "/v2/models/nope/config")
     assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
     status, _, body = curl(cpu.url + "/v2/models/linear/versions/2/config")
