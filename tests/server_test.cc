@@ -458,6 +458,49 @@ ModelOptions emulated_model(Duration slo, std::string name = "fake") {
   return m;
 }
 
+// The statistics extension's sums (ModelStats) are the requests' own numbers:
+// latencies summed by outcome, samples counted, and every batch size's
+// execution time kept beside its count.
+TEST(ServerTest, StatisticsSumTheRequestsAsTheyEnded) {
+  auto s = make_server("emulated:1");
+  ModelOptions m = emulated_model(Duration::milliseconds(500));
+  m.inputs = {"float32[4]"};
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::vector<std::future<InferResult>> fs;
+  for (int i = 0; i < 40; ++i) fs.push_back(std::move(*s->infer("fake", {torch::zeros({4})})));
+  fs.push_back(std::move(*s->infer("fake", {torch::zeros({3, 4})})));  // 3 samples, one request
+  // A budget even a batch of one cannot meet: dropped at once (infeasible).
+  fs.push_back(std::move(*s->infer("fake", {torch::zeros({4})}, Duration::microseconds(1))));
+  Duration success, fail;
+  std::uint64_t succeeded = 0, samples = 0;
+  for (std::size_t i = 0; i < fs.size(); ++i) {
+    const InferResult r = fs[i].get();
+    if (r.has_output()) {
+      ++succeeded;
+      samples += i == 40 ? 3 : 1;
+      success += r.latency;
+    } else {
+      fail += r.latency;
+    }
+  }
+  s->stop();
+  const ModelStats ms = s->stats().models.at(0);
+  EXPECT_EQ(ms.counts.ok + ms.counts.late, succeeded);
+  EXPECT_GE(ms.counts.dropped, 1u);
+  EXPECT_EQ(ms.inference_count, samples);
+  EXPECT_EQ(ms.success_time, success);
+  EXPECT_EQ(ms.fail_time, fail);
+  EXPECT_GT(ms.compute_time, Duration::zero());  // emulated batches run for l(b) >= 1 ms
+  EXPECT_GE(ms.queue_time, Duration::zero());
+  EXPECT_GT(ms.last_inference_ms, 0);
+  ASSERT_EQ(ms.batch_exec.size(), ms.batches.size());
+  for (const auto& [size, count] : ms.batches) {
+    ASSERT_TRUE(ms.batch_exec.count(size)) << size;
+    EXPECT_GT(ms.batch_exec.at(size), Duration::zero()) << size << " x " << count;
+  }
+}
+
 // k samples share a fate: cancelled while queued, the request ends once, dropped.
 TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
   auto s = make_server("emulated:1");

@@ -38,9 +38,10 @@ Front::~Front() = default;
 std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRING; }
 
 std::vector<std::string> Front::extensions() const {
-  std::vector<std::string> e{"binary_tensor_data"};
-  if (service_.has_repository()) e.push_back("model_repository");
-  return e;
+  std::vector<std::string> out = {"binary_tensor_data", "model_configuration"};
+  for (std::string& e : service_.extensions())
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(std::move(e));
+  return out;
 }
 
 bool Front::ready() const { return !stopping_.load(std::memory_order_acquire) && service_.ready(); }
@@ -66,6 +67,15 @@ std::shared_ptr<const ModelMetadata> Front::model(std::string_view name, std::st
 
 bool Front::model_ready(std::string_view name, std::string_view version) const {
   return ready() && model(name, version, nullptr) != nullptr;
+}
+
+std::optional<std::vector<ModelStatistics>> Front::statistics(std::string_view name, std::string_view version,
+                                                              Reply* error) const {
+  if (!name.empty() && !model(name, version, error)) return std::nullopt;
+  auto out = service_.statistics(name, version);
+  if (!out && error)
+    *error = Reply::error(Code::kUnimplemented, "this server keeps no statistics (the statistics extension)");
+  return out;
 }
 
 std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model, std::uint64_t max_elements) {

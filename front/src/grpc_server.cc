@@ -6,12 +6,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "inference.grpc.pb.h"
 #include "symphony/front/trace.hpp"
 
 #include "internal.hpp"
+#include "model_config.hpp"
 
 namespace symphony::front {
 namespace {
@@ -37,6 +42,8 @@ grpc::StatusCode grpc_code(Code c) {
       return grpc::StatusCode::UNAVAILABLE;
     case Code::kCancelled:
       return grpc::StatusCode::CANCELLED;
+    case Code::kUnimplemented:
+      return grpc::StatusCode::UNIMPLEMENTED;
   }
   return grpc::StatusCode::UNKNOWN;
 }
@@ -168,6 +175,38 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
   return true;
 }
 
+// The gRPC deadline of the call as time from now, if it has one.
+std::optional<Duration> call_deadline(const grpc::CallbackServerContext* ctx) {
+  const auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d - std::chrono::system_clock::now());
+  return Duration::nanoseconds(std::max<std::int64_t>(left.count(), 1));
+}
+
+// A successful reply as the protocol's response: raw contents, the outputs
+// asked for (all when none were), Symphony's outcome as parameters.
+void fill_response(const Reply& r, const std::vector<InferRequest::Output>& asked,
+                   inference::ModelInferResponse* resp) {
+  resp->set_model_name(r.model);
+  resp->set_model_version(r.version);
+  resp->set_id(r.id);
+  (*resp->mutable_parameters())["outcome"].set_string_param(std::string(to_string(r.outcome)));
+  (*resp->mutable_parameters())["batch_size"].set_int64_param(r.batch_size);
+  for (const Tensor& t : r.outputs) {
+    if (!asked.empty()) {
+      bool want = false;
+      for (const auto& a : asked) want = want || a.name == t.name;
+      if (!want) continue;
+    }
+    auto* o = resp->add_outputs();
+    o->set_name(t.name);
+    o->set_datatype(std::string(to_string(t.datatype)));
+    for (std::int64_t d : t.shape) o->add_shape(d);
+    resp->add_raw_output_contents(t.data);
+  }
+}
+
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
   InferReactor(Front& front, grpc::CallbackServerContext* ctx, inference::ModelInferResponse* resp)
@@ -181,13 +220,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       front_.count_rejected(req.model_name(), err);
       return finish(err);
     }
-    std::optional<Duration> deadline;
-    const auto d = ctx_->deadline();
-    if (d != std::chrono::system_clock::time_point::max()) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(d - std::chrono::system_clock::now());
-      deadline = Duration::nanoseconds(std::max<std::int64_t>(left.count(), 1));
-    }
+    const std::optional<Duration> deadline = call_deadline(ctx_);
     asked_ = r.outputs;
     if (trace::enabled()) {
       tr_.parsed = trace::now();
@@ -222,23 +255,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
         ctx_->AddTrailingMetadata("symphony-drop-reason", std::string(to_string(r.reason)));
     }
     if (r.code != Code::kOk) return Finish(grpc::Status(grpc_code(r.code), r.message));
-    resp_->set_model_name(r.model);
-    resp_->set_model_version(r.version);
-    resp_->set_id(r.id);
-    (*resp_->mutable_parameters())["outcome"].set_string_param(std::string(to_string(r.outcome)));
-    (*resp_->mutable_parameters())["batch_size"].set_int64_param(r.batch_size);
-    for (const Tensor& t : r.outputs) {
-      if (!asked_.empty()) {
-        bool want = false;
-        for (const auto& a : asked_) want = want || a.name == t.name;
-        if (!want) continue;
-      }
-      auto* o = resp_->add_outputs();
-      o->set_name(t.name);
-      o->set_datatype(std::string(to_string(t.datatype)));
-      for (std::int64_t d : t.shape) o->add_shape(d);
-      resp_->add_raw_output_contents(t.data);
-    }
+    fill_response(r, asked_, resp_);
     if (traced_) tr_.encoded = trace::now();
     Finish(grpc::Status::OK);
   }
@@ -253,6 +270,156 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   bool traced_ = false;
   trace::Transport tr_;
   ServiceTimes tr_times_;
+};
+
+// ModelStreamInfer: every request read from the stream goes through the
+// front as a unary call's would (same checks, budget from the call's
+// deadline or the `timeout` parameter, same accounting) and is answered once
+// on the stream, in the order the requests end. A cancelled stream (the
+// client's cancel or deadline, a broken connection) cancels what is still
+// queued. The reactor finishes only once every request has ended, so no
+// callback outlives it. At most kMaxOutstanding requests per stream are
+// unanswered or unwritten at once: beyond that it stops reading.
+class StreamReactor final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+ public:
+  static constexpr std::size_t kMaxOutstanding = 1024;
+
+  StreamReactor(Front& front, grpc::CallbackServerContext* ctx) : front_(front), ctx_(ctx) {
+    reading_ = true;
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (ok) submit();
+    std::unique_lock<std::mutex> lock(mu_);
+    reading_ = false;
+    if (!ok) read_done_ = true;
+    step(lock);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    writing_ = false;
+    if (ok) {
+      out_.pop_front();
+    } else {
+      broken_ = true;  // the stream is gone: later answers go nowhere
+      out_.clear();
+    }
+    step(lock);
+  }
+
+  void OnCancel() override {
+    Front& front = front_;  // step() may finish the stream, which deletes this
+    std::vector<std::uint64_t> tickets;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cancelled_ = true;
+      for (const auto& [seq, t] : tickets_)
+        if (t) tickets.push_back(t);
+      step(lock);
+    }
+    for (std::uint64_t t : tickets) front.cancel(t);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void submit() {
+    InferRequest r;
+    Reply err;
+    if (!to_request(req_, &r, &err)) {
+      front_.count_rejected(req_.model_name(), err);
+      err.model = req_.model_name();
+      err.version = req_.model_version();
+      err.id = req_.id();
+      return answer(err, {});
+    }
+    std::uint64_t seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seq = ++seq_;
+      tickets_.emplace(seq, 0);
+    }
+    auto asked = std::make_shared<std::vector<InferRequest::Output>>(r.outputs);
+    const std::uint64_t t = front_.infer(std::move(r), call_deadline(ctx_),
+                                         [this, seq, asked](Reply&& reply) { answer(reply, *asked, seq); });
+    bool cancel = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = tickets_.find(seq);
+      if (it != tickets_.end()) {
+        it->second = t;
+        cancel = cancelled_;
+      }
+    }
+    if (cancel) front_.cancel(t);
+  }
+
+  // Queues the answer to a request (any thread); `seq` names an accepted
+  // one, 0 a request refused before it reached the front.
+  void answer(const Reply& r, const std::vector<InferRequest::Output>& asked, std::uint64_t seq = 0) {
+    inference::ModelStreamInferResponse resp;
+    if (r.code == Code::kOk) {
+      fill_response(r, asked, resp.mutable_infer_response());
+    } else {
+      resp.set_error_message(std::string(to_string(r.code)) + ": " + r.message);
+      inference::ModelInferResponse* ir = resp.mutable_infer_response();
+      ir->set_model_name(r.model);
+      ir->set_model_version(r.version);
+      ir->set_id(r.id);
+      if (r.accepted) {
+        (*ir->mutable_parameters())["outcome"].set_string_param(std::string(to_string(r.outcome)));
+        if (r.outcome == Outcome::kDropped)
+          (*ir->mutable_parameters())["drop_reason"].set_string_param(std::string(to_string(r.reason)));
+      }
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (seq) tickets_.erase(seq);
+    if (!broken_) out_.push_back(std::move(resp));
+    step(lock);
+  }
+
+  // Starts what the state allows, outside the lock (gRPC may run a
+  // reaction inline), and leaves `lock` unlocked: the next write; the next
+  // read, unless the stream ended or too many requests are outstanding; or
+  // Finish, once no request will be read (the client sent its last, or the
+  // stream was cancelled), every request ended and every answer was written.
+  void step(std::unique_lock<std::mutex>& lock) {
+    inference::ModelStreamInferResponse* write = nullptr;
+    bool read = false, finish = false;
+    if (!writing_ && !out_.empty() && !broken_) {
+      writing_ = true;
+      write = &out_.front();
+    }
+    if (!reading_ && !read_done_ && !cancelled_ && tickets_.size() + out_.size() < kMaxOutstanding) {
+      reading_ = true;
+      read = true;
+      req_.Clear();
+    }
+    if (!finished_ && (read_done_ || cancelled_) && !reading_ && tickets_.empty() && !writing_ &&
+        out_.empty()) {
+      finished_ = true;
+      finish = true;
+    }
+    const bool cancelled = cancelled_;
+    lock.unlock();
+    if (write) StartWrite(write);
+    if (read) StartRead(&req_);
+    if (finish) Finish(cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);  // this may be gone after
+  }
+
+  Front& front_;
+  grpc::CallbackServerContext* ctx_;
+  inference::ModelInferRequest req_;                     // the read in progress, reused
+  std::mutex mu_;                                        // everything below
+  std::deque<inference::ModelStreamInferResponse> out_;  // answers to write; front() is being written
+  // The unanswered requests: seq -> ticket (0: not returned yet).
+  std::unordered_map<std::uint64_t, std::uint64_t> tickets_;
+  std::uint64_t seq_ = 0;
+  bool reading_ = false, read_done_ = false, writing_ = false;
+  bool cancelled_ = false, broken_ = false, finished_ = false;
 };
 
 class Service final : public inference::GRPCInferenceService::CallbackService {
@@ -303,6 +470,55 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     };
     for (const TensorSpec& s : m->inputs) fill(s, resp->add_inputs());
     for (const TensorSpec& s : m->outputs) fill(s, resp->add_outputs());
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext* ctx) override {
+    return new StreamReactor(front_, ctx);
+  }
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
+                                        const inference::ModelConfigRequest* req,
+                                        inference::ModelConfigResponse* resp) override {
+    Reply err;
+    auto m = front_.model(req->name(), req->version(), &err);
+    if (!m) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    if (!detail::effective_config(*m, resp->mutable_config()))
+      return done(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
+                                    "the configuration of model " + in_quotes(m->name) + " does not parse"));
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const inference::ModelStatisticsRequest* req,
+                                            inference::ModelStatisticsResponse* resp) override {
+    Reply err;
+    auto stats = front_.statistics(req->name(), req->version(), &err);
+    if (!stats) return done(ctx, grpc::Status(grpc_code(err.code), err.message));
+    const auto fill = [](const StatDuration& d, inference::StatisticDuration* out) {
+      out->set_count(d.count);
+      out->set_ns(d.ns);
+    };
+    for (const front::ModelStatistics& s : *stats) {
+      inference::ModelStatistics* o = resp->add_model_stats();
+      o->set_name(s.name);
+      o->set_version(s.version);
+      o->set_last_inference(s.last_inference_ms);
+      o->set_inference_count(s.inference_count);
+      o->set_execution_count(s.execution_count);
+      inference::InferStatistics* is = o->mutable_inference_stats();
+      fill(s.success, is->mutable_success());
+      fill(s.fail, is->mutable_fail());
+      fill(s.queue, is->mutable_queue());
+      fill(s.compute_input, is->mutable_compute_input());
+      fill(s.compute_infer, is->mutable_compute_infer());
+      fill(s.compute_output, is->mutable_compute_output());
+      for (const front::ModelStatistics::Batch& b : s.batch_stats) {
+        inference::InferBatchStatistics* ob = o->add_batch_stats();
+        ob->set_batch_size(b.batch_size);
+        fill(b.compute_input, ob->mutable_compute_input());
+        fill(b.compute_infer, ob->mutable_compute_infer());
+        fill(b.compute_output, ob->mutable_compute_output());
+      }
+    }
     return done(ctx, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,

@@ -411,6 +411,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return respond(s, ready ? http::status::ok : http::status::service_unavailable,
                      ready ? R"({"ready":true})" : R"({"ready":false})");
     }
+    // /v2/models/stats: every model's statistics (a model named "stats" is
+    // shadowed here, as in Triton).
+    if (p[1] == "models" && p.size() == 3 && p[2] == "stats") {
+      if (verb != http::verb::get) return method_not_allowed(s, "GET");
+      return respond_statistics(s, "", "");
+    }
     if (p[1] == "models" && p.size() >= 3) {
       const std::string& model = p[2];
       std::string version;
@@ -434,6 +440,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         return respond(
             s, ready ? http::status::ok : http::status::service_unavailable,
             std::string(R"({"name":")") + escape(model) + R"(","ready":)" + (ready ? "true" : "false") + "}");
+      }
+      if (p.size() == k + 1 && p[k] == "config") {
+        if (verb != http::verb::get) return method_not_allowed(s, "GET");
+        Reply err;
+        auto m = f.model(model, version, &err);
+        if (!m) return respond_error(s, http::status::not_found, err.message);
+        std::optional<std::string> body = model_config_body(*m);
+        if (!body)
+          return respond_error(s, http::status::internal_server_error,
+                               "the configuration of model '" + model + "' does not parse");
+        return respond(s, http::status::ok, std::move(*body));
+      }
+      if (p.size() == k + 1 && p[k] == "stats") {
+        if (verb != http::verb::get) return method_not_allowed(s, "GET");
+        return respond_statistics(s, model, version);
       }
       if (p.size() == k + 1 && p[k] == "infer") {
         if (verb != http::verb::post) return method_not_allowed(s, "POST");
@@ -485,6 +506,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (!parse_repository_unload_request(request.body(), &error))
       return respond_error(s, http::status::bad_request, error);
     f.repository_unload(model, std::move(done));
+  }
+
+  void respond_statistics(Slot& s, const std::string& model, const std::string& version) {
+    Reply err;
+    auto stats = srv_.front.statistics(model, version, &err);
+    if (!stats) return respond_error(s, static_cast<http::status>(http_status(err.code)), err.message);
+    respond(s, http::status::ok, model_statistics_body(*stats));
   }
 
   static std::string escape(std::string_view s) {

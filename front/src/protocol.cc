@@ -66,6 +66,8 @@ std::string_view to_string(Code c) noexcept {
       return "UNAVAILABLE";
     case Code::kCancelled:
       return "CANCELLED";
+    case Code::kUnimplemented:
+      return "UNIMPLEMENTED";
   }
   return "UNKNOWN";
 }
@@ -88,6 +90,8 @@ int http_status(Code c) noexcept {
       return 503;
     case Code::kCancelled:
       return 499;
+    case Code::kUnimplemented:
+      return 501;
   }
   return 500;
 }

@@ -600,6 +600,33 @@ std::string model_metadata_body(const ModelMetadata& m) {
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string model_statistics_body(const std::vector<ModelStatistics>& stats) {
+  const auto duration = [](const StatDuration& d) { return json{{"count", d.count}, {"ns", d.ns}}; };
+  json all = json::array();
+  for (const ModelStatistics& s : stats) {
+    json batches = json::array();
+    for (const ModelStatistics::Batch& b : s.batch_stats)
+      batches.push_back(json{{"batch_size", b.batch_size},
+                             {"compute_input", duration(b.compute_input)},
+                             {"compute_infer", duration(b.compute_infer)},
+                             {"compute_output", duration(b.compute_output)}});
+    all.push_back(json{{"name", s.name},
+                       {"version", s.version},
+                       {"last_inference", s.last_inference_ms},
+                       {"inference_count", s.inference_count},
+                       {"execution_count", s.execution_count},
+                       {"inference_stats",
+                        {{"success", duration(s.success)},
+                         {"fail", duration(s.fail)},
+                         {"queue", duration(s.queue)},
+                         {"compute_input", duration(s.compute_input)},
+                         {"compute_infer", duration(s.compute_infer)},
+                         {"compute_output", duration(s.compute_output)}}},
+                       {"batch_stats", std::move(batches)}});
+  }
+  return json{{"model_stats", std::move(all)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::uint16_t float_to_half(float f) noexcept {
   const auto x = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "model_config.pb.h"
 #include "symphony/front/rest.hpp"
 
 namespace symphony::front {
@@ -368,6 +369,96 @@ TEST(FrontRestTest, WritesTheRepositoryIndex) {
   EXPECT_EQ(j[0], json::parse(R"({"name":"a","version":"2","state":"READY","reason":""})"));
   EXPECT_FALSE(j[1].contains("version"));
   EXPECT_EQ(j[1]["reason"], "bad/config.pbtxt:1:1: oops");
+}
+
+ModelMetadata linear_metadata() {
+  ModelMetadata m;
+  m.name = "linear";
+  m.versions = {"1"};
+  m.platform = "pytorch_torchscript";
+  m.slo = Duration::microseconds(2500);
+  m.max_batch = 8;
+  m.inputs = {{"input0", DataType::kFp32, {-1, 3, 4}}, {"input1", DataType::kInt64, {-1}}};
+  m.outputs = {{"output", DataType::kFp16, {-1, 2}}};
+  return m;
+}
+
+TEST(FrontRestTest, ModelConfigIsBuiltFromTheMetadataInTritonsNames) {
+  const auto body = model_config_body(linear_metadata());
+  ASSERT_TRUE(body);
+  const json c = json::parse(*body);
+  EXPECT_EQ(c["name"], "linear");
+  EXPECT_EQ(c["platform"], "pytorch_libtorch");
+  EXPECT_EQ(c["max_batch_size"], 8);
+  ASSERT_EQ(c["input"].size(), 2u);
+  EXPECT_EQ(c["input"][0]["name"], "input0");
+  EXPECT_EQ(c["input"][0]["data_type"], "TYPE_FP32");
+  EXPECT_EQ(c["input"][0]["dims"], json::array({3, 4}));  // numbers, as Triton answers (not strings)
+  EXPECT_EQ(c["input"][1]["data_type"], "TYPE_INT64");
+  EXPECT_EQ(c["input"][1]["dims"], json::array());
+  EXPECT_EQ(c["output"][0]["data_type"], "TYPE_FP16");
+  EXPECT_EQ(c["output"][0]["dims"], json::array({2}));
+  EXPECT_EQ(c["parameters"]["symphony.slo_ms"]["string_value"], "2.5");
+  EXPECT_TRUE(c.contains("dynamic_batching"));
+}
+
+TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
+  ModelMetadata m = linear_metadata();
+  inference::ModelConfig given;
+  given.set_name("linear");
+  given.set_backend("pytorch");
+  given.set_max_batch_size(2);
+  given.set_default_model_filename("weights.pt");
+  given.mutable_dynamic_batching()->set_max_queue_delay_microseconds(18446744073709551615ull);
+  given.mutable_version_policy()->mutable_specific()->add_versions(-3);
+  auto* in = given.add_input();
+  in->set_name("x");
+  in->mutable_reshape()->add_shape(5);
+  m.config_proto = given.SerializeAsString();
+  const auto body = model_config_body(m);
+  ASSERT_TRUE(body);
+  const json c = json::parse(*body);
+  EXPECT_EQ(c["backend"], "pytorch");
+  EXPECT_EQ(c["max_batch_size"], 2);
+  EXPECT_EQ(c["default_model_filename"], "weights.pt");
+  EXPECT_EQ(c["input"][0]["reshape"]["shape"], json::array({5}));
+  EXPECT_EQ(c["dynamic_batching"]["max_queue_delay_microseconds"], 18446744073709551615ull);
+  EXPECT_EQ(c["version_policy"]["specific"]["versions"], json::array({-3}));
+  m.config_proto = "\xff\xff not a message";
+  EXPECT_FALSE(model_config_body(m));
+}
+
+TEST(FrontRestTest, StatisticsBodyHasTheExtensionsFields) {
+  ModelStatistics s;
+  s.name = "m";
+  s.version = "1";
+  s.last_inference_ms = 1700000000123;
+  s.inference_count = 5;
+  s.execution_count = 2;
+  s.success = {4, 400};
+  s.fail = {1, 10};
+  s.queue = {4, 40};
+  s.compute_infer = {4, 80};
+  s.batch_stats.push_back({2, {}, {2, 60}, {}});
+  const json j = json::parse(model_statistics_body({s}));
+  ASSERT_EQ(j["model_stats"].size(), 1u);
+  const json& m = j["model_stats"][0];
+  EXPECT_EQ(m["name"], "m");
+  EXPECT_EQ(m["version"], "1");
+  EXPECT_EQ(m["last_inference"], 1700000000123u);
+  EXPECT_EQ(m["inference_count"], 5);
+  EXPECT_EQ(m["execution_count"], 2);
+  const json& st = m["inference_stats"];
+  EXPECT_EQ(st["success"], (json{{"count", 4}, {"ns", 400}}));
+  EXPECT_EQ(st["fail"], (json{{"count", 1}, {"ns", 10}}));
+  EXPECT_EQ(st["queue"], (json{{"count", 4}, {"ns", 40}}));
+  EXPECT_EQ(st["compute_input"], (json{{"count", 0}, {"ns", 0}}));
+  EXPECT_EQ(st["compute_infer"], (json{{"count", 4}, {"ns", 80}}));
+  EXPECT_EQ(st["compute_output"], (json{{"count", 0}, {"ns", 0}}));
+  ASSERT_EQ(m["batch_stats"].size(), 1u);
+  EXPECT_EQ(m["batch_stats"][0]["batch_size"], 2);
+  EXPECT_EQ(m["batch_stats"][0]["compute_infer"], (json{{"count", 2}, {"ns", 60}}));
+  EXPECT_EQ(json::parse(model_statistics_body({})), (json{{"model_stats", json::array()}}));
 }
 
 }  // namespace

@@ -34,6 +34,18 @@ class FakeService final : public InferenceService {
     return next_;
   }
   void cancel(std::uint64_t ticket) override { cancelled.push_back(ticket); }
+  std::vector<std::string> extensions() const override {
+    return keeps_statistics ? std::vector<std::string>{"statistics"} : std::vector<std::string>{};
+  }
+  std::optional<std::vector<ModelStatistics>> statistics(std::string_view name,
+                                                         std::string_view version) const override {
+    if (!keeps_statistics) return InferenceService::statistics(name, version);
+    ModelStatistics s;
+    s.name = "m";
+    s.version = "1";
+    s.success = {3, 300};
+    return std::vector<ModelStatistics>{s};
+  }
 
   // Ends the oldest pending request with `o`.
   void end(Outcome o, DropReason why = DropReason::kNone, std::string error = "") {
@@ -53,6 +65,7 @@ class FakeService final : public InferenceService {
   std::deque<Pending> pending;
   std::vector<std::uint64_t> cancelled;
   bool ready_ = true;
+  bool keeps_statistics = false;
 
  private:
   std::shared_ptr<const ModelMetadata> model_;
@@ -292,6 +305,26 @@ TEST_F(FrontSemanticsTest, CancelReachesTheServiceWithTheTicket) {
   front.cancel(t);
   front.cancel(0);  // a request that ended at once has no ticket
   EXPECT_EQ(svc.cancelled, (std::vector<std::uint64_t>{t}));
+}
+
+TEST_F(FrontSemanticsTest, ExtensionsAndStatisticsAreWhatTheServiceImplements) {
+  EXPECT_EQ(front.extensions(), (std::vector<std::string>{"binary_tensor_data", "model_configuration"}));
+  Reply err;
+  EXPECT_FALSE(front.statistics("m", "", &err));
+  EXPECT_EQ(err.code, Code::kUnimplemented);
+  EXPECT_EQ(http_status(err.code), 501);
+  svc.keeps_statistics = true;
+  EXPECT_EQ(front.extensions(),
+            (std::vector<std::string>{"binary_tensor_data", "model_configuration", "statistics"}));
+  auto all = front.statistics("", "", &err);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].success.count, 3u);
+  EXPECT_TRUE(front.statistics("m", "1", &err));
+  EXPECT_FALSE(front.statistics("nope", "", &err));
+  EXPECT_EQ(err.code, Code::kNotFound);
+  EXPECT_FALSE(front.statistics("m", "2", &err));
+  EXPECT_EQ(err.code, Code::kNotFound);
 }
 
 }  // namespace

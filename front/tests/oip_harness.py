@@ -48,9 +48,12 @@ def grpc_stubs():
     if _stubs:
         return _stubs
     out = tempfile.mkdtemp(prefix="symphony-stubs-")
+    # inference.proto imports Triton's ModelConfig from repository/proto.
+    config_dir = os.path.join(PROTO_DIR, "..", "..", "repository", "proto")
     subprocess.run(
-        ["protoc", "-I", PROTO_DIR, "--python_out=" + out, "--grpc_out=" + out,
-         "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", os.path.join(PROTO_DIR, "inference.proto")],
+        ["protoc", "-I", PROTO_DIR, "-I", config_dir, "--python_out=" + out, "--grpc_out=" + out,
+         "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", os.path.join(PROTO_DIR, "inference.proto"),
+         os.path.join(config_dir, "model_config.proto")],
         check=True, timeout=60)
     sys.path.insert(0, out)
     _stubs = (importlib.import_module("inference_pb2"), importlib.import_module("inference_pb2_grpc"))

@@ -134,6 +134,17 @@ def test_none_mode_serves_the_newest_version_under_the_configs_names(none_mode):
     assert "model_repository" in json.loads(meta)["extensions"]
 
 
+def test_the_config_endpoint_answers_the_repositorys_config(none_mode):
+    status, _, out = curl(none_mode.url + "/v2/models/linear/config")
+    assert status == 200, out
+    c = json.loads(out)
+    assert c["name"] == "linear" and c["max_batch_size"] == 4
+    assert c["input"][0]["name"] == "INPUT__0" and c["input"][0]["dims"] == [4]
+    assert c["version_policy"]["latest"]["num_versions"] == 2
+    assert c["parameters"]["symphony.slo_ms"]["string_value"] == "5000"
+    assert c["dynamic_batching"]["default_queue_policy"]["default_timeout_microseconds"] == 4000000
+
+
 def test_none_mode_lists_each_refused_model_with_its_reason(none_mode):
     for name, (_, says) in BAD.items():
         e = entry(none_mode, name)

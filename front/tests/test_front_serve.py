@@ -259,6 +259,93 @@ def test_grpc_bad_timeout_parameter_is_invalid_argument_with_or_without_a_deadli
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in e.value.details(), e.value.details()
 
 
+def test_model_config_with_curl_and_grpc(cpu):
+    """The model configuration extension: the effective config in Triton's
+    schema (protobuf's JSON mapping, proto field names) and over gRPC."""
+    want_input = {"name": "input", "data_type": "TYPE_FP32", "dims": [4]}
+    for path in ("/v2/models/linear/config", "/v2/models/linear/versions/1/config"):
+        status, _, body = curl(cpu.url + path)
+        assert status == 200, body
+        c = json.loads(body)
+        assert c["name"] == "linear" and c["platform"] == "pytorch_libtorch" and c["max_batch_size"] == 4, c
+        assert [{k: i[k] for k in want_input} for i in c["input"]] == [want_input], c
+        assert [(o["name"], o["data_type"], o["dims"]) for o in c["output"]] == [("output", "TYPE_FP32", [3])]
+        assert c["parameters"] == {"symphony.slo_ms": {"string_value": "5000"}}, c
+    status, _, body = curl(cpu.url + "/v2/models/two_inputs/config")
+    assert [(i["name"], i["data_type"], i["dims"]) for i in json.loads(body)["input"]] == [
+        ("input0", "TYPE_FP32", [2]), ("input1", "TYPE_INT64", [3])]
+    status, _, body = curl(cpu.url + "/v2/models/nope/config")
+    assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
+    status, _, body = curl(cpu.url + "/v2/models/linear/versions/2/config")
+    assert status == 404 and "no version '2'" in json.loads(body)["error"]
+    status, hdrs, _ = curl("-X", "POST", cpu.url + "/v2/models/linear/config")
+    assert status == 405 and hdrs["allow"] == "GET"
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        c = stub.ModelConfig(pb.ModelConfigRequest(name="linear"), timeout=10).config
+        assert c.name == "linear" and c.platform == "pytorch_libtorch" and c.max_batch_size == 4
+        assert [(i.name, i.data_type, list(i.dims)) for i in c.input] == [("input", 11, [4])]  # TYPE_FP32
+        assert c.parameters["symphony.slo_ms"].string_value == "5000"
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelConfig(pb.ModelConfigRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_extensions_are_those_implemented(cpu):
+    status, _, body = curl(cpu.url + "/v2")
+    ext = json.loads(body)["extensions"]
+    assert sorted(ext) == ["binary_tensor_data", "model_configuration", "statistics"], ext
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        meta = pb_grpc.GRPCInferenceServiceStub(ch).ServerMetadata(pb.ServerMetadataRequest(), timeout=10)
+        assert sorted(meta.extensions) == sorted(ext)
+
+
+def linear_request(pb, rid, x=(1.0, 2.0, 3.0, 4.0)):
+    r = pb.ModelInferRequest(model_name="linear", id=rid)
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(struct.pack("<4f", *x))
+    return r
+
+
+def test_stream_answers_every_request_once_and_a_bad_one_with_error_message(cpu, tally):
+    """ModelStreamInfer: N requests on one stream, each answered once (by id);
+    a bad request answered with error_message while the others succeed."""
+    pb, pb_grpc = grpc_stubs()
+    n = 12
+    reqs = [linear_request(pb, "s%d" % i, (i, 1, 2, 3)) for i in range(n)]
+    bad = pb.ModelInferRequest(model_name="linear", id="bad")
+    bad.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    bad.raw_input_contents.append(b"\0" * 15)
+    reqs.insert(n // 2, bad)
+    unknown = pb.ModelInferRequest(model_name="nope", id="unknown")
+    reqs.append(unknown)
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        answers = list(stub.ModelStreamInfer(iter(reqs), timeout=30))
+    by_id = {}
+    for a in answers:
+        by_id.setdefault(a.infer_response.id, []).append(a)
+    assert sorted(by_id) == sorted(r.id for r in reqs), sorted(by_id)
+    assert all(len(v) == 1 for v in by_id.values()), by_id
+    (b,) = by_id["bad"]
+    assert b.error_message.startswith("INVALID_ARGUMENT") and "is 16 bytes, got 15" in b.error_message, b
+    tally.add("linear", "errors")
+    (u,) = by_id["unknown"]
+    assert u.error_message.startswith("NOT_FOUND") and "unknown model 'nope'" in u.error_message, u
+    for i in range(n):
+        (a,) = by_id["s%d" % i]
+        assert a.error_message == "", a.error_message
+        r = a.infer_response
+        outcome = r.parameters["outcome"].string_param
+        assert outcome in ("ok", "late")
+        tally.add("linear", outcome)
+        assert r.model_name == "linear" and list(r.outputs[0].shape) == [1, 3]
+        assert list(struct.unpack("<3f", r.raw_output_contents[0])) == pytest.approx(
+            linear_expected([i, 1, 2, 3]), rel=1e-6)
+
+
 def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     """Last in this module: what the clients counted, /metrics and the report agree."""
     m = re.search(r"metrics: listening on (http://\S+/metrics)", cpu.output())
@@ -272,6 +359,17 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
         for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
             line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
             assert line in text, (line, text)
+    # The statistics extension counts the same requests (success: ok and
+    # late; fail: dropped and errors the server ended).
+    status, _, body = curl(cpu.url + "/v2/models/stats")
+    assert status == 200, body
+    stats = {m["name"]: m for m in json.loads(body)["model_stats"]}
+    for model in tally.by_model:
+        st = stats[model]["inference_stats"]
+        assert st["success"]["count"] == metric(text, "symphony_requests_total", model=model, outcome="ok") + \
+            metric(text, "symphony_requests_total", model=model, outcome="late"), (model, st)
+        assert st["fail"]["count"] == metric(text, "symphony_requests_total", model=model, outcome="dropped") + \
+            metric(text, "symphony_requests_total", model=model, outcome="error"), (model, st)
     rc, report = cpu.stop(signal.SIGINT)
     assert rc == 0, cpu.output()
     for model, counts in tally.by_model.items():
@@ -320,6 +418,86 @@ def test_the_server_counts_protocol_requests_in_symphony_requests_total():
     assert report["server"]["models"]["fast"]["ok"] == 7, report["server"]
     assert report["server"]["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["server"]
     assert report["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["models"]
+
+
+def metric(text, name, **labels):
+    """The value of one sample of a /metrics page (0 when absent)."""
+    want = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+    for m in re.finditer(r"^%s(?:\{([^}]*)\})? (\S+)$" % re.escape(name), text, re.M):
+        got = ",".join('%s="%s"' % kv for kv in sorted(re.findall(r'(\w+)="([^"]*)"', m.group(1) or "")))
+        if got == want:
+            return int(float(m.group(2)))
+    return 0
+
+
+def test_statistics_agree_with_metrics_and_the_report():
+    """After a bounded run (7 ok on `fast`, 1 infeasible drop on `slow`), the
+    statistics extension (curl, every model, one model, one version; grpcio)
+    agrees with /metrics and with the server's counts in the report."""
+    s = Serve(EMULATED, extra=["--metrics", "127.0.0.1:0"])
+    try:
+        m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
+        assert m, s.output()
+        status, _, body = curl(s.url + "/v2/models/stats")
+        before = {x["name"]: x for x in json.loads(body)["model_stats"]}
+        assert status == 200 and before["fast"]["last_inference"] == 0 and before["fast"]["execution_count"] == 0
+        x = {"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
+        t0 = time.time()
+        for _ in range(7):
+            status, _, body = curl(s.url + "/v2/models/fast/infer", "-H", "Content-Type: application/json",
+                                   body=json.dumps({"inputs": [x]}).encode())
+            assert status == 200, body
+        status, _, body = curl(s.url + "/v2/models/slow/infer", "-H", "Content-Type: application/json",
+                               body=json.dumps({"inputs": [x], "parameters": {"timeout": 100}}).encode())
+        assert status == 504, body
+        text = curl(m.group(1))[2].decode()
+        status, _, body = curl(s.url + "/v2/models/stats")
+        assert status == 200, body
+        every = {x["name"]: x for x in json.loads(body)["model_stats"]}
+        assert sorted(every) == ["fast", "slow"]
+        for path in ("/v2/models/fast/stats", "/v2/models/fast/versions/1/stats"):
+            status, _, body = curl(s.url + path)
+            (one,) = json.loads(body)["model_stats"]
+            assert status == 200 and one["name"] == "fast" and one["version"] == "1", body
+            assert one["inference_count"] == every["fast"]["inference_count"]
+        status, _, body = curl(s.url + "/v2/models/nope/stats")
+        assert status == 404 and "unknown model 'nope'" in json.loads(body)["error"]
+        status, _, body = curl(s.url + "/v2/models/fast/versions/3/stats")
+        assert status == 404, body
+        pb, pb_grpc = grpc_stubs()
+        with grpc.insecure_channel(s.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            g = stub.ModelStatistics(pb.ModelStatisticsRequest(name="fast"), timeout=10).model_stats
+            assert len(g) == 1 and g[0].name == "fast" and g[0].version == "1"
+            assert g[0].inference_stats.success.count == 7 and g[0].inference_count == 7
+            assert len(stub.ModelStatistics(pb.ModelStatisticsRequest(), timeout=10).model_stats) == 2
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelStatistics(pb.ModelStatisticsRequest(name="nope"), timeout=10)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        rc, report = s.stop(signal.SIGINT)
+    assert rc == 0, s.output()
+    fast, slow = every["fast"], every["slow"]
+    st = fast["inference_stats"]
+    # success = ok + late, fail = dropped + errors: /metrics' and the report's numbers.
+    assert st["success"]["count"] == 7 == metric(text, "symphony_requests_total", model="fast", outcome="ok")
+    assert report["server"]["models"]["fast"]["ok"] == 7
+    assert fast["inference_count"] == 7 and st["fail"]["count"] == 0
+    assert st["queue"]["count"] == 7 and st["compute_infer"]["count"] == 7
+    assert st["queue"]["ns"] > 0 and st["compute_infer"]["ns"] > 0 and st["success"]["ns"] > 0
+    # The front's own conversions are not measured apart.
+    assert st["compute_input"] == {"count": 0, "ns": 0} and st["compute_output"] == {"count": 0, "ns": 0}
+    # Batches: execution_count and batch_stats are the batch-size histogram of /metrics.
+    assert fast["execution_count"] == metric(text, "symphony_batch_size_count", model="fast") >= 1
+    assert sum(b["compute_infer"]["count"] for b in fast["batch_stats"]) == fast["execution_count"]
+    assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in fast["batch_stats"]) == 7
+    assert report["server"]["models"]["fast"]["batch_histogram"] == {
+        str(b["batch_size"]): b["compute_infer"]["count"] for b in fast["batch_stats"]}
+    assert t0 * 1000 - 1000 <= fast["last_inference"] <= time.time() * 1000 + 1000
+    ss = slow["inference_stats"]
+    assert ss["fail"]["count"] == 1 == metric(text, "symphony_requests_total", model="slow", outcome="dropped")
+    assert ss["success"]["count"] == 0 and slow["execution_count"] == 0 and slow["batch_stats"] == []
+    assert slow["last_inference"] > 0
 
 
 # ---- emulated devices: deadlines, cancellation, bounds, shutdown ----------
@@ -374,6 +552,86 @@ def test_grpc_deadline_is_the_budget_and_a_cancel_never_runs(emu):
     assert slow["dropped_by_reason"] == {"cancelled": 1, "infeasible": 1}, slow
     assert slow["sent"] == 2 and slow["ok"] == 0
     assert report["devices"][0]["batches"] == 0  # the cancelled request never ran
+
+
+def test_closing_a_stream_cancels_its_queued_requests(emu):
+    """Two `slow` requests on one stream wait in the model's window (seconds);
+    cancelling the stream ends both as dropped (cancelled), and neither runs."""
+    import queue
+    pb, pb_grpc = grpc_stubs()
+    q = queue.Queue()
+
+    def requests():
+        while True:
+            r = q.get(timeout=60)
+            if r is None:
+                return
+            yield r
+
+    with grpc.insecure_channel(emu.grpc) as ch:
+        call = pb_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests())
+        q.put(slow_request(pb))
+        q.put(slow_request(pb))
+        wait_for(lambda: inflight(emu) == 2, "two streamed requests inside the front")
+        call.cancel()
+        q.put(None)
+        wait_for(lambda: inflight(emu) == 0, "the front to end the requests of the cancelled stream")
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0, emu.output()
+    slow = report["models"]["slow"]
+    assert slow["dropped_by_reason"] == {"cancelled": 2} and slow["sent"] == 2, slow
+    assert report["devices"][0]["batches"] == 0
+
+
+def test_a_long_stream_answers_each_request_once_and_counts_each(emu):
+    """2000 requests on one stream, past the in-flight bound (3) and the
+    stream's own bound on unanswered requests: each is answered exactly once
+    (served, or refused at the bound with error_message), and the report
+    counts each once."""
+    pb, pb_grpc = grpc_stubs()
+    n = 2000
+
+    def requests():
+        for i in range(n):
+            r = pb.ModelInferRequest(model_name="fast", id=str(i))
+            r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+            r.raw_input_contents.append(b"\0" * 16)
+            yield r
+
+    with grpc.insecure_channel(emu.grpc) as ch:
+        answers = list(pb_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests(), timeout=60))
+    ids = sorted(int(a.infer_response.id) for a in answers)
+    assert ids == list(range(n))
+    served = sum(1 for a in answers if not a.error_message)
+    shed = [a for a in answers if a.error_message]
+    assert all(a.error_message.startswith("RESOURCE_EXHAUSTED") for a in shed), shed[:3]
+    assert served >= 1
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    fast = report["models"]["fast"]
+    assert fast["sent"] == n and fast["ok"] + fast["late"] == served, fast
+    assert fast["dropped_by_reason"].get("front_inflight", 0) == len(shed), fast
+
+
+def test_stream_deadline_is_each_requests_budget(emu):
+    """The stream's gRPC deadline is the budget of its requests, as for a
+    unary call: 150 ms cannot hold `slow`'s l(1), so the request is dropped
+    (infeasible) and says so on the stream."""
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(emu.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        try:
+            answers = list(stub.ModelStreamInfer(iter([slow_request(pb)]), timeout=0.15))
+        except grpc.RpcError as e:  # the client's own deadline may end the stream first
+            assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            answers = None
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0
+    if answers is not None:
+        (a,) = answers
+        assert a.error_message.startswith("DEADLINE_EXCEEDED"), a
+        assert a.infer_response.parameters["drop_reason"].string_param == "infeasible"
+    assert report["models"]["slow"]["dropped_by_reason"] == {"infeasible": 1}, report["models"]["slow"]
 
 
 def test_closed_http_connection_cancels_a_queued_request(emu):

@@ -94,6 +94,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration def
   if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
   for (const repository::RepositoryTensor& t : m.outputs) out.protocol.output_names.push_back(t.name);
   out.protocol.default_budget = m.default_budget;
+  out.protocol.config_proto = m.config_proto;
   return out;
 }
 

@@ -86,6 +86,7 @@ Status ServerService::add_model(std::string_view name, const ProtocolModelOption
   m->max_batch = info->max_batch;
   m->max_samples = info->max_batch;  // a request of k samples takes k slots of batches
   m->default_budget = protocol.default_budget;
+  m->config_proto = protocol.config_proto;
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
     const std::string input = i < protocol.input_names.size() ? protocol.input_names[i]
                                                               : tensor_name("input", i, info->inputs.size());
@@ -213,6 +214,44 @@ void ServerService::repository_unload(std::string_view name, Done done) {
   ModelRepositoryManager* m = repository_.load(std::memory_order_acquire);
   if (!m) return InferenceService::repository_unload(name, std::move(done));
   m->unload(std::string(name), [done = std::move(done)](Status s) { done(reply_of(s)); });
+}
+
+std::optional<std::vector<front::ModelStatistics>> ServerService::statistics(std::string_view name,
+                                                                             std::string_view version) const {
+  const server::ServerStats now = server_.stats();
+  std::vector<front::ModelStatistics> out;
+  for (const std::shared_ptr<const ModelMetadata>& m : models()) {
+    if (!name.empty() && m->name != name) continue;
+    auto it = std::find_if(now.models.begin(), now.models.end(),
+                           [&](const server::ModelStats& s) { return s.name == m->name; });
+    if (it == now.models.end()) continue;
+    const server::ModelStats& ms = *it;
+    const auto ns = [](Duration d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.ns(), 0)); };
+    // The server keeps one set of numbers per model: every version reports them.
+    for (const std::string& v : m->versions) {
+      if (!version.empty() && v != version) continue;
+      front::ModelStatistics st;
+      st.name = m->name;
+      st.version = v;
+      st.last_inference_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(ms.last_inference_ms, 0));
+      st.inference_count = ms.inference_count;
+      const std::uint64_t succeeded = ms.counts.ok + ms.counts.late;
+      st.success = {succeeded, ns(ms.success_time)};
+      st.fail = {ms.counts.dropped + ms.counts.errors, ns(ms.fail_time)};
+      st.queue = {succeeded, ns(ms.queue_time)};
+      st.compute_infer = {succeeded, ns(ms.compute_time)};
+      for (const auto& [size, batches] : ms.batches) {
+        st.execution_count += batches;
+        front::ModelStatistics::Batch b;
+        b.batch_size = size;
+        const auto exec = ms.batch_exec.find(size);
+        b.compute_infer = {batches, exec == ms.batch_exec.end() ? 0 : ns(exec->second)};
+        st.batch_stats.push_back(b);
+      }
+      out.push_back(std::move(st));
+    }
+  }
+  return out;
 }
 
 }  // namespace symphony::serve

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -116,9 +117,35 @@ struct Server::Impl final : BatchRunner {
     ModelId id = kNoModel;
     std::atomic<bool> accepting{false};
     OutcomeTally tally;  // every request the server accepted, by outcome
-    std::mutex hist_mu;  // guards batches
+    std::mutex hist_mu;  // guards batches, batch_exec
     std::map<std::uint32_t, std::uint64_t> batches;
+    std::map<std::uint32_t, Duration> batch_exec;
+    // The statistics extension's sums (ModelStats), by the request ends.
+    std::atomic<std::uint64_t> inference_count{0};
+    std::atomic<std::int64_t> success_ns{0}, fail_ns{0}, queue_ns{0}, compute_ns{0};
+    std::atomic<std::int64_t> last_end_ms{0};
   };
+
+  // A request of `m` ended: the statistics extension's sums. Ok and late
+  // requests add `samples` inferences, their queueing (submission to their
+  // batch's start) and their batch's execution (start to end, as the
+  // executor reported them); the others their latency alone.
+  static void record_end(Model& m, Outcome o, Duration latency, TimePoint submitted, TimePoint ran_start,
+                         TimePoint ran_end, std::uint32_t samples) {
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+    m.last_end_ms.store(now_ms, std::memory_order_relaxed);
+    if (o != Outcome::kOk && o != Outcome::kLate) {
+      m.fail_ns.fetch_add(latency.ns(), std::memory_order_relaxed);
+      return;
+    }
+    m.inference_count.fetch_add(samples, std::memory_order_relaxed);
+    m.success_ns.fetch_add(latency.ns(), std::memory_order_relaxed);
+    if (ran_start == TimePoint::infinite()) return;  // not reported (not expected for outputs)
+    m.queue_ns.fetch_add(std::max<std::int64_t>((ran_start - submitted).ns(), 0), std::memory_order_relaxed);
+    m.compute_ns.fetch_add(std::max<std::int64_t>((ran_end - ran_start).ns(), 0), std::memory_order_relaxed);
+  }
 
   // A request of k > 1 samples: k slots, each its own request to the runtime
   // (k slots of batches, sharing its two times), ended as one request once
@@ -130,6 +157,8 @@ struct Server::Impl final : BatchRunner {
     std::vector<std::uint64_t> tickets;  // set before the first submission; read by cancel
     std::vector<c10::IValue> outputs;
     InferResult result;  // outcome, reason, error, batch fields merged over the samples
+    // The first start and the last end of the batches its samples ran in.
+    TimePoint ran_first = TimePoint::infinite(), ran_last = TimePoint::neg_infinite();
     std::shared_ptr<Model> model;
     bool use_promise = false;
     std::promise<InferResult> promise;
@@ -144,6 +173,9 @@ struct Server::Impl final : BatchRunner {
     std::string error;
     TimePoint submitted;
     RequestTimes times;
+    // Its batch's start and end as the executor reported them (on_batch);
+    // infinite until it ran.
+    TimePoint ran_start = TimePoint::infinite(), ran_end = TimePoint::infinite();
     std::promise<InferResult> promise;
     std::function<void(InferResult&&)> callback;
     bool use_promise = false;
@@ -248,9 +280,18 @@ struct Server::Impl final : BatchRunner {
   // yet (one that fail() did not reach, such as a batch with no executor).
   void on_batch(const BatchEvent& e) {
     Model* m = e.model < by_id.size() ? by_id[e.model].load(std::memory_order_acquire) : nullptr;
+    // The executor's start, else the planned one.
+    const TimePoint start = e.start == TimePoint::neg_infinite() ? e.exec : e.start;
+    const TimePoint end = max(e.end, start);
     if (m) {
       std::lock_guard<std::mutex> lock(m->hist_mu);
       ++m->batches[e.size];
+      m->batch_exec[e.size] += end - start;
+    }
+    for (const Request& r : e.requests) {
+      Pending& p = slots[slot_of(r.tag)];
+      p.ran_start = start;
+      p.ran_end = end;
     }
     if (e.gpu < devices.size()) {
       Device& d = *devices[e.gpu];
@@ -286,6 +327,7 @@ struct Server::Impl final : BatchRunner {
     if (o.outcome == Outcome::kDropped) r.error = "dropped: " + std::string(to_string(o.reason));
     Model& m = *p.model;
     m.tally.record(o.outcome, o.reason, r.latency);
+    record_end(m, o.outcome, r.latency, p.submitted, p.ran_start, p.ran_end, 1);
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);
     std::function<void(InferResult &&)> cb = std::move(p.callback);
@@ -312,6 +354,7 @@ struct Server::Impl final : BatchRunner {
     const std::uint32_t i = p.index;
     c10::IValue out = std::move(p.output);
     std::string error = std::move(p.error);
+    const TimePoint ran_start = p.ran_start, ran_end = p.ran_end;
     p.model.reset();
     p.inputs.clear();
     p.output = c10::IValue();
@@ -335,6 +378,10 @@ struct Server::Impl final : BatchRunner {
       }
       if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) {
         g->outputs[i] = std::move(out);
+        if (ran_start != TimePoint::infinite()) {
+          g->ran_first = min(g->ran_first, ran_start);
+          g->ran_last = max(g->ran_last, ran_end);
+        }
         r.batch_start = min(r.batch_start, o.exec);
         r.batch_end = r.batch_end == TimePoint::infinite() ? o.finish : max(r.batch_end, o.finish);
         r.batch_size = std::max(r.batch_size, o.batch_size);
@@ -361,6 +408,8 @@ struct Server::Impl final : BatchRunner {
       r.batch_start = r.batch_end = TimePoint::infinite();
     }
     g->model->tally.record(r.outcome, r.reason, r.latency);
+    record_end(*g->model, r.outcome, r.latency, r.submitted, g->ran_first, g->ran_last,
+               static_cast<std::uint32_t>(g->outputs.size()));
     if (g->use_promise) {
       g->promise.set_value(std::move(r));
     } else if (g->callback) {
@@ -472,6 +521,8 @@ struct Server::Impl final : BatchRunner {
         // budget is too short to plan (docs/architecture.md#outcomes).
         m->tally.sent();
         m->tally.record(Outcome::kDropped, DropReason::kInfeasible, Duration::zero());
+        record_end(*m, Outcome::kDropped, Duration::zero(), now, TimePoint::infinite(), TimePoint::infinite(),
+                   1);
         InferResult r;
         r.outcome = Outcome::kDropped;
         r.reason = DropReason::kInfeasible;
@@ -501,6 +552,7 @@ struct Server::Impl final : BatchRunner {
     p.batched = batched;
     p.submitted = now;
     p.times = times;
+    p.ran_start = p.ran_end = TimePoint::infinite();
     p.use_promise = promise != nullptr;
     if (promise)
       p.promise = std::move(*promise);
@@ -566,6 +618,7 @@ struct Server::Impl final : BatchRunner {
       p.batched = true;
       p.submitted = now;
       p.times = times;
+      p.ran_start = p.ran_end = TimePoint::infinite();
       p.use_promise = false;
       p.callback = nullptr;
       p.group = g;
@@ -973,7 +1026,14 @@ ServerStats Server::stats() const {
     {
       std::lock_guard<std::mutex> lock(m->hist_mu);
       s.batches = m->batches;
+      s.batch_exec = m->batch_exec;
     }
+    s.inference_count = m->inference_count.load(std::memory_order_relaxed);
+    s.success_time = Duration::nanoseconds(m->success_ns.load(std::memory_order_relaxed));
+    s.fail_time = Duration::nanoseconds(m->fail_ns.load(std::memory_order_relaxed));
+    s.queue_time = Duration::nanoseconds(m->queue_ns.load(std::memory_order_relaxed));
+    s.compute_time = Duration::nanoseconds(m->compute_ns.load(std::memory_order_relaxed));
+    s.last_inference_ms = m->last_end_ms.load(std::memory_order_relaxed);
     std::uint64_t nb = 0, nr = 0;
     for (const auto& [size, count] : s.batches) {
       nb += count;

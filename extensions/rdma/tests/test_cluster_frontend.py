@@ -251,6 +251,13 @@ def test_torch_health_and_metadata_from_the_cluster_config(torch_cluster):
     assert status == 200 and json.loads(body) == {"ready": True}
     status, _, body = curl(f.url + "/v2")
     assert status == 200 and json.loads(body)["name"] == "symphony"
+    # The frontend keeps no statistics yet: it lists only what it implements.
+    assert sorted(json.loads(body)["extensions"]) == ["binary_tensor_data", "model_configuration"]
+    status, _, body = curl(f.url + "/v2/models/linear/stats")
+    assert status == 501 and "statistics" in json.loads(body)["error"], body
+    status, _, body = curl(f.url + "/v2/models/linear/config")
+    c = json.loads(body)
+    assert status == 200 and c["name"] == "linear" and c["input"][0]["dims"] == [4], body
     status, _, body = curl(f.url + "/v2/models/linear")
     m = json.loads(body)
     assert status == 200 and m["platform"] == "symphony_cluster" and m["versions"] == ["1"]

@@ -39,8 +39,11 @@ def eq(got, want, what):
 
 def gen_stubs(a, out):
     os.makedirs(out, exist_ok=True)
-    subprocess.run([a.protoc, "-I", os.path.dirname(a.proto), "--python_out=" + out, "--grpc_out=" + out,
-                    "--plugin=protoc-gen-grpc=" + a.plugin, a.proto], check=True, timeout=60)
+    # inference.proto imports Triton's ModelConfig from repository/proto.
+    config_dir = os.path.join(os.path.dirname(a.proto), "..", "..", "repository", "proto")
+    subprocess.run([a.protoc, "-I", os.path.dirname(a.proto), "-I", config_dir, "--python_out=" + out,
+                    "--grpc_out=" + out, "--plugin=protoc-gen-grpc=" + a.plugin, a.proto,
+                    os.path.join(config_dir, "model_config.proto")], check=True, timeout=60)
 
 
 class Server:

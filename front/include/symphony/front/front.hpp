@@ -68,8 +68,9 @@ class Front {
 
   const std::string& server_name() const noexcept { return opts_.server_name; }
   static std::string_view server_version() noexcept;
-  // The protocol extensions served (GET /v2): "model_repository" when the
-  // service has a repository.
+  // The protocol extensions served: the front's own (binary_tensor_data,
+  // model_configuration) and the service's (InferenceService::extensions:
+  // statistics, model_repository, ...).
   std::vector<std::string> extensions() const;
   bool live() const noexcept { return true; }
   bool ready() const;
@@ -80,6 +81,11 @@ class Front {
                                              Reply* error) const;
   std::vector<std::shared_ptr<const ModelMetadata>> models() const { return service_.models(); }
   bool model_ready(std::string_view name, std::string_view version) const;
+  // The statistics extension: one model's (at `version`, or every version
+  // when empty), or every model's when `name` is empty. nullopt with a 404
+  // reply for an unknown model or version, 501 when the service keeps none.
+  std::optional<std::vector<ModelStatistics>> statistics(std::string_view name, std::string_view version,
+                                                         Reply* error) const;
 
   // Takes one parsed request. `deadline`: the transport's own deadline as
   // time from now (gRPC), if any. Returns a ticket for cancel() (0 when the

@@ -7,6 +7,12 @@
 // its deadline, a broken connection) cancels the request in Symphony: still
 // queued, it never runs. Symphony's outcome travels as trailing metadata
 // (`symphony-outcome`, and `symphony-drop-reason` for drops).
+//
+// ModelStreamInfer treats each request of a stream as a ModelInfer call
+// (the stream's deadline, its cancellation) and answers each once on the
+// stream, an error as `error_message`, the outcome in the response's
+// parameters. ModelConfig and ModelStatistics answer the extensions
+// (docs/front.md).
 #pragma once
 
 #include <cstdint>

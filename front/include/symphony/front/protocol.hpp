@@ -79,6 +79,34 @@ struct ModelMetadata {
   // The most samples one request may carry (its leading dimension k): the
   // service splits such a request into k slots of batches. 1: one sample.
   std::uint32_t max_samples = 1;
+  // The effective configuration, a serialized `inference.ModelConfig`
+  // (Triton's schema, repository/proto/model_config.proto), as the model
+  // configuration extension answers it. Empty: the front builds one from
+  // the fields above (docs/front.md).
+  std::string config_proto;
+};
+
+// A count of events and their summed duration (the statistics extension's
+// StatisticDuration).
+struct StatDuration {
+  std::uint64_t count = 0;
+  std::uint64_t ns = 0;
+};
+
+// One model version's cumulative statistics in the statistics extension's
+// terms; docs/front.md says what each counts in Symphony.
+struct ModelStatistics {
+  std::string name;
+  std::string version;
+  std::uint64_t last_inference_ms = 0;  // when the last request ended, since the epoch; 0: none
+  std::uint64_t inference_count = 0;    // samples of successful (ok and late) requests
+  std::uint64_t execution_count = 0;    // batches run
+  StatDuration success, fail, queue, compute_input, compute_infer, compute_output;
+  struct Batch {
+    std::uint64_t batch_size = 0;
+    StatDuration compute_input, compute_infer, compute_output;
+  };
+  std::vector<Batch> batch_stats;  // by batch size, ascending
 };
 
 // A request parameter's value (the protocol's InferParameter).
@@ -119,6 +147,7 @@ enum class Code : std::uint8_t {
   kInternal,           // 500 / INTERNAL: the model raised
   kUnavailable,        // 503 / UNAVAILABLE: the server is stopping or not ready
   kCancelled,          // the client went away (499 in logs; nobody reads the answer)
+  kUnimplemented,      // 501 / UNIMPLEMENTED: an extension the service does not implement
 };
 std::string_view to_string(Code c) noexcept;
 int http_status(Code c) noexcept;

@@ -72,6 +72,13 @@ std::string error_body(std::string_view message);
 std::string server_metadata_body(const Front& front);
 // GET /v2/models/{m}
 std::string model_metadata_body(const ModelMetadata& m);
+// GET /v2/models/{m}/config: the effective inference.ModelConfig in
+// protobuf's JSON mapping with the proto's field names (as Triton answers);
+// nullopt when the service's config_proto does not parse.
+std::optional<std::string> model_config_body(const ModelMetadata& m);
+// GET /v2/models[/{m}[/versions/{v}]]/stats: {"model_stats": [...]} with the
+// statistics extension's field names.
+std::string model_statistics_body(const std::vector<ModelStatistics>& stats);
 
 // The model repository extension's bodies (POST /v2/repository/...). An
 // empty body is an empty request. False with *error naming the problem.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,24 @@ class InferenceService {
   virtual void repository_unload(std::string_view name, Done done) {
     (void)name;
     done(Reply::error(Code::kNotFound, "this server has no model repository"));
+  }
+
+  // The statistics and model-configuration extensions
+  // (the model configuration itself travels in ModelMetadata::config_proto).
+  //
+  // The protocol extensions this service implements beyond the front's own
+  // (binary_tensor_data, model_configuration): GET /v2 and ServerMetadata
+  // list them. One name per extension, e.g. "statistics".
+  virtual std::vector<std::string> extensions() const { return {}; }
+  // Cumulative statistics of model `name` at `version` (empty: every
+  // version), or of every model when `name` is empty; nullopt when the
+  // service keeps none (the front answers 501 / UNIMPLEMENTED). The front
+  // has checked that the model and version exist. Any thread.
+  virtual std::optional<std::vector<ModelStatistics>> statistics(std::string_view name,
+                                                                 std::string_view version) const {
+    (void)name;
+    (void)version;
+    return std::nullopt;
   }
 };
 

@@ -37,6 +37,9 @@ struct ProtocolModelOptions {
   // The budget of a request that brings none (no deadline, no `timeout`);
   // unset: the model's SLO.
   std::optional<Duration> default_budget;
+  // The model's config as a serialized inference.ModelConfig (a repository
+  // model's config.pbtxt); empty: the front builds one from the metadata.
+  std::string config_proto;
 };
 
 class ServerService final : public InferenceService {
@@ -58,6 +61,13 @@ class ServerService final : public InferenceService {
   std::shared_ptr<const ModelMetadata> find(std::string_view name) const override;
   std::uint64_t submit(InferRequest&& request, Duration budget, Done done) override;
   void cancel(std::uint64_t ticket) override;
+  // The statistics extension, from Server::stats() (docs/front.md).
+  std::vector<std::string> extensions() const override {
+    if (has_repository()) return {"statistics", "model_repository"};
+    return {"statistics"};
+  }
+  std::optional<std::vector<front::ModelStatistics>> statistics(std::string_view name,
+                                                                std::string_view version) const override;
 
   // The model repository extension
   bool has_repository() const override { return repository_.load(std::memory_order_acquire) != nullptr; }

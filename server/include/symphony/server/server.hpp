@@ -133,9 +133,19 @@ struct ModelStats {
   LatencyHistogram latency;                        // over ok and late requests
   Duration p50, p99, max_latency;                  // of `latency`
   std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
+  std::map<std::uint32_t, Duration> batch_exec;    // batch size -> their summed execution time
   double mean_batch = 0;
-  std::uint32_t max_batch = 0;  // from the profile and the options
-  Duration l1;                  // the profile's l(1)
+  // The protocol's statistics extension (docs/front.md), over the requests
+  // ended since start: ok and late count as successful, dropped and errors
+  // as failed. Execution times are the executor's (start to end of a batch).
+  std::uint64_t inference_count = 0;   // samples of successful requests
+  Duration success_time;               // their latencies, summed
+  Duration fail_time;                  // the failed requests' latencies, summed
+  Duration queue_time;                 // successful requests: submission to their batch's start
+  Duration compute_time;               // successful requests: their batch's execution
+  std::int64_t last_inference_ms = 0;  // wall clock of the last request's end, ms since the epoch; 0: none
+  std::uint32_t max_batch = 0;         // from the profile and the options
+  Duration l1;                         // the profile's l(1)
   // Online recalibration: the profile the scheduler plans with now against
   // the offline one (equal when not recalibrating or before any update).
   bool recalibrating = false;
