@@ -52,7 +52,7 @@ def write_repository(outdir, repo, models, size):
     """DIR/<model>/config.pbtxt and DIR/<model>/1/model.pt; files already
     there are kept (so are the profiles cached beside them)."""
     for name in models:
-        slo_ms, max_batch = SERVING[name]
+        slo_ms, max_batch = SERVING.get(name, (100, 32))  # other models (gpu-check.sh's --models)
         version = os.path.join(repo, name, "1")
         os.makedirs(version, exist_ok=True)
         config = CONFIG.format(max_batch=max_batch, size=size, slo_ms=slo_ms)
