@@ -2,18 +2,25 @@
 # The main job: serve models on whatever devices this machine has (every CUDA
 # GPU, else the CPU) with deferred batch scheduling, to Open Inference Protocol
 # (KServe v2) clients over HTTP and gRPC, under load sent from a separate
-# process, and print the summary.
+# process, loading and unloading a model while it serves, and print the summary.
 #
-# Installs missing Debian packages, builds the `symphony` tool, exports three
+# Installs missing Debian packages, builds the `symphony` tool, exports four
 # torchvision models to TorchScript with random weights (once, into
-# data/models/), then
-#   1. starts `symphony serve examples/demo.yaml --no-load --http 127.0.0.1:8000
-#      --grpc 127.0.0.1:8001`: it profiles each model on the first run (the
-#      profile is saved beside the model) and serves until stopped;
+# data/models/) and lays them out as a model repository in Triton's layout
+# (data/models/repository/<model>/config.pbtxt and 1/model.pt), then
+#   1. starts `symphony serve examples/demo_repository.yaml --model-repository
+#      data/models/repository --model-control-mode explicit --load-model ...`
+#      with the three models of examples/demo.yaml, on --http 127.0.0.1:8000
+#      and --grpc 127.0.0.1:8001: it profiles each model on the first run (the
+#      profile is saved beside the model; the fourth model is profiled then
+#      too, by a load and an unload) and serves until stopped;
 #   2. runs `symphony load --config examples/demo.yaml --url http://127.0.0.1:8000`,
 #      a separate process that sends the config's Poisson load (30 s) through
 #      the protocol with a live progress line, and prints per-model outcomes
-#      and latencies as the clients saw them;
+#      and latencies as the clients saw them; 12 s into it, the demo loads
+#      the fourth model (mobilenet_v2) through the protocol's repository
+#      extension, sends it three requests, and unloads it again, printing the
+#      repository index before, between and after;
 #   3. stops serve with SIGTERM: it drains, and prints what the front answered
 #      per model and the busy fraction of each device.
 # While it runs, any client can send requests too (README: a curl example).
@@ -28,6 +35,9 @@ cmake --build --preset release -j "$jobs" --target symphony_cli
 step "exporting the demo models (skipped when present)"
 /usr/bin/python3 scripts/export_demo_models.py data/models
 
+repo=data/models/repository
+fourth=mobilenet_v2  # in the repository, loaded and unloaded while the load runs
+
 bin=./build/release/symphony
 http="${SYMPHONY_DEMO_HTTP:-127.0.0.1:8000}"
 grpc="${SYMPHONY_DEMO_GRPC:-127.0.0.1:8001}"
@@ -38,12 +48,42 @@ cleanup() {
     kill -TERM "$serve_pid" 2>/dev/null || true
     wait "$serve_pid" 2>/dev/null || true
   fi
+  if [[ -n "$load_pid" ]] && kill -0 "$load_pid" 2>/dev/null; then
+    kill -TERM "$load_pid" 2>/dev/null || true
+    wait "$load_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
+load_pid=""
 trap cleanup EXIT
 
-step "serving examples/demo.yaml on http://$http and grpc $grpc"
-"$bin" serve examples/demo.yaml --no-load --http "$http" --grpc "$grpc" --port-file "$work/ports.json" --quiet "$@" &
+# POST to the protocol's repository extension; prints the answer's body.
+repository() { curl -sS --max-time 600 -X POST -H 'Content-Type: application/json' "http://$http/v2/repository$1"; }
+# Prints the repository index (POST /v2/repository/index) as a table, under a heading.
+print_index() {
+  printf '\nrepository index, %s:\n' "$1" >&2
+  repository /index | /usr/bin/python3 -c '
+import json, sys
+for m in json.load(sys.stdin):
+    print("  %-20s %-3s %-12s %s" % (m["name"], m.get("version", ""), m.get("state", ""), m.get("reason", "")))
+' >&2 || echo "  (the index could not be read)" >&2
+}
+# Loads or unloads $2 ($1: load or unload); prints how long it took, or the error.
+control() {
+  local t0 body
+  t0=$(date +%s%N)
+  if body=$(repository "/models/$2/$1" 2>&1) && [[ "$body" != *'"error"'* ]]; then
+    printf '%s of %s: %d ms\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000)) >&2
+  else
+    printf 'error: %s of %s failed: %s\n' "$1" "$2" "$body" >&2
+    return 1
+  fi
+}
+
+step "serving the model repository $repo (examples/demo.yaml's three models) on http://$http and grpc $grpc"
+"$bin" serve examples/demo_repository.yaml --model-repository "$repo" --model-control-mode explicit \
+  --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18 \
+  --http "$http" --grpc "$grpc" --port-file "$work/ports.json" --quiet "$@" &
 serve_pid=$!
 # Profiling the models on the first run takes a minute or two on a small CPU.
 for _ in $(seq 1 1800); do
@@ -61,8 +101,46 @@ if [[ ! -f "$work/ports.json" ]]; then
 fi
 echo "serving; from another terminal try: curl -s http://$http/v2/models/resnet18" >&2
 
+if ! compgen -G "$repo/$fourth/1/*.profile.yaml" >/dev/null; then
+  # First run: the fourth model is profiled now, so that its load during the
+  # load phase finds its profile cached (profiling takes the device for a while).
+  step "profiling $fourth before the load phase (first run only): load, then unload"
+  control load "$fourth" && control unload "$fourth"
+fi
+
 step "sending the demo's load through the protocol from a separate process (symphony load)"
-"$bin" load --config examples/demo.yaml --url "http://$http"
+"$bin" load --config examples/demo.yaml --url "http://$http" &
+load_pid=$!
+# 12 s in (after the load's 5 s warm-up), while the load goes on: load the
+# fourth model, send it three requests, unload it. The three others serve
+# throughout; their figures in the load's report include this.
+for _ in $(seq 1 120); do
+  kill -0 "$load_pid" 2>/dev/null || break
+  sleep 0.1
+done
+print_index "before loading $fourth"
+if control load "$fourth"; then
+  print_index "after loading $fourth"
+  /usr/bin/python3 - "http://$http" "$fourth" <<'PY' >&2 || true
+import json, sys, urllib.error, urllib.request
+body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 64, 64],
+                               "data": [0.5] * (3 * 64 * 64)}]}).encode()
+for i in range(3):
+    try:
+        url = "%s/v2/models/%s/infer" % (sys.argv[1], sys.argv[2])
+        with urllib.request.urlopen(urllib.request.Request(url, body), timeout=30) as r:
+            out = json.load(r)["outputs"][0]
+            print("request %d to %s: output %s %s" % (i + 1, sys.argv[2], out["name"], out["shape"]))
+    except urllib.error.HTTPError as e:
+        print("request %d to %s: HTTP %d %s" % (i + 1, sys.argv[2], e.code, e.read().decode(errors="replace")))
+PY
+  control unload "$fourth" || true
+  print_index "after unloading $fourth"
+fi
+rc=0
+wait "$load_pid" || rc=$?
+load_pid=""
+[[ "$rc" == 0 ]] || exit "$rc"
 
 step "stopping serve (SIGTERM): what the front answered, and how busy each device was"
 kill -TERM "$serve_pid"

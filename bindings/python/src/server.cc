@@ -22,6 +22,8 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -63,6 +65,7 @@ class PyServer {
         Py_XDECREF(text);
       };
     }
+    log_fn_ = opts.log;  // a model repository's progress too
 #if SYMPHONY_HAVE_FRONT
     // The serve application: the same server, front and accounting as
     // `symphony serve` (symphony/serve/app.hpp).
@@ -151,6 +154,54 @@ class PyServer {
     return {};
 #endif
   }
+
+#if SYMPHONY_HAVE_FRONT
+  // Serves a model repository (symphony/serve/model_repository_manager.hpp):
+  // loads what the mode loads at start, here, with the GIL released.
+  void serve_repository(serve::RepositoryOptions o) {
+    o.log = log_fn_;
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = app_->serve_repository(std::move(o));
+    }
+    if (s.code() == Errc::kNotFound) raise(ErrorKind::kConfig, s.message());
+    if (!s.ok()) raise_for_control(s);
+  }
+
+  // Loads (or reloads) a repository model and waits until it serves or has
+  // failed, with the GIL released. The manager's thread runs from start().
+  void load_model(const std::string& name, const std::string& config_json) {
+    serve::ModelRepositoryManager* repo = repository("load_model");
+    Status s = run_on_repository(
+        [&](serve::ModelRepositoryManager::Done done) { repo->load(name, config_json, std::move(done)); });
+    if (s.code() == Errc::kNotFound) raise(ErrorKind::kModelNotFound, s.message());
+    if (!s.ok()) raise_for_control(s);
+  }
+
+  void unload_model(const std::string& name) {
+    serve::ModelRepositoryManager* repo = repository("unload_model");
+    Status s = run_on_repository(
+        [&](serve::ModelRepositoryManager::Done done) { repo->unload(name, std::move(done)); });
+    // The manager answers kInvalidArgument for a model that is not loaded.
+    if (s.code() == Errc::kNotFound || s.code() == Errc::kInvalidArgument)
+      raise(ErrorKind::kModelNotFound, s.message());
+    if (!s.ok()) raise_for_control(s);
+  }
+
+  py::list repository_index(bool ready_only) {
+    py::list out;
+    for (const auto& e : repository("repository_index")->index(ready_only)) {
+      py::dict d;
+      d["name"] = e.name;
+      d["version"] = e.version;
+      d["state"] = e.state;
+      d["reason"] = e.reason;
+      out.append(d);
+    }
+    return out;
+  }
+#endif
 
   void remove_model(const std::string& name) {
     Status s;
@@ -322,6 +373,27 @@ class PyServer {
   }
 
 #if SYMPHONY_HAVE_FRONT
+  serve::ModelRepositoryManager* repository(const char* what) {
+    if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
+    serve::ModelRepositoryManager* r = app_->repository();
+    if (!r) raise(ErrorKind::kConfig, std::string(what) + " needs a server made with model_repository=DIR");
+    return r;
+  }
+
+  // Starts a repository call and waits (GIL released) for its answer.
+  template <typename Call>
+  Status run_on_repository(Call call) {
+    if (app_->phase() != serve::Phase::kServing)
+      raise(ErrorKind::kNotRunning, app_->phase() == serve::Phase::kLoading
+                                        ? "the server is not started yet: call start() first"
+                                        : "the server is stopped");
+    py::gil_scoped_release nogil;
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> answer = done->get_future();
+    call([done](Status s) { done->set_value(std::move(s)); });  // exactly once (the manager's contract)
+    return answer.get();
+  }
+
   std::unique_ptr<serve::ServeApp> app_;
 #else
   std::unique_ptr<Server> owned_;
@@ -330,7 +402,8 @@ class PyServer {
   std::shared_ptr<Completer> completer_;
   std::vector<std::string> device_names_;
   bool emulated_ = false;
-  PyObject* log_ = nullptr;  // strong reference, or null
+  PyObject* log_ = nullptr;                         // strong reference, or null
+  std::function<void(const std::string&)> log_fn_;  // calls log_; empty without one
   std::mutex shutdown_mu_;
 };
 
@@ -405,6 +478,36 @@ void bind_server(py::module_& m) {
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
           py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none())
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
+#if SYMPHONY_HAVE_FRONT
+      .def(
+          "serve_repository",
+          [](PyServer& s, const std::string& dir, const std::string& mode,
+             const std::vector<std::string>& load_models, double poll_secs, double default_slo_ms) {
+            serve::RepositoryOptions o;
+            o.dir = dir;
+            const auto m = serve::parse_model_control_mode(mode);
+            if (!m)
+              raise(ErrorKind::kConfig,
+                    "model_control_mode must be 'none', 'poll' or 'explicit', got '" + mode + "'");
+            o.mode = *m;
+            if (!load_models.empty() && *m != serve::ModelControlMode::kExplicit)
+              raise(ErrorKind::kConfig, "load_models needs model_control_mode='explicit' (in " + mode +
+                                            " mode every model loads)");
+            o.load_models = load_models;
+            if (!std::isfinite(poll_secs) || poll_secs <= 0)
+              raise(ErrorKind::kConfig, "repository_poll_secs must be > 0");
+            o.poll_interval = Duration::from_seconds(poll_secs);
+            if (!std::isfinite(default_slo_ms) || default_slo_ms <= 0)
+              raise(ErrorKind::kConfig, "default_slo_ms must be > 0");
+            o.default_slo = Duration::from_ms(default_slo_ms);
+            s.serve_repository(std::move(o));
+          },
+          py::arg("dir"), py::arg("mode"), py::arg("load_models"), py::arg("poll_secs"),
+          py::arg("default_slo_ms"))
+      .def("load_model", &PyServer::load_model, py::arg("name"), py::arg("config_json"))
+      .def("unload_model", &PyServer::unload_model, py::arg("name"))
+      .def("repository_index", &PyServer::repository_index, py::arg("ready_only"))
+#endif
       .def("start", &PyServer::start)
       .def("start_front", &PyServer::start_front, py::arg("http"), py::arg("grpc"), py::arg("max_inflight"),
            py::arg("max_connections"), py::arg("request_timeout_s"), py::arg("idle_timeout_s"))

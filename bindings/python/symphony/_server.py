@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import logging
 import os
 import threading
@@ -209,6 +210,18 @@ class Server:
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
             ``"torch"`` or ``"numpy"``.
         log: called with progress messages (loading, profiling); default: quiet.
+        model_repository: serve the models of a model repository in Triton's layout
+            (``DIR/<model>/config.pbtxt``, ``DIR/<model>/<version>/model.pt``;
+            docs/repository.md), as ``symphony serve --model-repository DIR`` does. The
+            models the mode loads at start are loaded (and profiled where needed) here.
+        model_control_mode: ``"none"`` (every model at start; no load or unload),
+            ``"poll"`` (every model, and the repository rescanned every
+            ``repository_poll_secs``) or ``"explicit"`` (``load_models`` at start, then
+            :meth:`load_model` and :meth:`unload_model`). Triton's modes.
+        load_models: explicit mode: the models loaded at start; ``["*"]``: every model.
+        repository_poll_secs: poll mode: seconds between rescans.
+        default_slo_ms: the SLO of a repository model whose config has no
+            ``symphony.slo_ms`` parameter.
 
     Use it as a context manager; leaving the block stops the server (draining
     queued requests, or cancelling them when the block raised)::
@@ -217,6 +230,13 @@ class Server:
             server.add_model("linear", "linear.pt", input="float32[4]", slo_ms=50)
             server.start()
             y = server.infer("linear", torch.randn(4)).result()
+
+    or from a model repository, loading and unloading while it serves::
+
+        with symphony.Server(model_repository="models", model_control_mode="explicit") as server:
+            server.start()
+            server.load_model("resnet18")
+            server.repository_index()  # [{"name": "resnet18", "version": "1", "state": "READY", ...}]
     """
 
     def __init__(
@@ -236,7 +256,16 @@ class Server:
         recalibrate: bool = True,
         outputs: str = "auto",
         log: Optional[Any] = None,
+        model_repository: Union[str, os.PathLike, None] = None,
+        model_control_mode: str = "none",
+        load_models: Sequence[str] = (),
+        repository_poll_secs: float = 15.0,
+        default_slo_ms: float = 100.0,
     ) -> None:
+        if isinstance(load_models, str):
+            raise TypeError("load_models is a list of model names, e.g. ['resnet18']")
+        if model_repository is None and (model_control_mode != "none" or load_models):
+            raise ConfigError("model_control_mode and load_models need model_repository=DIR")
         if profile_latency not in ("median", "p90", "p99"):
             raise ConfigError(f"profile_latency must be 'median', 'p90' or 'p99', got {profile_latency!r}")
         if outputs == "auto":
@@ -268,6 +297,21 @@ class Server:
         )
         self._submit = self._core.submit
         self._devices = tuple(self._core.devices)
+        self._control_mode = model_control_mode if model_repository is not None else None
+        if model_repository is not None:
+            try:
+                if not hasattr(self._core, "serve_repository"):
+                    raise ConfigError("this build serves no model repository (configure with SYMPHONY_WITH_FRONT=ON)")
+                self._core.serve_repository(
+                    os.fspath(model_repository),
+                    model_control_mode,
+                    list(load_models),
+                    float(repository_poll_secs),
+                    float(default_slo_ms),
+                )
+            except BaseException:
+                self._core.stop(True)
+                raise
         with _live_lock:
             _live.add(self)
 
@@ -333,6 +377,62 @@ class Server:
         """Stops accepting requests for the model, waits until its queued requests have
         run or expired, then unloads it. Raises :class:`ModelNotFound`."""
         self._core.remove_model(name)
+
+    # -- the model repository (model_repository=DIR) --
+    def load_model(self, name: str, config: Union[str, Dict[str, Any], None] = None) -> None:
+        """Loads (or reloads) the repository's model ``name`` and returns once it serves;
+        explicit mode only, after :meth:`start`. Other models serve on meanwhile. A model
+        already served from the same files and config is left as it is.
+
+        Args:
+            name: the model's folder in the repository.
+            config: a ModelConfig as JSON (a string, or a dict) used instead of the
+                folder's ``config.pbtxt``, as the protocol's ``parameters.config``.
+
+        Raises:
+            ModelNotFound: the repository has no folder ``name``.
+            ConfigError: the model cannot be read or loaded (the reason names the file,
+                field or line), or the server was not made with ``model_control_mode="explicit"``.
+            ServerNotRunning: before :meth:`start`, or after :meth:`stop`.
+        """
+        self._check_control("load_model")
+        if isinstance(config, dict):
+            config = json.dumps(config)
+        elif config is not None and not isinstance(config, str):
+            raise TypeError(f"config is a JSON string or a dict, got {type(config).__name__}")
+        self._core.load_model(name, config or "")
+
+    def unload_model(self, name: str) -> None:
+        """Unloads a repository model and returns once it is freed: its new requests are
+        refused at once (:class:`ModelNotFound`), and its queued requests run or expire
+        first, as in :meth:`remove_model`. Explicit mode only, after :meth:`start`.
+
+        Raises:
+            ModelNotFound: the model is not loaded.
+            ConfigError, ServerNotRunning: as :meth:`load_model`.
+        """
+        self._check_control("unload_model")
+        self._core.unload_model(name)
+
+    def repository_index(self, ready: bool = False) -> List[Dict[str, str]]:
+        """The repository's models, as the protocol's repository index lists them: a dict
+        per model (and per other chosen version) with ``name``, ``version``, ``state``
+        (``"READY"``, ``"UNAVAILABLE"``, ``"LOADING"``, ``"UNLOADING"``) and ``reason``
+        (empty when ready; ``"not loaded"`` for a folder not loaded yet). Sorted by name.
+
+        Args:
+            ready: only the models that serve.
+        """
+        return list(self._core.repository_index(bool(ready)))
+
+    def _check_control(self, what: str) -> None:
+        if self._control_mode is None:
+            raise ConfigError(f"{what} needs a server made with model_repository=DIR")
+        if self._control_mode != "explicit":
+            raise ConfigError(
+                f"{what} is not allowed with model_control_mode={self._control_mode!r} "
+                "(make the server with model_control_mode='explicit')"
+            )
 
     def model_names(self) -> List[str]:
         """The names of the models served."""
