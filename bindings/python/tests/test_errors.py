@@ -69,15 +69,17 @@ def test_impossible_deadlines(emulated_server):
 
 
 def test_overloaded_when_max_pending_requests_are_inside(emulated_server):
-    # Each batch runs 5 s on the one emulated GPU: the first request holds the
-    # only slot far longer than the test takes.
-    s = emulated_server(alpha_ms=0, beta_ms=5000, slo_ms=20000, max_pending=1)
-    first = s.infer("m", None)
-    with pytest.raises(symphony.Overloaded, match="1 requests are pending"):
+    # Each batch runs 5 s on the one emulated GPU. The model's first request
+    # runs at once (nothing is known of its arrivals yet); the second waits
+    # for company, queued, far longer than the test takes.
+    s = emulated_server(alpha_ms=0, beta_ms=5000, slo_ms=20000, max_pending=2)
+    s.infer("m", None)
+    queued = s.infer("m", None)
+    with pytest.raises(symphony.Overloaded, match="2 requests are pending"):
         s.infer("m", None)
     s.stop(cancel=True)
     with pytest.raises(symphony.Dropped) as e:
-        first.result(timeout=30)
+        queued.result(timeout=30)
     assert e.value.reason == "shutdown"
 
 

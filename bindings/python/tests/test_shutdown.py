@@ -96,7 +96,8 @@ def test_interpreter_exit_while_a_thread_waits_on_a_future():
         s = symphony.Server(devices="emulated:2")
         s.add_model("m", slo_ms=10000, alpha_ms=0, beta_ms=3000, max_batch=64)
         s.start()
-        f = s.infer("m", None)
+        s.infer("m", None)  # runs at once: the model's arrivals are not known yet
+        f = s.infer("m", None)  # waits for company, queued
         seen = []
         def waiter():
             try:
