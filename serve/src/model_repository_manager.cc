@@ -2,6 +2,9 @@
 // (model_repository_manager.hpp).
 #include "symphony/serve/model_repository_manager.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -170,6 +173,10 @@ void ModelRepositoryManager::post(std::function<void(bool)> job) {
 }
 
 void ModelRepositoryManager::run() {
+  // A load warms the model up and may profile it, on this thread: on a CPU
+  // device that competes with the models serving. At nice 19 it takes the CPU
+  // they leave (bench/results/front.md, "Loading a model while others serve").
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   auto next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
