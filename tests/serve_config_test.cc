@@ -16,6 +16,7 @@ devices: cpu:2
 cpu_threads: 1
 policy: timeout:2.5
 shards: 2
+defer_without_history: true
 metrics: 127.0.0.1:0
 delays: {ctrl_ms: 0.01, data_ms: 0.0015}
 profiling: {latency: median, max_batch: 16, repeats: 5}
@@ -42,6 +43,7 @@ TEST(ServeConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c->policy.timeout, Duration::from_ms(2.5));
   EXPECT_EQ(c->policy.to_string(), "timeout:2.5ms");
   EXPECT_EQ(c->shards, 2u);
+  EXPECT_TRUE(c->defer_without_history);
   EXPECT_EQ(c->metrics, "127.0.0.1:0");
   EXPECT_EQ(c->delays.ctrl, Duration::microseconds(10));
   EXPECT_EQ(c->delays.data, Duration::nanoseconds(1500));
@@ -84,6 +86,7 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   auto c = parse_serve_config(models, "r.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->recalibration.enabled);
+  EXPECT_FALSE(c->defer_without_history);  // a model's first request goes at once
   c = parse_serve_config("recalibrate: false\n" + models, "r.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->recalibration.enabled);

@@ -98,6 +98,7 @@ server::ServerOptions server_options(const ServeConfig& cfg) {
   so.cpu_threads = cfg.cpu_threads;
   so.policy = cfg.policy;
   so.shards = cfg.shards;
+  so.defer_without_history = cfg.defer_without_history;
   so.delays = cfg.delays;
   so.profile_latency = cfg.profile_latency;
   so.profile_max_batch = cfg.profile_max_batch;

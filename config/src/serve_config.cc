@@ -92,7 +92,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
-                "load", "models", "metrics"});
+                "load", "models", "metrics", "defer_without_history"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -109,6 +109,8 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
     if (!gather.ok()) r.fail(g, "gather", gather.status().message());
     c.policy.gather = *gather;
   }
+  if (root["defer_without_history"])
+    c.defer_without_history = r.boolean(root["defer_without_history"], "defer_without_history");
   if (root["shards"]) c.shards = static_cast<std::uint32_t>(r.integer(root["shards"], "shards", 1, 64));
   if (const YAML::Node m = root["metrics"]) {
     c.metrics = r.string(m, "metrics");

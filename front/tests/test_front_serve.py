@@ -47,6 +47,9 @@ EMULATED = """
     # Room for a loaded test machine's late timers (a lone `fast` request is
     # deferred to its latest start).
     delays: {safety_margin_ms: 20}
+    # The paper's rule for a model's first requests too: the tests below hold
+    # a lone request in the model's window.
+    defer_without_history: true
     models:
       # l(1) = 201 ms; a lone request waits ~3.8 s for company (deferred).
       - {name: slow, input: "float32[4]", slo_ms: 4000, max_batch: 8, alpha_ms: 1, beta_ms: 200}

@@ -745,9 +745,7 @@ struct Server::Impl final : BatchRunner {
     mc.max_batch = m.max_batch;
     mc.timeout = model_timeout(opts.policy, mc.slo, std::nullopt);
     mc.max_defer = m.opts.max_defer;
-    // A served model's first request (after start or load) is not held for
-    // requests nobody knows are coming (docs/serving.md#the-first-request).
-    mc.defer_without_history = false;
+    mc.defer_without_history = opts.defer_without_history;  // docs/serving.md#the-first-request
     return mc;
   }
 

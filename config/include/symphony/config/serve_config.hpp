@@ -42,6 +42,10 @@ struct ServeConfig {
   int cpu_threads = 1;
   PolicySpec policy;  // `policy:` and `gather:`
   std::uint32_t shards = 1;
+  // `defer_without_history:` (ModelConfig::defer_without_history): true
+  // defers a model's first requests as the paper's rule does; false (the
+  // default) sends them at once (docs/serving.md#the-first-request).
+  bool defer_without_history = false;
   std::string metrics;  // HOST:PORT of the metrics endpoint; empty: none
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
   profile_io::ProfileColumn profile_latency = profile_io::ProfileColumn::kP90;

@@ -51,6 +51,11 @@ struct ServerOptions {
   Delays delays{Duration::zero(), Duration::zero(), Duration::zero(), Duration::milliseconds(1)};
   std::uint32_t max_models = 64;
   std::uint32_t max_pending = 1u << 16;  // requests inside the server at once
+  // ModelConfig::defer_without_history for every model: false sends a
+  // model's batches at once until a gap between two of its requests was
+  // seen (the first request after start or load is not held for company
+  // nobody knows is coming); true: the paper's rule.
+  bool defer_without_history = false;
   // Batches a device may hold at once (running or queued behind the running
   // one). 1 plans every batch on the device's actual free time: a batch that
   // runs long delays nothing already planned. 2 overlaps dispatch with
