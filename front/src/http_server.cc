@@ -542,9 +542,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                 req.reset();
                 net::post(self->socket_.get_executor(), [self, seq, model, parsed] {
                   self->converting_ = false;
-                  Slot* s = self->slot(seq);
-                  if (self->closed_ || !s) return;
-                  self->on_parsed(*s, model, std::move(*parsed));
+                  Slot* held = self->slot(seq);
+                  if (self->closed_ || !held) return;
+                  self->on_parsed(*held, model, std::move(*parsed));
                   if (self->peer_gone_) self->cancel_pending();  // it went away meanwhile
                   self->parse();
                   self->read();

@@ -11,51 +11,18 @@
 #include <string>
 
 #include "symphony/front/rest.hpp"
+#include "symphony/repository/config_datatype.hpp"
 
 namespace symphony::front {
 namespace detail {
 namespace {
-
-inference::DataType config_type(DataType t) {
-  switch (t) {
-    case DataType::kBool:
-      return inference::TYPE_BOOL;
-    case DataType::kUint8:
-      return inference::TYPE_UINT8;
-    case DataType::kUint16:
-      return inference::TYPE_UINT16;
-    case DataType::kUint32:
-      return inference::TYPE_UINT32;
-    case DataType::kUint64:
-      return inference::TYPE_UINT64;
-    case DataType::kInt8:
-      return inference::TYPE_INT8;
-    case DataType::kInt16:
-      return inference::TYPE_INT16;
-    case DataType::kInt32:
-      return inference::TYPE_INT32;
-    case DataType::kInt64:
-      return inference::TYPE_INT64;
-    case DataType::kFp16:
-      return inference::TYPE_FP16;
-    case DataType::kBf16:
-      return inference::TYPE_BF16;
-    case DataType::kFp32:
-      return inference::TYPE_FP32;
-    case DataType::kFp64:
-      return inference::TYPE_FP64;
-    case DataType::kBytes:
-      return inference::TYPE_STRING;
-  }
-  return inference::TYPE_INVALID;
-}
 
 // A tensor's dims as a config writes them: its shape without the batch
 // dimension when the model batches (metadata shapes always lead with it).
 template <typename T>
 void fill_tensor(const TensorSpec& s, bool batched, T* t) {
   t->set_name(s.name);
-  t->set_data_type(config_type(s.datatype));
+  t->set_data_type(repository::to_config_type(s.datatype));
   const std::size_t skip = batched && !s.shape.empty() ? 1 : 0;
   for (std::size_t i = skip; i < s.shape.size(); ++i) t->add_dims(s.shape[i]);
 }

@@ -23,6 +23,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "model_config.pb.h"
+#include "symphony/repository/config_datatype.hpp"
 
 namespace symphony::repository {
 namespace {
@@ -89,41 +90,6 @@ std::string indexed(std::string_view field, int i) {
   return std::string(field) + "[" + std::to_string(i) + "]";
 }
 
-std::optional<DataType> to_datatype(inference::DataType t) {
-  switch (t) {
-    case inference::TYPE_BOOL:
-      return DataType::kBool;
-    case inference::TYPE_UINT8:
-      return DataType::kUint8;
-    case inference::TYPE_UINT16:
-      return DataType::kUint16;
-    case inference::TYPE_UINT32:
-      return DataType::kUint32;
-    case inference::TYPE_UINT64:
-      return DataType::kUint64;
-    case inference::TYPE_INT8:
-      return DataType::kInt8;
-    case inference::TYPE_INT16:
-      return DataType::kInt16;
-    case inference::TYPE_INT32:
-      return DataType::kInt32;
-    case inference::TYPE_INT64:
-      return DataType::kInt64;
-    case inference::TYPE_FP16:
-      return DataType::kFp16;
-    case inference::TYPE_FP32:
-      return DataType::kFp32;
-    case inference::TYPE_FP64:
-      return DataType::kFp64;
-    case inference::TYPE_STRING:
-      return DataType::kBytes;
-    case inference::TYPE_BF16:
-      return DataType::kBf16;
-    default:
-      return std::nullopt;
-  }
-}
-
 // Triton's rule for dims and reshape: every dimension is -1 (any size) or at least 1.
 Status check_dims(const std::string& config_path, const std::string& field,
                   const pb::RepeatedField<pb::int64>& dims) {
@@ -140,7 +106,7 @@ Result<RepositoryTensor> translate_tensor(const std::string& config_path, const 
   if (t.name().empty()) return field_error(config_path, field + ".name", "is empty");
   RepositoryTensor out;
   out.name = t.name();
-  const std::optional<DataType> dt = to_datatype(t.data_type());
+  const std::optional<DataType> dt = from_config_type(t.data_type());
   if (!dt)
     return field_error(config_path, field + ".data_type",
                        "missing or TYPE_INVALID (give one of TYPE_FP32, TYPE_INT64, ...)");
