@@ -87,6 +87,10 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->recalibration.enabled);
   EXPECT_FALSE(c->defer_without_history);  // a model's first request goes at once
+  // Beside a model repository (models not required) a load: section is refused.
+  auto with_repo = parse_serve_config("load: {duration_s: 5}\n", "r.yaml", "", /*models_required=*/false);
+  ASSERT_FALSE(with_repo.ok());
+  EXPECT_NE(with_repo.status().message().find("load"), std::string::npos);
   c = parse_serve_config("recalibrate: false\n" + models, "r.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->recalibration.enabled);

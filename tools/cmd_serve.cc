@@ -8,7 +8,7 @@
 // config's `metrics:`) it serves /metrics, /healthz and /readyz throughout.
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
+#include <limits>
 
 #include "commands.hpp"
 #include "front_cli.hpp"
@@ -43,30 +43,6 @@ struct ServeArgs {
   double default_slo_ms = 100;
 };
 
-// The repository's options from the flags; exit code 2 on a bad one.
-int repository_options(const ServeArgs& a, serve::RepositoryOptions* o) {
-  const auto mode = serve::parse_model_control_mode(a.model_control_mode);
-  if (!mode)
-    return print_error("serve", "--model-control-mode: '%s' is not none, poll or explicit\n",
-                       a.model_control_mode.c_str()),
-           2;
-  if (!a.load_models.empty() && *mode != serve::ModelControlMode::kExplicit)
-    return print_error("serve",
-                       "--load-model needs --model-control-mode explicit (in %s mode every model loads)\n",
-                       a.model_control_mode.c_str()),
-           2;
-  if (!(a.repository_poll_secs > 0))
-    return print_error("serve", "--repository-poll-secs must be a positive number of seconds\n"), 2;
-  if (!(a.default_slo_ms > 0)) return print_error("serve", "--default-slo-ms must be a positive number\n"), 2;
-  o->dir = a.model_repository;
-  o->mode = *mode;
-  o->load_models = a.load_models;
-  o->poll_interval = Duration::from_seconds(a.repository_poll_secs);
-  o->default_slo = Duration::from_seconds(a.default_slo_ms / 1000);
-  o->log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
-  return 0;
-}
-
 // Applies the command line's overrides to the config; exit code 2 on a bad one.
 int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
   if (!a.policy.empty()) {
@@ -92,44 +68,15 @@ int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
   return 0;
 }
 
-server::ServerOptions server_options(const ServeConfig& cfg) {
-  server::ServerOptions so;
-  so.devices = cfg.devices;
-  so.cpu_threads = cfg.cpu_threads;
-  so.policy = cfg.policy;
-  so.shards = cfg.shards;
-  so.defer_without_history = cfg.defer_without_history;
-  so.delays = cfg.delays;
-  so.profile_latency = cfg.profile_latency;
-  so.profile_max_batch = cfg.profile_max_batch;
-  so.profile_repeats = cfg.profile_repeats;
-  so.recalibration = cfg.recalibration;
-  so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
-  return so;
-}
-
-server::ModelOptions model_options(const config::ServeModelConfig& m) {
-  server::ModelOptions mo;
-  mo.name = m.name;
-  mo.path = m.path;
-  mo.inputs = m.inputs;
-  mo.slo = m.slo;
-  mo.max_batch = m.max_batch;
-  mo.max_defer = m.max_defer;
-  mo.profile = m.profile;
-  mo.alpha = m.alpha;
-  mo.beta = m.beta;
-  return mo;
-}
-
-// Waits for SIGINT or SIGTERM (blocked in every thread), showing progress.
-int wait_for_signal(const sigset_t& stop_signals, ServeApp& app, bool quiet) {
+// Waits for SIGINT or SIGTERM (blocked in every thread) for at most
+// `seconds`, showing the front's progress unless quiet. The signal, or -1.
+int wait_for_signal(const sigset_t& stop_signals, ServeApp& app, bool quiet, double seconds) {
   ProgressLine progress;
   front::FrontProgress rates;
   int sig = -1;
-  while (sig < 0) {
-    timespec one_second{1, 0};
-    sig = sigtimedwait(&stop_signals, nullptr, &one_second);
+  for (double left = seconds; sig < 0 && left > 0; left -= 1) {
+    timespec step{left < 1 ? 0 : 1, left < 1 ? static_cast<long>(left * 1e9) : 0};
+    sig = sigtimedwait(&stop_signals, nullptr, &step);
     if (sig < 0 && !quiet && app.front()) progress.update(rates.line(app.front()->counters(), 1.0));
   }
   progress.finish();
@@ -144,31 +91,19 @@ int run_serve(ServeArgs a) {
   if (!repository && (a.model_control_mode != "none" || !a.load_models.empty()))
     return print_error("serve", "--model-control-mode and --load-model need --model-repository DIR\n"), 2;
   serve::RepositoryOptions repo;
-  if (repository)
-    if (int rc = repository_options(a, &repo)) return rc;
-  Result<ServeConfig> cfg = ServeConfig{};
-  if (!a.config.empty()) {
-    cfg = config::load_serve_config(a.config, /*models_required=*/!repository);
-  } else {
-    cfg->file = "(none)";
-    cfg->policy = *parse_policy("deferred");
+  if (repository) {
+    auto r = serve::repository_options(a.model_repository, a.model_control_mode, a.load_models,
+                                       a.repository_poll_secs, a.default_slo_ms);
+    if (!r.ok()) return print_error("serve", "%s\n", r.status().message().c_str()), 2;
+    repo = std::move(*r);
+    repo.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   }
+  // No file: the config's defaults (models from the repository alone).
+  Result<ServeConfig> cfg = a.config.empty()
+                                ? config::parse_serve_config("", "(none)", "", false)
+                                : config::load_serve_config(a.config, /*models_required=*/!repository);
   if (!cfg.ok()) return print_error("serve", "%s\n", cfg.status().message().c_str()), 2;
   if (int rc = apply_overrides(a, *cfg)) return rc;
-  if (repository && cfg->has_load)
-    return print_error("serve",
-                       "%s has a load: section; the built-in load does not drive a model repository's models "
-                       "(serve them to protocol clients, or drop --model-repository)\n",
-                       a.config.c_str()),
-           2;
-  if (repository)
-    for (const auto& m : cfg->models)
-      if (std::filesystem::is_directory(std::filesystem::path(repo.dir) / m.name))
-        return print_error("serve",
-                           "model '%s' is both in %s (models:) and in the model repository %s; give it one "
-                           "place\n",
-                           m.name.c_str(), a.config.c_str(), repo.dir.c_str()),
-               2;
   // With load: the built-in generator drives the models for the configured
   // time; without it (or with --no-load) serve answers protocol requests.
   const bool generate = cfg->has_load && !a.no_load;
@@ -187,7 +122,7 @@ int run_serve(ServeArgs a) {
   // Blocked before any thread starts: every thread inherits the mask and the
   // main thread alone takes them (sigtimedwait).
   if (!generate) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto created = ServeApp::create(server_options(*cfg));
+  auto created = ServeApp::create(serve::server_options(*cfg));
   if (!created.ok()) return print_error("serve", "%s\n", created.status().message().c_str()), 2;
   ServeApp& app = **created;
   if (!cfg->metrics.empty()) {
@@ -201,7 +136,7 @@ int run_serve(ServeArgs a) {
   std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(),
                cfg->policy.to_string().c_str(), std::string(to_string(cfg->policy.gather)).c_str());
   for (const auto& m : cfg->models)
-    if (Status s = app.add_model(model_options(m)); !s.ok())
+    if (Status s = app.add_model(serve::model_options(m)); !s.ok())
       return print_error("serve", "%s\n", s.message().c_str()), 1;
   if (repository) {
     std::fprintf(stderr, "model repository: %s (model control: %s)\n", repo.dir.c_str(),
@@ -233,20 +168,13 @@ int run_serve(ServeArgs a) {
     if (app.front()) report["front"] = app.front_report(run.at_end, run.at_end.elapsed.to_seconds());
   } else {
     std::fprintf(stderr, "serving until SIGINT or SIGTERM (Ctrl-C)\n");
-    const int sig = wait_for_signal(stop_signals, app, a.quiet);
+    const int sig = wait_for_signal(stop_signals, app, a.quiet, std::numeric_limits<double>::infinity());
     std::fprintf(stderr, "%s: stopping (new requests get 503; queued ones run or expire)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM");
     app.stop(StopMode::kDrain);
     const server::ServerStats fin = app.stats();
     report = app.front_report(fin, fin.elapsed.to_seconds());
-    std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
-    for (const server::DeviceStats& ds : fin.devices) {
-      std::printf("%-20s %9.1f%% %9llu\n", ds.name.c_str(), 100 * std::min(1.0, ds.busy_fraction),
-                  static_cast<unsigned long long>(ds.batches));
-      report["devices"].push_back(
-          {{"name", ds.name}, {"busy_fraction", std::min(1.0, ds.busy_fraction)}, {"batches", ds.batches}});
-    }
-    report["server"] = serve::server_counts_json(fin);
+    report.update(serve::served_report(fin));
   }
   report["config"] = a.config;
   if (repository) report["model_repository"] = repo.dir;
@@ -257,9 +185,7 @@ int run_serve(ServeArgs a) {
     std::fprintf(stderr, "metrics: serving the final counts for %.0f s more (SIGINT/SIGTERM to stop)\n",
                  a.metrics_linger_s);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    const Duration linger = Duration::from_seconds(a.metrics_linger_s);
-    timespec ts{static_cast<time_t>(linger.ns() / 1000000000), static_cast<long>(linger.ns() % 1000000000)};
-    (void)sigtimedwait(&stop_signals, nullptr, &ts);
+    (void)wait_for_signal(stop_signals, app, /*quiet=*/true, a.metrics_linger_s);
   }
   return 0;
 }

@@ -139,7 +139,14 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   }
   if (const YAML::Node n = root["recalibrate"])
     c.recalibration = r.recalibration(n, "recalibrate", RecalibrationOptions::on());
-  if (const YAML::Node l = root["load"]) parse_load(r, l, c);
+  if (const YAML::Node l = root["load"]) {
+    if (!models_required)
+      r.fail(l, "load",
+             "the built-in load drives the config's models only, not a model repository's (serve them to "
+             "protocol "
+             "clients, or drop --model-repository)");
+    parse_load(r, l, c);
+  }
   const YAML::Node models = root["models"];
   if (!models && !models_required) return c;
   if (!models) r.fail(root, "models", "is missing (a list of models)");

@@ -1,11 +1,44 @@
 // The serve application: server, front, metrics and report wired once (app.hpp).
 #include "symphony/serve/app.hpp"
 
+#include <cstdio>
+#include <filesystem>
+
 #include "symphony/front/front_metrics.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
 
 namespace symphony::serve {
+
+server::ServerOptions server_options(const config::ServeConfig& cfg) {
+  server::ServerOptions so;
+  so.devices = cfg.devices;
+  so.cpu_threads = cfg.cpu_threads;
+  so.policy = cfg.policy;
+  so.shards = cfg.shards;
+  so.defer_without_history = cfg.defer_without_history;
+  so.delays = cfg.delays;
+  so.profile_latency = cfg.profile_latency;
+  so.profile_max_batch = cfg.profile_max_batch;
+  so.profile_repeats = cfg.profile_repeats;
+  so.recalibration = cfg.recalibration;
+  so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+  return so;
+}
+
+server::ModelOptions model_options(const config::ServeModelConfig& m) {
+  server::ModelOptions mo;
+  mo.name = m.name;
+  mo.path = m.path;
+  mo.inputs = m.inputs;
+  mo.slo = m.slo;
+  mo.max_batch = m.max_batch;
+  mo.max_defer = m.max_defer;
+  mo.profile = m.profile;
+  mo.alpha = m.alpha;
+  mo.beta = m.beta;
+  return mo;
+}
 
 Result<std::unique_ptr<ServeApp>> ServeApp::create(server::ServerOptions options) {
   auto server = server::Server::create(std::move(options));
@@ -27,6 +60,11 @@ Status ServeApp::add_model(const server::ModelOptions& m, const ProtocolModelOpt
 }
 
 Status ServeApp::serve_repository(RepositoryOptions o) {
+  for (const std::string& name : server_->model_names())
+    if (std::filesystem::is_directory(std::filesystem::path(o.dir) / name))
+      return Status(Errc::kInvalidArgument,
+                    "model '" + name + "' is both served already (a config's models:) and " +
+                        "a folder of the model repository " + o.dir + "; give it one place");
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (repository_) return Status(Errc::kAlreadyExists, "a model repository is already served");

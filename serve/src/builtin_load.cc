@@ -348,4 +348,17 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
   return report;
 }
 
+nlohmann::json served_report(const server::ServerStats& fin) {
+  nlohmann::json report = nlohmann::json::object();
+  std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
+  for (const server::DeviceStats& ds : fin.devices) {
+    std::printf("%-20s %9.1f%% %9llu\n", ds.name.c_str(), 100 * std::min(1.0, ds.busy_fraction),
+                static_cast<unsigned long long>(ds.batches));
+    report["devices"].push_back(
+        {{"name", ds.name}, {"busy_fraction", std::min(1.0, ds.busy_fraction)}, {"batches", ds.batches}});
+  }
+  report["server"] = server_counts_json(fin);
+  return report;
+}
+
 }  // namespace symphony::serve

@@ -67,6 +67,30 @@ std::string_view control_mode_name(ModelControlMode m) noexcept {
   return "?";
 }
 
+Result<RepositoryOptions> repository_options(std::string dir, std::string_view control_mode,
+                                             std::vector<std::string> load_models, double poll_secs,
+                                             double default_slo_ms) {
+  const auto mode = parse_model_control_mode(control_mode);
+  const std::string given(control_mode);
+  if (!mode)
+    return Status(Errc::kInvalidArgument,
+                  "--model-control-mode: '" + given + "' is not none, poll or explicit");
+  if (!load_models.empty() && *mode != ModelControlMode::kExplicit)
+    return Status(Errc::kInvalidArgument, "--load-model needs --model-control-mode explicit (in " + given +
+                                              " mode every model loads)");
+  if (!(poll_secs > 0))
+    return Status(Errc::kInvalidArgument, "--repository-poll-secs must be a positive number of seconds");
+  if (!(default_slo_ms > 0))
+    return Status(Errc::kInvalidArgument, "--default-slo-ms must be a positive number");
+  RepositoryOptions o;
+  o.dir = std::move(dir);
+  o.mode = *mode;
+  o.load_models = std::move(load_models);
+  o.poll_interval = Duration::from_seconds(poll_secs);
+  o.default_slo = Duration::from_seconds(default_slo_ms / 1000);
+  return o;
+}
+
 Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration default_slo) {
   const auto refuse = [&](const std::string& why) {
     return Status(Errc::kInvalidArgument, m.config_path + ": " + why);

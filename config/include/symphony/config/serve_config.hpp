@@ -69,7 +69,7 @@ struct ServeConfig {
 // resolved against the file's directory. kNotFound when there is no such
 // file, kInvalidArgument (file:line:col: key: problem) when it is wrong.
 // `models_required` false (serve with a model repository): `models:` may be
-// absent, and the file may be empty.
+// absent, the file may be empty, and a `load:` section is an error.
 Result<ServeConfig> load_serve_config(const std::string& path, bool models_required = true);
 // Same, from YAML text; `origin` names it in messages and `base_dir`
 // resolves relative paths.

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/config/serve_config.hpp"
 #include "symphony/front/front.hpp"
 #include "symphony/front/front_report.hpp"
 #include "symphony/front/listeners.hpp"
@@ -51,6 +52,11 @@ struct MetricsOptions {
   Duration autoscale_window = Duration::seconds(30);  // the autoscaling advice's window
   double max_bad_rate = 0.01;                         // the advice's bad-rate threshold
 };
+
+// A serve config's server and model settings (`symphony serve CONFIG`);
+// progress messages go to standard error.
+server::ServerOptions server_options(const config::ServeConfig& cfg);
+server::ModelOptions model_options(const config::ServeModelConfig& m);
 
 // What /readyz and symphony_up{phase} say.
 enum class Phase { kLoading, kServing, kDone };

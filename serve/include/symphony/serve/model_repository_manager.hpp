@@ -63,6 +63,13 @@ struct RepositoryOptions {
   std::function<void(const std::string&)> log;  // progress and warnings; nullptr: quiet
 };
 
+// The options of Triton's flags (--model-repository, --model-control-mode,
+// --load-model, --repository-poll-secs) and --default-slo-ms, checked:
+// kInvalidArgument naming the flag.
+Result<RepositoryOptions> repository_options(std::string dir, std::string_view control_mode,
+                                             std::vector<std::string> load_models, double poll_secs,
+                                             double default_slo_ms);
+
 // What the server and the protocol front are given for a repository model.
 struct RepositoryServing {
   server::ModelOptions model;     // the newest chosen version's file, specs, SLO, max batch, deferral cap
