@@ -202,7 +202,7 @@ BAD_LINEAR_INPUTS = [
     ([{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}], "has no input 'x' (inputs: 'input')"),
     ([{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [1, 2, 3, 4]}], "expected datatype FP32, got FP64"),
     ([{"name": "input", "datatype": "FP32", "shape": [1, 5], "data": [1, 2, 3, 4, 5]}], "expected shape [1,4], got [1,5]"),
-    # linear's max batch is 4 (the cluster's frontend takes one sample per request).
+    # linear's max batch is 4 (serve's and the cluster frontend's configs).
     ([{"name": "input", "datatype": "FP32", "shape": [5, 4], "data": [0] * 20}], "holds 5 samples"),
     ([{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2]}], "holds 4 elements, 'data' has 2"),
     ([{"name": "input", "datatype": "FP32", "shape": [1, -4], "data": []}], "negative dimension"),

@@ -304,6 +304,35 @@ def test_torch_outputs_match_torch_json_and_binary(torch_cluster):
     assert list(struct.unpack("<3f", body[n:])) == pytest.approx(want, rel=1e-6)
 
 
+def test_torch_a_request_of_k_samples_is_one_answer_of_k_rows(torch_cluster):
+    """[k, 4] to linear: k requests to the cluster, one answer [k, 3] in the
+    order sent, counted once; two inputs and tuple outputs likewise."""
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    xs = [[0.5, -1.0, 2.0, 3.5], [1, 2, 3, 4], [-3, 0, 0.25, 8]]
+    status, hdrs, body = http_infer(f, "linear", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [3, 4], "data": xs}]}, tally)
+    assert status == 200, body
+    (out,) = json.loads(body)["outputs"]
+    assert out["shape"] == [3, 3]
+    assert out["data"] == pytest.approx([v for x in xs for v in linear_expected(x)], rel=1e-6)
+    status, _, body = http_infer(f, "tuple_out", {"inputs": [
+        {"name": "input", "datatype": "FP32", "shape": [2, 4], "data": [1, 2, 3, 4, 5, 6, 7, 8]}]}, tally)
+    assert status == 200, body
+    outs = {o["name"]: (o["shape"], o["data"]) for o in json.loads(body)["outputs"]}
+    assert outs == {"output0": ([2, 4], [2, 4, 6, 8, 10, 12, 14, 16]), "output1": ([2], [10, 26])}
+    # gRPC: the same rows, raw.
+    pb, pb_grpc = grpc_stubs()
+    r = pb.ModelInferRequest(model_name="linear")
+    r.inputs.add(name="input", datatype="FP32", shape=[2, 4])
+    r.raw_input_contents.append(struct.pack("<8f", *(xs[0] + xs[1])))
+    with grpc.insecure_channel(f.grpc) as ch:
+        resp = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
+    tally.add("linear", resp.parameters["outcome"].string_param)
+    assert list(resp.outputs[0].shape) == [2, 3]
+    assert list(struct.unpack("<6f", resp.raw_output_contents[0])) == pytest.approx(
+        linear_expected(xs[0]) + linear_expected(xs[1]), rel=1e-6)
+
+
 def test_torch_two_inputs_and_tuple_outputs(torch_cluster):
     f, tally = torch_cluster.fe, torch_cluster.tally
     status, _, body = http_infer(f, "two_inputs", {"inputs": [
@@ -511,6 +540,26 @@ def test_emulated_a_cancelled_queued_request_ends_dropped_and_never_runs(emulate
     assert sched["at_scheduler"]["dropped_by_reason"] == {"cancelled": 2}
     assert emulated.backends["b1"].stop() == 0
     assert emulated.report("b1")["batches"] == 0  # neither ran
+
+
+def test_emulated_a_cancelled_request_of_k_samples_withdraws_every_sample(emulated):
+    """[3, 4] to `slow` (deferred: it waits for company) is three requests at
+    the scheduler; a closed connection withdraws all three, none runs, and
+    the frontend counts one request, dropped (cancelled)."""
+    f = emulated.start_frontend("fe")
+    f.wait_ready()
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [3, 4], "data": [0] * 12}]})
+    curl_hung_up_once_held(f.url + "/v2/models/slow/infer", body.encode(), lambda: inflight(f) == 1,
+                           lambda pred, what: wait_until(pred, what, 10))
+    wait_until(lambda: inflight(f) == 0, "the frontend to end the cancelled request", 10)
+    report = f.stop()
+    slow = report["models"]["slow"]
+    assert slow["dropped_by_reason"] == {"cancelled": 1} and slow["sent"] == 1, slow
+    emulated.scheduler.stop()
+    sched = emulated.report("scheduler")
+    assert sched["at_scheduler"]["dropped_by_reason"] == {"cancelled": 3}, sched["at_scheduler"]
+    assert emulated.backends["b1"].stop() == 0
+    assert emulated.report("b1")["batches"] == 0
 
 
 class Load:

@@ -1,6 +1,7 @@
 // ClusterService: the protocol front over cluster::Client (frontend_service.hpp).
 #include "symphony/cluster/frontend_service.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace symphony::cluster {
@@ -74,6 +75,8 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
     meta->outputs = sm.outputs;
     meta->slo = sm.slo;
     meta->max_batch = sm.max_batch;
+    // An opaque model's one BYTES element cannot be split into samples.
+    meta->max_samples = sm.opaque ? 1 : std::max<std::uint32_t>(sm.max_batch, 1);
     auto m = std::make_unique<Model>();
     m->served = std::move(sm);
     m->meta = std::move(meta);
@@ -133,8 +136,11 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     else
       parts.emplace_back(p, t.data.size());
   }
-  // Outputs take the form the request used: with a batch dimension of one or without.
+  // Outputs take the form the request used: with a batch dimension or without.
   const bool batched = !req.inputs.empty() && req.inputs[0].shape.size() == m.served.inputs[0].shape.size();
+  // The front has checked 1 <= k <= max_samples.
+  const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
+  if (k > 1) return submit_samples(m, req, k, budget, std::move(done));
   // The request (its tensors) is not needed once the input is in the pool.
   const Model* mp = &m;
   std::uint64_t ticket = 0;
@@ -146,30 +152,146 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
       },
       &ticket);
   if (!s.ok()) {
-    const std::string who = "model '" + m.served.name + "'";
-    switch (s.code()) {
-      case Errc::kNotFound:
-        done(
-            Reply::error(Code::kNotFound, who +
-                                              " is in this frontend's config but not served by the cluster's "
-                                              "scheduler at " +
-                                              scheduler_ + ": " + s.message()));
-        break;
-      case Errc::kInvalidArgument:
-        done(Reply::error(
-            Code::kInvalidArgument,
-            "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
-                (m.served.opaque ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
-                                       " bytes: --max-input-bytes)"
-                                 : "")));
-        break;
-      default:  // not connected yet, or closed
-        done(Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message()));
-        break;
-    }
+    done(refusal(m, s));
     return 0;
   }
   return ticket;
+}
+
+Reply ClusterService::refusal(const Model& m, const Status& s) const {
+  const std::string who = "model '" + m.served.name + "'";
+  switch (s.code()) {
+    case Errc::kNotFound:
+      return Reply::error(Code::kNotFound,
+                          who +
+                              " is in this frontend's config but not served by the cluster's "
+                              "scheduler at " +
+                              scheduler_ + ": " + s.message());
+    case Errc::kInvalidArgument:
+      return Reply::error(
+          Code::kInvalidArgument,
+          "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
+              (m.served.opaque ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
+                                     " bytes: --max-input-bytes)"
+                               : ""));
+    default:  // not connected yet, or closed
+      return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());
+  }
+}
+
+// A request of k samples: k requests to the cluster with the request's
+// budget, each answered by reply_for as a request of one sample ([1, ...]);
+// the last to end merges the k replies into the request's one reply.
+struct ClusterService::Samples {
+  std::mutex mu;
+  std::uint32_t left = 0;              // samples without a reply yet
+  std::vector<Reply> replies;          // by sample
+  std::vector<std::uint64_t> tickets;  // of the samples submitted so far
+  bool listed = false;                 // in samples_ (cancellable)
+  Done done;
+};
+
+std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
+                                             Duration budget, Done done) {
+  auto g = std::make_shared<Samples>();
+  g->left = k;
+  g->replies.resize(k);
+  g->done = std::move(done);
+  const Model* mp = &m;
+  for (std::uint32_t i = 0; i < k; ++i) {
+    // Sample i of each input: its i-th k-th of the bytes (the front checked the sizes).
+    std::vector<std::span<const std::uint8_t>> parts;
+    for (const front::Tensor& t : req.inputs) {
+      const std::size_t n = t.data.size() / k;
+      parts.emplace_back(reinterpret_cast<const std::uint8_t*>(t.data.data()) + i * n, n);
+    }
+    std::uint64_t ticket = 0;
+    const Status s = client_.infer_async(
+        m.served.name, parts, budget,
+        [this, mp, budget, g, i](InferResult&& r) {
+          record(mp->served.name, r);
+          sample_done(g, i, reply_for(*mp, std::move(r), budget, /*batched=*/true));
+        },
+        &ticket);
+    if (!s.ok()) {
+      // The samples already queued are withdrawn (they end cancelled); this
+      // one and the rest end with the refusal, which the merge reports.
+      std::vector<std::uint64_t> queued;
+      {
+        std::lock_guard<std::mutex> lock(g->mu);
+        queued = g->tickets;
+      }
+      for (std::uint64_t t : queued) client_.cancel(t);
+      const Reply refused = refusal(m, s);
+      for (std::uint32_t j = i; j < k; ++j) sample_done(g, j, Reply(refused));
+      return queued.empty() ? 0 : queued.front();
+    }
+    std::lock_guard<std::mutex> lock(g->mu);
+    g->tickets.push_back(ticket);
+  }
+  std::lock_guard<std::mutex> lock(g->mu);
+  if (g->left == 0) return 0;  // every sample has ended already
+  {
+    std::lock_guard<std::mutex> lock2(samples_mu_);
+    samples_[g->tickets.front()] = g->tickets;
+  }
+  g->listed = true;
+  return g->tickets.front();
+}
+
+void ClusterService::sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, Reply&& r) {
+  std::vector<Reply> replies;
+  {
+    std::lock_guard<std::mutex> lock(g->mu);
+    g->replies[i] = std::move(r);
+    if (--g->left > 0) return;
+    if (g->listed) {
+      std::lock_guard<std::mutex> lock2(samples_mu_);
+      samples_.erase(g->tickets.front());
+    }
+    replies = std::move(g->replies);
+  }
+  const auto k = static_cast<std::uint32_t>(replies.size());
+  // One outcome for the request, as `symphony serve` ends one: the worst of
+  // its samples' (an error, then a drop, then late, then ok); outputs only
+  // when every sample has its own.
+  const auto rank = [](const Reply& x) {
+    if (x.code == Code::kOk) return x.outcome == Outcome::kLate ? 1 : 0;
+    return x.accepted && x.outcome == Outcome::kDropped ? 2 : 3;
+  };
+  std::uint32_t worst = 0;
+  for (std::uint32_t j = 1; j < k; ++j)
+    if (rank(replies[j]) > rank(replies[worst])) worst = j;
+  Reply out = std::move(replies[worst]);
+  if (out.code != Code::kOk) {
+    out.message += " (sample " + std::to_string(worst) + " of " + std::to_string(k) + ")";
+    return g->done(std::move(out));
+  }
+  // Every sample answered [1, ...]: each output becomes [k, ...], in order.
+  for (std::uint32_t j = 0; j < k; ++j) {
+    if (j == worst) continue;
+    const Reply& x = replies[j];
+    out.latency = std::max(out.latency, x.latency);
+    out.batch_size = std::max(out.batch_size, x.batch_size);
+  }
+  for (std::size_t o = 0; o < out.outputs.size(); ++o) {
+    std::string data;
+    for (std::uint32_t j = 0; j < k; ++j) {
+      const front::Tensor& t = j == worst ? out.outputs[o] : replies[j].outputs.at(o);
+      if (t.data.size() != out.outputs[o].data.size()) {
+        Reply bad =
+            front::reply_for_outcome(Outcome::kError, DropReason::kNone, "", out.model, Duration::zero());
+        bad.message = "model '" + out.model + "': its samples answered outputs of different sizes (" +
+                      std::to_string(t.data.size()) + " and " + std::to_string(out.outputs[o].data.size()) +
+                      " bytes of output '" + t.name + "')";
+        return g->done(std::move(bad));
+      }
+      data += t.data;
+    }
+    out.outputs[o].data = std::move(data);
+    out.outputs[o].shape[0] = k;
+  }
+  g->done(std::move(out));
 }
 
 Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget, bool batched) {
@@ -264,7 +386,12 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
 void ClusterService::cancel(std::uint64_t ticket) {
   if (ticket == 0) return;
   cancels_.fetch_add(1, std::memory_order_relaxed);
-  client_.cancel(ticket);
+  std::vector<std::uint64_t> tickets{ticket};
+  {
+    std::lock_guard<std::mutex> lock(samples_mu_);
+    if (const auto it = samples_.find(ticket); it != samples_.end()) tickets = it->second;
+  }
+  for (std::uint64_t t : tickets) client_.cancel(t);
 }
 
 }  // namespace symphony::cluster

@@ -8,9 +8,11 @@
 // Guarantees: each request ends with exactly one Reply, from the client's outcome: ok and late with
 // their outputs (200), dropped by reason (504, 429, 503: front::reply_for_outcome), errors by kind
 // (500 the cluster could not run it, naming the backend or the model's error; 503 the scheduler was
-// lost or is not connected: retry; 500 no outcome). cancel() withdraws a request still queued at the
-// scheduler (it ends dropped, cancelled, and never runs); one already in a batch runs and its reply
-// goes to nobody.
+// lost or is not connected: retry; 500 no outcome). A request of k samples ([k, ...], k up to the
+// model's max batch; declared inputs only) is k requests to the cluster sharing its budget, answered
+// once as `symphony serve` answers it (docs/front.md). cancel() withdraws what is still queued at
+// the scheduler (it ends dropped, cancelled, and never runs); what is already in a batch runs and its
+// reply goes to nobody.
 #pragma once
 
 #include <atomic>
@@ -43,7 +45,8 @@ struct ServedModel {
 // The models of a cluster config, as `symphony frontend` serves them.
 std::vector<ServedModel> served_models(const ClusterConfig& config);
 
-// What the frontend measured of a model's answered requests (ok and late).
+// What the frontend measured of a model's answered requests (ok and late; a request of k samples
+// counts as its k samples: each was a request to the cluster).
 struct ServedModelStats {
   std::string model;
   LatencyHistogram latency;  // from the submission to the outcome, inside the cluster
@@ -73,8 +76,13 @@ class ClusterService final : public front::InferenceService {
     ServedModel served;
     std::shared_ptr<const front::ModelMetadata> meta;  // replaced whole when outputs become known
   };
+  struct Samples;  // a request of k > 1 samples in flight
   front::Reply reply_for(const Model& m, InferResult&& r, Duration budget, bool batched);
+  front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);
+  std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
+                               Duration budget, Done done);
+  void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
 
   Client& client_;
   const std::uint32_t max_input_bytes_;
@@ -84,6 +92,9 @@ class ClusterService final : public front::InferenceService {
   std::vector<std::string> order_;
   std::unordered_map<std::string, ServedModelStats> stats_;
   std::atomic<std::uint64_t> cancels_{0};
+  // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
+  std::mutex samples_mu_;  // after a Samples' own mutex
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> samples_;
 };
 
 }  // namespace symphony::cluster
