@@ -616,6 +616,50 @@ def test_a_long_stream_answers_each_request_once_and_counts_each(emu):
     assert fast["dropped_by_reason"].get("front_inflight", 0) == len(shed), fast
 
 
+def test_a_stream_client_that_never_reads_is_bounded_and_others_are_served(emu):
+    """A client that streams requests but never reads an answer: once the
+    stream holds its bound of unanswered requests the server stops reading
+    it (the client's sending stalls), other clients are still served, and
+    cancelling the stream ends it with every request it sent counted once."""
+    pb, pb_grpc = grpc_stubs()
+    n = 100000
+    yielded = [0]
+    pad = "-" + "x" * 1000  # a long id, echoed in every answer: the transports' buffers fill sooner
+
+    def requests():
+        for i in range(n):
+            r = pb.ModelInferRequest(model_name="fast", id=str(i) + pad)
+            r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+            r.raw_input_contents.append(b"\0" * 16)
+            yielded[0] += 1
+            yield r
+
+    with grpc.insecure_channel(emu.grpc) as hog:
+        call = pb_grpc.GRPCInferenceServiceStub(hog).ModelStreamInfer(requests())  # never read
+        # Sending stalls: the count stops moving, far short of n.
+        last, still_since, deadline = -1, time.monotonic(), time.monotonic() + 60
+        while time.monotonic() - still_since < 2:
+            assert time.monotonic() < deadline, "the hog's sending never stalled (%d sent)" % yielded[0]
+            if yielded[0] != last:
+                last, still_since = yielded[0], time.monotonic()
+            time.sleep(0.1)
+        assert yielded[0] < n, yielded[0]
+        # Another client, on its own connection, is answered meanwhile.
+        with grpc.insecure_channel(emu.grpc) as ch:
+            r = pb.ModelInferRequest(model_name="fast", id="other")
+            r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+            r.raw_input_contents.append(b"\0" * 16)
+            resp = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
+            assert resp.parameters["outcome"].string_param in ("ok", "late")
+        call.cancel()
+    wait_for(lambda: inflight(emu) == 0, "the front to end the cancelled stream's requests")
+    rc, report = emu.stop(signal.SIGTERM)
+    assert rc == 0, emu.output()
+    fast = report["models"]["fast"]
+    ended = fast["ok"] + fast["late"] + fast["dropped"] + fast["errors"]
+    assert fast["sent"] == ended and 1 < fast["sent"] <= yielded[0] + 1, (fast, yielded[0])
+
+
 def test_stream_deadline_is_each_requests_budget(emu):
     """The stream's gRPC deadline is the budget of its requests, as for a
     unary call: 150 ms cannot hold `slow`'s l(1), so the request is dropped
