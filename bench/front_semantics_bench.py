@@ -2,6 +2,7 @@
 """Real clients' semantics on `symphony serve` (issue 36), over HTTP on loopback.
 
   /usr/bin/python3 bench/front_semantics_bench.py [--runs 5] [--json FILE]
+      [--part semantics|budgets|closed]
 
 A CPU TorchScript model (tests' linear.pt, float32[4], SLO 200 ms, max_batch 8,
 policy deferred), a fresh `serve` process per run:
@@ -10,7 +11,11 @@ policy deferred), a fresh `serve` process per run:
 2. lone requests (one at a time, 0.3 s apart) with no budget, a 1 s and a 10 s
    budget (the `timeout` parameter): a generous budget must add no waiting;
 3. the same sample rate sent as requests of 1 sample and of 8 samples
-   (open loop, paced): samples/s answered and p99 latency.
+   (open loop, paced): samples/s answered and p99 latency;
+4. under load (open loop), half the requests drawn at random carry a 10 s
+   budget: both halves must see the same latency distribution (--budgets);
+5. closed loop, requests of 1 against 8 samples, alternated over rounds:
+   samples/s and latency (--closed).
 
 Needs build/release (symphony and tests/models/linear.pt).
 """
@@ -18,6 +23,7 @@ import argparse
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import statistics
@@ -72,11 +78,22 @@ def infer(conn, payload):
     return (time.monotonic() - t0) * 1000
 
 
-def paced(host, port, k, samples_per_s, seconds, clients=8):
-    """Open loop: requests of k samples at samples_per_s / k per second."""
+def quantiles(xs):
+    xs = sorted(xs)
+    if not xs:
+        return {"n": 0}
+    return {"n": len(xs), "p50_ms": xs[len(xs) // 2], "p90_ms": xs[int(len(xs) * 0.9)],
+            "p99_ms": xs[min(len(xs) - 1, int(len(xs) * 0.99))], "max_ms": xs[-1]}
+
+
+def paced(host, port, k, samples_per_s, seconds, clients=8, budget_of=None):
+    """Open loop: requests of k samples at samples_per_s / k per second.
+    budget_of(i): the `timeout` (us) of request i, or None; the answer keeps
+    each budget's latencies apart (key "by_budget")."""
     rate = samples_per_s / k
     n = int(rate * seconds)
     lat, lock, t0 = [], threading.Lock(), time.monotonic() + 0.2
+    by_budget = {}
     failures = [0]
 
     def worker(w):
@@ -85,10 +102,12 @@ def paced(host, port, k, samples_per_s, seconds, clients=8):
             delay = t0 + i / rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+            budget = budget_of(i) if budget_of else None
             try:
-                ms = infer(conn, body(k))
+                ms = infer(conn, body(k, budget))
                 with lock:
                     lat.append(ms)
+                    by_budget.setdefault(str(budget), []).append(ms)
             except Exception:
                 failures[0] += 1
                 conn = http.client.HTTPConnection(host, port, timeout=30)
@@ -101,7 +120,100 @@ def paced(host, port, k, samples_per_s, seconds, clients=8):
     lat.sort()
     return {"k": k, "requests": n, "answered": len(lat), "failed": failures[0],
             "samples_per_s": len(lat) * k / span, "p50_ms": lat[len(lat) // 2],
-            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
+            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+            "by_budget": {b: quantiles(xs) for b, xs in by_budget.items()}}
+
+
+def closed(host, port, k, clients, seconds):
+    """Closed loop: `clients` connections each send requests of k samples back to back."""
+    lat, lock, failures = [], threading.Lock(), [0]
+    t0 = time.monotonic()
+    end = t0 + seconds
+
+    def worker():
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        while time.monotonic() < end:
+            try:
+                ms = infer(conn, body(k))
+                with lock:
+                    lat.append(ms)
+            except Exception:
+                failures[0] += 1
+                conn = http.client.HTTPConnection(host, port, timeout=30)
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    span = time.monotonic() - t0
+    rec = {"k": k, "clients": clients, "requests": len(lat), "failed": failures[0],
+           "samples_per_s": len(lat) * k / span}
+    rec.update(quantiles(lat))
+    return rec
+
+
+def budgets_part(args, d):
+    """Part 4: each fresh server under one open-loop load, half the requests with a 10 s budget."""
+    runs = []
+    for run in range(args.runs):
+        p, host, port = start(d)
+        try:
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            for _ in range(20):  # past the first request and the warm-up of the connection
+                infer(conn, body(1))
+            rng = random.Random(1000 + run)
+            draws = [rng.random() < 0.5 for _ in range(int(args.rate * args.seconds) + 1)]
+            rec = paced(host, port, 1, args.rate, args.seconds,
+                        budget_of=lambda i: 10_000_000 if draws[i] else None)
+            runs.append(rec)
+            g = rec["by_budget"]
+            print("run %d: %d requests, %d failed; no budget p50 %.1f p99 %.1f ms; 10 s budget p50 %.1f p99 %.1f ms"
+                  % (run + 1, rec["requests"], rec["failed"], g["None"]["p50_ms"], g["None"]["p99_ms"],
+                     g["10000000"]["p50_ms"], g["10000000"]["p99_ms"]), flush=True)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+    print("\n| budget | requests | p50 (ms) | p90 (ms) | p99 (ms) |\n|---|---:|---:|---:|---:|")
+    for key, name in (("None", "none"), ("10000000", "10 s")):
+        def spread(q):
+            xs = [r["by_budget"][key][q] for r in runs]
+            return "%.1f–%.1f" % (min(xs), max(xs))
+        n = sum(r["by_budget"][key]["n"] for r in runs)
+        print("| %s | %d | %s | %s | %s |" % (name, n, spread("p50_ms"), spread("p90_ms"), spread("p99_ms")))
+    print("\nper run, p99 with a 10 s budget minus p99 without (ms): " + ", ".join(
+        "%+.1f" % (r["by_budget"]["10000000"]["p99_ms"] - r["by_budget"]["None"]["p99_ms"]) for r in runs))
+    return runs
+
+
+def closed_part(args, d):
+    """Part 5: closed loop, requests of 1 and of 8 samples alternated on one server per run."""
+    runs = []
+    for run in range(args.runs):
+        p, host, port = start(d)
+        try:
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            for _ in range(20):
+                infer(conn, body(1))
+            rounds = []
+            for _ in range(args.rounds):
+                for k in (1, 8):
+                    r = closed(host, port, k, args.clients, args.seconds)
+                    rounds.append(r)
+                    print("run %d: k=%d %.0f samples/s, p50 %.1f p99 %.1f ms, %d failed"
+                          % (run + 1, k, r["samples_per_s"], r["p50_ms"], r["p99_ms"], r["failed"]), flush=True)
+            runs.append(rounds)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+    print("\n| samples per request | rounds | samples/s | p50 (ms) | p99 (ms) | failed |\n|---:|---:|---:|---:|---:|---:|")
+    for k in (1, 8):
+        rs = [r for rounds in runs for r in rounds if r["k"] == k]
+        def spread(q, f="%.1f"):
+            xs = [r[q] for r in rs]
+            return (f + "–" + f) % (min(xs), max(xs))
+        print("| %d | %d | %s | %s | %s | %d |" % (k, len(rs), spread("samples_per_s", "%.0f"), spread("p50_ms"),
+                                                spread("p99_ms"), sum(r["failed"] for r in rs)))
+    return runs
 
 
 def main():
@@ -111,9 +223,21 @@ def main():
     ap.add_argument("--rate", type=float, default=400, help="samples/s in part 3")
     ap.add_argument("--seconds", type=float, default=8, help="seconds per load in part 3")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--part", choices=("semantics", "budgets", "closed"), default="semantics",
+                    help="semantics: parts 1-3; budgets: part 4 (use --rate 200 --seconds 20); "
+                         "closed: part 5")
+    ap.add_argument("--clients", type=int, default=8, help="closed-loop connections in part 5")
+    ap.add_argument("--rounds", type=int, default=3, help="k=1 / k=8 rounds per run in part 5")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="symphony-semantics-")
     shutil.copy(MODEL, os.path.join(d, "linear.pt"))
+    if args.part != "semantics":
+        runs = (budgets_part if args.part == "budgets" else closed_part)(args, d)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"runs": runs, "args": vars(args)}, f, indent=1)
+        shutil.rmtree(d, ignore_errors=True)
+        return 0
     runs = []
     for run in range(args.runs):
         p, host, port = start(d)
