@@ -27,6 +27,7 @@ models:
     input: float32[3,64,64]
     slo_ms: 100
     max_batch: 16
+    max_queue: 64
     rate: 40
   - name: fake
     alpha_ms: 1
@@ -55,6 +56,8 @@ TEST(ServeConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c->models[0].path, "/etc/symphony/models/squeezenet1_1.pt");  // relative to the file
   EXPECT_EQ(c->models[0].profile, "auto");
   EXPECT_EQ(c->models[0].slo, Duration::milliseconds(100));
+  EXPECT_EQ(c->models[0].max_queue, 64u);
+  EXPECT_EQ(c->models[1].max_queue, 0u) << "no bound unless given";
   ASSERT_TRUE(c->models[1].alpha.has_value());
   EXPECT_EQ(*c->models[1].beta, Duration::milliseconds(5));
 }
@@ -138,6 +141,8 @@ TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
   expect("models: []\n", "bad.yaml:1:9: models: must be a non-empty list");
   expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, rate: -5}]\n",
          "bad.yaml:1:74: models[0].rate: must be >= 0, got -5");
+  expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 10, max_queue: -1}]\n",
+         "models[0].max_queue: must be an integer");
   expect("models: [{name: m, path: m.pt, inputs: ['float32[4]'], slo_ms: 0}]\n",
          "models[0].slo_ms: must be > 0");
   expect("models: [{name: m, inputs: ['float32[4]'], slo_ms: 10}]\n", "models[0].path: is missing");

@@ -541,6 +541,53 @@ TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
   EXPECT_EQ(st.devices[0].batches, 0u) << "no sample ran";
 }
 
+// max_queue bounds the model's queue: with two requests deferred (a 2 s
+// SLO, the paper's rule from the first request), the next ones are dropped
+// at once as queue_full, and the queued two still end once each.
+TEST(ServerTest, MaxQueueDropsWhatExceedsItAsQueueFull) {
+  ServerOptions o;
+  o.devices = "emulated:1";
+  o.defer_without_history = true;
+  auto created = Server::create(o);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  auto s = std::move(*created);
+  ModelOptions m;
+  m.name = "fake";
+  m.inputs = {"float32[4]"};
+  m.alpha = Duration::from_ms(0.2);
+  m.beta = Duration::from_ms(1.0);
+  m.slo = Duration::seconds(2);
+  m.max_batch = 16;
+  m.max_queue = 2;
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::mutex mu;
+  std::vector<InferResult> done;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(s->infer_async("fake", {torch::zeros({4})}, std::nullopt, [&](InferResult&& r) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   done.push_back(std::move(r));
+                 }).ok());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 2;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const InferResult& r : done) {
+      EXPECT_EQ(r.outcome, Outcome::kDropped);
+      EXPECT_EQ(r.reason, DropReason::kQueueFull);
+    }
+  }
+  s->stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(done.size(), 4u) << "the two queued requests end at stop";
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, 4u);
+  ASSERT_EQ(st.models.size(), 1u);
+  EXPECT_EQ(st.models[0].dropped_by_reason.at("queue_full"), 2u);
+}
+
 // Under the deferred policy a request of a 10 s SLO ("fake") waits queued for
 // seconds: it can be cancelled; one of a 100 ms SLO ("quick") runs at once.
 TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {

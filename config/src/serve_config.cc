@@ -38,8 +38,8 @@ void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
 
 ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std::string& key) {
   r.check_keys(m, key,
-               {"name", "path", "input", "inputs", "slo_ms", "max_batch", "max_defer_ms", "rate", "profile",
-                "alpha_ms", "beta_ms"});
+               {"name", "path", "input", "inputs", "slo_ms", "max_batch", "max_defer_ms", "max_queue", "rate",
+                "profile", "alpha_ms", "beta_ms"});
   const auto k = [&](const char* name) { return YamlReader::join(key, name); };
   ServeModelConfig mc;
   if (!m["name"]) r.fail(m, k("name"), "is missing");
@@ -62,6 +62,8 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
     mc.max_batch = static_cast<std::uint32_t>(r.integer(m["max_batch"], k("max_batch"), 1, 4096));
   if (m["max_defer_ms"])
     mc.max_defer = Duration::from_ms(r.number_min(m["max_defer_ms"], k("max_defer_ms"), 0, false));
+  if (m["max_queue"])
+    mc.max_queue = static_cast<std::uint32_t>(r.integer(m["max_queue"], k("max_queue"), 0, 1 << 30));
   if (m["rate"]) mc.rate = r.number_min(m["rate"], k("rate"), 0, false);
   if (m["profile"]) mc.profile = resolve(r, r.string(m["profile"], k("profile")));
   if (m["alpha_ms"] || m["beta_ms"]) {

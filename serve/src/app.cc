@@ -34,6 +34,7 @@ server::ModelOptions model_options(const config::ServeModelConfig& m) {
   mo.slo = m.slo;
   mo.max_batch = m.max_batch;
   mo.max_defer = m.max_defer;
+  mo.max_queue = m.max_queue;
   mo.profile = m.profile;
   mo.alpha = m.alpha;
   mo.beta = m.beta;

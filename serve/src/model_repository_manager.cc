@@ -108,6 +108,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration def
   o.slo = m.slo.value_or(default_slo);
   o.max_batch = m.max_batch_size;
   o.max_defer = m.max_defer;
+  o.max_queue = m.max_queue_size.value_or(0);
   for (const repository::RepositoryTensor& t : m.inputs) {
     if (t.has_wildcard())
       return refuse("input '" + t.name +

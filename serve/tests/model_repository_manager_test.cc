@@ -35,6 +35,7 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   RepositoryModel m = resnet();
   m.max_defer = Duration::microseconds(500);
   m.default_budget = Duration::milliseconds(40);
+  m.max_queue_size = 64;
   auto s = serving_options(m, Duration::milliseconds(100));
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->model.name, "resnet");
@@ -43,6 +44,7 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   EXPECT_EQ(s->model.inputs, std::vector<std::string>{"float32[3,64,64]"});
   EXPECT_EQ(s->model.max_batch, 16u);
   EXPECT_EQ(s->model.max_defer, Duration::microseconds(500));
+  EXPECT_EQ(s->model.max_queue, 64u);
   EXPECT_EQ(s->model.profile, "auto");
   EXPECT_EQ(s->protocol.input_names, std::vector<std::string>{"INPUT__0"});
   EXPECT_EQ(s->protocol.output_names, std::vector<std::string>{"OUTPUT__0"});
@@ -55,6 +57,7 @@ TEST(ServingOptionsTest, TheSloIsTheConfigsElseTheDefault) {
   m.slo = Duration::milliseconds(25);
   EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.slo, Duration::milliseconds(25));
   EXPECT_FALSE(serving_options(m, Duration::milliseconds(100))->model.max_defer.has_value());
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.max_queue, 0u) << "no bound";
 }
 
 TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {

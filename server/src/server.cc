@@ -745,6 +745,7 @@ struct Server::Impl final : BatchRunner {
     mc.max_batch = m.max_batch;
     mc.timeout = model_timeout(opts.policy, mc.slo, std::nullopt);
     mc.max_defer = m.opts.max_defer;
+    mc.max_queue = m.opts.max_queue;
     mc.defer_without_history = opts.defer_without_history;  // docs/serving.md#the-first-request
     return mc;
   }

@@ -410,7 +410,8 @@ class PyServer {
 ModelOptions model_options(const std::string& name, const std::string& path,
                            const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
                            const std::string& profile, std::optional<double> alpha_ms,
-                           std::optional<double> beta_ms, std::optional<double> max_defer_ms) {
+                           std::optional<double> beta_ms, std::optional<double> max_defer_ms,
+                           std::uint32_t max_queue) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
@@ -427,6 +428,7 @@ ModelOptions model_options(const std::string& name, const std::string& path,
       raise(ErrorKind::kConfig, "model '" + name + "': max_defer_ms must be >= 0");
     mo.max_defer = Duration::from_ms(*max_defer_ms);
   }
+  mo.max_queue = max_queue;
   return mo;
 }
 
@@ -471,12 +473,13 @@ void bind_server(py::module_& m) {
           [](PyServer& s, const std::string& name, const std::string& path,
              const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
              const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms,
-             std::optional<double> max_defer_ms) {
+             std::optional<double> max_defer_ms, std::uint32_t max_queue) {
             s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms,
-                                      max_defer_ms));
+                                      max_defer_ms, max_queue));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
-          py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none())
+          py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none(),
+          py::arg("max_queue") = 0)
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
 #if SYMPHONY_HAVE_FRONT
       .def(

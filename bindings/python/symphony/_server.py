@@ -336,6 +336,7 @@ class Server:
         alpha_ms: Optional[float] = None,
         beta_ms: Optional[float] = None,
         max_defer_ms: Optional[float] = None,
+        max_queue: int = 0,
     ) -> None:
         """Loads a TorchScript model on every device, warms it up and, if it has no
         profile yet, measures its latency profile (seconds; the GIL is released).
@@ -353,6 +354,8 @@ class Server:
             alpha_ms, beta_ms: emulated devices: the profile l(b) = alpha_ms * b + beta_ms.
             max_defer_ms: the longest a request waits for its batch to fill (default:
                 no cap, the paper's deferral; 0: eager).
+            max_queue: the most of its requests queued at once; more are dropped at once
+                (``queue_full``). Default 0: no bound but the server's own.
 
         Raises:
             ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
@@ -361,6 +364,8 @@ class Server:
         if input is not None and inputs is not None:
             raise TypeError("give input or inputs, not both")
         specs = [input] if input is not None else list(inputs or [])
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or not 0 <= max_queue < 2**30:
+            raise ConfigError(f"model '{name}': max_queue must be a whole number >= 0, got {max_queue!r}")
         self._core.add_model(
             name,
             "" if path is None else os.fspath(path),
@@ -371,6 +376,7 @@ class Server:
             alpha_ms,
             beta_ms,
             max_defer_ms,
+            max_queue,
         )
 
     def remove_model(self, name: str) -> None:

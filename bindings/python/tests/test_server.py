@@ -237,6 +237,24 @@ def test_max_defer_caps_how_long_a_lone_request_waits():
         assert time.monotonic() - t0 < 5, "capped at 50 ms (uncapped: ~10 s)"
 
 
+def test_max_queue_drops_what_exceeds_it_as_queue_full():
+    """Two requests deferred (2 s SLO) fill max_queue=2: the next ones are
+    dropped at once, queue_full; the queued two end when the server stops."""
+    with symphony.Server(devices="emulated:1", policy="deferred") as s:
+        s.add_model("bounded", slo_ms=2_000, max_batch=8, alpha_ms=1.0, beta_ms=5.0, max_queue=2)
+        with pytest.raises(symphony.ConfigError, match="max_queue"):
+            s.add_model("bad", slo_ms=100, alpha_ms=1.0, beta_ms=5.0, max_queue=-1)
+        s.start()
+        s.infer("bounded", None).result(timeout=10)  # the first request goes at once; later ones are deferred
+        futs = [s.infer("bounded", None) for _ in range(4)]
+        for f in futs[2:]:
+            with pytest.raises(symphony.Dropped) as e:
+                f.result(timeout=10)
+            assert e.value.reason == "queue_full"
+        assert not futs[0].done() and not futs[1].done()
+    assert all(f.done() for f in futs)
+
+
 def test_emulated_devices(emulated_server):
     s = emulated_server(gpus=2, alpha_ms=1.0, beta_ms=2.0, slo_ms=200, max_batch=8)
     assert s.devices == ("emulated:0", "emulated:1")

@@ -31,6 +31,7 @@ struct ServeModelConfig {
   Duration slo;
   std::uint32_t max_batch = 32;
   std::optional<Duration> max_defer;    // ModelConfig::max_defer; unset: no cap
+  std::uint32_t max_queue = 0;          // ModelConfig::max_queue; 0: no bound
   double rate = 0;                      // requests/s from the load generator
   std::string profile = "auto";         // "auto" or a profile file
   std::optional<Duration> alpha, beta;  // emulated devices

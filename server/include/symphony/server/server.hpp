@@ -88,6 +88,10 @@ struct ModelOptions {
   // The longest a request waits for its batch to fill (ModelConfig::
   // max_defer); unset: no cap, the paper's deferral.
   std::optional<Duration> max_defer;
+  // The most requests of this model queued at once (ModelConfig::max_queue);
+  // more are dropped at once (queue_full: 429 / RESOURCE_EXHAUSTED on the
+  // protocol). 0: no bound but the server's own.
+  std::uint32_t max_queue = 0;
   // Where the model's profile file is: "auto" means beside the model
   // (<stem>.<device>.profile.yaml). If the file exists it is used; if not, the
   // model is profiled on the first device and the file written.
