@@ -468,9 +468,15 @@ Result<RepositoryModel> read_model_dir(const std::string& dir) {
   const fs::path config_file = d / kConfigFileName;
   const std::string config_path = config_file.string();
   if (!fs::exists(config_file, ec))
-    return Status(Errc::kNotFound, config_path +
-                                       ": missing (a model without config.pbtxt is not read yet: write one, "
-                                       "docs/repository.md)");
+    // Triton's PyTorch backend cannot complete a config either: a TorchScript
+    // file records its arguments' names, not their datatypes or shapes.
+    return Status(Errc::kNotFound,
+                  config_path +
+                      ": missing. A TorchScript file does not record its inputs' datatypes and shapes, which "
+                      "Symphony needs to warm up and profile the model: write config.pbtxt with at least "
+                      "max_batch_size and each input's name, data_type and dims, e.g. 'max_batch_size: 8 "
+                      "input [{name: \"INPUT__0\" data_type: TYPE_FP32 dims: [3, 224, 224]}]', or send it "
+                      "as JSON in the load request's parameters.config (docs/repository.md)");
   SYMPHONY_ASSIGN_OR_RETURN(const std::string text, read_file(config_file));
 
   inference::ModelConfig c;

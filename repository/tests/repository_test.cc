@@ -317,6 +317,9 @@ TEST_F(RepositoryTest, MissingConfigIsNotFound) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Errc::kNotFound);
   EXPECT_NE(r.status().message().find(config_path("m")), std::string::npos);
+  // It says what is needed and how to give it.
+  for (const char* piece : {"data_type", "dims", "max_batch_size", "parameters.config"})
+    EXPECT_NE(r.status().message().find(piece), std::string::npos) << piece << ": " << r.status().message();
 }
 
 TEST_F(RepositoryTest, JsonConfigReplacesConfigPbtxt) {
