@@ -786,7 +786,9 @@ def test_a_generous_budget_adds_no_waiting_and_max_defer_caps_it():
 def test_late_answers_keep_their_outputs_and_say_late():
     """A profile that claims 1 us for a model that takes milliseconds: a request
     with a 50 ms budget (room for a loaded machine to hand it to the scheduler) is
-    planned as feasible and finishes late (busy.pt takes ~200 ms)."""
+    planned as feasible and finishes late (busy.pt takes ~200 ms), past its
+    deadline too; one with a 20 s budget (target: the 50 ms SLO) is late but
+    by its deadline, and the report says so."""
     d = os.path.realpath(os.path.join(os.environ.get("TMPDIR", "/tmp"), "symphony-front-late-%d" % os.getpid()))
     os.makedirs(d, exist_ok=True)
     shutil.copy(os.path.join(MODELS, "busy.pt"), os.path.join(d, "busy.pt"))
@@ -799,7 +801,7 @@ def test_late_answers_keep_their_outputs_and_say_late():
         recalibrate: false
         delays: {safety_margin_ms: 0}
         models:
-          - {name: busy, path: %(d)s/busy.pt, input: "float32[4]", slo_ms: 1000, max_batch: 4,
+          - {name: busy, path: %(d)s/busy.pt, input: "float32[4]", slo_ms: 50, max_batch: 4,
              profile: %(d)s/busy.yaml}
     """ % {"d": d})
     try:
@@ -822,6 +824,10 @@ def test_late_answers_keep_their_outputs_and_say_late():
             assert resp.parameters["outcome"].string_param == "late"
             assert dict(call.trailing_metadata())["symphony-outcome"] == "late"
             assert struct.unpack("<4f", resp.raw_output_contents[0]) == (1, 2, 3, 4)
+        status, hdrs, body = http_infer(s, "busy", {"inputs": [x], "parameters": {"timeout": 20_000_000}})
+        assert status == 200 and hdrs["symphony-outcome"] == "late", body
     finally:
         rc, report = s.stop()
-    assert rc == 0 and report["models"]["busy"]["late"] == 2 and report["models"]["busy"]["sent"] == 2
+    busy = report["models"]["busy"]
+    assert rc == 0 and busy["late"] == 3 and busy["sent"] == 3, busy
+    assert busy["late_by_deadline"] == 1, busy

@@ -25,6 +25,9 @@ namespace symphony {
 struct OutcomeCounts {
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
   std::array<std::uint64_t, kNumDropReasons> dropped_by_reason{};
+  // Of `late`, those still answered by the client's own deadline (only a
+  // request whose budget is longer than its SLO can be: request_times.hpp).
+  std::uint64_t late_by_deadline = 0;
 
   std::uint64_t ended() const noexcept { return ok + late + dropped + errors; }
   // (sent - ok) / sent: every request not ok by its deadline, counting
@@ -56,6 +59,7 @@ struct OutcomeCounts {
     dropped += o.dropped;
     errors += o.errors;
     for (std::size_t i = 0; i < dropped_by_reason.size(); ++i) dropped_by_reason[i] += o.dropped_by_reason[i];
+    late_by_deadline += o.late_by_deadline;
     return *this;
   }
   // What happened between `before` and this snapshot of the same tally.
@@ -68,6 +72,7 @@ struct OutcomeCounts {
     d.errors = errors - before.errors;
     for (std::size_t i = 0; i < d.dropped_by_reason.size(); ++i)
       d.dropped_by_reason[i] = dropped_by_reason[i] - before.dropped_by_reason[i];
+    d.late_by_deadline = late_by_deadline - before.late_by_deadline;
     return d;
   }
   friend bool operator==(const OutcomeCounts&, const OutcomeCounts&) = default;
@@ -79,11 +84,13 @@ class OutcomeTally {
   void sent() noexcept { sent_.fetch_add(1, std::memory_order_relaxed); }
   // Takes back a sent() whose request was never accepted after all.
   void unsend() noexcept { sent_.fetch_sub(1, std::memory_order_relaxed); }
-  // Counts one request's end; `latency` is recorded for ok and late.
-  void record(Outcome o, DropReason r, Duration latency) {
+  // Counts one request's end; `latency` is recorded for ok and late;
+  // `by_deadline`: a late one was answered by the client's deadline.
+  void record(Outcome o, DropReason r, Duration latency, bool by_deadline = false) {
     const auto oi = static_cast<std::size_t>(o);
     outcomes_[oi].fetch_add(1, std::memory_order_relaxed);
     if (o == Outcome::kDropped) drops_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+    if (o == Outcome::kLate && by_deadline) late_by_deadline_.fetch_add(1, std::memory_order_relaxed);
     if (o == Outcome::kOk || o == Outcome::kLate) {
       std::lock_guard<std::mutex> lock(mu_);
       latency_.record(latency);
@@ -100,6 +107,7 @@ class OutcomeTally {
     c.errors = outcomes_[3].load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < c.dropped_by_reason.size(); ++i)
       c.dropped_by_reason[i] = drops_[i].load(std::memory_order_relaxed);
+    c.late_by_deadline = late_by_deadline_.load(std::memory_order_relaxed);
     c.sent = sent_.load(std::memory_order_relaxed);
     return c;
   }
@@ -119,6 +127,7 @@ class OutcomeTally {
   std::atomic<std::uint64_t> sent_{0};
   std::array<std::atomic<std::uint64_t>, 4> outcomes_{};
   std::array<std::atomic<std::uint64_t>, kNumDropReasons> drops_{};
+  std::atomic<std::uint64_t> late_by_deadline_{0};
   mutable std::mutex mu_;
   LatencyHistogram latency_;
 };

@@ -12,6 +12,7 @@ json outcome_json(const OutcomeCounts& c, double seconds) {
   j["sent"] = c.sent;
   j["ok"] = c.ok;
   j["late"] = c.late;
+  if (c.late_by_deadline) j["late_by_deadline"] = c.late_by_deadline;
   j["dropped"] = c.dropped;
   json reasons = json::object();
   for (int r = 0; r < kNumDropReasons; ++r)

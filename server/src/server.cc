@@ -326,7 +326,8 @@ struct Server::Impl final : BatchRunner {
     if (o.outcome == Outcome::kError) r.error = p.error.empty() ? "the batch failed" : std::move(p.error);
     if (o.outcome == Outcome::kDropped) r.error = "dropped: " + std::string(to_string(o.reason));
     Model& m = *p.model;
-    m.tally.record(o.outcome, o.reason, r.latency);
+    // Late is judged as the core judges it, on the reply's time (finish).
+    m.tally.record(o.outcome, o.reason, r.latency, o.finish <= r.deadline);
     record_end(m, o.outcome, r.latency, p.submitted, p.ran_start, p.ran_end, 1);
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);
@@ -407,7 +408,7 @@ struct Server::Impl final : BatchRunner {
     } else {
       r.batch_start = r.batch_end = TimePoint::infinite();
     }
-    g->model->tally.record(r.outcome, r.reason, r.latency);
+    g->model->tally.record(r.outcome, r.reason, r.latency, r.batch_end <= r.deadline);
     record_end(*g->model, r.outcome, r.latency, r.submitted, g->ran_first, g->ran_last,
                static_cast<std::uint32_t>(g->outputs.size()));
     if (g->use_promise) {

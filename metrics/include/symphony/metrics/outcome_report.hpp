@@ -3,8 +3,8 @@
 // on a terminal, and the Prometheus families.
 //
 // JSON keys (docs/metrics.md, STYLE: the same everywhere): sent, ok, late,
-// dropped, dropped_by_reason (only reasons with a count), errors, and with a
-// window goodput_rps and bad_rate. Callers that count more kinds of refusal
+// late_by_deadline (only when some were), dropped, dropped_by_reason (only
+// reasons with a count), errors, and with a window goodput_rps and bad_rate. Callers that count more kinds of refusal
 // (the front's 429 and 503, a load generator's refused sends) add them to
 // `dropped` and `dropped_by_reason` of the returned object.
 #pragma once
