@@ -47,7 +47,7 @@ void simulate(benchmark::State& state, const char* policy) {
   for (auto _ : state) {
     Result<RunResult> r = run_experiment(e);
     requests += r->requests;
-    bad = r->summary.total.bad_rate;
+    bad = r->summary.total.counts.bad_rate();
     benchmark::DoNotOptimize(r);
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(requests));

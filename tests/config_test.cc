@@ -88,6 +88,45 @@ TEST(ConfigTest, ErrorsNameTheKeyPathOfListEntries) {
   }
 }
 
+TEST(ConfigTest, SloOverridesAndBudgetsAreSharesOfAModelsRequests) {
+  std::string text = kConfig;
+  const std::string at = "  rate_changes:";
+  text.insert(text.find(at),
+              "  slo_overrides: [{fraction: 0.25, slo_ms: 20}]\n"
+              "  budgets: [{fraction: 0.5, budget_ms: 30}, {fraction: 0.5, x_slo: 2}]\n");
+  const Config c = parse_config(text, "c.yaml");
+  for (const ModelLoad& l : c.spec.loads) {
+    ASSERT_EQ(l.slo_overrides.size(), 1u);
+    EXPECT_DOUBLE_EQ(l.slo_overrides[0].fraction, 0.25);
+    EXPECT_EQ(l.slo_overrides[0].slo, Duration::milliseconds(20));
+    ASSERT_EQ(l.budgets.size(), 2u);
+    EXPECT_EQ(l.budgets[0].budget.fixed, Duration::milliseconds(30));
+    EXPECT_DOUBLE_EQ(l.budgets[1].budget.x_slo, 2);
+  }
+  const auto error = [&](const std::string& entry) {
+    std::string t = kConfig;
+    t.insert(t.find(at), entry + "\n");
+    try {
+      (void)parse_config(t, "c.yaml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error("  slo_overrides: {fraction: 1}"),
+            "c.yaml:7:18: workload.slo_overrides: must be a list of {fraction, slo_ms}");
+  EXPECT_EQ(error("  slo_overrides: [{fraction: 0.5}]"),
+            "c.yaml:7:19: workload.slo_overrides[0]: needs both fraction and slo_ms");
+  EXPECT_EQ(error("  slo_overrides: [{fraction: 0.75, slo_ms: 1}, {fraction: 0.5, slo_ms: 2}]"),
+            "c.yaml:7:48: workload.slo_overrides[1]: fractions add up to more than 1");
+  EXPECT_EQ(error("  budgets: [{fraction: 0.5, budget_ms: 1, x_slo: 2}]"),
+            "c.yaml:7:13: workload.budgets[0]: needs fraction and one of budget_ms, x_slo");
+  EXPECT_EQ(error("  slo_overrides: [{fraction: -1, slo_ms: 0}]"),  // the fraction first
+            "c.yaml:7:30: workload.slo_overrides[0].fraction: must be >= 0, got -1");
+  EXPECT_EQ(error("  budgets: [{fraction: -1, x_slo: 2}]"),
+            "c.yaml:7:24: workload.budgets[0].fraction: must be >= 0, got -1");
+}
+
 TEST(YamlReaderTest, GettersCheckTypesAndRangesAndNameThePlace) {
   const YamlReader r("r.yaml", "/etc/symphony");
   const YAML::Node root = r.load("a: {n: 3, x: -1.5, s: text, b: yes, ms: 2.5, l: [p, q]}\n");

@@ -44,7 +44,7 @@ TEST(ExperimentTest, SameSeedSameSummaryDifferentSeedDifferent) {
   const RunResult a = *run_experiment(e), b = *run_experiment(e);
   EXPECT_EQ(a.requests, b.requests);
   EXPECT_EQ(a.events, b.events);
-  EXPECT_EQ(a.summary.total.ok, b.summary.total.ok);
+  EXPECT_EQ(a.summary.total.counts.ok, b.summary.total.counts.ok);
   EXPECT_EQ(a.summary.total.requests_by_size, b.summary.total.requests_by_size);
   EXPECT_EQ(a.summary.gpu_busy_fraction, b.summary.gpu_busy_fraction);
   e.seed = 2;
@@ -63,7 +63,7 @@ TEST(ExperimentTest, MetricsAgreeWithTheObservedRun) {
   for (double f : r.summary.gpu_busy_fraction) busy += f * r.summary.window.to_seconds();
   EXPECT_NEAR(busy, log.busy_in_window.to_seconds(), 1e-6);
   // Below capacity deferred batching keeps every request in time, in big batches.
-  EXPECT_EQ(r.summary.total.bad_rate, 0.0);
+  EXPECT_EQ(r.summary.total.counts.bad_rate(), 0.0);
   EXPECT_GE(r.summary.total.median_batch, 14);
   EXPECT_LE(r.summary.total.latency.max, Duration::milliseconds(25));
   // Busy time is the GPU time of the batches that ran: roughly rate * l(b)/b.
@@ -85,7 +85,7 @@ TEST(ExperimentTest, DelaysAndResponseTimeAreInjected) {
   e.delays.resp = Duration::milliseconds(2);
   e.delays.ctrl = Duration::milliseconds(1);
   const RunResult r = *run_experiment(e);
-  EXPECT_EQ(r.summary.total.bad_rate, 0.0);
+  EXPECT_EQ(r.summary.total.counts.bad_rate(), 0.0);
   // Every reply takes d_resp after its batch and every batch starts d_ctrl
   // after its dispatch at the earliest, so no latency is below l(1) + 3 ms.
   EXPECT_GE(r.summary.total.latency.p50 - Duration::milliseconds(3), Duration::from_ms(1.053 + 5.072));
@@ -97,9 +97,9 @@ TEST(ExperimentTest, NoiseChangesBatchTimesButEveryRequestStillEnds) {
   const RunResult noisy = *run_experiment(e);
   const RunResult exact = *run_experiment(resnet(4000));
   EXPECT_EQ(noisy.requests, exact.requests);  // same arrivals
-  EXPECT_EQ(noisy.summary.total.arrived, exact.summary.total.arrived);
+  EXPECT_EQ(noisy.summary.total.counts.sent, exact.summary.total.counts.sent);
   EXPECT_NE(noisy.summary.gpu_busy_fraction, exact.summary.gpu_busy_fraction);
-  EXPECT_GT(noisy.summary.total.late, 0u);  // batches that ran long finished late
+  EXPECT_GT(noisy.summary.total.counts.late, 0u);  // batches that ran long finished late
 }
 
 TEST(NoisyTimingTest, WithoutDriftOrOutliersItIsLogNormalTimingDrawForDraw) {
@@ -169,13 +169,17 @@ TEST(ExperimentTest, RecalibrationFollowsADriftingDevice) {
   const RunResult stale = *run_experiment(spec(false));
   const RunResult tracked = *run_experiment(spec(true));
   EXPECT_EQ(stale.requests, tracked.requests);  // same arrivals
-  EXPECT_EQ(tracked.summary.total.arrived, tracked.summary.total.ok + tracked.summary.total.late +
-                                               tracked.summary.total.error + tracked.summary.total.dropped);
-  RecordProperty("bad_rate_stale", std::to_string(stale.summary.total.bad_rate));
-  RecordProperty("bad_rate_recalibrated", std::to_string(tracked.summary.total.bad_rate));
-  EXPECT_GT(stale.summary.total.bad_rate, 0.2) << "the drift must hurt the stale plan";  // 0.43 measured
-  EXPECT_LT(tracked.summary.total.bad_rate, stale.summary.total.bad_rate / 3)            // 0.057 measured
-      << "stale " << stale.summary.total.bad_rate << ", recalibrated " << tracked.summary.total.bad_rate;
+  EXPECT_EQ(tracked.summary.total.counts.sent,
+            tracked.summary.total.counts.ok + tracked.summary.total.counts.late +
+                tracked.summary.total.counts.errors + tracked.summary.total.counts.dropped);
+  RecordProperty("bad_rate_stale", std::to_string(stale.summary.total.counts.bad_rate()));
+  RecordProperty("bad_rate_recalibrated", std::to_string(tracked.summary.total.counts.bad_rate()));
+  EXPECT_GT(stale.summary.total.counts.bad_rate(), 0.2)
+      << "the drift must hurt the stale plan";  // 0.43 measured
+  EXPECT_LT(tracked.summary.total.counts.bad_rate(),
+            stale.summary.total.counts.bad_rate() / 3)  // 0.057 measured
+      << "stale " << stale.summary.total.counts.bad_rate() << ", recalibrated "
+      << tracked.summary.total.counts.bad_rate();
 }
 
 TEST(ExperimentTest, RejectsBadSpecs) {
@@ -205,13 +209,13 @@ TEST(ExperimentTest, TraceReplayRunsTheRecordedRequests) {
   // busy when the 7 ms one behind it arrives; docs/simulator.md.)
   e.policy.deferred = DeferredOptions::paper();
   const RunResult r = *run_experiment(e);
-  EXPECT_EQ(r.summary.total.arrived, 100u);
+  EXPECT_EQ(r.summary.total.counts.sent, 100u);
   // A 7 ms SLO is infeasible with l(1) = 6.125 ms only when the GPU is busy; alone every request fits.
-  EXPECT_EQ(r.summary.total.ok, 100u);
+  EXPECT_EQ(r.summary.total.counts.ok, 100u);
   // Compressed 10x the 7 ms requests queue behind others and some are dropped.
   const RunResult fast = *run_experiment(e, 10.0);
-  EXPECT_EQ(fast.summary.total.arrived, 100u);
-  EXPECT_GT(fast.summary.total.dropped, 0u);
+  EXPECT_EQ(fast.summary.total.counts.sent, 100u);
+  EXPECT_GT(fast.summary.total.counts.dropped, 0u);
 }
 
 }  // namespace

@@ -66,21 +66,21 @@ TEST(MetricsTest, CountsOutcomesAndDropReasonsInsideTheWindowOnly) {
   m.on_outcome(ran(1, 1100, 1110, 1120, 4));  // at the window's end: ignored
   const RunSummary s = m.summary();
   const ModelStats& a = s.models[0];
-  EXPECT_EQ(a.arrived, 6u);
-  EXPECT_EQ(a.ok, 1u);
-  EXPECT_EQ(a.late, 1u);
-  EXPECT_EQ(a.error, 1u);
-  EXPECT_EQ(a.dropped, 3u);
-  EXPECT_EQ(a.dropped_by[static_cast<int>(DropReason::kExpired)], 2u);
-  EXPECT_EQ(a.dropped_by[static_cast<int>(DropReason::kInfeasible)], 1u);
-  EXPECT_DOUBLE_EQ(a.bad_rate, 5.0 / 6);
+  EXPECT_EQ(a.counts.sent, 6u);
+  EXPECT_EQ(a.counts.ok, 1u);
+  EXPECT_EQ(a.counts.late, 1u);
+  EXPECT_EQ(a.counts.errors, 1u);
+  EXPECT_EQ(a.counts.dropped, 3u);
+  EXPECT_EQ(a.counts.dropped_by_reason[static_cast<int>(DropReason::kExpired)], 2u);
+  EXPECT_EQ(a.counts.dropped_by_reason[static_cast<int>(DropReason::kInfeasible)], 1u);
+  EXPECT_DOUBLE_EQ(a.counts.bad_rate(), 5.0 / 6);
   EXPECT_DOUBLE_EQ(a.goodput_rps, 1.0);  // one ok request in a 1 s window
   EXPECT_DOUBLE_EQ(a.offered_rps, 6.0);
-  EXPECT_EQ(s.models[1].arrived, 1u);
-  EXPECT_DOUBLE_EQ(s.models[1].bad_rate, 0.0);
-  EXPECT_EQ(s.total.arrived, 7u);
-  EXPECT_EQ(s.total.ok, 2u);
-  EXPECT_DOUBLE_EQ(s.total.bad_rate, 5.0 / 7);
+  EXPECT_EQ(s.models[1].counts.sent, 1u);
+  EXPECT_DOUBLE_EQ(s.models[1].counts.bad_rate(), 0.0);
+  EXPECT_EQ(s.total.counts.sent, 7u);
+  EXPECT_EQ(s.total.counts.ok, 2u);
+  EXPECT_DOUBLE_EQ(s.total.counts.bad_rate(), 5.0 / 7);
   EXPECT_DOUBLE_EQ(s.worst_bad_rate, 5.0 / 6);
 }
 

@@ -103,7 +103,7 @@ TEST(NetworkJitterTest, TheSimulatorAppliesTheDrawnDelaysDeterministically) {
   const RunResult b = *run_experiment(jit, 1.0, 0, &l1);
   const RunResult c = *run_experiment(jit, 1.0, 0, &l2);
   EXPECT_EQ(l1.delay_ms, l2.delay_ms) << "same seed, same delays";
-  EXPECT_EQ(b.summary.total.ok, c.summary.total.ok);
+  EXPECT_EQ(b.summary.total.counts.ok, c.summary.total.counts.ok);
   EXPECT_EQ(a.requests, b.requests) << "the workload does not change";
   ASSERT_GT(l1.delay_ms.size(), 100u);
   // Planned with the 99th percentile: the scheduler's delay(b) is ~4.7x the

@@ -283,8 +283,8 @@ TEST(SubClusterSimTest, EveryRequestEndsExactlyOnceInItsOwnerAcrossRandomEpochs)
     EXPECT_GT(waited, 10u);
     // Cluster and sub-cluster counts agree.
     std::uint64_t arrived = 0;
-    for (const RunSummary& s : res.subclusters) arrived += s.total.arrived;
-    EXPECT_EQ(arrived, res.cluster.summary.total.arrived);
+    for (const RunSummary& s : res.subclusters) arrived += s.total.counts.sent;
+    EXPECT_EQ(arrived, res.cluster.summary.total.counts.sent);
   }
 }
 
@@ -310,14 +310,14 @@ TEST(SubClusterSimTest, OneSubClusterIsThePlainSimulatorEventForEvent) {
       EXPECT_EQ(x.batch_size, y.batch_size);
     }
     const RunSummary &s = a.summary, &t = b.cluster.summary;
-    EXPECT_EQ(s.total.ok, t.total.ok);
+    EXPECT_EQ(s.total.counts.ok, t.total.counts.ok);
     EXPECT_EQ(s.total.requests_by_size, t.total.requests_by_size);
     EXPECT_EQ(s.gpu_busy_fraction, t.gpu_busy_fraction);
     ASSERT_EQ(s.autoscale.size(), t.autoscale.size());
     for (std::size_t w = 0; w < s.autoscale.size(); ++w)
       EXPECT_EQ(s.autoscale[w].advice, t.autoscale[w].advice);
     // The sub-cluster is the cluster.
-    EXPECT_EQ(b.subclusters.at(0).total.ok, t.total.ok);
+    EXPECT_EQ(b.subclusters.at(0).total.counts.ok, t.total.counts.ok);
     EXPECT_EQ(b.subclusters.at(0).gpu_busy_fraction, t.gpu_busy_fraction);
   }
 }
@@ -355,7 +355,7 @@ TEST(SubClusterSimTest, SubClusterAutoscaleWindowsAddUpToTheClusters) {
     }
   EXPECT_EQ(arrived, r.cluster.requests);
   EXPECT_EQ(r.series.step(), Duration::milliseconds(100));
-  EXPECT_GE(ok, r.cluster.summary.total.ok);
+  EXPECT_GE(ok, r.cluster.summary.total.counts.ok);
 }
 
 TEST(SubClusterSimTest, SameInputsSameRunDifferentSeedDifferentRun) {
@@ -369,7 +369,7 @@ TEST(SubClusterSimTest, SameInputsSameRunDifferentSeedDifferentRun) {
   };
   const SubClusterRunResult a = run(1), b = run(1), c = run(2);
   EXPECT_EQ(a.cluster.events, b.cluster.events);
-  EXPECT_EQ(a.cluster.summary.total.ok, b.cluster.summary.total.ok);
+  EXPECT_EQ(a.cluster.summary.total.counts.ok, b.cluster.summary.total.counts.ok);
   EXPECT_EQ(a.cluster.summary.gpu_busy_fraction, b.cluster.summary.gpu_busy_fraction);
   ASSERT_EQ(a.epochs.size(), b.epochs.size());
   for (std::size_t k = 0; k < a.epochs.size(); ++k) {

@@ -64,47 +64,53 @@ std::vector<RateChange> parse_rate_changes(const Reader& r, const YAML::Node& n,
   return out;
 }
 
-std::vector<SloOverride> parse_slo_overrides(const Reader& r, const YAML::Node& n, const std::string& key) {
-  if (!n.IsSequence()) r.fail(n, key, "must be a list of {fraction, slo_ms}");
-  std::vector<SloOverride> out;
+// A list of shares {fraction, ...} of a model's requests, in the shape
+// `shape` with the keys `keys`: an entry needs fraction and `complete(entry)`
+// (else fails with `needs`); `read(entry, path, share)` reads the rest. The
+// fractions add up to at most 1 (the rest keep the default).
+template <class Share, class Complete, class Read>
+std::vector<Share> parse_shares(const Reader& r, const YAML::Node& n, const std::string& key,
+                                const char* shape, std::initializer_list<const char*> keys, Complete complete,
+                                const char* needs, Read read) {
+  if (!n.IsSequence()) r.fail(n, key, std::string("must be a list of ") + shape);
+  std::vector<Share> out;
   double sum = 0;
   for (std::size_t i = 0; i < n.size(); ++i) {
-    const std::string k = key + "[" + std::to_string(i) + "]";
+    const std::string k = Reader::index(key, i);
     const YAML::Node c = n[i];
-    r.check_keys(c, k, {"fraction", "slo_ms"});
-    if (!c["fraction"] || !c["slo_ms"]) r.fail(c, k, "needs both fraction and slo_ms");
-    SloOverride o;
-    o.fraction = r.number_min(c["fraction"], k + ".fraction", 0, false);
-    o.slo = Duration::from_ms(r.number_min(c["slo_ms"], k + ".slo_ms", 0, true));
-    sum += o.fraction;
+    r.check_keys(c, k, keys);
+    if (!c["fraction"] || !complete(c)) r.fail(c, k, needs);
+    Share s;
+    s.fraction = r.number_min(c["fraction"], k + ".fraction", 0, false);
+    read(c, k, s);
+    sum += s.fraction;
     if (sum > 1.0 + 1e-9) r.fail(c, k, "fractions add up to more than 1");
-    out.push_back(o);
+    out.push_back(s);
   }
   return out;
 }
 
+std::vector<SloOverride> parse_slo_overrides(const Reader& r, const YAML::Node& n, const std::string& key) {
+  return parse_shares<SloOverride>(
+      r, n, key, "{fraction, slo_ms}", {"fraction", "slo_ms"},
+      [](const YAML::Node& c) { return static_cast<bool>(c["slo_ms"]); }, "needs both fraction and slo_ms",
+      [&](const YAML::Node& c, const std::string& k, SloOverride& o) {
+        o.slo = Duration::from_ms(r.number_min(c["slo_ms"], k + ".slo_ms", 0, true));
+      });
+}
+
 // Clients' budgets: [{fraction, budget_ms | x_slo}] (request_times.hpp).
 std::vector<BudgetShare> parse_budgets(const Reader& r, const YAML::Node& n, const std::string& key) {
-  if (!n.IsSequence()) r.fail(n, key, "must be a list of {fraction, budget_ms} or {fraction, x_slo}");
-  std::vector<BudgetShare> out;
-  double sum = 0;
-  for (std::size_t i = 0; i < n.size(); ++i) {
-    const std::string k = key + "[" + std::to_string(i) + "]";
-    const YAML::Node c = n[i];
-    r.check_keys(c, k, {"fraction", "budget_ms", "x_slo"});
-    if (!c["fraction"] || (!c["budget_ms"] == !c["x_slo"]))
-      r.fail(c, k, "needs fraction and one of budget_ms, x_slo");
-    BudgetShare b;
-    b.fraction = r.number_min(c["fraction"], k + ".fraction", 0, false);
-    if (c["budget_ms"])
-      b.budget.fixed = Duration::from_ms(r.number_min(c["budget_ms"], k + ".budget_ms", 0, true));
-    else
-      b.budget.x_slo = r.number_min(c["x_slo"], k + ".x_slo", 0, true);
-    sum += b.fraction;
-    if (sum > 1.0 + 1e-9) r.fail(c, k, "fractions add up to more than 1");
-    out.push_back(b);
-  }
-  return out;
+  return parse_shares<BudgetShare>(
+      r, n, key, "{fraction, budget_ms} or {fraction, x_slo}", {"fraction", "budget_ms", "x_slo"},
+      [](const YAML::Node& c) { return !c["budget_ms"] != !c["x_slo"]; },
+      "needs fraction and one of budget_ms, x_slo",
+      [&](const YAML::Node& c, const std::string& k, BudgetShare& b) {
+        if (c["budget_ms"])
+          b.budget.fixed = Duration::from_ms(r.number_min(c["budget_ms"], k + ".budget_ms", 0, true));
+        else
+          b.budget.x_slo = r.number_min(c["x_slo"], k + ".x_slo", 0, true);
+      });
 }
 
 // A model entry before its rate is known.

@@ -108,6 +108,14 @@ constexpr std::string_view to_string(DropReason r) noexcept {
 
 inline constexpr int kNumDropReasons = 7;
 
+// The reason to_string() names `name`; nullopt when no reason has that name
+// (a protocol answer's reason from another server, the front's own refusals).
+constexpr std::optional<DropReason> drop_reason_from_string(std::string_view name) noexcept {
+  for (int r = 0; r < kNumDropReasons; ++r)
+    if (to_string(static_cast<DropReason>(r)) == name) return static_cast<DropReason>(r);
+  return std::nullopt;
+}
+
 // Network delays and the safety margin (docs/architecture.md#delays). All default to zero.
 //
 // The safety margin is slack against noise (a batch that runs a little long,

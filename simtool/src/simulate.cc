@@ -127,12 +127,15 @@ json histogram_json(const std::vector<std::uint64_t>& h) {
   return o;
 }
 
-json outcomes_json(const ModelStats& m) {
+// The simulator's keys (docs/simulator.md): "arrived" for sent, "error" for
+// errors, and every reason listed, zero or not.
+json outcomes_json(const OutcomeCounts& c) {
   json dropped = json::object();
   for (int r = 1; r < kNumDropReasons; ++r)
-    dropped[std::string(to_string(static_cast<DropReason>(r)))] = m.dropped_by[static_cast<std::size_t>(r)];
-  return json{{"arrived", m.arrived}, {"ok", m.ok},           {"late", m.late},
-              {"error", m.error},     {"dropped", m.dropped}, {"dropped_by_reason", dropped}};
+    dropped[std::string(to_string(static_cast<DropReason>(r)))] =
+        c.dropped_by_reason[static_cast<std::size_t>(r)];
+  return json{{"arrived", c.sent}, {"ok", c.ok},           {"late", c.late},
+              {"error", c.errors}, {"dropped", c.dropped}, {"dropped_by_reason", dropped}};
 }
 
 json bound_json(const BatchBound& b) {
@@ -143,8 +146,8 @@ json stats_json(const ModelStats& m) {
   return json{{"offered_rps", num(m.offered_rps)},
               {"goodput_rps", num(m.goodput_rps)},
               {"ok_rps", num(m.goodput_rps)},
-              {"bad_rate", num(m.bad_rate)},
-              {"outcomes", outcomes_json(m)},
+              {"bad_rate", num(m.counts.bad_rate())},
+              {"outcomes", outcomes_json(m.counts)},
               {"latency_ms", percentiles_json(m.latency)},
               {"queueing_ms", percentiles_json(m.queueing)},
               {"median_batch", num(m.median_batch)},

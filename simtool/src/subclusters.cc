@@ -74,8 +74,8 @@ json subclusters_json(const partition::SubClusterConfig& c, const ExperimentSpec
                         {"models_at_end", std::move(models)},
                         {"offered_rps", num(s.total.offered_rps)},
                         {"goodput_rps", num(s.total.goodput_rps)},
-                        {"bad_rate", num(s.total.bad_rate)},
-                        {"arrived", s.total.arrived},
+                        {"bad_rate", num(s.total.counts.bad_rate())},
+                        {"arrived", s.total.counts.sent},
                         {"gpu_busy_fraction", num(s.busy_fraction)},
                         {"gpus_used", s.gpus_used},
                         {"autoscale", json{{"windows", std::move(windows)}}}});

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "symphony/cluster/client.hpp"
+#include "symphony/cluster/client_report.hpp"
 
 namespace py = pybind11;
 
@@ -140,28 +141,15 @@ class PyClient {
     return out;
   }
 
+  // The counts of client_report() (what `frontend` and `loadgen` write), live:
+  // in_flight for its in_flight_at_end, and whether it is connected.
   py::dict stats() const {
     const cluster::ClientStats s = client_->stats();
-    py::dict d;
-    d["sent"] = s.outcomes.sent;
-    d["ok"] = s.outcomes.ok;
-    d["late"] = s.outcomes.late;
-    d["dropped"] = s.outcomes.dropped;
-    d["errors"] = s.outcomes.errors;
-    d["in_flight"] = s.in_flight;
-    py::dict reasons;
-    for (int r = 1; r < kNumDropReasons; ++r)
-      if (s.outcomes.dropped_by_reason[static_cast<std::size_t>(r)])
-        reasons[py::str(std::string(to_string(static_cast<DropReason>(r))))] =
-            s.outcomes.dropped_by_reason[static_cast<std::size_t>(r)];
-    d["dropped_by_reason"] = reasons;
-    d["duplicate_outcomes"] = s.duplicate_outcomes;
-    d["duplicate_outputs"] = s.duplicate_outputs;
-    d["unknown_ids"] = s.unknown_ids;
-    d["scheduler_losses"] = s.scheduler_losses;
-    d["resubmitted"] = s.resubmitted;
-    d["connected"] = s.connected;
-    return d;
+    nlohmann::json j = cluster::client_report(s);
+    j["in_flight"] = j["in_flight_at_end"];
+    j.erase("in_flight_at_end");
+    j["connected"] = s.connected;
+    return py::module_::import("json").attr("loads")(j.dump());
   }
 
   bool connected() const { return client_->connected(); }

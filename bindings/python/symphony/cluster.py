@@ -150,9 +150,10 @@ class Client:
         return [ModelInfo(*m) for m in self._c.models()]
 
     def stats(self) -> Dict[str, Any]:
-        """Counts at this frontend: sent, ok, late, dropped (and by reason),
-        errors, in_flight, duplicate_outcomes, duplicate_outputs, unknown_ids,
-        scheduler_losses, resubmitted, connected."""
+        """Counts at this frontend, as `symphony loadgen` reports them: sent,
+        ok, late, dropped (and by reason), errors, in_flight, cancels,
+        duplicate_outcomes, duplicate_outputs, unknown_ids, scheduler_losses,
+        resubmitted, welcomes, connected."""
         return self._c.stats()
 
     @property

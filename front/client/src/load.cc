@@ -15,6 +15,7 @@
 #include <set>
 
 #include "symphony/load/open_loop.hpp"
+#include "symphony/metrics/outcome_report.hpp"
 #include "transport.hpp"
 
 namespace symphony::front::client {
@@ -132,7 +133,7 @@ struct LoadRun::Impl final : load::LoadTarget {
       return Status(Errc::kCapacityExceeded,
                     "more than " + std::to_string(kMaxInFlight) + " requests outstanding");
     ModelReport& m = reports[lr.model];
-    if (lr.counted) ++m.sent;
+    if (lr.counted) ++m.counts.sent;
     ++iv_sent;
     Request* r = alloc();
     *r = Request{};
@@ -152,8 +153,8 @@ struct LoadRun::Impl final : load::LoadTarget {
   void refused(const load::LoadRequest& lr, const Status& why) override {
     ModelReport& m = reports[lr.model];
     if (lr.counted) {
-      ++m.sent;
-      ++m.errors;
+      ++m.counts.sent;
+      m.counts.add(Outcome::kError);
       add_message(m, "client: " + why.message());
     }
     ++iv_sent;
@@ -192,19 +193,18 @@ struct LoadRun::Impl final : load::LoadTarget {
     if (r->counted) {
       switch (c.kind) {
         case Kind::kOk:
-          ++m.ok;
+          m.counts.add(Outcome::kOk);
           m.latency.record(latency);
           break;
         case Kind::kLate:
-          ++m.late;
+          m.counts.add(Outcome::kLate);
           m.latency.record(latency);
           break;
         case Kind::kDropped:
-          ++m.dropped;
-          ++m.dropped_by_reason[c.detail];
+          count_drop(m, c.detail);
           break;
         case Kind::kError:
-          ++m.errors;
+          m.counts.add(Outcome::kError);
           add_message(m, c.detail);
           break;
       }
@@ -565,27 +565,51 @@ Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, doubl
 
 namespace {
 
-std::string join_counts(const std::map<std::string, std::uint64_t>& m, const char* sep) {
+// "name n, name n" of a JSON object of counts.
+std::string join_counts(const json& counts) {
   std::string s;
-  for (const auto& [k, v] : m) s += (s.empty() ? "" : sep) + k + " " + std::to_string(v);
+  for (const auto& [k, v] : counts.items())
+    s += (s.empty() ? "" : ", ") + k + " " + std::to_string(v.get<std::uint64_t>());
   return s;
 }
 
+// outcome_json() with the drops that name no DropReason, and goodput_rps and
+// bad_rate even for an empty window.
+json counts_json(const OutcomeCounts& c, const std::map<std::string, std::uint64_t>& other_drops, double w) {
+  json j = metrics::outcome_json(c, w);
+  for (const auto& [k, v] : other_drops) j["dropped_by_reason"][k] = v;  // already in c.dropped
+  if (w <= 0) {
+    j["goodput_rps"] = 0.0;
+    j["bad_rate"] = c.bad_rate();
+  }
+  return j;
+}
+
 }  // namespace
+
+void count_drop(ModelReport& m, const std::string& reason) {
+  if (const std::optional<DropReason> r = drop_reason_from_string(reason)) {
+    m.counts.add(Outcome::kDropped, *r);
+  } else {
+    ++m.counts.dropped;
+    ++m.other_drops[reason];
+  }
+}
 
 void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
   std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late",
                "dropped", "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
   for (const ModelReport& m : r.models) {
+    const OutcomeCounts& c = m.counts;
     std::fprintf(out, "%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %9.2f %9.2f\n", m.name.c_str(),
-                 static_cast<unsigned long long>(m.sent), static_cast<unsigned long long>(m.ok),
-                 static_cast<unsigned long long>(m.late), static_cast<unsigned long long>(m.dropped),
-                 static_cast<unsigned long long>(m.errors), j["models"][m.name]["goodput_rps"].get<double>(),
+                 static_cast<unsigned long long>(c.sent), static_cast<unsigned long long>(c.ok),
+                 static_cast<unsigned long long>(c.late), static_cast<unsigned long long>(c.dropped),
+                 static_cast<unsigned long long>(c.errors), j["models"][m.name]["goodput_rps"].get<double>(),
                  m.latency.percentile(0.5).to_ms(), m.latency.percentile(0.9).to_ms(),
                  m.latency.percentile(0.99).to_ms(), m.latency.max().to_ms());
-    if (m.dropped)
+    if (c.dropped)
       std::fprintf(out, "  %s: dropped: %s\n", m.name.c_str(),
-                   join_counts(m.dropped_by_reason, ", ").c_str());
+                   join_counts(j["models"][m.name]["dropped_by_reason"]).c_str());
     for (const auto& [msg, n] : m.errors_by_message)
       std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n),
                    msg.c_str());
@@ -653,41 +677,29 @@ json to_json(const LoadReport& r) {
   j["connections"] = r.connections;
   const double w = r.duration_s;
   auto per_s = [w](std::uint64_t n) { return w > 0 ? static_cast<double>(n) / w : 0.0; };
-  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
+  OutcomeCounts total;
   double target = 0;
-  std::map<std::string, std::uint64_t> reasons, messages;
+  std::map<std::string, std::uint64_t> other_drops, messages;
   LatencyHistogram latency;
   ClientSide client;
   j["models"] = json::object();
   for (const ModelReport& m : r.models) {
-    json jm;
+    json jm = counts_json(m.counts, m.other_drops, w);
     if (m.rate > 0)
       jm["rate"] = m.rate;
     else
       jm["concurrency"] = m.concurrency;
     jm["budget_ms"] = m.budget ? json(m.budget->to_ms()) : json(nullptr);
-    jm["sent"] = m.sent;
-    jm["ok"] = m.ok;
-    jm["late"] = m.late;
-    jm["dropped"] = m.dropped;
-    jm["errors"] = m.errors;
-    jm["goodput_rps"] = per_s(m.ok);
-    jm["bad_rate"] = m.sent ? static_cast<double>(m.sent - m.ok) / static_cast<double>(m.sent) : 0.0;
-    jm["offered_rps"] = per_s(m.sent);
+    jm["offered_rps"] = per_s(m.counts.sent);
     jm["achieved_rps"] = per_s(m.client.transmitted);
-    jm["dropped_by_reason"] = m.dropped_by_reason;
     jm["errors_by_message"] = m.errors_by_message;
     jm["latency_ms"] = latency_json(m.latency);
     jm["client"] = client_json(m.client, w);
     jm["platform"] = m.metadata.platform;
     j["models"][m.name] = jm;
-    sent += m.sent;
-    ok += m.ok;
-    late += m.late;
-    dropped += m.dropped;
-    errors += m.errors;
+    total += m.counts;
     target += m.rate;
-    for (const auto& [k, v] : m.dropped_by_reason) reasons[k] += v;
+    for (const auto& [k, v] : m.other_drops) other_drops[k] += v;
     for (const auto& [k, v] : m.errors_by_message) messages[k] += v;
     latency.merge(m.latency);
     client.transmitted += m.client.transmitted;
@@ -696,17 +708,10 @@ json to_json(const LoadReport& r) {
     client.sent_late_waited += m.client.sent_late_waited;
     client.wait.merge(m.client.wait);
   }
-  j["sent"] = sent;
-  j["ok"] = ok;
-  j["late"] = late;
-  j["dropped"] = dropped;
-  j["dropped_by_reason"] = reasons;
-  j["errors"] = errors;
+  j.update(counts_json(total, other_drops, w));
   j["errors_by_message"] = messages;
-  j["goodput_rps"] = per_s(ok);
-  j["bad_rate"] = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
   if (r.mode == "open") j["target_rps"] = target;
-  j["offered_rps"] = per_s(sent);
+  j["offered_rps"] = per_s(total.sent);
   j["achieved_rps"] = per_s(client.transmitted);
   j["latency_ms"] = latency_json(latency);
   json jc = client_json(client, w);

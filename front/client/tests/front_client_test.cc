@@ -1,11 +1,12 @@
 // The client's protocol pieces without I/O: endpoints, datatypes, metadata,
-// the random inputs, and the classification of answers.
+// the random inputs, the classification of answers and how drops are counted.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cstring>
 
+#include "symphony/front/client/load.hpp"
 #include "symphony/front/client/protocol.hpp"
 
 namespace symphony::front::client {
@@ -212,6 +213,36 @@ TEST(Classify, NoAnswer) {
   c.via = Answer::Via::kClientExpired;
   EXPECT_EQ(classify(c, Duration::zero(), std::nullopt).kind, Kind::kDropped);
   EXPECT_EQ(classify(c, Duration::zero(), std::nullopt).detail, "client_expired");
+}
+
+TEST(CountDrop, KnownReasonsByDropReasonOthersByName) {
+  ModelReport m;
+  m.name = "m";
+  m.counts.sent = 5;
+  count_drop(m, "queue_full");
+  count_drop(m, "queue_full");
+  count_drop(m, "front_inflight");  // the front's own refusal: no DropReason
+  count_drop(m, "overload");        // another server's, by its status
+  count_drop(m, "none");
+  EXPECT_EQ(m.counts.dropped, 5u);
+  EXPECT_EQ(m.counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kQueueFull)], 2u);
+  EXPECT_EQ(m.counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kNone)], 1u);
+  EXPECT_EQ(m.other_drops, (std::map<std::string, std::uint64_t>{{"front_inflight", 1}, {"overload", 1}}));
+  EXPECT_EQ(m.counts.ended(), m.counts.sent);
+
+  // The report lists every name once, known or not, and they sum to dropped.
+  LoadReport r;
+  r.duration_s = 1;
+  r.models = {m, m};
+  r.models[1].name = "n";
+  const json j = to_json(r);
+  const json want = {{"queue_full", 2}, {"front_inflight", 1}, {"overload", 1}, {"none", 1}};
+  EXPECT_EQ(j["models"]["m"]["dropped_by_reason"], want) << j.dump(2);
+  EXPECT_EQ(j["models"]["m"]["dropped"], 5u);
+  EXPECT_EQ(j["dropped"], 10u);
+  EXPECT_EQ(j["dropped_by_reason"]["queue_full"], 4u) << j.dump(2);
+  EXPECT_EQ(j["dropped_by_reason"]["overload"], 2u) << j.dump(2);
+  EXPECT_DOUBLE_EQ(j["bad_rate"].get<double>(), 1.0);
 }
 
 }  // namespace

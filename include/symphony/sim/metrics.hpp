@@ -15,7 +15,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +23,7 @@
 
 #include "symphony/autoscale.hpp"
 #include "symphony/latency_histogram.hpp"
+#include "symphony/outcome_tally.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -46,9 +46,9 @@ struct Percentiles {
 };
 
 struct ModelStats {
-  std::uint64_t arrived = 0, ok = 0, late = 0, error = 0, dropped = 0;
-  std::array<std::uint64_t, kNumDropReasons> dropped_by{};  // index = DropReason
-  double bad_rate = 0;     // (late + error + dropped) / arrived; 0 when nothing arrived
+  // `sent` counts the requests that arrived in the window; each has ended,
+  // so counts.bad_rate() is (late + errors + dropped) / arrived.
+  OutcomeCounts counts;
   double offered_rps = 0;  // arrived / window
   double goodput_rps = 0;  // ok / window
   Percentiles latency, queueing;
@@ -121,22 +121,9 @@ class Metrics {
     }
     if (o.arrival < cfg_.begin || o.arrival >= cfg_.end || o.model >= models_.size()) return;
     Acc& m = models_[o.model];
-    ++m.arrived;
-    switch (o.outcome) {
-      case Outcome::kOk:
-        ++m.ok;
-        break;
-      case Outcome::kLate:
-        ++m.late;
-        break;
-      case Outcome::kError:
-        ++m.error;
-        break;
-      case Outcome::kDropped:
-        ++m.dropped;
-        ++m.dropped_by[static_cast<std::size_t>(o.reason)];
-        return;
-    }
+    ++m.counts.sent;
+    m.counts.add(o.outcome, o.reason);
+    if (o.outcome == Outcome::kDropped) return;
     m.latency.record(o.finish - o.arrival);
     m.queueing.record(o.exec - o.arrival);
     if (o.batch_size < m.requests_by_size.size()) ++m.requests_by_size[o.batch_size];
@@ -175,8 +162,8 @@ class Metrics {
     s.total.requests_by_size.assign(std::max<std::uint32_t>(total_max_batch, 1), 0);
     for (const Acc& a : models_) {
       ModelStats m = stats_of(a, secs);
-      s.worst_bad_rate = std::max(s.worst_bad_rate, m.bad_rate);
-      add_counts(s.total, m);
+      s.worst_bad_rate = std::max(s.worst_bad_rate, m.counts.bad_rate());
+      s.total.counts += m.counts;
       for (std::size_t b = 0; b < a.batches_by_size.size(); ++b) {
         s.total.batches_by_size[b] += a.batches_by_size[b];
         s.total.requests_by_size[b] += a.requests_by_size[b];
@@ -231,8 +218,7 @@ class Metrics {
 
  private:
   struct Acc {
-    std::uint64_t arrived = 0, ok = 0, late = 0, error = 0, dropped = 0;
-    std::array<std::uint64_t, kNumDropReasons> dropped_by{};
+    OutcomeCounts counts;
     LatencyHistogram latency, queueing;
     std::vector<std::uint64_t> batches_by_size, requests_by_size;
   };
@@ -259,20 +245,9 @@ class Metrics {
     return p;
   }
 
-  static void add_counts(ModelStats& t, const ModelStats& m) {
-    t.arrived += m.arrived;
-    t.ok += m.ok;
-    t.late += m.late;
-    t.error += m.error;
-    t.dropped += m.dropped;
-    for (int r = 0; r < kNumDropReasons; ++r) t.dropped_by[r] += m.dropped_by[r];
-  }
-
   static void finish_rates(ModelStats& m, double secs) {
-    m.bad_rate =
-        m.arrived ? static_cast<double>(m.late + m.error + m.dropped) / static_cast<double>(m.arrived) : 0.0;
-    m.offered_rps = static_cast<double>(m.arrived) / secs;
-    m.goodput_rps = static_cast<double>(m.ok) / secs;
+    m.offered_rps = static_cast<double>(m.counts.sent) / secs;
+    m.goodput_rps = static_cast<double>(m.counts.ok) / secs;
   }
 
   static void batch_stats(ModelStats& m) {
@@ -299,12 +274,7 @@ class Metrics {
 
   static ModelStats stats_of(const Acc& a, double secs) {
     ModelStats m;
-    m.arrived = a.arrived;
-    m.ok = a.ok;
-    m.late = a.late;
-    m.error = a.error;
-    m.dropped = a.dropped;
-    m.dropped_by = a.dropped_by;
+    m.counts = a.counts;
     finish_rates(m, secs);
     m.latency = percentiles(a.latency);
     m.queueing = percentiles(a.queueing);

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -18,6 +17,8 @@
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/load/open_loop.hpp"
+#include "symphony/metrics/outcome_report.hpp"
+#include "symphony/outcome_tally.hpp"
 
 namespace symphony::cluster {
 namespace {
@@ -29,9 +30,9 @@ struct Tally {
   std::string name;
   double rate = 0;
   // The network thread (callbacks) writes the rest under the target's mutex;
-  // read after the drain.
-  std::array<std::uint64_t, 4> outcomes{};
-  std::array<std::uint64_t, kNumDropReasons> drops{};
+  // read after the drain. counts.sent stays 0: the open loop counts what it
+  // offered.
+  OutcomeCounts counts;
   LatencyHistogram latency;
   std::map<std::uint32_t, std::uint64_t> by_batch;  // batch size -> requests
   std::uint64_t mismatch = 0;
@@ -70,8 +71,7 @@ class ClusterTarget final : public load::LoadTarget {
  private:
   void record(Tally& t, const InferResult& r, std::uint64_t expect) {
     std::lock_guard<std::mutex> lock(mu_);  // uncontended while running
-    ++t.outcomes[static_cast<std::size_t>(r.outcome)];
-    if (r.outcome == Outcome::kDropped) ++t.drops[static_cast<std::size_t>(r.reason)];
+    t.counts.add(r.outcome, r.reason);
     if (r.outcome == Outcome::kError && t.error_messages.size() < 64) ++t.error_messages[r.error];
     if (!r.has_output()) return;
     t.latency.record(r.latency);
@@ -109,50 +109,28 @@ double mean_of(const std::map<std::uint32_t, std::uint64_t>& h) {
   return n ? static_cast<double>(s) / static_cast<double>(n) : 0;
 }
 
-json drop_reasons(const std::array<std::uint64_t, kNumDropReasons>& drops) {
-  json reasons = json::object();
-  for (int r = 1; r < kNumDropReasons; ++r)
-    if (drops[static_cast<std::size_t>(r)])
-      reasons[std::string(to_string(static_cast<DropReason>(r)))] = drops[static_cast<std::size_t>(r)];
-  return reasons;
-}
-
 // Prints the table and builds the report (keys of `serve --json`'s, plus the client's own).
 json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const ClientStats& cs,
             double window) {
   json report;
-  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0, mismatch = 0;
-  std::array<std::uint64_t, kNumDropReasons> drops{};
+  OutcomeCounts total;
+  std::uint64_t refused_total = 0, mismatch = 0;
   std::map<std::uint32_t, std::uint64_t> all_batches;
   std::map<std::string, std::uint64_t> all_errors;
   LatencyHistogram all_latency;
-  std::printf("\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s\n", "model", "sent", "ok", "late", "dropped",
-              "errors", "good r/s", "p50 ms", "p99 ms", "batch");
+  std::vector<metrics::OutcomeRow> rows;
   for (std::size_t i = 0; i < tallies.size(); ++i) {
     const Tally& t = tallies[i];
+    // A refused send counts as sent and dropped ("refused"), beside the tally.
     const std::uint64_t refused = loop.counts()[i].refused;
-    const std::uint64_t m_drop = t.outcomes[2] + refused;
-    const std::uint64_t m_sent = loop.counts()[i].offered;
-    std::printf("%-20s %8llu %8llu %6llu %8llu %6llu %9.1f %9.2f %9.2f %7.1f\n", t.name.c_str(),
-                static_cast<unsigned long long>(m_sent), static_cast<unsigned long long>(t.outcomes[0]),
-                static_cast<unsigned long long>(t.outcomes[1]), static_cast<unsigned long long>(m_drop),
-                static_cast<unsigned long long>(t.outcomes[3]), static_cast<double>(t.outcomes[0]) / window,
-                t.latency.percentile(0.5).to_ms(), t.latency.percentile(0.99).to_ms(),
-                median_batch(t.by_batch));
-    json jm;
+    OutcomeCounts c = t.counts;
+    c.sent = loop.counts()[i].offered;
+    const Duration p50 = t.latency.percentile(0.5), p99 = t.latency.percentile(0.99);
+    rows.push_back({t.name, c, refused, 0, p50, p99, median_batch(t.by_batch), {}});
+    json jm = metrics::outcome_json(c, window);
+    metrics::add_drops(jm, "refused", refused);
     jm["rate"] = t.rate;
-    jm["sent"] = m_sent;
-    jm["ok"] = t.outcomes[0];
-    jm["late"] = t.outcomes[1];
-    jm["dropped"] = m_drop;
-    jm["errors"] = t.outcomes[3];
-    jm["goodput_rps"] = static_cast<double>(t.outcomes[0]) / window;
-    jm["bad_rate"] = m_sent ? static_cast<double>(m_sent - t.outcomes[0]) / static_cast<double>(m_sent) : 0.0;
-    json reasons = drop_reasons(t.drops);
-    if (refused) reasons["refused"] = refused;
-    jm["dropped_by_reason"] = reasons;
-    jm["latency_ms"] = {{"p50", t.latency.percentile(0.5).to_ms()},
-                        {"p99", t.latency.percentile(0.99).to_ms()}};
+    jm["latency_ms"] = {{"p50", p50.to_ms()}, {"p99", p99.to_ms()}};
     jm["median_batch"] = median_batch(t.by_batch);
     jm["mean_batch"] = mean_of(t.by_batch);
     jm["output_mismatch"] = t.mismatch;
@@ -160,34 +138,25 @@ json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const
     for (const auto& [bytes, k] : t.output_sizes) sizes[std::to_string(bytes)] = k;
     jm["output_bytes"] = sizes;
     report["models"][t.name] = jm;
-    sent += m_sent;
-    ok += t.outcomes[0];
-    late += t.outcomes[1];
-    dropped += m_drop;
-    errors += t.outcomes[3];
+    total += c;
+    refused_total += refused;
     mismatch += t.mismatch;
-    for (std::size_t r = 0; r < drops.size(); ++r) drops[r] += t.drops[r];
     for (const auto& [b, k] : t.by_batch) all_batches[b] += k;
     for (const auto& [m, k] : t.error_messages) all_errors[m] += k;
     all_latency.merge(t.latency);
   }
-  const double bad = sent ? static_cast<double>(sent - ok) / static_cast<double>(sent) : 0.0;
+  metrics::print_outcome_table(stdout, "model", rows, window);
+  report.update(metrics::outcome_json(total, window));
+  metrics::add_drops(report, "refused", refused_total);
   std::printf(
       "\ntotal: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu; goodput %.1f r/s over %.1f s; "
       "bad rate %.4f; median batch %.0f\n",
-      static_cast<unsigned long long>(sent), static_cast<unsigned long long>(ok),
-      static_cast<unsigned long long>(late), static_cast<unsigned long long>(dropped),
-      static_cast<unsigned long long>(errors), static_cast<double>(ok) / window, window, bad,
-      median_batch(all_batches));
-  report["sent"] = sent;
-  report["ok"] = ok;
-  report["late"] = late;
-  report["dropped"] = dropped;
-  report["dropped_by_reason"] = drop_reasons(drops);
-  report["errors"] = errors;
-  report["bad_rate"] = bad;
-  report["goodput_rps"] = static_cast<double>(ok) / window;
-  report["offered_rps"] = static_cast<double>(sent) / window;
+      static_cast<unsigned long long>(total.sent), static_cast<unsigned long long>(total.ok),
+      static_cast<unsigned long long>(total.late),
+      static_cast<unsigned long long>(total.dropped + refused_total),
+      static_cast<unsigned long long>(total.errors), static_cast<double>(total.ok) / window, window,
+      total.bad_rate(), median_batch(all_batches));
+  report["offered_rps"] = static_cast<double>(total.sent) / window;
   report["latency_ms"] = {{"p50", all_latency.percentile(0.5).to_ms()},
                           {"p99", all_latency.percentile(0.99).to_ms()}};
   report["median_batch"] = median_batch(all_batches);

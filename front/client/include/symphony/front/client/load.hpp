@@ -27,6 +27,7 @@
 
 #include "symphony/front/client/protocol.hpp"
 #include "symphony/latency_histogram.hpp"
+#include "symphony/outcome_tally.hpp"
 
 namespace symphony::front::client {
 
@@ -70,8 +71,11 @@ struct ModelReport {
   std::uint32_t concurrency = 0;
   std::optional<Duration> budget;
   ModelMetadata metadata;
-  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
-  std::map<std::string, std::uint64_t> dropped_by_reason, errors_by_message;
+  // counts.dropped is every drop; counts.dropped_by_reason those whose
+  // reason names a DropReason, other_drops the rest by the answer's name
+  // (the front's "front_inflight", a status's "overload", ...).
+  OutcomeCounts counts;
+  std::map<std::string, std::uint64_t> other_drops, errors_by_message;
   LatencyHistogram latency;  // ok and late, from the scheduled time
   ClientSide client;
 };
@@ -143,6 +147,10 @@ struct ModelAsk {
 Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, double total_rate,
                                              std::uint32_t concurrency, const std::string& budget,
                                              bool have_slos, std::vector<std::string>* skipped);
+
+// Counts one drop of `m` whose answer named `reason`: by its DropReason when
+// the name is one (to_string), else in m.other_drops under the name.
+void count_drop(ModelReport& m, const std::string& reason);
 
 // Prints the report's table, totals and the client's own side (`j` is to_json(r)).
 void print_summary(std::FILE* out, const LoadReport& r, const nlohmann::json& j);
