@@ -47,28 +47,34 @@ TEST(OutcomeCountsTest, SinceUndoesASum) {
   a.add(Outcome::kDropped, DropReason::kInfeasible);
   b.sent = 2;
   b.add(Outcome::kLate);
+  b.late_by_deadline = 1;
   b.add(Outcome::kDropped, DropReason::kCancelled);
   OutcomeCounts sum = a;
   sum += b;
   EXPECT_EQ(sum.sent, 5u);
   EXPECT_EQ(sum.dropped, 2u);
   EXPECT_EQ(sum.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
+  EXPECT_EQ(sum.late_by_deadline, 1u);
   EXPECT_EQ(sum.since(a), b);
   EXPECT_EQ(sum.since(b), a);
 }
 
 TEST(OutcomeTallyTest, CountsMatchWhatWasRecorded) {
   OutcomeTally t;
-  for (int i = 0; i < 4; ++i) t.sent();
+  for (int i = 0; i < 6; ++i) t.sent();
   t.unsend();
   t.record(Outcome::kOk, DropReason::kNone, Duration::milliseconds(2));
   t.record(Outcome::kLate, DropReason::kNone, Duration::milliseconds(9));
+  t.record(Outcome::kLate, DropReason::kNone, Duration::milliseconds(9), /*by_deadline=*/true);
+  t.record(Outcome::kOk, DropReason::kNone, Duration::milliseconds(2), /*by_deadline=*/true);  // late only
   t.record(Outcome::kDropped, DropReason::kQueueFull, Duration::milliseconds(50));
   const OutcomeCounts c = t.counts();
-  EXPECT_EQ(c.sent, 3u);
-  EXPECT_EQ(c.ended(), 3u);
+  EXPECT_EQ(c.sent, 5u);
+  EXPECT_EQ(c.ended(), 5u);
+  EXPECT_EQ(c.late, 2u);
+  EXPECT_EQ(c.late_by_deadline, 1u) << "of the late ones, the one answered by its deadline";
   EXPECT_EQ(c.dropped_by_reason[static_cast<std::size_t>(DropReason::kQueueFull)], 1u);
-  EXPECT_EQ(t.latency().count(), 2u);  // ok and late only
+  EXPECT_EQ(t.latency().count(), 4u);  // ok and late only
 }
 
 }  // namespace
