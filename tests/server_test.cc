@@ -44,10 +44,14 @@ ModelOptions model(const std::string& name, double slo_ms = 200, std::uint32_t m
   return m;
 }
 
-std::unique_ptr<Server> make_server(std::string devices = "cpu", PolicySpec policy = {}) {
+// `defer_first`: defer a model's first requests too (the paper's rule), for
+// tests that need requests to stay queued from the start.
+std::unique_ptr<Server> make_server(std::string devices = "cpu", PolicySpec policy = {},
+                                    bool defer_first = false) {
   ServerOptions o;
   o.devices = std::move(devices);
   o.policy = policy;
+  o.defer_without_history = defer_first;
   o.profile_repeats = 3;
   o.profile_max_batch = 8;
   // Test machines are often loaded (CTest runs tests in parallel): a timer can
@@ -503,7 +507,7 @@ TEST(ServerTest, StatisticsSumTheRequestsAsTheyEnded) {
 
 // k samples share a fate: cancelled while queued, the request ends once, dropped.
 TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
-  auto s = make_server("emulated:1");
+  auto s = make_server("emulated:1", {}, /*defer_first=*/true);
   ModelOptions m;
   m.name = "fake";
   m.inputs = {"float32[4]"};
@@ -545,12 +549,7 @@ TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
 // SLO, the paper's rule from the first request), the next ones are dropped
 // at once as queue_full, and the queued two still end once each.
 TEST(ServerTest, MaxQueueDropsWhatExceedsItAsQueueFull) {
-  ServerOptions o;
-  o.devices = "emulated:1";
-  o.defer_without_history = true;
-  auto created = Server::create(o);
-  ASSERT_TRUE(created.ok()) << created.status().to_string();
-  auto s = std::move(*created);
+  auto s = make_server("emulated:1", {}, /*defer_first=*/true);
   ModelOptions m;
   m.name = "fake";
   m.inputs = {"float32[4]"};
@@ -591,7 +590,9 @@ TEST(ServerTest, MaxQueueDropsWhatExceedsItAsQueueFull) {
 // Under the deferred policy a request of a 10 s SLO ("fake") waits queued for
 // seconds: it can be cancelled; one of a 100 ms SLO ("quick") runs at once.
 TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {
-  auto s = make_server("emulated:1");
+  // The first request too is deferred: without it, request 0 ran at once and,
+  // on a loaded machine, had ended before the test looked (a flake).
+  auto s = make_server("emulated:1", {}, /*defer_first=*/true);
   ASSERT_TRUE(s->add_model(emulated_model(Duration::seconds(10))).ok());
   ASSERT_TRUE(s->add_model(emulated_model(Duration::milliseconds(100), "quick")).ok());
   ASSERT_TRUE(s->start().ok());
