@@ -152,8 +152,8 @@ def closed(host, port, k, clients, seconds):
     return rec
 
 
-def budgets_part(args, d):
-    """Part 4: each fresh server under one open-loop load, half the requests with a 10 s budget."""
+def on_fresh_servers(args, d, measure):
+    """measure(host, port, run) on a fresh, warmed server per run; its answers, in order."""
     runs = []
     for run in range(args.runs):
         p, host, port = start(d)
@@ -161,18 +161,25 @@ def budgets_part(args, d):
             conn = http.client.HTTPConnection(host, port, timeout=30)
             for _ in range(20):  # past the first request and the warm-up of the connection
                 infer(conn, body(1))
-            rng = random.Random(1000 + run)
-            draws = [rng.random() < 0.5 for _ in range(int(args.rate * args.seconds) + 1)]
-            rec = paced(host, port, 1, args.rate, args.seconds,
-                        budget_of=lambda i: 10_000_000 if draws[i] else None)
-            runs.append(rec)
-            g = rec["by_budget"]
-            print("run %d: %d requests, %d failed; no budget p50 %.1f p99 %.1f ms; 10 s budget p50 %.1f p99 %.1f ms"
-                  % (run + 1, rec["requests"], rec["failed"], g["None"]["p50_ms"], g["None"]["p99_ms"],
-                     g["10000000"]["p50_ms"], g["10000000"]["p99_ms"]), flush=True)
+            runs.append(measure(host, port, run))
         finally:
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=60)
+    return runs
+
+
+def budgets_part(args, d):
+    """Part 4: each fresh server under one open-loop load, half the requests with a 10 s budget."""
+    def measure(host, port, run):
+        rng = random.Random(1000 + run)
+        draws = [rng.random() < 0.5 for _ in range(int(args.rate * args.seconds) + 1)]
+        rec = paced(host, port, 1, args.rate, args.seconds, budget_of=lambda i: 10_000_000 if draws[i] else None)
+        g = rec["by_budget"]
+        print("run %d: %d requests, %d failed; no budget p50 %.1f p99 %.1f ms; 10 s budget p50 %.1f p99 %.1f ms"
+              % (run + 1, rec["requests"], rec["failed"], g["None"]["p50_ms"], g["None"]["p99_ms"],
+                 g["10000000"]["p50_ms"], g["10000000"]["p99_ms"]), flush=True)
+        return rec
+    runs = on_fresh_servers(args, d, measure)
     print("\n| budget | requests | p50 (ms) | p90 (ms) | p99 (ms) |\n|---|---:|---:|---:|---:|")
     for key, name in (("None", "none"), ("10000000", "10 s")):
         def spread(q):
@@ -187,24 +194,16 @@ def budgets_part(args, d):
 
 def closed_part(args, d):
     """Part 5: closed loop, requests of 1 and of 8 samples alternated on one server per run."""
-    runs = []
-    for run in range(args.runs):
-        p, host, port = start(d)
-        try:
-            conn = http.client.HTTPConnection(host, port, timeout=30)
-            for _ in range(20):
-                infer(conn, body(1))
-            rounds = []
-            for _ in range(args.rounds):
-                for k in (1, 8):
-                    r = closed(host, port, k, args.clients, args.seconds)
-                    rounds.append(r)
-                    print("run %d: k=%d %.0f samples/s, p50 %.1f p99 %.1f ms, %d failed"
-                          % (run + 1, k, r["samples_per_s"], r["p50_ms"], r["p99_ms"], r["failed"]), flush=True)
-            runs.append(rounds)
-        finally:
-            p.send_signal(signal.SIGTERM)
-            p.wait(timeout=60)
+    def measure(host, port, run):
+        rounds = []
+        for _ in range(args.rounds):
+            for k in (1, 8):
+                r = closed(host, port, k, args.clients, args.seconds)
+                rounds.append(r)
+                print("run %d: k=%d %.0f samples/s, p50 %.1f p99 %.1f ms, %d failed"
+                      % (run + 1, k, r["samples_per_s"], r["p50_ms"], r["p99_ms"], r["failed"]), flush=True)
+        return rounds
+    runs = on_fresh_servers(args, d, measure)
     print("\n| samples per request | rounds | samples/s | p50 (ms) | p99 (ms) | failed |\n|---:|---:|---:|---:|---:|---:|")
     for k in (1, 8):
         rs = [r for rounds in runs for r in rounds if r["k"] == k]

@@ -508,13 +508,8 @@ TEST(ServerTest, StatisticsSumTheRequestsAsTheyEnded) {
 // k samples share a fate: cancelled while queued, the request ends once, dropped.
 TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
   auto s = make_server("emulated:1", {}, /*defer_first=*/true);
-  ModelOptions m;
-  m.name = "fake";
+  ModelOptions m = emulated_model(Duration::seconds(10));  // deferred: queued for seconds
   m.inputs = {"float32[4]"};
-  m.alpha = Duration::from_ms(0.2);
-  m.beta = Duration::from_ms(1.0);
-  m.slo = Duration::seconds(10);  // deferred: queued for seconds
-  m.max_batch = 16;
   ASSERT_TRUE(s->add_model(m).ok());
   ASSERT_TRUE(s->start().ok());
   std::mutex mu;
@@ -550,13 +545,8 @@ TEST(ServerTest, CancellingARequestOfKSamplesCancelsEveryQueuedSample) {
 // at once as queue_full, and the queued two still end once each.
 TEST(ServerTest, MaxQueueDropsWhatExceedsItAsQueueFull) {
   auto s = make_server("emulated:1", {}, /*defer_first=*/true);
-  ModelOptions m;
-  m.name = "fake";
+  ModelOptions m = emulated_model(Duration::seconds(2));
   m.inputs = {"float32[4]"};
-  m.alpha = Duration::from_ms(0.2);
-  m.beta = Duration::from_ms(1.0);
-  m.slo = Duration::seconds(2);
-  m.max_batch = 16;
   m.max_queue = 2;
   ASSERT_TRUE(s->add_model(m).ok());
   ASSERT_TRUE(s->start().ok());
