@@ -17,13 +17,10 @@ using server::ServerStats;
 
 namespace {
 
-// The largest batch size a device's estimate of a model is reported at: the
-// model's max batch, within the estimate.
-std::uint32_t estimate_top(const DeviceModelEstimate& e, const std::vector<ModelStats>& models) {
-  std::uint32_t top = e.estimate.max_batch();
+const ModelStats* find_model(const std::vector<ModelStats>& models, const std::string& name) {
   for (const ModelStats& m : models)
-    if (m.name == e.model) top = std::min(top, m.max_batch);
-  return top;
+    if (m.name == name) return &m;
+  return nullptr;
 }
 
 // Cumulative buckets at powers of two up to the model's max batch.
@@ -42,8 +39,8 @@ void write_batch_histogram(metrics::Writer& w, const ModelStats& ms) {
     buckets.emplace_back(static_cast<double>(le), below);
     if (le >= ms.max_batch) break;
   }
-  w.histogram("symphony_batch_size", "Sizes of the batches run since start.", {{"model", ms.name}}, buckets,
-              sum, count);
+  w.histogram("symphony_batch_size", "Sizes of the batches run since start.",
+              metrics::model_labels(ms.model, ms.version), buckets, sum, count);
 }
 
 }  // namespace
@@ -55,10 +52,12 @@ void ServerMetrics::collect(metrics::Writer& w) {
   const ServerStats now = server_.stats();
   const double elapsed = now.elapsed.to_seconds();
   for (const ModelStats& ms : now.models) {
-    const Labels m{{"model", ms.name}};
+    // Series name the model as clients do, and its version (a repository
+    // serves each version as a server model of its own).
+    const Labels m = metrics::model_labels(ms.model, ms.version);
     w.counter("symphony_requests_sent_total", "Requests the server accepted since start.", m,
               static_cast<double>(ms.counts.sent));
-    metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.name, ms.counts);
+    metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.model, ms.counts, ms.version);
     w.gauge("symphony_goodput_rps", "Requests ok per second since start.", m,
             elapsed > 0 ? static_cast<double>(ms.counts.ok) / elapsed : 0.0);
     w.histogram_from("symphony_request_latency_seconds",
@@ -68,14 +67,14 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));
     write_batch_histogram(w, ms);
-    metrics::write_profile_metrics(w, ms.name,
+    metrics::write_profile_metrics(w, ms.model,
                                    CalibrationSnapshot{ms.recalibrating,
                                                        ms.offline_profile,
                                                        ms.profile_in_use,
                                                        ms.recalibration_samples,
                                                        ms.recalibration_updates,
                                                        {}},
-                                   ms.max_batch);
+                                   ms.max_batch, ms.version);
   }
   Duration busy_total;
   for (const DeviceStats& ds : now.devices) {
@@ -87,9 +86,13 @@ void ServerMetrics::collect(metrics::Writer& w) {
               static_cast<double>(ds.batches));
     w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
             elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
-    for (const DeviceModelEstimate& e : ds.models)
-      metrics::write_device_profile_metrics(w, ds.name, e.model, e.samples, e.offline, e.estimate,
-                                            estimate_top(e, now.models));
+    for (const DeviceModelEstimate& e : ds.models) {
+      // Reported up to the model's max batch, within the estimate.
+      const ModelStats* ms = find_model(now.models, e.model);
+      if (!ms) continue;  // removed between the two reads
+      metrics::write_device_profile_metrics(w, ds.name, ms->model, e.samples, e.offline, e.estimate,
+                                            std::min(e.estimate.max_batch(), ms->max_batch), ms->version);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   const AutoscaleSignal sig = window_.observe(
