@@ -482,6 +482,23 @@ def stats(s, version):
     return st
 
 
+def reload_under_requests(s, old, new):
+    """An explicit load of "adder" while a client loop sends requests without
+    a version: every one answered 200, by the old set (k, version) or the
+    new one, both seen (the loop spanned the switch), the new one last."""
+    client = Client(s)
+    try:
+        time.sleep(0.3)
+        status, body = post(s, "/v2/repository/models/adder/load")
+        assert status == 200, body
+        time.sleep(0.3)
+    finally:
+        answers = client.stop()
+    assert answers and all(a[0] == 200 for a in answers), [a for a in answers if a[0] != 200][:3]
+    assert {(k, v) for _, k, v in answers} == {old, new}, set(answers)
+    assert answers[-1][1:] == new
+
+
 def test_versions_answer_apart_with_their_own_statistics_and_reload_without_a_gap():
     repo = tempfile.mkdtemp(prefix="symphony-repo-")
     atexit.register(shutil.rmtree, repo, True)
@@ -521,18 +538,7 @@ def test_versions_answer_apart_with_their_own_statistics_and_reload_without_a_ga
 
         # A new version under continuous requests: 3 loads, 2 stays as it is, 1 goes.
         add_adder(repo, 3, 3)
-        client = Client(s)
-        try:
-            time.sleep(0.3)
-            status, body = post(s, "/v2/repository/models/adder/load")
-            assert status == 200, body
-            time.sleep(0.3)
-        finally:
-            answers = client.stop()
-        assert answers and all(a[0] == 200 for a in answers), [a for a in answers if a[0] != 200][:3]
-        # Both sets answered: the loop spanned the switch.
-        assert {(k, v) for _, k, v in answers} == {(2.0, "2"), (3.0, "3")}, set(answers)
-        assert answers[-1][1:] == (3.0, "3")
+        reload_under_requests(s, old=(2.0, "2"), new=(3.0, "3"))
         assert versions_index(s) == {"2": ("READY", ""), "3": ("READY", "")}
         assert adder_infer(s, "1")[0] == 404
         # Version 2 was kept, not loaded again: its numbers go on.
@@ -540,18 +546,7 @@ def test_versions_answer_apart_with_their_own_statistics_and_reload_without_a_ga
 
         # Version 3's file changes: it loads again while the old one serves.
         add_adder(repo, 3, 4)
-        client = Client(s)
-        try:
-            time.sleep(0.3)
-            status, body = post(s, "/v2/repository/models/adder/load")
-            assert status == 200, body
-            time.sleep(0.3)
-        finally:
-            answers = client.stop()
-        assert answers and all(a[0] == 200 for a in answers), [a for a in answers if a[0] != 200][:3]
-        # Both sets answered: the loop spanned the switch.
-        assert {(k, v) for _, k, v in answers} == {(3.0, "3"), (4.0, "3")}, set(answers)
-        assert answers[-1][1:] == (4.0, "3")
+        reload_under_requests(s, old=(3.0, "3"), new=(4.0, "3"))
 
         # A new version that cannot load: the old ones serve on, its reason in the index.
         os.makedirs(os.path.join(repo, "adder", "4"))
