@@ -86,7 +86,7 @@ Status ServeApp::serve_repository(RepositoryOptions o) {
 }
 
 Status ServeApp::remove_model(std::string_view name) {
-  service_->remove_model(name);  // the front answers 404 from now on
+  if (Status s = service_->remove_model(name); !s.ok()) return s;  // the front answers 404 from now on
   return server_->remove_model(name);
 }
 

@@ -167,7 +167,18 @@ Status ServerService::replace(std::string_view model, std::vector<ProtocolModelO
   return {};
 }
 
-void ServerService::remove_model(std::string_view name) { (void)replace(name, {}, /*fixed=*/true); }
+Status ServerService::remove_model(std::string_view name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(std::string(name));
+    if (it == models_.end()) return {};
+    if (!it->second.fixed)
+      return Status(Errc::kInvalidArgument, "model '" + std::string(name) +
+                                                "' is served from the model repository: unload it there "
+                                                "(unload_model, or the protocol's repository unload)");
+  }
+  return replace(name, {}, /*fixed=*/true);
+}
 
 std::vector<std::string> ServerService::model_names() const {
   std::lock_guard<std::mutex> lock(mu_);

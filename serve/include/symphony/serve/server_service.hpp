@@ -68,8 +68,10 @@ class ServerService final : public InferenceService {
   // Errors (nothing changes): a server model unknown, a version twice, a
   // model served by add_model.
   Status serve(std::string_view model, std::vector<ProtocolModelOptions> versions);
-  // Stops describing a model (the server removes it).
-  void remove_model(std::string_view name);
+  // Stops describing a model of add_model (the server removes it);
+  // kInvalidArgument for a repository's model (its manager unloads it),
+  // nothing for an unknown one.
+  Status remove_model(std::string_view name);
   // The protocol models served, in the order they were first served.
   std::vector<std::string> model_names() const;
 
