@@ -82,7 +82,7 @@ class ServeApp {
   // queued requests).
   Status remove_model(std::string_view name);
 
-  // Versions (a model repository's; docs/repository.md#versions): each
+  // Versions (a model repository's; docs/repository.md, "Versions"): each
   // version is a server model of its own, loaded, then served by the front
   // as a set, then removed once no longer served.
   // Loads a server model the front does not serve yet.

@@ -14,7 +14,7 @@
 // version's server model; one naming none runs the highest version served
 // when it is submitted (Triton's rule). serve() replaces a model's set at
 // once: a request is routed to the old set or the new one, never to none, so
-// a reload (docs/repository.md#reloading) answers every request.
+// a reload (docs/repository.md, "Reloading") answers every request.
 #pragma once
 
 #include <cstdint>

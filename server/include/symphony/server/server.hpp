@@ -98,7 +98,7 @@ struct ModelOptions {
   std::string version = "1";
   // The model this is a version of, as clients name it (a model
   // repository's folder); empty: `name`. Several server models may share
-  // it, one per version (docs/repository.md#versions).
+  // it, one per version (docs/repository.md, "Versions").
   std::string model;
   const std::string& model_name() const { return model.empty() ? name : model; }
 };
