@@ -2,6 +2,7 @@
 #include "symphony/serve/server_metrics.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/metrics/outcome_report.hpp"
@@ -43,6 +44,40 @@ void write_batch_histogram(metrics::Writer& w, const ModelStats& ms) {
               metrics::model_labels(ms.model, ms.version), buckets, sum, count);
 }
 
+// One entry per (model, version). A reload of a changed version holds its
+// old and its new server model for a moment: one series each would repeat
+// a label set, so their requests are summed (the profile is the first's).
+// Copies only such pairs.
+class PerVersion {
+ public:
+  explicit PerVersion(const std::vector<ModelStats>& models) : models_(models) {
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      const ModelStats& m = models[i];
+      auto j = std::find_if(first_.begin(), first_.end(), [&](std::size_t k) {
+        return models[k].model == m.model && models[k].version == m.version;
+      });
+      if (j == first_.end()) {
+        first_.push_back(i);
+        continue;
+      }
+      ModelStats& sum = merged_.try_emplace(*j, models[*j]).first->second;
+      sum.counts += m.counts;
+      sum.latency.merge(m.latency);
+      for (const auto& [size, n] : m.batches) sum.batches[size] += n;
+    }
+  }
+  std::size_t size() const { return first_.size(); }
+  const ModelStats& operator[](std::size_t i) const {
+    auto it = merged_.find(first_[i]);
+    return it == merged_.end() ? models_[first_[i]] : it->second;
+  }
+
+ private:
+  const std::vector<ModelStats>& models_;
+  std::vector<std::size_t> first_;
+  std::map<std::size_t, ModelStats> merged_;
+};
+
 }  // namespace
 
 ServerMetrics::ServerMetrics(const server::Server& server, Duration autoscale_window, double max_bad_rate)
@@ -51,7 +86,9 @@ ServerMetrics::ServerMetrics(const server::Server& server, Duration autoscale_wi
 void ServerMetrics::collect(metrics::Writer& w) {
   const ServerStats now = server_.stats();
   const double elapsed = now.elapsed.to_seconds();
-  for (const ModelStats& ms : now.models) {
+  const PerVersion versions(now.models);
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    const ModelStats& ms = versions[i];
     // Series name the model as clients do, and its version (a repository
     // serves each version as a server model of its own).
     const Labels m = metrics::model_labels(ms.model, ms.version);
@@ -86,10 +123,15 @@ void ServerMetrics::collect(metrics::Writer& w) {
               static_cast<double>(ds.batches));
     w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
             elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
+    std::vector<const ModelStats*> written;  // one estimate per (model, version), as above
     for (const DeviceModelEstimate& e : ds.models) {
       // Reported up to the model's max batch, within the estimate.
       const ModelStats* ms = find_model(now.models, e.model);
-      if (!ms) continue;  // removed between the two reads
+      if (!ms || std::any_of(written.begin(), written.end(), [&](const ModelStats* o) {
+            return o->model == ms->model && o->version == ms->version;
+          }))
+        continue;  // removed between the two reads, or the same version reloading
+      written.push_back(ms);
       metrics::write_device_profile_metrics(w, ds.name, ms->model, e.samples, e.offline, e.estimate,
                                             std::min(e.estimate.max_batch(), ms->max_batch), ms->version);
     }
