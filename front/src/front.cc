@@ -62,6 +62,17 @@ std::shared_ptr<const ModelMetadata> Front::model(std::string_view name, std::st
     }
     return nullptr;
   }
+  if (!version.empty() && m->versions.size() > 1) {
+    // The version's own metadata (its inputs may differ from the highest's).
+    std::shared_ptr<const ModelMetadata> v = service_.find_version(name, version);
+    if (!v) {
+      if (error)
+        *error = Reply::error(Code::kNotFound, "model " + in_quotes(name) + " version " + in_quotes(version) +
+                                                   " is no longer served");
+      return nullptr;
+    }
+    return v;
+  }
   return m;
 }
 
@@ -235,7 +246,9 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
     ++model_counters(m->name).outcomes.sent;
   }
   std::string model_name = m->name;
-  std::string version = req.version.empty() ? (m->versions.empty() ? "" : m->versions.front()) : req.version;
+  // The service names the version it ran (a request naming none runs the
+  // highest served when submitted); this is the fallback.
+  std::string version = req.version.empty() ? (m->versions.empty() ? "" : m->versions.back()) : req.version;
   std::string id = req.id;
   return service_.submit(std::move(req), *b,
                          [this, done = std::move(done), model_name = std::move(model_name),
@@ -250,7 +263,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
                            }
                            inflight_.fetch_sub(1, std::memory_order_acq_rel);
                            r.model = model_name;
-                           r.version = version;
+                           if (r.version.empty()) r.version = version;
                            r.id = id;
                            done(std::move(r));
                          });

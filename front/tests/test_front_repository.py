@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import tempfile
 import threading
 import time
@@ -114,11 +115,10 @@ def explicit():
 
 # ---- none: everything loads at start, control refused -----------------------
 
-def test_none_mode_serves_the_newest_version_under_the_configs_names(none_mode):
-    e = entry(none_mode, "linear", "2")
-    assert e["state"] == "READY" and e["reason"] == ""
-    older = entry(none_mode, "linear", "1")
-    assert older["state"] == "UNAVAILABLE" and "one version per model" in older["reason"]
+def test_none_mode_serves_every_chosen_version_under_the_configs_names(none_mode):
+    for v in ("1", "2"):
+        e = entry(none_mode, "linear", v)
+        assert e["state"] == "READY" and e["reason"] == "", e
     status, body = infer(none_mode, "linear")
     assert status == 200, body
     assert body["model_version"] == "2"
@@ -127,9 +127,12 @@ def test_none_mode_serves_the_newest_version_under_the_configs_names(none_mode):
     assert out["data"] == pytest.approx(linear_expected([1.0, 2.0, 3.0, 4.0]), rel=1e-5)
     assert infer(none_mode, "linear", "2")[0] == 200
     status, body = infer(none_mode, "linear", "1")
-    assert status == 404 and "no version '1'" in body["error"]
+    assert status == 200 and body["model_version"] == "1", body
+    status, body = infer(none_mode, "linear", "3")
+    assert status == 404 and "no version '3'" in body["error"]
     status, _, meta = curl(none_mode.url + "/v2/models/linear")
     assert status == 200 and json.loads(meta)["inputs"][0]["name"] == "INPUT__0"
+    assert json.loads(meta)["versions"] == ["1", "2"]
     status, _, meta = curl(none_mode.url + "/v2")
     assert "model_repository" in json.loads(meta)["extensions"]
 
@@ -152,7 +155,7 @@ def test_none_mode_lists_each_refused_model_with_its_reason(none_mode):
         assert says in e["reason"], (name, e)
     assert "no field named \"max_queue_delay_us\"" in entry(none_mode, "unknown_field")["reason"]
     ready = index(none_mode, ready=True)
-    assert {e["name"] for e in ready} == {"linear", "linear_b"}
+    assert {(e["name"], e["version"]) for e in ready} == {("linear", "1"), ("linear", "2"), ("linear_b", "1")}
     assert all(e["state"] == "READY" for e in ready)
 
 
@@ -259,9 +262,14 @@ def test_grpc_repository_rpcs(explicit):
         assert "model_repository" in meta.extensions
 
 
-def metric(text, model, outcome):
-    m = re.search(r'^symphony_requests_total\{model="%s",outcome="%s"\} (\S+)$' % (model, outcome), text, re.M)
-    return int(float(m.group(1))) if m else 0
+def metric(text, model, outcome, version=None):
+    """symphony_requests_total of one version of `model`, or of all its versions."""
+    total = 0
+    for m in re.finditer(r'^symphony_requests_total\{model="%s",version="(\w+)",outcome="%s"\} (\S+)$'
+                         % (model, outcome), text, re.M):
+        if version is None or m.group(1) == version:
+            total += int(float(m.group(2)))
+    return total
 
 
 def test_loading_a_model_leaves_every_request_of_another_ok():
@@ -319,7 +327,11 @@ def test_report_counts_per_model_agree_with_the_clients():
     for name, n in sent.items():
         front = report["models"][name]
         assert front["sent"] == n and front["ok"] + front["late"] == n, front
-    assert report["server"]["models"]["linear"]["sent"] == sent["linear"], report["server"]
+    # The server's report names each version of a model that has several.
+    served = report["server"]["models"]
+    assert served["linear version 2"]["sent"] == sent["linear"], served
+    assert served["linear version 2"]["model"] == "linear" and served["linear version 2"]["version"] == "2"
+    assert served["linear version 1"]["sent"] == 0, served
 
 
 def test_unload_ends_every_queued_request_once_and_counts_them():
@@ -390,5 +402,194 @@ def test_poll_mode_picks_up_a_new_folder_and_drops_a_removed_one():
             time.sleep(0.2)
         assert infer(s, "linear_b")[0] == 404
         assert infer(s, "linear")[0] == 200
+    finally:
+        s.stop()
+
+
+# ---- versions: each chosen version serves; a reload leaves no gap ----------
+
+ADDER_CONFIG = """
+platform: "pytorch_libtorch"
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+version_policy: { latest { num_versions: 2 } }
+parameters: { key: "symphony.slo_ms" value: { string_value: "5000" } }
+"""
+X = [1.0, 2.0, 3.0, 4.0]
+
+
+def add_adder(repo, version, k, config=ADDER_CONFIG):
+    """Version `version` of model "adder": y = x + k, a TorchScript model made here."""
+    import torch
+
+    class AddK(torch.nn.Module):
+        def __init__(self, k: float):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return x + self.k
+
+    d = os.path.join(repo, "adder", str(version))
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, "model.pt.tmp")
+    torch.jit.save(torch.jit.script(AddK(float(k))), tmp)
+    os.replace(tmp, os.path.join(d, "model.pt"))  # a poll never reads half a file
+    with open(os.path.join(repo, "adder", "config.pbtxt"), "w") as f:
+        f.write(config)
+
+
+def adder_infer(s, version=None):
+    """(status, the k the answer shows, model_version) of one request."""
+    path = "/v2/models/adder%s/infer" % ("" if version is None else "/versions/" + version)
+    status, body = post(s, path, {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1, 4], "data": X}]})
+    if status != 200:
+        return status, body, None
+    return status, round(body["outputs"][0]["data"][0] - X[0], 3), body["model_version"]
+
+
+class Client:
+    """A bounded loop of requests without a version in a thread, until stop():
+    what each answered (status, k, version)."""
+
+    def __init__(self, s, limit=3000):
+        self.answers = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(s, limit))
+        self.thread.start()
+
+    def run(self, s, limit):
+        while not self.done.is_set() and len(self.answers) < limit:
+            self.answers.append(adder_infer(s))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=120)
+        assert not self.thread.is_alive()
+        return self.answers
+
+
+def versions_index(s):
+    return {e["version"]: (e["state"], e["reason"]) for e in index(s) if e["name"] == "adder"}
+
+
+def stats(s, version):
+    status, _, body = curl(s.url + "/v2/models/adder/versions/%s/stats" % version)
+    assert status == 200, body
+    (st,) = json.loads(body)["model_stats"]
+    assert st["name"] == "adder" and st["version"] == version
+    return st
+
+
+def reload_under_requests(s, old, new):
+    """An explicit load of "adder" while a client loop sends requests without
+    a version: every one answered 200, by the old set (k, version) or the
+    new one, both seen (the loop spanned the switch), the new one last."""
+    client = Client(s)
+    try:
+        time.sleep(0.3)
+        status, body = post(s, "/v2/repository/models/adder/load")
+        assert status == 200, body
+        time.sleep(0.3)
+    finally:
+        answers = client.stop()
+    assert answers and all(a[0] == 200 for a in answers), [a for a in answers if a[0] != 200][:3]
+    assert {(k, v) for _, k, v in answers} == {old, new}, set(answers)
+    assert answers[-1][1:] == new
+
+
+def test_versions_answer_apart_with_their_own_statistics_and_reload_without_a_gap():
+    repo = tempfile.mkdtemp(prefix="symphony-repo-")
+    atexit.register(shutil.rmtree, repo, True)
+    add_adder(repo, 1, 1)
+    add_adder(repo, 2, 2)
+    s = Serve(CONFIG, extra=["--model-repository", repo, "--model-control-mode", "explicit",
+                             "--load-model", "adder", "--metrics", "127.0.0.1:0"])
+    try:
+        metrics_url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        # Each version runs its own model; none named: the highest.
+        assert adder_infer(s, "1") == (200, 1.0, "1")
+        assert adder_infer(s, "2") == (200, 2.0, "2")
+        for _ in range(2):
+            assert adder_infer(s) == (200, 2.0, "2")
+        status, _, meta = curl(s.url + "/v2/models/adder")
+        assert json.loads(meta)["versions"] == ["1", "2"]
+        assert versions_index(s) == {"1": ("READY", ""), "2": ("READY", "")}
+        # Statistics and metrics per version: 1 request of version 1, 3 of 2.
+        assert stats(s, "1")["inference_stats"]["success"]["count"] == 1
+        assert stats(s, "2")["inference_stats"]["success"]["count"] == 3
+        pb, pbg = grpc_stubs()
+        with grpc.insecure_channel(s.grpc) as ch:
+            stub = pbg.GRPCInferenceServiceStub(ch)
+            r = stub.ModelStatistics(pb.ModelStatisticsRequest(name="adder", version="1"), timeout=10)
+            assert [(m.version, m.inference_stats.success.count) for m in r.model_stats] == [("1", 1)]
+            r = stub.ModelStatistics(pb.ModelStatisticsRequest(name="adder"), timeout=10)
+            assert sorted((m.version, m.inference_stats.success.count) for m in r.model_stats) == [("1", 1), ("2", 3)]
+            req = pb.ModelInferRequest(model_name="adder", model_version="1")
+            t = req.inputs.add(name="X", datatype="FP32", shape=[1, 4])
+            t.contents.fp32_contents.extend(X)
+            out = stub.ModelInfer(req, timeout=30)
+            y = struct.unpack("<4f", out.raw_output_contents[0])  # gRPC answers raw bytes
+            assert out.model_version == "1" and y[0] == X[0] + 1, out
+        text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+        assert metric(text, "adder", "ok", "1") + metric(text, "adder", "late", "1") == 2, text
+        assert metric(text, "adder", "ok", "2") + metric(text, "adder", "late", "2") == 3, text
+
+        # A new version under continuous requests: 3 loads, 2 stays as it is, 1 goes.
+        add_adder(repo, 3, 3)
+        reload_under_requests(s, old=(2.0, "2"), new=(3.0, "3"))
+        assert versions_index(s) == {"2": ("READY", ""), "3": ("READY", "")}
+        assert adder_infer(s, "1")[0] == 404
+        # Version 2 was kept, not loaded again: its numbers go on.
+        assert stats(s, "2")["inference_stats"]["success"]["count"] >= 3
+
+        # Version 3's file changes: it loads again while the old one serves.
+        add_adder(repo, 3, 4)
+        reload_under_requests(s, old=(3.0, "3"), new=(4.0, "3"))
+
+        # A new version that cannot load: the old ones serve on, its reason in the index.
+        os.makedirs(os.path.join(repo, "adder", "4"))
+        with open(os.path.join(repo, "adder", "4", "model.pt"), "wb") as f:
+            f.write(b"this is not a TorchScript archive")
+        status, body = post(s, "/v2/repository/models/adder/load")
+        assert status == 400 and "version 4" in body["error"], body
+        idx = versions_index(s)
+        assert idx["4"][0] == "UNAVAILABLE" and "version 4" in idx["4"][1], idx
+        assert idx["2"] == ("READY", "") and idx["3"] == ("READY", ""), idx
+        assert adder_infer(s) == (200, 4.0, "3")
+        assert adder_infer(s, "2") == (200, 2.0, "2")
+    finally:
+        rc, report = s.stop()
+    assert rc == 0, s.output()
+    served = report["server"]["models"]
+    assert {(m["model"], m["version"]) for m in served.values()} >= {("adder", "2"), ("adder", "3")}, served
+
+
+def test_poll_reloads_a_changed_model_under_continuous_requests():
+    repo = tempfile.mkdtemp(prefix="symphony-repo-")
+    atexit.register(shutil.rmtree, repo, True)
+    add_adder(repo, 1, 1, config=ADDER_CONFIG.replace("num_versions: 2", "num_versions: 1"))
+    s = Serve(CONFIG, extra=["--model-repository", repo, "--model-control-mode", "poll",
+                             "--repository-poll-secs", "0.3"])
+    try:
+        assert adder_infer(s) == (200, 1.0, "1")
+        client = Client(s)
+        try:
+            add_adder(repo, 2, 2, config=ADDER_CONFIG.replace("num_versions: 2", "num_versions: 1"))
+            deadline = time.monotonic() + 90
+            while not client.answers or client.answers[-1][1:] != (2.0, "2"):
+                assert time.monotonic() < deadline and client.thread.is_alive(), index(s)
+                time.sleep(0.1)
+        finally:
+            answers = client.stop()
+        assert all(a[0] == 200 for a in answers), [a for a in answers if a[0] != 200][:3]
+        # Both sets answered: the loop spanned the switch.
+        assert {(k, v) for _, k, v in answers} == {(1.0, "1"), (2.0, "2")}, set(answers)
+        deadline = time.monotonic() + 60
+        while versions_index(s) != {"2": ("READY", "")}:
+            assert time.monotonic() < deadline, index(s)
+            time.sleep(0.1)
+        assert adder_infer(s, "1")[0] == 404
     finally:
         s.stop()

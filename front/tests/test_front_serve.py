@@ -360,7 +360,7 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
         refused[(labels["kind"], labels["model"])] = int(float(mm.group(2)))
     for model, counts in tally.by_model.items():
         for outcome, key in (("ok", "ok"), ("late", "late"), ("dropped", "dropped")):
-            line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
+            line = 'symphony_requests_total{model="%s",version="1",outcome="%s"} %d' % (model, outcome, counts[key])
             assert line in text, (line, text)
     # The statistics extension counts the same requests (success: ok and
     # late; fail: dropped and errors the server ended).
@@ -369,10 +369,10 @@ def test_server_counters_and_metrics_equal_the_clients(cpu, tally):
     stats = {m["name"]: m for m in json.loads(body)["model_stats"]}
     for model in tally.by_model:
         st = stats[model]["inference_stats"]
-        assert st["success"]["count"] == metric(text, "symphony_requests_total", model=model, outcome="ok") + \
-            metric(text, "symphony_requests_total", model=model, outcome="late"), (model, st)
-        assert st["fail"]["count"] == metric(text, "symphony_requests_total", model=model, outcome="dropped") + \
-            metric(text, "symphony_requests_total", model=model, outcome="error"), (model, st)
+        assert st["success"]["count"] == metric(text, "symphony_requests_total", model=model, version="1", outcome="ok") + \
+            metric(text, "symphony_requests_total", model=model, version="1", outcome="late"), (model, st)
+        assert st["fail"]["count"] == metric(text, "symphony_requests_total", model=model, version="1", outcome="dropped") + \
+            metric(text, "symphony_requests_total", model=model, version="1", outcome="error"), (model, st)
     rc, report = cpu.stop(signal.SIGINT)
     assert rc == 0, cpu.output()
     for model, counts in tally.by_model.items():
@@ -408,10 +408,10 @@ def test_the_server_counts_protocol_requests_in_symphony_requests_total():
         status, _, text = curl(m.group(1))
         assert status == 200
         text = text.decode()
-        for line in ('symphony_requests_total{model="fast",outcome="ok"} 7',
-                     'symphony_requests_sent_total{model="fast"} 7',
-                     'symphony_requests_total{model="slow",outcome="dropped"} 1',
-                     'symphony_requests_dropped_total{model="slow",reason="infeasible"} 1',
+        for line in ('symphony_requests_total{model="fast",version="1",outcome="ok"} 7',
+                     'symphony_requests_sent_total{model="fast",version="1"} 7',
+                     'symphony_requests_total{model="slow",version="1",outcome="dropped"} 1',
+                     'symphony_requests_dropped_total{model="slow",version="1",reason="infeasible"} 1',
                      'symphony_front_received_total{model="fast"} 7'):
             assert line in text, (line, text)
         assert "symphony_front_requests_total" not in text  # the outcomes are the server's, counted once
@@ -483,7 +483,7 @@ def test_statistics_agree_with_metrics_and_the_report():
     fast, slow = every["fast"], every["slow"]
     st = fast["inference_stats"]
     # success = ok + late, fail = dropped + errors: /metrics' and the report's numbers.
-    assert st["success"]["count"] == 7 == metric(text, "symphony_requests_total", model="fast", outcome="ok")
+    assert st["success"]["count"] == 7 == metric(text, "symphony_requests_total", model="fast", version="1", outcome="ok")
     assert report["server"]["models"]["fast"]["ok"] == 7
     assert fast["inference_count"] == 7 and st["fail"]["count"] == 0
     assert st["queue"]["count"] == 7 and st["compute_infer"]["count"] == 7
@@ -491,14 +491,14 @@ def test_statistics_agree_with_metrics_and_the_report():
     # The front's own conversions are not measured apart.
     assert st["compute_input"] == {"count": 0, "ns": 0} and st["compute_output"] == {"count": 0, "ns": 0}
     # Batches: execution_count and batch_stats are the batch-size histogram of /metrics.
-    assert fast["execution_count"] == metric(text, "symphony_batch_size_count", model="fast") >= 1
+    assert fast["execution_count"] == metric(text, "symphony_batch_size_count", model="fast", version="1") >= 1
     assert sum(b["compute_infer"]["count"] for b in fast["batch_stats"]) == fast["execution_count"]
     assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in fast["batch_stats"]) == 7
     assert report["server"]["models"]["fast"]["batch_histogram"] == {
         str(b["batch_size"]): b["compute_infer"]["count"] for b in fast["batch_stats"]}
     assert t0 * 1000 - 1000 <= fast["last_inference"] <= time.time() * 1000 + 1000
     ss = slow["inference_stats"]
-    assert ss["fail"]["count"] == 1 == metric(text, "symphony_requests_total", model="slow", outcome="dropped")
+    assert ss["fail"]["count"] == 1 == metric(text, "symphony_requests_total", model="slow", version="1", outcome="dropped")
     assert ss["success"]["count"] == 0 and slow["execution_count"] == 0 and slow["batch_stats"] == []
     assert slow["last_inference"] > 0
 

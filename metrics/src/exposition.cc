@@ -156,4 +156,10 @@ std::string Writer::text() const {
   return out;
 }
 
+Labels model_labels(const std::string& model, const std::string& version) {
+  Labels l{{"model", model}};
+  if (!version.empty()) l.emplace_back("version", version);
+  return l;
+}
+
 }  // namespace symphony::metrics

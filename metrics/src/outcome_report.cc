@@ -51,15 +51,20 @@ void print_outcome_table(std::FILE* out, const char* first_column, const std::ve
 }
 
 void write_outcome_metrics(Writer& w, const std::string& prefix, const std::string& help_whose,
-                           const std::string& model, const OutcomeCounts& c) {
+                           const std::string& model, const OutcomeCounts& c, const std::string& version) {
+  const auto with = [&](const char* key, std::string value) {
+    Labels l = model_labels(model, version);
+    l.emplace_back(key, std::move(value));
+    return l;
+  };
   const std::pair<const char*, std::uint64_t> outcomes[] = {
       {"ok", c.ok}, {"late", c.late}, {"dropped", c.dropped}, {"error", c.errors}};
   for (const auto& [name, v] : outcomes)
-    w.counter(prefix + "_total", help_whose + " requests ended, by outcome.",
-              {{"model", model}, {"outcome", name}}, static_cast<double>(v));
+    w.counter(prefix + "_total", help_whose + " requests ended, by outcome.", with("outcome", name),
+              static_cast<double>(v));
   for (int r = 1; r < kNumDropReasons; ++r)
     w.counter(prefix + "_dropped_total", help_whose + " requests dropped, by reason.",
-              {{"model", model}, {"reason", std::string(to_string(static_cast<DropReason>(r)))}},
+              with("reason", std::string(to_string(static_cast<DropReason>(r)))),
               static_cast<double>(c.dropped_by_reason[static_cast<std::size_t>(r)]));
 }
 

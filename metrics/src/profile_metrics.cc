@@ -18,11 +18,16 @@ double profile_scale(const LatencyProfile& p, const LatencyProfile& base, std::u
 }
 
 void write_profile_metrics(Writer& w, const std::string& model, const CalibrationSnapshot& c,
-                           std::uint32_t max_batch) {
+                           std::uint32_t max_batch, const std::string& version) {
   static constexpr const char* kLatencyHelp =
       "The model's latency profile l(b) at batch size b: profile=\"offline\" as the model was added, "
       "profile=\"in_use\" what the scheduler plans with now.";
-  const Labels m{{"model", model}};
+  const Labels m = model_labels(model, version);
+  const auto with = [&m](Labels more) {
+    Labels l = m;
+    l.insert(l.end(), more.begin(), more.end());
+    return l;
+  };
   w.gauge(
       "symphony_profile_recalibrating",
       "1 while the model's latency profile follows its measured batch times (online recalibration), else 0.",
@@ -32,12 +37,12 @@ void write_profile_metrics(Writer& w, const std::string& model, const Calibratio
     const Duration offline = c.offline.latency(b), in_use = c.in_use.latency(b);
     const std::string batch = std::to_string(b);
     w.gauge("symphony_profile_latency_seconds", kLatencyHelp,
-            {{"model", model}, {"batch", batch}, {"profile", "offline"}}, offline.to_seconds());
-    w.gauge("symphony_profile_latency_seconds", kLatencyHelp,
-            {{"model", model}, {"batch", batch}, {"profile", "in_use"}}, in_use.to_seconds());
+            with({{"batch", batch}, {"profile", "offline"}}), offline.to_seconds());
+    w.gauge("symphony_profile_latency_seconds", kLatencyHelp, with({{"batch", batch}, {"profile", "in_use"}}),
+            in_use.to_seconds());
     w.gauge("symphony_profile_scale",
             "The profile in use over the offline one at batch size b (1: unchanged).",
-            {{"model", model}, {"batch", batch}}, profile_scale(c.in_use, c.offline, b));
+            with({{"batch", batch}}), profile_scale(c.in_use, c.offline, b));
   }
   w.counter("symphony_profile_recalibration_samples_total",
             "Batches whose measured time the model's recalibration recorded.", m,
@@ -49,13 +54,20 @@ void write_profile_metrics(Writer& w, const std::string& model, const Calibratio
 
 void write_device_profile_metrics(Writer& w, const std::string& device, const std::string& model,
                                   std::uint64_t samples, const LatencyProfile& offline,
-                                  const LatencyProfile& estimate, std::uint32_t max_batch) {
+                                  const LatencyProfile& estimate, std::uint32_t max_batch,
+                                  const std::string& version) {
+  const auto with = [&](Labels more) {
+    Labels l{{"device", device}};
+    for (auto& kv : model_labels(model, version)) l.push_back(std::move(kv));
+    l.insert(l.end(), more.begin(), more.end());
+    return l;
+  };
   w.counter("symphony_device_profile_samples_total",
-            "Batches of the model whose measured time this device's profile estimate recorded.",
-            {{"device", device}, {"model", model}}, static_cast<double>(samples));
+            "Batches of the model whose measured time this device's profile estimate recorded.", with({}),
+            static_cast<double>(samples));
   const std::uint32_t top = std::min({max_batch, offline.max_batch(), estimate.max_batch()});
   for (std::uint32_t b : profile_batch_sizes(top)) {
-    const Labels l{{"device", device}, {"model", model}, {"batch", std::to_string(b)}};
+    const Labels l = with({{"batch", std::to_string(b)}});
     w.gauge("symphony_device_profile_latency_seconds",
             "This device's estimate of the model's l(b) from the batches it ran (serve measures each device "
             "apart).",

@@ -57,7 +57,11 @@ ServeApp::~ServeApp() {
 
 Status ServeApp::add_model(const server::ModelOptions& m, const ProtocolModelOptions& protocol) {
   if (Status s = server_->add_model(m); !s.ok()) return s;
-  return service_->add_model(m.name, protocol);
+  if (Status s = service_->add_model(m.name, protocol); !s.ok()) {
+    (void)server_->remove_model(m.name);
+    return s;
+  }
+  return {};
 }
 
 Status ServeApp::serve_repository(RepositoryOptions o) {
@@ -83,7 +87,7 @@ Status ServeApp::serve_repository(RepositoryOptions o) {
 }
 
 Status ServeApp::remove_model(std::string_view name) {
-  service_->remove_model(name);  // the front answers 404 from now on
+  if (Status s = service_->remove_model(name); !s.ok()) return s;  // the front answers 404 from now on
   return server_->remove_model(name);
 }
 
@@ -170,9 +174,22 @@ nlohmann::json ServeApp::front_report(const server::ServerStats& stats, double s
   if (!front_) return nlohmann::json::object();
   const front::ModelLatencyOf latency =
       [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
-    for (const auto& s : stats.models)
-      if (s.name == model) return front::ModelLatency{s.p50, s.p99, s.mean_batch, nlohmann::json::object()};
-    return std::nullopt;
+    // Every version of the model together (the front counts per model).
+    LatencyHistogram h;
+    double batched = 0, batches = 0;
+    bool found = false;
+    for (const auto& s : stats.models) {
+      if (s.model != model) continue;
+      found = true;
+      h.merge(s.latency);
+      for (const auto& [size, n] : s.batches) {
+        batched += static_cast<double>(size) * static_cast<double>(n);
+        batches += static_cast<double>(n);
+      }
+    }
+    if (!found) return std::nullopt;
+    return front::ModelLatency{h.percentile(0.5), h.percentile(0.99), batches > 0 ? batched / batches : 0.0,
+                               nlohmann::json::object()};
   };
   return front::front_report(front_->counters(), latency, seconds, listeners_->http_address(),
                              listeners_->grpc_address(), listeners_->where());

@@ -176,7 +176,7 @@ LoadRun run_builtin_load(server::Server& srv, const config::ServeConfig& cfg,
       Duration p99;
       for (const auto& m : now.models) {
         char buf[64];
-        std::snprintf(buf, sizeof buf, " %s b=%.1f", m.name.c_str(), m.mean_batch);
+        std::snprintf(buf, sizeof buf, " %s b=%.1f", m.label.c_str(), m.mean_batch);
         per += buf;
         p99 = max(p99, m.p99);
       }
@@ -208,7 +208,9 @@ json server_counts_json(const ServerStats& stats) {
     json jm = metrics::outcome_json(m.counts, secs);
     jm["batch_histogram"] = histogram_json(m.batches);
     jm["latency_count"] = m.latency.count();
-    out["models"][m.name] = jm;
+    jm["model"] = m.model;
+    jm["version"] = m.version;
+    out["models"][m.label] = jm;
     total += m.counts;
   }
   out.update(metrics::outcome_json(total, secs));
@@ -287,7 +289,7 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
                   m.profile_in_use.latency(1).to_ms());
     std::snprintf(lmax, sizeof lmax, "%.2f -> %.2f", m.offline_profile.latency(top).to_ms(),
                   m.profile_in_use.latency(top).to_ms());
-    std::printf("%-20s %13s %23s %23s %9llu %8llu\n", m.name.c_str(), m.recalibrating ? "yes" : "no", l1,
+    std::printf("%-20s %13s %23s %23s %9llu %8llu\n", m.label.c_str(), m.recalibrating ? "yes" : "no", l1,
                 lmax, static_cast<unsigned long long>(m.recalibration_samples),
                 static_cast<unsigned long long>(m.recalibration_updates));
   }

@@ -19,17 +19,22 @@ using repository::RepositoryModel;
 
 constexpr std::string_view kState[] = {"READY", "UNAVAILABLE", "LOADING", "UNLOADING"};
 
-// What a load depends on: the effective config and the served file's
-// identity (size and modification time), so that a poll reloads a model
-// whose files changed and a repeated load of an unchanged one does nothing.
-std::string fingerprint(const RepositoryModel& m) {
-  std::string f = m.config_proto;
-  const repository::ModelVersion& v = m.versions.back();
+// What a version's load depends on: the effective config and its file's
+// identity (size and modification time), so that a poll reloads a version
+// whose file changed and keeps one that did not.
+std::string version_fingerprint(const RepositoryModel& m, const repository::ModelVersion& v) {
   std::error_code ec;
   const auto size = fs::file_size(v.model_path, ec);
   const auto time = fs::last_write_time(v.model_path, ec);
-  f += '\0' + v.model_path + '\0' + std::to_string(ec ? 0 : size) + '\0' +
-       std::to_string(ec ? 0 : time.time_since_epoch().count());
+  return m.config_proto + '\0' + v.model_path + '\0' + std::to_string(ec ? 0 : size) + '\0' +
+         std::to_string(ec ? 0 : time.time_since_epoch().count());
+}
+
+// The whole model's: a poll loads it again when any version or the config
+// changed, and a repeated load of an unchanged one does nothing.
+std::string fingerprint(const RepositoryModel& m) {
+  std::string f;
+  for (const repository::ModelVersion& v : m.versions) f += version_fingerprint(m, v) + '\n';
   return f;
 }
 
@@ -92,10 +97,15 @@ Result<RepositoryOptions> repository_options(std::string dir, std::string_view c
 }
 
 Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration default_slo) {
+  if (m.versions.empty()) return Status(Errc::kInvalidArgument, m.config_path + ": no version to serve");
+  return serving_options(m, m.versions.back(), default_slo);
+}
+
+Result<RepositoryServing> serving_options(const RepositoryModel& m, const repository::ModelVersion& version,
+                                          Duration default_slo) {
   const auto refuse = [&](const std::string& why) {
     return Status(Errc::kInvalidArgument, m.config_path + ": " + why);
   };
-  if (m.versions.empty()) return refuse("no version to serve");
   if (m.max_batch_size == 0)
     return refuse(
         "max_batch_size 0 (a model without a batch dimension) is not served yet: Symphony batches requests "
@@ -103,8 +113,9 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration def
   RepositoryServing out;
   server::ModelOptions& o = out.model;
   o.name = m.name;
-  o.path = m.versions.back().model_path;
-  o.version = std::to_string(m.versions.back().version);
+  o.model = m.name;
+  o.path = version.model_path;
+  o.version = std::to_string(version.version);
   o.slo = m.slo.value_or(default_slo);
   o.max_batch = m.max_batch_size;
   o.max_defer = m.max_defer;
@@ -123,6 +134,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration def
   for (const repository::RepositoryTensor& t : m.outputs) out.protocol.output_names.push_back(t.name);
   out.protocol.default_budget = m.default_budget;
   out.protocol.config_proto = m.config_proto;
+  out.protocol.version = o.version;
   return out;
 }
 
@@ -133,13 +145,6 @@ ModelRepositoryManager::~ModelRepositoryManager() { stop(); }
 
 void ModelRepositoryManager::log(const std::string& m) const {
   if (opts_.log) opts_.log(m);
-}
-
-void ModelRepositoryManager::set(const std::string& name, State s, std::string reason) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entries_[name];
-  e.state = s;
-  e.reason = std::move(reason);
 }
 
 Status ModelRepositoryManager::load_at_start() {
@@ -256,6 +261,28 @@ void ModelRepositoryManager::unload(std::string name, Done done) {
   });
 }
 
+Status ModelRepositoryManager::load_version(const RepositoryModel& m, const repository::ModelVersion& v,
+                                            std::set<std::string>* used, Version* out) {
+  const std::string version = std::to_string(v.version);
+  Result<RepositoryServing> serving = serving_options(m, v, opts_.default_slo);
+  if (!serving.ok()) return serving.status();
+  // "<model>/<version>" (a folder's name has no '/'), and "#2", "#3", ...
+  // while the server still holds the version loaded before.
+  std::string server_name = m.name + "/" + version;
+  for (int n = 2; used->count(server_name); ++n)
+    server_name = m.name + "/" + version + "#" + std::to_string(n);
+  serving->model.name = server_name;
+  log("model repository: loading " + m.name + " version " + version);
+  if (Status s = app_.load_version(serving->model); !s.ok())
+    return Status(s.code(), "version " + version + ": " + s.message());
+  used->insert(server_name);
+  out->protocol = std::move(serving->protocol);
+  out->protocol.server_name = std::move(server_name);
+  out->state = State::kReady;
+  out->reason.clear();
+  return {};
+}
+
 Status ModelRepositoryManager::do_load(const std::string& name, const std::string& config_json, bool force) {
   const std::string who = "load of model '" + name + "' failed: ";
   const bool odd = std::any_of(name.begin(), name.end(), [](char c) {
@@ -267,92 +294,159 @@ Status ModelRepositoryManager::do_load(const std::string& name, const std::strin
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!entries_.count(name) || !entries_[name].loaded) entries_.erase(name);
+    if (!entries_.count(name) || !entries_[name].loaded()) entries_.erase(name);
     return Status(Errc::kNotFound, who + "no folder " + dir + " in the model repository");
   }
   Result<RepositoryModel> read = config_json.empty()
                                      ? repository::read_model_dir(dir)
                                      : repository::read_model_dir_with_config(dir, config_json);
   Result<RepositoryServing> serving = read.ok() ? serving_options(*read, opts_.default_slo) : read.status();
-  bool loaded = false;
+  const std::string fp = serving.ok() ? fingerprint(*read) : "";
+  std::map<std::int64_t, Version> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& e = entries_[name];
-    loaded = e.loaded;
     if (!serving.ok()) {
       // A model that serves keeps serving the files it was loaded from.
-      if (!e.loaded) {
+      if (!e.loaded()) {
         e.state = State::kUnavailable;
         e.reason = serving.status().message();
-        e.version.clear();
-        e.others.clear();
+        e.versions.clear();
         e.fingerprint.clear();
       }
       return Status(Errc::kInvalidArgument, who + serving.status().message());
     }
-    const std::string fp = fingerprint(*read);
-    if (e.loaded && e.fingerprint == fp && !force && e.state == State::kReady) return {};
-    e.fingerprint = fp;
-    e.version = serving->model.version;
-    e.others.clear();
-    for (const repository::ModelVersion& v : read->versions)
-      if (std::to_string(v.version) != e.version)
-        e.others.push_back({name, std::to_string(v.version), std::string(kState[1]),
-                            "Symphony serves one version per model: the newest the version policy chose (" +
-                                e.version + ")"});
-    for (const repository::UnavailableVersion& v : read->unavailable_versions)
-      e.others.push_back({name, std::to_string(v.version), std::string(kState[1]), v.reason});
-    std::sort(e.others.begin(), e.others.end(), [](const IndexEntry& a, const IndexEntry& b) {
-      return std::stoll(a.version) < std::stoll(b.version);
-    });
-    e.state = loaded ? State::kUnloading : State::kLoading;
-    e.reason = loaded ? "reloading" : "";
+    old = e.versions;
+  }
+  // The new set: versions whose file and config did not change are kept as
+  // they are; the others load while the old set serves.
+  std::map<std::int64_t, Version> next;
+  std::vector<const repository::ModelVersion*> todo;
+  for (const repository::ModelVersion& v : read->versions) {
+    const std::string vfp = version_fingerprint(*read, v);
+    auto o = old.find(v.version);
+    if (!force && o != old.end() && o->second.served() && o->second.fingerprint == vfp) {
+      next[v.version] = o->second;
+      next[v.version].reason.clear();
+      continue;
+    }
+    next[v.version] = Version{State::kLoading, "", vfp, {}};
+    todo.push_back(&v);
+  }
+  for (const repository::UnavailableVersion& v : read->unavailable_versions)
+    next[v.version] = Version{State::kUnavailable, v.reason, "", {}};
+  std::vector<std::string> dropped;  // served now, not in the new set
+  for (const auto& [v, ver] : old)
+    if (ver.served() && !(next.count(v) && next[v].protocol.server_name == ver.protocol.server_name))
+      dropped.push_back(ver.protocol.server_name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[name];
+    if (todo.empty() && dropped.empty()) {  // nothing to load: unchanged, or only the reasons
+      e.versions = std::move(next);
+      e.fingerprint = fp;
+      return {};
+    }
+    // Shown while loading: what serves as it is, the new versions LOADING.
+    for (const repository::ModelVersion* v : todo)
+      if (!e.versions.count(v->version) || !e.versions[v->version].served())
+        e.versions[v->version] = next[v->version];
   }
   for (const std::string& f : read->unused_fields)
     log("model '" + name + "': " + f + " is accepted but not used by Symphony");
-  if (loaded) {
-    // The old version stops before the new one loads: the server holds one
-    // model per name (docs/repository.md says so).
-    (void)app_.remove_model(name);
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_[name].loaded = false;
-    entries_[name].state = State::kLoading;
-    entries_[name].reason.clear();
+
+  std::set<std::string> used;
+  for (const auto& [_, ver] : old)
+    if (ver.served()) used.insert(ver.protocol.server_name);
+  Status failed;
+  std::vector<std::string> loaded;  // by this load
+  for (const repository::ModelVersion* v : todo) {
+    Version& nv = next[v->version];
+    if (Status s = load_version(*read, *v, &used, &nv); !s.ok()) {
+      nv.state = State::kUnavailable;
+      nv.reason = s.message();
+      if (failed.ok()) failed = Status(Errc::kInvalidArgument, who + s.message());
+      continue;
+    }
+    loaded.push_back(nv.protocol.server_name);
   }
-  log("model repository: loading " + name + " version " + serving->model.version);
-  Status s = app_.add_model(serving->model, serving->protocol);
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entries_[name];
-  if (!s.ok()) {
-    e.state = State::kUnavailable;
-    e.reason = s.message();
+  std::vector<ProtocolModelOptions> routes;
+  for (const auto& [_, ver] : next)
+    if (ver.served()) routes.push_back(ver.protocol);
+  const bool served_before =
+      std::any_of(old.begin(), old.end(), [](const auto& kv) { return kv.second.served(); });
+  if (!failed.ok() && served_before) {
+    // All or nothing: the old set serves on; what this load loaded goes.
+    for (const std::string& n : loaded) (void)app_.unload_version(n);
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[name];
+    e.versions = old;
+    for (const repository::ModelVersion* v : todo) {
+      const Version& nv = next[v->version];
+      if (nv.state != State::kUnavailable) continue;
+      if (old.count(v->version) && old[v->version].served())
+        e.versions[v->version].reason = "the reload failed (the previous files serve on): " + nv.reason;
+      else
+        e.versions[v->version] = nv;
+    }
+    return failed;
+  }
+  if (routes.empty()) {  // a first load whose every version failed
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[name].versions = next;
+    return failed;
+  }
+  if (Status s = app_.serve_versions(name, std::move(routes)); !s.ok()) {
+    // The front refused the new set (not expected): the old one serves on.
+    for (const std::string& n : loaded) (void)app_.unload_version(n);
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_[name].versions = old;
     return Status(Errc::kInvalidArgument, who + s.message());
   }
-  e.loaded = true;
-  e.state = State::kReady;
-  e.reason.clear();
-  log("model repository: " + name + " version " + e.version + " is ready");
-  return {};
+  // The front serves the new set: the old versions' queued requests end.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[name];
+    e.versions = next;
+    e.fingerprint = fp;
+    e.last_error.clear();
+    for (const auto& [v, ver] : old)
+      if (ver.served() && !next.count(v)) e.versions[v] = Version{State::kUnloading, "", "", {}};
+  }
+  for (const std::string& n : dropped) (void)app_.unload_version(n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[name];
+    for (auto it = e.versions.begin(); it != e.versions.end();)
+      it = it->second.state == State::kUnloading ? e.versions.erase(it) : std::next(it);
+  }
+  for (const auto& [v, ver] : next)
+    if (ver.served()) log("model repository: " + name + " version " + std::to_string(v) + " is ready");
+  return failed;
 }
 
 Status ModelRepositoryManager::do_unload(const std::string& name) {
+  std::vector<std::string> served;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
-    if (it == entries_.end() || !it->second.loaded)
+    if (it == entries_.end() || !it->second.loaded())
       return Status(Errc::kInvalidArgument, "unload of model '" + name + "' failed: it is not loaded" +
                                                 (it == entries_.end() ? " (no such model is known)" : ""));
-    it->second.state = State::kUnloading;
-    it->second.reason.clear();
+    for (auto& [_, v] : it->second.versions) {
+      if (v.served()) served.push_back(v.protocol.server_name);
+      v.state = State::kUnloading;
+      v.reason.clear();
+    }
   }
   // The front refuses the model's new requests first; the server then waits
-  // until its queued requests have run or expired and frees it.
-  Status s = app_.remove_model(name);
+  // until each version's queued requests have run or expired and frees it.
+  Status s = app_.serve_versions(name, {});
+  for (const std::string& n : served)
+    if (Status r = app_.unload_version(n); !r.ok() && s.ok()) s = r;
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = entries_[name];
-  e.loaded = false;
-  e.state = State::kUnavailable;
-  e.reason = "unloaded";
+  for (auto& [_, v] : e.versions) v = Version{State::kUnavailable, "unloaded", "", {}};
   e.fingerprint.clear();
   if (!s.ok()) return Status(Errc::kInvalidArgument, "unload of model '" + name + "' failed: " + s.message());
   log("model repository: " + name + " unloaded");
@@ -372,7 +466,7 @@ void ModelRepositoryManager::poll() {
     bool loaded = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      loaded = entries_[n].loaded;
+      loaded = entries_[n].loaded();
     }
     if (loaded) (void)do_unload(n);
     std::lock_guard<std::mutex> lock(mu_);
@@ -404,9 +498,13 @@ std::vector<ModelRepositoryManager::IndexEntry> ModelRepositoryManager::index(bo
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [n, e] : entries_) {
       known.insert(n);
-      if (ready_only && e.state != State::kReady) continue;
-      out.push_back({n, e.version, std::string(kState[static_cast<int>(e.state)]), e.reason});
-      if (!ready_only) out.insert(out.end(), e.others.begin(), e.others.end());
+      if (e.versions.empty()) {  // the folder cannot be read
+        if (!ready_only) out.push_back({n, "", std::string(kState[static_cast<int>(e.state)]), e.reason});
+        continue;
+      }
+      for (const auto& [v, ver] : e.versions)
+        if (!ready_only || ver.state == State::kReady)
+          out.push_back({n, std::to_string(v), std::string(kState[static_cast<int>(ver.state)]), ver.reason});
     }
   }
   if (!ready_only)

@@ -2,6 +2,7 @@
 #include "symphony/serve/server_metrics.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/metrics/outcome_report.hpp"
@@ -17,13 +18,10 @@ using server::ServerStats;
 
 namespace {
 
-// The largest batch size a device's estimate of a model is reported at: the
-// model's max batch, within the estimate.
-std::uint32_t estimate_top(const DeviceModelEstimate& e, const std::vector<ModelStats>& models) {
-  std::uint32_t top = e.estimate.max_batch();
+const ModelStats* find_model(const std::vector<ModelStats>& models, const std::string& name) {
   for (const ModelStats& m : models)
-    if (m.name == e.model) top = std::min(top, m.max_batch);
-  return top;
+    if (m.name == name) return &m;
+  return nullptr;
 }
 
 // Cumulative buckets at powers of two up to the model's max batch.
@@ -42,9 +40,43 @@ void write_batch_histogram(metrics::Writer& w, const ModelStats& ms) {
     buckets.emplace_back(static_cast<double>(le), below);
     if (le >= ms.max_batch) break;
   }
-  w.histogram("symphony_batch_size", "Sizes of the batches run since start.", {{"model", ms.name}}, buckets,
-              sum, count);
+  w.histogram("symphony_batch_size", "Sizes of the batches run since start.",
+              metrics::model_labels(ms.model, ms.version), buckets, sum, count);
 }
+
+// One entry per (model, version). A reload of a changed version holds its
+// old and its new server model for a moment: one series each would repeat
+// a label set, so their requests are summed (the profile is the first's).
+// Copies only such pairs.
+class PerVersion {
+ public:
+  explicit PerVersion(const std::vector<ModelStats>& models) : models_(models) {
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      const ModelStats& m = models[i];
+      auto j = std::find_if(first_.begin(), first_.end(), [&](std::size_t k) {
+        return models[k].model == m.model && models[k].version == m.version;
+      });
+      if (j == first_.end()) {
+        first_.push_back(i);
+        continue;
+      }
+      ModelStats& sum = merged_.try_emplace(*j, models[*j]).first->second;
+      sum.counts += m.counts;
+      sum.latency.merge(m.latency);
+      for (const auto& [size, n] : m.batches) sum.batches[size] += n;
+    }
+  }
+  std::size_t size() const { return first_.size(); }
+  const ModelStats& operator[](std::size_t i) const {
+    auto it = merged_.find(first_[i]);
+    return it == merged_.end() ? models_[first_[i]] : it->second;
+  }
+
+ private:
+  const std::vector<ModelStats>& models_;
+  std::vector<std::size_t> first_;
+  std::map<std::size_t, ModelStats> merged_;
+};
 
 }  // namespace
 
@@ -54,11 +86,15 @@ ServerMetrics::ServerMetrics(const server::Server& server, Duration autoscale_wi
 void ServerMetrics::collect(metrics::Writer& w) {
   const ServerStats now = server_.stats();
   const double elapsed = now.elapsed.to_seconds();
-  for (const ModelStats& ms : now.models) {
-    const Labels m{{"model", ms.name}};
+  const PerVersion versions(now.models);
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    const ModelStats& ms = versions[i];
+    // Series name the model as clients do, and its version (a repository
+    // serves each version as a server model of its own).
+    const Labels m = metrics::model_labels(ms.model, ms.version);
     w.counter("symphony_requests_sent_total", "Requests the server accepted since start.", m,
               static_cast<double>(ms.counts.sent));
-    metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.name, ms.counts);
+    metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.model, ms.counts, ms.version);
     w.gauge("symphony_goodput_rps", "Requests ok per second since start.", m,
             elapsed > 0 ? static_cast<double>(ms.counts.ok) / elapsed : 0.0);
     w.histogram_from("symphony_request_latency_seconds",
@@ -68,14 +104,14 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));
     write_batch_histogram(w, ms);
-    metrics::write_profile_metrics(w, ms.name,
+    metrics::write_profile_metrics(w, ms.model,
                                    CalibrationSnapshot{ms.recalibrating,
                                                        ms.offline_profile,
                                                        ms.profile_in_use,
                                                        ms.recalibration_samples,
                                                        ms.recalibration_updates,
                                                        {}},
-                                   ms.max_batch);
+                                   ms.max_batch, ms.version);
   }
   Duration busy_total;
   for (const DeviceStats& ds : now.devices) {
@@ -87,9 +123,18 @@ void ServerMetrics::collect(metrics::Writer& w) {
               static_cast<double>(ds.batches));
     w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
             elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
-    for (const DeviceModelEstimate& e : ds.models)
-      metrics::write_device_profile_metrics(w, ds.name, e.model, e.samples, e.offline, e.estimate,
-                                            estimate_top(e, now.models));
+    std::vector<const ModelStats*> written;  // one estimate per (model, version), as above
+    for (const DeviceModelEstimate& e : ds.models) {
+      // Reported up to the model's max batch, within the estimate.
+      const ModelStats* ms = find_model(now.models, e.model);
+      if (!ms || std::any_of(written.begin(), written.end(), [&](const ModelStats* o) {
+            return o->model == ms->model && o->version == ms->version;
+          }))
+        continue;  // removed between the two reads, or the same version reloading
+      written.push_back(ms);
+      metrics::write_device_profile_metrics(w, ds.name, ms->model, e.samples, e.offline, e.estimate,
+                                            std::min(e.estimate.max_batch(), ms->max_batch), ms->version);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   const AutoscaleSignal sig = window_.observe(

@@ -75,12 +75,13 @@ Code code_of(Errc e) {
 
 }  // namespace
 
-Status ServerService::add_model(std::string_view name, const ProtocolModelOptions& protocol) {
-  Result<server::ModelInfo> info = server_.model_info(name);
+Result<ServerService::Version> ServerService::describe(const ProtocolModelOptions& protocol,
+                                                       const std::vector<std::string>& all) const {
+  Result<server::ModelInfo> info = server_.model_info(protocol.server_name);
   if (!info.ok()) return info.status();
   auto m = std::make_shared<ModelMetadata>();
-  m->name = info->name;
-  m->versions = info->versions;
+  m->name = info->model;
+  m->versions = all;
   m->platform = info->platform;
   m->slo = info->slo;
   m->max_batch = info->max_batch;
@@ -104,34 +105,145 @@ Status ServerService::add_model(std::string_view name, const ProtocolModelOption
     ts.shape.insert(ts.shape.end(), o.shape.begin(), o.shape.end());
     m->outputs.push_back(std::move(ts));
   }
+  Version v;
+  v.route.version = protocol.version;
+  v.route.server_name = protocol.server_name;
+  v.metadata = std::move(m);
+  if (!protocol.output_names.empty())
+    v.route.output_names = std::make_shared<const std::vector<std::string>>(protocol.output_names);
+  return v;
+}
+
+Status ServerService::add_model(std::string_view name, const ProtocolModelOptions& protocol) {
+  Result<server::ModelInfo> info = server_.model_info(name);
+  if (!info.ok()) return info.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (models_.count(info->model))
+      return Status(Errc::kAlreadyExists, "model '" + info->model + "' is served already");
+  }
+  ProtocolModelOptions p = protocol;
+  p.server_name = std::string(name);
+  p.version = info->versions.empty() ? "1" : info->versions.front();
+  return replace(info->model, {std::move(p)}, /*fixed=*/true);
+}
+
+Status ServerService::serve(std::string_view model, std::vector<ProtocolModelOptions> versions) {
+  return replace(model, std::move(versions), /*fixed=*/false);
+}
+
+Status ServerService::replace(std::string_view model, std::vector<ProtocolModelOptions> versions,
+                              bool fixed) {
+  Served next;
+  for (const ProtocolModelOptions& p : versions)
+    if (!next.versions.emplace(p.version, Version{}).second)
+      return Status(Errc::kInvalidArgument,
+                    "model '" + std::string(model) + "': version " + p.version + " given twice");
+  std::vector<std::string> all;
+  for (const auto& [v, _] : next.versions) all.push_back(v);
+  for (const ProtocolModelOptions& p : versions) {
+    Result<Version> v = describe(p, all);
+    if (!v.ok()) return v.status();
+    next.versions[p.version] = std::move(*v);
+  }
+  if (!next.versions.empty()) next.metadata = next.versions.rbegin()->second.metadata;
+  next.fixed = fixed;
+  const std::string name(model);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!models_.count(m->name)) order_.push_back(m->name);
-  if (protocol.output_names.empty())
-    output_names_.erase(m->name);
-  else
-    output_names_[m->name] = std::make_shared<const std::vector<std::string>>(protocol.output_names);
-  models_[m->name] = std::move(m);
+  const bool known = models_.count(name) > 0;
+  if (known && !fixed && models_[name].fixed)
+    return Status(Errc::kAlreadyExists, "model '" + name +
+                                            "' is served already from the serve config or add_model; a "
+                                            "repository model of that name cannot replace it");
+  if (next.versions.empty()) {
+    if (known) {
+      models_.erase(name);
+      order_.erase(std::find(order_.begin(), order_.end(), name));
+    }
+    return {};
+  }
+  if (!known) order_.push_back(name);
+  models_[name] = std::move(next);
   return {};
 }
 
-void ServerService::remove_model(std::string_view name) {
+Status ServerService::remove_model(std::string_view name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = models_.find(std::string(name));
+    if (it == models_.end()) return {};
+    if (!it->second.fixed)
+      return Status(Errc::kInvalidArgument, "model '" + std::string(name) +
+                                                "' is served from the model repository: unload it there "
+                                                "(unload_model, or the protocol's repository unload)");
+  }
+  return replace(name, {}, /*fixed=*/true);
+}
+
+std::vector<std::string> ServerService::model_names() const {
   std::lock_guard<std::mutex> lock(mu_);
-  output_names_.erase(std::string(name));
-  if (models_.erase(std::string(name)) == 0) return;
-  order_.erase(std::find(order_.begin(), order_.end(), name));
+  return order_;
 }
 
 std::vector<std::shared_ptr<const ModelMetadata>> ServerService::models() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const ModelMetadata>> out;
-  for (const std::string& n : order_) out.push_back(models_.at(n));
+  for (const std::string& n : order_) out.push_back(models_.at(n).metadata);
   return out;
 }
 
 std::shared_ptr<const ModelMetadata> ServerService::find(std::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = models_.find(std::string(name));
-  return it == models_.end() ? nullptr : it->second;
+  return it == models_.end() ? nullptr : it->second.metadata;
+}
+
+std::shared_ptr<const ModelMetadata> ServerService::find_version(std::string_view name,
+                                                                 std::string_view version) const {
+  Version out;
+  return route(name, version, &out) ? out.metadata : nullptr;
+}
+
+bool ServerService::route(std::string_view model, std::string_view version, Version* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(std::string(model));
+  if (it == models_.end() || it->second.versions.empty()) return false;
+  const auto& vs = it->second.versions;
+  auto v = version.empty() ? std::prev(vs.end()) : vs.find(std::string(version));
+  if (v == vs.end()) return false;
+  *out = v->second;
+  return true;
+}
+
+Status ServerService::infer_async(std::string_view model, std::string_view version,
+                                  std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
+                                  RoutedDone done, std::uint64_t* ticket) {
+  Version target;
+  if (!route(model, version, &target)) {
+    // The server's words for an unknown model, with the protocol's names.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string known;
+    if (auto it = models_.find(std::string(model)); it != models_.end()) {
+      for (const auto& [v, _] : it->second.versions) known += (known.empty() ? "" : ", ") + v;
+      return Status(Errc::kNotFound, "model '" + std::string(model) + "' has no version '" +
+                                         std::string(version) + "' (versions: " + known + ")");
+    }
+    for (const std::string& n : order_) known += (known.empty() ? "" : ", ") + n;
+    return Status(Errc::kNotFound, "unknown model '" + std::string(model) +
+                                       "' (serving: " + (known.empty() ? "none" : known) + ")");
+  }
+  // The set of versions may be replaced between the route and the server's
+  // answer: a server model removed by a reload refuses the request
+  // (kNotFound), which then goes to the model's new set. Bounded: a reload
+  // replaces a set only once the new one has loaded.
+  for (int attempt = 0;; ++attempt) {
+    Status s = server_.infer_async(
+        target.route.server_name, inputs, deadline,
+        [done, route = target.route](server::InferResult&& r) { done(std::move(r), route); }, ticket);
+    if (s.ok() || s.code() != Errc::kNotFound || attempt == 3) return s;
+    const std::string was = target.route.server_name;
+    if (!route(model, version, &target) || target.route.server_name == was) return s;
+  }
 }
 
 std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done done) {
@@ -153,15 +265,10 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
         torch::TensorOptions().dtype(*st)));
   }
   const std::string model = req.model;
-  std::shared_ptr<const std::vector<std::string>> names;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = output_names_.find(model); it != output_names_.end()) names = it->second;
-  }
   std::uint64_t ticket = 0;
-  Status s = server_.infer_async(
-      model, std::move(inputs), budget,
-      [this, done, model, budget, names = std::move(names)](server::InferResult&& r) {
+  Status s = infer_async(
+      model, req.version, std::move(inputs), budget,
+      [done, model, budget](server::InferResult&& r, const Route& route) {
         Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget);
         reply.batch_size = r.batch_size;
         reply.latency = r.latency;
@@ -170,9 +277,10 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
           reply = reply_for_outcome(Outcome::kError, DropReason::kNone,
                                     "its output is not a tensor or a tuple of tensors", model, budget);
         }
-        if (names)
-          for (std::size_t i = 0; i < reply.outputs.size() && i < names->size(); ++i)
-            reply.outputs[i].name = (*names)[i];
+        if (route.output_names)
+          for (std::size_t i = 0; i < reply.outputs.size() && i < route.output_names->size(); ++i)
+            reply.outputs[i].name = (*route.output_names)[i];
+        reply.version = route.version;
         done(std::move(reply));
       },
       &ticket);
@@ -218,38 +326,44 @@ void ServerService::repository_unload(std::string_view name, Done done) {
 
 std::optional<std::vector<front::ModelStatistics>> ServerService::statistics(std::string_view name,
                                                                              std::string_view version) const {
-  const server::ServerStats now = server_.stats();
-  std::vector<front::ModelStatistics> out;
-  for (const std::shared_ptr<const ModelMetadata>& m : models()) {
-    if (!name.empty() && m->name != name) continue;
-    auto it = std::find_if(now.models.begin(), now.models.end(),
-                           [&](const server::ModelStats& s) { return s.name == m->name; });
-    if (it == now.models.end()) continue;
-    const server::ModelStats& ms = *it;
-    const auto ns = [](Duration d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.ns(), 0)); };
-    // The server keeps one set of numbers per model: every version reports them.
-    for (const std::string& v : m->versions) {
-      if (!version.empty() && v != version) continue;
-      front::ModelStatistics st;
-      st.name = m->name;
-      st.version = v;
-      st.last_inference_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(ms.last_inference_ms, 0));
-      st.inference_count = ms.inference_count;
-      const std::uint64_t succeeded = ms.counts.ok + ms.counts.late;
-      st.success = {succeeded, ns(ms.success_time)};
-      st.fail = {ms.counts.dropped + ms.counts.errors, ns(ms.fail_time)};
-      st.queue = {succeeded, ns(ms.queue_time)};
-      st.compute_infer = {succeeded, ns(ms.compute_time)};
-      for (const auto& [size, batches] : ms.batches) {
-        st.execution_count += batches;
-        front::ModelStatistics::Batch b;
-        b.batch_size = size;
-        const auto exec = ms.batch_exec.find(size);
-        b.compute_infer = {batches, exec == ms.batch_exec.end() ? 0 : ns(exec->second)};
-        st.batch_stats.push_back(b);
-      }
-      out.push_back(std::move(st));
+  // Each version is a server model of its own, with its own numbers (a
+  // version reloaded from changed files starts again from zero).
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> wanted;  // model, version, server
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& n : order_) {
+      if (!name.empty() && n != name) continue;
+      for (const auto& [v, served] : models_.at(n).versions)
+        if (version.empty() || v == version) wanted.push_back({n, {v, served.route.server_name}});
     }
+  }
+  const server::ServerStats now = server_.stats();
+  const auto ns = [](Duration d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.ns(), 0)); };
+  std::vector<front::ModelStatistics> out;
+  for (const auto& [model, vs] : wanted) {
+    auto it = std::find_if(now.models.begin(), now.models.end(),
+                           [&](const server::ModelStats& s) { return s.name == vs.second; });
+    if (it == now.models.end()) continue;  // removed since
+    const server::ModelStats& ms = *it;
+    front::ModelStatistics st;
+    st.name = model;
+    st.version = vs.first;
+    st.last_inference_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(ms.last_inference_ms, 0));
+    st.inference_count = ms.inference_count;
+    const std::uint64_t succeeded = ms.counts.ok + ms.counts.late;
+    st.success = {succeeded, ns(ms.success_time)};
+    st.fail = {ms.counts.dropped + ms.counts.errors, ns(ms.fail_time)};
+    st.queue = {succeeded, ns(ms.queue_time)};
+    st.compute_infer = {succeeded, ns(ms.compute_time)};
+    for (const auto& [size, batches] : ms.batches) {
+      st.execution_count += batches;
+      front::ModelStatistics::Batch b;
+      b.batch_size = size;
+      const auto exec = ms.batch_exec.find(size);
+      b.compute_infer = {batches, exec == ms.batch_exec.end() ? 0 : ns(exec->second)};
+      st.batch_stats.push_back(b);
+    }
+    out.push_back(std::move(st));
   }
   return out;
 }

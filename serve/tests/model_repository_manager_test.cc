@@ -51,6 +51,17 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   EXPECT_EQ(s->protocol.default_budget, Duration::milliseconds(40));
 }
 
+TEST(ServingOptionsTest, ServesAnyChosenVersionUnderTheModelsName) {
+  const RepositoryModel m = resnet();
+  auto s = serving_options(m, m.versions.front(), Duration::milliseconds(100));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.model_name(), "resnet");
+  EXPECT_EQ(s->model.path, "repo/resnet/1/model.pt");
+  EXPECT_EQ(s->model.version, "1");
+  EXPECT_EQ(s->protocol.version, "1");
+  EXPECT_EQ(s->protocol.input_names, std::vector<std::string>{"INPUT__0"});
+}
+
 TEST(ServingOptionsTest, TheSloIsTheConfigsElseTheDefault) {
   RepositoryModel m = resnet();
   EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.slo, Duration::milliseconds(100));

@@ -956,6 +956,7 @@ Result<ModelInfo> Server::model_info(std::string_view name) const {
   const ModelOptions& o = it->second->opts;
   ModelInfo info;
   info.name = o.name;
+  info.model = o.model_name();
   info.platform = o.path.empty() ? "symphony_emulated" : "pytorch_torchscript";
   info.versions = {o.version};
   info.inputs = o.inputs;
@@ -1010,6 +1011,8 @@ ServerStats Server::stats() const {
   for (const auto& m : models) {
     ModelStats s;
     s.name = m->opts.name;
+    s.model = m->opts.model_name();
+    s.version = m->opts.version;
     s.counts = m->tally.counts();
     s.sent = s.counts.sent;
     s.ok = s.counts.ok;
@@ -1058,6 +1061,11 @@ ServerStats Server::stats() const {
     out.dropped += s.dropped;
     out.errors += s.errors;
     out.models.push_back(std::move(s));
+  }
+  for (ModelStats& s : out.models) {
+    const auto versions = std::count_if(out.models.begin(), out.models.end(),
+                                        [&](const ModelStats& o) { return o.model == s.model; });
+    s.label = versions > 1 ? s.model + " version " + s.version : s.model;
   }
   const double secs = out.elapsed.to_seconds();
   out.goodput_rps = secs > 0 ? static_cast<double>(out.ok) / secs : 0;

@@ -248,9 +248,16 @@ class PyServer {
     if (!keep) throw py::error_already_set();
     Py_INCREF(tok);
     Completer* c = completer_.get();
-    Status s = server_->infer_async(model, std::move(tensors), deadline, [c, tok, keep](InferResult&& r) {
-      c->push(Done{tok, keep, std::move(r)});
-    });
+    const auto deliver = [c, tok, keep](InferResult&& r) { c->push(Done{tok, keep, std::move(r)}); };
+#if SYMPHONY_HAVE_FRONT
+    // By the protocol's model name: a model repository serves each version
+    // as a server model of its own; the highest version runs.
+    Status s = app_->service().infer_async(
+        model, "", std::move(tensors), deadline,
+        [deliver](InferResult&& r, const serve::ServerService::Route&) { deliver(std::move(r)); });
+#else
+    Status s = server_->infer_async(model, std::move(tensors), deadline, deliver);
+#endif
     if (!s.ok()) {
       Py_DECREF(tok);
       Py_DECREF(keep);
@@ -298,7 +305,9 @@ class PyServer {
       prof["offline_ms"] = offline;
       prof["in_use_ms"] = in_use;
       d["profile"] = prof;
-      models[py::str(m.name)] = d;
+      d["model"] = m.model;
+      d["version"] = m.version;
+      models[py::str(m.label)] = d;
     }
     py::list devices;
     for (const auto& dv : st.devices) {
@@ -333,7 +342,11 @@ class PyServer {
 
   std::vector<std::string> model_names() const {
     if (!server_) return {};
+#if SYMPHONY_HAVE_FRONT
+    return app_->service().model_names();  // a repository model once, whatever its versions
+#else
     return server_->model_names();
+#endif
   }
 
   LatencyProfile model_profile(const std::string& name) const {

@@ -422,9 +422,10 @@ class Server:
 
     def repository_index(self, ready: bool = False) -> List[Dict[str, str]]:
         """The repository's models, as the protocol's repository index lists them: a dict
-        per model (and per other chosen version) with ``name``, ``version``, ``state``
+        per chosen version of each model with ``name``, ``version``, ``state``
         (``"READY"``, ``"UNAVAILABLE"``, ``"LOADING"``, ``"UNLOADING"``) and ``reason``
-        (empty when ready; ``"not loaded"`` for a folder not loaded yet). Sorted by name.
+        (empty when ready; ``"not loaded"`` for a folder not loaded yet). Sorted by name,
+        then version.
 
         Args:
             ready: only the models that serve.
@@ -504,12 +505,15 @@ class Server:
         """The figures of the ``symphony serve`` report, since ``start()``.
 
         Keys: ``elapsed_s``, ``sent``, ``ok``, ``late``, ``dropped``, ``errors``,
-        ``goodput_rps``, ``bad_rate``, ``models`` (name -> the same counts plus
+        ``goodput_rps``, ``bad_rate``, ``models`` (name -> ``model``, ``version``, the same
+        counts plus
         ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``mean_batch``,
         ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``, ``profile``
         {``recalibrating``, ``samples``, ``updates``, ``offline_ms`` and ``in_use_ms``
         {batch size: l(b)}: the profile planned with now against the offline one}) and
         ``devices`` (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}).
+        A model repository's model with several versions served is one entry per version,
+        named ``"<model> version <v>"``.
         """
         return self._core.stats()
 

@@ -172,3 +172,29 @@ def test_bad_repository_options(repo, tmp_path_factory):
     with pytest.raises(symphony.ConfigError, match="model_repository"):
         with symphony.Server(devices="cpu") as s:
             s.repository_index()
+
+
+def test_every_chosen_version_serves_and_the_highest_answers(repo, make_server):
+    config = CONFIG + "version_policy: { latest { num_versions: 2 } }\n"
+    add_model(repo, "v", 1.0, config=config, version=1)
+    add_model(repo, "v", 2.0, config=config, version=2)
+    s = make_server(repo, model_control_mode="explicit", load_models=["v"])
+    s.start()
+    idx = states(s)
+    assert idx[("v", "1")] == ("READY", "") and idx[("v", "2")] == ("READY", "")
+    assert s.model_names() == ["v"]
+    infer(s, "v", 2.0)  # no version named: the highest
+    with pytest.raises(symphony.ConfigError, match="model repository"):
+        s.remove_model("v")  # the repository's to unload
+    infer(s, "v", 2.0)
+    stats = s.stats()["models"]
+    assert (stats["v version 2"]["model"], stats["v version 2"]["version"]) == ("v", "2")
+    assert stats["v version 2"]["ok"] + stats["v version 2"]["late"] == 2
+    assert stats["v version 1"]["sent"] == 0
+    # A third version: 3 loads, 2 is kept, 1 goes.
+    add_model(repo, "v", 3.0, config=config, version=3)
+    s.load_model("v")
+    infer(s, "v", 3.0)
+    idx = states(s)
+    assert ("v", "1") not in idx and idx[("v", "3")] == ("READY", "")
+    assert s.stats()["models"]["v version 2"]["sent"] == 2  # not loaded again

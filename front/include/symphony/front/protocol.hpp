@@ -67,8 +67,10 @@ TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name);
 
 struct ModelMetadata {
   std::string name;
-  std::vector<std::string> versions;  // Symphony serves one version: "1"
-  std::string platform;               // "pytorch_torchscript", "symphony_emulated"
+  // The versions served, ascending ({"1"} outside a model repository); a
+  // request naming none runs the last (the highest).
+  std::vector<std::string> versions;
+  std::string platform;  // "pytorch_torchscript", "symphony_emulated"
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;  // empty when unknown (a model that runs nothing)
   Duration slo;                     // planned against when the client gives no shorter budget
@@ -123,7 +125,7 @@ struct Parameter {
 // against the model: Front::check does that).
 struct InferRequest {
   std::string model;
-  std::string version;  // empty: the model's only version
+  std::string version;  // empty: the highest version served
   std::string id;       // echoed in the reply
   std::map<std::string, Parameter> parameters;
   std::vector<Tensor> inputs;

@@ -29,7 +29,16 @@ class InferenceService {
   // One model by name, nullptr when unknown. Called for every request: keep
   // it cheap.
   virtual std::shared_ptr<const ModelMetadata> find(std::string_view name) const = 0;
+  // Version `version` of model `name` (one of find(name)->versions), whose
+  // inputs and outputs may differ from the other versions'; nullptr when it
+  // is not served (any more). The default: find(name).
+  virtual std::shared_ptr<const ModelMetadata> find_version(std::string_view name,
+                                                            std::string_view version) const {
+    (void)version;
+    return find(name);
+  }
   // Submits a request the front has checked against the model's metadata
+  // (of the version it names, else of find(name): the highest version)
   // (inputs in the model's order, datatypes, shapes and sizes right), due
   // `budget` from now. Calls `done` exactly once, from any thread (possibly
   // before submit returns); `done` must not block. Returns a ticket for
@@ -50,7 +59,7 @@ class InferenceService {
     std::string name;
     std::string version;  // empty for a model whose folder cannot be read
     std::string state;    // "READY", "UNAVAILABLE", "LOADING", "UNLOADING"
-    std::string reason;   // why it is in that state; empty when READY
+    std::string reason;   // why it is in that state; empty when READY (but for a failed reload's)
   };
   // Whether the calls below are served.
   virtual bool has_repository() const { return false; }

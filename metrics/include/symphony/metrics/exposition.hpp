@@ -28,6 +28,10 @@ namespace symphony::metrics {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// The labels naming a model's series: {model} and, when not empty,
+// {version} (Triton's labels; a model repository serves several versions).
+Labels model_labels(const std::string& model, const std::string& version = {});
+
 // Bucket bounds (seconds) for request latencies: 1 ms to 10 s.
 inline constexpr double kLatencyBucketsSeconds[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
                                                     0.2,   0.5,   1,     2,    5,    10};

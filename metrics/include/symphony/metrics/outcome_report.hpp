@@ -46,8 +46,9 @@ void print_outcome_table(std::FILE* out, const char* first_column, const std::ve
 
 // symphony_requests_total{model,outcome} (ok, late, dropped, error) and
 // symphony_requests_dropped_total{model,reason} under the given family
-// prefix ("symphony_requests" or, for the front, "symphony_front_requests").
+// prefix ("symphony_requests" or, for the front, "symphony_front_requests");
+// with a {version} label when `version` is not empty (model_labels).
 void write_outcome_metrics(Writer& w, const std::string& prefix, const std::string& help_whose,
-                           const std::string& model, const OutcomeCounts& c);
+                           const std::string& model, const OutcomeCounts& c, const std::string& version = {});
 
 }  // namespace symphony::metrics

@@ -30,9 +30,10 @@ double profile_scale(const LatencyProfile& p, const LatencyProfile& base, std::u
 // symphony_profile_latency_seconds{batch, profile="offline"|"in_use"},
 // symphony_profile_scale{batch}, symphony_profile_recalibration_samples_total
 // and symphony_profile_recalibration_updates_total. The batch sizes go up to
-// the model's `max_batch`, within both profiles.
+// the model's `max_batch`, within both profiles. A {version} label follows
+// {model} when `version` is not empty (model_labels).
 void write_profile_metrics(Writer& w, const std::string& model, const CalibrationSnapshot& c,
-                           std::uint32_t max_batch);
+                           std::uint32_t max_batch, const std::string& version = {});
 
 // Appends one device's own estimate of a model's profile: `symphony serve`
 // measures each device apart (its JSON report's devices[].models), while the
@@ -43,6 +44,7 @@ void write_profile_metrics(Writer& w, const std::string& model, const Calibratio
 // batch sizes of write_profile_metrics.
 void write_device_profile_metrics(Writer& w, const std::string& device, const std::string& model,
                                   std::uint64_t samples, const LatencyProfile& offline,
-                                  const LatencyProfile& estimate, std::uint32_t max_batch);
+                                  const LatencyProfile& estimate, std::uint32_t max_batch,
+                                  const std::string& version = {});
 
 }  // namespace symphony::metrics

@@ -71,6 +71,9 @@ class ServeApp {
 
   server::Server& server() { return *server_; }
   const server::Server& server() const { return *server_; }
+  // The protocol's view of the models: their versions, and requests routed
+  // to the server model of a version (ServerService::infer_async).
+  ServerService& service() { return *service_; }
 
   // Loads a model on the server and, when a front runs, serves it there too;
   // `protocol` names its tensors for the front.
@@ -78,6 +81,19 @@ class ServeApp {
   // Stops serving a model: the front first, then the server (which ends its
   // queued requests).
   Status remove_model(std::string_view name);
+
+  // Versions (a model repository's; docs/repository.md, "Versions"): each
+  // version is a server model of its own, loaded, then served by the front
+  // as a set, then removed once no longer served.
+  // Loads a server model the front does not serve yet.
+  Status load_version(const server::ModelOptions& m) { return server_->add_model(m); }
+  // The front serves exactly `versions` of `model` from now on (server
+  // models loaded before); empty: the model is no longer served.
+  Status serve_versions(std::string_view model, std::vector<ProtocolModelOptions> versions) {
+    return service_->serve(model, std::move(versions));
+  }
+  // Removes a server model the front no longer serves (its queued requests end).
+  Status unload_version(std::string_view server_name) { return server_->remove_model(server_name); }
   // Starts scheduling (and the repository's loads and polling, if any); the
   // phase becomes serving.
   Status start();

@@ -10,8 +10,14 @@
 //    on a caller's (the front's I/O threads return at once); each load or
 //    unload calls its `done` exactly once, when the model serves, has
 //    failed, or has been unloaded (its queued requests ended);
-//  - one version per model is served: the newest the version policy chose;
-//    the other chosen versions are listed UNAVAILABLE with the reason;
+//  - every version the version policy chose that has a model file is
+//    served, each as a server model of its own (ServeApp::load_version);
+//  - a reload (poll, or load of a model served) loads the changed versions
+//    while the old set serves, switches the front to the new set at once,
+//    then removes what is no longer served (its queued requests end): no
+//    request finds the model missing. A version whose file and config did
+//    not change is kept. All or nothing: if a version fails to load, the
+//    old set serves on and the index gives the failure as its reason;
 //  - a model that cannot be read or loaded is UNAVAILABLE with the reader's
 //    or the loader's error as its reason; the others serve on;
 //  - thread-safe: load, unload and index may be called from any thread.
@@ -28,6 +34,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -72,13 +79,17 @@ Result<RepositoryOptions> repository_options(std::string dir, std::string_view c
 
 // What the server and the protocol front are given for a repository model.
 struct RepositoryServing {
-  server::ModelOptions model;     // the newest chosen version's file, specs, SLO, max batch, deferral cap
-  ProtocolModelOptions protocol;  // the config's tensor names, the default budget
+  server::ModelOptions model;     // the version's file, specs, SLO, max batch, deferral cap
+  ProtocolModelOptions protocol;  // the config's tensor names, the default budget; the version
 };
 
-// Translates one model read from a repository. Errors (kInvalidArgument)
-// name the config file and what Symphony cannot serve yet: max_batch_size 0,
-// a dimension of -1, a reshape.
+// Translates one version of a model read from a repository (model.name is
+// the model's: the caller gives each version a server name of its own).
+// Errors (kInvalidArgument) name the config file and what Symphony cannot
+// serve yet: max_batch_size 0, a dimension of -1, a reshape.
+Result<RepositoryServing> serving_options(const repository::RepositoryModel& m,
+                                          const repository::ModelVersion& version, Duration default_slo);
+// The same for the newest chosen version.
 Result<RepositoryServing> serving_options(const repository::RepositoryModel& m, Duration default_slo);
 
 class ModelRepositoryManager {
@@ -118,14 +129,25 @@ class ModelRepositoryManager {
 
  private:
   enum class State : std::uint8_t { kReady, kUnavailable, kLoading, kUnloading };
-  struct Entry {
+  // One version of a model, as the index lists it.
+  struct Version {
     State state = State::kUnavailable;
     std::string reason;
-    std::string version;             // served, or being loaded
-    std::vector<IndexEntry> others;  // the other chosen versions, UNAVAILABLE
-    std::string fingerprint;         // of what was last tried (files and config)
-    bool loaded = false;             // on the server
-    std::string last_error;          // poll mode: the fingerprint of the last failed try
+    std::string fingerprint;        // of the file and config it was loaded from
+    ProtocolModelOptions protocol;  // protocol.server_name: its server model; empty: none
+    bool served() const { return !protocol.server_name.empty(); }
+  };
+  struct Entry {
+    State state = State::kUnavailable;  // while no version is listed (the folder cannot be read)
+    std::string reason;
+    std::map<std::int64_t, Version> versions;
+    std::string fingerprint;  // of what serves (every version's file, and the config)
+    std::string last_error;   // poll mode: the fingerprint of the last failed try
+    bool loaded() const {
+      for (const auto& [_, v] : versions)
+        if (v.served()) return true;
+      return false;
+    }
   };
 
   Status check_control(std::string_view what) const;
@@ -137,7 +159,10 @@ class ModelRepositoryManager {
   Status do_load(const std::string& name, const std::string& config_json, bool force);
   Status do_unload(const std::string& name);
   void poll();
-  void set(const std::string& name, State s, std::string reason);
+  // Loads one version on the server under a server name not in `used` (and
+  // adds it there); out->protocol names it. An error names the version.
+  Status load_version(const repository::RepositoryModel& m, const repository::ModelVersion& v,
+                      std::set<std::string>* used, Version* out);
   void log(const std::string& m) const;
 
   ServeApp& app_;

@@ -80,7 +80,7 @@ struct ServerOptions {
 };
 
 struct ModelOptions {
-  std::string name;
+  std::string name;                 // the server's key: unique among its models
   std::string path;                 // TorchScript file; empty on emulated devices
   std::vector<std::string> inputs;  // input specs, e.g. "float32[3,224,224]"
   Duration slo;
@@ -100,12 +100,18 @@ struct ModelOptions {
   // The version the model is served as (ModelInfo::versions); a model
   // repository's version folder, "1" otherwise.
   std::string version = "1";
+  // The model this is a version of, as clients name it (a model
+  // repository's folder); empty: `name`. Several server models may share
+  // it, one per version (docs/repository.md, "Versions").
+  std::string model;
+  const std::string& model_name() const { return model.empty() ? name : model; }
 };
 
 // What the server says of a model it serves (the protocol's metadata is
 // made from it).
 struct ModelInfo {
-  std::string name;
+  std::string name;                   // the server's key (ModelOptions::name)
+  std::string model;                  // ModelOptions::model_name()
   std::string platform;               // "pytorch_torchscript", or "symphony_emulated"
   std::vector<std::string> versions;  // {"1"}
   std::vector<std::string> inputs;    // input specs, e.g. "float32[3,224,224]"
@@ -134,7 +140,12 @@ struct InferResult {
 };
 
 struct ModelStats {
-  std::string name;
+  std::string name;   // the server's key (ModelOptions::name)
+  std::string model;  // what clients call it and its version (ModelOptions::model_name(), version)
+  std::string version;
+  // How reports name it: `model`, or "<model> version <version>" while the
+  // server holds several versions of the model (a model repository's).
+  std::string label;
   OutcomeCounts counts;  // every request the server accepted since start, by outcome
   // The same counts spelt out (the Python API and older callers read these).
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
@@ -168,7 +179,7 @@ struct ModelStats {
 // it ran (reporting only: the scheduler plans with one profile per model,
 // learnt from every device).
 struct DeviceModelEstimate {
-  std::string model;
+  std::string model;  // ModelStats::name
   std::uint64_t samples = 0;
   LatencyProfile offline;
   LatencyProfile estimate;
