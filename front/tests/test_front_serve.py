@@ -803,7 +803,7 @@ def test_late_answers_keep_their_outputs_and_say_late():
         models:
           - {name: busy, path: %(d)s/busy.pt, input: "float32[4]", slo_ms: 50, max_batch: 4,
              profile: %(d)s/busy.yaml}
-    """ % {"d": d})
+    """ % {"d": d}, extra=["--metrics", "127.0.0.1:0"])
     try:
         x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
         status, hdrs, body = http_infer(s, "busy", {"inputs": [x], "parameters": {"timeout": 50000}})
@@ -826,6 +826,9 @@ def test_late_answers_keep_their_outputs_and_say_late():
             assert struct.unpack("<4f", resp.raw_output_contents[0]) == (1, 2, 3, 4)
         status, hdrs, body = http_infer(s, "busy", {"inputs": [x], "parameters": {"timeout": 20_000_000}})
         assert status == 200 and hdrs["symphony-outcome"] == "late", body
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert 'symphony_requests_late_by_deadline_total{model="busy",version="1"} 1' in text, text
     finally:
         rc, report = s.stop()
     busy = report["models"]["busy"]

@@ -95,6 +95,9 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.counter("symphony_requests_sent_total", "Requests the server accepted since start.", m,
               static_cast<double>(ms.counts.sent));
     metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.model, ms.counts, ms.version);
+    w.counter("symphony_requests_late_by_deadline_total",
+              "Late requests still answered by the client's own deadline (a budget longer than the SLO).", m,
+              static_cast<double>(ms.counts.late_by_deadline));
     w.gauge("symphony_goodput_rps", "Requests ok per second since start.", m,
             elapsed > 0 ? static_cast<double>(ms.counts.ok) / elapsed : 0.0);
     w.histogram_from("symphony_request_latency_seconds",

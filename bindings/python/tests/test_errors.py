@@ -134,7 +134,11 @@ def test_model_errors_carry_the_models_message(cpu_server):
 
 def test_stop_with_cancel_drops_queued_requests(emulated_server):
     # Deferred: 20 requests wait for the end of their window (seconds away).
-    s = emulated_server(alpha_ms=0, beta_ms=2000, slo_ms=10000, max_batch=32)
+    # A model's first request goes at once (nothing is known of its arrivals
+    # yet), so one is served first: on a loaded machine, the first of the 20
+    # otherwise ran before stop() could drop it.
+    s = emulated_server(alpha_ms=0, beta_ms=500, slo_ms=10000, max_batch=32)
+    s.infer("m", None).result(timeout=30)
     futs = [s.infer("m", None) for _ in range(20)]
     s.stop(cancel=True)
     assert all(f.done() for f in futs), "stop() returns after every request resolved"
