@@ -233,6 +233,31 @@ def test_load_with_a_json_config_in_place_of_config_pbtxt(explicit):
     assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
 
 
+def test_max_batch_size_0_with_a_leading_1_runs_each_request_alone(explicit):
+    """max_batch_size 0, dims [1, 4]: the model's whole input is a batch of
+    one; each request of [1, 4] runs alone and is answered as torch does; a
+    first dim other than 1 is refused, naming the input."""
+    config = {"platform": "pytorch_libtorch", "max_batch_size": 0,
+              "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [1, 4]}],
+              "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [1, 3]}]}
+    status, body = post(explicit, "/v2/repository/models/linear_b/load", {"parameters": {"config": json.dumps(config)}})
+    assert status == 200, body
+    for x in ([1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]):
+        status, body = post(explicit, "/v2/models/linear_b/infer", {
+            "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]})
+        assert status == 200, body
+        (out,) = body["outputs"]
+        assert out["shape"] == [1, 3] and out["data"] == pytest.approx(linear_expected(x), rel=1e-6)
+        assert body["parameters"]["batch_size"] == 1
+    status, body = post(explicit, "/v2/models/linear_b/infer", {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": [0.0] * 8}]})
+    assert status == 400, body
+    config["input"][0]["dims"] = [4]
+    status, body = post(explicit, "/v2/repository/models/linear_b/load", {"parameters": {"config": json.dumps(config)}})
+    assert status == 400 and "max_batch_size 0 with input 'INPUT__0' float32[4]" in body["error"], body
+    assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
+
+
 def test_grpc_repository_rpcs(explicit):
     pb, pbg = grpc_stubs()
     with grpc.insecure_channel(explicit.grpc) as ch:

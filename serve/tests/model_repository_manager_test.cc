@@ -71,12 +71,27 @@ TEST(ServingOptionsTest, TheSloIsTheConfigsElseTheDefault) {
   EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.max_queue, 0u) << "no bound";
 }
 
+// max_batch_size 0 with dims [1, ...]: a model that takes a batch of one,
+// served with max batch 1 and the dims after the first as its sample.
+TEST(ServingOptionsTest, MaxBatchSizeZeroWithALeadingOneIsABatchOfOne) {
+  RepositoryModel m = resnet();
+  m.max_batch_size = 0;
+  m.inputs = {tensor("INPUT__0", {1, 3, 64, 64}), tensor("INPUT__1", {1})};
+  auto s = serving_options(m, Duration::milliseconds(100));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.max_batch, 1u);
+  EXPECT_EQ(s->model.inputs, (std::vector<std::string>{"float32[3,64,64]", "float32[]"}));
+}
+
 TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
   RepositoryModel no_batch = resnet();
-  no_batch.max_batch_size = 0;
+  no_batch.max_batch_size = 0;  // dims [3,64,64] are then the model's whole input
   auto s = serving_options(no_batch, Duration::milliseconds(100));
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("repo/resnet/config.pbtxt: max_batch_size 0"), std::string::npos);
+  EXPECT_NE(s.status().message().find("repo/resnet/config.pbtxt: max_batch_size 0 with input 'INPUT__0' "
+                                      "float32[3,64,64]"),
+            std::string::npos)
+      << s.status().message();
 
   RepositoryModel wildcard = resnet();
   wildcard.inputs[0].spec.shape = {3, -1, -1};
