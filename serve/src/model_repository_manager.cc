@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -74,19 +75,20 @@ std::string_view control_mode_name(ModelControlMode m) noexcept {
 
 Result<RepositoryOptions> repository_options(std::string dir, std::string_view control_mode,
                                              std::vector<std::string> load_models, double poll_secs,
-                                             double default_slo_ms) {
+                                             double default_slo_ms, const RepositoryOptionNames& names) {
   const auto mode = parse_model_control_mode(control_mode);
   const std::string given(control_mode);
-  if (!mode)
-    return Status(Errc::kInvalidArgument,
-                  "--model-control-mode: '" + given + "' is not none, poll or explicit");
+  const auto bad = [](std::string_view name, const std::string& why) {
+    return Status(Errc::kInvalidArgument, std::string(name) + ": " + why);
+  };
+  if (!mode) return bad(names.control_mode, "'" + given + "' is not none, poll or explicit");
   if (!load_models.empty() && *mode != ModelControlMode::kExplicit)
-    return Status(Errc::kInvalidArgument, "--load-model needs --model-control-mode explicit (in " + given +
-                                              " mode every model loads)");
-  if (!(poll_secs > 0))
-    return Status(Errc::kInvalidArgument, "--repository-poll-secs must be a positive number of seconds");
-  if (!(default_slo_ms > 0))
-    return Status(Errc::kInvalidArgument, "--default-slo-ms must be a positive number");
+    return bad(names.load_models, "needs " + std::string(names.control_mode) + " explicit (in " + given +
+                                      " mode every model loads)");
+  if (!(poll_secs > 0) || !std::isfinite(poll_secs))
+    return bad(names.poll_secs, "must be a positive number of seconds");
+  if (!(default_slo_ms > 0) || !std::isfinite(default_slo_ms))
+    return bad(names.default_slo_ms, "must be a positive number of milliseconds");
   RepositoryOptions o;
   o.dir = std::move(dir);
   o.mode = *mode;

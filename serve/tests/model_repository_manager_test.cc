@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace symphony::serve {
 namespace {
 
@@ -108,6 +110,34 @@ TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
   RepositoryModel no_input = resnet();
   no_input.inputs.clear();
   EXPECT_FALSE(serving_options(no_input, Duration::milliseconds(100)).ok());
+}
+
+// One check of the repository's options, its errors naming each option as the
+// CLI spells it or as Python does.
+TEST(RepositoryOptionsTest, ErrorsNameTheFlagOrTheKeyword) {
+  const auto error = [](std::string_view mode, std::vector<std::string> load, double poll, double slo,
+                        const RepositoryOptionNames& names) {
+    auto r = repository_options("repo", mode, std::move(load), poll, slo, names);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(error("sometimes", {}, 15, 100, kRepositoryFlags),
+            "--model-control-mode: 'sometimes' is not none, poll or explicit");
+  EXPECT_EQ(error("sometimes", {}, 15, 100, kRepositoryKeywords),
+            "model_control_mode: 'sometimes' is not none, poll or explicit");
+  EXPECT_EQ(error("poll", {"a"}, 15, 100, kRepositoryFlags),
+            "--load-model: needs --model-control-mode explicit (in poll mode every model loads)");
+  EXPECT_EQ(error("none", {"a"}, 15, 100, kRepositoryKeywords),
+            "load_models: needs model_control_mode explicit (in none mode every model loads)");
+  EXPECT_EQ(error("poll", {}, 0, 100, kRepositoryKeywords),
+            "repository_poll_secs: must be a positive number of seconds");
+  EXPECT_EQ(error("poll", {}, 15, std::nan(""), kRepositoryFlags),
+            "--default-slo-ms: must be a positive number of milliseconds");
+  auto ok = repository_options("repo", "explicit", {"a", "b"}, 2.5, 40);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->mode, ModelControlMode::kExplicit);
+  EXPECT_EQ(ok->load_models, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ok->poll_interval, Duration::milliseconds(2500));
+  EXPECT_EQ(ok->default_slo, Duration::milliseconds(40));
 }
 
 TEST(ModelControlModeTest, ParsesTritonsSpellings) {

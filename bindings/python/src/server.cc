@@ -499,24 +499,10 @@ void bind_server(py::module_& m) {
           "serve_repository",
           [](PyServer& s, const std::string& dir, const std::string& mode,
              const std::vector<std::string>& load_models, double poll_secs, double default_slo_ms) {
-            serve::RepositoryOptions o;
-            o.dir = dir;
-            const auto m = serve::parse_model_control_mode(mode);
-            if (!m)
-              raise(ErrorKind::kConfig,
-                    "model_control_mode must be 'none', 'poll' or 'explicit', got '" + mode + "'");
-            o.mode = *m;
-            if (!load_models.empty() && *m != serve::ModelControlMode::kExplicit)
-              raise(ErrorKind::kConfig, "load_models needs model_control_mode='explicit' (in " + mode +
-                                            " mode every model loads)");
-            o.load_models = load_models;
-            if (!std::isfinite(poll_secs) || poll_secs <= 0)
-              raise(ErrorKind::kConfig, "repository_poll_secs must be > 0");
-            o.poll_interval = Duration::from_seconds(poll_secs);
-            if (!std::isfinite(default_slo_ms) || default_slo_ms <= 0)
-              raise(ErrorKind::kConfig, "default_slo_ms must be > 0");
-            o.default_slo = Duration::from_ms(default_slo_ms);
-            s.serve_repository(std::move(o));
+            auto o = serve::repository_options(dir, mode, load_models, poll_secs, default_slo_ms,
+                                               serve::kRepositoryKeywords);
+            if (!o.ok()) raise(ErrorKind::kConfig, o.status().message());
+            s.serve_repository(std::move(*o));
           },
           py::arg("dir"), py::arg("mode"), py::arg("load_models"), py::arg("poll_secs"),
           py::arg("default_slo_ms"))

@@ -70,12 +70,23 @@ struct RepositoryOptions {
   std::function<void(const std::string&)> log;  // progress and warnings; nullptr: quiet
 };
 
-// The options of Triton's flags (--model-repository, --model-control-mode,
-// --load-model, --repository-poll-secs) and --default-slo-ms, checked:
-// kInvalidArgument naming the flag.
+// How the options are spelt where they are given, for errors.
+struct RepositoryOptionNames {
+  std::string_view control_mode, load_models, poll_secs, default_slo_ms;
+};
+// `symphony serve`'s flags (Triton's, and --default-slo-ms).
+inline constexpr RepositoryOptionNames kRepositoryFlags{"--model-control-mode", "--load-model",
+                                                        "--repository-poll-secs", "--default-slo-ms"};
+// The Python Server's keywords.
+inline constexpr RepositoryOptionNames kRepositoryKeywords{"model_control_mode", "load_models",
+                                                           "repository_poll_secs", "default_slo_ms"};
+
+// The repository's options, checked: kInvalidArgument naming the option as
+// `names` spell it.
 Result<RepositoryOptions> repository_options(std::string dir, std::string_view control_mode,
                                              std::vector<std::string> load_models, double poll_secs,
-                                             double default_slo_ms);
+                                             double default_slo_ms,
+                                             const RepositoryOptionNames& names = kRepositoryFlags);
 
 // What the server and the protocol front are given for a repository model.
 struct RepositoryServing {
