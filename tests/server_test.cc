@@ -574,7 +574,7 @@ TEST(ServerTest, MaxQueueDropsWhatExceedsItAsQueueFull) {
   const ServerStats st = s->stats();
   EXPECT_EQ(st.sent, 4u);
   ASSERT_EQ(st.models.size(), 1u);
-  EXPECT_EQ(st.models[0].dropped_by_reason.at("queue_full"), 2u);
+  EXPECT_EQ(st.models[0].counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kQueueFull)], 2u);
 }
 
 // Under the deferred policy a request of a 10 s SLO ("fake") waits queued for
@@ -653,9 +653,9 @@ TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {
   EXPECT_EQ(st.ok + st.late, 1u);
   ASSERT_EQ(st.models.size(), 2u);
   ASSERT_EQ(st.models[0].name, "fake");
-  EXPECT_EQ(st.models[0].dropped, 6u);
-  EXPECT_EQ(st.models[0].dropped_by_reason.at("cancelled"), 4u);
-  EXPECT_EQ(st.models[0].dropped_by_reason.at("shutdown"), 2u);
+  EXPECT_EQ(st.models[0].counts.dropped, 6u);
+  EXPECT_EQ(st.models[0].counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 4u);
+  EXPECT_EQ(st.models[0].counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kShutdown)], 2u);
 }
 
 // Client threads submit, cancel their requests at once or later (queued,

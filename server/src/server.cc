@@ -1014,14 +1014,6 @@ ServerStats Server::stats() const {
     s.model = m->opts.model_name();
     s.version = m->opts.version;
     s.counts = m->tally.counts();
-    s.sent = s.counts.sent;
-    s.ok = s.counts.ok;
-    s.late = s.counts.late;
-    s.dropped = s.counts.dropped;
-    s.errors = s.counts.errors;
-    for (int r = 0; r < kNumDropReasons; ++r)
-      if (const auto n = s.counts.dropped_by_reason[static_cast<std::size_t>(r)])
-        s.dropped_by_reason[std::string(to_string(static_cast<DropReason>(r)))] = n;
     s.latency = m->tally.latency();
     s.p50 = s.latency.percentile(0.50);
     s.p99 = s.latency.percentile(0.99);
@@ -1055,11 +1047,11 @@ ServerStats Server::stats() const {
         s.recalibration_updates = c->updates;
       }
     }
-    out.sent += s.sent;
-    out.ok += s.ok;
-    out.late += s.late;
-    out.dropped += s.dropped;
-    out.errors += s.errors;
+    out.sent += s.counts.sent;
+    out.ok += s.counts.ok;
+    out.late += s.counts.late;
+    out.dropped += s.counts.dropped;
+    out.errors += s.counts.errors;
     out.models.push_back(std::move(s));
   }
   for (ModelStats& s : out.models) {

@@ -271,8 +271,11 @@ class PyServer {
     const ServerStats st = server_->stats();
     py::dict models;
     for (const auto& m : st.models) {
+      const OutcomeCounts& c = m.counts;
       py::dict reasons;
-      for (const auto& [r, n] : m.dropped_by_reason) reasons[py::str(r)] = n;
+      for (int r = 0; r < kNumDropReasons; ++r)
+        if (const auto n = c.dropped_by_reason[static_cast<std::size_t>(r)])
+          reasons[py::str(std::string(to_string(static_cast<DropReason>(r))))] = n;
       py::dict hist;
       for (const auto& [b, n] : m.batches) hist[py::int_(b)] = n;
       py::dict lat;
@@ -280,13 +283,14 @@ class PyServer {
       lat["p99"] = m.p99.to_ms();
       lat["max"] = m.max_latency.to_ms();
       py::dict d;
-      d["sent"] = m.sent;
-      d["ok"] = m.ok;
-      d["late"] = m.late;
-      d["dropped"] = m.dropped;
-      d["errors"] = m.errors;
-      d["goodput_rps"] = st.elapsed.ns() > 0 ? static_cast<double>(m.ok) / st.elapsed.to_seconds() : 0.0;
-      d["bad_rate"] = m.sent ? static_cast<double>(m.sent - m.ok) / static_cast<double>(m.sent) : 0.0;
+      d["sent"] = c.sent;
+      d["ok"] = c.ok;
+      d["late"] = c.late;
+      d["late_by_deadline"] = c.late_by_deadline;
+      d["dropped"] = c.dropped;
+      d["errors"] = c.errors;
+      d["goodput_rps"] = st.elapsed.ns() > 0 ? static_cast<double>(c.ok) / st.elapsed.to_seconds() : 0.0;
+      d["bad_rate"] = c.bad_rate();
       d["dropped_by_reason"] = reasons;
       d["latency_ms"] = lat;
       d["mean_batch"] = m.mean_batch;

@@ -146,12 +146,9 @@ struct ModelStats {
   // How reports name it: `model`, or "<model> version <version>" while the
   // server holds several versions of the model (a model repository's).
   std::string label;
-  OutcomeCounts counts;  // every request the server accepted since start, by outcome
-  // The same counts spelt out (the Python API and older callers read these).
-  std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
-  std::map<std::string, std::uint64_t> dropped_by_reason;
-  LatencyHistogram latency;                        // over ok and late requests
-  Duration p50, p99, max_latency;                  // of `latency`
+  OutcomeCounts counts;            // every request the server accepted since start, by outcome
+  LatencyHistogram latency;        // over ok and late requests
+  Duration p50, p99, max_latency;  // of `latency`
   std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
   std::map<std::uint32_t, Duration> batch_exec;    // batch size -> their summed execution time
   double mean_batch = 0;
