@@ -215,6 +215,8 @@ TORCH_CONFIG = """
       - {name: two_inputs, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
       - {name: tuple_out, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
       - {name: raises, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
+      # A profile of ~1 us for busy.pt, which takes ~200 ms: planned feasible, answered late.
+      - {name: busy, alpha_ms: 0.001, beta_ms: 0.001, slo_ms: 50, max_batch: 4}
     cluster:
       token: "%s"
       heartbeat_ms: 50
@@ -224,6 +226,7 @@ TORCH_CONFIG = """
         two_inputs: {inputs: ["float32[2]", "int64[3]"], output: "float32[]"}
         tuple_out: {input: "float32[4]", outputs: ["float32[4]", "float32[]"]}
         raises: {input: "float32[4]"}
+        busy: {input: "float32[4]", output: "float32[4]"}
 """ % TOKEN
 
 
@@ -235,7 +238,8 @@ def torch_cluster():
     c.start_scheduler()
     m = lambda name, spec: "%s:%s:%s" % (name, os.path.join(MODELS, name + ".pt"), spec)
     c.start_backend("cpu", "cpu", [m("linear", "float32[4]"), m("two_inputs", "float32[2]+int64[3]"),
-                                   m("tuple_out", "float32[4]"), m("raises", "float32[4]")])
+                                   m("tuple_out", "float32[4]"), m("raises", "float32[4]"),
+                                   m("busy", "float32[4]")])
     f = c.start_frontend("fe")
     f.wait_ready()
     c.fe = f
@@ -371,6 +375,18 @@ def test_torch_bad_input_is_400_naming_the_problem(torch_cluster, inputs, says):
     assert "symphony-outcome" not in hdrs  # refused by the front: it never reached the cluster
 
 
+def test_torch_late_is_after_the_target_and_the_report_says_if_by_the_deadline(torch_cluster):
+    """busy takes ~200 ms against a 50 ms SLO: with a 20 s budget the request
+    is late (after its target, the SLO) but by its deadline; without one it is
+    late past its deadline too. The zz test checks the report's count."""
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+    for params in ({"timeout": 20_000_000}, {}):
+        status, hdrs, body = http_infer(f, "busy", {"inputs": [x], "parameters": params}, tally)
+        assert status == 200 and hdrs["symphony-outcome"] == "late", (params, body)
+        assert json.loads(body)["outputs"][0]["data"] == [1, 2, 3, 4]
+
+
 def test_torch_budget_too_short_is_504_infeasible(torch_cluster):
     x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
     status, hdrs, body = http_infer(torch_cluster.fe, "linear", {"inputs": [x], "parameters": {"timeout": 1}},
@@ -413,6 +429,7 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     check_report_equals(report, tally, "fe")
     assert report["unknown_model"] == 0  # 404s for metadata do not count as requests
     assert report["client"]["in_flight_at_end"] == 0 and report["client"]["duplicate_outputs"] == 0
+    assert report["client"]["late_by_deadline"] == 1, report["client"]
     assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1}
     assert report["models"]["linear"]["errors_by_kind"]["invalid"] == len(BAD_LINEAR_INPUTS) + 1
     assert report["http"] == f.http and report["grpc"] == f.grpc

@@ -7,9 +7,10 @@
 // failures, hot spares and cancellation as a user sees them: docs/cluster.md.
 //
 // Guarantees:
-//  - the client is the authority on each request's outcome: ok or late by
-//    this machine's clock, dropped or error as the scheduler or a backend
-//    says; the first outcome wins, later ones are counted and ignored;
+//  - the client is the authority on each request's outcome: ok by its target
+//    or late (request_times.hpp: `slo` below is the client's budget) by this
+//    machine's clock, dropped or error as the scheduler or a backend says;
+//    the first outcome wins, later ones are counted and ignored;
 //  - every accepted request gets exactly one callback, also when the
 //    scheduler is lost, when it is cancelled or when no outcome comes;
 //  - infer/infer_async/cancel are thread-safe and never block on the network
