@@ -527,6 +527,27 @@ def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):
     assert report["models"]["fast"]["errors"] == 2
 
 
+def test_emulated_a_generous_budget_adds_no_waiting(emulated):
+    """`slow` (SLO 4 s, deferred) holds a lone request ~3.8 s waiting for
+    company. A gRPC deadline of 30 s is the client's upper limit, not a target:
+    the scheduler plans against the SLO, so the answer comes after ~4 s, not
+    after ~29.8 s, and counts ok."""
+    f = emulated.start_frontend("fe")
+    f.wait_ready()
+    pb, pb_grpc = grpc_stubs()
+    r = pb.ModelInferRequest(model_name="slow")
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(b"\0" * 16)
+    with grpc.insecure_channel(f.grpc) as ch:
+        t0 = time.monotonic()
+        resp = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
+        took = time.monotonic() - t0
+    assert resp.parameters["outcome"].string_param == "ok"
+    assert took < 15, "answered after %.1f s: planned against the 30 s budget, not the 4 s SLO" % took
+    report = f.stop()
+    assert report["models"]["slow"]["ok"] == 1, report["models"]["slow"]
+
+
 def test_emulated_a_cancelled_queued_request_ends_dropped_and_never_runs(emulated):
     f = emulated.start_frontend("fe")
     f.wait_ready()
