@@ -527,6 +527,14 @@ def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):
     assert report["models"]["fast"]["errors"] == 2
 
 
+def slow_request(pb):
+    """One sample of zeros for `slow`, as a gRPC request."""
+    r = pb.ModelInferRequest(model_name="slow")
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(b"\0" * 16)
+    return r
+
+
 def test_emulated_a_generous_budget_adds_no_waiting(emulated):
     """`slow` (SLO 4 s, deferred) holds a lone request ~3.8 s waiting for
     company. A gRPC deadline of 30 s is the client's upper limit, not a target:
@@ -535,9 +543,7 @@ def test_emulated_a_generous_budget_adds_no_waiting(emulated):
     f = emulated.start_frontend("fe")
     f.wait_ready()
     pb, pb_grpc = grpc_stubs()
-    r = pb.ModelInferRequest(model_name="slow")
-    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-    r.raw_input_contents.append(b"\0" * 16)
+    r = slow_request(pb)
     with grpc.insecure_channel(f.grpc) as ch:
         t0 = time.monotonic()
         resp = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
@@ -552,9 +558,7 @@ def test_emulated_a_cancelled_queued_request_ends_dropped_and_never_runs(emulate
     f = emulated.start_frontend("fe")
     f.wait_ready()
     pb, pb_grpc = grpc_stubs()
-    r = pb.ModelInferRequest(model_name="slow")
-    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-    r.raw_input_contents.append(b"\0" * 16)
+    r = slow_request(pb)
     with grpc.insecure_channel(f.grpc) as ch:
         stub = pb_grpc.GRPCInferenceServiceStub(ch)
         fut = stub.ModelInfer.future(r, timeout=30)
