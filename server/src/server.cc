@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "symphony/outcome_tally.hpp"
@@ -116,6 +117,10 @@ struct Server::Impl final : BatchRunner {
     std::uint32_t max_batch = 0;
     ModelId id = kNoModel;
     std::atomic<bool> accepting{false};
+    // submit() calls past their look-up of this model: remove_model() waits
+    // for them (with `accepting`, a Dekker pair), so that each request they
+    // were accepting reaches the runtime's queue before the removal starts.
+    std::atomic<std::uint32_t> submitting{0};
     OutcomeTally tally;  // every request the server accepted, by outcome
     std::mutex hist_mu;  // guards batches, batch_exec
     std::map<std::uint32_t, std::uint64_t> batches;
@@ -500,7 +505,12 @@ struct Server::Impl final : BatchRunner {
       }
       m = it->second;
     }
-    if (!m->accepting.load(std::memory_order_acquire))
+    m->submitting.fetch_add(1, std::memory_order_seq_cst);  // seq_cst: Dekker with remove_model()
+    struct Leave {
+      std::atomic<std::uint32_t>& n;
+      ~Leave() { n.fetch_sub(1, std::memory_order_release); }
+    } leave{m->submitting};
+    if (!m->accepting.load(std::memory_order_seq_cst))
       return Status(Errc::kNotFound, "model '" + std::string(name) + "' is being removed");
     bool batched = false;
     std::int64_t samples = 1;
@@ -929,7 +939,11 @@ Status Server::remove_model(std::string_view name) {
       return Status(Errc::kNotFound, "unknown model '" + std::string(name) + "'");
     m = it->second;
   }
-  m->accepting.store(false, std::memory_order_release);
+  m->accepting.store(false, std::memory_order_seq_cst);  // seq_cst: Dekker with submit()
+  // A submission that saw the model accepting finishes its hand-over first;
+  // otherwise the runtime, removing the model meanwhile, dropped its request
+  // (shutdown) although submit() had accepted it (a reload then answered 503).
+  while (m->submitting.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   if (impl_->runtime && !impl_->stopped && m->id != kNoModel) {
     if (Status s = impl_->runtime->remove_model(m->id); !s.ok()) {
       m->accepting.store(true, std::memory_order_release);

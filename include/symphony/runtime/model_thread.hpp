@@ -133,8 +133,17 @@ class ModelThread {
     return {};
   }
   // Removes the model once it has no queued or in-flight request, then tells
-  // the rank, which fulfils `done`.
+  // the rank, which fulfils `done`. Requests already in the ingress join
+  // their queues first: one handed over before the removal was asked for is
+  // served like any queued request, not dropped as having raced with it.
   void begin_remove(ModelId id, std::promise<Status>* done) {
+    // Bounded by what is there now: a busy ingress cannot hold the shard here.
+    for (std::size_t left = ingress_.size_approx(), n; left > 0; left -= std::min(left, n)) {
+      n = ingress_.try_dequeue_bulk(ingress_consumer_, ingress_buf_.begin(), ingress_buf_.size());
+      if (n == 0) break;
+      const TimePoint now = SteadyClock{}.now();
+      for (std::size_t i = 0; i < n; ++i) on_ingress(ingress_buf_[i], now);
+    }
     removing_.push_back({id, done});
     check_removals();
   }
