@@ -7,6 +7,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -503,6 +504,59 @@ TEST(ServerTest, StatisticsSumTheRequestsAsTheyEnded) {
     ASSERT_TRUE(ms.batch_exec.count(size)) << size;
     EXPECT_GT(ms.batch_exec.at(size), Duration::zero()) << size << " x " << count;
   }
+}
+
+// A version's numbers outlive its server models: an unloaded model keeps its
+// final counts in stats(), and the version loaded again (as a repository's
+// reload does, under a new server name) adds to them, one entry throughout.
+TEST(ServerTest, StatsKeepAnUnloadedVersionAndSumItsReload) {
+  auto s = make_server("emulated:1");
+  ModelOptions first = emulated_model(Duration::milliseconds(500), "fake/1");
+  first.model = "fake";
+  first.inputs = {"float32[4]"};
+  ASSERT_TRUE(s->add_model(first).ok());
+  ASSERT_TRUE(s->add_model(emulated_model(Duration::milliseconds(500), "other")).ok());
+  ASSERT_TRUE(s->start().ok());
+  const auto serve = [&](const std::string& name, int n) {
+    std::vector<std::future<InferResult>> fs;
+    for (int i = 0; i < n; ++i) fs.push_back(std::move(*s->infer(name, {torch::zeros({4})})));
+    for (auto& f : fs) EXPECT_TRUE(f.get().has_output());
+  };
+  serve("fake/1", 5);
+  ASSERT_TRUE(s->remove_model("fake/1").ok());
+  {
+    const ServerStats st = s->stats();
+    ASSERT_EQ(st.models.size(), 2u);
+    const auto it = std::find_if(st.models.begin(), st.models.end(),
+                                 [](const ModelStats& m) { return m.model == "fake"; });
+    ASSERT_NE(it, st.models.end());
+    EXPECT_FALSE(it->loaded);
+    EXPECT_EQ(it->counts.sent, 5u);
+    EXPECT_EQ(it->counts.ok + it->counts.late, 5u);
+    EXPECT_EQ(it->inference_count, 5u);
+    EXPECT_EQ(st.sent, 5u);
+  }
+  ModelOptions again = first;
+  again.name = "fake/1@2";
+  ASSERT_TRUE(s->add_model(again).ok());
+  serve("fake/1@2", 3);
+  s->stop();
+  const ServerStats st = s->stats();
+  ASSERT_EQ(st.models.size(), 2u);
+  const auto it =
+      std::find_if(st.models.begin(), st.models.end(), [](const ModelStats& m) { return m.model == "fake"; });
+  ASSERT_NE(it, st.models.end());
+  EXPECT_TRUE(it->loaded);
+  EXPECT_EQ(it->name, "fake/1@2");
+  EXPECT_EQ(it->label, "fake");
+  EXPECT_EQ(it->counts.sent, 8u);
+  EXPECT_EQ(it->counts.ok + it->counts.late, 8u);
+  EXPECT_EQ(it->inference_count, 8u);
+  EXPECT_EQ(it->latency.count(), 8u);
+  std::uint64_t batched = 0;
+  for (const auto& [size, n] : it->batches) batched += size * n;
+  EXPECT_EQ(batched, 8u);
+  EXPECT_EQ(st.sent, 8u);
 }
 
 // k samples share a fate: cancelled while queued, the request ends once, dropped.

@@ -210,6 +210,7 @@ json server_counts_json(const ServerStats& stats) {
     jm["latency_count"] = m.latency.count();
     jm["model"] = m.model;
     jm["version"] = m.version;
+    if (!m.loaded) jm["loaded"] = false;  // unloaded while serving: its final counts
     out["models"][m.label] = jm;
     total += m.counts;
   }

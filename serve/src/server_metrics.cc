@@ -44,40 +44,6 @@ void write_batch_histogram(metrics::Writer& w, const ModelStats& ms) {
               metrics::model_labels(ms.model, ms.version), buckets, sum, count);
 }
 
-// One entry per (model, version). A reload of a changed version holds its
-// old and its new server model for a moment: one series each would repeat
-// a label set, so their requests are summed (the profile is the first's).
-// Copies only such pairs.
-class PerVersion {
- public:
-  explicit PerVersion(const std::vector<ModelStats>& models) : models_(models) {
-    for (std::size_t i = 0; i < models.size(); ++i) {
-      const ModelStats& m = models[i];
-      auto j = std::find_if(first_.begin(), first_.end(), [&](std::size_t k) {
-        return models[k].model == m.model && models[k].version == m.version;
-      });
-      if (j == first_.end()) {
-        first_.push_back(i);
-        continue;
-      }
-      ModelStats& sum = merged_.try_emplace(*j, models[*j]).first->second;
-      sum.counts += m.counts;
-      sum.latency.merge(m.latency);
-      for (const auto& [size, n] : m.batches) sum.batches[size] += n;
-    }
-  }
-  std::size_t size() const { return first_.size(); }
-  const ModelStats& operator[](std::size_t i) const {
-    auto it = merged_.find(first_[i]);
-    return it == merged_.end() ? models_[first_[i]] : it->second;
-  }
-
- private:
-  const std::vector<ModelStats>& models_;
-  std::vector<std::size_t> first_;
-  std::map<std::size_t, ModelStats> merged_;
-};
-
 }  // namespace
 
 ServerMetrics::ServerMetrics(const server::Server& server, Duration autoscale_window, double max_bad_rate)
@@ -86,11 +52,9 @@ ServerMetrics::ServerMetrics(const server::Server& server, Duration autoscale_wi
 void ServerMetrics::collect(metrics::Writer& w) {
   const ServerStats now = server_.stats();
   const double elapsed = now.elapsed.to_seconds();
-  const PerVersion versions(now.models);
-  for (std::size_t i = 0; i < versions.size(); ++i) {
-    const ModelStats& ms = versions[i];
-    // Series name the model as clients do, and its version (a repository
-    // serves each version as a server model of its own).
+  for (const ModelStats& ms : now.models) {
+    // Series name the model as clients do, and its version (one entry per
+    // version: an unloaded version keeps its final counts).
     const Labels m = metrics::model_labels(ms.model, ms.version);
     w.counter("symphony_requests_sent_total", "Requests the server accepted since start.", m,
               static_cast<double>(ms.counts.sent));
@@ -107,6 +71,7 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));
     write_batch_histogram(w, ms);
+    if (!ms.loaded) continue;  // no profile planned with any more
     metrics::write_profile_metrics(w, ms.model,
                                    CalibrationSnapshot{ms.recalibrating,
                                                        ms.offline_profile,
@@ -126,15 +91,12 @@ void ServerMetrics::collect(metrics::Writer& w) {
               static_cast<double>(ds.batches));
     w.gauge("symphony_device_busy_fraction", "Busy share of the device's time since start.", l,
             elapsed > 0 ? std::min(1.0, ds.busy.to_seconds() / elapsed) : 0.0);
-    std::vector<const ModelStats*> written;  // one estimate per (model, version), as above
     for (const DeviceModelEstimate& e : ds.models) {
-      // Reported up to the model's max batch, within the estimate.
+      // Reported up to the model's max batch, within the estimate. One per
+      // (model, version): a version reloading has its old server model's
+      // estimate too, under a name no entry keeps.
       const ModelStats* ms = find_model(now.models, e.model);
-      if (!ms || std::any_of(written.begin(), written.end(), [&](const ModelStats* o) {
-            return o->model == ms->model && o->version == ms->version;
-          }))
-        continue;  // removed between the two reads, or the same version reloading
-      written.push_back(ms);
+      if (!ms) continue;  // removed between the two reads, or the same version reloading
       metrics::write_device_profile_metrics(w, ds.name, ms->model, e.samples, e.offline, e.estimate,
                                             std::min(e.estimate.max_batch(), ms->max_batch), ms->version);
     }

@@ -326,28 +326,28 @@ void ServerService::repository_unload(std::string_view name, Done done) {
 
 std::optional<std::vector<front::ModelStatistics>> ServerService::statistics(std::string_view name,
                                                                              std::string_view version) const {
-  // Each version is a server model of its own, with its own numbers (a
-  // version reloaded from changed files starts again from zero).
-  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> wanted;  // model, version, server
+  // The served versions, each with its numbers since start (Server::stats()
+  // sums the server models a version has had: reloads, unload and load).
+  std::vector<std::pair<std::string, std::string>> wanted;  // model, version
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const std::string& n : order_) {
       if (!name.empty() && n != name) continue;
       for (const auto& [v, served] : models_.at(n).versions)
-        if (version.empty() || v == version) wanted.push_back({n, {v, served.route.server_name}});
+        if (version.empty() || v == version) wanted.push_back({n, v});
     }
   }
   const server::ServerStats now = server_.stats();
   const auto ns = [](Duration d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.ns(), 0)); };
   std::vector<front::ModelStatistics> out;
-  for (const auto& [model, vs] : wanted) {
+  for (const auto& [model, v] : wanted) {
     auto it = std::find_if(now.models.begin(), now.models.end(),
-                           [&](const server::ModelStats& s) { return s.name == vs.second; });
+                           [&](const server::ModelStats& s) { return s.model == model && s.version == v; });
     if (it == now.models.end()) continue;  // removed since
     const server::ModelStats& ms = *it;
     front::ModelStatistics st;
     st.name = model;
-    st.version = vs.first;
+    st.version = v;
     st.last_inference_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(ms.last_inference_ms, 0));
     st.inference_count = ms.inference_count;
     const std::uint64_t succeeded = ms.counts.ok + ms.counts.late;

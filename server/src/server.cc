@@ -152,6 +152,42 @@ struct Server::Impl final : BatchRunner {
     m.compute_ns.fetch_add(std::max<std::int64_t>((ran_end - ran_start).ns(), 0), std::memory_order_relaxed);
   }
 
+  // A model's numbers now (ModelStats; p50, p99, max and mean batch are
+  // computed by merge_versions()).
+  ModelStats snapshot(Model& m) const {
+    ModelStats s;
+    s.name = m.opts.name;
+    s.model = m.opts.model_name();
+    s.version = m.opts.version;
+    s.counts = m.tally.counts();
+    s.latency = m.tally.latency();
+    {
+      std::lock_guard<std::mutex> lock(m.hist_mu);
+      s.batches = m.batches;
+      s.batch_exec = m.batch_exec;
+    }
+    s.inference_count = m.inference_count.load(std::memory_order_relaxed);
+    s.success_time = Duration::nanoseconds(m.success_ns.load(std::memory_order_relaxed));
+    s.fail_time = Duration::nanoseconds(m.fail_ns.load(std::memory_order_relaxed));
+    s.queue_time = Duration::nanoseconds(m.queue_ns.load(std::memory_order_relaxed));
+    s.compute_time = Duration::nanoseconds(m.compute_ns.load(std::memory_order_relaxed));
+    s.last_inference_ms = m.last_end_ms.load(std::memory_order_relaxed);
+    s.loaded = true;
+    s.max_batch = m.max_batch;
+    s.l1 = m.profile.latency(1);
+    s.offline_profile = m.profile;
+    s.profile_in_use = m.profile;
+    if (runtime && m.id != kNoModel) {
+      if (Result<CalibrationSnapshot> c = runtime->calibration(m.id); c.ok()) {
+        s.recalibrating = c->recalibrating;
+        s.profile_in_use = std::move(c->in_use);
+        s.recalibration_samples = c->samples;
+        s.recalibration_updates = c->updates;
+      }
+    }
+    return s;
+  }
+
   // A request of k > 1 samples: k slots, each its own request to the runtime
   // (k slots of batches, sharing its two times), ended as one request once
   // every sample has its outcome: outputs concatenated in order when all ran
@@ -227,6 +263,8 @@ struct Server::Impl final : BatchRunner {
   mutable std::shared_mutex models_mu;
   std::map<std::string, std::shared_ptr<Model>, std::less<>> by_name;
   std::vector<std::atomic<Model*>> by_id;
+  // Removed models' numbers as they ended (stats() keeps reporting them).
+  std::vector<ModelStats> retired;
 
   std::vector<Pending> slots;
   std::mutex free_mu;
@@ -951,8 +989,11 @@ Status Server::remove_model(std::string_view name) {
     }
     impl_->by_id[m->id].store(nullptr, std::memory_order_release);
   }
+  ModelStats last = impl_->snapshot(*m);  // every request of the model has ended
+  last.loaded = false;
   std::unique_lock<std::shared_mutex> l(impl_->models_mu);
   impl_->by_name.erase(impl_->by_name.find(name));
+  impl_->retired.push_back(std::move(last));
   return {};
 }
 
@@ -1009,6 +1050,56 @@ bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }
 
 void Server::cancel_async(std::uint64_t ticket) { impl_->cancel_async(ticket); }
 
+namespace {
+
+// Adds `from`'s requests to `into`, an entry of the same (model, version).
+void add_requests(ModelStats& into, const ModelStats& from) {
+  into.counts += from.counts;
+  into.latency.merge(from.latency);
+  for (const auto& [size, n] : from.batches) into.batches[size] += n;
+  for (const auto& [size, d] : from.batch_exec) into.batch_exec[size] += d;
+  into.inference_count += from.inference_count;
+  into.success_time += from.success_time;
+  into.fail_time += from.fail_time;
+  into.queue_time += from.queue_time;
+  into.compute_time += from.compute_time;
+  into.last_inference_ms = std::max(into.last_inference_ms, from.last_inference_ms);
+}
+
+// One entry per (model, version), in first-seen order: a version reloaded
+// from changed files, or unloaded and loaded again, has had several server
+// models; their requests are summed under the loaded one's name and profile.
+std::vector<ModelStats> merge_versions(std::vector<ModelStats> all) {
+  std::vector<ModelStats> out;
+  for (ModelStats& m : all) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const ModelStats& o) {
+      return o.model == m.model && o.version == m.version;
+    });
+    if (same == out.end()) {
+      out.push_back(std::move(m));
+    } else if (m.loaded && !same->loaded) {
+      add_requests(m, *same);
+      *same = std::move(m);
+    } else {
+      add_requests(*same, m);
+    }
+  }
+  for (ModelStats& s : out) {
+    s.p50 = s.latency.percentile(0.50);
+    s.p99 = s.latency.percentile(0.99);
+    s.max_latency = s.latency.max();
+    std::uint64_t nb = 0, nr = 0;
+    for (const auto& [size, count] : s.batches) {
+      nb += count;
+      nr += std::uint64_t{size} * count;
+    }
+    s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
+  }
+  return out;
+}
+
+}  // namespace
+
 ServerStats Server::stats() const {
   ServerStats out;
   const TimePoint now = SteadyClock{}.now();
@@ -1022,51 +1113,19 @@ ServerStats Server::stats() const {
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
     for (const auto& [_, m] : impl_->by_name) models.push_back(m);
   }
-  for (const auto& m : models) {
-    ModelStats s;
-    s.name = m->opts.name;
-    s.model = m->opts.model_name();
-    s.version = m->opts.version;
-    s.counts = m->tally.counts();
-    s.latency = m->tally.latency();
-    s.p50 = s.latency.percentile(0.50);
-    s.p99 = s.latency.percentile(0.99);
-    s.max_latency = s.latency.max();
-    {
-      std::lock_guard<std::mutex> lock(m->hist_mu);
-      s.batches = m->batches;
-      s.batch_exec = m->batch_exec;
-    }
-    s.inference_count = m->inference_count.load(std::memory_order_relaxed);
-    s.success_time = Duration::nanoseconds(m->success_ns.load(std::memory_order_relaxed));
-    s.fail_time = Duration::nanoseconds(m->fail_ns.load(std::memory_order_relaxed));
-    s.queue_time = Duration::nanoseconds(m->queue_ns.load(std::memory_order_relaxed));
-    s.compute_time = Duration::nanoseconds(m->compute_ns.load(std::memory_order_relaxed));
-    s.last_inference_ms = m->last_end_ms.load(std::memory_order_relaxed);
-    std::uint64_t nb = 0, nr = 0;
-    for (const auto& [size, count] : s.batches) {
-      nb += count;
-      nr += std::uint64_t{size} * count;
-    }
-    s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
-    s.max_batch = m->max_batch;
-    s.l1 = m->profile.latency(1);
-    s.offline_profile = m->profile;
-    s.profile_in_use = m->profile;
-    if (impl_->runtime && m->id != kNoModel) {
-      if (Result<CalibrationSnapshot> c = impl_->runtime->calibration(m->id); c.ok()) {
-        s.recalibrating = c->recalibrating;
-        s.profile_in_use = std::move(c->in_use);
-        s.recalibration_samples = c->samples;
-        s.recalibration_updates = c->updates;
-      }
-    }
+  std::vector<ModelStats> all;
+  for (const auto& m : models) all.push_back(impl_->snapshot(*m));
+  {
+    std::shared_lock<std::shared_mutex> l(impl_->models_mu);
+    all.insert(all.end(), impl_->retired.begin(), impl_->retired.end());
+  }
+  out.models = merge_versions(std::move(all));
+  for (const ModelStats& s : out.models) {
     out.sent += s.counts.sent;
     out.ok += s.counts.ok;
     out.late += s.counts.late;
     out.dropped += s.counts.dropped;
     out.errors += s.counts.errors;
-    out.models.push_back(std::move(s));
   }
   for (ModelStats& s : out.models) {
     const auto versions = std::count_if(out.models.begin(), out.models.end(),

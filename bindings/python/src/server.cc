@@ -311,6 +311,7 @@ class PyServer {
       d["profile"] = prof;
       d["model"] = m.model;
       d["version"] = m.version;
+      d["loaded"] = m.loaded;
       models[py::str(m.label)] = d;
     }
     py::list devices;

@@ -505,15 +505,16 @@ class Server:
         """The figures of the ``symphony serve`` report, since ``start()``.
 
         Keys: ``elapsed_s``, ``sent``, ``ok``, ``late``, ``dropped``, ``errors``,
-        ``goodput_rps``, ``bad_rate``, ``models`` (name -> ``model``, ``version``, the same
+        ``goodput_rps``, ``bad_rate``, ``models`` (name -> ``model``, ``version``, ``loaded``, the same
         counts plus ``late_by_deadline`` (the late ones still answered by the client's
         deadline), ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``mean_batch``,
         ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``, ``profile``
         {``recalibrating``, ``samples``, ``updates``, ``offline_ms`` and ``in_use_ms``
         {batch size: l(b)}: the profile planned with now against the offline one}) and
         ``devices`` (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}).
-        A model repository's model with several versions served is one entry per version,
-        named ``"<model> version <v>"``.
+        A model repository's model with several versions served since start is one entry per
+        version, named ``"<model> version <v>"``. An unloaded version stays, with its final
+        counts and ``loaded`` false; a version counts across its reloads.
         """
         return self._core.stats()
 

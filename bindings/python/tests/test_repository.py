@@ -112,7 +112,11 @@ def test_explicit_mode_loads_and_unloads_while_serving(repo, make_server):
         s.infer("b", torch.ones(4))
     assert states(s)[("b", "1")] == ("UNAVAILABLE", "unloaded")
     assert [e["name"] for e in s.repository_index(ready=True)] == ["a"]
-    assert s.stats()["models"]["a"]["errors"] == 0
+    models = s.stats()["models"]
+    assert models["a"]["errors"] == 0 and models["a"]["loaded"]
+    # The unloaded model keeps its final counts: its one request, answered.
+    assert not models["b"]["loaded"]
+    assert (models["b"]["sent"], models["b"]["ok"] + models["b"]["late"]) == (1, 1)
 
 
 def test_load_with_a_config_in_place_of_config_pbtxt(repo, make_server):

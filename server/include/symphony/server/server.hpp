@@ -139,12 +139,17 @@ struct InferResult {
   bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }
 };
 
+// One entry per (model, version) served since start, unloaded ones included
+// (their numbers as they ended). A version that has had several server
+// models (reloaded from changed files, or unloaded and loaded again) is one
+// entry: their requests summed, the loaded one's name and profile.
 struct ModelStats {
-  std::string name;   // the server's key (ModelOptions::name)
-  std::string model;  // what clients call it and its version (ModelOptions::model_name(), version)
+  std::string name;    // the server's key (ModelOptions::name)
+  bool loaded = true;  // served now; false: unloaded (counts final)
+  std::string model;   // what clients call it and its version (ModelOptions::model_name(), version)
   std::string version;
-  // How reports name it: `model`, or "<model> version <version>" while the
-  // server holds several versions of the model (a model repository's).
+  // How reports name it: `model`, or "<model> version <version>" when the
+  // entries hold several versions of the model (a model repository's).
   std::string label;
   OutcomeCounts counts;            // every request the server accepted since start, by outcome
   LatencyHistogram latency;        // over ok and late requests
