@@ -234,6 +234,12 @@ TEST(ServerTest, ModelsThatCannotServeAreRejectedAtAddModel) {
   Status st = s->add_model(missing);
   EXPECT_EQ(st.code(), Errc::kNotFound);
   EXPECT_NE(st.message().find("/nonexistent/model.pt"), std::string::npos);
+  // A repository's version is named as clients name it, not by its server key.
+  missing.name = "linear/3";
+  missing.model = "linear";
+  missing.version = "3";
+  st = s->add_model(missing);
+  EXPECT_NE(st.message().find("model 'linear version 3'"), std::string::npos) << st.message();
   ensure_profile("linear");
   ASSERT_TRUE(s->add_model(model("linear")).ok());
   EXPECT_EQ(s->add_model(model("linear")).code(), Errc::kAlreadyExists);

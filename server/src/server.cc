@@ -712,7 +712,8 @@ struct Server::Impl final : BatchRunner {
   Result<std::shared_ptr<Model>> load(const ModelOptions& mo) {
     auto m = std::make_shared<Model>();
     m->opts = mo;
-    const std::string who = "model '" + mo.name + "'";
+    const std::string shown = mo.display_name();
+    const std::string who = "model '" + shown + "'";
     if (mo.name.empty()) return Status(Errc::kInvalidArgument, "a model needs a name");
     if (mo.max_batch == 0) return Status(Errc::kInvalidArgument, who + ": max_batch must be at least 1");
     if (emulated) {
@@ -724,7 +725,7 @@ struct Server::Impl final : BatchRunner {
       return m;
     }
     TorchModel::Options to;
-    to.name = mo.name;
+    to.name = shown;  // its errors name the model as clients and logs do
     to.path = mo.path;
     for (std::size_t i = 0; i < mo.inputs.size(); ++i) {
       SYMPHONY_ASSIGN_OR_RETURN(
@@ -733,11 +734,11 @@ struct Server::Impl final : BatchRunner {
     }
     to.devices = torch_devices;
     to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
-    log("loading " + mo.name + " from " + mo.path + " on " + std::to_string(torch_devices.size()) +
+    log("loading " + shown + " from " + mo.path + " on " + std::to_string(torch_devices.size()) +
         " device(s)");
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
-    if (!m->torch->optimized()) log(mo.name + ": " + m->torch->optimize_note());
+    if (!m->torch->optimized()) log(shown + ": " + m->torch->optimize_note());
 
     // The profile: a given file, the file beside the model, or a measurement.
     profile_io::MeasuredProfile measured;
@@ -748,34 +749,34 @@ struct Server::Impl final : BatchRunner {
     if (std::filesystem::exists(path, ec)) {
       auto r = profile_io::read_profile_file(path);
       if (!r.ok() && mo.profile != "auto") return r.status().with_context(who);
-      if (!r.ok()) log(mo.name + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
+      if (!r.ok()) log(shown + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
       std::vector<std::string> specs;
       for (const auto& s : m->torch->inputs()) specs.push_back(s.to_string());
       if (r.ok() && (r->inputs.empty() || r->inputs == specs)) {
         measured = std::move(*r);
         have = true;
-        log(mo.name + ": using the profile in " + path);
+        log(shown + ": using the profile in " + path);
       } else if (r.ok()) {
-        log(mo.name + ": the profile in " + path + " was measured with other inputs; measuring again");
+        log(shown + ": the profile in " + path + " was measured with other inputs; measuring again");
       }
     }
     if (!have) {
       ProfileOptions po;
       po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
       po.repeats = opts.profile_repeats;
-      log("profiling " + mo.name + " on " + device_specs.front().to_string() + " (batches up to " +
+      log("profiling " + shown + " on " + device_specs.front().to_string() + " (batches up to " +
           std::to_string(po.max_batch) + ", " + std::to_string(po.repeats) + " rounds)");
       po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
         if (i == n || i % 5 == 0)
-          log("profiling " + mo.name + ": round " + std::to_string(i) + "/" + std::to_string(n) +
+          log("profiling " + shown + ": round " + std::to_string(i) + "/" + std::to_string(n) +
               " (batches 1.." + std::to_string(b) + ")");
       };
       SYMPHONY_ASSIGN_OR_RETURN(measured, profile_model(*m->torch, 0, po).with_context(who));
       measured.device = device_specs.front().to_string();
       if (Status s = profile_io::write_profile_file(path, measured); !s.ok())
-        log(mo.name + ": could not save the profile: " + s.message());
+        log(shown + ": could not save the profile: " + s.message());
       else
-        log(mo.name + ": profile saved to " + path);
+        log(shown + ": profile saved to " + path);
     }
     SYMPHONY_ASSIGN_OR_RETURN(m->profile,
                               measured.to_latency_profile(opts.profile_latency).with_context(who));
@@ -801,7 +802,8 @@ struct Server::Impl final : BatchRunner {
 
   Status register_model(const std::shared_ptr<Model>& m) {
     SYMPHONY_ASSIGN_OR_RETURN(
-        auto id, runtime->add_model(runtime_config(*m)).with_context("model '" + m->opts.name + "'"));
+        auto id,
+        runtime->add_model(runtime_config(*m)).with_context("model '" + m->opts.display_name() + "'"));
     if (id >= by_id.size()) {
       (void)runtime->remove_model(id);
       return Status(Errc::kCapacityExceeded, "too many models");

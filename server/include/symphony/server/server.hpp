@@ -105,6 +105,8 @@ struct ModelOptions {
   // it, one per version (docs/repository.md, "Versions").
   std::string model;
   const std::string& model_name() const { return model.empty() ? name : model; }
+  // How logs and load errors name it: `name`, or "<model> version <v>".
+  std::string display_name() const { return model.empty() ? name : model + " version " + version; }
 };
 
 // What the server says of a model it serves (the protocol's metadata is
