@@ -350,7 +350,7 @@ TEST(SubClusterSimTest, SubClusterAutoscaleWindowsAddUpToTheClusters) {
   std::uint64_t arrived = 0, ok = 0;
   for (std::size_t k = 0; k < r.series.steps(); ++k)
     for (ModelId m = 0; m < r.series.models(); ++m) {
-      arrived += r.series.cell(k, m).arrived;
+      arrived += r.series.cell(k, m).sent;
       ok += r.series.cell(k, m).ok;
     }
   EXPECT_EQ(arrived, r.cluster.requests);

@@ -107,9 +107,9 @@ json series_json(const ExperimentSpec& e, const sim::ModelSeries& s) {
     json arrived = json::array(), ok = json::array(), bad = json::array();
     for (std::size_t k = 0; k < s.steps(); ++k) {
       const sim::ModelSeries::Cell& c = s.cell(k, m);
-      arrived.push_back(c.arrived);
+      arrived.push_back(c.sent);
       ok.push_back(c.ok);
-      bad.push_back(c.bad());
+      bad.push_back(c.ended() - c.ok);
     }
     models.push_back(json{{"name", e.models[m].name},
                           {"arrived", std::move(arrived)},

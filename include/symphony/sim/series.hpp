@@ -1,6 +1,6 @@
 // Per-model time series of a simulation: for every step of `step` from time
 // 0 and every model, how many requests arrived in it and how they ended (ok,
-// late, dropped, error), counted by arrival time, as the metrics' autoscaling
+// late, dropped by reason, error: OutcomeCounts), counted by arrival time, as the metrics' autoscaling
 // windows are. This is what a plot of goodput per model over hours needs
 // (sim/metrics.hpp only sums over the whole measurement window).
 //
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "symphony/outcome_tally.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -23,10 +24,8 @@ namespace symphony::sim {
 
 class ModelSeries {
  public:
-  struct Cell {
-    std::uint64_t arrived = 0, ok = 0, late = 0, dropped = 0, error = 0;
-    std::uint64_t bad() const noexcept { return late + dropped + error; }
-  };
+  // A step's counts: `sent` the requests that arrived in it.
+  using Cell = OutcomeCounts;
 
   ModelSeries() = default;
   // REQUIRES: step > 0.
@@ -49,21 +48,8 @@ class ModelSeries {
     const auto k = static_cast<std::size_t>(o.arrival.ns() / step_.ns());
     if (k >= steps_) return;
     Cell& c = cells_[k * models_ + o.model];
-    ++c.arrived;
-    switch (o.outcome) {
-      case Outcome::kOk:
-        ++c.ok;
-        break;
-      case Outcome::kLate:
-        ++c.late;
-        break;
-      case Outcome::kDropped:
-        ++c.dropped;
-        break;
-      case Outcome::kError:
-        ++c.error;
-        break;
-    }
+    ++c.sent;
+    c.add(o.outcome, o.reason);
   }
 
  private:
