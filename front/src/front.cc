@@ -117,11 +117,13 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
       return bad(in + ": expected datatype " + std::string(to_string(spec.datatype)) + ", got " +
                  std::string(to_string(t.datatype)));
     // The spec's shape has the batch dimension (-1) first. A request carries k samples (shape [k, ...], 1 <= k <= max_samples),
-    // or one without the batch dimension; every input the same k.
-    const Shape sample(spec.shape.begin() + (spec.shape.empty() ? 0 : 1), spec.shape.end());
+    // or one without the batch dimension; every input the same k. A model
+    // without a batch dimension takes exactly its shape.
+    const std::size_t batch_dims = model.batch_dimension && !spec.shape.empty() ? 1 : 0;
+    const Shape sample(spec.shape.begin() + static_cast<std::ptrdiff_t>(batch_dims), spec.shape.end());
     Shape expected = sample;
-    expected.insert(expected.begin(), 1);
-    const bool has_batch = t.shape.size() == expected.size() && !t.shape.empty() &&
+    if (batch_dims) expected.insert(expected.begin(), 1);
+    const bool has_batch = batch_dims && t.shape.size() == expected.size() && !t.shape.empty() &&
                            Shape(t.shape.begin() + 1, t.shape.end()) == sample;
     if (!has_batch && t.shape != sample)
       return bad(in + ": expected shape " + shape_string(expected) + ", got " + shape_string(t.shape));

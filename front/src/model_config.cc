@@ -38,8 +38,9 @@ bool effective_config(const ModelMetadata& m, inference::ModelConfig* out) {
   out->set_max_batch_size(static_cast<std::int32_t>(m.max_batch));
   // Symphony's metadata shapes carry the batch dimension even at
   // max_batch 1 (a batch of one): dims drop it whenever it is there.
-  for (const TensorSpec& s : m.inputs) fill_tensor(s, true, out->add_input());
-  for (const TensorSpec& s : m.outputs) fill_tensor(s, true, out->add_output());
+  if (!m.batch_dimension) out->set_max_batch_size(0);
+  for (const TensorSpec& s : m.inputs) fill_tensor(s, m.batch_dimension, out->add_input());
+  for (const TensorSpec& s : m.outputs) fill_tensor(s, m.batch_dimension, out->add_output());
   // Symphony batches every model's requests itself (deferred batching).
   if (m.max_batch > 1) out->mutable_dynamic_batching();
   char slo[32];

@@ -17,12 +17,12 @@ std::string tensor_name(std::string_view base, std::size_t i, std::size_t n) {
   return n == 1 ? std::string(base) : std::string(base) + std::to_string(i);
 }
 
-TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name) {
+TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name, bool batched) {
   TensorSpec t;
   t.name = std::move(name);
   t.datatype = spec.dtype;
   t.shape.reserve(spec.shape.size() + 1);
-  t.shape.push_back(-1);
+  if (batched) t.shape.push_back(-1);
   t.shape.insert(t.shape.end(), spec.shape.begin(), spec.shape.end());
   return t;
 }

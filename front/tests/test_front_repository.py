@@ -233,14 +233,19 @@ def test_load_with_a_json_config_in_place_of_config_pbtxt(explicit):
     assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
 
 
-def test_max_batch_size_0_with_a_leading_1_runs_each_request_alone(explicit):
-    """max_batch_size 0, dims [1, 4]: the model's whole input is a batch of
-    one; each request of [1, 4] runs alone and is answered as torch does; a
-    first dim other than 1 is refused, naming the input."""
+def load_config(server, name, config):
+    return post(server, "/v2/repository/models/" + name + "/load", {"parameters": {"config": json.dumps(config)}})
+
+
+def test_max_batch_size_0_serves_the_dims_as_the_whole_input(explicit):
+    """max_batch_size 0: the dims are the model's whole input (Triton's rule).
+    dims [1, 4]: a request of [1, 4] runs alone; dims [4]: the model gets a
+    tensor of [4] with no batch dimension and answers [3], as torch does;
+    the metadata shows the dims as they are, and another shape is refused."""
     config = {"platform": "pytorch_libtorch", "max_batch_size": 0,
               "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [1, 4]}],
               "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [1, 3]}]}
-    status, body = post(explicit, "/v2/repository/models/linear_b/load", {"parameters": {"config": json.dumps(config)}})
+    status, body = load_config(explicit, "linear_b", config)
     assert status == 200, body
     for x in ([1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]):
         status, body = post(explicit, "/v2/models/linear_b/infer", {
@@ -251,10 +256,47 @@ def test_max_batch_size_0_with_a_leading_1_runs_each_request_alone(explicit):
         assert body["parameters"]["batch_size"] == 1
     status, body = post(explicit, "/v2/models/linear_b/infer", {
         "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": [0.0] * 8}]})
-    assert status == 400, body
+    assert status == 400 and "expected shape [1,4]" in body["error"], body
+
     config["input"][0]["dims"] = [4]
-    status, body = post(explicit, "/v2/repository/models/linear_b/load", {"parameters": {"config": json.dumps(config)}})
-    assert status == 400 and "max_batch_size 0 with input 'INPUT__0' float32[4]" in body["error"], body
+    config["output"][0]["dims"] = [3]
+    status, body = load_config(explicit, "linear_b", config)
+    assert status == 200, body
+    status, _, meta = curl(explicit.url + "/v2/models/linear_b")
+    meta = json.loads(meta)
+    assert meta["inputs"][0]["shape"] == [4] and meta["outputs"][0]["shape"] == [3], meta
+    x = [0.5, -1.0, 2.0, 3.0]
+    status, body = post(explicit, "/v2/models/linear_b/infer", {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [4], "data": x}]})
+    assert status == 200, body
+    (out,) = body["outputs"]
+    assert out["shape"] == [3] and out["data"] == pytest.approx(linear_expected(x), rel=1e-6)
+    status, body = post(explicit, "/v2/models/linear_b/infer", {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]})
+    assert status == 400 and "expected shape [4]" in body["error"], body
+    assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
+
+
+def test_reshape_hands_the_model_its_shape(explicit):
+    """An input's reshape is the shape the model gets ([2, 2] sent, [4] to
+    linear.pt, which refuses anything else); an output's reshape is the shape
+    the model gives ([3]), answered as its dims ([3, 1]); batching is kept."""
+    config = {"platform": "pytorch_libtorch", "max_batch_size": 4,
+              "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [2, 2], "reshape": {"shape": [4]}}],
+              "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [3, 1],
+                          "reshape": {"shape": [3]}}]}
+    status, body = load_config(explicit, "linear_b", config)
+    assert status == 200, body
+    xs = [[1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]]
+    status, body = post(explicit, "/v2/models/linear_b/infer", {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 2], "data": xs[0] + xs[1]}]})
+    assert status == 200, body
+    (out,) = body["outputs"]
+    assert out["shape"] == [2, 3, 1]
+    assert out["data"] == pytest.approx(linear_expected(xs[0]) + linear_expected(xs[1]), rel=1e-6)
+    config["input"][0]["reshape"] = {"shape": [5]}
+    status, body = load_config(explicit, "linear_b", config)
+    assert status == 400 and "reshape float32[5] does not hold the 4 elements" in body["error"], body
     assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
 
 

@@ -86,14 +86,15 @@ Result<ServerService::Version> ServerService::describe(const ProtocolModelOption
   m->slo = info->slo;
   m->max_batch = info->max_batch;
   m->max_samples = info->max_batch;  // a request of k samples takes k slots of batches
+  m->batch_dimension = info->batch_dimension;
   m->default_budget = protocol.default_budget;
   m->config_proto = protocol.config_proto;
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
     const std::string input = i < protocol.input_names.size() ? protocol.input_names[i]
                                                               : tensor_name("input", i, info->inputs.size());
     auto spec = parse_tensor_spec(info->inputs[i]);
-    front::TensorSpec ts =
-        spec.ok() ? metadata_spec(*spec, input) : front::TensorSpec{input, DataType::kFp32, {-1}};
+    front::TensorSpec ts = spec.ok() ? metadata_spec(*spec, input, info->batch_dimension)
+                                     : front::TensorSpec{input, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));
   }
   for (std::size_t i = 0; i < info->outputs.size(); ++i) {
@@ -101,7 +102,7 @@ Result<ServerService::Version> ServerService::describe(const ProtocolModelOption
     front::TensorSpec ts;
     ts.name = i < protocol.output_names.size() ? protocol.output_names[i] : o.name;
     ts.datatype = datatype_of(o.dtype).value_or(DataType::kFp32);
-    ts.shape.push_back(-1);  // the batch dimension
+    if (info->batch_dimension) ts.shape.push_back(-1);
     ts.shape.insert(ts.shape.end(), o.shape.begin(), o.shape.end());
     m->outputs.push_back(std::move(ts));
   }

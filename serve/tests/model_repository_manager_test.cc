@@ -73,39 +73,57 @@ TEST(ServingOptionsTest, TheSloIsTheConfigsElseTheDefault) {
   EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.max_queue, 0u) << "no bound";
 }
 
-// max_batch_size 0 with dims [1, ...]: a model that takes a batch of one,
-// served with max batch 1 and the dims after the first as its sample.
-TEST(ServingOptionsTest, MaxBatchSizeZeroWithALeadingOneIsABatchOfOne) {
+// max_batch_size 0: the dims are the model's whole input, whatever its first
+// dim; served with max batch 1, without a batch dimension.
+TEST(ServingOptionsTest, MaxBatchSizeZeroServesTheDimsWithoutABatchDimension) {
+  for (std::int64_t first : {1, 3}) {
+    RepositoryModel m = resnet();
+    m.max_batch_size = 0;
+    m.inputs = {tensor("INPUT__0", {first, 64, 64}), tensor("INPUT__1", {1})};
+    auto s = serving_options(m, Duration::milliseconds(100));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->model.max_batch, 1u);
+    EXPECT_FALSE(s->model.batch_dimension);
+    EXPECT_EQ(s->model.inputs,
+              (std::vector<std::string>{"float32[" + std::to_string(first) + ",64,64]", "float32[1]"}));
+  }
+  EXPECT_TRUE(serving_options(resnet(), Duration::milliseconds(100))->model.batch_dimension);
+}
+
+// reshape: what the model sees; the dims stay what clients send and get.
+TEST(ServingOptionsTest, ReshapesAreHandedToTheModel) {
   RepositoryModel m = resnet();
-  m.max_batch_size = 0;
-  m.inputs = {tensor("INPUT__0", {1, 3, 64, 64}), tensor("INPUT__1", {1})};
+  m.inputs.push_back(tensor("INPUT__1", {4}));
+  m.inputs[1].reshape = std::vector<std::int64_t>{2, 2};
+  m.outputs = {tensor("OUTPUT__0", {10}), tensor("OUTPUT__1", {2, 5})};
+  m.outputs[1].reshape = std::vector<std::int64_t>{10};
   auto s = serving_options(m, Duration::milliseconds(100));
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->model.max_batch, 1u);
-  EXPECT_EQ(s->model.inputs, (std::vector<std::string>{"float32[3,64,64]", "float32[]"}));
+  EXPECT_EQ(s->model.inputs, (std::vector<std::string>{"float32[3,64,64]", "float32[4]"}));
+  ASSERT_EQ(s->model.input_reshapes.size(), 2u);
+  EXPECT_FALSE(s->model.input_reshapes[0].has_value());
+  EXPECT_EQ(s->model.input_reshapes[1], (std::vector<std::int64_t>{2, 2}));
+  ASSERT_EQ(s->model.output_reshapes.size(), 2u);
+  EXPECT_FALSE(s->model.output_reshapes[0].has_value());
+  EXPECT_EQ(s->model.output_reshapes[1], (std::vector<std::int64_t>{2, 5})) << "answered as its dims";
 }
 
 TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
-  RepositoryModel no_batch = resnet();
-  no_batch.max_batch_size = 0;  // dims [3,64,64] are then the model's whole input
-  auto s = serving_options(no_batch, Duration::milliseconds(100));
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("repo/resnet/config.pbtxt: max_batch_size 0 with input 'INPUT__0' "
-                                      "float32[3,64,64]"),
-            std::string::npos)
-      << s.status().message();
-
   RepositoryModel wildcard = resnet();
   wildcard.inputs[0].spec.shape = {3, -1, -1};
-  s = serving_options(wildcard, Duration::milliseconds(100));
+  auto s = serving_options(wildcard, Duration::milliseconds(100));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("input 'INPUT__0' has a dimension of -1"), std::string::npos);
 
   RepositoryModel reshaped = resnet();
-  reshaped.inputs[0].reshape = std::vector<std::int64_t>{3, 4096};
+  reshaped.inputs[0].reshape = std::vector<std::int64_t>{3, 4000};
   s = serving_options(reshaped, Duration::milliseconds(100));
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("reshape"), std::string::npos);
+  EXPECT_NE(
+      s.status().message().find("repo/resnet/config.pbtxt: input 'INPUT__0': reshape float32[3,4000] does "
+                                "not hold the 12288 elements of its dims float32[3,64,64]"),
+      std::string::npos)
+      << s.status().message();
 
   RepositoryModel no_input = resnet();
   no_input.inputs.clear();

@@ -716,6 +716,8 @@ struct Server::Impl final : BatchRunner {
     const std::string who = "model '" + shown + "'";
     if (mo.name.empty()) return Status(Errc::kInvalidArgument, "a model needs a name");
     if (mo.max_batch == 0) return Status(Errc::kInvalidArgument, who + ": max_batch must be at least 1");
+    if (!mo.batch_dimension && mo.max_batch != 1)
+      return Status(Errc::kInvalidArgument, who + ": a model without a batch dimension takes max_batch 1");
     if (emulated) {
       if (!mo.alpha || !mo.beta)
         return Status(Errc::kInvalidArgument, who + ": emulated devices need the model's alpha and beta");
@@ -734,6 +736,9 @@ struct Server::Impl final : BatchRunner {
     }
     to.devices = torch_devices;
     to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
+    to.input_reshapes = mo.input_reshapes;
+    to.output_reshapes = mo.output_reshapes;
+    to.batch_dimension = mo.batch_dimension;
     log("loading " + shown + " from " + mo.path + " on " + std::to_string(torch_devices.size()) +
         " device(s)");
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
@@ -1020,6 +1025,7 @@ Result<ModelInfo> Server::model_info(std::string_view name) const {
   if (it->second->torch) info.outputs = it->second->torch->outputs();
   info.slo = o.slo;
   info.max_batch = o.max_batch;
+  info.batch_dimension = o.batch_dimension;
   return info;
 }
 

@@ -331,7 +331,25 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   if (!std::filesystem::is_regular_file(opts.path, ec))
     return Status(Errc::kNotFound, who + ": no such file");
   install_warning_filter();
+  for (std::size_t i = 0; i < opts.input_reshapes.size() && i < opts.inputs.size(); ++i) {
+    const auto& r = opts.input_reshapes[i];
+    if (!r) continue;
+    std::int64_t want = 1, got = 1;
+    for (std::int64_t d : opts.inputs[i].shape) want *= d;
+    for (std::int64_t d : *r) got *= d;
+    if (want != got)
+      return Status(Errc::kInvalidArgument, who + ": input '" + opts.inputs[i].name + "' " +
+                                                opts.inputs[i].to_string() + " cannot be reshaped to " +
+                                                shape_string(*r) + " (another number of elements)");
+  }
+  if (!opts.batch_dimension) opts.warmup_batch = 1;
+  const bool adapted = !opts.batch_dimension ||
+                       std::any_of(opts.input_reshapes.begin(), opts.input_reshapes.end(),
+                                   [](const auto& r) { return r.has_value(); }) ||
+                       std::any_of(opts.output_reshapes.begin(), opts.output_reshapes.end(),
+                                   [](const auto& r) { return r.has_value(); });
   std::unique_ptr<TorchModel> m(new TorchModel(std::move(opts)));
+  m->adapted_ = adapted;
   torch::jit::Module base;
   try {
     base = torch::jit::load(m->opts_.path, c10::Device(c10::kCPU));
@@ -430,11 +448,42 @@ Status TorchModel::warm_up_sizes(std::uint32_t max_batch, int rounds) {
   return {};
 }
 
+at::Tensor TorchModel::to_model(std::size_t input, const at::Tensor& x) const {
+  const auto& r = opts_.input_reshapes;
+  std::vector<std::int64_t> shape = input < r.size() && r[input] ? *r[input] : opts_.inputs[input].shape;
+  if (opts_.batch_dimension) shape.insert(shape.begin(), x.size(0));
+  return x.reshape(shape);
+}
+
+c10::IValue TorchModel::from_model(c10::IValue out) const {
+  const auto adapt = [&](at::Tensor t, std::size_t j) {
+    if (!opts_.batch_dimension) t = t.unsqueeze(0);
+    const auto& r = opts_.output_reshapes;
+    if (j < r.size() && r[j]) {
+      std::vector<std::int64_t> shape{t.size(0)};
+      shape.insert(shape.end(), r[j]->begin(), r[j]->end());
+      t = t.reshape(shape);
+    }
+    return t;
+  };
+  if (out.isTensor()) return adapt(out.toTensor(), 0);
+  if (!out.isTuple()) return out;  // lists and others: as they are (split_output names them)
+  std::vector<c10::IValue> items;
+  std::size_t j = 0;
+  for (const c10::IValue& e : out.toTupleRef().elements())
+    items.push_back(e.isTensor() ? c10::IValue(adapt(e.toTensor(), j++)) : e);
+  return c10::ivalue::Tuple::create(std::move(items));
+}
+
 Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Tensor> batch) {
   try {
     c10::InferenceMode guard;
-    std::vector<c10::IValue> args(batch.begin(), batch.end());
-    return replicas_[replica].forward(std::move(args));
+    std::vector<c10::IValue> args;
+    args.reserve(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      args.emplace_back(adapted_ ? to_model(i, batch[i]) : std::move(batch[i]));
+    c10::IValue out = replicas_[replica].forward(std::move(args));
+    return adapted_ ? from_model(std::move(out)) : out;
   } catch (const c10::Error& e) {
     return Status(Errc::kFailedPrecondition, e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -55,15 +55,16 @@ struct Tensor {
 struct TensorSpec {
   std::string name;
   DataType datatype = DataType::kFp32;
-  Shape shape;  // the batch dimension first, as -1
+  Shape shape;  // the batch dimension first, as -1 (unless the model has none: ModelMetadata)
 };
 
 // A model's tensor `i` of `n` in metadata: "input" when it is the only one,
 // else "input0", "input1", ...
 std::string tensor_name(std::string_view base, std::size_t i, std::size_t n);
 // The metadata of a config's tensor spec (symphony/tensor_spec.hpp): its
-// datatype and shape behind a batch dimension of -1.
-TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name);
+// datatype and shape behind a batch dimension of -1 (`batched` false: the
+// shape alone, a model without a batch dimension).
+TensorSpec metadata_spec(const symphony::TensorSpec& spec, std::string name, bool batched = true);
 
 struct ModelMetadata {
   std::string name;
@@ -81,6 +82,10 @@ struct ModelMetadata {
   // The most samples one request may carry (its leading dimension k): the
   // service splits such a request into k slots of batches. 1: one sample.
   std::uint32_t max_samples = 1;
+  // false: a model without a batch dimension (a repository's max_batch_size
+  // 0): its tensors' shapes are the whole shapes, a request sends exactly
+  // them, one sample.
+  bool batch_dimension = true;
   // The effective configuration, a serialized `inference.ModelConfig`
   // (Triton's schema, repository/proto/model_config.proto), as the model
   // configuration extension answers it. Empty: the front builds one from

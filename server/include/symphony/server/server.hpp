@@ -105,6 +105,13 @@ struct ModelOptions {
   // it, one per version (docs/repository.md, "Versions").
   std::string model;
   const std::string& model_name() const { return model.empty() ? name : model; }
+  // A model repository's `reshape` and `max_batch_size: 0`
+  // (TorchModel::Options, docs/repository.md): the shape each input's
+  // sample reaches the model in and each output's is answered in (nullopt:
+  // as is); batch_dimension false: the model takes one sample without a
+  // batch dimension (max_batch must then be 1).
+  std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+  bool batch_dimension = true;
   // How logs and load errors name it: `name`, or "<model> version <v>".
   std::string display_name() const { return model.empty() ? name : model + " version " + version; }
 };
@@ -122,6 +129,7 @@ struct ModelInfo {
   std::vector<InputSpec> outputs;
   Duration slo;
   std::uint32_t max_batch = 0;
+  bool batch_dimension = true;  // ModelOptions::batch_dimension
 };
 
 struct InferResult {

@@ -15,6 +15,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ class TorchModel {
     // cannot handle are served as they are.
     bool optimize = true;
     std::uint32_t warmup_batch = 1;  // the largest batch used to warm up
+    // How the model takes and gives tensors when not as served (a model
+    // repository's `reshape` and `max_batch_size: 0`, docs/repository.md).
+    // Input i's samples reach forward() in the shape input_reshapes[i], and
+    // output j's samples are answered in the shape output_reshapes[j]
+    // (nullopt or absent: as they are). batch_dimension false: forward()
+    // takes one sample without a batch dimension (batches are of one) and
+    // its outputs get the dimension back.
+    std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+    bool batch_dimension = true;
   };
 
   static Result<std::unique_ptr<TorchModel>> load(Options opts);
@@ -67,7 +77,8 @@ class TorchModel {
   // request (a Tensor, or a tuple when the model returns one), on the CPU.
   Result<std::vector<c10::IValue>> run_batch(std::size_t replica, const std::vector<RequestInputs>& requests);
 
-  // Runs forward on a ready-made batch (the profiler and warm-up).
+  // Runs forward on a ready-made batch (the profiler and warm-up), in the
+  // served shapes: the Options' reshapes apply here.
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
 
   // Runs `rounds` batches of every size 1..max_batch on every replica: the
@@ -92,6 +103,9 @@ class TorchModel {
   bool optimized_ = false;
   std::string optimize_note_;
   std::vector<InputSpec> outputs_;
+  bool adapted_ = false;  // some reshape applies, or no batch dimension
+  at::Tensor to_model(std::size_t input, const at::Tensor& x) const;
+  c10::IValue from_model(c10::IValue out) const;
 };
 
 // The libtorch device for a CPU or CUDA DeviceSpec (CPU devices are all
