@@ -534,4 +534,49 @@ Result<std::vector<RepositoryEntry>> scan_repository(const std::string& dir) {
   return entries;
 }
 
+Result<RequestTensors> request_tensors(const RepositoryModel& m) {
+  const auto refuse = [&](const std::string& why) {
+    return Status(Errc::kInvalidArgument, m.config_path + ": " + why);
+  };
+  RequestTensors out;
+  // max_batch_size 0: the dims are the model's whole input. One whose first
+  // dimension is 1 is served as a model of max batch 1 (each request a batch
+  // of one, the dims after the first its sample); others are refused below.
+  const bool unbatched = m.max_batch_size == 0;
+  out.max_batch = unbatched ? 1 : m.max_batch_size;
+  for (const RepositoryTensor& t : m.inputs) {
+    if (t.has_wildcard())
+      return refuse("input '" + t.name +
+                    "' has a dimension of -1: Symphony warms up and profiles every model at fixed shapes, so "
+                    "each input needs fixed dims");
+    if (t.reshape && *t.reshape != t.spec.shape)
+      return refuse("input '" + t.name + "': reshape is not served yet (the model sees the dims as sent)");
+    TensorSpec sample = t.spec;
+    if (unbatched) {
+      if (sample.shape.empty() || sample.shape[0] != 1)
+        return refuse("max_batch_size 0 with input '" + t.name + "' " + t.spec.to_string() +
+                      ": Symphony serves a model without a batch dimension when each input's first dim is 1 "
+                      "(each request then runs alone, as a batch of one); otherwise give max_batch_size of 1 "
+                      "or more and dims without the batch dimension");
+      sample.shape.erase(sample.shape.begin());
+    }
+    out.inputs.push_back(std::move(sample));
+    out.input_names.push_back(t.name);
+  }
+  if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
+  bool outputs_known = true;
+  for (const RepositoryTensor& t : m.outputs) {
+    out.output_names.push_back(t.name);
+    TensorSpec sample = t.spec;
+    if (unbatched && !sample.shape.empty() && sample.shape[0] == 1)
+      sample.shape.erase(sample.shape.begin());
+    else if (unbatched)
+      outputs_known = false;
+    if (t.has_wildcard()) outputs_known = false;
+    out.outputs.push_back(std::move(sample));
+  }
+  if (!outputs_known) out.outputs.clear();
+  return out;
+}
+
 }  // namespace symphony::repository

@@ -105,9 +105,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration def
 
 Result<RepositoryServing> serving_options(const RepositoryModel& m, const repository::ModelVersion& version,
                                           Duration default_slo) {
-  const auto refuse = [&](const std::string& why) {
-    return Status(Errc::kInvalidArgument, m.config_path + ": " + why);
-  };
+  SYMPHONY_ASSIGN_OR_RETURN(repository::RequestTensors t, repository::request_tensors(m));
   RepositoryServing out;
   server::ModelOptions& o = out.model;
   o.name = m.name;
@@ -115,34 +113,12 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   o.path = version.model_path;
   o.version = std::to_string(version.version);
   o.slo = m.slo.value_or(default_slo);
-  // max_batch_size 0: the dims are the model's whole input. One whose first
-  // dimension is 1 is served as a model of max batch 1 (each request a batch
-  // of one, the dims after the first its sample); others are refused below.
-  const bool unbatched = m.max_batch_size == 0;
-  o.max_batch = unbatched ? 1 : m.max_batch_size;
+  o.max_batch = t.max_batch;
   o.max_defer = m.max_defer;
   o.max_queue = m.max_queue_size.value_or(0);
-  for (const repository::RepositoryTensor& t : m.inputs) {
-    if (t.has_wildcard())
-      return refuse("input '" + t.name +
-                    "' has a dimension of -1: Symphony warms up and profiles every model at fixed shapes, so "
-                    "each input needs fixed dims");
-    if (t.reshape && *t.reshape != t.spec.shape)
-      return refuse("input '" + t.name + "': reshape is not served yet (the model sees the dims as sent)");
-    TensorSpec sample = t.spec;
-    if (unbatched) {
-      if (sample.shape.empty() || sample.shape[0] != 1)
-        return refuse("max_batch_size 0 with input '" + t.name + "' " + t.spec.to_string() +
-                      ": Symphony serves a model without a batch dimension when each input's first dim is 1 "
-                      "(each request then runs alone, as a batch of one); otherwise give max_batch_size of 1 "
-                      "or more and dims without the batch dimension");
-      sample.shape.erase(sample.shape.begin());
-    }
-    o.inputs.push_back(sample.to_string());
-    out.protocol.input_names.push_back(t.name);
-  }
-  if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
-  for (const repository::RepositoryTensor& t : m.outputs) out.protocol.output_names.push_back(t.name);
+  for (const TensorSpec& sample : t.inputs) o.inputs.push_back(sample.to_string());
+  out.protocol.input_names = std::move(t.input_names);
+  out.protocol.output_names = std::move(t.output_names);
   out.protocol.default_budget = m.default_budget;
   out.protocol.config_proto = m.config_proto;
   out.protocol.version = o.version;

@@ -38,6 +38,9 @@ inline constexpr const char* kDefaultModelFileName = "model.pt";
 // parameters { key: "symphony.slo_ms" value { string_value: "25" } }: the model's
 // latency SLO in milliseconds (Triton has no SLO).
 inline constexpr const char* kSloParameter = "symphony.slo_ms";
+// The SLO of a model whose config has no symphony.slo_ms: serve's
+// --default-slo-ms by default, the cluster's roles always.
+inline constexpr Duration kDefaultSlo = Duration::milliseconds(100);
 // Keys of `parameters` under this prefix are Symphony's; an unknown one refuses the model.
 inline constexpr const char* kParameterPrefix = "symphony.";
 
@@ -124,6 +127,25 @@ struct RepositoryModel {
   // model_config.pb.h, which symphony::repository exports).
   std::string config_proto;
 };
+
+// What one request of a model carries as Symphony serves it, the same for
+// `serve` and the cluster: each input's spec without the batch dimension.
+struct RequestTensors {
+  // max_batch_size; 1 for a model without a batch dimension (each request
+  // then runs alone, its inputs' first dim of 1 dropped).
+  std::uint32_t max_batch = 0;
+  std::vector<TensorSpec> inputs;  // one request's sample of each input, in the config's order
+  std::vector<std::string> input_names;
+  // One request's outputs; empty when one has a dimension of -1 (or a first
+  // dim other than 1 without a batch dimension): not known before it runs.
+  std::vector<TensorSpec> outputs;
+  std::vector<std::string> output_names;  // always the config's
+};
+
+// The request tensors of a model. Errors (kInvalidArgument) name the config
+// file and what Symphony cannot serve yet: no input, an input dimension of
+// -1, a reshape, max_batch_size 0 with an input whose first dim is not 1.
+Result<RequestTensors> request_tensors(const RepositoryModel& m);
 
 // Reads one model folder: DIR/config.pbtxt (a syntax error or an unknown field
 // is an error naming file:line:column), the numeric version folders and the
