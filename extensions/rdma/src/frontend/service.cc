@@ -11,10 +11,13 @@ using front::Code;
 using front::DataType;
 using front::Reply;
 
-std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls, const char* base) {
+// `names`: the declared names (a repository's); empty: generated from `base`.
+std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls,
+                                        const std::vector<std::string>& names, const char* base) {
   std::vector<front::TensorSpec> out;
   for (std::size_t i = 0; i < decls.size(); ++i)
-    out.push_back(front::metadata_spec(decls[i], front::tensor_name(base, i, decls.size())));
+    out.push_back(front::metadata_spec(
+        decls[i], i < names.size() ? names[i] : front::tensor_name(base, i, decls.size())));
   return out;
 }
 
@@ -50,8 +53,8 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
     m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
     const auto it = config.cluster.models.find(mc.name);
     if (it != config.cluster.models.end()) {
-      m.inputs = specs_of(it->second.inputs, "input");
-      m.outputs = specs_of(it->second.outputs, "output");
+      m.inputs = specs_of(it->second.inputs, it->second.input_names, "input");
+      m.outputs = specs_of(it->second.outputs, it->second.output_names, "output");
       for (const symphony::TensorSpec& d : it->second.inputs) m.input_bytes += d.bytes();
     }
     if (m.inputs.empty()) {
