@@ -137,6 +137,7 @@ TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOw
   EXPECT_EQ(c.sim.spec.policy.to_string(), "eager") << "the rest of cluster.yaml still applies";
   EXPECT_EQ(c.cluster.heartbeat_interval, Duration::milliseconds(50));
   EXPECT_EQ(c.model_repository, root_.string());
+  EXPECT_EQ(c.model_versions.at("linear"), "1");
   ASSERT_EQ(c.cluster.models.count("linear"), 1u);
   EXPECT_EQ(c.cluster.models.at("linear").input_names, std::vector<std::string>{"INPUT__0"});
 

@@ -460,10 +460,10 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
     if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
         pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
     repo = tmp_path / "models"
-    (repo / "linear" / "1").mkdir(parents=True)
+    (repo / "linear" / "2").mkdir(parents=True)
     (repo / "linear" / "config.pbtxt").write_text(LINEAR_PBTXT)
     with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
-        (repo / "linear" / "1" / "model.pt").write_bytes(src.read())
+        (repo / "linear" / "2" / "model.pt").write_bytes(src.read())
     c = Cluster(REPOSITORY_CLUSTER_CONFIG)
     try:
         args = ["--model-repository", str(repo)]
@@ -471,10 +471,10 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
                     os.path.join(c.dir, "noprofile.log"))
         assert p.proc.wait(timeout=30) == 2, p.output()
         assert "no latency profile" in p.output() and "symphony profile %s" % (
-            repo / "linear" / "1" / "model.pt") in p.output(), p.output()
+            repo / "linear" / "2" / "model.pt") in p.output(), p.output()
         # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
         points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
-        (repo / "linear" / "1" / "model.cpu0.profile.yaml").write_text(
+        (repo / "linear" / "2" / "model.cpu0.profile.yaml").write_text(
             'model: linear\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
             "beta_ms: 1\nstopped_because: test\npoints:\n" + points)
         c.start_scheduler(extra=args)
@@ -484,6 +484,7 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         m = json.loads(curl(f.url + "/v2/models/linear")[2])
         assert m["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}], m
         assert m["outputs"] == [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 3]}], m
+        assert m["versions"] == ["2"], m  # the folder's version, served
         for i in range(5):
             x = [0.5 + i, -1.0, 2.0, 3.5 * i]
             status, hdrs, body = http_infer(

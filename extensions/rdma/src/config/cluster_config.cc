@@ -196,6 +196,7 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
       given.models.push_back(m.config);
       given.sources.push_back("repository:" + m.config_path);
       cc.cluster.models[m.config.name] = m.tensors;
+      cc.model_versions[m.config.name] = std::to_string(m.version);
     }
     cc.model_repository = repository->dir;
     cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir, &given);

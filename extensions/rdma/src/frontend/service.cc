@@ -51,6 +51,8 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
     m.name = mc.name;
     m.slo = mc.slo;
     m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
+    if (const auto v = config.model_versions.find(mc.name); v != config.model_versions.end())
+      m.version = v->second;
     const auto it = config.cluster.models.find(mc.name);
     if (it != config.cluster.models.end()) {
       m.inputs = specs_of(it->second.inputs, it->second.input_names, "input");
@@ -72,7 +74,7 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
   for (ServedModel& sm : models) {
     auto meta = std::make_shared<front::ModelMetadata>();
     meta->name = sm.name;
-    meta->versions = {"1"};
+    meta->versions = {sm.version};
     meta->platform = "symphony_cluster";
     meta->inputs = sm.inputs;
     meta->outputs = sm.outputs;

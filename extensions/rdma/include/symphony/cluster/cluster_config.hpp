@@ -82,6 +82,8 @@ struct ClusterConfig {
   ClusterSettings cluster;  // the `cluster:` section
   bool has_cluster_section = false;
   std::string model_repository;  // the repository the models came from; empty: the file's `models:`
+  // The repository's served version of each model (the protocol's metadata); none: "1".
+  std::map<std::string, std::string> model_versions;
 };
 
 struct ClusterRepository;  // cluster_repository.hpp
