@@ -1,5 +1,5 @@
 // `symphony backend --scheduler HOST:PORT --devices emulated:N | cpu[:N] |
-// cuda[:i] [--model NAME:PATH:SPEC ...]`: a GPU host of the cluster
+// cuda[:i] [--model NAME:PATH:SPEC ...] [--model-repository DIR]`: a GPU host of the cluster
 // (extensions/rdma/.../backend_node.hpp; TorchScript models need the server
 // library). With hot-spare schedulers, --config's cluster.schedulers
 // replaces --scheduler. Runs until SIGINT
@@ -7,6 +7,7 @@
 // latencies as JSON on exit.
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
@@ -16,6 +17,7 @@
 #include "symphony/cluster/backend_torch.hpp"
 #endif
 #include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/node_common.hpp"
 
 namespace symphony::tools {
@@ -31,6 +33,7 @@ struct BackendArgs {
   std::string json;
   std::string report;               // deprecated --report FILE: --json FILE
   std::vector<std::string> models;  // NAME:PATH:SPEC[+SPEC]
+  std::string model_repository;
   int cpu_threads = 1;
   double emulated_slowdown = 1.0;
   std::uint32_t output_bytes = 16;
@@ -56,9 +59,16 @@ int run_backend(BackendArgs a) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: they all inherit it
   cluster::BackendOptions o;
   o.token = a.token;
+  std::optional<cluster::ClusterRepository> repo;  // its files, without the profiles
+  if (!a.model_repository.empty()) {
+    Result<cluster::ClusterRepository> r = cluster::read_cluster_repository(a.model_repository, {});
+    if (!r.ok()) return print_error("backend", "%s\n", r.status().message().c_str()), 2;
+    repo = std::move(*r);
+  }
   if (!a.config.empty()) {
     try {
-      const cluster::ClusterConfig c = cluster::load_cluster_config(a.config, a.token.empty());
+      const cluster::ClusterConfig c =
+          cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
       if (o.token.empty()) o.token = cluster::effective_token(c.cluster);
       o.ucx_tls = c.cluster.ucx_tls;
       o.inject_delay = c.cluster.inject_delay;
@@ -96,17 +106,11 @@ int run_backend(BackendArgs a) {
   o.name = a.name;
   if (a.devices.rfind("emulated", 0) != 0) {
 #ifdef SYMPHONY_HAVE_CLUSTER_TORCH
-    std::vector<cluster::TorchModelSpec> specs;
-    for (const std::string& m : a.models) {
-      Result<cluster::TorchModelSpec> spec = cluster::parse_torch_model_spec(m);
-      if (!spec.ok()) {
-        print_error("backend", "%s\n", spec.status().message().c_str());
-        return 2;
-      }
-      specs.push_back(*spec);
-    }
+    Result<std::vector<cluster::TorchModelSpec>> specs =
+        cluster::torch_model_specs(a.models, repo ? &*repo : nullptr);
+    if (!specs.ok()) return print_error("backend", "%s\n", specs.status().message().c_str()), 2;
     Result<std::unique_ptr<cluster::BackendDevices>> d =
-        cluster::make_torch_devices(a.devices, specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
+        cluster::make_torch_devices(a.devices, *specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
     if (!d.ok()) {
       print_error("backend", "%s\n", d.status().message().c_str());
       return 2;
@@ -118,8 +122,10 @@ int run_backend(BackendArgs a) {
                 a.devices.c_str());
     return 2;
 #endif
-  } else if (!a.models.empty()) {
-    print_error("backend", "emulated devices run no model: drop --model or use --devices cpu|cuda\n");
+  } else if (!a.models.empty() || repo) {
+    print_error(
+        "backend",
+        "emulated devices run no model: drop --model / --model-repository or use --devices cpu|cuda\n");
     return 2;
   }
   if (a.emulated_slowdown != 1.0 && a.devices.rfind("emulated", 0) != 0) {
@@ -184,6 +190,9 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   cmd->add_option("--model", a.models,
                   "NAME:PATH:SPEC[+SPEC...]: a TorchScript model for cpu/cuda devices, e.g. "
                   "resnet18:models/resnet18.pt:float32[3,64,64] (repeat for more models)");
+  cmd->add_option("--model-repository", a.model_repository,
+                  "a model repository in Triton's layout (DIR/<model>/config.pbtxt): load every model's "
+                  "highest version from it, for cpu/cuda devices (docs/cluster.md)");
   cmd->add_option("--cpu-threads", a.cpu_threads, "libtorch intra-op threads per CPU device");
   cmd->add_option(
       "--emulated-slowdown", a.emulated_slowdown,

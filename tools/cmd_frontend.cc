@@ -13,12 +13,14 @@
 // answered (the keys of serve's front report; --json FILE).
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
 #include "front_cli.hpp"
 #include "progress.hpp"
 #include "symphony/cluster/cluster_config.hpp"
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/frontend_app.hpp"
 
 namespace symphony::tools {
@@ -28,6 +30,7 @@ using json = nlohmann::json;
 
 struct FrontendArgs {
   std::string config;
+  std::string model_repository;
   std::string scheduler;
   FrontArgs front;  // --http, --grpc, --port-file, --max-inflight, ...
   std::string metrics;
@@ -56,8 +59,14 @@ int run_frontend(const FrontendArgs& a) {
                        "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n"),
            2;
   cluster::FrontendOptions o;
+  std::optional<cluster::ClusterRepository> repo;  // names and tensors, without the profiles
+  if (!a.model_repository.empty()) {
+    Result<cluster::ClusterRepository> r = cluster::read_cluster_repository(a.model_repository, {});
+    if (!r.ok()) return print_error("frontend", "%s\n", r.status().message().c_str()), 2;
+    repo = std::move(*r);
+  }
   try {
-    o.config = cluster::load_cluster_config(a.config, a.token.empty());
+    o.config = cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
   } catch (const config::ConfigError& e) {
     return print_error("frontend", "%s\n", e.what()), 2;
   }
@@ -113,6 +122,9 @@ CLI::App* add_frontend(CLI::App& app, int& exit_code) {
   cmd->add_option("config,--config", a.config,
                   "cluster.yaml: the models, their SLOs and cluster.models' tensors")
       ->required();
+  cmd->add_option("--model-repository", a.model_repository,
+                  "take the models, their SLOs and tensors from a Triton-layout repository, not the config's "
+                  "models: and cluster.models (docs/cluster.md#running-from-a-model-repository)");
   cmd->add_option("--scheduler", a.scheduler,
                   "the scheduler's HOST:PORT (not needed when the config lists cluster.schedulers)");
   add_front_options(

@@ -14,16 +14,17 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "commands.hpp"
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/scheduler_node.hpp"
 #include "symphony/config/config.hpp"
@@ -41,6 +42,8 @@ struct SchedulerArgs {
   std::string report;  // deprecated --report FILE: --json FILE
   std::string policy;
   std::string metrics;
+  std::string model_repository;
+  std::string profile_device;
   double autoscale_window_s = 30;
   double duration_s = 0;
   bool verbose = false;
@@ -101,8 +104,16 @@ int run_scheduler(SchedulerArgs a) {
     return 2;
   }
   o.listen = *hp;
+  std::optional<cluster::ClusterRepository> repo;  // with the profiles the scheduler plans with
+  if (!a.model_repository.empty()) {
+    auto r = cluster::read_cluster_repository(a.model_repository, {true, a.profile_device});
+    if (!r.ok()) return print_error("scheduler", "%s\n", r.status().message().c_str()), 2;
+    repo = std::move(*r);
+  } else if (!a.profile_device.empty()) {
+    return print_error("scheduler", "--profile-device needs --model-repository DIR\n"), 2;
+  }
   try {
-    o.config = cluster::load_cluster_config(a.config);
+    o.config = cluster::load_cluster_config(a.config, true, repo ? &*repo : nullptr);
     if (!a.policy.empty()) {
       config::Overrides ov;
       ov.policy = a.policy;
@@ -113,26 +124,9 @@ int run_scheduler(SchedulerArgs a) {
     return 2;
   }
   if (const std::vector<std::string>& list = o.config.cluster.schedulers; !list.empty()) {
-    // Hot spares: which entry this one is. Its --listen as listed, or (a
-    // wildcard host) the one entry with its port.
-    auto it = std::find(list.begin(), list.end(), a.listen);
-    if (it == list.end() && (hp->host == "0.0.0.0" || hp->host == "::")) {
-      std::size_t same_port = 0;
-      for (auto e = list.begin(); e != list.end(); ++e)
-        if (Result<cluster::HostPort> x = cluster::HostPort::parse(*e); x.ok() && x->port == hp->port) {
-          it = e;
-          ++same_port;
-        }
-      if (same_port != 1) it = list.end();
-    }
-    if (it == list.end()) {
-      std::string all;
-      for (const std::string& e : list) all += (all.empty() ? "" : ", ") + e;
-      print_error("scheduler", "--listen %s is not one of cluster.schedulers (%s): give --listen as listed\n",
-                  a.listen.c_str(), all.c_str());
-      return 2;
-    }
-    o.self = static_cast<std::uint32_t>(it - list.begin());
+    Result<std::uint32_t> self = cluster::scheduler_index(list, a.listen);
+    if (!self.ok()) return print_error("scheduler", "%s\n", self.status().message().c_str()), 2;
+    o.self = *self;
     // Deposed by a scheduler of a higher term: stop like on SIGTERM, exit 3;
     // if the stop has not ended the process 3 s later, exit 3 anyway (its
     // peers are gone already and its queues are stale).
@@ -221,6 +215,12 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
                   "(exit status 3: deposed by another scheduler; restart it as a spare)");
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
       ->required();
+  cmd->add_option("--model-repository", a.model_repository,
+                  "take the models, SLOs and profiles from a Triton-layout repository, not the config's "
+                  "models: (docs/cluster.md#running-from-a-model-repository)");
+  cmd->add_option("--profile-device", a.profile_device,
+                  "with --model-repository: read each model's <stem>.<device>.profile.yaml of this device "
+                  "(cpu:0, cuda:0; default: the one profile beside each model file)");
   cmd->add_option("--policy", a.policy,
                   std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
   cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");

@@ -713,7 +713,8 @@ void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vecto
 
 }  // namespace
 
-Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir) {
+Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir,
+                    const GivenModels* given) {
   const Reader r(origin, base_dir);
   const YAML::Node root = r.load(yaml_text);
   if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
@@ -755,7 +756,19 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   const std::vector<std::string> search = profile_search_path(dirs, base_dir);
 
   std::vector<PendingModel> models;
-  parse_models(r, root, search, models);
+  if (given) {
+    if (const YAML::Node n = root["models"])
+      r.fail(n, "models", "the models come from " + given->from + ": remove this section (or that option)");
+    for (std::size_t i = 0; i < given->models.size(); ++i) {
+      PendingModel m;
+      m.cfg = given->models[i];
+      m.info.source = i < given->sources.size() ? given->sources[i] : given->from;
+      m.key = "models[" + std::to_string(i) + "]";
+      models.push_back(std::move(m));
+    }
+  } else {
+    parse_models(r, root, search, models);
+  }
   for (PendingModel& m : models) {
     e.models.push_back(m.cfg);
     c.model_info.push_back(m.info);
@@ -769,10 +782,10 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   return c;
 }
 
-Config load_config(const std::string& path) {
+Config load_config(const std::string& path, const GivenModels* given) {
   const std::string text = read_file(path, "config");
   const std::string dir = fs::path(path).parent_path().string();
-  return parse_config(text, path, dir.empty() ? "." : dir);
+  return parse_config(text, path, dir.empty() ? "." : dir, given);
 }
 
 }  // namespace symphony::config

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "symphony/profile_io/profile_file.hpp"
@@ -118,6 +119,35 @@ Result<MeasuredProfile> read_profile_file(const std::string& path) {
   if (Result<LatencyProfile> lp = p.to_latency_profile(); !lp.ok())
     return Status(Errc::kInvalidArgument, path + ": " + lp.status().message());
   return p;
+}
+
+namespace {
+constexpr std::string_view kProfileSuffix = ".profile.yaml";
+}  // namespace
+
+std::string default_profile_path(const std::string& model_path, std::string_view device) {
+  const std::filesystem::path p(model_path);
+  std::string dev(device);
+  dev.erase(std::remove(dev.begin(), dev.end(), ':'), dev.end());
+  return (p.parent_path() / (p.stem().string() + "." + dev + std::string(kProfileSuffix))).string();
+}
+
+std::vector<std::string> profile_files_beside(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  const fs::path p(model_path);
+  const std::string prefix = p.stem().string() + ".";
+  std::vector<std::string> out;
+  std::error_code ec;
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // <stem>.<device>.profile.yaml: a device of at least one character.
+    if (name.size() > prefix.size() + kProfileSuffix.size() && name.rfind(prefix, 0) == 0 &&
+        name.compare(name.size() - kProfileSuffix.size(), kProfileSuffix.size(), kProfileSuffix) == 0)
+      out.push_back((p.parent_path() / name).string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace symphony::profile_io

@@ -534,4 +534,48 @@ Result<std::vector<RepositoryEntry>> scan_repository(const std::string& dir) {
   return entries;
 }
 
+Result<RequestTensors> request_tensors(const RepositoryModel& m) {
+  const auto refuse = [&](const std::string& why) {
+    return Status(Errc::kInvalidArgument, m.config_path + ": " + why);
+  };
+  RequestTensors out;
+  // max_batch_size 0: the dims are the model's whole input, without a batch
+  // dimension (served with max batch 1: each request one sample of exactly
+  // those dims).
+  out.batch_dimension = m.max_batch_size != 0;
+  out.max_batch = out.batch_dimension ? m.max_batch_size : 1;
+  for (const RepositoryTensor& t : m.inputs) {
+    if (t.has_wildcard())
+      return refuse("input '" + t.name +
+                    "' has a dimension of -1: Symphony warms up and profiles every model at fixed shapes, so "
+                    "each input needs fixed dims");
+    if (t.reshape) {
+      const TensorSpec model_sees{t.spec.dtype, *t.reshape};
+      if (std::find(t.reshape->begin(), t.reshape->end(), -1) != t.reshape->end() ||
+          model_sees.elements() != t.spec.elements())
+        return refuse("input '" + t.name + "': reshape " + model_sees.to_string() + " does not hold the " +
+                      std::to_string(t.spec.elements()) + " elements of its dims " + t.spec.to_string());
+      out.input_reshapes.resize(out.inputs.size());
+      out.input_reshapes.push_back(*t.reshape);
+    }
+    out.inputs.push_back(t.spec);
+    out.input_names.push_back(t.name);
+  }
+  if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
+  bool outputs_known = true;
+  for (const RepositoryTensor& t : m.outputs) {
+    if (t.reshape) {
+      if (std::count(t.spec.shape.begin(), t.spec.shape.end(), -1) > 1)
+        return refuse("output '" + t.name + "': a reshape needs dims with at most one -1");
+      out.output_reshapes.resize(out.output_names.size());
+      out.output_reshapes.push_back(t.spec.shape);
+    }
+    out.output_names.push_back(t.name);
+    if (t.has_wildcard()) outputs_known = false;
+    out.outputs.push_back(t.spec);
+  }
+  if (!outputs_known) out.outputs.clear();
+  return out;
+}
+
 }  // namespace symphony::repository

@@ -105,9 +105,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration def
 
 Result<RepositoryServing> serving_options(const RepositoryModel& m, const repository::ModelVersion& version,
                                           Duration default_slo) {
-  const auto refuse = [&](const std::string& why) {
-    return Status(Errc::kInvalidArgument, m.config_path + ": " + why);
-  };
+  SYMPHONY_ASSIGN_OR_RETURN(repository::RequestTensors t, repository::request_tensors(m));
   RepositoryServing out;
   server::ModelOptions& o = out.model;
   o.name = m.name;
@@ -115,42 +113,15 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   o.path = version.model_path;
   o.version = std::to_string(version.version);
   o.slo = m.slo.value_or(default_slo);
-  // max_batch_size 0: the dims are the model's whole input, without a batch
-  // dimension. Served with max batch 1: each request is one sample of
-  // exactly those dims, and the model gets it without a batch dimension.
-  const bool unbatched = m.max_batch_size == 0;
-  o.max_batch = unbatched ? 1 : m.max_batch_size;
-  o.batch_dimension = !unbatched;
+  o.max_batch = t.max_batch;
+  o.batch_dimension = t.batch_dimension;
+  o.input_reshapes = std::move(t.input_reshapes);
+  o.output_reshapes = std::move(t.output_reshapes);
   o.max_defer = m.max_defer;
   o.max_queue = m.max_queue_size.value_or(0);
-  for (const repository::RepositoryTensor& t : m.inputs) {
-    if (t.has_wildcard())
-      return refuse("input '" + t.name +
-                    "' has a dimension of -1: Symphony warms up and profiles every model at fixed shapes, so "
-                    "each input needs fixed dims");
-    if (t.reshape) {
-      const TensorSpec model_sees{t.spec.dtype, *t.reshape};
-      if (std::find(t.reshape->begin(), t.reshape->end(), -1) != t.reshape->end() ||
-          model_sees.elements() != t.spec.elements())
-        return refuse("input '" + t.name + "': reshape " + model_sees.to_string() + " does not hold the " +
-                      std::to_string(t.spec.elements()) + " elements of its dims " + t.spec.to_string());
-      o.input_reshapes.resize(o.inputs.size());
-      o.input_reshapes.push_back(*t.reshape);
-    }
-    o.inputs.push_back(t.spec.to_string());
-    out.protocol.input_names.push_back(t.name);
-  }
-  if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
-  for (const repository::RepositoryTensor& t : m.outputs) {
-    // An output's reshape is what the model gives; clients get its dims.
-    if (t.reshape) {
-      if (std::count(t.spec.shape.begin(), t.spec.shape.end(), -1) > 1)
-        return refuse("output '" + t.name + "': a reshape needs dims with at most one -1");
-      o.output_reshapes.resize(out.protocol.output_names.size());
-      o.output_reshapes.push_back(t.spec.shape);
-    }
-    out.protocol.output_names.push_back(t.name);
-  }
+  for (const TensorSpec& sample : t.inputs) o.inputs.push_back(sample.to_string());
+  out.protocol.input_names = std::move(t.input_names);
+  out.protocol.output_names = std::move(t.output_names);
   out.protocol.default_budget = m.default_budget;
   out.protocol.config_proto = m.config_proto;
   out.protocol.version = o.version;

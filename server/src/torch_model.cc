@@ -138,13 +138,6 @@ std::string model_name_from_path(const std::string& path) {
   return std::filesystem::path(path).stem().string();
 }
 
-std::string default_profile_path(const std::string& model_path, const DeviceSpec& d) {
-  const std::filesystem::path p(model_path);
-  std::string dev = d.to_string();
-  dev.erase(std::remove(dev.begin(), dev.end(), ':'), dev.end());
-  return (p.parent_path() / (p.stem().string() + "." + dev + ".profile.yaml")).string();
-}
-
 // ---- input specs ----------------------------------------------------------------
 
 namespace {

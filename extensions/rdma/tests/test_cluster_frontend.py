@@ -112,11 +112,11 @@ class Cluster:
     def address(self):
         return "127.0.0.1:%d" % self.port
 
-    def start_scheduler(self, name="scheduler"):
+    def start_scheduler(self, name="scheduler", extra=()):
         port_file = os.path.join(self.dir, name + ".port")
         self.scheduler = Process([CLI, "scheduler", "--listen", "127.0.0.1:%d" % self.port, "--config", self.config,
-                                  "--port-file", port_file, "--json", os.path.join(self.dir, name + ".json")],
-                                 os.path.join(self.dir, name + ".log"))
+                                  "--port-file", port_file, "--json", os.path.join(self.dir, name + ".json")]
+                                 + list(extra), os.path.join(self.dir, name + ".log"))
         self.scheduler.wait_for("its port file", lambda: os.path.exists(port_file), timeout=30)
         with open(port_file) as f:
             port = int(f.read())
@@ -127,10 +127,10 @@ class Cluster:
     def registered(self):
         return self.scheduler.output().count(" registered ")
 
-    def start_backend(self, name, devices, models=(), wait=True):
+    def start_backend(self, name, devices, models=(), wait=True, extra=()):
         before = self.registered()
         args = [CLI, "backend", "--scheduler", self.address(), "--devices", devices, "--config", self.config,
-                "--name", name, "--json", os.path.join(self.dir, name + ".json")]
+                "--name", name, "--json", os.path.join(self.dir, name + ".json")] + list(extra)
         for m in models:
             args += ["--model", m]
         b = Process(args, os.path.join(self.dir, name + ".log"))
@@ -433,6 +433,70 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1}
     assert report["models"]["linear"]["errors_by_kind"]["invalid"] == len(BAD_LINEAR_INPUTS) + 1
     assert report["http"] == f.http and report["grpc"] == f.grpc
+
+
+# ---- torch, from a model repository: no models in cluster.yaml ----------------------
+
+REPOSITORY_CLUSTER_CONFIG = """
+    gpus: 1
+    policy: eager
+    workload: {rate: 10}
+    cluster: {token: "%s", heartbeat_ms: 50, heartbeat_timeout_ms: 500}
+""" % TOKEN
+
+LINEAR_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
+"""
+
+
+def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
+    """The scheduler, a CPU backend and a frontend all take --model-repository:
+    models, SLO, profile, model file and tensor names come from the repository,
+    none from cluster.yaml; the scheduler refuses to start without a profile,
+    naming the command that makes one."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    repo = tmp_path / "models"
+    (repo / "linear" / "2").mkdir(parents=True)
+    (repo / "linear" / "config.pbtxt").write_text(LINEAR_PBTXT)
+    with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
+        (repo / "linear" / "2" / "model.pt").write_bytes(src.read())
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    try:
+        args = ["--model-repository", str(repo)]
+        p = Process([CLI, "scheduler", "--listen", "127.0.0.1:0", "--config", c.config] + args,
+                    os.path.join(c.dir, "noprofile.log"))
+        assert p.proc.wait(timeout=30) == 2, p.output()
+        assert "no latency profile" in p.output() and "symphony profile %s" % (
+            repo / "linear" / "2" / "model.pt") in p.output(), p.output()
+        # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
+        points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
+        (repo / "linear" / "2" / "model.cpu0.profile.yaml").write_text(
+            'model: linear\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
+            "beta_ms: 1\nstopped_because: test\npoints:\n" + points)
+        c.start_scheduler(extra=args)
+        c.start_backend("cpu", "cpu", extra=args)
+        f = c.start_frontend("fe", extra=args)
+        f.wait_ready()
+        m = json.loads(curl(f.url + "/v2/models/linear")[2])
+        assert m["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}], m
+        assert m["outputs"] == [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 3]}], m
+        assert m["versions"] == ["2"], m  # the folder's version, served
+        for i in range(5):
+            x = [0.5 + i, -1.0, 2.0, 3.5 * i]
+            status, hdrs, body = http_infer(
+                f, "linear", {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]})
+            assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
+            (out,) = json.loads(body)["outputs"]
+            assert out["name"] == "OUTPUT__0" and out["shape"] == [1, 3]
+            assert out["data"] == pytest.approx(linear_expected(x), rel=1e-6)
+        report = f.stop(signal.SIGINT)
+        assert report["models"]["linear"]["sent"] == 5 and report["models"]["linear"]["errors"] == 0, report
+    finally:
+        c.stop_all()
 
 
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------

@@ -83,13 +83,22 @@ struct Overrides {
 // Applies `o` to `c`; throws ConfigError (naming the option) when a value is bad.
 void apply_overrides(Config& c, const Overrides& o);
 
+// Models the caller gives instead of the config's `models:` section (the
+// cluster's --model-repository); the config must then have no such section.
+// The caller checks each model (ModelState<>::validate).
+struct GivenModels {
+  std::vector<ModelConfig> models;
+  std::vector<std::string> sources;  // ModelInfo::source of each model
+  std::string from;                  // where they come from, for the error: "--model-repository models"
+};
+
 // Reads and checks a YAML config file.
-Config load_config(const std::string& path);
+Config load_config(const std::string& path, const GivenModels* given = nullptr);
 
 // Parses YAML text; `origin` names it in messages; relative paths in it are
 // resolved against `base_dir` (default: the current directory).
 Config parse_config(const std::string& yaml_text, const std::string& origin = "<memory>",
-                    const std::string& base_dir = "");
+                    const std::string& base_dir = "", const GivenModels* given = nullptr);
 
 // The directories searched for `zoo:` tables, in order, for a config in
 // `base_dir` with the given `profile_dirs`.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/executors.hpp"
 #include "symphony/server/input_spec.hpp"
@@ -201,6 +202,28 @@ Result<TorchModelSpec> parse_torch_model_spec(const std::string& text) {
     start = plus + 1;
   }
   return m;
+}
+
+Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::string>& model_flags,
+                                                      const ClusterRepository* repository) {
+  std::vector<TorchModelSpec> out;
+  for (const std::string& text : model_flags) {
+    SYMPHONY_ASSIGN_OR_RETURN(TorchModelSpec m, parse_torch_model_spec(text));
+    out.push_back(std::move(m));
+  }
+  if (repository)
+    for (const ClusterRepositoryModel& rm : repository->models) {
+      TorchModelSpec m{rm.config.name, rm.model_path, {}};
+      for (const TensorSpec& t : rm.tensors.inputs) m.inputs.push_back(t.to_string());
+      out.push_back(std::move(m));
+    }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (out[i].name == out[j].name)
+        return Status(Errc::kInvalidArgument,
+                      "model '" + out[i].name + "' is given twice (" + out[j].path + " and " + out[i].path +
+                          "): give each model once, by --model or in --model-repository");
+  return out;
 }
 
 Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/config/yaml_reader.hpp"
 
 namespace symphony::cluster {
@@ -176,7 +177,8 @@ void check_subclusters(const config::YamlReader& r, const YAML::Node& n,
 }  // namespace
 
 ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
-                                   const std::string& base_dir, bool need_token) {
+                                   const std::string& base_dir, bool need_token,
+                                   const ClusterRepository* repository) {
   const config::YamlReader r(origin, base_dir);
   const YAML::Node root = r.load(yaml_text);
   ClusterConfig cc;
@@ -184,7 +186,23 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
     cc.cluster = parse_section(r, root["cluster"]);
     cc.has_cluster_section = true;
   }
-  cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
+  if (repository) {
+    const std::string from = "the model repository " + repository->dir + " (--model-repository)";
+    if (const YAML::Node n = cc.has_cluster_section ? root["cluster"]["models"] : YAML::Node(); n)
+      r.fail(n, "cluster.models", "the models' tensors come from " + from + ": remove this section");
+    config::GivenModels given;
+    given.from = from;
+    for (const ClusterRepositoryModel& m : repository->models) {
+      given.models.push_back(m.config);
+      given.sources.push_back("repository:" + m.config_path);
+      cc.cluster.models[m.config.name] = m.tensors;
+      cc.model_versions[m.config.name] = std::to_string(m.version);
+    }
+    cc.model_repository = repository->dir;
+    cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir, &given);
+  } else {
+    cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
+  }
   for (const auto& [name, t] : cc.cluster.models) {
     bool known = false;
     for (const ModelConfig& m : cc.sim.spec.models) known |= m.name == name;
@@ -207,13 +225,14 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
   return cc;
 }
 
-ClusterConfig load_cluster_config(const std::string& path, bool need_token) {
+ClusterConfig load_cluster_config(const std::string& path, bool need_token,
+                                  const ClusterRepository* repository) {
   std::ifstream f(path);
   if (!f) throw config::ConfigError(path + ": cannot open the file");
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string dir = fs::path(path).parent_path().string();
-  return parse_cluster_config(ss.str(), path, dir, need_token);
+  return parse_cluster_config(ss.str(), path, dir, need_token, repository);
 }
 
 std::string effective_token(const ClusterSettings& s) {

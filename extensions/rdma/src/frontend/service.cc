@@ -11,10 +11,13 @@ using front::Code;
 using front::DataType;
 using front::Reply;
 
-std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls, const char* base) {
+// `names`: the declared names (a repository's); empty: generated from `base`.
+std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls,
+                                        const std::vector<std::string>& names, const char* base) {
   std::vector<front::TensorSpec> out;
   for (std::size_t i = 0; i < decls.size(); ++i)
-    out.push_back(front::metadata_spec(decls[i], front::tensor_name(base, i, decls.size())));
+    out.push_back(front::metadata_spec(
+        decls[i], i < names.size() ? names[i] : front::tensor_name(base, i, decls.size())));
   return out;
 }
 
@@ -48,10 +51,12 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
     m.name = mc.name;
     m.slo = mc.slo;
     m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
+    if (const auto v = config.model_versions.find(mc.name); v != config.model_versions.end())
+      m.version = v->second;
     const auto it = config.cluster.models.find(mc.name);
     if (it != config.cluster.models.end()) {
-      m.inputs = specs_of(it->second.inputs, "input");
-      m.outputs = specs_of(it->second.outputs, "output");
+      m.inputs = specs_of(it->second.inputs, it->second.input_names, "input");
+      m.outputs = specs_of(it->second.outputs, it->second.output_names, "output");
       for (const symphony::TensorSpec& d : it->second.inputs) m.input_bytes += d.bytes();
     }
     if (m.inputs.empty()) {
@@ -69,7 +74,7 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
   for (ServedModel& sm : models) {
     auto meta = std::make_shared<front::ModelMetadata>();
     meta->name = sm.name;
-    meta->versions = {"1"};
+    meta->versions = {sm.version};
     meta->platform = "symphony_cluster";
     meta->inputs = sm.inputs;
     meta->outputs = sm.outputs;

@@ -2,6 +2,7 @@
 // the links to the other schedulers, Standing, taking over and stepping down.
 // Which scheduler is primary is decided by Election (election.hpp); this
 // unit carries its decisions out.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -330,6 +331,28 @@ session::Refusal SchedulerNode::Impl::spare_refusal() const {
              : p             ? "a hot-spare scheduler; the primary is " + r.primary
                              : "a hot-spare scheduler; no primary yet (one is taking over)";
   return r;
+}
+
+Result<std::uint32_t> scheduler_index(const std::vector<std::string>& list, const std::string& listen) {
+  Result<HostPort> hp = HostPort::parse(listen);
+  if (!hp.ok()) return Status(Errc::kInvalidArgument, "--listen: " + hp.status().message());
+  auto it = std::find(list.begin(), list.end(), listen);
+  if (it == list.end() && (hp->host == "0.0.0.0" || hp->host == "::")) {
+    std::size_t same_port = 0;
+    for (auto e = list.begin(); e != list.end(); ++e)
+      if (Result<HostPort> x = HostPort::parse(*e); x.ok() && x->port == hp->port) {
+        it = e;
+        ++same_port;
+      }
+    if (same_port != 1) it = list.end();
+  }
+  if (it == list.end()) {
+    std::string all;
+    for (const std::string& e : list) all += (all.empty() ? "" : ", ") + e;
+    return Status(Errc::kInvalidArgument, "--listen " + listen + " is not one of cluster.schedulers (" + all +
+                                              "): give --listen as listed");
+  }
+  return static_cast<std::uint32_t>(it - list.begin());
 }
 
 }  // namespace symphony::cluster

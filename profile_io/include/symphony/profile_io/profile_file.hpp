@@ -60,4 +60,15 @@ Status write_profile_file(const std::string& path, const MeasuredProfile& p);
 // Reads a profile file; errors name the file and the key.
 Result<MeasuredProfile> read_profile_file(const std::string& path);
 
+// Where a model's profile for a device lives by default, beside the model:
+// "<dir>/<stem>.<device>.profile.yaml" with the device's colon dropped, e.g.
+// ("models/resnet18.pt", "cpu:0") -> "models/resnet18.cpu0.profile.yaml".
+// `symphony profile` and `serve` write it there; serve and the cluster's
+// scheduler read it.
+std::string default_profile_path(const std::string& model_path, std::string_view device);
+
+// The profile files beside a model, of any device (the files
+// default_profile_path names), sorted.
+std::vector<std::string> profile_files_beside(const std::string& model_path);
+
 }  // namespace symphony::profile_io

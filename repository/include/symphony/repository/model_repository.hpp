@@ -38,6 +38,9 @@ inline constexpr const char* kDefaultModelFileName = "model.pt";
 // parameters { key: "symphony.slo_ms" value { string_value: "25" } }: the model's
 // latency SLO in milliseconds (Triton has no SLO).
 inline constexpr const char* kSloParameter = "symphony.slo_ms";
+// The SLO of a model whose config has no symphony.slo_ms: serve's
+// --default-slo-ms by default, the cluster's roles always.
+inline constexpr Duration kDefaultSlo = Duration::milliseconds(100);
 // Keys of `parameters` under this prefix are Symphony's; an unknown one refuses the model.
 inline constexpr const char* kParameterPrefix = "symphony.";
 
@@ -124,6 +127,30 @@ struct RepositoryModel {
   // model_config.pb.h, which symphony::repository exports).
   std::string config_proto;
 };
+
+// What one request of a model carries as Symphony serves it, the same for
+// `serve` and the cluster: each input's spec without the batch dimension.
+struct RequestTensors {
+  // max_batch_size; 1 for a model without a batch dimension (max_batch_size
+  // 0: each request then runs alone, one sample of exactly the dims).
+  std::uint32_t max_batch = 0;
+  bool batch_dimension = true;     // false: max_batch_size 0
+  std::vector<TensorSpec> inputs;  // one request's sample of each input, in the config's order
+  std::vector<std::string> input_names;
+  // One request's outputs; empty when one has a dimension of -1: not known
+  // before it runs.
+  std::vector<TensorSpec> outputs;
+  std::vector<std::string> output_names;  // always the config's
+  // The reshapes, by position (nullopt: none; both empty when no tensor has
+  // one): the shape an input's sample reaches the model in, and the shape
+  // an output's sample is answered in (its dims; the model gives `reshape`).
+  std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+};
+
+// The request tensors of a model. Errors (kInvalidArgument) name the config
+// file and what Symphony cannot serve yet: no input, an input dimension of
+// -1, a reshape with -1 or of another element count than the dims.
+Result<RequestTensors> request_tensors(const RepositoryModel& m);
 
 // Reads one model folder: DIR/config.pbtxt (a syntax error or an unknown field
 // is an error naming file:line:column), the numeric version folders and the

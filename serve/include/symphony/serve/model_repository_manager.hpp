@@ -66,7 +66,7 @@ struct RepositoryOptions {
   std::vector<std::string> load_models;
   Duration poll_interval = Duration::seconds(15);  // poll mode (Triton's default)
   // The SLO of a model whose config has no symphony.slo_ms.
-  Duration default_slo = Duration::milliseconds(100);
+  Duration default_slo = repository::kDefaultSlo;
   std::function<void(const std::string&)> log;  // progress and warnings; nullptr: quiet
 };
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/profile_io/profile_file.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
@@ -119,8 +120,11 @@ void set_cpu_threads(int threads);
 std::string model_name_from_path(const std::string& path);
 
 // Where a model's profile for a device lives by default:
-// "<dir>/<stem>.<device>.profile.yaml", e.g. "models/resnet18.cpu0.profile.yaml".
-std::string default_profile_path(const std::string& model_path, const DeviceSpec& d);
+// "<dir>/<stem>.<device>.profile.yaml", e.g. "models/resnet18.cpu0.profile.yaml"
+// (profile_io::default_profile_path, whose rule the cluster reads too).
+inline std::string default_profile_path(const std::string& model_path, const DeviceSpec& d) {
+  return profile_io::default_profile_path(model_path, d.to_string());
+}
 
 // Splits a batched model output into one IValue per request (tensors and
 // tuples/lists of tensors; anything else is an error naming the type).

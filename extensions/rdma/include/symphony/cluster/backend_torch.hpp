@@ -31,6 +31,14 @@ struct TorchModelSpec {
 // Parses "name:path:spec[+spec...]" (the backend's --model).
 Result<TorchModelSpec> parse_torch_model_spec(const std::string& text);
 
+struct ClusterRepository;  // cluster_repository.hpp
+
+// A backend's models: each --model text, then (when given) every model of a
+// repository, its version's file and its inputs. A malformed --model or a
+// name given twice is a kInvalidArgument error naming it.
+Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::string>& model_flags,
+                                                      const ClusterRepository* repository);
+
 // "cpu", "cpu:N" (N CPU workers) or "cuda", "cuda:0,1" (CUDA builds);
 // `cpu_threads` intra-op threads per CPU worker.
 Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,

@@ -12,7 +12,10 @@
 //    simulator's messages keep their line numbers) before the rest is parsed;
 //  - `cluster.models` declares each model's tensors as the backends take and
 //    give them (backend_torch.hpp), without the batch dimension; a model
-//    without an entry is opaque to the frontend.
+//    without an entry is opaque to the frontend;
+//  - with a model repository (the roles' --model-repository,
+//    cluster_repository.hpp) the models and their tensors come from it: the
+//    file must then have neither `models:` nor `cluster.models`.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,10 @@ inline constexpr std::size_t kMaxClusterSchedulers = 255;
 struct ModelTensors {
   std::vector<TensorSpec> inputs;   // empty: not declared
   std::vector<TensorSpec> outputs;  // empty: not declared
+  // The protocol's names of the tensors (a repository's config.pbtxt); empty:
+  // "input" / "input0", "input1", ... (front::tensor_name).
+  std::vector<std::string> input_names;
+  std::vector<std::string> output_names;
 };
 
 struct ClusterSettings {
@@ -74,13 +81,22 @@ struct ClusterConfig {
   config::Config sim;       // the simulator-format sections: models, policy, delays (floors), workload
   ClusterSettings cluster;  // the `cluster:` section
   bool has_cluster_section = false;
+  std::string model_repository;  // the repository the models came from; empty: the file's `models:`
+  // The repository's served version of each model (the protocol's metadata); none: "1".
+  std::map<std::string, std::string> model_versions;
 };
 
+struct ClusterRepository;  // cluster_repository.hpp
+
 // Reads cluster.yaml; throws config::ConfigError. When `need_token` is set a
-// missing token is an error (the scheduler and backends need one).
-ClusterConfig load_cluster_config(const std::string& path, bool need_token = true);
+// missing token is an error (the scheduler and backends need one). With
+// `repository`, its models and tensors replace `models:` and
+// `cluster.models`, which the file must then not have.
+ClusterConfig load_cluster_config(const std::string& path, bool need_token = true,
+                                  const ClusterRepository* repository = nullptr);
 ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
-                                   const std::string& base_dir, bool need_token = true);
+                                   const std::string& base_dir, bool need_token = true,
+                                   const ClusterRepository* repository = nullptr);
 
 // The token to use: SYMPHONY_CLUSTER_TOKEN when set, else the config's.
 std::string effective_token(const ClusterSettings& s);

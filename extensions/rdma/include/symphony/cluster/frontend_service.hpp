@@ -40,6 +40,7 @@ struct ServedModel {
   std::vector<front::TensorSpec> outputs;  // declared; empty: learned from the first answer
   bool opaque = false;                     // no declared inputs: one BYTES element
   std::size_t input_bytes = 0;             // declared inputs: their bytes; opaque: 0
+  std::string version = "1";               // the one version served (a repository's)
 };
 
 // The models of a cluster config, as `symphony frontend` serves them.

@@ -77,6 +77,12 @@ struct SchedulerOptions {
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };
 
+// This scheduler's index in cluster.schedulers (SchedulerOptions::self):
+// the entry equal to its --listen, or, when it listens on a wildcard host
+// (0.0.0.0, ::), the one entry with its port. Errors (kInvalidArgument) list
+// the entries.
+Result<std::uint32_t> scheduler_index(const std::vector<std::string>& schedulers, const std::string& listen);
+
 class SchedulerNode {
  public:
   // Starts the runtime and the listener.

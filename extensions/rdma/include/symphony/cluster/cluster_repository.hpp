@@ -1,0 +1,63 @@
+// The cluster's models read from a model repository in Triton's layout
+// (symphony/repository/model_repository.hpp), the one translation that the
+// scheduler, the backends and the frontends use at start with
+// --model-repository DIR (docs/cluster.md#running-from-a-model-repository).
+//
+// Contract:
+//  - every model folder must be servable: one that cannot be read, or whose
+//    tensors Symphony cannot serve (repository::request_tensors), fails the
+//    whole read with the reader's error naming the file; an empty
+//    repository is an error;
+//  - each model serves one version: the highest the version policy chose
+//    (what `serve` answers when a request names no version);
+//  - with `profiles`, each version's latency profile is read from the
+//    <stem>.<device>.profile.yaml beside its model file (profile_io's
+//    default_profile_path), column p90 as `serve` schedules by default; a
+//    missing profile is an error that names the command that makes one.
+//
+//   Result<ClusterRepository> r = read_cluster_repository("models", {.profiles = true});
+//   ClusterConfig c = load_cluster_config("cluster.yaml", true, &*r);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symphony/cluster/cluster_config.hpp"
+#include "symphony/status.hpp"
+#include "symphony/types.hpp"
+
+namespace symphony::cluster {
+
+struct RepositoryReadOptions {
+  // Read each model's latency profile (the scheduler); frontends and
+  // backends do not schedule and leave ModelConfig::profile empty.
+  bool profiles = false;
+  // The device whose profile to read ("cpu:0", "cuda:0"); empty: the one
+  // profile file beside the model file (several: an error listing them).
+  std::string profile_device;
+};
+
+struct ClusterRepositoryModel {
+  // Name, SLO (symphony.slo_ms, else repository::kDefaultSlo), max batch
+  // (the config's, capped by the profile's largest batch), deferral cap,
+  // queue bound; the profile when read.
+  ModelConfig config;
+  ModelTensors tensors;  // one request's inputs and outputs, with the config's names
+  std::int64_t version = 0;
+  std::string model_path;    // the version's model file
+  std::string config_path;   // its config.pbtxt
+  std::string profile_path;  // the profile read; empty when not read
+};
+
+struct ClusterRepository {
+  std::string dir;
+  std::vector<ClusterRepositoryModel> models;  // by folder name
+};
+
+// Reads every model of `dir` (see the contract). Errors are kInvalidArgument
+// (kNotFound when `dir` does not exist) and name the file.
+Result<ClusterRepository> read_cluster_repository(const std::string& dir,
+                                                  const RepositoryReadOptions& options);
+
+}  // namespace symphony::cluster
