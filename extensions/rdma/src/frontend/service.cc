@@ -51,8 +51,11 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
     m.name = mc.name;
     m.slo = mc.slo;
     m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
-    if (const auto v = config.model_versions.find(mc.name); v != config.model_versions.end())
+    m.declared_in = "cluster.models." + mc.name + ".outputs";
+    if (const auto v = config.model_versions.find(mc.name); v != config.model_versions.end()) {
       m.version = v->second;
+      m.declared_in = "the outputs of " + mc.name + "/config.pbtxt";
+    }
     const auto it = config.cluster.models.find(mc.name);
     if (it != config.cluster.models.end()) {
       m.inputs = specs_of(it->second.inputs, it->second.input_names, "input");
@@ -352,7 +355,7 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
       Reply bad = front::reply_for_outcome(Outcome::kError, DropReason::kNone, "", model, budget);
       bad.message = "model '" + model + "' answered " + std::to_string(r.output.size()) +
                     " bytes; its declared outputs (" + describe(m.served.outputs) + ") are " +
-                    std::to_string(want) + " bytes (cluster.models." + model + ".outputs)";
+                    std::to_string(want) + " bytes (" + m.served.declared_in + ")";
       bad.latency = r.latency;
       return bad;
     }

@@ -41,6 +41,7 @@ struct ServedModel {
   bool opaque = false;                     // no declared inputs: one BYTES element
   std::size_t input_bytes = 0;             // declared inputs: their bytes; opaque: 0
   std::string version = "1";               // the one version served (a repository's)
+  std::string declared_in;                 // where the outputs are declared, for errors
 };
 
 // The models of a cluster config, as `symphony frontend` serves them.
