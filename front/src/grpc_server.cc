@@ -327,6 +327,8 @@ class StreamReactor final
 
  private:
   void submit() {
+    trace::Transport tr;  // stage times, when tracing ("grpc_stream"; no `written`: writes are batched)
+    if (trace::enabled()) tr.received = trace::now();
     InferRequest r;
     Reply err;
     if (!to_request(req_, &r, &err)) {
@@ -343,8 +345,10 @@ class StreamReactor final
       tickets_.emplace(seq, 0);
     }
     auto asked = std::make_shared<std::vector<InferRequest::Output>>(r.outputs);
-    const std::uint64_t t = front_.infer(std::move(r), call_deadline(ctx_),
-                                         [this, seq, asked](Reply&& reply) { answer(reply, *asked, seq); });
+    if (trace::enabled()) tr.parsed = trace::now();
+    const std::uint64_t t =
+        front_.infer(std::move(r), call_deadline(ctx_),
+                     [this, seq, asked, tr](Reply&& reply) mutable { answer(reply, *asked, seq, &tr); });
     bool cancel = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -359,10 +363,17 @@ class StreamReactor final
 
   // Queues the answer to a request (any thread); `seq` names an accepted
   // one, 0 a request refused before it reached the front.
-  void answer(const Reply& r, const std::vector<InferRequest::Output>& asked, std::uint64_t seq = 0) {
+  void answer(const Reply& r, const std::vector<InferRequest::Output>& asked, std::uint64_t seq = 0,
+              trace::Transport* tr = nullptr) {
+    const bool traced = tr && tr->parsed != TimePoint();
+    if (traced) tr->io = trace::now();
     inference::ModelStreamInferResponse resp;
     if (r.code == Code::kOk) {
       fill_response(r, asked, resp.mutable_infer_response());
+      if (traced) {
+        tr->encoded = trace::now();
+        trace::record("grpc_stream", *tr, r.times);
+      }
     } else {
       resp.set_error_message(std::string(to_string(r.code)) + ": " + r.message);
       inference::ModelInferResponse* ir = resp.mutable_infer_response();

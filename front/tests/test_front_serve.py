@@ -836,3 +836,34 @@ def test_late_answers_keep_their_outputs_and_say_late():
     # The server's own accounting says which of them its client could still use.
     server_busy = report["server"]["models"]["busy"]
     assert server_busy["late"] == 3 and server_busy["late_by_deadline"] == 1, server_busy
+
+
+def test_trace_times_stream_requests_as_unary_ones(monkeypatch, tmp_path):
+    """SYMPHONY_FRONT_TRACE: requests on a ModelStreamInfer stream get their
+    stage times too (under "grpc_stream", without the write: answers share it)."""
+    trace = str(tmp_path / "trace.json")
+    monkeypatch.setenv("SYMPHONY_FRONT_TRACE", trace)
+    s = Serve(EMULATED, http=False)
+    pb, pb_grpc = grpc_stubs()
+
+    def request(i):
+        r = pb.ModelInferRequest(model_name="fast", id="t%d" % i)
+        r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        r.raw_input_contents.append(struct.pack("<4f", 0, 0, 0, 0))
+        return r
+
+    try:
+        with grpc.insecure_channel(s.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            answers = list(stub.ModelStreamInfer(iter([request(i) for i in range(5)]), timeout=30))
+            stub.ModelInfer(request(9), timeout=30)
+        assert len(answers) == 5 and all(a.error_message == "" for a in answers), answers
+    finally:
+        rc, _ = s.stop()
+    assert rc == 0
+    with open(trace) as f:
+        t = json.load(f)
+    assert t["grpc_stream"]["requests"] == 5 and t["grpc"]["requests"] == 1, t
+    stages = t["grpc_stream"]["stages_us"]
+    assert all(stages[k]["n"] == 5 for k in ("parse", "front", "executor", "encode")), stages
+    assert "write" not in stages and "write" in t["grpc"]["stages_us"], t

@@ -5,7 +5,8 @@
 // SYMPHONY_FRONT_TRACE=FILE set when the process starts, the transports take
 // a few more clock readings per inference request (HTTP: request read,
 // parsed, reply on the I/O thread, encoded, written; gRPC: handler entered,
-// converted, response built, call done), add the server's own (Reply::times:
+// converted, response built, call done; a ModelStreamInfer request as
+// gRPC's but its write, under "grpc_stream"), add the server's own (Reply::times:
 // accepted, batch start, batch end, outcome), and keep one histogram per
 // stage; each transport's stop() writes them all to FILE as JSON. Off, each
 // of those places costs one predictable branch on a flag read once.
