@@ -281,12 +281,13 @@ def test_reshape_hands_the_model_its_shape(explicit):
     """An input's reshape is the shape the model gets ([2, 2] sent, [4] to
     linear.pt, which refuses anything else); an output's reshape is the shape
     the model gives ([3]), answered as its dims ([3, 1]); batching is kept."""
-    config = {"platform": "pytorch_libtorch", "max_batch_size": 4,
+    config = {"platform": "pytorch_libtorch", "max_batch_size": 4, "instance_group": [{"kind": "KIND_CPU"}],
               "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [2, 2], "reshape": {"shape": [4]}}],
               "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [3, 1],
                           "reshape": {"shape": [3]}}]}
     status, body = load_config(explicit, "linear_b", config)
     assert status == 200, body
+    assert "'linear_b': instance_group is accepted but not used" in explicit.output()
     xs = [[1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]]
     status, body = post(explicit, "/v2/models/linear_b/infer", {
         "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 2], "data": xs[0] + xs[1]}]})

@@ -344,6 +344,10 @@ Status ModelRepositoryManager::do_load(const std::string& name, const std::strin
   }
   for (const std::string& f : read->unused_fields)
     log("model '" + name + "': " + f + " is accepted but not used by Symphony");
+  if (!read->instance_groups.empty())
+    log("model '" + name +
+        "': instance_group is accepted but not used: every device of the server serves every model, "
+        "and the scheduler places each batch");
 
   std::set<std::string> used;
   for (const auto& [_, ver] : old)
