@@ -563,6 +563,16 @@ TEST(ServerTest, StatsKeepAnUnloadedVersionAndSumItsReload) {
   for (const auto& [size, n] : it->batches) batched += size * n;
   EXPECT_EQ(batched, 8u);
   EXPECT_EQ(st.sent, 8u);
+  // Unloaded twice: still one entry, its numbers summed.
+  ASSERT_TRUE(s->remove_model("fake/1@2").ok());
+  const ServerStats after = s->stats();
+  ASSERT_EQ(after.models.size(), 2u);
+  const auto gone = std::find_if(after.models.begin(), after.models.end(),
+                                 [](const ModelStats& m) { return m.model == "fake"; });
+  ASSERT_NE(gone, after.models.end());
+  EXPECT_FALSE(gone->loaded);
+  EXPECT_EQ(gone->counts.sent, 8u);
+  EXPECT_EQ(gone->latency.count(), 8u);
 }
 
 // k samples share a fate: cancelled while queued, the request ends once, dropped.

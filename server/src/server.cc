@@ -263,7 +263,7 @@ struct Server::Impl final : BatchRunner {
   mutable std::shared_mutex models_mu;
   std::map<std::string, std::shared_ptr<Model>, std::less<>> by_name;
   std::vector<std::atomic<Model*>> by_id;
-  // Removed models' numbers as they ended (stats() keeps reporting them).
+  // Removed models' final numbers, one entry per (model, version) (stats() keeps them).
   std::vector<ModelStats> retired;
 
   std::vector<Pending> slots;
@@ -974,6 +974,56 @@ Status Server::add_model(const ModelOptions& mo) {
   return {};
 }
 
+namespace {
+
+// Adds `from`'s requests to `into`, an entry of the same (model, version).
+void add_requests(ModelStats& into, const ModelStats& from) {
+  into.counts += from.counts;
+  into.latency.merge(from.latency);
+  for (const auto& [size, n] : from.batches) into.batches[size] += n;
+  for (const auto& [size, d] : from.batch_exec) into.batch_exec[size] += d;
+  into.inference_count += from.inference_count;
+  into.success_time += from.success_time;
+  into.fail_time += from.fail_time;
+  into.queue_time += from.queue_time;
+  into.compute_time += from.compute_time;
+  into.last_inference_ms = std::max(into.last_inference_ms, from.last_inference_ms);
+}
+
+// One entry per (model, version), in first-seen order: a version reloaded
+// from changed files, or unloaded and loaded again, has had several server
+// models; their requests are summed under the loaded one's name and profile.
+std::vector<ModelStats> merge_versions(std::vector<ModelStats> all) {
+  std::vector<ModelStats> out;
+  for (ModelStats& m : all) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const ModelStats& o) {
+      return o.model == m.model && o.version == m.version;
+    });
+    if (same == out.end()) {
+      out.push_back(std::move(m));
+    } else if (m.loaded && !same->loaded) {
+      add_requests(m, *same);
+      *same = std::move(m);
+    } else {
+      add_requests(*same, m);
+    }
+  }
+  for (ModelStats& s : out) {
+    s.p50 = s.latency.percentile(0.50);
+    s.p99 = s.latency.percentile(0.99);
+    s.max_latency = s.latency.max();
+    std::uint64_t nb = 0, nr = 0;
+    for (const auto& [size, count] : s.batches) {
+      nb += count;
+      nr += std::uint64_t{size} * count;
+    }
+    s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
+  }
+  return out;
+}
+
+}  // namespace
+
 Status Server::remove_model(std::string_view name) {
   std::lock_guard<std::mutex> lock(impl_->control_mu);
   std::shared_ptr<Impl::Model> m;
@@ -1000,7 +1050,15 @@ Status Server::remove_model(std::string_view name) {
   last.loaded = false;
   std::unique_lock<std::shared_mutex> l(impl_->models_mu);
   impl_->by_name.erase(impl_->by_name.find(name));
-  impl_->retired.push_back(std::move(last));
+  // One entry per (model, version): a server reloading for months keeps a
+  // bounded list.
+  auto same = std::find_if(impl_->retired.begin(), impl_->retired.end(), [&](const ModelStats& r) {
+    return r.model == last.model && r.version == last.version;
+  });
+  if (same == impl_->retired.end())
+    impl_->retired.push_back(std::move(last));
+  else
+    add_requests(*same, last);
   return {};
 }
 
@@ -1057,56 +1115,6 @@ Status Server::infer_async(std::string_view model, std::vector<at::Tensor> input
 bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }
 
 void Server::cancel_async(std::uint64_t ticket) { impl_->cancel_async(ticket); }
-
-namespace {
-
-// Adds `from`'s requests to `into`, an entry of the same (model, version).
-void add_requests(ModelStats& into, const ModelStats& from) {
-  into.counts += from.counts;
-  into.latency.merge(from.latency);
-  for (const auto& [size, n] : from.batches) into.batches[size] += n;
-  for (const auto& [size, d] : from.batch_exec) into.batch_exec[size] += d;
-  into.inference_count += from.inference_count;
-  into.success_time += from.success_time;
-  into.fail_time += from.fail_time;
-  into.queue_time += from.queue_time;
-  into.compute_time += from.compute_time;
-  into.last_inference_ms = std::max(into.last_inference_ms, from.last_inference_ms);
-}
-
-// One entry per (model, version), in first-seen order: a version reloaded
-// from changed files, or unloaded and loaded again, has had several server
-// models; their requests are summed under the loaded one's name and profile.
-std::vector<ModelStats> merge_versions(std::vector<ModelStats> all) {
-  std::vector<ModelStats> out;
-  for (ModelStats& m : all) {
-    auto same = std::find_if(out.begin(), out.end(), [&](const ModelStats& o) {
-      return o.model == m.model && o.version == m.version;
-    });
-    if (same == out.end()) {
-      out.push_back(std::move(m));
-    } else if (m.loaded && !same->loaded) {
-      add_requests(m, *same);
-      *same = std::move(m);
-    } else {
-      add_requests(*same, m);
-    }
-  }
-  for (ModelStats& s : out) {
-    s.p50 = s.latency.percentile(0.50);
-    s.p99 = s.latency.percentile(0.99);
-    s.max_latency = s.latency.max();
-    std::uint64_t nb = 0, nr = 0;
-    for (const auto& [size, count] : s.batches) {
-      nb += count;
-      nr += std::uint64_t{size} * count;
-    }
-    s.mean_batch = nb ? static_cast<double>(nr) / static_cast<double>(nb) : 0;
-  }
-  return out;
-}
-
-}  // namespace
 
 ServerStats Server::stats() const {
   ServerStats out;
