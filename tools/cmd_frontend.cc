@@ -56,11 +56,9 @@ int run_frontend(const FrontendArgs& a) {
                        "give --http HOST:PORT and/or --grpc HOST:PORT (where protocol clients connect)\n"),
            2;
   cluster::FrontendOptions o;
-  try {
-    o.config = cluster::load_cluster_config(a.config, a.token.empty());
-  } catch (const config::ConfigError& e) {
-    return print_error("frontend", "%s\n", e.what()), 2;
-  }
+  Result<cluster::ClusterConfig> loaded = cluster::load_cluster_config(a.config, a.token.empty());
+  if (!loaded.ok()) return print_error("frontend", "%s\n", loaded.status().message().c_str()), 2;
+  o.config = std::move(*loaded);
   o.config_path = a.config;
   o.scheduler = a.scheduler;
   o.listen = a.front.listen_options();

@@ -101,15 +101,16 @@ int run_scheduler(SchedulerArgs a) {
     return 2;
   }
   o.listen = *hp;
-  try {
-    o.config = cluster::load_cluster_config(a.config);
-    if (!a.policy.empty()) {
-      config::Overrides ov;
-      ov.policy = a.policy;
-      config::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
-    }
-  } catch (const config::ConfigError& e) {
-    print_error("scheduler", "%s\n", e.what());
+  Result<cluster::ClusterConfig> loaded = cluster::load_cluster_config(a.config);
+  Status read = loaded.status();
+  if (read.ok()) o.config = std::move(*loaded);
+  if (read.ok() && !a.policy.empty()) {
+    config::Overrides ov;
+    ov.policy = a.policy;
+    read = config::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
+  }
+  if (!read.ok()) {
+    print_error("scheduler", "%s\n", read.message().c_str());
     return 2;
   }
   if (const std::vector<std::string>& list = o.config.cluster.schedulers; !list.empty()) {
