@@ -6,31 +6,30 @@
 #include <fstream>
 #include <string>
 
+#include "status_testing.hpp"
 #include "symphony/partition/partition.hpp"
 
 namespace symphony::partition {
 namespace {
+using symphony::testing::ok_value;
 
-// The message of the FileError that `fn` throws ("" when it does not throw).
+// The message of the kInvalidArgument error `fn` returns ("" when it returns
+// a value; the code too for an error of another code).
 template <typename Fn>
 std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const FileError& e) {
-    return e.what();
-  }
-  return "";
+  const std::string r = testing::rejection(fn());
+  return r == "accepted" ? "" : r;
 }
 
 TEST(PartitionCsvTest, ReadsColumnsInAnyOrderWithComments) {
-  const auto models = parse_models_csv(
-      "# a comment\n"
-      "\n"
-      "rate, name ,dynamic_mib,static_mib\n"
-      "100, resnet50, 900, 98\n"
-      "  # indented comment\n"
-      "2.5,bert,392.4,420\n",
-      "m.csv");
+  const auto models =
+      ok_value(parse_models_csv("# a comment\n"
+                                "\n"
+                                "rate, name ,dynamic_mib,static_mib\n"
+                                "100, resnet50, 900, 98\n"
+                                "  # indented comment\n"
+                                "2.5,bert,392.4,420\n",
+                                "m.csv"));
   ASSERT_EQ(models.size(), 2u);
   EXPECT_EQ(models[0].name, "resnet50");
   EXPECT_EQ(models[0].rate, 100);
@@ -38,14 +37,15 @@ TEST(PartitionCsvTest, ReadsColumnsInAnyOrderWithComments) {
   EXPECT_EQ(models[0].dynamic_memory, 900);
   EXPECT_EQ(models[0].move_cost, 1);  // default
   EXPECT_EQ(models[1].rate, 2.5);
-  const auto costly = parse_models_csv("name,rate,static_mib,dynamic_mib,move_cost\nx,1,2,3,4.5\n", "c.csv");
+  const auto costly =
+      ok_value(parse_models_csv("name,rate,static_mib,dynamic_mib,move_cost\nx,1,2,3,4.5\n", "c.csv"));
   EXPECT_EQ(costly[0].move_cost, 4.5);
 }
 
 TEST(PartitionCsvTest, ErrorsNameFileLineAndColumn) {
   const std::string header = "name,rate,static_mib,dynamic_mib\n";
   auto err = [&](const std::string& body) {
-    return error_of([&] { parse_models_csv(header + body, "m.csv"); });
+    return error_of([&] { return parse_models_csv(header + body, "m.csv"); });
   };
   EXPECT_EQ(err("a,1,2,3\nb,fast,2,3\n"), "m.csv:3:3: rate: not a number: 'fast'");
   EXPECT_EQ(err("a,1, -2,3\n"), "m.csv:2:6: static_mib: must be >= 0, got -2");
@@ -56,17 +56,18 @@ TEST(PartitionCsvTest, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(err(",1,2,3\n"), "m.csv:2:1: name: missing value");
   EXPECT_EQ(err("a,1e999,2,3\n"), "m.csv:2:3: rate: not a number: '1e999'");
   EXPECT_EQ(
-      error_of([] { parse_models_csv("name,rate,static_mb,dynamic_mib\n", "h.csv"); }),
+      error_of([] { return parse_models_csv("name,rate,static_mb,dynamic_mib\n", "h.csv"); }),
       "h.csv:1:11: unknown column 'static_mb' (expected name, rate, static_mib, dynamic_mib and optionally "
       "move_cost)");
-  EXPECT_EQ(error_of([] { parse_models_csv("name,rate,static_mib\n", "h.csv"); }),
+  EXPECT_EQ(error_of([] { return parse_models_csv("name,rate,static_mib\n", "h.csv"); }),
             "h.csv:1:1: the header has no column 'dynamic_mib'");
-  EXPECT_EQ(error_of([] { parse_models_csv("# nothing\n", "e.csv"); }),
+  EXPECT_EQ(error_of([] { return parse_models_csv("# nothing\n", "e.csv"); }),
             "e.csv: no header line (expected name,rate,static_mib,dynamic_mib)");
-  EXPECT_EQ(error_of([] { parse_models_csv(std::string("name,rate,static_mib,dynamic_mib\n"), "e.csv"); }),
-            "e.csv: no models after the header");
+  EXPECT_EQ(
+      error_of([] { return parse_models_csv(std::string("name,rate,static_mib,dynamic_mib\n"), "e.csv"); }),
+      "e.csv: no models after the header");
   EXPECT_NE(error_of([] {
-              read_models_csv("/nonexistent/models.csv");
+              return read_models_csv("/nonexistent/models.csv");
             }).find("/nonexistent/models.csv: cannot read"),
             std::string::npos);
 }
@@ -74,9 +75,9 @@ TEST(PartitionCsvTest, ErrorsNameFileLineAndColumn) {
 std::vector<Model> three_models() { return {{"a", 1, 1, 0, 1}, {"b", 1, 1, 0, 1}, {"c", 1, 1, 0, 1}}; }
 
 TEST(PartitionJsonTest, ReadsAnAssignment) {
-  const CurrentAssignment cur = parse_assignment_json(
+  const CurrentAssignment cur = ok_value(parse_assignment_json(
       R"({"subclusters": 3, "assignment": {"a": 2, "gone": 0, "c": 1}, "status": "feasible"})", "cur.json",
-      three_models(), 4);
+      three_models(), 4));
   EXPECT_EQ(cur.current, (std::vector<int>{2, kUnplaced, 1}));
   EXPECT_EQ(cur.unknown_models, std::vector<std::string>{"gone"});
   EXPECT_EQ(cur.placed, 2u);
@@ -84,7 +85,7 @@ TEST(PartitionJsonTest, ReadsAnAssignment) {
 
 TEST(PartitionJsonTest, ErrorsNameFileLineAndColumn) {
   auto err = [](const std::string& text, std::size_t L = 3) {
-    return error_of([&] { parse_assignment_json(text, "cur.json", three_models(), L); });
+    return error_of([&] { return parse_assignment_json(text, "cur.json", three_models(), L); });
   };
   // Syntax: where the parser stopped.
   EXPECT_EQ(
@@ -113,7 +114,8 @@ TEST(PartitionJsonTest, ErrorsNameFileLineAndColumn) {
   // A key with an escaped quote is still found.
   std::vector<Model> odd = {{"x\"y", 1, 1, 0, 1}};
   EXPECT_EQ(
-      error_of([&] { parse_assignment_json("{\"assignment\": {\n \"x\\\"y\": 9}}", "q.json", odd, 2); }),
+      error_of(
+          [&] { return parse_assignment_json("{\"assignment\": {\n \"x\\\"y\": 9}}", "q.json", odd, 2); }),
       "q.json:2:2: assignment: model 'x\"y': sub-cluster 9 is out of range (there are 2 sub-clusters, 0..1)");
 }
 
@@ -123,7 +125,9 @@ TEST(PartitionJsonTest, ReportReadsBackAsTheCurrentAssignment) {
   p.subclusters = uniform_subclusters(2, 100, 100);
   Options o;
   o.method = Method::kGreedy;
-  const Solution r = solve(p, o);
+  const Result<Solution> solved = solve(p, o);
+  ASSERT_TRUE(solved.ok()) << solved.status().to_string();
+  const Solution& r = *solved;
   ASSERT_TRUE(r.has_solution());
   const nlohmann::json j = to_json(p, r);
   EXPECT_EQ(j["status"], "feasible");
@@ -135,12 +139,14 @@ TEST(PartitionJsonTest, ReportReadsBackAsTheCurrentAssignment) {
     std::ofstream f(path);
     f << j.dump(2);
   }
-  const CurrentAssignment cur = read_assignment_json(path, p.models, 2);
+  const CurrentAssignment cur = ok_value(read_assignment_json(path, p.models, 2));
   EXPECT_EQ(cur.current, r.assignment);
   // Against itself, nothing moves.
   p.current = cur.current;
   p.max_disruption = 0;
-  const Solution again = solve(p, o);
+  const Result<Solution> solved_again = solve(p, o);
+  ASSERT_TRUE(solved_again.ok()) << solved_again.status().to_string();
+  const Solution& again = *solved_again;
   ASSERT_TRUE(again.has_solution());
   EXPECT_TRUE(again.evaluation.moves.empty());
   EXPECT_EQ(to_json(p, again)["disruption"]["moves"].size(), 0u);
@@ -152,7 +158,9 @@ TEST(PartitionJsonTest, InfeasibleReportCarriesTheConflicts) {
   p.subclusters = uniform_subclusters(2, kUnlimited, 10);
   Options o;
   o.method = Method::kGreedy;
-  const nlohmann::json j = to_json(p, solve(p, o));
+  const Result<Solution> r = solve(p, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const nlohmann::json j = to_json(p, *r);
   EXPECT_EQ(j["status"], "infeasible");
   ASSERT_EQ(j["conflicts"].size(), 2u);  // the model, and the total over the sum of the caps
   EXPECT_EQ(j["conflicts"][0]["model"], "huge");

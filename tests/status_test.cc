@@ -27,6 +27,14 @@ TEST(StatusTest, WithContextPrefixesTheMessageAndKeepsTheCode) {
   EXPECT_EQ(s.with_context("starting").message(), "starting: loading serve.yaml: no model 'a'");
 }
 
+TEST(StatusTest, ToStringNamesTheCode) {
+  EXPECT_EQ(fail(Errc::kInvalidArgument, "c.yaml:3:1: gpus: must be >= 1").to_string(),
+            "invalid argument: c.yaml:3:1: gpus: must be >= 1");
+  EXPECT_EQ(fail(Errc::kInternal, "CBC failed: out of memory").to_string(),
+            "internal: CBC failed: out of memory");
+  EXPECT_EQ(Status().to_string(), "ok");
+}
+
 TEST(StatusTest, WithContextLeavesOkAlone) {
   const Status s = Status().with_context("anything");
   EXPECT_TRUE(s.ok());

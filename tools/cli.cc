@@ -1,4 +1,4 @@
-// print_error (cli.hpp).
+// print_error and exit_for (cli.hpp).
 #include "cli.hpp"
 
 #include <cstdarg>
@@ -10,4 +10,13 @@ void symphony::tools::print_error(const char* command, const char* format, ...) 
   va_start(args, format);
   std::vfprintf(stderr, format, args);
   va_end(args);
+}
+
+int symphony::tools::exit_for(const char* command, const Status& s) {
+  if (s.code() == Errc::kInvalidArgument) {
+    print_error(command, "%s\n", s.message().c_str());
+    return 2;
+  }
+  print_error(command, "error: %s\n", s.message().c_str());
+  return 1;
 }

@@ -66,24 +66,24 @@ int run_backend(BackendArgs a) {
     repo = std::move(*r);
   }
   if (!a.config.empty()) {
-    try {
-      const cluster::ClusterConfig c =
-          cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
-      if (o.token.empty()) o.token = cluster::effective_token(c.cluster);
-      o.ucx_tls = c.cluster.ucx_tls;
-      o.inject_delay = c.cluster.inject_delay;
-      for (const std::string& s : c.cluster.schedulers) {
-        Result<cluster::HostPort> hp = cluster::HostPort::parse(s);
-        if (!hp.ok()) {
-          print_error("backend", "%s: cluster.schedulers entry '%s': %s\n", a.config.c_str(), s.c_str(),
-                      hp.status().message().c_str());
-          return 2;
-        }
-        o.schedulers.push_back(*hp);
-      }
-    } catch (const config::ConfigError& e) {
-      print_error("backend", "%s\n", e.what());
+    const Result<cluster::ClusterConfig> loaded =
+        cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
+    if (!loaded.ok()) {
+      print_error("backend", "%s\n", loaded.status().message().c_str());
       return 2;
+    }
+    const cluster::ClusterConfig& c = *loaded;
+    if (o.token.empty()) o.token = cluster::effective_token(c.cluster);
+    o.ucx_tls = c.cluster.ucx_tls;
+    o.inject_delay = c.cluster.inject_delay;
+    for (const std::string& s : c.cluster.schedulers) {
+      Result<cluster::HostPort> hp = cluster::HostPort::parse(s);
+      if (!hp.ok()) {
+        print_error("backend", "%s: cluster.schedulers entry '%s': %s\n", a.config.c_str(), s.c_str(),
+                    hp.status().message().c_str());
+        return 2;
+      }
+      o.schedulers.push_back(*hp);
     }
   }
   if (!o.schedulers.empty()) {

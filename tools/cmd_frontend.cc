@@ -65,11 +65,10 @@ int run_frontend(const FrontendArgs& a) {
     if (!r.ok()) return print_error("frontend", "%s\n", r.status().message().c_str()), 2;
     repo = std::move(*r);
   }
-  try {
-    o.config = cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
-  } catch (const config::ConfigError& e) {
-    return print_error("frontend", "%s\n", e.what()), 2;
-  }
+  Result<cluster::ClusterConfig> loaded =
+      cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
+  if (!loaded.ok()) return print_error("frontend", "%s\n", loaded.status().message().c_str()), 2;
+  o.config = std::move(*loaded);
   o.config_path = a.config;
   o.scheduler = a.scheduler;
   o.listen = a.front.listen_options();

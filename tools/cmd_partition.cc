@@ -101,7 +101,9 @@ int run(const Options& o) {
   JsonReport json(o.json);
   try {
     part::Problem p;
-    p.models = part::read_models_csv(o.models);
+    Result<std::vector<part::Model>> models = part::read_models_csv(o.models);
+    if (!models.ok()) return exit_for("partition", models.status());
+    p.models = std::move(*models);
     const std::size_t L = o.subclusters;
     const auto rate = per_subcluster(o.rate_cap, L, part::kUnlimited, "--rate-cap");
     const auto memory = per_subcluster(o.memory_cap, L, part::kUnlimited, "--memory-cap");
@@ -114,7 +116,9 @@ int run(const Options& o) {
     }
     for (std::size_t j = 0; j < L; ++j) p.subclusters.push_back({(*rate)[j], (*memory)[j], (*scale)[j]});
     if (!o.current.empty()) {
-      part::CurrentAssignment cur = part::read_assignment_json(o.current, p.models, L);
+      Result<part::CurrentAssignment> read = part::read_assignment_json(o.current, p.models, L);
+      if (!read.ok()) return exit_for("partition", read.status());
+      part::CurrentAssignment& cur = *read;
       p.current = std::move(cur.current);
       if (!cur.unknown_models.empty()) {
         print_error("partition", "%s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n",
@@ -125,14 +129,18 @@ int run(const Options& o) {
     p.max_disruption = o.max_disruption;
     p.memory_weight = o.memory_weight;
     part::Options so;
-    so.method = part::parse_method(o.method);
+    const Result<part::Method> method = part::parse_method(o.method);
+    if (!method.ok()) return exit_for("partition", method.status());
+    so.method = *method;
     so.time_limit = o.time_limit;
     so.seed = o.seed;
     so.node_limit = o.node_limit;
     so.sample_limit = o.sample_limit;
     so.warm_start = o.warm_start;
     so.solver_log = o.solver_log;
-    const part::Solution r = part::solve(p, so);
+    const Result<part::Solution> solved = part::solve(p, so);
+    if (!solved.ok()) return exit_for("partition", solved.status());
+    const part::Solution& r = *solved;
     if (!o.quiet) std::cout << table(p, r);
     if (json.enabled() && !json.write("partition", part::to_json(p, r).dump(2) + "\n")) return 2;
     if (!r.has_solution()) {
@@ -140,13 +148,7 @@ int run(const Options& o) {
       return 1;
     }
     return 0;
-  } catch (const part::FileError& e) {
-    print_error("partition", "%s\n", e.what());
-    return 2;
-  } catch (const part::InputError& e) {
-    print_error("partition", "%s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann::json's, e.g. a model name that is not UTF-8
     print_error("partition", "error: %s\n", e.what());
     return 1;
   }

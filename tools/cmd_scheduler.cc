@@ -112,15 +112,17 @@ int run_scheduler(SchedulerArgs a) {
   } else if (!a.profile_device.empty()) {
     return print_error("scheduler", "--profile-device needs --model-repository DIR\n"), 2;
   }
-  try {
-    o.config = cluster::load_cluster_config(a.config, true, repo ? &*repo : nullptr);
-    if (!a.policy.empty()) {
-      config::Overrides ov;
-      ov.policy = a.policy;
-      config::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
-    }
-  } catch (const config::ConfigError& e) {
-    print_error("scheduler", "%s\n", e.what());
+  Result<cluster::ClusterConfig> loaded =
+      cluster::load_cluster_config(a.config, true, repo ? &*repo : nullptr);
+  Status read = loaded.status();
+  if (read.ok()) o.config = std::move(*loaded);
+  if (read.ok() && !a.policy.empty()) {
+    config::Overrides ov;
+    ov.policy = a.policy;
+    read = config::apply_overrides(o.config.sim, ov);  // the policy language's errors, naming --policy
+  }
+  if (!read.ok()) {
+    print_error("scheduler", "%s\n", read.message().c_str());
     return 2;
   }
   if (const std::vector<std::string>& list = o.config.cluster.schedulers; !list.empty()) {

@@ -65,43 +65,37 @@ int run(Options o) {
     }
   }
   JsonReport json(o.json);
-  try {
-    config::Config c = config::load_config(o.config);
-    config::Overrides ov;
-    if (!o.policy.empty()) ov.policy = o.policy;
-    if (!o.gather.empty()) ov.gather = o.gather;
-    if (o.seed_set) ov.seed = o.seed;
-    if (o.gpus) ov.gpus = o.gpus;
-    if (o.rate > 0) ov.rate = o.rate;
-    config::apply_overrides(c, ov);
-    simtool::SimulateOptions so;
-    so.mode = o.goodput ? simtool::Mode::kGoodput
-                        : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
-    so.min_gpus_rate = o.min_gpus;
-    std::ofstream trace;
-    if (!o.trace_out.empty()) {
-      trace.open(o.trace_out);
-      if (!trace) throw config::ConfigError(o.trace_out + ": cannot write the trace");
-      so.trace_out = &trace;
-    }
-    StderrProgress progress;
-    const nlohmann::json report = simtool::simulate(c, so, o.quiet ? nullptr : &progress);
-    if (!table_out.empty()) {
-      std::ofstream f(table_out);
-      f << simtool::format_table(report);
-      if (!f) throw config::ConfigError(table_out + ": cannot write the report");
-    } else if (table) {
-      std::cout << simtool::format_table(report);
-    }
-    if (json.enabled() && !json.write("simulate", report.dump(2) + "\n")) return 2;
-    return 0;
-  } catch (const config::ConfigError& e) {
-    print_error("simulate", "%s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    print_error("simulate", "error: %s\n", e.what());
-    return 1;
+  Result<config::Config> c = config::load_config(o.config);
+  if (!c.ok()) return exit_for("simulate", c.status());
+  config::Overrides ov;
+  if (!o.policy.empty()) ov.policy = o.policy;
+  if (!o.gather.empty()) ov.gather = o.gather;
+  if (o.seed_set) ov.seed = o.seed;
+  if (o.gpus) ov.gpus = o.gpus;
+  if (o.rate > 0) ov.rate = o.rate;
+  if (Status s = config::apply_overrides(*c, ov); !s.ok()) return exit_for("simulate", s);
+  simtool::SimulateOptions so;
+  so.mode =
+      o.goodput ? simtool::Mode::kGoodput : (o.min_gpus > 0 ? simtool::Mode::kMinGpus : simtool::Mode::kRun);
+  so.min_gpus_rate = o.min_gpus;
+  std::ofstream trace;
+  if (!o.trace_out.empty()) {
+    trace.open(o.trace_out);
+    if (!trace) return print_error("simulate", "%s: cannot write the trace\n", o.trace_out.c_str()), 2;
+    so.trace_out = &trace;
   }
+  StderrProgress progress;
+  const Result<nlohmann::json> report = simtool::simulate(*c, so, o.quiet ? nullptr : &progress);
+  if (!report.ok()) return exit_for("simulate", report.status());
+  if (!table_out.empty()) {
+    std::ofstream f(table_out);
+    f << simtool::format_table(*report);
+    if (!f) return print_error("simulate", "%s: cannot write the report\n", table_out.c_str()), 2;
+  } else if (table) {
+    std::cout << simtool::format_table(*report);
+  }
+  if (json.enabled() && !json.write("simulate", report->dump(2) + "\n")) return 2;
+  return 0;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "config_error.hpp"
 #include "symphony/config/files.hpp"
 #include "symphony/config/yaml_reader.hpp"
 #include "symphony/model_state.hpp"
@@ -179,7 +180,7 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
         r.fail(n["name"], key + ".name", "a zoo model keeps its zoo name; use 'model' to pick one");
       const std::string zoo = r.string(n["zoo"], key + ".zoo");
       const std::string file = find_zoo(r, n["zoo"], key + ".zoo", zoo, dirs);
-      if (!zoo_cache.count(file)) zoo_cache[file] = read_zoo(file);
+      if (!zoo_cache.count(file)) zoo_cache[file] = value_or_throw(read_zoo(file));
       const std::vector<ZooEntry>& table = zoo_cache[file];
       std::vector<const ZooEntry*> picked;
       if (n["model"]) {
@@ -209,13 +210,9 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
       if (name.empty()) r.fail(n["name"], key + ".name", "must not be empty");
       if (n["profile_file"]) {
         const std::string file = r.path(r.string(n["profile_file"], key + ".profile_file"));
-        LatencyProfile p;
-        try {
-          p = read_profile_table(file, max_batch.value_or(0));
-        } catch (const ConfigError& e) {
-          r.fail(n["profile_file"], key + ".profile_file", e.what());
-        }
-        bases.push_back({name, std::move(p), std::nullopt, "file:" + file});
+        Result<LatencyProfile> p = read_profile_table(file, max_batch.value_or(0));
+        if (!p.ok()) r.fail(n["profile_file"], key + ".profile_file", p.status().message());
+        bases.push_back({name, std::move(*p), std::nullopt, "file:" + file});
       } else {
         if (!n["alpha_ms"] || !n["beta_ms"])
           r.fail(n, key, "a linear profile needs both alpha_ms and beta_ms");
@@ -286,19 +283,6 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
 
 }  // namespace
 
-// A policy text, or ConfigError naming `where`.
-PolicySpec policy_or_throw(const std::string& text, const std::string& where) {
-  Result<PolicySpec> p = parse_policy(text);
-  if (!p.ok()) throw ConfigError(where + ": " + p.status().message());
-  return *p;
-}
-
-GatherKind gather_or_throw(const std::string& text, const std::string& where) {
-  Result<GatherKind> g = parse_gather(text);
-  if (!g.ok()) throw ConfigError(where + ": " + g.status().message());
-  return *g;
-}
-
 void Config::set_policy(const PolicySpec& p) {
   const GatherKind gather = spec.policy.gather;
   spec.policy = p;
@@ -313,27 +297,34 @@ void Config::set_policy(const PolicySpec& p) {
   }
 }
 
-void apply_overrides(Config& c, const Overrides& o) {
-  if (o.policy) c.set_policy(policy_or_throw(*o.policy, "--policy"));
-  if (o.gather) c.spec.policy.gather = gather_or_throw(*o.gather, "--gather");
+Status apply_overrides(Config& c, const Overrides& o) {
+  auto bad = [](std::string message) { return Status(Errc::kInvalidArgument, std::move(message)); };
+  if (o.policy) {
+    SYMPHONY_ASSIGN_OR_RETURN(const PolicySpec p, parse_policy(*o.policy).with_context("--policy"));
+    c.set_policy(p);
+  }
+  if (o.gather) {
+    SYMPHONY_ASSIGN_OR_RETURN(c.spec.policy.gather, parse_gather(*o.gather).with_context("--gather"));
+  }
   if (o.seed) c.spec.seed = *o.seed;
   if (o.gpus) {
-    if (*o.gpus == 0 || *o.gpus > (1u << 20)) throw ConfigError("--gpus: must be in [1, 2^20]");
+    if (*o.gpus == 0 || *o.gpus > (1u << 20)) return bad("--gpus: must be in [1, 2^20]");
     c.spec.gpus = *o.gpus;
     if (c.subclusters && !c.subclusters->spec.gpus.empty())
-      throw ConfigError(
+      return bad(
           "--gpus: the config's subclusters.gpus fixes the GPUs of each sub-cluster; change them there");
     if (c.subclusters && c.subclusters->spec.count > *o.gpus)
-      throw ConfigError("--gpus: " + std::to_string(*o.gpus) + " GPUs cannot make " +
-                        std::to_string(c.subclusters->spec.count) + " sub-clusters");
+      return bad("--gpus: " + std::to_string(*o.gpus) + " GPUs cannot make " +
+                 std::to_string(c.subclusters->spec.count) + " sub-clusters");
   }
   if (o.rate) {
     const double base = c.spec.base_rate();
-    if (!(*o.rate > 0) || !std::isfinite(*o.rate)) throw ConfigError("--rate: must be a positive number");
+    if (!(*o.rate > 0) || !std::isfinite(*o.rate)) return bad("--rate: must be a positive number");
     if (!c.spec.trace.empty() || !(base > 0))
-      throw ConfigError("--rate: needs a synthetic workload with a positive rate (" + c.origin + ")");
+      return bad("--rate: needs a synthetic workload with a positive rate (" + c.origin + ")");
     for (ModelLoad& l : c.spec.loads) l.rate *= *o.rate / base;
   }
+  return Status();
 }
 
 std::vector<std::string> profile_search_path(const std::vector<std::string>& profile_dirs,
@@ -520,11 +511,9 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
     const std::string file = r.path(r.string(w["trace"], "workload.trace"));
     std::map<std::string, ModelId> ids;
     for (std::size_t i = 0; i < e.models.size(); ++i) ids[e.models[i].name] = static_cast<ModelId>(i);
-    try {
-      e.trace = read_trace(file, ids);
-    } catch (const ConfigError& err) {
-      r.fail(w["trace"], "workload.trace", err.what());
-    }
+    Result<std::vector<TraceRecord>> trace = read_trace(file, ids);
+    if (!trace.ok()) r.fail(w["trace"], "workload.trace", trace.status().message());
+    e.trace = std::move(*trace);
     c.workload_desc = "trace:" + file;
   } else {
     ArrivalProcess arrival = ArrivalProcess::poisson();
@@ -682,12 +671,9 @@ void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vecto
     // A table name ("zoo_memory") is looked up like a zoo; a path is relative to the config.
     sc.model_memory = r.string(f, k + ".model_memory");
     sc.model_memory_file = find_zoo(r, f, k + ".model_memory", sc.model_memory, dirs);
-    std::vector<std::pair<std::string, ModelMemory>> table;
-    try {
-      table = read_model_memory(sc.model_memory_file);
-    } catch (const ConfigError& err) {
-      r.fail(f, k + ".model_memory", err.what());
-    }
+    Result<std::vector<std::pair<std::string, ModelMemory>>> read = read_model_memory(sc.model_memory_file);
+    if (!read.ok()) r.fail(f, k + ".model_memory", read.status().message());
+    const std::vector<std::pair<std::string, ModelMemory>>& table = *read;
     for (std::size_t i = 0; i < e.models.size(); ++i) {
       // A copy "X#k" of a zoo model takes X's sizes unless the table names it.
       const std::string& name = e.models[i].name;
@@ -711,10 +697,9 @@ void parse_subclusters(const Reader& r, const YAML::Node& root, const std::vecto
   c.subclusters = std::move(sc);
 }
 
-}  // namespace
-
-Config parse_config(const std::string& yaml_text, const std::string& origin, const std::string& base_dir,
-                    const GivenModels* given) {
+// parse_config()'s body: a fail() or a ConfigError ends it.
+Config parse(const std::string& yaml_text, const std::string& origin, const std::string& base_dir,
+             const GivenModels* given) {
   const Reader r(origin, base_dir);
   const YAML::Node root = r.load(yaml_text);
   if (!root || root.IsNull()) throw ConfigError(origin + ": the config is empty");
@@ -782,8 +767,15 @@ Config parse_config(const std::string& yaml_text, const std::string& origin, con
   return c;
 }
 
-Config load_config(const std::string& path, const GivenModels* given) {
-  const std::string text = read_file(path, "config");
+}  // namespace
+
+Result<Config> parse_config(const std::string& yaml_text, const std::string& origin,
+                            const std::string& base_dir, const GivenModels* given) {
+  return read_or_status<Config>([&] { return parse(yaml_text, origin, base_dir, given); });
+}
+
+Result<Config> load_config(const std::string& path, const GivenModels* given) {
+  SYMPHONY_ASSIGN_OR_RETURN(const std::string text, read_file(path, "config"));
   const std::string dir = fs::path(path).parent_path().string();
   return parse_config(text, path, dir.empty() ? "." : dir, given);
 }

@@ -1,7 +1,7 @@
 // CSV reading shared by the config's data files (files.cc): zoo tables,
 // latency tables, traces and the model memory table of sub-clusters: a header line, then rows;
 // '#' starts a comment line; blank lines are skipped; fields are trimmed; no
-// quoting. Errors are ConfigError naming the file and line.
+// quoting. Errors are ConfigError (config_error.hpp) naming the file and line.
 #pragma once
 
 #include <cerrno>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "config_error.hpp"
 #include "symphony/config/config.hpp"
 #include "symphony/config/files.hpp"
 
@@ -64,7 +65,7 @@ struct Csv {
 inline Csv read_csv(const std::string& path, const std::string& what) {
   Csv csv;
   csv.path = path;
-  std::istringstream in(read_file(path, what));
+  std::istringstream in(value_or_throw(read_file(path, what)));
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {

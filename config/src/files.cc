@@ -9,24 +9,31 @@
 #include <fstream>
 #include <sstream>
 
+#include "config_error.hpp"
 #include "csv.hpp"
 #include "symphony/config/config.hpp"
+#include "symphony/config/yaml_reader.hpp"
 #include "symphony/profile_io/profile_file.hpp"
 
 namespace symphony::config {
 using detail::Csv;
 using detail::read_csv;
 
-std::string read_file(const std::string& path, const std::string& what) {
+Result<std::string> read_file(const std::string& path, const std::string& what) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw ConfigError(path + ": cannot open " + what);
+  if (!f) return Status(Errc::kInvalidArgument, path + ": cannot open " + what);
   std::ostringstream s;
   s << f.rdbuf();
-  if (f.bad()) throw ConfigError(path + ": cannot read " + what);
+  if (f.bad()) return Status(Errc::kInvalidArgument, path + ": cannot read " + what);
   return s.str();
 }
 
-std::vector<ZooEntry> read_zoo(const std::string& path) {
+namespace {
+
+// The readers' bodies: a Csv's fail() or a ConfigError ends them; the public
+// functions below run them in read_or_status().
+
+std::vector<ZooEntry> zoo(const std::string& path) {
   const Csv csv = read_csv(path, "profile table");
   const int c_name = csv.column("name", true), c_alpha = csv.column("alpha_ms", true),
             c_beta = csv.column("beta_ms", true), c_slo = csv.column("slo_ms", true),
@@ -60,7 +67,7 @@ std::vector<ZooEntry> read_zoo(const std::string& path) {
   return out;
 }
 
-LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_batch) {
+LatencyProfile profile_table(const std::string& path, std::uint32_t max_batch) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".yaml" || ext == ".yml") {  // a profile measured by `symphony profile`
     Result<profile_io::MeasuredProfile> m = profile_io::read_profile_file(path);
@@ -88,7 +95,7 @@ LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_bat
   return std::move(*p);
 }
 
-std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids) {
+std::vector<TraceRecord> trace(const std::string& path, const std::map<std::string, ModelId>& ids) {
   const Csv csv = read_csv(path, "trace");
   int c_t = csv.column("time_s", false);
   double unit_s = 1.0;
@@ -122,7 +129,7 @@ std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std:
   return out;
 }
 
-std::vector<std::pair<std::string, partition::ModelMemory>> read_model_memory(const std::string& path) {
+std::vector<std::pair<std::string, partition::ModelMemory>> model_memory(const std::string& path) {
   const detail::Csv csv = detail::read_csv(path, "model memory table");
   const int c_name = csv.column("name", true), c_static = csv.column("static_mib", true),
             c_dynamic = csv.column("dynamic_mib", true), c_cost = csv.column("move_cost", false);
@@ -142,6 +149,27 @@ std::vector<std::pair<std::string, partition::ModelMemory>> read_model_memory(co
     out.emplace_back(name, m);
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<ZooEntry>> read_zoo(const std::string& path) {
+  return read_or_status<std::vector<ZooEntry>>([&] { return zoo(path); });
+}
+
+Result<LatencyProfile> read_profile_table(const std::string& path, std::uint32_t max_batch) {
+  return read_or_status<LatencyProfile>([&] { return profile_table(path, max_batch); });
+}
+
+Result<std::vector<TraceRecord>> read_trace(const std::string& path,
+                                            const std::map<std::string, ModelId>& ids) {
+  return read_or_status<std::vector<TraceRecord>>([&] { return trace(path, ids); });
+}
+
+Result<std::vector<std::pair<std::string, partition::ModelMemory>>> read_model_memory(
+    const std::string& path) {
+  return read_or_status<std::vector<std::pair<std::string, partition::ModelMemory>>>(
+      [&] { return model_memory(path); });
 }
 
 }  // namespace symphony::config

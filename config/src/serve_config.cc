@@ -178,8 +178,8 @@ Result<ServeConfig> load_serve_config(const std::string& path, bool models_requi
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     return Status(Errc::kNotFound, "config file " + path + " not found");
+  SYMPHONY_ASSIGN_OR_RETURN(const std::string text, read_file(path, "config"));
   return read_or_status<ServeConfig>([&] {
-    const std::string text = read_file(path, "config");
     const YamlReader r(path, std::filesystem::path(path).parent_path().string());
     return parse(r, r.load(text), models_required);
   });

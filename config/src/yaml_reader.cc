@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "config_error.hpp"
+
 namespace symphony::config {
 namespace {
 
@@ -27,6 +29,17 @@ std::string with_mark(const std::string& origin, const YAML::Mark& m) {
 }
 
 }  // namespace
+
+Status read_status(const std::function<void()>& body) {
+  try {
+    body();
+    return Status();
+  } catch (const ConfigError& e) {
+    return Status(Errc::kInvalidArgument, e.what());
+  } catch (const YAML::Exception& e) {
+    return Status(Errc::kInvalidArgument, e.what());
+  }
+}
 
 std::string YamlReader::where(const YAML::Node& at) const { return with_mark(origin_, at.Mark()); }
 

@@ -27,6 +27,7 @@ enum class Errc : unsigned char {
   kCapacityExceeded,    // a fixed capacity chosen at construction is full
   kFailedPrecondition,  // the object is not in a state that allows the call
   kAlreadyExists,
+  kInternal,  // a library we call failed (its exception, caught at the call), or a run broke
 };
 
 constexpr std::string_view to_string(Errc c) noexcept {
@@ -43,6 +44,8 @@ constexpr std::string_view to_string(Errc c) noexcept {
       return "failed precondition";
     case Errc::kAlreadyExists:
       return "already exists";
+    case Errc::kInternal:
+      return "internal";
   }
   return "unknown";
 }

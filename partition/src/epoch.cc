@@ -37,26 +37,32 @@ EpochPartitioner::EpochPartitioner(std::vector<Model> models, std::vector<SubClu
       subclusters_(std::move(subclusters)),
       options_(options),
       memory_weight_(memory_weight),
-      min_improvement_(min_improvement) {
+      min_improvement_(min_improvement) {}
+
+Result<EpochPartitioner> EpochPartitioner::create(std::vector<Model> models,
+                                                  std::vector<SubCluster> subclusters, Options options,
+                                                  double memory_weight, double min_improvement) {
   if (!(min_improvement >= 0) || !std::isfinite(min_improvement))
-    throw InputError("min_improvement must be a finite number >= 0, got " + detail::fmt(min_improvement));
+    return detail::invalid("min_improvement must be a finite number >= 0, got " +
+                           detail::fmt(min_improvement));
   Problem p;
-  p.models = models_;
+  p.models = models;
   for (Model& m : p.models) m.rate = 0;
-  p.subclusters = subclusters_;
-  p.memory_weight = memory_weight_;
-  validate(p);
+  p.subclusters = subclusters;
+  p.memory_weight = memory_weight;
+  SYMPHONY_RETURN_IF_ERROR(validate(p));
+  return EpochPartitioner(std::move(models), std::move(subclusters), options, memory_weight, min_improvement);
 }
 
-Problem EpochPartitioner::problem(std::span<const double> rates, std::span<const int> current,
-                                  double max_disruption) const {
+Result<Problem> EpochPartitioner::problem(std::span<const double> rates, std::span<const int> current,
+                                          double max_disruption) const {
   if (rates.size() != models_.size()) {
-    throw InputError("an epoch needs one rate per model: " + std::to_string(rates.size()) + " rates for " +
-                     std::to_string(models_.size()) + " models");
+    return detail::invalid("an epoch needs one rate per model: " + std::to_string(rates.size()) +
+                           " rates for " + std::to_string(models_.size()) + " models");
   }
   if (!current.empty() && current.size() != models_.size()) {
-    throw InputError("the current assignment has " + std::to_string(current.size()) + " entries for " +
-                     std::to_string(models_.size()) + " models");
+    return detail::invalid("the current assignment has " + std::to_string(current.size()) + " entries for " +
+                           std::to_string(models_.size()) + " models");
   }
   Problem p;
   p.models = models_;
@@ -70,17 +76,17 @@ Problem EpochPartitioner::problem(std::span<const double> rates, std::span<const
   return p;
 }
 
-EpochPlan EpochPartitioner::plan(std::span<const double> rates, std::span<const int> current,
-                                 double max_disruption) const {
-  const Problem p = problem(rates, current, max_disruption);
+Result<EpochPlan> EpochPartitioner::plan(std::span<const double> rates, std::span<const int> current,
+                                         double max_disruption) const {
+  SYMPHONY_ASSIGN_OR_RETURN(const Problem p, problem(rates, current, max_disruption));
   EpochPlan out;
-  out.result = solve(p, options_);
+  SYMPHONY_ASSIGN_OR_RETURN(out.result, solve(p, options_));
   const bool all_placed = !p.current.empty() && std::none_of(p.current.begin(), p.current.end(),
                                                              [](int j) { return j == kUnplaced; });
   if (out.result.has_solution()) {
     out.assignment = out.result.assignment;
     if (min_improvement_ > 0 && all_placed && out.assignment != p.current) {
-      Evaluation now = evaluate(p, p.current);
+      SYMPHONY_ASSIGN_OR_RETURN(Evaluation now, evaluate(p, p.current));
       const Evaluation& next = out.result.evaluation;
       const double gain =
           std::max(now.objective - next.objective, rms_deviation(p, now) - rms_deviation(p, next));

@@ -48,16 +48,17 @@ Spread spread(const std::vector<double>& v, double avg) {
 
 }  // namespace
 
-Evaluation evaluate(const Problem& p, std::span<const int> assignment) {
+Result<Evaluation> evaluate(const Problem& p, std::span<const int> assignment) {
   const std::size_t L = p.num_subclusters();
   if (assignment.size() != p.size()) {
-    throw InputError("the assignment has " + std::to_string(assignment.size()) + " entries for " +
-                     std::to_string(p.size()) + " models");
+    return detail::invalid("the assignment has " + std::to_string(assignment.size()) + " entries for " +
+                           std::to_string(p.size()) + " models");
   }
   for (std::size_t i = 0; i < assignment.size(); ++i) {
     if (assignment[i] < 0 || assignment[i] >= static_cast<int>(L)) {
-      throw InputError("model '" + p.models[i].name + "': sub-cluster " + std::to_string(assignment[i]) +
-                       " is out of range (there are " + std::to_string(L) + " sub-clusters)");
+      return detail::invalid("model '" + p.models[i].name + "': sub-cluster " +
+                             std::to_string(assignment[i]) + " is out of range (there are " +
+                             std::to_string(L) + " sub-clusters)");
     }
   }
   Evaluation e;

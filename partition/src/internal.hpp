@@ -13,6 +13,7 @@
 #include "symphony/partition/evaluation.hpp"
 #include "symphony/partition/problem.hpp"
 #include "symphony/partition/solver.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::partition::detail {
 
@@ -20,6 +21,9 @@ inline constexpr int kMaxSubclusters = 1 << 16;
 
 // Whether v <= cap within the relative tolerance (and absolute 1e-9).
 inline bool within(double v, double cap) { return v <= cap + kCapTolerance * std::abs(cap) + 1e-9; }
+
+// A malformed problem or option.
+inline Status invalid(std::string message) { return Status(Errc::kInvalidArgument, std::move(message)); }
 
 // A number for a message: up to 6 significant digits, "unlimited" for inf.
 inline std::string fmt(double v) {
@@ -62,11 +66,11 @@ struct MethodOutput {
 
 MethodOutput solve_greedy(const Problem& p, const Options& o, const CpuDeadline& deadline);
 MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline& deadline);
-// Only in builds with CBC.
-MethodOutput solve_milp(const Problem& p, const Options& o, const CpuDeadline& deadline);
+// Only in builds with CBC; kInternal when CBC throws.
+Result<MethodOutput> solve_milp(const Problem& p, const Options& o, const CpuDeadline& deadline);
 // Only in builds with CBC: whether any assignment satisfies the constraints
 // (objective zero; the first feasible solution ends the search).
-MethodOutput solve_milp_feasibility(const Problem& p, const Options& o, const CpuDeadline& deadline);
+Result<MethodOutput> solve_milp_feasibility(const Problem& p, const Options& o, const CpuDeadline& deadline);
 
 // Whether every sub-cluster has the same caps and cost scale (then labels
 // are interchangeable).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -17,10 +18,27 @@ namespace symphony::partition {
 
 namespace {
 
-std::string read_file(const std::string& path, const char* what) {
+// Ends a reader's body (the parsers below, deep in loops and JSON callbacks);
+// file_result() turns it into the Status the public functions return.
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <class T, class F>
+Result<T> file_result(F&& body) {
+  try {
+    return body();
+  } catch (const FileError& e) {
+    return Status(Errc::kInvalidArgument, e.what());
+  }
+}
+
+Result<std::string> read_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw FileError(path + ": cannot read the " + std::string(what) + " (" + std::strerror(errno) + ")");
+    return Status(Errc::kInvalidArgument,
+                  path + ": cannot read the " + std::string(what) + " (" + std::strerror(errno) + ")");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -55,9 +73,7 @@ std::vector<Field> split_fields(std::string_view line) {
   return out;
 }
 
-}  // namespace
-
-std::vector<Model> parse_models_csv(std::string_view text, const std::string& origin) {
+std::vector<Model> models_csv(std::string_view text, const std::string& origin) {
   enum Col { kName, kRate, kStatic, kDynamic, kCost, kCols };
   static const char* const kNames[kCols] = {"name", "rate", "static_mib", "dynamic_mib", "move_cost"};
   int at[kCols] = {-1, -1, -1, -1, -1};
@@ -137,8 +153,15 @@ std::vector<Model> parse_models_csv(std::string_view text, const std::string& or
   return models;
 }
 
-std::vector<Model> read_models_csv(const std::string& path) {
-  return parse_models_csv(read_file(path, "model table"), path);
+}  // namespace
+
+Result<std::vector<Model>> parse_models_csv(std::string_view text, const std::string& origin) {
+  return file_result<std::vector<Model>>([&] { return models_csv(text, origin); });
+}
+
+Result<std::vector<Model>> read_models_csv(const std::string& path) {
+  SYMPHONY_ASSIGN_OR_RETURN(const std::string text, read_file(path, "model table"));
+  return parse_models_csv(text, path);
 }
 
 namespace {
@@ -208,10 +231,8 @@ std::size_t key_start(std::string_view text, std::size_t read) {
   return 0;
 }
 
-}  // namespace
-
-CurrentAssignment parse_assignment_json(std::string_view text, const std::string& origin,
-                                        const std::vector<Model>& models, std::size_t num_subclusters) {
+CurrentAssignment assignment_json(std::string_view text, const std::string& origin,
+                                  const std::vector<Model>& models, std::size_t num_subclusters) {
   using nlohmann::json;
   std::size_t read = 0;
   std::map<std::string, std::size_t> top_keys;    // key -> offset
@@ -297,9 +318,19 @@ CurrentAssignment parse_assignment_json(std::string_view text, const std::string
   return out;
 }
 
-CurrentAssignment read_assignment_json(const std::string& path, const std::vector<Model>& models,
-                                       std::size_t num_subclusters) {
-  return parse_assignment_json(read_file(path, "assignment"), path, models, num_subclusters);
+}  // namespace
+
+Result<CurrentAssignment> parse_assignment_json(std::string_view text, const std::string& origin,
+                                                const std::vector<Model>& models,
+                                                std::size_t num_subclusters) {
+  return file_result<CurrentAssignment>(
+      [&] { return assignment_json(text, origin, models, num_subclusters); });
+}
+
+Result<CurrentAssignment> read_assignment_json(const std::string& path, const std::vector<Model>& models,
+                                               std::size_t num_subclusters) {
+  SYMPHONY_ASSIGN_OR_RETURN(const std::string text, read_file(path, "assignment"));
+  return parse_assignment_json(text, path, models, num_subclusters);
 }
 
 namespace {

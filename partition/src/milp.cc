@@ -3,12 +3,14 @@
 // `cbc` program's preprocessing, cuts and heuristics) under a CPU-time limit.
 #include <CbcModel.hpp>
 #include <CbcSolver.hpp>
+#include <CoinError.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <OsiClpSolverInterface.hpp>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <exception>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -296,9 +298,23 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
   return out;
 }
 
+// solve_milp_impl with CBC's exceptions (CoinError, or a standard one such
+// as std::bad_alloc) caught at the call into it, as kInternal.
+Result<MethodOutput> cbc_solve(const Problem& p, const Options& o, const CpuDeadline& deadline,
+                               bool feasibility_only, std::vector<int>* start) {
+  try {
+    return solve_milp_impl(p, o, deadline, feasibility_only, start);
+  } catch (const CoinError& e) {
+    return Status(Errc::kInternal,
+                  "CBC failed: " + e.className() + "::" + e.methodName() + ": " + e.message());
+  } catch (const std::exception& e) {
+    return Status(Errc::kInternal, std::string("CBC failed: ") + e.what());
+  }
+}
+
 }  // namespace
 
-MethodOutput solve_milp(const Problem& p, const Options& o, const CpuDeadline& deadline) {
+Result<MethodOutput> solve_milp(const Problem& p, const Options& o, const CpuDeadline& deadline) {
   std::vector<int> start;
   std::string note;
   if (o.warm_start) {
@@ -307,12 +323,11 @@ MethodOutput solve_milp(const Problem& p, const Options& o, const CpuDeadline& d
     MethodOutput g = solve_greedy(p, o, greedy_deadline);
     if (!g.assignment.empty()) start = std::move(g.assignment);
   }
-  MethodOutput out = solve_milp_impl(p, o, deadline, false, &start);
-  return out;
+  return cbc_solve(p, o, deadline, false, &start);
 }
 
-MethodOutput solve_milp_feasibility(const Problem& p, const Options& o, const CpuDeadline& deadline) {
-  return solve_milp_impl(p, o, deadline, true, nullptr);
+Result<MethodOutput> solve_milp_feasibility(const Problem& p, const Options& o, const CpuDeadline& deadline) {
+  return cbc_solve(p, o, deadline, true, nullptr);
 }
 
 }  // namespace symphony::partition::detail

@@ -42,59 +42,61 @@ const char* to_string(Constraint c) {
 
 namespace {
 
-void check_value(double v, bool allow_infinite, const std::string& what) {
+Status check_value(double v, bool allow_infinite, const std::string& what) {
   if (std::isnan(v) || v < 0 || (!allow_infinite && std::isinf(v))) {
-    throw InputError(what + " must be a finite number >= 0" + (allow_infinite ? " (or unlimited)" : "") +
-                     ", got " + detail::fmt(v));
+    return detail::invalid(what + " must be a finite number >= 0" +
+                           (allow_infinite ? " (or unlimited)" : "") + ", got " + detail::fmt(v));
   }
+  return Status();
 }
 
 }  // namespace
 
-void validate(const Problem& p) {
-  if (p.subclusters.empty()) throw InputError("the number of sub-clusters must be at least 1");
+Status validate(const Problem& p) {
+  if (p.subclusters.empty()) return detail::invalid("the number of sub-clusters must be at least 1");
   if (p.subclusters.size() > static_cast<std::size_t>(detail::kMaxSubclusters)) {
-    throw InputError("at most " + std::to_string(detail::kMaxSubclusters) + " sub-clusters, got " +
-                     std::to_string(p.subclusters.size()));
+    return detail::invalid("at most " + std::to_string(detail::kMaxSubclusters) + " sub-clusters, got " +
+                           std::to_string(p.subclusters.size()));
   }
-  if (p.models.empty()) throw InputError("there are no models to partition");
+  if (p.models.empty()) return detail::invalid("there are no models to partition");
   std::unordered_map<std::string, std::size_t> seen;
   for (std::size_t i = 0; i < p.models.size(); ++i) {
     const Model& m = p.models[i];
-    if (m.name.empty()) throw InputError("model #" + std::to_string(i) + " has an empty name");
+    if (m.name.empty()) return detail::invalid("model #" + std::to_string(i) + " has an empty name");
     if (auto [it, fresh] = seen.emplace(m.name, i); !fresh) {
-      throw InputError("model '" + m.name + "' appears twice (#" + std::to_string(it->second) + " and #" +
-                       std::to_string(i) + ")");
+      return detail::invalid("model '" + m.name + "' appears twice (#" + std::to_string(it->second) +
+                             " and #" + std::to_string(i) + ")");
     }
     const std::string who = "model '" + m.name + "': ";
-    check_value(m.rate, false, who + "rate");
-    check_value(m.static_memory, false, who + "static memory");
-    check_value(m.dynamic_memory, false, who + "dynamic memory");
-    check_value(m.move_cost, false, who + "move cost");
+    SYMPHONY_RETURN_IF_ERROR(check_value(m.rate, false, who + "rate"));
+    SYMPHONY_RETURN_IF_ERROR(check_value(m.static_memory, false, who + "static memory"));
+    SYMPHONY_RETURN_IF_ERROR(check_value(m.dynamic_memory, false, who + "dynamic memory"));
+    SYMPHONY_RETURN_IF_ERROR(check_value(m.move_cost, false, who + "move cost"));
   }
   for (std::size_t j = 0; j < p.subclusters.size(); ++j) {
     const SubCluster& s = p.subclusters[j];
     const std::string who = "sub-cluster " + std::to_string(j) + ": ";
-    check_value(s.rate_cap, true, who + "rate cap");
-    check_value(s.memory_cap, true, who + "memory cap");
-    check_value(s.cost_scale, false, who + "cost scale");
+    SYMPHONY_RETURN_IF_ERROR(check_value(s.rate_cap, true, who + "rate cap"));
+    SYMPHONY_RETURN_IF_ERROR(check_value(s.memory_cap, true, who + "memory cap"));
+    SYMPHONY_RETURN_IF_ERROR(check_value(s.cost_scale, false, who + "cost scale"));
   }
   if (!p.current.empty()) {
     if (p.current.size() != p.models.size()) {
-      throw InputError("the current assignment has " + std::to_string(p.current.size()) + " entries for " +
-                       std::to_string(p.models.size()) + " models");
+      return detail::invalid("the current assignment has " + std::to_string(p.current.size()) +
+                             " entries for " + std::to_string(p.models.size()) + " models");
     }
     for (std::size_t i = 0; i < p.current.size(); ++i) {
       const int c = p.current[i];
       if (c != kUnplaced && (c < 0 || c >= static_cast<int>(p.subclusters.size()))) {
-        throw InputError("model '" + p.models[i].name + "': current sub-cluster " + std::to_string(c) +
-                         " is out of range (there are " + std::to_string(p.subclusters.size()) +
-                         " sub-clusters, 0.." + std::to_string(p.subclusters.size() - 1) + ")");
+        return detail::invalid("model '" + p.models[i].name + "': current sub-cluster " + std::to_string(c) +
+                               " is out of range (there are " + std::to_string(p.subclusters.size()) +
+                               " sub-clusters, 0.." + std::to_string(p.subclusters.size() - 1) + ")");
       }
     }
   }
-  check_value(p.max_disruption, true, "the disruption bound");
-  check_value(p.memory_weight, false, "the memory weight");
+  SYMPHONY_RETURN_IF_ERROR(check_value(p.max_disruption, true, "the disruption bound"));
+  SYMPHONY_RETURN_IF_ERROR(check_value(p.memory_weight, false, "the memory weight"));
+  return Status();
 }
 
 std::vector<Conflict> find_conflicts(const Problem& p) {

@@ -22,11 +22,11 @@ const char* to_string(Method m) {
   return "?";
 }
 
-Method parse_method(const std::string& text) {
+Result<Method> parse_method(const std::string& text) {
   if (text == "milp") return Method::kMilp;
   if (text == "greedy") return Method::kGreedy;
   if (text == "random") return Method::kRandom;
-  throw InputError("unknown method '" + text + "' (expected milp, greedy or random)");
+  return detail::invalid("unknown method '" + text + "' (expected milp, greedy or random)");
 }
 
 const char* to_string(SolveStatus s) {
@@ -107,7 +107,7 @@ Problem without(const Problem& p, Constraint c) {
 
 // The solver proved infeasibility with no pinned cause: re-solve without each
 // constraint family in turn to tell which ones the conflict involves.
-Conflict diagnose(const Problem& p, const Options& o, const detail::CpuDeadline& deadline) {
+Result<Conflict> diagnose(const Problem& p, const Options& o, const detail::CpuDeadline& deadline) {
   const std::vector<Constraint> present = families(p);
   Conflict c;
   std::ostringstream msg;
@@ -125,7 +125,8 @@ Conflict diagnose(const Problem& p, const Options& o, const detail::CpuDeadline&
   for (std::size_t k = 0; k < present.size(); ++k) {
     const double share = deadline.remaining() / static_cast<double>(present.size() - k);
     const detail::CpuDeadline part(detail::process_cpu_seconds(), std::max(0.0, share));
-    const detail::MethodOutput r = detail::solve_milp_feasibility(without(p, present[k]), o, part);
+    SYMPHONY_ASSIGN_OR_RETURN(const detail::MethodOutput r,
+                              detail::solve_milp_feasibility(without(p, present[k]), o, part));
     msg << "; without " << plural_name(present[k]) << " ";
     if (!r.assignment.empty()) {
       msg << "an assignment exists";
@@ -144,14 +145,14 @@ Conflict diagnose(const Problem& p, const Options& o, const detail::CpuDeadline&
 
 }  // namespace
 
-Solution solve(const Problem& p, const Options& o) {
+Result<Solution> solve(const Problem& p, const Options& o) {
   const double start = detail::process_cpu_seconds();
-  validate(p);
+  SYMPHONY_RETURN_IF_ERROR(validate(p));
   if (std::isnan(o.time_limit) || !(o.time_limit > 0)) {
-    throw InputError("the time limit must be > 0 CPU seconds, got " + detail::fmt(o.time_limit));
+    return detail::invalid("the time limit must be > 0 CPU seconds, got " + detail::fmt(o.time_limit));
   }
   if (o.method == Method::kMilp && !milp_available()) {
-    throw InputError(
+    return detail::invalid(
         "this build has no MILP solver: CBC was not found at configure time "
         "(install coinor-libcbc-dev and reconfigure with -DSYMPHONY_WITH_CBC=ON)");
   }
@@ -172,12 +173,16 @@ Solution solve(const Problem& p, const Options& o) {
     case Method::kRandom:
       out = detail::solve_random(p, o, deadline);
       break;
-    case Method::kMilp:
+    case Method::kMilp: {
 #ifdef SYMPHONY_PARTITION_HAVE_CBC
-      out = detail::solve_milp(p, o, deadline);
-      if (out.status == SolveStatus::kInfeasible) out.conflicts.push_back(diagnose(p, o, deadline));
+      SYMPHONY_ASSIGN_OR_RETURN(out, detail::solve_milp(p, o, deadline));
+      if (out.status == SolveStatus::kInfeasible) {
+        SYMPHONY_ASSIGN_OR_RETURN(Conflict c, diagnose(p, o, deadline));
+        out.conflicts.push_back(std::move(c));
+      }
 #endif
       break;
+    }
   }
   detail::relabel_towards_current(p, out.assignment);
   r.status = out.status;
@@ -187,7 +192,7 @@ Solution solve(const Problem& p, const Options& o) {
   r.note = std::move(out.note);
   r.bound = out.bound;
   if (!out.assignment.empty()) {
-    Evaluation e = evaluate(p, out.assignment);
+    SYMPHONY_ASSIGN_OR_RETURN(Evaluation e, evaluate(p, out.assignment));
     if (e.feasible()) {
       r.assignment = std::move(out.assignment);
       r.evaluation = std::move(e);

@@ -35,16 +35,13 @@ double gpu_seconds_per_request(const ModelConfig& m, std::uint32_t gpus) {
 
 const char* to_string(Balance b) { return b == Balance::kGpuTime ? "gpu_time" : "rate"; }
 
-symphony::Partitioner make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e,
-                                       std::uint32_t gpus) {
+Result<symphony::Partitioner> make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e,
+                                               std::uint32_t gpus) {
   Options o;
-  try {
-    o.method = parse_method(c.method);
-  } catch (const InputError& err) {
-    throw InputError(std::string("subclusters.method: ") + err.what());
-  }
+  SYMPHONY_ASSIGN_OR_RETURN(o.method, parse_method(c.method).with_context("subclusters.method"));
   if (o.method == Method::kMilp && !milp_available())
-    throw InputError(
+    return Status(
+        Errc::kInvalidArgument,
         "subclusters.method: milp needs CBC, which this build does not have (install coinor-libcbc-dev and "
         "reconfigure); use greedy");
   o.time_limit = c.time_limit_s;
@@ -60,44 +57,43 @@ symphony::Partitioner make_partitioner(const SubClusterConfig& c, const Experime
     models.push_back({e.models[i].name, 0, mem.static_mib, mem.dynamic_mib, mem.move_cost});
     weight.push_back(c.balance == Balance::kGpuTime ? gpu_seconds_per_request(e.models[i], mean_gpus) : 1.0);
   }
-  auto ep = std::make_shared<const EpochPartitioner>(
-      std::move(models), uniform_subclusters(c.spec.count, c.rate_cap_rps, c.memory_cap_mib, c.cost_scale), o,
-      c.memory_weight, c.min_improvement);
-  return [ep, weight](const symphony::EpochRequest& r) -> symphony::Result<symphony::EpochDecision> {
-    std::vector<double> load(r.rates.size());
-    for (std::size_t i = 0; i < load.size(); ++i) load[i] = r.rates[i] * weight[i];
-    EpochPlan plan;
-    try {
-      plan = ep->plan(load, r.current, r.max_disruption);
-    } catch (const InputError& err) {
-      return symphony::Status(symphony::Errc::kInvalidArgument, err.what());
-    }
-    symphony::EpochDecision d;
-    d.assignment = std::move(plan.assignment);
-    const Solution& res = plan.result;
-    d.status = res.message();
-    if (plan.kept) d.status = "kept the current assignment: " + d.status;
-    if (plan.held) {
-      // The stats describe the assignment in force: the current one.
-      const Evaluation& ev = plan.current;
-      d.status = "kept the current assignment: the solver's gains " + fmt_number(plan.gain) +
-                 " (objective or RMS deviation), below min_improvement " + fmt_number(ep->min_improvement()) +
-                 " (" + d.status + ")";
-      d.stats = {{"objective", ev.objective},
-                 {"rate_imbalance", ev.rate_imbalance},
-                 {"memory_imbalance", ev.memory_imbalance},
-                 {"disruption", 0.0},
-                 {"proposed_objective", res.objective}};
-    } else if (res.has_solution()) {
-      const Evaluation& ev = res.evaluation;
-      d.stats = {{"objective", res.objective},
-                 {"rate_imbalance", ev.rate_imbalance},
-                 {"memory_imbalance", ev.memory_imbalance},
-                 {"disruption", ev.disruption}};
-      if (!std::isnan(res.gap)) d.stats.emplace_back("gap", res.gap);
-    }
-    return d;
-  };
+  SYMPHONY_ASSIGN_OR_RETURN(EpochPartitioner made,
+                            EpochPartitioner::create(std::move(models),
+                                                     uniform_subclusters(c.spec.count, c.rate_cap_rps,
+                                                                         c.memory_cap_mib, c.cost_scale),
+                                                     o, c.memory_weight, c.min_improvement));
+  auto ep = std::make_shared<const EpochPartitioner>(std::move(made));
+  return symphony::Partitioner(
+      [ep, weight](const symphony::EpochRequest& r) -> Result<symphony::EpochDecision> {
+        std::vector<double> load(r.rates.size());
+        for (std::size_t i = 0; i < load.size(); ++i) load[i] = r.rates[i] * weight[i];
+        SYMPHONY_ASSIGN_OR_RETURN(EpochPlan plan, ep->plan(load, r.current, r.max_disruption));
+        symphony::EpochDecision d;
+        d.assignment = std::move(plan.assignment);
+        const Solution& res = plan.result;
+        d.status = res.message();
+        if (plan.kept) d.status = "kept the current assignment: " + d.status;
+        if (plan.held) {
+          // The stats describe the assignment in force: the current one.
+          const Evaluation& ev = plan.current;
+          d.status = "kept the current assignment: the solver's gains " + fmt_number(plan.gain) +
+                     " (objective or RMS deviation), below min_improvement " +
+                     fmt_number(ep->min_improvement()) + " (" + d.status + ")";
+          d.stats = {{"objective", ev.objective},
+                     {"rate_imbalance", ev.rate_imbalance},
+                     {"memory_imbalance", ev.memory_imbalance},
+                     {"disruption", 0.0},
+                     {"proposed_objective", res.objective}};
+        } else if (res.has_solution()) {
+          const Evaluation& ev = res.evaluation;
+          d.stats = {{"objective", res.objective},
+                     {"rate_imbalance", ev.rate_imbalance},
+                     {"memory_imbalance", ev.memory_imbalance},
+                     {"disruption", ev.disruption}};
+          if (!std::isnan(res.gap)) d.stats.emplace_back("gap", res.gap);
+        }
+        return d;
+      });
 }
 
 }  // namespace symphony::partition

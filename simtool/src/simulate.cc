@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
-#include <stdexcept>
 
 #include "symphony/batch_bounds.hpp"
 #include "symphony/sim/experiment.hpp"
@@ -17,7 +17,6 @@
 namespace symphony::simtool {
 using namespace symphony::sim;
 using config::Config;
-using config::ConfigError;
 namespace {
 
 using nlohmann::json;
@@ -65,19 +64,21 @@ class CsvTrace {
   const std::vector<ModelConfig>& models_;
 };
 
+// A config the simulator cannot run (kInvalidArgument, as the config's
+// readers say it).
+Status cannot_run(std::string message) { return Status(Errc::kInvalidArgument, std::move(message)); }
+
+// A run that failed: kInternal, which callers tell from a config they cannot run.
+Status run_failed(const Status& s) { return Status(Errc::kInternal, "simulation failed: " + s.to_string()); }
+
 // One run of the config's experiment; with sub-clusters, their details go to
 // `detail` when it is given.
-RunResult run_once(const Config& c, double scale, std::uint32_t gpus, std::ostream* trace,
-                   SubClusterRunResult* detail = nullptr) {
+Result<RunResult> run_once(const Config& c, double scale, std::uint32_t gpus, std::ostream* trace,
+                           SubClusterRunResult* detail = nullptr) {
   const ExperimentSpec& e = c.spec;
   if (c.subclusters) {
-    const Partitioner part = [&] {
-      try {
-        return partition::make_partitioner(*c.subclusters, e, gpus);
-      } catch (const partition::InputError& err) {
-        throw ConfigError(err.what());  // a config the simulator cannot run, as every other
-      }
-    }();
+    // Its errors (kInvalidArgument) are a config the simulator cannot run, as every other.
+    SYMPHONY_ASSIGN_OR_RETURN(const Partitioner part, partition::make_partitioner(*c.subclusters, e, gpus));
     Result<SubClusterRunResult> r = [&] {
       if (trace) {
         CsvTrace t(*trace, e.models);
@@ -85,7 +86,7 @@ RunResult run_once(const Config& c, double scale, std::uint32_t gpus, std::ostre
       }
       return run_subcluster_experiment<NullObserver>(e, c.subclusters->spec, part, scale, gpus, nullptr);
     }();
-    if (!r.ok()) throw std::runtime_error("simulation failed: " + r.status().to_string());
+    if (!r.ok()) return run_failed(r.status());
     RunResult out = std::move(r->cluster);
     if (detail) *detail = std::move(*r);
     return out;
@@ -97,22 +98,46 @@ RunResult run_once(const Config& c, double scale, std::uint32_t gpus, std::ostre
     }
     return run_experiment<NullObserver>(e, scale, gpus, nullptr);
   }();
-  if (!r.ok()) throw std::runtime_error("simulation failed: " + r.status().to_string());
+  if (!r.ok()) return run_failed(r.status());
   return std::move(*r);
 }
 
+// The runs of a search. The searches (sim/search.hpp) cannot stop early, so
+// the first failed run ends a search in effect: later steps fail at once, are
+// not reported, and simulate() returns that run's error.
+class SearchRuns {
+ public:
+  template <class Run>
+  RunResult operator()(Run&& run) {
+    if (failed_.ok()) {
+      Result<RunResult> r = run();
+      if (r.ok()) return std::move(*r);
+      failed_ = r.status();
+    }
+    RunResult none;
+    none.summary.worst_bad_rate = std::numeric_limits<double>::infinity();
+    return none;
+  }
+  bool failed() const { return !failed_.ok(); }
+  const Status& status() const { return failed_; }
+
+ private:
+  Status failed_;
+};
+
 // The report's sub-cluster parts of the reported run (a second run at the same
 // point for a search, whose runs keep only their summaries).
-void add_subclusters(json& report, const Config& c, double scale, std::uint32_t gpus,
-                     SubClusterRunResult* have = nullptr) {
-  if (!c.subclusters) return;
+Status add_subclusters(json& report, const Config& c, double scale, std::uint32_t gpus,
+                       SubClusterRunResult* have = nullptr) {
+  if (!c.subclusters) return Status();
   SubClusterRunResult again;
   if (!have) {
-    (void)run_once(c, scale, gpus, nullptr, &again);
+    SYMPHONY_RETURN_IF_ERROR(run_once(c, scale, gpus, nullptr, &again));
     have = &again;
   }
   report["subclusters"] = subclusters_json(*c.subclusters, c.spec, *have);
   report["series"] = series_json(c.spec, have->series);
+  return Status();
 }
 
 json percentiles_json(const Percentiles& p) {
@@ -262,7 +287,7 @@ json config_json(const Config& c) {
 
 }  // namespace
 
-json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
+Result<json> simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
   const ExperimentSpec& e = c.spec;
   const double base = e.base_rate();
   json report;
@@ -270,19 +295,20 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
   auto bad = [](const RunResult& r) { return r.summary.worst_bad_rate; };
 
   if (c.subclusters && e.policy.is_peer())
-    throw ConfigError(
+    return cannot_run(
         c.origin + ": subclusters: policy '" + e.policy.to_string() +
         "' is a peer of the paper's evaluation, which has no sub-clusters; use deferred, eager or timeout");
 
   if (opt.mode == Mode::kRun) {
     SubClusterRunResult detail;
-    const RunResult run = run_once(c, 1.0, e.gpus, opt.trace_out, &detail);
+    SYMPHONY_ASSIGN_OR_RETURN(const RunResult run, run_once(c, 1.0, e.gpus, opt.trace_out, &detail));
     report.update(run_json(c, run, e.gpus));
-    add_subclusters(report, c, 1.0, e.gpus, &detail);
+    SYMPHONY_RETURN_IF_ERROR(add_subclusters(report, c, 1.0, e.gpus, &detail));
     report["mode"] = "run";
     return report;
   }
-  if (!(base > 0)) throw ConfigError(c.origin + ": workload: a search needs a positive offered rate");
+  if (!(base > 0)) return cannot_run(c.origin + ": workload: a search needs a positive offered rate");
+  SearchRuns runs;
 
   if (opt.mode == Mode::kGoodput) {
     GoodputSearchOptions so;
@@ -291,15 +317,17 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
     so.max_steps = c.goodput.max_steps;
     so.start = c.goodput.start_rps > 0 ? c.goodput.start_rps : experiment_capacity(e);
     if (!(so.start > 0)) so.start = base;
-    auto res = find_goodput([&](double x) { return run_once(c, x / base, e.gpus, nullptr); }, bad, so,
-                            [&](const SearchStep& s, std::size_t i) {
-                              if (progress) progress->on_step("goodput", s, i);
-                            });
+    auto res = find_goodput(
+        [&](double x) { return runs([&] { return run_once(c, x / base, e.gpus, nullptr); }); }, bad, so,
+        [&](const SearchStep& s, std::size_t i) {
+          if (progress && !runs.failed()) progress->on_step("goodput", s, i);
+        });
+    SYMPHONY_RETURN_IF_ERROR(runs.status());
     if (res.at_goodput) {
       const RunResult& run = *res.at_goodput;
-      if (opt.trace_out) (void)run_once(c, res.goodput / base, e.gpus, opt.trace_out);
+      if (opt.trace_out) SYMPHONY_RETURN_IF_ERROR(run_once(c, res.goodput / base, e.gpus, opt.trace_out));
       report.update(run_json(c, run, e.gpus));
-      add_subclusters(report, c, res.goodput / base, e.gpus);
+      SYMPHONY_RETURN_IF_ERROR(add_subclusters(report, c, res.goodput / base, e.gpus));
     }
     report["mode"] = "goodput";
     report["goodput_rps"] = num(res.goodput);
@@ -315,7 +343,7 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
   // Minimum GPUs for a target rate.
   const double target = opt.min_gpus_rate > 0 ? opt.min_gpus_rate : c.min_gpus.rate;
   if (!(target > 0))
-    throw ConfigError(
+    return cannot_run(
         c.origin + ": search.min_gpus.rate: a minimum-GPU search needs a target rate (or --min-gpus <rate>)");
   MinGpusSearchOptions so;
   so.max_bad_rate = e.max_bad_rate;
@@ -333,16 +361,17 @@ json simulate(const Config& c, const SimulateOptions& opt, Progress* progress) {
           none.summary.worst_bad_rate = 1;
           return none;
         }
-        return run_once(c, scale, n, nullptr);
+        return runs([&] { return run_once(c, scale, n, nullptr); });
       },
       bad, so,
       [&](const SearchStep& s, std::size_t i) {
-        if (progress) progress->on_step("min_gpus", s, i);
+        if (progress && !runs.failed()) progress->on_step("min_gpus", s, i);
       });
+  SYMPHONY_RETURN_IF_ERROR(runs.status());
   if (res.at_min) {
-    if (opt.trace_out) (void)run_once(c, scale, res.gpus, opt.trace_out);
+    if (opt.trace_out) SYMPHONY_RETURN_IF_ERROR(run_once(c, scale, res.gpus, opt.trace_out));
     report.update(run_json(c, *res.at_min, res.gpus));
-    add_subclusters(report, c, scale, res.gpus);
+    SYMPHONY_RETURN_IF_ERROR(add_subclusters(report, c, scale, res.gpus));
   }
   report["mode"] = "min_gpus";
   report["min_gpus"] = res.gpus;

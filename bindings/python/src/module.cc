@@ -101,39 +101,40 @@ std::string simulate(const std::string& source, bool is_path, const std::string&
   std::optional<PyProgress> prog;
   if (!progress.is_none()) prog.emplace(progress);
   std::string out;
-  std::string config_error, other_error;
+  Status failed;
   bool aborted = false;
   {
     py::gil_scoped_release nogil;  // a goodput search runs for seconds
-    try {
-      config::Config c =
-          is_path ? config::load_config(source) : config::parse_config(source, origin, base_dir);
+    failed = [&]() -> Status {
+      SYMPHONY_ASSIGN_OR_RETURN(config::Config c, is_path ? config::load_config(source)
+                                                          : config::parse_config(source, origin, base_dir));
       config::Overrides ov;
       ov.policy = std::move(policy);
       ov.gather = std::move(gather);
       ov.seed = seed;
       ov.gpus = gpus;
       ov.rate = rate;
-      config::apply_overrides(c, ov);
+      SYMPHONY_RETURN_IF_ERROR(config::apply_overrides(c, ov));
       std::ofstream trace;
       if (trace_out) {
         trace.open(*trace_out);
-        if (!trace) throw config::ConfigError(*trace_out + ": cannot write the trace");
+        if (!trace) return Status(Errc::kInvalidArgument, *trace_out + ": cannot write the trace");
         so.trace_out = &trace;
       }
-      out = simtool::simulate(c, so, prog ? &*prog : nullptr).dump(2);
-      out += "\n";
-    } catch (const PyProgress::Abort&) {
-      aborted = true;
-    } catch (const config::ConfigError& e) {
-      config_error = e.what();
-    } catch (const std::exception& e) {
-      other_error = e.what();
-    }
+      try {  // the progress callback's Python exception ends the search
+        SYMPHONY_ASSIGN_OR_RETURN(const nlohmann::json report,
+                                  simtool::simulate(c, so, prog ? &*prog : nullptr));
+        out = report.dump(2) + "\n";
+      } catch (const PyProgress::Abort&) {
+        aborted = true;
+      }
+      return Status();
+    }();
   }
   if (aborted) prog->rethrow();
-  if (!config_error.empty()) raise(ErrorKind::kConfig, config_error);
-  if (!other_error.empty()) raise(ErrorKind::kBase, "simulation failed: " + other_error);
+  // A config that cannot run is a ConfigError; a failed run is a SymphonyError.
+  if (failed.code() == Errc::kInvalidArgument) raise(ErrorKind::kConfig, failed.message());
+  if (!failed.ok()) raise(ErrorKind::kBase, "simulation failed: " + failed.message());
   return out;
 }
 
@@ -185,11 +186,7 @@ Latencies are in milliseconds.
       .def_static(
           "read_csv",
           [](const std::string& path, std::uint32_t max_batch) {
-            try {
-              return config::read_profile_table(path, max_batch);
-            } catch (const config::ConfigError& e) {
-              raise(ErrorKind::kConfig, e.what());
-            }
+            return value_or_raise(config::read_profile_table(path, max_batch), ErrorKind::kConfig);
           },
           py::arg("path"), py::arg("max_batch") = 0,
           "Reads a measured latency table (CSV: batch,latency_ms), as the simulator's profile_file does.")

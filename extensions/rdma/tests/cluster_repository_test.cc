@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "process_support.hpp"
+#include "status_testing.hpp"
 #include "symphony/profile_io/profile_file.hpp"
 #include "symphony/repository/model_repository.hpp"
 
@@ -127,7 +128,8 @@ TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOw
   profile("linear", 1, "cpu:0", 16, {"float32[4]"});
   const Result<ClusterRepository> r = read(true);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  const ClusterConfig c = parse_cluster_config(kClusterYaml, "c.yaml", "", true, &*r);
+  const ClusterConfig c =
+      symphony::testing::ok_value(parse_cluster_config(kClusterYaml, "c.yaml", "", true, &*r));
   ASSERT_EQ(c.sim.spec.models.size(), 1u);
   EXPECT_EQ(c.sim.spec.models[0].name, "linear");
   EXPECT_EQ(c.sim.spec.models[0].slo, Duration::milliseconds(50));
@@ -142,12 +144,7 @@ TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOw
   EXPECT_EQ(c.cluster.models.at("linear").input_names, std::vector<std::string>{"INPUT__0"});
 
   const auto refused = [&](const std::string& yaml) {
-    try {
-      (void)parse_cluster_config(yaml, "c.yaml", "", true, &*r);
-    } catch (const config::ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return symphony::testing::rejection(parse_cluster_config(yaml, "c.yaml", "", true, &*r));
   };
   const std::string both =
       refused(std::string(kClusterYaml) + "models:\n  - {name: m, alpha_ms: 1, beta_ms: 1, slo_ms: 20}\n");
@@ -166,7 +163,8 @@ TEST_F(ClusterRepositoryTest, FrontendsAndBackendsNeedNoProfile) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->models[0].config.max_batch, 16u);
   EXPECT_TRUE(r->models[0].profile_path.empty());
-  const ClusterConfig c = parse_cluster_config(kClusterYaml, "c.yaml", "", false, &*r);
+  const ClusterConfig c =
+      symphony::testing::ok_value(parse_cluster_config(kClusterYaml, "c.yaml", "", false, &*r));
   EXPECT_EQ(c.sim.spec.models[0].slo, Duration::milliseconds(50));
 }
 

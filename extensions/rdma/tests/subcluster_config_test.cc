@@ -8,12 +8,14 @@
 #include <set>
 #include <string>
 
+#include "status_testing.hpp"
 #include "symphony/cluster/cluster_config.hpp"
 #include "symphony/cluster/scheduler_node.hpp"
 #include "symphony/cluster/wire.hpp"
 
 namespace symphony::cluster {
 namespace {
+using symphony::testing::ok_value;
 
 std::string base(int gpus = 4) {
   return "gpus: " + std::to_string(gpus) +
@@ -27,30 +29,24 @@ std::string base(int gpus = 4) {
 }
 
 std::string message(const std::string& text) {
-  try {
-    (void)parse_cluster_config(text, "c.yaml", "");
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "accepted";
+  return testing::rejection(parse_cluster_config(text, "c.yaml", ""));
 }
 
 TEST(SubClusterConfigTest, AbsentSectionMeansOneSchedulerOverEveryGpu) {
-  const ClusterConfig c = parse_cluster_config(base(), "c.yaml", "");
+  const ClusterConfig c = ok_value(parse_cluster_config(base(), "c.yaml", ""));
   EXPECT_FALSE(c.sim.subclusters.has_value());
 }
 
 TEST(SubClusterConfigTest, ReadsCountEpochMethodDisruptionAndShares) {
-  const ClusterConfig c = parse_cluster_config(base() +
-                                                   "subclusters:\n"
-                                                   "  count: 2\n"
-                                                   "  gpus: [3, 1]\n"
-                                                   "  epoch_s: 1.5\n"
-                                                   "  max_disruption: 2\n"
-                                                   "  method: random\n"
-                                                   "  time_limit_s: 0.5\n"
-                                                   "  rate_cap_rps: 1000\n",
-                                               "c.yaml", "");
+  const ClusterConfig c = ok_value(parse_cluster_config(base() + "subclusters:\n"
+                                                                 "  count: 2\n"
+                                                                 "  gpus: [3, 1]\n"
+                                                                 "  epoch_s: 1.5\n"
+                                                                 "  max_disruption: 2\n"
+                                                                 "  method: random\n"
+                                                                 "  time_limit_s: 0.5\n"
+                                                                 "  rate_cap_rps: 1000\n",
+                                                        "c.yaml", ""));
   ASSERT_TRUE(c.sim.subclusters.has_value());
   const partition::SubClusterConfig& s = *c.sim.subclusters;
   EXPECT_EQ(s.spec.count, 2u);
@@ -65,7 +61,7 @@ TEST(SubClusterConfigTest, ReadsCountEpochMethodDisruptionAndShares) {
 }
 
 TEST(SubClusterConfigTest, DefaultsPlaceOnceWithGreedyAndNoBound) {
-  const ClusterConfig c = parse_cluster_config(base() + "subclusters: {count: 2}\n", "c.yaml", "");
+  const ClusterConfig c = ok_value(parse_cluster_config(base() + "subclusters: {count: 2}\n", "c.yaml", ""));
   ASSERT_TRUE(c.sim.subclusters.has_value());
   EXPECT_EQ(c.sim.subclusters->spec.epoch, Duration::zero());
   EXPECT_EQ(c.sim.subclusters->method, "greedy");
@@ -116,7 +112,7 @@ TEST(SubClusterConfigTest, TheSchedulerRefusesTooShortEpochsAndTooManySubCluster
 
 TEST(SubClusterConfigTest, TheExampleConfigLoads) {
   const ClusterConfig c =
-      load_cluster_config(std::string(SYMPHONY_SOURCE_DIR) + "/examples/cluster/subclusters.yaml");
+      ok_value(load_cluster_config(std::string(SYMPHONY_SOURCE_DIR) + "/examples/cluster/subclusters.yaml"));
   ASSERT_TRUE(c.sim.subclusters.has_value());
   EXPECT_EQ(c.sim.subclusters->spec.count, 2u);
   EXPECT_EQ(c.sim.subclusters->spec.epoch, Duration::seconds(60));
@@ -151,7 +147,7 @@ TEST(SubClusterWireTest, PlacementsRoundTripAndMalformedOnesAreRefused) {
 PartitionSnapshot start_and_snapshot(const std::string& text) {
   SchedulerOptions o;
   o.listen = HostPort{"127.0.0.1", 0};
-  o.config = parse_cluster_config(text, "c.yaml", "");
+  o.config = ok_value(parse_cluster_config(text, "c.yaml", ""));
   o.log = [](std::string_view) {};
   Result<std::unique_ptr<SchedulerNode>> node = SchedulerNode::create(std::move(o));
   EXPECT_TRUE(node.ok()) << node.status().to_string();

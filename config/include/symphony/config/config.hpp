@@ -6,32 +6,31 @@
 // this library only, so the two parse every section the same way.
 //
 // Parsing is strict: an unknown key, a value of the wrong type or out of
-// range, a missing or unreadable profile table, trace or profile file, all
-// throw ConfigError with a message that names the file, the line and the key
-// ("stagger.yaml:7:3: workload.rate: must be >= 0, got -5"). Paths in a
+// range, a missing or unreadable profile table, trace or profile file, each
+// is a Status (kInvalidArgument) whose message names the file, the line and
+// the key ("stagger.yaml:7:3: workload.rate: must be >= 0, got -5"). Paths in a
 // config are relative to the config file's directory; profile tables named by
 // `zoo:` are looked up in the config's `profile_dirs`, then in
 // $SYMPHONY_PROFILE_PATH (colon-separated), then in the data directory the
 // project was built from (and installed to).
 //
 // Not part of the core: uses yaml-cpp, symphony::partition (the
-// `subclusters:` section's settings) and the file system; errors are
-// exceptions.
+// `subclusters:` section's settings) and the file system; yaml-cpp's
+// exceptions never leave the library.
 //
-//   config::Config c = config::load_config("examples/paper/stagger_resnet50.yaml");
-//   config::Config d = config::parse_config(yaml_text, "<memory>");
+//   SYMPHONY_ASSIGN_OR_RETURN(config::Config c, config::load_config("examples/paper/stagger_resnet50.yaml"));
+//   Result<config::Config> d = config::parse_config(yaml_text, "<memory>");
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "symphony/config/config_error.hpp"
 #include "symphony/experiment_spec.hpp"
 #include "symphony/partition/subclusters.hpp"
 #include "symphony/policy.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::config {
 
@@ -80,8 +79,9 @@ struct Overrides {
   std::optional<double> rate;  // total offered rate; scales every model's rate
 };
 
-// Applies `o` to `c`; throws ConfigError (naming the option) when a value is bad.
-void apply_overrides(Config& c, const Overrides& o);
+// Applies `o` to `c`; kInvalidArgument (naming the option: "--gpus: ...")
+// when a value is bad, `c` then partly changed.
+Status apply_overrides(Config& c, const Overrides& o);
 
 // Models the caller gives instead of the config's `models:` section (the
 // cluster's --model-repository); the config must then have no such section.
@@ -93,12 +93,12 @@ struct GivenModels {
 };
 
 // Reads and checks a YAML config file.
-Config load_config(const std::string& path, const GivenModels* given = nullptr);
+Result<Config> load_config(const std::string& path, const GivenModels* given = nullptr);
 
 // Parses YAML text; `origin` names it in messages; relative paths in it are
 // resolved against `base_dir` (default: the current directory).
-Config parse_config(const std::string& yaml_text, const std::string& origin = "<memory>",
-                    const std::string& base_dir = "", const GivenModels* given = nullptr);
+Result<Config> parse_config(const std::string& yaml_text, const std::string& origin = "<memory>",
+                            const std::string& base_dir = "", const GivenModels* given = nullptr);
 
 // The directories searched for `zoo:` tables, in order, for a config in
 // `base_dir` with the given `profile_dirs`.

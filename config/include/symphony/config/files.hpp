@@ -4,7 +4,8 @@
 // blank lines are skipped. The formats are documented in
 // data/profiles/README.md, docs/simulator.md and docs/partition.md.
 //
-// Every reader throws ConfigError naming the file and line of the problem.
+// Every reader returns its table or Status(kInvalidArgument) naming the file
+// and line of the problem ("zoo.csv:4: 'alpha_ms' is not a number: 'x'").
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "symphony/latency_profile.hpp"
 #include "symphony/partition/subclusters.hpp"
+#include "symphony/status.hpp"
 #include "symphony/workload.hpp"
 
 namespace symphony::config {
@@ -28,22 +30,25 @@ struct ZooEntry {
 };
 
 // Reads a zoo table (name,alpha_ms,beta_ms,slo_ms[,max_batch]).
-std::vector<ZooEntry> read_zoo(const std::string& path);
+Result<std::vector<ZooEntry>> read_zoo(const std::string& path);
 
 // Reads a measured latency table (batch,latency_ms), possibly sparse, into a
 // profile (interpolated; max_batch 0: the table's largest batch).
-LatencyProfile read_profile_table(const std::string& path, std::uint32_t max_batch = 0);
+Result<LatencyProfile> read_profile_table(const std::string& path, std::uint32_t max_batch = 0);
 
 // Reads a trace (time_s or time_ms, model[, slo_ms]); `model` is a model
 // name from `ids`. Records must be in time order.
-std::vector<TraceRecord> read_trace(const std::string& path, const std::map<std::string, ModelId>& ids);
+Result<std::vector<TraceRecord>> read_trace(const std::string& path,
+                                            const std::map<std::string, ModelId>& ids);
 
 // Reads a model memory table: CSV with a header naming the columns `name`,
 // `static_mib`, `dynamic_mib` and optionally `move_cost` (others are
 // ignored).
-std::vector<std::pair<std::string, partition::ModelMemory>> read_model_memory(const std::string& path);
+Result<std::vector<std::pair<std::string, partition::ModelMemory>>> read_model_memory(
+    const std::string& path);
 
-// Reads a whole file; throws ConfigError when it cannot.
-std::string read_file(const std::string& path, const std::string& what);
+// Reads a whole file; kInvalidArgument ("<path>: cannot open <what>") when
+// it cannot.
+Result<std::string> read_file(const std::string& path, const std::string& what);
 
 }  // namespace symphony::config

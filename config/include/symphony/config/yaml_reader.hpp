@@ -5,25 +5,30 @@
 //
 //   serve.yaml:7:5: models[2].slo_ms: must be > 0, got -5
 //
-// (file, line:column of the offending node, key path, problem). Inside the
-// readers an error is a ConfigError thrown by fail(); each reader's public
-// entry point catches it (and yaml-cpp's own exceptions) at its boundary.
+// (file, line:column of the offending node, key path, problem). Inside a
+// reader's body an error ends the body (fail() throws, as yaml-cpp does);
+// the body runs in read_status() or read_or_status(), the one boundary that
+// catches, so that every public entry point returns a Status / Result<T>.
 // Includes yaml-cpp: for the readers' sources, not for their callers.
 //
-//   YamlReader r("serve.yaml", "/etc/symphony");
-//   const YAML::Node root = r.load(text);
-//   r.check_keys(root, "", {"models", "delays"});
-//   const double slo = r.number_min(root["slo_ms"], "slo_ms", 0, true);
+//   return read_or_status<double>([&] {
+//     YamlReader r("serve.yaml", "/etc/symphony");
+//     const YAML::Node root = r.load(text);
+//     r.check_keys(root, "", {"slo_ms"});
+//     return r.number_min(root["slo_ms"], "slo_ms", 0, true);
+//   });
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "symphony/config/config_error.hpp"
 #include "symphony/profile_calibrator.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
@@ -33,7 +38,7 @@ namespace symphony::config {
 
 // Reads the nodes of one YAML document, remembering its file for messages and
 // its directory for relative paths. Every getter takes the node and its key
-// path ("models[2].slo_ms") and throws ConfigError when the value is wrong.
+// path ("models[2].slo_ms") and fails (see fail()) when the value is wrong.
 class YamlReader {
  public:
   YamlReader(std::string origin, std::string base_dir)
@@ -46,8 +51,9 @@ class YamlReader {
   // error: ...".
   YAML::Node load(const std::string& text) const;
 
-  // Throws "origin:line:col: key: msg" (no line when the node has no mark,
-  // no key when `key` is empty).
+  // Ends the reader's body with the error "origin:line:col: key: msg" (no
+  // line when the node has no mark, no key when `key` is empty), which
+  // read_status() returns. REQUIRES: called inside read_status().
   [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& msg) const;
   // Prints "origin:line:col: warning: `key` is deprecated; write `instead`
   // (how)" on stderr.
@@ -105,18 +111,18 @@ class YamlReader {
   std::string base_dir_;
 };
 
-// Runs a reader's body, turning a ConfigError (or a yaml-cpp exception that
-// escaped it) into Status(kInvalidArgument, message): the boundary between
-// the readers' exceptions and a Result-returning entry point.
+// Runs a reader's body, turning the error that ended it (fail(), or a
+// yaml-cpp exception that escaped it) into Status(kInvalidArgument,
+// message): the boundary between the readers' exceptions and a
+// Status-returning entry point.
+Status read_status(const std::function<void()>& body);
+
+// read_status() for a body that returns a T.
 template <class T, class F>
 Result<T> read_or_status(F&& body) {
-  try {
-    return body();
-  } catch (const ConfigError& e) {
-    return Status(Errc::kInvalidArgument, e.what());
-  } catch (const YAML::Exception& e) {
-    return Status(Errc::kInvalidArgument, e.what());
-  }
+  std::optional<T> out;
+  SYMPHONY_RETURN_IF_ERROR(read_status([&] { out.emplace(body()); }));
+  return std::move(*out);
 }
 
 }  // namespace symphony::config

@@ -176,22 +176,23 @@ void check_subclusters(const config::YamlReader& r, const YAML::Node& n,
 
 }  // namespace
 
-ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
-                                   const std::string& base_dir, bool need_token,
-                                   const ClusterRepository* repository) {
+Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const std::string& origin,
+                                           const std::string& base_dir, bool need_token,
+                                           const ClusterRepository* repository) {
   const config::YamlReader r(origin, base_dir);
-  const YAML::Node root = r.load(yaml_text);
   ClusterConfig cc;
-  if (root.IsMap() && root["cluster"]) {
-    cc.cluster = parse_section(r, root["cluster"]);
-    cc.has_cluster_section = true;
-  }
-  if (repository) {
-    const std::string from = "the model repository " + repository->dir + " (--model-repository)";
+  YAML::Node root;
+  config::GivenModels given;
+  SYMPHONY_RETURN_IF_ERROR(config::read_status([&] {
+    root = r.load(yaml_text);
+    if (root.IsMap() && root["cluster"]) {
+      cc.cluster = parse_section(r, root["cluster"]);
+      cc.has_cluster_section = true;
+    }
+    if (!repository) return;
+    given.from = "the model repository " + repository->dir + " (--model-repository)";
     if (const YAML::Node n = cc.has_cluster_section ? root["cluster"]["models"] : YAML::Node(); n)
-      r.fail(n, "cluster.models", "the models' tensors come from " + from + ": remove this section");
-    config::GivenModels given;
-    given.from = from;
+      r.fail(n, "cluster.models", "the models' tensors come from " + given.from + ": remove this section");
     for (const ClusterRepositoryModel& m : repository->models) {
       given.models.push_back(m.config);
       given.sources.push_back("repository:" + m.config_path);
@@ -199,36 +200,38 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
       cc.model_versions[m.config.name] = std::to_string(m.version);
     }
     cc.model_repository = repository->dir;
-    cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir, &given);
-  } else {
-    cc.sim = config::parse_config(cut_cluster_section(yaml_text), origin, base_dir);
-  }
-  for (const auto& [name, t] : cc.cluster.models) {
-    bool known = false;
-    for (const ModelConfig& m : cc.sim.spec.models) known |= m.name == name;
-    if (!known) {
-      std::string names;
-      for (const ModelConfig& m : cc.sim.spec.models) names += (names.empty() ? "" : ", ") + m.name;
-      const YAML::Node models = root["cluster"]["models"];
-      YAML::Node at = models;
-      for (const auto& kv : models)
-        if (kv.first.as<std::string>() == name) at = kv.first;
-      r.fail(at, "cluster.models." + name,
-             "no model '" + name + "' in models: (the cluster serves: " + names + ")");
+  }));
+  SYMPHONY_ASSIGN_OR_RETURN(cc.sim, config::parse_config(cut_cluster_section(yaml_text), origin, base_dir,
+                                                         repository ? &given : nullptr));
+  SYMPHONY_RETURN_IF_ERROR(config::read_status([&] {
+    for (const auto& [name, t] : cc.cluster.models) {
+      bool known = false;
+      for (const ModelConfig& m : cc.sim.spec.models) known |= m.name == name;
+      if (!known) {
+        std::string names;
+        for (const ModelConfig& m : cc.sim.spec.models) names += (names.empty() ? "" : ", ") + m.name;
+        const YAML::Node models = root["cluster"]["models"];
+        YAML::Node at = models;
+        for (const auto& kv : models)
+          if (kv.first.as<std::string>() == name) at = kv.first;
+        r.fail(at, "cluster.models." + name,
+               "no model '" + name + "' in models: (the cluster serves: " + names + ")");
+      }
     }
-  }
-  if (cc.sim.subclusters) check_subclusters(r, root["subclusters"], *cc.sim.subclusters);
+    if (cc.sim.subclusters) check_subclusters(r, root["subclusters"], *cc.sim.subclusters);
+  }));
   if (need_token && effective_token(cc.cluster).empty())
-    throw config::ConfigError(origin +
-                              ": cluster.token: a cluster needs a shared token (cluster: {token: ...} or "
-                              "token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
+    return Status(Errc::kInvalidArgument,
+                  origin +
+                      ": cluster.token: a cluster needs a shared token (cluster: {token: ...} "
+                      "or token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
   return cc;
 }
 
-ClusterConfig load_cluster_config(const std::string& path, bool need_token,
-                                  const ClusterRepository* repository) {
+Result<ClusterConfig> load_cluster_config(const std::string& path, bool need_token,
+                                          const ClusterRepository* repository) {
   std::ifstream f(path);
-  if (!f) throw config::ConfigError(path + ": cannot open the file");
+  if (!f) return Status(Errc::kInvalidArgument, path + ": cannot open the file");
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string dir = fs::path(path).parent_path().string();

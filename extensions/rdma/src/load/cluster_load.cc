@@ -177,12 +177,7 @@ Status invalid(std::string m) { return Status(Errc::kInvalidArgument, std::move(
 }  // namespace
 
 Result<json> run_cluster_load(const ClusterLoadOptions& a) {
-  ClusterConfig cfg;
-  try {
-    cfg = load_cluster_config(a.config, false);
-  } catch (const config::ConfigError& e) {
-    return invalid(e.what());
-  }
+  SYMPHONY_ASSIGN_OR_RETURN(const ClusterConfig cfg, load_cluster_config(a.config, false));
   if (a.input_bytes == 0) return invalid("--input-bytes must be positive");
   const ExperimentSpec& spec = cfg.sim.spec;
   ClientOptions co;

@@ -53,11 +53,8 @@ Status SchedulerNode::Impl::start() {
                 : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
                                                               : Duration::seconds(10);
     if (sub_cfg) {
-      try {
-        so.partitioner = partition::make_partitioner(*sub_cfg, sc.spec, std::max(sc.spec.gpus, num_subs_));
-      } catch (const std::exception& e) {
-        return Status(Errc::kInvalidArgument, e.what());
-      }
+      SYMPHONY_ASSIGN_OR_RETURN(
+          so.partitioner, partition::make_partitioner(*sub_cfg, sc.spec, std::max(sc.spec.gpus, num_subs_)));
       so.initial_rates = expected_rates(sc.spec, 1.0, epoch > Duration::zero() ? epoch : sc.spec.duration);
     }
     subs_.emplace(

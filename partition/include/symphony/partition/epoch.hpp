@@ -8,10 +8,13 @@
 //    there is nothing to keep: the plan has no assignment and the caller must stop;
 //  - when every model is placed and the current assignment is still feasible, keep it unless the
 //    solver's lowers the objective or the RMS of the sub-clusters' deviations by `min_improvement`.
-// Not part of the core: plain values, errors are exceptions (InputError for a malformed problem).
+// Not part of the core: plain values; errors are a Status (kInvalidArgument for a malformed problem,
+// as solve() returns them).
 //
-//   partition::EpochPartitioner ep(models, partition::uniform_subclusters(4, kUnlimited, 4096), options);
-//   partition::EpochPlan plan = ep.plan(rates, current, /*max_disruption=*/4);
+//   SYMPHONY_ASSIGN_OR_RETURN(partition::EpochPartitioner ep,
+//                             partition::EpochPartitioner::create(models, uniform_subclusters(4, kUnlimited, 4096),
+//                                                                 options));
+//   SYMPHONY_ASSIGN_OR_RETURN(partition::EpochPlan plan, ep.plan(rates, current, /*max_disruption=*/4));
 //   if (plan.assignment.empty()) fail(plan.result.message());
 #pragma once
 
@@ -21,6 +24,7 @@
 
 #include "symphony/partition/problem.hpp"
 #include "symphony/partition/solver.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::partition {
 
@@ -36,10 +40,11 @@ struct EpochPlan {
 class EpochPartitioner {
  public:
   // `models` give names, memory and move costs (their rates are ignored).
-  // Throws InputError when a model or sub-cluster is malformed, or
+  // kInvalidArgument when a model or sub-cluster is malformed, or
   // min_improvement is negative or not finite.
-  EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters, Options options,
-                   double memory_weight = 1, double min_improvement = 0);
+  static Result<EpochPartitioner> create(std::vector<Model> models, std::vector<SubCluster> subclusters,
+                                         Options options, double memory_weight = 1,
+                                         double min_improvement = 0);
 
   std::size_t num_models() const { return models_.size(); }
   std::size_t num_subclusters() const { return subclusters_.size(); }
@@ -48,13 +53,20 @@ class EpochPartitioner {
 
   // The problem of one epoch: these rates (requests/s, one per model), the
   // current assignment (one per model, kUnplaced for a model placed nowhere;
-  // empty: none placed) and the bound (kUnlimited: none).
-  Problem problem(std::span<const double> rates, std::span<const int> current, double max_disruption) const;
+  // empty: none placed) and the bound (kUnlimited: none); kInvalidArgument
+  // when the sizes are not one per model.
+  Result<Problem> problem(std::span<const double> rates, std::span<const int> current,
+                          double max_disruption) const;
 
-  // Solves the epoch's problem under the options and applies the rule above.
-  EpochPlan plan(std::span<const double> rates, std::span<const int> current, double max_disruption) const;
+  // Solves the epoch's problem under the options and applies the rule above;
+  // solve()'s errors.
+  Result<EpochPlan> plan(std::span<const double> rates, std::span<const int> current,
+                         double max_disruption) const;
 
  private:
+  EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters, Options options,
+                   double memory_weight, double min_improvement);
+
   std::vector<Model> models_;
   std::vector<SubCluster> subclusters_;
   Options options_;

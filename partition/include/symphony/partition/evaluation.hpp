@@ -5,8 +5,8 @@
 // and every violated constraint. Every method's result is measured by this
 // one function, so MILP, greedy and random search compare like with like.
 //
-//   partition::Evaluation e = partition::evaluate(problem, assignment);
-//   if (!e.feasible()) std::puts(e.violations.front().c_str());
+//   Result<partition::Evaluation> e = partition::evaluate(problem, assignment);
+//   if (e.ok() && !e->feasible()) std::puts(e->violations.front().c_str());
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "symphony/partition/problem.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::partition {
 
@@ -53,10 +54,10 @@ struct Evaluation {
 // floating point; a load within this fraction of its cap is within it).
 inline constexpr double kCapTolerance = 1e-7;
 
-// Measures an assignment (a sub-cluster index per model). Throws InputError
+// Measures an assignment (a sub-cluster index per model); kInvalidArgument
 // when the assignment's size is not the number of models or an entry is out
 // of [0, num_subclusters).
 // REQUIRES: validate(p) passes.
-Evaluation evaluate(const Problem& p, std::span<const int> assignment);
+Result<Evaluation> evaluate(const Problem& p, std::span<const int> assignment);
 
 }  // namespace symphony::partition

@@ -4,15 +4,16 @@
 // and the JSON report, which is itself a valid assignment file, so one
 // epoch's output is the next epoch's --current.
 //
-// Errors name the file, line and column ("models.csv:4:9: rate: not a
-// number: 'fast'").
+// Errors are Status(kInvalidArgument) whose message names the file, line and
+// column ("models.csv:4:9: rate: not a number: 'fast'"; "<file>: ..." where
+// no position is known).
 //
-//   std::vector<partition::Model> models = partition::read_models_csv("models.csv");
-//   partition::CurrentAssignment cur = partition::read_assignment_json("now.json", models, 4);
+//   SYMPHONY_ASSIGN_OR_RETURN(std::vector<partition::Model> models, partition::read_models_csv("models.csv"));
+//   SYMPHONY_ASSIGN_OR_RETURN(partition::CurrentAssignment cur,
+//                             partition::read_assignment_json("now.json", models, 4));
 #pragma once
 
 #include <cstddef>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,22 +22,16 @@
 
 #include "symphony/partition/problem.hpp"
 #include "symphony/partition/solver.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::partition {
-
-// A file that cannot be read or is malformed; the message starts with
-// "<file>:<line>:<column>: " where a position is known.
-class FileError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // Parses a model table. Header line required (columns in any order):
 // name, rate (requests/s), static_mib, dynamic_mib, and optionally
 // move_cost (default 1). Lines starting with '#' and blank lines are
 // skipped; fields are trimmed; no quoting. `origin` names the text in errors.
-std::vector<Model> parse_models_csv(std::string_view text, const std::string& origin);
-std::vector<Model> read_models_csv(const std::string& path);
+Result<std::vector<Model>> parse_models_csv(std::string_view text, const std::string& origin);
+Result<std::vector<Model>> read_models_csv(const std::string& path);
 
 // A current assignment read against a model table.
 struct CurrentAssignment {
@@ -52,10 +47,11 @@ struct CurrentAssignment {
 // names in the file missing from the table are returned, not an error (they
 // left the cluster). Keys other than "subclusters" and "assignment" are
 // ignored (a report can be read back).
-CurrentAssignment parse_assignment_json(std::string_view text, const std::string& origin,
-                                        const std::vector<Model>& models, std::size_t num_subclusters);
-CurrentAssignment read_assignment_json(const std::string& path, const std::vector<Model>& models,
-                                       std::size_t num_subclusters);
+Result<CurrentAssignment> parse_assignment_json(std::string_view text, const std::string& origin,
+                                                const std::vector<Model>& models,
+                                                std::size_t num_subclusters);
+Result<CurrentAssignment> read_assignment_json(const std::string& path, const std::vector<Model>& models,
+                                               std::size_t num_subclusters);
 
 // The JSON report of a solve: method, status, objective, bound, gap, CPU time,
 // the assignment (readable back as an assignment file), the imbalance

@@ -14,7 +14,8 @@
 // unit of the models' memory sizes, rate caps in the unit of their rates
 // (the CSV reader uses MiB and requests/s).
 //
-// Not part of the core: plain values, errors are exceptions.
+// Not part of the core: plain values; a malformed problem or option is a
+// Status (kInvalidArgument) whose message names the model and the field.
 //
 //   partition::Problem p;
 //   p.models = {{"resnet50", 400, 98, 160}, {"bert", 50, 420, 390}};
@@ -25,9 +26,10 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "symphony/status.hpp"
 
 namespace symphony::partition {
 
@@ -82,15 +84,10 @@ struct Problem {
   bool fits_alone(std::size_t i, std::size_t j) const;
 };
 
-// A malformed problem or option (negative rate, duplicate name, current
-// sub-cluster out of range, ...): the message names the model and the field.
-class InputError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
-
-// Checks that the problem is well formed; throws InputError otherwise.
-void validate(const Problem& p);
+// Checks that the problem is well formed: kInvalidArgument for a malformed
+// one (negative rate, duplicate name, current sub-cluster out of range, ...),
+// the message naming the model and the field.
+Status validate(const Problem& p);
 
 // The constraint families of the MILP that can make a problem infeasible
 // (each model in exactly one sub-cluster always holds).

@@ -10,12 +10,15 @@
 //  - greedy is deterministic; the MILP and random search are when they stop
 //    on their work limits or finish in time (docs/partition.md#determinism);
 //  - solve() may be called from any thread; MILP solves are serialised on one
-//    process-wide mutex (CBC's driver keeps global state).
+//    process-wide mutex (CBC's driver keeps global state);
+//  - errors are a Status: kInvalidArgument for a malformed problem or option,
+//    kInternal when CBC throws (caught at the call into it). No solution is
+//    not an error: it is a Solution without an assignment, saying why.
 //
 //   partition::Options o;
 //   o.method = partition::Method::kMilp;
 //   o.time_limit = 10;
-//   partition::Solution r = partition::solve(problem, o);
+//   SYMPHONY_ASSIGN_OR_RETURN(partition::Solution r, partition::solve(problem, o));
 //   if (!r.has_solution()) std::puts(r.message().c_str());
 #pragma once
 
@@ -26,6 +29,7 @@
 
 #include "symphony/partition/evaluation.hpp"
 #include "symphony/partition/problem.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::partition {
 
@@ -36,8 +40,8 @@ enum class Method {
   kRandom,  // the paper's baseline: random assignments, the best feasible one
 };
 const char* to_string(Method m);
-// "milp", "greedy" or "random"; throws InputError otherwise.
-Method parse_method(const std::string& text);
+// "milp", "greedy" or "random"; kInvalidArgument otherwise.
+Result<Method> parse_method(const std::string& text);
 
 enum class SolveStatus {
   kOptimal,     // proven optimal (within CBC's tolerances)
@@ -89,8 +93,9 @@ bool milp_available();
 
 // Partitions p.models across p.subclusters with o.method under o.time_limit.
 // Infeasibility found before solving (find_conflicts) returns kInfeasible
-// at once, whatever the method. Throws InputError for a malformed problem or
-// options, and for Method::kMilp in a build without CBC.
-Solution solve(const Problem& p, const Options& o);
+// at once, whatever the method. kInvalidArgument for a malformed problem or
+// options, and for Method::kMilp in a build without CBC; kInternal when CBC
+// throws.
+Result<Solution> solve(const Problem& p, const Options& o);
 
 }  // namespace symphony::partition

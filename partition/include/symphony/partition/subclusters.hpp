@@ -6,9 +6,10 @@
 // scheduler call with it. symphony::config parses the section; the solver
 // is wired in here, so that neither caller depends on it.
 //
-// Not part of the core: errors are exceptions (InputError).
+// Not part of the core: errors are a Status (kInvalidArgument).
 //
-//   symphony::Partitioner p = partition::make_partitioner(config.subclusters.value(), config.spec, 8);
+//   SYMPHONY_ASSIGN_OR_RETURN(symphony::Partitioner p,
+//                             partition::make_partitioner(config.subclusters.value(), config.spec, 8));
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "symphony/experiment_spec.hpp"
 #include "symphony/partition/problem.hpp"
 #include "symphony/partitioner.hpp"
+#include "symphony/status.hpp"
 #include "symphony/subcluster.hpp"
 
 namespace symphony::partition {
@@ -65,9 +67,9 @@ struct SubClusterConfig {
 // keeps the current assignment. Its report lines and numbers hold no CPU
 // times, so a run stays deterministic where the solver is (greedy; milp and
 // random when they stop on their node or sample limits).
-// Throws InputError when the method is unknown or unavailable (milp without
-// CBC), naming subclusters.method.
-symphony::Partitioner make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e,
-                                       std::uint32_t gpus);
+// kInvalidArgument when the method is unknown or unavailable (milp without
+// CBC), naming subclusters.method, or a model's memory or a cap is malformed.
+Result<symphony::Partitioner> make_partitioner(const SubClusterConfig& c, const ExperimentSpec& e,
+                                               std::uint32_t gpus);
 
 }  // namespace symphony::partition

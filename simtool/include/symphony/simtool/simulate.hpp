@@ -10,8 +10,8 @@
 // (`symphony simulate`) and the Python bindings both call simulate(), so they
 // produce the same JSON.
 //
-//   config::Config c = config::load_config("examples/paper/stagger_resnet50.yaml");
-//   nlohmann::json r = simtool::simulate(c, {.mode = simtool::Mode::kGoodput});
+//   SYMPHONY_ASSIGN_OR_RETURN(config::Config c, config::load_config("examples/paper/stagger_resnet50.yaml"));
+//   SYMPHONY_ASSIGN_OR_RETURN(nlohmann::json r, simtool::simulate(c, {.mode = simtool::Mode::kGoodput}));
 //   std::cout << r.dump(2);
 #pragma once
 
@@ -23,6 +23,7 @@
 
 #include "symphony/config/config.hpp"
 #include "symphony/sim/search.hpp"
+#include "symphony/status.hpp"
 
 namespace symphony::simtool {
 
@@ -42,10 +43,11 @@ class Progress {
   virtual void on_step(const std::string& search, const sim::SearchStep& step, std::size_t index) = 0;
 };
 
-// Runs the config; throws ConfigError when it cannot run (for instance a
-// min-GPU search without a rate) and std::runtime_error on simulator errors.
-nlohmann::json simulate(const config::Config& config, const SimulateOptions& options = {},
-                        Progress* progress = nullptr);
+// Runs the config: kInvalidArgument when the config cannot run (for instance
+// a min-GPU search without a rate; messages as the config's readers write
+// them), kInternal when a run fails ("simulation failed: ...").
+Result<nlohmann::json> simulate(const config::Config& config, const SimulateOptions& options = {},
+                                Progress* progress = nullptr);
 
 // The per-model table the CLI prints without --json.
 std::string format_table(const nlohmann::json& report);

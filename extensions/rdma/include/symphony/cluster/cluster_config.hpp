@@ -6,7 +6,7 @@
 //
 // Contract:
 //  - parsing is the simulator's (config/'s YamlReader): unknown keys, wrong
-//    types and out-of-range values throw config::ConfigError naming the
+//    types and out-of-range values are Status(kInvalidArgument) naming the
 //    file, line:column and key path;
 //  - the `cluster:` section is cut from the text (its lines blanked, so the
 //    simulator's messages keep their line numbers) before the rest is parsed;
@@ -88,15 +88,15 @@ struct ClusterConfig {
 
 struct ClusterRepository;  // cluster_repository.hpp
 
-// Reads cluster.yaml; throws config::ConfigError. When `need_token` is set a
-// missing token is an error (the scheduler and backends need one). With
-// `repository`, its models and tensors replace `models:` and
-// `cluster.models`, which the file must then not have.
-ClusterConfig load_cluster_config(const std::string& path, bool need_token = true,
-                                  const ClusterRepository* repository = nullptr);
-ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& origin,
-                                   const std::string& base_dir, bool need_token = true,
-                                   const ClusterRepository* repository = nullptr);
+// Reads cluster.yaml; kInvalidArgument when it cannot be used. When
+// `need_token` is set a missing token is an error (the scheduler and
+// backends need one). With `repository`, its models and tensors replace
+// `models:` and `cluster.models`, which the file must then not have.
+Result<ClusterConfig> load_cluster_config(const std::string& path, bool need_token = true,
+                                          const ClusterRepository* repository = nullptr);
+Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const std::string& origin,
+                                           const std::string& base_dir, bool need_token = true,
+                                           const ClusterRepository* repository = nullptr);
 
 // The token to use: SYMPHONY_CLUSTER_TOKEN when set, else the config's.
 std::string effective_token(const ClusterSettings& s);
