@@ -123,6 +123,19 @@ TEST_F(ClusterRepositoryTest, TheSchedulerReadsModelsSlosProfilesAndTensorsOfThe
   EXPECT_EQ(unb.tensors.outputs[0].to_string(), "float32[5]");
 }
 
+// serve profiles a model without a batch dimension at its whole dims; the
+// scheduler takes that profile as it takes one made for the backends' form.
+TEST_F(ClusterRepositoryTest, AnUnbatchedModelTakesTheProfileServeMade) {
+  model("unbatched", kUnbatchedConfig);
+  profile("unbatched", 1, "cpu:0", 1, {"int64[1,2]"});
+  const Result<ClusterRepository> r = read(true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->models[0].tensors.inputs[0].to_string(), "int64[2]");
+  fs::remove(r->models[0].profile_path);
+  profile("unbatched", 1, "cpu:0", 1, {"int64[3]"});
+  EXPECT_HAS(error(true), "measured with inputs int64[3]");
+}
+
 TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOwn) {
   model("linear", kLinearConfig);
   profile("linear", 1, "cpu:0", 16, {"float32[4]"});

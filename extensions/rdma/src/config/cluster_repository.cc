@@ -60,9 +60,12 @@ Status read_profile(const repository::RepositoryModel& m, ClusterRepositoryModel
                     const std::string& device) {
   SYMPHONY_ASSIGN_OR_RETURN(out.profile_path, profile_file(m, out, device));
   SYMPHONY_ASSIGN_OR_RETURN(profile_io::MeasuredProfile p, profile_io::read_profile_file(out.profile_path));
-  std::vector<std::string> specs;
+  std::vector<std::string> specs, as_serve;
   for (const TensorSpec& s : out.tensors.inputs) specs.push_back(s.to_string());
-  if (!p.inputs.empty() && p.inputs != specs) {
+  // `serve` measures a model without a batch dimension at its whole dims
+  // ([1, 2]), the backends with the leading 1 as the batch ([2]): the same runs.
+  for (const repository::RepositoryTensor& t : m.inputs) as_serve.push_back(t.spec.to_string());
+  if (!p.inputs.empty() && p.inputs != specs && p.inputs != as_serve) {
     std::string had, want;
     for (const std::string& s : p.inputs) had += (had.empty() ? "" : ", ") + s;
     for (const std::string& s : specs) want += (want.empty() ? "" : ", ") + s;
