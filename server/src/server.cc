@@ -1125,16 +1125,17 @@ ServerStats Server::stats() const {
   else if (stopped_ns != 0)
     out.elapsed = TimePoint::from_ns(stopped_ns) - impl_->started;
   std::vector<std::shared_ptr<Impl::Model>> models;
+  std::vector<ModelStats> retired;
   {
+    // One look at both: remove_model() moves a model from by_name to
+    // retired under the lock, so it is counted in one of them, never both.
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
     for (const auto& [_, m] : impl_->by_name) models.push_back(m);
+    retired = impl_->retired;
   }
   std::vector<ModelStats> all;
   for (const auto& m : models) all.push_back(impl_->snapshot(*m));
-  {
-    std::shared_lock<std::shared_mutex> l(impl_->models_mu);
-    all.insert(all.end(), impl_->retired.begin(), impl_->retired.end());
-  }
+  all.insert(all.end(), std::make_move_iterator(retired.begin()), std::make_move_iterator(retired.end()));
   out.models = merge_versions(std::move(all));
   for (const ModelStats& s : out.models) {
     out.sent += s.counts.sent;
