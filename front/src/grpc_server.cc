@@ -370,10 +370,6 @@ class StreamReactor final
     inference::ModelStreamInferResponse resp;
     if (r.code == Code::kOk) {
       fill_response(r, asked, resp.mutable_infer_response());
-      if (traced) {
-        tr->encoded = trace::now();
-        trace::record("grpc_stream", *tr, r.times);
-      }
     } else {
       resp.set_error_message(std::string(to_string(r.code)) + ": " + r.message);
       inference::ModelInferResponse* ir = resp.mutable_infer_response();
@@ -385,6 +381,10 @@ class StreamReactor final
         if (r.outcome == Outcome::kDropped)
           (*ir->mutable_parameters())["drop_reason"].set_string_param(std::string(to_string(r.reason)));
       }
+    }
+    if (traced) {
+      tr->encoded = trace::now();
+      trace::record("grpc_stream", *tr, r.times);
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (seq) tickets_.erase(seq);
