@@ -94,7 +94,10 @@ int run(Options o) {
   } else if (table) {
     std::cout << simtool::format_table(*report);
   }
-  if (json.enabled() && !json.write("simulate", report->dump(2) + "\n")) return 2;
+  // A model name that is not UTF-8 is written replaced, not thrown on.
+  if (json.enabled() &&
+      !json.write("simulate", report->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"))
+    return 2;
   return 0;
 }
 
