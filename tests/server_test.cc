@@ -528,14 +528,19 @@ TEST(ServerTest, StatsKeepAnUnloadedVersionAndSumItsReload) {
     for (int i = 0; i < n; ++i) fs.push_back(std::move(*s->infer(name, {torch::zeros({4})})));
     for (auto& f : fs) EXPECT_TRUE(f.get().has_output());
   };
+  // The entry of model `fake` (of two), or null.
+  const auto fake_of = [](const ServerStats& st) -> const ModelStats* {
+    EXPECT_EQ(st.models.size(), 2u);
+    for (const ModelStats& m : st.models)
+      if (m.model == "fake") return &m;
+    return nullptr;
+  };
   serve("fake/1", 5);
   ASSERT_TRUE(s->remove_model("fake/1").ok());
   {
     const ServerStats st = s->stats();
-    ASSERT_EQ(st.models.size(), 2u);
-    const auto it = std::find_if(st.models.begin(), st.models.end(),
-                                 [](const ModelStats& m) { return m.model == "fake"; });
-    ASSERT_NE(it, st.models.end());
+    const ModelStats* it = fake_of(st);
+    ASSERT_NE(it, nullptr);
     EXPECT_FALSE(it->loaded);
     EXPECT_EQ(it->counts.sent, 5u);
     EXPECT_EQ(it->counts.ok + it->counts.late, 5u);
@@ -548,10 +553,8 @@ TEST(ServerTest, StatsKeepAnUnloadedVersionAndSumItsReload) {
   serve("fake/1@2", 3);
   s->stop();
   const ServerStats st = s->stats();
-  ASSERT_EQ(st.models.size(), 2u);
-  const auto it =
-      std::find_if(st.models.begin(), st.models.end(), [](const ModelStats& m) { return m.model == "fake"; });
-  ASSERT_NE(it, st.models.end());
+  const ModelStats* it = fake_of(st);
+  ASSERT_NE(it, nullptr);
   EXPECT_TRUE(it->loaded);
   EXPECT_EQ(it->name, "fake/1@2");
   EXPECT_EQ(it->label, "fake");
@@ -566,10 +569,8 @@ TEST(ServerTest, StatsKeepAnUnloadedVersionAndSumItsReload) {
   // Unloaded twice: still one entry, its numbers summed.
   ASSERT_TRUE(s->remove_model("fake/1@2").ok());
   const ServerStats after = s->stats();
-  ASSERT_EQ(after.models.size(), 2u);
-  const auto gone = std::find_if(after.models.begin(), after.models.end(),
-                                 [](const ModelStats& m) { return m.model == "fake"; });
-  ASSERT_NE(gone, after.models.end());
+  const ModelStats* gone = fake_of(after);
+  ASSERT_NE(gone, nullptr);
   EXPECT_FALSE(gone->loaded);
   EXPECT_EQ(gone->counts.sent, 8u);
   EXPECT_EQ(gone->latency.count(), 8u);

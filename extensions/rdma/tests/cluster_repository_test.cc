@@ -224,33 +224,31 @@ TEST_F(ClusterRepositoryTest, AProfileOfOtherInputsOrAnSloBelowItIsRefused) {
 
 TEST_F(ClusterRepositoryTest, AnUnsupportedConfigStopsTheStartNamingTheFile) {
   model("linear", kLinearConfig);
-  model("wild", R"(max_batch_size: 8
+  // The start's error with `name` (config `config`) beside linear, which
+  // names the file and says `why`; the folder is removed after.
+  const auto expect_refused = [&](const std::string& name, const std::string& config,
+                                  const std::string& why) {
+    model(name, config);
+    const std::string e = error(false);
+    EXPECT_HAS(e, path(name + "/config.pbtxt"));
+    EXPECT_HAS(e, why);
+    fs::remove_all(root_ / name);
+  };
+  expect_refused("wild", R"(max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
-)");
-  const std::string wild = error(false);
-  EXPECT_HAS(wild, path("wild/config.pbtxt"));
-  EXPECT_HAS(wild, "dimension of -1");
-  fs::remove_all(root_ / "wild");
+)",
+                 "dimension of -1");
   // What serve honours and the backends do not yet: reshape, and a model
   // without a batch dimension whose first dim is not 1.
-  model("reshaped", R"(max_batch_size: 8
+  expect_refused("reshaped", R"(max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } } ]
-)");
-  const std::string reshaped = error(false);
-  EXPECT_HAS(reshaped, path("reshaped/config.pbtxt"));
-  EXPECT_HAS(reshaped, "reshape is not served by the cluster's backends");
-  fs::remove_all(root_ / "reshaped");
-  model("whole", R"(max_batch_size: 0
+)",
+                 "reshape is not served by the cluster's backends");
+  expect_refused("whole", R"(max_batch_size: 0
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, 4 ] } ]
-)");
-  const std::string whole = error(false);
-  EXPECT_HAS(whole, path("whole/config.pbtxt"));
-  EXPECT_HAS(whole, "max_batch_size 0 with input 'x' float32[3,4]");
-  fs::remove_all(root_ / "whole");
-  model("bad", "max_batch_size: 8\nno_such_field: 1\n");
-  const std::string bad = error(false);
-  EXPECT_HAS(bad, path("bad/config.pbtxt"));
-  EXPECT_HAS(bad, "fix it or move it out");
+)",
+                 "max_batch_size 0 with input 'x' float32[3,4]");
+  expect_refused("bad", "max_batch_size: 8\nno_such_field: 1\n", "fix it or move it out");
   fs::remove_all(root_);
   fs::create_directories(root_);
   EXPECT_HAS(error(false), "no model folder");
