@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "symphony/latency_profile.hpp"
 #include "symphony/profile_calibrator.hpp"
@@ -178,6 +179,10 @@ struct ModelConfig {
   // Online recalibration of `profile` (profile_calibrator.hpp); unset: the
   // scheduler's or runtime's default (SchedulerConfig / RuntimeConfig).
   std::optional<RecalibrationOptions> recalibration;
+  // The GPUs that may run the model's batches (a model repository's
+  // instance_group); empty: every GPU. A GPU id that is not (yet) added is
+  // never granted (docs/architecture.md#matchmaking).
+  std::vector<GpuId> gpus;
 };
 
 // One request in a model's queue or in a dispatched batch. Intrusive: it is a
