@@ -48,7 +48,7 @@ struct Runner final : BatchRunner {
   TorchModel* m;
   std::vector<std::vector<at::Tensor>> inputs;
   std::vector<c10::IValue> outputs;
-  TorchModel* model(const ExecBatch&) override { return m; }
+  Result<ModelReplica> model(const ExecBatch&, std::size_t) override { return ModelReplica{m, 0}; }
   void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
     out->clear();
     for (const Request& r : b.requests) out->push_back({&inputs[r.tag], false});

@@ -321,6 +321,83 @@ TEST(ServerTest, ModelsComeAndGoWhileServing) {
   EXPECT_TRUE(s->infer("linear", {torch::ones({4})}).ok());
 }
 
+// ModelOptions::devices (a repository's instance_group): a model loaded on
+// cpu:1 of two CPU devices is answered from there only, profiled there (its
+// default profile file is cpu:1's) and recalibrated there; a model without
+// devices serves on both; a device the server lacks is refused by name.
+TEST(ServerTest, AModelRestrictedToADeviceRunsOnlyThere) {
+  ensure_profile("linear");
+  // A copy of the model in a folder of its own: its "auto" profile file is
+  // written beside it.
+  const std::string dir = ::testing::TempDir() + "/server_test_restricted";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string copy = dir + "/linear.pt";
+  std::filesystem::copy_file(model_path("linear"), copy);
+  auto s = make_server("cpu:2");
+  ModelOptions pinned = model("linear", 5000);
+  pinned.name = "pinned";
+  pinned.path = copy;
+  pinned.profile = "auto";
+  pinned.devices = {DeviceSpec{DeviceKind::kCpu, 1}};
+  ASSERT_TRUE(s->add_model(pinned).ok());
+  EXPECT_TRUE(std::filesystem::exists(default_profile_path(copy, DeviceSpec{DeviceKind::kCpu, 1})))
+      << "profiled on its first device";
+  EXPECT_FALSE(std::filesystem::exists(default_profile_path(copy, DeviceSpec{DeviceKind::kCpu, 0})));
+  ASSERT_TRUE(s->add_model(model("linear", 5000)).ok());
+
+  ModelOptions missing = model("linear");
+  missing.name = "missing";
+  missing.devices = {DeviceSpec{DeviceKind::kCpu, 2}};
+  const Status refused = s->add_model(missing);
+  EXPECT_EQ(refused.code(), Errc::kInvalidArgument);
+  EXPECT_NE(refused.message().find("model 'missing': devices: cpu:2 is not one of the server's devices "
+                                   "(cpu:0, cpu:1)"),
+            std::string::npos)
+      << refused.message();
+
+  ASSERT_TRUE(s->start().ok());
+  // Bursts from two threads per model, so that both devices are busy.
+  constexpr int kPerThread = 60;
+  std::mutex mu;
+  std::map<std::string, std::map<GpuId, int>> ran;  // model -> device -> requests answered
+  std::vector<std::string> errors;
+  std::vector<std::thread> clients;
+  for (const std::string name : {"pinned", "pinned", "linear", "linear"}) {
+    clients.emplace_back([&, name] {
+      std::vector<std::future<InferResult>> fs;
+      for (int i = 0; i < kPerThread; ++i) {
+        auto f = s->infer(name, {torch::full({4}, static_cast<float>(i))});
+        if (f.ok()) fs.push_back(std::move(*f));
+      }
+      for (auto& f : fs) {
+        const InferResult r = f.get();
+        std::lock_guard<std::mutex> lock(mu);
+        if (r.has_output())
+          ++ran[name][r.device];
+        else
+          errors.push_back(name + ": " + r.error);
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  s->stop();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " failed, the first: " << errors.front();
+  EXPECT_EQ(ran["pinned"], (std::map<GpuId, int>{{1, 2 * kPerThread}})) << "every request from cpu:1";
+  int linear = 0;
+  for (const auto& [device, n] : ran["linear"]) linear += n;
+  EXPECT_EQ(linear, 2 * kPerThread);
+  const ServerStats st = s->stats();
+  ASSERT_EQ(st.devices.size(), 2u);
+  const auto estimates = [](const DeviceStats& d) {
+    std::set<std::string> out;
+    for (const DeviceModelEstimate& e : d.models) out.insert(e.model);
+    return out;
+  };
+  EXPECT_EQ(estimates(st.devices[0]), std::set<std::string>{"linear"}) << "recalibrated where it runs";
+  EXPECT_EQ(estimates(st.devices[1]), (std::set<std::string>{"linear", "pinned"}));
+}
+
 // A profile that claims 10 us per batch for the `sleepy` model, which really
 // runs far longer (four 64x64 matrix products per request).
 std::string write_optimistic_profile() {

@@ -5,18 +5,18 @@
 
 namespace symphony::server {
 
-BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t replica, std::string* error) {
-  TorchModel* m = runner.model(b);
-  if (!m) {
-    *error = "model " + std::to_string(b.model) + " was removed";
+BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t device, std::string* error) {
+  Result<ModelReplica> m = runner.model(b, device);
+  if (!m.ok()) {
+    *error = m.status().message();
     runner.fail(b, *error);
     return BatchStatus::kError;
   }
   std::vector<RequestInputs> inputs;
   runner.gather(b, &inputs);
-  Result<std::vector<c10::IValue>> out = m->run_batch(replica, inputs);
+  Result<std::vector<c10::IValue>> out = m->model->run_batch(m->replica, inputs);
   if (!out.ok()) {
-    *error = "model '" + m->name() + "': " + out.status().message();
+    *error = "model '" + m->model->name() + "': " + out.status().message();
     runner.fail(b, *error);
     return BatchStatus::kError;
   }
@@ -24,8 +24,8 @@ BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t 
   return BatchStatus::kOk;
 }
 
-CpuExecutor::CpuExecutor(BatchRunner& runner, std::size_t replica, int intra_op_threads, std::string name)
-    : runner_(runner), replica_(replica), threads_(intra_op_threads), name_(std::move(name)), worker_([this] {
+CpuExecutor::CpuExecutor(BatchRunner& runner, std::size_t device, int intra_op_threads, std::string name)
+    : runner_(runner), device_(device), threads_(intra_op_threads), name_(std::move(name)), worker_([this] {
         loop();
       }) {}
 
@@ -80,7 +80,7 @@ void CpuExecutor::loop() {
     }
     const TimePoint start = clock.now();
     std::string error;
-    const BatchStatus st = run_batch_sync(runner_, job.first, replica_, &error);
+    const BatchStatus st = run_batch_sync(runner_, job.first, device_, &error);
     const TimePoint end = clock.now();
     busy_ns_.fetch_add((end - start).ns(), std::memory_order_relaxed);
     if (st == BatchStatus::kOk) runner_.timed(job.first, end - start);

@@ -21,6 +21,7 @@ struct CudaStreamExecutor::StreamHolder {
 // its end event completes.
 struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
   BatchRunner* runner = nullptr;
+  std::string model;  // its name, for errors
   std::vector<at::Tensor> host_outputs;
   c10::IValue shape;  // the model's output structure: a tuple, or none for a tensor
 
@@ -34,8 +35,7 @@ struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
     }
     std::vector<RequestInputs> reqs;
     runner->gather(batch, &reqs);
-    const TorchModel* m = runner->model(batch);
-    Result<std::vector<c10::IValue>> per = split_output(host, reqs, m ? m->name() : "?");
+    Result<std::vector<c10::IValue>> per = split_output(host, reqs, model);
     if (!per.ok()) return per.status().message();
     runner->store(batch, std::move(*per));
     return {};
@@ -44,12 +44,12 @@ struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
   void timed(Duration ran) override { runner->timed(batch, ran); }
 };
 
-CudaStreamExecutor::CudaStreamExecutor(BatchRunner& runner, std::size_t replica, int device)
-    : runner_(runner), replica_(replica), device_(device) {
-  const auto index = static_cast<c10::DeviceIndex>(device);
-  c10::cuda::CUDAGuard guard(index);
+CudaStreamExecutor::CudaStreamExecutor(BatchRunner& runner, std::size_t index, int device)
+    : runner_(runner), index_(index), device_(device) {
+  const auto ordinal = static_cast<c10::DeviceIndex>(device);
+  c10::cuda::CUDAGuard guard(ordinal);
   stream_ = std::make_unique<StreamHolder>(
-      StreamHolder{c10::cuda::getStreamFromPool(/*isHighPriority=*/true, index)});
+      StreamHolder{c10::cuda::getStreamFromPool(/*isHighPriority=*/true, ordinal)});
   completer_ = std::make_unique<gpu::EventCompleter>(device);
   launcher_ = std::thread([this] { launch_loop(); });
 }
@@ -91,8 +91,10 @@ void CudaStreamExecutor::launch_loop() {
     f->runner = &runner_;
     const cudaStream_t s = stream_->stream.stream();
     try {
-      TorchModel* m = runner_.model(f->batch);
-      if (!m) throw std::runtime_error("model " + std::to_string(f->batch.model) + " was removed");
+      Result<ModelReplica> found = runner_.model(f->batch, index_);
+      if (!found.ok()) throw std::runtime_error(found.status().message());
+      TorchModel* m = found->model;
+      f->model = m->name();
       std::vector<RequestInputs> reqs;
       runner_.gather(f->batch, &reqs);
       c10::cuda::CUDAStreamGuard stream_guard(stream_->stream);
@@ -113,7 +115,7 @@ void CudaStreamExecutor::launch_loop() {
         at::cat_out(staging, parts, 0);
         batch.push_back(staging.to(dev, /*non_blocking=*/true));
       }
-      Result<c10::IValue> out = m->forward(replica_, std::move(batch));
+      Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
       if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
       // Copy every output tensor back into pinned memory, asynchronously.
       auto to_host = [&](const at::Tensor& t) {

@@ -110,12 +110,19 @@ class CancelWait final : public CancelReply {
 }  // namespace
 
 struct Server::Impl final : BatchRunner {
+  static constexpr std::size_t kNoReplica = ~std::size_t{0};
+
   struct Model {
     ModelOptions opts;
     std::unique_ptr<TorchModel> torch;  // null on emulated devices
     LatencyProfile profile;
     std::uint32_t max_batch = 0;
     ModelId id = kNoModel;
+    // The server's devices that serve it (ModelOptions::devices), by their
+    // GpuId (their position in the server's list), ascending; its replica on
+    // device gpus[k] is k. ModelConfig::gpus.
+    std::vector<GpuId> gpus;
+    std::vector<std::size_t> replica_of;  // by GpuId; kNoReplica where it is not loaded
     std::atomic<bool> accepting{false};
     // submit() calls past their look-up of this model: remove_model() waits
     // for them (with `accepting`, a Dekker pair), so that each request they
@@ -257,7 +264,6 @@ struct Server::Impl final : BatchRunner {
   ServerOptions opts;
   std::vector<DeviceSpec> device_specs;
   std::vector<std::unique_ptr<Device>> devices;
-  std::vector<c10::Device> torch_devices;  // one per non-emulated device (replica index = position)
   bool emulated = false;
 
   mutable std::shared_mutex models_mu;
@@ -291,10 +297,25 @@ struct Server::Impl final : BatchRunner {
     if (opts.log) opts.log(m);
   }
 
+  // "cpu:0, cpu:1": the server's devices, for errors.
+  std::string device_list() const {
+    std::string out;
+    for (const DeviceSpec& d : device_specs) out += (out.empty() ? "" : ", ") + d.to_string();
+    return out;
+  }
+
   // ---- BatchRunner -------------------------------------------------------------
-  TorchModel* model(const ExecBatch& b) override {
+  // `device` is the executor's device's GpuId (start() numbers them so).
+  Result<ModelReplica> model(const ExecBatch& b, std::size_t device) override {
     Model* m = b.model < by_id.size() ? by_id[b.model].load(std::memory_order_acquire) : nullptr;
-    return m ? m->torch.get() : nullptr;
+    if (!m || !m->torch) return Status(Errc::kNotFound, "model " + std::to_string(b.model) + " was removed");
+    if (device >= m->replica_of.size() || m->replica_of[device] == kNoReplica) {
+      const std::string where = device < device_specs.size() ? device_specs[device].to_string()
+                                                             : "device " + std::to_string(device);
+      return Status(Errc::kInternal, "model '" + m->opts.display_name() + "' was given a batch on " + where +
+                                         ", where it is not loaded");
+    }
+    return ModelReplica{m->torch.get(), m->replica_of[device]};
   }
   void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
     out->clear();
@@ -709,6 +730,36 @@ struct Server::Impl final : BatchRunner {
   }
 
   // ---- models ------------------------------------------------------------------------
+  // The GpuIds of `want` (ModelOptions::devices), ascending; every device
+  // when empty. An error names a device the server lacks and lists its own.
+  Result<std::vector<GpuId>> model_gpus(const std::vector<DeviceSpec>& want) const {
+    std::vector<GpuId> out;
+    if (want.empty()) {
+      for (GpuId g = 0; g < device_specs.size(); ++g) out.push_back(g);
+      return out;
+    }
+    for (const DeviceSpec& d : want) {
+      const auto it = std::find(device_specs.begin(), device_specs.end(), d);
+      if (it == device_specs.end())
+        return Status(
+            Errc::kInvalidArgument,
+            "devices: " + d.to_string() + " is not one of the server's devices (" + device_list() + ")");
+      const auto g = static_cast<GpuId>(it - device_specs.begin());
+      if (std::find(out.begin(), out.end(), g) != out.end())
+        return Status(Errc::kInvalidArgument, "devices: " + d.to_string() + " is listed twice");
+      out.push_back(g);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // "cpu:1" or "cpu:0, cpu:1": where a model runs, for logs.
+  std::string names_of(const std::vector<GpuId>& gpus) const {
+    std::string out;
+    for (const GpuId g : gpus) out += (out.empty() ? "" : ", ") + device_specs[g].to_string();
+    return out;
+  }
+
   Result<std::shared_ptr<Model>> load(const ModelOptions& mo) {
     auto m = std::make_shared<Model>();
     m->opts = mo;
@@ -718,6 +769,10 @@ struct Server::Impl final : BatchRunner {
     if (mo.max_batch == 0) return Status(Errc::kInvalidArgument, who + ": max_batch must be at least 1");
     if (!mo.batch_dimension && mo.max_batch != 1)
       return Status(Errc::kInvalidArgument, who + ": a model without a batch dimension takes max_batch 1");
+    SYMPHONY_ASSIGN_OR_RETURN(m->gpus, model_gpus(mo.devices).with_context(who));
+    m->replica_of.assign(device_specs.size(), kNoReplica);
+    for (std::size_t k = 0; k < m->gpus.size(); ++k) m->replica_of[m->gpus[k]] = k;
+    const DeviceSpec& first = device_specs[m->gpus.front()];
     if (emulated) {
       if (!mo.alpha || !mo.beta)
         return Status(Errc::kInvalidArgument, who + ": emulated devices need the model's alpha and beta");
@@ -734,21 +789,20 @@ struct Server::Impl final : BatchRunner {
           auto s, parse_input_spec(mo.inputs[i], "input" + std::to_string(i)).with_context(who));
       to.inputs.push_back(s);
     }
-    to.devices = torch_devices;
+    to.devices.clear();
+    for (const GpuId g : m->gpus) to.devices.push_back(torch_device(device_specs[g]));
     to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
     to.input_reshapes = mo.input_reshapes;
     to.output_reshapes = mo.output_reshapes;
     to.batch_dimension = mo.batch_dimension;
-    log("loading " + shown + " from " + mo.path + " on " + std::to_string(torch_devices.size()) +
-        " device(s)");
+    log("loading " + shown + " from " + mo.path + " on " + names_of(m->gpus));
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
     if (!m->torch->optimized()) log(shown + ": " + m->torch->optimize_note());
 
     // The profile: a given file, the file beside the model, or a measurement.
     profile_io::MeasuredProfile measured;
-    const std::string path =
-        mo.profile == "auto" ? default_profile_path(mo.path, device_specs.front()) : mo.profile;
+    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, first) : mo.profile;
     bool have = false;
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
@@ -769,7 +823,7 @@ struct Server::Impl final : BatchRunner {
       ProfileOptions po;
       po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
       po.repeats = opts.profile_repeats;
-      log("profiling " + shown + " on " + device_specs.front().to_string() + " (batches up to " +
+      log("profiling " + shown + " on " + first.to_string() + " (batches up to " +
           std::to_string(po.max_batch) + ", " + std::to_string(po.repeats) + " rounds)");
       po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
         if (i == n || i % 5 == 0)
@@ -777,7 +831,7 @@ struct Server::Impl final : BatchRunner {
               " (batches 1.." + std::to_string(b) + ")");
       };
       SYMPHONY_ASSIGN_OR_RETURN(measured, profile_model(*m->torch, 0, po).with_context(who));
-      measured.device = device_specs.front().to_string();
+      measured.device = first.to_string();
       if (Status s = profile_io::write_profile_file(path, measured); !s.ok())
         log(shown + ": could not save the profile: " + s.message());
       else
@@ -787,7 +841,7 @@ struct Server::Impl final : BatchRunner {
                               measured.to_latency_profile(opts.profile_latency).with_context(who));
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
     // The first batch of each size is slow (kernels are chosen and compiled
-    // per shape): run every size once on every device before serving.
+    // per shape): run every size once on each of its devices before serving.
     SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
     return m;
   }
@@ -801,7 +855,8 @@ struct Server::Impl final : BatchRunner {
     mc.timeout = model_timeout(opts.policy, mc.slo, std::nullopt);
     mc.max_defer = m.opts.max_defer;
     mc.max_queue = m.opts.max_queue;
-    mc.defer_without_history = opts.defer_without_history;  // docs/serving.md#the-first-request
+    mc.defer_without_history = opts.defer_without_history;      // docs/serving.md#the-first-request
+    if (m.gpus.size() < device_specs.size()) mc.gpus = m.gpus;  // empty: every device
     return mc;
   }
 
@@ -814,11 +869,17 @@ struct Server::Impl final : BatchRunner {
       return Status(Errc::kCapacityExceeded, "too many models");
     }
     if (opts.recalibration.enabled) {
-      for (auto& d : devices) {
-        auto c = ProfileCalibrator::create(m->profile, opts.recalibration);
-        std::lock_guard<std::mutex> lock(d->calib_mu);
-        if (d->calib.size() < by_id.size()) d->calib.resize(by_id.size());
-        d->calib[id] = c.ok() ? std::make_unique<ProfileCalibrator>(std::move(*c)) : nullptr;
+      // On the model's devices only; elsewhere the id's slot is cleared (a
+      // model removed before may have left one there).
+      for (std::size_t g = 0; g < devices.size(); ++g) {
+        Device& d = *devices[g];
+        std::unique_ptr<ProfileCalibrator> calib;
+        if (m->replica_of[g] != kNoReplica)
+          if (auto c = ProfileCalibrator::create(m->profile, opts.recalibration); c.ok())
+            calib = std::make_unique<ProfileCalibrator>(std::move(*c));
+        std::lock_guard<std::mutex> lock(d.calib_mu);
+        if (d.calib.size() < by_id.size()) d.calib.resize(by_id.size());
+        d.calib[id] = std::move(calib);
       }
     }
     m->id = id;
@@ -848,8 +909,8 @@ struct Server::Impl final : BatchRunner {
     }
     SYMPHONY_ASSIGN_OR_RETURN(runtime, make_runtime(rc, sink, opts.policy));
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
-    std::size_t replica = 0;
-    for (auto& d : devices) {
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      Device* d = devices[i].get();
       std::unique_ptr<Executor> e;
       switch (d->spec.kind) {
         case DeviceKind::kEmulated:
@@ -857,14 +918,14 @@ struct Server::Impl final : BatchRunner {
           e = emulated_pool->make_executor();
           break;
         case DeviceKind::kCpu: {
-          auto c = std::make_unique<CpuExecutor>(*this, replica++, opts.cpu_threads, d->spec.to_string());
+          auto c = std::make_unique<CpuExecutor>(*this, i, opts.cpu_threads, d->spec.to_string());
           d->cpu = c.get();
           e = std::move(c);
           break;
         }
         case DeviceKind::kCuda: {
 #ifdef SYMPHONY_HAVE_CUDA
-          auto c = std::make_unique<CudaStreamExecutor>(*this, replica++, d->spec.index);
+          auto c = std::make_unique<CudaStreamExecutor>(*this, i, d->spec.index);
           d->cuda = c.get();
           e = std::move(c);
 #else
@@ -892,7 +953,12 @@ struct Server::Impl final : BatchRunner {
         }
       }
       d->executor = e.get();
-      SYMPHONY_RETURN_IF_ERROR(runtime->add_gpu(std::move(e)));
+      SYMPHONY_ASSIGN_OR_RETURN(const GpuId g, runtime->add_gpu(std::move(e)));
+      // A model's gpus and its replicas are by GpuId: the runtime's ids must
+      // be the devices' positions (a fresh runtime gives the lowest free).
+      if (g != i)
+        return Status(Errc::kInternal, d->spec.to_string() + " became GPU " + std::to_string(g) +
+                                           " of the runtime; expected " + std::to_string(i));
     }
     std::vector<std::shared_ptr<Model>> models;
     {
@@ -942,7 +1008,6 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
     auto dev = std::make_unique<Impl::Device>();
     dev->spec = d;
     impl->devices.push_back(std::move(dev));
-    if (runs_model(d.kind)) impl->torch_devices.push_back(torch_device(d));
   }
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }

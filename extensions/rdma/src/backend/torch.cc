@@ -80,17 +80,18 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       SYMPHONY_ASSIGN_OR_RETURN(models_[m.name], TorchModel::load(std::move(o)));
     }
     server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
-    std::size_t replica = 0;
+    // Every model is on every device: device i runs replica i.
+    std::size_t device = 0;
     for (const server::DeviceSpec& d : specs) {
       if (d.kind == server::DeviceKind::kCpu) {
         executors_.push_back(
-            std::make_unique<server::CpuExecutor>(runner, replica, cpu_threads, d.to_string()));
+            std::make_unique<server::CpuExecutor>(runner, device, cpu_threads, d.to_string()));
       } else {
 #ifdef SYMPHONY_HAVE_CUDA
-        executors_.push_back(std::make_unique<server::CudaStreamExecutor>(runner, replica, d.index));
+        executors_.push_back(std::make_unique<server::CudaStreamExecutor>(runner, device, d.index));
 #endif
       }
-      ++replica;
+      ++device;
     }
     return {};
   }
@@ -155,10 +156,12 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   };
 
   // ---- server::BatchRunner (executor threads) -----------------------------------------
-  TorchModel* model(const ExecBatch& b) override {
+  Result<server::ModelReplica> model(const ExecBatch& b, std::size_t device) override {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = pending_.find(b.batch);
-    return it == pending_.end() ? nullptr : it->second.model;
+    if (it == pending_.end())
+      return Status(Errc::kNotFound, "batch " + std::to_string(b.batch) + " has no prepared inputs");
+    return server::ModelReplica{it->second.model, device};
   }
   void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -38,8 +38,9 @@ using CudaExecutorStats = gpu::CudaExecutorStats;
 
 class CudaStreamExecutor final : public Executor {
  public:
-  // REQUIRES: `replica` of every model runs on CUDA device `device`.
-  CudaStreamExecutor(BatchRunner& runner, std::size_t replica, int device);
+  // `index`: the runner's number for this device (BatchRunner::model), whose
+  // replicas run on CUDA device `device`.
+  CudaStreamExecutor(BatchRunner& runner, std::size_t index, int device);
   ~CudaStreamExecutor() override;
   CudaStreamExecutor(const CudaStreamExecutor&) = delete;
   CudaStreamExecutor& operator=(const CudaStreamExecutor&) = delete;
@@ -55,7 +56,7 @@ class CudaStreamExecutor final : public Executor {
   void launch_loop();
 
   BatchRunner& runner_;
-  const std::size_t replica_;
+  const std::size_t index_;
   const int device_;
   std::unique_ptr<StreamHolder> stream_;
 

@@ -2,9 +2,11 @@
 //
 // The runtime hands each device's Executor an ExecBatch (see
 // symphony/runtime/executor.hpp). The executor asks the server (a
-// BatchRunner) for the model and the requests' inputs by tag, runs the
-// model's replica for its device, hands each request's output (or the error)
-// back to the server, and then reports the batch's actual end.
+// BatchRunner) for the model's replica on its device and the requests'
+// inputs by tag, runs it, hands each request's output (or the error) back to
+// the server, and then reports the batch's actual end. A model may be loaded
+// on some of the devices only (ModelOptions::devices), so its replica's
+// index is the runner's to say, not the device's.
 //
 //  - CpuExecutor: one worker thread per CPU device, running libtorch with a
 //    fixed number of intra-op threads (Debian's libtorch defaults to 1; more
@@ -22,17 +24,27 @@
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
 #include "symphony/server/torch_model.hpp"
+#include "symphony/status.hpp"
 #include "symphony/time.hpp"
 
 namespace symphony::server {
+
+// A batch's model and its replica on the asking device.
+struct ModelReplica {
+  TorchModel* model = nullptr;
+  std::size_t replica = 0;  // TorchModel::run_batch's `replica`
+};
 
 // What an executor needs from the server. Implemented by the server;
 // thread-safe (executors of different devices call it concurrently).
 class BatchRunner {
  public:
   virtual ~BatchRunner() = default;
-  // The batch's model, or nullptr if it was removed (then fail() the batch).
-  virtual TorchModel* model(const ExecBatch& b) = 0;
+  // The batch's model and its replica on `device` (the runner's number for
+  // the executor's device, given to the executor at construction); an error
+  // naming the model and the device when it was removed or is not loaded
+  // there (then fail() the batch).
+  virtual Result<ModelReplica> model(const ExecBatch& b, std::size_t device) = 0;
   // The inputs of the batch's requests, in the batch's order.
   virtual void gather(const ExecBatch& b, std::vector<RequestInputs>* out) = 0;
   // One output per request, in the batch's order.
@@ -43,9 +55,9 @@ class BatchRunner {
   virtual void timed(const ExecBatch& b, Duration ran) { (void)b, (void)ran; }
 };
 
-// Runs a batch synchronously on `replica` (CPU devices): gather, forward,
-// split, store or fail. Returns the status to report.
-BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t replica, std::string* error);
+// Runs a batch synchronously on `device` (CPU devices): the model's replica
+// there, gather, forward, split, store or fail. Returns the status to report.
+BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t device, std::string* error);
 
 // A CPU "device": a worker thread that runs batches in dispatch order.
 //
@@ -54,7 +66,8 @@ BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t 
 // reports it, and joins the thread.
 class CpuExecutor final : public Executor {
  public:
-  CpuExecutor(BatchRunner& runner, std::size_t replica, int intra_op_threads, std::string name);
+  // `device`: the runner's number for this device (BatchRunner::model).
+  CpuExecutor(BatchRunner& runner, std::size_t device, int intra_op_threads, std::string name);
   ~CpuExecutor() override;
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
@@ -73,7 +86,7 @@ class CpuExecutor final : public Executor {
   static constexpr Duration kIdleSpin = Duration::microseconds(50);
 
   BatchRunner& runner_;
-  const std::size_t replica_;
+  const std::size_t device_;
   const int threads_;
   const std::string name_;
   // Jobs go into queue_ under mu_; queued_ mirrors its size so that the

@@ -1,6 +1,7 @@
-// Server: serve TorchScript models on every device of a machine with deferred batch scheduling, in
+// Server: serve TorchScript models on the devices of a machine with deferred batch scheduling, in
 // process. It owns a Runtime, one executor per device (CUDA stream, CPU worker, or emulated GPU), the
-// models (a warmed-up replica per device) and their profiles (docs/architecture.md#server).
+// models (a warmed-up replica on each of their devices: all, or ModelOptions::devices) and their
+// profiles (docs/architecture.md#server).
 //
 // Guarantees:
 //  - bad input is rejected at infer() with a Status naming the problem, and nothing is queued; a budget
@@ -92,9 +93,15 @@ struct ModelOptions {
   // more are dropped at once (queue_full: 429 / RESOURCE_EXHAUSTED on the
   // protocol). 0: no bound but the server's own.
   std::uint32_t max_queue = 0;
+  // The server's devices that serve the model (a model repository's
+  // instance_group): its replicas load, warm up and run there only, and the
+  // scheduler grants its batches only to them (ModelConfig::gpus). Each must
+  // be one of Server::devices(); empty: every device.
+  std::vector<DeviceSpec> devices;
   // Where the model's profile file is: "auto" means beside the model
-  // (<stem>.<device>.profile.yaml). If the file exists it is used; if not, the
-  // model is profiled on the first device and the file written.
+  // (<stem>.<device>.profile.yaml, its first device's). If the file exists it
+  // is used; if not, the model is profiled on its first device and the file
+  // written.
   std::string profile = "auto";
   std::optional<Duration> alpha, beta;  // emulated devices: l(b) = alpha*b + beta
   // The version the model is served as (ModelInfo::versions); a model
@@ -233,8 +240,9 @@ class Server {
 
   const std::vector<DeviceSpec>& devices() const;
 
-  // Loads the model on every device, warms it up, and profiles it if no
-  // profile exists. Before or after start(). Errors name the model.
+  // Loads the model on its devices (every device unless ModelOptions::
+  // devices says), warms it up, and profiles it if no profile exists. Before
+  // or after start(). Errors name the model (and a device the server lacks).
   Status add_model(const ModelOptions& m);
   // Stops accepting requests for the model, waits until its queued requests
   // have run or expired, then unloads it.
