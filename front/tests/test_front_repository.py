@@ -287,7 +287,6 @@ def test_reshape_hands_the_model_its_shape(explicit):
                           "reshape": {"shape": [3]}}]}
     status, body = load_config(explicit, "linear_b", config)
     assert status == 200, body
-    assert "'linear_b': instance_group is accepted but not used" in explicit.output()
     xs = [[1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]]
     status, body = post(explicit, "/v2/models/linear_b/infer", {
         "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 2], "data": xs[0] + xs[1]}]})
@@ -298,6 +297,33 @@ def test_reshape_hands_the_model_its_shape(explicit):
     config["input"][0]["reshape"] = {"shape": [5]}
     status, body = load_config(explicit, "linear_b", config)
     assert status == 400 and "reshape float32[5] does not hold the 4 elements" in body["error"], body
+    assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
+
+
+def test_instance_group_chooses_the_servers_devices(explicit):
+    """instance_group says which of the server's devices serve the model (this
+    server has one, cpu:0): KIND_CPU loads it there (count is accepted, not
+    used); a GPU group on this CPU-only server refuses the model through the
+    load endpoint, naming the field and the server's devices."""
+    config = {"platform": "pytorch_libtorch", "max_batch_size": 4,
+              "instance_group": [{"kind": "KIND_CPU", "count": 2}],
+              "input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [4]}],
+              "output": [{"name": "OUTPUT__0", "data_type": "TYPE_FP32", "dims": [3]}]}
+    status, body = load_config(explicit, "linear_b", config)
+    assert status == 200, body
+    out = explicit.output()
+    assert re.search(r"loading linear_b version 1 from \S+ on cpu:0\n", out), out[-2000:]
+    assert "'linear_b': instance_group[0].count 2 is accepted but not used" in out
+    status, body = infer(explicit, "linear_b")
+    assert status == 200, body
+    devices = "(the server's devices: cpu:0, set by --devices or the serve config's `devices`)"
+    for groups, field in (([{"kind": "KIND_CPU"}, {"kind": "KIND_GPU", "gpus": [3]}],
+                           "instance_group[1].gpus: the server has no GPU 3 "),
+                          ([{"kind": "KIND_GPU"}], "instance_group[0].kind: the server has no GPU device ")):
+        config["instance_group"] = groups
+        status, body = load_config(explicit, "linear_b", config)
+        assert status == 400 and field + devices in body["error"], body
+        assert infer(explicit, "linear_b")[0] == 200, "the model served before serves on"
     assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
 
 

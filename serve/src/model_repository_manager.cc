@@ -95,19 +95,72 @@ Result<RepositoryOptions> repository_options(std::string dir, std::string_view c
   o.load_models = std::move(load_models);
   o.poll_interval = Duration::from_seconds(poll_secs);
   o.default_slo = Duration::from_seconds(default_slo_ms / 1000);
+  o.devices_option = std::string(names.devices);
   return o;
 }
 
-Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration default_slo) {
+Result<std::vector<server::DeviceSpec>> instance_devices(const RepositoryModel& m,
+                                                         const std::vector<server::DeviceSpec>& devices,
+                                                         std::string_view devices_option) {
+  using server::DeviceKind;
+  using server::DeviceSpec;
+  std::vector<bool> chosen(devices.size(), false);
+  const auto is_gpu = [](const DeviceSpec& d) { return d.kind != DeviceKind::kCpu; };
+  const bool has_gpu = std::any_of(devices.begin(), devices.end(), is_gpu);
+  std::string listed;
+  for (const DeviceSpec& d : devices) listed += (listed.empty() ? "" : ", ") + d.to_string();
+  const auto refuse = [&](const std::string& field, const std::string& why) {
+    return Status(Errc::kInvalidArgument, m.config_path + ": " + field + ": " + why +
+                                              " (the server's devices: " + listed + ", set by " +
+                                              std::string(devices_option) + ")");
+  };
+  for (std::size_t i = 0; i < m.instance_groups.size(); ++i) {
+    const repository::InstanceGroup& g = m.instance_groups[i];
+    const std::string field = "instance_group[" + std::to_string(i) + "]";
+    const bool gpu = g.kind == repository::InstanceKind::kGpu ||
+                     (g.kind == repository::InstanceKind::kAuto && (!g.gpus.empty() || has_gpu));
+    if (!gpu) {  // KIND_CPU, or KIND_AUTO on a server without GPUs
+      bool any = false;
+      for (std::size_t d = 0; d < devices.size(); ++d)
+        if (!is_gpu(devices[d])) chosen[d] = any = true;
+      if (!any) return refuse(field + ".kind", "the server has no CPU device");
+      continue;
+    }
+    if (g.gpus.empty()) {
+      if (!has_gpu) return refuse(field + ".kind", "the server has no GPU device");
+      for (std::size_t d = 0; d < devices.size(); ++d)
+        if (is_gpu(devices[d])) chosen[d] = true;
+      continue;
+    }
+    for (const std::int32_t n : g.gpus) {
+      bool any = false;
+      for (std::size_t d = 0; d < devices.size(); ++d)
+        if (is_gpu(devices[d]) && devices[d].index == n) chosen[d] = any = true;
+      if (!any) return refuse(field + ".gpus", "the server has no GPU " + std::to_string(n));
+    }
+  }
+  std::vector<DeviceSpec> out;
+  if (m.instance_groups.empty()) return out;  // every device
+  for (std::size_t d = 0; d < devices.size(); ++d)
+    if (chosen[d]) out.push_back(devices[d]);
+  return out;
+}
+
+Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration default_slo,
+                                          const std::vector<server::DeviceSpec>& devices,
+                                          std::string_view devices_option) {
   if (m.versions.empty()) return Status(Errc::kInvalidArgument, m.config_path + ": no version to serve");
-  return serving_options(m, m.versions.back(), default_slo);
+  return serving_options(m, m.versions.back(), default_slo, devices, devices_option);
 }
 
 Result<RepositoryServing> serving_options(const RepositoryModel& m, const repository::ModelVersion& version,
-                                          Duration default_slo) {
+                                          Duration default_slo,
+                                          const std::vector<server::DeviceSpec>& devices,
+                                          std::string_view devices_option) {
   SYMPHONY_ASSIGN_OR_RETURN(repository::RequestTensors t, repository::request_tensors(m));
   RepositoryServing out;
   server::ModelOptions& o = out.model;
+  SYMPHONY_ASSIGN_OR_RETURN(o.devices, instance_devices(m, devices, devices_option));
   o.name = m.name;
   o.model = m.name;
   o.path = version.model_path;
@@ -254,7 +307,8 @@ void ModelRepositoryManager::unload(std::string name, Done done) {
 Status ModelRepositoryManager::load_version(const RepositoryModel& m, const repository::ModelVersion& v,
                                             std::set<std::string>* used, Version* out) {
   const std::string version = std::to_string(v.version);
-  Result<RepositoryServing> serving = serving_options(m, v, opts_.default_slo);
+  Result<RepositoryServing> serving =
+      serving_options(m, v, opts_.default_slo, app_.server().devices(), opts_.devices_option);
   if (!serving.ok()) return serving.status();
   // "<model>/<version>" (a folder's name has no '/'), and "#2", "#3", ...
   // while the server still holds the version loaded before.
@@ -290,7 +344,9 @@ Status ModelRepositoryManager::do_load(const std::string& name, const std::strin
   Result<RepositoryModel> read = config_json.empty()
                                      ? repository::read_model_dir(dir)
                                      : repository::read_model_dir_with_config(dir, config_json);
-  Result<RepositoryServing> serving = read.ok() ? serving_options(*read, opts_.default_slo) : read.status();
+  Result<RepositoryServing> serving =
+      read.ok() ? serving_options(*read, opts_.default_slo, app_.server().devices(), opts_.devices_option)
+                : read.status();
   const std::string fp = serving.ok() ? fingerprint(*read) : "";
   std::map<std::int64_t, Version> old;
   {
@@ -344,10 +400,14 @@ Status ModelRepositoryManager::do_load(const std::string& name, const std::strin
   }
   for (const std::string& f : read->unused_fields)
     log("model '" + name + "': " + f + " is accepted but not used by Symphony");
-  if (!read->instance_groups.empty())
-    log("model '" + name +
-        "': instance_group is accepted but not used: every device of the server serves every model, "
-        "and the scheduler places each batch");
+  for (std::size_t i = 0; i < read->instance_groups.size(); ++i) {
+    if (read->instance_groups[i].count <= 1) continue;
+    log("model '" + name + "': instance_group[" + std::to_string(i) + "].count " +
+        std::to_string(read->instance_groups[i].count) +
+        " is accepted but not used: Symphony runs one batch at a time on each device, the next one queued "
+        "behind it");
+    break;
+  }
 
   std::set<std::string> used;
   for (const auto& [_, ver] : old)

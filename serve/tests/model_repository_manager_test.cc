@@ -9,8 +9,14 @@
 namespace symphony::serve {
 namespace {
 
+using repository::InstanceGroup;
+using repository::InstanceKind;
 using repository::RepositoryModel;
 using repository::RepositoryTensor;
+using server::DeviceKind;
+using server::DeviceSpec;
+
+const std::vector<DeviceSpec> kCpu{{DeviceKind::kCpu, 0}};
 
 RepositoryTensor tensor(std::string name, std::vector<std::int64_t> shape) {
   RepositoryTensor t;
@@ -38,7 +44,7 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   m.max_defer = Duration::microseconds(500);
   m.default_budget = Duration::milliseconds(40);
   m.max_queue_size = 64;
-  auto s = serving_options(m, Duration::milliseconds(100));
+  auto s = serving_options(m, Duration::milliseconds(100), kCpu);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->model.name, "resnet");
   EXPECT_EQ(s->model.path, "repo/resnet/3/model.pt");
@@ -55,7 +61,7 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
 
 TEST(ServingOptionsTest, ServesAnyChosenVersionUnderTheModelsName) {
   const RepositoryModel m = resnet();
-  auto s = serving_options(m, m.versions.front(), Duration::milliseconds(100));
+  auto s = serving_options(m, m.versions.front(), Duration::milliseconds(100), kCpu);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->model.model_name(), "resnet");
   EXPECT_EQ(s->model.path, "repo/resnet/1/model.pt");
@@ -66,11 +72,11 @@ TEST(ServingOptionsTest, ServesAnyChosenVersionUnderTheModelsName) {
 
 TEST(ServingOptionsTest, TheSloIsTheConfigsElseTheDefault) {
   RepositoryModel m = resnet();
-  EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.slo, Duration::milliseconds(100));
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100), kCpu)->model.slo, Duration::milliseconds(100));
   m.slo = Duration::milliseconds(25);
-  EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.slo, Duration::milliseconds(25));
-  EXPECT_FALSE(serving_options(m, Duration::milliseconds(100))->model.max_defer.has_value());
-  EXPECT_EQ(serving_options(m, Duration::milliseconds(100))->model.max_queue, 0u) << "no bound";
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100), kCpu)->model.slo, Duration::milliseconds(25));
+  EXPECT_FALSE(serving_options(m, Duration::milliseconds(100), kCpu)->model.max_defer.has_value());
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100), kCpu)->model.max_queue, 0u) << "no bound";
 }
 
 // max_batch_size 0: the dims are the model's whole input, whatever its first
@@ -80,14 +86,14 @@ TEST(ServingOptionsTest, MaxBatchSizeZeroServesTheDimsWithoutABatchDimension) {
     RepositoryModel m = resnet();
     m.max_batch_size = 0;
     m.inputs = {tensor("INPUT__0", {first, 64, 64}), tensor("INPUT__1", {1})};
-    auto s = serving_options(m, Duration::milliseconds(100));
+    auto s = serving_options(m, Duration::milliseconds(100), kCpu);
     ASSERT_TRUE(s.ok()) << s.status().message();
     EXPECT_EQ(s->model.max_batch, 1u);
     EXPECT_FALSE(s->model.batch_dimension);
     EXPECT_EQ(s->model.inputs,
               (std::vector<std::string>{"float32[" + std::to_string(first) + ",64,64]", "float32[1]"}));
   }
-  EXPECT_TRUE(serving_options(resnet(), Duration::milliseconds(100))->model.batch_dimension);
+  EXPECT_TRUE(serving_options(resnet(), Duration::milliseconds(100), kCpu)->model.batch_dimension);
 }
 
 // reshape: what the model sees; the dims stay what clients send and get.
@@ -97,7 +103,7 @@ TEST(ServingOptionsTest, ReshapesAreHandedToTheModel) {
   m.inputs[1].reshape = std::vector<std::int64_t>{2, 2};
   m.outputs = {tensor("OUTPUT__0", {10}), tensor("OUTPUT__1", {2, 5})};
   m.outputs[1].reshape = std::vector<std::int64_t>{10};
-  auto s = serving_options(m, Duration::milliseconds(100));
+  auto s = serving_options(m, Duration::milliseconds(100), kCpu);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->model.inputs, (std::vector<std::string>{"float32[3,64,64]", "float32[4]"}));
   ASSERT_EQ(s->model.input_reshapes.size(), 2u);
@@ -111,13 +117,13 @@ TEST(ServingOptionsTest, ReshapesAreHandedToTheModel) {
 TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
   RepositoryModel wildcard = resnet();
   wildcard.inputs[0].spec.shape = {3, -1, -1};
-  auto s = serving_options(wildcard, Duration::milliseconds(100));
+  auto s = serving_options(wildcard, Duration::milliseconds(100), kCpu);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("input 'INPUT__0' has a dimension of -1"), std::string::npos);
 
   RepositoryModel reshaped = resnet();
   reshaped.inputs[0].reshape = std::vector<std::int64_t>{3, 4000};
-  s = serving_options(reshaped, Duration::milliseconds(100));
+  s = serving_options(reshaped, Duration::milliseconds(100), kCpu);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(
       s.status().message().find("repo/resnet/config.pbtxt: input 'INPUT__0': reshape float32[3,4000] does "
@@ -127,7 +133,73 @@ TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
 
   RepositoryModel no_input = resnet();
   no_input.inputs.clear();
-  EXPECT_FALSE(serving_options(no_input, Duration::milliseconds(100)).ok());
+  EXPECT_FALSE(serving_options(no_input, Duration::milliseconds(100), kCpu).ok());
+}
+
+// instance_group by Triton's rules, on the server's devices.
+TEST(InstanceDevicesTest, ChoosesTheServersDevicesByTritonsRules) {
+  const std::vector<DeviceSpec> cpus{{DeviceKind::kCpu, 0}, {DeviceKind::kCpu, 1}};
+  const std::vector<DeviceSpec> gpus{{DeviceKind::kCuda, 0}, {DeviceKind::kCuda, 1}, {DeviceKind::kCuda, 2}};
+  const std::vector<DeviceSpec> mixed{{DeviceKind::kCuda, 0}, {DeviceKind::kCuda, 1}, {DeviceKind::kCpu, 0}};
+  const std::vector<DeviceSpec> emulated{{DeviceKind::kEmulated, 0}, {DeviceKind::kEmulated, 1}};
+  const auto devices = [](std::vector<InstanceGroup> groups, const std::vector<DeviceSpec>& server) {
+    RepositoryModel m = resnet();
+    m.instance_groups = std::move(groups);
+    auto r = instance_devices(m, server);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : std::vector<DeviceSpec>{};
+  };
+  const InstanceGroup cpu{"", InstanceKind::kCpu, 1, {}};
+  const InstanceGroup gpu{"", InstanceKind::kGpu, 1, {}};
+  const InstanceGroup automatic{"", InstanceKind::kAuto, 1, {}};
+  EXPECT_TRUE(devices({}, mixed).empty()) << "no instance_group: every device";
+  EXPECT_EQ(devices({cpu}, cpus), cpus);
+  EXPECT_EQ(devices({cpu}, mixed), (std::vector<DeviceSpec>{mixed[2]}));
+  EXPECT_EQ(devices({gpu}, mixed), (std::vector<DeviceSpec>{mixed[0], mixed[1]}));
+  EXPECT_EQ(devices({{"", InstanceKind::kGpu, 2, {2, 0}}}, gpus), (std::vector<DeviceSpec>{gpus[0], gpus[2]}))
+      << "in the server's order; count is not used";
+  EXPECT_EQ(devices({{"", InstanceKind::kGpu, 1, {1}}}, emulated), (std::vector<DeviceSpec>{emulated[1]}))
+      << "emulated devices count as GPUs";
+  EXPECT_EQ(devices({automatic}, mixed), (std::vector<DeviceSpec>{mixed[0], mixed[1]})) << "GPUs when any";
+  EXPECT_EQ(devices({automatic}, cpus), cpus) << "else the CPU";
+  EXPECT_EQ(devices({{"", InstanceKind::kAuto, 1, {1}}}, mixed), (std::vector<DeviceSpec>{mixed[1]}));
+  EXPECT_EQ(devices({{"", InstanceKind::kGpu, 1, {1}}, cpu, {"", InstanceKind::kGpu, 1, {1}}}, mixed),
+            (std::vector<DeviceSpec>{mixed[1], mixed[2]}))
+      << "the union";
+}
+
+TEST(InstanceDevicesTest, RefusesWhatTheServerLacksNamingTheFieldAndTheDevices) {
+  const auto error = [](std::vector<InstanceGroup> groups, const std::vector<DeviceSpec>& server,
+                        std::string_view option = "--devices") {
+    RepositoryModel m = resnet();
+    m.instance_groups = std::move(groups);
+    auto r = instance_devices(m, server, option);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(
+      error({{"", InstanceKind::kCpu, 1, {}}, {"", InstanceKind::kGpu, 1, {0, 3}}},
+            {{DeviceKind::kCuda, 0}, {DeviceKind::kCpu, 0}}),
+      "repo/resnet/config.pbtxt: instance_group[1].gpus: the server has no GPU 3 (the server's devices: "
+      "cuda:0, cpu:0, set by --devices)");
+  EXPECT_EQ(error({{"", InstanceKind::kGpu, 1, {}}}, kCpu, "devices"),
+            "repo/resnet/config.pbtxt: instance_group[0].kind: the server has no GPU device (the server's "
+            "devices: cpu:0, set by devices)");
+  EXPECT_EQ(error({{"", InstanceKind::kCpu, 1, {}}}, {{DeviceKind::kEmulated, 0}}),
+            "repo/resnet/config.pbtxt: instance_group[0].kind: the server has no CPU device (the server's "
+            "devices: emulated:0, set by --devices)");
+  EXPECT_NE(
+      error({{"", InstanceKind::kGpu, 1, {0}}}, kCpu).find("instance_group[0].gpus: the server has no GPU 0"),
+      std::string::npos);
+  // serving_options refuses the model with the same error.
+  RepositoryModel m = resnet();
+  m.instance_groups = {{"", InstanceKind::kGpu, 1, {}}};
+  auto s = serving_options(m, Duration::milliseconds(100), kCpu);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("instance_group[0].kind"), std::string::npos);
+  m.instance_groups = {{"", InstanceKind::kCpu, 4, {}}};
+  s = serving_options(m, Duration::milliseconds(100), kCpu);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.devices, kCpu);
 }
 
 // One check of the repository's options, its errors naming each option as the
@@ -156,6 +228,7 @@ TEST(RepositoryOptionsTest, ErrorsNameTheFlagOrTheKeyword) {
   EXPECT_EQ(ok->load_models, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(ok->poll_interval, Duration::milliseconds(2500));
   EXPECT_EQ(ok->default_slo, Duration::milliseconds(40));
+  EXPECT_EQ(ok->devices_option, kRepositoryFlags.devices);
 }
 
 TEST(ModelControlModeTest, ParsesTritonsSpellings) {

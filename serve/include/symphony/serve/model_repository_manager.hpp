@@ -67,19 +67,24 @@ struct RepositoryOptions {
   Duration poll_interval = Duration::seconds(15);  // poll mode (Triton's default)
   // The SLO of a model whose config has no symphony.slo_ms.
   Duration default_slo = repository::kDefaultSlo;
+  // How the server's devices are set where these options are given, for an
+  // instance_group the server cannot honour (RepositoryOptionNames::devices).
+  std::string devices_option = "--devices";
   std::function<void(const std::string&)> log;  // progress and warnings; nullptr: quiet
 };
 
 // How the options are spelt where they are given, for errors.
 struct RepositoryOptionNames {
   std::string_view control_mode, load_models, poll_secs, default_slo_ms;
+  std::string_view devices;  // the server's, which instance_group chooses from
 };
 // `symphony serve`'s flags (Triton's, and --default-slo-ms).
 inline constexpr RepositoryOptionNames kRepositoryFlags{"--model-control-mode", "--load-model",
-                                                        "--repository-poll-secs", "--default-slo-ms"};
+                                                        "--repository-poll-secs", "--default-slo-ms",
+                                                        "--devices or the serve config's `devices`"};
 // The Python Server's keywords.
-inline constexpr RepositoryOptionNames kRepositoryKeywords{"model_control_mode", "load_models",
-                                                           "repository_poll_secs", "default_slo_ms"};
+inline constexpr RepositoryOptionNames kRepositoryKeywords{
+    "model_control_mode", "load_models", "repository_poll_secs", "default_slo_ms", "devices"};
 
 // The repository's options, checked: kInvalidArgument naming the option as
 // `names` spell it.
@@ -94,14 +99,34 @@ struct RepositoryServing {
   ProtocolModelOptions protocol;  // the config's tensor names, the default budget; the version
 };
 
+// The server's devices that serve a repository model: its instance_group by
+// Triton's rules, each group resolved against `devices` (the server's) and
+// the groups' devices joined, in the server's order. None: every device
+// (empty). KIND_GPU: the GPU devices (cuda, cuda-emulated, emulated) whose
+// number (DeviceSpec::index) is in `gpus`, every one when `gpus` is empty.
+// KIND_CPU: the CPU devices. KIND_AUTO: as KIND_GPU when the server has GPU
+// devices, else the CPU devices. A group naming a GPU the server lacks, or
+// of a kind it has no device of, is an error (kInvalidArgument) naming the
+// config file, the field (instance_group[1].gpus), the server's devices and
+// `devices_option`, which sets them. `count` is not used (one batch runs at
+// a time on a device).
+Result<std::vector<server::DeviceSpec>> instance_devices(const repository::RepositoryModel& m,
+                                                         const std::vector<server::DeviceSpec>& devices,
+                                                         std::string_view devices_option = "--devices");
+
 // Translates one version of a model read from a repository (model.name is
-// the model's: the caller gives each version a server name of its own).
-// Errors (kInvalidArgument) name the config file and what Symphony cannot
-// serve yet: max_batch_size 0, a dimension of -1, a reshape.
+// the model's: the caller gives each version a server name of its own) for
+// a server with `devices` (its instance_group: instance_devices). Errors
+// (kInvalidArgument) name the config file and what Symphony cannot serve
+// yet: max_batch_size 0, a dimension of -1, a reshape.
 Result<RepositoryServing> serving_options(const repository::RepositoryModel& m,
-                                          const repository::ModelVersion& version, Duration default_slo);
+                                          const repository::ModelVersion& version, Duration default_slo,
+                                          const std::vector<server::DeviceSpec>& devices,
+                                          std::string_view devices_option = "--devices");
 // The same for the newest chosen version.
-Result<RepositoryServing> serving_options(const repository::RepositoryModel& m, Duration default_slo);
+Result<RepositoryServing> serving_options(const repository::RepositoryModel& m, Duration default_slo,
+                                          const std::vector<server::DeviceSpec>& devices,
+                                          std::string_view devices_option = "--devices");
 
 class ModelRepositoryManager {
  public:
