@@ -29,11 +29,13 @@ models:
     max_batch: 16
     max_queue: 64
     rate: 40
+    devices: cpu:1
   - name: fake
     alpha_ms: 1
     beta_ms: 5
     slo_ms: 30
     rate: 100
+    devices: [emulated:0, emulated:2]
 )";
 
 TEST(ServeConfigTest, ParsesEverySetting) {
@@ -58,6 +60,8 @@ TEST(ServeConfigTest, ParsesEverySetting) {
   EXPECT_EQ(c->models[0].slo, Duration::milliseconds(100));
   EXPECT_EQ(c->models[0].max_queue, 64u);
   EXPECT_EQ(c->models[1].max_queue, 0u) << "no bound unless given";
+  EXPECT_EQ(c->models[0].devices, std::vector<std::string>{"cpu:1"});
+  EXPECT_EQ(c->models[1].devices, (std::vector<std::string>{"emulated:0", "emulated:2"}));
   ASSERT_TRUE(c->models[1].alpha.has_value());
   EXPECT_EQ(*c->models[1].beta, Duration::milliseconds(5));
 }

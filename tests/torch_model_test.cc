@@ -60,6 +60,26 @@ TEST(DeviceListTest, RejectsBadListsWithReasons) {
   expect("", 0, "names no device");
 }
 
+TEST(DeviceListTest, DeviceNamesAreTheServersNames) {
+  auto d = parse_device_names("cpu:1, cuda:0,emulated:3, cuda-emulated:2");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(*d, (std::vector<DeviceSpec>{{DeviceKind::kCpu, 1},
+                                         {DeviceKind::kCuda, 0},
+                                         {DeviceKind::kEmulated, 3},
+                                         {DeviceKind::kCudaEmulated, 2}}))
+      << "cpu:1 is the second CPU device, not one device";
+  for (const auto& [text, needle] :
+       std::vector<std::pair<std::string, std::string>>{{"cpu", "'cpu' is not a device's name"},
+                                                        {"gpu:0", "'gpu:0' is not a device's name"},
+                                                        {"cpu:-1", "is not a device's name"},
+                                                        {"cpu:1,cpu:1", "lists cpu:1 twice"},
+                                                        {" , ", "names no device"}}) {
+    auto r = parse_device_names(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(DeviceListTest, CudaEmulatedDevicesUseTheCudaRuntimesCount) {
   const CudaRuntimeDevices two{2, ""};
   auto d = parse_devices("cuda-emulated", 0, two);

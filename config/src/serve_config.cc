@@ -39,7 +39,7 @@ void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
 ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std::string& key) {
   r.check_keys(m, key,
                {"name", "path", "input", "inputs", "slo_ms", "max_batch", "max_defer_ms", "max_queue", "rate",
-                "profile", "alpha_ms", "beta_ms"});
+                "profile", "alpha_ms", "beta_ms", "devices"});
   const auto k = [&](const char* name) { return YamlReader::join(key, name); };
   ServeModelConfig mc;
   if (!m["name"]) r.fail(m, k("name"), "is missing");
@@ -66,6 +66,7 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
     mc.max_queue = static_cast<std::uint32_t>(r.integer(m["max_queue"], k("max_queue"), 0, 1 << 30));
   if (m["rate"]) mc.rate = r.number_min(m["rate"], k("rate"), 0, false);
   if (m["profile"]) mc.profile = resolve(r, r.string(m["profile"], k("profile")));
+  if (m["devices"]) mc.devices = r.strings(m["devices"], k("devices"), /*one_ok=*/true);
   if (m["alpha_ms"] || m["beta_ms"]) {
     if (!m["alpha_ms"] || !m["beta_ms"])
       r.fail(m, k(m["alpha_ms"] ? "beta_ms" : "alpha_ms"),

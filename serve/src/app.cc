@@ -26,8 +26,14 @@ server::ServerOptions server_options(const config::ServeConfig& cfg) {
   return so;
 }
 
-server::ModelOptions model_options(const config::ServeModelConfig& m) {
+Result<server::ModelOptions> model_options(const config::ServeModelConfig& m) {
   server::ModelOptions mo;
+  std::string devices;
+  for (const std::string& d : m.devices) devices += (devices.empty() ? "" : ", ") + d;
+  if (!devices.empty()) {
+    SYMPHONY_ASSIGN_OR_RETURN(mo.devices,
+                              server::parse_device_names(devices).with_context("model '" + m.name + "'"));
+  }
   mo.name = m.name;
   mo.path = m.path;
   mo.inputs = m.inputs;

@@ -1,10 +1,13 @@
 // Tests of serving_options: what a repository model becomes for the server
-// and the protocol front (no server, no model file opened).
+// and the protocol front, and of model_options: what a serve config's model
+// becomes (no server, no model file opened).
 #include "symphony/serve/model_repository_manager.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include "symphony/serve/app.hpp"
 
 namespace symphony::serve {
 namespace {
@@ -229,6 +232,24 @@ TEST(RepositoryOptionsTest, ErrorsNameTheFlagOrTheKeyword) {
   EXPECT_EQ(ok->poll_interval, Duration::milliseconds(2500));
   EXPECT_EQ(ok->default_slo, Duration::milliseconds(40));
   EXPECT_EQ(ok->devices_option, kRepositoryFlags.devices);
+}
+
+// A serve config's `devices:` of a model: the server's device names.
+TEST(ModelOptionsTest, DevicesAreTheServersDeviceNames) {
+  config::ServeModelConfig m;
+  m.name = "m";
+  m.devices = {"cpu:1", "cpu:2"};
+  auto o = model_options(m);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->devices, (std::vector<DeviceSpec>{{DeviceKind::kCpu, 1}, {DeviceKind::kCpu, 2}}));
+  m.devices.clear();
+  EXPECT_TRUE(model_options(m)->devices.empty()) << "every device";
+  m.devices = {"cpu"};
+  o = model_options(m);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("model 'm': devices 'cpu': 'cpu' is not a device's name"),
+            std::string::npos)
+      << o.status().message();
 }
 
 TEST(ModelControlModeTest, ParsesTritonsSpellings) {

@@ -125,6 +125,44 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
   return out;
 }
 
+Result<std::vector<DeviceSpec>> parse_device_names(std::string_view text) {
+  std::vector<DeviceSpec> out;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    const std::size_t colon = item.find(':');
+    const std::string_view kind = item.substr(0, std::min(colon, item.size()));
+    DeviceSpec d;
+    bool known = true;
+    if (kind == "cpu") {
+      d.kind = DeviceKind::kCpu;
+    } else if (kind == "cuda") {
+      d.kind = DeviceKind::kCuda;
+    } else if (kind == "emulated") {
+      d.kind = DeviceKind::kEmulated;
+    } else if (kind == "cuda-emulated") {
+      d.kind = DeviceKind::kCudaEmulated;
+    } else {
+      known = false;
+    }
+    if (!known || colon == std::string_view::npos || !parse_int(item.substr(colon + 1), &d.index))
+      return Status(Errc::kInvalidArgument,
+                    "devices '" + std::string(text) + "': '" + std::string(item) +
+                        "' is not a device's name (KIND:NUMBER as the server names its devices, e.g. cpu:1, "
+                        "cuda:0, emulated:3, cuda-emulated:0)");
+    if (std::find(out.begin(), out.end(), d) != out.end())
+      return Status(Errc::kInvalidArgument,
+                    "devices '" + std::string(text) + "' lists " + d.to_string() + " twice");
+    out.push_back(d);
+  }
+  if (out.empty())
+    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
+  return out;
+}
+
 c10::Device torch_device(const DeviceSpec& d) {
   if (d.kind == DeviceKind::kCuda) return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d.index));
   return c10::Device(c10::kCPU);

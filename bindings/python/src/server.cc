@@ -429,7 +429,7 @@ ModelOptions model_options(const std::string& name, const std::string& path,
                            const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
                            const std::string& profile, std::optional<double> alpha_ms,
                            std::optional<double> beta_ms, std::optional<double> max_defer_ms,
-                           std::uint32_t max_queue) {
+                           std::uint32_t max_queue, const std::string& devices) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
@@ -447,6 +447,11 @@ ModelOptions model_options(const std::string& name, const std::string& path,
     mo.max_defer = Duration::from_ms(*max_defer_ms);
   }
   mo.max_queue = max_queue;
+  if (!devices.empty()) {
+    Result<std::vector<server::DeviceSpec>> d = server::parse_device_names(devices);
+    if (!d.ok()) raise(ErrorKind::kConfig, "model '" + name + "': " + d.status().message());
+    mo.devices = std::move(*d);
+  }
   return mo;
 }
 
@@ -491,13 +496,13 @@ void bind_server(py::module_& m) {
           [](PyServer& s, const std::string& name, const std::string& path,
              const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
              const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms,
-             std::optional<double> max_defer_ms, std::uint32_t max_queue) {
+             std::optional<double> max_defer_ms, std::uint32_t max_queue, const std::string& devices) {
             s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms,
-                                      max_defer_ms, max_queue));
+                                      max_defer_ms, max_queue, devices));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
           py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none(),
-          py::arg("max_queue") = 0)
+          py::arg("max_queue") = 0, py::arg("devices") = "")
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
 #if SYMPHONY_HAVE_FRONT
       .def(

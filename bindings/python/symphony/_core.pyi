@@ -56,6 +56,8 @@ class Server:
         alpha_ms: Optional[float],
         beta_ms: Optional[float],
         max_defer_ms: Optional[float] = None,
+        max_queue: int = 0,
+        devices: str = "",
     ) -> None: ...
     def remove_model(self, name: str) -> None: ...
     def serve_repository(

@@ -337,9 +337,10 @@ class Server:
         beta_ms: Optional[float] = None,
         max_defer_ms: Optional[float] = None,
         max_queue: int = 0,
+        devices: Union[str, Sequence[str], None] = None,
     ) -> None:
-        """Loads a TorchScript model on every device, warms it up and, if it has no
-        profile yet, measures its latency profile (seconds; the GIL is released).
+        """Loads a TorchScript model on every device (or on ``devices``), warms it up and,
+        if it has no profile yet, measures its latency profile (seconds; the GIL is released).
 
         Args:
             name: the name requests use.
@@ -356,6 +357,9 @@ class Server:
                 no cap, the paper's deferral; 0: eager).
             max_queue: the most of its requests queued at once; more are dropped at once
                 (``queue_full``). Default 0: no bound but the server's own.
+            devices: the server's devices that serve it, by name as :attr:`devices` gives
+                them (``"cpu:1"``, or ``["cuda:0", "cuda:2"]``); its batches run there only.
+                Default: every device.
 
         Raises:
             ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
@@ -377,6 +381,7 @@ class Server:
             beta_ms,
             max_defer_ms,
             max_queue,
+            devices if isinstance(devices, str) else ", ".join(devices or []),
         )
 
     def remove_model(self, name: str) -> None:

@@ -255,6 +255,25 @@ def test_max_queue_drops_what_exceeds_it_as_queue_full():
     assert all(f.done() for f in futs)
 
 
+def test_a_model_served_on_some_devices_runs_there_only():
+    """devices= names the server's devices that serve a model (as s.devices
+    names them): its batches run there only; a name the server lacks, or
+    that is not a device's name, is refused."""
+    with symphony.Server(devices="emulated:3", policy="eager") as s:
+        s.add_model("pinned", slo_ms=500, max_batch=8, alpha_ms=0.5, beta_ms=1.0, devices=["emulated:2"])
+        s.add_model("two", slo_ms=500, max_batch=8, alpha_ms=0.5, beta_ms=1.0, devices="emulated:0, emulated:1")
+        with pytest.raises(symphony.ConfigError, match=r"emulated:3 is not one of the server's devices "
+                                                       r"\(emulated:0, emulated:1, emulated:2\)"):
+            s.add_model("missing", slo_ms=500, alpha_ms=0.5, beta_ms=1.0, devices="emulated:3")
+        with pytest.raises(symphony.ConfigError, match="not a device's name"):
+            s.add_model("bad", slo_ms=500, alpha_ms=0.5, beta_ms=1.0, devices="gpu:0")
+        s.start()
+        futs = [s.infer(m, None, details=True) for _ in range(40) for m in ("pinned", "two")]
+        rs = [f.result(timeout=30) for f in futs]
+    assert {r.device for r in rs[0::2]} == {"emulated:2"}
+    assert {r.device for r in rs[1::2]} <= {"emulated:0", "emulated:1"}
+
+
 def test_emulated_devices(emulated_server):
     s = emulated_server(gpus=2, alpha_ms=1.0, beta_ms=2.0, slo_ms=200, max_batch=8)
     assert s.devices == ("emulated:0", "emulated:1")

@@ -35,6 +35,9 @@ struct ServeModelConfig {
   double rate = 0;                      // requests/s from the load generator
   std::string profile = "auto";         // "auto" or a profile file
   std::optional<Duration> alpha, beta;  // emulated devices
+  // `devices:` the server's devices that serve it, by name ("cpu:1", or a
+  // list); read by serve (server::parse_device_names). Empty: every device.
+  std::vector<std::string> devices;
 };
 
 struct ServeConfig {

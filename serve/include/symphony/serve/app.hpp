@@ -54,9 +54,10 @@ struct MetricsOptions {
 };
 
 // A serve config's server and model settings (`symphony serve CONFIG`);
-// progress messages go to standard error.
+// progress messages go to standard error. A model's `devices` that are not
+// device names are an error naming the model.
 server::ServerOptions server_options(const config::ServeConfig& cfg);
-server::ModelOptions model_options(const config::ServeModelConfig& m);
+Result<server::ModelOptions> model_options(const config::ServeModelConfig& m);
 
 // What /readyz and symphony_up{phase} say.
 enum class Phase { kLoading, kServing, kDone };

@@ -58,6 +58,13 @@ CudaRuntimeDevices cuda_runtime_devices();
 Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count,
                                               const CudaRuntimeDevices& runtime = {});
 
+// Parses a list of device names as the server names its devices
+// (DeviceSpec::to_string, Server::devices(): "cpu:1, cuda:0"), to say which
+// of a server's devices serve a model (ModelOptions::devices). Unlike in
+// parse_devices, "cpu:2" is the CPU device numbered 2, not two CPU devices.
+// Whether the server has them is the server's to check.
+Result<std::vector<DeviceSpec>> parse_device_names(std::string_view text);
+
 // The number of CUDA devices usable from libtorch (0 when libtorch was built
 // without CUDA or no device exists).
 int cuda_device_count();
