@@ -43,21 +43,40 @@ bool parse_int(std::string_view s, int* out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && *out >= 0;
 }
 
+// The items of a comma-separated list, trimmed; empty ones skipped.
+std::vector<std::string_view> list_items(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// An error when the list `text` gave no device, or one twice.
+Status check_listed_once(std::string_view text, const std::vector<DeviceSpec>& devices) {
+  if (devices.empty())
+    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    for (std::size_t j = i + 1; j < devices.size(); ++j)
+      if (devices[i] == devices[j])
+        return Status(Errc::kInvalidArgument,
+                      "devices '" + std::string(text) + "' lists " + devices[i].to_string() + " twice");
+  return {};
+}
+
 }  // namespace
 
 Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_count,
                                               const CudaRuntimeDevices& runtime) {
   std::vector<DeviceSpec> out;
-  std::string_view rest = text;
   const auto bad = [&](std::string_view item, const std::string& why) {
     return Status(Errc::kInvalidArgument,
                   "devices '" + std::string(text) + "': '" + std::string(item) + "' " + why);
   };
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (item.empty()) continue;
+  for (const std::string_view item : list_items(text)) {
     const std::size_t colon = item.find(':');
     const std::string_view kind = item.substr(0, colon);
     const std::string_view arg =
@@ -110,13 +129,7 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
       return bad(item, "is not a device (use auto, cpu[:N], cuda[:i], emulated:N or cuda-emulated[:i])");
     }
   }
-  if (out.empty())
-    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
-  for (std::size_t i = 0; i < out.size(); ++i)
-    for (std::size_t j = i + 1; j < out.size(); ++j)
-      if (out[i] == out[j])
-        return Status(Errc::kInvalidArgument,
-                      "devices '" + std::string(text) + "' lists " + out[i].to_string() + " twice");
+  SYMPHONY_RETURN_IF_ERROR(check_listed_once(text, out));
   const bool emulated = !runs_model(out.front().kind);
   for (const auto& d : out)
     if (runs_model(d.kind) == emulated)
@@ -127,12 +140,7 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
 
 Result<std::vector<DeviceSpec>> parse_device_names(std::string_view text) {
   std::vector<DeviceSpec> out;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (item.empty()) continue;
+  for (const std::string_view item : list_items(text)) {
     const std::size_t colon = item.find(':');
     const std::string_view kind = item.substr(0, std::min(colon, item.size()));
     DeviceSpec d;
@@ -153,13 +161,9 @@ Result<std::vector<DeviceSpec>> parse_device_names(std::string_view text) {
                     "devices '" + std::string(text) + "': '" + std::string(item) +
                         "' is not a device's name (KIND:NUMBER as the server names its devices, e.g. cpu:1, "
                         "cuda:0, emulated:3, cuda-emulated:0)");
-    if (std::find(out.begin(), out.end(), d) != out.end())
-      return Status(Errc::kInvalidArgument,
-                    "devices '" + std::string(text) + "' lists " + d.to_string() + " twice");
     out.push_back(d);
   }
-  if (out.empty())
-    return Status(Errc::kInvalidArgument, "devices '" + std::string(text) + "' names no device");
+  SYMPHONY_RETURN_IF_ERROR(check_listed_once(text, out));
   return out;
 }
 
