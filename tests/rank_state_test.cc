@@ -234,5 +234,137 @@ TEST_F(RankStateTest, RemovingBusyGpusAndModelsWithCandidatesFails) {
   EXPECT_TRUE(rank_.remove_gpu(0, at(6_ms)).ok());
 }
 
+// ---- models restricted to some GPUs (ModelConfig::gpus) -------------------------
+
+class RestrictedRankStateTest : public RankStateTest {
+ protected:
+  void restrict(ModelId m, std::vector<GpuId> gpus) {
+    ASSERT_TRUE(rank_.remove_model(m).ok());
+    ASSERT_TRUE(rank_.add_model(m, gpus).ok());
+  }
+  // Model m runs a batch of one on the GPU it is granted at `now`, until `free`.
+  void occupy(ModelId m, Duration now, Duration free) {
+    rank_.on_candidate(m, cand(1, now, now + 1_ms), at(now));
+    auto a = fire(now);
+    ASSERT_EQ(a.size(), 1u);
+    rank_.on_grant_result(m, a[0].gpu, dispatched(++batch_, free, free - now), at(now));
+    check(now);
+  }
+  BatchId batch_ = 0;
+};
+
+TEST_F(RestrictedRankStateTest, ModelTimerGrantsTheLowestIdIdleGpuTheModelMayUse) {
+  restrict(0, {2, 1});
+  rank_.on_candidate(0, cand(4, 10_ms, 12_ms), at(0_ms));
+  auto a = fire(10_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].gpu, 1u);  // GPU 0 is idle too, but not the model's
+}
+
+TEST_F(RestrictedRankStateTest, AModelWaitsForItsOwnGpuWhileOthersAreIdle) {
+  restrict(1, {1});
+  occupy(0, 0_ms, 20_ms);  // GPU 0
+  occupy(2, 0_ms, 20_ms);  // GPU 1
+  // Model 1 wants to start at 10; only GPU 1 is its own, busy until 20.
+  rank_.on_candidate(1, cand(2, 10_ms, 30_ms, 2_ms), at(5_ms));
+  EXPECT_TRUE(fire(8_ms).empty());
+  EXPECT_EQ(rank_.model_state(1), RankModelState::kWaiting);
+  // GPU 2 is idle and next for everyone else: the GPU timer is not for model 1.
+  EXPECT_FALSE(rank_.gpu_timer_armed());
+  EXPECT_EQ(rank_.model_timer_time(1), at(18_ms));  // GPU 1 frees at 20, delay 2
+  check(8_ms);
+  EXPECT_TRUE(fire(17_ms).empty());
+  auto a = fire(18_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[0].model, 1u);
+  EXPECT_EQ(a[0].gpu, 1u);
+  EXPECT_EQ(a[0].time, at(20_ms));
+}
+
+TEST_F(RestrictedRankStateTest, TheMoreUrgentCandidateWinsAGpuBothMayUse) {
+  restrict(1, {0});
+  occupy(0, 0_ms, 20_ms);  // GPU 0
+  occupy(2, 0_ms, 30_ms);  // GPU 1
+  occupy(3, 0_ms, 40_ms);  // GPU 2
+  // Model 1 (GPU 0 only, latest 40) and model 0 (any GPU, latest 25) wait.
+  rank_.on_candidate(1, cand(2, 10_ms, 40_ms), at(5_ms));
+  rank_.on_candidate(0, cand(2, 10_ms, 25_ms), at(5_ms));
+  EXPECT_TRUE(fire(10_ms).empty());
+  EXPECT_EQ(rank_.waiting_size(), 2u);
+  EXPECT_EQ(rank_.gpu_timer_target(), 0u);
+  auto a = fire(20_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 0u);  // latest 25 before 40
+  EXPECT_EQ(a[0].gpu, 0u);
+  rank_.on_grant_result(0, 0, dispatched(60, 24_ms, 4_ms), at(20_ms));
+  check(20_ms);
+  // GPU 0 frees at 24, before GPU 1: it goes to model 1 then.
+  EXPECT_EQ(rank_.gpu_timer_target(), 0u);
+  a = fire(24_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 1u);
+  EXPECT_EQ(a[0].gpu, 0u);
+}
+
+TEST_F(RestrictedRankStateTest, AnUnrestrictedCandidateDoesNotTakeTheOnlyGpuOfAnother) {
+  restrict(1, {1});
+  occupy(0, 0_ms, 20_ms);                                  // GPU 0
+  occupy(2, 0_ms, 30_ms);                                  // GPU 1
+  occupy(3, 0_ms, 40_ms);                                  // GPU 2
+  rank_.on_candidate(1, cand(2, 10_ms, 50_ms), at(5_ms));  // GPU 1 only, at 30
+  rank_.on_candidate(0, cand(2, 10_ms, 45_ms), at(5_ms));  // any: GPU 0 at 20
+  EXPECT_TRUE(fire(10_ms).empty());
+  EXPECT_EQ(rank_.model_timer_time(1), at(30_ms));
+  auto a = fire(20_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 0u);
+  EXPECT_EQ(a[0].gpu, 0u);
+  rank_.on_grant_result(0, 0, dispatched(61, 60_ms, 40_ms), at(20_ms));
+  a = fire(30_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 1u);
+  EXPECT_EQ(a[0].gpu, 1u);
+}
+
+TEST_F(RestrictedRankStateTest, AnExpiredRestrictedCandidateIsRecomputedForItsOwnGpus) {
+  restrict(3, {2});
+  occupy(0, 0_ms, 20_ms);
+  occupy(1, 0_ms, 20_ms);
+  occupy(2, 0_ms, 50_ms);  // GPU 2
+  rank_.on_candidate(3, cand(4, 10_ms, 12_ms, 1_ms), at(0_ms));
+  EXPECT_TRUE(fire(9_ms).empty());
+  EXPECT_EQ(rank_.model_state(3), RankModelState::kWaiting);
+  auto a = fire(Duration::nanoseconds(11'000'001));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kRecompute);
+  EXPECT_EQ(a[0].time, at(50_ms));  // its GPU's free time, not GPU 0's (20)
+}
+
+TEST_F(RestrictedRankStateTest, AGpuTheModelMayUseThatIsNotAddedIsNeverGranted) {
+  RankState<> rank(RankConfig{1, 4, 1});
+  EXPECT_EQ(rank.add_model(0, std::vector<GpuId>{4}).code(), Errc::kInvalidArgument);  // beyond max_gpus
+  ASSERT_TRUE(rank.add_model(0, std::vector<GpuId>{3}).ok());
+  ASSERT_TRUE(rank.add_gpu(at(0_ms)).ok());
+  rank.on_candidate(0, cand(1, 1_ms, 3_ms), at(0_ms));
+  RankAction a;
+  EXPECT_TRUE(rank.fire_one(at(1_ms)));
+  EXPECT_FALSE(rank.pop_action(a));
+  EXPECT_EQ(rank.model_state(0), RankModelState::kWaiting);
+  EXPECT_FALSE(rank.gpu_timer_armed());
+  EXPECT_EQ(rank.check_invariants(at(1_ms)), "");
+  EXPECT_TRUE(rank.fire_one(at(4_ms)));  // expired: recomputed from now
+  ASSERT_TRUE(rank.pop_action(a));
+  EXPECT_EQ(a.kind, RankAction::Kind::kRecompute);
+  EXPECT_EQ(a.time, at(4_ms));
+  // GPU 3 joins: the model's next candidate gets it.
+  for (GpuId g = 1; g <= 3; ++g) ASSERT_EQ(*rank.add_gpu(at(4_ms)), g);
+  rank.on_candidate(0, cand(1, 5_ms, 7_ms), at(4_ms));
+  EXPECT_TRUE(rank.fire_one(at(5_ms)));
+  ASSERT_TRUE(rank.pop_action(a));
+  EXPECT_EQ(a.kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a.gpu, 3u);
+}
+
 }  // namespace
 }  // namespace symphony

@@ -193,6 +193,40 @@ TEST(RuntimeTest, FullBatchesGoToTheLowestIdleGpusAndEveryRequestEndsOnce) {
   EXPECT_EQ(st.dispatch_lag.count(), 2u);
 }
 
+// ModelConfig::gpus reaches the rank: a model restricted to GPU 1 waits for
+// it while GPU 0 is idle, and the unrestricted one still gets GPU 0.
+TEST(RuntimeTest, AModelRestrictedToSomeGpusRunsOnlyOnThem) {
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  RuntimeConfig cfg = small_config(1, 4, 2);
+  cfg.max_outstanding_per_gpu = 1;  // r's second batch waits for the first's report
+  auto rt = make_runtime(cfg, sink);
+  ModelConfig only1 = model_ms("only1", 1, 5, 10000, 4);
+  only1.gpus = {1};
+  const ModelId r = *rt->add_model(only1);
+  const ModelId any = *rt->add_model(model_ms("any", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 1u);
+  auto sub = rt->make_submitter();
+  for (std::uint64_t t = 0; t < 8; ++t) ASSERT_EQ(sub.submit(r, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();  // the first full batch, on GPU 1
+  EXPECT_EQ(a.batch.gpu, 1u);
+  EXPECT_EQ(a.batch.model, r);
+  for (std::uint64_t t = 8; t < 12; ++t) ASSERT_EQ(sub.submit(any, t), SubmitStatus::kQueued);
+  ManualGpus::Taken b = gpus.take();
+  EXPECT_EQ(b.batch.model, any);
+  EXPECT_EQ(b.batch.gpu, 0u);
+  ManualGpus::complete(a);  // GPU 1 is free again: the second batch goes there
+  ManualGpus::Taken c = gpus.take();
+  EXPECT_EQ(c.batch.model, r);
+  EXPECT_EQ(c.batch.gpu, 1u);
+  ManualGpus::complete(b);
+  ManualGpus::complete(c);
+  wait_for([&] { return sink.total() == 12; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kOk), 12u);
+}
+
 TEST(RuntimeTest, RunsOtherPoliciesOnTheSameEngine) {
   // Eager exec times and target-batch gathering through the same rings: a
   // lone request is dispatched at once (eager), not at its frontrun.

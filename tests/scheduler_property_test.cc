@@ -12,9 +12,11 @@
 //    to the earliest-freeing GPU, and is armed iff a candidate waits.
 // A third run mixes in random cancellations (Scheduler::cancel) of queued,
 // dispatched, ended and unknown requests: exactly the queued ones are
-// cancelled, and those never run.
+// cancelled, and those never run. A fourth restricts models to random GPU
+// sets (ModelConfig::gpus): no batch runs on a GPU its model may not use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -29,6 +31,7 @@ namespace {
 constexpr std::uint64_t kTargetEvents = 1'100'000;
 constexpr std::uint64_t kTargetRecalibratingEvents = 400'000;
 constexpr std::uint64_t kTargetCancellingEvents = 400'000;
+constexpr std::uint64_t kTargetRestrictedEvents = 400'000;
 std::uint64_t profile_updates = 0;     // summed over the recalibrating runs
 std::uint64_t cancelled_requests = 0;  // summed over the cancelling runs
 
@@ -63,6 +66,7 @@ struct RunParams {
   bool noisy;
   bool recalibrate = false;  // models learn their profiles online (which then move)
   bool cancel = false;       // random cancellations between events
+  bool restrict = false;     // models on random subsets of the GPUs
 };
 
 // Bursty arrivals over several models; some requests carry their own deadline.
@@ -121,6 +125,7 @@ struct CheckingSink {
   std::vector<std::uint8_t> ended;       // by tag
   std::vector<std::uint8_t> dispatched;  // by tag
   std::vector<std::uint8_t> cancelled;   // by tag: ended dropped, kCancelled
+  std::vector<std::vector<GpuId>> gpus;  // by model: ModelConfig::gpus
   std::uint64_t outcomes = 0, dispatches = 0;
   std::string failure;
 
@@ -140,6 +145,10 @@ struct CheckingSink {
   void on_dispatch(const Dispatch& d) {
     ++dispatches;
     if (d.size == 0) fail("empty batch");
+    if (d.model < gpus.size() && !gpus[d.model].empty() &&
+        std::find(gpus[d.model].begin(), gpus[d.model].end(), d.gpu) == gpus[d.model].end())
+      fail("model " + std::to_string(d.model) + " ran on GPU " + std::to_string(d.gpu) +
+           ", not one of its own");
     if (d.predicted_end > d.exec_deadline) fail("batch predicted to end after the deadline it was sized for");
     for (const Request& r : d.requests) {
       if (d.predicted_end + resp > r.deadline) fail("a request of the batch would miss its deadline");
@@ -196,6 +205,7 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
 
   std::vector<double> rates;
   std::vector<Duration> slos;
+  sim::Rng restrict_rng(p.seed ^ 0x676075ULL);  // its own stream: the other runs draw as before
   for (std::uint32_t m = 0; m < p.models; ++m) {
     ModelConfig mc;
     mc.name = "m" + std::to_string(m);
@@ -220,6 +230,12 @@ std::uint64_t run_case(const RunParams& p, sim::Rng& rng, Exec exec, Timing timi
     if (rng.uniform() < 0.3) mc.timeout = Duration::from_ms(mc.slo.to_ms() * rng.uniform());
     if (rng.uniform() < 0.5) mc.target_batch = static_cast<std::uint32_t>(rng.uniform_int(1, maxb));
     if (rng.uniform() < 0.2) mc.max_queue = static_cast<std::uint32_t>(rng.uniform_int(1, 64));
+    if (p.restrict && restrict_rng.uniform() < 0.7) {
+      for (GpuId g = 0; g < p.max_gpus; ++g)
+        if (restrict_rng.uniform() < 0.5) mc.gpus.push_back(g);
+      if (mc.gpus.empty()) mc.gpus.push_back(static_cast<GpuId>(restrict_rng.uniform_int(0, p.max_gpus - 1)));
+    }
+    sink.gpus.push_back(mc.gpus);
     const Result<ModelId> id = s.add_model(std::move(mc));
     if (!id.ok()) {
       failure = "add_model: " + id.status().to_string();
@@ -412,6 +428,28 @@ TEST(SchedulerPropertyTest, InvariantsHoldWithRandomCancels) {
   EXPECT_GT(cancelled_requests, 1000u) << "queued requests must really be cancelled";
   RecordProperty("events", std::to_string(events));
   RecordProperty("cancelled", std::to_string(cancelled_requests));
+}
+
+// The same invariants with models restricted to random GPU sets (some to
+// GPUs that come and go, or to a slot with no GPU): a batch runs only on a
+// GPU its model may use, and every request still ends exactly once.
+TEST(SchedulerPropertyTest, InvariantsHoldWithModelsOnSomeGpus) {
+  sim::Rng rng(20261128);
+  std::uint64_t events = 0, runs = 0;
+  while (events < kTargetRestrictedEvents) {
+    RunParams p = random_params(rng);
+    p.noisy = rng.uniform() < 0.3;
+    p.restrict = true;
+    std::string failure;
+    const auto policy = rng.uniform_int(0, 3);
+    const std::uint64_t n = run_policy(policy, p, rng, failure);
+    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
+                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
+                                 << "): " << failure;
+    events += n;
+    ++runs;
+  }
+  RecordProperty("events", std::to_string(events));
 }
 
 }  // namespace

@@ -3,17 +3,21 @@
 // by `latest`, and the one GPU timer, and matches candidates to GPUs: a model timer grants the lowest-id
 // idle GPU, else the GPU that frees by exec, else the candidate waits; the GPU timer grants the waiting
 // candidate with the smallest `latest` that can still start; an expired waiting candidate is
-// recomputed, not discarded (docs/architecture.md#matchmaking).
+// recomputed, not discarded. A model may be restricted to some GPUs (ModelConfig::gpus): it is matched
+// only with those, and waits with its own timer for them (docs/architecture.md#matchmaking).
 //
 // Outputs are RankActions (grant, recompute) that the owner drains with pop_action() and delivers to
 // the model side: the Scheduler by direct call, the Runtime over SPSC rings.
 //
 // Guarantees: one owner thread; no allocation after construction; every input and every timer costs
-// O(log M + log G) amortized; exactly one GPU timer is armed while a candidate waits and a GPU can
-// take it, re-armed whenever the earliest GPU or the waiting set changes.
+// O(log M + log G) amortized while no restricted model waits (else O(W * G) more, W the waiting
+// candidates); exactly one GPU timer is armed while a candidate that may use the next GPU waits,
+// re-armed whenever the earliest GPU or the waiting set changes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,8 @@ class RankState {
       : cfg_(cfg),
         models_(cfg.max_models),
         gpus_(cfg.max_gpus),
+        words_((cfg.max_gpus + 63) / 64),
+        allowed_(static_cast<std::size_t>(cfg.max_models) * words_),
         timers_(cfg.max_models + 1),
         actions_(cfg.max_models + 2) {
     for (std::uint32_t i = 0; i < cfg.max_models; ++i) {
@@ -67,12 +73,23 @@ class RankState {
 
   // ---- membership (off the hot path) ----------------------------------------
 
-  Status add_model(ModelId id) {
+  // Adds a model that may run on `gpus` only (ModelConfig::gpus; empty: on
+  // every GPU). A GPU id there that is not added is never granted.
+  Status add_model(ModelId id, std::span<const GpuId> gpus = {}) {
     if (id >= cfg_.max_models)
       return Status(Errc::kCapacityExceeded, "model id " + std::to_string(id) + " is beyond max_models " +
                                                  std::to_string(cfg_.max_models));
     if (models_[id].state != RankModelState::kAbsent)
       return Status(Errc::kAlreadyExists, "model id " + std::to_string(id) + " is in use");
+    for (GpuId g : gpus)
+      if (g >= cfg_.max_gpus)
+        return Status(Errc::kInvalidArgument, "model id " + std::to_string(id) + " names GPU " +
+                                                  std::to_string(g) + " beyond max_gpus " +
+                                                  std::to_string(cfg_.max_gpus));
+    std::uint64_t* words = &allowed_[static_cast<std::size_t>(id) * words_];
+    std::fill(words, words + words_, 0);
+    for (GpuId g : gpus) words[g / 64] |= std::uint64_t{1} << (g % 64);
+    models_[id].restricted = !gpus.empty();
     models_[id].state = RankModelState::kIdle;
     return {};
   }
@@ -216,6 +233,8 @@ class RankState {
       RankModel& m = models_[t->owner];
       if (m.state == RankModelState::kPending)
         on_model_timer(m, now);
+      else if (m.state == RankModelState::kWaiting && now < expiry(m))
+        on_restricted_gpu_due(m, now);
       else if (m.state == RankModelState::kWaiting)
         on_expiry(m, now);
     }
@@ -239,6 +258,7 @@ class RankState {
   const Candidate& model_candidate(ModelId m) const noexcept { return models_[m].cand; }
   std::size_t waiting_size() const noexcept { return waiting_.size(); }
   bool gpu_timer_armed() const noexcept { return gpu_timer_.armed; }
+  TimePoint model_timer_time(ModelId m) const noexcept { return models_[m].timer.when; }
   TimePoint gpu_timer_time() const noexcept { return gpu_timer_.when; }
   GpuId gpu_timer_target() const noexcept { return gpu_timer_.armed ? gpu_target_ : kNoGpu; }
 
@@ -254,16 +274,22 @@ class RankState {
         return "model " + std::to_string(m.id) + " pending timer not at exec - delay";
     }
     if (waiting != waiting_.size()) return "waiting set size mismatch";
-    bool any_placed = false;
+    const RankGpu* next = nullptr;  // next_gpu(), found without touching the trees
     TimePoint best = TimePoint::infinite();
     for (const RankGpu& g : gpus_) {
       if (g.state != RankGpuState::kIdle && g.state != RankGpuState::kBusy) continue;
-      any_placed = true;
       if (g.state == RankGpuState::kIdle && g.free_at > now) return "idle GPU frees in the future";
       best = min(best, max(g.free_at, now));
       if (g.outstanding >= cfg_.max_outstanding_per_gpu) return "saturated GPU is placed";
+      const bool before = !next || (g.state == RankGpuState::kIdle && next->state != RankGpuState::kIdle) ||
+                          (g.state == next->state &&
+                           (g.state == RankGpuState::kIdle ? g.id < next->id : FreeOrder{}(g, *next)));
+      if (before) next = &g;
     }
-    const bool should_arm = waiting != 0 && any_placed;
+    bool may_use_next = false;
+    for (const RankModel& m : models_)
+      if (m.state == RankModelState::kWaiting && next && may_use(m, *next)) may_use_next = true;
+    const bool should_arm = may_use_next;
     if (should_arm != gpu_timer_.armed)
       return std::string("GPU timer ") + (gpu_timer_.armed ? "armed" : "not armed") + " with " +
              std::to_string(waiting) + " waiting candidates";
@@ -273,6 +299,8 @@ class RankState {
         return "GPU timer targets an unplaced GPU";
       if (max(t.free_at, now) != best)
         return "GPU timer targets GPU " + std::to_string(gpu_target_) + " which is not the earliest-freeing";
+      if (t.id != next->id)
+        return "GPU timer targets GPU " + std::to_string(gpu_target_) + ", not the next GPU";
     }
     return {};
   }
@@ -287,6 +315,7 @@ class RankState {
     TimerNode timer;
     ModelId id = kNoModel;
     RankModelState state = RankModelState::kAbsent;
+    bool restricted = false;  // runs on the GPUs of its allowed_ words only
   };
   struct WaitOrder {  // most urgent first; ids break ties
     bool operator()(const RankModel& a, const RankModel& b) const noexcept {
@@ -360,9 +389,43 @@ class RankState {
     if (RankGpu* g = idle_.min()) return g;
     return busy_.min();
   }
+  bool may_use(const RankModel& m, const RankGpu& g) const noexcept {
+    return !m.restricted ||
+           ((allowed_[static_cast<std::size_t>(m.id) * words_ + g.id / 64] >> (g.id % 64)) & 1);
+  }
+  // next_gpu() among the GPUs `m` may use. For an unrestricted model (and for
+  // any model that may use next_gpu(), which then is its next GPU too) O(log G).
+  RankGpu* next_gpu_for(const RankModel& m) noexcept {
+    RankGpu* first = next_gpu();
+    if (!first || may_use(m, *first)) return first;
+    for (RankGpu* g = idle_.min(); g; g = idle_.next(*g))
+      if (may_use(m, *g)) return g;
+    for (RankGpu* g = busy_.min(); g; g = busy_.next(*g))
+      if (may_use(m, *g)) return g;
+    return nullptr;
+  }
+  // When a waiting candidate can no longer start in time and is recomputed.
+  static TimePoint expiry(const RankModel& m) noexcept {
+    return m.cand.latest - m.cand.delay + Duration::nanoseconds(1);
+  }
+  // When `g` is due for a waiting candidate: at once when idle, else its
+  // delay before the GPU frees.
+  static TimePoint due(const RankGpu& g, const RankModel& c, TimePoint now) noexcept {
+    return g.state == RankGpuState::kIdle ? now : max(now, g.free_at - c.cand.delay);
+  }
+
+  void wait(RankModel& m) noexcept {
+    m.state = RankModelState::kWaiting;
+    waiting_.insert(m);
+    if (m.restricted) ++restricted_waiting_;
+  }
+  void unwait(RankModel& m) noexcept {
+    waiting_.erase(m);
+    if (m.restricted) --restricted_waiting_;
+  }
 
   void leave_state(RankModel& m) noexcept {
-    if (m.state == RankModelState::kWaiting) waiting_.erase(m);
+    if (m.state == RankModelState::kWaiting) unwait(m);
     timers_.cancel(m.timer);
     m.state = RankModelState::kIdle;
   }
@@ -373,7 +436,7 @@ class RankState {
       return;
     }
     // Re-arming moves an armed timer in one operation; no cancel first.
-    if (m.state == RankModelState::kWaiting) waiting_.erase(m);
+    if (m.state == RankModelState::kWaiting) unwait(m);
     m.cand = u.candidate;
     m.state = RankModelState::kPending;
     timers_.arm(m.timer, m.cand.exec - m.cand.delay);
@@ -391,47 +454,65 @@ class RankState {
 
   void on_model_timer(RankModel& m, TimePoint now) noexcept {
     refresh(now);
-    RankGpu* g = idle_.min();
-    if (!g) {
-      RankGpu* b = busy_.min();
-      if (b && b->free_at <= m.cand.exec) g = b;
-    }
+    RankGpu* g = next_gpu_for(m);
+    if (g && g->state == RankGpuState::kBusy && g->free_at > m.cand.exec) g = nullptr;
     if (g) {
       grant(m, *g, now);
       return;
     }
-    m.state = RankModelState::kWaiting;
-    waiting_.insert(m);
-    timers_.arm(m.timer, m.cand.latest - m.cand.delay + Duration::nanoseconds(1));
+    wait(m);
+    timers_.arm(m.timer, expiry(m));
     rearm_gpu_timer(now);
   }
 
   void on_expiry(RankModel& m, TimePoint now) noexcept {
     leave_state(m);
     refresh(now);
-    const RankGpu* g = next_gpu();
+    const RankGpu* g = next_gpu_for(m);
     push_action({RankAction::Kind::kRecompute, m.id, kNoGpu, g ? max(g->free_at, now) : now});
+    rearm_gpu_timer(now);
+  }
+
+  // Grants `g` to the most urgent waiting candidate whose next GPU it is and
+  // that can start on it by its `latest`; the more urgent ones that cannot
+  // (it is the best GPU they could get) are recomputed. REQUIRES: refresh(now).
+  void serve_gpu(RankGpu& g, TimePoint now) noexcept {
+    const bool first = &g == next_gpu();  // then every candidate that may use g has it next
+    for (RankModel* c = waiting_.min(); c;) {
+      if (!(first ? may_use(*c, g) : (c->restricted && next_gpu_for(*c) == &g))) {
+        c = waiting_.next(*c);
+        continue;
+      }
+      if (max(g.free_at, now + c->cand.delay) <= c->cand.latest) {
+        grant(*c, g, now);
+        return;
+      }
+      // It cannot meet even its earliest GPU: have it shrink now.
+      RankModel* after = waiting_.next(*c);
+      leave_state(*c);
+      push_action({RankAction::Kind::kRecompute, c->id, kNoGpu, max(g.free_at, now)});
+      c = after;
+    }
     rearm_gpu_timer(now);
   }
 
   void on_gpu_timer(TimePoint now) noexcept {
     refresh(now);
-    if (RankGpu* g = next_gpu()) {
-      const TimePoint free = g->free_at;
-      while (RankModel* c = waiting_.min()) {
-        const TimePoint start = max(free, now + c->cand.delay);
-        if (start <= c->cand.latest) {
-          grant(*c, *g, now);
-          return;
-        }
-        // It cannot meet even the earliest GPU: have it shrink now.
-        leave_state(*c);
-        push_action({RankAction::Kind::kRecompute, c->id, kNoGpu, max(free, now)});
-      }
-    }
+    if (RankGpu* g = next_gpu()) return serve_gpu(*g, now);
     rearm_gpu_timer(now);
   }
 
+  // A restricted waiting candidate's timer fired before its expiry: the next
+  // GPU it may use is due.
+  void on_restricted_gpu_due(RankModel& m, TimePoint now) noexcept {
+    refresh(now);
+    if (RankGpu* g = next_gpu_for(m)) return serve_gpu(*g, now);
+    rearm_gpu_timer(now);
+  }
+
+  // The GPU timer serves next_gpu() for the most urgent waiting candidate
+  // that may use it; each restricted waiting candidate whose next GPU is
+  // another one is woken by its own timer when that GPU is due.
   void rearm_gpu_timer(TimePoint now) noexcept {
     if (waiting_.empty()) {
       timers_.cancel(gpu_timer_);
@@ -439,19 +520,30 @@ class RankState {
     }
     refresh(now);
     RankGpu* g = next_gpu();
-    if (!g) {
+    RankModel* c = waiting_.min();
+    while (g && c && !may_use(*c, *g)) c = waiting_.next(*c);
+    if (g && c) {
+      const TimePoint t = due(*g, *c, now);
+      gpu_target_ = g->id;
+      if (!gpu_timer_.armed || gpu_timer_.when != t) timers_.arm(gpu_timer_, t);
+    } else {
       timers_.cancel(gpu_timer_);
-      return;
     }
-    const RankModel* c = waiting_.min();
-    const TimePoint t = g->state == RankGpuState::kIdle ? now : max(now, g->free_at - c->cand.delay);
-    gpu_target_ = g->id;
-    if (!gpu_timer_.armed || gpu_timer_.when != t) timers_.arm(gpu_timer_, t);
+    if (restricted_waiting_ == 0) return;
+    for (RankModel* m = waiting_.min(); m; m = waiting_.next(*m)) {
+      if (!m->restricted) continue;
+      RankGpu* mine = next_gpu_for(*m);
+      const TimePoint t = mine && mine != g ? min(due(*mine, *m, now), expiry(*m)) : expiry(*m);
+      if (m->timer.when != t) timers_.arm(m->timer, t);
+    }
   }
 
   RankConfig cfg_;
   std::vector<RankModel> models_;
   std::vector<RankGpu> gpus_;
+  std::size_t words_;                     // per model in allowed_
+  std::vector<std::uint64_t> allowed_;    // a restricted model's GPUs, one bit each
+  std::uint32_t restricted_waiting_ = 0;  // restricted models in waiting_
   Timers timers_;
   SplayTree<RankModel, WaitOrder, WaitTag> waiting_;
   SplayTree<RankGpu, IdOrder, GpuTag> idle_;

@@ -76,8 +76,11 @@ class Scheduler {
   Result<ModelId> add_model(ModelConfig mc) {
     for (ModelId id = 0; id < cfg_.max_models; ++id) {
       if (shard_.has_model(id)) continue;
-      SYMPHONY_RETURN_IF_ERROR(shard_.add_model(id, std::move(mc)));
-      (void)rank_.add_model(id);
+      SYMPHONY_RETURN_IF_ERROR(rank_.add_model(id, mc.gpus));
+      if (Status s = shard_.add_model(id, std::move(mc)); !s.ok()) {
+        (void)rank_.remove_model(id);
+        return s;
+      }
       return id;
     }
     return Status(Errc::kCapacityExceeded,

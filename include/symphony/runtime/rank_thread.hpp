@@ -81,8 +81,8 @@ class RankThread {
   void post(std::function<void()> fn) { control_.post(std::move(fn), inbox_.bell()); }
 
   // ---- owner thread only (call through post()) ---------------------------------
-  Status add_model(ModelId id, std::uint32_t shard) {
-    SYMPHONY_RETURN_IF_ERROR(rank_.add_model(id));
+  Status add_model(ModelId id, std::uint32_t shard, std::span<const GpuId> gpus) {
+    SYMPHONY_RETURN_IF_ERROR(rank_.add_model(id, gpus));
     model_shard_[id] = shard;
     return {};
   }

@@ -86,7 +86,7 @@ class Runtime final : private CompletionPort {
                                            shard_models_.begin());
     const std::uint32_t gen = ++generation_[id];
     const Duration slo = mc.slo;
-    SYMPHONY_RETURN_IF_ERROR(on_rank([&] { return rank_->add_model(id, s); }));
+    SYMPHONY_RETURN_IF_ERROR(on_rank([&] { return rank_->add_model(id, s, mc.gpus); }));
     Shard& sh = *shards_[s];
     if (Status st = on_shard(s, [&] { return sh.add_model(id, std::move(mc), gen); }); !st.ok()) {
       (void)on_rank([&] {
