@@ -279,6 +279,21 @@ TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
   EXPECT_NE(p->stopped_because.find("already takes"), std::string::npos);
 }
 
+// A model served on several devices is planned with the slowest device's l(b)
+// at each b, up to the smallest max batch of the devices.
+TEST(ProfilerTest, SlowestProfileTakesEachBatchSizesLargestLatency) {
+  using namespace symphony::literals;
+  const LatencyProfile fast = *LatencyProfile::linear(1_ms, 10_ms, 16);  // l(1) 11, l(8) 18
+  const LatencyProfile slow = *LatencyProfile::linear(3_ms, 2_ms, 8);    // l(1) 5, l(8) 26
+  const LatencyProfile p = slowest_profile({fast, slow});
+  EXPECT_EQ(p.max_batch(), 8u);
+  EXPECT_EQ(p.latency(1), 11_ms);  // the fast device's fixed cost dominates small batches
+  EXPECT_EQ(p.latency(4), 14_ms);  // max(14, 14)
+  EXPECT_EQ(p.latency(8), 26_ms);  // the slow device's slope dominates large ones
+  for (std::uint32_t b = 1; b <= 8; ++b) EXPECT_EQ(p.latency(b), max(fast.latency(b), slow.latency(b))) << b;
+  EXPECT_EQ(slowest_profile({fast}).max_batch(), 16u);
+}
+
 TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   profile_io::MeasuredProfile p;
   p.model = "m";

@@ -194,4 +194,18 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
   return out;
 }
 
+LatencyProfile slowest_profile(const std::vector<LatencyProfile>& profiles) {
+  if (profiles.size() == 1) return profiles.front();
+  std::uint32_t max_b = profiles.front().max_batch();
+  for (const LatencyProfile& p : profiles) max_b = std::min(max_b, p.max_batch());
+  std::vector<ProfilePoint> points;
+  for (std::uint32_t b = 1; b <= max_b; ++b) {
+    Duration l = Duration::zero();
+    for (const LatencyProfile& p : profiles) l = max(l, p.latency(b));
+    points.push_back({b, l});
+  }
+  // Each profile is positive and non-decreasing in b, so their maximum is too.
+  return *LatencyProfile::from_table(points, max_b);
+}
+
 }  // namespace symphony::server

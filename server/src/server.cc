@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "symphony/outcome_tally.hpp"
 #include "symphony/policy.hpp"
@@ -760,6 +761,46 @@ struct Server::Impl final : BatchRunner {
     return out;
   }
 
+  // Model m's profile on its k-th device: a given file, the file beside the
+  // model for that device, or a measurement on it (then written there).
+  Result<profile_io::MeasuredProfile> device_profile(const Model& m, std::size_t k) {
+    const ModelOptions& mo = m.opts;
+    const std::string shown = mo.display_name();
+    const DeviceSpec& d = device_specs[m.gpus[k]];
+    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, d) : mo.profile;
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) {
+      auto r = profile_io::read_profile_file(path);
+      if (!r.ok() && mo.profile != "auto") return r.status();
+      if (!r.ok()) log(shown + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
+      std::vector<std::string> specs;
+      for (const auto& s : m.torch->inputs()) specs.push_back(s.to_string());
+      if (r.ok() && (r->inputs.empty() || r->inputs == specs)) {
+        log(shown + ": using the profile in " + path);
+        return std::move(*r);
+      }
+      if (r.ok())
+        log(shown + ": the profile in " + path + " was measured with other inputs; measuring again");
+    }
+    ProfileOptions po;
+    po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
+    po.repeats = opts.profile_repeats;
+    log("profiling " + shown + " on " + d.to_string() + " (batches up to " + std::to_string(po.max_batch) +
+        ", " + std::to_string(po.repeats) + " rounds)");
+    po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
+      if (i == n || i % 5 == 0)
+        log("profiling " + shown + " on " + d.to_string() + ": round " + std::to_string(i) + "/" +
+            std::to_string(n) + " (batches 1.." + std::to_string(b) + ")");
+    };
+    SYMPHONY_ASSIGN_OR_RETURN(auto measured, profile_model(*m.torch, k, po));
+    measured.device = d.to_string();
+    if (Status s = profile_io::write_profile_file(path, measured); !s.ok())
+      log(shown + ": could not save the profile: " + s.message());
+    else
+      log(shown + ": profile saved to " + path);
+    return measured;
+  }
+
   Result<std::shared_ptr<Model>> load(const ModelOptions& mo) {
     auto m = std::make_shared<Model>();
     m->opts = mo;
@@ -772,7 +813,6 @@ struct Server::Impl final : BatchRunner {
     SYMPHONY_ASSIGN_OR_RETURN(m->gpus, model_gpus(mo.devices).with_context(who));
     m->replica_of.assign(device_specs.size(), kNoReplica);
     for (std::size_t k = 0; k < m->gpus.size(); ++k) m->replica_of[m->gpus[k]] = k;
-    const DeviceSpec& first = device_specs[m->gpus.front()];
     if (emulated) {
       if (!mo.alpha || !mo.beta)
         return Status(Errc::kInvalidArgument, who + ": emulated devices need the model's alpha and beta");
@@ -800,45 +840,30 @@ struct Server::Impl final : BatchRunner {
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
     if (!m->torch->optimized()) log(shown + ": " + m->torch->optimize_note());
 
-    // The profile: a given file, the file beside the model, or a measurement.
-    profile_io::MeasuredProfile measured;
-    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, first) : mo.profile;
-    bool have = false;
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec)) {
-      auto r = profile_io::read_profile_file(path);
-      if (!r.ok() && mo.profile != "auto") return r.status().with_context(who);
-      if (!r.ok()) log(shown + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
-      std::vector<std::string> specs;
-      for (const auto& s : m->torch->inputs()) specs.push_back(s.to_string());
-      if (r.ok() && (r->inputs.empty() || r->inputs == specs)) {
-        measured = std::move(*r);
-        have = true;
-        log(shown + ": using the profile in " + path);
-      } else if (r.ok()) {
-        log(shown + ": the profile in " + path + " was measured with other inputs; measuring again");
-      }
+    // The profile of each device that serves it (CPU devices share the
+    // cores, so the first one's stands for all); the plan takes the slowest
+    // device's l(b) for each b, since any of them may run a batch.
+    std::vector<LatencyProfile> profiles;
+    std::vector<std::string> profiled_on;
+    bool cpu_profiled = false;
+    for (std::size_t k = 0; k < m->gpus.size(); ++k) {
+      const DeviceSpec& d = device_specs[m->gpus[k]];
+      if (d.kind == DeviceKind::kCpu && std::exchange(cpu_profiled, true)) continue;
+      if (mo.profile != "auto" && k > 0) break;  // one given file for every device
+      SYMPHONY_ASSIGN_OR_RETURN(auto measured, device_profile(*m, k).with_context(who));
+      SYMPHONY_ASSIGN_OR_RETURN(auto p, measured.to_latency_profile(opts.profile_latency).with_context(who));
+      profiles.push_back(std::move(p));
+      profiled_on.push_back(d.to_string());
     }
-    if (!have) {
-      ProfileOptions po;
-      po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
-      po.repeats = opts.profile_repeats;
-      log("profiling " + shown + " on " + first.to_string() + " (batches up to " +
-          std::to_string(po.max_batch) + ", " + std::to_string(po.repeats) + " rounds)");
-      po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
-        if (i == n || i % 5 == 0)
-          log("profiling " + shown + ": round " + std::to_string(i) + "/" + std::to_string(n) +
-              " (batches 1.." + std::to_string(b) + ")");
-      };
-      SYMPHONY_ASSIGN_OR_RETURN(measured, profile_model(*m->torch, 0, po).with_context(who));
-      measured.device = first.to_string();
-      if (Status s = profile_io::write_profile_file(path, measured); !s.ok())
-        log(shown + ": could not save the profile: " + s.message());
-      else
-        log(shown + ": profile saved to " + path);
-    }
-    SYMPHONY_ASSIGN_OR_RETURN(m->profile,
-                              measured.to_latency_profile(opts.profile_latency).with_context(who));
+    m->profile = slowest_profile(profiles);
+    if (profiles.size() > 1)
+      log(shown + ": planned with the slowest of its devices' profiles (" +
+          [&] {
+            std::string list;
+            for (const std::string& d : profiled_on) list += (list.empty() ? "" : ", ") + d;
+            return list;
+          }() +
+          ") at each batch size");
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on each of its devices before serving.

@@ -48,4 +48,9 @@ std::vector<std::uint32_t> profile_grid(std::uint32_t max_batch);
 Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t replica,
                                                   const ProfileOptions& opts);
 
+// The profile a model served on several devices is planned with: for each b
+// up to the smallest max batch, the largest l(b) of `profiles` (any of the
+// devices may run a batch). REQUIRES: profiles not empty.
+LatencyProfile slowest_profile(const std::vector<LatencyProfile>& profiles);
+
 }  // namespace symphony::server
