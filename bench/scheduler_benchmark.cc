@@ -6,7 +6,9 @@
 // every size. BM_SchedulerRequests uses the default timer queue (the 4-ary
 // heap); the *SplayTimers variant swaps in the splay tree; the Eager variant
 // shows the same engine with exec = earliest; the PaperRule variant the
-// paper's exact deferred rule (DeferredPolicy::paper()).
+// paper's exact deferred rule (DeferredPolicy::paper()); the Restricted variant
+// restricts each model m to GPUs m and m+1 (ModelConfig::gpus), every GPU
+// still shared by two models.
 #include <benchmark/benchmark.h>
 
 #include "bench_support.hpp"
@@ -15,13 +17,17 @@ namespace symphony::bench {
 namespace {
 
 template <class Exec, class Timers>
-void run_requests(benchmark::State& state, Exec exec = {}) {
+void run_requests(benchmark::State& state, Exec exec = {}, bool restricted = false) {
   const auto models = static_cast<std::uint32_t>(state.range(0));
   const auto gpus = static_cast<std::uint32_t>(state.range(1));
   CountingSink sink;
   using Sim = sim::Simulator<CountingSink, Exec, SlidingWindowGather, sim::ExactTiming, Timers>;
   auto sim = std::move(*Sim::create(bench_config(models, gpus), sink, std::move(exec)));
-  for (std::uint32_t m = 0; m < models; ++m) (void)sim->scheduler().add_model(resnet_like(m));
+  for (std::uint32_t m = 0; m < models; ++m) {
+    ModelConfig mc = resnet_like(m);
+    if (restricted) mc.gpus = {m % gpus, (m + 1) % gpus};
+    (void)sim->scheduler().add_model(std::move(mc));
+  }
   for (std::uint32_t g = 0; g < gpus; ++g) (void)sim->scheduler().add_gpu();
   PoissonArrivals arrivals(1, kPerModelRate * models, models);
   // Warm up to a steady state: 100 ms of simulated time.
@@ -53,6 +59,10 @@ void BM_SchedulerRequestsPaperRule(benchmark::State& s) {
   run_requests<DeferredPolicy, HeapTimerQueue>(s, DeferredPolicy::paper());
 }
 
+void BM_SchedulerRequestsRestricted(benchmark::State& s) {
+  run_requests<DeferredPolicy, HeapTimerQueue>(s, DeferredPolicy{}, true);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int n : {16, 64, 256, 1024, 4096}) b->Args({n, n});
   b->Complexity(benchmark::oLogN);
@@ -62,6 +72,7 @@ BENCHMARK(BM_SchedulerRequests)->Apply(sizes);
 BENCHMARK(BM_SchedulerRequestsSplayTimers)->Apply(sizes);
 BENCHMARK(BM_SchedulerRequestsEager)->Args({64, 64});
 BENCHMARK(BM_SchedulerRequestsPaperRule)->Apply(sizes);
+BENCHMARK(BM_SchedulerRequestsRestricted)->Args({16, 16})->Args({64, 64})->Args({256, 256});
 
 }  // namespace
 }  // namespace symphony::bench

@@ -10,12 +10,13 @@
 // the model side: the Scheduler by direct call, the Runtime over SPSC rings.
 //
 // Guarantees: one owner thread; no allocation after construction; every input and every timer costs
-// O(log M + log G) amortized while no restricted model waits (else O(W * G) more, W the waiting
-// candidates); exactly one GPU timer is armed while a candidate that may use the next GPU waits,
-// re-armed whenever the earliest GPU or the waiting set changes.
+// O(log M + log G) amortized while no restricted model waits (else up to O(W) more, W the waiting
+// candidates: bench/results/core.md); exactly one GPU timer is armed while a candidate that may use
+// the next GPU waits, re-armed whenever the earliest GPU or the waiting set changes.
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -65,6 +66,7 @@ class RankState {
     }
     for (std::uint32_t i = 0; i < cfg.max_gpus; ++i) gpus_[i].id = i;
     gpu_timer_.owner = kGpuTimerOwner;
+    rwait_.reserve(cfg.max_models);
   }
   RankState(const RankState&) = delete;
   RankState& operator=(const RankState&) = delete;
@@ -114,7 +116,7 @@ class RankState {
       g.retiring = false;
       place(g, now);
       ++num_gpus_;
-      rearm_gpu_timer(now);
+      rearm_gpu_timer(now, &g);
       return g.id;
     }
     return Status(Errc::kCapacityExceeded, "all " + std::to_string(cfg_.max_gpus) + " GPU slots are in use");
@@ -132,7 +134,7 @@ class RankState {
     unplace(g);
     g.state = RankGpuState::kAbsent;
     --num_gpus_;
-    rearm_gpu_timer(now);
+    rearm_gpu_timer(now, &g);
     return {};
   }
 
@@ -150,7 +152,7 @@ class RankState {
       unplace(g);
       place(g, now);
     }
-    rearm_gpu_timer(now);
+    rearm_gpu_timer(now, &g);
     return {};
   }
 
@@ -194,7 +196,7 @@ class RankState {
     SYMPHONY_ASSERT(m.state == RankModelState::kGranted);
     m.state = RankModelState::kIdle;
     apply_candidate(m, r.next);
-    rearm_gpu_timer(now);
+    rearm_gpu_timer(now, &g);
   }
 
   // The executor reports batch `batch` on `gpu` ended at `actual_end`: the
@@ -215,7 +217,7 @@ class RankState {
       g.free_at = free;
       place(g, now);
     }
-    rearm_gpu_timer(now);
+    rearm_gpu_timer(now, &g);
   }
 
   // ---- timers ---------------------------------------------------------------
@@ -315,7 +317,8 @@ class RankState {
     TimerNode timer;
     ModelId id = kNoModel;
     RankModelState state = RankModelState::kAbsent;
-    bool restricted = false;  // runs on the GPUs of its allowed_ words only
+    bool restricted = false;        // runs on the GPUs of its allowed_ words only
+    std::uint32_t rwait_index = 0;  // in rwait_ while waiting, if restricted
   };
   struct WaitOrder {  // most urgent first; ids break ties
     bool operator()(const RankModel& a, const RankModel& b) const noexcept {
@@ -393,16 +396,20 @@ class RankState {
     return !m.restricted ||
            ((allowed_[static_cast<std::size_t>(m.id) * words_ + g.id / 64] >> (g.id % 64)) & 1);
   }
-  // next_gpu() among the GPUs `m` may use. For an unrestricted model (and for
-  // any model that may use next_gpu(), which then is its next GPU too) O(log G).
+  // next_gpu() among the GPUs `m` may use: O(log G) for an unrestricted
+  // model, else O(G / 64 + the GPUs it may use). REQUIRES: refresh(now).
   RankGpu* next_gpu_for(const RankModel& m) noexcept {
-    RankGpu* first = next_gpu();
-    if (!first || may_use(m, *first)) return first;
-    for (RankGpu* g = idle_.min(); g; g = idle_.next(*g))
-      if (may_use(m, *g)) return g;
-    for (RankGpu* g = busy_.min(); g; g = busy_.next(*g))
-      if (may_use(m, *g)) return g;
-    return nullptr;
+    if (!m.restricted) return next_gpu();
+    RankGpu* best = nullptr;
+    const std::uint64_t* words = &allowed_[static_cast<std::size_t>(m.id) * words_];
+    for (std::size_t w = 0; w < words_; ++w) {
+      for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+        RankGpu& g = gpus_[w * 64 + static_cast<std::size_t>(std::countr_zero(bits))];
+        if (g.state == RankGpuState::kIdle) return &g;  // ids ascend: the lowest idle one
+        if (g.state == RankGpuState::kBusy && (!best || FreeOrder{}(g, *best))) best = &g;
+      }
+    }
+    return best;
   }
   // When a waiting candidate can no longer start in time and is recomputed.
   static TimePoint expiry(const RankModel& m) noexcept {
@@ -417,11 +424,25 @@ class RankState {
   void wait(RankModel& m) noexcept {
     m.state = RankModelState::kWaiting;
     waiting_.insert(m);
-    if (m.restricted) ++restricted_waiting_;
+    if (m.restricted) {
+      m.rwait_index = static_cast<std::uint32_t>(rwait_.size());
+      rwait_.push_back(m.id);  // capacity max_models: no allocation
+    }
   }
   void unwait(RankModel& m) noexcept {
     waiting_.erase(m);
-    if (m.restricted) --restricted_waiting_;
+    if (m.restricted) {
+      models_[rwait_.back()].rwait_index = m.rwait_index;
+      rwait_[m.rwait_index] = rwait_.back();
+      rwait_.pop_back();
+    }
+  }
+  // A restricted waiting candidate's timer: when its next GPU falls due, or
+  // its expiry, whichever is first. REQUIRES: refresh(now).
+  void arm_restricted(RankModel& m, TimePoint now) noexcept {
+    const RankGpu* mine = next_gpu_for(m);
+    const TimePoint t = mine ? min(due(*mine, m, now), expiry(m)) : expiry(m);
+    if (!m.timer.armed || m.timer.when != t) timers_.arm(m.timer, t);
   }
 
   void leave_state(RankModel& m) noexcept {
@@ -449,7 +470,7 @@ class RankState {
     g.state = RankGpuState::kReserved;
     g.granted_free = g.free_at;
     push_action({RankAction::Kind::kGrant, m.id, g.id, g.free_at});
-    rearm_gpu_timer(now);
+    rearm_gpu_timer(now, &g);
   }
 
   void on_model_timer(RankModel& m, TimePoint now) noexcept {
@@ -461,7 +482,10 @@ class RankState {
       return;
     }
     wait(m);
-    timers_.arm(m.timer, expiry(m));
+    if (m.restricted)
+      arm_restricted(m, now);
+    else
+      timers_.arm(m.timer, expiry(m));
     rearm_gpu_timer(now);
   }
 
@@ -507,13 +531,14 @@ class RankState {
   void on_restricted_gpu_due(RankModel& m, TimePoint now) noexcept {
     refresh(now);
     if (RankGpu* g = next_gpu_for(m)) return serve_gpu(*g, now);
+    arm_restricted(m, now);  // its GPUs left meanwhile: it waits for its expiry
     rearm_gpu_timer(now);
   }
 
   // The GPU timer serves next_gpu() for the most urgent waiting candidate
-  // that may use it; each restricted waiting candidate whose next GPU is
-  // another one is woken by its own timer when that GPU is due.
-  void rearm_gpu_timer(TimePoint now) noexcept {
+  // that may use it. A restricted waiting candidate has its own timer for its
+  // next GPU (arm_restricted), re-armed when one of its GPUs changed.
+  void rearm_gpu_timer(TimePoint now, const RankGpu* changed = nullptr) noexcept {
     if (waiting_.empty()) {
       timers_.cancel(gpu_timer_);
       return;
@@ -529,21 +554,17 @@ class RankState {
     } else {
       timers_.cancel(gpu_timer_);
     }
-    if (restricted_waiting_ == 0) return;
-    for (RankModel* m = waiting_.min(); m; m = waiting_.next(*m)) {
-      if (!m->restricted) continue;
-      RankGpu* mine = next_gpu_for(*m);
-      const TimePoint t = mine && mine != g ? min(due(*mine, *m, now), expiry(*m)) : expiry(*m);
-      if (m->timer.when != t) timers_.arm(m->timer, t);
-    }
+    if (changed)
+      for (ModelId id : rwait_)
+        if (may_use(models_[id], *changed)) arm_restricted(models_[id], now);
   }
 
   RankConfig cfg_;
   std::vector<RankModel> models_;
   std::vector<RankGpu> gpus_;
-  std::size_t words_;                     // per model in allowed_
-  std::vector<std::uint64_t> allowed_;    // a restricted model's GPUs, one bit each
-  std::uint32_t restricted_waiting_ = 0;  // restricted models in waiting_
+  std::size_t words_;                   // per model in allowed_
+  std::vector<std::uint64_t> allowed_;  // a restricted model's GPUs, one bit each
+  std::vector<ModelId> rwait_;          // restricted models in waiting_ (RankModel::rwait_index)
   Timers timers_;
   SplayTree<RankModel, WaitOrder, WaitTag> waiting_;
   SplayTree<RankGpu, IdOrder, GpuTag> idle_;
