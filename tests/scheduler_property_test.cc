@@ -356,49 +356,56 @@ std::uint64_t run_policy(std::uint64_t policy, const RunParams& p, sim::Rng& rng
   return run_gather(p, rng, DeferredPolicy::paper(), failure);
 }
 
-TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {
-  sim::Rng rng(20261121);
+// Runs random cases, each shaped by `shape` (after random_params, before the
+// policy is drawn), until `target` events; the first failing case fails the
+// test with its parameters. Returns the events; counts them per policy.
+std::uint64_t run_random_cases(std::uint64_t seed, std::uint64_t target,
+                               const std::function<void(RunParams&, sim::Rng&)>& shape,
+                               std::uint64_t (*per_policy)[4] = nullptr) {
+  sim::Rng rng(seed);
   std::uint64_t events = 0, runs = 0;
-  std::uint64_t per_policy[4] = {0, 0, 0, 0};
-  while (events < kTargetEvents) {
+  while (events < target) {
     RunParams p = random_params(rng);
-    p.noisy = rng.uniform() < 0.3;
+    shape(p, rng);
     std::string failure;
     const auto policy = rng.uniform_int(0, 3);
     const std::uint64_t n = run_policy(policy, p, rng, failure);
-    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
-                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
-                                 << ", shape " << p.gamma_shape << ", noisy " << p.noisy << "): " << failure;
+    if (!failure.empty()) {
+      ADD_FAILURE() << "run " << runs << " (seed " << p.seed << ", policy " << policy << ", models "
+                    << p.models << ", gpus " << p.gpus << ", load " << p.load << ", shape " << p.gamma_shape
+                    << ", noisy " << p.noisy << "): " << failure;
+      return events;
+    }
     events += n;
-    per_policy[policy] += n;
+    if (per_policy) (*per_policy)[policy] += n;
     ++runs;
   }
+  ::testing::Test::RecordProperty("runs", std::to_string(runs));
+  return events;
+}
+
+TEST(SchedulerPropertyTest, InvariantsHoldOverAMillionRandomEvents) {
+  std::uint64_t per_policy[4] = {0, 0, 0, 0};
+  const std::uint64_t events = run_random_cases(
+      20261121, kTargetEvents, [](RunParams& p, sim::Rng& rng) { p.noisy = rng.uniform() < 0.3; },
+      &per_policy);
+  ASSERT_FALSE(HasFailure());
   EXPECT_GE(events, 1'000'000u);
   for (auto n : per_policy) EXPECT_GT(n, 50'000u) << "each policy must be exercised";
   RecordProperty("events", std::to_string(events));
-  RecordProperty("runs", std::to_string(runs));
 }
 
 // The same invariants while every model's profile follows a drifting device
 // (online recalibration): the profiles move under queued and in-flight
 // requests, and every request still ends exactly once.
 TEST(SchedulerPropertyTest, InvariantsHoldWhileProfilesMove) {
-  sim::Rng rng(20261122);
-  std::uint64_t events = 0, runs = 0;
   profile_updates = 0;
-  while (events < kTargetRecalibratingEvents) {
-    RunParams p = random_params(rng);
-    p.noisy = true;
-    p.recalibrate = true;
-    std::string failure;
-    const auto policy = rng.uniform_int(0, 3);
-    const std::uint64_t n = run_policy(policy, p, rng, failure);
-    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
-                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
-                                 << "): " << failure;
-    events += n;
-    ++runs;
-  }
+  const std::uint64_t events =
+      run_random_cases(20261122, kTargetRecalibratingEvents, [](RunParams& p, sim::Rng&) {
+        p.noisy = true;
+        p.recalibrate = true;
+      });
+  ASSERT_FALSE(HasFailure());
   EXPECT_GT(profile_updates, 1000u) << "the profiles must really move";
   RecordProperty("events", std::to_string(events));
   RecordProperty("profile_updates", std::to_string(profile_updates));
@@ -410,21 +417,12 @@ TEST(SchedulerPropertyTest, InvariantsHoldWhileProfilesMove) {
 // once, a cancelled one never runs, and a cancel finds a request exactly when
 // it is queued.
 TEST(SchedulerPropertyTest, InvariantsHoldWithRandomCancels) {
-  sim::Rng rng(20261123);
-  std::uint64_t events = 0, runs = 0;
-  while (events < kTargetCancellingEvents) {
-    RunParams p = random_params(rng);
-    p.noisy = rng.uniform() < 0.3;
-    p.cancel = true;
-    std::string failure;
-    const auto policy = rng.uniform_int(0, 3);
-    const std::uint64_t n = run_policy(policy, p, rng, failure);
-    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
-                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
-                                 << "): " << failure;
-    events += n;
-    ++runs;
-  }
+  const std::uint64_t events =
+      run_random_cases(20261123, kTargetCancellingEvents, [](RunParams& p, sim::Rng& rng) {
+        p.noisy = rng.uniform() < 0.3;
+        p.cancel = true;
+      });
+  ASSERT_FALSE(HasFailure());
   EXPECT_GT(cancelled_requests, 1000u) << "queued requests must really be cancelled";
   RecordProperty("events", std::to_string(events));
   RecordProperty("cancelled", std::to_string(cancelled_requests));
@@ -434,21 +432,12 @@ TEST(SchedulerPropertyTest, InvariantsHoldWithRandomCancels) {
 // GPUs that come and go, or to a slot with no GPU): a batch runs only on a
 // GPU its model may use, and every request still ends exactly once.
 TEST(SchedulerPropertyTest, InvariantsHoldWithModelsOnSomeGpus) {
-  sim::Rng rng(20261128);
-  std::uint64_t events = 0, runs = 0;
-  while (events < kTargetRestrictedEvents) {
-    RunParams p = random_params(rng);
-    p.noisy = rng.uniform() < 0.3;
-    p.restrict = true;
-    std::string failure;
-    const auto policy = rng.uniform_int(0, 3);
-    const std::uint64_t n = run_policy(policy, p, rng, failure);
-    ASSERT_TRUE(failure.empty()) << "run " << runs << " (seed " << p.seed << ", policy " << policy
-                                 << ", models " << p.models << ", gpus " << p.gpus << ", load " << p.load
-                                 << "): " << failure;
-    events += n;
-    ++runs;
-  }
+  const std::uint64_t events =
+      run_random_cases(20261128, kTargetRestrictedEvents, [](RunParams& p, sim::Rng& rng) {
+        p.noisy = rng.uniform() < 0.3;
+        p.restrict = true;
+      });
+  ASSERT_FALSE(HasFailure());
   RecordProperty("events", std::to_string(events));
 }
 
