@@ -131,16 +131,13 @@ int run_serve(ServeArgs a) {
       return print_error("serve", "--metrics / metrics: %s\n", s.message().c_str()), 2;
     std::fprintf(stderr, "metrics: listening on %s\n", app.metrics_url().c_str());
   }
-  std::string devs;
-  for (const auto& d : app.server().devices()) devs += (devs.empty() ? "" : ", ") + d.to_string();
-  std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n", devs.c_str(),
-               cfg->policy.to_string().c_str(), std::string(to_string(cfg->policy.gather)).c_str());
-  for (const auto& m : cfg->models) {
-    Result<server::ModelOptions> mo = serve::model_options(m);
-    if (!mo.ok())
-      return print_error("serve", "%s: %s\n", cfg->file.c_str(), mo.status().message().c_str()), 2;
-    if (Status s = app.add_model(*mo); !s.ok()) return print_error("serve", "%s\n", s.message().c_str()), 1;
-  }
+  std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n",
+               server::device_names(app.server().devices()).c_str(), cfg->policy.to_string().c_str(),
+               std::string(to_string(cfg->policy.gather)).c_str());
+  Result<std::vector<server::ModelOptions>> models = serve::config_models(*cfg);
+  if (!models.ok()) return print_error("serve", "%s\n", models.status().message().c_str()), 2;
+  for (const server::ModelOptions& m : *models)
+    if (Status s = app.add_model(m); !s.ok()) return print_error("serve", "%s\n", s.message().c_str()), 1;
   if (repository) {
     std::fprintf(stderr, "model repository: %s (model control: %s)\n", repo.dir.c_str(),
                  a.model_control_mode.c_str());

@@ -47,6 +47,16 @@ Result<server::ModelOptions> model_options(const config::ServeModelConfig& m) {
   return mo;
 }
 
+Result<std::vector<server::ModelOptions>> config_models(const config::ServeConfig& cfg) {
+  std::vector<server::ModelOptions> out;
+  for (const config::ServeModelConfig& m : cfg.models) {
+    Result<server::ModelOptions> mo = model_options(m);
+    if (!mo.ok()) return Status(mo.status().code(), cfg.file + ": " + mo.status().message());
+    out.push_back(std::move(*mo));
+  }
+  return out;
+}
+
 Result<std::unique_ptr<ServeApp>> ServeApp::create(server::ServerOptions options) {
   auto server = server::Server::create(std::move(options));
   if (!server.ok()) return server.status();

@@ -107,8 +107,7 @@ Result<std::vector<server::DeviceSpec>> instance_devices(const RepositoryModel& 
   std::vector<bool> chosen(devices.size(), false);
   const auto is_gpu = [](const DeviceSpec& d) { return d.kind != DeviceKind::kCpu; };
   const bool has_gpu = std::any_of(devices.begin(), devices.end(), is_gpu);
-  std::string listed;
-  for (const DeviceSpec& d : devices) listed += (listed.empty() ? "" : ", ") + d.to_string();
+  const std::string listed = server::device_names(devices);
   const auto refuse = [&](const std::string& field, const std::string& why) {
     return Status(Errc::kInvalidArgument, m.config_path + ": " + field + ": " + why +
                                               " (the server's devices: " + listed + ", set by " +

@@ -252,6 +252,23 @@ TEST(ModelOptionsTest, DevicesAreTheServersDeviceNames) {
       << o.status().message();
 }
 
+// A serve config's models: each translated, the first error naming the file.
+TEST(ModelOptionsTest, ConfigModelsNameTheFileOnAnError) {
+  config::ServeConfig cfg;
+  cfg.file = "serve.yaml";
+  cfg.models.resize(2);
+  cfg.models[0].name = "a";
+  cfg.models[1].name = "b";
+  auto all = config_models(cfg);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[1].name, "b");
+  cfg.models[1].devices = {"gpu"};
+  all = config_models(cfg);
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().message().rfind("serve.yaml: model 'b': devices", 0), 0u) << all.status().message();
+}
+
 TEST(ModelControlModeTest, ParsesTritonsSpellings) {
   EXPECT_EQ(parse_model_control_mode("none"), ModelControlMode::kNone);
   EXPECT_EQ(parse_model_control_mode("poll"), ModelControlMode::kPoll);

@@ -298,13 +298,6 @@ struct Server::Impl final : BatchRunner {
     if (opts.log) opts.log(m);
   }
 
-  // "cpu:0, cpu:1": the server's devices, for errors.
-  std::string device_list() const {
-    std::string out;
-    for (const DeviceSpec& d : device_specs) out += (out.empty() ? "" : ", ") + d.to_string();
-    return out;
-  }
-
   // ---- BatchRunner -------------------------------------------------------------
   // `device` is the executor's device's GpuId (start() numbers them so).
   Result<ModelReplica> model(const ExecBatch& b, std::size_t device) override {
@@ -742,22 +735,15 @@ struct Server::Impl final : BatchRunner {
     for (const DeviceSpec& d : want) {
       const auto it = std::find(device_specs.begin(), device_specs.end(), d);
       if (it == device_specs.end())
-        return Status(
-            Errc::kInvalidArgument,
-            "devices: " + d.to_string() + " is not one of the server's devices (" + device_list() + ")");
+        return Status(Errc::kInvalidArgument, "devices: " + d.to_string() +
+                                                  " is not one of the server's devices (" +
+                                                  device_names(device_specs) + ")");
       const auto g = static_cast<GpuId>(it - device_specs.begin());
       if (std::find(out.begin(), out.end(), g) != out.end())
         return Status(Errc::kInvalidArgument, "devices: " + d.to_string() + " is listed twice");
       out.push_back(g);
     }
     std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  // "cpu:1" or "cpu:0, cpu:1": where a model runs, for logs.
-  std::string names_of(const std::vector<GpuId>& gpus) const {
-    std::string out;
-    for (const GpuId g : gpus) out += (out.empty() ? "" : ", ") + device_specs[g].to_string();
     return out;
   }
 
@@ -835,7 +821,9 @@ struct Server::Impl final : BatchRunner {
     to.input_reshapes = mo.input_reshapes;
     to.output_reshapes = mo.output_reshapes;
     to.batch_dimension = mo.batch_dimension;
-    log("loading " + shown + " from " + mo.path + " on " + names_of(m->gpus));
+    std::vector<DeviceSpec> on;
+    for (const GpuId g : m->gpus) on.push_back(device_specs[g]);
+    log("loading " + shown + " from " + mo.path + " on " + device_names(on));
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
     if (!m->torch->optimized()) log(shown + ": " + m->torch->optimize_note());
@@ -844,7 +832,7 @@ struct Server::Impl final : BatchRunner {
     // cores, so the first one's stands for all); the plan takes the slowest
     // device's l(b) for each b, since any of them may run a batch.
     std::vector<LatencyProfile> profiles;
-    std::vector<std::string> profiled_on;
+    std::vector<DeviceSpec> profiled_on;
     bool cpu_profiled = false;
     for (std::size_t k = 0; k < m->gpus.size(); ++k) {
       const DeviceSpec& d = device_specs[m->gpus[k]];
@@ -853,16 +841,11 @@ struct Server::Impl final : BatchRunner {
       SYMPHONY_ASSIGN_OR_RETURN(auto measured, device_profile(*m, k).with_context(who));
       SYMPHONY_ASSIGN_OR_RETURN(auto p, measured.to_latency_profile(opts.profile_latency).with_context(who));
       profiles.push_back(std::move(p));
-      profiled_on.push_back(d.to_string());
+      profiled_on.push_back(d);
     }
     m->profile = slowest_profile(profiles);
     if (profiles.size() > 1)
-      log(shown + ": planned with the slowest of its devices' profiles (" +
-          [&] {
-            std::string list;
-            for (const std::string& d : profiled_on) list += (list.empty() ? "" : ", ") + d;
-            return list;
-          }() +
+      log(shown + ": planned with the slowest of its devices' profiles (" + device_names(profiled_on) +
           ") at each batch size");
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
     // The first batch of each size is slow (kernels are chosen and compiled

@@ -138,6 +138,12 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
   return out;
 }
 
+std::string device_names(const std::vector<DeviceSpec>& devices) {
+  std::string out;
+  for (const DeviceSpec& d : devices) out += (out.empty() ? "" : ", ") + d.to_string();
+  return out;
+}
+
 Result<std::vector<DeviceSpec>> parse_device_names(std::string_view text) {
   std::vector<DeviceSpec> out;
   for (const std::string_view item : list_items(text)) {

@@ -58,6 +58,8 @@ struct MetricsOptions {
 // device names are an error naming the model.
 server::ServerOptions server_options(const config::ServeConfig& cfg);
 Result<server::ModelOptions> model_options(const config::ServeModelConfig& m);
+// Every model of the config's `models:`; an error names the config file.
+Result<std::vector<server::ModelOptions>> config_models(const config::ServeConfig& cfg);
 
 // What /readyz and symphony_up{phase} say.
 enum class Phase { kLoading, kServing, kDone };

@@ -65,6 +65,9 @@ Result<std::vector<DeviceSpec>> parse_devices(std::string_view text, int cuda_co
 // Whether the server has them is the server's to check.
 Result<std::vector<DeviceSpec>> parse_device_names(std::string_view text);
 
+// "cpu:0, cuda:1": devices as parse_device_names reads them (logs, errors).
+std::string device_names(const std::vector<DeviceSpec>& devices);
+
 // The number of CUDA devices usable from libtorch (0 when libtorch was built
 // without CUDA or no device exists).
 int cuda_device_count();
