@@ -53,6 +53,23 @@ TEST(TensorSpecTest, ErrorsNameTheTextAndTheProblem) {
   EXPECT_NE(message("uint8[65536,65536]").find("more than 2^30 elements"), std::string::npos);
 }
 
+TEST(TensorSpecTest, AWildcardParsesOnlyWhereAllowedAndMatchesAnySize) {
+  Result<TensorSpec> s = parse_tensor_spec("int64[-1, 8]", Wildcards::kAllow);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_TRUE(s->has_wildcard());
+  EXPECT_EQ(s->to_string(), "int64[-1,8]");
+  EXPECT_FALSE(parse_tensor_spec("int64[2,8]")->has_wildcard());
+  EXPECT_NE(parse_tensor_spec("int64[-2]", Wildcards::kAllow).status().message().find("or -1 (any size)"),
+            std::string::npos);
+  EXPECT_FALSE(parse_tensor_spec("int64[-1]").ok()) << "refused unless allowed";
+  const std::vector<std::int64_t> pattern{-1, 8};
+  EXPECT_TRUE(shape_matches(pattern, std::vector<std::int64_t>{3, 8}));
+  EXPECT_TRUE(shape_matches(pattern, std::vector<std::int64_t>{1, 8}));
+  EXPECT_FALSE(shape_matches(pattern, std::vector<std::int64_t>{3, 7}));
+  EXPECT_FALSE(shape_matches(pattern, std::vector<std::int64_t>{8}));
+  EXPECT_FALSE(shape_matches(pattern, std::vector<std::int64_t>{1, 3, 8}));
+}
+
 TEST(TensorSpecTest, OneTableForProtocolNamesSizesAndSpecNames) {
   for (std::size_t i = 0; i < kDataTypes.size(); ++i) {
     const DataTypeInfo& d = kDataTypes[i];

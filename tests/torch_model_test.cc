@@ -187,6 +187,61 @@ TEST(TorchModelTest, BatchOutputsEqualDirectForwardOfEachRequest) {
   }
 }
 
+TEST(TorchModelTest, AWildcardDimTakesAnySizeAndABatchRunsOneForwardPerShape) {
+  auto m = load("varlen", {"float32[-1]"});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->inputs()[0].to_string(), "float32[-1]");
+  bool batched = false;
+  EXPECT_TRUE(m->validate({torch::ones({5})}, &batched).ok());
+  EXPECT_FALSE(batched);
+  EXPECT_TRUE(m->validate({torch::ones({2, 7})}, &batched).ok());
+  EXPECT_TRUE(batched);
+  EXPECT_NE(m->validate({torch::ones({2, 3, 4})}, &batched).message().find("expected shape [-1]"),
+            std::string::npos);
+
+  // Lengths 3, 5, 3, 1, 5: three forwards, each request answered with its own sum and length.
+  const std::vector<std::int64_t> lengths{3, 5, 3, 1, 5};
+  std::vector<std::vector<at::Tensor>> inputs;
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    inputs.push_back({torch::full({lengths[i]}, static_cast<float>(i + 1))});
+  std::vector<RequestInputs> reqs;
+  for (auto& in : inputs) reqs.push_back({&in, false});
+  EXPECT_EQ(shape_groups(reqs), (std::vector<std::vector<std::size_t>>{{0, 2}, {1, 4}, {3}}));
+  auto out = m->run_batch(0, reqs);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->size(), lengths.size());
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const at::Tensor got = (*out)[i].toTensor();
+    ASSERT_EQ(got.sizes(), (c10::IntArrayRef{2})) << i;
+    EXPECT_EQ(got[0].item<float>(), static_cast<float>((i + 1) * lengths[i])) << i;
+    EXPECT_EQ(got[1].item<float>(), static_cast<float>(lengths[i])) << i;
+  }
+}
+
+TEST(TorchModelTest, AWildcardIsWarmedUpAtItsProfileDims) {
+  TorchModel::Options o;
+  o.name = "varlen";
+  o.path = model_path("varlen");
+  o.inputs.push_back(*parse_input_spec("float32[-1]", "x"));
+  TorchModel::Options at = o;
+  at.profile_inputs.push_back(*parse_input_spec("float32[16]"));
+  auto m = TorchModel::load(at);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->dummy_batch(3, c10::Device(c10::kCPU))[0].sizes(), (c10::IntArrayRef{3, 16}));
+  auto plain = TorchModel::load(o);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ((*plain)->dummy_batch(2, c10::Device(c10::kCPU))[0].sizes(), (c10::IntArrayRef{2, 1}))
+      << "without profile dims, -1 is 1";
+  for (const char* bad : {"float32[-1]", "int64[16]", "float32[4,4]"}) {
+    TorchModel::Options b = o;
+    b.profile_inputs.push_back(*parse_input_spec(bad));
+    auto r = TorchModel::load(b);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("is not a sample of input 'x' float32[-1]"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(TorchModelTest, TupleOutputsAreSplitPerElement) {
   auto m = load("tuple_out", {"float32[4]"});
   ASSERT_TRUE(m);

@@ -123,9 +123,12 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
     const Shape sample(spec.shape.begin() + static_cast<std::ptrdiff_t>(batch_dims), spec.shape.end());
     Shape expected = sample;
     if (batch_dims) expected.insert(expected.begin(), 1);
+    if (std::any_of(t.shape.begin(), t.shape.end(), [](std::int64_t d) { return d < 0; }))
+      return bad(in + ": shape " + shape_string(t.shape) + " has a negative dimension");
+    // A -1 in the sample's dims takes any size (symphony::shape_matches).
     const bool has_batch = batch_dims && t.shape.size() == expected.size() && !t.shape.empty() &&
-                           Shape(t.shape.begin() + 1, t.shape.end()) == sample;
-    if (!has_batch && t.shape != sample)
+                           shape_matches(sample, Shape(t.shape.begin() + 1, t.shape.end()));
+    if (!has_batch && !shape_matches(sample, t.shape))
       return bad(in + ": expected shape " + shape_string(expected) + ", got " + shape_string(t.shape));
     const std::int64_t n = has_batch ? t.shape[0] : 1;
     if (n < 1 || static_cast<std::uint64_t>(n) > std::max<std::uint32_t>(model.max_samples, 1))

@@ -300,6 +300,58 @@ def test_reshape_hands_the_model_its_shape(explicit):
     assert post(explicit, "/v2/repository/models/linear_b/unload")[0] == 200
 
 
+VARLEN_CONFIG = """
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+parameters: { key: "symphony.slo_ms" value: { string_value: "5000" } }
+model_warmup [ { name: "typical" batch_size: 1 inputs { key: "INPUT__0" value: { data_type: TYPE_FP32 dims: [ 6 ] } } } ]
+"""
+
+
+def test_a_dimension_of_minus_one_takes_samples_of_any_size():
+    """dims [-1] (a sequence of any length): the metadata shows it, requests
+    of lengths 1 to 12, alone or k at once, from threads at the same time (so
+    batches mix lengths: one forward per length), each answered with its own
+    sum and length by varlen.pt; the model was warmed up and profiled at
+    model_warmup's [6]; a shape of another rank is refused."""
+    repo = tempfile.mkdtemp(prefix="symphony-repo-")
+    atexit.register(shutil.rmtree, repo, True)
+    add_model(repo, "varlen", VARLEN_CONFIG, model="varlen")
+    s = Serve(CONFIG, extra=["--model-repository", repo])
+    try:
+        status, _, meta = curl(s.url + "/v2/models/varlen")
+        assert status == 200 and json.loads(meta)["inputs"][0]["shape"] == [-1, -1], meta
+        assert "varlen version 1: a -1 dimension: warmed up and profiled at float32[6]" in s.output()
+        errors = []
+
+        def send(n):
+            x = [float(n)] * n
+            for k in (None, 2):
+                shape, data = ([n], x) if k is None else ([k, n], x * k)
+                status, body = post(s, "/v2/models/varlen/infer", {
+                    "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": shape, "data": data}]})
+                want = [float(n * n), float(n)]
+                if status != 200 or body["outputs"][0]["data"] != (want if k is None else want * k) or \
+                        body["outputs"][0]["shape"] != ([2] if k is None else [k, 2]):
+                    errors.append((n, k, status, body))
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(1, 13)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads) and not errors, errors
+        status, body = post(s, "/v2/models/varlen/infer", {
+            "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 2, 3], "data": [0.0] * 6}]})
+        assert status == 400 and "expected shape [1,-1]" in body["error"], body
+        profiles = [f for f in os.listdir(os.path.join(repo, "varlen", "1")) if f.endswith(".profile.yaml")]
+        assert profiles, os.listdir(os.path.join(repo, "varlen", "1"))
+    finally:
+        s.stop()
+
+
 def test_instance_group_chooses_the_servers_devices(explicit):
     """instance_group says which of the server's devices serve the model (this
     server has one, cpu:0): KIND_CPU loads it there (count is accepted, not

@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,10 +97,17 @@ constexpr std::optional<DataType> datatype_from_spec_name(std::string_view name)
 }
 
 // One tensor of a spec: its datatype and its shape beyond the batch dimension.
+// A dimension of -1 is any size (Triton's wildcard), where a spec allows it;
+// elements() and bytes() are then not the size of any one tensor.
 struct TensorSpec {
   DataType dtype = DataType::kFp32;
   std::vector<std::int64_t> shape;
 
+  bool has_wildcard() const noexcept {
+    for (std::int64_t d : shape)
+      if (d < 0) return true;
+    return false;
+  }
   std::size_t elements() const noexcept {
     std::size_t n = 1;
     for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
@@ -110,10 +118,22 @@ struct TensorSpec {
   std::string to_string() const {
     std::string s(datatype_info(dtype).name);
     s += '[';
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (i) s += ',';
+      s += std::to_string(shape[i]);
+    }
     return s + ']';
   }
 };
+
+// Whether a tensor's shape is `pattern`, a dimension of -1 there matching any size.
+template <class A, class B>
+bool shape_matches(const A& pattern, const B& actual) noexcept {
+  if (pattern.size() != actual.size()) return false;
+  for (std::size_t i = 0; i < pattern.size(); ++i)
+    if (pattern[i] != -1 && pattern[i] != actual[i]) return false;
+  return true;
+}
 
 // The most elements one spec may describe.
 inline constexpr std::uint64_t kMaxTensorSpecElements = std::uint64_t{1} << 30;
@@ -124,26 +144,39 @@ constexpr std::string_view trim_blanks(std::string_view s) noexcept {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
+// Concatenates (GCC 12 warns, -Wrestrict, on "..." + std::string inlined from here).
+inline std::string join(std::initializer_list<std::string_view> parts) {
+  std::string s;
+  for (std::string_view p : parts) s.append(p);
+  return s;
+}
 }  // namespace detail
+
+// Whether a spec may say -1 (any size) for a dimension: models' inputs may
+// (their samples then vary in that dimension); a spec that sizes memory or
+// traffic may not.
+enum class Wildcards : bool { kRefuse, kAllow };
 
 // Parses "dtype[d1,d2,...]" ("int64[]" is a scalar per sample). Datatypes:
 // float32/float, float64/double, float16/half, bfloat16, int64/long,
 // int32/int, int16, int8, uint8, bool. Errors name the text and what is wrong.
-inline Result<TensorSpec> parse_tensor_spec(std::string_view text) {
+inline Result<TensorSpec> parse_tensor_spec(std::string_view text, Wildcards wildcards = Wildcards::kRefuse) {
   const std::string_view t = detail::trim_blanks(text);
   const std::size_t open = t.find('[');
   if (open == std::string_view::npos || t.back() != ']')
-    return Status(Errc::kInvalidArgument,
-                  "'" + std::string(text) + "' is not of the form dtype[d1,d2,...], e.g. float32[3,224,224]");
+    return Status(
+        Errc::kInvalidArgument,
+        detail::join({"'", text, "' is not of the form dtype[d1,d2,...], e.g. float32[3,224,224]"}));
   TensorSpec spec;
   const std::string_view dt = detail::trim_blanks(t.substr(0, open));
   const std::optional<DataType> type = datatype_from_spec_name(dt);
   if (!type)
     return Status(
         Errc::kInvalidArgument,
-        "unknown dtype '" + std::string(dt) +
-            "' (float32/float, float64/double, float16/half, bfloat16, int64/long, int32/int, int16, int8, "
-            "uint8, bool)");
+        detail::join(
+            {"unknown dtype '", dt,
+             "' (float32/float, float64/double, float16/half, bfloat16, int64/long, int32/int, int16, "
+             "int8, uint8, bool)"}));
   spec.dtype = *type;
   std::string_view dims = t.substr(open + 1, t.size() - open - 2);
   std::uint64_t elements = 1;
@@ -152,12 +185,14 @@ inline Result<TensorSpec> parse_tensor_spec(std::string_view text) {
     const std::string_view x = detail::trim_blanks(dims.substr(0, comma));
     std::int64_t v = 0;
     const auto r = std::from_chars(x.data(), x.data() + x.size(), v);
-    if (r.ec != std::errc() || r.ptr != x.data() + x.size() || v <= 0)
-      return Status(Errc::kInvalidArgument, "dimension '" + std::string(x) + "' in '" + std::string(text) +
-                                                "' is not a positive integer");
-    elements *= static_cast<std::uint64_t>(v);
+    const bool any = wildcards == Wildcards::kAllow && r.ec == std::errc() && v == -1;
+    if (r.ec != std::errc() || r.ptr != x.data() + x.size() || (v <= 0 && !any))
+      return Status(Errc::kInvalidArgument,
+                    detail::join({"dimension '", x, "' in '", text, "' is not a positive integer",
+                                  wildcards == Wildcards::kAllow ? " or -1 (any size)" : ""}));
+    if (!any) elements *= static_cast<std::uint64_t>(v);
     if (elements > kMaxTensorSpecElements)
-      return Status(Errc::kInvalidArgument, "'" + std::string(text) + "' has more than 2^30 elements");
+      return Status(Errc::kInvalidArgument, detail::join({"'", text, "' has more than 2^30 elements"}));
     spec.shape.push_back(v);
     if (comma == std::string_view::npos) break;
     dims.remove_prefix(comma + 1);

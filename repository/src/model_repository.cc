@@ -134,6 +134,29 @@ Status translate_tensors(const std::string& config_path, std::string_view field,
   return Status();
 }
 
+// model_warmup's dims of each input (the first entry naming it): the size a
+// wildcard input is profiled at. Its other fields stay unused (Symphony warms
+// every model up over its batch sizes).
+Status translate_warmup(const std::string& config_path, const inference::ModelConfig& c, RepositoryModel& m) {
+  for (int w = 0; w < c.model_warmup_size(); ++w)
+    for (const auto& [name, in] : c.model_warmup(w).inputs()) {
+      const std::string field = indexed("model_warmup", w) + ".inputs[\"" + name + "\"].dims";
+      const auto t = std::find_if(m.inputs.begin(), m.inputs.end(),
+                                  [&](const RepositoryTensor& x) { return x.name == name; });
+      if (t == m.inputs.end()) return field_error(config_path, field, "names no input of the model");
+      if (t->warmup_dims || in.dims().empty()) continue;
+      const std::vector<std::int64_t> dims(in.dims().begin(), in.dims().end());
+      const bool fits = std::all_of(dims.begin(), dims.end(), [](std::int64_t d) { return d >= 1; }) &&
+                        shape_matches(t->spec.shape, dims);
+      if (!fits)
+        return field_error(config_path, field,
+                           TensorSpec{t->spec.dtype, dims}.to_string() +
+                               " is not a sample of the input's dims " + t->spec.to_string());
+      t->warmup_dims = dims;
+    }
+  return Status();
+}
+
 // A duration in microseconds from the config; 0 (proto3's default: unset) is none.
 Result<std::optional<Duration>> microseconds_field(const std::string& config_path, std::string_view field,
                                                    std::uint64_t us) {
@@ -182,7 +205,8 @@ const std::set<std::string, std::less<>>& honoured_fields() {
       "instance_group.count",
       "instance_group.gpus",
       "default_model_filename",
-      "parameters",  // its keys are listed one by one
+      "model_warmup.inputs",  // their dims: a wildcard input's profiled size
+      "parameters",           // its keys are listed one by one
   };
   return k;
 }
@@ -190,7 +214,8 @@ const std::set<std::string, std::less<>>& honoured_fields() {
 // Message fields whose own fields are looked at one by one.
 const std::set<std::string, std::less<>>& container_fields() {
   static const std::set<std::string, std::less<>> k{
-      "input", "output", "dynamic_batching", "dynamic_batching.default_queue_policy", "instance_group",
+      "input",          "output",       "dynamic_batching", "dynamic_batching.default_queue_policy",
+      "instance_group", "model_warmup",
   };
   return k;
 }
@@ -446,6 +471,7 @@ Result<RepositoryModel> translate(const std::string& dir, const fs::path& d, con
   m.max_batch_size = static_cast<std::uint32_t>(c.max_batch_size());
   SYMPHONY_RETURN_IF_ERROR(translate_tensors(config_path, "input", c.input(), m.inputs));
   SYMPHONY_RETURN_IF_ERROR(translate_tensors(config_path, "output", c.output(), m.outputs));
+  SYMPHONY_RETURN_IF_ERROR(translate_warmup(config_path, c, m));
   SYMPHONY_RETURN_IF_ERROR(translate_dynamic_batching(config_path, c, m));
   SYMPHONY_RETURN_IF_ERROR(translate_instance_groups(config_path, c, m));
   std::set<std::string> unused;
@@ -544,11 +570,11 @@ Result<RequestTensors> request_tensors(const RepositoryModel& m) {
   // those dims).
   out.batch_dimension = m.max_batch_size != 0;
   out.max_batch = out.batch_dimension ? m.max_batch_size : 1;
+  bool wildcards = false;
   for (const RepositoryTensor& t : m.inputs) {
-    if (t.has_wildcard())
-      return refuse("input '" + t.name +
-                    "' has a dimension of -1: Symphony warms up and profiles every model at fixed shapes, so "
-                    "each input needs fixed dims");
+    wildcards = wildcards || t.spec.has_wildcard();
+    if (t.reshape && t.spec.has_wildcard())
+      return refuse("input '" + t.name + "': a reshape of dims with -1 is not served");
     if (t.reshape) {
       const TensorSpec model_sees{t.spec.dtype, *t.reshape};
       if (std::find(t.reshape->begin(), t.reshape->end(), -1) != t.reshape->end() ||
@@ -562,6 +588,12 @@ Result<RequestTensors> request_tensors(const RepositoryModel& m) {
     out.input_names.push_back(t.name);
   }
   if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
+  for (const RepositoryTensor& t : m.inputs) {
+    if (!wildcards) break;
+    TensorSpec at{t.spec.dtype, t.warmup_dims.value_or(t.spec.shape)};
+    for (std::int64_t& d : at.shape) d = d == -1 ? 1 : d;
+    out.profile_inputs.push_back(std::move(at));
+  }
   bool outputs_known = true;
   for (const RepositoryTensor& t : m.outputs) {
     if (t.reshape) {
@@ -571,7 +603,7 @@ Result<RequestTensors> request_tensors(const RepositoryModel& m) {
       out.output_reshapes.push_back(t.spec.shape);
     }
     out.output_names.push_back(t.name);
-    if (t.has_wildcard()) outputs_known = false;
+    if (t.spec.has_wildcard()) outputs_known = false;
     out.outputs.push_back(t.spec);
   }
   if (!outputs_known) out.outputs.clear();

@@ -122,6 +122,7 @@ TEST_F(RepositoryTest, ReadsATritonConfig) {
   EXPECT_EQ(m.inputs[0].name, "INPUT__0");
   EXPECT_EQ(m.inputs[0].spec.to_string(), "float32[3,224,224]");
   EXPECT_FALSE(m.inputs[0].reshape.has_value());
+  EXPECT_EQ(m.inputs[0].warmup_dims, (std::vector<std::int64_t>{3, 224, 224}));
   ASSERT_EQ(m.outputs.size(), 1u);
   EXPECT_EQ(m.outputs[0].name, "OUTPUT__0");
   EXPECT_EQ(m.outputs[0].spec.to_string(), "float32[1000]");
@@ -145,7 +146,8 @@ TEST_F(RepositoryTest, ReadsATritonConfig) {
                                  "dynamic_batching.default_queue_policy.allow_timeout_override",
                                  "dynamic_batching.preferred_batch_size",
                                  "input.format",
-                                 "model_warmup",
+                                 "model_warmup.batch_size",
+                                 "model_warmup.name",
                                  "optimization",
                                  "output.label_filename",
                                  "parameters[\"INFERENCE_MODE\"]",
@@ -170,7 +172,7 @@ output { name: "y" data_type: TYPE_STRING dims: [ 1 ] }
   EXPECT_EQ(r->versions[0].version, 7);  // latest 1
   EXPECT_EQ(r->max_batch_size, 0u);
   EXPECT_EQ(r->inputs[0].spec.dtype, DataType::kInt64);
-  EXPECT_TRUE(r->inputs[0].has_wildcard());
+  EXPECT_TRUE(r->inputs[0].spec.has_wildcard());
   EXPECT_EQ(r->inputs[0].reshape, (std::vector<std::int64_t>{1, -1}));
   EXPECT_EQ(r->outputs[0].spec.dtype, DataType::kBytes);
   EXPECT_FALSE(r->max_defer.has_value());
@@ -302,6 +304,38 @@ TEST_F(RepositoryTest, BadValuesNameTheirField) {
                  {"parameters[\"symphony.slo\"]", "symphony.slo_ms"});
   expect_refused(model("h", "dynamic_batching { preferred_batch_size: [ 0 ] }"),
                  {"dynamic_batching.preferred_batch_size[0]"});
+}
+
+TEST_F(RepositoryTest, AWildcardInputIsServedAndProfiledAtItsWarmupDims) {
+  constexpr const char* kEmbedder = R"(max_batch_size: 8
+input [ { name: "ids" data_type: TYPE_INT64 dims: [ -1 ] }, { name: "mask" data_type: TYPE_INT64 dims: [ -1 ] } ]
+output [ { name: "embedding" data_type: TYPE_FP32 dims: [ 384 ] } ]
+model_warmup [ { name: "short" batch_size: 1 inputs { key: "ids" value { data_type: TYPE_INT64 dims: [ 5 ] } } },
+               { name: "long" batch_size: 1 inputs { key: "ids" value { data_type: TYPE_INT64 dims: [ 128 ] } } } ]
+)";
+  const Result<RepositoryModel> m = read_model_dir(model("embedder", kEmbedder));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->inputs[0].warmup_dims, (std::vector<std::int64_t>{5})) << "the first entry naming it";
+  EXPECT_FALSE(m->inputs[1].warmup_dims.has_value());
+  const Result<RequestTensors> t = request_tensors(*m);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_EQ(t->inputs.size(), 2u);
+  EXPECT_EQ(t->inputs[0].to_string(), "int64[-1]");
+  ASSERT_EQ(t->profile_inputs.size(), 2u);
+  EXPECT_EQ(t->profile_inputs[0].to_string(), "int64[5]");
+  EXPECT_EQ(t->profile_inputs[1].to_string(), "int64[1]") << "no warm-up dims: -1 is 1";
+  EXPECT_EQ(t->outputs.size(), 1u);
+
+  const Result<RequestTensors> fixed = request_tensors(*read_model_dir(model("resnet18", kResnetConfig)));
+  ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+  EXPECT_TRUE(fixed->profile_inputs.empty()) << "fixed dims are profiled as they are";
+
+  const std::string input = "input { name: \"x\" data_type: TYPE_FP32 dims: [ -1, 4 ] }\n";
+  expect_refused(model("a", input + R"(model_warmup { inputs { key: "y" value { dims: [ 2, 4 ] } } })"),
+                 {config_path("a"), "model_warmup[0].inputs[\"y\"].dims", "names no input"});
+  expect_refused(model("b", input + R"(model_warmup { inputs { key: "x" value { dims: [ 2, 5 ] } } })"),
+                 {"model_warmup[0].inputs[\"x\"].dims",
+                  "float32[2,5] is not a sample of the input's dims float32[-1,4]"});
 }
 
 TEST_F(RepositoryTest, KindAutoWithGpusIsAGpuGroup) {

@@ -172,6 +172,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   o.max_defer = m.max_defer;
   o.max_queue = m.max_queue_size.value_or(0);
   for (const TensorSpec& sample : t.inputs) o.inputs.push_back(sample.to_string());
+  for (const TensorSpec& sample : t.profile_inputs) o.profile_inputs.push_back(sample.to_string());
   out.protocol.input_names = std::move(t.input_names);
   out.protocol.output_names = std::move(t.output_names);
   out.protocol.default_budget = m.default_budget;

@@ -92,7 +92,7 @@ Result<ServerService::Version> ServerService::describe(const ProtocolModelOption
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
     const std::string input = i < protocol.input_names.size() ? protocol.input_names[i]
                                                               : tensor_name("input", i, info->inputs.size());
-    auto spec = parse_tensor_spec(info->inputs[i]);
+    auto spec = parse_tensor_spec(info->inputs[i], Wildcards::kAllow);
     front::TensorSpec ts = spec.ok() ? metadata_spec(*spec, input, info->batch_dimension)
                                      : front::TensorSpec{input, DataType::kFp32, {-1}};
     m->inputs.push_back(std::move(ts));

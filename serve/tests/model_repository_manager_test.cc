@@ -117,12 +117,28 @@ TEST(ServingOptionsTest, ReshapesAreHandedToTheModel) {
   EXPECT_EQ(s->model.output_reshapes[1], (std::vector<std::int64_t>{2, 5})) << "answered as its dims";
 }
 
-TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
+TEST(ServingOptionsTest, AWildcardInputIsProfiledAtItsWarmupDimsElseOne) {
   RepositoryModel wildcard = resnet();
   wildcard.inputs[0].spec.shape = {3, -1, -1};
   auto s = serving_options(wildcard, Duration::milliseconds(100), kCpu);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->model.inputs, (std::vector<std::string>{"float32[3,-1,-1]"}));
+  EXPECT_EQ(s->model.profile_inputs, (std::vector<std::string>{"float32[3,1,1]"}));
+
+  wildcard.inputs[0].warmup_dims = std::vector<std::int64_t>{3, 64, 48};
+  s = serving_options(wildcard, Duration::milliseconds(100), kCpu);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->model.profile_inputs, (std::vector<std::string>{"float32[3,64,48]"}));
+  EXPECT_TRUE(serving_options(resnet(), Duration::milliseconds(100), kCpu)->model.profile_inputs.empty());
+}
+
+TEST(ServingOptionsTest, RefusesWhatItCannotServeNamingTheFile) {
+  RepositoryModel wildcard = resnet();
+  wildcard.inputs[0].spec.shape = {3, -1, -1};
+  wildcard.inputs[0].reshape = std::vector<std::int64_t>{3, 4000};
+  auto s = serving_options(wildcard, Duration::milliseconds(100), kCpu);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("input 'INPUT__0' has a dimension of -1"), std::string::npos);
+  EXPECT_NE(s.status().message().find("input 'INPUT__0': a reshape of dims with -1"), std::string::npos);
 
   RepositoryModel reshaped = resnet();
   reshaped.inputs[0].reshape = std::vector<std::int64_t>{3, 4000};

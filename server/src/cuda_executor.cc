@@ -18,26 +18,38 @@ struct CudaStreamExecutor::StreamHolder {
 };
 
 // A batch in flight: the pinned host copies of its outputs are filled when
-// its end event completes.
+// its end event completes. One forward per shape among its samples
+// (shape_groups(): one for inputs without a -1).
 struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
+  struct Run {
+    std::vector<std::size_t> requests;  // indices into the batch's requests
+    std::vector<at::Tensor> host_outputs;
+    c10::IValue shape;  // the model's output structure: a tuple, or none for a tensor
+  };
   BatchRunner* runner = nullptr;
   std::string model;  // its name, for errors
-  std::vector<at::Tensor> host_outputs;
-  c10::IValue shape;  // the model's output structure: a tuple, or none for a tensor
+  std::vector<Run> runs;
 
   std::string finish() override {
-    c10::IValue host;
-    if (shape.isTuple()) {
-      std::vector<c10::IValue> elems(host_outputs.begin(), host_outputs.end());
-      host = c10::ivalue::Tuple::create(std::move(elems));
-    } else {
-      host = host_outputs.front();
-    }
     std::vector<RequestInputs> reqs;
     runner->gather(batch, &reqs);
-    Result<std::vector<c10::IValue>> per = split_output(host, reqs, model);
-    if (!per.ok()) return per.status().message();
-    runner->store(batch, std::move(*per));
+    std::vector<c10::IValue> result(reqs.size());
+    std::vector<RequestInputs> group;
+    for (Run& run : runs) {
+      c10::IValue host;
+      if (run.shape.isTuple()) {
+        std::vector<c10::IValue> elems(run.host_outputs.begin(), run.host_outputs.end());
+        host = c10::ivalue::Tuple::create(std::move(elems));
+      } else {
+        host = run.host_outputs.front();
+      }
+      group.clear();
+      for (std::size_t i : run.requests) group.push_back(reqs[i]);
+      Result<std::vector<c10::IValue>> per = split_output(host, group, model);
+      if (!per.ok()) return per.status().message();
+      for (std::size_t j = 0; j < run.requests.size(); ++j) result[run.requests[j]] = std::move((*per)[j]);
+    }
+    runner->store(batch, std::move(result));
     return {};
   }
   void fail(const std::string& why) override { runner->fail(batch, why); }
@@ -99,40 +111,45 @@ void CudaStreamExecutor::launch_loop() {
       runner_.gather(f->batch, &reqs);
       c10::cuda::CUDAStreamGuard stream_guard(stream_->stream);
       completer_->begin(*f, s);
-      // Stage each input in pinned host memory and copy it over on our stream.
-      std::vector<at::Tensor> batch;
-      std::vector<at::Tensor> parts;
-      for (std::size_t i = 0; i < m->inputs().size(); ++i) {
-        parts.clear();
-        for (const RequestInputs& r : reqs) {
-          const at::Tensor& x = (*r.tensors)[i];
-          parts.push_back(r.batched ? x : x.unsqueeze(0));
+      // Per shape group: stage each input in pinned host memory, copy it over
+      // on our stream, run, and copy every output back, asynchronously.
+      for (std::vector<std::size_t>& g : shape_groups(reqs)) {
+        TorchBatch::Run& run = f->runs.emplace_back();
+        run.requests = std::move(g);
+        std::vector<at::Tensor> batch;
+        std::vector<at::Tensor> parts;
+        for (std::size_t i = 0; i < m->inputs().size(); ++i) {
+          parts.clear();
+          for (std::size_t k : run.requests) {
+            const at::Tensor& x = (*reqs[k].tensors)[i];
+            parts.push_back(reqs[k].batched ? x : x.unsqueeze(0));
+          }
+          std::vector<std::int64_t> shape{static_cast<std::int64_t>(run.requests.size())};
+          const c10::IntArrayRef sample = parts.front().sizes().slice(1);
+          shape.insert(shape.end(), sample.begin(), sample.end());
+          at::Tensor staging =
+              at::empty(shape, at::TensorOptions().dtype(m->inputs()[i].dtype).pinned_memory(true));
+          at::cat_out(staging, parts, 0);
+          batch.push_back(staging.to(dev, /*non_blocking=*/true));
         }
-        std::vector<std::int64_t> shape{static_cast<std::int64_t>(reqs.size())};
-        shape.insert(shape.end(), m->inputs()[i].shape.begin(), m->inputs()[i].shape.end());
-        at::Tensor staging =
-            at::empty(shape, at::TensorOptions().dtype(m->inputs()[i].dtype).pinned_memory(true));
-        at::cat_out(staging, parts, 0);
-        batch.push_back(staging.to(dev, /*non_blocking=*/true));
+        Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
+        if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
+        auto to_host = [&](const at::Tensor& t) {
+          at::Tensor h = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
+          h.copy_(t, /*non_blocking=*/true);
+          return h;
+        };
+        if (out->isTensor()) {
+          run.host_outputs.push_back(to_host(out->toTensor()));
+        } else if (out->isTuple()) {
+          for (const auto& e : out->toTupleRef().elements())
+            run.host_outputs.push_back(e.isTensor() ? to_host(e.toTensor()) : at::Tensor());
+        } else {
+          throw std::runtime_error("model '" + m->name() + "' returned a " + out->tagKind() +
+                                   "; expected a tensor or a tuple of tensors");
+        }
+        run.shape = out->isTuple() ? *out : c10::IValue();
       }
-      Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
-      if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
-      // Copy every output tensor back into pinned memory, asynchronously.
-      auto to_host = [&](const at::Tensor& t) {
-        at::Tensor h = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
-        h.copy_(t, /*non_blocking=*/true);
-        return h;
-      };
-      if (out->isTensor()) {
-        f->host_outputs.push_back(to_host(out->toTensor()));
-      } else if (out->isTuple()) {
-        for (const auto& e : out->toTupleRef().elements())
-          f->host_outputs.push_back(e.isTensor() ? to_host(e.toTensor()) : at::Tensor());
-      } else {
-        throw std::runtime_error("model '" + m->name() + "' returned a " + out->tagKind() +
-                                 "; expected a tensor or a tuple of tensors");
-      }
-      f->shape = out->isTuple() ? *out : c10::IValue();
     } catch (const std::exception& e) {
       f->error = e.what();
     }

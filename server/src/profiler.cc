@@ -68,7 +68,7 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
   profile_io::MeasuredProfile out;
   out.model = model.name();
   out.device = dev.str();
-  for (const auto& s : model.inputs()) out.inputs.push_back(s.to_string());
+  for (const auto& s : model.profile_inputs()) out.inputs.push_back(s.to_string());
   std::vector<std::uint32_t> grid = profile_grid(opts.max_batch);
   out.stopped_because = "reached max_batch " + std::to_string(opts.max_batch);
 

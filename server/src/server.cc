@@ -716,7 +716,7 @@ struct Server::Impl final : BatchRunner {
   // leading dimension when it has one beyond the input spec's shape.
   static std::int64_t emulated_samples(const Model& m, const std::vector<at::Tensor>& inputs) {
     if (inputs.empty() || m.opts.inputs.empty()) return 1;
-    Result<TensorSpec> spec = parse_tensor_spec(m.opts.inputs.front());
+    Result<TensorSpec> spec = parse_tensor_spec(m.opts.inputs.front(), Wildcards::kAllow);
     if (!spec.ok() || !inputs.front().defined()) return 1;
     const at::Tensor& x = inputs.front();
     return x.dim() == static_cast<std::int64_t>(spec->shape.size()) + 1 ? std::max<std::int64_t>(x.size(0), 1)
@@ -760,7 +760,7 @@ struct Server::Impl final : BatchRunner {
       if (!r.ok() && mo.profile != "auto") return r.status();
       if (!r.ok()) log(shown + ": ignoring " + path + " (" + r.status().message() + "); measuring again");
       std::vector<std::string> specs;
-      for (const auto& s : m.torch->inputs()) specs.push_back(s.to_string());
+      for (const auto& s : m.torch->profile_inputs()) specs.push_back(s.to_string());
       if (r.ok() && (r->inputs.empty() || r->inputs == specs)) {
         log(shown + ": using the profile in " + path);
         return std::move(*r);
@@ -815,6 +815,11 @@ struct Server::Impl final : BatchRunner {
           auto s, parse_input_spec(mo.inputs[i], "input" + std::to_string(i)).with_context(who));
       to.inputs.push_back(s);
     }
+    for (std::size_t i = 0; i < mo.profile_inputs.size(); ++i) {
+      SYMPHONY_ASSIGN_OR_RETURN(
+          auto s, parse_input_spec(mo.profile_inputs[i], "input" + std::to_string(i)).with_context(who));
+      to.profile_inputs.push_back(s);
+    }
     to.devices.clear();
     for (const GpuId g : m->gpus) to.devices.push_back(torch_device(device_specs[g]));
     to.warmup_batch = std::min<std::uint32_t>(mo.max_batch, 8);
@@ -826,6 +831,13 @@ struct Server::Impl final : BatchRunner {
     log("loading " + shown + " from " + mo.path + " on " + device_names(on));
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
+    if (const auto& at = m->torch->profile_inputs();
+        !std::equal(at.begin(), at.end(), m->torch->inputs().begin(),
+                    [](const InputSpec& a, const InputSpec& b) { return a.shape == b.shape; })) {
+      std::string list;
+      for (const InputSpec& in : at) list += (list.empty() ? "" : ", ") + in.to_string();
+      log(shown + ": a -1 dimension: warmed up and profiled at " + list);
+    }
     if (!m->torch->optimized()) log(shown + ": " + m->torch->optimize_note());
 
     // The profile of each device that serves it (CPU devices share the

@@ -260,7 +260,7 @@ std::string dtype_name(c10::ScalarType t) {
 std::string InputSpec::to_string() const { return dtype_name(dtype) + shape_string(shape); }
 
 Result<InputSpec> parse_input_spec(std::string_view text, std::string name) {
-  Result<TensorSpec> t = parse_tensor_spec(text);
+  Result<TensorSpec> t = parse_tensor_spec(text, Wildcards::kAllow);
   if (!t.ok()) return Status(Errc::kInvalidArgument, "input '" + name + "': " + t.status().message());
   InputSpec spec;
   spec.name = std::move(name);
@@ -288,9 +288,9 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
     const auto sz = x.sizes();
     const c10::IntArrayRef want(s.shape);
     bool b = false;
-    if (sz.equals(want)) {
+    if (shape_matches(want, sz)) {
       b = false;
-    } else if (sz.size() == want.size() + 1 && sz[0] >= 1 && sz.slice(1).equals(want)) {
+    } else if (sz.size() == want.size() + 1 && sz[0] >= 1 && shape_matches(want, sz.slice(1))) {
       b = true;
       if (batched_state == 1 && sz[0] != k)
         return Status(Errc::kInvalidArgument, in + ": " + std::to_string(sz[0]) +
@@ -349,7 +349,7 @@ std::vector<at::Tensor> TorchModel::dummy_batch(std::uint32_t b, c10::Device dev
   // Random data, not zeros: some kernels run measurably faster on zeros (25 %
   // for SqueezeNet on CPU), which would make profiles optimistic.
   std::vector<at::Tensor> batch;
-  for (const InputSpec& s : opts_.inputs) {
+  for (const InputSpec& s : opts_.profile_inputs) {
     std::vector<std::int64_t> shape{static_cast<std::int64_t>(b)};
     shape.insert(shape.end(), s.shape.begin(), s.shape.end());
     const auto opts = at::TensorOptions().dtype(s.dtype).device(device);
@@ -382,6 +382,24 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
       return Status(Errc::kInvalidArgument, who + ": input '" + opts.inputs[i].name + "' " +
                                                 opts.inputs[i].to_string() + " cannot be reshaped to " +
                                                 shape_string(*r) + " (another number of elements)");
+  }
+  if (opts.profile_inputs.empty()) {
+    opts.profile_inputs = opts.inputs;
+    for (InputSpec& in : opts.profile_inputs)
+      for (std::int64_t& d : in.shape) d = d == -1 ? 1 : d;
+  }
+  if (opts.profile_inputs.size() != opts.inputs.size())
+    return Status(Errc::kInvalidArgument, who + ": " + std::to_string(opts.profile_inputs.size()) +
+                                              " profile input(s) for " + std::to_string(opts.inputs.size()) +
+                                              " input(s)");
+  for (std::size_t i = 0; i < opts.inputs.size(); ++i) {
+    InputSpec& at = opts.profile_inputs[i];
+    at.name = opts.inputs[i].name;
+    const bool fixed = std::all_of(at.shape.begin(), at.shape.end(), [](std::int64_t d) { return d >= 1; });
+    if (!fixed || at.dtype != opts.inputs[i].dtype || !shape_matches(opts.inputs[i].shape, at.shape))
+      return Status(Errc::kInvalidArgument, who + ": profile input " + at.to_string() +
+                                                " is not a sample of input '" + at.name + "' " +
+                                                opts.inputs[i].to_string());
   }
   if (!opts.batch_dimension) opts.warmup_batch = 1;
   const bool adapted = !opts.batch_dimension ||
@@ -431,9 +449,10 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
       const std::uint32_t b = it % 2 ? m->opts_.warmup_batch : 1;
       Result<c10::IValue> r = m->forward(i, m->dummy_batch(b, m->opts_.devices[i]));
       if (!r.ok())
-        return Status(Errc::kInvalidArgument,
-                      who + ": a batch of its declared inputs (" + m->opts_.inputs.front().to_string() +
-                          (m->opts_.inputs.size() > 1 ? ", ..." : "") + ") fails: " + r.status().message());
+        return Status(Errc::kInvalidArgument, who + ": a batch of its declared inputs (" +
+                                                  m->opts_.profile_inputs.front().to_string() +
+                                                  (m->opts_.inputs.size() > 1 ? ", ..." : "") +
+                                                  ") fails: " + r.status().message());
     }
   }
   return m;
@@ -491,7 +510,8 @@ Status TorchModel::warm_up_sizes(std::uint32_t max_batch, int rounds) {
 
 at::Tensor TorchModel::to_model(std::size_t input, const at::Tensor& x) const {
   const auto& r = opts_.input_reshapes;
-  std::vector<std::int64_t> shape = input < r.size() && r[input] ? *r[input] : opts_.inputs[input].shape;
+  if (input >= r.size() || !r[input]) return opts_.batch_dimension ? x : x.select(0, 0);  // a batch of one
+  std::vector<std::int64_t> shape = *r[input];
   if (opts_.batch_dimension) shape.insert(shape.begin(), x.size(0));
   return x.reshape(shape);
 }
@@ -532,30 +552,67 @@ Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Ten
   }
 }
 
+namespace {
+
+c10::IntArrayRef sample_shape(const RequestInputs& r, std::size_t input) {
+  const c10::IntArrayRef s = (*r.tensors)[input].sizes();
+  return r.batched ? s.slice(1) : s;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> shape_groups(const std::vector<RequestInputs>& requests) {
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::size_t inputs = requests[i].tensors->size();
+    const auto same = [&](const std::vector<std::size_t>& g) {
+      for (std::size_t k = 0; k < inputs; ++k)
+        if (!sample_shape(requests[g.front()], k).equals(sample_shape(requests[i], k))) return false;
+      return true;
+    };
+    const auto g = std::find_if(groups.begin(), groups.end(), same);
+    if (g == groups.end()) {
+      groups.push_back({i});
+    } else {
+      g->push_back(i);
+    }
+  }
+  return groups;
+}
+
 Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica,
                                                        const std::vector<RequestInputs>& requests) {
   if (requests.empty()) return std::vector<c10::IValue>{};
   const c10::Device dev = opts_.devices[replica];
-  std::vector<at::Tensor> batch;
-  batch.reserve(opts_.inputs.size());
-  try {
-    std::vector<at::Tensor> parts;
-    parts.reserve(requests.size());
-    for (std::size_t i = 0; i < opts_.inputs.size(); ++i) {
-      parts.clear();
-      for (const RequestInputs& r : requests) {
-        const at::Tensor& x = (*r.tensors)[i];
-        parts.push_back(r.batched ? x : x.unsqueeze(0));
+  const std::vector<std::vector<std::size_t>> groups = shape_groups(requests);
+  std::vector<c10::IValue> result(requests.size());
+  std::vector<RequestInputs> group;
+  for (const std::vector<std::size_t>& g : groups) {
+    group.clear();
+    for (std::size_t i : g) group.push_back(requests[i]);
+    std::vector<at::Tensor> batch;
+    batch.reserve(opts_.inputs.size());
+    try {
+      std::vector<at::Tensor> parts;
+      parts.reserve(group.size());
+      for (std::size_t i = 0; i < opts_.inputs.size(); ++i) {
+        parts.clear();
+        for (const RequestInputs& r : group) {
+          const at::Tensor& x = (*r.tensors)[i];
+          parts.push_back(r.batched ? x : x.unsqueeze(0));
+        }
+        at::Tensor cat = at::cat(parts, 0);
+        batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
       }
-      at::Tensor cat = at::cat(parts, 0);
-      batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
+    } catch (const std::exception& e) {
+      return Status(Errc::kFailedPrecondition,
+                    "model '" + opts_.name + "': cannot form the batch: " + e.what());
     }
-  } catch (const std::exception& e) {
-    return Status(Errc::kFailedPrecondition,
-                  "model '" + opts_.name + "': cannot form the batch: " + e.what());
+    SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
+    SYMPHONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> per, split_output(out, group, opts_.name));
+    for (std::size_t j = 0; j < g.size(); ++j) result[g[j]] = std::move(per[j]);
   }
-  SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
-  return split_output(out, requests, opts_.name);
+  return result;
 }
 
 Result<std::vector<c10::IValue>> split_output(const c10::IValue& out,

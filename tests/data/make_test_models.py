@@ -8,6 +8,7 @@ Usage: make_test_models.py OUTDIR
   two_inputs.pt  (float32[2], int64[3]) -> a.sum(-1) + b.sum(-1)
   sleepy.pt      float32[4] -> x, after busy work that grows with the batch
   busy.pt        float32[4] -> x, after 1500 64x64 matrix products (~200 ms on one core) whatever the batch
+  varlen.pt      float32[-1] -> [x.sum(-1), its length]: samples of any length
 """
 import os
 import sys
@@ -58,11 +59,17 @@ class Busy(torch.nn.Module):
         return x + m.mean() * 0
 
 
+class VarLen(torch.nn.Module):
+    def forward(self, x):
+        return torch.stack([x.sum(-1), torch.ones_like(x[:, 0]) * x.size(1)], -1)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, module in [("linear", Linear()), ("tuple_out", TupleOut()), ("raises", Raises()),
-                         ("two_inputs", TwoInputs()), ("sleepy", Sleepy()), ("busy", Busy())]:
+                         ("two_inputs", TwoInputs()), ("sleepy", Sleepy()), ("busy", Busy()),
+                         ("varlen", VarLen())]:
         torch.jit.script(module.eval()).save(os.path.join(out, name + ".pt"))
 
 

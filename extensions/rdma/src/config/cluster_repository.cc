@@ -89,6 +89,10 @@ Status fit_backends(const repository::RepositoryModel& m, repository::RequestTen
   if (!t.input_reshapes.empty() || !t.output_reshapes.empty())
     return invalid(m.config_path +
                    ": reshape is not served by the cluster's backends yet (serve honours it)");
+  for (std::size_t i = 0; i < t.inputs.size(); ++i)
+    if (t.inputs[i].has_wildcard())
+      return invalid(m.config_path + ": input '" + t.input_names[i] + "' has a dimension of -1: the " +
+                     "cluster's backends batch samples of fixed dims only (serve honours it)");
   if (t.batch_dimension) return {};
   for (std::size_t i = 0; i < t.inputs.size(); ++i)
     if (t.inputs[i].shape.empty() || t.inputs[i].shape[0] != 1)

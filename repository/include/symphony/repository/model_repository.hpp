@@ -46,19 +46,15 @@ inline constexpr const char* kParameterPrefix = "symphony.";
 
 // One input or output of the config. The spec's shape is `dims`: beyond the
 // batch dimension when max_batch_size > 0, the whole shape when it is 0; a
-// dimension of -1 means any size (Triton's wildcard), which TensorSpec's
-// elements() and bytes() do not account for (see has_wildcard()).
+// dimension of -1 means any size (Triton's wildcard; TensorSpec::has_wildcard()).
 struct RepositoryTensor {
   std::string name;
   TensorSpec spec;
   // reshape { shape: [...] }: the shape the model itself sees, when given.
   std::optional<std::vector<std::int64_t>> reshape;
-
-  bool has_wildcard() const noexcept {
-    for (std::int64_t d : spec.shape)
-      if (d < 0) return true;
-    return false;
-  }
+  // An input's dims in the first model_warmup entry that names it: the
+  // sample shape a wildcard input is warmed up and profiled at.
+  std::optional<std::vector<std::int64_t>> warmup_dims;
 };
 
 // instance_group's kind. KIND_MODEL refuses the model, so it has no value here.
@@ -145,11 +141,15 @@ struct RequestTensors {
   // one): the shape an input's sample reaches the model in, and the shape
   // an output's sample is answered in (its dims; the model gives `reshape`).
   std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+  // When an input has a dimension of -1: each input's sample as the model is
+  // warmed up and profiled with (a wildcard takes model_warmup's size, else
+  // 1); empty otherwise (`inputs` are fixed).
+  std::vector<TensorSpec> profile_inputs;
 };
 
 // The request tensors of a model. Errors (kInvalidArgument) name the config
-// file and what Symphony cannot serve yet: no input, an input dimension of
-// -1, a reshape with -1 or of another element count than the dims.
+// file and what Symphony cannot serve yet: no input, a reshape with -1, of an
+// input with a dimension of -1, or of another element count than the dims.
 Result<RequestTensors> request_tensors(const RepositoryModel& m);
 
 // Reads one model folder: DIR/config.pbtxt (a syntax error or an unknown field

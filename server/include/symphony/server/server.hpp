@@ -81,9 +81,14 @@ struct ServerOptions {
 };
 
 struct ModelOptions {
-  std::string name;                 // the server's key: unique among its models
-  std::string path;                 // TorchScript file; empty on emulated devices
-  std::vector<std::string> inputs;  // input specs, e.g. "float32[3,224,224]"
+  std::string name;  // the server's key: unique among its models
+  std::string path;  // TorchScript file; empty on emulated devices
+  // Input specs, e.g. "float32[3,224,224]"; a dimension of -1 takes any size
+  // (a batch runs one forward per shape among its samples).
+  std::vector<std::string> inputs;
+  // When an input has a -1: each input's sample as the model is warmed up
+  // and profiled with (fixed dims); empty: `inputs` with every -1 as 1.
+  std::vector<std::string> profile_inputs;
   Duration slo;
   std::uint32_t max_batch = 32;
   // The longest a request waits for its batch to fill (ModelConfig::

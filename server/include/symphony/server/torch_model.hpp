@@ -36,8 +36,11 @@ class TorchModel {
  public:
   struct Options {
     std::string name;
-    std::string path;  // TorchScript file
-    std::vector<InputSpec> inputs;
+    std::string path;               // TorchScript file
+    std::vector<InputSpec> inputs;  // a dimension of -1 takes any size
+    // The samples warm-up, the load check and the profiler run (fixed dims,
+    // one per input); empty: `inputs`, every -1 as 1.
+    std::vector<InputSpec> profile_inputs;
     std::vector<c10::Device> devices{c10::Device(c10::kCPU)};
     int warmup_iterations = 3;
     // Freeze the module and run libtorch's optimize_for_inference passes on
@@ -61,6 +64,8 @@ class TorchModel {
   const std::string& name() const noexcept { return opts_.name; }
   const std::string& path() const noexcept { return opts_.path; }
   const std::vector<InputSpec>& inputs() const noexcept { return opts_.inputs; }
+  // The inputs warm-up and profiling run with: `inputs` when they are fixed.
+  const std::vector<InputSpec>& profile_inputs() const noexcept { return opts_.profile_inputs; }
   std::size_t replicas() const noexcept { return replicas_.size(); }
   // Whether the replicas run the frozen, optimized module (else: why not).
   bool optimized() const noexcept { return optimized_; }
@@ -76,6 +81,8 @@ class TorchModel {
   // Concatenates the requests' samples along dimension 0 (on the replica's
   // device), runs forward and splits every output tensor back, one IValue per
   // request (a Tensor, or a tuple when the model returns one), on the CPU.
+  // Samples of different shapes (inputs with a -1) run as one forward per
+  // shape (shape_groups()), one after another.
   Result<std::vector<c10::IValue>> run_batch(std::size_t replica, const std::vector<RequestInputs>& requests);
 
   // Runs forward on a ready-made batch (the profiler and warm-up), in the
@@ -93,8 +100,8 @@ class TorchModel {
   // dimension. Empty before warm_up_sizes().
   const std::vector<InputSpec>& outputs() const noexcept { return outputs_; }
 
-  // A batch of b random samples per input (normal for floating types, small
-  // integers otherwise), on `device`.
+  // A batch of b random samples per input at the profile dims (normal for
+  // floating types, small integers otherwise), on `device`.
   std::vector<at::Tensor> dummy_batch(std::uint32_t b, c10::Device device) const;
 
  private:
@@ -125,6 +132,11 @@ std::string model_name_from_path(const std::string& path);
 inline std::string default_profile_path(const std::string& model_path, const DeviceSpec& d) {
   return profile_io::default_profile_path(model_path, d.to_string());
 }
+
+// The requests of a batch grouped by their samples' shapes, each group in
+// batch order, groups by their first request: one group (0..n-1) when every
+// sample has the same shapes (always, for inputs without a -1).
+std::vector<std::vector<std::size_t>> shape_groups(const std::vector<RequestInputs>& requests);
 
 // Splits a batched model output into one IValue per request (tensors and
 // tuples/lists of tensors; anything else is an error naming the type).
