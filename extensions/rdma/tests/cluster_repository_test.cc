@@ -181,6 +181,22 @@ TEST_F(ClusterRepositoryTest, FrontendsAndBackendsNeedNoProfile) {
   EXPECT_EQ(c.sim.spec.models[0].slo, Duration::milliseconds(50));
 }
 
+TEST_F(ClusterRepositoryTest, ReshapesReachTheBackends) {
+  model("linear", R"(max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 3, 1 ] reshape { shape: [ 3 ] } } ]
+)");
+  const Result<ClusterRepository> r = read(false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ClusterRepositoryModel& m = r->models[0];
+  EXPECT_EQ(m.tensors.inputs[0].to_string(), "float32[2,2]") << "requests send the dims";
+  EXPECT_EQ(m.tensors.outputs[0].to_string(), "float32[3,1]");
+  ASSERT_EQ(m.input_reshapes.size(), 1u);
+  EXPECT_EQ(m.input_reshapes[0], (std::vector<std::int64_t>{4}));
+  ASSERT_EQ(m.output_reshapes.size(), 1u);
+  EXPECT_EQ(m.output_reshapes[0], (std::vector<std::int64_t>{3, 1})) << "answered as the dims";
+}
+
 TEST_F(ClusterRepositoryTest, AMissingProfileSaysWhichCommandMakesIt) {
   model("linear", kLinearConfig);
   const std::string e = error(true);
@@ -238,12 +254,12 @@ TEST_F(ClusterRepositoryTest, AnUnsupportedConfigStopsTheStartNamingTheFile) {
 input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
 )",
                  "dimension of -1");
-  // What serve honours and the backends do not yet: reshape, and a model
-  // without a batch dimension whose first dim is not 1.
-  expect_refused("reshaped", R"(max_batch_size: 8
-input [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } } ]
+  // What serve honours and the backends do not yet: a reshape without a
+  // batch dimension, and a model without one whose first dim is not 1.
+  expect_refused("reshaped", R"(max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 1, 2, 2 ] reshape { shape: [ 1, 4 ] } } ]
 )",
-                 "reshape is not served by the cluster's backends");
+                 "max_batch_size 0 with a reshape is not served by the cluster's backends");
   expect_refused("whole", R"(max_batch_size: 0
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, 4 ] } ]
 )",

@@ -451,19 +451,29 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
 parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
 """
 
+# linear.pt takes [k, 4] and gives [k, 3]: requests send [2, 2], answers are [3, 1].
+RESHAPED_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3, 1 ] reshape { shape: [ 3 ] } } ]
+parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
+"""
+
 
 def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
     """The scheduler, a CPU backend and a frontend all take --model-repository:
     models, SLO, profile, model file and tensor names come from the repository,
     none from cluster.yaml; the scheduler refuses to start without a profile,
-    naming the command that makes one."""
+    naming the command that makes one. A model with reshapes is served as
+    serve serves it."""
     if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
         pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
     repo = tmp_path / "models"
-    (repo / "linear" / "2").mkdir(parents=True)
-    (repo / "linear" / "config.pbtxt").write_text(LINEAR_PBTXT)
-    with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
-        (repo / "linear" / "2" / "model.pt").write_bytes(src.read())
+    for name, pbtxt in (("linear", LINEAR_PBTXT), ("reshaped", RESHAPED_PBTXT)):
+        (repo / name / "2").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(pbtxt)
+        with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
+            (repo / name / "2" / "model.pt").write_bytes(src.read())
     c = Cluster(REPOSITORY_CLUSTER_CONFIG)
     try:
         args = ["--model-repository", str(repo)]
@@ -474,9 +484,10 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
             repo / "linear" / "2" / "model.pt") in p.output(), p.output()
         # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
         points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
-        (repo / "linear" / "2" / "model.cpu0.profile.yaml").write_text(
-            'model: linear\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
-            "beta_ms: 1\nstopped_because: test\npoints:\n" + points)
+        for name, inputs in (("linear", "float32[4]"), ("reshaped", "float32[2,2]")):
+            (repo / name / "2" / "model.cpu0.profile.yaml").write_text(
+                'model: %s\ndevice: cpu:0\ninputs: ["%s"]\nmax_batch: 8\nalpha_ms: 0.05\n'
+                "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, inputs) + points)
         c.start_scheduler(extra=args)
         c.start_backend("cpu", "cpu", extra=args)
         f = c.start_frontend("fe", extra=args)
@@ -493,8 +504,18 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
             (out,) = json.loads(body)["outputs"]
             assert out["name"] == "OUTPUT__0" and out["shape"] == [1, 3]
             assert out["data"] == pytest.approx(linear_expected(x), rel=1e-6)
+        m = json.loads(curl(f.url + "/v2/models/reshaped")[2])
+        assert m["inputs"][0]["shape"] == [-1, 2, 2] and m["outputs"][0]["shape"] == [-1, 3, 1], m
+        xs = [[1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]]
+        status, hdrs, body = http_infer(f, "reshaped", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 2], "data": xs[0] + xs[1]}]})
+        assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
+        (out,) = json.loads(body)["outputs"]
+        assert out["shape"] == [2, 3, 1], out
+        assert out["data"] == pytest.approx(linear_expected(xs[0]) + linear_expected(xs[1]), rel=1e-6)
         report = f.stop(signal.SIGINT)
         assert report["models"]["linear"]["sent"] == 5 and report["models"]["linear"]["errors"] == 0, report
+        assert report["models"]["reshaped"]["errors"] == 0, report
     finally:
         c.stop_all()
 

@@ -77,6 +77,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
                                       .with_context("model '" + m.name + "'"));
         o.inputs.push_back(s);
       }
+      o.input_reshapes = m.input_reshapes;
+      o.output_reshapes = m.output_reshapes;
       SYMPHONY_ASSIGN_OR_RETURN(models_[m.name], TorchModel::load(std::move(o)));
     }
     server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
@@ -216,7 +218,7 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
   }
   if (repository)
     for (const ClusterRepositoryModel& rm : repository->models) {
-      TorchModelSpec m{rm.config.name, rm.model_path, {}};
+      TorchModelSpec m{rm.config.name, rm.model_path, {}, rm.input_reshapes, rm.output_reshapes};
       for (const TensorSpec& t : rm.tensors.inputs) m.inputs.push_back(t.to_string());
       out.push_back(std::move(m));
     }

@@ -82,13 +82,15 @@ Status read_profile(const repository::RepositoryModel& m, ClusterRepositoryModel
   return {};
 }
 
-// The cluster's backends give a batch to the model as it is (no reshape,
-// the batch dimension first): a model without a batch dimension is served
-// when each input's first dim is 1, that dim then being the batch of one.
+// The cluster's backends give a batch to the model with the batch
+// dimension first (reshaped as the config says): a model without a batch
+// dimension is served when each input's first dim is 1, that dim then being
+// the batch of one.
 Status fit_backends(const repository::RepositoryModel& m, repository::RequestTensors& t) {
-  if (!t.input_reshapes.empty() || !t.output_reshapes.empty())
+  if (!t.batch_dimension && (!t.input_reshapes.empty() || !t.output_reshapes.empty()))
     return invalid(m.config_path +
-                   ": reshape is not served by the cluster's backends yet (serve honours it)");
+                   ": max_batch_size 0 with a reshape is not served by the cluster's "
+                   "backends yet (serve honours it)");
   for (std::size_t i = 0; i < t.inputs.size(); ++i)
     if (t.inputs[i].has_wildcard())
       return invalid(m.config_path + ": input '" + t.input_names[i] + "' has a dimension of -1: the " +
@@ -131,6 +133,8 @@ Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
   out.tensors.input_names = std::move(t.input_names);
   out.tensors.outputs = std::move(t.outputs);
   out.tensors.output_names = std::move(t.output_names);
+  out.input_reshapes = std::move(t.input_reshapes);
+  out.output_reshapes = std::move(t.output_reshapes);
   if (o.profiles) SYMPHONY_RETURN_IF_ERROR(read_profile(m, out, o.profile_device));
   return out;
 }

@@ -13,7 +13,9 @@
 //   auto d = make_torch_devices("cpu:2", {{"resnet18", "resnet18.pt", {"float32[3,64,64]"}}}, 1, "host1");
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,10 @@ struct TorchModelSpec {
   std::string name;                 // the cluster's model name
   std::string path;                 // TorchScript file
   std::vector<std::string> inputs;  // "float32[4]", one per input tensor
+  // A model repository's `reshape`s (server::TorchModel::Options): the shape
+  // an input's sample reaches the model in, and the shape an output's sample
+  // is answered in (nullopt or absent: as it is).
+  std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
 };
 
 // Parses "name:path:spec[+spec...]" (the backend's --model).

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct ClusterRepositoryModel {
   // queue bound; the profile when read.
   ModelConfig config;
   ModelTensors tensors;  // one request's inputs and outputs, with the config's names
+  // The config's reshapes (repository::RequestTensors): the shape the
+  // backends hand each input's sample to the model in, and each output's is
+  // answered in.
+  std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
   std::int64_t version = 0;
   std::string model_path;    // the version's model file
   std::string config_path;   // its config.pbtxt
