@@ -355,7 +355,7 @@ def test_a_dimension_of_minus_one_takes_samples_of_any_size():
 def test_instance_group_chooses_the_servers_devices(explicit):
     """instance_group says which of the server's devices serve the model (this
     server has one, cpu:0): KIND_CPU loads it there (count is accepted, not
-    used); a GPU group on this CPU-only server refuses the model through the
+    used: the config endpoint shows the group as served); a GPU group on this CPU-only server refuses the model through the
     load endpoint, naming the field and the server's devices."""
     config = {"platform": "pytorch_libtorch", "max_batch_size": 4,
               "instance_group": [{"kind": "KIND_CPU", "count": 2}],
@@ -368,6 +368,10 @@ def test_instance_group_chooses_the_servers_devices(explicit):
     assert "'linear_b': instance_group[0].count 2 is accepted but not used" in out
     status, body = infer(explicit, "linear_b")
     assert status == 200, body
+    status, _, out = curl(explicit.url + "/v2/models/linear_b/config")
+    groups = json.loads(out)["instance_group"]
+    assert status == 200 and len(groups) == 1, out
+    assert (groups[0]["name"], groups[0]["kind"], groups[0]["count"]) == ("linear_b_cpu", "KIND_CPU", 1), groups
     devices = "(the server's devices: cpu:0, set by --devices or the serve config's `devices`)"
     for groups, field in (([{"kind": "KIND_CPU"}, {"kind": "KIND_GPU", "gpus": [3]}],
                            "instance_group[1].gpus: the server has no GPU 3 "),

@@ -116,9 +116,10 @@ Result<std::vector<server::DeviceSpec>> instance_devices(const repository::Repos
 
 // Translates one version of a model read from a repository (model.name is
 // the model's: the caller gives each version a server name of its own) for
-// a server with `devices` (its instance_group: instance_devices). Errors
-// (kInvalidArgument) name the config file and what Symphony cannot serve
-// yet: max_batch_size 0, a dimension of -1, a reshape.
+// a server with `devices` (its instance_group: instance_devices; the
+// protocol's config shows the groups as resolved). Errors (kInvalidArgument)
+// name the config file and what Symphony cannot serve (repository::
+// request_tensors, instance_devices).
 Result<RepositoryServing> serving_options(const repository::RepositoryModel& m,
                                           const repository::ModelVersion& version, Duration default_slo,
                                           const std::vector<server::DeviceSpec>& devices,
