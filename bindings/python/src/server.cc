@@ -429,11 +429,13 @@ ModelOptions model_options(const std::string& name, const std::string& path,
                            const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
                            const std::string& profile, std::optional<double> alpha_ms,
                            std::optional<double> beta_ms, std::optional<double> max_defer_ms,
-                           std::uint32_t max_queue, const std::string& devices) {
+                           std::uint32_t max_queue, const std::string& devices,
+                           const std::vector<std::string>& profile_inputs) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
   mo.inputs = inputs;
+  mo.profile_inputs = profile_inputs;
   if (!std::isfinite(slo_ms) || slo_ms <= 0)
     raise(ErrorKind::kConfig, "model '" + name + "': slo_ms must be > 0");
   mo.slo = Duration::from_ms(slo_ms);
@@ -496,13 +498,15 @@ void bind_server(py::module_& m) {
           [](PyServer& s, const std::string& name, const std::string& path,
              const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
              const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms,
-             std::optional<double> max_defer_ms, std::uint32_t max_queue, const std::string& devices) {
+             std::optional<double> max_defer_ms, std::uint32_t max_queue, const std::string& devices,
+             const std::vector<std::string>& profile_inputs) {
             s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms,
-                                      max_defer_ms, max_queue, devices));
+                                      max_defer_ms, max_queue, devices, profile_inputs));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
           py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none(),
-          py::arg("max_queue") = 0, py::arg("devices") = "")
+          py::arg("max_queue") = 0, py::arg("devices") = "",
+          py::arg("profile_inputs") = std::vector<std::string>{})
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
 #if SYMPHONY_HAVE_FRONT
       .def(

@@ -58,6 +58,7 @@ class Server:
         max_defer_ms: Optional[float] = None,
         max_queue: int = 0,
         devices: str = "",
+        profile_inputs: List[str] = ...,
     ) -> None: ...
     def remove_model(self, name: str) -> None: ...
     def serve_repository(

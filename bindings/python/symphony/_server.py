@@ -338,6 +338,7 @@ class Server:
         max_defer_ms: Optional[float] = None,
         max_queue: int = 0,
         devices: Union[str, Sequence[str], None] = None,
+        profile_inputs: Optional[Sequence[InputSpec]] = None,
     ) -> None:
         """Loads a TorchScript model on every device (or on ``devices``), warms it up and,
         if it has no profile yet, measures its latency profile (seconds; the GIL is released).
@@ -350,7 +351,8 @@ class Server:
             profile: a profile file; default: ``<model stem>.<device>.profile.yaml``
                 beside the model, measured and written on first use.
             input: the model's input, ``"float32[3,64,64]"`` or ``(torch.float32, (3, 64, 64))``
-                (the shape of one sample, without the batch dimension).
+                (the shape of one sample, without the batch dimension); a dimension of -1
+                takes any size (a batch runs one forward per shape among its samples).
             inputs: the same for a model with several inputs (a list).
             alpha_ms, beta_ms: emulated devices: the profile l(b) = alpha_ms * b + beta_ms.
             max_defer_ms: the longest a request waits for its batch to fill (default:
@@ -360,6 +362,9 @@ class Server:
             devices: the server's devices that serve it, by name as :attr:`devices` gives
                 them (``"cpu:1"``, or ``["cuda:0", "cuda:2"]``); its batches run there only.
                 Default: every device.
+            profile_inputs: when an input has a -1: each input's sample as the model is
+                warmed up and profiled with, e.g. ``["int64[128]"]`` (the size most requests
+                have). Default: the inputs with every -1 as 1.
 
         Raises:
             ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
@@ -382,6 +387,7 @@ class Server:
             max_defer_ms,
             max_queue,
             devices if isinstance(devices, str) else ", ".join(devices or []),
+            [_spec_string(s) for s in profile_inputs or []],
         )
 
     def remove_model(self, name: str) -> None:

@@ -167,6 +167,22 @@ def test_cancelled_futures_are_ignored(emulated_server):
     assert f.cancelled()
 
 
+def test_a_dimension_of_minus_one_takes_samples_of_any_length(cpu_server, models_dir, tmp_path):
+    s = cpu_server("linear")
+    log = tmp_path / "profile.yaml"
+    s.add_model("varlen", models_dir / "varlen.pt", input="float32[-1]", slo_ms=500, max_batch=4,
+                profile=log, profile_inputs=["float32[6]"])
+    futures = [(n, s.infer("varlen", torch.full((n,), float(n)))) for n in (1, 5, 3, 5, 8)]
+    for n, f in futures:
+        torch.testing.assert_close(f.result(timeout=30), torch.tensor([float(n * n), float(n)]))
+    pair = s.infer("varlen", torch.ones(2, 7)).result(timeout=30)
+    torch.testing.assert_close(pair, torch.tensor([[7.0, 7.0], [7.0, 7.0]]))
+    assert "float32[6]" in log.read_text(), "profiled at profile_inputs"
+    with pytest.raises(symphony.ConfigError, match="is not a sample of input"):
+        s.add_model("varlen2", models_dir / "varlen.pt", input="float32[-1]", slo_ms=500,
+                    profile_inputs=["float32[2,3]"])
+
+
 def test_models_can_be_added_and_removed_while_serving(cpu_server, models_dir, profiles_dir):
     s = cpu_server("linear")
     s.add_model("tuple_out", models_dir / "tuple_out.pt", input=(torch.float32, (4,)), slo_ms=500,
