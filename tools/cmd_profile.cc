@@ -1,5 +1,6 @@
 // `symphony profile <model.pt>`: measures a TorchScript model's latency
 // profile on a device and writes the profile file `serve` reuses.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ int run_profile(const ProfileArgs& a) {
     auto s = parse_input_spec(a.inputs[i], "input" + std::to_string(i));
     if (!s.ok()) {
       print_error("profile", "%s\n", s.status().message().c_str());
+      return 2;
+    }
+    if (std::find(s->shape.begin(), s->shape.end(), -1) != s->shape.end()) {
+      print_error("profile",
+                  "--input %s: a profile is measured at fixed dims: give the size most requests have "
+                  "(e.g. 128 for -1), and the same dims to serve in the model's model_warmup or "
+                  "Python's profile_inputs, so that it uses this profile\n",
+                  a.inputs[i].c_str());
       return 2;
     }
     o.inputs.push_back(*s);
