@@ -120,6 +120,33 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   }
 }
 
+TEST(ServeConfigTest, AMinusOneInputTakesTheDimsItIsProfiledAt) {
+  auto c = parse_serve_config(
+      "models: [{name: m, path: m.pt, inputs: ['int64[-1]', 'float32[2]'], slo_ms: 10,\n"
+      "          profile_inputs: ['int64[128]', 'float32[2]']}]\n",
+      "ok.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->models[0].inputs, (std::vector<std::string>{"int64[-1]", "float32[2]"}));
+  EXPECT_EQ(c->models[0].profile_inputs, (std::vector<std::string>{"int64[128]", "float32[2]"}));
+  const auto error = [](const std::string& profile_inputs) {
+    auto bad = parse_serve_config(
+        "models: [{name: m, path: m.pt, input: 'int64[-1,4]', slo_ms: 10, profile_inputs: " + profile_inputs +
+            "}]\n",
+        "bad.yaml", "");
+    return bad.ok() ? std::string("accepted") : bad.status().message();
+  };
+  EXPECT_NE(
+      error("['int64[8,4]', 'int64[2]']").find("models[0].profile_inputs: gives 2 spec(s) for 1 input(s)"),
+      std::string::npos);
+  EXPECT_NE(error("['int64[8,5]']")
+                .find("models[0].profile_inputs[0]: 'int64[8,5]' is not a sample of int64[-1,4]"),
+            std::string::npos);
+  EXPECT_NE(error("['float32[8,4]']").find("is not a sample of"), std::string::npos);
+  EXPECT_NE(error("['int64[-1,4]']").find("dimension '-1' in 'int64[-1,4]' is not a positive integer"),
+            std::string::npos);
+  EXPECT_EQ(error("'int64[8,4]'"), "accepted") << "one spec for one input";
+}
+
 TEST(ServeConfigTest, BadConfigsNameTheKeyAndTheFile) {
   auto expect = [](const std::string& yaml, const std::string& needle) {
     auto c = parse_serve_config(yaml, "bad.yaml", "");

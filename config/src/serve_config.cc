@@ -38,8 +38,8 @@ void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
 
 ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std::string& key) {
   r.check_keys(m, key,
-               {"name", "path", "input", "inputs", "slo_ms", "max_batch", "max_defer_ms", "max_queue", "rate",
-                "profile", "alpha_ms", "beta_ms", "devices"});
+               {"name", "path", "input", "inputs", "profile_inputs", "slo_ms", "max_batch", "max_defer_ms",
+                "max_queue", "rate", "profile", "alpha_ms", "beta_ms", "devices"});
   const auto k = [&](const char* name) { return YamlReader::join(key, name); };
   ServeModelConfig mc;
   if (!m["name"]) r.fail(m, k("name"), "is missing");
@@ -52,9 +52,27 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
     if (!n) continue;
     mc.inputs = r.strings(n, k(field), /*one_ok=*/std::string(field) == "input");
     for (std::size_t i = 0; i < mc.inputs.size(); ++i)
-      if (Result<TensorSpec> s = parse_tensor_spec(mc.inputs[i]); !s.ok())
+      if (Result<TensorSpec> s = parse_tensor_spec(mc.inputs[i], Wildcards::kAllow); !s.ok())
         r.fail(n.IsSequence() ? n[i] : n, n.IsSequence() ? YamlReader::index(k(field), i) : k(field),
                s.status().message());
+  }
+  if (const YAML::Node n = m["profile_inputs"]) {
+    mc.profile_inputs = r.strings(n, k("profile_inputs"), /*one_ok=*/true);
+    if (mc.profile_inputs.size() != mc.inputs.size())
+      r.fail(n, k("profile_inputs"),
+             "gives " + std::to_string(mc.profile_inputs.size()) + " spec(s) for " +
+                 std::to_string(mc.inputs.size()) + " input(s): one per input, in their order");
+    for (std::size_t i = 0; i < mc.profile_inputs.size(); ++i) {
+      const Result<TensorSpec> at = parse_tensor_spec(mc.profile_inputs[i]);
+      const Result<TensorSpec> in = parse_tensor_spec(mc.inputs[i], Wildcards::kAllow);
+      const std::string why = !at.ok() ? at.status().message()
+                              : at->dtype != in->dtype || !shape_matches(in->shape, at->shape)
+                                  ? "'" + mc.profile_inputs[i] + "' is not a sample of " + mc.inputs[i]
+                                  : "";
+      if (!why.empty())
+        r.fail(n.IsSequence() ? n[i] : n,
+               n.IsSequence() ? YamlReader::index(k("profile_inputs"), i) : k("profile_inputs"), why);
+    }
   }
   if (!m["slo_ms"]) r.fail(m, k("slo_ms"), "is missing");
   mc.slo = Duration::from_ms(r.number_min(m["slo_ms"], k("slo_ms"), 0, true));

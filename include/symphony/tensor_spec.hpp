@@ -135,6 +135,13 @@ bool shape_matches(const A& pattern, const B& actual) noexcept {
   return true;
 }
 
+// `shape` with each -1 as 1: the sample a wildcard input is warmed up and
+// profiled at when nothing gives its dims (model_warmup, profile_inputs).
+inline std::vector<std::int64_t> wildcards_as_one(std::vector<std::int64_t> shape) {
+  for (std::int64_t& d : shape) d = d == -1 ? 1 : d;
+  return shape;
+}
+
 // The most elements one spec may describe.
 inline constexpr std::uint64_t kMaxTensorSpecElements = std::uint64_t{1} << 30;
 

@@ -590,9 +590,7 @@ Result<RequestTensors> request_tensors(const RepositoryModel& m) {
   if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
   for (const RepositoryTensor& t : m.inputs) {
     if (!wildcards) break;
-    TensorSpec at{t.spec.dtype, t.warmup_dims.value_or(t.spec.shape)};
-    for (std::int64_t& d : at.shape) d = d == -1 ? 1 : d;
-    out.profile_inputs.push_back(std::move(at));
+    out.profile_inputs.push_back({t.spec.dtype, t.warmup_dims.value_or(wildcards_as_one(t.spec.shape))});
   }
   bool outputs_known = true;
   for (const RepositoryTensor& t : m.outputs) {

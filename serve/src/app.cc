@@ -37,6 +37,7 @@ Result<server::ModelOptions> model_options(const config::ServeModelConfig& m) {
   mo.name = m.name;
   mo.path = m.path;
   mo.inputs = m.inputs;
+  mo.profile_inputs = m.profile_inputs;
   mo.slo = m.slo;
   mo.max_batch = m.max_batch;
   mo.max_defer = m.max_defer;

@@ -39,9 +39,12 @@ class ServerTarget final : public load::LoadTarget {
       std::vector<std::vector<at::Tensor>> pool;
       for (int k = 0; k < 8; ++k) {
         std::vector<at::Tensor> in;
-        for (const std::string& spec : mc.inputs) {
-          auto s = server::parse_input_spec(spec);
-          in.push_back(torch::randn(s->shape).to(s->dtype));
+        // A -1 input's samples are at its profile dims (the size most
+        // requests have), else of size 1.
+        for (std::size_t i = 0; i < mc.inputs.size(); ++i) {
+          auto s =
+              server::parse_input_spec(i < mc.profile_inputs.size() ? mc.profile_inputs[i] : mc.inputs[i]);
+          in.push_back(torch::randn(wildcards_as_one(s->shape)).to(s->dtype));
         }
         pool.push_back(std::move(in));
       }

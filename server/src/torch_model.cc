@@ -385,8 +385,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   }
   if (opts.profile_inputs.empty()) {
     opts.profile_inputs = opts.inputs;
-    for (InputSpec& in : opts.profile_inputs)
-      for (std::int64_t& d : in.shape) d = d == -1 ? 1 : d;
+    for (InputSpec& in : opts.profile_inputs) in.shape = wildcards_as_one(std::move(in.shape));
   }
   if (opts.profile_inputs.size() != opts.inputs.size())
     return Status(Errc::kInvalidArgument, who + ": " + std::to_string(opts.profile_inputs.size()) +

@@ -27,7 +27,10 @@ namespace symphony::config {
 struct ServeModelConfig {
   std::string name;
   std::string path;                 // absolute, or relative to the working directory
-  std::vector<std::string> inputs;  // tensor specs, e.g. "float32[3,64,64]" (checked)
+  std::vector<std::string> inputs;  // tensor specs, e.g. "float32[3,64,64]" (checked; -1: any size)
+  // When an input has a -1: each input's sample as the model is profiled (and
+  // the load generator sends it), fixed dims; empty: every -1 as 1.
+  std::vector<std::string> profile_inputs;
   Duration slo;
   std::uint32_t max_batch = 32;
   std::optional<Duration> max_defer;    // ModelConfig::max_defer; unset: no cap
