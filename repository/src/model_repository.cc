@@ -588,10 +588,9 @@ Result<RequestTensors> request_tensors(const RepositoryModel& m) {
     out.input_names.push_back(t.name);
   }
   if (m.inputs.empty()) return refuse("no input: Symphony needs each input's data_type and dims to warm up");
-  for (const RepositoryTensor& t : m.inputs) {
-    if (!wildcards) break;
-    out.profile_inputs.push_back({t.spec.dtype, t.warmup_dims.value_or(wildcards_as_one(t.spec.shape))});
-  }
+  if (wildcards)
+    for (const RepositoryTensor& t : m.inputs)
+      out.profile_inputs.push_back({t.spec.dtype, t.warmup_dims.value_or(wildcards_as_one(t.spec.shape))});
   bool outputs_known = true;
   for (const RepositoryTensor& t : m.outputs) {
     if (t.reshape) {
