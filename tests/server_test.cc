@@ -272,6 +272,40 @@ TEST(ServerTest, AModelThatThrowsFailsOnlyItsBatch) {
   EXPECT_EQ(s->stats().errors, 1u);
 }
 
+// Samples of several lengths in one batch run one forward per length; a
+// length whose forward fails (varlen.pt refuses more than 50 values) fails its
+// requests only, as it would alone (Triton would not batch them together).
+TEST(ServerTest, ALengthWhoseForwardFailsFailsOnlyItsRequests) {
+  ensure_profile("varlen");
+  auto s = make_server("cpu", PolicySpec{}, /*defer_first=*/true);
+  ModelOptions m = model("varlen", 1000, 8);
+  m.inputs = {"float32[-1]"};
+  m.profile_inputs = {"float32[8]"};
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::vector<std::future<InferResult>> fs;
+  for (std::int64_t n : {3, 60, 5}) {
+    auto f = s->infer("varlen", {torch::ones({n})});
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    fs.push_back(std::move(*f));
+  }
+  InferResult shorter = fs[0].get(), longer = fs[1].get(), other = fs[2].get();
+  EXPECT_EQ(shorter.batch_size, 3u) << "deferred together into one batch";
+  ASSERT_TRUE(shorter.has_output()) << to_string(shorter.outcome) << " " << shorter.error;
+  EXPECT_EQ(shorter.output.toTensor()[1].item<float>(), 3.0f);
+  ASSERT_TRUE(other.has_output()) << to_string(other.outcome) << " " << other.error;
+  EXPECT_EQ(other.output.toTensor()[1].item<float>(), 5.0f);
+  EXPECT_EQ(longer.outcome, Outcome::kError);
+  EXPECT_FALSE(longer.has_output());
+  EXPECT_NE(longer.error.find("model 'varlen': "), std::string::npos) << longer.error;
+  EXPECT_NE(longer.error.find("at most 50 values per sample"), std::string::npos) << longer.error;
+  s->stop();
+  const ServerStats st = s->stats();
+  EXPECT_EQ(st.sent, 3u);
+  EXPECT_EQ(st.errors, 1u);
+  EXPECT_EQ(st.ok + st.late, 2u);
+}
+
 TEST(ServerTest, DroppedFuturesAndStopWithWorkInFlightLoseNothing) {
   ensure_profile("sleepy");
   for (StopMode how : {StopMode::kDrain, StopMode::kCancel}) {

@@ -218,6 +218,30 @@ TEST(TorchModelTest, AWildcardDimTakesAnySizeAndABatchRunsOneForwardPerShape) {
   }
 }
 
+TEST(TorchModelTest, AShapeWhoseForwardFailsFailsOnlyItsRequestsWhenAsked) {
+  auto m = load("varlen", {"float32[-1]"});
+  ASSERT_TRUE(m);
+  std::vector<std::vector<at::Tensor>> inputs{
+      {torch::ones({3})}, {torch::ones({60})}, {torch::ones({3})}, {torch::ones({60})}};
+  std::vector<RequestInputs> reqs;
+  for (auto& in : inputs) reqs.push_back({&in, false});
+  std::vector<std::string> errors;
+  auto out = m->run_batch(0, reqs, &errors);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(errors.size(), 4u);
+  for (std::size_t i : {0u, 2u}) {
+    EXPECT_TRUE(errors[i].empty()) << i;
+    EXPECT_EQ((*out)[i].toTensor()[1].item<float>(), 3.0f) << i;
+  }
+  for (std::size_t i : {1u, 3u}) {
+    EXPECT_NE(errors[i].find("at most 50 values per sample"), std::string::npos) << errors[i];
+    EXPECT_TRUE((*out)[i].isNone()) << i;
+  }
+  EXPECT_FALSE(m->run_batch(0, reqs).ok()) << "without errors, a failing shape fails the batch";
+  std::vector<RequestInputs> only_long{reqs[1], reqs[3]};
+  EXPECT_FALSE(m->run_batch(0, only_long, &errors).ok()) << "every shape failed: the batch failed";
+}
+
 TEST(TorchModelTest, AWildcardIsWarmedUpAtItsProfileDims) {
   TorchModel::Options o;
   o.name = "varlen";

@@ -1,6 +1,8 @@
 // CpuExecutor: a worker thread per CPU device.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 #include "symphony/server/executors.hpp"
 
 namespace symphony::server {
@@ -14,13 +16,19 @@ BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t 
   }
   std::vector<RequestInputs> inputs;
   runner.gather(b, &inputs);
-  Result<std::vector<c10::IValue>> out = m->model->run_batch(m->replica, inputs);
+  std::vector<std::string> failed;
+  Result<std::vector<c10::IValue>> out = m->model->run_batch(m->replica, inputs, &failed);
   if (!out.ok()) {
     *error = "model '" + m->model->name() + "': " + out.status().message();
     runner.fail(b, *error);
     return BatchStatus::kError;
   }
   runner.store(b, std::move(*out));
+  if (std::any_of(failed.begin(), failed.end(), [](const std::string& e) { return !e.empty(); })) {
+    for (std::string& e : failed)
+      if (!e.empty()) e = "model '" + m->model->name() + "': " + e;
+    runner.fail_requests(b, failed);
+  }
   return BatchStatus::kOk;
 }
 

@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <exception>
 #include <stdexcept>
 #include <vector>
@@ -25,6 +26,7 @@ struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
     std::vector<std::size_t> requests;  // indices into the batch's requests
     std::vector<at::Tensor> host_outputs;
     c10::IValue shape;  // the model's output structure: a tuple, or none for a tensor
+    std::string error;  // its launch failed: its requests fail, the others are answered
   };
   BatchRunner* runner = nullptr;
   std::string model;  // its name, for errors
@@ -34,8 +36,14 @@ struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
     std::vector<RequestInputs> reqs;
     runner->gather(batch, &reqs);
     std::vector<c10::IValue> result(reqs.size());
+    std::vector<std::string> errors;
     std::vector<RequestInputs> group;
     for (Run& run : runs) {
+      if (!run.error.empty()) {
+        errors.resize(reqs.size());
+        for (std::size_t i : run.requests) errors[i] = run.error;
+        continue;
+      }
       c10::IValue host;
       if (run.shape.isTuple()) {
         std::vector<c10::IValue> elems(run.host_outputs.begin(), run.host_outputs.end());
@@ -50,6 +58,7 @@ struct CudaStreamExecutor::TorchBatch final : gpu::CudaBatch {
       for (std::size_t j = 0; j < run.requests.size(); ++j) result[run.requests[j]] = std::move((*per)[j]);
     }
     runner->store(batch, std::move(result));
+    if (!errors.empty()) runner->fail_requests(batch, errors);
     return {};
   }
   void fail(const std::string& why) override { runner->fail(batch, why); }
@@ -116,40 +125,48 @@ void CudaStreamExecutor::launch_loop() {
       for (std::vector<std::size_t>& g : shape_groups(reqs)) {
         TorchBatch::Run& run = f->runs.emplace_back();
         run.requests = std::move(g);
-        std::vector<at::Tensor> batch;
-        std::vector<at::Tensor> parts;
-        for (std::size_t i = 0; i < m->inputs().size(); ++i) {
-          parts.clear();
-          for (std::size_t k : run.requests) {
-            const at::Tensor& x = (*reqs[k].tensors)[i];
-            parts.push_back(reqs[k].batched ? x : x.unsqueeze(0));
+        try {  // a shape whose forward fails fails its requests only (finish())
+          std::vector<at::Tensor> batch;
+          std::vector<at::Tensor> parts;
+          for (std::size_t i = 0; i < m->inputs().size(); ++i) {
+            parts.clear();
+            for (std::size_t k : run.requests) {
+              const at::Tensor& x = (*reqs[k].tensors)[i];
+              parts.push_back(reqs[k].batched ? x : x.unsqueeze(0));
+            }
+            std::vector<std::int64_t> shape{static_cast<std::int64_t>(run.requests.size())};
+            const c10::IntArrayRef sample = parts.front().sizes().slice(1);
+            shape.insert(shape.end(), sample.begin(), sample.end());
+            at::Tensor staging =
+                at::empty(shape, at::TensorOptions().dtype(m->inputs()[i].dtype).pinned_memory(true));
+            at::cat_out(staging, parts, 0);
+            batch.push_back(staging.to(dev, /*non_blocking=*/true));
           }
-          std::vector<std::int64_t> shape{static_cast<std::int64_t>(run.requests.size())};
-          const c10::IntArrayRef sample = parts.front().sizes().slice(1);
-          shape.insert(shape.end(), sample.begin(), sample.end());
-          at::Tensor staging =
-              at::empty(shape, at::TensorOptions().dtype(m->inputs()[i].dtype).pinned_memory(true));
-          at::cat_out(staging, parts, 0);
-          batch.push_back(staging.to(dev, /*non_blocking=*/true));
+          Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
+          if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
+          auto to_host = [&](const at::Tensor& t) {
+            at::Tensor h = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
+            h.copy_(t, /*non_blocking=*/true);
+            return h;
+          };
+          if (out->isTensor()) {
+            run.host_outputs.push_back(to_host(out->toTensor()));
+          } else if (out->isTuple()) {
+            for (const auto& e : out->toTupleRef().elements())
+              run.host_outputs.push_back(e.isTensor() ? to_host(e.toTensor()) : at::Tensor());
+          } else {
+            throw std::runtime_error("model '" + m->name() + "' returned a " + out->tagKind() +
+                                     "; expected a tensor or a tuple of tensors");
+          }
+          run.shape = out->isTuple() ? *out : c10::IValue();
+        } catch (const std::exception& e) {
+          run.error = e.what();
         }
-        Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
-        if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
-        auto to_host = [&](const at::Tensor& t) {
-          at::Tensor h = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
-          h.copy_(t, /*non_blocking=*/true);
-          return h;
-        };
-        if (out->isTensor()) {
-          run.host_outputs.push_back(to_host(out->toTensor()));
-        } else if (out->isTuple()) {
-          for (const auto& e : out->toTupleRef().elements())
-            run.host_outputs.push_back(e.isTensor() ? to_host(e.toTensor()) : at::Tensor());
-        } else {
-          throw std::runtime_error("model '" + m->name() + "' returned a " + out->tagKind() +
-                                   "; expected a tensor or a tuple of tensors");
-        }
-        run.shape = out->isTuple() ? *out : c10::IValue();
       }
+      if (std::all_of(f->runs.begin(), f->runs.end(),
+                      [](const TorchBatch::Run& r) { return !r.error.empty(); }) &&
+          !f->runs.empty())
+        throw std::runtime_error(f->runs.back().error);  // nothing runs: the batch fails
     } catch (const std::exception& e) {
       f->error = e.what();
     }

@@ -325,6 +325,11 @@ struct Server::Impl final : BatchRunner {
   void fail(const ExecBatch& b, const std::string& error) override {
     for (const Request& r : b.requests) slots[slot_of(r.tag)].error = error;
   }
+  void fail_requests(const ExecBatch& b, const std::vector<std::string>& errors) override {
+    std::size_t i = 0;
+    for (const Request& r : b.requests)
+      if (i < errors.size() && !errors[i++].empty()) slots[slot_of(r.tag)].error = errors[i - 1];
+  }
   void timed(const ExecBatch& b, Duration ran) override {
     if (b.gpu >= devices.size()) return;
     Device& d = *devices[b.gpu];
@@ -365,9 +370,13 @@ struct Server::Impl final : BatchRunner {
     }
   }
 
-  void on_outcome(const RequestOutcome& o) {
-    const std::uint32_t slot = slot_of(o.tag);
+  void on_outcome(const RequestOutcome& reported) {
+    const std::uint32_t slot = slot_of(reported.tag);
     Pending& p = slots[slot];
+    // Its batch ran, but its own shape's forward failed (fail_request()): an error.
+    RequestOutcome o = reported;
+    if ((o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) && !p.error.empty())
+      o.outcome = Outcome::kError;
     if (p.group) return on_sample_outcome(slot, o);
     InferResult r;
     r.outcome = o.outcome;

@@ -579,38 +579,55 @@ std::vector<std::vector<std::size_t>> shape_groups(const std::vector<RequestInpu
   return groups;
 }
 
-Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica,
-                                                       const std::vector<RequestInputs>& requests) {
-  if (requests.empty()) return std::vector<c10::IValue>{};
+Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica,
+                                                       const std::vector<RequestInputs>& group) {
   const c10::Device dev = opts_.devices[replica];
+  std::vector<at::Tensor> batch;
+  batch.reserve(opts_.inputs.size());
+  try {
+    std::vector<at::Tensor> parts;
+    parts.reserve(group.size());
+    for (std::size_t i = 0; i < opts_.inputs.size(); ++i) {
+      parts.clear();
+      for (const RequestInputs& r : group) {
+        const at::Tensor& x = (*r.tensors)[i];
+        parts.push_back(r.batched ? x : x.unsqueeze(0));
+      }
+      at::Tensor cat = at::cat(parts, 0);
+      batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
+    }
+  } catch (const std::exception& e) {
+    return Status(Errc::kFailedPrecondition,
+                  "model '" + opts_.name + "': cannot form the batch: " + e.what());
+  }
+  SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
+  return split_output(out, group, opts_.name);
+}
+
+Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica,
+                                                       const std::vector<RequestInputs>& requests,
+                                                       std::vector<std::string>* errors) {
+  if (errors) errors->assign(requests.size(), std::string());
+  if (requests.empty()) return std::vector<c10::IValue>{};
   const std::vector<std::vector<std::size_t>> groups = shape_groups(requests);
   std::vector<c10::IValue> result(requests.size());
   std::vector<RequestInputs> group;
+  Status last;
+  std::size_t failed = 0;
   for (const std::vector<std::size_t>& g : groups) {
     group.clear();
     for (std::size_t i : g) group.push_back(requests[i]);
-    std::vector<at::Tensor> batch;
-    batch.reserve(opts_.inputs.size());
-    try {
-      std::vector<at::Tensor> parts;
-      parts.reserve(group.size());
-      for (std::size_t i = 0; i < opts_.inputs.size(); ++i) {
-        parts.clear();
-        for (const RequestInputs& r : group) {
-          const at::Tensor& x = (*r.tensors)[i];
-          parts.push_back(r.batched ? x : x.unsqueeze(0));
-        }
-        at::Tensor cat = at::cat(parts, 0);
-        batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
-      }
-    } catch (const std::exception& e) {
-      return Status(Errc::kFailedPrecondition,
-                    "model '" + opts_.name + "': cannot form the batch: " + e.what());
+    Result<std::vector<c10::IValue>> per = run_group(replica, group);
+    if (!per.ok() && !errors) return per.status();
+    if (!per.ok()) {
+      ++failed;
+      last = per.status();
+      for (std::size_t i : g) (*errors)[i] = per.status().message();
+      continue;
     }
-    SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
-    SYMPHONY_ASSIGN_OR_RETURN(std::vector<c10::IValue> per, split_output(out, group, opts_.name));
-    for (std::size_t j = 0; j < g.size(); ++j) result[g[j]] = std::move(per[j]);
+    for (std::size_t j = 0; j < g.size(); ++j) result[g[j]] = std::move((*per)[j]);
   }
+  if (failed == groups.size()) return last;  // nothing ran: the batch failed
   return result;
 }
 

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "symphony/runtime/doorbell.hpp"
 #include "symphony/runtime/executor.hpp"
@@ -51,6 +52,13 @@ class BatchRunner {
   virtual void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) = 0;
   // The batch failed; every request gets the message.
   virtual void fail(const ExecBatch& b, const std::string& error) = 0;
+  // After store(): each request whose `errors` entry (the batch's order) is
+  // not empty failed on its own (its shape's forward, TorchModel::run_batch)
+  // and ends as an error with that message. Runners whose models take no -1
+  // dims need not implement it.
+  virtual void fail_requests(const ExecBatch& b, const std::vector<std::string>& errors) {
+    (void)b, (void)errors;
+  }
   // The batch ran successfully for `ran` on its device (before report()).
   virtual void timed(const ExecBatch& b, Duration ran) { (void)b, (void)ran; }
 };

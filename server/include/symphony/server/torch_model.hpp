@@ -82,8 +82,12 @@ class TorchModel {
   // device), runs forward and splits every output tensor back, one IValue per
   // request (a Tensor, or a tuple when the model returns one), on the CPU.
   // Samples of different shapes (inputs with a -1) run as one forward per
-  // shape (shape_groups()), one after another.
-  Result<std::vector<c10::IValue>> run_batch(std::size_t replica, const std::vector<RequestInputs>& requests);
+  // shape (shape_groups()), one after another. With `errors`, a shape whose
+  // forward fails fails only its requests: (*errors)[i] says why, their
+  // outputs are none, and the others are answered; without, it fails the
+  // batch. The batch fails when every shape's forward failed.
+  Result<std::vector<c10::IValue>> run_batch(std::size_t replica, const std::vector<RequestInputs>& requests,
+                                             std::vector<std::string>* errors = nullptr);
 
   // Runs forward on a ready-made batch (the profiler and warm-up), in the
   // served shapes: the Options' reshapes apply here.
@@ -113,6 +117,8 @@ class TorchModel {
   std::vector<InputSpec> outputs_;
   bool adapted_ = false;  // some reshape applies, or no batch dimension
   at::Tensor to_model(std::size_t input, const at::Tensor& x) const;
+  // One shape group of a batch: concatenated, run and split.
+  Result<std::vector<c10::IValue>> run_group(std::size_t replica, const std::vector<RequestInputs>& group);
   c10::IValue from_model(c10::IValue out) const;
 };
 
