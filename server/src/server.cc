@@ -327,8 +327,10 @@ struct Server::Impl final : BatchRunner {
   }
   void fail_requests(const ExecBatch& b, const std::vector<std::string>& errors) override {
     std::size_t i = 0;
-    for (const Request& r : b.requests)
-      if (i < errors.size() && !errors[i++].empty()) slots[slot_of(r.tag)].error = errors[i - 1];
+    for (const Request& r : b.requests) {
+      if (i < errors.size() && !errors[i].empty()) slots[slot_of(r.tag)].error = errors[i];
+      ++i;
+    }
   }
   void timed(const ExecBatch& b, Duration ran) override {
     if (b.gpu >= devices.size()) return;
@@ -373,7 +375,7 @@ struct Server::Impl final : BatchRunner {
   void on_outcome(const RequestOutcome& reported) {
     const std::uint32_t slot = slot_of(reported.tag);
     Pending& p = slots[slot];
-    // Its batch ran, but its own shape's forward failed (fail_request()): an error.
+    // Its batch ran, but its own shape's forward failed (fail_requests()): an error.
     RequestOutcome o = reported;
     if ((o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) && !p.error.empty())
       o.outcome = Outcome::kError;
