@@ -366,5 +366,100 @@ TEST_F(RestrictedRankStateTest, AGpuTheModelMayUseThatIsNotAddedIsNeverGranted) 
   EXPECT_EQ(a.gpu, 3u);
 }
 
+// Leases: one GPU that takes one batch at a time, as a CPU device.
+class LeaseTest : public RankStateTest {
+ protected:
+  LeaseTest() : RankStateTest(1, 1) {}
+  static constexpr Duration kForce = 1000_ms;
+  std::vector<RankAction> leases(const std::vector<RankAction>& a) {
+    std::vector<RankAction> out;
+    for (const RankAction& x : a)
+      if (x.kind == RankAction::Kind::kLease) out.push_back(x);
+    return out;
+  }
+};
+
+TEST_F(LeaseTest, AnIdleGpuIsLeasedAtOnceAndCandidatesWaitUntilItEnds) {
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, at(kForce), at(0_ms)).ok());
+  auto a = fire(0_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
+  EXPECT_EQ(a[0].gpu, 0u);
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kLeased);
+  EXPECT_EQ(rank_.leased_gpu(), 0u);
+  rank_.on_candidate(0, cand(1, 5_ms, 20_ms), at(1_ms));
+  EXPECT_TRUE(fire(5_ms).empty());  // no GPU for it: it waits
+  EXPECT_EQ(rank_.model_state(0), RankModelState::kWaiting);
+  ASSERT_TRUE(rank_.end_lease(at(8_ms), at(8_ms)).ok());
+  check(8_ms);
+  a = fire(8_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[0].time, at(8_ms));
+  EXPECT_EQ(rank_.leased_gpu(), kNoGpu);
+}
+
+TEST_F(LeaseTest, ACandidateWithRoomAfterTheLeaseDoesNotHoldItBack) {
+  rank_.on_candidate(0, cand(1, 5_ms, 30_ms), at(0_ms));
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, at(kForce), at(0_ms)).ok());
+  EXPECT_EQ(leases(fire(0_ms)).size(), 1u);  // 0 + 10 <= 30: room after it
+}
+
+TEST_F(LeaseTest, ACandidateThatMustStartDuringTheLeaseGoesFirst) {
+  rank_.on_candidate(0, cand(2, 5_ms, 8_ms, 1_ms), at(0_ms));
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, at(kForce), at(0_ms)).ok());
+  EXPECT_TRUE(fire(0_ms).empty());  // 0 + 10 > 8 - 1
+  auto a = fire(4_ms);              // the candidate's timer (exec - delay)
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  rank_.on_grant_result(0, 0, dispatched(1, 9_ms, 4_ms), at(4_ms));
+  EXPECT_TRUE(fire(9_ms).empty());  // predicted free, not yet reported
+  rank_.on_batch_finished(0, 1, at(10_ms), at(10_ms));
+  a = fire(10_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
+  EXPECT_EQ(a[0].time, at(10_ms));
+}
+
+TEST_F(LeaseTest, AfterItsWaitALeaseIsGrantedOnceTheRunningBatchEnds) {
+  // A batch runs until 30; a lease of unknown length is asked for, forced at 10.
+  rank_.on_candidate(0, cand(1, 0_ms, 5_ms), at(0_ms));
+  auto a = fire(0_ms);
+  ASSERT_EQ(a.size(), 1u);
+  rank_.on_grant_result(0, 0, dispatched(1, 30_ms, 30_ms), at(0_ms));
+  ASSERT_TRUE(rank_.request_lease(0, Duration::infinite(), at(10_ms), at(1_ms)).ok());
+  EXPECT_TRUE(fire(1_ms).empty());
+  // A candidate that would have the GPU at 30 waits: from 10 the GPU takes no grant.
+  rank_.on_candidate(1, cand(1, 12_ms, 40_ms), at(2_ms));
+  EXPECT_TRUE(fire(10_ms).empty());
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kLeased);
+  EXPECT_TRUE(fire(12_ms).empty());
+  EXPECT_EQ(rank_.model_state(1), RankModelState::kWaiting);
+  rank_.on_batch_finished(0, 1, at(29_ms), at(29_ms));
+  a = fire(29_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
+  // The lease ran long: the waiting candidate, past its latest start, is recomputed.
+  ASSERT_TRUE(rank_.end_lease(at(45_ms), at(45_ms)).ok());
+  a = fire(45_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kRecompute);
+  EXPECT_EQ(a[0].time, at(45_ms));
+}
+
+TEST_F(LeaseTest, OneLeaseAtATimeOnAGpuThatExists) {
+  EXPECT_EQ(rank_.request_lease(3, 1_ms, at(kForce), at(0_ms)).code(), Errc::kNotFound);
+  EXPECT_EQ(rank_.end_lease(at(0_ms), at(0_ms)).code(), Errc::kNotFound);
+  ASSERT_TRUE(rank_.request_lease(0, 1_ms, at(kForce), at(0_ms)).ok());
+  EXPECT_EQ(rank_.request_lease(0, 1_ms, at(kForce), at(0_ms)).code(), Errc::kFailedPrecondition);
+  // Withdrawn before its grant: the GPU serves as before.
+  ASSERT_TRUE(rank_.end_lease(at(0_ms), at(0_ms)).ok());
+  EXPECT_TRUE(fire(0_ms).empty());
+  rank_.on_candidate(0, cand(1, 1_ms, 5_ms), at(0_ms));
+  auto a = fire(1_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+}
+
 }  // namespace
 }  // namespace symphony

@@ -536,6 +536,34 @@ TEST(RuntimeTest, RetiredGpuGetsNoBatchAndLeavesOnceReported) {
   EXPECT_EQ(sink.count(Outcome::kOk), 8u);
 }
 
+TEST(RuntimeTest, ALeasedGpuTakesNoBatchUntilTheLeaseEnds) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  EXPECT_EQ(rt->lease_gpu(1, Duration::milliseconds(1), Duration::seconds(1)).status().code(),
+            Errc::kNotFound);
+  // Nothing waits: granted at once, whatever its length.
+  Result<TimePoint> granted = rt->lease_gpu(0, Duration::infinite(), Duration::seconds(600));
+  ASSERT_TRUE(granted.ok()) << granted.status().to_string();
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  // A full batch would go at once; the lease holds it until its end, which
+  // the GPU's free time becomes.
+  const TimePoint ending = SteadyClock{}.now();
+  const TimePoint end = ending + Duration::milliseconds(20);
+  rt->end_lease(end);
+  ManualGpus::Taken a = gpus.take();
+  EXPECT_GE(a.batch.dispatched_at, ending);
+  EXPECT_GE(a.batch.exec, end);
+  ManualGpus::complete(a);
+  wait_for([&] { return sink.total() == 4; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kOk), 4u);
+  EXPECT_EQ(rt->lease_gpu(0, Duration::milliseconds(1), Duration::seconds(1)).status().code(),
+            Errc::kFailedPrecondition);
+}
+
 TEST(RuntimeTest, SetDelaysChangesThePlannedDelay) {
   ExactlyOnceSink sink(16);
   ManualGpus gpus;

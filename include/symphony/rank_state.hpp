@@ -5,14 +5,18 @@
 // candidate with the smallest `latest` that can still start; an expired waiting candidate is
 // recomputed, not discarded. A model may be restricted to some GPUs (ModelConfig::gpus): it is matched
 // only with those, and waits with its own timer for them (docs/architecture.md#matchmaking).
+// A lease takes one GPU out of matchmaking for work outside the schedule (a model's load runs
+// its warm-up and profile there): granted in a gap that no candidate needs (docs/architecture.md#leases).
 //
-// Outputs are RankActions (grant, recompute) that the owner drains with pop_action() and delivers to
-// the model side: the Scheduler by direct call, the Runtime over SPSC rings.
+// Outputs are RankActions (grant, recompute, lease) that the owner drains with pop_action() and
+// delivers: to the model side (the Scheduler by direct call, the Runtime over SPSC rings), a lease
+// to whoever asked for it.
 //
 // Guarantees: one owner thread; no allocation after construction; every input and every timer costs
 // O(log M + log G) amortized while no restricted model waits (else up to O(W) more, W the waiting
-// candidates: bench/results/core.md); exactly one GPU timer is armed while a candidate that may use
-// the next GPU waits, re-armed whenever the earliest GPU or the waiting set changes.
+// candidates: bench/results/core.md) and no lease waits (its check is O(M)); exactly one GPU timer
+// is armed while a candidate that may use the next GPU waits, re-armed whenever the earliest GPU or
+// the waiting set changes.
 #pragma once
 
 #include <algorithm>
@@ -39,15 +43,17 @@ struct RankConfig {
 };
 
 struct RankAction {
-  enum class Kind : std::uint8_t { kGrant, kRecompute };
+  enum class Kind : std::uint8_t { kGrant, kRecompute, kLease };
   Kind kind = Kind::kGrant;
-  ModelId model = kNoModel;
-  GpuId gpu = kNoGpu;  // kGrant only
-  TimePoint time;      // kGrant: the GPU's free time; kRecompute: earliest GPU start
+  ModelId model = kNoModel;  // kNoModel for kLease
+  GpuId gpu = kNoGpu;        // kGrant, kLease
+  TimePoint time;            // kGrant: the GPU's free time; kRecompute: earliest GPU start; kLease: now
 };
 
 enum class RankModelState : std::uint8_t { kAbsent, kIdle, kPending, kWaiting, kGranted };
-enum class RankGpuState : std::uint8_t { kAbsent, kIdle, kBusy, kReserved, kSaturated, kRetiring };
+// kLeased: held by a lease, or kept from grants until its batches end for a
+// lease that waited too long (request_lease()).
+enum class RankGpuState : std::uint8_t { kAbsent, kIdle, kBusy, kReserved, kSaturated, kRetiring, kLeased };
 
 template <TimerQueue Timers = HeapTimerQueue>
 class RankState {
@@ -58,14 +64,15 @@ class RankState {
         gpus_(cfg.max_gpus),
         words_((cfg.max_gpus + 63) / 64),
         allowed_(static_cast<std::size_t>(cfg.max_models) * words_),
-        timers_(cfg.max_models + 1),
-        actions_(cfg.max_models + 2) {
+        timers_(cfg.max_models + 2),
+        actions_(cfg.max_models + 3) {
     for (std::uint32_t i = 0; i < cfg.max_models; ++i) {
       models_[i].id = i;
       models_[i].timer.owner = i;
     }
     for (std::uint32_t i = 0; i < cfg.max_gpus; ++i) gpus_[i].id = i;
     gpu_timer_.owner = kGpuTimerOwner;
+    lease_timer_.owner = kLeaseTimerOwner;
     rwait_.reserve(cfg.max_models);
   }
   RankState(const RankState&) = delete;
@@ -153,6 +160,7 @@ class RankState {
       place(g, now);
     }
     rearm_gpu_timer(now, &g);
+    if (id == lease_.gpu) poke_lease(now);
     return {};
   }
 
@@ -171,6 +179,7 @@ class RankState {
     const bool was_waiting = m.state == RankModelState::kWaiting;
     apply_candidate(m, u);
     if (was_waiting) rearm_gpu_timer(now);
+    poke_lease(now);
   }
 
   // The model side answered a grant: the GPU's new predicted free time and the
@@ -197,6 +206,7 @@ class RankState {
     m.state = RankModelState::kIdle;
     apply_candidate(m, r.next);
     rearm_gpu_timer(now, &g);
+    poke_lease(now);
   }
 
   // The executor reports batch `batch` on `gpu` ended at `actual_end`: the
@@ -218,7 +228,42 @@ class RankState {
       place(g, now);
     }
     rearm_gpu_timer(now, &g);
+    if (gpu == lease_.gpu) poke_lease(now);
   }
+
+  // ---- leases ---------------------------------------------------------------
+
+  // Asks for GPU `gpu` for about `length` (infinite when unknown), for work
+  // the schedule does not plan. Granted, as a kLease action from a timer, when
+  // the GPU is idle with every batch reported and no candidate that may use it
+  // would have to start before now + length; from `force_at` on, whatever the
+  // candidates: the GPU then takes no grant until its batches end. Until
+  // end_lease() the GPU is out of matchmaking. One lease at a time. O(M) per
+  // check, while a lease waits.
+  Status request_lease(GpuId gpu, Duration length, TimePoint force_at, TimePoint now) {
+    if (gpu >= cfg_.max_gpus || gpus_[gpu].state == RankGpuState::kAbsent || gpus_[gpu].retiring)
+      return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(gpu));
+    if (lease_.gpu != kNoGpu)
+      return Status(Errc::kFailedPrecondition, "GPU " + std::to_string(lease_.gpu) + " is already leased");
+    lease_ = Lease{gpu, length, force_at, false, false};
+    poke_lease(now);
+    return {};
+  }
+
+  // Ends the lease (the work ended at `end`), or withdraws it if not granted.
+  Status end_lease(TimePoint end, TimePoint now) {
+    if (lease_.gpu == kNoGpu) return Status(Errc::kNotFound, "no GPU is leased");
+    RankGpu& g = gpus_[lease_.gpu];
+    const bool held = lease_.held;
+    lease_ = Lease{};
+    timers_.cancel(lease_timer_);
+    if (g.state != RankGpuState::kLeased) return {};
+    if (held) g.free_at = max(g.free_at, end);
+    place(g, now);
+    rearm_gpu_timer(now, &g);
+    return {};
+  }
+  GpuId leased_gpu() const noexcept { return lease_.held ? lease_.gpu : kNoGpu; }
 
   // ---- timers ---------------------------------------------------------------
 
@@ -231,6 +276,8 @@ class RankState {
     if (!t) return false;
     if (t == &gpu_timer_) {
       on_gpu_timer(now);
+    } else if (t == &lease_timer_) {
+      on_lease_timer(now);
     } else {
       RankModel& m = models_[t->owner];
       if (m.state == RankModelState::kPending)
@@ -309,6 +356,7 @@ class RankState {
 
  private:
   static constexpr std::uint32_t kGpuTimerOwner = ~0u;
+  static constexpr std::uint32_t kLeaseTimerOwner = ~0u - 1;
   struct WaitTag {};
   struct GpuTag {};
 
@@ -352,8 +400,20 @@ class RankState {
     ++action_tail_;
   }
 
+  struct Lease {
+    GpuId gpu = kNoGpu;  // none requested
+    Duration length;
+    TimePoint force_at;
+    bool forced = false;  // force_at passed: the GPU takes no grant
+    bool held = false;    // granted
+  };
+  bool blocked_by_lease(const RankGpu& g) const noexcept {
+    return g.id == lease_.gpu && (lease_.forced || lease_.held);
+  }
+
   // Puts a GPU that is in no tree into the right one for its state (a
-  // retiring GPU into none: it waits for its batches, then leaves).
+  // retiring GPU into none: it waits for its batches, then leaves; a leased
+  // one into none: it waits for end_lease()).
   void place(RankGpu& g, TimePoint now) noexcept {
     if (g.retiring) {
       if (g.outstanding == 0) {
@@ -362,6 +422,8 @@ class RankState {
       } else {
         g.state = RankGpuState::kRetiring;
       }
+    } else if (blocked_by_lease(g)) {
+      g.state = RankGpuState::kLeased;
     } else if (g.outstanding >= cfg_.max_outstanding_per_gpu) {
       g.state = RankGpuState::kSaturated;
     } else if (g.free_at <= now) {
@@ -535,6 +597,60 @@ class RankState {
     rearm_gpu_timer(now);
   }
 
+  // A waiting lease is checked again (from its timer, so that a grant is an
+  // action of a timer like every other).
+  void poke_lease(TimePoint now) noexcept {
+    if (lease_.gpu != kNoGpu && !lease_.held && (!lease_timer_.armed || lease_timer_.when > now))
+      timers_.arm(lease_timer_, now);
+  }
+
+  // No pending or waiting candidate that may use `g` must start before `t`.
+  bool no_candidate_before(const RankGpu& g, TimePoint t) const noexcept {
+    for (const RankModel& m : models_)
+      if ((m.state == RankModelState::kPending || m.state == RankModelState::kWaiting) && may_use(m, g) &&
+          m.cand.latest - m.cand.delay < t)
+        return false;
+    return true;
+  }
+
+  void on_lease_timer(TimePoint now) noexcept {
+    if (lease_.gpu == kNoGpu || lease_.held) return;
+    RankGpu& g = gpus_[lease_.gpu];
+    refresh(now);
+    if (g.retiring || g.state == RankGpuState::kAbsent) {  // lost meanwhile: nothing left to protect
+      lease_.held = true;
+      push_action({RankAction::Kind::kLease, kNoModel, g.id, now});
+      return;
+    }
+    if (!lease_.forced && now >= lease_.force_at) {
+      lease_.forced = true;
+      if (g.state == RankGpuState::kIdle || g.state == RankGpuState::kBusy ||
+          g.state == RankGpuState::kSaturated) {  // a reserved one, when its grant is answered
+        unplace(g);
+        g.state = RankGpuState::kLeased;
+        rearm_gpu_timer(now, &g);
+      }
+    }
+    const bool free = g.outstanding == 0 && g.free_at <= now &&
+                      (g.state == RankGpuState::kIdle || g.state == RankGpuState::kLeased);
+    if (free && (lease_.forced || no_candidate_before(g, now + lease_.length))) {
+      unplace(g);
+      g.state = RankGpuState::kLeased;
+      lease_.held = true;
+      push_action({RankAction::Kind::kLease, kNoModel, g.id, now});
+      rearm_gpu_timer(now, &g);
+      return;
+    }
+    // Checked again when the GPU frees, a batch ends or a candidate changes.
+    TimePoint next = lease_.forced ? TimePoint::infinite() : lease_.force_at;
+    if (g.state == RankGpuState::kBusy || (g.state == RankGpuState::kLeased && g.free_at > now))
+      next = min(next, g.free_at);
+    if (next.is_infinite())
+      timers_.cancel(lease_timer_);
+    else
+      timers_.arm(lease_timer_, next);
+  }
+
   // The GPU timer serves next_gpu() for the most urgent waiting candidate
   // that may use it. A restricted waiting candidate has its own timer for its
   // next GPU (arm_restricted), re-armed when one of its GPUs changed.
@@ -571,6 +687,8 @@ class RankState {
   SplayTree<RankGpu, FreeOrder, GpuTag> busy_;
   TimerNode gpu_timer_;
   GpuId gpu_target_ = kNoGpu;
+  Lease lease_;
+  TimerNode lease_timer_;
   std::uint32_t num_gpus_ = 0;
   std::vector<RankAction> actions_;
   std::size_t action_head_ = 0;

@@ -45,6 +45,8 @@ class AnyRuntime {
   virtual Status remove_gpu(GpuId g) = 0;
   virtual Status retire_gpu(GpuId g) = 0;
   virtual Status set_delays(const Delays& d) = 0;
+  virtual Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) = 0;
+  virtual void end_lease(TimePoint end) = 0;
   virtual std::unique_ptr<Submitter> make_submitter() = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag) = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) = 0;
@@ -84,6 +86,10 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   Status remove_gpu(GpuId g) override { return rt_->remove_gpu(g); }
   Status retire_gpu(GpuId g) override { return rt_->retire_gpu(g); }
   Status set_delays(const Delays& d) override { return rt_->set_delays(d); }
+  Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) override {
+    return rt_->lease_gpu(g, length, max_wait);
+  }
+  void end_lease(TimePoint end) override { rt_->end_lease(end); }
   std::unique_ptr<typename AnyRuntime<Sink>::Submitter> make_submitter() override {
     return std::make_unique<SubmitterOf>(rt_->make_submitter());
   }

@@ -106,7 +106,26 @@ class RankThread {
   // The GPU's host was lost: no grant for it from now on; it leaves once its
   // batches are reported. Its executor stays registered until then.
   Status retire_gpu(GpuId g) { return rank_.retire_gpu(g, SteadyClock{}.now()); }
-  void request_exit() { exit_ = true; }
+  // Asks for a lease of GPU g (RankState::request_lease, forced after
+  // max_wait); `done` gets the grant's time, or why there is none.
+  void request_lease(GpuId g, Duration length, Duration max_wait, std::promise<Result<TimePoint>>* done) {
+    const TimePoint now = SteadyClock{}.now();
+    if (Status s = rank_.request_lease(g, length, now + max_wait, now); !s.ok()) return done->set_value(s);
+    lease_done_ = done;
+  }
+  // Ends the lease at `end`, or withdraws the one not granted yet.
+  void end_lease(TimePoint end) {
+    if (lease_done_) {
+      lease_done_->set_value(Status(Errc::kFailedPrecondition, "the lease was withdrawn"));
+      lease_done_ = nullptr;
+    }
+    (void)rank_.end_lease(end, SteadyClock{}.now());
+  }
+  void request_exit() {
+    exit_ = true;
+    if (lease_done_) lease_done_->set_value(Status(Errc::kFailedPrecondition, "the runtime stopped"));
+    lease_done_ = nullptr;
+  }
   const RankState<Timers>& state() const noexcept { return rank_; }
 
  private:
@@ -187,6 +206,11 @@ class RankThread {
   void route_actions() {
     RankAction a;
     while (rank_.pop_action(a)) {
+      if (a.kind == RankAction::Kind::kLease) {
+        if (lease_done_) lease_done_->set_value(a.time);
+        lease_done_ = nullptr;
+        continue;
+      }
       const std::uint32_t s = model_shard_[a.model];
       SYMPHONY_ASSERT(s != kNoShard);
       detail::RankToShard m{a, TimePoint{}};
@@ -278,6 +302,7 @@ class RankThread {
   std::vector<ShardPort> ports_;
   std::vector<std::vector<detail::RankToShard>> outbox_;
   std::vector<PendingRemoval> pending_removals_;
+  std::promise<Result<TimePoint>>* lease_done_ = nullptr;  // a lease asked for, not granted yet
   std::uint64_t outbox_mask_ = 0;
   std::uint64_t touched_ = 0;
   detail::RankInbox inbox_;

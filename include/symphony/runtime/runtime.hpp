@@ -157,6 +157,28 @@ class Runtime final : private CompletionPort {
     return on_rank([&] { return rank_->retire_gpu(g); });
   }
 
+  // Leases GPU g for about `length` (infinite: unknown) for work outside the
+  // schedule, such as a model's load warming up on a device that serves:
+  // blocks until the rank grants it in a gap no candidate needs, or after
+  // `max_wait` once its batches end (RankState::request_lease), and returns
+  // when. The GPU takes no grant until end_lease(). One lease at a time; it
+  // does not hold the control lock, so stats() and stop() go on meanwhile.
+  Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) {
+    std::promise<Result<TimePoint>> p;
+    std::future<Result<TimePoint>> f = p.get_future();
+    {
+      std::lock_guard<std::mutex> lock(lease_mu_);
+      if (rank_exiting_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+      rank_->post([this, g, length, max_wait, &p] { rank_->request_lease(g, length, max_wait, &p); });
+    }
+    return f.get();
+  }
+  // Ends the lease: the GPU is free from `end` (when its work ended).
+  void end_lease(TimePoint end) {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    if (!rank_exiting_) rank_->post([this, end] { rank_->end_lease(end); });
+  }
+
   // Replaces the network delays (d_ctrl, d_data, d_resp) and the safety
   // margin that batches are planned with, for example as a cluster scheduler
   // learns them. Non-blocking; each shard applies them at its next loop, to
@@ -254,7 +276,11 @@ class Runtime final : private CompletionPort {
     }
     for (auto& f : futures) f.wait();
     for (auto& sh : shards_) sh->join();
-    rank_->post([this] { rank_->request_exit(); });
+    {
+      std::lock_guard<std::mutex> lease_lock(lease_mu_);  // a lease asked for before is answered by the exit
+      rank_exiting_ = true;
+      rank_->post([this] { rank_->request_exit(); });
+    }
     rank_->join();
     for (const auto& sh : shards_) final_stats_.merge(sh->stats());
     stopped_ = true;
@@ -460,6 +486,8 @@ class Runtime final : private CompletionPort {
 
   mutable std::mutex control_mu_;
   bool stopped_ = false;
+  std::mutex lease_mu_;        // orders lease posts before the rank's exit
+  bool rank_exiting_ = false;  // under lease_mu_
   RuntimeStats final_stats_;
   std::atomic<bool> stopping_{false};
   alignas(kCacheLineSize) std::atomic<std::uint64_t> shared_busy_{0};
