@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Loading a model while another serves (issue 37), over HTTP on loopback.
 
-  /usr/bin/python3 bench/repository_load_bench.py [--runs 3] [--json FILE]
+  /usr/bin/python3 bench/repository_load_bench.py [--runs 3] [--json FILE] [--log FILE]
 
 `symphony serve examples/demo_repository.yaml --model-repository DIR
 --model-control-mode explicit --load-model squeezenet1_1` (the demo's server
@@ -156,6 +156,7 @@ def main():
     ap.add_argument("--rate", type=float, default=100, help="requests/s to the steady model")
     ap.add_argument("--window", type=float, default=5, help="seconds measured before and after each load")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--log", help="copy the server's log here (how the loads' runs were leased)")
     args = ap.parse_args()
     if not os.path.exists(os.path.join(DEMO_REPO, LOADED, "1", "model.pt")):
         sys.exit("no %s: run scripts/export_demo_models.py data/models first" % DEMO_REPO)
@@ -204,6 +205,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "args": vars(args)}, f, indent=1)
+    if args.log:
+        shutil.copy(os.path.join(d, "serve.log"), args.log)
     shutil.rmtree(d, ignore_errors=True)
 
 

@@ -355,6 +355,59 @@ TEST(ServerTest, ModelsComeAndGoWhileServing) {
   EXPECT_TRUE(s->infer("linear", {torch::ones({4})}).ok());
 }
 
+// A model loaded while another serves on the same device runs its load check,
+// profile and warm-up under leases of the device (Runtime::lease_gpu): each
+// run in a gap of the schedule, never beside a batch. The serving model's
+// requests, sent throughout, each end once and are answered.
+TEST(ServerTest, AModelLoadedWhileAnotherServesRunsItsWarmUpUnderLeases) {
+  ensure_profile("linear");
+  std::filesystem::remove(profile_path("tuple_out"));  // profiled while linear serves
+  ServerOptions o;
+  o.devices = "cpu";
+  o.profile_repeats = 3;
+  o.profile_max_batch = 8;
+  o.delays.safety_margin = Duration::milliseconds(20);
+  std::mutex log_mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    lines.push_back(line);
+  };
+  auto s = Server::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  Server& server = **s;
+  ASSERT_TRUE(server.add_model(model("linear")).ok());
+  ASSERT_TRUE(server.start().ok());
+  std::atomic<bool> loaded{false};
+  std::vector<std::future<InferResult>> sent;
+  std::thread client([&] {
+    // Bounded: one request every 2 ms while the load runs, at most 5000.
+    for (int i = 0; i < 5000 && !loaded.load(); ++i) {
+      auto f = server.infer("linear", {torch::ones({4})});
+      ASSERT_TRUE(f.ok()) << f.status().to_string();
+      sent.push_back(std::move(*f));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  const Status added = server.add_model(model("tuple_out"));
+  loaded = true;
+  client.join();
+  ASSERT_TRUE(added.ok()) << added.to_string();
+  for (auto& f : sent) {
+    InferResult r = f.get();
+    EXPECT_TRUE(r.has_output() || r.outcome != Outcome::kError) << r.error;
+  }
+  // The warm-up alone is 3 rounds of sizes 1..8: at least 24 leased runs.
+  std::uint64_t leased = 0;
+  for (const std::string& l : lines)
+    if (auto at = l.find(" warm-up and profile runs held their device in gaps"); at != std::string::npos)
+      leased = std::stoull(l.substr(l.rfind(' ', at - 1) + 1));
+  EXPECT_GE(leased, 24u);
+  auto t = server.infer("tuple_out", {torch::ones({4})});
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->get().has_output());
+}
+
 // ModelOptions::devices (a repository's instance_group): a model loaded on
 // cpu:1 of two CPU devices is answered from there only, profiled there (its
 // default profile file is cpu:1's) and recalibrated there; a model without

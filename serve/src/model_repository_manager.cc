@@ -285,9 +285,9 @@ void ModelRepositoryManager::post(std::function<void(bool)> job) {
 }
 
 void ModelRepositoryManager::run() {
-  // A load warms the model up and may profile it, on this thread: on a CPU
-  // device that competes with the models serving. At nice 19 it takes the CPU
-  // they leave (bench/results/front.md, "Loading a model while others serve").
+  // A load reads and optimizes the model on this thread, CPU work beside the
+  // models serving: at nice 19 it takes the CPU they leave. Its batches
+  // (warm-up, profile) run under device leases (docs/serving.md).
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   auto next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
   std::unique_lock<std::mutex> lock(mu_);

@@ -284,6 +284,10 @@ struct Server::Impl final : BatchRunner {
   std::unique_ptr<EmulatedGpus> emulated_pool;  // outlives the runtime (destroyed after it)
   std::unique_ptr<AnyRuntime<OutcomeSink>> runtime;
   std::mutex control_mu;  // start, stop, add/remove model
+  // The runtime once started, for the device leases of loads (load() runs
+  // on any thread, beside start()); it lives until the Server does.
+  std::atomic<AnyRuntime<OutcomeSink>*> serving{nullptr};
+  std::mutex lease_mu;  // the runtime leases one device at a time
   std::atomic<bool> running{false};
   bool stopped = false;
   TimePoint started;
@@ -798,6 +802,59 @@ struct Server::Impl final : BatchRunner {
     return measured;
   }
 
+  // A load's own runs (TorchModel::Options::run_gate). Once the server
+  // serves, each waits for a gap in its device's schedule as long as the run
+  // is expected to take, and holds the device meanwhile (Runtime::lease_gpu),
+  // so that it never runs beside a batch (docs/serving.md#loading-a-model-while-others-serve).
+  struct LoadRuns {
+    std::vector<GpuId> gpus;                                         // by replica
+    std::map<std::pair<std::size_t, std::uint32_t>, Duration> took;  // (replica, batch) -> its last run
+    std::uint64_t leased = 0, forced = 0;
+    Duration waited;
+
+    // How long a run is expected to take: its size's last run, with a
+    // quarter more; else twice a smaller size's scaled to this one (a
+    // size's first run is the slow one); else unknown (infinite: the lease
+    // waits for a device nothing waits for).
+    Duration expected(std::size_t r, std::uint32_t b) const {
+      auto it = took.lower_bound({r, b});
+      if (it != took.end() && it->first == std::pair{r, b})
+        return Duration::nanoseconds(it->second.ns() * 5 / 4);
+      if (it == took.begin() || (--it)->first.first != r) return Duration::infinite();
+      return Duration::nanoseconds(it->second.ns() * 2 * b / it->first.second);
+    }
+  };
+
+  Status leased_run(LoadRuns& lr, std::size_t replica, std::uint32_t b, const std::function<void()>& run) {
+    AnyRuntime<OutcomeSink>* rt = serving.load(std::memory_order_acquire);
+    if (!rt) {  // nothing serves yet
+      run();
+      return {};
+    }
+    const GpuId g = lr.gpus[replica];
+    std::lock_guard<std::mutex> lock(lease_mu);
+    const TimePoint asked = SteadyClock{}.now();
+    Result<TimePoint> granted = rt->lease_gpu(g, lr.expected(replica, b), opts.load_run_wait);
+    if (!granted.ok())
+      return Status(granted.status().code(), "waiting for " + device_specs[g].to_string() +
+                                                 " to run a batch of " + std::to_string(b) + ": " +
+                                                 granted.status().message());
+    const TimePoint start = SteadyClock{}.now();
+    ++lr.leased;
+    lr.waited += start - asked;
+    if (start - asked >= opts.load_run_wait) ++lr.forced;
+    try {
+      run();
+    } catch (...) {
+      rt->end_lease(SteadyClock{}.now());
+      throw;
+    }
+    const TimePoint end = SteadyClock{}.now();
+    rt->end_lease(end);
+    lr.took[{replica, b}] = end - start;
+    return {};
+  }
+
   Result<std::shared_ptr<Model>> load(const ModelOptions& mo) {
     auto m = std::make_shared<Model>();
     m->opts = mo;
@@ -837,6 +894,11 @@ struct Server::Impl final : BatchRunner {
     to.input_reshapes = mo.input_reshapes;
     to.output_reshapes = mo.output_reshapes;
     to.batch_dimension = mo.batch_dimension;
+    auto runs = std::make_shared<LoadRuns>();
+    runs->gpus = m->gpus;
+    to.run_gate = [this, runs](std::size_t r, std::uint32_t b, const std::function<void()>& run) {
+      return leased_run(*runs, r, b, run);
+    };
     std::vector<DeviceSpec> on;
     for (const GpuId g : m->gpus) on.push_back(device_specs[g]);
     log("loading " + shown + " from " + mo.path + " on " + device_names(on));
@@ -874,6 +936,13 @@ struct Server::Impl final : BatchRunner {
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on each of its devices before serving.
     SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
+    if (runs->leased > 0)
+      log(shown + ": " + std::to_string(runs->leased) +
+          " warm-up and profile runs held their device in gaps of " + "its schedule (waited " +
+          format_seconds(Duration::milliseconds(runs->waited.ns() / 1000000)) + " s in all" +
+          (runs->forced ? "; " + std::to_string(runs->forced) + " took it after waiting " +
+                              format_seconds(opts.load_run_wait) + " s for a gap)"
+                        : ")"));
     return m;
   }
 
@@ -998,6 +1067,7 @@ struct Server::Impl final : BatchRunner {
     }
     for (auto& m : models) SYMPHONY_RETURN_IF_ERROR(register_model(m));
     started = SteadyClock{}.now();
+    serving.store(runtime.get(), std::memory_order_release);
     running.store(true, std::memory_order_release);
     return {};
   }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -446,7 +447,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   for (std::size_t i = 0; i < m->replicas_.size(); ++i) {
     for (int it = 0; it < m->opts_.warmup_iterations; ++it) {
       const std::uint32_t b = it % 2 ? m->opts_.warmup_batch : 1;
-      Result<c10::IValue> r = m->forward(i, m->dummy_batch(b, m->opts_.devices[i]));
+      Result<c10::IValue> r = m->load_forward(i, m->dummy_batch(b, m->opts_.devices[i]));
       if (!r.ok())
         return Status(Errc::kInvalidArgument, who + ": a batch of its declared inputs (" +
                                                   m->opts_.profile_inputs.front().to_string() +
@@ -496,7 +497,7 @@ Status TorchModel::warm_up_sizes(std::uint32_t max_batch, int rounds) {
   for (std::size_t r = 0; r < replicas_.size(); ++r)
     for (std::uint32_t b = 1; b <= max_batch; ++b)
       for (int k = 0; k < rounds; ++k) {
-        Result<c10::IValue> out = forward(r, dummy_batch(b, opts_.devices[r]));
+        Result<c10::IValue> out = load_forward(r, dummy_batch(b, opts_.devices[r]));
         if (!out.ok())
           return out.status().with_context("warming up batch " + std::to_string(b) + " on " +
                                            opts_.devices[r].str());
@@ -549,6 +550,28 @@ Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Ten
   } catch (const std::exception& e) {
     return Status(Errc::kFailedPrecondition, e.what());
   }
+}
+
+Result<c10::IValue> TorchModel::load_forward(std::size_t replica, std::vector<at::Tensor> batch,
+                                             double* ran_ns) {
+  const c10::Device dev = opts_.devices[replica];
+  const auto b =
+      static_cast<std::uint32_t>(batch.empty() || batch.front().dim() == 0 ? 1 : batch.front().size(0));
+  Result<c10::IValue> out = Status(Errc::kInternal, "the run gate did not run the batch");
+  const auto run = [&] {
+    if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
+    const auto t0 = std::chrono::steady_clock::now();
+    out = forward(replica, std::move(batch));
+    if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
+    if (ran_ns)
+      *ran_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (!opts_.run_gate) {
+    run();
+  } else if (Status s = opts_.run_gate(replica, b, run); !s.ok()) {
+    return s;
+  }
+  return out;
 }
 
 namespace {

@@ -76,6 +76,10 @@ struct ServerOptions {
   // a device that drifts or is shared. On by default; `enabled = false` plans
   // with the offline profile throughout.
   RecalibrationOptions recalibration = RecalibrationOptions::on();
+  // A model loaded while others serve runs its warm-up and profile batches
+  // in gaps of its device's schedule; a run that finds no gap this long
+  // takes the device once its running batches end.
+  Duration load_run_wait = Duration::milliseconds(500);
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
 };

@@ -14,6 +14,7 @@
 #include <c10/core/Device.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,12 @@ class TorchModel {
     // its outputs get the dimension back.
     std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
     bool batch_dimension = true;
+    // Where the load's own runs (the load check, warm-up, profiling) go: the
+    // gate gets the replica, the batch size and the run, and calls the run
+    // once the device has room for it (the Server leases the device from its
+    // schedule), or returns why not. Empty: at once.
+    std::function<Status(std::size_t replica, std::uint32_t batch, const std::function<void()>& run)>
+        run_gate;
   };
 
   static Result<std::unique_ptr<TorchModel>> load(Options opts);
@@ -92,6 +99,11 @@ class TorchModel {
   // Runs forward on a ready-made batch (the profiler and warm-up), in the
   // served shapes: the Options' reshapes apply here.
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
+  // forward() for the load's own runs: through Options::run_gate, and ended
+  // on the device (synchronized) when it returns; *ran, if given, is how long
+  // it took.
+  Result<c10::IValue> load_forward(std::size_t replica, std::vector<at::Tensor> batch,
+                                   double* ran_ns = nullptr);
 
   // Runs `rounds` batches of every size 1..max_batch on every replica: the
   // first calls of a shape are slow (TorchScript profiles, then optimizes
