@@ -78,7 +78,8 @@ struct ServerOptions {
   RecalibrationOptions recalibration = RecalibrationOptions::on();
   // A model loaded while others serve runs its warm-up and profile batches
   // in gaps of its device's schedule; a run that finds no gap this long
-  // takes the device once its running batches end.
+  // takes the device once its running batches end. A load waits in all at
+  // most as long as its runs took, plus this.
   Duration load_run_wait = Duration::milliseconds(500);
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
