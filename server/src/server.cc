@@ -944,7 +944,7 @@ struct Server::Impl final : BatchRunner {
     SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
     if (runs->leased > 0)
       log(shown + ": " + std::to_string(runs->leased) +
-          " warm-up and profile runs held their device in gaps of " + "its schedule (waited " +
+          " warm-up and profile runs held their device in gaps of its schedule (waited " +
           format_seconds(Duration::milliseconds(runs->waited.ns() / 1000000)) + " s in all" +
           (runs->forced ? "; " + std::to_string(runs->forced) + " found no gap and took it)" : ")"));
     return m;
