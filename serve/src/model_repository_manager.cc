@@ -287,7 +287,8 @@ void ModelRepositoryManager::post(std::function<void(bool)> job) {
 void ModelRepositoryManager::run() {
   // A load reads and optimizes the model on this thread, CPU work beside the
   // models serving: at nice 19 it takes the CPU they leave. Its batches
-  // (warm-up, profile) run under device leases (docs/serving.md).
+  // (warm-up, profile) run under device leases, on the server's thread for
+  // them at normal priority (docs/serving.md).
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   auto next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
   std::unique_lock<std::mutex> lock(mu_);

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -106,6 +108,64 @@ class CancelWait final : public CancelReply {
   std::mutex mu_;
   std::condition_variable cv_;
   int answer_ = -1;
+};
+
+// Runs a load's leased runs, one at a time, on a thread made by start() at
+// its caller's priority, the executors'. A repository's loads come from a
+// thread at nice 19 (its reading and optimizing take the CPU the serving
+// leaves), which cannot lower its nice value back unprivileged; a run that
+// holds its device is that device's work, and measured at nice 19 on a busy
+// host a profile came out many times too slow.
+class RunThread {
+ public:
+  explicit RunThread(int cpu_threads) : thread_([this, cpu_threads] { loop(cpu_threads); }) {}
+  ~RunThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Runs fn there and waits for it; rethrows what it threw. One caller at a time.
+  void run(const std::function<void()>& fn) {
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = &fn;
+    done_ = false;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void loop(int cpu_threads) {
+    if (cpu_threads > 0) at::set_num_threads(cpu_threads);  // per thread, as the CPU executors set it
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || job_; });
+      if (!job_) return;
+      const std::function<void()>* fn = std::exchange(job_, nullptr);
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        (*fn)();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      error_ = error;
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<void()>* job_ = nullptr;
+  std::exception_ptr error_;
+  bool done_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the members it uses are made
 };
 
 }  // namespace
@@ -287,7 +347,8 @@ struct Server::Impl final : BatchRunner {
   // The runtime once started, for the device leases of loads (load() runs
   // on any thread, beside start()); it lives until the Server does.
   std::atomic<AnyRuntime<OutcomeSink>*> serving{nullptr};
-  std::mutex lease_mu;  // the runtime leases one device at a time
+  std::mutex lease_mu;                    // the runtime leases one device at a time
+  std::unique_ptr<RunThread> run_thread;  // the leased runs, from start() on
   std::atomic<bool> running{false};
   bool stopped = false;
   TimePoint started;
@@ -849,7 +910,7 @@ struct Server::Impl final : BatchRunner {
     lr.waited += start - asked;
     if (start - asked >= wait) ++lr.forced;
     try {
-      run();
+      run_thread->run(run);
     } catch (...) {
       rt->end_lease(SteadyClock{}.now());
       throw;
@@ -1071,7 +1132,8 @@ struct Server::Impl final : BatchRunner {
     }
     for (auto& m : models) SYMPHONY_RETURN_IF_ERROR(register_model(m));
     started = SteadyClock{}.now();
-    serving.store(runtime.get(), std::memory_order_release);
+    run_thread = std::make_unique<RunThread>(opts.cpu_threads);
+    serving.store(runtime.get(), std::memory_order_release);  // release: with run_thread
     running.store(true, std::memory_order_release);
     return {};
   }
