@@ -253,6 +253,21 @@ class RestrictedRankStateTest : public RankStateTest {
   BatchId batch_ = 0;
 };
 
+TEST_F(RestrictedRankStateTest, OnlyCandidatesThatMayUseTheGpuHoldALeaseBack) {
+  restrict(0, {1});
+  rank_.on_candidate(0, cand(1, 1_ms, 2_ms), at(0_ms));  // urgent, but not on GPU 0
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, at(1000_ms), at(0_ms)).ok());
+  auto a = fire(0_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
+  a = fire(1_ms);  // and the model still gets its own GPU
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[0].gpu, 1u);
+  ASSERT_TRUE(rank_.end_lease(at(5_ms), at(5_ms)).ok());
+  check(5_ms);
+}
+
 TEST_F(RestrictedRankStateTest, ModelTimerGrantsTheLowestIdIdleGpuTheModelMayUse) {
   restrict(0, {2, 1});
   rank_.on_candidate(0, cand(4, 10_ms, 12_ms), at(0_ms));

@@ -564,6 +564,28 @@ TEST(RuntimeTest, ALeasedGpuTakesNoBatchUntilTheLeaseEnds) {
             Errc::kFailedPrecondition);
 }
 
+// A lease waits on a GPU that runs a batch while the runtime stops: however
+// the two interleave, it is answered (granted once the batch ends, or refused
+// by the exit) and stop() returns.
+TEST(RuntimeTest, AWaitingLeaseIsAnsweredWhenTheRuntimeStops) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();  // GPU 0 runs it until reported
+  std::future<Result<TimePoint>> lease = std::async(
+      std::launch::async, [&] { return rt->lease_gpu(0, Duration::infinite(), Duration::seconds(600)); });
+  std::future<void> stopped = std::async(std::launch::async, [&] { rt->stop(StopMode::kCancel); });
+  ManualGpus::complete(a);  // stop() waits for it; then the lease can be granted
+  const Result<TimePoint> r = lease.get();
+  if (r.ok()) rt->end_lease(SteadyClock{}.now());
+  stopped.get();
+  rt->end_lease(SteadyClock{}.now());  // after stop(): does nothing
+  EXPECT_EQ(sink.total(), 4u);
+}
+
 TEST(RuntimeTest, SetDelaysChangesThePlannedDelay) {
   ExactlyOnceSink sink(16);
   ManualGpus gpus;
