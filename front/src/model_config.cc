@@ -27,11 +27,36 @@ void fill_tensor(const TensorSpec& s, bool batched, T* t) {
   for (std::size_t i = skip; i < s.shape.size(); ++i) t->add_dims(s.shape[i]);
 }
 
+// instance_group as the server resolved it, as Triton completes a config:
+// one KIND_GPU group with the GPUs' numbers, one KIND_CPU group; count 1 (one
+// batch at a time on a device).
+void set_instance_groups(const ModelMetadata& m, inference::ModelConfig* out) {
+  if (m.gpus.empty() && !m.cpu) return;
+  out->clear_instance_group();
+  if (!m.gpus.empty()) {
+    inference::ModelInstanceGroup* g = out->add_instance_group();
+    g->set_name(m.name + "_gpu");
+    g->set_kind(inference::ModelInstanceGroup::KIND_GPU);
+    g->set_count(1);
+    for (std::int32_t n : m.gpus) g->add_gpus(n);
+  }
+  if (m.cpu) {
+    inference::ModelInstanceGroup* g = out->add_instance_group();
+    g->set_name(m.name + "_cpu");
+    g->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+    g->set_count(1);
+  }
+}
+
 }  // namespace
 
 bool effective_config(const ModelMetadata& m, inference::ModelConfig* out) {
   out->Clear();
-  if (!m.config_proto.empty()) return out->ParseFromString(m.config_proto);
+  if (!m.config_proto.empty()) {
+    if (!out->ParseFromString(m.config_proto)) return false;
+    set_instance_groups(m, out);
+    return true;
+  }
   out->set_name(m.name);
   // Triton's name for TorchScript models; Symphony's own platforms as they are.
   out->set_platform(m.platform == "pytorch_torchscript" ? "pytorch_libtorch" : m.platform);
@@ -46,6 +71,7 @@ bool effective_config(const ModelMetadata& m, inference::ModelConfig* out) {
   char slo[32];
   const auto end = std::to_chars(slo, slo + sizeof slo, m.slo.to_ms()).ptr;  // shortest: "5000", "2.5"
   (*out->mutable_parameters())["symphony.slo_ms"].set_string_value(std::string(slo, end));
+  set_instance_groups(m, out);
   return true;
 }
 

@@ -428,6 +428,39 @@ TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
   EXPECT_FALSE(model_config_body(m));
 }
 
+// The devices that serve the model become instance_group, as Triton completes
+// a config: over a config the service gives too (a repository's groups as
+// written are replaced by the groups as served).
+TEST(FrontRestTest, ModelConfigShowsTheServingDevicesAsInstanceGroups) {
+  // Each group's name, kind, count and gpus (every other field is printed too, at its default).
+  const auto groups = [](const ModelMetadata& m) {
+    const auto body = model_config_body(m);
+    EXPECT_TRUE(body);
+    json out = json::array();
+    for (const json& g : body ? json::parse(*body).value("instance_group", json::array()) : json::array())
+      out.push_back({{"name", g["name"]}, {"kind", g["kind"]}, {"count", g["count"]}, {"gpus", g["gpus"]}});
+    return out;
+  };
+  ModelMetadata m = linear_metadata();
+  EXPECT_EQ(groups(m), json::array()) << "no devices given: no groups";
+  m.gpus = {0, 2};
+  m.cpu = true;
+  const json want = json::parse(
+      R"([{"name": "linear_gpu", "kind": "KIND_GPU", "count": 1, "gpus": [0, 2]},
+          {"name": "linear_cpu", "kind": "KIND_CPU", "count": 1, "gpus": []}])");
+  EXPECT_EQ(groups(m), want);
+  inference::ModelConfig given;
+  given.set_name("linear");
+  auto* g = given.add_instance_group();
+  g->set_kind(inference::ModelInstanceGroup::KIND_GPU);
+  g->set_count(4);
+  m.config_proto = given.SerializeAsString();
+  EXPECT_EQ(groups(m), want);
+  m.gpus.clear();
+  m.cpu = false;
+  EXPECT_EQ(groups(m)[0]["count"], 4) << "without devices, the config's own groups";
+}
+
 TEST(FrontRestTest, StatisticsBodyHasTheExtensionsFields) {
   ModelStatistics s;
   s.name = "m";

@@ -274,6 +274,8 @@ def test_model_config_with_curl_and_grpc(cpu):
         assert [{k: i[k] for k in want_input} for i in c["input"]] == [want_input], c
         assert [(o["name"], o["data_type"], o["dims"]) for o in c["output"]] == [("output", "TYPE_FP32", [3])]
         assert c["parameters"] == {"symphony.slo_ms": {"string_value": "5000"}}, c
+        assert [(g["name"], g["kind"], g["count"], g["gpus"]) for g in c["instance_group"]] == [
+            ("linear_cpu", "KIND_CPU", 1, [])], c
     status, _, body = curl(cpu.url + "/v2/models/two_inputs/config")
     assert [(i["name"], i["data_type"], i["dims"]) for i in json.loads(body)["input"]] == [
         ("input0", "TYPE_FP32", [2]), ("input1", "TYPE_INT64", [3])]

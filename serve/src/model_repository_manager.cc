@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <set>
 
-#include "model_config.pb.h"
 #include "symphony/serve/app.hpp"
 
 namespace symphony::serve {
@@ -146,43 +145,6 @@ Result<std::vector<server::DeviceSpec>> instance_devices(const RepositoryModel& 
   return out;
 }
 
-// The config as served, for the protocol's model configuration endpoint:
-// instance_group as Symphony resolved it, as Triton completes it (one
-// KIND_GPU group with the GPUs' numbers and one KIND_CPU group, as the
-// devices are; count 1: one batch at a time on a device).
-Result<std::string> served_config(const RepositoryModel& m, const std::vector<server::DeviceSpec>& used) {
-  inference::ModelConfig c;
-  if (!c.ParseFromString(m.config_proto))
-    return Status(Errc::kInternal, m.config_path + ": cannot read its serialized config back");
-  c.clear_instance_group();
-  std::set<std::int32_t> gpus;
-  bool cpu = false;
-  for (const server::DeviceSpec& d : used) {
-    if (d.kind == server::DeviceKind::kCpu) {
-      cpu = true;
-    } else {
-      gpus.insert(d.index);
-    }
-  }
-  if (!gpus.empty()) {
-    inference::ModelInstanceGroup* g = c.add_instance_group();
-    g->set_name(m.name + "_gpu");
-    g->set_kind(inference::ModelInstanceGroup::KIND_GPU);
-    g->set_count(1);
-    for (std::int32_t n : gpus) g->add_gpus(n);
-  }
-  if (cpu) {
-    inference::ModelInstanceGroup* g = c.add_instance_group();
-    g->set_name(m.name + "_cpu");
-    g->set_kind(inference::ModelInstanceGroup::KIND_CPU);
-    g->set_count(1);
-  }
-  std::string out;
-  if (!c.SerializeToString(&out))
-    return Status(Errc::kInternal, m.config_path + ": cannot serialize its config");
-  return out;
-}
-
 Result<RepositoryServing> serving_options(const RepositoryModel& m, Duration default_slo,
                                           const std::vector<server::DeviceSpec>& devices,
                                           std::string_view devices_option) {
@@ -214,8 +176,7 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   out.protocol.input_names = std::move(t.input_names);
   out.protocol.output_names = std::move(t.output_names);
   out.protocol.default_budget = m.default_budget;
-  SYMPHONY_ASSIGN_OR_RETURN(out.protocol.config_proto,
-                            served_config(m, o.devices.empty() ? devices : o.devices));
+  out.protocol.config_proto = m.config_proto;  // instance_group as resolved: ServerService::describe
   out.protocol.version = o.version;
   return out;
 }

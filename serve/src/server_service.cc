@@ -89,6 +89,12 @@ Result<ServerService::Version> ServerService::describe(const ProtocolModelOption
   m->batch_dimension = info->batch_dimension;
   m->default_budget = protocol.default_budget;
   m->config_proto = protocol.config_proto;
+  for (const server::DeviceSpec& d : info->devices) {  // emulated devices count as GPUs, as instance_group's
+    if (d.kind == server::DeviceKind::kCpu)
+      m->cpu = true;
+    else if (std::find(m->gpus.begin(), m->gpus.end(), d.index) == m->gpus.end())
+      m->gpus.push_back(d.index);
+  }
   for (std::size_t i = 0; i < info->inputs.size(); ++i) {
     const std::string input = i < protocol.input_names.size() ? protocol.input_names[i]
                                                               : tensor_name("input", i, info->inputs.size());

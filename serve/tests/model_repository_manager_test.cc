@@ -188,31 +188,6 @@ TEST(InstanceDevicesTest, ChoosesTheServersDevicesByTritonsRules) {
       << "the union";
 }
 
-TEST(InstanceDevicesTest, TheProtocolsConfigShowsTheGroupsAsResolved) {
-  const std::vector<DeviceSpec> mixed{{DeviceKind::kCuda, 0}, {DeviceKind::kCuda, 1}, {DeviceKind::kCpu, 0}};
-  const auto groups = [&](std::vector<InstanceGroup> want) {
-    RepositoryModel m = resnet();
-    m.instance_groups = std::move(want);
-    auto s = serving_options(m, Duration::milliseconds(100), mixed);
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    inference::ModelConfig c;
-    EXPECT_TRUE(s.ok() && c.ParseFromString(s->protocol.config_proto));
-    std::string out;
-    for (const auto& g : c.instance_group()) {
-      out += g.name() + " " + inference::ModelInstanceGroup::Kind_Name(g.kind()) + " x" +
-             std::to_string(g.count());
-      for (std::int32_t n : g.gpus()) out.append(" ").append(std::to_string(n));
-      out += ";";
-    }
-    return out;
-  };
-  EXPECT_EQ(groups({}), "resnet_gpu KIND_GPU x1 0 1;resnet_cpu KIND_CPU x1;") << "none: every device";
-  EXPECT_EQ(groups({{"two", InstanceKind::kGpu, 2, {1}}}), "resnet_gpu KIND_GPU x1 1;")
-      << "count 2 is served as 1";
-  EXPECT_EQ(groups({{"", InstanceKind::kCpu, 1, {}}, {"", InstanceKind::kAuto, 1, {0}}}),
-            "resnet_gpu KIND_GPU x1 0;resnet_cpu KIND_CPU x1;");
-}
-
 TEST(InstanceDevicesTest, RefusesWhatTheServerLacksNamingTheFieldAndTheDevices) {
   const auto error = [](std::vector<InstanceGroup> groups, const std::vector<DeviceSpec>& server,
                         std::string_view option = "--devices") {

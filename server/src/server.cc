@@ -1316,6 +1316,7 @@ Result<ModelInfo> Server::model_info(std::string_view name) const {
   info.slo = o.slo;
   info.max_batch = o.max_batch;
   info.batch_dimension = o.batch_dimension;
+  for (const GpuId g : it->second->gpus) info.devices.push_back(impl_->device_specs[g]);
   return info;
 }
 

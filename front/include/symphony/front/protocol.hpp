@@ -91,6 +91,12 @@ struct ModelMetadata {
   // configuration extension answers it. Empty: the front builds one from
   // the fields above (docs/front.md).
   std::string config_proto;
+  // The devices that serve the model, for the effective config's
+  // instance_group (one KIND_GPU group with these numbers, one KIND_CPU
+  // group if `cpu`, count 1): as the server resolved them. Neither: the
+  // config's own instance_group, as it is.
+  std::vector<std::int32_t> gpus;
+  bool cpu = false;
 };
 
 // A count of events and their summed duration (the statistics extension's

@@ -146,7 +146,8 @@ struct ModelInfo {
   std::vector<InputSpec> outputs;
   Duration slo;
   std::uint32_t max_batch = 0;
-  bool batch_dimension = true;  // ModelOptions::batch_dimension
+  bool batch_dimension = true;      // ModelOptions::batch_dimension
+  std::vector<DeviceSpec> devices;  // the devices that serve it, in the server's order
 };
 
 struct InferResult {
