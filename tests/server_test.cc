@@ -633,6 +633,45 @@ ModelOptions emulated_model(Duration slo, std::string name = "fake") {
   return m;
 }
 
+// A model whose largest batch runs longer than another's SLO allows, on a
+// device both use, is named with the other in a warning; models on devices
+// of their own, or whose batches fit, are not.
+TEST(ServerTest, AModelWhoseBatchesOutlastAnothersSloIsWarnedOf) {
+  ServerOptions o;
+  o.devices = "emulated:2";
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& line) { lines.push_back(line); };  // add_model's thread only
+  auto s = Server::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const auto warnings = [&] {
+    std::vector<std::string> w;
+    for (const std::string& l : lines)
+      if (l.rfind("warning: ", 0) == 0) w.push_back(l);
+    lines.clear();
+    return w;
+  };
+  ModelOptions tight = emulated_model(Duration::milliseconds(100), "tight");
+  tight.devices = {DeviceSpec{DeviceKind::kEmulated, 0}};
+  ASSERT_TRUE((*s)->add_model(tight).ok());
+  ModelOptions big = emulated_model(Duration::seconds(2), "big");
+  big.alpha = Duration::milliseconds(10);  // l(16) = 161 ms
+  ASSERT_TRUE((*s)->add_model(big).ok());
+  const auto w = warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("model 'big': its batch of 16 runs 161 ms on emulated:0, which it shares with model "
+                      "'tight' (SLO 100 ms, a batch of one 1.2 ms)"),
+            std::string::npos)
+      << w[0];
+  ModelOptions apart = big;
+  apart.name = "apart";
+  apart.devices = {DeviceSpec{DeviceKind::kEmulated, 1}};
+  ASSERT_TRUE((*s)->add_model(apart).ok());
+  EXPECT_EQ(warnings(), std::vector<std::string>{});
+  // 161 + 1.2 ms fit in its 500 ms SLO, on both devices.
+  ASSERT_TRUE((*s)->add_model(emulated_model(Duration::milliseconds(500), "fits")).ok());
+  EXPECT_EQ(warnings(), std::vector<std::string>{});
+}
+
 // The statistics extension's sums (ModelStats) are the requests' own numbers:
 // latencies summed by outcome, samples counted, and every batch size's
 // execution time kept beside its count.

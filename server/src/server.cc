@@ -1011,6 +1011,36 @@ struct Server::Impl final : BatchRunner {
     return m;
   }
 
+  // Says when one model's batches can make another's requests late on a
+  // device both are served on: the scheduler sizes a batch for its own
+  // model's deadlines, and a request of the other that arrives while the
+  // largest runs waits for it (docs/serving.md#models-that-share-a-device).
+  void warn_long_batches(const Model& m) const {
+    std::vector<std::string> lines;
+    const auto check = [&](const Model& a, const Model& b, GpuId g) {
+      const Duration longest = a.profile.latency(a.max_batch);
+      const Duration one = b.profile.latency(1);
+      if (longest + one <= b.opts.slo) return;
+      lines.push_back("model '" + a.opts.display_name() + "': its batch of " + std::to_string(a.max_batch) +
+                      " runs " + format_ms(longest) + " ms on " + device_specs[g].to_string() +
+                      ", which it shares with model '" + b.opts.display_name() + "' (SLO " +
+                      format_ms(b.opts.slo) + " ms, a batch of one " + format_ms(one) + " ms): " +
+                      "a request of that model arriving while such a batch runs ends late; give the two " +
+                      "devices of their own (devices, instance_group) or this one a smaller max batch");
+    };
+    {
+      std::shared_lock<std::shared_mutex> l(models_mu);
+      for (const auto& [name, o] : by_name) {
+        if (o.get() == &m || o->opts.model_name() == m.opts.model_name()) continue;  // versions: one model
+        const auto g = std::find_first_of(m.gpus.begin(), m.gpus.end(), o->gpus.begin(), o->gpus.end());
+        if (g == m.gpus.end()) continue;
+        check(m, *o, *g);
+        check(*o, m, *g);
+      }
+    }
+    for (const std::string& line : lines) log("warning: " + line);
+  }
+
   ModelConfig runtime_config(const Model& m) const {
     ModelConfig mc;
     mc.name = m.opts.name;
@@ -1203,6 +1233,7 @@ Status Server::add_model(const ModelOptions& mo) {
       return s;
     }
   }
+  impl_->warn_long_batches(**m);
   return {};
 }
 
