@@ -1015,7 +1015,7 @@ struct Server::Impl final : BatchRunner {
   // device both are served on: the scheduler sizes a batch for its own
   // model's deadlines, and a request of the other that arrives while the
   // largest runs waits for it (docs/serving.md#models-that-share-a-device).
-  void warn_long_batches(const Model& m) const {
+  std::vector<std::string> long_batch_warnings(const Model& m) const {
     std::vector<std::string> lines;
     const auto check = [&](const Model& a, const Model& b, GpuId g) {
       const Duration longest = a.profile.latency(a.max_batch);
@@ -1038,7 +1038,7 @@ struct Server::Impl final : BatchRunner {
         check(*o, m, *g);
       }
     }
-    for (const std::string& line : lines) log("warning: " + line);
+    return lines;
   }
 
   ModelConfig runtime_config(const Model& m) const {
@@ -1219,21 +1219,26 @@ Status Server::add_model(const ModelOptions& mo) {
   }
   auto m = impl_->load(mo);  // slow (loading, warm-up, profiling): no lock held
   if (!m.ok()) return m.status();
-  std::lock_guard<std::mutex> lock(impl_->control_mu);
-  if (impl_->stopped) return Status(Errc::kFailedPrecondition, "the server is stopped");
+  std::vector<std::string> warnings;
   {
-    std::unique_lock<std::shared_mutex> l(impl_->models_mu);
-    if (!impl_->by_name.emplace(mo.name, *m).second)
-      return Status(Errc::kAlreadyExists, "model '" + mo.name + "' is already served");
-  }
-  if (impl_->runtime) {
-    if (Status s = impl_->register_model(*m); !s.ok()) {
+    std::lock_guard<std::mutex> lock(impl_->control_mu);
+    if (impl_->stopped) return Status(Errc::kFailedPrecondition, "the server is stopped");
+    {
       std::unique_lock<std::shared_mutex> l(impl_->models_mu);
-      impl_->by_name.erase(mo.name);
-      return s;
+      if (!impl_->by_name.emplace(mo.name, *m).second)
+        return Status(Errc::kAlreadyExists, "model '" + mo.name + "' is already served");
     }
+    if (impl_->runtime) {
+      if (Status s = impl_->register_model(*m); !s.ok()) {
+        std::unique_lock<std::shared_mutex> l(impl_->models_mu);
+        impl_->by_name.erase(mo.name);
+        return s;
+      }
+    }
+    warnings = impl_->long_batch_warnings(**m);
   }
-  impl_->warn_long_batches(**m);
+  for (const std::string& w : warnings)
+    impl_->log("warning: " + w);  // no lock held: a log callback may block
   return {};
 }
 
