@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
 #endif
 #ifdef SYMPHONY_HAVE_SERVER
   symphony::tools::add_profile(app, exit_code);
+#endif
+#ifdef SYMPHONY_HAVE_SERVE
   symphony::tools::add_serve(app, exit_code);
 #endif
   try {
