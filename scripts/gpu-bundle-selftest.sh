@@ -22,18 +22,20 @@ cd "$(dirname "$0")/.."
 OUT=${1:-build/gpu-selftest}
 CHROOT=${GPU_SELFTEST_ROOT:-/var/tmp/symphony-gpu-selftest}
 MIRROR=${GPU_SELFTEST_MIRROR:-http://deb.debian.org/debian}
-BASE_PACKAGES=g++,cmake,ninja-build,python3
+BASE_PACKAGES=g++,cmake,ninja-build,python3,xz-utils
 # The bundle's packages: none may be installed in the chroot.
 # (Runtime libraries that a base system has, such as zlib1g and libssl3, may be there.)
 BUNDLED=(libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libbenchmark1debian libconcurrentqueue-dev libreaderwriterqueue-dev googletest libcpp-httplib-dev
-  libcpp-httplib0.11 libssl-dev zlib1g-dev libbrotli-dev pkgconf pkgconf-bin pkg-config)
+  libcpp-httplib0.11 libssl-dev zlib1g-dev libbrotli-dev pkgconf pkgconf-bin pkg-config libprotobuf-dev libprotobuf32
+  protobuf-compiler libprotoc32 libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc libabsl-dev
+  libre2-dev libc-ares-dev libboost1.74-dev libboost-dev)
 
 say() { printf '[gpu-selftest] %s\n' "$*" >&2; }
 [[ $(id -u) -eq 0 ]] || { say "needs root (chroot, mount)"; exit 1; }
 command -v debootstrap >/dev/null || { say "needs debootstrap (apt-get install debootstrap)"; exit 1; }
 
-[[ -d .gpu-bundle/root/usr ]] || ./scripts/gpu-bundle.sh
+[[ -f .gpu-bundle.txz ]] || ./scripts/gpu-bundle.sh
 
 if [[ ! -e $CHROOT/.symphony-ready ]]; then
   say "making a Debian 12 chroot with only $BASE_PACKAGES in $CHROOT (once)"
@@ -48,7 +50,8 @@ for p in "${BUNDLED[@]}"; do
   fi
 done
 for f in /usr/include/yaml-cpp /usr/include/gtest /usr/include/benchmark /usr/include/CLI /usr/include/nlohmann \
-  /usr/include/concurrentqueue /usr/include/httplib.h /usr/include/openssl /usr/bin/pkg-config /usr/bin/pkgconf; do
+  /usr/include/concurrentqueue /usr/include/httplib.h /usr/include/openssl /usr/bin/pkg-config /usr/bin/pkgconf \
+  /usr/include/google/protobuf /usr/include/grpcpp /usr/include/boost /usr/bin/protoc /usr/bin/grpc_cpp_plugin; do
   [[ ! -e $CHROOT$f ]] || { say "the chroot has $f"; exit 1; }
 done
 
@@ -57,7 +60,7 @@ rm -rf "$CHROOT/src" "$CHROOT/out" "$CHROOT/build/CMakeCache.txt"  # a fresh con
 mkdir -p "$CHROOT/src" "$CHROOT/out"
 git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && echo "{}"' |
   tar -cf - -T - | tar -xf - -C "$CHROOT/src"
-cp -a .gpu-bundle "$CHROOT/src/"
+cp .gpu-bundle.txz "$CHROOT/src/"  # what travels; gpu-check.sh unpacks it
 
 mounts=()
 cleanup() {

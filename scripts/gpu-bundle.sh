@@ -2,7 +2,7 @@
 # Writes .gpu-bundle/: what a bare GPU machine lacks to build and test
 # Symphony, for scripts/gpu-check.sh to build against there.
 #
-#   ./scripts/gpu-bundle.sh            # writes .gpu-bundle/ (ignored by git), about 15 MiB
+#   ./scripts/gpu-bundle.sh      # writes .gpu-bundle/ and .gpu-bundle.txz (ignored by git)
 #
 # The GPU machines that the `device` tool lends have nvcc, CMake, ninja, g++
 # and python3 with torch (CUDA) and torchvision, but no Debian packages and no
@@ -15,18 +15,23 @@
 # (prefix=${pcfiledir}/...), and .gpu-bundle/bin/pkg-config runs the bundled
 # pkgconf on the bundle's .pc files only (cpp-httplib is found through
 # pkg-config). The compiled ones (yaml-cpp, GoogleTest, Google Benchmark,
-# cpp-httplib, OpenSSL, brotli, pkgconf) are x86-64 builds for glibc >= 2.36
-# and the libstdc++ of GCC >= 12, which an Ubuntu 24.04 image has. The bundle must stay under
-# 48 MiB (it travels with the working tree, whose limit is 64 MiB); the
-# script checks that. MANIFEST lists the packages, versions and checksums.
+# cpp-httplib, OpenSSL, brotli, pkgconf, protobuf, gRPC and its libraries) are
+# x86-64 builds for glibc >= 2.36 and the libstdc++ of GCC >= 12, which an
+# Ubuntu 24.04 image has; scripts/gpu-check.sh puts the bundle's library
+# directory on LD_LIBRARY_PATH for what it builds. Of Boost (the front's Beast
+# and Asio, headers only) only the header trees the build includes are kept.
+# What travels is .gpu-bundle.txz (xz, about 20 MiB; gpu-check.sh unpacks it):
+# it must stay under 40 MiB, beside the working tree, under the device tool's
+# 64 MiB; the script checks that. MANIFEST lists the packages, versions and
+# checksums.
 #
 # Run on the GPU machine:  the `run` command in bench/results/gpu.md
-# (carry: [".gpu-bundle"], command: scripts/gpu-check.sh $OUT).
+# (carry: [".gpu-bundle.txz"], command: scripts/gpu-check.sh $OUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=.gpu-bundle
-LIMIT_MIB=48
+LIMIT_MIB=40
 
 # What the build needs beyond the compiler, CMake, ninja, python3, torch and
 # CUDA (every find_package/find_path of the project outside those).
@@ -42,7 +47,18 @@ PACKAGES=(
   libssl-dev libssl3 zlib1g-dev         #   pkg-config module and header need: OpenSSL, zlib and
   libbrotli-dev libbrotli1              #   brotli headers (static libraries dropped) and libraries
   pkgconf-bin libpkgconf3               # pkg-config itself (.gpu-bundle/bin/pkg-config)
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32
+                                        # config.pbtxt (symphony::repository) and the front's messages
+  libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc
+  libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2
+                                        # the front's gRPC service, and what gRPC's CMake package needs
+  libboost1.74-dev                      # the front's HTTP (Beast, Asio): headers, pruned below
 )
+# The Boost header trees the build includes (ninja -t deps of a release build,
+# by first path component under boost/, and every header at boost/'s top);
+# of boost/numeric only conversion/. The rest of Boost (150 MiB) is dropped.
+BOOST_TREES=(asio beast type_traits mpl preprocessor intrusive date_time smart_ptr mp11 numeric/conversion move core
+  config optional system utility logic exception detail assert)
 
 say() { printf '[gpu-bundle] %s\n' "$*" >&2; }
 
@@ -76,8 +92,18 @@ for deb in "$work"/*.deb; do
     "$(sha256sum "$deb" | cut -d' ' -f1)" >>"$OUT/MANIFEST"
 done
 rm -rf "$OUT/root/usr/share/doc" "$OUT/root/usr/share/lintian" "$OUT/root/usr/share/man"
-# Static OpenSSL, zlib and brotli are never linked (the shared ones are): 10 MiB saved.
-rm -f "$OUT"/root/usr/lib/x86_64-linux-gnu/{libssl,libcrypto,libz}.a "$OUT"/root/usr/lib/x86_64-linux-gnu/libbrotli*.a
+# Static libraries are never linked (the shared ones are; GoogleTest's and
+# Google Benchmark's are the exceptions): 60 MiB saved.
+find "$OUT/root/usr/lib/x86_64-linux-gnu" -maxdepth 1 -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' \
+  ! -name 'libbenchmark*' -delete
+boost=$OUT/root/usr/include/boost
+mv "$boost" "$work/boost"
+mkdir -p "$boost"
+find "$work/boost" -maxdepth 1 -type f -exec cp -a {} "$boost/" \;
+for t in "${BOOST_TREES[@]}"; do
+  mkdir -p "$boost/$(dirname "$t")"
+  cp -a "$work/boost/$t" "$boost/$t"
+done
 # pkg-config files that locate themselves, as the CMake package files do.
 for pc in "$OUT"/root/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
   sed -i -E 's#^([A-Za-z_]+)=/usr(/|$)#\1=${pcfiledir}/../../..\2#' "$pc"
@@ -112,6 +138,9 @@ need=(
   usr/include/concurrentqueue/concurrentqueue.h usr/include/readerwriterqueue/readerwriterqueue.h
   usr/include/httplib.h usr/lib/x86_64-linux-gnu/pkgconfig/cpp-httplib.pc usr/include/openssl/ssl.h
   usr/include/zlib.h usr/include/brotli/decode.h usr/bin/pkgconf
+  usr/bin/protoc usr/bin/grpc_cpp_plugin usr/include/google/protobuf/message.h usr/include/grpcpp/grpcpp.h
+  usr/lib/x86_64-linux-gnu/cmake/grpc/gRPCConfig.cmake usr/include/boost/beast.hpp usr/include/boost/asio.hpp
+  usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0/BoostConfig.cmake
 )
 for f in "${need[@]}"; do
   [[ -e $OUT/root/$f ]] || { say "missing from the bundle: $f"; exit 1; }
@@ -120,9 +149,12 @@ done
 "$OUT/bin/pkg-config" --cflags --libs cpp-httplib >/dev/null ||
   { say "the bundled pkg-config cannot resolve cpp-httplib"; exit 1; }
 
-size_kib=$(du -sk "$OUT" | cut -f1)
+# What travels: the same tree, compressed (gpu-check.sh unpacks it where .gpu-bundle/ is absent).
+tar -C "$OUT" -cf - . | xz -T0 -6 >"$OUT.txz"
+size_kib=$(du -sk "$OUT.txz" | cut -f1)
 if ((size_kib > LIMIT_MIB * 1024)); then
-  say "the bundle is $((size_kib / 1024)) MiB, over the $LIMIT_MIB MiB limit"
+  say "$OUT.txz is $((size_kib / 1024)) MiB, over the $LIMIT_MIB MiB limit"
   exit 1
 fi
-say "wrote $OUT ($((size_kib / 1024)).$(((size_kib % 1024) * 10 / 1024)) MiB, ${#PACKAGES[@]} packages; see $OUT/MANIFEST)"
+say "wrote $OUT ($(du -sm "$OUT" | cut -f1) MiB, ${#PACKAGES[@]} packages; see $OUT/MANIFEST) and $OUT.txz" \
+  "($((size_kib / 1024)).$(((size_kib % 1024) * 10 / 1024)) MiB)"

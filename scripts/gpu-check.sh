@@ -3,8 +3,8 @@
 #
 #   scripts/gpu-check.sh OUTDIR            # on the GPU machine, from the project root
 #
-# with .gpu-bundle/ (scripts/gpu-bundle.sh) beside it. Builds against the
-# bundle and torch's libtorch, runs every `gpu` test, benchmarks the
+# with .gpu-bundle.txz or .gpu-bundle/ (scripts/gpu-bundle.sh) beside it.
+# Builds against the bundle and torch's libtorch, runs every `gpu` test, benchmarks the
 # busy-kernel executor (dispatch overhead, GPU idle gaps, the runtime over it),
 # runs the runtime stress benchmark with 14 shards (and 1, its baseline),
 # exports ResNet-50 and ResNet-18 with torchvision, profiles them on cuda:0,
@@ -47,6 +47,12 @@ fi
 OUT=$1
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# The bundle travels compressed (.gpu-bundle.txz); unpacked here once.
+if [[ -z ${GPU_BUNDLE:-} && ! -d .gpu-bundle/root && -f .gpu-bundle.txz ]]; then
+  mkdir -p .gpu-bundle
+  tar -C .gpu-bundle -xJf .gpu-bundle.txz 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .gpu-bundle.txz .gpu-bundle
+fi
 BUNDLE=$(cd "${GPU_BUNDLE:-.gpu-bundle}" 2>/dev/null && pwd) || BUNDLE=""
 BUILD=${GPU_CHECK_BUILD:-build/gpu-check}
 mkdir -p "$BUILD"
@@ -151,8 +157,11 @@ run_gtest() {
   fi
 }
 
+# Python (torch) without the bundle's libraries on its path: they are for what this script builds.
+py() { env -u LD_LIBRARY_PATH "$PY" "$@"; }
+
 export ROOT OUT BUNDLE BUILD WORK BLOG T0 PY WITH_CUDA
-export -f say elapsed logged run_bench_cuda run_gtest
+export -f say elapsed logged run_bench_cuda run_gtest py
 
 main() {
 # ---- the machine -----------------------------------------------------------------
@@ -173,28 +182,34 @@ say "symphony GPU check in $ROOT -> $OUT (budget ${BUDGET}s, $JOBS jobs)"
 
 TORCH_PREFIX=""
 if ((SELFTEST == 0)); then
-  TORCH_PREFIX=$($PY -c 'import torch, sys; print(torch.utils.cmake_prefix_path); print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), file=sys.stderr)' 2>"$WORK/torch.txt")
+  TORCH_PREFIX=$(py -c 'import torch, sys; print(torch.utils.cmake_prefix_path); print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), file=sys.stderr)' 2>"$WORK/torch.txt")
   say "torch: $(cat "$WORK/torch.txt") at $TORCH_PREFIX"
 fi
 
 if [[ -z $BUNDLE || ! -d $BUNDLE/root/usr ]]; then
   say "no .gpu-bundle/root/usr beside the project: run scripts/gpu-bundle.sh on a Debian machine and carry it"
   skip configure "no .gpu-bundle"
-  $PY scripts/gpu_report.py report "$WORK" "$OUT"
+  py scripts/gpu_report.py report "$WORK" "$OUT"
   return 1
 fi
+# The bundle's shared libraries (gRPC, protobuf, yaml-cpp, ...) are not on the
+# machine: the linker (for the libraries they need in turn) and what is built
+# here find them on LD_LIBRARY_PATH.
+export LD_LIBRARY_PATH="$BUNDLE/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # ---- configure and build -----------------------------------------------------------
 configure() {
   local torch=$1
   local prefix="$BUNDLE/root/usr"
   local args=(-S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY"
-    -DPKG_CONFIG_EXECUTABLE="$BUNDLE/bin/pkg-config" -DSYMPHONY_BUILD_PYTHON=OFF -DSYMPHONY_CCACHE=OFF)
+    -DPKG_CONFIG_EXECUTABLE="$BUNDLE/bin/pkg-config" -DSYMPHONY_BUILD_PYTHON=OFF -DSYMPHONY_CCACHE=OFF
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5)  # CMake 4 refuses the bundle's older package files without it
   if [[ $torch == with-torch ]]; then
     prefix="$prefix;$TORCH_PREFIX"
-    args+=(-DSYMPHONY_WITH_TORCH=ON -DSYMPHONY_WITH_CUDA="$WITH_CUDA")
+    # The front is asked for: `serve` is built only with it.
+    args+=(-DSYMPHONY_WITH_TORCH=ON -DSYMPHONY_WITH_CUDA="$WITH_CUDA" -DSYMPHONY_WITH_FRONT=ON)
   else
-    args+=(-DSYMPHONY_WITH_TORCH=OFF)
+    args+=(-DSYMPHONY_WITH_TORCH=OFF -DSYMPHONY_WITH_FRONT=AUTO)
   fi
   logged "configure ($torch)" cmake "${args[@]}" -DCMAKE_PREFIX_PATH="$prefix"
 }
@@ -206,7 +221,8 @@ export -f configure
 check_bundle_use() {
   local bad=0 line
   for v in yaml-cpp_DIR GTest_DIR benchmark_DIR CLI11_DIR nlohmann_json_DIR ConcurrentQueue_INCLUDE_DIR \
-    SYMPHONY_RWQUEUE_INCLUDE PKG_CONFIG_EXECUTABLE pkgcfg_lib_SYMPHONY_HTTPLIB_cpp-httplib; do
+    SYMPHONY_RWQUEUE_INCLUDE PKG_CONFIG_EXECUTABLE pkgcfg_lib_SYMPHONY_HTTPLIB_cpp-httplib Protobuf_INCLUDE_DIR \
+    Protobuf_LIBRARY_RELEASE Protobuf_PROTOC_EXECUTABLE gRPC_DIR absl_DIR SYMPHONY_GRPC_CPP_PLUGIN Boost_DIR; do
     line=$(grep -E "^$v:" "$BUILD/CMakeCache.txt" | cut -d= -f2-)
     if [[ $line != "$BUNDLE"/* ]]; then
       say "NOT FROM THE BUNDLE: $v = ${line:-<unset>}"
@@ -222,12 +238,12 @@ export -f check_bundle_use
 
 HAVE_TORCH=0
 if ((SELFTEST == 1)); then
-  step configure 180 configure without-torch || { $PY scripts/gpu_report.py report "$WORK" "$OUT"; return 1; }
+  step configure 180 configure without-torch || { py scripts/gpu_report.py report "$WORK" "$OUT"; return 1; }
 elif step configure 150 configure with-torch; then
   HAVE_TORCH=1
 else
   say "configuring with libtorch failed (see build.log); going on without it: the busy-kernel executor and the runtime"
-  step configure-without-torch 120 configure without-torch || { $PY scripts/gpu_report.py report "$WORK" "$OUT"; return 1; }
+  step configure-without-torch 120 configure without-torch || { py scripts/gpu_report.py report "$WORK" "$OUT"; return 1; }
 fi
 step bundle-use 10 check_bundle_use
 grep -E "^-- symphony:" "$BLOG" | tail -n 5
@@ -235,7 +251,7 @@ grep -E "^-- symphony:" "$BLOG" | tail -n 5
 if ((SELFTEST == 1)); then
   step build 1800 logged build cmake --build "$BUILD" -j "$JOBS"
   step ctest 1800 ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 900
-  $PY scripts/gpu_report.py report "$WORK" "$OUT" --selftest
+  py scripts/gpu_report.py report "$WORK" "$OUT" --selftest
   say "selftest done: $([[ $FAILED == 0 ]] && echo PASSED || echo FAILED) (steps in $STEPS)"
   return $FAILED
 fi
@@ -269,14 +285,8 @@ if ((HAVE_TORCH)); then
     --no-tests=ignore --output-on-failure --timeout 140 --output-junit "$WORK/ctest-gpu.xml"
 fi
 
-# The runtime alone on emulated GPUs: 14 shards on the 16 cores, and 1 shard as the baseline.
-step stress-1 60 "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
-  --rate 1000000 --requests 2000000 --duration 5 --json "$WORK/stress-1.json"
-step stress-14 60 "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
-  --rate 8000000 --requests 16000000 --duration 5 --json "$WORK/stress-14.json"
-
 if ((HAVE_TORCH)); then
-  step export 150 "$PY" scripts/export_demo_models.py "$WORK/models" --size "$SIZE" --models resnet50 resnet18
+  step export 150 py scripts/export_demo_models.py "$WORK/models" --size "$SIZE" --models resnet50 resnet18
   for m in resnet50 resnet18; do
     step "profile-$m" 120 "$CLI" profile "$WORK/models/$m.pt" --device "$DEVICE" --input "float32[3,$SIZE,$SIZE]" \
       --max-batch "$MAXB" --repeats 10 -o "$WORK/$m.cuda0.profile.yaml"
@@ -298,8 +308,15 @@ else
   skip export "no libtorch with CUDA was configured (see build.log)"
 fi
 
+# The runtime alone on emulated GPUs (no GPU; last, as it needs none): 14
+# shards on the 16 cores, and 1 shard as the baseline.
+step stress-1 60 "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
+  --rate 1000000 --requests 2000000 --duration 5 --json "$WORK/stress-1.json"
+step stress-14 60 "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
+  --rate 8000000 --requests 16000000 --duration 5 --json "$WORK/stress-14.json"
+
 say "==> report"
-$PY scripts/gpu_report.py report "$WORK" "$OUT" || FAILED=1
+py scripts/gpu_report.py report "$WORK" "$OUT" || FAILED=1
 say "done in $(elapsed)s: $([[ $FAILED == 0 ]] && echo "every step passed" || echo "some steps failed or were skipped") \
 (OUTDIR: gpu.json gpu.md gpu-check.log build.log)"
 return $FAILED
