@@ -339,7 +339,11 @@ class OncePerMessage final : public c10::WarningHandler {
 void install_warning_filter() {
   static OncePerMessage handler;
   static std::once_flag once;
+#if TORCH_VERSION_MAJOR >= 2
+  std::call_once(once, [] { c10::WarningUtils::set_warning_handler(&handler); });
+#else
   std::call_once(once, [] { c10::Warning::set_warning_handler(&handler); });
+#endif
 }
 
 }  // namespace
