@@ -430,9 +430,14 @@ def markdown(data):
     lines.append(f"| dispatch overhead per batch, grant -> last op enqueued (runtime + busy-kernel executor) | "
                  f"p50 {fmt(d['p50'], unit=' us')}, p99 {fmt(d['p99'], unit=' us')} | p50/p99 <= 20 us | {verdict(d['met'])} |")
     ig = b["idle_gap_us"]
+    def per_size(key):  # {"100us": v, "1000us": v} -> "v / v"
+        d = ig[key]
+        if not d:
+            return "not measured"
+        return " / ".join(fmt(d.get(k), 2) for k in ("100us", "1000us")) if isinstance(d, dict) else fmt(d, 2)
     lines.append(f"| GPU idle gap between back-to-back batches (executor, 100 us / 1 ms batches) | "
-                 f"p50 {ig['back_to_back_p50'] or 'not measured'}, p99 {ig['back_to_back_p99'] or 'not measured'} us "
-                 f"(bare stream: p50 {ig['raw_stream_p50'] or '-'}, p99 {ig['raw_stream_p99'] or '-'}) | "
+                 f"p50 {per_size('back_to_back_p50')}, p99 {per_size('back_to_back_p99')} us "
+                 f"(bare stream: p50 {per_size('raw_stream_p50')}, p99 {per_size('raw_stream_p99')}) | "
                  f"report | - |")
     for k, what in (("deferred", "real goodput / simulator, deferred"), ("eager", "real goodput / simulator, eager"),
                     ("kernel", "busy kernels / simulator, deferred")):
