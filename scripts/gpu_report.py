@@ -458,6 +458,26 @@ def markdown(data):
     lines.append(f"| runtime, 14 shards, 64 models x 64 emulated GPUs | {fmt(s14['throughput_rps'], 0, ' r/s')}, "
                  f"p99 lag {fmt(s14['lag_p99_us'], 1, ' us')} (1 shard: {fmt(s14['baseline_1_shard_rps'], 0, ' r/s')}"
                  f", speedup {fmt(s14['speedup'], 2, 'x')}) | >= 8 M r/s | {verdict(s14['met'])} |")
+    lines += ["", "## Where a served batch's time goes (cuda:0, whole run)", "",
+              "| serve run | dispatch overhead p50 / p99 us | queued p50 / p99 | staging p50 / p99 | "
+              "enqueueing p50 / p99 | GPU busy | measured l(b) / offline, per model |",
+              "|---|---|---|---|---|---|---|"]
+    for k in ("deferred", "eager", "kernel"):
+        s = raw["serve"].get(k) or {}
+        dev = (s.get("devices") or [{}])[0]
+        d = dev.get("dispatch_overhead_us") or {}
+
+        def pair(x):
+            return f"{fmt((x or {}).get('p50'))} / {fmt((x or {}).get('p99'))}" if x else "-"
+        scales = "; ".join(f"{m} " + ", ".join(f"{b}: {fmt(v, 2)}x" for b, v in sorted(e.get("scale", {}).items(),
+                                                                                       key=lambda kv: int(kv[0])))
+                           for m, e in (dev.get("models") or {}).items())
+        busy = 100 * dev["busy_fraction"] if dev.get("busy_fraction") is not None else None
+        lines.append(f"| {k} | {pair(d)} | {pair(d.get('queued'))} | {pair(d.get('staging'))} | "
+                     f"{pair(d.get('enqueueing'))} | {fmt(busy, 1, ' %')} | {scales or '-'} |")
+    lines += ["", "queued: dispatch -> the executor began the batch; staging: the inputs into pinned memory and "
+              "their copies enqueued (libtorch models only); enqueueing: the rest, the forward's kernels and the "
+              "output copies; measured l(b) / offline: the recalibrated profile over the offline one."]
     lines += ["", "## Steps", ""] + steps_md(data)
     lines += ["", "## Tests", ""]
     for k, t in raw["tests"].items():

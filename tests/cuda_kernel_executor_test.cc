@@ -150,6 +150,10 @@ TEST_F(CudaKernelExecutorGpuTest, ReportsEveryBatchOnceInLaunchOrderFromConcurre
     const gpu::CudaExecutorStats s = e.stats();
     EXPECT_EQ(s.batches, static_cast<std::uint64_t>(kThreads * kPerThread));
     EXPECT_EQ(s.dispatch_overheads.count(), static_cast<std::uint64_t>(kThreads * kPerThread));
+    // Its parts, one each per batch; busy kernels stage nothing.
+    EXPECT_EQ(s.queued.count(), s.dispatch_overheads.count());
+    EXPECT_EQ(s.enqueueing.count(), s.dispatch_overheads.count());
+    EXPECT_EQ(s.staging.count(), 0u);
   }
   const std::vector<BatchCompletion> got = port.completions();
   ASSERT_EQ(got.size(), static_cast<std::size_t>(kThreads * kPerThread));  // none after the destructor

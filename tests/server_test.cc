@@ -1089,6 +1089,9 @@ TEST(ServerGpuTest, ServesOnCudaStreamsAndMatchesTheCpu) {
   s->stop();
   const ServerStats st = s->stats();
   EXPECT_GT(st.devices[0].batches, 0u);
+  EXPECT_TRUE(st.devices[0].cuda_timed);
+  EXPECT_GT(st.devices[0].staging_p99, Duration::zero()) << "each batch's inputs are staged and timed";
+  EXPECT_LE(st.devices[0].staging_p50, st.devices[0].dispatch_overhead_p99);
 }
 
 }  // namespace

@@ -71,6 +71,9 @@ void EventCompleter::launched(std::unique_ptr<CudaBatch> f, cudaStream_t stream)
     stats_.dispatch_overhead += overhead;
     stats_.max_dispatch_overhead = max(stats_.max_dispatch_overhead, overhead);
     stats_.dispatch_overheads.record(overhead);
+    stats_.queued.record(f->began_ - f->batch.dispatched_at);
+    if (f->staging_ > Duration::zero()) stats_.staging.record(f->staging_);
+    stats_.enqueueing.record(now - f->began_ - f->staging_);
   } else {
     last_end_ = nullptr;  // whatever was enqueued, the next batch is not timed against it
   }

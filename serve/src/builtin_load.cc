@@ -310,9 +310,13 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
     jd["busy_fraction"] = std::min(1.0, busy);
     jd["batches"] = nb;
     if (ds.cuda_timed) {  // CUDA devices; over the whole run, warm-up included
+      auto p50_p99 = [](Duration a, Duration b) { return json{{"p50", a.to_us()}, {"p99", b.to_us()}}; };
       jd["dispatch_overhead_us"] = {{"mean", ds.dispatch_overhead_mean.to_us()},
                                     {"p50", ds.dispatch_overhead_p50.to_us()},
-                                    {"p99", ds.dispatch_overhead_p99.to_us()}};
+                                    {"p99", ds.dispatch_overhead_p99.to_us()},
+                                    {"queued", p50_p99(ds.queued_p50, ds.queued_p99)},
+                                    {"staging", p50_p99(ds.staging_p50, ds.staging_p99)},
+                                    {"enqueueing", p50_p99(ds.enqueueing_p50, ds.enqueueing_p99)}};
       jd["idle_gap_us"] = {{"back_to_back", ds.back_to_back},
                            {"mean", ds.idle_gap_mean.to_us()},
                            {"p50", ds.idle_gap_p50.to_us()},
@@ -321,12 +325,15 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
                               {"p50", ds.planned_gap_p50.to_us()},
                               {"p99", ds.planned_gap_p99.to_us()}};
       std::printf(
-          "%-20s dispatch overhead p50 %.1f us, p99 %.1f us; idle gap p50 %.1f us, p99 %.1f us (%llu back "
-          "to back); planned back to back: p50 %.1f us, p99 %.1f us (%llu)\n",
-          "", ds.dispatch_overhead_p50.to_us(), ds.dispatch_overhead_p99.to_us(), ds.idle_gap_p50.to_us(),
-          ds.idle_gap_p99.to_us(), static_cast<unsigned long long>(ds.back_to_back),
-          ds.planned_gap_p50.to_us(), ds.planned_gap_p99.to_us(),
-          static_cast<unsigned long long>(ds.planned_back_to_back));
+          "%-20s dispatch overhead p50 %.1f us, p99 %.1f us (p50s: queued %.1f, staging %.1f, enqueueing "
+          "%.1f); "
+          "idle gap p50 %.1f us, p99 %.1f us (%llu back to back); planned back to back: p50 %.1f us, p99 "
+          "%.1f us "
+          "(%llu)\n",
+          "", ds.dispatch_overhead_p50.to_us(), ds.dispatch_overhead_p99.to_us(), ds.queued_p50.to_us(),
+          ds.staging_p50.to_us(), ds.enqueueing_p50.to_us(), ds.idle_gap_p50.to_us(), ds.idle_gap_p99.to_us(),
+          static_cast<unsigned long long>(ds.back_to_back), ds.planned_gap_p50.to_us(),
+          ds.planned_gap_p99.to_us(), static_cast<unsigned long long>(ds.planned_back_to_back));
     }
     for (const DeviceModelEstimate& e : ds.models) {
       const std::uint32_t top = estimate_top(e, fin.models);

@@ -128,6 +128,7 @@ void CudaStreamExecutor::launch_loop() {
         try {  // a shape whose forward fails fails its requests only (finish())
           std::vector<at::Tensor> batch;
           std::vector<at::Tensor> parts;
+          const TimePoint staging_from = SteadyClock{}.now();
           for (std::size_t i = 0; i < m->inputs().size(); ++i) {
             parts.clear();
             for (std::size_t k : run.requests) {
@@ -142,6 +143,7 @@ void CudaStreamExecutor::launch_loop() {
             at::cat_out(staging, parts, 0);
             batch.push_back(staging.to(dev, /*non_blocking=*/true));
           }
+          gpu::EventCompleter::add_staging(*f, SteadyClock{}.now() - staging_from);
           Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
           if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
           auto to_host = [&](const at::Tensor& t) {

@@ -1439,6 +1439,12 @@ ServerStats Server::stats() const {
           launched ? cs->dispatch_overhead / static_cast<std::int64_t>(launched) : Duration();
       ds.dispatch_overhead_p50 = cs->dispatch_overheads.percentile(0.50);
       ds.dispatch_overhead_p99 = cs->dispatch_overheads.percentile(0.99);
+      ds.queued_p50 = cs->queued.percentile(0.50);
+      ds.queued_p99 = cs->queued.percentile(0.99);
+      ds.staging_p50 = cs->staging.percentile(0.50);
+      ds.staging_p99 = cs->staging.percentile(0.99);
+      ds.enqueueing_p50 = cs->enqueueing.percentile(0.50);
+      ds.enqueueing_p99 = cs->enqueueing.percentile(0.99);
       ds.back_to_back = cs->back_to_back;
       ds.idle_gap_mean =
           cs->back_to_back ? cs->idle_gaps / static_cast<std::int64_t>(cs->back_to_back) : Duration();

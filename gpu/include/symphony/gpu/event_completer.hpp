@@ -49,8 +49,13 @@ struct CudaExecutorStats {
   Duration dispatch_overhead;  // sum over batches: dispatch -> last operation enqueued
   Duration max_dispatch_overhead;
   LatencyHistogram dispatch_overheads;  // one value per batch
-  std::uint64_t back_to_back = 0;       // batches enqueued while the previous one ran
-  Duration idle_gaps;                   // sum of the GPU idle gaps before those
+  // Its three parts, one value each per batch: dispatch -> begin() (the
+  // executor's queue and its set-up), the inputs' staging the executor
+  // reported (add_staging(); none for busy kernels), and the rest up to
+  // launched() (the kernels' and output copies' enqueueing).
+  LatencyHistogram queued, staging, enqueueing;
+  std::uint64_t back_to_back = 0;  // batches enqueued while the previous one ran
+  Duration idle_gaps;              // sum of the GPU idle gaps before those
   Duration max_idle_gap;
   LatencyHistogram idle_gap_histogram;     // one value per back-to-back batch
   std::uint64_t planned_back_to_back = 0;  // batches planned to start at the previous one's predicted end
@@ -84,6 +89,7 @@ class CudaBatch {
   cudaEvent_t end_ = nullptr;
   bool back_to_back_ = false;
   TimePoint began_;         // host time of begin(): the GPU cannot start it earlier
+  Duration staging_;        // EventCompleter::add_staging()
   TimePoint expected_end_;  // host time by which the GPU should be done with it
 };
 
@@ -100,6 +106,10 @@ class EventCompleter {
   // current. Throws std::runtime_error on a CUDA error (the caller sets
   // f.error and still calls launched()).
   void begin(CudaBatch& f, cudaStream_t stream);
+
+  // Between begin() and launched(): `d` of the launch went to staging the
+  // batch's inputs (summed over calls), so that stats() can tell it apart.
+  static void add_staging(CudaBatch& f, Duration d) noexcept { f.staging_ += d; }
 
   // Records `f`'s end event on `stream` (unless f->error is set), counts the
   // dispatch overhead and hands the batch to the completion thread.

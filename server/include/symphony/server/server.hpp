@@ -224,6 +224,9 @@ struct DeviceStats {
   bool cuda_timed = false;
   Duration dispatch_overhead_mean;  // dispatch -> last operation enqueued
   Duration dispatch_overhead_p50, dispatch_overhead_p99;
+  // Its parts (gpu::CudaExecutorStats): the executor's queue and set-up, the
+  // inputs' staging (libtorch models only), the kernels' enqueueing.
+  Duration queued_p50, queued_p99, staging_p50, staging_p99, enqueueing_p50, enqueueing_p99;
   Duration idle_gap_mean;  // GPU idle between batches enqueued back to back
   Duration idle_gap_p50, idle_gap_p99;
   std::uint64_t back_to_back = 0;
