@@ -120,6 +120,26 @@ TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {
   }
 }
 
+TEST(ServeConfigTest, LoadRunWaitIsReadInMilliseconds) {
+  const std::string models = "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
+  auto c = parse_serve_config(models, "w.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->load_run_wait_ms, 500);
+  c = parse_serve_config("load_run_wait_ms: 50\n" + models, "w.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->load_run_wait_ms, 50);
+  // Beside a model repository too, where loads while serving happen.
+  c = parse_serve_config("load_run_wait_ms: 0\n", "w.yaml", "", /*models_required=*/false);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->load_run_wait_ms, 0);
+  for (const char* bad : {"load_run_wait_ms: -1\n", "load_run_wait_ms: soon\n"}) {
+    c = parse_serve_config(bad + models, "w.yaml", "");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().message().rfind("w.yaml:1:", 0), 0u) << c.status().message();
+    EXPECT_NE(c.status().message().find("load_run_wait_ms"), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(ServeConfigTest, AMinusOneInputTakesTheDimsItIsProfiledAt) {
   auto c = parse_serve_config(
       "models: [{name: m, path: m.pt, inputs: ['int64[-1]', 'float32[2]'], slo_ms: 10,\n"

@@ -113,7 +113,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
-                "load", "models", "metrics", "defer_without_history"});
+                "load", "models", "metrics", "defer_without_history", "load_run_wait_ms"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -132,6 +132,8 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   }
   if (root["defer_without_history"])
     c.defer_without_history = r.boolean(root["defer_without_history"], "defer_without_history");
+  if (root["load_run_wait_ms"])
+    c.load_run_wait_ms = r.number_in(root["load_run_wait_ms"], "load_run_wait_ms", 0, 3.6e6);
   if (root["shards"]) c.shards = static_cast<std::uint32_t>(r.integer(root["shards"], "shards", 1, 64));
   if (const YAML::Node m = root["metrics"]) {
     c.metrics = r.string(m, "metrics");

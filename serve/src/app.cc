@@ -22,6 +22,7 @@ server::ServerOptions server_options(const config::ServeConfig& cfg) {
   so.profile_max_batch = cfg.profile_max_batch;
   so.profile_repeats = cfg.profile_repeats;
   so.recalibration = cfg.recalibration;
+  so.load_run_wait = Duration::from_ms(cfg.load_run_wait_ms);
   so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   return so;
 }

@@ -465,7 +465,8 @@ void bind_server(py::module_& m) {
                        int cpu_threads, std::uint32_t shards, std::uint32_t max_models,
                        std::uint32_t max_pending, double safety_margin_ms, const std::string& profile_latency,
                        std::uint32_t profile_max_batch, int profile_repeats, bool recalibrate,
-                       const py::object& log, const py::object& dispatcher, bool numpy_outputs) {
+                       double load_run_wait_ms, const py::object& log, const py::object& dispatcher,
+                       bool numpy_outputs) {
              ServerOptions o;
              o.devices = devices;
              auto p = parse_policy(policy);
@@ -487,12 +488,16 @@ void bind_server(py::module_& m) {
              o.profile_max_batch = profile_max_batch;
              o.profile_repeats = profile_repeats;
              o.recalibration.enabled = recalibrate;
+             if (!std::isfinite(load_run_wait_ms) || load_run_wait_ms < 0)
+               raise(ErrorKind::kConfig, "load_run_wait_ms must be >= 0");
+             o.load_run_wait = Duration::from_ms(load_run_wait_ms);
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
            py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"),
            py::arg("shards"), py::arg("max_models"), py::arg("max_pending"), py::arg("safety_margin_ms"),
            py::arg("profile_latency"), py::arg("profile_max_batch"), py::arg("profile_repeats"),
-           py::arg("recalibrate"), py::arg("log"), py::arg("dispatcher"), py::arg("numpy_outputs"))
+           py::arg("recalibrate"), py::arg("load_run_wait_ms"), py::arg("log"), py::arg("dispatcher"),
+           py::arg("numpy_outputs"))
       .def(
           "add_model",
           [](PyServer& s, const std::string& name, const std::string& path,

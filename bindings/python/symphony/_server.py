@@ -207,6 +207,9 @@ class Server:
         profile_max_batch, profile_repeats: automatic profiling of models without a profile.
         recalibrate: whether each model's profile follows the batch times its devices measure
             while serving (default True); False plans with the offline profile throughout.
+        load_run_wait_ms: a model loaded while others serve runs its load check, profile and
+            warm-up in gaps of its device's schedule; each run waits at most this long for one
+            (default 500; docs/serving.md#loading-a-model-while-others-serve).
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
             ``"torch"`` or ``"numpy"``.
         log: called with progress messages (loading, profiling); default: quiet.
@@ -254,6 +257,7 @@ class Server:
         profile_max_batch: int = 32,
         profile_repeats: int = 20,
         recalibrate: bool = True,
+        load_run_wait_ms: float = 500.0,
         outputs: str = "auto",
         log: Optional[Any] = None,
         model_repository: Union[str, os.PathLike, None] = None,
@@ -291,6 +295,7 @@ class Server:
             profile_max_batch,
             profile_repeats,
             bool(recalibrate),
+            float(load_run_wait_ms),
             log,
             _dispatch,
             numpy_outputs,

@@ -161,6 +161,9 @@ def test_configuration_errors(models_dir, tmp_path):
         symphony.Server(devices="gpu:7")
     with pytest.raises(symphony.ConfigError, match="outputs"):
         symphony.Server(devices="cpu", outputs="pandas")
+    with pytest.raises(symphony.ConfigError, match="load_run_wait_ms must be >= 0"):
+        symphony.Server(devices="cpu", load_run_wait_ms=-1)
+    symphony.Server(devices="emulated:1", load_run_wait_ms=0).stop()
     s = symphony.Server(devices="cpu")
     try:
         with pytest.raises(symphony.SymphonyError, match="missing.pt"):

@@ -59,6 +59,9 @@ struct ServeConfig {
   std::uint32_t profile_max_batch = 32;
   int profile_repeats = 20;
   RecalibrationOptions recalibration = RecalibrationOptions::on();  // `recalibrate:`
+  // `load_run_wait_ms:` (ServerOptions::load_run_wait): how long each run of
+  // a model loaded while others serve waits for a gap in its device's schedule.
+  double load_run_wait_ms = 500;
   // `load:`: with it, serve drives the models with its own generator for
   // duration_s; without it, serve answers protocol requests (--http, --grpc)
   // until SIGINT/SIGTERM.
