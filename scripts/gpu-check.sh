@@ -272,7 +272,7 @@ else
   skip build-kernel "the CUDA toolkit was not found at configure time (see build.log)"
 fi
 
-targets=(symphony_cli)
+targets=(symphony_cli bench_runtime)
 ((HAVE_TORCH)) && targets+=(server_test torch_model_test symphony_test_models)
 rm -f "$BUILD/symphony" "$BUILD/tests/server_test" "$BUILD/tests/torch_model_test"
 step build 330 logged build cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0
@@ -310,11 +310,16 @@ else
 fi
 
 # The runtime alone on emulated GPUs (no GPU; last, as it needs none): 14
-# shards on the 16 cores, and 1 shard as the baseline.
+# shards on the 16 cores, and 1 shard as the baseline; then the shard sweep.
 step stress-1 60 "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
   --rate 1000000 --requests 2000000 --duration 5 --json "$WORK/stress-1.json"
 step stress-14 60 "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
   --rate 8000000 --requests 16000000 --duration 5 --json "$WORK/stress-14.json"
+# The bar's own benchmark: emulated GPUs cheap enough (l(b) = 2 us b + 100 us)
+# not to be the bottleneck, 1 M req/s per shard, shards 1..14 (the stress
+# above offers more than its GPUs can serve).
+step runtime-shards 90 "$BUILD/bench/bench_runtime" --benchmark_filter='RuntimeThroughput/shards:[0-9]+/models:64/gpus:64/' \
+  --benchmark_out="$WORK/bench-runtime.json" --benchmark_out_format=json
 
 say "==> report"
 py scripts/gpu_report.py report "$WORK" "$OUT" || FAILED=1
