@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "symphony/server/load_runs.hpp"
 #include "symphony/server/torch_model.hpp"
 
 namespace symphony::server {
@@ -1028,6 +1029,48 @@ TEST(ServerTest, CudaEmulatedDevicesWithoutAGpuAreRefusedSayingWhy) {
   } else {
     EXPECT_NE(m.find(rt.error), std::string::npos) << m;  // the CUDA runtime's own reason
   }
+}
+
+// The arithmetic of a load's leased runs (the server test above shows the
+// runs leased; these, what each waits for and how long).
+TEST(LoadRunsTest, ExpectsALastRunOrAScaledSmallerOne) {
+  LoadRuns lr;
+  const Duration ms = Duration::milliseconds(1);
+  EXPECT_TRUE(lr.expected(0, 1).is_infinite()) << "nothing has run: unknown";
+  lr.granted(Duration(), ms);
+  lr.ran(0, 1, 4 * ms);
+  EXPECT_EQ(lr.expected(0, 1), 5 * ms) << "its size's last run, a quarter more";
+  EXPECT_EQ(lr.expected(0, 8), 64 * ms) << "a smaller size's, scaled to 8 and doubled";
+  EXPECT_TRUE(lr.expected(1, 8).is_infinite()) << "another replica's runs say nothing of this one";
+  lr.ran(0, 4, 8 * ms);
+  EXPECT_EQ(lr.expected(0, 8), 32 * ms) << "the largest smaller size that ran";
+  EXPECT_EQ(lr.expected(0, 2), 16 * ms) << "below it, the size 1 run, scaled and doubled";
+  lr.ran(0, 1, 2 * ms);
+  EXPECT_EQ(lr.expected(0, 1), Duration::microseconds(2500)) << "the last run of the size, not the first";
+  EXPECT_EQ(lr.ran(), 14 * ms);
+}
+
+TEST(LoadRunsTest, ALoadWaitsAtMostAsLongAsItsRunsTookPlusOneWait) {
+  LoadRuns lr;
+  const Duration ms = Duration::milliseconds(1);
+  const Duration per_run = 500 * ms;
+  EXPECT_EQ(lr.next_wait(per_run), per_run);
+  lr.granted(300 * ms, per_run);  // found a gap after 300 ms
+  lr.ran(0, 1, 10 * ms);
+  EXPECT_EQ(lr.next_wait(per_run), 210 * ms) << "10 ms ran + 500 - 300 waited";
+  lr.granted(210 * ms, 210 * ms);  // found none: took the device
+  lr.ran(0, 2, 20 * ms);
+  EXPECT_EQ(lr.next_wait(per_run), 20 * ms) << "30 ran + 500 - 510 waited";
+  lr.granted(Duration(), 20 * ms);
+  lr.ran(0, 4, 40 * ms);
+  EXPECT_EQ(lr.next_wait(per_run), 60 * ms);
+  EXPECT_EQ(lr.leased(), 3u);
+  EXPECT_EQ(lr.forced(), 1u);
+  EXPECT_EQ(lr.waited(), 510 * ms);
+  // Waited past the budget (a lease granted late): no negative wait.
+  lr.granted(Duration::seconds(1), 60 * ms);
+  EXPECT_EQ(lr.next_wait(per_run), Duration());
+  EXPECT_EQ(lr.next_wait(Duration()), Duration()) << "load_run_wait 0: no run waits";
 }
 
 // Runs only where a CUDA device exists (label `gpu`): each batch is a busy

@@ -23,6 +23,7 @@
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/any_runtime.hpp"
 #include "symphony/server/executors.hpp"
+#include "symphony/server/load_runs.hpp"
 #include "symphony/server/profiler.hpp"
 #include "symphony/server/torch_model.hpp"
 #ifdef SYMPHONY_HAVE_CUDA
@@ -867,38 +868,18 @@ struct Server::Impl final : BatchRunner {
   // serves, each waits for a gap in its device's schedule as long as the run
   // is expected to take, and holds the device meanwhile (Runtime::lease_gpu),
   // so that it never runs beside a batch (docs/serving.md#loading-a-model-while-others-serve).
-  struct LoadRuns {
-    std::vector<GpuId> gpus;                                         // by replica
-    std::map<std::pair<std::size_t, std::uint32_t>, Duration> took;  // (replica, batch) -> its last run
-    std::uint64_t leased = 0, forced = 0;
-    Duration waited, ran;  // in all
-
-    // How long a run is expected to take: its size's last run, with a
-    // quarter more; else twice a smaller size's scaled to this one (a
-    // size's first run is the slow one); else unknown (infinite: the lease
-    // waits for a device nothing waits for).
-    Duration expected(std::size_t r, std::uint32_t b) const {
-      auto it = took.lower_bound({r, b});
-      if (it != took.end() && it->first == std::pair{r, b})
-        return Duration::nanoseconds(it->second.ns() * 5 / 4);
-      if (it == took.begin() || (--it)->first.first != r) return Duration::infinite();
-      return Duration::nanoseconds(it->second.ns() * 2 * b / it->first.second);
-    }
-  };
-
-  Status leased_run(LoadRuns& lr, std::size_t replica, std::uint32_t b, const std::function<void()>& run) {
+  // A run of a model being loaded (`gpus`: its replicas' devices), on a
+  // device that serves: in a leased gap (LoadRuns says how long it may wait).
+  Status leased_run(LoadRuns& lr, const std::vector<GpuId>& gpus, std::size_t replica, std::uint32_t b,
+                    const std::function<void()>& run) {
     AnyRuntime<OutcomeSink>* rt = serving.load(std::memory_order_acquire);
     if (!rt) {  // nothing serves yet
       run();
       return {};
     }
-    const GpuId g = lr.gpus[replica];
+    const GpuId g = gpus[replica];
     std::lock_guard<std::mutex> lock(lease_mu);
-    // A run waits up to load_run_wait for a gap; the load in all at most as
-    // long as its runs took, plus that: on a device that has no gaps (in
-    // overload) a load takes about twice its time, not that many waits.
-    const Duration budget = lr.ran + opts.load_run_wait - lr.waited;
-    const Duration wait = max(Duration(), min(opts.load_run_wait, budget));
+    const Duration wait = lr.next_wait(opts.load_run_wait);
     const TimePoint asked = SteadyClock{}.now();
     Result<TimePoint> granted = rt->lease_gpu(g, lr.expected(replica, b), wait);
     if (!granted.ok())
@@ -906,9 +887,7 @@ struct Server::Impl final : BatchRunner {
                                                  " to run a batch of " + std::to_string(b) + ": " +
                                                  granted.status().message());
     const TimePoint start = SteadyClock{}.now();
-    ++lr.leased;
-    lr.waited += start - asked;
-    if (start - asked >= wait) ++lr.forced;
+    lr.granted(start - asked, wait);
     try {
       run_thread->run(run);
     } catch (...) {
@@ -917,8 +896,7 @@ struct Server::Impl final : BatchRunner {
     }
     const TimePoint end = SteadyClock{}.now();
     rt->end_lease(end);
-    lr.took[{replica, b}] = end - start;
-    lr.ran += end - start;
+    lr.ran(replica, b, end - start);
     return {};
   }
 
@@ -962,9 +940,9 @@ struct Server::Impl final : BatchRunner {
     to.output_reshapes = mo.output_reshapes;
     to.batch_dimension = mo.batch_dimension;
     auto runs = std::make_shared<LoadRuns>();
-    runs->gpus = m->gpus;
-    to.run_gate = [this, runs](std::size_t r, std::uint32_t b, const std::function<void()>& run) {
-      return leased_run(*runs, r, b, run);
+    to.run_gate = [this, runs, gpus = m->gpus](std::size_t r, std::uint32_t b,
+                                               const std::function<void()>& run) {
+      return leased_run(*runs, gpus, r, b, run);
     };
     std::vector<DeviceSpec> on;
     for (const GpuId g : m->gpus) on.push_back(device_specs[g]);
@@ -1003,11 +981,11 @@ struct Server::Impl final : BatchRunner {
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on each of its devices before serving.
     SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
-    if (runs->leased > 0)
-      log(shown + ": " + std::to_string(runs->leased) +
+    if (runs->leased() > 0)
+      log(shown + ": " + std::to_string(runs->leased()) +
           " warm-up and profile runs held their device in gaps of its schedule (waited " +
-          format_seconds(Duration::milliseconds(runs->waited.ns() / 1000000)) + " s in all" +
-          (runs->forced ? "; " + std::to_string(runs->forced) + " found no gap and took it)" : ")"));
+          format_seconds(Duration::milliseconds(runs->waited().ns() / 1000000)) + " s in all" +
+          (runs->forced() ? "; " + std::to_string(runs->forced()) + " found no gap and took it)" : ")"));
     return m;
   }
 
