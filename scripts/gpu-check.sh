@@ -6,11 +6,12 @@
 # with .gpu-bundle.txz or .gpu-bundle/ (scripts/gpu-bundle.sh) beside it.
 # Builds against the bundle and torch's libtorch, runs every `gpu` test, benchmarks the
 # busy-kernel executor (dispatch overhead, GPU idle gaps, the runtime over it),
-# runs the runtime stress benchmark with 14 shards (and 1, its baseline),
 # exports ResNet-50 and ResNet-18 with torchvision, profiles them on cuda:0,
 # serves them together on cuda:0 under deferred and eager with SLOs that give
 # batches >= 8 (and once on the busy-kernel executor with their linear fits),
-# simulates the same configurations from the measured profiles, and writes
+# simulates the same configurations from the measured profiles, runs the
+# runtime stress with 14 shards (and 1, its baseline) and bench_runtime's
+# shard sweep (no GPU needed: last), and writes
 # OUTDIR/gpu.json, OUTDIR/gpu.md, OUTDIR/gpu-check.log and OUTDIR/build.log.
 # Finishes in under 9 minutes (GPU_CHECK_BUDGET_S, default 520 s): every step
 # has a time limit cut to what is left, a failed or skipped step is recorded
