@@ -325,11 +325,9 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
                               {"p50", ds.planned_gap_p50.to_us()},
                               {"p99", ds.planned_gap_p99.to_us()}};
       std::printf(
-          "%-20s dispatch overhead p50 %.1f us, p99 %.1f us (p50s: queued %.1f, staging %.1f, enqueueing "
-          "%.1f); "
-          "idle gap p50 %.1f us, p99 %.1f us (%llu back to back); planned back to back: p50 %.1f us, p99 "
-          "%.1f us "
-          "(%llu)\n",
+          "%-20s dispatch overhead p50 %.1f us, p99 %.1f us (p50s: queued %.1f, staging %.1f, "
+          "enqueueing %.1f); idle gap p50 %.1f us, p99 %.1f us (%llu back to back); "
+          "planned back to back: p50 %.1f us, p99 %.1f us (%llu)\n",
           "", ds.dispatch_overhead_p50.to_us(), ds.dispatch_overhead_p99.to_us(), ds.queued_p50.to_us(),
           ds.staging_p50.to_us(), ds.enqueueing_p50.to_us(), ds.idle_gap_p50.to_us(), ds.idle_gap_p99.to_us(),
           static_cast<unsigned long long>(ds.back_to_back), ds.planned_gap_p50.to_us(),

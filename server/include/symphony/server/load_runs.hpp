@@ -31,7 +31,9 @@ class LoadRuns {
     return Duration::nanoseconds(it->second.ns() * 2 * batch / it->first.second);
   }
 
-  Duration next_wait(Duration per_run) const { return max(Duration(), min(per_run, ran_ + per_run - waited_)); }
+  Duration next_wait(Duration per_run) const {
+    return max(Duration(), min(per_run, ran_ + per_run - waited_));
+  }
 
   // A run's lease was granted after `waited` of the `wait` it was given
   // (waited >= wait: no gap was found, the device was taken).
@@ -48,8 +50,8 @@ class LoadRuns {
 
   std::uint64_t leased() const noexcept { return leased_; }  // runs that held their device
   std::uint64_t forced() const noexcept { return forced_; }  // of which found no gap
-  Duration waited() const noexcept { return waited_; }        // in all
-  Duration ran() const noexcept { return ran_; }              // in all
+  Duration waited() const noexcept { return waited_; }       // in all
+  Duration ran() const noexcept { return ran_; }             // in all
 
  private:
   std::map<std::pair<std::size_t, std::uint32_t>, Duration> took_;  // (replica, batch) -> its last run
