@@ -467,9 +467,9 @@ def markdown(data):
     lines.append(f"| runtime, 14 shards, 64 models x 64 emulated GPUs | {fmt(s14['throughput_rps'], 0, ' r/s')}, "
                  f"p99 lag {fmt(s14['lag_p99_us'], 1, ' us')} (1 shard: {fmt(s14['baseline_1_shard_rps'], 0, ' r/s')}"
                  f", speedup {fmt(s14['speedup'], 2, 'x')}) | >= 8 M r/s | {verdict(s14['met'])} |")
-    r14 = b["runtime_14_shards_bench"]
+    r14 = b.get("runtime_14_shards_bench") or {}  # absent from reports older than the sweep
     lines.append(f"| runtime, 14 shards, bench_runtime (GPUs not the bottleneck, 14 M r/s offered) | "
-                 f"{fmt(r14['throughput_rps'], 0, ' r/s')} | >= 8 M r/s | {verdict(r14['met'])} |")
+                 f"{fmt(r14.get('throughput_rps'), 0, ' r/s')} | >= 8 M r/s | {verdict(r14.get('met'))} |")
     sweep = (raw.get("bench_runtime") or {}).get("benchmarks", {})
     if sweep:
         lines += ["", "## Runtime throughput by shards (bench_runtime, 64 models, 64 emulated GPUs, "
