@@ -300,6 +300,14 @@ if ((HAVE_TORCH)); then
         --json "$WORK/serve-$p.json"
       step "simulate-$p" 60 "$CLI" simulate "$WORK/sim.yaml" --policy "$p" --quiet --json "$WORK/sim-$p.json"
     done
+    # Deferred again, each batch dispatched ahead of its GPU by the overhead just measured
+    # (delays d_ctrl, d_data), so that its CPU work overlaps the batch before.
+    if step delayed-configs 10 py scripts/gpu_report.py delayed "$WORK"; then
+      step serve-delayed $((SERVE_S + 75)) "$CLI" serve "$WORK/serve-delayed.yaml" --policy deferred --quiet \
+        --json "$WORK/serve-delayed.json"
+      step simulate-delayed 60 "$CLI" simulate "$WORK/sim-delayed.yaml" --policy deferred --quiet \
+        --json "$WORK/sim-delayed.json"
+    fi
     # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
     step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
       --json "$WORK/serve-kernel.json"

@@ -87,6 +87,40 @@ def plan(work, max_batch=MAX_BATCH):
     return profiles, out
 
 
+# The serve runs: real models deferred and eager, busy kernels, and real models
+# deferred once more with the first run's dispatch overhead as the delays.
+RUNS = ("deferred", "eager", "kernel", "delayed")
+
+
+def write_delayed_configs(work):
+    """serve-delayed.yaml and sim-delayed.yaml: serve.yaml and sim.yaml with the
+    deferred run's measured dispatch overhead as the delays (d_ctrl: its p50 less
+    the staging; d_data: the staging per request), so that the rank dispatches each
+    batch that much before its GPU frees and its CPU work overlaps the batch before."""
+    s = load_json(os.path.join(work, "serve-deferred.json")) or {}
+    d = ((s.get("devices") or [{}])[0]).get("dispatch_overhead_us") or {}
+    if not d.get("p50"):
+        print("serve-deferred.json has no dispatch overhead: no delayed run", file=sys.stderr)
+        return 1
+    staging = (d.get("staging") or {}).get("p50") or 0.0
+    batches = [v["mean_batch"] for v in (s.get("models") or {}).values() if v.get("mean_batch")]
+    mean_b = sum(batches) / len(batches) if batches else 1.0
+    ctrl_ms, data_ms = max(0.0, d["p50"] - staging) / 1000, staging / mean_b / 1000
+    old = f"delays: {{safety_margin_ms: {MARGIN_MS}}}"
+    new = f"delays: {{ctrl_ms: {ctrl_ms:.3f}, data_ms: {data_ms:.4f}, safety_margin_ms: {MARGIN_MS}}}"
+    for name in ("serve", "sim"):
+        with open(os.path.join(work, f"{name}.yaml")) as f:
+            text = f.read()
+        if old not in text:
+            print(f"{name}.yaml has no '{old}' line to replace", file=sys.stderr)
+            return 1
+        with open(os.path.join(work, f"{name}-delayed.yaml"), "w") as f:
+            f.write(text.replace(old, new).replace("name: gpu-check", "name: gpu-check-delayed"))
+    print(f"delayed run: ctrl_ms {ctrl_ms:.3f}, data_ms {data_ms:.4f} (dispatch overhead p50 {d['p50']:.1f} us, "
+          f"staging p50 {staging:.1f} us, mean batch {mean_b:.1f})")
+    return 0
+
+
 def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH):
     _, p = plan(work, max_batch)
     duration, warmup = serve_s + 5, 5
@@ -278,7 +312,7 @@ def report(work, out_dir, selftest):
         "bench_runtime": bench_summary(os.path.join(work, "bench-runtime.json")),
         "plan": load_json(os.path.join(work, "plan.json")),
         "profiles": {},
-        "serve": {k: load_json(os.path.join(work, f"serve-{k}.json")) for k in ("deferred", "eager", "kernel")},
+        "serve": {k: load_json(os.path.join(work, f"serve-{k}.json")) for k in RUNS},
         "simulate": {},
     }
     for m in MODELS:
@@ -286,7 +320,7 @@ def report(work, out_dir, selftest):
             raw["profiles"][m] = read_profile(os.path.join(work, f"{m}.cuda0.profile.yaml"))
         except (OSError, ValueError):
             raw["profiles"][m] = None
-    for k in ("deferred", "eager", "kernel"):
+    for k in RUNS:
         s = load_json(os.path.join(work, f"sim-{k}.json"))
         if s is not None:  # the per-model essentials, not the autoscaling series
             s = {key: s.get(key) for key in ("goodput_rps", "ok_rps", "offered_rps", "bad_rate", "mean_batch",
@@ -367,11 +401,11 @@ def bars(raw):
         "planned_p50_runtime": bench_all(raw, "BM_RuntimeOnGpu", "planned_gap_p50_us"),
         "planned_p99_runtime": bench_all(raw, "BM_RuntimeOnGpu", "planned_gap_p99_us"),
     }
-    g = {k: serve_goodput(raw, k) for k in ("deferred", "eager", "kernel")}
-    s = {k: sim_goodput(raw, k) for k in ("deferred", "eager", "kernel")}
+    g = {k: serve_goodput(raw, k) for k in RUNS}
+    s = {k: sim_goodput(raw, k) for k in RUNS}
     out["goodput_vs_simulator"] = {
         k: {"served_rps": g[k], "simulated_rps": s[k], "ratio": ratio(g[k], s[k]),
-            "met": bar(ratio(g[k], s[k]), 0.9, True)} for k in ("deferred", "eager", "kernel")}
+            "met": bar(ratio(g[k], s[k]), 0.9, True)} for k in RUNS}
     out["goodput_vs_simulator"]["bar"] = 0.9
     out["deferred_vs_eager"] = {"deferred_rps": g["deferred"], "eager_rps": g["eager"],
                                 "ratio": ratio(g["deferred"], g["eager"]),
@@ -449,8 +483,11 @@ def markdown(data):
                  f"(bare stream: p50 {per_size('raw_stream_p50')}, p99 {per_size('raw_stream_p99')}) | "
                  f"report | - |")
     for k, what in (("deferred", "real goodput / simulator, deferred"), ("eager", "real goodput / simulator, eager"),
-                    ("kernel", "busy kernels / simulator, deferred")):
-        g = b["goodput_vs_simulator"][k]
+                    ("kernel", "busy kernels / simulator, deferred"),
+                    ("delayed", "real goodput / simulator, deferred, dispatched ahead by the measured overhead")):
+        g = b["goodput_vs_simulator"].get(k)
+        if g is None:  # reports older than the run
+            continue
         lines.append(f"| {what} | {fmt(g['served_rps'], 1, ' r/s')} / {fmt(g['simulated_rps'], 1, ' r/s')} = "
                      f"{fmt(g['ratio'], 3)} | "
                      f">= 0.9 | {verdict(g['met'])} |")
@@ -484,7 +521,7 @@ def markdown(data):
               "| serve run | dispatch overhead p50 / p99 us | queued p50 / p99 | staging p50 / p99 | "
               "enqueueing p50 / p99 | GPU busy | measured l(b) / offline, per model |",
               "|---|---|---|---|---|---|---|"]
-    for k in ("deferred", "eager", "kernel"):
+    for k in RUNS:
         s = raw["serve"].get(k) or {}
         dev = (s.get("devices") or [{}])[0]
         d = dev.get("dispatch_overhead_us") or {}
@@ -541,6 +578,8 @@ def main():
     c.add_argument("--device", default="cuda:0")
     c.add_argument("--size", type=int, default=224)
     c.add_argument("--max-batch", type=int, default=MAX_BATCH)
+    dl = sub.add_parser("delayed")
+    dl.add_argument("work")
     r = sub.add_parser("report")
     r.add_argument("work")
     r.add_argument("out")
@@ -549,6 +588,8 @@ def main():
     if a.cmd == "configs":
         write_configs(os.path.abspath(a.work), a.serve_s, a.device, a.size, a.max_batch)
         return 0
+    if a.cmd == "delayed":
+        return write_delayed_configs(os.path.abspath(a.work))
     return report(os.path.abspath(a.work), a.out, a.selftest)
 
 
