@@ -409,6 +409,50 @@ TEST(ServerTest, AModelLoadedWhileAnotherServesRunsItsWarmUpUnderLeases) {
   EXPECT_TRUE(t->get().has_output());
 }
 
+// A model loaded while another serves on its device runs no batch longer
+// than the served model's requests can wait: its profile stops growing below
+// that (and, cut short by what the device serves now, is not saved), its max
+// batch stays within it, and the log says so.
+TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
+  ensure_profile("linear");
+  std::filesystem::remove(profile_path("sleepy"));
+  ServerOptions o;
+  o.devices = "cpu";
+  o.profile_repeats = 2;
+  o.profile_max_batch = 64;
+  std::mutex log_mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    lines.push_back(line);
+  };
+  auto s = Server::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  Server& server = **s;
+  // sleepy's work grows with the batch (256 small matrix products at 64, about
+  // 0.3 ms a sample here): a batch of 64 outlasts the 2 ms that linear's
+  // requests can wait, a batch of one fits.
+  ASSERT_TRUE(server.add_model(model("linear", 2)).ok());
+  ASSERT_TRUE(server.start().ok());
+  ASSERT_TRUE(server.add_model(model("sleepy", 200, 64)).ok());
+  auto linear = server.model_profile("linear");
+  auto sleepy = server.model_profile("sleepy");
+  ASSERT_TRUE(linear.ok() && sleepy.ok());
+  const Duration slack = Duration::milliseconds(2) - linear->latency(1);
+  std::uint32_t planned = 0;  // the max batch it is scheduled with
+  for (const ModelStats& m : server.stats().models)
+    if (m.name == "sleepy") planned = m.max_batch;
+  EXPECT_LT(sleepy->max_batch(), 64u) << "the profile stopped growing";
+  EXPECT_GE(planned, 1u);
+  EXPECT_LE(planned, sleepy->max_batch());
+  EXPECT_LE(sleepy->latency(planned), slack) << "max batch " << planned;
+  EXPECT_FALSE(std::filesystem::exists(profile_path("sleepy"))) << "a profile cut short here is not kept";
+  std::lock_guard<std::mutex> lock(log_mu);
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("profile not saved: measured beside the models the device serves") != std::string::npos;
+  }));
+}
+
 // ModelOptions::devices (a repository's instance_group): a model loaded on
 // cpu:1 of two CPU devices is answered from there only, profiled there (its
 // default profile file is cpu:1's) and recalibrated there; a model without

@@ -84,8 +84,17 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
   // the grid. The first call at a new size is slow (kernels are selected and
   // compiled per shape); warm-up absorbs it.
   std::vector<std::vector<at::Tensor>> batches;
+  Duration before;  // the last size's time
   for (std::size_t gi = 0; gi < grid.size(); ++gi) {
     const std::uint32_t b = grid[gi];
+    if (gi > 0) {
+      const Duration expect = before * static_cast<std::int64_t>(b) / static_cast<std::int64_t>(grid[gi - 1]);
+      if (expect > opts.run_limit) {
+        out.stopped_because = "batch " + std::to_string(b) + " would take about " + format_ms(expect) +
+                              " ms (run limit " + format_ms(opts.run_limit) + " ms)";
+        break;
+      }
+    }
     std::vector<at::Tensor> batch;
     try {
       batch = model.dummy_batch(b, dev);
@@ -107,9 +116,15 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
       out.stopped_because = "batch " + std::to_string(b) + " ran out of device memory";
       break;
     }
+    const Duration took = Duration::nanoseconds(static_cast<std::int64_t>(last));
+    if (gi > 0 && took > opts.run_limit) {
+      out.stopped_because = "batch " + std::to_string(b) + " takes " + format_ms(took) + " ms (run limit " +
+                            format_ms(opts.run_limit) + " ms)";
+      break;
+    }
+    before = took;
     batches.push_back(std::move(batch));
-    if (const Duration took = Duration::nanoseconds(static_cast<std::int64_t>(last));
-        took > opts.max_latency) {
+    if (took > opts.max_latency) {
       out.stopped_because = "batch " + std::to_string(b) + " already takes " + format_ms(took) +
                             " ms (limit " + format_ms(opts.max_latency) + " ms)";
       break;

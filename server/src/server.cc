@@ -826,7 +826,7 @@ struct Server::Impl final : BatchRunner {
 
   // Model m's profile on its k-th device: a given file, the file beside the
   // model for that device, or a measurement on it (then written there).
-  Result<profile_io::MeasuredProfile> device_profile(const Model& m, std::size_t k) {
+  Result<profile_io::MeasuredProfile> device_profile(const Model& m, std::size_t k, Duration run_limit) {
     const ModelOptions& mo = m.opts;
     const std::string shown = mo.display_name();
     const DeviceSpec& d = device_specs[m.gpus[k]];
@@ -848,6 +848,7 @@ struct Server::Impl final : BatchRunner {
     ProfileOptions po;
     po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
     po.repeats = opts.profile_repeats;
+    po.run_limit = run_limit;
     log("profiling " + shown + " on " + d.to_string() + " (batches up to " + std::to_string(po.max_batch) +
         ", " + std::to_string(po.repeats) + " rounds)");
     po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
@@ -857,6 +858,12 @@ struct Server::Impl final : BatchRunner {
     };
     SYMPHONY_ASSIGN_OR_RETURN(auto measured, profile_model(*m.torch, k, po));
     measured.device = d.to_string();
+    if (!run_limit.is_infinite() && measured.max_batch < po.max_batch) {
+      // Cut short by what the device serves now, not by the model: not kept.
+      log(shown + ": profile not saved: measured beside the models the device serves, up to batch " +
+          std::to_string(measured.max_batch) + ": " + measured.stopped_because);
+      return measured;
+    }
     if (Status s = profile_io::write_profile_file(path, measured); !s.ok())
       log(shown + ": could not save the profile: " + s.message());
     else
@@ -964,11 +971,14 @@ struct Server::Impl final : BatchRunner {
     std::vector<LatencyProfile> profiles;
     std::vector<DeviceSpec> profiled_on;
     bool cpu_profiled = false;
+    // Loaded while others serve on its devices: no batch of its own, at load
+    // or after, may outlast what their requests can wait.
+    const auto [limit, tightest] = beside_limit(*m);
     for (std::size_t k = 0; k < m->gpus.size(); ++k) {
       const DeviceSpec& d = device_specs[m->gpus[k]];
       if (d.kind == DeviceKind::kCpu && std::exchange(cpu_profiled, true)) continue;
       if (mo.profile != "auto" && k > 0) break;  // one given file for every device
-      SYMPHONY_ASSIGN_OR_RETURN(auto measured, device_profile(*m, k).with_context(who));
+      SYMPHONY_ASSIGN_OR_RETURN(auto measured, device_profile(*m, k, limit).with_context(who));
       SYMPHONY_ASSIGN_OR_RETURN(auto p, measured.to_latency_profile(opts.profile_latency).with_context(who));
       profiles.push_back(std::move(p));
       profiled_on.push_back(d);
@@ -978,6 +988,14 @@ struct Server::Impl final : BatchRunner {
       log(shown + ": planned with the slowest of its devices' profiles (" + device_names(profiled_on) +
           ") at each batch size");
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
+    if (const std::uint32_t uncapped = m->max_batch; !limit.is_infinite()) {
+      while (m->max_batch > 1 && m->profile.latency(m->max_batch) > limit) --m->max_batch;
+      if (m->max_batch < uncapped)
+        log(shown + ": max batch " + std::to_string(m->max_batch) + ", not " + std::to_string(uncapped) +
+            ": a larger batch would run longer than model '" + tightest + "', served on " + device_names(on) +
+            ", can wait (" + format_ms(limit) +
+            " ms); to batch more, give it a device of its own (devices, " + "instance_group)");
+    }
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on each of its devices before serving.
     SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
@@ -989,6 +1007,26 @@ struct Server::Impl final : BatchRunner {
     return m;
   }
 
+  // How long a batch of another model may run on a device `o` is served on
+  // before a request of `o` arriving as it starts ends late.
+  static Duration slack_beside(const Model& o) { return o.opts.slo - o.profile.latency(1); }
+
+  // The run limit of a model loaded while others serve (ProfileOptions::
+  // run_limit, its max batch): the least slack of the models served on its
+  // devices, and the tightest's name; infinite (and "") when nothing serves there.
+  std::pair<Duration, std::string> beside_limit(const Model& m) const {
+    std::pair<Duration, std::string> out{Duration::infinite(), ""};
+    if (!serving.load(std::memory_order_acquire)) return out;
+    std::shared_lock<std::shared_mutex> l(models_mu);
+    for (const auto& [name, o] : by_name) {
+      if (o->opts.model_name() == m.opts.model_name()) continue;  // its own versions: replaced, not beside
+      if (std::find_first_of(m.gpus.begin(), m.gpus.end(), o->gpus.begin(), o->gpus.end()) == m.gpus.end())
+        continue;
+      if (const Duration s = slack_beside(*o); s < out.first) out = {s, o->opts.display_name()};
+    }
+    return out;
+  }
+
   // Says when one model's batches can make another's requests late on a
   // device both are served on: the scheduler sizes a batch for its own
   // model's deadlines, and a request of the other that arrives while the
@@ -998,7 +1036,7 @@ struct Server::Impl final : BatchRunner {
     const auto check = [&](const Model& a, const Model& b, GpuId g) {
       const Duration longest = a.profile.latency(a.max_batch);
       const Duration one = b.profile.latency(1);
-      if (longest + one <= b.opts.slo) return;
+      if (longest <= slack_beside(b)) return;
       lines.push_back("model '" + a.opts.display_name() + "': its batch of " + std::to_string(a.max_batch) +
                       " runs " + format_ms(longest) + " ms on " + device_specs[g].to_string() +
                       ", which it shares with model '" + b.opts.display_name() + "' (SLO " +

@@ -37,6 +37,10 @@ struct ProfileOptions {
   int repeats = 20;                             // timed rounds (each runs every size once)
   int warmup = 3;                               // untimed runs per batch size
   Duration max_latency = Duration::seconds(5);  // stop growing beyond this
+  // No size runs that is expected to take longer than this (the size before
+  // it, scaled up) or that did (it is left out); batch 1 always runs. The
+  // server sets it while other models serve on the device: their slack.
+  Duration run_limit = Duration::infinite();
   // Called after each measurement round: (largest batch, round, rounds).
   std::function<void(std::uint32_t, std::size_t, std::size_t)> progress;
 };
