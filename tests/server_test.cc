@@ -67,6 +67,26 @@ std::unique_ptr<Server> make_server(std::string devices = "cpu", PolicySpec poli
 
 // Profiles a model once per test binary run and saves it, so later servers
 // reuse the file.
+// A server's log lines, kept (ServerOptions::log; the server logs from its
+// own threads too).
+class LogLines {
+ public:
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(line);
+    };
+  }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
 void ensure_profile(const std::string& name) {
   static std::set<std::string> done;
   if (done.count(name)) return;
@@ -368,12 +388,8 @@ TEST(ServerTest, AModelLoadedWhileAnotherServesRunsItsWarmUpUnderLeases) {
   o.profile_repeats = 3;
   o.profile_max_batch = 8;
   o.delays.safety_margin = Duration::milliseconds(20);
-  std::mutex log_mu;
-  std::vector<std::string> lines;
-  o.log = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(log_mu);
-    lines.push_back(line);
-  };
+  LogLines log;
+  o.log = log.sink();
   auto s = Server::create(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Server& server = **s;
@@ -400,7 +416,7 @@ TEST(ServerTest, AModelLoadedWhileAnotherServesRunsItsWarmUpUnderLeases) {
   }
   // The warm-up alone is 3 rounds of sizes 1..8: at least 24 leased runs.
   std::uint64_t leased = 0;
-  for (const std::string& l : lines)
+  for (const std::string& l : log.lines())
     if (auto at = l.find(" warm-up and profile runs held their device in gaps"); at != std::string::npos)
       leased = std::stoull(l.substr(l.rfind(' ', at - 1) + 1));
   EXPECT_GE(leased, 24u);
@@ -420,12 +436,8 @@ TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
   o.devices = "cpu";
   o.profile_repeats = 2;
   o.profile_max_batch = 64;
-  std::mutex log_mu;
-  std::vector<std::string> lines;
-  o.log = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(log_mu);
-    lines.push_back(line);
-  };
+  LogLines log;
+  o.log = log.sink();
   auto s = Server::create(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   Server& server = **s;
@@ -447,7 +459,7 @@ TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
   EXPECT_LE(planned, sleepy->max_batch());
   EXPECT_LE(sleepy->latency(planned), slack) << "max batch " << planned;
   EXPECT_FALSE(std::filesystem::exists(profile_path("sleepy"))) << "a profile cut short here is not kept";
-  std::lock_guard<std::mutex> lock(log_mu);
+  const std::vector<std::string> lines = log.lines();
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
     return l.find("profile not saved: measured beside the models the device serves") != std::string::npos;
   }));
