@@ -465,6 +465,54 @@ TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
   }));
 }
 
+// The same with a profile measured before, alone on the device, that runs
+// past the slack: the profile is used as it is, the max batch is cut to what
+// fits, and the log says why and what to do.
+TEST(ServerTest, AProfileMeasuredAloneIsCutToTheSlackWhenLoadedBesideAnother) {
+  ensure_profile("linear");
+  ModelOptions sleepy = model("sleepy", 200, 64);
+  sleepy.profile = profile_path("sleepy_alone");
+  std::filesystem::remove(sleepy.profile);
+  ServerOptions o;
+  o.devices = "cpu";
+  o.profile_repeats = 2;
+  o.profile_max_batch = 64;
+  {
+    auto alone = Server::create(o);
+    ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+    ASSERT_TRUE((*alone)->add_model(sleepy).ok());  // nothing serves: measured up to 64 and saved
+  }
+  ASSERT_TRUE(std::filesystem::exists(sleepy.profile));
+  LogLines log;
+  o.log = log.sink();
+  auto s = Server::create(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  Server& server = **s;
+  ASSERT_TRUE(server.add_model(model("linear", 2)).ok());
+  ASSERT_TRUE(server.start().ok());
+  ASSERT_TRUE(server.add_model(sleepy).ok());
+  auto linear = server.model_profile("linear");
+  auto profile = server.model_profile("sleepy");
+  ASSERT_TRUE(linear.ok() && profile.ok());
+  EXPECT_EQ(profile->max_batch(), 64u) << "the saved profile, as it is";
+  const Duration slack = Duration::milliseconds(2) - linear->latency(1);
+  std::uint32_t planned = 0;
+  for (const ModelStats& m : server.stats().models)
+    if (m.name == "sleepy") planned = m.max_batch;
+  EXPECT_GE(planned, 1u);
+  EXPECT_LT(planned, 64u);
+  EXPECT_LE(profile->latency(planned), slack) << "max batch " << planned;
+  const std::vector<std::string> lines = log.lines();
+  const std::string want = "sleepy: max batch " + std::to_string(planned) +
+                           ", not 64: a larger batch would run longer than model 'linear'";
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+    return l.rfind(want, 0) == 0;
+  })) << want;
+  auto r = server.infer("sleepy", {torch::ones({4})});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->get().has_output());
+}
+
 // ModelOptions::devices (a repository's instance_group): a model loaded on
 // cpu:1 of two CPU devices is answered from there only, profiled there (its
 // default profile file is cpu:1's) and recalibrated there; a model without

@@ -993,8 +993,8 @@ struct Server::Impl final : BatchRunner {
       if (m->max_batch < uncapped)
         log(shown + ": max batch " + std::to_string(m->max_batch) + ", not " + std::to_string(uncapped) +
             ": a larger batch would run longer than model '" + tightest + "', served on " + device_names(on) +
-            ", can wait (" + format_ms(limit) +
-            " ms); to batch more, give it a device of its own (devices, " + "instance_group)");
+            ", can wait (" + format_ms(limit) + " ms); to batch more, give it a device of its own " +
+            "(devices, instance_group)");
     }
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on each of its devices before serving.
