@@ -458,6 +458,7 @@ TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
   EXPECT_GE(planned, 1u);
   EXPECT_LE(planned, sleepy->max_batch());
   EXPECT_LE(sleepy->latency(planned), slack) << "max batch " << planned;
+  EXPECT_EQ(server.model_info("sleepy")->max_batch, planned) << "what a request may carry, as described";
   EXPECT_FALSE(std::filesystem::exists(profile_path("sleepy"))) << "a profile cut short here is not kept";
   const std::vector<std::string> lines = log.lines();
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {

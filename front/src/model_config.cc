@@ -54,6 +54,11 @@ bool effective_config(const ModelMetadata& m, inference::ModelConfig* out) {
   out->Clear();
   if (!m.config_proto.empty()) {
     if (!out->ParseFromString(m.config_proto)) return false;
+    // Never more than the model is served with (a profile that stopped short,
+    // a load capped beside other models).
+    if (m.batch_dimension && m.max_batch > 0 &&
+        out->max_batch_size() > static_cast<std::int64_t>(m.max_batch))
+      out->set_max_batch_size(static_cast<std::int32_t>(m.max_batch));
     set_instance_groups(m, out);
     return true;
   }

@@ -424,6 +424,11 @@ TEST(FrontRestTest, ModelConfigIsTheServicesWhenItGivesOne) {
   EXPECT_EQ(c["input"][0]["reshape"]["shape"], json::array({5}));
   EXPECT_EQ(c["dynamic_batching"]["max_queue_delay_microseconds"], 18446744073709551615ull);
   EXPECT_EQ(c["version_policy"]["specific"]["versions"], json::array({-3}));
+  // A config's max_batch_size above the largest batch the model is served
+  // with shows the latter (what a request may carry).
+  given.set_max_batch_size(32);
+  m.config_proto = given.SerializeAsString();
+  EXPECT_EQ(json::parse(*model_config_body(m))["max_batch_size"], 8);
   m.config_proto = "\xff\xff not a message";
   EXPECT_FALSE(model_config_body(m));
 }

@@ -1366,7 +1366,7 @@ Result<ModelInfo> Server::model_info(std::string_view name) const {
   info.inputs = o.inputs;
   if (it->second->torch) info.outputs = it->second->torch->outputs();
   info.slo = o.slo;
-  info.max_batch = o.max_batch;
+  info.max_batch = it->second->max_batch;  // planned: at most o.max_batch
   info.batch_dimension = o.batch_dimension;
   for (const GpuId g : it->second->gpus) info.devices.push_back(impl_->device_specs[g]);
   return info;

@@ -145,6 +145,8 @@ struct ModelInfo {
   // batch dimension); empty on emulated devices, which run no model.
   std::vector<InputSpec> outputs;
   Duration slo;
+  // The largest batch it is planned with: ModelOptions::max_batch, or less
+  // where its profile stopped or a load beside others capped it.
   std::uint32_t max_batch = 0;
   bool batch_dimension = true;      // ModelOptions::batch_dimension
   std::vector<DeviceSpec> devices;  // the devices that serve it, in the server's order
