@@ -425,6 +425,28 @@ TEST(ServerTest, AModelLoadedWhileAnotherServesRunsItsWarmUpUnderLeases) {
   EXPECT_TRUE(t->get().has_output());
 }
 
+// A started CPU server serving linear with a 2 ms SLO (its log kept in
+// `log`), for the tests below to load sleepy beside: sleepy's work grows with
+// the batch (256 small matrix products at 64, about 0.3 ms a sample here), so
+// a batch of 64 outlasts what linear's requests can wait and a batch of one fits.
+std::unique_ptr<Server> serving_tight_linear(ServerOptions o, LogLines& log) {
+  o.log = log.sink();
+  auto s = Server::create(o);
+  if (!s.ok()) {
+    ADD_FAILURE() << s.status().to_string();
+    return nullptr;
+  }
+  if (Status st = (*s)->add_model(model("linear", 2)); !st.ok()) {
+    ADD_FAILURE() << st.to_string();
+    return nullptr;
+  }
+  if (Status st = (*s)->start(); !st.ok()) {
+    ADD_FAILURE() << st.to_string();
+    return nullptr;
+  }
+  return std::move(*s);
+}
+
 // A model loaded while another serves on its device runs no batch longer
 // than the served model's requests can wait: its profile stops growing below
 // that (and, cut short by what the device serves now, is not saved), its max
@@ -437,15 +459,9 @@ TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
   o.profile_repeats = 2;
   o.profile_max_batch = 64;
   LogLines log;
-  o.log = log.sink();
-  auto s = Server::create(o);
-  ASSERT_TRUE(s.ok()) << s.status().to_string();
-  Server& server = **s;
-  // sleepy's work grows with the batch (256 small matrix products at 64, about
-  // 0.3 ms a sample here): a batch of 64 outlasts the 2 ms that linear's
-  // requests can wait, a batch of one fits.
-  ASSERT_TRUE(server.add_model(model("linear", 2)).ok());
-  ASSERT_TRUE(server.start().ok());
+  auto served = serving_tight_linear(o, log);
+  ASSERT_TRUE(served);
+  Server& server = *served;
   ASSERT_TRUE(server.add_model(model("sleepy", 200, 64)).ok());
   auto linear = server.model_profile("linear");
   auto sleepy = server.model_profile("sleepy");
@@ -485,12 +501,9 @@ TEST(ServerTest, AProfileMeasuredAloneIsCutToTheSlackWhenLoadedBesideAnother) {
   }
   ASSERT_TRUE(std::filesystem::exists(sleepy.profile));
   LogLines log;
-  o.log = log.sink();
-  auto s = Server::create(o);
-  ASSERT_TRUE(s.ok()) << s.status().to_string();
-  Server& server = **s;
-  ASSERT_TRUE(server.add_model(model("linear", 2)).ok());
-  ASSERT_TRUE(server.start().ok());
+  auto served = serving_tight_linear(o, log);
+  ASSERT_TRUE(served);
+  Server& server = *served;
   ASSERT_TRUE(server.add_model(sleepy).ok());
   auto linear = server.model_profile("linear");
   auto profile = server.model_profile("sleepy");
