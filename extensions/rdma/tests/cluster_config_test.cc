@@ -1,5 +1,6 @@
-// cluster.yaml parsing (a simulator config plus a `cluster:` section) and the
-// windowed percentile the scheduler learns delays with.
+// cluster.yaml parsing (a simulator config plus a `cluster:` section), the
+// windowed percentile the scheduler learns delays with, and the shapes that
+// precede tensors of dims with -1.
 #include "symphony/cluster/cluster_config.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include "status_testing.hpp"
 #include "symphony/cluster/delay_estimator.hpp"
+#include "symphony/cluster/shaped_bytes.hpp"
 
 namespace symphony::cluster {
 namespace {
@@ -193,6 +195,35 @@ TEST(BatchCostFitTest, SeparatesTheFixedPartFromThePerItemCost) {
   EXPECT_EQ(g.fit(0.99, at_s(1)).per_item, Duration::zero());
   EXPECT_EQ(g.fit(0.99, at_s(1)).fixed, Duration::microseconds(300));
   EXPECT_EQ(g.fit(0.99, at_s(9)).fixed, Duration::zero());  // forgotten
+}
+
+TEST(ShapedBytesTest, AShapeReadsBackAndABadOneIsNamed) {
+  std::vector<std::uint8_t> b;
+  append_shape(std::vector<std::int64_t>{3, 0, 70000}, b);
+  append_shape(std::vector<std::int64_t>{}, b);
+  ASSERT_EQ(b.size(), 5u * 8);
+  EXPECT_EQ(b[0], 3) << "little-endian rank first";
+  std::size_t off = 0;
+  EXPECT_EQ(ok_value(read_shape(b, off)), (std::vector<std::int64_t>{3, 0, 70000}));
+  EXPECT_EQ(off, 32u);
+  EXPECT_EQ(ok_value(read_shape(b, off)), std::vector<std::int64_t>{}) << "a scalar";
+  EXPECT_EQ(off, b.size());
+  const auto error = [](std::vector<std::uint8_t> bytes) {
+    std::size_t at = 0;
+    const Result<std::vector<std::int64_t>> r = read_shape(bytes, at);
+    return r.ok() ? "accepted" : r.status().message();
+  };
+  EXPECT_NE(error({1, 0, 0}).find("end before its rank"), std::string::npos);
+  std::vector<std::uint8_t> cut;
+  append_shape(std::vector<std::int64_t>{2, 2}, cut);
+  cut.resize(cut.size() - 1);
+  EXPECT_NE(error(cut).find("end within its dims"), std::string::npos);
+  std::vector<std::uint8_t> neg;
+  append_shape(std::vector<std::int64_t>{-1}, neg);
+  EXPECT_NE(error(neg).find("a dim of -1"), std::string::npos);
+  std::vector<std::uint8_t> deep(8, 0);
+  deep[0] = 17;
+  EXPECT_NE(error(deep).find("rank 17"), std::string::npos);
 }
 
 }  // namespace

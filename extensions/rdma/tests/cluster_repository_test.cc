@@ -92,7 +92,7 @@ TEST_F(ClusterRepositoryTest, TheSchedulerReadsModelsSlosProfilesAndTensorsOfThe
   model("linear", kLinearConfig, {1, 3});
   profile("linear", 3, "cpu:0", 8, {"float32[4]"});
   model("unbatched", kUnbatchedConfig);
-  profile("unbatched", 1, "cpu:0", 1, {"int64[2]"});
+  profile("unbatched", 1, "cpu:0", 1, {"int64[1,2]"});
   const Result<ClusterRepository> r = read(true);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->models.size(), 2u);
@@ -119,21 +119,70 @@ TEST_F(ClusterRepositoryTest, TheSchedulerReadsModelsSlosProfilesAndTensorsOfThe
   const ClusterRepositoryModel& unb = r->models[1];
   EXPECT_EQ(unb.config.slo, repository::kDefaultSlo) << "no symphony.slo_ms: serve's default";
   EXPECT_EQ(unb.config.max_batch, 1u) << "no batch dimension: each request alone";
-  EXPECT_EQ(unb.tensors.inputs[0].to_string(), "int64[2]") << "the first dim of 1 dropped";
-  EXPECT_EQ(unb.tensors.outputs[0].to_string(), "float32[5]");
+  EXPECT_FALSE(unb.tensors.batch_dimension);
+  EXPECT_EQ(unb.tensors.inputs[0].to_string(), "int64[1,2]") << "the whole dims, as serve takes them";
+  EXPECT_EQ(unb.tensors.outputs[0].to_string(), "float32[1,5]");
 }
 
-// serve profiles a model without a batch dimension at its whole dims; the
-// scheduler takes that profile as it takes one made for the backends' form.
+// serve profiles a model without a batch dimension at its whole dims, the
+// only way to measure it: `symphony profile` measures batches.
 TEST_F(ClusterRepositoryTest, AnUnbatchedModelTakesTheProfileServeMade) {
   model("unbatched", kUnbatchedConfig);
-  profile("unbatched", 1, "cpu:0", 1, {"int64[1,2]"});
+  const std::string none = error(true);
+  EXPECT_HAS(none, "no latency profile");
+  EXPECT_HAS(none, "symphony serve --model-repository " + root_.string());
+  EXPECT_EQ(none.find("--max-batch"), std::string::npos) << none;
+  profile("unbatched", 1, "cpu:0", 1, {"int64[2]"});
+  const std::string other = error(true);
+  EXPECT_HAS(other, "measured with inputs int64[2], but");
+  EXPECT_HAS(other, "gives int64[1,2]");
+}
+
+// What serve honours, the cluster serves alike: dims of -1 (a request's own
+// size, warmed up and profiled at model_warmup's), max_batch_size 0 with
+// any dims and reshapes, and outputs of dims with -1.
+TEST_F(ClusterRepositoryTest, WildcardsAndModelsWithoutABatchDimensionAreServed) {
+  model("wild", R"(max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ -1, 3 ] } ]
+model_warmup [ { name: "w" batch_size: 1
+  inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 7, 4 ] zero_data: true } } } ]
+)");
+  profile("wild", 1, "cpu:0", 8, {"float32[7,4]"});
+  model("reshaped", R"(max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 1, 2, 2 ] reshape { shape: [ 1, 4 ] } } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 3 ] } ]
+)");
+  profile("reshaped", 1, "cpu:0", 1, {"float32[1,2,2]"});
+  model("whole", R"(max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, 4 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 3, 3 ] } ]
+)");
+  profile("whole", 1, "cpu:0", 1, {"float32[3,4]"});
   const Result<ClusterRepository> r = read(true);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->models[0].tensors.inputs[0].to_string(), "int64[2]");
-  fs::remove(r->models[0].profile_path);
-  profile("unbatched", 1, "cpu:0", 1, {"int64[3]"});
-  EXPECT_HAS(error(true), "measured with inputs int64[3]");
+  ASSERT_EQ(r->models.size(), 3u);
+  const ClusterRepositoryModel& reshaped = r->models[0];
+  EXPECT_FALSE(reshaped.tensors.batch_dimension);
+  EXPECT_EQ(reshaped.tensors.inputs[0].to_string(), "float32[1,2,2]");
+  EXPECT_EQ(reshaped.input_reshapes.at(0), (std::vector<std::int64_t>{1, 4}));
+  const ClusterRepositoryModel& whole = r->models[1];
+  EXPECT_FALSE(whole.tensors.batch_dimension);
+  EXPECT_EQ(whole.config.max_batch, 1u);
+  EXPECT_EQ(whole.tensors.inputs[0].to_string(), "float32[3,4]");
+  EXPECT_EQ(whole.tensors.outputs[0].to_string(), "float32[3,3]");
+  const ClusterRepositoryModel& wild = r->models[2];
+  EXPECT_TRUE(wild.tensors.batch_dimension);
+  EXPECT_EQ(wild.tensors.inputs[0].to_string(), "float32[-1,4]");
+  ASSERT_EQ(wild.tensors.outputs.size(), 1u) << "an output with -1 is kept: answered with its shape";
+  EXPECT_EQ(wild.tensors.outputs[0].to_string(), "float32[-1,3]");
+  ASSERT_EQ(wild.profile_inputs.size(), 1u);
+  EXPECT_EQ(wild.profile_inputs[0].to_string(), "float32[7,4]") << "model_warmup's dims";
+  EXPECT_EQ(wild.config.max_batch, 8u);
+  // A profile measured at other dims than the warm-up's is refused.
+  fs::remove(wild.profile_path);
+  profile("wild", 1, "cpu:0", 8, {"float32[1,4]"});
+  EXPECT_HAS(error(true), "--input 'float32[7,4]' --max-batch 8");
 }
 
 TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOwn) {
@@ -250,20 +299,10 @@ TEST_F(ClusterRepositoryTest, AnUnsupportedConfigStopsTheStartNamingTheFile) {
     EXPECT_HAS(e, why);
     fs::remove_all(root_ / name);
   };
-  expect_refused("wild", R"(max_batch_size: 8
-input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
+  expect_refused("dyn_reshape", R"(max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] reshape { shape: [ 1, -1 ] } } ]
 )",
-                 "dimension of -1");
-  // What serve honours and the backends do not yet: a reshape without a
-  // batch dimension, and a model without one whose first dim is not 1.
-  expect_refused("reshaped", R"(max_batch_size: 0
-input [ { name: "x" data_type: TYPE_FP32 dims: [ 1, 2, 2 ] reshape { shape: [ 1, 4 ] } } ]
-)",
-                 "max_batch_size 0 with a reshape is not served by the cluster's backends");
-  expect_refused("whole", R"(max_batch_size: 0
-input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, 4 ] } ]
-)",
-                 "max_batch_size 0 with input 'x' float32[3,4]");
+                 "a reshape of dims with -1 is not served");
   expect_refused("bad", "max_batch_size: 8\nno_such_field: 1\n", "fix it or move it out");
   fs::remove_all(root_);
   fs::create_directories(root_);

@@ -459,17 +459,43 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3, 1 ] reshape { shape
 parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
 """
 
+# No batch dimension: linear.pt takes the whole [3, 4] and gives [3, 3].
+WHOLE_PBTXT = """
+max_batch_size: 0
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3, 3 ] } ]
+parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
+"""
+
+# Each request its own number of rows: [n, 4] -> [n, 3] (linear.pt on [b, n, 4]).
+WILD_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1, 3 ] } ]
+parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
+"""
+
+
+def rows(n, seed):
+    return [[0.25 * (seed + r) - c for c in range(4)] for r in range(n)]
+
+
+def flat_expected(xs):
+    return [v for x in xs for v in linear_expected(x)]
+
 
 def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
     """The scheduler, a CPU backend and a frontend all take --model-repository:
     models, SLO, profile, model file and tensor names come from the repository,
     none from cluster.yaml; the scheduler refuses to start without a profile,
-    naming the command that makes one. A model with reshapes is served as
-    serve serves it."""
+    naming the command that makes one. Models with reshapes, without a batch
+    dimension and with dims of -1 (requests of different sizes in one batch)
+    are served as serve serves them."""
     if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
         pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
     repo = tmp_path / "models"
-    for name, pbtxt in (("linear", LINEAR_PBTXT), ("reshaped", RESHAPED_PBTXT)):
+    for name, pbtxt in (("linear", LINEAR_PBTXT), ("reshaped", RESHAPED_PBTXT), ("whole", WHOLE_PBTXT),
+                        ("wild", WILD_PBTXT)):
         (repo / name / "2").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(pbtxt)
         with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
@@ -483,11 +509,14 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         assert "no latency profile" in p.output() and "symphony profile %s" % (
             repo / "linear" / "2" / "model.pt") in p.output(), p.output()
         # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
-        points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
-        for name, inputs in (("linear", "float32[4]"), ("reshaped", "float32[2,2]")):
+        # A -1 is profiled at 1 (no model_warmup); a model without a batch dimension at its dims.
+        for name, inputs, top in (("linear", "float32[4]", 8), ("reshaped", "float32[2,2]", 8),
+                                  ("whole", "float32[3,4]", 1), ("wild", "float32[1,4]", 8)):
+            points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3)
+                             for b in range(1, top + 1))
             (repo / name / "2" / "model.cpu0.profile.yaml").write_text(
-                'model: %s\ndevice: cpu:0\ninputs: ["%s"]\nmax_batch: 8\nalpha_ms: 0.05\n'
-                "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, inputs) + points)
+                'model: %s\ndevice: cpu:0\ninputs: ["%s"]\nmax_batch: %d\nalpha_ms: 0.05\n'
+                "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, inputs, top) + points)
         c.start_scheduler(extra=args)
         c.start_backend("cpu", "cpu", extra=args)
         f = c.start_frontend("fe", extra=args)
@@ -513,9 +542,55 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         (out,) = json.loads(body)["outputs"]
         assert out["shape"] == [2, 3, 1], out
         assert out["data"] == pytest.approx(linear_expected(xs[0]) + linear_expected(xs[1]), rel=1e-6)
+
+        m = json.loads(curl(f.url + "/v2/models/whole")[2])
+        assert m["inputs"][0]["shape"] == [3, 4] and m["outputs"][0]["shape"] == [3, 3], m
+        assert json.loads(curl(f.url + "/v2/models/whole/config")[2])["max_batch_size"] == 0
+        xs = rows(3, 1)
+        status, hdrs, body = http_infer(f, "whole", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [3, 4], "data": sum(xs, [])}]})
+        assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
+        (out,) = json.loads(body)["outputs"]
+        assert out["shape"] == [3, 3] and out["data"] == pytest.approx(flat_expected(xs), rel=1e-6), out
+        status, _, body = http_infer(f, "whole", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 3, 4], "data": sum(xs, [])}]})
+        assert status == 400 and b"expected shape [3,4]" in body, body
+
+        m = json.loads(curl(f.url + "/v2/models/wild")[2])
+        assert m["inputs"][0]["shape"] == [-1, -1, 4] and m["outputs"][0]["shape"] == [-1, -1, 3], m
+        # Requests of 1 to 6 rows at once (batches of mixed sizes), one of them
+        # without the batch dimension, one of two samples of 2 rows each.
+        answers = {}
+
+        def send(n):
+            xs = rows(n, n)
+            shape = [n, 4] if n == 5 else [1, n, 4]
+            answers[n] = (xs, shape, http_infer(f, "wild", {"inputs": [
+                {"name": "INPUT__0", "datatype": "FP32", "shape": shape, "data": sum(xs, [])}]}))
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(1, 7)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert sorted(answers) == list(range(1, 7)), answers
+        for n, (xs, shape, (status, hdrs, body)) in answers.items():
+            assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), (n, body)
+            (out,) = json.loads(body)["outputs"]
+            assert out["shape"] == shape[:-1] + [3], (n, out)
+            assert out["data"] == pytest.approx(flat_expected(xs), rel=1e-6), n
+        two = rows(2, 7) + rows(2, 9)
+        status, hdrs, body = http_infer(f, "wild", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 4], "data": sum(two, [])}]})
+        assert status == 200, body
+        (out,) = json.loads(body)["outputs"]
+        assert out["shape"] == [2, 2, 3] and out["data"] == pytest.approx(flat_expected(two), rel=1e-6), out
         report = f.stop(signal.SIGINT)
         assert report["models"]["linear"]["sent"] == 5 and report["models"]["linear"]["errors"] == 0, report
-        assert report["models"]["reshaped"]["errors"] == 0, report
+        for name in ("reshaped", "wild"):
+            assert report["models"][name]["errors"] == 0, report
+        assert report["models"]["whole"]["errors_by_kind"]["invalid"] == 1, report  # the [1, 3, 4]
+        assert report["models"]["wild"]["sent"] == 7, report
     finally:
         c.stop_all()
 

@@ -4,11 +4,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "symphony/cluster/cluster_repository.hpp"
+#include "symphony/cluster/shaped_bytes.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/executors.hpp"
 #include "symphony/server/input_spec.hpp"
@@ -23,22 +26,64 @@ namespace {
 using server::RequestInputs;
 using server::TorchModel;
 
-std::size_t spec_bytes(const server::InputSpec& s) {
-  std::int64_t n = 1;
-  for (std::int64_t d : s.shape) n *= d;
-  return static_cast<std::size_t>(n) * c10::elementSize(s.dtype);
+// The bytes of a sample of `s` (fixed dims); SIZE_MAX when above `limit`.
+std::size_t spec_bytes(const server::InputSpec& s, std::size_t limit) {
+  std::size_t n = c10::elementSize(s.dtype);
+  for (std::int64_t d : s.shape) {
+    const auto u = static_cast<std::size_t>(d);
+    if (u != 0 && n > limit / u) return SIZE_MAX;
+    n *= u;
+  }
+  return n;
 }
 
-// Appends the bytes of every tensor in `v` (a tensor or a tuple of them).
-Status append_bytes(const c10::IValue& v, std::vector<std::uint8_t>& out) {
+std::string describe(const std::vector<server::InputSpec>& specs) {
+  std::string out;
+  for (const server::InputSpec& s : specs) out += (out.empty() ? "" : " + ") + s.to_string();
+  return out;
+}
+
+// One request's tensors from its bytes: each input's (after its shape when
+// the spec has a -1), which must fill the bytes exactly.
+Status read_request(const TorchModel& m, std::span<const std::uint8_t> bytes, std::vector<at::Tensor>& out) {
+  const auto bad = [&](const std::string& why) {
+    return Status(Errc::kInvalidArgument, "takes " + describe(m.inputs()) + "; a request of " +
+                                              std::to_string(bytes.size()) + " bytes " + why);
+  };
+  std::size_t off = 0;
+  for (const server::InputSpec& s : m.inputs()) {
+    server::InputSpec sample = s;
+    if (std::find(s.shape.begin(), s.shape.end(), -1) != s.shape.end()) {
+      Result<std::vector<std::int64_t>> dims = read_shape(bytes, off);
+      if (!dims.ok()) return bad("has no shape for input '" + s.name + "': " + dims.status().message());
+      sample.shape = std::move(*dims);
+      if (!shape_matches(s.shape, sample.shape))
+        return bad("gives input '" + s.name + "' " + sample.to_string());
+    }
+    const std::size_t n = spec_bytes(sample, bytes.size());
+    if (n > bytes.size() - off) return bad("ends within input '" + s.name + "'");
+    at::Tensor t = torch::empty(sample.shape, torch::TensorOptions().dtype(s.dtype));
+    std::memcpy(t.data_ptr(), bytes.data() + off, n);
+    off += n;
+    out.push_back(std::move(t));
+  }
+  if (off != bytes.size()) return bad("has " + std::to_string(bytes.size() - off) + " bytes more");
+  return {};
+}
+
+// Appends the bytes of every tensor in `v` (a tensor or a tuple of them),
+// each after its shape when `shaped`.
+Status append_bytes(const c10::IValue& v, bool shaped, std::vector<std::uint8_t>& out) {
   if (v.isTensor()) {
     const at::Tensor t = v.toTensor().contiguous().cpu();
+    if (shaped) append_shape(t.sizes(), out);
     const auto* p = static_cast<const std::uint8_t*>(t.data_ptr());
     out.insert(out.end(), p, p + t.nbytes());
     return {};
   }
   if (v.isTuple()) {
-    for (const c10::IValue& e : v.toTupleRef().elements()) SYMPHONY_RETURN_IF_ERROR(append_bytes(e, out));
+    for (const c10::IValue& e : v.toTupleRef().elements())
+      SYMPHONY_RETURN_IF_ERROR(append_bytes(e, shaped, out));
     return {};
   }
   return Status(Errc::kInvalidArgument,
@@ -77,9 +122,18 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
                                       .with_context("model '" + m.name + "'"));
         o.inputs.push_back(s);
       }
+      for (std::size_t i = 0; i < m.profile_inputs.size(); ++i) {
+        SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
+                                  server::parse_input_spec(m.profile_inputs[i], "input" + std::to_string(i))
+                                      .with_context("model '" + m.name + "'"));
+        o.profile_inputs.push_back(s);
+      }
       o.input_reshapes = m.input_reshapes;
       o.output_reshapes = m.output_reshapes;
-      SYMPHONY_ASSIGN_OR_RETURN(models_[m.name], TorchModel::load(std::move(o)));
+      o.batch_dimension = m.batch_dimension;
+      Loaded& l = models_[m.name];
+      l.shaped_outputs = m.shaped_outputs;
+      SYMPHONY_ASSIGN_OR_RETURN(l.model, TorchModel::load(std::move(o)));
     }
     server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
     // Every model is on every device: device i runs replica i.
@@ -103,7 +157,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   const std::vector<std::string>& names() const override { return names_; }
   std::vector<std::string> models() const override {
     std::vector<std::string> out;
-    for (const auto& [n, m] : models_) out.push_back(n);
+    for (const auto& [n, l] : models_) out.push_back(n);
     return out;
   }
   Executor& executor(std::size_t d) override { return *executors_[d]; }
@@ -112,28 +166,12 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
                  std::vector<std::span<const std::uint8_t>> inputs) override {
     const auto it = models_.find(model);
     if (it == models_.end()) return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
-    TorchModel* m = it->second.get();
     Pending p;
-    p.model = m;
+    p.model = &it->second;
     p.tensors.resize(inputs.size());
-    std::size_t want = 0;
-    for (const server::InputSpec& s : m->inputs()) want += spec_bytes(s);
-    for (std::size_t r = 0; r < inputs.size(); ++r) {
-      if (inputs[r].size() != want) {
-        std::string specs;
-        for (const server::InputSpec& s : m->inputs()) specs += (specs.empty() ? "" : " + ") + s.to_string();
-        return Status(Errc::kInvalidArgument, "model '" + model + "' takes " + std::to_string(want) +
-                                                  " bytes (" + specs + "), a request has " +
-                                                  std::to_string(inputs[r].size()));
-      }
-      std::size_t off = 0;
-      for (const server::InputSpec& s : m->inputs()) {
-        at::Tensor t = torch::empty(s.shape, torch::TensorOptions().dtype(s.dtype));
-        std::memcpy(t.data_ptr(), inputs[r].data() + off, spec_bytes(s));
-        off += spec_bytes(s);
-        p.tensors[r].push_back(std::move(t));
-      }
-    }
+    for (std::size_t r = 0; r < inputs.size(); ++r)
+      SYMPHONY_RETURN_IF_ERROR(
+          read_request(*p.model->model, inputs[r], p.tensors[r]).with_context("model '" + model + "'"));
     std::lock_guard<std::mutex> lock(mu_);
     pending_[batch] = std::move(p);
     return {};
@@ -151,8 +189,12 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   void stop() override { executors_.clear(); }  // each executor runs what it has, reports it, joins
 
  private:
+  struct Loaded {
+    std::unique_ptr<TorchModel> model;
+    bool shaped_outputs = false;  // TorchModelSpec::shaped_outputs
+  };
   struct Pending {
-    TorchModel* model = nullptr;
+    const Loaded* model = nullptr;
     std::vector<std::vector<at::Tensor>> tensors;
     std::vector<std::vector<std::uint8_t>> outputs;
   };
@@ -163,7 +205,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     const auto it = pending_.find(b.batch);
     if (it == pending_.end())
       return Status(Errc::kNotFound, "batch " + std::to_string(b.batch) + " has no prepared inputs");
-    return server::ModelReplica{it->second.model, device};
+    return server::ModelReplica{it->second.model->model.get(), device};
   }
   void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,16 +214,21 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     for (const std::vector<at::Tensor>& t : p.tensors) out->push_back(RequestInputs{&t, false});
   }
   void store(const ExecBatch& b, std::vector<c10::IValue>&& outputs) override {
+    bool shaped = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shaped = pending_.at(b.batch).model->shaped_outputs;
+    }
     std::vector<std::vector<std::uint8_t>> bytes(outputs.size());
     for (std::size_t i = 0; i < outputs.size(); ++i)
-      if (Status s = append_bytes(outputs[i], bytes[i]); !s.ok()) bytes[i].clear();
+      if (Status s = append_bytes(outputs[i], shaped, bytes[i]); !s.ok()) bytes[i].clear();
     std::lock_guard<std::mutex> lock(mu_);
     pending_.at(b.batch).outputs = std::move(bytes);
   }
   void fail(const ExecBatch&, const std::string&) override {}  // the executor reports the error
 
   std::vector<std::string> names_;
-  std::unordered_map<std::string, std::unique_ptr<TorchModel>> models_;
+  std::unordered_map<std::string, Loaded> models_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::mutex mu_;
   std::unordered_map<BatchId, Pending> pending_;
@@ -218,8 +265,15 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
   }
   if (repository)
     for (const ClusterRepositoryModel& rm : repository->models) {
-      TorchModelSpec m{rm.config.name, rm.model_path, {}, rm.input_reshapes, rm.output_reshapes};
+      TorchModelSpec m;
+      m.name = rm.config.name;
+      m.path = rm.model_path;
+      m.input_reshapes = rm.input_reshapes;
+      m.output_reshapes = rm.output_reshapes;
       for (const TensorSpec& t : rm.tensors.inputs) m.inputs.push_back(t.to_string());
+      for (const TensorSpec& t : rm.profile_inputs) m.profile_inputs.push_back(t.to_string());
+      m.batch_dimension = rm.tensors.batch_dimension;
+      for (const TensorSpec& t : rm.tensors.outputs) m.shaped_outputs |= t.has_wildcard();
       out.push_back(std::move(m));
     }
   for (std::size_t i = 0; i < out.size(); ++i)

@@ -17,24 +17,32 @@ Status invalid(std::string m) { return Status(Errc::kInvalidArgument, std::move(
 
 #ifdef SYMPHONY_HAVE_REPOSITORY
 
-// `symphony profile` for a version, spelt out: what the error for a missing
-// profile tells the user to run.
-std::string profile_command(const std::string& model_path, const ModelTensors& t, std::uint32_t max_batch,
-                            const std::string& device) {
-  std::string cmd = "symphony profile " + model_path + " --device " + (device.empty() ? "DEVICE" : device);
-  for (const TensorSpec& s : t.inputs) cmd += " --input '" + s.to_string() + "'";
-  return cmd + " --max-batch " + std::to_string(max_batch);
+const std::vector<TensorSpec>& measured_inputs(const ClusterRepositoryModel& m) {
+  return m.profile_inputs.empty() ? m.tensors.inputs : m.profile_inputs;
+}
+
+// How to measure a version's profile, for the errors: `symphony profile`
+// spelt out, or serving the repository once (the only way for a model
+// without a batch dimension: `symphony profile` measures batches).
+std::string how_to_measure(const repository::RepositoryModel& m, const ClusterRepositoryModel& out,
+                           const std::string& device) {
+  const std::string serve =
+      "serve the repository once on that device with `symphony serve --model-repository " +
+      std::filesystem::path(m.dir).parent_path().string() + "`, which measures and saves it";
+  if (!out.tensors.batch_dimension)
+    return serve + " (`symphony profile` measures batches, and max_batch_size 0 takes none)";
+  std::string cmd =
+      "symphony profile " + out.model_path + " --device " + (device.empty() ? "DEVICE" : device);
+  for (const TensorSpec& s : measured_inputs(out)) cmd += " --input '" + s.to_string() + "'";
+  cmd += " --max-batch " + std::to_string(out.config.max_batch);
+  return "make one with `" + cmd + "` (it writes the file there" +
+         (device.empty() ? "; DEVICE: the backends', cpu or cuda:N" : "") + "), or " + serve;
 }
 
 // The profile file of a version: the given device's, else the only one.
 Result<std::string> profile_file(const repository::RepositoryModel& m, const ClusterRepositoryModel& out,
                                  const std::string& device) {
-  const std::string how =
-      "make one with `" + profile_command(out.model_path, out.tensors, out.config.max_batch, device) +
-      "` (it writes the file there" + (device.empty() ? "; DEVICE: the backends', cpu or cuda:N" : "") +
-      "), or serve the repository once on that device with "
-      "`symphony serve --model-repository " +
-      std::filesystem::path(m.dir).parent_path().string() + "`, which measures and saves it";
+  const std::string how = how_to_measure(m, out, device);
   if (!device.empty()) {
     const std::string path = profile_io::default_profile_path(out.model_path, device);
     std::error_code ec;
@@ -60,18 +68,15 @@ Status read_profile(const repository::RepositoryModel& m, ClusterRepositoryModel
                     const std::string& device) {
   SYMPHONY_ASSIGN_OR_RETURN(out.profile_path, profile_file(m, out, device));
   SYMPHONY_ASSIGN_OR_RETURN(profile_io::MeasuredProfile p, profile_io::read_profile_file(out.profile_path));
-  std::vector<std::string> specs, as_serve;
-  for (const TensorSpec& s : out.tensors.inputs) specs.push_back(s.to_string());
-  // `serve` measures a model without a batch dimension at its whole dims
-  // ([1, 2]), the backends with the leading 1 as the batch ([2]): the same runs.
-  for (const repository::RepositoryTensor& t : m.inputs) as_serve.push_back(t.spec.to_string());
-  if (!p.inputs.empty() && p.inputs != specs && p.inputs != as_serve) {
+  // The samples serve measures with: the inputs, each -1 at its warm-up size.
+  std::vector<std::string> specs;
+  for (const TensorSpec& s : measured_inputs(out)) specs.push_back(s.to_string());
+  if (!p.inputs.empty() && p.inputs != specs) {
     std::string had, want;
     for (const std::string& s : p.inputs) had += (had.empty() ? "" : ", ") + s;
     for (const std::string& s : specs) want += (want.empty() ? "" : ", ") + s;
     return invalid(out.profile_path + ": measured with inputs " + had + ", but " + m.config_path + " gives " +
-                   want + ": measure it again with `" +
-                   profile_command(out.model_path, out.tensors, out.config.max_batch, device) + "`");
+                   want + ": measure it again: " + how_to_measure(m, out, device));
   }
   SYMPHONY_ASSIGN_OR_RETURN(
       out.config.profile,
@@ -82,42 +87,13 @@ Status read_profile(const repository::RepositoryModel& m, ClusterRepositoryModel
   return {};
 }
 
-// The cluster's backends give a batch to the model with the batch
-// dimension first (reshaped as the config says): a model without a batch
-// dimension is served when each input's first dim is 1, that dim then being
-// the batch of one.
-Status fit_backends(const repository::RepositoryModel& m, repository::RequestTensors& t) {
-  if (!t.batch_dimension && (!t.input_reshapes.empty() || !t.output_reshapes.empty()))
-    return invalid(m.config_path +
-                   ": max_batch_size 0 with a reshape is not served by the cluster's "
-                   "backends yet (serve honours it)");
-  for (std::size_t i = 0; i < t.inputs.size(); ++i)
-    if (t.inputs[i].has_wildcard())
-      return invalid(m.config_path + ": input '" + t.input_names[i] + "' has a dimension of -1: the " +
-                     "cluster's backends batch samples of fixed dims only (serve honours it)");
-  if (t.batch_dimension) return {};
-  for (std::size_t i = 0; i < t.inputs.size(); ++i)
-    if (t.inputs[i].shape.empty() || t.inputs[i].shape[0] != 1)
-      return invalid(
-          m.config_path + ": max_batch_size 0 with input '" + t.input_names[i] + "' " +
-          t.inputs[i].to_string() +
-          ": the cluster's backends serve a model without a batch dimension only when each input's "
-          "first dim is 1 (serve honours any dims)");
-  for (TensorSpec& in : t.inputs) in.shape.erase(in.shape.begin());
-  for (const TensorSpec& out : t.outputs)
-    if (out.shape.empty() || out.shape[0] != 1) {
-      t.outputs.clear();  // not known before it runs
-      break;
-    }
-  for (TensorSpec& out : t.outputs) out.shape.erase(out.shape.begin());
-  t.batch_dimension = true;
-  return {};
-}
-
 Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
                                          const RepositoryReadOptions& o) {
   SYMPHONY_ASSIGN_OR_RETURN(repository::RequestTensors t, repository::request_tensors(m));
-  SYMPHONY_RETURN_IF_ERROR(fit_backends(m, t));
+  // An output with a -1 is not known before it runs (serve learns it then);
+  // the cluster answers it with the shape it comes with (shaped_bytes.hpp).
+  if (t.outputs.empty())
+    for (const repository::RepositoryTensor& x : m.outputs) t.outputs.push_back(x.spec);
   ClusterRepositoryModel out;
   const repository::ModelVersion& v = m.versions.back();  // never empty: the highest chosen
   out.version = v.version;
@@ -133,6 +109,8 @@ Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
   out.tensors.input_names = std::move(t.input_names);
   out.tensors.outputs = std::move(t.outputs);
   out.tensors.output_names = std::move(t.output_names);
+  out.tensors.batch_dimension = t.batch_dimension;
+  out.profile_inputs = std::move(t.profile_inputs);
   out.input_reshapes = std::move(t.input_reshapes);
   out.output_reshapes = std::move(t.output_reshapes);
   if (o.profiles) SYMPHONY_RETURN_IF_ERROR(read_profile(m, out, o.profile_device));

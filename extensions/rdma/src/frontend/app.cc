@@ -49,11 +49,12 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
   if (o.max_input_bytes == 0) return invalid("--max-input-bytes must be positive");
 
   app->models_ = served_models(cfg);
-  // The largest input: the declared models' own, and --max-input-bytes for opaque ones.
+  // The largest input: the declared models' own, and --max-input-bytes for
+  // opaque ones and those whose inputs have a -1 (input_bytes 0).
   std::uint64_t max_input = 0;
   bool any_opaque = false;
   for (const ServedModel& m : app->models_) {
-    if (m.opaque) any_opaque = true;
+    if (m.input_bytes == 0) any_opaque = true;
     max_input = std::max<std::uint64_t>(max_input, m.input_bytes);
     if (m.input_bytes > cfg.cluster.max_input_bytes)
       return invalid(o.config_path + ": model '" + m.name + "' takes " + std::to_string(m.input_bytes) +

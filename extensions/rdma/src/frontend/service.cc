@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "symphony/cluster/shaped_bytes.hpp"
+
 namespace symphony::cluster {
 namespace {
 
@@ -13,17 +15,25 @@ using front::Reply;
 
 // `names`: the declared names (a repository's); empty: generated from `base`.
 std::vector<front::TensorSpec> specs_of(const std::vector<symphony::TensorSpec>& decls,
-                                        const std::vector<std::string>& names, const char* base) {
+                                        const std::vector<std::string>& names, const char* base,
+                                        bool batched) {
   std::vector<front::TensorSpec> out;
   for (std::size_t i = 0; i < decls.size(); ++i)
     out.push_back(front::metadata_spec(
-        decls[i], i < names.size() ? names[i] : front::tensor_name(base, i, decls.size())));
+        decls[i], i < names.size() ? names[i] : front::tensor_name(base, i, decls.size()), batched));
   return out;
 }
 
-std::size_t spec_bytes(const front::TensorSpec& s) {
-  std::size_t n = front::element_size(s.datatype);
-  for (std::size_t d = 1; d < s.shape.size(); ++d) n *= static_cast<std::size_t>(s.shape[d]);
+// A tensor's sample: its metadata shape without the batch dimension.
+front::Shape sample_of(const front::TensorSpec& s, bool batch_dimension) {
+  return front::Shape(s.shape.begin() + (batch_dimension && !s.shape.empty() ? 1 : 0), s.shape.end());
+}
+
+// The bytes of a tensor of `shape` (no -1); SIZE_MAX when they overflow.
+std::size_t shape_bytes(const front::Shape& shape, DataType t) {
+  std::size_t n = front::element_size(t);
+  for (std::int64_t d : shape)
+    if (__builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) return SIZE_MAX;
   return n;
 }
 
@@ -35,11 +45,26 @@ std::string describe(const std::vector<front::TensorSpec>& specs) {
   return s;
 }
 
-// A tensor's shape in the form the request used: [1, dims...] or [dims...].
-front::Shape answer_shape(const front::Shape& spec, bool batched) {
-  front::Shape s(spec.begin() + 1, spec.end());
-  if (batched) s.insert(s.begin(), 1);
-  return s;
+// A sample's shape in the form the request used: [1, dims...] or [dims...].
+front::Shape answer_shape(front::Shape sample, bool batched) {
+  if (batched) sample.insert(sample.begin(), 1);
+  return sample;
+}
+
+// Adds input `t`'s bytes `data` (one sample's) to `parts`, after the
+// sample's shape when `shaped`; the shape is kept in `heads`, which must
+// have room reserved (its spans are taken).
+void add_input(const front::Tensor& t, bool shaped, bool batched, std::span<const std::uint8_t> data,
+               std::vector<std::vector<std::uint8_t>>& heads,
+               std::vector<std::span<const std::uint8_t>>& parts) {
+  if (shaped) {
+    const std::span<const std::int64_t> dims(t.shape.data() + (batched ? 1 : 0),
+                                             t.shape.size() - (batched ? 1 : 0));
+    heads.emplace_back();
+    append_shape(dims, heads.back());
+    parts.emplace_back(heads.back());
+  }
+  parts.push_back(data);
 }
 
 }  // namespace
@@ -58,9 +83,17 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
     }
     const auto it = config.cluster.models.find(mc.name);
     if (it != config.cluster.models.end()) {
-      m.inputs = specs_of(it->second.inputs, it->second.input_names, "input");
-      m.outputs = specs_of(it->second.outputs, it->second.output_names, "output");
-      for (const symphony::TensorSpec& d : it->second.inputs) m.input_bytes += d.bytes();
+      const ModelTensors& t = it->second;
+      m.batch_dimension = t.batch_dimension;
+      m.inputs = specs_of(t.inputs, t.input_names, "input", t.batch_dimension);
+      m.outputs = specs_of(t.outputs, t.output_names, "output", t.batch_dimension);
+      for (const symphony::TensorSpec& d : t.inputs) {
+        m.shaped_inputs.push_back(d.has_wildcard());
+        m.input_bytes += d.bytes();
+      }
+      for (const symphony::TensorSpec& d : t.outputs) m.shaped_outputs |= d.has_wildcard();
+      if (std::find(m.shaped_inputs.begin(), m.shaped_inputs.end(), true) != m.shaped_inputs.end())
+        m.input_bytes = 0;  // each request its own
     }
     if (m.inputs.empty()) {
       m.opaque = true;
@@ -85,6 +118,7 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
     meta->max_batch = sm.max_batch;
     // An opaque model's one BYTES element cannot be split into samples.
     meta->max_samples = sm.opaque ? 1 : std::max<std::uint32_t>(sm.max_batch, 1);
+    meta->batch_dimension = sm.batch_dimension;
     auto m = std::make_unique<Model>();
     m->served = std::move(sm);
     m->meta = std::move(meta);
@@ -133,22 +167,26 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     done(front::reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", m.served.name, budget));
     return 0;
   }
+  // Outputs take the form the request used: with a batch dimension or without.
+  const bool batched = m.served.batch_dimension && !req.inputs.empty() &&
+                       req.inputs[0].shape.size() == m.served.inputs[0].shape.size();
+  // The front has checked 1 <= k <= max_samples.
+  const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
+  if (k > 1) return submit_samples(m, req, k, budget, std::move(done));
   // The front has put the inputs in the model's order and checked their
   // sizes; the backends get their bytes one after the other.
   std::vector<std::span<const std::uint8_t>> parts;
-  parts.reserve(req.inputs.size());
-  for (const front::Tensor& t : req.inputs) {
+  std::vector<std::vector<std::uint8_t>> heads;
+  parts.reserve(2 * req.inputs.size());
+  heads.reserve(req.inputs.size());
+  for (std::size_t i = 0; i < req.inputs.size(); ++i) {
+    const front::Tensor& t = req.inputs[i];
     const auto* p = reinterpret_cast<const std::uint8_t*>(t.data.data());
     if (m.served.opaque)  // one BYTES element: its 4-byte length, then its bytes
       parts.emplace_back(p + 4, t.data.size() - 4);
     else
-      parts.emplace_back(p, t.data.size());
+      add_input(t, m.served.shaped_inputs.at(i), batched, {p, t.data.size()}, heads, parts);
   }
-  // Outputs take the form the request used: with a batch dimension or without.
-  const bool batched = !req.inputs.empty() && req.inputs[0].shape.size() == m.served.inputs[0].shape.size();
-  // The front has checked 1 <= k <= max_samples.
-  const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
-  if (k > 1) return submit_samples(m, req, k, budget, std::move(done));
   // The request (its tensors) is not needed once the input is in the pool.
   const Model* mp = &m;
   std::uint64_t ticket = 0;
@@ -176,12 +214,12 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
                               "scheduler at " +
                               scheduler_ + ": " + s.message());
     case Errc::kInvalidArgument:
-      return Reply::error(
-          Code::kInvalidArgument,
-          "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
-              (m.served.opaque ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
-                                     " bytes: --max-input-bytes)"
-                               : ""));
+      return Reply::error(Code::kInvalidArgument,
+                          "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
+                              (m.served.opaque || m.served.input_bytes == 0
+                                   ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
+                                         " bytes: --max-input-bytes)"
+                                   : ""));
     default:  // not connected yet, or closed
       return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());
   }
@@ -209,9 +247,13 @@ std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferR
   for (std::uint32_t i = 0; i < k; ++i) {
     // Sample i of each input: its i-th k-th of the bytes (the front checked the sizes).
     std::vector<std::span<const std::uint8_t>> parts;
-    for (const front::Tensor& t : req.inputs) {
+    std::vector<std::vector<std::uint8_t>> heads;
+    heads.reserve(req.inputs.size());
+    for (std::size_t j = 0; j < req.inputs.size(); ++j) {
+      const front::Tensor& t = req.inputs[j];
       const std::size_t n = t.data.size() / k;
-      parts.emplace_back(reinterpret_cast<const std::uint8_t*>(t.data.data()) + i * n, n);
+      add_input(t, m.served.shaped_inputs.at(j), /*batched=*/true,
+                {reinterpret_cast<const std::uint8_t*>(t.data.data()) + i * n, n}, heads, parts);
     }
     std::uint64_t ticket = 0;
     const Status s = client_.infer_async(
@@ -286,12 +328,12 @@ void ClusterService::sample_done(const std::shared_ptr<Samples>& g, std::uint32_
     std::string data;
     for (std::uint32_t j = 0; j < k; ++j) {
       const front::Tensor& t = j == worst ? out.outputs[o] : replies[j].outputs.at(o);
-      if (t.data.size() != out.outputs[o].data.size()) {
+      if (t.data.size() != out.outputs[o].data.size() || t.shape != out.outputs[o].shape) {
         Reply bad =
             front::reply_for_outcome(Outcome::kError, DropReason::kNone, "", out.model, Duration::zero());
-        bad.message = "model '" + out.model + "': its samples answered outputs of different sizes (" +
-                      std::to_string(t.data.size()) + " and " + std::to_string(out.outputs[o].data.size()) +
-                      " bytes of output '" + t.name + "')";
+        bad.message = "model '" + out.model + "': its samples answered outputs of different shapes (" +
+                      front::shape_string(t.shape) + " and " + front::shape_string(out.outputs[o].shape) +
+                      " of output '" + t.name + "'): send them as separate requests";
         return g->done(std::move(bad));
       }
       data += t.data;
@@ -349,27 +391,44 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
     declared = m.meta->outputs;
   }
   if (!m.served.outputs.empty()) {
-    std::size_t want = 0;
-    for (const front::TensorSpec& t : m.served.outputs) want += spec_bytes(t);
-    if (r.output.size() != want) {
-      Reply bad = front::reply_for_outcome(Outcome::kError, DropReason::kNone, "", model, budget);
-      bad.message = "model '" + model + "' answered " + std::to_string(r.output.size()) +
-                    " bytes; its declared outputs (" + describe(m.served.outputs) + ") are " +
-                    std::to_string(want) + " bytes (" + m.served.declared_in + ")";
-      bad.latency = r.latency;
-      return bad;
+    const auto bad = [&](const std::string& why) {
+      Reply b = front::reply_for_outcome(Outcome::kError, DropReason::kNone, "", model, budget);
+      b.message = "model '" + model + "' answered " + std::to_string(r.output.size()) + " bytes; " + why;
+      b.latency = r.latency;
+      return b;
+    };
+    if (!m.served.shaped_outputs) {
+      std::size_t want = 0;
+      for (const front::TensorSpec& t : m.served.outputs)
+        want += shape_bytes(sample_of(t, m.served.batch_dimension), t.datatype);
+      if (r.output.size() != want)
+        return bad("its declared outputs (" + describe(m.served.outputs) + ") are " + std::to_string(want) +
+                   " bytes (" + m.served.declared_in + ")");
     }
     std::size_t off = 0;
     for (const front::TensorSpec& t : m.served.outputs) {
+      front::Shape sample = sample_of(t, m.served.batch_dimension);
+      if (m.served.shaped_outputs) {  // the dims it came with, then its bytes
+        Result<std::vector<std::int64_t>> dims = read_shape(r.output, off);
+        if (!dims.ok()) return bad("output '" + t.name + "': " + dims.status().message());
+        if (!symphony::shape_matches(sample, *dims) || shape_bytes(*dims, t.datatype) > r.output.size() - off)
+          return bad("output '" + t.name + "' of shape " + front::shape_string(*dims) +
+                     " does not fit its declared " + front::shape_string(sample) + " or the bytes (" +
+                     m.served.declared_in + ")");
+        sample = std::move(*dims);
+      }
       front::Tensor out;
       out.name = t.name;
       out.datatype = t.datatype;
-      out.shape = answer_shape(t.shape, batched);
-      const std::size_t n = spec_bytes(t);
+      const std::size_t n = shape_bytes(sample, t.datatype);
+      out.shape = answer_shape(std::move(sample), batched);
       out.data.assign(reinterpret_cast<const char*>(r.output.data()) + off, n);
       off += n;
       rep.outputs.push_back(std::move(out));
     }
+    if (off != r.output.size())
+      return bad(std::to_string(r.output.size() - off) + " bytes more than its declared outputs (" +
+                 describe(m.served.outputs) + ", " + m.served.declared_in + ")");
     return rep;
   }
   // Undeclared: the bytes as they came, as UINT8; the metadata learns the size.
@@ -377,7 +436,7 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
   out.name = "output";
   out.datatype = DataType::kUint8;
   const front::Shape spec{-1, static_cast<std::int64_t>(r.output.size())};
-  out.shape = answer_shape(spec, batched);
+  out.shape = answer_shape({spec[1]}, batched);
   out.data.assign(reinterpret_cast<const char*>(r.output.data()), r.output.size());
   rep.outputs.push_back(std::move(out));
   if (declared.empty() && !r.output.empty()) {

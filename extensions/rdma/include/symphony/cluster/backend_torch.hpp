@@ -6,9 +6,11 @@
 //
 // A request's input is the raw bytes of its tensors, in the order of the
 // model's input specs, each C-contiguous with the spec's dtype and shape
-// (without a batch dimension): for float32[3,64,64], 3*64*64*4 bytes. Its
+// (without a batch dimension): for float32[3,64,64], 3*64*64*4 bytes; an
+// input whose spec has a -1 is preceded by its shape (shaped_bytes.hpp). Its
 // output is the raw bytes of the output tensor (of each tensor of a tuple,
-// one after the other), as the model returns them for that request.
+// one after the other), as the model returns them for that request, each
+// preceded by its shape when the model's outputs are shaped.
 //
 //   auto d = make_torch_devices("cpu:2", {{"resnet18", "resnet18.pt", {"float32[3,64,64]"}}}, 1, "host1");
 #pragma once
@@ -32,6 +34,12 @@ struct TorchModelSpec {
   // an input's sample reaches the model in, and the shape an output's sample
   // is answered in (nullopt or absent: as it is).
   std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+  // The samples warm-up runs when an input has a -1 (empty: each -1 as 1).
+  std::vector<std::string> profile_inputs;
+  // false: a repository's max_batch_size 0 (`inputs` are whole shapes).
+  bool batch_dimension = true;
+  // Every output answered with its shape first (an output's dims have a -1).
+  bool shaped_outputs = false;
 };
 
 // Parses "name:path:spec[+spec...]" (the backend's --model).

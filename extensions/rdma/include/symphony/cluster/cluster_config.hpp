@@ -37,10 +37,15 @@ inline constexpr Duration kMinClusterEpoch = Duration::milliseconds(200);
 inline constexpr std::size_t kMaxClusterSchedulers = 255;
 
 // cluster.models: each model's tensors, as tensor specs ("float32[3,64,64]",
-// symphony/tensor_spec.hpp: the shape without the batch dimension).
+// symphony/tensor_spec.hpp: the shape without the batch dimension). A model
+// repository's may have dims of -1 (any size; such a tensor travels with
+// its shape, shaped_bytes.hpp) and no batch dimension.
 struct ModelTensors {
   std::vector<TensorSpec> inputs;   // empty: not declared
   std::vector<TensorSpec> outputs;  // empty: not declared
+  // false: a repository's max_batch_size 0: the specs are whole shapes and
+  // each request is one sample of exactly them.
+  bool batch_dimension = true;
   // The protocol's names of the tensors (a repository's config.pbtxt); empty:
   // "input" / "input0", "input1", ... (front::tensor_name).
   std::vector<std::string> input_names;

@@ -10,6 +10,8 @@
 //    repository is an error;
 //  - each model serves one version: the highest the version policy chose
 //    (what `serve` answers when a request names no version);
+//  - tensors are served as `serve` serves them: dims of -1 (they travel
+//    with their shapes, shaped_bytes.hpp), reshapes, max_batch_size 0;
 //  - with `profiles`, each version's latency profile is read from the
 //    <stem>.<device>.profile.yaml beside its model file (profile_io's
 //    default_profile_path), column p90 as `serve` schedules by default; a
@@ -49,6 +51,9 @@ struct ClusterRepositoryModel {
   // backends hand each input's sample to the model in, and each output's is
   // answered in.
   std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+  // When an input has a -1: each input's sample as the backends warm the
+  // model up and the profile was measured (repository::RequestTensors).
+  std::vector<TensorSpec> profile_inputs;
   std::int64_t version = 0;
   std::string model_path;    // the version's model file
   std::string config_path;   // its config.pbtxt

@@ -1,8 +1,9 @@
 // ClusterService: the Open Inference Protocol front over a Symphony cluster (`symphony frontend`): an
 // InferenceService (front/service.hpp) that submits through cluster::Client, so that clients we did
 // not write (curl, grpcio, Triton's clients) reach the cluster. Models and tensors come from
-// cluster.yaml (cluster_config.hpp); a model without declared inputs is opaque (one BYTES element);
-// inputs are copied once, straight from the parsed request into the client's registered pool
+// cluster.yaml or a model repository (cluster_config.hpp); a model without declared inputs is opaque
+// (one BYTES element); a tensor whose dims have a -1 travels with its shape (shaped_bytes.hpp); inputs
+// are copied once, straight from the parsed request into the client's registered pool
 // (docs/cluster.md#the-protocol-frontend-symphony-frontend).
 //
 // Guarantees: each request ends with exactly one Reply, from the client's outcome: ok and late with
@@ -39,9 +40,15 @@ struct ServedModel {
   std::vector<front::TensorSpec> inputs;   // metadata form: the batch dimension first, as -1
   std::vector<front::TensorSpec> outputs;  // declared; empty: learned from the first answer
   bool opaque = false;                     // no declared inputs: one BYTES element
-  std::size_t input_bytes = 0;             // declared inputs: their bytes; opaque: 0
-  std::string version = "1";               // the one version served (a repository's)
-  std::string declared_in;                 // where the outputs are declared, for errors
+  // Declared inputs of fixed dims: their bytes; opaque or any input with a -1: 0.
+  std::size_t input_bytes = 0;
+  // false: a repository's max_batch_size 0: the specs are whole shapes, one sample each.
+  bool batch_dimension = true;
+  // Input i's dims have a -1: it travels after its shape (shaped_bytes.hpp).
+  std::vector<bool> shaped_inputs;
+  bool shaped_outputs = false;  // an output's dims have a -1: each is answered after its shape
+  std::string version = "1";    // the one version served (a repository's)
+  std::string declared_in;      // where the outputs are declared, for errors
 };
 
 // The models of a cluster config, as `symphony frontend` serves them.
