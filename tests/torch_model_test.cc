@@ -343,6 +343,32 @@ TEST(ProfilerTest, MeasuresAMonotoneProfileOnAGeometricGrid) {
   EXPECT_EQ(p->to_latency_profile(profile_io::ProfileColumn::kP99)->latency(8), p->points.back().p99);
 }
 
+// The load check's batches as its run gate sees them, loaded with `limit`.
+std::vector<std::uint32_t> load_check_batches(Duration limit) {
+  TorchModel::Options o;
+  o.name = "sleepy";
+  o.path = model_path("sleepy");
+  o.inputs.push_back(*parse_input_spec("float32[4]"));
+  o.warmup_batch = 8;
+  o.run_limit = limit;
+  std::vector<std::uint32_t> batches;
+  o.run_gate = [&](std::size_t, std::uint32_t b, const std::function<void()>& run) {
+    batches.push_back(b);
+    run();
+    return Status();
+  };
+  EXPECT_TRUE(TorchModel::load(std::move(o)).ok());
+  return batches;
+}
+
+// Loaded beside models with little slack, the load check runs no batch
+// longer than batch 1 scaled up says fits; batch 1 always runs.
+TEST(TorchModelTest, TheLoadCheckRunsNoBatchOverTheRunLimit) {
+  EXPECT_EQ(load_check_batches(Duration::infinite()), (std::vector<std::uint32_t>{1, 8, 1}));
+  EXPECT_EQ(load_check_batches(Duration::zero()), (std::vector<std::uint32_t>{1, 1, 1}))
+      << "nothing fits: batches of one only";
+}
+
 TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
   auto m = load("sleepy", {"float32[4]"});
   ASSERT_TRUE(m);

@@ -946,6 +946,10 @@ struct Server::Impl final : BatchRunner {
     to.input_reshapes = mo.input_reshapes;
     to.output_reshapes = mo.output_reshapes;
     to.batch_dimension = mo.batch_dimension;
+    // Loaded while others serve on its devices: no batch of its own, at load
+    // or after, may outlast what their requests can wait.
+    const auto [limit, tightest] = beside_limit(*m);
+    to.run_limit = limit;
     auto runs = std::make_shared<LoadRuns>();
     to.run_gate = [this, runs, gpus = m->gpus](std::size_t r, std::uint32_t b,
                                                const std::function<void()>& run) {
@@ -971,9 +975,6 @@ struct Server::Impl final : BatchRunner {
     std::vector<LatencyProfile> profiles;
     std::vector<DeviceSpec> profiled_on;
     bool cpu_profiled = false;
-    // Loaded while others serve on its devices: no batch of its own, at load
-    // or after, may outlast what their requests can wait.
-    const auto [limit, tightest] = beside_limit(*m);
     for (std::size_t k = 0; k < m->gpus.size(); ++k) {
       const DeviceSpec& d = device_specs[m->gpus[k]];
       if (d.kind == DeviceKind::kCpu && std::exchange(cpu_profiled, true)) continue;

@@ -449,9 +449,16 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   // Warm up every replica (the profiling executor optimizes after a few runs)
   // and check that the model accepts its input spec.
   for (std::size_t i = 0; i < m->replicas_.size(); ++i) {
+    double one_ns = 0;  // batch 1's fastest run on this replica
     for (int it = 0; it < m->opts_.warmup_iterations; ++it) {
-      const std::uint32_t b = it % 2 ? m->opts_.warmup_batch : 1;
-      Result<c10::IValue> r = m->load_forward(i, m->dummy_batch(b, m->opts_.devices[i]));
+      std::uint32_t b = it % 2 ? m->opts_.warmup_batch : 1;
+      if (b > 1 && !m->opts_.run_limit.is_infinite()) {
+        const double fits = static_cast<double>(m->opts_.run_limit.ns()) / std::max(one_ns, 1.0);
+        b = static_cast<std::uint32_t>(std::clamp(fits, 1.0, static_cast<double>(b)));
+      }
+      double ran_ns = 0;
+      Result<c10::IValue> r = m->load_forward(i, m->dummy_batch(b, m->opts_.devices[i]), &ran_ns);
+      if (b == 1 && (one_ns == 0 || ran_ns < one_ns)) one_ns = ran_ns;
       if (!r.ok())
         return Status(Errc::kInvalidArgument, who + ": a batch of its declared inputs (" +
                                                   m->opts_.profile_inputs.front().to_string() +

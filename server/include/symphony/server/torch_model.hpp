@@ -24,6 +24,7 @@
 #include "symphony/server/device.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
+#include "symphony/time.hpp"
 
 namespace symphony::server {
 
@@ -49,6 +50,10 @@ class TorchModel {
     // cannot handle are served as they are.
     bool optimize = true;
     std::uint32_t warmup_batch = 1;  // the largest batch used to warm up
+    // The longest a batch of the load check may run (the Server: the slack
+    // of the models served beside it). Its batches of `warmup_batch` shrink
+    // to what batch 1's time, scaled up, says fits; batch 1 always runs.
+    Duration run_limit = Duration::infinite();
     // How the model takes and gives tensors when not as served (a model
     // repository's `reshape` and `max_batch_size: 0`, docs/repository.md).
     // Input i's samples reach forward() in the shape input_reshapes[i], and
