@@ -356,6 +356,46 @@ TEST_F(RestrictedRankStateTest, AnExpiredRestrictedCandidateIsRecomputedForItsOw
   EXPECT_EQ(a[0].time, at(50_ms));  // its GPU's free time, not GPU 0's (20)
 }
 
+// set_model_gpus while a candidate waits: restricted to no GPU it keeps
+// waiting with all three idle; allowed one, it gets that one at once; made
+// unrestricted, it takes the GPU that frees first.
+TEST_F(RestrictedRankStateTest, AWaitingCandidateFollowsTheGpusItIsGiven) {
+  ASSERT_TRUE(rank_.set_model_gpus(0, std::span<const GpuId>{}, at(0_ms)).ok());
+  rank_.on_candidate(0, cand(2, 10_ms, 30_ms), at(0_ms));
+  EXPECT_TRUE(fire(10_ms).empty());
+  EXPECT_EQ(rank_.model_state(0), RankModelState::kWaiting);
+  EXPECT_FALSE(rank_.gpu_timer_armed()) << "no GPU may take it";
+  check(10_ms);
+  const std::vector<GpuId> two{2};
+  ASSERT_TRUE(rank_.set_model_gpus(0, std::span<const GpuId>(two), at(11_ms)).ok());
+  check(11_ms);
+  auto a = fire(11_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[0].gpu, 2u) << "GPUs 0 and 1 are idle too, but not its";
+  rank_.on_grant_result(0, 2, dispatched(1, 40_ms, 29_ms), at(11_ms));
+  check(11_ms);
+
+  occupy(2, 12_ms, 50_ms);  // GPU 0
+  occupy(3, 12_ms, 45_ms);  // GPU 1
+  const std::vector<GpuId> zero{0};
+  ASSERT_TRUE(rank_.set_model_gpus(1, std::span<const GpuId>(zero), at(12_ms)).ok());
+  rank_.on_candidate(1, cand(2, 20_ms, 60_ms), at(12_ms));
+  EXPECT_TRUE(fire(20_ms).empty());
+  EXPECT_EQ(rank_.model_timer_time(1), at(50_ms)) << "waits for GPU 0";
+  ASSERT_TRUE(rank_.set_model_gpus(1, std::nullopt, at(21_ms)).ok());
+  check(21_ms);
+  EXPECT_TRUE(fire(39_ms).empty());
+  a = fire(40_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].model, 1u);
+  EXPECT_EQ(a[0].gpu, 2u) << "any GPU now: GPU 2 frees first (40, before 45 and 50)";
+  EXPECT_EQ(rank_.set_model_gpus(9, std::nullopt, at(41_ms)).code(), Errc::kNotFound);
+  EXPECT_EQ(
+      rank_.set_model_gpus(0, std::span<const GpuId>(std::vector<GpuId>{7}.data(), 1), at(41_ms)).code(),
+      Errc::kInvalidArgument);
+}
+
 TEST_F(RestrictedRankStateTest, AGpuTheModelMayUseThatIsNotAddedIsNeverGranted) {
   RankState<> rank(RankConfig{1, 4, 1});
   EXPECT_EQ(rank.add_model(0, std::vector<GpuId>{4}).code(), Errc::kInvalidArgument);  // beyond max_gpus

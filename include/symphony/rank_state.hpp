@@ -3,8 +3,9 @@
 // by `latest`, and the one GPU timer, and matches candidates to GPUs: a model timer grants the lowest-id
 // idle GPU, else the GPU that frees by exec, else the candidate waits; the GPU timer grants the waiting
 // candidate with the smallest `latest` that can still start; an expired waiting candidate is
-// recomputed, not discarded. A model may be restricted to some GPUs (ModelConfig::gpus): it is matched
-// only with those, and waits with its own timer for them (docs/architecture.md#matchmaking).
+// recomputed, not discarded. A model may be restricted to some GPUs (ModelConfig::gpus, or
+// set_model_gpus while serving): it is matched only with those, and waits with its own timer for them
+// (docs/architecture.md#matchmaking).
 // A lease takes one GPU out of matchmaking for work outside the schedule (a model's load runs
 // its warm-up and profile there): granted in a gap that no candidate needs (docs/architecture.md#leases).
 //
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -100,6 +102,39 @@ class RankState {
     for (GpuId g : gpus) words[g / 64] |= std::uint64_t{1} << (g % 64);
     models_[id].restricted = !gpus.empty();
     models_[id].state = RankModelState::kIdle;
+    return {};
+  }
+
+  // Replaces the GPUs a model may run on: `gpus`, or every GPU when absent
+  // (an empty list: none, while the GPUs it may use are not added yet). A
+  // candidate waiting keeps its place; a grant already made stands.
+  Status set_model_gpus(ModelId id, std::optional<std::span<const GpuId>> gpus, TimePoint now) {
+    if (id >= cfg_.max_models || models_[id].state == RankModelState::kAbsent)
+      return Status(Errc::kNotFound, "unknown model id " + std::to_string(id));
+    if (gpus)
+      for (GpuId g : *gpus)
+        if (g >= cfg_.max_gpus)
+          return Status(Errc::kInvalidArgument, "model id " + std::to_string(id) + " names GPU " +
+                                                    std::to_string(g) + " beyond max_gpus " +
+                                                    std::to_string(cfg_.max_gpus));
+    RankModel& m = models_[id];
+    const bool waiting = m.state == RankModelState::kWaiting;
+    if (waiting) unwait(m);  // rwait_ follows `restricted`
+    std::uint64_t* words = &allowed_[static_cast<std::size_t>(id) * words_];
+    std::fill(words, words + words_, 0);
+    if (gpus)
+      for (GpuId g : *gpus) words[g / 64] |= std::uint64_t{1} << (g % 64);
+    m.restricted = gpus.has_value();
+    if (waiting) {
+      wait(m);
+      refresh(now);
+      if (m.restricted)
+        arm_restricted(m, now);
+      else
+        timers_.arm(m.timer, expiry(m));
+    }
+    rearm_gpu_timer(now);
+    poke_lease(now);
     return {};
   }
 

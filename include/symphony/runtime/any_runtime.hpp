@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "symphony/policy.hpp"
 #include "symphony/runtime/runtime.hpp"
@@ -41,6 +42,7 @@ class AnyRuntime {
   // The Runtime's calls, with its contracts (runtime.hpp).
   virtual Result<ModelId> add_model(ModelConfig mc, std::optional<std::uint32_t> shard = std::nullopt) = 0;
   virtual Status remove_model(ModelId id) = 0;
+  virtual Status set_model_gpus(ModelId id, std::optional<std::vector<GpuId>> gpus) = 0;
   virtual Result<GpuId> add_gpu(std::unique_ptr<Executor> executor) = 0;
   virtual Status remove_gpu(GpuId g) = 0;
   virtual Status retire_gpu(GpuId g) = 0;
@@ -82,6 +84,9 @@ class RuntimeOf final : public AnyRuntime<Sink> {
     return rt_->add_model(std::move(mc), shard);
   }
   Status remove_model(ModelId id) override { return rt_->remove_model(id); }
+  Status set_model_gpus(ModelId id, std::optional<std::vector<GpuId>> gpus) override {
+    return rt_->set_model_gpus(id, std::move(gpus));
+  }
   Result<GpuId> add_gpu(std::unique_ptr<Executor> e) override { return rt_->add_gpu(std::move(e)); }
   Status remove_gpu(GpuId g) override { return rt_->remove_gpu(g); }
   Status retire_gpu(GpuId g) override { return rt_->retire_gpu(g); }

@@ -27,6 +27,8 @@
 #include <bit>
 #include <cstdint>
 #include <future>
+#include <optional>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -85,6 +87,9 @@ class RankThread {
     SYMPHONY_RETURN_IF_ERROR(rank_.add_model(id, gpus));
     model_shard_[id] = shard;
     return {};
+  }
+  Status set_model_gpus(ModelId id, std::optional<std::span<const GpuId>> gpus) {
+    return rank_.set_model_gpus(id, gpus, SteadyClock{}.now());
   }
   // Undoes add_model() for a model the shard refused.
   void forget_model(ModelId id) {

@@ -124,6 +124,16 @@ class Runtime final : private CompletionPort {
     return st;
   }
 
+  // Replaces the GPUs model `id` may run on (ModelConfig::gpus): `gpus`, or
+  // every GPU when nullopt; an empty list: none yet (RankState::set_model_gpus).
+  Status set_model_gpus(ModelId id, std::optional<std::vector<GpuId>> gpus) {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
+    return on_rank([&] {
+      return rank_->set_model_gpus(id, gpus ? std::optional<std::span<const GpuId>>(*gpus) : std::nullopt);
+    });
+  }
+
   // Adds a GPU served by `executor`; its id is the lowest free one.
   Result<GpuId> add_gpu(std::unique_ptr<Executor> executor) {
     std::lock_guard<std::mutex> lock(control_mu_);
