@@ -197,6 +197,36 @@ TEST(BatchCostFitTest, SeparatesTheFixedPartFromThePerItemCost) {
   EXPECT_EQ(g.fit(0.99, at_s(9)).fixed, Duration::zero());  // forgotten
 }
 
+// serve's rules for instance_group (docs/repository.md#instance-groups),
+// device by device of one backend.
+TEST(DeviceGroupTest, GroupsChooseDevicesAsServeDoes) {
+  using K = DeviceGroup::Kind;
+  EXPECT_TRUE(is_gpu_device("h/cuda:0"));
+  EXPECT_TRUE(is_gpu_device("emulated:3"));
+  EXPECT_TRUE(is_gpu_device("cuda-emulated:1"));
+  EXPECT_FALSE(is_gpu_device("h/cpu:1"));
+  EXPECT_TRUE(groups_select({}, "h/cpu:0", true)) << "no group: every device";
+  const std::vector<DeviceGroup> gpu1{{K::kGpu, {1}}};
+  EXPECT_TRUE(groups_select(gpu1, "h/cuda:1", true));
+  EXPECT_FALSE(groups_select(gpu1, "h/cuda:0", true));
+  EXPECT_FALSE(groups_select(gpu1, "h/cpu:1", true)) << "a CPU numbered 1 is no GPU 1";
+  EXPECT_TRUE(groups_select(gpu1, "emulated:1", true));
+  const std::vector<DeviceGroup> any_gpu{{K::kGpu, {}}};
+  EXPECT_TRUE(groups_select(any_gpu, "h/cuda:7", true));
+  EXPECT_FALSE(groups_select(any_gpu, "h/cpu:0", false));
+  const std::vector<DeviceGroup> cpu{{K::kCpu, {}}};
+  EXPECT_TRUE(groups_select(cpu, "h/cpu:2", true));
+  EXPECT_FALSE(groups_select(cpu, "h/cuda:0", true));
+  const std::vector<DeviceGroup> automatic{{K::kAuto, {}}};
+  EXPECT_TRUE(groups_select(automatic, "h/cuda:0", true));
+  EXPECT_FALSE(groups_select(automatic, "h/cpu:0", true)) << "the backend has a GPU: GPUs";
+  EXPECT_TRUE(groups_select(automatic, "h/cpu:0", false)) << "no GPU: the CPUs";
+  const std::vector<DeviceGroup> both{{K::kGpu, {0}}, {K::kCpu, {}}};
+  EXPECT_TRUE(groups_select(both, "h/cuda:0", true));
+  EXPECT_TRUE(groups_select(both, "h/cpu:0", true));
+  EXPECT_FALSE(groups_select(both, "h/cuda:1", true)) << "the union";
+}
+
 TEST(ShapedBytesTest, AShapeReadsBackAndABadOneIsNamed) {
   std::vector<std::uint8_t> b;
   append_shape(std::vector<std::int64_t>{3, 0, 70000}, b);

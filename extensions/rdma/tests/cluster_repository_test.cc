@@ -246,6 +246,31 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 3, 1 ] reshape { shape: [ 3 ] 
   EXPECT_EQ(m.output_reshapes[0], (std::vector<std::int64_t>{3, 1})) << "answered as the dims";
 }
 
+// instance_group reaches the scheduler and the backends; sub-clusters, which
+// place models without knowing their devices, refuse it.
+TEST_F(ClusterRepositoryTest, InstanceGroupsChooseDevicesAndSubClustersRefuseThem) {
+  model("pinned", std::string(kLinearConfig) +
+                      "instance_group [ { kind: KIND_GPU gpus: [ 1, 3 ] }, { kind: KIND_CPU count: 2 } ]\n");
+  model("linear", kLinearConfig);
+  const Result<ClusterRepository> r = read(false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->models[0].instance_groups.empty());
+  const std::vector<DeviceGroup>& g = r->models[1].instance_groups;
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].kind, DeviceGroup::Kind::kGpu);
+  EXPECT_EQ(g[0].gpus, (std::vector<std::int32_t>{1, 3}));
+  EXPECT_EQ(g[1].kind, DeviceGroup::Kind::kCpu);
+  const ClusterConfig c =
+      symphony::testing::ok_value(parse_cluster_config(kClusterYaml, "c.yaml", "", false, &*r));
+  EXPECT_EQ(c.instance_groups.size(), 1u);
+  EXPECT_EQ(c.instance_groups.count("pinned"), 1u);
+  const Result<ClusterConfig> subs =
+      parse_cluster_config(std::string(kClusterYaml) + "subclusters: {count: 1}\n", "c.yaml", "", false, &*r);
+  ASSERT_FALSE(subs.ok());
+  EXPECT_HAS(subs.status().message(), "model 'pinned' has an instance_group");
+  EXPECT_HAS(subs.status().message(), "c.yaml:5");
+}
+
 TEST_F(ClusterRepositoryTest, AMissingProfileSaysWhichCommandMakesIt) {
   model("linear", kLinearConfig);
   const std::string e = error(true);

@@ -127,10 +127,12 @@ class Cluster:
     def registered(self):
         return self.scheduler.output().count(" registered ")
 
-    def start_backend(self, name, devices, models=(), wait=True, extra=()):
+    def start_backend(self, name, devices, models=(), wait=True, extra=(), config=True):
+        """config False: the token alone (an emulated backend beside a model repository)."""
         before = self.registered()
-        args = [CLI, "backend", "--scheduler", self.address(), "--devices", devices, "--config", self.config,
+        args = [CLI, "backend", "--scheduler", self.address(), "--devices", devices,
                 "--name", name, "--json", os.path.join(self.dir, name + ".json")] + list(extra)
+        args += ["--config", self.config] if config else ["--token", TOKEN]
         for m in models:
             args += ["--model", m]
         b = Process(args, os.path.join(self.dir, name + ".log"))
@@ -476,6 +478,16 @@ parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
 """
 
 
+# For GPUs only: a CPU backend does not load it, and the scheduler says so.
+GPU_ONLY_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+instance_group [ { kind: KIND_GPU } ]
+parameters { key: "symphony.slo_ms" value { string_value: "200" } }
+"""
+
+
 def rows(n, seed):
     return [[0.25 * (seed + r) - c for c in range(4)] for r in range(n)]
 
@@ -495,7 +507,7 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
     repo = tmp_path / "models"
     for name, pbtxt in (("linear", LINEAR_PBTXT), ("reshaped", RESHAPED_PBTXT), ("whole", WHOLE_PBTXT),
-                        ("wild", WILD_PBTXT)):
+                        ("wild", WILD_PBTXT), ("only_gpu", GPU_ONLY_PBTXT)):
         (repo / name / "2").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(pbtxt)
         with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
@@ -511,7 +523,8 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
         # A -1 is profiled at 1 (no model_warmup); a model without a batch dimension at its dims.
         for name, inputs, top in (("linear", "float32[4]", 8), ("reshaped", "float32[2,2]", 8),
-                                  ("whole", "float32[3,4]", 1), ("wild", "float32[1,4]", 8)):
+                                  ("whole", "float32[3,4]", 1), ("wild", "float32[1,4]", 8),
+                                  ("only_gpu", "float32[4]", 8)):
             points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3)
                              for b in range(1, top + 1))
             (repo / name / "2" / "model.cpu0.profile.yaml").write_text(
@@ -585,6 +598,10 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         assert status == 200, body
         (out,) = json.loads(body)["outputs"]
         assert out["shape"] == [2, 2, 3] and out["data"] == pytest.approx(flat_expected(two), rel=1e-6), out
+        assert "model 'only_gpu': no registered device is of its instance_group" in c.scheduler.output()
+        status, hdrs, body = http_infer(f, "only_gpu", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]})
+        assert status == 504 and hdrs["symphony-drop-reason"] == "expired", body
         report = f.stop(signal.SIGINT)
         assert report["models"]["linear"]["sent"] == 5 and report["models"]["linear"]["errors"] == 0, report
         for name in ("reshaped", "wild"):
@@ -642,6 +659,77 @@ def warm_up(f, tally):
             return
         assert status == 504 and hdrs["symphony-drop-reason"] == "expired", out
     raise AssertionError("no answer in 20 tries")
+
+
+# Emulated GPUs answer each request with 16 bytes (its input's hash): a
+# repository model with those outputs; `pinned` only on GPU 1 of a backend.
+GROUPED_PBTXT = """
+max_batch_size: 8
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "h" data_type: TYPE_UINT8 dims: [ 16 ] } ]
+parameters { key: "symphony.slo_ms" value { string_value: "%d" } }
+%s
+"""
+
+
+def backend_requests_by_device(backend):
+    """symphony_backend_requests_total by device, from the backend's /metrics."""
+    m = re.search(r"metrics: listening on (http://\S+/metrics)", backend.output())
+    assert m, backend.output()
+    out = {}
+    for line in http_get(m.group(1))[1].decode().splitlines():
+        r = re.match(r'symphony_backend_requests_total\{device="[^"]*/([^"]+)"\} (\S+)', line)
+        if r:
+            out[r.group(1)] = float(r.group(2))
+    return out
+
+
+def test_emulated_an_instance_group_pins_a_model_to_its_devices(tmp_path):
+    """A repository model with instance_group [KIND_GPU, gpus: [1]] runs on each
+    backend's GPU 1 only: while the only backend has one GPU (GPU 0) its
+    requests are dropped and the scheduler says why; once a backend with two
+    joins, every one runs on that backend's emulated:1, and a model without a
+    group runs anywhere."""
+    repo = tmp_path / "models"
+    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
+    for name, slo, group in (("pinned", 300, "instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]"),
+                             ("anywhere", 3000, "")):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(GROUPED_PBTXT % (slo, group))
+        (repo / name / "1" / "model.pt").write_bytes(b"")  # emulated GPUs open no file
+        (repo / name / "1" / "model.cpu0.profile.yaml").write_text(
+            'model: %s\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
+            "beta_ms: 1\nstopped_because: test\npoints:\n" % name + points)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args)
+        c.start_backend("one", "emulated:1", config=False)
+        c.scheduler.wait_for("the log line", lambda: "no registered device is of its instance_group"
+                             in c.scheduler.output(), timeout=30)
+        f = c.start_frontend("fe", extra=args)
+        f.wait_ready()
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+        status, hdrs, out = http_infer(f, "pinned", body)
+        assert status == 504 and hdrs["symphony-drop-reason"] == "expired", (status, out)
+        two = c.start_backend("two", "emulated:2", extra=["--metrics", "127.0.0.1:0"], config=False)
+        c.scheduler.wait_for("the log line", lambda: "it is served again" in c.scheduler.output(), timeout=30)
+        answered = 0
+        for i in range(40):  # the first through a new backend-frontend pair may be late or expire
+            status, hdrs, out = http_infer(f, "pinned", body)
+            if status == 200:
+                answered += 1
+                assert json.loads(out)["outputs"][0]["shape"] == [1, 16], out
+            if answered == 12:
+                break
+        assert answered == 12, out
+        by_device = backend_requests_by_device(two)
+        assert by_device.get("emulated:1") == 12 and by_device.get("emulated:0") == 0, by_device
+        for i in range(4):
+            status, _, out = http_infer(f, "anywhere", body)
+            assert status == 200, out
+    finally:
+        c.stop_all()
 
 
 def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):

@@ -98,6 +98,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     SYMPHONY_ASSIGN_OR_RETURN(std::vector<server::DeviceSpec> specs,
                               server::parse_devices(devices, server::cuda_device_count()));
     std::vector<c10::Device> torch_devices;
+    std::vector<std::string> device_names;
     for (const server::DeviceSpec& d : specs) {
       if (d.kind == server::DeviceKind::kEmulated)
         return Status(Errc::kInvalidArgument,
@@ -108,14 +109,24 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
 #endif
       torch_devices.push_back(server::torch_device(d));
       names_.push_back(prefix + "/" + d.to_string());
+      device_names.push_back(d.to_string());
     }
+    const bool has_gpu = std::any_of(device_names.begin(), device_names.end(),
+                                     [](const std::string& d) { return is_gpu_device(d); });
     if (models.empty()) return Status(Errc::kInvalidArgument, "model devices need at least one --model");
     at::set_num_threads(cpu_threads);
     for (const TorchModelSpec& m : models) {
       TorchModel::Options o;
       o.name = m.name;
       o.path = m.path;
-      o.devices = torch_devices;
+      o.devices.clear();
+      std::vector<int> replica_of(specs.size(), -1);  // by device
+      for (std::size_t d = 0; d < specs.size(); ++d)
+        if (groups_select(m.instance_groups, device_names[d], has_gpu)) {
+          replica_of[d] = static_cast<int>(o.devices.size());
+          o.devices.push_back(torch_devices[d]);
+        }
+      if (o.devices.empty()) continue;  // none of its instance_group here: another backend's
       for (std::size_t i = 0; i < m.inputs.size(); ++i) {
         SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
                                   server::parse_input_spec(m.inputs[i], "input" + std::to_string(i))
@@ -133,10 +144,14 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       o.batch_dimension = m.batch_dimension;
       Loaded& l = models_[m.name];
       l.shaped_outputs = m.shaped_outputs;
+      l.replica_of = std::move(replica_of);
       SYMPHONY_ASSIGN_OR_RETURN(l.model, TorchModel::load(std::move(o)));
     }
+    if (models_.empty())
+      return Status(Errc::kInvalidArgument, "no model has " + devices +
+                                                " in its instance_group (config.pbtxt): this backend would "
+                                                "serve nothing");
     server::BatchRunner& runner = *this;  // a private base: converted here, where it is accessible
-    // Every model is on every device: device i runs replica i.
     std::size_t device = 0;
     for (const server::DeviceSpec& d : specs) {
       if (d.kind == server::DeviceKind::kCpu) {
@@ -192,6 +207,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   struct Loaded {
     std::unique_ptr<TorchModel> model;
     bool shaped_outputs = false;  // TorchModelSpec::shaped_outputs
+    std::vector<int> replica_of;  // by device: its replica there, -1 when not loaded there
   };
   struct Pending {
     const Loaded* model = nullptr;
@@ -205,7 +221,11 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     const auto it = pending_.find(b.batch);
     if (it == pending_.end())
       return Status(Errc::kNotFound, "batch " + std::to_string(b.batch) + " has no prepared inputs");
-    return server::ModelReplica{it->second.model->model.get(), device};
+    const Loaded& l = *it->second.model;
+    if (device >= l.replica_of.size() || l.replica_of[device] < 0)
+      return Status(Errc::kFailedPrecondition, "model '" + l.model->name() + "' is not loaded on " +
+                                                   names_.at(device) + " (its instance_group)");
+    return server::ModelReplica{l.model.get(), static_cast<std::size_t>(l.replica_of[device])};
   }
   void gather(const ExecBatch& b, std::vector<RequestInputs>* out) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -273,6 +293,7 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
       for (const TensorSpec& t : rm.tensors.inputs) m.inputs.push_back(t.to_string());
       for (const TensorSpec& t : rm.profile_inputs) m.profile_inputs.push_back(t.to_string());
       m.batch_dimension = rm.tensors.batch_dimension;
+      m.instance_groups = rm.instance_groups;
       for (const TensorSpec& t : rm.tensors.outputs) m.shaped_outputs |= t.has_wildcard();
       out.push_back(std::move(m));
     }

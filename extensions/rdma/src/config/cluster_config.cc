@@ -2,6 +2,7 @@
 // `cluster:` section (see cluster_config.hpp).
 #include "symphony/cluster/cluster_config.hpp"
 
+#include <charconv>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -198,6 +199,7 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
       given.sources.push_back("repository:" + m.config_path);
       cc.cluster.models[m.config.name] = m.tensors;
       cc.model_versions[m.config.name] = std::to_string(m.version);
+      if (!m.instance_groups.empty()) cc.instance_groups[m.config.name] = m.instance_groups;
     }
     cc.model_repository = repository->dir;
   }));
@@ -219,6 +221,13 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
       }
     }
     if (cc.sim.subclusters) check_subclusters(r, root["subclusters"], *cc.sim.subclusters);
+    // The partitioner places models on sub-clusters without knowing which
+    // devices may run them.
+    if (cc.sim.subclusters && !cc.instance_groups.empty())
+      r.fail(root["subclusters"], "subclusters",
+             "model '" + cc.instance_groups.begin()->first +
+                 "' has an instance_group in the model repository, which sub-clusters do not honour yet: "
+                 "remove one or the other");
   }));
   if (need_token && effective_token(cc.cluster).empty())
     return Status(Errc::kInvalidArgument,
@@ -236,6 +245,31 @@ Result<ClusterConfig> load_cluster_config(const std::string& path, bool need_tok
   ss << f.rdbuf();
   const std::string dir = fs::path(path).parent_path().string();
   return parse_cluster_config(ss.str(), path, dir, need_token, repository);
+}
+
+bool is_gpu_device(std::string_view device) {
+  if (const std::size_t slash = device.rfind('/'); slash != std::string_view::npos)
+    device.remove_prefix(slash + 1);
+  return device.substr(0, device.find(':')) != "cpu";
+}
+
+bool groups_select(const std::vector<DeviceGroup>& groups, std::string_view device, bool backend_has_gpu) {
+  if (groups.empty()) return true;
+  if (const std::size_t slash = device.rfind('/'); slash != std::string_view::npos)
+    device.remove_prefix(slash + 1);
+  const bool gpu = is_gpu_device(device);
+  std::int32_t number = 0;
+  if (const std::size_t colon = device.find(':'); colon != std::string_view::npos)
+    std::from_chars(device.data() + colon + 1, device.data() + device.size(), number);
+  for (const DeviceGroup& g : groups) {
+    const bool wants_gpu = g.kind == DeviceGroup::Kind::kGpu ||
+                           (g.kind == DeviceGroup::Kind::kAuto && (!g.gpus.empty() || backend_has_gpu));
+    if (!wants_gpu && !gpu) return true;
+    if (wants_gpu && gpu &&
+        (g.gpus.empty() || std::find(g.gpus.begin(), g.gpus.end(), number) != g.gpus.end()))
+      return true;
+  }
+  return false;
 }
 
 std::string effective_token(const ClusterSettings& s) {

@@ -110,6 +110,14 @@ Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
   out.tensors.outputs = std::move(t.outputs);
   out.tensors.output_names = std::move(t.output_names);
   out.tensors.batch_dimension = t.batch_dimension;
+  for (const repository::InstanceGroup& g : m.instance_groups) {
+    DeviceGroup d;
+    d.kind = g.kind == repository::InstanceKind::kGpu   ? DeviceGroup::Kind::kGpu
+             : g.kind == repository::InstanceKind::kCpu ? DeviceGroup::Kind::kCpu
+                                                        : DeviceGroup::Kind::kAuto;
+    d.gpus = g.gpus;
+    out.instance_groups.push_back(std::move(d));
+  }
   out.profile_inputs = std::move(t.profile_inputs);
   out.input_reshapes = std::move(t.input_reshapes);
   out.output_reshapes = std::move(t.output_reshapes);

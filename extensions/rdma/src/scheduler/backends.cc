@@ -9,10 +9,21 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   Result<wire::Register> r = wire::decode_register(msg);
   if (!r.ok()) return refuse(c, r.status().message(), session::RefusalKind::kProtocol);
   if (p.index != ~0u) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
+  // Each model it should run: all but those whose instance_group chooses
+  // none of its devices.
+  const bool has_gpu = std::any_of(r->devices.begin(), r->devices.end(),
+                                   [](const std::string& d) { return is_gpu_device(d); });
+  const auto runs_here = [&](ModelId id) {
+    for (const auto& [model, groups] : grouped_)
+      if (model == id)
+        return std::any_of(r->devices.begin(), r->devices.end(),
+                           [&](const std::string& d) { return groups_select(groups, d, has_gpu); });
+    return true;
+  };
   std::string missing;
-  for (const ModelConfig& m : models_)
-    if (std::find(r->models.begin(), r->models.end(), m.name) == r->models.end())
-      missing += (missing.empty() ? "" : ", ") + m.name;
+  for (ModelId id = 0; id < models_.size(); ++id)
+    if (runs_here(id) && std::find(r->models.begin(), r->models.end(), models_[id].name) == r->models.end())
+      missing += (missing.empty() ? "" : ", ") + models_[id].name;
   if (!missing.empty())
     return refuse(c, "the backend cannot run these models of the cluster: " + missing,
                   session::RefusalKind::kOther);
@@ -49,6 +60,7 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
   std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
+  apply_instance_groups(/*joining=*/true);
   for (std::uint32_t d = 0; d < reg.devices.size(); ++d) {
     // Its sub-cluster (and, when models are placed, their Placement first:
     // the backend handles this connection's messages in order).
@@ -67,6 +79,7 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
   }
   b.registered = true;
   p.index = index;
+  apply_instance_groups(false);
   {
     std::lock_guard<std::mutex> lock(gpus_mu_);
     for (std::size_t i = 0; i < b.gpus.size(); ++i)
@@ -88,6 +101,41 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
                            : "; it still runs " + std::to_string(reg.carried.size()) +
                                  " requests of an earlier primary (not run again)"));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SchedulerNode::Impl::apply_instance_groups(bool joining) {
+  if (grouped_.empty()) return;
+  bool any_device = false;
+  for_each_live_backend([&](std::uint32_t, const BackendInfo&) { any_device = true; });
+  for (std::size_t k = 0; k < grouped_.size(); ++k) {
+    const auto& [model, groups] = grouped_[k];
+    bool served = false;
+    for (std::uint32_t j = 0; j < runtimes_.size(); ++j) {
+      std::vector<GpuId> chosen;
+      std::size_t devices = 0;
+      for_each_live_backend([&](std::uint32_t, const BackendInfo& b) {
+        const bool has_gpu = std::any_of(b.devices.begin(), b.devices.end(),
+                                         [](const std::string& d) { return is_gpu_device(d); });
+        for (std::size_t x = 0; x < b.gpus.size(); ++x) {
+          if (b.subs[x] != j) continue;
+          ++devices;
+          if (groups_select(groups, b.devices[x], has_gpu)) chosen.push_back(b.gpus[x]);
+        }
+      });
+      served |= !chosen.empty();
+      // Every device chosen: unrestricted, which the rank matches faster.
+      std::optional<std::vector<GpuId>> gpus;
+      if (joining || devices == 0 || chosen.size() < devices) gpus = std::move(chosen);
+      if (Status s = runtimes_[j]->set_model_gpus(model, std::move(gpus)); !s.ok())
+        log("model '" + models_[model].name + "': cannot apply its instance_group: " + s.message());
+    }
+    if (!joining && any_device && served != grouped_served_[k])
+      log("model '" + models_[model].name + "': " +
+          (served ? std::string("a device of its instance_group has joined; it is served again")
+                  : std::string("no registered device is of its instance_group (the model repository's "
+                                "config.pbtxt): its requests wait for one and expire")));
+    if (!joining && any_device) grouped_served_[k] = served;
+  }
 }
 
 void SchedulerNode::Impl::add_deferred_backends(TimePoint now) {
@@ -125,6 +173,7 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
       if (std::find(gone.begin(), gone.end(), g.id) != gone.end()) g.alive = false;
   }
   subs_->backend_gone(index, now);
+  apply_instance_groups(false);
   n_->backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_->batches_lost.fetch_add(lost, std::memory_order_relaxed);
   log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +

@@ -38,6 +38,12 @@ Status SchedulerNode::Impl::start() {
       SYMPHONY_RETURN_IF_ERROR(runtimes_.back()->add_model(m));
     }
   }
+  for (ModelId i = 0; i < models_.size(); ++i)
+    if (const auto g = opts_.config.instance_groups.find(models_[i].name);
+        g != opts_.config.instance_groups.end())
+      grouped_.emplace_back(i, g->second);
+  grouped_served_.assign(grouped_.size(), true);
+  apply_instance_groups(false);  // no device yet: they wait for theirs
   {
     // The sub-clusters: placed by the config's expected rates (epoch 0) before any request.
     SubClusterManager::Options so;

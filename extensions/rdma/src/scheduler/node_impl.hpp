@@ -271,6 +271,10 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void backend_lost(std::uint32_t index, const std::string& why);
   void on_register(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void add_backend(ConnId c, Peer& p, const wire::Register& r);
+  // Restricts each model with an instance_group to the live backends'
+  // devices it chooses, in every runtime; `joining`: a backend is about to
+  // add devices, so none of these models is left unrestricted meanwhile.
+  void apply_instance_groups(bool joining);
   void add_deferred_backends(TimePoint now);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);
@@ -308,6 +312,10 @@ class SchedulerNode::Impl final : public Transport::Handler {
   const ClusterSettings set_;
   const std::uint64_t incarnation_ = random_incarnation();
   std::vector<ModelConfig> models_;
+  // The models with an instance_group (ClusterConfig::instance_groups), and
+  // whether a live device served each when last applied (for the log).
+  std::vector<std::pair<ModelId, std::vector<DeviceGroup>>> grouped_;
+  std::vector<bool> grouped_served_;
   Delays floors_;  // the config's delays: what is learned never goes below
   Sink sink_{this};
   std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster

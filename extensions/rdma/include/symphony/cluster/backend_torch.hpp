@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "symphony/cluster/backend_devices.hpp"
+#include "symphony/cluster/cluster_config.hpp"
 #include "symphony/status.hpp"
 
 namespace symphony::cluster {
@@ -40,6 +41,8 @@ struct TorchModelSpec {
   bool batch_dimension = true;
   // Every output answered with its shape first (an output's dims have a -1).
   bool shaped_outputs = false;
+  // A repository's instance_group: the devices it is loaded on (none: every one).
+  std::vector<DeviceGroup> instance_groups;
 };
 
 // Parses "name:path:spec[+spec...]" (the backend's --model).

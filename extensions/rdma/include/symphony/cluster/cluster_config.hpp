@@ -52,6 +52,24 @@ struct ModelTensors {
   std::vector<std::string> output_names;
 };
 
+// A model repository's instance_group as the cluster honours it: which
+// devices of each backend serve the model (docs/cluster.md#running-from-a-model-repository).
+struct DeviceGroup {
+  enum class Kind : std::uint8_t { kAuto, kGpu, kCpu } kind = Kind::kAuto;
+  std::vector<std::int32_t> gpus;  // GPU numbers (cuda:1 is 1); empty: every GPU
+};
+
+// Whether a device is GPU-like: cuda, cuda-emulated, emulated (not cpu).
+// `device` is a backend's device name, with or without its host prefix
+// ("host/cuda:1", "cpu:0").
+bool is_gpu_device(std::string_view device);
+
+// Whether `groups` (empty: every device) choose `device` on a backend that
+// has a GPU device or not, by `serve`'s rules: KIND_GPU the GPUs numbered in
+// `gpus` (all when empty), KIND_CPU the CPUs, KIND_AUTO as KIND_GPU when
+// `gpus` are listed or the backend has a GPU, else the CPUs; the union.
+bool groups_select(const std::vector<DeviceGroup>& groups, std::string_view device, bool backend_has_gpu);
+
 struct ClusterSettings {
   std::string token;
   Duration heartbeat_interval = Duration::milliseconds(100);
@@ -89,6 +107,8 @@ struct ClusterConfig {
   std::string model_repository;  // the repository the models came from; empty: the file's `models:`
   // The repository's served version of each model (the protocol's metadata); none: "1".
   std::map<std::string, std::string> model_versions;
+  // A repository model's instance_group, by model (none: every device).
+  std::map<std::string, std::vector<DeviceGroup>> instance_groups;
 };
 
 struct ClusterRepository;  // cluster_repository.hpp

@@ -11,7 +11,8 @@
 //  - each model serves one version: the highest the version policy chose
 //    (what `serve` answers when a request names no version);
 //  - tensors are served as `serve` serves them: dims of -1 (they travel
-//    with their shapes, shaped_bytes.hpp), reshapes, max_batch_size 0;
+//    with their shapes, shaped_bytes.hpp), reshapes, max_batch_size 0; and
+//    instance_group, applied to each backend's devices (cluster_config.hpp);
 //  - with `profiles`, each version's latency profile is read from the
 //    <stem>.<device>.profile.yaml beside its model file (profile_io's
 //    default_profile_path), column p90 as `serve` schedules by default; a
@@ -51,6 +52,8 @@ struct ClusterRepositoryModel {
   // backends hand each input's sample to the model in, and each output's is
   // answered in.
   std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+  // instance_group: which devices of each backend serve it (none: every one).
+  std::vector<DeviceGroup> instance_groups;
   // When an input has a -1: each input's sample as the backends warm the
   // model up and the profile was measured (repository::RequestTensors).
   std::vector<TensorSpec> profile_inputs;
