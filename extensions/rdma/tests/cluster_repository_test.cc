@@ -88,17 +88,28 @@ class ClusterRepositoryTest : public ::testing::Test {
 
 #define EXPECT_HAS(text, piece) EXPECT_NE((text).find(piece), std::string::npos) << (text)
 
-TEST_F(ClusterRepositoryTest, TheSchedulerReadsModelsSlosProfilesAndTensorsOfTheHighestVersion) {
+TEST_F(ClusterRepositoryTest, TheSchedulerReadsModelsSlosProfilesAndTensorsOfEachVersion) {
   model("linear", kLinearConfig, {1, 3});
   profile("linear", 3, "cpu:0", 8, {"float32[4]"});
   model("unbatched", kUnbatchedConfig);
   profile("unbatched", 1, "cpu:0", 1, {"int64[1,2]"});
+  EXPECT_HAS(error(true), path("linear/1/model.pt")) << "every version the policy chose needs its profile";
+  profile("linear", 1, "cpu:0", 4, {"float32[4]"});
   const Result<ClusterRepository> r = read(true);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  ASSERT_EQ(r->models.size(), 2u);
+  ASSERT_EQ(r->models.size(), 3u);
 
-  const ClusterRepositoryModel& lin = r->models[0];
-  EXPECT_EQ(lin.config.name, "linear");
+  const ClusterRepositoryModel& old = r->models[0];
+  EXPECT_EQ(old.config.name, "linear/1") << "a version below the highest";
+  EXPECT_EQ(old.model, "linear");
+  EXPECT_EQ(old.version, 1);
+  EXPECT_EQ(old.model_path, path("linear/1/model.pt"));
+  EXPECT_EQ(old.config.max_batch, 4u) << "its own profile";
+  EXPECT_EQ(old.config.slo, Duration::milliseconds(50));
+
+  const ClusterRepositoryModel& lin = r->models[1];
+  EXPECT_EQ(lin.config.name, "linear") << "the highest: the model's name";
+  EXPECT_EQ(lin.model, "linear");
   EXPECT_EQ(lin.version, 3) << "the highest version the policy chose";
   EXPECT_EQ(lin.model_path, path("linear/3/model.pt"));
   EXPECT_EQ(lin.config_path, path("linear/config.pbtxt"));
@@ -116,7 +127,14 @@ TEST_F(ClusterRepositoryTest, TheSchedulerReadsModelsSlosProfilesAndTensorsOfThe
   EXPECT_EQ(lin.tensors.outputs[0].to_string(), "float32[3]");
   EXPECT_EQ(lin.tensors.output_names, std::vector<std::string>{"OUTPUT__0"});
 
-  const ClusterRepositoryModel& unb = r->models[1];
+  const ClusterConfig c =
+      symphony::testing::ok_value(parse_cluster_config(kClusterYaml, "c.yaml", "", false, &*r));
+  ASSERT_EQ(c.sim.spec.models.size(), 3u);
+  EXPECT_EQ(c.protocol_models, (std::map<std::string, std::string>{{"linear/1", "linear"}}));
+  EXPECT_EQ(c.model_versions.at("linear/1"), "1");
+  EXPECT_EQ(c.model_versions.at("linear"), "3");
+
+  const ClusterRepositoryModel& unb = r->models[2];
   EXPECT_EQ(unb.config.slo, repository::kDefaultSlo) << "no symphony.slo_ms: serve's default";
   EXPECT_EQ(unb.config.max_batch, 1u) << "no batch dimension: each request alone";
   EXPECT_FALSE(unb.tensors.batch_dimension);

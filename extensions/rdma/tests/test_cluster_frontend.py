@@ -488,6 +488,17 @@ parameters { key: "symphony.slo_ms" value { string_value: "200" } }
 """
 
 
+# Two versions, both served: 1 is sleepy.pt ([4] -> the same [4]), 2 is
+# linear.pt ([4] -> [3]); the output's -1 lets each answer its own size.
+VERSIONED_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+version_policy: { all { } }
+parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
+"""
+
+
 def rows(n, seed):
     return [[0.25 * (seed + r) - c for c in range(4)] for r in range(n)]
 
@@ -512,6 +523,12 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         (repo / name / "config.pbtxt").write_text(pbtxt)
         with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
             (repo / name / "2" / "model.pt").write_bytes(src.read())
+    (repo / "versioned" / "1").mkdir(parents=True)
+    (repo / "versioned" / "2").mkdir(parents=True)
+    (repo / "versioned" / "config.pbtxt").write_text(VERSIONED_PBTXT)
+    for version, pt in (("1", "sleepy.pt"), ("2", "linear.pt")):
+        with open(os.path.join(MODELS, pt), "rb") as src:
+            (repo / "versioned" / version / "model.pt").write_bytes(src.read())
     c = Cluster(REPOSITORY_CLUSTER_CONFIG)
     try:
         args = ["--model-repository", str(repo)]
@@ -522,12 +539,14 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
             repo / "linear" / "2" / "model.pt") in p.output(), p.output()
         # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
         # A -1 is profiled at 1 (no model_warmup); a model without a batch dimension at its dims.
-        for name, inputs, top in (("linear", "float32[4]", 8), ("reshaped", "float32[2,2]", 8),
-                                  ("whole", "float32[3,4]", 1), ("wild", "float32[1,4]", 8),
-                                  ("only_gpu", "float32[4]", 8)):
+        for name, version, inputs, top in (
+                ("linear", "2", "float32[4]", 8), ("reshaped", "2", "float32[2,2]", 8),
+                ("whole", "2", "float32[3,4]", 1), ("wild", "2", "float32[1,4]", 8),
+                ("only_gpu", "2", "float32[4]", 8), ("versioned", "1", "float32[4]", 8),
+                ("versioned", "2", "float32[4]", 8)):
             points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3)
                              for b in range(1, top + 1))
-            (repo / name / "2" / "model.cpu0.profile.yaml").write_text(
+            (repo / name / version / "model.cpu0.profile.yaml").write_text(
                 'model: %s\ndevice: cpu:0\ninputs: ["%s"]\nmax_batch: %d\nalpha_ms: 0.05\n'
                 "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, inputs, top) + points)
         c.start_scheduler(extra=args)
@@ -598,6 +617,22 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         assert status == 200, body
         (out,) = json.loads(body)["outputs"]
         assert out["shape"] == [2, 2, 3] and out["data"] == pytest.approx(flat_expected(two), rel=1e-6), out
+        # Every version the policy chose is served: no version runs the highest.
+        m = json.loads(curl(f.url + "/v2/models/versioned")[2])
+        assert m["versions"] == ["1", "2"], m
+        x = [0.5, -1.0, 2.0, 3.5]
+        one = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]}
+        for path, version, want in (("versioned", "2", linear_expected(x)),
+                                    ("versioned/versions/2", "2", linear_expected(x)),
+                                    ("versioned/versions/1", "1", x)):
+            status, hdrs, body = http_infer(f, path, one)
+            assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), (path, body)
+            reply = json.loads(body)
+            (out,) = reply["outputs"]
+            assert out["shape"] == [1, len(want)] and out["data"] == pytest.approx(want, rel=1e-6), (path, out)
+            assert reply["model_name"] == "versioned" and reply["model_version"] == version, reply
+        status, _, body = http_infer(f, "versioned/versions/3", one)
+        assert status == 404 and b"no version" in body, body
         assert "model 'only_gpu': no registered device is of its instance_group" in c.scheduler.output()
         status, hdrs, body = http_infer(f, "only_gpu", {"inputs": [
             {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]})

@@ -199,6 +199,7 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
       given.sources.push_back("repository:" + m.config_path);
       cc.cluster.models[m.config.name] = m.tensors;
       cc.model_versions[m.config.name] = std::to_string(m.version);
+      if (m.config.name != m.model) cc.protocol_models[m.config.name] = m.model;
       if (!m.instance_groups.empty()) cc.instance_groups[m.config.name] = m.instance_groups;
     }
     cc.model_repository = repository->dir;

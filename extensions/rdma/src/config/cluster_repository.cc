@@ -87,20 +87,21 @@ Status read_profile(const repository::RepositoryModel& m, ClusterRepositoryModel
   return {};
 }
 
+// Version `v` of `m`, named as the cluster serves it (cluster_repository.hpp).
 Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
-                                         const RepositoryReadOptions& o) {
+                                         const repository::ModelVersion& v, const RepositoryReadOptions& o) {
   SYMPHONY_ASSIGN_OR_RETURN(repository::RequestTensors t, repository::request_tensors(m));
   // An output with a -1 is not known before it runs (serve learns it then);
   // the cluster answers it with the shape it comes with (shaped_bytes.hpp).
   if (t.outputs.empty())
     for (const repository::RepositoryTensor& x : m.outputs) t.outputs.push_back(x.spec);
   ClusterRepositoryModel out;
-  const repository::ModelVersion& v = m.versions.back();  // never empty: the highest chosen
   out.version = v.version;
   out.model_path = v.model_path;
   out.config_path = m.config_path;
   ModelConfig& c = out.config;
-  c.name = m.name;
+  out.model = m.name;
+  c.name = &v == &m.versions.back() ? m.name : cluster_model_name(m.name, v.version);
   c.slo = m.slo.value_or(repository::kDefaultSlo);
   c.max_batch = t.max_batch;
   c.max_defer = m.max_defer;
@@ -129,6 +130,10 @@ Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
 
 }  // namespace
 
+std::string cluster_model_name(const std::string& model, std::int64_t version) {
+  return model + "/" + std::to_string(version);
+}
+
 Result<ClusterRepository> read_cluster_repository(const std::string& dir, const RepositoryReadOptions& o) {
 #ifndef SYMPHONY_HAVE_REPOSITORY
   (void)o;
@@ -150,8 +155,10 @@ Result<ClusterRepository> read_cluster_repository(const std::string& dir, const 
       return invalid(e.status.message() +
                      " (the cluster serves every model folder of the repository: fix it "
                      "or move it out)");
-    SYMPHONY_ASSIGN_OR_RETURN(ClusterRepositoryModel m, translate(*e.model, o));
-    out.models.push_back(std::move(m));
+    for (const repository::ModelVersion& v : e.model->versions) {  // ascending; never empty
+      SYMPHONY_ASSIGN_OR_RETURN(ClusterRepositoryModel m, translate(*e.model, v, o));
+      out.models.push_back(std::move(m));
+    }
   }
   if (out.models.empty())
     return invalid("--model-repository " + dir + ": no model folder (DIR/<model>/config.pbtxt)");

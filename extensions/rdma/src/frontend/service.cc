@@ -74,12 +74,14 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
   for (const ModelConfig& mc : config.sim.spec.models) {
     ServedModel m;
     m.name = mc.name;
+    const auto p = config.protocol_models.find(mc.name);
+    m.protocol_name = p != config.protocol_models.end() ? p->second : mc.name;
     m.slo = mc.slo;
     m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
     m.declared_in = "cluster.models." + mc.name + ".outputs";
     if (const auto v = config.model_versions.find(mc.name); v != config.model_versions.end()) {
       m.version = v->second;
-      m.declared_in = "the outputs of " + mc.name + "/config.pbtxt";
+      m.declared_in = "the outputs of " + m.protocol_name + "/config.pbtxt";
     }
     const auto it = config.cluster.models.find(mc.name);
     if (it != config.cluster.models.end()) {
@@ -107,10 +109,21 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
 ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
                                std::string scheduler)
     : client_(client), max_input_bytes_(max_input_bytes), scheduler_(std::move(scheduler)) {
+  // A repository's versions of one model are models of the cluster, the
+  // highest last (served_models keeps the repository's order).
+  for (ServedModel& sm : models)
+    if (sm.protocol_name.empty()) sm.protocol_name = sm.name;
+  for (const ServedModel& sm : models) {
+    std::vector<std::string>& v = versions_[sm.protocol_name];
+    if (v.empty()) order_.push_back(sm.protocol_name);
+    v.push_back(sm.name);
+  }
+  std::map<std::string, std::vector<std::string>> numbers;  // the protocol's versions of each model
+  for (const ServedModel& sm : models) numbers[sm.protocol_name].push_back(sm.version);
   for (ServedModel& sm : models) {
     auto meta = std::make_shared<front::ModelMetadata>();
-    meta->name = sm.name;
-    meta->versions = {sm.version};
+    meta->name = sm.protocol_name;
+    meta->versions = numbers[sm.protocol_name];
     meta->platform = "symphony_cluster";
     meta->inputs = sm.inputs;
     meta->outputs = sm.outputs;
@@ -122,29 +135,53 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
     auto m = std::make_unique<Model>();
     m->served = std::move(sm);
     m->meta = std::move(meta);
-    order_.push_back(m->served.name);
     stats_[m->served.name].model = m->served.name;
     models_[m->served.name] = std::move(m);
   }
 }
 
+const ClusterService::Model* ClusterService::resolve(std::string_view name, std::string_view version) const {
+  const auto v = versions_.find(std::string(name));
+  if (v == versions_.end()) return nullptr;
+  if (version.empty()) return models_.at(v->second.back()).get();  // the highest
+  for (const std::string& c : v->second)
+    if (const Model& m = *models_.at(c); m.served.version == version) return &m;
+  return nullptr;
+}
+
 std::vector<std::shared_ptr<const front::ModelMetadata>> ClusterService::models() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const front::ModelMetadata>> out;
-  for (const std::string& n : order_) out.push_back(models_.at(n)->meta);
+  for (const std::string& n : order_) out.push_back(resolve(n, "")->meta);
   return out;
 }
 
 std::shared_ptr<const front::ModelMetadata> ClusterService::find(std::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = models_.find(std::string(name));
-  return it == models_.end() ? nullptr : it->second->meta;
+  const Model* m = resolve(name, "");
+  return m ? m->meta : nullptr;
+}
+
+std::shared_ptr<const front::ModelMetadata> ClusterService::find_version(std::string_view name,
+                                                                         std::string_view version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Model* m = resolve(name, version);
+  return m ? m->meta : nullptr;
 }
 
 std::vector<ServedModelStats> ClusterService::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ServedModelStats> out;
-  for (const std::string& n : order_) out.push_back(stats_.at(n));
+  for (const std::string& n : order_) {  // a model's versions together, as the front counts them
+    ServedModelStats merged;
+    merged.model = n;
+    for (const std::string& c : versions_.at(n)) {
+      const ServedModelStats& s = stats_.at(c);
+      merged.latency.merge(s.latency);
+      for (const auto& [b, k] : s.requests_by_batch_size) merged.requests_by_batch_size[b] += k;
+    }
+    out.push_back(std::move(merged));
+  }
   return out;
 }
 
@@ -157,12 +194,13 @@ void ClusterService::record(const std::string& model, const InferResult& r) {
 }
 
 std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget, Done done) {
-  const auto it = models_.find(req.model);  // the front checked the name against find()
-  if (it == models_.end()) {
-    done(Reply::error(Code::kNotFound, "unknown model '" + req.model + "'"));
+  const Model* found = resolve(req.model, req.version);  // the front checked both against find()
+  if (!found) {
+    done(Reply::error(Code::kNotFound, "unknown model '" + req.model + "'" +
+                                           (req.version.empty() ? "" : " version '" + req.version + "'")));
     return 0;
   }
-  const Model& m = *it->second;
+  const Model& m = *found;
   if (budget <= Duration::zero()) {  // a gRPC deadline already past
     done(front::reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", m.served.name, budget));
     return 0;

@@ -105,8 +105,11 @@ struct ClusterConfig {
   ClusterSettings cluster;  // the `cluster:` section
   bool has_cluster_section = false;
   std::string model_repository;  // the repository the models came from; empty: the file's `models:`
-  // The repository's served version of each model (the protocol's metadata); none: "1".
+  // The repository's version each model serves (the protocol's metadata); none: "1".
   std::map<std::string, std::string> model_versions;
+  // The protocol's model of a repository's version below the highest
+  // ("linear/1" -> "linear", cluster_model_name); none: the model's own name.
+  std::map<std::string, std::string> protocol_models;
   // A repository model's instance_group, by model (none: every device).
   std::map<std::string, std::vector<DeviceGroup>> instance_groups;
 };

@@ -8,8 +8,10 @@
 //    tensors Symphony cannot serve (repository::request_tensors), fails the
 //    whole read with the reader's error naming the file; an empty
 //    repository is an error;
-//  - each model serves one version: the highest the version policy chose
-//    (what `serve` answers when a request names no version);
+//  - each model serves every version its policy chose, each a model of the
+//    cluster with its own file and profile: the highest under the model's
+//    name (what a request naming no version runs), the others as
+//    "<model>/<version>" (cluster_model_name);
 //  - tensors are served as `serve` serves them: dims of -1 (they travel
 //    with their shapes, shaped_bytes.hpp), reshapes, max_batch_size 0; and
 //    instance_group, applied to each backend's devices (cluster_config.hpp);
@@ -47,6 +49,7 @@ struct ClusterRepositoryModel {
   // (the config's, capped by the profile's largest batch), deferral cap,
   // queue bound; the profile when read.
   ModelConfig config;
+  std::string model;     // the repository's (and the protocol's) name; config.name is this version's
   ModelTensors tensors;  // one request's inputs and outputs, with the config's names
   // The config's reshapes (repository::RequestTensors): the shape the
   // backends hand each input's sample to the model in, and each output's is
@@ -65,8 +68,11 @@ struct ClusterRepositoryModel {
 
 struct ClusterRepository {
   std::string dir;
-  std::vector<ClusterRepositoryModel> models;  // by folder name
+  std::vector<ClusterRepositoryModel> models;  // by folder name, then version ascending
 };
+
+// The cluster's name of a version below a model's highest: "linear/1".
+std::string cluster_model_name(const std::string& model, std::int64_t version);
 
 // Reads every model of `dir` (see the contract). Errors are kInvalidArgument
 // (kNotFound when `dir` does not exist) and name the file.

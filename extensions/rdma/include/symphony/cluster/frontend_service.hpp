@@ -1,7 +1,8 @@
 // ClusterService: the Open Inference Protocol front over a Symphony cluster (`symphony frontend`): an
 // InferenceService (front/service.hpp) that submits through cluster::Client, so that clients we did
 // not write (curl, grpcio, Triton's clients) reach the cluster. Models and tensors come from
-// cluster.yaml or a model repository (cluster_config.hpp); a model without declared inputs is opaque
+// cluster.yaml or a model repository (cluster_config.hpp; a repository's versions, each a model of the
+// cluster, are one protocol model with those versions); a model without declared inputs is opaque
 // (one BYTES element); a tensor whose dims have a -1 travels with its shape (shaped_bytes.hpp); inputs
 // are copied once, straight from the parsed request into the client's registered pool
 // (docs/cluster.md#the-protocol-frontend-symphony-frontend).
@@ -34,7 +35,8 @@ namespace symphony::cluster {
 
 // A model as the frontend serves it.
 struct ServedModel {
-  std::string name;
+  std::string name;           // the cluster's ("linear", "linear/1": cluster_model_name)
+  std::string protocol_name;  // the protocol's ("linear"): a repository's versions share it
   Duration slo;
   std::uint32_t max_batch = 0;
   std::vector<front::TensorSpec> inputs;   // metadata form: the batch dimension first, as -1
@@ -47,7 +49,7 @@ struct ServedModel {
   // Input i's dims have a -1: it travels after its shape (shaped_bytes.hpp).
   std::vector<bool> shaped_inputs;
   bool shaped_outputs = false;  // an output's dims have a -1: each is answered after its shape
-  std::string version = "1";    // the one version served (a repository's)
+  std::string version = "1";    // the protocol's version it serves (a repository's)
   std::string declared_in;      // where the outputs are declared, for errors
 };
 
@@ -55,7 +57,7 @@ struct ServedModel {
 std::vector<ServedModel> served_models(const ClusterConfig& config);
 
 // What the frontend measured of a model's answered requests (ok and late; a request of k samples
-// counts as its k samples: each was a request to the cluster).
+// counts as its k samples: each was a request to the cluster; a repository's versions together).
 struct ServedModelStats {
   std::string model;
   LatencyHistogram latency;  // from the submission to the outcome, inside the cluster
@@ -73,6 +75,8 @@ class ClusterService final : public front::InferenceService {
   bool ready() const override { return client_.connected() && client_.backends() > 0; }
   std::vector<std::shared_ptr<const front::ModelMetadata>> models() const override;
   std::shared_ptr<const front::ModelMetadata> find(std::string_view name) const override;
+  std::shared_ptr<const front::ModelMetadata> find_version(std::string_view name,
+                                                           std::string_view version) const override;
   std::uint64_t submit(front::InferRequest&& request, Duration budget, Done done) override;
   void cancel(std::uint64_t ticket) override;
 
@@ -86,6 +90,9 @@ class ClusterService final : public front::InferenceService {
     std::shared_ptr<const front::ModelMetadata> meta;  // replaced whole when outputs become known
   };
   struct Samples;  // a request of k > 1 samples in flight
+  // The cluster model of the protocol's `name` at `version` (empty: the
+  // highest); nullptr when none. The maps are fixed after construction.
+  const Model* resolve(std::string_view name, std::string_view version) const;
   front::Reply reply_for(const Model& m, InferResult&& r, Duration budget, bool batched);
   front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);
@@ -96,9 +103,12 @@ class ClusterService final : public front::InferenceService {
   Client& client_;
   const std::uint32_t max_input_bytes_;
   const std::string scheduler_;
-  mutable std::mutex mu_;                                           // models_' metadata, stats_
-  std::unordered_map<std::string, std::unique_ptr<Model>> models_;  // the map is fixed after construction
-  std::vector<std::string> order_;
+  mutable std::mutex mu_;  // models_' metadata, stats_
+  std::unordered_map<std::string, std::unique_ptr<Model>>
+      models_;                      // by cluster name; fixed after construction
+  std::vector<std::string> order_;  // the protocol's models
+  // The cluster's models of each protocol model, the highest version last.
+  std::unordered_map<std::string, std::vector<std::string>> versions_;
   std::unordered_map<std::string, ServedModelStats> stats_;
   std::atomic<std::uint64_t> cancels_{0};
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
