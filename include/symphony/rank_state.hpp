@@ -97,9 +97,7 @@ class RankState {
         return Status(Errc::kInvalidArgument, "model id " + std::to_string(id) + " names GPU " +
                                                   std::to_string(g) + " beyond max_gpus " +
                                                   std::to_string(cfg_.max_gpus));
-    std::uint64_t* words = &allowed_[static_cast<std::size_t>(id) * words_];
-    std::fill(words, words + words_, 0);
-    for (GpuId g : gpus) words[g / 64] |= std::uint64_t{1} << (g % 64);
+    set_allowed(id, gpus);
     models_[id].restricted = !gpus.empty();
     models_[id].state = RankModelState::kIdle;
     return {};
@@ -120,18 +118,11 @@ class RankState {
     RankModel& m = models_[id];
     const bool waiting = m.state == RankModelState::kWaiting;
     if (waiting) unwait(m);  // rwait_ follows `restricted`
-    std::uint64_t* words = &allowed_[static_cast<std::size_t>(id) * words_];
-    std::fill(words, words + words_, 0);
-    if (gpus)
-      for (GpuId g : *gpus) words[g / 64] |= std::uint64_t{1} << (g % 64);
+    set_allowed(id, gpus.value_or(std::span<const GpuId>{}));
     m.restricted = gpus.has_value();
     if (waiting) {
-      wait(m);
       refresh(now);
-      if (m.restricted)
-        arm_restricted(m, now);
-      else
-        timers_.arm(m.timer, expiry(m));
+      wait_armed(m, now);
     }
     rearm_gpu_timer(now);
     poke_lease(now);
@@ -542,6 +533,22 @@ class RankState {
     if (!m.timer.armed || m.timer.when != t) timers_.arm(m.timer, t);
   }
 
+  // Puts `m` among the waiting candidates, its timer armed for its next GPU
+  // when restricted, else for its expiry. REQUIRES: refresh(now).
+  void wait_armed(RankModel& m, TimePoint now) noexcept {
+    wait(m);
+    if (m.restricted)
+      arm_restricted(m, now);
+    else
+      timers_.arm(m.timer, expiry(m));
+  }
+  // Model `id`'s bits in allowed_: exactly `gpus`.
+  void set_allowed(ModelId id, std::span<const GpuId> gpus) noexcept {
+    std::uint64_t* words = &allowed_[static_cast<std::size_t>(id) * words_];
+    std::fill(words, words + words_, 0);
+    for (GpuId g : gpus) words[g / 64] |= std::uint64_t{1} << (g % 64);
+  }
+
   void leave_state(RankModel& m) noexcept {
     if (m.state == RankModelState::kWaiting) unwait(m);
     timers_.cancel(m.timer);
@@ -578,11 +585,7 @@ class RankState {
       grant(m, *g, now);
       return;
     }
-    wait(m);
-    if (m.restricted)
-      arm_restricted(m, now);
-    else
-      timers_.arm(m.timer, expiry(m));
+    wait_armed(m, now);
     rearm_gpu_timer(now);
   }
 
