@@ -111,8 +111,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       names_.push_back(prefix + "/" + d.to_string());
       device_names.push_back(d.to_string());
     }
-    const bool has_gpu = std::any_of(device_names.begin(), device_names.end(),
-                                     [](const std::string& d) { return is_gpu_device(d); });
+    const bool has_gpu = has_gpu_device(device_names);
     if (models.empty()) return Status(Errc::kInvalidArgument, "model devices need at least one --model");
     at::set_num_threads(cpu_threads);
     for (const TorchModelSpec& m : models) {

@@ -254,6 +254,10 @@ bool is_gpu_device(std::string_view device) {
   return device.substr(0, device.find(':')) != "cpu";
 }
 
+bool has_gpu_device(const std::vector<std::string>& devices) {
+  return std::any_of(devices.begin(), devices.end(), [](const std::string& d) { return is_gpu_device(d); });
+}
+
 bool groups_select(const std::vector<DeviceGroup>& groups, std::string_view device, bool backend_has_gpu) {
   if (groups.empty()) return true;
   if (const std::size_t slash = device.rfind('/'); slash != std::string_view::npos)

@@ -11,8 +11,7 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   if (p.index != ~0u) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
   // Each model it should run: all but those whose instance_group chooses
   // none of its devices.
-  const bool has_gpu = std::any_of(r->devices.begin(), r->devices.end(),
-                                   [](const std::string& d) { return is_gpu_device(d); });
+  const bool has_gpu = has_gpu_device(r->devices);
   const auto runs_here = [&](ModelId id) {
     for (const auto& [model, groups] : grouped_)
       if (model == id)
@@ -114,8 +113,7 @@ void SchedulerNode::Impl::apply_instance_groups(bool joining) {
       std::vector<GpuId> chosen;
       std::size_t devices = 0;
       for_each_live_backend([&](std::uint32_t, const BackendInfo& b) {
-        const bool has_gpu = std::any_of(b.devices.begin(), b.devices.end(),
-                                         [](const std::string& d) { return is_gpu_device(d); });
+        const bool has_gpu = has_gpu_device(b.devices);
         for (std::size_t x = 0; x < b.gpus.size(); ++x) {
           if (b.subs[x] != j) continue;
           ++devices;

@@ -63,6 +63,8 @@ struct DeviceGroup {
 // `device` is a backend's device name, with or without its host prefix
 // ("host/cuda:1", "cpu:0").
 bool is_gpu_device(std::string_view device);
+// Whether any of a backend's devices is GPU-like (KIND_AUTO's question).
+bool has_gpu_device(const std::vector<std::string>& devices);
 
 // Whether `groups` (empty: every device) choose `device` on a backend that
 // has a GPU device or not, by `serve`'s rules: KIND_GPU the GPUs numbered in
