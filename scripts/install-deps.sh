@@ -3,7 +3,8 @@
 #
 # Idempotent: packages already present are left alone and nothing is downloaded
 # when all are installed. Uses --no-install-recommends. Needs root or sudo only
-# when something is missing.
+# when something is missing. With arguments, installs those packages instead
+# (scripts/container-deps.sh uses it so).
 set -euo pipefail
 
 PACKAGES=(
@@ -38,6 +39,8 @@ PACKAGES=(
   # gzip and deflate request bodies
   zlib1g-dev
 )
+
+if [[ $# -gt 0 ]]; then PACKAGES=("$@"); fi
 
 say() { printf '[install-deps] %s\n' "$*" >&2; }
 
