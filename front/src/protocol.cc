@@ -118,6 +118,12 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
           r.code = Code::kResourceExhausted;
           r.message = "dropped (queue_full): " + who + " is overloaded; its queue is full";
           break;
+        case DropReason::kOverload:
+          r.code = Code::kResourceExhausted;
+          r.message = "dropped (overload): " + who +
+                      " is overloaded; the requests ahead could not be served within the budget of " +
+                      format_ms(budget) + " ms";
+          break;
         case DropReason::kShutdown:
           r.code = Code::kUnavailable;
           r.message = "dropped (shutdown): the server stopped before the request ran";

@@ -38,6 +38,8 @@ class ModelQueue {
     }
   }
   Request* front() noexcept { return tree_.min(); }
+  // The request due last, or nullptr; O(1).
+  const Request* back() const noexcept { return tail_; }
   Request* pop_front() noexcept {
     Request* r = tree_.pop_min();
     if (tree_.empty()) tail_ = nullptr;

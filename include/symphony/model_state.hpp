@@ -52,6 +52,13 @@ struct ModelStateConfig {
   // Online recalibration of the models' profiles, for models whose
   // ModelConfig does not set its own (off by default).
   RecalibrationOptions recalibration;
+  // Admission (docs/architecture.md#admission): with g > 0 GPUs, a request
+  // that finds more than a batch queued is refused on arrival (kOverload)
+  // when the requests ahead of it and itself could not all end by its
+  // deadline even in max batches back to back on the model's GPUs (at most g).
+  // 0: off, only the infeasible check (the simulator's default: its figures
+  // below capacity and at it stay as they were). set_admission_gpus moves it.
+  std::uint32_t admission_gpus = 0;
 };
 
 template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
@@ -75,6 +82,8 @@ class ModelState {
   const ModelStateConfig& config() const noexcept { return cfg_; }
   // Replaces the delays: candidates computed from now on use them.
   void set_delays(const Delays& d) noexcept { cfg_.delays = d; }
+  // The GPUs admission counts on (ModelStateConfig::admission_gpus; 0: off).
+  void set_admission_gpus(std::uint32_t g) noexcept { cfg_.admission_gpus = g; }
   const Exec& exec_policy() const noexcept { return exec_; }
 
   // Validates the model and takes it into this shard. Off the hot path.
@@ -210,14 +219,24 @@ class ModelState {
   // shard at `now` (the multi-threaded runtime's ingress queue sits between).
   // The outcome reports `arrival`, and timeout policies measure from it;
   // every scheduling decision is taken at `now`. REQUIRES: arrival <= now.
+  //
+  // `priority` is the request's level, 0 the highest (ModelConfig::
+  // priority_levels); under admission a lower level is refused sooner: it is
+  // admitted only if the backlog ahead would end within its share of the
+  // time it has left, (levels - level) / levels.
   template <SchedulerSink Sink>
   SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink,
-                      TimePoint arrival) {
+                      TimePoint arrival, std::uint32_t priority = 0) {
     if (SYMPHONY_UNLIKELY(!has_model(id))) return {SubmitStatus::kUnknownModel, {}};
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
     if (now + dl.delay(1) + m.lat.latency(1) > dl.hard_deadline(deadline)) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kInfeasible);
+      return {SubmitStatus::kDropped, {}};
+    }
+    // Below a batch queued nothing is refused here: the hot path stays as it was.
+    if (cfg_.admission_gpus && m.queue.size() >= m.max_batch && !admissible(m, now, deadline, priority)) {
+      emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kOverload);
       return {SubmitStatus::kDropped, {}};
     }
     if ((m.max_queue && m.queue.size() >= m.max_queue) || !free_requests_) {
@@ -559,6 +578,32 @@ class ModelState {
     r.next = free_requests_;
     free_requests_ = &r;
     --used_requests_;
+  }
+
+  // Admission's test (ModelStateConfig::admission_gpus): the n = queued + 1
+  // requests run in max batches, g at a time, the last round's spread over
+  // the g GPUs; the newcomer ends with that round. O(1). A request due before
+  // the last queued one goes ahead of some of them: the queue's length
+  // overcounts what is ahead, so it is admitted and gathering decides.
+  bool admissible(const Slot& m, TimePoint now, TimePoint deadline, std::uint32_t priority) const noexcept {
+    const Request* last = m.queue.back();
+    if (last && deadline < last->deadline) return true;
+    std::uint32_t g = cfg_.admission_gpus;
+    if (!m.cfg->gpus.empty()) g = std::min<std::uint32_t>(g, static_cast<std::uint32_t>(m.cfg->gpus.size()));
+    if (g == 0) return true;
+    const std::uint64_t n = std::uint64_t{m.queue.size()} + 1;
+    const std::uint64_t per_round = std::uint64_t{g} * m.max_batch;
+    const std::uint64_t rounds = (n + per_round - 1) / per_round;
+    const std::uint64_t rest = n - (rounds - 1) * per_round;
+    const auto last_batch = static_cast<std::uint32_t>((rest + g - 1) / g);
+    const Duration work = m.lat.latency(m.max_batch) * static_cast<std::int64_t>(rounds - 1) +
+                          m.lat.latency(last_batch) + cfg_.delays.delay(last_batch);
+    Duration left = cfg_.delays.hard_deadline(deadline) - now;
+    const std::uint32_t levels = m.cfg->priority_levels;
+    if (priority > 0 && levels > 1)
+      left = left / static_cast<std::int64_t>(levels) *
+             static_cast<std::int64_t>(levels - std::min(priority, levels - 1));
+    return work <= left;
   }
 
   // The model's profile moved: what was derived from it follows.

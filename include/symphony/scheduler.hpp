@@ -38,6 +38,10 @@ struct SchedulerConfig {
   // Online recalibration of every model's profile from its measured batch
   // durations (profile_calibrator.hpp), unless the model sets its own. Off.
   RecalibrationOptions recalibration;
+  // Admission on arrival against the backlog on the GPUs added
+  // (ModelStateConfig::admission_gpus). Off: the simulator's figures are
+  // those of the paper's rules alone.
+  bool admission = false;
 
   Status validate() const {
     if (max_models == 0) return Status(Errc::kInvalidArgument, "max_models must be at least 1");
@@ -93,8 +97,16 @@ class Scheduler {
     return rank_.remove_model(id);
   }
 
-  Result<GpuId> add_gpu() { return rank_.add_gpu(clock_.now()); }
-  Status remove_gpu(GpuId id) { return rank_.remove_gpu(id, clock_.now()); }
+  Result<GpuId> add_gpu() {
+    Result<GpuId> g = rank_.add_gpu(clock_.now());
+    if (g.ok() && cfg_.admission) shard_.set_admission_gpus(++gpus_);
+    return g;
+  }
+  Status remove_gpu(GpuId id) {
+    Status s = rank_.remove_gpu(id, clock_.now());
+    if (s.ok() && cfg_.admission) shard_.set_admission_gpus(--gpus_);
+    return s;
+  }
 
   // A request arrives now for `model`, due after the model's SLO.
   SubmitStatus submit(ModelId model, std::uint64_t tag) {
@@ -110,6 +122,11 @@ class Scheduler {
   // target: request_times.hpp).
   SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
     return submit_at(model, tag, clock_.now(), deadline);
+  }
+  // As above, at priority level `priority` (0 the highest; ModelConfig::
+  // priority_levels), which only admission reads.
+  SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline, std::uint32_t priority) {
+    return submit_at(model, tag, clock_.now(), deadline, priority);
   }
 
   // Cancels `model`'s queued request `tag` now: it ends dropped (kCancelled)
@@ -197,8 +214,9 @@ class Scheduler {
                std::move(exec), std::move(gather)),
         rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}) {}
 
-  SubmitStatus submit_at(ModelId model, std::uint64_t tag, TimePoint now, TimePoint deadline) {
-    const SubmitResult r = shard_.submit(model, tag, now, deadline, sink_);
+  SubmitStatus submit_at(ModelId model, std::uint64_t tag, TimePoint now, TimePoint deadline,
+                         std::uint32_t priority = 0) {
+    const SubmitResult r = shard_.submit(model, tag, now, deadline, sink_, now, priority);
     if (r.status == SubmitStatus::kQueued && r.update.changed) rank_.on_candidate(model, r.update, now);
     return r.status;
   }
@@ -220,6 +238,7 @@ class Scheduler {
   Sink& sink_;
   Shard shard_;
   Rank rank_;
+  std::uint32_t gpus_ = 0;  // added and not removed (admission's count)
 };
 
 }  // namespace symphony

@@ -71,6 +71,7 @@ enum class DropReason : std::uint8_t {
   kShutdown,     // the scheduler stopped before the request ran
   kBatchPolicy,  // shed by target-batch gathering to keep batches near target
   kCancelled,    // in the queue: its caller cancelled it before it joined a batch
+  kOverload,     // on arrival: refused by admission, the backlog ahead could not be served in time
 };
 
 constexpr std::string_view to_string(Outcome o) noexcept {
@@ -103,11 +104,13 @@ constexpr std::string_view to_string(DropReason r) noexcept {
       return "batch_policy";
     case DropReason::kCancelled:
       return "cancelled";
+    case DropReason::kOverload:
+      return "overload";
   }
   return "?";
 }
 
-inline constexpr int kNumDropReasons = 7;
+inline constexpr int kNumDropReasons = 8;
 
 // The reason to_string() names `name`; nullopt when no reason has that name
 // (a protocol answer's reason from another server, the front's own refusals).
@@ -183,6 +186,11 @@ struct ModelConfig {
   // instance_group); empty: every GPU. A GPU id that is not (yet) added is
   // never granted (docs/architecture.md#matchmaking).
   std::vector<GpuId> gpus;
+  // Priority levels of the model's requests (Triton's dynamic_batching
+  // priority_levels): a request's level is 0 (the highest) to levels - 1;
+  // under admission lower levels are refused first (ModelState::submit).
+  // 0 or 1: one level.
+  std::uint32_t priority_levels = 0;
 };
 
 // One request in a model's queue or in a dispatched batch. Intrusive: it is a

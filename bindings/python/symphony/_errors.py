@@ -57,7 +57,9 @@ class Dropped(SymphonyError):
         reason: why, in the scheduler's words: ``"infeasible"`` (its deadline could
             not be met even on arrival), ``"expired"`` (it could no longer finish in
             time while queued), ``"queue_full"``, ``"shutdown"`` (the server stopped
-            first), ``"batch_policy"`` or ``"cancelled"`` (cancelled while queued).
+            first), ``"batch_policy"``, ``"cancelled"`` (cancelled while queued) or
+            ``"overload"`` (refused on arrival: the backlog ahead of it could not
+            be served in time).
     """
 
     def __init__(self, reason: str, message: str | None = None) -> None:

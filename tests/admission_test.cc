@@ -1,0 +1,185 @@
+// Admission on arrival (SchedulerConfig::admission; docs/architecture.md#admission),
+// on the virtual clock: a request whose backlog could not all be served by its
+// deadline is refused at once (dropped, kOverload); what is admitted is served;
+// lower priority levels are refused first; below a batch queued nothing changes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "support/test_support.hpp"
+#include "symphony/scheduler.hpp"
+
+namespace symphony {
+namespace {
+
+using testing::at_ms;
+using testing::model_ms;
+using testing::RecordingSink;
+
+using Sched = Scheduler<VirtualClock, RecordingSink>;
+
+// l(b) = b + 5 ms up to a batch of 4 (l(4) = 9 ms), SLO 20 ms, on `gpus` GPUs.
+std::unique_ptr<Sched> make(VirtualClock& clock, RecordingSink& sink, int gpus, bool admission,
+                            std::uint32_t priority_levels = 0) {
+  SchedulerConfig c;
+  c.max_models = 1;
+  c.max_gpus = 4;
+  c.max_requests = 1024;
+  c.admission = admission;
+  auto s = std::move(*Sched::create(c, clock, sink));
+  ModelConfig m = model_ms("m", 1, 5, 20, 4);
+  m.priority_levels = priority_levels;
+  EXPECT_TRUE(s->add_model(std::move(m)).ok());
+  for (int g = 0; g < gpus; ++g) EXPECT_TRUE(s->add_gpu().ok());
+  return s;
+}
+
+// Runs timers and finishes every dispatched batch at its predicted end until
+// nothing is left to do.
+void run_to_end(VirtualClock& clock, Sched& s, RecordingSink& sink) {
+  std::size_t finished = 0;
+  for (int guard = 0; guard < 100000; ++guard) {
+    s.run_timers();
+    TimePoint next = s.next_timer();
+    for (std::size_t i = finished; i < sink.batches.size(); ++i)
+      next = min(next, sink.batches[i].d.predicted_end);
+    if (next.is_infinite()) return;
+    clock.advance_to(max(next, clock.now()));
+    s.run_timers();
+    // Batches end in dispatch order here (one model, equal lengths per round).
+    std::sort(sink.batches.begin() + static_cast<std::ptrdiff_t>(finished), sink.batches.end(),
+              [](const auto& a, const auto& b) { return a.d.predicted_end < b.d.predicted_end; });
+    while (finished < sink.batches.size() && sink.batches[finished].d.predicted_end <= clock.now()) {
+      ASSERT_TRUE(
+          s.on_batch_finished(sink.batches[finished].d.batch, sink.batches[finished].d.predicted_end).ok());
+      ++finished;
+    }
+  }
+  FAIL() << "the run did not end";
+}
+
+std::map<std::uint64_t, RequestOutcome> by_tag(const RecordingSink& sink) {
+  std::map<std::uint64_t, RequestOutcome> m;
+  for (const RequestOutcome& o : sink.outcomes) EXPECT_TRUE(m.emplace(o.tag, o).second) << "tag " << o.tag;
+  return m;
+}
+
+TEST(AdmissionTest, RefusesExactlyTheRequestsTheBacklogCannotServeInTime) {
+  // Twelve requests at once, due at 20 ms. On one GPU, eight end in time: two
+  // batches of four, 0-9 and 9-18 ms; a ninth would end at 24 ms at best.
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true);
+  for (std::uint64_t t = 1; t <= 12; ++t) {
+    const SubmitStatus st = s->submit(0, t);
+    EXPECT_EQ(st, t <= 8 ? SubmitStatus::kQueued : SubmitStatus::kDropped) << "request " << t;
+  }
+  // Refused at arrival, before anything ran.
+  ASSERT_EQ(sink.outcomes.size(), 4u);
+  for (const RequestOutcome& o : sink.outcomes) {
+    EXPECT_EQ(o.outcome, Outcome::kDropped);
+    EXPECT_EQ(o.reason, DropReason::kOverload);
+    EXPECT_EQ(o.finish, at_ms(0));
+  }
+  run_to_end(clock, *s, sink);
+  const auto out = by_tag(sink);
+  ASSERT_EQ(out.size(), 12u);
+  for (std::uint64_t t = 1; t <= 8; ++t) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << "request " << t;
+}
+
+TEST(AdmissionTest, CountsEveryGpuTheModelMayUse) {
+  // Two GPUs serve eight at a time: sixteen end by 18 ms, the seventeenth cannot.
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 2, true);
+  int queued = 0;
+  for (std::uint64_t t = 1; t <= 20; ++t) queued += s->submit(0, t) == SubmitStatus::kQueued;
+  EXPECT_EQ(queued, 16);
+  run_to_end(clock, *s, sink);
+  const auto out = by_tag(sink);
+  ASSERT_EQ(out.size(), 20u);
+  int ok = 0;
+  for (const auto& [t, o] : out) ok += o.outcome == Outcome::kOk;
+  EXPECT_EQ(ok, 16);
+}
+
+TEST(AdmissionTest, WithoutAdmissionTheDoomedRequestsWaitAndAreDroppedLater) {
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, false);
+  for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(s->submit(0, t), SubmitStatus::kQueued);
+  EXPECT_TRUE(sink.outcomes.empty());
+  run_to_end(clock, *s, sink);
+  const auto out = by_tag(sink);
+  ASSERT_EQ(out.size(), 12u);
+  int ok = 0, overload = 0;
+  for (const auto& [t, o] : out) {
+    ok += o.outcome == Outcome::kOk;
+    overload += o.reason == DropReason::kOverload;
+  }
+  EXPECT_EQ(ok, 8);
+  EXPECT_EQ(overload, 0);
+}
+
+TEST(AdmissionTest, BelowABatchQueuedNothingIsRefused) {
+  // Four at once fit one batch; the check does not even run.
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true);
+  for (std::uint64_t t = 1; t <= 4; ++t) EXPECT_EQ(s->submit(0, t), SubmitStatus::kQueued);
+  EXPECT_TRUE(sink.outcomes.empty());
+}
+
+TEST(AdmissionTest, ARequestDueBeforeTheQueuedOnesGoesAheadAndIsAdmitted) {
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true);
+  for (std::uint64_t t = 1; t <= 8; ++t) ASSERT_EQ(s->submit(0, t), SubmitStatus::kQueued);
+  // Due at 15 ms, before the eight due at 20: in EDF order it runs first.
+  EXPECT_EQ(s->submit(0, 9, at_ms(15)), SubmitStatus::kQueued);
+  // Due at 20 ms like the others, behind all of them: refused.
+  EXPECT_EQ(s->submit(0, 10, at_ms(20)), SubmitStatus::kDropped);
+}
+
+TEST(AdmissionTest, LowerPrioritiesAreRefusedFirst) {
+  // Two levels: level 1 is admitted only if the backlog ends within half of
+  // its time (10 of 20 ms), level 0 within all of it.
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true, 2);
+  const TimePoint due = at_ms(20);
+  for (std::uint64_t t = 1; t <= 4; ++t) ASSERT_EQ(s->submit(0, t, due, 1), SubmitStatus::kQueued);
+  // A fifth ends at 15 ms at best: beyond 10 for level 1, within 20 for level 0.
+  EXPECT_EQ(s->submit(0, 5, due, 1), SubmitStatus::kDropped);
+  for (std::uint64_t t = 6; t <= 9; ++t) EXPECT_EQ(s->submit(0, t, due, 0), SubmitStatus::kQueued);
+  EXPECT_EQ(s->submit(0, 10, due, 0), SubmitStatus::kDropped);
+  run_to_end(clock, *s, sink);
+  const auto out = by_tag(sink);
+  ASSERT_EQ(out.size(), 10u);
+  for (std::uint64_t t : {1, 2, 3, 4, 6, 7, 8, 9}) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << t;
+  EXPECT_EQ(out.at(5).reason, DropReason::kOverload);
+  EXPECT_EQ(out.at(10).reason, DropReason::kOverload);
+}
+
+TEST(AdmissionTest, WithoutPriorityLevelsEveryLevelIsTheSame) {
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true);
+  int queued = 0;
+  for (std::uint64_t t = 1; t <= 12; ++t) queued += s->submit(0, t, at_ms(20), 3) == SubmitStatus::kQueued;
+  EXPECT_EQ(queued, 8);
+}
+
+TEST(AdmissionTest, GpusRemovedAreNotCountedOn) {
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 2, true);
+  ASSERT_TRUE(s->remove_gpu(1).ok());
+  int queued = 0;
+  for (std::uint64_t t = 1; t <= 12; ++t) queued += s->submit(0, t) == SubmitStatus::kQueued;
+  EXPECT_EQ(queued, 8);
+}
+
+}  // namespace
+}  // namespace symphony
