@@ -683,6 +683,102 @@ TEST(RuntimeTest, FullIngressRejectsAtOnceWithQueueFull) {
   EXPECT_EQ(rt->stats().rejected_ingress, rejected);
 }
 
+// A sink that blocks the shard thread inside the outcome of each of a few
+// gate tags until that gate is released.
+struct GatesSink : ExactlyOnceSink {
+  using ExactlyOnceSink::ExactlyOnceSink;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::uint64_t> gates, entered, released;
+  void on_outcome(const RequestOutcome& o) {
+    ExactlyOnceSink::on_outcome(o);
+    std::unique_lock<std::mutex> lock(mu);
+    if (!gates.count(o.tag)) return;
+    entered.insert(o.tag);
+    cv.notify_all();
+    cv.wait(lock, [&] { return released.count(o.tag) > 0; });
+  }
+  void wait_entered(std::uint64_t tag) {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return entered.count(tag) > 0; }));
+  }
+  void release(std::uint64_t tag) {
+    std::lock_guard<std::mutex> lock(mu);
+    released.insert(tag);
+    cv.notify_all();
+  }
+};
+
+TEST(RuntimeAdmissionTest, ABackloggedIngressRefusesWhatWouldWaitTooLongAtSubmit) {
+  // Gate requests (infeasible: due now) block the shard in the sink. The
+  // shard publishes its ingress's wait after a full bulk: the one holding
+  // gate 2 and the 63 requests queued behind it while gate 1 held the shard.
+  constexpr std::uint64_t kG1 = 1000, kG2 = 1001, kG3 = 1002, kX = 2000, kY = 2001;
+  GatesSink sink(2100);
+  sink.gates = {kG1, kG2, kG3};
+  RuntimeConfig c = small_config(1, 2, 1);
+  auto rt = std::move(*Runtime<GatesSink>::create(c, sink));
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 60000, 8));
+  auto sub = rt->make_submitter();
+  ASSERT_EQ(sub.submit(m, kG1, SteadyClock{}.now()), SubmitStatus::kQueued);
+  sink.wait_entered(kG1);
+  ASSERT_EQ(sub.submit(m, kG2, SteadyClock{}.now()), SubmitStatus::kQueued);
+  for (std::uint64_t t = 1; t <= c.ingress_bulk - 1; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  ASSERT_EQ(sub.submit(m, kG3, SteadyClock{}.now()), SubmitStatus::kQueued);
+  for (std::uint64_t t = 100; t < 110; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  sink.release(kG1);
+  sink.wait_entered(kG2);
+  sink.release(kG2);
+  sink.wait_entered(kG3);  // the full bulk's wait is published, the shard held again
+  // A microsecond left: a quarter of it is less than the wait. Refused on
+  // this thread, with its outcome before submit returns.
+  EXPECT_EQ(sub.submit(m, kX, SteadyClock{}.now() + Duration::microseconds(1)), SubmitStatus::kDropped);
+  EXPECT_EQ(sink.count(kX), 1u);
+  EXPECT_EQ(sink.count(DropReason::kOverload), 1u);
+  // An hour left: admitted.
+  EXPECT_EQ(sub.submit(m, kY, SteadyClock{}.now() + Duration::seconds(3600)), SubmitStatus::kQueued);
+  sink.release(kG3);
+  rt->stop(StopMode::kCancel);
+  for (std::uint64_t t : {kG1, kG2, kG3, kX, kY}) EXPECT_EQ(sink.count(t), 1u) << t;
+  EXPECT_EQ(rt->stats().rejected_overload, 1u);
+}
+
+TEST(RuntimeAdmissionTest, TheIngressBoundHalvesItsShareForEachLowerPriority) {
+  const Duration left = Duration::milliseconds(40);
+  EXPECT_TRUE(ingress_admits(Duration::zero(), left, 0.25, 0));
+  EXPECT_TRUE(ingress_admits(Duration::milliseconds(10), left, 0.25, 0));
+  EXPECT_FALSE(ingress_admits(Duration::milliseconds(11), left, 0.25, 0));
+  EXPECT_TRUE(ingress_admits(Duration::milliseconds(5), left, 0.25, 1));
+  EXPECT_FALSE(ingress_admits(Duration::milliseconds(6), left, 0.25, 1));
+  EXPECT_FALSE(ingress_admits(Duration::milliseconds(3), left, 0.25, 2));
+  EXPECT_TRUE(ingress_admits(Duration::seconds(100), left, 0, 5));  // off
+}
+
+TEST(RuntimeAdmissionTest, AModelsBacklogIsBoundedByWhatItsGpusCanServeInTime) {
+  // One GPU taken by hand, one batch at a time, max batch 2, l(b) = 10 ms * b
+  // + 50 ms, SLO 240 ms. With a batch of two running, those queued behind it
+  // are admitted while they and the newcomer could all end in time: n = 6
+  // take 70 + 70 + 70 = 210 ms, n = 7 take 270 ms. (30 ms of room for a slow
+  // machine between a request's arrival and its shard.)
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.max_outstanding_per_gpu = 1;
+  auto rt = make_runtime(c, sink);
+  const ModelId m = *rt->add_model(model_ms("m", 10, 50, 240, 2));
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  auto sub = rt->make_submitter();
+  for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken first = gpus.take();
+  for (std::uint64_t t = 3; t <= 12; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  wait_for([&] { return rt->stats().accepted >= 12; });
+  EXPECT_EQ(sink.count(DropReason::kOverload), 4u);
+  for (std::uint64_t t = 9; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << "refused: " << t;
+  ManualGpus::complete(first);
+  rt->stop(StopMode::kCancel);
+  for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
 TEST(RuntimeTest, RemoveModelWaitsForItsBatchesAndTheIdCanBeReused) {
   ExactlyOnceSink sink(16);
   ManualGpus gpus;
@@ -925,8 +1021,10 @@ TEST(RuntimeStressTest, ManyClientThreadsEveryRequestEndsOnce) {
   for (std::uint64_t t = 0; t < kClients * kPerClient; ++t) ASSERT_EQ(sink.count(t), 1u) << t;
   const RuntimeStats st = rt->stats();
   EXPECT_EQ(st.accepted, queued.load());
-  EXPECT_EQ(st.rejected_ingress, dropped.load());
-  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress, kClients * kPerClient);
+  // Refused at submit: a full ingress, or (the infeasible ones, due at once)
+  // admission while the ingress was backlogged.
+  EXPECT_EQ(st.rejected_ingress + st.rejected_overload, dropped.load());
+  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress + st.rejected_overload, kClients * kPerClient);
   EXPECT_GT(sink.count(Outcome::kOk), 0u);
   EXPECT_GE(sink.count(DropReason::kInfeasible), 1u);
   EXPECT_GT(st.batches, 0u);
@@ -1023,7 +1121,7 @@ void stop_under_load(StopMode mode) {
     for (std::uint64_t i = 0; i < sent[c]; ++i)
       ASSERT_EQ(sink.count(static_cast<std::uint64_t>(c) * kMaxPerClient + i), 1u) << c << ":" << i;
   const RuntimeStats st = rt->stats();
-  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress, sink.total());
+  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress + st.rejected_overload, sink.total());
 }
 
 TEST(RuntimeStressTest, StopDrainUnderLoadEndsEveryRequestOnce) { stop_under_load(StopMode::kDrain); }
@@ -1092,7 +1190,7 @@ TEST(RuntimeStressTest, CancelsRacingWithSubmissionsEndEveryRequestOnce) {
   EXPECT_GT(replies.found.load(), 0u) << "some cancellations must find their request queued";
   RecordProperty("cancels", std::to_string(handed.load()));
   RecordProperty("found", std::to_string(replies.found.load()));
-  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress, kClients * kPerClient);
+  EXPECT_EQ(st.total_outcomes() + st.rejected_ingress + st.rejected_overload, kClients * kPerClient);
 }
 
 // Records which GPUs are removed; a dispatch to one of them is a bug.

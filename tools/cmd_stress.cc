@@ -5,7 +5,9 @@
 // generators (symphony/load/stress.hpp). Prints the offered and
 // achieved rates, throughput (requests that ran, ok or late, per second from
 // the first arrival to the end of the drain), goodput (ok per second), the bad
-// rate ((late + dropped) / submitted), batch sizes, the candidate coalescing
+// rate ((late + dropped) / submitted; dropped counts the refusals at submit: a
+// full ingress and admission's `overload`), the CPU of the generators and of
+// the rest (the runtime), batch sizes, the candidate coalescing
 // ratio, and the dispatch lag: how late each batch was dispatched against the
 // time the RankThread planned for it (max(exec, GPU free) - delay(b)).
 // --json FILE writes all of it as a JSON report.
@@ -28,6 +30,8 @@ struct StressOptions {
   std::uint64_t requests = 0, seed = 1;
   std::string policy = "deferred";
   std::string gather = "target_batch";
+  std::string admission = "on";
+  double low_priority_share = 0;
   std::string json;
 };
 
@@ -50,6 +54,8 @@ int run(const StressOptions& o) {
   c.tick = Duration::from_us(o.tick_us);
   c.seed = o.seed;
   c.ingress_capacity = o.ingress;
+  c.admission = o.admission == "on";
+  c.low_priority_share = o.low_priority_share;
   Result<PolicySpec> policy = parse_policy(o.policy);
   if (!policy.ok()) {
     print_error("stress", "--policy: %s\n", policy.status().message().c_str());
@@ -74,7 +80,8 @@ int run(const StressOptions& o) {
   const load::StressReport& r = *res;
   const RuntimeStats& st = r.stats;
   auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
-  const std::uint64_t dropped = st.count(Outcome::kDropped) + st.rejected_ingress;
+  const std::uint64_t dropped = st.count(Outcome::kDropped) + st.rejected_ingress + st.rejected_overload;
+  const std::uint64_t overload = st.count(DropReason::kOverload) + st.rejected_overload;
   const double mean_batch =
       st.batches ? static_cast<double>(st.batched_requests) / static_cast<double>(st.batches) : 0;
   const double coalescing = st.candidate_messages ? static_cast<double>(st.candidate_updates) /
@@ -92,9 +99,21 @@ int run(const StressOptions& o) {
   std::printf("  throughput    %.0f req/s (ok + late, over %.3f s incl. drain)\n", r.throughput_rps,
               r.elapsed_s);
   std::printf("  goodput       %.0f req/s\n", r.goodput_rps);
-  std::printf("  bad rate      %.4f %%  (late %llu, dropped %llu of which at ingress %llu, errors %llu)\n",
-              100 * r.bad_rate, u(st.count(Outcome::kLate)), u(dropped), u(st.rejected_ingress),
-              u(st.count(Outcome::kError)));
+  std::printf(
+      "  bad rate      %.4f %%  (late %llu, dropped %llu of which overload %llu and ingress full %llu, "
+      "errors "
+      "%llu)\n",
+      100 * r.bad_rate, u(st.count(Outcome::kLate)), u(dropped), u(overload), u(st.rejected_ingress),
+      u(st.count(Outcome::kError)));
+  std::printf("  cpu           generators %.2f s, runtime %.2f s (over %.3f s)\n", r.generator_cpu_s,
+              r.runtime_cpu_s, r.elapsed_s);
+  if (o.low_priority_share > 0)
+    for (int l = 0; l < 2; ++l)
+      std::printf("  priority %d    %llu sent, %llu ok (%.2f %% bad)\n", l, u(r.sent_by_level[l]),
+                  u(r.ok_by_level[l]),
+                  r.sent_by_level[l] ? 100.0 * static_cast<double>(r.sent_by_level[l] - r.ok_by_level[l]) /
+                                           static_cast<double>(r.sent_by_level[l])
+                                     : 0.0);
   std::printf(
       "  batches       %llu, mean size %.1f; candidate updates %llu -> %llu messages (%.1fx coalesced)\n",
       u(st.batches), mean_batch, u(st.candidate_updates), u(st.candidate_messages), coalescing);
@@ -123,6 +142,15 @@ int run(const StressOptions& o) {
     j["late"] = st.count(Outcome::kLate);
     j["dropped"] = dropped;
     j["rejected_ingress"] = st.rejected_ingress;
+    j["overload"] = overload;
+    j["admission"] = c.admission;
+    if (o.low_priority_share > 0) {
+      j["low_priority_share"] = o.low_priority_share;
+      j["sent_by_priority"] = {r.sent_by_level[0], r.sent_by_level[1]};
+      j["ok_by_priority"] = {r.ok_by_level[0], r.ok_by_level[1]};
+    }
+    j["generator_cpu_s"] = r.generator_cpu_s;
+    j["runtime_cpu_s"] = r.runtime_cpu_s;
     j["errors"] = st.count(Outcome::kError);
     j["batches"] = st.batches;
     j["mean_batch"] = mean_batch;
@@ -165,6 +193,12 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
   cmd->add_option("--ingress", o.ingress, "ingress queue capacity per shard (requests beyond it: queue_full)")
       ->check(CLI::Range(256u, 1u << 26));
   cmd->add_option("--seed", o.seed, "load-generator seed");
+  cmd->add_option("--admission", o.admission,
+                  "on | off: refuse at submit what the backlog cannot serve in time (overload), or queue it")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--low-priority-share", o.low_priority_share,
+                  "share of requests sent at the lower of two priority levels (0: one level)")
+      ->check(CLI::Range(0.0, 1.0));
   add_json_option(cmd, o.json);
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;

@@ -34,7 +34,9 @@ class AnyRuntime {
    public:
     virtual ~Submitter() = default;
     virtual SubmitStatus submit(ModelId model, std::uint64_t tag) = 0;
-    virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) = 0;
+    // `priority`: the request's level, 0 the highest (ModelConfig::priority_levels).
+    virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline,
+                                std::uint32_t priority = 0) = 0;
   };
 
   virtual ~AnyRuntime() = default;
@@ -51,7 +53,8 @@ class AnyRuntime {
   virtual void end_lease(TimePoint end) = 0;
   virtual std::unique_ptr<Submitter> make_submitter() = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag) = 0;
-  virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) = 0;
+  virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline,
+                              std::uint32_t priority = 0) = 0;
   virtual bool cancel(ModelId model, std::uint64_t tag, CancelReply* reply = nullptr) = 0;
   virtual void stop(StopMode mode = StopMode::kDrain) = 0;
   virtual RuntimeStats stats() = 0;
@@ -99,8 +102,8 @@ class RuntimeOf final : public AnyRuntime<Sink> {
     return std::make_unique<SubmitterOf>(rt_->make_submitter());
   }
   SubmitStatus submit(ModelId m, std::uint64_t tag) override { return rt_->submit(m, tag); }
-  SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) override {
-    return rt_->submit(m, tag, deadline);
+  SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline, std::uint32_t priority = 0) override {
+    return rt_->submit(m, tag, deadline, priority);
   }
   bool cancel(ModelId m, std::uint64_t tag, CancelReply* reply) override {
     return rt_->cancel(m, tag, reply);
@@ -118,8 +121,9 @@ class RuntimeOf final : public AnyRuntime<Sink> {
    public:
     explicit SubmitterOf(typename Rt::Submitter s) : s_(std::move(s)) {}
     SubmitStatus submit(ModelId m, std::uint64_t tag) override { return s_.submit(m, tag); }
-    SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline) override {
-      return s_.submit(m, tag, deadline);
+    SubmitStatus submit(ModelId m, std::uint64_t tag, TimePoint deadline,
+                        std::uint32_t priority = 0) override {
+      return s_.submit(m, tag, deadline, priority);
     }
 
    private:

@@ -125,6 +125,12 @@ class ModelThread {
   }
   // Any thread: runs `fn` on this shard's thread.
   void post(std::function<void()> fn) { control_.post(std::move(fn), bell_); }
+  // Any thread: how long the last request taken from a backlogged ingress
+  // had waited there (zero once the ingress emptied): what a request
+  // submitted now can expect to wait (RuntimeConfig::ingress_wait_share).
+  Duration ingress_wait() const noexcept {
+    return Duration::nanoseconds(ingress_wait_ns_.load(std::memory_order_relaxed));  // a hint
+  }
 
   // ---- owner thread only (call through post()) ---------------------------------
   Status add_model(ModelId id, ModelConfig mc, std::uint32_t generation) {
@@ -169,6 +175,7 @@ class ModelThread {
   }
   const Shard& shard() const noexcept { return shard_; }
   void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
+  void set_admission_gpus(std::uint32_t g) noexcept { shard_.set_admission_gpus(g); }
 
  private:
   struct Adapter {
@@ -285,7 +292,8 @@ class ModelThread {
     if (stop_mode_ == StopMode::kCancel && stop_done_) return drop(it, now, DropReason::kShutdown);
     if (!shard_.has_model(it.model) || generation_[it.model] != it.generation)
       return drop(it, now, DropReason::kShutdown);  // raced with its model's removal
-    const SubmitResult r = shard_.submit(it.model, it.tag, now, it.deadline, adapter_, min(it.arrival, now));
+    const SubmitResult r =
+        shard_.submit(it.model, it.tag, now, it.deadline, adapter_, min(it.arrival, now), it.priority);
     if (r.status == SubmitStatus::kQueued && r.update.changed) mark_dirty(it.model);
   }
 
@@ -341,6 +349,13 @@ class ModelThread {
            cancels_.size_approx() != 0 || (outbox_.empty() && ingress_.size_approx() != 0);
   }
 
+  void publish_ingress_wait(Duration w) noexcept {
+    const std::int64_t ns = std::max<std::int64_t>(0, w.ns());
+    if (ns == published_wait_ns_) return;  // spares the submitters' copy of the line
+    published_wait_ns_ = ns;
+    ingress_wait_ns_.store(ns, std::memory_order_relaxed);  // relaxed: a hint, ordered with nothing
+  }
+
   // ---- the loop ----------------------------------------------------------------
   void loop() {
     char name[16];
@@ -369,10 +384,14 @@ class ModelThread {
       // when the rank is busiest, and a grant waits at most one bulk.
       for (std::uint32_t k = 0; k < kMaxBulksPerRound && outbox_.empty(); ++k) {
         n = ingress_.try_dequeue_bulk(ingress_consumer_, ingress_buf_.begin(), ingress_buf_.size());
-        if (n == 0) break;
+        if (n == 0) {
+          publish_ingress_wait(Duration::zero());  // empty: nothing to wait behind
+          break;
+        }
         now = clock.now();
         for (std::size_t i = 0; i < n; ++i) on_ingress(ingress_buf_[i], now);
         progress = true;
+        publish_ingress_wait(n < ingress_buf_.size() ? Duration::zero() : now - ingress_buf_[n - 1].arrival);
         if (n < ingress_buf_.size() || from_rank_.front() != nullptr) break;
       }
       // Cancellations, after the requests just taken: a cancel sent after
@@ -458,6 +477,8 @@ class ModelThread {
   std::vector<ExecBatch> pending_exec_;
   std::vector<detail::IngressItem> ingress_buf_;
   std::vector<Removal> removing_;
+  std::int64_t published_wait_ns_ = 0;
+  alignas(kCacheLineSize) std::atomic<std::int64_t> ingress_wait_ns_{0};  // read by submitters
   TimePoint planned_;
   bool pushed_ = false;
   StopMode stop_mode_ = StopMode::kDrain;

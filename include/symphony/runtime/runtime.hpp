@@ -141,7 +141,10 @@ class Runtime final : private CompletionPort {
     if (!executor) return Status(Errc::kInvalidArgument, "add_gpu needs an executor");
     Executor* e = executor.get();
     Result<GpuId> g = on_rank([&] { return rank_->add_gpu(e); });
-    if (g.ok()) executors_owned_[*g] = std::move(executor);
+    if (g.ok()) {
+      executors_owned_[*g] = std::move(executor);
+      set_admission_gpus(++gpus_);
+    }
     return g;
   }
 
@@ -152,7 +155,10 @@ class Runtime final : private CompletionPort {
     if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
     if (g >= cfg_.max_gpus) return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g));
     Status s = on_rank([&] { return rank_->remove_gpu(g); });
-    if (s.ok()) executors_owned_[g].reset();
+    if (s.ok()) {
+      executors_owned_[g].reset();
+      set_admission_gpus(--gpus_);
+    }
     return s;
   }
 
@@ -164,7 +170,9 @@ class Runtime final : private CompletionPort {
     std::lock_guard<std::mutex> lock(control_mu_);
     if (stopped_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
     if (g >= cfg_.max_gpus) return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g));
-    return on_rank([&] { return rank_->retire_gpu(g); });
+    Status s = on_rank([&] { return rank_->retire_gpu(g); });
+    if (s.ok()) set_admission_gpus(--gpus_);
+    return s;
   }
 
   // Leases GPU g for about `length` (infinite: unknown) for work outside the
@@ -213,8 +221,9 @@ class Runtime final : private CompletionPort {
 
   // Submits from any thread without a Submitter (slower: shared state).
   SubmitStatus submit(ModelId model, std::uint64_t tag) { return submit_shared(model, tag, std::nullopt); }
-  SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
-    return submit_shared(model, tag, deadline);
+  // `priority`: the request's level, 0 the highest (ModelConfig::priority_levels).
+  SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline, std::uint32_t priority = 0) {
+    return submit_shared(model, tag, deadline, priority);
   }
 
   // ---- cancellation ----------------------------------------------------------------
@@ -313,7 +322,8 @@ class Runtime final : private CompletionPort {
         total.merge(on_shard(s, [&sh] { return sh.stats(); }));
       }
     }
-    total.rejected_ingress = rejected_.load(std::memory_order_relaxed);  // a statistic
+    total.rejected_ingress = rejected_.load(std::memory_order_relaxed);     // a statistic
+    total.rejected_overload = overloaded_.load(std::memory_order_relaxed);  // a statistic
     return total;
   }
 
@@ -431,7 +441,8 @@ class Runtime final : private CompletionPort {
   }
 
   void drop_now(ModelId model, std::uint64_t tag, TimePoint now, TimePoint deadline, DropReason why) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);  // a statistic
+    (why == DropReason::kOverload ? overloaded_ : rejected_)
+        .fetch_add(1, std::memory_order_relaxed);  // a statistic
     sink_.on_outcome(dropped_outcome(model, tag, now, deadline, now, why));
   }
 
@@ -442,7 +453,7 @@ class Runtime final : private CompletionPort {
     std::uint32_t shard;
     detail::IngressItem item;
   };
-  Routed route(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline) {
+  Routed route(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline, std::uint32_t priority) {
     const TimePoint now = SteadyClock{}.now();
     if (SYMPHONY_UNLIKELY(stopping_.load(std::memory_order_seq_cst))) {  // seq_cst: Dekker with stop()
       drop_now(model, tag, now, deadline.value_or(now), DropReason::kShutdown);
@@ -460,12 +471,37 @@ class Runtime final : private CompletionPort {
         deadline ? *deadline : now + Duration::nanoseconds(slo_ns_[model].load(std::memory_order_relaxed));
     it.model = model;
     it.generation = static_cast<std::uint32_t>(r);
-    return {SubmitStatus::kQueued, static_cast<std::uint32_t>((r >> 32) & 0xffff), it};
+    it.priority = priority;
+    const auto shard = static_cast<std::uint32_t>((r >> 32) & 0xffff);
+    if (SYMPHONY_UNLIKELY(!ingress_admits(*shards_[shard], now, it.deadline, priority))) {
+      drop_now(model, tag, now, it.deadline, DropReason::kOverload);
+      return {SubmitStatus::kDropped, 0, {}};
+    }
+    return {SubmitStatus::kQueued, shard, it};
   }
 
-  SubmitStatus submit_shared(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline) {
+  // The ingress bound in time (symphony::ingress_admits): one relaxed load
+  // when the ingress keeps up.
+  bool ingress_admits(const Shard& sh, TimePoint now, TimePoint deadline,
+                      std::uint32_t priority) const noexcept {
+    const Duration wait = sh.ingress_wait();
+    if (SYMPHONY_LIKELY(wait == Duration::zero())) return true;
+    return symphony::ingress_admits(wait, deadline - now, cfg_.ingress_wait_share, priority);
+  }
+
+  // Tells every shard how many GPUs its models' admission counts on.
+  void set_admission_gpus(std::uint32_t g) {
+    if (!cfg_.admission) return;
+    for (auto& sh : shards_) {
+      Shard* p = sh.get();
+      p->post([p, g] { p->set_admission_gpus(g); });
+    }
+  }
+
+  SubmitStatus submit_shared(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline,
+                             std::uint32_t priority = 0) {
     shared_busy_.fetch_add(1, std::memory_order_seq_cst);  // seq_cst: Dekker with stop()
-    Routed r = route(model, tag, deadline);
+    Routed r = route(model, tag, deadline, priority);
     bool ok = true;
     if (r.status == SubmitStatus::kQueued) ok = shards_[r.shard]->ingress().try_enqueue(r.item);
     shared_busy_.fetch_sub(1, std::memory_order_release);  // release: our enqueue precedes stop()'s drain
@@ -498,10 +534,12 @@ class Runtime final : private CompletionPort {
   bool stopped_ = false;
   std::mutex lease_mu_;        // orders lease posts before the rank's exit
   bool rank_exiting_ = false;  // under lease_mu_
+  std::uint32_t gpus_ = 0;     // added, not removed or retired; under control_mu_
   RuntimeStats final_stats_;
   std::atomic<bool> stopping_{false};
   alignas(kCacheLineSize) std::atomic<std::uint64_t> shared_busy_{0};
   alignas(kCacheLineSize) std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> overloaded_{0};
   std::mutex submitters_mu_;
   std::vector<SubmitterState*> submitters_;
 
@@ -522,8 +560,8 @@ class Runtime final : private CompletionPort {
     // A request arrives now for `model`, due after the model's SLO.
     SubmitStatus submit(ModelId model, std::uint64_t tag) { return submit_impl(model, tag, std::nullopt); }
     // A request arrives now for `model` with its own deadline.
-    SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline) {
-      return submit_impl(model, tag, deadline);
+    SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline, std::uint32_t priority = 0) {
+      return submit_impl(model, tag, deadline, priority);
     }
 
    private:
@@ -535,9 +573,10 @@ class Runtime final : private CompletionPort {
       rt.submitters_.push_back(state_.get());
     }
 
-    SubmitStatus submit_impl(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline) {
+    SubmitStatus submit_impl(ModelId model, std::uint64_t tag, std::optional<TimePoint> deadline,
+                             std::uint32_t priority = 0) {
       state_->busy.store(1, std::memory_order_seq_cst);  // seq_cst: Dekker with stop()
-      Routed r = rt_->route(model, tag, deadline);
+      Routed r = rt_->route(model, tag, deadline, priority);
       bool ok = true;
       if (r.status == SubmitStatus::kQueued)
         ok = rt_->shards_[r.shard]->ingress().try_enqueue(tokens_[r.shard], r.item);

@@ -6,7 +6,9 @@
 // before it sleeps) are named here with their defaults.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -49,9 +51,20 @@ struct RuntimeConfig {
   // executors measure (profile_calibrator.hpp; executors that report
   // BatchCompletion::actual_start), unless the model sets its own. Off.
   RecalibrationOptions recalibration;
+  // Admission (docs/architecture.md#admission), both on arrival and on the
+  // submitting thread's time, never a shard's:
+  //  - a request whose shard's ingress has lately held requests longer than
+  //    this share of the time the request has left is refused (kOverload): a
+  //    backlogged ingress is bounded in time, not only in count (0: off);
+  //  - a model's queue admits against the backlog on the GPUs added
+  //    (ModelStateConfig::admission_gpus) when `admission` is on.
+  double ingress_wait_share = 0.25;
+  bool admission = true;
 
   Status validate() const {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
+    if (!(ingress_wait_share >= 0 && ingress_wait_share <= 1))
+      return Status(Errc::kInvalidArgument, "ingress_wait_share must be in [0, 1]");
     if (max_models == 0 || max_gpus == 0)
       return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))
@@ -72,6 +85,18 @@ struct RuntimeConfig {
     return recalibration.validate();
   }
 };
+
+// The ingress bound in time (RuntimeConfig::ingress_wait_share): whether a
+// request with `left` until its deadline is admitted while its shard's
+// ingress makes requests wait `wait`. Each priority level below the highest
+// (0) halves the share, so the lowest are refused first; a share of 0 admits
+// everything.
+inline bool ingress_admits(Duration wait, Duration left, double share, std::uint32_t priority) noexcept {
+  if (wait <= Duration::zero() || share <= 0) return true;
+  const double allowed =
+      std::ldexp(static_cast<double>(left.ns()) * share, -static_cast<int>(std::min(priority, 62u)));
+  return static_cast<double>(wait.ns()) <= allowed;
+}
 
 // How stop() treats requests that have not run yet.
 enum class StopMode : std::uint8_t {
@@ -95,6 +120,7 @@ class CancelReply {
 struct RuntimeStats {
   std::uint64_t accepted = 0;                          // taken into an ingress queue
   std::uint64_t rejected_ingress = 0;                  // dropped at submit: ingress full or runtime stopping
+  std::uint64_t rejected_overload = 0;                 // refused at submit: the ingress's wait (kOverload)
   std::array<std::uint64_t, 4> outcomes{};             // by Outcome
   std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
   std::uint64_t batches = 0;                           // dispatched
@@ -114,6 +140,7 @@ struct RuntimeStats {
   void merge(const RuntimeStats& o) {
     accepted += o.accepted;
     rejected_ingress += o.rejected_ingress;
+    rejected_overload += o.rejected_overload;
     for (std::size_t i = 0; i < outcomes.size(); ++i) outcomes[i] += o.outcomes[i];
     for (std::size_t i = 0; i < drops.size(); ++i) drops[i] += o.drops[i];
     batches += o.batches;

@@ -42,6 +42,7 @@ struct IngressItem {
   TimePoint deadline;  // the request's own, or arrival + the model's SLO
   ModelId model = kNoModel;
   std::uint32_t generation = 0;  // the model incarnation the client saw
+  std::uint32_t priority = 0;    // its level, 0 the highest (ModelConfig::priority_levels)
 };
 
 // A cancellation on its way from a client thread to its model's shard

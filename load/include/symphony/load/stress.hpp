@@ -16,11 +16,18 @@
 // Measures: throughput = requests that ran (ok or late) per second of wall
 // time from the first arrival to the end of the drain; goodput = ok per
 // second over the same time; bad rate = (late + dropped + errors) /
-// submitted; the Runtime's statistics (dispatch lag, batches, coalescing).
+// submitted; the Runtime's statistics (dispatch lag, batches, coalescing);
+// the CPU the generators took apart from the rest of the process (the
+// runtime's), so that a generator short of CPU is not read as the runtime.
 #pragma once
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,6 +60,11 @@ struct StressConfig {
   std::uint32_t ingress_capacity = 1u << 16;
   std::uint64_t seed = 1;
   PolicySpec policy;  // exec and gathering policy
+  // RuntimeConfig::admission and ingress_wait_share (off: neither).
+  bool admission = true;
+  // The share of requests sent at the lower of two priority levels (each
+  // model then has priority_levels 2); 0: one level.
+  double low_priority_share = 0;
 };
 
 struct StressReport {
@@ -63,7 +75,12 @@ struct StressReport {
   double throughput_rps = 0;
   double goodput_rps = 0;
   double bad_rate = 0;
+  double generator_cpu_s = 0;  // CPU time of the generator threads
+  double runtime_cpu_s = 0;    // the rest of the process's CPU time over the run
   RuntimeStats stats;
+  // With two priority levels: per level (0 high, 1 low), requests sent and ok.
+  std::uint64_t sent_by_level[2] = {0, 0};
+  std::uint64_t ok_by_level[2] = {0, 0};
 };
 
 namespace detail {
@@ -77,6 +94,20 @@ struct FastRng {
     return s * 2685821657736338717ull;
   }
 };
+// CPU seconds of the calling thread, or of the whole process.
+inline double thread_cpu_s() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+inline double process_cpu_s() noexcept {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 }  // namespace detail
 
 // The runtime as a load target: submits through one Submitter (one per
@@ -87,12 +118,27 @@ class RuntimeTarget final : public LoadTarget {
  public:
   // Tags are tag_base | seq. spread > 0: each request goes to a model drawn
   // uniformly from [0, spread) (seeded by `seed`) instead of its own.
-  RuntimeTarget(Rt& rt, std::uint64_t tag_base, std::uint32_t spread = 0, std::uint64_t seed = 1)
-      : sub_(rt.make_submitter()), tag_base_(tag_base), spread_(spread), rng_{seed | 1} {}
+  // low_share: the share of requests sent at priority level 1, tagged with
+  // kLowPriorityTag (else level 0).
+  RuntimeTarget(Rt& rt, std::uint64_t tag_base, std::uint32_t spread = 0, std::uint64_t seed = 1,
+                double low_share = 0)
+      : sub_(rt.make_submitter()),
+        tag_base_(tag_base),
+        spread_(spread),
+        rng_{seed | 1},
+        low_cut_(static_cast<std::uint64_t>(low_share * 18446744073709551615.0)) {}
+  static constexpr std::uint64_t kLowPriorityTag = std::uint64_t{1} << 39;
   Status send(const LoadRequest& r, Done) override {
-    const std::uint64_t tag = tag_base_ | r.seq;
+    std::uint64_t tag = tag_base_ | r.seq;
     const ModelId model = spread_ ? static_cast<ModelId>(rng_.next() % spread_) : r.model;
-    const SubmitStatus s = r.slo ? sub_.submit(model, tag, r.scheduled + *r.slo) : sub_.submit(model, tag);
+    SubmitStatus s;
+    if (low_cut_) {
+      const bool low = rng_.next() < low_cut_;
+      if (low) tag |= kLowPriorityTag;
+      s = sub_.submit(model, tag, r.slo ? r.scheduled + *r.slo : r.scheduled + slo_of(model), low ? 1u : 0u);
+    } else {
+      s = r.slo ? sub_.submit(model, tag, r.scheduled + *r.slo) : sub_.submit(model, tag);
+    }
     if (s == SubmitStatus::kUnknownModel)
       return Status(Errc::kNotFound, "model " + std::to_string(model) + " is not open");
     return {};
@@ -105,14 +151,28 @@ class RuntimeTarget final : public LoadTarget {
   std::uint64_t tag_base_;
   std::uint32_t spread_;
   detail::FastRng rng_;
+  std::uint64_t low_cut_;
   std::uint64_t refused_ = 0;
+
+ public:
+  std::function<Duration(ModelId)> slo_of;  // the model's SLO, for explicit deadlines
 };
 
 // Ends every request of the generators' shared InFlight; outcomes themselves
-// are counted by the runtime's statistics.
+// are counted by the runtime's statistics, but for the two priority levels'.
 struct StressSink {
   InFlight* in_flight = nullptr;
-  void on_outcome(const RequestOutcome&) noexcept { in_flight->remove(); }
+  std::atomic<std::uint64_t> sent[2] = {0, 0};  // ended, by level (with two levels)
+  std::atomic<std::uint64_t> ok[2] = {0, 0};
+  bool levels = false;
+  void on_outcome(const RequestOutcome& o) noexcept {
+    if (levels) {
+      const int l = (o.tag & (std::uint64_t{1} << 39)) ? 1 : 0;
+      sent[l].fetch_add(1, std::memory_order_relaxed);
+      if (o.outcome == Outcome::kOk) ok[l].fetch_add(1, std::memory_order_relaxed);
+    }
+    in_flight->remove();
+  }
 };
 
 // Runs one stress experiment under one policy instantiation.
@@ -121,8 +181,10 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   if (c.clients == 0 || c.rate <= 0 || c.models == 0)
     return Status(Errc::kInvalidArgument, "stress needs clients, models and a positive rate");
   InFlight in_flight;
-  StressSink sink{&in_flight};  // outcomes are counted by the runtime's statistics
-  EmulatedGpus gpus;            // outlives the runtime, which may still have batches on it
+  StressSink sink;  // outcomes are counted by the runtime's statistics
+  sink.in_flight = &in_flight;
+  sink.levels = c.low_priority_share > 0;
+  EmulatedGpus gpus;  // outlives the runtime, which may still have batches on it
   RuntimeConfig cfg;
   cfg.shards = c.shards;
   cfg.max_models = c.models;
@@ -133,6 +195,8 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.ingress_capacity = c.ingress_capacity;
   cfg.timer_spin = c.timer_spin;
   cfg.shard_idle_spin = c.shard_idle_spin;
+  cfg.admission = c.admission;
+  if (!c.admission) cfg.ingress_wait_share = 0;
   SYMPHONY_ASSIGN_OR_RETURN(auto rt,
                             Runtime<StressSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
   SYMPHONY_ASSIGN_OR_RETURN(auto profile, LatencyProfile::linear(c.alpha, c.beta, c.max_batch));
@@ -141,6 +205,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
     mc.name = "m" + std::to_string(m);
     mc.profile = profile;
     mc.slo = c.slo;
+    if (c.low_priority_share > 0) mc.priority_levels = 2;
     SYMPHONY_RETURN_IF_ERROR(rt->add_model(std::move(mc)));
   }
   for (std::uint32_t g = 0; g < c.gpus; ++g) SYMPHONY_RETURN_IF_ERROR(rt->add_gpu(gpus.make_executor()));
@@ -152,6 +217,8 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   w.models.push_back(ModelLoad{c.rate / c.clients, ArrivalProcess::poisson(), {}, {}});
   std::vector<std::uint64_t> submitted(c.clients, 0);
   std::vector<TimePoint> last(c.clients);
+  std::vector<double> gen_cpu(c.clients, 0);
+  const double cpu0 = detail::process_cpu_s();
   SteadyClock clock;
   const TimePoint t0 = clock.now() + Duration::milliseconds(10);
   std::vector<std::thread> generators;
@@ -159,7 +226,8 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
     generators.emplace_back([&, g, w]() mutable {
       using Rt = std::remove_reference_t<decltype(*rt)>;
       w.seed = c.seed * 0x9E3779B97F4A7C15ull + g + 1;
-      RuntimeTarget<Rt> target(*rt, std::uint64_t{g} << 40, c.models, w.seed);
+      RuntimeTarget<Rt> target(*rt, std::uint64_t{g} << 40, c.models, w.seed, c.low_priority_share);
+      target.slo_of = [&c](ModelId) { return c.slo; };
       OpenLoopOptions o;
       o.max_requests = quota;
       o.min_wait = c.tick;
@@ -168,6 +236,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
       loop.run();
       submitted[g] = loop.sent();
       last[g] = clock.now();
+      gen_cpu[g] = detail::thread_cpu_s();
     });
   }
   for (auto& t : generators) t.join();
@@ -177,6 +246,12 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   StressReport r;
   r.stats = rt->stats();
   for (std::uint64_t n : submitted) r.submitted += n;
+  for (double s : gen_cpu) r.generator_cpu_s += s;
+  for (int l = 0; l < 2; ++l) {
+    r.sent_by_level[l] = sink.sent[l].load();
+    r.ok_by_level[l] = sink.ok[l].load();
+  }
+  r.runtime_cpu_s = detail::process_cpu_s() - cpu0 - r.generator_cpu_s;
   r.generation_s = (*std::max_element(last.begin(), last.end()) - t0).to_seconds();
   r.elapsed_s = (done - t0).to_seconds();
   r.offered_rps = r.generation_s > 0 ? static_cast<double>(r.submitted) / r.generation_s : 0;
@@ -185,7 +260,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   r.throughput_rps = static_cast<double>(ran) / r.elapsed_s;
   r.goodput_rps = static_cast<double>(st.count(Outcome::kOk)) / r.elapsed_s;
   const std::uint64_t bad = st.count(Outcome::kLate) + st.count(Outcome::kDropped) +
-                            st.count(Outcome::kError) + st.rejected_ingress;
+                            st.count(Outcome::kError) + st.rejected_ingress + st.rejected_overload;
   r.bad_rate = r.submitted ? static_cast<double>(bad) / static_cast<double>(r.submitted) : 0.0;
   return r;
 }
