@@ -39,6 +39,7 @@ std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRI
 
 std::vector<std::string> Front::extensions() const {
   std::vector<std::string> out = {"binary_tensor_data", "model_configuration"};
+  if (shared_memory_allowed()) out.emplace_back("system_shared_memory");
   for (std::string& e : service_.extensions())
     if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(std::move(e));
   return out;
@@ -170,6 +171,95 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
   return std::nullopt;
 }
 
+std::optional<Reply> Front::shared_memory_refusal() const {
+  if (shared_memory_allowed()) return std::nullopt;
+  return Reply::error(Code::kUnimplemented, std::string(kSharedMemoryOff));
+}
+
+std::optional<Reply> Front::read_shared_inputs(InferRequest& req, const ModelMetadata& model) const {
+  for (Tensor& t : req.inputs) {
+    if (!t.shared_memory) continue;
+    if (!shared_memory_allowed())
+      return Reply::error(Code::kInvalidArgument,
+                          "input " + in_quotes(t.name) + " names shared memory region " +
+                              in_quotes(t.shared_memory->region) + ", but " + std::string(kSharedMemoryOff));
+    const SharedMemoryRef& ref = *t.shared_memory;
+    const std::string in = "input " + in_quotes(t.name) + " of model " + in_quotes(model.name);
+    // A shape that holds no valid count is left to check(), which names it.
+    const auto count = element_count(t.shape, opts_.max_elements);
+    if (count && t.datatype != DataType::kBytes) {
+      const std::uint64_t want = *count * element_size(t.datatype);
+      if (ref.byte_size != want)
+        return Reply::error(Code::kInvalidArgument,
+                            in + ": " + shape_string(t.shape) + " " + std::string(to_string(t.datatype)) +
+                                " is " + std::to_string(want) + " bytes, but shared_memory_byte_size " +
+                                "in region " + in_quotes(ref.region) + " is " +
+                                std::to_string(ref.byte_size));
+    }
+    SharedMemoryRegistry::View v;
+    if (std::optional<Reply> bad = shared_memory_.view(ref, in, &v)) return bad;
+    t.data.assign(v.data(), v.size());
+  }
+  return std::nullopt;
+}
+
+std::optional<Reply> Front::hold_shared_outputs(const InferRequest& req, const ModelMetadata& model,
+                                                std::vector<SharedOutput>* out) const {
+  // The samples of the request (check() has made every input agree): the
+  // leading dimension of an input given with the batch dimension, else 1.
+  std::int64_t samples = 1;
+  if (!req.inputs.empty() && !model.inputs.empty() && model.batch_dimension &&
+      !model.inputs[0].shape.empty() && req.inputs[0].shape.size() == model.inputs[0].shape.size())
+    samples = req.inputs[0].shape[0];
+  for (const InferRequest::Output& o : req.outputs) {
+    if (!o.shared_memory) continue;
+    const std::string who = "output " + in_quotes(o.name) + " of model " + in_quotes(model.name);
+    if (!shared_memory_allowed())
+      return Reply::error(Code::kInvalidArgument, who + " names shared memory region " +
+                                                      in_quotes(o.shared_memory->region) + ", but " +
+                                                      std::string(kSharedMemoryOff));
+    SharedOutput s{o.name, *o.shared_memory, {}};
+    if (std::optional<Reply> bad = shared_memory_.view(s.ref, who, &s.view)) return bad;
+    // The output's size where the metadata fixes it; else it is checked
+    // when the reply comes.
+    for (const TensorSpec& spec : model.outputs) {
+      if (spec.name != o.name || spec.datatype == DataType::kBytes) continue;
+      Shape shape = spec.shape;
+      if (model.batch_dimension && !shape.empty()) shape[0] = samples;
+      const auto count = element_count(shape, opts_.max_elements);
+      if (!count) continue;
+      const std::uint64_t need = *count * element_size(spec.datatype);
+      if (s.ref.byte_size < need)
+        return Reply::error(Code::kInvalidArgument,
+                            who + ": " + shape_string(shape) + " " + std::string(to_string(spec.datatype)) +
+                                " is " + std::to_string(need) +
+                                " bytes, but shared_memory_byte_size in region " + in_quotes(s.ref.region) +
+                                " is " + std::to_string(s.ref.byte_size));
+    }
+    out->push_back(std::move(s));
+  }
+  return std::nullopt;
+}
+
+void Front::write_shared_outputs(Reply& r, const std::vector<SharedOutput>& outs, std::string_view model) {
+  if (r.code != Code::kOk) return;
+  for (const SharedOutput& s : outs) {
+    for (Tensor& t : r.outputs) {
+      if (t.name != s.name) continue;
+      if (t.data.size() > s.view.size()) {
+        const std::string message = "output " + in_quotes(t.name) + " of model " + in_quotes(model) + " is " +
+                                    std::to_string(t.data.size()) +
+                                    " bytes, more than shared_memory_byte_size " +
+                                    std::to_string(s.view.size()) + " in region " + in_quotes(s.ref.region);
+        r = Reply::error(Code::kInvalidArgument, message);
+        return;
+      }
+      std::memcpy(s.view.data(), t.data.data(), t.data.size());
+      t.data = std::string();
+    }
+  }
+}
+
 std::optional<Duration> Front::budget(const InferRequest& req, std::optional<Duration> deadline, Duration slo,
                                       Reply* error) {
   // The parameter is checked even when a deadline overrides it: a request
@@ -234,7 +324,12 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
   if (stopping_.load(std::memory_order_acquire) || !service_.ready())
     return finish_now(Reply::error(Code::kUnavailable, "the server is stopping or not ready"),
                       &FrontModelCounters::unavailable);
+  if (std::optional<Reply> bad = read_shared_inputs(req, *m))
+    return finish_now(std::move(*bad), &FrontModelCounters::invalid);
   if (std::optional<Reply> bad = check(req, *m, opts_.max_elements))
+    return finish_now(std::move(*bad), &FrontModelCounters::invalid);
+  std::vector<SharedOutput> shared_outputs;
+  if (std::optional<Reply> bad = hold_shared_outputs(req, *m, &shared_outputs))
     return finish_now(std::move(*bad), &FrontModelCounters::invalid);
   const std::optional<Duration> b = budget(req, deadline, m->default_budget.value_or(m->slo), &err);
   if (!b) return finish_now(std::move(err), &FrontModelCounters::invalid);
@@ -255,23 +350,27 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
   // highest served when submitted); this is the fallback.
   std::string version = req.version.empty() ? (m->versions.empty() ? "" : m->versions.back()) : req.version;
   std::string id = req.id;
-  return service_.submit(std::move(req), *b,
-                         [this, done = std::move(done), model_name = std::move(model_name),
-                          version = std::move(version), id = std::move(id)](Reply&& r) {
-                           {
-                             std::lock_guard<std::mutex> lock(mu_);
-                             FrontModelCounters& c = model_counters(model_name);
-                             if (!r.accepted)
-                               ++c.outcomes.errors;
-                             else
-                               c.outcomes.add(r.outcome, r.reason);
-                           }
-                           inflight_.fetch_sub(1, std::memory_order_acq_rel);
-                           r.model = model_name;
-                           if (r.version.empty()) r.version = version;
-                           r.id = id;
-                           done(std::move(r));
-                         });
+  return service_.submit(
+      std::move(req), *b,
+      [this, done = std::move(done), model_name = std::move(model_name), version = std::move(version),
+       id = std::move(id), shared_outputs = std::move(shared_outputs)](Reply&& r) {
+        // Written before the count: an output that does not
+        // fit its region ends the request as an error.
+        if (!shared_outputs.empty()) write_shared_outputs(r, shared_outputs, model_name);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          FrontModelCounters& c = model_counters(model_name);
+          if (!r.accepted)
+            ++c.outcomes.errors;
+          else
+            c.outcomes.add(r.outcome, r.reason);
+        }
+        inflight_.fetch_sub(1, std::memory_order_acq_rel);
+        r.model = model_name;
+        if (r.version.empty()) r.version = version;
+        r.id = id;
+        done(std::move(r));
+      });
 }
 
 void Front::count_rejected(std::string_view model, const Reply& reply) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "inference.grpc.pb.h"
+#include "symphony/front/shared_memory.hpp"
 #include "symphony/front/trace.hpp"
 
 #include "internal.hpp"
@@ -149,10 +150,26 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
   out->version = m.model_version();
   out->id = m.id();
   convert_parameters(m.parameters(), &out->parameters);
+  // raw_input_contents holds one entry per input not in shared memory, in
+  // order (as Triton reads it).
+  std::vector<std::optional<SharedMemoryRef>> shm(static_cast<std::size_t>(m.inputs_size()));
+  int raw_wanted = 0;
+  for (int i = 0; i < m.inputs_size(); ++i) {
+    std::map<std::string, Parameter> params;
+    convert_parameters(m.inputs(i).parameters(), &params);
+    if (std::optional<Reply> err = shared_memory_parameters(params, "input " + in_quotes(m.inputs(i).name()),
+                                                            &shm[static_cast<std::size_t>(i)])) {
+      *error = std::move(*err);
+      return false;
+    }
+    if (!shm[static_cast<std::size_t>(i)]) ++raw_wanted;
+  }
   const bool raw = m.raw_input_contents_size() > 0;
-  if (raw && m.raw_input_contents_size() != m.inputs_size())
+  if (raw && m.raw_input_contents_size() != raw_wanted)
     return bad("raw_input_contents has " + std::to_string(m.raw_input_contents_size()) + " entries for " +
-               std::to_string(m.inputs_size()) + " inputs");
+               std::to_string(raw_wanted) + " inputs" +
+               (raw_wanted != m.inputs_size() ? " not in shared memory" : ""));
+  int raw_next = 0;
   for (int i = 0; i < m.inputs_size(); ++i) {
     inference::ModelInferRequest::InferInputTensor& in = *m.mutable_inputs(i);
     Tensor t;
@@ -162,16 +179,29 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
     if (!type) return bad(who + ": unknown datatype " + in_quotes(in.datatype()));
     t.datatype = *type;
     t.shape.assign(in.shape().begin(), in.shape().end());
-    if (raw) {
+    t.shared_memory = std::move(shm[static_cast<std::size_t>(i)]);
+    if (t.shared_memory) {
+      if (in.has_contents()) return bad(who + " gives its bytes in shared memory and also as typed contents");
+    } else if (raw) {
       if (in.has_contents()) return bad(who + " has typed contents although raw_input_contents is used");
-      t.data.swap(*m.mutable_raw_input_contents(i));
+      t.data.swap(*m.mutable_raw_input_contents(raw_next++));
     } else {
       std::string why;
       if (!typed_to_bytes(in.contents(), t.datatype, t.data, &why)) return bad(who + ": " + why);
     }
     out->inputs.push_back(std::move(t));
   }
-  for (const auto& o : m.outputs()) out->outputs.push_back({o.name(), true});
+  for (const auto& o : m.outputs()) {
+    InferRequest::Output ro{o.name(), true, std::nullopt};
+    std::map<std::string, Parameter> params;
+    convert_parameters(o.parameters(), &params);
+    if (std::optional<Reply> err =
+            shared_memory_parameters(params, "output " + in_quotes(ro.name), &ro.shared_memory)) {
+      *error = std::move(*err);
+      return false;
+    }
+    out->outputs.push_back(std::move(ro));
+  }
   return true;
 }
 
@@ -194,15 +224,24 @@ void fill_response(const Reply& r, const std::vector<InferRequest::Output>& aske
   (*resp->mutable_parameters())["outcome"].set_string_param(std::string(to_string(r.outcome)));
   (*resp->mutable_parameters())["batch_size"].set_int64_param(r.batch_size);
   for (const Tensor& t : r.outputs) {
-    if (!asked.empty()) {
-      bool want = false;
-      for (const auto& a : asked) want = want || a.name == t.name;
-      if (!want) continue;
-    }
+    const InferRequest::Output* a = nullptr;
+    for (const auto& o : asked)
+      if (o.name == t.name) a = &o;
+    if (!asked.empty() && !a) continue;
     auto* o = resp->add_outputs();
     o->set_name(t.name);
     o->set_datatype(std::string(to_string(t.datatype)));
     for (std::int64_t d : t.shape) o->add_shape(d);
+    if (a && a->shared_memory) {
+      // In the region already (Front::infer wrote it): its parameters, and
+      // an empty entry that keeps raw_output_contents one per output.
+      auto& ps = *o->mutable_parameters();
+      ps["shared_memory_region"].set_string_param(a->shared_memory->region);
+      ps["shared_memory_offset"].set_int64_param(static_cast<std::int64_t>(a->shared_memory->offset));
+      ps["shared_memory_byte_size"].set_int64_param(static_cast<std::int64_t>(a->shared_memory->byte_size));
+      resp->add_raw_output_contents();
+      continue;
+    }
     resp->add_raw_output_contents(t.data);
   }
 }
@@ -540,6 +579,59 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     // into the front's request instead of copied.
     r->start(*const_cast<inference::ModelInferRequest*>(req));
     return r;
+  }
+
+  // The shared memory extensions (shared_memory.hpp); CUDA shared memory is
+  // not served.
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* req,
+      inference::SystemSharedMemoryStatusResponse* resp) override {
+    if (std::optional<Reply> off = front_.shared_memory_refusal()) return done(ctx, status_of(*off));
+    std::vector<SharedMemoryRegistry::RegionStatus> regions;
+    if (std::optional<Reply> bad = front_.shared_memory().status(req->name(), &regions))
+      return done(ctx, status_of(*bad));
+    for (const SharedMemoryRegistry::RegionStatus& r : regions) {
+      auto& o = (*resp->mutable_regions())[r.name];
+      o.set_name(r.name);
+      o.set_key(r.key);
+      o.set_offset(r.offset);
+      o.set_byte_size(r.byte_size);
+    }
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryRegisterRequest* req,
+      inference::SystemSharedMemoryRegisterResponse*) override {
+    if (std::optional<Reply> off = front_.shared_memory_refusal()) return done(ctx, status_of(*off));
+    std::optional<Reply> bad =
+        front_.shared_memory().register_region(req->name(), req->key(), req->offset(), req->byte_size());
+    return done(ctx, bad ? status_of(*bad) : grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryUnregisterRequest* req,
+      inference::SystemSharedMemoryUnregisterResponse*) override {
+    if (std::optional<Reply> off = front_.shared_memory_refusal()) return done(ctx, status_of(*off));
+    front_.shared_memory().unregister(req->name());
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
+                                                   const inference::CudaSharedMemoryStatusRequest* req,
+                                                   inference::CudaSharedMemoryStatusResponse*) override {
+    if (!req->name().empty())
+      return done(ctx,
+                  grpc::Status(grpc::StatusCode::NOT_FOUND,
+                               "no CUDA shared memory region " + in_quotes(req->name()) + " is registered"));
+    return done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
+                                                     const inference::CudaSharedMemoryRegisterRequest*,
+                                                     inference::CudaSharedMemoryRegisterResponse*) override {
+    return done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, std::string(kNoCudaSharedMemory)));
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
+      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest*,
+      inference::CudaSharedMemoryUnregisterResponse*) override {
+    return done(ctx, grpc::Status::OK);
   }
 
   // The model repository extension. Load and unload answer when done, from

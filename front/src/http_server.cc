@@ -464,7 +464,54 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (p[1] == "repository" && ((p.size() == 3 && p[2] == "index") ||
                                  (p.size() == 5 && p[2] == "models" && (p[4] == "load" || p[4] == "unload"))))
       return repository(s, request, p);
+    // The shared memory extensions: .../status, .../region/{r}/status,
+    // .../region/{r}/register, .../region/{r}/unregister, .../unregister.
+    if ((p[1] == "systemsharedmemory" || p[1] == "cudasharedmemory") &&
+        ((p.size() == 3 && (p[2] == "status" || p[2] == "unregister")) ||
+         (p.size() == 5 && p[2] == "region" &&
+          (p[4] == "status" || p[4] == "register" || p[4] == "unregister"))))
+      return shared_memory(s, request, p);
     respond_error(s, http::status::not_found, "no such endpoint: " + std::string(request.target()));
+  }
+
+  // The system shared memory extension (shared_memory.hpp). CUDA shared
+  // memory is not served: its status lists no region, unregistering finds
+  // nothing to do, registering is 501.
+  void shared_memory(Slot& s, http::request<http::string_body>& request, const std::vector<std::string>& p) {
+    const std::string& op = p.back();
+    const std::string region = p.size() == 5 ? p[3] : std::string();
+    const bool get = op == "status";
+    if (request.method() != (get ? http::verb::get : http::verb::post))
+      return method_not_allowed(s, get ? "GET" : "POST");
+    SharedMemoryRegistry& shm = srv_.front.shared_memory();
+    if (p[1] == "cudasharedmemory") {
+      if (op == "status" && !region.empty())
+        return respond_error(s, http::status::not_found,
+                             "no CUDA shared memory region '" + region + "' is registered");
+      if (op == "status") return respond(s, http::status::ok, "[]");
+      if (op == "unregister") return respond(s, http::status::ok, "{}");
+      return respond_error(s, http::status::not_implemented, std::string(kNoCudaSharedMemory));
+    }
+    if (std::optional<Reply> off = srv_.front.shared_memory_refusal())
+      return respond_error(s, static_cast<http::status>(http_status(off->code)), off->message);
+    if (op == "status") {
+      std::vector<SharedMemoryRegistry::RegionStatus> regions;
+      if (std::optional<Reply> bad = shm.status(region, &regions))
+        return respond_error(s, static_cast<http::status>(http_status(bad->code)), bad->message);
+      return respond(s, http::status::ok, shared_memory_status_body(regions));
+    }
+    if (op == "unregister") {
+      shm.unregister(region);
+      return respond(s, http::status::ok, "{}");
+    }
+    std::string key, error;
+    std::uint64_t offset = 0, byte_size = 0;
+    if (!parse_shared_memory_register_request(request.body(), &key, &offset, &byte_size, &error))
+      return respond_error(s, http::status::bad_request,
+                           "system shared memory region '" + region + "': " + error);
+    if (std::optional<Reply> bad = shm.register_region(region, key, offset, byte_size))
+      return respond_error(s, static_cast<http::status>(http_status(bad->code)), bad->message);
+    respond(s, http::status::ok, "{}");
   }
 
   // The model repository extension: POST /v2/repository/index,

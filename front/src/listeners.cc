@@ -21,6 +21,7 @@ std::string host_port(const std::string& host, std::uint16_t port) {
 
 Result<std::unique_ptr<Listeners>> Listeners::start(Front& front, const ListenOptions& o) {
   std::unique_ptr<Listeners> l(new Listeners());
+  front.allow_shared_memory(o.allow_shared_memory);
   if (!o.http.empty()) {
     auto addr = metrics::parse_listen_address(o.http);
     if (!addr.ok()) return Status(Errc::kInvalidArgument, "--http: " + addr.status().message());

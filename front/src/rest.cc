@@ -237,6 +237,14 @@ json data_json(const Tensor& t) {
   return a;
 }
 
+// The region output `name` was asked into, if any.
+const SharedMemoryRef* shared_output(const std::vector<InferRequest::Output>& asked,
+                                     const std::string& name) {
+  for (const InferRequest::Output& o : asked)
+    if (o.name == name && o.shared_memory) return &*o.shared_memory;
+  return nullptr;
+}
+
 json spec_json(const TensorSpec& s) {
   return json{{"name", s.name}, {"datatype", std::string(to_string(s.datatype))}, {"shape", s.shape}};
 }
@@ -313,7 +321,15 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
     if (auto it = in.find("parameters"); it != in.end())
       if (!parse_parameters(*it, who, &params, error)) return false;
     auto data = in.find("data");
-    if (const Parameter* p = find_param(params, "binary_data_size")) {
+    if (std::optional<Reply> bad_shm = shared_memory_parameters(params, who, &t.shared_memory)) {
+      *error = std::move(*bad_shm);
+      return false;
+    }
+    if (t.shared_memory) {
+      if (data != in.end() || find_param(params, "binary_data_size"))
+        return bad(who + " gives its bytes in shared memory and also as " +
+                   (data != in.end() ? "'data'" : "'binary_data_size'"));
+    } else if (const Parameter* p = find_param(params, "binary_data_size")) {
       if (p->kind != Parameter::Kind::kInt || p->i < 0)
         return bad(who + ": 'binary_data_size' must be a non-negative integer");
       if (data != in.end()) return bad(who + " gives both 'data' and 'binary_data_size'");
@@ -356,6 +372,11 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
           if (p->kind != Parameter::Kind::kBool)
             return bad("output " + in_quotes(ro.name) + ": 'binary_data' must be a boolean");
           ro.binary = p->b;
+        }
+        if (std::optional<Reply> bad_shm =
+                shared_memory_parameters(params, "output " + in_quotes(ro.name), &ro.shared_memory)) {
+          *error = std::move(*bad_shm);
+          return false;
         }
       }
       req.outputs.push_back(std::move(ro));
@@ -475,7 +496,12 @@ RestBody encode_reply(const Reply& r, const std::vector<InferRequest::Output>& a
       bin = bin || a->binary;
     }
     json o{{"name", t.name}, {"datatype", std::string(to_string(t.datatype))}, {"shape", t.shape}};
-    if (bin) {
+    if (const SharedMemoryRef* shm = shared_output(asked, t.name)) {
+      // In the region already (Front::infer wrote it): its parameters, no bytes.
+      o["parameters"] = json{{"shared_memory_region", shm->region},
+                             {"shared_memory_offset", shm->offset},
+                             {"shared_memory_byte_size", shm->byte_size}};
+    } else if (bin) {
       o["parameters"] = json{{"binary_data_size", t.data.size()}};
       binary += t.data;
     } else {
@@ -577,6 +603,40 @@ bool parse_repository_unload_request(std::string_view body, std::string* error) 
   json j;
   const json* params = nullptr;
   return object_body(body, &j, error) && parameters_of(j, &params, error);
+}
+
+bool parse_shared_memory_register_request(std::string_view body, std::string* key, std::uint64_t* offset,
+                                          std::uint64_t* byte_size, std::string* error) {
+  json j;
+  if (!object_body(body, &j, error)) return false;
+  const auto number = [&](const char* name, bool required, std::uint64_t* out) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) {
+      if (required) *error = std::string("the request gives no '") + name + "'";
+      *out = 0;
+      return !required;
+    }
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0)) {
+      *error = std::string("'") + name + "' must be a non-negative integer";
+      return false;
+    }
+    *out = it->get<std::uint64_t>();
+    return true;
+  };
+  auto k = j.find("key");
+  if (k == j.end() || !k->is_string()) {
+    *error = "the request gives no 'key' (the shared memory object's name, a string)";
+    return false;
+  }
+  *key = k->get<std::string>();
+  return number("offset", false, offset) && number("byte_size", true, byte_size);
+}
+
+std::string shared_memory_status_body(const std::vector<SharedMemoryRegistry::RegionStatus>& regions) {
+  json a = json::array();
+  for (const SharedMemoryRegistry::RegionStatus& r : regions)
+    a.push_back(json{{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+  return a.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string repository_index_body(const std::vector<InferenceService::IndexEntry>& entries) {

@@ -198,10 +198,10 @@ Reply two_outputs() {
   r.version = "1";
   r.id = "q";
   r.batch_size = 4;
-  Tensor y{"y", DataType::kFp32, {1, 2}, {}};
+  Tensor y{"y", DataType::kFp32, {1, 2}, {}, {}};
   float v[2] = {1.5f, 2.5f};
   y.data.assign(reinterpret_cast<const char*>(v), 8);
-  Tensor z{"z", DataType::kInt64, {1}, std::string(8, '\0')};
+  Tensor z{"z", DataType::kInt64, {1}, std::string(8, '\0'), {}};
   z.data[0] = 3;
   r.outputs = {y, z};
   return r;
@@ -220,8 +220,49 @@ TEST(FrontRestTest, EncodesRepliesAsJsonWithTheOutcome) {
   EXPECT_EQ(j["outputs"][1]["data"], json({3}));
 }
 
+TEST(FrontRestTest, ParsesSharedMemoryInputsAndOutputs) {
+  Parsed p = parse(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],
+      "parameters":{"shared_memory_region":"r","shared_memory_offset":64,"shared_memory_byte_size":16}}],
+      "outputs":[{"name":"y","parameters":{"shared_memory_region":"o","shared_memory_byte_size":8}}]})");
+  ASSERT_TRUE(p.ok) << p.err.message;
+  ASSERT_TRUE(p.req.inputs[0].shared_memory);
+  EXPECT_EQ(p.req.inputs[0].shared_memory->region, "r");
+  EXPECT_EQ(p.req.inputs[0].shared_memory->offset, 64u);
+  EXPECT_EQ(p.req.inputs[0].shared_memory->byte_size, 16u);
+  EXPECT_TRUE(p.req.inputs[0].data.empty());
+  ASSERT_TRUE(p.req.outputs[0].shared_memory);
+  EXPECT_EQ(p.req.outputs[0].shared_memory->region, "o");
+  EXPECT_EQ(p.req.outputs[0].shared_memory->offset, 0u);
+
+  const std::string both = R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1],
+      "parameters":{"shared_memory_region":"r","shared_memory_byte_size":4}}]})";
+  p = parse(both);
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.err.message.find("input 'x' gives its bytes in shared memory and also as 'data'"),
+            std::string::npos)
+      << p.err.message;
+  p = parse(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],
+      "parameters":{"shared_memory_byte_size":4}}]})");
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.err.message.find("input 'x': shared memory needs both"), std::string::npos) << p.err.message;
+}
+
+TEST(FrontRestTest, EncodesASharedMemoryOutputAsItsParameters) {
+  Reply r = two_outputs();
+  r.outputs[0].data.clear();  // written into the region by the front
+  const RestBody b = encode_reply(r, {{"y", true, SharedMemoryRef{"o", 16, 8}}, {"z", false, {}}}, false);
+  EXPECT_FALSE(b.header_length) << "no output travels as binary data";
+  const json j = json::parse(b.body);
+  ASSERT_EQ(j["outputs"].size(), 2u);
+  EXPECT_FALSE(j["outputs"][0].contains("data"));
+  EXPECT_EQ(
+      j["outputs"][0]["parameters"],
+      json({{"shared_memory_region", "o"}, {"shared_memory_offset", 16}, {"shared_memory_byte_size", 8}}));
+  EXPECT_EQ(j["outputs"][1]["data"], json({3}));
+}
+
 TEST(FrontRestTest, EncodesAskedOutputsAsBinary) {
-  RestBody b = encode_reply(two_outputs(), {{"y", true}}, false);
+  RestBody b = encode_reply(two_outputs(), {{"y", true, {}}}, false);
   ASSERT_TRUE(b.header_length);
   const json j = json::parse(b.body.substr(0, *b.header_length));
   ASSERT_EQ(j["outputs"].size(), 1u);  // only the asked one

@@ -52,7 +52,8 @@ class FakeService final : public InferenceService {
     Pending p = std::move(pending.front());
     pending.pop_front();
     Reply r = reply_for_outcome(o, why, error, "m", p.budget);
-    if (r.code == Code::kOk) r.outputs.push_back(Tensor{"y", DataType::kFp32, {1, 2}, std::string(8, '\0')});
+    if (r.code == Code::kOk)
+      r.outputs.push_back(Tensor{"y", DataType::kFp32, {1, 2}, std::string(8, '\0'), {}});
     p.done(std::move(r));
   }
 
@@ -77,8 +78,8 @@ InferRequest good_request() {
   r.model = "m";
   r.id = "42";
   // b before a: the front puts them in the model's order.
-  r.inputs.push_back(Tensor{"b", DataType::kInt64, {1}, std::string(8, '\0')});
-  r.inputs.push_back(Tensor{"a", DataType::kFp32, {1, 2}, std::string(8, '\0')});
+  r.inputs.push_back(Tensor{"b", DataType::kInt64, {1}, std::string(8, '\0'), {}});
+  r.inputs.push_back(Tensor{"a", DataType::kFp32, {1, 2}, std::string(8, '\0'), {}});
   return r;
 }
 
@@ -195,7 +196,7 @@ TEST_F(FrontSemanticsTest, BadInputsAre400NamingTheInputExpectedAndGot) {
        "holds 4 samples; this server takes one sample per request (shape [1,2])"},
       {[](InferRequest& r) { r.inputs[1].data.resize(7); }, "[1,2] FP32 is 8 bytes, got 7"},
       {[](InferRequest& r) {
-         r.outputs.push_back({"q", false});
+         r.outputs.push_back({"q", false, {}});
        },
        "has no output 'q' (outputs: 'y')"},
       {[](InferRequest& r) {

@@ -28,6 +28,7 @@
 #include "symphony/front/protocol.hpp"
 #include "symphony/outcome_tally.hpp"
 #include "symphony/front/service.hpp"
+#include "symphony/front/shared_memory.hpp"
 
 namespace symphony::front {
 
@@ -69,8 +70,8 @@ class Front {
   const std::string& server_name() const noexcept { return opts_.server_name; }
   static std::string_view server_version() noexcept;
   // The protocol extensions served: the front's own (binary_tensor_data,
-  // model_configuration) and the service's (InferenceService::extensions:
-  // statistics, model_repository, ...).
+  // model_configuration, and system_shared_memory when allowed) and the
+  // service's (InferenceService::extensions: statistics, model_repository, ...).
   std::vector<std::string> extensions() const;
   bool live() const noexcept { return true; }
   bool ready() const;
@@ -89,7 +90,10 @@ class Front {
 
   // Takes one parsed request. `deadline`: the transport's own deadline as
   // time from now (gRPC), if any. Returns a ticket for cancel() (0 when the
-  // request ended at once).
+  // request ended at once). Inputs in shared memory are read here, outputs
+  // asked into shared memory are written before `done` sees the reply
+  // (their bytes then leave the reply: the transports answer the region's
+  // parameters instead).
   std::uint64_t infer(InferRequest&& request, std::optional<Duration> deadline, InferenceService::Done done);
   void cancel(std::uint64_t ticket);
   // Counts a request the transport refused before it could be parsed (its
@@ -106,6 +110,23 @@ class Front {
   // with 400 when the parameter is malformed, deadline or not.
   static std::optional<Duration> budget(const InferRequest& request, std::optional<Duration> deadline,
                                         Duration slo, Reply* error);
+
+  // The system shared memory extension's regions of this server, which both
+  // transports register and requests name (shared_memory.hpp).
+  SharedMemoryRegistry& shared_memory() noexcept { return shared_memory_; }
+  const SharedMemoryRegistry& shared_memory() const noexcept { return shared_memory_; }
+  // Whether clients may use it (off by default, as Triton's
+  // --allow-client-shm: a client could otherwise map any shared memory
+  // object the server's user can open). Off, the extension is not listed,
+  // its calls answer shared_memory_refusal() and a request naming a region
+  // is refused with 400.
+  void allow_shared_memory(bool on) noexcept { shared_memory_allowed_.store(on, std::memory_order_release); }
+  bool shared_memory_allowed() const noexcept {
+    return shared_memory_allowed_.load(std::memory_order_acquire);
+  }
+  // nullopt when allowed; else the 501 / UNIMPLEMENTED reply to the
+  // extension's calls, saying how to allow it.
+  std::optional<Reply> shared_memory_refusal() const;
 
   // From now on new requests get 503 and ready() is false.
   void begin_stop();
@@ -129,8 +150,28 @@ class Front {
  private:
   FrontModelCounters& model_counters(const std::string& name);  // REQUIRES: mu_ held
 
+  // An output asked into shared memory, its region held until the reply.
+  struct SharedOutput {
+    std::string name;
+    SharedMemoryRef ref;
+    SharedMemoryRegistry::View view;
+  };
+  // Reads the inputs that name a shared memory region into their `data`;
+  // a reply naming the region when one does not fit.
+  std::optional<Reply> read_shared_inputs(InferRequest& request, const ModelMetadata& model) const;
+  // Holds the regions of the outputs asked into shared memory (after
+  // check()); a reply naming the region when one is unknown or too small.
+  std::optional<Reply> hold_shared_outputs(const InferRequest& request, const ModelMetadata& model,
+                                           std::vector<SharedOutput>* out) const;
+  // Writes the outputs asked into shared memory and drops their bytes from
+  // the reply; an error reply naming the region when one does not fit.
+  static void write_shared_outputs(Reply& reply, const std::vector<SharedOutput>& outs,
+                                   std::string_view model);
+
   InferenceService& service_;
   FrontOptions opts_;
+  SharedMemoryRegistry shared_memory_;
+  std::atomic<bool> shared_memory_allowed_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint32_t> inflight_{0};
   mutable std::mutex mu_;  // the counters

@@ -30,12 +30,16 @@ struct ListenOptions {
   std::uint32_t max_connections = 1024;              // HTTP connections at once
   Duration request_timeout = Duration::seconds(10);  // HTTP: first byte to last of a request
   Duration idle_timeout = Duration::seconds(60);     // HTTP keep-alive and gRPC connections
+  // Clients may register and use system shared memory (--allow-client-shm;
+  // Front::allow_shared_memory).
+  bool allow_shared_memory = false;
 };
 
 class Listeners {
  public:
-  // Starts the transports asked for on `front` (which must outlive them).
-  // Errors name the option (--http, --grpc) and the address.
+  // Starts the transports asked for on `front` (which must outlive them),
+  // allowing its clients shared memory or not as `options` say. Errors name
+  // the option (--http, --grpc) and the address.
   static Result<std::unique_ptr<Listeners>> start(Front& front, const ListenOptions& options);
   ~Listeners();
   Listeners(const Listeners&) = delete;

@@ -41,6 +41,16 @@ std::string shape_string(const Shape& s);  // "[1,3,64,64]"
 // negative or the product overflows `limit`.
 std::optional<std::uint64_t> element_count(const Shape& s, std::uint64_t limit) noexcept;
 
+// Where a tensor's bytes lie in a registered system shared memory region
+// (the shared-memory extension's `shared_memory_region`,
+// `shared_memory_offset` and `shared_memory_byte_size` parameters;
+// shared_memory.hpp).
+struct SharedMemoryRef {
+  std::string region;
+  std::uint64_t offset = 0;
+  std::uint64_t byte_size = 0;
+};
+
 // A tensor with its contents: the elements flat, row-major, little-endian,
 // no padding; BYTES elements each as a 4-byte little-endian length and the
 // bytes (the protocol's binary form).
@@ -49,6 +59,9 @@ struct Tensor {
   DataType datatype = DataType::kFp32;
   Shape shape;
   std::string data;
+  // An input whose bytes are in a shared memory region (`data` then empty
+  // until the front reads them from the region).
+  std::optional<SharedMemoryRef> shared_memory;
 };
 
 // A tensor the model takes or gives, as metadata describes it.
@@ -145,6 +158,9 @@ struct InferRequest {
   struct Output {
     std::string name;
     bool binary = false;
+    // Written into this shared memory region; the reply then carries the
+    // region's parameters instead of the bytes.
+    std::optional<SharedMemoryRef> shared_memory;
   };
   std::vector<Output> outputs;
   bool binary_outputs = false;  // REST: "binary_data_output": every output as binary data

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "symphony/front/front.hpp"
 #include "symphony/front/protocol.hpp"
@@ -93,6 +94,14 @@ bool parse_repository_load_request(std::string_view body, std::string* config_js
 bool parse_repository_unload_request(std::string_view body, std::string* error);
 // The index: [{"name", "version", "state", "reason"}, ...].
 std::string repository_index_body(const std::vector<InferenceService::IndexEntry>& entries);
+
+// The system shared memory extension's bodies. Register: {"key": "/obj",
+// "offset": 0, "byte_size": N} (offset optional). False with *error naming
+// the problem.
+bool parse_shared_memory_register_request(std::string_view body, std::string* key, std::uint64_t* offset,
+                                          std::uint64_t* byte_size, std::string* error);
+// Status: [{"name", "key", "offset", "byte_size"}, ...].
+std::string shared_memory_status_body(const std::vector<SharedMemoryRegistry::RegionStatus>& regions);
 
 // IEEE half and bfloat16 conversions (FP16/BF16 tensors in JSON).
 std::uint16_t float_to_half(float f) noexcept;
