@@ -15,6 +15,7 @@ front::ListenOptions FrontArgs::listen_options() const {
   lo.max_connections = max_connections;
   lo.request_timeout = Duration::from_seconds(http_request_timeout_s);
   lo.idle_timeout = Duration::from_seconds(http_idle_timeout_s);
+  lo.allow_shared_memory = allow_client_shm;
   return lo;
 }
 
@@ -41,6 +42,9 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
   cmd->add_option("--idle-timeout", a.http_idle_timeout_s,
                   "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-client-shm", a.allow_client_shm,
+                "let clients register system shared memory regions and name them in requests (any shared "
+                "memory object this process can open; Triton's flag; docs/front.md#system-shared-memory)");
 }
 
 }  // namespace symphony::tools

@@ -26,13 +26,15 @@ struct FrontArgs {
   std::uint32_t max_connections = 1024;
   double http_request_timeout_s = 10;
   double http_idle_timeout_s = 60;
+  bool allow_client_shm = false;  // clients may register system shared memory
 
   bool any() const { return !http.empty() || !grpc.empty(); }
   front::ListenOptions listen_options() const;
 };
 
 // Adds --http, --grpc, --port-file, --http-threads, --max-inflight,
-// --max-connections, --request-timeout and --idle-timeout to `cmd`.
+// --max-connections, --request-timeout, --idle-timeout and
+// --allow-client-shm to `cmd`.
 // `inflight_help` says what --max-inflight bounds, with its default.
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help);
 

@@ -196,6 +196,26 @@ def curl(*args, body=None, timeout=30):
 
 # ---- the TorchScript test models (tests/data/make_test_models.py) -----------
 
+def cpu_config(d):
+    """A serve config of the test models on the CPU device, copied into folder `d`."""
+    import shutil
+    for m in ("linear", "two_inputs", "raises", "tuple_out"):
+        shutil.copy(os.path.join(MODELS, m + ".pt"), os.path.join(d, m + ".pt"))
+    return """
+        devices: cpu
+        # eager: these tests check answers, not batching; a deferred request
+        # alone would wait most of its 5 s SLO for company.
+        policy: eager
+        profiling: {max_batch: 4, repeats: 3}
+        delays: {safety_margin_ms: 2}
+        models:
+          - {name: linear, path: %(d)s/linear.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
+          - {name: two_inputs, path: %(d)s/two_inputs.pt, inputs: ["float32[2]", "int64[3]"], slo_ms: 5000, max_batch: 4}
+          - {name: raises, path: %(d)s/raises.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
+          - {name: tuple_out, path: %(d)s/tuple_out.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
+    """ % {"d": d}
+
+
 # Requests to `linear` (float32[4]) the front refuses with 400, and what the
 # error must say.
 BAD_LINEAR_INPUTS = [

@@ -19,26 +19,8 @@ import urllib.request
 import grpc
 import pytest
 
-from oip_harness import (BAD_LINEAR_INPUTS, MODELS, Serve, Tally, curl, curl_hung_up_once_held, front_inflight,
-                         grpc_infer_test_models, grpc_stubs, linear_expected)
-
-
-def cpu_config(d):
-    for m in ("linear", "two_inputs", "raises", "tuple_out"):
-        shutil.copy(os.path.join(MODELS, m + ".pt"), os.path.join(d, m + ".pt"))
-    return """
-        devices: cpu
-        # eager: these tests check answers, not batching; a deferred request
-        # alone would wait most of its 5 s SLO for company.
-        policy: eager
-        profiling: {max_batch: 4, repeats: 3}
-        delays: {safety_margin_ms: 2}
-        models:
-          - {name: linear, path: %(d)s/linear.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
-          - {name: two_inputs, path: %(d)s/two_inputs.pt, inputs: ["float32[2]", "int64[3]"], slo_ms: 5000, max_batch: 4}
-          - {name: raises, path: %(d)s/raises.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
-          - {name: tuple_out, path: %(d)s/tuple_out.pt, input: "float32[4]", slo_ms: 5000, max_batch: 4}
-    """ % {"d": d}
+from oip_harness import (BAD_LINEAR_INPUTS, MODELS, Serve, Tally, cpu_config, curl, curl_hung_up_once_held,
+                         front_inflight, grpc_infer_test_models, grpc_stubs, linear_expected)
 
 
 EMULATED = """
