@@ -1,7 +1,7 @@
 // The peers in the simulator (sim/peers/): each rule pinned on a small
 // hand-worked case (Nexus's batch, duty cycle and squishy packing;
 // Clockwork's strategy order, horizon and drops; Shepherd's preemption at
-// lambda and not below), then properties under random load (every request
+// lambda and not below; Triton's batcher, queue policy and instances), then properties under random load (every request
 // ends exactly once, no GPU runs two batches at once, batches within
 // max_batch) and determinism.
 #include <gtest/gtest.h>
@@ -489,15 +489,182 @@ TEST(ShepherdTest, TheTwoReadingsOfLineTenSizeDifferently) {
   }
 }
 
-// ------------------------------------------------------ all three peers --
+// --------------------------------------------------------------- Triton --
+
+// A Triton engine on `gpus` GPUs with the options of `text` (a policy
+// spelling), every model offered 1 r/s (placement weights).
+struct TritonRig {
+  std::vector<ModelConfig> models;
+  std::vector<double> rates;
+  Log log;
+  TritonEngine<Log> engine;
+  TritonRig(std::vector<ModelConfig> ms, std::uint32_t gpus, const char* text)
+      : models(std::move(ms)),
+        rates(models.size(), 1.0),
+        engine(models, gpus, Delays{}, 64, parse_policy(text)->triton, rates, log) {}
+};
+
+TEST(TritonTest, AFullBatchLeavesAtOnceAPartialOneAtTheDelay) {
+  // l(b) = b + 4 ms, max batch 4, max_queue_delay 10 ms, one GPU. Four
+  // requests by 0.3 ms fill a batch: it leaves at 0.3. The fifth (at 1) waits
+  // for a free instance (at 0.3 + 8) and then for its delay: it leaves at 11.
+  TritonRig t({linear_model("a", 1, 4, 100, 64)}, 1, "triton:max_queue_delay_us=10000,max_batch=4");
+  feed(t.engine,
+       {arrival(0, 0, 0), arrival(0.1, 0, 1), arrival(0.2, 0, 2), arrival(0.3, 0, 3), arrival(1, 0, 4)});
+  ASSERT_EQ(t.log.dispatches.size(), 2u);
+  EXPECT_EQ(t.log.dispatches[0].size, 4u);
+  EXPECT_EQ(t.log.dispatches[0].dispatched_at, at_ms(0.3));
+  EXPECT_EQ(t.log.dispatches[1].size, 1u);
+  EXPECT_EQ(t.log.dispatches[1].dispatched_at, at_ms(11));
+  EXPECT_EQ(t.log.outcomes.size(), 5u);
+}
+
+TEST(TritonTest, WithoutADelayWhatIsQueuedLeavesWhenTheInstanceFrees) {
+  // Triton's default (no delay): the first request runs alone at 0 (until
+  // 5 ms); the three that came meanwhile leave together at 5.
+  TritonRig t({linear_model("a", 1, 4, 100, 64)}, 1, "triton");
+  feed(t.engine, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(2, 0, 2), arrival(3, 0, 3)});
+  ASSERT_EQ(t.log.dispatches.size(), 2u);
+  EXPECT_EQ(t.log.dispatches[0].size, 1u);
+  EXPECT_EQ(t.log.dispatches[1].size, 3u);
+  EXPECT_EQ(t.log.dispatches[1].dispatched_at, at_ms(5));
+}
+
+TEST(TritonTest, APreferredSizeLeavesAtOnceTheLargestThatFits) {
+  // preferred 2|4, no delay. r0 runs alone [0, 5); r1..r7 queue. At 5 the
+  // largest preferred size of the 7 is 4, a batch of 4 [5, 13); at 13 the 3
+  // left give 2 [13, 19); then the last one alone.
+  TritonRig t({linear_model("a", 1, 4, 100, 64)}, 1, "triton:preferred=2|4");
+  std::vector<Arrival> a;
+  for (int k = 0; k < 8; ++k) a.push_back(arrival(0.5 * k, 0, static_cast<std::uint64_t>(k)));
+  feed(t.engine, a);
+  ASSERT_EQ(t.log.dispatches.size(), 4u);
+  const std::uint32_t sizes[] = {1, 4, 2, 1};
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(t.log.dispatches[k].size, sizes[k]) << k;
+  EXPECT_EQ(t.log.dispatches[2].dispatched_at, at_ms(13));
+  // With a delay (2 ms), a preferred size still leaves at once: r0 waits,
+  // r1 makes 2 and both leave at 1 [1, 7). r2..r4 queue meanwhile; at 7
+  // r2's delay (2 + 2) has passed, so the 3 leave as they are, not as 2.
+  TritonRig d({linear_model("a", 1, 4, 100, 64)}, 1, "triton:preferred=2|4,max_queue_delay_us=2000");
+  feed(d.engine, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(2, 0, 2), arrival(3, 0, 3), arrival(4, 0, 4)});
+  ASSERT_EQ(d.log.dispatches.size(), 2u);
+  EXPECT_EQ(d.log.dispatches[0].size, 2u);
+  EXPECT_EQ(d.log.dispatches[0].dispatched_at, at_ms(1));
+  EXPECT_EQ(d.log.dispatches[1].size, 3u);
+  EXPECT_EQ(d.log.dispatches[1].dispatched_at, at_ms(7));
+}
+
+TEST(TritonTest, TheQueueTimeoutRejectsOrDelays) {
+  // One GPU, max batch 1, queue timeout 3 ms. r0 runs [0, 5); r1 (at 1) and
+  // r2 (at 3.5) wait. When the batcher next looks at the queue (at 5), r1
+  // has waited 4 ms: REJECT ends it then; r2 runs.
+  TritonRig rej({linear_model("a", 1, 4, 100, 64)}, 1, "triton:max_batch=1,queue_timeout_us=3000");
+  feed(rej.engine, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(3.5, 0, 2)});
+  const RequestOutcome& r1 = rej.log.outcome(1);
+  EXPECT_EQ(r1.outcome, Outcome::kDropped);
+  EXPECT_EQ(r1.reason, DropReason::kExpired);
+  EXPECT_EQ(r1.finish, at_ms(5));
+  EXPECT_EQ(rej.log.outcome(2).outcome, Outcome::kOk);
+  EXPECT_EQ(rej.log.outcome(2).finish, at_ms(10));
+  // DELAY keeps r1 but behind r2, which has not timed out.
+  TritonRig del({linear_model("a", 1, 4, 100, 64)}, 1,
+                "triton:max_batch=1,queue_timeout_us=3000,timeout_action=delay");
+  feed(del.engine, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(3.5, 0, 2)});
+  ASSERT_EQ(del.log.outcomes.size(), 3u);
+  for (const RequestOutcome& o : del.log.outcomes) EXPECT_EQ(o.outcome, Outcome::kOk);
+  EXPECT_EQ(del.log.outcome(2).finish, at_ms(10));
+  EXPECT_EQ(del.log.outcome(1).finish, at_ms(15));
+}
+
+TEST(TritonTest, AFullQueueRejectsOnArrival) {
+  // max_queue_size 2: r0 runs, r1 and r2 queue, r3 is rejected at once.
+  TritonRig t({linear_model("a", 1, 4, 100, 64)}, 1, "triton:max_queue_size=2");
+  feed(t.engine, {arrival(0, 0, 0), arrival(1, 0, 1), arrival(2, 0, 2), arrival(3, 0, 3)});
+  const RequestOutcome& r3 = t.log.outcome(3);
+  EXPECT_EQ(r3.outcome, Outcome::kDropped);
+  EXPECT_EQ(r3.reason, DropReason::kQueueFull);
+  EXPECT_EQ(r3.finish, at_ms(3));
+  for (std::uint64_t k : {0, 1, 2}) EXPECT_EQ(t.log.outcome(k).outcome, Outcome::kOk) << k;
+}
+
+TEST(TritonTest, AnInstanceRunsOneBatchAtATimeAndInstancesShareTheirGpuInLaunchOrder) {
+  // Two instances (count=2) on one GPU, no delay: r0 and r1 each leave at
+  // once on their own instance; the second batch starts when the first ends.
+  // r2 waits for an instance.
+  TritonRig t({linear_model("a", 1, 4, 100, 64)}, 1, "triton:count=2");
+  feed(t.engine, {arrival(0, 0, 0), arrival(0, 0, 1), arrival(1, 0, 2)});
+  ASSERT_EQ(t.log.dispatches.size(), 3u);
+  EXPECT_EQ(t.log.dispatches[0].exec, at_ms(0));
+  EXPECT_EQ(t.log.dispatches[1].dispatched_at, at_ms(0));
+  EXPECT_EQ(t.log.dispatches[1].exec, at_ms(5));
+  EXPECT_EQ(t.log.dispatches[2].dispatched_at, at_ms(5));  // r0's instance is free again
+  EXPECT_EQ(t.log.dispatches[2].exec, at_ms(10));
+  // Two models on one GPU: B's batch, launched at 1, starts when A's ends.
+  TritonRig two({linear_model("a", 1, 4, 100, 64), linear_model("b", 1, 4, 100, 64)}, 1, "triton");
+  feed(two.engine, {arrival(0, 0, 0), arrival(1, 1, 1)});
+  ASSERT_EQ(two.log.dispatches.size(), 2u);
+  EXPECT_EQ(two.log.dispatches[1].dispatched_at, at_ms(1));
+  EXPECT_EQ(two.log.dispatches[1].exec, at_ms(5));
+  EXPECT_EQ(two.log.outcome(1).finish, at_ms(10));
+}
+
+TEST(TritonTest, NothingIsDroppedForBeingLate) {
+  // SLO 4 ms, l(1) = 5 ms: Triton runs it anyway; it ends late.
+  TritonRig t({linear_model("a", 1, 4, 4, 64)}, 1, "triton");
+  feed(t.engine, {arrival(0, 0, 0), arrival(1, 0, 1)});
+  ASSERT_EQ(t.log.outcomes.size(), 2u);
+  for (const RequestOutcome& o : t.log.outcomes) EXPECT_EQ(o.outcome, Outcome::kLate);
+}
+
+TEST(TritonTest, PerModelSettingsFollowEachModelsSlo) {
+  // l(b) = b + 4 ms, SLO 20 ms: max_batch_slo 0.5 gives the largest b with
+  // l(b) <= 10 ms, 6; queue_delay_slo 0.1 a delay of 2 ms. r0 waits 2 ms
+  // and runs alone [2, 7); the 9 that came meanwhile leave as 6, then 3.
+  TritonRig t({linear_model("a", 1, 4, 20, 64)}, 1, "triton:max_batch_slo=0.5,queue_delay_slo=0.1");
+  std::vector<Arrival> a = {arrival(0, 0, 0)};
+  for (int k = 1; k < 10; ++k) a.push_back(arrival(2 + 0.5 * k, 0, static_cast<std::uint64_t>(k)));
+  feed(t.engine, a);
+  ASSERT_EQ(t.log.dispatches.size(), 3u);
+  EXPECT_EQ(t.log.dispatches[0].dispatched_at, at_ms(2));
+  EXPECT_EQ(t.log.dispatches[1].size, 6u);
+  EXPECT_EQ(t.log.dispatches[1].dispatched_at, at_ms(7));
+  EXPECT_EQ(t.log.dispatches[2].size, 3u);
+}
+
+TEST(TritonTest, DisjointPlacementFollowsTheLoad) {
+  const double three_to_one[] = {3, 1};
+  auto p = triton_placement(three_to_one, 8, TritonPlacement::kDisjoint);
+  EXPECT_EQ(p[0], (std::vector<GpuId>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(p[1], (std::vector<GpuId>{6, 7}));
+  p = triton_placement(three_to_one, 3, TritonPlacement::kAll);
+  EXPECT_EQ(p[1], (std::vector<GpuId>{0, 1, 2}));
+  // More models than GPUs: the most loaded first, each on the least loaded GPU.
+  const double three[] = {1, 5, 3};
+  p = triton_placement(three, 2, TritonPlacement::kDisjoint);
+  EXPECT_EQ(p[1], (std::vector<GpuId>{0}));
+  EXPECT_EQ(p[2], (std::vector<GpuId>{1}));
+  EXPECT_EQ(p[0], (std::vector<GpuId>{1}));
+  // The engine places its instances so.
+  TritonRig t({linear_model("a", 1, 4, 100, 64), linear_model("b", 1, 4, 100, 64)}, 4,
+              "triton:placement=disjoint,count=2");
+  EXPECT_EQ(t.engine.instance_gpus(0), (std::vector<GpuId>{0, 0, 1, 1}));
+  EXPECT_EQ(t.engine.instance_gpus(1), (std::vector<GpuId>{2, 2, 3, 3}));
+}
+
+// ------------------------------------------------------------ all peers --
 
 TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   // The peers are kinds of the policy language (policy.hpp).
-  for (const char* text : {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0",
-                           "shepherd:lambda=2.5", "shepherd:lambda=2.5,sizing=descending",
-                           "nexus:frontends=1,epoch_s=10,fill=1,plan=adjust,replan_threshold=0.1",
-                           "nexus:frontends=2,epoch_s=5,fill=0,plan=adjust,replan_threshold=0",
-                           "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9"}) {
+  for (const char* text :
+       {"clockwork", "nexus", "shepherd", "nexus:frontends=8,epoch_s=5,fill=0", "shepherd:lambda=2.5",
+        "shepherd:lambda=2.5,sizing=descending",
+        "nexus:frontends=1,epoch_s=10,fill=1,plan=adjust,replan_threshold=0.1",
+        "nexus:frontends=2,epoch_s=5,fill=0,plan=adjust,replan_threshold=0",
+        "clockwork:slack_ms=2,horizon_ms=4,window=5,percentile=0.9", "triton",
+        "triton:max_queue_delay_us=2000",
+        "triton:max_queue_delay_us=100,preferred=4|8,max_batch=16,count=2,placement=disjoint,"
+        "queue_timeout_us=5000,timeout_action=delay,max_queue_size=100",
+        "triton:max_batch_slo=0.5,queue_delay_slo=0.1"}) {
     Result<PolicySpec> p = parse_policy(text);
     ASSERT_TRUE(p.ok()) << text << ": " << p.status().to_string();
     EXPECT_TRUE(p->is_peer());
@@ -508,9 +675,12 @@ TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   EXPECT_EQ(parse_policy("shepherd")->shepherd.sizing, ShepherdSizing::kEarliest);
   EXPECT_EQ(parse_policy("shepherd:sizing=descending")->shepherd.sizing, ShepherdSizing::kDescending);
   EXPECT_EQ(parse_policy("shepherd:sizing=earliest")->to_string(), "shepherd");
-  for (const char* bad : {"clockworks", "nexus:frontends=0", "nexus:frontends=1.5", "shepherd:lambda=1",
-                          "shepherd:lambda=", "clockwork:percentile=2", "nexus:lambda=3", "nexus:fill=2",
-                          "nexus:plan=adjust,replan_threshold=-1", "nexus:plan=adjust,replan_threshold=x"}) {
+  for (const char* bad :
+       {"clockworks", "nexus:frontends=0", "nexus:frontends=1.5", "shepherd:lambda=1", "shepherd:lambda=",
+        "clockwork:percentile=2", "nexus:lambda=3", "nexus:fill=2", "nexus:plan=adjust,replan_threshold=-1",
+        "nexus:plan=adjust,replan_threshold=x", "triton:count=0", "triton:preferred=", "triton:preferred=4|0",
+        "triton:placement=some", "triton:max_queue_delay_us=1.5", "triton:timeout_action=drop",
+        "triton:lambda=2", "triton:max_batch_slo=0", "triton:queue_delay_slo=2"}) {
     Result<PolicySpec> p = parse_policy(bad);
     EXPECT_FALSE(p.ok()) << bad;
   }
@@ -532,6 +702,12 @@ TEST(PeerPolicyTest, ParsesAndPrintsEverySpelling) {
   EXPECT_NE(lone.find("'replan_threshold'"), std::string::npos) << lone;
   EXPECT_NE(lone.find("plan=adjust"), std::string::npos) << lone;
   EXPECT_FALSE(check_runs_in_core(*parse_policy("nexus")).ok());
+  EXPECT_FALSE(check_runs_in_core(*parse_policy("triton")).ok());
+  // Preferred sizes are kept ascending and distinct; the defaults print as "triton".
+  EXPECT_EQ(parse_policy("triton:preferred=8|4|8")->to_string(), "triton:preferred=4|8");
+  EXPECT_EQ(parse_policy("triton:placement=all,timeout_action=reject,count=1")->to_string(), "triton");
+  EXPECT_EQ(parse_policy("triton:max_queue_delay_us=2000")->triton.max_queue_delay,
+            Duration::microseconds(2000));
 }
 
 // Checks the invariants of one run and counts outcomes per tag.
@@ -575,7 +751,12 @@ TEST(PeersPropertyTest, EveryRequestEndsExactlyOnceUnderRandomLoad) {
                          "shepherd:sizing=descending",
                          "nexus:plan=adjust,epoch_s=0.5",
                          "nexus:plan=adjust,fill=0,epoch_s=0.7,replan_threshold=0",
-                         "nexus:plan=adjust,frontends=8,epoch_s=2.5"};
+                         "nexus:plan=adjust,frontends=8,epoch_s=2.5",
+                         "triton",
+                         "triton:max_queue_delay_us=2000,preferred=4|8",
+                         "triton:queue_timeout_us=3000,max_queue_size=20",
+                         "triton:placement=disjoint,count=2,max_queue_delay_us=500,queue_timeout_us=5000,"
+                         "timeout_action=delay"};
   for (int round = 0; round < 16; ++round) {
     ExperimentSpec e;
     const auto models = static_cast<double>(1 + rng.uniform_int(0, 3));
@@ -631,7 +812,8 @@ ExperimentSpec resnet(double rate) {
 }
 
 TEST(PeersPropertyTest, SameSeedSameRunDifferentSeedDifferent) {
-  for (const char* name : {"clockwork", "nexus:frontends=8,epoch_s=1", "shepherd"}) {
+  for (const char* name :
+       {"clockwork", "nexus:frontends=8,epoch_s=1", "shepherd", "triton:max_queue_delay_us=2000"}) {
     ExperimentSpec e = resnet(4000);
     e.policy = *parse_policy(name);
     const RunResult a = *run_experiment(e), b = *run_experiment(e);
@@ -647,7 +829,8 @@ TEST(PeersPropertyTest, SameSeedSameRunDifferentSeedDifferent) {
 
 TEST(PeersPropertyTest, LightLoadIsServedByEveryPeer) {
   // 1000 r/s of ResNet50 on 8 GPUs is far below what any of them can do.
-  for (const char* name : {"clockwork", "nexus", "nexus:frontends=8", "shepherd"}) {
+  for (const char* name : {"clockwork", "nexus", "nexus:frontends=8", "shepherd", "triton",
+                           "triton:max_queue_delay_us=2000", "triton:placement=disjoint"}) {
     ExperimentSpec e = resnet(1000);
     e.policy = *parse_policy(name);
     const RunResult r = *run_experiment(e);

@@ -7,8 +7,8 @@
 // arrival_window, miss_gain) | eager | timeout:<ms>[ms] | timeout:<f>slo. Gathering policies
 // (gather_policy.hpp): target_batch (default) | sliding_window. The paper's peers, with their own
 // gathering, run only in `symphony simulate` (sim/peers/): clockwork[:...] | nexus[:...] |
-// shepherd[:...], their options in sim/peers/peer_options.hpp
-// (docs/simulator.md#the-peers-clockwork-nexus-shepherd-flex).
+// shepherd[:...] | triton[:...] (Triton's dynamic batcher), their options in
+// sim/peers/peer_options.hpp (docs/simulator.md#the-peers-clockwork-nexus-shepherd-flex).
 //
 //   Result<PolicySpec> p = parse_policy("deferred:paper");
 //   auto rt = visit_policy(*p, [&](auto exec, auto gather) {
@@ -36,7 +36,7 @@
 
 namespace symphony {
 
-enum class ExecKind : std::uint8_t { kDeferred, kEager, kTimeout, kClockwork, kNexus, kShepherd };
+enum class ExecKind : std::uint8_t { kDeferred, kEager, kTimeout, kClockwork, kNexus, kShepherd, kTriton };
 enum class GatherKind : std::uint8_t { kTargetBatch, kSlidingWindow };
 
 // A scheduling policy as data: the exec rule with its options and the
@@ -50,9 +50,10 @@ struct PolicySpec {
   ClockworkOptions clockwork;  // kClockwork
   NexusOptions nexus;          // kNexus
   ShepherdOptions shepherd;    // kShepherd
+  TritonOptions triton;        // kTriton
 
-  // A peer of the paper's evaluation: runs only in the simulator, with its
-  // own gathering (`gather` does not apply).
+  // A peer (the paper's three, or Triton): runs only in the simulator, with
+  // its own gathering (`gather` does not apply).
   bool is_peer() const noexcept { return exec >= ExecKind::kClockwork; }
 
   // The exec policy as parse_policy() reads it back ("deferred", "eager",
@@ -65,7 +66,9 @@ struct PolicySpec {
 inline constexpr std::string_view kPolicyHelp =
     "deferred, deferred:paper, deferred:<key>=<x>,... (keys min_gain, arrival_window, miss_gain), eager, "
     "timeout:<ms> or timeout:<fraction>slo; in the simulator also the peers clockwork[:<key>=<x>,...], "
-    "nexus[:...] and shepherd[:lambda=<x>,sizing=earliest|descending]";
+    "nexus[:...], shepherd[:lambda=<x>,sizing=earliest|descending] and triton[:max_queue_delay_us=<n>,"
+    "preferred=<a>|<b>,max_batch=<n>,count=<n>,placement=all|disjoint,queue_timeout_us=<n>,"
+    "timeout_action=reject|delay,max_queue_size=<n>,max_batch_slo=<f>,queue_delay_slo=<f>]";
 inline constexpr std::string_view kGatherHelp = "target_batch or sliding_window";
 
 namespace detail {
@@ -141,7 +144,7 @@ inline std::string deferred_policy_name(const DeferredOptions& o) {
 }
 
 // Reads a peer's part of the language ("clockwork[:...]", "nexus[:...]",
-// "shepherd[:...]"); errors name the wrong part.
+// "shepherd[:...]", "triton[:...]"); errors name the wrong part.
 inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
   PolicySpec p;
   const std::size_t colon = text.find(':');
@@ -152,12 +155,17 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
     p.exec = ExecKind::kNexus;
   else if (name == "shepherd")
     p.exec = ExecKind::kShepherd;
+  else if (name == "triton")
+    p.exec = ExecKind::kTriton;
   else
-    return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus or shepherd)"});
+    return detail::policy_error({"policy '", text, "' is not a peer (clockwork, nexus, shepherd or triton)"});
   if (colon == std::string_view::npos) return p;
-  static constexpr std::string_view kKeys[] = {"slack_ms, horizon_ms, window, percentile",
-                                               "frontends, epoch_s, fill, plan, replan_threshold",
-                                               "lambda, sizing"};
+  static constexpr std::string_view kKeys[] = {
+      "slack_ms, horizon_ms, window, percentile", "frontends, epoch_s, fill, plan, replan_threshold",
+      "lambda, sizing",
+      "max_queue_delay_us, preferred, max_batch, count, placement, "
+      "queue_timeout_us, timeout_action, max_queue_size, max_batch_slo, "
+      "queue_delay_slo"};
   const std::string_view keys = kKeys[static_cast<int>(p.exec) - static_cast<int>(ExecKind::kClockwork)];
   std::string_view rest = text.substr(colon + 1);
   for (;;) {
@@ -211,6 +219,64 @@ inline Result<PolicySpec> parse_peer_policy(std::string_view text) {
         } else if (key == "replan_threshold") {
           if (!x) return bad("a number >= 0");
           p.nexus.replan_threshold = *x;
+        } else {
+          known = false;
+        }
+        break;
+      case ExecKind::kTriton:
+        if (key == "max_queue_delay_us") {
+          if (!whole(0)) return bad("a whole number of microseconds >= 0");
+          p.triton.max_queue_delay = Duration::microseconds(static_cast<std::int64_t>(*x));
+        } else if (key == "queue_timeout_us") {
+          if (!whole(0)) return bad("a whole number of microseconds >= 0");
+          p.triton.queue_timeout = Duration::microseconds(static_cast<std::int64_t>(*x));
+        } else if (key == "max_batch") {
+          if (!whole(0)) return bad("a whole number >= 0 (0: each model's own)");
+          p.triton.max_batch = static_cast<std::uint32_t>(*x);
+        } else if (key == "count") {
+          if (!whole(1) || *x > 64) return bad("a whole number in [1, 64]");
+          p.triton.count = static_cast<std::uint32_t>(*x);
+        } else if (key == "max_queue_size") {
+          if (!whole(0)) return bad("a whole number >= 0 (0: no bound)");
+          p.triton.max_queue_size = static_cast<std::uint32_t>(*x);
+        } else if (key == "max_batch_slo" || key == "queue_delay_slo") {
+          if (!x || !(*x > 0) || *x > 1) return bad("a fraction of the SLO in (0, 1]");
+          (key == "max_batch_slo" ? p.triton.max_batch_slo : p.triton.queue_delay_slo) = *x;
+        } else if (key == "placement") {
+          if (value == "all")
+            p.triton.placement = TritonPlacement::kAll;
+          else if (value == "disjoint")
+            p.triton.placement = TritonPlacement::kDisjoint;
+          else
+            return bad("all or disjoint");
+        } else if (key == "timeout_action") {
+          if (value == "reject")
+            p.triton.timeout_action = TritonTimeoutAction::kReject;
+          else if (value == "delay")
+            p.triton.timeout_action = TritonTimeoutAction::kDelay;
+          else
+            return bad("reject or delay");
+        } else if (key == "preferred") {
+          // Sizes joined by '|' (a comma separates options), kept ascending
+          // and distinct, as Triton's preferred_batch_size list.
+          TritonOptions& t = p.triton;
+          t.preferred_count = 0;
+          std::string_view list = value;
+          for (;;) {
+            const std::size_t bar = std::min(list.find('|'), list.size());
+            const std::optional<double> b = detail::parse_nonnegative(list.substr(0, bar));
+            if (!b || *b < 1 || *b != std::floor(*b) || *b > 1e6 ||
+                t.preferred_count == TritonOptions::kMaxPreferred)
+              return bad("up to 8 whole numbers >= 1 joined by '|'");
+            t.preferred[t.preferred_count++] = static_cast<std::uint32_t>(*b);
+            if (bar == list.size()) break;
+            list = list.substr(bar + 1);
+          }
+          std::sort(t.preferred.begin(), t.preferred.begin() + t.preferred_count);
+          t.preferred_count = static_cast<std::uint32_t>(
+              std::unique(t.preferred.begin(), t.preferred.begin() + t.preferred_count) -
+              t.preferred.begin());
+          for (std::uint32_t k = t.preferred_count; k < TritonOptions::kMaxPreferred; ++k) t.preferred[k] = 0;
         } else {
           known = false;
         }
@@ -278,7 +344,8 @@ inline Result<PolicySpec> parse_policy(std::string_view text) {
     return p;
   }
   const std::string_view name = text.substr(0, text.find(':'));
-  if (name == "clockwork" || name == "nexus" || name == "shepherd") return parse_peer_policy(text);
+  if (name == "clockwork" || name == "nexus" || name == "shepherd" || name == "triton")
+    return parse_peer_policy(text);
   return detail::policy_error({"policy '", text, "' is not one of: ", kPolicyHelp});
 }
 
@@ -290,6 +357,34 @@ inline Result<GatherKind> parse_gather(std::string_view text) {
 
 constexpr std::string_view to_string(GatherKind g) noexcept {
   return g == GatherKind::kTargetBatch ? "target_batch" : "sliding_window";
+}
+
+// The spelling parse_peer_policy() reads back to the same Triton options:
+// "triton" for the defaults, else only the options that differ from them.
+inline std::string triton_policy_name(const TritonOptions& o) {
+  const TritonOptions d;
+  std::string s;
+  auto add = [&](std::string_view key, const std::string& value) {
+    s.append(s.empty() ? ":" : ",").append(key).append("=").append(value);
+  };
+  auto us = [](Duration x) { return std::to_string(x.ns() / 1000); };
+  if (o.max_queue_delay != d.max_queue_delay) add("max_queue_delay_us", us(o.max_queue_delay));
+  if (o.preferred_count) {
+    std::string list;
+    for (std::uint32_t k = 0; k < o.preferred_count; ++k)
+      list.append(k ? "|" : "").append(std::to_string(o.preferred[k]));
+    add("preferred", list);
+  }
+  if (o.max_batch != d.max_batch) add("max_batch", std::to_string(o.max_batch));
+  if (o.count != d.count) add("count", std::to_string(o.count));
+  if (o.placement != d.placement) add("placement", std::string(to_string(o.placement)));
+  if (o.queue_timeout != d.queue_timeout) add("queue_timeout_us", us(o.queue_timeout));
+  if (o.timeout_action != d.timeout_action) add("timeout_action", std::string(to_string(o.timeout_action)));
+  if (o.max_queue_size != d.max_queue_size) add("max_queue_size", std::to_string(o.max_queue_size));
+  if (o.max_batch_slo != d.max_batch_slo) add("max_batch_slo", detail::format_number(o.max_batch_slo));
+  if (o.queue_delay_slo != d.queue_delay_slo)
+    add("queue_delay_slo", detail::format_number(o.queue_delay_slo));
+  return "triton" + s;
 }
 
 inline std::string PolicySpec::to_string() const {
@@ -323,6 +418,8 @@ inline std::string PolicySpec::to_string() const {
         return "shepherd:lambda=" + detail::format_number(shepherd.lambda);
       return "shepherd:lambda=" + detail::format_number(shepherd.lambda) +
              ",sizing=" + std::string(symphony::to_string(shepherd.sizing));
+    case ExecKind::kTriton:
+      return triton_policy_name(triton);
   }
   return "?";
 }
@@ -331,10 +428,9 @@ inline std::string PolicySpec::to_string() const {
 // naming the policy for the peers, which only the simulator runs.
 inline Status check_runs_in_core(const PolicySpec& p) {
   if (!p.is_peer()) return {};
-  return Status(Errc::kInvalidArgument,
-                "policy '" + p.to_string() +
-                    "' is a peer of the paper's evaluation, which only the simulator runs "
-                    "(symphony simulate); here use deferred, eager or timeout");
+  return Status(Errc::kInvalidArgument, "policy '" + p.to_string() +
+                                            "' is a peer, which only the simulator runs "
+                                            "(symphony simulate); here use deferred, eager or timeout");
 }
 
 // The timeout a model gets under `p`: its own (`own`, from its config), else

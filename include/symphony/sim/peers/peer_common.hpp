@@ -128,6 +128,16 @@ class PeerEventQueue {
   std::uint64_t next_order_ = 0;
 };
 
+// Appends r to the batch list head..tail (linked through Request::next).
+inline void append_to_batch(PeerRequest*& head, PeerRequest*& tail, PeerRequest* r) noexcept {
+  r->next = nullptr;
+  if (tail)
+    tail->next = r;
+  else
+    head = r;
+  tail = r;
+}
+
 // Ends one request: tells the sink and returns it to the pool.
 template <class Sink>
 void end_request(Sink& sink, PeerRequestPool& pool, PeerRequest& r, Outcome outcome, DropReason reason,

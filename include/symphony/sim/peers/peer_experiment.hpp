@@ -1,5 +1,5 @@
 // Runs an ExperimentSpec under one of the peers (Clockwork, Nexus, Shepherd
-// Flex) instead of our Scheduler, on the same emulated GPUs, workload,
+// Flex, Triton's dynamic batcher) instead of our Scheduler, on the same emulated GPUs, workload,
 // timing noise and metrics, returning the same RunResult, so the goodput and
 // minimum-GPU searches (search.hpp) drive it unchanged.
 //
@@ -11,7 +11,7 @@
 // queue_full.
 //
 // The peer is the spec's policy, a peer kind of the policy language
-// (policy.hpp): clockwork[:...], nexus[:...], shepherd[:...].
+// (policy.hpp): clockwork[:...], nexus[:...], shepherd[:...], triton[:...].
 //
 //   spec.policy = *parse_policy("nexus:frontends=8");
 //   Result<RunResult> r = run_experiment(spec);  // experiment.hpp calls run_peer_experiment
@@ -32,13 +32,14 @@
 #include "symphony/sim/peers/clockwork.hpp"
 #include "symphony/sim/peers/nexus.hpp"
 #include "symphony/sim/peers/shepherd.hpp"
+#include "symphony/sim/peers/triton.hpp"
 
 namespace symphony::sim {
 
 namespace detail {
 
 // The offered rate of every model at the start of the run (Nexus's first
-// plan): a model's rate x scale x its schedule's scale at time 0, or for a
+// plan, Triton's placement=disjoint): a model's rate x scale x its schedule's scale at time 0, or for a
 // trace the requests of its first epoch.
 inline std::vector<double> initial_rates(const ExperimentSpec& e, double scale, Duration epoch) {
   std::vector<double> rates(e.models.size(), 0.0);
@@ -119,6 +120,13 @@ Result<RunResult> run_peer_with(const ExperimentSpec& e, const PolicySpec& peer,
                                                   std::move(timing));
       return run_peer_engine<decltype(engine), Obs>(engine, e, scale, metrics);
     }
+    case ExecKind::kTriton: {
+      // Placed once, for the rates offered at the start: a static config.
+      const std::vector<double> rates = initial_rates(e, scale, Duration::seconds(10));
+      TritonEngine<TeeSink<Obs>, Timing> engine(e.models, gpus, e.delays, pool, peer.triton, rates, sink,
+                                                std::move(timing));
+      return run_peer_engine<decltype(engine), Obs>(engine, e, scale, metrics);
+    }
     default:
       break;
   }
@@ -138,6 +146,9 @@ inline Status validate_peer(const PolicySpec& p) {
   if (p.nexus.epoch <= Duration::zero())
     return Status(Errc::kInvalidArgument, "nexus: epoch must be positive");
   if (!(p.shepherd.lambda > 1)) return Status(Errc::kInvalidArgument, "shepherd: lambda must be above 1");
+  if (p.triton.count == 0) return Status(Errc::kInvalidArgument, "triton: count must be at least 1");
+  if (p.triton.max_queue_delay < Duration::zero() || p.triton.queue_timeout < Duration::zero())
+    return Status(Errc::kInvalidArgument, "triton: max_queue_delay and queue_timeout must not be negative");
   return {};
 }
 
