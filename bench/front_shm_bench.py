@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""What a large input costs through the protocol front, by how it travels
+(bench/results/front.md, "Large inputs: JSON, binary, shared memory").
+
+A model with a large input and almost no compute (FP32 [3,224,224], 0.6 MB,
+answering its mean: TorchScript, made here with torch) served by `symphony
+serve --allow-client-shm` on the CPU device; one client on 127.0.0.1 sends
+requests one at a time (concurrency 1, one keep-alive connection) with the
+input as JSON, as binary data, and in a system shared memory region, over
+REST, and raw or in shared memory over gRPC. For each: the round trip (p50,
+p90), and serve's CPU time per request (its /proc CPU seconds over the run).
+Every answer is checked. Bounded: --requests per way, each with a timeout;
+the server is stopped by its process id.
+
+    /usr/bin/python3 bench/front_shm_bench.py --symphony build/release/symphony
+"""
+import argparse
+import http.client
+import json
+import os
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import shared_memory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPE = [1, 3, 224, 224]
+N = 3 * 224 * 224
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    fields = s[s.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def make_model(path):
+    import torch
+
+    class Mean(torch.nn.Module):
+        def forward(self, x):
+            return x.mean(dim=[1, 2, 3])
+
+    torch.jit.script(Mean()).save(path)
+
+
+def start_serve(symphony, d):
+    model = os.path.join(d, "mean.pt")
+    make_model(model)
+    config = os.path.join(d, "serve.yaml")
+    with open(config, "w") as f:
+        f.write(f"""devices: cpu
+policy: eager
+profiling: {{max_batch: 2, repeats: 3}}
+models:
+  - {{name: mean, path: {model}, input: "float32[3,224,224]", slo_ms: 5000, max_batch: 2}}
+""")
+    ports = os.path.join(d, "ports.json")
+    log = open(os.path.join(d, "serve.log"), "w")
+    p = subprocess.Popen([symphony, "serve", config, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+                          "--allow-client-shm", "--port-file", ports, "--quiet"], stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not os.path.exists(ports):
+        if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            raise RuntimeError("serve did not start:\n" + open(log.name).read())
+        time.sleep(0.1)
+    with open(ports) as f:
+        return p, json.load(f)
+
+
+def grpc_stubs(out):
+    proto = os.path.join(ROOT, "front", "proto")
+    config = os.path.join(ROOT, "repository", "proto")
+    subprocess.run(["protoc", "-I", proto, "-I", config, "--python_out=" + out, "--grpc_out=" + out,
+                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", os.path.join(proto, "inference.proto"),
+                    os.path.join(config, "model_config.proto")], check=True, timeout=60)
+    sys.path.insert(0, out)
+    import inference_pb2
+    import inference_pb2_grpc
+    return inference_pb2, inference_pb2_grpc
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--symphony", default=os.path.join(ROOT, "build", "release", "symphony"))
+    ap.add_argument("--requests", type=int, default=200, help="measured requests per way (after 20 warm-up)")
+    a = ap.parse_args()
+
+    values = [((i * 7919) % 1000) / 1000.0 for i in range(N)]
+    want = sum(struct.unpack("<%df" % N, struct.pack("<%df" % N, *values))) / N
+    raw = struct.pack("<%df" % N, *values)
+    d = tempfile.mkdtemp(prefix="symphony-shm-bench-")
+    serve, ports = start_serve(a.symphony, d)
+    shm = shared_memory.SharedMemory(name="symphony_bench_%d" % os.getpid(), create=True, size=len(raw) + 4096)
+    try:
+        shm.buf[:len(raw)] = raw
+        conn = http.client.HTTPConnection(*ports["http"].rsplit(":", 1), timeout=30)
+
+        def post(path, body, headers=None):
+            conn.request("POST", path, body=body, headers=headers or {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.getheaders(), r.read()
+
+        key = "/" + shm.name
+        st, _, out = post("/v2/systemsharedmemory/region/bench/register",
+                          json.dumps({"key": key, "offset": 0, "byte_size": len(raw) + 4096}).encode())
+        assert st == 200, out
+        inp = {"name": "input", "datatype": "FP32", "shape": SHAPE}
+        json_body = json.dumps({"inputs": [dict(inp, data=values)]}).encode()
+        bin_header = json.dumps({"inputs": [dict(inp, parameters={"binary_data_size": len(raw)})],
+                                 "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+        shm_params = {"shared_memory_region": "bench", "shared_memory_byte_size": len(raw)}
+        out_params = {"shared_memory_region": "bench", "shared_memory_offset": len(raw), "shared_memory_byte_size": 4}
+        shm_body = json.dumps({"inputs": [dict(inp, parameters=shm_params)],
+                               "outputs": [{"name": "output", "parameters": out_params}]}).encode()
+
+        def rest_json():
+            st, _, out = post("/v2/models/mean/infer", json_body)
+            assert st == 200, out[:300]
+            return json.loads(out)["outputs"][0]["data"][0]
+
+        def rest_binary():
+            st, h, out = post("/v2/models/mean/infer", bin_header + raw,
+                              {"Content-Type": "application/octet-stream",
+                               "Inference-Header-Content-Length": str(len(bin_header))})
+            assert st == 200, out[:300]
+            n = int(dict((k.lower(), v) for k, v in h)["inference-header-content-length"])
+            return struct.unpack("<f", out[n:n + 4])[0]
+
+        def rest_shm():
+            st, _, out = post("/v2/models/mean/infer", shm_body)
+            assert st == 200, out[:300]
+            return struct.unpack_from("<f", shm.buf, len(raw))[0]
+
+        pb, pb_grpc = grpc_stubs(d)
+        import grpc
+        ch = grpc.insecure_channel(ports["grpc"], options=[("grpc.max_send_message_length", 64 << 20),
+                                                           ("grpc.max_receive_message_length", 64 << 20)])
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        g_raw = pb.ModelInferRequest(model_name="mean")
+        g_raw.inputs.add(name="input", datatype="FP32", shape=SHAPE)
+        g_raw.raw_input_contents.append(raw)
+        g_shm = pb.ModelInferRequest(model_name="mean")
+        t = g_shm.inputs.add(name="input", datatype="FP32", shape=SHAPE)
+        t.parameters["shared_memory_region"].string_param = "bench"
+        t.parameters["shared_memory_byte_size"].int64_param = len(raw)
+        o = g_shm.outputs.add(name="output")
+        for k, v in out_params.items():
+            if isinstance(v, str):
+                o.parameters[k].string_param = v
+            else:
+                o.parameters[k].int64_param = v
+
+        def grpc_raw():
+            return struct.unpack("<f", stub.ModelInfer(g_raw, timeout=30).raw_output_contents[0])[0]
+
+        def grpc_shm():
+            stub.ModelInfer(g_shm, timeout=30)
+            return struct.unpack_from("<f", shm.buf, len(raw))[0]
+
+        ways = [("REST, JSON", rest_json, len(json_body)), ("REST, binary", rest_binary, len(bin_header) + len(raw)),
+                ("REST, shared memory", rest_shm, len(shm_body)), ("gRPC, raw", grpc_raw, g_raw.ByteSize()),
+                ("gRPC, shared memory", grpc_shm, g_shm.ByteSize())]
+        rows = []
+        for name, call, sent in ways:
+            for _ in range(20):
+                got = call()
+                assert abs(got - want) < 1e-4, (name, got, want)
+                struct.pack_into("<f", shm.buf, len(raw), 0.0)
+            times = []
+            cpu0 = proc_cpu_s(serve.pid)
+            for _ in range(a.requests):
+                t0 = time.perf_counter()
+                got = call()
+                times.append(time.perf_counter() - t0)
+                assert abs(got - want) < 1e-4, (name, got, want)
+            cpu = (proc_cpu_s(serve.pid) - cpu0) / a.requests
+            times.sort()
+            rows.append((name, sent, times[len(times) // 2] * 1e3, times[int(len(times) * 0.9)] * 1e3,
+                         statistics.mean(times) * 1e3, cpu * 1e3))
+            print(f"{name}: p50 {rows[-1][2]:.2f} ms", file=sys.stderr, flush=True)
+        ch.close()
+        print("| way | bytes sent per request | round trip p50 (ms) | p90 (ms) | mean (ms) | serve CPU per request (ms) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r[0]} | {r[1]:,} | {r[2]:.2f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.2f} |")
+    finally:
+        shm.close()
+        shm.unlink()
+        os.killpg(serve.pid, signal.SIGTERM)
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
