@@ -1159,3 +1159,73 @@ def test_emulated_cli_config_errors_name_the_file_line_and_key():
                        capture_output=True, timeout=60)
     err = p.stderr.decode()
     assert p.returncode == 2 and cfg + ":" in err and "cluster.models.slow.output: unknown dtype 'uint9'" in err, err
+
+
+# ---- system shared memory through the frontend ---------------------------------
+
+def test_torch_system_shared_memory_through_the_frontend():
+    """Inputs read from and outputs written into a client's region by the
+    cluster's frontend (--allow-client-shm), REST and gRPC, against torch."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    from multiprocessing import shared_memory
+    c = Cluster("""
+        gpus: 1
+        policy: eager
+        workload: {rate: 10}
+        models:
+          - {name: linear, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 4}
+        cluster:
+          token: "%s"
+          heartbeat_ms: 50
+          models:
+            linear: {input: "float32[4]", output: "float32[3]"}
+    """ % TOKEN)
+    shm = shared_memory.SharedMemory(name="symphony_fe_shm_%d" % os.getpid(), create=True, size=4096)
+    try:
+        c.start_scheduler()
+        c.start_backend("cpu", "cpu", ["linear:%s:float32[4]" % os.path.join(MODELS, "linear.pt")])
+        f = c.start_frontend("fe", extra=["--allow-client-shm"])
+        f.wait_ready()
+        url = "http://" + f.http
+        rows = [[0.5, -1.0, 2.0, 3.5], [1, 2, 3, 4]]
+        struct.pack_into("<8f", shm.buf, 100, *rows[0], *rows[1])
+        status, _, out = curl(url + "/v2/systemsharedmemory/region/r/register", "-H", "Content-Type: application/json",
+                              body=json.dumps({"key": "/" + shm.name, "offset": 0, "byte_size": 4096}).encode())
+        assert status == 200, out
+        region = lambda offset, size: {"shared_memory_region": "r", "shared_memory_offset": offset,
+                                       "shared_memory_byte_size": size}
+        body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 4], "parameters": region(100, 32)}],
+                "outputs": [{"name": "output", "parameters": region(2048, 24)}]}
+        status, _, out = curl(url + "/v2/models/linear/infer", "-H", "Content-Type: application/json",
+                              body=json.dumps(body).encode())
+        assert status == 200, out
+        assert "data" not in json.loads(out)["outputs"][0]
+        want = linear_expected(rows[0]) + linear_expected(rows[1])
+        assert list(struct.unpack_from("<6f", shm.buf, 2048)) == pytest.approx(want, rel=1e-6)
+
+        pb, pb_grpc = grpc_stubs()
+        with grpc.insecure_channel(f.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            req = pb.ModelInferRequest(model_name="linear")
+            t = req.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+            t.parameters["shared_memory_region"].string_param = "r"
+            t.parameters["shared_memory_offset"].int64_param = 116
+            t.parameters["shared_memory_byte_size"].int64_param = 16
+            o = req.outputs.add(name="output")
+            o.parameters["shared_memory_region"].string_param = "r"
+            o.parameters["shared_memory_offset"].int64_param = 3000
+            o.parameters["shared_memory_byte_size"].int64_param = 12
+            resp = stub.ModelInfer(req, timeout=20)
+            assert list(resp.raw_output_contents) == [b""]
+            assert list(struct.unpack_from("<3f", shm.buf, 3000)) == pytest.approx(want[3:], rel=1e-6)
+            st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=10)
+            assert [(r.name, r.key, r.byte_size) for r in st.regions.values()] == [("r", "/" + shm.name, 4096)]
+            stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=10)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelInfer(req, timeout=20)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND and "region 'r'" in e.value.details()
+    finally:
+        shm.close()
+        shm.unlink()
+        c.stop_all()
