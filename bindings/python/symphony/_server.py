@@ -485,6 +485,7 @@ class Server:
         max_connections: int = 1024,
         request_timeout_s: float = 10.0,
         idle_timeout_s: float = 60.0,
+        allow_client_shm: bool = False,
     ) -> Dict[str, str]:
         """Serves this server's models to Open Inference Protocol (KServe v2) clients,
         as ``symphony serve --http/--grpc`` does (docs/front.md): REST on ``http`` and
@@ -493,6 +494,8 @@ class Server:
         Returns the addresses it listens on, e.g. ``{"http": "127.0.0.1:41234"}``. Models
         added later are served too. :meth:`stop` stops the front with the server: new
         requests get 503, and those inside the server still get their responses.
+        ``allow_client_shm`` lets clients register system shared memory regions and
+        name them in requests (``--allow-client-shm``; docs/front.md#system-shared-memory).
 
         Raises:
             ConfigError: no address given, an address that cannot be used, or a front
@@ -502,7 +505,13 @@ class Server:
             raise ConfigError("start_front needs http='HOST:PORT' and/or grpc='HOST:PORT'")
         return dict(
             self._core.start_front(
-                http or "", grpc or "", max_inflight, max_connections, request_timeout_s, idle_timeout_s
+                http or "",
+                grpc or "",
+                max_inflight,
+                max_connections,
+                request_timeout_s,
+                idle_timeout_s,
+                allow_client_shm,
             )
         )
 

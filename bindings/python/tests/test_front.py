@@ -2,7 +2,9 @@
 `symphony serve --http/--grpc`, reached with curl (a client we did not write)."""
 
 import json
+import struct
 import subprocess
+from multiprocessing import shared_memory
 
 import pytest
 import torch
@@ -47,3 +49,27 @@ def test_start_front_refuses_bad_addresses(cpu_server):
         s.start_front()
     with pytest.raises(symphony.ConfigError, match="--http"):
         s.start_front(http="not-an-address")
+
+
+def test_start_front_serves_system_shared_memory_when_allowed(cpu_server, models_dir):
+    s = cpu_server("linear", slo_ms=2000.0)
+    url = "http://" + s.start_front(http="127.0.0.1:0", allow_client_shm=True)["http"]
+    shm = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        x = [0.5, -1.0, 2.0, 3.5]
+        struct.pack_into("<4f", shm.buf, 0, *x)
+        reg = json.dumps({"key": "/" + shm.name, "offset": 0, "byte_size": 4096}).encode()
+        assert curl(url + "/v2/systemsharedmemory/region/r/register", reg) == (200, {})
+        region = lambda offset, size: {"shared_memory_region": "r", "shared_memory_offset": offset,
+                                       "shared_memory_byte_size": size}
+        body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4],
+                                       "parameters": region(0, 16)}],
+                           "outputs": [{"name": "output", "parameters": region(1024, 12)}]}).encode()
+        code, r = curl(url + "/v2/models/linear/infer", body)
+        assert code == 200 and "data" not in r["outputs"][0], r
+        want = torch.jit.load(str(models_dir / "linear.pt"))(torch.tensor([x]))[0].tolist()
+        assert list(struct.unpack_from("<3f", shm.buf, 1024)) == pytest.approx(want, rel=1e-6)
+    finally:
+        s.stop()
+        shm.close()
+        shm.unlink()
