@@ -87,11 +87,11 @@ std::string sanitize_reason(std::string_view r) {
 std::string status_drop_reason(const Answer& a) {
   if (a.grpc) {
     if (a.status == 4) return "deadline";  // DEADLINE_EXCEEDED
-    if (a.status == 8) return "overload";  // RESOURCE_EXHAUSTED
+    if (a.status == 8) return "resource_exhausted";
     return "";
   }
   if (a.status == 504) return "deadline";
-  if (a.status == 429) return "overload";
+  if (a.status == 429) return "resource_exhausted";
   if (a.status == 503) return "unavailable";
   return "";
 }

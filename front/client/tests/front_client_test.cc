@@ -185,12 +185,12 @@ TEST(Classify, AnyServerByStatus) {
   EXPECT_EQ(classify(http(200), 11 * ms, budget).kind, Kind::kLate);
   EXPECT_EQ(classify(http(200), 11 * ms, std::nullopt).kind, Kind::kOk);
   EXPECT_EQ(classify(http(504), ms, budget).detail, "deadline");
-  EXPECT_EQ(classify(http(429), ms, budget).detail, "overload");
+  EXPECT_EQ(classify(http(429), ms, budget).detail, "resource_exhausted");
   EXPECT_EQ(classify(http(503), ms, budget).detail, "unavailable");
   EXPECT_EQ(classify(http(404), ms, budget).kind, Kind::kError);
   EXPECT_EQ(classify(grpc(0), 11 * ms, budget).kind, Kind::kLate);
   EXPECT_EQ(classify(grpc(4), ms, budget).detail, "deadline");
-  EXPECT_EQ(classify(grpc(8), ms, budget).detail, "overload");
+  EXPECT_EQ(classify(grpc(8), ms, budget).detail, "resource_exhausted");
   Answer unavailable = grpc(14);
   unavailable.message = "failed to connect to all addresses";
   EXPECT_EQ(classify(unavailable, ms, budget).kind,
@@ -221,13 +221,14 @@ TEST(CountDrop, KnownReasonsByDropReasonOthersByName) {
   m.counts.sent = 5;
   count_drop(m, "queue_full");
   count_drop(m, "queue_full");
-  count_drop(m, "front_inflight");  // the front's own refusal: no DropReason
-  count_drop(m, "overload");        // another server's, by its status
+  count_drop(m, "front_inflight");      // the front's own refusal: no DropReason
+  count_drop(m, "resource_exhausted");  // another server's, by its status
   count_drop(m, "none");
   EXPECT_EQ(m.counts.dropped, 5u);
   EXPECT_EQ(m.counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kQueueFull)], 2u);
   EXPECT_EQ(m.counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kNone)], 1u);
-  EXPECT_EQ(m.other_drops, (std::map<std::string, std::uint64_t>{{"front_inflight", 1}, {"overload", 1}}));
+  EXPECT_EQ(m.other_drops,
+            (std::map<std::string, std::uint64_t>{{"front_inflight", 1}, {"resource_exhausted", 1}}));
   EXPECT_EQ(m.counts.ended(), m.counts.sent);
 
   // The report lists every name once, known or not, and they sum to dropped.
@@ -236,12 +237,12 @@ TEST(CountDrop, KnownReasonsByDropReasonOthersByName) {
   r.models = {m, m};
   r.models[1].name = "n";
   const json j = to_json(r);
-  const json want = {{"queue_full", 2}, {"front_inflight", 1}, {"overload", 1}, {"none", 1}};
+  const json want = {{"queue_full", 2}, {"front_inflight", 1}, {"resource_exhausted", 1}, {"none", 1}};
   EXPECT_EQ(j["models"]["m"]["dropped_by_reason"], want) << j.dump(2);
   EXPECT_EQ(j["models"]["m"]["dropped"], 5u);
   EXPECT_EQ(j["dropped"], 10u);
   EXPECT_EQ(j["dropped_by_reason"]["queue_full"], 4u) << j.dump(2);
-  EXPECT_EQ(j["dropped_by_reason"]["overload"], 2u) << j.dump(2);
+  EXPECT_EQ(j["dropped_by_reason"]["resource_exhausted"], 2u) << j.dump(2);
   EXPECT_DOUBLE_EQ(j["bad_rate"].get<double>(), 1.0);
 }
 

@@ -136,7 +136,7 @@ def check_http(rep, t, headers, late_by_latency, min_sent=100):
         eq(rep["ok"] + rep["late"], c["ok"] + c["late"], "ok + late")
         if late_by_latency:
             check(rep["late"] >= c["late"], "late %d >= the %d answered after the budget" % (rep["late"], c["late"]))
-        eq(rep["dropped_by_reason"], {k: v for k, v in {"deadline": c["deadline"], "overload": c["overload"],
+        eq(rep["dropped_by_reason"], {k: v for k, v in {"deadline": c["deadline"], "resource_exhausted": c["overload"],
                                                        "unavailable": c["unavailable"]}.items() if v},
            "dropped_by_reason (by status)")
     want = {"HTTP 500: test failure": c["error"], "closed": c["closed"] - seen_twice, "no answer": c["hang"]}
@@ -166,7 +166,8 @@ def check_grpc(rep, t, headers):
            "ok + late + dropped deadline")
         check(deadline >= c["deadline"] + c["late"] + c["hang"],
               "dropped deadline %d >= %d" % (deadline, c["deadline"] + c["late"] + c["hang"]))
-        eq(reasons, {k: v for k, v in {"overload": c["overload"]}.items() if v}, "other drop reasons (by status)")
+        eq(reasons, {k: v for k, v in {"resource_exhausted": c["overload"]}.items() if v},
+           "other drop reasons (by status)")
         want = {"INTERNAL: test failure": c["error"],
                 "UNAVAILABLE: dropped by the test server (unavailable)": c["unavailable"]}
     eq(messages(rep), {k: v for k, v in want.items() if v}, "errors by message")

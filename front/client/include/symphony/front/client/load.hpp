@@ -73,7 +73,7 @@ struct ModelReport {
   ModelMetadata metadata;
   // counts.dropped is every drop; counts.dropped_by_reason those whose
   // reason names a DropReason, other_drops the rest by the answer's name
-  // (the front's "front_inflight", a status's "overload", ...).
+  // (the front's "front_inflight", a status's "resource_exhausted", ...).
   OutcomeCounts counts;
   std::map<std::string, std::uint64_t> other_drops, errors_by_message;
   LatencyHistogram latency;  // ok and late, from the scheduled time

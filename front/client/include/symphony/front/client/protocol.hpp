@@ -110,7 +110,7 @@ struct Classified {
 // Symphony's own signals first (an outcome header or trailer, with its drop
 // reason); without them, by status: success is ok, or late when `latency`
 // exceeded `budget`; 504 / DEADLINE_EXCEEDED dropped "deadline"; 429 /
-// RESOURCE_EXHAUSTED dropped "overload"; HTTP 503 dropped "unavailable";
+// RESOURCE_EXHAUSTED dropped "resource_exhausted"; HTTP 503 dropped "unavailable";
 // anything else, and every failure to get an answer, an error with its
 // message. Requests the client never sent are dropped "client_expired".
 Classified classify(const Answer& a, Duration latency, std::optional<Duration> budget);
