@@ -203,6 +203,19 @@ def test_grpc_register_infer_status_unregister_and_errors(server, shm):
             assert struct.unpack("<f", resp.raw_output_contents[1]) == pytest.approx((10.0,))
             assert floats(shm, 3024, 4) == pytest.approx([2, 4, 6, 8])
 
+            # On a stream: each request's output into its own place in the region.
+            stream = []
+            for i in range(3):
+                r = pb.ModelInferRequest()
+                r.CopyFrom(req)
+                r.id = "s%d" % i
+                r.outputs[0].parameters["shared_memory_offset"].int64_param = 1536 + 16 * i
+                stream.append(r)
+            answers = list(stub.ModelStreamInfer(iter(stream), timeout=30))
+            assert sorted(a.infer_response.id for a in answers) == ["s0", "s1", "s2"]
+            assert all(a.error_message == "" and a.infer_response.raw_output_contents[0] == b"" for a in answers)
+            assert floats(shm, 3536, 12) == pytest.approx([2, 4, 6, 8] * 3)
+
             st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=10)
             assert {n: (r.name, r.key, r.offset, r.byte_size) for n, r in st.regions.items()} == {
                 "g": ("g", key, 2000, 4096)}
