@@ -208,9 +208,10 @@ CLI::App* add_backend(CLI::App& app, int& exit_code) {
   add_json_option(cmd, a.json);
   add_deprecated_json_alias(cmd, "--report", a.report);
   cmd->add_option(
-      "--metrics", a.metrics,
-      "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-      "docs/metrics.md)");
+         "--metrics", a.metrics,
+         "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+         "docs/metrics.md)")
+      ->envname("SYMPHONY_METRICS");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
   cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports");
   cmd->footer("The --json report, written on exit, holds the counters and the input-read latencies.");

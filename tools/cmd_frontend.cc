@@ -131,8 +131,9 @@ CLI::App* add_frontend(CLI::App& app, int& exit_code) {
       "protocol requests in the cluster at once; more get 429 at once (default 4096; the registered "
       "input pool holds about this many inputs)");
   cmd->add_option(
-      "--metrics", a.metrics,
-      "serve Prometheus /metrics (the front's counters), /healthz, /readyz on HOST:PORT (docs/metrics.md)");
+         "--metrics", a.metrics,
+         "serve Prometheus /metrics (the front's counters), /healthz, /readyz on HOST:PORT (docs/metrics.md)")
+      ->envname("SYMPHONY_METRICS");
   add_json_option(cmd, a.json);
   cmd->add_option("--token", a.token, "the cluster token (default: SYMPHONY_CLUSTER_TOKEN or the config's)");
   cmd->add_option("--name", a.name, "name in the scheduler's logs (default frontend-<pid>)");

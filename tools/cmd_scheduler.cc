@@ -229,9 +229,10 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   add_json_option(cmd, a.json);
   add_deprecated_json_alias(cmd, "--report", a.report);
   cmd->add_option(
-      "--metrics", a.metrics,
-      "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-      "overrides the config's cluster.metrics; docs/metrics.md)");
+         "--metrics", a.metrics,
+         "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+         "overrides the config's cluster.metrics; docs/metrics.md)")
+      ->envname("SYMPHONY_METRICS");
   cmd->add_option("--autoscale-window", a.autoscale_window_s,
                   "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
   cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");

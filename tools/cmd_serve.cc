@@ -6,8 +6,11 @@
 // built-in load for its duration with a live progress line; then the report
 // (tables on standard output, --json for the JSON). With --metrics (or the
 // config's `metrics:`) it serves /metrics, /healthz and /readyz throughout.
+// Given neither a config nor a repository, it serves /mnt/models when that
+// folder exists (where KServe mounts a model's storage; docs/deploy.md).
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 
 #include "commands.hpp"
@@ -83,11 +86,24 @@ int wait_for_signal(const sigset_t& stop_signals, ServeApp& app, bool quiet, dou
   return sig;
 }
 
+// Where KServe mounts a model's storage; serve takes it as the model
+// repository when given neither a config nor --model-repository.
+constexpr const char* kKServeModelDir = "/mnt/models";
+
 int run_serve(ServeArgs a) {
   JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
+  if (a.config.empty() && a.model_repository.empty() && std::filesystem::is_directory(kKServeModelDir)) {
+    a.model_repository = kKServeModelDir;
+    std::fprintf(stderr, "serve: no config and no --model-repository: serving %s (KServe's model mount)\n",
+                 kKServeModelDir);
+  }
   const bool repository = !a.model_repository.empty();
   if (a.config.empty() && !repository)
-    return print_error("serve", "give a serve config (YAML) or --model-repository DIR (or both)\n"), 2;
+    return print_error("serve",
+                       "give a serve config (YAML) or --model-repository DIR (or both), or mount a model "
+                       "repository at %s\n",
+                       kKServeModelDir),
+           2;
   if (!repository && (a.model_control_mode != "none" || !a.load_models.empty()))
     return print_error("serve", "--model-control-mode and --load-model need --model-repository DIR\n"), 2;
   serve::RepositoryOptions repo;
@@ -231,9 +247,10 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"on", "off"}));
   add_json_option(cmd, a.json_out);
   cmd->add_option(
-      "--metrics", a.metrics,
-      "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-      "overrides the config's metrics:; docs/metrics.md)");
+         "--metrics", a.metrics,
+         "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
+         "overrides the config's metrics:; docs/metrics.md)")
+      ->envname("SYMPHONY_METRICS");
   cmd->add_option("--metrics-linger", a.metrics_linger_s,
                   "keep the metrics endpoint up this many seconds after the report (SIGINT/SIGTERM ends it)");
   cmd->add_option("--autoscale-window", a.autoscale_window_s,

@@ -20,11 +20,13 @@ front::ListenOptions FrontArgs::listen_options() const {
 }
 
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help) {
-  cmd->add_option(
-      "--http", a.http,
-      "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; docs/front.md)");
+  cmd->add_option("--http", a.http,
+                  "serve the Open Inference Protocol over HTTP/REST on HOST:PORT (port 0: any free port; "
+                  "docs/front.md)")
+      ->envname("SYMPHONY_HTTP");
   cmd->add_option("--grpc", a.grpc,
-                  "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)");
+                  "serve the Open Inference Protocol over gRPC on HOST:PORT (port 0: any free port)")
+      ->envname("SYMPHONY_GRPC");
   cmd->add_option(
       "--port-file", a.port_file,
       "write the addresses the front listens on as JSON ({\"http\": \"HOST:PORT\", \"grpc\": ...}) to this "

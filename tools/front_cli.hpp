@@ -35,6 +35,8 @@ struct FrontArgs {
 // Adds --http, --grpc, --port-file, --http-threads, --max-inflight,
 // --max-connections, --request-timeout, --idle-timeout and
 // --allow-client-shm to `cmd`.
+// --http and --grpc not given take SYMPHONY_HTTP and SYMPHONY_GRPC from the
+// environment (the container image sets Triton's ports; docs/deploy.md).
 // `inflight_help` says what --max-inflight bounds, with its default.
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help);
 
