@@ -140,6 +140,32 @@ TEST(ServeConfigTest, LoadRunWaitIsReadInMilliseconds) {
   }
 }
 
+TEST(ServeConfigTest, AdmissionIsOnByDefaultAndPriorityLevelsArePerModel) {
+  const std::string models =
+      "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, priority_levels: 3, default_priority_level: 2}\n"
+      "  - {name: n, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
+  auto c = parse_serve_config(models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->admission);
+  EXPECT_EQ(c->models[0].priority_levels, 3u);
+  EXPECT_EQ(c->models[0].default_priority_level, 2u);
+  EXPECT_EQ(c->models[1].priority_levels, 0u);
+  c = parse_serve_config("admission: false\n" + models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->admission);
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"admission: maybe\n", "admission"},
+           {"models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, priority_levels: 2, "
+            "default_priority_level: 3}]\n",
+            "models[0].default_priority_level: must be an integer in [1, 2]"},
+           {"models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, default_priority_level: 1}]\n",
+            "models[0].default_priority_level: needs priority_levels"}}) {
+    c = parse_serve_config(bad + (bad.rfind("models", 0) == 0 ? "" : models), "a.yaml", "");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status().message();
+  }
+}
+
 TEST(ServeConfigTest, AMinusOneInputTakesTheDimsItIsProfiledAt) {
   auto c = parse_serve_config(
       "models: [{name: m, path: m.pt, inputs: ['int64[-1]', 'float32[2]'], slo_ms: 10,\n"

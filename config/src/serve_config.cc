@@ -39,7 +39,8 @@ void parse_load(const YamlReader& r, const YAML::Node& l, ServeConfig& c) {
 ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std::string& key) {
   r.check_keys(m, key,
                {"name", "path", "input", "inputs", "profile_inputs", "slo_ms", "max_batch", "max_defer_ms",
-                "max_queue", "rate", "profile", "alpha_ms", "beta_ms", "devices"});
+                "max_queue", "rate", "profile", "alpha_ms", "beta_ms", "devices", "priority_levels",
+                "default_priority_level"});
   const auto k = [&](const char* name) { return YamlReader::join(key, name); };
   ServeModelConfig mc;
   if (!m["name"]) r.fail(m, k("name"), "is missing");
@@ -82,6 +83,14 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
     mc.max_defer = Duration::from_ms(r.number_min(m["max_defer_ms"], k("max_defer_ms"), 0, false));
   if (m["max_queue"])
     mc.max_queue = static_cast<std::uint32_t>(r.integer(m["max_queue"], k("max_queue"), 0, 1 << 30));
+  if (m["priority_levels"])
+    mc.priority_levels =
+        static_cast<std::uint32_t>(r.integer(m["priority_levels"], k("priority_levels"), 0, 1 << 20));
+  if (const YAML::Node n = m["default_priority_level"]) {
+    if (mc.priority_levels == 0) r.fail(n, k("default_priority_level"), "needs priority_levels");
+    mc.default_priority_level =
+        static_cast<std::uint32_t>(r.integer(n, k("default_priority_level"), 1, mc.priority_levels));
+  }
   if (m["rate"]) mc.rate = r.number_min(m["rate"], k("rate"), 0, false);
   if (m["profile"]) mc.profile = resolve(r, r.string(m["profile"], k("profile")));
   if (m["devices"]) mc.devices = r.strings(m["devices"], k("devices"), /*one_ok=*/true);
@@ -113,7 +122,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
-                "load", "models", "metrics", "defer_without_history", "load_run_wait_ms"});
+                "load", "models", "metrics", "defer_without_history", "load_run_wait_ms", "admission"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -135,6 +144,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   if (root["load_run_wait_ms"])
     c.load_run_wait_ms = r.number_in(root["load_run_wait_ms"], "load_run_wait_ms", 0, 3.6e6);
   if (root["shards"]) c.shards = static_cast<std::uint32_t>(r.integer(root["shards"], "shards", 1, 64));
+  if (root["admission"]) c.admission = r.boolean(root["admission"], "admission");
   if (const YAML::Node m = root["metrics"]) {
     c.metrics = r.string(m, "metrics");
     if (c.metrics.find(':') == std::string::npos)

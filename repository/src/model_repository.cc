@@ -200,6 +200,8 @@ const std::set<std::string, std::less<>>& honoured_fields() {
       "dynamic_batching.max_queue_delay_microseconds",
       "dynamic_batching.default_queue_policy.default_timeout_microseconds",
       "dynamic_batching.default_queue_policy.max_queue_size",
+      "dynamic_batching.priority_levels",
+      "dynamic_batching.default_priority_level",
       "instance_group.name",
       "instance_group.kind",
       "instance_group.count",
@@ -354,6 +356,18 @@ Status translate_dynamic_batching(const std::string& config_path, const inferenc
                          std::to_string(b) + " is not a batch size");
     m.preferred_batch_sizes.push_back(b);
   }
+  // Triton's ranges: levels up to what a request's uint32 priority can name,
+  // the default among them.
+  if (db.priority_levels() > 0xffffffffu)
+    return field_error(config_path, "dynamic_batching.priority_levels",
+                       std::to_string(db.priority_levels()) + " is beyond 4294967295");
+  m.priority_levels = static_cast<std::uint32_t>(db.priority_levels());
+  if (db.default_priority_level() > db.priority_levels() ||
+      (db.priority_levels() > 0 && db.default_priority_level() == 0))
+    return field_error(config_path, "dynamic_batching.default_priority_level",
+                       std::to_string(db.default_priority_level()) +
+                           " must be in [1, priority_levels = " + std::to_string(db.priority_levels()) + "]");
+  m.default_priority_level = static_cast<std::uint32_t>(db.default_priority_level());
   return Status();
 }
 

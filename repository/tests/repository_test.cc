@@ -85,6 +85,8 @@ instance_group [
 dynamic_batching {
   preferred_batch_size: [ 8, 16 ]
   max_queue_delay_microseconds: 500
+  priority_levels: 3
+  default_priority_level: 2
   default_queue_policy {
     timeout_action: REJECT
     default_timeout_microseconds: 100000
@@ -130,6 +132,8 @@ TEST_F(RepositoryTest, ReadsATritonConfig) {
   EXPECT_EQ(m.max_defer, Duration::microseconds(500));
   EXPECT_EQ(m.default_budget, Duration::milliseconds(100));
   EXPECT_EQ(m.max_queue_size, 256u);
+  EXPECT_EQ(m.priority_levels, 3u);
+  EXPECT_EQ(m.default_priority_level, 2u);
   EXPECT_EQ(m.slo, Duration::milliseconds(25));
   EXPECT_EQ(m.preferred_batch_sizes, (std::vector<std::int32_t>{8, 16}));
 
@@ -304,6 +308,10 @@ TEST_F(RepositoryTest, BadValuesNameTheirField) {
                  {"parameters[\"symphony.slo\"]", "symphony.slo_ms"});
   expect_refused(model("h", "dynamic_batching { preferred_batch_size: [ 0 ] }"),
                  {"dynamic_batching.preferred_batch_size[0]"});
+  expect_refused(model("i", "dynamic_batching { priority_levels: 2 default_priority_level: 3 }"),
+                 {"dynamic_batching.default_priority_level", "[1, priority_levels = 2]"});
+  expect_refused(model("j", "dynamic_batching { priority_levels: 2 }"),
+                 {"dynamic_batching.default_priority_level"});
 }
 
 TEST_F(RepositoryTest, AWildcardInputIsServedAndProfiledAtItsWarmupDims) {

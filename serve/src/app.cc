@@ -23,6 +23,7 @@ server::ServerOptions server_options(const config::ServeConfig& cfg) {
   so.profile_repeats = cfg.profile_repeats;
   so.recalibration = cfg.recalibration;
   so.load_run_wait = Duration::from_ms(cfg.load_run_wait_ms);
+  so.admission = cfg.admission;
   so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   return so;
 }
@@ -43,6 +44,8 @@ Result<server::ModelOptions> model_options(const config::ServeModelConfig& m) {
   mo.max_batch = m.max_batch;
   mo.max_defer = m.max_defer;
   mo.max_queue = m.max_queue;
+  mo.priority_levels = m.priority_levels;
+  mo.default_priority_level = m.default_priority_level;
   mo.profile = m.profile;
   mo.alpha = m.alpha;
   mo.beta = m.beta;

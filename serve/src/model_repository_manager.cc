@@ -171,6 +171,8 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   o.output_reshapes = std::move(t.output_reshapes);
   o.max_defer = m.max_defer;
   o.max_queue = m.max_queue_size.value_or(0);
+  o.priority_levels = m.priority_levels;
+  o.default_priority_level = m.default_priority_level;
   for (const TensorSpec& sample : t.inputs) o.inputs.push_back(sample.to_string());
   for (const TensorSpec& sample : t.profile_inputs) o.profile_inputs.push_back(sample.to_string());
   out.protocol.input_names = std::move(t.input_names);

@@ -224,7 +224,7 @@ bool ServerService::route(std::string_view model, std::string_view version, Vers
 
 Status ServerService::infer_async(std::string_view model, std::string_view version,
                                   std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
-                                  RoutedDone done, std::uint64_t* ticket) {
+                                  RoutedDone done, std::uint64_t* ticket, std::uint32_t priority) {
   Version target;
   if (!route(model, version, &target)) {
     // The server's words for an unknown model, with the protocol's names.
@@ -246,14 +246,36 @@ Status ServerService::infer_async(std::string_view model, std::string_view versi
   for (int attempt = 0;; ++attempt) {
     Status s = server_.infer_async(
         target.route.server_name, inputs, deadline,
-        [done, route = target.route](server::InferResult&& r) { done(std::move(r), route); }, ticket);
+        [done, route = target.route](server::InferResult&& r) { done(std::move(r), route); }, ticket,
+        priority);
     if (s.ok() || s.code() != Errc::kNotFound || attempt == 3) return s;
     const std::string was = target.route.server_name;
     if (!route(model, version, &target) || target.route.server_name == was) return s;
   }
 }
 
+namespace {
+// The request's `priority` parameter (Triton's: 1 the highest, 0 or absent
+// the model's default), or an error naming it.
+std::optional<std::uint32_t> request_priority(const InferRequest& req, std::string* error) {
+  auto it = req.parameters.find("priority");
+  if (it == req.parameters.end()) return 0u;
+  const Parameter& p = it->second;
+  if (p.kind == Parameter::Kind::kUint && p.u <= 0xffffffffu) return static_cast<std::uint32_t>(p.u);
+  if (p.kind == Parameter::Kind::kInt && p.i >= 0 && p.i <= 0xffffffffll)
+    return static_cast<std::uint32_t>(p.i);
+  *error = "parameter 'priority' must be an integer from 0 (the model's default) to its priority_levels";
+  return std::nullopt;
+}
+}  // namespace
+
 std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done done) {
+  std::string bad;
+  const std::optional<std::uint32_t> priority = request_priority(req, &bad);
+  if (!priority) {
+    done(Reply::error(Code::kInvalidArgument, bad));
+    return 0;
+  }
   std::vector<at::Tensor> inputs;
   inputs.reserve(req.inputs.size());
   for (Tensor& t : req.inputs) {
@@ -290,7 +312,7 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
         reply.version = route.version;
         done(std::move(reply));
       },
-      &ticket);
+      &ticket, *priority);
   if (!s.ok()) {
     done(Reply::error(code_of(s.code()), s.message()));
     return 0;

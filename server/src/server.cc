@@ -617,9 +617,23 @@ struct Server::Impl final : BatchRunner {
   }
 
   // ---- submission -------------------------------------------------------------------
+  // Triton's request priority (1 the highest, 0 the model's default) as the
+  // scheduler's level (0 the highest).
+  static Result<std::uint32_t> priority_level(const Model& m, std::uint32_t priority) {
+    const std::uint32_t levels = m.opts.priority_levels;
+    if (levels <= 1) return 0u;  // one level: every priority is the same
+    if (priority > levels)
+      return Status(Errc::kInvalidArgument, "model '" + m.opts.name + "': priority " +
+                                                std::to_string(priority) + " is beyond its priority_levels " +
+                                                std::to_string(levels) +
+                                                " (1 is the highest, 0 the default)");
+    if (priority == 0) priority = m.opts.default_priority_level ? m.opts.default_priority_level : levels;
+    return std::min(priority, levels) - 1;
+  }
+
   Status submit(std::string_view name, std::vector<at::Tensor>&& inputs, std::optional<Duration> deadline,
                 std::promise<InferResult>* promise, std::function<void(InferResult&&)>&& cb,
-                std::uint64_t* ticket = nullptr) {
+                std::uint64_t* ticket = nullptr, std::uint32_t priority = 0) {
     if (!running.load(std::memory_order_acquire))
       return Status(Errc::kFailedPrecondition,
                     stopped ? "the server is stopped" : "the server is not started");
@@ -649,6 +663,8 @@ struct Server::Impl final : BatchRunner {
     } else {
       samples = emulated_samples(*m, inputs);
     }
+    const Result<std::uint32_t> level = priority_level(*m, priority);
+    if (!level.ok()) return level.status();
     if (samples > static_cast<std::int64_t>(m->max_batch))
       return Status(Errc::kInvalidArgument, "model '" + std::string(name) + "': a request of " +
                                                 std::to_string(samples) + " samples exceeds its max batch " +
@@ -682,7 +698,7 @@ struct Server::Impl final : BatchRunner {
     }
     if (samples > 1)
       return submit_group(m, std::move(inputs), static_cast<std::uint32_t>(samples), now, times, promise,
-                          std::move(cb), ticket);
+                          std::move(cb), ticket, *level);
     const std::optional<std::uint32_t> slot = acquire();
     if (!slot)
       return Status(Errc::kCapacityExceeded, "the server is overloaded: " + std::to_string(opts.max_pending) +
@@ -705,7 +721,7 @@ struct Server::Impl final : BatchRunner {
     p.ticket.store(tk, std::memory_order_release);  // release: with the model id, for cancel()
     if (ticket) *ticket = tk;
     m->tally.sent();
-    const SubmitStatus st = runtime->submit(m->id, tk, times.target);
+    const SubmitStatus st = runtime->submit(m->id, tk, times.target, *level);
     if (st == SubmitStatus::kUnknownModel) {
       // Removed between the lookup and the submission: nothing was queued.
       m->tally.unsend();
@@ -724,7 +740,7 @@ struct Server::Impl final : BatchRunner {
   // A request of k > 1 samples (Group): k slots, submitted one by one.
   Status submit_group(const std::shared_ptr<Model>& m, std::vector<at::Tensor>&& inputs, std::uint32_t k,
                       TimePoint now, RequestTimes times, std::promise<InferResult>* promise,
-                      std::function<void(InferResult&&)>&& cb, std::uint64_t* ticket) {
+                      std::function<void(InferResult&&)>&& cb, std::uint64_t* ticket, std::uint32_t level) {
     std::vector<std::uint32_t> got;
     {
       std::lock_guard<std::mutex> lock(free_mu);
@@ -777,7 +793,7 @@ struct Server::Impl final : BatchRunner {
     if (ticket) *ticket = g->tickets.front();
     m->tally.sent();
     for (std::uint32_t i = 0; i < k; ++i) {
-      if (runtime->submit(m->id, g->tickets[i], times.target) != SubmitStatus::kUnknownModel) continue;
+      if (runtime->submit(m->id, g->tickets[i], times.target, level) != SubmitStatus::kUnknownModel) continue;
       // Removed meanwhile: this sample never ran (the request ends dropped).
       RequestOutcome o;
       o.tag = g->tickets[i];
@@ -916,6 +932,10 @@ struct Server::Impl final : BatchRunner {
     if (mo.max_batch == 0) return Status(Errc::kInvalidArgument, who + ": max_batch must be at least 1");
     if (!mo.batch_dimension && mo.max_batch != 1)
       return Status(Errc::kInvalidArgument, who + ": a model without a batch dimension takes max_batch 1");
+    if (mo.default_priority_level > mo.priority_levels)
+      return Status(Errc::kInvalidArgument,
+                    who + ": default_priority_level " + std::to_string(mo.default_priority_level) +
+                        " is beyond priority_levels " + std::to_string(mo.priority_levels));
     SYMPHONY_ASSIGN_OR_RETURN(m->gpus, model_gpus(mo.devices).with_context(who));
     m->replica_of.assign(device_specs.size(), kNoReplica);
     for (std::size_t k = 0; k < m->gpus.size(); ++k) m->replica_of[m->gpus[k]] = k;
@@ -1067,6 +1087,7 @@ struct Server::Impl final : BatchRunner {
     mc.timeout = model_timeout(opts.policy, mc.slo, std::nullopt);
     mc.max_defer = m.opts.max_defer;
     mc.max_queue = m.opts.max_queue;
+    mc.priority_levels = m.opts.priority_levels;
     mc.defer_without_history = opts.defer_without_history;      // docs/serving.md#the-first-request
     if (m.gpus.size() < device_specs.size()) mc.gpus = m.gpus;  // empty: every device
     return mc;
@@ -1112,6 +1133,8 @@ struct Server::Impl final : BatchRunner {
     rc.ingress_capacity = opts.max_pending;
     rc.delays = opts.delays;
     rc.recalibration = opts.recalibration;
+    rc.admission = opts.admission;
+    if (!opts.admission) rc.ingress_wait_share = 0;
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) {
       const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(), [](const DeviceSpec& d) {
@@ -1392,10 +1415,10 @@ Result<std::future<InferResult>> Server::infer(std::string_view model, std::vect
 
 Status Server::infer_async(std::string_view model, std::vector<at::Tensor> inputs,
                            std::optional<Duration> deadline, std::function<void(InferResult&&)> done,
-                           std::uint64_t* ticket) {
+                           std::uint64_t* ticket, std::uint32_t priority) {
   if (ticket) *ticket = 0;
   if (!done) return Status(Errc::kInvalidArgument, "infer_async needs a callback");
-  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done), ticket);
+  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done), ticket, priority);
 }
 
 bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }

@@ -1084,7 +1084,7 @@ def test_emulated_killed_backend_every_request_answered_once_errors_name_it(emul
         assert (status, msg) in errors or "not ready" in msg, (status, msg)
     fast = report["models"]["fast"]
     assert fast["errors"] == len(errors)
-    assert set(fast["dropped_by_reason"]) <= {"expired", "batch_policy", "infeasible", "unavailable"}, fast
+    assert set(fast["dropped_by_reason"]) <= {"expired", "batch_policy", "infeasible", "unavailable", "overload"}, fast
     assert report["models"]["busy"]["errors"] == 1
 
 

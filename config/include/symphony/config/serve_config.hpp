@@ -33,8 +33,11 @@ struct ServeModelConfig {
   std::vector<std::string> profile_inputs;
   Duration slo;
   std::uint32_t max_batch = 32;
-  std::optional<Duration> max_defer;    // ModelConfig::max_defer; unset: no cap
-  std::uint32_t max_queue = 0;          // ModelConfig::max_queue; 0: no bound
+  std::optional<Duration> max_defer;  // ModelConfig::max_defer; unset: no cap
+  std::uint32_t max_queue = 0;        // ModelConfig::max_queue; 0: no bound
+  // ModelOptions::priority_levels / default_priority_level (0: unset).
+  std::uint32_t priority_levels = 0;
+  std::uint32_t default_priority_level = 0;
   double rate = 0;                      // requests/s from the load generator
   std::string profile = "auto";         // "auto" or a profile file
   std::optional<Duration> alpha, beta;  // emulated devices
@@ -62,6 +65,9 @@ struct ServeConfig {
   // `load_run_wait_ms:` (ServerOptions::load_run_wait): how long each run of
   // a model loaded while others serve waits for a gap in its device's schedule.
   double load_run_wait_ms = 500;
+  // `admission:` (ServerOptions::admission): refuse at once what the backlog
+  // could not serve in time (on, the default), or queue it to expire (off).
+  bool admission = true;
   // `load:`: with it, serve drives the models with its own generator for
   // duration_s; without it, serve answers protocol requests (--http, --grpc)
   // until SIGINT/SIGTERM.

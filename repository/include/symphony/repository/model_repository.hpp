@@ -106,6 +106,9 @@ struct RepositoryModel {
   std::optional<Duration> default_budget;
   // dynamic_batching.default_queue_policy.max_queue_size: the most requests queued.
   std::optional<std::uint32_t> max_queue_size;
+  // dynamic_batching.priority_levels and default_priority_level (0: unset).
+  std::uint32_t priority_levels = 0;
+  std::uint32_t default_priority_level = 0;
   // parameters["symphony.slo_ms"].
   std::optional<Duration> slo;
   // Empty: the config has no instance_group (Triton: one instance on each GPU, else the CPU).

@@ -81,6 +81,11 @@ struct ServerOptions {
   // takes the device once its running batches end. A load waits in all at
   // most as long as its runs took, plus this.
   Duration load_run_wait = Duration::milliseconds(500);
+  // Admission (docs/architecture.md#admission): a request the backlog ahead
+  // of it could not serve in time is refused at once (dropped, `overload`:
+  // 429 / RESOURCE_EXHAUSTED on the protocol) rather than queued to expire.
+  // Off: only full queues and infeasible budgets are refused.
+  bool admission = true;
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
 };
@@ -103,6 +108,12 @@ struct ModelOptions {
   // more are dropped at once (queue_full: 429 / RESOURCE_EXHAUSTED on the
   // protocol). 0: no bound but the server's own.
   std::uint32_t max_queue = 0;
+  // Priority levels, Triton's dynamic_batching.priority_levels: a request's
+  // priority is 1 (the highest) to priority_levels, 0 meaning
+  // default_priority_level (0 here: the lowest). Under overload admission
+  // refuses the lower levels first. 0: one level, priorities are ignored.
+  std::uint32_t priority_levels = 0;
+  std::uint32_t default_priority_level = 0;
   // The server's devices that serve the model (a model repository's
   // instance_group): its replicas load, warm up and run there only, and the
   // scheduler grants its batches only to them (ModelConfig::gpus). Each must
@@ -286,8 +297,11 @@ class Server {
   // thread; it must not block). `ticket`, when given, receives the request's
   // ticket for cancel(), before `done` can run; 0 when the call fails
   // (nothing was queued).
+  // `priority`: Triton's request priority (ModelOptions::priority_levels;
+  // 0: the model's default); one beyond the model's levels is refused.
   Status infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
-                     std::function<void(InferResult&&)> done, std::uint64_t* ticket = nullptr);
+                     std::function<void(InferResult&&)> done, std::uint64_t* ticket = nullptr,
+                     std::uint32_t priority = 0);
 
   // Cancels the request of `ticket` (from infer_async) if it is still queued
   // (for k samples: those still queued, and the request ends dropped once

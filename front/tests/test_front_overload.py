@@ -1,0 +1,112 @@
+"""Admission and priorities on `symphony serve` (docs/architecture.md#admission),
+driven by clients we did not write: curl and grpcio stubs generated from
+front/proto/inference.proto.
+
+One emulated device, models of one request at a time (300 ms each) and a 1 s
+SLO: three queued requests can end in time, a fourth cannot even in the best
+case, so admission refuses it at once (429 / RESOURCE_EXHAUSTED, reason
+`overload`) instead of queueing it to expire. Every wait is bounded.
+"""
+import json
+import signal
+import threading
+
+import grpc
+
+from oip_harness import Serve, curl, grpc_stubs
+
+CONFIG = """
+    devices: emulated:1
+    policy: eager
+    models:
+      - {name: one, input: "float32[4]", slo_ms: 1000, max_batch: 1, alpha_ms: 0, beta_ms: 300}
+      - {name: ranked, input: "float32[4]", slo_ms: 1000, max_batch: 1, alpha_ms: 0, beta_ms: 300,
+         priority_levels: 2, default_priority_level: 2}
+"""
+
+BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]})
+
+
+def infer_http(s, model, body=BODY):
+    status, headers, out = curl("-X", "POST", "-H", "Content-Type: application/json",
+                                s.url + "/v2/models/%s/infer" % model, body=body.encode(), timeout=30)
+    return status, headers, out.decode(errors="replace")
+
+
+def in_parallel(calls):
+    """Runs every call on its own thread; returns their results in order."""
+    out = [None] * len(calls)
+
+    def run(i):
+        out[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(not t.is_alive() for t in threads)
+    return out
+
+
+def test_a_backlog_that_cannot_be_served_in_time_is_refused_at_once_with_429():
+    s = Serve(CONFIG)
+    try:
+        answers = in_parallel([lambda: infer_http(s, "one") for _ in range(6)])
+    finally:
+        rc, report = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+    refused = [a for a in answers if a[0] == 429]
+    # At most one running and three queued can be admitted: two or more are refused.
+    assert len(refused) >= 2, answers
+    for status, headers, body in refused:
+        assert headers.get("symphony-drop-reason") == "overload", (headers, body)
+        assert "overloaded" in body and "budget of 1000 ms" in body, body
+    assert all(a[0] in (200, 429, 504) for a in answers), answers
+    one = report["models"]["one"]
+    assert one["sent"] == 6
+    assert one["dropped_by_reason"].get("overload") == len(refused), one
+
+
+def ranked_request(pb, priority=None):
+    r = pb.ModelInferRequest(model_name="ranked")
+    r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    r.raw_input_contents.append(b"\0" * 16)
+    if priority is not None:
+        r.parameters["priority"].uint64_param = priority
+    return r
+
+
+def test_priorities_refuse_the_lower_level_first_and_a_bad_priority_is_named():
+    s = Serve(CONFIG)
+    pb, pb_grpc = grpc_stubs()
+    try:
+        # Over REST: a priority beyond the model's levels is a bad request.
+        body = json.loads(BODY)
+        body["parameters"] = {"priority": 3}
+        status, _, text = infer_http(s, "ranked", json.dumps(body))
+        assert status == 400 and "priority 3" in text and "priority_levels 2" in text, (status, text)
+        with grpc.insecure_channel(s.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            # Level 2 (the default) may wait half its 1 s: one queued at most;
+            # level 1 may wait all of it: three.
+            low = [stub.ModelInfer.future(ranked_request(pb), timeout=30) for _ in range(3)]
+            high = [stub.ModelInfer.future(ranked_request(pb, 1), timeout=30) for _ in range(2)]
+
+            def code(f):
+                try:
+                    f.result(timeout=30)
+                    return grpc.StatusCode.OK
+                except grpc.RpcError as e:
+                    return e.code(), dict(e.trailing_metadata() or ()).get("symphony-drop-reason")
+
+            low_codes = [code(f) for f in low]
+            high_codes = [code(f) for f in high]
+    finally:
+        rc, report = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+    overloaded = (grpc.StatusCode.RESOURCE_EXHAUSTED, "overload")
+    assert low_codes.count(overloaded) >= 1, low_codes
+    assert overloaded not in high_codes, high_codes
+    ranked = report["models"]["ranked"]
+    assert ranked["dropped_by_reason"].get("overload") == low_codes.count(overloaded), ranked
