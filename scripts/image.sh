@@ -162,12 +162,23 @@ revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 source_url="${SYMPHONY_IMAGE_SOURCE:-$(git remote get-url origin 2>/dev/null || echo unknown)}"
 step "building $tag and $latest on $base (deploy/Containerfile)"
 # --format docker: the OCI format has no HEALTHCHECK. --network host: the
-# package installs reach Debian's archive the way this machine does.
+# package installs reach Debian's archive the way this machine does. The
+# labels that change between builds are given again with --label: podman
+# 4.3 reuses a cached LABEL layer whose ARGs have changed.
+previous=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
 t0=$(date +%s)
 podman build --format docker --network host -f deploy/Containerfile \
   --build-arg "BASE=$base" --build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
   --build-arg "SOURCE=$source_url" --build-arg "VARIANT=$variant" \
+  --label "org.opencontainers.image.version=$version" --label "org.opencontainers.image.revision=$revision" \
+  --label "org.opencontainers.image.source=$source_url" --label "org.opencontainers.image.base.name=$base" \
+  --label "io.symphony.variant=$variant" \
   -t "$tag" -t "$latest" "$ctx"
+# The image these tags named before, now without a name: removed (its layers are shared or stale).
+if [[ -n "$previous" && "$previous" != "$(podman image inspect --format '{{.Id}}' "$tag")" ]] \
+   && [[ -z "$(podman image inspect --format '{{join .RepoTags ","}}' "$previous" 2>/dev/null)" ]]; then
+  podman rmi "$previous" >/dev/null 2>&1 || true
+fi
 size=$(podman image inspect --format '{{.Size}}' "$tag")
 printf '\nbuilt %s (= %s) in %d s: %d MB (%d bytes; the base alone: %d MB)\n' "$tag" "$latest" \
   $(($(date +%s) - t0)) $((size / 1000000)) "$size" \
