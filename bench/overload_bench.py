@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Overload: goodput and the served requests' p99 against offered load, with
+admission on and off in the same run (bench/results/overload.md).
+
+  /usr/bin/python3 bench/overload_bench.py [--build-dir build/release] [--out bench/results/overload]
+                                  [--only runtime serve] [--seconds 3]
+
+Three parts, each a sweep of offered load over multiples of a capacity that
+the sweep itself measures (the best goodput at or below it, with admission
+on), each point run with admission off and on back to back:
+
+  runtime  `symphony stress`, 1 shard: 64 models on 64 emulated GPUs with the
+           default profile (short of the shard's CPU, 0.5-6 M r/s offered), and
+           one model on one GPU, l(b) = 0.1 ms*b + 5 ms, SLO 50 ms (short of GPU,
+           0.5x-10x its capacity); then two priorities at 3x on the latter,
+           the high one at half the capacity.
+  serve    `symphony serve` with one emulated device, driven through HTTP and
+           gRPC by `symphony load`: open loop (--rate) and a closed-loop flood
+           (--concurrency 64..4096), for a device-bound model (l(b) = 0.5 ms*b
+           + 2 ms, max batch 16, SLO 40 ms: about 1600 r/s) and a CPU-bound one
+           (a few us per batch: the front is the bottleneck).
+
+Writes OUT/overload.json and OUT/overload.png. Every run is bounded; the
+whole takes about 15 minutes on 2 cores with the defaults. Measure on a quiet
+machine: the load average is recorded with each point.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run_json(cmd, out, timeout):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
+    with open(out) as f:
+        return json.load(f)
+
+
+# ---- the runtime ---------------------------------------------------------------------------
+
+GPU_BOUND = ["--models", "1", "--gpus", "1", "--alpha", "0.1", "--beta", "5", "--slo", "50"]
+CPU_BOUND = ["--models", "64", "--gpus", "64"]
+
+
+def stress(a, tmp, rate, admission, shape, low_share=0.0):
+    out = os.path.join(tmp, "stress.json")
+    cmd = [a.symphony, "stress"] + shape + ["--shards", "1", "--clients", "1", "--rate", f"{rate:.0f}",
+                                            "--duration", f"{a.seconds:g}", "--admission", admission, "--json", out]
+    if low_share:
+        cmd += ["--low-priority-share", f"{low_share:g}"]
+    j = run_json(cmd, out, timeout=a.seconds * 10 + 60)
+    j["loadavg"] = loadavg()
+    return j
+
+
+def runtime_part(a, tmp):
+    res = {}
+    for name, shape, rates in (("runtime, CPU-bound (64 models, 64 GPUs)", CPU_BOUND,
+                                [0.5e6, 1e6, 2e6, 3e6, 4e6, 6e6]),
+                               ("runtime, GPU-bound (1 model, 1 GPU)", GPU_BOUND,
+                                [4e3, 8e3, 16e3, 40e3, 80e3])):
+        pts = []
+        for r in rates:
+            for adm in ("off", "on"):
+                j = stress(a, tmp, r, adm, shape)
+                log(f"{name}: offered {j['offered_rps']:.0f} admission {adm}: goodput {j['goodput_rps']:.0f}, "
+                    f"mean batch {j['mean_batch']:.1f}, overload {j['overload']}, cpu gen {j['generator_cpu_s']:.2f} "
+                    f"runtime {j['runtime_cpu_s']:.2f} s")
+                pts.append({"admission": adm, "offered_rps": j["offered_rps"], "goodput_rps": j["goodput_rps"],
+                            "p99_ms": None, "mean_batch": j["mean_batch"], "overload": j["overload"],
+                            "bad_rate": j["bad_rate"], "generator_cpu_s": j["generator_cpu_s"],
+                            "runtime_cpu_s": j["runtime_cpu_s"], "loadavg": j["loadavg"]})
+        res[name] = pts
+    # Two priorities at 3x the GPU-bound capacity, the high one at half of it.
+    peak = max(p["goodput_rps"] for p in res["runtime, GPU-bound (1 model, 1 GPU)"] if p["admission"] == "on")
+    prio = []
+    for adm in ("off", "on"):
+        j = stress(a, tmp, 3 * peak, adm, GPU_BOUND, low_share=5 / 6)
+        lost = [1 - j["ok_by_priority"][k] / max(1, j["sent_by_priority"][k]) for k in (0, 1)]
+        log(f"priorities at 3x ({3 * peak:.0f} r/s) admission {adm}: high loses {100 * lost[0]:.2f} %, "
+            f"low {100 * lost[1]:.2f} %")
+        prio.append({"admission": adm, "offered_rps": j["offered_rps"], "sent": j["sent_by_priority"],
+                     "ok": j["ok_by_priority"], "lost": lost})
+    return res, prio
+
+
+# ---- serve ---------------------------------------------------------------------------------
+
+MODELS = {
+    "device-bound": "{name: m, input: \"float32[4]\", slo_ms: 40, max_batch: 16, alpha_ms: 0.5, beta_ms: 2}",
+    "CPU-bound": "{name: m, input: \"float32[4]\", slo_ms: 40, max_batch: 32, alpha_ms: 0.001, beta_ms: 0.01}",
+}
+
+
+class Serve:
+    def __init__(self, a, tmp, model, admission):
+        cfg = os.path.join(tmp, "serve.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"devices: emulated:1\nadmission: {'true' if admission == 'on' else 'false'}\n"
+                    f"models:\n  - {MODELS[model]}\n")
+        pf = os.path.join(tmp, "ports.json")
+        if os.path.exists(pf):
+            os.unlink(pf)
+        self.log = open(os.path.join(tmp, "serve.log"), "w")
+        self.p = subprocess.Popen([a.symphony, "serve", cfg, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+                                   "--port-file", pf, "--quiet"], stdout=self.log, stderr=subprocess.STDOUT)
+        until = time.time() + 30
+        while not os.path.exists(pf):
+            if self.p.poll() is not None or time.time() > until:
+                self.stop()
+                raise RuntimeError("serve did not start; see " + self.log.name)
+            time.sleep(0.05)
+        time.sleep(0.1)
+        with open(pf) as f:
+            self.ports = json.load(f)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+def load(a, tmp, url, rate=None, concurrency=None):
+    out = os.path.join(tmp, "load.json")
+    cmd = [a.symphony, "load", "--url", url, "--model", "m", "--duration", f"{a.seconds + 1:g}", "--warmup", "1",
+           "--json", out, "--quiet", "--drain", "5"]
+    if rate:
+        cmd += ["--rate", f"{rate:.0f}"]
+    else:
+        cmd += ["--concurrency", str(concurrency), "--connections", str(min(concurrency, 16384))]
+    j = run_json(cmd, out, timeout=a.seconds * 10 + 60)
+    m = j["models"]["m"]
+    return {"offered_rps": m.get("offered_rps", j.get("offered_rps")), "goodput_rps": j["goodput_rps"],
+            "p99_ms": m["latency_ms"]["p99"] if "latency_ms" in m else None, "sent": j["sent"], "ok": j["ok"],
+            "dropped": j["dropped"], "late": j["late"], "errors": j["errors"], "loadavg": loadavg(),
+            "dropped_by_reason": m.get("dropped_by_reason")}
+
+
+def serve_part(a, tmp):
+    res = {}
+    for model, nominal in (("device-bound", 1600.0), ("CPU-bound", None)):
+        for proto in ("http", "grpc"):
+            capacity = nominal
+            name = f"serve {proto}, {model}"
+            pts = []
+            if capacity is None:  # the front's own capacity: the closed loop at 64 shows it
+                s = Serve(a, tmp, model, "on")
+                try:
+                    capacity = load(a, tmp, f"{proto}://{s.ports[proto]}", concurrency=64)["goodput_rps"]
+                finally:
+                    s.stop()
+                log(f"{model}: capacity {capacity:.0f} r/s (closed loop, 64 outstanding)")
+            for adm in ("off", "on"):
+                s = Serve(a, tmp, model, adm)
+                url = f"{proto}://{s.ports[proto]}"
+                try:
+                    for mult in (0.5, 1, 2, 5, 10):
+                        p = load(a, tmp, url, rate=mult * capacity)
+                        p.update(admission=adm, loop="open", multiple=mult)
+                        log(f"{name} open {mult}x admission {adm}: goodput {p['goodput_rps']:.0f} p99 {p['p99_ms']}")
+                        pts.append(p)
+                    for conc in (64, 512, 2048, 4096):
+                        p = load(a, tmp, url, concurrency=conc)
+                        p.update(admission=adm, loop="closed", concurrency=conc)
+                        log(f"{name} closed {conc} admission {adm}: goodput {p['goodput_rps']:.0f} p99 {p['p99_ms']}")
+                        pts.append(p)
+                finally:
+                    s.stop()
+            res[name] = {"capacity_rps": capacity, "points": pts}
+    return res
+
+
+def plot(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = list(data.get("runtime", {}).items()) + [(k, v["points"]) for k, v in data.get("serve", {}).items()]
+    if not runs:
+        return
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.6), squeeze=False)
+    for ax, (name, pts) in zip(axes[0], runs):
+        for adm, style in (("off", "o--"), ("on", "s-")):
+            xs = sorted((p for p in pts if p["admission"] == adm and p.get("loop", "open") == "open"),
+                        key=lambda p: p["offered_rps"])
+            ax.plot([p["offered_rps"] for p in xs], [p["goodput_rps"] for p in xs], style,
+                    label=f"admission {adm}")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("offered r/s")
+        ax.set_ylabel("goodput r/s")
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def replot(out):
+    """Redraws OUT/overload.png from OUT/overload.json."""
+    with open(os.path.join(out, "overload.json")) as f:
+        plot(json.load(f), os.path.join(out, "overload.png"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "overload"))
+    ap.add_argument("--only", nargs="*", default=["runtime", "serve"], choices=["runtime", "serve"])
+    ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
+    ap.add_argument("--replot", action="store_true", help="only redraw OUT/overload.png from OUT/overload.json")
+    a = ap.parse_args()
+    if a.replot:
+        replot(a.out)
+        return
+    a.symphony = os.path.join(a.build_dir, "symphony")
+    os.makedirs(a.out, exist_ok=True)
+    data = {"command": " ".join(["/usr/bin/python3", "bench/overload_bench.py"] + sys.argv[1:]),
+            "nproc": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="overload-") as tmp:
+        if "runtime" in a.only:
+            data["runtime"], data["priorities"] = runtime_part(a, tmp)
+        if "serve" in a.only:
+            data["serve"] = serve_part(a, tmp)
+    with open(os.path.join(a.out, "overload.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    plot(data, os.path.join(a.out, "overload.png"))
+    log("wrote " + os.path.join(a.out, "overload.json"))
+
+
+if __name__ == "__main__":
+    main()
