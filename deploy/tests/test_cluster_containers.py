@@ -34,7 +34,7 @@ models:
   - {name: model, alpha_ms: 1, beta_ms: 20, slo_ms: 2000, max_batch: 8}
 cluster:
   heartbeat_ms: 50
-  heartbeat_timeout_ms: 500
+  heartbeat_timeout_ms: 1000
   schedulers: ["sched-0:7000", "sched-1:7000"]
   models:
     model: {input: "float32[4]", output: "uint8[16]"}
@@ -56,11 +56,18 @@ def cluster():
     env = ("SYMPHONY_CLUSTER_TOKEN=" + TOKEN,)
     common = ["--network", net]
     c = {}
+    # The primary first, then its spare, which must hear it within the heartbeat timeout (a
+    # scheduler that hears no primary in time becomes one); an orchestrator starts them so too
+    # (the StatefulSet's ordinals).
     for i in (0, 1):
         c["sched-%d" % i] = ch.run(ch.unique("symphony-sched-%d" % i),
                                    ["scheduler", "--listen", "sched-%d:7000" % i, "--config", "/etc/symphony/cluster.yaml"],
                                    volumes=(conf,), env=env, extra=common + ["--network-alias", "sched-%d" % i])
-    ch.wait_until("a primary scheduler", lambda: logs_have(c["sched-0"], "primary now"), 60, c["sched-0"])
+        if i == 0:
+            ch.wait_until("a primary scheduler", lambda: logs_have(c["sched-0"], "primary now"), 60, c["sched-0"])
+    ch.wait_until("the spare's start", lambda: logs_have(c["sched-1"], "a spare until it hears"), 60, c["sched-1"])
+    time.sleep(2)  # past the spare's heartbeat timeout: it heard the primary, or took over
+    assert not logs_have(c["sched-1"], "primary now"), ch.logs(c["sched-1"]) + ch.logs(c["sched-0"])
     c["backend"] = ch.run(ch.unique("symphony-backend"),
                           ["backend", "--config", "/etc/symphony/cluster.yaml", "--devices", "emulated:2",
                            "--name", "backend-0"], volumes=(conf,), env=env, extra=common)
@@ -76,10 +83,13 @@ def cluster():
     return c
 
 
-def infer(c):
-    """(status, outcome header); a transport failure raises."""
-    status, headers, _ = curl(c["url"] + "/v2/models/model/infer", "-H", "Content-Type: application/json",
-                              body=BODY, timeout=30)
+def infer(c, errors=None):
+    """(status, outcome header); the error of an answer other than 200 goes to
+    `errors`; a transport failure raises."""
+    status, headers, out = curl(c["url"] + "/v2/models/model/infer", "-H", "Content-Type: application/json",
+                                body=BODY, timeout=30)
+    if status != 200 and errors is not None:
+        errors.append("%d %s" % (status, out.decode(errors="replace")))
     return status, headers.get("symphony-outcome")
 
 
@@ -105,6 +115,7 @@ def test_frontend_serves_rest_grpc_and_metrics(cluster):
 
 def test_killing_the_primary_schedulers_container_keeps_the_service_answering(cluster):
     answers = []
+    errors = []
     lock = threading.Lock()
     stop = threading.Event()
     killed_at = [None]
@@ -112,7 +123,7 @@ def test_killing_the_primary_schedulers_container_keeps_the_service_answering(cl
     def sender():
         while not stop.is_set():
             try:
-                a = infer(cluster)
+                a = infer(cluster, errors)
             except Exception as e:  # no answer at all
                 a = ("no answer", str(e))
             with lock:
@@ -138,13 +149,15 @@ def test_killing_the_primary_schedulers_container_keeps_the_service_answering(cl
     kinds = {}
     for _, a in answers:
         kinds[a] = kinds.get(a, 0) + 1
-    print("requests: %d before the kill, %d after; answers %s; the spare took over within %.2f s" %
-          (len(before), len(after), kinds, took_over))
+    print("requests: %d before the kill, %d after; answers %s; the spare took over within %.2f s; errors: %s" %
+          (len(before), len(after), kinds, took_over, errors))
     assert not [a for _, a in answers if a[0] == "no answer"], kinds
-    assert not [a for _, a in answers if a[0] not in (200, 504, 503)], kinds  # ok/late, dropped; no error
-    assert sum(1 for a in after if a == (200, "ok")) >= 10, kinds
-    bad = sum(1 for _, a in answers if a != (200, "ok"))
-    assert bad <= max(3, len(answers) // 20), kinds
+    # While no scheduler is primary the frontend answers 503 (not ready; a client retries); outside
+    # that gap, as the takeover was seen plus 1 s, every answer is ok.
+    gap_end = killed_at[0] + took_over + 1
+    assert not [(t, a) for t, a in answers if a != (200, "ok") and not (a[0] == 503 and killed_at[0] <= t <= gap_end)], \
+        (kinds, errors)
+    assert sum(1 for t, a in answers if a == (200, "ok") and t > gap_end) >= 10, kinds
     assert ch.state(cluster["sched-0"])[0] == "exited"
 
 
