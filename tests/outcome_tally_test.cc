@@ -15,7 +15,8 @@ TEST(DropReasonNamesTest, EveryReasonReadsBackFromItsName) {
 }
 
 TEST(DropReasonNamesTest, OtherNamesAreNone) {
-  for (const char* name : {"", "?", "front_inflight", "resource_exhausted", "Queue_Full", "queue_full ", "expire"})
+  for (const char* name :
+       {"", "?", "front_inflight", "resource_exhausted", "Queue_Full", "queue_full ", "expire"})
     EXPECT_EQ(drop_reason_from_string(name), std::nullopt) << name;
   static_assert(drop_reason_from_string("cancelled") == DropReason::kCancelled);
 }

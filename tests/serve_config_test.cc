@@ -142,7 +142,8 @@ TEST(ServeConfigTest, LoadRunWaitIsReadInMilliseconds) {
 
 TEST(ServeConfigTest, AdmissionIsOnByDefaultAndPriorityLevelsArePerModel) {
   const std::string models =
-      "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, priority_levels: 3, default_priority_level: 2}\n"
+      "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, priority_levels: 3, "
+      "default_priority_level: 2}\n"
       "  - {name: n, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
   auto c = parse_serve_config(models, "a.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
