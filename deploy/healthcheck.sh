@@ -3,8 +3,10 @@
 # bash alone (no curl in the image): healthy when the protocol front answers
 # GET /v2/health/ready with 200 (Triton's and KServe's readiness endpoint) on
 # the port of SYMPHONY_HTTP (default 8000). A role without a protocol front
-# (scheduler, backend) is checked on the metrics endpoint instead: GET /readyz
-# on the port of SYMPHONY_METRICS (default 8002). Exit 0: healthy; 1: not.
+# (scheduler, backend) is checked on the metrics endpoint instead: GET /healthz
+# on the port of SYMPHONY_METRICS (default 8002), alive rather than ready,
+# because a hot-spare scheduler is never ready and must not be restarted for
+# it. Exit 0: healthy; 1: not.
 set -uo pipefail
 
 # Prints the HTTP status code of GET $2 on 127.0.0.1:$1, or nothing when no one listens.
@@ -25,7 +27,7 @@ if [[ -n $code ]]; then
   [[ $code == 200 ]] || { echo "GET /v2/health/ready on port ${http##*:}: $code" >&2; exit 1; }
   exit 0
 fi
-code=$(status_of "${metrics##*:}" /readyz)
+code=$(status_of "${metrics##*:}" /healthz)
 [[ $code == 200 ]] && exit 0
-echo "not ready: no answer on port ${http##*:} (/v2/health/ready), and /readyz on port ${metrics##*:}: ${code:-no answer}" >&2
+echo "unhealthy: no answer on port ${http##*:} (/v2/health/ready), and /healthz on port ${metrics##*:}: ${code:-no answer}" >&2
 exit 1

@@ -111,6 +111,9 @@ def test_frontend_serves_rest_grpc_and_metrics(cluster):
         assert len(resp.raw_output_contents[0]) == 16
     status, _, body = curl(cluster["metrics"] + "/metrics")
     assert status == 200 and b"symphony_front_inflight" in body
+    # The image's HEALTHCHECK: the frontend on /v2/health/ready, the others (a spare too) on /healthz.
+    for role in ("frontend", "backend", "sched-0", "sched-1"):
+        assert ch.podman("healthcheck", "run", cluster[role], check=False).returncode == 0, role
 
 
 def test_killing_the_primary_schedulers_container_keeps_the_service_answering(cluster):
