@@ -220,7 +220,8 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
       "...)");
   cmd->add_option("--model-repository", a.model_repository,
                   "serve the models of a model repository in Triton's layout (DIR/<model>/config.pbtxt, "
-                  "DIR/<model>/<version>/model.pt; docs/repository.md)");
+                  "DIR/<model>/<version>/model.pt; docs/repository.md); without it and without a config: "
+                  "/mnt/models when it exists (KServe's mount)");
   cmd->add_option("--model-control-mode", a.model_control_mode,
                   "none | poll | explicit (default none): none and poll load every model at start and refuse "
                   "load/unload requests; poll also rescans the repository; explicit loads --load-model and "
