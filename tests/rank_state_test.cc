@@ -502,6 +502,47 @@ TEST_F(LeaseTest, AfterItsWaitALeaseIsGrantedOnceTheRunningBatchEnds) {
   EXPECT_EQ(a[0].time, at(45_ms));
 }
 
+// The server's loads ask with force_at infinite (a run never takes the
+// device from the schedule) and withdraw the lease when no gap came in time.
+TEST_F(LeaseTest, ANeverForcedLeaseWaitsOutEveryCandidateAndCanBeWithdrawn) {
+  const TimePoint never = TimePoint::infinite();
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, never, at(0_ms)).ok());
+  // Candidates keep needing the GPU within 10 ms of every free moment: each
+  // is granted, the lease never is, however long it has waited.
+  rank_.on_candidate(0, cand(1, 2_ms, 5_ms), at(0_ms));
+  for (int i = 0; i < 50; ++i) {
+    const Duration t = Duration::milliseconds(10 * i);
+    auto a = fire(t + 2_ms);
+    ASSERT_EQ(a.size(), 1u) << i;
+    EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant) << i;
+    rank_.on_grant_result(0, 0, dispatched(i + 1, t + 6_ms, 4_ms), at(t + 2_ms));
+    rank_.on_batch_finished(0, i + 1, at(t + 6_ms), at(t + 6_ms));
+    rank_.on_candidate(0, cand(1, t + 12_ms, t + 15_ms), at(t + 6_ms));  // must start before 6 + 10
+    EXPECT_TRUE(leases(fire(t + 6_ms)).empty()) << i;
+    EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kIdle) << i;
+  }
+  // Withdrawn: the GPU serves as before.
+  ASSERT_TRUE(rank_.end_lease(at(500_ms), at(500_ms)).ok());
+  EXPECT_EQ(rank_.leased_gpu(), kNoGpu);
+  auto a = fire(502_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+}
+
+TEST_F(LeaseTest, ANeverForcedLeaseTakesTheFirstGapLongEnough) {
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, TimePoint::infinite(), at(0_ms)).ok());
+  rank_.on_candidate(0, cand(1, 2_ms, 5_ms), at(0_ms));
+  EXPECT_TRUE(leases(fire(0_ms)).empty());  // must start by 5, before 0 + 10
+  auto a = fire(2_ms);
+  ASSERT_EQ(a.size(), 1u);
+  rank_.on_grant_result(0, 0, dispatched(1, 6_ms, 4_ms), at(2_ms));
+  rank_.on_batch_finished(0, 1, at(6_ms), at(6_ms));
+  rank_.on_candidate(0, cand(1, 20_ms, 30_ms), at(6_ms));  // room: 6 + 10 <= 30
+  a = leases(fire(6_ms));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].time, at(6_ms));
+}
+
 TEST_F(LeaseTest, OneLeaseAtATimeOnAGpuThatExists) {
   EXPECT_EQ(rank_.request_lease(3, 1_ms, at(kForce), at(0_ms)).code(), Errc::kNotFound);
   EXPECT_EQ(rank_.end_lease(at(0_ms), at(0_ms)).code(), Errc::kNotFound);

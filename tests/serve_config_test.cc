@@ -124,7 +124,7 @@ TEST(ServeConfigTest, LoadRunWaitIsReadInMilliseconds) {
   const std::string models = "models:\n  - {name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n";
   auto c = parse_serve_config(models, "w.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_DOUBLE_EQ(c->load_run_wait_ms, 500);
+  EXPECT_DOUBLE_EQ(c->load_run_wait_ms, 5000);
   c = parse_serve_config("load_run_wait_ms: 50\n" + models, "w.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_DOUBLE_EQ(c->load_run_wait_ms, 50);

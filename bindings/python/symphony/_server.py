@@ -208,8 +208,8 @@ class Server:
         recalibrate: whether each model's profile follows the batch times its devices measure
             while serving (default True); False plans with the offline profile throughout.
         load_run_wait_ms: a model loaded while others serve runs its load check, profile and
-            warm-up in gaps of its device's schedule; each run waits at most this long for one
-            (default 500; docs/serving.md#loading-a-model-while-others-serve).
+            warm-up in gaps of its device's schedule; a run that finds none this long fails the
+            load (default 5000; docs/serving.md#loading-a-model-while-others-serve).
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
             ``"torch"`` or ``"numpy"``.
         log: called with progress messages (loading, profiling); default: quiet.
@@ -257,7 +257,7 @@ class Server:
         profile_max_batch: int = 32,
         profile_repeats: int = 20,
         recalibrate: bool = True,
-        load_run_wait_ms: float = 500.0,
+        load_run_wait_ms: float = 5000.0,
         outputs: str = "auto",
         log: Optional[Any] = None,
         model_repository: Union[str, os.PathLike, None] = None,

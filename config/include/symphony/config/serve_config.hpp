@@ -63,8 +63,9 @@ struct ServeConfig {
   int profile_repeats = 20;
   RecalibrationOptions recalibration = RecalibrationOptions::on();  // `recalibrate:`
   // `load_run_wait_ms:` (ServerOptions::load_run_wait): how long each run of
-  // a model loaded while others serve waits for a gap in its device's schedule.
-  double load_run_wait_ms = 500;
+  // a model loaded while others serve waits for a gap in its device's schedule
+  // before the load fails.
+  double load_run_wait_ms = 5000;
   // `admission:` (ServerOptions::admission): refuse at once what the backlog
   // could not serve in time (on, the default), or queue it to expire (off).
   bool admission = true;

@@ -5,11 +5,13 @@
 //    free: its size's last run with a quarter more, else a smaller size's
 //    scaled up and doubled (a size's first run is the slow one), else
 //    unknown (infinite: the lease waits for a device nothing waits for);
-//  - next_wait(): how long the next run may wait for a gap: at most the
-//    per-run wait, and the load in all at most as long as its runs took plus
-//    that, so that a device without gaps (in overload) doubles a load's time;
-//  - the counts the server logs. One load's runs come one at a time: not
-//    thread-safe.
+//  - rested(): when the next run may ask for a gap: after a rest as long as
+//    the last run took, so that the requests that arrived meanwhile are
+//    served first and a load takes at most half its device;
+//  - the counts the server logs (runs, how long they waited, the longest
+//    wait). A run that finds no gap in time fails the load (the server's
+//    load_run_wait): it never takes the device from the schedule. One load's
+//    runs come one at a time: not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -31,32 +33,30 @@ class LoadRuns {
     return Duration::nanoseconds(it->second.ns() * 2 * batch / it->first.second);
   }
 
-  Duration next_wait(Duration per_run) const {
-    return max(Duration(), min(per_run, ran_ + per_run - waited_));
-  }
-
-  // A run's lease was granted after `waited` of the `wait` it was given
-  // (waited >= wait: no gap was found, the device was taken).
-  void granted(Duration waited, Duration wait) {
+  // A run's lease was granted after `waited`.
+  void granted(Duration waited) {
     ++leased_;
     waited_ += waited;
-    if (waited >= wait) ++forced_;
+    longest_wait_ = max(longest_wait_, waited);
   }
-  // The run of `batch` on `replica` took `took`.
-  void ran(std::size_t replica, std::uint32_t batch, Duration took) {
+  // The run of `batch` on `replica` took `took`, ending at `end`.
+  void ran(std::size_t replica, std::uint32_t batch, Duration took, TimePoint end = TimePoint()) {
     took_[{replica, batch}] = took;
     ran_ += took;
+    rested_ = end + took;
   }
+  TimePoint rested() const noexcept { return rested_; }
 
-  std::uint64_t leased() const noexcept { return leased_; }  // runs that held their device
-  std::uint64_t forced() const noexcept { return forced_; }  // of which found no gap
-  Duration waited() const noexcept { return waited_; }       // in all
-  Duration ran() const noexcept { return ran_; }             // in all
+  std::uint64_t leased() const noexcept { return leased_; }         // runs that held their device
+  Duration waited() const noexcept { return waited_; }              // in all
+  Duration longest_wait() const noexcept { return longest_wait_; }  // of one run
+  Duration ran() const noexcept { return ran_; }                    // in all
 
  private:
   std::map<std::pair<std::size_t, std::uint32_t>, Duration> took_;  // (replica, batch) -> its last run
-  std::uint64_t leased_ = 0, forced_ = 0;
-  Duration waited_, ran_;
+  std::uint64_t leased_ = 0;
+  Duration waited_, longest_wait_, ran_;
+  TimePoint rested_;
 };
 
 }  // namespace symphony::server

@@ -77,10 +77,10 @@ struct ServerOptions {
   // with the offline profile throughout.
   RecalibrationOptions recalibration = RecalibrationOptions::on();
   // A model loaded while others serve runs its warm-up and profile batches
-  // in gaps of its device's schedule; a run that finds no gap this long
-  // takes the device once its running batches end. A load waits in all at
-  // most as long as its runs took, plus this.
-  Duration load_run_wait = Duration::milliseconds(500);
+  // in gaps of its device's schedule, never taking the device from them; a
+  // run that finds no gap this long fails the load (which then costs the
+  // others nothing).
+  Duration load_run_wait = Duration::seconds(5);
   // Admission (docs/architecture.md#admission): a request the backlog ahead
   // of it could not serve in time is refused at once (dropped, `overload`:
   // 429 / RESOURCE_EXHAUSTED on the protocol) rather than queued to expire.
