@@ -97,7 +97,7 @@ int http_status(Code c) noexcept {
 }
 
 Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, std::string_view model,
-                        Duration budget) {
+                        Duration budget, std::optional<Duration> target) {
   Reply r;
   r.accepted = true;
   r.outcome = o;
@@ -139,8 +139,15 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
           break;
         case DropReason::kExpired:
           r.code = Code::kDeadlineExceeded;
-          r.message = "dropped (expired): " + who + " could not run the request within its budget of " +
-                      format_ms(budget) + " ms";
+          // The scheduler plans against the target: a drop missed it, the
+          // deadline only when the two are one.
+          if (target && *target < budget)
+            r.message = "dropped (expired): " + who + " could not run the request by its target of " +
+                        format_ms(*target) + " ms (the model's SLO, shorter than its budget of " +
+                        format_ms(budget) + " ms)";
+          else
+            r.message = "dropped (expired): " + who + " could not run the request by its deadline of " +
+                        format_ms(budget) + " ms (its budget)";
           break;
         case DropReason::kBatchPolicy:
         case DropReason::kNone:

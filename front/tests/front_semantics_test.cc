@@ -152,6 +152,21 @@ TEST_F(FrontSemanticsTest, EveryOutcomeMapsToOneReply) {
   EXPECT_EQ(c.inflight, 0u);
 }
 
+// An expired drop missed its target (the scheduler plans against it): the
+// message names that time, and says when it was the SLO, not the budget.
+TEST(ReplyForOutcomeTest, AnExpiredDropNamesTheTimeItMissed) {
+  const Duration ms = Duration::milliseconds(1);
+  Reply r = reply_for_outcome(Outcome::kDropped, DropReason::kExpired, "", "m", 3009 * ms, 200 * ms);
+  EXPECT_NE(r.message.find("by its target of 200 ms (the model's SLO, shorter than its budget of 3009 ms)"),
+            std::string::npos)
+      << r.message;
+  r = reply_for_outcome(Outcome::kDropped, DropReason::kExpired, "", "m", 150 * ms, 150 * ms);
+  EXPECT_NE(r.message.find("by its deadline of 150 ms (its budget)"), std::string::npos) << r.message;
+  r = reply_for_outcome(Outcome::kDropped, DropReason::kExpired, "", "m", 80 * ms);
+  EXPECT_NE(r.message.find("by its deadline of 80 ms (its budget)"), std::string::npos) << r.message;
+  EXPECT_EQ(r.message.find("within"), std::string::npos) << r.message;
+}
+
 TEST_F(FrontSemanticsTest, PutsInputsInTheModelsOrder) {
   front.infer(good_request(), std::nullopt, answers.done());
   ASSERT_EQ(svc.pending.size(), 1u);

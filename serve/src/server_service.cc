@@ -298,7 +298,10 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
   Status s = infer_async(
       model, req.version, std::move(inputs), budget,
       [done, model, budget](server::InferResult&& r, const Route& route) {
-        Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget);
+        const std::optional<Duration> target = r.target > r.submitted
+                                                   ? std::optional(r.target - r.submitted)
+                                                   : std::nullopt;  // the SLO's or budget's
+        Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget, target);
         reply.batch_size = r.batch_size;
         reply.latency = r.latency;
         reply.times = {r.submitted, r.batch_start, r.batch_end, r.submitted + r.latency};

@@ -387,8 +387,9 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
   if (r.outcome == Outcome::kDropped) {
     // The scheduler's drops carry their reason; the client's own (all its
     // request slots busy: queue_full) say why.
-    Reply rep = front::reply_for_outcome(r.outcome, r.reason,
-                                         r.reason == DropReason::kQueueFull ? r.error : "", model, budget);
+    Reply rep =
+        front::reply_for_outcome(r.outcome, r.reason, r.reason == DropReason::kQueueFull ? r.error : "",
+                                 model, budget, std::min(m.served.slo, budget));
     rep.latency = r.latency;
     return rep;
   }

@@ -209,8 +209,12 @@ struct Reply {
 // The reply for an outcome of the scheduler: ok and late answer with their
 // outputs (late says so in the outcome field; the answer is still useful to
 // many clients, and the accounting keeps it apart), drops answer 504, 429 or
-// 503 by reason, errors 500. `budget` and `model` only phrase the message.
+// 503 by reason, errors 500. `budget` and `model` only phrase the message;
+// so does `target` (arrival to the request's target: the shorter of the
+// model's SLO and the budget, docs/architecture.md#requests), which an
+// expired drop names as the time it missed when it is the shorter (none: the
+// budget's deadline is named).
 Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, std::string_view model,
-                        Duration budget);
+                        Duration budget, std::optional<Duration> target = std::nullopt);
 
 }  // namespace symphony::front
