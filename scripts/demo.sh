@@ -20,13 +20,15 @@
 #      and latencies as the clients saw them; 12 s into it, the demo loads
 #      the fourth model (mobilenet_v2) through the protocol's repository
 #      extension, sends it three requests, and unloads it again, printing the
-#      repository index before, between and after;
+#      repository index before, between and after, and the three others' bad
+#      rate before, during and after the load (serve's own counts, read from
+#      its Prometheus endpoint on --metrics 127.0.0.1:8002);
 #   3. stops serve with SIGTERM: it drains, and prints what the front answered
 #      per model and the busy fraction of each device.
 # While it runs, any client can send requests too (README: a curl example).
 # Extra arguments go to `symphony serve`, e.g.
 #   ./scripts/demo.sh --policy eager --json report.json
-# SYMPHONY_DEMO_HTTP and SYMPHONY_DEMO_GRPC change the addresses.
+# SYMPHONY_DEMO_HTTP, SYMPHONY_DEMO_GRPC and SYMPHONY_DEMO_METRICS change the addresses.
 source "$(dirname "$0")/common.sh"
 step "configuring (preset release)"
 cmake --preset release >/dev/null
@@ -41,6 +43,7 @@ fourth=mobilenet_v2  # in the repository, loaded and unloaded while the load run
 bin=./build/release/symphony
 http="${SYMPHONY_DEMO_HTTP:-127.0.0.1:8000}"
 grpc="${SYMPHONY_DEMO_GRPC:-127.0.0.1:8001}"
+metrics="${SYMPHONY_DEMO_METRICS:-127.0.0.1:8002}"
 work=$(mktemp -d /tmp/symphony-demo-XXXXXX)
 serve_pid=""
 cleanup() {
@@ -68,6 +71,33 @@ for m in json.load(sys.stdin):
     print("  %-20s %-3s %-12s %s" % (m["name"], m.get("version", ""), m.get("state", ""), m.get("reason", "")))
 ' >&2 || echo "  (the index could not be read)" >&2
 }
+# Saves serve's request counts by model and outcome (its /metrics) as $work/counts.$1.
+counts() { curl -sS --max-time 5 "http://$metrics/metrics" >"$work/counts.$1" 2>/dev/null || true; }
+# Prints the bad rate (late, dropped, errors over all ended) of the models other
+# than the fourth between each pair of saved counts: $1 the phases' names, the
+# rest the counts' names in order.
+print_bad_rates() {
+  /usr/bin/python3 - "$work" "$fourth" "$@" <<'PY' >&2 || echo "(the bad rates could not be read)" >&2
+import re, sys
+work, fourth, names, points = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
+def read(point):
+    out = {}
+    for line in open("%s/counts.%s" % (work, point)):
+        m = re.match(r'symphony_requests_total\{([^}]*)\} (\S+)', line)
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))) if m else {}
+        if "outcome" in labels and labels.get("model") != fourth:
+            out[labels["outcome"]] = out.get(labels["outcome"], 0) + float(m.group(2))
+    return out
+counts = [read(p) for p in points]
+line = []
+for name, a, b in zip(names, counts, counts[1:]):
+    n = {k: b.get(k, 0) - a.get(k, 0) for k in b}
+    ended = sum(n.values())
+    bad = ended - n.get("ok", 0)
+    line.append("%s %.2f %% (%d of %d)" % (name, 100.0 * bad / ended if ended else 0, bad, ended))
+print("bad rate of the three others (serve's counts): " + ", ".join(line))
+PY
+}
 # Loads or unloads $2 ($1: load or unload); prints how long it took, or the error.
 control() {
   local t0 body
@@ -83,7 +113,7 @@ control() {
 step "serving the model repository $repo (examples/demo.yaml's three models) on http://$http and grpc $grpc"
 "$bin" serve examples/demo_repository.yaml --model-repository "$repo" --model-control-mode explicit \
   --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18 \
-  --http "$http" --grpc "$grpc" --port-file "$work/ports.json" --quiet "$@" &
+  --http "$http" --grpc "$grpc" --metrics "$metrics" --port-file "$work/ports.json" --quiet "$@" &
 serve_pid=$!
 # Profiling the models on the first run takes a minute or two on a small CPU.
 for _ in $(seq 1 1800); do
@@ -114,23 +144,30 @@ load_pid=$!
 # 12 s in (after the load's 5 s warm-up), while the load goes on: load the
 # fourth model, send it three requests, unload it. The three others serve
 # throughout; their figures in the load's report include this.
-for _ in $(seq 1 120); do
+for i in $(seq 1 120); do
   kill -0 "$load_pid" 2>/dev/null || break
+  [[ $i == 50 ]] && counts warm
   sleep 0.1
 done
 print_index "before loading $fourth"
-if control load "$fourth"; then
+counts before
+loaded=0
+control load "$fourth" && loaded=1
+counts loaded
+if ((loaded)); then
   print_index "after loading $fourth"
   /usr/bin/python3 - "http://$http" "$fourth" <<'PY' >&2 || true
-import json, sys, urllib.error, urllib.request
+import json, sys, time, urllib.error, urllib.request
 body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 64, 64],
                                "data": [0.5] * (3 * 64 * 64)}]}).encode()
 for i in range(3):
     try:
         url = "%s/v2/models/%s/infer" % (sys.argv[1], sys.argv[2])
+        t0 = time.monotonic()
         with urllib.request.urlopen(urllib.request.Request(url, body), timeout=30) as r:
             out = json.load(r)["outputs"][0]
-            print("request %d to %s: output %s %s" % (i + 1, sys.argv[2], out["name"], out["shape"]))
+            print("request %d to %s: output %s %s in %.1f ms" % (i + 1, sys.argv[2], out["name"], out["shape"],
+                                                                 1000 * (time.monotonic() - t0)))
     except urllib.error.HTTPError as e:
         print("request %d to %s: HTTP %d %s" % (i + 1, sys.argv[2], e.code, e.read().decode(errors="replace")))
 PY
@@ -141,6 +178,8 @@ rc=0
 wait "$load_pid" || rc=$?
 load_pid=""
 [[ "$rc" == 0 ]] || exit "$rc"
+counts end
+print_bad_rates "before the load,during it,after it" warm before loaded end
 
 step "stopping serve (SIGTERM): what the front answered, and how busy each device was"
 kill -TERM "$serve_pid"
