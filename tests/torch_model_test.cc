@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "symphony/server/batch_staging.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/profiler.hpp"
 
@@ -440,6 +441,94 @@ TEST(ProfileFileTest, RoundTripsAndRejectsBadFilesNamingTheKey) {
   e = write("model: m\npoints: [[1, 5, 6], [2, 4, 4.5]]\n");
   EXPECT_NE(e.status().message().find("not monotone"), std::string::npos) << e.status().message();
   EXPECT_EQ(profile_io::read_profile_file(dir + "/missing.yaml").status().code(), Errc::kNotFound);
+}
+
+// ---- staging (batch_staging.hpp) ----------------------------------------------------
+
+TEST(StagingTest, AdjacentSamplesFormTheBatchInPlace) {
+  const at::Tensor whole = torch::arange(12, torch::kFloat).reshape({3, 4});  // one request of 3 samples
+  const std::vector<at::Tensor> parts{whole.narrow(0, 0, 1), whole.narrow(0, 1, 1), whole.narrow(0, 2, 1)};
+  at::Tensor buffer;
+  StagingCounters c;
+  const at::Tensor batch = stage_samples(parts, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_EQ(batch.data_ptr(), whole.data_ptr()) << "a view: nothing copied";
+  EXPECT_FALSE(buffer.defined()) << "no buffer allocated";
+  EXPECT_TRUE(torch::equal(batch, whole));
+  const auto s = c.snapshot();
+  EXPECT_EQ(s.batches, 1u);
+  EXPECT_EQ(s.views, 1u);
+  EXPECT_EQ(s.samples, 3u);
+  EXPECT_EQ(s.bytes_copied, 0u);
+  // Out of order, or with a gap: copied.
+  const at::Tensor swapped = stage_samples({parts[1], parts[0]}, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_NE(swapped.data_ptr(), whole.data_ptr());
+  EXPECT_TRUE(torch::equal(swapped, torch::cat({parts[1], parts[0]})));
+  const at::Tensor gap = stage_samples({parts[0], parts[2]}, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_TRUE(torch::equal(gap, torch::cat({parts[0], parts[2]})));
+  // Not allowed a view: copied even when adjacent.
+  const at::Tensor copied = stage_samples(parts, &buffer, at::TensorOptions(), false, &c);
+  EXPECT_NE(copied.data_ptr(), whole.data_ptr());
+  EXPECT_TRUE(torch::equal(copied, whole));
+  EXPECT_EQ(c.snapshot().views, 1u);
+  EXPECT_EQ(c.snapshot().bytes_copied, (2 + 2 + 3) * 4 * sizeof(float));
+}
+
+TEST(StagingTest, SeparateSamplesAreCopiedOnceIntoABufferThatIsReused) {
+  std::vector<at::Tensor> parts;
+  for (int i = 0; i < 4; ++i) parts.push_back(torch::full({1, 2, 3}, static_cast<float>(i)));
+  parts[2] = torch::full({3, 2}, 2.0f).t().unsqueeze(0);  // not contiguous: copied element-wise
+  ASSERT_FALSE(parts[2].is_contiguous());
+  at::Tensor buffer;
+  StagingCounters c;
+  const at::Tensor batch = stage_samples(parts, &buffer, at::TensorOptions(), true, &c);
+  ASSERT_TRUE(buffer.defined());
+  EXPECT_EQ(batch.sizes(), (c10::IntArrayRef{4, 2, 3}));
+  EXPECT_EQ(batch.data_ptr(), buffer.data_ptr()) << "the batch is the buffer's first samples";
+  EXPECT_TRUE(torch::equal(batch, torch::cat(parts)));
+  EXPECT_EQ(c.snapshot().bytes_copied, 4 * 6 * sizeof(float));
+  // A smaller batch reuses the buffer; a larger one grows it.
+  void* const first = buffer.data_ptr();
+  const at::Tensor two = stage_samples({parts[3], parts[1]}, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_EQ(buffer.data_ptr(), first) << "no allocation for a batch that fits";
+  EXPECT_TRUE(torch::equal(two, torch::cat({parts[3], parts[1]})));
+  std::vector<at::Tensor> nine(9, parts[1]);
+  const at::Tensor big = stage_samples(nine, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_GE(buffer.numel(), 9 * 6);
+  EXPECT_TRUE(torch::equal(big, torch::cat(nine)));
+  EXPECT_EQ(c.snapshot().views, 0u);
+  EXPECT_EQ(c.snapshot().samples, 4u + 2u + 9u);
+}
+
+TEST(StagingTest, OutputsThatAliasTheReusedBufferOutliveTheNextBatch) {
+  // The identity model answers with a view of its batch: the server copies
+  // such outputs out, or the next batch would overwrite the answers.
+  auto m = load("identity", {"float32[3]"});
+  ASSERT_TRUE(m);
+  std::vector<std::vector<at::Tensor>> first{{torch::full({3}, 1.0f)}, {torch::full({3}, 2.0f)}};
+  std::vector<std::vector<at::Tensor>> second{{torch::full({3}, 7.0f)}, {torch::full({3}, 8.0f)}};
+  auto reqs = [](std::vector<std::vector<at::Tensor>>& in) {
+    std::vector<RequestInputs> r;
+    for (auto& x : in) r.push_back({&x, false});
+    return r;
+  };
+  auto a = m->run_batch(0, reqs(first));
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  auto b = m->run_batch(0, reqs(second));
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_TRUE(torch::equal((*a)[0].toTensor(), torch::full({3}, 1.0f)));
+  EXPECT_TRUE(torch::equal((*a)[1].toTensor(), torch::full({3}, 2.0f)));
+  EXPECT_TRUE(torch::equal((*b)[1].toTensor(), torch::full({3}, 8.0f)));
+  // A request of two samples is its own batch: a view, nothing copied.
+  std::vector<at::Tensor> whole{torch::arange(6, torch::kFloat).reshape({2, 3})};
+  std::vector<at::Tensor> s0{whole[0].narrow(0, 0, 1)}, s1{whole[0].narrow(0, 1, 1)};
+  const auto before = m->staging();
+  auto c = m->run_batch(0, {{&s0, true}, {&s1, true}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const auto after = m->staging();
+  EXPECT_EQ(after.views - before.views, 1u);
+  EXPECT_EQ(after.bytes_copied, before.bytes_copied);
+  EXPECT_TRUE(torch::equal((*c)[1].toTensor(), whole[0].narrow(0, 1, 1)));
+  EXPECT_EQ(after.bytes_copied, 2u * 2 * 3 * sizeof(float)) << "only the first two batches copied";
 }
 
 }  // namespace

@@ -297,6 +297,46 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
                 lmax, static_cast<unsigned long long>(m.recalibration_samples),
                 static_cast<unsigned long long>(m.recalibration_updates));
   }
+  // How the batches were formed and how long they ran against the profile
+  // they were planned with (the measured window).
+  std::printf("\n%-20s %9s %9s %15s %15s %15s\n", "model batches", "inputs", "as views", "copied/sample",
+              "staging/input", "ran/profile");
+  json staging = json::object();
+  for (const ModelStats& m : fin.models) {
+    const ModelStats* w = find_model(run.at_warmup, m.name);
+    server::StagingCounters::Snapshot st = m.staging;
+    if (w) {
+      st.batches -= w->staging.batches;
+      st.views -= w->staging.views;
+      st.samples -= w->staging.samples;
+      st.bytes_copied -= w->staging.bytes_copied;
+      st.staging_ns -= w->staging.staging_ns;
+    }
+    double ran_ns = 0, planned_ns = 0;
+    for (const auto& [size, d] : m.batch_exec) {
+      const Duration before = w && w->batch_exec.count(size) ? w->batch_exec.at(size) : Duration();
+      const std::uint64_t nb = m.batches.at(size) - (w && w->batches.count(size) ? w->batches.at(size) : 0);
+      ran_ns += static_cast<double>((d - before).ns());
+      planned_ns += static_cast<double>(nb) * static_cast<double>(m.offline_profile.latency(size).ns());
+    }
+    const double per_sample =
+        st.samples ? static_cast<double>(st.bytes_copied) / static_cast<double>(st.samples) : 0;
+    const double per_input_us =
+        st.batches ? static_cast<double>(st.staging_ns) / 1e3 / static_cast<double>(st.batches) : 0;
+    const double ratio = planned_ns > 0 ? ran_ns / planned_ns : 0;
+    char views[32];
+    std::snprintf(views, sizeof views, "%.0f%%",
+                  st.batches ? 100.0 * static_cast<double>(st.views) / static_cast<double>(st.batches) : 0.0);
+    std::printf("%-20s %9llu %9s %13.0f B %12.1f us %15.2f\n", m.label.c_str(),
+                static_cast<unsigned long long>(st.batches), views, per_sample, per_input_us, ratio);
+    staging[m.label] = {{"inputs", st.batches},
+                        {"views", st.views},
+                        {"samples", st.samples},
+                        {"bytes_copied", st.bytes_copied},
+                        {"staging_us", static_cast<double>(st.staging_ns) / 1e3},
+                        {"ran_over_profile", ratio}};
+  }
+  report["staging"] = staging;
   std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
   for (std::size_t d = 0; d < fin.devices.size(); ++d) {
     const DeviceStats& ds = fin.devices[d];

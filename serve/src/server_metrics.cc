@@ -71,6 +71,17 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));
     write_batch_histogram(w, ms);
+    if (ms.staging.batches > 0) {  // libtorch models (batch_staging.hpp)
+      w.counter("symphony_staged_samples_total",
+                "Samples gathered into batches' inputs since start (per input).", m,
+                static_cast<double>(ms.staging.samples));
+      w.counter(
+          "symphony_staged_bytes_copied_total",
+          "Bytes copied to gather batches' inputs since start (samples already adjacent are not copied).", m,
+          static_cast<double>(ms.staging.bytes_copied));
+      w.counter("symphony_staging_seconds_total", "Time spent gathering batches' inputs since start.", m,
+                static_cast<double>(ms.staging.staging_ns) / 1e9);
+    }
     if (!ms.loaded) continue;  // no profile planned with any more
     metrics::write_profile_metrics(w, ms.model,
                                    CalibrationSnapshot{ms.recalibrating,

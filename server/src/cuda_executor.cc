@@ -120,7 +120,7 @@ void CudaStreamExecutor::launch_loop() {
       runner_.gather(f->batch, &reqs);
       c10::cuda::CUDAStreamGuard stream_guard(stream_->stream);
       completer_->begin(*f, s);
-      // Per shape group: stage each input in pinned host memory, copy it over
+      // Per shape group: gather each input in pinned host memory, copy it over
       // on our stream, run, and copy every output back, asynchronously.
       for (std::vector<std::size_t>& g : shape_groups(reqs)) {
         TorchBatch::Run& run = f->runs.emplace_back();
@@ -135,13 +135,14 @@ void CudaStreamExecutor::launch_loop() {
               const at::Tensor& x = (*reqs[k].tensors)[i];
               parts.push_back(reqs[k].batched ? x : x.unsqueeze(0));
             }
-            std::vector<std::int64_t> shape{static_cast<std::int64_t>(run.requests.size())};
-            const c10::IntArrayRef sample = parts.front().sizes().slice(1);
-            shape.insert(shape.end(), sample.begin(), sample.end());
-            at::Tensor staging =
-                at::empty(shape, at::TensorOptions().dtype(m->inputs()[i].dtype).pinned_memory(true));
-            at::cat_out(staging, parts, 0);
-            batch.push_back(staging.to(dev, /*non_blocking=*/true));
+            // A fresh pinned block per batch from libtorch's caching host
+            // allocator, which reuses it only once this batch's copy has run;
+            // samples already adjacent in pinned memory are copied from
+            // where they lie.
+            at::Tensor block;
+            const at::Tensor staged = stage_samples(parts, &block, at::TensorOptions().pinned_memory(true),
+                                                    parts.front().is_pinned(), m->staging_counters());
+            batch.push_back(staged.to(dev, /*non_blocking=*/true));
           }
           gpu::EventCompleter::add_staging(*f, SteadyClock{}.now() - staging_from);
           Result<c10::IValue> out = m->forward(found->replica, std::move(batch));

@@ -243,6 +243,7 @@ struct Server::Impl final : BatchRunner {
     s.compute_time = Duration::nanoseconds(m.compute_ns.load(std::memory_order_relaxed));
     s.last_inference_ms = m.last_end_ms.load(std::memory_order_relaxed);
     s.loaded = true;
+    if (m.torch) s.staging = m.torch->staging();
     s.max_batch = m.max_batch;
     s.l1 = m.profile.latency(1);
     s.offline_profile = m.profile;
@@ -1328,6 +1329,11 @@ void add_requests(ModelStats& into, const ModelStats& from) {
   into.queue_time += from.queue_time;
   into.compute_time += from.compute_time;
   into.last_inference_ms = std::max(into.last_inference_ms, from.last_inference_ms);
+  into.staging.batches += from.staging.batches;
+  into.staging.views += from.staging.views;
+  into.staging.samples += from.staging.samples;
+  into.staging.bytes_copied += from.staging.bytes_copied;
+  into.staging.staging_ns += from.staging.staging_ns;
 }
 
 // One entry per (model, version), in first-seen order: a version reloaded

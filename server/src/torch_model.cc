@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "symphony/server/batch_staging.hpp"
 #include "symphony/server/device.hpp"
 
 namespace symphony::server {
@@ -441,6 +442,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
         }
       }
       m->replicas_.push_back(std::move(r));
+      m->staging_buffers_.emplace_back();
     } catch (const std::exception& e) {
       return Status(Errc::kInvalidArgument, who + ": cannot be placed on " + m->opts_.devices[i].str() +
                                                 ": " + std::string(e.what()).substr(0, 300));
@@ -618,6 +620,9 @@ Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica,
   const c10::Device dev = opts_.devices[replica];
   std::vector<at::Tensor> batch;
   batch.reserve(opts_.inputs.size());
+  // The replica's buffers, reused batch after batch (one thread per replica).
+  std::vector<at::Tensor>& buffers = staging_buffers_[replica];
+  buffers.resize(opts_.inputs.size());
   try {
     std::vector<at::Tensor> parts;
     parts.reserve(group.size());
@@ -627,14 +632,34 @@ Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica,
         const at::Tensor& x = (*r.tensors)[i];
         parts.push_back(r.batched ? x : x.unsqueeze(0));
       }
-      at::Tensor cat = at::cat(parts, 0);
-      batch.push_back(dev.is_cpu() ? cat : cat.to(dev, /*non_blocking=*/true));
+      at::Tensor staged = stage_samples(parts, &buffers[i], at::TensorOptions(), true, &staging_);
+      batch.push_back(dev.is_cpu() ? staged : staged.to(dev, /*non_blocking=*/true));
     }
   } catch (const std::exception& e) {
     return Status(Errc::kFailedPrecondition,
                   "model '" + opts_.name + "': cannot form the batch: " + e.what());
   }
   SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
+  // The next batch overwrites the buffers: outputs that are views of them
+  // (a model that returns its input, or a reshape of it) are copied out.
+  const auto own = [&](const c10::IValue& v) -> c10::IValue {
+    if (!v.isTensor()) return v;
+    const at::Tensor& t = v.toTensor();
+    for (const at::Tensor& b : buffers)
+      if (alias_of(t, b)) return t.clone();
+    return v;
+  };
+  if (out.isTensor()) {
+    out = own(out);
+  } else if (out.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& e : out.toTupleRef().elements()) items.push_back(own(e));
+    out = c10::ivalue::Tuple::create(std::move(items));
+  } else if (out.isTensorList()) {
+    std::vector<at::Tensor> items = out.toTensorVector();
+    for (at::Tensor& t : items) t = own(t).toTensor();
+    out = c10::IValue(items);
+  }
   return split_output(out, group, opts_.name);
 }
 

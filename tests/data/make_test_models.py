@@ -66,12 +66,18 @@ class VarLen(torch.nn.Module):
         return torch.stack([x.sum(-1), torch.ones_like(x[:, 0]) * x.size(1)], -1)
 
 
+class Identity(torch.nn.Module):
+    # Answers its input itself: its output is a view of the batch it was given.
+    def forward(self, x):
+        return x
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, module in [("linear", Linear()), ("tuple_out", TupleOut()), ("raises", Raises()),
                          ("two_inputs", TwoInputs()), ("sleepy", Sleepy()), ("busy", Busy()),
-                         ("varlen", VarLen())]:
+                         ("varlen", VarLen()), ("identity", Identity())]:
         torch.jit.script(module.eval()).save(os.path.join(out, name + ".pt"))
 
 

@@ -33,6 +33,7 @@
 #include "symphony/policy.hpp"
 #include "symphony/profile_io/profile_file.hpp"
 #include "symphony/runtime/runtime_config.hpp"
+#include "symphony/server/batch_staging.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
@@ -207,8 +208,11 @@ struct ModelStats {
   Duration queue_time;                 // successful requests: submission to their batch's start
   Duration compute_time;               // successful requests: their batch's execution
   std::int64_t last_inference_ms = 0;  // wall clock of the last request's end, ms since the epoch; 0: none
-  std::uint32_t max_batch = 0;         // from the profile and the options
-  Duration l1;                         // the profile's l(1)
+  // How its batches' inputs were formed (batch_staging.hpp; libtorch models):
+  // batches counts one per input and shape run, views those copied nothing.
+  StagingCounters::Snapshot staging;
+  std::uint32_t max_batch = 0;  // from the profile and the options
+  Duration l1;                  // the profile's l(1)
   // Online recalibration: the profile the scheduler plans with now against
   // the offline one (equal when not recalibrating or before any update).
   bool recalibrating = false;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "symphony/profile_io/profile_file.hpp"
+#include "symphony/server/batch_staging.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
@@ -90,9 +91,11 @@ class TorchModel {
     return validate_request(opts_.name, opts_.inputs, inputs, batched, samples);
   }
 
-  // Concatenates the requests' samples along dimension 0 (on the replica's
-  // device), runs forward and splits every output tensor back, one IValue per
-  // request (a Tensor, or a tuple when the model returns one), on the CPU.
+  // Gathers the requests' samples into a batch (stage_samples(): a view
+  // when they are adjacent, else one copy each into the replica's reused
+  // buffer; then to the replica's device), runs forward and splits every
+  // output tensor back, one IValue per request (a Tensor, or a tuple when
+  // the model returns one), on the CPU.
   // Samples of different shapes (inputs with a -1) run as one forward per
   // shape (shape_groups()), one after another. With `errors`, a shape whose
   // forward fails fails only its requests: (*errors)[i] says why, their
@@ -121,6 +124,10 @@ class TorchModel {
   // dimension. Empty before warm_up_sizes().
   const std::vector<InputSpec>& outputs() const noexcept { return outputs_; }
 
+  // How batches were formed (staging: batch_staging.hpp), over every replica.
+  StagingCounters::Snapshot staging() const noexcept { return staging_.snapshot(); }
+  StagingCounters* staging_counters() noexcept { return &staging_; }  // executors that stage themselves
+
   // A batch of b random samples per input at the profile dims (normal for
   // floating types, small integers otherwise), on `device`.
   std::vector<at::Tensor> dummy_batch(std::uint32_t b, c10::Device device) const;
@@ -133,6 +140,9 @@ class TorchModel {
   std::string optimize_note_;
   std::vector<InputSpec> outputs_;
   bool adapted_ = false;  // some reshape applies, or no batch dimension
+  // Per replica, per input: the buffer its batches are gathered into.
+  std::vector<std::vector<at::Tensor>> staging_buffers_;
+  StagingCounters staging_;
   at::Tensor to_model(std::size_t input, const at::Tensor& x) const;
   // One shape group of a batch: concatenated, run and split.
   Result<std::vector<c10::IValue>> run_group(std::size_t replica, const std::vector<RequestInputs>& group);

@@ -1,0 +1,85 @@
+// Staging a batch's input as a gather (batch_staging.hpp).
+#include "symphony/server/batch_staging.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace symphony::server {
+
+namespace {
+
+// Whether the parts lie one after another in one storage, in order.
+bool adjacent(const std::vector<at::Tensor>& parts) {
+  const at::Tensor& first = parts.front();
+  if (!first.is_contiguous()) return false;
+  const c10::StorageImpl* storage = first.storage().unsafeGetStorageImpl();
+  const std::int64_t step = first.numel();
+  for (std::size_t k = 1; k < parts.size(); ++k) {
+    const at::Tensor& p = parts[k];
+    if (p.storage().unsafeGetStorageImpl() != storage || !p.is_contiguous() ||
+        p.scalar_type() != first.scalar_type() ||
+        p.storage_offset() != first.storage_offset() + static_cast<std::int64_t>(k) * step)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+at::Tensor stage_samples(const std::vector<at::Tensor>& parts, at::Tensor* buffer,
+                         const at::TensorOptions& buffer_options, bool allow_view,
+                         StagingCounters* counters) {
+  const auto from = std::chrono::steady_clock::now();
+  const at::Tensor& first = parts.front();
+  const auto n = static_cast<std::int64_t>(parts.size());
+  std::vector<std::int64_t> shape(first.sizes().begin(), first.sizes().end());
+  shape[0] = n;
+  const std::int64_t sample = first.numel();
+  at::Tensor out;
+  std::uint64_t copied = 0;
+  const bool view = allow_view && adjacent(parts);
+  if (view) {
+    std::vector<std::int64_t> strides(shape.size(), 1);  // a contiguous [n, ...]
+    for (std::size_t i = shape.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * shape[i];
+    out = first.as_strided(shape, strides);
+  } else {
+    const std::int64_t need = n * sample;
+    if (!buffer->defined() || buffer->numel() < need || buffer->scalar_type() != first.scalar_type()) {
+      const std::int64_t had = buffer->defined() ? buffer->numel() : 0;
+      *buffer = at::empty({std::max(need, 2 * had)}, buffer_options.dtype(first.scalar_type()));
+    }
+    out = buffer->narrow(0, 0, need).view(shape);
+    const std::size_t bytes = static_cast<std::size_t>(sample) * first.element_size();
+    auto* dst = static_cast<char*>(out.data_ptr());
+    for (std::int64_t k = 0; k < n; ++k) {
+      const at::Tensor& p = parts[k];
+      if (p.is_contiguous() && p.device().is_cpu() && out.device().is_cpu() &&
+          p.scalar_type() == out.scalar_type() && p.numel() == sample) {
+        std::memcpy(dst + k * bytes, p.data_ptr(), bytes);
+      } else {
+        out.narrow(0, k, 1).copy_(p);
+      }
+    }
+    copied = bytes * static_cast<std::uint64_t>(n);
+  }
+  if (counters) {
+    counters->batches.fetch_add(1, std::memory_order_relaxed);
+    if (view) counters->views.fetch_add(1, std::memory_order_relaxed);
+    counters->samples.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    counters->bytes_copied.fetch_add(copied, std::memory_order_relaxed);
+    counters->staging_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - from).count(),
+        std::memory_order_relaxed);
+  }
+  return out;
+}
+
+bool alias_of(const at::Tensor& t, const at::Tensor& buffer) {
+  return t.defined() && buffer.defined() &&
+         t.storage().unsafeGetStorageImpl() == buffer.storage().unsafeGetStorageImpl();
+}
+
+}  // namespace symphony::server
