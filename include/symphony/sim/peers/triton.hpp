@@ -21,6 +21,7 @@
 
 #include "symphony/policy.hpp"
 #include "symphony/sim/peers/peer_common.hpp"
+#include "symphony/triton_batcher.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony::sim {
@@ -90,21 +91,8 @@ class TritonEngine {
     for (ModelId i = 0; i < num_models_; ++i) {
       Model& m = models_[i];
       m.cfg = &models[i];
-      const std::uint32_t own = models[i].max_batch ? models[i].max_batch : models[i].profile.max_batch();
-      m.max_batch = opt_.max_batch ? std::min(opt_.max_batch, models[i].profile.max_batch()) : own;
-      if (opt_.max_batch_slo > 0) {
-        const Duration budget = Duration::from_ms(models[i].slo.to_ms() * opt_.max_batch_slo);
-        m.max_batch = 1;
-        while (m.max_batch < own && models[i].profile.latency(m.max_batch + 1) <= budget) ++m.max_batch;
-      }
-      m.delay = opt_.queue_delay_slo > 0 ? Duration::from_ms(models[i].slo.to_ms() * opt_.queue_delay_slo)
-                                         : opt_.max_queue_delay;
-      // A preferred size above the max batch is one Triton would refuse;
-      // here it is ignored for this model.
-      for (std::uint32_t k = 0; k < opt_.preferred_count; ++k)
-        if (opt_.preferred[k] <= m.max_batch) m.preferred.push_back(opt_.preferred[k]);
-      m.cap = m.preferred.empty() ? m.max_batch : m.preferred.back();
-      work[i] = rates[i] * models[i].profile.latency(m.max_batch).to_seconds() / m.max_batch;
+      m.rule = triton_model_rule(models[i], opt_);
+      work[i] = rates[i] * models[i].profile.latency(m.rule.max_batch).to_seconds() / m.rule.max_batch;
     }
     const std::vector<std::vector<GpuId>> place = triton_placement(work, gpus, opt_.placement);
     for (ModelId i = 0; i < num_models_; ++i)
@@ -174,10 +162,7 @@ class TritonEngine {
 
   struct Model {
     const ModelConfig* cfg = nullptr;
-    std::uint32_t max_batch = 0;
-    std::uint32_t cap = 0;                 // the largest batch: the largest preferred size, else max_batch
-    Duration delay;                        // max_queue_delay
-    std::vector<std::uint32_t> preferred;  // ascending, each <= max_batch
+    TritonModelRule rule;                  // max_batch, preferred sizes, max_queue_delay
     std::deque<PeerRequest*> queue;        // arrival order
     std::deque<PeerRequest*> delayed;      // timed out under DELAY: served after `queue`
     std::vector<std::uint32_t> instances;  // into instances_
@@ -235,7 +220,7 @@ class TritonEngine {
   }
 
   // The dynamic batcher of one model: while an instance is free and
-  // requests wait, form a batch by Triton's rules (the header's reference).
+  // requests wait, form a batch by Triton's rules (triton_batch_size).
   void visit(ModelId id) {
     Model& m = models_[id];
     for (;;) {
@@ -244,21 +229,11 @@ class TritonEngine {
       Instance* in = free_instance(m);
       if (!in) return;
       ++stats_.decisions;
-      const std::uint32_t n = std::min(m.queued(), m.cap);
-      const bool has_delay = m.delay > Duration::zero();
-      const bool waited = !has_delay || now_ >= oldest(m, n) + m.delay;
-      std::uint32_t preferred = 0;  // the largest preferred size n reaches
-      for (std::uint32_t p : m.preferred)
-        if (p <= n) preferred = p;
-      std::uint32_t size = 0;
-      if (n == m.cap)
-        size = n;
-      else if (preferred && !(has_delay && waited))
-        size = preferred;
-      else if (waited)
-        size = n;
+      const std::uint32_t n = std::min(m.queued(), m.rule.cap);
+      const TimePoint first = oldest(m, n);
+      const std::uint32_t size = triton_batch_size(m.rule, n, first, now_);
       if (size == 0) {  // wait for more requests or for the oldest one's delay
-        arm_timer(id, oldest(m, n) + m.delay);
+        arm_timer(id, first + m.rule.delay);
         return;
       }
       launch(*in, m, size);
