@@ -65,8 +65,13 @@ class EchoService final : public InferenceService {
     r.batch_size = 1;
     if (trace::enabled()) r.times.submitted = r.times.answered = trace::now();
     r.outputs = std::move(request.inputs);
-    for (std::size_t i = 0; i < r.outputs.size(); ++i)
-      r.outputs[i].name = r.outputs.size() == 1 ? "output" : "output" + std::to_string(i);
+    for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+      Tensor& t = r.outputs[i];
+      t.name = r.outputs.size() == 1 ? "output" : "output" + std::to_string(i);
+      if (t.keep) t.data.assign(t.held);  // an input read in place (shared memory): answered by value
+      t.held = {};
+      t.keep.reset();
+    }
     answered_.fetch_add(1, std::memory_order_relaxed);
     done(std::move(r));
     return 0;

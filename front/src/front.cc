@@ -15,7 +15,7 @@ using detail::in_quotes;
 
 // Checks BYTES contents: a 4-byte little-endian length before each element,
 // exactly `count` elements filling `data`.
-bool bytes_well_formed(const std::string& data, std::uint64_t count) {
+bool bytes_well_formed(std::string_view data, std::uint64_t count) {
   std::size_t pos = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
     if (data.size() - pos < 4) return false;
@@ -145,14 +145,14 @@ std::optional<Reply> Front::check(InferRequest& req, const ModelMetadata& model,
     const auto count = element_count(t.shape, max_elements);
     if (!count) return bad(in + ": shape " + shape_string(t.shape) + " is too large");
     if (t.datatype == DataType::kBytes) {
-      if (!bytes_well_formed(t.data, *count))
+      if (!bytes_well_formed(t.bytes(), *count))
         return bad(in + ": BYTES contents do not hold " + std::to_string(*count) +
-                   " length-prefixed elements in " + std::to_string(t.data.size()) + " bytes");
+                   " length-prefixed elements in " + std::to_string(t.bytes().size()) + " bytes");
     } else {
       const std::uint64_t want = *count * element_size(t.datatype);
-      if (t.data.size() != want)
+      if (t.bytes().size() != want)
         return bad(in + ": " + shape_string(t.shape) + " " + std::string(to_string(t.datatype)) + " is " +
-                   std::to_string(want) + " bytes, got " + std::to_string(t.data.size()));
+                   std::to_string(want) + " bytes, got " + std::to_string(t.bytes().size()));
     }
     ordered[k] = std::move(t);
   }
@@ -198,7 +198,9 @@ std::optional<Reply> Front::read_shared_inputs(InferRequest& req, const ModelMet
     }
     SharedMemoryRegistry::View v;
     if (std::optional<Reply> bad = shared_memory_.view(ref, in, &v)) return bad;
-    t.data.assign(v.data(), v.size());
+    // Read in place: the model's batch is gathered straight from the region.
+    t.held = std::string_view(v.data(), v.size());
+    t.keep = v.keep();
   }
   return std::nullopt;
 }

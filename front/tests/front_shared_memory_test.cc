@@ -244,7 +244,7 @@ class HoldingService final : public InferenceService {
     Reply r = reply_for_outcome(Outcome::kOk, DropReason::kNone, "", "m", Duration::milliseconds(1));
     const Tensor& x = req.inputs.at(0);
     Tensor y{"y", DataType::kFp32, {x.shape[0], 2}, {}, {}};
-    for (std::size_t s = 0; s < x.data.size(); s += 16) y.data += x.data.substr(s, 8);
+    for (std::size_t s = 0; s < x.bytes().size(); s += 16) y.data += x.bytes().substr(s, 8);
     y.data.append(extra, '\0');
     r.outputs.push_back(std::move(y));
     done(std::move(r));

@@ -286,11 +286,17 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
                                                     " is not a tensor type"));
       return 0;
     }
-    // The bytes stay where the transport put them; the tensor owns them.
-    auto bytes = std::make_shared<std::string>(std::move(t.data));
-    void* p = bytes->data();
+    // The bytes stay where the transport put them (or in the client's
+    // shared memory region); the tensor keeps them alive.
+    std::shared_ptr<const void> keep = t.keep;
+    void* p = const_cast<char*>(t.held.data());
+    if (!keep) {
+      auto owned = std::make_shared<std::string>(std::move(t.data));
+      p = owned->data();
+      keep = std::move(owned);
+    }
     inputs.push_back(torch::from_blob(
-        p, at::IntArrayRef(t.shape), [bytes](void*) mutable { bytes.reset(); },
+        p, at::IntArrayRef(t.shape), [keep](void*) mutable { keep.reset(); },
         torch::TensorOptions().dtype(*st)));
   }
   const std::string model = req.model;

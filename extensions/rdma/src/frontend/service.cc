@@ -219,11 +219,11 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
   heads.reserve(req.inputs.size());
   for (std::size_t i = 0; i < req.inputs.size(); ++i) {
     const front::Tensor& t = req.inputs[i];
-    const auto* p = reinterpret_cast<const std::uint8_t*>(t.data.data());
+    const auto* p = reinterpret_cast<const std::uint8_t*>(t.bytes().data());
     if (m.served.opaque)  // one BYTES element: its 4-byte length, then its bytes
-      parts.emplace_back(p + 4, t.data.size() - 4);
+      parts.emplace_back(p + 4, t.bytes().size() - 4);
     else
-      add_input(t, m.served.shaped_inputs.at(i), batched, {p, t.data.size()}, heads, parts);
+      add_input(t, m.served.shaped_inputs.at(i), batched, {p, t.bytes().size()}, heads, parts);
   }
   // The request (its tensors) is not needed once the input is in the pool.
   const Model* mp = &m;
@@ -289,9 +289,9 @@ std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferR
     heads.reserve(req.inputs.size());
     for (std::size_t j = 0; j < req.inputs.size(); ++j) {
       const front::Tensor& t = req.inputs[j];
-      const std::size_t n = t.data.size() / k;
+      const std::size_t n = t.bytes().size() / k;
       add_input(t, m.served.shaped_inputs.at(j), /*batched=*/true,
-                {reinterpret_cast<const std::uint8_t*>(t.data.data()) + i * n, n}, heads, parts);
+                {reinterpret_cast<const std::uint8_t*>(t.bytes().data()) + i * n, n}, heads, parts);
     }
     std::uint64_t ticket = 0;
     const Status s = client_.infer_async(

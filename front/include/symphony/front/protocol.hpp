@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -62,6 +63,13 @@ struct Tensor {
   // An input whose bytes are in a shared memory region (`data` then empty
   // until the front reads them from the region).
   std::optional<SharedMemoryRef> shared_memory;
+  // Bytes read where they lie (an input in a shared memory region, once the
+  // front has checked it): `data` is empty, `held` is the bytes and `keep`
+  // keeps them mapped as long as any copy of it lives. bytes() is the
+  // tensor's bytes either way: read inputs through it.
+  std::string_view held;
+  std::shared_ptr<const void> keep;
+  std::string_view bytes() const noexcept { return keep ? held : std::string_view(data); }
 };
 
 // A tensor the model takes or gives, as metadata describes it.

@@ -76,6 +76,8 @@ class SharedMemoryRegistry {
     char* data() const noexcept { return data_; }
     std::uint64_t size() const noexcept { return size_; }
     bool empty() const noexcept { return !mapping_; }
+    // What keeps the bytes mapped (for a tensor that reads them in place).
+    const std::shared_ptr<const void>& keep() const noexcept { return mapping_; }
 
    private:
     friend class SharedMemoryRegistry;
