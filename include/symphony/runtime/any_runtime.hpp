@@ -6,7 +6,8 @@
 // wrote. The scheduling path inside the Runtime is unchanged; only the
 // calls across this interface (submit, cancel, membership, stats, calibration) are
 // virtual. Everything in RuntimeConfig, online recalibration included, reaches
-// the Runtime unchanged.
+// the Runtime unchanged. The policy `triton[:...]` gets a TritonRuntime
+// instead (Triton's dynamic batcher, runtime/triton_runtime.hpp).
 //
 //   auto rt = make_runtime(cfg, sink, *parse_policy("deferred:paper"));
 //   ModelId m = *(*rt)->add_model(model_config);
@@ -135,11 +136,19 @@ class RuntimeOf final : public AnyRuntime<Sink> {
 
 }  // namespace detail
 
-// Creates and starts a Runtime for `policy` (its exec and gathering rules);
-// errors: a peer policy (only the simulator runs those), or a bad config.
+template <RuntimeSink Sink>
+class TritonRuntime;  // runtime/triton_runtime.hpp, included below
+
+// Creates and starts a Runtime for `policy` (its exec and gathering rules),
+// or for `triton[:...]` a TritonRuntime (Triton's dynamic batcher); errors:
+// another peer policy (only the simulator runs those), or a bad config.
 template <RuntimeSink Sink>
 Result<std::unique_ptr<AnyRuntime<Sink>>> make_runtime(const RuntimeConfig& cfg, Sink& sink,
                                                        const PolicySpec& policy) {
+  if (policy.exec == ExecKind::kTriton) {
+    SYMPHONY_ASSIGN_OR_RETURN(auto rt, TritonRuntime<Sink>::create(cfg, sink, policy));
+    return std::unique_ptr<AnyRuntime<Sink>>(std::move(rt));
+  }
   SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(policy));
   return visit_policy(policy, [&](auto exec, auto gather) -> Result<std::unique_ptr<AnyRuntime<Sink>>> {
     using Exec = decltype(exec);
@@ -152,3 +161,5 @@ Result<std::unique_ptr<AnyRuntime<Sink>>> make_runtime(const RuntimeConfig& cfg,
 }
 
 }  // namespace symphony
+
+#include "symphony/runtime/triton_runtime.hpp"  // IWYU pragma: export
