@@ -86,6 +86,16 @@ TEST(ServeConfigTest, PolicyAndGatherSpeakThePolicyLanguage) {
   auto bad_gather = parse_serve_config("gather: foo\n" + models, "p.yaml", "");
   ASSERT_FALSE(bad_gather.ok());
   EXPECT_NE(bad_gather.status().message().find("gather 'foo' is not one of"), std::string::npos);
+  // Triton's dynamic batcher serves too (TritonRuntime); the other peers
+  // run only in the simulator.
+  auto triton = parse_serve_config("policy: triton:max_queue_delay_us=500\n" + models, "p.yaml", "");
+  ASSERT_TRUE(triton.ok()) << triton.status().to_string();
+  EXPECT_EQ(triton->policy.exec, ExecKind::kTriton);
+  EXPECT_EQ(triton->policy.triton.max_queue_delay, Duration::microseconds(500));
+  auto peer = parse_serve_config("policy: nexus\n" + models, "p.yaml", "");
+  ASSERT_FALSE(peer.ok());
+  EXPECT_NE(peer.status().message().find("only the simulator runs"), std::string::npos)
+      << peer.status().message();
 }
 
 TEST(ServeConfigTest, RecalibrationIsOnByDefaultWithAnOffSwitch) {

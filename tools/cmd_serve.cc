@@ -19,6 +19,7 @@
 #include "symphony/serve/app.hpp"
 #include "symphony/serve/builtin_load.hpp"
 #include "symphony/config/serve_config.hpp"
+#include "symphony/triton_batcher.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -50,7 +51,7 @@ struct ServeArgs {
 int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
   if (!a.policy.empty()) {
     auto p = parse_policy(a.policy);
-    if (p.ok() && !check_runs_in_core(*p).ok()) p = check_runs_in_core(*p);
+    if (p.ok() && !check_runs_in_runtime(*p).ok()) p = check_runs_in_runtime(*p);
     if (!p.ok()) return print_error("serve", "--policy: %s\n", p.status().message().c_str()), 2;
     cfg.policy = *p;
   }
@@ -149,7 +150,7 @@ int run_serve(ServeArgs a) {
   }
   std::fprintf(stderr, "devices: %s; policy: %s; gathering: %s\n",
                server::device_names(app.server().devices()).c_str(), cfg->policy.to_string().c_str(),
-               std::string(to_string(cfg->policy.gather)).c_str());
+               cfg->policy.is_peer() ? "Triton's own" : std::string(to_string(cfg->policy.gather)).c_str());
   Result<std::vector<server::ModelOptions>> models = serve::config_models(*cfg);
   if (!models.ok()) return print_error("serve", "%s\n", models.status().message().c_str()), 2;
   for (const server::ModelOptions& m : *models)
@@ -236,7 +237,9 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
                   "the latency SLO of a repository model whose config has no symphony.slo_ms parameter "
                   "(default 100)");
   cmd->add_option("--policy", a.policy,
-                  std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
+                  std::string(kPolicyHelp) +
+                      "; serve also runs triton[:...], Triton's dynamic batcher (overrides the config; "
+                      "docs/policies.md, docs/serving.md)");
   cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");
   cmd->add_option(
       "--devices", a.devices,

@@ -11,6 +11,7 @@
 #include "symphony/config/yaml_reader.hpp"
 #include "symphony/latency_profile.hpp"
 #include "symphony/tensor_spec.hpp"
+#include "symphony/triton_batcher.hpp"
 
 namespace symphony::config {
 namespace {
@@ -133,7 +134,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   } else {
     c.policy = *parse_policy("deferred");
   }
-  if (Status s = check_runs_in_core(c.policy); !s.ok()) r.fail(root["policy"], "policy", s.message());
+  if (Status s = check_runs_in_runtime(c.policy); !s.ok()) r.fail(root["policy"], "policy", s.message());
   if (const YAML::Node g = root["gather"]) {
     Result<GatherKind> gather = parse_gather(r.string(g, "gather"));
     if (!gather.ok()) r.fail(g, "gather", gather.status().message());

@@ -1262,7 +1262,7 @@ Server::~Server() {
 }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions o) {
-  SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(o.policy));
+  SYMPHONY_RETURN_IF_ERROR(check_runs_in_runtime(o.policy));  // triton: TritonRuntime
   SYMPHONY_RETURN_IF_ERROR(o.recalibration.validate());
   if (o.cpu_threads < 1) return Status(Errc::kInvalidArgument, "cpu_threads must be at least 1");
   if (o.max_pending == 0) return Status(Errc::kInvalidArgument, "max_pending must be at least 1");
