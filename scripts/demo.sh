@@ -28,7 +28,18 @@
 # While it runs, any client can send requests too (README: a curl example).
 # Extra arguments go to `symphony serve`, e.g.
 #   ./scripts/demo.sh --policy eager --json report.json
+# With --compare-triton first, it serves the three models and sends the load
+# twice instead, with the demo's policy and then with Triton's dynamic batcher
+# (`--policy triton`, or SYMPHONY_DEMO_TRITON's spelling, e.g.
+# triton:max_queue_delay_us=2000), and prints both side by side: good r/s, bad %
+# and p99 as the clients saw them (docs/triton.md):
+#   ./scripts/demo.sh --compare-triton
 # SYMPHONY_DEMO_HTTP, SYMPHONY_DEMO_GRPC and SYMPHONY_DEMO_METRICS change the addresses.
+compare_triton=0
+if [[ "${1:-}" == --compare-triton ]]; then
+  compare_triton=1
+  shift
+fi
 source "$(dirname "$0")/common.sh"
 step "configuring (preset release)"
 cmake --preset release >/dev/null
@@ -109,6 +120,48 @@ control() {
     return 1
   fi
 }
+
+if ((compare_triton)); then
+  triton="${SYMPHONY_DEMO_TRITON:-triton}"
+  # Serves the three models with serve's extra arguments $2..., sends the
+  # demo's load, stops serve; the load's JSON report goes to $work/load.$1.json.
+  serve_and_load() {
+    local name=$1
+    shift
+    rm -f "$work/ports.json"
+    step "[$name] serving examples/demo.yaml's three models from $repo ($*)"
+    "$bin" serve examples/demo_repository.yaml --model-repository "$repo" --model-control-mode explicit \
+      --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18 \
+      --http "$http" --grpc "$grpc" --metrics "$metrics" --port-file "$work/ports.json" --quiet "$@" &
+    serve_pid=$!
+    for _ in $(seq 1 1800); do
+      [[ -f "$work/ports.json" ]] && break
+      kill -0 "$serve_pid" 2>/dev/null || { echo "error: symphony serve exited before serving" >&2; exit 1; }
+      sleep 0.5
+    done
+    [[ -f "$work/ports.json" ]] || { echo "error: symphony serve did not start within 15 minutes" >&2; exit 1; }
+    step "[$name] sending the demo's load (symphony load, a separate process)"
+    "$bin" load --config examples/demo.yaml --url "http://$http" --quiet --json "$work/load.$name.json"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid" || true
+    serve_pid=""
+  }
+  serve_and_load symphony "$@"
+  serve_and_load triton "$@" --policy "$triton"
+  step "side by side (as the clients saw them; this machine's noise moves both by a few %)"
+  /usr/bin/python3 - "$work/load.symphony.json" "$work/load.triton.json" "$triton" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def row(name, r):
+    return "%-20s %10.1f %7.2f %8.1f" % (name, r["goodput_rps"], 100 * r["bad_rate"], r["latency_ms"]["p99"])
+print("%-20s %32s   %32s" % ("", "Symphony (the demo's policy)", sys.argv[3]))
+print("%-20s %10s %7s %8s     %10s %7s %8s" % ("model", "good r/s", "bad %", "p99 ms", "good r/s", "bad %", "p99 ms"))
+for m in list(a["models"]) + ["total"]:
+    ra, rb = (a, b) if m == "total" else (a["models"][m], b["models"][m])
+    print(row(m, ra) + "     " + row("", rb)[21:])
+PY
+  exit 0
+fi
 
 step "serving the model repository $repo (examples/demo.yaml's three models) on http://$http and grpc $grpc"
 "$bin" serve examples/demo_repository.yaml --model-repository "$repo" --model-control-mode explicit \
