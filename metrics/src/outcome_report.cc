@@ -51,9 +51,11 @@ void print_outcome_table(std::FILE* out, const char* first_column, const std::ve
 }
 
 void write_outcome_metrics(Writer& w, const std::string& prefix, const std::string& help_whose,
-                           const std::string& model, const OutcomeCounts& c, const std::string& version) {
+                           const std::string& model, const OutcomeCounts& c, const std::string& version,
+                           const Labels& extra) {
   const auto with = [&](const char* key, std::string value) {
     Labels l = model_labels(model, version);
+    l.insert(l.end(), extra.begin(), extra.end());
     l.emplace_back(key, std::move(value));
     return l;
   };

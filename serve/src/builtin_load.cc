@@ -213,7 +213,9 @@ json server_counts_json(const ServerStats& stats) {
     jm["latency_count"] = m.latency.count();
     jm["model"] = m.model;
     jm["version"] = m.version;
-    if (!m.loaded) jm["loaded"] = false;  // unloaded while serving: its final counts
+    if (!m.loaded) jm["loaded"] = false;                    // unloaded while serving: its final counts
+    for (std::size_t l = 0; l < m.by_priority.size(); ++l)  // Triton's priority l + 1
+      jm["by_priority"][std::to_string(l + 1)] = metrics::outcome_json(m.by_priority[l], secs);
     out["models"][m.label] = jm;
     total += m.counts;
   }

@@ -59,6 +59,16 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.counter("symphony_requests_sent_total", "Requests the server accepted since start.", m,
               static_cast<double>(ms.counts.sent));
     metrics::write_outcome_metrics(w, "symphony_requests", "Server", ms.model, ms.counts, ms.version);
+    for (std::size_t l = 0; l < ms.by_priority.size(); ++l) {  // models with priority levels
+      const Labels level{{"priority", std::to_string(l + 1)}};
+      Labels sent = m;
+      sent.insert(sent.end(), level.begin(), level.end());
+      w.counter("symphony_priority_requests_sent_total",
+                "Requests the server accepted since start, by priority.", sent,
+                static_cast<double>(ms.by_priority[l].sent));
+      metrics::write_outcome_metrics(w, "symphony_priority_requests", "Server", ms.model, ms.by_priority[l],
+                                     ms.version, level);
+    }
     w.counter("symphony_requests_late_by_deadline_total",
               "Late requests still answered by the client's own deadline (a budget longer than the SLO).", m,
               static_cast<double>(ms.counts.late_by_deadline));

@@ -192,6 +192,21 @@ struct Server::Impl final : BatchRunner {
     // were accepting reaches the runtime's queue before the removal starts.
     std::atomic<std::uint32_t> submitting{0};
     OutcomeTally tally;  // every request the server accepted, by outcome
+    // The same by priority level (0 the highest), when it has several.
+    std::unique_ptr<OutcomeTally[]> by_level;
+    std::uint32_t levels = 0;
+    void sent(std::uint32_t level) {
+      tally.sent();
+      if (level < levels) by_level[level].sent();
+    }
+    void unsend(std::uint32_t level) {
+      tally.unsend();
+      if (level < levels) by_level[level].unsend();
+    }
+    void ended(std::uint32_t level, Outcome o, DropReason r, Duration latency, bool by_deadline = false) {
+      tally.record(o, r, latency, by_deadline);
+      if (level < levels) by_level[level].record(o, r, latency, by_deadline);
+    }
     std::mutex hist_mu;  // guards batches, batch_exec
     std::map<std::uint32_t, std::uint64_t> batches;
     std::map<std::uint32_t, Duration> batch_exec;
@@ -231,6 +246,7 @@ struct Server::Impl final : BatchRunner {
     s.version = m.opts.version;
     s.counts = m.tally.counts();
     s.latency = m.tally.latency();
+    for (std::uint32_t l = 0; l < m.levels; ++l) s.by_priority.push_back(m.by_level[l].counts());
     {
       std::lock_guard<std::mutex> lock(m.hist_mu);
       s.batches = m.batches;
@@ -272,6 +288,7 @@ struct Server::Impl final : BatchRunner {
     // The first start and the last end of the batches its samples ran in.
     TimePoint ran_first = TimePoint::infinite(), ran_last = TimePoint::neg_infinite();
     std::shared_ptr<Model> model;
+    std::uint32_t level = 0;  // its priority level
     bool use_promise = false;
     std::promise<InferResult> promise;
     std::function<void(InferResult&&)> callback;
@@ -285,6 +302,7 @@ struct Server::Impl final : BatchRunner {
     std::string error;
     TimePoint submitted;
     RequestTimes times;
+    std::uint32_t level = 0;  // its priority level
     // Its batch's start and end as the executor reported them (on_batch);
     // infinite until it ran.
     TimePoint ran_start = TimePoint::infinite(), ran_end = TimePoint::infinite();
@@ -464,7 +482,7 @@ struct Server::Impl final : BatchRunner {
     if (o.outcome == Outcome::kDropped) r.error = "dropped: " + std::string(to_string(o.reason));
     Model& m = *p.model;
     // Late is judged as the core judges it, on the reply's time (finish).
-    m.tally.record(o.outcome, o.reason, r.latency, o.finish <= r.deadline);
+    m.ended(p.level, o.outcome, o.reason, r.latency, o.finish <= r.deadline);
     record_end(m, o.outcome, r.latency, p.submitted, p.ran_start, p.ran_end, 1);
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);
@@ -545,7 +563,7 @@ struct Server::Impl final : BatchRunner {
     } else {
       r.batch_start = r.batch_end = TimePoint::infinite();
     }
-    g->model->tally.record(r.outcome, r.reason, r.latency, r.batch_end <= r.deadline);
+    g->model->ended(g->level, r.outcome, r.reason, r.latency, r.batch_end <= r.deadline);
     record_end(*g->model, r.outcome, r.latency, r.submitted, g->ran_first, g->ran_last,
                static_cast<std::uint32_t>(g->outputs.size()));
     if (g->use_promise) {
@@ -678,8 +696,8 @@ struct Server::Impl final : BatchRunner {
       if (times.target - now < need) {
         // An outcome, not a bad request: the request was well formed, its
         // budget is too short to plan (docs/architecture.md#outcomes).
-        m->tally.sent();
-        m->tally.record(Outcome::kDropped, DropReason::kInfeasible, Duration::zero());
+        m->sent(*level);
+        m->ended(*level, Outcome::kDropped, DropReason::kInfeasible, Duration::zero());
         record_end(*m, Outcome::kDropped, Duration::zero(), now, TimePoint::infinite(), TimePoint::infinite(),
                    1);
         InferResult r;
@@ -711,6 +729,7 @@ struct Server::Impl final : BatchRunner {
     p.batched = batched;
     p.submitted = now;
     p.times = times;
+    p.level = *level;
     p.ran_start = p.ran_end = TimePoint::infinite();
     p.use_promise = promise != nullptr;
     if (promise)
@@ -722,11 +741,11 @@ struct Server::Impl final : BatchRunner {
     p.model_id.store(m->id, std::memory_order_relaxed);
     p.ticket.store(tk, std::memory_order_release);  // release: with the model id, for cancel()
     if (ticket) *ticket = tk;
-    m->tally.sent();
+    m->sent(*level);
     const SubmitStatus st = runtime->submit(m->id, tk, times.target, *level);
     if (st == SubmitStatus::kUnknownModel) {
       // Removed between the lookup and the submission: nothing was queued.
-      m->tally.unsend();
+      m->unsend(*level);
       if (promise) *promise = std::move(p.promise);
       p.model.reset();
       p.inputs.clear();
@@ -758,6 +777,7 @@ struct Server::Impl final : BatchRunner {
     g->left = k;
     g->outputs.resize(k);
     g->model = m;
+    g->level = level;
     InferResult& r = g->result;
     r.outcome = Outcome::kOk;
     r.submitted = now;
@@ -793,7 +813,7 @@ struct Server::Impl final : BatchRunner {
       groups[g->tickets.front()] = g;
     }
     if (ticket) *ticket = g->tickets.front();
-    m->tally.sent();
+    m->sent(level);
     for (std::uint32_t i = 0; i < k; ++i) {
       if (runtime->submit(m->id, g->tickets[i], times.target, level) != SubmitStatus::kUnknownModel) continue;
       // Removed meanwhile: this sample never ran (the request ends dropped).
@@ -952,6 +972,10 @@ struct Server::Impl final : BatchRunner {
   Result<std::shared_ptr<Model>> load(const ModelOptions& mo) {
     auto m = std::make_shared<Model>();
     m->opts = mo;
+    if (mo.priority_levels > 1) {
+      m->levels = mo.priority_levels;
+      m->by_level = std::make_unique<OutcomeTally[]>(m->levels);
+    }
     const std::string shown = mo.display_name();
     const std::string who = "model '" + shown + "'";
     if (mo.name.empty()) return Status(Errc::kInvalidArgument, "a model needs a name");
@@ -1321,6 +1345,8 @@ namespace {
 void add_requests(ModelStats& into, const ModelStats& from) {
   into.counts += from.counts;
   into.latency.merge(from.latency);
+  if (into.by_priority.size() < from.by_priority.size()) into.by_priority.resize(from.by_priority.size());
+  for (std::size_t l = 0; l < from.by_priority.size(); ++l) into.by_priority[l] += from.by_priority[l];
   for (const auto& [size, n] : from.batches) into.batches[size] += n;
   for (const auto& [size, d] : from.batch_exec) into.batch_exec[size] += d;
   into.inference_count += from.inference_count;

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "symphony/outcome_tally.hpp"
@@ -20,6 +21,7 @@
 namespace symphony::metrics {
 
 class Writer;
+using Labels = std::vector<std::pair<std::string, std::string>>;  // exposition.hpp's
 
 // {"sent", "ok", "late", "dropped", "dropped_by_reason", "errors"}, and
 // "goodput_rps" (ok per second) and "bad_rate" when seconds > 0.
@@ -47,8 +49,10 @@ void print_outcome_table(std::FILE* out, const char* first_column, const std::ve
 // symphony_requests_total{model,outcome} (ok, late, dropped, error) and
 // symphony_requests_dropped_total{model,reason} under the given family
 // prefix ("symphony_requests" or, for the front, "symphony_front_requests");
-// with a {version} label when `version` is not empty (model_labels).
+// with a {version} label when `version` is not empty (model_labels), and
+// `extra` labels after those (a family's series share one label set).
 void write_outcome_metrics(Writer& w, const std::string& prefix, const std::string& help_whose,
-                           const std::string& model, const OutcomeCounts& c, const std::string& version = {});
+                           const std::string& model, const OutcomeCounts& c, const std::string& version = {},
+                           const Labels& extra = {});
 
 }  // namespace symphony::metrics

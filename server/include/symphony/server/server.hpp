@@ -193,9 +193,12 @@ struct ModelStats {
   // How reports name it: `model`, or "<model> version <version>" when the
   // entries hold several versions of the model (a model repository's).
   std::string label;
-  OutcomeCounts counts;            // every request the server accepted since start, by outcome
-  LatencyHistogram latency;        // over ok and late requests
-  Duration p50, p99, max_latency;  // of `latency`
+  OutcomeCounts counts;  // every request the server accepted since start, by outcome
+  // The same by priority level when the model has several (ModelOptions::
+  // priority_levels): [l] is Triton's priority l + 1, 0 the highest.
+  std::vector<OutcomeCounts> by_priority;
+  LatencyHistogram latency;                        // over ok and late requests
+  Duration p50, p99, max_latency;                  // of `latency`
   std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
   std::map<std::uint32_t, Duration> batch_exec;    // batch size -> their summed execution time
   double mean_batch = 0;
