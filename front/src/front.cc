@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "symphony/version.hpp"
 
@@ -29,6 +30,28 @@ bool bytes_well_formed(std::string_view data, std::uint64_t count) {
   return pos == data.size();
 }
 
+// The repository's line for model `name` (at `version`; any version when
+// empty) when the service has a repository that holds it. Called only when
+// a lookup failed, to tell a known model that is not loaded from an unknown
+// name: it may list the repository's folder.
+std::optional<InferenceService::IndexEntry> repository_entry(const InferenceService& service,
+                                                             std::string_view name,
+                                                             std::string_view version) {
+  if (!service.has_repository()) return std::nullopt;
+  for (InferenceService::IndexEntry& e : service.repository_index(false))
+    if (e.name == name && (version.empty() || e.version.empty() || e.version == version)) return std::move(e);
+  return std::nullopt;
+}
+
+// The answer for a model (or version) the repository holds but that is not
+// served: 503 / UNAVAILABLE, as Triton answers for a model it has unloaded.
+Reply not_loaded(std::string_view name, std::string_view version, const InferenceService::IndexEntry& e) {
+  std::string what = "model " + in_quotes(name);
+  if (!version.empty()) what += " version " + in_quotes(version);
+  return Reply::error(Code::kUnavailable, what + " is not loaded: the repository lists it as " + e.state +
+                                              (e.reason.empty() ? "" : " (" + e.reason + ")"));
+}
+
 }  // namespace
 
 Front::Front(InferenceService& service, FrontOptions options)
@@ -51,11 +74,21 @@ std::shared_ptr<const ModelMetadata> Front::model(std::string_view name, std::st
                                                   Reply* error) const {
   std::shared_ptr<const ModelMetadata> m = service_.find(name);
   if (!m) {
-    if (error) *error = Reply::error(Code::kNotFound, "unknown model " + in_quotes(name));
+    if (!error) return nullptr;
+    if (std::optional<InferenceService::IndexEntry> e = repository_entry(service_, name, version))
+      *error = not_loaded(name, version, *e);
+    else if (std::optional<InferenceService::IndexEntry> any = repository_entry(service_, name, ""))
+      *error = not_loaded(name, "", *any);
+    else
+      *error = Reply::error(Code::kNotFound, "unknown model " + in_quotes(name));
     return nullptr;
   }
   if (!version.empty() && std::find(m->versions.begin(), m->versions.end(), version) == m->versions.end()) {
-    if (error) {
+    if (!error) return nullptr;
+    std::optional<InferenceService::IndexEntry> e = repository_entry(service_, name, version);
+    if (e && !e->version.empty() && e->state != "READY") {
+      *error = not_loaded(name, version, *e);
+    } else {
       std::string have;
       for (const std::string& v : m->versions) have += (have.empty() ? "" : ", ") + in_quotes(v);
       *error = Reply::error(Code::kNotFound, "model " + in_quotes(name) + " has no version " +

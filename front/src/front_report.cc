@@ -62,7 +62,7 @@ json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double 
           m.model.c_str(), static_cast<unsigned long long>(m.invalid),
           static_cast<unsigned long long>(m.shed), static_cast<unsigned long long>(m.unavailable));
   if (c.not_found)
-    std::printf("  %llu requests named no served model (404)\n",
+    std::printf("  %llu requests named no served model (404; 503 for one not loaded)\n",
                 static_cast<unsigned long long>(c.not_found));
   std::printf("protocol total: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu over %.1f s (%s)\n",
               static_cast<unsigned long long>(total.sent), static_cast<unsigned long long>(total.ok),

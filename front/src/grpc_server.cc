@@ -491,8 +491,13 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
                                        const inference::ModelReadyRequest* req,
                                        inference::ModelReadyResponse* resp) override {
     Reply err;
-    if (!front_.model(req->name(), req->version(), &err))
-      return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    // A model the repository holds but that is not loaded is not ready (as
+    // Triton answers); NOT_FOUND only for a name the server does not know.
+    if (!front_.model(req->name(), req->version(), &err)) {
+      if (err.code != Code::kUnavailable) return done(ctx, grpc::Status(grpc_code(err.code), err.message));
+      resp->set_ready(false);
+      return done(ctx, grpc::Status::OK);
+    }
     resp->set_ready(front_.model_ready(req->name(), req->version()));
     return done(ctx, grpc::Status::OK);
   }
@@ -509,7 +514,7 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
                                           inference::ModelMetadataResponse* resp) override {
     Reply err;
     auto m = front_.model(req->name(), req->version(), &err);
-    if (!m) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    if (!m) return done(ctx, grpc::Status(grpc_code(err.code), err.message));
     resp->set_name(m->name);
     for (const std::string& v : m->versions) resp->add_versions(v);
     resp->set_platform(m->platform);
@@ -531,7 +536,7 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
                                         inference::ModelConfigResponse* resp) override {
     Reply err;
     auto m = front_.model(req->name(), req->version(), &err);
-    if (!m) return done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND, err.message));
+    if (!m) return done(ctx, grpc::Status(grpc_code(err.code), err.message));
     if (!detail::effective_config(*m, resp->mutable_config()))
       return done(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
                                     "the configuration of model " + in_quotes(m->name) + " does not parse"));

@@ -429,13 +429,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         if (verb != http::verb::get) return method_not_allowed(s, "GET");
         Reply err;
         auto m = f.model(model, version, &err);
-        if (!m) return respond_error(s, http::status::not_found, err.message);
+        if (!m) return respond_error(s, static_cast<http::status>(http_status(err.code)), err.message);
         return respond(s, http::status::ok, model_metadata_body(*m));
       }
       if (p.size() == k + 1 && p[k] == "ready") {
         if (verb != http::verb::get) return method_not_allowed(s, "GET");
         Reply err;
-        if (!f.model(model, version, &err)) return respond_error(s, http::status::not_found, err.message);
+        // A model the repository holds but that is not loaded is not ready:
+        // 400, as Triton answers every model that is not ready; 404 only for
+        // a name the server does not know.
+        if (!f.model(model, version, &err))
+          return respond_error(
+              s, err.code == Code::kUnavailable ? http::status::bad_request : http::status::not_found,
+              err.message);
         const bool ready = f.model_ready(model, version);
         return respond(
             s, ready ? http::status::ok : http::status::service_unavailable,
@@ -445,7 +451,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         if (verb != http::verb::get) return method_not_allowed(s, "GET");
         Reply err;
         auto m = f.model(model, version, &err);
-        if (!m) return respond_error(s, http::status::not_found, err.message);
+        if (!m) return respond_error(s, static_cast<http::status>(http_status(err.code)), err.message);
         std::optional<std::string> body = model_config_body(*m);
         if (!body)
           return respond_error(s, http::status::internal_server_error,

@@ -175,11 +175,49 @@ def test_none_mode_refuses_load_and_unload(none_mode):
 
 # ---- explicit: load and unload while serving --------------------------------
 
+def ready(s, model):
+    """GET /v2/models/{model}/ready: (status, body)."""
+    status, _, body = curl(s.url + "/v2/models/%s/ready" % model)
+    return status, json.loads(body) if body else None
+
+
+def not_loaded(s, model):
+    """A model the repository holds but that is not loaded: not ready (400,
+    as Triton answers; gRPC ready = false), and its metadata and requests
+    503 saying so; never "unknown model"."""
+    status, body = ready(s, model)
+    assert status == 400 and "'%s' is not loaded" % model in body["error"], (status, body)
+    status, _, body = curl(s.url + "/v2/models/" + model)
+    assert status == 503 and "is not loaded" in json.loads(body)["error"], body
+    status, body = infer(s, model)
+    assert status == 503 and "'%s' is not loaded" % model in body["error"], body
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(s.grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        assert stub.ModelReady(pb.ModelReadyRequest(name=model), timeout=10).ready is False
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelMetadata(pb.ModelMetadataRequest(name=model), timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "is not loaded" in e.value.details()
+    return True
+
+
 def test_explicit_mode_loads_only_what_is_asked(explicit):
     assert entry(explicit, "linear", "2")["state"] == "READY"
     e = entry(explicit, "linear_b")
     assert e["state"] == "UNAVAILABLE" and e["reason"] == "not loaded"
-    assert infer(explicit, "linear_b")[0] == 404
+    assert not_loaded(explicit, "linear_b")
+    assert ready(explicit, "linear")[0] == 200
+
+
+def test_readiness_of_a_name_the_repository_does_not_hold_is_unknown(explicit):
+    status, body = ready(explicit, "nope")
+    assert status == 404 and "unknown model 'nope'" in body["error"], body
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(explicit.grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelReady(pb.ModelReadyRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -190,10 +228,12 @@ def test_a_bad_model_is_refused_with_its_reason_in_the_answer_and_the_index(expl
     assert says in body["error"] and name in body["error"]
     e = entry(explicit, name)
     assert e["state"] == "UNAVAILABLE" and says in e["reason"]
-    assert infer(explicit, name)[0] == 404
+    status, body = infer(explicit, name)
+    assert status == 503 and says in body["error"], body  # not loaded, and why
 
 
-def test_load_infer_unload_then_not_found(explicit):
+def test_load_infer_unload_then_not_ready(explicit):
+    assert not_loaded(explicit, "linear_b")  # before the load
     status, body = post(explicit, "/v2/repository/models/linear_b/load")
     assert status == 200, body
     assert entry(explicit, "linear_b", "1")["state"] == "READY"
@@ -205,8 +245,7 @@ def test_load_infer_unload_then_not_found(explicit):
     assert status == 200, body
     e = entry(explicit, "linear_b")
     assert e["state"] == "UNAVAILABLE" and e["reason"] == "unloaded"
-    status, body = infer(explicit, "linear_b")
-    assert status == 404 and "unknown model" in body["error"]
+    assert not_loaded(explicit, "linear_b")  # after the unload
     assert infer(explicit, "linear")[0] == 200
 
 
@@ -391,7 +430,7 @@ def test_grpc_repository_rpcs(explicit):
         assert ("linear", "2", "READY") in [(m.name, m.version, m.state) for m in idx.models]
         assert all(m.state == "READY" for m in idx.models)
         stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="linear_b"), timeout=120)
-        assert stub.ModelReady(pb.ModelReadyRequest(name="linear_b"), timeout=10).ready
+        assert stub.ModelReady(pb.ModelReadyRequest(name="linear_b"), timeout=10).ready is True
         with pytest.raises(grpc.RpcError) as e:
             req = pb.RepositoryModelLoadRequest(model_name="onnx")
             stub.RepositoryModelLoad(req, timeout=120)
@@ -402,9 +441,10 @@ def test_grpc_repository_rpcs(explicit):
             stub.RepositoryModelLoad(req, timeout=30)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "file:1/model.pt" in e.value.details()
         stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="linear_b"), timeout=120)
+        assert stub.ModelReady(pb.ModelReadyRequest(name="linear_b"), timeout=10).ready is False
         with pytest.raises(grpc.RpcError) as e:
             stub.ModelMetadata(pb.ModelMetadataRequest(name="linear_b"), timeout=10)
-        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "not loaded" in e.value.details()
         with pytest.raises(grpc.RpcError) as e:
             stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="nope"), timeout=30)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "not loaded" in e.value.details()
@@ -511,12 +551,12 @@ def test_unload_ends_every_queued_request_once_and_counts_them():
             t.join(timeout=60)
         assert not any(t.is_alive() for t in threads)
         assert len(answers) == 6 and all(st == 200 for st, _ in answers), answers
-        assert infer(s, "busy")[0] == 404
+        assert infer(s, "busy")[0] == 503  # not loaded
     finally:
         rc, report = s.stop()
     assert rc == 0
     front = report["models"]["busy"]
-    assert front["sent"] == 6 and front["ok"] + front["late"] == 6, front  # the 404 after: not_found
+    assert front["sent"] == 6 and front["ok"] + front["late"] == 6, front  # the 503 after: not served
 
 
 # ---- poll: the repository is rescanned --------------------------------------
