@@ -5,8 +5,10 @@
 // replaces --scheduler. Runs until SIGINT
 // or SIGTERM (or --duration); --json FILE writes its counters and input-read
 // latencies as JSON on exit.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -60,6 +62,7 @@ int run_backend(BackendArgs a) {
   cluster::BackendOptions o;
   o.token = a.token;
   std::optional<cluster::ClusterRepository> repo;  // its files, without the profiles
+  std::map<std::string, std::uint32_t> max_batch;  // by model: the largest batch the config plans
   if (!a.model_repository.empty()) {
     Result<cluster::ClusterRepository> r = cluster::read_cluster_repository(a.model_repository, {});
     if (!r.ok()) return print_error("backend", "%s\n", r.status().message().c_str()), 2;
@@ -73,6 +76,12 @@ int run_backend(BackendArgs a) {
       return 2;
     }
     const cluster::ClusterConfig& c = *loaded;
+    for (const ModelConfig& m : c.sim.spec.models) {
+      const std::uint32_t profiled = m.profile.max_batch();
+      max_batch[m.name] = m.max_batch == 0 ? profiled
+                          : profiled == 0  ? m.max_batch
+                                           : std::min(m.max_batch, profiled);
+    }
     if (o.token.empty()) o.token = cluster::effective_token(c.cluster);
     o.ucx_tls = c.cluster.ucx_tls;
     o.inject_delay = c.cluster.inject_delay;
@@ -109,13 +118,19 @@ int run_backend(BackendArgs a) {
     Result<std::vector<cluster::TorchModelSpec>> specs =
         cluster::torch_model_specs(a.models, repo ? &*repo : nullptr);
     if (!specs.ok()) return print_error("backend", "%s\n", specs.status().message().c_str()), 2;
-    Result<std::unique_ptr<cluster::BackendDevices>> d =
-        cluster::make_torch_devices(a.devices, *specs, a.cpu_threads, a.name.empty() ? "backend" : a.name);
+    for (cluster::TorchModelSpec& m : *specs)  // warm-up sizes: the config's plan, else the repository's
+      if (const auto it = max_batch.find(m.name); it != max_batch.end() && it->second > 0)
+        m.max_batch = it->second;
+    std::vector<std::string> notes;
+    Result<std::unique_ptr<cluster::BackendDevices>> d = cluster::make_torch_devices(
+        a.devices, *specs, a.cpu_threads, a.name.empty() ? "backend" : a.name, &notes);
     if (!d.ok()) {
       print_error("backend", "%s\n", d.status().message().c_str());
       return 2;
     }
     o.device_set = std::move(*d);
+    const auto log = cluster::stderr_logger(a.name.empty() ? "backend" : a.name);
+    for (const std::string& n : notes) log(n);
 #else
     print_error("backend",
                 "--devices %s needs the server library (libtorch); this build has emulated:N only\n",

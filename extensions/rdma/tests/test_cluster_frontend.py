@@ -647,6 +647,56 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
         c.stop_all()
 
 
+# A model that must answer within 300 ms (above the ~100 ms a backend's first
+# read from a new frontend may take, docs/cluster.md#limitations), and a
+# profile that says a batch of 8 takes 1.4 ms.
+COLD_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+parameters { key: "symphony.slo_ms" value { string_value: "%d" } }
+"""
+
+
+def test_torch_a_cold_cluster_answers_its_first_request_within_target(tmp_path):
+    """A fresh scheduler, CPU backend and frontend from a model repository:
+    the backend warms the model at every size of its profile before it
+    registers, so the very first request, of 8 samples (a batch of 8, a size
+    nothing ran before the warm-up), is answered ok, within its target."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    slo_ms = 300
+    repo = tmp_path / "models"
+    (repo / "linear" / "1").mkdir(parents=True)
+    (repo / "linear" / "config.pbtxt").write_text(COLD_PBTXT % slo_ms)
+    with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
+        (repo / "linear" / "1" / "model.pt").write_bytes(src.read())
+    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
+    (repo / "linear" / "1" / "model.cpu0.profile.yaml").write_text(
+        'model: linear\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
+        "beta_ms: 1\nstopped_because: test\npoints:\n" + points)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args)
+        c.start_backend("cpu", "cpu", extra=args)
+        f = c.start_frontend("fe", extra=args)
+        f.wait_ready()
+        xs = rows(8, 3)
+        start = time.monotonic()
+        status, hdrs, body = http_infer(f, "linear", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [8, 4], "data": sum(xs, [])}]})
+        took_ms = (time.monotonic() - start) * 1e3
+        print("first request: %d %s in %.1f ms" % (status, hdrs.get("symphony-outcome"), took_ms))
+        assert status == 200 and hdrs["symphony-outcome"] == "ok", (status, hdrs, body, took_ms,
+                                                                    c.backends["cpu"].output())
+        (out,) = json.loads(body)["outputs"]
+        assert out["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+        assert "warmed up model 'linear'" in c.backends["cpu"].output(), c.backends["cpu"].output()
+    finally:
+        c.stop_all()
+
+
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
 
 EMULATED_CONFIG = """

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -143,6 +144,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       o.batch_dimension = m.batch_dimension;
       Loaded& l = models_[m.name];
       l.shaped_outputs = m.shaped_outputs;
+      l.max_batch = m.batch_dimension ? std::max<std::uint32_t>(m.max_batch, 1) : 1;
       l.replica_of = std::move(replica_of);
       SYMPHONY_ASSIGN_OR_RETURN(l.model, TorchModel::load(std::move(o)));
     }
@@ -163,8 +165,12 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       }
       ++device;
     }
+    for (auto& [name, l] : models_) SYMPHONY_RETURN_IF_ERROR(warm_up(name, l));
     return {};
   }
+
+  // One line per model warmed up: its sizes, devices, runs and time.
+  const std::vector<std::string>& warm_up_notes() const noexcept { return warm_notes_; }
 
   ~TorchDevices() override { stop(); }
 
@@ -205,6 +211,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
  private:
   struct Loaded {
     std::unique_ptr<TorchModel> model;
+    std::uint32_t max_batch = 1;  // TorchModelSpec::max_batch, at least 1
     bool shaped_outputs = false;  // TorchModelSpec::shaped_outputs
     std::vector<int> replica_of;  // by device: its replica there, -1 when not loaded there
   };
@@ -213,6 +220,80 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     std::vector<std::vector<at::Tensor>> tensors;
     std::vector<std::vector<std::uint8_t>> outputs;
   };
+
+  // The warm-up's batches end here (executor threads -> warm_up).
+  struct WarmPort final : CompletionPort {
+    void report(BatchCompletion c) override {
+      std::lock_guard<std::mutex> lock(mu);
+      done = std::move(c);
+      cv.notify_all();
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<BatchCompletion> done;
+  };
+
+  // Warm start (docs/cluster.md#warm-start): runs a batch of every size from
+  // 1 to the model's max batch, twice, on each device that serves it, the
+  // way requests run (prepare, the executor's own thread, store), before the
+  // backend registers. The first batch of a size is slow (kernels chosen and
+  // compiled per shape), and so is an executor thread's first run (its
+  // OpenMP pool); TorchModel::load ran batch 1 on the loading thread only.
+  // A batch that fails or does not end within a minute fails the start.
+  Status warm_up(const std::string& name, const Loaded& l) {
+    const TorchModel& m = *l.model;
+    // One request's bytes: each input's sample (its profile sample where it
+    // has a -1, after that sample's shape), zeros.
+    std::vector<std::uint8_t> one;
+    for (std::size_t i = 0; i < m.inputs().size(); ++i) {
+      const server::InputSpec& s = m.inputs()[i];
+      const server::InputSpec& at = i < m.profile_inputs().size() ? m.profile_inputs()[i] : s;
+      if (std::find(s.shape.begin(), s.shape.end(), -1) != s.shape.end()) append_shape(at.shape, one);
+      one.resize(one.size() + spec_bytes(at, SIZE_MAX / 2), 0);
+    }
+    SteadyClock clock;
+    const TimePoint start = clock.now();
+    std::uint32_t runs = 0;
+    std::string devices;
+    for (std::size_t d = 0; d < executors_.size(); ++d) {
+      if (d >= l.replica_of.size() || l.replica_of[d] < 0) continue;
+      devices += (devices.empty() ? "" : ", ") + names_[d];
+      for (std::uint32_t b = 1; b <= l.max_batch; ++b)
+        for (int round = 0; round < 2; ++round) {
+          const BatchId id = kWarmUpBatch - runs++;
+          SYMPHONY_RETURN_IF_ERROR(prepare(id, name, std::vector<std::span<const std::uint8_t>>(b, one)));
+          ExecBatch e;
+          e.batch = id;
+          e.gpu = static_cast<GpuId>(d);
+          e.size = b;
+          e.dispatched_at = e.exec = clock.now();
+          e.exec_deadline = e.exec + Duration::seconds(60);
+          {
+            std::lock_guard<std::mutex> lock(warm_port_.mu);
+            warm_port_.done.reset();
+          }
+          executors_[d]->execute(e, warm_port_);
+          std::unique_lock<std::mutex> lock(warm_port_.mu);
+          const bool ended = warm_port_.cv.wait_for(lock, std::chrono::seconds(60),
+                                                    [&] { return warm_port_.done.has_value(); });
+          lock.unlock();
+          take_outputs(id);
+          const auto fail = [&](const std::string& why) {
+            return Status(Errc::kInvalidArgument, "model '" + name + "': warming up a batch of " +
+                                                      std::to_string(b) + " on " + names_[d] + ": " + why);
+          };
+          if (!ended) return fail("it did not end within 60 s");
+          if (warm_port_.done->status != BatchStatus::kOk) return fail(warm_port_.done->error);
+        }
+    }
+    warm_notes_.push_back("warmed up model '" + name + "' at batches 1-" + std::to_string(l.max_batch) +
+                          " on " + devices + " (" + std::to_string(runs) + " runs, " +
+                          std::to_string((clock.now() - start).ns() / 1000000) + " ms)");
+    return {};
+  }
+
+  // The warm-up's batch ids count down from here, apart from the scheduler's.
+  static constexpr BatchId kWarmUpBatch = ~BatchId{0} - 1;
 
   // ---- server::BatchRunner (executor threads) -----------------------------------------
   Result<server::ModelReplica> model(const ExecBatch& b, std::size_t device) override {
@@ -251,6 +332,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   std::vector<std::unique_ptr<Executor>> executors_;
   std::mutex mu_;
   std::unordered_map<BatchId, Pending> pending_;
+  WarmPort warm_port_;  // outlives the executors (stop() joins them first)
+  std::vector<std::string> warm_notes_;
 };
 
 }  // namespace
@@ -293,6 +376,7 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
       for (const TensorSpec& t : rm.profile_inputs) m.profile_inputs.push_back(t.to_string());
       m.batch_dimension = rm.tensors.batch_dimension;
       m.instance_groups = rm.instance_groups;
+      m.max_batch = rm.config.max_batch;
       for (const TensorSpec& t : rm.tensors.outputs) m.shaped_outputs |= t.has_wildcard();
       out.push_back(std::move(m));
     }
@@ -307,9 +391,11 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
 
 Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,
                                                            const std::vector<TorchModelSpec>& models,
-                                                           int cpu_threads, const std::string& prefix) {
+                                                           int cpu_threads, const std::string& prefix,
+                                                           std::vector<std::string>* notes) {
   auto d = std::make_unique<TorchDevices>();
   SYMPHONY_RETURN_IF_ERROR(d->init(devices, models, cpu_threads, prefix));
+  if (notes) *notes = d->warm_up_notes();
   return std::unique_ptr<BackendDevices>(std::move(d));
 }
 

@@ -43,6 +43,10 @@ struct TorchModelSpec {
   bool shaped_outputs = false;
   // A repository's instance_group: the devices it is loaded on (none: every one).
   std::vector<DeviceGroup> instance_groups;
+  // The largest batch the scheduler may send it (the config's, capped by its
+  // profile's): the backend warms it up at every size up to this before it
+  // registers (docs/cluster.md#warm-start). 0: batch 1 only.
+  std::uint32_t max_batch = 0;
 };
 
 // Parses "name:path:spec[+spec...]" (the backend's --model).
@@ -57,9 +61,12 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
                                                       const ClusterRepository* repository);
 
 // "cpu", "cpu:N" (N CPU workers) or "cuda", "cuda:0,1" (CUDA builds);
-// `cpu_threads` intra-op threads per CPU worker.
+// `cpu_threads` intra-op threads per CPU worker. Loads every model and warms
+// it up on each of its devices (TorchModelSpec::max_batch) before it
+// returns; `notes`, when given, gets one line per model saying so.
 Result<std::unique_ptr<BackendDevices>> make_torch_devices(const std::string& devices,
                                                            const std::vector<TorchModelSpec>& models,
-                                                           int cpu_threads, const std::string& prefix);
+                                                           int cpu_threads, const std::string& prefix,
+                                                           std::vector<std::string>* notes = nullptr);
 
 }  // namespace symphony::cluster
