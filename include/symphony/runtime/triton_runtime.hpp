@@ -224,8 +224,8 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
         lease_reply_ = &p;
         grant_lease();
       });
+      cv_.notify_one();  // under the lock, as in report()
     }
-    cv_.notify_one();
     return f.get();
   }
   // Ends the lease, or withdraws one not granted yet (its lease_gpu() call
@@ -265,8 +265,8 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
         ++stats_.cancels;
         if (reply) reply->on_cancel(found);
       });
+      cv_.notify_one();  // under the lock, as in report()
     }
-    cv_.notify_one();
     return true;
   }
 
@@ -287,8 +287,8 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
             drop_queued(models_[id], now, DropReason::kShutdown);
         visit_all(now);
       });
+      cv_.notify_one();  // under the lock, as in report()
     }
-    cv_.notify_one();
     thread_.join();
     stopped_ = true;
   }
@@ -416,27 +416,23 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
         if (!deadline) deadline = now + r.slo;
         if (arrivals_.size() < cfg_.ingress_capacity) {
           arrivals_.push_back(Arrival{model, r.generation, priority, tag, now, *deadline});
+          cv_.notify_one();  // under the lock, as in report()
           why = DropReason::kNone;
         } else {
           why = DropReason::kQueueFull;
         }
       }
     }
-    if (why == DropReason::kNone) {
-      cv_.notify_one();
-      return SubmitStatus::kQueued;
-    }
+    if (why == DropReason::kNone) return SubmitStatus::kQueued;
     rejected_.fetch_add(1, std::memory_order_relaxed);  // a statistic
     sink_.on_outcome(dropped_outcome(model, tag, now, deadline.value_or(now), now, why));
     return SubmitStatus::kDropped;
   }
 
   void post(std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      control_.push_back(std::move(fn));
-    }
-    cv_.notify_one();
+    std::lock_guard<std::mutex> lock(mu_);
+    control_.push_back(std::move(fn));
+    cv_.notify_one();  // under the lock, as in report()
   }
   template <class F>
   auto on_dispatcher(F&& fn) {
@@ -803,10 +799,10 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
 
   // CompletionPort: executors report here, from any thread.
   void report(BatchCompletion c) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      completions_.push_back(std::move(c));
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    completions_.push_back(std::move(c));
+    // Under the lock: once it is released the runtime may be gone (this
+    // was its last batch, and stop() and the destructor run meanwhile).
     cv_.notify_one();
   }
 
