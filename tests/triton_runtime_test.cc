@@ -205,7 +205,7 @@ TEST(TritonRuntimeTest, TheQueuePolicyRejects) {
   ASSERT_EQ(rt2->submit(m2, 0), SubmitStatus::kQueued);
   const ManualGpus::Taken held = gpus2.take();
   ASSERT_EQ(rt2->submit(m2, 1), SubmitStatus::kQueued);
-  wait_for([&] { return sink2.count(1) == 1; });
+  wait_for([&] { return sink2.total() == 1; });  // total() last, with release: the counts are visible
   EXPECT_EQ(sink2.count(DropReason::kExpired), 1u);
   ManualGpus::complete(held);
   rt2->stop(StopMode::kDrain);
@@ -230,6 +230,39 @@ TEST(TritonRuntimeTest, AModelsOwnDelayAndQueueBoundReplaceThePolicys) {
   const ModelId other = *rt->add_model(model_ms("b", 1, 1, 1000, 16), std::nullopt);
   EXPECT_EQ(rt->rule(other)->delay, Duration::microseconds(100));
   rt->stop(StopMode::kDrain);
+}
+
+TEST(TritonRuntimeTest, AModelsOwnPreferredSizesAndCountReplaceThePolicys) {
+  // A repository's preferred_batch_size and instance_group count (serve
+  // passes them with set_model_batcher).
+  ExactlyOnceSink sink(8);
+  ManualGpus gpus;
+  auto rt = make(sink, "triton:max_queue_delay_us=1000000,max_batch=8");
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  const ModelId m = *rt->add_model(model_ms("a", 1, 1, 1000, 16), std::nullopt);
+  ASSERT_TRUE(rt->set_model_batcher(m, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0).ok())
+      << "more than the policy's 8";
+  EXPECT_EQ(rt->rule(m)->preferred.size(), 8u) << "9 and 10 are above the max batch";
+  ASSERT_TRUE(rt->set_model_batcher(m, {3, 2, 3}, 2).ok());
+  EXPECT_EQ(rt->rule(m)->preferred, (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_EQ(rt->rule(m)->cap, 3u);
+  EXPECT_FALSE(rt->set_model_batcher(m, {0}, 0).ok()) << "a size of 0";
+  // Queued while the device is leased, then freed at once: two instances
+  // (count 2), each taking the largest preferred size though the delay is a
+  // second. (Sent one by one to a free device, a batch of 2 would leave as
+  // soon as 2 were queued.)
+  ASSERT_TRUE(rt->lease_gpu(0, Duration::milliseconds(1), Duration::milliseconds(1)).ok());
+  for (std::uint64_t t = 0; t < 6; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  (void)rt->stats();
+  rt->end_lease(SteadyClock{}.now());
+  const ManualGpus::Taken a = gpus.take();
+  const ManualGpus::Taken b = gpus.take();
+  EXPECT_EQ(a.batch.size, 3u);
+  EXPECT_EQ(b.batch.size, 3u);
+  ManualGpus::complete(a);
+  ManualGpus::complete(b);
+  rt->stop(StopMode::kDrain);
+  expect_each_once(sink, 6);
 }
 
 TEST(TritonRuntimeTest, ALeaseHoldsTheDeviceUntilItEnds) {

@@ -111,3 +111,62 @@ def test_triton_max_queue_size_refuses_what_does_not_fit():
     slow = report["models"]["slow"]
     assert slow["sent"] == 6 and slow["ok"] + slow["late"] == len(ok), slow
     assert slow["dropped_by_reason"] == {"queue_full": len(full)}, slow
+
+
+REPOSITORY_CONFIG = """
+platform: "pytorch_libtorch"
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+# Under policy: triton, Triton's meaning: a lone request waits up to 20 s for
+# company, and a batch of 2 (the preferred size) leaves at once.
+dynamic_batching { preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 20000000 }
+parameters: { key: "symphony.slo_ms" value: { string_value: "60000" } }
+"""
+
+
+def test_triton_reads_a_repository_models_dynamic_batching():
+    import shutil
+    import tempfile
+    from oip_harness import MODELS
+    repo = tempfile.mkdtemp(prefix="symphony-triton-repo-")
+    os.makedirs(os.path.join(repo, "linear", "1"))
+    shutil.copy(os.path.join(MODELS, "linear.pt"), os.path.join(repo, "linear", "1", "model.pt"))
+    with open(os.path.join(repo, "linear", "config.pbtxt"), "w") as f:
+        f.write(REPOSITORY_CONFIG)
+    config = """
+        devices: cpu
+        policy: triton
+        profiling: {max_batch: 4, repeats: 3}
+    """
+    s = Serve(config, extra=["--model-repository", repo])
+    try:
+        url = s.url + "/v2/models/linear/infer"
+        answers = []
+
+        def one(i):
+            x = [float(i), 2.0, 3.0, 4.0]
+            body = json.dumps({"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4],
+                                           "data": x}]}).encode()
+            status, _, out = curl(url, "-H", "Content-Type: application/json", body=body, timeout=60)
+            answers.append((status, x, out))
+
+        # Two at once: the second completes the preferred batch of 2, which
+        # leaves at once (not after the 20 s delay; a lone request would wait it).
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        assert len(answers) == 2
+        for status, x, out in answers:
+            assert status == 200, out
+            assert json.loads(out)["outputs"][0]["data"] == pytest.approx(linear_expected(x), rel=1e-6)
+        status, _, body = curl(s.url + "/v2/models/linear/stats")
+        (st,) = json.loads(body)["model_stats"]
+        sizes = {b["batch_size"]: b["compute_infer"]["count"] for b in st["batch_stats"]}
+        assert sizes == {2: 1}, st["batch_stats"]
+    finally:
+        rc, _ = s.stop(signal.SIGTERM)
+        shutil.rmtree(repo, True)
+    assert rc == 0, s.output()

@@ -173,6 +173,11 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   o.max_queue = m.max_queue_size.value_or(0);
   o.priority_levels = m.priority_levels;
   o.default_priority_level = m.default_priority_level;
+  // Used by policy: triton only; several groups: the largest count on each of their devices.
+  for (const std::int32_t b : m.preferred_batch_sizes)
+    o.preferred_batch_sizes.push_back(static_cast<std::uint32_t>(b));
+  for (const repository::InstanceGroup& g : m.instance_groups)
+    o.instance_count = std::max(o.instance_count, g.count);
   for (const TensorSpec& sample : t.inputs) o.inputs.push_back(sample.to_string());
   for (const TensorSpec& sample : t.profile_inputs) o.profile_inputs.push_back(sample.to_string());
   out.protocol.input_names = std::move(t.input_names);
@@ -402,13 +407,14 @@ Status ModelRepositoryManager::do_load(const std::string& name, const std::strin
         e.versions[v->version] = next[v->version];
   }
   for (const std::string& f : read->unused_fields)
-    log("model '" + name + "': " + f + " is accepted but not used by Symphony");
+    log("model '" + name + "': " + f + " is accepted but not used by Symphony" +
+        (f == "dynamic_batching.preferred_batch_size" ? " (policy: triton uses it)" : ""));
   for (std::size_t i = 0; i < read->instance_groups.size(); ++i) {
     if (read->instance_groups[i].count <= 1) continue;
     log("model '" + name + "': instance_group[" + std::to_string(i) + "].count " +
         std::to_string(read->instance_groups[i].count) +
         " is accepted but not used: Symphony runs one batch at a time on each device, the next one queued "
-        "behind it");
+        "behind it (policy: triton runs that many instances on each device)");
     break;
   }
 

@@ -1158,6 +1158,14 @@ struct Server::Impl final : BatchRunner {
       (void)runtime->remove_model(id);
       return Status(Errc::kCapacityExceeded, "too many models");
     }
+    // Triton's batcher takes a repository model's preferred sizes and count.
+    if (auto* triton = dynamic_cast<TritonRuntime<OutcomeSink>*>(runtime.get())) {
+      Status s = triton->set_model_batcher(id, m->opts.preferred_batch_sizes, m->opts.instance_count);
+      if (!s.ok()) {
+        (void)runtime->remove_model(id);
+        return s.with_context("model '" + m->opts.display_name() + "'");
+      }
+    }
     if (opts.recalibration.enabled) {
       // On the model's devices only; elsewhere the id's slot is cleared (a
       // model removed before may have left one there).

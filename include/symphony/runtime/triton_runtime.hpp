@@ -320,6 +320,27 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
                   "model id " + std::to_string(model) + ": the triton policy does not recalibrate profiles");
   }
 
+  // Gives `model` its own preferred batch sizes (a repository's
+  // dynamic_batching.preferred_batch_size; empty: the policy's) and instances
+  // per device (instance_group's count; 0: the policy's). Blocking; call it
+  // before the model's first request.
+  Status set_model_batcher(ModelId model, std::vector<std::uint32_t> preferred, std::uint32_t count) {
+    std::sort(preferred.begin(), preferred.end());
+    preferred.erase(std::unique(preferred.begin(), preferred.end()), preferred.end());
+    if (!preferred.empty() && preferred.front() == 0)
+      return Status(Errc::kInvalidArgument, "a preferred batch size must be at least 1");
+    return on_dispatcher([&]() -> Status {
+      if (model >= cfg_.max_models || !models_[model].present)
+        return Status(Errc::kNotFound, "unknown model id " + std::to_string(model));
+      Model& m = models_[model];
+      m.preferred = std::move(preferred);
+      m.count = count ? count : opt_.count;
+      m.rule = model_rule(m.cfg, m.preferred);
+      visit(model, SteadyClock{}.now());
+      return {};
+    });
+  }
+
   // The batcher settings of `model` as its batches are formed (tests).
   Result<TritonModelRule> rule(ModelId model) {
     return on_dispatcher([&]() -> Result<TritonModelRule> {
@@ -356,6 +377,8 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     ModelConfig cfg;
     TritonModelRule rule;
     std::uint32_t max_queue_size = 0;
+    std::uint32_t count = 1;                   // instances per device
+    std::vector<std::uint32_t> preferred;      // its own preferred sizes (empty: the policy's)
     std::vector<std::deque<Request*>> levels;  // by priority level, 0 first; each in arrival order
     std::deque<Request*> delayed;              // timed out under DELAY: served after the levels
     std::uint32_t queued = 0;
@@ -457,12 +480,26 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     m = Model{};
     m.present = true;
     m.generation = gen;
-    m.rule = triton_model_rule(mc, opt_);
-    if (mc.max_defer) m.rule.delay = *mc.max_defer;  // the model's max_queue_delay_microseconds
+    m.rule = model_rule(mc, {});
+    m.count = opt_.count;
     m.max_queue_size = mc.max_queue ? mc.max_queue : opt_.max_queue_size;
     m.levels.resize(std::max<std::uint32_t>(1, mc.priority_levels));
     m.busy.assign(cfg_.max_gpus, 0);
     m.cfg = std::move(mc);
+  }
+
+  // The policy's rule for model `mc`, with the model's own delay (max_defer:
+  // a repository's max_queue_delay_microseconds) and preferred sizes.
+  TritonModelRule model_rule(const ModelConfig& mc, const std::vector<std::uint32_t>& preferred) const {
+    TritonModelRule r = triton_model_rule(mc, opt_);
+    if (!preferred.empty()) {  // as triton_model_rule() reads the policy's
+      r.preferred.clear();
+      for (std::uint32_t p : preferred)
+        if (p <= r.max_batch) r.preferred.push_back(p);
+      r.cap = r.preferred.empty() ? r.max_batch : r.preferred.back();
+    }
+    if (mc.max_defer) r.delay = *mc.max_defer;
+    return r;
   }
 
   Request* take_request() {
@@ -584,13 +621,13 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     return m.cfg.gpus.empty() || std::find(m.cfg.gpus.begin(), m.cfg.gpus.end(), g) != m.cfg.gpus.end();
   }
   // A free instance of the model: on the serving device, not leased, with
-  // fewer than `count` of its batches running and the fewest batches of any
+  // fewer than its `count` of its batches running and the fewest batches of any
   // model running (ties: the lowest id); kNoGpu when none.
   GpuId free_instance(const Model& m) const noexcept {
     GpuId best = kNoGpu;
     for (GpuId g = 0; g < cfg_.max_gpus; ++g) {
       const Gpu& d = gpus_[g];
-      if (!d.serving || g == lease_gpu_ || m.busy[g] >= opt_.count || !may_run_on(m, g)) continue;
+      if (!d.serving || g == lease_gpu_ || m.busy[g] >= m.count || !may_run_on(m, g)) continue;
       if (best == kNoGpu || d.running < gpus_[best].running) best = g;
     }
     return best;

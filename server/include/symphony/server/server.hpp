@@ -141,6 +141,12 @@ struct ModelOptions {
   // batch dimension (max_batch must then be 1).
   std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
   bool batch_dimension = true;
+  // Triton's per-model batcher settings from a repository's config.pbtxt,
+  // used by `policy: triton` only (Symphony sizes batches by deadlines):
+  // dynamic_batching.preferred_batch_size, and instance_group's count
+  // (instances per device; 0: the policy's count).
+  std::vector<std::uint32_t> preferred_batch_sizes;
+  std::uint32_t instance_count = 0;
   // How logs and load errors name it: `name`, or "<model> version <v>".
   std::string display_name() const { return model.empty() ? name : model + " version " + version; }
 };
