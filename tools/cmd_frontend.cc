@@ -18,7 +18,6 @@
 
 #include "commands.hpp"
 #include "front_cli.hpp"
-#include "progress.hpp"
 #include "symphony/cluster/cluster_config.hpp"
 #include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/frontend_app.hpp"
@@ -48,11 +47,7 @@ struct FrontendArgs {
 
 int run_frontend(const FrontendArgs& a) {
   JsonReport json_report(a.json);  // first: with --json -, stdout carries the report alone
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread: they all inherit it
+  const sigset_t stop_signals = block_stop_signals();  // before any thread: they all inherit it
 
   if (!a.front.any())
     return print_error("frontend",
@@ -91,16 +86,7 @@ int run_frontend(const FrontendArgs& a) {
   std::fprintf(stderr, "serving until SIGINT or SIGTERM (Ctrl-C)\n");
 
   const TimePoint start = SteadyClock{}.now();
-  const TimePoint end = start + Duration::from_seconds(a.duration_s > 0 ? a.duration_s : 1e9);
-  ProgressLine progress;
-  FrontProgress rates;
-  int sig = -1;
-  while (sig < 0 && SteadyClock{}.now() < end) {
-    timespec one_second{1, 0};
-    sig = sigtimedwait(&stop_signals, nullptr, &one_second);
-    if (sig < 0 && !a.quiet) progress.update(rates.line(app.front().counters(), 1.0));
-  }
-  progress.finish();
+  const int sig = wait_for_stop(stop_signals, &app.front(), a.quiet, a.duration_s > 0 ? a.duration_s : 1e9);
   std::fprintf(stderr, "%s: stopping (new requests get 503; pending ones end)\n",
                sig == SIGINT    ? "SIGINT"
                : sig == SIGTERM ? "SIGTERM"

@@ -10,7 +10,6 @@
 // folder exists (where KServe mounts a model's storage; docs/deploy.md).
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 
 #include "commands.hpp"
@@ -72,47 +71,17 @@ int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
   return 0;
 }
 
-// Waits for SIGINT or SIGTERM (blocked in every thread) for at most
-// `seconds`, showing the front's progress unless quiet. The signal, or -1.
-int wait_for_signal(const sigset_t& stop_signals, ServeApp& app, bool quiet, double seconds) {
-  ProgressLine progress;
-  front::FrontProgress rates;
-  int sig = -1;
-  for (double left = seconds; sig < 0 && left > 0; left -= 1) {
-    timespec step{left < 1 ? 0 : 1, left < 1 ? static_cast<long>(left * 1e9) : 0};
-    sig = sigtimedwait(&stop_signals, nullptr, &step);
-    if (sig < 0 && !quiet && app.front()) progress.update(rates.line(app.front()->counters(), 1.0));
-  }
-  progress.finish();
-  return sig;
-}
-
-// Where KServe mounts a model's storage; serve takes it as the model
-// repository when given neither a config nor --model-repository.
-constexpr const char* kKServeModelDir = "/mnt/models";
-
 int run_serve(ServeArgs a) {
   JsonReport json_report(a.json_out);  // first: with --json -, stdout carries the report alone
-  if (a.config.empty() && a.model_repository.empty() && std::filesystem::is_directory(kKServeModelDir)) {
-    a.model_repository = kKServeModelDir;
-    std::fprintf(stderr, "serve: no config and no --model-repository: serving %s (KServe's model mount)\n",
-                 kKServeModelDir);
-  }
-  const bool repository = !a.model_repository.empty();
-  if (a.config.empty() && !repository)
-    return print_error("serve",
-                       "give a serve config (YAML) or --model-repository DIR (or both), or mount a model "
-                       "repository at %s\n",
-                       kKServeModelDir),
-           2;
-  if (!repository && (a.model_control_mode != "none" || !a.load_models.empty()))
-    return print_error("serve", "--model-control-mode and --load-model need --model-repository DIR\n"), 2;
+  std::string note;
+  auto sources = serve::serve_repository(!a.config.empty(), a.model_repository, a.model_control_mode,
+                                         a.load_models, a.repository_poll_secs, a.default_slo_ms, &note);
+  if (!sources.ok()) return print_error("serve", "%s\n", sources.status().message().c_str()), 2;
+  if (!note.empty()) std::fprintf(stderr, "serve: %s\n", note.c_str());
+  const bool repository = sources->has_value();
   serve::RepositoryOptions repo;
   if (repository) {
-    auto r = serve::repository_options(a.model_repository, a.model_control_mode, a.load_models,
-                                       a.repository_poll_secs, a.default_slo_ms);
-    if (!r.ok()) return print_error("serve", "%s\n", r.status().message().c_str()), 2;
-    repo = std::move(*r);
+    repo = std::move(**sources);
     repo.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   }
   // No file: the config's defaults (models from the repository alone).
@@ -132,13 +101,9 @@ int run_serve(ServeArgs a) {
                a.config.empty() ? "--model-repository" : a.config.c_str(),
                a.no_load ? " in use (--no-load)" : ""),
            2;
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  // Blocked before any thread starts: every thread inherits the mask and the
-  // main thread alone takes them (sigtimedwait).
-  if (!generate) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Serving until a signal: blocked before any thread starts (front_cli.hpp).
+  sigset_t stop_signals{};
+  if (!generate) stop_signals = block_stop_signals();
   auto created = ServeApp::create(serve::server_options(*cfg));
   if (!created.ok()) return print_error("serve", "%s\n", created.status().message().c_str()), 2;
   ServeApp& app = **created;
@@ -185,7 +150,8 @@ int run_serve(ServeArgs a) {
     if (app.front()) report["front"] = app.front_report(run.at_end, run.at_end.elapsed.to_seconds());
   } else {
     std::fprintf(stderr, "serving until SIGINT or SIGTERM (Ctrl-C)\n");
-    const int sig = wait_for_signal(stop_signals, app, a.quiet, std::numeric_limits<double>::infinity());
+    const int sig =
+        wait_for_stop(stop_signals, app.front(), a.quiet, std::numeric_limits<double>::infinity());
     std::fprintf(stderr, "%s: stopping (new requests get 503; queued ones run or expire)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM");
     app.stop(StopMode::kDrain);
@@ -201,8 +167,8 @@ int run_serve(ServeArgs a) {
     std::fflush(stdout);
     std::fprintf(stderr, "metrics: serving the final counts for %.0f s more (SIGINT/SIGTERM to stop)\n",
                  a.metrics_linger_s);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    (void)wait_for_signal(stop_signals, app, /*quiet=*/true, a.metrics_linger_s);
+    stop_signals = block_stop_signals();
+    (void)wait_for_stop(stop_signals, app.front(), /*quiet=*/true, a.metrics_linger_s);
   }
   return 0;
 }

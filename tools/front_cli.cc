@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "progress.hpp"
+
 namespace symphony::tools {
 
 using json = nlohmann::json;
@@ -47,6 +49,28 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
   cmd->add_flag("--allow-client-shm", a.allow_client_shm,
                 "let clients register system shared memory regions and name them in requests (any shared "
                 "memory object this process can open; Triton's flag; docs/front.md#system-shared-memory)");
+}
+
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int wait_for_stop(const sigset_t& signals, const front::Front* front, bool quiet, double seconds) {
+  ProgressLine progress;
+  front::FrontProgress rates;
+  int sig = -1;
+  for (double left = seconds; sig < 0 && left > 0; left -= 1) {
+    timespec step{left < 1 ? 0 : 1, left < 1 ? static_cast<long>(left * 1e9) : 0};
+    sig = sigtimedwait(&signals, nullptr, &step);
+    if (sig < 0 && !quiet && front) progress.update(rates.line(front->counters(), 1.0));
+  }
+  progress.finish();
+  return sig;
 }
 
 }  // namespace symphony::tools

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,6 +40,15 @@ struct FrontArgs {
 // environment (the container image sets Triton's ports; docs/deploy.md).
 // `inflight_help` says what --max-inflight bounds, with its default.
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help);
+
+// SIGINT and SIGTERM, blocked in the calling thread: call it before any
+// thread starts, so that every thread inherits the mask and the main thread
+// alone takes them (wait_for_stop()).
+sigset_t block_stop_signals();
+// Waits for one of `signals` for at most `seconds`, updating the front's
+// progress line once a second (when `front` is given and not `quiet`). The
+// signal, or -1.
+int wait_for_stop(const sigset_t& signals, const front::Front* front, bool quiet, double seconds);
 
 // The front's report and progress line live with the front (front_report.hpp).
 using front::front_report;

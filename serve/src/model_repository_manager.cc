@@ -73,6 +73,33 @@ std::string_view control_mode_name(ModelControlMode m) noexcept {
   return "?";
 }
 
+Result<std::optional<RepositoryOptions>> serve_repository(bool has_config, std::string dir,
+                                                          std::string_view control_mode,
+                                                          std::vector<std::string> load_models,
+                                                          double poll_secs, double default_slo_ms,
+                                                          std::string* note) {
+  if (!has_config && dir.empty() && std::filesystem::is_directory(kKServeModelDir)) {
+    dir = kKServeModelDir;
+    *note = std::string("no config and no --model-repository: serving ") + kKServeModelDir +
+            " (KServe's model mount)";
+  }
+  if (dir.empty()) {
+    if (!has_config)
+      return Status(Errc::kInvalidArgument,
+                    std::string("give a serve config (YAML) or --model-repository DIR (or both), or mount a "
+                                "model repository at ") +
+                        kKServeModelDir);
+    if (control_mode != "none" || !load_models.empty())
+      return Status(Errc::kInvalidArgument,
+                    "--model-control-mode and --load-model need --model-repository DIR");
+    return std::optional<RepositoryOptions>();
+  }
+  SYMPHONY_ASSIGN_OR_RETURN(
+      RepositoryOptions r,
+      repository_options(std::move(dir), control_mode, std::move(load_models), poll_secs, default_slo_ms));
+  return std::optional<RepositoryOptions>(std::move(r));
+}
+
 Result<RepositoryOptions> repository_options(std::string dir, std::string_view control_mode,
                                              std::vector<std::string> load_models, double poll_secs,
                                              double default_slo_ms, const RepositoryOptionNames& names) {

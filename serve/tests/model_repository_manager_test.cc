@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "model_config.pb.h"
 #include "symphony/serve/app.hpp"
@@ -249,6 +250,36 @@ TEST(RepositoryOptionsTest, ErrorsNameTheFlagOrTheKeyword) {
   EXPECT_EQ(ok->poll_interval, Duration::milliseconds(2500));
   EXPECT_EQ(ok->default_slo, Duration::milliseconds(40));
   EXPECT_EQ(ok->devices_option, kRepositoryFlags.devices);
+}
+
+// What `symphony serve` serves: a config, a repository or both; KServe's
+// mount only when given neither and it exists.
+TEST(RepositoryOptionsTest, ServeTakesAConfigARepositoryOrKServesMount) {
+  std::string note;
+  const bool mount = std::filesystem::is_directory(kKServeModelDir);
+  auto none = serve_repository(false, "", "none", {}, 15, 100, &note);
+  if (mount) {
+    ASSERT_TRUE(none.ok() && none->has_value());
+    EXPECT_EQ((*none)->dir, kKServeModelDir);
+    EXPECT_NE(note.find("KServe"), std::string::npos) << note;
+  } else {
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.status().message().find("give a serve config (YAML) or --model-repository DIR"),
+              std::string::npos);
+  }
+  note.clear();
+  auto config_only = serve_repository(true, "", "none", {}, 15, 100, &note);
+  ASSERT_TRUE(config_only.ok());
+  EXPECT_FALSE(config_only->has_value()) << "a config alone: no repository, whatever is mounted";
+  EXPECT_TRUE(note.empty());
+  auto flags = serve_repository(true, "", "explicit", {"a"}, 15, 100, &note);
+  ASSERT_FALSE(flags.ok());
+  EXPECT_EQ(flags.status().message(), "--model-control-mode and --load-model need --model-repository DIR");
+  auto repo = serve_repository(true, "repo", "explicit", {"a"}, 15, 100, &note);
+  ASSERT_TRUE(repo.ok() && repo->has_value());
+  EXPECT_EQ((*repo)->dir, "repo");
+  EXPECT_EQ((*repo)->mode, ModelControlMode::kExplicit);
+  EXPECT_TRUE(note.empty());
 }
 
 // A serve config's `devices:` of a model: the server's device names.

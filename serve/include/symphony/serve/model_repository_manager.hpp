@@ -93,6 +93,20 @@ Result<RepositoryOptions> repository_options(std::string dir, std::string_view c
                                              double default_slo_ms,
                                              const RepositoryOptionNames& names = kRepositoryFlags);
 
+// Where KServe mounts a model's storage (docs/deploy.md): `symphony serve`
+// takes it as its model repository when given neither a config nor one.
+inline constexpr const char* kKServeModelDir = "/mnt/models";
+
+// `symphony serve`'s repository, from its flags: repository_options() when
+// `dir` names one, or, with no config, kKServeModelDir when that folder
+// exists (*note then says so); nullopt with no repository. kInvalidArgument
+// when there is nothing to serve, or repository flags without a repository.
+Result<std::optional<RepositoryOptions>> serve_repository(bool has_config, std::string dir,
+                                                          std::string_view control_mode,
+                                                          std::vector<std::string> load_models,
+                                                          double poll_secs, double default_slo_ms,
+                                                          std::string* note);
+
 // What the server and the protocol front are given for a repository model.
 struct RepositoryServing {
   server::ModelOptions model;     // the version's file, specs, SLO, max batch, deferral cap
