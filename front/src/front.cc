@@ -117,9 +117,13 @@ bool Front::model_ready(std::string_view name, std::string_view version) const {
 std::optional<std::vector<ModelStatistics>> Front::statistics(std::string_view name, std::string_view version,
                                                               Reply* error) const {
   if (!name.empty() && !model(name, version, error)) return std::nullopt;
-  auto out = service_.statistics(name, version);
+  Reply why;
+  auto out = service_.statistics(name, version, &why);
   if (!out && error)
-    *error = Reply::error(Code::kUnimplemented, "this server keeps no statistics (the statistics extension)");
+    *error = why.code != Code::kOk
+                 ? std::move(why)
+                 : Reply::error(Code::kUnimplemented,
+                                "this server keeps no statistics (the statistics extension)");
   return out;
 }
 

@@ -1,6 +1,8 @@
-// The protocol's datatypes and the outcome -> reply table (docs/front.md).
+// The protocol's datatypes, the outcome -> reply table and the statistics
+// extension's fields from a service's sums (docs/front.md).
 #include "symphony/front/protocol.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace symphony::front {
@@ -162,6 +164,28 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
       break;
   }
   return r;
+}
+
+ModelStatistics model_statistics(std::string name, std::string version, const StatisticsSums& sums) {
+  const auto ns = [](Duration d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.ns(), 0)); };
+  ModelStatistics st;
+  st.name = std::move(name);
+  st.version = std::move(version);
+  st.last_inference_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(sums.last_inference_ms, 0));
+  st.inference_count = sums.inference_count;
+  const std::uint64_t succeeded = sums.ok + sums.late;
+  st.success = {succeeded, ns(sums.success)};
+  st.fail = {sums.dropped + sums.errors, ns(sums.fail)};
+  st.queue = {succeeded, ns(sums.queue)};
+  st.compute_infer = {succeeded, ns(sums.compute)};
+  for (const auto& [size, b] : sums.batches) {
+    st.execution_count += b.count;
+    ModelStatistics::Batch out;
+    out.batch_size = size;
+    out.compute_infer = {b.count, ns(b.exec)};
+    st.batch_stats.push_back(out);
+  }
+  return st;
 }
 
 }  // namespace symphony::front

@@ -37,9 +37,13 @@ class FakeService final : public InferenceService {
   std::vector<std::string> extensions() const override {
     return keeps_statistics ? std::vector<std::string>{"statistics"} : std::vector<std::string>{};
   }
-  std::optional<std::vector<ModelStatistics>> statistics(std::string_view name,
-                                                         std::string_view version) const override {
-    if (!keeps_statistics) return InferenceService::statistics(name, version);
+  std::optional<std::vector<ModelStatistics>> statistics(std::string_view name, std::string_view version,
+                                                         Reply* error) const override {
+    if (cannot_tell) {
+      *error = Reply::error(Code::kUnavailable, "not now");
+      return std::nullopt;
+    }
+    if (!keeps_statistics) return InferenceService::statistics(name, version, error);
     ModelStatistics s;
     s.name = "m";
     s.version = "1";
@@ -67,6 +71,7 @@ class FakeService final : public InferenceService {
   std::vector<std::uint64_t> cancelled;
   bool ready_ = true;
   bool keeps_statistics = false;
+  bool cannot_tell = false;  // statistics() fails with 503 (a cluster without its scheduler)
 
  private:
   std::shared_ptr<const ModelMetadata> model_;
@@ -341,6 +346,58 @@ TEST_F(FrontSemanticsTest, ExtensionsAndStatisticsAreWhatTheServiceImplements) {
   EXPECT_EQ(err.code, Code::kNotFound);
   EXPECT_FALSE(front.statistics("m", "2", &err));
   EXPECT_EQ(err.code, Code::kNotFound);
+}
+
+// A service that keeps statistics but cannot tell them now (the cluster's
+// frontend without its scheduler) answers its own error, not 501.
+TEST_F(FrontSemanticsTest, StatisticsThatCannotBeToldNowAnswerTheServicesError) {
+  svc.keeps_statistics = true;
+  svc.cannot_tell = true;
+  Reply err;
+  EXPECT_FALSE(front.statistics("m", "", &err));
+  EXPECT_EQ(err.code, Code::kUnavailable);
+  EXPECT_EQ(err.message, "not now");
+  EXPECT_FALSE(front.statistics("nope", "", &err));  // an unknown model is still 404
+  EXPECT_EQ(err.code, Code::kNotFound);
+}
+
+// The extension's fields from a service's sums: one mapping for every
+// service (serve's server, the cluster's scheduler).
+TEST(ModelStatisticsTest, FieldsComeFromTheSums) {
+  StatisticsSums s;
+  s.ok = 5;
+  s.late = 2;
+  s.dropped = 3;
+  s.errors = 1;
+  s.inference_count = 9;
+  s.success = Duration::microseconds(70);
+  s.fail = Duration::microseconds(40);
+  s.queue = Duration::microseconds(30);
+  s.compute = Duration::microseconds(20);
+  s.last_inference_ms = 1234;
+  s.batches[1] = {2, Duration::microseconds(4)};
+  s.batches[4] = {1, Duration::microseconds(6)};
+  const ModelStatistics m = model_statistics("m", "3", s);
+  EXPECT_EQ(m.name, "m");
+  EXPECT_EQ(m.version, "3");
+  EXPECT_EQ(m.last_inference_ms, 1234u);
+  EXPECT_EQ(m.inference_count, 9u);
+  EXPECT_EQ(m.execution_count, 3u);
+  EXPECT_EQ(m.success.count, 7u);
+  EXPECT_EQ(m.success.ns, 70000u);
+  EXPECT_EQ(m.fail.count, 4u);
+  EXPECT_EQ(m.fail.ns, 40000u);
+  EXPECT_EQ(m.queue.count, 7u);
+  EXPECT_EQ(m.queue.ns, 30000u);
+  EXPECT_EQ(m.compute_infer.count, 7u);
+  EXPECT_EQ(m.compute_infer.ns, 20000u);
+  EXPECT_EQ(m.compute_input.count + m.compute_input.ns + m.compute_output.count + m.compute_output.ns, 0u);
+  ASSERT_EQ(m.batch_stats.size(), 2u);
+  EXPECT_EQ(m.batch_stats[0].batch_size, 1u);
+  EXPECT_EQ(m.batch_stats[0].compute_infer.count, 2u);
+  EXPECT_EQ(m.batch_stats[0].compute_infer.ns, 4000u);
+  EXPECT_EQ(m.batch_stats[1].batch_size, 4u);
+  EXPECT_EQ(m.batch_stats[1].compute_infer.count, 1u);
 }
 
 }  // namespace

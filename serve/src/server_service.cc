@@ -363,7 +363,8 @@ void ServerService::repository_unload(std::string_view name, Done done) {
 }
 
 std::optional<std::vector<front::ModelStatistics>> ServerService::statistics(std::string_view name,
-                                                                             std::string_view version) const {
+                                                                             std::string_view version,
+                                                                             front::Reply*) const {
   // The served versions, each with its numbers since start (Server::stats()
   // sums the server models a version has had: reloads, unload and load).
   std::vector<std::pair<std::string, std::string>> wanted;  // model, version
@@ -376,32 +377,28 @@ std::optional<std::vector<front::ModelStatistics>> ServerService::statistics(std
     }
   }
   const server::ServerStats now = server_.stats();
-  const auto ns = [](Duration d) { return static_cast<std::uint64_t>(std::max<std::int64_t>(d.ns(), 0)); };
   std::vector<front::ModelStatistics> out;
   for (const auto& [model, v] : wanted) {
     auto it = std::find_if(now.models.begin(), now.models.end(),
                            [&](const server::ModelStats& s) { return s.model == model && s.version == v; });
     if (it == now.models.end()) continue;  // removed since
     const server::ModelStats& ms = *it;
-    front::ModelStatistics st;
-    st.name = model;
-    st.version = v;
-    st.last_inference_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(ms.last_inference_ms, 0));
-    st.inference_count = ms.inference_count;
-    const std::uint64_t succeeded = ms.counts.ok + ms.counts.late;
-    st.success = {succeeded, ns(ms.success_time)};
-    st.fail = {ms.counts.dropped + ms.counts.errors, ns(ms.fail_time)};
-    st.queue = {succeeded, ns(ms.queue_time)};
-    st.compute_infer = {succeeded, ns(ms.compute_time)};
+    front::StatisticsSums sums;
+    sums.ok = ms.counts.ok;
+    sums.late = ms.counts.late;
+    sums.dropped = ms.counts.dropped;
+    sums.errors = ms.counts.errors;
+    sums.inference_count = ms.inference_count;
+    sums.success = ms.success_time;
+    sums.fail = ms.fail_time;
+    sums.queue = ms.queue_time;
+    sums.compute = ms.compute_time;
+    sums.last_inference_ms = ms.last_inference_ms;
     for (const auto& [size, batches] : ms.batches) {
-      st.execution_count += batches;
-      front::ModelStatistics::Batch b;
-      b.batch_size = size;
       const auto exec = ms.batch_exec.find(size);
-      b.compute_infer = {batches, exec == ms.batch_exec.end() ? 0 : ns(exec->second)};
-      st.batch_stats.push_back(b);
+      sums.batches[size] = {batches, exec == ms.batch_exec.end() ? Duration::zero() : exec->second};
     }
-    out.push_back(std::move(st));
+    out.push_back(front::model_statistics(model, v, sums));
   }
   return out;
 }

@@ -143,6 +143,31 @@ struct ModelStatistics {
   std::vector<Batch> batch_stats;  // by batch size, ascending
 };
 
+// What a service counts of one model version for the statistics extension,
+// however it counts it (`symphony serve`: the server's ModelStats; the
+// cluster's frontend: the scheduler's counts). model_statistics() is the one
+// place that turns it into the extension's fields (docs/front.md#statistics).
+struct StatisticsSums {
+  std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;  // requests by outcome
+  std::uint64_t inference_count = 0;                        // samples of the ok and late ones
+  Duration success;                                         // the ok and late requests' latencies, summed
+  Duration fail;     // the dropped and failed requests' latencies, summed
+  Duration queue;    // the ok and late requests: from acceptance to their batch's start, summed
+  Duration compute;  // the ok and late requests: their batch's execution, summed
+  std::int64_t last_inference_ms = 0;  // when the last request ended, ms since the epoch; 0: none
+  struct Batches {
+    std::uint64_t count = 0;  // batches of one size that ran
+    Duration exec;            // their execution, summed
+  };
+  std::map<std::uint32_t, Batches> batches;  // by batch size
+};
+
+// The statistics extension's answer for model `name` at `version`, from its
+// sums: success = ok + late, fail = dropped + errors, queue and
+// compute_infer over the successful requests, compute_input and
+// compute_output 0 (not measured apart from the execution).
+ModelStatistics model_statistics(std::string name, std::string version, const StatisticsSums& sums);
+
 // A request parameter's value (the protocol's InferParameter).
 struct Parameter {
   enum class Kind : std::uint8_t { kBool, kInt, kUint, kDouble, kString } kind = Kind::kString;

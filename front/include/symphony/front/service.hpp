@@ -93,13 +93,19 @@ class InferenceService {
   // list them. One name per extension, e.g. "statistics".
   virtual std::vector<std::string> extensions() const { return {}; }
   // Cumulative statistics of model `name` at `version` (empty: every
-  // version), or of every model when `name` is empty; nullopt when the
-  // service keeps none (the front answers 501 / UNIMPLEMENTED). The front
-  // has checked that the model and version exist. Any thread.
+  // version), or of every model when `name` is empty (each served version
+  // its own entry, ModelStatistics; build them with model_statistics()).
+  // nullopt when the service cannot answer: with `*error` set to the reply
+  // when it cannot now (e.g. 503: the cluster's scheduler is unreachable),
+  // untouched when it keeps no statistics (the front answers 501 /
+  // UNIMPLEMENTED). The front has checked that the model and version exist.
+  // Any thread; it may wait (for the cluster's scheduler, boundedly).
   virtual std::optional<std::vector<ModelStatistics>> statistics(std::string_view name,
-                                                                 std::string_view version) const {
+                                                                 std::string_view version,
+                                                                 Reply* error) const {
     (void)name;
     (void)version;
+    (void)error;
     return std::nullopt;
   }
 };

@@ -110,7 +110,8 @@ class ServerService final : public InferenceService {
     return {"statistics"};
   }
   std::optional<std::vector<front::ModelStatistics>> statistics(std::string_view name,
-                                                                std::string_view version) const override;
+                                                                std::string_view version,
+                                                                front::Reply* error) const override;
 
   // The model repository extension
   bool has_repository() const override { return repository_.load(std::memory_order_acquire) != nullptr; }
