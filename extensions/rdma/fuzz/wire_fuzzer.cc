@@ -93,6 +93,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<Placement>(msg, decode_placement);
   roundtrip<PlacementDone>(msg, decode_placement_done);
   roundtrip<Cancel>(msg, decode_cancel);
+  roundtrip<StatsRequest>(msg, decode_stats_request);
+  roundtrip<Stats>(msg, decode_stats);
   rebuilt(msg, decode_submit);
   rebuilt(msg, decode_batch);
   rebuilt(msg, decode_outputs);

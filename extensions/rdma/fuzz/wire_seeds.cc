@@ -31,6 +31,19 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(Placement{1, 0, {0, 2}, {1}}));
   seeds.push_back(encode(PlacementDone{1, 0, BatchStatus::kError, "no such model"}));
   seeds.push_back(encode(Cancel{{(1ull << 32) | 5, (2ull << 32) | 6}}));
+  seeds.push_back(encode(StatsRequest{7}));
+  seeds.push_back(encode(Stats{7,
+                               {{0,
+                                 10,
+                                 1,
+                                 2,
+                                 0,
+                                 5000000,
+                                 20000,
+                                 3000000,
+                                 1500000,
+                                 1700000000000,
+                                 {{1, 3, 900000}, {4, 2, 1200000}}}}}));
   BatchDone bd;
   bd.batch = 9;
   bd.error = "e";

@@ -112,6 +112,40 @@ TEST(DelayLearner, LearnsTheDataDelayPerRequestFromReads) {
   EXPECT_NEAR(d->ctrl.to_us(), 60.0, 2.0);  // 50 us one way plus the fixed part of the reads
 }
 
+// The statistics extension's sums (docs/cluster.md#statistics): latencies of
+// every outcome, queueing and execution of the successful ones, batches by
+// size within each model's max batch.
+TEST(SchedulerCounters, StatisticsSumsByOutcomeAndBatchSize) {
+  SchedulerCounters c(2, 1, {4, 0});
+  c.ended(0, Outcome::kOk, at_ms(10), at_ms(40), at_ms(25), at_ms(35), 1000);
+  c.ended(0, Outcome::kLate, at_ms(10), at_ms(60), at_ms(30), at_ms(50), 1001);
+  c.ended(0, Outcome::kDropped, at_ms(10), at_ms(17), TimePoint::infinite(), TimePoint::infinite(), 1002);
+  c.ended(1, Outcome::kOk, at_ms(0), at_ms(5), TimePoint::infinite(), TimePoint::infinite(), 999);
+  c.batch_ran(0, 2, Duration::milliseconds(10));
+  c.batch_ran(0, 2, Duration::milliseconds(20));
+  c.batch_ran(0, 4, Duration::milliseconds(5));
+  c.batch_ran(0, 5, Duration::milliseconds(5));  // past its max batch: not counted
+  c.batch_ran(1, 1, Duration::milliseconds(1));  // max batch 0 counts as 1
+  const SchedulerCounters::Values v = c.values();
+  const SchedulerCounters::Values::Model& m = v.models[0];
+  EXPECT_EQ(m.success, Duration::milliseconds(30 + 50));
+  EXPECT_EQ(m.fail, Duration::milliseconds(7));
+  EXPECT_EQ(m.queue, Duration::milliseconds(15 + 20));
+  EXPECT_EQ(m.compute, Duration::milliseconds(10 + 20));
+  EXPECT_EQ(m.last_end_ms, 1002);
+  ASSERT_EQ(m.batches.size(), 2u);
+  EXPECT_EQ(m.batches[0].size, 2u);
+  EXPECT_EQ(m.batches[0].count, 2u);
+  EXPECT_EQ(m.batches[0].exec, Duration::milliseconds(30));
+  EXPECT_EQ(m.batches[1].size, 4u);
+  EXPECT_EQ(m.batches[1].count, 1u);
+  // A successful request whose batch's start is not known adds its latency only.
+  EXPECT_EQ(v.models[1].success, Duration::milliseconds(5));
+  EXPECT_EQ(v.models[1].queue, Duration::zero());
+  ASSERT_EQ(v.models[1].batches.size(), 1u);
+  EXPECT_EQ(v.models[1].batches[0].size, 1u);
+}
+
 class RecordingPort final : public CompletionPort {
  public:
   void report(BatchCompletion c) override { got.push_back(std::move(c)); }

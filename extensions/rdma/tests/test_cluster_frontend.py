@@ -257,10 +257,12 @@ def test_torch_health_and_metadata_from_the_cluster_config(torch_cluster):
     assert status == 200 and json.loads(body) == {"ready": True}
     status, _, body = curl(f.url + "/v2")
     assert status == 200 and json.loads(body)["name"] == "symphony"
-    # The frontend keeps no statistics yet: it lists only what it implements.
-    assert sorted(json.loads(body)["extensions"]) == ["binary_tensor_data", "model_configuration"]
+    # It lists what it implements: statistics from the scheduler's counts
+    # (test_emulated_statistics_are_the_schedulers_and_exact_across_a_frontend_restart).
+    assert sorted(json.loads(body)["extensions"]) == ["binary_tensor_data", "model_configuration", "statistics"]
     status, _, body = curl(f.url + "/v2/models/linear/stats")
-    assert status == 501 and "statistics" in json.loads(body)["error"], body
+    assert status == 200 and [(m["name"], m["version"]) for m in json.loads(body)["model_stats"]] == [
+        ("linear", "1")], body
     status, _, body = curl(f.url + "/v2/models/linear/config")
     c = json.loads(body)
     assert status == 200 and c["name"] == "linear" and c["input"][0]["dims"] == [4], body
@@ -858,6 +860,128 @@ def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):
     report = f.stop()
     check_report_equals(report, tally, "fe")
     assert report["models"]["fast"]["errors"] == 2
+
+
+def stats_rest(f, path="/v2/models/stats"):
+    """{name: entry} of the statistics extension over REST (curl)."""
+    status, _, body = curl(f.url + path)
+    assert status == 200, body
+    return {m["name"]: m for m in json.loads(body)["model_stats"]}
+
+
+def stats_grpc(f, name=""):
+    """{name: entry} of ModelStatistics (grpcio), as protobuf messages."""
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(f.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        return {m.name: m for m in stub.ModelStatistics(pb.ModelStatisticsRequest(name=name), timeout=20).model_stats}
+
+
+def test_emulated_statistics_are_the_schedulers_and_exact_across_a_frontend_restart(emulated):
+    """The statistics extension on `symphony frontend` (curl and grpcio):
+    after N answered requests the success count is N, on REST and gRPC,
+    equal to the frontend's own report; a restarted frontend reports the
+    same numbers (they are the scheduler's, not the frontend's memory), and
+    a second frontend's requests add to them. An unknown model or version
+    answers as on `serve` (404 / NOT_FOUND, "unknown model")."""
+    f = emulated.start_frontend("fe1")
+    f.wait_ready()
+    status, _, body = curl(f.url + "/v2")
+    assert status == 200 and "statistics" in json.loads(body)["extensions"], body
+    before = stats_rest(f)
+    assert sorted(before) == ["busy", "fast", "slow"], before
+    for m in before.values():  # a fresh scheduler: nothing yet
+        assert m["version"] == "1" and m["inference_stats"]["success"]["count"] == 0, m
+        assert m["inference_stats"]["fail"]["count"] == 0 and m["execution_count"] == 0, m
+        assert m["last_inference"] == 0 and m["batch_stats"] == [], m
+
+    tally = Tally()
+    warm_up(f, tally)  # may drop a first request or a few (expired): counted as failed
+    t0 = time.time()
+    n_rest, n_grpc = 10, 5
+    body = {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], "data": ["stats"]}]}
+    for _ in range(n_rest):
+        status, _, out = http_infer(f, "fast", body, tally)
+        assert status == 200, out
+    pb, pb_grpc = grpc_stubs()
+    with grpc.insecure_channel(f.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        for _ in range(n_grpc):
+            r = pb.ModelInferRequest(model_name="fast")
+            r.inputs.add(name="input", datatype="BYTES", shape=[1, 1])
+            r.raw_input_contents.append(struct.pack("<I", 3) + b"abc")
+            _, call = stub.ModelInfer.with_call(r, timeout=20)
+            tally.add("fast", KINDS[dict(call.trailing_metadata())["symphony-outcome"]])
+    counts = tally.by_model["fast"]
+    answered, dropped = counts["ok"] + counts["late"], counts["dropped"]
+    assert answered >= n_rest + n_grpc and counts["errors"] == 0, counts
+
+    # The scheduler counts a request when its backend's BatchDone arrives,
+    # which may be just after the answer reached the client: wait (bounded).
+    wait_until(lambda: stats_rest(f)["fast"]["inference_stats"]["success"]["count"] >= answered,
+               "the scheduler to count %d successful requests" % answered, timeout=10)
+    every = stats_rest(f)
+    fast = every["fast"]
+    st = fast["inference_stats"]
+    assert st["success"]["count"] == answered and st["fail"]["count"] == dropped, (fast, counts)
+    assert fast["inference_count"] == answered
+    assert st["queue"]["count"] == answered and st["compute_infer"]["count"] == answered
+    assert st["success"]["ns"] > 0 and st["queue"]["ns"] > 0 and st["compute_infer"]["ns"] > 0
+    assert st["success"]["ns"] >= st["queue"]["ns"] and st["success"]["ns"] >= st["compute_infer"]["ns"]
+    assert st["compute_input"] == {"count": 0, "ns": 0} and st["compute_output"] == {"count": 0, "ns": 0}
+    assert sum(b["compute_infer"]["count"] for b in fast["batch_stats"]) == fast["execution_count"] >= 1
+    assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in fast["batch_stats"]) == answered
+    assert t0 * 1000 - 1000 <= fast["last_inference"] <= time.time() * 1000 + 1000
+    assert every["slow"]["inference_stats"]["success"]["count"] == 0
+    # One model, one version: the same numbers.
+    for path in ("/v2/models/fast/stats", "/v2/models/fast/versions/1/stats"):
+        one = stats_rest(f, path)
+        assert list(one) == ["fast"] and one["fast"] == fast, (path, one)
+    # gRPC: the same numbers.
+    g = stats_grpc(f, "fast")
+    assert list(g) == ["fast"] and g["fast"].version == "1"
+    gs = g["fast"].inference_stats
+    assert (gs.success.count, gs.success.ns, gs.fail.count, gs.queue.ns, gs.compute_infer.ns) == (
+        answered, st["success"]["ns"], dropped, st["queue"]["ns"], st["compute_infer"]["ns"])
+    assert g["fast"].inference_count == answered and g["fast"].execution_count == fast["execution_count"]
+    assert sorted(stats_grpc(f)) == ["busy", "fast", "slow"]
+    # Unknown model or version: what `serve` answers.
+    status, _, out = curl(f.url + "/v2/models/nope/stats")
+    assert status == 404 and "unknown model 'nope'" in json.loads(out)["error"], out
+    status, _, out = curl(f.url + "/v2/models/fast/versions/3/stats")
+    assert status == 404, out
+    with grpc.insecure_channel(f.grpc) as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelStatistics(pb.ModelStatisticsRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
+
+    # The frontend's own report says the same.
+    report = f.stop()
+    check_report_equals(report, tally, "fe1")
+    assert report["models"]["fast"]["ok"] + report["models"]["fast"]["late"] == answered
+
+    # A restarted frontend: the same numbers, exactly (nothing was sent meanwhile).
+    f2 = emulated.start_frontend("fe2")
+    f2.wait_ready()
+    again = stats_rest(f2)
+    assert again["fast"] == fast, (again["fast"], fast)
+    assert stats_grpc(f2, "fast")["fast"].inference_stats.success.count == answered
+    # Its own requests add to them: the statistics are every frontend's.
+    tally2 = Tally()
+    for _ in range(3):
+        status, _, out = http_infer(f2, "fast", body, tally2)
+        assert status in (200, 504), out  # the first through a new frontend may expire
+    c2 = tally2.by_model["fast"]
+    want = answered + c2["ok"] + c2["late"]
+    wait_until(lambda: stats_rest(f2)["fast"]["inference_stats"]["success"]["count"] >= want,
+               "the scheduler to count %d successful requests" % want, timeout=10)
+    st2 = stats_rest(f2)["fast"]["inference_stats"]
+    assert st2["success"]["count"] == want and st2["fail"]["count"] == dropped + c2["dropped"], (st2, c2)
+    report2 = f2.stop()
+    check_report_equals(report2, tally2, "fe2")
+    assert st2["success"]["count"] == sum(r["models"]["fast"]["ok"] + r["models"]["fast"]["late"]
+                                          for r in (report, report2))
 
 
 def slow_request(pb):

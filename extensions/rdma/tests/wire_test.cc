@@ -125,6 +125,38 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(to_string(Kind::kCancel), "Cancel");
 }
 
+TEST(WireTest, StatsRequestAndStatsRoundTrip) {
+  Result<StatsRequest> q = decode_stats_request(encode(StatsRequest{42}));
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(q->seq, 42u);
+  Stats in;
+  in.seq = 42;
+  in.models.push_back({0, 7, 1, 2, 3, 800, 90, 300, 400, 1700000000000, {{1, 4, 100}, {8, 2, 900}}});
+  in.models.push_back({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}});
+  Result<Stats> out = decode_stats(encode(in));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->seq, 42u);
+  ASSERT_EQ(out->models.size(), 2u);
+  const ModelStats& m = out->models[0];
+  EXPECT_EQ(m.model, 0u);
+  EXPECT_EQ(m.ok, 7u);
+  EXPECT_EQ(m.late, 1u);
+  EXPECT_EQ(m.dropped, 2u);
+  EXPECT_EQ(m.errors, 3u);
+  EXPECT_EQ(m.success_ns, 800);
+  EXPECT_EQ(m.fail_ns, 90);
+  EXPECT_EQ(m.queue_ns, 300);
+  EXPECT_EQ(m.compute_ns, 400);
+  EXPECT_EQ(m.last_end_ms, 1700000000000);
+  ASSERT_EQ(m.batches.size(), 2u);
+  EXPECT_EQ(m.batches[1].size, 8u);
+  EXPECT_EQ(m.batches[1].count, 2u);
+  EXPECT_EQ(m.batches[1].exec_ns, 900);
+  EXPECT_TRUE(out->models[1].batches.empty());
+  EXPECT_EQ(to_string(Kind::kStatsRequest), "StatsRequest");
+  EXPECT_EQ(to_string(Kind::kStats), "Stats");
+}
+
 TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
   const Standing in{7,         true,
                     1,         100,
@@ -224,6 +256,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("Placement", encode(Placement{6, 1, {2, 3}, {4}}));
   msgs.emplace_back("PlacementDone", encode(PlacementDone{6, 1, BatchStatus::kError, "x"}));
   msgs.emplace_back("Cancel", encode(Cancel{{0x0102, 0x0304}}));
+  msgs.emplace_back("StatsRequest", encode(StatsRequest{0x0102}));
+  msgs.emplace_back("Stats", encode(Stats{0x31, {{2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb, {{1, 0xc, 0xd}}}}}));
   msgs.emplace_back(
       "Standing",
       encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
@@ -263,6 +297,12 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"Placement", "0600000000000000010000000200000001000000020000000300000004000000"},
       {"PlacementDone", "060000000000000001000000010100000078"},
       {"Cancel", "0200000002010000000000000403000000000000"},
+      {"StatsRequest", "0201000000000000"},
+      {"Stats",
+       "31000000000000000100000002000000010000000300000000000000040000000000000005000000000000000600000000000"
+       "0"
+       "000700000000000000080000000000000009000000000000000a000000000000000b000000000000000100000000000000"
+       "0c000000000000000d00000000000000"},
       {"Standing",
        "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
        "000002000000010000002b0000000000000000000000010000000300000002000000"
@@ -301,7 +341,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 4 (this build speaks version 5)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 5 (this build speaks version 6)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -312,16 +352,19 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 5)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 6)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 5)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 6)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 5)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 6)");
   m = good;
-  m[4] = 6;
-  expect_refused(m, "unsupported protocol version 6");
+  m[4] = 5;  // version 5 had no StatsRequest and Stats
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 6)");
+  m = good;
+  m[4] = 7;
+  expect_refused(m, "unsupported protocol version 7");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
@@ -423,6 +466,12 @@ TEST(WireTest, RefusesBadBodies) {
   expect_refused(encode(Standing{1, true, 0, 0, 0, 0, 0, {}, {}, {{4, {}}}}), "no scales");
   expect_refused(encode(Standing{1, true, 0, 0, 0, 0, 0, {}, {}, {{4, std::vector<std::uint32_t>(33, 1)}}}),
                  "33 scales, more than the limit");
+
+  // A Stats with a negative time, and one whose batch sizes are not ascending from 1.
+  expect_refused(encode(Stats{1, {{0, 1, 0, 0, 0, -5, 0, 0, 0, 0, {}}}}), "model 0 has a negative time: -5");
+  expect_refused(encode(Stats{1, {{3, 1, 0, 0, 0, 0, 0, 0, 0, 0, {{2, 1, 1}, {2, 1, 1}}}}}),
+                 "model 3's batch sizes are not ascending from 1 (2 after 2)");
+  expect_refused(encode(Stats{1, {{3, 1, 0, 0, 0, 0, 0, 0, 0, 0, {{0, 1, 1}}}}}), "(0 after 0)");
 
   // A BatchDone with a negative timing.
   BatchDone bd;

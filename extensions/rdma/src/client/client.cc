@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -143,6 +144,7 @@ class Client::Impl final : public Transport::Handler {
     return models_;
   }
   ClientStats stats() const;
+  Result<std::vector<SchedulerModelStats>> statistics(Duration timeout);
   bool connected() const { return ready_.load(std::memory_order_acquire); }
   Status wait_ready(Duration timeout) const {
     std::unique_lock<std::mutex> lock(ready_mu_);
@@ -221,6 +223,9 @@ class Client::Impl final : public Transport::Handler {
   void send_cancels();
   void on_outputs(std::span<const std::uint8_t> msg, const std::string& from);
   void on_outcomes(std::span<const std::uint8_t> msg);
+  void on_stats(std::span<const std::uint8_t> msg);
+  // Ends every statistics() call still waiting with `why` (network thread).
+  void fail_stats(const std::string& why);
 
   ClientOptions opts_;
   HostPort sched_addr_;  // the first scheduler's (the local address is the one that routes there)
@@ -260,6 +265,12 @@ class Client::Impl final : public Transport::Handler {
   TimePoint next_orphan_scan_;
   int logged_unknown_ = 0;
   std::string last_refusal_;  // under ready_mu_
+
+  // statistics() calls waiting for the scheduler's Stats, by their seq
+  // (network thread).
+  using StatsPromise = std::promise<Result<wire::Stats>>;
+  std::unordered_map<std::uint64_t, std::shared_ptr<StatsPromise>> stats_waiting_;
+  std::atomic<std::uint64_t> stats_seq_{0};
 
   std::atomic<bool> ready_{false};
   mutable std::mutex ready_mu_;
@@ -323,6 +334,7 @@ void Client::Impl::close() {
   transport_->call([this] {
     // Closed first: requests still queued fail as not connected.
     if (session_) session_->close("the frontend is closing");
+    fail_stats("the client was closed");
     ready_.store(false);
     fail_pending("the client was closed", Failure::kClosed);
     for (auto& [c, b] : backends_) transport_->close(c);
@@ -345,6 +357,7 @@ Status Client::Impl::open_scheduler(const std::string& target) {
 }
 
 void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
+  fail_stats("lost the scheduler: " + why);
   if (failover_) {
     // Hot spares: pending requests wait for the next primary. Failing over
     // before not ready: a request made in between waits too.
@@ -726,6 +739,7 @@ void Client::Impl::on_refused(const std::string& reason) {
 
 void Client::Impl::on_scheduler_message(wire::Kind kind, std::span<const std::uint8_t> msg) {
   if (kind == wire::Kind::kOutcomes) return on_outcomes(msg);
+  if (kind == wire::Kind::kStats) return on_stats(msg);
   log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler (ignored)");
 }
 
@@ -816,6 +830,74 @@ void Client::Impl::on_tick(TimePoint now) {
   }
 }
 
+// ---- statistics -------------------------------------------------------------------------
+
+Result<std::vector<SchedulerModelStats>> Client::Impl::statistics(Duration timeout) {
+  if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client was closed");
+  const std::uint64_t seq = stats_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto p = std::make_shared<StatsPromise>();
+  std::future<Result<wire::Stats>> f = p->get_future();
+  transport_->post([this, p, seq] {
+    if (!ready_.load() || !session_) {
+      p->set_value(Status(Errc::kFailedPrecondition, "no scheduler has accepted this frontend (yet)"));
+      return;
+    }
+    stats_waiting_[seq] = p;
+    if (Status st = session_->send(wire::encode(wire::StatsRequest{seq})); !st.ok()) {
+      stats_waiting_.erase(seq);
+      p->set_value(Status(Errc::kFailedPrecondition, "could not ask the scheduler: " + st.message()));
+    }
+  });
+  if (f.wait_for(std::chrono::nanoseconds(timeout.ns())) != std::future_status::ready) {
+    transport_->post([this, seq] { stats_waiting_.erase(seq); });
+    return Status(Errc::kFailedPrecondition,
+                  "the scheduler did not answer a statistics request within " + format_ms(timeout) + " ms");
+  }
+  SYMPHONY_ASSIGN_OR_RETURN(wire::Stats w, f.get());
+  std::unordered_map<std::uint32_t, std::string> names;
+  {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    for (const ModelInfo& m : models_) names[m.id] = m.name;
+  }
+  std::vector<SchedulerModelStats> out;
+  for (const wire::ModelStats& m : w.models) {
+    const auto n = names.find(m.model);
+    if (n == names.end()) continue;  // not in this client's table (cannot happen: one scheduler's)
+    SchedulerModelStats s;
+    s.model = n->second;
+    s.ok = m.ok;
+    s.late = m.late;
+    s.dropped = m.dropped;
+    s.errors = m.errors;
+    s.success = Duration::nanoseconds(m.success_ns);
+    s.fail = Duration::nanoseconds(m.fail_ns);
+    s.queue = Duration::nanoseconds(m.queue_ns);
+    s.compute = Duration::nanoseconds(m.compute_ns);
+    s.last_end_ms = m.last_end_ms;
+    for (const wire::BatchSizeStats& b : m.batches)
+      s.batches.push_back({b.size, b.count, Duration::nanoseconds(b.exec_ns)});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void Client::Impl::on_stats(std::span<const std::uint8_t> msg) {
+  Result<wire::Stats> st = wire::decode_stats(msg);
+  if (!st.ok()) {
+    log("a malformed Stats from the scheduler (ignored): " + st.status().message());
+    return;
+  }
+  const auto it = stats_waiting_.find(st->seq);
+  if (it == stats_waiting_.end()) return;  // its caller gave up
+  it->second->set_value(std::move(*st));
+  stats_waiting_.erase(it);
+}
+
+void Client::Impl::fail_stats(const std::string& why) {
+  for (auto& [seq, p] : stats_waiting_) p->set_value(Status(Errc::kFailedPrecondition, why));
+  stats_waiting_.clear();
+}
+
 ClientStats Client::Impl::stats() const {
   ClientStats s;
   auto ld = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -895,6 +977,9 @@ void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 ClientStats Client::stats() const { return impl_->stats(); }
+Result<std::vector<SchedulerModelStats>> Client::statistics(Duration timeout) const {
+  return impl_->statistics(timeout);
+}
 bool Client::connected() const { return impl_->connected(); }
 std::uint32_t Client::backends() const { return impl_->backends(); }
 bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }

@@ -185,6 +185,45 @@ std::vector<ServedModelStats> ClusterService::stats() const {
   return out;
 }
 
+std::optional<std::vector<front::ModelStatistics>> ClusterService::statistics(std::string_view name,
+                                                                              std::string_view version,
+                                                                              front::Reply* error) const {
+  Result<std::vector<SchedulerModelStats>> counted = client_.statistics(Duration::seconds(2));
+  if (!counted.ok()) {
+    *error =
+        Reply::error(Code::kUnavailable, "the statistics are the cluster's scheduler's (" + scheduler_ +
+                                             "), which cannot tell them now: " + counted.status().message());
+    return std::nullopt;
+  }
+  std::unordered_map<std::string, const SchedulerModelStats*> by_name;
+  for (const SchedulerModelStats& m : *counted) by_name[m.model] = &m;
+  std::vector<front::ModelStatistics> out;
+  for (const std::string& n : order_) {  // order_ and versions_ are fixed after construction
+    if (!name.empty() && n != name) continue;
+    for (const std::string& c : versions_.at(n)) {
+      const ServedModel& served = models_.at(c)->served;
+      if (!version.empty() && served.version != version) continue;
+      front::StatisticsSums sums;  // zero for a model the scheduler does not list (none: one table)
+      if (const auto it = by_name.find(c); it != by_name.end()) {
+        const SchedulerModelStats& m = *it->second;
+        sums.ok = m.ok;
+        sums.late = m.late;
+        sums.dropped = m.dropped;
+        sums.errors = m.errors;
+        sums.inference_count = m.ok + m.late;  // each request to the cluster is one sample
+        sums.success = m.success;
+        sums.fail = m.fail;
+        sums.queue = m.queue;
+        sums.compute = m.compute;
+        sums.last_inference_ms = m.last_end_ms;
+        for (const SchedulerModelStats::Batches& b : m.batches) sums.batches[b.size] = {b.count, b.exec};
+      }
+      out.push_back(front::model_statistics(n, served.version, sums));
+    }
+  }
+  return out;
+}
+
 void ClusterService::record(const std::string& model, const InferResult& r) {
   if (!r.has_output()) return;
   std::lock_guard<std::mutex> lock(mu_);

@@ -303,6 +303,42 @@ constexpr void fields(V& v, M& m) {
          [](auto& iv, auto& id) { iv.u64("request id", id); });
 }
 
+template <class V, Of<StatsRequest> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+}
+
+template <class V, Of<BatchSizeStats> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("batch size", m.size);
+  v.pad(4);
+  v.u64("batches", m.count);
+  v.i64("batch execution", m.exec_ns);
+}
+
+template <class V, Of<ModelStats> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("model", m.model);
+  const std::uint32_t n = v.count("batch size count", m.batches);
+  v.u64("ok", m.ok);
+  v.u64("late", m.late);
+  v.u64("dropped", m.dropped);
+  v.u64("errors", m.errors);
+  v.i64("success", m.success_ns);
+  v.i64("fail", m.fail_ns);
+  v.i64("queue", m.queue_ns);
+  v.i64("compute", m.compute_ns);
+  v.i64("last_end", m.last_end_ms);
+  v.list("batch sizes", n, m.batches, Bounds{kMaxEntries}, [](auto& iv, auto& b) { fields(iv, b); });
+}
+
+template <class V, Of<Stats> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  const std::uint32_t n = v.count("model count", m.models);
+  v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& x) { fields(iv, x); });
+}
+
 template <class V, Of<SubmitEntry> M>
 constexpr void fields(V& v, M& e) {
   v.u64("request", e.request);
@@ -418,6 +454,10 @@ template <>
 constexpr Kind kind_of<Cancel> = Kind::kCancel;
 template <>
 constexpr Kind kind_of<Standing> = Kind::kStanding;
+template <>
+constexpr Kind kind_of<StatsRequest> = Kind::kStatsRequest;
+template <>
+constexpr Kind kind_of<Stats> = Kind::kStats;
 
 // ---- visitors ---------------------------------------------------------------------
 
@@ -774,6 +814,24 @@ void check(Reader& r, const Standing& m) {
       if (s == 0) return r.fail("model " + std::to_string(c.model) + "'s calibration has a zero factor");
 }
 
+void check(Reader& r, const Stats& m) {
+  for (const ModelStats& s : m.models) {
+    for (std::int64_t t : {s.success_ns, s.fail_ns, s.queue_ns, s.compute_ns, s.last_end_ms})
+      if (t < 0)
+        return r.fail("model " + std::to_string(s.model) + " has a negative time: " + std::to_string(t));
+    std::uint32_t last = 0;
+    for (const BatchSizeStats& b : s.batches) {
+      if (b.size <= last)
+        return r.fail("model " + std::to_string(s.model) + "'s batch sizes are not ascending from 1 (" +
+                      std::to_string(b.size) + " after " + std::to_string(last) + ")");
+      if (b.exec_ns < 0)
+        return r.fail("model " + std::to_string(s.model) + " has a negative execution time for batch size " +
+                      std::to_string(b.size));
+      last = b.size;
+    }
+  }
+}
+
 void check(Reader& r, const FrontendJoined& m) {
   if (m.address.empty()) r.fail("empty frontend address");
 }
@@ -900,6 +958,10 @@ std::string_view to_string(Kind k) noexcept {
       return "Cancel";
     case Kind::kStanding:
       return "Standing";
+    case Kind::kStatsRequest:
+      return "StatsRequest";
+    case Kind::kStats:
+      return "Stats";
   }
   return "?";
 }
@@ -941,6 +1003,8 @@ std::vector<std::uint8_t> encode(const Placement& m) { return encode_message(m);
 std::vector<std::uint8_t> encode(const PlacementDone& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Cancel& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Standing& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const StatsRequest& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Stats& m) { return encode_message(m); }
 
 SubmitBuilder::SubmitBuilder(std::size_t reserve_entries, std::uint32_t flags) {
   start(buf_, SubmitView{flags, {}}, reserve_entries * kSubmitEntryBytes);
@@ -1052,6 +1116,10 @@ Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg) {
 }
 Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg) { return decode_message<Cancel>(msg); }
 Result<Standing> decode_standing(std::span<const std::uint8_t> msg) { return decode_message<Standing>(msg); }
+Result<StatsRequest> decode_stats_request(std::span<const std::uint8_t> msg) {
+  return decode_message<StatsRequest>(msg);
+}
+Result<Stats> decode_stats(std::span<const std::uint8_t> msg) { return decode_message<Stats>(msg); }
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg) {
   return decode_message<SubmitView>(msg);
 }
@@ -1106,6 +1174,10 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_cancel(msg).status();
     case Kind::kStanding:
       return decode_standing(msg).status();
+    case Kind::kStatsRequest:
+      return decode_stats_request(msg).status();
+    case Kind::kStats:
+      return decode_stats(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

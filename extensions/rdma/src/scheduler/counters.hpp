@@ -1,10 +1,12 @@
 // SchedulerCounters: everything the scheduler counts, each event once. The
-// JSON report and /metrics both render values(): per-model outcome counts are
-// the only record of outcomes, and the totals are their sums.
+// JSON report, /metrics and the statistics extension (a frontend's Stats
+// request) all render values(): per-model outcome counts are the only record
+// of outcomes, and the totals are their sums.
 //
 // Any thread may count (relaxed atomics: statistics only, no ordering).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -22,11 +24,19 @@ class SchedulerCounters {
   static constexpr std::size_t kOutcomes = 4;  // Outcome's values
   static constexpr std::size_t kDropReasons = kNumDropReasons;
 
-  SchedulerCounters(std::size_t models, std::size_t gpus)
+  // `max_batch[m]`: model m's largest batch (the batch-size counts' range;
+  // missing: 1).
+  SchedulerCounters(std::size_t models, std::size_t gpus, const std::vector<std::uint32_t>& max_batch = {})
       : models_(models),
         gpus_(gpus),
         per_model_(std::make_unique<PerModel[]>(models)),
-        per_gpu_(std::make_unique<PerGpu[]>(gpus)) {}
+        per_gpu_(std::make_unique<PerGpu[]>(gpus)) {
+    for (std::size_t m = 0; m < models; ++m) {
+      PerModel& x = per_model_[m];
+      x.max_batch = m < max_batch.size() ? std::max<std::uint32_t>(max_batch[m], 1) : 1;
+      x.by_size = std::make_unique<BySize[]>(x.max_batch);
+    }
+  }
 
   // Requests. submitted counts every Submit entry; each is then accepted
   // (per model) or refused for one reason.
@@ -39,6 +49,34 @@ class SchedulerCounters {
     if (o == Outcome::kDropped) x.drops[static_cast<std::size_t>(reason)].fetch_add(1, kRelaxed);
   }
   Counter cancels{0}, cancels_handed{0};  // ids in Cancels; those still known, handed to the runtime
+
+  // The statistics extension's sums (docs/cluster.md#statistics), as
+  // requests of model m end: `latency` from the request's arrival here to
+  // its reply (the runtime's finish); a successful one (ok, late) adds its
+  // queueing (arrival to its batch's start) and its batch's execution.
+  // `ran_start` infinite: not known.
+  void ended(ModelId m, Outcome o, TimePoint arrival, TimePoint finish, TimePoint ran_start,
+             TimePoint ran_end, std::int64_t now_ms) {
+    PerModel& x = per_model_[m];
+    x.last_end_ms.store(now_ms, kRelaxed);
+    const auto pos = [](Duration d) { return std::max<std::int64_t>(d.ns(), 0); };
+    if (o != Outcome::kOk && o != Outcome::kLate) {
+      x.fail_ns.fetch_add(pos(finish - arrival), kRelaxed);
+      return;
+    }
+    x.success_ns.fetch_add(pos(finish - arrival), kRelaxed);
+    if (ran_start == TimePoint::infinite()) return;
+    x.queue_ns.fetch_add(pos(ran_start - arrival), kRelaxed);
+    x.compute_ns.fetch_add(pos(ran_end - ran_start), kRelaxed);
+  }
+  // Model m ran a batch of `size` requests for `exec` (sizes past its max
+  // batch are not counted: the runtime forms none).
+  void batch_ran(ModelId m, std::uint32_t size, Duration exec) {
+    PerModel& x = per_model_[m];
+    if (size == 0 || size > x.max_batch) return;
+    x.by_size[size - 1].batches.fetch_add(1, kRelaxed);
+    x.by_size[size - 1].exec_ns.fetch_add(std::max<std::int64_t>(exec.ns(), 0), kRelaxed);
+  }
 
   // Batches.
   Counter batches{0}, batches_partial{0}, batches_empty{0}, batches_failed{0};
@@ -73,6 +111,16 @@ class SchedulerCounters {
       std::uint64_t accepted = 0;
       std::array<std::uint64_t, kOutcomes> outcomes{};
       std::array<std::uint64_t, kDropReasons> drops{};
+      // The statistics extension's sums (ended(), batch_ran()).
+      Duration success, fail, queue, compute;
+      std::int64_t last_end_ms = 0;
+      struct Batches {
+        std::uint32_t size = 0;
+        std::uint64_t count = 0;
+        Duration exec;
+      };
+      std::vector<Batches> batches;  // the sizes that ran, ascending
+      std::uint64_t outcome(Outcome o) const { return outcomes[static_cast<std::size_t>(o)]; }
     };
     std::vector<Model> models;
     struct Gpu {
@@ -86,10 +134,17 @@ class SchedulerCounters {
 
  private:
   static constexpr auto kRelaxed = std::memory_order_relaxed;
+  struct BySize {
+    Counter batches{0};
+    std::atomic<std::int64_t> exec_ns{0};
+  };
   struct PerModel {
     Counter accepted{0};
     Counter outcomes[kOutcomes] = {};
     Counter drops[kDropReasons] = {};
+    std::atomic<std::int64_t> success_ns{0}, fail_ns{0}, queue_ns{0}, compute_ns{0}, last_end_ms{0};
+    std::uint32_t max_batch = 1;
+    std::unique_ptr<BySize[]> by_size;  // [size - 1]
   };
   struct PerGpu {
     std::atomic<std::int64_t> busy_ns{0};
@@ -143,6 +198,15 @@ inline SchedulerCounters::Values SchedulerCounters::values() const {
       m.drops[r] = ld(per_model_[i].drops[r]);
       v.drops[r] += m.drops[r];
     }
+    const PerModel& x = per_model_[i];
+    m.success = Duration::nanoseconds(ld(x.success_ns));
+    m.fail = Duration::nanoseconds(ld(x.fail_ns));
+    m.queue = Duration::nanoseconds(ld(x.queue_ns));
+    m.compute = Duration::nanoseconds(ld(x.compute_ns));
+    m.last_end_ms = ld(x.last_end_ms);
+    for (std::uint32_t b = 0; b < x.max_batch; ++b)
+      if (const std::uint64_t k = ld(x.by_size[b].batches); k != 0)
+        m.batches.push_back({b + 1, k, Duration::nanoseconds(ld(x.by_size[b].exec_ns))});
   }
   v.gpus.resize(gpus_);
   for (std::size_t g = 0; g < gpus_; ++g)

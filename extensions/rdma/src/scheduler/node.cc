@@ -79,7 +79,12 @@ Status SchedulerNode::Impl::start() {
     d.verbose = opts_.verbose;
     delays_.emplace(d, opts_.log);
   }
-  n_ = std::make_unique<SchedulerCounters>(models_.size(), std::size_t{num_subs_} * set_.max_gpus);
+  {
+    std::vector<std::uint32_t> max_batch;
+    for (const ModelConfig& m : models_) max_batch.push_back(m.max_batch);
+    n_ = std::make_unique<SchedulerCounters>(models_.size(), std::size_t{num_subs_} * set_.max_gpus,
+                                             max_batch);
+  }
   slots_ = std::make_unique<RequestSlot[]>(set_.max_requests);
   for (std::uint32_t i = 0; i < set_.max_requests; ++i) free_slots_.enqueue(i);
   fe_shared_ = std::make_unique<FrontendShared[]>(kMaxFrontends);
@@ -300,6 +305,9 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
       break;
     case wire::Kind::kCancel:
       if (fe) return on_cancel(c, p, msg);
+      break;
+    case wire::Kind::kStatsRequest:
+      if (fe) return on_stats_request(c, p, msg);
       break;
     case wire::Kind::kRegister:
       if (!fe) return on_register(c, p, msg);

@@ -144,6 +144,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
     std::string
         error;  // its failed batch's message: set by on_batch, taken by on_outcome (same shard thread)
+    // Its batch's start and end as the backend measured them (the statistics
+    // extension): set by on_batch, read by on_outcome (same shard thread).
+    TimePoint ran_start = TimePoint::infinite(), ran_end = TimePoint::infinite();
     // Progress thread: the slot's use count (the runtime tag is gen << 32 | slot,
     // so that a late Cancel never reaches the slot's next request), and whether
     // its request is in its frontend's by_request index.
@@ -279,6 +282,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);
   void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  void on_stats_request(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,

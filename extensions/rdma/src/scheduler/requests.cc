@@ -1,5 +1,7 @@
 // The scheduler's requests: frontends, submits, cancels and outcomes (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
+
+#include <chrono>
 #include "symphony/request_times.hpp"
 
 namespace symphony::cluster {
@@ -156,7 +158,15 @@ void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint
 
 void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   RequestSlot& s = slots_[slot_of(o.tag)];
-  if (o.model < models_.size()) n_->outcome(o.model, o.outcome, o.reason);
+  if (o.model < models_.size()) {
+    // The sums first: whoever reads the count reads them with it.
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+    n_->ended(o.model, o.outcome, o.arrival, o.finish, s.ran_start, s.ran_end, now_ms);
+    n_->outcome(o.model, o.outcome, o.reason);
+  }
+  s.ran_start = s.ran_end = TimePoint::infinite();
   const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;
   if (filtered) n_->filtered.fetch_add(1, std::memory_order_relaxed);
   const std::uint32_t sub = s.subcluster;
@@ -179,9 +189,47 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
 
 // A finished batch, just before its outcomes (same shard thread): a failed
 // batch's message goes with each of its requests to their frontends.
+// Its start and end go with each request to the statistics extension: the
+// backend's measured start, else the planned one (a batch that lost requests
+// to a departed frontend, or failed).
 void SchedulerNode::Impl::on_batch(const BatchEvent& e) {
+  const TimePoint start = e.start == TimePoint::neg_infinite() ? e.exec : e.start;
+  const TimePoint end = max(e.end, start);
+  if (e.model < models_.size()) n_->batch_ran(e.model, e.size, end - start);
+  for (const Request& r : e.requests) {
+    RequestSlot& s = slots_[slot_of(r.tag)];
+    s.ran_start = start;
+    s.ran_end = end;
+  }
   if (e.status != BatchStatus::kError || e.error.empty()) return;
   for (const Request& r : e.requests) slots_[slot_of(r.tag)].error.assign(e.error);
+}
+
+// A frontend asks for the statistics extension's numbers: every model's, as
+// counted here since start (all frontends' requests), answered at once.
+void SchedulerNode::Impl::on_stats_request(ConnId c, Peer&, std::span<const std::uint8_t> msg) {
+  Result<wire::StatsRequest> q = wire::decode_stats_request(msg);
+  if (!q.ok()) return refuse(c, q.status().message(), session::RefusalKind::kProtocol);
+  const SchedulerCounters::Values v = n_->values();
+  wire::Stats out;
+  out.seq = q->seq;
+  for (std::uint32_t m = 0; m < v.models.size(); ++m) {
+    const SchedulerCounters::Values::Model& x = v.models[m];
+    wire::ModelStats w;
+    w.model = m;
+    w.ok = x.outcome(Outcome::kOk);
+    w.late = x.outcome(Outcome::kLate);
+    w.dropped = x.outcome(Outcome::kDropped);
+    w.errors = x.outcome(Outcome::kError);
+    w.success_ns = x.success.ns();
+    w.fail_ns = x.fail.ns();
+    w.queue_ns = x.queue.ns();
+    w.compute_ns = x.compute.ns();
+    w.last_end_ms = std::max<std::int64_t>(x.last_end_ms, 0);
+    for (const auto& b : x.batches) w.batches.push_back({b.size, b.count, b.exec.ns()});
+    out.models.push_back(std::move(w));
+  }
+  (void)transport_->send(c, wire::encode(out));
 }
 
 bool SchedulerNode::Impl::drain_outcomes() {

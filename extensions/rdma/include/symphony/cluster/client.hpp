@@ -106,6 +106,25 @@ struct ClientStats {
   bool connected = false;
 };
 
+// One model's numbers as the scheduler has counted them since it started,
+// over every frontend's requests (Client::statistics; what the protocol
+// frontend's statistics extension reports: docs/cluster.md#statistics).
+struct SchedulerModelStats {
+  std::string model;  // the cluster's name ("linear", "linear/1")
+  std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;
+  Duration success;  // ok and late requests: from their arrival at the scheduler to the reply, summed
+  Duration fail;     // dropped and errors: from their arrival to the drop or the error, summed
+  Duration queue;    // ok and late requests: from their arrival to their batch's start, summed
+  Duration compute;  // ok and late requests: their batch's execution on the backend, summed
+  std::int64_t last_end_ms = 0;  // the scheduler's wall clock when the last request ended; 0: none
+  struct Batches {
+    std::uint32_t size = 0;
+    std::uint64_t count = 0;  // batches of this size that ran
+    Duration exec;            // their execution, as the backends measured it, summed
+  };
+  std::vector<Batches> batches;  // the sizes that ran, ascending
+};
+
 class Client {
  public:
   using Callback = std::function<void(InferResult&&)>;
@@ -141,6 +160,11 @@ class Client {
 
   std::vector<ModelInfo> models() const;
   ClientStats stats() const;
+  // Asks the scheduler for every model's numbers (SchedulerModelStats) and
+  // waits up to `timeout` for the answer; an error when no scheduler has
+  // accepted this client, it is lost meanwhile or does not answer in time.
+  // Any thread but the client's network thread (not from a callback).
+  Result<std::vector<SchedulerModelStats>> statistics(Duration timeout) const;
   bool connected() const;
   // Backends connected to this client that have its input pool's key (they
   // can read its requests' inputs). A backend connects once the scheduler

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -79,6 +80,15 @@ class ClusterService final : public front::InferenceService {
                                                            std::string_view version) const override;
   std::uint64_t submit(front::InferRequest&& request, Duration budget, Done done) override;
   void cancel(std::uint64_t ticket) override;
+
+  // The statistics extension, from the scheduler's counts (every frontend's
+  // requests since the scheduler started; docs/cluster.md#statistics):
+  // asked over the wire at each call, waiting up to 2 s for the answer;
+  // 503 when the scheduler is not connected or does not answer.
+  std::vector<std::string> extensions() const override { return {"statistics"}; }
+  std::optional<std::vector<front::ModelStatistics>> statistics(std::string_view name,
+                                                                std::string_view version,
+                                                                front::Reply* error) const override;
 
   std::vector<ServedModelStats> stats() const;
   // cancel() calls with a live ticket (callers that went away while their request was pending).

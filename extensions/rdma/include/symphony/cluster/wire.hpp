@@ -35,8 +35,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // adds hot-spare schedulers: terms in Hello, Welcome and Refuse, a Refuse's
 // redirection to the primary, the requests a backend carries over in its
 // Register, Submit's flags (a resubmission) and Standing. Version 5 adds
-// the models' profile calibrations to Standing.
-inline constexpr std::uint16_t kVersion = 5;
+// the models' profile calibrations to Standing. Version 6 adds StatsRequest
+// and Stats (a frontend asks the scheduler for its models' statistics).
+inline constexpr std::uint16_t kVersion = 6;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -70,8 +71,10 @@ enum class Kind : std::uint16_t {
   kPlacementDone = 18,  // backend -> scheduler: that placement is in effect (or failed, why)
   kCancel = 19,         // frontend -> scheduler: withdraw these requests if still queued (coalesced)
   kStanding = 20,       // scheduler -> scheduler: my term, whether I am primary; the primary's state
+  kStatsRequest = 21,   // frontend -> scheduler: send me the models' statistics
+  kStats = 22,          // scheduler -> frontend: the models' statistics since it started
 };
-inline constexpr std::uint16_t kMaxKind = 20;
+inline constexpr std::uint16_t kMaxKind = 22;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -234,6 +237,40 @@ struct Cancel {
   std::vector<std::uint64_t> requests;  // the frontend's request ids (1 to kMaxEntries)
 };
 
+// The statistics extension on the cluster (docs/cluster.md#statistics): a
+// frontend asks, the scheduler answers with what it has counted since it
+// started, for every model (all frontends' requests together).
+struct StatsRequest {
+  std::uint64_t seq = 0;  // echoed in the Stats
+};
+
+// Batches of one size that a model ran, and their summed execution time as
+// the backends measured it.
+struct BatchSizeStats {
+  std::uint32_t size = 0;  // >= 1; ascending within a model
+  std::uint64_t count = 0;
+  std::int64_t exec_ns = 0;
+};
+
+// One model's numbers: its requests by outcome, and the sums of the
+// statistics extension (ok and late requests are the successful ones).
+struct ModelStats {
+  std::uint32_t model = 0;  // the Welcome's model id
+  std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;
+  std::int64_t success_ns = 0;  // successful requests: arrival at the scheduler to the reply, summed
+  std::int64_t fail_ns = 0;     // the others: arrival to the drop or the error, summed
+  std::int64_t queue_ns = 0;    // successful requests: arrival to their batch's start, summed
+  std::int64_t compute_ns = 0;  // successful requests: their batch's execution, summed
+  std::int64_t last_end_ms =
+      0;  // the scheduler's wall clock when its last request ended (ms since the epoch; 0: none)
+  std::vector<BatchSizeStats> batches;  // the sizes that ran
+};
+
+struct Stats {
+  std::uint64_t seq = 0;  // the StatsRequest's
+  std::vector<ModelStats> models;
+};
+
 struct PlacementDone {
   std::uint64_t seq = 0;
   std::uint32_t device = 0;
@@ -359,6 +396,8 @@ std::vector<std::uint8_t> encode(const Placement& m);
 std::vector<std::uint8_t> encode(const PlacementDone& m);
 std::vector<std::uint8_t> encode(const Cancel& m);
 std::vector<std::uint8_t> encode(const Standing& m);
+std::vector<std::uint8_t> encode(const StatsRequest& m);
+std::vector<std::uint8_t> encode(const Stats& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
@@ -441,6 +480,8 @@ Result<Placement> decode_placement(std::span<const std::uint8_t> msg);
 Result<PlacementDone> decode_placement_done(std::span<const std::uint8_t> msg);
 Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg);
 Result<Standing> decode_standing(std::span<const std::uint8_t> msg);
+Result<StatsRequest> decode_stats_request(std::span<const std::uint8_t> msg);
+Result<Stats> decode_stats(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);
