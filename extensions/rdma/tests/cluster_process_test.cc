@@ -287,21 +287,20 @@ TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthers
 }
 
 TEST_F(ClusterProcessTest, KilledFrontendsQueuedRequestsAreDroppedWithoutRunning) {
-  // A long SLO, a flat profile and a low rate: a deferred batch goes once it
-  // reaches the efficient size (164 requests here, docs/policies.md) or near
-  // its deadline, which at 100 r/s makes batches of about 50, half a second
-  // apart; so each frontend has tens of requests queued most of the time
-  // (36-39 of the victim's were dropped in 4 of 4 runs), and the test fails
-  // only if a batch goes between the victim's last request and the scheduler
-  // learning of the kill. (At 1600 r/s a batch went every 0.1 s, and a
-  // scheduler starved that long beside a parallel test run had dispatched
-  // them all.)
-  write_config(1000, 100, 256, 0.2, 5);
+  // A 6 s SLO and 30 r/s in all: a deferred batch goes near the oldest
+  // request's deadline (the efficient size, 164 here, docs/policies.md, is
+  // never reached), so nothing is dispatched in the first ~6 s. The victim is
+  // killed at 2 s; the scheduler learns of it at once (the connection closes)
+  // or at the latest by the 400 ms heartbeat timeout, long before the first
+  // batch, which then mixes the victim's ~40 queued requests with the
+  // survivor's. (With a 1 s SLO at 100 r/s a batch went every half second,
+  // and a CI run where the loss came by the heartbeat had dispatched them all.)
+  write_config(6000, 30, 256, 0.2, 5);
   Proc sched = start_scheduler("sched");
   Proc b = start_backend("b", "emulated:2");
   ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
-  Proc victim = start_loadgen("victim", 30, 50);
-  Proc survivor = start_loadgen("survivor", 4, 50);
+  Proc victim = start_loadgen("victim", 30, 20);
+  Proc survivor = start_loadgen("survivor", 3, 10);
   std::this_thread::sleep_for(2s);
   victim.kill_now();
   const json r = loadgen_report(survivor, "survivor");
