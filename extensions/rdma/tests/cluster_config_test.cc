@@ -8,7 +8,6 @@
 #include <cstdlib>
 
 #include "status_testing.hpp"
-#include "symphony/cluster/delay_estimator.hpp"
 #include "symphony/cluster/shaped_bytes.hpp"
 
 namespace symphony::cluster {
@@ -148,53 +147,6 @@ TEST(ClusterConfigTest, ModelsDeclareTheTensorsFrontendsServe) {
   EXPECT_NE(message("    m: {shape: [1]}\n").find("cluster.models.m.shape: unknown key 'shape'"),
             std::string::npos);
   EXPECT_NE(message("    - m\n").find("cluster.models: must be a map"), std::string::npos);
-}
-
-TimePoint at_s(double s) { return TimePoint::epoch() + Duration::from_seconds(s); }
-
-TEST(WindowedPercentileTest, HighPercentileOfTheRecentWindow) {
-  WindowedPercentile w(100, Duration::seconds(5));
-  EXPECT_EQ(w.percentile(0.99, at_s(0)), Duration::zero());
-  for (int i = 1; i <= 100; ++i) w.add(at_s(0), Duration::microseconds(i));
-  EXPECT_EQ(w.percentile(0.99, at_s(1)), Duration::microseconds(99));
-  EXPECT_EQ(w.percentile(0.5, at_s(1)), Duration::microseconds(50));
-  EXPECT_EQ(w.percentile(1.0, at_s(1)), Duration::microseconds(100));
-  // The window slides: 100 new small samples push the old ones out.
-  for (int i = 0; i < 100; ++i) w.add(at_s(2), Duration::microseconds(7));
-  EXPECT_EQ(w.percentile(0.99, at_s(2)), Duration::microseconds(7));
-  EXPECT_EQ(w.recent(at_s(2)), 100u);
-  EXPECT_EQ(w.total(), 200u);
-  w.add(at_s(2), Duration::microseconds(-5));  // a negative sample counts as zero
-  EXPECT_EQ(w.percentile(0.0001, at_s(2)), Duration::zero());
-}
-
-TEST(WindowedPercentileTest, OldSamplesAreForgottenEvenWithoutNewOnes) {
-  // A burst of slow samples, then silence: the estimate must not stay high.
-  WindowedPercentile w(1000, Duration::seconds(5));
-  for (int i = 0; i < 50; ++i) w.add(at_s(0), Duration::milliseconds(40));
-  EXPECT_EQ(w.percentile(0.99, at_s(4)), Duration::milliseconds(40));
-  EXPECT_EQ(w.percentile(0.99, at_s(6)), Duration::zero());
-  w.add(at_s(6), Duration::microseconds(70));
-  EXPECT_EQ(w.percentile(0.99, at_s(6)), Duration::microseconds(70));
-}
-
-TEST(BatchCostFitTest, SeparatesTheFixedPartFromThePerItemCost) {
-  BatchCostFit f(1000, Duration::seconds(5));
-  EXPECT_EQ(f.fit(0.99, at_s(0)).fixed, Duration::zero());
-  // cost = 100 us + 10 us per item, with up to 20 us of noise.
-  for (int i = 0; i < 1000; ++i) {
-    const std::uint32_t b = 1 + static_cast<std::uint32_t>(i % 32);
-    f.add(at_s(0), b, Duration::microseconds(100 + 10 * b + (i * 7919) % 21));
-  }
-  const BatchCostFit::Fit fit = f.fit(0.99, at_s(1));
-  EXPECT_NEAR(fit.per_item.to_us(), 10.0, 0.5);
-  EXPECT_NEAR(fit.fixed.to_us(), 120.0, 6.0);  // the high percentile of 100 + noise
-  // One batch size only: all of it is fixed.
-  BatchCostFit g(10, Duration::seconds(5));
-  for (int i = 0; i < 10; ++i) g.add(at_s(0), 16, Duration::microseconds(300));
-  EXPECT_EQ(g.fit(0.99, at_s(1)).per_item, Duration::zero());
-  EXPECT_EQ(g.fit(0.99, at_s(1)).fixed, Duration::microseconds(300));
-  EXPECT_EQ(g.fit(0.99, at_s(9)).fixed, Duration::zero());  // forgotten
 }
 
 // serve's rules for instance_group (docs/repository.md#instance-groups),

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "scheduler/counters.hpp"
-#include "scheduler/delay_learner.hpp"
 #include "scheduler/election.hpp"
 #include "scheduler/inflight.hpp"
 #include "scheduler/subcluster_manager.hpp"
@@ -42,74 +41,6 @@ TEST(SchedulerCounters, EachOutcomeCountedOnceTotalsAreSumsOverModels) {
   EXPECT_EQ(v.gpus[3].batches, 2u);
   EXPECT_EQ(v.gpus[3].busy, Duration::microseconds(250));
   EXPECT_EQ(v.gpus[0].batches, 0u);
-}
-
-DelayLearner::Options opts() {
-  DelayLearner::Options o;
-  o.window = 100;
-  o.max_age = Duration::seconds(5);
-  o.floors.ctrl = Duration::microseconds(20);
-  o.tightest_slo = Duration::milliseconds(20);
-  return o;
-}
-
-TEST(DelayLearner, LearnsAHighPercentileAboveTheFloorsAndCommitsWhatTheCallerApplied) {
-  std::vector<std::string> logs;
-  DelayLearner l(opts(), [&](const std::string& m) { logs.push_back(m); });
-  EXPECT_EQ(l.learned().delays.ctrl, Duration::microseconds(20));  // the floors before any sample
-  for (int i = 0; i < 50; ++i)
-    l.on_batch(at_ms(i), Duration::microseconds(100), 0, {}, Duration::microseconds(10));
-  const std::optional<Delays> d = l.update(at_ms(60));
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->ctrl, Duration::microseconds(100));
-  EXPECT_EQ(d->resp, Duration::microseconds(110));
-  EXPECT_EQ(l.learned().delays.ctrl, Duration::microseconds(20));  // not committed yet
-  l.commit(*d);
-  EXPECT_EQ(l.learned().delays.ctrl, Duration::microseconds(100));
-  EXPECT_EQ(l.learned().samples, 50u);
-  // Below the floor: the floor.
-  DelayLearner low(opts(), [](const std::string&) {});
-  for (int i = 0; i < 50; ++i) low.on_backend_rtt(at_ms(i), Duration::microseconds(10));
-  EXPECT_FALSE(low.update(at_ms(60)).has_value());  // 5 us learned: still the 20 us floor, nothing moved
-}
-
-TEST(DelayLearner, IgnoresSmallMovesAndForgetsOldSamples) {
-  DelayLearner l(opts(), [](const std::string&) {});
-  for (int i = 0; i < 50; ++i) l.on_batch(at_ms(i), Duration::microseconds(200), 0, {}, {});
-  std::optional<Delays> d = l.update(at_ms(60));
-  ASSERT_TRUE(d);
-  l.commit(*d);
-  for (int i = 0; i < 100; ++i) l.on_batch(at_ms(100 + i), Duration::microseconds(204), 0, {}, {});
-  EXPECT_FALSE(l.update(at_ms(210)).has_value());  // 2 %: noise
-  // Five seconds later with no traffic, the samples are too old: back to the floor.
-  d = l.update(at_ms(6000));
-  ASSERT_TRUE(d);
-  EXPECT_EQ(d->ctrl, Duration::microseconds(20));
-}
-
-TEST(DelayLearner, CapsAtAQuarterOfTheTightestSloAndSaysSo) {
-  std::vector<std::string> logs;
-  DelayLearner l(opts(), [&](const std::string& m) { logs.push_back(m); });
-  for (int i = 0; i < 50; ++i) l.on_batch(at_ms(i), Duration::milliseconds(30), 0, {}, {});
-  const std::optional<Delays> d = l.update(at_ms(60));
-  ASSERT_TRUE(d);
-  EXPECT_EQ(d->ctrl, Duration::milliseconds(5));
-  EXPECT_EQ(d->resp, Duration::milliseconds(5));
-  ASSERT_EQ(logs.size(), 1u);
-  EXPECT_NE(logs[0].find("capped"), std::string::npos);
-}
-
-TEST(DelayLearner, LearnsTheDataDelayPerRequestFromReads) {
-  DelayLearner l(opts(), [](const std::string&) {});
-  // Reads of b requests take 10 us + 3 us * b.
-  for (int i = 0; i < 60; ++i) {
-    const std::uint32_t b = 1 + static_cast<std::uint32_t>(i % 8);
-    l.on_batch(at_ms(i), Duration::microseconds(50), b, Duration::microseconds(10 + 3 * b), {});
-  }
-  const std::optional<Delays> d = l.update(at_ms(70));
-  ASSERT_TRUE(d);
-  EXPECT_NEAR(d->data.to_us(), 3.0, 0.5);
-  EXPECT_NEAR(d->ctrl.to_us(), 60.0, 2.0);  // 50 us one way plus the fixed part of the reads
 }
 
 // The statistics extension's sums (docs/cluster.md#statistics): latencies of

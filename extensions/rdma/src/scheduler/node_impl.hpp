@@ -24,12 +24,12 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
-#include "symphony/cluster/delay_estimator.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/node_metrics.hpp"
 #include "symphony/cluster/session_acceptor.hpp"
 #include "symphony/cluster/session_connector.hpp"
 #include "symphony/cluster/wire.hpp"
+#include "symphony/delay_learner.hpp"
 #include "symphony/exec_policy.hpp"
 #include "symphony/partition/subclusters.hpp"
 #include "symphony/partitioner.hpp"
@@ -38,7 +38,6 @@
 #include "symphony/subcluster.hpp"
 
 #include "scheduler/counters.hpp"
-#include "scheduler/delay_learner.hpp"
 #include "scheduler/election.hpp"
 #include "scheduler/inflight.hpp"
 #include "scheduler/subcluster_manager.hpp"
