@@ -177,6 +177,20 @@ TEST(ServeConfigTest, AdmissionIsOnByDefaultAndPriorityLevelsArePerModel) {
   }
 }
 
+TEST(ServeConfigTest, OverlapIsAutoByDefaultAndNamesItsChoices) {
+  const std::string models = "models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}]\n";
+  auto c = parse_serve_config(models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->overlap, "auto");
+  c = parse_serve_config("overlap: on\n" + models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->overlap, "on");
+  c = parse_serve_config("overlap: sometimes\n" + models, "a.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("overlap: 'sometimes' is not one of auto, on, off"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(ServeConfigTest, AMinusOneInputTakesTheDimsItIsProfiledAt) {
   auto c = parse_serve_config(
       "models: [{name: m, path: m.pt, inputs: ['int64[-1]', 'float32[2]'], slo_ms: 10,\n"

@@ -1057,6 +1057,79 @@ TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {
 // requests reuse: every request resolves exactly once, cancel() is true
 // exactly for the requests that resolved as cancelled, and true only after
 // that request's done ran.
+// ServerOptions::overlap on a CPU device: a staging thread forms each batch
+// in the replica's other buffer set while the batch before runs. Every answer
+// is its own input (the identity model answers with views of its batch, so a
+// set reused too early would show as another request's numbers), every
+// request ends once, and the staging cost reaches the plan as learned
+// dispatch delays.
+TEST(ServerTest, WithOverlapACpuDeviceStagesWhileItRunsAndEveryAnswerIsExact) {
+  ServerOptions o;
+  o.devices = "cpu";
+  o.overlap = ServerOptions::Overlap::kOn;
+  o.profile_repeats = 3;
+  o.profile_max_batch = 16;
+  o.delays.safety_margin = Duration::milliseconds(20);
+  auto made = Server::create(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  Server& s = **made;
+  ModelOptions m = model("identity", 5000, 16);
+  m.inputs = {"float32[16384]"};  // 64 KB a sample: staging costs more than the planner's noise floor
+  m.profile = profile_path("identity_overlap");
+  ASSERT_TRUE(s.add_model(m).ok());
+  ASSERT_TRUE(s.start().ok());
+  constexpr int kThreads = 3, kPerThread = 300;
+  std::vector<std::atomic<int>> ended(kThreads * kPerThread);
+  std::atomic<int> wrong{0};
+  auto send = [&](int id) {
+    at::Tensor x = torch::full({16384}, static_cast<float>(id));
+    return s.infer_async("identity", {x}, std::nullopt, [&ended, &wrong, id, x](InferResult&& r) {
+      if (r.has_output()) {
+        if (!torch::equal(r.output.toTensor(), x)) wrong.fetch_add(1);
+        ended[id].fetch_add(1);
+      } else {
+        ended[id].fetch_add(1000);  // dropped or error: still ends once
+      }
+    });
+  };
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kThreads; ++t)
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) EXPECT_TRUE(send(t * kPerThread + i).ok());
+    });
+  for (auto& c : clients) c.join();
+  // The learner hands what it learned to the runtime every 200 ms: a few
+  // more requests until it has (bounded).
+  for (int round = 0; round < 100 && s.stats().delays.delay(16) == Duration::zero(); ++round) {
+    for (int i = 0; i < 8; ++i) (void)s.infer("identity", {torch::zeros({16384})});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  s.stop(StopMode::kDrain);
+  int once = 0, with_output = 0;
+  for (auto& e : ended) {
+    once += e.load() == 1 || e.load() == 1000;
+    with_output += e.load() == 1;
+  }
+  EXPECT_EQ(once, kThreads * kPerThread) << "every request ends exactly once";
+  EXPECT_EQ(wrong.load(), 0) << "an answer that is not its own input";
+  const ServerStats st = s.stats();
+  EXPECT_GT(with_output, kThreads * kPerThread * 9 / 10) << "ok " << st.ok << ", dropped " << st.dropped;
+  EXPECT_TRUE(st.overlap);
+  EXPECT_GT(st.dispatch_samples, 0u) << "the staging thread measured its batches";
+  EXPECT_GT(st.delays.delay(16), Duration::zero()) << "the staging cost never reached the plan";
+  EXPECT_EQ(st.delays.safety_margin, Duration::milliseconds(20)) << "the configured margin stays";
+}
+
+// Without overlap (the default on CPU devices), the configured delays are planned with.
+TEST(ServerTest, WithoutOverlapTheConfiguredDelaysArePlannedWith) {
+  auto s = make_server("cpu");
+  ASSERT_TRUE(s->start().ok());
+  const ServerStats st = s->stats();
+  EXPECT_FALSE(st.overlap);
+  EXPECT_EQ(st.delays.delay(16), Duration::zero());
+  EXPECT_EQ(st.dispatch_samples, 0u);
+}
+
 TEST(ServerTest, CancelsRacingWithRequestsFromManyThreadsResolveEachOnce) {
   ServerOptions o;
   o.devices = "emulated:2";

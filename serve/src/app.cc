@@ -24,6 +24,9 @@ server::ServerOptions server_options(const config::ServeConfig& cfg) {
   so.recalibration = cfg.recalibration;
   so.load_run_wait = Duration::from_ms(cfg.load_run_wait_ms);
   so.admission = cfg.admission;
+  so.overlap = cfg.overlap == "on"    ? server::ServerOptions::Overlap::kOn
+               : cfg.overlap == "off" ? server::ServerOptions::Overlap::kOff
+                                      : server::ServerOptions::Overlap::kAuto;
   so.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
   return so;
 }

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "symphony/delay_learner.hpp"
 #include "symphony/outcome_tally.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/request_times.hpp"
@@ -374,6 +375,17 @@ struct Server::Impl final : BatchRunner {
   bool stopped = false;
   TimePoint started;
   std::atomic<std::int64_t> stopped_at_ns{0};  // when stop() ended, if started (stats' elapsed ends there)
+  // ServerOptions::overlap, as start() decided it: the executors' measured
+  // CPU work feeds `learner` (under delays_mu); a thread of its own hands
+  // what it learns to the runtime (never an executor's or a shard's thread:
+  // Runtime::set_delays takes the lock remove_model() holds while it waits
+  // for their batches).
+  bool overlap = false;
+  std::mutex delays_mu;
+  std::unique_ptr<DelayLearner> learner;
+  std::thread delay_thread;
+  std::condition_variable delay_cv;
+  bool delay_stop = false;  // under delays_mu
 
   explicit Impl(ServerOptions o) : opts(std::move(o)), by_id(opts.max_models), slots(opts.max_pending) {
     free_slots.reserve(opts.max_pending);
@@ -417,6 +429,11 @@ struct Server::Impl final : BatchRunner {
       if (i < errors.size() && !errors[i].empty()) slots[slot_of(r.tag)].error = errors[i];
       ++i;
     }
+  }
+  void dispatched(const ExecBatch& b, Duration cost) override {
+    if (!overlap) return;
+    std::lock_guard<std::mutex> lock(delays_mu);
+    learner->on_dispatch(SteadyClock{}.now(), b.size, cost);
   }
   void timed(const ExecBatch& b, Duration ran) override {
     if (b.gpu >= devices.size()) return;
@@ -1200,12 +1217,18 @@ struct Server::Impl final : BatchRunner {
     rc.recalibration = opts.recalibration;
     rc.admission = opts.admission;
     if (!opts.admission) rc.ingress_wait_share = 0;
+    const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(), [](const DeviceSpec& d) {
+      return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
+    });
+    overlap = opts.overlap == ServerOptions::Overlap::kOn ||
+              (opts.overlap == ServerOptions::Overlap::kAuto && all_cuda);
+    // Dispatching ahead needs the device to take a batch behind the running one.
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
-    if (rc.max_outstanding_per_gpu == 0) {
-      const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(), [](const DeviceSpec& d) {
-        return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
-      });
-      rc.max_outstanding_per_gpu = all_cuda ? 2 : 1;
+    if (rc.max_outstanding_per_gpu == 0) rc.max_outstanding_per_gpu = all_cuda || overlap ? 2 : 1;
+    if (overlap) {
+      DelayLearner::Options lo;
+      lo.floors = opts.delays;
+      learner = std::make_unique<DelayLearner>(lo, [this](const std::string& m) { log(m); });
     }
     SYMPHONY_ASSIGN_OR_RETURN(runtime, make_runtime(rc, sink, opts.policy));
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
@@ -1218,7 +1241,7 @@ struct Server::Impl final : BatchRunner {
           e = emulated_pool->make_executor();
           break;
         case DeviceKind::kCpu: {
-          auto c = std::make_unique<CpuExecutor>(*this, i, opts.cpu_threads, d->spec.to_string());
+          auto c = std::make_unique<CpuExecutor>(*this, i, opts.cpu_threads, d->spec.to_string(), overlap);
           d->cpu = c.get();
           e = std::move(c);
           break;
@@ -1268,15 +1291,44 @@ struct Server::Impl final : BatchRunner {
     for (auto& m : models) SYMPHONY_RETURN_IF_ERROR(register_model(m));
     started = SteadyClock{}.now();
     run_thread = std::make_unique<RunThread>(opts.cpu_threads);
+    if (overlap) delay_thread = std::thread([this] { apply_delays(); });
     serving.store(runtime.get(), std::memory_order_release);  // release: with run_thread
     running.store(true, std::memory_order_release);
     return {};
+  }
+
+  // The delay thread: every 200 ms, what the learner learned goes to the
+  // runtime, capped by the tightest SLO served now.
+  void apply_delays() {
+    std::unique_lock<std::mutex> lock(delays_mu);
+    while (!delay_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return delay_stop; })) {
+      Duration tightest = Duration::infinite();
+      {
+        std::shared_lock<std::shared_mutex> l(models_mu);
+        for (const auto& [_, m] : by_name) tightest = min(tightest, m->opts.slo);
+      }
+      learner->set_tightest_slo(tightest);
+      const std::optional<Delays> d = learner->update(SteadyClock{}.now());
+      if (!d) continue;
+      lock.unlock();
+      const bool applied = runtime->set_delays(*d).ok();
+      lock.lock();
+      if (applied) learner->commit(*d);
+    }
   }
 
   void stop(StopMode how) {
     std::lock_guard<std::mutex> lock(control_mu);
     if (stopped) return;
     running.store(false, std::memory_order_release);
+    if (delay_thread.joinable()) {
+      {
+        std::lock_guard<std::mutex> l(delays_mu);
+        delay_stop = true;
+      }
+      delay_cv.notify_all();
+      delay_thread.join();
+    }
     if (runtime) runtime->stop(how);
     stopped = true;
     if (started != TimePoint()) stopped_at_ns.store(SteadyClock{}.now().ns(), std::memory_order_release);
@@ -1513,6 +1565,13 @@ ServerStats Server::stats() const {
     std::shared_lock<std::shared_mutex> l(impl_->models_mu);
     for (const auto& [_, m] : impl_->by_name) models.push_back(m);
     retired = impl_->retired;
+  }
+  out.overlap = impl_->overlap;
+  out.delays = impl_->opts.delays;
+  if (impl_->learner) {
+    const DelayLearner::Learned l = impl_->learner->learned();
+    out.delays = l.delays;
+    out.dispatch_samples = l.samples;
   }
   std::vector<ModelStats> all;
   for (const auto& m : models) all.push_back(impl_->snapshot(*m));

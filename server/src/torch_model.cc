@@ -615,13 +615,11 @@ std::vector<std::vector<std::size_t>> shape_groups(const std::vector<RequestInpu
   return groups;
 }
 
-Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica,
-                                                       const std::vector<RequestInputs>& group) {
+Status TorchModel::stage_group(std::size_t replica, const std::vector<RequestInputs>& group,
+                               std::vector<at::Tensor>& buffers, std::vector<at::Tensor>* inputs) {
   const c10::Device dev = opts_.devices[replica];
-  std::vector<at::Tensor> batch;
-  batch.reserve(opts_.inputs.size());
-  // The replica's buffers, reused batch after batch (one thread per replica).
-  std::vector<at::Tensor>& buffers = staging_buffers_[replica];
+  inputs->clear();
+  inputs->reserve(opts_.inputs.size());
   buffers.resize(opts_.inputs.size());
   try {
     std::vector<at::Tensor> parts;
@@ -633,15 +631,22 @@ Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica,
         parts.push_back(r.batched ? x : x.unsqueeze(0));
       }
       at::Tensor staged = stage_samples(parts, &buffers[i], at::TensorOptions(), true, &staging_);
-      batch.push_back(dev.is_cpu() ? staged : staged.to(dev, /*non_blocking=*/true));
+      inputs->push_back(dev.is_cpu() ? staged : staged.to(dev, /*non_blocking=*/true));
     }
   } catch (const std::exception& e) {
     return Status(Errc::kFailedPrecondition,
                   "model '" + opts_.name + "': cannot form the batch: " + e.what());
   }
-  SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(batch)));
-  // The next batch overwrites the buffers: outputs that are views of them
-  // (a model that returns its input, or a reshape of it) are copied out.
+  return {};
+}
+
+Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica, std::vector<at::Tensor>&& inputs,
+                                                       std::size_t set,
+                                                       const std::vector<RequestInputs>& group) {
+  SYMPHONY_ASSIGN_OR_RETURN(c10::IValue out, forward(replica, std::move(inputs)));
+  // The batch after next overwrites the buffers: outputs that are views of
+  // them (a model that returns its input, or a reshape of it) are copied out.
+  const std::vector<at::Tensor>& buffers = staging_buffers_[replica][set & 1];
   const auto own = [&](const c10::IValue& v) -> c10::IValue {
     if (!v.isTensor()) return v;
     const at::Tensor& t = v.toTensor();
@@ -666,27 +671,56 @@ Result<std::vector<c10::IValue>> TorchModel::run_group(std::size_t replica,
 Result<std::vector<c10::IValue>> TorchModel::run_batch(std::size_t replica,
                                                        const std::vector<RequestInputs>& requests,
                                                        std::vector<std::string>* errors) {
+  return run_staged(replica, stage(replica, requests, 0), requests, errors);
+}
+
+TorchModel::StagedBatch TorchModel::stage(std::size_t replica, const std::vector<RequestInputs>& requests,
+                                          std::size_t set) {
+  StagedBatch staged;
+  staged.set = set & 1;
+  std::vector<RequestInputs> group;
+  for (std::vector<std::size_t>& g : shape_groups(requests)) {
+    StagedBatch::Group& sg = staged.groups.emplace_back();
+    sg.requests = std::move(g);
+    group.clear();
+    for (std::size_t i : sg.requests) group.push_back(requests[i]);
+    // The first shape goes into the set's reused buffers; the others (inputs
+    // with a -1 whose samples differ) into buffers of their own, as each
+    // group is staged before any runs.
+    std::vector<at::Tensor> own;
+    sg.error = stage_group(
+        replica, group, staged.groups.size() == 1 ? staging_buffers_[replica][staged.set] : own, &sg.inputs);
+  }
+  return staged;
+}
+
+Result<std::vector<c10::IValue>> TorchModel::run_staged(std::size_t replica, StagedBatch&& staged,
+                                                        const std::vector<RequestInputs>& requests,
+                                                        std::vector<std::string>* errors) {
   if (errors) errors->assign(requests.size(), std::string());
   if (requests.empty()) return std::vector<c10::IValue>{};
-  const std::vector<std::vector<std::size_t>> groups = shape_groups(requests);
   std::vector<c10::IValue> result(requests.size());
   std::vector<RequestInputs> group;
   Status last;
   std::size_t failed = 0;
-  for (const std::vector<std::size_t>& g : groups) {
-    group.clear();
-    for (std::size_t i : g) group.push_back(requests[i]);
-    Result<std::vector<c10::IValue>> per = run_group(replica, group);
-    if (!per.ok() && !errors) return per.status();
-    if (!per.ok()) {
-      ++failed;
-      last = per.status();
-      for (std::size_t i : g) (*errors)[i] = per.status().message();
-      continue;
+  for (StagedBatch::Group& g : staged.groups) {
+    Status failure = g.error;
+    if (failure.ok()) {
+      group.clear();
+      for (std::size_t i : g.requests) group.push_back(requests[i]);
+      Result<std::vector<c10::IValue>> per = run_group(replica, std::move(g.inputs), staged.set, group);
+      if (per.ok()) {
+        for (std::size_t j = 0; j < g.requests.size(); ++j) result[g.requests[j]] = std::move((*per)[j]);
+        continue;
+      }
+      failure = per.status();
     }
-    for (std::size_t j = 0; j < g.size(); ++j) result[g[j]] = std::move((*per)[j]);
+    if (!errors) return failure;
+    ++failed;
+    last = failure;
+    for (std::size_t i : g.requests) (*errors)[i] = failure.message();
   }
-  if (failed == groups.size()) return last;  // nothing ran: the batch failed
+  if (failed == staged.groups.size()) return last;  // nothing ran: the batch failed
   return result;
 }
 

@@ -69,6 +69,10 @@ struct ServeConfig {
   // `admission:` (ServerOptions::admission): refuse at once what the backlog
   // could not serve in time (on, the default), or queue it to expire (off).
   bool admission = true;
+  // `overlap: auto|on|off` (ServerOptions::overlap): a batch's staging and
+  // launch run while the batch before it does, dispatched ahead by their
+  // learned cost. auto: on when every device is a CUDA GPU.
+  std::string overlap = "auto";
   // `load:`: with it, serve drives the models with its own generator for
   // duration_s; without it, serve answers protocol requests (--http, --grpc)
   // until SIGINT/SIGTERM.

@@ -1,7 +1,7 @@
 // CudaStreamExecutor: runs a GPU's batches on one CUDA stream.
 //
-// Per batch, on a launcher thread: the requests' samples are concatenated
-// into a pinned host staging tensor, copied host-to-device on the executor's
+// Per batch, on a launcher thread: the requests' samples are gathered
+// (stage_samples) into a pinned host block, copied host-to-device on the executor's
 // stream, the model replica's forward runs with that stream current (a
 // stream guard over the executor's own stream), the outputs are copied back
 // into pinned host tensors, and the work is bracketed by CUDA events. The
@@ -10,6 +10,11 @@
 // splits the outputs per request and reports the batch's actual end, which
 // corrects the scheduler's prediction. Every CUDA call is checked; errors
 // carry the CUDA error name.
+//
+// The launcher's own time per batch (staging and launch, not its wait)
+// goes to BatchRunner::dispatched: the server dispatches that much ahead of
+// the GPU's free time (ServerOptions::overlap), so that the launch of one
+// batch overlaps the run of the one before.
 //
 // Also measured per batch (gpu::CudaExecutorStats): the CPU dispatch overhead
 // (from the shard's dispatch to the last operation enqueued) and the GPU idle

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -61,21 +63,32 @@ class BatchRunner {
   }
   // The batch ran successfully for `ran` on its device (before report()).
   virtual void timed(const ExecBatch& b, Duration ran) { (void)b, (void)ran; }
+  // The batch's CPU work before its device could start it (staging, and the
+  // launch on a GPU) took `cost`: what dispatching ahead must cover
+  // (ServerOptions::overlap). Called before the batch starts.
+  virtual void dispatched(const ExecBatch& b, Duration cost) { (void)b, (void)cost; }
 };
 
 // Runs a batch synchronously on `device` (CPU devices): the model's replica
 // there, gather, forward, split, store or fail. Returns the status to report.
 BatchStatus run_batch_sync(BatchRunner& runner, const ExecBatch& b, std::size_t device, std::string* error);
 
-// A CPU "device": a worker thread that runs batches in dispatch order.
+// A CPU "device": a worker thread that runs batches in dispatch order. With
+// `overlap`, a staging thread beside it forms each batch's inputs
+// (TorchModel::stage, in the replica's other buffer set) while the worker
+// runs the batch before, and tells the runner what that cost
+// (BatchRunner::dispatched); the batch's reported time (its start, and
+// timed()) is its forward, or its staging when that took longer (the slower
+// thread bounds the rate).
 //
 // Guarantees: execute() only queues (a short critical section); batches run
 // and are reported in the order given; the destructor runs what is queued,
-// reports it, and joins the thread.
+// reports it, and joins the threads.
 class CpuExecutor final : public Executor {
  public:
   // `device`: the runner's number for this device (BatchRunner::model).
-  CpuExecutor(BatchRunner& runner, std::size_t device, int intra_op_threads, std::string name);
+  CpuExecutor(BatchRunner& runner, std::size_t device, int intra_op_threads, std::string name,
+              bool overlap = false);
   ~CpuExecutor() override;
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
@@ -87,8 +100,13 @@ class CpuExecutor final : public Executor {
   const std::string& name() const noexcept { return name_; }
 
  private:
-  void loop();
+  struct Staged;
+  void loop();        // without overlap: stage and run
+  void stage_loop();  // with overlap: the staging thread ...
+  void run_loop();    // ... and the worker
   bool take(std::pair<ExecBatch, CompletionPort*>* job);
+  // The next job, polling then sleeping; false once stopping with nothing queued.
+  bool next_job(std::pair<ExecBatch, CompletionPort*>* job, TimePoint idle_since);
 
   // How long the worker polls for the next batch before it sleeps.
   static constexpr Duration kIdleSpin = Duration::microseconds(50);
@@ -97,6 +115,7 @@ class CpuExecutor final : public Executor {
   const std::size_t device_;
   const int threads_;
   const std::string name_;
+  const bool overlap_;
   // Jobs go into queue_ under mu_; queued_ mirrors its size so that the
   // worker can poll without the lock while it spins (kIdleSpin after its last
   // batch: back-to-back batches then skip the sleep and the wake-up, which on
@@ -108,6 +127,16 @@ class CpuExecutor final : public Executor {
   std::atomic<bool> stopping_{false};
   Doorbell bell_;
   std::atomic<std::int64_t> busy_ns_{0};
+  // With overlap: the one staged batch handed to the worker (slot_ under
+  // slot_mu_, mirrored by has_slot_ for polling; the stager waits on
+  // slot_free_ while it is taken), and the end of staging.
+  std::mutex slot_mu_;
+  std::condition_variable slot_free_;
+  std::unique_ptr<Staged> slot_;
+  std::atomic<bool> has_slot_{false};
+  std::atomic<bool> staged_all_{false};
+  Doorbell run_bell_;
+  std::thread stager_;
   std::thread worker_;
 };
 

@@ -65,6 +65,17 @@ struct ServerOptions {
   // 0 (the default): 2 when every device is a CUDA GPU (steady timing, a
   // costly idle gap), else 1 (CPU devices vary by milliseconds).
   std::uint32_t max_outstanding_per_device = 0;
+  // Whether a batch's CPU work (staging its inputs, launching it on a GPU)
+  // overlaps the batch before it on the device: each batch is dispatched
+  // ahead of its device's free time by that work's cost, learned online
+  // (symphony/delay_learner.hpp: d_ctrl + d_data * b, a high percentile of
+  // what the executors measure), and a CPU device stages on a second thread
+  // (CpuExecutor). kAuto: on when every device is a CUDA GPU, whose launcher
+  // already runs apart from the device; off on CPU devices, where a
+  // model's forward usually outweighs its staging and takes the cores the
+  // staging thread would use (bench/results/server.md#overlap).
+  enum class Overlap { kAuto, kOn, kOff };
+  Overlap overlap = Overlap::kAuto;
   // Automatic profiling of models without a profile file.
   // Which column of a measured profile is l(b): the p90 balances a profile
   // that is too optimistic (median: every other batch runs long) against one
@@ -265,6 +276,11 @@ struct DeviceStats {
 
 struct ServerStats {
   Duration elapsed;  // from start() to now, or to stop()
+  // The dispatch delays batches are planned with now (ServerOptions::
+  // overlap): learned when overlap is on, else the configured ones.
+  bool overlap = false;
+  Delays delays;
+  std::uint64_t dispatch_samples = 0;  // batches whose CPU work was measured
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
   double goodput_rps = 0;  // ok per second since start()
   std::vector<ModelStats> models;

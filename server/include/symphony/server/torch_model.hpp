@@ -14,6 +14,7 @@
 #include <c10/core/Device.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -104,6 +105,27 @@ class TorchModel {
   Result<std::vector<c10::IValue>> run_batch(std::size_t replica, const std::vector<RequestInputs>& requests,
                                              std::vector<std::string>* errors = nullptr);
 
+  // run_batch() in two steps, so that an executor can form the next batch
+  // while this one runs (CpuExecutor's overlap): stage() gathers every shape
+  // group's inputs onto the replica's device in buffer set `set` (0 or 1:
+  // each replica keeps two, so the batch staged in one may run while the
+  // next is staged in the other; a set is reused only by the batch after
+  // next, once this one's outputs are out of it); run_staged() runs them and
+  // splits the outputs as run_batch() does. Same threading rule per set.
+  struct StagedBatch {
+    struct Group {
+      std::vector<std::size_t> requests;  // indices into the batch's requests
+      std::vector<at::Tensor> inputs;     // the batch, on the replica's device
+      Status error;                       // it could not be formed: its requests fail
+    };
+    std::vector<Group> groups;
+    std::size_t set = 0;
+  };
+  StagedBatch stage(std::size_t replica, const std::vector<RequestInputs>& requests, std::size_t set = 0);
+  Result<std::vector<c10::IValue>> run_staged(std::size_t replica, StagedBatch&& staged,
+                                              const std::vector<RequestInputs>& requests,
+                                              std::vector<std::string>* errors = nullptr);
+
   // Runs forward on a ready-made batch (the profiler and warm-up), in the
   // served shapes: the Options' reshapes apply here.
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
@@ -140,12 +162,17 @@ class TorchModel {
   std::string optimize_note_;
   std::vector<InputSpec> outputs_;
   bool adapted_ = false;  // some reshape applies, or no batch dimension
-  // Per replica, per input: the buffer its batches are gathered into.
-  std::vector<std::vector<at::Tensor>> staging_buffers_;
+  // Per replica, per buffer set (StagedBatch::set), per input: the buffer
+  // its batches are gathered into.
+  std::vector<std::array<std::vector<at::Tensor>, 2>> staging_buffers_;
   StagingCounters staging_;
   at::Tensor to_model(std::size_t input, const at::Tensor& x) const;
-  // One shape group of a batch: concatenated, run and split.
-  Result<std::vector<c10::IValue>> run_group(std::size_t replica, const std::vector<RequestInputs>& group);
+  // One shape group of a batch: gathered into `buffers`; run (from buffer
+  // set `set`) and split.
+  Status stage_group(std::size_t replica, const std::vector<RequestInputs>& group,
+                     std::vector<at::Tensor>& buffers, std::vector<at::Tensor>* inputs);
+  Result<std::vector<c10::IValue>> run_group(std::size_t replica, std::vector<at::Tensor>&& inputs,
+                                             std::size_t set, const std::vector<RequestInputs>& group);
   c10::IValue from_model(c10::IValue out) const;
 };
 
