@@ -148,13 +148,44 @@ TEST(AdmissionTest, LowerPrioritiesAreRefusedFirst) {
   // A fifth ends at 15 ms at best: beyond 10 for level 1, within 20 for level 0.
   EXPECT_EQ(s->submit(0, 5, due, 1), SubmitStatus::kDropped);
   for (std::uint64_t t = 6; t <= 9; ++t) EXPECT_EQ(s->submit(0, t, due, 0), SubmitStatus::kQueued);
-  EXPECT_EQ(s->submit(0, 10, due, 0), SubmitStatus::kDropped);
+  // Nine would end at 24 ms: a level-0 request now takes the place of the
+  // latest level-1 one instead of being refused, ...
+  for (std::uint64_t t = 10; t <= 13; ++t) {
+    EXPECT_EQ(s->submit(0, t, due, 0), SubmitStatus::kQueued) << t;
+    EXPECT_EQ(sink.outcomes.back().tag, 14 - t) << "the latest level-1 request left";
+    EXPECT_EQ(sink.outcomes.back().reason, DropReason::kOverload);
+  }
+  // ... until none is left: a level-0 request is refused only by its own level's load.
+  EXPECT_EQ(s->submit(0, 14, due, 0), SubmitStatus::kDropped);
+  EXPECT_EQ(s->submit(0, 15, due, 1), SubmitStatus::kDropped);
   run_to_end(clock, *s, sink);
   const auto out = by_tag(sink);
-  ASSERT_EQ(out.size(), 10u);
+  ASSERT_EQ(out.size(), 15u) << "every request ends exactly once";
+  for (std::uint64_t t = 6; t <= 13; ++t) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << t;
+  for (std::uint64_t t : {1, 2, 3, 4, 5, 14, 15}) EXPECT_EQ(out.at(t).reason, DropReason::kOverload) << t;
+}
+
+TEST(AdmissionTest, APushOutTakesOnlyLowerLevelsAndOnlyAsManyAsNeeded) {
+  // Level 1 of 3 pushes out level 2 only, never level 0 or its own.
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true, 3);
+  const TimePoint due = at_ms(20);
+  // Level 2 is admitted within a third of its time (6.7 ms): a batch of 4
+  // queued (l(4) = 9 ms) already exceeds it, so the queue holds four.
+  for (std::uint64_t t = 1; t <= 4; ++t) ASSERT_EQ(s->submit(0, t, due, 2), SubmitStatus::kQueued);
+  EXPECT_EQ(s->submit(0, 5, due, 2), SubmitStatus::kDropped);
+  // Level 0 fills to eight (18 ms): 6..9.
+  for (std::uint64_t t = 6; t <= 9; ++t) ASSERT_EQ(s->submit(0, t, due, 0), SubmitStatus::kQueued);
+  // Level 1 has 13.3 ms of its 20: with eight ahead it would end at 24 ms;
+  // within its share at most three may be ahead (a batch of four, 9 ms), so
+  // five must go, and only four of level 2 exist: refused, nothing pushed out.
+  const std::size_t before = sink.outcomes.size();
+  EXPECT_EQ(s->submit(0, 10, due, 1), SubmitStatus::kDropped);
+  EXPECT_EQ(sink.outcomes.size(), before + 1) << "only the refusal itself";
+  run_to_end(clock, *s, sink);
+  const auto out = by_tag(sink);
   for (std::uint64_t t : {1, 2, 3, 4, 6, 7, 8, 9}) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << t;
-  EXPECT_EQ(out.at(5).reason, DropReason::kOverload);
-  EXPECT_EQ(out.at(10).reason, DropReason::kOverload);
 }
 
 TEST(AdmissionTest, WithoutPriorityLevelsEveryLevelIsTheSame) {

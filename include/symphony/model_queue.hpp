@@ -40,6 +40,7 @@ class ModelQueue {
   Request* front() noexcept { return tree_.min(); }
   // The request due last, or nullptr; O(1).
   const Request* back() const noexcept { return tail_; }
+  Request* back() noexcept { return tail_; }
   Request* pop_front() noexcept {
     Request* r = tree_.pop_min();
     if (tree_.empty()) tail_ = nullptr;
@@ -53,6 +54,7 @@ class ModelQueue {
     if (&r == tail_) tail_ = tree_.max();
   }
   Request* next(Request& r) noexcept { return tree_.next(r); }
+  Request* prev(Request& r) noexcept { return tree_.prev(r); }
   std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(tree_.size()); }
   bool empty() const noexcept { return tree_.empty(); }
 

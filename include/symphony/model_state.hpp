@@ -223,7 +223,8 @@ class ModelState {
   // `priority` is the request's level, 0 the highest (ModelConfig::
   // priority_levels); under admission a lower level is refused sooner: it is
   // admitted only if the backlog ahead would end within its share of the
-  // time it has left, (levels - level) / levels.
+  // time it has left, (levels - level) / levels. A request with levels
+  // below its own first makes room among their queued requests (push_out()).
   template <SchedulerSink Sink>
   SubmitResult submit(ModelId id, std::uint64_t tag, TimePoint now, TimePoint deadline, Sink& sink,
                       TimePoint arrival, std::uint32_t priority = 0) {
@@ -235,9 +236,12 @@ class ModelState {
       return {SubmitStatus::kDropped, {}};
     }
     // Below a batch queued nothing is refused here: the hot path stays as it was.
-    if (cfg_.admission_gpus && m.queue.size() >= m.max_batch && !admissible(m, now, deadline, priority)) {
-      emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kOverload);
-      return {SubmitStatus::kDropped, {}};
+    if (cfg_.admission_gpus && m.queue.size() >= m.max_batch) {
+      if (priority + 1 < m.cfg->priority_levels) push_out(id, m, now, deadline, priority, sink);
+      if (!admissible(m, m.queue.size() + 1, now, deadline, priority)) {
+        emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kOverload);
+        return {SubmitStatus::kDropped, {}};
+      }
     }
     if ((m.max_queue && m.queue.size() >= m.max_queue) || !free_requests_) {
       emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kQueueFull);
@@ -252,6 +256,7 @@ class ModelState {
     r->seq = next_seq_++;
     r->next = nullptr;
     r->model = id;
+    r->priority = priority;
     m.queue.push(*r);
     // Only requests that can join a batch count; the candidate is recomputed
     // right away, so it always reflects the current estimate.
@@ -580,18 +585,25 @@ class ModelState {
     --used_requests_;
   }
 
-  // Admission's test (ModelStateConfig::admission_gpus): the n = queued + 1
-  // requests run in max batches, g at a time, the last round's spread over
-  // the g GPUs; the newcomer ends with that round. O(1). A request due before
-  // the last queued one goes ahead of some of them: the queue's length
-  // overcounts what is ahead, so it is admitted and gathering decides.
-  bool admissible(const Slot& m, TimePoint now, TimePoint deadline, std::uint32_t priority) const noexcept {
-    const Request* last = m.queue.back();
-    if (last && deadline < last->deadline) return true;
+  // Admission's test (ModelStateConfig::admission_gpus): the n requests
+  // (the queued and the newcomer) run in max batches, g at a time, the last
+  // round's spread over the g GPUs; the newcomer ends with that round. O(1).
+  // A request due before the last queued one goes ahead of some of them: the
+  // queue's length overcounts what is ahead, so it is admitted and gathering
+  // decides.
+  // The GPUs admission counts on for the model.
+  std::uint32_t admission_gpus(const Slot& m) const noexcept {
     std::uint32_t g = cfg_.admission_gpus;
     if (!m.cfg->gpus.empty()) g = std::min<std::uint32_t>(g, static_cast<std::uint32_t>(m.cfg->gpus.size()));
+    return g;
+  }
+
+  bool admissible(const Slot& m, std::uint64_t n, TimePoint now, TimePoint deadline,
+                  std::uint32_t priority) const noexcept {
+    const Request* last = m.queue.back();
+    if (last && deadline < last->deadline) return true;
+    const std::uint32_t g = admission_gpus(m);
     if (g == 0) return true;
-    const std::uint64_t n = std::uint64_t{m.queue.size()} + 1;
     const std::uint64_t per_round = std::uint64_t{g} * m.max_batch;
     const std::uint64_t rounds = (n + per_round - 1) / per_round;
     const std::uint64_t rest = n - (rounds - 1) * per_round;
@@ -605,6 +617,42 @@ class ModelState {
              static_cast<std::int64_t>(levels - std::min(priority, levels - 1));
     return work <= left;
   }
+
+  // Makes room for a request of level `priority` among queued requests of
+  // lower levels: as many as it takes for it to pass admission's test with
+  // the model's running batches counted ahead of it as full batches (the
+  // test leaves them out, and a request admitted at its edge behind them
+  // expires), at most those found among the last kPushOutScan queued,
+  // the latest due first; none unless that many let it pass its own test.
+  // They end dropped, kOverload. A higher level so loses requests only to
+  // its own load; lower levels keep what the devices serve beside it.
+  // Bounded work per arrival: O(kPushOutScan).
+  template <class Sink>
+  void push_out(ModelId id, Slot& m, TimePoint now, TimePoint deadline, std::uint32_t priority, Sink& sink) {
+    const std::uint64_t queued = m.queue.size();
+    const std::uint64_t running = std::uint64_t{m.inflight} * m.max_batch;
+    if (admissible(m, queued + 1 + running, now, deadline, priority)) return;
+    const std::uint64_t most = std::min<std::uint64_t>(queued, kPushOutScan);
+    std::uint64_t need = 1, need_own = 0;
+    while (need_own < most && !admissible(m, queued + 1 - need_own, now, deadline, priority)) ++need_own;
+    if (!admissible(m, queued + 1 - need_own, now, deadline, priority)) return;  // refused whatever goes
+    while (need < most && !admissible(m, queued + 1 - need + running, now, deadline, priority)) ++need;
+    Request* found[kPushOutScan];
+    std::uint32_t n = 0;
+    Request* r = m.queue.back();
+    for (std::uint32_t seen = 0; r && seen < kPushOutScan && n < need; ++seen) {
+      if (r->priority > priority) found[n++] = r;
+      r = m.queue.prev(*r);
+    }
+    if (n < need_own) return;  // too few to let it in: nothing goes
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Request& x = *found[i];
+      m.queue.erase(x);
+      emit_drop(sink, id, x.tag, x.arrival, x.deadline, now, DropReason::kOverload);
+      release(x);
+    }
+  }
+  static constexpr std::uint32_t kPushOutScan = 256;
 
   // The model's profile moved: what was derived from it follows.
   void on_profile_changed(Slot& m) noexcept {

@@ -206,6 +206,7 @@ struct alignas(64) Request : SplayHook<QueueTag> {
   std::uint64_t seq = 0;    // arrival order; breaks deadline ties
   Request* next = nullptr;  // next request of the batch, or the free list
   ModelId model = kNoModel;
+  std::uint32_t priority = 0;  // its level, 0 the highest (ModelConfig::priority_levels)
 };
 static_assert(sizeof(Request) == 64);
 
