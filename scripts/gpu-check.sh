@@ -308,6 +308,10 @@ if ((HAVE_TORCH)); then
       step simulate-delayed 60 "$CLI" simulate "$WORK/sim-delayed.yaml" --policy deferred --quiet \
         --json "$WORK/sim-delayed.json"
     fi
+    # Deferred without overlap (serve's default on CUDA is on): what dispatching ahead by the
+    # learned staging and launch cost buys (issue 53 item 3).
+    step serve-no-overlap $((SERVE_S + 75)) "$CLI" serve "$WORK/serve.yaml" --policy deferred --overlap off \
+      --quiet --json "$WORK/serve-no-overlap.json"
     # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
     step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
       --json "$WORK/serve-kernel.json"

@@ -87,9 +87,12 @@ def plan(work, max_batch=MAX_BATCH):
     return profiles, out
 
 
-# The serve runs: real models deferred and eager, busy kernels, and real models
-# deferred once more with the first run's dispatch overhead as the delays.
-RUNS = ("deferred", "eager", "kernel", "delayed")
+# The serve runs: real models deferred and eager, busy kernels, real models
+# deferred once more with the first run's dispatch overhead as the delays, and
+# deferred without overlap (--overlap off; the simulator's deferred run is its
+# reference).
+RUNS = ("deferred", "eager", "kernel", "delayed", "no-overlap")
+SIM_OF = {"no-overlap": "deferred"}
 
 
 def write_delayed_configs(work):
@@ -321,7 +324,7 @@ def report(work, out_dir, selftest):
         except (OSError, ValueError):
             raw["profiles"][m] = None
     for k in RUNS:
-        s = load_json(os.path.join(work, f"sim-{k}.json"))
+        s = load_json(os.path.join(work, f"sim-{SIM_OF.get(k, k)}.json"))
         if s is not None:  # the per-model essentials, not the autoscaling series
             s = {key: s.get(key) for key in ("goodput_rps", "ok_rps", "offered_rps", "bad_rate", "mean_batch",
                                              "gpu_busy_fraction", "latency_ms", "outcomes")} | {
@@ -484,7 +487,8 @@ def markdown(data):
                  f"report | - |")
     for k, what in (("deferred", "real goodput / simulator, deferred"), ("eager", "real goodput / simulator, eager"),
                     ("kernel", "busy kernels / simulator, deferred"),
-                    ("delayed", "real goodput / simulator, deferred, dispatched ahead by the measured overhead")):
+                    ("delayed", "real goodput / simulator, deferred, dispatched ahead by the measured overhead"),
+                    ("no-overlap", "real goodput / simulator, deferred, overlap off (no learned dispatch delay)")):
         g = b["goodput_vs_simulator"].get(k)
         if g is None:  # reports older than the run
             continue
@@ -519,8 +523,8 @@ def markdown(data):
                          f"{fmt(bad, 2)} | {fmt(e.get('mean_batch'))} | {fmt(e.get('lag_p99_us'))} |")
     lines += ["", "## Where a served batch's time goes (cuda:0, whole run)", "",
               "| serve run | dispatch overhead p50 / p99 us | queued p50 / p99 | staging p50 / p99 | "
-              "enqueueing p50 / p99 | GPU busy | measured l(b) / offline, per model |",
-              "|---|---|---|---|---|---|---|"]
+              "enqueueing p50 / p99 | GPU busy | learned dispatch delay | measured l(b) / offline, per model |",
+              "|---|---|---|---|---|---|---|---|"]
     for k in RUNS:
         s = raw["serve"].get(k) or {}
         dev = (s.get("devices") or [{}])[0]
@@ -532,8 +536,11 @@ def markdown(data):
                                                                                        key=lambda kv: int(kv[0])))
                            for m, e in (dev.get("models") or {}).items())
         busy = 100 * dev["busy_fraction"] if dev.get("busy_fraction") is not None else None
+        disp = (s.get("server") or {}).get("dispatch") or {}
+        learned = (f"{fmt(disp.get('d_ctrl_us'))} us + {fmt(disp.get('d_data_us'), 2)} us/req "
+                   f"({disp.get('samples', 0)} batches)") if disp.get("overlap") else "off"
         lines.append(f"| {k} | {pair(d)} | {pair(d.get('queued'))} | {pair(d.get('staging'))} | "
-                     f"{pair(d.get('enqueueing'))} | {fmt(busy, 1, ' %')} | {scales or '-'} |")
+                     f"{pair(d.get('enqueueing'))} | {fmt(busy, 1, ' %')} | {learned} | {scales or '-'} |")
     lines += ["", "queued: dispatch -> the executor began the batch; staging: the inputs into pinned memory and "
               "their copies enqueued (libtorch models only); enqueueing: the rest, the forward's kernels and the "
               "output copies; measured l(b) / offline: the recalibrated profile over the offline one."]

@@ -30,6 +30,7 @@ using serve::ServeApp;
 struct ServeArgs {
   std::string config, policy, gather, devices;
   std::string recalibrate;  // on | off: overrides the config
+  std::string overlap;      // auto | on | off: overrides the config
   double duration_s = 0;
   std::string json_out;
   std::string metrics;          // overrides the config's `metrics:`
@@ -64,6 +65,7 @@ int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
   if (!(a.autoscale_window_s > 0))
     return print_error("serve", "--autoscale-window must be a positive number of seconds\n"), 2;
   if (!a.recalibrate.empty()) cfg.recalibration.enabled = a.recalibrate == "on";
+  if (!a.overlap.empty()) cfg.overlap = a.overlap;
   if (a.duration_s > 0) {
     cfg.duration_s = a.duration_s;
     cfg.warmup_s = std::min(cfg.warmup_s, a.duration_s / 4);
@@ -215,6 +217,12 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
          "--recalibrate", a.recalibrate,
          "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option(
+         "--overlap", a.overlap,
+         "auto | on | off: dispatch each batch ahead by its learned staging and launch cost, so that "
+         "it overlaps the batch before (auto: on when every device is a CUDA GPU; overrides the "
+         "config's overlap; docs/serving.md)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   add_json_option(cmd, a.json_out);
   cmd->add_option(
          "--metrics", a.metrics,
