@@ -154,10 +154,13 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string key = "models[" + std::to_string(i) + "]";
     const YAML::Node n = list[i];
-    r.check_keys(n, key,
-                 {"name", "alpha_ms", "beta_ms", "slo_ms", "max_batch", "zoo", "model", "count",
-                  "profile_file", "rate", "arrival", "rate_changes", "slo_overrides", "timeout_ms",
-                  "timeout_slo_fraction", "target_batch", "max_queue", "max_defer_ms", "budgets"});
+    r.check_keys(n, key, {"name",          "alpha_ms",        "beta_ms",
+                          "slo_ms",        "max_batch",       "zoo",
+                          "model",         "count",           "profile_file",
+                          "rate",          "arrival",         "rate_changes",
+                          "slo_overrides", "timeout_ms",      "timeout_slo_fraction",
+                          "target_batch",  "max_queue",       "max_defer_ms",
+                          "budgets",       "priority_levels", "default_priority_level"});
     const int sources =
         (n["zoo"] ? 1 : 0) + (n["profile_file"] ? 1 : 0) + ((n["alpha_ms"] || n["beta_ms"]) ? 1 : 0);
     if (sources != 1)
@@ -253,6 +256,17 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
     if (n["max_queue"])
       proto.cfg.max_queue =
           static_cast<std::uint32_t>(r.integer(n["max_queue"], key + ".max_queue", 1, 1u << 30));
+    // Triton's dynamic_batching priority levels, checked as serve's config
+    // checks them (serve_config.cc); the simulator's requests are all of the
+    // highest level, the cluster's carry theirs.
+    if (n["priority_levels"])
+      proto.cfg.priority_levels =
+          static_cast<std::uint32_t>(r.integer(n["priority_levels"], key + ".priority_levels", 0, 1 << 20));
+    if (const YAML::Node d = n["default_priority_level"]) {
+      if (proto.cfg.priority_levels == 0) r.fail(d, key + ".default_priority_level", "needs priority_levels");
+      proto.info.default_priority_level = static_cast<std::uint32_t>(
+          r.integer(d, key + ".default_priority_level", 1, proto.cfg.priority_levels));
+    }
     proto.node = n;
     proto.key = key;
 

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::vector<std::uint8_t>> seeds;
   seeds.push_back(encode(Hello{Role::kFrontend, 1, 2, 3, "token", "fe", "127.0.0.1:4000"}));
-  seeds.push_back(encode(Welcome{1, 2, 3, 100, 1000, {{0, 64, 25000000, "ResNet50"}}}));
+  seeds.push_back(
+      encode(Welcome{1, 2, 3, 100, 1000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny", 3, 2}}}));
   seeds.push_back(encode(Refuse{"wrong token"}));
   seeds.push_back(encode(Register{{"emulated:0"}, {"ResNet50"}, {{7, 8}}, {1000}}));
   seeds.push_back(encode(Standing{5, true, 1, 10, 20, 30, 2, {9}, {0, 1}, {{1, {1000000, 1250000}}}}));
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(bd));
   SubmitBuilder sb;
   sb.add({1, 4096, 64, 0, 1000});
-  sb.add({2, 4160, 64, 0, 1000});
+  sb.add({2, 4160, 64, 0, 1000, 2});
   seeds.push_back(std::move(sb).finish());
   BatchBuilder bb(1, 0, 0, 100, 200, 2);
   bb.add({1, 4096, 64, 1, 1});

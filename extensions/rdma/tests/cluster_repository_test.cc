@@ -204,7 +204,10 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 3, 3 ] } ]
 }
 
 TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOwn) {
-  model("linear", kLinearConfig);
+  std::string config = kLinearConfig;  // with priority levels: the scheduler's admission and the Welcome's
+  const std::string db = "max_queue_delay_microseconds: 2000";
+  config.replace(config.find(db), db.size(), db + " priority_levels: 3 default_priority_level: 2");
+  model("linear", config);
   profile("linear", 1, "cpu:0", 16, {"float32[4]"});
   const Result<ClusterRepository> r = read(true);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -215,6 +218,8 @@ TEST_F(ClusterRepositoryTest, ClusterYamlTakesTheModelsAndTensorsAndRefusesItsOw
   EXPECT_EQ(c.sim.spec.models[0].slo, Duration::milliseconds(50));
   EXPECT_EQ(c.sim.spec.models[0].max_batch, 16u);
   EXPECT_EQ(c.sim.spec.models[0].profile.latency(4), Duration::microseconds(3000));
+  EXPECT_EQ(c.sim.spec.models[0].priority_levels, 3u);
+  EXPECT_EQ(c.default_priority_levels, (std::map<std::string, std::uint32_t>{{"linear", 2}}));
   EXPECT_EQ(c.sim.model_info[0].source, "repository:" + path("linear/config.pbtxt"));
   EXPECT_EQ(c.sim.spec.policy.to_string(), "eager") << "the rest of cluster.yaml still applies";
   EXPECT_EQ(c.cluster.heartbeat_interval, Duration::milliseconds(50));

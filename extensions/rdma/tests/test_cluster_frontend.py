@@ -984,6 +984,97 @@ def test_emulated_statistics_are_the_schedulers_and_exact_across_a_frontend_rest
                                           for r in (report, report2))
 
 
+# `prio`: two priority levels (the default the lowest), one emulated GPU, at
+# most 2 requests of 20 ms per batch: ~100 r/s, ~30 requests within its SLO.
+PRIORITY_CONFIG = """
+    gpus: 1
+    policy: deferred
+    workload: {rate: 10}
+    delays: {safety_margin_ms: 30}
+    models:
+      - {name: fast, alpha_ms: 0.05, beta_ms: 1, slo_ms: 100, max_batch: 16}
+      - {name: prio, alpha_ms: 0, beta_ms: 20, slo_ms: 300, max_batch: 2, priority_levels: 2,
+         default_priority_level: 2}
+    cluster:
+      token: "%s"
+""" % TOKEN
+
+
+def test_emulated_priorities_reach_the_scheduler_which_sheds_the_low_one_first():
+    """A request's `priority` parameter travels frontend -> scheduler: one beyond
+    the model's priority_levels is refused at the frontend with 400 /
+    INVALID_ARGUMENT naming the levels; under a burst ~13 times what the model
+    serves within its SLO, the high priority (1) is answered ok more often than
+    the low one (2), and every request gets exactly one response."""
+    c = Cluster(PRIORITY_CONFIG)
+    try:
+        c.start_scheduler()
+        c.start_backend("b1", "emulated:1")
+        f = c.start_frontend("fe")
+        f.wait_ready()
+        tally = Tally()
+        warm_up(f, tally)
+        body = {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], "data": ["p"]}]}
+        for priority, says in ((3, "priority 3 is beyond model 'prio''s priority_levels 2"),
+                               ("high", "parameter 'priority' must be an integer")):
+            status, _, out = http_infer(f, "prio", dict(body, parameters={"priority": priority}), tally)
+            assert status == 400 and says in json.loads(out)["error"], out
+        for priority in (0, 1, 2):
+            status, hdrs, out = http_infer(f, "prio", dict(body, parameters={"priority": priority}), tally)
+            assert status == 200, out
+        pb, pb_grpc = grpc_stubs()
+
+        def request(priority):
+            r = pb.ModelInferRequest(model_name="prio")
+            r.inputs.add(name="input", datatype="BYTES", shape=[1, 1])
+            r.raw_input_contents.append(struct.pack("<I", 1) + b"q")
+            if priority is not None:
+                r.parameters["priority"].uint64_param = priority
+            return r
+
+        n = 200
+        with grpc.insecure_channel(f.grpc) as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelInfer(request(5), timeout=20)
+            tally.add("prio", "errors")
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+            assert "priority 5 is beyond model 'prio''s priority_levels 2" in e.value.details()
+            # The burst: high and low alternating, all in flight at once.
+            calls = []
+            for _ in range(n):
+                calls.append((1, stub.ModelInfer.future(request(1), timeout=30)))
+                calls.append((2, stub.ModelInfer.future(request(2), timeout=30)))
+            ok = {1: 0, 2: 0}
+            ended = {1: 0, 2: 0}
+            for p, call in calls:
+                try:
+                    resp = call.result(timeout=60)
+                except grpc.RpcError as err:
+                    outcome = dict(err.trailing_metadata() or ()).get("symphony-outcome")
+                    tally.add("prio", kind_of(err.code(), outcome))
+                else:
+                    outcome = resp.parameters["outcome"].string_param
+                    tally.add("prio", KINDS[outcome])
+                    ok[p] += outcome == "ok"
+                ended[p] += 1
+        print("ok by priority:", ok)
+        assert ended == {1: n, 2: n}
+        assert ok[1] > ok[2], "ok by priority: %s" % ok
+        assert ok[1] > 0
+        report = f.stop()
+        check_report_equals(report, tally, "fe")
+    finally:
+        c.stop_all()
+    # The scheduler counts the requests by priority, and ended each it accepted once.
+    by = c.report("scheduler")["by_priority"]["prio"]
+    print("the scheduler's by_priority:", by)
+    for level in ("1", "2"):
+        x = by[level]
+        assert x["accepted"] == x["ok"] + x["late"] + x["dropped"] + x["errors"], by
+    assert by["1"]["ok"] > by["2"]["ok"], by
+
+
 def slow_request(pb):
     """One sample of zeros for `slow`, as a gRPC request."""
     r = pb.ModelInferRequest(model_name="slow")

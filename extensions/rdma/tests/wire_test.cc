@@ -62,7 +62,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(h2->name, "backend-1");
   EXPECT_EQ(h2->address, "10.0.0.2:5000");
 
-  Welcome w{3, 99, 7, 100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny"}}};
+  Welcome w{3, 99, 7, 100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny", 3, 2}}};
   Result<Welcome> w2 = decode_welcome(encode(w));
   ASSERT_TRUE(w2.ok()) << w2.status().message();
   EXPECT_EQ(w2->peer_id, 3u);
@@ -70,6 +70,9 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   ASSERT_EQ(w2->models.size(), 2u);
   EXPECT_EQ(w2->models[1].name, "tiny");
   EXPECT_EQ(w2->models[1].slo_ns, 5000000);
+  EXPECT_EQ(w2->models[1].priority_levels, 3u);
+  EXPECT_EQ(w2->models[1].default_priority_level, 2u);
+  EXPECT_EQ(w2->models[0].priority_levels, 0u);
   EXPECT_EQ(w2->heartbeat_timeout_ns, 1000000000);
 
   Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}, {}, {}}));
@@ -181,7 +184,7 @@ TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
 
 TEST(WireTest, HotMessagesRoundTripThroughViews) {
   SubmitBuilder sb;
-  for (std::uint32_t i = 0; i < 100; ++i) sb.add({i, 0x1000 + i * 64, 64, i % 3, 25000000 - i});
+  for (std::uint32_t i = 0; i < 100; ++i) sb.add({i, 0x1000 + i * 64, 64, i % 3, 25000000 - i, i % 4});
   Bytes sm = std::move(sb).finish();
   Result<SubmitView> sv = decode_submit(sm);
   ASSERT_TRUE(sv.ok()) << sv.status().message();
@@ -190,6 +193,8 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
   EXPECT_EQ(sv->entries[42].addr, 0x1000u + 42 * 64);
   EXPECT_EQ(sv->entries[42].model, 0u);
   EXPECT_EQ(sv->entries[42].budget_ns, 25000000 - 42);
+  EXPECT_EQ(sv->entries[42].level, 2u);
+  EXPECT_EQ(sv->entries[43].level, 3u);
 
   BatchBuilder bb(0xabcdef, 3, 1, 7000000, 20000000, 16);
   for (std::uint32_t i = 0; i < 16; ++i) bb.add({i * 10, 0x2000 + i, 150000, i % 2, 1});
@@ -237,7 +242,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   std::vector<std::pair<std::string, Bytes>> msgs;
   msgs.emplace_back("Hello",
                     encode(Hello{Role::kBackend, 0x01020304, 0x1112131415161718ull, 0x19, "tk", "n", "a:1"}));
-  msgs.emplace_back("Welcome", encode(Welcome{7, 0x21, 0x22, 0x31, 0x41, {{5, 8, 0x51, "m"}}}));
+  msgs.emplace_back("Welcome", encode(Welcome{7, 0x21, 0x22, 0x31, 0x41, {{5, 8, 0x51, "m", 3, 2}}}));
   Refuse refuse{"no"};
   refuse.term = 0x23;
   refuse.spare = true;
@@ -262,7 +267,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       "Standing",
       encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
   SubmitBuilder sb(64, kSubmitResubmitted);
-  sb.add({1, 0x1000, 64, 2, 0x33});
+  sb.add({1, 0x1000, 64, 2, 0x33, 1});
   msgs.emplace_back("Submit", std::move(sb).finish());
   BatchBuilder bb(9, 1, 2, 0x70, 0x80, 3);
   bb.add({1, 0x1000, 64, 5, 6});
@@ -279,7 +284,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"Hello", "02000000040302011817161514131211190000000000000002000000746b010000006e03000000613a31"},
       {"Welcome",
        "0700000001000000210000000000000022000000000000003100000000000000410000000000000005000000080000005100"
-       "000000000000010000006d"},
+       "000000000000010000006d0300000002000000"},
       {"Refuse", "020000006e6f23000000000000000100000003000000703a32"},
       {"Register",
        "02000000010000000100000002000000020000006430020000006431010000006d2400000000000000250000000000000026"
@@ -307,7 +312,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
        "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
        "000002000000010000002b0000000000000000000000010000000300000002000000"
        "40420f00d0121300"},
-      {"Submit", "01000000010000000100000000000000001000000000000040000000020000003300000000000000"},
+      {"Submit",
+       "010000000100000001000000000000000010000000000000400000000200000033000000000000000100000000000000"},
       {"Batch",
        "09000000000000000100000002000000700000000000000080000000000000000300000001000000010000000000000000100"
        "0000000000040000000050000000600000000000000"},
@@ -341,7 +347,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 5 (this build speaks version 6)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 6 (this build speaks version 7)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -352,19 +358,22 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 6)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 7)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 6)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 7)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 6)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 7)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 6)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 7)");
   m = good;
-  m[4] = 7;
-  expect_refused(m, "unsupported protocol version 7");
+  m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 7)");
+  m = good;
+  m[4] = 8;
+  expect_refused(m, "unsupported protocol version 8");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
@@ -406,7 +415,7 @@ TEST(WireTest, RefusesBadBodies) {
   sb.add({1, 2, 3, 0, 5});
   m = std::move(sb).finish();
   put_u32(m, kHeaderBytes, 2);
-  expect_refused(m, "need 64 bytes, only 32 remain");
+  expect_refused(m, "need 80 bytes, only 40 remain");
   put_u32(m, kHeaderBytes, 0xffffffffu);
   expect_refused(m, "more than the limit");
   put_u32(m, kHeaderBytes, 0);
@@ -449,9 +458,11 @@ TEST(WireTest, RefusesBadBodies) {
   Welcome w{1, 1, 0, 1, 1, {}};
   m = encode(w);
   put_u32(m, kHeaderBytes + 4, 1000);
-  expect_refused(m, "1000 models need at least 20000 bytes, only 0 remain");
+  expect_refused(m, "1000 models need at least 28000 bytes, only 0 remain");
   // One whose model has no SLO (a check beyond the layout).
   expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 0, "m"}}}), "model 'm' has a non-positive SLO");
+  expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 5, "m", 2, 3}}}),
+                 "model 'm' has default_priority_level 3 beyond its priority_levels 2");
 
   // A Register with no device, and one with more devices than allowed.
   expect_refused(encode(Register{{}, {"m"}, {}, {}}), "no devices");

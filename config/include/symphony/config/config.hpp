@@ -39,6 +39,8 @@ struct ModelInfo {
   std::string source;                          // "inline", "zoo:a100", "file:<path>"
   std::optional<Duration> own_timeout;         // timeout_ms of the model
   std::optional<double> own_timeout_fraction;  // timeout_slo_fraction of the model
+  // default_priority_level (ModelConfig::priority_levels; 0: the lowest level).
+  std::uint32_t default_priority_level = 0;
 };
 
 struct GoodputSearchSpec {

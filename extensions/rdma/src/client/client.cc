@@ -132,7 +132,7 @@ class Client::Impl final : public Transport::Handler {
   void close();
 
   Status infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo, Callback done,
-                     std::uint64_t* ticket);
+                     std::uint64_t* ticket, std::uint32_t priority);
   void cancel(std::uint64_t ticket) {
     if (ticket == 0 || closed_.load(std::memory_order_relaxed)) return;
     cancel_q_.enqueue(ticket);
@@ -178,6 +178,7 @@ class Client::Impl final : public Transport::Handler {
     std::atomic<std::uint8_t> state{kFree};
     ModelId model = 0;
     std::uint32_t len = 0;
+    std::uint32_t level = 0;  // its priority level, 0 the highest (wire::SubmitEntry)
     // Its two times (request_times.hpp): ok by the target, and the deadline
     // (the budget) that bounds the wait for an outcome.
     TimePoint start, target, deadline;
@@ -399,7 +400,7 @@ void Client::Impl::resubmit_pending() {
     if (!sb) sb = std::make_unique<wire::SubmitBuilder>(64, wire::kSubmitResubmitted);
     const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | i;
     sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{i} * opts_.max_input_bytes,
-             s.len, s.model, (s.deadline - now).ns()});
+             s.len, s.model, (s.deadline - now).ns(), s.level});
     ++n;
     if (sb->count() >= kSubmitBatch) flush();
   }
@@ -427,7 +428,7 @@ void Client::Impl::fail_pending(const std::string& why, Failure failure) {
 // ---- submitting --------------------------------------------------------------------------
 
 Status Client::Impl::infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo,
-                                 Callback done, std::uint64_t* ticket) {
+                                 Callback done, std::uint64_t* ticket, std::uint32_t priority) {
   if (ticket) *ticket = 0;
   std::size_t size = 0;
   for (const std::span<const std::uint8_t>& part : input) size += part.size();
@@ -439,6 +440,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
   if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
   ModelId mid;
   Duration model_slo;
+  std::uint32_t level = 0;
   {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     const auto it = model_index_.find(std::string(model));
@@ -450,8 +452,21 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
       return Status(Errc::kNotFound,
                     "unknown model '" + std::string(model) + "' (the cluster serves: " + names + ")");
     }
-    mid = models_[it->second].id;
-    model_slo = models_[it->second].slo;
+    const ModelInfo& m = models_[it->second];
+    mid = m.id;
+    model_slo = m.slo;
+    // Triton's priority (1 the highest, 0 the model's default) as a level
+    // (0 the highest), as serve maps it (Server::infer_async): a model of
+    // one level takes every priority as the same.
+    if (m.priority_levels > 1) {
+      if (priority > m.priority_levels)
+        return Status(Errc::kInvalidArgument, "priority " + std::to_string(priority) + " is beyond model '" +
+                                                  m.name + "''s priority_levels " +
+                                                  std::to_string(m.priority_levels) +
+                                                  " (1 the highest; 0 or none: its default)");
+      if (priority == 0) priority = m.default_priority_level ? m.default_priority_level : m.priority_levels;
+      level = priority - 1;
+    }
   }
   if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   const TimePoint now = SteadyClock{}.now();
@@ -483,6 +498,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
   Slot& s = slots_[index];
   s.gen.store(s.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   s.model = mid;
+  s.level = level;
   s.len = static_cast<std::uint32_t>(size);
   s.start = now;
   s.deadline = now + (slo ? *slo : model_slo);
@@ -533,7 +549,7 @@ bool Client::Impl::on_poll() {
       if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
       const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
       sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{index} * opts_.max_input_bytes,
-               s.len, s.model, (s.deadline - now).ns()});
+               s.len, s.model, (s.deadline - now).ns(), s.level});
       s.state.store(kSent, std::memory_order_relaxed);
       if (sb->count() >= kSubmitBatch) flush();
     }
@@ -705,7 +721,8 @@ void Client::Impl::on_welcome(const wire::Welcome& w) {
     model_index_.clear();
     for (const wire::ModelEntry& m : w.models) {
       model_index_[m.name] = models_.size();
-      models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch});
+      models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch, m.priority_levels,
+                         m.default_priority_level});
     }
   }
   session_->established();  // a frontend has no handshake of its own
@@ -953,24 +970,25 @@ Result<std::unique_ptr<Client>> Client::connect(ClientOptions opts) {
 Status Client::wait_ready(Duration timeout) const { return impl_->wait_ready(timeout); }
 
 Result<std::future<InferResult>> Client::infer(std::string_view model, std::span<const std::uint8_t> input,
-                                               std::optional<Duration> slo) {
+                                               std::optional<Duration> slo, std::uint32_t priority) {
   auto p = std::make_shared<std::promise<InferResult>>();
   std::future<InferResult> f = p->get_future();
   const std::span<const std::uint8_t> one[1] = {input};
   SYMPHONY_RETURN_IF_ERROR(impl_->infer_async(
-      model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr));
+      model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr, priority));
   return f;
 }
 
 Status Client::infer_async(std::string_view model, std::span<const std::uint8_t> input,
-                           std::optional<Duration> slo, Callback done, std::uint64_t* ticket) {
+                           std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
+                           std::uint32_t priority) {
   const std::span<const std::uint8_t> one[1] = {input};
-  return impl_->infer_async(model, one, slo, std::move(done), ticket);
+  return impl_->infer_async(model, one, slo, std::move(done), ticket, priority);
 }
 
 Status Client::infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
-                           std::uint64_t* ticket) {
-  return impl_->infer_async(model, input, slo, std::move(done), ticket);
+                           std::uint64_t* ticket, std::uint32_t priority) {
+  return impl_->infer_async(model, input, slo, std::move(done), ticket, priority);
 }
 
 void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }

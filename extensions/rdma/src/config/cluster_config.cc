@@ -201,11 +201,15 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
       cc.model_versions[m.config.name] = std::to_string(m.version);
       if (m.config.name != m.model) cc.protocol_models[m.config.name] = m.model;
       if (!m.instance_groups.empty()) cc.instance_groups[m.config.name] = m.instance_groups;
+      if (m.default_priority_level) cc.default_priority_levels[m.config.name] = m.default_priority_level;
     }
     cc.model_repository = repository->dir;
   }));
   SYMPHONY_ASSIGN_OR_RETURN(cc.sim, config::parse_config(cut_cluster_section(yaml_text), origin, base_dir,
                                                          repository ? &given : nullptr));
+  for (std::size_t i = 0; i < cc.sim.model_info.size() && i < cc.sim.spec.models.size(); ++i)
+    if (const std::uint32_t d = cc.sim.model_info[i].default_priority_level)
+      cc.default_priority_levels[cc.sim.spec.models[i].name] = d;
   SYMPHONY_RETURN_IF_ERROR(config::read_status([&] {
     for (const auto& [name, t] : cc.cluster.models) {
       bool known = false;

@@ -106,6 +106,8 @@ Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
   c.max_batch = t.max_batch;
   c.max_defer = m.max_defer;
   c.max_queue = m.max_queue_size.value_or(0);
+  c.priority_levels = m.priority_levels;
+  out.default_priority_level = m.default_priority_level;
   out.tensors.inputs = std::move(t.inputs);
   out.tensors.input_names = std::move(t.input_names);
   out.tensors.outputs = std::move(t.outputs);

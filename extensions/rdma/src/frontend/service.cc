@@ -37,6 +37,21 @@ std::size_t shape_bytes(const front::Shape& shape, DataType t) {
   return n;
 }
 
+// The request's `priority` parameter (Triton's: 1 the highest, 0 or absent
+// the model's default), or an error naming it; as serve reads it
+// (serve/src/server_service.cc). The client checks it against the model's
+// levels.
+std::optional<std::uint32_t> request_priority(const front::InferRequest& req, std::string* error) {
+  const auto it = req.parameters.find("priority");
+  if (it == req.parameters.end()) return 0u;
+  const front::Parameter& p = it->second;
+  if (p.kind == front::Parameter::Kind::kUint && p.u <= 0xffffffffu) return static_cast<std::uint32_t>(p.u);
+  if (p.kind == front::Parameter::Kind::kInt && p.i >= 0 && p.i <= 0xffffffffll)
+    return static_cast<std::uint32_t>(p.i);
+  *error = "parameter 'priority' must be an integer from 0 (the model's default) to its priority_levels";
+  return std::nullopt;
+}
+
 std::string describe(const std::vector<front::TensorSpec>& specs) {
   std::string s;
   for (const front::TensorSpec& t : specs)
@@ -240,6 +255,12 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     return 0;
   }
   const Model& m = *found;
+  std::string bad;
+  const std::optional<std::uint32_t> priority = request_priority(req, &bad);
+  if (!priority) {
+    done(Reply::error(Code::kInvalidArgument, bad));
+    return 0;
+  }
   if (budget <= Duration::zero()) {  // a gRPC deadline already past
     done(front::reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", m.served.name, budget));
     return 0;
@@ -249,7 +270,7 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
                        req.inputs[0].shape.size() == m.served.inputs[0].shape.size();
   // The front has checked 1 <= k <= max_samples.
   const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
-  if (k > 1) return submit_samples(m, req, k, budget, std::move(done));
+  if (k > 1) return submit_samples(m, req, k, budget, *priority, std::move(done));
   // The front has put the inputs in the model's order and checked their
   // sizes; the backends get their bytes one after the other.
   std::vector<std::span<const std::uint8_t>> parts;
@@ -273,7 +294,7 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
         record(mp->served.name, r);
         done(reply_for(*mp, std::move(r), budget, batched));
       },
-      &ticket);
+      &ticket, *priority);
   if (!s.ok()) {
     done(refusal(m, s));
     return 0;
@@ -291,6 +312,8 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
                               "scheduler at " +
                               scheduler_ + ": " + s.message());
     case Errc::kInvalidArgument:
+      if (s.message().rfind("priority ", 0) == 0)  // the request's priority (Client::infer)
+        return Reply::error(Code::kInvalidArgument, s.message());
       return Reply::error(Code::kInvalidArgument,
                           "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
                               (m.served.opaque || m.served.input_bytes == 0
@@ -315,7 +338,7 @@ struct ClusterService::Samples {
 };
 
 std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
-                                             Duration budget, Done done) {
+                                             Duration budget, std::uint32_t priority, Done done) {
   auto g = std::make_shared<Samples>();
   g->left = k;
   g->replies.resize(k);
@@ -339,7 +362,7 @@ std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferR
           record(mp->served.name, r);
           sample_done(g, i, reply_for(*mp, std::move(r), budget, /*batched=*/true));
         },
-        &ticket);
+        &ticket, priority);
     if (!s.ok()) {
       // The samples already queued are withdrawn (they end cancelled); this
       // one and the rest end with the refusal, which the merge reports.

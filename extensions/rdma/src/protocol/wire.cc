@@ -153,6 +153,8 @@ constexpr void fields(V& v, M& m) {
   v.u32("max_batch", m.max_batch);
   v.i64("slo", m.slo_ns);
   v.str("model name", m.name, kMaxNameBytes);
+  v.u32("priority_levels", m.priority_levels);
+  v.u32("default_priority_level", m.default_priority_level);
 }
 
 template <class V, Of<Welcome> M>
@@ -346,6 +348,8 @@ constexpr void fields(V& v, M& e) {
   v.u32("len", e.len);
   v.u32("model", e.model);
   v.i64("budget", e.budget_ns);
+  v.u32("level", e.level);
+  v.pad(4);
 }
 
 template <class V, Of<BatchEntry> M>
@@ -787,9 +791,14 @@ void check(Reader& r, const Hello& m) {
 void check(Reader& r, const Welcome& m) {
   if (m.heartbeat_interval_ns <= 0 || m.heartbeat_timeout_ns <= 0)
     return r.fail("heartbeat interval and timeout must be positive");
-  for (const ModelEntry& e : m.models)
+  for (const ModelEntry& e : m.models) {
     if (e.slo_ns <= 0 || e.max_batch == 0)
       return r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
+    if (e.default_priority_level > e.priority_levels)
+      return r.fail("model '" + e.name + "' has default_priority_level " +
+                    std::to_string(e.default_priority_level) + " beyond its priority_levels " +
+                    std::to_string(e.priority_levels));
+  }
 }
 
 void check(Reader& r, const Register& m) {

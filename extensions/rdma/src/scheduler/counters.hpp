@@ -25,8 +25,10 @@ class SchedulerCounters {
   static constexpr std::size_t kDropReasons = kNumDropReasons;
 
   // `max_batch[m]`: model m's largest batch (the batch-size counts' range;
-  // missing: 1).
-  SchedulerCounters(std::size_t models, std::size_t gpus, const std::vector<std::uint32_t>& max_batch = {})
+  // missing: 1). `levels[m]`: its priority levels (counted by level when
+  // more than 1; missing: 1).
+  SchedulerCounters(std::size_t models, std::size_t gpus, const std::vector<std::uint32_t>& max_batch = {},
+                    const std::vector<std::uint32_t>& levels = {})
       : models_(models),
         gpus_(gpus),
         per_model_(std::make_unique<PerModel[]>(models)),
@@ -35,6 +37,8 @@ class SchedulerCounters {
       PerModel& x = per_model_[m];
       x.max_batch = m < max_batch.size() ? std::max<std::uint32_t>(max_batch[m], 1) : 1;
       x.by_size = std::make_unique<BySize[]>(x.max_batch);
+      x.levels = m < levels.size() && levels[m] > 1 ? levels[m] : 0;
+      if (x.levels) x.by_level = std::make_unique<ByLevel[]>(x.levels);
     }
   }
 
@@ -42,11 +46,18 @@ class SchedulerCounters {
   // (per model) or refused for one reason.
   Counter submitted{0}, unknown_model{0}, bad_input{0}, no_slot{0};
   Counter filtered{0};  // ended here while its frontend was gone (also counted under its outcome)
-  void accepted(ModelId m) { per_model_[m].accepted.fetch_add(1, kRelaxed); }
-  void outcome(ModelId m, Outcome o, DropReason reason) {
+  // `level`: the request's priority level (0 the highest; ignored for a
+  // model of one level).
+  void accepted(ModelId m, std::uint32_t level = 0) {
+    PerModel& x = per_model_[m];
+    x.accepted.fetch_add(1, kRelaxed);
+    if (level < x.levels) x.by_level[level].accepted.fetch_add(1, kRelaxed);
+  }
+  void outcome(ModelId m, Outcome o, DropReason reason, std::uint32_t level = 0) {
     PerModel& x = per_model_[m];
     x.outcomes[static_cast<std::size_t>(o)].fetch_add(1, kRelaxed);
     if (o == Outcome::kDropped) x.drops[static_cast<std::size_t>(reason)].fetch_add(1, kRelaxed);
+    if (level < x.levels) x.by_level[level].outcomes[static_cast<std::size_t>(o)].fetch_add(1, kRelaxed);
   }
   Counter cancels{0}, cancels_handed{0};  // ids in Cancels; those still known, handed to the runtime
 
@@ -120,6 +131,14 @@ class SchedulerCounters {
         Duration exec;
       };
       std::vector<Batches> batches;  // the sizes that ran, ascending
+      // By priority level (0 the highest) when the model has several:
+      // accepted, then the outcomes.
+      struct Level {
+        std::uint64_t accepted = 0;
+        std::array<std::uint64_t, kOutcomes> outcomes{};
+        std::uint64_t outcome(Outcome o) const { return outcomes[static_cast<std::size_t>(o)]; }
+      };
+      std::vector<Level> by_level;
       std::uint64_t outcome(Outcome o) const { return outcomes[static_cast<std::size_t>(o)]; }
     };
     std::vector<Model> models;
@@ -138,7 +157,13 @@ class SchedulerCounters {
     Counter batches{0};
     std::atomic<std::int64_t> exec_ns{0};
   };
+  struct ByLevel {
+    Counter accepted{0};
+    Counter outcomes[kOutcomes] = {};
+  };
   struct PerModel {
+    std::uint32_t levels = 0;  // > 1, or 0: not counted by level
+    std::unique_ptr<ByLevel[]> by_level;
     Counter accepted{0};
     Counter outcomes[kOutcomes] = {};
     Counter drops[kDropReasons] = {};
@@ -197,6 +222,12 @@ inline SchedulerCounters::Values SchedulerCounters::values() const {
     for (std::size_t r = 0; r < kDropReasons; ++r) {
       m.drops[r] = ld(per_model_[i].drops[r]);
       v.drops[r] += m.drops[r];
+    }
+    m.by_level.resize(per_model_[i].levels);
+    for (std::uint32_t l = 0; l < per_model_[i].levels; ++l) {
+      const ByLevel& b = per_model_[i].by_level[l];
+      m.by_level[l].accepted = ld(b.accepted);
+      for (std::size_t o = 0; o < kOutcomes; ++o) m.by_level[l].outcomes[o] = ld(b.outcomes[o]);
     }
     const PerModel& x = per_model_[i];
     m.success = Duration::nanoseconds(ld(x.success_ns));

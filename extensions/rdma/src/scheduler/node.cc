@@ -80,10 +80,13 @@ Status SchedulerNode::Impl::start() {
     delays_.emplace(d, opts_.log);
   }
   {
-    std::vector<std::uint32_t> max_batch;
-    for (const ModelConfig& m : models_) max_batch.push_back(m.max_batch);
+    std::vector<std::uint32_t> max_batch, levels;
+    for (const ModelConfig& m : models_) {
+      max_batch.push_back(m.max_batch);
+      levels.push_back(m.priority_levels);
+    }
     n_ = std::make_unique<SchedulerCounters>(models_.size(), std::size_t{num_subs_} * set_.max_gpus,
-                                             max_batch);
+                                             max_batch, levels);
   }
   slots_ = std::make_unique<RequestSlot[]>(set_.max_requests);
   for (std::uint32_t i = 0; i < set_.max_requests; ++i) free_slots_.enqueue(i);
@@ -223,9 +226,12 @@ wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
   w.peer_id = peer_id;
   w.incarnation = incarnation_;
   w.term = election_ ? election_->term() : 0;
-  for (std::uint32_t i = 0; i < models_.size(); ++i)
+  for (std::uint32_t i = 0; i < models_.size(); ++i) {
+    const auto d = opts_.config.default_priority_levels.find(models_[i].name);
     w.models.push_back({i, models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch(),
-                        models_[i].slo.ns(), models_[i].name});
+                        models_[i].slo.ns(), models_[i].name, models_[i].priority_levels,
+                        d == opts_.config.default_priority_levels.end() ? 0u : d->second});
+  }
   return w;
 }
 

@@ -140,6 +140,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t frontend_gen = 0;
     std::uint32_t subcluster = 0;  // the runtime it was submitted to
     ModelId model = 0;
+    std::uint32_t level = 0;                // its priority level (wire::SubmitEntry)
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
     std::string
         error;  // its failed batch's message: set by on_batch, taken by on_outcome (same shard thread)

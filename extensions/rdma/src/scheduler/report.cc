@@ -29,6 +29,17 @@ nlohmann::json SchedulerNode::Impl::report() const {
                        {"dropped_by_reason", drops},
                        {"errors", n.outcome(Outcome::kError)},
                        {"filtered_frontend_gone", n.filtered}};
+  // Models of several priority levels: their requests by Triton's priority
+  // (level + 1), as serve's by_priority.
+  for (std::size_t i = 0; i < n.models.size() && i < models_.size(); ++i)
+    for (std::size_t l = 0; l < n.models[i].by_level.size(); ++l) {
+      const SchedulerCounters::Values::Model::Level& c = n.models[i].by_level[l];
+      r["by_priority"][models_[i].name][std::to_string(l + 1)] = {{"accepted", c.accepted},
+                                                                  {"ok", c.outcome(Outcome::kOk)},
+                                                                  {"late", c.outcome(Outcome::kLate)},
+                                                                  {"dropped", c.outcome(Outcome::kDropped)},
+                                                                  {"errors", c.outcome(Outcome::kError)}};
+    }
   r["batches"] = {{"sent", n.batches},
                   {"partially_filtered", n.batches_partial},
                   {"fully_filtered", n.batches_empty},

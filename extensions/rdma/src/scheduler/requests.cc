@@ -86,6 +86,11 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
       bad = "input of " + std::to_string(e.len) + " bytes (1 to " + std::to_string(set_.max_input_bytes) +
             " allowed)";
       n_->bad_input.fetch_add(1, std::memory_order_relaxed);
+    } else if (e.level >= std::max(models_[e.model].priority_levels, 1u)) {
+      // A frontend maps priorities with the Welcome's levels: not ours.
+      bad = "priority level " + std::to_string(e.level) + " is beyond model '" + models_[e.model].name +
+            "''s priority_levels " + std::to_string(models_[e.model].priority_levels);
+      n_->bad_input.fetch_add(1, std::memory_order_relaxed);
     }
     if (!bad.empty()) {
       if (f.bad_logged++ < kMaxSubmitLog)
@@ -116,6 +121,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     s.frontend = p.index;
     s.frontend_gen = f.generation;
     s.model = e.model;
+    s.level = e.level;
     f.by_request.insert_or_assign(e.request, slot);
     s.indexed = true;
     s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
@@ -125,14 +131,14 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     // the model's SLO adds no waiting.
     const TimePoint target =
         request_times(now, models_[e.model].slo, Duration::nanoseconds(e.budget_ns)).target - f.one_way;
-    const SubmitStatus st = submitters_[j]->submit(e.model, tag, target);
+    const SubmitStatus st = submitters_[j]->submit(e.model, tag, target, e.level);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
       subs_->ended(j, e.model, false);
       free_slot(slot);
       send_outcome_now(p.index, f.generation, {e.request, static_cast<std::uint8_t>(Outcome::kError), 0},
                        "model not served");
     }
-    n_->accepted(e.model);
+    n_->accepted(e.model, e.level);
   }
   n_->submitted.fetch_add(v.entries.size(), std::memory_order_relaxed);
 }
@@ -164,7 +170,7 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
     n_->ended(o.model, o.outcome, o.arrival, o.finish, s.ran_start, s.ran_end, now_ms);
-    n_->outcome(o.model, o.outcome, o.reason);
+    n_->outcome(o.model, o.outcome, o.reason, s.level);
   }
   s.ran_start = s.ran_end = TimePoint::infinite();
   const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;

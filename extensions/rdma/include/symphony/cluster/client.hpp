@@ -68,6 +68,10 @@ struct ModelInfo {
   ModelId id = kNoModel;
   Duration slo;
   std::uint32_t max_batch = 0;
+  // Triton's dynamic_batching priority_levels (0 or 1: one level) and
+  // default_priority_level (0: the lowest), from the scheduler's Welcome.
+  std::uint32_t priority_levels = 0;
+  std::uint32_t default_priority_level = 0;
 };
 
 // What went wrong with a request that ended with an error.
@@ -141,17 +145,22 @@ class Client {
   Status wait_ready(Duration timeout) const;
 
   // A request for `model` due after its SLO (or `slo`). Fails at once, with
-  // nothing sent, for an unknown model or an input over max_input_bytes.
+  // nothing sent, for an unknown model, an input over max_input_bytes or a
+  // priority beyond the model's levels (kInvalidArgument, "priority ...").
+  // `priority`: Triton's request priority, 1 the highest to the model's
+  // priority_levels, 0 its default_priority_level (ModelInfo); under
+  // overload the scheduler's admission refuses lower levels first.
   Result<std::future<InferResult>> infer(std::string_view model, std::span<const std::uint8_t> input,
-                                         std::optional<Duration> slo = std::nullopt);
+                                         std::optional<Duration> slo = std::nullopt,
+                                         std::uint32_t priority = 0);
   // The callback form. `ticket`, when given, receives the request's ticket
   // for cancel() (0 when the request already ended, its callback run).
   Status infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
-                     Callback done, std::uint64_t* ticket = nullptr);
+                     Callback done, std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
   // The same with the input in parts, copied straight into the registered
   // pool one after the other (no intermediate buffer).
   Status infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
-                     std::uint64_t* ticket = nullptr);
+                     std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
   // The caller of request `ticket` went away: asks the scheduler to withdraw
   // it (see Cancellation above). Any thread; never blocks; an unknown or
   // ended ticket is ignored, and so is a cancel while disconnected (pending

@@ -114,6 +114,10 @@ struct ClusterConfig {
   std::map<std::string, std::string> protocol_models;
   // A repository model's instance_group, by model (none: every device).
   std::map<std::string, std::vector<DeviceGroup>> instance_groups;
+  // A model's default_priority_level (a `models:` entry's, or a repository
+  // model's dynamic_batching), by model; none: the lowest level. Its levels
+  // are its ModelConfig::priority_levels.
+  std::map<std::string, std::uint32_t> default_priority_levels;
 };
 
 struct ClusterRepository;  // cluster_repository.hpp

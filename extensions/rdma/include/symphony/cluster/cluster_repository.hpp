@@ -55,6 +55,9 @@ struct ClusterRepositoryModel {
   // backends hand each input's sample to the model in, and each output's is
   // answered in.
   std::vector<std::optional<std::vector<std::int64_t>>> input_reshapes, output_reshapes;
+  // dynamic_batching.default_priority_level (its priority_levels are
+  // config.priority_levels); 0: unset, the lowest level.
+  std::uint32_t default_priority_level = 0;
   // instance_group: which devices of each backend serve it (none: every one).
   std::vector<DeviceGroup> instance_groups;
   // When an input has a -1: each input's sample as the backends warm the

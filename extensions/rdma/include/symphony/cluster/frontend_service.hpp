@@ -107,7 +107,7 @@ class ClusterService final : public front::InferenceService {
   front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);
   std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
-                               Duration budget, Done done);
+                               Duration budget, std::uint32_t priority, Done done);
   void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
 
   Client& client_;

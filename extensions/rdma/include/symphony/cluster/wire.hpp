@@ -37,7 +37,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // Register, Submit's flags (a resubmission) and Standing. Version 5 adds
 // the models' profile calibrations to Standing. Version 6 adds StatsRequest
 // and Stats (a frontend asks the scheduler for its models' statistics).
-inline constexpr std::uint16_t kVersion = 6;
+// Version 7 carries priorities: a model's priority levels in Welcome, a
+// request's level in its SubmitEntry (40 bytes, was 32).
+inline constexpr std::uint16_t kVersion = 7;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -113,6 +115,11 @@ struct ModelEntry {
   std::uint32_t max_batch = 0;
   std::int64_t slo_ns = 0;
   std::string name;
+  // Triton's dynamic_batching priority_levels (0 or 1: one level) and
+  // default_priority_level (0: the lowest), as a frontend maps a request's
+  // priority to the SubmitEntry's level.
+  std::uint32_t priority_levels = 0;
+  std::uint32_t default_priority_level = 0;
 };
 
 struct Welcome {
@@ -293,14 +300,17 @@ struct BatchDone {
 // ---- hot messages: fixed-size entries read through views ------------------------
 // (wire.cc static_asserts each k*EntryBytes against the entry's description)
 
-struct SubmitEntry {          // 32 bytes: the fields in order
+struct SubmitEntry {          // 40 bytes: the fields in order, pad 4
   std::uint64_t request = 0;  // the frontend's request id
   std::uint64_t addr = 0;     // input: remote address in the frontend's pool
   std::uint32_t len = 0;      // input bytes
   std::uint32_t model = 0;
   std::int64_t budget_ns = 0;  // time left until the deadline when sent
+  // Its priority level, 0 the highest (Triton's priority - 1), below the
+  // model's priority_levels (ModelEntry).
+  std::uint32_t level = 0;
 };
-inline constexpr std::size_t kSubmitEntryBytes = 32;
+inline constexpr std::size_t kSubmitEntryBytes = 40;
 
 struct BatchEntry {  // 32 bytes: the fields in order, pad 4
   std::uint64_t request = 0;
