@@ -188,6 +188,37 @@ TEST(AdmissionTest, APushOutTakesOnlyLowerLevelsAndOnlyAsManyAsNeeded) {
   for (std::uint64_t t : {1, 2, 3, 4, 6, 7, 8, 9}) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << t;
 }
 
+TEST(AdmissionTest, AHigherLevelCountsTheBatchRunningAndMakesRoomForItself) {
+  // With a batch running, the backlog test (which leaves it out) admits a
+  // level-0 request fifth behind four level-1 ones, where it would expire
+  // (4 running, 4 queued, then itself: 9 + 9 + 6 ms > 21): it pushes the
+  // latest level-1 request out and runs in the next batch instead.
+  VirtualClock clock;
+  RecordingSink sink;
+  auto s = make(clock, sink, 1, true, 2);
+  for (std::uint64_t t = 1; t <= 4; ++t) ASSERT_EQ(s->submit(0, t, at_ms(20), 1), SubmitStatus::kQueued);
+  for (int guard = 0; guard < 1000 && sink.batches.empty(); ++guard) {
+    s->run_timers();
+    if (!sink.batches.empty()) break;
+    const TimePoint next = s->next_timer();
+    ASSERT_FALSE(next.is_infinite());
+    clock.advance_to(max(next, clock.now()));
+  }
+  ASSERT_EQ(sink.batches.size(), 1u);
+  ASSERT_EQ(sink.batches[0].d.size, 4u);
+  const TimePoint due = clock.now() + Duration::milliseconds(21);
+  for (std::uint64_t t = 5; t <= 8; ++t) ASSERT_EQ(s->submit(0, t, due, 1), SubmitStatus::kQueued);
+  const std::size_t before = sink.outcomes.size();
+  EXPECT_EQ(s->submit(0, 9, due, 0), SubmitStatus::kQueued);
+  ASSERT_EQ(sink.outcomes.size(), before + 1) << "one request made room";
+  EXPECT_EQ(sink.outcomes.back().tag, 8u) << "the latest of the lower level";
+  EXPECT_EQ(sink.outcomes.back().reason, DropReason::kOverload);
+  run_to_end(clock, *s, sink);
+  const auto out = by_tag(sink);
+  ASSERT_EQ(out.size(), 9u) << "every request ends exactly once";
+  for (std::uint64_t t : {1, 2, 3, 4, 5, 6, 7, 9}) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << t;
+}
+
 TEST(AdmissionTest, WithoutPriorityLevelsEveryLevelIsTheSame) {
   VirtualClock clock;
   RecordingSink sink;
