@@ -9,7 +9,8 @@
 // the load section's duration, warm-up, arrival process and seed) or from
 // the command line (--model with --rate or --concurrency). Each request's
 // budget (--budget; by default the model's SLO) is sent as the REST
-// "timeout" parameter or the gRPC deadline.
+// "timeout" parameter or the gRPC deadline; --priority sends Triton's
+// "priority" parameter (one, or a mix by share) and counts outcomes by it.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ struct LoadArgs {
   double connect_timeout_s = 5;
   double drain_s = -1;
   std::string json_out;
+  std::string priority;  // N or N:share,N:share
   bool quiet = false;
 };
 
@@ -119,6 +121,14 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
   o->warmup_s = warmup;
   if (!a.arrival.empty()) o->arrival = a.arrival;
   if (a.seed >= 0) o->seed = static_cast<std::uint64_t>(a.seed);
+  if (!a.priority.empty()) {
+    auto p = parse_priorities(a.priority);
+    if (!p.ok()) {
+      print_error("load", "%s\n", p.status().message().c_str());
+      return false;
+    }
+    o->priorities = std::move(*p);
+  }
   o->http_binary = a.http_format == "binary";
   o->connections = a.connections;
   o->connect_timeout = Duration::from_seconds(a.connect_timeout_s);
@@ -201,6 +211,9 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
       "default with --config), none (the default without), or milliseconds");
   cmd->add_option("--arrival", a.arrival, "open loop: poisson (default), uniform or gamma:<shape>");
   cmd->add_option("--seed", a.seed, "seed of the arrivals and the inputs (default: the config's, or 1)");
+  cmd->add_option("--priority", a.priority,
+                  "each request's priority parameter (Triton's: 1 the highest, 0 the model's default): N, or "
+                  "a mix N:share,N:share (e.g. 1:0.2,2:0.8); the report then counts outcomes by priority");
   cmd->add_option("--http-format", a.http_format,
                   "HTTP tensors: binary (Triton's binary tensor extension; default) or json")
       ->check(CLI::IsMember({"binary", "json"}));

@@ -12,6 +12,8 @@
 #include <boost/asio/post.hpp>
 
 #include <atomic>
+#include <map>
+#include <utility>
 #include <thread>
 
 #include "inference.grpc.pb.h"
@@ -119,7 +121,7 @@ class GrpcTransport final : public Transport {
     r->written = now;
     link(c);
     auto& stub = *stubs_[next_stub_++ % stubs_.size()];
-    c->reader = stub.AsyncModelInfer(&c->ctx, requests_[r->model], &cq_);
+    c->reader = stub.AsyncModelInfer(&c->ctx, request(r->model, r->priority), &cq_);
     c->reader->Finish(&c->resp, &c->status, c);
   }
 
@@ -239,6 +241,19 @@ class GrpcTransport final : public Transport {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> stubs_;
   std::vector<inference::ModelInferRequest> requests_;
+  // A model's request with a `priority` parameter, made at its first use
+  // (io thread; std::map: a request's address stays while a call uses it).
+  std::map<std::pair<std::uint32_t, std::uint32_t>, inference::ModelInferRequest> with_priority_;
+
+  const inference::ModelInferRequest& request(std::uint32_t model, std::uint32_t priority) {
+    if (priority == 0) return requests_[model];
+    auto [it, made] = with_priority_.try_emplace({model, priority});
+    if (made) {
+      it->second = requests_[model];
+      (*it->second.mutable_parameters())["priority"].set_uint64_param(priority);
+    }
+    return it->second;
+  }
   grpc::CompletionQueue cq_;
   std::thread poller_;
   Done done_;

@@ -366,6 +366,11 @@ class HttpTransport final : public Transport {
       const std::int64_t us = std::max<std::int64_t>(1, (r->deadline - now).ns() / 1000);
       js.append("\"timeout\":");
       js.append(num, std::to_chars(num, num + sizeof num, us).ptr);
+      if (r->priority != 0 || !m.params_extra.empty()) js += ',';
+    }
+    if (r->priority != 0) {
+      js.append("\"priority\":");
+      js.append(num, std::to_chars(num, num + sizeof num, r->priority).ptr);
       if (!m.params_extra.empty()) js += ',';
     }
     js += m.params_extra;

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <random>
 #include <set>
+#include <sstream>
 
 #include "symphony/load/open_loop.hpp"
 #include "symphony/metrics/outcome_report.hpp"
@@ -117,6 +119,14 @@ struct LoadRun::Impl final : load::LoadTarget {
   TimePoint iv_start;
   double drain_s = 0;
 
+  // The priority of each request (LoadOptions::priorities), from the seed.
+  std::mt19937_64 priority_rng;
+  std::discrete_distribution<std::size_t> priority_pick;
+
+  OutcomeCounts* by_priority(ModelReport& m, std::uint32_t priority) {
+    return opts.priorities.empty() ? nullptr : &m.by_priority[priority];
+  }
+
   Request* alloc() {
     if (free_list.empty()) {
       pool.push_back(std::make_unique<Request>());
@@ -133,10 +143,16 @@ struct LoadRun::Impl final : load::LoadTarget {
       return Status(Errc::kCapacityExceeded,
                     "more than " + std::to_string(kMaxInFlight) + " requests outstanding");
     ModelReport& m = reports[lr.model];
-    if (lr.counted) ++m.counts.sent;
+    const std::uint32_t priority =
+        opts.priorities.empty() ? 0 : opts.priorities[priority_pick(priority_rng)].priority;
+    if (lr.counted) {
+      ++m.counts.sent;
+      if (OutcomeCounts* p = by_priority(m, priority)) ++p->sent;
+    }
     ++iv_sent;
     Request* r = alloc();
     *r = Request{};
+    r->priority = priority;
     r->model = lr.model;
     r->seq = seq++;
     r->scheduled = lr.scheduled;
@@ -191,20 +207,24 @@ struct LoadRun::Impl final : load::LoadTarget {
     if (c.kind == Kind::kOk || c.kind == Kind::kLate) iv_latency.record(latency);
     if (a.via == Answer::Via::kNoAnswer) ++no_answer;
     if (r->counted) {
+      OutcomeCounts* p = by_priority(m, r->priority);
       switch (c.kind) {
         case Kind::kOk:
           m.counts.add(Outcome::kOk);
+          if (p) p->add(Outcome::kOk);
           m.latency.record(latency);
           break;
         case Kind::kLate:
           m.counts.add(Outcome::kLate);
+          if (p) p->add(Outcome::kLate);
           m.latency.record(latency);
           break;
         case Kind::kDropped:
-          count_drop(m, c.detail);
+          count_drop(m, c.detail, p);
           break;
         case Kind::kError:
           m.counts.add(Outcome::kError);
+          if (p) p->add(Outcome::kError);
           add_message(m, c.detail);
           break;
       }
@@ -370,6 +390,15 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   auto bad = [](std::string m) { return Status(Errc::kInvalidArgument, std::move(m)); };
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
+  if (!o.priorities.empty()) {
+    std::vector<double> shares;
+    for (const PriorityShare& p : o.priorities) {
+      if (!(p.share > 0)) return bad("a priority's share must be positive");
+      shares.push_back(p.share);
+    }
+    impl->priority_pick = std::discrete_distribution<std::size_t>(shares.begin(), shares.end());
+    impl->priority_rng.seed(o.seed ^ 0x9e3779b97f4a7c15ull);  // apart from the arrivals' and inputs' streams
+  }
   SYMPHONY_ASSIGN_OR_RETURN(auto ep, parse_endpoint(o.url));
   impl->ep = ep;
   if (o.models.empty()) return bad("no models to send to");
@@ -587,13 +616,52 @@ json counts_json(const OutcomeCounts& c, const std::map<std::string, std::uint64
 
 }  // namespace
 
-void count_drop(ModelReport& m, const std::string& reason) {
+void count_drop(ModelReport& m, const std::string& reason, OutcomeCounts* by_priority) {
   if (const std::optional<DropReason> r = drop_reason_from_string(reason)) {
     m.counts.add(Outcome::kDropped, *r);
+    if (by_priority) by_priority->add(Outcome::kDropped, *r);
   } else {
     ++m.counts.dropped;
     ++m.other_drops[reason];
+    if (by_priority) ++by_priority->dropped;
   }
+}
+
+Result<std::vector<PriorityShare>> parse_priorities(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return Status(Errc::kInvalidArgument, "--priority " + text + ": " + why +
+                                              " (give N, or a mix N:share,N:share such as 1:0.2,2:0.8)");
+  };
+  std::vector<PriorityShare> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    PriorityShare p;
+    const std::size_t colon = item.find(':');
+    const std::string n = item.substr(0, colon);
+    std::size_t used = 0;
+    unsigned long long v = 0;
+    try {
+      v = std::stoull(n, &used);
+      if (colon != std::string::npos) {
+        const std::string w = item.substr(colon + 1);
+        std::size_t wu = 0;
+        p.share = std::stod(w, &wu);
+        if (wu != w.size()) return bad("'" + w + "' is not a share");
+      }
+    } catch (const std::exception&) {
+      return bad("'" + item + "' is not a priority");
+    }
+    if (used != n.size() || n.empty() || n[0] == '-' || v > 0xffffffffull)
+      return bad("'" + n + "' is not a priority from 0 to 4294967295");
+    if (!(p.share > 0) || !std::isfinite(p.share)) return bad("shares must be positive");
+    p.priority = static_cast<std::uint32_t>(v);
+    for (const PriorityShare& q : out)
+      if (q.priority == p.priority) return bad("priority " + n + " is given twice");
+    out.push_back(p);
+  }
+  if (out.empty()) return bad("no priority");
+  return out;
 }
 
 void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
@@ -613,6 +681,11 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
     for (const auto& [msg, n] : m.errors_by_message)
       std::fprintf(out, "  %s: %llu errors: %s\n", m.name.c_str(), static_cast<unsigned long long>(n),
                    msg.c_str());
+    for (const auto& [p, pc] : m.by_priority)
+      std::fprintf(out, "  %s: priority %u: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu\n",
+                   m.name.c_str(), p, static_cast<unsigned long long>(pc.sent),
+                   static_cast<unsigned long long>(pc.ok), static_cast<unsigned long long>(pc.late),
+                   static_cast<unsigned long long>(pc.dropped), static_cast<unsigned long long>(pc.errors));
   }
   const json& c = j["client"];
   if (r.interrupted)
@@ -696,6 +769,11 @@ json to_json(const LoadReport& r) {
     jm["latency_ms"] = latency_json(m.latency);
     jm["client"] = client_json(m.client, w);
     jm["platform"] = m.metadata.platform;
+    for (const auto& [p, c] : m.by_priority) {  // as serve's by_priority (Triton's priority)
+      json jp = counts_json(c, {}, w);
+      jp["offered_rps"] = per_s(c.sent);
+      jm["by_priority"][std::to_string(p)] = jp;
+    }
     j["models"][m.name] = jm;
     total += m.counts;
     target += m.rate;

@@ -29,7 +29,8 @@ struct Request {
   bool waited = false;                         // had to wait in the client for a connection
   bool resent = false;                         // HTTP: sent again after a stale keep-alive connection failed
   bool in_use = false;
-  load::Done done;  // ends it for the load generator's driver
+  std::uint32_t priority = 0;  // the `priority` parameter to send; 0: none
+  load::Done done;             // ends it for the load generator's driver
 };
 
 struct TransportOptions {

@@ -207,6 +207,7 @@ def main():
     try:
         if case == "errors":
             run_errors(a, server)
+            run_priorities(a, server)
         else:
             if case == "http-binary":
                 run_load(a, work, ["--url", server.http, "--model", "echo", "--rate", "200", "--budget", "1000",
@@ -298,6 +299,48 @@ def run_errors(a, server):
         balance_small(rep)
     except ValueError as e:
         check(False, "--json - writes the report alone to stdout (%s)" % e)
+
+
+def run_priorities(a, server):
+    """--priority sends Triton's `priority` parameter on REST and gRPC, drawn
+    by share, and the report counts each priority apart (the server's own
+    tallies say what arrived); a malformed --priority exits 2 naming it."""
+    before = server.tallies()
+    reports = {}
+    for proto, url in (("http", server.http), ("grpc", server.grpc)):
+        r = run_load(a, None, ["--url", url, "--model", "echo", "--rate", "200", "--duration", "1", "--warmup", "0",
+                               "--drain", "2", "--budget", "1000", "--priority", "1:1,2:3", "--quiet", "--json",
+                               "-"], 0)
+        try:
+            reports[proto] = json.loads(r.stdout)
+        except ValueError as e:
+            check(False, "--priority: the report (%s)" % e)
+            return
+    after = server.tallies()
+    for proto, rep in reports.items():
+        m = rep["models"]["echo"]
+        by = m.get("by_priority", {})
+        eq(sorted(by), ["1", "2"], proto + ": by_priority's priorities")
+        if sorted(by) != ["1", "2"]:
+            continue
+        eq(by["1"]["sent"] + by["2"]["sent"], m["sent"], proto + ": by_priority's sent adds up")
+        for p, c in by.items():
+            eq(c["sent"], c["ok"] + c["late"] + c["dropped"] + c["errors"], proto + ": priority %s balances" % p)
+        check(0 < by["1"]["sent"] < by["2"]["sent"], proto + ": shares 1:3 (%d vs %d)" % (by["1"]["sent"],
+                                                                                           by["2"]["sent"]))
+        got = {k: v - before[proto]["priorities"].get(k, 0) for k, v in after[proto]["priorities"].items()}
+        got = {k: v for k, v in got.items() if v}
+        # Each request sent arrived with its priority (a request the server closed
+        # the connection under may be resent once: stale_retries).
+        eq(sorted(got), ["1", "2"], proto + ": the priorities the server saw")
+        for p in ("1", "2"):
+            check(by[p]["sent"] <= got.get(p, 0) <= by[p]["sent"] + rep["client"]["stale_retries"],
+                  proto + ": priority %s: the server saw %d, the report sent %d" % (p, got.get(p, 0), by[p]["sent"]))
+    base = ["--url", server.http, "--model", "echo", "--rate", "10", "--duration", "1", "--quiet"]
+    for bad, says in (("x", "'x' is not a priority"), ("1:0", "shares must be positive"),
+                      ("1,1", "priority 1 is given twice"), ("1:x", "is not a priority")):
+        r = run_load(a, None, base + ["--priority", bad], 2)
+        check(says in r.stderr, "--priority %s says %r (%s)" % (bad, says, r.stderr.strip()))
 
 
 def balance_small(rep):

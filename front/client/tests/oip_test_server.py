@@ -67,6 +67,7 @@ class Tally:
         self.total = 0
         self.max_budget_us = 0
         self.requests_with_budget = 0
+        self.priorities = {}  # the `priority` parameter's value (as a string; "none": absent) -> requests
 
     def take(self):
         with self.lock:
@@ -74,6 +75,11 @@ class Tally:
             self.next += 1
             self.total += 1
             return n
+
+    def add_priority(self, priority):
+        with self.lock:
+            key = "none" if priority is None else str(priority)
+            self.priorities[key] = self.priorities.get(key, 0) + 1
 
     def add(self, cls, budget_us=None):
         with self.lock:
@@ -85,7 +91,7 @@ class Tally:
     def snapshot(self):
         with self.lock:
             return {"counts": dict(self.counts), "total": self.total, "max_budget_us": self.max_budget_us,
-                    "requests_with_budget": self.requests_with_budget}
+                    "requests_with_budget": self.requests_with_budget, "priorities": dict(self.priorities)}
 
 
 TALLY = {"http": Tally(), "grpc": Tally()}
@@ -149,6 +155,7 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(body[:hlen])
             params = req.get("parameters", {})
             budget = params.get("timeout")
+            tally.add_priority(params.get("priority"))
             (inp,) = req["inputs"]
             assert inp["name"] == "input0" and inp["datatype"] == "FP32" and inp["shape"] == [1, 4], inp
             if "data" in inp:
@@ -234,6 +241,8 @@ def make_grpc_server(stubs, headers_on, late_sleep):
             tally = TALLY["grpc"]
             n = tally.take()
             cls = pick(n, True)
+            tally.add_priority(request.parameters["priority"].uint64_param if "priority" in request.parameters
+                               else None)
             left = context.time_remaining()
             budget = None if left is None or left > 1e6 else int(left * 1e6)
             ok = (request.model_name == "echo" and len(request.inputs) == 1 and request.inputs[0].name == "input0"

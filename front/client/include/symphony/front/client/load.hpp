@@ -38,6 +38,12 @@ struct LoadModel {
   std::optional<Duration> budget;  // sent as the REST timeout / gRPC deadline; none: no budget
 };
 
+// A share of the requests sent with Triton's request parameter `priority`.
+struct PriorityShare {
+  std::uint32_t priority = 0;  // 1 the highest; 0 the model's default (sent as 0)
+  double share = 1;            // relative weight among the shares
+};
+
 struct LoadOptions {
   std::string url;                  // http://HOST:PORT or grpc://HOST:PORT
   std::vector<LoadModel> models;    // all open loop (rate) or all closed loop (concurrency)
@@ -45,6 +51,9 @@ struct LoadOptions {
   double warmup_s = 2;              // sent but not counted
   std::string arrival = "poisson";  // open loop: poisson | uniform | gamma:<shape> (parse_arrival_process)
   std::uint64_t seed = 1;
+  // Each request's `priority` parameter, drawn by share (seeded by `seed`);
+  // empty: none sent. The report then counts outcomes by priority.
+  std::vector<PriorityShare> priorities;
   bool http_binary = true;                          // Triton's binary tensor extension, else JSON "data"
   std::size_t connections = 0;                      // HTTP keep-alive pool bound / gRPC channels; 0: 256 / 1
   Duration connect_timeout = Duration::seconds(5);  // metadata, each connection
@@ -75,6 +84,9 @@ struct ModelReport {
   // reason names a DropReason, other_drops the rest by the answer's name
   // (the front's "front_inflight", a status's "resource_exhausted", ...).
   OutcomeCounts counts;
+  // The same by the priority sent (LoadOptions::priorities; drops by their
+  // DropReason only: the others count in `dropped` alone).
+  std::map<std::uint32_t, OutcomeCounts> by_priority;
   std::map<std::string, std::uint64_t> other_drops, errors_by_message;
   LatencyHistogram latency;  // ok and late, from the scheduled time
   ClientSide client;
@@ -150,7 +162,12 @@ Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, doubl
 
 // Counts one drop of `m` whose answer named `reason`: by its DropReason when
 // the name is one (to_string), else in m.other_drops under the name.
-void count_drop(ModelReport& m, const std::string& reason);
+// `by_priority`, when given, counts it too.
+void count_drop(ModelReport& m, const std::string& reason, OutcomeCounts* by_priority = nullptr);
+
+// Parses `symphony load --priority`: "N" (every request) or a mix
+// "N:share,N:share" (shares relative; priorities distinct).
+Result<std::vector<PriorityShare>> parse_priorities(const std::string& text);
 
 // Prints the report's table, totals and the client's own side (`j` is to_json(r)).
 void print_summary(std::FILE* out, const LoadReport& r, const nlohmann::json& j);
