@@ -232,8 +232,8 @@ class PyServer {
   // The hot path: one request. Holds the GIL throughout (nothing here
   // blocks: the server's submission is lock-free apart from a short slot
   // lock), because releasing and retaking it costs more than the call.
-  void submit(std::string_view model, py::handle inputs, std::optional<double> deadline_ms,
-              py::handle token) {
+  void submit(std::string_view model, py::handle inputs, std::optional<double> deadline_ms, py::handle token,
+              std::uint32_t priority) {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
     std::vector<at::Tensor> tensors;
     if (!emulated_) tensors = to_tensors(inputs.ptr());  // emulated devices run no model
@@ -256,9 +256,10 @@ class PyServer {
     // as a server model of its own; the highest version runs.
     Status s = app_->service().infer_async(
         model, "", std::move(tensors), deadline,
-        [deliver](InferResult&& r, const serve::ServerService::Route&) { deliver(std::move(r)); });
+        [deliver](InferResult&& r, const serve::ServerService::Route&) { deliver(std::move(r)); }, nullptr,
+        priority);
 #else
-    Status s = server_->infer_async(model, std::move(tensors), deadline, deliver);
+    Status s = server_->infer_async(model, std::move(tensors), deadline, deliver, nullptr, priority);
 #endif
     if (!s.ok()) {
       Py_DECREF(tok);
@@ -298,6 +299,20 @@ class PyServer {
       d["mean_batch"] = m.mean_batch;
       d["batch_histogram"] = hist;
       d["max_batch"] = m.max_batch;
+      if (!m.by_priority.empty()) {  // Triton's priority l + 1 -> its counts
+        py::dict levels;
+        for (std::size_t l = 0; l < m.by_priority.size(); ++l) {
+          const OutcomeCounts& pc = m.by_priority[l];
+          py::dict lc;
+          lc["sent"] = pc.sent;
+          lc["ok"] = pc.ok;
+          lc["late"] = pc.late;
+          lc["dropped"] = pc.dropped;
+          lc["errors"] = pc.errors;
+          levels[py::int_(l + 1)] = lc;
+        }
+        d["by_priority"] = levels;
+      }
       d["l1_ms"] = m.l1.to_ms();
       py::dict prof, offline, in_use;
       const std::uint32_t top = std::min(m.max_batch, m.profile_in_use.max_batch());
@@ -432,7 +447,8 @@ ModelOptions model_options(const std::string& name, const std::string& path,
                            const std::string& profile, std::optional<double> alpha_ms,
                            std::optional<double> beta_ms, std::optional<double> max_defer_ms,
                            std::uint32_t max_queue, const std::string& devices,
-                           const std::vector<std::string>& profile_inputs) {
+                           const std::vector<std::string>& profile_inputs, std::uint32_t priority_levels,
+                           std::uint32_t default_priority_level) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
@@ -451,6 +467,8 @@ ModelOptions model_options(const std::string& name, const std::string& path,
     mo.max_defer = Duration::from_ms(*max_defer_ms);
   }
   mo.max_queue = max_queue;
+  mo.priority_levels = priority_levels;
+  mo.default_priority_level = default_priority_level;
   if (!devices.empty()) {
     Result<std::vector<server::DeviceSpec>> d = server::parse_device_names(devices);
     if (!d.ok()) raise(ErrorKind::kConfig, "model '" + name + "': " + d.status().message());
@@ -506,14 +524,17 @@ void bind_server(py::module_& m) {
              const std::vector<std::string>& inputs, double slo_ms, std::uint32_t max_batch,
              const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms,
              std::optional<double> max_defer_ms, std::uint32_t max_queue, const std::string& devices,
-             const std::vector<std::string>& profile_inputs) {
+             const std::vector<std::string>& profile_inputs, std::uint32_t priority_levels,
+             std::uint32_t default_priority_level) {
             s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms,
-                                      max_defer_ms, max_queue, devices, profile_inputs));
+                                      max_defer_ms, max_queue, devices, profile_inputs, priority_levels,
+                                      default_priority_level));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
           py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none(),
           py::arg("max_queue") = 0, py::arg("devices") = "",
-          py::arg("profile_inputs") = std::vector<std::string>{})
+          py::arg("profile_inputs") = std::vector<std::string>{}, py::arg("priority_levels") = 0,
+          py::arg("default_priority_level") = 0)
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
 #if SYMPHONY_HAVE_FRONT
       .def(
@@ -537,7 +558,7 @@ void bind_server(py::module_& m) {
            py::arg("allow_client_shm"))
       .def("stop", &PyServer::stop, py::arg("cancel"))
       .def("submit", &PyServer::submit, py::arg("model"), py::arg("inputs"), py::arg("deadline_ms"),
-           py::arg("token"))
+           py::arg("token"), py::arg("priority") = 0)
       .def("stats", &PyServer::stats)
       .def_property_readonly("devices", &PyServer::devices)
       .def("model_names", &PyServer::model_names)

@@ -34,7 +34,7 @@ else:
     HAVE_TORCH = True
 
 from . import _core  # after torch: both use the same libtorch
-from ._errors import ConfigError, Dropped, ModelError
+from ._errors import ConfigError, Dropped, InvalidInput, ModelError
 
 if HAVE_TORCH:
     _core._set_torch(_torch.Tensor, _dlpack.to_dlpack, _dlpack.from_dlpack)
@@ -180,6 +180,13 @@ def _spec_string(spec: InputSpec) -> str:
 
 
 # ---- the server -------------------------------------------------------------------------
+
+
+def _priority(priority: int) -> int:
+    """A request's priority as the server takes it (a uint32), or InvalidInput."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority < 2**32:
+        raise InvalidInput(f"priority must be a whole number from 0 (the model's default), got {priority!r}")
+    return priority
 
 
 class Server:
@@ -344,6 +351,8 @@ class Server:
         max_queue: int = 0,
         devices: Union[str, Sequence[str], None] = None,
         profile_inputs: Optional[Sequence[InputSpec]] = None,
+        priority_levels: int = 0,
+        default_priority_level: int = 0,
     ) -> None:
         """Loads a TorchScript model on every device (or on ``devices``), warms it up and,
         if it has no profile yet, measures its latency profile (seconds; the GIL is released).
@@ -370,6 +379,11 @@ class Server:
             profile_inputs: when an input has a -1: each input's sample as the model is
                 warmed up and profiled with, e.g. ``["int64[128]"]`` (the size most requests
                 have). Default: the inputs with every -1 as 1.
+            priority_levels: Triton's ``dynamic_batching.priority_levels``: its requests'
+                ``priority`` is 1 (the highest) to this (see :meth:`infer`); under overload
+                lower priorities are refused first. Default 0: one level.
+            default_priority_level: the priority of a request that gives none (1 to
+                ``priority_levels``). Default 0: the lowest.
 
         Raises:
             ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
@@ -380,6 +394,14 @@ class Server:
         specs = [input] if input is not None else list(inputs or [])
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or not 0 <= max_queue < 2**30:
             raise ConfigError(f"model '{name}': max_queue must be a whole number >= 0, got {max_queue!r}")
+        for key, value in (("priority_levels", priority_levels), ("default_priority_level", default_priority_level)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+                raise ConfigError(f"model '{name}': {key} must be a whole number >= 0, got {value!r}")
+        if default_priority_level and not 1 <= default_priority_level <= priority_levels:
+            raise ConfigError(
+                f"model '{name}': default_priority_level {default_priority_level} must be in "
+                f"[1, priority_levels = {priority_levels}]"
+            )
         self._core.add_model(
             name,
             "" if path is None else os.fspath(path),
@@ -393,6 +415,8 @@ class Server:
             max_queue,
             devices if isinstance(devices, str) else ", ".join(devices or []),
             [_spec_string(s) for s in profile_inputs or []],
+            priority_levels,
+            default_priority_level,
         )
 
     def remove_model(self, name: str) -> None:
@@ -545,7 +569,13 @@ class Server:
 
     # -- requests --
     def infer(
-        self, model: str, inputs: Any, deadline_ms: Optional[float] = None, *, details: bool = False
+        self,
+        model: str,
+        inputs: Any,
+        deadline_ms: Optional[float] = None,
+        *,
+        details: bool = False,
+        priority: int = 0,
     ) -> "Future[Any]":
         """Submits one request and returns a :class:`concurrent.futures.Future`.
 
@@ -561,6 +591,10 @@ class Server:
                 deadline never adds waiting; ok means done by that target.
             details: resolve to an :class:`InferResult` (output, outcome, latency,
                 batch size, device) instead of the output alone.
+            priority: Triton's request priority: 1 (the highest) to the model's
+                ``priority_levels``; 0 (the default) its ``default_priority_level``.
+                Under overload lower priorities are refused first (``overload``);
+                without overload it changes nothing. A model of one level takes any.
 
         The future resolves to the output (a tensor, or a tuple for a model returning a
         tuple; torch tensors when torch is importable, else numpy arrays), also when the
@@ -570,14 +604,21 @@ class Server:
         another request. Cancelling the future does not withdraw the request.
 
         Raises (at once, nothing queued):
-            ModelNotFound, InvalidInput (names the mismatch), Overloaded, ServerNotRunning.
+            ModelNotFound, InvalidInput (names the mismatch, or a priority beyond the
+            model's levels), Overloaded, ServerNotRunning.
         """
         fut = _DetailedFuture(self._devices) if details else Future()
-        self._submit(model, inputs, deadline_ms, fut)
+        self._submit(model, inputs, deadline_ms, fut, _priority(priority))
         return fut
 
     def infer_async(
-        self, model: str, inputs: Any, deadline_ms: Optional[float] = None, *, details: bool = False
+        self,
+        model: str,
+        inputs: Any,
+        deadline_ms: Optional[float] = None,
+        *,
+        details: bool = False,
+        priority: int = 0,
     ) -> "asyncio.Future[Any]":
         """The same as :meth:`infer` for asyncio: returns an awaitable
         :class:`asyncio.Future` of the running event loop::
@@ -588,7 +629,7 @@ class Server:
         discards the result.
         """
         fut = asyncio.get_running_loop().create_future()
-        self._submit(model, inputs, deadline_ms, (fut, self._devices) if details else fut)
+        self._submit(model, inputs, deadline_ms, (fut, self._devices) if details else fut, _priority(priority))
         return fut
 
     def __repr__(self) -> str:
