@@ -1,5 +1,7 @@
-// print_error and exit_for (cli.hpp).
+// print_error, exit_for and block_stop_signals (cli.hpp).
 #include "cli.hpp"
+
+#include <pthread.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -19,4 +21,13 @@ int symphony::tools::exit_for(const char* command, const Status& s) {
   }
   print_error(command, "error: %s\n", s.message().c_str());
   return 1;
+}
+
+sigset_t symphony::tools::block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
 }

@@ -54,11 +54,7 @@ int run_backend(BackendArgs a) {
     a.json = a.report;
   }
   JsonReport json(a.json);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: they all inherit it
+  const sigset_t set = block_stop_signals();  // before any thread: they all inherit it
   cluster::BackendOptions o;
   o.token = a.token;
   std::optional<cluster::ClusterRepository> repo;  // its files, without the profiles

@@ -49,17 +49,6 @@ struct SchedulerArgs {
   bool verbose = false;
 };
 
-// Blocks SIGINT and SIGTERM in every thread (call before any thread starts)
-// and returns the set to wait on.
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
 // Writes the report atomically (a reader never sees half a file).
 bool write_report(const cluster::SchedulerNode& node, const std::string& path) {
   const std::string tmp = path + ".tmp";

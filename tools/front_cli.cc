@@ -51,15 +51,6 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
                 "memory object this process can open; Triton's flag; docs/front.md#system-shared-memory)");
 }
 
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
 int wait_for_stop(const sigset_t& signals, const front::Front* front, bool quiet, double seconds) {
   ProgressLine progress;
   front::FrontProgress rates;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "cli.hpp"
 #include "symphony/front/front.hpp"
 #include "symphony/front/front_report.hpp"
 #include "symphony/front/listeners.hpp"
@@ -41,10 +42,6 @@ struct FrontArgs {
 // `inflight_help` says what --max-inflight bounds, with its default.
 void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_help);
 
-// SIGINT and SIGTERM, blocked in the calling thread: call it before any
-// thread starts, so that every thread inherits the mask and the main thread
-// alone takes them (wait_for_stop()).
-sigset_t block_stop_signals();
 // Waits for one of `signals` for at most `seconds`, updating the front's
 // progress line once a second (when `front` is given and not `quiet`). The
 // signal, or -1.
