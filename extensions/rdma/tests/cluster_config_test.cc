@@ -106,23 +106,26 @@ TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {
 
 TEST(ClusterConfigTest, PriorityLevelsAreReadAndCheckedAsServeChecksThem) {
   const std::string base = "cluster: {token: t}\ngpus: 1\nworkload: {rate: 10}\nmodels:\n";
-  ClusterConfig c = ok_value(parse_cluster_config(
-      base + "  - {name: p, alpha_ms: 1, beta_ms: 2, slo_ms: 30, priority_levels: 3, default_priority_level: 2}\n"
-             "  - {name: q, alpha_ms: 1, beta_ms: 2, slo_ms: 30, priority_levels: 2}\n"
-             "  - {name: r, alpha_ms: 1, beta_ms: 2, slo_ms: 30}\n",
-      "c.yaml", ""));
+  ClusterConfig c = ok_value(
+      parse_cluster_config(base + "  - {name: p, alpha_ms: 1, beta_ms: 2, slo_ms: 30, priority_levels: 3, "
+                                  "default_priority_level: 2}\n"
+                                  "  - {name: q, alpha_ms: 1, beta_ms: 2, slo_ms: 30, priority_levels: 2}\n"
+                                  "  - {name: r, alpha_ms: 1, beta_ms: 2, slo_ms: 30}\n",
+                           "c.yaml", ""));
   ASSERT_EQ(c.sim.spec.models.size(), 3u);
   EXPECT_EQ(c.sim.spec.models[0].priority_levels, 3u);
   EXPECT_EQ(c.sim.spec.models[1].priority_levels, 2u);
   EXPECT_EQ(c.sim.spec.models[2].priority_levels, 0u);
   // Only a given default is listed; none is the lowest level.
   EXPECT_EQ(c.default_priority_levels, (std::map<std::string, std::uint32_t>{{"p", 2}}));
-  const std::string beyond = testing::rejection(parse_cluster_config(
-      base + "  - {name: p, alpha_ms: 1, beta_ms: 2, slo_ms: 30, priority_levels: 2, default_priority_level: 3}\n",
-      "c.yaml", ""));
+  const std::string beyond =
+      testing::rejection(parse_cluster_config(base + "  - {name: p, alpha_ms: 1, beta_ms: 2, slo_ms: 30, "
+                                                     "priority_levels: 2, default_priority_level: 3}\n",
+                                              "c.yaml", ""));
   EXPECT_NE(beyond.find("models[0].default_priority_level"), std::string::npos) << beyond;
   const std::string alone = testing::rejection(parse_cluster_config(
-      base + "  - {name: p, alpha_ms: 1, beta_ms: 2, slo_ms: 30, default_priority_level: 1}\n", "c.yaml", ""));
+      base + "  - {name: p, alpha_ms: 1, beta_ms: 2, slo_ms: 30, default_priority_level: 1}\n", "c.yaml",
+      ""));
   EXPECT_NE(alone.find("default_priority_level: needs priority_levels"), std::string::npos) << alone;
 }
 
