@@ -91,8 +91,9 @@ class PyClient {
   }
 
   // Sends a request; its outcome comes back through take() with `key`.
+  // `priority`: Triton's (Client::infer_async).
   void submit(const std::string& model, const py::buffer& data, std::optional<double> slo_s,
-              std::uint64_t key) {
+              std::uint64_t key, std::uint32_t priority) {
     const py::buffer_info info = data.request();
     if (info.ndim > 1) {
       // C-contiguous only: the bytes are sent as they lie.
@@ -110,8 +111,9 @@ class PyClient {
     Status s;
     {
       py::gil_scoped_release nogil;  // `data` keeps the buffer alive; the client copies it now
-      s = client_->infer_async(model, bytes, slo,
-                               [this, key](cluster::InferResult&& r) { complete(key, std::move(r)); });
+      s = client_->infer_async(
+          model, bytes, slo, [this, key](cluster::InferResult&& r) { complete(key, std::move(r)); }, nullptr,
+          priority);
     }
     if (!s.ok()) raise_status(s);
   }
@@ -201,7 +203,8 @@ PYBIND11_MODULE(_cluster, m) {
            py::arg("scheduler"), py::arg("token"), py::arg("name"), py::arg("max_pending"),
            py::arg("max_input_bytes"), py::arg("orphan_grace_s"), py::arg("verbose"))
       .def("wait_ready", &PyClient::wait_ready, py::arg("timeout_s"))
-      .def("submit", &PyClient::submit, py::arg("model"), py::arg("data"), py::arg("slo_s"), py::arg("key"))
+      .def("submit", &PyClient::submit, py::arg("model"), py::arg("data"), py::arg("slo_s"), py::arg("key"),
+           py::arg("priority") = 0)
       .def("take", &PyClient::take, py::arg("timeout_s"))
       .def("models", &PyClient::models)
       .def("stats", &PyClient::stats)

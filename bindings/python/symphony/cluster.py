@@ -112,17 +112,23 @@ class Client:
 
     # ---- requests ----------------------------------------------------------------
 
-    def infer(self, model: str, data: Any, *, slo_ms: Optional[float] = None, details: bool = False) -> Future:
+    def infer(
+        self, model: str, data: Any, *, slo_ms: Optional[float] = None, details: bool = False, priority: int = 0
+    ) -> Future:
         """Sends a request; returns a Future of its output (bytes), or of a
-        :class:`ClusterResult` with ``details=True``.
+        :class:`ClusterResult` with ``details=True``. ``priority``: Triton's
+        request priority, 1 (the highest) to the model's ``priority_levels``,
+        0 (the default) its ``default_priority_level`` (docs/cluster.md#priorities).
 
         Raises ModelNotFound for a model the cluster does not serve,
         InvalidInput for an input over ``max_input_bytes`` or not
-        C-contiguous, ServerNotRunning before the first connection or after
-        close().
+        C-contiguous or a priority beyond the model's levels,
+        ServerNotRunning before the first connection or after close().
         """
         if self._closed:
             raise ServerNotRunning("the client is closed")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority < 2**32:
+            raise InvalidInput(f"priority must be a whole number from 0 (the model's default), got {priority!r}")
         if isinstance(data, str):
             raise InvalidInput("inputs are bytes-like objects (bytes, bytearray, memoryview, numpy arrays), not str")
         fut: Future = Future()
@@ -131,7 +137,7 @@ class Client:
             self._futures[key] = fut
             self._details[key] = details
         try:
-            self._c.submit(model, data, None if slo_ms is None else slo_ms / 1000.0, key)
+            self._c.submit(model, data, None if slo_ms is None else slo_ms / 1000.0, key, priority)
         except BaseException as e:
             with self._lock:
                 self._futures.pop(key, None)

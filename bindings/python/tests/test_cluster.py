@@ -18,6 +18,7 @@ gpus: 2
 workload: {rate: 100}
 models:
   - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 2000, max_batch: 64}
+  - {name: p, alpha_ms: 0.5, beta_ms: 2, slo_ms: 2000, max_batch: 64, priority_levels: 2}
 delays: {safety_margin_ms: 300}
 cluster: {token: py-token, heartbeat_ms: 50, heartbeat_timeout_ms: 400}
 """
@@ -71,7 +72,7 @@ def running_cluster(tmp_path):
 def test_infer_returns_the_backends_output_and_counts_balance(running_cluster):
     addr, _ = running_cluster
     with cluster.Client(addr, token="py-token", max_input_bytes=1024) as c:
-        assert [m.name for m in c.models()] == ["m"]
+        assert [m.name for m in c.models()] == ["m", "p"]
         inputs = [bytes([i % 256]) * (1 + i * 7) for i in range(40)]
         # The deferred scheduler dispatches near the deadline less the safety
         # margin; the 300 ms margin lets a loaded CI machine stall that long
@@ -96,7 +97,16 @@ def test_bad_calls_raise_at_once(running_cluster):
             c.infer("m", b"x" * 17)
         with pytest.raises(symphony.InvalidInput):
             c.infer("m", "a string")
+        # Priorities: checked against the scheduler's levels at once; a model
+        # of one level takes any.
+        with pytest.raises(symphony.InvalidInput, match="priority 3 is beyond model 'p''s priority_levels 2"):
+            c.infer("p", b"x", priority=3)
+        with pytest.raises(symphony.InvalidInput, match="priority must be a whole number"):
+            c.infer("p", b"x", priority=-1)
         assert c.stats()["sent"] == 0
+        futures = [c.infer(m, b"y", slo_ms=1000, priority=p) for m, p in (("p", 1), ("p", 2), ("p", 0), ("m", 5))]
+        for f in futures:
+            assert int.from_bytes(f.result(timeout=10)[:8], "little") == fnv1a64(b"y")
     with pytest.raises(symphony.ServerNotRunning, match="wrong cluster token"):
         cluster.Client(addr, token="wrong", connect_timeout=2)
 
