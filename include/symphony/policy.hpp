@@ -52,8 +52,9 @@ struct PolicySpec {
   ShepherdOptions shepherd;    // kShepherd
   TritonOptions triton;        // kTriton
 
-  // A peer (the paper's three, or Triton): runs only in the simulator, with
-  // its own gathering (`gather` does not apply).
+  // A peer (the paper's three, or Triton): runs in the simulator with its own
+  // gathering (`gather` does not apply); `serve` runs Triton's alone
+  // (check_runs_in_runtime).
   bool is_peer() const noexcept { return exec >= ExecKind::kClockwork; }
 
   // The exec policy as parse_policy() reads it back ("deferred", "eager",

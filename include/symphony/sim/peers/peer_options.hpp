@@ -1,8 +1,9 @@
 // The options of the peers (the paper's Clockwork, Nexus, Shepherd Flex, and
 // Triton's dynamic batcher), as the one policy language reads them
 // (policy.hpp: "clockwork:slack_ms=5", "triton:max_queue_delay_us=2000", ...).
-// Simulator only: the peers run in `symphony simulate` (sim/peers/), never in
-// the server, the runtime or the cluster; their rules are in
+// The peers run in `symphony simulate` (sim/peers/); of them only Triton's
+// batcher also serves, on `serve` (runtime/triton_runtime.hpp), never in the
+// cluster or `stress`. Their rules are in
 // docs/simulator.md#the-peers-clockwork-nexus-shepherd-flex. Plain data, no
 // behaviour.
 #pragma once
