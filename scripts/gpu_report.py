@@ -541,6 +541,15 @@ def markdown(data):
                    f"({disp.get('samples', 0)} batches)") if disp.get("overlap") else "off"
         lines.append(f"| {k} | {pair(d)} | {pair(d.get('queued'))} | {pair(d.get('staging'))} | "
                      f"{pair(d.get('enqueueing'))} | {fmt(busy, 1, ' %')} | {learned} | {scales or '-'} |")
+    lines += ["", "| serve run | model | batch inputs | as views | bytes copied per sample | staging per input us | "
+              "ran / profile |", "|---|---|---:|---:|---:|---:|---:|"]
+    for k in RUNS:
+        for m, st in ((raw["serve"].get(k) or {}).get("staging") or {}).items():
+            per_sample = st["bytes_copied"] / st["samples"] if st.get("samples") else None
+            per_input = st["staging_us"] / st["inputs"] if st.get("inputs") else None
+            views = 100 * st["views"] / st["inputs"] if st.get("inputs") else None
+            lines.append(f"| {k} | {m} | {st.get('inputs')} | {fmt(views, 0, ' %')} | {fmt(per_sample, 0, ' B')} | "
+                         f"{fmt(per_input, 1)} | {fmt(st.get('ran_over_profile'), 2)} |")
     lines += ["", "queued: dispatch -> the executor began the batch; staging: the inputs into pinned memory and "
               "their copies enqueued (libtorch models only); enqueueing: the rest, the forward's kernels and the "
               "output copies; measured l(b) / offline: the recalibrated profile over the offline one."]
