@@ -48,6 +48,9 @@ CLI::App* add_loadgen(CLI::App& app, int& exit_code) {
   cmd->add_option("--input-bytes", a.input_bytes, "bytes of input per request");
   cmd->add_option("--max-pending", a.max_pending, "requests in flight at once (input slots)");
   cmd->add_option("--seed", a.seed, "workload seed (default: the config's)");
+  cmd->add_option("--priority", a.priority,
+                  "each request's priority (Triton's: 1 the highest, 0 the model's default): N, or a mix "
+                  "N:share,N:share (e.g. 1:0.2,2:0.8); the report then counts outcomes by priority");
   cmd->add_option("--connect-timeout", a.connect_timeout_s, "seconds to wait for the scheduler");
   cmd->add_flag(
       "--check-outputs,!--no-check-outputs", a.check_outputs,

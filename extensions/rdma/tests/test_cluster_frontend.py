@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import struct
+import subprocess
 import tempfile
 import textwrap
 import threading
@@ -1064,6 +1065,18 @@ def test_emulated_priorities_reach_the_scheduler_which_sheds_the_low_one_first()
         assert ok[1] > 0
         report = f.stop()
         check_report_equals(report, tally, "fe")
+        # `symphony loadgen` (a frontend of its own) offers ~3x what `prio`
+        # serves, priorities 1 and 2 by equal shares: the high one is served
+        # at a higher rate, and each priority's requests end once.
+        r = subprocess.run([CLI, "loadgen", "--config", c.config, "--scheduler", c.address(), "--rate", "600",
+                            "--duration", "3", "--warmup", "0.5", "--priority", "1:1,2:1", "--quiet", "--json", "-"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        lg = json.loads(r.stdout)["models"]["prio"]["by_priority"]
+        print("loadgen's by_priority:", {p: (x["sent"], x["ok"]) for p, x in lg.items()})
+        for x in lg.values():
+            assert x["sent"] == x["ok"] + x["late"] + x["dropped"] + x["errors"] > 0, lg
+        assert lg["1"]["ok"] / lg["1"]["sent"] > lg["2"]["ok"] / lg["2"]["sent"], lg
     finally:
         c.stop_all()
     # The scheduler counts the requests by priority, and ended each it accepted once.

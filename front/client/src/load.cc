@@ -12,9 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <set>
-#include <sstream>
 
 #include "symphony/load/open_loop.hpp"
 #include "symphony/metrics/outcome_report.hpp"
@@ -120,8 +118,7 @@ struct LoadRun::Impl final : load::LoadTarget {
   double drain_s = 0;
 
   // The priority of each request (LoadOptions::priorities), from the seed.
-  std::mt19937_64 priority_rng;
-  std::discrete_distribution<std::size_t> priority_pick;
+  load::PriorityPicker priority_pick;
 
   OutcomeCounts* by_priority(ModelReport& m, std::uint32_t priority) {
     return opts.priorities.empty() ? nullptr : &m.by_priority[priority];
@@ -143,8 +140,7 @@ struct LoadRun::Impl final : load::LoadTarget {
       return Status(Errc::kCapacityExceeded,
                     "more than " + std::to_string(kMaxInFlight) + " requests outstanding");
     ModelReport& m = reports[lr.model];
-    const std::uint32_t priority =
-        opts.priorities.empty() ? 0 : opts.priorities[priority_pick(priority_rng)].priority;
+    const std::uint32_t priority = priority_pick();
     if (lr.counted) {
       ++m.counts.sent;
       if (OutcomeCounts* p = by_priority(m, priority)) ++p->sent;
@@ -390,15 +386,9 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
   auto bad = [](std::string m) { return Status(Errc::kInvalidArgument, std::move(m)); };
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
-  if (!o.priorities.empty()) {
-    std::vector<double> shares;
-    for (const PriorityShare& p : o.priorities) {
-      if (!(p.share > 0)) return bad("a priority's share must be positive");
-      shares.push_back(p.share);
-    }
-    impl->priority_pick = std::discrete_distribution<std::size_t>(shares.begin(), shares.end());
-    impl->priority_rng.seed(o.seed ^ 0x9e3779b97f4a7c15ull);  // apart from the arrivals' and inputs' streams
-  }
+  for (const PriorityShare& p : o.priorities)
+    if (!(p.share > 0)) return bad("a priority's share must be positive");
+  impl->priority_pick = load::PriorityPicker(o.priorities, o.seed);
   SYMPHONY_ASSIGN_OR_RETURN(auto ep, parse_endpoint(o.url));
   impl->ep = ep;
   if (o.models.empty()) return bad("no models to send to");
@@ -628,40 +618,7 @@ void count_drop(ModelReport& m, const std::string& reason, OutcomeCounts* by_pri
 }
 
 Result<std::vector<PriorityShare>> parse_priorities(const std::string& text) {
-  const auto bad = [&](const std::string& why) {
-    return Status(Errc::kInvalidArgument, "--priority " + text + ": " + why +
-                                              " (give N, or a mix N:share,N:share such as 1:0.2,2:0.8)");
-  };
-  std::vector<PriorityShare> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    PriorityShare p;
-    const std::size_t colon = item.find(':');
-    const std::string n = item.substr(0, colon);
-    std::size_t used = 0;
-    unsigned long long v = 0;
-    try {
-      v = std::stoull(n, &used);
-      if (colon != std::string::npos) {
-        const std::string w = item.substr(colon + 1);
-        std::size_t wu = 0;
-        p.share = std::stod(w, &wu);
-        if (wu != w.size()) return bad("'" + w + "' is not a share");
-      }
-    } catch (const std::exception&) {
-      return bad("'" + item + "' is not a priority");
-    }
-    if (used != n.size() || n.empty() || n[0] == '-' || v > 0xffffffffull)
-      return bad("'" + n + "' is not a priority from 0 to 4294967295");
-    if (!(p.share > 0) || !std::isfinite(p.share)) return bad("shares must be positive");
-    p.priority = static_cast<std::uint32_t>(v);
-    for (const PriorityShare& q : out)
-      if (q.priority == p.priority) return bad("priority " + n + " is given twice");
-    out.push_back(p);
-  }
-  if (out.empty()) return bad("no priority");
-  return out;
+  return load::parse_priority_mix(text, "--priority");
 }
 
 void print_summary(std::FILE* out, const LoadReport& r, const json& j) {

@@ -17,6 +17,7 @@
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/latency_histogram.hpp"
 #include "symphony/load/open_loop.hpp"
+#include "symphony/load/priority_mix.hpp"
 #include "symphony/metrics/outcome_report.hpp"
 #include "symphony/outcome_tally.hpp"
 
@@ -38,6 +39,9 @@ struct Tally {
   std::uint64_t mismatch = 0;
   std::map<std::size_t, std::uint64_t> output_sizes;
   std::map<std::string, std::uint64_t> error_messages;
+  // By the priority sent (ClusterLoadOptions::priority; sent counts those
+  // the client took).
+  std::map<std::uint32_t, OutcomeCounts> by_priority;
 };
 
 // The cluster client as a load target: sends a few random inputs, reused (their
@@ -45,8 +49,12 @@ struct Tally {
 class ClusterTarget final : public load::LoadTarget {
  public:
   ClusterTarget(Client& c, std::vector<Tally>& tallies, std::uint32_t input_bytes, std::uint64_t seed,
-                bool check)
-      : client_(c), tallies_(tallies), check_(check) {
+                bool check, const std::vector<load::PriorityShare>& priorities)
+      : client_(c),
+        tallies_(tallies),
+        check_(check),
+        by_priority_(!priorities.empty()),
+        priority_(priorities, seed) {
     std::mt19937_64 rng(seed);
     inputs_.assign(64, std::vector<std::uint8_t>(input_bytes));
     for (auto& in : inputs_) {
@@ -58,20 +66,29 @@ class ClusterTarget final : public load::LoadTarget {
   Status send(const load::LoadRequest& r, load::Done done) override {
     Tally& t = tallies_[r.model];
     const std::size_t k = r.seq % inputs_.size();
-    return client_.infer_async(t.name, inputs_[k], r.slo,
-                               [this, &t, counted = r.counted, expect = hashes_[k], done](InferResult&& res) {
-                                 if (counted) record(t, res, expect);
-                                 done();
-                               });
+    const std::uint32_t priority = priority_();
+    Status s = client_.infer_async(
+        t.name, inputs_[k], r.slo,
+        [this, &t, counted = r.counted, expect = hashes_[k], priority, done](InferResult&& res) {
+          if (counted) record(t, res, expect, priority);
+          done();
+        },
+        nullptr, priority);
+    if (s.ok() && r.counted && by_priority_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++t.by_priority[priority].sent;
+    }
+    return s;
   }
   void refused(const load::LoadRequest&, const Status&) override {}  // the driver counts them
 
   std::mutex& mutex() { return mu_; }
 
  private:
-  void record(Tally& t, const InferResult& r, std::uint64_t expect) {
+  void record(Tally& t, const InferResult& r, std::uint64_t expect, std::uint32_t priority) {
     std::lock_guard<std::mutex> lock(mu_);  // uncontended while running
     t.counts.add(r.outcome, r.reason);
+    if (by_priority_) t.by_priority[priority].add(r.outcome, r.reason);
     if (r.outcome == Outcome::kError && t.error_messages.size() < 64) ++t.error_messages[r.error];
     if (!r.has_output()) return;
     t.latency.record(r.latency);
@@ -85,6 +102,8 @@ class ClusterTarget final : public load::LoadTarget {
   Client& client_;
   std::vector<Tally>& tallies_;
   bool check_;
+  bool by_priority_;
+  load::PriorityPicker priority_;  // the open loop's thread
   std::vector<std::vector<std::uint8_t>> inputs_;
   std::vector<std::uint64_t> hashes_;
   std::mutex mu_;
@@ -137,6 +156,13 @@ json report(const std::vector<Tally>& tallies, const load::OpenLoop& loop, const
     json sizes = json::object();
     for (const auto& [bytes, k] : t.output_sizes) sizes[std::to_string(bytes)] = k;
     jm["output_bytes"] = sizes;
+    for (const auto& [p, pc] : t.by_priority) {
+      jm["by_priority"][std::to_string(p)] = metrics::outcome_json(pc, window);
+      std::printf("  %s: priority %u: sent %llu, ok %llu, late %llu, dropped %llu, errors %llu\n",
+                  t.name.c_str(), p, static_cast<unsigned long long>(pc.sent),
+                  static_cast<unsigned long long>(pc.ok), static_cast<unsigned long long>(pc.late),
+                  static_cast<unsigned long long>(pc.dropped), static_cast<unsigned long long>(pc.errors));
+    }
     report["models"][t.name] = jm;
     total += c;
     refused_total += refused;
@@ -179,6 +205,10 @@ Status invalid(std::string m) { return Status(Errc::kInvalidArgument, std::move(
 Result<json> run_cluster_load(const ClusterLoadOptions& a) {
   SYMPHONY_ASSIGN_OR_RETURN(const ClusterConfig cfg, load_cluster_config(a.config, false));
   if (a.input_bytes == 0) return invalid("--input-bytes must be positive");
+  std::vector<load::PriorityShare> priorities;
+  if (!a.priority.empty()) {
+    SYMPHONY_ASSIGN_OR_RETURN(priorities, load::parse_priority_mix(a.priority, "--priority"));
+  }
   const ExperimentSpec& spec = cfg.sim.spec;
   ClientOptions co;
   co.scheduler = a.scheduler;
@@ -224,7 +254,7 @@ Result<json> run_cluster_load(const ClusterLoadOptions& a) {
   }
   const double warmup =
       a.warmup_s >= 0 ? a.warmup_s : std::min(spec.warmup.to_seconds(), w.duration.to_seconds() / 4);
-  ClusterTarget target(c, tallies, a.input_bytes, w.seed, a.check_outputs);
+  ClusterTarget target(c, tallies, a.input_bytes, w.seed, a.check_outputs, priorities);
   const load::LoadWindow window = load::LoadWindow::starting(SteadyClock{}.now() + Duration::milliseconds(50),
                                                              Duration::from_seconds(warmup), w.duration);
   load::OpenLoopOptions lo;

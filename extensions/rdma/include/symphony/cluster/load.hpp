@@ -33,6 +33,10 @@ struct ClusterLoadOptions {
   std::uint32_t input_bytes = 64;
   std::uint32_t max_pending = 65536;
   std::uint64_t seed = 0;  // 0: the config's
+  // Each request's Triton priority, "N" or a mix "N:share,N:share"
+  // (load/priority_mix.hpp); empty: none (the models' defaults). The report
+  // then counts each model's outcomes by priority (by_priority).
+  std::string priority;
   bool quiet = false;
   bool verbose = false;
   bool check_outputs = true;

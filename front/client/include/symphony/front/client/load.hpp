@@ -27,6 +27,7 @@
 
 #include "symphony/front/client/protocol.hpp"
 #include "symphony/latency_histogram.hpp"
+#include "symphony/load/priority_mix.hpp"
 #include "symphony/outcome_tally.hpp"
 
 namespace symphony::front::client {
@@ -38,11 +39,7 @@ struct LoadModel {
   std::optional<Duration> budget;  // sent as the REST timeout / gRPC deadline; none: no budget
 };
 
-// A share of the requests sent with Triton's request parameter `priority`.
-struct PriorityShare {
-  std::uint32_t priority = 0;  // 1 the highest; 0 the model's default (sent as 0)
-  double share = 1;            // relative weight among the shares
-};
+using load::PriorityShare;  // a share of the requests sent with Triton's `priority` parameter
 
 struct LoadOptions {
   std::string url;                  // http://HOST:PORT or grpc://HOST:PORT
@@ -166,7 +163,7 @@ Result<std::vector<LoadModel>> settle_models(std::vector<ModelAsk> models, doubl
 void count_drop(ModelReport& m, const std::string& reason, OutcomeCounts* by_priority = nullptr);
 
 // Parses `symphony load --priority`: "N" (every request) or a mix
-// "N:share,N:share" (shares relative; priorities distinct).
+// "N:share,N:share" (shares relative; priorities distinct; load::parse_priority_mix).
 Result<std::vector<PriorityShare>> parse_priorities(const std::string& text);
 
 // Prints the report's table, totals and the client's own side (`j` is to_json(r)).
