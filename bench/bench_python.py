@@ -86,8 +86,8 @@ def breakdown(n: int) -> dict:
     kept = [Future() for _ in range(n)]
     out["a bare concurrent.futures.Future(), created and kept"] = (time.perf_counter() - t0) / n * 1e6
     del kept
-    raw = _core.Server("emulated:8", "deferred", "target_batch", 1, 1, 64, 1 << 20, 1.0, "p90", 32, 10, True, 500.0, None,
-                       lambda items: None, False)
+    raw = _core.Server("emulated:8", "deferred", "target_batch", 1, 1, 64, 1 << 20, 1.0, "p90", 32, 10, True, 500.0,
+                       "auto", None, lambda items: None, False)
     raw.add_model("m", "", [], 50.0, 128, "auto", 0.01, 0.5)
     raw.start()
     token, submit = object(), raw.submit

@@ -357,6 +357,12 @@ class PyServer {
     out["bad_rate"] = st.sent ? static_cast<double>(st.sent - st.ok) / static_cast<double>(st.sent) : 0.0;
     out["models"] = models;
     out["devices"] = devices;
+    py::dict dispatch;  // what batches are dispatched ahead by (ServerOptions::overlap)
+    dispatch["overlap"] = st.overlap;
+    dispatch["d_ctrl_us"] = st.delays.ctrl.to_us();
+    dispatch["d_data_us"] = st.delays.data.to_us();
+    dispatch["samples"] = st.dispatch_samples;
+    out["dispatch"] = dispatch;
     return out;
   }
 
@@ -485,8 +491,8 @@ void bind_server(py::module_& m) {
                        int cpu_threads, std::uint32_t shards, std::uint32_t max_models,
                        std::uint32_t max_pending, double safety_margin_ms, const std::string& profile_latency,
                        std::uint32_t profile_max_batch, int profile_repeats, bool recalibrate,
-                       double load_run_wait_ms, const py::object& log, const py::object& dispatcher,
-                       bool numpy_outputs) {
+                       double load_run_wait_ms, const std::string& overlap, const py::object& log,
+                       const py::object& dispatcher, bool numpy_outputs) {
              ServerOptions o;
              o.devices = devices;
              auto p = parse_policy(policy);
@@ -511,13 +517,19 @@ void bind_server(py::module_& m) {
              if (!std::isfinite(load_run_wait_ms) || load_run_wait_ms < 0)
                raise(ErrorKind::kConfig, "load_run_wait_ms must be >= 0");
              o.load_run_wait = Duration::from_ms(load_run_wait_ms);
+             if (overlap == "on")
+               o.overlap = ServerOptions::Overlap::kOn;
+             else if (overlap == "off")
+               o.overlap = ServerOptions::Overlap::kOff;
+             else if (overlap != "auto")
+               raise(ErrorKind::kConfig, "overlap must be 'auto', 'on' or 'off', got '" + overlap + "'");
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
            py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"),
            py::arg("shards"), py::arg("max_models"), py::arg("max_pending"), py::arg("safety_margin_ms"),
            py::arg("profile_latency"), py::arg("profile_max_batch"), py::arg("profile_repeats"),
-           py::arg("recalibrate"), py::arg("load_run_wait_ms"), py::arg("log"), py::arg("dispatcher"),
-           py::arg("numpy_outputs"))
+           py::arg("recalibrate"), py::arg("load_run_wait_ms"), py::arg("overlap"), py::arg("log"),
+           py::arg("dispatcher"), py::arg("numpy_outputs"))
       .def(
           "add_model",
           [](PyServer& s, const std::string& name, const std::string& path,

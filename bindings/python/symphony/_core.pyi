@@ -41,6 +41,8 @@ class Server:
         profile_max_batch: int,
         profile_repeats: int,
         recalibrate: bool,
+        load_run_wait_ms: float,
+        overlap: str,
         log: Optional[Callable[[str], Any]],
         dispatcher: Callable[[List[tuple]], None],
         numpy_outputs: bool,

@@ -217,6 +217,10 @@ class Server:
         load_run_wait_ms: a model loaded while others serve runs its load check, profile and
             warm-up in gaps of its device's schedule; a run that finds none this long fails the
             load (default 5000; docs/serving.md#loading-a-model-while-others-serve).
+        overlap: ``"auto"`` (default: on when every device is a CUDA GPU), ``"on"`` or ``"off"``:
+            dispatch each batch ahead of its device's free time by its learned staging and launch
+            cost, so that this CPU work overlaps the batch before (docs/serving.md; ``stats()``
+            reports what was learned under ``dispatch``).
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
             ``"torch"`` or ``"numpy"``.
         log: called with progress messages (loading, profiling); default: quiet.
@@ -265,6 +269,7 @@ class Server:
         profile_repeats: int = 20,
         recalibrate: bool = True,
         load_run_wait_ms: float = 5000.0,
+        overlap: str = "auto",
         outputs: str = "auto",
         log: Optional[Any] = None,
         model_repository: Union[str, os.PathLike, None] = None,
@@ -303,6 +308,7 @@ class Server:
             profile_repeats,
             bool(recalibrate),
             float(load_run_wait_ms),
+            overlap,
             log,
             _dispatch,
             numpy_outputs,
@@ -560,7 +566,9 @@ class Server:
         ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``, ``profile``
         {``recalibrating``, ``samples``, ``updates``, ``offline_ms`` and ``in_use_ms``
         {batch size: l(b)}: the profile planned with now against the offline one}) and
-        ``devices`` (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}).
+        ``devices`` (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}) and ``dispatch``
+        ({``overlap``, ``d_ctrl_us``, ``d_data_us``, ``samples``}: what batches are dispatched ahead by,
+        and how many batches were measured, as of the learner's last update, every 200 ms).
         A model repository's model with several versions served since start is one entry per
         version, named ``"<model> version <v>"``. An unloaded version stays, with its final
         counts and ``loaded`` false; a version counts across its reloads.

@@ -310,3 +310,27 @@ def test_every_policy_of_the_language_serves(emulated_server, policy, gather):
     rs = [f.result(timeout=30) for f in [s.infer("m", None, details=True) for _ in range(32)]]
     assert all(r.outcome == "ok" for r in rs)
     assert s.stats()["ok"] == 32
+
+
+def test_overlap_stages_beside_the_worker_and_reports_what_it_learned(cpu_server, models_dir):
+    # overlap="on" on a CPU device: a staging thread forms each batch while the
+    # worker runs the one before (docs/serving.md); answers are unchanged.
+    s = cpu_server("linear", overlap="on", max_batch=16)
+    module = direct(models_dir, "linear")
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.randn(4, generator=g) for _ in range(64)]
+    futs = [s.infer("linear", x) for x in xs]
+    with torch.no_grad():
+        for x, f in zip(xs, futs):
+            torch.testing.assert_close(f.result(timeout=60).reshape(1, 3), module(x.unsqueeze(0)),
+                                       rtol=1e-5, atol=1e-6)
+    # The learner reports every 200 ms: wait for it (bounded).
+    for _ in range(100):
+        d = s.stats()["dispatch"]
+        if d["samples"] > 0:
+            break
+        time.sleep(0.05)
+    assert d["overlap"] is True and d["samples"] > 0, d
+    with pytest.raises(symphony.ConfigError, match="overlap must be 'auto', 'on' or 'off'"):
+        symphony.Server(devices="cpu", overlap="sometimes")
+    assert symphony.Server(devices="cpu").stats()["dispatch"]["overlap"] is False, "off on CPU by default"
