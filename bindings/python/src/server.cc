@@ -285,13 +285,18 @@ class PyServer {
       lat["p50"] = m.p50.to_ms();
       lat["p99"] = m.p99.to_ms();
       lat["max"] = m.max_latency.to_ms();
-      py::dict d;
-      d["sent"] = c.sent;
-      d["ok"] = c.ok;
-      d["late"] = c.late;
+      // A set of counts as a dict: the model's, and each priority level's.
+      const auto counts = [](const OutcomeCounts& oc) {
+        py::dict out;
+        out["sent"] = oc.sent;
+        out["ok"] = oc.ok;
+        out["late"] = oc.late;
+        out["dropped"] = oc.dropped;
+        out["errors"] = oc.errors;
+        return out;
+      };
+      py::dict d = counts(c);
       d["late_by_deadline"] = c.late_by_deadline;
-      d["dropped"] = c.dropped;
-      d["errors"] = c.errors;
       d["goodput_rps"] = st.elapsed.ns() > 0 ? static_cast<double>(c.ok) / st.elapsed.to_seconds() : 0.0;
       d["bad_rate"] = c.bad_rate();
       d["dropped_by_reason"] = reasons;
@@ -301,16 +306,8 @@ class PyServer {
       d["max_batch"] = m.max_batch;
       if (!m.by_priority.empty()) {  // Triton's priority l + 1 -> its counts
         py::dict levels;
-        for (std::size_t l = 0; l < m.by_priority.size(); ++l) {
-          const OutcomeCounts& pc = m.by_priority[l];
-          py::dict lc;
-          lc["sent"] = pc.sent;
-          lc["ok"] = pc.ok;
-          lc["late"] = pc.late;
-          lc["dropped"] = pc.dropped;
-          lc["errors"] = pc.errors;
-          levels[py::int_(l + 1)] = lc;
-        }
+        for (std::size_t l = 0; l < m.by_priority.size(); ++l)
+          levels[py::int_(l + 1)] = counts(m.by_priority[l]);
         d["by_priority"] = levels;
       }
       d["l1_ms"] = m.l1.to_ms();
