@@ -253,6 +253,24 @@ TEST_F(ClusterRepositoryTest, FrontendsAndBackendsNeedNoProfile) {
   EXPECT_EQ(c.sim.spec.models[0].slo, Duration::milliseconds(50));
 }
 
+// The frontends' repository index lists them as UNAVAILABLE with the reason.
+TEST_F(ClusterRepositoryTest, VersionsWithoutTheirModelFileAreListedAsUnserved) {
+  model("linear", kLinearConfig, {1});
+  fs::create_directories(root_ / "linear" / "2");
+  const Result<ClusterRepository> r = read(false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->models.size(), 1u);
+  ASSERT_EQ(r->unserved.size(), 1u);
+  EXPECT_EQ(r->unserved[0].model, "linear");
+  EXPECT_EQ(r->unserved[0].version, 2);
+  EXPECT_HAS(r->unserved[0].reason, "no model file " + path("linear/2/model.pt"));
+  const ClusterConfig c =
+      symphony::testing::ok_value(parse_cluster_config(kClusterYaml, "c.yaml", "", false, &*r));
+  ASSERT_EQ(c.unserved_versions.size(), 1u);
+  EXPECT_EQ(c.unserved_versions[0].version, "2");
+  EXPECT_EQ(c.unserved_versions[0].reason, r->unserved[0].reason);
+}
+
 TEST_F(ClusterRepositoryTest, ReshapesReachTheBackends) {
   model("linear", R"(max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape { shape: [ 4 ] } } ]

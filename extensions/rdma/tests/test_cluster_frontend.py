@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -816,6 +817,97 @@ def test_emulated_an_instance_group_pins_a_model_to_its_devices(tmp_path):
         for i in range(4):
             status, _, out = http_infer(f, "anywhere", body)
             assert status == 200, out
+    finally:
+        c.stop_all()
+
+
+def write_emulated_model(repo, name, versions=("1",), slo=3000, extra=""):
+    """A repository model for emulated backends (which open no file), with a profile per version."""
+    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
+    (repo / name).mkdir(parents=True, exist_ok=True)
+    (repo / name / "config.pbtxt").write_text(GROUPED_PBTXT % (slo, extra))
+    for v in versions:
+        (repo / name / v).mkdir()
+        (repo / name / v / "model.pt").write_bytes(b"")
+        (repo / name / v / "model.cpu0.profile.yaml").write_text(
+            'model: %s\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
+            "beta_ms: 1\nstopped_because: test\npoints:\n" % name + points)
+
+
+def repository_index(f, ready=None):
+    status, _, body = curl("-X", "POST", f.url + "/v2/repository/index", "-H", "Content-Type: application/json",
+                           body=json.dumps({} if ready is None else {"ready": ready}).encode())
+    assert status == 200, body
+    return [(e["name"], e.get("version", ""), e["state"], e.get("reason", "")) for e in json.loads(body)]
+
+
+def test_emulated_the_repository_index_and_readiness_of_a_model_that_is_not_served(tmp_path):
+    """With --model-repository, every frontend lists every version of the
+    repository it read (POST /v2/repository/index, gRPC RepositoryIndex):
+    READY what the scheduler serves, UNAVAILABLE with why otherwise (a
+    version without its model file; a model the scheduler's repository does
+    not hold). Readiness of those is not ready (REST 400 "not loaded", gRPC
+    ready = false; metadata and inference 503 "not loaded"), and only a name
+    the repository does not hold is unknown (404, NOT_FOUND). Load and unload
+    are refused while the cluster's models are fixed at start."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    write_emulated_model(repo, "versioned", versions=("1",), extra="version_policy: { all { } }")
+    (repo / "versioned" / "2").mkdir()  # a version folder without its model file
+    # The frontends' repository holds one model more than the scheduler's.
+    front_repo = tmp_path / "front_models"
+    shutil.copytree(repo, front_repo)
+    write_emulated_model(front_repo, "extra")
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    try:
+        c.start_scheduler(extra=["--model-repository", str(repo)])
+        c.start_backend("one", "emulated:1", config=False)
+        fronts = [c.start_frontend(n, extra=["--model-repository", str(front_repo)]) for n in ("fa", "fb")]
+        for f in fronts:
+            f.wait_ready()
+        idx = repository_index(fronts[0])
+        assert [e[:3] for e in idx] == [("extra", "1", "UNAVAILABLE"), ("plain", "1", "READY"),
+                                        ("versioned", "1", "READY"), ("versioned", "2", "UNAVAILABLE")], idx
+        assert "not served by the cluster's scheduler at " + c.address() in idx[0][3], idx
+        assert "no model file" in idx[3][3], idx
+        assert repository_index(fronts[1]) == idx  # every frontend lists the same
+        assert repository_index(fronts[0], ready=True) == [e for e in idx if e[2] == "READY"]
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+        for path, what in (("extra", "'extra' is not loaded"), ("versioned/versions/2", "version '2' is not loaded")):
+            status, _, out = curl(fronts[0].url + "/v2/models/%s/ready" % path)
+            assert status == 400 and what in json.loads(out)["error"], (path, status, out)
+            status, _, out = curl(fronts[0].url + "/v2/models/" + path)
+            assert status == 503 and what in json.loads(out)["error"], (path, status, out)
+            status, _, out = http_infer(fronts[0], path, body)
+            assert status == 503 and what in json.loads(out)["error"], (path, status, out)
+        status, _, out = curl(fronts[0].url + "/v2/models/nope/ready")
+        assert status == 404 and "unknown model 'nope'" in json.loads(out)["error"], out
+        for path in ("plain", "versioned", "versioned/versions/1"):
+            assert curl(fronts[1].url + "/v2/models/%s/ready" % path)[0] == 200, path
+        m = json.loads(curl(fronts[0].url + "/v2/models/versioned")[2])
+        assert m["versions"] == ["1"], m
+        status, hdrs, out = http_infer(fronts[1], "plain", body)
+        assert status == 200, out
+        for verb, flag in (("load", "none"), ("unload", "none")):
+            status, _, out = curl("-X", "POST", fronts[0].url + "/v2/repository/models/plain/" + verb)
+            assert status == 503 and "--model-control-mode " + flag in json.loads(out)["error"], out
+        assert "model_repository" in json.loads(curl(fronts[0].url + "/v2")[2])["extensions"]
+        pb, pbg = grpc_stubs()
+        with grpc.insecure_channel(fronts[1].grpc) as ch:
+            stub = pbg.GRPCInferenceServiceStub(ch)
+            got = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10)
+            assert [(e.name, e.version, e.state, e.reason) for e in got.models] == idx, got
+            got = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=10)
+            assert [e.state for e in got.models] == ["READY", "READY"], got
+            assert stub.ModelReady(pb.ModelReadyRequest(name="extra"), timeout=10).ready is False
+            assert stub.ModelReady(pb.ModelReadyRequest(name="versioned", version="2"), timeout=10).ready is False
+            assert stub.ModelReady(pb.ModelReadyRequest(name="versioned"), timeout=10).ready is True
+            with pytest.raises(grpc.RpcError) as e:
+                stub.ModelReady(pb.ModelReadyRequest(name="nope"), timeout=10)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
+            with pytest.raises(grpc.RpcError) as e:
+                stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="plain"), timeout=10)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "none" in e.value.details()
     finally:
         c.stop_all()
 

@@ -143,6 +143,10 @@ class Client::Impl final : public Transport::Handler {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return models_;
   }
+  bool has_model(std::string_view model) const {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    return model_index_.count(std::string(model)) != 0;
+  }
   ClientStats stats() const;
   Result<std::vector<SchedulerModelStats>> statistics(Duration timeout);
   bool connected() const { return ready_.load(std::memory_order_acquire); }
@@ -994,6 +998,7 @@ Status Client::infer_async(std::string_view model, Parts input, std::optional<Du
 void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
+bool Client::has_model(std::string_view model) const { return impl_->has_model(model); }
 ClientStats Client::stats() const { return impl_->stats(); }
 Result<std::vector<SchedulerModelStats>> Client::statistics(Duration timeout) const {
   return impl_->statistics(timeout);

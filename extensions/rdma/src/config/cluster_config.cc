@@ -203,6 +203,8 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
       if (!m.instance_groups.empty()) cc.instance_groups[m.config.name] = m.instance_groups;
       if (m.default_priority_level) cc.default_priority_levels[m.config.name] = m.default_priority_level;
     }
+    for (const UnservedVersion& v : repository->unserved)
+      cc.unserved_versions.push_back({v.model, std::to_string(v.version), v.reason});
     cc.model_repository = repository->dir;
   }));
   SYMPHONY_ASSIGN_OR_RETURN(cc.sim, config::parse_config(cut_cluster_section(yaml_text), origin, base_dir,

@@ -161,6 +161,8 @@ Result<ClusterRepository> read_cluster_repository(const std::string& dir, const 
       SYMPHONY_ASSIGN_OR_RETURN(ClusterRepositoryModel m, translate(*e.model, v, o));
       out.models.push_back(std::move(m));
     }
+    for (const repository::UnavailableVersion& v : e.model->unavailable_versions)
+      out.unserved.push_back({e.model->name, v.version, v.reason});
   }
   if (out.models.empty())
     return invalid("--model-repository " + dir + ": no model folder (DIR/<model>/config.pbtxt)");

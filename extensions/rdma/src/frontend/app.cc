@@ -92,8 +92,14 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
   auto client = Client::connect(co);
   if (!client.ok()) return Status(Errc::kFailedPrecondition, client.status().message());
   app->client_ = std::move(*client);
-  app->service_ =
-      std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes, app->scheduler_desc_);
+  std::optional<std::vector<front::InferenceService::IndexEntry>> repository;
+  if (!cfg.model_repository.empty()) {
+    repository.emplace();
+    for (const ClusterConfig::UnservedVersion& v : cfg.unserved_versions)
+      repository->push_back({v.model, v.version, "UNAVAILABLE", v.reason});
+  }
+  app->service_ = std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes,
+                                                   app->scheduler_desc_, std::move(repository));
   front::FrontOptions fo;
   fo.server_name = "symphony";
   fo.max_inflight = o.max_inflight;

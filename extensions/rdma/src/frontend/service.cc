@@ -122,8 +122,12 @@ std::vector<ServedModel> served_models(const ClusterConfig& config) {
 }
 
 ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
-                               std::string scheduler)
-    : client_(client), max_input_bytes_(max_input_bytes), scheduler_(std::move(scheduler)) {
+                               std::string scheduler, std::optional<std::vector<IndexEntry>> repository)
+    : client_(client),
+      max_input_bytes_(max_input_bytes),
+      scheduler_(std::move(scheduler)),
+      repository_(repository.has_value()),
+      unserved_(repository ? std::move(*repository) : std::vector<IndexEntry>{}) {
   // A repository's versions of one model are models of the cluster, the
   // highest last (served_models keeps the repository's order).
   for (ServedModel& sm : models)
@@ -164,24 +168,100 @@ const ClusterService::Model* ClusterService::resolve(std::string_view name, std:
   return nullptr;
 }
 
+std::shared_ptr<const front::ModelMetadata> ClusterService::served_meta(std::string_view name,
+                                                                        std::string_view version) const {
+  if (!repository_) {
+    const Model* m = resolve(name, version);
+    return m ? m->meta : nullptr;
+  }
+  const auto v = versions_.find(std::string(name));
+  if (v == versions_.end()) return nullptr;
+  std::vector<const Model*> on;  // the versions the scheduler serves, the highest last
+  for (const std::string& c : v->second)
+    if (client_.has_model(c)) on.push_back(models_.at(c).get());
+  if (on.empty()) return nullptr;
+  const Model* m = version.empty() ? on.back() : nullptr;
+  for (const Model* p : on)
+    if (p->served.version == version) m = p;
+  if (!m) return nullptr;
+  if (on.size() == v->second.size()) return m->meta;
+  auto meta = std::make_shared<front::ModelMetadata>(*m->meta);
+  meta->versions.clear();
+  for (const Model* p : on) meta->versions.push_back(p->served.version);
+  return meta;
+}
+
 std::vector<std::shared_ptr<const front::ModelMetadata>> ClusterService::models() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const front::ModelMetadata>> out;
-  for (const std::string& n : order_) out.push_back(resolve(n, "")->meta);
+  for (const std::string& n : order_)
+    if (auto meta = served_meta(n, "")) out.push_back(std::move(meta));
   return out;
 }
 
 std::shared_ptr<const front::ModelMetadata> ClusterService::find(std::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Model* m = resolve(name, "");
-  return m ? m->meta : nullptr;
+  return served_meta(name, "");
 }
 
 std::shared_ptr<const front::ModelMetadata> ClusterService::find_version(std::string_view name,
                                                                          std::string_view version) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Model* m = resolve(name, version);
-  return m ? m->meta : nullptr;
+  return served_meta(name, version);
+}
+
+std::vector<std::string> ClusterService::extensions() const {
+  if (repository_) return {"statistics", "model_repository"};
+  return {"statistics"};
+}
+
+std::string ClusterService::not_served_reason() const {
+  if (client_.stats().welcomes == 0)
+    return "the cluster's scheduler at " + scheduler_ + " has not accepted this frontend yet";
+  return "not served by the cluster's scheduler at " + scheduler_;
+}
+
+std::vector<front::InferenceService::IndexEntry> ClusterService::repository_index(bool ready_only) const {
+  std::vector<IndexEntry> out;
+  std::string why;                       // not_served_reason(), asked once
+  for (const std::string& n : order_) {  // order_, versions_ and models_ are fixed after construction
+    for (const std::string& c : versions_.at(n)) {
+      const ServedModel& sm = models_.at(c)->served;
+      const bool on = client_.has_model(c);
+      if (ready_only && !on) continue;
+      if (!on && why.empty()) why = not_served_reason();
+      out.push_back({sm.protocol_name, sm.version, on ? "READY" : "UNAVAILABLE", on ? "" : why});
+    }
+  }
+  if (!ready_only) out.insert(out.end(), unserved_.begin(), unserved_.end());
+  // By name, then version by number (versions are decimal integers).
+  std::sort(out.begin(), out.end(), [](const IndexEntry& a, const IndexEntry& b) {
+    if (a.name != b.name) return a.name < b.name;
+    if (a.version.size() != b.version.size()) return a.version.size() < b.version.size();
+    return a.version < b.version;
+  });
+  return out;
+}
+
+namespace {
+
+// Load and unload while the cluster serves: not yet (docs/cluster.md#limitations).
+Reply control_refused(std::string_view what, std::string_view name) {
+  return Reply::error(Code::kUnavailable,
+                      std::string(what) + " model '" + std::string(name) +
+                          "' is not allowed: the cluster runs with --model-control-mode none (its roles "
+                          "read the repository at start; restart them to change the models)");
+}
+
+}  // namespace
+
+void ClusterService::repository_load(std::string_view name, std::string config_json, Done done) {
+  (void)config_json;
+  done(control_refused("loading", name));
+}
+
+void ClusterService::repository_unload(std::string_view name, Done done) {
+  done(control_refused("unloading", name));
 }
 
 std::vector<ServedModelStats> ClusterService::stats() const {
@@ -306,6 +386,10 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
   const std::string who = "model '" + m.served.name + "'";
   switch (s.code()) {
     case Errc::kNotFound:
+      if (repository_)  // the repository holds it (the front found it): not loaded
+        return Reply::error(Code::kUnavailable, "model '" + m.served.protocol_name + "' version '" +
+                                                    m.served.version +
+                                                    "' is not loaded: " + not_served_reason());
       return Reply::error(Code::kNotFound,
                           who +
                               " is in this frontend's config but not served by the cluster's "

@@ -168,6 +168,9 @@ class Client {
   void cancel(std::uint64_t ticket);
 
   std::vector<ModelInfo> models() const;
+  // Whether the scheduler that last accepted this client serves `model` (the
+  // cluster's name: "linear", "linear/1"); false before any has. Any thread.
+  bool has_model(std::string_view model) const;
   ClientStats stats() const;
   // Asks the scheduler for every model's numbers (SchedulerModelStats) and
   // waits up to `timeout` for the answer; an error when no scheduler has

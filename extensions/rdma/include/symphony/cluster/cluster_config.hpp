@@ -112,6 +112,14 @@ struct ClusterConfig {
   // The protocol's model of a repository's version below the highest
   // ("linear/1" -> "linear", cluster_model_name); none: the model's own name.
   std::map<std::string, std::string> protocol_models;
+  // The repository's versions that no role serves (its version_policy did
+  // not choose them): model, version, why; the frontend's repository index.
+  struct UnservedVersion {
+    std::string model;
+    std::string version;
+    std::string reason;
+  };
+  std::vector<UnservedVersion> unserved_versions;
   // A repository model's instance_group, by model (none: every device).
   std::map<std::string, std::vector<DeviceGroup>> instance_groups;
   // A model's default_priority_level (a `models:` entry's, or a repository

@@ -69,9 +69,18 @@ struct ClusterRepositoryModel {
   std::string profile_path;  // the profile read; empty when not read
 };
 
+// A version of a repository model that the cluster does not serve: one its
+// version_policy did not choose (the repository reader's reason).
+struct UnservedVersion {
+  std::string model;
+  std::int64_t version = 0;
+  std::string reason;
+};
+
 struct ClusterRepository {
   std::string dir;
   std::vector<ClusterRepositoryModel> models;  // by folder name, then version ascending
+  std::vector<UnservedVersion> unserved;       // by folder name, then version ascending
 };
 
 // The cluster's name of a version below a model's highest: "linear/1".

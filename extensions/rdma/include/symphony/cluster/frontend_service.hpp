@@ -68,8 +68,10 @@ struct ServedModelStats {
 class ClusterService final : public front::InferenceService {
  public:
   // `client` must outlive this; `max_input_bytes`: the client's, for messages.
+  // `repository`: set when the models come from a model repository, with the
+  // lines of its index that no role serves (ClusterConfig::unserved_versions).
   ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
-                 std::string scheduler);
+                 std::string scheduler, std::optional<std::vector<IndexEntry>> repository = std::nullopt);
 
   // A scheduler has accepted the client and at least one backend has
   // connected to it (before that, the backends could not read an input).
@@ -85,10 +87,23 @@ class ClusterService final : public front::InferenceService {
   // requests since the scheduler started; docs/cluster.md#statistics):
   // asked over the wire at each call, waiting up to 2 s for the answer;
   // 503 when the scheduler is not connected or does not answer.
-  std::vector<std::string> extensions() const override { return {"statistics"}; }
+  std::vector<std::string> extensions() const override;
   std::optional<std::vector<front::ModelStatistics>> statistics(std::string_view name,
                                                                 std::string_view version,
                                                                 front::Reply* error) const override;
+
+  // The model repository extension, with --model-repository
+  // (docs/cluster.md#the-repository-index): every version of the repository
+  // this frontend read at start, READY when the scheduler that accepted it
+  // serves it (its Welcome's model table), else UNAVAILABLE with why; a
+  // model the repository holds but the scheduler does not serve is not
+  // found (find(): the front answers "not loaded"). The same on every
+  // frontend of one scheduler. Load and unload are refused: the cluster's
+  // models are fixed at start (control mode none).
+  bool has_repository() const override { return repository_; }
+  std::vector<IndexEntry> repository_index(bool ready_only) const override;
+  void repository_load(std::string_view name, std::string config_json, Done done) override;
+  void repository_unload(std::string_view name, Done done) override;
 
   std::vector<ServedModelStats> stats() const;
   // cancel() calls with a live ticket (callers that went away while their request was pending).
@@ -103,6 +118,13 @@ class ClusterService final : public front::InferenceService {
   // The cluster model of the protocol's `name` at `version` (empty: the
   // highest); nullptr when none. The maps are fixed after construction.
   const Model* resolve(std::string_view name, std::string_view version) const;
+  // The metadata of `name` at `version` (empty: the highest) as served now:
+  // with a repository, only the versions the scheduler serves (nullptr when
+  // it serves none, or not that version). Called with mu_ held.
+  std::shared_ptr<const front::ModelMetadata> served_meta(std::string_view name,
+                                                          std::string_view version) const;
+  // Why a version of the repository that this frontend serves is not ready.
+  std::string not_served_reason() const;
   front::Reply reply_for(const Model& m, InferResult&& r, Duration budget, bool batched);
   front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);
@@ -113,7 +135,9 @@ class ClusterService final : public front::InferenceService {
   Client& client_;
   const std::uint32_t max_input_bytes_;
   const std::string scheduler_;
-  mutable std::mutex mu_;  // models_' metadata, stats_
+  const bool repository_;                   // the models came from a model repository
+  const std::vector<IndexEntry> unserved_;  // its versions that no role serves
+  mutable std::mutex mu_;                   // models_' metadata, stats_
   std::unordered_map<std::string, std::unique_ptr<Model>>
       models_;                      // by cluster name; fixed after construction
   std::vector<std::string> order_;  // the protocol's models
