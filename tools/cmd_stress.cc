@@ -108,12 +108,19 @@ int run(const StressOptions& o) {
   std::printf("  cpu           generators %.2f s, runtime %.2f s (over %.3f s)\n", r.generator_cpu_s,
               r.runtime_cpu_s, r.elapsed_s);
   if (o.low_priority_share > 0)
-    for (int l = 0; l < 2; ++l)
-      std::printf("  priority %d    %llu sent, %llu ok (%.2f %% bad)\n", l, u(r.sent_by_level[l]),
-                  u(r.ok_by_level[l]),
-                  r.sent_by_level[l] ? 100.0 * static_cast<double>(r.sent_by_level[l] - r.ok_by_level[l]) /
-                                           static_cast<double>(r.sent_by_level[l])
-                                     : 0.0);
+    for (int l = 0; l < 2; ++l) {
+      const OutcomeCounts& n = r.by_level[l];
+      std::string drops;
+      for (std::size_t i = 0; i < kNumDropReasons; ++i)
+        if (n.dropped_by_reason[i])
+          drops += std::string(drops.empty() ? "" : ", ") +
+                   std::string(to_string(static_cast<DropReason>(i))) + " " +
+                   std::to_string(n.dropped_by_reason[i]);
+      std::printf(
+          "  priority %d    %llu sent, %llu ok (%.2f %% bad): late %llu, errors %llu, dropped %llu%s%s%s\n",
+          l, u(n.sent), u(n.ok), 100 * n.bad_rate(), u(n.late), u(n.errors), u(n.dropped),
+          drops.empty() ? "" : " (", drops.c_str(), drops.empty() ? "" : ")");
+    }
   std::printf(
       "  batches       %llu, mean size %.1f; candidate updates %llu -> %llu messages (%.1fx coalesced)\n",
       u(st.batches), mean_batch, u(st.candidate_updates), u(st.candidate_messages), coalescing);
@@ -146,8 +153,23 @@ int run(const StressOptions& o) {
     j["admission"] = c.admission;
     if (o.low_priority_share > 0) {
       j["low_priority_share"] = o.low_priority_share;
-      j["sent_by_priority"] = {r.sent_by_level[0], r.sent_by_level[1]};
-      j["ok_by_priority"] = {r.ok_by_level[0], r.ok_by_level[1]};
+      j["sent_by_priority"] = {r.by_level[0].sent, r.by_level[1].sent};
+      j["ok_by_priority"] = {r.by_level[0].ok, r.by_level[1].ok};
+      // Per level: how its requests ended, drops by reason.
+      for (int l = 0; l < 2; ++l) {
+        const OutcomeCounts& n = r.by_level[l];
+        nlohmann::ordered_json d = nlohmann::ordered_json::object();
+        for (std::size_t i = 0; i < kNumDropReasons; ++i)
+          if (n.dropped_by_reason[i])
+            d[std::string(to_string(static_cast<DropReason>(i)))] = n.dropped_by_reason[i];
+        j["by_priority"].push_back({{"level", l},
+                                    {"sent", n.sent},
+                                    {"ok", n.ok},
+                                    {"late", n.late},
+                                    {"errors", n.errors},
+                                    {"dropped", n.dropped},
+                                    {"dropped_by_reason", d}});
+      }
     }
     j["generator_cpu_s"] = r.generator_cpu_s;
     j["runtime_cpu_s"] = r.runtime_cpu_s;

@@ -36,6 +36,7 @@
 
 #include "symphony/load/open_loop.hpp"
 #include "symphony/load/target.hpp"
+#include "symphony/outcome_tally.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/runtime/emulated_executor.hpp"
 #include "symphony/runtime/runtime.hpp"
@@ -78,9 +79,9 @@ struct StressReport {
   double generator_cpu_s = 0;  // CPU time of the generator threads
   double runtime_cpu_s = 0;    // the rest of the process's CPU time over the run
   RuntimeStats stats;
-  // With two priority levels: per level (0 high, 1 low), requests sent and ok.
-  std::uint64_t sent_by_level[2] = {0, 0};
-  std::uint64_t ok_by_level[2] = {0, 0};
+  // With two priority levels: per level (0 high, 1 low), how the requests
+  // ended (sent = ended: refusals at submission end through the sink too).
+  OutcomeCounts by_level[2];
 };
 
 namespace detail {
@@ -159,19 +160,32 @@ class RuntimeTarget final : public LoadTarget {
 };
 
 // Ends every request of the generators' shared InFlight; outcomes themselves
-// are counted by the runtime's statistics, but for the two priority levels'.
+// are counted by the runtime's statistics, but for the two priority levels'
+// (outcome and drop reason per level: lock-free, unlike OutcomeTally).
 struct StressSink {
   InFlight* in_flight = nullptr;
-  std::atomic<std::uint64_t> sent[2] = {0, 0};  // ended, by level (with two levels)
-  std::atomic<std::uint64_t> ok[2] = {0, 0};
   bool levels = false;
+  std::atomic<std::uint64_t> outcomes[2][4] = {};
+  std::atomic<std::uint64_t> drops[2][kNumDropReasons] = {};
   void on_outcome(const RequestOutcome& o) noexcept {
     if (levels) {
       const int l = (o.tag & (std::uint64_t{1} << 39)) ? 1 : 0;
-      sent[l].fetch_add(1, std::memory_order_relaxed);
-      if (o.outcome == Outcome::kOk) ok[l].fetch_add(1, std::memory_order_relaxed);
+      outcomes[l][static_cast<std::size_t>(o.outcome)].fetch_add(1, std::memory_order_relaxed);
+      if (o.outcome == Outcome::kDropped)
+        drops[l][static_cast<std::size_t>(o.reason)].fetch_add(1, std::memory_order_relaxed);
     }
     in_flight->remove();
+  }
+  OutcomeCounts counts(int l) const noexcept {
+    OutcomeCounts c;
+    for (std::size_t i = 0; i < kNumDropReasons; ++i)
+      c.dropped_by_reason[i] = drops[l][i].load(std::memory_order_relaxed);
+    c.ok = outcomes[l][0].load(std::memory_order_relaxed);
+    c.late = outcomes[l][1].load(std::memory_order_relaxed);
+    c.dropped = outcomes[l][2].load(std::memory_order_relaxed);
+    c.errors = outcomes[l][3].load(std::memory_order_relaxed);
+    c.sent = c.ended();
+    return c;
   }
 };
 
@@ -247,10 +261,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   r.stats = rt->stats();
   for (std::uint64_t n : submitted) r.submitted += n;
   for (double s : gen_cpu) r.generator_cpu_s += s;
-  for (int l = 0; l < 2; ++l) {
-    r.sent_by_level[l] = sink.sent[l].load();
-    r.ok_by_level[l] = sink.ok[l].load();
-  }
+  for (int l = 0; l < 2; ++l) r.by_level[l] = sink.counts(l);
   r.runtime_cpu_s = detail::process_cpu_s() - cpu0 - r.generator_cpu_s;
   r.generation_s = (*std::max_element(last.begin(), last.end()) - t0).to_seconds();
   r.elapsed_s = (done - t0).to_seconds();
