@@ -157,6 +157,41 @@ TEST(TargetBatchGatherTest, KeepsTheHeadWhenSheddingCannotReachTheTarget) {
   EXPECT_EQ(r.exec_deadline, at(8_ms));
 }
 
+TEST(TargetBatchGatherTest, KeepsAMoreImportantHeadUnlessItsBatchIsTooSmall) {
+  // Two levels: a low head (alone: b = 3), a high one (b = 4), then 20 low
+  // ones due at 20 ms (b = 15).
+  struct Queue : Fixture {
+    explicit Queue(std::uint32_t levels) {
+      push(8_ms, 0).priority = levels - 1;
+      push(9_ms, 1).priority = 0;
+      for (std::uint64_t i = 2; i < 22; ++i) push(20_ms, i).priority = levels - 1;
+    }
+    GatherResult run(std::uint32_t target, std::uint32_t levels) {
+      GatherInputs in = inputs(0_ms, TimePoint::neg_infinite(), target);
+      in.lowest_level = levels - 1;
+      return gather(TargetBatchGather{}, in);
+    }
+  };
+  // Target 5: the low head is shed, the high one kept in its batch of 4.
+  Queue a(2);
+  GatherResult r = a.run(5, 2);
+  ASSERT_EQ(a.dropped.size(), 1u);
+  EXPECT_EQ(a.dropped[0], std::make_pair(std::uint64_t{0}, DropReason::kBatchPolicy));
+  EXPECT_EQ(r.size, 4u);
+  EXPECT_EQ(r.exec_deadline, at(9_ms));
+  // With one level the same queue sheds both heads for a batch of 15.
+  Queue b(1);
+  r = b.run(5, 1);
+  EXPECT_EQ(b.dropped.size(), 2u);
+  EXPECT_EQ(r.size, 15u);
+  // Target 9: a batch of 4 is under half of it, so the high head goes too.
+  Queue c(2);
+  r = c.run(9, 2);
+  EXPECT_EQ(c.dropped.size(), 2u);
+  EXPECT_EQ(r.size, 15u);
+  EXPECT_EQ(r.exec_deadline, at(20_ms));
+}
+
 TEST(TargetBatchGatherTest, DefaultTargetIsTheNoCoordinationBatch) {
   const LatencyProfile p = *LatencyProfile::linear(Duration::from_ms(1.053), Duration::from_ms(5.072), 64);
   EXPECT_EQ(default_target_batch(p, 25_ms, 64), 7u);  // the paper's "no coordination" batch for ResNet50

@@ -12,6 +12,10 @@
 //  - TargetBatchGather (the default everywhere): when that b is below the
 //    model's target, drop heads if a later head would give a batch of at
 //    least the target (Nexus). docs/policies.md explains why it is the default.
+//    With priority levels, a head more important than the lowest level is
+//    kept (the lower heads before it shed) when the batch that meets it is at
+//    least half the target; below that it is shed like the others, so that
+//    batches cannot shrink under overload in a way that feeds on itself.
 //
 // Both report every dropped request through a callback with its reason.
 //
@@ -37,6 +41,9 @@ struct GatherInputs {
   LatencyView profile;  // the model's l(b)
   std::uint32_t max_batch;
   std::uint32_t target_batch;
+  // The model's lowest priority level (priority_levels - 1; 0 with one
+  // level): TargetBatchGather keeps more important heads when it can.
+  std::uint32_t lowest_level = 0;
 };
 
 struct GatherResult {
@@ -137,13 +144,21 @@ struct TargetBatchGather {
     // more than max_batch heads for one batch is never worth it.
     const std::uint32_t limit = std::min(len - target, in.max_batch);
     Request* r = h;
+    detail::Fit prev = f0;  // the batch that meets r
     for (std::uint32_t i = 1; i <= limit; ++i) {
+      // r, more important than the lowest level, is kept when its batch is
+      // at least half the target (a smaller one would cost capacity).
+      if (r->priority < in.lowest_level && 2 * prev.size >= target) {
+        for (std::uint32_t k = 1; k < i; ++k) drop(*q.pop_front(), DropReason::kBatchPolicy);
+        return {prev.size, prev.d, r->arrival};
+      }
       r = q.next(*r);
       const detail::Fit fi = detail::fit(in, std::min(len - i, in.max_batch), r->deadline);
       if (fi.size >= target) {
         for (std::uint32_t k = 0; k < i; ++k) drop(*q.pop_front(), DropReason::kBatchPolicy);
         return {fi.size, fi.d, r->arrival};
       }
+      prev = fi;
     }
     return {f0.size, f0.d, h->arrival};
   }

@@ -677,6 +677,7 @@ class ModelState {
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
     GatherInputs in{now, gpu_free, &dl, m.lat, m.max_batch, m.target_batch};
+    if (m.cfg->priority_levels > 1) in.lowest_level = m.cfg->priority_levels - 1;
     auto drop = [&](Request& r, DropReason why) {
       emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
       release(r);
