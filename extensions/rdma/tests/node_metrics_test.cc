@@ -32,6 +32,34 @@ SchedulerMetricsSnapshot scheduler_at(double s, std::uint64_t ok, std::uint64_t 
   return x;
 }
 
+TEST(SchedulerMetricsTest, ModelsWithPriorityLevelsCountEachLevel) {
+  SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
+  metrics::AutoscaleTracker window(Duration::seconds(10));
+  metrics::Writer plain;
+  write_scheduler_metrics(x, window, plain);
+  EXPECT_EQ(plain.text().find("symphony_priority_requests"), std::string::npos);  // one level: no series
+  SchedulerMetricsSnapshot::Model& m = x.models[0];
+  m.by_priority.resize(2);
+  m.by_priority[0].accepted = 600;  // Triton's priority 1: all ok
+  m.by_priority[0].outcomes[static_cast<std::size_t>(Outcome::kOk)] = 600;
+  m.by_priority[1].accepted = 403;  // priority 2: the drops
+  m.by_priority[1].outcomes[static_cast<std::size_t>(Outcome::kOk)] = 300;
+  m.by_priority[1].outcomes[static_cast<std::size_t>(Outcome::kDropped)] = 100;
+  metrics::Writer w;
+  write_scheduler_metrics(x, window, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(t, "symphony_priority_requests_accepted_total{model=\"resnet\",priority=\"1\"} 600"))
+      << t;
+  EXPECT_TRUE(has_line(t, "symphony_priority_requests_accepted_total{model=\"resnet\",priority=\"2\"} 403"))
+      << t;
+  EXPECT_TRUE(has_line(
+      t, "symphony_priority_requests_total{model=\"resnet\",priority=\"2\",outcome=\"dropped\"} 100"))
+      << t;
+  EXPECT_TRUE(
+      has_line(t, "symphony_priority_requests_total{model=\"resnet\",priority=\"1\",outcome=\"ok\"} 600"))
+      << t;
+}
+
 TEST(SchedulerMetricsTest, QueueDepthDelaysPartitionAndAdviceOverTheWindow) {
   metrics::AutoscaleTracker window(Duration::seconds(10));
   (void)window.observe({TimePoint::from_ns(0), 0, 0, Duration::zero(), 0});

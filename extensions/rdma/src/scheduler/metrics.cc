@@ -39,6 +39,17 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
                 {{"model", m.name}, {"outcome", kOutcome[o]}}, static_cast<double>(m.outcomes[o]));
       m_ended += m.outcomes[o];
     }
+    for (std::size_t p = 0; p < m.by_priority.size(); ++p) {  // models with priority levels
+      const std::string level = std::to_string(p + 1);
+      w.counter("symphony_priority_requests_accepted_total",
+                "Requests taken into the scheduler's queues, by priority.",
+                {{"model", m.name}, {"priority", level}}, static_cast<double>(m.by_priority[p].accepted));
+      for (std::size_t o = 0; o < 4; ++o)
+        w.counter("symphony_priority_requests_total",
+                  "Accepted requests by priority and outcome as the scheduler decided it.",
+                  {{"model", m.name}, {"priority", level}, {"outcome", kOutcome[o]}},
+                  static_cast<double>(m.by_priority[p].outcomes[o]));
+    }
     for (int r = 1; r < kNumDropReasons; ++r)
       w.counter("symphony_requests_dropped_total", "Dropped requests by reason.",
                 {{"model", m.name}, {"reason", std::string(to_string(static_cast<DropReason>(r)))}},

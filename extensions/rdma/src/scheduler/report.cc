@@ -135,6 +135,8 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
     m.accepted = n.models[i].accepted;
     m.outcomes = n.models[i].outcomes;
     m.drops = n.models[i].drops;
+    for (const SchedulerCounters::Values::Model::Level& l : n.models[i].by_level)
+      m.by_priority.push_back({l.accepted, l.outcomes});
     m.max_batch = models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch();
     if (std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i)))
       m.calibration = std::move(mc->snapshot);

@@ -33,6 +33,13 @@ struct SchedulerMetricsSnapshot {
     std::array<std::uint64_t, 4> outcomes{};             // by Outcome, as the scheduler decided them
     std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
     std::uint32_t max_batch = 0;
+    // With priority_levels of 2 or more: per level (index 0 is Triton's
+    // priority 1), accepted and outcomes by Outcome.
+    struct Level {
+      std::uint64_t accepted = 0;
+      std::array<std::uint64_t, 4> outcomes{};
+    };
+    std::vector<Level> by_priority;
     // Online recalibration, from the sub-cluster runtime that has measured
     // the model most (the report's `recalibration`); nullopt: none knows it.
     std::optional<CalibrationSnapshot> calibration;
