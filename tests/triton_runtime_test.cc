@@ -2,7 +2,10 @@
 // on serve): a full batch leaves at once, a partial one only once its oldest
 // request waited the delay, an instance runs one batch at a time, priority
 // levels order the queue, the queue policy rejects, a lease holds the
-// device, and every request ends exactly once. Batches are taken by hand
+// device, and every request ends exactly once. TritonQueue (one model's
+// queue, shared with the simulator's peer) is tested on virtual time points:
+// timeouts, DELAY, per-level policies and the model's own policy over the
+// runtime's options. Batches are taken by hand
 // (ManualGpus) or run on emulated GPUs. No test sleeps to synchronize or
 // asserts on how long anything took: a negative ("no second batch yet") is
 // checked after a stats() round trip, which the dispatcher answers only
@@ -344,6 +347,192 @@ TEST(TritonRuntimeTest, EveryRequestEndsOnceUnderLoadOnEmulatedGpus) {
   EXPECT_EQ(s.total_outcomes() + s.rejected_ingress, 2 * kPerThread);
   EXPECT_EQ(sink.count(Outcome::kError), 0u);
   EXPECT_EQ(sink.count(DropReason::kExpired), 0u) << "Triton drops nothing for its deadline";
+}
+
+TEST(TritonRuntimeTest, AModelsOwnQueuePolicyBeatsThePolicys) {
+  // The policy rejects after 1 ms; model a's own default_queue_policy has no
+  // timeout, model b keeps the policy's. Both wait behind a held batch.
+  ExactlyOnceSink sink(8);
+  ManualGpus gpus;
+  auto rt = make(sink, "triton:max_batch=1,queue_timeout_us=1000");
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  const ModelId a = *rt->add_model(model_ms("a", 1, 1, 1000), std::nullopt);
+  const ModelId b = *rt->add_model(model_ms("b", 1, 1, 1000), std::nullopt);
+  TritonModelQueuePolicy own;
+  own.default_policy = TritonQueuePolicy{};  // Triton's defaults: no timeout, no bound
+  own.default_policy->max_queue_size = 5;
+  ASSERT_TRUE(rt->set_model_queue_policy(a, own).ok());
+  EXPECT_EQ(rt->queue_policy(a, 0)->timeout, Duration::zero());
+  EXPECT_EQ(rt->queue_policy(a, 0)->max_queue_size, 5u);
+  EXPECT_EQ(rt->queue_policy(b, 0)->timeout, Duration::milliseconds(1)) << "the policy's option";
+  // Each model's one instance busy with a held batch.
+  ASSERT_EQ(rt->submit(a, 0), SubmitStatus::kQueued);
+  const ManualGpus::Taken held_a = gpus.take();
+  ASSERT_EQ(rt->submit(b, 3), SubmitStatus::kQueued);
+  const ManualGpus::Taken held_b = gpus.take();
+  ASSERT_EQ(rt->submit(a, 1), SubmitStatus::kQueued);
+  ASSERT_EQ(rt->submit(b, 2), SubmitStatus::kQueued);
+  // b's request is visited after a's in every pass, so by the time it timed
+  // out a's would have too, had it the policy's timeout.
+  wait_for([&] { return sink.total() == 1; });
+  EXPECT_EQ(sink.count(2), 1u);
+  EXPECT_EQ(sink.count(DropReason::kExpired), 1u);
+  EXPECT_EQ(sink.count(1), 0u) << "a's own policy has no timeout";
+  ManualGpus::complete(held_a);
+  ManualGpus::complete(held_b);
+  ManualGpus::complete(gpus.take());
+  rt->stop(StopMode::kDrain);
+  expect_each_once(sink, 4);
+  EXPECT_EQ(sink.count(Outcome::kOk) + sink.count(Outcome::kLate), 3u);
+}
+
+TEST(TritonRuntimeTest, APriorityLevelsOwnTimeoutRejectsOnlyThatLevel) {
+  // priority_queue_policy: level 1 (index 0) rejects after 1 ms, level 2
+  // has the default (no timeout).
+  ExactlyOnceSink sink(8);
+  ManualGpus gpus;
+  auto rt = make(sink, "triton:max_batch=1");
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  ModelConfig mc = model_ms("a", 1, 1, 1000);
+  mc.priority_levels = 2;
+  const ModelId m = *rt->add_model(mc, std::nullopt);
+  TritonModelQueuePolicy own;
+  own.levels[1].timeout = Duration::milliseconds(1);
+  ASSERT_TRUE(rt->set_model_queue_policy(m, own).ok());
+  const TimePoint far = SteadyClock{}.now() + Duration::seconds(60);
+  ASSERT_EQ(rt->submit(m, 0, far, 1), SubmitStatus::kQueued);
+  const ManualGpus::Taken held = gpus.take();
+  ASSERT_EQ(rt->submit(m, 1, far, 1), SubmitStatus::kQueued);  // level 2: no timeout
+  ASSERT_EQ(rt->submit(m, 2, far, 0), SubmitStatus::kQueued);  // level 1: 1 ms
+  wait_for([&] { return sink.total() == 1; });
+  EXPECT_EQ(sink.count(2), 1u);
+  EXPECT_EQ(sink.count(DropReason::kExpired), 1u);
+  ManualGpus::complete(held);
+  ManualGpus::complete(gpus.take());
+  rt->stop(StopMode::kDrain);
+  expect_each_once(sink, 3);
+}
+
+// ---- TritonQueue, on time points that move only when the test says -------------
+
+struct Req {
+  TimePoint arrival;
+  int id = 0;
+};
+using Queue = TritonQueue<Req*>;
+const TimePoint t0 = TimePoint::epoch();
+TimePoint at_ms(double ms) { return t0 + Duration::from_ms(ms); }
+
+TritonQueuePolicy timeout_ms(double ms, TritonTimeoutAction action, std::uint32_t bound = 0) {
+  TritonQueuePolicy p;
+  p.timeout = Duration::from_ms(ms);
+  p.action = action;
+  p.max_queue_size = bound;
+  return p;
+}
+
+std::vector<int> pop_all(Queue& q) {
+  std::vector<int> out;
+  while (!q.empty()) out.push_back(q.pop()->id);
+  return out;
+}
+
+TEST(TritonQueueTest, RejectEndsARequestThatWaitedItsTimeout) {
+  Queue q({timeout_ms(10, TritonTimeoutAction::kReject)});
+  Req a{at_ms(0), 0}, b{at_ms(5), 1};
+  q.push(&a, 0);
+  q.push(&b, 0);
+  std::vector<int> rejected;
+  const auto reject = [&](Req* r) { rejected.push_back(r->id); };
+  EXPECT_EQ(q.next_timeout(), at_ms(10));
+  q.expire(at_ms(9.999), reject);
+  EXPECT_TRUE(rejected.empty());
+  q.expire(at_ms(10), reject);
+  EXPECT_EQ(rejected, std::vector<int>{0});
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.next_timeout(), at_ms(15));
+  EXPECT_EQ(pop_all(q), std::vector<int>{1});
+}
+
+TEST(TritonQueueTest, DelayMovesATimedOutRequestBehindItsLevel) {
+  Queue q({timeout_ms(10, TritonTimeoutAction::kDelay)});
+  Req a{at_ms(0), 0}, b{at_ms(1), 1}, c{at_ms(12), 2};
+  q.push(&a, 0);
+  q.push(&b, 0);
+  q.push(&c, 0);
+  q.expire(at_ms(10.5), [](Req*) { FAIL() << "DELAY rejects nothing"; });
+  EXPECT_EQ(q.size(), 3u) << "delayed, still queued";
+  EXPECT_EQ(q.oldest(1), at_ms(1)) << "b is first now";
+  EXPECT_EQ(q.oldest(3), at_ms(0)) << "a is among the first three, behind";
+  q.expire(at_ms(11.5), [](Req*) { FAIL() << "DELAY rejects nothing"; });
+  EXPECT_EQ(q.next_timeout(), at_ms(22)) << "c's; the delayed do not time out again";
+  EXPECT_EQ(pop_all(q), (std::vector<int>{2, 0, 1})) << "b timed out at 11 ms: behind a; c ahead of both";
+}
+
+TEST(TritonQueueTest, EachPriorityLevelHasItsOwnPolicy) {
+  // Level 0: rejects after 5 ms, holds 1. Level 1: delays after 5 ms, holds 2.
+  Queue q({timeout_ms(5, TritonTimeoutAction::kReject, 1), timeout_ms(5, TritonTimeoutAction::kDelay, 2)});
+  Req a{at_ms(0), 0}, b{at_ms(0), 1}, c{at_ms(1), 2}, d{at_ms(6), 3}, e{at_ms(6), 4};
+  q.push(&b, 1);
+  q.push(&c, 7);  // beyond the levels: the lowest
+  EXPECT_TRUE(q.full(1)) << "level 1 holds 2";
+  EXPECT_FALSE(q.full(0));
+  q.push(&a, 0);
+  EXPECT_TRUE(q.full(0)) << "level 0 holds 1, whatever the others hold";
+  std::vector<int> rejected;
+  q.expire(at_ms(6), [&](Req* r) { rejected.push_back(r->id); });
+  EXPECT_EQ(rejected, std::vector<int>{0}) << "only level 0 rejects";
+  EXPECT_EQ(q.size(1), 2u) << "level 1's requests delayed, still counted";
+  EXPECT_TRUE(q.full(1));
+  q.push(&d, 0);
+  q.push(&e, 0);  // test only: the level is full; push still queues
+  EXPECT_EQ(pop_all(q), (std::vector<int>{3, 4, 1, 2})) << "level 0 first, then level 1's delayed";
+}
+
+TEST(TritonQueueTest, ARequestsOwnTimeoutShortensItsLevelsWhenAllowed) {
+  TritonQueuePolicy p = timeout_ms(10, TritonTimeoutAction::kReject);
+  p.allow_timeout_override = true;
+  Queue q({p});
+  Req a{at_ms(0), 0}, b{at_ms(0), 1}, c{at_ms(0), 2};
+  q.push(&a, 0, Duration::milliseconds(20));  // longer: the level's 10 ms
+  q.push(&b, 0, Duration::milliseconds(2));   // shorter: 2 ms, though behind a
+  q.push(&c, 0);
+  EXPECT_EQ(q.next_timeout(), at_ms(2));
+  std::vector<int> rejected;
+  q.expire(at_ms(2), [&](Req* r) { rejected.push_back(r->id); });
+  EXPECT_EQ(rejected, std::vector<int>{1});
+  q.expire(at_ms(10), [&](Req* r) { rejected.push_back(r->id); });
+  EXPECT_EQ(rejected, (std::vector<int>{1, 0, 2}));
+
+  Queue no_override({timeout_ms(10, TritonTimeoutAction::kReject)});
+  no_override.push(&a, 0, Duration::milliseconds(2));
+  EXPECT_EQ(no_override.next_timeout(), at_ms(10)) << "not allowed: the request's own is ignored";
+}
+
+TEST(TritonQueueTest, TheModelsOwnPolicyBeatsThePolicysOptions) {
+  TritonOptions opt;
+  opt.queue_timeout = Duration::milliseconds(3);
+  opt.timeout_action = TritonTimeoutAction::kDelay;
+  opt.max_queue_size = 9;
+  ModelConfig mc = model_ms("a", 1, 1, 1000);
+  mc.priority_levels = 3;
+  std::vector<TritonQueuePolicy> p = triton_level_policies(mc, opt);
+  ASSERT_EQ(p.size(), 3u);
+  for (const TritonQueuePolicy& l : p) EXPECT_EQ(l, timeout_ms(3, TritonTimeoutAction::kDelay, 9));
+  mc.max_queue = 4;  // a repository's max_queue_size under the policy's timeout
+  EXPECT_EQ(triton_level_policies(mc, opt)[0].max_queue_size, 4u);
+
+  TritonModelQueuePolicy own;
+  own.default_policy = timeout_ms(7, TritonTimeoutAction::kReject, 2);
+  own.levels[2] = timeout_ms(1, TritonTimeoutAction::kDelay);
+  own.levels[9] = timeout_ms(1, TritonTimeoutAction::kDelay);  // beyond the levels: ignored
+  p = triton_level_policies(mc, opt, own);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0], *own.default_policy);
+  EXPECT_EQ(p[1], own.levels[2]);
+  EXPECT_EQ(p[2], *own.default_policy);
+  mc.priority_levels = 0;
+  EXPECT_EQ(triton_level_policies(mc, opt, own).size(), 1u) << "one level";
 }
 
 TEST(TritonRuntimeTest, MakeRuntimeRefusesTheSimulatorsPlacement) {

@@ -368,6 +368,32 @@ Status translate_dynamic_batching(const std::string& config_path, const inferenc
                        std::to_string(db.default_priority_level()) +
                            " must be in [1, priority_levels = " + std::to_string(db.priority_levels()) + "]");
   m.default_priority_level = static_cast<std::uint32_t>(db.default_priority_level());
+  // Triton's queue policies, whole (policy: triton); Triton's checks.
+  const auto queue_policy = [&](const inference::ModelQueuePolicy& q,
+                                const std::string& field) -> Result<QueuePolicy> {
+    QueuePolicy out;
+    SYMPHONY_ASSIGN_OR_RETURN(std::optional<Duration> t,
+                              microseconds_field(config_path, field + ".default_timeout_microseconds",
+                                                 q.default_timeout_microseconds()));
+    out.timeout = t.value_or(Duration::zero());
+    out.delay = q.timeout_action() == inference::ModelQueuePolicy::DELAY;
+    out.max_queue_size = q.max_queue_size() > 0 ? static_cast<std::uint32_t>(q.max_queue_size()) : 0;
+    out.allow_timeout_override = q.allow_timeout_override();
+    return out;
+  };
+  if (db.has_default_queue_policy()) {
+    SYMPHONY_ASSIGN_OR_RETURN(m.default_queue_policy, queue_policy(db.default_queue_policy(),
+                                                                   "dynamic_batching.default_queue_policy"));
+  }
+  for (const auto& [level, q] : db.priority_queue_policy()) {
+    const std::string field = "dynamic_batching.priority_queue_policy[" + std::to_string(level) + "]";
+    if (level < 1 || level > db.priority_levels())
+      return field_error(config_path, field,
+                         "names a priority level outside [1, priority_levels = " +
+                             std::to_string(db.priority_levels()) + "]");
+    SYMPHONY_ASSIGN_OR_RETURN(m.priority_queue_policy[static_cast<std::uint32_t>(level)],
+                              queue_policy(q, field));
+  }
   return Status();
 }
 

@@ -136,6 +136,8 @@ TEST_F(RepositoryTest, ReadsATritonConfig) {
   EXPECT_EQ(m.default_priority_level, 2u);
   EXPECT_EQ(m.slo, Duration::milliseconds(25));
   EXPECT_EQ(m.preferred_batch_sizes, (std::vector<std::int32_t>{8, 16}));
+  EXPECT_EQ(m.default_queue_policy, (QueuePolicy{Duration::milliseconds(100), false, 256, true}));
+  EXPECT_TRUE(m.priority_queue_policy.empty());
 
   ASSERT_EQ(m.instance_groups.size(), 2u);
   EXPECT_EQ(m.instance_groups[0].name, "gpus01");
@@ -182,6 +184,7 @@ output { name: "y" data_type: TYPE_STRING dims: [ 1 ] }
   EXPECT_FALSE(r->max_defer.has_value());
   EXPECT_FALSE(r->default_budget.has_value());
   EXPECT_FALSE(r->max_queue_size.has_value());
+  EXPECT_FALSE(r->default_queue_policy.has_value());
   EXPECT_FALSE(r->slo.has_value());
   EXPECT_TRUE(r->instance_groups.empty());
   EXPECT_TRUE(r->unused_fields.empty());
@@ -312,6 +315,37 @@ TEST_F(RepositoryTest, BadValuesNameTheirField) {
                  {"dynamic_batching.default_priority_level", "[1, priority_levels = 2]"});
   expect_refused(model("j", "dynamic_batching { priority_levels: 2 }"),
                  {"dynamic_batching.default_priority_level"});
+}
+
+TEST_F(RepositoryTest, ReadsTritonsQueuePoliciesWhole) {
+  // What serve --policy triton applies: the default policy as Triton reads
+  // it (unset fields at Triton's defaults) and each level's own.
+  const std::string config = R"(dynamic_batching {
+  priority_levels: 3
+  default_priority_level: 3
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5000 }
+  priority_queue_policy { key: 1 value { default_timeout_microseconds: 1000 max_queue_size: 4 allow_timeout_override: true } }
+  priority_queue_policy { key: 3 value { max_queue_size: 9 } }
+})";
+  const Result<RepositoryModel> r = read_model_dir(model("q", config));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->default_queue_policy, (QueuePolicy{Duration::milliseconds(5), true, 0, false}));
+  EXPECT_EQ(r->default_budget, Duration::milliseconds(5)) << "the deferred policy's reading stays";
+  EXPECT_FALSE(r->max_queue_size.has_value());
+  ASSERT_EQ(r->priority_queue_policy.size(), 2u);
+  EXPECT_EQ(r->priority_queue_policy.at(1), (QueuePolicy{Duration::milliseconds(1), false, 4, true}));
+  EXPECT_EQ(r->priority_queue_policy.at(3), (QueuePolicy{Duration::zero(), false, 9, false}));
+
+  expect_refused(model("q2",
+                       "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+                       "priority_queue_policy { key: 3 value { max_queue_size: 1 } } }"),
+                 {"dynamic_batching.priority_queue_policy[3]", "[1, priority_levels = 2]"});
+  expect_refused(model("q3", "dynamic_batching { priority_queue_policy { key: 1 value { } } }"),
+                 {"dynamic_batching.priority_queue_policy[1]"});
+  expect_refused(model("q4",
+                       "dynamic_batching { default_queue_policy { default_timeout_microseconds: "
+                       "99999999999999 } }"),
+                 {"dynamic_batching.default_queue_policy.default_timeout_microseconds"});
 }
 
 TEST_F(RepositoryTest, AWildcardInputIsServedAndProfiledAtItsWarmupDims) {

@@ -205,6 +205,16 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
     o.preferred_batch_sizes.push_back(static_cast<std::uint32_t>(b));
   for (const repository::InstanceGroup& g : m.instance_groups)
     o.instance_count = std::max(o.instance_count, g.count);
+  const auto queue_policy = [](const repository::QueuePolicy& q) {
+    TritonQueuePolicy p;
+    p.timeout = q.timeout;
+    p.action = q.delay ? TritonTimeoutAction::kDelay : TritonTimeoutAction::kReject;
+    p.max_queue_size = q.max_queue_size;
+    p.allow_timeout_override = q.allow_timeout_override;
+    return p;
+  };
+  if (m.default_queue_policy) o.queue_policy.default_policy = queue_policy(*m.default_queue_policy);
+  for (const auto& [level, q] : m.priority_queue_policy) o.queue_policy.levels[level] = queue_policy(q);
   for (const TensorSpec& sample : t.inputs) o.inputs.push_back(sample.to_string());
   for (const TensorSpec& sample : t.profile_inputs) o.profile_inputs.push_back(sample.to_string());
   out.protocol.input_names = std::move(t.input_names);
@@ -435,7 +445,11 @@ Status ModelRepositoryManager::do_load(const std::string& name, const std::strin
   }
   for (const std::string& f : read->unused_fields)
     log("model '" + name + "': " + f + " is accepted but not used by Symphony" +
-        (f == "dynamic_batching.preferred_batch_size" ? " (policy: triton uses it)" : ""));
+        (f == "dynamic_batching.preferred_batch_size" ||
+                 f.starts_with("dynamic_batching.priority_queue_policy") ||
+                 f.starts_with("dynamic_batching.default_queue_policy.")
+             ? " (policy: triton uses it)"
+             : ""));
   for (std::size_t i = 0; i < read->instance_groups.size(); ++i) {
     if (read->instance_groups[i].count <= 1) continue;
     log("model '" + name + "': instance_group[" + std::to_string(i) + "].count " +

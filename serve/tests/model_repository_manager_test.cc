@@ -64,6 +64,29 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   EXPECT_EQ(s->protocol.default_budget, Duration::milliseconds(40));
 }
 
+TEST(ServingOptionsTest, TritonsQueuePoliciesReachTheModelsOptions) {
+  RepositoryModel m = resnet();
+  EXPECT_EQ(serving_options(m, Duration::milliseconds(100), kCpu)->model.queue_policy,
+            TritonModelQueuePolicy{})
+      << "none: the policy's options";
+  m.priority_levels = 2;
+  m.default_priority_level = 2;
+  m.default_queue_policy = repository::QueuePolicy{Duration::milliseconds(5), true, 8, true};
+  m.priority_queue_policy[1] = repository::QueuePolicy{Duration::milliseconds(1), false, 0, false};
+  auto s = serving_options(m, Duration::milliseconds(100), kCpu);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const TritonModelQueuePolicy& q = s->model.queue_policy;
+  ASSERT_TRUE(q.default_policy.has_value());
+  EXPECT_EQ(q.default_policy->timeout, Duration::milliseconds(5));
+  EXPECT_EQ(q.default_policy->action, TritonTimeoutAction::kDelay);
+  EXPECT_EQ(q.default_policy->max_queue_size, 8u);
+  EXPECT_TRUE(q.default_policy->allow_timeout_override);
+  ASSERT_EQ(q.levels.size(), 1u);
+  EXPECT_EQ(q.levels.at(1).timeout, Duration::milliseconds(1));
+  EXPECT_EQ(q.levels.at(1).action, TritonTimeoutAction::kReject);
+  EXPECT_EQ(s->model.priority_levels, 2u);
+}
+
 TEST(ServingOptionsTest, ServesAnyChosenVersionUnderTheModelsName) {
   const RepositoryModel m = resnet();
   auto s = serving_options(m, m.versions.front(), Duration::milliseconds(100), kCpu);

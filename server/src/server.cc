@@ -1107,8 +1107,10 @@ struct Server::Impl final : BatchRunner {
   static Duration slack_beside(const Model& o) { return o.opts.slo - o.profile.latency(1); }
 
   // The run limit of a model loaded while others serve (ProfileOptions::
-  // run_limit, its max batch): the least slack of the models served on its
-  // devices, and the tightest's name; infinite (and "") when nothing serves there.
+  // run_limit, its max batch): half the least slack of the models served on
+  // its devices (the requests that arrive during a run must still fit in a
+  // batch after it), and the tightest's name; infinite (and "") when nothing
+  // serves there.
   std::pair<Duration, std::string> beside_limit(const Model& m) const {
     std::pair<Duration, std::string> out{Duration::infinite(), ""};
     if (!serving.load(std::memory_order_acquire)) return out;
@@ -1117,7 +1119,7 @@ struct Server::Impl final : BatchRunner {
       if (o->opts.model_name() == m.opts.model_name()) continue;  // its own versions: replaced, not beside
       if (std::find_first_of(m.gpus.begin(), m.gpus.end(), o->gpus.begin(), o->gpus.end()) == m.gpus.end())
         continue;
-      if (const Duration s = slack_beside(*o); s < out.first) out = {s, o->opts.display_name()};
+      if (const Duration s = slack_beside(*o) / 2; s < out.first) out = {s, o->opts.display_name()};
     }
     return out;
   }
@@ -1175,9 +1177,10 @@ struct Server::Impl final : BatchRunner {
       (void)runtime->remove_model(id);
       return Status(Errc::kCapacityExceeded, "too many models");
     }
-    // Triton's batcher takes a repository model's preferred sizes and count.
+    // Triton's batcher takes a repository model's preferred sizes, count and queue policies.
     if (auto* triton = dynamic_cast<TritonRuntime<OutcomeSink>*>(runtime.get())) {
       Status s = triton->set_model_batcher(id, m->opts.preferred_batch_sizes, m->opts.instance_count);
+      if (s.ok()) s = triton->set_model_queue_policy(id, m->opts.queue_policy);
       if (!s.ok()) {
         (void)runtime->remove_model(id);
         return s.with_context("model '" + m->opts.display_name() + "'");

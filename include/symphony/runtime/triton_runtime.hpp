@@ -6,16 +6,18 @@
 // (triton_batcher.hpp, docs/simulator.md#triton---policy-triton); what serve
 // adds: docs/serving.md#triton-policy-triton.
 //
-// Rules: one queue per model (FIFO; by priority level first when the model
-// has priority_levels); instances: `count` per device the model may run on
-// (ModelConfig::gpus, else every device), each running one batch at a time;
-// a free instance takes a batch by triton_batch_size(); no request is dropped
-// for its deadline (Triton knows no SLO) except by the queue policy: a
-// request that waited queue_timeout is rejected (kExpired) or moved behind the
-// others (DELAY), and one that finds max_queue_size queued is refused
-// (kQueueFull). A model's own max_defer (a repository's
-// max_queue_delay_microseconds) and max_queue (max_queue_size) replace the
-// policy's for that model.
+// Rules: one queue per model (TritonQueue: FIFO; by priority level first
+// when the model has priority_levels); instances: `count` per device the
+// model may run on (ModelConfig::gpus, else every device), each running one
+// batch at a time; a free instance takes a batch by triton_batch_size(); no
+// request is dropped for its deadline (Triton knows no SLO) except by the
+// queue policy of its level: a request that waited its timeout is rejected
+// (kExpired) or moved behind its level's others (DELAY), and one that finds
+// its level's max_queue_size queued is refused (kQueueFull). A model's own
+// max_defer (a repository's max_queue_delay_microseconds) and max_queue
+// (max_queue_size) replace the policy's for that model, and so do its own
+// queue policies (set_model_queue_policy: a repository's
+// default_queue_policy and priority_queue_policy).
 //
 // Guarantees:
 //  - every request not refused as kUnknownModel ends exactly once through the
@@ -341,6 +343,32 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     });
   }
 
+  // Gives `model` its own queue policies (a repository's dynamic_batching
+  // default_queue_policy and priority_queue_policy), replacing the policy's
+  // queue_timeout_us, timeout_action and max_queue_size. Blocking; call it
+  // before the model's first request.
+  Status set_model_queue_policy(ModelId model, TritonModelQueuePolicy own) {
+    return on_dispatcher([&]() -> Status {
+      if (model >= cfg_.max_models || !models_[model].present)
+        return Status(Errc::kNotFound, "unknown model id " + std::to_string(model));
+      Model& m = models_[model];
+      if (!m.queue.empty())
+        return Status(Errc::kFailedPrecondition,
+                      "model id " + std::to_string(model) + ": its queue policy is set before its requests");
+      m.queue.set_policies(triton_level_policies(m.cfg, opt_, own));
+      return {};
+    });
+  }
+
+  // The queue policy of `model`'s priority level (0 the highest) (tests).
+  Result<TritonQueuePolicy> queue_policy(ModelId model, std::uint32_t level) {
+    return on_dispatcher([&]() -> Result<TritonQueuePolicy> {
+      if (model >= cfg_.max_models || !models_[model].present)
+        return Status(Errc::kNotFound, "unknown model id " + std::to_string(model));
+      return models_[model].queue.policy(level);
+    });
+  }
+
   // The batcher settings of `model` as its batches are formed (tests).
   Result<TritonModelRule> rule(ModelId model) {
     return on_dispatcher([&]() -> Result<TritonModelRule> {
@@ -376,14 +404,11 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     std::uint32_t generation = 0;
     ModelConfig cfg;
     TritonModelRule rule;
-    std::uint32_t max_queue_size = 0;
-    std::uint32_t count = 1;                   // instances per device
-    std::vector<std::uint32_t> preferred;      // its own preferred sizes (empty: the policy's)
-    std::vector<std::deque<Request*>> levels;  // by priority level, 0 first; each in arrival order
-    std::deque<Request*> delayed;              // timed out under DELAY: served after the levels
-    std::uint32_t queued = 0;
-    std::uint32_t inflight = 0;       // batches
-    std::vector<std::uint32_t> busy;  // batches running per GPU (instances in use)
+    std::uint32_t count = 1;               // instances per device
+    std::vector<std::uint32_t> preferred;  // its own preferred sizes (empty: the policy's)
+    TritonQueue<Request*> queue;           // by priority level, each with its queue policy
+    std::uint32_t inflight = 0;            // batches
+    std::vector<std::uint32_t> busy;       // batches running per GPU (instances in use)
     TimePoint wake = TimePoint::infinite();
     std::promise<void>* removing = nullptr;
   };
@@ -482,8 +507,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     m.generation = gen;
     m.rule = model_rule(mc, {});
     m.count = opt_.count;
-    m.max_queue_size = mc.max_queue ? mc.max_queue : opt_.max_queue_size;
-    m.levels.resize(std::max<std::uint32_t>(1, mc.priority_levels));
+    m.queue.set_policies(triton_level_policies(mc, opt_));
     m.busy.assign(cfg_.max_gpus, 0);
     m.cfg = std::move(mc);
   }
@@ -528,9 +552,9 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     if (o.outcome == Outcome::kDropped) ++stats_.drops[static_cast<std::size_t>(o.reason)];
     sink_.on_outcome(o);
   }
-  void drop(Model& m, Request* r, TimePoint now, DropReason why) {
+  // Ends a request taken out of its queue as dropped.
+  void drop(Request* r, TimePoint now, DropReason why) {
     outcome(dropped_outcome(r->model, r->tag, r->arrival, r->deadline, now, why));
-    --m.queued;
     release(r);
   }
 
@@ -543,7 +567,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     if (!m.present || m.generation != a.generation || (stop_asked_ && stop_mode_ == StopMode::kCancel))
       return refuse(DropReason::kShutdown);
     expire(m, now);
-    if (m.max_queue_size && m.queued >= m.max_queue_size) return refuse(DropReason::kQueueFull);
+    if (m.queue.full(a.priority)) return refuse(DropReason::kQueueFull);  // Triton rejects it at once
     Request* r = take_request();
     if (!r) return refuse(DropReason::kQueueFull);
     r->arrival = a.arrival;
@@ -551,69 +575,33 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     r->tag = a.tag;
     r->seq = next_seq_++;
     r->model = a.model;
-    const std::size_t level = std::min<std::size_t>(a.priority, m.levels.size() - 1);
-    m.levels[level].push_back(r);
-    ++m.queued;
+    r->priority = std::min(a.priority, m.queue.levels() - 1);
+    // A request's own timeout, for allow_timeout_override: its budget, when
+    // one shorter than the SLO made its deadline (the runtime sees no other).
+    const Duration own = a.deadline - a.arrival;
+    m.queue.push(r, r->priority, own < m.cfg.slo ? own : Duration::zero());
     visit(a.model, now);
   }
 
-  // The queue policy's timeout, applied whenever the batcher looks at the
-  // queue (as Triton does): REJECT ends a request that waited queue_timeout,
-  // DELAY moves it behind the others.
+  // The queue policy's timeouts, applied whenever the batcher looks at the
+  // queue (as Triton does): REJECT ends a request that waited its level's
+  // timeout, DELAY moves it behind its level's others.
   void expire(Model& m, TimePoint now) {
-    if (opt_.queue_timeout <= Duration::zero()) return;
-    for (std::deque<Request*>& q : m.levels)
-      while (!q.empty() && q.front()->arrival + opt_.queue_timeout <= now) {
-        Request* r = q.front();
-        q.pop_front();
-        if (opt_.timeout_action == TritonTimeoutAction::kDelay) {
-          m.delayed.push_back(r);
-        } else {
-          drop(m, r, now, DropReason::kExpired);
-        }
-      }
+    m.queue.expire(now, [&](Request* r) { drop(r, now, DropReason::kExpired); });
   }
 
   bool cancel_here(ModelId id, std::uint64_t tag, TimePoint now) {
     Model& m = models_[id];
-    for (std::deque<Request*>* q : all_queues(m))
-      for (auto it = q->begin(); it != q->end(); ++it)
-        if ((*it)->tag == tag) {
-          Request* r = *it;
-          q->erase(it);
-          drop(m, r, now, DropReason::kCancelled);
-          visit(id, now);
-          return true;
-        }
-    return false;
-  }
-
-  static std::vector<std::deque<Request*>*> all_queues(Model& m) {
-    std::vector<std::deque<Request*>*> out;
-    for (auto& q : m.levels) out.push_back(&q);
-    out.push_back(&m.delayed);
-    return out;
+    Request* r = m.queue.remove_if([tag](const Request* q) { return q->tag == tag; });
+    if (!r) return false;
+    drop(r, now, DropReason::kCancelled);
+    visit(id, now);
+    return true;
   }
 
   void drop_queued(Model& m, TimePoint now, DropReason why) {
     if (!m.present) return;
-    for (std::deque<Request*>* q : all_queues(m)) {
-      for (Request* r : *q) drop(m, r, now, why);
-      q->clear();
-    }
-  }
-
-  // When the oldest of the first n pending requests arrived.
-  TimePoint oldest(const Model& m, std::uint32_t n) const noexcept {
-    TimePoint t = TimePoint::infinite();
-    std::uint32_t k = 0;
-    for (const auto& q : m.levels) {
-      if (k == n) break;
-      if (!q.empty()) t = min(t, q.front()->arrival);  // each level is in arrival order
-      k += std::min<std::uint32_t>(n - k, static_cast<std::uint32_t>(q.size()));
-    }
-    if (k < n && !m.delayed.empty()) t = min(t, m.delayed.front()->arrival);
-    return t;
+    m.queue.clear([&](Request* r) { drop(r, now, why); });
   }
 
   bool may_run_on(const Model& m, GpuId g) const noexcept {
@@ -646,7 +634,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     m.wake = TimePoint::infinite();
     for (;;) {
       expire(m, now);
-      if (m.queued == 0) break;
+      if (m.queue.empty()) break;
       const bool flush = stop_asked_ || m.removing;
       if (flush && !has_device(m)) {  // nothing could ever run them
         drop_queued(m, now, DropReason::kShutdown);
@@ -655,8 +643,8 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
       const GpuId g = free_instance(m);
       if (g == kNoGpu) break;
       ++stats_.candidate_updates;  // a batching decision
-      const std::uint32_t n = std::min(m.queued, m.rule.cap);
-      const TimePoint first = oldest(m, n);
+      const std::uint32_t n = std::min(m.queue.size(), m.rule.cap);
+      const TimePoint first = m.queue.oldest(n);
       // Stopping or removing: what is queued leaves now, not after the delay.
       const std::uint32_t size = triton_batch_size(m.rule, n, first, flush ? TimePoint::infinite() : now);
       if (size == 0) {
@@ -665,9 +653,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
       }
       launch(m, id, g, size, now);
     }
-    if (opt_.queue_timeout > Duration::zero())
-      for (const auto& q : m.levels)
-        if (!q.empty()) m.wake = min(m.wake, q.front()->arrival + opt_.queue_timeout);
+    m.wake = min(m.wake, m.queue.next_timeout());
     if (m.removing) check_removal(id);
   }
   void visit_all(TimePoint now) {
@@ -680,21 +666,12 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     Request* tail = nullptr;
     TimePoint exec_deadline = TimePoint::infinite();
     for (std::uint32_t k = 0; k < size; ++k) {
-      std::deque<Request*>* q = nullptr;
-      for (auto& level : m.levels)
-        if (!level.empty()) {
-          q = &level;
-          break;
-        }
-      if (!q) q = &m.delayed;
-      Request* r = q->front();
-      q->pop_front();
+      Request* r = m.queue.pop();
       r->next = nullptr;
       (tail ? tail->next : head) = r;
       tail = r;
       exec_deadline = min(exec_deadline, delays_.exec_deadline(r->deadline));
     }
-    m.queued -= size;
     ++m.inflight;
     ++m.busy[g];
     ++gpus_[g].running;
@@ -772,7 +749,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
 
   void check_removal(ModelId id) {
     Model& m = models_[id];
-    if (!m.removing || m.queued || m.inflight) return;
+    if (!m.removing || !m.queue.empty() || m.inflight) return;
     std::promise<void>* done = m.removing;
     m = Model{};
     done->set_value();

@@ -73,6 +73,16 @@ struct InstanceGroup {
   std::vector<std::int32_t> gpus;
 };
 
+// A dynamic_batching queue policy, Triton's ModelQueuePolicy, as read (its
+// fields' defaults are Triton's). Used by `serve --policy triton`.
+struct QueuePolicy {
+  Duration timeout;                     // default_timeout_microseconds (0: none)
+  bool delay = false;                   // timeout_action DELAY (false: REJECT)
+  std::uint32_t max_queue_size = 0;     // 0: no bound
+  bool allow_timeout_override = false;  // allow_timeout_override
+  bool operator==(const QueuePolicy&) const = default;
+};
+
 // A version folder the policy chose and whose model file exists.
 struct ModelVersion {
   std::int64_t version = 0;
@@ -106,6 +116,12 @@ struct RepositoryModel {
   std::optional<Duration> default_budget;
   // dynamic_batching.default_queue_policy.max_queue_size: the most requests queued.
   std::optional<std::uint32_t> max_queue_size;
+  // dynamic_batching.default_queue_policy, whole, when the config has one,
+  // and priority_queue_policy (Triton's level -> its policy): Triton's queue
+  // policies, which `serve --policy triton` applies; otherwise
+  // default_budget and max_queue_size above are what is used of them.
+  std::optional<QueuePolicy> default_queue_policy;
+  std::map<std::uint32_t, QueuePolicy> priority_queue_policy;
   // dynamic_batching.priority_levels and default_priority_level (0: unset).
   std::uint32_t priority_levels = 0;
   std::uint32_t default_priority_level = 0;

@@ -38,6 +38,7 @@
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
+#include "symphony/triton_batcher.hpp"
 #include "symphony/types.hpp"
 
 namespace symphony::server {
@@ -158,6 +159,10 @@ struct ModelOptions {
   // (instances per device; 0: the policy's count).
   std::vector<std::uint32_t> preferred_batch_sizes;
   std::uint32_t instance_count = 0;
+  // dynamic_batching's default_queue_policy and priority_queue_policy (policy:
+  // triton only): they replace the policy's queue_timeout_us, timeout_action
+  // and max_queue_size for this model (TritonRuntime::set_model_queue_policy).
+  TritonModelQueuePolicy queue_policy;
   // How logs and load errors name it: `name`, or "<model> version <v>".
   std::string display_name() const { return model.empty() ? name : model + " version " + version; }
 };
