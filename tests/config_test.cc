@@ -109,6 +109,47 @@ TEST(ConfigTest, SloOverridesAndBudgetsAreSharesOfAModelsRequests) {
             "c.yaml:7:24: workload.budgets[0].fraction: must be >= 0, got -1");
 }
 
+TEST(ConfigTest, TheTritonPeersPrioritiesAndQueuePoliciesAreAModelsOwn) {
+  std::string text = kConfig;
+  const std::string b = "  - {name: b, alpha_ms: 1, beta_ms: 2, slo_ms: 50, rate: 100}";
+  text.replace(text.find(b), b.size(),
+               "  - name: b\n    alpha_ms: 1\n    beta_ms: 2\n    slo_ms: 50\n    rate: 100\n"
+               "    priority_levels: 3\n    default_priority_level: 2\n"
+               "    priorities: [{fraction: 0.25, level: 1}, {fraction: 0.25, level: 3}]\n"
+               "    default_queue_policy: {default_timeout_microseconds: 5000, timeout_action: DELAY}\n"
+               "    priority_queue_policy: [{level: 1, max_queue_size: 4, allow_timeout_override: true}]");
+  const Config c = ok_value(parse_config(text, "c.yaml"));
+  EXPECT_TRUE(c.spec.loads[0].priorities.empty());
+  EXPECT_EQ(c.spec.loads[0].priority, 0u) << "without a mix, the highest level";
+  ASSERT_EQ(c.spec.loads[1].priorities.size(), 2u);
+  EXPECT_EQ(c.spec.loads[1].priorities[0].level, 0u) << "0-based";
+  EXPECT_EQ(c.spec.loads[1].priorities[1].level, 2u);
+  EXPECT_EQ(c.spec.loads[1].priority, 1u) << "the rest at default_priority_level 2";
+  ASSERT_EQ(c.spec.triton_queues.size(), 2u);
+  EXPECT_EQ(c.spec.triton_queues[0], TritonModelQueuePolicy{});
+  const TritonModelQueuePolicy& q = c.spec.triton_queues[1];
+  ASSERT_TRUE(q.default_policy.has_value());
+  EXPECT_EQ(q.default_policy->timeout, Duration::milliseconds(5));
+  EXPECT_EQ(q.default_policy->action, TritonTimeoutAction::kDelay);
+  ASSERT_EQ(q.levels.count(1), 1u);
+  EXPECT_EQ(q.levels.at(1).max_queue_size, 4u);
+  EXPECT_TRUE(q.levels.at(1).allow_timeout_override);
+  EXPECT_EQ(q.levels.at(1).timeout, Duration::zero()) << "Triton's defaults for what it leaves out";
+
+  std::string bad = kConfig;
+  bad.replace(bad.find(b), b.size(),
+              "  - {name: b, alpha_ms: 1, beta_ms: 2, slo_ms: 50, rate: 100, priority_levels: 2, "
+              "priorities: [{fraction: 1, level: 3}]}");
+  EXPECT_NE(error_of(bad).find("models[1].priorities[0].level"), std::string::npos) << error_of(bad);
+  bad = kConfig;
+  bad.replace(bad.find(b), b.size(),
+              "  - {name: b, alpha_ms: 1, beta_ms: 2, slo_ms: 50, rate: 100, "
+              "default_queue_policy: {timeout_action: DROP}}");
+  EXPECT_NE(error_of(bad).find("models[1].default_queue_policy.timeout_action: must be REJECT or DELAY"),
+            std::string::npos)
+      << error_of(bad);
+}
+
 TEST(YamlReaderTest, GettersCheckTypesAndRangesAndNameThePlace) {
   const YamlReader r("r.yaml", "/etc/symphony");
   const YAML::Node root = r.load("a: {n: 3, x: -1.5, s: text, b: yes, ms: 2.5, l: [p, q]}\n");

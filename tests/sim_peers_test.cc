@@ -576,6 +576,85 @@ TEST(TritonTest, TheQueueTimeoutRejectsOrDelays) {
   EXPECT_EQ(del.log.outcome(1).finish, at_ms(15));
 }
 
+Arrival at_level(double ms, std::uint64_t tag, std::uint32_t level) {
+  Arrival a = arrival(ms, 0, tag);
+  a.priority = level;
+  return a;
+}
+
+TEST(TritonTest, PriorityLevelsOrderTheQueueByLevelThenArrival) {
+  // Two levels, max batch 1. r0 (low) runs [0, 5); r1 (low) at 1, r2 and
+  // r3 (high) at 2 and 3. At 5 the high ones go first, in arrival order.
+  ModelConfig m = linear_model("a", 1, 4, 100, 64);
+  m.priority_levels = 2;
+  TritonRig t({m}, 1, "triton:max_batch=1");
+  feed(t.engine, {at_level(0, 0, 1), at_level(1, 1, 1), at_level(2, 2, 0), at_level(3, 3, 0)});
+  ASSERT_EQ(t.log.outcomes.size(), 4u);
+  EXPECT_EQ(t.log.outcome(2).finish, at_ms(10));
+  EXPECT_EQ(t.log.outcome(3).finish, at_ms(15));
+  EXPECT_EQ(t.log.outcome(1).finish, at_ms(20));
+  // Levels beyond the model's are its lowest; a model of one level ignores them.
+  TritonRig one({linear_model("a", 1, 4, 100, 64)}, 1, "triton:max_batch=1");
+  feed(one.engine, {at_level(0, 0, 1), at_level(1, 1, 1), at_level(2, 2, 0)});
+  EXPECT_EQ(one.log.outcome(1).finish, at_ms(10)) << "one level: arrival order";
+}
+
+TEST(TritonTest, EachPriorityLevelHasItsQueuePolicy) {
+  // Level 1 (Triton's numbering) rejects after 3 ms; the default (level 2)
+  // has no timeout and holds one request. r0 (level 2) runs [0, 5); r1
+  // (level 1) at 1 waits; r2 (level 2) at 1.5 fills level 2, r3 (level 2) at
+  // 2 is refused. At 5 r1 has waited 4 ms: rejected; r2 runs.
+  ModelConfig m = linear_model("a", 1, 4, 100, 64);
+  m.priority_levels = 2;
+  TritonRig t({m}, 1, "triton:max_batch=1,queue_timeout_us=1000");
+  TritonModelQueuePolicy own;
+  own.default_policy = TritonQueuePolicy{};
+  own.default_policy->max_queue_size = 1;
+  own.levels[1].timeout = Duration::milliseconds(3);
+  t.engine.set_model_queue_policy(0, own);
+  EXPECT_EQ(t.engine.queue_policy(0, 1).timeout, Duration::zero())
+      << "the model's own beats the option's 1 ms";
+  feed(t.engine, {at_level(0, 0, 1), at_level(1, 1, 0), at_level(1.5, 2, 1), at_level(2, 3, 1)});
+  ASSERT_EQ(t.log.outcomes.size(), 4u);
+  EXPECT_EQ(t.log.outcome(3).reason, DropReason::kQueueFull);
+  EXPECT_EQ(t.log.outcome(3).finish, at_ms(2));
+  EXPECT_EQ(t.log.outcome(1).outcome, Outcome::kDropped);
+  EXPECT_EQ(t.log.outcome(1).reason, DropReason::kExpired);
+  EXPECT_EQ(t.log.outcome(1).finish, at_ms(5));
+  EXPECT_EQ(t.log.outcome(2).outcome, Outcome::kOk);
+  EXPECT_EQ(t.log.outcome(2).finish, at_ms(10));
+}
+
+TEST(TritonTest, AWorkloadsPriorityMixLeavesItsArrivalsWhereTheyWere) {
+  // A quarter of the requests at level 0, the rest at level 1: the same
+  // instants as without the mix (the levels draw from their own stream).
+  WorkloadSpec w;
+  w.duration = Duration::seconds(10);
+  ModelLoad load;
+  load.rate = 400;
+  load.arrival = ArrivalProcess::poisson();
+  w.models.push_back(load);
+  WorkloadSpec mixed = w;
+  mixed.models[0].priorities = {{0.25, 0}};
+  mixed.models[0].priority = 1;
+  ASSERT_TRUE(mixed.validate().ok());
+  WorkloadArrivals plain(w), with(mixed);
+  Arrival a, b;
+  std::uint64_t n = 0, high = 0;
+  while (plain.next(a)) {
+    ASSERT_TRUE(with.next(b));
+    ASSERT_EQ(a.time, b.time);
+    EXPECT_EQ(a.priority, 0u);
+    ++n;
+    high += b.priority == 0;
+  }
+  EXPECT_FALSE(with.next(b));
+  ASSERT_GT(n, 3000u);
+  EXPECT_NEAR(static_cast<double>(high) / static_cast<double>(n), 0.25, 0.03);
+  mixed.models[0].priorities = {{0.75, 0}, {0.5, 1}};
+  EXPECT_FALSE(mixed.validate().ok()) << "fractions above 1";
+}
+
 TEST(TritonTest, AFullQueueRejectsOnArrival) {
   // max_queue_size 2: r0 runs, r1 and r2 queue, r3 is rejected at once.
   TritonRig t({linear_model("a", 1, 4, 100, 64)}, 1, "triton:max_queue_size=2");

@@ -114,6 +114,53 @@ std::vector<BudgetShare> parse_budgets(const Reader& r, const YAML::Node& n, con
       });
 }
 
+// A share of a model's requests at a priority level: [{fraction, level}],
+// level Triton's (1 the highest, at most `levels`), stored 0-based.
+std::vector<LevelShare> parse_priorities(const Reader& r, const YAML::Node& n, const std::string& key,
+                                         std::uint32_t levels) {
+  return parse_shares<LevelShare>(
+      r, n, key, "{fraction, level}", {"fraction", "level"}, [](const YAML::Node& c) { return c["level"]; },
+      "needs fraction and level",
+      [&](const YAML::Node& c, const std::string& k, LevelShare& p) {
+        p.level = static_cast<std::uint32_t>(r.integer(c["level"], k + ".level", 1, levels)) - 1;
+      });
+}
+
+// A Triton queue policy (ModelQueuePolicy's fields, Triton's defaults), as
+// the Triton peer applies it: {default_timeout_microseconds, timeout_action:
+// REJECT|DELAY, max_queue_size, allow_timeout_override} (and `level` in a
+// priority_queue_policy entry).
+TritonQueuePolicy parse_queue_policy(const Reader& r, const YAML::Node& n, const std::string& key,
+                                     bool level) {
+  if (level)
+    r.check_keys(n, key,
+                 {"level", "default_timeout_microseconds", "timeout_action", "max_queue_size",
+                  "allow_timeout_override"});
+  else
+    r.check_keys(
+        n, key,
+        {"default_timeout_microseconds", "timeout_action", "max_queue_size", "allow_timeout_override"});
+  TritonQueuePolicy p;
+  if (n["default_timeout_microseconds"])
+    p.timeout = Duration::microseconds(static_cast<std::int64_t>(
+        r.integer(n["default_timeout_microseconds"], key + ".default_timeout_microseconds", 0, 1ull << 40)));
+  if (n["timeout_action"]) {
+    const std::string a = r.string(n["timeout_action"], key + ".timeout_action");
+    if (a == "REJECT" || a == "reject")
+      p.action = TritonTimeoutAction::kReject;
+    else if (a == "DELAY" || a == "delay")
+      p.action = TritonTimeoutAction::kDelay;
+    else
+      r.fail(n["timeout_action"], key + ".timeout_action", "must be REJECT or DELAY, not '" + a + "'");
+  }
+  if (n["max_queue_size"])
+    p.max_queue_size =
+        static_cast<std::uint32_t>(r.integer(n["max_queue_size"], key + ".max_queue_size", 0, 1u << 30));
+  if (n["allow_timeout_override"])
+    p.allow_timeout_override = r.boolean(n["allow_timeout_override"], key + ".allow_timeout_override");
+  return p;
+}
+
 // A model entry before its rate is known.
 struct PendingModel {
   ModelConfig cfg;
@@ -123,6 +170,9 @@ struct PendingModel {
   std::optional<std::vector<RateChange>> rate_changes;
   std::optional<std::vector<SloOverride>> slo_overrides;
   std::optional<std::vector<BudgetShare>> budgets;
+  std::vector<LevelShare> priorities;  // with `priority`: ModelLoad's
+  std::uint32_t priority = 0;
+  TritonModelQueuePolicy triton_queue;
   YAML::Node node;
   std::string key;  // "models[3]": the config entry it came from
 };
@@ -154,13 +204,31 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string key = "models[" + std::to_string(i) + "]";
     const YAML::Node n = list[i];
-    r.check_keys(n, key, {"name",          "alpha_ms",        "beta_ms",
-                          "slo_ms",        "max_batch",       "zoo",
-                          "model",         "count",           "profile_file",
-                          "rate",          "arrival",         "rate_changes",
-                          "slo_overrides", "timeout_ms",      "timeout_slo_fraction",
-                          "target_batch",  "max_queue",       "max_defer_ms",
-                          "budgets",       "priority_levels", "default_priority_level"});
+    r.check_keys(n, key,
+                 {"name",
+                  "alpha_ms",
+                  "beta_ms",
+                  "slo_ms",
+                  "max_batch",
+                  "zoo",
+                  "model",
+                  "count",
+                  "profile_file",
+                  "rate",
+                  "arrival",
+                  "rate_changes",
+                  "slo_overrides",
+                  "timeout_ms",
+                  "timeout_slo_fraction",
+                  "target_batch",
+                  "max_queue",
+                  "max_defer_ms",
+                  "budgets",
+                  "priority_levels",
+                  "default_priority_level",
+                  "priorities",
+                  "default_queue_policy",
+                  "priority_queue_policy"});
     const int sources =
         (n["zoo"] ? 1 : 0) + (n["profile_file"] ? 1 : 0) + ((n["alpha_ms"] || n["beta_ms"]) ? 1 : 0);
     if (sources != 1)
@@ -257,8 +325,9 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
       proto.cfg.max_queue =
           static_cast<std::uint32_t>(r.integer(n["max_queue"], key + ".max_queue", 1, 1u << 30));
     // Triton's dynamic_batching priority levels, checked as serve's config
-    // checks them (serve_config.cc); the simulator's requests are all of the
-    // highest level, the cluster's carry theirs.
+    // checks them (serve_config.cc); the simulator's requests are of the
+    // highest level but for the Triton peer's (`priorities`), the cluster's
+    // carry theirs.
     if (n["priority_levels"])
       proto.cfg.priority_levels =
           static_cast<std::uint32_t>(r.integer(n["priority_levels"], key + ".priority_levels", 0, 1 << 20));
@@ -266,6 +335,28 @@ void parse_models(const Reader& r, const YAML::Node& root, const std::vector<std
       if (proto.cfg.priority_levels == 0) r.fail(d, key + ".default_priority_level", "needs priority_levels");
       proto.info.default_priority_level = static_cast<std::uint32_t>(
           r.integer(d, key + ".default_priority_level", 1, proto.cfg.priority_levels));
+    }
+    // The Triton peer's priority mix and queue policies (Triton's fields).
+    if (const YAML::Node p = n["priorities"]) {
+      if (proto.cfg.priority_levels < 2)
+        r.fail(p, key + ".priorities", "needs priority_levels of at least 2");
+      proto.priorities = parse_priorities(r, p, key + ".priorities", proto.cfg.priority_levels);
+      proto.priority = (proto.info.default_priority_level ? proto.info.default_priority_level
+                                                          : proto.cfg.priority_levels) -
+                       1;
+    }
+    if (const YAML::Node q = n["default_queue_policy"])
+      proto.triton_queue.default_policy = parse_queue_policy(r, q, key + ".default_queue_policy", false);
+    if (const YAML::Node q = n["priority_queue_policy"]) {
+      if (!q.IsSequence()) r.fail(q, key + ".priority_queue_policy", "must be a list of {level, ...}");
+      for (std::size_t j = 0; j < q.size(); ++j) {
+        const std::string k = Reader::index(key + ".priority_queue_policy", j);
+        if (!q[j]["level"]) r.fail(q[j], k, "needs level");
+        const auto level = static_cast<std::uint32_t>(
+            r.integer(q[j]["level"], k + ".level", 1, std::max<std::uint32_t>(1, proto.cfg.priority_levels)));
+        if (proto.cfg.priority_levels == 0) r.fail(q[j], k, "needs priority_levels");
+        proto.triton_queue.levels[level] = parse_queue_policy(r, q[j], k, true);
+      }
     }
     proto.node = n;
     proto.key = key;
@@ -519,7 +610,7 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
     for (const char* k : {"rate", "arrival", "popularity", "rate_changes", "slo_overrides", "budgets"})
       if (w[k]) r.fail(w[k], std::string("workload.") + k, "cannot be combined with workload.trace");
     for (std::size_t i = 0; i < models.size(); ++i)
-      for (const char* k : {"rate", "arrival", "rate_changes", "slo_overrides", "budgets"})
+      for (const char* k : {"rate", "arrival", "rate_changes", "slo_overrides", "budgets", "priorities"})
         if (const YAML::Node& mn = models[i].node; mn[k])
           r.fail(mn[k], models[i].key + "." + k, "cannot be combined with workload.trace");
     const std::string file = r.path(r.string(w["trace"], "workload.trace"));
@@ -564,6 +655,8 @@ void parse_workload(const Reader& r, const YAML::Node& root, const std::vector<P
       l.rate_changes = m.rate_changes.value_or(changes);
       l.slo_overrides = m.slo_overrides.value_or(overrides);
       l.budgets = m.budgets.value_or(budgets);
+      l.priorities = m.priorities;
+      l.priority = m.priority;
       e.loads.push_back(std::move(l));
     }
     c.workload_desc = arrival.to_string();
@@ -772,6 +865,10 @@ Config parse(const std::string& yaml_text, const std::string& origin, const std:
     e.models.push_back(m.cfg);
     c.model_info.push_back(m.info);
   }
+  bool own_queues = false;
+  for (const PendingModel& m : models) own_queues |= m.triton_queue != TritonModelQueuePolicy{};
+  if (own_queues)
+    for (const PendingModel& m : models) e.triton_queues.push_back(m.triton_queue);
 
   parse_workload(r, root, models, c);
   parse_search(r, root, c);

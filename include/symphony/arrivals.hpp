@@ -32,13 +32,16 @@
 namespace symphony {
 
 // One request arrival. deadline: its own SLO's deadline, else arrival +
-// model SLO; budget: the client's, if it gave one (request_times.hpp).
+// model SLO; budget: the client's, if it gave one (request_times.hpp);
+// priority: its priority level, 0 the highest (ModelLoad::priorities; only
+// the Triton peer reads it).
 struct Arrival {
   TimePoint time;
   ModelId model = 0;
   std::optional<TimePoint> deadline;
   std::uint64_t tag = 0;
   std::optional<ClientBudget> budget = std::nullopt;
+  std::uint32_t priority = 0;
 
   // What the scheduler plans the request against, given its model's SLO.
   TimePoint target(Duration model_slo) const noexcept {
@@ -95,6 +98,14 @@ struct WorkloadSpec {
         sum += b.fraction;
       }
       if (sum > 1.0 + 1e-9) return Status(Errc::kInvalidArgument, who + "budget fractions sum above 1");
+      sum = 0;
+      for (std::size_t k = 0; k < m.priorities.size(); ++k) {
+        if (!(m.priorities[k].fraction >= 0.0))
+          return Status(Errc::kInvalidArgument,
+                        who + "priority share " + std::to_string(k) + " needs fraction >= 0");
+        sum += m.priorities[k].fraction;
+      }
+      if (sum > 1.0 + 1e-9) return Status(Errc::kInvalidArgument, who + "priority fractions sum above 1");
     }
     return {};
   }
@@ -124,6 +135,8 @@ class WorkloadArrivals {
       s.pieces.push_back({t, m.rate * spec.rate_scale * scale});
       s.overrides = m.slo_overrides;
       s.budgets = m.budgets;
+      s.priorities = m.priorities;
+      s.priority = m.priority;
       // Uniform streams start at a random phase, so that many models with the
       // same rate do not all send at the same instants.
       s.op_next = s.kind == ArrivalProcess::Kind::kUniform ? s.rng.uniform() : s.gap();
@@ -148,6 +161,17 @@ class WorkloadArrivals {
           break;
         }
         u -= o.fraction;
+      }
+    }
+    a.priority = s.priority;
+    if (!s.priorities.empty()) {
+      double u = s.priority_rng.uniform();
+      for (const LevelShare& p : s.priorities) {
+        if (u < p.fraction) {
+          a.priority = p.level;
+          break;
+        }
+        u -= p.fraction;
       }
     }
     a.budget.reset();
@@ -178,15 +202,20 @@ class WorkloadArrivals {
     double rate;   // requests per second
   };
   struct Stream {
-    // Budgets draw from their own generator: the arrival instants are the
-    // same with budgets as without.
+    // Budgets and priorities draw from their own generators: the arrival
+    // instants are the same with them as without.
     Stream(std::uint64_t seed, std::size_t index)
-        : rng(mix(seed, index)), budget_rng(mix(seed ^ 0xb0d6e7b0d6e7ull, index)) {}
+        : rng(mix(seed, index)),
+          budget_rng(mix(seed ^ 0xb0d6e7b0d6e7ull, index)),
+          priority_rng(mix(seed ^ 0x9a1b2c3d4e5f6071ull, index)) {}
     Rng rng;
     Rng budget_rng;
+    Rng priority_rng;
     std::vector<Piece> pieces;
     std::vector<SloOverride> overrides;
     std::vector<BudgetShare> budgets;
+    std::vector<LevelShare> priorities;
+    std::uint32_t priority = 0;
     std::size_t piece = 0;
     double op_start = 0;  // operational time at the start of `piece`
     double op_next = 0;   // operational time of the next arrival

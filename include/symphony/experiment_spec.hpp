@@ -22,6 +22,7 @@
 #include "symphony/policy.hpp"
 #include "symphony/profile_calibrator.hpp"
 #include "symphony/status.hpp"
+#include "symphony/triton_batcher.hpp"
 #include "symphony/types.hpp"
 #include "symphony/workload.hpp"
 
@@ -58,6 +59,10 @@ struct ExperimentSpec {
   double max_bad_rate = 0.01;
   std::uint32_t max_outstanding_per_gpu = 4;
   std::uint32_t max_requests = 0;  // request pool; 0: sized from the workload
+  // Each model's own queue policies under the Triton peer (a config's
+  // default_queue_policy and priority_queue_policy); empty, or a model's
+  // entry empty: the policy's options. The Triton peer only.
+  std::vector<TritonModelQueuePolicy> triton_queues;
 
   Status validate() const {
     if (models.empty()) return Status(Errc::kInvalidArgument, "an experiment needs at least one model");

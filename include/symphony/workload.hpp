@@ -124,12 +124,22 @@ struct BudgetShare {
   ClientBudget budget;
 };
 
+// A share of a model's requests sent at one priority level (Triton's
+// priority_levels; 0 the highest).
+struct LevelShare {
+  double fraction = 0.0;
+  std::uint32_t level = 0;
+};
+
 struct ModelLoad {
   double rate = 0.0;  // requests per second, before rate changes and scaling
   ArrivalProcess arrival;
   std::vector<RateChange> rate_changes;
   std::vector<SloOverride> slo_overrides;
   std::vector<BudgetShare> budgets = {};  // none: no request carries a budget
+  // Priority levels by share; the requests no share takes are at `priority`.
+  std::vector<LevelShare> priorities = {};
+  std::uint32_t priority = 0;
 };
 
 // Shares of a total rate over n models: equal, or Zipf(s) (model i, counted

@@ -6,7 +6,9 @@
 // The spec's models, loads or trace, GPU count, delays, noise, duration,
 // warm-up, seed, autoscaling windows and bad-rate threshold apply; its exec
 // and gathering policies do not (each peer has its own rules), nor do
-// max_outstanding_per_gpu and per-model max_queue/target_batch/timeout. The
+// max_outstanding_per_gpu and per-model target_batch/timeout (max_queue is
+// Triton's max_queue_size under the Triton peer, which also takes the
+// spec's triton_queues and the arrivals' priority levels). The
 // request pool is sized as for our engine; a full pool drops with reason
 // queue_full.
 //
@@ -125,6 +127,8 @@ Result<RunResult> run_peer_with(const ExperimentSpec& e, const PolicySpec& peer,
       const std::vector<double> rates = initial_rates(e, scale, Duration::seconds(10));
       TritonEngine<TeeSink<Obs>, Timing> engine(e.models, gpus, e.delays, pool, peer.triton, rates, sink,
                                                 std::move(timing));
+      for (ModelId m = 0; m < e.triton_queues.size() && m < e.models.size(); ++m)
+        engine.set_model_queue_policy(m, e.triton_queues[m]);
       return run_peer_engine<decltype(engine), Obs>(engine, e, scale, metrics);
     }
     default:

@@ -1,9 +1,11 @@
 // Triton Inference Server's dynamic batcher as a simulator engine: one
 // queue per model, instances that each run one batch at a time, batches
 // formed when an instance is free (full or preferred sizes at once, partial
-// ones after max_queue_delay), and the default queue policy (timeout with
-// REJECT or DELAY, max_queue_size). Triton knows no SLO: nothing is dropped
-// for being late unless the queue policy says so. The rules, the sources
+// ones after max_queue_delay), priority levels (a request's Arrival::priority;
+// the queue ordered by level, then arrival) and each level's queue policy
+// (timeout with REJECT or DELAY, max_queue_size: TritonQueue, shared with
+// serve's TritonRuntime). Triton knows no SLO: nothing is dropped for being
+// late unless the queue policy says so. The rules, the sources
 // they follow and where this model of Triton is a reading:
 // docs/simulator.md#triton---policy-triton.
 //
@@ -92,6 +94,7 @@ class TritonEngine {
       Model& m = models_[i];
       m.cfg = &models[i];
       m.rule = triton_model_rule(models[i], opt_);
+      m.queue.set_policies(triton_level_policies(models[i], opt_));
       work[i] = rates[i] * models[i].profile.latency(m.rule.max_batch).to_seconds() / m.rule.max_batch;
     }
     const std::vector<std::vector<GpuId>> place = triton_placement(work, gpus, opt_.placement);
@@ -110,18 +113,32 @@ class TritonEngine {
   const detail::PeerEvent& next_event() const noexcept { return events_.top(); }
   void advance_to(TimePoint t) noexcept { now_ = max(now_, t); }
 
+  // Gives model m its own queue policies (a config's default_queue_policy
+  // and priority_queue_policy), replacing the options'. REQUIRES: before the
+  // first arrival.
+  void set_model_queue_policy(ModelId m, const TritonModelQueuePolicy& own) {
+    models_[m].queue.set_policies(triton_level_policies(*models_[m].cfg, opt_, own));
+  }
+  // The queue policy of model m's level (tests).
+  const TritonQueuePolicy& queue_policy(ModelId m, std::uint32_t level) const noexcept {
+    return models_[m].queue.policy(level);
+  }
+
   void on_arrival(const Arrival& a) {
     Model& m = models_[a.model];
     expire(m);
-    if (opt_.max_queue_size && m.queued() >= opt_.max_queue_size) {
-      // Triton rejects a request its queue cannot hold, at once.
+    const std::uint32_t level = std::min(a.priority, m.queue.levels() - 1);
+    if (m.queue.full(level)) {
+      // Triton rejects a request its level's queue cannot hold, at once.
       if (PeerRequest* r = detail::admit(sink_, pool_, a, m.cfg->slo, now_, next_seq_++))
         detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kQueueFull, now_);
       return;
     }
     PeerRequest* r = detail::admit(sink_, pool_, a, m.cfg->slo, now_, next_seq_++);
     if (!r) return;
-    m.queue.push_back(r);
+    r->priority = level;
+    // A client's budget is its own timeout (allow_timeout_override).
+    m.queue.push(r, level, a.budget ? a.budget->of(m.cfg->slo) : Duration::zero());
     visit(a.model);
   }
 
@@ -138,12 +155,9 @@ class TritonEngine {
   // Ends what is still queued (shutdown).
   void drain() {
     for (ModelId id = 0; id < num_models_; ++id) {
-      Model& m = models_[id];
-      for (std::deque<PeerRequest*>* q : {&m.queue, &m.delayed}) {
-        for (PeerRequest* r : *q)
-          detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kShutdown, now_);
-        q->clear();
-      }
+      models_[id].queue.clear([&](PeerRequest* r) {
+        detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kShutdown, now_);
+      });
     }
   }
 
@@ -163,14 +177,10 @@ class TritonEngine {
   struct Model {
     const ModelConfig* cfg = nullptr;
     TritonModelRule rule;                  // max_batch, preferred sizes, max_queue_delay
-    std::deque<PeerRequest*> queue;        // arrival order
-    std::deque<PeerRequest*> delayed;      // timed out under DELAY: served after `queue`
+    TritonQueue<PeerRequest*> queue;       // by level, each in arrival order, with its queue policy
     std::vector<std::uint32_t> instances;  // into instances_
     std::uint64_t timer_gen = 0;
     TimePoint timer_at = TimePoint::infinite();
-    std::uint32_t queued() const noexcept {
-      return static_cast<std::uint32_t>(queue.size() + delayed.size());
-    }
   };
   struct Instance {
     ModelId model = kNoModel;
@@ -181,31 +191,14 @@ class TritonEngine {
     Dispatch dispatch;
   };
 
-  // The queue policy's timeout: a request that waited queue_timeout is
-  // rejected or moved behind the others. Triton applies it when its batcher
-  // looks at the queue, and so does this engine (every visit and arrival).
+  // The queue policy's timeouts: a request that waited its level's timeout
+  // is rejected or moved behind its level's others. Triton applies them when
+  // its batcher looks at the queue, and so does this engine (every visit and
+  // arrival).
   void expire(Model& m) {
-    if (opt_.queue_timeout <= Duration::zero()) return;
-    while (!m.queue.empty() && m.queue.front()->arrival + opt_.queue_timeout <= now_) {
-      PeerRequest* r = m.queue.front();
-      m.queue.pop_front();
-      if (opt_.timeout_action == TritonTimeoutAction::kDelay)
-        m.delayed.push_back(r);
-      else
-        detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kExpired, now_);
-    }
-  }
-
-  // The k-th request of the pending batch: the queue, then the delayed ones.
-  PeerRequest* pending(const Model& m, std::size_t k) const noexcept {
-    return k < m.queue.size() ? m.queue[k] : m.delayed[k - m.queue.size()];
-  }
-
-  // When the first n pending requests were enqueued, the oldest of them.
-  TimePoint oldest(const Model& m, std::uint32_t n) const noexcept {
-    TimePoint t = pending(m, 0)->arrival;
-    if (n > m.queue.size() && !m.queue.empty() && !m.delayed.empty()) t = min(t, m.delayed.front()->arrival);
-    return t;
+    m.queue.expire(now_, [&](PeerRequest* r) {
+      detail::end_request(sink_, pool_, *r, Outcome::kDropped, DropReason::kExpired, now_);
+    });
   }
 
   // The free instance of the model whose GPU has the least launched work
@@ -225,15 +218,15 @@ class TritonEngine {
     Model& m = models_[id];
     for (;;) {
       expire(m);
-      if (m.queued() == 0) return;
+      if (m.queue.empty()) return;
       Instance* in = free_instance(m);
       if (!in) return;
       ++stats_.decisions;
-      const std::uint32_t n = std::min(m.queued(), m.rule.cap);
-      const TimePoint first = oldest(m, n);
+      const std::uint32_t n = std::min(m.queue.size(), m.rule.cap);
+      const TimePoint first = m.queue.oldest(n);
       const std::uint32_t size = triton_batch_size(m.rule, n, first, now_);
-      if (size == 0) {  // wait for more requests or for the oldest one's delay
-        arm_timer(id, first + m.rule.delay);
+      if (size == 0) {  // wait for more requests, the oldest one's delay or a timeout
+        arm_timer(id, min(first + m.rule.delay, m.queue.next_timeout()));
         return;
       }
       launch(*in, m, size);
@@ -254,9 +247,7 @@ class TritonEngine {
     PeerRequest* tail = nullptr;
     TimePoint exec_deadline = TimePoint::infinite();
     for (std::uint32_t k = 0; k < size; ++k) {
-      std::deque<PeerRequest*>& q = m.queue.empty() ? m.delayed : m.queue;
-      PeerRequest* r = q.front();
-      q.pop_front();
+      PeerRequest* r = m.queue.pop();
       r->dispatched = true;
       detail::append_to_batch(head, tail, r);
       exec_deadline = min(exec_deadline, delays_.exec_deadline(r->deadline));
