@@ -971,6 +971,41 @@ TEST(ServerTest, MaxQueueDropsWhatExceedsItAsQueueFull) {
   EXPECT_EQ(st.models[0].counts.dropped_by_reason[static_cast<std::size_t>(DropReason::kQueueFull)], 2u);
 }
 
+// Under policy: triton a model's own queue policy (a repository's
+// default_queue_policy) reaches Triton's batcher: with a 20 ms timeout
+// (REJECT), the two requests queued behind a batch of 300 ms end expired;
+// the runtime-wide options have no timeout.
+TEST(ServerTest, TritonsBatcherTakesAModelsOwnQueuePolicy) {
+  auto s = make_server("emulated:1", *parse_policy("triton:max_batch=1"));
+  ModelOptions m = emulated_model(Duration::seconds(10));
+  m.inputs = {"float32[4]"};
+  m.beta = Duration::milliseconds(300);
+  m.queue_policy.default_policy = TritonQueuePolicy{};
+  m.queue_policy.default_policy->timeout = Duration::milliseconds(20);
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  std::mutex mu;
+  std::vector<InferResult> done;
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(s->infer_async("fake", {torch::zeros({4})}, std::nullopt, [&](InferResult&& r) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   done.push_back(std::move(r));
+                 }).ok());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 3;
+  }));
+  s->stop();
+  std::lock_guard<std::mutex> lock(mu);
+  std::size_t expired = 0, answered = 0;
+  for (const InferResult& r : done) {
+    expired += r.outcome == Outcome::kDropped && r.reason == DropReason::kExpired;
+    answered += r.has_output();
+  }
+  EXPECT_EQ(answered, 1u) << "the first runs at once";
+  EXPECT_EQ(expired, 2u) << "the others waited past the model's 20 ms";
+}
+
 // Under the deferred policy a request of a 10 s SLO ("fake") waits queued for
 // seconds: it can be cancelled; one of a 100 ms SLO ("quick") runs at once.
 TEST(ServerTest, CancelWithdrawsAQueuedRequestAndItsDoneRunsOnceAsCancelled) {
