@@ -43,6 +43,7 @@ struct SchedulerArgs {
   std::string policy;
   std::string metrics;
   std::string model_repository;
+  std::string model_control_mode = "none";
   std::string profile_device;
   double autoscale_window_s = 30;
   double duration_s = 0;
@@ -100,6 +101,20 @@ int run_scheduler(SchedulerArgs a) {
     repo = std::move(*r);
   } else if (!a.profile_device.empty()) {
     return print_error("scheduler", "--profile-device needs --model-repository DIR\n"), 2;
+  }
+  if (a.model_control_mode == "explicit") {
+    if (a.model_repository.empty())
+      return print_error("scheduler", "--model-control-mode explicit needs --model-repository DIR\n"), 2;
+    o.model_control = true;
+  } else if (a.model_control_mode == "poll") {
+    return print_error("scheduler",
+                       "--model-control-mode poll: the cluster does not poll its repository (yet); give "
+                       "none or explicit\n"),
+           2;
+  } else if (a.model_control_mode != "none") {
+    return print_error("scheduler", "--model-control-mode: '%s' is not none or explicit\n",
+                       a.model_control_mode.c_str()),
+           2;
   }
   Result<cluster::ClusterConfig> loaded =
       cluster::load_cluster_config(a.config, true, repo ? &*repo : nullptr);
@@ -206,6 +221,9 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
                   "(exit status 3: deposed by another scheduler; restart it as a spare)");
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
       ->required();
+  cmd->add_option("--model-control-mode", a.model_control_mode,
+                  "none (default: the models are fixed at start) or explicit (the frontends' repository "
+                  "unload requests unload a model while the cluster serves; docs/cluster.md#model-control)");
   cmd->add_option("--model-repository", a.model_repository,
                   "take the models, SLOs and profiles from a Triton-layout repository, not the config's "
                   "models: (docs/cluster.md#running-from-a-model-repository)");

@@ -95,6 +95,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<Cancel>(msg, decode_cancel);
   roundtrip<StatsRequest>(msg, decode_stats_request);
   roundtrip<Stats>(msg, decode_stats);
+  roundtrip<ModelControl>(msg, decode_model_control);
+  roundtrip<ModelControlDone>(msg, decode_model_control_done);
+  roundtrip<ModelTable>(msg, decode_model_table);
   rebuilt(msg, decode_submit);
   rebuilt(msg, decode_batch);
   rebuilt(msg, decode_outputs);

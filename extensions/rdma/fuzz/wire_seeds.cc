@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
                                  1500000,
                                  1700000000000,
                                  {{1, 3, 900000}, {4, 2, 1200000}}}}}));
+  seeds.push_back(encode(ModelControl{3, ModelOp::kUnload, "linear"}));
+  seeds.push_back(encode(ModelControlDone{3, 0, ""}));
+  seeds.push_back(encode(ModelTable{{{0, 8, 100000000, "linear", 0, 0}}, {{"linear/1", "unloaded"}}}));
   BatchDone bd;
   bd.batch = 9;
   bd.error = "e";

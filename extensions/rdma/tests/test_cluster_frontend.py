@@ -821,9 +821,10 @@ def test_emulated_an_instance_group_pins_a_model_to_its_devices(tmp_path):
         c.stop_all()
 
 
-def write_emulated_model(repo, name, versions=("1",), slo=3000, extra=""):
-    """A repository model for emulated backends (which open no file), with a profile per version."""
-    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
+def write_emulated_model(repo, name, versions=("1",), slo=3000, extra="", beta_ms=1):
+    """A repository model for emulated backends (which open no file), with a profile per version:
+    a batch of b takes beta_ms + 0.05 b ms."""
+    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (beta_ms + 0.05 * b,) * 3) for b in range(1, 9))
     (repo / name).mkdir(parents=True, exist_ok=True)
     (repo / name / "config.pbtxt").write_text(GROUPED_PBTXT % (slo, extra))
     for v in versions:
@@ -831,7 +832,7 @@ def write_emulated_model(repo, name, versions=("1",), slo=3000, extra=""):
         (repo / name / v / "model.pt").write_bytes(b"")
         (repo / name / v / "model.cpu0.profile.yaml").write_text(
             'model: %s\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
-            "beta_ms: 1\nstopped_because: test\npoints:\n" % name + points)
+            "beta_ms: %g\nstopped_because: test\npoints:\n" % (name, beta_ms) + points)
 
 
 def repository_index(f, ready=None):
@@ -908,6 +909,85 @@ def test_emulated_the_repository_index_and_readiness_of_a_model_that_is_not_serv
             with pytest.raises(grpc.RpcError) as e:
                 stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="plain"), timeout=10)
             assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "none" in e.value.details()
+    finally:
+        c.stop_all()
+
+
+def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path):
+    """--model-control-mode explicit: an unload asked of one frontend (gRPC
+    RepositoryModelUnload) while the other has requests of the model queued
+    (batches of 150 ms on one emulated GPU) answers once they have ended,
+    each exactly once (200 ran, 504 expired, or 503 / 500 naming why it was
+    not served); then both frontends list it UNAVAILABLE "unloaded", its
+    readiness is not ready and its requests 503 "not loaded", another model
+    still serves, and a load of it is refused (not yet supported)."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    write_emulated_model(repo, "slow", slo=2000, beta_ms=150)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
+        c.start_backend("one", "emulated:1", config=False)
+        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
+        for f in (fa, fb):
+            f.wait_ready()
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+        assert http_infer(fa, "slow", body)[0] == 200  # the first through this pair may be slower
+        answers = []
+        lock = threading.Lock()
+
+        def one():
+            status, hdrs, out = http_infer(fa, "slow", body)
+            with lock:
+                answers.append((status, hdrs.get("symphony-outcome"), out))
+
+        threads = [threading.Thread(target=one) for _ in range(40)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: inflight(fa) >= 20, "requests of 'slow' in flight at fa", timeout=20)
+        pb, pbg = grpc_stubs()
+        with grpc.insecure_channel(fb.grpc) as ch:
+            stub = pbg.GRPCInferenceServiceStub(ch)
+            stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="slow"), timeout=60)
+            # Answered once its queued requests have ended: none is left at the scheduler.
+            assert stub.ModelReady(pb.ModelReadyRequest(name="slow"), timeout=10).ready is False
+            assert stub.ModelReady(pb.ModelReadyRequest(name="plain"), timeout=10).ready is True
+        for t in threads:
+            t.join(timeout=60)
+        assert len(answers) == 40, answers  # each request answered, once
+        kinds = {}
+        for status, outcome, out in answers:
+            if status == 200:
+                kinds["ran"] = kinds.get("ran", 0) + 1
+            elif status == 504:
+                kinds["expired"] = kinds.get("expired", 0) + 1
+            else:
+                assert status in (500, 503) and (b"not loaded" in out or b"is not served" in out), (status, out)
+                kinds["refused"] = kinds.get("refused", 0) + 1
+        assert kinds.get("ran", 0) >= 1, kinds
+        for f in (fa, fb):
+            wait_until(lambda: ("slow", "1", "UNAVAILABLE", "unloaded") in repository_index(f),
+                       "%s to list 'slow' unloaded" % f.name, timeout=10)
+            assert ("plain", "1", "READY", "") in repository_index(f)
+            status, _, out = curl(f.url + "/v2/models/slow/ready")
+            assert status == 400 and "'slow' is not loaded" in json.loads(out)["error"], out
+            status, _, out = http_infer(f, "slow", body)
+            assert status == 503 and "unloaded" in json.loads(out)["error"], out
+            assert http_infer(f, "plain", body)[0] == 200
+        assert inflight(fa) == 0
+        # Unloading it again does nothing; an unknown name is not loaded; a load is not supported yet.
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")
+        assert status == 200, out
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/nope/unload")
+        assert status == 400 and "'nope' is not loaded" in json.loads(out)["error"], out
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
+        assert status == 503 and "not supported yet" in json.loads(out)["error"], out
+        assert "asked to unload model 'slow'" in c.scheduler.output() and "unloaded model 'slow'" in \
+            c.scheduler.output(), c.scheduler.output()
+        report = fa.stop()
+        slow = report["models"]["slow"]
+        assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"], slow
     finally:
         c.stop_all()
 

@@ -160,6 +160,34 @@ TEST(WireTest, StatsRequestAndStatsRoundTrip) {
   EXPECT_EQ(to_string(Kind::kStats), "Stats");
 }
 
+TEST(WireTest, ModelControlAndModelTableRoundTrip) {
+  Result<ModelControl> c = decode_model_control(encode(ModelControl{9, ModelOp::kUnload, "linear"}));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->seq, 9u);
+  EXPECT_EQ(c->op, ModelOp::kUnload);
+  EXPECT_EQ(c->model, "linear");
+  Result<ModelControlDone> d = decode_model_control_done(encode(ModelControlDone{9, 5, "no model 'x'"}));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->seq, 9u);
+  EXPECT_EQ(d->code, 5u);
+  EXPECT_EQ(d->message, "no model 'x'");
+  Result<ModelTable> t =
+      decode_model_table(encode(ModelTable{{{0, 8, 100, "a", 0, 0}}, {{"linear/1", "unloaded"}}}));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->models.size(), 1u);
+  EXPECT_EQ(t->models[0].name, "a");
+  ASSERT_EQ(t->unserved.size(), 1u);
+  EXPECT_EQ(t->unserved[0].name, "linear/1");
+  EXPECT_EQ(t->unserved[0].reason, "unloaded");
+  expect_refused(encode(ModelControl{1, static_cast<ModelOp>(3), "m"}),
+                 "model control op 3 (1 load, 2 unload)");
+  expect_refused(encode(ModelControl{1, ModelOp::kLoad, ""}), "model control names no model");
+  expect_refused(encode(ModelTable{{}, {{"", "why"}}}), "an unserved model without a name");
+  EXPECT_EQ(to_string(Kind::kModelControl), "ModelControl");
+  EXPECT_EQ(to_string(Kind::kModelControlDone), "ModelControlDone");
+  EXPECT_EQ(to_string(Kind::kModelTable), "ModelTable");
+}
+
 TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
   const Standing in{7,         true,
                     1,         100,
@@ -263,6 +291,9 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("Cancel", encode(Cancel{{0x0102, 0x0304}}));
   msgs.emplace_back("StatsRequest", encode(StatsRequest{0x0102}));
   msgs.emplace_back("Stats", encode(Stats{0x31, {{2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb, {{1, 0xc, 0xd}}}}}));
+  msgs.emplace_back("ModelControl", encode(ModelControl{0x0102, ModelOp::kUnload, "m"}));
+  msgs.emplace_back("ModelControlDone", encode(ModelControlDone{0x0102, 5, "no"}));
+  msgs.emplace_back("ModelTable", encode(ModelTable{{{5, 8, 0x51, "m", 3, 2}}, {{"u", "r"}}}));
   msgs.emplace_back(
       "Standing",
       encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
@@ -303,6 +334,10 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"PlacementDone", "060000000000000001000000010100000078"},
       {"Cancel", "0200000002010000000000000403000000000000"},
       {"StatsRequest", "0201000000000000"},
+      {"ModelControl", "020100000000000002000000010000006d"},
+      {"ModelControlDone", "020100000000000005000000020000006e6f"},
+      {"ModelTable",
+       "010000000100000005000000080000005100000000000000010000006d030000000200000001000000750100000072"},
       {"Stats",
        "31000000000000000100000002000000010000000300000000000000040000000000000005000000000000000600000000000"
        "0"
@@ -347,7 +382,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 6 (this build speaks version 7)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 7 (this build speaks version 8)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -358,22 +393,25 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 7)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 8)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 7)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 8)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 7)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 8)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 7)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 8)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 7)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 8)");
   m = good;
-  m[4] = 8;
-  expect_refused(m, "unsupported protocol version 8");
+  m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 8)");
+  m = good;
+  m[4] = 9;
+  expect_refused(m, "unsupported protocol version 9");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

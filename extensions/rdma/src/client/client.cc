@@ -147,6 +147,12 @@ class Client::Impl final : public Transport::Handler {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return model_index_.count(std::string(model)) != 0;
   }
+  std::string unserved_reason(std::string_view model) const {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    const auto it = unserved_.find(std::string(model));
+    return it == unserved_.end() ? std::string() : it->second;
+  }
+  void control_model(std::string_view model, bool load, std::function<void(Status)> done);
   ClientStats stats() const;
   Result<std::vector<SchedulerModelStats>> statistics(Duration timeout);
   bool connected() const { return ready_.load(std::memory_order_acquire); }
@@ -229,6 +235,12 @@ class Client::Impl final : public Transport::Handler {
   void on_outputs(std::span<const std::uint8_t> msg, const std::string& from);
   void on_outcomes(std::span<const std::uint8_t> msg);
   void on_stats(std::span<const std::uint8_t> msg);
+  void on_model_table(std::span<const std::uint8_t> msg);
+  void on_control_done(std::span<const std::uint8_t> msg);
+  // Ends every control_model() call still waiting with `why` (network thread).
+  void fail_controls(const std::string& why);
+  // Replaces the model table (under models_mu_ held by the caller).
+  void set_models(const std::vector<wire::ModelEntry>& models);
   // Ends every statistics() call still waiting with `why` (network thread).
   void fail_stats(const std::string& why);
 
@@ -255,6 +267,10 @@ class Client::Impl final : public Transport::Handler {
   mutable std::shared_mutex models_mu_;
   std::vector<ModelInfo> models_;
   std::unordered_map<std::string, std::size_t> model_index_;
+  std::unordered_map<std::string, std::string> unserved_;  // the last ModelTable's reasons
+  // control_model() calls waiting for the scheduler's answer, by seq (network thread).
+  std::unordered_map<std::uint64_t, std::function<void(Status)>> controls_waiting_;
+  std::uint64_t control_seq_ = 0;  // network thread
 
   // Network thread.
   ConnId sched_ = kNoConn;
@@ -340,6 +356,7 @@ void Client::Impl::close() {
     // Closed first: requests still queued fail as not connected.
     if (session_) session_->close("the frontend is closing");
     fail_stats("the client was closed");
+    fail_controls("the client was closed");
     ready_.store(false);
     fail_pending("the client was closed", Failure::kClosed);
     for (auto& [c, b] : backends_) transport_->close(c);
@@ -363,6 +380,7 @@ Status Client::Impl::open_scheduler(const std::string& target) {
 
 void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
   fail_stats("lost the scheduler: " + why);
+  fail_controls("lost the scheduler (" + why + "); the model control may or may not have happened");
   if (failover_) {
     // Hot spares: pending requests wait for the next primary. Failing over
     // before not ready: a request made in between waits too.
@@ -721,13 +739,8 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
 void Client::Impl::on_welcome(const wire::Welcome& w) {
   {
     std::unique_lock<std::shared_mutex> lock(models_mu_);
-    models_.clear();
-    model_index_.clear();
-    for (const wire::ModelEntry& m : w.models) {
-      model_index_[m.name] = models_.size();
-      models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch, m.priority_levels,
-                         m.default_priority_level});
-    }
+    set_models(w.models);
+    unserved_.clear();  // a ModelTable follows when the scheduler serves not all of its models
   }
   session_->established();  // a frontend has no handshake of its own
   welcomes_.fetch_add(1, std::memory_order_relaxed);
@@ -761,6 +774,8 @@ void Client::Impl::on_refused(const std::string& reason) {
 void Client::Impl::on_scheduler_message(wire::Kind kind, std::span<const std::uint8_t> msg) {
   if (kind == wire::Kind::kOutcomes) return on_outcomes(msg);
   if (kind == wire::Kind::kStats) return on_stats(msg);
+  if (kind == wire::Kind::kModelTable) return on_model_table(msg);
+  if (kind == wire::Kind::kModelControlDone) return on_control_done(msg);
   log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler (ignored)");
 }
 
@@ -914,6 +929,71 @@ void Client::Impl::on_stats(std::span<const std::uint8_t> msg) {
   stats_waiting_.erase(it);
 }
 
+// ---- model control ------------------------------------------------------------------------
+
+void Client::Impl::set_models(const std::vector<wire::ModelEntry>& models) {
+  models_.clear();
+  model_index_.clear();
+  for (const wire::ModelEntry& m : models) {
+    model_index_[m.name] = models_.size();
+    models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch, m.priority_levels,
+                       m.default_priority_level});
+  }
+}
+
+void Client::Impl::on_model_table(std::span<const std::uint8_t> msg) {
+  Result<wire::ModelTable> t = wire::decode_model_table(msg);
+  if (!t.ok()) {
+    log("a malformed ModelTable from the scheduler (ignored): " + t.status().message());
+    return;
+  }
+  std::string changes;
+  {
+    std::unique_lock<std::shared_mutex> lock(models_mu_);
+    set_models(t->models);
+    unserved_.clear();
+    for (const wire::UnservedModel& u : t->unserved) {
+      unserved_[u.name] = u.reason;
+      changes += (changes.empty() ? "" : ", ") + u.name + " " + u.reason;
+    }
+  }
+  log("the scheduler serves " + std::to_string(t->models.size()) + " models" +
+      (changes.empty() ? std::string() : " (not: " + changes + ")"));
+}
+
+void Client::Impl::control_model(std::string_view model, bool load, std::function<void(Status)> done) {
+  if (closed_.load()) return done(Status(Errc::kFailedPrecondition, "the client was closed"));
+  transport_->post([this, model = std::string(model), load, done = std::move(done)]() mutable {
+    if (!ready_.load() || !session_)
+      return done(Status(Errc::kFailedPrecondition, "no scheduler has accepted this frontend (yet)"));
+    const std::uint64_t seq = ++control_seq_;
+    const wire::ModelOp op = load ? wire::ModelOp::kLoad : wire::ModelOp::kUnload;
+    if (Status st = session_->send(wire::encode(wire::ModelControl{seq, op, model})); !st.ok())
+      return done(Status(Errc::kFailedPrecondition, "could not ask the scheduler: " + st.message()));
+    controls_waiting_[seq] = std::move(done);
+  });
+}
+
+void Client::Impl::on_control_done(std::span<const std::uint8_t> msg) {
+  Result<wire::ModelControlDone> d = wire::decode_model_control_done(msg);
+  if (!d.ok()) {
+    log("a malformed ModelControlDone from the scheduler (ignored): " + d.status().message());
+    return;
+  }
+  const auto it = controls_waiting_.find(d->seq);
+  if (it == controls_waiting_.end()) return;
+  std::function<void(Status)> done = std::move(it->second);
+  controls_waiting_.erase(it);
+  const auto code = static_cast<Errc>(d->code);
+  done(code == Errc::kOk ? Status() : Status(code, d->message));
+}
+
+void Client::Impl::fail_controls(const std::string& why) {
+  auto waiting = std::move(controls_waiting_);
+  controls_waiting_.clear();
+  for (auto& [seq, done] : waiting) done(Status(Errc::kFailedPrecondition, why));
+}
+
 void Client::Impl::fail_stats(const std::string& why) {
   for (auto& [seq, p] : stats_waiting_) p->set_value(Status(Errc::kFailedPrecondition, why));
   stats_waiting_.clear();
@@ -999,6 +1079,10 @@ void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 bool Client::has_model(std::string_view model) const { return impl_->has_model(model); }
+std::string Client::unserved_reason(std::string_view model) const { return impl_->unserved_reason(model); }
+void Client::control_model(std::string_view model, bool load, std::function<void(Status)> done) {
+  impl_->control_model(model, load, std::move(done));
+}
 ClientStats Client::stats() const { return impl_->stats(); }
 Result<std::vector<SchedulerModelStats>> Client::statistics(Duration timeout) const {
   return impl_->statistics(timeout);

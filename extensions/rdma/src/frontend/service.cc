@@ -215,7 +215,8 @@ std::vector<std::string> ClusterService::extensions() const {
   return {"statistics"};
 }
 
-std::string ClusterService::not_served_reason() const {
+std::string ClusterService::not_served_reason(const std::string& cluster_name) const {
+  if (std::string why = client_.unserved_reason(cluster_name); !why.empty()) return why;
   if (client_.stats().welcomes == 0)
     return "the cluster's scheduler at " + scheduler_ + " has not accepted this frontend yet";
   return "not served by the cluster's scheduler at " + scheduler_;
@@ -223,14 +224,14 @@ std::string ClusterService::not_served_reason() const {
 
 std::vector<front::InferenceService::IndexEntry> ClusterService::repository_index(bool ready_only) const {
   std::vector<IndexEntry> out;
-  std::string why;                       // not_served_reason(), asked once
   for (const std::string& n : order_) {  // order_, versions_ and models_ are fixed after construction
     for (const std::string& c : versions_.at(n)) {
       const ServedModel& sm = models_.at(c)->served;
       const bool on = client_.has_model(c);
       if (ready_only && !on) continue;
-      if (!on && why.empty()) why = not_served_reason();
-      out.push_back({sm.protocol_name, sm.version, on ? "READY" : "UNAVAILABLE", on ? "" : why});
+      const std::string why = on ? "" : not_served_reason(c);
+      const char* state = on ? "READY" : why == "unloading" ? "UNLOADING" : "UNAVAILABLE";
+      out.push_back({sm.protocol_name, sm.version, state, why});
     }
   }
   if (!ready_only) out.insert(out.end(), unserved_.begin(), unserved_.end());
@@ -245,23 +246,41 @@ std::vector<front::InferenceService::IndexEntry> ClusterService::repository_inde
 
 namespace {
 
-// Load and unload while the cluster serves: not yet (docs/cluster.md#limitations).
-Reply control_refused(std::string_view what, std::string_view name) {
-  return Reply::error(Code::kUnavailable,
-                      std::string(what) + " model '" + std::string(name) +
-                          "' is not allowed: the cluster runs with --model-control-mode none (its roles "
-                          "read the repository at start; restart them to change the models)");
+// The scheduler's answer to a load or an unload as the protocol's: refused
+// by its control mode or state 503 (as serve's control mode none), a model
+// it does not have 400 (as serve answers an unload of a model not loaded).
+Reply control_reply(const Status& s) {
+  if (s.ok()) return Reply{};
+  return Reply::error(s.code() == Errc::kFailedPrecondition ? Code::kUnavailable : Code::kInvalidArgument,
+                      s.message());
 }
 
 }  // namespace
 
 void ClusterService::repository_load(std::string_view name, std::string config_json, Done done) {
-  (void)config_json;
-  done(control_refused("loading", name));
+  if (!config_json.empty())
+    return done(Reply::error(Code::kInvalidArgument,
+                             "loading model '" + std::string(name) +
+                                 "' with a config in the request is not supported on the cluster: the "
+                                 "roles read each config.pbtxt from the repository"));
+  control(name, true, std::move(done));
 }
 
 void ClusterService::repository_unload(std::string_view name, Done done) {
-  done(control_refused("unloading", name));
+  control(name, false, std::move(done));
+}
+
+void ClusterService::control(std::string_view name, bool load, Done done) {
+  if (versions_.find(std::string(name)) == versions_.end()) {
+    if (load)
+      return done(Reply::error(Code::kNotFound,
+                               "loading model '" + std::string(name) +
+                                   "': the repository this frontend read has no folder of that name"));
+    return done(
+        Reply::error(Code::kInvalidArgument,
+                     "model '" + std::string(name) + "' is not loaded: the repository has no such model"));
+  }
+  client_.control_model(name, load, [done = std::move(done)](Status s) { done(control_reply(s)); });
 }
 
 std::vector<ServedModelStats> ClusterService::stats() const {
@@ -389,7 +408,7 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
       if (repository_)  // the repository holds it (the front found it): not loaded
         return Reply::error(Code::kUnavailable, "model '" + m.served.protocol_name + "' version '" +
                                                     m.served.version +
-                                                    "' is not loaded: " + not_served_reason());
+                                                    "' is not loaded: " + not_served_reason(m.served.name));
       return Reply::error(Code::kNotFound,
                           who +
                               " is in this frontend's config but not served by the cluster's "

@@ -341,6 +341,36 @@ constexpr void fields(V& v, M& m) {
   v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& x) { fields(iv, x); });
 }
 
+template <class V, Of<ModelControl> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u8("op", m.op);
+  v.pad(3);
+  v.str("model name", m.model, kMaxNameBytes);
+}
+
+template <class V, Of<ModelControlDone> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u8("code", m.code);
+  v.pad(3);
+  v.str("message", m.message, kMaxTextBytes);
+}
+
+template <class V, Of<UnservedModel> M>
+constexpr void fields(V& v, M& m) {
+  v.str("model name", m.name, kMaxNameBytes);
+  v.str("reason", m.reason, kMaxTextBytes);
+}
+
+template <class V, Of<ModelTable> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t n = v.count("model count", m.models);
+  const std::uint32_t u = v.count("unserved count", m.unserved);
+  v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
+  v.list("unserved models", u, m.unserved, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
+}
+
 template <class V, Of<SubmitEntry> M>
 constexpr void fields(V& v, M& e) {
   v.u64("request", e.request);
@@ -462,6 +492,12 @@ template <>
 constexpr Kind kind_of<StatsRequest> = Kind::kStatsRequest;
 template <>
 constexpr Kind kind_of<Stats> = Kind::kStats;
+template <>
+constexpr Kind kind_of<ModelControl> = Kind::kModelControl;
+template <>
+constexpr Kind kind_of<ModelControlDone> = Kind::kModelControlDone;
+template <>
+constexpr Kind kind_of<ModelTable> = Kind::kModelTable;
 
 // ---- visitors ---------------------------------------------------------------------
 
@@ -841,6 +877,17 @@ void check(Reader& r, const Stats& m) {
   }
 }
 
+void check(Reader& r, const ModelControl& m) {
+  if (m.op != ModelOp::kLoad && m.op != ModelOp::kUnload)
+    return r.fail("model control op " + std::to_string(static_cast<int>(m.op)) + " (1 load, 2 unload)");
+  if (m.model.empty()) r.fail("model control names no model");
+}
+
+void check(Reader& r, const ModelTable& m) {
+  for (const UnservedModel& u : m.unserved)
+    if (u.name.empty()) return r.fail("an unserved model without a name");
+}
+
 void check(Reader& r, const FrontendJoined& m) {
   if (m.address.empty()) r.fail("empty frontend address");
 }
@@ -971,6 +1018,12 @@ std::string_view to_string(Kind k) noexcept {
       return "StatsRequest";
     case Kind::kStats:
       return "Stats";
+    case Kind::kModelControl:
+      return "ModelControl";
+    case Kind::kModelControlDone:
+      return "ModelControlDone";
+    case Kind::kModelTable:
+      return "ModelTable";
   }
   return "?";
 }
@@ -1014,6 +1067,9 @@ std::vector<std::uint8_t> encode(const Cancel& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Standing& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const StatsRequest& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Stats& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const ModelControl& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const ModelControlDone& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const ModelTable& m) { return encode_message(m); }
 
 SubmitBuilder::SubmitBuilder(std::size_t reserve_entries, std::uint32_t flags) {
   start(buf_, SubmitView{flags, {}}, reserve_entries * kSubmitEntryBytes);
@@ -1129,6 +1185,15 @@ Result<StatsRequest> decode_stats_request(std::span<const std::uint8_t> msg) {
   return decode_message<StatsRequest>(msg);
 }
 Result<Stats> decode_stats(std::span<const std::uint8_t> msg) { return decode_message<Stats>(msg); }
+Result<ModelControl> decode_model_control(std::span<const std::uint8_t> msg) {
+  return decode_message<ModelControl>(msg);
+}
+Result<ModelControlDone> decode_model_control_done(std::span<const std::uint8_t> msg) {
+  return decode_message<ModelControlDone>(msg);
+}
+Result<ModelTable> decode_model_table(std::span<const std::uint8_t> msg) {
+  return decode_message<ModelTable>(msg);
+}
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg) {
   return decode_message<SubmitView>(msg);
 }
@@ -1187,6 +1252,12 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_stats_request(msg).status();
     case Kind::kStats:
       return decode_stats(msg).status();
+    case Kind::kModelControl:
+      return decode_model_control(msg).status();
+    case Kind::kModelControlDone:
+      return decode_model_control_done(msg).status();
+    case Kind::kModelTable:
+      return decode_model_table(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

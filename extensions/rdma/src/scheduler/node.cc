@@ -88,6 +88,7 @@ Status SchedulerNode::Impl::start() {
     n_ = std::make_unique<SchedulerCounters>(models_.size(), std::size_t{num_subs_} * set_.max_gpus,
                                              max_batch, levels);
   }
+  unserved_.assign(models_.size(), std::string());
   slots_ = std::make_unique<RequestSlot[]>(set_.max_requests);
   for (std::uint32_t i = 0; i < set_.max_requests; ++i) free_slots_.enqueue(i);
   fe_shared_ = std::make_unique<FrontendShared[]>(kMaxFrontends);
@@ -276,7 +277,10 @@ std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId 
     n_->frontends_joined.fetch_add(1, std::memory_order_relaxed);
     frontends_alive_.fetch_add(1, std::memory_order_relaxed);
     log(p.name + " joined as frontend " + std::to_string(slot) + " (inputs at " + f.address + ")");
-    return welcome(slot);
+    // Why the models missing from its Welcome are not served: after it.
+    if (any_unserved())
+      transport_->post([this, c] { (void)transport_->send(c, wire::encode(model_table())); });
+    return frontend_welcome(slot);
   }
   // A backend (check_hello let only frontends and backends through).
   p.stage = Stage::kBackend;
@@ -315,6 +319,9 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
     case wire::Kind::kStatsRequest:
       if (fe) return on_stats_request(c, p, msg);
       break;
+    case wire::Kind::kModelControl:
+      if (fe) return on_model_control(c, p, msg);
+      break;
     case wire::Kind::kRegister:
       if (!fe) return on_register(c, p, msg);
       break;
@@ -351,6 +358,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   }
   if (standby()) standby_tick(now);
   if (!deferred_registers_.empty()) add_deferred_backends(now);
+  if (!unloads_.empty()) finish_unloads();
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);

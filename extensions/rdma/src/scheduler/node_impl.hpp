@@ -283,6 +283,19 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void submit_entries(Peer& p, const wire::SubmitView& v);
   void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_stats_request(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  // ---- model control (models.cc; docs/cluster.md#model-control) ----
+  void on_model_control(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  // The models served now and why the others are not (progress thread).
+  wire::ModelTable model_table() const;
+  void broadcast_model_table();
+  // A frontend's Welcome: the served models only (backends get every model:
+  // their ids are positions in the table).
+  wire::Welcome frontend_welcome(std::uint32_t slot) const;
+  bool any_unserved() const {
+    return std::any_of(unserved_.begin(), unserved_.end(), [](const std::string& r) { return !r.empty(); });
+  }
+  // Ends the unloads whose models have no request left (progress thread, each tick).
+  void finish_unloads();
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
@@ -323,6 +336,17 @@ class SchedulerNode::Impl final : public Transport::Handler {
   Delays floors_;  // the config's delays: what is learned never goes below
   Sink sink_{this};
   std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster
+  // Per model id: why it is not served now ("unloading", "unloaded"); empty:
+  // served. Progress thread.
+  std::vector<std::string> unserved_;
+  // Unloads waiting for their models' requests to end (progress thread).
+  struct Unload {
+    std::string name;                            // the repository's model
+    std::vector<ModelId> ids;                    // its versions being unloaded
+    std::uint32_t frontend = 0, generation = 0;  // who asked
+    std::uint64_t seq = 0;                       // its ModelControl's
+  };
+  std::vector<Unload> unloads_;
   std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rt::Submitter>> submitters_;  // progress thread, one per runtime
   std::uint16_t port_ = 0;

@@ -82,6 +82,8 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
       bad = "unknown model id " + std::to_string(e.model) + " (the cluster has " + std::to_string(nmodels) +
             ")";
       n_->unknown_model.fetch_add(1, std::memory_order_relaxed);
+    } else if (!unserved_[e.model].empty()) {  // unloading or unloaded (models.cc)
+      bad = "model '" + models_[e.model].name + "' is not served: " + unserved_[e.model];
     } else if (e.len == 0 || e.len > set_.max_input_bytes) {
       bad = "input of " + std::to_string(e.len) + " bytes (1 to " + std::to_string(set_.max_input_bytes) +
             " allowed)";

@@ -82,6 +82,10 @@ class SubClusterManager {
   std::uint32_t routed(ModelId m);
   // A request that routed() counted ended (any thread); bad: not ok.
   void ended(std::uint32_t j, ModelId m, bool bad);
+  // Requests of model `m` routed to sub-cluster `j` that have not ended (any thread).
+  std::int64_t outstanding(std::uint32_t j, ModelId m) const {
+    return outstanding_[at(j, m)].load(std::memory_order_acquire);
+  }
   // A batch of sub-cluster j kept a GPU busy for `exec` (for the window's busy fraction).
   void busy(std::uint32_t j, Duration exec);
 

@@ -171,6 +171,16 @@ class Client {
   // Whether the scheduler that last accepted this client serves `model` (the
   // cluster's name: "linear", "linear/1"); false before any has. Any thread.
   bool has_model(std::string_view model) const;
+  // Why the scheduler does not serve `model` now ("unloading", "unloaded"),
+  // as its last ModelTable said; empty when it said nothing of it. Any thread.
+  std::string unserved_reason(std::string_view model) const;
+  // Asks the scheduler to unload (or, `load`, load) every version of
+  // repository model `model` (docs/cluster.md#model-control); `done` runs
+  // once, on the client's network thread (keep it short), when the
+  // scheduler answers (an unload: ok once the model's queued requests have
+  // ended), or with an error when none has accepted this client, it is lost
+  // meanwhile, or the client closes.
+  void control_model(std::string_view model, bool load, std::function<void(Status)> done);
   ClientStats stats() const;
   // Asks the scheduler for every model's numbers (SchedulerModelStats) and
   // waits up to `timeout` for the answer; an error when no scheduler has

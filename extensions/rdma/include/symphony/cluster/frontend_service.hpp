@@ -98,8 +98,9 @@ class ClusterService final : public front::InferenceService {
   // serves it (its Welcome's model table), else UNAVAILABLE with why; a
   // model the repository holds but the scheduler does not serve is not
   // found (find(): the front answers "not loaded"). The same on every
-  // frontend of one scheduler. Load and unload are refused: the cluster's
-  // models are fixed at start (control mode none).
+  // frontend of one scheduler. Load and unload go to the scheduler, which
+  // decides (docs/cluster.md#model-control: its --model-control-mode);
+  // `done` runs on the client's network thread when it has answered.
   bool has_repository() const override { return repository_; }
   std::vector<IndexEntry> repository_index(bool ready_only) const override;
   void repository_load(std::string_view name, std::string config_json, Done done) override;
@@ -123,8 +124,10 @@ class ClusterService final : public front::InferenceService {
   // it serves none, or not that version). Called with mu_ held.
   std::shared_ptr<const front::ModelMetadata> served_meta(std::string_view name,
                                                           std::string_view version) const;
-  // Why a version of the repository that this frontend serves is not ready.
-  std::string not_served_reason() const;
+  // Why `cluster_name` (a version of the repository) is not served now.
+  std::string not_served_reason(const std::string& cluster_name) const;
+  // Asks the scheduler to load or unload `name` (repository_load/unload).
+  void control(std::string_view name, bool load, Done done);
   front::Reply reply_for(const Model& m, InferResult&& r, Duration budget, bool batched);
   front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);

@@ -73,6 +73,10 @@ struct SchedulerOptions {
   // term deposed this primary: it has stopped acting; the caller should stop
   // it and exit (restarted, it rejoins as a spare).
   std::function<void(const std::string&)> on_deposed;
+  // --model-control-mode explicit: a frontend's ModelControl unloads a model
+  // while the cluster serves (docs/cluster.md#model-control); false (none):
+  // refused, the models are fixed at start.
+  bool model_control = false;
   bool verbose = false;                       // log every peer's transports and every delay update
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };

@@ -38,8 +38,11 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // the models' profile calibrations to Standing. Version 6 adds StatsRequest
 // and Stats (a frontend asks the scheduler for its models' statistics).
 // Version 7 carries priorities: a model's priority levels in Welcome, a
-// request's level in its SubmitEntry (40 bytes, was 32).
-inline constexpr std::uint16_t kVersion = 7;
+// request's level in its SubmitEntry (40 bytes, was 32). Version 8 adds
+// model control: ModelControl and ModelControlDone (a frontend asks the
+// scheduler to unload or load a repository model) and ModelTable (the
+// scheduler's models now, and why the others are not served).
+inline constexpr std::uint16_t kVersion = 8;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -53,30 +56,33 @@ inline constexpr std::uint32_t kMaxEntries = 1u << 16;  // requests in one Submi
 inline constexpr std::uint32_t kMaxSizeClasses = 32;    // a profile's size classes (batch sizes by octave)
 
 enum class Kind : std::uint16_t {
-  kHello = 1,           // any -> acceptor: who I am, the cluster token
-  kWelcome = 2,         // scheduler -> frontend/backend: accepted; the model table
-  kRefuse = 3,          // acceptor -> peer: refused, why (then the acceptor closes)
-  kRegister = 4,        // backend -> scheduler: my devices and models
-  kRegistered = 5,      // scheduler -> backend: the GPU id of each device
-  kFrontendJoined = 6,  // scheduler -> backend: a frontend to fetch inputs from
-  kFrontendLeft = 7,    // scheduler -> backend: that frontend is gone
-  kPoolInfo = 8,        // frontend -> backend: the input pool's address and rkey
-  kSubmit = 9,          // frontend -> scheduler: requests (coalesced)
-  kBatch = 10,          // scheduler -> backend: run these requests as one batch
-  kBatchDone = 11,      // backend -> scheduler: the batch ended (timings)
-  kOutputs = 12,        // backend -> frontend: outputs of a batch's requests
-  kOutcomes = 13,       // scheduler -> frontend: drops and errors
-  kPing = 14,           // any -> any: heartbeat
-  kPong = 15,           // the answer, echoing the ping's time
-  kGoodbye = 16,        // any -> any: I am leaving (why)
-  kPlacement = 17,      // scheduler -> backend: load / unload models on a device (sub-clusters)
-  kPlacementDone = 18,  // backend -> scheduler: that placement is in effect (or failed, why)
-  kCancel = 19,         // frontend -> scheduler: withdraw these requests if still queued (coalesced)
-  kStanding = 20,       // scheduler -> scheduler: my term, whether I am primary; the primary's state
-  kStatsRequest = 21,   // frontend -> scheduler: send me the models' statistics
-  kStats = 22,          // scheduler -> frontend: the models' statistics since it started
+  kHello = 1,              // any -> acceptor: who I am, the cluster token
+  kWelcome = 2,            // scheduler -> frontend/backend: accepted; the model table
+  kRefuse = 3,             // acceptor -> peer: refused, why (then the acceptor closes)
+  kRegister = 4,           // backend -> scheduler: my devices and models
+  kRegistered = 5,         // scheduler -> backend: the GPU id of each device
+  kFrontendJoined = 6,     // scheduler -> backend: a frontend to fetch inputs from
+  kFrontendLeft = 7,       // scheduler -> backend: that frontend is gone
+  kPoolInfo = 8,           // frontend -> backend: the input pool's address and rkey
+  kSubmit = 9,             // frontend -> scheduler: requests (coalesced)
+  kBatch = 10,             // scheduler -> backend: run these requests as one batch
+  kBatchDone = 11,         // backend -> scheduler: the batch ended (timings)
+  kOutputs = 12,           // backend -> frontend: outputs of a batch's requests
+  kOutcomes = 13,          // scheduler -> frontend: drops and errors
+  kPing = 14,              // any -> any: heartbeat
+  kPong = 15,              // the answer, echoing the ping's time
+  kGoodbye = 16,           // any -> any: I am leaving (why)
+  kPlacement = 17,         // scheduler -> backend: load / unload models on a device (sub-clusters)
+  kPlacementDone = 18,     // backend -> scheduler: that placement is in effect (or failed, why)
+  kCancel = 19,            // frontend -> scheduler: withdraw these requests if still queued (coalesced)
+  kStanding = 20,          // scheduler -> scheduler: my term, whether I am primary; the primary's state
+  kStatsRequest = 21,      // frontend -> scheduler: send me the models' statistics
+  kStats = 22,             // scheduler -> frontend: the models' statistics since it started
+  kModelControl = 23,      // frontend -> scheduler: unload (or load) a model of the repository
+  kModelControlDone = 24,  // scheduler -> frontend: that control is done (or why not)
+  kModelTable = 25,        // scheduler -> frontends: the models served now, and why not the others
 };
-inline constexpr std::uint16_t kMaxKind = 22;
+inline constexpr std::uint16_t kMaxKind = 25;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -278,6 +284,38 @@ struct Stats {
   std::vector<ModelStats> models;
 };
 
+// Model control (docs/cluster.md#model-control): a frontend asks the
+// scheduler to unload or load every version of a repository model; the
+// scheduler answers that frontend once it is done, and tells every frontend
+// its new table.
+enum class ModelOp : std::uint8_t { kLoad = 1, kUnload = 2 };
+
+struct ModelControl {
+  std::uint64_t seq = 0;  // echoed in the ModelControlDone
+  ModelOp op = ModelOp::kUnload;
+  std::string model;  // the repository's name ("linear"), not a version's
+};
+
+struct ModelControlDone {
+  std::uint64_t seq = 0;  // the ModelControl's
+  std::uint8_t code = 0;  // 0: done; else the Errc why not
+  std::string message;    // why not (empty when done)
+};
+
+// A model of the scheduler's config that it does not serve now, and why.
+struct UnservedModel {
+  std::string name;    // the cluster's ("linear", "linear/1")
+  std::string reason;  // "unloaded", ...
+};
+
+// The scheduler's models now: what a Welcome lists, less the unserved ones,
+// and those with their reasons. Sent to every frontend when it changes, and
+// to a frontend just after its Welcome while any model is unserved.
+struct ModelTable {
+  std::vector<ModelEntry> models;
+  std::vector<UnservedModel> unserved;
+};
+
 struct PlacementDone {
   std::uint64_t seq = 0;
   std::uint32_t device = 0;
@@ -408,6 +446,9 @@ std::vector<std::uint8_t> encode(const Cancel& m);
 std::vector<std::uint8_t> encode(const Standing& m);
 std::vector<std::uint8_t> encode(const StatsRequest& m);
 std::vector<std::uint8_t> encode(const Stats& m);
+std::vector<std::uint8_t> encode(const ModelControl& m);
+std::vector<std::uint8_t> encode(const ModelControlDone& m);
+std::vector<std::uint8_t> encode(const ModelTable& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
@@ -492,6 +533,9 @@ Result<Cancel> decode_cancel(std::span<const std::uint8_t> msg);
 Result<Standing> decode_standing(std::span<const std::uint8_t> msg);
 Result<StatsRequest> decode_stats_request(std::span<const std::uint8_t> msg);
 Result<Stats> decode_stats(std::span<const std::uint8_t> msg);
+Result<ModelControl> decode_model_control(std::span<const std::uint8_t> msg);
+Result<ModelControlDone> decode_model_control_done(std::span<const std::uint8_t> msg);
+Result<ModelTable> decode_model_table(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);
