@@ -920,7 +920,8 @@ def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(t
     each exactly once (200 ran, 504 expired, or 503 / 500 naming why it was
     not served); then both frontends list it UNAVAILABLE "unloaded", its
     readiness is not ready and its requests 503 "not loaded", another model
-    still serves, and a load of it is refused (not yet supported)."""
+    still serves; a load then serves it again on both frontends (200), and
+    a load without a backend fails, leaving it unloaded with why in the index."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain")
     write_emulated_model(repo, "slow", slo=2000, beta_ms=150)
@@ -976,13 +977,31 @@ def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(t
             assert status == 503 and "unloaded" in json.loads(out)["error"], out
             assert http_infer(f, "plain", body)[0] == 200
         assert inflight(fa) == 0
-        # Unloading it again does nothing; an unknown name is not loaded; a load is not supported yet.
+        # Unloading it again does nothing; an unknown name is not loaded.
         status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")
         assert status == 200, out
         status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/nope/unload")
         assert status == 400 and "'nope' is not loaded" in json.loads(out)["error"], out
+        # A load serves it again, on every frontend; a load of a served model does nothing.
         status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
-        assert status == 503 and "not supported yet" in json.loads(out)["error"], out
+        assert status == 200, out
+        assert ("slow", "1", "READY", "") in repository_index(fa)
+        status, _, out = http_infer(fa, "slow", body)
+        assert status == 200, out
+        wait_until(lambda: ("slow", "1", "READY", "") in repository_index(fb), "fb to list 'slow' READY",
+                   timeout=10)
+        assert http_infer(fb, "slow", body)[0] == 200
+        assert curl("-X", "POST", fb.url + "/v2/repository/models/slow/load")[0] == 200
+        assert "loaded model 'slow' again" in c.scheduler.output(), c.scheduler.output()
+        # A load that cannot serve it (no backend left) leaves it unloaded and says why in the index.
+        assert curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")[0] == 200
+        c.backends["one"].stop(signal.SIGTERM, timeout=30)
+        c.scheduler.wait_for("the backend's departure", lambda: "GPUs leave the runtime" in c.scheduler.output(),
+                             timeout=30)
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
+        assert status == 503 and "no backend is registered" in json.loads(out)["error"], out
+        (e,) = [x for x in repository_index(fa) if x[0] == "slow"]
+        assert e[2] == "UNAVAILABLE" and "a load failed: no backend is registered" in e[3], e
         assert "asked to unload model 'slow'" in c.scheduler.output() and "unloaded model 'slow'" in \
             c.scheduler.output(), c.scheduler.output()
         report = fa.stop()

@@ -7,7 +7,8 @@
 // queued requests end as they would (run, or expire: each ends once), and
 // answers the frontend that asked once none is left (checked every tick).
 // The runtime keeps the model's empty queue; the backends keep its files
-// loaded and are sent no batch of it.
+// loaded and are sent no batch of it. A load serves an unloaded model again
+// (the files read at start; the folder is not read again).
 #include "scheduler/node_impl.hpp"
 
 namespace symphony::cluster {
@@ -67,14 +68,28 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
     served &= unserved_[id].empty();
     unloading |= unserved_[id] == "unloading";
   }
+  if (unloading)
+    return reply(
+        Errc::kFailedPrecondition,
+        what + ": it is being unloaded" + (load ? "; load it once the unload has answered" : " already"));
   if (load) {
     if (served) return reply(Errc::kOk, {});  // nothing to do: it serves (the files are not read again)
-    return reply(Errc::kFailedPrecondition,
-                 what +
-                     " while the cluster serves is not supported yet: restart the scheduler to serve it "
-                     "again (docs/cluster.md#limitations)");
+    // Unloaded since start: the runtime kept its (empty) queues, and the
+    // backends the files they loaded and warmed up at start. It serves
+    // again once a backend can run it.
+    bool backend = false;
+    for_each_live_backend([&](std::uint32_t, const BackendInfo&) { backend = true; });
+    if (!backend) {
+      const std::string why = "no backend is registered with the scheduler to run it";
+      for (ModelId id : ids) unserved_[id] = "unloaded (a load failed: " + why + ")";
+      broadcast_model_table();
+      return reply(Errc::kFailedPrecondition, what + ": " + why);
+    }
+    for (ModelId id : ids) unserved_[id].clear();
+    broadcast_model_table();  // before the answer, on the same connection: its frontend offers it at once
+    log(p.name + " loaded model '" + name + "' again (the backends kept it loaded since start)");
+    return reply(Errc::kOk, {});
   }
-  if (unloading) return reply(Errc::kFailedPrecondition, what + ": it is being unloaded already");
   if (runtimes_.size() > 1)
     return reply(Errc::kFailedPrecondition, what + ": model control does not work with sub-clusters (yet)");
   Unload u{name, {}, p.index, frontends_[p.index].generation, q->seq};

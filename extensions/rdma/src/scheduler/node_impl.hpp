@@ -336,8 +336,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   Delays floors_;  // the config's delays: what is learned never goes below
   Sink sink_{this};
   std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster
-  // Per model id: why it is not served now ("unloading", "unloaded"); empty:
-  // served. Progress thread.
+  // Per model id: why it is not served now ("unloading", "unloaded", "unloaded
+  // (a load failed: why)"); empty: served. Progress thread.
   std::vector<std::string> unserved_;
   // Unloads waiting for their models' requests to end (progress thread).
   struct Unload {
