@@ -1277,6 +1277,18 @@ TEST(LoadRunsTest, ExpectsALastRunOrAScaledSmallerOne) {
   EXPECT_EQ(lr.ran(), 14 * ms);
 }
 
+TEST(LoadRunsTest, ASavedProfileSaysHowLongFirstRunsTake) {
+  LoadRuns lr;
+  const Duration ms = Duration::milliseconds(1);
+  lr.set_prior(*LatencyProfile::linear(ms, 2 * ms, 4));  // l(b) = b + 2 ms, up to 4
+  EXPECT_EQ(lr.expected(0, 1), 9 * ms) << "three times its profiled time: a first run";
+  EXPECT_EQ(lr.expected(1, 4), 18 * ms) << "for every replica";
+  EXPECT_TRUE(lr.expected(0, 8).is_infinite()) << "beyond the profile, as without one";
+  lr.ran(0, 1, 4 * ms);
+  EXPECT_EQ(lr.expected(0, 1), 5 * ms) << "a size that ran: its last run, a quarter more";
+  EXPECT_EQ(lr.expected(0, 8), 64 * ms) << "beyond the profile: a smaller size's run, scaled and doubled";
+}
+
 TEST(LoadRunsTest, CountsRunsAndTheirWaits) {
   LoadRuns lr;
   const Duration ms = Duration::milliseconds(1);

@@ -881,6 +881,19 @@ struct Server::Impl final : BatchRunner {
 
   // Model m's profile on its k-th device: a given file, the file beside the
   // model for that device, or a measurement on it (then written there).
+  // The profile a model's earlier load saved for device d, if readable (its
+  // inputs unchecked: a prior for how long runs take, not a plan).
+  std::optional<LatencyProfile> saved_profile(const ModelOptions& mo, const DeviceSpec& d) const {
+    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, d) : mo.profile;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return std::nullopt;
+    auto r = profile_io::read_profile_file(path);
+    if (!r.ok()) return std::nullopt;
+    auto p = r->to_latency_profile(opts.profile_latency);
+    if (!p.ok()) return std::nullopt;
+    return std::move(*p);
+  }
+
   Result<profile_io::MeasuredProfile> device_profile(const Model& m, std::size_t k, Duration run_limit) {
     const ModelOptions& mo = m.opts;
     const std::string shown = mo.display_name();
@@ -1038,6 +1051,10 @@ struct Server::Impl final : BatchRunner {
     const auto [limit, tightest] = beside_limit(*m);
     to.run_limit = limit;
     auto runs = std::make_shared<LoadRuns>();
+    // A saved profile tells the first runs' leases how long to ask for
+    // (without one, the first run waits for a moment nothing waits).
+    if (!limit.is_infinite() && !m->gpus.empty())
+      if (std::optional<LatencyProfile> p = saved_profile(mo, device_specs[m->gpus[0]])) runs->set_prior(*p);
     to.run_gate = [this, runs, gpus = m->gpus](std::size_t r, std::uint32_t b,
                                                const std::function<void()>& run) {
       return leased_run(*runs, gpus, r, b, run);
@@ -1081,7 +1098,7 @@ struct Server::Impl final : BatchRunner {
       // profiled time (kernels chosen for the shape; 2-4x measured on a CPU
       // for mobilenet_v2 at batches 16-32): no size is warmed up, nor served,
       // whose first run could outlast what the others can wait.
-      constexpr int kFirstRun = 3;
+      constexpr int kFirstRun = LoadRuns::kFirstRun;
       while (m->max_batch > 1 && kFirstRun * m->profile.latency(m->max_batch) > limit) --m->max_batch;
       if (m->max_batch < uncapped)
         log(shown + ": max batch " + std::to_string(m->max_batch) + ", not " + std::to_string(uncapped) +
