@@ -112,7 +112,7 @@ class ModelState {
     m.calib = std::move(calib);
     m.arrivals = ArrivalGapEstimator{};
     m.missed = false;
-    m.window_misses = 0;
+    m.window_misses = 1;  // a new model's windows are not yet known to be met
     m.slo = cfg.slo;
     m.max_batch = cfg.max_batch;
     m.target_batch = cfg.target_batch;
@@ -507,7 +507,7 @@ class ModelState {
     LatencyView lat;  // profile's table, read without loading the profile
     Duration slo;
     ArrivalGapEstimator arrivals;
-    double window_misses = 0;  // moving average of `missed` per dispatch
+    double window_misses = 1;  // moving average of `missed` per dispatch
     TimePoint cand_exec;       // the candidate as last computed, if cand_size > 0
     TimePoint cand_latest;
     std::uint32_t cand_size = 0;
