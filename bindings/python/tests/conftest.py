@@ -9,6 +9,7 @@ import os
 import pathlib
 
 import pytest
+import torch
 
 import symphony
 
@@ -74,3 +75,21 @@ def emulated_server():
     yield make
     for s in servers:
         s.stop(cancel=True)
+
+
+@pytest.fixture
+def answers_as_direct_forward(models_dir):
+    """Checks that `server` answers 64 random inputs to "linear", sent at
+    once, as the TorchScript module does run directly."""
+    module = torch.jit.load(str(models_dir / "linear.pt")).eval()
+
+    def check(server, seed):
+        g = torch.Generator().manual_seed(seed)
+        xs = [torch.randn(4, generator=g) for _ in range(64)]
+        futs = [server.infer("linear", x) for x in xs]
+        with torch.no_grad():
+            for x, f in zip(xs, futs):
+                torch.testing.assert_close(f.result(timeout=60).reshape(1, 3), module(x.unsqueeze(0)),
+                                           rtol=1e-5, atol=1e-6)
+
+    return check

@@ -312,18 +312,11 @@ def test_every_policy_of_the_language_serves(emulated_server, policy, gather):
     assert s.stats()["ok"] == 32
 
 
-def test_overlap_stages_beside_the_worker_and_reports_what_it_learned(cpu_server, models_dir):
+def test_overlap_stages_beside_the_worker_and_reports_what_it_learned(cpu_server, answers_as_direct_forward):
     # overlap="on" on a CPU device: a staging thread forms each batch while the
     # worker runs the one before (docs/serving.md); answers are unchanged.
     s = cpu_server("linear", overlap="on", max_batch=16)
-    module = direct(models_dir, "linear")
-    g = torch.Generator().manual_seed(3)
-    xs = [torch.randn(4, generator=g) for _ in range(64)]
-    futs = [s.infer("linear", x) for x in xs]
-    with torch.no_grad():
-        for x, f in zip(xs, futs):
-            torch.testing.assert_close(f.result(timeout=60).reshape(1, 3), module(x.unsqueeze(0)),
-                                       rtol=1e-5, atol=1e-6)
+    answers_as_direct_forward(s, seed=3)
     # The learner reports every 200 ms: wait for it (bounded).
     for _ in range(100):
         d = s.stats()["dispatch"]

@@ -4,21 +4,13 @@ a direct forward, batches formed, nothing dropped for its deadline, and
 options the server cannot run refused by name."""
 
 import pytest
-import torch
 
 import symphony
 
 
-def test_triton_on_a_cpu_device_answers_as_a_direct_forward(cpu_server, models_dir):
+def test_triton_on_a_cpu_device_answers_as_a_direct_forward(cpu_server, answers_as_direct_forward):
     s = cpu_server("linear", policy="triton:max_queue_delay_us=2000", max_batch=16)
-    module = torch.jit.load(str(models_dir / "linear.pt")).eval()
-    g = torch.Generator().manual_seed(7)
-    xs = [torch.randn(4, generator=g) for _ in range(64)]
-    futs = [s.infer("linear", x) for x in xs]
-    with torch.no_grad():
-        for x, f in zip(xs, futs):
-            torch.testing.assert_close(f.result(timeout=60).reshape(1, 3), module(x.unsqueeze(0)),
-                                       rtol=1e-5, atol=1e-6)
+    answers_as_direct_forward(s, seed=7)
     st = s.stats()
     assert st["sent"] == 64 and st["ok"] + st["late"] == 64
     assert st["models"]["linear"]["mean_batch"] > 1, "a burst waits up to the queue delay for company"
