@@ -879,12 +879,16 @@ struct Server::Impl final : BatchRunner {
     return out;
   }
 
-  // Model m's profile on its k-th device: a given file, the file beside the
-  // model for that device, or a measurement on it (then written there).
+  // Where a model's profile for device d is read from and saved: a given
+  // file, else the file beside the model for that device.
+  static std::string profile_path_for(const ModelOptions& mo, const DeviceSpec& d) {
+    return mo.profile == "auto" ? default_profile_path(mo.path, d) : mo.profile;
+  }
+
   // The profile a model's earlier load saved for device d, if readable (its
   // inputs unchecked: a prior for how long runs take, not a plan).
   std::optional<LatencyProfile> saved_profile(const ModelOptions& mo, const DeviceSpec& d) const {
-    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, d) : mo.profile;
+    const std::string path = profile_path_for(mo, d);
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return std::nullopt;
     auto r = profile_io::read_profile_file(path);
@@ -894,11 +898,13 @@ struct Server::Impl final : BatchRunner {
     return std::move(*p);
   }
 
+  // Model m's profile on its k-th device: the saved file (profile_path_for),
+  // or a measurement on it (then written there).
   Result<profile_io::MeasuredProfile> device_profile(const Model& m, std::size_t k, Duration run_limit) {
     const ModelOptions& mo = m.opts;
     const std::string shown = mo.display_name();
     const DeviceSpec& d = device_specs[m.gpus[k]];
-    const std::string path = mo.profile == "auto" ? default_profile_path(mo.path, d) : mo.profile;
+    const std::string path = profile_path_for(mo, d);
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
       auto r = profile_io::read_profile_file(path);
