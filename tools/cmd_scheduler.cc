@@ -102,20 +102,14 @@ int run_scheduler(SchedulerArgs a) {
   } else if (!a.profile_device.empty()) {
     return print_error("scheduler", "--profile-device needs --model-repository DIR\n"), 2;
   }
-  if (a.model_control_mode == "explicit") {
-    if (a.model_repository.empty())
-      return print_error("scheduler", "--model-control-mode explicit needs --model-repository DIR\n"), 2;
-    o.model_control = true;
-  } else if (a.model_control_mode == "poll") {
+  if (a.model_control_mode == "poll")
     return print_error("scheduler",
-                       "--model-control-mode poll: the cluster does not poll its repository (yet); give "
-                       "none or explicit\n"),
+                       "--model-control-mode poll: the cluster does not poll its repository "
+                       "(yet); give none or explicit\n"),
            2;
-  } else if (a.model_control_mode != "none") {
-    return print_error("scheduler", "--model-control-mode: '%s' is not none or explicit\n",
-                       a.model_control_mode.c_str()),
-           2;
-  }
+  if (a.model_control_mode == "explicit" && a.model_repository.empty())
+    return print_error("scheduler", "--model-control-mode explicit needs --model-repository DIR\n"), 2;
+  o.model_control = a.model_control_mode == "explicit";
   Result<cluster::ClusterConfig> loaded =
       cluster::load_cluster_config(a.config, true, repo ? &*repo : nullptr);
   Status read = loaded.status();
@@ -223,7 +217,8 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--model-control-mode", a.model_control_mode,
                   "none (default: the models are fixed at start) or explicit (the frontends' repository "
-                  "unload requests unload a model while the cluster serves; docs/cluster.md#model-control)");
+                  "unload requests unload a model while the cluster serves; docs/cluster.md#model-control)")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
   cmd->add_option("--model-repository", a.model_repository,
                   "take the models, SLOs and profiles from a Triton-layout repository, not the config's "
                   "models: (docs/cluster.md#running-from-a-model-repository)");
