@@ -23,13 +23,9 @@ Writes the configs under bench/results/triton/configs/, every run's report
 rows of bench/results/triton.md.
 """
 import argparse
-import json
 
-import yaml
-
-from simlib import ROOT, Clock, command_line, log, pmap, results_dir, save_json, simulate, write_config
-from baselines_lib import summarize
-from triton_compare import grid
+from simlib import ROOT, Clock, log, pmap, results_dir, save_json, write_config
+from triton_compare import goodput, grid
 
 OUT = results_dir("triton")
 MIX = OUT / "mix"
@@ -58,15 +54,6 @@ def mix3(name, shift_at_s=None):
     c = {"name": name, "seed": 1, "gpus": 8, "duration_s": 15, "warmup_s": 2,
          "workload": {"arrival": "poisson"}, "models": models}
     return write_config(OUT / "configs" / f"{name}.yaml", c)
-
-
-def goodput(config, policy):
-    args = ["--goodput", "--policy", policy]
-    r = summarize(simulate(config, *args))
-    r["policy"] = policy
-    r["command"] = command_line(config, *args)
-    log(f"  {config.stem} {policy}: goodput {r['goodput_rps']:.1f} r/s")
-    return r
 
 
 def sweep(config, jobs):
