@@ -109,6 +109,7 @@ int run_backend(BackendArgs a) {
   }
   o.devices = a.devices;
   o.name = a.name;
+  o.model_repository = a.model_repository;
   if (a.devices.rfind("emulated", 0) != 0) {
 #ifdef SYMPHONY_HAVE_CLUSTER_TORCH
     Result<std::vector<cluster::TorchModelSpec>> specs =

@@ -110,6 +110,8 @@ int run_scheduler(SchedulerArgs a) {
   if (a.model_control_mode == "explicit" && a.model_repository.empty())
     return print_error("scheduler", "--model-control-mode explicit needs --model-repository DIR\n"), 2;
   o.model_control = a.model_control_mode == "explicit";
+  o.model_repository = a.model_repository;
+  o.profile_device = a.profile_device;
   Result<cluster::ClusterConfig> loaded =
       cluster::load_cluster_config(a.config, true, repo ? &*repo : nullptr);
   Status read = loaded.status();

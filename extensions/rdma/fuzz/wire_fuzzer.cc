@@ -98,6 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<ModelControl>(msg, decode_model_control);
   roundtrip<ModelControlDone>(msg, decode_model_control_done);
   roundtrip<ModelTable>(msg, decode_model_table);
+  roundtrip<ModelLoad>(msg, decode_model_load);
+  roundtrip<ModelLoadDone>(msg, decode_model_load_done);
   rebuilt(msg, decode_submit);
   rebuilt(msg, decode_batch);
   rebuilt(msg, decode_outputs);

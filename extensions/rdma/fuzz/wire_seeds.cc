@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(ModelControl{3, ModelOp::kUnload, "linear"}));
   seeds.push_back(encode(ModelControlDone{3, 0, ""}));
   seeds.push_back(encode(ModelTable{{{0, 8, 100000000, "linear", 0, 0}}, {{"linear/1", "unloaded"}}}));
+  seeds.push_back(encode(ModelLoad{3, 2, 8, 1, "linear", "linear"}));
+  seeds.push_back(encode(ModelLoadDone{3, 2, BatchStatus::kOk, ""}));
   BatchDone bd;
   bd.batch = 9;
   bd.error = "e";

@@ -701,6 +701,158 @@ def test_torch_a_cold_cluster_answers_its_first_request_within_target(tmp_path):
         c.stop_all()
 
 
+def write_torch_model(repo, name, pbtxt, model_bytes=None, top=8):
+    """A repository model of linear.pt (or `model_bytes`), version 1, with the
+    profile `symphony profile` would write beside it (l(b) = 1 + 0.05 b ms)."""
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(pbtxt)
+    if model_bytes is None:
+        with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
+            model_bytes = src.read()
+    (repo / name / "1" / "model.pt").write_bytes(model_bytes)
+    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, top + 1))
+    (repo / name / "1" / "model.cpu0.profile.yaml").write_text(
+        'model: %s\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: %d\nalpha_ms: 0.05\n'
+        "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, top) + points)
+
+
+class InferLoop:
+    """Requests of one model, one after the other, on every frontend in turn,
+    until stopped: each answer's status."""
+
+    def __init__(self, fronts, model, body):
+        self.fronts, self.model, self.body = fronts, model, body
+        self.statuses = []
+        self.bad = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        i = 0
+        while not self.done.is_set():
+            f = self.fronts[i % len(self.fronts)]
+            status, _, out = http_infer(f, self.model, self.body)
+            self.statuses.append(status)
+            if status != 200:
+                self.bad.append((f.name, status, out))
+            i += 1
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+        return self.statuses
+
+
+def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tmp_path):
+    """--model-control-mode explicit with a CPU backend: a model folder added
+    to the repository after start loads (REST on one frontend): the backend
+    loads and warms it up, and once it answers the load is 200, both
+    frontends list it READY and answer its requests 200 with torch's outputs
+    (its metadata from their own read of the folder). Failed loads leave the
+    served models as they were and name the cause in the error and in both
+    indexes: a corrupt model file (the backend's error), a folder without a
+    model file (the scheduler's read), a model no backend may run (its
+    instance_group). A client loop on another model meanwhile gets 200 for
+    every request."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    loop = None
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
+        c.start_backend("cpu", "cpu", extra=args)
+        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
+        for f in (fa, fb):
+            f.wait_ready()
+        xs = rows(2, 5)
+        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+        for f in (fa, fb):
+            assert http_infer(f, "linear", body)[0] == 200
+        loop = InferLoop([fa, fb], "linear", body)
+        wait_until(lambda: len(loop.statuses) >= 10, "the client loop's first answers", timeout=30)
+
+        # A new folder, not read by any role at start: unknown until loaded.
+        write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+        assert curl(fa.url + "/v2/models/fresh/ready")[0] == 404
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/fresh/load")
+        assert status == 200, (out, c.scheduler.output())
+        assert ("fresh", "1", "READY", "") in repository_index(fa)
+        status, _, out = http_infer(fa, "fresh", body)
+        assert status == 200, out
+        (got,) = json.loads(out)["outputs"]
+        assert got["name"] == "OUTPUT__0" and got["shape"] == [2, 3]
+        assert got["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+        wait_until(lambda: ("fresh", "1", "READY", "") in repository_index(fb), "fb to list 'fresh' READY",
+                   timeout=10)
+        assert curl(fb.url + "/v2/models/fresh/ready")[0] == 200
+        meta = json.loads(curl(fb.url + "/v2/models/fresh")[2])
+        assert meta["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}], meta
+        assert http_infer(fb, "fresh", body)[0] == 200
+        assert "warmed up model 'fresh'" in c.backends["cpu"].output(), c.backends["cpu"].output()
+        assert "loaded model 'fresh' on " in c.scheduler.output(), c.scheduler.output()
+        pb, pbg = grpc_stubs()
+        with grpc.insecure_channel(fb.grpc) as ch:
+            stub = pbg.GRPCInferenceServiceStub(ch)
+            stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="fresh"), timeout=60)  # served: ok
+            assert stub.ModelReady(pb.ModelReadyRequest(name="fresh"), timeout=10).ready is True
+
+            # A corrupt model file: the backend cannot load it; the load fails naming it.
+            write_torch_model(repo, "broken", COLD_PBTXT % 3000, model_bytes=b"not a TorchScript archive")
+            with pytest.raises(grpc.RpcError) as e:
+                stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="broken"), timeout=60)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+            assert "could not load it" in e.value.details() and "'cpu'" in e.value.details(), e.value.details()
+            assert stub.ModelReady(pb.ModelReadyRequest(name="broken"), timeout=10).ready is False
+        for f in (fa, fb):
+            wait_until(lambda: any(x[0] == "broken" and x[2] == "UNAVAILABLE" and "a load failed" in x[3]
+                                   for x in repository_index(f)), "%s to list 'broken' failed" % f.name,
+                       timeout=10)
+            (e,) = [x for x in repository_index(f) if x[0] == "broken"]
+            assert "could not load it" in e[3] and "'cpu'" in e[3], e
+            status, _, out = http_infer(f, "broken", body)
+            assert status == 503 and "not loaded" in json.loads(out)["error"], out
+            assert http_infer(f, "fresh", body)[0] == 200
+
+        # No model file: the scheduler's read of the folder fails.
+        (repo / "nofile" / "1").mkdir(parents=True)
+        (repo / "nofile" / "config.pbtxt").write_text(COLD_PBTXT % 3000)
+        status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/nofile/load")
+        assert status == 400 and "nofile" in json.loads(out)["error"], out
+        for f in (fa, fb):
+            wait_until(lambda: any(x[0] == "nofile" and x[2] == "UNAVAILABLE" and "a load failed" in x[3]
+                                   for x in repository_index(f)), "%s to list 'nofile' failed" % f.name,
+                       timeout=10)
+        # No backend may run it: its instance_group wants a GPU, the backend has a CPU.
+        write_torch_model(repo, "gpu_only", GPU_ONLY_PBTXT)
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/gpu_only/load")
+        assert status == 503 and "no registered backend has a device of its instance_group" in \
+            json.loads(out)["error"], out
+        (e,) = [x for x in repository_index(fa) if x[0] == "gpu_only"]
+        assert e[2] == "UNAVAILABLE" and "instance_group" in e[3], e
+        # A name the repository does not hold.
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/nope/load")
+        assert status in (400, 404) and "no folder 'nope'" in json.loads(out)["error"], out
+
+        bad = loop.bad
+        statuses = loop.stop()
+        loop = None
+        print("client loop on 'linear' during the loads: %d answers, statuses %s" % (len(statuses), set(statuses)))
+        print("index:", repository_index(fa))
+        assert len(statuses) >= 20 and set(statuses) == {200}, (len(statuses), set(statuses), bad[:3])
+        for f in (fa, fb):
+            assert ("linear", "1", "READY", "") in repository_index(f)
+            assert ("fresh", "1", "READY", "") in repository_index(f)
+    finally:
+        if loop:
+            loop.stop()
+        c.stop_all()
+
+
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
 
 EMULATED_CONFIG = """

@@ -188,6 +188,27 @@ TEST(WireTest, ModelControlAndModelTableRoundTrip) {
   EXPECT_EQ(to_string(Kind::kModelTable), "ModelTable");
 }
 
+TEST(WireTest, ModelLoadAndItsAnswerRoundTrip) {
+  Result<ModelLoad> l = decode_model_load(encode(ModelLoad{4, 7, 16, 2, "linear", "linear"}));
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->seq, 4u);
+  EXPECT_EQ(l->model, 7u);
+  EXPECT_EQ(l->max_batch, 16u);
+  EXPECT_EQ(l->version, 2);
+  EXPECT_EQ(l->name, "linear");
+  EXPECT_EQ(l->repository_model, "linear");
+  Result<ModelLoadDone> d =
+      decode_model_load_done(encode(ModelLoadDone{4, 7, BatchStatus::kError, "no such file"}));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->model, 7u);
+  EXPECT_EQ(d->status, BatchStatus::kError);
+  EXPECT_EQ(d->error, "no such file");
+  expect_refused(encode(ModelLoad{1, 0, 1, 1, "", "m"}), "a model load names no model");
+  expect_refused(encode(ModelLoad{1, 0, 1, -1, "m", "m"}), "a model load of version -1");
+  EXPECT_EQ(to_string(Kind::kModelLoad), "ModelLoad");
+  EXPECT_EQ(to_string(Kind::kModelLoadDone), "ModelLoadDone");
+}
+
 TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
   const Standing in{7,         true,
                     1,         100,
@@ -294,6 +315,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("ModelControl", encode(ModelControl{0x0102, ModelOp::kUnload, "m"}));
   msgs.emplace_back("ModelControlDone", encode(ModelControlDone{0x0102, 5, "no"}));
   msgs.emplace_back("ModelTable", encode(ModelTable{{{5, 8, 0x51, "m", 3, 2}}, {{"u", "r"}}}));
+  msgs.emplace_back("ModelLoad", encode(ModelLoad{0x0102, 3, 8, 2, "m", "r"}));
+  msgs.emplace_back("ModelLoadDone", encode(ModelLoadDone{0x0102, 3, BatchStatus::kError, "x"}));
   msgs.emplace_back(
       "Standing",
       encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
@@ -338,6 +361,12 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"ModelControlDone", "020100000000000005000000020000006e6f"},
       {"ModelTable",
        "010000000100000005000000080000005100000000000000010000006d030000000200000001000000750100000072"},
+      {"ModelLoad",
+       "0201000000000000030000000800000002000000000000000100000"
+       "06d0100000072"},
+      {"ModelLoadDone",
+       "02010000000000000300000001000000010000"
+       "0078"},
       {"Stats",
        "31000000000000000100000002000000010000000300000000000000040000000000000005000000000000000600000000000"
        "0"
@@ -382,7 +411,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 7 (this build speaks version 8)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 8 (this build speaks version 9)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -393,25 +422,28 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 8)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 9)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 8)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 9)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 8)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 9)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 8)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 9)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 8)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 9)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 8)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 9)");
   m = good;
-  m[4] = 9;
-  expect_refused(m, "unsupported protocol version 9");
+  m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 9)");
+  m = good;
+  m[4] = 10;
+  expect_refused(m, "unsupported protocol version 10");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

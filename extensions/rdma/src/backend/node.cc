@@ -10,11 +10,13 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <concurrentqueue/concurrentqueue.h>
 
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/session_connector.hpp"
 #include "symphony/cluster/wire.hpp"
@@ -103,6 +105,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
       if (const char* env = std::getenv("SYMPHONY_CLUSTER_TOKEN")) opts_.token = env;
   }
   ~Impl() override {
+    join_loaders();
     if (exec_log_) std::fclose(exec_log_);
   }
 
@@ -248,6 +251,20 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
 
   std::uint64_t placements_ = 0, models_loaded_ = 0, models_unloaded_ = 0, batches_not_placed_ = 0;
 
+  // Loads while serving (ModelLoad): each on a thread of its own, which
+  // posts its answer to the network thread.
+  void on_model_load(const wire::ModelLoad& m);
+  void join_loaders() {
+    std::vector<std::thread> loaders;
+    {
+      std::lock_guard<std::mutex> lock(loaders_mu_);
+      loaders.swap(loaders_);
+    }
+    for (std::thread& t : loaders) t.join();
+  }
+  std::mutex loaders_mu_;
+  std::vector<std::thread> loaders_;
+
  public:
   BackendMetricsSnapshot metrics_snapshot() const;
 };
@@ -310,6 +327,7 @@ void BackendNode::Impl::stop() {
     slots_.clear();
   });
   transport_->stop();  // no batch starts from now on; reports only queue (see Transport::notify)
+  join_loaders();      // a load's warm-up runs on the devices: it ends before they stop
   devices_->stop();
 }
 
@@ -485,10 +503,72 @@ void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const st
       if (!p.ok()) return log("bad Placement from the scheduler: " + p.status().message());
       return on_placement(*p);
     }
+    case wire::Kind::kModelLoad: {
+      Result<wire::ModelLoad> m = wire::decode_model_load(msg);
+      if (!m.ok()) return log("bad ModelLoad from the scheduler: " + m.status().message());
+      return on_model_load(*m);
+    }
     default:
       if (logged_++ < kMaxLogged)
         log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler");
   }
+}
+
+void BackendNode::Impl::on_model_load(const wire::ModelLoad& m) {
+  // Its batches will carry this id.
+  if (m.model >= wire::kMaxModels)
+    return log("ModelLoad of model id " + std::to_string(m.model) + ": too large");
+  if (m.model >= model_names_.size()) model_names_.resize(m.model + 1);
+  model_names_[m.model] = m.name;
+  for (std::vector<bool>& row : placed_) row.resize(model_names_.size(), false);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    welcomed_models_ = model_names_;
+  }
+  log("the scheduler asks to load model '" + m.name + "' (version " + std::to_string(m.version) + " of '" +
+      m.repository_model + "') while serving");
+  const std::uint64_t session = session_no_;
+  std::lock_guard<std::mutex> lock(loaders_mu_);
+  loaders_.emplace_back([this, m, session] {
+    const SteadyClock clock;
+    const TimePoint start = clock.now();
+    Status st;
+    if (devices_->models().empty()) {
+      // Emulated devices run any model: nothing to read or load.
+    } else if (opts_.model_repository.empty()) {
+      st = Status(Errc::kFailedPrecondition, "this backend was started without --model-repository");
+    } else {
+      Result<ClusterRepository> r =
+          read_cluster_repository_model(opts_.model_repository, m.repository_model, {});
+      const ClusterRepositoryModel* v = nullptr;
+      if (r.ok())
+        for (const ClusterRepositoryModel& x : r->models)
+          if (x.version == m.version) v = &x;
+      if (!r.ok())
+        st = r.status();
+      else if (!v)
+        st = Status(Errc::kNotFound, "the repository " + opts_.model_repository + " has no version " +
+                                         std::to_string(m.version) + " of model '" + m.repository_model +
+                                         "' to serve");
+      else if (v->config.name != m.name)
+        st =
+            Status(Errc::kInvalidArgument, "version " + std::to_string(m.version) + " of '" +
+                                               m.repository_model + "' is '" + v->config.name + "' here, '" +
+                                               m.name + "' at the scheduler: the roles' repositories differ");
+      else
+        st = devices_->add_model(*v, m.max_batch);
+    }
+    const std::int64_t ms = (clock.now() - start).ns() / 1000000;
+    wire::ModelLoadDone done{m.seq, m.model, st.ok() ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
+                             st.ok() ? std::string() : st.message().substr(0, wire::kMaxTextBytes)};
+    transport_->post([this, done = std::move(done), session, name = m.name, ms] {
+      if (session != session_no_ || !session_) return;  // asked by a scheduler session that is gone
+      log(done.status == wire::BatchStatus::kOk
+              ? "loaded and warmed up model '" + name + "' in " + std::to_string(ms) + " ms"
+              : "could not load model '" + name + "': " + done.error);
+      (void)session_->send(wire::encode(done));
+    });
+  });
 }
 
 void BackendNode::Impl::on_frontend_joined(const wire::FrontendJoined& f) {

@@ -91,6 +91,22 @@ Status append_bytes(const c10::IValue& v, bool shaped, std::vector<std::uint8_t>
                 "an output that is neither a tensor nor a tuple of tensors (" + v.tagKind() + ")");
 }
 
+// What a backend loads of a repository's version (its file, inputs, reshapes, group, max batch).
+TorchModelSpec spec_of(const ClusterRepositoryModel& rm) {
+  TorchModelSpec m;
+  m.name = rm.config.name;
+  m.path = rm.model_path;
+  m.input_reshapes = rm.input_reshapes;
+  m.output_reshapes = rm.output_reshapes;
+  for (const TensorSpec& t : rm.tensors.inputs) m.inputs.push_back(t.to_string());
+  for (const TensorSpec& t : rm.profile_inputs) m.profile_inputs.push_back(t.to_string());
+  m.batch_dimension = rm.tensors.batch_dimension;
+  m.instance_groups = rm.instance_groups;
+  m.max_batch = rm.config.max_batch;
+  for (const TensorSpec& t : rm.tensors.outputs) m.shaped_outputs |= t.has_wildcard();
+  return m;
+}
+
 class TorchDevices final : public BackendDevices, private server::BatchRunner {
  public:
   Status init(const std::string& devices, const std::vector<TorchModelSpec>& models, int cpu_threads,
@@ -112,41 +128,15 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       names_.push_back(prefix + "/" + d.to_string());
       device_names.push_back(d.to_string());
     }
-    const bool has_gpu = has_gpu_device(device_names);
+    has_gpu_ = has_gpu_device(device_names);
     if (models.empty()) return Status(Errc::kInvalidArgument, "model devices need at least one --model");
     at::set_num_threads(cpu_threads);
+    specs_ = specs;
+    torch_devices_ = torch_devices;
+    device_names_ = device_names;
     for (const TorchModelSpec& m : models) {
-      TorchModel::Options o;
-      o.name = m.name;
-      o.path = m.path;
-      o.devices.clear();
-      std::vector<int> replica_of(specs.size(), -1);  // by device
-      for (std::size_t d = 0; d < specs.size(); ++d)
-        if (groups_select(m.instance_groups, device_names[d], has_gpu)) {
-          replica_of[d] = static_cast<int>(o.devices.size());
-          o.devices.push_back(torch_devices[d]);
-        }
-      if (o.devices.empty()) continue;  // none of its instance_group here: another backend's
-      for (std::size_t i = 0; i < m.inputs.size(); ++i) {
-        SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
-                                  server::parse_input_spec(m.inputs[i], "input" + std::to_string(i))
-                                      .with_context("model '" + m.name + "'"));
-        o.inputs.push_back(s);
-      }
-      for (std::size_t i = 0; i < m.profile_inputs.size(); ++i) {
-        SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
-                                  server::parse_input_spec(m.profile_inputs[i], "input" + std::to_string(i))
-                                      .with_context("model '" + m.name + "'"));
-        o.profile_inputs.push_back(s);
-      }
-      o.input_reshapes = m.input_reshapes;
-      o.output_reshapes = m.output_reshapes;
-      o.batch_dimension = m.batch_dimension;
-      Loaded& l = models_[m.name];
-      l.shaped_outputs = m.shaped_outputs;
-      l.max_batch = m.batch_dimension ? std::max<std::uint32_t>(m.max_batch, 1) : 1;
-      l.replica_of = std::move(replica_of);
-      SYMPHONY_ASSIGN_OR_RETURN(l.model, TorchModel::load(std::move(o)));
+      SYMPHONY_ASSIGN_OR_RETURN(std::optional<Loaded> l, load(m));
+      if (l) models_[m.name] = std::move(*l);
     }
     if (models_.empty())
       return Status(Errc::kInvalidArgument, "no model has " + devices +
@@ -176,18 +166,50 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
 
   const std::vector<std::string>& names() const override { return names_; }
   std::vector<std::string> models() const override {
+    std::lock_guard<std::mutex> lock(mu_);  // add_model inserts while serving
     std::vector<std::string> out;
     for (const auto& [n, l] : models_) out.push_back(n);
     return out;
   }
+
+  Status add_model(const ClusterRepositoryModel& rm, std::uint32_t max_batch) override {
+    std::lock_guard<std::mutex> serial(load_mu_);  // one load (and its warm-up port) at a time
+    TorchModelSpec m = spec_of(rm);
+    if (max_batch > 0) m.max_batch = max_batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (models_.count(m.name)) return {};  // loaded already (at start, or by an earlier load)
+    }
+    SYMPHONY_ASSIGN_OR_RETURN(std::optional<Loaded> l, load(m));
+    if (!l)
+      return Status(Errc::kFailedPrecondition, "model '" + m.name + "': no device of this backend (" +
+                                                   describe_devices() + ") is of its instance_group");
+    Loaded* in = nullptr;
+    {
+      // In the table before its warm-up (which runs through prepare); the
+      // scheduler sends it no batch before this backend answers.
+      std::lock_guard<std::mutex> lock(mu_);
+      in = &(models_[m.name] = std::move(*l));
+    }
+    if (Status st = warm_up(m.name, *in); !st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      models_.erase(m.name);
+      return st;
+    }
+    return {};
+  }
+
   Executor& executor(std::size_t d) override { return *executors_[d]; }
 
   Status prepare(BatchId batch, const std::string& model,
                  std::vector<std::span<const std::uint8_t>> inputs) override {
-    const auto it = models_.find(model);
-    if (it == models_.end()) return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
     Pending p;
-    p.model = &it->second;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // add_model inserts while serving (nodes stay put)
+      const auto it = models_.find(model);
+      if (it == models_.end()) return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
+      p.model = &it->second;
+    }
     p.tensors.resize(inputs.size());
     for (std::size_t r = 0; r < inputs.size(); ++r)
       SYMPHONY_RETURN_IF_ERROR(
@@ -220,6 +242,44 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     std::vector<std::vector<at::Tensor>> tensors;
     std::vector<std::vector<std::uint8_t>> outputs;
   };
+
+  // Loads one model on the devices its instance_group allows (nullopt: none
+  // of them is here), without warming it up. Any thread.
+  Result<std::optional<Loaded>> load(const TorchModelSpec& m) const {
+    TorchModel::Options o;
+    o.name = m.name;
+    o.path = m.path;
+    o.devices.clear();
+    std::vector<int> replica_of(specs_.size(), -1);  // by device
+    for (std::size_t d = 0; d < specs_.size(); ++d)
+      if (groups_select(m.instance_groups, device_names_[d], has_gpu_)) {
+        replica_of[d] = static_cast<int>(o.devices.size());
+        o.devices.push_back(torch_devices_[d]);
+      }
+    if (o.devices.empty())
+      return std::optional<Loaded>();  // none of its instance_group here: another backend's
+    for (std::size_t i = 0; i < m.inputs.size(); ++i) {
+      SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
+                                server::parse_input_spec(m.inputs[i], "input" + std::to_string(i))
+                                    .with_context("model '" + m.name + "'"));
+      o.inputs.push_back(s);
+    }
+    for (std::size_t i = 0; i < m.profile_inputs.size(); ++i) {
+      SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
+                                server::parse_input_spec(m.profile_inputs[i], "input" + std::to_string(i))
+                                    .with_context("model '" + m.name + "'"));
+      o.profile_inputs.push_back(s);
+    }
+    o.input_reshapes = m.input_reshapes;
+    o.output_reshapes = m.output_reshapes;
+    o.batch_dimension = m.batch_dimension;
+    Loaded l;
+    l.shaped_outputs = m.shaped_outputs;
+    l.max_batch = m.batch_dimension ? std::max<std::uint32_t>(m.max_batch, 1) : 1;
+    l.replica_of = std::move(replica_of);
+    SYMPHONY_ASSIGN_OR_RETURN(l.model, TorchModel::load(std::move(o)));
+    return std::optional<Loaded>(std::move(l));
+  }
 
   // The warm-up's batches end here (executor threads -> warm_up).
   struct WarmPort final : CompletionPort {
@@ -260,7 +320,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       devices += (devices.empty() ? "" : ", ") + names_[d];
       for (std::uint32_t b = 1; b <= l.max_batch; ++b)
         for (int round = 0; round < 2; ++round) {
-          const BatchId id = kWarmUpBatch - runs++;
+          const BatchId id = kWarmUpBatch - warm_ids_++;
+          ++runs;
           SYMPHONY_RETURN_IF_ERROR(prepare(id, name, std::vector<std::span<const std::uint8_t>>(b, one)));
           ExecBatch e;
           e.batch = id;
@@ -327,10 +388,22 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   }
   void fail(const ExecBatch&, const std::string&) override {}  // the executor reports the error
 
+  std::string describe_devices() const {
+    std::string out;
+    for (const std::string& d : device_names_) out += (out.empty() ? "" : ", ") + d;
+    return out;
+  }
+
   std::vector<std::string> names_;
-  std::unordered_map<std::string, Loaded> models_;
+  std::vector<server::DeviceSpec> specs_;  // the devices, as parsed (fixed after init)
+  std::vector<c10::Device> torch_devices_;
+  std::vector<std::string> device_names_;
+  bool has_gpu_ = false;
+  mutable std::mutex load_mu_;  // add_model: one at a time (warm_port_, warm_ids_, warm_notes_)
+  std::uint64_t warm_ids_ = 0;  // warm-up batches so far: their ids count down from kWarmUpBatch
+  std::unordered_map<std::string, Loaded> models_;  // inserted under mu_ while serving
   std::vector<std::unique_ptr<Executor>> executors_;
-  std::mutex mu_;
+  mutable std::mutex mu_;  // models_ inserts, pending_
   std::unordered_map<BatchId, Pending> pending_;
   WarmPort warm_port_;  // outlives the executors (stop() joins them first)
   std::vector<std::string> warm_notes_;
@@ -366,20 +439,7 @@ Result<std::vector<TorchModelSpec>> torch_model_specs(const std::vector<std::str
     out.push_back(std::move(m));
   }
   if (repository)
-    for (const ClusterRepositoryModel& rm : repository->models) {
-      TorchModelSpec m;
-      m.name = rm.config.name;
-      m.path = rm.model_path;
-      m.input_reshapes = rm.input_reshapes;
-      m.output_reshapes = rm.output_reshapes;
-      for (const TensorSpec& t : rm.tensors.inputs) m.inputs.push_back(t.to_string());
-      for (const TensorSpec& t : rm.profile_inputs) m.profile_inputs.push_back(t.to_string());
-      m.batch_dimension = rm.tensors.batch_dimension;
-      m.instance_groups = rm.instance_groups;
-      m.max_batch = rm.config.max_batch;
-      for (const TensorSpec& t : rm.tensors.outputs) m.shaped_outputs |= t.has_wildcard();
-      out.push_back(std::move(m));
-    }
+    for (const ClusterRepositoryModel& rm : repository->models) out.push_back(spec_of(rm));
   for (std::size_t i = 0; i < out.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (out[i].name == out[j].name)

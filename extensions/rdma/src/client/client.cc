@@ -152,6 +152,14 @@ class Client::Impl final : public Transport::Handler {
     const auto it = unserved_.find(std::string(model));
     return it == unserved_.end() ? std::string() : it->second;
   }
+  std::vector<std::string> unserved_models() const {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    std::vector<std::string> out;
+    for (const auto& [name, why] : unserved_) out.push_back(name);
+    return out;
+  }
+  // acquire: pairs with the release in the table's writers (its models are visible).
+  std::uint64_t table_generation() const { return table_gen_.load(std::memory_order_acquire); }
   void control_model(std::string_view model, bool load, std::function<void(Status)> done);
   ClientStats stats() const;
   Result<std::vector<SchedulerModelStats>> statistics(Duration timeout);
@@ -268,6 +276,7 @@ class Client::Impl final : public Transport::Handler {
   std::vector<ModelInfo> models_;
   std::unordered_map<std::string, std::size_t> model_index_;
   std::unordered_map<std::string, std::string> unserved_;  // the last ModelTable's reasons
+  std::atomic<std::uint64_t> table_gen_{0};                // tables taken (table_generation)
   // control_model() calls waiting for the scheduler's answer, by seq (network thread).
   std::unordered_map<std::uint64_t, std::function<void(Status)>> controls_waiting_;
   std::uint64_t control_seq_ = 0;  // network thread
@@ -741,6 +750,7 @@ void Client::Impl::on_welcome(const wire::Welcome& w) {
     std::unique_lock<std::shared_mutex> lock(models_mu_);
     set_models(w.models);
     unserved_.clear();  // a ModelTable follows when the scheduler serves not all of its models
+    table_gen_.fetch_add(1, std::memory_order_release);
   }
   session_->established();  // a frontend has no handshake of its own
   welcomes_.fetch_add(1, std::memory_order_relaxed);
@@ -956,6 +966,7 @@ void Client::Impl::on_model_table(std::span<const std::uint8_t> msg) {
       unserved_[u.name] = u.reason;
       changes += (changes.empty() ? "" : ", ") + u.name + " " + u.reason;
     }
+    table_gen_.fetch_add(1, std::memory_order_release);
   }
   log("the scheduler serves " + std::to_string(t->models.size()) + " models" +
       (changes.empty() ? std::string() : " (not: " + changes + ")"));
@@ -1080,6 +1091,8 @@ void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 bool Client::has_model(std::string_view model) const { return impl_->has_model(model); }
 std::string Client::unserved_reason(std::string_view model) const { return impl_->unserved_reason(model); }
+std::vector<std::string> Client::unserved_models() const { return impl_->unserved_models(); }
+std::uint64_t Client::table_generation() const { return impl_->table_generation(); }
 void Client::control_model(std::string_view model, bool load, std::function<void(Status)> done) {
   impl_->control_model(model, load, std::move(done));
 }

@@ -170,4 +170,29 @@ Result<ClusterRepository> read_cluster_repository(const std::string& dir, const 
 #endif
 }
 
+Result<ClusterRepository> read_cluster_repository_model(const std::string& dir, const std::string& model,
+                                                        const RepositoryReadOptions& o) {
+#ifndef SYMPHONY_HAVE_REPOSITORY
+  (void)model;
+  return read_cluster_repository(dir, o);  // the same error
+#else
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::path(dir) / model;
+  if (model.empty() || model.find('/') != std::string::npos || model == "." || model == ".." ||
+      !std::filesystem::is_directory(folder, ec))
+    return Status(Errc::kNotFound, "the model repository " + dir + " has no folder '" + model + "'");
+  SYMPHONY_ASSIGN_OR_RETURN(repository::RepositoryModel m, repository::read_model_dir(folder.string()));
+  ClusterRepository out;
+  out.dir = dir;
+  for (const repository::ModelVersion& v : m.versions) {
+    SYMPHONY_ASSIGN_OR_RETURN(ClusterRepositoryModel cm, translate(m, v, o));
+    out.models.push_back(std::move(cm));
+  }
+  for (const repository::UnavailableVersion& v : m.unavailable_versions)
+    out.unserved.push_back({m.name, v.version, v.reason});
+  if (out.models.empty()) return invalid(m.config_path + ": model '" + m.name + "' has no version to serve");
+  return out;
+#endif
+}
+
 }  // namespace symphony::cluster

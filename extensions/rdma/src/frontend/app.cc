@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "symphony/cluster/client_report.hpp"
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/transport.hpp"
 #include "symphony/front/front_metrics.hpp"
@@ -98,8 +99,17 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
     for (const ClusterConfig::UnservedVersion& v : cfg.unserved_versions)
       repository->push_back({v.model, v.version, "UNAVAILABLE", v.reason});
   }
-  app->service_ = std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes,
-                                                   app->scheduler_desc_, std::move(repository));
+  // A model the scheduler loads while the cluster serves: read from this
+  // frontend's copy of the repository when its table names it.
+  ClusterService::ModelLoader loader;
+  if (!cfg.model_repository.empty())
+    loader = [dir = cfg.model_repository](const std::string& model) -> Result<std::vector<ServedModel>> {
+      SYMPHONY_ASSIGN_OR_RETURN(ClusterRepository r, read_cluster_repository_model(dir, model, {}));
+      return served_models(r);
+    };
+  app->service_ =
+      std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes, app->scheduler_desc_,
+                                       std::move(repository), std::move(loader));
   front::FrontOptions fo;
   fo.server_name = "symphony";
   fo.max_inflight = o.max_inflight;

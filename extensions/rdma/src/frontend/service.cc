@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
+#include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/shaped_bytes.hpp"
 
 namespace symphony::cluster {
@@ -84,61 +86,99 @@ void add_input(const front::Tensor& t, bool shaped, bool batched, std::span<cons
 
 }  // namespace
 
+namespace {
+
+// A model as the frontend serves it: its config, its protocol name, its
+// repository version (nullptr: none) and its tensors (nullptr: opaque).
+ServedModel served_model(const ModelConfig& mc, const std::string& protocol_name, const std::string* version,
+                         const ModelTensors* t) {
+  ServedModel m;
+  m.name = mc.name;
+  m.protocol_name = protocol_name;
+  m.slo = mc.slo;
+  m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
+  m.declared_in = "cluster.models." + mc.name + ".outputs";
+  if (version) {
+    m.version = *version;
+    m.declared_in = "the outputs of " + m.protocol_name + "/config.pbtxt";
+  }
+  if (t) {
+    m.batch_dimension = t->batch_dimension;
+    m.inputs = specs_of(t->inputs, t->input_names, "input", t->batch_dimension);
+    m.outputs = specs_of(t->outputs, t->output_names, "output", t->batch_dimension);
+    for (const symphony::TensorSpec& d : t->inputs) {
+      m.shaped_inputs.push_back(d.has_wildcard());
+      m.input_bytes += d.bytes();
+    }
+    for (const symphony::TensorSpec& d : t->outputs) m.shaped_outputs |= d.has_wildcard();
+    if (std::find(m.shaped_inputs.begin(), m.shaped_inputs.end(), true) != m.shaped_inputs.end())
+      m.input_bytes = 0;  // each request its own
+  }
+  if (m.inputs.empty()) {
+    m.opaque = true;
+    m.inputs.push_back({"input", DataType::kBytes, {-1, 1}});
+  }
+  return m;
+}
+
+}  // namespace
+
 std::vector<ServedModel> served_models(const ClusterConfig& config) {
   std::vector<ServedModel> out;
   for (const ModelConfig& mc : config.sim.spec.models) {
-    ServedModel m;
-    m.name = mc.name;
     const auto p = config.protocol_models.find(mc.name);
-    m.protocol_name = p != config.protocol_models.end() ? p->second : mc.name;
-    m.slo = mc.slo;
-    m.max_batch = mc.max_batch ? mc.max_batch : mc.profile.max_batch();
-    m.declared_in = "cluster.models." + mc.name + ".outputs";
-    if (const auto v = config.model_versions.find(mc.name); v != config.model_versions.end()) {
-      m.version = v->second;
-      m.declared_in = "the outputs of " + m.protocol_name + "/config.pbtxt";
-    }
-    const auto it = config.cluster.models.find(mc.name);
-    if (it != config.cluster.models.end()) {
-      const ModelTensors& t = it->second;
-      m.batch_dimension = t.batch_dimension;
-      m.inputs = specs_of(t.inputs, t.input_names, "input", t.batch_dimension);
-      m.outputs = specs_of(t.outputs, t.output_names, "output", t.batch_dimension);
-      for (const symphony::TensorSpec& d : t.inputs) {
-        m.shaped_inputs.push_back(d.has_wildcard());
-        m.input_bytes += d.bytes();
-      }
-      for (const symphony::TensorSpec& d : t.outputs) m.shaped_outputs |= d.has_wildcard();
-      if (std::find(m.shaped_inputs.begin(), m.shaped_inputs.end(), true) != m.shaped_inputs.end())
-        m.input_bytes = 0;  // each request its own
-    }
-    if (m.inputs.empty()) {
-      m.opaque = true;
-      m.inputs.push_back({"input", DataType::kBytes, {-1, 1}});
-    }
-    out.push_back(std::move(m));
+    const auto v = config.model_versions.find(mc.name);
+    const auto t = config.cluster.models.find(mc.name);
+    out.push_back(served_model(mc, p != config.protocol_models.end() ? p->second : mc.name,
+                               v != config.model_versions.end() ? &v->second : nullptr,
+                               t != config.cluster.models.end() ? &t->second : nullptr));
+  }
+  return out;
+}
+
+std::vector<ServedModel> served_models(const ClusterRepository& repository) {
+  std::vector<ServedModel> out;
+  for (const ClusterRepositoryModel& m : repository.models) {
+    const std::string version = std::to_string(m.version);
+    out.push_back(served_model(m.config, m.model, &version, &m.tensors));
   }
   return out;
 }
 
 ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
-                               std::string scheduler, std::optional<std::vector<IndexEntry>> repository)
+                               std::string scheduler, std::optional<std::vector<IndexEntry>> repository,
+                               ModelLoader loader)
     : client_(client),
       max_input_bytes_(max_input_bytes),
       scheduler_(std::move(scheduler)),
       repository_(repository.has_value()),
-      unserved_(repository ? std::move(*repository) : std::vector<IndexEntry>{}) {
+      unserved_(repository ? std::move(*repository) : std::vector<IndexEntry>{}),
+      loader_(repository_ ? std::move(loader) : ModelLoader{}) {
+  std::unique_lock<std::shared_mutex> cat(cat_mu_);
+  add_models(std::move(models));
+}
+
+void ClusterService::add_models(std::vector<ServedModel> models) const {
+  std::erase_if(models, [this](const ServedModel& sm) { return models_.count(sm.name) != 0; });
+  if (models.empty()) return;
   // A repository's versions of one model are models of the cluster, the
-  // highest last (served_models keeps the repository's order).
+  // highest last (served_models keeps the repository's order; a version
+  // learned later is put in its place by number).
   for (ServedModel& sm : models)
     if (sm.protocol_name.empty()) sm.protocol_name = sm.name;
+  std::map<std::string, std::vector<std::string>> numbers;  // the protocol's versions of each model
+  for (const auto& [name, m] : models_) numbers[m->served.protocol_name].push_back(m->served.version);
   for (const ServedModel& sm : models) {
     std::vector<std::string>& v = versions_[sm.protocol_name];
     if (v.empty()) order_.push_back(sm.protocol_name);
     v.push_back(sm.name);
+    numbers[sm.protocol_name].push_back(sm.version);
   }
-  std::map<std::string, std::vector<std::string>> numbers;  // the protocol's versions of each model
-  for (const ServedModel& sm : models) numbers[sm.protocol_name].push_back(sm.version);
+  const auto by_number = [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;  // decimal integers
+  };
+  for (auto& [n, list] : numbers) std::sort(list.begin(), list.end(), by_number);
+  std::lock_guard<std::mutex> lock(mu_);
   for (ServedModel& sm : models) {
     auto meta = std::make_shared<front::ModelMetadata>();
     meta->name = sm.protocol_name;
@@ -157,6 +197,38 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
     stats_[m->served.name].model = m->served.name;
     models_[m->served.name] = std::move(m);
   }
+  // Versions by number, the highest last.
+  for (auto& [n, list] : versions_)
+    std::sort(list.begin(), list.end(), [&](const std::string& a, const std::string& b) {
+      return by_number(models_.at(a)->served.version, models_.at(b)->served.version);
+    });
+}
+
+void ClusterService::learn() const {
+  if (!loader_) return;
+  const std::uint64_t table = client_.table_generation();
+  if (table == learned_table_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> serial(learn_mu_);
+  if (table == learned_table_.load(std::memory_order_relaxed)) return;
+  std::vector<std::string> names = client_.unserved_models();
+  for (const ModelInfo& m : client_.models()) names.push_back(m.name);
+  std::set<std::string> folders;  // a cluster name "m" or "m/1" is folder "m"
+  {
+    std::shared_lock<std::shared_mutex> cat(cat_mu_);
+    for (const std::string& n : names)
+      if (!models_.count(n)) folders.insert(n.substr(0, n.find('/')));
+  }
+  for (const std::string& f : folders) {
+    Result<std::vector<ServedModel>> got = loader_(f);
+    if (!got.ok()) {
+      unreadable_[f] = got.status().message();
+      continue;
+    }
+    unreadable_.erase(f);
+    std::unique_lock<std::shared_mutex> cat(cat_mu_);
+    add_models(std::move(*got));
+  }
+  learned_table_.store(table, std::memory_order_release);
 }
 
 const ClusterService::Model* ClusterService::resolve(std::string_view name, std::string_view version) const {
@@ -192,6 +264,8 @@ std::shared_ptr<const front::ModelMetadata> ClusterService::served_meta(std::str
 }
 
 std::vector<std::shared_ptr<const front::ModelMetadata>> ClusterService::models() const {
+  learn();
+  std::shared_lock<std::shared_mutex> cat(cat_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const front::ModelMetadata>> out;
   for (const std::string& n : order_)
@@ -200,12 +274,16 @@ std::vector<std::shared_ptr<const front::ModelMetadata>> ClusterService::models(
 }
 
 std::shared_ptr<const front::ModelMetadata> ClusterService::find(std::string_view name) const {
+  learn();
+  std::shared_lock<std::shared_mutex> cat(cat_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   return served_meta(name, "");
 }
 
 std::shared_ptr<const front::ModelMetadata> ClusterService::find_version(std::string_view name,
                                                                          std::string_view version) const {
+  learn();
+  std::shared_lock<std::shared_mutex> cat(cat_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   return served_meta(name, version);
 }
@@ -223,18 +301,30 @@ std::string ClusterService::not_served_reason(const std::string& cluster_name) c
 }
 
 std::vector<front::InferenceService::IndexEntry> ClusterService::repository_index(bool ready_only) const {
+  learn();
   std::vector<IndexEntry> out;
-  for (const std::string& n : order_) {  // order_, versions_ and models_ are fixed after construction
+  std::shared_lock<std::shared_mutex> cat(cat_mu_);
+  for (const std::string& n : order_) {
     for (const std::string& c : versions_.at(n)) {
       const ServedModel& sm = models_.at(c)->served;
       const bool on = client_.has_model(c);
       if (ready_only && !on) continue;
       const std::string why = on ? "" : not_served_reason(c);
-      const char* state = on ? "READY" : why == "unloading" ? "UNLOADING" : "UNAVAILABLE";
+      const char* state = on                   ? "READY"
+                          : why == "unloading" ? "UNLOADING"
+                          : why == "loading"   ? "LOADING"
+                                               : "UNAVAILABLE";
       out.push_back({sm.protocol_name, sm.version, state, why});
     }
   }
-  if (!ready_only) out.insert(out.end(), unserved_.begin(), unserved_.end());
+  if (!ready_only) {
+    out.insert(out.end(), unserved_.begin(), unserved_.end());
+    // A model the scheduler names that this frontend could not read (a
+    // load that failed on its folder): listed by name, with the scheduler's reason.
+    for (const std::string& n : client_.unserved_models())
+      if (n.find('/') == std::string::npos && !versions_.count(n))
+        out.push_back({n, "", "UNAVAILABLE", client_.unserved_reason(n)});
+  }
   // By name, then version by number (versions are decimal integers).
   std::sort(out.begin(), out.end(), [](const IndexEntry& a, const IndexEntry& b) {
     if (a.name != b.name) return a.name < b.name;
@@ -271,7 +361,15 @@ void ClusterService::repository_unload(std::string_view name, Done done) {
 }
 
 void ClusterService::control(std::string_view name, bool load, Done done) {
-  if (versions_.find(std::string(name)) == versions_.end()) {
+  bool known = false;
+  {
+    std::shared_lock<std::shared_mutex> cat(cat_mu_);
+    known = versions_.count(std::string(name)) != 0;
+  }
+  // A model this frontend did not read at start: the scheduler reads the
+  // folder and decides (the frontend learns the model from its table).
+  if (!known && load && loader_) known = true;
+  if (!known) {
     if (load)
       return done(Reply::error(Code::kNotFound,
                                "loading model '" + std::string(name) +
@@ -284,6 +382,7 @@ void ClusterService::control(std::string_view name, bool load, Done done) {
 }
 
 std::vector<ServedModelStats> ClusterService::stats() const {
+  std::shared_lock<std::shared_mutex> cat(cat_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ServedModelStats> out;
   for (const std::string& n : order_) {  // a model's versions together, as the front counts them
@@ -312,7 +411,9 @@ std::optional<std::vector<front::ModelStatistics>> ClusterService::statistics(st
   std::unordered_map<std::string, const SchedulerModelStats*> by_name;
   for (const SchedulerModelStats& m : *counted) by_name[m.model] = &m;
   std::vector<front::ModelStatistics> out;
-  for (const std::string& n : order_) {  // order_ and versions_ are fixed after construction
+  learn();
+  std::shared_lock<std::shared_mutex> cat(cat_mu_);
+  for (const std::string& n : order_) {
     if (!name.empty() && n != name) continue;
     for (const std::string& c : versions_.at(n)) {
       const ServedModel& served = models_.at(c)->served;
@@ -347,7 +448,11 @@ void ClusterService::record(const std::string& model, const InferResult& r) {
 }
 
 std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget, Done done) {
-  const Model* found = resolve(req.model, req.version);  // the front checked both against find()
+  const Model* found = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> cat(cat_mu_);
+    found = resolve(req.model, req.version);  // the front checked both against find()
+  }
   if (!found) {
     done(Reply::error(Code::kNotFound, "unknown model '" + req.model + "'" +
                                            (req.version.empty() ? "" : " version '" + req.version + "'")));
@@ -648,7 +753,7 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
     if (m.meta->outputs.empty()) {
       auto meta = std::make_shared<front::ModelMetadata>(*m.meta);
       meta->outputs.push_back({"output", DataType::kUint8, spec});
-      models_.at(model)->meta = std::move(meta);
+      m.meta = std::move(meta);
     }
   }
   return rep;

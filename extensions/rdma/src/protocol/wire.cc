@@ -371,6 +371,25 @@ constexpr void fields(V& v, M& m) {
   v.list("unserved models", u, m.unserved, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
 }
 
+template <class V, Of<ModelLoad> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u32("model", m.model);
+  v.u32("max batch", m.max_batch);
+  v.i64("version", m.version);
+  v.str("model name", m.name, kMaxNameBytes);
+  v.str("repository model", m.repository_model, kMaxNameBytes);
+}
+
+template <class V, Of<ModelLoadDone> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u32("model", m.model);
+  v.u8("status", m.status);
+  v.pad(3);
+  v.str("error", m.error, kMaxTextBytes);
+}
+
 template <class V, Of<SubmitEntry> M>
 constexpr void fields(V& v, M& e) {
   v.u64("request", e.request);
@@ -498,6 +517,10 @@ template <>
 constexpr Kind kind_of<ModelControlDone> = Kind::kModelControlDone;
 template <>
 constexpr Kind kind_of<ModelTable> = Kind::kModelTable;
+template <>
+constexpr Kind kind_of<ModelLoad> = Kind::kModelLoad;
+template <>
+constexpr Kind kind_of<ModelLoadDone> = Kind::kModelLoadDone;
 
 // ---- visitors ---------------------------------------------------------------------
 
@@ -888,6 +911,13 @@ void check(Reader& r, const ModelTable& m) {
     if (u.name.empty()) return r.fail("an unserved model without a name");
 }
 
+void check(Reader& r, const ModelLoad& m) {
+  if (m.name.empty() || m.repository_model.empty()) return r.fail("a model load names no model");
+  if (m.version < 0) r.fail("a model load of version " + std::to_string(m.version));
+}
+
+void check(Reader& r, const ModelLoadDone& m) { check_status(r, m.status, "status"); }
+
 void check(Reader& r, const FrontendJoined& m) {
   if (m.address.empty()) r.fail("empty frontend address");
 }
@@ -1024,6 +1054,10 @@ std::string_view to_string(Kind k) noexcept {
       return "ModelControlDone";
     case Kind::kModelTable:
       return "ModelTable";
+    case Kind::kModelLoad:
+      return "ModelLoad";
+    case Kind::kModelLoadDone:
+      return "ModelLoadDone";
   }
   return "?";
 }
@@ -1070,6 +1104,8 @@ std::vector<std::uint8_t> encode(const Stats& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const ModelControl& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const ModelControlDone& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const ModelTable& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const ModelLoad& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const ModelLoadDone& m) { return encode_message(m); }
 
 SubmitBuilder::SubmitBuilder(std::size_t reserve_entries, std::uint32_t flags) {
   start(buf_, SubmitView{flags, {}}, reserve_entries * kSubmitEntryBytes);
@@ -1194,6 +1230,12 @@ Result<ModelControlDone> decode_model_control_done(std::span<const std::uint8_t>
 Result<ModelTable> decode_model_table(std::span<const std::uint8_t> msg) {
   return decode_message<ModelTable>(msg);
 }
+Result<ModelLoad> decode_model_load(std::span<const std::uint8_t> msg) {
+  return decode_message<ModelLoad>(msg);
+}
+Result<ModelLoadDone> decode_model_load_done(std::span<const std::uint8_t> msg) {
+  return decode_message<ModelLoadDone>(msg);
+}
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg) {
   return decode_message<SubmitView>(msg);
 }
@@ -1258,6 +1300,10 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_model_control_done(msg).status();
     case Kind::kModelTable:
       return decode_model_table(msg).status();
+    case Kind::kModelLoad:
+      return decode_model_load(msg).status();
+    case Kind::kModelLoadDone:
+      return decode_model_load_done(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

@@ -19,9 +19,12 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
                            [&](const std::string& d) { return groups_select(groups, d, has_gpu); });
     return true;
   };
+  // Models loaded while the cluster serves run only on the backends that
+  // loaded them (loaded_on_): a backend that joins later need not have them.
   std::string missing;
   for (ModelId id = 0; id < models_.size(); ++id)
-    if (runs_here(id) && std::find(r->models.begin(), r->models.end(), models_[id].name) == r->models.end())
+    if (!loaded_on_[id] && runs_here(id) &&
+        std::find(r->models.begin(), r->models.end(), models_[id].name) == r->models.end())
       missing += (missing.empty() ? "" : ", ") + models_[id].name;
   if (!missing.empty())
     return refuse(c, "the backend cannot run these models of the cluster: " + missing,
@@ -112,12 +115,14 @@ void SchedulerNode::Impl::apply_instance_groups(bool joining) {
     for (std::uint32_t j = 0; j < runtimes_.size(); ++j) {
       std::vector<GpuId> chosen;
       std::size_t devices = 0;
-      for_each_live_backend([&](std::uint32_t, const BackendInfo& b) {
+      const std::optional<std::vector<std::uint32_t>>& on = loaded_on_[model];
+      for_each_live_backend([&](std::uint32_t index, const BackendInfo& b) {
+        const bool loaded = !on || std::find(on->begin(), on->end(), index) != on->end();
         const bool has_gpu = has_gpu_device(b.devices);
         for (std::size_t x = 0; x < b.gpus.size(); ++x) {
           if (b.subs[x] != j) continue;
           ++devices;
-          if (groups_select(groups, b.devices[x], has_gpu)) chosen.push_back(b.gpus[x]);
+          if (loaded && groups_select(groups, b.devices[x], has_gpu)) chosen.push_back(b.gpus[x]);
         }
       });
       served |= !chosen.empty();
@@ -172,6 +177,7 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
   }
   subs_->backend_gone(index, now);
   apply_instance_groups(false);
+  if (!loads_.empty()) check_loads(now, index, text);
   n_->backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_->batches_lost.fetch_add(lost, std::memory_order_relaxed);
   log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +

@@ -9,10 +9,26 @@
 // The runtime keeps the model's empty queue; the backends keep its files
 // loaded and are sent no batch of it. A load serves an unloaded model again
 // (the files read at start; the folder is not read again).
+//
+// A load of a model the cluster does not serve (a folder added to the
+// repository since start, or one whose last load failed) reads its folder
+// (read_cluster_repository_model, with its profile), adds each version to
+// the runtime with no device (admission stays closed: "loading"), asks
+// every backend that its instance_group allows to load and warm it up
+// (ModelLoad), and serves it, on those backends' devices only, once every
+// one answered ready (ModelLoadDone): the frontends get the new table
+// before the answer. A failure (the folder, a backend's error, no backend,
+// a backend lost, no answer in time) leaves the model unserved with the
+// cause as its reason, and the others as they were.
 #include "scheduler/node_impl.hpp"
+
+#include "symphony/cluster/cluster_repository.hpp"
 
 namespace symphony::cluster {
 namespace {
+
+// How long the backends may take to load and warm up a model.
+constexpr Duration kLoadTimeout = Duration::seconds(120);
 
 wire::ModelControlDone answer(std::uint64_t seq, Errc code, std::string message) {
   return wire::ModelControlDone{seq, static_cast<std::uint8_t>(code), std::move(message)};
@@ -32,6 +48,8 @@ wire::ModelTable SchedulerNode::Impl::model_table() const {
   std::erase_if(t.models, [this](const wire::ModelEntry& m) { return !unserved_[m.id].empty(); });
   for (std::uint32_t i = 0; i < models_.size(); ++i)
     if (!unserved_[i].empty()) t.unserved.push_back({models_[i].name, unserved_[i]});
+  for (const auto& [name, why] : failed_reads_)
+    t.unserved.push_back({name, "unloaded (a load failed: " + why + ")"});
   return t;
 }
 
@@ -61,13 +79,19 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
     const auto pm = opts_.config.protocol_models.find(models_[i].name);
     if ((pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name) ids.push_back(i);
   }
-  if (ids.empty())
-    return reply(Errc::kNotFound, what + ": the cluster's scheduler has no model '" + name + "'");
-  bool served = true, unloading = false;
+  bool served = true, unloading = false, loading = false, never_loaded = false;
   for (ModelId id : ids) {
     served &= unserved_[id].empty();
     unloading |= unserved_[id] == "unloading";
+    loading |= unserved_[id] == "loading";
+    never_loaded |= loaded_on_[id] && loaded_on_[id]->empty();  // its last load failed
   }
+  if (loading)
+    return reply(Errc::kFailedPrecondition,
+                 what + ": it is being loaded; try again once that load has answered");
+  if (load && (ids.empty() || never_loaded)) return start_load(c, p, name, q->seq);
+  if (ids.empty())
+    return reply(Errc::kNotFound, what + ": the cluster's scheduler has no model '" + name + "'");
   if (unloading)
     return reply(
         Errc::kFailedPrecondition,
@@ -118,6 +142,178 @@ void SchedulerNode::Impl::finish_unloads() {
       (void)transport_->send(frontends_[u.frontend].conn, wire::encode(answer(u.seq, Errc::kOk, {})));
     return true;
   });
+}
+
+void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq) {
+  const std::string what = "loading model '" + name + "'";
+  const auto reply = [&](Errc code, const std::string& text) {
+    (void)transport_->send(c, wire::encode(answer(seq, code, text)));
+  };
+  if (runtimes_.size() > 1 || subs_->managed())
+    return reply(
+        Errc::kFailedPrecondition,
+        what + ": loading a model the cluster did not serve at start does not work with sub-clusters (yet)");
+  std::vector<ModelId> earlier;  // its versions from a load that failed
+  for (ModelId i = 0; i < models_.size(); ++i) {
+    const auto pm = opts_.config.protocol_models.find(models_[i].name);
+    if ((pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
+      earlier.push_back(i);
+  }
+  const auto failed = [&](Errc code, const std::string& why) {
+    for (ModelId id : earlier) unserved_[id] = "unloaded (a load failed: " + why + ")";
+    if (earlier.empty() && code != Errc::kNotFound) failed_reads_[name] = why;
+    broadcast_model_table();
+    log(p.name + ": " + what + " failed: " + why);
+    reply(code, what + ": " + why);
+  };
+  Result<ClusterRepository> r =
+      read_cluster_repository_model(opts_.model_repository, name, {true, opts_.profile_device});
+  if (!r.ok())
+    return failed(r.status().code() == Errc::kNotFound ? Errc::kNotFound : Errc::kInvalidArgument,
+                  r.status().message());
+  // Each version goes into the runtime now, with no device: its admission
+  // stays closed (unserved_) until its backends are ready. An id keeps its
+  // place (the runtime gives the lowest free one, and every lower one is used).
+  std::vector<ModelId> ids;
+  for (const ClusterRepositoryModel& m : r->models) {
+    ModelId id = kNoModel;
+    for (ModelId i : earlier)
+      if (models_[i].name == m.config.name) id = i;
+    if (id != kNoModel) {
+      (void)runtimes_[0]->remove_model(id);  // its config may have changed since (nothing is queued)
+    } else if (models_.size() >= model_capacity_) {
+      return failed(Errc::kFailedPrecondition, "the scheduler has room for " +
+                                                   std::to_string(opts_.spare_models) +
+                                                   " models loaded while it serves, and all are taken");
+    }
+    Result<ModelId> got = runtimes_[0]->add_model(m.config);
+    const ModelId want = id != kNoModel ? id : static_cast<ModelId>(models_.size());
+    if (!got.ok() || *got != want) {
+      if (got.ok()) (void)runtimes_[0]->remove_model(*got);
+      return failed(Errc::kInvalidArgument,
+                    "the scheduler's runtime refused it: " +
+                        (got.ok() ? "id " + std::to_string(*got) + " instead of " + std::to_string(want)
+                                  : got.status().message()));
+    }
+    (void)runtimes_[0]->set_model_gpus(want, std::vector<GpuId>{});  // no device until it is loaded
+    if (id == kNoModel) {
+      std::lock_guard<std::mutex> lock(models_mu_);
+      models_.push_back(m.config);
+      unserved_.emplace_back();
+      loaded_on_.emplace_back(std::vector<std::uint32_t>{});
+      grouped_.emplace_back(want, m.instance_groups);
+      grouped_served_.push_back(false);
+    } else {
+      std::lock_guard<std::mutex> lock(models_mu_);
+      models_[id] = m.config;
+      for (auto& [gm, groups] : grouped_)
+        if (gm == id) groups = m.instance_groups;
+    }
+    if (m.config.name != m.model) opts_.config.protocol_models[m.config.name] = m.model;
+    if (m.default_priority_level)
+      opts_.config.default_priority_levels[m.config.name] = m.default_priority_level;
+    ids.push_back(want);
+  }
+  earlier = ids;  // a failure from here names these
+  failed_reads_.erase(name);
+  // The backends its instance_group allows (every version has the same group).
+  const std::vector<DeviceGroup>& groups = r->models.front().instance_groups;
+  Load l{name, ids, p.index, frontends_[p.index].generation, seq, {}, {}, SteadyClock{}.now() + kLoadTimeout};
+  bool any_backend = false;
+  for_each_live_backend([&](std::uint32_t i, const BackendInfo& b) {
+    any_backend = true;
+    const bool has_gpu = has_gpu_device(b.devices);
+    if (std::none_of(b.devices.begin(), b.devices.end(),
+                     [&](const std::string& d) { return groups_select(groups, d, has_gpu); }))
+      return;
+    l.backends.push_back(i);
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const ClusterRepositoryModel& m = r->models[k];
+      const std::uint64_t s = ++load_seq_;
+      (void)transport_->send(b.conn, wire::encode(wire::ModelLoad{s, ids[k], m.config.max_batch, m.version,
+                                                                  m.config.name, name}));
+      l.waiting.emplace_back(i, s);
+    }
+  });
+  if (l.backends.empty())
+    return failed(Errc::kFailedPrecondition,
+                  any_backend ? "no registered backend has a device of its instance_group (" +
+                                    r->models.front().config_path + ")"
+                              : "no backend is registered with the scheduler to run it");
+  for (ModelId id : ids) unserved_[id] = "loading";
+  broadcast_model_table();
+  std::string names;
+  for (std::uint32_t i : l.backends) names += (names.empty() ? "" : ", ") + backends_[i].name;
+  log(p.name + " asked to load model '" + name + "' from " + opts_.model_repository + " (" +
+      std::to_string(ids.size()) + " versions): asked " + names);
+  loads_.push_back(std::move(l));
+}
+
+void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::ModelLoadDone> d = wire::decode_model_load_done(msg);
+  if (!d.ok()) return log(p.name + ": a malformed ModelLoadDone (ignored): " + d.status().message());
+  for (auto it = loads_.begin(); it != loads_.end(); ++it) {
+    const auto w = std::find(it->waiting.begin(), it->waiting.end(), std::make_pair(p.index, d->seq));
+    if (w == it->waiting.end()) continue;
+    it->waiting.erase(w);
+    if (d->status != wire::BatchStatus::kOk)
+      end_load(*it, Errc::kInvalidArgument, p.name + " could not load it: " + d->error);
+    else if (it->waiting.empty())
+      end_load(*it, Errc::kOk, {});
+    else
+      return;
+    loads_.erase(it);
+    return;
+  }
+}
+
+void SchedulerNode::Impl::check_loads(TimePoint now, std::uint32_t lost_backend, const std::string& why) {
+  std::erase_if(loads_, [&](Load& l) {
+    std::erase(l.backends, lost_backend);  // confirmed or not, it runs nothing now
+    const bool waits_on_lost = std::any_of(l.waiting.begin(), l.waiting.end(),
+                                           [&](const auto& w) { return w.first == lost_backend; });
+    if (waits_on_lost) {
+      end_load(l, Errc::kFailedPrecondition, "a backend was lost while it loaded the model (" + why + ")");
+      return true;
+    }
+    if (now < l.deadline) return false;
+    std::string names;
+    for (const auto& w : l.waiting)
+      if (names.find(backends_[w.first].name) == std::string::npos)
+        names += (names.empty() ? "" : ", ") + backends_[w.first].name;
+    end_load(l, Errc::kFailedPrecondition,
+             "no answer within " + std::to_string(kLoadTimeout.ns() / 1000000000) + " s from " + names);
+    return true;
+  });
+}
+
+void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
+  if (code == Errc::kOk) {
+    for (ModelId id : l.ids) {
+      loaded_on_[id] = l.backends;
+      for (std::size_t k = 0; k < grouped_.size(); ++k)
+        if (grouped_[k].first == id) grouped_served_[k] = true;  // no "joined" line: the load's own follows
+      unserved_[id].clear();
+    }
+    apply_instance_groups(false);  // its devices: those of the backends that loaded it
+    std::string names;
+    for (std::uint32_t i : l.backends) names += (names.empty() ? "" : ", ") + backends_[i].name;
+    log("loaded model '" + l.name + "' on " + names + ": it is served");
+  } else {
+    for (ModelId id : l.ids) {
+      loaded_on_[id] = std::vector<std::uint32_t>{};
+      unserved_[id] = "unloaded (a load failed: " + why + ")";
+    }
+    apply_instance_groups(false);
+    log("loading model '" + l.name + "' failed: " + why);
+  }
+  broadcast_model_table();  // before the answer, on the same connection: its frontend offers it at once
+  if (l.frontend < frontends_.size() && frontends_[l.frontend].alive &&
+      frontends_[l.frontend].generation == l.generation)
+    (void)transport_->send(
+        frontends_[l.frontend].conn,
+        wire::encode(answer(l.seq, code,
+                            code == Errc::kOk ? std::string() : "loading model '" + l.name + "': " + why)));
 }
 
 }  // namespace symphony::cluster

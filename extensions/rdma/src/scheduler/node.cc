@@ -15,10 +15,16 @@ Status SchedulerNode::Impl::start() {
                                               std::to_string(schedulers_.size()) + " entries)");
   SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(sc.spec.policy));
   models_ = sc.spec.models;
+  // Model control may add models while serving (models.cc): their ids are
+  // reserved now, where every per-model table is sized.
+  model_capacity_ =
+      static_cast<std::uint32_t>(models_.size()) + (opts_.model_control ? opts_.spare_models : 0u);
+  models_.reserve(model_capacity_);  // never reallocated: shard threads read entries of added models
+  loaded_on_.assign(models_.size(), std::nullopt);
   floors_ = sc.spec.delays;
   RuntimeConfig rc;
   rc.shards = set_.shards;
-  rc.max_models = static_cast<std::uint32_t>(models_.size());
+  rc.max_models = model_capacity_;
   rc.max_gpus = set_.max_gpus;
   rc.max_requests_per_shard = set_.max_requests;
   rc.max_outstanding_per_gpu = sc.spec.max_outstanding_per_gpu;
@@ -48,6 +54,7 @@ Status SchedulerNode::Impl::start() {
     // The sub-clusters: placed by the config's expected rates (epoch 0) before any request.
     SubClusterManager::Options so;
     for (const ModelConfig& m : models_) so.models.push_back(m.name);
+    so.capacity = model_capacity_;
     so.subclusters = num_subs_;
     so.config = sub_cfg;
     so.target_gpus = sub_cfg && !sub_cfg->spec.gpus.empty()
@@ -85,7 +92,9 @@ Status SchedulerNode::Impl::start() {
       max_batch.push_back(m.max_batch);
       levels.push_back(m.priority_levels);
     }
-    n_ = std::make_unique<SchedulerCounters>(models_.size(), std::size_t{num_subs_} * set_.max_gpus,
+    // A model loaded later counts batches up to this size (its levels together).
+    max_batch.resize(model_capacity_, 1024);
+    n_ = std::make_unique<SchedulerCounters>(model_capacity_, std::size_t{num_subs_} * set_.max_gpus,
                                              max_batch, levels);
   }
   unserved_.assign(models_.size(), std::string());
@@ -331,6 +340,9 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
     case wire::Kind::kPlacementDone:
       if (!fe && p.index != ~0u) return on_placement_done(p, msg);
       break;
+    case wire::Kind::kModelLoadDone:
+      if (!fe && p.index != ~0u) return on_model_load_done(p, msg);
+      break;
     default:
       break;
   }
@@ -359,6 +371,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (standby()) standby_tick(now);
   if (!deferred_registers_.empty()) add_deferred_backends(now);
   if (!unloads_.empty()) finish_unloads();
+  if (!loads_.empty()) check_loads(now);
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);

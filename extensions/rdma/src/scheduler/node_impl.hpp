@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -200,6 +201,11 @@ class SchedulerNode::Impl final : public Transport::Handler {
   };
 
   void log(const std::string& m) const { opts_.log(m); }
+  // A copy of the models' table, for readers off the progress thread.
+  std::vector<ModelConfig> models_now() const {
+    std::lock_guard<std::mutex> lock(models_mu_);
+    return models_;
+  }
 
   // ---- hot-spare schedulers (standby.cc; docs/cluster.md#hot-spare-schedulers) ----
   // This scheduler's session to another one: it sends our Standing there.
@@ -292,10 +298,19 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // their ids are positions in the table).
   wire::Welcome frontend_welcome(std::uint32_t slot) const;
   bool any_unserved() const {
-    return std::any_of(unserved_.begin(), unserved_.end(), [](const std::string& r) { return !r.empty(); });
+    return !failed_reads_.empty() ||
+           std::any_of(unserved_.begin(), unserved_.end(), [](const std::string& r) { return !r.empty(); });
   }
   // Ends the unloads whose models have no request left (progress thread, each tick).
   void finish_unloads();
+  // A load of a model the cluster does not serve (new, or whose last load
+  // failed): reads its folder, asks the backends its instance_group allows.
+  void start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq);
+  void on_model_load_done(Peer& p, std::span<const std::uint8_t> msg);
+  // Fails the loads still waiting on `backend` (lost), or past their deadline.
+  void check_loads(TimePoint now, std::uint32_t lost_backend = ~0u, const std::string& why = {});
+  struct Load;
+  void end_load(Load& l, Errc code, const std::string& why);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
@@ -347,6 +362,27 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint64_t seq = 0;                       // its ModelControl's
   };
   std::vector<Unload> unloads_;
+  // Loads waiting for their backends (progress thread; models.cc).
+  struct Load {
+    std::string name;                            // the repository's model
+    std::vector<ModelId> ids;                    // its versions (in the runtime, not admitted yet)
+    std::uint32_t frontend = 0, generation = 0;  // who asked
+    std::uint64_t seq = 0;                       // its ModelControl's
+    // ModelLoads not answered yet: (backend index, ModelLoad seq).
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> waiting;
+    std::vector<std::uint32_t> backends;  // those asked
+    TimePoint deadline;
+  };
+  std::vector<Load> loads_;
+  // Repository models whose folder a load could not read, and why (listed
+  // in the ModelTable as unserved under the repository's name).
+  std::map<std::string, std::string> failed_reads_;
+  std::uint64_t load_seq_ = 0;
+  std::uint32_t model_capacity_ = 0;  // model ids the runtime, counters and sub-clusters have room for
+  // Per model id: the backends (indexes) that loaded it while the cluster
+  // served; nullopt for the models of the start (every backend has them).
+  std::vector<std::optional<std::vector<std::uint32_t>>> loaded_on_;
+  mutable std::mutex models_mu_;  // models_ growth (progress thread) against report readers
   std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rt::Submitter>> submitters_;  // progress thread, one per runtime
   std::uint16_t port_ = 0;

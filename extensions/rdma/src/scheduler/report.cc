@@ -8,6 +8,7 @@ namespace symphony::cluster {
 nlohmann::json SchedulerNode::Impl::report() const {
   using nlohmann::json;
   const SchedulerCounters::Values n = n_->values();
+  const std::vector<ModelConfig> ms = models_now();
   json r;
   r["submitted"] = n.submitted;
   r["accepted"] = n.accepted;
@@ -31,14 +32,14 @@ nlohmann::json SchedulerNode::Impl::report() const {
                        {"filtered_frontend_gone", n.filtered}};
   // Models of several priority levels: their requests by Triton's priority
   // (level + 1), as serve's by_priority.
-  for (std::size_t i = 0; i < n.models.size() && i < models_.size(); ++i)
+  for (std::size_t i = 0; i < n.models.size() && i < ms.size(); ++i)
     for (std::size_t l = 0; l < n.models[i].by_level.size(); ++l) {
       const SchedulerCounters::Values::Model::Level& c = n.models[i].by_level[l];
-      r["by_priority"][models_[i].name][std::to_string(l + 1)] = {{"accepted", c.accepted},
-                                                                  {"ok", c.outcome(Outcome::kOk)},
-                                                                  {"late", c.outcome(Outcome::kLate)},
-                                                                  {"dropped", c.outcome(Outcome::kDropped)},
-                                                                  {"errors", c.outcome(Outcome::kError)}};
+      r["by_priority"][ms[i].name][std::to_string(l + 1)] = {{"accepted", c.accepted},
+                                                             {"ok", c.outcome(Outcome::kOk)},
+                                                             {"late", c.outcome(Outcome::kLate)},
+                                                             {"dropped", c.outcome(Outcome::kDropped)},
+                                                             {"errors", c.outcome(Outcome::kError)}};
     }
   r["batches"] = {{"sent", n.batches},
                   {"partially_filtered", n.batches_partial},
@@ -50,13 +51,13 @@ nlohmann::json SchedulerNode::Impl::report() const {
     // Per model: the profile planned with now against the config's, at b = 1
     // and at the largest batch (online recalibration from backend timings).
     json models = json::object();
-    for (std::size_t i = 0; i < models_.size(); ++i) {
+    for (std::size_t i = 0; i < ms.size(); ++i) {
       std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i));
       if (!mc) continue;
       const CalibrationSnapshot& c = mc->snapshot;
       const std::uint32_t top = c.offline.max_batch();
       if (top == 0) continue;
-      models[models_[i].name] = {
+      models[ms[i].name] = {
           {"subcluster", mc->subcluster},
           {"samples", c.samples},
           {"updates", c.updates},
@@ -121,6 +122,7 @@ std::optional<SchedulerNode::Impl::ModelCalibration> SchedulerNode::Impl::calibr
 
 SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   const SchedulerCounters::Values n = n_->values();
+  const std::vector<ModelConfig> ms = models_now();
   SchedulerMetricsSnapshot s;
   s.at = SteadyClock{}.now();
   s.elapsed = s.at - started_;
@@ -129,15 +131,15 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   s.refused_unknown_model = n.unknown_model;
   s.refused_bad_input = n.bad_input;
   s.refused_no_slot = n.no_slot;
-  for (std::size_t i = 0; i < models_.size(); ++i) {
+  for (std::size_t i = 0; i < ms.size(); ++i) {
     SchedulerMetricsSnapshot::Model m;
-    m.name = models_[i].name;
+    m.name = ms[i].name;
     m.accepted = n.models[i].accepted;
     m.outcomes = n.models[i].outcomes;
     m.drops = n.models[i].drops;
     for (const SchedulerCounters::Values::Model::Level& l : n.models[i].by_level)
       m.by_priority.push_back({l.accepted, l.outcomes});
-    m.max_batch = models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch();
+    m.max_batch = ms[i].max_batch ? ms[i].max_batch : ms[i].profile.max_batch();
     if (std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i)))
       m.calibration = std::move(mc->snapshot);
     s.models.push_back(std::move(m));

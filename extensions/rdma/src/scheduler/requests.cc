@@ -166,7 +166,7 @@ void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint
 
 void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   RequestSlot& s = slots_[slot_of(o.tag)];
-  if (o.model < models_.size()) {
+  if (o.model < model_capacity_) {
     // The sums first: whoever reads the count reads them with it.
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
@@ -203,7 +203,7 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
 void SchedulerNode::Impl::on_batch(const BatchEvent& e) {
   const TimePoint start = e.start == TimePoint::neg_infinite() ? e.exec : e.start;
   const TimePoint end = max(e.end, start);
-  if (e.model < models_.size()) n_->batch_ran(e.model, e.size, end - start);
+  if (e.model < model_capacity_) n_->batch_ran(e.model, e.size, end - start);
   for (const Request& r : e.requests) {
     RequestSlot& s = slots_[slot_of(r.tag)];
     s.ran_start = start;

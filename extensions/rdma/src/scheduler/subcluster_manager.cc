@@ -16,8 +16,9 @@ SubClusterManager::SubClusterManager(Options o, Send send, Log log)
     : o_(std::move(o)),
       send_(std::move(send)),
       log_(std::move(log)),
-      epoch_len_(o_.config ? o_.config->spec.epoch : Duration::zero()) {
-  const std::size_t nm = o_.models.size();
+      epoch_len_(o_.config ? o_.config->spec.epoch : Duration::zero()),
+      cap_(std::max(o_.capacity, o_.models.size())) {
+  const std::size_t nm = cap_;
   const std::uint32_t l = o_.subclusters;
   have_gpus_.assign(l, 0);
   route_.assign(nm, managed() ? kNoSubCluster : 0);  // placed by start(), before any request

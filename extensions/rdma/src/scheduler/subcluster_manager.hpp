@@ -54,7 +54,10 @@ class SubClusterManager {
     std::vector<std::uint32_t> load, unload;
   };
   struct Options {
-    std::vector<std::string> models;                    // names, by model id
+    std::vector<std::string> models;  // names, by model id
+    // Model ids to count requests for (models loaded later: unplaced, in
+    // sub-cluster 0); below models.size(): models.size().
+    std::size_t capacity = 0;
     std::uint32_t subclusters = 1;                      // L
     std::optional<partition::SubClusterConfig> config;  // set: models are placed (Placements sent)
     std::vector<std::uint32_t> target_gpus;             // per sub-cluster
@@ -152,12 +155,13 @@ class SubClusterManager {
   void check_drains(TimePoint now);
   void close_window(TimePoint now);
   void refresh_snapshot_locked();
-  std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * o_.models.size() + m; }
+  std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }
 
   const Options o_;
   const Send send_;
   const Log log_;
   const Duration epoch_len_;
+  const std::size_t cap_;                                     // model ids counted (Options::capacity)
   std::vector<std::uint32_t> have_gpus_;                      // per sub-cluster
   std::vector<std::pair<DeviceRef, std::uint32_t>> devices_;  // live devices and their sub-cluster
   std::vector<int> route_;  // per model: the sub-cluster of its new requests

@@ -30,6 +30,8 @@
 
 namespace symphony::cluster {
 
+struct ClusterRepositoryModel;  // cluster_repository.hpp
+
 class BackendDevices {
  public:
   virtual ~BackendDevices() = default;
@@ -69,6 +71,18 @@ class BackendDevices {
   virtual void unload_model(std::size_t device, const std::string& model) {
     (void)device;
     (void)model;
+  }
+  // A load while the cluster serves (wire::ModelLoad,
+  // docs/cluster.md#model-control): loads version `m` of a repository model
+  // on the devices its instance_group allows and warms it up at batches 1
+  // to `max_batch` as at start, then runs its batches. Blocks: called on a
+  // thread of its own while the devices serve. A model of that name loaded
+  // already: ok at once. The default (emulated devices, which run any
+  // model) loads nothing.
+  virtual Status add_model(const ClusterRepositoryModel& m, std::uint32_t max_batch) {
+    (void)m;
+    (void)max_batch;
+    return {};
   }
   // Stops the devices; no executor reports after it returns.
   virtual void stop() {}

@@ -11,6 +11,9 @@
 //    the scheduler (BatchDone), as intervals measured here;
 //  - an emulated device runs exactly the predicted l(b) and answers each
 //    request with the FNV-1a hash of its input (8 bytes, zero-padded);
+//  - a ModelLoad (a model loaded while the cluster serves) reads the model's
+//    folder from the repository, loads and warms it up on a thread of its
+//    own while batches run, and answers ModelLoadDone (ready, or why not);
 //  - malformed messages and requests naming unknown frontends, devices or
 //    addresses outside a pool are refused with a logged reason.
 #pragma once
@@ -43,6 +46,9 @@ struct BackendOptions {
   std::string name;                 // in logs; default backend-<pid>
   std::uint32_t output_bytes = 16;  // per request, >= 8
   std::string exec_log;             // append "<frontend incarnation> <request id>" per executed request
+  // The model repository this backend read at start (--model-repository):
+  // a ModelLoad reads its model's folder from here (docs/cluster.md#model-control).
+  std::string model_repository;
   std::string ucx_tls = "tcp";
   Duration inject_delay = Duration::zero();  // experiments only (TransportOptions::inject_delay)
   bool verbose = false;

@@ -174,6 +174,11 @@ class Client {
   // Why the scheduler does not serve `model` now ("unloading", "unloaded"),
   // as its last ModelTable said; empty when it said nothing of it. Any thread.
   std::string unserved_reason(std::string_view model) const;
+  // The models the scheduler's last table named as not served now (any thread).
+  std::vector<std::string> unserved_models() const;
+  // Counts the model tables this client was given (a Welcome, a ModelTable):
+  // a reader of models() that saw this count has nothing new until it changes.
+  std::uint64_t table_generation() const;
   // Asks the scheduler to unload (or, `load`, load) every version of
   // repository model `model` (docs/cluster.md#model-control); `done` runs
   // once, on the client's network thread (keep it short), when the

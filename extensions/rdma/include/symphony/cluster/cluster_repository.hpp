@@ -91,4 +91,11 @@ std::string cluster_model_name(const std::string& model, std::int64_t version);
 Result<ClusterRepository> read_cluster_repository(const std::string& dir,
                                                   const RepositoryReadOptions& options);
 
+// Reads one model folder, DIR/`model`, by the same rules (a load while the
+// cluster serves: docs/cluster.md#model-control): every version its policy
+// chooses, named as at start. Errors name the file; kNotFound when the
+// repository has no folder `model`.
+Result<ClusterRepository> read_cluster_repository_model(const std::string& dir, const std::string& model,
+                                                        const RepositoryReadOptions& options);
+
 }  // namespace symphony::cluster

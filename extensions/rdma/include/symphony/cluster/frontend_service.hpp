@@ -19,10 +19,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,6 +58,9 @@ struct ServedModel {
 
 // The models of a cluster config, as `symphony frontend` serves them.
 std::vector<ServedModel> served_models(const ClusterConfig& config);
+// The models of a repository read (read_cluster_repository_model), the same way.
+struct ClusterRepository;  // cluster_repository.hpp
+std::vector<ServedModel> served_models(const ClusterRepository& repository);
 
 // What the frontend measured of a model's answered requests (ok and late; a request of k samples
 // counts as its k samples: each was a request to the cluster; a repository's versions together).
@@ -67,11 +72,20 @@ struct ServedModelStats {
 
 class ClusterService final : public front::InferenceService {
  public:
+  // Reads one model folder of the repository (every version it serves), for
+  // a model the scheduler loaded while the cluster serves.
+  using ModelLoader = std::function<Result<std::vector<ServedModel>>(const std::string& model)>;
+
   // `client` must outlive this; `max_input_bytes`: the client's, for messages.
   // `repository`: set when the models come from a model repository, with the
   // lines of its index that no role serves (ClusterConfig::unserved_versions).
+  // `loader`: with a repository, how to read a model that the scheduler's
+  // table names and this frontend did not read at start (a load while the
+  // cluster serves: docs/cluster.md#model-control); read when the client's
+  // table changes, before any answer that names models.
   ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
-                 std::string scheduler, std::optional<std::vector<IndexEntry>> repository = std::nullopt);
+                 std::string scheduler, std::optional<std::vector<IndexEntry>> repository = std::nullopt,
+                 ModelLoader loader = {});
 
   // A scheduler has accepted the client and at least one backend has
   // connected to it (before that, the backends could not read an input).
@@ -113,12 +127,19 @@ class ClusterService final : public front::InferenceService {
  private:
   struct Model {
     ServedModel served;
-    std::shared_ptr<const front::ModelMetadata> meta;  // replaced whole when outputs become known
+    // Replaced whole when outputs become known (under mu_).
+    mutable std::shared_ptr<const front::ModelMetadata> meta;
   };
   struct Samples;  // a request of k > 1 samples in flight
   // The cluster model of the protocol's `name` at `version` (empty: the
-  // highest); nullptr when none. The maps are fixed after construction.
+  // highest); nullptr when none. Called with cat_mu_ held (a Model, once
+  // added, lives as long as this).
   const Model* resolve(std::string_view name, std::string_view version) const;
+  // Adds the models this frontend does not have yet (with cat_mu_ held uniquely).
+  void add_models(std::vector<ServedModel> models) const;
+  // Reads the models that the client's table names and this frontend does
+  // not know, when the table has changed since the last call (loader_).
+  void learn() const;
   // The metadata of `name` at `version` (empty: the highest) as served now:
   // with a repository, only the versions the scheduler serves (nullptr when
   // it serves none, or not that version). Called with mu_ held.
@@ -140,13 +161,20 @@ class ClusterService final : public front::InferenceService {
   const std::string scheduler_;
   const bool repository_;                   // the models came from a model repository
   const std::vector<IndexEntry> unserved_;  // its versions that no role serves
-  mutable std::mutex mu_;                   // models_' metadata, stats_
-  std::unordered_map<std::string, std::unique_ptr<Model>>
-      models_;                      // by cluster name; fixed after construction
-  std::vector<std::string> order_;  // the protocol's models
+  const ModelLoader loader_;
+  // The catalog (models_, order_, versions_): read under a shared lock,
+  // grown by learn() under a unique one; models are never removed. Before mu_.
+  mutable std::shared_mutex cat_mu_;
+  mutable std::mutex mu_;                                                   // models' metadata, stats_
+  mutable std::unordered_map<std::string, std::unique_ptr<Model>> models_;  // by cluster name
+  mutable std::vector<std::string> order_;                                  // the protocol's models
   // The cluster's models of each protocol model, the highest version last.
-  std::unordered_map<std::string, std::vector<std::string>> versions_;
-  std::unordered_map<std::string, ServedModelStats> stats_;
+  mutable std::unordered_map<std::string, std::vector<std::string>> versions_;
+  mutable std::unordered_map<std::string, ServedModelStats> stats_;
+  mutable std::mutex learn_mu_;                          // one learn() at a time
+  mutable std::atomic<std::uint64_t> learned_table_{0};  // the client's table_generation() learn() saw
+  mutable std::map<std::string, std::string>
+      unreadable_;  // folders the loader could not read, why (learn_mu_)
   std::atomic<std::uint64_t> cancels_{0};
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
   std::mutex samples_mu_;  // after a Samples' own mutex

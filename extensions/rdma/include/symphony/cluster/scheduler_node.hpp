@@ -77,6 +77,14 @@ struct SchedulerOptions {
   // while the cluster serves (docs/cluster.md#model-control); false (none):
   // refused, the models are fixed at start.
   bool model_control = false;
+  // The model repository the roles read (--model-repository), and the
+  // device whose profiles the scheduler plans with (--profile-device): a
+  // load of a model the cluster does not serve reads its folder from here.
+  std::string model_repository;
+  std::string profile_device;
+  // Room for models loaded while the cluster serves (model_control): model
+  // ids beyond those of the config, reserved at start.
+  std::uint32_t spare_models = 32;
   bool verbose = false;                       // log every peer's transports and every delay update
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };

@@ -41,8 +41,10 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // request's level in its SubmitEntry (40 bytes, was 32). Version 8 adds
 // model control: ModelControl and ModelControlDone (a frontend asks the
 // scheduler to unload or load a repository model) and ModelTable (the
-// scheduler's models now, and why the others are not served).
-inline constexpr std::uint16_t kVersion = 8;
+// scheduler's models now, and why the others are not served). Version 9
+// adds ModelLoad and ModelLoadDone (the scheduler asks a backend to load a
+// model of the repository while it serves, and its answer).
+inline constexpr std::uint16_t kVersion = 9;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -81,8 +83,10 @@ enum class Kind : std::uint16_t {
   kModelControl = 23,      // frontend -> scheduler: unload (or load) a model of the repository
   kModelControlDone = 24,  // scheduler -> frontend: that control is done (or why not)
   kModelTable = 25,        // scheduler -> frontends: the models served now, and why not the others
+  kModelLoad = 26,         // scheduler -> backend: load this version of a repository model, warm it up
+  kModelLoadDone = 27,     // backend -> scheduler: it is loaded and warm (or why not)
 };
-inline constexpr std::uint16_t kMaxKind = 25;
+inline constexpr std::uint16_t kMaxKind = 27;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -316,6 +320,27 @@ struct ModelTable {
   std::vector<UnservedModel> unserved;
 };
 
+// A load while the cluster serves (docs/cluster.md#model-control): the
+// scheduler asks each backend that the model's instance_group allows to
+// read one version from its own copy of the repository, load it and warm it
+// up as at start; the backend answers once it is ready to run its batches
+// (or why it cannot). `model` is the id the model's batches will carry.
+struct ModelLoad {
+  std::uint64_t seq = 0;         // echoed in the ModelLoadDone
+  std::uint32_t model = 0;       // its id in the scheduler's table (the Welcome's, extended)
+  std::uint32_t max_batch = 0;   // warm up at batches 1..max_batch (0: batch 1)
+  std::int64_t version = 0;      // the repository's version folder
+  std::string name;              // the cluster's name ("linear", "linear/1")
+  std::string repository_model;  // the repository's folder ("linear")
+};
+
+struct ModelLoadDone {
+  std::uint64_t seq = 0;  // the ModelLoad's
+  std::uint32_t model = 0;
+  BatchStatus status = BatchStatus::kOk;
+  std::string error;  // status == kError: why it cannot
+};
+
 struct PlacementDone {
   std::uint64_t seq = 0;
   std::uint32_t device = 0;
@@ -449,6 +474,8 @@ std::vector<std::uint8_t> encode(const Stats& m);
 std::vector<std::uint8_t> encode(const ModelControl& m);
 std::vector<std::uint8_t> encode(const ModelControlDone& m);
 std::vector<std::uint8_t> encode(const ModelTable& m);
+std::vector<std::uint8_t> encode(const ModelLoad& m);
+std::vector<std::uint8_t> encode(const ModelLoadDone& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
@@ -536,6 +563,8 @@ Result<Stats> decode_stats(std::span<const std::uint8_t> msg);
 Result<ModelControl> decode_model_control(std::span<const std::uint8_t> msg);
 Result<ModelControlDone> decode_model_control_done(std::span<const std::uint8_t> msg);
 Result<ModelTable> decode_model_table(std::span<const std::uint8_t> msg);
+Result<ModelLoad> decode_model_load(std::span<const std::uint8_t> msg);
+Result<ModelLoadDone> decode_model_load_done(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);
