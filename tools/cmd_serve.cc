@@ -45,6 +45,9 @@ struct ServeArgs {
   std::vector<std::string> load_models;
   double repository_poll_secs = 15;
   double default_slo_ms = 100;
+  // --pinned-memory-pool-byte-size; kUnset: the config's.
+  static constexpr std::uint64_t kUnset = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t pinned_pool_bytes = kUnset;
 };
 
 // Applies the command line's overrides to the config; exit code 2 on a bad one.
@@ -66,6 +69,7 @@ int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
     return print_error("serve", "--autoscale-window must be a positive number of seconds\n"), 2;
   if (!a.recalibrate.empty()) cfg.recalibration.enabled = a.recalibrate == "on";
   if (!a.overlap.empty()) cfg.overlap = a.overlap;
+  if (a.pinned_pool_bytes != ServeArgs::kUnset) cfg.pinned_memory_pool_byte_size = a.pinned_pool_bytes;
   if (a.duration_s > 0) {
     cfg.duration_s = a.duration_s;
     cfg.warmup_s = std::min(cfg.warmup_s, a.duration_s / 4);
@@ -129,6 +133,16 @@ int run_serve(ServeArgs a) {
       return print_error("serve", "%s\n", s.message().c_str()), 2;
   }
   if (Status s = app.start(); !s.ok()) return print_error("serve", "%s\n", s.message().c_str()), 1;
+  if (Status s = app.start_input_pool(cfg->pinned_memory_pool_byte_size); !s.ok()) {
+    app.stop(StopMode::kCancel);
+    return print_error("serve", "--pinned-memory-pool-byte-size: %s\n", s.message().c_str()), 2;
+  }
+  if (const auto pool = app.input_pool())
+    std::fprintf(stderr, "host memory pool: %s, %s (%s; docs/front.md#the-host-memory-pool)\n",
+                 front::byte_size_string(pool->byte_size()).c_str(),
+                 pool->pinned() ? "pinned" : "plain memory (no CUDA device)",
+                 cfg->pinned_memory_pool_byte_size ? "as given"
+                                                   : "default: each model's max batch x sample bytes x 8");
   if (a.front.any()) {
     if (Status s = app.start_front({a.front.listen_options(), a.front.max_inflight, a.front.port_file});
         !s.ok()) {
@@ -143,9 +157,12 @@ int run_serve(ServeArgs a) {
     std::fprintf(stderr, "sending for %.0f s (the first %.0f s are warm-up)\n", cfg->duration_s,
                  cfg->warmup_s);
     ProgressLine progress;
-    const serve::LoadRun run = serve::run_builtin_load(app.server(), *cfg, [&](const std::string& line) {
-      if (!a.quiet) progress.update(line);
-    });
+    const serve::LoadRun run = serve::run_builtin_load(
+        app.server(), *cfg,
+        [&](const std::string& line) {
+          if (!a.quiet) progress.update(line);
+        },
+        app.input_pool());
     progress.finish();
     app.stop(StopMode::kDrain);
     report = serve::load_report(run, *cfg);
@@ -161,6 +178,7 @@ int run_serve(ServeArgs a) {
     report = app.front_report(fin, fin.elapsed.to_seconds());
     report.update(serve::served_report(fin));
   }
+  report["host_memory_pool"] = app.input_pool_report();
   report["config"] = a.config;
   if (repository) report["model_repository"] = repo.dir;
   if (json_report.enabled() && !json_report.write("serve", report.dump(2) + "\n")) return 1;
@@ -212,6 +230,11 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option(
       "--devices", a.devices,
       "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
+  cmd->add_option("--pinned-memory-pool-byte-size", a.pinned_pool_bytes,
+                  "bytes of the host memory pool requests' inputs land in at arrival (Triton's flag; pinned "
+                  "when a device is a CUDA GPU); a request it cannot hold gets 429 / RESOURCE_EXHAUSTED. "
+                  "0: each model's max batch x sample bytes x 8, at least 64 MiB (overrides the config's "
+                  "pinned_memory_pool_byte_size)");
   cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
   cmd->add_option(
          "--recalibrate", a.recalibrate,

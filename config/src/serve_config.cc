@@ -121,10 +121,10 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
     return c;
   }
   if (!root || root.IsNull()) r.fail(root, "models", "is missing: the config is empty");
-  r.check_keys(
-      root, "",
-      {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate", "load",
-       "models", "metrics", "defer_without_history", "load_run_wait_ms", "admission", "overlap"});
+  r.check_keys(root, "",
+               {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
+                "load", "models", "metrics", "defer_without_history", "load_run_wait_ms", "admission",
+                "overlap", "pinned_memory_pool_byte_size"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -147,6 +147,9 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
     c.load_run_wait_ms = r.number_in(root["load_run_wait_ms"], "load_run_wait_ms", 0, 3.6e6);
   if (root["shards"]) c.shards = static_cast<std::uint32_t>(r.integer(root["shards"], "shards", 1, 64));
   if (root["admission"]) c.admission = r.boolean(root["admission"], "admission");
+  if (root["pinned_memory_pool_byte_size"])
+    c.pinned_memory_pool_byte_size = r.integer(root["pinned_memory_pool_byte_size"],
+                                               "pinned_memory_pool_byte_size", 0, std::uint64_t{1} << 42);
   if (const YAML::Node o = root["overlap"]) {
     c.overlap = r.string(o, "overlap");
     if (c.overlap != "auto" && c.overlap != "on" && c.overlap != "off")

@@ -424,6 +424,8 @@ void Front::count_rejected(std::string_view model, const Reply& reply) {
   ++c.outcomes.sent;
   if (reply.code == Code::kUnavailable)
     ++c.unavailable;
+  else if (reply.code == Code::kResourceExhausted)
+    ++c.pool_exhausted;
   else
     ++c.invalid;
 }

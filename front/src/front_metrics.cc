@@ -16,13 +16,16 @@ void write_front_metrics(const FrontCounters& c, metrics::Writer& w, bool outcom
   for (const FrontModelCounters& m : c.models) {
     w.counter("symphony_front_received_total", "Protocol inference requests received, by model.",
               {{"model", m.model}}, static_cast<double>(m.outcomes.sent));
-    const std::pair<const char*, std::uint64_t> refused[] = {
-        {"invalid", m.invalid}, {"shed", m.shed}, {"unavailable", m.unavailable}};
+    const std::pair<const char*, std::uint64_t> refused[] = {{"invalid", m.invalid},
+                                                             {"shed", m.shed},
+                                                             {"unavailable", m.unavailable},
+                                                             {"pool_exhausted", m.pool_exhausted}};
     for (const auto& [kind, v] : refused)
       w.counter(
           "symphony_front_refused_total",
           "Protocol requests the front answered itself: invalid (400), shed at its in-flight bound (429), "
-          "unavailable while stopping (503).",
+          "unavailable while stopping (503), pool_exhausted: its inputs did not fit the host memory pool "
+          "(429).",
           {{"model", m.model}, {"kind", kind}}, static_cast<double>(v));
     if (outcomes) metrics::write_outcome_metrics(w, "symphony_requests", "Protocol", m.model, m.outcomes);
   }

@@ -34,12 +34,17 @@ json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double 
     json jm = metrics::outcome_json(m.outcomes);
     metrics::add_drops(jm, "front_inflight", m.shed);
     metrics::add_drops(jm, "unavailable", m.unavailable);
+    metrics::add_drops(jm, "host_memory_pool", m.pool_exhausted);
     jm["errors"] = m.outcomes.errors + m.invalid;
     jm["errors_by_kind"] = {{"model", m.outcomes.errors}, {"invalid", m.invalid}};
     // What the front answered itself, by the kinds of symphony_front_refused_total.
-    jm["refused"] = {{"invalid", m.invalid}, {"shed", m.shed}, {"unavailable", m.unavailable}};
+    jm["refused"] = {{"invalid", m.invalid},
+                     {"shed", m.shed},
+                     {"unavailable", m.unavailable},
+                     {"pool_exhausted", m.pool_exhausted}};
     jm["goodput_rps"] = seconds > 0 ? static_cast<double>(m.outcomes.ok) / seconds : 0.0;
-    metrics::OutcomeRow row{m.model, m.outcomes, m.shed + m.unavailable, m.invalid, {}, {}, 0, {}};
+    metrics::OutcomeRow row{m.model, m.outcomes, m.shed + m.unavailable + m.pool_exhausted, m.invalid, {}, {},
+                            0,       {}};
     if (ms) {
       jm["latency_ms"] = {{"p50", ms->p50.to_ms()}, {"p99", ms->p99.to_ms()}};
       jm["mean_batch"] = ms->mean_batch;
@@ -51,16 +56,18 @@ json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double 
     out["models"][m.model] = jm;
     rows.push_back(std::move(row));
     total += m.outcomes;
-    extra_dropped += m.shed + m.unavailable;
+    extra_dropped += m.shed + m.unavailable + m.pool_exhausted;
     extra_errors += m.invalid;
   }
   print_outcome_table(stdout, "model (protocol)", rows, seconds);
   for (const FrontModelCounters& m : c.models)
-    if (m.invalid || m.shed || m.unavailable)
+    if (m.invalid || m.shed || m.unavailable || m.pool_exhausted)
       std::printf(
-          "  %s: refused by the front: %llu invalid (400), %llu shed (429), %llu while stopping (503)\n",
+          "  %s: refused by the front: %llu invalid (400), %llu shed (429), %llu while stopping (503), "
+          "%llu beyond the host memory pool (429)\n",
           m.model.c_str(), static_cast<unsigned long long>(m.invalid),
-          static_cast<unsigned long long>(m.shed), static_cast<unsigned long long>(m.unavailable));
+          static_cast<unsigned long long>(m.shed), static_cast<unsigned long long>(m.unavailable),
+          static_cast<unsigned long long>(m.pool_exhausted));
   if (c.not_found)
     std::printf("  %llu requests named no served model (404; 503 for one not loaded)\n",
                 static_cast<unsigned long long>(c.not_found));

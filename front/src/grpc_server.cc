@@ -23,6 +23,7 @@ namespace symphony::front {
 namespace {
 
 using detail::append;
+using detail::ByteSink;
 using detail::in_quotes;
 
 grpc::StatusCode grpc_code(Code c) {
@@ -51,7 +52,7 @@ grpc::StatusCode grpc_code(Code c) {
 
 // Converts typed contents to the binary form; false with *why on a value out
 // of the datatype's range or contents of the wrong kind.
-bool typed_to_bytes(const inference::InferTensorContents& c, DataType t, std::string& out, std::string* why) {
+bool typed_to_bytes(const inference::InferTensorContents& c, DataType t, ByteSink& out, std::string* why) {
   auto ints = [&](auto tag, const auto& values) -> bool {
     using T = decltype(tag);
     for (auto v : values) {
@@ -95,7 +96,7 @@ bool typed_to_bytes(const inference::InferTensorContents& c, DataType t, std::st
     case DataType::kBytes:
       for (const std::string& s : c.bytes_contents()) {
         append<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
-        out += s;
+        out.append(s.data(), s.size());
       }
       return true;
     case DataType::kFp16:
@@ -104,6 +105,49 @@ bool typed_to_bytes(const inference::InferTensorContents& c, DataType t, std::st
       return false;
   }
   return false;
+}
+
+// The bytes typed contents of `t` take in the binary form; nullopt for BYTES
+// (variable-length) and for FP16 and BF16 (which have none).
+std::optional<std::size_t> typed_byte_count(const inference::InferTensorContents& c, DataType t) {
+  const auto n = [&](int count) { return static_cast<std::size_t>(count) * element_size(t); };
+  switch (t) {
+    case DataType::kBool:
+      return n(c.bool_contents_size());
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+      return n(c.int_contents_size());
+    case DataType::kInt64:
+      return n(c.int64_contents_size());
+    case DataType::kUint8:
+    case DataType::kUint16:
+    case DataType::kUint32:
+      return n(c.uint_contents_size());
+    case DataType::kUint64:
+      return n(c.uint64_contents_size());
+    case DataType::kFp32:
+      return n(c.fp32_contents_size());
+    case DataType::kFp64:
+      return n(c.fp64_contents_size());
+    default:
+      return std::nullopt;
+  }
+}
+
+// A block of `pool` for `n` bytes of input `t`, which then holds its bytes
+// (Tensor::held, kept by Tensor::keep); null with a RESOURCE_EXHAUSTED reply
+// naming the pool when the pool cannot hold them now.
+char* take_block(HostMemoryPool* pool, std::size_t n, const std::string& who, Tensor& t, Reply* error) {
+  std::shared_ptr<char> block = pool->acquire(n);
+  if (!block) {
+    *error = Reply::error(Code::kResourceExhausted, who + ": " + pool->exhausted_message(n));
+    return nullptr;
+  }
+  char* p = block.get();
+  t.held = std::string_view(p, n);
+  t.keep = std::move(block);
+  return p;
 }
 
 bool convert_parameters(const google::protobuf::Map<std::string, inference::InferParameter>& in,
@@ -140,8 +184,12 @@ bool convert_parameters(const google::protobuf::Map<std::string, inference::Infe
 }
 
 // Builds the front's request from the message, taking the raw contents
-// over (the message is the call's, and nothing reads it after this).
-bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error) {
+// over (the message is the call's, and nothing reads it after this). With
+// `pool`, each input's bytes land in a block of it: typed contents decoded
+// straight into the block, raw contents copied there once from the message
+// (protobuf has parsed them into a string of its own); a request the pool
+// cannot hold is refused with RESOURCE_EXHAUSTED.
+bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error, HostMemoryPool* pool) {
   const auto bad = [&](std::string msg) {
     *error = Reply::error(Code::kInvalidArgument, std::move(msg));
     return false;
@@ -184,10 +232,26 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
       if (in.has_contents()) return bad(who + " gives its bytes in shared memory and also as typed contents");
     } else if (raw) {
       if (in.has_contents()) return bad(who + " has typed contents although raw_input_contents is used");
-      t.data.swap(*m.mutable_raw_input_contents(raw_next++));
+      std::string& bytes = *m.mutable_raw_input_contents(raw_next++);
+      if (pool) {
+        char* p = take_block(pool, bytes.size(), who, t, error);
+        if (!p) return false;
+        std::memcpy(p, bytes.data(), bytes.size());
+      } else {
+        t.data.swap(bytes);
+      }
     } else {
       std::string why;
-      if (!typed_to_bytes(in.contents(), t.datatype, t.data, &why)) return bad(who + ": " + why);
+      const std::optional<std::size_t> n = pool ? typed_byte_count(in.contents(), t.datatype) : std::nullopt;
+      if (n) {
+        char* p = take_block(pool, *n, who, t, error);
+        if (!p) return false;
+        ByteSink sink(p, *n);
+        if (!typed_to_bytes(in.contents(), t.datatype, sink, &why)) return bad(who + ": " + why);
+      } else {
+        ByteSink sink(t.data);
+        if (!typed_to_bytes(in.contents(), t.datatype, sink, &why)) return bad(who + ": " + why);
+      }
     }
     out->inputs.push_back(std::move(t));
   }
@@ -255,7 +319,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     if (trace::enabled()) tr_.received = trace::now();
     InferRequest r;
     Reply err;
-    if (!to_request(req, &r, &err)) {
+    if (!to_request(req, &r, &err, front_.input_pool())) {
       front_.count_rejected(req.model_name(), err);
       return finish(err);
     }
@@ -370,7 +434,7 @@ class StreamReactor final
     if (trace::enabled()) tr.received = trace::now();
     InferRequest r;
     Reply err;
-    if (!to_request(req_, &r, &err)) {
+    if (!to_request(req_, &r, &err, front_.input_pool())) {
       front_.count_rejected(req_.model_name(), err);
       err.model = req_.model_name();
       err.version = req_.model_version();

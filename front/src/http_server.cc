@@ -85,7 +85,7 @@ struct ParsedInfer {
 };
 
 ParsedInfer parse_infer(const http::request<http::string_body>& request, const std::string& model,
-                        const std::string& version, const HttpOptions& opts) {
+                        const std::string& version, const HttpOptions& opts, HostMemoryPool* pool) {
   ParsedInfer out;
   const auto refuse = [&](http::status st, std::string why) {
     out.status = st;
@@ -124,8 +124,10 @@ ParsedInfer parse_infer(const http::request<http::string_body>& request, const s
     body = decoded.body;
   }
   Reply err;
-  if (!parse_infer_request(model, version, body, header_length, opts.limits, &out.request, &err))
-    return refuse(http::status::bad_request, err.message);
+  if (!parse_infer_request(model, version, body, header_length, opts.limits, &out.request, &err, pool))
+    return refuse(
+        err.code == Code::kResourceExhausted ? http::status::too_many_requests : http::status::bad_request,
+        err.message);
   return out;
 }
 
@@ -581,7 +583,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void infer(Slot& s, http::request<http::string_body>& request, const std::string& model,
              const std::string& version) {
     if (request.body().size() < srv_.opts.inline_parse_bytes)
-      return on_parsed(s, model, parse_infer(request, model, version, srv_.opts));
+      return on_parsed(s, model, parse_infer(request, model, version, srv_.opts, srv_.front.input_pool()));
     // A large body would hold up every connection of this I/O thread while
     // it decodes and parses (seconds for tens of MiB of JSON): that happens
     // on the parser pool, and this connection reads no further request
@@ -590,8 +592,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     net::post(srv_.parsers,
               [self = shared_from_this(), seq = s.seq, model, version,
                req = std::make_shared<http::request<http::string_body>>(std::move(request))]() mutable {
-                auto parsed =
-                    std::make_shared<ParsedInfer>(parse_infer(*req, model, version, self->srv_.opts));
+                auto parsed = std::make_shared<ParsedInfer>(
+                    parse_infer(*req, model, version, self->srv_.opts, self->srv_.front.input_pool()));
                 req.reset();
                 net::post(self->socket_.get_executor(), [self, seq, model, parsed] {
                   self->converting_ = false;
@@ -607,7 +609,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void on_parsed(Slot& s, const std::string& model, ParsedInfer&& parsed) {
     if (parsed.status != http::status::ok) {
-      srv_.front.count_rejected(model, Reply::error(Code::kInvalidArgument, parsed.error));
+      srv_.front.count_rejected(
+          model, Reply::error(parsed.status == http::status::too_many_requests ? Code::kResourceExhausted
+                                                                               : Code::kInvalidArgument,
+                              parsed.error));
       return respond_error(s, parsed.status, parsed.error);
     }
     submit(s, std::move(parsed.request));

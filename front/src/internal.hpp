@@ -30,6 +30,42 @@ void append(std::string& out, T v) {
   out.append(b, sizeof(T));
 }
 
+// Where a tensor's decoded bytes go: a string that grows, or a block of a
+// known size (a block of the host memory pool) that they must not pass.
+class ByteSink {
+ public:
+  explicit ByteSink(std::string& s) : str_(&s) {}
+  ByteSink(char* p, std::size_t capacity) : p_(p), cap_(capacity) {}
+  void append(const char* b, std::size_t n) {
+    if (str_) {
+      str_->append(b, n);
+    } else if (n <= cap_ - n_) {
+      std::memcpy(p_ + n_, b, n);
+      n_ += n;
+    } else {
+      overflow_ = true;
+    }
+  }
+  void push_back(char c) { append(&c, 1); }
+  // Bytes written so far (a block's: never more than its capacity).
+  std::size_t size() const noexcept { return str_ ? str_->size() : n_; }
+  // Whether bytes beyond a block's capacity were dropped.
+  bool overflow() const noexcept { return overflow_; }
+
+ private:
+  std::string* str_ = nullptr;
+  char* p_ = nullptr;
+  std::size_t cap_ = 0, n_ = 0;
+  bool overflow_ = false;
+};
+
+template <class T>
+void append(ByteSink& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
 // Reads a T from possibly unaligned bytes.
 template <class T>
 T load(const char* p) {

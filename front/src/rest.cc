@@ -17,6 +17,7 @@ namespace symphony::front {
 namespace {
 
 using detail::append;
+using detail::ByteSink;
 using detail::in_quotes;
 using detail::load;
 
@@ -24,7 +25,7 @@ using json = nlohmann::json;
 
 // Appends one JSON element as `t`'s binary form; false (with *why) when the
 // value does not fit the datatype.
-bool append_element(const json& v, DataType t, std::string& out, std::string* why) {
+bool append_element(const json& v, DataType t, ByteSink& out, std::string* why) {
   auto integer = [&](auto tag) -> bool {
     using T = decltype(tag);
     if (v.is_number_unsigned()) {
@@ -114,7 +115,7 @@ bool append_element(const json& v, DataType t, std::string& out, std::string* wh
         return false;
       }
       append<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
-      out += s;
+      out.append(s.data(), s.size());
       return true;
     }
   }
@@ -123,7 +124,7 @@ bool append_element(const json& v, DataType t, std::string& out, std::string* wh
 
 // Flattens `data` (flat or nested arrays) into `out`, counting elements.
 bool flatten(const json& data, DataType t, std::uint32_t depth, const RestLimits& lim, std::uint64_t limit,
-             std::string& out, std::uint64_t& count, std::string* why) {
+             ByteSink& out, std::uint64_t& count, std::string* why) {
   if (!data.is_array()) {
     if (++count > limit) {
       *why = "more elements than the shape holds";
@@ -249,11 +250,26 @@ json spec_json(const TensorSpec& s) {
   return json{{"name", s.name}, {"datatype", std::string(to_string(s.datatype))}, {"shape", s.shape}};
 }
 
+// A block of `pool` for `n` bytes of input `t`, which then holds its bytes
+// (Tensor::held, kept by Tensor::keep); null with a 429 reply naming the
+// pool when the pool cannot hold them now.
+char* take_block(HostMemoryPool* pool, std::size_t n, const std::string& who, Tensor& t, Reply* error) {
+  std::shared_ptr<char> block = pool->acquire(n);
+  if (!block) {
+    *error = Reply::error(Code::kResourceExhausted, who + ": " + pool->exhausted_message(n));
+    return nullptr;
+  }
+  char* p = block.get();
+  t.held = std::string_view(p, n);
+  t.keep = std::move(block);
+  return p;
+}
+
 }  // namespace
 
 bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
                          std::optional<std::uint64_t> header_length, const RestLimits& lim, InferRequest* out,
-                         Reply* error) {
+                         Reply* error, HostMemoryPool* pool) {
   const auto bad = [&](std::string msg) {
     *error = Reply::error(Code::kInvalidArgument, std::move(msg));
     return false;
@@ -339,14 +355,30 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
       if (size > binary.size() - binary_pos)
         return bad(who + ": 'binary_data_size' is " + std::to_string(size) + " but only " +
                    std::to_string(binary.size() - binary_pos) + " bytes of binary data remain");
-      t.data.assign(binary.substr(binary_pos, size));
+      if (pool) {
+        char* block = take_block(pool, size, who, t, error);
+        if (!block) return false;
+        std::memcpy(block, binary.data() + binary_pos, size);
+      } else {
+        t.data.assign(binary.substr(binary_pos, size));
+      }
       binary_pos += size;
     } else {
       if (data == in.end()) return bad(who + " has neither 'data' nor 'binary_data_size'");
-      if (t.datatype != DataType::kBytes) t.data.reserve(*count * element_size(t.datatype));
       std::uint64_t n = 0;
       std::string why;
-      if (!flatten(*data, t.datatype, 0, lim, *count, t.data, n, &why)) return bad(who + ": " + why);
+      if (pool && t.datatype != DataType::kBytes) {
+        // Decoded straight into the block: the shape says how many bytes.
+        const std::size_t bytes = *count * element_size(t.datatype);
+        char* block = take_block(pool, bytes, who, t, error);
+        if (!block) return false;
+        ByteSink sink(block, bytes);
+        if (!flatten(*data, t.datatype, 0, lim, *count, sink, n, &why)) return bad(who + ": " + why);
+      } else {
+        if (t.datatype != DataType::kBytes) t.data.reserve(*count * element_size(t.datatype));
+        ByteSink sink(t.data);
+        if (!flatten(*data, t.datatype, 0, lim, *count, sink, n, &why)) return bad(who + ": " + why);
+      }
       if (n != *count)
         return bad(who + ": shape " + shape_string(t.shape) + " holds " + std::to_string(*count) +
                    " elements, 'data' has " + std::to_string(n));

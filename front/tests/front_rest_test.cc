@@ -110,6 +110,75 @@ TEST(FrontRestTest, ParsesBinaryTensorsAfterTheHeader) {
   EXPECT_TRUE(p.req.outputs[0].binary);
 }
 
+Result<std::shared_ptr<HostMemoryPool>> make_pool(std::uint64_t bytes) {
+  HostMemoryPoolOptions o;
+  o.byte_size = bytes;
+  return HostMemoryPool::create(std::move(o));
+}
+
+// The bodies of the two tests above, parsed into a host memory pool: every
+// input's bytes are the same as without one, and (but BYTES) lie in a block
+// that returns to the pool with the request.
+TEST(FrontRestTest, DecodesInputsIntoThePoolAsTheSameBytes) {
+  auto pool = make_pool(1 << 20);
+  ASSERT_TRUE(pool.ok());
+  const json typed = {
+      {"inputs",
+       {{{"name", "b"}, {"datatype", "BOOL"}, {"shape", {2}}, {"data", {true, false}}},
+        {{"name", "i16"}, {"datatype", "INT16"}, {"shape", {2}}, {"data", {-32768, 32767}}},
+        {{"name", "u64"}, {"datatype", "UINT64"}, {"shape", {1}}, {"data", {18446744073709551615ull}}},
+        {{"name", "h"}, {"datatype", "FP16"}, {"shape", {2}}, {"data", {1.5, -2.0}}},
+        {{"name", "f"}, {"datatype", "FP32"}, {"shape", {1, 2, 2}}, {"data", {{{1, 2}, {3, 4}}}}},
+        {{"name", "s"}, {"datatype", "BYTES"}, {"shape", {2}}, {"data", {"ab", ""}}}}}};
+  const std::string header =
+      R"({"inputs":[{"name":"a","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}},)"
+      R"({"name":"c","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}}]})";
+  float a[2] = {0.5f, -1.0f};
+  std::string binary = header;
+  binary.append(reinterpret_cast<const char*>(a), 8);
+  binary += "xyz";
+  for (const auto& [body, length] :
+       {std::pair<std::string, std::optional<std::uint64_t>>{typed.dump(), {}}, {binary, header.size()}}) {
+    Parsed plain = parse(body, length);
+    ASSERT_TRUE(plain.ok) << plain.err.message;
+    InferRequest req;
+    Reply err;
+    ASSERT_TRUE(parse_infer_request("m", "", body, length, RestLimits{}, &req, &err, pool->get()))
+        << err.message;
+    ASSERT_EQ(req.inputs.size(), plain.req.inputs.size());
+    for (std::size_t i = 0; i < req.inputs.size(); ++i) {
+      const Tensor& t = req.inputs[i];
+      EXPECT_EQ(t.bytes(), plain.req.inputs[i].bytes()) << t.name;
+      EXPECT_EQ((*pool)->owns(t.bytes().data(), t.bytes().size()), t.datatype != DataType::kBytes) << t.name;
+    }
+    EXPECT_GT((*pool)->stats().blocks_in_use, 0u);
+    req = InferRequest{};
+    EXPECT_EQ((*pool)->stats().blocks_in_use, 0u);  // each block back once the request is gone
+  }
+}
+
+TEST(FrontRestTest, RefusesWhatThePoolCannotHoldWith429NamingIt) {
+  auto pool = make_pool(1024);
+  ASSERT_TRUE(pool.ok());
+  const std::string body = json{{"inputs",
+                                 {{{"name", "x"},
+                                   {"datatype", "FP32"},
+                                   {"shape", {1, 512}},
+                                   {"data", std::vector<float>(512, 1.0f)}}}}}
+                               .dump();
+  InferRequest req;
+  Reply err;
+  EXPECT_FALSE(parse_infer_request("m", "", body, std::nullopt, RestLimits{}, &req, &err, pool->get()));
+  EXPECT_EQ(err.code, Code::kResourceExhausted);
+  EXPECT_EQ(http_status(err.code), 429);
+  EXPECT_NE(
+      err.message.find("input 'x': the host memory pool (1 KiB) cannot hold this request's 2 KiB input"),
+      std::string::npos)
+      << err.message;
+  EXPECT_EQ((*pool)->stats().exhausted, 1u);
+  EXPECT_EQ((*pool)->stats().blocks_in_use, 0u);
+}
+
 TEST(FrontRestTest, RefusesMalformedRequestsNamingTheProblem) {
   struct Case {
     std::string body;

@@ -287,7 +287,7 @@ TEST_F(FrontSemanticsTest, BudgetIsTheDeadlineElseTheTimeoutParameterElseTheSlo)
 }
 
 TEST_F(FrontSemanticsTest, ShedsBeyondTheInflightBoundAtOnce) {
-  Front small(svc, FrontOptions{"symphony", 2, 1 << 20});
+  Front small(svc, FrontOptions{"symphony", 2, 1 << 20, nullptr});
   small.infer(good_request(), std::nullopt, answers.done());
   small.infer(good_request(), std::nullopt, answers.done());
   small.infer(good_request(), std::nullopt, answers.done());
@@ -299,6 +299,18 @@ TEST_F(FrontSemanticsTest, ShedsBeyondTheInflightBoundAtOnce) {
   small.infer(good_request(), std::nullopt, answers.done());  // room again
   EXPECT_EQ(svc.pending.size(), 2u);
   EXPECT_EQ(small.counters().models[0].shed, 1u);
+}
+
+TEST_F(FrontSemanticsTest, CountsARequestThePoolCouldNotHoldApartFromInvalidOnes) {
+  const std::string model = good_request().model;
+  front.count_rejected(model, Reply::error(Code::kResourceExhausted, "the host memory pool (64 B) ..."));
+  front.count_rejected(model, Reply::error(Code::kInvalidArgument, "bad"));
+  const FrontCounters c = front.counters();
+  ASSERT_EQ(c.models.size(), 1u);
+  EXPECT_EQ(c.models[0].pool_exhausted, 1u);
+  EXPECT_EQ(c.models[0].invalid, 1u);
+  EXPECT_EQ(c.models[0].shed, 0u);
+  EXPECT_EQ(c.models[0].outcomes.sent, 2u);
 }
 
 TEST_F(FrontSemanticsTest, StoppingRefusesNewRequestsAndLetsOldOnesEnd) {

@@ -727,6 +727,46 @@ def test_inflight_bound_sheds_with_429_and_sigterm_drains(emu):
 
 
 
+def test_a_full_host_memory_pool_refuses_with_429_and_resource_exhausted():
+    # 64 bytes: one request's input (16 bytes, in a block of 64) fills it.
+    s = Serve(EMULATED, extra=["--pinned-memory-pool-byte-size", "64", "--metrics", "127.0.0.1:0"])
+    try:
+        assert "host memory pool: 64 B, plain memory" in s.output(), s.output()
+        pb, pb_grpc = grpc_stubs()
+        ch = grpc.insecure_channel(s.grpc)
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        held = stub.ModelInfer.future(slow_request(pb))  # waits ~3.8 s in its window, holding the pool
+        wait_for(lambda: inflight(s) == 1, "a request holding the pool")
+        one = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]})
+        status, hdrs, body = curl(s.url + "/v2/models/slow/infer", body=one.encode())
+        error = json.loads(body)["error"]
+        assert status == 429 and "the host memory pool (64 B) cannot hold this request's 16 B input" in error, body
+        assert "--pinned-memory-pool-byte-size" in error and "symphony-outcome" not in hdrs
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(slow_request(pb), timeout=20)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "host memory pool" in e.value.details()
+        m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
+        text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+        assert 'symphony_pinned_memory_pool_total_bytes{pinned="0"} 64' in text, text
+        assert "symphony_pinned_memory_pool_used_bytes 64" in text
+        assert "symphony_pinned_memory_pool_exhausted_total 2" in text
+        assert 'symphony_front_refused_total{model="slow",kind="pool_exhausted"} 2' in text
+        assert held.result(timeout=30).model_name == "slow"
+        # Its block came back with its answer: the same request fits now.
+        status, _, body = curl(s.url + "/v2/models/slow/infer", body=one.encode())
+        assert status == 200, body
+        rc, report = s.stop(signal.SIGTERM)
+        assert rc == 0
+        pool = report["host_memory_pool"]
+        assert pool["byte_size"] == 64 and not pool["pinned"] and pool["exhausted"] == 2, pool
+        assert pool["acquired"] == 2 and pool["in_use"] == 0 and pool["high_water"] == 64, pool
+        slow = report["models"]["slow"]
+        assert slow["ok"] == 2 and slow["dropped_by_reason"] == {"host_memory_pool": 2}, slow
+        ch.close()
+    finally:
+        s.stop(signal.SIGKILL)
+
+
 # ---- two times: a generous budget never becomes waiting ----------------------
 
 def test_a_generous_budget_adds_no_waiting_and_max_defer_caps_it():

@@ -129,8 +129,11 @@ Status ServeApp::start_front(const FrontOptions& o) {
     return Status(Errc::kAlreadyExists,
                   "the protocol front is already running (" + listeners_->where() + ")");
   if (stopped_) return Status(Errc::kFailedPrecondition, "the server is stopped");
+  if (!pool_)
+    if (Status s = make_input_pool(0); !s.ok()) return s;
   front::FrontOptions fo;
   fo.max_inflight = o.max_inflight;
+  fo.input_pool = pool_;
   auto front = std::make_unique<front::Front>(*service_, fo);
   auto l = front::Listeners::start(*front, o.listen);
   if (!l.ok()) return l.status();
@@ -161,6 +164,7 @@ Status ServeApp::start_metrics(const MetricsOptions& o) {
         metrics_->collect(w);
         std::lock_guard<std::mutex> l(mu_);
         if (front_) front::write_front_metrics(front_->counters(), w, /*outcomes=*/false);
+        write_input_pool_metrics(w);
       },
       [this]() -> std::string {
         switch (phase()) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "symphony/metrics/outcome_report.hpp"
@@ -33,8 +34,8 @@ void sleep_until(TimePoint t) {
 class ServerTarget final : public load::LoadTarget {
  public:
   ServerTarget(server::Server& server, const config::ServeConfig& cfg,
-               std::vector<std::unique_ptr<LoadTally>>& t)
-      : server_(server), cfg_(cfg), tallies_(t) {
+               std::vector<std::unique_ptr<LoadTally>>& t, std::shared_ptr<front::HostMemoryPool> input_pool)
+      : server_(server), cfg_(cfg), tallies_(t), input_pool_(std::move(input_pool)) {
     for (const config::ServeModelConfig& mc : cfg.models) {
       std::vector<std::vector<at::Tensor>> pool;
       for (int k = 0; k < 8; ++k) {
@@ -56,7 +57,22 @@ class ServerTarget final : public load::LoadTarget {
     LoadTally& t = *tallies_[r.model];
     if (r.counted) t.tally.sent();  // a refusal counts as sent and ends in `refused`
     const auto& pool = pools_[r.model];
-    return server_.infer_async(cfg_.models[r.model].name, pool[r.model_seq % pool.size()], std::nullopt,
+    const std::vector<at::Tensor>& sample = pool[r.model_seq % pool.size()];
+    std::vector<at::Tensor> landed;
+    if (input_pool_) {
+      // As a transport lands a request's bytes: once, into a block, which
+      // the tensor returns when its last user is done.
+      for (const at::Tensor& x : sample) {
+        const std::size_t n = x.nbytes();
+        std::shared_ptr<char> block = input_pool_->acquire(n);
+        if (!block) return Status(Errc::kCapacityExceeded, input_pool_->exhausted_message(n));
+        std::memcpy(block.get(), x.data_ptr(), n);
+        char* p = block.get();
+        landed.push_back(torch::from_blob(
+            p, x.sizes(), [block = std::move(block)](void*) mutable { block.reset(); }, x.options()));
+      }
+    }
+    return server_.infer_async(cfg_.models[r.model].name, input_pool_ ? landed : sample, std::nullopt,
                                [&t, counted = r.counted, done](server::InferResult&& res) {
                                  if (counted) t.tally.record(res.outcome, res.reason, res.latency);
                                  done();
@@ -76,6 +92,7 @@ class ServerTarget final : public load::LoadTarget {
   const config::ServeConfig& cfg_;
   std::vector<std::unique_ptr<LoadTally>>& tallies_;
   std::vector<std::vector<std::vector<at::Tensor>>> pools_;  // [model][sample][input]
+  std::shared_ptr<front::HostMemoryPool> input_pool_;        // null: the samples as they are
 };
 
 std::string batch_histogram(const std::map<std::uint32_t, std::uint64_t>& h) {
@@ -142,7 +159,8 @@ const ModelStats* find_model(const ServerStats& s, const std::string& name) {
 }  // namespace
 
 LoadRun run_builtin_load(server::Server& srv, const config::ServeConfig& cfg,
-                         const std::function<void(const std::string&)>& progress) {
+                         const std::function<void(const std::string&)>& progress,
+                         std::shared_ptr<front::HostMemoryPool> pool) {
   LoadRun run;
   for (const auto& m : cfg.models) {
     run.tallies.push_back(std::make_unique<LoadTally>());
@@ -158,7 +176,7 @@ LoadRun run_builtin_load(server::Server& srv, const config::ServeConfig& cfg,
   const load::LoadWindow window =
       load::LoadWindow::starting(start, Duration::from_seconds(cfg.warmup_s), spec.duration);
   const TimePoint measure_from = window.measure_from, end = window.end;
-  ServerTarget target(srv, cfg, run.tallies);
+  ServerTarget target(srv, cfg, run.tallies, std::move(pool));
   load::OpenLoop loop(spec, window, target);
   std::thread driver([&] { loop.run(); });
   // Live progress, once a second, and the snapshot at the end of warm-up.

@@ -286,8 +286,9 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
                                                     " is not a tensor type"));
       return 0;
     }
-    // The bytes stay where the transport put them (or in the client's
-    // shared memory region); the tensor keeps them alive.
+    // The bytes stay where the transport put them (a block of the host
+    // memory pool, or the client's shared memory region); the tensor keeps
+    // them alive, and a pool block returns when the last view of it dies.
     std::shared_ptr<const void> keep = t.keep;
     void* p = const_cast<char*>(t.held.data());
     if (!keep) {

@@ -73,6 +73,10 @@ struct ServeConfig {
   // launch run while the batch before it does, dispatched ahead by their
   // learned cost. auto: on when every device is a CUDA GPU.
   std::string overlap = "auto";
+  // `pinned_memory_pool_byte_size:` (--pinned-memory-pool-byte-size): the
+  // host memory pool requests' inputs land in (ServeApp::start_input_pool);
+  // 0, the default: sized from the models (max batch x sample bytes x 8).
+  std::uint64_t pinned_memory_pool_byte_size = 0;
   // `load:`: with it, serve drives the models with its own generator for
   // duration_s; without it, serve answers protocol requests (--http, --grpc)
   // until SIGINT/SIGTERM.

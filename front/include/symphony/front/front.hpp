@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "symphony/front/host_memory_pool.hpp"
 #include "symphony/front/protocol.hpp"
 #include "symphony/outcome_tally.hpp"
 #include "symphony/front/service.hpp"
@@ -40,6 +41,10 @@ struct FrontOptions {
   // The largest tensor a request may carry, in elements (guards the
   // arithmetic of shapes and the memory of one request).
   std::uint64_t max_elements = std::uint64_t{1} << 28;
+  // Where the transports decode requests' input tensors, at arrival
+  // (host_memory_pool.hpp); a request the pool cannot hold is refused with
+  // 429 / RESOURCE_EXHAUSTED. Null: each input in a string of its own.
+  std::shared_ptr<HostMemoryPool> input_pool;
 };
 
 // Counts of one model's requests, as the front answered them.
@@ -48,9 +53,10 @@ struct FrontModelCounters {
   // sent: the inference requests that named this model; ok, late, dropped,
   // errors: those the service ended (errors also counts a service's refusal).
   OutcomeCounts outcomes;
-  std::uint64_t invalid = 0;      // 400: refused before they reached the scheduler
-  std::uint64_t shed = 0;         // 429 by the front's own in-flight bound
-  std::uint64_t unavailable = 0;  // 503 while stopping
+  std::uint64_t invalid = 0;         // 400: refused before they reached the scheduler
+  std::uint64_t shed = 0;            // 429 by the front's own in-flight bound
+  std::uint64_t unavailable = 0;     // 503 while stopping
+  std::uint64_t pool_exhausted = 0;  // 429: the host memory pool could not hold its inputs
 };
 
 struct FrontCounters {
@@ -69,6 +75,8 @@ class Front {
 
   const std::string& server_name() const noexcept { return opts_.server_name; }
   static std::string_view server_version() noexcept;
+  // FrontOptions::input_pool (null: none).
+  HostMemoryPool* input_pool() const noexcept { return opts_.input_pool.get(); }
   // The protocol extensions served: the front's own (binary_tensor_data,
   // model_configuration, and system_shared_memory when allowed) and the
   // service's (InferenceService::extensions: statistics, model_repository, ...).

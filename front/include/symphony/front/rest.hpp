@@ -34,10 +34,13 @@ struct RestLimits {
 
 // Parses an infer request for `model` / `version` (from the URL). `body` is
 // the whole body; `header_length` the Inference-Header-Content-Length header,
-// if any. Returns false with a 400 reply naming the problem.
+// if any. Returns false with a 400 reply naming the problem. With `pool`,
+// each input's bytes (but BYTES tensors') are decoded straight into a block
+// of it (Tensor::held and ::keep); a request it cannot hold now is refused
+// with a 429 (Code::kResourceExhausted) naming the pool.
 bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
                          std::optional<std::uint64_t> header_length, const RestLimits& limits,
-                         InferRequest* out, Reply* error);
+                         InferRequest* out, Reply* error, HostMemoryPool* pool = nullptr);
 
 // A request body sent with a Content-Encoding, decoded.
 struct DecodedBody {

@@ -29,6 +29,7 @@
 #include "symphony/config/serve_config.hpp"
 #include "symphony/front/front.hpp"
 #include "symphony/front/front_report.hpp"
+#include "symphony/front/host_memory_pool.hpp"
 #include "symphony/front/listeners.hpp"
 #include "symphony/serve/model_repository_manager.hpp"
 #include "symphony/serve/server_metrics.hpp"
@@ -37,7 +38,8 @@
 
 namespace symphony::metrics {
 class Endpoint;
-}
+class Writer;
+}  // namespace symphony::metrics
 
 namespace symphony::serve {
 
@@ -114,6 +116,26 @@ class ServeApp {
   Status start_front(const FrontOptions& o);
   // Serves /metrics, /healthz and /readyz. Errors name the address.
   Status start_metrics(const MetricsOptions& o);
+  // Creates the server's host memory pool, where the front and the built-in
+  // load put requests' inputs at arrival (front/host_memory_pool.hpp):
+  // `byte_size` bytes (Triton's --pinned-memory-pool-byte-size), 0: the
+  // default_input_pool_bytes() of the models loaded now. Pinned when a device
+  // is a CUDA GPU (and the build has CUDA), plain memory otherwise. Before
+  // start_front, which otherwise creates the default pool itself. Errors
+  // name the size; kAlreadyExists when there is a pool.
+  Status start_input_pool(std::uint64_t byte_size = 0);
+  // The pool (null before start_input_pool or start_front).
+  std::shared_ptr<front::HostMemoryPool> input_pool() const;
+  // The models' inputs for kInputPoolBatches batches each: the sum over the
+  // models of max batch x sample bytes (a -1 dimension as 1) x
+  // kInputPoolBatches, and at least kMinInputPoolBytes.
+  static constexpr std::uint64_t kInputPoolBatches = 8;
+  static constexpr std::uint64_t kMinInputPoolBytes = std::uint64_t{64} << 20;
+  std::uint64_t default_input_pool_bytes() const;
+  // The pool's line of the report (printed) and its numbers as JSON: size,
+  // pinned, in use, high-water, exhausted refusals; an empty object without
+  // a pool.
+  nlohmann::json input_pool_report() const;
 
   // nullptr when no front runs.
   front::Front* front();
@@ -135,6 +157,8 @@ class ServeApp {
 
  private:
   explicit ServeApp(std::unique_ptr<server::Server> server);
+  Status make_input_pool(std::uint64_t byte_size);          // REQUIRES: mu_ held
+  void write_input_pool_metrics(metrics::Writer& w) const;  // REQUIRES: mu_ held
 
   std::unique_ptr<server::Server> server_;
   std::atomic<Phase> phase_{Phase::kLoading};
@@ -144,6 +168,7 @@ class ServeApp {
   std::unique_ptr<front::Front> front_;
   std::unique_ptr<front::Listeners> listeners_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::shared_ptr<front::HostMemoryPool> pool_;  // under mu_
   std::unique_ptr<metrics::Endpoint> endpoint_;  // after what it reads: destroyed first
   bool stopped_ = false;
 };

@@ -16,6 +16,7 @@
 
 #include "symphony/outcome_tally.hpp"
 #include "symphony/config/serve_config.hpp"
+#include "symphony/front/host_memory_pool.hpp"
 #include "symphony/server/server.hpp"
 
 namespace symphony::serve {
@@ -40,9 +41,13 @@ struct LoadRun {
 
 // Drives `server` (started) with the config's load until its duration has
 // passed, then stops the server (drain: every request ends). `progress`
-// receives a line a second; `on_phase(true)` when the warm-up ends.
+// receives a line a second; `on_phase(true)` when the warm-up ends. With
+// `pool` (ServeApp::input_pool), each request's inputs land in a block of it
+// as a transport's would (one copy of the generated sample, standing for
+// the bytes' arrival); a request the pool cannot hold is refused, naming it.
 LoadRun run_builtin_load(server::Server& server, const config::ServeConfig& cfg,
-                         const std::function<void(const std::string&)>& progress);
+                         const std::function<void(const std::string&)>& progress,
+                         std::shared_ptr<front::HostMemoryPool> pool = nullptr);
 
 // Prints the run's tables (models, profiles, devices) on standard output and
 // returns the report's JSON (config, policy, models, devices, totals, and

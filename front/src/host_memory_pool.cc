@@ -1,0 +1,172 @@
+// HostMemoryPool: one mapped region, best-fit blocks (host_memory_pool.hpp).
+#include "symphony/front/host_memory_pool.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+namespace symphony::front {
+
+// The region and its free runs. Blocks' deleters hold it, so the region
+// outlives the pool object until the last block returns.
+struct HostMemoryPool::State {
+  char* base = nullptr;
+  std::uint64_t size = 0;
+  bool pinned = false;
+  std::function<void(void*)> unpin;
+
+  mutable std::mutex mu;
+  std::map<std::uint64_t, std::uint64_t> free_by_offset;           // offset -> length
+  std::set<std::pair<std::uint64_t, std::uint64_t>> free_by_size;  // (length, offset)
+  HostMemoryPoolStats stats;
+
+  ~State() {
+    if (!base) return;
+    if (pinned && unpin) unpin(base);
+    munmap(base, size);
+  }
+
+  void insert_free(std::uint64_t off, std::uint64_t len) {
+    free_by_offset.emplace(off, len);
+    free_by_size.emplace(len, off);
+  }
+  void erase_free(std::map<std::uint64_t, std::uint64_t>::iterator it) {
+    free_by_size.erase({it->second, it->first});
+    free_by_offset.erase(it);
+  }
+
+  // Returns [off, off + len) to the free runs, merged with its neighbours.
+  void release(std::uint64_t off, std::uint64_t len) noexcept {
+    std::lock_guard<std::mutex> lock(mu);
+    stats.in_use -= len;
+    --stats.blocks_in_use;
+    auto next = free_by_offset.lower_bound(off);
+    if (next != free_by_offset.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        off = prev->first;
+        len += prev->second;
+        erase_free(prev);
+      }
+    }
+    if (next != free_by_offset.end() && off + len == next->first) {
+      len += next->second;
+      erase_free(next);
+    }
+    insert_free(off, len);
+  }
+};
+
+namespace {
+
+std::uint64_t round_up(std::uint64_t n, std::uint64_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+std::string byte_size_string(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0 || v == static_cast<double>(static_cast<std::uint64_t>(v)))
+    std::snprintf(buf, sizeof buf, "%llu %s", static_cast<unsigned long long>(v), kUnits[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+Result<std::shared_ptr<HostMemoryPool>> HostMemoryPool::create(HostMemoryPoolOptions o) {
+  if (o.byte_size == 0)
+    return Status(Errc::kInvalidArgument, "the host memory pool needs a size above 0 bytes");
+  auto s = std::make_shared<State>();
+  s->size = round_up(o.byte_size, kAlignment);
+  // Mapped, not allocated: pages are committed when first written (or when
+  // pinned), so an ample default costs nothing until requests use it.
+  void* p = mmap(nullptr, s->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return Status(Errc::kInvalidArgument, "cannot reserve the host memory pool of " +
+                                              byte_size_string(s->size) + ": " + std::strerror(errno) +
+                                              " (choose a smaller --pinned-memory-pool-byte-size)");
+  s->base = static_cast<char*>(p);
+  if (o.pin) {
+    std::string why = o.pin(s->base, s->size);
+    if (!why.empty())
+      return Status(Errc::kInternal, "cannot pin the host memory pool of " + byte_size_string(s->size) +
+                                         ": " + why + " (choose a smaller --pinned-memory-pool-byte-size)");
+    s->pinned = true;
+    s->unpin = std::move(o.unpin);
+  }
+  s->stats.byte_size = s->size;
+  s->stats.pinned = s->pinned;
+  s->insert_free(0, s->size);
+  return std::shared_ptr<HostMemoryPool>(new HostMemoryPool(std::move(s)));
+}
+
+HostMemoryPool::~HostMemoryPool() = default;
+
+std::shared_ptr<char> HostMemoryPool::acquire(std::size_t bytes) noexcept {
+  const std::uint64_t len = round_up(std::max<std::uint64_t>(bytes, 1), kAlignment);
+  State& s = *state_;
+  std::uint64_t off = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto fit = s.free_by_size.lower_bound({len, 0});
+    if (fit == s.free_by_size.end()) {
+      ++s.stats.exhausted;
+      return nullptr;
+    }
+    off = fit->second;
+    const std::uint64_t run = fit->first;
+    s.free_by_size.erase(fit);
+    s.free_by_offset.erase(off);
+    if (run > len) s.insert_free(off + len, run - len);
+    s.stats.in_use += len;
+    s.stats.high_water = std::max(s.stats.high_water, s.stats.in_use);
+    ++s.stats.blocks_in_use;
+    ++s.stats.acquired;
+  }
+  try {
+    return std::shared_ptr<char>(s.base + off,
+                                 [state = state_, off, len](char*) { state->release(off, len); });
+  } catch (...) {  // the control block could not be allocated: the block goes back
+    s.release(off, len);
+    return nullptr;
+  }
+}
+
+std::string HostMemoryPool::exhausted_message(std::size_t bytes) const {
+  const HostMemoryPoolStats st = stats();
+  return "the host memory pool (" + byte_size_string(st.byte_size) + (st.pinned ? ", pinned" : "") +
+         ") cannot hold this request's " + byte_size_string(bytes) + " input now (" +
+         byte_size_string(st.in_use) + " of it hold " + std::to_string(st.blocks_in_use) +
+         " inputs of requests in flight); try again later, or give the server a larger "
+         "--pinned-memory-pool-byte-size";
+}
+
+HostMemoryPoolStats HostMemoryPool::stats() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->stats;
+}
+
+std::uint64_t HostMemoryPool::byte_size() const noexcept { return state_->size; }
+bool HostMemoryPool::pinned() const noexcept { return state_->pinned; }
+
+bool HostMemoryPool::owns(const void* p, std::size_t n) const noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const auto base = reinterpret_cast<std::uintptr_t>(state_->base);
+  return at >= base && n <= state_->size && at - base <= state_->size - n;
+}
+
+}  // namespace symphony::front

@@ -1,0 +1,171 @@
+// HostMemoryPool: blocks within the region, each returned exactly once,
+// exhaustion refused at once with a message naming the pool, free runs
+// merged, the counters, pinning through the hooks, and many threads.
+#include "symphony/front/host_memory_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace symphony::front {
+namespace {
+
+std::shared_ptr<HostMemoryPool> make_pool(std::uint64_t bytes, HostMemoryPoolOptions o = {}) {
+  o.byte_size = bytes;
+  auto p = HostMemoryPool::create(std::move(o));
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return *p;
+}
+
+TEST(HostMemoryPoolTest, HandsOutAlignedBlocksInsideTheRegion) {
+  auto pool = make_pool(1 << 20);
+  std::vector<std::shared_ptr<char>> blocks;
+  for (std::size_t n : {1, 63, 64, 65, 1000, 0}) {
+    blocks.push_back(pool->acquire(n));
+    ASSERT_NE(blocks.back(), nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(blocks.back().get()) % HostMemoryPool::kAlignment, 0u);
+    EXPECT_TRUE(pool->owns(blocks.back().get(), std::max<std::size_t>(n, 1)));
+    std::memset(blocks.back().get(), 0x5a, std::max<std::size_t>(n, 1));  // writable
+  }
+  // Rounded to the alignment: 64 + 64 + 64 + 128 + 1024 + 64.
+  EXPECT_EQ(pool->stats().in_use, 1408u);
+  EXPECT_EQ(pool->stats().blocks_in_use, 6u);
+  EXPECT_FALSE(pool->owns(blocks.front().get(), (1 << 20) + 1));
+  int outside = 0;
+  EXPECT_FALSE(pool->owns(&outside));
+}
+
+TEST(HostMemoryPoolTest, ReturnsABlockExactlyOnceWhenItsLastCopyDies) {
+  auto pool = make_pool(4096);
+  std::shared_ptr<char> a = pool->acquire(1000);
+  std::shared_ptr<const void> copy = a;  // as a tensor's owner keeps it
+  EXPECT_EQ(pool->stats().blocks_in_use, 1u);
+  a.reset();
+  EXPECT_EQ(pool->stats().blocks_in_use, 1u);
+  EXPECT_EQ(pool->stats().in_use, 1024u);
+  copy.reset();
+  const HostMemoryPoolStats s = pool->stats();
+  EXPECT_EQ(s.blocks_in_use, 0u);
+  EXPECT_EQ(s.in_use, 0u);
+  EXPECT_EQ(s.high_water, 1024u);
+  EXPECT_EQ(s.acquired, 1u);
+}
+
+TEST(HostMemoryPoolTest, RefusesAtOnceWhenNoFreeRunIsLargeEnough) {
+  auto pool = make_pool(4096);
+  std::shared_ptr<char> a = pool->acquire(3000);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(pool->acquire(2000), nullptr);
+  EXPECT_EQ(pool->stats().exhausted, 1u);
+  const std::string why = pool->exhausted_message(2000);
+  EXPECT_NE(why.find("host memory pool (4 KiB)"), std::string::npos) << why;
+  EXPECT_NE(why.find("2.0 KiB input"), std::string::npos) << why;
+  EXPECT_NE(why.find("--pinned-memory-pool-byte-size"), std::string::npos) << why;
+  EXPECT_NE(pool->acquire(1000), nullptr);  // what fits still fits
+  a.reset();
+  EXPECT_NE(pool->acquire(4096), nullptr);  // the whole region once free
+  EXPECT_EQ(pool->acquire(4097), nullptr);  // never more than the region
+}
+
+TEST(HostMemoryPoolTest, MergesFreeRunsSoTheWholeRegionComesBack) {
+  auto pool = make_pool(64 * 8);
+  std::vector<std::shared_ptr<char>> b;
+  for (int i = 0; i < 8; ++i) b.push_back(pool->acquire(64));
+  EXPECT_EQ(pool->acquire(1), nullptr);
+  // Freed out of order: 1, 3, 5, 7, then 0, 2, 4, 6; the region is whole
+  // again only after the last.
+  for (int i : {1, 3, 5, 7, 0, 2, 4, 6}) {
+    b[static_cast<std::size_t>(i)].reset();
+    if (i != 6) {
+      EXPECT_EQ(pool->acquire(64 * 8), nullptr);
+    }
+  }
+  EXPECT_NE(pool->acquire(64 * 8), nullptr);
+}
+
+TEST(HostMemoryPoolTest, BlocksOutliveThePoolObject) {
+  std::shared_ptr<char> b;
+  {
+    auto pool = make_pool(4096);
+    b = pool->acquire(100);
+  }
+  std::memset(b.get(), 1, 100);  // the region is released with the last block
+  b.reset();
+}
+
+TEST(HostMemoryPoolTest, PinsAndUnpinsThroughTheHooks) {
+  void* pinned = nullptr;
+  void* unpinned = nullptr;
+  std::size_t pinned_bytes = 0;
+  {
+    HostMemoryPoolOptions o;
+    o.pin = [&](void* p, std::size_t n) {
+      pinned = p;
+      pinned_bytes = n;
+      return std::string();
+    };
+    o.unpin = [&](void* p) { unpinned = p; };
+    auto pool = make_pool(1000, o);
+    EXPECT_TRUE(pool->pinned());
+    EXPECT_TRUE(pool->stats().pinned);
+    EXPECT_EQ(pinned_bytes, 1024u);  // rounded to the alignment
+    EXPECT_TRUE(pool->owns(pinned, 1024));
+  }
+  EXPECT_EQ(unpinned, pinned);
+
+  HostMemoryPoolOptions bad;
+  bad.byte_size = 4096;
+  bad.pin = [](void*, std::size_t) { return std::string("cudaErrorNoDevice"); };
+  auto refused = HostMemoryPool::create(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cannot pin the host memory pool of 4 KiB: cudaErrorNoDevice"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(HostMemoryPool::create({}).ok());  // no size
+}
+
+TEST(HostMemoryPoolTest, ManyThreadsReturnEveryBlock) {
+  auto pool = make_pool(1 << 16);
+  std::vector<std::thread> threads;
+  std::atomic<std::uint64_t> got{0}, refused{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<std::shared_ptr<char>> held;
+      for (int i = 0; i < 20000; ++i) {
+        if (held.size() > 8 || (!held.empty() && rng() % 2)) {
+          held.erase(held.begin() + static_cast<long>(rng() % held.size()));
+          continue;
+        }
+        const std::size_t n = 1 + rng() % 4000;
+        if (auto b = pool->acquire(n)) {
+          b.get()[n - 1] = static_cast<char>(i);
+          held.push_back(std::move(b));
+          got.fetch_add(1);
+        } else {
+          refused.fetch_add(1);
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  const HostMemoryPoolStats s = pool->stats();
+  EXPECT_EQ(s.blocks_in_use, 0u);
+  EXPECT_EQ(s.in_use, 0u);
+  EXPECT_EQ(s.acquired, got.load());
+  EXPECT_EQ(s.exhausted, refused.load());
+  EXPECT_LE(s.high_water, s.byte_size);
+  EXPECT_NE(pool->acquire(1 << 16), nullptr);  // every run merged back
+}
+
+TEST(HostMemoryPoolTest, WritesByteSizes) {
+  EXPECT_EQ(byte_size_string(512), "512 B");
+  EXPECT_EQ(byte_size_string(256 << 20), "256 MiB");
+  EXPECT_EQ(byte_size_string(1536ull << 20), "1.5 GiB");
+}
+
+}  // namespace
+}  // namespace symphony::front

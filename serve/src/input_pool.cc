@@ -1,0 +1,97 @@
+// The serve application's host memory pool: its size, pinning, metrics and
+// report line (app.hpp, front/host_memory_pool.hpp).
+#include <algorithm>
+#include <cstdio>
+
+#include "symphony/metrics/exposition.hpp"
+#include "symphony/serve/app.hpp"
+#include "symphony/server/host_pinning.hpp"
+#include "symphony/tensor_spec.hpp"
+
+namespace symphony::serve {
+
+std::uint64_t ServeApp::default_input_pool_bytes() const {
+  std::uint64_t sum = 0;
+  for (const std::string& name : server_->model_names()) {
+    Result<server::ModelInfo> info = server_->model_info(name);
+    if (!info.ok()) continue;
+    std::uint64_t sample = 0;  // one sample of every input, each in a block of its own
+    for (const std::string& in : info->inputs) {
+      Result<TensorSpec> spec = parse_tensor_spec(in, Wildcards::kAllow);
+      if (!spec.ok()) continue;
+      std::uint64_t bytes = std::max<std::size_t>(datatype_info(spec->dtype).bytes, 1);
+      for (std::int64_t d : spec->shape) bytes *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 1));
+      constexpr std::uint64_t a = front::HostMemoryPool::kAlignment;
+      sample += (bytes + a - 1) / a * a;
+    }
+    sum += std::max<std::uint64_t>(info->max_batch, 1) * sample * kInputPoolBatches;
+  }
+  return std::max(sum, kMinInputPoolBytes);
+}
+
+Status ServeApp::make_input_pool(std::uint64_t byte_size) {
+  if (pool_) return Status(Errc::kAlreadyExists, "the host memory pool exists already");
+  front::HostMemoryPoolOptions o;
+  o.byte_size = byte_size ? byte_size : default_input_pool_bytes();
+  const bool cuda =
+      std::any_of(server_->devices().begin(), server_->devices().end(),
+                  [](const server::DeviceSpec& d) { return d.kind == server::DeviceKind::kCuda; });
+  if (cuda && server::can_pin_host_memory()) {
+    o.pin = server::pin_host_memory;
+    o.unpin = server::unpin_host_memory;
+  }
+  Result<std::shared_ptr<front::HostMemoryPool>> pool = front::HostMemoryPool::create(std::move(o));
+  if (!pool.ok()) return pool.status();
+  pool_ = std::move(*pool);
+  return {};
+}
+
+Status ServeApp::start_input_pool(std::uint64_t byte_size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return make_input_pool(byte_size);
+}
+
+std::shared_ptr<front::HostMemoryPool> ServeApp::input_pool() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_;
+}
+
+void ServeApp::write_input_pool_metrics(metrics::Writer& w) const {
+  if (!pool_) return;
+  const front::HostMemoryPoolStats s = pool_->stats();
+  // Triton's two names (nv_pinned_memory_pool_*), then what Symphony adds.
+  w.gauge("symphony_pinned_memory_pool_total_bytes",
+          "The host memory pool requests' inputs land in (--pinned-memory-pool-byte-size); pinned: 1 when "
+          "page-locked for a CUDA device, 0 for plain memory.",
+          {{"pinned", s.pinned ? "1" : "0"}}, static_cast<double>(s.byte_size));
+  w.gauge("symphony_pinned_memory_pool_used_bytes", "Bytes of the host memory pool holding inputs now.", {},
+          static_cast<double>(s.in_use));
+  w.gauge("symphony_pinned_memory_pool_high_water_bytes",
+          "The most bytes of the host memory pool ever in use.", {}, static_cast<double>(s.high_water));
+  w.gauge("symphony_pinned_memory_pool_blocks", "Inputs in the host memory pool now (one block each).", {},
+          static_cast<double>(s.blocks_in_use));
+  w.counter(
+      "symphony_pinned_memory_pool_exhausted_total",
+      "Requests refused (429 / RESOURCE_EXHAUSTED) because the host memory pool could not hold an input.", {},
+      static_cast<double>(s.exhausted));
+}
+
+nlohmann::json ServeApp::input_pool_report() const {
+  const std::shared_ptr<front::HostMemoryPool> pool = input_pool();
+  if (!pool) return nlohmann::json::object();
+  const front::HostMemoryPoolStats s = pool->stats();
+  std::printf(
+      "host memory pool: %s (%s), high-water %s, %llu inputs landed, %llu requests refused (exhausted)\n",
+      front::byte_size_string(s.byte_size).c_str(), s.pinned ? "pinned" : "plain memory",
+      front::byte_size_string(s.high_water).c_str(), static_cast<unsigned long long>(s.acquired),
+      static_cast<unsigned long long>(s.exhausted));
+  return {{"byte_size", s.byte_size},
+          {"pinned", s.pinned},
+          {"in_use", s.in_use},
+          {"high_water", s.high_water},
+          {"blocks_in_use", s.blocks_in_use},
+          {"acquired", s.acquired},
+          {"exhausted", s.exhausted}};
+}
+
+}  // namespace symphony::serve

@@ -1,0 +1,193 @@
+// The serve application's host memory pool end to end on the CPU device:
+// requests decoded into the pool (as the REST transport does) answer the
+// same bytes as requests in strings of their own, and every block returns to
+// the pool exactly once whatever ends the request: ok, a model error, a
+// cancel, a stop. Waits are bounded polls of the pool's counters, never
+// timing assertions.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "symphony/front/rest.hpp"
+#include "symphony/serve/app.hpp"
+#include "symphony/serve/builtin_load.hpp"
+
+namespace symphony::serve {
+namespace {
+
+using front::HostMemoryPool;
+using front::InferRequest;
+using front::Reply;
+
+std::string model_path(const std::string& name) {
+  return std::string(SYMPHONY_TEST_MODELS) + "/" + name + ".pt";
+}
+
+server::ModelOptions model(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/serve_input_pool_test_profiles";
+  std::filesystem::create_directories(dir);
+  server::ModelOptions m;
+  m.name = name;
+  m.path = model_path(name);
+  m.inputs = {"float32[4]"};
+  m.slo = Duration::from_ms(5000);
+  m.max_batch = 4;
+  m.profile = dir + "/" + name + ".yaml";
+  return m;
+}
+
+// `defer`: a model's first requests wait in its window (5 s SLO), so a test
+// can cancel or stop them while queued.
+std::unique_ptr<ServeApp> make_app(bool defer, std::uint64_t pool_bytes = 1 << 20) {
+  server::ServerOptions o;
+  o.devices = "cpu";
+  o.policy = *parse_policy(defer ? "deferred" : "eager");
+  o.defer_without_history = defer;
+  o.profile_repeats = 3;
+  o.profile_max_batch = 4;
+  auto app = ServeApp::create(o);
+  EXPECT_TRUE(app.ok()) << app.status().message();
+  for (const char* m : {"linear", "raises"}) EXPECT_TRUE((*app)->add_model(model(m)).ok()) << m;
+  EXPECT_TRUE((*app)->start().ok());
+  EXPECT_TRUE((*app)->start_input_pool(pool_bytes).ok());
+  return std::move(*app);
+}
+
+// A JSON request of `k` samples of 4 floats for `model`, each starting with
+// `first` + its index, decoded into `pool` (null: into a string of its own).
+InferRequest request(const std::string& model, int k, HostMemoryPool* pool, float first = 0) {
+  std::vector<std::vector<float>> data;
+  for (int i = 0; i < k; ++i) data.push_back({first + 0.5f * static_cast<float>(i), -1.0f, 2.0f, 3.25f});
+  const std::string body =
+      nlohmann::json{
+          {"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", {k, 4}}, {"data", data}}}}}
+          .dump();
+  InferRequest r;
+  Reply err;
+  EXPECT_TRUE(front::parse_infer_request(model, "", body, std::nullopt, front::RestLimits{}, &r, &err, pool))
+      << err.message;
+  return r;
+}
+
+struct Sent {
+  std::uint64_t ticket = 0;
+  std::future<Reply> reply;
+};
+
+Sent submit(ServeApp& app, InferRequest r) {
+  auto done = std::make_shared<std::promise<Reply>>();
+  Sent s;
+  s.reply = done->get_future();
+  s.ticket = app.service().submit(std::move(r), Duration::from_ms(5000),
+                                  [done](Reply&& reply) { done->set_value(std::move(reply)); });
+  return s;
+}
+
+Reply answer(Sent& s) {
+  EXPECT_EQ(s.reply.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  return s.reply.get();
+}
+
+// Whether every block came back within `limit` (the last tensor holding a
+// block may die on a shard or executor thread just after the reply).
+bool all_returned(const HostMemoryPool& pool, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (pool.stats().blocks_in_use != 0) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pool.stats().in_use == 0;
+}
+
+TEST(ServeInputPoolTest, AnswersTheSameBytesAsWithoutThePoolAndReturnsEachBlock) {
+  auto app = make_app(/*defer=*/false);
+  std::shared_ptr<HostMemoryPool> pool = app->input_pool();
+  ASSERT_NE(pool, nullptr);
+  EXPECT_FALSE(pool->pinned());  // a CPU device: plain memory
+  for (int k : {1, 3}) {
+    InferRequest pooled = request("linear", k, pool.get());
+    ASSERT_TRUE(pool->owns(pooled.inputs[0].bytes().data(), pooled.inputs[0].bytes().size()));
+    Sent a = submit(*app, std::move(pooled));
+    Sent b = submit(*app, request("linear", k, nullptr));
+    const Reply ra = answer(a), rb = answer(b);
+    ASSERT_EQ(ra.code, front::Code::kOk) << ra.message;
+    ASSERT_EQ(rb.code, front::Code::kOk) << rb.message;
+    ASSERT_EQ(ra.outputs.size(), 1u);
+    EXPECT_EQ(ra.outputs[0].shape, rb.outputs[0].shape);
+    EXPECT_EQ(ra.outputs[0].shape[0], k);
+    EXPECT_EQ(ra.outputs[0].data, rb.outputs[0].data);  // byte for byte
+  }
+  EXPECT_TRUE(all_returned(*pool));
+  EXPECT_EQ(pool->stats().acquired, 2u);
+  app->stop();
+}
+
+TEST(ServeInputPoolTest, ReturnsTheBlockOfARequestTheModelFails) {
+  auto app = make_app(/*defer=*/false);
+  std::shared_ptr<HostMemoryPool> pool = app->input_pool();
+  Sent s = submit(*app, request("raises", 2, pool.get(), /*first=*/-1000));  // raises.pt: below -100
+  const Reply r = answer(s);
+  EXPECT_EQ(r.code, front::Code::kInternal) << r.message;
+  EXPECT_TRUE(all_returned(*pool));
+  EXPECT_EQ(pool->stats().acquired, 1u);
+  app->stop();
+}
+
+TEST(ServeInputPoolTest, ReturnsTheBlockOfACancelledRequest) {
+  auto app = make_app(/*defer=*/true);
+  std::shared_ptr<HostMemoryPool> pool = app->input_pool();
+  Sent s = submit(*app, request("linear", 1, pool.get()));
+  ASSERT_NE(s.ticket, 0u);
+  EXPECT_EQ(pool->stats().blocks_in_use, 1u);  // queued in its model's window, holding its block
+  app->service().cancel(s.ticket);
+  const Reply r = answer(s);
+  EXPECT_EQ(r.reason, DropReason::kCancelled) << r.message;
+  EXPECT_TRUE(all_returned(*pool));
+  app->stop();
+}
+
+TEST(ServeInputPoolTest, ReturnsEveryBlockWhenTheServerStops) {
+  auto app = make_app(/*defer=*/true);
+  std::shared_ptr<HostMemoryPool> pool = app->input_pool();
+  std::vector<Sent> sent;
+  for (int i = 0; i < 3; ++i) sent.push_back(submit(*app, request("linear", 1, pool.get())));
+  app->stop(StopMode::kCancel);
+  for (Sent& s : sent) {
+    const Reply r = answer(s);
+    EXPECT_EQ(r.reason, DropReason::kShutdown) << r.message;
+  }
+  EXPECT_TRUE(all_returned(*pool));
+  EXPECT_EQ(pool->stats().acquired, 3u);
+  app.reset();  // the server and its models are gone; the pool's counters remain
+  EXPECT_EQ(pool->stats().blocks_in_use, 0u);
+}
+
+TEST(ServeInputPoolTest, TheBuiltInLoadLandsInThePoolAndIsRefusedWhenItIsFull) {
+  auto app = make_app(/*defer=*/false, /*pool_bytes=*/64);  // room for one input
+  std::shared_ptr<HostMemoryPool> pool = app->input_pool();
+  std::shared_ptr<char> hold = pool->acquire(64);  // the pool is full
+  ASSERT_NE(hold, nullptr);
+  config::ServeConfig cfg;
+  cfg.duration_s = 0.5;
+  cfg.warmup_s = 0;
+  config::ServeModelConfig m;
+  m.name = "linear";
+  m.inputs = {"float32[4]"};
+  m.rate = 200;
+  cfg.models.push_back(m);
+  const LoadRun run = run_builtin_load(app->server(), cfg, nullptr, pool);
+  ASSERT_EQ(run.tallies.size(), 1u);
+  EXPECT_GT(run.tallies[0]->refused.load(), 0u);
+  EXPECT_NE(run.tallies[0]->last_refusal.find("the host memory pool (64 B) cannot hold"), std::string::npos)
+      << run.tallies[0]->last_refusal;
+  EXPECT_EQ(pool->stats().acquired, 1u);  // only the test's own block
+  hold.reset();
+  EXPECT_TRUE(all_returned(*pool));
+}
+
+}  // namespace
+}  // namespace symphony::serve
