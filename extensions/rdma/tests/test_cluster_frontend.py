@@ -853,6 +853,111 @@ def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tm
         c.stop_all()
 
 
+def write_profile(repo, name, version, top=8):
+    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, top + 1))
+    (repo / name / version / "model.cpu0.profile.yaml").write_text(
+        'model: %s\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: %d\nalpha_ms: 0.05\n'
+        "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, top) + points)
+
+
+def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
+    """--model-control-mode explicit: a load of a served model whose folder
+    has a new version (another TorchScript file, made here by torch) loads it
+    beside the served one and switches over once the backend has warmed it
+    up: a client loop through both frontends gets 200 for every request, each
+    answer is the old model's or the new one's, and after the switch the new
+    one's; both frontends list version 2 READY and its metadata. A load with
+    nothing changed does nothing; a reload whose new file is corrupt fails
+    naming it, and the served version answers on."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    import torch
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    v2 = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        v2.weight.fill_(0.5)
+        v2.bias.fill_(-1.0)
+    scripted = torch.jit.script(v2.eval())
+    xs = rows(2, 5)
+    old = flat_expected(xs)
+    new = scripted(torch.tensor(xs, dtype=torch.float32)).flatten().tolist()
+    assert old != pytest.approx(new, rel=1e-3)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    answers = []  # (frontend, status, outputs or error)
+    done = threading.Event()
+    body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+
+    def loop(fronts):
+        i = 0
+        while not done.is_set():
+            f = fronts[i % len(fronts)]
+            status, _, out = http_infer(f, "linear", body)
+            answers.append((f.name, status, json.loads(out)["outputs"][0]["data"] if status == 200 else out))
+            i += 1
+
+    thread = None
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
+        c.start_backend("cpu", "cpu", extra=args)
+        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
+        for f in (fa, fb):
+            f.wait_ready()
+            assert http_infer(f, "linear", body)[0] == 200
+        thread = threading.Thread(target=loop, args=([fa, fb],))
+        thread.start()
+        wait_until(lambda: len(answers) >= 10, "the client loop's first answers", timeout=30)
+        # Nothing changed: nothing to do.
+        assert curl("-X", "POST", fa.url + "/v2/repository/models/linear/load")[0] == 200
+        assert "again" not in c.scheduler.output()
+        # A new version folder with another model file.
+        (repo / "linear" / "2").mkdir()
+        scripted.save(str(repo / "linear" / "2" / "model.pt"))
+        write_profile(repo, "linear", "2")
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/linear/load")
+        assert status == 200, (out, c.scheduler.output())
+        switched_at = len(answers)
+        assert ("linear", "2", "READY", "") in repository_index(fa), repository_index(fa)
+        status, _, out = http_infer(fa, "linear", body)
+        assert status == 200 and json.loads(out)["outputs"][0]["data"] == pytest.approx(new, rel=1e-5), out
+        wait_until(lambda: ("linear", "2", "READY", "") in repository_index(fb), "fb to list version 2",
+                   timeout=10)
+        status, _, out = http_infer(fb, "linear", body)
+        assert status == 200 and json.loads(out)["outputs"][0]["data"] == pytest.approx(new, rel=1e-5), out
+        assert json.loads(curl(fb.url + "/v2/models/linear")[2])["versions"] == ["2"]
+        assert curl(fb.url + "/v2/models/linear/versions/2/ready")[0] == 200
+        wait_until(lambda: len(answers) >= switched_at + 20, "answers after the switch", timeout=30)
+        # A corrupt new file: the reload fails naming it; version 2 serves on.
+        (repo / "linear" / "3").mkdir()
+        (repo / "linear" / "3" / "model.pt").write_bytes(b"not a TorchScript archive")
+        write_profile(repo, "linear", "3")
+        status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/linear/load")
+        assert status == 400 and "could not load it" in json.loads(out)["error"] and \
+            "serves on as it was" in json.loads(out)["error"], out
+        for f in (fa, fb):
+            assert ("linear", "2", "READY", "") in repository_index(f)
+        wait_until(lambda: len(answers) >= switched_at + 30, "answers after the failed reload", timeout=30)
+        done.set()
+        thread.join(timeout=60)
+        statuses = set(a[1] for a in answers)
+        print("client loop during the reloads: %d answers, statuses %s, %d before the switch" %
+              (len(answers), statuses, switched_at))
+        assert statuses == {200}, [a for a in answers if a[1] != 200][:3]
+        for f, _, data in answers:
+            assert data == pytest.approx(old, rel=1e-5) or data == pytest.approx(new, rel=1e-5), (f, data)
+        for f, _, data in answers[switched_at + 4:]:  # the other frontend may take a moment to switch
+            assert data == pytest.approx(new, rel=1e-5), (f, data)
+        c.scheduler.wait_for("the replaced version's drain", lambda: "its id is free" in c.scheduler.output(),
+                             timeout=20)
+        assert "switched model 'linear' to its new files" in c.scheduler.output(), c.scheduler.output()
+    finally:
+        done.set()
+        if thread:
+            thread.join(timeout=60)
+        c.stop_all()
+
+
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
 
 EMULATED_CONFIG = """

@@ -550,13 +550,13 @@ void BackendNode::Impl::on_model_load(const wire::ModelLoad& m) {
         st = Status(Errc::kNotFound, "the repository " + opts_.model_repository + " has no version " +
                                          std::to_string(m.version) + " of model '" + m.repository_model +
                                          "' to serve");
-      else if (v->config.name != m.name)
-        st =
-            Status(Errc::kInvalidArgument, "version " + std::to_string(m.version) + " of '" +
-                                               m.repository_model + "' is '" + v->config.name + "' here, '" +
-                                               m.name + "' at the scheduler: the roles' repositories differ");
-      else
-        st = devices_->add_model(*v, m.max_batch);
+      else {
+        // Under the scheduler's name for it (a reload's new version has one
+        // of its own until it takes the served name: batches carry the id).
+        ClusterRepositoryModel named = *v;
+        named.config.name = m.name;
+        st = devices_->add_model(named, m.max_batch);
+      }
     }
     const std::int64_t ms = (clock.now() - start).ns() / 1000000;
     wire::ModelLoadDone done{m.seq, m.model, st.ok() ? wire::BatchStatus::kOk : wire::BatchStatus::kError,

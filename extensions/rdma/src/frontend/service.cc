@@ -158,7 +158,19 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
   add_models(std::move(models));
 }
 
-void ClusterService::add_models(std::vector<ServedModel> models) const {
+void ClusterService::add_models(std::vector<ServedModel> models, bool replace) const {
+  if (replace)
+    for (const ServedModel& sm : models) {
+      const std::string& p = sm.protocol_name.empty() ? sm.name : sm.protocol_name;
+      const auto v = versions_.find(p);
+      if (v == versions_.end()) continue;
+      for (const std::string& c : v->second)
+        if (auto it = models_.find(c); it != models_.end()) {
+          replaced_.push_back(std::move(it->second));  // a request in flight may still point at it
+          models_.erase(it);
+        }
+      v->second.clear();
+    }
   std::erase_if(models, [this](const ServedModel& sm) { return models_.count(sm.name) != 0; });
   if (models.empty()) return;
   // A repository's versions of one model are models of the cluster, the
@@ -210,14 +222,23 @@ void ClusterService::learn() const {
   if (table == learned_table_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> serial(learn_mu_);
   if (table == learned_table_.load(std::memory_order_relaxed)) return;
+  const std::vector<ModelInfo> served = client_.models();
   std::vector<std::string> names = client_.unserved_models();
-  for (const ModelInfo& m : client_.models()) names.push_back(m.name);
-  std::set<std::string> folders;  // a cluster name "m" or "m/1" is folder "m"
+  for (const ModelInfo& m : served) names.push_back(m.name);
+  const auto folder = [](const std::string& n) { return n.substr(0, n.find('/')); };  // "m/1": "m"
+  std::set<std::string> folders, reloaded;
   {
     std::shared_lock<std::shared_mutex> cat(cat_mu_);
     for (const std::string& n : names)
-      if (!models_.count(n)) folders.insert(n.substr(0, n.find('/')));
+      if (!models_.count(n)) folders.insert(folder(n));
+    // A served name under another id: the scheduler switched it to new files (a reload).
+    for (const ModelInfo& m : served)
+      if (const auto it = learned_ids_.find(m.name);
+          it != learned_ids_.end() && it->second != m.id && models_.count(m.name))
+        reloaded.insert(folder(m.name));
   }
+  for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
+  for (const std::string& f : reloaded) folders.erase(f);
   for (const std::string& f : folders) {
     Result<std::vector<ServedModel>> got = loader_(f);
     if (!got.ok()) {
@@ -227,6 +248,12 @@ void ClusterService::learn() const {
     unreadable_.erase(f);
     std::unique_lock<std::shared_mutex> cat(cat_mu_);
     add_models(std::move(*got));
+  }
+  for (const std::string& f : reloaded) {
+    Result<std::vector<ServedModel>> got = loader_(f);
+    if (!got.ok()) continue;  // its served metadata stays as it was read
+    std::unique_lock<std::shared_mutex> cat(cat_mu_);
+    add_models(std::move(*got), /*replace=*/true);
   }
   learned_table_.store(table, std::memory_order_release);
 }

@@ -23,7 +23,7 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   // loaded them (loaded_on_): a backend that joins later need not have them.
   std::string missing;
   for (ModelId id = 0; id < models_.size(); ++id)
-    if (!loaded_on_[id] && runs_here(id) &&
+    if (listed_[id] && !loaded_on_[id] && runs_here(id) &&
         std::find(r->models.begin(), r->models.end(), models_[id].name) == r->models.end())
       missing += (missing.empty() ? "" : ", ") + models_[id].name;
   if (!missing.empty())

@@ -22,6 +22,8 @@
 // cause as its reason, and the others as they were.
 #include "scheduler/node_impl.hpp"
 
+#include <filesystem>
+
 #include "symphony/cluster/cluster_repository.hpp"
 
 namespace symphony::cluster {
@@ -38,16 +40,18 @@ wire::ModelControlDone answer(std::uint64_t seq, Errc code, std::string message)
 
 wire::Welcome SchedulerNode::Impl::frontend_welcome(std::uint32_t slot) const {
   wire::Welcome w = welcome(slot);
-  std::erase_if(w.models, [this](const wire::ModelEntry& m) { return !unserved_[m.id].empty(); });
+  std::erase_if(w.models,
+                [this](const wire::ModelEntry& m) { return !unserved_[m.id].empty() || !listed_[m.id]; });
   return w;
 }
 
 wire::ModelTable SchedulerNode::Impl::model_table() const {
   wire::ModelTable t;
   t.models = welcome(0).models;
-  std::erase_if(t.models, [this](const wire::ModelEntry& m) { return !unserved_[m.id].empty(); });
+  std::erase_if(t.models,
+                [this](const wire::ModelEntry& m) { return !unserved_[m.id].empty() || !listed_[m.id]; });
   for (std::uint32_t i = 0; i < models_.size(); ++i)
-    if (!unserved_[i].empty()) t.unserved.push_back({models_[i].name, unserved_[i]});
+    if (!unserved_[i].empty() && listed_[i]) t.unserved.push_back({models_[i].name, unserved_[i]});
   for (const auto& [name, why] : failed_reads_)
     t.unserved.push_back({name, "unloaded (a load failed: " + why + ")"});
   return t;
@@ -77,8 +81,12 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
   std::vector<ModelId> ids;
   for (std::uint32_t i = 0; i < models_.size(); ++i) {
     const auto pm = opts_.config.protocol_models.find(models_[i].name);
-    if ((pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name) ids.push_back(i);
+    if (listed_[i] && (pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
+      ids.push_back(i);
   }
+  if (std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == name; }))
+    return reply(Errc::kFailedPrecondition,
+                 what + ": it is being loaded; try again once that load has answered");
   bool served = true, unloading = false, loading = false, never_loaded = false;
   for (ModelId id : ids) {
     served &= unserved_[id].empty();
@@ -97,7 +105,7 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
         Errc::kFailedPrecondition,
         what + ": it is being unloaded" + (load ? "; load it once the unload has answered" : " already"));
   if (load) {
-    if (served) return reply(Errc::kOk, {});  // nothing to do: it serves (the files are not read again)
+    if (served) return start_reload(c, p, name, q->seq, ids);  // new files: switched once loaded
     // Unloaded since start: the runtime kept its (empty) queues, and the
     // backends the files they loaded and warmed up at start. It serves
     // again once a backend can run it.
@@ -144,6 +152,102 @@ void SchedulerNode::Impl::finish_unloads() {
   });
 }
 
+std::string scheduler_detail::file_stamp(const ClusterRepositoryModel& m) {
+  std::string out = std::to_string(m.version);
+  for (const std::string& path : {m.model_path, m.config_path, m.profile_path}) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    const auto time = std::filesystem::last_write_time(path, ec);
+    out += "|" + path + ":" + std::to_string(ec ? 0 : size) + ":" +
+           std::to_string(ec ? 0 : time.time_since_epoch().count());
+  }
+  return out;
+}
+
+Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel& m, ModelId reuse,
+                                                   const std::string& name_as, bool listed) {
+  if (reuse == kNoModel && !free_ids_.empty()) {  // a reload's replaced (drained) or failed version
+    reuse = free_ids_.back();
+    free_ids_.pop_back();
+  }
+  if (reuse != kNoModel) {
+    (void)runtimes_[0]->remove_model(reuse);  // its config may have changed since (nothing is queued)
+  } else if (models_.size() >= model_capacity_) {
+    return Status(Errc::kFailedPrecondition, "the scheduler has room for " +
+                                                 std::to_string(opts_.spare_models) +
+                                                 " models loaded while it serves, and all are taken");
+  }
+  ModelConfig config = m.config;
+  config.name = name_as;
+  // The runtime gives the lowest free id: `reuse`, or the next (every lower one is in use).
+  const ModelId want = reuse != kNoModel ? reuse : static_cast<ModelId>(models_.size());
+  Result<ModelId> got = runtimes_[0]->add_model(config);
+  if (!got.ok() || *got != want) {
+    if (got.ok()) (void)runtimes_[0]->remove_model(*got);
+    return Status(Errc::kInvalidArgument,
+                  "the scheduler's runtime refused it: " +
+                      (got.ok() ? "id " + std::to_string(*got) + " instead of " + std::to_string(want)
+                                : got.status().message()));
+  }
+  (void)runtimes_[0]->set_model_gpus(want, std::vector<GpuId>{});  // no device until it is loaded
+  {
+    std::lock_guard<std::mutex> lock(models_mu_);
+    if (want == models_.size()) {
+      models_.push_back(config);
+      unserved_.emplace_back();
+      loaded_on_.emplace_back();
+      listed_.push_back(listed);
+      stamp_.emplace_back();
+      grouped_.emplace_back(want, m.instance_groups);
+      grouped_served_.push_back(false);
+    } else {
+      models_[want] = config;
+      bool grouped = false;
+      for (auto& [gm, groups] : grouped_)
+        if (gm == want) {
+          groups = m.instance_groups;
+          grouped = true;
+        }
+      if (!grouped) {  // a model of the start, replaced by a reload
+        grouped_.emplace_back(want, m.instance_groups);
+        grouped_served_.push_back(false);
+      }
+    }
+  }
+  unserved_[want] = "loading";
+  loaded_on_[want] = std::vector<std::uint32_t>{};
+  listed_[want] = listed;
+  stamp_[want] = file_stamp(m);
+  if (name_as != m.model) opts_.config.protocol_models[name_as] = m.model;
+  if (m.default_priority_level) opts_.config.default_priority_levels[name_as] = m.default_priority_level;
+  return want;
+}
+
+bool SchedulerNode::Impl::ask_backends(Load& l, const ClusterRepository& r,
+                                       const std::vector<DeviceGroup>& groups, std::string& why) {
+  bool any_backend = false;
+  for_each_live_backend([&](std::uint32_t i, const BackendInfo& b) {
+    any_backend = true;
+    const bool has_gpu = has_gpu_device(b.devices);
+    if (std::none_of(b.devices.begin(), b.devices.end(),
+                     [&](const std::string& d) { return groups_select(groups, d, has_gpu); }))
+      return;
+    l.backends.push_back(i);
+    for (std::size_t k = 0; k < l.ids.size(); ++k) {
+      const ClusterRepositoryModel& m = r.models[k];
+      const std::uint64_t s = ++load_seq_;
+      (void)transport_->send(b.conn, wire::encode(wire::ModelLoad{s, l.ids[k], m.config.max_batch, m.version,
+                                                                  models_[l.ids[k]].name, l.name}));
+      l.waiting.emplace_back(i, s);
+    }
+  });
+  if (!l.backends.empty()) return true;
+  why = any_backend ? "no registered backend has a device of its instance_group (" +
+                          r.models.front().config_path + ")"
+                    : "no backend is registered with the scheduler to run it";
+  return false;
+}
+
 void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq) {
   const std::string what = "loading model '" + name + "'";
   const auto reply = [&](Errc code, const std::string& text) {
@@ -156,7 +260,7 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   std::vector<ModelId> earlier;  // its versions from a load that failed
   for (ModelId i = 0; i < models_.size(); ++i) {
     const auto pm = opts_.config.protocol_models.find(models_[i].name);
-    if ((pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
+    if (listed_[i] && (pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
       earlier.push_back(i);
   }
   const auto failed = [&](Errc code, const std::string& why) {
@@ -172,80 +276,80 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
     return failed(r.status().code() == Errc::kNotFound ? Errc::kNotFound : Errc::kInvalidArgument,
                   r.status().message());
   // Each version goes into the runtime now, with no device: its admission
-  // stays closed (unserved_) until its backends are ready. An id keeps its
-  // place (the runtime gives the lowest free one, and every lower one is used).
+  // stays closed (unserved_) until its backends are ready. A version keeps
+  // its id from a failed load.
   std::vector<ModelId> ids;
   for (const ClusterRepositoryModel& m : r->models) {
     ModelId id = kNoModel;
     for (ModelId i : earlier)
       if (models_[i].name == m.config.name) id = i;
-    if (id != kNoModel) {
-      (void)runtimes_[0]->remove_model(id);  // its config may have changed since (nothing is queued)
-    } else if (models_.size() >= model_capacity_) {
-      return failed(Errc::kFailedPrecondition, "the scheduler has room for " +
-                                                   std::to_string(opts_.spare_models) +
-                                                   " models loaded while it serves, and all are taken");
-    }
-    Result<ModelId> got = runtimes_[0]->add_model(m.config);
-    const ModelId want = id != kNoModel ? id : static_cast<ModelId>(models_.size());
-    if (!got.ok() || *got != want) {
-      if (got.ok()) (void)runtimes_[0]->remove_model(*got);
-      return failed(Errc::kInvalidArgument,
-                    "the scheduler's runtime refused it: " +
-                        (got.ok() ? "id " + std::to_string(*got) + " instead of " + std::to_string(want)
-                                  : got.status().message()));
-    }
-    (void)runtimes_[0]->set_model_gpus(want, std::vector<GpuId>{});  // no device until it is loaded
-    if (id == kNoModel) {
-      std::lock_guard<std::mutex> lock(models_mu_);
-      models_.push_back(m.config);
-      unserved_.emplace_back();
-      loaded_on_.emplace_back(std::vector<std::uint32_t>{});
-      grouped_.emplace_back(want, m.instance_groups);
-      grouped_served_.push_back(false);
-    } else {
-      std::lock_guard<std::mutex> lock(models_mu_);
-      models_[id] = m.config;
-      for (auto& [gm, groups] : grouped_)
-        if (gm == id) groups = m.instance_groups;
-    }
-    if (m.config.name != m.model) opts_.config.protocol_models[m.config.name] = m.model;
-    if (m.default_priority_level)
-      opts_.config.default_priority_levels[m.config.name] = m.default_priority_level;
-    ids.push_back(want);
+    Result<ModelId> got = stage_version(m, id, m.config.name, true);
+    if (!got.ok()) return failed(got.status().code(), got.status().message());
+    ids.push_back(*got);
+    if (std::find(earlier.begin(), earlier.end(), *got) == earlier.end()) earlier.push_back(*got);
   }
-  earlier = ids;  // a failure from here names these
   failed_reads_.erase(name);
-  // The backends its instance_group allows (every version has the same group).
-  const std::vector<DeviceGroup>& groups = r->models.front().instance_groups;
-  Load l{name, ids, p.index, frontends_[p.index].generation, seq, {}, {}, SteadyClock{}.now() + kLoadTimeout};
-  bool any_backend = false;
-  for_each_live_backend([&](std::uint32_t i, const BackendInfo& b) {
-    any_backend = true;
-    const bool has_gpu = has_gpu_device(b.devices);
-    if (std::none_of(b.devices.begin(), b.devices.end(),
-                     [&](const std::string& d) { return groups_select(groups, d, has_gpu); }))
-      return;
-    l.backends.push_back(i);
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-      const ClusterRepositoryModel& m = r->models[k];
-      const std::uint64_t s = ++load_seq_;
-      (void)transport_->send(b.conn, wire::encode(wire::ModelLoad{s, ids[k], m.config.max_batch, m.version,
-                                                                  m.config.name, name}));
-      l.waiting.emplace_back(i, s);
-    }
-  });
-  if (l.backends.empty())
-    return failed(Errc::kFailedPrecondition,
-                  any_backend ? "no registered backend has a device of its instance_group (" +
-                                    r->models.front().config_path + ")"
-                              : "no backend is registered with the scheduler to run it");
-  for (ModelId id : ids) unserved_[id] = "loading";
+  Load l{name, ids, p.index, frontends_[p.index].generation, seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
+         {},   {}};
+  std::string why;
+  // Every version has the same instance_group (one config.pbtxt).
+  if (!ask_backends(l, *r, r->models.front().instance_groups, why)) {
+    earlier = ids;
+    return failed(Errc::kFailedPrecondition, why);
+  }
   broadcast_model_table();
   std::string names;
   for (std::uint32_t i : l.backends) names += (names.empty() ? "" : ", ") + backends_[i].name;
   log(p.name + " asked to load model '" + name + "' from " + opts_.model_repository + " (" +
       std::to_string(ids.size()) + " versions): asked " + names);
+  loads_.push_back(std::move(l));
+}
+
+void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& name, std::uint64_t seq,
+                                       const std::vector<ModelId>& ids) {
+  const std::string what = "reloading model '" + name + "'";
+  const auto reply = [&](Errc code, const std::string& text) {
+    (void)transport_->send(c, wire::encode(answer(seq, code, text)));
+  };
+  if (runtimes_.size() > 1 || subs_->managed() || opts_.model_repository.empty())
+    return reply(Errc::kOk, {});  // served; its folder is not read again (sub-clusters)
+  Result<ClusterRepository> r =
+      read_cluster_repository_model(opts_.model_repository, name, {true, opts_.profile_device});
+  if (!r.ok()) {
+    log(p.name + ": " + what + " failed (it serves on as it was): " + r.status().message());
+    return reply(Errc::kInvalidArgument, what + " failed (it serves on as it was): " + r.status().message());
+  }
+  // Nothing changed (the same versions, files and config): nothing to do.
+  std::vector<std::string> now, before;
+  for (const ClusterRepositoryModel& m : r->models) now.push_back(m.config.name + " " + file_stamp(m));
+  for (ModelId id : ids) before.push_back(models_[id].name + " " + stamp_[id]);
+  std::sort(now.begin(), now.end());
+  std::sort(before.begin(), before.end());
+  if (now == before) return reply(Errc::kOk, {});
+  // Every version of the new read beside the old ones, unlisted (internal
+  // names, which only the backends see) until all are ready.
+  Load l{name, {}, p.index, frontends_[p.index].generation, seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
+         ids,  {}};
+  const std::uint64_t round = ++reload_seq_;
+  for (const ClusterRepositoryModel& m : r->models) {
+    Result<ModelId> got = stage_version(
+        m, kNoModel, name + "#reload" + std::to_string(round) + "/" + std::to_string(m.version), false);
+    if (!got.ok()) {
+      for (ModelId id : l.ids) free_ids_.push_back(id);
+      return reply(got.status().code(), what + " failed (it serves on as it was): " + got.status().message());
+    }
+    l.ids.push_back(*got);
+    l.names.push_back(m.config.name);
+  }
+  std::string why;
+  if (!ask_backends(l, *r, r->models.front().instance_groups, why)) {
+    for (ModelId id : l.ids) free_ids_.push_back(id);
+    return reply(Errc::kFailedPrecondition, what + " failed (it serves on as it was): " + why);
+  }
+  std::string names;
+  for (std::uint32_t i : l.backends) names += (names.empty() ? "" : ", ") + backends_[i].name;
+  log(p.name + " asked to load model '" + name + "' again: its files changed; loading " +
+      std::to_string(l.ids.size()) + " versions beside the served ones on " + names);
   loads_.push_back(std::move(l));
 }
 
@@ -288,17 +392,44 @@ void SchedulerNode::Impl::check_loads(TimePoint now, std::uint32_t lost_backend,
 }
 
 void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
+  const bool reload = !l.replaces.empty();
   if (code == Errc::kOk) {
-    for (ModelId id : l.ids) {
+    {
+      std::lock_guard<std::mutex> lock(models_mu_);
+      for (std::size_t k = 0; k < l.names.size(); ++k) models_[l.ids[k]].name = l.names[k];
+      // The replaced versions: unlisted under internal names, admission open
+      // a moment for the requests already on their way to them.
+      for (ModelId old : l.replaces)
+        models_[old].name = l.name + "#replaced" + std::to_string(old) + "/" + std::to_string(++reload_seq_);
+    }
+    const TimePoint now = SteadyClock{}.now();
+    for (ModelId old : l.replaces) {
+      listed_[old] = false;
+      retiring_.push_back({old, now + Duration::seconds(1), false});
+    }
+    for (std::size_t k = 0; k < l.ids.size(); ++k) {
+      const ModelId id = l.ids[k];
+      if (k < l.names.size() && l.names[k] != l.name) opts_.config.protocol_models[l.names[k]] = l.name;
       loaded_on_[id] = l.backends;
-      for (std::size_t k = 0; k < grouped_.size(); ++k)
-        if (grouped_[k].first == id) grouped_served_[k] = true;  // no "joined" line: the load's own follows
+      listed_[id] = true;
+      for (std::size_t g = 0; g < grouped_.size(); ++g)
+        if (grouped_[g].first == id) grouped_served_[g] = true;  // no "joined" line: the load's own follows
       unserved_[id].clear();
     }
     apply_instance_groups(false);  // its devices: those of the backends that loaded it
     std::string names;
     for (std::uint32_t i : l.backends) names += (names.empty() ? "" : ", ") + backends_[i].name;
-    log("loaded model '" + l.name + "' on " + names + ": it is served");
+    log((reload ? "switched model '" + l.name + "' to its new files (loaded on " + names +
+                      "); the replaced versions drain"
+                : "loaded model '" + l.name + "' on " + names + ": it is served"));
+  } else if (reload) {
+    for (ModelId id : l.ids) {  // never listed, never admitted: reusable at once
+      unserved_[id] = "unloaded";
+      loaded_on_[id] = std::vector<std::uint32_t>{};
+      free_ids_.push_back(id);
+    }
+    apply_instance_groups(false);
+    log("reloading model '" + l.name + "' failed (it serves on as it was): " + why);
   } else {
     for (ModelId id : l.ids) {
       loaded_on_[id] = std::vector<std::uint32_t>{};
@@ -308,12 +439,28 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
     log("loading model '" + l.name + "' failed: " + why);
   }
   broadcast_model_table();  // before the answer, on the same connection: its frontend offers it at once
+  const std::string text = code == Errc::kOk ? std::string()
+                           : reload
+                               ? "reloading model '" + l.name + "' failed (it serves on as it was): " + why
+                               : "loading model '" + l.name + "': " + why;
   if (l.frontend < frontends_.size() && frontends_[l.frontend].alive &&
       frontends_[l.frontend].generation == l.generation)
-    (void)transport_->send(
-        frontends_[l.frontend].conn,
-        wire::encode(answer(l.seq, code,
-                            code == Errc::kOk ? std::string() : "loading model '" + l.name + "': " + why)));
+    (void)transport_->send(frontends_[l.frontend].conn, wire::encode(answer(l.seq, code, text)));
+}
+
+void SchedulerNode::Impl::retire_versions(TimePoint now) {
+  std::erase_if(retiring_, [&](Retiring& r) {
+    if (!r.closed) {
+      if (now < r.close_at) return false;
+      r.closed = true;
+      unserved_[r.id] = "unloaded (replaced by a reload)";  // admission closed
+    }
+    if (subs_->outstanding(0, r.id) != 0) return false;
+    (void)runtimes_[0]->set_model_gpus(r.id, std::vector<GpuId>{});
+    free_ids_.push_back(r.id);
+    log("model '" + models_[r.id].name + "' (replaced by a reload) has no request left; its id is free");
+    return true;
+  });
 }
 
 }  // namespace symphony::cluster

@@ -1,6 +1,8 @@
 // The scheduler's lifecycle, peers, messages, heartbeats and delays (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
+#include "symphony/cluster/cluster_repository.hpp"
+
 namespace symphony::cluster {
 
 // ---- lifecycle ---------------------------------------------------------------------
@@ -21,6 +23,17 @@ Status SchedulerNode::Impl::start() {
       static_cast<std::uint32_t>(models_.size()) + (opts_.model_control ? opts_.spare_models : 0u);
   models_.reserve(model_capacity_);  // never reallocated: shard threads read entries of added models
   loaded_on_.assign(models_.size(), std::nullopt);
+  listed_.assign(models_.size(), true);
+  stamp_.assign(models_.size(), std::string());
+  if (opts_.model_control && !opts_.model_repository.empty()) {
+    // The files of the start, for a reload to tell what changed.
+    Result<ClusterRepository> r =
+        read_cluster_repository(opts_.model_repository, {true, opts_.profile_device});
+    if (r.ok())
+      for (const ClusterRepositoryModel& m : r->models)
+        for (ModelId i = 0; i < models_.size(); ++i)
+          if (models_[i].name == m.config.name) stamp_[i] = file_stamp(m);
+  }
   floors_ = sc.spec.delays;
   RuntimeConfig rc;
   rc.shards = set_.shards;
@@ -372,6 +385,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (!deferred_registers_.empty()) add_deferred_backends(now);
   if (!unloads_.empty()) finish_unloads();
   if (!loads_.empty()) check_loads(now);
+  if (!retiring_.empty()) retire_versions(now);
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
     update_delays(now);

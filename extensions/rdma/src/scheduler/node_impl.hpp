@@ -44,6 +44,8 @@
 #include "scheduler/subcluster_manager.hpp"
 
 namespace symphony::cluster {
+struct ClusterRepository;       // cluster_repository.hpp
+struct ClusterRepositoryModel;  // cluster_repository.hpp
 // Constants and helpers of the scheduler's units (this header is private:
 // only they include it).
 namespace scheduler_detail {
@@ -60,6 +62,10 @@ inline constexpr int kTermShift = 56;
 inline constexpr std::uint32_t kMaxSubClusters = 256;
 
 inline std::string us(Duration d) { return std::to_string(d.ns() / 1000) + " us"; }
+
+// What a version's files are now (model file and config.pbtxt: paths,
+// sizes, modification times): a reload reloads what changed (models.cc).
+std::string file_stamp(const ClusterRepositoryModel& m);
 
 inline double cpu_seconds() {
   rusage ru{};
@@ -305,11 +311,28 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void finish_unloads();
   // A load of a model the cluster does not serve (new, or whose last load
   // failed): reads its folder, asks the backends its instance_group allows.
+  struct Load;
   void start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq);
+  // A load of a served model: reads its folder again and, when a version or
+  // a file changed, loads the new versions beside the old ones (unlisted)
+  // and switches the names over once they are ready (end_load).
+  void start_reload(ConnId c, Peer& p, const std::string& name, std::uint64_t seq,
+                    const std::vector<ModelId>& ids);
+  // Puts version `m` into the runtime with no device (admission closed:
+  // "loading") as model `reuse` (its config replaced), or as a new id
+  // (kNoModel); `listed`: in the frontends' table. Returns its id, or why not.
+  Result<ModelId> stage_version(const ClusterRepositoryModel& m, ModelId reuse, const std::string& name_as,
+                                bool listed);
+  // Sends `l`'s ModelLoads to the live backends with a device of `groups`;
+  // false when there is none (`why` says which case).
+  bool ask_backends(Load& l, const ClusterRepository& r, const std::vector<DeviceGroup>& groups,
+                    std::string& why);
   void on_model_load_done(Peer& p, std::span<const std::uint8_t> msg);
   // Fails the loads still waiting on `backend` (lost), or past their deadline.
   void check_loads(TimePoint now, std::uint32_t lost_backend = ~0u, const std::string& why = {});
-  struct Load;
+  // Closes the admission of versions a reload replaced once their grace has
+  // passed, and frees their ids once their last request ended (each tick).
+  void retire_versions(TimePoint now);
   void end_load(Load& l, Errc code, const std::string& why);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
@@ -372,7 +395,25 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::vector<std::pair<std::uint32_t, std::uint64_t>> waiting;
     std::vector<std::uint32_t> backends;  // those asked
     TimePoint deadline;
+    // A reload: the versions it replaces, and the names its new versions take then.
+    std::vector<ModelId> replaces;
+    std::vector<std::string> names;
   };
+  // Per model id: in the frontends' table (a reload's new versions are not
+  // until they switch over, nor are the versions they replaced).
+  std::vector<bool> listed_;
+  // Per model id: its files as last read (file_stamp); empty: not known.
+  std::vector<std::string> stamp_;
+  // Versions a reload replaced: unlisted, admission open until close_at
+  // (requests already on their way to them), then drained and their ids free.
+  struct Retiring {
+    ModelId id = kNoModel;
+    TimePoint close_at;
+    bool closed = false;
+  };
+  std::vector<Retiring> retiring_;
+  std::vector<ModelId> free_ids_;  // in the runtime with no device and nothing queued: reusable
+  std::uint64_t reload_seq_ = 0;   // internal names of versions not listed
   std::vector<Load> loads_;
   // Repository models whose folder a load could not read, and why (listed
   // in the ModelTable as unserved under the repository's name).

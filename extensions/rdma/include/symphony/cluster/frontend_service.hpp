@@ -135,8 +135,10 @@ class ClusterService final : public front::InferenceService {
   // highest); nullptr when none. Called with cat_mu_ held (a Model, once
   // added, lives as long as this).
   const Model* resolve(std::string_view name, std::string_view version) const;
-  // Adds the models this frontend does not have yet (with cat_mu_ held uniquely).
-  void add_models(std::vector<ServedModel> models) const;
+  // Adds the models this frontend does not have yet (with cat_mu_ held
+  // uniquely); `replace`: first drops every version of their protocol models
+  // (a reload: the folder read again), kept alive for requests in flight.
+  void add_models(std::vector<ServedModel> models, bool replace = false) const;
   // Reads the models that the client's table names and this frontend does
   // not know, when the table has changed since the last call (loader_).
   void learn() const;
@@ -175,6 +177,10 @@ class ClusterService final : public front::InferenceService {
   mutable std::atomic<std::uint64_t> learned_table_{0};  // the client's table_generation() learn() saw
   mutable std::map<std::string, std::string>
       unreadable_;  // folders the loader could not read, why (learn_mu_)
+  // The scheduler's id of each cluster name when learn() last looked: a name
+  // whose id changed was reloaded (its folder is read again). learn_mu_.
+  mutable std::unordered_map<std::string, std::uint32_t> learned_ids_;
+  mutable std::vector<std::unique_ptr<Model>> replaced_;  // models a reload replaced (cat_mu_)
   std::atomic<std::uint64_t> cancels_{0};
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
   std::mutex samples_mu_;  // after a Samples' own mutex
