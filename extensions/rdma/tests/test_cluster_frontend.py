@@ -958,6 +958,82 @@ def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
         c.stop_all()
 
 
+BUSY_PBTXT = """
+max_batch_size: 8
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
+"""
+
+
+def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_load(tmp_path):
+    """A model whose warm-up takes seconds (busy.pt, ~0.2 s a batch, batches
+    1 to 8 twice): while it loads both frontends list it LOADING and answer
+    at once that it is not loaded (REST ready 400, inference 503, gRPC
+    ready false); one of the two backends asked is killed mid-load: the load
+    answers 503 naming the lost backend, both indexes give the cause, the
+    other backend still serves the served model (200), and loading it again
+    succeeds on the backend left."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "busy.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
+        c.start_backend("b1", "cpu", extra=args)
+        c.start_backend("b2", "cpu", extra=args)
+        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
+        for f in (fa, fb):
+            f.wait_ready()
+        xs = rows(2, 5)
+        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+        with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
+            write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())
+        result = {}
+
+        def load():
+            result["answer"] = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
+
+        t = threading.Thread(target=load)
+        t.start()
+        for f in (fa, fb):
+            wait_until(lambda: ("slowload", "1", "LOADING", "loading") in repository_index(f),
+                       "%s to list 'slowload' LOADING" % f.name, timeout=10)
+        start = time.monotonic()
+        status, _, out = curl(fb.url + "/v2/models/slowload/ready")
+        assert status == 400 and "not loaded" in json.loads(out)["error"], out
+        busy_body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0] * 4}]}
+        status, _, out = http_infer(fb, "slowload", busy_body)
+        assert status == 503 and "not loaded" in json.loads(out)["error"] and "loading" in \
+            json.loads(out)["error"], out
+        pb, pbg = grpc_stubs()
+        with grpc.insecure_channel(fa.grpc) as ch:
+            stub = pbg.GRPCInferenceServiceStub(ch)
+            assert stub.ModelReady(pb.ModelReadyRequest(name="slowload"), timeout=10).ready is False
+        assert time.monotonic() - start < 2, "the answers during the load waited"
+        assert t.is_alive(), "the load ended before the backend was killed"
+        c.backends["b1"].kill()
+        t.join(timeout=60)
+        status, _, out = result["answer"]
+        assert status == 503 and "lost while it loaded the model" in json.loads(out)["error"], out
+        for f in (fa, fb):
+            wait_until(lambda: any(x[0] == "slowload" and "lost while it loaded" in x[3]
+                                   for x in repository_index(f)), "%s to list why" % f.name, timeout=10)
+            wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "%s to serve 'linear'" % f.name,
+                       timeout=10)
+        status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/slowload/load")
+        assert status == 200, (out, c.scheduler.output())
+        for f in (fa, fb):
+            wait_until(lambda: ("slowload", "1", "READY", "") in repository_index(f),
+                       "%s to list 'slowload' READY" % f.name, timeout=10)
+        status, _, out = http_infer(fa, "slowload", busy_body)
+        assert status == 200 and json.loads(out)["outputs"][0]["data"] == [1.0] * 4, out
+    finally:
+        c.stop_all()
+
+
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
 
 EMULATED_CONFIG = """
