@@ -376,5 +376,32 @@ input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] reshape { shape: [ 1, -1 ]
   EXPECT_HAS(read_cluster_repository(path("nowhere"), {}).status().message(), "no such folder");
 }
 
+// A load while the cluster serves reads one folder by the same rules: its
+// versions named as at start, its profile; a bad folder elsewhere in the
+// repository does not matter, a missing one is kNotFound.
+TEST_F(ClusterRepositoryTest, OneModelFolderIsReadAsTheWholeRepositoryReadsIt) {
+  model("linear", kLinearConfig, {1, 3});
+  profile("linear", 1, "cpu:0", 4, {"float32[4]"});
+  profile("linear", 3, "cpu:0", 8, {"float32[4]"});
+  write(root_ / "broken" / "config.pbtxt", "max_batch_size: oops");
+  const Result<ClusterRepository> r = read_cluster_repository_model(root_.string(), "linear", {true, ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->models.size(), 2u);
+  EXPECT_EQ(r->models[0].config.name, "linear/1");
+  EXPECT_EQ(r->models[1].config.name, "linear");
+  EXPECT_EQ(r->models[1].config.max_batch, 8u) << "its profile's";
+  EXPECT_EQ(r->models[1].profile_path, profile_io::default_profile_path(path("linear/3/model.pt"), "cpu:0"));
+  EXPECT_HAS(read_cluster_repository_model(root_.string(), "broken", {}).status().message(),
+             path("broken/config.pbtxt"));
+  const Result<ClusterRepository> none = read_cluster_repository_model(root_.string(), "nope", {});
+  EXPECT_EQ(none.status().code(), Errc::kNotFound);
+  EXPECT_HAS(none.status().message(), "has no folder 'nope'");
+  EXPECT_EQ(read_cluster_repository_model(root_.string(), "../models", {}).status().code(), Errc::kNotFound)
+      << "a name, not a path";
+  write(root_ / "empty" / "config.pbtxt", kLinearConfig);
+  fs::create_directories(root_ / "empty" / "1");  // a version folder without its model file
+  EXPECT_HAS(read_cluster_repository_model(root_.string(), "empty", {}).status().message(), "no model file");
+}
+
 }  // namespace
 }  // namespace symphony::cluster

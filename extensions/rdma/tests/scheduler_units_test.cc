@@ -169,6 +169,27 @@ TEST(SubClusterManager, OneSubClusterRoutesEverythingThereAndClosesWindows) {
   EXPECT_EQ(s.subs[0].models, std::vector<std::string>{"a"});
 }
 
+// Model ids past the named models (reserved for loads while serving) are
+// routed to sub-cluster 0 and counted until they end, as a drain needs.
+TEST(SubClusterManager, ModelIdsReservedPastTheNamedOnesAreCountedInSubClusterZero) {
+  SubClusterManager::Options o;
+  o.models = {"a"};
+  o.capacity = 4;
+  o.target_gpus = {1};
+  SubClusterManager m(
+      std::move(o), [](const SubClusterManager::Placement&) {}, [](const std::string&) {});
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  EXPECT_EQ(m.routed(3), 0u);
+  EXPECT_EQ(m.routed(3), 0u);
+  EXPECT_EQ(m.routed(0), 0u);
+  EXPECT_EQ(m.outstanding(0, 3), 2);
+  EXPECT_EQ(m.outstanding(0, 0), 1);
+  m.ended(0, 3, false);
+  m.ended(0, 3, true);
+  EXPECT_EQ(m.outstanding(0, 3), 0);
+  EXPECT_EQ(m.snapshot().subs[0].models, std::vector<std::string>{"a"}) << "only named models are listed";
+}
+
 TEST(SubClusterManager, AMoveLoadsEveryNewDeviceBeforeRequestsFollowAndDrainsOnlyOnceTheOldOnesEnd) {
   Recorder rec;
   std::vector<std::vector<int>> plan = {{0, 1}, {1, 1}};  // epoch 1 moves model a to sub-cluster 1
