@@ -183,13 +183,21 @@ bool convert_parameters(const google::protobuf::Map<std::string, inference::Infe
   return true;
 }
 
+// raw_input_contents already in blocks of the host memory pool (read off the
+// wire by read_infer_request), in order.
+struct LandedRaw {
+  std::shared_ptr<char> block;
+  std::size_t size = 0;
+};
+
 // Builds the front's request from the message, taking the raw contents
 // over (the message is the call's, and nothing reads it after this). With
 // `pool`, each input's bytes land in a block of it: typed contents decoded
-// straight into the block, raw contents copied there once from the message
-// (protobuf has parsed them into a string of its own); a request the pool
-// cannot hold is refused with RESOURCE_EXHAUSTED.
-bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error, HostMemoryPool* pool) {
+// straight into the block, raw contents given as `landed` (else copied there
+// once from the message); a request the pool cannot hold is refused with
+// RESOURCE_EXHAUSTED.
+bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error, HostMemoryPool* pool,
+                std::vector<LandedRaw>* landed = nullptr) {
   const auto bad = [&](std::string msg) {
     *error = Reply::error(Code::kInvalidArgument, std::move(msg));
     return false;
@@ -212,9 +220,10 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
     }
     if (!shm[static_cast<std::size_t>(i)]) ++raw_wanted;
   }
-  const bool raw = m.raw_input_contents_size() > 0;
-  if (raw && m.raw_input_contents_size() != raw_wanted)
-    return bad("raw_input_contents has " + std::to_string(m.raw_input_contents_size()) + " entries for " +
+  const int raw_given = landed ? static_cast<int>(landed->size()) : m.raw_input_contents_size();
+  const bool raw = raw_given > 0;
+  if (raw && raw_given != raw_wanted)
+    return bad("raw_input_contents has " + std::to_string(raw_given) + " entries for " +
                std::to_string(raw_wanted) + " inputs" +
                (raw_wanted != m.inputs_size() ? " not in shared memory" : ""));
   int raw_next = 0;
@@ -232,6 +241,13 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
       if (in.has_contents()) return bad(who + " gives its bytes in shared memory and also as typed contents");
     } else if (raw) {
       if (in.has_contents()) return bad(who + " has typed contents although raw_input_contents is used");
+      if (landed) {
+        LandedRaw& l = (*landed)[static_cast<std::size_t>(raw_next++)];
+        t.held = std::string_view(l.block.get(), l.size);
+        t.keep = std::move(l.block);
+        out->inputs.push_back(std::move(t));
+        continue;
+      }
       std::string& bytes = *m.mutable_raw_input_contents(raw_next++);
       if (pool) {
         char* p = take_block(pool, bytes.size(), who, t, error);
@@ -266,6 +282,137 @@ bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error
     }
     out->outputs.push_back(std::move(ro));
   }
+  return true;
+}
+
+// Reads protobuf's wire format across the slices of a received message.
+class WireReader {
+ public:
+  WireReader(const std::vector<grpc::Slice>& slices, std::size_t length) : slices_(slices), left_(length) {}
+  std::size_t left() const noexcept { return left_; }
+  bool byte(std::uint8_t* b) {
+    if (!settle()) return false;
+    *b = slices_[i_].begin()[off_];
+    ++off_;
+    --left_;
+    return true;
+  }
+  bool varint(std::uint64_t* v) {
+    *v = 0;
+    for (int k = 0; k < 10; ++k) {
+      std::uint8_t b = 0;
+      if (!byte(&b)) return false;
+      *v |= static_cast<std::uint64_t>(b & 0x7f) << (7 * k);
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  // Hands the next `n` bytes to `take(pointer, count)`, a run per slice.
+  template <class Take>
+  bool bytes(std::size_t n, Take&& take) {
+    if (n > left_) return false;
+    while (n > 0) {
+      if (!settle()) return false;
+      const std::size_t k = std::min(n, slices_[i_].size() - off_);
+      take(reinterpret_cast<const char*>(slices_[i_].begin()) + off_, k);
+      off_ += k;
+      left_ -= k;
+      n -= k;
+    }
+    return true;
+  }
+
+ private:
+  bool settle() {
+    while (i_ < slices_.size() && off_ == slices_[i_].size()) {
+      ++i_;
+      off_ = 0;
+    }
+    return i_ < slices_.size() && left_ > 0;
+  }
+  const std::vector<grpc::Slice>& slices_;
+  std::size_t i_ = 0, off_ = 0, left_;
+};
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Reads a ModelInferRequest off the wire. With `pool`, each entry of
+// raw_input_contents (field 7) is copied from gRPC's buffers straight into a
+// block of the pool (`landed`: the one copy of those bytes on the server),
+// and protobuf parses the rest of the message (names, shapes, parameters,
+// typed contents); without, protobuf parses all of it. False with an
+// INVALID_ARGUMENT reply when the bytes are no ModelInferRequest; an entry
+// the pool cannot hold sets `*exhausted` (the rest is still parsed, so the
+// refusal can be counted against its model).
+bool read_infer_request(const grpc::ByteBuffer& in, HostMemoryPool* pool, inference::ModelInferRequest* m,
+                        std::vector<LandedRaw>* landed, std::optional<Reply>* exhausted, Reply* error) {
+  const auto malformed = [&] {
+    *error = Reply::error(Code::kInvalidArgument, "the request is not a valid inference.ModelInferRequest");
+    return false;
+  };
+  if (!pool) {
+    grpc::ByteBuffer copy(in);  // shares the slices; deserializing consumes the buffer
+    if (!grpc::GenericDeserialize<grpc::ProtoBufferReader, inference::ModelInferRequest>(&copy, m).ok())
+      return malformed();
+    return true;
+  }
+  std::vector<grpc::Slice> slices;
+  if (!in.Dump(&slices).ok()) return malformed();
+  WireReader r(slices, in.Length());
+  std::string rest;  // every field but raw_input_contents, re-encoded
+  const auto append = [&rest](const char* p, std::size_t n) { rest.append(p, n); };
+  constexpr std::uint64_t kRawInputContents = 7, kLengthDelimited = 2;
+  while (r.left() > 0) {
+    std::uint64_t tag = 0, v = 0;
+    if (!r.varint(&tag) || (tag >> 3) == 0) return malformed();
+    if ((tag >> 3) == kRawInputContents && (tag & 7) == kLengthDelimited) {
+      if (!r.varint(&v) || v > r.left()) return malformed();
+      std::shared_ptr<char> block = exhausted->has_value() ? nullptr : pool->acquire(v);
+      if (!block) {
+        if (!exhausted->has_value())
+          *exhausted =
+              Reply::error(Code::kResourceExhausted, "raw_input_contents[" + std::to_string(landed->size()) +
+                                                         "]: " + pool->exhausted_message(v));
+        if (!r.bytes(v, [](const char*, std::size_t) {})) return malformed();
+        continue;
+      }
+      char* to = block.get();
+      if (!r.bytes(v, [&to](const char* p, std::size_t n) {
+            std::memcpy(to, p, n);
+            to += n;
+          }))
+        return malformed();
+      landed->push_back({std::move(block), v});
+      continue;
+    }
+    put_varint(rest, tag);
+    switch (tag & 7) {
+      case 0:
+        if (!r.varint(&v)) return malformed();
+        put_varint(rest, v);
+        break;
+      case 1:
+        if (!r.bytes(8, append)) return malformed();
+        break;
+      case 5:
+        if (!r.bytes(4, append)) return malformed();
+        break;
+      case kLengthDelimited:
+        if (!r.varint(&v) || v > r.left()) return malformed();
+        put_varint(rest, v);
+        if (!r.bytes(v, append)) return malformed();
+        break;
+      default:  // groups (3, 4) are not in this message
+        return malformed();
+    }
+  }
+  if (!m->ParseFromString(rest)) return malformed();
   return true;
 }
 
@@ -312,14 +459,23 @@ void fill_response(const Reply& r, const std::vector<InferRequest::Output>& aske
 
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(Front& front, grpc::CallbackServerContext* ctx, inference::ModelInferResponse* resp)
-      : front_(front), ctx_(ctx), resp_(resp) {}
+  InferReactor(Front& front, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp)
+      : front_(front), ctx_(ctx), out_(resp) {}
 
-  void start(inference::ModelInferRequest& req) {
+  void start(const grpc::ByteBuffer& bytes) {
     if (trace::enabled()) tr_.received = trace::now();
+    inference::ModelInferRequest req;
+    std::vector<LandedRaw> landed;
+    std::optional<Reply> exhausted;
     InferRequest r;
     Reply err;
-    if (!to_request(req, &r, &err, front_.input_pool())) {
+    if (!read_infer_request(bytes, front_.input_pool(), &req, &landed, &exhausted, &err))
+      return finish(err);  // no message, no model to count it against (as gRPC's own parse failure)
+    if (exhausted) {
+      front_.count_rejected(req.model_name(), *exhausted);
+      return finish(*exhausted);
+    }
+    if (!to_request(req, &r, &err, front_.input_pool(), front_.input_pool() ? &landed : nullptr)) {
       front_.count_rejected(req.model_name(), err);
       return finish(err);
     }
@@ -358,14 +514,18 @@ class InferReactor final : public grpc::ServerUnaryReactor {
         ctx_->AddTrailingMetadata("symphony-drop-reason", std::string(to_string(r.reason)));
     }
     if (r.code != Code::kOk) return Finish(grpc::Status(grpc_code(r.code), r.message));
-    fill_response(r, asked_, resp_);
+    fill_response(r, asked_, &resp_);
+    bool own = false;
+    grpc::Status s =
+        grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(resp_, out_, &own);
     if (traced_) tr_.encoded = trace::now();
-    Finish(grpc::Status::OK);
+    Finish(s);
   }
 
   Front& front_;
   grpc::CallbackServerContext* ctx_;
-  inference::ModelInferResponse* resp_;
+  grpc::ByteBuffer* out_;  // the call's response, serialized by hand (ModelInfer is raw)
+  inference::ModelInferResponse resp_;
   std::vector<InferRequest::Output> asked_;
   std::atomic<std::uint64_t> ticket_{0};
   std::atomic<bool> cancelled_{false};
@@ -536,7 +696,11 @@ class StreamReactor final
   bool cancelled_ = false, broken_ = false, finished_ = false;
 };
 
-class Service final : public inference::GRPCInferenceService::CallbackService {
+// ModelInfer is a raw method: its request's bytes are read by hand
+// (read_infer_request), so raw_input_contents go from gRPC's buffers
+// straight into the host memory pool.
+class Service final : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+                          inference::GRPCInferenceService::CallbackService> {
  public:
   explicit Service(Front& f) : front_(f) {}
 
@@ -640,13 +804,10 @@ class Service final : public inference::GRPCInferenceService::CallbackService {
     }
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
-                                       const inference::ModelInferRequest* req,
-                                       inference::ModelInferResponse* resp) override {
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override {
     auto* r = new InferReactor(front_, ctx, resp);
-    // The request message belongs to this call; its raw contents are moved
-    // into the front's request instead of copied.
-    r->start(*const_cast<inference::ModelInferRequest*>(req));
+    r->start(*req);
     return r;
   }
 

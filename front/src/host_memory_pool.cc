@@ -150,8 +150,9 @@ std::string HostMemoryPool::exhausted_message(std::size_t bytes) const {
   const HostMemoryPoolStats st = stats();
   return "the host memory pool (" + byte_size_string(st.byte_size) + (st.pinned ? ", pinned" : "") +
          ") cannot hold this request's " + byte_size_string(bytes) + " input now (" +
-         byte_size_string(st.in_use) + " of it hold " + std::to_string(st.blocks_in_use) +
-         " inputs of requests in flight); try again later, or give the server a larger "
+         byte_size_string(st.in_use) + " in use by " + std::to_string(st.blocks_in_use) +
+         (st.blocks_in_use == 1 ? " input" : " inputs") +
+         " of requests in flight); try again later, or give the server a larger "
          "--pinned-memory-pool-byte-size";
 }
 

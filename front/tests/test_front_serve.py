@@ -223,6 +223,38 @@ def test_grpc_with_stubs_generated_from_the_proto(cpu, tally):
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_grpc_raw_contents_are_read_off_the_wire_in_any_field_order(cpu, tally):
+    # ModelInfer reads its message by hand (raw_input_contents straight into
+    # the host memory pool): fields in any order, unknown fields skipped,
+    # anything else that is not a ModelInferRequest refused.
+    pb, _ = grpc_stubs()
+
+    def field(number, payload):
+        n, head = len(payload), bytes([(number << 3) | 2])
+        while n >= 0x80:
+            head += bytes([(n & 0x7F) | 0x80])
+            n >>= 7
+        return head + bytes([n]) + payload
+
+    msg = pb.ModelInferRequest(model_name="two_inputs", id="wire")
+    msg.inputs.add(name="input0", datatype="FP32", shape=[1, 2])
+    msg.inputs.add(name="input1", datatype="INT64", shape=[1, 3])
+    raw = [struct.pack("<2f", 0.5, 0.25), struct.pack("<3q", 1, 2, 3)]
+    unknown = bytes([(15 << 3) | 0, 7])  # field 15 (none of the message's), a varint
+    wire = field(7, raw[0]) + unknown + msg.SerializeToString() + field(7, raw[1])
+    with grpc.insecure_channel(cpu.grpc) as ch:
+        infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer", request_serializer=lambda b: b,
+                               response_deserializer=pb.ModelInferResponse.FromString)
+        resp = infer(wire, timeout=10)
+        tally.add("two_inputs", "ok")
+        assert resp.id == "wire" and struct.unpack("<f", resp.raw_output_contents[0])[0] == pytest.approx(6.75)
+        for bad in (b"\xff\xff\xff", wire[:-3], bytes([(5 << 3) | 3]) + wire):  # garbage, cut short, a group
+            with pytest.raises(grpc.RpcError) as e:
+                infer(bad, timeout=10)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+            assert "not a valid inference.ModelInferRequest" in e.value.details()
+
+
 @pytest.mark.parametrize("param,says", [
     ({"int64_param": -5}, "'timeout' is -5 us"), ({"int64_param": 0}, "'timeout' is 0 us"),
     ({"string_param": "1000"}, "integer number of microseconds"),
