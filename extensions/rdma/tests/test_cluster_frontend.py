@@ -776,9 +776,13 @@ def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tm
         loop = InferLoop([fa, fb], "linear", body)
         wait_until(lambda: len(loop.statuses) >= 10, "the client loop's first answers", timeout=30)
 
-        # A new folder, not read by any role at start: unknown until loaded.
-        write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+        # A new folder, not read by any role at start: listed, not loaded (not unknown).
         assert curl(fa.url + "/v2/models/fresh/ready")[0] == 404
+        write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+        (e,) = [x for x in repository_index(fb) if x[0] == "fresh"]
+        assert e[1:3] == ("", "UNAVAILABLE") and "not loaded" in e[3], e
+        status, _, out = curl(fa.url + "/v2/models/fresh/ready")
+        assert status == 400 and "not loaded" in json.loads(out)["error"], out
         status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/fresh/load")
         assert status == 200, (out, c.scheduler.output())
         assert ("fresh", "1", "READY", "") in repository_index(fa)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "symphony/cluster/client_report.hpp"
 #include "symphony/cluster/cluster_repository.hpp"
@@ -102,14 +103,24 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
   // A model the scheduler loads while the cluster serves: read from this
   // frontend's copy of the repository when its table names it.
   ClusterService::ModelLoader loader;
-  if (!cfg.model_repository.empty())
+  ClusterService::FolderLister lister;
+  if (!cfg.model_repository.empty()) {
     loader = [dir = cfg.model_repository](const std::string& model) -> Result<std::vector<ServedModel>> {
       SYMPHONY_ASSIGN_OR_RETURN(ClusterRepository r, read_cluster_repository_model(dir, model, {}));
       return served_models(r);
     };
+    lister = [dir = cfg.model_repository] {
+      std::vector<std::string> out;
+      std::error_code ec;
+      for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir, ec))
+        if (std::string name = e.path().filename().string(); e.is_directory(ec) && name.front() != '.')
+          out.push_back(std::move(name));
+      return out;
+    };
+  }
   app->service_ =
       std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes, app->scheduler_desc_,
-                                       std::move(repository), std::move(loader));
+                                       std::move(repository), std::move(loader), std::move(lister));
   front::FrontOptions fo;
   fo.server_name = "symphony";
   fo.max_inflight = o.max_inflight;

@@ -147,13 +147,14 @@ std::vector<ServedModel> served_models(const ClusterRepository& repository) {
 
 ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
                                std::string scheduler, std::optional<std::vector<IndexEntry>> repository,
-                               ModelLoader loader)
+                               ModelLoader loader, FolderLister lister)
     : client_(client),
       max_input_bytes_(max_input_bytes),
       scheduler_(std::move(scheduler)),
       repository_(repository.has_value()),
       unserved_(repository ? std::move(*repository) : std::vector<IndexEntry>{}),
-      loader_(repository_ ? std::move(loader) : ModelLoader{}) {
+      loader_(repository_ ? std::move(loader) : ModelLoader{}),
+      lister_(repository_ ? std::move(lister) : FolderLister{}) {
   std::unique_lock<std::shared_mutex> cat(cat_mu_);
   add_models(std::move(models));
 }
@@ -240,12 +241,9 @@ void ClusterService::learn() const {
   for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
   for (const std::string& f : reloaded) folders.erase(f);
   for (const std::string& f : folders) {
+    // A folder it cannot read: the index lists it with the scheduler's reason.
     Result<std::vector<ServedModel>> got = loader_(f);
-    if (!got.ok()) {
-      unreadable_[f] = got.status().message();
-      continue;
-    }
-    unreadable_.erase(f);
+    if (!got.ok()) continue;
     std::unique_lock<std::shared_mutex> cat(cat_mu_);
     add_models(std::move(*got));
   }
@@ -348,9 +346,18 @@ std::vector<front::InferenceService::IndexEntry> ClusterService::repository_inde
     out.insert(out.end(), unserved_.begin(), unserved_.end());
     // A model the scheduler names that this frontend could not read (a
     // load that failed on its folder): listed by name, with the scheduler's reason.
+    std::set<std::string> listed;
     for (const std::string& n : client_.unserved_models())
-      if (n.find('/') == std::string::npos && !versions_.count(n))
+      if (n.find('/') == std::string::npos && !versions_.count(n)) {
         out.push_back({n, "", "UNAVAILABLE", client_.unserved_reason(n)});
+        listed.insert(n);
+      }
+    // A folder added since start that no load has named yet.
+    if (lister_)
+      for (const std::string& n : lister_())
+        if (!versions_.count(n) && !listed.count(n))
+          out.push_back(
+              {n, "", "UNAVAILABLE", "not loaded (added to the repository since this frontend started)"});
   }
   // By name, then version by number (versions are decimal integers).
   std::sort(out.begin(), out.end(), [](const IndexEntry& a, const IndexEntry& b) {

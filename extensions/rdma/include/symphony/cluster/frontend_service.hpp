@@ -75,6 +75,8 @@ class ClusterService final : public front::InferenceService {
   // Reads one model folder of the repository (every version it serves), for
   // a model the scheduler loaded while the cluster serves.
   using ModelLoader = std::function<Result<std::vector<ServedModel>>(const std::string& model)>;
+  // The model folders of the repository now (names), for the index.
+  using FolderLister = std::function<std::vector<std::string>()>;
 
   // `client` must outlive this; `max_input_bytes`: the client's, for messages.
   // `repository`: set when the models come from a model repository, with the
@@ -82,10 +84,11 @@ class ClusterService final : public front::InferenceService {
   // `loader`: with a repository, how to read a model that the scheduler's
   // table names and this frontend did not read at start (a load while the
   // cluster serves: docs/cluster.md#model-control); read when the client's
-  // table changes, before any answer that names models.
+  // table changes, before any answer that names models. `lister`: the
+  // index lists the folders added since start (not loaded) too.
   ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
                  std::string scheduler, std::optional<std::vector<IndexEntry>> repository = std::nullopt,
-                 ModelLoader loader = {});
+                 ModelLoader loader = {}, FolderLister lister = {});
 
   // A scheduler has accepted the client and at least one backend has
   // connected to it (before that, the backends could not read an input).
@@ -164,6 +167,7 @@ class ClusterService final : public front::InferenceService {
   const bool repository_;                   // the models came from a model repository
   const std::vector<IndexEntry> unserved_;  // its versions that no role serves
   const ModelLoader loader_;
+  const FolderLister lister_;
   // The catalog (models_, order_, versions_): read under a shared lock,
   // grown by learn() under a unique one; models are never removed. Before mu_.
   mutable std::shared_mutex cat_mu_;
@@ -175,8 +179,6 @@ class ClusterService final : public front::InferenceService {
   mutable std::unordered_map<std::string, ServedModelStats> stats_;
   mutable std::mutex learn_mu_;                          // one learn() at a time
   mutable std::atomic<std::uint64_t> learned_table_{0};  // the client's table_generation() learn() saw
-  mutable std::map<std::string, std::string>
-      unreadable_;  // folders the loader could not read, why (learn_mu_)
   // The scheduler's id of each cluster name when learn() last looked: a name
   // whose id changed was reloaded (its folder is read again). learn_mu_.
   mutable std::unordered_map<std::string, std::uint32_t> learned_ids_;
