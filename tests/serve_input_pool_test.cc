@@ -15,6 +15,7 @@
 #include "symphony/front/rest.hpp"
 #include "symphony/serve/app.hpp"
 #include "symphony/serve/builtin_load.hpp"
+#include "symphony/server/device.hpp"
 
 namespace symphony::serve {
 namespace {
@@ -164,6 +165,36 @@ TEST(ServeInputPoolTest, ReturnsEveryBlockWhenTheServerStops) {
   EXPECT_EQ(pool->stats().acquired, 3u);
   app.reset();  // the server and its models are gone; the pool's counters remain
   EXPECT_EQ(pool->stats().blocks_in_use, 0u);
+}
+
+// Where a CUDA device serves, the pool is pinned (cudaHostRegister) and a
+// request landed in it answers as one in a string does.
+TEST(ServeInputPoolGpuTest, PinsThePoolForACudaDevice) {
+#ifndef SYMPHONY_HAVE_CUDA
+  GTEST_SKIP() << "built without the libtorch CUDA executor";
+#else
+  if (server::cuda_runtime_devices().count <= 0) GTEST_SKIP() << "no CUDA device";
+  server::ServerOptions o;
+  o.devices = "cuda:0";
+  o.policy = *parse_policy("eager");
+  o.profile_repeats = 3;
+  o.profile_max_batch = 4;
+  auto app = ServeApp::create(o);
+  ASSERT_TRUE(app.ok()) << app.status().message();
+  ASSERT_TRUE((*app)->add_model(model("linear")).ok());
+  ASSERT_TRUE((*app)->start().ok());
+  ASSERT_TRUE((*app)->start_input_pool(1 << 20).ok());
+  std::shared_ptr<HostMemoryPool> pool = (*app)->input_pool();
+  EXPECT_TRUE(pool->pinned());
+  Sent a = submit(**app, request("linear", 3, pool.get()));
+  Sent b = submit(**app, request("linear", 3, nullptr));
+  const Reply ra = answer(a), rb = answer(b);
+  ASSERT_EQ(ra.code, front::Code::kOk) << ra.message;
+  ASSERT_EQ(rb.code, front::Code::kOk) << rb.message;
+  EXPECT_EQ(ra.outputs[0].data, rb.outputs[0].data);
+  EXPECT_TRUE(all_returned(*pool));
+  (*app)->stop();
+#endif
 }
 
 TEST(ServeInputPoolTest, TheBuiltInLoadLandsInThePoolAndIsRefusedWhenItIsFull) {

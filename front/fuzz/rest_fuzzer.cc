@@ -1,17 +1,21 @@
 // libFuzzer target of the REST request parser: any bytes as a body (with or
 // without an Inference-Header-Content-Length), then the check against a
 // model, then the reply encoder over what was parsed. Nothing may crash,
-// leak, overflow or read out of bounds, whatever the bytes.
+// leak, overflow or read out of bounds, whatever the bytes. A request parsed
+// into a small host memory pool has the same bytes as without one, or is
+// refused as the pool's (429), and returns every block.
 //
 // Input: a body, or 'B' followed by a 2-byte little-endian header length and
 // the body (a binary-tensor request); either after 'Z' (gzip) or 'D'
 // (deflate): the body is then decoded first, to at most 64 KiB.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "symphony/front/front.hpp"
+#include "symphony/front/host_memory_pool.hpp"
 #include "symphony/front/rest.hpp"
 
 using namespace symphony::front;
@@ -38,6 +42,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   InferRequest req;
   Reply err;
   if (!parse_infer_request("m", "", in, header, lim, &req, &err)) return 0;
+  {
+    static std::shared_ptr<HostMemoryPool> pool = [] {
+      HostMemoryPoolOptions o;
+      o.byte_size = 4096;
+      return *HostMemoryPool::create(o);
+    }();
+    InferRequest pooled;
+    Reply why;
+    if (parse_infer_request("m", "", in, header, lim, &pooled, &why, pool.get())) {
+      if (pooled.inputs.size() != req.inputs.size()) std::abort();
+      for (std::size_t i = 0; i < req.inputs.size(); ++i)
+        if (pooled.inputs[i].bytes() != req.inputs[i].bytes()) std::abort();
+    } else if (why.code != Code::kResourceExhausted) {
+      std::abort();
+    }
+    pooled = InferRequest{};
+    if (pool->stats().blocks_in_use != 0) std::abort();
+  }
   ModelMetadata m;
   m.name = "m";
   m.versions = {"1"};

@@ -81,7 +81,8 @@ nlohmann::json ServeApp::input_pool_report() const {
   if (!pool) return nlohmann::json::object();
   const front::HostMemoryPoolStats s = pool->stats();
   std::printf(
-      "host memory pool: %s (%s), high-water %s, %llu inputs landed, %llu requests refused (exhausted)\n",
+      "host memory pool: %s (%s), high-water %s; inputs landed: %llu; requests refused, pool exhausted: "
+      "%llu\n",
       front::byte_size_string(s.byte_size).c_str(), s.pinned ? "pinned" : "plain memory",
       front::byte_size_string(s.high_water).c_str(), static_cast<unsigned long long>(s.acquired),
       static_cast<unsigned long long>(s.exhausted));
