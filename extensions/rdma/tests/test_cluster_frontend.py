@@ -1034,6 +1034,15 @@ def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_lo
                        "%s to list 'slowload' READY" % f.name, timeout=10)
         status, _, out = http_infer(fa, "slowload", busy_body)
         assert status == 200 and json.loads(out)["outputs"][0]["data"] == [1.0] * 4, out
+        # A backend that joins later is asked to load it too, and serves it once the others are gone.
+        c.start_backend("b3", "cpu", extra=args)
+        c.scheduler.wait_for("b3 to run 'slowload'", lambda: re.search(
+            r"'b3' \(\S+\) runs model 'slowload' too", c.scheduler.output()), timeout=60)
+        c.backends["b2"].kill()
+        c.scheduler.wait_for("b2's loss", lambda: c.scheduler.output().count("GPUs leave the runtime") >= 2,
+                             timeout=30)
+        wait_until(lambda: http_infer(fb, "slowload", busy_body)[0] == 200, "b3 to serve 'slowload'", timeout=30)
+        assert http_infer(fb, "linear", body)[0] == 200
     finally:
         c.stop_all()
 

@@ -103,6 +103,7 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
                            : "; it still runs " + std::to_string(reg.carried.size()) +
                                  " requests of an earlier primary (not run again)"));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
+  offer_loaded_models(index);
 }
 
 void SchedulerNode::Impl::apply_instance_groups(bool joining) {
@@ -178,6 +179,7 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
   subs_->backend_gone(index, now);
   apply_instance_groups(false);
   if (!loads_.empty()) check_loads(now, index, text);
+  std::erase_if(join_loads_, [index](const JoinLoad& j) { return j.backend == index; });
   n_->backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_->batches_lost.fetch_add(lost, std::memory_order_relaxed);
   log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +

@@ -198,6 +198,7 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
       loaded_on_.emplace_back();
       listed_.push_back(listed);
       stamp_.emplace_back();
+      origin_.emplace_back();
       grouped_.emplace_back(want, m.instance_groups);
       grouped_served_.push_back(false);
     } else {
@@ -218,6 +219,7 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
   loaded_on_[want] = std::vector<std::uint32_t>{};
   listed_[want] = listed;
   stamp_[want] = file_stamp(m);
+  origin_[want] = {m.model, m.version};
   if (name_as != m.model) opts_.config.protocol_models[name_as] = m.model;
   if (m.default_priority_level) opts_.config.default_priority_levels[name_as] = m.default_priority_level;
   return want;
@@ -353,9 +355,46 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   loads_.push_back(std::move(l));
 }
 
+void SchedulerNode::Impl::offer_loaded_models(std::uint32_t backend) {
+  const BackendInfo& b = backends_[backend];
+  const bool has_gpu = has_gpu_device(b.devices);
+  for (const auto& [id, groups] : grouped_) {
+    if (!loaded_on_[id] || loaded_on_[id]->empty() || !listed_[id] || !unserved_[id].empty() ||
+        origin_[id].model.empty())
+      continue;  // not a served model loaded while serving
+    if (std::none_of(b.devices.begin(), b.devices.end(),
+                     [&](const std::string& d) { return groups_select(groups, d, has_gpu); }))
+      continue;
+    // Under a name of its own: the backend may hold other files under the
+    // served name (read at its start, or from before a reload).
+    const std::uint64_t s = ++load_seq_;
+    const std::string key = models_[id].name + "#join" + std::to_string(++reload_seq_);
+    (void)transport_->send(
+        b.conn, wire::encode(wire::ModelLoad{s, id, models_[id].max_batch, origin_[id].version, key,
+                                             origin_[id].model}));
+    join_loads_.push_back({backend, s, id});
+    log(b.name + " joined after model '" + models_[id].name + "' was loaded: asked to load it too");
+  }
+}
+
 void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::ModelLoadDone> d = wire::decode_model_load_done(msg);
   if (!d.ok()) return log(p.name + ": a malformed ModelLoadDone (ignored): " + d.status().message());
+  for (auto j = join_loads_.begin(); j != join_loads_.end(); ++j) {
+    if (j->backend != p.index || j->seq != d->seq) continue;
+    const ModelId id = j->id;
+    join_loads_.erase(j);
+    if (d->status != wire::BatchStatus::kOk)
+      return log(p.name + " could not load model '" + models_[id].name +
+                 "' (it runs on the others): " + d->error);
+    // Still the model it was asked for (not unloaded or replaced meanwhile).
+    if (loaded_on_[id] && !loaded_on_[id]->empty() && listed_[id]) {
+      loaded_on_[id]->push_back(p.index);
+      apply_instance_groups(false);
+      log(p.name + " runs model '" + models_[id].name + "' too");
+    }
+    return;
+  }
   for (auto it = loads_.begin(); it != loads_.end(); ++it) {
     const auto w = std::find(it->waiting.begin(), it->waiting.end(), std::make_pair(p.index, d->seq));
     if (w == it->waiting.end()) continue;

@@ -25,6 +25,7 @@ Status SchedulerNode::Impl::start() {
   loaded_on_.assign(models_.size(), std::nullopt);
   listed_.assign(models_.size(), true);
   stamp_.assign(models_.size(), std::string());
+  origin_.assign(models_.size(), Origin{});
   if (opts_.model_control && !opts_.model_repository.empty()) {
     // The files of the start, for a reload to tell what changed.
     Result<ClusterRepository> r =
@@ -32,7 +33,10 @@ Status SchedulerNode::Impl::start() {
     if (r.ok())
       for (const ClusterRepositoryModel& m : r->models)
         for (ModelId i = 0; i < models_.size(); ++i)
-          if (models_[i].name == m.config.name) stamp_[i] = file_stamp(m);
+          if (models_[i].name == m.config.name) {
+            stamp_[i] = file_stamp(m);
+            origin_[i] = {m.model, m.version};
+          }
   }
   floors_ = sc.spec.delays;
   RuntimeConfig rc;

@@ -402,8 +402,25 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Per model id: in the frontends' table (a reload's new versions are not
   // until they switch over, nor are the versions they replaced).
   std::vector<bool> listed_;
-  // Per model id: its files as last read (file_stamp); empty: not known.
+  // Per model id: its files as last read (file_stamp; empty: not known),
+  // and its repository folder and version (empty: not known).
   std::vector<std::string> stamp_;
+  struct Origin {
+    std::string model;
+    std::int64_t version = 0;
+  };
+  std::vector<Origin> origin_;
+  // ModelLoads sent to a backend that joined after the model was loaded
+  // (progress thread): once it answers ready, it runs the model too.
+  struct JoinLoad {
+    std::uint32_t backend = 0;
+    std::uint64_t seq = 0;
+    ModelId id = kNoModel;
+  };
+  std::vector<JoinLoad> join_loads_;
+  // Asks a backend that just registered to load the models loaded while
+  // the cluster served that its devices may run (models.cc).
+  void offer_loaded_models(std::uint32_t backend);
   // Versions a reload replaced: unlisted, admission open until close_at
   // (requests already on their way to them), then drained and their ids free.
   struct Retiring {
