@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "inference.grpc.pb.h"
@@ -543,14 +544,13 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 // queued. The reactor finishes only once every request has ended, so no
 // callback outlives it. At most kMaxOutstanding requests per stream are
 // unanswered or unwritten at once: beyond that it stops reading.
-class StreamReactor final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse> {
+class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   static constexpr std::size_t kMaxOutstanding = 1024;
 
   StreamReactor(Front& front, grpc::CallbackServerContext* ctx) : front_(front), ctx_(ctx) {
     reading_ = true;
-    StartRead(&req_);
+    StartRead(&in_);
   }
 
   void OnReadDone(bool ok) override {
@@ -592,13 +592,20 @@ class StreamReactor final
   void submit() {
     trace::Transport tr;  // stage times, when tracing ("grpc_stream"; no `written`: writes are batched)
     if (trace::enabled()) tr.received = trace::now();
+    inference::ModelInferRequest req;
+    std::vector<LandedRaw> landed;
+    std::optional<Reply> exhausted;
     InferRequest r;
     Reply err;
-    if (!to_request(req_, &r, &err, front_.input_pool())) {
-      front_.count_rejected(req_.model_name(), err);
-      err.model = req_.model_name();
-      err.version = req_.model_version();
-      err.id = req_.id();
+    if (!read_infer_request(in_, front_.input_pool(), &req, &landed, &exhausted, &err))
+      return answer(err, {});  // no message, no model to count it against
+    if (exhausted) err = std::move(*exhausted);
+    if (exhausted ||
+        !to_request(req, &r, &err, front_.input_pool(), front_.input_pool() ? &landed : nullptr)) {
+      front_.count_rejected(req.model_name(), err);
+      err.model = req.model_name();
+      err.version = req.model_version();
+      err.id = req.id();
       return answer(err, {});
     }
     std::uint64_t seq;
@@ -645,13 +652,19 @@ class StreamReactor final
           (*ir->mutable_parameters())["drop_reason"].set_string_param(std::string(to_string(r.reason)));
       }
     }
+    grpc::ByteBuffer bytes;
+    bool own = false;
+    const bool serialized =
+        grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelStreamInferResponse>(resp, &bytes,
+                                                                                             &own)
+            .ok();
     if (traced) {
       tr->encoded = trace::now();
       trace::record("grpc_stream", *tr, r.times);
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (seq) tickets_.erase(seq);
-    if (!broken_) out_.push_back(std::move(resp));
+    if (!broken_ && serialized) out_.push_back(std::move(bytes));
     step(lock);
   }
 
@@ -661,7 +674,7 @@ class StreamReactor final
   // Finish, once no request will be read (the client sent its last, or the
   // stream was cancelled), every request ended and every answer was written.
   void step(std::unique_lock<std::mutex>& lock) {
-    inference::ModelStreamInferResponse* write = nullptr;
+    grpc::ByteBuffer* write = nullptr;
     bool read = false, finish = false;
     if (!writing_ && !out_.empty() && !broken_) {
       writing_ = true;
@@ -670,7 +683,7 @@ class StreamReactor final
     if (!reading_ && !read_done_ && !cancelled_ && tickets_.size() + out_.size() < kMaxOutstanding) {
       reading_ = true;
       read = true;
-      req_.Clear();
+      in_.Clear();
     }
     if (!finished_ && (read_done_ || cancelled_) && !reading_ && tickets_.empty() && !writing_ &&
         out_.empty()) {
@@ -680,15 +693,17 @@ class StreamReactor final
     const bool cancelled = cancelled_;
     lock.unlock();
     if (write) StartWrite(write);
-    if (read) StartRead(&req_);
+    if (read) StartRead(&in_);
     if (finish) Finish(cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);  // this may be gone after
   }
 
   Front& front_;
   grpc::CallbackServerContext* ctx_;
-  inference::ModelInferRequest req_;                     // the read in progress, reused
-  std::mutex mu_;                                        // everything below
-  std::deque<inference::ModelStreamInferResponse> out_;  // answers to write; front() is being written
+  // The read in progress (a ModelInferRequest's bytes, read by hand as
+  // ModelInfer's are: raw contents straight into the host memory pool).
+  grpc::ByteBuffer in_;
+  std::mutex mu_;                     // everything below
+  std::deque<grpc::ByteBuffer> out_;  // answers (ModelStreamInferResponse) to write; front() is being written
   // The unanswered requests: seq -> ticket (0: not returned yet).
   std::unordered_map<std::uint64_t, std::uint64_t> tickets_;
   std::uint64_t seq_ = 0;
@@ -696,11 +711,30 @@ class StreamReactor final
   bool cancelled_ = false, broken_ = false, finished_ = false;
 };
 
-// ModelInfer is a raw method: its request's bytes are read by hand
-// (read_infer_request), so raw_input_contents go from gRPC's buffers
-// straight into the host memory pool.
-class Service final : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                          inference::GRPCInferenceService::CallbackService> {
+// The service's methods on the callback API, as GRPCInferenceService::
+// CallbackService chains them, but ModelInfer and ModelStreamInfer raw:
+// their requests' bytes are read by hand (read_infer_request), so
+// raw_input_contents go from gRPC's buffers straight into the host memory
+// pool. (A raw stream method cannot be stacked on the typed one: their
+// signatures differ only in the return type.) A method added to the proto
+// must be added here.
+using gis = inference::GRPCInferenceService;
+using CallbackServiceRawInfer = gis::WithCallbackMethod_ServerLive<gis::WithCallbackMethod_ServerReady<
+    gis::WithCallbackMethod_ModelReady<gis::WithCallbackMethod_ServerMetadata<
+        gis::WithCallbackMethod_ModelMetadata<gis::WithRawCallbackMethod_ModelInfer<
+            gis::WithCallbackMethod_RepositoryIndex<gis::WithCallbackMethod_RepositoryModelLoad<
+                gis::WithCallbackMethod_RepositoryModelUnload<gis::WithRawCallbackMethod_ModelStreamInfer<
+                    gis::WithCallbackMethod_ModelConfig<gis::WithCallbackMethod_ModelStatistics<
+                        gis::WithCallbackMethod_SystemSharedMemoryStatus<
+                            gis::WithCallbackMethod_SystemSharedMemoryRegister<
+                                gis::WithCallbackMethod_SystemSharedMemoryUnregister<
+                                    gis::WithCallbackMethod_CudaSharedMemoryStatus<
+                                        gis::WithCallbackMethod_CudaSharedMemoryRegister<
+                                            gis::WithCallbackMethod_CudaSharedMemoryUnregister<
+                                                gis::Service>>>>>>>>>>>>>>>>>>;
+static_assert(std::is_base_of_v<gis::Service, CallbackServiceRawInfer>);
+
+class Service final : public CallbackServiceRawInfer {
  public:
   explicit Service(Front& f) : front_(f) {}
 
@@ -755,8 +789,8 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     for (const TensorSpec& s : m->outputs) fill(s, resp->add_outputs());
     return done(ctx, grpc::Status::OK);
   }
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-  ModelStreamInfer(grpc::CallbackServerContext* ctx) override {
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
+      grpc::CallbackServerContext* ctx) override {
     return new StreamReactor(front_, ctx);
   }
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,

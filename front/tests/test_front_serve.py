@@ -253,6 +253,16 @@ def test_grpc_raw_contents_are_read_off_the_wire_in_any_field_order(cpu, tally):
                 infer(bad, timeout=10)
             assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
             assert "not a valid inference.ModelInferRequest" in e.value.details()
+        # The stream reads its messages the same way: a bad one is answered alone.
+        stream = ch.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer", request_serializer=lambda b: b,
+                                  response_deserializer=pb.ModelStreamInferResponse.FromString)
+        answers = list(stream(iter([b"\xff\xff\xff", wire]), timeout=10))
+        assert len(answers) == 2, answers
+        bad, good = sorted(answers, key=lambda a: a.infer_response.id)
+        assert bad.error_message.startswith("INVALID_ARGUMENT: the request is not a valid"), bad
+        assert good.error_message == "" and good.infer_response.id == "wire"
+        assert struct.unpack("<f", good.infer_response.raw_output_contents[0])[0] == pytest.approx(6.75)
+        tally.add("two_inputs", "ok")
 
 
 @pytest.mark.parametrize("param,says", [
@@ -777,12 +787,15 @@ def test_a_full_host_memory_pool_refuses_with_429_and_resource_exhausted():
         with pytest.raises(grpc.RpcError) as e:
             stub.ModelInfer(slow_request(pb), timeout=20)
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "host memory pool" in e.value.details()
+        # A stream's request is refused alone; the stream goes on and ends.
+        answers = list(stub.ModelStreamInfer(iter([slow_request(pb)]), timeout=20))
+        assert len(answers) == 1 and "the host memory pool (64 B) cannot hold" in answers[0].error_message, answers
         m = re.search(r"metrics: listening on (http://\S+/metrics)", s.output())
         text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
         assert 'symphony_pinned_memory_pool_total_bytes{pinned="0"} 64' in text, text
         assert "symphony_pinned_memory_pool_used_bytes 64" in text
-        assert "symphony_pinned_memory_pool_exhausted_total 2" in text
-        assert 'symphony_front_refused_total{model="slow",kind="pool_exhausted"} 2' in text
+        assert "symphony_pinned_memory_pool_exhausted_total 3" in text
+        assert 'symphony_front_refused_total{model="slow",kind="pool_exhausted"} 3' in text
         assert held.result(timeout=30).model_name == "slow"
         # Its block came back with its answer: the same request fits now.
         status, _, body = curl(s.url + "/v2/models/slow/infer", body=one.encode())
@@ -790,10 +803,10 @@ def test_a_full_host_memory_pool_refuses_with_429_and_resource_exhausted():
         rc, report = s.stop(signal.SIGTERM)
         assert rc == 0
         pool = report["host_memory_pool"]
-        assert pool["byte_size"] == 64 and not pool["pinned"] and pool["exhausted"] == 2, pool
+        assert pool["byte_size"] == 64 and not pool["pinned"] and pool["exhausted"] == 3, pool
         assert pool["acquired"] == 2 and pool["in_use"] == 0 and pool["high_water"] == 64, pool
         slow = report["models"]["slow"]
-        assert slow["ok"] == 2 and slow["dropped_by_reason"] == {"host_memory_pool": 2}, slow
+        assert slow["ok"] == 2 and slow["dropped_by_reason"] == {"host_memory_pool": 3}, slow
         ch.close()
     finally:
         s.stop(signal.SIGKILL)
