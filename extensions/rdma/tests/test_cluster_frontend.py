@@ -796,6 +796,8 @@ def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tm
         assert curl(fb.url + "/v2/models/fresh/ready")[0] == 200
         meta = json.loads(curl(fb.url + "/v2/models/fresh")[2])
         assert meta["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}], meta
+        status, _, out = curl(fb.url + "/v2/models/fresh/config")
+        assert status == 200 and json.loads(out)["max_batch_size"] == 8, out
         assert http_infer(fb, "fresh", body)[0] == 200
         assert "warmed up model 'fresh'" in c.backends["cpu"].output(), c.backends["cpu"].output()
         assert "loaded model 'fresh' on " in c.scheduler.output(), c.scheduler.output()
