@@ -73,9 +73,10 @@ struct SchedulerOptions {
   // term deposed this primary: it has stopped acting; the caller should stop
   // it and exit (restarted, it rejoins as a spare).
   std::function<void(const std::string&)> on_deposed;
-  // --model-control-mode explicit: a frontend's ModelControl unloads a model
-  // while the cluster serves (docs/cluster.md#model-control); false (none):
-  // refused, the models are fixed at start.
+  // --model-control-mode explicit: a frontend's ModelControl unloads, loads
+  // (a folder of the repository the cluster does not serve) or reloads (new
+  // files) a model while the cluster serves (docs/cluster.md#model-control);
+  // false (none): refused, the models are fixed at start.
   bool model_control = false;
   // The model repository the roles read (--model-repository), and the
   // device whose profiles the scheduler plans with (--profile-device): a
