@@ -19,7 +19,14 @@
 // one answered ready (ModelLoadDone): the frontends get the new table
 // before the answer. A failure (the folder, a backend's error, no backend,
 // a backend lost, no answer in time) leaves the model unserved with the
-// cause as its reason, and the others as they were.
+// cause as its reason, and the others as they were. A backend that joins
+// later is asked to load it too (offer_loaded_models).
+//
+// A load of a served model is a reload when its files changed (file_stamp):
+// the new versions load as unlisted models beside the served ones, the
+// model's names move to them in one table once they are ready (no gap),
+// and the replaced versions drain (admission open 1 s more for requests on
+// their way) before their ids are reused (retire_versions).
 #include "scheduler/node_impl.hpp"
 
 #include <filesystem>
