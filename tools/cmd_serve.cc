@@ -149,8 +149,13 @@ int run_serve(ServeArgs a) {
       app.stop(StopMode::kCancel);
       return print_error("serve", "%s\n", s.message().c_str()), 2;
     }
-    std::fprintf(stderr, "front: listening on %s (Open Inference Protocol; docs/front.md)\n",
-                 app.listeners()->where().c_str());
+    std::fprintf(
+        stderr, "front: listening on %s (Open Inference Protocol; docs/front.md)%s\n",
+        app.listeners()->where().c_str(),
+        app.listeners()->http_max_connections()
+            ? (", up to " + std::to_string(app.listeners()->http_max_connections()) + " HTTP connections")
+                  .c_str()
+            : "");
   }
   json report;
   if (generate) {

@@ -14,6 +14,9 @@ front::ListenOptions FrontArgs::listen_options() const {
   lo.http = http;
   lo.grpc = grpc;
   lo.http_threads = http_threads;
+  // Many connections need many descriptors: the soft limit (often 1024) is
+  // raised to the hard one before the default bound is taken from it.
+  (void)front::raise_descriptor_limit();
   lo.max_connections = max_connections;
   lo.request_timeout = Duration::from_seconds(http_request_timeout_s);
   lo.idle_timeout = Duration::from_seconds(http_idle_timeout_s);
@@ -37,7 +40,8 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-inflight", a.max_inflight, inflight_help)->check(CLI::Range(1u, 1u << 24));
   cmd->add_option("--max-connections", a.max_connections,
-                  "HTTP connections at once; beyond it a new one closes the longest idle (default 1024)")
+                  "HTTP connections at once; beyond it a new one closes the longest idle (default: half the "
+                  "limit of open descriptors, which serve raises to its hard limit, at most 65536)")
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--request-timeout", a.http_request_timeout_s,
                   "seconds an HTTP request may take to arrive, first byte to last (slow clients are cut off; "

@@ -25,7 +25,7 @@ struct FrontArgs {
   std::string port_file;  // where to write {"http": "HOST:PORT", "grpc": "HOST:PORT"}
   int http_threads = 1;
   std::uint32_t max_inflight = 8192;
-  std::uint32_t max_connections = 1024;
+  std::uint32_t max_connections = 0;  // 0: front::default_max_connections()
   double http_request_timeout_s = 10;
   double http_idle_timeout_s = 60;
   bool allow_client_shm = false;  // clients may register system shared memory

@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -19,6 +22,23 @@ std::string host_port(const std::string& host, std::uint16_t port) {
 
 }  // namespace
 
+std::uint32_t default_max_connections() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 65536;
+  return static_cast<std::uint32_t>(std::clamp<rlim_t>(r.rlim_cur / 2, 64, 65536));
+}
+
+std::uint64_t raise_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit raised = r;
+    raised.rlim_cur = r.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  return r.rlim_cur;
+}
+
 Result<std::unique_ptr<Listeners>> Listeners::start(Front& front, const ListenOptions& o) {
   std::unique_ptr<Listeners> l(new Listeners());
   front.allow_shared_memory(o.allow_shared_memory);
@@ -29,13 +49,14 @@ Result<std::unique_ptr<Listeners>> Listeners::start(Front& front, const ListenOp
     ho.host = addr->first;
     ho.port = static_cast<std::uint16_t>(addr->second);
     ho.threads = o.http_threads;
-    ho.max_connections = o.max_connections;
+    ho.max_connections = o.max_connections ? o.max_connections : default_max_connections();
     ho.request_timeout = o.request_timeout;
     ho.idle_timeout = o.idle_timeout;
     auto h = HttpServer::start(front, ho);
     if (!h.ok()) return Status(Errc::kInvalidArgument, "--http: " + h.status().message());
     l->http_ = std::move(*h);
     l->http_where_ = host_port(ho.host, l->http_->port());
+    l->http_max_connections_ = ho.max_connections;
   }
   if (!o.grpc.empty()) {
     auto addr = metrics::parse_listen_address(o.grpc);

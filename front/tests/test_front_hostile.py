@@ -529,3 +529,40 @@ def test_a_flood_of_large_bodies_does_not_delay_a_small_client():
             flood.wait(10)
         rc, _ = s.stop(signal.SIGTERM)
     assert rc == 0, s.output()
+
+
+def test_by_default_serve_holds_many_more_connections_than_1024():
+    # serve starts at a common soft limit of 1024 descriptors; it raises it to
+    # the hard limit and bounds HTTP connections at half of that, so that a
+    # pool of 1500 clients is never cut off by evictions (closing an idle
+    # keep-alive connection races a request its client has just sent).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip(f"the hard limit of open descriptors is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        s = Serve(CONFIG, grpc=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    socks = []
+    try:
+        bound = 65536 if hard == resource.RLIM_INFINITY else min(65536, hard // 2)
+        assert f"up to {bound} HTTP connections" in s.output(), s.output()
+        for _ in range(1500):
+            socks.append(connect(s))
+        time.sleep(1)  # evictions, if any, would close the first ones by now
+        poller = select.poll()
+        for c in socks:
+            poller.register(c, select.POLLIN)
+        closed = [fd for fd, ev in poller.poll(0) if ev & (select.POLLIN | select.POLLHUP | select.POLLERR)]
+        assert not closed, f"{len(closed)} of 1500 idle connections closed"
+        for c in socks[:20] + socks[-20:]:  # the longest idle first
+            post(c, b"/v2/models/fast/infer", GOOD)
+        for c in socks[:20] + socks[-20:]:
+            status, out = response_of(c)
+            assert status == 200, out
+    finally:
+        for c in socks:
+            c.close()
+        rc, _ = s.stop(signal.SIGTERM)
+        assert rc == 0, s.output()

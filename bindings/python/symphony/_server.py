@@ -512,7 +512,7 @@ class Server:
         grpc: Optional[str] = None,
         *,
         max_inflight: int = 8192,
-        max_connections: int = 1024,
+        max_connections: int = 0,
         request_timeout_s: float = 10.0,
         idle_timeout_s: float = 60.0,
         allow_client_shm: bool = False,
@@ -526,6 +526,8 @@ class Server:
         requests get 503, and those inside the server still get their responses.
         ``allow_client_shm`` lets clients register system shared memory regions and
         name them in requests (``--allow-client-shm``; docs/front.md#system-shared-memory).
+        ``max_connections`` bounds the HTTP connections at once; 0 takes half the
+        process's limit of open descriptors (at most 65536).
 
         Raises:
             ConfigError: no address given, an address that cannot be used, or a front

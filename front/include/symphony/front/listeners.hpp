@@ -27,13 +27,22 @@ struct ListenOptions {
   std::string http;  // HOST:PORT (port 0: any free port); empty: no HTTP
   std::string grpc;  // HOST:PORT; empty: no gRPC
   int http_threads = 1;
-  std::uint32_t max_connections = 1024;              // HTTP connections at once
+  // HTTP connections at once; 0: default_max_connections().
+  std::uint32_t max_connections = 0;
   Duration request_timeout = Duration::seconds(10);  // HTTP: first byte to last of a request
   Duration idle_timeout = Duration::seconds(60);     // HTTP keep-alive and gRPC connections
   // Clients may register and use system shared memory (--allow-client-shm;
   // Front::allow_shared_memory).
   bool allow_shared_memory = false;
 };
+
+// HTTP connections at once by default: half the process's limit of open
+// descriptors (the other half for gRPC's connections, models and files), at
+// least 64 and at most 65536.
+std::uint32_t default_max_connections();
+// Raises the process's soft limit of open descriptors to its hard limit, as
+// servers that hold many connections do at start. The new soft limit.
+std::uint64_t raise_descriptor_limit();
 
 class Listeners {
  public:
@@ -48,6 +57,8 @@ class Listeners {
   // Where each listens ("HOST:PORT", the port bound; empty when not asked for).
   const std::string& http_address() const { return http_where_; }
   const std::string& grpc_address() const { return grpc_where_; }
+  // The HTTP transport's bound on connections at once (0 without HTTP).
+  std::uint32_t http_max_connections() const { return http_max_connections_; }
   // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
   std::string where() const;
   // Writes {"http": "HOST:PORT", "grpc": "HOST:PORT"} to `path`, whole (a
@@ -66,6 +77,7 @@ class Listeners {
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;
   std::string http_where_, grpc_where_;
+  std::uint32_t http_max_connections_ = 0;
 };
 
 }  // namespace symphony::front
