@@ -779,6 +779,76 @@ TEST(RuntimeAdmissionTest, AModelsBacklogIsBoundedByWhatItsGpusCanServeInTime) {
   for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
+TEST(RuntimeAdmissionTest, AFullBacklogRefusesOnTheSubmittingThreadWithoutTheShard) {
+  // The setup above: once the shard has queued six behind the running batch
+  // (n = 7 would take 270 ms of the 240), it publishes its backlog, and the
+  // next request of the model's lowest level is refused by submit itself,
+  // its outcome given before submit returns, the shard never taking it.
+  // One due sooner than the last queued goes ahead of them: admitted.
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.max_outstanding_per_gpu = 1;
+  auto rt = make_runtime(c, sink);
+  const ModelId m = *rt->add_model(model_ms("m", 10, 50, 240, 2));
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  auto sub = rt->make_submitter();
+  for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken first = gpus.take();
+  // 9 and 10 are refused, by the shard or (once it published) by submit.
+  for (std::uint64_t t = 3; t <= 10; ++t) (void)sub.submit(m, t);
+  wait_for([&] {
+    const RuntimeStats st = rt->stats();
+    return st.accepted + st.rejected_overload >= 10;
+  });
+  EXPECT_EQ(sink.count(DropReason::kOverload), 2u);
+  const RuntimeStats before = rt->stats();
+
+  EXPECT_EQ(sub.submit(m, 11), SubmitStatus::kDropped);
+  EXPECT_EQ(sink.count(11), 1u);
+  EXPECT_EQ(sink.count(DropReason::kOverload), 3u);
+  EXPECT_EQ(rt->stats().rejected_overload, before.rejected_overload + 1);
+  EXPECT_EQ(rt->stats().accepted, before.accepted) << "the shard took the refused request";
+  // Due in 100 ms, before the queued ones (240 ms): goes ahead, admitted.
+  EXPECT_EQ(sub.submit(m, 12, SteadyClock{}.now() + Duration::milliseconds(100)), SubmitStatus::kQueued);
+  EXPECT_EQ(rt->stats().rejected_overload, before.rejected_overload + 1);
+
+  ManualGpus::complete(first);
+  rt->stop(StopMode::kCancel);
+  for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
+TEST(RuntimeAdmissionTest, TheSubmittingThreadLeavesAHigherLevelToTheShard) {
+  // Two levels, the backlog full of the lower one: a request of the higher
+  // level is not refused at submit (only the shard can push lower ones out
+  // for it); one of the lower level is.
+  ExactlyOnceSink sink(64);
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.max_outstanding_per_gpu = 1;
+  auto rt = make_runtime(c, sink);
+  ModelConfig mc = model_ms("m", 10, 50, 240, 2);
+  mc.priority_levels = 2;
+  const ModelId m = *rt->add_model(mc);
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  auto sub = rt->make_submitter();
+  const auto due = [] { return SteadyClock{}.now() + Duration::milliseconds(240); };
+  for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t, due(), 1), SubmitStatus::kQueued);
+  ManualGpus::Taken first = gpus.take();
+  for (std::uint64_t t = 3; t <= 10; ++t) (void)sub.submit(m, t, due(), 1);
+  wait_for([&] {
+    const RuntimeStats st = rt->stats();
+    return st.accepted + st.rejected_overload >= 10;
+  });
+  const std::uint64_t accepted = rt->stats().accepted;
+  EXPECT_EQ(sub.submit(m, 11, due(), 1), SubmitStatus::kDropped);
+  EXPECT_EQ(sub.submit(m, 12, due(), 0), SubmitStatus::kQueued);
+  wait_for([&] { return rt->stats().accepted >= accepted + 1; });
+  ManualGpus::complete(first);
+  rt->stop(StopMode::kCancel);
+  for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
 TEST(RuntimeTest, RemoveModelWaitsForItsBatchesAndTheIdCanBeReused) {
   ExactlyOnceSink sink(16);
   ManualGpus gpus;

@@ -43,6 +43,29 @@ struct NullSink {
   void on_outcome(const RequestOutcome&) noexcept {}
 };
 
+// Admission's test on a time share (ModelStateConfig::admission_gpus): a
+// request of level `priority` of `levels` is admitted when `work` ends within
+// its share of the time it has left, (levels - level) / levels of `left`.
+inline bool backlog_admits(Duration work, Duration left, std::uint32_t priority,
+                           std::uint32_t levels) noexcept {
+  if (priority > 0 && levels > 1)
+    left = left / static_cast<std::int64_t>(levels) *
+           static_cast<std::int64_t>(levels - std::min(priority, levels - 1));
+  return work <= left;
+}
+
+// What a thread other than the shard's needs to apply admission's test to a
+// request of the model's lowest level, from a snapshot of its queue
+// (ModelState::admission_hint; the runtime's submitters refuse with it, so
+// that a refusal costs the shard nothing). `work` is zero while admission
+// would refuse nothing (fewer than a batch queued, or admission off).
+struct AdmissionHint {
+  Duration work;             // to serve the queued requests and one more
+  Duration resp;             // Delays::resp: the test ends work by deadline - resp
+  TimePoint last_deadline;   // a request due before this goes ahead: admitted
+  std::uint32_t levels = 1;  // the model's priority levels
+};
+
 struct ModelStateConfig {
   std::uint32_t shard_index = 0;          // folded into BatchIds
   std::uint32_t max_models = 64;          // model ids are in [0, max_models)
@@ -84,6 +107,19 @@ class ModelState {
   void set_delays(const Delays& d) noexcept { cfg_.delays = d; }
   // The GPUs admission counts on (ModelStateConfig::admission_gpus; 0: off).
   void set_admission_gpus(std::uint32_t g) noexcept { cfg_.admission_gpus = g; }
+  // Admission's test as it stands for the model's next request (AdmissionHint).
+  // REQUIRES: has_model(id).
+  AdmissionHint admission_hint(ModelId id) const noexcept {
+    const Slot& m = models_[id];
+    AdmissionHint h;
+    h.resp = cfg_.delays.resp;
+    h.levels = m.cfg->priority_levels;
+    const std::uint32_t g = admission_gpus(m);
+    if (g == 0 || m.queue.size() < m.max_batch) return h;
+    h.work = backlog_work(m, m.queue.size() + 1, g);
+    h.last_deadline = m.queue.back()->deadline;
+    return h;
+  }
   const Exec& exec_policy() const noexcept { return exec_; }
 
   // Validates the model and takes it into this shard. Off the hot path.
@@ -598,24 +634,24 @@ class ModelState {
     return g;
   }
 
+  // The time n requests take in max batches on the model's g > 0 GPUs.
+  Duration backlog_work(const Slot& m, std::uint64_t n, std::uint32_t g) const noexcept {
+    const std::uint64_t per_round = std::uint64_t{g} * m.max_batch;
+    const std::uint64_t rounds = (n + per_round - 1) / per_round;
+    const std::uint64_t rest = n - (rounds - 1) * per_round;
+    const auto last_batch = static_cast<std::uint32_t>((rest + g - 1) / g);
+    return m.lat.latency(m.max_batch) * static_cast<std::int64_t>(rounds - 1) + m.lat.latency(last_batch) +
+           cfg_.delays.delay(last_batch);
+  }
+
   bool admissible(const Slot& m, std::uint64_t n, TimePoint now, TimePoint deadline,
                   std::uint32_t priority) const noexcept {
     const Request* last = m.queue.back();
     if (last && deadline < last->deadline) return true;
     const std::uint32_t g = admission_gpus(m);
     if (g == 0) return true;
-    const std::uint64_t per_round = std::uint64_t{g} * m.max_batch;
-    const std::uint64_t rounds = (n + per_round - 1) / per_round;
-    const std::uint64_t rest = n - (rounds - 1) * per_round;
-    const auto last_batch = static_cast<std::uint32_t>((rest + g - 1) / g);
-    const Duration work = m.lat.latency(m.max_batch) * static_cast<std::int64_t>(rounds - 1) +
-                          m.lat.latency(last_batch) + cfg_.delays.delay(last_batch);
-    Duration left = cfg_.delays.hard_deadline(deadline) - now;
-    const std::uint32_t levels = m.cfg->priority_levels;
-    if (priority > 0 && levels > 1)
-      left = left / static_cast<std::int64_t>(levels) *
-             static_cast<std::int64_t>(levels - std::min(priority, levels - 1));
-    return work <= left;
+    return backlog_admits(backlog_work(m, n, g), cfg_.delays.hard_deadline(deadline) - now, priority,
+                          m.cfg->priority_levels);
   }
 
   // Makes room for a request of level `priority` among queued requests of

@@ -65,6 +65,15 @@ concept HasOnBatch = requires(S s, const BatchEvent& e) {
   s.on_batch(e);
 };
 
+// A model's AdmissionHint as its shard last published it, for the
+// submitting threads (Runtime::route). Relaxed: a hint, each field read alone.
+struct AdmissionHintCell {
+  std::atomic<std::int64_t> work_ns{0};  // 0: admission refuses nothing now
+  std::atomic<std::int64_t> resp_ns{0};
+  std::atomic<std::int64_t> last_deadline_ns{0};
+  std::atomic<std::uint32_t> levels{1};
+};
+
 }  // namespace detail
 
 template <RuntimeSink Sink, ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
@@ -72,9 +81,12 @@ class ModelThread {
  public:
   using Shard = ModelState<Exec, Gather>;
 
-  // `executors` has cfg.max_gpus entries (nullptr for absent GPUs).
+  // `executors` has cfg.max_gpus entries (nullptr for absent GPUs); `hints`
+  // cfg.max_models, where the shard publishes its models' admission (with
+  // cfg.admission; may be null without).
   ModelThread(std::uint32_t index, const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather,
-              detail::RankInbox& rank, const std::atomic<Executor*>* executors, CompletionPort& port)
+              detail::RankInbox& rank, const std::atomic<Executor*>* executors, CompletionPort& port,
+              detail::AdmissionHintCell* hints = nullptr)
       : index_(index),
         cfg_(cfg),
         sink_(sink),
@@ -90,8 +102,14 @@ class ModelThread {
         to_rank_(detail::default_ring_capacity(cfg)),
         from_rank_(detail::default_ring_capacity(cfg)),
         generation_(cfg.max_models, 0),
-        dirty_(cfg.max_models, 0) {
+        dirty_(cfg.max_models, 0),
+        hints_(cfg.admission ? hints : nullptr) {
     dirty_list_.reserve(cfg.max_models);
+    if (hints_) {
+      hint_dirty_.assign(cfg.max_models, 0);
+      hint_list_.reserve(cfg.max_models);
+      published_work_.assign(cfg.max_models, 0);
+    }
     outbox_.reserve(256);
     pending_exec_.reserve(std::min<std::uint32_t>(cfg.max_gpus, 4096));
     ingress_buf_.resize(cfg.ingress_bulk);
@@ -136,6 +154,8 @@ class ModelThread {
   Status add_model(ModelId id, ModelConfig mc, std::uint32_t generation) {
     SYMPHONY_RETURN_IF_ERROR(shard_.add_model(id, std::move(mc)));
     generation_[id] = generation;
+    touch_hint(id);
+    publish_hints();
     return {};
   }
   // Removes the model once it has no queued or in-flight request, then tells
@@ -174,8 +194,14 @@ class ModelThread {
     return {};
   }
   const Shard& shard() const noexcept { return shard_; }
-  void set_delays(const Delays& d) noexcept { shard_.set_delays(d); }
-  void set_admission_gpus(std::uint32_t g) noexcept { shard_.set_admission_gpus(g); }
+  void set_delays(const Delays& d) noexcept {
+    shard_.set_delays(d);
+    touch_published_hints();
+  }
+  void set_admission_gpus(std::uint32_t g) noexcept {
+    shard_.set_admission_gpus(g);
+    touch_published_hints();
+  }
 
  private:
   struct Adapter {
@@ -230,7 +256,40 @@ class ModelThread {
     dirty_[id] = 1;
     dirty_list_.push_back(id);
   }
+  // The hints that refuse something, computed again (the test's inputs moved).
+  void touch_published_hints() {
+    if (!hints_) return;
+    for (ModelId id = 0; id < published_work_.size(); ++id)
+      if (published_work_[id] != 0) touch_hint(id);
+  }
+  // Marks the model's admission hint for publishing (publish_hints()).
+  void touch_hint(ModelId id) {
+    if (!hints_ || hint_dirty_[id]) return;
+    hint_dirty_[id] = 1;
+    hint_list_.push_back(id);
+  }
+  // Publishes the admission hints of the models touched since the last call;
+  // a cell is written only when its work changed, so that submitters' copies
+  // of the line stay valid below capacity. A removed model's cell is zeroed.
+  void publish_hints() {
+    for (ModelId id : hint_list_) {
+      hint_dirty_[id] = 0;
+      const AdmissionHint h = shard_.has_model(id) ? shard_.admission_hint(id) : AdmissionHint{};
+      if (h.work.ns() == 0 && published_work_[id] == 0) continue;
+      detail::AdmissionHintCell& c = hints_[id];
+      if (h.work.ns() != 0) {
+        c.resp_ns.store(h.resp.ns(), std::memory_order_relaxed);
+        c.last_deadline_ns.store(h.last_deadline.ns(), std::memory_order_relaxed);
+        c.levels.store(h.levels, std::memory_order_relaxed);
+      }
+      c.work_ns.store(h.work.ns(), std::memory_order_relaxed);
+      published_work_[id] = h.work.ns();
+    }
+    hint_list_.clear();
+  }
+
   void flush_dirty() {
+    if (!hint_list_.empty()) publish_hints();
     for (ModelId id : dirty_list_) {
       if (!dirty_[id]) continue;  // answered by a grant or recompute meanwhile
       dirty_[id] = 0;
@@ -249,6 +308,7 @@ class ModelThread {
   void on_rank(const detail::RankToShard& msg, TimePoint now) {
     const RankAction& a = msg.action;
     dirty_[a.model] = 0;  // the answer carries the latest candidate
+    touch_hint(a.model);
     detail::ShardToRank m;
     m.model = a.model;
     if (a.kind == RankAction::Kind::kGrant) {
@@ -276,6 +336,7 @@ class ModelThread {
     Result<FinishResult> r = shard_.finish_batch(c.batch, c.actual_end, c.status, adapter_, c.actual_start);
     if (r.ok() && r->profile_changed) ++stats_.profile_updates;
     if (!r.ok()) return;  // unknown or repeated completion: nothing changes
+    touch_hint(r->model);
     detail::ShardToRank m;
     m.kind = detail::ShardToRank::Kind::kFinished;
     m.model = r->model;
@@ -295,6 +356,7 @@ class ModelThread {
     const SubmitResult r =
         shard_.submit(it.model, it.tag, now, it.deadline, adapter_, min(it.arrival, now), it.priority);
     if (r.status == SubmitStatus::kQueued && r.update.changed) mark_dirty(it.model);
+    touch_hint(it.model);
   }
 
   // A client cancels a request: if it is still queued it ends (kCancelled)
@@ -308,6 +370,7 @@ class ModelThread {
       const CancelResult r = shard_.cancel(c.model, c.tag, now, adapter_);
       found = r.found;
       if (r.found && r.update.changed) mark_dirty(c.model);
+      if (r.found) touch_hint(c.model);
     }
     if (c.reply) c.reply->on_cancel(found);
   }
@@ -333,6 +396,8 @@ class ModelThread {
         (void)s;
       }
       dirty_[id] = 0;
+      touch_hint(id);  // zeroed before the rank hears: the id may serve another model next
+      publish_hints();
       push(m);
       removing_.erase(removing_.begin() + static_cast<std::ptrdiff_t>(i));
     }
@@ -473,6 +538,10 @@ class ModelThread {
   std::vector<std::uint32_t> generation_;
   std::vector<std::uint8_t> dirty_;
   std::vector<ModelId> dirty_list_;
+  detail::AdmissionHintCell* const hints_;  // null: admission off
+  std::vector<std::uint8_t> hint_dirty_;
+  std::vector<ModelId> hint_list_;
+  std::vector<std::int64_t> published_work_;
   std::vector<detail::ShardToRank> outbox_;
   std::vector<ExecBatch> pending_exec_;
   std::vector<detail::IngressItem> ingress_buf_;

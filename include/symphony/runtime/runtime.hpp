@@ -392,6 +392,7 @@ class Runtime final : private CompletionPort {
         executors_owned_(cfg.max_gpus),
         route_(new std::atomic<std::uint64_t>[cfg.max_models]),
         slo_ns_(new std::atomic<std::int64_t>[cfg.max_models]),
+        hints_(cfg.admission ? new detail::AdmissionHintCell[cfg.max_models] : nullptr),
         model_shard_(cfg.max_models, kNoShard),
         generation_(cfg.max_models, 0),
         shard_models_(cfg.shards, 0) {
@@ -405,7 +406,7 @@ class Runtime final : private CompletionPort {
     std::vector<typename RankThread<Timers>::ShardPort> ports;
     for (std::uint32_t s = 0; s < cfg.shards; ++s) {
       shards_.push_back(std::make_unique<Shard>(s, cfg, sink, exec, gather, rank_->inbox(), executors_.get(),
-                                                static_cast<CompletionPort&>(*this)));
+                                                static_cast<CompletionPort&>(*this), hints_.get()));
       ports.push_back({&shards_[s]->to_rank(), &shards_[s]->from_rank(), &shards_[s]->bell()});
     }
     rank_->connect(std::move(ports));
@@ -473,11 +474,30 @@ class Runtime final : private CompletionPort {
     it.generation = static_cast<std::uint32_t>(r);
     it.priority = priority;
     const auto shard = static_cast<std::uint32_t>((r >> 32) & 0xffff);
-    if (SYMPHONY_UNLIKELY(!ingress_admits(*shards_[shard], now, it.deadline, priority))) {
+    if (SYMPHONY_UNLIKELY(!ingress_admits(*shards_[shard], now, it.deadline, priority) ||
+                          !backlog_admits(model, now, it.deadline, priority))) {
       drop_now(model, tag, now, it.deadline, DropReason::kOverload);
       return {SubmitStatus::kDropped, 0, {}};
     }
     return {SubmitStatus::kQueued, shard, it};
+  }
+
+  // The model's backlog test (ModelState::admission_hint) on the submitting
+  // thread, as its shard last published it: one relaxed load while the model
+  // has less than a batch queued. Only the model's lowest level is refused
+  // here; a higher one may push lower ones out, which only the shard can do.
+  // The shard applies the test again, exactly, to what passes.
+  bool backlog_admits(ModelId model, TimePoint now, TimePoint deadline,
+                      std::uint32_t priority) const noexcept {
+    if (!hints_) return true;
+    const detail::AdmissionHintCell& h = hints_[model];
+    const std::int64_t work = h.work_ns.load(std::memory_order_relaxed);
+    if (SYMPHONY_LIKELY(work == 0)) return true;
+    const std::uint32_t levels = h.levels.load(std::memory_order_relaxed);
+    if (priority + 1 < levels) return true;
+    if (deadline.ns() < h.last_deadline_ns.load(std::memory_order_relaxed)) return true;
+    const Duration left = deadline - Duration::nanoseconds(h.resp_ns.load(std::memory_order_relaxed)) - now;
+    return symphony::backlog_admits(Duration::nanoseconds(work), left, priority, levels);
   }
 
   // The ingress bound in time (symphony::ingress_admits): one relaxed load
@@ -524,9 +544,10 @@ class Runtime final : private CompletionPort {
   std::vector<std::unique_ptr<Executor>> executors_owned_;  // under control_mu_
   std::unique_ptr<std::atomic<std::uint64_t>[]> route_;
   std::unique_ptr<std::atomic<std::int64_t>[]> slo_ns_;
-  std::vector<std::uint32_t> model_shard_;   // under control_mu_
-  std::vector<std::uint32_t> generation_;    // under control_mu_
-  std::vector<std::uint32_t> shard_models_;  // under control_mu_
+  std::unique_ptr<detail::AdmissionHintCell[]> hints_;  // null: admission off
+  std::vector<std::uint32_t> model_shard_;              // under control_mu_
+  std::vector<std::uint32_t> generation_;               // under control_mu_
+  std::vector<std::uint32_t> shard_models_;             // under control_mu_
   std::unique_ptr<RankThread<Timers>> rank_;
   std::vector<std::unique_ptr<Shard>> shards_;
 

@@ -118,10 +118,10 @@ class CancelReply {
 
 // Counters of a running or stopped Runtime, summed over its threads.
 struct RuntimeStats {
-  std::uint64_t accepted = 0;                          // taken into an ingress queue
-  std::uint64_t rejected_ingress = 0;                  // dropped at submit: ingress full or runtime stopping
-  std::uint64_t rejected_overload = 0;                 // refused at submit: the ingress's wait (kOverload)
-  std::array<std::uint64_t, 4> outcomes{};             // by Outcome
+  std::uint64_t accepted = 0;               // taken into an ingress queue
+  std::uint64_t rejected_ingress = 0;       // dropped at submit: ingress full or runtime stopping
+  std::uint64_t rejected_overload = 0;      // refused at submit (kOverload): the ingress's wait, the backlog
+  std::array<std::uint64_t, 4> outcomes{};  // by Outcome
   std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
   std::uint64_t batches = 0;                           // dispatched
   std::uint64_t batched_requests = 0;                  // requests in dispatched batches
