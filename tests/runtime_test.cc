@@ -14,6 +14,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -848,6 +851,45 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadLeavesAHigherLevelToTheShard) {
   rt->stop(StopMode::kCancel);
   for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
+
+#if defined(__linux__)
+// The nice value of each of this process's threads named `name`.
+std::vector<int> nice_of_threads(const std::string& name) {
+  std::vector<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string c;
+    std::getline(comm, c);
+    if (c != name) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));  // after "pid (comm) "
+    std::string f;
+    for (int i = 3; i <= 19 && fields >> f; ++i) {
+    }
+    out.push_back(std::stoi(f));  // field 19: nice
+  }
+  return out;
+}
+
+TEST(RuntimeTest, TheSchedulerThreadsTakeTheNiceValueAskedFor) {
+  // A positive value needs no privilege; a negative one is what serve asks
+  // for (ServerOptions::scheduler_nice), refused without CAP_SYS_NICE.
+  ExactlyOnceSink sink(4);
+  RuntimeConfig c = small_config(2, 2, 1);
+  c.thread_nice = 7;
+  auto rt = make_runtime(c, sink);
+  (void)rt->stats();  // both shards have run
+  wait_for([] { return !nice_of_threads("sym-rank").empty() && nice_of_threads("sym-rank")[0] == 7; });
+  EXPECT_EQ(nice_of_threads("sym-rank"), std::vector<int>{7});
+  EXPECT_EQ(nice_of_threads("sym-shard-0"), std::vector<int>{7});
+  EXPECT_EQ(nice_of_threads("sym-shard-1"), std::vector<int>{7});
+  rt->stop(StopMode::kCancel);
+  c.thread_nice = 20;
+  EXPECT_FALSE(c.validate().ok());
+}
+#endif
 
 TEST(RuntimeTest, RemoveModelWaitsForItsBatchesAndTheIdCanBeReused) {
   ExactlyOnceSink sink(16);

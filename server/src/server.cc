@@ -1243,6 +1243,14 @@ struct Server::Impl final : BatchRunner {
     rc.recalibration = opts.recalibration;
     rc.admission = opts.admission;
     if (!opts.admission) rc.ingress_wait_share = 0;
+    rc.thread_nice = opts.scheduler_nice;
+    if (rc.thread_nice < 0 && !symphony::detail::thread_nice_allowed(rc.thread_nice)) {
+      if (opts.log)
+        opts.log("the scheduler's threads run at the process's priority: nice " +
+                 std::to_string(rc.thread_nice) +
+                 " needs CAP_SYS_NICE, so a flood of requests at the front may delay admitted batches");
+      rc.thread_nice = 0;
+    }
     const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(), [](const DeviceSpec& d) {
       return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
     });

@@ -60,6 +60,12 @@ struct RuntimeConfig {
   //    (ModelStateConfig::admission_gpus) when `admission` is on.
   double ingress_wait_share = 0.25;
   bool admission = true;
+  // The nice value the RankThread and the shards ask for at start (0: the
+  // process's own). Below zero they take the CPU before the threads that
+  // feed them (a protocol front, load generators), so that a flood of
+  // requests cannot delay the batches already admitted; that needs
+  // CAP_SYS_NICE, and refused, they keep the process's own.
+  int thread_nice = 0;
 
   Status validate() const {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
@@ -77,6 +83,8 @@ struct RuntimeConfig {
       return Status(Errc::kInvalidArgument, "max_gpus * max_outstanding_per_gpu must stay below 2^24");
     if (ingress_capacity == 0 || ingress_bulk == 0)
       return Status(Errc::kInvalidArgument, "ingress_capacity and ingress_bulk must be positive");
+    if (thread_nice < -20 || thread_nice > 19)
+      return Status(Errc::kInvalidArgument, "thread_nice must be in [-20, 19]");
     if (timer_spin < Duration::zero() || shard_idle_spin < Duration::zero())
       return Status(Errc::kInvalidArgument, "spin budgets must not be negative");
     if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,8 @@
 
 #if defined(__linux__)
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #endif
 
 #include "symphony/rank_state.hpp"
@@ -165,6 +168,25 @@ inline void name_this_thread(const char* name) {
 #else
   (void)name;
 #endif
+}
+
+// Asks for `nice` on the calling thread (RuntimeConfig::thread_nice); 0
+// leaves it as it is. False when refused: a value below the thread's own
+// needs CAP_SYS_NICE (or RLIMIT_NICE), and the thread then keeps its own.
+inline bool set_this_thread_nice(int nice) noexcept {
+  if (nice == 0) return true;
+#if defined(__linux__)
+  return setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice) == 0;
+#else
+  return false;
+#endif
+}
+
+// Whether a new thread may take `nice` (a thread that asks and ends).
+inline bool thread_nice_allowed(int nice) {
+  bool ok = false;
+  std::thread([&] { ok = set_this_thread_nice(nice); }).join();
+  return ok;
 }
 
 }  // namespace symphony::detail

@@ -99,6 +99,11 @@ struct ServerOptions {
   // 429 / RESOURCE_EXHAUSTED on the protocol) rather than queued to expire.
   // Off: only full queues and infeasible budgets are refused.
   bool admission = true;
+  // The nice value of the scheduler's threads (RuntimeConfig::thread_nice):
+  // below the front's, so that a flood of requests at the front cannot delay
+  // the batches already admitted (bench/results/overload.md). Refused
+  // without CAP_SYS_NICE: `log` says so once and they run at the process's.
+  int scheduler_nice = -10;
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
 };
