@@ -191,6 +191,19 @@ TEST(ServeConfigTest, OverlapIsAutoByDefaultAndNamesItsChoices) {
       << c.status().message();
 }
 
+TEST(ServeConfigTest, SchedulerNiceIsMinusTenByDefaultAndBounded) {
+  const std::string models = "models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}]\n";
+  auto c = parse_serve_config(models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->scheduler_nice, -10);
+  c = parse_serve_config("scheduler_nice: 0\n" + models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->scheduler_nice, 0);
+  c = parse_serve_config("scheduler_nice: -21\n" + models, "a.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("scheduler_nice"), std::string::npos) << c.status().message();
+}
+
 TEST(ServeConfigTest, AMinusOneInputTakesTheDimsItIsProfiledAt) {
   auto c = parse_serve_config(
       "models: [{name: m, path: m.pt, inputs: ['int64[-1]', 'float32[2]'], slo_ms: 10,\n"

@@ -124,7 +124,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
                 "load", "models", "metrics", "defer_without_history", "load_run_wait_ms", "admission",
-                "overlap", "pinned_memory_pool_byte_size"});
+                "overlap", "pinned_memory_pool_byte_size", "scheduler_nice"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -150,6 +150,12 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   if (root["pinned_memory_pool_byte_size"])
     c.pinned_memory_pool_byte_size = r.integer(root["pinned_memory_pool_byte_size"],
                                                "pinned_memory_pool_byte_size", 0, std::uint64_t{1} << 42);
+  if (const YAML::Node n = root["scheduler_nice"]) {
+    const double v = r.number(n, "scheduler_nice");
+    if (v != std::floor(v) || v < -20 || v > 19)
+      r.fail(n, "scheduler_nice", "must be an integer in [-20, 19], got " + n.Scalar());
+    c.scheduler_nice = static_cast<int>(v);
+  }
   if (const YAML::Node o = root["overlap"]) {
     c.overlap = r.string(o, "overlap");
     if (c.overlap != "auto" && c.overlap != "on" && c.overlap != "off")

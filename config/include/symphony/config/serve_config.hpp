@@ -69,6 +69,9 @@ struct ServeConfig {
   // `admission:` (ServerOptions::admission): refuse at once what the backlog
   // could not serve in time (on, the default), or queue it to expire (off).
   bool admission = true;
+  // `scheduler_nice:` (ServerOptions::scheduler_nice): the nice value of the
+  // scheduler's threads, -10 by default (0: the process's own).
+  int scheduler_nice = -10;
   // `overlap: auto|on|off` (ServerOptions::overlap): a batch's staging and
   // launch run while the batch before it does, dispatched ahead by their
   // learned cost. auto: on when every device is a CUDA GPU.
