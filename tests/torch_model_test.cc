@@ -473,6 +473,35 @@ TEST(StagingTest, AdjacentSamplesFormTheBatchInPlace) {
   EXPECT_EQ(c.snapshot().bytes_copied, (2 + 2 + 3) * 4 * sizeof(float));
 }
 
+// Requests that landed in consecutive blocks of serve's host memory pool:
+// one storage each, side by side in memory. Their batch is a view too, and
+// holds every sample's storage until the batch is gone.
+TEST(StagingTest, SamplesSideBySideInSeveralStoragesFormAViewThatHoldsThemAll) {
+  std::vector<float> memory(12);
+  for (std::size_t i = 0; i < memory.size(); ++i) memory[i] = static_cast<float>(i);
+  int released = 0;
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < 3; ++k)
+    parts.push_back(torch::from_blob(
+        memory.data() + 4 * k, {1, 4}, [&released](void*) { ++released; }, torch::kFloat));
+  at::Tensor buffer;
+  StagingCounters c;
+  at::Tensor batch = stage_samples(parts, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_EQ(batch.data_ptr(), memory.data()) << "a view: nothing copied";
+  EXPECT_FALSE(buffer.defined());
+  EXPECT_TRUE(torch::equal(batch, torch::arange(12, torch::kFloat).reshape({3, 4})));
+  EXPECT_EQ(c.snapshot().views, 1u);
+  EXPECT_EQ(c.snapshot().bytes_copied, 0u);
+  // With a gap, or out of order: copied, as within one storage.
+  const at::Tensor gap = stage_samples({parts[0], parts[2]}, &buffer, at::TensorOptions(), true, &c);
+  EXPECT_TRUE(torch::equal(gap, torch::cat({parts[0], parts[2]})));
+  EXPECT_EQ(c.snapshot().views, 1u);
+  parts.clear();
+  EXPECT_EQ(released, 0) << "the batch holds every sample's storage";
+  batch = at::Tensor();
+  EXPECT_EQ(released, 3);
+}
+
 TEST(StagingTest, SeparateSamplesAreCopiedOnceIntoABufferThatIsReused) {
   std::vector<at::Tensor> parts;
   for (int i = 0; i < 4; ++i) parts.push_back(torch::full({1, 2, 3}, static_cast<float>(i)));

@@ -27,6 +27,7 @@ struct HostMemoryPool::State {
   std::map<std::uint64_t, std::uint64_t> free_by_offset;           // offset -> length
   std::set<std::pair<std::uint64_t, std::uint64_t>> free_by_size;  // (length, offset)
   HostMemoryPoolStats stats;
+  std::uint64_t after_last = 0;  // where the last block handed out ended
 
   ~State() {
     if (!base) return;
@@ -122,15 +123,26 @@ std::shared_ptr<char> HostMemoryPool::acquire(std::size_t bytes) noexcept {
   std::uint64_t off = 0;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    auto fit = s.free_by_size.lower_bound({len, 0});
-    if (fit == s.free_by_size.end()) {
-      ++s.stats.exhausted;
-      return nullptr;
+    // Right after the last block when it fits there (requests that arrive
+    // one after another then lie side by side, and a batch of them is a
+    // view: batch_staging.hpp); else the smallest run that holds it.
+    std::uint64_t run = 0;
+    if (auto at = s.free_by_offset.find(s.after_last); at != s.free_by_offset.end() && at->second >= len) {
+      off = at->first;
+      run = at->second;
+      s.erase_free(at);
+    } else {
+      auto fit = s.free_by_size.lower_bound({len, 0});
+      if (fit == s.free_by_size.end()) {
+        ++s.stats.exhausted;
+        return nullptr;
+      }
+      off = fit->second;
+      run = fit->first;
+      s.free_by_size.erase(fit);
+      s.free_by_offset.erase(off);
     }
-    off = fit->second;
-    const std::uint64_t run = fit->first;
-    s.free_by_size.erase(fit);
-    s.free_by_offset.erase(off);
+    s.after_last = off + len;
     if (run > len) s.insert_free(off + len, run - len);
     s.stats.in_use += len;
     s.stats.high_water = std::max(s.stats.high_water, s.stats.in_use);

@@ -87,6 +87,20 @@ TEST(HostMemoryPoolTest, MergesFreeRunsSoTheWholeRegionComesBack) {
   EXPECT_NE(pool->acquire(64 * 8), nullptr);
 }
 
+TEST(HostMemoryPoolTest, PutsEachBlockRightAfterTheOneBeforeWhenItFits) {
+  auto pool = make_pool(64 * 8);
+  std::shared_ptr<char> a = pool->acquire(64), b = pool->acquire(64);
+  EXPECT_EQ(b.get(), a.get() + 64);
+  const char* hole = a.get();
+  a.reset();  // a hole of the same size before b: the next block still goes after b
+  std::shared_ptr<char> c = pool->acquire(64);
+  EXPECT_EQ(c.get(), b.get() + 64);
+  std::shared_ptr<char> d = pool->acquire(64 * 5);  // the rest of the region
+  EXPECT_EQ(d.get(), c.get() + 64);
+  std::shared_ptr<char> e = pool->acquire(64);  // no room after d: the smallest run that fits, the hole
+  EXPECT_EQ(e.get(), hole);
+}
+
 TEST(HostMemoryPoolTest, BlocksOutliveThePoolObject) {
   std::shared_ptr<char> b;
   {

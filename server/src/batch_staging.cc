@@ -11,20 +11,25 @@ namespace symphony::server {
 
 namespace {
 
-// Whether the parts lie one after another in one storage, in order.
-bool adjacent(const std::vector<at::Tensor>& parts) {
+// Whether the parts lie one after another in memory, in order: in one
+// storage (`*one_storage`: one request's samples), or in host memory in
+// storages side by side (consecutive blocks of serve's host memory pool,
+// which land consecutive requests next to each other).
+bool adjacent(const std::vector<at::Tensor>& parts, bool* one_storage) {
   const at::Tensor& first = parts.front();
   if (!first.is_contiguous()) return false;
   const c10::StorageImpl* storage = first.storage().unsafeGetStorageImpl();
-  const std::int64_t step = first.numel();
+  const auto* base = static_cast<const char*>(first.data_ptr());
+  const std::size_t bytes = first.nbytes();
+  *one_storage = true;
   for (std::size_t k = 1; k < parts.size(); ++k) {
     const at::Tensor& p = parts[k];
-    if (p.storage().unsafeGetStorageImpl() != storage || !p.is_contiguous() ||
-        p.scalar_type() != first.scalar_type() ||
-        p.storage_offset() != first.storage_offset() + static_cast<std::int64_t>(k) * step)
+    if (!p.is_contiguous() || p.scalar_type() != first.scalar_type() || p.numel() != first.numel() ||
+        p.device() != first.device() || static_cast<const char*>(p.data_ptr()) != base + k * bytes)
       return false;
+    if (p.storage().unsafeGetStorageImpl() != storage) *one_storage = false;
   }
-  return true;
+  return *one_storage || first.device().is_cpu();
 }
 
 }  // namespace
@@ -40,11 +45,17 @@ at::Tensor stage_samples(const std::vector<at::Tensor>& parts, at::Tensor* buffe
   const std::int64_t sample = first.numel();
   at::Tensor out;
   std::uint64_t copied = 0;
-  const bool view = allow_view && adjacent(parts);
-  if (view) {
+  bool one_storage = true;
+  const bool view = allow_view && adjacent(parts, &one_storage);
+  if (view && one_storage) {
     std::vector<std::int64_t> strides(shape.size(), 1);  // a contiguous [n, ...]
     for (std::size_t i = shape.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * shape[i];
     out = first.as_strided(shape, strides);
+  } else if (view) {
+    // Over several storages: the batch's storage holds every part's, so
+    // each sample's memory (a pool block) lives as long as the batch does.
+    out = at::from_blob(
+        first.data_ptr(), shape, [keep = parts](void*) {}, first.options());
   } else {
     const std::int64_t need = n * sample;
     if (!buffer->defined() || buffer->numel() < need || buffer->scalar_type() != first.scalar_type()) {

@@ -12,8 +12,12 @@
 //  - a block returns to the pool exactly once, when the last copy of its
 //    pointer is destroyed, on any thread; blocks may outlive the pool object
 //    (the region is released, and unpinned, after the last block returns);
-//  - thread-safe: one mutex around a best-fit free list (O(log n) per
-//    acquire and release, n the free runs); blocks are aligned to kAlignment.
+//  - thread-safe: one mutex around a free list (O(log n) per acquire and
+//    release, n the free runs); blocks are aligned to kAlignment;
+//  - a block goes right after the one handed out before it when it fits
+//    there (so requests that arrive one after another lie side by side, and
+//    their batch is a view: server/batch_staging.hpp), else into the
+//    smallest free run that holds it.
 //
 //   HostMemoryPoolOptions o;
 //   o.byte_size = 256 << 20;

@@ -2,9 +2,12 @@
 // gather rather than a concatenation (docs/architecture.md#staging).
 //
 // Guarantees:
-//  - samples that already lie one after another in one storage, in batch
-//    order (the samples of one request, or blocks decoded side by side),
-//    form the batch as a view of that storage: no byte is copied;
+//  - samples that already lie one after another in memory, in batch order,
+//    form the batch as a view: no byte is copied. In one storage (the
+//    samples of one request) the view is of that storage; in host memory
+//    across storages (requests that landed in consecutive blocks of serve's
+//    host memory pool) it is a tensor over their memory that holds every
+//    sample's storage while it lives;
 //  - otherwise each sample is copied once into `*buffer`, one memcpy per
 //    contiguous sample, and the batch is a view of the buffer's first b
 //    samples; the buffer is allocated only when it is too small (with
