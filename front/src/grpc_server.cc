@@ -357,18 +357,40 @@ bool read_infer_request(const grpc::ByteBuffer& in, HostMemoryPool* pool, infere
     *error = Reply::error(Code::kInvalidArgument, "the request is not a valid inference.ModelInferRequest");
     return false;
   };
-  if (!pool) {
+  constexpr std::uint64_t kRawInputContents = 7, kLengthDelimited = 2;
+  std::vector<grpc::Slice> slices;
+  if (!in.Dump(&slices).ok()) return malformed();
+  // Whether the message has raw contents (a look at its fields' headers;
+  // anything odd is left to the full read below to refuse).
+  bool raw = false;
+  if (pool) {
+    WireReader look(slices, in.Length());
+    const auto skip = [](const char*, std::size_t) {};
+    while (look.left() > 0 && !raw) {
+      std::uint64_t tag = 0, v = 0;
+      if (!look.varint(&tag))
+        raw = true;
+      else if ((tag >> 3) == kRawInputContents)
+        raw = true;
+      else if ((tag & 7) == 0)
+        raw = !look.varint(&v);
+      else if ((tag & 7) == 1 || (tag & 7) == 5)
+        raw = !look.bytes((tag & 7) == 1 ? 8 : 4, skip);
+      else if ((tag & 7) == kLengthDelimited)
+        raw = !look.varint(&v) || !look.bytes(v, skip);
+      else
+        raw = true;
+    }
+  }
+  if (!raw) {  // protobuf reads it all from gRPC's buffers (typed contents: no copy before the decode)
     grpc::ByteBuffer copy(in);  // shares the slices; deserializing consumes the buffer
     if (!grpc::GenericDeserialize<grpc::ProtoBufferReader, inference::ModelInferRequest>(&copy, m).ok())
       return malformed();
     return true;
   }
-  std::vector<grpc::Slice> slices;
-  if (!in.Dump(&slices).ok()) return malformed();
   WireReader r(slices, in.Length());
   std::string rest;  // every field but raw_input_contents, re-encoded
   const auto append = [&rest](const char* p, std::size_t n) { rest.append(p, n); };
-  constexpr std::uint64_t kRawInputContents = 7, kLengthDelimited = 2;
   while (r.left() > 0) {
     std::uint64_t tag = 0, v = 0;
     if (!r.varint(&tag) || (tag >> 3) == 0) return malformed();
