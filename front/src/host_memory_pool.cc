@@ -160,6 +160,10 @@ std::shared_ptr<char> HostMemoryPool::acquire(std::size_t bytes) noexcept {
 
 std::string HostMemoryPool::exhausted_message(std::size_t bytes) const {
   const HostMemoryPoolStats st = stats();
+  if (bytes > st.byte_size)
+    return "this request's " + byte_size_string(bytes) +
+           " input is larger than the whole host memory pool (" + byte_size_string(st.byte_size) +
+           "); give the server a larger --pinned-memory-pool-byte-size";
   return "the host memory pool (" + byte_size_string(st.byte_size) + (st.pinned ? ", pinned" : "") +
          ") cannot hold this request's " + byte_size_string(bytes) + " input now (" +
          byte_size_string(st.in_use) + " in use by " + std::to_string(st.blocks_in_use) +

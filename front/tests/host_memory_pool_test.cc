@@ -69,6 +69,9 @@ TEST(HostMemoryPoolTest, RefusesAtOnceWhenNoFreeRunIsLargeEnough) {
   a.reset();
   EXPECT_NE(pool->acquire(4096), nullptr);  // the whole region once free
   EXPECT_EQ(pool->acquire(4097), nullptr);  // never more than the region
+  EXPECT_EQ(pool->exhausted_message(8192),
+            "this request's 8 KiB input is larger than the whole host memory pool (4 KiB); give the server a "
+            "larger --pinned-memory-pool-byte-size");
 }
 
 TEST(HostMemoryPoolTest, MergesFreeRunsSoTheWholeRegionComesBack) {
