@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -44,6 +45,7 @@ struct SchedulerArgs {
   std::string metrics;
   std::string model_repository;
   std::string model_control_mode = "none";
+  double repository_poll_secs = 15;
   std::string profile_device;
   double autoscale_window_s = 30;
   double duration_s = 0;
@@ -102,14 +104,14 @@ int run_scheduler(SchedulerArgs a) {
   } else if (!a.profile_device.empty()) {
     return print_error("scheduler", "--profile-device needs --model-repository DIR\n"), 2;
   }
-  if (a.model_control_mode == "poll")
-    return print_error("scheduler",
-                       "--model-control-mode poll: the cluster does not poll its repository "
-                       "(yet); give none or explicit\n"),
+  if (a.model_control_mode != "none" && a.model_repository.empty())
+    return print_error("scheduler", "--model-control-mode %s needs --model-repository DIR\n",
+                       a.model_control_mode.c_str()),
            2;
-  if (a.model_control_mode == "explicit" && a.model_repository.empty())
-    return print_error("scheduler", "--model-control-mode explicit needs --model-repository DIR\n"), 2;
-  o.model_control = a.model_control_mode == "explicit";
+  if (!(a.repository_poll_secs > 0) || !std::isfinite(a.repository_poll_secs))
+    return print_error("scheduler", "--repository-poll-secs must be a positive number of seconds\n"), 2;
+  o.model_control = a.model_control_mode != "none";
+  if (a.model_control_mode == "poll") o.repository_poll = Duration::from_seconds(a.repository_poll_secs);
   o.model_repository = a.model_repository;
   o.profile_device = a.profile_device;
   Result<cluster::ClusterConfig> loaded =
@@ -218,9 +220,13 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   cmd->add_option("config,--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
       ->required();
   cmd->add_option("--model-control-mode", a.model_control_mode,
-                  "none (default: the models are fixed at start) or explicit (the frontends' repository "
-                  "unload requests unload a model while the cluster serves; docs/cluster.md#model-control)")
+                  "none (default: the models are fixed at start), explicit (the frontends' repository "
+                  "load and unload requests load, reload and unload models while the cluster serves) or "
+                  "poll (the scheduler rescans the repository and does so itself; "
+                  "docs/cluster.md#model-control)")
       ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  cmd->add_option("--repository-poll-secs", a.repository_poll_secs,
+                  "poll mode: seconds between rescans of the repository (default 15)");
   cmd->add_option("--model-repository", a.model_repository,
                   "take the models, SLOs and profiles from a Triton-layout repository, not the config's "
                   "models: (docs/cluster.md#running-from-a-model-repository)");

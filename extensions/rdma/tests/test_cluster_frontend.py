@@ -1049,6 +1049,73 @@ def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_lo
         c.stop_all()
 
 
+def test_torch_poll_mode_loads_reloads_and_unloads_what_changes_in_the_repository(tmp_path):
+    """--model-control-mode poll (--repository-poll-secs 0.3): the scheduler
+    rescans the repository itself: a folder added is loaded (READY on both
+    frontends, 200), a corrupt one fails once with its cause in the index
+    (not tried again while its files stay as they are), a new version of a
+    served model is switched to, a removed folder is unloaded; the
+    frontends' load requests are refused naming the mode; a client loop on
+    another model gets 200 for every request throughout."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    loop = None
+    try:
+        args = ["--model-repository", str(repo)]
+        c.start_scheduler(extra=args + ["--model-control-mode", "poll", "--repository-poll-secs", "0.3"])
+        c.start_backend("cpu", "cpu", extra=args)
+        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
+        for f in (fa, fb):
+            f.wait_ready()
+        xs = rows(2, 5)
+        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+        loop = InferLoop([fa, fb], "linear", body)
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/linear/load")
+        assert status == 503 and "polls its repository" in json.loads(out)["error"], out
+
+        write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+        for f in (fa, fb):
+            wait_until(lambda: ("fresh", "1", "READY", "") in repository_index(f), "%s to list 'fresh'" % f.name,
+                       timeout=30)
+            assert http_infer(f, "fresh", body)[0] == 200
+
+        write_torch_model(repo, "broken", COLD_PBTXT % 3000, model_bytes=b"not a TorchScript archive")
+        for f in (fa, fb):
+            wait_until(lambda: any(x[0] == "broken" and "could not load it" in x[3] for x in repository_index(f)),
+                       "%s to list why 'broken' failed" % f.name, timeout=30)
+        time.sleep(1.2)  # four polls more: its files did not change, so it is not tried again
+        assert c.backends["cpu"].output().count("could not load model 'broken'") == 1, c.backends["cpu"].output()
+
+        (repo / "fresh" / "2").mkdir()
+        with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
+            (repo / "fresh" / "2" / "model.pt").write_bytes(src.read())
+        write_profile(repo, "fresh", "2")
+        for f in (fa, fb):
+            wait_until(lambda: ("fresh", "2", "READY", "") in repository_index(f), "%s to list 'fresh' 2" % f.name,
+                       timeout=30)
+            assert http_infer(f, "fresh", body)[0] == 200
+
+        shutil.rmtree(repo / "fresh")
+        for f in (fa, fb):
+            wait_until(lambda: ("fresh", "2", "UNAVAILABLE", "unloaded") in repository_index(f),
+                       "%s to list 'fresh' unloaded" % f.name, timeout=30)
+            status, _, out = http_infer(f, "fresh", body)
+            assert status == 503 and "not loaded" in json.loads(out)["error"], out
+
+        bad = loop.bad
+        statuses = loop.stop()
+        loop = None
+        assert len(statuses) >= 20 and set(statuses) == {200}, (len(statuses), set(statuses), bad[:3])
+        assert "the folder of model 'fresh' is gone" in c.scheduler.output(), c.scheduler.output()
+    finally:
+        if loop:
+            loop.stop()
+        c.stop_all()
+
+
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
 
 EMULATED_CONFIG = """

@@ -30,6 +30,7 @@
 #include "scheduler/node_impl.hpp"
 
 #include <filesystem>
+#include <set>
 
 #include "symphony/cluster/cluster_repository.hpp"
 
@@ -79,6 +80,12 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
     (void)transport_->send(c, wire::encode(answer(q->seq, code, std::move(text))));
   };
   const std::string what = std::string(load ? "loading" : "unloading") + " model '" + name + "'";
+  if (opts_.repository_poll > Duration::zero())
+    return reply(
+        Errc::kFailedPrecondition,
+        what +
+            " is not allowed: the cluster's scheduler polls its repository (--model-control-mode poll): "
+            "add, change or remove the model's folder instead");
   if (!opts_.model_control)
     return reply(Errc::kFailedPrecondition,
                  what +
@@ -260,7 +267,7 @@ bool SchedulerNode::Impl::ask_backends(Load& l, const ClusterRepository& r,
 void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq) {
   const std::string what = "loading model '" + name + "'";
   const auto reply = [&](Errc code, const std::string& text) {
-    (void)transport_->send(c, wire::encode(answer(seq, code, text)));
+    if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
   if (runtimes_.size() > 1 || subs_->managed())
     return reply(
@@ -298,8 +305,7 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
     if (std::find(earlier.begin(), earlier.end(), *got) == earlier.end()) earlier.push_back(*got);
   }
   failed_reads_.erase(name);
-  Load l{name, ids, p.index, frontends_[p.index].generation, seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
-         {},   {}};
+  Load l{name, ids, p.index, generation_of(p), seq, {}, {}, SteadyClock{}.now() + kLoadTimeout, {}, {}};
   std::string why;
   // Every version has the same instance_group (one config.pbtxt).
   if (!ask_backends(l, *r, r->models.front().instance_groups, why)) {
@@ -318,7 +324,7 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
                                        const std::vector<ModelId>& ids) {
   const std::string what = "reloading model '" + name + "'";
   const auto reply = [&](Errc code, const std::string& text) {
-    (void)transport_->send(c, wire::encode(answer(seq, code, text)));
+    if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
   if (runtimes_.size() > 1 || subs_->managed() || opts_.model_repository.empty())
     return reply(Errc::kOk, {});  // served; its folder is not read again (sub-clusters)
@@ -337,8 +343,7 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   if (now == before) return reply(Errc::kOk, {});
   // Every version of the new read beside the old ones, unlisted (internal
   // names, which only the backends see) until all are ready.
-  Load l{name, {}, p.index, frontends_[p.index].generation, seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
-         ids,  {}};
+  Load l{name, {}, p.index, generation_of(p), seq, {}, {}, SteadyClock{}.now() + kLoadTimeout, ids, {}};
   const std::uint64_t round = ++reload_seq_;
   for (const ClusterRepositoryModel& m : r->models) {
     Result<ModelId> got = stage_version(
@@ -492,6 +497,60 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
   if (l.frontend < frontends_.size() && frontends_[l.frontend].alive &&
       frontends_[l.frontend].generation == l.generation)
     (void)transport_->send(frontends_[l.frontend].conn, wire::encode(answer(l.seq, code, text)));
+}
+
+void SchedulerNode::Impl::poll_repository() {
+  const std::string& dir = opts_.model_repository;
+  std::set<std::string> present;
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir, ec))
+    if (std::string n = e.path().filename().string(); e.is_directory(ec) && n.front() != '.')
+      present.insert(n);
+  if (ec) return log("polling the model repository " + dir + ": " + ec.message());
+  const auto busy = [&](const std::string& name) {
+    return std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == name; }) ||
+           std::any_of(unloads_.begin(), unloads_.end(), [&](const Unload& u) { return u.name == name; });
+  };
+  // The served (listed) versions of each repository model.
+  std::map<std::string, std::vector<ModelId>> served;
+  for (ModelId i = 0; i < models_.size(); ++i) {
+    if (!listed_[i]) continue;
+    const auto pm = opts_.config.protocol_models.find(models_[i].name);
+    served[pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name].push_back(i);
+  }
+  // A folder removed: its model is unloaded (its queued requests end first).
+  for (const auto& [name, ids] : served) {
+    if (present.count(name) || busy(name)) continue;
+    Unload u{name, {}, ~0u, 0, 0};
+    for (ModelId id : ids)
+      if (unserved_[id].empty()) u.ids.push_back(id);
+    poll_seen_.erase(name);
+    if (u.ids.empty()) continue;
+    for (ModelId id : u.ids) unserved_[id] = "unloading";
+    broadcast_model_table();
+    log("the repository poll: the folder of model '" + name + "' is gone: unloading it");
+    unloads_.push_back(std::move(u));
+  }
+  // A folder whose files changed since the last poll (or new): loaded, or
+  // reloaded when it serves. Unchanged files are not tried again, so a
+  // broken folder is reported once per change.
+  for (const std::string& name : present) {
+    if (busy(name)) continue;
+    Result<ClusterRepository> r = read_cluster_repository_model(dir, name, {true, opts_.profile_device});
+    std::string seen = r.ok() ? std::string() : "error: " + r.status().message();
+    if (r.ok())
+      for (const ClusterRepositoryModel& m : r->models) seen += file_stamp(m) + ";";
+    if (const auto it = poll_seen_.find(name); it != poll_seen_.end() && it->second == seen) continue;
+    poll_seen_[name] = seen;
+    const auto s = served.find(name);
+    bool all = s != served.end() && !s->second.empty();
+    if (all)
+      for (ModelId id : s->second) all &= unserved_[id].empty();
+    if (all)
+      start_reload(kNoConn, poll_peer_, name, 0, s->second);
+    else
+      start_load(kNoConn, poll_peer_, name, 0);
+  }
 }
 
 void SchedulerNode::Impl::retire_versions(TimePoint now) {

@@ -139,6 +139,7 @@ Status SchedulerNode::Impl::start() {
     ao.heartbeat_timeout = set_.heartbeat_timeout;
     acceptor_.emplace(session_host_, std::move(ao), now);
     next_delay_update_ = now + set_.delay_update;
+    next_poll_ = now + opts_.repository_poll;
     start_standby(now);
     return transport_->listen(opts_.listen);
   });
@@ -390,8 +391,13 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (!unloads_.empty()) finish_unloads();
   if (!loads_.empty()) check_loads(now);
   if (!retiring_.empty()) retire_versions(now);
+  if (opts_.repository_poll > Duration::zero() && now >= next_poll_ && acting()) {
+    next_poll_ = now + opts_.repository_poll;
+    poll_repository();
+  }
   if (now >= next_delay_update_) {
     next_delay_update_ = now + set_.delay_update;
+    next_poll_ = now + opts_.repository_poll;
     update_delays(now);
   }
   // Epochs and windows are the primary's (a spare measures no traffic).

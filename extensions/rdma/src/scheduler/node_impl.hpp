@@ -330,6 +330,14 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_model_load_done(Peer& p, std::span<const std::uint8_t> msg);
   // Fails the loads still waiting on `backend` (lost), or past their deadline.
   void check_loads(TimePoint now, std::uint32_t lost_backend = ~0u, const std::string& why = {});
+  // --model-control-mode poll: loads the folders added or changed since the
+  // last poll, reloads served ones whose files changed, unloads those whose
+  // folder is gone (models.cc; each repository_poll, from on_tick).
+  void poll_repository();
+  // The frontend generation of a control's asker (0 for the poll).
+  std::uint32_t generation_of(const Peer& p) const {
+    return p.index < frontends_.size() ? frontends_[p.index].generation : 0;
+  }
   // Closes the admission of versions a reload replaced once their grace has
   // passed, and frees their ids once their last request ended (each tick).
   void retire_versions(TimePoint now);
@@ -431,6 +439,12 @@ class SchedulerNode::Impl final : public Transport::Handler {
   std::vector<Retiring> retiring_;
   std::vector<ModelId> free_ids_;  // in the runtime with no device and nothing queued: reusable
   std::uint64_t reload_seq_ = 0;   // internal names of versions not listed
+  // The repository poll: the asker of its loads (no frontend: nobody is
+  // answered), when it polls next, and each folder's files as it last saw
+  // them (file_stamp of each version, or the read's error).
+  Peer poll_peer_{Stage::kNew, "the repository poll", "", ~0u, 0, false, false};
+  TimePoint next_poll_;
+  std::map<std::string, std::string> poll_seen_;
   std::vector<Load> loads_;
   // Repository models whose folder a load could not read, and why (listed
   // in the ModelTable as unserved under the repository's name).

@@ -86,6 +86,10 @@ struct SchedulerOptions {
   // Room for models loaded while the cluster serves (model_control): model
   // ids beyond those of the config, reserved at start.
   std::uint32_t spare_models = 32;
+  // --model-control-mode poll (with model_control): rescan the repository
+  // this often, loading, reloading and unloading what changed; the
+  // frontends' load and unload requests are refused. Zero: no poll.
+  Duration repository_poll = Duration::zero();
   bool verbose = false;                       // log every peer's transports and every delay update
   std::function<void(std::string_view)> log;  // default: stderr with a time stamp
 };
