@@ -204,6 +204,20 @@ TEST(ServeConfigTest, SchedulerNiceIsMinusTenByDefaultAndBounded) {
   EXPECT_NE(c.status().message().find("scheduler_nice"), std::string::npos) << c.status().message();
 }
 
+TEST(ServeConfigTest, ThePinnedMemoryPoolIsSizedFromTheModelsUnlessGiven) {
+  const std::string models = "models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}]\n";
+  auto c = parse_serve_config(models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->pinned_memory_pool_byte_size, 0u);  // ServeApp's default from the models
+  c = parse_serve_config("pinned_memory_pool_byte_size: 268435456\n" + models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->pinned_memory_pool_byte_size, 268435456u);
+  c = parse_serve_config("pinned_memory_pool_byte_size: -1\n" + models, "a.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("pinned_memory_pool_byte_size"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(ServeConfigTest, AMinusOneInputTakesTheDimsItIsProfiledAt) {
   auto c = parse_serve_config(
       "models: [{name: m, path: m.pt, inputs: ['int64[-1]', 'float32[2]'], slo_ms: 10,\n"
