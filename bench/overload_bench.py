@@ -20,7 +20,11 @@ on), each point run with admission off and on back to back:
            + 2 ms, max batch 16, SLO 40 ms: about 1600 r/s) and a CPU-bound one
            (a few us per batch: the front is the bottleneck).
 
-Writes OUT/overload.json and OUT/overload.png. Every run is bounded; the
+  flood    (only with --only flood) the closed-loop flood of the device-bound
+           model over HTTP and gRPC, 64 to 4096 connections, with the
+           scheduler's threads at nice 0 and -10 (scheduler_nice), --runs times.
+
+Writes OUT/overload.json and OUT/overload.png (OUT/flood.json and flood.png). Every run is bounded; the
 whole takes about 15 minutes on 2 cores with the defaults. Measure on a quiet
 machine: the load average is recorded with each point.
 """
@@ -108,11 +112,12 @@ MODELS = {
 
 
 class Serve:
-    def __init__(self, a, tmp, model, admission):
+    def __init__(self, a, tmp, model, admission, scheduler_nice=None):
         cfg = os.path.join(tmp, "serve.yaml")
         with open(cfg, "w") as f:
             f.write(f"devices: emulated:1\nadmission: {'true' if admission == 'on' else 'false'}\n"
-                    f"models:\n  - {MODELS[model]}\n")
+                    + (f"scheduler_nice: {scheduler_nice}\n" if scheduler_nice is not None else "")
+                    + f"models:\n  - {MODELS[model]}\n")
         pf = os.path.join(tmp, "ports.json")
         if os.path.exists(pf):
             os.unlink(pf)
@@ -189,6 +194,52 @@ def serve_part(a, tmp):
     return res
 
 
+def flood_part(a, tmp):
+    """The closed-loop flood on the device-bound model, the scheduler's threads
+    at the process's priority (scheduler_nice 0) and above the front's (-10, the
+    default), back to back, `a.runs` times."""
+    pts = []
+    for run in range(a.runs):
+        for proto in ("http", "grpc"):
+            for nice in (0, -10):
+                s = Serve(a, tmp, "device-bound", "on", scheduler_nice=nice)
+                try:
+                    for conc in (64, 512, 2048, 4096):
+                        p = load(a, tmp, f"{proto}://{s.ports[proto]}", concurrency=conc)
+                        p.update(run=run, proto=proto, scheduler_nice=nice, concurrency=conc)
+                        log(f"flood {proto} {conc} nice {nice} run {run}: goodput {p['goodput_rps']:.0f} "
+                            f"errors {p['errors']} {p['dropped_by_reason']} load {p['loadavg']}")
+                        pts.append(p)
+                finally:
+                    s.stop()
+    return {"capacity_rps": 1600.0, "points": pts}
+
+
+def plot_flood(flood, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), squeeze=False)
+    for ax, proto in zip(axes[0], ("http", "grpc")):
+        for nice, style in ((0, "o--"), (-10, "s-")):
+            mine = [p for p in flood["points"] if p["proto"] == proto and p["scheduler_nice"] == nice]
+            concs = sorted({p["concurrency"] for p in mine})
+            worst = [min(p["goodput_rps"] for p in mine if p["concurrency"] == c) for c in concs]
+            best = [max(p["goodput_rps"] for p in mine if p["concurrency"] == c) for c in concs]
+            (line,) = ax.plot(concs, worst, style, label=f"scheduler nice {nice} (worst run; band: best)")
+            ax.fill_between(concs, worst, best, color=line.get_color(), alpha=0.15)
+        ax.axhline(flood["capacity_rps"], color="grey", lw=0.8)
+        ax.set_title(f"serve {proto}, closed-loop flood, device-bound model", fontsize=9)
+        ax.set_xlabel("connections (one request outstanding each)")
+        ax.set_ylabel("goodput r/s")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.15 * flood["capacity_rps"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def plot(data, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -214,16 +265,20 @@ def plot(data, path):
 
 
 def replot(out):
-    """Redraws OUT/overload.png from OUT/overload.json."""
+    """Redraws OUT/overload.png (and flood.png) from OUT/overload.json (flood.json)."""
     with open(os.path.join(out, "overload.json")) as f:
         plot(json.load(f), os.path.join(out, "overload.png"))
+    if os.path.exists(os.path.join(out, "flood.json")):
+        with open(os.path.join(out, "flood.json")) as f:
+            plot_flood(json.load(f), os.path.join(out, "flood.png"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "overload"))
-    ap.add_argument("--only", nargs="*", default=["runtime", "serve"], choices=["runtime", "serve"])
+    ap.add_argument("--only", nargs="*", default=["runtime", "serve"], choices=["runtime", "serve", "flood"])
+    ap.add_argument("--runs", type=int, default=3, help="runs of each flood point (--only flood)")
     ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
     ap.add_argument("--replot", action="store_true", help="only redraw OUT/overload.png from OUT/overload.json")
     a = ap.parse_args()
@@ -239,10 +294,17 @@ def main():
             data["runtime"], data["priorities"] = runtime_part(a, tmp)
         if "serve" in a.only:
             data["serve"] = serve_part(a, tmp)
-    with open(os.path.join(a.out, "overload.json"), "w") as f:
-        json.dump(data, f, indent=1)
-    plot(data, os.path.join(a.out, "overload.png"))
-    log("wrote " + os.path.join(a.out, "overload.json"))
+        if "flood" in a.only:
+            flood = dict(flood_part(a, tmp), command=data["command"], nproc=data["nproc"])
+            with open(os.path.join(a.out, "flood.json"), "w") as f:
+                json.dump(flood, f, indent=1)
+            plot_flood(flood, os.path.join(a.out, "flood.png"))
+            log("wrote " + os.path.join(a.out, "flood.json"))
+    if "runtime" in a.only or "serve" in a.only:
+        with open(os.path.join(a.out, "overload.json"), "w") as f:
+            json.dump(data, f, indent=1)
+        plot(data, os.path.join(a.out, "overload.png"))
+        log("wrote " + os.path.join(a.out, "overload.json"))
 
 
 if __name__ == "__main__":
