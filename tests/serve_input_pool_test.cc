@@ -151,6 +151,20 @@ TEST(ServeInputPoolTest, ReturnsTheBlockOfACancelledRequest) {
   app->stop();
 }
 
+TEST(ServeInputPoolTest, ReturnsTheBlockOfARequestQueuedWhenItsModelIsUnloaded) {
+  auto app = make_app(/*defer=*/true);
+  std::shared_ptr<HostMemoryPool> pool = app->input_pool();
+  Sent s = submit(*app, request("linear", 2, pool.get()));
+  EXPECT_EQ(pool->stats().blocks_in_use, 1u);
+  // The unload ends the model's queued requests first (they run or drop);
+  // once it has returned, the request has its answer and its block is back.
+  ASSERT_TRUE(app->remove_model("linear").ok());
+  const Reply r = answer(s);
+  EXPECT_TRUE(r.code == front::Code::kOk || !r.message.empty()) << r.message;
+  EXPECT_TRUE(all_returned(*pool));
+  app->stop();
+}
+
 TEST(ServeInputPoolTest, ReturnsEveryBlockWhenTheServerStops) {
   auto app = make_app(/*defer=*/true);
   std::shared_ptr<HostMemoryPool> pool = app->input_pool();
