@@ -48,6 +48,13 @@ Status SchedulerNode::Impl::start() {
   rc.ingress_capacity = set_.max_requests;
   rc.delays = floors_;
   rc.recalibration.enabled = set_.recalibrate;
+  // The rank and the shards ahead of the UCX threads and whatever shares the
+  // machine (ServerOptions::scheduler_nice, docs/architecture.md#admission).
+  rc.thread_nice = -10;
+  if (!symphony::detail::thread_nice_allowed(rc.thread_nice)) {
+    log("the scheduler's threads run at the process's priority: nice -10 needs CAP_SYS_NICE");
+    rc.thread_nice = 0;
+  }
   const std::optional<partition::SubClusterConfig>& sub_cfg = sc.subclusters;
   num_subs_ = sub_cfg ? sub_cfg->spec.count : 1;
   if (num_subs_ == 0 || num_subs_ > kMaxSubClusters)
