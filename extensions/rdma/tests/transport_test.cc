@@ -4,6 +4,8 @@
 #include "symphony/cluster/transport.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -227,6 +229,16 @@ TEST(TransportTest, PeerDeathReachesOnDisconnect) {
                          return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
                        })
                    .ok());
+}
+
+TEST(TransportTest, TheProgressThreadTakesTheNiceValueAskedFor) {
+  // A positive value needs no privilege; the default (-10) needs CAP_SYS_NICE.
+  Recorder h;
+  TransportOptions o = named("nice");
+  o.thread_nice = 6;
+  auto t = Transport::create(o, h);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->call([] { return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())); }), 6);
 }
 
 TEST(TransportTest, ConnectingToNobodyFails) {

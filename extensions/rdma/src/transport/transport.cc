@@ -2,6 +2,8 @@
 // messages and one-sided reads (see transport.hpp).
 #include "symphony/cluster/transport.hpp"
 
+#include "symphony/runtime/detail/messages.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -154,6 +156,7 @@ Result<std::unique_ptr<Transport>> Transport::create(TransportOptions opts, Hand
   Transport* raw = t.get();
   t->thread_ = std::thread([raw, &ready] {
     raw->thread_id_ = std::this_thread::get_id();
+    (void)symphony::detail::set_this_thread_nice(raw->opts_.thread_nice);  // refused: the process's own
     Status s = raw->init();
     const bool ok = s.ok();
     ready.set_value(std::move(s));

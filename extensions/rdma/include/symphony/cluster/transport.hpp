@@ -75,6 +75,11 @@ struct TransportOptions {
   // (in order; zero: at once).
   Duration inject_delay = Duration::zero();
   std::function<void(std::string_view)> log;  // default: stderr
+  // The nice value the progress thread asks for: below the threads that feed
+  // it (a frontend's protocol threads, a backend's executors), so that under
+  // a flood requests and grants are not held behind them. Refused without
+  // CAP_SYS_NICE: the thread keeps the process's own (0: not asked).
+  int thread_nice = -10;
 };
 
 // Memory registered with UCX once (a frontend's input pool).
