@@ -20,11 +20,14 @@ on), each point run with admission off and on back to back:
            + 2 ms, max batch 16, SLO 40 ms: about 1600 r/s) and a CPU-bound one
            (a few us per batch: the front is the bottleneck).
 
+  cluster  (only with --only cluster) the device-bound model on a scheduler, one
+           backend and one protocol frontend on loopback: `symphony loadgen` at
+           0.5x-10x, and the closed-loop flood through the frontend, --runs times.
   flood    (only with --only flood) the closed-loop flood of the device-bound
            model over HTTP and gRPC, 64 to 4096 connections, with the
            scheduler's threads at nice 0 and -10 (scheduler_nice), --runs times.
 
-Writes OUT/overload.json and OUT/overload.png (OUT/flood.json and flood.png). Every run is bounded; the
+Writes OUT/overload.json and OUT/overload.png (OUT/flood.* and OUT/cluster.*). Every run is bounded; the
 whole takes about 15 minutes on 2 cores with the defaults. Measure on a quiet
 machine: the load average is recorded with each point.
 """
@@ -215,6 +218,140 @@ def flood_part(a, tmp):
     return {"capacity_rps": 1600.0, "points": pts}
 
 
+CLUSTER_CONFIG = """name: overload_cluster
+seed: 1
+gpus: 1
+duration_s: 3
+warmup_s: 1
+policy: deferred
+gather: target_batch
+workload: {rate: 1600, arrival: poisson}
+models:
+  - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 40, max_batch: 16}
+cluster:
+  token: overload-bench
+  models:
+    m: {input: "uint8[64]", output: "uint8[16]"}
+"""
+
+
+class Cluster:
+    """A scheduler, one backend with one emulated GPU and one protocol
+    frontend, on loopback: the device-bound model of the serve part."""
+
+    def __init__(self, a, tmp):
+        self.a, self.dir, self.procs = a, tmp, []
+        self.config = os.path.join(tmp, "cluster.yaml")
+        with open(self.config, "w") as f:
+            f.write(CLUSTER_CONFIG)
+        port = os.path.join(tmp, "sched.port")
+        for f in (port, os.path.join(tmp, "fe.ports")):
+            if os.path.exists(f):
+                os.unlink(f)
+        self.start("scheduler", ["scheduler", "--listen", "127.0.0.1:0", "--config", self.config,
+                                 "--port-file", port])
+        self.wait(lambda: os.path.exists(port) and open(port).read().strip(), "scheduler")
+        self.addr = "127.0.0.1:" + open(port).read().strip()
+        self.start("backend", ["backend", "--scheduler", self.addr, "--devices", "emulated:1",
+                               "--config", self.config, "--name", "b1"])
+        self.wait(lambda: " registered " in open(os.path.join(tmp, "scheduler.log")).read(), "backend")
+        pf = os.path.join(tmp, "fe.ports")
+        self.start("frontend", ["frontend", "--scheduler", self.addr, "--config", self.config, "--http",
+                                "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--port-file", pf, "--quiet"])
+        self.wait(lambda: os.path.exists(pf), "frontend")
+        with open(pf) as f:
+            self.ports = json.load(f)
+        time.sleep(1)
+
+    def start(self, name, args):
+        log_f = open(os.path.join(self.dir, name + ".log"), "w")
+        self.procs.append(subprocess.Popen([self.a.symphony] + args, stdout=log_f, stderr=subprocess.STDOUT))
+
+    def wait(self, ready, what):
+        until = time.time() + 30
+        while not ready():
+            if any(p.poll() is not None for p in self.procs) or time.time() > until:
+                self.stop()
+                raise RuntimeError(f"the cluster's {what} did not start; see {self.dir}")
+            time.sleep(0.05)
+
+    def loadgen(self, rate):
+        out = os.path.join(self.dir, "loadgen.json")
+        j = run_json([self.a.symphony, "loadgen", "--scheduler", self.addr, "--config", self.config, "--rate",
+                      f"{rate:.0f}", "--duration", f"{self.a.seconds + 1:g}", "--warmup", "1", "--quiet",
+                      "--json", out], out, timeout=self.a.seconds * 10 + 60)
+        return j
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def cluster_part(a, tmp):
+    """The device-bound model on the cluster: open loop from `symphony loadgen`
+    (the cluster client, straight to the scheduler) at 0.5x-10x, and the
+    closed-loop flood through the protocol frontend over HTTP and gRPC."""
+    pts = []
+    for run in range(a.runs):
+        c = Cluster(a, tmp)
+        try:
+            for mult in (0.5, 1, 2, 5, 10):
+                j = c.loadgen(mult * 1600)
+                p = {"run": run, "client": "loadgen", "multiple": mult, "offered_rps": j.get("offered_rps"),
+                     "goodput_rps": j.get("goodput_rps"), "report": {k: v for k, v in j.items()
+                                                                      if not isinstance(v, (dict, list))},
+                     "loadavg": loadavg()}
+                log(f"cluster loadgen {mult}x run {run}: goodput {p['goodput_rps']} load {p['loadavg']}")
+                pts.append(p)
+            for proto in ("http", "grpc"):
+                for conc in (64, 512, 2048, 4096):
+                    p = load(a, tmp, f"{proto}://{c.ports[proto]}", concurrency=conc)
+                    p.update(run=run, client="frontend", proto=proto, concurrency=conc)
+                    log(f"cluster frontend {proto} {conc} run {run}: goodput {p['goodput_rps']:.0f} "
+                        f"errors {p['errors']} {p['dropped_by_reason']} load {p['loadavg']}")
+                    pts.append(p)
+        finally:
+            c.stop()
+    return {"capacity_rps": 1600.0, "points": pts}
+
+
+def plot_cluster(cl, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pts = cl["points"]
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), squeeze=False)
+    series = [(axes[0][0], "loadgen", lambda p: p["client"] == "loadgen", "multiple", "offered load (x capacity)"),
+              (axes[0][1], "http", lambda p: p.get("proto") == "http", "concurrency", "connections"),
+              (axes[0][1], "grpc", lambda p: p.get("proto") == "grpc", "concurrency", "connections")]
+    for ax, name, pick, key, xlabel in series:
+        mine = [p for p in pts if pick(p)]
+        xs = sorted({p[key] for p in mine})
+        worst = [min(p["goodput_rps"] for p in mine if p[key] == x) for x in xs]
+        best = [max(p["goodput_rps"] for p in mine if p[key] == x) for x in xs]
+        (line,) = ax.plot(xs, worst, "s-", label=f"{name} (worst run; band: best)")
+        ax.fill_between(xs, worst, best, color=line.get_color(), alpha=0.15)
+        ax.set_xlabel(xlabel)
+    for ax, title in ((axes[0][0], "cluster: loadgen to the scheduler, open loop"),
+                      (axes[0][1], "cluster: closed-loop flood at the frontend")):
+        ax.axhline(cl["capacity_rps"], color="grey", lw=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("goodput r/s")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.15 * cl["capacity_rps"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def plot_flood(flood, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -271,13 +408,17 @@ def replot(out):
     if os.path.exists(os.path.join(out, "flood.json")):
         with open(os.path.join(out, "flood.json")) as f:
             plot_flood(json.load(f), os.path.join(out, "flood.png"))
+    if os.path.exists(os.path.join(out, "cluster.json")):
+        with open(os.path.join(out, "cluster.json")) as f:
+            plot_cluster(json.load(f), os.path.join(out, "cluster.png"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "overload"))
-    ap.add_argument("--only", nargs="*", default=["runtime", "serve"], choices=["runtime", "serve", "flood"])
+    ap.add_argument("--only", nargs="*", default=["runtime", "serve"],
+                    choices=["runtime", "serve", "flood", "cluster"])
     ap.add_argument("--runs", type=int, default=3, help="runs of each flood point (--only flood)")
     ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
     ap.add_argument("--replot", action="store_true", help="only redraw OUT/overload.png from OUT/overload.json")
@@ -300,6 +441,12 @@ def main():
                 json.dump(flood, f, indent=1)
             plot_flood(flood, os.path.join(a.out, "flood.png"))
             log("wrote " + os.path.join(a.out, "flood.json"))
+        if "cluster" in a.only:
+            cl = dict(cluster_part(a, tmp), command=data["command"], nproc=data["nproc"])
+            with open(os.path.join(a.out, "cluster.json"), "w") as f:
+                json.dump(cl, f, indent=1)
+            plot_cluster(cl, os.path.join(a.out, "cluster.png"))
+            log("wrote " + os.path.join(a.out, "cluster.json"))
     if "runtime" in a.only or "serve" in a.only:
         with open(os.path.join(a.out, "overload.json"), "w") as f:
             json.dump(data, f, indent=1)
