@@ -31,6 +31,7 @@ struct StressOptions {
   std::string policy = "deferred";
   std::string gather = "target_batch";
   std::string admission = "on";
+  int thread_nice = 0;
   double low_priority_share = 0;
   std::string json;
 };
@@ -56,6 +57,7 @@ int run(const StressOptions& o) {
   c.ingress_capacity = o.ingress;
   c.admission = o.admission == "on";
   c.low_priority_share = o.low_priority_share;
+  c.thread_nice = o.thread_nice;
   Result<PolicySpec> policy = parse_policy(o.policy);
   if (!policy.ok()) {
     print_error("stress", "--policy: %s\n", policy.status().message().c_str());
@@ -221,6 +223,10 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
   cmd->add_option("--low-priority-share", o.low_priority_share,
                   "share of requests sent at the lower of two priority levels (0: one level)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--thread-nice", o.thread_nice,
+                  "nice value of the runtime's rank and shard threads (0: the process's own; below zero "
+                  "needs CAP_SYS_NICE, and refused is left as is)")
+      ->check(CLI::Range(-20, 19));
   add_json_option(cmd, o.json);
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;

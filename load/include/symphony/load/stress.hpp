@@ -66,6 +66,9 @@ struct StressConfig {
   // The share of requests sent at the lower of two priority levels (each
   // model then has priority_levels 2); 0: one level.
   double low_priority_share = 0;
+  // RuntimeConfig::thread_nice: the rank's and shards' nice value (0: the
+  // process's own; below zero needs CAP_SYS_NICE, refused: left as is).
+  int thread_nice = 0;
 };
 
 struct StressReport {
@@ -211,6 +214,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.shard_idle_spin = c.shard_idle_spin;
   cfg.admission = c.admission;
   if (!c.admission) cfg.ingress_wait_share = 0;
+  cfg.thread_nice = c.thread_nice;
   SYMPHONY_ASSIGN_OR_RETURN(auto rt,
                             Runtime<StressSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
   SYMPHONY_ASSIGN_OR_RETURN(auto profile, LatencyProfile::linear(c.alpha, c.beta, c.max_batch));
