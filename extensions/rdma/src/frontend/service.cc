@@ -487,6 +487,29 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     std::shared_lock<std::shared_mutex> cat(cat_mu_);
     found = resolve(req.model, req.version);  // the front checked both against find()
   }
+  // A reload may have switched the model to new files since the front
+  // checked this request (find()): answer with what it will run, and refuse
+  // it when its inputs changed (the front checked them against the old ones).
+  if (found && loader_ && learned_table_.load(std::memory_order_acquire) != client_.table_generation()) {
+    learn();
+    const Model* now = nullptr;
+    {
+      std::shared_lock<std::shared_mutex> cat(cat_mu_);
+      now = resolve(req.model, req.version);
+    }
+    const auto same = [](const std::vector<front::TensorSpec>& a, const std::vector<front::TensorSpec>& b) {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+        return x.name == y.name && x.datatype == y.datatype && x.shape == y.shape;
+      });
+    };
+    if (now && now != found && !same(now->served.inputs, found->served.inputs)) {
+      done(Reply::error(Code::kUnavailable, "model '" + req.model +
+                                                "' was reloaded with other inputs while this request was "
+                                                "checked; send it again"));
+      return 0;
+    }
+    if (now) found = now;
+  }
   if (!found) {
     done(Reply::error(Code::kNotFound, "unknown model '" + req.model + "'" +
                                            (req.version.empty() ? "" : " version '" + req.version + "'")));
