@@ -71,5 +71,23 @@ TEST(ArrivalGapEstimatorTest, OutOfOrderArrivalsCountAsZeroGaps) {
   EXPECT_LE(e.mean_gap(), 4_ms);
 }
 
+TEST(ArrivalGapEstimatorTest, ArrivalsLearntOfLaterCountAsEvenlySpread) {
+  // Ten arrivals 1 ms apart, then 200 reported at once over the next 100 ms:
+  // the same estimate as 200 arrivals 0.5 ms apart, one by one.
+  ArrivalGapEstimator one, folded;
+  TimePoint t = at(Duration::zero());
+  for (int i = 0; i < 10; ++i, t = t + 1_ms) {
+    one.on_arrival(t);
+    folded.on_arrival(t);
+  }
+  const TimePoint last = t - 1_ms;
+  for (int i = 1; i <= 200; ++i) one.on_arrival(last + Duration::microseconds(500 * i));
+  folded.on_arrivals(last + 100_ms, 200);
+  EXPECT_NEAR(static_cast<double>(folded.mean_gap().ns()), static_cast<double>(one.mean_gap().ns()), 1000);
+  EXPECT_NEAR(static_cast<double>(folded.typical_gap().ns()), static_cast<double>(one.typical_gap().ns()),
+              1000);
+  EXPECT_LT(folded.mean_gap(), 600_us);
+}
+
 }  // namespace
 }  // namespace symphony

@@ -21,6 +21,7 @@
 //   Duration g = e.typical_gap();  // zero until two arrivals were seen
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "symphony/time.hpp"
@@ -50,6 +51,28 @@ class ArrivalGapEstimator {
       }
       if (gaps_ < ~std::uint32_t{0}) ++gaps_;
     }
+    last_ = max(last_, t);
+  }
+
+  // Records `k` arrivals spread evenly over the time since the last one, the
+  // last at `t` (arrivals counted elsewhere and learnt of later: the
+  // runtime's refusals on the submitting threads). O(1).
+  void on_arrivals(TimePoint t, std::uint32_t k) noexcept {
+    if (k == 0) return;
+    if (last_ == TimePoint::neg_infinite() || k == 1) {
+      on_arrival(t);
+      return;
+    }
+    const double g = static_cast<double>(max(t - last_, Duration::zero()).ns()) / k;
+    const double keep = std::pow(1 - 1 / kMemory, static_cast<double>(k));  // the EWMA after k equal gaps
+    if (gaps_ == 0) {
+      mean_ = g;
+      mean_sq_ = g * g;
+    } else {
+      mean_ = g + (mean_ - g) * keep;
+      mean_sq_ = g * g + (mean_sq_ - g * g) * keep;
+    }
+    gaps_ = gaps_ > ~std::uint32_t{0} - k ? ~std::uint32_t{0} : gaps_ + k;
     last_ = max(last_, t);
   }
 

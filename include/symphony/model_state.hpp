@@ -61,10 +61,22 @@ inline bool backlog_admits(Duration work, Duration left, std::uint32_t priority,
 // would refuse nothing (fewer than a batch queued, or admission off).
 struct AdmissionHint {
   Duration work;             // to serve the queued requests and one more
+  Duration per_request;      // what each request queued after them adds to `work`, on average
   Duration resp;             // Delays::resp: the test ends work by deadline - resp
   TimePoint last_deadline;   // a request due before this goes ahead: admitted
   std::uint32_t levels = 1;  // the model's priority levels
 };
+
+// Admission's backlog test from an AdmissionHint, for a request of level
+// `priority` due at `deadline`, on a thread other than the shard's (the
+// runtime's submitters; a cluster frontend, from the scheduler's hints).
+// Only the model's lowest level is refused this way: a higher one may push
+// lower ones out (ModelState::push_out), which only the shard can do.
+inline bool hint_admits(const AdmissionHint& h, TimePoint now, TimePoint deadline,
+                        std::uint32_t priority) noexcept {
+  if (h.work <= Duration::zero() || priority + 1 < h.levels || deadline < h.last_deadline) return true;
+  return backlog_admits(h.work, deadline - h.resp - now, priority, h.levels);
+}
 
 struct ModelStateConfig {
   std::uint32_t shard_index = 0;          // folded into BatchIds
@@ -117,6 +129,7 @@ class ModelState {
     const std::uint32_t g = admission_gpus(m);
     if (g == 0 || m.queue.size() < m.max_batch) return h;
     h.work = backlog_work(m, m.queue.size() + 1, g);
+    h.per_request = m.lat.latency(m.max_batch) / static_cast<std::int64_t>(std::uint64_t{g} * m.max_batch);
     h.last_deadline = m.queue.back()->deadline;
     return h;
   }

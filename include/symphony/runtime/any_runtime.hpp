@@ -64,6 +64,9 @@ class AnyRuntime {
   // (online recalibration, RuntimeConfig::recalibration).
   virtual Result<CalibrationSnapshot> calibration(ModelId model) = 0;
   virtual Status seed_calibration(ModelId model, std::span<const double> class_scales) = 0;
+  // Admission's test for `model` as it stands (Runtime::admission_hint);
+  // work zero where the runtime admits without one. Any thread.
+  virtual AdmissionHint admission_hint(ModelId) const { return {}; }
 
   // The policy the runtime was made for.
   const PolicySpec& policy() const noexcept { return policy_; }
@@ -116,6 +119,7 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   Status seed_calibration(ModelId m, std::span<const double> s) override {
     return rt_->seed_calibration(m, s);
   }
+  AdmissionHint admission_hint(ModelId m) const override { return rt_->admission_hint(m); }
 
  private:
   class SubmitterOf final : public AnyRuntime<Sink>::Submitter {

@@ -70,6 +70,7 @@ concept HasOnBatch = requires(S s, const BatchEvent& e) {
 struct AdmissionHintCell {
   std::atomic<std::int64_t> work_ns{0};  // 0: admission refuses nothing now
   std::atomic<std::int64_t> resp_ns{0};
+  std::atomic<std::int64_t> per_request_ns{0};
   std::atomic<std::int64_t> last_deadline_ns{0};
   std::atomic<std::uint32_t> levels{1};
 };
@@ -279,6 +280,7 @@ class ModelThread {
       detail::AdmissionHintCell& c = hints_[id];
       if (h.work.ns() != 0) {
         c.resp_ns.store(h.resp.ns(), std::memory_order_relaxed);
+        c.per_request_ns.store(h.per_request.ns(), std::memory_order_relaxed);
         c.last_deadline_ns.store(h.last_deadline.ns(), std::memory_order_relaxed);
         c.levels.store(h.levels, std::memory_order_relaxed);
       }

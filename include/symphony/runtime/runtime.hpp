@@ -364,6 +364,22 @@ class Runtime final : private CompletionPort {
            (route_[model].load(std::memory_order_acquire) & kOpen);  // acquire: as a submitter reads it
   }
 
+  // The model's admission test as its shard last published it (work zero:
+  // it refuses nothing now, or admission is off). Any thread; relaxed loads,
+  // each field read alone: a hint.
+  AdmissionHint admission_hint(ModelId model) const noexcept {
+    AdmissionHint h;
+    if (!hints_ || model >= cfg_.max_models) return h;
+    const detail::AdmissionHintCell& c = hints_[model];
+    h.work = Duration::nanoseconds(c.work_ns.load(std::memory_order_relaxed));
+    if (SYMPHONY_LIKELY(h.work == Duration::zero())) return h;
+    h.resp = Duration::nanoseconds(c.resp_ns.load(std::memory_order_relaxed));
+    h.per_request = Duration::nanoseconds(c.per_request_ns.load(std::memory_order_relaxed));
+    h.last_deadline = TimePoint::from_ns(c.last_deadline_ns.load(std::memory_order_relaxed));
+    h.levels = c.levels.load(std::memory_order_relaxed);
+    return h;
+  }
+
   // The shard that owns `model`, or nullopt.
   std::optional<std::uint32_t> shard_of(ModelId model) const {
     std::lock_guard<std::mutex> lock(control_mu_);
@@ -484,20 +500,11 @@ class Runtime final : private CompletionPort {
 
   // The model's backlog test (ModelState::admission_hint) on the submitting
   // thread, as its shard last published it: one relaxed load while the model
-  // has less than a batch queued. Only the model's lowest level is refused
-  // here; a higher one may push lower ones out, which only the shard can do.
-  // The shard applies the test again, exactly, to what passes.
+  // has less than a batch queued. The shard applies the test again, exactly,
+  // to what passes.
   bool backlog_admits(ModelId model, TimePoint now, TimePoint deadline,
                       std::uint32_t priority) const noexcept {
-    if (!hints_) return true;
-    const detail::AdmissionHintCell& h = hints_[model];
-    const std::int64_t work = h.work_ns.load(std::memory_order_relaxed);
-    if (SYMPHONY_LIKELY(work == 0)) return true;
-    const std::uint32_t levels = h.levels.load(std::memory_order_relaxed);
-    if (priority + 1 < levels) return true;
-    if (deadline.ns() < h.last_deadline_ns.load(std::memory_order_relaxed)) return true;
-    const Duration left = deadline - Duration::nanoseconds(h.resp_ns.load(std::memory_order_relaxed)) - now;
-    return symphony::backlog_admits(Duration::nanoseconds(work), left, priority, levels);
+    return hint_admits(admission_hint(model), now, deadline, priority);
   }
 
   // The ingress bound in time (symphony::ingress_admits): one relaxed load
