@@ -21,12 +21,21 @@
 //  - BM_StageGather/b:      stage_samples() into the replica's reused buffer
 //                           (one memcpy per sample, nothing allocated);
 //  - BM_StageAdjacent/b:    the samples of one request of b: a view.
+//
+// A model's first runs under TorchScript's two executors
+// (TorchModel::Options::jit_profiling), a batch of one on a model loaded
+// without warm-up, in ms: BM_JitExecutorRuns/<model>/<profiling> with
+// counters first, second and steady (the least of 10 more runs); models:
+// 0 sleepy (tests), 1 mobilenet_v2 and 2 resnet18 (the demo's, when exported).
 #include <benchmark/benchmark.h>
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 
 #include "symphony/server/batch_staging.hpp"
@@ -173,6 +182,49 @@ void BM_StageAdjacent(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(stage_samples(parts, &buffer, at::TensorOptions()));
 }
 
+void BM_JitExecutorRuns(benchmark::State& state) {
+  static const char* const kModels[][2] = {
+      {SYMPHONY_TEST_MODELS "/sleepy.pt", "float32[4]"},
+      {SYMPHONY_DEMO_MODELS "/mobilenet_v2/1/model.pt", "float32[3,224,224]"},
+      {SYMPHONY_DEMO_MODELS "/resnet18/1/model.pt", "float32[3,224,224]"},
+  };
+  const auto& [path, input] = kModels[state.range(0)];
+  if (!std::filesystem::exists(path)) return state.SkipWithError("not exported (./scripts/demo.sh does)");
+  set_cpu_threads(1);
+  const auto ms = [](auto since) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+  };
+  double first = 0, second = 0, steady = 0;
+  for (auto _ : state) {
+    TorchModel::Options o;
+    o.name = "m";
+    o.path = path;
+    o.inputs = {*parse_input_spec(input)};
+    o.warmup_iterations = 0;
+    o.jit_profiling = state.range(1) != 0;
+    auto m = TorchModel::load(o);
+    if (!m.ok()) return state.SkipWithError(m.status().to_string().c_str());
+    const std::vector<at::Tensor> batch = (*m)->dummy_batch(1, c10::Device(c10::kCPU));
+    double least = 1e300;
+    for (int run = 0; run < 12; ++run) {
+      const auto t0 = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize((*m)->forward(0, batch));
+      const double t = ms(t0);
+      if (run == 0)
+        first += t;
+      else if (run == 1)
+        second += t;
+      else
+        least = std::min(least, t);
+    }
+    steady += least;
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["first"] = first / n;
+  state.counters["second"] = second / n;
+  state.counters["steady"] = steady / n;
+}
+
 BENCHMARK(BM_StageConcatenate)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_StageGather)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_StageAdjacent)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
@@ -180,6 +232,7 @@ BENCHMARK(BM_Forward)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_RunBatch)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_CpuExecutorBatch)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 BENCHMARK(BM_CpuExecutorBatchBlockingReceiver)->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
+BENCHMARK(BM_JitExecutorRuns)->ArgsProduct({{0, 1, 2}, {0, 1}})->Iterations(5)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace symphony::server

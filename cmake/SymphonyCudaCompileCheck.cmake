@@ -1,5 +1,5 @@
-# symphony_cuda_compile_check: the libtorch CUDA executor and the server
-# built with SYMPHONY_HAVE_CUDA, compiled to objects (never linked) against
+# symphony_cuda_compile_check: the libtorch CUDA executor, its CUDA graphs
+# and the server built with SYMPHONY_HAVE_CUDA, compiled to objects (never linked) against
 # the libtorch headers found and the CUDA toolkit's headers. Debian's CPU-only
 # libtorch ships the c10/cuda and ATen/cuda headers but not the libraries, and
 # lacks the generated c10/cuda/impl/cuda_cmake_macros.h: a stub of it is
@@ -27,7 +27,7 @@ if(NOT SYMPHONY_C10_CUDA_INCLUDE)
   return()
 endif()
 
-add_library(symphony_cuda_compile_check OBJECT EXCLUDE_FROM_ALL src/cuda_executor.cc src/server.cc)
+add_library(symphony_cuda_compile_check OBJECT EXCLUDE_FROM_ALL src/cuda_executor.cc src/cuda_graphs.cc src/server.cc)
 if(NOT EXISTS ${SYMPHONY_C10_CUDA_INCLUDE}/c10/cuda/impl/cuda_cmake_macros.h)
   set(_stub ${CMAKE_CURRENT_BINARY_DIR}/cuda_compile_check/include)
   file(WRITE ${_stub}/c10/cuda/impl/cuda_cmake_macros.h

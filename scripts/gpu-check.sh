@@ -273,6 +273,30 @@ else
   skip build-kernel "the CUDA toolkit was not found at configure time (see build.log)"
 fi
 
+# The shared memory extensions through the protocol (scripts/shm_check.py): the linear test
+# model served on $DEVICE over HTTP, its input read from and its output written into a system
+# and a CUDA shared memory region (a torch tensor's IPC handle), against a plain request.
+run_shm_check() {
+  local dir=$WORK/shm rc=1 pid
+  mkdir -p "$dir"
+  printf 'devices: %s\nmodels:\n  - {name: linear, path: %s, input: "float32[4]", slo_ms: 200, max_batch: 8, profile: %s}\n' \
+    "$DEVICE" "$BUILD/tests/models/linear.pt" "$dir/linear.profile.yaml" >"$dir/serve.yaml"
+  "$CLI" serve "$dir/serve.yaml" --no-load --http 127.0.0.1:0 --port-file "$dir/ports.json" --allow-client-shm \
+    --quiet >"$dir/serve.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 120); do [[ -f $dir/ports.json ]] && break; sleep 0.5; done
+  if [[ -f $dir/ports.json ]]; then
+    "$PY" scripts/shm_check.py "http://$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["http"])' \
+      "$dir/ports.json")" linear --json "$WORK/shm-check.json" --require-cuda
+    rc=$?
+  else
+    cat "$dir/serve.log"
+  fi
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  return $rc
+}
+
 targets=(symphony_cli bench_runtime)
 ((HAVE_TORCH)) && targets+=(server_test torch_model_test symphony_test_models)
 rm -f "$BUILD/symphony" "$BUILD/tests/server_test" "$BUILD/tests/torch_model_test"
@@ -285,6 +309,7 @@ if ((HAVE_TORCH)); then
   # Every other test labelled gpu (none today; any added later).
   step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu -E '^(server_gpu_test|cuda_kernel_executor_gpu_test)$' \
     --no-tests=ignore --output-on-failure --timeout 140 --output-junit "$WORK/ctest-gpu.xml"
+  step shm-check 90 run_shm_check
 fi
 
 if ((HAVE_TORCH)); then
@@ -312,6 +337,10 @@ if ((HAVE_TORCH)); then
     # learned staging and launch cost buys (issue 53 item 3).
     step serve-no-overlap $((SERVE_S + 75)) "$CLI" serve "$WORK/serve.yaml" --policy deferred --overlap off \
       --quiet --json "$WORK/serve-no-overlap.json"
+    # Deferred without CUDA graphs (serve's default, auto, replays them where the load measured
+    # them faster): what the graphs are worth.
+    step serve-no-graphs $((SERVE_S + 75)) "$CLI" serve "$WORK/serve-no-graphs.yaml" --policy deferred \
+      --quiet --json "$WORK/serve-no-graphs.json"
     # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
     step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
       --json "$WORK/serve-kernel.json"

@@ -89,10 +89,10 @@ def plan(work, max_batch=MAX_BATCH):
 
 # The serve runs: real models deferred and eager, busy kernels, real models
 # deferred once more with the first run's dispatch overhead as the delays, and
-# deferred without overlap (--overlap off; the simulator's deferred run is its
-# reference).
-RUNS = ("deferred", "eager", "kernel", "delayed", "no-overlap")
-SIM_OF = {"no-overlap": "deferred"}
+# deferred without overlap (--overlap off) and without CUDA graphs (cuda_graphs:
+# off; the simulator's deferred run is the reference of both).
+RUNS = ("deferred", "eager", "kernel", "delayed", "no-overlap", "no-graphs")
+SIM_OF = {"no-overlap": "deferred", "no-graphs": "deferred"}
 
 
 def write_delayed_configs(work):
@@ -129,7 +129,7 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
     duration, warmup = serve_s + 5, 5
     models_dir = os.path.join(work, "models")
 
-    def serve(devices, kernel):
+    def serve(devices, kernel, graphs=None):
         lines = [
             "# Written by scripts/gpu_report.py configs (scripts/gpu-check.sh).",
             f"devices: {devices}",
@@ -150,6 +150,8 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
                     f"    input: float32[3,{size},{size}]",
                     f"    profile: {os.path.join(work, m + '.cuda0.profile.yaml')}",
                 ]
+                if graphs:
+                    lines += [f"    cuda_graphs: {graphs}"]
             lines += [f"    slo_ms: {p[m]['slo_ms']}", f"    max_batch: {max_batch}", f"    rate: {p[m]['rate']}"]
         return "\n".join(lines) + "\n"
 
@@ -178,6 +180,7 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
 
     files = {
         "serve.yaml": serve(device, False),
+        "serve-no-graphs.yaml": serve(device, False, "off"),
         "sim.yaml": sim(False),
         "serve-kernel.yaml": serve("cuda-emulated:0", True),
         "sim-kernel.yaml": sim(True),
@@ -316,6 +319,7 @@ def report(work, out_dir, selftest):
         "plan": load_json(os.path.join(work, "plan.json")),
         "profiles": {},
         "serve": {k: load_json(os.path.join(work, f"serve-{k}.json")) for k in RUNS},
+        "shm_check": load_json(os.path.join(work, "shm-check.json")),
         "simulate": {},
     }
     for m in MODELS:
@@ -488,7 +492,8 @@ def markdown(data):
     for k, what in (("deferred", "real goodput / simulator, deferred"), ("eager", "real goodput / simulator, eager"),
                     ("kernel", "busy kernels / simulator, deferred"),
                     ("delayed", "real goodput / simulator, deferred, dispatched ahead by the measured overhead"),
-                    ("no-overlap", "real goodput / simulator, deferred, overlap off (no learned dispatch delay)")):
+                    ("no-overlap", "real goodput / simulator, deferred, overlap off (no learned dispatch delay)"),
+                    ("no-graphs", "real goodput / simulator, deferred, CUDA graphs off (the others: auto)")):
         g = b["goodput_vs_simulator"].get(k)
         if g is None:  # reports older than the run
             continue
@@ -542,19 +547,23 @@ def markdown(data):
         lines.append(f"| {k} | {pair(d)} | {pair(d.get('queued'))} | {pair(d.get('staging'))} | "
                      f"{pair(d.get('enqueueing'))} | {fmt(busy, 1, ' %')} | {learned} | {scales or '-'} |")
     lines += ["", "| serve run | model | batch inputs | as views | bytes copied per sample | staging per input us | "
-              "ran / profile |", "|---|---|---:|---:|---:|---:|---:|"]
+              "CUDA graph batches | ran / profile |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for k in RUNS:
         for m, st in ((raw["serve"].get(k) or {}).get("staging") or {}).items():
             per_sample = st["bytes_copied"] / st["samples"] if st.get("samples") else None
             per_input = st["staging_us"] / st["inputs"] if st.get("inputs") else None
             views = 100 * st["views"] / st["inputs"] if st.get("inputs") else None
             lines.append(f"| {k} | {m} | {st.get('inputs')} | {fmt(views, 0, ' %')} | {fmt(per_sample, 0, ' B')} | "
-                         f"{fmt(per_input, 1)} | {fmt(st.get('ran_over_profile'), 2)} |")
+                         f"{fmt(per_input, 1)} | {st.get('graph_batches', '-')} | "
+                         f"{fmt(st.get('ran_over_profile'), 2)} |")
     lines += ["", "queued: dispatch -> the executor began the batch; staging: the inputs into pinned memory and "
               "their copies enqueued (libtorch models only); enqueueing: the rest, the forward's kernels and the "
               "output copies; measured l(b) / offline: the recalibrated profile over the offline one."]
     lines += ["", "## Steps", ""] + steps_md(data)
     lines += ["", "## Tests", ""]
+    for kind, r in (raw.get("shm_check") or {}).items():
+        state = "not run" if r.get("passed") is None else "passed" if r["passed"] else "FAILED"
+        lines.append(f"- {kind} shared memory through the protocol (scripts/shm_check.py): {state}: {r.get('detail')}")
     for k, t in raw["tests"].items():
         if t is None:
             lines.append(f"- {k}: not run")

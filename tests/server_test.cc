@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -425,10 +426,13 @@ TEST(ServerTest, AModelLoadedWhileAnotherServesRunsItsWarmUpUnderLeases) {
   EXPECT_TRUE(t->get().has_output());
 }
 
-// A started CPU server serving linear with a 2 ms SLO (its log kept in
+// A started CPU server serving linear with a tight SLO (its log kept in
 // `log`), for the tests below to load sleepy beside: sleepy's work grows with
 // the batch (256 small matrix products at 64, about 0.3 ms a sample here), so
-// a batch of 64 outlasts what linear's requests can wait and a batch of one fits.
+// a batch of 64 outlasts what linear's requests can wait (half of its slack,
+// about 5 ms) and a batch of one fits even on a loaded machine, its first
+// run's third included.
+constexpr double kTightSloMs = 10;
 std::unique_ptr<Server> serving_tight_linear(ServerOptions o, LogLines& log) {
   o.log = log.sink();
   auto s = Server::create(o);
@@ -436,7 +440,7 @@ std::unique_ptr<Server> serving_tight_linear(ServerOptions o, LogLines& log) {
     ADD_FAILURE() << s.status().to_string();
     return nullptr;
   }
-  if (Status st = (*s)->add_model(model("linear", 2)); !st.ok()) {
+  if (Status st = (*s)->add_model(model("linear", kTightSloMs)); !st.ok()) {
     ADD_FAILURE() << st.to_string();
     return nullptr;
   }
@@ -462,11 +466,12 @@ TEST(ServerTest, AModelLoadedBesideAnotherGetsNoBatchLongerThanItsSlack) {
   auto served = serving_tight_linear(o, log);
   ASSERT_TRUE(served);
   Server& server = *served;
-  ASSERT_TRUE(server.add_model(model("sleepy", 200, 64)).ok());
+  const Status loaded = server.add_model(model("sleepy", 200, 64));
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
   auto linear = server.model_profile("linear");
   auto sleepy = server.model_profile("sleepy");
   ASSERT_TRUE(linear.ok() && sleepy.ok());
-  const Duration slack = Duration::milliseconds(2) - linear->latency(1);
+  const Duration slack = Duration::from_ms(kTightSloMs) - linear->latency(1);
   std::uint32_t planned = 0;  // the max batch it is scheduled with
   for (const ModelStats& m : server.stats().models)
     if (m.name == "sleepy") planned = m.max_batch;
@@ -504,12 +509,13 @@ TEST(ServerTest, AProfileMeasuredAloneIsCutToTheSlackWhenLoadedBesideAnother) {
   auto served = serving_tight_linear(o, log);
   ASSERT_TRUE(served);
   Server& server = *served;
-  ASSERT_TRUE(server.add_model(sleepy).ok());
+  const Status loaded = server.add_model(sleepy);
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
   auto linear = server.model_profile("linear");
   auto profile = server.model_profile("sleepy");
   ASSERT_TRUE(linear.ok() && profile.ok());
   EXPECT_EQ(profile->max_batch(), 64u) << "the saved profile, as it is";
-  const Duration slack = Duration::milliseconds(2) - linear->latency(1);
+  const Duration slack = Duration::from_ms(kTightSloMs) - linear->latency(1);
   std::uint32_t planned = 0;
   for (const ModelStats& m : server.stats().models)
     if (m.name == "sleepy") planned = m.max_batch;
@@ -525,6 +531,84 @@ TEST(ServerTest, AProfileMeasuredAloneIsCutToTheSlackWhenLoadedBesideAnother) {
   })) << want;
   auto r = server.infer("sleepy", {torch::ones({4})});
   ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->get().has_output());
+}
+
+// A model whose batch of one alone runs longer than a served model on its
+// device can wait is not loaded beside it (each of its runs would make that
+// model's requests late): busy (~200 ms a batch) beside linear (10 ms SLO) is
+// refused after its second run, the error naming both models, the times and
+// what to do; nothing of it is served or saved, and linear answers on.
+TEST(ServerTest, AModelWhoseBatchOfOneOutlastsWhatTheServedCanWaitIsRefused) {
+  ensure_profile("linear");
+  std::filesystem::remove(profile_path("busy"));
+  ServerOptions o;
+  o.devices = "cpu";
+  o.profile_repeats = 2;
+  LogLines log;
+  auto served = serving_tight_linear(o, log);
+  ASSERT_TRUE(served);
+  Server& server = *served;
+  const Status st = server.add_model(model("busy", 3000));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Errc::kFailedPrecondition);
+  for (const char* part :
+       {"model 'busy' (", "): cannot be loaded beside the models served on cpu",
+        "its batch of one runs about", "by its runs on cpu", "longer than model 'linear' can wait (",
+        "give it a device of its own (devices, instance_group)"})
+    EXPECT_NE(st.message().find(part), std::string::npos) << part << " in: " << st.message();
+  EXPECT_EQ(st.message().find("a batch of its declared inputs"), std::string::npos) << st.message();
+  EXPECT_FALSE(std::filesystem::exists(profile_path("busy"))) << "refused before its profile";
+  EXPECT_FALSE(server.model_info("busy").ok());
+  // linear answers on. Its SLO is tight: on a loaded machine a request may
+  // expire in the queue, so up to 50 are sent until one answers.
+  bool answered = false;
+  std::string last;
+  for (int i = 0; i < 50 && !answered; ++i) {
+    auto r = server.infer("linear", {torch::ones({4})});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const InferResult got = r->get();
+    ASSERT_NE(got.outcome, Outcome::kError) << got.error;
+    answered = got.has_output();
+    last = got.error;
+  }
+  EXPECT_TRUE(answered) << last;
+}
+
+// The same known from a saved profile: refused before any run (here before
+// its file is read: the file is not even TorchScript), naming the profile.
+TEST(ServerTest, ASavedProfileLongerThanWhatTheServedCanWaitRefusesTheLoadBeforeAnyRun) {
+  ensure_profile("linear");
+  ModelOptions slow = model("slow", 3000);
+  slow.path = profile_path("slow_not_a_model.pt");
+  std::ofstream(slow.path) << "not a TorchScript archive";
+  profile_io::MeasuredProfile p;
+  p.model = "slow";
+  p.device = "cpu:0";
+  p.inputs = {"float32[4]"};
+  p.max_batch = 2;
+  for (std::uint32_t b : {1u, 2u}) {
+    const Duration l = Duration::milliseconds(200 * b);
+    p.points.push_back({b, l, l, l});
+  }
+  p.alpha = Duration::milliseconds(200);
+  p.beta = Duration::zero();
+  slow.profile = profile_path("slow_long");
+  ASSERT_TRUE(profile_io::write_profile_file(slow.profile, p).ok());
+  ServerOptions o;
+  o.devices = "cpu";
+  LogLines log;
+  auto served = serving_tight_linear(o, log);
+  ASSERT_TRUE(served);
+  const Status st = served->add_model(slow);
+  ASSERT_FALSE(st.ok());
+  for (const std::string& part : {std::string("model 'slow': cannot be loaded beside"),
+                                  "its batch of one runs about " + format_ms(Duration::milliseconds(200)) +
+                                      " ms (by its profile " + slow.profile + ")",
+                                  std::string("longer than model 'linear' can wait (")})
+    EXPECT_NE(st.message().find(part), std::string::npos) << part << " in: " << st.message();
+  auto r = served->infer("linear", {torch::ones({4})});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(r->get().has_output());
 }
 
@@ -1289,6 +1373,55 @@ TEST(LoadRunsTest, ASavedProfileSaysHowLongFirstRunsTake) {
   EXPECT_EQ(lr.expected(0, 8), 64 * ms) << "beyond the profile: a smaller size's run, scaled and doubled";
 }
 
+TEST(LoadRunsTest, ABatchOfOneIsItsFastestRunAfterTheFirst) {
+  LoadRuns lr;
+  const Duration ms = Duration::milliseconds(1);
+  EXPECT_FALSE(lr.batch_of_one(0).has_value()) << "nothing has run";
+  lr.ran(0, 1, 50 * ms);
+  EXPECT_FALSE(lr.batch_of_one(0).has_value()) << "a first run (the graph optimized in it) says nothing";
+  lr.ran(0, 4, 8 * ms);
+  EXPECT_FALSE(lr.batch_of_one(0).has_value()) << "nor do other sizes";
+  lr.ran(0, 1, 12 * ms);
+  EXPECT_EQ(lr.batch_of_one(0), 12 * ms);
+  lr.ran(0, 1, 6 * ms);
+  EXPECT_EQ(lr.batch_of_one(0), 6 * ms) << "the least shown";
+  lr.ran(0, 1, 9 * ms);
+  EXPECT_EQ(lr.batch_of_one(0), 6 * ms);
+  EXPECT_FALSE(lr.batch_of_one(1).has_value()) << "per replica";
+}
+
+// The run gate's rule (serve's and the cluster backend's): a load is refused
+// once its batch of one, its first run not counted, is longer than the limit.
+TEST(LoadRunsTest, ABatchOfOneIsOverTheLimitOnlyOnceARunAfterTheFirstShowsIt) {
+  LoadRuns lr;
+  const Duration ms = Duration::milliseconds(1);
+  const Duration limit = 5 * ms;
+  lr.ran(0, 1, 57 * ms);
+  EXPECT_FALSE(lr.batch_of_one_over(0, limit).has_value()) << "a first run ten times the limit says nothing";
+  lr.ran(0, 1, 4 * ms);
+  EXPECT_FALSE(lr.batch_of_one_over(0, limit).has_value()) << "within the limit";
+  lr.ran(0, 1, 8 * ms);
+  EXPECT_FALSE(lr.batch_of_one_over(0, limit).has_value()) << "the fastest run counts";
+  lr.ran(1, 1, 200 * ms);
+  lr.ran(1, 1, 200 * ms);
+  EXPECT_EQ(lr.batch_of_one_over(1, limit), 200 * ms);
+  EXPECT_FALSE(lr.batch_of_one_over(1, Duration::infinite()).has_value()) << "nothing served beside it";
+  lr.ran(2, 1, 6 * ms);
+  lr.ran(2, 1, 5 * ms);
+  EXPECT_FALSE(lr.batch_of_one_over(2, limit).has_value()) << "as long as the limit fits";
+}
+
+TEST(LoadRunsTest, ARefusalBesideNamesTheTimesTheServedModelAndTheRemedy) {
+  EXPECT_EQ(
+      refused_beside("the models served on cpu:0", Duration::microseconds(78500), LoadRuns::shown_on("cpu:0"),
+                     "tight version 1", Duration::microseconds(4500),
+                     "give it a device of its own (devices, instance_group)"),
+      "cannot be loaded beside the models served on cpu:0: its batch of one runs about 78.5 ms (by its "
+      "runs on cpu:0 while loading, the first not counted), longer than model 'tight version 1' can wait "
+      "(4.5 ms: half of its SLO less its own batch of one), so each of its runs would make that model's "
+      "requests late; give it a device of its own (devices, instance_group)");
+}
+
 TEST(LoadRunsTest, CountsRunsAndTheirWaits) {
   LoadRuns lr;
   const Duration ms = Duration::milliseconds(1);
@@ -1365,6 +1498,42 @@ TEST(ServerGpuTest, ServesOnCudaStreamsAndMatchesTheCpu) {
   EXPECT_TRUE(st.devices[0].cuda_timed);
   EXPECT_GT(st.devices[0].staging_p99, Duration::zero()) << "each batch's inputs are staged and timed";
   EXPECT_LE(st.devices[0].staging_p50, st.devices[0].dispatch_overhead_p99);
+}
+
+// CUDA graphs on: batches replay the captured forward and answer what the
+// launches and the CPU answer; off: nothing is captured.
+TEST(ServerGpuTest, ReplaysCudaGraphsThatAnswerAsTheLaunchesDo) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ensure_profile("linear");
+  torch::jit::Module direct = torch::jit::load(model_path("linear"));
+  for (const bool graphs : {true, false}) {
+    auto s = make_server("cuda:0");
+    ModelOptions m = model("linear");
+    m.profile = profile_path("linear_cuda");
+    m.cuda_graphs = graphs;
+    ASSERT_TRUE(s->add_model(m).ok());
+    ASSERT_TRUE(s->start().ok());
+    std::vector<at::Tensor> xs;
+    std::vector<std::future<InferResult>> fs;
+    for (int i = 0; i < 256; ++i) {
+      xs.push_back(torch::randn({4}));
+      fs.push_back(std::move(*s->infer("linear", {xs.back()})));
+    }
+    for (int i = 0; i < 256; ++i) {
+      InferResult r = fs[i].get();
+      ASSERT_TRUE(r.has_output()) << r.error;
+      EXPECT_TRUE(torch::allclose(r.output.toTensor(), direct.forward({xs[i].unsqueeze(0)}).toTensor()[0],
+                                  1e-4, 1e-5))
+          << (graphs ? "graphs" : "launches") << ", request " << i;
+    }
+    s->stop();
+    const ServerStats st = s->stats();
+    ASSERT_EQ(st.models.size(), 1u);
+    if (graphs)
+      EXPECT_GT(st.models[0].graph_batches, 0u) << "cuda_graphs: on replays every batch a graph holds";
+    else
+      EXPECT_EQ(st.models[0].graph_batches, 0u);
+  }
 }
 
 }  // namespace

@@ -306,6 +306,30 @@ TEST(TorchModelTest, ReplicasPerDevice) {
   EXPECT_TRUE(torch::equal((*a)[0].toTensor(), (*b)[0].toTensor()));
 }
 
+// TorchScript's executor (Options::jit_profiling): simple on a CPU unless
+// asked, as torch itself reports after the load's runs; both answer alike.
+TEST(TorchModelTest, CpuReplicasRunTorchScriptsSimpleExecutorUnlessAsked) {
+  std::vector<at::Tensor> x{torch::ones({4})};
+  std::vector<at::Tensor> answers;
+  for (const std::optional<bool> profiling :
+       {std::optional<bool>(), std::optional<bool>(false), std::optional<bool>(true)}) {
+    TorchModel::Options o;
+    o.name = "sleepy";
+    o.path = model_path("sleepy");
+    o.inputs = {*parse_input_spec("float32[4]")};
+    o.jit_profiling = profiling;
+    auto m = TorchModel::load(o);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    auto r = (*m)->run_batch(0, {{&x, false}});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    answers.push_back((*r)[0].toTensor());
+    EXPECT_EQ((*m)->profiling_executor(0), profiling.value_or(false))
+        << (profiling ? *profiling ? "on" : "off" : "auto");
+  }
+  EXPECT_TRUE(torch::equal(answers[0], answers[2]));
+  EXPECT_TRUE(torch::equal(answers[1], answers[2]));
+}
+
 TEST(ProfilerTest, MeasuresAMonotoneProfileOnAGeometricGrid) {
   auto m = load("sleepy", {"float32[4]"});
   ASSERT_TRUE(m);
@@ -368,6 +392,56 @@ TEST(TorchModelTest, TheLoadCheckRunsNoBatchOverTheRunLimit) {
   EXPECT_EQ(load_check_batches(Duration::infinite()), (std::vector<std::uint32_t>{1, 8, 1}));
   EXPECT_EQ(load_check_batches(Duration::zero()), (std::vector<std::uint32_t>{1, 1, 1}))
       << "nothing fits: batches of one only";
+}
+
+// On a CPU device a profiled batch is staged as a served one is: b samples
+// landed side by side in 64-byte blocks, as the host memory pool lands
+// requests that arrive one after another, gathered through run_batch (a view
+// where the samples fill their blocks, one copy each otherwise); what the
+// profile staged is taken back from the model's counters.
+TEST(ProfilerTest, CpuBatchesGoThroughTheServedStagingAndAreNotCounted) {
+  auto m = load("linear", {"float32[4]"});
+  ASSERT_TRUE(m);
+  for (const bool overlap : {false, true}) {
+    ProfileOptions o;
+    o.max_batch = 4;  // grid 1, 2, 3, 4
+    o.repeats = 2;
+    o.warmup = 1;
+    o.overlap = overlap;
+    std::vector<StagingCounters::Snapshot> seen;
+    o.progress = [&](std::uint32_t, std::size_t, std::size_t) { seen.push_back(m->staging()); };
+    auto p = profile_model(*m, 0, o);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_EQ(seen.size(), 2u);
+    // Warm-up (one run per size) and round 1: 2 x (1 + 2 + 3 + 4) samples,
+    // copied 16 bytes each, in 8 batch inputs; a batch of one is a view.
+    EXPECT_EQ(seen[0].samples, 20u) << "overlap " << overlap;
+    EXPECT_EQ(seen[0].batches, 8u);
+    EXPECT_EQ(seen[0].views, 2u);
+    EXPECT_EQ(seen[0].bytes_copied, 18u * 16u);
+    EXPECT_EQ(seen[1].samples, 30u);
+    const StagingCounters::Snapshot after = m->staging();
+    EXPECT_EQ(after.samples, 0u);
+    EXPECT_EQ(after.batches, 0u);
+    EXPECT_EQ(after.views, 0u);
+    EXPECT_EQ(after.bytes_copied, 0u);
+    EXPECT_EQ(after.staging_ns, 0);
+  }
+  // 64-byte samples fill their blocks: every batch is a view, nothing copied.
+  auto id = load("identity", {"float32[16]"});
+  ASSERT_TRUE(id);
+  ProfileOptions o;
+  o.max_batch = 4;
+  o.repeats = 1;
+  o.warmup = 1;
+  std::vector<StagingCounters::Snapshot> seen;
+  o.progress = [&](std::uint32_t, std::size_t, std::size_t) { seen.push_back(id->staging()); };
+  ASSERT_TRUE(profile_model(*id, 0, o).ok());
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].batches, 8u);
+  EXPECT_EQ(seen[0].views, 8u);
+  EXPECT_EQ(seen[0].bytes_copied, 0u);
+  EXPECT_EQ(id->staging().batches, 0u);
 }
 
 TEST(ProfilerTest, StopsGrowingPastTheLatencyLimit) {
@@ -606,6 +680,169 @@ TEST(StagingTest, EveryShapeOfABatchIsStagedBeforeAnyRunsWithoutOverwritingAnoth
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   for (std::size_t i = 0; i < lengths.size(); ++i)
     EXPECT_EQ((*out)[i].toTensor()[0].item<float>(), static_cast<float>((i + 1) * lengths[i])) << i;
+}
+
+// ---- CUDA graphs (cuda_graphs.hpp): the plan and the fallback; the capture
+// itself runs on a GPU (scripts/gpu-check.sh) ----
+
+TEST(CudaGraphsTest, CapturesEverySizeUpTo32ThenEveryEighthAndTheMax) {
+  EXPECT_EQ(graph_capture_sizes(1), std::vector<std::uint32_t>{1});
+  EXPECT_EQ(graph_capture_sizes(8), (std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  const std::vector<std::uint32_t> big = graph_capture_sizes(128);
+  ASSERT_EQ(big.size(), 44u);
+  EXPECT_EQ(big[31], 32u);
+  EXPECT_EQ(big[32], 40u);
+  EXPECT_EQ(big.back(), 128u);
+  const std::vector<std::uint32_t> odd = graph_capture_sizes(45);
+  EXPECT_EQ(std::vector<std::uint32_t>(odd.end() - 3, odd.end()), (std::vector<std::uint32_t>{32, 40, 45}));
+}
+
+TEST(CudaGraphsTest, AutoReplaysOnlyWhereTheReplayWasMeasuredFasterPaddingIncluded) {
+  // Launched l(b) = 100 + 10 b ns at the captured sizes 1, 2 and 4.
+  std::vector<GraphTiming> t{{1, 110, 50}, {2, 120, 60}, {4, 140, 150}};
+  GraphPlan p = GraphPlan::choose(/*on=*/false, 4, t);
+  EXPECT_EQ(p.size_for(1), 1u);
+  EXPECT_EQ(p.size_for(2), 2u);
+  EXPECT_EQ(p.size_for(3), 0u) << "graph 4 (150) is slower than launching 3 (130, interpolated)";
+  EXPECT_EQ(p.size_for(4), 0u);
+  EXPECT_EQ(p.size_for(5), 0u) << "beyond the max batch";
+  EXPECT_EQ(p.summary(), "batches of 1-2 replay graphs (3-4 run launches)");
+  t[2].replayed_ns = 125;  // now faster than launching 3 or 4
+  p = GraphPlan::choose(false, 4, t);
+  EXPECT_EQ(p.size_for(3), 4u) << "padded up to the next captured size";
+  EXPECT_EQ(p.size_for(4), 4u);
+  EXPECT_EQ(p.summary(), "batches of 1-4 replay graphs; 1 of them padded up to a captured size");
+  // A larger graph that replays faster than a smaller one wins.
+  p = GraphPlan::choose(false, 4, {{1, 110, 90}, {2, 120, 40}, {4, 140, 125}});
+  EXPECT_EQ(p.size_for(1), 2u);
+  // Nothing faster: no graph at all.
+  p = GraphPlan::choose(false, 4, {{1, 110, 200}, {4, 140, 300}});
+  EXPECT_FALSE(p.any());
+  EXPECT_EQ(p.summary(), "no batch size replays a graph");
+}
+
+TEST(CudaGraphsTest, OnReplaysTheSmallestGraphThatHoldsTheBatchAndSkipsFailedOnes) {
+  const GraphPlan p = GraphPlan::choose(/*on=*/true, 6, {{1, 10, 50}, {2, 20, 0}, {4, 40, 90}});
+  EXPECT_EQ(p.size_for(1), 1u) << "on: even where the launches were faster";
+  EXPECT_EQ(p.size_for(2), 4u) << "graph 2 did not replay";
+  EXPECT_EQ(p.size_for(4), 4u);
+  EXPECT_EQ(p.size_for(5), 0u) << "no graph holds 5";
+  EXPECT_EQ(p.summary(),
+            "batches of 1-4 replay graphs (5-6 run launches); 2 of them padded up to a captured size");
+}
+
+// A replica's graphs as a test double: replay() runs the model's forward on
+// the batch's rows, and counts.
+class ForwardGraphs final : public ReplicaGraphs {
+ public:
+  ForwardGraphs(TorchModel& m, std::size_t replica, int* replays)
+      : m_(m), replica_(replica), replays_(replays) {}
+  Result<c10::IValue> replay(std::uint32_t, const std::vector<at::Tensor>& batch) override {
+    ++*replays_;
+    return m_.forward(replica_, batch);
+  }
+
+ private:
+  TorchModel& m_;
+  std::size_t replica_;
+  int* replays_;
+};
+
+std::unique_ptr<TorchModel> load_with_graphs(const std::string& name, const std::string& spec,
+                                             std::optional<bool> mode,
+                                             decltype(TorchModel::Options::graph_capture) hook) {
+  TorchModel::Options o;
+  o.name = name;
+  o.path = model_path(name);
+  o.inputs = {*parse_input_spec(spec, "in0")};
+  o.cuda_graphs = mode;
+  o.graph_capture = std::move(hook);
+  auto m = TorchModel::load(std::move(o));
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+TEST(CudaGraphsTest, ACapturedReplicaReplaysThePlannedSizes) {
+  int replays = 0;
+  std::vector<std::uint32_t> asked;
+  auto m = load_with_graphs("linear", "float32[4]", std::nullopt,
+                            [&](TorchModel& tm, std::size_t r, const std::vector<std::uint32_t>& sizes) {
+                              asked = sizes;
+                              CapturedGraphs c;
+                              c.graphs = std::make_unique<ForwardGraphs>(tm, r, &replays);
+                              for (std::uint32_t s : sizes)  // replays faster up to 4 only
+                                c.timings.push_back({s, 100.0 + s, s <= 4 ? 50.0 : 500.0});
+                              return Result<CapturedGraphs>(std::move(c));
+                            });
+  ASSERT_TRUE(m);
+  m->capture_graphs(8);
+  EXPECT_EQ(asked, graph_capture_sizes(8));
+  for (std::uint32_t b = 1; b <= 8; ++b) EXPECT_EQ(m->graph_size(0, b), b <= 4 ? b : 0u) << b;
+  ASSERT_NE(m->graphs(0), nullptr);
+  ASSERT_EQ(m->graphs_notes().size(), 1u);
+  EXPECT_NE(m->graphs_notes()[0].find("8 sizes captured; batches of 1-4 replay graphs (5-8 run launches)"),
+            std::string::npos)
+      << m->graphs_notes()[0];
+  const at::Tensor x = torch::ones({3, 4});
+  auto out = m->graphs(0)->replay(m->graph_size(0, 3), {x});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(replays, 1);
+  EXPECT_TRUE(torch::equal(out->toTensor(), m->forward(0, {x})->toTensor()));
+}
+
+TEST(CudaGraphsTest, ACaptureThatFailsLeavesOrdinaryLaunchesAndSaysWhy) {
+  int calls = 0;
+  auto fail = [&](TorchModel&, std::size_t, const std::vector<std::uint32_t>&) {
+    ++calls;
+    return Result<CapturedGraphs>(
+        Status(Errc::kFailedPrecondition, "batch 1: operation not permitted when stream is capturing"));
+  };
+  auto m = load_with_graphs("linear", "float32[4]", true, fail);
+  ASSERT_TRUE(m);
+  m->capture_graphs(8);
+  EXPECT_EQ(calls, 1);
+  for (std::uint32_t b = 1; b <= 8; ++b) EXPECT_EQ(m->graph_size(0, b), 0u);
+  EXPECT_EQ(m->graphs(0), nullptr);
+  ASSERT_EQ(m->graphs_notes().size(), 1u);
+  EXPECT_EQ(m->graphs_notes()[0],
+            "CUDA graphs on cpu: not captured (batch 1: operation not permitted when stream is capturing): "
+            "ordinary launches");
+  std::vector<at::Tensor> in{torch::ones({4})};
+  EXPECT_TRUE(m->run_batch(0, {{&in, false}}).ok()) << "it still serves";
+  // Off: nothing is captured, nothing said.
+  auto off = load_with_graphs("linear", "float32[4]", false, fail);
+  ASSERT_TRUE(off);
+  off->capture_graphs(8);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(off->graphs_notes().empty());
+}
+
+TEST(CudaGraphsTest, InputsOfAnySizeOrNoCudaGpuAreNotCapturedAndOnSaysWhy) {
+  int calls = 0;
+  auto count = [&](TorchModel&, std::size_t, const std::vector<std::uint32_t>&) {
+    ++calls;
+    return Result<CapturedGraphs>(Status(Errc::kInternal, "not expected"));
+  };
+  auto varlen = load_with_graphs("varlen", "float32[-1]", true, count);
+  ASSERT_TRUE(varlen);
+  varlen->capture_graphs(4);
+  EXPECT_EQ(calls, 0);
+  ASSERT_EQ(varlen->graphs_notes().size(), 1u);
+  EXPECT_EQ(
+      varlen->graphs_notes()[0],
+      "CUDA graphs: not captured, input 'in0' float32[-1] takes samples of any size: ordinary launches");
+  // Without the hook, a CPU replica is never captured: auto says nothing,
+  // on says why.
+  auto quiet = load_with_graphs("linear", "float32[4]", std::nullopt, nullptr);
+  ASSERT_TRUE(quiet);
+  quiet->capture_graphs(4);
+  EXPECT_TRUE(quiet->graphs_notes().empty());
+  EXPECT_EQ(quiet->graph_size(0, 1), 0u);
+  auto on = load_with_graphs("linear", "float32[4]", true, nullptr);
+  ASSERT_TRUE(on);
+  on->capture_graphs(4);
+  ASSERT_EQ(on->graphs_notes().size(), 1u);
+  EXPECT_EQ(on->graphs_notes()[0], "CUDA graphs: on, but it runs on no CUDA GPU: ordinary launches");
 }
 
 }  // namespace

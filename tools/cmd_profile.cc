@@ -24,6 +24,7 @@ struct ProfileArgs {
   double max_latency_ms = 2000;
   std::string out;
   int threads = 0;
+  bool overlap = false;
 };
 
 int run_profile(const ProfileArgs& a) {
@@ -69,6 +70,7 @@ int run_profile(const ProfileArgs& a) {
   po.max_batch = a.max_batch;
   po.repeats = a.repeats;
   po.max_latency = Duration::from_ms(a.max_latency_ms);
+  po.overlap = a.overlap;
   ProgressLine progress;
   po.progress = [&progress](std::uint32_t b, std::size_t i, std::size_t n) {
     progress.update("profiling: round " + std::to_string(i) + "/" + std::to_string(n) + " (batches 1.." +
@@ -114,6 +116,9 @@ CLI::App* add_profile(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-latency-ms", a.max_latency_ms, "stop growing the batch past this latency")
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "CPU intra-op threads (default: libtorch's)");
+  cmd->add_flag("--overlap", a.overlap,
+                "CPU: time each batch as `serve --overlap on` runs it (the longer of its staging and its "
+                "forward) instead of their sum");
   cmd->add_option("-o,--out", a.out,
                   "profile file to write (default: <model>.<device>.profile.yaml beside the model)");
   cmd->callback([&exit_code] { exit_code = run_profile(a); });

@@ -126,8 +126,8 @@ void CudaStreamExecutor::launch_loop() {
       for (std::vector<std::size_t>& g : shape_groups(reqs)) {
         TorchBatch::Run& run = f->runs.emplace_back();
         run.requests = std::move(g);
-        try {  // a shape whose forward fails fails its requests only (finish())
-          std::vector<at::Tensor> batch;
+        try {                             // a shape whose forward fails fails its requests only (finish())
+          std::vector<at::Tensor> batch;  // on the host, pinned
           std::vector<at::Tensor> parts;
           const TimePoint staging_from = SteadyClock{}.now();
           for (std::size_t i = 0; i < m->inputs().size(); ++i) {
@@ -143,10 +143,20 @@ void CudaStreamExecutor::launch_loop() {
             at::Tensor block;
             const at::Tensor staged = stage_samples(parts, &block, at::TensorOptions().pinned_memory(true),
                                                     parts.front().is_pinned(), m->staging_counters());
-            batch.push_back(staged.to(dev, /*non_blocking=*/true));
+            batch.push_back(staged);
           }
           gpu::EventCompleter::add_staging(*f, SteadyClock{}.now() - staging_from);
-          Result<c10::IValue> out = m->forward(found->replica, std::move(batch));
+          // A captured graph copies the batch into its static inputs and
+          // replays; otherwise the batch goes over and the forward launches.
+          const auto rows = static_cast<std::uint32_t>(batch.front().size(0));
+          Result<c10::IValue> out = Status(Errc::kInternal, "not run");
+          if (const std::uint32_t graph = m->graph_size(found->replica, rows); graph > 0) {
+            out = m->graphs(found->replica)->replay(graph, batch);
+            if (out.ok()) m->count_graph_batch();
+          } else {
+            for (at::Tensor& x : batch) x = x.to(dev, /*non_blocking=*/true);
+            out = m->forward(found->replica, std::move(batch));
+          }
           if (!out.ok()) throw std::runtime_error("model '" + m->name() + "': " + out.status().message());
           auto to_host = [&](const at::Tensor& t) {
             at::Tensor h = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));

@@ -5,7 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 
+#include "symphony/server/batch_staging.hpp"
 #include "symphony/server/torch_model.hpp"
 
 namespace symphony::server {
@@ -25,6 +27,10 @@ std::vector<std::uint32_t> profile_grid(std::uint32_t max_batch) {
 }
 
 namespace {
+
+// The host memory pool's block alignment (front/host_memory_pool.hpp,
+// HostMemoryPool::kAlignment), which the server library does not link.
+constexpr std::int64_t kPoolAlignment = 64;
 
 // Replaces y by its least-squares non-decreasing fit (pool adjacent violators).
 void isotonic_fit(std::vector<double>& y) {
@@ -66,16 +72,94 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
   std::vector<std::uint32_t> grid = profile_grid(opts.max_batch);
   out.stopped_because = "reached max_batch " + std::to_string(opts.max_batch);
 
-  // Times one forward of `batch` (ns); 0 with *oom set when it ran out of memory.
-  auto time_one = [&](const std::vector<at::Tensor>& batch, bool* oom) -> Result<double> {
+  // Served CPU batches are gathered from their requests' samples, run and
+  // split: so are the profile's (run_batch, the executor's own call). What
+  // that staging counts is taken back at the end: the model served nothing.
+  const bool served_path = dev.is_cpu();
+  StagingCounters& staged = *model.staging_counters();
+  const StagingCounters::Snapshot staged_before = staged.snapshot();
+  struct TakeBack {
+    StagingCounters& c;
+    StagingCounters::Snapshot before;
+    ~TakeBack() {
+      const StagingCounters::Snapshot now = c.snapshot();
+      c.batches.fetch_sub(now.batches - before.batches, std::memory_order_relaxed);
+      c.views.fetch_sub(now.views - before.views, std::memory_order_relaxed);
+      c.samples.fetch_sub(now.samples - before.samples, std::memory_order_relaxed);
+      c.bytes_copied.fetch_sub(now.bytes_copied - before.bytes_copied, std::memory_order_relaxed);
+      c.staging_ns.fetch_sub(now.staging_ns - before.staging_ns, std::memory_order_relaxed);
+    }
+  } take_back{staged, staged_before};
+  // One size's batch: b requests of one sample each, landed as serve's host
+  // memory pool lands requests that arrive one after another (each input in
+  // a block of its own, blocks side by side, rounded to kPoolAlignment), so
+  // that staging makes the batch a view where it would for them and copies
+  // where it would; or the batch itself on the device.
+  struct Batch {
+    std::vector<at::Tensor> tensors;                // on the device (CUDA)
+    std::vector<std::vector<at::Tensor>> requests;  // the samples (CPU)
+    std::vector<RequestInputs> inputs;              // over `requests`
+  };
+  auto make_batch = [&](std::uint32_t b) {
+    Batch out;
+    if (!served_path) {
+      out.tensors = model.dummy_batch(b, dev);
+      return out;
+    }
+    const std::vector<at::Tensor> samples = model.dummy_batch(b, dev);
+    const auto block = [](std::int64_t n) {
+      return (n + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
+    };
+    std::int64_t bytes = 0;
+    for (const at::Tensor& s : samples) bytes += block(static_cast<std::int64_t>(s.nbytes()) / b) * b;
+    const at::Tensor landed =
+        at::empty({std::max<std::int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte));
+    std::int64_t off = 0;
+    out.requests.resize(b);
+    for (std::uint32_t k = 0; k < b; ++k)
+      for (const at::Tensor& s : samples) {
+        const at::Tensor from = s.select(0, k);
+        const auto n = static_cast<std::int64_t>(from.nbytes());
+        at::Tensor to = landed.narrow(0, off, n).view(from.scalar_type()).view(from.sizes());
+        to.copy_(from);
+        out.requests[k].push_back(std::move(to));
+        off += block(n);
+      }
+    for (const auto& r : out.requests) out.inputs.push_back(RequestInputs{&r, false});
+    return out;
+  };
+  // Times one batch (ns); 0 with *oom set when it ran out of memory.
+  auto time_one = [&](const Batch& batch, bool* oom) -> Result<double> {
     double ran = 0;
-    Result<c10::IValue> r = model.load_forward(replica, batch, &ran);
-    if (!r.ok()) {
-      if (is_oom(r.status().message())) {
+    Status failed;
+    if (!served_path) {
+      Result<c10::IValue> r = model.load_forward(replica, batch.tensors, &ran);
+      if (!r.ok()) failed = r.status();
+    } else {
+      const auto b = static_cast<std::uint32_t>(batch.inputs.size());
+      Result<std::vector<c10::IValue>> r = Status(Errc::kInternal, "the run gate did not run the batch");
+      SYMPHONY_RETURN_IF_ERROR(model.load_run(replica, b, [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!opts.overlap) {
+          r = model.run_batch(replica, batch.inputs);
+        } else {
+          TorchModel::StagedBatch s = model.stage(replica, batch.inputs, 0);
+          const auto t1 = std::chrono::steady_clock::now();
+          r = model.run_staged(replica, std::move(s), batch.inputs);
+          const auto t2 = std::chrono::steady_clock::now();
+          ran = std::chrono::duration<double, std::nano>(std::max(t1 - t0, t2 - t1)).count();
+          return;
+        }
+        ran = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      }));
+      if (!r.ok()) failed = r.status();
+    }
+    if (!failed.ok()) {
+      if (is_oom(failed.message())) {
         *oom = true;
         return 0.0;
       }
-      return r.status();
+      return failed;
     }
     return ran;
   };
@@ -83,7 +167,7 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
   // Warm-up, growing the batch: find where memory or the latency limit ends
   // the grid. The first call at a new size is slow (kernels are selected and
   // compiled per shape); warm-up absorbs it.
-  std::vector<std::vector<at::Tensor>> batches;
+  std::vector<Batch> batches;
   Duration before;  // the last size's time
   for (std::size_t gi = 0; gi < grid.size(); ++gi) {
     const std::uint32_t b = grid[gi];
@@ -95,9 +179,9 @@ Result<profile_io::MeasuredProfile> profile_model(TorchModel& model, std::size_t
         break;
       }
     }
-    std::vector<at::Tensor> batch;
+    Batch batch;
     try {
-      batch = model.dummy_batch(b, dev);
+      batch = make_batch(b);
     } catch (const std::exception& e) {
       if (!is_oom(e.what())) return Status(Errc::kFailedPrecondition, "profile: " + std::string(e.what()));
       out.stopped_because = "batch " + std::to_string(b) + " does not fit in memory";

@@ -260,7 +260,7 @@ struct Server::Impl final : BatchRunner {
     s.compute_time = Duration::nanoseconds(m.compute_ns.load(std::memory_order_relaxed));
     s.last_inference_ms = m.last_end_ms.load(std::memory_order_relaxed);
     s.loaded = true;
-    if (m.torch) s.staging = m.torch->staging();
+    if (m.torch) s.staging = m.torch->staging(), s.graph_batches = m.torch->graph_batches();
     s.max_batch = m.max_batch;
     s.l1 = m.profile.latency(1);
     s.offline_profile = m.profile;
@@ -923,6 +923,9 @@ struct Server::Impl final : BatchRunner {
     po.max_batch = std::min(mo.max_batch, opts.profile_max_batch);
     po.repeats = opts.profile_repeats;
     po.run_limit = run_limit;
+    // A CPU device stages beside its worker only with overlap on (auto
+    // leaves it off there, as start() decides).
+    po.overlap = opts.overlap == ServerOptions::Overlap::kOn;
     log("profiling " + shown + " on " + d.to_string() + " (batches up to " + std::to_string(po.max_batch) +
         ", " + std::to_string(po.repeats) + " rounds)");
     po.progress = [&](std::uint32_t b, std::size_t i, std::size_t n) {
@@ -1052,21 +1055,42 @@ struct Server::Impl final : BatchRunner {
     to.input_reshapes = mo.input_reshapes;
     to.output_reshapes = mo.output_reshapes;
     to.batch_dimension = mo.batch_dimension;
+    to.cuda_graphs = mo.cuda_graphs;
+    to.jit_profiling = mo.jit_profiling;
     // Loaded while others serve on its devices: no batch of its own, at load
     // or after, may outlast what their requests can wait.
     const auto [limit, tightest] = beside_limit(*m);
     to.run_limit = limit;
+    std::vector<DeviceSpec> on;
+    for (const GpuId g : m->gpus) on.push_back(device_specs[g]);
+    // Nor may its batch of one: then every run of it would make their
+    // requests late, so it is refused, before any run where a saved profile
+    // says so, else after the first run that shows it (its first run of all
+    // is no measure: LoadRuns::batch_of_one).
+    const auto refuse_beside = [served_on = device_names(on), limit = limit, tightest = tightest](
+                                   Duration one, const std::string& how) {
+      return Status(Errc::kFailedPrecondition,
+                    refused_beside("the models served on " + served_on, one, how, tightest, limit,
+                                   "give it a device of its own (devices, instance_group)"));
+    };
     auto runs = std::make_shared<LoadRuns>();
     // A saved profile tells the first runs' leases how long to ask for
     // (without one, the first run waits for a moment nothing waits).
     if (!limit.is_infinite() && !m->gpus.empty())
-      if (std::optional<LatencyProfile> p = saved_profile(mo, device_specs[m->gpus[0]])) runs->set_prior(*p);
-    to.run_gate = [this, runs, gpus = m->gpus](std::size_t r, std::uint32_t b,
-                                               const std::function<void()>& run) {
-      return leased_run(*runs, gpus, r, b, run);
+      if (std::optional<LatencyProfile> p = saved_profile(mo, device_specs[m->gpus[0]])) {
+        if (p->latency(1) > limit)
+          return refuse_beside(p->latency(1),
+                               "by its profile " + profile_path_for(mo, device_specs[m->gpus[0]]))
+              .with_context(who);
+        runs->set_prior(*p);
+      }
+    to.run_gate = [this, runs, gpus = m->gpus, limit = limit, refuse_beside](
+                      std::size_t r, std::uint32_t b, const std::function<void()>& run) {
+      SYMPHONY_RETURN_IF_ERROR(leased_run(*runs, gpus, r, b, run));
+      if (const std::optional<Duration> one = runs->batch_of_one_over(r, limit); b == 1 && one)
+        return refuse_beside(*one, LoadRuns::shown_on(device_specs[gpus[r]].to_string()));
+      return Status();
     };
-    std::vector<DeviceSpec> on;
-    for (const GpuId g : m->gpus) on.push_back(device_specs[g]);
     log("loading " + shown + " from " + mo.path + " on " + device_names(on));
     if (opts.cpu_threads > 0) at::set_num_threads(opts.cpu_threads);  // as the CPU executors run it
     SYMPHONY_ASSIGN_OR_RETURN(m->torch, TorchModel::load(std::move(to)));
@@ -1098,6 +1122,8 @@ struct Server::Impl final : BatchRunner {
     if (profiles.size() > 1)
       log(shown + ": planned with the slowest of its devices' profiles (" + device_names(profiled_on) +
           ") at each batch size");
+    if (m->profile.latency(1) > limit)
+      return refuse_beside(m->profile.latency(1), "by its profile").with_context(who);
     m->max_batch = std::min(mo.max_batch, m->profile.max_batch());
     if (const std::uint32_t uncapped = m->max_batch; !limit.is_infinite()) {
       // A size's first run (its warm-up, below) takes up to three times its
@@ -1116,6 +1142,8 @@ struct Server::Impl final : BatchRunner {
     // The first batch of each size is slow (kernels are chosen and compiled
     // per shape): run every size once on each of its devices before serving.
     SYMPHONY_RETURN_IF_ERROR(m->torch->warm_up_sizes(m->max_batch).with_context(who));
+    m->torch->capture_graphs(m->max_batch);  // never fails: what it did, or why not, is logged
+    for (const std::string& line : m->torch->graphs_notes()) log(shown + ": " + line);
     if (runs->leased() > 0)
       log(shown + ": " + std::to_string(runs->leased()) +
           " warm-up and profile runs held their device in gaps of its schedule (waited " +
@@ -1454,6 +1482,7 @@ void add_requests(ModelStats& into, const ModelStats& from) {
   into.staging.samples += from.staging.samples;
   into.staging.bytes_copied += from.staging.bytes_copied;
   into.staging.staging_ns += from.staging.staging_ns;
+  into.graph_batches += from.graph_batches;
 }
 
 // One entry per (model, version), in first-seen order: a version reloaded

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/version.h>
@@ -316,6 +317,17 @@ Status validate_request(std::string_view model, const std::vector<InputSpec>& sp
 
 namespace {
 
+// TorchScript's simple executor for the module's forward (Options::
+// jit_profiling false): set before its first run, which makes the executor.
+// A module without a forward graph keeps torch's default (and fails its check).
+void use_simple_executor(torch::jit::Module& m) {
+  try {
+    torch::jit::toGraphFunction(m.get_method("forward").function())
+        ._set_initial_executor_execution_mode(torch::jit::SIMPLE);
+  } catch (const std::exception&) {
+  }
+}
+
 // libtorch warns from inside some kernels on every call (optimized MobileNet
 // does); a server must not repeat one line per batch. Prints each distinct
 // warning once.
@@ -441,6 +453,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
           r.eval();
         }
       }
+      if (!m->opts_.jit_profiling.value_or(m->opts_.devices[i].is_cuda())) use_simple_executor(r);
       m->replicas_.push_back(std::move(r));
       m->staging_buffers_.emplace_back();
     } catch (const std::exception& e) {
@@ -459,8 +472,10 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
         b = static_cast<std::uint32_t>(std::clamp(fits, 1.0, static_cast<double>(b)));
       }
       double ran_ns = 0;
-      Result<c10::IValue> r = m->load_forward(i, m->dummy_batch(b, m->opts_.devices[i]), &ran_ns);
+      bool refused = false;  // by the gate: its reason, not the model's failure
+      Result<c10::IValue> r = m->load_forward(i, m->dummy_batch(b, m->opts_.devices[i]), &ran_ns, &refused);
       if (b == 1 && (one_ns == 0 || ran_ns < one_ns)) one_ns = ran_ns;
+      if (refused) return r.status().with_context(who);
       if (!r.ok())
         return Status(Errc::kInvalidArgument, who + ": a batch of its declared inputs (" +
                                                   m->opts_.profile_inputs.front().to_string() +
@@ -549,6 +564,12 @@ c10::IValue TorchModel::from_model(c10::IValue out) const {
   return c10::ivalue::Tuple::create(std::move(items));
 }
 
+bool TorchModel::profiling_executor(std::size_t replica) const {
+  // const_cast: torch's accessors are not const; this only reads the executor.
+  auto& r = const_cast<torch::jit::Module&>(replicas_[replica]);
+  return torch::jit::toGraphFunction(r.get_method("forward").function()).get_executor().isOptimized();
+}
+
 Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Tensor> batch) {
   try {
     c10::InferenceMode guard;
@@ -565,26 +586,93 @@ Result<c10::IValue> TorchModel::forward(std::size_t replica, std::vector<at::Ten
   }
 }
 
+Status TorchModel::load_run(std::size_t replica, std::uint32_t b, const std::function<void()>& run) {
+  if (!opts_.run_gate) {
+    run();
+    return {};
+  }
+  return opts_.run_gate(replica, b, run);
+}
+
 Result<c10::IValue> TorchModel::load_forward(std::size_t replica, std::vector<at::Tensor> batch,
-                                             double* ran_ns) {
+                                             double* ran_ns, bool* refused) {
   const c10::Device dev = opts_.devices[replica];
   const auto b =
       static_cast<std::uint32_t>(batch.empty() || batch.front().dim() == 0 ? 1 : batch.front().size(0));
   Result<c10::IValue> out = Status(Errc::kInternal, "the run gate did not run the batch");
-  const auto run = [&] {
+  if (refused) *refused = true;
+  SYMPHONY_RETURN_IF_ERROR(load_run(replica, b, [&] {
     if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
     const auto t0 = std::chrono::steady_clock::now();
     out = forward(replica, std::move(batch));
     if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
     if (ran_ns)
       *ran_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-  };
-  if (!opts_.run_gate) {
-    run();
-  } else if (Status s = opts_.run_gate(replica, b, run); !s.ok()) {
-    return s;
-  }
+  }));
+  if (refused) *refused = false;
   return out;
+}
+
+void TorchModel::capture_graphs(std::uint32_t max_batch) {
+  graphs_.clear();
+  graph_plans_.clear();
+  graphs_notes_.clear();
+  if (opts_.cuda_graphs == false || max_batch == 0) return;
+  const bool on = opts_.cuda_graphs.value_or(false);
+  const bool hooked = static_cast<bool>(opts_.graph_capture);  // on every replica, CUDA or not
+  if (!hooked && std::none_of(opts_.devices.begin(), opts_.devices.end(),
+                              [](const c10::Device& d) { return d.is_cuda(); })) {
+    if (on) graphs_notes_.push_back("CUDA graphs: on, but it runs on no CUDA GPU: ordinary launches");
+    return;
+  }
+  // What one graph per batch size cannot hold.
+  std::string why_not;
+  if (!opts_.batch_dimension) why_not = "it takes no batch dimension (max_batch_size 0)";
+  for (const InputSpec& in : opts_.inputs)
+    if (why_not.empty() &&
+        std::any_of(in.shape.begin(), in.shape.end(), [](std::int64_t d) { return d < 0; }))
+      why_not = "input '" + in.name + "' " + in.to_string() + " takes samples of any size";
+  if (!why_not.empty()) {
+    graphs_notes_.push_back("CUDA graphs: not captured, " + why_not + ": ordinary launches");
+    return;
+  }
+  const std::vector<std::uint32_t> sizes = graph_capture_sizes(max_batch);
+  const auto ms = [](double ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", ns / 1e6);
+    return std::string(buf);
+  };
+  graphs_.resize(replicas_.size());
+  graph_plans_.resize(replicas_.size());
+  for (std::size_t r = 0; r < replicas_.size(); ++r) {
+    if (!hooked && !opts_.devices[r].is_cuda()) continue;
+    const std::string on_dev = "CUDA graphs on " + opts_.devices[r].str() + ": ";
+    Result<CapturedGraphs> cap =
+        hooked ? opts_.graph_capture(*this, r, sizes) : capture_replica_graphs(*this, r, sizes);
+    std::string line;
+    if (!cap.ok()) {
+      line = on_dev + "not captured (" + cap.status().message() + "): ordinary launches";
+    } else {
+      GraphPlan plan = GraphPlan::choose(on, max_batch, cap->timings);
+      const GraphTiming& one = cap->timings.front();
+      const GraphTiming& most = cap->timings.back();
+      const std::string measured = "batch " + std::to_string(one.size) + " " + ms(one.replayed_ns) +
+                                   " ms replayed, " + ms(one.launched_ns) + " launched; batch " +
+                                   std::to_string(most.size) + " " + ms(most.replayed_ns) + " and " +
+                                   ms(most.launched_ns);
+      if (!plan.any()) {
+        line = on_dev + std::to_string(cap->timings.size()) +
+               " sizes captured, none replays faster than its launches (" + measured +
+               "): ordinary launches, the graphs freed";
+      } else {
+        line = on_dev + std::to_string(cap->timings.size()) + " sizes captured; " + plan.summary() + " (" +
+               measured + ")";
+        graphs_[r] = std::move(cap->graphs);
+        graph_plans_[r] = std::move(plan);
+      }
+    }
+    graphs_notes_.push_back(std::move(line));
+  }
 }
 
 namespace {

@@ -3,8 +3,10 @@
 // Per batch, on a launcher thread: the requests' samples are gathered
 // (stage_samples) into a pinned host block, copied host-to-device on the executor's
 // stream, the model replica's forward runs with that stream current (a
-// stream guard over the executor's own stream), the outputs are copied back
-// into pinned host tensors, and the work is bracketed by CUDA events. The
+// stream guard over the executor's own stream), or, where the model has a
+// CUDA graph for the batch's size (TorchModel::graph_size), the block is
+// copied into the graph's static inputs and the graph replays; the outputs
+// are copied back into pinned host tensors, and the work is bracketed by CUDA events. The
 // completion thread (gpu::EventCompleter, shared with the busy-kernel
 // executor) watches the events (no cudaLaunchHostFunc on the hot path),
 // splits the outputs per request and reports the batch's actual end, which

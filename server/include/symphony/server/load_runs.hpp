@@ -9,6 +9,11 @@
 //  - rested(): when the next run may ask for a gap: after a rest as long as
 //    the last run took, so that the requests that arrived meanwhile are
 //    served first and a load takes at most half its device;
+//  - batch_of_one(): the least a batch of one is shown to take on a device by
+//    its runs after the first, for a load that must not outlast what the
+//    served models can wait; batch_of_one_over() says when it does, and
+//    refused_beside() says why such a load is refused (serve's and the
+//    cluster backend's words);
 //  - the counts the server logs (runs, how long they waited, the longest
 //    wait). A run that finds no gap in time fails the load (the server's
 //    load_run_wait): it never takes the device from the schedule. One load's
@@ -19,6 +24,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "symphony/latency_profile.hpp"
@@ -53,11 +60,35 @@ class LoadRuns {
   }
   // The run of `batch` on `replica` took `took`, ending at `end`.
   void ran(std::size_t replica, std::uint32_t batch, Duration took, TimePoint end = TimePoint()) {
+    // A model's first run says nothing of its batch of one: TorchScript
+    // optimizes the graph in it (sleepy.pt: 57 ms, then 4 ms, then 1.2 ms).
+    if (batch == 1 && took_.contains({replica, 1})) {
+      auto [it, added] = one_.try_emplace(replica, took);
+      if (!added) it->second = min(it->second, took);
+    }
     took_[{replica, batch}] = took;
     ran_ += took;
     rested_ = end + took;
   }
   TimePoint rested() const noexcept { return rested_; }
+  // The least a batch of one takes on `replica` by its runs so far, the
+  // first not counted; none before a second one ran.
+  std::optional<Duration> batch_of_one(std::size_t replica) const {
+    const auto it = one_.find(replica);
+    return it == one_.end() ? std::nullopt : std::optional<Duration>(it->second);
+  }
+  // batch_of_one(replica) when it is longer than `limit` (what the models
+  // served beside it can wait): its load is then refused; none while it
+  // fits, or before it is known.
+  std::optional<Duration> batch_of_one_over(std::size_t replica, Duration limit) const {
+    const std::optional<Duration> one = batch_of_one(replica);
+    return one && *one > limit ? one : std::nullopt;
+  }
+  // How batch_of_one() was shown, for refused_beside(): "by its runs on
+  // `device` while loading, the first not counted".
+  static std::string shown_on(std::string_view device) {
+    return "by its runs on " + std::string(device) + " while loading, the first not counted";
+  }
 
   std::uint64_t leased() const noexcept { return leased_; }         // runs that held their device
   Duration waited() const noexcept { return waited_; }              // in all
@@ -66,10 +97,26 @@ class LoadRuns {
 
  private:
   std::map<std::pair<std::size_t, std::uint32_t>, Duration> took_;  // (replica, batch) -> its last run
+  std::map<std::size_t, Duration> one_;                             // replica -> batch_of_one()
   std::optional<LatencyProfile> prior_;
   std::uint64_t leased_ = 0;
   Duration waited_, longest_wait_, ran_;
   TimePoint rested_;
 };
+
+// Why a model whose batch of one runs about `one` (shown `how`: "by its
+// profile ...", LoadRuns::shown_on) cannot be loaded beside `served` ("the
+// models served on cpu:0"), of which model `tightest` can wait least,
+// `limit` (half of its SLO less its own batch of one): each of its runs
+// would make that model's requests late; `remedy` says what to do instead.
+inline std::string refused_beside(std::string_view served, Duration one, std::string_view how,
+                                  std::string_view tightest, Duration limit, std::string_view remedy) {
+  return "cannot be loaded beside " + std::string(served) + ": its batch of one runs about " +
+         format_ms(one) + " ms (" + std::string(how) + "), longer than model '" + std::string(tightest) +
+         "' can wait (" + format_ms(limit) +
+         " ms: half of its SLO less its own batch of one), so each of its runs would make that model's "
+         "requests late; " +
+         std::string(remedy);
+}
 
 }  // namespace symphony::server

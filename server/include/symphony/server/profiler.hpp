@@ -11,6 +11,16 @@
 // a least-squares fit (sizes between grid points are interpolated by
 // LatencyProfile), and fits alpha and beta.
 //
+// A batch is timed the way its executor times a served one
+// (docs/serving.md#profiles): on a CPU device, b samples landed side by side
+// as the host memory pool lands requests that arrive one after another are
+// gathered (TorchModel::run_batch: a view where they fill their blocks, else
+// one copy each into the replica's reused buffer), run and split per
+// request; with `overlap`, the longer of the staging and the rest, as
+// CpuExecutor's staging thread reports it. On a CUDA device, the forward
+// alone on a batch already on the device (the launcher's staging and copies
+// are its dispatch delay, learned apart).
+//
 // A profile file (symphony/profile_io.hpp) records all of it; `symphony serve`
 // reuses it instead of profiling again, and `symphony simulate` can simulate
 // with it.
@@ -41,6 +51,10 @@ struct ProfileOptions {
   // it, scaled up) or that did (it is left out); batch 1 always runs. The
   // server sets it while other models serve on the device: their slack.
   Duration run_limit = Duration::infinite();
+  // The CPU executor stages each batch on a thread of its own
+  // (ServerOptions::overlap on): a batch's time is the longer of its staging
+  // and its forward, not their sum.
+  bool overlap = false;
   // Called after each measurement round: (largest batch, round, rounds).
   std::function<void(std::uint32_t, std::size_t, std::size_t)> progress;
 };

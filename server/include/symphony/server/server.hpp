@@ -164,6 +164,15 @@ struct ModelOptions {
   // (instances per device; 0: the policy's count).
   std::vector<std::uint32_t> preferred_batch_sizes;
   std::uint32_t instance_count = 0;
+  // CUDA graphs of its forward on CUDA devices (TorchModel::capture_graphs):
+  // a serve config's `cuda_graphs: auto|on|off`, a repository's
+  // optimization { cuda { graphs } }. Unset: auto, graphs where the load
+  // measured them faster.
+  std::optional<bool> cuda_graphs;
+  // TorchScript's executor (TorchModel::Options::jit_profiling): a serve
+  // config's `jit_executor: auto|profiling|simple`, a repository's
+  // parameters ENABLE_JIT_EXECUTOR / ENABLE_JIT_PROFILING. Unset: auto.
+  std::optional<bool> jit_profiling;
   // dynamic_batching's default_queue_policy and priority_queue_policy (policy:
   // triton only): they replace the policy's queue_timeout_us, timeout_action
   // and max_queue_size for this model (TritonRuntime::set_model_queue_policy).
@@ -241,8 +250,9 @@ struct ModelStats {
   // How its batches' inputs were formed (batch_staging.hpp; libtorch models):
   // batches counts one per input and shape run, views those copied nothing.
   StagingCounters::Snapshot staging;
-  std::uint32_t max_batch = 0;  // from the profile and the options
-  Duration l1;                  // the profile's l(1)
+  std::uint64_t graph_batches = 0;  // of them, run by replaying a CUDA graph (TorchModel::graph_batches)
+  std::uint32_t max_batch = 0;      // from the profile and the options
+  Duration l1;                      // the profile's l(1)
   // Online recalibration: the profile the scheduler plans with now against
   // the offline one (equal when not recalibrating or before any update).
   bool recalibrating = false;

@@ -15,6 +15,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 
 #include "symphony/profile_io/profile_file.hpp"
 #include "symphony/server/batch_staging.hpp"
+#include "symphony/server/cuda_graphs.hpp"
 #include "symphony/server/device.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/status.hpp"
@@ -71,6 +73,20 @@ class TorchModel {
     // schedule), or returns why not. Empty: at once.
     std::function<Status(std::size_t replica, std::uint32_t batch, const std::function<void()>& run)>
         run_gate;
+    // CUDA graphs on CUDA replicas (cuda_graphs.hpp, capture_graphs()):
+    // unset auto, true on, false off.
+    std::optional<bool> cuda_graphs;
+    // TorchScript's executor for forward: true the profiling executor
+    // (torch's default: it profiles the first run and optimizes the graph in
+    // the second), false the simple one (the graph as frozen and optimized
+    // at load; the first run costs half as much on a CPU). Unset: simple on
+    // CPU replicas, profiling on CUDA ones (docs/serving.md#torchscripts-executor).
+    std::optional<bool> jit_profiling;
+    // How a replica's graphs are captured, on every replica, CUDA or not
+    // (tests); empty: capture_replica_graphs() on the CUDA replicas.
+    std::function<Result<CapturedGraphs>(TorchModel&, std::size_t replica,
+                                         const std::vector<std::uint32_t>& sizes)>
+        graph_capture;
   };
 
   static Result<std::unique_ptr<TorchModel>> load(Options opts);
@@ -84,6 +100,9 @@ class TorchModel {
   // Whether the replicas run the frozen, optimized module (else: why not).
   bool optimized() const noexcept { return optimized_; }
   const std::string& optimize_note() const noexcept { return optimize_note_; }
+  // Whether TorchScript runs the replica's forward with its profiling
+  // executor (Options::jit_profiling), as torch reports it.
+  bool profiling_executor(std::size_t replica) const;
   c10::Device device(std::size_t replica) const { return opts_.devices[replica]; }
 
   // Checks one request; see validate_request().
@@ -131,9 +150,33 @@ class TorchModel {
   Result<c10::IValue> forward(std::size_t replica, std::vector<at::Tensor> batch);
   // forward() for the load's own runs: through Options::run_gate, and ended
   // on the device (synchronized) when it returns; *ran, if given, is how long
-  // it took.
+  // it took, and *refused whether the error is the gate's (not the model's).
   Result<c10::IValue> load_forward(std::size_t replica, std::vector<at::Tensor> batch,
-                                   double* ran_ns = nullptr);
+                                   double* ran_ns = nullptr, bool* refused = nullptr);
+
+  // The load's own run of a batch of b on `replica`, through
+  // Options::run_gate (at once without one).
+  Status load_run(std::size_t replica, std::uint32_t b, const std::function<void()>& run);
+
+  // Captures a CUDA graph of the forward per batch size up to max_batch on
+  // each CUDA replica (after warm_up_sizes(), as Options::cuda_graphs asks)
+  // and plans which batch sizes replay one (GraphPlan). Never fails: a model
+  // or a replica that cannot be captured runs ordinary launches, and
+  // graphs_notes() say why, a line per replica (none when graphs are off
+  // or, in auto, no replica is CUDA).
+  void capture_graphs(std::uint32_t max_batch);
+  const std::vector<std::string>& graphs_notes() const noexcept { return graphs_notes_; }
+  // The replica's graphs and the captured size a batch of b replays (0 and
+  // null: launches). The caller runs replay() on the replica's stream.
+  std::uint32_t graph_size(std::size_t replica, std::uint32_t b) const noexcept {
+    return replica < graph_plans_.size() ? graph_plans_[replica].size_for(b) : 0;
+  }
+  ReplicaGraphs* graphs(std::size_t replica) const noexcept {
+    return replica < graphs_.size() ? graphs_[replica].get() : nullptr;
+  }
+  // Batches run by replaying a graph (the executor counts them).
+  void count_graph_batch() noexcept { graph_batches_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t graph_batches() const noexcept { return graph_batches_.load(std::memory_order_relaxed); }
 
   // Runs `rounds` batches of every size 1..max_batch on every replica: the
   // first calls of a shape are slow (TorchScript profiles, then optimizes
@@ -166,6 +209,11 @@ class TorchModel {
   // its batches are gathered into.
   std::vector<std::array<std::vector<at::Tensor>, 2>> staging_buffers_;
   StagingCounters staging_;
+  // Per replica (empty: none captured).
+  std::vector<std::unique_ptr<ReplicaGraphs>> graphs_;
+  std::vector<GraphPlan> graph_plans_;
+  std::vector<std::string> graphs_notes_;
+  std::atomic<std::uint64_t> graph_batches_{0};
   at::Tensor to_model(std::size_t input, const at::Tensor& x) const;
   // One shape group of a batch: gathered into `buffers`; run (from buffer
   // set `set`) and split.
