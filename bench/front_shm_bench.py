@@ -13,10 +13,14 @@ the bytes the server copied per sample to form batches (its /metrics
 counters). With --concurrency N, N clients (threads, each its own connection
 and output slot) send at once, so that batches of several form, and the
 throughput is reported too. Every answer is checked. Bounded: --requests per
-way, each with a timeout; the server is stopped by its process id.
+way, each with a timeout; the server is stopped by its process id. With
+--in-process, the same model is also served by symphony.Server in this
+process (the Python package on PYTHONPATH), its inputs numpy arrays landed in
+its host memory pool by infer(); its CPU is this process's, clients included.
 
     /usr/bin/python3 bench/front_shm_bench.py --symphony build/release/symphony
     /usr/bin/python3 bench/front_shm_bench.py --concurrency 4 --max-batch 4
+    PYTHONPATH=build/release/bindings/python /usr/bin/python3 bench/front_shm_bench.py --in-process
 """
 import argparse
 import http.client
@@ -98,6 +102,55 @@ models:
     return p, out
 
 
+def in_process(a, d, raw, want):
+    """The in-process row: symphony.Server on the CPU device, numpy inputs."""
+    import numpy as np
+    import symphony
+
+    sample = np.frombuffer(raw, dtype="<f4").reshape(3, 224, 224)
+    model = os.path.join(d, "mean.pt")
+    with symphony.Server(devices="cpu", policy="eager", profile_max_batch=a.max_batch, profile_repeats=3) as s:
+        s.add_model("mean", model, inputs=["float32[3,224,224]"], slo_ms=5000.0, max_batch=a.max_batch,
+                    profile=os.path.join(d, "mean.inprocess.profile.yaml"))
+        s.start()
+        for _ in range(20):
+            got = float(s.infer("mean", sample).result(timeout=30).reshape(-1)[0])
+            assert abs(got - want) < 1e-4, ("in process", got, want)
+        per_client = max(1, a.requests // a.concurrency)
+        times = [[] for _ in range(a.concurrency)]
+        errors = []
+
+        def client(i):
+            try:
+                for _ in range(per_client):
+                    t0 = time.perf_counter()
+                    got = float(s.infer("mean", sample).result(timeout=30).reshape(-1)[0])
+                    times[i].append(time.perf_counter() - t0)
+                    assert abs(got - want) < 1e-4, ("in process", got, want)
+            except Exception as e:  # reported after the threads end
+                errors.append(e)
+
+        st0 = s.stats()["models"]["mean"]["staging"]
+        cpu0 = time.process_time()
+        w0 = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(a.concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        wall = time.perf_counter() - w0
+        if errors:
+            raise errors[0]
+        n = per_client * a.concurrency
+        cpu = (time.process_time() - cpu0) / n
+        st = s.stats()["models"]["mean"]["staging"]
+        samples = st["samples"] - st0["samples"]
+        copied = st["bytes_copied"] - st0["bytes_copied"]
+        flat = sorted(x for ts in times for x in ts)
+        return ("Python, in process", 0, flat[len(flat) // 2] * 1e3, flat[int(len(flat) * 0.9)] * 1e3,
+                statistics.mean(flat) * 1e3, cpu * 1e3, n / wall, copied / samples if samples else 0.0)
+
+
 def grpc_stubs(out):
     proto = os.path.join(ROOT, "front", "proto")
     config = os.path.join(ROOT, "repository", "proto")
@@ -116,6 +169,7 @@ def main():
     ap.add_argument("--requests", type=int, default=200, help="measured requests per way (after 20 warm-up)")
     ap.add_argument("--concurrency", type=int, default=1, help="clients sending at once (at most 64)")
     ap.add_argument("--max-batch", type=int, default=2, help="the model's max batch")
+    ap.add_argument("--in-process", action="store_true", help="also serve it with symphony.Server in this process")
     a = ap.parse_args()
     a.concurrency = max(1, min(a.concurrency, 64))
 
@@ -243,6 +297,9 @@ def main():
                          statistics.mean(flat) * 1e3, cpu * 1e3, n / wall, copied / samples if samples else 0.0))
             print(f"{name}: p50 {rows[-1][2]:.2f} ms, {rows[-1][6]:.0f} r/s", file=sys.stderr, flush=True)
         ch.close()
+        if a.in_process:
+            rows.append(in_process(a, d, raw, want))
+            print(f"{rows[-1][0]}: p50 {rows[-1][2]:.2f} ms, {rows[-1][6]:.0f} r/s", file=sys.stderr, flush=True)
         print(f"concurrency {a.concurrency}, max batch {a.max_batch}, {per_client * a.concurrency} requests per way")
         print("| way | bytes sent per request | round trip p50 (ms) | p90 (ms) | mean (ms) | serve CPU per request (ms) "
               "| requests/s | bytes copied per sample to batch |")

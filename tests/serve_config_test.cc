@@ -177,6 +177,49 @@ TEST(ServeConfigTest, AdmissionIsOnByDefaultAndPriorityLevelsArePerModel) {
   }
 }
 
+TEST(ServeConfigTest, TheJitExecutorIsPerModelAutoUnlessSaid) {
+  auto c = parse_serve_config(
+      "models:\n"
+      "  - {name: a, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n"
+      "  - {name: b, alpha_ms: 1, beta_ms: 5, slo_ms: 30, jit_executor: profiling}\n"
+      "  - {name: c, alpha_ms: 1, beta_ms: 5, slo_ms: 30, jit_executor: simple}\n"
+      "  - {name: d, alpha_ms: 1, beta_ms: 5, slo_ms: 30, jit_executor: auto}\n",
+      "j.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->models[0].jit_profiling.has_value());
+  EXPECT_EQ(c->models[1].jit_profiling, true);
+  EXPECT_EQ(c->models[2].jit_profiling, false);
+  EXPECT_FALSE(c->models[3].jit_profiling.has_value());
+  c = parse_serve_config("models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, jit_executor: legacy}]\n",
+                         "j.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(
+      c.status().message().find("models[0].jit_executor: 'legacy' is not one of auto, profiling, simple"),
+      std::string::npos)
+      << c.status().message();
+}
+
+TEST(ServeConfigTest, CudaGraphsArePerModelAutoUnlessSaid) {
+  auto c = parse_serve_config(
+      "models:\n"
+      "  - {name: a, alpha_ms: 1, beta_ms: 5, slo_ms: 30}\n"
+      "  - {name: b, alpha_ms: 1, beta_ms: 5, slo_ms: 30, cuda_graphs: on}\n"
+      "  - {name: c, alpha_ms: 1, beta_ms: 5, slo_ms: 30, cuda_graphs: off}\n"
+      "  - {name: d, alpha_ms: 1, beta_ms: 5, slo_ms: 30, cuda_graphs: auto}\n",
+      "g.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->models[0].cuda_graphs.has_value());
+  EXPECT_EQ(c->models[1].cuda_graphs, true);
+  EXPECT_EQ(c->models[2].cuda_graphs, false);
+  EXPECT_FALSE(c->models[3].cuda_graphs.has_value());
+  c = parse_serve_config("models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, cuda_graphs: always}]\n",
+                         "g.yaml", "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("models[0].cuda_graphs: 'always' is not one of auto, on, off"),
+            std::string::npos)
+      << c.status().message();
+}
+
 TEST(ServeConfigTest, OverlapIsAutoByDefaultAndNamesItsChoices) {
   const std::string models = "models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}]\n";
   auto c = parse_serve_config(models, "a.yaml", "");

@@ -234,5 +234,38 @@ TEST(ServeInputPoolTest, TheBuiltInLoadLandsInThePoolAndIsRefusedWhenItIsFull) {
   EXPECT_TRUE(all_returned(*pool));
 }
 
+TEST(ServeInputPoolTest, ADefaultPoolGrowsWhenAModelIsLoadedWhileServingAndAGivenOneDoesNot) {
+  server::ServerOptions o;
+  o.devices = "cpu";
+  o.policy = *parse_policy("eager");
+  o.profile_repeats = 3;
+  o.profile_max_batch = 4;
+  for (const bool given : {false, true}) {
+    auto app = ServeApp::create(o);
+    ASSERT_TRUE(app.ok()) << app.status().message();
+    ServeApp& a = **app;
+    ASSERT_TRUE(a.add_model(model("linear")).ok());
+    ASSERT_TRUE(a.start().ok());
+    ASSERT_TRUE(a.start_input_pool(given ? ServeApp::kMinInputPoolBytes : 0).ok());
+    std::shared_ptr<HostMemoryPool> pool = a.input_pool();
+    EXPECT_EQ(pool->byte_size(), ServeApp::kMinInputPoolBytes);  // linear's 4 x 64 B x 8: the floor
+    // A model loaded while serving whose inputs need more than the floor:
+    // 4 MiB samples, max batch 4 (the profile's), 8 batches: 128 MiB.
+    server::ModelOptions big = model("identity");
+    big.name = "big";
+    big.inputs = {"float32[1048576]"};
+    ASSERT_TRUE(a.add_model(big).ok());
+    const std::uint64_t want = a.default_input_pool_bytes();
+    ASSERT_GE(want, std::uint64_t{128} << 20);
+    EXPECT_EQ(pool->byte_size(), given ? ServeApp::kMinInputPoolBytes : want);
+    EXPECT_EQ(a.input_pool(), pool);  // the same pool, grown in place
+    if (!given) {
+      std::shared_ptr<char> all = pool->acquire(want);  // the whole of it is usable
+      EXPECT_NE(all, nullptr);
+    }
+    a.stop();
+  }
+}
+
 }  // namespace
 }  // namespace symphony::serve

@@ -41,7 +41,7 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
   r.check_keys(m, key,
                {"name", "path", "input", "inputs", "profile_inputs", "slo_ms", "max_batch", "max_defer_ms",
                 "max_queue", "rate", "profile", "alpha_ms", "beta_ms", "devices", "priority_levels",
-                "default_priority_level"});
+                "default_priority_level", "cuda_graphs", "jit_executor"});
   const auto k = [&](const char* name) { return YamlReader::join(key, name); };
   ServeModelConfig mc;
   if (!m["name"]) r.fail(m, k("name"), "is missing");
@@ -95,6 +95,24 @@ ServeModelConfig parse_model(const YamlReader& r, const YAML::Node& m, const std
   if (m["rate"]) mc.rate = r.number_min(m["rate"], k("rate"), 0, false);
   if (m["profile"]) mc.profile = resolve(r, r.string(m["profile"], k("profile")));
   if (m["devices"]) mc.devices = r.strings(m["devices"], k("devices"), /*one_ok=*/true);
+  if (const YAML::Node n = m["cuda_graphs"]) {
+    const std::string g = r.string(n, k("cuda_graphs"));
+    if (g == "on" || g == "true")
+      mc.cuda_graphs = true;
+    else if (g == "off" || g == "false")
+      mc.cuda_graphs = false;
+    else if (g != "auto")
+      r.fail(n, k("cuda_graphs"), "'" + g + "' is not one of auto, on, off");
+  }
+  if (const YAML::Node n = m["jit_executor"]) {
+    const std::string e = r.string(n, k("jit_executor"));
+    if (e == "profiling")
+      mc.jit_profiling = true;
+    else if (e == "simple")
+      mc.jit_profiling = false;
+    else if (e != "auto")
+      r.fail(n, k("jit_executor"), "'" + e + "' is not one of auto, profiling, simple");
+  }
   if (m["alpha_ms"] || m["beta_ms"]) {
     if (!m["alpha_ms"] || !m["beta_ms"])
       r.fail(m, k(m["alpha_ms"] ? "beta_ms" : "alpha_ms"),

@@ -54,8 +54,10 @@ Reply not_loaded(std::string_view name, std::string_view version, const Inferenc
 
 }  // namespace
 
-Front::Front(InferenceService& service, FrontOptions options)
-    : service_(service), opts_(std::move(options)) {}
+Front::Front(InferenceService& service, FrontOptions options) : service_(service), opts_(std::move(options)) {
+  if (opts_.pin_shared_memory) shared_memory_.set_pinning(opts_.pin_shared_memory, opts_.unpin_shared_memory);
+  if (opts_.cuda_ipc) shared_memory_.set_cuda_ipc(opts_.cuda_ipc);
+}
 Front::~Front() = default;
 
 std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRING; }
@@ -63,6 +65,7 @@ std::string_view Front::server_version() noexcept { return SYMPHONY_VERSION_STRI
 std::vector<std::string> Front::extensions() const {
   std::vector<std::string> out = {"binary_tensor_data", "model_configuration"};
   if (shared_memory_allowed()) out.emplace_back("system_shared_memory");
+  if (shared_memory_allowed() && shared_memory_.has_cuda()) out.emplace_back("cuda_shared_memory");
   for (std::string& e : service_.extensions())
     if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(std::move(e));
   return out;
@@ -258,7 +261,7 @@ std::optional<Reply> Front::hold_shared_outputs(const InferRequest& req, const M
                                                       in_quotes(o.shared_memory->region) + ", but " +
                                                       std::string(kSharedMemoryOff));
     SharedOutput s{o.name, *o.shared_memory, {}};
-    if (std::optional<Reply> bad = shared_memory_.view(s.ref, who, &s.view)) return bad;
+    if (std::optional<Reply> bad = shared_memory_.view(s.ref, who, &s.view, /*read=*/false)) return bad;
     // The output's size where the metadata fixes it; else it is checked
     // when the reply comes.
     for (const TensorSpec& spec : model.outputs) {
@@ -293,7 +296,12 @@ void Front::write_shared_outputs(Reply& r, const std::vector<SharedOutput>& outs
         r = Reply::error(Code::kInvalidArgument, message);
         return;
       }
-      std::memcpy(s.view.data(), t.data.data(), t.data.size());
+      if (std::string e = s.view.write(t.data.data(), t.data.size()); !e.empty()) {
+        r = Reply::error(Code::kInternal, "output " + in_quotes(t.name) + " of model " + in_quotes(model) +
+                                              ": cannot write shared memory region " +
+                                              in_quotes(s.ref.region) + ": " + e);
+        return;
+      }
       t.data = std::string();
     }
   }

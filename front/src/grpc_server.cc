@@ -136,13 +136,13 @@ std::optional<std::size_t> typed_byte_count(const inference::InferTensorContents
   }
 }
 
-// A block of `pool` for `n` bytes of input `t`, which then holds its bytes
-// (Tensor::held, kept by Tensor::keep); null with a RESOURCE_EXHAUSTED reply
-// naming the pool when the pool cannot hold them now.
-char* take_block(HostMemoryPool* pool, std::size_t n, const std::string& who, Tensor& t, Reply* error) {
-  std::shared_ptr<char> block = pool->acquire(n);
+// A block of `landing` for `n` bytes of input `t`, which then holds its
+// bytes (Tensor::held, kept by Tensor::keep); null with a RESOURCE_EXHAUSTED
+// reply saying why when the landing cannot hold them now.
+char* take_block(InputLanding* landing, std::size_t n, const std::string& who, Tensor& t, Reply* error) {
+  std::shared_ptr<char> block = landing->take(t.name, n);
   if (!block) {
-    *error = Reply::error(Code::kResourceExhausted, who + ": " + pool->exhausted_message(n));
+    *error = Reply::error(Code::kResourceExhausted, who + ": " + landing->refusal(t.name, n));
     return nullptr;
   }
   char* p = block.get();
@@ -193,11 +193,11 @@ struct LandedRaw {
 
 // Builds the front's request from the message, taking the raw contents
 // over (the message is the call's, and nothing reads it after this). With
-// `pool`, each input's bytes land in a block of it: typed contents decoded
-// straight into the block, raw contents given as `landed` (else copied there
-// once from the message); a request the pool cannot hold is refused with
-// RESOURCE_EXHAUSTED.
-bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error, HostMemoryPool* pool,
+// `landing` (the host memory pool, or the service's: input_landing.hpp), each
+// input's bytes land in a block of it: typed contents decoded straight into
+// the block, raw contents given as `landed` (else copied there once from the
+// message); a request it cannot hold is refused with RESOURCE_EXHAUSTED.
+bool to_request(inference::ModelInferRequest& m, InferRequest* out, Reply* error, InputLanding* pool,
                 std::vector<LandedRaw>* landed = nullptr) {
   const auto bad = [&](std::string msg) {
     *error = Reply::error(Code::kInvalidArgument, std::move(msg));
@@ -343,99 +343,144 @@ void put_varint(std::string& out, std::uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
-// Reads a ModelInferRequest off the wire. With `pool`, each entry of
-// raw_input_contents (field 7) is copied from gRPC's buffers straight into a
-// block of the pool (`landed`: the one copy of those bytes on the server),
-// and protobuf parses the rest of the message (names, shapes, parameters,
-// typed contents); without, protobuf parses all of it. False with an
-// INVALID_ARGUMENT reply when the bytes are no ModelInferRequest; an entry
-// the pool cannot hold sets `*exhausted` (the rest is still parsed, so the
-// refusal can be counted against its model).
-bool read_infer_request(const grpc::ByteBuffer& in, HostMemoryPool* pool, inference::ModelInferRequest* m,
-                        std::vector<LandedRaw>* landed, std::optional<Reply>* exhausted, Reply* error) {
+// Reads a ModelInferRequest off the wire. `*landing` becomes where its
+// inputs land (Front::input_landing for the model and version the message
+// names: a look at its fields' headers finds them). With one, each entry of
+// raw_input_contents (field 7) is copied from gRPC's buffers straight into
+// a block of it (`landed`: the one copy of those bytes on the server), after
+// protobuf has parsed the rest of the message (names, shapes, parameters,
+// typed contents), so that each entry's block is taken for its input's
+// name; without, protobuf parses all of it. False with an INVALID_ARGUMENT
+// reply when the bytes are no ModelInferRequest; an entry the landing
+// cannot hold sets `*exhausted` (the rest is still parsed, so the refusal
+// can be counted against its model).
+bool read_infer_request(const grpc::ByteBuffer& in, const Front& front, inference::ModelInferRequest* m,
+                        std::shared_ptr<InputLanding>* landing, std::vector<LandedRaw>* landed,
+                        std::optional<Reply>* exhausted, Reply* error) {
   const auto malformed = [&] {
     *error = Reply::error(Code::kInvalidArgument, "the request is not a valid inference.ModelInferRequest");
     return false;
   };
-  constexpr std::uint64_t kRawInputContents = 7, kLengthDelimited = 2;
+  constexpr std::uint64_t kModelName = 1, kModelVersion = 2, kRawInputContents = 7, kLengthDelimited = 2;
   std::vector<grpc::Slice> slices;
   if (!in.Dump(&slices).ok()) return malformed();
-  // Whether the message has raw contents (a look at its fields' headers;
-  // anything odd is left to the full read below to refuse).
-  bool raw = false;
-  if (pool) {
+  // Whether the message has raw contents, and the model and version it names
+  // (a look at its fields' headers; anything odd is left to the full read
+  // below to refuse).
+  bool raw = false, odd = false;
+  std::string model, version;
+  {
     WireReader look(slices, in.Length());
     const auto skip = [](const char*, std::size_t) {};
-    while (look.left() > 0 && !raw) {
+    while (look.left() > 0 && !odd) {
       std::uint64_t tag = 0, v = 0;
-      if (!look.varint(&tag))
-        raw = true;
-      else if ((tag >> 3) == kRawInputContents)
-        raw = true;
-      else if ((tag & 7) == 0)
-        raw = !look.varint(&v);
-      else if ((tag & 7) == 1 || (tag & 7) == 5)
-        raw = !look.bytes((tag & 7) == 1 ? 8 : 4, skip);
-      else if ((tag & 7) == kLengthDelimited)
-        raw = !look.varint(&v) || !look.bytes(v, skip);
-      else
-        raw = true;
+      if (!look.varint(&tag)) {
+        odd = true;
+      } else if ((tag & 7) == kLengthDelimited && ((tag >> 3) == kModelName || (tag >> 3) == kModelVersion)) {
+        std::string& to = (tag >> 3) == kModelName ? model : version;
+        to.clear();
+        odd = !look.varint(&v) || !look.bytes(v, [&to](const char* p, std::size_t n) { to.append(p, n); });
+      } else if ((tag & 7) == 0) {
+        odd = !look.varint(&v);
+      } else if ((tag & 7) == 1 || (tag & 7) == 5) {
+        odd = !look.bytes((tag & 7) == 1 ? 8 : 4, skip);
+      } else if ((tag & 7) == kLengthDelimited) {
+        raw |= (tag >> 3) == kRawInputContents;
+        odd = !look.varint(&v) || !look.bytes(v, skip);
+      } else {
+        odd = true;
+      }
     }
   }
-  if (!raw) {  // protobuf reads it all from gRPC's buffers (typed contents: no copy before the decode)
+  if (!odd) *landing = front.input_landing(model, version);
+  if (!*landing || !raw) {
+    // protobuf reads it all from gRPC's buffers (typed contents: no copy
+    // before the decode; raw contents: into the message's strings).
     grpc::ByteBuffer copy(in);  // shares the slices; deserializing consumes the buffer
     if (!grpc::GenericDeserialize<grpc::ProtoBufferReader, inference::ModelInferRequest>(&copy, m).ok())
       return malformed();
     return true;
   }
-  WireReader r(slices, in.Length());
-  std::string rest;  // every field but raw_input_contents, re-encoded
-  const auto append = [&rest](const char* p, std::size_t n) { rest.append(p, n); };
-  while (r.left() > 0) {
-    std::uint64_t tag = 0, v = 0;
-    if (!r.varint(&tag) || (tag >> 3) == 0) return malformed();
-    if ((tag >> 3) == kRawInputContents && (tag & 7) == kLengthDelimited) {
-      if (!r.varint(&v) || v > r.left()) return malformed();
-      std::shared_ptr<char> block = exhausted->has_value() ? nullptr : pool->acquire(v);
-      if (!block) {
-        if (!exhausted->has_value())
-          *exhausted =
-              Reply::error(Code::kResourceExhausted, "raw_input_contents[" + std::to_string(landed->size()) +
-                                                         "]: " + pool->exhausted_message(v));
-        if (!r.bytes(v, [](const char*, std::size_t) {})) return malformed();
+  // Every field but raw_input_contents, re-encoded and parsed by protobuf.
+  std::string rest;
+  {
+    WireReader r(slices, in.Length());
+    const auto append = [&rest](const char* p, std::size_t n) { rest.append(p, n); };
+    const auto skip = [](const char*, std::size_t) {};
+    while (r.left() > 0) {
+      std::uint64_t tag = 0, v = 0;
+      if (!r.varint(&tag) || (tag >> 3) == 0) return malformed();
+      if ((tag >> 3) == kRawInputContents && (tag & 7) == kLengthDelimited) {
+        if (!r.varint(&v) || v > r.left() || !r.bytes(v, skip)) return malformed();
         continue;
       }
-      char* to = block.get();
-      if (!r.bytes(v, [&to](const char* p, std::size_t n) {
-            std::memcpy(to, p, n);
-            to += n;
-          }))
-        return malformed();
-      landed->push_back({std::move(block), v});
-      continue;
-    }
-    put_varint(rest, tag);
-    switch (tag & 7) {
-      case 0:
-        if (!r.varint(&v)) return malformed();
-        put_varint(rest, v);
-        break;
-      case 1:
-        if (!r.bytes(8, append)) return malformed();
-        break;
-      case 5:
-        if (!r.bytes(4, append)) return malformed();
-        break;
-      case kLengthDelimited:
-        if (!r.varint(&v) || v > r.left()) return malformed();
-        put_varint(rest, v);
-        if (!r.bytes(v, append)) return malformed();
-        break;
-      default:  // groups (3, 4) are not in this message
-        return malformed();
+      put_varint(rest, tag);
+      switch (tag & 7) {
+        case 0:
+          if (!r.varint(&v)) return malformed();
+          put_varint(rest, v);
+          break;
+        case 1:
+          if (!r.bytes(8, append)) return malformed();
+          break;
+        case 5:
+          if (!r.bytes(4, append)) return malformed();
+          break;
+        case kLengthDelimited:
+          if (!r.varint(&v) || v > r.left()) return malformed();
+          put_varint(rest, v);
+          if (!r.bytes(v, append)) return malformed();
+          break;
+        default:  // groups (3, 4) are not in this message
+          return malformed();
+      }
     }
   }
   if (!m->ParseFromString(rest)) return malformed();
+  // Raw entry i is the bytes of the i-th input not in shared memory (as
+  // to_request reads them; a count that does not match is refused there).
+  std::vector<std::string_view> names;
+  for (const auto& input : m->inputs())
+    if (input.parameters().count("shared_memory_region") == 0) names.push_back(input.name());
+  WireReader r(slices, in.Length());
+  const auto skip = [](const char*, std::size_t) {};
+  while (r.left() > 0) {
+    std::uint64_t tag = 0, v = 0;
+    if (!r.varint(&tag)) return malformed();
+    switch (tag & 7) {
+      case 0:
+        if (!r.varint(&v)) return malformed();
+        continue;
+      case 1:
+      case 5:
+        if (!r.bytes((tag & 7) == 1 ? 8 : 4, skip)) return malformed();
+        continue;
+      default:
+        if (!r.varint(&v) || v > r.left()) return malformed();
+        break;
+    }
+    if ((tag >> 3) != kRawInputContents) {
+      if (!r.bytes(v, skip)) return malformed();
+      continue;
+    }
+    const std::size_t i = landed->size();
+    const std::string_view name = i < names.size() ? names[i] : std::string_view();
+    std::shared_ptr<char> block = exhausted->has_value() ? nullptr : (*landing)->take(name, v);
+    if (!block) {
+      if (!exhausted->has_value())
+        *exhausted = Reply::error(Code::kResourceExhausted, "raw_input_contents[" + std::to_string(i) +
+                                                                "]: " + (*landing)->refusal(name, v));
+      if (!r.bytes(v, skip)) return malformed();
+      continue;
+    }
+    char* to = block.get();
+    if (!r.bytes(v, [&to](const char* p, std::size_t n) {
+          std::memcpy(to, p, n);
+          to += n;
+        }))
+      return malformed();
+    landed->push_back({std::move(block), v});
+  }
   return true;
 }
 
@@ -492,16 +537,18 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     std::optional<Reply> exhausted;
     InferRequest r;
     Reply err;
-    if (!read_infer_request(bytes, front_.input_pool(), &req, &landed, &exhausted, &err))
+    std::shared_ptr<InputLanding> landing;
+    if (!read_infer_request(bytes, front_, &req, &landing, &landed, &exhausted, &err))
       return finish(err);  // no message, no model to count it against (as gRPC's own parse failure)
     if (exhausted) {
       front_.count_rejected(req.model_name(), *exhausted);
       return finish(*exhausted);
     }
-    if (!to_request(req, &r, &err, front_.input_pool(), front_.input_pool() ? &landed : nullptr)) {
+    if (!to_request(req, &r, &err, landing.get(), landing ? &landed : nullptr)) {
       front_.count_rejected(req.model_name(), err);
       return finish(err);
     }
+    r.landing = std::move(landing);
     const std::optional<Duration> deadline = call_deadline(ctx_);
     asked_ = r.outputs;
     if (trace::enabled()) {
@@ -619,17 +666,18 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     std::optional<Reply> exhausted;
     InferRequest r;
     Reply err;
-    if (!read_infer_request(in_, front_.input_pool(), &req, &landed, &exhausted, &err))
+    std::shared_ptr<InputLanding> landing;
+    if (!read_infer_request(in_, front_, &req, &landing, &landed, &exhausted, &err))
       return answer(err, {});  // no message, no model to count it against
     if (exhausted) err = std::move(*exhausted);
-    if (exhausted ||
-        !to_request(req, &r, &err, front_.input_pool(), front_.input_pool() ? &landed : nullptr)) {
+    if (exhausted || !to_request(req, &r, &err, landing.get(), landing ? &landed : nullptr)) {
       front_.count_rejected(req.model_name(), err);
       err.model = req.model_name();
       err.version = req.model_version();
       err.id = req.id();
       return answer(err, {});
     }
+    r.landing = std::move(landing);
     std::uint64_t seq;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -867,8 +915,7 @@ class Service final : public CallbackServiceRawInfer {
     return r;
   }
 
-  // The shared memory extensions (shared_memory.hpp); CUDA shared memory is
-  // not served.
+  // The shared memory extensions (shared_memory.hpp).
   grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
       grpc::CallbackServerContext* ctx, const inference::SystemSharedMemoryStatusRequest* req,
       inference::SystemSharedMemoryStatusResponse* resp) override {
@@ -900,23 +947,43 @@ class Service final : public CallbackServiceRawInfer {
     front_.shared_memory().unregister(req->name());
     return done(ctx, grpc::Status::OK);
   }
+  // CUDA shared memory: without the CUDA calls (FrontOptions::cuda_ipc) no
+  // region exists and registering is UNIMPLEMENTED.
   grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* ctx,
                                                    const inference::CudaSharedMemoryStatusRequest* req,
-                                                   inference::CudaSharedMemoryStatusResponse*) override {
-    if (!req->name().empty())
-      return done(ctx,
-                  grpc::Status(grpc::StatusCode::NOT_FOUND,
-                               "no CUDA shared memory region " + in_quotes(req->name()) + " is registered"));
+                                                   inference::CudaSharedMemoryStatusResponse* resp) override {
+    SharedMemoryRegistry& shm = front_.shared_memory();
+    if (shm.has_cuda())
+      if (std::optional<Reply> off = front_.shared_memory_refusal()) return done(ctx, status_of(*off));
+    std::vector<SharedMemoryRegistry::RegionStatus> regions;
+    if (std::optional<Reply> bad = shm.status(req->name(), &regions, /*cuda=*/true))
+      return done(ctx, status_of(*bad));
+    for (const SharedMemoryRegistry::RegionStatus& r : regions) {
+      auto& o = (*resp->mutable_regions())[r.name];
+      o.set_name(r.name);
+      o.set_device_id(static_cast<std::uint64_t>(r.device_id));
+      o.set_byte_size(r.byte_size);
+    }
     return done(ctx, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* ctx,
-                                                     const inference::CudaSharedMemoryRegisterRequest*,
+                                                     const inference::CudaSharedMemoryRegisterRequest* req,
                                                      inference::CudaSharedMemoryRegisterResponse*) override {
-    return done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, std::string(kNoCudaSharedMemory)));
+    SharedMemoryRegistry& shm = front_.shared_memory();
+    if (!shm.has_cuda())
+      return done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, std::string(kNoCudaSharedMemory)));
+    if (std::optional<Reply> off = front_.shared_memory_refusal()) return done(ctx, status_of(*off));
+    std::optional<Reply> bad =
+        shm.register_cuda_region(req->name(), req->raw_handle(), req->device_id(), req->byte_size());
+    return done(ctx, bad ? status_of(*bad) : grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
-      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest*,
+      grpc::CallbackServerContext* ctx, const inference::CudaSharedMemoryUnregisterRequest* req,
       inference::CudaSharedMemoryUnregisterResponse*) override {
+    SharedMemoryRegistry& shm = front_.shared_memory();
+    if (shm.has_cuda())
+      if (std::optional<Reply> off = front_.shared_memory_refusal()) return done(ctx, status_of(*off));
+    shm.unregister(req->name(), /*cuda=*/true);
     return done(ctx, grpc::Status::OK);
   }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cerrno>
 #include <cstdio>
@@ -12,17 +13,34 @@
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace symphony::front {
+
+nlohmann::json to_json(const HostMemoryPoolStats& s) {
+  return {{"byte_size", s.byte_size},
+          {"pinned", s.pinned},
+          {"in_use", s.in_use},
+          {"high_water", s.high_water},
+          {"blocks_in_use", s.blocks_in_use},
+          {"acquired", s.acquired},
+          {"exhausted", s.exhausted}};
+}
 
 // The region and its free runs. Blocks' deleters hold it, so the region
 // outlives the pool object until the last block returns.
 struct HostMemoryPool::State {
   char* base = nullptr;
-  std::uint64_t size = 0;
+  std::uint64_t reserved = 0;          // mapped: what the pool may grow to
+  std::atomic<std::uint64_t> size{0};  // in use by the pool; grows under mu
   bool pinned = false;
+  std::function<std::string(void*, std::size_t)> pin;
   std::function<void(void*)> unpin;
+  std::vector<char*> pinned_ranges;  // each pin's start, for unpin
 
+  std::mutex grow_mu;  // grow(): one at a time
   mutable std::mutex mu;
   std::map<std::uint64_t, std::uint64_t> free_by_offset;           // offset -> length
   std::set<std::pair<std::uint64_t, std::uint64_t>> free_by_size;  // (length, offset)
@@ -31,8 +49,9 @@ struct HostMemoryPool::State {
 
   ~State() {
     if (!base) return;
-    if (pinned && unpin) unpin(base);
-    munmap(base, size);
+    if (unpin)
+      for (char* p : pinned_ranges) unpin(p);
+    munmap(base, reserved);
   }
 
   void insert_free(std::uint64_t off, std::uint64_t len) {
@@ -92,26 +111,38 @@ Result<std::shared_ptr<HostMemoryPool>> HostMemoryPool::create(HostMemoryPoolOpt
   if (o.byte_size == 0)
     return Status(Errc::kInvalidArgument, "the host memory pool needs a size above 0 bytes");
   auto s = std::make_shared<State>();
-  s->size = round_up(o.byte_size, kAlignment);
+  const std::uint64_t size = round_up(o.byte_size, kAlignment);
+  s->reserved = std::max(size, round_up(o.max_byte_size, kAlignment));
   // Mapped, not allocated: pages are committed when first written (or when
-  // pinned), so an ample default costs nothing until requests use it.
-  void* p = mmap(nullptr, s->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // pinned), so an ample default, and room to grow, cost nothing until
+  // requests use them.
+  const auto map = [](std::uint64_t n) {
+    return mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  };
+  void* p = map(s->reserved);
+  if (p == MAP_FAILED && s->reserved > size) {  // no room to grow here (strict overcommit): the size alone
+    s->reserved = size;
+    p = map(size);
+  }
   if (p == MAP_FAILED)
     return Status(Errc::kInvalidArgument, "cannot reserve the host memory pool of " +
-                                              byte_size_string(s->size) + ": " + std::strerror(errno) +
+                                              byte_size_string(s->reserved) + ": " + std::strerror(errno) +
                                               " (choose a smaller --pinned-memory-pool-byte-size)");
   s->base = static_cast<char*>(p);
   if (o.pin) {
-    std::string why = o.pin(s->base, s->size);
+    std::string why = o.pin(s->base, size);
     if (!why.empty())
-      return Status(Errc::kInternal, "cannot pin the host memory pool of " + byte_size_string(s->size) +
-                                         ": " + why + " (choose a smaller --pinned-memory-pool-byte-size)");
+      return Status(Errc::kInternal, "cannot pin the host memory pool of " + byte_size_string(size) + ": " +
+                                         why + " (choose a smaller --pinned-memory-pool-byte-size)");
     s->pinned = true;
+    s->pin = std::move(o.pin);
     s->unpin = std::move(o.unpin);
+    s->pinned_ranges.push_back(s->base);
   }
-  s->stats.byte_size = s->size;
+  s->size.store(size, std::memory_order_relaxed);  // published with the pool
+  s->stats.byte_size = size;
   s->stats.pinned = s->pinned;
-  s->insert_free(0, s->size);
+  s->insert_free(0, size);
   return std::shared_ptr<HostMemoryPool>(new HostMemoryPool(std::move(s)));
 }
 
@@ -158,6 +189,41 @@ std::shared_ptr<char> HostMemoryPool::acquire(std::size_t bytes) noexcept {
   }
 }
 
+Status HostMemoryPool::grow(std::uint64_t byte_size) {
+  State& s = *state_;
+  const std::uint64_t want = round_up(byte_size, kAlignment);
+  std::lock_guard<std::mutex> growing(s.grow_mu);  // one grow at a time: `size` changes only here
+  const std::uint64_t have = s.size.load(std::memory_order_relaxed);
+  if (want <= have) return {};
+  if (want > s.reserved)
+    return Status(Errc::kCapacityExceeded, "cannot grow the host memory pool to " + byte_size_string(want) +
+                                               ": it was reserved for at most " +
+                                               byte_size_string(s.reserved));
+  if (s.pinned) {  // outside `mu`: acquires go on while the range is pinned
+    std::string why = s.pin(s.base + have, want - have);
+    if (!why.empty())
+      return Status(Errc::kInternal, "cannot pin " + byte_size_string(want - have) +
+                                         " more of the host memory pool (" + byte_size_string(have) +
+                                         " now): " + why);
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pinned) s.pinned_ranges.push_back(s.base + have);
+  // The added range joins the free run that ends where it begins, if any.
+  std::uint64_t off = have, len = want - have;
+  if (!s.free_by_offset.empty()) {
+    auto last = std::prev(s.free_by_offset.end());
+    if (last->first + last->second == have) {
+      off = last->first;
+      len += last->second;
+      s.erase_free(last);
+    }
+  }
+  s.insert_free(off, len);
+  s.stats.byte_size = want;
+  s.size.store(want, std::memory_order_release);  // owns() may see the new end
+  return {};
+}
+
 std::string HostMemoryPool::exhausted_message(std::size_t bytes) const {
   const HostMemoryPoolStats st = stats();
   if (bytes > st.byte_size)
@@ -177,13 +243,17 @@ HostMemoryPoolStats HostMemoryPool::stats() const noexcept {
   return state_->stats;
 }
 
-std::uint64_t HostMemoryPool::byte_size() const noexcept { return state_->size; }
+std::uint64_t HostMemoryPool::byte_size() const noexcept {
+  return state_->size.load(std::memory_order_acquire);  // pairs with grow()'s release
+}
+std::uint64_t HostMemoryPool::max_byte_size() const noexcept { return state_->reserved; }
 bool HostMemoryPool::pinned() const noexcept { return state_->pinned; }
 
 bool HostMemoryPool::owns(const void* p, std::size_t n) const noexcept {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   const auto base = reinterpret_cast<std::uintptr_t>(state_->base);
-  return at >= base && n <= state_->size && at - base <= state_->size - n;
+  const std::uint64_t size = byte_size();
+  return at >= base && n <= size && at - base <= size - n;
 }
 
 }  // namespace symphony::front

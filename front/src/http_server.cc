@@ -85,7 +85,8 @@ struct ParsedInfer {
 };
 
 ParsedInfer parse_infer(const http::request<http::string_body>& request, const std::string& model,
-                        const std::string& version, const HttpOptions& opts, HostMemoryPool* pool) {
+                        const std::string& version, const HttpOptions& opts,
+                        std::shared_ptr<InputLanding> landing) {
   ParsedInfer out;
   const auto refuse = [&](http::status st, std::string why) {
     out.status = st;
@@ -124,10 +125,12 @@ ParsedInfer parse_infer(const http::request<http::string_body>& request, const s
     body = decoded.body;
   }
   Reply err;
-  if (!parse_infer_request(model, version, body, header_length, opts.limits, &out.request, &err, pool))
+  if (!parse_infer_request(model, version, body, header_length, opts.limits, &out.request, &err,
+                           landing.get()))
     return refuse(
         err.code == Code::kResourceExhausted ? http::status::too_many_requests : http::status::bad_request,
         err.message);
+  out.request.landing = std::move(landing);
   return out;
 }
 
@@ -482,9 +485,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     respond_error(s, http::status::not_found, "no such endpoint: " + std::string(request.target()));
   }
 
-  // The system shared memory extension (shared_memory.hpp). CUDA shared
-  // memory is not served: its status lists no region, unregistering finds
-  // nothing to do, registering is 501.
+  // The shared memory extensions (shared_memory.hpp). Without the CUDA
+  // calls (FrontOptions::cuda_ipc), CUDA shared memory's status lists no
+  // region, unregistering finds nothing to do, registering is 501.
   void shared_memory(Slot& s, http::request<http::string_body>& request, const std::vector<std::string>& p) {
     const std::string& op = p.back();
     const std::string region = p.size() == 5 ? p[3] : std::string();
@@ -492,7 +495,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (request.method() != (get ? http::verb::get : http::verb::post))
       return method_not_allowed(s, get ? "GET" : "POST");
     SharedMemoryRegistry& shm = srv_.front.shared_memory();
-    if (p[1] == "cudasharedmemory") {
+    const bool cuda = p[1] == "cudasharedmemory";
+    if (cuda && !shm.has_cuda()) {
       if (op == "status" && !region.empty())
         return respond_error(s, http::status::not_found,
                              "no CUDA shared memory region '" + region + "' is registered");
@@ -504,15 +508,26 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return respond_error(s, static_cast<http::status>(http_status(off->code)), off->message);
     if (op == "status") {
       std::vector<SharedMemoryRegistry::RegionStatus> regions;
-      if (std::optional<Reply> bad = shm.status(region, &regions))
+      if (std::optional<Reply> bad = shm.status(region, &regions, cuda))
         return respond_error(s, static_cast<http::status>(http_status(bad->code)), bad->message);
       return respond(s, http::status::ok, shared_memory_status_body(regions));
     }
     if (op == "unregister") {
-      shm.unregister(region);
+      shm.unregister(region, cuda);
       return respond(s, http::status::ok, "{}");
     }
     std::string key, error;
+    if (cuda) {
+      std::string handle;
+      std::int64_t device = 0;
+      std::uint64_t byte_size = 0;
+      if (!parse_cuda_shared_memory_register_request(request.body(), &handle, &device, &byte_size, &error))
+        return respond_error(s, http::status::bad_request,
+                             "CUDA shared memory region '" + region + "': " + error);
+      if (std::optional<Reply> bad = shm.register_cuda_region(region, handle, device, byte_size))
+        return respond_error(s, static_cast<http::status>(http_status(bad->code)), bad->message);
+      return respond(s, http::status::ok, "{}");
+    }
     std::uint64_t offset = 0, byte_size = 0;
     if (!parse_shared_memory_register_request(request.body(), &key, &offset, &byte_size, &error))
       return respond_error(s, http::status::bad_request,
@@ -583,7 +598,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void infer(Slot& s, http::request<http::string_body>& request, const std::string& model,
              const std::string& version) {
     if (request.body().size() < srv_.opts.inline_parse_bytes)
-      return on_parsed(s, model, parse_infer(request, model, version, srv_.opts, srv_.front.input_pool()));
+      return on_parsed(
+          s, model,
+          parse_infer(request, model, version, srv_.opts, srv_.front.input_landing(model, version)));
     // A large body would hold up every connection of this I/O thread while
     // it decodes and parses (seconds for tens of MiB of JSON): that happens
     // on the parser pool, and this connection reads no further request
@@ -592,8 +609,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     net::post(srv_.parsers,
               [self = shared_from_this(), seq = s.seq, model, version,
                req = std::make_shared<http::request<http::string_body>>(std::move(request))]() mutable {
-                auto parsed = std::make_shared<ParsedInfer>(
-                    parse_infer(*req, model, version, self->srv_.opts, self->srv_.front.input_pool()));
+                auto parsed = std::make_shared<ParsedInfer>(parse_infer(
+                    *req, model, version, self->srv_.opts, self->srv_.front.input_landing(model, version)));
                 req.reset();
                 net::post(self->socket_.get_executor(), [self, seq, model, parsed] {
                   self->converting_ = false;

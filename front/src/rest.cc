@@ -1,6 +1,7 @@
 // REST bodies of the Open Inference Protocol (rest.hpp).
 #include "symphony/front/rest.hpp"
 
+#include <boost/beast/core/detail/base64.hpp>
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
@@ -250,13 +251,13 @@ json spec_json(const TensorSpec& s) {
   return json{{"name", s.name}, {"datatype", std::string(to_string(s.datatype))}, {"shape", s.shape}};
 }
 
-// A block of `pool` for `n` bytes of input `t`, which then holds its bytes
-// (Tensor::held, kept by Tensor::keep); null with a 429 reply naming the
-// pool when the pool cannot hold them now.
-char* take_block(HostMemoryPool* pool, std::size_t n, const std::string& who, Tensor& t, Reply* error) {
-  std::shared_ptr<char> block = pool->acquire(n);
+// A block of `landing` for `n` bytes of input `t`, which then holds its
+// bytes (Tensor::held, kept by Tensor::keep); null with a 429 reply saying
+// why when the landing cannot hold them now.
+char* take_block(InputLanding* landing, std::size_t n, const std::string& who, Tensor& t, Reply* error) {
+  std::shared_ptr<char> block = landing->take(t.name, n);
   if (!block) {
-    *error = Reply::error(Code::kResourceExhausted, who + ": " + pool->exhausted_message(n));
+    *error = Reply::error(Code::kResourceExhausted, who + ": " + landing->refusal(t.name, n));
     return nullptr;
   }
   char* p = block.get();
@@ -269,7 +270,7 @@ char* take_block(HostMemoryPool* pool, std::size_t n, const std::string& who, Te
 
 bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
                          std::optional<std::uint64_t> header_length, const RestLimits& lim, InferRequest* out,
-                         Reply* error, HostMemoryPool* pool) {
+                         Reply* error, InputLanding* landing) {
   const auto bad = [&](std::string msg) {
     *error = Reply::error(Code::kInvalidArgument, std::move(msg));
     return false;
@@ -355,8 +356,8 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
       if (size > binary.size() - binary_pos)
         return bad(who + ": 'binary_data_size' is " + std::to_string(size) + " but only " +
                    std::to_string(binary.size() - binary_pos) + " bytes of binary data remain");
-      if (pool) {
-        char* block = take_block(pool, size, who, t, error);
+      if (landing) {
+        char* block = take_block(landing, size, who, t, error);
         if (!block) return false;
         std::memcpy(block, binary.data() + binary_pos, size);
       } else {
@@ -367,10 +368,10 @@ bool parse_infer_request(std::string_view model, std::string_view version, std::
       if (data == in.end()) return bad(who + " has neither 'data' nor 'binary_data_size'");
       std::uint64_t n = 0;
       std::string why;
-      if (pool && t.datatype != DataType::kBytes) {
+      if (landing && t.datatype != DataType::kBytes) {
         // Decoded straight into the block: the shape says how many bytes.
         const std::size_t bytes = *count * element_size(t.datatype);
-        char* block = take_block(pool, bytes, who, t, error);
+        char* block = take_block(landing, bytes, who, t, error);
         if (!block) return false;
         ByteSink sink(block, bytes);
         if (!flatten(*data, t.datatype, 0, lim, *count, sink, n, &why)) return bad(who + ": " + why);
@@ -667,8 +668,49 @@ bool parse_shared_memory_register_request(std::string_view body, std::string* ke
 std::string shared_memory_status_body(const std::vector<SharedMemoryRegistry::RegionStatus>& regions) {
   json a = json::array();
   for (const SharedMemoryRegistry::RegionStatus& r : regions)
-    a.push_back(json{{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+    a.push_back(
+        r.device_id >= 0
+            ? json{{"name", r.name}, {"device_id", r.device_id}, {"byte_size", r.byte_size}}
+            : json{{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
   return a.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bool parse_cuda_shared_memory_register_request(std::string_view body, std::string* raw_handle,
+                                               std::int64_t* device_id, std::uint64_t* byte_size,
+                                               std::string* error) {
+  json j;
+  if (!object_body(body, &j, error)) return false;
+  const json* b64 = nullptr;
+  if (auto h = j.find("raw_handle"); h != j.end() && h->is_object())
+    if (auto b = h->find("b64"); b != h->end() && b->is_string()) b64 = &*b;
+  if (!b64) {
+    *error = "the request gives no 'raw_handle': {\"b64\": \"<the cudaIpcMemHandle_t, base64>\"}";
+    return false;
+  }
+  const std::string& text = b64->get_ref<const std::string&>();
+  raw_handle->assign(boost::beast::detail::base64::decoded_size(text.size()), '\0');
+  const auto [written, read] =
+      boost::beast::detail::base64::decode(raw_handle->data(), text.data(), text.size());
+  std::size_t end = read;
+  while (end < text.size() && text[end] == '=') ++end;
+  if (end != text.size()) {
+    *error = "'raw_handle.b64' is not base64 (at character " + std::to_string(read) + ")";
+    return false;
+  }
+  raw_handle->resize(written);
+  auto d = j.find("device_id");
+  if (d == j.end() || !d->is_number_integer()) {
+    *error = "the request gives no 'device_id' (an integer)";
+    return false;
+  }
+  *device_id = d->get<std::int64_t>();
+  auto n = j.find("byte_size");
+  if (n == j.end() || !(n->is_number_unsigned() || (n->is_number_integer() && n->get<std::int64_t>() >= 0))) {
+    *error = "the request gives no 'byte_size' (a non-negative integer)";
+    return false;
+  }
+  *byte_size = n->get<std::uint64_t>();
+  return true;
 }
 
 std::string repository_index_body(const std::vector<InferenceService::IndexEntry>& entries) {

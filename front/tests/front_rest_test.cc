@@ -157,6 +157,49 @@ TEST(FrontRestTest, DecodesInputsIntoThePoolAsTheSameBytes) {
   }
 }
 
+// A landing of the service's own (input_landing.hpp): it is asked for each
+// input by name and size, the tensor's bytes are its block's, and a null
+// block refuses the request with 429 and the landing's reason.
+TEST(FrontRestTest, DecodesInputsIntoAServicesLandingByName) {
+  struct Recording final : InputLanding {
+    std::vector<std::pair<std::string, std::size_t>> taken;
+    std::vector<const char*> blocks;
+    std::size_t refuse_from = 99;
+    std::shared_ptr<char> take(std::string_view input, std::size_t bytes) noexcept override {
+      if (taken.size() >= refuse_from) return nullptr;
+      taken.emplace_back(std::string(input), bytes);
+      std::shared_ptr<char> b(new char[bytes + 1], std::default_delete<char[]>());
+      blocks.push_back(b.get());
+      return b;
+    }
+    std::string refusal(std::string_view input, std::size_t bytes) const override {
+      return "no slot for " + std::string(input) + " of " + std::to_string(bytes) + " bytes";
+    }
+  };
+  const std::string header =
+      R"({"inputs":[{"name":"b","datatype":"INT64","shape":[1,1],"data":[[7]]},)"
+      R"({"name":"a","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}}]})";
+  float a[2] = {0.5f, -1.0f};
+  std::string body = header;
+  body.append(reinterpret_cast<const char*>(a), 8);
+  Recording landing;
+  InferRequest req;
+  Reply err;
+  ASSERT_TRUE(parse_infer_request("m", "", body, header.size(), RestLimits{}, &req, &err, &landing))
+      << err.message;
+  using Taken = std::vector<std::pair<std::string, std::size_t>>;
+  EXPECT_EQ(landing.taken, (Taken{{"b", 8}, {"a", 8}}));
+  ASSERT_EQ(req.inputs.size(), 2u);
+  EXPECT_EQ(req.inputs[0].bytes().data(), landing.blocks[0]);
+  EXPECT_EQ(req.inputs[1].bytes().data(), landing.blocks[1]);
+  EXPECT_EQ(req.inputs[1].bytes(), std::string_view(reinterpret_cast<const char*>(a), 8));
+  Recording full;
+  full.refuse_from = 1;
+  EXPECT_FALSE(parse_infer_request("m", "", body, header.size(), RestLimits{}, &req, &err, &full));
+  EXPECT_EQ(err.code, Code::kResourceExhausted);
+  EXPECT_EQ(err.message, "input 'a': no slot for a of 8 bytes");
+}
+
 TEST(FrontRestTest, RefusesWhatThePoolCannotHoldWith429NamingIt) {
   auto pool = make_pool(1024);
   ASSERT_TRUE(pool.ok());
@@ -469,6 +512,42 @@ TEST(FrontRestTest, ParsesTheRepositoryExtensionsBodies) {
 
   EXPECT_TRUE(parse_repository_unload_request(R"({"parameters": {"unload_dependents": false}})", &error));
   EXPECT_FALSE(parse_repository_unload_request("not json", &error));
+}
+
+TEST(FrontRestTest, ParsesACudaSharedMemoryRegistrationWithItsBase64Handle) {
+  // 64 bytes 0..63, as tritonclient's cuda_shared_memory sends a cudaIpcMemHandle_t.
+  std::string want;
+  for (int c = 0; c < 64; ++c) want.push_back(static_cast<char>(c));
+  const std::string b64 =
+      "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw==";
+  std::string handle, error;
+  std::int64_t device = -1;
+  std::uint64_t size = 0;
+  ASSERT_TRUE(parse_cuda_shared_memory_register_request(
+      R"({"raw_handle": {"b64": ")" + b64 + R"("}, "device_id": 1, "byte_size": 4096})", &handle, &device,
+      &size, &error))
+      << error;
+  EXPECT_EQ(handle, want);
+  EXPECT_EQ(device, 1);
+  EXPECT_EQ(size, 4096u);
+  for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"device_id": 0, "byte_size": 1})", "gives no 'raw_handle'"},
+           {R"({"raw_handle": "AAEC", "device_id": 0, "byte_size": 1})", "gives no 'raw_handle'"},
+           {R"({"raw_handle": {"b64": "AA*C"}, "device_id": 0, "byte_size": 1})",
+            "is not base64 (at character 2)"},
+           {R"({"raw_handle": {"b64": "AAEC"}, "byte_size": 1})", "gives no 'device_id'"},
+           {R"({"raw_handle": {"b64": "AAEC"}, "device_id": 0, "byte_size": -1})", "gives no 'byte_size'"}}) {
+    EXPECT_FALSE(parse_cuda_shared_memory_register_request(body, &handle, &device, &size, &error)) << body;
+    EXPECT_NE(error.find(says), std::string::npos) << error;
+  }
+}
+
+TEST(FrontRestTest, CudaRegionsStatusGivesTheirDevice) {
+  SharedMemoryRegistry::RegionStatus c;
+  c.name = "g";
+  c.byte_size = 64;
+  c.device_id = 2;
+  EXPECT_EQ(shared_memory_status_body({c}), R"([{"byte_size":64,"device_id":2,"name":"g"}])");
 }
 
 TEST(FrontRestTest, WritesTheRepositoryIndex) {

@@ -1,7 +1,8 @@
-// The system shared memory extension: the registry of regions (register,
-// status, unregister, the bounds and errors, a mapping kept alive by the
-// requests that use it) and the front reading inputs from a region and
-// writing outputs into one, over a service that answers when the test says.
+// The shared memory extensions: the registry of regions (register, status,
+// unregister, the bounds and errors, a mapping kept alive by the requests
+// that use it; CUDA regions through a stand-in for the CUDA runtime) and the
+// front reading inputs from a region and writing outputs into one, over a
+// service that answers when the test says.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 
 #include <cstring>
 #include <deque>
+#include <map>
 
 #include "symphony/front/front.hpp"
 #include "symphony/front/shared_memory.hpp"
@@ -159,6 +161,134 @@ TEST(SharedMemoryRegistryTest, AViewKeepsAnUnregisteredRegionMapped) {
   held = SharedMemoryRegistry::View();  // unmaps the old mapping
   std::memcpy(v.data(), "NEW", 3);
   EXPECT_EQ(std::string(obj.data() + 2048, 3), "NEW");
+}
+
+TEST(SharedMemoryRegistryTest, RegionsArePinnedOnceAndUnpinnedWhenTheLastHolderLetsGo) {
+  ShmObject obj(2 * 4096);
+  SharedMemoryRegistry shm;
+  std::vector<std::pair<void*, std::size_t>> pinned;
+  std::vector<void*> unpinned;
+  bool fail = false;
+  shm.set_pinning(
+      [&](void* p, std::size_t n) -> std::string {
+        if (fail) return "cudaHostRegister: out of memory";
+        pinned.emplace_back(p, n);
+        return "";
+      },
+      [&](void* p) { unpinned.push_back(p); });
+  ASSERT_FALSE(shm.register_region("r", obj.key(), 4096 + 100, 64));
+  ASSERT_EQ(pinned.size(), 1u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pinned[0].first) % 4096, 0u) << "the mapping, from its page";
+  EXPECT_EQ(pinned[0].second, 164u) << "up to the region's end";
+  std::vector<SharedMemoryRegistry::RegionStatus> st;
+  ASSERT_FALSE(shm.status("r", &st));
+  EXPECT_TRUE(st[0].pinned);
+  EXPECT_EQ(st[0].pin_error, "");
+  SharedMemoryRegistry::View held;
+  ASSERT_FALSE(shm.view({"r", 0, 8}, "input 'x'", &held));
+  EXPECT_EQ(static_cast<void*>(held.data() - 100), pinned[0].first);
+  shm.unregister("r");
+  EXPECT_TRUE(unpinned.empty()) << "a request still reads it";
+  held = SharedMemoryRegistry::View();
+  ASSERT_EQ(unpinned.size(), 1u);
+  EXPECT_EQ(unpinned[0], pinned[0].first);
+  // One that cannot be pinned is served as mapped, its status saying why.
+  fail = true;
+  ASSERT_FALSE(shm.register_region("u", obj.key(), 0, 4096));
+  ASSERT_FALSE(shm.status("u", &st));
+  EXPECT_FALSE(st[0].pinned);
+  EXPECT_EQ(st[0].pin_error, "cudaHostRegister: out of memory");
+  ASSERT_FALSE(shm.view({"u", 0, 4}, "input 'x'", &held));
+  std::memcpy(held.data(), "abcd", 4);
+  EXPECT_EQ(std::string(obj.data(), 4), "abcd");
+  held = SharedMemoryRegistry::View();
+  shm.unregister("");
+  EXPECT_EQ(unpinned.size(), 1u) << "never pinned, never unpinned";
+}
+
+// A stand-in for a GPU behind CudaIpc: "device" memory is host memory, a
+// handle is 64 bytes naming one buffer. The registry's and the front's side
+// of CUDA shared memory run on it; the CUDA runtime's side runs on a GPU.
+struct FakeDevice {
+  std::map<std::string, std::vector<char>> buffers;  // handle -> the device's bytes
+  int closed = 0, to_host = 0, to_device = 0;
+  static std::string handle(char c) { return std::string(64, c); }
+  CudaIpc ipc() {
+    return CudaIpc{[this](const std::string& h, std::int64_t device, void** ptr) -> std::string {
+                     auto it = buffers.find(h);
+                     if (it == buffers.end() || device != 0) return "cudaErrorInvalidValue: invalid argument";
+                     *ptr = it->second.data();
+                     return "";
+                   },
+                   [this](void*, std::int64_t) { ++closed; },
+                   [this](void* host, const void* dev, std::size_t n, std::int64_t) -> std::string {
+                     ++to_host;
+                     std::memcpy(host, dev, n);
+                     return "";
+                   },
+                   [this](void* dev, const void* host, std::size_t n, std::int64_t) -> std::string {
+                     ++to_device;
+                     std::memcpy(dev, host, n);
+                     return "";
+                   }};
+  }
+};
+
+TEST(SharedMemoryRegistryTest, CudaRegionsOpenThroughTheirCallsAndAreCopiedBothWays) {
+  FakeDevice gpu;
+  gpu.buffers[FakeDevice::handle('a')] = std::vector<char>(256, 'd');
+  SharedMemoryRegistry shm;
+  std::optional<Reply> e = shm.register_cuda_region("c", FakeDevice::handle('a'), 0, 256);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, Code::kUnimplemented) << "no CUDA calls: 501 / UNIMPLEMENTED";
+  shm.set_cuda_ipc(gpu.ipc());
+  ASSERT_TRUE(shm.has_cuda());
+  ASSERT_FALSE(shm.register_cuda_region("c", FakeDevice::handle('a'), 0, 256));
+  std::vector<SharedMemoryRegistry::RegionStatus> st;
+  ASSERT_FALSE(shm.status("", &st, /*cuda=*/true));
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].name, "c");
+  EXPECT_EQ(st[0].device_id, 0);
+  EXPECT_EQ(st[0].byte_size, 256u);
+  ASSERT_FALSE(shm.status("", &st));
+  EXPECT_TRUE(st.empty()) << "system status lists system regions only";
+  e = shm.status("c", &st);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, Code::kNotFound);
+  // Errors name the region and the problem.
+  const auto says = [&](std::optional<Reply> r, std::string_view what) {
+    ASSERT_TRUE(r) << what;
+    EXPECT_EQ(r->code, Code::kInvalidArgument);
+    EXPECT_NE(r->message.find(what), std::string::npos) << r->message;
+  };
+  says(shm.register_cuda_region("c", FakeDevice::handle('a'), 0, 8), "region 'c' is already registered");
+  says(shm.register_cuda_region("short", "abc", 0, 8), "'raw_handle' is 3 bytes; a cudaIpcMemHandle_t is 64");
+  says(shm.register_cuda_region("gone", FakeDevice::handle('z'), 0, 8),
+       "region 'gone': cannot open its handle on device 0: cudaErrorInvalidValue: invalid argument");
+  says(shm.register_cuda_region("neg", FakeDevice::handle('a'), -1, 8), "'device_id' -1 is not a device");
+  // An input's view is a host copy of the device's bytes, made at once.
+  SharedMemoryRegistry::View in;
+  ASSERT_FALSE(shm.view({"c", 16, 8}, "input 'x'", &in));
+  EXPECT_EQ(gpu.to_host, 1);
+  gpu.buffers[FakeDevice::handle('a')][16] = 'X';
+  EXPECT_EQ(std::string(in.data(), 8), "dddddddd") << "the copy, not the device's bytes";
+  // An output's view writes to the device.
+  SharedMemoryRegistry::View out;
+  ASSERT_FALSE(shm.view({"c", 100, 4}, "output 'y'", &out, /*read=*/false));
+  EXPECT_EQ(gpu.to_host, 1) << "an output is not read";
+  EXPECT_EQ(out.write("wxyz", 4), "");
+  EXPECT_EQ(std::string(gpu.buffers[FakeDevice::handle('a')].data() + 100, 4), "wxyz");
+  EXPECT_NE(out.write("too long", 8), "") << "beyond the view";
+  says(shm.view({"c", 250, 8}, "input 'x'", &in),
+       "is beyond the end of shared memory region 'c' (256 bytes)");
+  // Unregistered as its kind only; closed once its last view goes.
+  shm.unregister("c");
+  ASSERT_FALSE(shm.status("c", &st, true)) << "a system unregister leaves a CUDA region";
+  shm.unregister("c", /*cuda=*/true);
+  EXPECT_EQ(gpu.closed, 0) << "a view still holds it";
+  in = SharedMemoryRegistry::View();
+  out = SharedMemoryRegistry::View();
+  EXPECT_EQ(gpu.closed, 1);
 }
 
 TEST(SharedMemoryParametersTest, ReadsTheExtensionsParameters) {
@@ -388,6 +518,41 @@ TEST_F(FrontSharedMemoryTest, ARegionUnregisteredMidRequestIsWrittenAllTheSame) 
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].code, Code::kOk) << got[0].message;
   EXPECT_EQ(out_floats(4), (std::vector<float>{1, 2, 5, 6}));
+}
+
+TEST_F(FrontSharedMemoryTest, ReadsInputsFromAndWritesOutputsIntoCudaRegions) {
+  FakeDevice gpu;
+  std::vector<char>& dev = gpu.buffers[FakeDevice::handle('g')] = std::vector<char>(512, 0);
+  const float x[8] = {9, 8, 7, 6, 5, 4, 3, 2};
+  std::memcpy(dev.data() + 64, x, sizeof x);
+  HoldingService cuda_svc;
+  FrontOptions o;
+  o.cuda_ipc = gpu.ipc();
+  Front f(cuda_svc, o);
+  f.allow_shared_memory(true);
+  const std::vector<std::string> ext = f.extensions();
+  EXPECT_NE(std::find(ext.begin(), ext.end(), "cuda_shared_memory"), ext.end());
+  ASSERT_FALSE(f.shared_memory().register_cuda_region("gin", FakeDevice::handle('g'), 0, 256));
+  ASSERT_FALSE(f.shared_memory().register_cuda_region("gout", FakeDevice::handle('g'), 0, 512));
+  InferRequest r;
+  r.model = "m";
+  r.inputs.push_back(Tensor{"x", DataType::kFp32, {2, 4}, {}, SharedMemoryRef{"gin", 64, 32}});
+  r.outputs.push_back({"y", false, SharedMemoryRef{"gout", 300, 16}});
+  std::vector<Reply> got;
+  f.infer(std::move(r), std::nullopt, [&](Reply&& reply) { got.push_back(std::move(reply)); });
+  ASSERT_EQ(cuda_svc.pending.size(), 1u);
+  cuda_svc.answer();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].code, Code::kOk) << got[0].message;
+  EXPECT_TRUE(got[0].outputs[0].data.empty()) << "the bytes went to the region";
+  std::vector<float> y(4);
+  std::memcpy(y.data(), dev.data() + 300, sizeof(float) * 4);
+  EXPECT_EQ(y, (std::vector<float>{9, 8, 5, 4}));
+  EXPECT_EQ(gpu.to_host, 1);
+  EXPECT_EQ(gpu.to_device, 1);
+  // Without the CUDA calls the extension is not listed.
+  const std::vector<std::string> plain = front.extensions();
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "cuda_shared_memory"), plain.end());
 }
 
 }  // namespace

@@ -145,6 +145,76 @@ TEST(HostMemoryPoolTest, PinsAndUnpinsThroughTheHooks) {
   EXPECT_FALSE(HostMemoryPool::create({}).ok());  // no size
 }
 
+TEST(HostMemoryPoolTest, GrowsWithinItsReservationWhileBlocksStayPut) {
+  HostMemoryPoolOptions o;
+  o.max_byte_size = 16384;
+  auto pool = make_pool(4096, o);
+  EXPECT_EQ(pool->max_byte_size(), 16384u);
+  std::shared_ptr<char> a = pool->acquire(3000);
+  std::memset(a.get(), 0x11, 3000);
+  EXPECT_EQ(pool->acquire(2000), nullptr);  // 1 KiB free
+  ASSERT_TRUE(pool->grow(8192).ok());
+  EXPECT_EQ(pool->byte_size(), 8192u);
+  EXPECT_EQ(pool->stats().byte_size, 8192u);
+  // The free run at the old end and the added range are one run now.
+  std::shared_ptr<char> b = pool->acquire(5000);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(pool->owns(b.get(), 5000));
+  std::memset(b.get(), 0x22, 5000);                             // writable
+  EXPECT_EQ(static_cast<unsigned char>(a.get()[2999]), 0x11u);  // the old block is where it was
+  EXPECT_TRUE(pool->grow(100).ok());                            // smaller: nothing
+  EXPECT_EQ(pool->byte_size(), 8192u);
+  const Status beyond = pool->grow(32768);
+  EXPECT_EQ(beyond.code(), Errc::kCapacityExceeded);
+  EXPECT_NE(beyond.message().find("reserved for at most 16 KiB"), std::string::npos) << beyond.message();
+  EXPECT_EQ(pool->byte_size(), 8192u);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(pool->stats().in_use, 0u);
+  EXPECT_NE(pool->acquire(8192), nullptr);  // all of it is one free run again
+  // Without max_byte_size the pool keeps its size.
+  auto fixed = make_pool(4096);
+  EXPECT_EQ(fixed->max_byte_size(), 4096u);
+  EXPECT_FALSE(fixed->grow(8192).ok());
+  // Room to grow that cannot be reserved (beyond the address space): the
+  // pool is made at its size, without it.
+  HostMemoryPoolOptions huge;
+  huge.max_byte_size = std::uint64_t{1} << 62;
+  auto unreserved = make_pool(4096, huge);
+  ASSERT_NE(unreserved, nullptr);
+  EXPECT_EQ(unreserved->max_byte_size(), 4096u);
+  EXPECT_NE(unreserved->acquire(4096), nullptr);
+}
+
+TEST(HostMemoryPoolTest, PinsEachGrowthAndUnpinsEveryRangeOnce) {
+  std::vector<std::pair<void*, std::size_t>> pins;
+  std::vector<void*> unpins;
+  {
+    HostMemoryPoolOptions o;
+    o.max_byte_size = 1 << 16;
+    o.pin = [&](void* p, std::size_t n) {
+      pins.emplace_back(p, n);
+      return pins.size() == 3 ? std::string("cudaErrorMemoryAllocation") : std::string();
+    };
+    o.unpin = [&](void* p) { unpins.push_back(p); };
+    auto pool = make_pool(4096, o);
+    ASSERT_TRUE(pool->grow(8192).ok());
+    ASSERT_EQ(pins.size(), 2u);
+    EXPECT_EQ(static_cast<char*>(pins[1].first), static_cast<char*>(pins[0].first) + 4096);
+    EXPECT_EQ(pins[1].second, 4096u);
+    const Status refused = pool->grow(16384);  // the third pin fails: the pool stays as it was
+    EXPECT_NE(refused.message().find("cannot pin 8 KiB more of the host memory pool (8 KiB now): "
+                                     "cudaErrorMemoryAllocation"),
+              std::string::npos)
+        << refused.message();
+    EXPECT_EQ(pool->byte_size(), 8192u);
+    EXPECT_EQ(pool->acquire(8192 + 64), nullptr);
+  }
+  ASSERT_EQ(unpins.size(), 2u);  // the region's range and the growth's, not the refused one
+  EXPECT_EQ(unpins[0], pins[0].first);
+  EXPECT_EQ(unpins[1], pins[1].first);
+}
+
 TEST(HostMemoryPoolTest, ManyThreadsReturnEveryBlock) {
   auto pool = make_pool(1 << 16);
   std::vector<std::thread> threads;

@@ -6,6 +6,7 @@
 #include "symphony/repository/model_repository.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -209,6 +210,7 @@ const std::set<std::string, std::less<>>& honoured_fields() {
       "default_model_filename",
       "model_warmup.inputs",  // their dims: a wildcard input's profiled size
       "parameters",           // its keys are listed one by one
+      "optimization.cuda.graphs",
   };
   return k;
 }
@@ -217,7 +219,7 @@ const std::set<std::string, std::less<>>& honoured_fields() {
 const std::set<std::string, std::less<>>& container_fields() {
   static const std::set<std::string, std::less<>> k{
       "input",          "output",       "dynamic_batching", "dynamic_batching.default_queue_policy",
-      "instance_group", "model_warmup",
+      "instance_group", "model_warmup", "optimization",     "optimization.cuda",
   };
   return k;
 }
@@ -326,6 +328,12 @@ Status translate_parameters(const std::string& config_path, const inference::Mod
     const std::string field = "parameters[\"" + key + "\"]";
     if (key == kSloParameter) {
       SYMPHONY_ASSIGN_OR_RETURN(m.slo, parse_slo_ms(config_path, field, value.string_value()));
+    } else if (key == kJitExecutorParameter || key == kJitProfilingParameter) {
+      std::string v = value.string_value();
+      std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (v != "true" && v != "false")
+        return field_error(config_path, field, "'" + value.string_value() + "' is not true or false");
+      if (!m.jit_profiling || v == "false") m.jit_profiling = v == "true";
     } else if (std::string_view(key).starts_with(kParameterPrefix)) {
       return field_error(config_path, field,
                          "is not a Symphony parameter (Symphony's: " + std::string(kSloParameter) + ")");
@@ -513,6 +521,9 @@ Result<RepositoryModel> translate(const std::string& dir, const fs::path& d, con
   SYMPHONY_RETURN_IF_ERROR(translate_tensors(config_path, "output", c.output(), m.outputs));
   SYMPHONY_RETURN_IF_ERROR(translate_warmup(config_path, c, m));
   SYMPHONY_RETURN_IF_ERROR(translate_dynamic_batching(config_path, c, m));
+  // proto3 cannot tell `graphs: false` from no `graphs`: a config that says
+  // anything of optimization.cuda decides, as Triton's default (off) would.
+  if (c.has_optimization() && c.optimization().has_cuda()) m.cuda_graphs = c.optimization().cuda().graphs();
   SYMPHONY_RETURN_IF_ERROR(translate_instance_groups(config_path, c, m));
   std::set<std::string> unused;
   SYMPHONY_RETURN_IF_ERROR(translate_parameters(config_path, c, m, unused));

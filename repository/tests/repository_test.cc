@@ -147,6 +147,7 @@ TEST_F(RepositoryTest, ReadsATritonConfig) {
   EXPECT_EQ(m.instance_groups[1].kind, InstanceKind::kCpu);
   EXPECT_EQ(m.instance_groups[1].count, 1u);  // Triton's default
 
+  EXPECT_EQ(m.cuda_graphs, true);  // optimization { cuda { graphs: true } }
   EXPECT_EQ(m.parameters.at("INFERENCE_MODE"), "true");
   EXPECT_EQ(m.unused_fields, (std::vector<std::string>{
                                  "dynamic_batching.default_queue_policy.allow_timeout_override",
@@ -154,7 +155,6 @@ TEST_F(RepositoryTest, ReadsATritonConfig) {
                                  "input.format",
                                  "model_warmup.batch_size",
                                  "model_warmup.name",
-                                 "optimization",
                                  "output.label_filename",
                                  "parameters[\"INFERENCE_MODE\"]",
                              }));
@@ -186,8 +186,48 @@ output { name: "y" data_type: TYPE_STRING dims: [ 1 ] }
   EXPECT_FALSE(r->max_queue_size.has_value());
   EXPECT_FALSE(r->default_queue_policy.has_value());
   EXPECT_FALSE(r->slo.has_value());
+  EXPECT_FALSE(r->cuda_graphs.has_value()) << "no optimization.cuda: auto";
   EXPECT_TRUE(r->instance_groups.empty());
   EXPECT_TRUE(r->unused_fields.empty());
+}
+
+TEST_F(RepositoryTest, CudaGraphsFollowOptimizationCudaAndItsOtherFieldsAreUnused) {
+  const std::string dir = model("graphs_off", R"(max_batch_size: 8
+input { name: "x" data_type: TYPE_FP32 dims: [ 4 ] }
+output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }
+optimization { cuda { graphs: false busy_wait_events: true } }
+)",
+                                {1});
+  const Result<RepositoryModel> r = read_model_dir(dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->cuda_graphs, false) << "optimization.cuda present without graphs: off, Triton's default";
+  EXPECT_EQ(r->unused_fields, (std::vector<std::string>{"optimization.cuda.busy_wait_events"}));
+}
+
+// Triton's PyTorch backend parameters for TorchScript's executor: either
+// false asks for the simple executor, else true for the profiling one.
+TEST_F(RepositoryTest, TheJitExecutorFollowsTritonsPyTorchParameters) {
+  const auto config = [](const std::string& params) { return "max_batch_size: 8\n" + params; };
+  const auto param = [](const char* key, const char* value) {
+    return std::string("parameters { key: \"") + key + "\" value { string_value: \"" + value + "\" } }\n";
+  };
+  Result<RepositoryModel> r = read_model_dir(model("none", config("")));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->jit_profiling.has_value());
+  r = read_model_dir(model("off", config(param("ENABLE_JIT_EXECUTOR", "false"))));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->jit_profiling, false);
+  EXPECT_TRUE(r->unused_fields.empty()) << "honoured, not listed as unused";
+  r = read_model_dir(model("on", config(param("ENABLE_JIT_EXECUTOR", "True"))));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->jit_profiling, true);
+  r = read_model_dir(
+      model("mixed", config(param("ENABLE_JIT_EXECUTOR", "true") + param("ENABLE_JIT_PROFILING", "false"))));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->jit_profiling, false) << "profiling off: nothing to profile with";
+  expect_refused(
+      model("bad", config(param("ENABLE_JIT_PROFILING", "sometimes"))),
+      {config_path("bad"), "parameters[\"ENABLE_JIT_PROFILING\"]", "'sometimes' is not true or false"});
 }
 
 TEST_F(RepositoryTest, EmptyPlatformNeedsATorchScriptFile) {

@@ -1,12 +1,15 @@
 // The serve application: server, front, metrics and report wired once (app.hpp).
 #include "symphony/serve/app.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "symphony/front/front_metrics.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
+#include "symphony/server/cuda_ipc.hpp"
+#include "symphony/server/host_pinning.hpp"
 
 namespace symphony::serve {
 
@@ -53,6 +56,8 @@ Result<server::ModelOptions> model_options(const config::ServeModelConfig& m) {
   mo.profile = m.profile;
   mo.alpha = m.alpha;
   mo.beta = m.beta;
+  mo.cuda_graphs = m.cuda_graphs;
+  mo.jit_profiling = m.jit_profiling;
   return mo;
 }
 
@@ -86,6 +91,13 @@ Status ServeApp::add_model(const server::ModelOptions& m, const ProtocolModelOpt
     (void)server_->remove_model(m.name);
     return s;
   }
+  grow_input_pool();
+  return {};
+}
+
+Status ServeApp::load_version(const server::ModelOptions& m) {
+  if (Status s = server_->add_model(m); !s.ok()) return s;
+  grow_input_pool();
   return {};
 }
 
@@ -135,6 +147,16 @@ Status ServeApp::start_front(const FrontOptions& o) {
   front::FrontOptions fo;
   fo.max_inflight = o.max_inflight;
   fo.input_pool = pool_;
+  if (pool_->stats().pinned) {  // a CUDA GPU serves: the clients' regions are pinned as the pool is
+    fo.pin_shared_memory = server::pin_host_memory;
+    fo.unpin_shared_memory = server::unpin_host_memory;
+  }
+  const bool cuda_gpu =
+      std::any_of(server_->devices().begin(), server_->devices().end(),
+                  [](const server::DeviceSpec& d) { return d.kind == server::DeviceKind::kCuda; });
+  if (cuda_gpu && server::can_open_cuda_ipc())
+    fo.cuda_ipc = front::CudaIpc{server::cuda_ipc_open, server::cuda_ipc_close, server::cuda_ipc_to_host,
+                                 server::cuda_ipc_to_device};
   auto front = std::make_unique<front::Front>(*service_, fo);
   auto l = front::Listeners::start(*front, o.listen);
   if (!l.ok()) return l.status();

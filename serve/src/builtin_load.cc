@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <thread>
 
 #include "symphony/metrics/outcome_report.hpp"
 #include "symphony/metrics/profile_metrics.hpp"
+#include "symphony/serve/app.hpp"
 #include "symphony/server/input_spec.hpp"
 #include "symphony/load/open_loop.hpp"
 
@@ -59,18 +59,9 @@ class ServerTarget final : public load::LoadTarget {
     const auto& pool = pools_[r.model];
     const std::vector<at::Tensor>& sample = pool[r.model_seq % pool.size()];
     std::vector<at::Tensor> landed;
-    if (input_pool_) {
-      // As a transport lands a request's bytes: once, into a block, which
-      // the tensor returns when its last user is done.
-      for (const at::Tensor& x : sample) {
-        const std::size_t n = x.nbytes();
-        std::shared_ptr<char> block = input_pool_->acquire(n);
-        if (!block) return Status(Errc::kCapacityExceeded, input_pool_->exhausted_message(n));
-        std::memcpy(block.get(), x.data_ptr(), n);
-        char* p = block.get();
-        landed.push_back(torch::from_blob(
-            p, x.sizes(), [block = std::move(block)](void*) mutable { block.reset(); }, x.options()));
-      }
+    if (input_pool_) {  // as a transport lands a request's bytes: once, into a block
+      landed = sample;
+      SYMPHONY_RETURN_IF_ERROR(land_in_pool(*input_pool_, landed));
     }
     return server_.infer_async(cfg_.models[r.model].name, input_pool_ ? landed : sample, std::nullopt,
                                [&t, counted = r.counted, done](server::InferResult&& res) {
@@ -248,6 +239,62 @@ json server_counts_json(const ServerStats& stats) {
   return out;
 }
 
+namespace {
+
+// How each model's batches were formed (batch_staging.hpp) and how long they
+// ran against the offline profile they were planned with, in all and per
+// batch size: since `at_warmup` (null: since start). Printed, and as JSON by
+// model.
+json batches_report(const ServerStats& fin, const ServerStats* at_warmup) {
+  std::printf("\n%-20s %9s %9s %15s %15s %15s\n", "model batches", "inputs", "as views", "copied/sample",
+              "staging/input", "ran/profile");
+  json staging = json::object();
+  for (const ModelStats& m : fin.models) {
+    const ModelStats* w = at_warmup ? find_model(*at_warmup, m.name) : nullptr;
+    server::StagingCounters::Snapshot st = m.staging;
+    if (w) {
+      st.batches -= w->staging.batches;
+      st.views -= w->staging.views;
+      st.samples -= w->staging.samples;
+      st.bytes_copied -= w->staging.bytes_copied;
+      st.staging_ns -= w->staging.staging_ns;
+    }
+    double ran_ns = 0, planned_ns = 0;
+    json by_size = json::object();
+    for (const auto& [size, d] : m.batch_exec) {
+      const Duration before = w && w->batch_exec.count(size) ? w->batch_exec.at(size) : Duration();
+      const std::uint64_t nb = m.batches.at(size) - (w && w->batches.count(size) ? w->batches.at(size) : 0);
+      const double ran = static_cast<double>((d - before).ns());
+      const double planned =
+          static_cast<double>(nb) * static_cast<double>(m.offline_profile.latency(size).ns());
+      ran_ns += ran;
+      planned_ns += planned;
+      if (planned > 0) by_size[std::to_string(size)] = ran / planned;
+    }
+    const double per_sample =
+        st.samples ? static_cast<double>(st.bytes_copied) / static_cast<double>(st.samples) : 0;
+    const double per_input_us =
+        st.batches ? static_cast<double>(st.staging_ns) / 1e3 / static_cast<double>(st.batches) : 0;
+    const double ratio = planned_ns > 0 ? ran_ns / planned_ns : 0;
+    char views[32];
+    std::snprintf(views, sizeof views, "%.0f%%",
+                  st.batches ? 100.0 * static_cast<double>(st.views) / static_cast<double>(st.batches) : 0.0);
+    std::printf("%-20s %9llu %9s %13.0f B %12.1f us %15.2f\n", m.label.c_str(),
+                static_cast<unsigned long long>(st.batches), views, per_sample, per_input_us, ratio);
+    staging[m.label] = {{"inputs", st.batches},
+                        {"views", st.views},
+                        {"samples", st.samples},
+                        {"bytes_copied", st.bytes_copied},
+                        {"staging_us", static_cast<double>(st.staging_ns) / 1e3},
+                        {"graph_batches", m.graph_batches - (w ? w->graph_batches : 0)},
+                        {"ran_over_profile", ratio},
+                        {"ran_over_profile_by_batch", by_size}};
+  }
+  return staging;
+}
+
+}  // namespace
+
 json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
   const ServerStats& fin = run.at_end;
   const double window = run.window_s;
@@ -324,44 +371,7 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
   }
   // How the batches were formed and how long they ran against the profile
   // they were planned with (the measured window).
-  std::printf("\n%-20s %9s %9s %15s %15s %15s\n", "model batches", "inputs", "as views", "copied/sample",
-              "staging/input", "ran/profile");
-  json staging = json::object();
-  for (const ModelStats& m : fin.models) {
-    const ModelStats* w = find_model(run.at_warmup, m.name);
-    server::StagingCounters::Snapshot st = m.staging;
-    if (w) {
-      st.batches -= w->staging.batches;
-      st.views -= w->staging.views;
-      st.samples -= w->staging.samples;
-      st.bytes_copied -= w->staging.bytes_copied;
-      st.staging_ns -= w->staging.staging_ns;
-    }
-    double ran_ns = 0, planned_ns = 0;
-    for (const auto& [size, d] : m.batch_exec) {
-      const Duration before = w && w->batch_exec.count(size) ? w->batch_exec.at(size) : Duration();
-      const std::uint64_t nb = m.batches.at(size) - (w && w->batches.count(size) ? w->batches.at(size) : 0);
-      ran_ns += static_cast<double>((d - before).ns());
-      planned_ns += static_cast<double>(nb) * static_cast<double>(m.offline_profile.latency(size).ns());
-    }
-    const double per_sample =
-        st.samples ? static_cast<double>(st.bytes_copied) / static_cast<double>(st.samples) : 0;
-    const double per_input_us =
-        st.batches ? static_cast<double>(st.staging_ns) / 1e3 / static_cast<double>(st.batches) : 0;
-    const double ratio = planned_ns > 0 ? ran_ns / planned_ns : 0;
-    char views[32];
-    std::snprintf(views, sizeof views, "%.0f%%",
-                  st.batches ? 100.0 * static_cast<double>(st.views) / static_cast<double>(st.batches) : 0.0);
-    std::printf("%-20s %9llu %9s %13.0f B %12.1f us %15.2f\n", m.label.c_str(),
-                static_cast<unsigned long long>(st.batches), views, per_sample, per_input_us, ratio);
-    staging[m.label] = {{"inputs", st.batches},
-                        {"views", st.views},
-                        {"samples", st.samples},
-                        {"bytes_copied", st.bytes_copied},
-                        {"staging_us", static_cast<double>(st.staging_ns) / 1e3},
-                        {"ran_over_profile", ratio}};
-  }
-  report["staging"] = staging;
+  report["staging"] = batches_report(fin, &run.at_warmup);
   std::printf("\n%-20s %10s %9s\n", "device", "busy", "batches");
   for (std::size_t d = 0; d < fin.devices.size(); ++d) {
     const DeviceStats& ds = fin.devices[d];
@@ -439,6 +449,7 @@ nlohmann::json served_report(const server::ServerStats& fin) {
     report["devices"].push_back(
         {{"name", ds.name}, {"busy_fraction", std::min(1.0, ds.busy_fraction)}, {"batches", ds.batches}});
   }
+  report["staging"] = batches_report(fin, nullptr);
   report["server"] = server_counts_json(fin);
   return report;
 }

@@ -1,7 +1,10 @@
 // The serve application's host memory pool: its size, pinning, metrics and
 // report line (app.hpp, front/host_memory_pool.hpp).
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/serve/app.hpp"
@@ -9,6 +12,31 @@
 #include "symphony/tensor_spec.hpp"
 
 namespace symphony::serve {
+
+Status land_in_pool(front::HostMemoryPool& pool, std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> landed;
+  landed.reserve(tensors.size());
+  for (const at::Tensor& x : tensors) {
+    if (!x.defined() || !x.device().is_cpu()) {
+      landed.push_back(x);
+      continue;
+    }
+    const std::size_t n = x.nbytes();
+    std::shared_ptr<char> block = pool.acquire(n);
+    if (!block)
+      return Status(Errc::kCapacityExceeded, pool.exhausted_message(n));  // `landed` returns its blocks
+    char* p = block.get();
+    at::Tensor t = at::from_blob(
+        p, x.sizes(), [block = std::move(block)](void*) mutable { block.reset(); }, x.options());
+    if (x.is_contiguous())
+      std::memcpy(p, x.data_ptr(), n);
+    else
+      t.copy_(x);
+    landed.push_back(std::move(t));
+  }
+  tensors = std::move(landed);
+  return {};
+}
 
 std::uint64_t ServeApp::default_input_pool_bytes() const {
   std::uint64_t sum = 0;
@@ -33,6 +61,7 @@ Status ServeApp::make_input_pool(std::uint64_t byte_size) {
   if (pool_) return Status(Errc::kAlreadyExists, "the host memory pool exists already");
   front::HostMemoryPoolOptions o;
   o.byte_size = byte_size ? byte_size : default_input_pool_bytes();
+  if (!byte_size) o.max_byte_size = std::max(o.byte_size, kMaxDefaultInputPoolBytes);
   const bool cuda =
       std::any_of(server_->devices().begin(), server_->devices().end(),
                   [](const server::DeviceSpec& d) { return d.kind == server::DeviceKind::kCuda; });
@@ -43,7 +72,20 @@ Status ServeApp::make_input_pool(std::uint64_t byte_size) {
   Result<std::shared_ptr<front::HostMemoryPool>> pool = front::HostMemoryPool::create(std::move(o));
   if (!pool.ok()) return pool.status();
   pool_ = std::move(*pool);
+  pool_grows_ = byte_size == 0;
   return {};
+}
+
+void ServeApp::grow_input_pool() {
+  std::shared_ptr<front::HostMemoryPool> pool;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pool_ || !pool_grows_) return;
+    pool = pool_;
+  }
+  // Beyond the reservation it stops at the cap; a range that cannot be
+  // pinned leaves the pool as it was (its exhausted refusals say the size).
+  (void)pool->grow(std::min(default_input_pool_bytes(), pool->max_byte_size()));
 }
 
 Status ServeApp::start_input_pool(std::uint64_t byte_size) {
@@ -86,13 +128,7 @@ nlohmann::json ServeApp::input_pool_report() const {
       front::byte_size_string(s.byte_size).c_str(), s.pinned ? "pinned" : "plain memory",
       front::byte_size_string(s.high_water).c_str(), static_cast<unsigned long long>(s.acquired),
       static_cast<unsigned long long>(s.exhausted));
-  return {{"byte_size", s.byte_size},
-          {"pinned", s.pinned},
-          {"in_use", s.in_use},
-          {"high_water", s.high_water},
-          {"blocks_in_use", s.blocks_in_use},
-          {"acquired", s.acquired},
-          {"exhausted", s.exhausted}};
+  return front::to_json(s);
 }
 
 }  // namespace symphony::serve

@@ -200,6 +200,8 @@ Result<RepositoryServing> serving_options(const RepositoryModel& m, const reposi
   o.max_queue = m.max_queue_size.value_or(0);
   o.priority_levels = m.priority_levels;
   o.default_priority_level = m.default_priority_level;
+  o.cuda_graphs = m.cuda_graphs;
+  o.jit_profiling = m.jit_profiling;
   // Used by policy: triton only; several groups: the largest count on each of their devices.
   for (const std::int32_t b : m.preferred_batch_sizes)
     o.preferred_batch_sizes.push_back(static_cast<std::uint32_t>(b));

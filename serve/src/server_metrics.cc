@@ -91,6 +91,9 @@ void ServerMetrics::collect(metrics::Writer& w) {
           static_cast<double>(ms.staging.bytes_copied));
       w.counter("symphony_staging_seconds_total", "Time spent gathering batches' inputs since start.", m,
                 static_cast<double>(ms.staging.staging_ns) / 1e9);
+      w.counter("symphony_cuda_graph_batches_total",
+                "Batches run by replaying a CUDA graph of the model's forward since start.", m,
+                static_cast<double>(ms.graph_batches));
     }
     if (!ms.loaded) continue;  // no profile planned with any more
     metrics::write_profile_metrics(w, ms.model,

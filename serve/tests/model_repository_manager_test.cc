@@ -49,6 +49,7 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   m.max_defer = Duration::microseconds(500);
   m.default_budget = Duration::milliseconds(40);
   m.max_queue_size = 64;
+  m.cuda_graphs = false;
   auto s = serving_options(m, Duration::milliseconds(100), kCpu);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->model.name, "resnet");
@@ -58,6 +59,7 @@ TEST(ServingOptionsTest, ServesTheNewestVersionWithTheConfigsSpecsAndNames) {
   EXPECT_EQ(s->model.max_batch, 16u);
   EXPECT_EQ(s->model.max_defer, Duration::microseconds(500));
   EXPECT_EQ(s->model.max_queue, 64u);
+  EXPECT_EQ(s->model.cuda_graphs, false);
   EXPECT_EQ(s->model.profile, "auto");
   EXPECT_EQ(s->protocol.input_names, std::vector<std::string>{"INPUT__0"});
   EXPECT_EQ(s->protocol.output_names, std::vector<std::string>{"OUTPUT__0"});

@@ -31,6 +31,8 @@
 #include "binding.hpp"
 #include "completer.hpp"
 #if SYMPHONY_HAVE_FRONT
+#include <nlohmann/json.hpp>
+
 #include "symphony/serve/app.hpp"
 #endif
 #include "symphony/policy.hpp"
@@ -219,10 +221,17 @@ class PyServer {
     if (!s.ok()) raise_for_control(s);
   }
 
-  void start() {
+  // Starts scheduling and creates the host memory pool every request's
+  // inputs land in (`pool_bytes`, 0: sized from the models, as serve's
+  // --pinned-memory-pool-byte-size).
+  void start(std::uint64_t pool_bytes) {
 #if SYMPHONY_HAVE_FRONT
     if (Status s = app_->start(); !s.ok()) raise_for_control(s);
+    if (!app_->input_pool())
+      if (Status s = app_->start_input_pool(pool_bytes); !s.ok()) raise_for_control(s);
+    pool_ = app_->input_pool();
 #else
+    (void)pool_bytes;
     if (Status s = server_->start(); !s.ok()) raise_for_control(s);
 #endif
   }
@@ -237,6 +246,13 @@ class PyServer {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
     std::vector<at::Tensor> tensors;
     if (!emulated_) tensors = to_tensors(inputs.ptr());  // emulated devices run no model
+#if SYMPHONY_HAVE_FRONT
+    // Once, into the pool, as serve's transports land a request's bytes: the
+    // batch is then a view where requests landed side by side, and pinned
+    // for a CUDA GPU. A full pool refuses the request (Overloaded).
+    if (pool_ && !tensors.empty())
+      if (Status s = serve::land_in_pool(*pool_, tensors); !s.ok()) raise_for_request(s);
+#endif
     std::optional<Duration> deadline;
     if (deadline_ms) {
       if (!std::isfinite(*deadline_ms)) raise(ErrorKind::kInvalidInput, "deadline_ms must be finite");
@@ -326,6 +342,14 @@ class PyServer {
       d["model"] = m.model;
       d["version"] = m.version;
       d["loaded"] = m.loaded;
+      py::dict staged;  // how its batches' inputs were formed (server/batch_staging.hpp)
+      staged["inputs"] = m.staging.batches;
+      staged["views"] = m.staging.views;
+      staged["samples"] = m.staging.samples;
+      staged["bytes_copied"] = m.staging.bytes_copied;
+      staged["staging_us"] = static_cast<double>(m.staging.staging_ns) / 1e3;
+      staged["graph_batches"] = m.graph_batches;
+      d["staging"] = staged;
       models[py::str(m.label)] = d;
     }
     py::list devices;
@@ -360,6 +384,12 @@ class PyServer {
     dispatch["d_data_us"] = st.delays.data.to_us();
     dispatch["samples"] = st.dispatch_samples;
     out["dispatch"] = dispatch;
+#if SYMPHONY_HAVE_FRONT
+    if (pool_) {  // where the inputs land (front/host_memory_pool.hpp)
+      out["host_memory_pool"] =
+          py::module_::import("json").attr("loads")(front::to_json(pool_->stats()).dump());
+    }
+#endif
     return out;
   }
 
@@ -433,6 +463,7 @@ class PyServer {
   }
 
   std::unique_ptr<serve::ServeApp> app_;
+  std::shared_ptr<front::HostMemoryPool> pool_;  // from start(); null before
 #else
   std::unique_ptr<Server> owned_;
 #endif
@@ -451,7 +482,8 @@ ModelOptions model_options(const std::string& name, const std::string& path,
                            std::optional<double> beta_ms, std::optional<double> max_defer_ms,
                            std::uint32_t max_queue, const std::string& devices,
                            const std::vector<std::string>& profile_inputs, std::uint32_t priority_levels,
-                           std::uint32_t default_priority_level) {
+                           std::uint32_t default_priority_level, const std::string& cuda_graphs,
+                           const std::string& jit_executor) {
   ModelOptions mo;
   mo.name = name;
   mo.path = path;
@@ -472,6 +504,21 @@ ModelOptions model_options(const std::string& name, const std::string& path,
   mo.max_queue = max_queue;
   mo.priority_levels = priority_levels;
   mo.default_priority_level = default_priority_level;
+  if (cuda_graphs == "on")
+    mo.cuda_graphs = true;
+  else if (cuda_graphs == "off")
+    mo.cuda_graphs = false;
+  else if (cuda_graphs != "auto")
+    raise(ErrorKind::kConfig,
+          "model '" + name + "': cuda_graphs must be 'auto', 'on' or 'off', got '" + cuda_graphs + "'");
+  if (jit_executor == "profiling")
+    mo.jit_profiling = true;
+  else if (jit_executor == "simple")
+    mo.jit_profiling = false;
+  else if (jit_executor != "auto")
+    raise(ErrorKind::kConfig, "model '" + name +
+                                  "': jit_executor must be 'auto', 'profiling' or 'simple', got '" +
+                                  jit_executor + "'");
   if (!devices.empty()) {
     Result<std::vector<server::DeviceSpec>> d = server::parse_device_names(devices);
     if (!d.ok()) raise(ErrorKind::kConfig, "model '" + name + "': " + d.status().message());
@@ -534,16 +581,18 @@ void bind_server(py::module_& m) {
              const std::string& profile, std::optional<double> alpha_ms, std::optional<double> beta_ms,
              std::optional<double> max_defer_ms, std::uint32_t max_queue, const std::string& devices,
              const std::vector<std::string>& profile_inputs, std::uint32_t priority_levels,
-             std::uint32_t default_priority_level) {
+             std::uint32_t default_priority_level, const std::string& cuda_graphs,
+             const std::string& jit_executor) {
             s.add_model(model_options(name, path, inputs, slo_ms, max_batch, profile, alpha_ms, beta_ms,
                                       max_defer_ms, max_queue, devices, profile_inputs, priority_levels,
-                                      default_priority_level));
+                                      default_priority_level, cuda_graphs, jit_executor));
           },
           py::arg("name"), py::arg("path"), py::arg("inputs"), py::arg("slo_ms"), py::arg("max_batch"),
           py::arg("profile"), py::arg("alpha_ms"), py::arg("beta_ms"), py::arg("max_defer_ms") = py::none(),
           py::arg("max_queue") = 0, py::arg("devices") = "",
           py::arg("profile_inputs") = std::vector<std::string>{}, py::arg("priority_levels") = 0,
-          py::arg("default_priority_level") = 0)
+          py::arg("default_priority_level") = 0, py::arg("cuda_graphs") = "auto",
+          py::arg("jit_executor") = "auto")
       .def("remove_model", &PyServer::remove_model, py::arg("name"))
 #if SYMPHONY_HAVE_FRONT
       .def(
@@ -561,7 +610,7 @@ void bind_server(py::module_& m) {
       .def("unload_model", &PyServer::unload_model, py::arg("name"))
       .def("repository_index", &PyServer::repository_index, py::arg("ready_only"))
 #endif
-      .def("start", &PyServer::start)
+      .def("start", &PyServer::start, py::arg("pool_byte_size") = 0)
       .def("start_front", &PyServer::start_front, py::arg("http"), py::arg("grpc"), py::arg("max_inflight"),
            py::arg("max_connections"), py::arg("request_timeout_s"), py::arg("idle_timeout_s"),
            py::arg("allow_client_shm"))

@@ -221,6 +221,10 @@ class Server:
             dispatch each batch ahead of its device's free time by its learned staging and launch
             cost, so that this CPU work overlaps the batch before (docs/serving.md; ``stats()``
             reports what was learned under ``dispatch``).
+        pinned_memory_pool_byte_size: the host memory pool every request's inputs land in
+            (``symphony serve --pinned-memory-pool-byte-size``; docs/front.md#the-host-memory-pool),
+            made by :meth:`start`; 0 (default): each model's max batch x sample bytes x 8, at least
+            64 MiB, grown as models are added later. Pinned when a device is a CUDA GPU.
         outputs: ``"auto"`` (torch tensors when torch is importable, else numpy arrays),
             ``"torch"`` or ``"numpy"``.
         log: called with progress messages (loading, profiling); default: quiet.
@@ -270,6 +274,7 @@ class Server:
         recalibrate: bool = True,
         load_run_wait_ms: float = 5000.0,
         overlap: str = "auto",
+        pinned_memory_pool_byte_size: int = 0,
         outputs: str = "auto",
         log: Optional[Any] = None,
         model_repository: Union[str, os.PathLike, None] = None,
@@ -313,6 +318,9 @@ class Server:
             _dispatch,
             numpy_outputs,
         )
+        if pinned_memory_pool_byte_size < 0:
+            raise ConfigError(f"pinned_memory_pool_byte_size must be >= 0, got {pinned_memory_pool_byte_size}")
+        self._pool_byte_size = int(pinned_memory_pool_byte_size)
         self._submit = self._core.submit
         self._devices = tuple(self._core.devices)
         self._control_mode = model_control_mode if model_repository is not None else None
@@ -359,6 +367,8 @@ class Server:
         profile_inputs: Optional[Sequence[InputSpec]] = None,
         priority_levels: int = 0,
         default_priority_level: int = 0,
+        cuda_graphs: str = "auto",
+        jit_executor: str = "auto",
     ) -> None:
         """Loads a TorchScript model on every device (or on ``devices``), warms it up and,
         if it has no profile yet, measures its latency profile (seconds; the GIL is released).
@@ -390,6 +400,12 @@ class Server:
                 lower priorities are refused first. Default 0: one level.
             default_priority_level: the priority of a request that gives none (1 to
                 ``priority_levels``). Default 0: the lowest.
+            cuda_graphs: ``"auto"``, ``"on"`` or ``"off"``: on CUDA GPUs, capture its forward as
+                a CUDA graph per batch size at load and replay it (``"auto"``: where the load
+                measured the replay faster than launching). Inputs with a -1 never are.
+            jit_executor: ``"auto"``, ``"profiling"`` or ``"simple"``: TorchScript's executor for
+                its forward. ``"simple"`` runs the graph as loaded (its first run costs about half
+                the profiling executor's on a CPU); ``"auto"``: simple on CPUs, profiling on GPUs.
 
         Raises:
             ConfigError: the file cannot be loaded, a spec is malformed, the name is taken...
@@ -423,6 +439,8 @@ class Server:
             [_spec_string(s) for s in profile_inputs or []],
             priority_levels,
             default_priority_level,
+            cuda_graphs,
+            jit_executor,
         )
 
     def remove_model(self, name: str) -> None:
@@ -503,8 +521,8 @@ class Server:
     # -- lifecycle --
     def start(self) -> None:
         """Starts scheduling; models added before are served from now on (models can
-        also be added later)."""
-        self._core.start()
+        also be added later), and makes the host memory pool requests' inputs land in."""
+        self._core.start(self._pool_byte_size)
 
     def start_front(
         self,
@@ -567,10 +585,15 @@ class Server:
         deadline), ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``mean_batch``,
         ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``, ``profile``
         {``recalibrating``, ``samples``, ``updates``, ``offline_ms`` and ``in_use_ms``
-        {batch size: l(b)}: the profile planned with now against the offline one}) and
+        {batch size: l(b)}: the profile planned with now against the offline one}, ``staging``
+        {``inputs``, ``views``, ``samples``, ``bytes_copied``, ``staging_us``, ``graph_batches``}: how
+        its batches' inputs were formed, as in serve's report) and
         ``devices`` (a list of {``name``, ``busy_fraction``, ``busy_s``, ``batches``}) and ``dispatch``
         ({``overlap``, ``d_ctrl_us``, ``d_data_us``, ``samples``}: what batches are dispatched ahead by,
-        and how many batches were measured, as of the learner's last update, every 200 ms).
+        and how many batches were measured, as of the learner's last update, every 200 ms) and
+        ``host_memory_pool`` ({``byte_size``, ``pinned``, ``in_use``, ``high_water``,
+        ``blocks_in_use``, ``acquired``, ``exhausted``}: the pool requests' inputs land in, and
+        the requests refused because it was full).
         A model repository's model with several versions served since start is one entry per
         version, named ``"<model> version <v>"``. An unloaded version stays, with its final
         counts and ``loaded`` false; a version counts across its reloads.
@@ -594,8 +617,11 @@ class Server:
             inputs: per model input a ``torch.Tensor`` or a numpy array of the input
                 spec's shape (one sample), or with a leading dimension k (k samples,
                 1 to the model's max batch, answered as one output of k rows), or a
-                list/tuple of them for a model with several inputs. They are not copied:
-                do not modify them until the future is done.
+                list/tuple of them for a model with several inputs. Inputs in host memory
+                are copied once, here, into the server's host memory pool (as ``serve``'s
+                transports land a request's bytes), so they may be modified as soon as
+                ``infer()`` returns; CUDA tensors are used where they are: do not modify
+                them until the future is done.
             deadline_ms: the caller's deadline from now (default: none). The request is
                 planned against the shorter of it and the model's SLO, so a generous
                 deadline never adds waiting; ok means done by that target.
@@ -615,7 +641,8 @@ class Server:
 
         Raises (at once, nothing queued):
             ModelNotFound, InvalidInput (names the mismatch, or a priority beyond the
-            model's levels), Overloaded, ServerNotRunning.
+            model's levels), Overloaded (also when the host memory pool cannot hold the
+            inputs now: the message names the pool), ServerNotRunning.
         """
         fut = _DetailedFuture(self._devices) if details else Future()
         self._submit(model, inputs, deadline_ms, fut, _priority(priority))

@@ -158,8 +158,10 @@ class Client:
     def stats(self) -> Dict[str, Any]:
         """Counts at this frontend, as `symphony loadgen` reports them: sent,
         ok, late, dropped (and by reason), errors, in_flight, cancels,
-        duplicate_outcomes, duplicate_outputs, unknown_ids, scheduler_losses,
-        resubmitted, welcomes, connected."""
+        admission_refused (of the overload drops, those this client refused
+        itself with the scheduler's admission tests), duplicate_outcomes,
+        duplicate_outputs, unknown_ids, scheduler_losses, resubmitted,
+        welcomes, connected."""
         return self._c.stats()
 
     @property

@@ -177,6 +177,10 @@ def test_configuration_errors(models_dir, tmp_path):
             s.add_model("m", models_dir / "linear.pt", input="float32[4]", inputs=["float32[4]"], slo_ms=50)
         with pytest.raises(TypeError, match="input spec"):
             s.add_model("m", models_dir / "linear.pt", input=42, slo_ms=50)
+        with pytest.raises(symphony.ConfigError, match="cuda_graphs must be 'auto', 'on' or 'off', got 'always'"):
+            s.add_model("m", models_dir / "linear.pt", input="float32[4]", slo_ms=50, cuda_graphs="always")
+        with pytest.raises(symphony.ConfigError, match="jit_executor must be 'auto', 'profiling' or 'simple'"):
+            s.add_model("m", models_dir / "linear.pt", input="float32[4]", slo_ms=50, jit_executor="legacy")
     finally:
         s.stop()
     e = symphony.Server(devices="emulated:1")

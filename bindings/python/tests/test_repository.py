@@ -5,6 +5,9 @@ same manager as `symphony serve --model-repository`, docs/repository.md).
 The models are TorchScript modules exported with torch here; every wait is
 bounded (each call returns once the model serves or has failed)."""
 
+import os
+import pathlib
+import shutil
 import threading
 
 import pytest
@@ -117,6 +120,34 @@ def test_explicit_mode_loads_and_unloads_while_serving(repo, make_server):
     # The unloaded model keeps its final counts: its one request, answered.
     assert not models["b"]["loaded"]
     assert (models["b"]["sent"], models["b"]["ok"] + models["b"]["late"]) == (1, 1)
+
+
+def test_a_load_whose_batch_of_one_outlasts_what_the_served_can_wait_fails(tmp_path, make_server):
+    """A model whose batch of one runs longer than a model served on its
+    device can wait (half of that model's SLO less its own batch of one) is
+    not loaded beside it, since each of its runs would make that model's
+    requests late: busy.pt (~0.2 s a batch) beside a 100 ms SLO fails its
+    load after its first runs, naming both models and the remedy; the index
+    gives the reason, and the served model answers on."""
+    busy = pathlib.Path(os.environ.get("SYMPHONY_TEST_MODELS", ""), "busy.pt")
+    if not busy.exists():
+        pytest.skip("SYMPHONY_TEST_MODELS does not point at the built test models")
+    add_model(tmp_path, "tight", 1.0, config=CONFIG.replace('"5000"', '"100"'))
+    (tmp_path / "slow" / "1").mkdir(parents=True)
+    shutil.copy(busy, tmp_path / "slow" / "1" / "model.pt")
+    (tmp_path / "slow" / "config.pbtxt").write_text(CONFIG.replace("dims: [ 3 ]", "dims: [ 4 ]"))
+    s = make_server(tmp_path, model_control_mode="explicit", load_models=["tight"])
+    s.start()
+    infer(s, "tight", 1.0)
+    with pytest.raises(symphony.ConfigError,
+                       match=r"model 'slow[^']*'[^:]*: cannot be loaded beside the models served on cpu.*: its batch of "
+                             r"one runs about [\d.]+ ms \(by its runs on cpu.*\), longer than model 'tight[^']*' can "
+                             r"wait .*give it a device of its own \(devices, instance_group\)"):
+        s.load_model("slow")
+    state, reason = states(s)[("slow", "1")]
+    assert state == "UNAVAILABLE" and "cannot be loaded beside" in reason, reason
+    assert s.model_names() == ["tight"]
+    infer(s, "tight", 1.0)
 
 
 def test_load_with_a_config_in_place_of_config_pbtxt(repo, make_server):

@@ -235,7 +235,14 @@ def test_context_manager_drains(models_dir, profiles_dir):
         s.start()
         futs = [s.infer("linear", torch.randn(4)) for _ in range(10)]
     assert all(f.done() for f in futs), "leaving the block drains every request"
-    assert all(isinstance(f.result(), torch.Tensor) for f in futs)
+    # Drained, not cut short: each ran, or (on a loaded machine, a CPU batch
+    # that ran long) missed its target in the queue; none ended `shutdown`.
+    for f in futs:
+        try:
+            assert isinstance(f.result(), torch.Tensor)
+        except symphony.Dropped as e:
+            assert e.reason == "expired", e
+    assert any(f.exception() is None for f in futs)
     with pytest.raises(symphony.ServerNotRunning):
         s.infer("linear", torch.randn(4))
 
@@ -327,3 +334,80 @@ def test_overlap_stages_beside_the_worker_and_reports_what_it_learned(cpu_server
     with pytest.raises(symphony.ConfigError, match="overlap must be 'auto', 'on' or 'off'"):
         symphony.Server(devices="cpu", overlap="sometimes")
     assert symphony.Server(devices="cpu").stats()["dispatch"]["overlap"] is False, "off on CPU by default"
+
+
+def _pool_settles(s, timeout_s=20.0):
+    """The pool's counters once every block is back (the last tensor holding
+    one may die on a server thread just after its future resolved): a bounded
+    poll."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pool = s.stats()["host_memory_pool"]
+        if pool["blocks_in_use"] == 0 or time.monotonic() > deadline:
+            return pool
+        time.sleep(0.005)
+
+
+def test_inputs_land_once_in_the_host_memory_pool_and_may_change_after_infer(cpu_server, models_dir):
+    s = cpu_server("linear", max_batch=8)
+    module = direct(models_dir, "linear")
+    xs = [torch.randn(4) for _ in range(40)]
+    want = [module(x.unsqueeze(0))[0] for x in xs]
+    futs = [s.infer("linear", x.numpy() if i % 2 else x) for i, x in enumerate(xs)]
+    for x in xs:  # copied at the call: what the server runs is what was passed
+        x.fill_(1e6)
+    for f, w in zip(futs, want):
+        assert torch.allclose(f.result(timeout=60), w, atol=1e-5)
+    pool = _pool_settles(s)
+    assert pool["acquired"] == 40 and pool["exhausted"] == 0
+    assert pool["blocks_in_use"] == 0 and pool["in_use"] == 0
+    assert pool["byte_size"] == 64 << 20 and not pool["pinned"]  # the default's floor, plain on a CPU
+    staged = s.stats()["models"]["linear"]["staging"]
+    assert staged["samples"] == 40 and staged["views"] <= staged["inputs"]  # each sample batched once
+    # 16-byte samples in 64-byte blocks are never side by side: each is copied into its batch once.
+    assert staged["bytes_copied"] == 16 * (40 - staged["views"])
+
+
+def test_a_full_host_memory_pool_refuses_at_once_naming_it(cpu_server):
+    s = cpu_server("linear", pinned_memory_pool_byte_size=64)  # one input of up to 64 bytes
+    with pytest.raises(symphony.Overloaded, match=r"larger than the whole host memory pool \(64 B\)"):
+        s.infer("linear", torch.randn(8, 4))  # 128 bytes
+    assert s.infer("linear", torch.randn(4)).result(timeout=60).shape == (3,)
+    pool = _pool_settles(s)
+    assert pool["exhausted"] == 1 and pool["acquired"] == 1 and pool["blocks_in_use"] == 0
+    assert s.stats()["sent"] == 1  # the refused request never reached the scheduler
+
+
+def test_every_block_returns_when_the_model_fails(cpu_server):
+    s = cpu_server("raises")
+    futs = [s.infer("raises", torch.full((4,), -1000.0)) for _ in range(5)]  # below -100: it raises
+    for f in futs:
+        with pytest.raises(symphony.ModelError, match="below -100"):
+            f.result(timeout=60)
+    pool = _pool_settles(s)
+    assert pool["acquired"] == 5 and pool["blocks_in_use"] == 0 and pool["in_use"] == 0
+
+
+@pytest.mark.parametrize("end", ["stop", "unload"])
+def test_every_block_returns_when_queued_requests_are_dropped(models_dir, profiles_dir, end):
+    s = symphony.Server(devices="cpu", policy="deferred", profile_repeats=3, profile_max_batch=16,
+                        safety_margin_ms=50.0)
+    try:
+        s.add_model("linear", models_dir / "linear.pt", inputs=["float32[4]"], slo_ms=1000.0, max_batch=16,
+                    profile=profiles_dir / "linear.yaml")
+        s.start()
+        # Deferred with a 1 s SLO: they wait in the model's window, queued.
+        futs = [s.infer("linear", torch.randn(4)) for _ in range(10)]
+        if end == "stop":
+            s.stop(cancel=True)
+        else:
+            s.remove_model("linear")
+        for f in futs:
+            try:
+                f.result(timeout=60)
+            except symphony.Dropped:
+                pass
+        pool = _pool_settles(s)
+        assert pool["acquired"] == 10 and pool["blocks_in_use"] == 0 and pool["in_use"] == 0
+    finally:
+        s.stop(cancel=True)

@@ -44,6 +44,11 @@ struct ServeModelConfig {
   // `devices:` the server's devices that serve it, by name ("cpu:1", or a
   // list); read by serve (server::parse_device_names). Empty: every device.
   std::vector<std::string> devices;
+  // `cuda_graphs: auto|on|off` (server::ModelOptions::cuda_graphs); unset: auto.
+  std::optional<bool> cuda_graphs;
+  // `jit_executor: auto|profiling|simple` (server::ModelOptions::jit_profiling:
+  // true profiling, false simple); unset: auto.
+  std::optional<bool> jit_profiling;
 };
 
 struct ServeConfig {

@@ -19,6 +19,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,15 @@ struct FrontOptions {
   // (host_memory_pool.hpp); a request the pool cannot hold is refused with
   // 429 / RESOURCE_EXHAUSTED. Null: each input in a string of its own.
   std::shared_ptr<HostMemoryPool> input_pool;
+  // How system shared memory regions are pinned at registration
+  // (SharedMemoryRegistry::set_pinning; `serve` with a CUDA GPU:
+  // cudaHostRegister). Unset: they are not.
+  std::function<std::string(void*, std::size_t)> pin_shared_memory;
+  std::function<void(void*)> unpin_shared_memory;
+  // The CUDA runtime's calls behind CUDA shared memory regions
+  // (SharedMemoryRegistry::set_cuda_ipc; `serve` with a CUDA GPU). Unset:
+  // registering one answers 501 / UNIMPLEMENTED.
+  CudaIpc cuda_ipc;
 };
 
 // Counts of one model's requests, as the front answered them.
@@ -77,6 +87,13 @@ class Front {
   static std::string_view server_version() noexcept;
   // FrontOptions::input_pool (null: none).
   HostMemoryPool* input_pool() const noexcept { return opts_.input_pool.get(); }
+  // Where a transport decodes the inputs of a request for `model` at
+  // `version`: the service's (InferenceService::input_landing), else
+  // input_pool(); null: none. Any thread.
+  std::shared_ptr<InputLanding> input_landing(std::string_view model, std::string_view version) const {
+    if (std::shared_ptr<InputLanding> l = service_.input_landing(model, version)) return l;
+    return opts_.input_pool;
+  }
   // The protocol extensions served: the front's own (binary_tensor_data,
   // model_configuration, and system_shared_memory when allowed) and the
   // service's (InferenceService::extensions: statistics, model_repository, ...).

@@ -14,6 +14,9 @@
 //    (the region is released, and unpinned, after the last block returns);
 //  - thread-safe: one mutex around a free list (O(log n) per acquire and
 //    release, n the free runs); blocks are aligned to kAlignment;
+//  - grow() adds memory at the region's end (reserved at construction up to
+//    `max_byte_size`; blocks handed out stay where they are), pinned as the
+//    region is;
 //  - a block goes right after the one handed out before it when it fits
 //    there (so requests that arrive one after another lie side by side, and
 //    their batch is a view: server/batch_staging.hpp), else into the
@@ -32,15 +35,23 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "symphony/front/input_landing.hpp"
 #include "symphony/status.hpp"
 
 namespace symphony::front {
 
 struct HostMemoryPoolOptions {
   std::uint64_t byte_size = 0;  // > 0
+  // What grow() may reach (address space reserved at construction, costing
+  // no memory until used); below byte_size: byte_size, no growth. Where that
+  // much cannot be reserved, the pool is byte_size and does not grow.
+  std::uint64_t max_byte_size = 0;
   // Pins the region for the GPU's copies (cudaHostRegister); returns an
   // error's text, empty on success. Unset: plain memory. `unpin` undoes it
-  // once the region is released.
+  // once the region is released, once per range pinned (the region's, then
+  // each growth's).
   std::function<std::string(void*, std::size_t)> pin;
   std::function<void(void*)> unpin;
 };
@@ -54,27 +65,39 @@ struct HostMemoryPoolStats {
   std::uint64_t exhausted = 0;      // acquires refused: no free run large enough
   bool pinned = false;
 };
+// The stats as JSON, one key per field (serve's report, Python's stats()).
+nlohmann::json to_json(const HostMemoryPoolStats& s);
 
-class HostMemoryPool {
+// The pool is an InputLanding for every request: take() is acquire(),
+// refusal() exhausted_message().
+class HostMemoryPool final : public InputLanding {
  public:
   static constexpr std::size_t kAlignment = 64;
 
   // The pool of `o.byte_size` bytes; an error naming the size when the
   // memory cannot be reserved or pinned.
   static Result<std::shared_ptr<HostMemoryPool>> create(HostMemoryPoolOptions o);
-  ~HostMemoryPool();
+  ~HostMemoryPool() override;
   HostMemoryPool(const HostMemoryPool&) = delete;
   HostMemoryPool& operator=(const HostMemoryPool&) = delete;
 
   // A block of at least `bytes` bytes (a 0-byte request gets kAlignment), or
   // null when the pool cannot hold it now. Any thread; never waits.
   std::shared_ptr<char> acquire(std::size_t bytes) noexcept;
+  // Grows the pool to `byte_size` bytes (rounded to kAlignment), pinning the
+  // added range as the region is; smaller than now: nothing. An error naming
+  // the sizes beyond max_byte_size() or when the added range cannot be
+  // pinned (the pool stays as it was). Any thread.
+  Status grow(std::uint64_t byte_size);
   // Why acquire(bytes) failed, for the refused request's reply: the pool,
   // its size, what it holds and the flag that sizes it.
   std::string exhausted_message(std::size_t bytes) const;
+  std::shared_ptr<char> take(std::string_view, std::size_t bytes) noexcept override { return acquire(bytes); }
+  std::string refusal(std::string_view, std::size_t bytes) const override { return exhausted_message(bytes); }
 
   HostMemoryPoolStats stats() const noexcept;
   std::uint64_t byte_size() const noexcept;
+  std::uint64_t max_byte_size() const noexcept;  // what grow() may reach
   bool pinned() const noexcept;
   // Whether [p, p + n) lies in the region.
   bool owns(const void* p, std::size_t n = 1) const noexcept;

@@ -23,6 +23,8 @@
 
 namespace symphony::front {
 
+class InputLanding;  // input_landing.hpp
+
 // The protocol's tensor datatypes ("FP32", "INT64", ...): the one table of
 // symphony/tensor_spec.hpp.
 using DataType = symphony::DataType;
@@ -197,6 +199,8 @@ struct InferRequest {
   };
   std::vector<Output> outputs;
   bool binary_outputs = false;  // REST: "binary_data_output": every output as binary data
+  // Where the transport decoded its inputs (input_landing.hpp), if anywhere.
+  std::shared_ptr<InputLanding> landing;
 };
 
 // How a request ended, as the transports answer it.

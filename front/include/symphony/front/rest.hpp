@@ -34,13 +34,14 @@ struct RestLimits {
 
 // Parses an infer request for `model` / `version` (from the URL). `body` is
 // the whole body; `header_length` the Inference-Header-Content-Length header,
-// if any. Returns false with a 400 reply naming the problem. With `pool`,
+// if any. Returns false with a 400 reply naming the problem. With
+// `landing` (input_landing.hpp: the host memory pool, or the service's),
 // each input's bytes (but BYTES tensors') are decoded straight into a block
 // of it (Tensor::held and ::keep); a request it cannot hold now is refused
-// with a 429 (Code::kResourceExhausted) naming the pool.
+// with a 429 (Code::kResourceExhausted) saying why.
 bool parse_infer_request(std::string_view model, std::string_view version, std::string_view body,
                          std::optional<std::uint64_t> header_length, const RestLimits& limits,
-                         InferRequest* out, Reply* error, HostMemoryPool* pool = nullptr);
+                         InferRequest* out, Reply* error, InputLanding* landing = nullptr);
 
 // A request body sent with a Content-Encoding, decoded.
 struct DecodedBody {
@@ -103,8 +104,14 @@ std::string repository_index_body(const std::vector<InferenceService::IndexEntry
 // the problem.
 bool parse_shared_memory_register_request(std::string_view body, std::string* key, std::uint64_t* offset,
                                           std::uint64_t* byte_size, std::string* error);
-// Status: [{"name", "key", "offset", "byte_size"}, ...].
+// Status: [{"name", "key", "offset", "byte_size"}, ...]; CUDA regions:
+// [{"name", "device_id", "byte_size"}, ...].
 std::string shared_memory_status_body(const std::vector<SharedMemoryRegistry::RegionStatus>& regions);
+// The CUDA shared memory extension's register body: {"raw_handle": {"b64":
+// "<the cudaIpcMemHandle_t's bytes, base64>"}, "device_id": D, "byte_size": N}.
+bool parse_cuda_shared_memory_register_request(std::string_view body, std::string* raw_handle,
+                                               std::int64_t* device_id, std::uint64_t* byte_size,
+                                               std::string* error);
 
 // IEEE half and bfloat16 conversions (FP16/BF16 tensors in JSON).
 std::uint16_t float_to_half(float f) noexcept;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "symphony/front/input_landing.hpp"
 #include "symphony/front/protocol.hpp"
 #include "symphony/time.hpp"
 
@@ -44,6 +45,16 @@ class InferenceService {
   // before submit returns); `done` must not block. Returns a ticket for
   // cancel(), 0 when the request ended at once.
   virtual std::uint64_t submit(InferRequest&& request, Duration budget, Done done) = 0;
+  // Where the transport decodes the input tensors of a request for `model`
+  // at `version` (from the URL, before the body is parsed; input_landing.hpp),
+  // given to submit() as InferRequest::landing; null (the default): the
+  // front's (FrontOptions::input_pool, else a string per input).
+  virtual std::shared_ptr<InputLanding> input_landing(std::string_view model,
+                                                      std::string_view version) const {
+    (void)model;
+    (void)version;
+    return nullptr;
+  }
   // The caller of a request went away: a request still queued ends as
   // dropped (cancelled) and never runs; one already in a batch runs, and its
   // reply is sent to nobody. Any thread; an unknown or ended ticket is

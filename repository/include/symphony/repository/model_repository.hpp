@@ -43,6 +43,11 @@ inline constexpr const char* kSloParameter = "symphony.slo_ms";
 inline constexpr Duration kDefaultSlo = Duration::milliseconds(100);
 // Keys of `parameters` under this prefix are Symphony's; an unknown one refuses the model.
 inline constexpr const char* kParameterPrefix = "symphony.";
+// Triton's PyTorch backend parameters for TorchScript's executor ("true" or
+// "false"): either false runs the simple executor, else either true the
+// profiling one (server::ModelOptions::jit_profiling).
+inline constexpr const char* kJitExecutorParameter = "ENABLE_JIT_EXECUTOR";
+inline constexpr const char* kJitProfilingParameter = "ENABLE_JIT_PROFILING";
 
 // One input or output of the config. The spec's shape is `dims`: beyond the
 // batch dimension when max_batch_size > 0, the whole shape when it is 0; a
@@ -129,6 +134,12 @@ struct RepositoryModel {
   std::optional<Duration> slo;
   // Empty: the config has no instance_group (Triton: one instance on each GPU, else the CPU).
   std::vector<InstanceGroup> instance_groups;
+  // optimization.cuda.graphs when the config has optimization.cuda (true:
+  // on, false: off); unset: auto (server::ModelOptions::cuda_graphs).
+  std::optional<bool> cuda_graphs;
+  // parameters ENABLE_JIT_EXECUTOR / ENABLE_JIT_PROFILING (kJitExecutorParameter);
+  // unset: auto (server::ModelOptions::jit_profiling).
+  std::optional<bool> jit_profiling;
   // dynamic_batching.preferred_batch_size: accepted, unused (Symphony sizes batches by deadlines).
   std::vector<std::int32_t> preferred_batch_sizes;
   // Every key of `parameters` with its string_value, Symphony's included.

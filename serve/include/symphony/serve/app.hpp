@@ -63,6 +63,15 @@ Result<server::ModelOptions> model_options(const config::ServeModelConfig& m);
 // Every model of the config's `models:`; an error names the config file.
 Result<std::vector<server::ModelOptions>> config_models(const config::ServeConfig& cfg);
 
+// Lands a request's inputs in the host memory pool as a transport lands its
+// bytes (docs/architecture.md#staging): each tensor in host memory is copied
+// once into a block of its own and replaced by a tensor over the block, which
+// returns the block when its last view dies; a tensor on a device stays as it
+// is. kCapacityExceeded with the pool's exhausted_message() when the pool
+// cannot hold one now (the blocks taken for the others return at once).
+// Used by the Python in-process infer and the built-in load.
+Status land_in_pool(front::HostMemoryPool& pool, std::vector<at::Tensor>& tensors);
+
 // What /readyz and symphony_up{phase} say.
 enum class Phase { kLoading, kServing, kDone };
 
@@ -91,7 +100,7 @@ class ServeApp {
   // version is a server model of its own, loaded, then served by the front
   // as a set, then removed once no longer served.
   // Loads a server model the front does not serve yet.
-  Status load_version(const server::ModelOptions& m) { return server_->add_model(m); }
+  Status load_version(const server::ModelOptions& m);
   // The front serves exactly `versions` of `model` from now on (server
   // models loaded before); empty: the model is no longer served.
   Status serve_versions(std::string_view model, std::vector<ProtocolModelOptions> versions) {
@@ -119,7 +128,10 @@ class ServeApp {
   // Creates the server's host memory pool, where the front and the built-in
   // load put requests' inputs at arrival (front/host_memory_pool.hpp):
   // `byte_size` bytes (Triton's --pinned-memory-pool-byte-size), 0: the
-  // default_input_pool_bytes() of the models loaded now. Pinned when a device
+  // default_input_pool_bytes() of the models loaded now, grown to it again
+  // whenever a model is loaded later (add_model, load_version), up to
+  // kMaxDefaultInputPoolBytes (or its size at start, when larger); a given
+  // size stays as given. Pinned when a device
   // is a CUDA GPU (and the build has CUDA), plain memory otherwise. Before
   // start_front, which otherwise creates the default pool itself. Errors
   // name the size; kAlreadyExists when there is a pool.
@@ -131,6 +143,7 @@ class ServeApp {
   // kInputPoolBatches, and at least kMinInputPoolBytes.
   static constexpr std::uint64_t kInputPoolBatches = 8;
   static constexpr std::uint64_t kMinInputPoolBytes = std::uint64_t{64} << 20;
+  static constexpr std::uint64_t kMaxDefaultInputPoolBytes = std::uint64_t{4} << 30;
   std::uint64_t default_input_pool_bytes() const;
   // The pool's line of the report (printed) and its numbers as JSON: size,
   // pinned, in use, high-water, exhausted refusals; an empty object without
@@ -157,7 +170,10 @@ class ServeApp {
 
  private:
   explicit ServeApp(std::unique_ptr<server::Server> server);
-  Status make_input_pool(std::uint64_t byte_size);          // REQUIRES: mu_ held
+  Status make_input_pool(std::uint64_t byte_size);  // REQUIRES: mu_ held
+  // A default-sized pool grows to default_input_pool_bytes() (capped) after
+  // a model was loaded; a growth that fails leaves the pool as it was.
+  void grow_input_pool();
   void write_input_pool_metrics(metrics::Writer& w) const;  // REQUIRES: mu_ held
 
   std::unique_ptr<server::Server> server_;
@@ -169,6 +185,7 @@ class ServeApp {
   std::unique_ptr<front::Listeners> listeners_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::shared_ptr<front::HostMemoryPool> pool_;  // under mu_
+  bool pool_grows_ = false;                      // default-sized: grows as models are loaded (under mu_)
   std::unique_ptr<metrics::Endpoint> endpoint_;  // after what it reads: destroyed first
   bool stopped_ = false;
 };

@@ -58,8 +58,10 @@ nlohmann::json load_report(const LoadRun& run, const config::ServeConfig& cfg);
 // report's keys: what /metrics' symphony_requests_* families hold.
 nlohmann::json server_counts_json(const server::ServerStats& stats);
 
-// The report of serving protocol clients until stopped: prints the devices'
-// table (busy since start, batches) and returns {"devices", "server"}.
+// The report of serving protocol clients until stopped: prints the model
+// batches' table (how they were staged, their measured time over the profile)
+// and the devices' (busy since start, batches), and returns {"devices",
+// "staging", "server"}.
 nlohmann::json served_report(const server::ServerStats& fin);
 
 }  // namespace symphony::serve
