@@ -13,12 +13,26 @@
 #   3. starts the two frontends and offers 0.95 x that goodput for 20 s with
 #      `symphony load --url http://...`, half to each frontend, and prints the
 #      outcome report the load generators saw; the simulator runs the same
-#      offered rate for comparison.
+#      offered rate for comparison;
+#   4. meanwhile, 7 s into the load, adds a model folder (VGG16) to the
+#      cluster's model repository, loads it through the protocol's repository
+#      extension and unloads another model (Inception) while that load runs,
+#      sends the new model three requests, and prints the repository index
+#      before and after, and ResNet50's bad rate before, during and after the
+#      load (the frontends' counts, from their Prometheus endpoints), as
+#      ./scripts/demo.sh does on one machine.
+#
+# The cluster's roles serve a model repository laid out here from the
+# config (ResNet50, with its profile as `symphony profile` writes it) with
+# --model-control-mode explicit; the load generators and the simulator read
+# the config itself.
 #
 #   ./scripts/cluster-demo.sh [--json FILE] [--duration S] [--fraction F]
 #
 # The JSON holds sent, ok, late, dropped, errors, bad_rate, offered_rps,
-# sim_goodput_rps, median_batch and sim_median_batch (and more): as the
+# sim_goodput_rps, median_batch and sim_median_batch (and more, and
+# model_control: the load's and unload's times, the showcase's answers and
+# the bad rate by phase): as the
 # protocol clients counted them, each budget the model's SLO from the moment
 # the frontend got the request (the HTTP hop is outside it). Set
 # SYMPHONY_BUILD_DIR to use an existing build (default: build/release, built
@@ -34,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     --json) json_out="$2"; shift 2 ;;
     --duration) duration="$2"; shift 2 ;;
     --fraction) fraction="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -67,15 +81,53 @@ cleanup() {
 }
 trap cleanup EXIT
 
+step "laying out the cluster's model repository ($work/repository)"
+# ResNet50 as the config has it, and Inception, served from the start; VGG16
+# waits beside the repository until it is added while the cluster serves.
+# Emulated GPUs open no model file; each version has the profile the
+# scheduler plans with. The roles take the config less its models.
+repo="$work/repository"
+added=VGG16
+unloaded=Inception
+/usr/bin/python3 - "$config" "$work" "$added" <<'PY'
+import os, sys, yaml
+src, work, added = sys.argv[1:4]
+cfg = yaml.safe_load(open(src))
+def lay_out(folder, name, alpha, beta, slo, max_batch):
+    os.makedirs(os.path.join(folder, name, "1"))
+    with open(os.path.join(folder, name, "config.pbtxt"), "w") as f:
+        f.write("max_batch_size: %d\n"
+                'input [ { name: "INPUT__0" data_type: TYPE_UINT8 dims: [ 64 ] } ]\n'
+                'output [ { name: "OUTPUT__0" data_type: TYPE_UINT8 dims: [ 16 ] } ]\n'
+                'parameters { key: "symphony.slo_ms" value { string_value: "%g" } }\n' % (max_batch, slo))
+    open(os.path.join(folder, name, "1", "model.pt"), "wb").close()
+    points = "".join("  - [%d, %.3f, %.3f, %.3f]\n" % ((b,) + (alpha * b + beta,) * 3) for b in range(1, max_batch + 1))
+    with open(os.path.join(folder, name, "1", "model.cpu0.profile.yaml"), "w") as f:
+        f.write('model: %s\ndevice: cpu:0\ninputs: ["uint8[64]"]\nmax_batch: %d\nalpha_ms: %g\nbeta_ms: %g\n'
+                "stopped_because: the demo's emulated profile\npoints:\n" % (name, max_batch, alpha, beta) + points)
+(m,) = cfg["models"]
+lay_out(os.path.join(work, "repository"), m["name"], m["alpha_ms"], m["beta_ms"], m["slo_ms"], m["max_batch"])
+lay_out(os.path.join(work, "repository"), "Inception", 0.8, 4.0, 25, 32)
+# VGG16's batch of one (8 ms) within what ResNet50 can wait beside it (half of
+# 25 ms less its 6.1 ms: 9.4 ms); one longer would be refused at its load.
+lay_out(work, added, 2.0, 6.0, 50, 16)
+cfg.pop("models")
+cfg["cluster"].pop("models", None)
+yaml.safe_dump(cfg, open(os.path.join(work, "cluster.yaml"), "w"), sort_keys=False)
+open(os.path.join(work, "token"), "w").write(cfg["cluster"]["token"])
+PY
+roles=(--config "$work/cluster.yaml")
+
 step "starting the scheduler and two backends (4 emulated GPUs each)"
-"$bin" scheduler --listen 127.0.0.1:0 --config "$config" --port-file "$work/port" \
-  --json "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
+"$bin" scheduler --listen 127.0.0.1:0 "${roles[@]}" --model-repository "$repo" --model-control-mode explicit \
+  --port-file "$work/port" --json "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
 [[ -s "$work/port" ]] || { cat "$work/scheduler.log" >&2; exit 1; }
 addr="127.0.0.1:$(cat "$work/port")"
 for b in 1 2; do
-  "$bin" backend --scheduler "$addr" --devices emulated:4 --config "$config" --name "backend$b" \
+  # Emulated GPUs read no model: the token is all they need of the config.
+  "$bin" backend --scheduler "$addr" --devices emulated:4 --token "$(cat "$work/token")" --name "backend$b" \
     --json "$work/backend$b.json" >"$work/backend$b.log" 2>&1 &
   pids+=($!)
 done
@@ -113,12 +165,14 @@ echo "simulated goodput ${goodput} r/s; offering ${fraction} x = ${rate} r/s" >&
 
 step "starting two protocol frontends (symphony frontend: HTTP and gRPC on loopback)"
 for f in 1 2; do
-  "$bin" frontend --scheduler "$addr" --config "$config" --http 127.0.0.1:0 --grpc 127.0.0.1:0 --name "frontend$f" \
-    --port-file "$work/frontend$f.ports" --json "$work/frontend$f.json" --quiet >"$work/frontend$f.log" 2>&1 &
+  "$bin" frontend --scheduler "$addr" "${roles[@]}" --model-repository "$repo" --http 127.0.0.1:0 \
+    --grpc 127.0.0.1:0 --metrics 127.0.0.1:0 --name "frontend$f" --port-file "$work/frontend$f.ports" \
+    --json "$work/frontend$f.json" --quiet >"$work/frontend$f.log" 2>&1 &
   fe_pids+=($!)
   pids+=($!)
 done
 urls=()
+metrics_urls=()  # the frontends' Prometheus endpoints (model_control.sh's counts)
 for f in 1 2; do
   for _ in $(seq 100); do [[ -s "$work/frontend$f.ports" ]] && break; sleep 0.1; done
   [[ -s "$work/frontend$f.ports" ]] || { cat "$work/frontend$f.log" >&2; exit 1; }
@@ -128,8 +182,12 @@ for f in 1 2; do
     sleep 0.1
   done
   urls+=("http://$http")
+  for _ in $(seq 100); do grep -q '^metrics: listening on' "$work/frontend$f.log" && break; sleep 0.1; done
+  metrics_urls+=("$(sed -n 's|^metrics: listening on \(http://[^ ]*\)$|\1|p' "$work/frontend$f.log")")
 done
 echo "frontends: ${urls[*]}" >&2
+http=${urls[0]#http://}  # the frontend that model_control.sh's functions ask
+source scripts/model_control.sh
 
 step "offering ${rate} r/s through the two frontends for ${duration} s (symphony load over HTTP)"
 half=$(/usr/bin/python3 -c "print($rate / 2)")
@@ -140,7 +198,49 @@ for f in 1 2; do
   lg+=($!)
   pids+=($!)
 done
+# 7 s in (after the load's 2 s warm-up), while the load goes on: add VGG16
+# to the repository and load it, unloading Inception while that load runs;
+# then three requests to VGG16.
+sleep 3
+counts warm
+sleep 4
+mv "$work/$added" "$repo/$added"
+print_index "before loading $added and unloading $unloaded (as frontend 1 lists it)"
+counts before
+control_ms() {  # $1 load or unload, $2 the model: control's line, and its ms in $work/$1.ms
+  control "$1" "$2" 2>&1 | tee "$work/$1.out" >&2
+  sed -n 's/.*: \([0-9]*\) ms$/\1/p' "$work/$1.out" >"$work/$1.ms"
+}
+control_ms load "$added" &
+loading=$!
+control_ms unload "$unloaded" &
+unloading=$!
+wait "$loading" "$unloading" || true
+counts loaded
+print_index "after loading $added and unloading $unloaded"
+/usr/bin/python3 - "${urls[0]}" "$added" "$work/showcase.json" <<'PY' >&2 || true
+import json, sys, time, urllib.error, urllib.request
+body = json.dumps({"inputs": [{"name": "INPUT__0", "datatype": "UINT8", "shape": [1, 64],
+                               "data": list(range(64))}]}).encode()
+statuses = []
+for i in range(3):
+    url = "%s/v2/models/%s/infer" % (sys.argv[1], sys.argv[2])
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, body), timeout=30) as r:
+            out = json.load(r)["outputs"][0]
+            print("request %d to %s: output %s %s in %.1f ms" % (i + 1, sys.argv[2], out["name"], out["shape"],
+                                                                 1000 * (time.monotonic() - t0)))
+            statuses.append(200)
+    except urllib.error.HTTPError as e:
+        print("request %d to %s: HTTP %d %s" % (i + 1, sys.argv[2], e.code, e.read().decode(errors="replace")))
+        statuses.append(e.code)
+json.dump(statuses, open(sys.argv[3], "w"))
+PY
 for p in "${lg[@]}"; do wait "$p"; done
+counts end
+print_bad_rates "ResNet50 (the frontends' counts)" "$added,$unloaded" "before the load,during it,after it" warm \
+  before loaded end
 for p in "${fe_pids[@]}"; do kill -TERM "$p"; done  # they write their reports
 for p in "${fe_pids[@]}"; do wait "$p" || true; done
 
@@ -193,6 +293,21 @@ r.update({
     "load_cpu_s": sum(x["client"]["cpu_s"] for x in lo),
     "duration_s": window,
 })
+def read(name, default):
+    try:
+        return json.load(open(f"{work}/{name}"))
+    except (OSError, ValueError):
+        return default
+def ms(op):
+    try:
+        return int(open(f"{work}/{op}.ms").read())
+    except (OSError, ValueError):
+        return None
+r["model_control"] = {
+    "loaded": "VGG16", "unloaded": "Inception", "load_ms": ms("load"), "unload_ms": ms("unload"),
+    "showcase_statuses": read("showcase.json", []),
+    "bad_rate_by_phase": read("bad_rates.json", []),
+}
 def us(v):  # whole microseconds, one decimal below 10 (as the learned line above)
     return f"{v:.1f} us" if v < 10 else f"{v:.0f} us"
 
@@ -204,6 +319,10 @@ sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reason
 bad rate {100 * r['bad_rate']:.2f} %   (simulator at the same rate: {100 * sim['bad_rate']:.2f} %)
 median batch {median}   (simulator: {sim['median_batch']:g}); client p99 {p99:.1f} ms (SLO 25 ms at the frontend)
 learned delays: d_ctrl {us(r['learned_delays_us']['ctrl'])}, d_data {us(r['learned_delays_us']['data'])} per request, d_resp {us(r['learned_delays_us']['resp'])}""")
+mc = r["model_control"]
+phases = ", ".join(f"{p['phase']} {100 * p['bad_rate']:.2f} %" for p in mc["bad_rate_by_phase"])
+print(f"model control: VGG16 loaded in {mc['load_ms']} ms, Inception unloaded in {mc['unload_ms']} ms while it loaded; "
+      f"{mc['showcase_statuses'].count(200)} of 3 requests to VGG16 answered 200; ResNet50's bad rate {phases}")
 if out:
     json.dump(r, open(out, "w"), indent=2, sort_keys=True)
     print(f"wrote {out}")

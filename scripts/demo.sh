@@ -71,55 +71,9 @@ cleanup() {
 load_pid=""
 trap cleanup EXIT
 
-# POST to the protocol's repository extension; prints the answer's body.
-repository() { curl -sS --max-time 600 -X POST -H 'Content-Type: application/json' "http://$http/v2/repository$1"; }
-# Prints the repository index (POST /v2/repository/index) as a table, under a heading.
-print_index() {
-  printf '\nrepository index, %s:\n' "$1" >&2
-  repository /index | /usr/bin/python3 -c '
-import json, sys
-for m in json.load(sys.stdin):
-    print("  %-20s %-3s %-12s %s" % (m["name"], m.get("version", ""), m.get("state", ""), m.get("reason", "")))
-' >&2 || echo "  (the index could not be read)" >&2
-}
-# Saves serve's request counts by model and outcome (its /metrics) as $work/counts.$1.
-counts() { curl -sS --max-time 5 "http://$metrics/metrics" >"$work/counts.$1" 2>/dev/null || true; }
-# Prints the bad rate (late, dropped, errors over all ended) of the models other
-# than the fourth between each pair of saved counts: $1 the phases' names, the
-# rest the counts' names in order.
-print_bad_rates() {
-  /usr/bin/python3 - "$work" "$fourth" "$@" <<'PY' >&2 || echo "(the bad rates could not be read)" >&2
-import re, sys
-work, fourth, names, points = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
-def read(point):
-    out = {}
-    for line in open("%s/counts.%s" % (work, point)):
-        m = re.match(r'symphony_requests_total\{([^}]*)\} (\S+)', line)
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))) if m else {}
-        if "outcome" in labels and labels.get("model") != fourth:
-            out[labels["outcome"]] = out.get(labels["outcome"], 0) + float(m.group(2))
-    return out
-counts = [read(p) for p in points]
-line = []
-for name, a, b in zip(names, counts, counts[1:]):
-    n = {k: b.get(k, 0) - a.get(k, 0) for k in b}
-    ended = sum(n.values())
-    bad = ended - n.get("ok", 0)
-    line.append("%s %.2f %% (%d of %d)" % (name, 100.0 * bad / ended if ended else 0, bad, ended))
-print("bad rate of the three others (serve's counts): " + ", ".join(line))
-PY
-}
-# Loads or unloads $2 ($1: load or unload); prints how long it took, or the error.
-control() {
-  local t0 body
-  t0=$(date +%s%N)
-  if body=$(repository "/models/$2/$1" 2>&1) && [[ "$body" != *'"error"'* ]]; then
-    printf '%s of %s: %d ms\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000)) >&2
-  else
-    printf 'error: %s of %s failed: %s\n' "$1" "$2" "$body" >&2
-    return 1
-  fi
-}
+# repository, print_index, control, counts and print_bad_rates (serve's /metrics).
+source scripts/model_control.sh  # the working directory is the repository root (common.sh)
+metrics_urls=("http://$metrics/metrics")
 
 if ((compare_triton)); then
   triton="${SYMPHONY_DEMO_TRITON:-triton}"
@@ -232,7 +186,8 @@ wait "$load_pid" || rc=$?
 load_pid=""
 [[ "$rc" == 0 ]] || exit "$rc"
 counts end
-print_bad_rates "before the load,during it,after it" warm before loaded end
+print_bad_rates "the three others (serve's counts)" "$fourth" "before the load,during it,after it" warm before \
+  loaded end
 
 step "stopping serve (SIGTERM): what the front answered, and how busy each device was"
 kill -TERM "$serve_pid"

@@ -11,6 +11,7 @@
 // docs/cluster.md#hot-spare-schedulers) --listen must be one of the listed
 // addresses; a primary deposed by a scheduler of a higher term stops and
 // exits with status 3 (restarted, it rejoins as a spare).
+// Its flags are defined in scheduler_cli.cc.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "scheduler_cli.hpp"
 #include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/scheduler_node.hpp"
@@ -34,23 +36,6 @@
 
 namespace symphony::tools {
 namespace {
-
-struct SchedulerArgs {
-  std::string listen = "0.0.0.0:7000";
-  std::string config;
-  std::string port_file;
-  std::string json;
-  std::string report;  // deprecated --report FILE: --json FILE
-  std::string policy;
-  std::string metrics;
-  std::string model_repository;
-  std::string model_control_mode = "none";
-  double repository_poll_secs = 15;
-  std::string profile_device;
-  double autoscale_window_s = 30;
-  double duration_s = 0;
-  bool verbose = false;
-};
 
 // Writes the report atomically (a reader never sees half a file).
 bool write_report(const cluster::SchedulerNode& node, const std::string& path) {
@@ -214,42 +199,7 @@ CLI::App* add_scheduler(CLI::App& app, int& exit_code) {
   static SchedulerArgs a;
   auto* cmd =
       app.add_subcommand("scheduler", "Run the cluster's scheduler (frontends and backends connect to it)");
-  cmd->add_option("--listen", a.listen,
-                  "HOST:PORT to listen on (port 0: any; see --port-file); with cluster.schedulers, its entry "
-                  "(exit status 3: deposed by another scheduler; restart it as a spare)");
-  cmd->add_option("config,--config", a.config, "cluster.yaml: the models, the policy and the cluster section")
-      ->required();
-  cmd->add_option("--model-control-mode", a.model_control_mode,
-                  "none (default: the models are fixed at start), explicit (the frontends' repository "
-                  "load and unload requests load, reload and unload models while the cluster serves) or "
-                  "poll (the scheduler rescans the repository and does so itself; "
-                  "docs/cluster.md#model-control)")
-      ->check(CLI::IsMember({"none", "poll", "explicit"}));
-  cmd->add_option("--repository-poll-secs", a.repository_poll_secs,
-                  "poll mode: seconds between rescans of the repository (default 15)");
-  cmd->add_option("--model-repository", a.model_repository,
-                  "take the models, SLOs and profiles from a Triton-layout repository, not the config's "
-                  "models: (docs/cluster.md#running-from-a-model-repository)");
-  cmd->add_option("--profile-device", a.profile_device,
-                  "with --model-repository: read each model's <stem>.<device>.profile.yaml of this device "
-                  "(cpu:0, cuda:0; default: the one profile beside each model file)");
-  cmd->add_option("--policy", a.policy,
-                  std::string(kPolicyHelp) + " (overrides the config; docs/policies.md)");
-  cmd->add_option("--port-file", a.port_file, "write the bound port to this file once listening");
-  add_json_option(cmd, a.json);
-  add_deprecated_json_alias(cmd, "--report", a.report);
-  cmd->add_option(
-         "--metrics", a.metrics,
-         "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-         "overrides the config's cluster.metrics; docs/metrics.md)")
-      ->envname("SYMPHONY_METRICS");
-  cmd->add_option("--autoscale-window", a.autoscale_window_s,
-                  "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
-  cmd->add_option("--duration", a.duration_s, "stop after this many seconds (default: until SIGINT/SIGTERM)");
-  cmd->add_flag("--verbose", a.verbose, "log each connection's UCX transports and every delay update");
-  cmd->footer(
-      "The --json report holds the counters and the learned delays; a FILE is rewritten (atomically) "
-      "every second and on exit.");
+  add_scheduler_options(cmd, a);
   cmd->callback([&exit_code] { exit_code = run_scheduler(a); });
   return cmd;
 }

@@ -100,6 +100,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<ModelTable>(msg, decode_model_table);
   roundtrip<ModelLoad>(msg, decode_model_load);
   roundtrip<ModelLoadDone>(msg, decode_model_load_done);
+  roundtrip<ModelUnload>(msg, decode_model_unload);
+  roundtrip<LeaseRequest>(msg, decode_lease_request);
+  roundtrip<LeaseGrant>(msg, decode_lease_grant);
+  roundtrip<LeaseEnd>(msg, decode_lease_end);
+  roundtrip<Admission>(msg, decode_admission);
   rebuilt(msg, decode_submit);
   rebuilt(msg, decode_batch);
   rebuilt(msg, decode_outputs);

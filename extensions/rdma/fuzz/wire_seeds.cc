@@ -44,12 +44,22 @@ int main(int argc, char** argv) {
                                  3000000,
                                  1500000,
                                  1700000000000,
-                                 {{1, 3, 900000}, {4, 2, 1200000}}}}}));
+                                 {{1, 3, 900000}, {4, 2, 1200000}},
+                                 "linear",
+                                 1}}}));
   seeds.push_back(encode(ModelControl{3, ModelOp::kUnload, "linear"}));
   seeds.push_back(encode(ModelControlDone{3, 0, ""}));
-  seeds.push_back(encode(ModelTable{{{0, 8, 100000000, "linear", 0, 0}}, {{"linear/1", "unloaded"}}}));
-  seeds.push_back(encode(ModelLoad{3, 2, 8, 1, "linear", "linear"}));
+  seeds.push_back(encode(ModelTable{{{0, 8, 100000000, "linear", 0, 0}},
+                                    {{"linear/1", "unloaded"}},
+                                    {{"linear", 2, "the reload failed"}}}));
+  seeds.push_back(encode(ModelLoad{3, 2, 8, 1, "linear", "linear", -1, {}}));
+  seeds.push_back(encode(ModelLoad{3, 2, 8, 1, "sleepy", "sleepy", 4500000, "linear"}));
   seeds.push_back(encode(ModelLoadDone{3, 2, BatchStatus::kOk, ""}));
+  seeds.push_back(encode(ModelUnload{3, 2, "linear"}));
+  seeds.push_back(encode(LeaseRequest{4, 1, 2000000, 5000000000}));
+  seeds.push_back(encode(LeaseGrant{4, BatchStatus::kError, "found no gap"}));
+  seeds.push_back(encode(LeaseEnd{4, 1500000}));
+  seeds.push_back(encode(Admission{{{0, 1, 30000000, 2250000, 1500000, 12000000}}}));
   BatchDone bd;
   bd.batch = 9;
   bd.error = "e";

@@ -9,59 +9,17 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 
 #include "symphony/cluster/transport.hpp"
 #include "symphony/cluster/wire.hpp"
+#include "fake_scheduler.hpp"
 
 namespace symphony::cluster {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A scheduler that welcomes one frontend and records its Submits.
-struct FakeScheduler : Transport::Handler {
-  std::unique_ptr<Transport> t;
-  std::uint16_t port = 0;
-  std::mutex mu;
-  std::condition_variable cv;
-  ConnId fe = kNoConn;
-  std::vector<wire::SubmitEntry> submitted;
-  std::vector<std::uint64_t> cancelled;  // ids of the Cancels received, in order
-  std::string hello_token;
-
-  FakeScheduler() {
-    TransportOptions o;
-    o.name = "fake-scheduler";
-    t = std::move(*Transport::create(o, *this));
-    port = *t->call([&] { return t->listen({"127.0.0.1", 0}); });
-  }
-  void on_message(ConnId c, std::span<const std::uint8_t> m) override {
-    if (auto h = wire::decode_hello(m); h.ok()) {
-      wire::Welcome w{0, 42, 1, 100000000, 1000000000, {{0, 8, 1000000000, "m"}}};
-      (void)t->send(c, wire::encode(w));
-      std::lock_guard<std::mutex> lock(mu);
-      fe = c;
-      hello_token = h->token;
-    } else if (auto s = wire::decode_submit(m); s.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      for (std::uint32_t i = 0; i < s->entries.size(); ++i) submitted.push_back(s->entries[i]);
-    } else if (auto x = wire::decode_cancel(m); x.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      cancelled.insert(cancelled.end(), x->requests.begin(), x->requests.end());
-    }
-    cv.notify_all();
-  }
-  void on_disconnect(ConnId, const Status&) override {}
-  template <class P>
-  bool wait(P p) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, 10s, p);
-  }
-  void send(std::vector<std::uint8_t> m) {
-    (void)t->call([&] { return t->send(fe, std::move(m)); });
-  }
-};
 
 ClientOptions options(std::uint16_t port) {
   ClientOptions o;
@@ -235,6 +193,103 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   EXPECT_EQ(st.cancels, 1u);
   EXPECT_EQ(st.in_flight, 0u);
   EXPECT_EQ(st.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
+}
+
+// A reserved slot is written in place and submitted without a copy (the
+// Submit names the address the caller wrote to); every slot returns to the
+// pool exactly once: by its outcome when submitted, when dropped unsubmitted,
+// when its submission is refused; a moved-from slot returns nothing.
+TEST(ClientTest, ReservedInputSlotsReturnToThePoolExactlyOnce) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_pending = 2;
+  auto c = Client::connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  Client& client = **c;
+  ASSERT_TRUE(client.wait_ready(Duration::seconds(10)).ok());
+  std::mutex mu;
+  std::vector<InferResult> done;
+  auto cb = [&](InferResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(std::move(r));
+  };
+
+  // Refused at once, nothing reserved or sent: oversize, empty, unknown model.
+  const Result<InputSlot> big = client.reserve_input("m", 17);
+  EXPECT_EQ(big.status().code(), Errc::kInvalidArgument);
+  EXPECT_NE(big.status().message().find("input of 17 bytes exceeds max_input_bytes 16"), std::string::npos)
+      << big.status().message();
+  EXPECT_EQ(client.reserve_input("m", 0).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(client.reserve_input("nope", 4).status().code(), Errc::kNotFound);
+  EXPECT_EQ(client.stats().reserved, 0u);
+  EXPECT_EQ(client.stats().outcomes.sent, 0u);
+
+  Result<InputSlot> a = client.reserve_input("m", 4);
+  Result<InputSlot> b = client.reserve_input("m", 8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->bytes().size(), 4u);
+  ASSERT_EQ(b->bytes().size(), 8u);
+  EXPECT_NE(a->bytes().data(), b->bytes().data());
+  EXPECT_EQ(client.stats().reserved, 2u);
+
+  // Both slots are out: the next is refused as infer refuses it (sent, dropped queue_full).
+  const Result<InputSlot> none = client.reserve_input("m", 4);
+  EXPECT_EQ(none.status().code(), Errc::kCapacityExceeded);
+  EXPECT_NE(none.status().message().find("all 2 request slots"), std::string::npos)
+      << none.status().message();
+  ClientStats st = client.stats();
+  EXPECT_EQ(st.outcomes.sent, 1u);
+  EXPECT_EQ(st.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kQueueFull)], 1u);
+
+  // Submitted: the Submit names the bytes written in place.
+  const std::uint8_t in[4] = {1, 2, 3, 4};
+  std::memcpy(a->bytes().data(), in, 4);
+  const auto where = reinterpret_cast<std::uint64_t>(a->bytes().data());
+  std::uint64_t ticket = 0;
+  ASSERT_TRUE(client.infer_async(std::move(*a), std::nullopt, cb, &ticket).ok());
+  EXPECT_FALSE(*a);  // taken
+  ASSERT_NE(ticket, 0u);
+  EXPECT_EQ(client.stats().reserved, 1u);
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 1; }));
+  EXPECT_EQ(s.submitted[0].request, ticket);
+  EXPECT_EQ(s.submitted[0].addr, where);
+  EXPECT_EQ(s.submitted[0].len, 4u);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(where), in, 4), 0);
+
+  // Dropped unsubmitted, and moved: returned once.
+  InputSlot moved = std::move(*b);
+  b->reset();  // empty: nothing
+  EXPECT_EQ(client.stats().reserved, 1u);
+  moved.reset();
+  moved.reset();
+  EXPECT_EQ(client.stats().reserved, 0u);
+
+  // The submitted request's outcome returns its slot: the pool is whole again.
+  wire::OutcomesBuilder drop;
+  drop.add({ticket, static_cast<std::uint8_t>(Outcome::kDropped),
+            static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 1;
+  }));
+  Result<InputSlot> x = client.reserve_input("m", 4);
+  ASSERT_TRUE(x.ok()) << x.status().message();
+  // A refused submission (a bad SLO) returns its slot too.
+  EXPECT_EQ(client.infer_async(std::move(*x), Duration::zero(), cb).code(), Errc::kInvalidArgument);
+  EXPECT_EQ(client.stats().reserved, 0u);
+  {
+    Result<InputSlot> y = client.reserve_input("m", 16);
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(client.stats().reserved, 1u);
+  }  // dropped here
+  st = client.stats();
+  EXPECT_EQ(st.reserved, 0u);
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.outcomes.sent, 2u);
+  EXPECT_EQ(st.outcomes.dropped, 2u);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(done.size(), 1u);  // one callback, for the one request submitted
 }
 
 }  // namespace

@@ -234,10 +234,15 @@ TORCH_CONFIG = """
 """ % TOKEN
 
 
+def need_test_model(name):
+    """Skips the test without the TorchScript test model `name` (SYMPHONY_TEST_MODELS)."""
+    if not MODELS or not os.path.exists(os.path.join(MODELS, name)):
+        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+
+
 @pytest.fixture(scope="module")
 def torch_cluster():
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("linear.pt")
     c = Cluster(TORCH_CONFIG)
     c.start_scheduler()
     m = lambda name, spec: "%s:%s:%s" % (name, os.path.join(MODELS, name + ".pt"), spec)
@@ -288,8 +293,20 @@ def test_torch_health_and_metadata_from_the_cluster_config(torch_cluster):
     assert status == 404 and "no version '2'" in json.loads(body)["error"]
 
 
+def input_counts(f):
+    """(in place, copied, bytes copied): how a frontend's requests reached the registered pool."""
+    text = metric_lines(f)
+    return tuple(int(float(re.search(r"^%s (\S+)$" % name, text, re.M).group(1))) for name in (
+        "symphony_frontend_inputs_in_place_total", "symphony_frontend_inputs_copied_total",
+        "symphony_frontend_input_bytes_copied_total"))
+
+
 def test_torch_outputs_match_torch_json_and_binary(torch_cluster):
+    """JSON and binary REST requests and raw and typed gRPC requests of one
+    sample are decoded straight into the registered pool: the frontend
+    copies none of their bytes."""
     f, tally = torch_cluster.fe, torch_cluster.tally
+    before = input_counts(f)
     x = [0.5, -1.0, 2.0, 3.5]
     want = linear_expected(x)
     for shape, out_shape in (([1, 4], [1, 3]), ([4], [3])):
@@ -312,6 +329,20 @@ def test_torch_outputs_match_torch_json_and_binary(torch_cluster):
     assert status == 200, body
     n = int(hdrs["inference-header-content-length"])
     assert list(struct.unpack("<3f", body[n:])) == pytest.approx(want, rel=1e-6)
+    # gRPC: raw contents copied off gRPC's buffers into the slot, typed ones decoded there.
+    pb, pb_grpc = grpc_stubs()
+    raw = pb.ModelInferRequest(model_name="linear")
+    raw.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+    raw.raw_input_contents.append(struct.pack("<4f", *x))
+    typed = pb.ModelInferRequest(model_name="linear")
+    typed.inputs.add(name="input", datatype="FP32", shape=[1, 4]).contents.fp32_contents.extend(x)
+    with grpc.insecure_channel(f.grpc) as ch:
+        for r in (raw, typed):
+            resp = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
+            tally.add("linear", resp.parameters["outcome"].string_param)
+            assert list(struct.unpack("<3f", resp.raw_output_contents[0])) == pytest.approx(want, rel=1e-6)
+    in_place, copied, copied_bytes = input_counts(f)
+    assert (in_place - before[0], copied - before[1], copied_bytes - before[2]) == (5, 0, 0), (before, in_place)
 
 
 def test_torch_a_request_of_k_samples_is_one_answer_of_k_rows(torch_cluster):
@@ -435,6 +466,8 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     check_report_equals(report, tally, "fe")
     assert report["unknown_model"] == 0  # 404s for metadata do not count as requests
     assert report["client"]["in_flight_at_end"] == 0 and report["client"]["duplicate_outputs"] == 0
+    # Every slot a request was decoded into came back, the bad inputs' too.
+    assert report["client"]["reserved_at_end"] == 0, report["client"]
     assert report["client"]["late_by_deadline"] == 1, report["client"]
     assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1}
     assert report["models"]["linear"]["errors_by_kind"]["invalid"] == len(BAD_LINEAR_INPUTS) + 1
@@ -449,6 +482,59 @@ REPOSITORY_CLUSTER_CONFIG = """
     workload: {rate: 10}
     cluster: {token: "%s", heartbeat_ms: 50, heartbeat_timeout_ms: 500}
 """ % TOKEN
+
+
+class RepositoryCluster(Cluster):
+    """A cluster whose roles read a model repository (--model-repository),
+    cluster.yaml giving only its token and heartbeats: the scheduler, CPU
+    backends and frontends read the repository; emulated backends (which
+    open no file) take the token alone."""
+
+    def __init__(self, repo, config=REPOSITORY_CLUSTER_CONFIG):
+        super().__init__(config)
+        self.args = ["--model-repository", str(repo)]
+
+    def start(self, mode=None, backends=(("cpu", "cpu"),), frontends=("fa",), scheduler_extra=()):
+        """Starts the scheduler (with --model-control-mode `mode` when given),
+        each backend (name, devices) registered, then the frontends; returns
+        the frontends once ready."""
+        control = ["--model-control-mode", mode] if mode else []
+        self.start_scheduler(extra=self.args + control + list(scheduler_extra))
+        for name, devices in backends:
+            self.add_backend(name, devices)
+        return self.add_frontends(frontends)
+
+    def add_backend(self, name, devices="cpu", repo=None, extra=()):
+        """Starts a backend on `devices` reading the repository (or `repo`), or,
+        emulated, the token alone; returns it once registered."""
+        if devices.startswith("emulated"):
+            return self.start_backend(name, devices, extra=extra, config=False)
+        args = self.args if repo is None else ["--model-repository", str(repo)]
+        return self.start_backend(name, devices, extra=args + list(extra))
+
+    def add_frontends(self, names, repo=None):
+        """Starts frontends reading the repository (or `repo`); returns them once ready."""
+        args = self.args if repo is None else ["--model-repository", str(repo)]
+        fronts = [self.start_frontend(n, extra=args) for n in names]
+        for f in fronts:
+            f.wait_ready()
+        return fronts
+
+
+@pytest.fixture()
+def repository_cluster():
+    """Makes RepositoryClusters, RepositoryCluster(repo, config), and stops
+    every process they started at the end of the test."""
+    made = []
+
+    def make(repo, config=REPOSITORY_CLUSTER_CONFIG):
+        made.append(RepositoryCluster(repo, config))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.stop_all()
+
 
 LINEAR_PBTXT = """
 max_batch_size: 8
@@ -507,19 +593,23 @@ def rows(n, seed):
     return [[0.25 * (seed + r) - c for c in range(4)] for r in range(n)]
 
 
+def linear_body(xs):
+    """A REST request of linear's samples `xs` (rows of 4), as one tensor."""
+    return {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [len(xs), 4], "data": sum(xs, [])}]}
+
+
 def flat_expected(xs):
     return [v for x in xs for v in linear_expected(x)]
 
 
-def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
+def test_torch_a_cluster_from_a_model_repository_alone(tmp_path, repository_cluster):
     """The scheduler, a CPU backend and a frontend all take --model-repository:
     models, SLO, profile, model file and tensor names come from the repository,
     none from cluster.yaml; the scheduler refuses to start without a profile,
     naming the command that makes one. Models with reshapes, without a batch
     dimension and with dims of -1 (requests of different sizes in one batch)
     are served as serve serves them."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("linear.pt")
     repo = tmp_path / "models"
     for name, pbtxt in (("linear", LINEAR_PBTXT), ("reshaped", RESHAPED_PBTXT), ("whole", WHOLE_PBTXT),
                         ("wild", WILD_PBTXT), ("only_gpu", GPU_ONLY_PBTXT)):
@@ -533,122 +623,115 @@ def test_torch_a_cluster_from_a_model_repository_alone(tmp_path):
     for version, pt in (("1", "sleepy.pt"), ("2", "linear.pt")):
         with open(os.path.join(MODELS, pt), "rb") as src:
             (repo / "versioned" / version / "model.pt").write_bytes(src.read())
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
-    try:
-        args = ["--model-repository", str(repo)]
-        p = Process([CLI, "scheduler", "--listen", "127.0.0.1:0", "--config", c.config] + args,
-                    os.path.join(c.dir, "noprofile.log"))
-        assert p.proc.wait(timeout=30) == 2, p.output()
-        assert "no latency profile" in p.output() and "symphony profile %s" % (
-            repo / "linear" / "2" / "model.pt") in p.output(), p.output()
-        # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
-        # A -1 is profiled at 1 (no model_warmup); a model without a batch dimension at its dims.
-        for name, version, inputs, top in (
-                ("linear", "2", "float32[4]", 8), ("reshaped", "2", "float32[2,2]", 8),
-                ("whole", "2", "float32[3,4]", 1), ("wild", "2", "float32[1,4]", 8),
-                ("only_gpu", "2", "float32[4]", 8), ("versioned", "1", "float32[4]", 8),
-                ("versioned", "2", "float32[4]", 8)):
-            points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3)
-                             for b in range(1, top + 1))
-            (repo / name / version / "model.cpu0.profile.yaml").write_text(
-                'model: %s\ndevice: cpu:0\ninputs: ["%s"]\nmax_batch: %d\nalpha_ms: 0.05\n'
-                "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, inputs, top) + points)
-        c.start_scheduler(extra=args)
-        c.start_backend("cpu", "cpu", extra=args)
-        f = c.start_frontend("fe", extra=args)
-        f.wait_ready()
-        m = json.loads(curl(f.url + "/v2/models/linear")[2])
-        assert m["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}], m
-        assert m["outputs"] == [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 3]}], m
-        assert m["versions"] == ["2"], m  # the folder's version, served
-        for i in range(5):
-            x = [0.5 + i, -1.0, 2.0, 3.5 * i]
-            status, hdrs, body = http_infer(
-                f, "linear", {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]})
-            assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
-            (out,) = json.loads(body)["outputs"]
-            assert out["name"] == "OUTPUT__0" and out["shape"] == [1, 3]
-            assert out["data"] == pytest.approx(linear_expected(x), rel=1e-6)
-        m = json.loads(curl(f.url + "/v2/models/reshaped")[2])
-        assert m["inputs"][0]["shape"] == [-1, 2, 2] and m["outputs"][0]["shape"] == [-1, 3, 1], m
-        xs = [[1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]]
-        status, hdrs, body = http_infer(f, "reshaped", {"inputs": [
-            {"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 2], "data": xs[0] + xs[1]}]})
+    c = repository_cluster(repo)
+    p = Process([CLI, "scheduler", "--listen", "127.0.0.1:0", "--config", c.config] + c.args,
+                os.path.join(c.dir, "noprofile.log"))
+    assert p.proc.wait(timeout=30) == 2, p.output()
+    assert "no latency profile" in p.output() and "symphony profile %s" % (
+        repo / "linear" / "2" / "model.pt") in p.output(), p.output()
+    # The profile `symphony profile` would write beside the model file (l(b) = 1 + 0.05 b ms).
+    # A -1 is profiled at 1 (no model_warmup); a model without a batch dimension at its dims.
+    for name, version, inputs, top in (
+            ("linear", "2", "float32[4]", 8), ("reshaped", "2", "float32[2,2]", 8),
+            ("whole", "2", "float32[3,4]", 1), ("wild", "2", "float32[1,4]", 8),
+            ("only_gpu", "2", "float32[4]", 8), ("versioned", "1", "float32[4]", 8),
+            ("versioned", "2", "float32[4]", 8)):
+        points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3)
+                         for b in range(1, top + 1))
+        (repo / name / version / "model.cpu0.profile.yaml").write_text(
+            'model: %s\ndevice: cpu:0\ninputs: ["%s"]\nmax_batch: %d\nalpha_ms: 0.05\n'
+            "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, inputs, top) + points)
+    (f,) = c.start(frontends=("fe",))
+    m = json.loads(curl(f.url + "/v2/models/linear")[2])
+    assert m["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}], m
+    assert m["outputs"] == [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 3]}], m
+    assert m["versions"] == ["2"], m  # the folder's version, served
+    for i in range(5):
+        x = [0.5 + i, -1.0, 2.0, 3.5 * i]
+        status, hdrs, body = http_infer(
+            f, "linear", {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]})
         assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
         (out,) = json.loads(body)["outputs"]
-        assert out["shape"] == [2, 3, 1], out
-        assert out["data"] == pytest.approx(linear_expected(xs[0]) + linear_expected(xs[1]), rel=1e-6)
+        assert out["name"] == "OUTPUT__0" and out["shape"] == [1, 3]
+        assert out["data"] == pytest.approx(linear_expected(x), rel=1e-6)
+    m = json.loads(curl(f.url + "/v2/models/reshaped")[2])
+    assert m["inputs"][0]["shape"] == [-1, 2, 2] and m["outputs"][0]["shape"] == [-1, 3, 1], m
+    xs = [[1.0, 2.0, 3.0, 4.0], [-2.0, 0.5, 8.0, 1.0]]
+    status, hdrs, body = http_infer(f, "reshaped", {"inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 2], "data": xs[0] + xs[1]}]})
+    assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
+    (out,) = json.loads(body)["outputs"]
+    assert out["shape"] == [2, 3, 1], out
+    assert out["data"] == pytest.approx(linear_expected(xs[0]) + linear_expected(xs[1]), rel=1e-6)
 
-        m = json.loads(curl(f.url + "/v2/models/whole")[2])
-        assert m["inputs"][0]["shape"] == [3, 4] and m["outputs"][0]["shape"] == [3, 3], m
-        assert json.loads(curl(f.url + "/v2/models/whole/config")[2])["max_batch_size"] == 0
-        xs = rows(3, 1)
-        status, hdrs, body = http_infer(f, "whole", {"inputs": [
-            {"name": "INPUT__0", "datatype": "FP32", "shape": [3, 4], "data": sum(xs, [])}]})
-        assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
+    m = json.loads(curl(f.url + "/v2/models/whole")[2])
+    assert m["inputs"][0]["shape"] == [3, 4] and m["outputs"][0]["shape"] == [3, 3], m
+    assert json.loads(curl(f.url + "/v2/models/whole/config")[2])["max_batch_size"] == 0
+    xs = rows(3, 1)
+    status, hdrs, body = http_infer(f, "whole", {"inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": [3, 4], "data": sum(xs, [])}]})
+    assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), body
+    (out,) = json.loads(body)["outputs"]
+    assert out["shape"] == [3, 3] and out["data"] == pytest.approx(flat_expected(xs), rel=1e-6), out
+    status, _, body = http_infer(f, "whole", {"inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 3, 4], "data": sum(xs, [])}]})
+    assert status == 400 and b"expected shape [3,4]" in body, body
+
+    m = json.loads(curl(f.url + "/v2/models/wild")[2])
+    assert m["inputs"][0]["shape"] == [-1, -1, 4] and m["outputs"][0]["shape"] == [-1, -1, 3], m
+    # Requests of 1 to 6 rows at once (batches of mixed sizes), one of them
+    # without the batch dimension, one of two samples of 2 rows each.
+    answers = {}
+
+    def send(n):
+        xs = rows(n, n)
+        shape = [n, 4] if n == 5 else [1, n, 4]
+        answers[n] = (xs, shape, http_infer(f, "wild", {"inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": shape, "data": sum(xs, [])}]}))
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(answers) == list(range(1, 7)), answers
+    for n, (xs, shape, (status, hdrs, body)) in answers.items():
+        assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), (n, body)
         (out,) = json.loads(body)["outputs"]
-        assert out["shape"] == [3, 3] and out["data"] == pytest.approx(flat_expected(xs), rel=1e-6), out
-        status, _, body = http_infer(f, "whole", {"inputs": [
-            {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 3, 4], "data": sum(xs, [])}]})
-        assert status == 400 and b"expected shape [3,4]" in body, body
-
-        m = json.loads(curl(f.url + "/v2/models/wild")[2])
-        assert m["inputs"][0]["shape"] == [-1, -1, 4] and m["outputs"][0]["shape"] == [-1, -1, 3], m
-        # Requests of 1 to 6 rows at once (batches of mixed sizes), one of them
-        # without the batch dimension, one of two samples of 2 rows each.
-        answers = {}
-
-        def send(n):
-            xs = rows(n, n)
-            shape = [n, 4] if n == 5 else [1, n, 4]
-            answers[n] = (xs, shape, http_infer(f, "wild", {"inputs": [
-                {"name": "INPUT__0", "datatype": "FP32", "shape": shape, "data": sum(xs, [])}]}))
-
-        threads = [threading.Thread(target=send, args=(n,)) for n in range(1, 7)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert sorted(answers) == list(range(1, 7)), answers
-        for n, (xs, shape, (status, hdrs, body)) in answers.items():
-            assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), (n, body)
-            (out,) = json.loads(body)["outputs"]
-            assert out["shape"] == shape[:-1] + [3], (n, out)
-            assert out["data"] == pytest.approx(flat_expected(xs), rel=1e-6), n
-        two = rows(2, 7) + rows(2, 9)
-        status, hdrs, body = http_infer(f, "wild", {"inputs": [
-            {"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 4], "data": sum(two, [])}]})
-        assert status == 200, body
-        (out,) = json.loads(body)["outputs"]
-        assert out["shape"] == [2, 2, 3] and out["data"] == pytest.approx(flat_expected(two), rel=1e-6), out
-        # Every version the policy chose is served: no version runs the highest.
-        m = json.loads(curl(f.url + "/v2/models/versioned")[2])
-        assert m["versions"] == ["1", "2"], m
-        x = [0.5, -1.0, 2.0, 3.5]
-        one = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]}
-        for path, version, want in (("versioned", "2", linear_expected(x)),
-                                    ("versioned/versions/2", "2", linear_expected(x)),
-                                    ("versioned/versions/1", "1", x)):
-            status, hdrs, body = http_infer(f, path, one)
-            assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), (path, body)
-            reply = json.loads(body)
-            (out,) = reply["outputs"]
-            assert out["shape"] == [1, len(want)] and out["data"] == pytest.approx(want, rel=1e-6), (path, out)
-            assert reply["model_name"] == "versioned" and reply["model_version"] == version, reply
-        status, _, body = http_infer(f, "versioned/versions/3", one)
-        assert status == 404 and b"no version" in body, body
-        assert "model 'only_gpu': no registered device is of its instance_group" in c.scheduler.output()
-        status, hdrs, body = http_infer(f, "only_gpu", {"inputs": [
-            {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]})
-        assert status == 504 and hdrs["symphony-drop-reason"] == "expired", body
-        report = f.stop(signal.SIGINT)
-        assert report["models"]["linear"]["sent"] == 5 and report["models"]["linear"]["errors"] == 0, report
-        for name in ("reshaped", "wild"):
-            assert report["models"][name]["errors"] == 0, report
-        assert report["models"]["whole"]["errors_by_kind"]["invalid"] == 1, report  # the [1, 3, 4]
-        assert report["models"]["wild"]["sent"] == 7, report
-    finally:
-        c.stop_all()
+        assert out["shape"] == shape[:-1] + [3], (n, out)
+        assert out["data"] == pytest.approx(flat_expected(xs), rel=1e-6), n
+    two = rows(2, 7) + rows(2, 9)
+    status, hdrs, body = http_infer(f, "wild", {"inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": [2, 2, 4], "data": sum(two, [])}]})
+    assert status == 200, body
+    (out,) = json.loads(body)["outputs"]
+    assert out["shape"] == [2, 2, 3] and out["data"] == pytest.approx(flat_expected(two), rel=1e-6), out
+    # Every version the policy chose is served: no version runs the highest.
+    m = json.loads(curl(f.url + "/v2/models/versioned")[2])
+    assert m["versions"] == ["1", "2"], m
+    x = [0.5, -1.0, 2.0, 3.5]
+    one = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": x}]}
+    for path, version, want in (("versioned", "2", linear_expected(x)),
+                                ("versioned/versions/2", "2", linear_expected(x)),
+                                ("versioned/versions/1", "1", x)):
+        status, hdrs, body = http_infer(f, path, one)
+        assert status == 200 and hdrs["symphony-outcome"] in ("ok", "late"), (path, body)
+        reply = json.loads(body)
+        (out,) = reply["outputs"]
+        assert out["shape"] == [1, len(want)] and out["data"] == pytest.approx(want, rel=1e-6), (path, out)
+        assert reply["model_name"] == "versioned" and reply["model_version"] == version, reply
+    status, _, body = http_infer(f, "versioned/versions/3", one)
+    assert status == 404 and b"no version" in body, body
+    assert "model 'only_gpu': no registered device is of its instance_group" in c.scheduler.output()
+    status, hdrs, body = http_infer(f, "only_gpu", {"inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]})
+    assert status == 504 and hdrs["symphony-drop-reason"] == "expired", body
+    report = f.stop(signal.SIGINT)
+    assert report["models"]["linear"]["sent"] == 5 and report["models"]["linear"]["errors"] == 0, report
+    for name in ("reshaped", "wild"):
+        assert report["models"][name]["errors"] == 0, report
+    assert report["models"]["whole"]["errors_by_kind"]["invalid"] == 1, report  # the [1, 3, 4]
+    assert report["models"]["wild"]["sent"] == 7, report
 
 
 # A model that must answer within 300 ms (above the ~100 ms a backend's first
@@ -662,43 +745,28 @@ parameters { key: "symphony.slo_ms" value { string_value: "%d" } }
 """
 
 
-def test_torch_a_cold_cluster_answers_its_first_request_within_target(tmp_path):
+def test_torch_a_cold_cluster_answers_its_first_request_within_target(tmp_path, repository_cluster):
     """A fresh scheduler, CPU backend and frontend from a model repository:
     the backend warms the model at every size of its profile before it
     registers, so the very first request, of 8 samples (a batch of 8, a size
     nothing ran before the warm-up), is answered ok, within its target."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("linear.pt")
     slo_ms = 300
     repo = tmp_path / "models"
-    (repo / "linear" / "1").mkdir(parents=True)
-    (repo / "linear" / "config.pbtxt").write_text(COLD_PBTXT % slo_ms)
-    with open(os.path.join(MODELS, "linear.pt"), "rb") as src:
-        (repo / "linear" / "1" / "model.pt").write_bytes(src.read())
-    points = "".join("  - [%d, %.2f, %.2f, %.2f]\n" % ((b,) + (1 + 0.05 * b,) * 3) for b in range(1, 9))
-    (repo / "linear" / "1" / "model.cpu0.profile.yaml").write_text(
-        'model: linear\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
-        "beta_ms: 1\nstopped_because: test\npoints:\n" + points)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
-    try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args)
-        c.start_backend("cpu", "cpu", extra=args)
-        f = c.start_frontend("fe", extra=args)
-        f.wait_ready()
-        xs = rows(8, 3)
-        start = time.monotonic()
-        status, hdrs, body = http_infer(f, "linear", {"inputs": [
-            {"name": "INPUT__0", "datatype": "FP32", "shape": [8, 4], "data": sum(xs, [])}]})
-        took_ms = (time.monotonic() - start) * 1e3
-        print("first request: %d %s in %.1f ms" % (status, hdrs.get("symphony-outcome"), took_ms))
-        assert status == 200 and hdrs["symphony-outcome"] == "ok", (status, hdrs, body, took_ms,
-                                                                    c.backends["cpu"].output())
-        (out,) = json.loads(body)["outputs"]
-        assert out["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
-        assert "warmed up model 'linear'" in c.backends["cpu"].output(), c.backends["cpu"].output()
-    finally:
-        c.stop_all()
+    write_torch_model(repo, "linear", COLD_PBTXT % slo_ms)
+    c = repository_cluster(repo)
+    (f,) = c.start(frontends=("fe",))
+    xs = rows(8, 3)
+    start = time.monotonic()
+    status, hdrs, body = http_infer(f, "linear", {"inputs": [
+        {"name": "INPUT__0", "datatype": "FP32", "shape": [8, 4], "data": sum(xs, [])}]})
+    took_ms = (time.monotonic() - start) * 1e3
+    print("first request: %d %s in %.1f ms" % (status, hdrs.get("symphony-outcome"), took_ms))
+    assert status == 200 and hdrs["symphony-outcome"] == "ok", (status, hdrs, body, took_ms,
+                                                                c.backends["cpu"].output())
+    (out,) = json.loads(body)["outputs"]
+    assert out["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+    assert "warmed up model 'linear'" in c.backends["cpu"].output(), c.backends["cpu"].output()
 
 
 def write_torch_model(repo, name, pbtxt, model_bytes=None, top=8):
@@ -745,7 +813,7 @@ class InferLoop:
         return self.statuses
 
 
-def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tmp_path):
+def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tmp_path, repository_cluster):
     """--model-control-mode explicit with a CPU backend: a model folder added
     to the repository after start loads (REST on one frontend): the backend
     loads and warms it up, and once it answers the load is 200, both
@@ -756,21 +824,15 @@ def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tm
     model file (the scheduler's read), a model no backend may run (its
     instance_group). A client loop on another model meanwhile gets 200 for
     every request."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("linear.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 3000)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    c = repository_cluster(repo)
     loop = None
     try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
-        c.start_backend("cpu", "cpu", extra=args)
-        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
-        for f in (fa, fb):
-            f.wait_ready()
+        fa, fb = c.start("explicit", frontends=("fa", "fb"))
         xs = rows(2, 5)
-        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+        body = linear_body(xs)
         for f in (fa, fb):
             assert http_infer(f, "linear", body)[0] == 200
         loop = InferLoop([fa, fb], "linear", body)
@@ -856,7 +918,6 @@ def test_torch_a_model_added_to_the_repository_loads_while_the_cluster_serves(tm
     finally:
         if loop:
             loop.stop()
-        c.stop_all()
 
 
 def write_profile(repo, name, version, top=8):
@@ -866,7 +927,7 @@ def write_profile(repo, name, version, top=8):
         "beta_ms: 1\nstopped_because: test\npoints:\n" % (name, top) + points)
 
 
-def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
+def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path, repository_cluster):
     """--model-control-mode explicit: a load of a served model whose folder
     has a new version (another TorchScript file, made here by torch) loads it
     beside the served one and switches over once the backend has warmed it
@@ -874,9 +935,10 @@ def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
     answer is the old model's or the new one's, and after the switch the new
     one's; both frontends list version 2 READY and its metadata. A load with
     nothing changed does nothing; a reload whose new file is corrupt fails
-    naming it, and the served version answers on."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    naming it, and the served version answers on; both indexes name the
+    cause (the new version UNAVAILABLE; a served version whose own file broke
+    READY with it) until a reload succeeds."""
+    need_test_model("linear.pt")
     import torch
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 3000)
@@ -889,10 +951,10 @@ def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
     old = flat_expected(xs)
     new = scripted(torch.tensor(xs, dtype=torch.float32)).flatten().tolist()
     assert old != pytest.approx(new, rel=1e-3)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    c = repository_cluster(repo)
     answers = []  # (frontend, status, outputs or error)
     done = threading.Event()
-    body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+    body = linear_body(xs)
 
     def loop(fronts):
         i = 0
@@ -904,12 +966,8 @@ def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
 
     thread = None
     try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
-        c.start_backend("cpu", "cpu", extra=args)
-        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
+        fa, fb = c.start("explicit", frontends=("fa", "fb"))
         for f in (fa, fb):
-            f.wait_ready()
             assert http_infer(f, "linear", body)[0] == 200
         thread = threading.Thread(target=loop, args=([fa, fb],))
         thread.start()
@@ -941,9 +999,40 @@ def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
         status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/linear/load")
         assert status == 400 and "could not load it" in json.loads(out)["error"] and \
             "serves on as it was" in json.loads(out)["error"], out
+        # Every frontend's index names the cause, as serve's does: version 3
+        # UNAVAILABLE with the backend's error, version 2 READY as it was.
         for f in (fa, fb):
-            assert ("linear", "2", "READY", "") in repository_index(f)
+            wait_until(lambda: any(x[:3] == ("linear", "3", "UNAVAILABLE") for x in repository_index(f)),
+                       "%s to list the failed version 3" % f.name, timeout=10)
+            index = repository_index(f)
+            assert ("linear", "2", "READY", "") in index, index
+            (e,) = [x for x in index if x[:2] == ("linear", "3")]
+            assert "could not load it" in e[3] and "'cpu'" in e[3], e
+            assert "model 'linear' version 3" in e[3] and "#reload" not in e[3], e  # as the repository names it
         wait_until(lambda: len(answers) >= switched_at + 30, "answers after the failed reload", timeout=30)
+        # Version 2's own file changed, and corrupt (version 3 gone): the
+        # reload fails; version 2 serves on, READY with the cause.
+        shutil.rmtree(repo / "linear" / "3")
+        good = (repo / "linear" / "2" / "model.pt").read_bytes()
+        (repo / "linear" / "2" / "model.pt").write_bytes(b"not a TorchScript archive either")
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/linear/load")
+        assert status == 400 and "serves on as it was" in json.loads(out)["error"], out
+        for f in (fa, fb):
+            wait_until(lambda: any(x[:3] == ("linear", "2", "READY") and
+                                   "the reload failed (the previous files serve on)" in x[3] and
+                                   "could not load it" in x[3] for x in repository_index(f)),
+                       "%s to list version 2 READY with the failed reload's cause" % f.name, timeout=10)
+            assert [x for x in repository_index(f) if x[0] == "linear"] == \
+                [x for x in repository_index(f) if x[:2] == ("linear", "2")], repository_index(f)
+        # Fixed: the reload succeeds and the cause is gone from every index.
+        (repo / "linear" / "2" / "model.pt").write_bytes(good)
+        status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/linear/load")
+        assert status == 200, out
+        for f in (fa, fb):
+            wait_until(lambda: ("linear", "2", "READY", "") in repository_index(f),
+                       "%s to list version 2 READY without a reason" % f.name, timeout=10)
+        reloaded_at = len(answers)
+        wait_until(lambda: len(answers) >= reloaded_at + 10, "answers after the last reload", timeout=30)
         done.set()
         thread.join(timeout=60)
         statuses = set(a[1] for a in answers)
@@ -957,11 +1046,102 @@ def test_torch_a_reload_switches_to_the_new_version_without_a_gap(tmp_path):
         c.scheduler.wait_for("the replaced version's drain", lambda: "its id is free" in c.scheduler.output(),
                              timeout=20)
         assert "switched model 'linear' to its new files" in c.scheduler.output(), c.scheduler.output()
+        # The backend freed the replaced versions once they drained: the
+        # start's (version 1) and the first reload's (version 2's first files).
+        c.backends["cpu"].wait_for("the replaced versions freed",
+                                   lambda: "freed model 'linear'" in c.backends["cpu"].output() and
+                                   "freed model 'linear#reload" in c.backends["cpu"].output(), timeout=20)
     finally:
         done.set()
         if thread:
             thread.join(timeout=60)
-        c.stop_all()
+
+
+def backend_models(metrics_url):
+    """The models a backend's devices hold (symphony_backend_model on its /metrics)."""
+    status, body = http_get(metrics_url)
+    assert status == 200, body
+    return set(re.findall(r'symphony_backend_model\{[^}]*model="([^"]+)"[^}]*\} 1', body.decode()))
+
+
+def test_torch_an_unloaded_model_is_freed_on_its_backends_and_loads_again(tmp_path, repository_cluster):
+    """--model-control-mode explicit with two CPU backends: once an unload
+    has drained, the backends that hold the model free it (their /metrics no
+    longer list it, their log says so), for a model loaded while serving and
+    for one of the start alike; a later load of the same name reads the
+    folder again, the backends load it anew and it answers 200 with torch's
+    outputs. A load that fails on one backend (its own copy of the file is
+    corrupt) leaves nothing on the other, which frees what it loaded or, its
+    next lease refused, stops loading it."""
+    need_test_model("linear.pt")
+    repo, bad_repo = tmp_path / "models", tmp_path / "models_b2"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = repository_cluster(repo)
+    c.start("explicit", backends=(), frontends=())
+    metrics = {}
+    for name in ("b1", "b2"):
+        copy = repo if name == "b1" else bad_repo
+        if name == "b2":
+            shutil.copytree(repo, bad_repo)
+        b = c.add_backend(name, repo=copy, extra=["--metrics", "127.0.0.1:0"])
+        b.wait_for("its metrics address", lambda: "metrics: listening on" in b.output(), timeout=10)
+        metrics[name] = re.search(r"metrics: listening on (http://\S+/metrics)", b.output()).group(1)
+    (f,) = c.add_frontends(["fa"])
+    xs = rows(2, 5)
+    body = linear_body(xs)
+
+    def load(model):
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/load" % model)
+        assert status == 200, (model, out, c.scheduler.output())
+
+    def unload_and_freed(model):
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/unload" % model)
+        assert status == 200, (model, out)
+        for name, url in metrics.items():
+            wait_until(lambda: model not in backend_models(url), "%s to free '%s':\n%s" %
+                       (name, model, c.backends[name].output()), timeout=10)
+            assert "freed model '%s'" % model in c.backends[name].output(), c.backends[name].output()
+
+    def answers(model):
+        status, _, out = http_infer(f, model, body)
+        assert status == 200, (model, out)
+        assert json.loads(out)["outputs"][0]["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+
+    for model in ("fresh", "linear"):  # loaded while serving; of the start
+        if model == "fresh":
+            for r in (repo, bad_repo):
+                write_torch_model(r, "fresh", COLD_PBTXT % 3000)
+            load("fresh")
+        answers(model)
+        for url in metrics.values():
+            assert model in backend_models(url)
+        unload_and_freed(model)
+        status, _, out = http_infer(f, model, body)
+        assert status == 503 and "not loaded" in json.loads(out)["error"], out
+        load(model)  # the same name again: read and loaded anew
+        for url in metrics.values():
+            assert model in backend_models(url)
+        answers(model)
+        assert ("%s" % model, "1", "READY", "") in repository_index(f)
+
+    # b2's own copy of the file is corrupt: the load fails; b1 frees what it loaded, or gives its load
+    # up when a lease for it is refused (the load has failed).
+    write_torch_model(repo, "half", COLD_PBTXT % 3000)
+    write_torch_model(bad_repo, "half", COLD_PBTXT % 3000, model_bytes=b"not a TorchScript archive")
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/half/load")
+    assert status == 400 and "'b2'" in json.loads(out)["error"], out
+    c.backends["b1"].wait_for("b1 to free 'half' or give it up",
+                              lambda: "freed model 'half'" in c.backends["b1"].output() or
+                              re.search(r"could not load model 'half': .*the load of model 'half' it runs for has "
+                                        r"already failed", c.backends["b1"].output()),
+                              timeout=30)
+    wait_until(lambda: "half" not in backend_models(metrics["b1"]), "b1's metrics to drop 'half'", timeout=10)
+    assert "half" not in backend_models(metrics["b2"])
+    answers("fresh")
+    answers("linear")
+    for name in metrics:
+        assert c.backends[name].stop(signal.SIGTERM, timeout=30) == 0, c.backends[name].output()
+        assert read_json(os.path.join(c.dir, name + ".json"))["models_freed"] >= 2
 
 
 BUSY_PBTXT = """
@@ -972,7 +1152,434 @@ parameters { key: "symphony.slo_ms" value { string_value: "3000" } }
 """
 
 
-def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_load(tmp_path):
+def test_torch_a_loads_runs_hold_their_device_in_gaps_of_its_schedule(tmp_path, repository_cluster):
+    """A model loaded while the cluster serves warms up in gaps of its
+    device's schedule, as serve's loads do: each of its runs (the load check
+    and a batch of every size twice, ~0.2 s each with busy.pt) waits until
+    the scheduler holds the device for it, with no batch there, and the
+    scheduler sends the device no batch until the run has ended. Two client
+    loops keep the served model busy throughout: every answer is 200, the
+    backend counts every run of the load as leased (17 or more) and no
+    batch that reached the device during one, and the scheduler granted as
+    many leases."""
+    need_test_model("busy.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = repository_cluster(repo)
+    loops = []
+    try:
+        (f,) = c.start("explicit")
+        xs = rows(2, 5)
+        body = linear_body(xs)
+        assert http_infer(f, "linear", body)[0] == 200
+        loops = [InferLoop([f], "linear", body) for _ in range(2)]
+        wait_until(lambda: sum(len(x.statuses) for x in loops) >= 20, "the client loops' first answers", timeout=30)
+        with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
+            write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())
+        before = sum(len(x.statuses) for x in loops)
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/slowload/load")
+        assert status == 200, (out, c.backends["cpu"].output())
+        during = sum(len(x.statuses) for x in loops) - before
+        statuses = [s for x in loops for s in x.stop()]
+        bad = [b for x in loops for b in x.bad]
+        loops = []
+        print("client loops: %d answers, %d during the load" % (len(statuses), during))
+        print([l for l in c.backends["cpu"].output().splitlines() if "slowload" in l][-1])
+        assert set(statuses) == {200}, bad[:3]
+        assert during >= 5, during  # served between the load's runs
+        held = re.search(r"loaded and warmed up model 'slowload' in \d+ ms; (\d+) of its runs held their device "
+                         r"in gaps of its schedule", c.backends["cpu"].output())
+        assert held, c.backends["cpu"].output()
+        runs = int(held.group(1))
+        assert runs >= 17, runs  # its load check, and batches 1 to 8 twice
+        assert c.backends["cpu"].stop(signal.SIGTERM, timeout=30) == 0
+        b = c.report("cpu")
+        assert b["leased_runs"] == runs and b["batches_during_lease"] == 0, b
+        c.scheduler.stop(signal.SIGTERM, timeout=30)
+        leases = c.report("scheduler")["leases"]
+        assert leases["granted"] == runs and leases["refused"] == 0, leases
+    finally:
+        for x in loops:
+            x.stop()
+
+def test_torch_a_loaded_models_max_batch_fits_what_the_served_models_can_wait(tmp_path, repository_cluster):
+    """As on serve, a model loaded while others serve batches no more than
+    what its first run at that size (three times its profiled time) leaves
+    the served models able to wait: half the least slack (SLO less a batch
+    of one). Beside linear with a 25 ms SLO (12 ms), a model profiled at
+    1 + 2 b ms is capped from 8 to batch 1 (3 ms); the scheduler says so,
+    the backend warms up batch 1 only (its load check and two runs, all
+    leased: 5 in our runs, 19 uncapped), and a request of 4 samples still
+    answers 200."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 25)
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit")
+    write_torch_model(repo, "wide", COLD_PBTXT % 3000)
+    points = "".join("  - [%d, %.1f, %.1f, %.1f]\n" % ((b,) + (1 + 2 * b,) * 3) for b in range(1, 9))
+    (repo / "wide" / "1" / "model.cpu0.profile.yaml").write_text(
+        'model: wide\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 2\nbeta_ms: 1\n'
+        "stopped_because: test\npoints:\n" + points)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/wide/load")
+    assert status == 200, (out, c.scheduler.output())
+    assert "model 'wide': max batch 1, not 8" in c.scheduler.output() and "model 'linear' can wait" in \
+        c.scheduler.output(), c.scheduler.output()
+    held = re.search(r"loaded and warmed up model 'wide' in \d+ ms; (\d+) of its runs held their device",
+                     c.backends["cpu"].output())
+    assert held, c.backends["cpu"].output()
+    # Its load check and batch 1 twice; at 8 it would be the check and 16 more.
+    assert int(held.group(1)) <= 6, held.group(0)
+    xs = rows(4, 2)
+    body = linear_body(xs)
+    status, _, out = http_infer(f, "wide", body)
+    assert status == 200, out
+    assert json.loads(out)["outputs"][0]["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+
+def test_torch_a_load_whose_batch_of_one_outlasts_what_the_served_can_wait_fails(tmp_path, repository_cluster):
+    """As on serve, a model whose batch of one already runs longer than the
+    served models can wait (half of the least SLO less its batch of one)
+    would make their requests late with each of its runs, so its load
+    fails: busy.pt, its profile saying 2 s a batch, beside linear with a 1 s
+    SLO (0.5 s) is refused by the scheduler from its profile before any run
+    (no backend is asked to load it), the answer and both frontends' index
+    name both models and the remedy, and a client loop on linear gets 200
+    for every request throughout."""
+    need_test_model("busy.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 1000)
+    c = repository_cluster(repo)
+    loop = None
+    try:
+        fa, fb = c.start("explicit", frontends=("fa", "fb"))
+        xs = rows(2, 5)
+        body = linear_body(xs)
+        assert http_infer(fa, "linear", body)[0] == 200
+        loop = InferLoop([fa, fb], "linear", body)
+        with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
+            write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())
+        points = "".join("  - [%d, 2000.0, 2000.0, 2000.0]\n" % b for b in range(1, 9))
+        (repo / "slowload" / "1" / "model.cpu0.profile.yaml").write_text(
+            'model: slowload\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0\n'
+            "beta_ms: 2000\nstopped_because: test\npoints:\n" + points)
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
+        why = json.loads(out)["error"]
+        assert status == 400, (status, out)
+        for part in ("model 'slowload' cannot be loaded beside the models the cluster serves: its batch of one "
+                     "runs about 2000000 us (by its profile ", "longer than model 'linear' can wait (",
+                     "give it devices of its own (instance_group)"):
+            assert part in why, (part, why)
+        for f in (fa, fb):
+            wait_until(lambda: any(x[0] == "slowload" and x[2] == "UNAVAILABLE" and "cannot be loaded beside" in x[3]
+                                   for x in repository_index(f)), "%s to list why 'slowload' failed" % f.name,
+                       timeout=10)
+            status, _, out = http_infer(f, "slowload", body)
+            assert status == 503 and "not loaded" in json.loads(out)["error"], out
+        wait_until(lambda: len(loop.statuses) >= 10, "the client loop's answers", timeout=30)
+        statuses = loop.stop()
+        bad = loop.bad
+        loop = None
+        assert set(statuses) == {200}, bad[:3]
+        assert "slowload" not in c.backends["cpu"].output(), c.backends["cpu"].output()  # never asked: no run
+    finally:
+        if loop:
+            loop.stop()
+
+
+def test_torch_a_load_whose_runs_show_a_batch_of_one_too_long_fails_after_its_second(tmp_path, repository_cluster):
+    """A profile can understate a model: busy.pt with the profile of linear
+    (1.05 ms a batch of one) fits beside linear with a 25 ms SLO (12 ms to
+    wait) by its profile, but its batch of one takes ~0.2 s. A model's first
+    run says nothing of its batch of one (TorchScript optimizes the graph in
+    it), so the backend, which the scheduler told what linear can wait,
+    refuses the load after its second run, in serve's words: the load fails
+    (400, naming the batch of one, the served model and the remedy; both
+    frontends' index gives it), the backend counts two leased runs and the
+    scheduler granted two; linear answers 200 after it."""
+    need_test_model("busy.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 25)
+    c = repository_cluster(repo)
+    fa, fb = c.start("explicit", frontends=("fa", "fb"))
+    xs = rows(2, 5)
+    body = linear_body(xs)
+    wait_until(lambda: http_infer(fa, "linear", body)[0] == 200, "linear to answer", timeout=30)
+    with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
+        write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())  # linear's profile
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
+    why = json.loads(out)["error"]
+    assert status == 400, (status, out)
+    refused = re.search(r"could not load it: model 'slowload'.*: cannot be loaded beside the models the cluster "
+                        r"serves: its batch of one runs about ([\d.]+) ms \(by its runs on \S+ while loading, the "
+                        r"first not counted\), longer than model 'linear' can wait \(([\d.]+) ms: half of its SLO "
+                        r"less its own batch of one\), so each of its runs would make that model's requests late; "
+                        r"give it devices of its own \(instance_group\)", why)
+    assert refused, why
+    print("busy's batch of one: %s ms, linear can wait %s ms" % refused.groups())
+    assert float(refused.group(2)) == pytest.approx((25 - 1.05) / 2)
+    for f in (fa, fb):
+        wait_until(lambda: any(x[0] == "slowload" and x[2] == "UNAVAILABLE" and "cannot be loaded beside" in x[3]
+                               for x in repository_index(f)), "%s to list why 'slowload' failed" % f.name,
+                   timeout=10)
+    backend = c.backends["cpu"]
+    backend.wait_for("it to give the load up", lambda: "could not load model 'slowload'" in backend.output(),
+                     timeout=30)
+    print([l for l in backend.output().splitlines() if "could not load model 'slowload'" in l][-1])
+    wait_until(lambda: http_infer(fb, "linear", body)[0] == 200, "linear to answer after it", timeout=30)
+    assert backend.stop(signal.SIGTERM, timeout=30) == 0
+    assert c.report("cpu")["leased_runs"] == 2, c.report("cpu")
+    c.scheduler.stop(signal.SIGTERM, timeout=30)
+    leases = c.report("scheduler")["leases"]
+    assert leases["granted"] == 2 and leases["refused"] == 0, leases
+
+
+def test_torch_a_load_whose_first_run_is_slow_but_its_batch_of_one_fits_is_served(tmp_path, repository_cluster):
+    """A model's first run is no measure of its batch of one: under
+    TorchScript's profiling executor the graph is optimized in it (sleepy.pt:
+    57 ms on serve, its batch of one ~1.2 ms after; the backends' simple
+    executor, a CPU's default, makes it a few ms). Beside linear with a 20 ms
+    SLO (9.475 ms to wait) it loads (200; the backend logs its first and
+    fastest leased runs) and answers 200, and so does linear."""
+    need_test_model("sleepy.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 20)
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit")
+    xs = rows(2, 5)
+    body = linear_body(xs)
+    wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "linear to answer", timeout=30)
+    with open(os.path.join(MODELS, "sleepy.pt"), "rb") as src:
+        write_torch_model(repo, "sleepy", BUSY_PBTXT, model_bytes=src.read())  # linear's profile
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/sleepy/load")
+    backend = c.backends["cpu"]
+    assert status == 200, (status, out, backend.output())
+    held = re.search(r"loaded and warmed up model 'sleepy' in \d+ ms; (\d+) of its runs held their device .*"
+                     r"the first ([\d.]+) ms, the fastest ([\d.]+) ms\)", backend.output())
+    assert held, backend.output()
+    print("sleepy's load: %s leased runs, the first %s ms, the fastest %s ms; linear can wait %.3f ms" %
+          (held.group(1), held.group(2), held.group(3), (20 - 1.05) / 2))
+    status, _, out = http_infer(f, "sleepy", body)
+    assert status == 200, out
+    assert json.loads(out)["outputs"][0]["shape"] == [2, 4], out
+    wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "linear to answer after it", timeout=30)
+
+
+def test_torch_a_load_that_finds_no_gap_in_its_devices_schedule_fails_saying_so(tmp_path, repository_cluster):
+    """A load's run never takes the device from the models it serves: when
+    no gap comes, the backend gives up waiting for its lease and the load
+    fails. A model of one request a batch, ~0.2 s each (busy.pt), is kept
+    queued by three client loops (two requests always wait, so the device
+    is never free of one that must go now); a load of another model on that
+    backend asks for the device for its first run, finds no gap within the
+    backend's wait (5 s), and fails (400) naming the device, the wait and
+    why; the scheduler counts the lease refused, the model is not served,
+    and every request of the loops is answered 200."""
+    need_test_model("busy.pt")
+    repo = tmp_path / "models"
+    with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
+        write_torch_model(repo, "hog", BUSY_PBTXT.replace("max_batch_size: 8", "max_batch_size: 1"),
+                          model_bytes=src.read(), top=1)
+    c = repository_cluster(repo)
+    loops = []
+    try:
+        (f,) = c.start("explicit")
+        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0] * 4}]}
+        assert http_infer(f, "hog", body)[0] == 200
+        loops = [InferLoop([f], "hog", body) for _ in range(3)]
+        wait_until(lambda: sum(len(x.statuses) for x in loops) >= 3, "the client loops' first answers", timeout=30)
+        write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/fresh/load")
+        why = json.loads(out)["error"]
+        assert status == 400 and "could not load it" in why, (status, out)
+        assert re.search(r"waiting for cpu\S* to run a batch of 1: found no gap of \d+ ms in the schedule of cpu\S* "
+                         r"within 5000 ms: the models it serves keep it busy", why), why
+        statuses = [s for x in loops for s in x.stop()]
+        bad = [b for x in loops for b in x.bad]
+        loops = []
+        assert set(statuses) == {200}, bad[:3]
+        status, _, out = http_infer(f, "fresh", {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4],
+                                                              "data": [1.0] * 4}]})
+        assert status == 503 and "not loaded" in json.loads(out)["error"], out
+        c.scheduler.stop(signal.SIGTERM, timeout=30)
+        leases = c.report("scheduler")["leases"]
+        assert leases["refused"] >= 1, leases
+    finally:
+        for x in loops:
+            x.stop()
+
+
+def test_torch_a_spare_that_takes_over_accepts_a_backend_that_freed_a_model_of_the_start(tmp_path, repository_cluster):
+    """Two hot-spare schedulers read one repository. A model of the start
+    unloaded under the first primary is freed by the TorchScript backend;
+    the primary is killed (SIGKILL) and the spare takes over with the models
+    of its own start, which the backend re-registers without: the spare
+    accepts it (it used to refuse it, "cannot run these models of the
+    cluster", leaving the cluster without a backend), lists the freed model
+    unloaded, serves the other (200), and a load of the freed one reads it
+    again and answers 200."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    write_torch_model(repo, "gone", COLD_PBTXT % 3000)
+    ports = (free_port(), free_port())
+    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
+        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: 500, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
+        % ports))
+    first = None
+    try:
+        schedulers = []
+        for i, port in enumerate(ports):
+            c.port = port
+            schedulers.append(c.start_scheduler("s%d" % i, extra=c.args + ["--model-control-mode", "explicit"]))
+        first, spare = schedulers
+        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
+        c.port, c.scheduler = ports[0], first
+        c.add_backend("cpu")
+        (f,) = c.add_frontends(["fa"])
+        xs = rows(2, 5)
+        body = linear_body(xs)
+        for model in ("linear", "gone"):
+            assert http_infer(f, model, body)[0] == 200, model
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/gone/unload")
+        assert status == 200, out
+        c.backends["cpu"].wait_for("it to free 'gone'", lambda: "freed model 'gone'" in c.backends["cpu"].output(),
+                                   timeout=10)
+
+        first.kill()
+        spare.wait_for("it to take over", lambda: "primary now" in spare.output(), timeout=10)
+        c.scheduler = spare
+        spare.wait_for("the backend to register", lambda: " registered " in spare.output(), timeout=30)
+        wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "linear to answer after the takeover", timeout=30)
+        assert "cannot run these models" not in spare.output(), spare.output()
+        wait_until(lambda: any(x[0] == "gone" and x[2] == "UNAVAILABLE" for x in repository_index(f)),
+                   "the frontend to list 'gone' unloaded", timeout=10)
+        status, _, out = http_infer(f, "gone", body)
+        assert status == 503 and "not loaded" in json.loads(out)["error"], out
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/gone/load")
+        assert status == 200, (out, spare.output())
+        status, _, out = http_infer(f, "gone", body)
+        assert status == 200, out
+        assert json.loads(out)["outputs"][0]["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+        assert http_infer(f, "linear", body)[0] == 200
+    finally:
+        if first and first.running():
+            first.kill()
+
+
+def test_torch_a_backend_that_joins_after_a_load_holds_the_model_once(tmp_path, repository_cluster):
+    """A model loaded while the cluster serves, then a second CPU backend
+    started: its start reads the model's folder too, and the scheduler asks
+    it to load the model under a name of its own. It takes the copy its
+    start loaded (the same files, unchanged) instead of loading a second one
+    (it used to hold both: its start's, unused, and the one it was asked to
+    load): its /metrics list one copy, its log warms the model up once, it
+    answers the model's requests with torch's outputs once the first backend
+    is gone, and an unload leaves no copy of it."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit", backends=(("b1", "cpu"),), frontends=("fa",))
+    write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/fresh/load")
+    assert status == 200, (out, c.scheduler.output())
+    b2 = c.add_backend("b2", extra=["--metrics", "127.0.0.1:0"])
+    b2.wait_for("its metrics address", lambda: "metrics: listening on" in b2.output(), timeout=10)
+    url = re.search(r"metrics: listening on (http://\S+/metrics)", b2.output()).group(1)
+    c.scheduler.wait_for("b2 to run 'fresh'", lambda: re.search(
+        r"'b2' \(\S+\) runs model 'fresh' too", c.scheduler.output()), timeout=60)
+    copies = sorted(m for m in backend_models(url) if m.split("#")[0] == "fresh")
+    assert len(copies) == 1, (copies, b2.output())
+    assert b2.output().count("warmed up model 'fresh") == 1, b2.output()
+    c.backends["b1"].kill()
+    c.scheduler.wait_for("b1's loss", lambda: "GPUs leave the runtime" in c.scheduler.output(), timeout=30)
+    xs = rows(2, 5)
+    body = linear_body(xs)
+    wait_until(lambda: http_infer(f, "fresh", body)[0] == 200, "b2 to serve 'fresh'", timeout=30)
+    status, _, out = http_infer(f, "fresh", body)
+    assert status == 200 and json.loads(out)["outputs"][0]["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/fresh/unload")
+    assert status == 200, out
+    wait_until(lambda: not any(m.split("#")[0] == "fresh" for m in backend_models(url)),
+               "b2 to free every copy of 'fresh':\n%s" % b2.output(), timeout=10)
+    assert http_infer(f, "linear", body)[0] == 200
+
+
+def test_torch_a_spare_that_takes_over_serves_each_model_on_the_backends_that_hold_it(tmp_path,
+                                                                                      repository_cluster):
+    """A model loaded while serving, held by some backends under its own
+    name and by others under the name a later join gave it: b1 loads it;
+    b2, lost meanwhile (SIGSTOP past the heartbeat timeout), registers
+    again and loads it as a backend that joined after the load; b3 starts
+    afterwards. A hot spare started since reads the model as one of its
+    start. The primary is killed (SIGKILL) and the spare takes over: it
+    accepts every backend with the models it holds (it used to refuse a
+    backend without the model that another one held, "cannot run these
+    models of the cluster", or to list the model unloaded when that backend
+    registered first) and the model answers 200 while any of them is left."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    ports = (free_port(), free_port())
+    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
+        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: 500, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
+        % ports))
+    control = c.args + ["--model-control-mode", "explicit"]
+    first = spare = None
+    try:
+        c.port = ports[0]
+        first = c.start_scheduler("s0", extra=control)
+        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
+        c.add_backend("b1")
+        b2 = c.add_backend("b2")
+        (f,) = c.add_frontends(["fa"])
+        xs = rows(2, 5)
+        body = linear_body(xs)
+        b2.proc.send_signal(signal.SIGSTOP)
+        first.wait_for("b2's loss", lambda: re.search(r"'b2' \(\S+\) lost", first.output()), timeout=10)
+        write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/fresh/load")
+        assert status == 200, (out, first.output())
+        b2.proc.send_signal(signal.SIGCONT)
+        first.wait_for("b2 to run 'fresh'", lambda: re.search(r"'b2' \(\S+\) runs model 'fresh' too",
+                                                              first.output()), timeout=60)
+        c.add_backend("b3")
+        first.wait_for("b3 to run 'fresh'", lambda: re.search(r"'b3' \(\S+\) runs model 'fresh' too",
+                                                              first.output()), timeout=60)
+        for model in ("linear", "fresh"):
+            assert http_infer(f, model, body)[0] == 200, model
+        c.port = ports[1]
+        spare = c.start_scheduler("s1", extra=control)  # reads 'fresh' as a model of its start
+        c.scheduler = first
+        time.sleep(1.0)  # the spare links to the primary
+
+        first.kill()
+        spare.wait_for("it to take over", lambda: "primary now" in spare.output(), timeout=10)
+        c.scheduler = spare
+        for b in ("b1", "b2", "b3"):
+            spare.wait_for("%s to register" % b, lambda: re.search(r"'%s' \(\S+\) registered" % b, spare.output()),
+                           timeout=30)
+        wait_until(lambda: http_infer(f, "fresh", body)[0] == 200, "'fresh' to answer after the takeover:\n%s"
+                   % spare.output(), timeout=30)
+        assert "cannot run these models" not in spare.output(), spare.output()
+        # Each backend serves what it holds: 'fresh' answers while any of them is left.
+        for gone in ("b1", "b2"):
+            c.backends[gone].kill()
+            spare.wait_for("%s's loss" % gone, lambda: re.search(r"'%s' \(\S+\) lost" % gone, spare.output()),
+                           timeout=30)
+            for model in ("fresh", "linear"):
+                wait_until(lambda: http_infer(f, model, body)[0] == 200, "'%s' to answer without %s:\n%s"
+                           % (model, gone, spare.output()), timeout=30)
+        status, _, out = http_infer(f, "fresh", body)
+        assert status == 200 and json.loads(out)["outputs"][0]["data"] == pytest.approx(flat_expected(xs),
+                                                                                      rel=1e-6), out
+    finally:
+        for s in (first, spare):
+            if s and s.running():
+                s.kill()
+
+
+def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_load(tmp_path, repository_cluster):
     """A model whose warm-up takes seconds (busy.pt, ~0.2 s a batch, batches
     1 to 8 twice): while it loads both frontends list it LOADING and answer
     at once that it is not loaded (REST ready 400, inference 503, gRPC
@@ -980,76 +1587,66 @@ def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_lo
     answers 503 naming the lost backend, both indexes give the cause, the
     other backend still serves the served model (200), and loading it again
     succeeds on the backend left."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "busy.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("busy.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 3000)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
-    try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
-        c.start_backend("b1", "cpu", extra=args)
-        c.start_backend("b2", "cpu", extra=args)
-        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
-        for f in (fa, fb):
-            f.wait_ready()
-        xs = rows(2, 5)
-        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
-        with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
-            write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())
-        result = {}
+    c = repository_cluster(repo)
+    fa, fb = c.start("explicit", backends=[("b1", "cpu"), ("b2", "cpu")], frontends=("fa", "fb"))
+    xs = rows(2, 5)
+    body = linear_body(xs)
+    with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
+        write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())
+    result = {}
 
-        def load():
-            result["answer"] = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
+    def load():
+        result["answer"] = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
 
-        t = threading.Thread(target=load)
-        t.start()
-        for f in (fa, fb):
-            wait_until(lambda: ("slowload", "1", "LOADING", "loading") in repository_index(f),
-                       "%s to list 'slowload' LOADING" % f.name, timeout=10)
-        start = time.monotonic()
-        status, _, out = curl(fb.url + "/v2/models/slowload/ready")
-        assert status == 400 and "not loaded" in json.loads(out)["error"], out
-        busy_body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0] * 4}]}
-        status, _, out = http_infer(fb, "slowload", busy_body)
-        assert status == 503 and "not loaded" in json.loads(out)["error"] and "loading" in \
-            json.loads(out)["error"], out
-        pb, pbg = grpc_stubs()
-        with grpc.insecure_channel(fa.grpc) as ch:
-            stub = pbg.GRPCInferenceServiceStub(ch)
-            assert stub.ModelReady(pb.ModelReadyRequest(name="slowload"), timeout=10).ready is False
-        assert time.monotonic() - start < 2, "the answers during the load waited"
-        assert t.is_alive(), "the load ended before the backend was killed"
-        c.backends["b1"].kill()
-        t.join(timeout=60)
-        status, _, out = result["answer"]
-        assert status == 503 and "lost while it loaded the model" in json.loads(out)["error"], out
-        for f in (fa, fb):
-            wait_until(lambda: any(x[0] == "slowload" and "lost while it loaded" in x[3]
-                                   for x in repository_index(f)), "%s to list why" % f.name, timeout=10)
-            wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "%s to serve 'linear'" % f.name,
-                       timeout=10)
-        status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/slowload/load")
-        assert status == 200, (out, c.scheduler.output())
-        for f in (fa, fb):
-            wait_until(lambda: ("slowload", "1", "READY", "") in repository_index(f),
-                       "%s to list 'slowload' READY" % f.name, timeout=10)
-        status, _, out = http_infer(fa, "slowload", busy_body)
-        assert status == 200 and json.loads(out)["outputs"][0]["data"] == [1.0] * 4, out
-        # A backend that joins later is asked to load it too, and serves it once the others are gone.
-        c.start_backend("b3", "cpu", extra=args)
-        c.scheduler.wait_for("b3 to run 'slowload'", lambda: re.search(
-            r"'b3' \(\S+\) runs model 'slowload' too", c.scheduler.output()), timeout=60)
-        c.backends["b2"].kill()
-        c.scheduler.wait_for("b2's loss", lambda: c.scheduler.output().count("GPUs leave the runtime") >= 2,
-                             timeout=30)
-        wait_until(lambda: http_infer(fb, "slowload", busy_body)[0] == 200, "b3 to serve 'slowload'", timeout=30)
-        assert http_infer(fb, "linear", body)[0] == 200
-    finally:
-        c.stop_all()
+    t = threading.Thread(target=load)
+    t.start()
+    for f in (fa, fb):
+        wait_until(lambda: ("slowload", "1", "LOADING", "loading") in repository_index(f),
+                   "%s to list 'slowload' LOADING" % f.name, timeout=10)
+    start = time.monotonic()
+    status, _, out = curl(fb.url + "/v2/models/slowload/ready")
+    assert status == 400 and "not loaded" in json.loads(out)["error"], out
+    busy_body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0] * 4}]}
+    status, _, out = http_infer(fb, "slowload", busy_body)
+    assert status == 503 and "not loaded" in json.loads(out)["error"] and "loading" in \
+        json.loads(out)["error"], out
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(fa.grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        assert stub.ModelReady(pb.ModelReadyRequest(name="slowload"), timeout=10).ready is False
+    assert time.monotonic() - start < 2, "the answers during the load waited"
+    assert t.is_alive(), "the load ended before the backend was killed"
+    c.backends["b1"].kill()
+    t.join(timeout=60)
+    status, _, out = result["answer"]
+    assert status == 503 and "lost while it loaded the model" in json.loads(out)["error"], out
+    for f in (fa, fb):
+        wait_until(lambda: any(x[0] == "slowload" and "lost while it loaded" in x[3]
+                               for x in repository_index(f)), "%s to list why" % f.name, timeout=10)
+        wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "%s to serve 'linear'" % f.name,
+                   timeout=10)
+    status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/slowload/load")
+    assert status == 200, (out, c.scheduler.output())
+    for f in (fa, fb):
+        wait_until(lambda: ("slowload", "1", "READY", "") in repository_index(f),
+                   "%s to list 'slowload' READY" % f.name, timeout=10)
+    status, _, out = http_infer(fa, "slowload", busy_body)
+    assert status == 200 and json.loads(out)["outputs"][0]["data"] == [1.0] * 4, out
+    # A backend that joins later is asked to load it too, and serves it once the others are gone.
+    c.add_backend("b3")
+    c.scheduler.wait_for("b3 to run 'slowload'", lambda: re.search(
+        r"'b3' \(\S+\) runs model 'slowload' too", c.scheduler.output()), timeout=60)
+    c.backends["b2"].kill()
+    c.scheduler.wait_for("b2's loss", lambda: c.scheduler.output().count("GPUs leave the runtime") >= 2,
+                         timeout=30)
+    wait_until(lambda: http_infer(fb, "slowload", busy_body)[0] == 200, "b3 to serve 'slowload'", timeout=30)
+    assert http_infer(fb, "linear", body)[0] == 200
 
 
-def test_torch_poll_mode_loads_reloads_and_unloads_what_changes_in_the_repository(tmp_path):
+def test_torch_poll_mode_loads_reloads_and_unloads_what_changes_in_the_repository(tmp_path, repository_cluster):
     """--model-control-mode poll (--repository-poll-secs 0.3): the scheduler
     rescans the repository itself: a folder added is loaded (READY on both
     frontends, 200), a corrupt one fails once with its cause in the index
@@ -1057,21 +1654,15 @@ def test_torch_poll_mode_loads_reloads_and_unloads_what_changes_in_the_repositor
     served model is switched to, a removed folder is unloaded; the
     frontends' load requests are refused naming the mode; a client loop on
     another model gets 200 for every request throughout."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("linear.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 3000)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
+    c = repository_cluster(repo)
     loop = None
     try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args + ["--model-control-mode", "poll", "--repository-poll-secs", "0.3"])
-        c.start_backend("cpu", "cpu", extra=args)
-        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
-        for f in (fa, fb):
-            f.wait_ready()
+        fa, fb = c.start("poll", frontends=("fa", "fb"), scheduler_extra=["--repository-poll-secs", "0.3"])
         xs = rows(2, 5)
-        body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": sum(xs, [])}]}
+        body = linear_body(xs)
         loop = InferLoop([fa, fb], "linear", body)
         status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/linear/load")
         assert status == 503 and "polls its repository" in json.loads(out)["error"], out
@@ -1113,7 +1704,6 @@ def test_torch_poll_mode_loads_reloads_and_unloads_what_changes_in_the_repositor
     finally:
         if loop:
             loop.stop()
-        c.stop_all()
 
 
 # ---- emulated: GPUs that run l(b) and answer with the input's hash --------------------
@@ -1188,7 +1778,7 @@ def backend_requests_by_device(backend):
     return out
 
 
-def test_emulated_an_instance_group_pins_a_model_to_its_devices(tmp_path):
+def test_emulated_an_instance_group_pins_a_model_to_its_devices(tmp_path, repository_cluster):
     """A repository model with instance_group [KIND_GPU, gpus: [1]] runs on each
     backend's GPU 1 only: while the only backend has one GPU (GPU 0) its
     requests are dropped and the scheduler says why; once a backend with two
@@ -1204,36 +1794,30 @@ def test_emulated_an_instance_group_pins_a_model_to_its_devices(tmp_path):
         (repo / name / "1" / "model.cpu0.profile.yaml").write_text(
             'model: %s\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0.05\n'
             "beta_ms: 1\nstopped_because: test\npoints:\n" % name + points)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
-    try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args)
-        c.start_backend("one", "emulated:1", config=False)
-        c.scheduler.wait_for("the log line", lambda: "no registered device is of its instance_group"
-                             in c.scheduler.output(), timeout=30)
-        f = c.start_frontend("fe", extra=args)
-        f.wait_ready()
-        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    c = repository_cluster(repo)
+    c.start(backends=[("one", "emulated:1")], frontends=())
+    c.scheduler.wait_for("the log line", lambda: "no registered device is of its instance_group"
+                         in c.scheduler.output(), timeout=30)
+    (f,) = c.add_frontends(["fe"])
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    status, hdrs, out = http_infer(f, "pinned", body)
+    assert status == 504 and hdrs["symphony-drop-reason"] == "expired", (status, out)
+    two = c.add_backend("two", "emulated:2", extra=["--metrics", "127.0.0.1:0"])
+    c.scheduler.wait_for("the log line", lambda: "it is served again" in c.scheduler.output(), timeout=30)
+    answered = 0
+    for i in range(40):  # the first through a new backend-frontend pair may be late or expire
         status, hdrs, out = http_infer(f, "pinned", body)
-        assert status == 504 and hdrs["symphony-drop-reason"] == "expired", (status, out)
-        two = c.start_backend("two", "emulated:2", extra=["--metrics", "127.0.0.1:0"], config=False)
-        c.scheduler.wait_for("the log line", lambda: "it is served again" in c.scheduler.output(), timeout=30)
-        answered = 0
-        for i in range(40):  # the first through a new backend-frontend pair may be late or expire
-            status, hdrs, out = http_infer(f, "pinned", body)
-            if status == 200:
-                answered += 1
-                assert json.loads(out)["outputs"][0]["shape"] == [1, 16], out
-            if answered == 12:
-                break
-        assert answered == 12, out
-        by_device = backend_requests_by_device(two)
-        assert by_device.get("emulated:1") == 12 and by_device.get("emulated:0") == 0, by_device
-        for i in range(4):
-            status, _, out = http_infer(f, "anywhere", body)
-            assert status == 200, out
-    finally:
-        c.stop_all()
+        if status == 200:
+            answered += 1
+            assert json.loads(out)["outputs"][0]["shape"] == [1, 16], out
+        if answered == 12:
+            break
+    assert answered == 12, out
+    by_device = backend_requests_by_device(two)
+    assert by_device.get("emulated:1") == 12 and by_device.get("emulated:0") == 0, by_device
+    for i in range(4):
+        status, _, out = http_infer(f, "anywhere", body)
+        assert status == 200, out
 
 
 def write_emulated_model(repo, name, versions=("1",), slo=3000, extra="", beta_ms=1):
@@ -1257,7 +1841,7 @@ def repository_index(f, ready=None):
     return [(e["name"], e.get("version", ""), e["state"], e.get("reason", "")) for e in json.loads(body)]
 
 
-def test_emulated_the_repository_index_and_readiness_of_a_model_that_is_not_served(tmp_path):
+def test_emulated_the_repository_index_and_readiness_of_a_model_that_is_not_served(tmp_path, repository_cluster):
     """With --model-repository, every frontend lists every version of the
     repository it read (POST /v2/repository/index, gRPC RepositoryIndex):
     READY what the scheduler serves, UNAVAILABLE with why otherwise (a
@@ -1274,61 +1858,55 @@ def test_emulated_the_repository_index_and_readiness_of_a_model_that_is_not_serv
     front_repo = tmp_path / "front_models"
     shutil.copytree(repo, front_repo)
     write_emulated_model(front_repo, "extra")
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
-    try:
-        c.start_scheduler(extra=["--model-repository", str(repo)])
-        c.start_backend("one", "emulated:1", config=False)
-        fronts = [c.start_frontend(n, extra=["--model-repository", str(front_repo)]) for n in ("fa", "fb")]
-        for f in fronts:
-            f.wait_ready()
-        idx = repository_index(fronts[0])
-        assert [e[:3] for e in idx] == [("extra", "1", "UNAVAILABLE"), ("plain", "1", "READY"),
-                                        ("versioned", "1", "READY"), ("versioned", "2", "UNAVAILABLE")], idx
-        assert "not served by the cluster's scheduler at " + c.address() in idx[0][3], idx
-        assert "no model file" in idx[3][3], idx
-        assert repository_index(fronts[1]) == idx  # every frontend lists the same
-        assert repository_index(fronts[0], ready=True) == [e for e in idx if e[2] == "READY"]
-        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
-        for path, what in (("extra", "'extra' is not loaded"), ("versioned/versions/2", "version '2' is not loaded")):
-            status, _, out = curl(fronts[0].url + "/v2/models/%s/ready" % path)
-            assert status == 400 and what in json.loads(out)["error"], (path, status, out)
-            status, _, out = curl(fronts[0].url + "/v2/models/" + path)
-            assert status == 503 and what in json.loads(out)["error"], (path, status, out)
-            status, _, out = http_infer(fronts[0], path, body)
-            assert status == 503 and what in json.loads(out)["error"], (path, status, out)
-        status, _, out = curl(fronts[0].url + "/v2/models/nope/ready")
-        assert status == 404 and "unknown model 'nope'" in json.loads(out)["error"], out
-        for path in ("plain", "versioned", "versioned/versions/1"):
-            assert curl(fronts[1].url + "/v2/models/%s/ready" % path)[0] == 200, path
-        m = json.loads(curl(fronts[0].url + "/v2/models/versioned")[2])
-        assert m["versions"] == ["1"], m
-        status, hdrs, out = http_infer(fronts[1], "plain", body)
-        assert status == 200, out
-        for verb, flag in (("load", "none"), ("unload", "none")):
-            status, _, out = curl("-X", "POST", fronts[0].url + "/v2/repository/models/plain/" + verb)
-            assert status == 503 and "--model-control-mode " + flag in json.loads(out)["error"], out
-        assert "model_repository" in json.loads(curl(fronts[0].url + "/v2")[2])["extensions"]
-        pb, pbg = grpc_stubs()
-        with grpc.insecure_channel(fronts[1].grpc) as ch:
-            stub = pbg.GRPCInferenceServiceStub(ch)
-            got = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10)
-            assert [(e.name, e.version, e.state, e.reason) for e in got.models] == idx, got
-            got = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=10)
-            assert [e.state for e in got.models] == ["READY", "READY"], got
-            assert stub.ModelReady(pb.ModelReadyRequest(name="extra"), timeout=10).ready is False
-            assert stub.ModelReady(pb.ModelReadyRequest(name="versioned", version="2"), timeout=10).ready is False
-            assert stub.ModelReady(pb.ModelReadyRequest(name="versioned"), timeout=10).ready is True
-            with pytest.raises(grpc.RpcError) as e:
-                stub.ModelReady(pb.ModelReadyRequest(name="nope"), timeout=10)
-            assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
-            with pytest.raises(grpc.RpcError) as e:
-                stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="plain"), timeout=10)
-            assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "none" in e.value.details()
-    finally:
-        c.stop_all()
+    c = repository_cluster(repo)
+    c.start(backends=[("one", "emulated:1")], frontends=())
+    fronts = c.add_frontends(("fa", "fb"), repo=front_repo)
+    idx = repository_index(fronts[0])
+    assert [e[:3] for e in idx] == [("extra", "1", "UNAVAILABLE"), ("plain", "1", "READY"),
+                                    ("versioned", "1", "READY"), ("versioned", "2", "UNAVAILABLE")], idx
+    assert "not served by the cluster's scheduler at " + c.address() in idx[0][3], idx
+    assert "no model file" in idx[3][3], idx
+    assert repository_index(fronts[1]) == idx  # every frontend lists the same
+    assert repository_index(fronts[0], ready=True) == [e for e in idx if e[2] == "READY"]
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    for path, what in (("extra", "'extra' is not loaded"), ("versioned/versions/2", "version '2' is not loaded")):
+        status, _, out = curl(fronts[0].url + "/v2/models/%s/ready" % path)
+        assert status == 400 and what in json.loads(out)["error"], (path, status, out)
+        status, _, out = curl(fronts[0].url + "/v2/models/" + path)
+        assert status == 503 and what in json.loads(out)["error"], (path, status, out)
+        status, _, out = http_infer(fronts[0], path, body)
+        assert status == 503 and what in json.loads(out)["error"], (path, status, out)
+    status, _, out = curl(fronts[0].url + "/v2/models/nope/ready")
+    assert status == 404 and "unknown model 'nope'" in json.loads(out)["error"], out
+    for path in ("plain", "versioned", "versioned/versions/1"):
+        assert curl(fronts[1].url + "/v2/models/%s/ready" % path)[0] == 200, path
+    m = json.loads(curl(fronts[0].url + "/v2/models/versioned")[2])
+    assert m["versions"] == ["1"], m
+    status, hdrs, out = http_infer(fronts[1], "plain", body)
+    assert status == 200, out
+    for verb, flag in (("load", "none"), ("unload", "none")):
+        status, _, out = curl("-X", "POST", fronts[0].url + "/v2/repository/models/plain/" + verb)
+        assert status == 503 and "--model-control-mode " + flag in json.loads(out)["error"], out
+    assert "model_repository" in json.loads(curl(fronts[0].url + "/v2")[2])["extensions"]
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(fronts[1].grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        got = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10)
+        assert [(e.name, e.version, e.state, e.reason) for e in got.models] == idx, got
+        got = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=10)
+        assert [e.state for e in got.models] == ["READY", "READY"], got
+        assert stub.ModelReady(pb.ModelReadyRequest(name="extra"), timeout=10).ready is False
+        assert stub.ModelReady(pb.ModelReadyRequest(name="versioned", version="2"), timeout=10).ready is False
+        assert stub.ModelReady(pb.ModelReadyRequest(name="versioned"), timeout=10).ready is True
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelReady(pb.ModelReadyRequest(name="nope"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="plain"), timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "none" in e.value.details()
 
 
-def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path):
+def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):
     """--model-control-mode explicit: an unload asked of one frontend (gRPC
     RepositoryModelUnload) while the other has requests of the model queued
     (batches of 150 ms on one emulated GPU) answers once they have ended,
@@ -1340,90 +1918,84 @@ def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(t
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain")
     write_emulated_model(repo, "slow", slo=2000, beta_ms=150)
-    c = Cluster(REPOSITORY_CLUSTER_CONFIG)
-    try:
-        args = ["--model-repository", str(repo)]
-        c.start_scheduler(extra=args + ["--model-control-mode", "explicit"])
-        c.start_backend("one", "emulated:1", config=False)
-        fa, fb = [c.start_frontend(n, extra=args) for n in ("fa", "fb")]
-        for f in (fa, fb):
-            f.wait_ready()
-        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
-        assert http_infer(fa, "slow", body)[0] == 200  # the first through this pair may be slower
-        answers = []
-        lock = threading.Lock()
+    c = repository_cluster(repo)
+    fa, fb = c.start("explicit", backends=[("one", "emulated:1")], frontends=("fa", "fb"))
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    assert http_infer(fa, "slow", body)[0] == 200  # the first through this pair may be slower
+    answers = []
+    lock = threading.Lock()
 
-        def one():
-            status, hdrs, out = http_infer(fa, "slow", body)
-            with lock:
-                answers.append((status, hdrs.get("symphony-outcome"), out))
+    def one():
+        status, hdrs, out = http_infer(fa, "slow", body)
+        with lock:
+            answers.append((status, hdrs.get("symphony-outcome"), out))
 
-        threads = [threading.Thread(target=one) for _ in range(40)]
-        for t in threads:
-            t.start()
-        wait_until(lambda: inflight(fa) >= 20, "requests of 'slow' in flight at fa", timeout=20)
-        pb, pbg = grpc_stubs()
-        with grpc.insecure_channel(fb.grpc) as ch:
-            stub = pbg.GRPCInferenceServiceStub(ch)
-            stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="slow"), timeout=60)
-            # Answered once its queued requests have ended: none is left at the scheduler.
-            assert stub.ModelReady(pb.ModelReadyRequest(name="slow"), timeout=10).ready is False
-            assert stub.ModelReady(pb.ModelReadyRequest(name="plain"), timeout=10).ready is True
-        for t in threads:
-            t.join(timeout=60)
-        assert len(answers) == 40, answers  # each request answered, once
-        kinds = {}
-        for status, outcome, out in answers:
-            if status == 200:
-                kinds["ran"] = kinds.get("ran", 0) + 1
-            elif status == 504:
-                kinds["expired"] = kinds.get("expired", 0) + 1
-            else:
-                assert status in (500, 503) and (b"not loaded" in out or b"is not served" in out), (status, out)
-                kinds["refused"] = kinds.get("refused", 0) + 1
-        assert kinds.get("ran", 0) >= 1, kinds
-        for f in (fa, fb):
-            wait_until(lambda: ("slow", "1", "UNAVAILABLE", "unloaded") in repository_index(f),
-                       "%s to list 'slow' unloaded" % f.name, timeout=10)
-            assert ("plain", "1", "READY", "") in repository_index(f)
-            status, _, out = curl(f.url + "/v2/models/slow/ready")
-            assert status == 400 and "'slow' is not loaded" in json.loads(out)["error"], out
-            status, _, out = http_infer(f, "slow", body)
-            assert status == 503 and "unloaded" in json.loads(out)["error"], out
-            assert http_infer(f, "plain", body)[0] == 200
-        assert inflight(fa) == 0
-        # Unloading it again does nothing; an unknown name is not loaded.
-        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")
-        assert status == 200, out
-        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/nope/unload")
-        assert status == 400 and "'nope' is not loaded" in json.loads(out)["error"], out
-        # A load serves it again, on every frontend; a load of a served model does nothing.
-        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
-        assert status == 200, out
-        assert ("slow", "1", "READY", "") in repository_index(fa)
-        status, _, out = http_infer(fa, "slow", body)
-        assert status == 200, out
-        wait_until(lambda: ("slow", "1", "READY", "") in repository_index(fb), "fb to list 'slow' READY",
-                   timeout=10)
-        assert http_infer(fb, "slow", body)[0] == 200
-        assert curl("-X", "POST", fb.url + "/v2/repository/models/slow/load")[0] == 200
-        assert "loaded model 'slow' again" in c.scheduler.output(), c.scheduler.output()
-        # A load that cannot serve it (no backend left) leaves it unloaded and says why in the index.
-        assert curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")[0] == 200
-        c.backends["one"].stop(signal.SIGTERM, timeout=30)
-        c.scheduler.wait_for("the backend's departure", lambda: "GPUs leave the runtime" in c.scheduler.output(),
-                             timeout=30)
-        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
-        assert status == 503 and "no backend is registered" in json.loads(out)["error"], out
-        (e,) = [x for x in repository_index(fa) if x[0] == "slow"]
-        assert e[2] == "UNAVAILABLE" and "a load failed: no backend is registered" in e[3], e
-        assert "asked to unload model 'slow'" in c.scheduler.output() and "unloaded model 'slow'" in \
-            c.scheduler.output(), c.scheduler.output()
-        report = fa.stop()
-        slow = report["models"]["slow"]
-        assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"], slow
-    finally:
-        c.stop_all()
+    threads = [threading.Thread(target=one) for _ in range(40)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: inflight(fa) >= 20, "requests of 'slow' in flight at fa", timeout=20)
+    pb, pbg = grpc_stubs()
+    with grpc.insecure_channel(fb.grpc) as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="slow"), timeout=60)
+        # Answered once its queued requests have ended: none is left at the scheduler.
+        assert stub.ModelReady(pb.ModelReadyRequest(name="slow"), timeout=10).ready is False
+        assert stub.ModelReady(pb.ModelReadyRequest(name="plain"), timeout=10).ready is True
+    for t in threads:
+        t.join(timeout=60)
+    assert len(answers) == 40, answers  # each request answered, once
+    kinds = {}
+    for status, outcome, out in answers:
+        if status == 200:
+            kinds["ran"] = kinds.get("ran", 0) + 1
+        elif status == 504:
+            kinds["expired"] = kinds.get("expired", 0) + 1
+        else:
+            assert status in (500, 503) and (b"not loaded" in out or b"is not served" in out), (status, out)
+            kinds["refused"] = kinds.get("refused", 0) + 1
+    assert kinds.get("ran", 0) >= 1, kinds
+    for f in (fa, fb):
+        wait_until(lambda: ("slow", "1", "UNAVAILABLE", "unloaded") in repository_index(f),
+                   "%s to list 'slow' unloaded" % f.name, timeout=10)
+        assert ("plain", "1", "READY", "") in repository_index(f)
+        status, _, out = curl(f.url + "/v2/models/slow/ready")
+        assert status == 400 and "'slow' is not loaded" in json.loads(out)["error"], out
+        status, _, out = http_infer(f, "slow", body)
+        assert status == 503 and "unloaded" in json.loads(out)["error"], out
+        assert http_infer(f, "plain", body)[0] == 200
+    assert inflight(fa) == 0
+    # Unloading it again does nothing; an unknown name is not loaded.
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")
+    assert status == 200, out
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/nope/unload")
+    assert status == 400 and "'nope' is not loaded" in json.loads(out)["error"], out
+    # A load serves it again, on every frontend; a load of a served model does nothing.
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
+    assert status == 200, out
+    assert ("slow", "1", "READY", "") in repository_index(fa)
+    status, _, out = http_infer(fa, "slow", body)
+    assert status == 200, out
+    wait_until(lambda: ("slow", "1", "READY", "") in repository_index(fb), "fb to list 'slow' READY",
+               timeout=10)
+    assert http_infer(fb, "slow", body)[0] == 200
+    assert curl("-X", "POST", fb.url + "/v2/repository/models/slow/load")[0] == 200
+    # The backend was told to free it, and the load asked it to load it anew.
+    assert "model 'slow': told backend 'one'" in c.scheduler.output() and \
+        "loaded model 'slow' on backend 'one'" in c.scheduler.output(), c.scheduler.output()
+    # A load that cannot serve it (no backend left) leaves it unloaded and says why in the index.
+    assert curl("-X", "POST", fa.url + "/v2/repository/models/slow/unload")[0] == 200
+    c.backends["one"].stop(signal.SIGTERM, timeout=30)
+    c.scheduler.wait_for("the backend's departure", lambda: "GPUs leave the runtime" in c.scheduler.output(),
+                         timeout=30)
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slow/load")
+    assert status == 503 and "no backend is registered" in json.loads(out)["error"], out
+    (e,) = [x for x in repository_index(fa) if x[0] == "slow"]
+    assert e[2] == "UNAVAILABLE" and "a load failed: no backend is registered" in e[3], e
+    assert "asked to unload model 'slow'" in c.scheduler.output() and "unloaded model 'slow'" in \
+        c.scheduler.output(), c.scheduler.output()
+    report = fa.stop()
+    slow = report["models"]["slow"]
+    assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"], slow
 
 
 def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):
@@ -1607,6 +2179,64 @@ PRIORITY_CONFIG = """
 """ % TOKEN
 
 
+def test_emulated_a_versions_statistics_add_up_across_reloads_unloads_and_frontend_restarts(
+        tmp_path, repository_cluster):
+    """Statistics are one account per (model, version) since the scheduler
+    started, as on serve: a reload (the version's config changed: it runs
+    under a new model id) and an unload followed by a load go on counting
+    where the version was, and a restarted frontend reports exactly the
+    same numbers (REST and gRPC)."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit", backends=[("one", "emulated:1")])
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    sent = [0]
+
+    def send(n):
+        for _ in range(n):
+            status, _, out = http_infer(f, "plain", body)
+            assert status == 200, out
+        sent[0] += n
+
+    def counted(front):
+        """plain's statistics once the scheduler has counted every answer (it may lag a moment)."""
+        wait_until(lambda: stats_rest(front)["plain"]["inference_stats"]["success"]["count"] >= sent[0],
+                   "the scheduler to count %d requests" % sent[0], timeout=10)
+        m = stats_rest(front)["plain"]
+        assert m["version"] == "1", m
+        assert m["inference_stats"]["success"]["count"] == m["inference_count"] == sent[0], m
+        assert m["inference_stats"]["fail"]["count"] == 0, m
+        assert sum(b["batch_size"] * b["compute_infer"]["count"] for b in m["batch_stats"]) == sent[0], m
+        assert sum(b["compute_infer"]["count"] for b in m["batch_stats"]) == m["execution_count"], m
+        return m
+
+    def control(op):
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/plain/" + op)
+        assert status == 200, (op, out, c.scheduler.output())
+
+    send(5)
+    first = counted(f)
+    # A reload: version 1's config changed, so it runs under a new model id.
+    (repo / "plain" / "config.pbtxt").write_text(GROUPED_PBTXT % (3000, "# reloaded"))
+    control("load")
+    assert "switched model 'plain' to its new files" in c.scheduler.output(), c.scheduler.output()
+    send(4)
+    after_reload = counted(f)
+    assert after_reload["inference_stats"]["success"]["ns"] > first["inference_stats"]["success"]["ns"]
+    # Unloaded, then loaded again.
+    control("unload")
+    control("load")
+    send(2)
+    m = counted(f)
+    assert sent[0] == 11
+    # A restarted frontend: the same numbers, to the nanosecond.
+    f.stop()
+    (f,) = c.add_frontends(["fb"])
+    assert stats_rest(f)["plain"] == m
+    g = stats_grpc(f, "plain")["plain"].inference_stats
+    assert (g.success.count, g.success.ns, g.fail.count) == (11, m["inference_stats"]["success"]["ns"], 0)
+
 def test_emulated_priorities_reach_the_scheduler_which_sheds_the_low_one_first():
     """A request's `priority` parameter travels frontend -> scheduler: one beyond
     the model's priority_levels is refused at the frontend with 400 /
@@ -1692,6 +2322,78 @@ def test_emulated_priorities_reach_the_scheduler_which_sheds_the_low_one_first()
         x = by[level]
         assert x["accepted"] == x["ok"] + x["late"] + x["dropped"] + x["errors"], by
     assert by["1"]["ok"] > by["2"]["ok"], by
+
+
+ADMISSION_CONFIG = """
+    gpus: 1
+    policy: deferred
+    workload: {rate: 10}
+    models:
+      # l(8) = 18 ms: about 440 requests a second within the 100 ms SLO.
+      - {name: m, alpha_ms: 1, beta_ms: 10, slo_ms: 100, max_batch: 8}
+    cluster:
+      token: "%s"
+      models:
+        m: {input: "uint8[8]", output: "uint8[16]"}
+""" % TOKEN
+
+
+def test_emulated_frontends_refuse_with_the_schedulers_admission_under_overload():
+    """The scheduler sends its frontends its models' admission tests; under
+    overload a frontend refuses with them at once (`overload`, 429) what the
+    scheduler would refuse a round trip later. Below capacity nothing is
+    refused anywhere; at ~5x, `symphony loadgen` (the cluster client) and
+    the protocol frontend each refuse requests themselves, every request
+    ends once, and the scheduler still serves."""
+    c = Cluster(ADMISSION_CONFIG)
+    try:
+        c.start_scheduler()
+        c.start_backend("b1", "emulated:1")
+
+        def loadgen(rate):
+            r = subprocess.run([CLI, "loadgen", "--config", c.config, "--scheduler", c.address(), "--rate",
+                                str(rate), "--duration", "3", "--warmup", "0.5", "--quiet", "--json", "-"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            j = json.loads(r.stdout)
+            cl = j["client"]
+            assert cl["in_flight_at_end"] == 0, cl
+            assert cl["sent"] == cl["ok"] + cl["late"] + cl["dropped"] + cl["errors"], cl
+            return j
+
+        below = loadgen(130)  # ~0.3x
+        print("0.3x:", below["client"])
+        assert below["client"]["admission_refused"] == 0, below["client"]
+        assert below["client"].get("dropped_by_reason", {}).get("overload", 0) == 0, below["client"]
+        over = loadgen(2200)  # ~5x
+        cl = over["client"]
+        print("5x:", cl)
+        assert cl["admission_refused"] > 0, cl
+        assert cl["admission_refused"] <= cl["dropped_by_reason"]["overload"], cl
+        assert cl["ok"] > 0, cl
+
+        f = c.start_frontend("fe")
+        f.wait_ready()
+        out = os.path.join(c.dir, "load.json")
+        r = subprocess.run([CLI, "load", "--url", "grpc://" + f.grpc, "--model", "m", "--rate", "2200",
+                            "--duration", "3", "--warmup", "0.5", "--drain", "5", "--quiet", "--json", out],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        ld = read_json(out)
+        m = ld["models"]["m"]
+        print("through the frontend at 5x:", {k: ld[k] for k in ("sent", "ok", "late", "dropped", "errors")},
+              m.get("dropped_by_reason"))
+        assert ld["errors"] == 0, ld
+        assert ld["ok"] > 0 and m["dropped_by_reason"]["overload"] > 0, ld
+        report = f.stop()
+        assert report["client"]["admission_refused"] > 0, report["client"]
+        assert report["client"]["admission_refused"] <= report["client"]["dropped_by_reason"]["overload"]
+    finally:
+        c.stop_all()
+    # The scheduler ended each request it accepted once.
+    s = c.report("scheduler")
+    print("the scheduler's requests:", {k: s[k] for k in ("submitted", "ok", "late", "dropped", "errors")
+                                        if k in s})
 
 
 def slow_request(pb):
@@ -2050,8 +2752,7 @@ def test_emulated_cli_config_errors_name_the_file_line_and_key():
 def test_torch_system_shared_memory_through_the_frontend():
     """Inputs read from and outputs written into a client's region by the
     cluster's frontend (--allow-client-shm), REST and gRPC, against torch."""
-    if not MODELS or not os.path.exists(os.path.join(MODELS, "linear.pt")):
-        pytest.skip("no TorchScript test models (SYMPHONY_TEST_MODELS): built without libtorch")
+    need_test_model("linear.pt")
     from multiprocessing import shared_memory
     c = Cluster("""
         gpus: 1

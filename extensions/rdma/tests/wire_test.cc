@@ -134,8 +134,9 @@ TEST(WireTest, StatsRequestAndStatsRoundTrip) {
   EXPECT_EQ(q->seq, 42u);
   Stats in;
   in.seq = 42;
-  in.models.push_back({0, 7, 1, 2, 3, 800, 90, 300, 400, 1700000000000, {{1, 4, 100}, {8, 2, 900}}});
-  in.models.push_back({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}});
+  in.models.push_back(
+      {0, 7, 1, 2, 3, 800, 90, 300, 400, 1700000000000, {{1, 4, 100}, {8, 2, 900}}, "linear", 2});
+  in.models.push_back({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, "x", -1});
   Result<Stats> out = decode_stats(encode(in));
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out->seq, 42u);
@@ -155,7 +156,10 @@ TEST(WireTest, StatsRequestAndStatsRoundTrip) {
   EXPECT_EQ(m.batches[1].size, 8u);
   EXPECT_EQ(m.batches[1].count, 2u);
   EXPECT_EQ(m.batches[1].exec_ns, 900);
+  EXPECT_EQ(m.name, "linear");
+  EXPECT_EQ(m.version, 2);
   EXPECT_TRUE(out->models[1].batches.empty());
+  EXPECT_EQ(out->models[1].version, -1);
   EXPECT_EQ(to_string(Kind::kStatsRequest), "StatsRequest");
   EXPECT_EQ(to_string(Kind::kStats), "Stats");
 }
@@ -172,24 +176,33 @@ TEST(WireTest, ModelControlAndModelTableRoundTrip) {
   EXPECT_EQ(d->code, 5u);
   EXPECT_EQ(d->message, "no model 'x'");
   Result<ModelTable> t =
-      decode_model_table(encode(ModelTable{{{0, 8, 100, "a", 0, 0}}, {{"linear/1", "unloaded"}}}));
+      decode_model_table(encode(ModelTable{{{0, 8, 100, "a", 0, 0}},
+                                           {{"linear/1", "unloaded"}},
+                                           {{"linear", 3, "the reload failed: not a TorchScript file"}}}));
   ASSERT_TRUE(t.ok()) << t.status().message();
   ASSERT_EQ(t->models.size(), 1u);
   EXPECT_EQ(t->models[0].name, "a");
   ASSERT_EQ(t->unserved.size(), 1u);
   EXPECT_EQ(t->unserved[0].name, "linear/1");
   EXPECT_EQ(t->unserved[0].reason, "unloaded");
+  ASSERT_EQ(t->notes.size(), 1u);
+  EXPECT_EQ(t->notes[0].model, "linear");
+  EXPECT_EQ(t->notes[0].version, 3);
+  EXPECT_EQ(t->notes[0].reason, "the reload failed: not a TorchScript file");
   expect_refused(encode(ModelControl{1, static_cast<ModelOp>(3), "m"}),
                  "model control op 3 (1 load, 2 unload)");
   expect_refused(encode(ModelControl{1, ModelOp::kLoad, ""}), "model control names no model");
-  expect_refused(encode(ModelTable{{}, {{"", "why"}}}), "an unserved model without a name");
+  expect_refused(encode(ModelTable{{}, {{"", "why"}}, {}}), "an unserved model without a name");
+  expect_refused(encode(ModelTable{{}, {}, {{"m", -1, "why"}}}),
+                 "a version note without a model or a version");
   EXPECT_EQ(to_string(Kind::kModelControl), "ModelControl");
   EXPECT_EQ(to_string(Kind::kModelControlDone), "ModelControlDone");
   EXPECT_EQ(to_string(Kind::kModelTable), "ModelTable");
 }
 
 TEST(WireTest, ModelLoadAndItsAnswerRoundTrip) {
-  Result<ModelLoad> l = decode_model_load(encode(ModelLoad{4, 7, 16, 2, "linear", "linear"}));
+  Result<ModelLoad> l =
+      decode_model_load(encode(ModelLoad{4, 7, 16, 2, "linear", "linear", 4500000, "served/1"}));
   ASSERT_TRUE(l.ok()) << l.status().message();
   EXPECT_EQ(l->seq, 4u);
   EXPECT_EQ(l->model, 7u);
@@ -197,16 +210,75 @@ TEST(WireTest, ModelLoadAndItsAnswerRoundTrip) {
   EXPECT_EQ(l->version, 2);
   EXPECT_EQ(l->name, "linear");
   EXPECT_EQ(l->repository_model, "linear");
+  EXPECT_EQ(l->run_limit_ns, 4500000);
+  EXPECT_EQ(l->tightest, "served/1");
+  Result<ModelLoad> alone = decode_model_load(encode(ModelLoad{4, 7, 16, 2, "linear", "linear", -1, {}}));
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(alone->run_limit_ns, -1) << "nothing served beside it: no limit";
   Result<ModelLoadDone> d =
       decode_model_load_done(encode(ModelLoadDone{4, 7, BatchStatus::kError, "no such file"}));
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->model, 7u);
   EXPECT_EQ(d->status, BatchStatus::kError);
   EXPECT_EQ(d->error, "no such file");
-  expect_refused(encode(ModelLoad{1, 0, 1, 1, "", "m"}), "a model load names no model");
-  expect_refused(encode(ModelLoad{1, 0, 1, -1, "m", "m"}), "a model load of version -1");
+  expect_refused(encode(ModelLoad{1, 0, 1, 1, "", "m", -1, {}}), "a model load names no model");
+  expect_refused(encode(ModelLoad{1, 0, 1, -1, "m", "m", -1, {}}), "a model load of version -1");
+  expect_refused(encode(ModelLoad{1, 0, 1, 1, "m", "m", -2, "s"}), "a model load's run limit of -2 ns");
+  expect_refused(encode(ModelLoad{1, 0, 1, 1, "m", "m", kMaxDurationNs + 1, "s"}),
+                 "a model load's run limit of " + std::to_string(kMaxDurationNs + 1) + " ns");
+  expect_refused(encode(ModelLoad{1, 0, 1, 1, "m", "m", 0, ""}),
+                 "a model load's run limit names no served model");
   EXPECT_EQ(to_string(Kind::kModelLoad), "ModelLoad");
   EXPECT_EQ(to_string(Kind::kModelLoadDone), "ModelLoadDone");
+  Result<ModelUnload> u = decode_model_unload(encode(ModelUnload{4, 7, "linear#reload2/3"}));
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->seq, 4u);
+  EXPECT_EQ(u->model, 7u);
+  EXPECT_EQ(u->name, "linear#reload2/3");
+  expect_refused(encode(ModelUnload{4, 7, ""}), "a model unload names no model");
+  EXPECT_EQ(to_string(Kind::kModelUnload), "ModelUnload");
+}
+
+TEST(WireTest, LeasesRoundTrip) {
+  Result<LeaseRequest> q = decode_lease_request(encode(LeaseRequest{5, 2, 3000000, 5000000000}));
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(q->seq, 5u);
+  EXPECT_EQ(q->device, 2u);
+  EXPECT_EQ(q->length_ns, 3000000);
+  EXPECT_EQ(q->max_wait_ns, 5000000000);
+  Result<LeaseGrant> g = decode_lease_grant(encode(LeaseGrant{5, BatchStatus::kError, "found no gap"}));
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->status, BatchStatus::kError);
+  EXPECT_EQ(g->error, "found no gap");
+  Result<LeaseEnd> e = decode_lease_end(encode(LeaseEnd{5, 2500000}));
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->ran_ns, 2500000);
+  expect_refused(encode(LeaseRequest{5, 2, -2, 0}), "a lease of length -2");
+  expect_refused(encode(LeaseRequest{5, 2, -1, -1}), "a lease that waits -1");
+  expect_refused(encode(LeaseEnd{5, -1}), "a leased run of -1 ns");
+  EXPECT_EQ(to_string(Kind::kLeaseRequest), "LeaseRequest");
+  EXPECT_EQ(to_string(Kind::kLeaseGrant), "LeaseGrant");
+  EXPECT_EQ(to_string(Kind::kLeaseEnd), "LeaseEnd");
+}
+
+TEST(WireTest, AdmissionRoundTrips) {
+  Result<Admission> a =
+      decode_admission(encode(Admission{{{3, 2, 30000000, 250000, 1500000, -2000000}, {4, 1, 0, 0, 0, 0}}}));
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->models.size(), 2u);
+  EXPECT_EQ(a->models[0].model, 3u);
+  EXPECT_EQ(a->models[0].levels, 2u);
+  EXPECT_EQ(a->models[0].work_ns, 30000000);
+  EXPECT_EQ(a->models[0].per_request_ns, 250000);
+  EXPECT_EQ(a->models[0].resp_ns, 1500000);
+  EXPECT_EQ(a->models[0].last_left_ns, -2000000);
+  EXPECT_EQ(a->models[1].work_ns, 0);
+  expect_refused(encode(Admission{{{3, 0, 1, 0, 0, 0}}}), "with no level");
+  expect_refused(encode(Admission{{{3, 1, -1, 0, 0, 0}}}), "an admission duration is negative");
+  expect_refused(encode(Admission{{{3, 1, 1, -1, 0, 0}}}), "an admission duration is negative");
+  expect_refused(encode(Admission{{{3, 1, 1, 0, 0, std::int64_t{4000} * 1000000000}}}),
+                 "more than an hour away");
+  EXPECT_EQ(to_string(Kind::kAdmission), "Admission");
 }
 
 TEST(WireTest, StandingRoundTripsWithTheCalibrations) {
@@ -311,12 +383,19 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("PlacementDone", encode(PlacementDone{6, 1, BatchStatus::kError, "x"}));
   msgs.emplace_back("Cancel", encode(Cancel{{0x0102, 0x0304}}));
   msgs.emplace_back("StatsRequest", encode(StatsRequest{0x0102}));
-  msgs.emplace_back("Stats", encode(Stats{0x31, {{2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb, {{1, 0xc, 0xd}}}}}));
+  msgs.emplace_back("Stats",
+                    encode(Stats{0x31, {{2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb, {{1, 0xc, 0xd}}, "m", 0xe}}}));
   msgs.emplace_back("ModelControl", encode(ModelControl{0x0102, ModelOp::kUnload, "m"}));
   msgs.emplace_back("ModelControlDone", encode(ModelControlDone{0x0102, 5, "no"}));
-  msgs.emplace_back("ModelTable", encode(ModelTable{{{5, 8, 0x51, "m", 3, 2}}, {{"u", "r"}}}));
-  msgs.emplace_back("ModelLoad", encode(ModelLoad{0x0102, 3, 8, 2, "m", "r"}));
+  msgs.emplace_back("ModelTable",
+                    encode(ModelTable{{{5, 8, 0x51, "m", 3, 2}}, {{"u", "r"}}, {{"m", 2, "x"}}}));
+  msgs.emplace_back("ModelLoad", encode(ModelLoad{0x0102, 3, 8, 2, "m", "r", 0x40, "t"}));
   msgs.emplace_back("ModelLoadDone", encode(ModelLoadDone{0x0102, 3, BatchStatus::kError, "x"}));
+  msgs.emplace_back("ModelUnload", encode(ModelUnload{0x0102, 3, "m"}));
+  msgs.emplace_back("LeaseRequest", encode(LeaseRequest{0x0102, 3, 0x10, 0x20}));
+  msgs.emplace_back("LeaseGrant", encode(LeaseGrant{0x0102, BatchStatus::kError, "x"}));
+  msgs.emplace_back("LeaseEnd", encode(LeaseEnd{0x0102, 0x30}));
+  msgs.emplace_back("Admission", encode(Admission{{{3, 2, 0x10, 0x18, 0x20, -1}}}));
   msgs.emplace_back(
       "Standing",
       encode(Standing{0x26, true, 2, 0x27, 0x28, 0x29, 0x2a, {0x2b}, {0, 1}, {{3, {1000000, 1250000}}}}));
@@ -360,18 +439,29 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"ModelControl", "020100000000000002000000010000006d"},
       {"ModelControlDone", "020100000000000005000000020000006e6f"},
       {"ModelTable",
-       "010000000100000005000000080000005100000000000000010000006d030000000200000001000000750100000072"},
+       "010000000100000001000000050000000800000051000000000000000100"
+       "00006d0300000002000000010000007501000000720200000000000000010000006d0100000078"},
       {"ModelLoad",
-       "0201000000000000030000000800000002000000000000000100000"
-       "06d0100000072"},
+       "020100000000000003000000080000000200000000000000010000006d01000000"
+       "7240000000000000000100000074"},
       {"ModelLoadDone",
        "02010000000000000300000001000000010000"
        "0078"},
+      {"ModelUnload", "020100000000000003000000010000006d"},
+      {"LeaseRequest",
+       "020100000000000003000000000000001000000000000000"
+       "2000000000000000"},
+      {"LeaseGrant", "0201000000000000010000000100000078"},
+      {"LeaseEnd", "02010000000000003000000000000000"},
+      {"Admission",
+       "0100000003000000020000001000000000000000"
+       "18000000000000002000000000000000ffffffffffffffff"},
       {"Stats",
        "31000000000000000100000002000000010000000300000000000000040000000000000005000000000000000600000000000"
        "0"
        "000700000000000000080000000000000009000000000000000a000000000000000b000000000000000100000000000000"
-       "0c000000000000000d00000000000000"},
+       "0c000000000000000d00000000000000"
+       "0e00000000000000010000006d"},
       {"Standing",
        "260000000000000001000000020000002700000000000000280000000000000029000000000000002a000000000000000100"
        "000002000000010000002b0000000000000000000000010000000300000002000000"
@@ -411,7 +501,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 8 (this build speaks version 9)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 14 (this build speaks version 15)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -422,28 +512,46 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 15)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 15)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 15)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 15)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 15)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 15)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 9)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 15)");
   m = good;
-  m[4] = 10;
-  expect_refused(m, "unsupported protocol version 10");
+  m[4] = 9;  // version 9's ModelTable had no notes
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 15)");
+  m = good;
+  m[4] = 10;  // version 10 had no ModelUnload
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 15)");
+  m = good;
+  m[4] = 11;  // version 11's Stats counted by model id, not by account
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 15)");
+  m = good;
+  m[4] = 12;  // version 12 had no leases
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 15)");
+  m = good;
+  m[4] = 13;  // version 13 had no Admission
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 15)");
+  m = good;
+  m[4] = 14;  // version 14's ModelLoad had no run limit
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 15)");
+  m = good;
+  m[4] = 16;
+  expect_refused(m, "unsupported protocol version 16");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
@@ -549,10 +657,11 @@ TEST(WireTest, RefusesBadBodies) {
                  "33 scales, more than the limit");
 
   // A Stats with a negative time, and one whose batch sizes are not ascending from 1.
-  expect_refused(encode(Stats{1, {{0, 1, 0, 0, 0, -5, 0, 0, 0, 0, {}}}}), "model 0 has a negative time: -5");
-  expect_refused(encode(Stats{1, {{3, 1, 0, 0, 0, 0, 0, 0, 0, 0, {{2, 1, 1}, {2, 1, 1}}}}}),
+  expect_refused(encode(Stats{1, {{0, 1, 0, 0, 0, -5, 0, 0, 0, 0, {}, "m", 1}}}),
+                 "model 0 has a negative time: -5");
+  expect_refused(encode(Stats{1, {{3, 1, 0, 0, 0, 0, 0, 0, 0, 0, {{2, 1, 1}, {2, 1, 1}}, "m", 1}}}),
                  "model 3's batch sizes are not ascending from 1 (2 after 2)");
-  expect_refused(encode(Stats{1, {{3, 1, 0, 0, 0, 0, 0, 0, 0, 0, {{0, 1, 1}}}}}), "(0 after 0)");
+  expect_refused(encode(Stats{1, {{3, 1, 0, 0, 0, 0, 0, 0, 0, 0, {{0, 1, 1}}, "m", 1}}}), "(0 after 0)");
 
   // A BatchDone with a negative timing.
   BatchDone bd;

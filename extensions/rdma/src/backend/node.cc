@@ -1,13 +1,16 @@
 // A backend of the cluster (see backend_node.hpp).
 #include "symphony/cluster/backend_node.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -93,6 +96,10 @@ constexpr Duration kParkLimit = Duration::seconds(2);  // a batch waits this lon
 // primary's registration (a frontend may resubmit a request whose outputs
 // are still on their way to it).
 constexpr Duration kCarryEnded = Duration::seconds(2);
+// How long one of a load's runs waits for a gap in its device's schedule
+// before the load fails (serve's load_run_wait): a load never takes a
+// device from the models it serves.
+constexpr Duration kLeaseWait = Duration::seconds(5);
 
 }  // namespace
 
@@ -105,7 +112,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
       if (const char* env = std::getenv("SYMPHONY_CLUSTER_TOKEN")) opts_.token = env;
   }
   ~Impl() override {
-    join_loaders();
+    stop_model_worker();
     if (exec_log_) std::fclose(exec_log_);
   }
 
@@ -251,19 +258,76 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
 
   std::uint64_t placements_ = 0, models_loaded_ = 0, models_unloaded_ = 0, batches_not_placed_ = 0;
 
-  // Loads while serving (ModelLoad): each on a thread of its own, which
-  // posts its answer to the network thread.
+  // Loads and unloads while serving (ModelLoad, ModelUnload) run on one
+  // worker thread, in the order the scheduler sent them (an unload and a
+  // later load of the same name never cross); a load's answer is posted to
+  // the network thread.
+  struct ModelJob {
+    std::optional<wire::ModelLoad> load;  // else `unload`
+    wire::ModelUnload unload;
+    std::uint64_t session = 0;  // session_no_ when it came
+  };
   void on_model_load(const wire::ModelLoad& m);
-  void join_loaders() {
-    std::vector<std::thread> loaders;
-    {
-      std::lock_guard<std::mutex> lock(loaders_mu_);
-      loaders.swap(loaders_);
-    }
-    for (std::thread& t : loaders) t.join();
+  void on_model_unload(const wire::ModelUnload& u);
+  void queue_model_job(ModelJob job);
+  void run_load(const wire::ModelLoad& m, std::uint64_t session);
+  // One of a load's own runs on `device`, in a gap of its schedule that the
+  // scheduler of `session` leases (LeaseRequest, LeaseGrant, LeaseEnd);
+  // worker thread. `count` adds the run and its wait.
+  struct LeaseCount {
+    std::uint64_t runs = 0;
+    Duration waited, longest, ran;
+    Duration first, fastest = Duration::infinite();  // one run took
+  };
+  Status leased_run(std::size_t device, Duration expected, const std::function<void()>& run,
+                    std::uint64_t session, LeaseCount& count);
+  // Network thread: leases asked for and not answered yet, by seq, with
+  // their device.
+  struct LeaseWait {
+    std::shared_ptr<std::promise<Status>> granted;
+    std::size_t device = 0;
+  };
+  std::unordered_map<std::uint64_t, LeaseWait> leases_waiting_;
+  std::atomic<std::uint64_t> lease_seq_{0};
+  // The device held by a lease now, from its grant's arrival to the end of
+  // its run (-1: none); batches that arrived for it meanwhile. Relaxed: a
+  // diagnostic count (the grant's store precedes the run by the promise).
+  std::atomic<std::int64_t> leased_device_{-1};
+  std::atomic<std::uint64_t> batches_during_lease_{0}, leased_runs_{0};
+  // Fails every lease still waiting (network thread).
+  void fail_leases(const std::string& why) {
+    for (auto& [seq, w] : leases_waiting_) w.granted->set_value(Status(Errc::kFailedPrecondition, why));
+    leases_waiting_.clear();
   }
-  std::mutex loaders_mu_;
-  std::vector<std::thread> loaders_;
+  void run_unload(const wire::ModelUnload& u);
+  // Worker thread: renames to `name` the first of `copies` (models held of
+  // the same files, BackendDevices::copies_of) that no model id of the
+  // scheduler of `session` names any more (its start's copy of a model the
+  // cluster loaded while serving, or an earlier primary's join load), on
+  // the network thread, where the ids' names change; returns the name it
+  // had, or nullopt when none is free.
+  std::optional<std::string> take_copy(const std::vector<std::string>& copies, const std::string& name,
+                                       std::uint64_t session);
+  // Ends the worker: the job it runs finishes (a warm-up uses the devices),
+  // the queued ones are dropped.
+  void stop_model_worker() {
+    {
+      std::lock_guard<std::mutex> lock(jobs_mu_);
+      jobs_stop_ = true;
+      jobs_.clear();
+    }
+    jobs_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<ModelJob> jobs_;
+  bool jobs_stop_ = false;
+  std::thread worker_;  // started by the first job
+  // Worker thread: the ModelLoad each model (by the name it was loaded
+  // under) was last loaded or confirmed by; absent: loaded at start (seq 0).
+  std::unordered_map<std::string, std::uint64_t> loaded_by_;
+  std::atomic<std::uint64_t> models_freed_{0};
 
  public:
   BackendMetricsSnapshot metrics_snapshot() const;
@@ -319,6 +383,7 @@ Status BackendNode::Impl::start() {
 void BackendNode::Impl::stop() {
   if (stopped_.exchange(true) || !transport_) return;
   transport_->call([this] {
+    fail_leases("the backend is stopping");
     session_->close("the backend is stopping");
     for (auto& [id, f] : frontends_)
       if (f.conn != kNoConn) transport_->close(f.conn);
@@ -326,8 +391,8 @@ void BackendNode::Impl::stop() {
     frontend_by_conn_.clear();
     slots_.clear();
   });
-  transport_->stop();  // no batch starts from now on; reports only queue (see Transport::notify)
-  join_loaders();      // a load's warm-up runs on the devices: it ends before they stop
+  transport_->stop();   // no batch starts from now on; reports only queue (see Transport::notify)
+  stop_model_worker();  // a load's warm-up runs on the devices: it ends before they stop
   devices_->stop();
 }
 
@@ -345,6 +410,7 @@ Status BackendNode::Impl::open_scheduler(const std::string& target) {
 
 void BackendNode::Impl::scheduler_lost(const std::string& why, bool was_registered) {
   ++session_no_;
+  fail_leases("lost the scheduler: " + why);
   registered_.store(false);
   // Frontend ids belong to the lost scheduler.
   slots_.clear();
@@ -508,6 +574,23 @@ void BackendNode::Impl::on_scheduler_message(wire::Kind kind, std::span<const st
       if (!m.ok()) return log("bad ModelLoad from the scheduler: " + m.status().message());
       return on_model_load(*m);
     }
+    case wire::Kind::kLeaseGrant: {
+      Result<wire::LeaseGrant> g = wire::decode_lease_grant(msg);
+      if (!g.ok()) return log("bad LeaseGrant from the scheduler: " + g.status().message());
+      const auto it = leases_waiting_.find(g->seq);
+      if (it == leases_waiting_.end()) return;  // its load gave up
+      if (g->status == wire::BatchStatus::kOk)
+        leased_device_.store(static_cast<std::int64_t>(it->second.device), std::memory_order_relaxed);
+      it->second.granted->set_value(
+          g->status == wire::BatchStatus::kOk ? Status() : Status(Errc::kFailedPrecondition, g->error));
+      leases_waiting_.erase(it);
+      return;
+    }
+    case wire::Kind::kModelUnload: {
+      Result<wire::ModelUnload> u = wire::decode_model_unload(msg);
+      if (!u.ok()) return log("bad ModelUnload from the scheduler: " + u.status().message());
+      return on_model_unload(*u);
+    }
     default:
       if (logged_++ < kMaxLogged)
         log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler");
@@ -527,48 +610,198 @@ void BackendNode::Impl::on_model_load(const wire::ModelLoad& m) {
   }
   log("the scheduler asks to load model '" + m.name + "' (version " + std::to_string(m.version) + " of '" +
       m.repository_model + "') while serving");
-  const std::uint64_t session = session_no_;
-  std::lock_guard<std::mutex> lock(loaders_mu_);
-  loaders_.emplace_back([this, m, session] {
-    const SteadyClock clock;
-    const TimePoint start = clock.now();
-    Status st;
-    if (devices_->models().empty()) {
-      // Emulated devices run any model: nothing to read or load.
-    } else if (opts_.model_repository.empty()) {
-      st = Status(Errc::kFailedPrecondition, "this backend was started without --model-repository");
-    } else {
-      Result<ClusterRepository> r =
-          read_cluster_repository_model(opts_.model_repository, m.repository_model, {});
-      const ClusterRepositoryModel* v = nullptr;
-      if (r.ok())
-        for (const ClusterRepositoryModel& x : r->models)
-          if (x.version == m.version) v = &x;
-      if (!r.ok())
-        st = r.status();
-      else if (!v)
-        st = Status(Errc::kNotFound, "the repository " + opts_.model_repository + " has no version " +
-                                         std::to_string(m.version) + " of model '" + m.repository_model +
-                                         "' to serve");
-      else {
-        // Under the scheduler's name for it (a reload's new version has one
-        // of its own until it takes the served name: batches carry the id).
-        ClusterRepositoryModel named = *v;
-        named.config.name = m.name;
-        st = devices_->add_model(named, m.max_batch);
+  queue_model_job({m, {}, session_no_});
+}
+
+void BackendNode::Impl::on_model_unload(const wire::ModelUnload& u) {
+  // No batch of it comes from now on; one still running keeps its replica
+  // until it ends (BackendDevices::remove_model).
+  queue_model_job({std::nullopt, u, session_no_});
+}
+
+void BackendNode::Impl::queue_model_job(ModelJob job) {
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    if (jobs_stop_) return;
+    jobs_.push_back(std::move(job));
+    if (!worker_.joinable())
+      worker_ = std::thread([this] {
+        // Reading and optimizing a model take the CPU the serving leaves
+        // (serve's loads run at nice 19 too); its runs hold their device.
+        (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+        for (;;) {
+          ModelJob j;
+          {
+            std::unique_lock<std::mutex> wait(jobs_mu_);
+            jobs_cv_.wait(wait, [&] { return jobs_stop_ || !jobs_.empty(); });
+            if (jobs_stop_) return;
+            j = std::move(jobs_.front());
+            jobs_.pop_front();
+          }
+          if (j.load)
+            run_load(*j.load, j.session);
+          else
+            run_unload(j.unload);
+        }
+      });
+  }
+  jobs_cv_.notify_one();
+}
+
+void BackendNode::Impl::run_unload(const wire::ModelUnload& u) {
+  const auto it = loaded_by_.find(u.name);
+  if (it == loaded_by_.end() && u.seq != 0) return;  // that load loaded nothing here (it failed)
+  if (it != loaded_by_.end() && it->second != u.seq) {
+    // Loaded again since (a later ModelLoad of the same name): that load's.
+    transport_->post([this, name = u.name] { log("kept model '" + name + "': loaded again since"); });
+    return;
+  }
+  const bool freed = devices_->remove_model(u.name);
+  if (it != loaded_by_.end()) loaded_by_.erase(it);
+  if (freed) models_freed_.fetch_add(1, std::memory_order_relaxed);
+  transport_->post([this, name = u.name, freed] {
+    if (freed) log("freed model '" + name + "' (unloaded by the scheduler)");
+  });
+}
+
+Status BackendNode::Impl::leased_run(std::size_t device, Duration expected, const std::function<void()>& run,
+                                     std::uint64_t session, LeaseCount& count) {
+  if (stopped_.load()) return Status(Errc::kFailedPrecondition, "the backend is stopping");
+  auto p = std::make_shared<std::promise<Status>>();
+  std::future<Status> granted = p->get_future();
+  const std::uint64_t seq = lease_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const SteadyClock clock;
+  const TimePoint asked = clock.now();
+  transport_->post([this, p, seq, device, expected, session] {
+    if (session != session_no_ || !session_)
+      return p->set_value(Status(Errc::kFailedPrecondition, "the scheduler that asked for the load is gone"));
+    leases_waiting_[seq] = {p, device};
+    (void)session_->send(
+        wire::encode(wire::LeaseRequest{seq, static_cast<std::uint32_t>(device),
+                                        expected.is_infinite() ? -1 : expected.ns(), kLeaseWait.ns()}));
+  });
+  if (granted.wait_for(std::chrono::nanoseconds((kLeaseWait + Duration::seconds(10)).ns())) !=
+      std::future_status::ready) {
+    // Its end at once: a grant that comes later is ended unused.
+    transport_->post([this, seq, session] {
+      leases_waiting_.erase(seq);
+      if (session == session_no_ && session_) (void)session_->send(wire::encode(wire::LeaseEnd{seq, 0}));
+    });
+    return Status(Errc::kFailedPrecondition, "the scheduler did not answer a lease request within " +
+                                                 std::to_string((kLeaseWait.ns() / 1000000000) + 10) + " s");
+  }
+  SYMPHONY_RETURN_IF_ERROR(granted.get());
+  const TimePoint start = clock.now();
+  run();
+  const TimePoint end = clock.now();
+  leased_device_.store(-1, std::memory_order_relaxed);
+  leased_runs_.fetch_add(1, std::memory_order_relaxed);
+  transport_->post([this, seq, session, ran = end - start] {
+    if (session == session_no_ && session_) (void)session_->send(wire::encode(wire::LeaseEnd{seq, ran.ns()}));
+  });
+  ++count.runs;
+  count.waited += start - asked;
+  count.longest = max(count.longest, start - asked);
+  count.ran += end - start;
+  if (count.runs == 1) count.first = end - start;
+  count.fastest = min(count.fastest, end - start);
+  return {};
+}
+
+void BackendNode::Impl::run_load(const wire::ModelLoad& m, std::uint64_t session) {
+  const SteadyClock clock;
+  const TimePoint start = clock.now();
+  Status st;
+  LeaseCount leases;
+  std::optional<std::string> taken;  // the name of the copy it took, if it took one
+  if (devices_->models().empty()) {
+    // Emulated devices run any model: nothing to read or load.
+  } else if (opts_.model_repository.empty()) {
+    st = Status(Errc::kFailedPrecondition, "this backend was started without --model-repository");
+  } else {
+    Result<ClusterRepository> r =
+        read_cluster_repository_model(opts_.model_repository, m.repository_model, {});
+    const ClusterRepositoryModel* v = nullptr;
+    if (r.ok())
+      for (const ClusterRepositoryModel& x : r->models)
+        if (x.version == m.version) v = &x;
+    if (!r.ok())
+      st = r.status();
+    else if (!v)
+      st = Status(Errc::kNotFound, "the repository " + opts_.model_repository + " has no version " +
+                                       std::to_string(m.version) + " of model '" + m.repository_model +
+                                       "' to serve");
+    else {
+      // Under the scheduler's name for it (a reload's new version has one
+      // of its own until it takes the served name: batches carry the id).
+      ClusterRepositoryModel named = *v;
+      named.config.name = m.name;
+      // Its profile (the scheduler plans with it) tells the first leases
+      // how long to ask for; without one (several devices' profiles) the
+      // first runs ask for a gap of unknown length.
+      Result<ClusterRepository> profiled =
+          read_cluster_repository_model(opts_.model_repository, m.repository_model, {true, ""});
+      if (profiled.ok())
+        for (const ClusterRepositoryModel& x : profiled->models)
+          if (x.version == m.version) named.config.profile = x.config.profile;
+      const LoadRunLimit limit{
+          m.run_limit_ns < 0 ? Duration::infinite() : Duration::nanoseconds(m.run_limit_ns), m.tightest};
+      // A copy of these files held under a name no batch uses any more
+      // (this backend's start read the folder of a model the cluster loaded
+      // while serving) is taken, not loaded twice.
+      if (const std::vector<std::string> copies = devices_->copies_of(named, m.max_batch); !copies.empty())
+        taken = take_copy(copies, m.name, session);
+      if (taken) {
+        loaded_by_.erase(*taken);
+      } else {
+        st = devices_->add_model(
+            named, m.max_batch,
+            [&](std::size_t device, Duration expected, const std::function<void()>& run) {
+              return leased_run(device, expected, run, session, leases);
+            },
+            limit);
       }
     }
-    const std::int64_t ms = (clock.now() - start).ns() / 1000000;
-    wire::ModelLoadDone done{m.seq, m.model, st.ok() ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
-                             st.ok() ? std::string() : st.message().substr(0, wire::kMaxTextBytes)};
-    transport_->post([this, done = std::move(done), session, name = m.name, ms] {
-      if (session != session_no_ || !session_) return;  // asked by a scheduler session that is gone
-      log(done.status == wire::BatchStatus::kOk
-              ? "loaded and warmed up model '" + name + "' in " + std::to_string(ms) + " ms"
-              : "could not load model '" + name + "': " + done.error);
-      (void)session_->send(wire::encode(done));
-    });
+  }
+  if (st.ok()) loaded_by_[m.name] = m.seq;  // loaded now, or confirmed: an unload must name this load
+  const std::int64_t ms = (clock.now() - start).ns() / 1000000;
+  wire::ModelLoadDone done{m.seq, m.model, st.ok() ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
+                           st.ok() ? std::string() : st.message().substr(0, wire::kMaxTextBytes)};
+  const std::string held = leases.runs == 0
+                               ? std::string()
+                               : "; " + std::to_string(leases.runs) +
+                                     " of its runs held their device in gaps of its schedule (waited " +
+                                     std::to_string(leases.waited.ns() / 1000000) + " ms in all, at most " +
+                                     std::to_string(leases.longest.ns() / 1000000) +
+                                     " ms for one; they ran " + std::to_string(leases.ran.ns() / 1000000) +
+                                     " ms: the first " + format_ms(leases.first) + " ms, the fastest " +
+                                     format_ms(leases.fastest) + " ms)";
+  transport_->post([this, done = std::move(done), session, name = m.name, ms, held, taken] {
+    if (session != session_no_ || !session_) return;  // asked by a scheduler session that is gone
+    log(taken ? "took its copy of model '" + *taken + "' (the same files) as model '" + name +
+                    "': not loaded again"
+        : done.status == wire::BatchStatus::kOk
+            ? "loaded and warmed up model '" + name + "' in " + std::to_string(ms) + " ms" + held
+            : "could not load model '" + name + "': " + done.error + held);
+    (void)session_->send(wire::encode(done));
   });
+}
+
+std::optional<std::string> BackendNode::Impl::take_copy(const std::vector<std::string>& copies,
+                                                        const std::string& name, std::uint64_t session) {
+  if (stopped_.load()) return std::nullopt;
+  auto p = std::make_shared<std::promise<std::optional<std::string>>>();
+  std::future<std::optional<std::string>> taken = p->get_future();
+  transport_->post([this, p, copies, name, session] {
+    if (session != session_no_ || !session_) return p->set_value(std::nullopt);
+    for (const std::string& c : copies)
+      if (std::find(model_names_.begin(), model_names_.end(), c) == model_names_.end() &&
+          devices_->rename_model(c, name))
+        return p->set_value(c);
+    p->set_value(std::nullopt);
+  });
+  if (taken.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
+  return taken.get();
 }
 
 void BackendNode::Impl::on_frontend_joined(const wire::FrontendJoined& f) {
@@ -675,6 +908,10 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     (void)session_->send(wire::encode(d));
     return;
   }
+  // The scheduler holds this device for a load's run now: it should send no
+  // batch there until the run's LeaseEnd (counted; the tests require none).
+  if (static_cast<std::int64_t>(v->device) == leased_device_.load(std::memory_order_relaxed))
+    batches_during_lease_.fetch_add(1, std::memory_order_relaxed);
   if (v->device < placed_managed_.size() && placed_managed_[v->device] && !placed_[v->device][v->model]) {
     // The scheduler sent a batch of a model it did not place here (or took
     // away): refused, so that a broken move shows instead of running.
@@ -1049,6 +1286,9 @@ nlohmann::json BackendNode::Impl::report() const {
           {"placements", placements_},
           {"models_loaded", models_loaded_},
           {"models_unloaded", models_unloaded_},
+          {"models_freed", models_freed_.load(std::memory_order_relaxed)},
+          {"leased_runs", leased_runs_.load(std::memory_order_relaxed)},
+          {"batches_during_lease", batches_during_lease_.load(std::memory_order_relaxed)},
           {"batches_not_placed", batches_not_placed_},
           {"input_fetch_per_batch", pct(fetch_hist_)},
           {"exec_per_batch", pct(exec_hist_)}};
@@ -1061,7 +1301,8 @@ BackendMetricsSnapshot BackendNode::Impl::metrics_snapshot() const {
   s.registered = registered_.load();
   const std::vector<std::string> loaded = devices_ ? devices_->models() : std::vector<std::string>{};
   const std::vector<std::string> names = devices_ ? devices_->names() : std::vector<std::string>{};
-  s.model_loads = loaded.size() * names.size();  // a replica of each model on each device
+  // A replica of each model on each device, counting those freed since (a counter).
+  s.model_loads = (loaded.size() + models_freed_.load(std::memory_order_relaxed)) * names.size();
   std::lock_guard<std::mutex> lock(stats_mu_);
   s.models = loaded.empty() ? welcomed_models_ : loaded;
   s.registrations = registrations_;

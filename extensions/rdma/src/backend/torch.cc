@@ -5,10 +5,15 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "symphony/cluster/cluster_repository.hpp"
@@ -16,6 +21,7 @@
 #include "symphony/server/device.hpp"
 #include "symphony/server/executors.hpp"
 #include "symphony/server/input_spec.hpp"
+#include "symphony/server/load_runs.hpp"
 #include "symphony/server/torch_model.hpp"
 #ifdef SYMPHONY_HAVE_CUDA
 #include "symphony/server/cuda_executor.hpp"
@@ -45,7 +51,11 @@ std::string describe(const std::vector<server::InputSpec>& specs) {
 }
 
 // One request's tensors from its bytes: each input's (after its shape when
-// the spec has a -1), which must fill the bytes exactly.
+// the spec has a -1), which must fill the bytes exactly. The tensors are views
+// of the bytes where they lie (the batch's read buffer, valid until
+// take_outputs: BackendDevices::prepare), so a request's input is copied once
+// on the backend, by the read itself; an input not aligned to its element
+// type is copied out.
 Status read_request(const TorchModel& m, std::span<const std::uint8_t> bytes, std::vector<at::Tensor>& out) {
   const auto bad = [&](const std::string& why) {
     return Status(Errc::kInvalidArgument, "takes " + describe(m.inputs()) + "; a request of " +
@@ -63,8 +73,15 @@ Status read_request(const TorchModel& m, std::span<const std::uint8_t> bytes, st
     }
     const std::size_t n = spec_bytes(sample, bytes.size());
     if (n > bytes.size() - off) return bad("ends within input '" + s.name + "'");
-    at::Tensor t = torch::empty(sample.shape, torch::TensorOptions().dtype(s.dtype));
-    std::memcpy(t.data_ptr(), bytes.data() + off, n);
+    const auto options = torch::TensorOptions().dtype(s.dtype);
+    auto* src = const_cast<std::uint8_t*>(bytes.data() + off);
+    at::Tensor t;
+    if (reinterpret_cast<std::uintptr_t>(src) % c10::elementSize(s.dtype) == 0) {
+      t = torch::from_blob(src, sample.shape, options);
+    } else {
+      t = torch::empty(sample.shape, options);
+      std::memcpy(t.data_ptr(), src, n);
+    }
     off += n;
     out.push_back(std::move(t));
   }
@@ -136,7 +153,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     device_names_ = device_names;
     for (const TorchModelSpec& m : models) {
       SYMPHONY_ASSIGN_OR_RETURN(std::optional<Loaded> l, load(m));
-      if (l) models_[m.name] = std::move(*l);
+      if (l) models_[m.name] = std::make_shared<Loaded>(std::move(*l));
     }
     if (models_.empty())
       return Status(Errc::kInvalidArgument, "no model has " + devices +
@@ -155,7 +172,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       }
       ++device;
     }
-    for (auto& [name, l] : models_) SYMPHONY_RETURN_IF_ERROR(warm_up(name, l));
+    for (auto& [name, l] : models_) SYMPHONY_RETURN_IF_ERROR(warm_up(name, *l));
     return {};
   }
 
@@ -172,7 +189,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     return out;
   }
 
-  Status add_model(const ClusterRepositoryModel& rm, std::uint32_t max_batch) override {
+  Status add_model(const ClusterRepositoryModel& rm, std::uint32_t max_batch, const LeasedRun& leased,
+                   const LoadRunLimit& limit) override {
     std::lock_guard<std::mutex> serial(load_mu_);  // one load (and its warm-up port) at a time
     TorchModelSpec m = spec_of(rm);
     if (max_batch > 0) m.max_batch = max_batch;
@@ -180,23 +198,99 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       std::lock_guard<std::mutex> lock(mu_);
       if (models_.count(m.name)) return {};  // loaded already (at start, or by an earlier load)
     }
-    SYMPHONY_ASSIGN_OR_RETURN(std::optional<Loaded> l, load(m));
+    // Each of the load's own runs on a device that serves: after a rest as
+    // long as its last run (the requests that came meanwhile go first), in
+    // a gap of the device's schedule that the scheduler leases for as long
+    // as the run is expected to take (server::LoadRuns: serve's rule, from
+    // the version's profile, then the runs measured). A batch of one longer
+    // than the served models can wait would make their requests late with
+    // each run: refused after the run that shows it, as serve does (its
+    // first run of all is no measure: TorchScript optimizes the graph in it).
+    server::LoadRuns runs;
+    if (rm.config.profile.max_batch() > 0) runs.set_prior(rm.config.profile);
+    const SteadyClock clock;
+    // Owned here: the model's run_gate holds it weakly (it refers to this frame).
+    const auto gate = std::make_shared<const DeviceRun>(
+        [&](std::size_t d, std::uint32_t b, const std::function<void()>& run) -> Status {
+          if (!leased) {
+            run();
+            return {};
+          }
+          const Duration rest = runs.rested() - clock.now();
+          if (rest > Duration::zero()) std::this_thread::sleep_for(std::chrono::nanoseconds(rest.ns()));
+          TimePoint start, end;
+          Status s = leased(d, runs.expected(d, b), [&] {
+            start = clock.now();
+            run();
+            end = clock.now();
+          });
+          if (!s.ok())
+            return Status(s.code(), "waiting for " + names_[d] + " to run a batch of " + std::to_string(b) +
+                                        ": " + s.message());
+          runs.ran(d, b, end - start, end);
+          if (const std::optional<Duration> one = runs.batch_of_one_over(d, limit.limit); b == 1 && one)
+            return Status(Errc::kFailedPrecondition,
+                          server::refused_beside("the models the cluster serves", *one,
+                                                 server::LoadRuns::shown_on(names_[d]), limit.tightest,
+                                                 limit.limit, "give it devices of its own (instance_group)"));
+          return {};
+        });
+    SYMPHONY_ASSIGN_OR_RETURN(std::optional<Loaded> l, load(m, leased ? gate : nullptr));
     if (!l)
       return Status(Errc::kFailedPrecondition, "model '" + m.name + "': no device of this backend (" +
                                                    describe_devices() + ") is of its instance_group");
-    Loaded* in = nullptr;
+    std::shared_ptr<Loaded> in = std::make_shared<Loaded>(std::move(*l));
     {
       // In the table before its warm-up (which runs through prepare); the
       // scheduler sends it no batch before this backend answers.
       std::lock_guard<std::mutex> lock(mu_);
-      in = &(models_[m.name] = std::move(*l));
+      models_[m.name] = in;
     }
-    if (Status st = warm_up(m.name, *in); !st.ok()) {
+    if (Status st = warm_up(m.name, *in, leased ? gate.get() : nullptr); !st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       models_.erase(m.name);
       return st;
     }
     return {};
+  }
+
+  std::vector<std::string> copies_of(const ClusterRepositoryModel& rm,
+                                     std::uint32_t max_batch) const override {
+    TorchModelSpec m = spec_of(rm);
+    if (max_batch > 0) m.max_batch = max_batch;
+    const std::string source = source_of(m);
+    const std::vector<int> replicas = replicas_of(m);
+    std::vector<std::string> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, l] : models_)
+      if (!source.empty() && l->source == source && l->replica_of == replicas &&
+          l->max_batch >= (m.batch_dimension ? std::max<std::uint32_t>(m.max_batch, 1) : 1))
+        out.push_back(name);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  bool rename_model(const std::string& from, const std::string& to) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = models_.find(from);
+    if (it == models_.end() || models_.count(to)) return false;
+    std::shared_ptr<Loaded> l = std::move(it->second);
+    models_.erase(it);
+    models_[to] = std::move(l);
+    return true;
+  }
+
+  bool remove_model(const std::string& name) override {
+    std::lock_guard<std::mutex> serial(load_mu_);
+    std::shared_ptr<Loaded> gone;  // freed here, outside mu_ (unless a batch still holds it)
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto it = models_.find(name);
+      if (it == models_.end()) return false;
+      gone = std::move(it->second);
+      models_.erase(it);
+    }
+    return true;
   }
 
   Executor& executor(std::size_t d) override { return *executors_[d]; }
@@ -208,7 +302,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
       std::lock_guard<std::mutex> lock(mu_);  // add_model inserts while serving (nodes stay put)
       const auto it = models_.find(model);
       if (it == models_.end()) return Status(Errc::kNotFound, "this backend has no model '" + model + "'");
-      p.model = &it->second;
+      p.model = it->second;
     }
     p.tensors.resize(inputs.size());
     for (std::size_t r = 0; r < inputs.size(); ++r)
@@ -236,28 +330,83 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     std::uint32_t max_batch = 1;  // TorchModelSpec::max_batch, at least 1
     bool shaped_outputs = false;  // TorchModelSpec::shaped_outputs
     std::vector<int> replica_of;  // by device: its replica there, -1 when not loaded there
+    std::string source;           // source_of its spec when its file was read
   };
+  // Runs a load's run of a batch of `batch` on a device, or says why not.
+  using DeviceRun =
+      std::function<Status(std::size_t device, std::uint32_t batch, const std::function<void()>& run)>;
   struct Pending {
-    const Loaded* model = nullptr;
+    std::shared_ptr<const Loaded> model;  // kept until its outputs are taken, if freed meanwhile
     std::vector<std::vector<at::Tensor>> tensors;
     std::vector<std::vector<std::uint8_t>> outputs;
   };
 
+  // By device: the replica of model `m` there (its instance_group's
+  // devices, in order), -1 where it is not loaded.
+  std::vector<int> replicas_of(const TorchModelSpec& m) const {
+    std::vector<int> out(specs_.size(), -1);
+    int next = 0;
+    for (std::size_t d = 0; d < specs_.size(); ++d)
+      if (groups_select(m.instance_groups, device_names_[d], has_gpu_)) out[d] = next++;
+    return out;
+  }
+
+  // What a copy of `m` is of, its name and max batch aside: its file as it
+  // is now (path, size, modification time) and how its tensors are read
+  // and answered (copies_of).
+  static std::string source_of(const TorchModelSpec& m) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(m.path, ec);
+    const auto time = std::filesystem::last_write_time(m.path, ec);
+    if (ec) return {};  // unknown: no copy is taken for it
+    std::string out =
+        m.path + "|" + std::to_string(size) + "|" + std::to_string(time.time_since_epoch().count());
+    const auto shapes = [&](const std::vector<std::optional<std::vector<std::int64_t>>>& rs) {
+      out += "|";
+      for (const auto& r : rs) {
+        out += r ? "[" : "-";
+        if (r)
+          for (std::int64_t d : *r) out += std::to_string(d) + ",";
+        out += ";";
+      }
+    };
+    out += "|";
+    for (const std::string& t : m.inputs) out += t + ";";
+    out += "|";
+    for (const std::string& t : m.profile_inputs) out += t + ";";
+    shapes(m.input_reshapes);
+    shapes(m.output_reshapes);
+    out += std::string("|") + (m.batch_dimension ? "b" : "-") + (m.shaped_outputs ? "s" : "-");
+    return out;
+  }
+
   // Loads one model on the devices its instance_group allows (nullopt: none
-  // of them is here), without warming it up. Any thread.
-  Result<std::optional<Loaded>> load(const TorchModelSpec& m) const {
+  // of them is here), without warming it up; its load check runs through
+  // `gate` while it lives (null, or gone: at once). Any thread.
+  Result<std::optional<Loaded>> load(const TorchModelSpec& m,
+                                     const std::shared_ptr<const DeviceRun>& gate = nullptr) const {
     TorchModel::Options o;
     o.name = m.name;
     o.path = m.path;
     o.devices.clear();
-    std::vector<int> replica_of(specs_.size(), -1);  // by device
+    const std::string source = source_of(m);  // before the file is read: a change after it shows
+    std::vector<int> replica_of = replicas_of(m);
     for (std::size_t d = 0; d < specs_.size(); ++d)
-      if (groups_select(m.instance_groups, device_names_[d], has_gpu_)) {
-        replica_of[d] = static_cast<int>(o.devices.size());
-        o.devices.push_back(torch_devices_[d]);
-      }
+      if (replica_of[d] >= 0) o.devices.push_back(torch_devices_[d]);
     if (o.devices.empty())
       return std::optional<Loaded>();  // none of its instance_group here: another backend's
+    if (gate)
+      o.run_gate = [weak = std::weak_ptr<const DeviceRun>(gate), replica_of](
+                       std::size_t replica, std::uint32_t b, const std::function<void()>& run) -> Status {
+        const std::shared_ptr<const DeviceRun> g = weak.lock();
+        if (!g) {  // the load has ended: a later run of the model's own is not a load's
+          run();
+          return {};
+        }
+        const auto d = static_cast<std::size_t>(
+            std::find(replica_of.begin(), replica_of.end(), static_cast<int>(replica)) - replica_of.begin());
+        return (*g)(d, b, run);
+      };
     for (std::size_t i = 0; i < m.inputs.size(); ++i) {
       SYMPHONY_ASSIGN_OR_RETURN(server::InputSpec s,
                                 server::parse_input_spec(m.inputs[i], "input" + std::to_string(i))
@@ -277,6 +426,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     l.shaped_outputs = m.shaped_outputs;
     l.max_batch = m.batch_dimension ? std::max<std::uint32_t>(m.max_batch, 1) : 1;
     l.replica_of = std::move(replica_of);
+    l.source = source;
     SYMPHONY_ASSIGN_OR_RETURN(l.model, TorchModel::load(std::move(o)));
     return std::optional<Loaded>(std::move(l));
   }
@@ -300,7 +450,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   // compiled per shape), and so is an executor thread's first run (its
   // OpenMP pool); TorchModel::load ran batch 1 on the loading thread only.
   // A batch that fails or does not end within a minute fails the start.
-  Status warm_up(const std::string& name, const Loaded& l) {
+  Status warm_up(const std::string& name, const Loaded& l, const DeviceRun* gate = nullptr) {
     const TorchModel& m = *l.model;
     // One request's bytes: each input's sample (its profile sample where it
     // has a -1, after that sample's shape), zeros.
@@ -327,22 +477,32 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
           e.batch = id;
           e.gpu = static_cast<GpuId>(d);
           e.size = b;
-          e.dispatched_at = e.exec = clock.now();
-          e.exec_deadline = e.exec + Duration::seconds(60);
           {
             std::lock_guard<std::mutex> lock(warm_port_.mu);
             warm_port_.done.reset();
           }
-          executors_[d]->execute(e, warm_port_);
-          std::unique_lock<std::mutex> lock(warm_port_.mu);
-          const bool ended = warm_port_.cv.wait_for(lock, std::chrono::seconds(60),
-                                                    [&] { return warm_port_.done.has_value(); });
-          lock.unlock();
-          take_outputs(id);
+          bool ended = false;
+          const auto run = [&] {
+            e.dispatched_at = e.exec = clock.now();
+            e.exec_deadline = e.exec + Duration::seconds(60);
+            executors_[d]->execute(e, warm_port_);
+            std::unique_lock<std::mutex> lock(warm_port_.mu);
+            ended = warm_port_.cv.wait_for(lock, std::chrono::seconds(60),
+                                           [&] { return warm_port_.done.has_value(); });
+          };
           const auto fail = [&](const std::string& why) {
             return Status(Errc::kInvalidArgument, "model '" + name + "': warming up a batch of " +
                                                       std::to_string(b) + " on " + names_[d] + ": " + why);
           };
+          if (gate) {
+            if (Status s = (*gate)(d, b, run); !s.ok()) {
+              take_outputs(id);
+              return Status(s.code(), "model '" + name + "': " + s.message());
+            }
+          } else {
+            run();
+          }
+          take_outputs(id);
           if (!ended) return fail("it did not end within 60 s");
           if (warm_port_.done->status != BatchStatus::kOk) return fail(warm_port_.done->error);
         }
@@ -401,7 +561,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   bool has_gpu_ = false;
   mutable std::mutex load_mu_;  // add_model: one at a time (warm_port_, warm_ids_, warm_notes_)
   std::uint64_t warm_ids_ = 0;  // warm-up batches so far: their ids count down from kWarmUpBatch
-  std::unordered_map<std::string, Loaded> models_;  // inserted under mu_ while serving
+  // Inserted and erased under mu_ while serving (add_model, remove_model).
+  std::unordered_map<std::string, std::shared_ptr<Loaded>> models_;
   std::vector<std::unique_ptr<Executor>> executors_;
   mutable std::mutex mu_;  // models_ inserts, pending_
   std::unordered_map<BatchId, Pending> pending_;

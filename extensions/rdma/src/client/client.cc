@@ -16,9 +16,11 @@
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <concurrentqueue/concurrentqueue.h>
 
+#include "symphony/cluster/frontend_admission.hpp"
 #include "symphony/cluster/node_common.hpp"
 #include "symphony/cluster/session_acceptor.hpp"
 #include "symphony/cluster/session_connector.hpp"
@@ -133,6 +135,11 @@ class Client::Impl final : public Transport::Handler {
 
   Status infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo, Callback done,
                      std::uint64_t* ticket, std::uint32_t priority);
+  Result<InputSlot> reserve_input(std::string_view model, std::size_t bytes);
+  Status infer_async(InputSlot input, std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
+                     std::uint32_t priority);
+  // Returns a reserved slot that was not submitted (InputSlot::reset; any thread).
+  void unreserve(std::uint32_t index);
   void cancel(std::uint64_t ticket) {
     if (ticket == 0 || closed_.load(std::memory_order_relaxed)) return;
     cancel_q_.enqueue(ticket);
@@ -157,6 +164,10 @@ class Client::Impl final : public Transport::Handler {
     std::vector<std::string> out;
     for (const auto& [name, why] : unserved_) out.push_back(name);
     return out;
+  }
+  std::vector<VersionNote> version_notes() const {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    return notes_;
   }
   // acquire: pairs with the release in the table's writers (its models are visible).
   std::uint64_t table_generation() const { return table_gen_.load(std::memory_order_acquire); }
@@ -227,6 +238,25 @@ class Client::Impl final : public Transport::Handler {
     void on_down(const std::string& why, bool was_ready) override { n.scheduler_lost(why, was_ready); }
   };
 
+  // A request's model as the last table has it, with `priority` as a level.
+  struct Resolved {
+    ModelId id = 0;
+    Duration slo;
+    std::uint32_t level = 0;
+  };
+  Status check_size(std::size_t size) const;
+  Status resolve(std::string_view model, std::uint32_t priority, Resolved* out) const;
+  // Whether the scheduler's admission test (as it last sent it) admits the
+  // request; false: ended dropped (overload) through `done`.
+  bool admit(std::string_view model, const Resolved& m, std::optional<Duration> slo, TimePoint now,
+             Callback& done);
+  // Queues the request whose input is in slot `index` (sent_ counted),
+  // or ends it at once (not connected), returning the slot.
+  void submit(std::uint32_t index, std::uint32_t size, const Resolved& m, std::optional<Duration> slo,
+              TimePoint now, Callback done, std::uint64_t* ticket);
+  void count_queue_full();  // a request that found no free slot (dropped, queue_full)
+  std::string queue_full_message() const;
+
   void log(const std::string& m) const { opts_.log(m); }
   Status open_scheduler(const std::string& target);
   void resubmit_pending();
@@ -276,6 +306,7 @@ class Client::Impl final : public Transport::Handler {
   std::vector<ModelInfo> models_;
   std::unordered_map<std::string, std::size_t> model_index_;
   std::unordered_map<std::string, std::string> unserved_;  // the last ModelTable's reasons
+  std::vector<VersionNote> notes_;                         // the last ModelTable's notes
   std::atomic<std::uint64_t> table_gen_{0};                // tables taken (table_generation)
   // control_model() calls waiting for the scheduler's answer, by seq (network thread).
   std::unordered_map<std::uint64_t, std::function<void(Status)>> controls_waiting_;
@@ -311,7 +342,8 @@ class Client::Impl final : public Transport::Handler {
   std::atomic<std::uint64_t> late_by_deadline_{0};
   std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
   std::atomic<std::uint64_t> dup_outcomes_{0}, dup_outputs_{0}, unknown_{0}, losses_{0}, welcomes_{0},
-      cancels_{0}, resubmitted_{0};
+      cancels_{0}, resubmitted_{0}, admission_refused_{0}, reserved_{0};
+  FrontendAdmission admission_;  // the scheduler's admission tests (Admission messages)
 };
 
 // ---- lifecycle -------------------------------------------------------------------------
@@ -388,6 +420,7 @@ Status Client::Impl::open_scheduler(const std::string& target) {
 }
 
 void Client::Impl::scheduler_lost(const std::string& why, bool was_ready) {
+  admission_.clear();  // its tests went with it
   fail_stats("lost the scheduler: " + why);
   fail_controls("lost the scheduler (" + why + "); the model control may or may not have happened");
   if (failover_) {
@@ -458,94 +491,201 @@ void Client::Impl::fail_pending(const std::string& why, Failure failure) {
 
 // ---- submitting --------------------------------------------------------------------------
 
-Status Client::Impl::infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo,
-                                 Callback done, std::uint64_t* ticket, std::uint32_t priority) {
-  if (ticket) *ticket = 0;
-  std::size_t size = 0;
-  for (const std::span<const std::uint8_t>& part : input) size += part.size();
+Status Client::Impl::check_size(std::size_t size) const {
   if (size > opts_.max_input_bytes)
     return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) +
                                               " bytes exceeds max_input_bytes " +
                                               std::to_string(opts_.max_input_bytes));
   if (size == 0) return Status(Errc::kInvalidArgument, "empty input");
-  if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
-  ModelId mid;
-  Duration model_slo;
-  std::uint32_t level = 0;
-  {
-    std::shared_lock<std::shared_mutex> lock(models_mu_);
-    const auto it = model_index_.find(std::string(model));
-    if (it == model_index_.end()) {
-      if (models_.empty())
-        return Status(Errc::kFailedPrecondition, "not connected to a scheduler yet (its models are unknown)");
-      std::string names;
-      for (const ModelInfo& m : models_) names += (names.empty() ? "" : ", ") + m.name;
-      return Status(Errc::kNotFound,
-                    "unknown model '" + std::string(model) + "' (the cluster serves: " + names + ")");
-    }
-    const ModelInfo& m = models_[it->second];
-    mid = m.id;
-    model_slo = m.slo;
-    // Triton's priority (1 the highest, 0 the model's default) as a level
-    // (0 the highest), as serve maps it (Server::infer_async): a model of
-    // one level takes every priority as the same.
-    if (m.priority_levels > 1) {
-      if (priority > m.priority_levels)
-        return Status(Errc::kInvalidArgument, "priority " + std::to_string(priority) + " is beyond model '" +
-                                                  m.name + "''s priority_levels " +
-                                                  std::to_string(m.priority_levels) +
-                                                  " (1 the highest; 0 or none: its default)");
-      if (priority == 0) priority = m.default_priority_level ? m.default_priority_level : m.priority_levels;
-      level = priority - 1;
-    }
+  return {};
+}
+
+Status Client::Impl::resolve(std::string_view model, std::uint32_t priority, Resolved* out) const {
+  std::shared_lock<std::shared_mutex> lock(models_mu_);
+  const auto it = model_index_.find(std::string(model));
+  if (it == model_index_.end()) {
+    if (models_.empty())
+      return Status(Errc::kFailedPrecondition, "not connected to a scheduler yet (its models are unknown)");
+    std::string names;
+    for (const ModelInfo& m : models_) names += (names.empty() ? "" : ", ") + m.name;
+    return Status(Errc::kNotFound,
+                  "unknown model '" + std::string(model) + "' (the cluster serves: " + names + ")");
   }
+  const ModelInfo& m = models_[it->second];
+  out->id = m.id;
+  out->slo = m.slo;
+  out->level = 0;
+  // Triton's priority (1 the highest, 0 the model's default) as a level
+  // (0 the highest), as serve maps it (Server::infer_async): a model of
+  // one level takes every priority as the same.
+  if (m.priority_levels > 1) {
+    if (priority > m.priority_levels)
+      return Status(Errc::kInvalidArgument, "priority " + std::to_string(priority) + " is beyond model '" +
+                                                m.name + "''s priority_levels " +
+                                                std::to_string(m.priority_levels) +
+                                                " (1 the highest; 0 or none: its default)");
+    if (priority == 0) priority = m.default_priority_level ? m.default_priority_level : m.priority_levels;
+    out->level = priority - 1;
+  }
+  return {};
+}
+
+void Client::Impl::count_queue_full() {
+  dropped_.fetch_add(1, std::memory_order_relaxed);
+  drops_[static_cast<std::size_t>(DropReason::kQueueFull)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string Client::Impl::queue_full_message() const {
+  return "all " + std::to_string(opts_.max_pending) + " request slots of this client are in use";
+}
+
+Status Client::Impl::infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo,
+                                 Callback done, std::uint64_t* ticket, std::uint32_t priority) {
+  if (ticket) *ticket = 0;
+  std::size_t size = 0;
+  for (const std::span<const std::uint8_t>& part : input) size += part.size();
+  SYMPHONY_RETURN_IF_ERROR(check_size(size));
+  if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
+  Resolved m;
+  SYMPHONY_RETURN_IF_ERROR(resolve(model, priority, &m));
   if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   const TimePoint now = SteadyClock{}.now();
   sent_.fetch_add(1, std::memory_order_relaxed);
+  if (!admit(model, m, slo, now, done)) return {};
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    if (!alloc_->alloc(mid, index)) index = ~0u;
+    if (!alloc_->alloc(m.id, index)) index = ~0u;
   }
-  if (index == ~0u || (!connected() && !failing_over_.load(std::memory_order_acquire))) {
+  if (index == ~0u) {
     InferResult r;
-    if (index == ~0u) {
-      r.outcome = Outcome::kDropped;
-      r.reason = DropReason::kQueueFull;
-      r.error = "all " + std::to_string(opts_.max_pending) + " request slots of this client are in use";
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      drops_[static_cast<std::size_t>(DropReason::kQueueFull)].fetch_add(1, std::memory_order_relaxed);
-    } else {
-      std::lock_guard<std::mutex> lock(free_mu_);
-      alloc_->release(index);
-      r.outcome = Outcome::kError;
-      r.failure = Failure::kNotConnected;
-      r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
-      errors_.fetch_add(1, std::memory_order_relaxed);
-    }
+    r.outcome = Outcome::kDropped;
+    r.reason = DropReason::kQueueFull;
+    r.error = queue_full_message();
+    count_queue_full();
     done(std::move(r));
     return {};
   }
-  Slot& s = slots_[index];
-  s.gen.store(s.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  s.model = mid;
-  s.level = level;
-  s.len = static_cast<std::uint32_t>(size);
-  s.start = now;
-  s.deadline = now + (slo ? *slo : model_slo);
-  s.target = now + (slo && *slo < model_slo ? *slo : model_slo);
-  s.done = std::move(done);
   std::uint8_t* dst = pool_.base + std::size_t{index} * opts_.max_input_bytes;
   for (const std::span<const std::uint8_t>& part : input) {
     if (part.empty()) continue;
     std::memcpy(dst, part.data(), part.size());
     dst += part.size();
   }
+  submit(index, static_cast<std::uint32_t>(size), m, slo, now, std::move(done), ticket);
+  return {};
+}
+
+bool Client::Impl::admit(std::string_view model, const Resolved& m, std::optional<Duration> slo,
+                         TimePoint now, Callback& done) {
+  const Duration budget = slo ? *slo : m.slo;
+  if (admission_.admit(m.id, m.level, now, now + std::min(budget, m.slo))) return true;
+  // The scheduler's admission test, as it last sent it, refuses it: no
+  // slot, no message (FrontendAdmission).
+  dropped_.fetch_add(1, std::memory_order_relaxed);
+  drops_[static_cast<std::size_t>(DropReason::kOverload)].fetch_add(1, std::memory_order_relaxed);
+  admission_refused_.fetch_add(1, std::memory_order_relaxed);
+  InferResult r;
+  r.outcome = Outcome::kDropped;
+  r.reason = DropReason::kOverload;
+  r.error = "refused by this frontend: the requests queued for model '" + std::string(model) +
+            "' at the scheduler could not be served within the budget";
+  done(std::move(r));
+  return false;
+}
+
+void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolved& m,
+                          std::optional<Duration> slo, TimePoint now, Callback done, std::uint64_t* ticket) {
+  if (!connected() && !failing_over_.load(std::memory_order_acquire)) {
+    {
+      std::lock_guard<std::mutex> lock(free_mu_);
+      alloc_->release(index);
+    }
+    InferResult r;
+    r.outcome = Outcome::kError;
+    r.failure = Failure::kNotConnected;
+    r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    done(std::move(r));
+    return;
+  }
+  const Duration budget = slo ? *slo : m.slo;
+  Slot& s = slots_[index];
+  s.gen.store(s.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  s.model = m.id;
+  s.level = m.level;
+  s.len = size;
+  s.start = now;
+  s.deadline = now + budget;
+  s.target = now + std::min(budget, m.slo);
+  s.done = std::move(done);
   if (ticket) *ticket = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
   s.state.store(kQueued, std::memory_order_release);  // release: the network thread reads the fields
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   submit_q_.enqueue(index);
   transport_->notify();
+}
+
+Result<InputSlot> Client::Impl::reserve_input(std::string_view model, std::size_t bytes) {
+  SYMPHONY_RETURN_IF_ERROR(check_size(bytes));
+  Resolved m;
+  SYMPHONY_RETURN_IF_ERROR(resolve(model, 0, &m));
+  if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
+  std::uint32_t index;
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    if (!alloc_->alloc(m.id, index)) index = ~0u;
+  }
+  if (index == ~0u) {
+    // As infer counts a request it finds no slot for: sent, dropped (queue_full).
+    sent_.fetch_add(1, std::memory_order_relaxed);
+    count_queue_full();
+    return Status(Errc::kCapacityExceeded, queue_full_message());
+  }
+  reserved_.fetch_add(1, std::memory_order_relaxed);
+  InputSlot slot;
+  slot.owner_ = this;
+  slot.index_ = index;
+  slot.data_ = pool_.base + std::size_t{index} * opts_.max_input_bytes;
+  slot.size_ = static_cast<std::uint32_t>(bytes);
+  slot.model_ = std::string(model);
+  return slot;
+}
+
+void Client::Impl::unreserve(std::uint32_t index) {
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    alloc_->release(index);
+  }
+  reserved_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Status Client::Impl::infer_async(InputSlot input, std::optional<Duration> slo, Callback done,
+                                 std::uint64_t* ticket, std::uint32_t priority) {
+  if (ticket) *ticket = 0;
+  if (input.owner_ != this) return Status(Errc::kInvalidArgument, "the input slot is not this client's");
+  // From here the slot is this call's: returned on every refusal below.
+  const std::uint32_t index = input.index_, size = input.size_;
+  const std::string model = std::move(input.model_);
+  input.owner_ = nullptr;
+  reserved_.fetch_sub(1, std::memory_order_relaxed);
+  const auto refuse = [&](Status s) {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    alloc_->release(index);
+    return s;
+  };
+  if (slo && *slo <= Duration::zero())
+    return refuse(Status(Errc::kInvalidArgument, "the SLO must be positive"));
+  Resolved m;
+  if (Status st = resolve(model, priority, &m); !st.ok()) return refuse(std::move(st));
+  if (closed_.load()) return refuse(Status(Errc::kFailedPrecondition, "the client is closed"));
+  const TimePoint now = SteadyClock{}.now();
+  sent_.fetch_add(1, std::memory_order_relaxed);
+  if (!admit(model, m, slo, now, done)) {
+    (void)refuse({});
+    return {};
+  }
+  submit(index, size, m, slo, now, std::move(done), ticket);
   return {};
 }
 
@@ -746,10 +886,12 @@ void Client::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) {
 }
 
 void Client::Impl::on_welcome(const wire::Welcome& w) {
+  admission_.clear();  // another scheduler, or the same after a loss: its tests follow
   {
     std::unique_lock<std::shared_mutex> lock(models_mu_);
     set_models(w.models);
     unserved_.clear();  // a ModelTable follows when the scheduler serves not all of its models
+    notes_.clear();     // ... or has notes
     table_gen_.fetch_add(1, std::memory_order_release);
   }
   session_->established();  // a frontend has no handshake of its own
@@ -786,6 +928,13 @@ void Client::Impl::on_scheduler_message(wire::Kind kind, std::span<const std::ui
   if (kind == wire::Kind::kStats) return on_stats(msg);
   if (kind == wire::Kind::kModelTable) return on_model_table(msg);
   if (kind == wire::Kind::kModelControlDone) return on_control_done(msg);
+  if (kind == wire::Kind::kAdmission) {
+    Result<wire::Admission> a = wire::decode_admission(msg);
+    if (!a.ok()) return log("ignoring a malformed Admission from the scheduler: " + a.status().message());
+    const TimePoint now = SteadyClock{}.now();
+    for (const wire::AdmissionEntry& e : a->models) admission_.set(e, now);
+    return;
+  }
   log("unexpected " + std::string(wire::to_string(kind)) + " from the scheduler (ignored)");
 }
 
@@ -900,17 +1049,11 @@ Result<std::vector<SchedulerModelStats>> Client::Impl::statistics(Duration timeo
                   "the scheduler did not answer a statistics request within " + format_ms(timeout) + " ms");
   }
   SYMPHONY_ASSIGN_OR_RETURN(wire::Stats w, f.get());
-  std::unordered_map<std::uint32_t, std::string> names;
-  {
-    std::shared_lock<std::shared_mutex> lock(models_mu_);
-    for (const ModelInfo& m : models_) names[m.id] = m.name;
-  }
   std::vector<SchedulerModelStats> out;
   for (const wire::ModelStats& m : w.models) {
-    const auto n = names.find(m.model);
-    if (n == names.end()) continue;  // not in this client's table (cannot happen: one scheduler's)
     SchedulerModelStats s;
-    s.model = n->second;
+    s.model = m.name;
+    s.version = m.version;
     s.ok = m.ok;
     s.late = m.late;
     s.dropped = m.dropped;
@@ -966,6 +1109,8 @@ void Client::Impl::on_model_table(std::span<const std::uint8_t> msg) {
       unserved_[u.name] = u.reason;
       changes += (changes.empty() ? "" : ", ") + u.name + " " + u.reason;
     }
+    notes_.clear();
+    for (const wire::VersionNote& n : t->notes) notes_.push_back({n.model, n.version, n.reason});
     table_gen_.fetch_add(1, std::memory_order_release);
   }
   log("the scheduler serves " + std::to_string(t->models.size()) + " models" +
@@ -1029,6 +1174,8 @@ ClientStats Client::Impl::stats() const {
   s.resubmitted = ld(resubmitted_);
   s.welcomes = ld(welcomes_);
   s.cancels = ld(cancels_);
+  s.admission_refused = ld(admission_refused_);
+  s.reserved = ld(reserved_);
   s.connected = connected();
   return s;
 }
@@ -1086,12 +1233,40 @@ Status Client::infer_async(std::string_view model, Parts input, std::optional<Du
   return impl_->infer_async(model, input, slo, std::move(done), ticket, priority);
 }
 
+Result<InputSlot> Client::reserve_input(std::string_view model, std::size_t bytes) {
+  return impl_->reserve_input(model, bytes);
+}
+
+Status Client::infer_async(InputSlot input, std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
+                           std::uint32_t priority) {
+  return impl_->infer_async(std::move(input), slo, std::move(done), ticket, priority);
+}
+
+InputSlot& InputSlot::operator=(InputSlot&& o) noexcept {
+  if (this == &o) return *this;
+  reset();
+  owner_ = std::exchange(o.owner_, nullptr);
+  index_ = o.index_;
+  data_ = std::exchange(o.data_, nullptr);
+  size_ = std::exchange(o.size_, 0);
+  model_ = std::move(o.model_);
+  return *this;
+}
+
+void InputSlot::reset() noexcept {
+  if (!owner_) return;
+  std::exchange(owner_, nullptr)->unreserve(index_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
 void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 bool Client::has_model(std::string_view model) const { return impl_->has_model(model); }
 std::string Client::unserved_reason(std::string_view model) const { return impl_->unserved_reason(model); }
 std::vector<std::string> Client::unserved_models() const { return impl_->unserved_models(); }
+std::vector<VersionNote> Client::version_notes() const { return impl_->version_notes(); }
 std::uint64_t Client::table_generation() const { return impl_->table_generation(); }
 void Client::control_model(std::string_view model, bool load, std::function<void(Status)> done) {
   impl_->control_model(model, load, std::move(done));

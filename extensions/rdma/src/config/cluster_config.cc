@@ -76,11 +76,27 @@ std::map<std::string, ModelTensors> parse_models(const config::YamlReader& r, co
 ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) {
   ClusterSettings s;
   r.check_keys(c, "cluster",
-               {"token",           "token_file",       "heartbeat_ms",     "heartbeat_timeout_ms",
-                "learn_delays",    "recalibrate",      "delay_percentile", "delay_window",
-                "delay_update_ms", "delay_max_age_ms", "shards",           "max_gpus",
-                "max_requests",    "max_input_bytes",  "ucx_tls",          "progress_spin_us",
-                "inject_delay_us", "metrics",          "schedulers",       "models"});
+               {"token",
+                "token_file",
+                "heartbeat_ms",
+                "heartbeat_timeout_ms",
+                "learn_delays",
+                "recalibrate",
+                "delay_percentile",
+                "delay_window",
+                "delay_update_ms",
+                "delay_max_age_ms",
+                "shards",
+                "max_gpus",
+                "max_requests",
+                "max_input_bytes",
+                "ucx_tls",
+                "progress_spin_us",
+                "inject_delay_us",
+                "metrics",
+                "schedulers",
+                "models",
+                "frontend_admission"});
   if (c["token"] && c["token_file"])
     r.fail(c["token_file"], "cluster.token_file", "give token or token_file, not both");
   if (c["token"]) s.token = r.string(c["token"], "cluster.token");
@@ -101,6 +117,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
            "must be longer than heartbeat_ms");
   if (const YAML::Node n = c["learn_delays"]) s.learn_delays = r.boolean(n, "cluster.learn_delays");
   if (const YAML::Node n = c["recalibrate"]) s.recalibrate = r.boolean(n, "cluster.recalibrate");
+  if (const YAML::Node n = c["frontend_admission"])
+    s.frontend_admission = r.boolean(n, "cluster.frontend_admission");
   if (const YAML::Node n = c["delay_percentile"]) {
     s.delay_percentile = r.number(n, "cluster.delay_percentile");
     if (s.delay_percentile <= 0 || s.delay_percentile > 1)

@@ -142,6 +142,19 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
           w.counter("symphony_frontend_cancels_total",
                     "Cancellations sent to the scheduler (callers gone while their request was pending).", {},
                     static_cast<double>(s.cancels));
+          w.counter("symphony_frontend_admission_refused_total",
+                    "Requests this frontend refused itself (overload) with the scheduler's admission tests.",
+                    {}, static_cast<double>(s.admission_refused));
+          const ClusterService::InputCounts ic = self->service_->input_counts();
+          w.counter("symphony_frontend_inputs_in_place_total",
+                    "Requests to the cluster submitted in the pool slot their tensors were decoded into.", {},
+                    static_cast<double>(ic.in_place));
+          w.counter("symphony_frontend_inputs_copied_total",
+                    "Requests to the cluster whose input was copied into the pool at submit.", {},
+                    static_cast<double>(ic.copied));
+          w.counter("symphony_frontend_input_bytes_copied_total",
+                    "Input bytes copied into the pool at submit (none for a request decoded in place).", {},
+                    static_cast<double>(ic.bytes_copied));
         },
         [self]() -> std::string {
           if (self->front_->ready()) return "";
@@ -219,6 +232,10 @@ json FrontendApp::report(double seconds) const {
   report["scheduler"] = scheduler_desc_;
   report["name"] = opts_.name;
   report["client"] = client_report(cs);
+  // How requests' inputs reached the registered pool: decoded into their
+  // slot (no copy here) or copied at submit (ClusterService::input_counts).
+  const ClusterService::InputCounts ic = service_->input_counts();
+  report["inputs"] = {{"in_place", ic.in_place}, {"copied", ic.copied}, {"bytes_copied", ic.bytes_copied}};
   std::printf("cluster client: sent %llu, scheduler lost %llu times, joined %llu times, %llu cancels sent\n",
               static_cast<unsigned long long>(cs.outcomes.sent),
               static_cast<unsigned long long>(cs.scheduler_losses),

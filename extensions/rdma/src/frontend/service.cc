@@ -2,7 +2,9 @@
 #include "symphony/cluster/frontend_service.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "symphony/cluster/cluster_repository.hpp"
@@ -83,6 +85,84 @@ void add_input(const front::Tensor& t, bool shaped, bool batched, std::span<cons
   }
   parts.push_back(data);
 }
+
+// A request's landing in one slot of the client's registered pool
+// (ClusterService::input_landing): each declared input at its place, one
+// after the other in the model's order (the bytes the backends read), the
+// slot reserved at the first take. A take that does not fit a place (an
+// unknown or repeated name, other bytes: a request of k samples) gets a
+// block of its own, and the request is copied at submit as before.
+class SlotLanding final : public front::InputLanding, public std::enable_shared_from_this<SlotLanding> {
+ public:
+  struct Place {
+    std::string name;
+    std::size_t offset = 0, bytes = 0;
+  };
+  SlotLanding(Client& client, std::string model, std::vector<Place> places, std::size_t total)
+      : client_(client),
+        model_(std::move(model)),
+        places_(std::move(places)),
+        total_(total),
+        taken_(places_.size(), false) {}
+
+  std::shared_ptr<char> take(std::string_view input, std::size_t bytes) noexcept override {
+    std::size_t i = 0;
+    while (i < places_.size() && places_[i].name != input) ++i;
+    if (i == places_.size() || taken_[i] || places_[i].bytes != bytes) return own_block(bytes);
+    if (!slot_ && !tried_) {
+      tried_ = true;
+      Result<InputSlot> r = client_.reserve_input(model_, total_);
+      if (r.ok()) {
+        slot_ = std::move(*r);
+      } else if (r.status().code() == Errc::kCapacityExceeded) {
+        full_ = r.status().message();
+        return nullptr;  // refused: every slot is in use
+      }
+      // Else (not connected, a model the scheduler does not serve): submit
+      // refuses it as it refuses a copied request.
+    }
+    if (!slot_) return own_block(bytes);
+    taken_[i] = true;
+    return std::shared_ptr<char>(shared_from_this(),
+                                 reinterpret_cast<char*>(slot_.bytes().data()) + places_[i].offset);
+  }
+  std::string refusal(std::string_view, std::size_t bytes) const override {
+    if (full_.empty()) return "no memory for " + std::to_string(bytes) + " bytes";
+    return "this frontend's input pool is full (" + full_ + "; --max-inflight sizes it)";
+  }
+
+  const std::string& model() const noexcept { return model_; }
+  // Whether `inputs` (in the model's order) are the slot's bytes, each at
+  // its place: then the slot holds the request's whole input.
+  bool holds(const std::vector<front::Tensor>& inputs) const noexcept {
+    if (!slot_ || inputs.size() != places_.size()) return false;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::string_view b = inputs[i].bytes();
+      if (!inputs[i].keep || b.size() != places_[i].bytes ||
+          b.data() != reinterpret_cast<const char*>(slot_.bytes().data()) + places_[i].offset)
+        return false;
+    }
+    return true;
+  }
+  // The slot, to submit (the tensors' bytes stay readable: the pool is the client's).
+  InputSlot release() noexcept { return std::move(slot_); }
+
+ private:
+  static std::shared_ptr<char> own_block(std::size_t bytes) noexcept {
+    char* p = new (std::nothrow) char[std::max<std::size_t>(bytes, 1)];
+    if (!p) return nullptr;
+    return std::shared_ptr<char>(p, std::default_delete<char[]>());
+  }
+
+  Client& client_;
+  const std::string model_;  // the cluster's name
+  const std::vector<Place> places_;
+  const std::size_t total_;
+  std::vector<bool> taken_;
+  bool tried_ = false;
+  InputSlot slot_;
+  std::string full_;  // why the reservation was refused
+};
 
 }  // namespace
 
@@ -359,6 +439,19 @@ std::vector<front::InferenceService::IndexEntry> ClusterService::repository_inde
           out.push_back(
               {n, "", "UNAVAILABLE", "not loaded (added to the repository since this frontend started)"});
   }
+  // The versions a reload could not load, with the scheduler's reason: a
+  // version listed keeps its state (a served one stays READY, as on serve),
+  // one not listed (a new version folder) is UNAVAILABLE.
+  for (const VersionNote& n : client_.version_notes()) {
+    const std::string v = std::to_string(n.version);
+    bool listed = false;
+    for (IndexEntry& e : out)
+      if (e.name == n.model && e.version == v) {
+        e.reason = n.reason;
+        listed = true;
+      }
+    if (!listed && !ready_only) out.push_back({n.model, v, "UNAVAILABLE", n.reason});
+  }
   // By name, then version by number (versions are decimal integers).
   std::sort(out.begin(), out.end(), [](const IndexEntry& a, const IndexEntry& b) {
     if (a.name != b.name) return a.name < b.name;
@@ -442,8 +535,10 @@ std::optional<std::vector<front::ModelStatistics>> ClusterService::statistics(st
                                              "), which cannot tell them now: " + counted.status().message());
     return std::nullopt;
   }
-  std::unordered_map<std::string, const SchedulerModelStats*> by_name;
-  for (const SchedulerModelStats& m : *counted) by_name[m.model] = &m;
+  // By account: a repository version (protocol name, version), else a
+  // model of cluster.yaml (its cluster name, -1).
+  std::map<std::pair<std::string, std::int64_t>, const SchedulerModelStats*> by_account;
+  for (const SchedulerModelStats& m : *counted) by_account[{m.model, m.version}] = &m;
   std::vector<front::ModelStatistics> out;
   learn();
   std::shared_lock<std::shared_mutex> cat(cat_mu_);
@@ -452,8 +547,17 @@ std::optional<std::vector<front::ModelStatistics>> ClusterService::statistics(st
     for (const std::string& c : versions_.at(n)) {
       const ServedModel& served = models_.at(c)->served;
       if (!version.empty() && served.version != version) continue;
-      front::StatisticsSums sums;  // zero for a model the scheduler does not list (none: one table)
-      if (const auto it = by_name.find(c); it != by_name.end()) {
+      front::StatisticsSums sums;  // zero for a version the scheduler has no account of
+      // A scheduler without model control counts a repository's versions
+      // by their cluster names too.
+      auto it = by_account.end();
+      if (!served.version.empty()) {
+        char* end = nullptr;
+        const std::int64_t number = std::strtoll(served.version.c_str(), &end, 10);
+        if (*end == '\0') it = by_account.find({n, number});
+      }
+      if (it == by_account.end()) it = by_account.find({c, -1});
+      if (it != by_account.end()) {
         const SchedulerModelStats& m = *it->second;
         sums.ok = m.ok;
         sums.late = m.late;
@@ -473,12 +577,42 @@ std::optional<std::vector<front::ModelStatistics>> ClusterService::statistics(st
   return out;
 }
 
+void ClusterService::count_copy(std::span<const std::span<const std::uint8_t>> parts) {
+  std::size_t n = 0;
+  for (const std::span<const std::uint8_t>& p : parts) n += p.size();
+  copied_.fetch_add(1, std::memory_order_relaxed);
+  bytes_copied_.fetch_add(n, std::memory_order_relaxed);
+}
+
 void ClusterService::record(const std::string& model, const InferResult& r) {
   if (!r.has_output()) return;
   std::lock_guard<std::mutex> lock(mu_);
   ServedModelStats& s = stats_[model];
   s.latency.record(r.latency);
   ++s.requests_by_batch_size[r.batch_size];
+}
+
+std::shared_ptr<front::InputLanding> ClusterService::input_landing(std::string_view model,
+                                                                   std::string_view version) const {
+  std::vector<SlotLanding::Place> places;
+  std::string name;
+  {
+    std::shared_lock<std::shared_mutex> cat(cat_mu_);
+    const Model* m = resolve(model, version);
+    if (!m || m->served.opaque || m->served.input_bytes == 0 || m->served.input_bytes > max_input_bytes_)
+      return nullptr;
+    std::size_t off = 0;
+    for (const front::TensorSpec& t : m->served.inputs) {
+      if (front::element_size(t.datatype) == 0) return nullptr;  // BYTES: no fixed size
+      const std::size_t n = shape_bytes(sample_of(t, m->served.batch_dimension), t.datatype);
+      places.push_back({t.name, off, n});
+      off += n;
+    }
+    if (off != m->served.input_bytes) return nullptr;
+    name = m->served.name;
+  }
+  return std::make_shared<SlotLanding>(client_, std::move(name), std::move(places),
+                                       places.empty() ? 0 : places.back().offset + places.back().bytes);
 }
 
 std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget, Done done) {
@@ -532,6 +666,23 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
   // The front has checked 1 <= k <= max_samples.
   const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
   if (k > 1) return submit_samples(m, req, k, budget, *priority, std::move(done));
+  const Model* mp = &m;
+  std::uint64_t ticket = 0;
+  auto on_outcome = [this, mp, budget, batched, done](InferResult&& r) {
+    record(mp->served.name, r);
+    done(reply_for(*mp, std::move(r), budget, batched));
+  };
+  // Decoded into a slot of the pool (input_landing): submitted as it lies.
+  if (auto* l = dynamic_cast<SlotLanding*>(req.landing.get());
+      l && l->model() == m.served.name && l->holds(req.inputs)) {
+    in_place_.fetch_add(1, std::memory_order_relaxed);
+    const Status s = client_.infer_async(l->release(), budget, std::move(on_outcome), &ticket, *priority);
+    if (!s.ok()) {
+      done(refusal(m, s));
+      return 0;
+    }
+    return ticket;
+  }
   // The front has put the inputs in the model's order and checked their
   // sizes; the backends get their bytes one after the other.
   std::vector<std::span<const std::uint8_t>> parts;
@@ -547,15 +698,9 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
       add_input(t, m.served.shaped_inputs.at(i), batched, {p, t.bytes().size()}, heads, parts);
   }
   // The request (its tensors) is not needed once the input is in the pool.
-  const Model* mp = &m;
-  std::uint64_t ticket = 0;
-  const Status s = client_.infer_async(
-      m.served.name, parts, budget,
-      [this, mp, budget, batched, done](InferResult&& r) {
-        record(mp->served.name, r);
-        done(reply_for(*mp, std::move(r), budget, batched));
-      },
-      &ticket, *priority);
+  count_copy(parts);
+  const Status s =
+      client_.infer_async(m.served.name, parts, budget, std::move(on_outcome), &ticket, *priority);
   if (!s.ok()) {
     done(refusal(m, s));
     return 0;
@@ -621,6 +766,7 @@ std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferR
                 {reinterpret_cast<const std::uint8_t*>(t.bytes().data()) + i * n, n}, heads, parts);
     }
     std::uint64_t ticket = 0;
+    count_copy(parts);
     const Status s = client_.infer_async(
         m.served.name, parts, budget,
         [this, mp, budget, g, i](InferResult&& r) {

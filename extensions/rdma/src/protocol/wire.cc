@@ -332,6 +332,8 @@ constexpr void fields(V& v, M& m) {
   v.i64("compute", m.compute_ns);
   v.i64("last_end", m.last_end_ms);
   v.list("batch sizes", n, m.batches, Bounds{kMaxEntries}, [](auto& iv, auto& b) { fields(iv, b); });
+  v.i64("version", m.version);
+  v.str("model name", m.name, kMaxNameBytes);
 }
 
 template <class V, Of<Stats> M>
@@ -363,12 +365,21 @@ constexpr void fields(V& v, M& m) {
   v.str("reason", m.reason, kMaxTextBytes);
 }
 
+template <class V, Of<VersionNote> M>
+constexpr void fields(V& v, M& m) {
+  v.i64("version", m.version);
+  v.str("model name", m.model, kMaxNameBytes);
+  v.str("reason", m.reason, kMaxTextBytes);
+}
+
 template <class V, Of<ModelTable> M>
 constexpr void fields(V& v, M& m) {
   const std::uint32_t n = v.count("model count", m.models);
   const std::uint32_t u = v.count("unserved count", m.unserved);
+  const std::uint32_t k = v.count("note count", m.notes);
   v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
   v.list("unserved models", u, m.unserved, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
+  v.list("notes", k, m.notes, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
 }
 
 template <class V, Of<ModelLoad> M>
@@ -379,6 +390,54 @@ constexpr void fields(V& v, M& m) {
   v.i64("version", m.version);
   v.str("model name", m.name, kMaxNameBytes);
   v.str("repository model", m.repository_model, kMaxNameBytes);
+  v.i64("run limit", m.run_limit_ns);
+  v.str("tightest model", m.tightest, kMaxNameBytes);
+}
+
+template <class V, Of<ModelUnload> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u32("model", m.model);
+  v.str("model name", m.name, kMaxNameBytes);
+}
+
+template <class V, Of<LeaseRequest> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u32("device", m.device);
+  v.pad(4);
+  v.i64("length", m.length_ns);
+  v.i64("max wait", m.max_wait_ns);
+}
+
+template <class V, Of<LeaseGrant> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.u8("status", m.status);
+  v.pad(3);
+  v.str("error", m.error, kMaxTextBytes);
+}
+
+template <class V, Of<LeaseEnd> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.i64("ran", m.ran_ns);
+}
+
+template <class V, Of<AdmissionEntry> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("model", m.model);
+  v.u32("levels", m.levels);
+  v.i64("work", m.work_ns);
+  v.i64("per request", m.per_request_ns);
+  v.i64("resp", m.resp_ns);
+  v.i64("last left", m.last_left_ns);
+}
+
+template <class V, Of<Admission> M>
+constexpr void fields(V& v, M& m) {
+  const std::uint32_t n = v.count("model count", m.models);
+  v.list("models", n, m.models, Bounds{kMaxModels}, [](auto& iv, auto& e) { fields(iv, e); });
 }
 
 template <class V, Of<ModelLoadDone> M>
@@ -521,6 +580,16 @@ template <>
 constexpr Kind kind_of<ModelLoad> = Kind::kModelLoad;
 template <>
 constexpr Kind kind_of<ModelLoadDone> = Kind::kModelLoadDone;
+template <>
+constexpr Kind kind_of<ModelUnload> = Kind::kModelUnload;
+template <>
+constexpr Kind kind_of<LeaseRequest> = Kind::kLeaseRequest;
+template <>
+constexpr Kind kind_of<LeaseGrant> = Kind::kLeaseGrant;
+template <>
+constexpr Kind kind_of<LeaseEnd> = Kind::kLeaseEnd;
+template <>
+constexpr Kind kind_of<Admission> = Kind::kAdmission;
 
 // ---- visitors ---------------------------------------------------------------------
 
@@ -840,8 +909,6 @@ void check_status(Reader& r, BatchStatus s, const char* what) {
     r.fail(std::string("unknown ") + what + " " + std::to_string(static_cast<std::uint8_t>(s)));
 }
 
-constexpr std::int64_t kHourNs = std::int64_t{3600} * 1000000000;
-
 void check(Reader& r, const Hello& m) {
   const auto role = static_cast<std::uint8_t>(m.role);
   if (role < 1 || role > 3) r.fail("unknown role " + std::to_string(role));
@@ -865,7 +932,7 @@ void check(Reader& r, const Register& m) {
     return r.fail(std::to_string(m.busy_ns.size()) + " busy times for " + std::to_string(m.devices.size()) +
                   " devices");
   for (std::int64_t t : m.busy_ns)
-    if (t < 0 || t > kHourNs)
+    if (t < 0 || t > kMaxDurationNs)
       return r.fail("a busy time is negative or longer than an hour: " + std::to_string(t) + " ns");
 }
 
@@ -875,7 +942,7 @@ void check(Reader& r, const SubmitView& v) {
 
 void check(Reader& r, const Standing& m) {
   for (std::int64_t d : {m.d_ctrl_ns, m.d_data_ns, m.d_resp_ns})
-    if (d < 0 || d > kHourNs)
+    if (d < 0 || d > kMaxDurationNs)
       return r.fail("a delay is negative or longer than an hour: " + std::to_string(d) + " ns");
   for (const Calibration& c : m.calibrations)
     for (std::uint32_t s : c.scales_e6)
@@ -909,14 +976,48 @@ void check(Reader& r, const ModelControl& m) {
 void check(Reader& r, const ModelTable& m) {
   for (const UnservedModel& u : m.unserved)
     if (u.name.empty()) return r.fail("an unserved model without a name");
+  for (const VersionNote& n : m.notes)
+    if (n.model.empty() || n.version < 0) return r.fail("a version note without a model or a version");
 }
 
 void check(Reader& r, const ModelLoad& m) {
   if (m.name.empty() || m.repository_model.empty()) return r.fail("a model load names no model");
-  if (m.version < 0) r.fail("a model load of version " + std::to_string(m.version));
+  if (m.version < 0) return r.fail("a model load of version " + std::to_string(m.version));
+  if (m.run_limit_ns < -1 || m.run_limit_ns > kMaxDurationNs)
+    return r.fail("a model load's run limit of " + std::to_string(m.run_limit_ns) + " ns");
+  if (m.run_limit_ns >= 0 && m.tightest.empty()) r.fail("a model load's run limit names no served model");
 }
 
 void check(Reader& r, const ModelLoadDone& m) { check_status(r, m.status, "status"); }
+
+void check(Reader& r, const ModelUnload& m) {
+  if (m.name.empty()) r.fail("a model unload names no model");
+}
+
+void check(Reader& r, const LeaseRequest& m) {
+  if (m.length_ns < -1) return r.fail("a lease of length " + std::to_string(m.length_ns));
+  if (m.max_wait_ns < 0) r.fail("a lease that waits " + std::to_string(m.max_wait_ns));
+}
+
+void check(Reader& r, const LeaseGrant& m) { check_status(r, m.status, "status"); }
+
+void check(Reader& r, const LeaseEnd& m) {
+  if (m.ran_ns < 0) r.fail("a leased run of " + std::to_string(m.ran_ns) + " ns");
+}
+
+void check(Reader& r, const Admission& m) {
+  for (const AdmissionEntry& e : m.models) {
+    if (e.levels == 0)
+      return r.fail("an admission test of model " + std::to_string(e.model) + " with no level");
+    for (std::int64_t v : {e.work_ns, e.per_request_ns, e.resp_ns})
+      if (v < 0 || v > kMaxDurationNs)
+        return r.fail("an admission duration is negative or longer than an hour: " + std::to_string(v) +
+                      " ns");
+    if (e.last_left_ns < -kMaxDurationNs || e.last_left_ns > kMaxDurationNs)
+      return r.fail(
+          "an admission's last target is more than an hour away: " + std::to_string(e.last_left_ns) + " ns");
+  }
+}
 
 void check(Reader& r, const FrontendJoined& m) {
   if (m.address.empty()) r.fail("empty frontend address");
@@ -929,7 +1030,7 @@ void check(Reader& r, const PoolInfo& m) {
 void check(Reader& r, const BatchDone& m) {
   check_status(r, m.status, "batch status");
   for (std::int64_t v : {m.since_end_ns, m.recv_to_end_ns, m.fetch_ns, m.exec_ns, m.push_ns})
-    if (v < 0 || v > kHourNs)
+    if (v < 0 || v > kMaxDurationNs)
       return r.fail("a timing is negative or longer than an hour: " + std::to_string(v) + " ns");
 }
 
@@ -944,7 +1045,7 @@ void check(Reader& r, const BatchView& v) {
   if (v.entries.size() > v.planned_size)
     return r.fail(std::to_string(v.entries.size()) + " requests in a batch planned for " +
                   std::to_string(v.planned_size));
-  if (v.predicted_ns < 0 || v.predicted_ns > kHourNs)
+  if (v.predicted_ns < 0 || v.predicted_ns > kMaxDurationNs)
     r.fail("predicted run time " + std::to_string(v.predicted_ns) + " ns is out of range");
 }
 
@@ -1058,6 +1159,16 @@ std::string_view to_string(Kind k) noexcept {
       return "ModelLoad";
     case Kind::kModelLoadDone:
       return "ModelLoadDone";
+    case Kind::kModelUnload:
+      return "ModelUnload";
+    case Kind::kLeaseRequest:
+      return "LeaseRequest";
+    case Kind::kLeaseGrant:
+      return "LeaseGrant";
+    case Kind::kLeaseEnd:
+      return "LeaseEnd";
+    case Kind::kAdmission:
+      return "Admission";
   }
   return "?";
 }
@@ -1106,6 +1217,11 @@ std::vector<std::uint8_t> encode(const ModelControlDone& m) { return encode_mess
 std::vector<std::uint8_t> encode(const ModelTable& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const ModelLoad& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const ModelLoadDone& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const ModelUnload& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const LeaseRequest& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const LeaseGrant& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const LeaseEnd& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const Admission& m) { return encode_message(m); }
 
 SubmitBuilder::SubmitBuilder(std::size_t reserve_entries, std::uint32_t flags) {
   start(buf_, SubmitView{flags, {}}, reserve_entries * kSubmitEntryBytes);
@@ -1236,6 +1352,19 @@ Result<ModelLoad> decode_model_load(std::span<const std::uint8_t> msg) {
 Result<ModelLoadDone> decode_model_load_done(std::span<const std::uint8_t> msg) {
   return decode_message<ModelLoadDone>(msg);
 }
+Result<ModelUnload> decode_model_unload(std::span<const std::uint8_t> msg) {
+  return decode_message<ModelUnload>(msg);
+}
+Result<LeaseRequest> decode_lease_request(std::span<const std::uint8_t> msg) {
+  return decode_message<LeaseRequest>(msg);
+}
+Result<LeaseGrant> decode_lease_grant(std::span<const std::uint8_t> msg) {
+  return decode_message<LeaseGrant>(msg);
+}
+Result<LeaseEnd> decode_lease_end(std::span<const std::uint8_t> msg) { return decode_message<LeaseEnd>(msg); }
+Result<Admission> decode_admission(std::span<const std::uint8_t> msg) {
+  return decode_message<Admission>(msg);
+}
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg) {
   return decode_message<SubmitView>(msg);
 }
@@ -1304,6 +1433,16 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_model_load(msg).status();
     case Kind::kModelLoadDone:
       return decode_model_load_done(msg).status();
+    case Kind::kModelUnload:
+      return decode_model_unload(msg).status();
+    case Kind::kLeaseRequest:
+      return decode_lease_request(msg).status();
+    case Kind::kLeaseGrant:
+      return decode_lease_grant(msg).status();
+    case Kind::kLeaseEnd:
+      return decode_lease_end(msg).status();
+    case Kind::kAdmission:
+      return decode_admission(msg).status();
   }
   return Status(Errc::kInvalidArgument, "unknown message kind");
 }

@@ -21,15 +21,33 @@ void SchedulerNode::Impl::on_register(ConnId c, Peer& p, std::span<const std::ui
   };
   // Models loaded while the cluster serves run only on the backends that
   // loaded them (loaded_on_): a backend that joins later need not have them.
+  // A primary that took over serves the models of its own start, which the
+  // old primary may have loaded while serving on some backends only, or
+  // freed: one that this backend lacks runs on the backends that hold it
+  // from now on, this one being asked to load it, or, held by none, is
+  // unloaded (a load reads it again). Refused: a backend of a primary from
+  // its start without one of its models, or one without a model that
+  // cannot be read again and that no backend holds.
+  const bool took_over = n_->takeovers.load(std::memory_order_relaxed) > 0;
   std::string missing;
+  std::vector<ModelId> lacked;
   for (ModelId id = 0; id < models_.size(); ++id)
     if (listed_[id] && !loaded_on_[id] && runs_here(id) &&
-        std::find(r->models.begin(), r->models.end(), models_[id].name) == r->models.end())
-      missing += (missing.empty() ? "" : ", ") + models_[id].name;
+        std::find(r->models.begin(), r->models.end(), models_[id].name) == r->models.end()) {
+      if (took_over && (reloadable(id) || !live_holders(id).empty()))
+        lacked.push_back(id);
+      else
+        missing += (missing.empty() ? "" : ", ") + models_[id].name;
+    }
   if (!missing.empty())
     return refuse(c, "the backend cannot run these models of the cluster: " + missing,
                   session::RefusalKind::kOther);
   if (p.registering) return refuse(c, "registered twice", session::RefusalKind::kProtocol);
+  for (ModelId id : lacked) serve_on_holders(id, p.name);
+  if (!lacked.empty()) {
+    apply_instance_groups(false);
+    broadcast_model_table();
+  }
   // What it still runs for an earlier primary is known at once (resubmitted
   // requests wait for it); its devices join once those batches should have
   // ended, so that no batch is planned on a device that is still busy
@@ -59,6 +77,7 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
   b.name = p.name;
   b.incarnation = p.incarnation;
   b.devices = reg.devices;
+  b.models = reg.models;
   b.shared = std::make_shared<BackendShared>();
   b.shared->name = p.name;
   std::vector<std::uint32_t> cluster_gpus;  // unique over the sub-clusters' runtimes, for the backend's log
@@ -103,7 +122,70 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
                            : "; it still runs " + std::to_string(reg.carried.size()) +
                                  " requests of an earlier primary (not run again)"));
   n_->backends_joined.fetch_add(1, std::memory_order_relaxed);
+  // The models of the start it holds (under their names, since its start).
+  // One that runs on the backends that hold it since a takeover runs on
+  // this one too; held by none until now, it is served again, and the
+  // others are asked to load it.
+  std::vector<ModelId> back;
+  bool runs_more = false;
+  for (ModelId id = 0; id < models_.size(); ++id) {
+    if (!listed_[id] || std::find(reg.models.begin(), reg.models.end(), models_[id].name) == reg.models.end())
+      continue;
+    if (!loaded_on_[id]) {
+      holders_[id].push_back({index, models_[id].name, 0});
+    } else if (taken_over_[id]) {
+      loaded_on_[id]->push_back(index);
+      holders_[id].push_back({index, models_[id].name, 0});
+      runs_more = true;
+      if (unserved_[id] == "unloaded") {
+        unserved_[id].clear();
+        back.push_back(id);
+        log("model '" + models_[id].name + "': " + p.name + " holds it: it is served again");
+      }
+    }
+  }
+  if (runs_more) apply_instance_groups(false);
+  if (!back.empty()) broadcast_model_table();
   offer_loaded_models(index);
+  if (!back.empty())
+    for_each_live_backend([&](std::uint32_t i, const BackendInfo&) {
+      if (i != index) offer_loaded_models(i);
+    });
+}
+
+std::vector<std::uint32_t> SchedulerNode::Impl::live_holders(ModelId id) const {
+  std::vector<std::uint32_t> out;
+  for_each_live_backend([&](std::uint32_t i, const BackendInfo& b) {
+    if (loaded_on_[id] ? std::find(loaded_on_[id]->begin(), loaded_on_[id]->end(), i) != loaded_on_[id]->end()
+                       : std::find(b.models.begin(), b.models.end(), models_[id].name) != b.models.end())
+      out.push_back(i);
+  });
+  return out;
+}
+
+void SchedulerNode::Impl::serve_on_holders(ModelId id, const std::string& lacking) {
+  const std::vector<std::uint32_t> on = live_holders(id);
+  loaded_on_[id] = on;
+  taken_over_[id] = true;
+  // Its devices are restricted to theirs (apply_instance_groups).
+  if (std::none_of(grouped_.begin(), grouped_.end(), [id](const auto& g) { return g.first == id; })) {
+    grouped_.emplace_back(id, std::vector<DeviceGroup>{});
+    grouped_served_.push_back(!on.empty());
+  }
+  if (on.empty()) {
+    unserved_[id] = "unloaded";
+    holders_[id].clear();
+    log("model '" + models_[id].name + "': " + lacking +
+        " does not hold it, nor does any registered backend (the old primary may have unloaded it): "
+        "unloaded until a backend that holds it registers, or a load reads it again");
+    return;
+  }
+  std::string names;
+  for (std::uint32_t i : on) names += (names.empty() ? "" : ", ") + backends_[i].name;
+  log("model '" + models_[id].name + "': " + lacking +
+      " does not hold it under its name (the old primary loaded it while serving): it runs on the backends "
+      "that do (" +
+      names + "), and the others are asked to load it");
 }
 
 void SchedulerNode::Impl::apply_instance_groups(bool joining) {
@@ -180,6 +262,9 @@ void SchedulerNode::Impl::backend_lost(std::uint32_t index, const std::string& w
   apply_instance_groups(false);
   if (!loads_.empty()) check_loads(now, index, text);
   std::erase_if(join_loads_, [index](const JoinLoad& j) { return j.backend == index; });
+  std::erase_if(stale_loads_, [index](const Load::Asked& a) { return a.backend == index; });
+  for (std::vector<Holder>& h : holders_)
+    std::erase_if(h, [index](const Holder& x) { return x.backend == index; });
   n_->backends_lost.fetch_add(1, std::memory_order_relaxed);
   n_->batches_lost.fetch_add(lost, std::memory_order_relaxed);
   log(text + "; " + std::to_string(lost) + " batches in flight end with an error, its " +

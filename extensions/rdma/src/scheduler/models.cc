@@ -6,9 +6,12 @@
 // table (ModelTable: they stop offering it and list it UNAVAILABLE), lets its
 // queued requests end as they would (run, or expire: each ends once), and
 // answers the frontend that asked once none is left (checked every tick).
-// The runtime keeps the model's empty queue; the backends keep its files
-// loaded and are sent no batch of it. A load serves an unloaded model again
-// (the files read at start; the folder is not read again).
+// The runtime keeps the model's empty queue; the backends that hold its
+// files are told to free them (ModelUnload; holders_), and a later load
+// reads its folder again as a first load does. Without a repository to
+// read it from, the backends keep it and a load serves it again at once.
+// A version a reload replaced is freed the same way once it has drained,
+// and so is what a backend loaded for a load that failed elsewhere.
 //
 // A load of a model the cluster does not serve (a folder added to the
 // repository since start, or one whose last load failed) reads its folder
@@ -40,6 +43,10 @@ namespace {
 // How long the backends may take to load and warm up a model.
 constexpr Duration kLoadTimeout = Duration::seconds(120);
 
+// A size's first run takes up to this many times its profiled time (kernels
+// chosen for the shape): server::LoadRuns::kFirstRun, serve's figure.
+constexpr int kFirstRun = 3;
+
 wire::ModelControlDone answer(std::uint64_t seq, Errc code, std::string message) {
   return wire::ModelControlDone{seq, static_cast<std::uint8_t>(code), std::move(message)};
 }
@@ -62,7 +69,79 @@ wire::ModelTable SchedulerNode::Impl::model_table() const {
     if (!unserved_[i].empty() && listed_[i]) t.unserved.push_back({models_[i].name, unserved_[i]});
   for (const auto& [name, why] : failed_reads_)
     t.unserved.push_back({name, "unloaded (a load failed: " + why + ")"});
+  for (const auto& [name, notes] : notes_) t.notes.insert(t.notes.end(), notes.begin(), notes.end());
   return t;
+}
+
+void SchedulerNode::Impl::free_on_backends(ModelId id) {
+  std::string names;
+  for (const Holder& h : holders_[id]) {
+    const BackendInfo& b = backends_[h.backend];
+    if (!b.registered || !b.shared->alive.load()) continue;
+    (void)transport_->send(b.conn, wire::encode(wire::ModelUnload{h.seq, id, h.name}));
+    names += (names.empty() ? "" : ", ") + b.name;
+  }
+  holders_[id].clear();
+  if (!names.empty()) log("model '" + models_[id].name + "': told " + names + " to free it");
+}
+
+Status SchedulerNode::Impl::cap_beside(ClusterRepository& r, const std::string& name, Load& l) {
+  // Half the least slack (SLO less a batch of one) of the models served
+  // now: the requests that arrive during a run must still fit in a batch
+  // after it (serve's Server::beside_limit). Every served model counts,
+  // whichever its devices.
+  Duration limit = Duration::infinite();
+  std::string tightest;
+  for (ModelId i = 0; i < models_.size(); ++i) {
+    if (!listed_[i] || !unserved_[i].empty()) continue;
+    const auto pm = opts_.config.protocol_models.find(models_[i].name);
+    if ((pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
+      continue;  // replaced
+    const Duration s = (models_[i].slo - models_[i].profile.latency(1)) / 2;
+    if (s < limit) {
+      limit = s;
+      tightest = models_[i].name;
+    }
+  }
+  if (limit.is_infinite()) return {};
+  l.run_limit = limit;
+  l.tightest = tightest;
+  for (ClusterRepositoryModel& v : r.models) {
+    // A batch of one that long would make their requests late with each
+    // run: refused before any, as serve does.
+    if (const Duration one = v.config.profile.latency(1); one > limit)
+      return Status(
+          Errc::kInvalidArgument,
+          "model '" + v.config.name + "' cannot be loaded beside the models the cluster serves: its " +
+              "batch of one runs about " + std::to_string(one.ns() / 1000) + " us (by its profile " +
+              v.profile_path + "), longer than model '" + tightest + "' can wait (" +
+              std::to_string(limit.ns() / 1000) +
+              " us: half of its SLO less its own batch of one), so each of its runs would make that "
+              "model's requests late; give it devices of its own (instance_group)");
+    std::uint32_t& b = v.config.max_batch;
+    const std::uint32_t uncapped = b;
+    while (b > 1 && v.config.profile.latency(b) * kFirstRun > limit) --b;
+    if (b < uncapped)
+      log("model '" + v.config.name + "': max batch " + std::to_string(b) + ", not " +
+          std::to_string(uncapped) + ": a larger batch's first run (up to " + std::to_string(kFirstRun) +
+          " times its profiled time) would run longer than model '" + tightest + "' can wait (" +
+          std::to_string(limit.ns() / 1000) +
+          " us); to batch more, give it devices of its own (instance_group)");
+  }
+  return {};
+}
+
+void SchedulerNode::Impl::note_reload_failure(const std::string& name,
+                                              const std::vector<std::int64_t>& versions,
+                                              const std::string& cause) {
+  std::vector<wire::VersionNote>& notes = notes_[name];
+  notes.clear();
+  for (std::int64_t v : versions) {
+    bool served = false;  // this version number serves on (its files changed): say so, as serve does
+    for (ModelId i = 0; i < models_.size(); ++i)
+      served |= listed_[i] && unserved_[i].empty() && origin_[i].model == name && origin_[i].version == v;
+    notes.push_back({name, v, served ? "the reload failed (the previous files serve on): " + cause : cause});
+  }
 }
 
 void SchedulerNode::Impl::broadcast_model_table() {
@@ -106,7 +185,7 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
     served &= unserved_[id].empty();
     unloading |= unserved_[id] == "unloading";
     loading |= unserved_[id] == "loading";
-    never_loaded |= loaded_on_[id] && loaded_on_[id]->empty();  // its last load failed
+    never_loaded |= loaded_on_[id] && loaded_on_[id]->empty();  // its last load failed, or it was freed
   }
   if (loading)
     return reply(Errc::kFailedPrecondition,
@@ -120,9 +199,9 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
         what + ": it is being unloaded" + (load ? "; load it once the unload has answered" : " already"));
   if (load) {
     if (served) return start_reload(c, p, name, q->seq, ids);  // new files: switched once loaded
-    // Unloaded since start: the runtime kept its (empty) queues, and the
-    // backends the files they loaded and warmed up at start. It serves
-    // again once a backend can run it.
+    // Unloaded, with no repository to read it from again: the runtime kept
+    // its (empty) queues, and the backends the files they loaded and warmed
+    // up at start. It serves again once a backend can run it.
     bool backend = false;
     for_each_live_backend([&](std::uint32_t, const BackendInfo&) { backend = true; });
     if (!backend) {
@@ -145,6 +224,7 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
   // Admission closes now (submit_entries refuses it), and the frontends
   // stop offering it; what is queued runs or expires as it would.
   for (ModelId id : u.ids) unserved_[id] = "unloading";
+  notes_.erase(name);
   broadcast_model_table();
   log(p.name + " asked to unload model '" + name + "': its queued requests end first");
   unloads_.push_back(std::move(u));
@@ -156,7 +236,17 @@ void SchedulerNode::Impl::finish_unloads() {
     for (ModelId id : u.ids)
       if (subs_->outstanding(0, id) != 0) return false;
     drain_outcomes();  // its last drops and errors reach their frontends before the answer
-    for (ModelId id : u.ids) unserved_[id] = "unloaded";
+    for (ModelId id : u.ids) {
+      unserved_[id] = "unloaded";
+      // The backends free it; a later load reads its folder again and asks
+      // them to load it (start_load). Without a repository they keep it,
+      // and a load serves it again at once.
+      taken_over_[id] = false;  // a backend that registers holding it does not serve it again
+      if (!reloadable(id)) continue;
+      free_on_backends(id);
+      loaded_on_[id] = std::vector<std::uint32_t>{};
+    }
+    apply_instance_groups(false);
     broadcast_model_table();
     log("unloaded model '" + u.name + "': none of its requests is left");
     if (u.frontend < frontends_.size() && frontends_[u.frontend].alive &&
@@ -185,6 +275,7 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
     free_ids_.pop_back();
   }
   if (reuse != kNoModel) {
+    close_account(reuse);                     // what it counted stays its account's
     (void)runtimes_[0]->remove_model(reuse);  // its config may have changed since (nothing is queued)
   } else if (models_.size() >= model_capacity_) {
     return Status(Errc::kFailedPrecondition, "the scheduler has room for " +
@@ -210,6 +301,7 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
       models_.push_back(config);
       unserved_.emplace_back();
       loaded_on_.emplace_back();
+      taken_over_.push_back(false);
       listed_.push_back(listed);
       stamp_.emplace_back();
       origin_.emplace_back();
@@ -231,6 +323,8 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
   }
   unserved_[want] = "loading";
   loaded_on_[want] = std::vector<std::uint32_t>{};
+  taken_over_[want] = false;
+  holders_[want].clear();  // freed when it was unloaded, replaced or failed
   listed_[want] = listed;
   stamp_[want] = file_stamp(m);
   origin_[want] = {m.model, m.version};
@@ -252,9 +346,16 @@ bool SchedulerNode::Impl::ask_backends(Load& l, const ClusterRepository& r,
     for (std::size_t k = 0; k < l.ids.size(); ++k) {
       const ClusterRepositoryModel& m = r.models[k];
       const std::uint64_t s = ++load_seq_;
-      (void)transport_->send(b.conn, wire::encode(wire::ModelLoad{s, l.ids[k], m.config.max_batch, m.version,
-                                                                  models_[l.ids[k]].name, l.name}));
+      // What the served models can wait goes with it: the backend judges
+      // the batch of one its runs show (its first run of all is no measure).
+      const std::int64_t limit_ns = l.run_limit.is_infinite()
+                                        ? -1
+                                        : std::clamp<std::int64_t>(l.run_limit.ns(), 0, wire::kMaxDurationNs);
+      (void)transport_->send(
+          b.conn, wire::encode(wire::ModelLoad{s, l.ids[k], m.config.max_batch, m.version,
+                                               models_[l.ids[k]].name, l.name, limit_ns, l.tightest}));
       l.waiting.emplace_back(i, s);
+      l.asked.push_back({i, s, l.ids[k], models_[l.ids[k]].name});
     }
   });
   if (!l.backends.empty()) return true;
@@ -294,6 +395,9 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   // Each version goes into the runtime now, with no device: its admission
   // stays closed (unserved_) until its backends are ready. A version keeps
   // its id from a failed load.
+  Load l{name, {}, p.index, generation_of(p),     seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
+         {},   {}, {},      Duration::infinite(), {}};
+  if (Status st = cap_beside(*r, name, l); !st.ok()) return failed(st.code(), st.message());
   std::vector<ModelId> ids;
   for (const ClusterRepositoryModel& m : r->models) {
     ModelId id = kNoModel;
@@ -305,7 +409,8 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
     if (std::find(earlier.begin(), earlier.end(), *got) == earlier.end()) earlier.push_back(*got);
   }
   failed_reads_.erase(name);
-  Load l{name, ids, p.index, generation_of(p), seq, {}, {}, SteadyClock{}.now() + kLoadTimeout, {}, {}};
+  notes_.erase(name);
+  l.ids = ids;
   std::string why;
   // Every version has the same instance_group (one config.pbtxt).
   if (!ask_backends(l, *r, r->models.front().instance_groups, why)) {
@@ -331,6 +436,10 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   Result<ClusterRepository> r =
       read_cluster_repository_model(opts_.model_repository, name, {true, opts_.profile_device});
   if (!r.ok()) {
+    std::vector<std::int64_t> versions;
+    for (ModelId id : ids) versions.push_back(origin_[id].version);
+    note_reload_failure(name, versions, r.status().message());
+    broadcast_model_table();
     log(p.name + ": " + what + " failed (it serves on as it was): " + r.status().message());
     return reply(Errc::kInvalidArgument, what + " failed (it serves on as it was): " + r.status().message());
   }
@@ -340,16 +449,30 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   for (ModelId id : ids) before.push_back(models_[id].name + " " + stamp_[id]);
   std::sort(now.begin(), now.end());
   std::sort(before.begin(), before.end());
-  if (now == before) return reply(Errc::kOk, {});
+  if (now == before) {  // what serves is what the folder holds: no failure to note
+    if (notes_.erase(name)) broadcast_model_table();
+    return reply(Errc::kOk, {});
+  }
+  std::vector<std::int64_t> versions;  // of the new read
+  for (const ClusterRepositoryModel& m : r->models) versions.push_back(m.version);
   // Every version of the new read beside the old ones, unlisted (internal
   // names, which only the backends see) until all are ready.
-  Load l{name, {}, p.index, generation_of(p), seq, {}, {}, SteadyClock{}.now() + kLoadTimeout, ids, {}};
+  Load l{name, {}, p.index, generation_of(p),     seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
+         ids,  {}, {},      Duration::infinite(), {}};
+  if (Status st = cap_beside(*r, name, l); !st.ok()) {
+    note_reload_failure(name, versions, st.message());
+    broadcast_model_table();
+    log(p.name + ": " + what + " failed (it serves on as it was): " + st.message());
+    return reply(st.code(), what + " failed (it serves on as it was): " + st.message());
+  }
   const std::uint64_t round = ++reload_seq_;
   for (const ClusterRepositoryModel& m : r->models) {
     Result<ModelId> got = stage_version(
         m, kNoModel, name + "#reload" + std::to_string(round) + "/" + std::to_string(m.version), false);
     if (!got.ok()) {
       for (ModelId id : l.ids) free_ids_.push_back(id);
+      note_reload_failure(name, versions, got.status().message());
+      broadcast_model_table();
       return reply(got.status().code(), what + " failed (it serves on as it was): " + got.status().message());
     }
     l.ids.push_back(*got);
@@ -358,6 +481,8 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   std::string why;
   if (!ask_backends(l, *r, r->models.front().instance_groups, why)) {
     for (ModelId id : l.ids) free_ids_.push_back(id);
+    note_reload_failure(name, versions, why);
+    broadcast_model_table();
     return reply(Errc::kFailedPrecondition, what + " failed (it serves on as it was): " + why);
   }
   std::string names;
@@ -377,14 +502,23 @@ void SchedulerNode::Impl::offer_loaded_models(std::uint32_t backend) {
     if (std::none_of(b.devices.begin(), b.devices.end(),
                      [&](const std::string& d) { return groups_select(groups, d, has_gpu); }))
       continue;
+    if (std::find(loaded_on_[id]->begin(), loaded_on_[id]->end(), backend) != loaded_on_[id]->end() ||
+        std::any_of(join_loads_.begin(), join_loads_.end(),
+                    [&](const JoinLoad& j) { return j.backend == backend && j.id == id; }))
+      continue;  // runs it, or is loading it
     // Under a name of its own: the backend may hold other files under the
-    // served name (read at its start, or from before a reload).
+    // served name (read at its start, or from before a reload). No run
+    // limit: the model serves already.
     const std::uint64_t s = ++load_seq_;
-    const std::string key = models_[id].name + "#join" + std::to_string(++reload_seq_);
+    // A primary that took over counts from 1 again: its term tells its
+    // names from those an earlier primary gave (which the backend may hold).
+    const std::uint64_t term = term_now_.load(std::memory_order_relaxed);
+    const std::string key = models_[id].name + "#join" + (term ? std::to_string(term) + "." : std::string()) +
+                            std::to_string(++reload_seq_);
     (void)transport_->send(
-        b.conn, wire::encode(wire::ModelLoad{s, id, models_[id].max_batch, origin_[id].version, key,
-                                             origin_[id].model}));
-    join_loads_.push_back({backend, s, id});
+        b.conn, wire::encode(wire::ModelLoad{
+                    s, id, models_[id].max_batch, origin_[id].version, key, origin_[id].model, -1, {}}));
+    join_loads_.push_back({backend, s, id, key});
     log(b.name + " joined after model '" + models_[id].name + "' was loaded: asked to load it too");
   }
 }
@@ -394,17 +528,31 @@ void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8
   if (!d.ok()) return log(p.name + ": a malformed ModelLoadDone (ignored): " + d.status().message());
   for (auto j = join_loads_.begin(); j != join_loads_.end(); ++j) {
     if (j->backend != p.index || j->seq != d->seq) continue;
-    const ModelId id = j->id;
+    const JoinLoad join = std::move(*j);
+    const ModelId id = join.id;
     join_loads_.erase(j);
     if (d->status != wire::BatchStatus::kOk)
       return log(p.name + " could not load model '" + models_[id].name +
                  "' (it runs on the others): " + d->error);
     // Still the model it was asked for (not unloaded or replaced meanwhile).
-    if (loaded_on_[id] && !loaded_on_[id]->empty() && listed_[id]) {
+    if (loaded_on_[id] && !loaded_on_[id]->empty() && listed_[id] && unserved_[id].empty()) {
       loaded_on_[id]->push_back(p.index);
+      holders_[id].push_back({p.index, join.name, join.seq});
       apply_instance_groups(false);
       log(p.name + " runs model '" + models_[id].name + "' too");
+    } else {
+      (void)transport_->send(backends_[p.index].conn,
+                             wire::encode(wire::ModelUnload{join.seq, id, join.name}));
     }
+    return;
+  }
+  for (auto s = stale_loads_.begin(); s != stale_loads_.end(); ++s) {
+    if (s->backend != p.index || s->seq != d->seq) continue;
+    // Its load ended (failed) before this answer: what it loaded goes.
+    if (d->status == wire::BatchStatus::kOk)
+      (void)transport_->send(backends_[p.index].conn,
+                             wire::encode(wire::ModelUnload{s->seq, s->id, s->name}));
+    stale_loads_.erase(s);
     return;
   }
   for (auto it = loads_.begin(); it != loads_.end(); ++it) {
@@ -412,7 +560,8 @@ void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8
     if (w == it->waiting.end()) continue;
     it->waiting.erase(w);
     if (d->status != wire::BatchStatus::kOk)
-      end_load(*it, Errc::kInvalidArgument, p.name + " could not load it: " + d->error);
+      end_load(*it, Errc::kInvalidArgument,
+               p.name + " could not load it: " + public_names(d->error, d->model), d->model);
     else if (it->waiting.empty())
       end_load(*it, Errc::kOk, {});
     else
@@ -420,6 +569,19 @@ void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8
     loads_.erase(it);
     return;
   }
+}
+
+std::string SchedulerNode::Impl::public_names(std::string text, ModelId id) const {
+  // A reload's new version loads under an internal name ("linear#reload2/3")
+  // until it switches: the cause names it as the repository does.
+  if (id >= models_.size() || origin_[id].model.empty() || models_[id].name.find('#') == std::string::npos)
+    return text;
+  const std::string internal = "'" + models_[id].name + "'";
+  const std::string shown = "'" + origin_[id].model + "' version " + std::to_string(origin_[id].version);
+  for (std::size_t at = text.find(internal); at != std::string::npos;
+       at = text.find(internal, at + shown.size()))
+    text.replace(at, internal.size(), shown);
+  return text;
 }
 
 void SchedulerNode::Impl::check_loads(TimePoint now, std::uint32_t lost_backend, const std::string& why) {
@@ -442,9 +604,32 @@ void SchedulerNode::Impl::check_loads(TimePoint now, std::uint32_t lost_backend,
   });
 }
 
-void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
+const SchedulerNode::Impl::Load::Asked* SchedulerNode::Impl::stale_load_on(std::uint32_t b) const {
+  const Load::Asked* out = nullptr;
+  std::uint64_t earliest = ~std::uint64_t{0};
+  for (const Load& l : loads_)
+    for (const auto& [backend, seq] : l.waiting)
+      if (backend == b && seq < earliest) {
+        earliest = seq;
+        out = nullptr;
+      }
+  for (const Load::Asked& a : stale_loads_)
+    if (a.backend == b && a.seq < earliest) {
+      earliest = a.seq;
+      out = &a;
+    }
+  for (const JoinLoad& j : join_loads_)
+    if (j.backend == b && j.seq < earliest) {
+      earliest = j.seq;
+      out = nullptr;
+    }
+  return out;
+}
+
+void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why, ModelId failed) {
   const bool reload = !l.replaces.empty();
   if (code == Errc::kOk) {
+    notes_.erase(l.name);
     {
       std::lock_guard<std::mutex> lock(models_mu_);
       for (std::size_t k = 0; k < l.names.size(); ++k) models_[l.ids[k]].name = l.names[k];
@@ -458,6 +643,9 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
       listed_[old] = false;
       retiring_.push_back({old, now + Duration::seconds(1), false});
     }
+    for (const Load::Asked& a : l.asked)
+      if (std::find(l.backends.begin(), l.backends.end(), a.backend) != l.backends.end())
+        holders_[a.id].push_back({a.backend, a.name, a.seq});
     for (std::size_t k = 0; k < l.ids.size(); ++k) {
       const ModelId id = l.ids[k];
       if (k < l.names.size() && l.names[k] != l.name) opts_.config.protocol_models[l.names[k]] = l.name;
@@ -473,7 +661,25 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
     log((reload ? "switched model '" + l.name + "' to its new files (loaded on " + names +
                       "); the replaced versions drain"
                 : "loaded model '" + l.name + "' on " + names + ": it is served"));
-  } else if (reload) {
+  } else {
+    // What the backends that answered ready loaded goes; those still
+    // loading are told once they answer (stale_loads_).
+    for (const Load::Asked& a : l.asked) {
+      if (std::find(l.backends.begin(), l.backends.end(), a.backend) == l.backends.end()) continue;  // lost
+      if (std::find(l.waiting.begin(), l.waiting.end(), std::make_pair(a.backend, a.seq)) != l.waiting.end())
+        stale_loads_.push_back(a);
+      else
+        (void)transport_->send(backends_[a.backend].conn,
+                               wire::encode(wire::ModelUnload{a.seq, a.id, a.name}));
+    }
+  }
+  if (code != Errc::kOk && reload) {
+    std::vector<std::int64_t> versions;  // the one a backend refused, else every one it loads
+    for (ModelId id : l.ids)
+      if (failed == kNoModel || id == failed) versions.push_back(origin_[id].version);
+    if (versions.empty())
+      for (ModelId id : l.ids) versions.push_back(origin_[id].version);
+    note_reload_failure(l.name, versions, why);
     for (ModelId id : l.ids) {  // never listed, never admitted: reusable at once
       unserved_[id] = "unloaded";
       loaded_on_[id] = std::vector<std::uint32_t>{};
@@ -481,7 +687,7 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why) {
     }
     apply_instance_groups(false);
     log("reloading model '" + l.name + "' failed (it serves on as it was): " + why);
-  } else {
+  } else if (code != Errc::kOk) {
     for (ModelId id : l.ids) {
       loaded_on_[id] = std::vector<std::uint32_t>{};
       unserved_[id] = "unloaded (a load failed: " + why + ")";
@@ -562,6 +768,7 @@ void SchedulerNode::Impl::retire_versions(TimePoint now) {
     }
     if (subs_->outstanding(0, r.id) != 0) return false;
     (void)runtimes_[0]->set_model_gpus(r.id, std::vector<GpuId>{});
+    free_on_backends(r.id);
     free_ids_.push_back(r.id);
     log("model '" + models_[r.id].name + "' (replaced by a reload) has no request left; its id is free");
     return true;

@@ -23,6 +23,9 @@ Status SchedulerNode::Impl::start() {
       static_cast<std::uint32_t>(models_.size()) + (opts_.model_control ? opts_.spare_models : 0u);
   models_.reserve(model_capacity_);  // never reallocated: shard threads read entries of added models
   loaded_on_.assign(models_.size(), std::nullopt);
+  taken_over_.assign(models_.size(), false);
+  holders_.resize(model_capacity_);
+  stats_base_.resize(model_capacity_);
   listed_.assign(models_.size(), true);
   stamp_.assign(models_.size(), std::string());
   origin_.assign(models_.size(), Origin{});
@@ -167,6 +170,7 @@ void SchedulerNode::Impl::stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (stopped_.load()) return;
   stopping_.store(true);
+  stop_lease_desk();  // a lease held or asked for ends (its run, if any, goes on on its backend)
   // Queued requests are dropped (shutdown) and go back to their frontends;
   // batches in flight get 2 s to be reported by their backends.
   std::vector<std::future<void>> stoppers;
@@ -367,6 +371,12 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
       break;
     case wire::Kind::kModelLoadDone:
       if (!fe && p.index != ~0u) return on_model_load_done(p, msg);
+      break;
+    case wire::Kind::kLeaseRequest:
+      if (!fe && p.index != ~0u) return on_lease_request(c, p, msg);
+      break;
+    case wire::Kind::kLeaseEnd:
+      if (!fe && p.index != ~0u) return on_lease_end(p, msg);
       break;
     default:
       break;

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
@@ -52,6 +54,10 @@ namespace scheduler_detail {
 inline constexpr std::uint32_t kMaxFrontends = 4096;
 inline constexpr std::uint32_t kMaxSubmitLog = 5;  // bad entries logged per frontend
 inline constexpr std::size_t kOutcomesPerMessage = 4096;
+// How often the scheduler looks for changed admission tests to send its
+// frontends (publish_admission): a frontend's copy is this much older at most,
+// besides the one-way delay.
+inline constexpr Duration kAdmissionEvery = Duration::milliseconds(1);
 // A batch's id on the wire: the runtime's id with its sub-cluster in bits
 // 48..55, which BatchIdLayout leaves free (sub-cluster 0: the runtime's id),
 // and the low byte of the primary's term round in bits 56..63 (so that a
@@ -89,6 +95,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
       : opts_(std::move(opts)), token_(effective_token(opts_.config.cluster)), set_(opts_.config.cluster) {
     if (!opts_.log) opts_.log = stderr_logger("scheduler");
   }
+  ~Impl() override { stop_lease_desk(); }
 
   Status start();
   void stop();
@@ -184,6 +191,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::vector<GpuId> gpus;          // in its sub-cluster's runtime
     std::vector<std::uint32_t> subs;  // per device: its sub-cluster
     std::vector<std::string> devices;
+    std::vector<std::string> models;  // those it held when it registered
     std::shared_ptr<BackendShared> shared;
     bool registered = false;
   };
@@ -295,6 +303,23 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void submit_entries(Peer& p, const wire::SubmitView& v);
   void on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void on_stats_request(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  // The statistics extension's accounts (docs/cluster.md#statistics; serve's
+  // rule): one per repository version, or per model of cluster.yaml, since
+  // the scheduler started, summed over every model id that served it (a
+  // reload gives a version another id; an id is reused for another account
+  // once free). Per id: its counts when it took its current account
+  // (stats_base_); the counts ids had for an account before they took
+  // another (stats_closed_). Progress thread.
+  using AccountKey = std::pair<std::string, std::int64_t>;
+  AccountKey account_of(ModelId id) const {
+    return origin_[id].model.empty() ? AccountKey{models_[id].name, -1}
+                                     : AccountKey{origin_[id].model, origin_[id].version};
+  }
+  // Closes id's counts since its base into its account; they are its new
+  // base (before it takes another account).
+  void close_account(ModelId id);
+  std::vector<wire::ModelStats> stats_base_;  // by model id, sized to model_capacity_
+  std::map<AccountKey, wire::ModelStats> stats_closed_;
   // ---- model control (models.cc; docs/cluster.md#model-control) ----
   void on_model_control(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   // The models served now and why the others are not (progress thread).
@@ -304,7 +329,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // their ids are positions in the table).
   wire::Welcome frontend_welcome(std::uint32_t slot) const;
   bool any_unserved() const {
-    return !failed_reads_.empty() ||
+    return !failed_reads_.empty() || !notes_.empty() ||
            std::any_of(unserved_.begin(), unserved_.end(), [](const std::string& r) { return !r.empty(); });
   }
   // Ends the unloads whose models have no request left (progress thread, each tick).
@@ -328,6 +353,43 @@ class SchedulerNode::Impl final : public Transport::Handler {
   bool ask_backends(Load& l, const ClusterRepository& r, const std::vector<DeviceGroup>& groups,
                     std::string& why);
   void on_model_load_done(Peer& p, std::span<const std::uint8_t> msg);
+  // `text` (a backend's error about model `id`) with a reload's internal
+  // name for the version replaced by the repository's model and version.
+  std::string public_names(std::string text, ModelId id) const;
+  // ---- leases (leases.cc; docs/cluster.md#a-load-in-gaps-of-the-schedule) ----
+  // A backend's LeaseRequest (progress thread): queued for the lease desk.
+  void on_lease_request(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  // Its LeaseEnd (progress thread): the desk ends the lease.
+  void on_lease_end(Peer& p, std::span<const std::uint8_t> msg);
+  // The lease desk's thread: one lease at a time, each held from its grant
+  // to its end.
+  void lease_desk();
+  void stop_lease_desk();
+  // Progress thread -> lease desk: a backend's request for device `gpu`.
+  struct LeaseAsk {
+    std::shared_ptr<BackendShared> backend;
+    ConnId conn = kNoConn;
+    std::uint64_t seq = 0;
+    std::uint32_t runtime = 0;  // its sub-cluster's
+    GpuId gpu = kNoGpu;
+    Duration length, max_wait;
+    std::string what;  // the device's name
+  };
+  // The lease held now (lease desk; the progress thread marks it ended).
+  struct LeaseHeld {
+    std::shared_ptr<BackendShared> backend;
+    std::uint64_t seq = 0;
+    bool ended = false;
+  };
+  std::mutex lease_mu_;  // lease_asks_, lease_held_, lease_thread_'s start
+  std::condition_variable lease_cv_;
+  std::deque<LeaseAsk> lease_asks_;
+  std::optional<LeaseHeld> lease_held_;
+  // The lease the desk waits to be granted (`ended`: its LeaseEnd came
+  // first, the backend gave up waiting).
+  std::optional<LeaseHeld> lease_asking_;
+  std::atomic<bool> lease_stop_{false};
+  std::thread lease_thread_;  // started by the first request
   // Fails the loads still waiting on `backend` (lost), or past their deadline.
   void check_loads(TimePoint now, std::uint32_t lost_backend = ~0u, const std::string& why = {});
   // --model-control-mode poll: loads the folders added or changed since the
@@ -341,13 +403,20 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Closes the admission of versions a reload replaced once their grace has
   // passed, and frees their ids once their last request ended (each tick).
   void retire_versions(TimePoint now);
-  void end_load(Load& l, Errc code, const std::string& why);
+  // Ends a load or a reload: switched over and served (kOk), or failed with
+  // `why`; `failed`: the version a backend could not load (else every one).
+  void end_load(Load& l, Errc code, const std::string& why, ModelId failed = kNoModel);
+  // Notes `cause` on these versions of model `name`, whose reload failed
+  // (the ModelTable's notes: a served version keeps serving, with the note).
+  void note_reload_failure(const std::string& name, const std::vector<std::int64_t>& versions,
+                           const std::string& cause);
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
                         std::string text);
   bool drain_batches();
   bool drain_outcomes();
+  bool publish_admission();
   void update_delays(TimePoint now);
   void fail_all_inflight(const std::string& why);
   void send_placement(const SubClusterManager::Placement& p);
@@ -406,6 +475,20 @@ class SchedulerNode::Impl final : public Transport::Handler {
     // A reload: the versions it replaces, and the names its new versions take then.
     std::vector<ModelId> replaces;
     std::vector<std::string> names;
+    // Every ModelLoad sent: the backend, its seq, the model id and the name
+    // the backend loads it under (the holders once it is served).
+    struct Asked {
+      std::uint32_t backend = 0;
+      std::uint64_t seq = 0;
+      ModelId id = kNoModel;
+      std::string name;
+    };
+    std::vector<Asked> asked;
+    // What the models served beside it can wait (cap_beside), and the
+    // tightest of them: sent with its ModelLoads, the backends refuse it
+    // once its runs show a batch of one longer than that.
+    Duration run_limit = Duration::infinite();
+    std::string tightest;
   };
   // Per model id: in the frontends' table (a reload's new versions are not
   // until they switch over, nor are the versions they replaced).
@@ -424,6 +507,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t backend = 0;
     std::uint64_t seq = 0;
     ModelId id = kNoModel;
+    std::string name;  // what the backend loads it under
   };
   std::vector<JoinLoad> join_loads_;
   // Asks a backend that just registered to load the models loaded while
@@ -446,14 +530,59 @@ class SchedulerNode::Impl final : public Transport::Handler {
   TimePoint next_poll_;
   std::map<std::string, std::string> poll_seen_;
   std::vector<Load> loads_;
+  // Caps the max batch of each version of `r` (model `name`, loaded while
+  // others serve) so that no first run of a size outlasts what the served
+  // models can wait (serve's rule); logs each cap. Refuses a version whose
+  // batch of one already runs longer, saying why. Sets the load's
+  // run_limit and tightest.
+  Status cap_beside(ClusterRepository& r, const std::string& name, Load& l);
+  // The ModelLoad backend `b` runs now (it takes them one at a time, in
+  // order: its earliest unanswered) when its load has already ended
+  // (failed); null when it runs a live one, or none.
+  const Load::Asked* stale_load_on(std::uint32_t b) const;
   // Repository models whose folder a load could not read, and why (listed
   // in the ModelTable as unserved under the repository's name).
   std::map<std::string, std::string> failed_reads_;
+  // Per repository model: the versions its last reload could not load, and
+  // why (the ModelTable's notes); cleared by its next load, reload or unload.
+  std::map<std::string, std::vector<wire::VersionNote>> notes_;
   std::uint64_t load_seq_ = 0;
   std::uint32_t model_capacity_ = 0;  // model ids the runtime, counters and sub-clusters have room for
   // Per model id: the backends (indexes) that loaded it while the cluster
   // served; nullopt for the models of the start (every backend has them).
   std::vector<std::optional<std::vector<std::uint32_t>>> loaded_on_;
+  // Per model id: a model of this scheduler's start that, since it took
+  // over, runs on the backends that hold it under its name (loaded_on_, from
+  // their registrations) rather than on every backend: the old primary may
+  // have loaded it while serving on some backends only, or freed it. A
+  // backend that registers holding it runs it; one without it is asked to
+  // load it. Cleared by a load or unload of the model here.
+  std::vector<bool> taken_over_;
+  // The live registered backends that hold model `id`: those it runs on
+  // (loaded_on_), or, for a model of the start, those that registered it.
+  std::vector<std::uint32_t> live_holders(ModelId id) const;
+  // A primary that took over: model `id` of its start, which the backend
+  // `lacking` registers without, runs on the backends that hold it from
+  // now on (taken_over_), or, held by none, is unloaded.
+  void serve_on_holders(ModelId id, const std::string& lacking);
+  // Per model id (sized to model_capacity_): the backends that hold its
+  // files, each with the name it loaded them under and the ModelLoad that
+  // loaded them (seq 0: at its start). Told to free them (ModelUnload) once
+  // the model is unloaded or replaced and none of its requests is left.
+  struct Holder {
+    std::uint32_t backend = 0;
+    std::string name;
+    std::uint64_t seq = 0;
+  };
+  std::vector<std::vector<Holder>> holders_;
+  // ModelLoads of loads that ended (failed) before their backend answered:
+  // one that answers ready is told to free what it loaded.
+  std::vector<Load::Asked> stale_loads_;
+  // Sends a ModelUnload to each live holder of `id` and forgets them.
+  void free_on_backends(ModelId id);
+  // Whether an unloaded model `id` can be loaded again from the repository
+  // (so its backends may free it): its folder and version are known.
+  bool reloadable(ModelId id) const { return !opts_.model_repository.empty() && !origin_[id].model.empty(); }
   mutable std::mutex models_mu_;  // models_ growth (progress thread) against report readers
   std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rt::Submitter>> submitters_;  // progress thread, one per runtime
@@ -464,7 +593,12 @@ class SchedulerNode::Impl final : public Transport::Handler {
   std::vector<std::uint32_t> slot_stash_;  // progress thread: slots taken in bulk
   std::unique_ptr<FrontendShared[]> fe_shared_;
   std::vector<FrontendInfo> frontends_;  // progress thread
-  std::vector<BackendInfo> backends_;    // progress thread
+  // publish_admission (progress thread): each model's test as last sent, the
+  // models whose test changed, and when it looks again.
+  std::vector<AdmissionHint> admission_sent_;
+  std::vector<ModelId> admission_changed_;
+  TimePoint next_admission_;
+  std::vector<BackendInfo> backends_;  // progress thread
   std::unordered_map<ConnId, Peer> peers_;
   InflightTable inflight_;  // progress thread
   moodycamel::ConcurrentQueue<OutBatch> outbox_;

@@ -17,6 +17,9 @@ nlohmann::json SchedulerNode::Impl::report() const {
   // Cancel messages: the ids frontends withdrew, and those still known here
   // (handed to the runtime: dropped as cancelled if still queued, else they ran).
   r["cancels"] = {{"received", n.cancels}, {"handed_to_runtime", n.cancels_handed}};
+  r["leases"] = {{"granted", n.leases_granted},
+                 {"refused", n.leases_refused},
+                 {"waited_ms", static_cast<double>(n.lease_wait_ns) / 1e6}};
   json drops = json::object();
   std::uint64_t dropped = 0;
   for (int i = 1; i < kNumDropReasons; ++i) {

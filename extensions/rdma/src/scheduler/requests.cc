@@ -215,27 +215,81 @@ void SchedulerNode::Impl::on_batch(const BatchEvent& e) {
 
 // A frontend asks for the statistics extension's numbers: every model's, as
 // counted here since start (all frontends' requests), answered at once.
+namespace {
+
+// Model m's statistics as counted so far.
+wire::ModelStats stats_of(const SchedulerCounters::Values::Model& x, ModelId m) {
+  wire::ModelStats w;
+  w.model = m;
+  w.ok = x.outcome(Outcome::kOk);
+  w.late = x.outcome(Outcome::kLate);
+  w.dropped = x.outcome(Outcome::kDropped);
+  w.errors = x.outcome(Outcome::kError);
+  w.success_ns = x.success.ns();
+  w.fail_ns = x.fail.ns();
+  w.queue_ns = x.queue.ns();
+  w.compute_ns = x.compute.ns();
+  w.last_end_ms = std::max<std::int64_t>(x.last_end_ms, 0);
+  for (const auto& b : x.batches) w.batches.push_back({b.size, b.count, b.exec.ns()});
+  return w;
+}
+
+// Adds `d` to `to` (sign -1: takes it away; `d` is then a part of `to`),
+// size by size; the later of the two last ends.
+void add_stats(wire::ModelStats& to, const wire::ModelStats& d, int sign) {
+  const auto add = [sign](auto& a, auto b) { a = sign > 0 ? a + b : a - b; };
+  add(to.ok, d.ok);
+  add(to.late, d.late);
+  add(to.dropped, d.dropped);
+  add(to.errors, d.errors);
+  add(to.success_ns, d.success_ns);
+  add(to.fail_ns, d.fail_ns);
+  add(to.queue_ns, d.queue_ns);
+  add(to.compute_ns, d.compute_ns);
+  if (sign > 0) to.last_end_ms = std::max(to.last_end_ms, d.last_end_ms);
+  std::map<std::uint32_t, wire::BatchSizeStats> sizes;
+  for (const wire::BatchSizeStats& b : to.batches) sizes[b.size] = b;
+  for (const wire::BatchSizeStats& b : d.batches) {
+    wire::BatchSizeStats& s = sizes[b.size];
+    s.size = b.size;
+    add(s.count, b.count);
+    add(s.exec_ns, b.exec_ns);
+  }
+  to.batches.clear();
+  for (const auto& [size, b] : sizes)
+    if (b.count != 0) to.batches.push_back(b);
+}
+
+}  // namespace
+
+void SchedulerNode::Impl::close_account(ModelId id) {
+  const SchedulerCounters::Values v = n_->values();
+  const wire::ModelStats now = stats_of(v.models[id], id);
+  wire::ModelStats since = now;
+  add_stats(since, stats_base_[id], -1);
+  add_stats(stats_closed_[account_of(id)], since, +1);
+  stats_base_[id] = now;
+}
+
 void SchedulerNode::Impl::on_stats_request(ConnId c, Peer&, std::span<const std::uint8_t> msg) {
   Result<wire::StatsRequest> q = wire::decode_stats_request(msg);
   if (!q.ok()) return refuse(c, q.status().message(), session::RefusalKind::kProtocol);
   const SchedulerCounters::Values v = n_->values();
+  // One entry per account: what its ids counted while they served it.
+  std::map<AccountKey, wire::ModelStats> accounts = stats_closed_;
+  for (ModelId m = 0; m < models_.size() && m < v.models.size(); ++m) {
+    wire::ModelStats since = stats_of(v.models[m], m);
+    add_stats(since, stats_base_[m], -1);
+    wire::ModelStats& a = accounts[account_of(m)];
+    add_stats(a, since, +1);
+    if (listed_[m] || a.model == 0) a.model = m;
+  }
   wire::Stats out;
   out.seq = q->seq;
-  for (std::uint32_t m = 0; m < v.models.size(); ++m) {
-    const SchedulerCounters::Values::Model& x = v.models[m];
-    wire::ModelStats w;
-    w.model = m;
-    w.ok = x.outcome(Outcome::kOk);
-    w.late = x.outcome(Outcome::kLate);
-    w.dropped = x.outcome(Outcome::kDropped);
-    w.errors = x.outcome(Outcome::kError);
-    w.success_ns = x.success.ns();
-    w.fail_ns = x.fail.ns();
-    w.queue_ns = x.queue.ns();
-    w.compute_ns = x.compute.ns();
-    w.last_end_ms = std::max<std::int64_t>(x.last_end_ms, 0);
-    for (const auto& b : x.batches) w.batches.push_back({b.size, b.count, b.exec.ns()});
-    out.models.push_back(std::move(w));
+  for (auto& [key, s] : accounts) {
+    s.name = key.first;
+    s.version = key.second;
+    out.models.push_back(std::move(s));
   }
   (void)transport_->send(c, wire::encode(out));
 }
@@ -282,9 +336,58 @@ bool SchedulerNode::Impl::drain_outcomes() {
   return any;
 }
 
+// Each model's admission test as its runtime published it (AdmissionHint),
+// to every live frontend when it changed, at most every kAdmissionEvery: a
+// frontend refuses with it at once what this scheduler would refuse a round
+// trip later (docs/cluster.md#admission-at-the-frontends). Times travel as
+// durations from now; `resp` adds that frontend's one-way delay, which the
+// scheduler takes off its requests' targets.
+bool SchedulerNode::Impl::publish_admission() {
+  if (!set_.frontend_admission) return false;
+  const TimePoint now = SteadyClock{}.now();
+  if (now < next_admission_) return false;
+  next_admission_ = now + kAdmissionEvery;
+  const auto nmodels = static_cast<ModelId>(models_.size());
+  admission_sent_.resize(nmodels);
+  admission_changed_.clear();
+  for (ModelId m = 0; m < nmodels; ++m) {
+    const AdmissionHint h =
+        unserved_[m].empty() ? runtimes_[subs_->route_of(m)]->admission_hint(m) : AdmissionHint{};
+    AdmissionHint& was = admission_sent_[m];
+    if (h.work == was.work && h.last_deadline == was.last_deadline && h.resp == was.resp &&
+        h.levels == was.levels && h.per_request == was.per_request)
+      continue;
+    was = h;
+    admission_changed_.push_back(m);
+  }
+  if (admission_changed_.empty()) return false;
+  for (const FrontendInfo& f : frontends_) {
+    if (!f.alive) continue;
+    wire::Admission msg;
+    msg.models.reserve(admission_changed_.size());
+    for (ModelId m : admission_changed_) {
+      const AdmissionHint& h = admission_sent_[m];
+      // The work as a request sent on arrival of this finds it: two one-way
+      // delays later, had nothing else come.
+      wire::AdmissionEntry e{m, std::max(h.levels, 1u), 0, 0, 0, 0};
+      if (const Duration work = h.work - f.one_way * 2; work > Duration::zero()) {
+        e.work_ns = work.ns();
+        e.per_request_ns = h.per_request.ns();
+        e.resp_ns = (h.resp + f.one_way).ns();
+        e.last_left_ns =
+            std::clamp((h.last_deadline - now).ns(), -wire::kMaxDurationNs, wire::kMaxDurationNs);
+      }
+      msg.models.push_back(e);
+    }
+    (void)transport_->send(f.conn, wire::encode(msg));
+  }
+  return true;
+}
+
 bool SchedulerNode::Impl::on_poll() {
   bool any = drain_batches();
   any |= drain_outcomes();
+  any |= publish_admission();
   return any;
 }
 

@@ -83,6 +83,8 @@ class SubClusterManager {
 
   // A new request of model m: the sub-cluster it goes to, counted until ended().
   std::uint32_t routed(ModelId m);
+  // The sub-cluster model m's new requests go to now (nothing counted).
+  std::uint32_t route_of(ModelId m) const { return static_cast<std::uint32_t>(route_[m]); }
   // A request that routed() counted ended (any thread); bad: not ok.
   void ended(std::uint32_t j, ModelId m, bool bad);
   // Requests of model `m` routed to sub-cluster `j` that have not ended (any thread).

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,10 +28,19 @@
 
 #include "symphony/runtime/executor.hpp"
 #include "symphony/status.hpp"
+#include "symphony/time.hpp"
 
 namespace symphony::cluster {
 
 struct ClusterRepositoryModel;  // cluster_repository.hpp
+
+// What the models the cluster serves can wait while a load's run holds a
+// device (wire::ModelLoad's run limit; infinite: none is served), and the
+// one that can wait least (BackendDevices::add_model).
+struct LoadRunLimit {
+  Duration limit = Duration::infinite();
+  std::string tightest;
+};
 
 class BackendDevices {
  public:
@@ -72,17 +82,56 @@ class BackendDevices {
     (void)device;
     (void)model;
   }
+  // Runs `run`, one of a load's own runs on `device` (its load check, a
+  // warm-up batch) expected to take about `expected` (infinite: not known),
+  // once the scheduler holds the device for it in a gap of its schedule
+  // (wire::LeaseRequest), or returns why not.
+  using LeasedRun =
+      std::function<Status(std::size_t device, Duration expected, const std::function<void()>& run)>;
   // A load while the cluster serves (wire::ModelLoad,
   // docs/cluster.md#model-control): loads version `m` of a repository model
   // on the devices its instance_group allows and warms it up at batches 1
-  // to `max_batch` as at start, then runs its batches. Blocks: called on a
-  // thread of its own while the devices serve. A model of that name loaded
-  // already: ok at once. The default (emulated devices, which run any
-  // model) loads nothing.
-  virtual Status add_model(const ClusterRepositoryModel& m, std::uint32_t max_batch) {
+  // to `max_batch` as at start, each of its runs through `leased` (empty:
+  // at once), then runs its batches. Fails once its leased runs show a
+  // batch of one longer than `limit` (server::LoadRuns::batch_of_one: its
+  // first run not counted). Blocks: called on a thread of its own while the
+  // devices serve. A model of that name loaded already: ok at once. The
+  // default (emulated devices, which run any model) loads nothing.
+  virtual Status add_model(const ClusterRepositoryModel& m, std::uint32_t max_batch,
+                           const LeasedRun& leased = {}, const LoadRunLimit& limit = {}) {
+    (void)m;
+    (void)max_batch;
+    (void)leased;
+    (void)limit;
+    return {};
+  }
+  // The models held whose copy is of version `m` as its files are now: the
+  // same model file, unchanged since it was read (size and modification
+  // time), the same tensors and devices, warmed up to at least `max_batch`
+  // (0: m's). A load of `m` may take one of them (rename_model) rather than
+  // load a second copy. The default (emulated devices) holds none.
+  virtual std::vector<std::string> copies_of(const ClusterRepositoryModel& m, std::uint32_t max_batch) const {
     (void)m;
     (void)max_batch;
     return {};
+  }
+  // Holds model `from` under the name `to` from now on (a batch of `from`
+  // still running keeps its copy). Returns false, changing nothing, when
+  // there is no `from` or `to` is held already. Called on the thread that
+  // calls add_model, or while it waits.
+  virtual bool rename_model(const std::string& from, const std::string& to) {
+    (void)from;
+    (void)to;
+    return false;
+  }
+  // Frees model `name` (loaded at start or by add_model): its replicas on
+  // every device go; a batch of it still running keeps its replica until
+  // its outputs are taken. Returns whether there was such a model. Called
+  // on the thread that calls add_model. The default (emulated devices)
+  // holds nothing.
+  virtual bool remove_model(const std::string& name) {
+    (void)name;
+    return false;
   }
   // Stops the devices; no executor reports after it returns.
   virtual void stop() {}

@@ -13,7 +13,8 @@
 //    request with the FNV-1a hash of its input (8 bytes, zero-padded);
 //  - a ModelLoad (a model loaded while the cluster serves) reads the model's
 //    folder from the repository, loads and warms it up on a thread of its
-//    own while batches run, and answers ModelLoadDone (ready, or why not);
+//    own while batches run, and answers ModelLoadDone (ready, or why not); a
+//    ModelUnload frees a model on that thread, in the order both came;
 //  - malformed messages and requests naming unknown frontends, devices or
 //    addresses outside a pool are refused with a logged reason.
 #pragma once

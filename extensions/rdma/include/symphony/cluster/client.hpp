@@ -13,8 +13,10 @@
 //    the first outcome wins, later ones are counted and ignored;
 //  - every accepted request gets exactly one callback, also when the
 //    scheduler is lost, when it is cancelled or when no outcome comes;
-//  - infer/infer_async/cancel are thread-safe and never block on the network
-//    (infer copies the input into the registered pool, once); callbacks run
+//  - infer/infer_async/reserve_input/cancel are thread-safe and never block
+//    on the network (infer copies the input into the registered pool, once;
+//    reserve_input hands out a slot of it to decode the input into, which
+//    infer_async then submits without a copy); callbacks run
 //    on the client's network thread, so they must be quick and must neither
 //    wait on a future of this client nor call close().
 //
@@ -107,14 +109,23 @@ struct ClientStats {
   std::uint64_t resubmitted = 0;  // requests submitted again to a new primary
   std::uint64_t welcomes = 0;     // connections accepted by a scheduler
   std::uint64_t cancels = 0;      // cancellations sent to the scheduler (requests still pending when asked)
+  // Of the dropped (overload), those this client refused itself with the
+  // scheduler's admission tests (docs/cluster.md#admission-at-the-frontends).
+  std::uint64_t admission_refused = 0;
+  // Input slots reserved (reserve_input) and neither submitted nor returned yet.
+  std::uint64_t reserved = 0;
   bool connected = false;
 };
 
 // One model's numbers as the scheduler has counted them since it started,
 // over every frontend's requests (Client::statistics; what the protocol
 // frontend's statistics extension reports: docs/cluster.md#statistics).
+// One account of the scheduler's statistics: a repository model's version
+// since the scheduler started (summed across reloads, unloads and loads), or
+// a model of cluster.yaml.
 struct SchedulerModelStats {
-  std::string model;  // the cluster's name ("linear", "linear/1")
+  std::string model;          // the repository's model ("linear"), or cluster.yaml's model
+  std::int64_t version = -1;  // the repository's version; -1: a model of cluster.yaml
   std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;
   Duration success;  // ok and late requests: from their arrival at the scheduler to the reply, summed
   Duration fail;     // dropped and errors: from their arrival to the drop or the error, summed
@@ -128,6 +139,16 @@ struct SchedulerModelStats {
   };
   std::vector<Batches> batches;  // the sizes that ran, ascending
 };
+
+// A version of a repository model whose last reload failed, and why, as
+// the scheduler's last table said (the repository index lists it so).
+struct VersionNote {
+  std::string model;  // the repository's ("linear")
+  std::int64_t version = 0;
+  std::string reason;
+};
+
+class InputSlot;  // below
 
 class Client {
  public:
@@ -161,6 +182,19 @@ class Client {
   // pool one after the other (no intermediate buffer).
   Status infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
                      std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
+  // A slot of `bytes` bytes of the registered pool for a request of
+  // `model`, to write its input into before submitting it with the overload
+  // below (no copy). Fails at once, with nothing reserved: for an unknown
+  // model or when not connected yet (as infer), an input over
+  // max_input_bytes or empty (kInvalidArgument, as infer), and when every
+  // slot is in use (kCapacityExceeded; counted as infer counts it: sent,
+  // and dropped with reason queue_full).
+  Result<InputSlot> reserve_input(std::string_view model, std::size_t bytes);
+  // Submits the request whose input `input` holds (all its bytes), for the
+  // model it was reserved for; otherwise as infer_async above. The slot is
+  // taken whatever happens: refused, it returns to the pool.
+  Status infer_async(InputSlot input, std::optional<Duration> slo, Callback done,
+                     std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
   // The caller of request `ticket` went away: asks the scheduler to withdraw
   // it (see Cancellation above). Any thread; never blocks; an unknown or
   // ended ticket is ignored, and so is a cancel while disconnected (pending
@@ -176,6 +210,9 @@ class Client {
   std::string unserved_reason(std::string_view model) const;
   // The models the scheduler's last table named as not served now (any thread).
   std::vector<std::string> unserved_models() const;
+  // The versions whose last reload failed, as the scheduler's last table
+  // said (any thread).
+  std::vector<VersionNote> version_notes() const;
   // Counts the model tables this client was given (a Welcome, a ModelTable):
   // a reader of models() that saw this count has nothing new until it changes.
   std::uint64_t table_generation() const;
@@ -207,6 +244,42 @@ class Client {
  private:
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A slot of the client's registered input pool, reserved for one request's
+// input before it is parsed (Client::reserve_input): the caller writes the
+// input into bytes() (e.g. decodes a request's tensors straight into it) and
+// submits it with Client::infer_async, which takes the slot without a copy.
+//
+// Guarantees:
+//  - the slot returns to the pool exactly once: when it is submitted (its
+//    request's outcome returns it) or, never submitted, when this object is
+//    destroyed; a moved-from InputSlot holds nothing;
+//  - one owner: an InputSlot is not shared between threads, but may be
+//    destroyed on any thread (thread-safe as the client's other calls);
+//  - REQUIRES: the client outlives every InputSlot it handed out.
+class InputSlot {
+ public:
+  InputSlot() = default;
+  InputSlot(InputSlot&& o) noexcept { *this = std::move(o); }
+  InputSlot& operator=(InputSlot&& o) noexcept;
+  InputSlot(const InputSlot&) = delete;
+  InputSlot& operator=(const InputSlot&) = delete;
+  ~InputSlot() { reset(); }
+
+  // The reserved bytes in the registered pool (empty when it holds nothing).
+  std::span<std::uint8_t> bytes() const noexcept { return {data_, size_}; }
+  explicit operator bool() const noexcept { return owner_ != nullptr; }
+  // Returns the slot to the pool now, unsubmitted (nothing when empty).
+  void reset() noexcept;
+
+ private:
+  friend class Client::Impl;
+  Client::Impl* owner_ = nullptr;  // null: empty
+  std::uint32_t index_ = 0;        // the slot
+  std::uint8_t* data_ = nullptr;
+  std::uint32_t size_ = 0;
+  std::string model_;  // the model it was reserved for
 };
 
 }  // namespace symphony::cluster

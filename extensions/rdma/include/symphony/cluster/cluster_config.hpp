@@ -81,6 +81,9 @@ struct ClusterSettings {
   // the backends report (BatchDone::exec_ns); `recalibrate: false` plans with
   // the config's profiles throughout.
   bool recalibrate = true;
+  // The scheduler sends its frontends its models' admission tests, so that
+  // they refuse at once what it would refuse (docs/cluster.md#admission-at-the-frontends).
+  bool frontend_admission = true;
   double delay_percentile = 0.99;
   std::uint32_t delay_window = 2000;
   Duration delay_update = Duration::milliseconds(500);

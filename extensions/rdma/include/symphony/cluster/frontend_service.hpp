@@ -3,8 +3,11 @@
 // not write (curl, grpcio, Triton's clients) reach the cluster. Models and tensors come from
 // cluster.yaml or a model repository (cluster_config.hpp; a repository's versions, each a model of the
 // cluster, are one protocol model with those versions); a model without declared inputs is opaque
-// (one BYTES element); a tensor whose dims have a -1 travels with its shape (shaped_bytes.hpp); inputs
-// are copied once, straight from the parsed request into the client's registered pool
+// (one BYTES element); a tensor whose dims have a -1 travels with its shape (shaped_bytes.hpp). A
+// request's inputs are written once into the client's registered pool: the transports decode
+// the tensors of a one-sample request for a model of declared fixed-dims inputs straight into a slot
+// of it (input_landing(): Client::reserve_input), which is submitted as it is; any other request
+// is copied once from the parsed request into the pool
 // (docs/cluster.md#the-protocol-frontend-symphony-frontend).
 //
 // Guarantees: each request ends with exactly one Reply, from the client's outcome: ok and late with
@@ -98,6 +101,14 @@ class ClusterService final : public front::InferenceService {
   std::shared_ptr<const front::ModelMetadata> find_version(std::string_view name,
                                                            std::string_view version) const override;
   std::uint64_t submit(front::InferRequest&& request, Duration budget, Done done) override;
+  // A slot of the client's pool for a request of `model` at `version`,
+  // reserved when the transport takes its first input, where each declared
+  // input lands at its place (the model's order, one after the other); null
+  // for a model whose inputs are opaque, BYTES or of dims with a -1 (such
+  // requests are copied into the pool at submit). A request of k > 1 samples
+  // or whose inputs did not all land in the slot is copied too.
+  std::shared_ptr<front::InputLanding> input_landing(std::string_view model,
+                                                     std::string_view version) const override;
   void cancel(std::uint64_t ticket) override;
 
   // The statistics extension, from the scheduler's counts (every frontend's
@@ -126,6 +137,18 @@ class ClusterService final : public front::InferenceService {
   std::vector<ServedModelStats> stats() const;
   // cancel() calls with a live ticket (callers that went away while their request was pending).
   std::uint64_t cancels() const { return cancels_.load(std::memory_order_relaxed); }
+  // How requests' inputs reached the client's pool: submitted in the slot
+  // they were decoded into (no copy here), or copied there at submit (a
+  // request of k samples counts k).
+  struct InputCounts {
+    std::uint64_t in_place = 0;
+    std::uint64_t copied = 0;
+    std::uint64_t bytes_copied = 0;
+  };
+  InputCounts input_counts() const {
+    return {in_place_.load(std::memory_order_relaxed), copied_.load(std::memory_order_relaxed),
+            bytes_copied_.load(std::memory_order_relaxed)};
+  }
 
  private:
   struct Model {
@@ -157,6 +180,7 @@ class ClusterService final : public front::InferenceService {
   front::Reply reply_for(const Model& m, InferResult&& r, Duration budget, bool batched);
   front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);
+  void count_copy(std::span<const std::span<const std::uint8_t>> parts);  // input_counts()
   std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
                                Duration budget, std::uint32_t priority, Done done);
   void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
@@ -184,6 +208,7 @@ class ClusterService final : public front::InferenceService {
   mutable std::unordered_map<std::string, std::uint32_t> learned_ids_;
   mutable std::vector<std::unique_ptr<Model>> replaced_;  // models a reload replaced (cat_mu_)
   std::atomic<std::uint64_t> cancels_{0};
+  std::atomic<std::uint64_t> in_place_{0}, copied_{0}, bytes_copied_{0};  // input_counts()
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
   std::mutex samples_mu_;  // after a Samples' own mutex
   std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> samples_;

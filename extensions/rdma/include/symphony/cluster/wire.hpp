@@ -43,8 +43,18 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // scheduler to unload or load a repository model) and ModelTable (the
 // scheduler's models now, and why the others are not served). Version 9
 // adds ModelLoad and ModelLoadDone (the scheduler asks a backend to load a
-// model of the repository while it serves, and its answer).
-inline constexpr std::uint16_t kVersion = 9;
+// model of the repository while it serves, and its answer). Version 10
+// adds ModelTable's notes (why a reload failed, per version). Version 11
+// adds ModelUnload (the scheduler tells a backend to free a model). Version
+// 12 names each Stats entry's account (a repository version, or a model of
+// cluster.yaml): its numbers are every model id's that served it. Version
+// 13 adds leases: LeaseRequest, LeaseGrant and LeaseEnd (a backend's load
+// runs on a device that serves in a gap of its schedule). Version 14 adds
+// Admission (the scheduler's admission tests, for its frontends to refuse
+// what it would refuse). Version 15 gives ModelLoad a run limit and the
+// served model it is for (the backend refuses a load whose batch of one
+// outlasts it).
+inline constexpr std::uint16_t kVersion = 15;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -56,6 +66,9 @@ inline constexpr std::uint32_t kMaxModels = 4096;
 inline constexpr std::uint32_t kMaxDevices = 1024;
 inline constexpr std::uint32_t kMaxEntries = 1u << 16;  // requests in one Submit, Batch, Outputs or Outcomes
 inline constexpr std::uint32_t kMaxSizeClasses = 32;    // a profile's size classes (batch sizes by octave)
+// The longest duration a message may carry (timings, budgets, admission's
+// times), an hour; decoders refuse longer ones.
+inline constexpr std::int64_t kMaxDurationNs = std::int64_t{3600} * 1000000000;
 
 enum class Kind : std::uint16_t {
   kHello = 1,              // any -> acceptor: who I am, the cluster token
@@ -85,8 +98,13 @@ enum class Kind : std::uint16_t {
   kModelTable = 25,        // scheduler -> frontends: the models served now, and why not the others
   kModelLoad = 26,         // scheduler -> backend: load this version of a repository model, warm it up
   kModelLoadDone = 27,     // backend -> scheduler: it is loaded and warm (or why not)
+  kModelUnload = 28,       // scheduler -> backend: free this model (no batch of it comes again)
+  kLeaseRequest = 29,      // backend -> scheduler: hold my device for a load's run, in a gap of its schedule
+  kLeaseGrant = 30,        // scheduler -> backend: the device is held for that run now (or why not)
+  kLeaseEnd = 31,          // backend -> scheduler: that run ended; the device serves again
+  kAdmission = 32,         // scheduler -> frontends: its models' admission tests as they stand
 };
-inline constexpr std::uint16_t kMaxKind = 27;
+inline constexpr std::uint16_t kMaxKind = 32;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -269,10 +287,14 @@ struct BatchSizeStats {
   std::int64_t exec_ns = 0;
 };
 
-// One model's numbers: its requests by outcome, and the sums of the
-// statistics extension (ok and late requests are the successful ones).
+// One account's numbers: its requests by outcome, and the sums of the
+// statistics extension (ok and late requests are the successful ones). An
+// account is a repository model's version (`name`, `version`), or a model
+// of cluster.yaml (`name`, version -1), since the scheduler started: the
+// sum over every model id that served it (a reload, an unload and a load
+// give it others).
 struct ModelStats {
-  std::uint32_t model = 0;  // the Welcome's model id
+  std::uint32_t model = 0;  // the model id that served it last
   std::uint64_t ok = 0, late = 0, dropped = 0, errors = 0;
   std::int64_t success_ns = 0;  // successful requests: arrival at the scheduler to the reply, summed
   std::int64_t fail_ns = 0;     // the others: arrival to the drop or the error, summed
@@ -281,6 +303,8 @@ struct ModelStats {
   std::int64_t last_end_ms =
       0;  // the scheduler's wall clock when its last request ended (ms since the epoch; 0: none)
   std::vector<BatchSizeStats> batches;  // the sizes that ran
+  std::string name;                     // the repository's model ("linear"), or cluster.yaml's
+  std::int64_t version = -1;            // the repository's version; -1: a model of cluster.yaml
 };
 
 struct Stats {
@@ -312,12 +336,22 @@ struct UnservedModel {
   std::string reason;  // "unloaded", ...
 };
 
+// A version of a repository model whose last reload failed, and why: the
+// frontends' index gives the version the reason (a served version stays
+// READY with it; one not served is UNAVAILABLE).
+struct VersionNote {
+  std::string model;  // the repository's ("linear")
+  std::int64_t version = 0;
+  std::string reason;
+};
+
 // The scheduler's models now: what a Welcome lists, less the unserved ones,
 // and those with their reasons. Sent to every frontend when it changes, and
-// to a frontend just after its Welcome while any model is unserved.
+// to a frontend just after its Welcome while any model is unserved or noted.
 struct ModelTable {
   std::vector<ModelEntry> models;
   std::vector<UnservedModel> unserved;
+  std::vector<VersionNote> notes;
 };
 
 // A load while the cluster serves (docs/cluster.md#model-control): the
@@ -325,6 +359,8 @@ struct ModelTable {
 // read one version from its own copy of the repository, load it and warm it
 // up as at start; the backend answers once it is ready to run its batches
 // (or why it cannot). `model` is the id the model's batches will carry.
+// Loaded beside served models, it carries what they can wait: the backend
+// refuses the load once its runs show a batch of one longer than that.
 struct ModelLoad {
   std::uint64_t seq = 0;         // echoed in the ModelLoadDone
   std::uint32_t model = 0;       // its id in the scheduler's table (the Welcome's, extended)
@@ -332,6 +368,10 @@ struct ModelLoad {
   std::int64_t version = 0;      // the repository's version folder
   std::string name;              // the cluster's name ("linear", "linear/1")
   std::string repository_model;  // the repository's folder ("linear")
+  // Half of the least slack (SLO less a batch of one) of the models served
+  // beside it (-1: none served, no limit), and the model whose slack it is.
+  std::int64_t run_limit_ns = -1;
+  std::string tightest;
 };
 
 struct ModelLoadDone {
@@ -339,6 +379,67 @@ struct ModelLoadDone {
   std::uint32_t model = 0;
   BatchStatus status = BatchStatus::kOk;
   std::string error;  // status == kError: why it cannot
+};
+
+// The scheduler tells a backend to free a model it loaded (unloaded, or
+// replaced by a reload, once none of its requests is left; or loaded for a
+// load that failed elsewhere): its replicas go, and no batch of it comes
+// again. Unanswered. The backend frees it only when that name was last
+// loaded by ModelLoad `seq` (0: at the backend's start), so an unload never
+// takes a model that a later load of the same name loaded again.
+struct ModelUnload {
+  std::uint64_t seq = 0;    // the ModelLoad that loaded it (0: loaded at the backend's start)
+  std::uint32_t model = 0;  // its id (for the log; the id may be reused after)
+  std::string name;         // the name the backend loaded it under (the ModelLoad's, or its start's)
+};
+
+// A load's own run (its load check or a warm-up batch) on a device that
+// serves (docs/cluster.md#a-load-in-gaps-of-the-schedule): the backend asks
+// the scheduler to hold one of its devices for about `length_ns` (-1: not
+// known) in a gap of the device's schedule, waiting at most `max_wait_ns`;
+// the scheduler answers once the device is held and no batch runs there
+// (LeaseGrant, or why not: no gap in time), the backend runs, and its
+// LeaseEnd frees the device. One lease at a time per scheduler.
+struct LeaseRequest {
+  std::uint64_t seq = 0;     // echoed in the LeaseGrant and the LeaseEnd
+  std::uint32_t device = 0;  // the backend's device index (its Register's order)
+  std::int64_t length_ns = -1;
+  std::int64_t max_wait_ns = 0;
+};
+
+struct LeaseGrant {
+  std::uint64_t seq = 0;  // the LeaseRequest's
+  BatchStatus status = BatchStatus::kOk;
+  std::string error;  // status == kError: why not
+};
+
+struct LeaseEnd {
+  std::uint64_t seq = 0;    // the LeaseRequest's
+  std::int64_t ran_ns = 0;  // how long the run took
+};
+
+// A model's admission test (symphony::AdmissionHint) as the scheduler sent
+// it to one frontend, in durations from the send (no clock is compared
+// between hosts): a request of the model's lowest level that would reach
+// the scheduler due before its last queued one is admitted; else it is
+// refused (overload) when `work_ns` cannot end within the time it has left
+// less `resp_ns` (the scheduler's d_resp and that frontend's one-way delay).
+// `work_ns` is the queue's as a request sent on receipt would find it (two
+// one-way delays later, had nothing else come); 0: nothing is refused. Each
+// request the frontend sends after adds `per_request_ns` to it.
+struct AdmissionEntry {
+  std::uint32_t model = 0;
+  std::uint32_t levels = 1;         // the model's priority levels
+  std::int64_t work_ns = 0;         // to serve the queued requests and one more
+  std::int64_t per_request_ns = 0;  // what each request queued after them adds to the work
+  std::int64_t resp_ns = 0;         // the test ends work this long before the request's target
+  std::int64_t last_left_ns = 0;    // the last queued request's target, from the send
+};
+
+// The models whose admission test changed since the last Admission to this
+// frontend (docs/cluster.md#admission-at-the-frontends).
+struct Admission {
+  std::vector<AdmissionEntry> models;
 };
 
 struct PlacementDone {
@@ -476,6 +577,11 @@ std::vector<std::uint8_t> encode(const ModelControlDone& m);
 std::vector<std::uint8_t> encode(const ModelTable& m);
 std::vector<std::uint8_t> encode(const ModelLoad& m);
 std::vector<std::uint8_t> encode(const ModelLoadDone& m);
+std::vector<std::uint8_t> encode(const ModelUnload& m);
+std::vector<std::uint8_t> encode(const LeaseRequest& m);
+std::vector<std::uint8_t> encode(const LeaseGrant& m);
+std::vector<std::uint8_t> encode(const LeaseEnd& m);
+std::vector<std::uint8_t> encode(const Admission& m);
 
 // Builds a Submit: add() entries, then finish().
 class SubmitBuilder {
@@ -565,6 +671,11 @@ Result<ModelControlDone> decode_model_control_done(std::span<const std::uint8_t>
 Result<ModelTable> decode_model_table(std::span<const std::uint8_t> msg);
 Result<ModelLoad> decode_model_load(std::span<const std::uint8_t> msg);
 Result<ModelLoadDone> decode_model_load_done(std::span<const std::uint8_t> msg);
+Result<ModelUnload> decode_model_unload(std::span<const std::uint8_t> msg);
+Result<LeaseRequest> decode_lease_request(std::span<const std::uint8_t> msg);
+Result<LeaseGrant> decode_lease_grant(std::span<const std::uint8_t> msg);
+Result<LeaseEnd> decode_lease_end(std::span<const std::uint8_t> msg);
+Result<Admission> decode_admission(std::span<const std::uint8_t> msg);
 Result<SubmitView> decode_submit(std::span<const std::uint8_t> msg);
 Result<BatchView> decode_batch(std::span<const std::uint8_t> msg);
 Result<OutputsView> decode_outputs(std::span<const std::uint8_t> msg);

@@ -1,0 +1,161 @@
+// The scheduler's leases (docs/cluster.md#a-load-in-gaps-of-the-schedule):
+// a backend that loads a model while it serves asks, before each of the
+// load's own runs (its load check, each warm-up batch), that the scheduler
+// hold the device for it in a gap of the device's schedule, as serve's
+// loads do (Runtime::lease_gpu, docs/architecture.md#leases). The lease
+// desk, a thread of its own because a lease blocks until the rank grants it,
+// takes the requests one at a time (the runtime leases one GPU at a time):
+// it asks the runtime for the GPU for the run's expected length plus the
+// network's round trip (the grant travels to the backend, the end back),
+// never forced; grants it (LeaseGrant) once held, or refuses it when no gap
+// came within the backend's wait; and ends the lease when the backend's
+// LeaseEnd arrives (or the backend is lost, or the run overstays). A load
+// that has failed gets no more leases (the backend judges its runs against
+// what the served models can wait: ModelLoad's run limit).
+#include "scheduler/node_impl.hpp"
+
+namespace symphony::cluster {
+namespace {
+
+// A leased run that has not ended after this long ends its lease anyway
+// (the backend's own warm-up gives a run a minute).
+constexpr Duration kLeaseRunLimit = Duration::seconds(70);
+
+}  // namespace
+
+void SchedulerNode::Impl::on_lease_request(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::LeaseRequest> q = wire::decode_lease_request(msg);
+  if (!q.ok()) return refuse(c, q.status().message(), session::RefusalKind::kProtocol);
+  const BackendInfo& b = backends_[p.index];
+  const auto answer = [&](const std::string& why) {
+    (void)transport_->send(c, wire::encode(wire::LeaseGrant{q->seq, wire::BatchStatus::kError, why}));
+  };
+  if (q->device >= b.gpus.size())
+    return answer("device " + std::to_string(q->device) + " is not one of the " +
+                  std::to_string(b.gpus.size()) + " it registered");
+  if (const Load::Asked* stale = stale_load_on(p.index)) {
+    n_->leases_refused.fetch_add(1, std::memory_order_relaxed);
+    return answer("the load of model '" + stale->name + "' it runs for has already failed");
+  }
+  // The grant reaches the backend d_ctrl later and its end comes back
+  // d_resp after the run: the device is held for all of it.
+  const Delays d = delays_->learned().delays;
+  LeaseAsk a;
+  a.backend = b.shared;
+  a.conn = c;
+  a.seq = q->seq;
+  a.runtime = b.subs[q->device];
+  a.gpu = b.gpus[q->device];
+  a.length = q->length_ns < 0 ? Duration::infinite() : Duration::nanoseconds(q->length_ns) + d.ctrl + d.resp;
+  a.max_wait = Duration::nanoseconds(q->max_wait_ns);
+  a.what = b.devices[q->device];
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    lease_asks_.push_back(std::move(a));
+    if (!lease_thread_.joinable()) lease_thread_ = std::thread([this] { lease_desk(); });
+  }
+  lease_cv_.notify_all();
+}
+
+void SchedulerNode::Impl::on_lease_end(Peer& p, std::span<const std::uint8_t> msg) {
+  Result<wire::LeaseEnd> e = wire::decode_lease_end(msg);
+  if (!e.ok()) return log(p.name + ": a malformed LeaseEnd (ignored): " + e.status().message());
+  const std::shared_ptr<BackendShared>& b = backends_[p.index].shared;
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    if (lease_held_ && lease_held_->backend == b && lease_held_->seq == e->seq) {
+      lease_held_->ended = true;
+    } else if (lease_asking_ && lease_asking_->backend == b && lease_asking_->seq == e->seq) {
+      lease_asking_->ended = true;  // the backend gave up waiting: the desk withdraws it
+    } else {
+      std::erase_if(lease_asks_, [&](const LeaseAsk& a) { return a.backend == b && a.seq == e->seq; });
+    }
+  }
+  lease_cv_.notify_all();
+}
+
+void SchedulerNode::Impl::lease_desk() {
+  std::unique_lock<std::mutex> lock(lease_mu_);
+  for (;;) {
+    lease_cv_.wait(lock, [&] { return lease_stop_ || !lease_asks_.empty(); });
+    if (lease_stop_) return;
+    LeaseAsk a = std::move(lease_asks_.front());
+    lease_asks_.pop_front();
+    if (!a.backend->alive.load()) continue;
+    lease_asking_ = LeaseHeld{a.backend, a.seq, false};
+    lock.unlock();
+    Rt& rt = *runtimes_[a.runtime];
+    const TimePoint asked = SteadyClock{}.now();
+    auto granted = std::async(std::launch::async, [&rt, &a] {
+      return rt.lease_gpu(a.gpu, a.length, Duration::infinite());  // never forced
+    });
+    // Waits for the grant, at most the backend's wait (or until stopping).
+    bool in_time = false, gave_up = false;
+    while (!(in_time = granted.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready)) {
+      {
+        std::lock_guard<std::mutex> asking(lease_mu_);
+        gave_up = lease_asking_->ended;
+      }
+      if (gave_up || SteadyClock{}.now() - asked >= a.max_wait || lease_stop_.load() ||
+          !a.backend->alive.load())
+        break;
+    }
+    if (!in_time) rt.end_lease(SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
+    const Result<TimePoint> got = granted.get();
+    {
+      std::lock_guard<std::mutex> asking(lease_mu_);
+      gave_up |= lease_asking_->ended;
+      lease_asking_.reset();
+    }
+    if (gave_up) {  // its LeaseEnd came first (the backend stopped waiting): nothing runs
+      if (in_time && got.ok()) rt.end_lease(SteadyClock{}.now());
+      lock.lock();
+      continue;
+    }
+    const auto send = [this, &a](wire::LeaseGrant g) {
+      transport_->post([this, conn = a.conn, backend = a.backend, g = std::move(g)] {
+        if (backend->alive.load()) (void)transport_->send(conn, wire::encode(g));
+      });
+    };
+    if (!in_time || !got.ok()) {
+      n_->leases_refused.fetch_add(1, std::memory_order_relaxed);
+      send({a.seq, wire::BatchStatus::kError,
+            !in_time
+                ? "found no gap of " +
+                      (a.length.is_infinite() ? std::string("any length")
+                                              : std::to_string(a.length.ns() / 1000000) + " ms") +
+                      " in the schedule of " + a.what + " within " +
+                      std::to_string(a.max_wait.ns() / 1000000) +
+                      " ms: the models it serves keep it busy, and a load does not take a device from them"
+                : got.status().message()});
+      lock.lock();
+      continue;
+    }
+    n_->leases_granted.fetch_add(1, std::memory_order_relaxed);
+    n_->lease_wait_ns.fetch_add((SteadyClock{}.now() - asked).ns(), std::memory_order_relaxed);
+    lock.lock();
+    lease_held_ = LeaseHeld{a.backend, a.seq, false};
+    lock.unlock();
+    send({a.seq, wire::BatchStatus::kOk, {}});
+    lock.lock();
+    // Held until its LeaseEnd (or its backend is lost, or the run overstays).
+    const TimePoint until = SteadyClock{}.now() + kLeaseRunLimit;
+    while (!lease_held_->ended && !lease_stop_ && a.backend->alive.load() && SteadyClock{}.now() < until)
+      lease_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    lease_held_.reset();
+    lock.unlock();
+    rt.end_lease(SteadyClock{}.now());
+    lock.lock();
+  }
+}
+
+void SchedulerNode::Impl::stop_lease_desk() {
+  {
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    lease_stop_ = true;
+  }
+  lease_cv_.notify_all();
+  if (lease_thread_.joinable()) lease_thread_.join();
+}
+
+}  // namespace symphony::cluster

@@ -1,0 +1,68 @@
+# Shared by the demos that load and unload models while they serve (demo.sh:
+# serve; cluster-demo.sh: the cluster); sourced, never run. The functions use
+# the caller's $http (HOST:PORT of the protocol front to ask), $work (a
+# scratch folder) and metrics_urls (the Prometheus endpoints whose
+# symphony_requests_total count the requests: serve's, or every frontend's).
+
+# POST to the protocol's repository extension; prints the answer's body.
+repository() { curl -sS --max-time 600 -X POST -H 'Content-Type: application/json' "http://$http/v2/repository$1"; }
+
+# Prints the repository index (POST /v2/repository/index) as a table, under a heading.
+print_index() {
+  printf '\nrepository index, %s:\n' "$1" >&2
+  repository /index | /usr/bin/python3 -c '
+import json, sys
+for m in json.load(sys.stdin):
+    print("  %-20s %-3s %-12s %s" % (m["name"], m.get("version", ""), m.get("state", ""), m.get("reason", "")))
+' >&2 || echo "  (the index could not be read)" >&2
+}
+
+# Loads or unloads $2 ($1: load or unload); prints how long it took, or the error.
+control() {
+  local t0 body
+  t0=$(date +%s%N)
+  if body=$(repository "/models/$2/$1" 2>&1) && [[ "$body" != *'"error"'* ]]; then
+    printf '%s of %s: %d ms\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000)) >&2
+  else
+    printf 'error: %s of %s failed: %s\n' "$1" "$2" "$body" >&2
+    return 1
+  fi
+}
+
+# Saves the request counts by model and outcome (every endpoint of
+# metrics_urls, summed when read) as $work/counts.$1.
+counts() {
+  : >"$work/counts.$1"
+  local u
+  for u in "${metrics_urls[@]}"; do curl -sS --max-time 5 "$u" >>"$work/counts.$1" 2>/dev/null || true; done
+}
+
+# Prints the bad rate (late, dropped, errors over all ended) of the models
+# other than those left out between each pair of saved counts, and writes
+# them to $work/bad_rates.json: $1 who they are ("the three others (serve's
+# counts)"), $2 the models left out (comma-separated), $3 the phases' names
+# (comma-separated), the rest the counts' names in order.
+print_bad_rates() {
+  /usr/bin/python3 - "$work" "$@" <<'PY' >&2 || echo "(the bad rates could not be read)" >&2
+import json, re, sys
+work, who, left_out, names, points = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(","), sys.argv[5:]
+def read(point):
+    out = {}
+    for line in open("%s/counts.%s" % (work, point)):
+        m = re.match(r'symphony_requests_total\{([^}]*)\} (\S+)', line)
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1))) if m else {}
+        if "outcome" in labels and labels.get("model") not in left_out:
+            out[labels["outcome"]] = out.get(labels["outcome"], 0) + float(m.group(2))
+    return out
+counts = [read(p) for p in points]
+line, phases = [], []
+for name, a, b in zip(names, counts, counts[1:]):
+    n = {k: b.get(k, 0) - a.get(k, 0) for k in b}
+    ended = sum(n.values())
+    bad = ended - n.get("ok", 0)
+    line.append("%s %.2f %% (%d of %d)" % (name, 100.0 * bad / ended if ended else 0, bad, ended))
+    phases.append({"phase": name, "bad": int(bad), "ended": int(ended), "bad_rate": bad / ended if ended else 0.0})
+print("bad rate of %s: %s" % (who, ", ".join(line)))
+json.dump(phases, open("%s/bad_rates.json" % work, "w"), indent=2)
+PY
+}
