@@ -1,5 +1,5 @@
 // `symphony serve <config.yaml>` and `symphony serve --model-repository DIR
-// [config.yaml]`: parses the flags and runs the serve application
+// [config.yaml]`: parses the flags (serve_cli.hpp) and runs the serve application
 // (symphony/serve/app.hpp): the models on the configured devices (the YAML's
 // `models:`, a model repository's, or both; docs/repository.md),
 // the protocol front (--http, --grpc) until SIGINT/SIGTERM, or the config's
@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "front_cli.hpp"
 #include "progress.hpp"
+#include "serve_cli.hpp"
 #include "symphony/serve/app.hpp"
 #include "symphony/serve/builtin_load.hpp"
 #include "symphony/config/serve_config.hpp"
@@ -26,29 +27,6 @@ namespace {
 using json = nlohmann::json;
 using config::ServeConfig;
 using serve::ServeApp;
-
-struct ServeArgs {
-  std::string config, policy, gather, devices;
-  std::string recalibrate;  // on | off: overrides the config
-  std::string overlap;      // auto | on | off: overrides the config
-  double duration_s = 0;
-  std::string json_out;
-  std::string metrics;          // overrides the config's `metrics:`
-  double metrics_linger_s = 0;  // keep /metrics up this long after the report
-  double autoscale_window_s = 30;
-  bool quiet = false;
-  FrontArgs front;       // --http, --grpc, --port-file, ...
-  bool no_load = false;  // serve protocol requests even when the config has load:
-  // A model repository in Triton's layout (docs/repository.md).
-  std::string model_repository;
-  std::string model_control_mode = "none";
-  std::vector<std::string> load_models;
-  double repository_poll_secs = 15;
-  double default_slo_ms = 100;
-  // --pinned-memory-pool-byte-size; kUnset: the config's.
-  static constexpr std::uint64_t kUnset = std::numeric_limits<std::uint64_t>::max();
-  std::uint64_t pinned_pool_bytes = kUnset;
-};
 
 // Applies the command line's overrides to the config; exit code 2 on a bad one.
 int apply_overrides(const ServeArgs& a, ServeConfig& cfg) {
@@ -141,8 +119,9 @@ int run_serve(ServeArgs a) {
     std::fprintf(stderr, "host memory pool: %s, %s (%s; docs/front.md#the-host-memory-pool)\n",
                  front::byte_size_string(pool->byte_size()).c_str(),
                  pool->pinned() ? "pinned" : "plain memory (no CUDA device)",
-                 cfg->pinned_memory_pool_byte_size ? "as given"
-                                                   : "default: each model's max batch x sample bytes x 8");
+                 cfg->pinned_memory_pool_byte_size
+                     ? "as given"
+                     : "default: each model's max batch x sample bytes x 8, grown as models are loaded");
   if (a.front.any()) {
     if (Status s = app.start_front({a.front.listen_options(), a.front.max_inflight, a.front.port_file});
         !s.ok()) {
@@ -206,66 +185,7 @@ CLI::App* add_serve(CLI::App& app, int& exit_code) {
                                  "Serve TorchScript models on the configured devices: to Open Inference "
                                  "Protocol clients (--http, --grpc), "
                                  "under the config's generated load, or both");
-  cmd->add_option(
-      "config,--config", a.config,
-      "serve config (YAML); optional with --model-repository (then it sets devices, policy, delays, "
-      "...)");
-  cmd->add_option("--model-repository", a.model_repository,
-                  "serve the models of a model repository in Triton's layout (DIR/<model>/config.pbtxt, "
-                  "DIR/<model>/<version>/model.pt; docs/repository.md); without it and without a config: "
-                  "/mnt/models when it exists (KServe's mount)");
-  cmd->add_option("--model-control-mode", a.model_control_mode,
-                  "none | poll | explicit (default none): none and poll load every model at start and refuse "
-                  "load/unload requests; poll also rescans the repository; explicit loads --load-model and "
-                  "what clients ask for")
-      ->check(CLI::IsMember({"none", "poll", "explicit"}));
-  cmd->add_option("--load-model", a.load_models,
-                  "explicit mode: a model to load at start (repeatable; '*' alone: every model)")
-      ->allow_extra_args(false);
-  cmd->add_option("--repository-poll-secs", a.repository_poll_secs,
-                  "poll mode: seconds between rescans of the repository (default 15)");
-  cmd->add_option("--default-slo-ms", a.default_slo_ms,
-                  "the latency SLO of a repository model whose config has no symphony.slo_ms parameter "
-                  "(default 100)");
-  cmd->add_option("--policy", a.policy,
-                  std::string(kPolicyHelp) +
-                      "; serve also runs triton[:...], Triton's dynamic batcher (overrides the config; "
-                      "docs/policies.md, docs/serving.md)");
-  cmd->add_option("--gather", a.gather, std::string(kGatherHelp) + " (overrides the config)");
-  cmd->add_option(
-      "--devices", a.devices,
-      "auto | cpu[:N] | cuda[:i],... | emulated:N | cuda-emulated[:i],... (overrides the config)");
-  cmd->add_option("--pinned-memory-pool-byte-size", a.pinned_pool_bytes,
-                  "bytes of the host memory pool requests' inputs land in at arrival (Triton's flag; pinned "
-                  "when a device is a CUDA GPU); a request it cannot hold gets 429 / RESOURCE_EXHAUSTED. "
-                  "0: each model's max batch x sample bytes x 8, at least 64 MiB (overrides the config's "
-                  "pinned_memory_pool_byte_size)");
-  cmd->add_option("--duration", a.duration_s, "seconds of load (overrides the config)");
-  cmd->add_option(
-         "--recalibrate", a.recalibrate,
-         "on | off: whether model profiles follow measured batch times (overrides the config's recalibrate)")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option(
-         "--overlap", a.overlap,
-         "auto | on | off: dispatch each batch ahead by its learned staging and launch cost, so that "
-         "it overlaps the batch before (auto: on when every device is a CUDA GPU; overrides the "
-         "config's overlap; docs/serving.md)")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
-  add_json_option(cmd, a.json_out);
-  cmd->add_option(
-         "--metrics", a.metrics,
-         "serve Prometheus /metrics, /healthz, /readyz on HOST:PORT (port 0: any free port, printed; "
-         "overrides the config's metrics:; docs/metrics.md)")
-      ->envname("SYMPHONY_METRICS");
-  cmd->add_option("--metrics-linger", a.metrics_linger_s,
-                  "keep the metrics endpoint up this many seconds after the report (SIGINT/SIGTERM ends it)");
-  cmd->add_option("--autoscale-window", a.autoscale_window_s,
-                  "seconds of recent history the autoscaling advice in /metrics covers (default 30)");
-  cmd->add_flag("--quiet", a.quiet, "no progress line");
-  add_front_options(cmd, a.front,
-                    "protocol requests inside the server at once; more get 429 at once (default 8192)");
-  cmd->add_flag("--no-load", a.no_load,
-                "ignore the config's load: section and serve protocol requests until SIGINT/SIGTERM");
+  add_serve_options(cmd, a);
   cmd->callback([&exit_code] { exit_code = run_serve(a); });
   return cmd;
 }
