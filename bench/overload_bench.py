@@ -230,6 +230,7 @@ models:
   - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 40, max_batch: 16}
 cluster:
   token: overload-bench
+  frontend_admission: {fa}
   models:
     m: {input: "uint8[64]", output: "uint8[16]"}
 """
@@ -239,11 +240,11 @@ class Cluster:
     """A scheduler, one backend with one emulated GPU and one protocol
     frontend, on loopback: the device-bound model of the serve part."""
 
-    def __init__(self, a, tmp):
+    def __init__(self, a, tmp, frontend_admission=True):
         self.a, self.dir, self.procs = a, tmp, []
         self.config = os.path.join(tmp, "cluster.yaml")
         with open(self.config, "w") as f:
-            f.write(CLUSTER_CONFIG)
+            f.write(CLUSTER_CONFIG.replace("{fa}", "true" if frontend_admission else "false"))
         port = os.path.join(tmp, "sched.port")
         for f in (port, os.path.join(tmp, "fe.ports")):
             if os.path.exists(f):
@@ -297,28 +298,35 @@ class Cluster:
 def cluster_part(a, tmp):
     """The device-bound model on the cluster: open loop from `symphony loadgen`
     (the cluster client, straight to the scheduler) at 0.5x-10x, and the
-    closed-loop flood through the protocol frontend over HTTP and gRPC."""
+    closed-loop flood through the protocol frontend over HTTP and gRPC; each
+    run with the frontends refusing on the scheduler's admission tests
+    (cluster.frontend_admission) and without, interleaved."""
     pts = []
     for run in range(a.runs):
-        c = Cluster(a, tmp)
-        try:
-            for mult in (0.5, 1, 2, 5, 10):
-                j = c.loadgen(mult * 1600)
-                p = {"run": run, "client": "loadgen", "multiple": mult, "offered_rps": j.get("offered_rps"),
-                     "goodput_rps": j.get("goodput_rps"), "report": {k: v for k, v in j.items()
-                                                                      if not isinstance(v, (dict, list))},
-                     "loadavg": loadavg()}
-                log(f"cluster loadgen {mult}x run {run}: goodput {p['goodput_rps']} load {p['loadavg']}")
-                pts.append(p)
-            for proto in ("http", "grpc"):
-                for conc in (64, 512, 2048, 4096):
-                    p = load(a, tmp, f"{proto}://{c.ports[proto]}", concurrency=conc)
-                    p.update(run=run, client="frontend", proto=proto, concurrency=conc)
-                    log(f"cluster frontend {proto} {conc} run {run}: goodput {p['goodput_rps']:.0f} "
-                        f"errors {p['errors']} {p['dropped_by_reason']} load {p['loadavg']}")
+        for fa in (True, False):
+            c = Cluster(a, tmp, frontend_admission=fa)
+            try:
+                for mult in (0.5, 1, 2, 5, 10):
+                    j = c.loadgen(mult * 1600)
+                    p = {"run": run, "frontend_admission": fa, "client": "loadgen", "multiple": mult,
+                         "offered_rps": j.get("offered_rps"), "goodput_rps": j.get("goodput_rps"),
+                         "admission_refused": (j.get("client") or {}).get("admission_refused"),
+                         "report": {k: v for k, v in j.items() if not isinstance(v, (dict, list))},
+                         "loadavg": loadavg()}
+                    log(f"cluster fa={fa} loadgen {mult}x run {run}: goodput {p['goodput_rps']} "
+                        f"refused here {p['admission_refused']} load {p['loadavg']}")
                     pts.append(p)
-        finally:
-            c.stop()
+                for proto in ("http", "grpc"):
+                    for conc in (64, 512, 2048, 4096):
+                        p = load(a, tmp, f"{proto}://{c.ports[proto]}", concurrency=conc)
+                        p.update(run=run, frontend_admission=fa, client="frontend", proto=proto,
+                                 concurrency=conc)
+                        log(f"cluster fa={fa} frontend {proto} {conc} run {run}: goodput "
+                            f"{p['goodput_rps']:.0f} errors {p['errors']} {p['dropped_by_reason']} "
+                            f"load {p['loadavg']}")
+                        pts.append(p)
+            finally:
+                c.stop()
     return {"capacity_rps": 1600.0, "points": pts}
 
 
@@ -332,12 +340,17 @@ def plot_cluster(cl, path):
               (axes[0][1], "http", lambda p: p.get("proto") == "http", "concurrency", "connections"),
               (axes[0][1], "grpc", lambda p: p.get("proto") == "grpc", "concurrency", "connections")]
     for ax, name, pick, key, xlabel in series:
-        mine = [p for p in pts if pick(p)]
-        xs = sorted({p[key] for p in mine})
-        worst = [min(p["goodput_rps"] for p in mine if p[key] == x) for x in xs]
-        best = [max(p["goodput_rps"] for p in mine if p[key] == x) for x in xs]
-        (line,) = ax.plot(xs, worst, "s-", label=f"{name} (worst run; band: best)")
-        ax.fill_between(xs, worst, best, color=line.get_color(), alpha=0.15)
+        for fa, style in ((True, "s-"), (False, "o--")):
+            # Points of older runs have no frontend_admission: the scheduler refused alone.
+            mine = [p for p in pts if pick(p) and p.get("frontend_admission", False) == fa]
+            if not mine:
+                continue
+            xs = sorted({p[key] for p in mine})
+            worst = [min(p["goodput_rps"] for p in mine if p[key] == x) for x in xs]
+            best = [max(p["goodput_rps"] for p in mine if p[key] == x) for x in xs]
+            tag = "frontends refuse too" if fa else "scheduler refuses alone"
+            (line,) = ax.plot(xs, worst, style, label=f"{name}, {tag}")
+            ax.fill_between(xs, worst, best, color=line.get_color(), alpha=0.12)
         ax.set_xlabel(xlabel)
     for ax, title in ((axes[0][0], "cluster: loadgen to the scheduler, open loop"),
                       (axes[0][1], "cluster: closed-loop flood at the frontend")):
@@ -347,7 +360,7 @@ def plot_cluster(cl, path):
         ax.set_xscale("log")
         ax.set_ylim(0, 1.15 * cl["capacity_rps"])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
