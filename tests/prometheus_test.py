@@ -192,14 +192,18 @@ def run(cli, cluster_yaml, work):
     serve_report = wait_for("serve's JSON report", lambda: json.load(open(os.path.join(work, "serve.json"))),
                             90, [serve, prom])
 
+    # loadgen's goodbye follows its last submission on the same connection: once the scheduler has
+    # seen it leave, nothing more arrives (on a busy machine its submissions can still be queued
+    # after loadgen exits, so every request ended is not enough by itself).
     def settled_scheduler_report():
         r = json.load(open(os.path.join(work, "scheduler.json")))
         a = r["at_scheduler"]
         ended = a["ok"] + a["late"] + a["dropped"] + a["errors"]
         refused = sum(r["refused_requests"].values())
-        return r if r["submitted"] > 0 and ended + refused == r["submitted"] else None
-    sched_report = wait_for("the scheduler's report with every request ended", settled_scheduler_report, 30,
-                            [sched, backend])
+        left = r["peers"]["frontends_lost"] >= r["peers"]["frontends_joined"] > 0
+        return r if left and r["submitted"] > 0 and ended + refused == r["submitted"] else None
+    sched_report = wait_for("the scheduler's report with loadgen gone and every request ended",
+                            settled_scheduler_report, 30, [sched, backend])
     # The report is rewritten every second: it is final when two readings a second apart agree.
     time.sleep(1.2)
     again = settled_scheduler_report()
