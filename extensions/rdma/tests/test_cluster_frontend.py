@@ -769,6 +769,33 @@ def test_torch_a_cold_cluster_answers_its_first_request_within_target(tmp_path, 
     assert "warmed up model 'linear'" in c.backends["cpu"].output(), c.backends["cpu"].output()
 
 
+def test_torch_backends_follow_a_repository_models_executor_and_graphs(tmp_path, repository_cluster):
+    """A backend loads a repository model as serve does: TorchScript's simple
+    executor on a CPU unless ENABLE_JIT_PROFILING (or ENABLE_JIT_EXECUTOR)
+    asks for the profiling one, and optimization.cuda.graphs on a CPU says
+    that there is no CUDA GPU to capture on; both models answer."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    write_torch_model(repo, "profiled", COLD_PBTXT % 3000 + """
+parameters { key: "ENABLE_JIT_PROFILING" value { string_value: "true" } }
+optimization { cuda { graphs: true } }
+""")
+    c = repository_cluster(repo)
+    (f,) = c.start()
+    out = c.backends["cpu"].output()
+    assert re.search(r"warmed up model 'linear' .*TorchScript's simple executor\)", out), out
+    assert re.search(r"warmed up model 'profiled' .*TorchScript's profiling executor\)", out), out
+    assert "model 'profiled': CUDA graphs: on, but it runs on no CUDA GPU: ordinary launches" in out, out
+    assert "model 'linear': CUDA graphs" not in out, out
+    xs = rows(2, 5)
+    for model in ("linear", "profiled"):
+        status, hdrs, body = http_infer(f, model, linear_body(xs))
+        assert status == 200 and hdrs["symphony-outcome"] == "ok", (model, status, hdrs, body)
+        (o,) = json.loads(body)["outputs"]
+        assert o["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+
+
 def write_torch_model(repo, name, pbtxt, model_bytes=None, top=8):
     """A repository model of linear.pt (or `model_bytes`), version 1, with the
     profile `symphony profile` would write beside it (l(b) = 1 + 0.05 b ms)."""

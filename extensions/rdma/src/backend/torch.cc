@@ -120,6 +120,8 @@ TorchModelSpec spec_of(const ClusterRepositoryModel& rm) {
   m.batch_dimension = rm.tensors.batch_dimension;
   m.instance_groups = rm.instance_groups;
   m.max_batch = rm.config.max_batch;
+  m.cuda_graphs = rm.cuda_graphs;
+  m.jit_profiling = rm.jit_profiling;
   for (const TensorSpec& t : rm.tensors.outputs) m.shaped_outputs |= t.has_wildcard();
   return m;
 }
@@ -377,6 +379,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     shapes(m.input_reshapes);
     shapes(m.output_reshapes);
     out += std::string("|") + (m.batch_dimension ? "b" : "-") + (m.shaped_outputs ? "s" : "-");
+    const auto option = [](const std::optional<bool>& o) { return o ? (*o ? "1" : "0") : "a"; };
+    out += std::string("|") + option(m.cuda_graphs) + option(m.jit_profiling);
     return out;
   }
 
@@ -422,6 +426,8 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     o.input_reshapes = m.input_reshapes;
     o.output_reshapes = m.output_reshapes;
     o.batch_dimension = m.batch_dimension;
+    o.cuda_graphs = m.cuda_graphs;
+    o.jit_profiling = m.jit_profiling;
     Loaded l;
     l.shaped_outputs = m.shaped_outputs;
     l.max_batch = m.batch_dimension ? std::max<std::uint32_t>(m.max_batch, 1) : 1;
@@ -507,9 +513,21 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
           if (warm_port_.done->status != BatchStatus::kOk) return fail(warm_port_.done->error);
         }
     }
+    // As serve does after its warm-up: graphs where asked and a CUDA replica
+    // exists (never fails; the notes say what it did).
+    l.model->capture_graphs(l.max_batch);
+    std::string profiling;  // the replicas TorchScript runs with its profiling executor
+    for (std::size_t d = 0; d < l.replica_of.size(); ++d)
+      if (l.replica_of[d] >= 0 && m.profiling_executor(static_cast<std::size_t>(l.replica_of[d])))
+        profiling += (profiling.empty() ? "" : ", ") + names_[d];
     warm_notes_.push_back("warmed up model '" + name + "' at batches 1-" + std::to_string(l.max_batch) +
                           " on " + devices + " (" + std::to_string(runs) + " runs, " +
-                          std::to_string((clock.now() - start).ns() / 1000000) + " ms)");
+                          std::to_string((clock.now() - start).ns() / 1000000) + " ms; TorchScript's " +
+                          (profiling.empty()      ? std::string("simple executor")
+                           : profiling == devices ? std::string("profiling executor")
+                                                  : "profiling executor on " + profiling) +
+                          ")");
+    for (const std::string& line : m.graphs_notes()) warm_notes_.push_back("model '" + name + "': " + line);
     return {};
   }
 

@@ -124,6 +124,8 @@ Result<ClusterRepositoryModel> translate(const repository::RepositoryModel& m,
   out.profile_inputs = std::move(t.profile_inputs);
   out.input_reshapes = std::move(t.input_reshapes);
   out.output_reshapes = std::move(t.output_reshapes);
+  out.cuda_graphs = m.cuda_graphs;
+  out.jit_profiling = m.jit_profiling;
   if (o.profiles) SYMPHONY_RETURN_IF_ERROR(read_profile(m, out, o.profile_device));
   return out;
 }

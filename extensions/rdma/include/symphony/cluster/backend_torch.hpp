@@ -47,6 +47,10 @@ struct TorchModelSpec {
   // profile's): the backend warms it up at every size up to this before it
   // registers (docs/cluster.md#warm-start). 0: batch 1 only.
   std::uint32_t max_batch = 0;
+  // server::TorchModel::Options::cuda_graphs and ::jit_profiling (a
+  // repository's optimization.cuda.graphs, ENABLE_JIT_EXECUTOR and
+  // ENABLE_JIT_PROFILING); unset: auto, as serve.
+  std::optional<bool> cuda_graphs, jit_profiling;
 };
 
 // Parses "name:path:spec[+spec...]" (the backend's --model).

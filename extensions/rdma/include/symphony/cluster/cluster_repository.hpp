@@ -63,6 +63,9 @@ struct ClusterRepositoryModel {
   // When an input has a -1: each input's sample as the backends warm the
   // model up and the profile was measured (repository::RequestTensors).
   std::vector<TensorSpec> profile_inputs;
+  // optimization.cuda.graphs and the PyTorch backend's ENABLE_JIT_EXECUTOR /
+  // ENABLE_JIT_PROFILING (repository::RepositoryModel): unset, auto.
+  std::optional<bool> cuda_graphs, jit_profiling;
   std::int64_t version = 0;
   std::string model_path;    // the version's model file
   std::string config_path;   // its config.pbtxt
