@@ -488,6 +488,7 @@ void ClusterService::repository_unload(std::string_view name, Done done) {
 }
 
 void ClusterService::control(std::string_view name, bool load, Done done) {
+  learn();  // a model loaded since (through any frontend) is one to unload
   bool known = false;
   {
     std::shared_lock<std::shared_mutex> cat(cat_mu_);
