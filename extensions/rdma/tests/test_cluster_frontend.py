@@ -1933,6 +1933,36 @@ def test_emulated_the_repository_index_and_readiness_of_a_model_that_is_not_serv
         assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "none" in e.value.details()
 
 
+def test_emulated_the_learned_delays_cap_follows_the_models_loaded_and_unloaded(tmp_path, repository_cluster):
+    """The scheduler caps its learned delays at a quarter of the tightest SLO
+    it serves, also of models loaded and unloaded while it serves: with 30 ms
+    injected into every message the scheduler receives it learns a d_ctrl of
+    about 15 ms from its backend's pongs beside a 2 s SLO; a model of 40 ms
+    loaded caps it at 10 ms, and its unload lifts the cap again."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "roomy", slo=2000)
+    config = REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500",
+                                               "heartbeat_timeout_ms: 2000, inject_delay_us: 30000")
+    c = repository_cluster(repo, config)
+    (f,) = c.start("explicit", backends=[("one", "emulated:1")])
+
+    def delays():
+        r = c.report("scheduler")
+        return r["delays_us"] if r else {}
+
+    def above_cap():
+        return delays().get("ctrl", 0) > 12000
+    wait_until(above_cap, "a d_ctrl of more than 12 ms learned beside a 2 s SLO", timeout=30)
+    write_emulated_model(repo, "tight", slo=40)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/tight/load")
+    assert status == 200, out
+    wait_until(lambda: 0 < delays().get("ctrl", 0) <= 10000,
+               "d_ctrl capped at a quarter of the loaded model's 40 ms SLO: %s" % delays(), timeout=30)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/tight/unload")
+    assert status == 200, out
+    wait_until(above_cap, "the cap lifted after the unload: %s" % delays(), timeout=30)
+
+
 def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):
     """--model-control-mode explicit: an unload asked of one frontend (gRPC
     RepositoryModelUnload) while the other has requests of the model queued

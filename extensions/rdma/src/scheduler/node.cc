@@ -421,8 +421,14 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (!stopping_.load(std::memory_order_relaxed) && acting()) subs_->tick(now);
 }
 
-// The learner's delays, when they moved, go to every runtime.
+// The learner's delays, when they moved, go to every runtime. Their cap
+// follows the tightest SLO of the models served now (loaded and unloaded
+// ones included; the progress thread owns models_ and unserved_).
 void SchedulerNode::Impl::update_delays(TimePoint now) {
+  Duration tightest = Duration::infinite();
+  for (std::size_t i = 0; i < models_.size(); ++i)
+    if (unserved_[i].empty()) tightest = min(tightest, models_[i].slo);
+  delays_->set_tightest_slo(tightest);
   const std::optional<Delays> d = delays_->update(now);
   if (!d) return;
   for (auto& rt : runtimes_)
