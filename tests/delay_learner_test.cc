@@ -154,5 +154,16 @@ TEST(DelayLearner, LearnsServesStagingCostAsAFixedPartAndAPartPerRequest) {
   EXPECT_EQ(capped->ctrl, Duration::milliseconds(1));
 }
 
+TEST(DelayLearnerTest, TheCapIsAQuarterOfTheTightestSloNeverBelowTheFloors) {
+  DelayLearner::Options o;
+  o.floors.ctrl = Duration::microseconds(500);
+  DelayLearner l(o, [](const std::string&) {});
+  EXPECT_EQ(l.cap(), Duration::infinite()) << "no model served: no cap";
+  l.set_tightest_slo(Duration::milliseconds(40));
+  EXPECT_EQ(l.cap(), Duration::milliseconds(10));
+  l.set_tightest_slo(Duration::milliseconds(1));
+  EXPECT_EQ(l.cap(), Duration::microseconds(500)) << "a floor the config set stays";
+}
+
 }  // namespace
 }  // namespace symphony

@@ -194,6 +194,18 @@ class DelayLearner {
   // The models served changed: the cap follows the tightest SLO.
   void set_tightest_slo(Duration slo) { o_.tightest_slo = slo; }
 
+  // The most a learned delay plans with: a quarter of the tightest SLO (not
+  // below the floors). A few slow outliers in a thin window (a paused
+  // process, a loaded host) must not make every model unservable: planning
+  // for more would drop nearly every request as infeasible, and such a
+  // scheduler never measures again; beyond it requests run and may be late,
+  // which is reported. The cluster caps its frontends' one-way delays here too.
+  // Infinite while no model is served.
+  Duration cap() const noexcept {
+    if (o_.tightest_slo.is_infinite()) return Duration::infinite();
+    return max(o_.tightest_slo / 4, max(o_.floors.ctrl, o_.floors.resp));
+  }
+
   // The delays to plan with now, when they moved enough to retune the
   // runtimes; nullopt otherwise. The caller calls commit() once the runtimes
   // took them (learned() reports them from then on).
@@ -208,11 +220,7 @@ class DelayLearner {
       d.ctrl = max(floors.ctrl, ctrl_.percentile(q, now) + reads.fixed);
       d.data = max(floors.data, reads.per_item);
       d.resp = max(floors.resp, resp_.percentile(q, now));
-      // A cap: a few slow outliers in a thin window (a paused process, a
-      // loaded host) must not make every model unservable. Planning for more
-      // than a quarter of the tightest SLO would drop nearly every request as
-      // infeasible; beyond it requests run and may be late, which is reported.
-      const Duration cap = max(o_.tightest_slo / 4, max(floors.ctrl, floors.resp));
+      const Duration cap = this->cap();
       if (d.ctrl > cap || d.resp > cap) {
         if (!capped_logged_ || o_.verbose)
           log_("learned delays d_ctrl " + us(d.ctrl) + " / d_resp " + us(d.resp) + " capped at " + us(cap) +

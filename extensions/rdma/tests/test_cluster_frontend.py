@@ -66,14 +66,14 @@ def wait_until(pred, what, timeout=30):
 
 
 class Frontend:
-    def __init__(self, cluster, name, extra=()):
+    def __init__(self, cluster, name, extra=(), env=None):
         self.name = name
         self.port_file = os.path.join(cluster.dir, name + ".ports")
         self.report_file = os.path.join(cluster.dir, name + ".json")
         self.process = Process([CLI, "frontend", "--config", cluster.config, "--scheduler", cluster.address(),
                                 "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--port-file", self.port_file,
                                 "--metrics", "127.0.0.1:0", "--json", self.report_file, "--name", name, "--quiet"]
-                               + list(extra), os.path.join(cluster.dir, name + ".log"))
+                               + list(extra), os.path.join(cluster.dir, name + ".log"), env=env)
         self.process.wait_for("its port file", lambda: os.path.exists(self.port_file), timeout=60)
         self.http, self.grpc = read_ports(self.port_file)
         self.url = "http://" + self.http
@@ -143,8 +143,8 @@ class Cluster:
             b.wait_for("its registration", lambda: self.registered() > before, timeout=60)
         return b
 
-    def start_frontend(self, name, extra=()):
-        f = Frontend(self, name, extra)
+    def start_frontend(self, name, extra=(), env=None):
+        f = Frontend(self, name, extra, env)
         self.frontends.append(f)
         return f
 
@@ -1961,6 +1961,29 @@ def test_emulated_the_learned_delays_cap_follows_the_models_loaded_and_unloaded(
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/tight/unload")
     assert status == 200, out
     wait_until(above_cap, "the cap lifted after the unload: %s" % delays(), timeout=30)
+
+
+def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasible(tmp_path, repository_cluster):
+    """The scheduler subtracts a frontend's one-way delay (half a high
+    percentile of its ping round trips) from each of its requests' time, and
+    caps it as it caps its learned delays: a frontend that holds every
+    message it receives for 200 ms (as one short of CPU answers late) would
+    otherwise leave its requests of a 100 ms SLO no time at all, each
+    dropped `infeasible`; capped at 25 ms, they run."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain", slo=100)
+    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500",
+                                                                   "heartbeat_timeout_ms: 3000"))
+    c.start(backends=[("one", "emulated:1")], frontends=())
+    f = c.start_frontend("slow", extra=c.args, env=dict(os.environ, SYMPHONY_INJECT_DELAY_US="200000"))
+    f.wait_ready(timeout=60)
+    c.scheduler.wait_for("the frontend's one-way delay capped",
+                         lambda: re.search(r"frontend 'slow' \(.*\): its one-way delay .* capped at 25000 us",
+                                           c.scheduler.output()), timeout=30)
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    for _ in range(3):
+        status, hdrs, out = http_infer(f, "plain", body)
+        assert status == 200 and hdrs.get("symphony-outcome") in ("ok", "late"), (status, hdrs, out)
 
 
 def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):

@@ -399,8 +399,21 @@ void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
 
 void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (acceptor_->tick(now)) {
-    for (FrontendInfo& f : frontends_)
-      if (f.alive) f.one_way = f.rtt.percentile(set_.delay_percentile, now) / 2;
+    // Capped as the learned delays are: a frontend short of CPU answers its
+    // pings late, and a one-way estimate that ate the SLO would drop each of
+    // its requests as infeasible (measured under a gRPC flood on 2 busy cores).
+    const Duration cap = delays_->cap();
+    for (FrontendInfo& f : frontends_) {
+      if (!f.alive) continue;
+      const Duration measured = f.rtt.percentile(set_.delay_percentile, now) / 2;
+      f.one_way = min(measured, cap);
+      if (measured > cap && !f.one_way_capped)
+        log("frontend " + f.name + ": its one-way delay (half the p" +
+            std::to_string(static_cast<int>(set_.delay_percentile * 100)) + " of its ping round trips, " +
+            std::to_string(measured.ns() / 1000) + " us) capped at " + std::to_string(cap.ns() / 1000) +
+            " us (a quarter of the tightest SLO)");
+      f.one_way_capped = measured > cap;
+    }
     if (standby()) send_standing();
   }
   if (standby()) standby_tick(now);

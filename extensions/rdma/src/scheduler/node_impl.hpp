@@ -178,7 +178,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint64_t incarnation = 0;
     std::string name, address;
     WindowedPercentile rtt{64, Duration::seconds(10)};
-    Duration one_way;  // half a high percentile of its ping round trips
+    Duration one_way;  // half a high percentile of its ping round trips, at most DelayLearner::cap()
+    bool one_way_capped = false;  // logged once until it is under the cap again
     std::uint32_t bad_logged = 0;
     // Its requests by id -> slot, to find what a Cancel names (an entry per
     // slot at most: dropped when the slot is taken again).
