@@ -398,7 +398,7 @@ class FrontSharedMemoryTest : public ::testing::Test {
   InferRequest request(std::uint64_t in_size = 32, std::uint64_t out_size = 16) {
     InferRequest r;
     r.model = "m";
-    Tensor x{"x", DataType::kFp32, {2, 4}, {}, SharedMemoryRef{"in", 64, in_size}};
+    Tensor x{"x", DataType::kFp32, {2, 4}, {}, SharedMemoryRef{"in", 64, in_size}, {}, {}};
     r.inputs.push_back(std::move(x));
     r.outputs.push_back({"y", false, SharedMemoryRef{"out", 8, out_size}});
     return r;
@@ -536,7 +536,7 @@ TEST_F(FrontSharedMemoryTest, ReadsInputsFromAndWritesOutputsIntoCudaRegions) {
   ASSERT_FALSE(f.shared_memory().register_cuda_region("gout", FakeDevice::handle('g'), 0, 512));
   InferRequest r;
   r.model = "m";
-  r.inputs.push_back(Tensor{"x", DataType::kFp32, {2, 4}, {}, SharedMemoryRef{"gin", 64, 32}});
+  r.inputs.push_back(Tensor{"x", DataType::kFp32, {2, 4}, {}, SharedMemoryRef{"gin", 64, 32}, {}, {}});
   r.outputs.push_back({"y", false, SharedMemoryRef{"gout", 300, 16}});
   std::vector<Reply> got;
   f.infer(std::move(r), std::nullopt, [&](Reply&& reply) { got.push_back(std::move(reply)); });
