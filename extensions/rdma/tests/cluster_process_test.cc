@@ -201,6 +201,33 @@ TEST_F(ClusterProcessTest, EveryRequestEndsOnceAndOutputsAreTheInputsHashes) {
   EXPECT_GT((*s)["recalibration"]["models"]["m"]["samples"].get<std::uint64_t>(), 0u) << s->dump(2);
 }
 
+// A batch that reaches its emulated GPU while the batch before it still runs
+// waits there; its BatchDone's execution time is its run alone, l(b) exactly,
+// so the profile the scheduler recalibrates from those times stays the
+// offline one. A d_ctrl floor of 3 ms sends every batch that long before its
+// GPU frees, and twice the one GPU's capacity keeps the GPU busy: most
+// batches wait about 3 ms, which counted as execution would raise l(b).
+TEST_F(ClusterProcessTest, ABatchWaitingForItsEmulatedGpuTeachesTheProfileNothing) {
+  write_config(60, 3500);
+  std::ofstream(cfg_, std::ios::app) << "delays: {ctrl_ms: 3}\n";
+  Proc sched = start_scheduler("sched");
+  Proc b1 = start_backend("b1", "emulated:1");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  Proc lg = start_loadgen("lg", 2, 3500);
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_GT(r["ok"].get<std::uint64_t>(), 0u) << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  ASSERT_EQ(b1.stop(), 0) << b1.log_text();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  const json& m = (*s)["recalibration"]["models"]["m"];
+  // Enough measurements for recalibration to have looked at them (it does
+  // every 8th): exact ones change nothing.
+  ASSERT_GE(m["samples"].get<std::uint64_t>(), 16u) << s->dump(2);
+  EXPECT_EQ(m["l1_ms"]["in_use"], m["l1_ms"]["offline"]) << m.dump(2);
+  EXPECT_EQ(m["lmax_ms"]["in_use"], m["lmax_ms"]["offline"]) << m.dump(2);
+}
+
 // cluster.inject_delay_us (an experiment option): every process holds what
 // it receives and reads for that long, so the scheduler learns a d_ctrl about
 // two delays longer (the Batch's one way, and the input reads) and a d_resp

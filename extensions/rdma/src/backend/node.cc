@@ -200,7 +200,10 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   void drop_frontend(std::uint64_t incarnation, const std::string& why);
   void issue_reads(RunningBatch& b, std::uint64_t frontend);
   void maybe_execute(std::uint64_t id);
-  void finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end);
+  // `actual_start`: when the device started the batch, where its executor
+  // tells (it may have waited for the batch before it); else its hand-off.
+  void finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end,
+              TimePoint actual_start = TimePoint::neg_infinite());
   void report(BatchCompletion c) override {  // executor threads
     completions_.enqueue(std::move(c));
     transport_->notify();
@@ -1142,12 +1145,13 @@ bool BackendNode::Impl::on_poll() {
   while ((n = completions_.try_dequeue_bulk(done, 32)) != 0) {
     any = true;
     for (std::size_t i = 0; i < n; ++i)
-      finish(done[i].batch, done[i].status, done[i].error, done[i].actual_end);
+      finish(done[i].batch, done[i].status, done[i].error, done[i].actual_end, done[i].actual_start);
   }
   return any;
 }
 
-void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end) {
+void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string error, TimePoint actual_end,
+                               TimePoint actual_start) {
   const auto it = batches_.find(id);
   if (it == batches_.end()) return;
   RunningBatch& b = it->second;
@@ -1214,7 +1218,9 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
   d.since_end_ns = max(Duration::zero(), now - actual_end).ns();
   d.recv_to_end_ns = max(Duration::zero(), actual_end - b.recv).ns();
   d.fetch_ns = (b.fetch_end - b.fetch_start).ns();
-  d.exec_ns = executed ? max(Duration::zero(), actual_end - b.exec_start).ns() : 0;
+  // The run alone: a batch handed over while its device still ran the one
+  // before waited there, and the scheduler learns l(b) from this time.
+  d.exec_ns = executed ? max(Duration::zero(), actual_end - max(b.exec_start, actual_start)).ns() : 0;
   d.push_ns = (now - push_start).ns();
   d.error = error;
   // Only the session that sent the batch can use its answer: a later one
