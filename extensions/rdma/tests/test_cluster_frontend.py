@@ -1532,6 +1532,50 @@ def test_torch_a_backend_that_joins_after_a_load_holds_the_model_once(tmp_path, 
     assert http_infer(f, "linear", body)[0] == 200
 
 
+def test_torch_a_backend_that_registers_after_a_reload_frees_its_older_copy(tmp_path, repository_cluster):
+    """A backend whose start read a model's older files and that registers
+    after the model was reloaded (b2, lost during the reload: SIGSTOP past
+    the heartbeat timeout) is asked to load the new files under a name of
+    its own, and frees its start's copy, which no model of the scheduler
+    runs (it used to keep it, unused, beside the new one): its /metrics list
+    one copy, its log says which it freed, and it answers the model's
+    requests once the first backend is gone."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit", backends=(("b1", "cpu"),), frontends=("fa",))
+    b2 = c.add_backend("b2", extra=["--metrics", "127.0.0.1:0"])
+    b2.wait_for("its metrics address", lambda: "metrics: listening on" in b2.output(), timeout=10)
+    url = re.search(r"metrics: listening on (http://\S+/metrics)", b2.output()).group(1)
+    assert backend_models(url) == {"linear"}
+    b2.proc.send_signal(signal.SIGSTOP)
+    try:
+        c.scheduler.wait_for("b2's loss", lambda: re.search(r"'b2' \(\S+\) lost", c.scheduler.output()),
+                             timeout=10)
+        # Version 2 (linear.pt again, another file): the reload loads it on b1 alone.
+        (repo / "linear" / "2").mkdir()
+        shutil.copy(os.path.join(MODELS, "linear.pt"), repo / "linear" / "2" / "model.pt")
+        write_profile(repo, "linear", "2")
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/linear/load")
+        assert status == 200, (out, c.scheduler.output())
+    finally:
+        b2.proc.send_signal(signal.SIGCONT)
+    c.scheduler.wait_for("b2 to run 'linear'", lambda: re.search(
+        r"'b2' \(\S+\) runs model 'linear' too", c.scheduler.output()), timeout=60)
+    copies = sorted(m for m in backend_models(url) if m.split("#")[0].split("/")[0] == "linear")
+    assert len(copies) == 1 and copies[0].startswith("linear#join"), (copies, b2.output())
+    assert re.search(r"freed model 'linear': a copy of older files", b2.output()), b2.output()
+    c.backends["b1"].kill()
+    c.scheduler.wait_for("b1's loss", lambda: re.search(r"'b1' \(\S+\) lost", c.scheduler.output()), timeout=30)
+    xs = rows(2, 5)
+    body = linear_body(xs)
+    wait_until(lambda: http_infer(f, "linear", body)[0] == 200, "b2 to serve 'linear'", timeout=30)
+    status, _, out = http_infer(f, "linear", body)
+    assert status == 200 and json.loads(out)["outputs"][0]["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+    assert ("linear", "2", "READY", "") in repository_index(f)
+
+
 def test_torch_a_spare_that_takes_over_serves_each_model_on_the_backends_that_hold_it(tmp_path,
                                                                                       repository_cluster):
     """A model loaded while serving, held by some backends under its own

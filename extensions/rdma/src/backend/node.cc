@@ -311,6 +311,14 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   // had, or nullopt when none is free.
   std::optional<std::string> take_copy(const std::vector<std::string>& copies, const std::string& name,
                                        std::uint64_t session);
+  // Worker thread, once load `m` has loaded or taken its copy: frees the
+  // copies of its repository model held under names that no model id of
+  // the scheduler of `session` names and that no load can take (of files
+  // changed since they were read, or of a version that `now`, the folder
+  // as read for `m`, does not choose: a start's copy of a model reloaded
+  // before this backend registered), on the network thread, where the ids'
+  // names change.
+  void free_older_copies(const wire::ModelLoad& m, const ClusterRepository& now, std::uint64_t session);
   // Ends the worker: the job it runs finishes (a warm-up uses the devices),
   // the queued ones are dropped.
   void stop_model_worker() {
@@ -764,6 +772,7 @@ void BackendNode::Impl::run_load(const wire::ModelLoad& m, std::uint64_t session
             },
             limit);
       }
+      if (st.ok()) free_older_copies(m, *r, session);
     }
   }
   if (st.ok()) loaded_by_[m.name] = m.seq;  // loaded now, or confirmed: an unload must name this load
@@ -805,6 +814,44 @@ std::optional<std::string> BackendNode::Impl::take_copy(const std::vector<std::s
   });
   if (taken.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
   return taken.get();
+}
+
+void BackendNode::Impl::free_older_copies(const wire::ModelLoad& m, const ClusterRepository& now,
+                                          std::uint64_t session) {
+  // Its versions are named "m", "m/2" and, loaded while serving, "m#join3".
+  const std::string& model = m.repository_model;
+  const auto of_model = [&](const std::string& n) {
+    return n == model || n.starts_with(model + "/") || n.starts_with(model + "#");
+  };
+  std::vector<std::string> takeable;  // batch 1: a load with any cap could take them
+  for (const ClusterRepositoryModel& v : now.models)
+    for (std::string& c : devices_->copies_of(v, 1)) takeable.push_back(std::move(c));
+  std::vector<std::string> older;
+  for (const std::string& n : devices_->models())
+    if (n != m.name && of_model(n) && std::find(takeable.begin(), takeable.end(), n) == takeable.end())
+      older.push_back(n);
+  if (older.empty() || stopped_.load()) return;
+  auto p = std::make_shared<std::promise<std::vector<std::string>>>();
+  std::future<std::vector<std::string>> freed = p->get_future();
+  transport_->post([this, p, older, name = m.name, session] {
+    std::vector<std::string> gone;
+    if (session == session_no_ && session_)
+      for (const std::string& n : older)
+        // Here, where the names change and Register lists the models
+        // held (the worker waits, loading nothing meanwhile).
+        if (std::find(model_names_.begin(), model_names_.end(), n) == model_names_.end() &&
+            devices_->remove_model(n)) {
+          gone.push_back(n);
+          log("freed model '" + n +
+              "': a copy of older files, which no model of the scheduler runs (model '" + name +
+              "' holds the folder's files now)");
+        }
+    p->set_value(std::move(gone));
+  });
+  if (freed.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return;
+  const std::vector<std::string> gone = freed.get();
+  for (const std::string& n : gone) loaded_by_.erase(n);
+  models_freed_.fetch_add(gone.size(), std::memory_order_relaxed);
 }
 
 void BackendNode::Impl::on_frontend_joined(const wire::FrontendJoined& f) {

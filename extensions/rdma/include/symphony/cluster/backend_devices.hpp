@@ -127,8 +127,8 @@ class BackendDevices {
   // Frees model `name` (loaded at start or by add_model): its replicas on
   // every device go; a batch of it still running keeps its replica until
   // its outputs are taken. Returns whether there was such a model. Called
-  // on the thread that calls add_model. The default (emulated devices)
-  // holds nothing.
+  // on the thread that calls add_model, or while it waits. The default
+  // (emulated devices) holds nothing.
   virtual bool remove_model(const std::string& name) {
     (void)name;
     return false;
