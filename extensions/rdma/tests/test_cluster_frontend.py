@@ -1188,7 +1188,7 @@ def test_torch_a_loads_runs_hold_their_device_in_gaps_of_its_schedule(tmp_path, 
     loops keep the served model busy throughout: every answer is 200, the
     backend counts every run of the load as leased (17 or more) and no
     batch that reached the device during one, and the scheduler granted as
-    many leases."""
+    many leases, their runs taking as long in all as the backend says."""
     need_test_model("busy.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 3000)
@@ -1215,9 +1215,9 @@ def test_torch_a_loads_runs_hold_their_device_in_gaps_of_its_schedule(tmp_path, 
         assert set(statuses) == {200}, bad[:3]
         assert during >= 5, during  # served between the load's runs
         held = re.search(r"loaded and warmed up model 'slowload' in \d+ ms; (\d+) of its runs held their device "
-                         r"in gaps of its schedule", c.backends["cpu"].output())
+                         r"in gaps of its schedule \(.*; they ran (\d+) ms", c.backends["cpu"].output())
         assert held, c.backends["cpu"].output()
-        runs = int(held.group(1))
+        runs, ran_ms = int(held.group(1)), int(held.group(2))
         assert runs >= 17, runs  # its load check, and batches 1 to 8 twice
         assert c.backends["cpu"].stop(signal.SIGTERM, timeout=30) == 0
         b = c.report("cpu")
@@ -1225,6 +1225,8 @@ def test_torch_a_loads_runs_hold_their_device_in_gaps_of_its_schedule(tmp_path, 
         c.scheduler.stop(signal.SIGTERM, timeout=30)
         leases = c.report("scheduler")["leases"]
         assert leases["granted"] == runs and leases["refused"] == 0, leases
+        # The backends' LeaseEnd measures, summed: the same runs as the backend's log.
+        assert ran_ms > 0 and int(leases["ran_ms"]) == ran_ms, (leases, ran_ms)
     finally:
         for x in loops:
             x.stop()

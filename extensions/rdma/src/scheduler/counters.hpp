@@ -60,9 +60,10 @@ class SchedulerCounters {
     if (level < x.levels) x.by_level[level].outcomes[static_cast<std::size_t>(o)].fetch_add(1, kRelaxed);
   }
   Counter cancels{0}, cancels_handed{0};  // ids in Cancels; those still known, handed to the runtime
-  // Leases of a device for a backend's load runs (leases.cc): granted, and
-  // how long they waited for their gap in all; refused (no gap in time).
-  Counter leases_granted{0}, leases_refused{0}, lease_wait_ns{0};
+  // Leases of a device for a backend's load runs (leases.cc): granted, how
+  // long they waited for their gap and how long their runs took (the
+  // backends' LeaseEnd) in all; refused (no gap in time).
+  Counter leases_granted{0}, leases_refused{0}, lease_wait_ns{0}, lease_ran_ns{0};
 
   // The statistics extension's sums (docs/cluster.md#statistics), as
   // requests of model m end: `latency` from the request's arrival here to
@@ -115,7 +116,7 @@ class SchedulerCounters {
     std::array<std::uint64_t, kOutcomes> outcomes{};  // totals over the models
     std::array<std::uint64_t, kDropReasons> drops{};
     std::uint64_t cancels = 0, cancels_handed = 0;
-    std::uint64_t leases_granted = 0, leases_refused = 0, lease_wait_ns = 0;
+    std::uint64_t leases_granted = 0, leases_refused = 0, lease_wait_ns = 0, lease_ran_ns = 0;
     std::uint64_t batches = 0, batches_partial = 0, batches_empty = 0, batches_failed = 0, batches_lost = 0,
                   batch_done_unknown = 0;
     std::uint64_t frontends_joined = 0, frontends_lost = 0, backends_joined = 0, backends_lost = 0;
@@ -197,6 +198,7 @@ inline SchedulerCounters::Values SchedulerCounters::values() const {
   v.leases_granted = ld(leases_granted);
   v.leases_refused = ld(leases_refused);
   v.lease_wait_ns = ld(lease_wait_ns);
+  v.lease_ran_ns = ld(lease_ran_ns);
   v.batches = ld(batches);
   v.batches_partial = ld(batches_partial);
   v.batches_empty = ld(batches_empty);

@@ -65,6 +65,9 @@ void SchedulerNode::Impl::on_lease_end(Peer& p, std::span<const std::uint8_t> ms
     std::lock_guard<std::mutex> lock(lease_mu_);
     if (lease_held_ && lease_held_->backend == b && lease_held_->seq == e->seq) {
       lease_held_->ended = true;
+      // The backend's measure; no run holds its lease longer than the limit.
+      n_->lease_ran_ns.fetch_add(static_cast<std::uint64_t>(std::min(e->ran_ns, kLeaseRunLimit.ns())),
+                                 std::memory_order_relaxed);
     } else if (lease_asking_ && lease_asking_->backend == b && lease_asking_->seq == e->seq) {
       lease_asking_->ended = true;  // the backend gave up waiting: the desk withdraws it
     } else {

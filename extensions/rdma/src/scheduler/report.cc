@@ -19,7 +19,8 @@ nlohmann::json SchedulerNode::Impl::report() const {
   r["cancels"] = {{"received", n.cancels}, {"handed_to_runtime", n.cancels_handed}};
   r["leases"] = {{"granted", n.leases_granted},
                  {"refused", n.leases_refused},
-                 {"waited_ms", static_cast<double>(n.lease_wait_ns) / 1e6}};
+                 {"waited_ms", static_cast<double>(n.lease_wait_ns) / 1e6},
+                 {"ran_ms", static_cast<double>(n.lease_ran_ns) / 1e6}};
   json drops = json::object();
   std::uint64_t dropped = 0;
   for (int i = 1; i < kNumDropReasons; ++i) {
