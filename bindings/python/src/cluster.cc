@@ -91,8 +91,9 @@ class PyClient {
   }
 
   // Sends a request; its outcome comes back through take() with `key`.
-  // `priority`: Triton's (Client::infer_async).
-  void submit(const std::string& model, const py::buffer& data, std::optional<double> slo_s,
+  // `priority`: Triton's (Client::infer_async). Returns its ticket for
+  // cancel() (0 when it already ended).
+  std::uint64_t submit(const std::string& model, const py::buffer& data, std::optional<double> slo_s,
               std::uint64_t key, std::uint32_t priority) {
     const py::buffer_info info = data.request();
     if (info.ndim > 1) {
@@ -109,14 +110,19 @@ class PyClient {
     std::optional<Duration> slo;
     if (slo_s) slo = Duration::from_seconds(*slo_s);
     Status s;
+    std::uint64_t ticket = 0;
     {
       py::gil_scoped_release nogil;  // `data` keeps the buffer alive; the client copies it now
       s = client_->infer_async(
-          model, bytes, slo, [this, key](cluster::InferResult&& r) { complete(key, std::move(r)); }, nullptr,
+          model, bytes, slo, [this, key](cluster::InferResult&& r) { complete(key, std::move(r)); }, &ticket,
           priority);
     }
     if (!s.ok()) raise_status(s);
+    return ticket;
   }
+
+  // Withdraws request `ticket` if still queued (Client::cancel; never blocks).
+  void cancel(std::uint64_t ticket) { client_->cancel(ticket); }
 
   // Waits up to timeout_s for outcomes; returns them (possibly none).
   std::vector<std::tuple<std::uint64_t, int, std::string, py::bytes, std::string, double, std::uint32_t>>
@@ -205,6 +211,7 @@ PYBIND11_MODULE(_cluster, m) {
       .def("wait_ready", &PyClient::wait_ready, py::arg("timeout_s"))
       .def("submit", &PyClient::submit, py::arg("model"), py::arg("data"), py::arg("slo_s"), py::arg("key"),
            py::arg("priority") = 0)
+      .def("cancel", &PyClient::cancel, py::arg("ticket"))
       .def("take", &PyClient::take, py::arg("timeout_s"))
       .def("models", &PyClient::models)
       .def("stats", &PyClient::stats)

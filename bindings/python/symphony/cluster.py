@@ -120,6 +120,11 @@ class Client:
         request priority, 1 (the highest) to the model's ``priority_levels``,
         0 (the default) its ``default_priority_level`` (docs/cluster.md#priorities).
 
+        The Future's ``cancel()`` withdraws the request if it is still queued at
+        the scheduler (it then ends ``dropped``, ``cancelled``, there and never
+        runs; one already running runs, its output unused) and counts in
+        ``stats()["cancels"]``.
+
         Raises ModelNotFound for a model the cluster does not serve,
         InvalidInput for an input over ``max_input_bytes`` or not
         C-contiguous or a priority beyond the model's levels,
@@ -137,7 +142,7 @@ class Client:
             self._futures[key] = fut
             self._details[key] = details
         try:
-            self._c.submit(model, data, None if slo_ms is None else slo_ms / 1000.0, key, priority)
+            ticket = self._c.submit(model, data, None if slo_ms is None else slo_ms / 1000.0, key, priority)
         except BaseException as e:
             with self._lock:
                 self._futures.pop(key, None)
@@ -149,6 +154,8 @@ class Client:
             if isinstance(e, RuntimeError):
                 raise ServerNotRunning(str(e)) from None
             raise
+        if ticket:  # 0: it ended already
+            fut.add_done_callback(lambda f: self._withdraw(f, ticket))
         return fut
 
     def models(self) -> List[ModelInfo]:
@@ -189,6 +196,11 @@ class Client:
             self.close()
         except Exception:
             pass
+
+    def _withdraw(self, fut: Future, ticket: int) -> None:
+        # A Future's done callback, on the thread that ended it: cancel()'s caller's.
+        if fut.cancelled() and not self._closed:
+            self._c.cancel(ticket)
 
     # ---- completions (this client's thread) -----------------------------------------
 

@@ -88,6 +88,27 @@ def test_infer_returns_the_backends_output_and_counts_balance(running_cluster):
         assert s["duplicate_outputs"] == 0 and s["in_flight"] == 0
 
 
+def test_a_cancelled_future_withdraws_its_request_while_it_waits(running_cluster):
+    """Future.cancel() on a request the deferred scheduler still holds (2 s
+    SLO: dispatched about 1.7 s after it arrives) withdraws it there: it ends
+    dropped, `cancelled`, and never runs; the other request is answered."""
+    addr, _ = running_cluster
+    with cluster.Client(addr, token="py-token") as c:
+        keep = c.infer("m", b"k", slo_ms=2000)
+        gone = c.infer("m", b"g", slo_ms=2000)
+        time.sleep(0.3)  # both taken into the scheduler's queue (a cancel before finds nothing)
+        assert gone.cancel() and gone.cancelled()
+        assert int.from_bytes(keep.result(timeout=10)[:8], "little") == fnv1a64(b"k")
+        deadline = time.monotonic() + 10
+        while c.stats()["in_flight"] > 0:
+            assert time.monotonic() < deadline, c.stats()
+            time.sleep(0.05)
+        s = c.stats()
+        assert s["cancels"] == 1, s
+        assert s["dropped_by_reason"] == {"cancelled": 1} and s["ok"] + s["late"] == 1, s
+        assert gone.cancel() and not keep.cancel()  # cancelled stays so; a done one cannot be
+
+
 def test_bad_calls_raise_at_once(running_cluster):
     addr, _ = running_cluster
     with cluster.Client(addr, token="py-token", max_input_bytes=16) as c:
