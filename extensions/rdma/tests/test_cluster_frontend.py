@@ -2032,6 +2032,36 @@ def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasibl
         assert status == 200 and hdrs.get("symphony-outcome") in ("ok", "late"), (status, hdrs, out)
 
 
+def test_emulated_a_frontends_input_pool_holds_every_folder_of_its_start_and_says_when_not(tmp_path,
+                                                                                           repository_cluster):
+    """A frontend sizes its input pool at start from every model folder its
+    repository holds then. A folder added since whose requests are larger
+    (64 floats beside 4) loads, and this frontend refuses its requests (400)
+    saying that its pool was sized at its start and that a restart serves
+    the model; a frontend started after the folder was added answers them."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    c = repository_cluster(repo)
+    (fa,) = c.start("explicit", backends=[("one", "emulated:1")], frontends=("fa",))
+    write_emulated_model(repo, "wide")
+    (repo / "wide" / "config.pbtxt").write_text(GROUPED_PBTXT.replace("dims: [ 4 ]", "dims: [ 64 ]") % (3000, ""))
+    profile = repo / "wide" / "1" / "model.cpu0.profile.yaml"
+    profile.write_text(profile.read_text().replace("float32[4]", "float32[64]"))
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/wide/load")
+    assert status == 200, (out, c.scheduler.output())
+    wide = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 64], "data": [0.5] * 64}]}
+    status, _, out = http_infer(fa, "wide", wide)
+    error = json.loads(out)["error"]
+    assert status == 400 and "256 bytes" in error and "sized at its start" in error and \
+        "restart it to serve this model" in error, (status, out)
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    assert http_infer(fa, "plain", body)[0] == 200
+    (fb,) = c.add_frontends(["fb"])
+    for model, b in (("wide", wide), ("plain", body)):
+        status, _, out = http_infer(fb, model, b)
+        assert status == 200, (model, status, out)
+
+
 def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):
     """--model-control-mode explicit: an unload asked of one frontend (gRPC
     RepositoryModelUnload) while the other has requests of the model queued

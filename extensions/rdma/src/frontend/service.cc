@@ -725,12 +725,18 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
     case Errc::kInvalidArgument:
       if (s.message().rfind("priority ", 0) == 0)  // the request's priority (Client::infer)
         return Reply::error(Code::kInvalidArgument, s.message());
-      return Reply::error(Code::kInvalidArgument,
-                          "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
-                              (m.served.opaque || m.served.input_bytes == 0
-                                   ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
-                                         " bytes: --max-input-bytes)"
-                                   : ""));
+      return Reply::error(
+          Code::kInvalidArgument,
+          "input '" + m.served.inputs[0].name + "' of " + who + ": " + s.message() +
+              (m.served.opaque || m.served.input_bytes == 0
+                   ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
+                         " bytes: --max-input-bytes)"
+               : m.served.input_bytes > max_input_bytes_
+                   // A model loaded since the start, or reloaded with larger inputs.
+                   ? " (this frontend's input pool was sized at its start for the largest request of the "
+                     "models its repository held then, " +
+                         std::to_string(max_input_bytes_) + " bytes; restart it to serve this model)"
+                   : ""));
     default:  // not connected yet, or closed
       return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());
   }
