@@ -484,6 +484,12 @@ REPOSITORY_CLUSTER_CONFIG = """
 """ % TOKEN
 
 
+# For loads of busy.pt (~0.2 s of CPU a batch, 17 or more runs): on a busy
+# machine a backend loading it answered its pings late enough to be lost at
+# 500 ms, and the load took longer than curl's default 30 s.
+BUSY_LOAD_CONFIG = REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500", "heartbeat_timeout_ms: 2000")
+
+
 class RepositoryCluster(Cluster):
     """A cluster whose roles read a model repository (--model-repository),
     cluster.yaml giving only its token and heartbeats: the scheduler, CPU
@@ -1192,7 +1198,7 @@ def test_torch_a_loads_runs_hold_their_device_in_gaps_of_its_schedule(tmp_path, 
     need_test_model("busy.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 3000)
-    c = repository_cluster(repo)
+    c = repository_cluster(repo, BUSY_LOAD_CONFIG)
     loops = []
     try:
         (f,) = c.start("explicit")
@@ -1204,7 +1210,7 @@ def test_torch_a_loads_runs_hold_their_device_in_gaps_of_its_schedule(tmp_path, 
         with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
             write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())
         before = sum(len(x.statuses) for x in loops)
-        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/slowload/load")
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/slowload/load", timeout=120)
         assert status == 200, (out, c.backends["cpu"].output())
         during = sum(len(x.statuses) for x in loops) - before
         statuses = [s for x in loops for s in x.stop()]
@@ -1277,7 +1283,7 @@ def test_torch_a_load_whose_batch_of_one_outlasts_what_the_served_can_wait_fails
     need_test_model("busy.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 1000)
-    c = repository_cluster(repo)
+    c = repository_cluster(repo, BUSY_LOAD_CONFIG)
     loop = None
     try:
         fa, fb = c.start("explicit", frontends=("fa", "fb"))
@@ -1291,7 +1297,7 @@ def test_torch_a_load_whose_batch_of_one_outlasts_what_the_served_can_wait_fails
         (repo / "slowload" / "1" / "model.cpu0.profile.yaml").write_text(
             'model: slowload\ndevice: cpu:0\ninputs: ["float32[4]"]\nmax_batch: 8\nalpha_ms: 0\n'
             "beta_ms: 2000\nstopped_because: test\npoints:\n" + points)
-        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load", timeout=120)
         why = json.loads(out)["error"]
         assert status == 400, (status, out)
         for part in ("model 'slowload' cannot be loaded beside the models the cluster serves: its batch of one "
@@ -1328,14 +1334,14 @@ def test_torch_a_load_whose_runs_show_a_batch_of_one_too_long_fails_after_its_se
     need_test_model("busy.pt")
     repo = tmp_path / "models"
     write_torch_model(repo, "linear", COLD_PBTXT % 25)
-    c = repository_cluster(repo)
+    c = repository_cluster(repo, BUSY_LOAD_CONFIG)
     fa, fb = c.start("explicit", frontends=("fa", "fb"))
     xs = rows(2, 5)
     body = linear_body(xs)
     wait_until(lambda: http_infer(fa, "linear", body)[0] == 200, "linear to answer", timeout=30)
     with open(os.path.join(MODELS, "busy.pt"), "rb") as src:
         write_torch_model(repo, "slowload", BUSY_PBTXT, model_bytes=src.read())  # linear's profile
-    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load")
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/slowload/load", timeout=120)
     why = json.loads(out)["error"]
     assert status == 400, (status, out)
     refused = re.search(r"could not load it: model 'slowload'.*: cannot be loaded beside the models the cluster "
