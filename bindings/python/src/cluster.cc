@@ -94,7 +94,7 @@ class PyClient {
   // `priority`: Triton's (Client::infer_async). Returns its ticket for
   // cancel() (0 when it already ended).
   std::uint64_t submit(const std::string& model, const py::buffer& data, std::optional<double> slo_s,
-              std::uint64_t key, std::uint32_t priority) {
+                       std::uint64_t key, std::uint32_t priority) {
     const py::buffer_info info = data.request();
     if (info.ndim > 1) {
       // C-contiguous only: the bytes are sent as they lie.
