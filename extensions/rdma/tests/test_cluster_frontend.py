@@ -1301,7 +1301,7 @@ def test_torch_a_load_whose_batch_of_one_outlasts_what_the_served_can_wait_fails
         why = json.loads(out)["error"]
         assert status == 400, (status, out)
         for part in ("model 'slowload' cannot be loaded beside the models the cluster serves: its batch of one "
-                     "runs about 2000000 us (by its profile ", "longer than model 'linear' can wait (",
+                     "runs about 2000 ms (by its profile ", "longer than model 'linear' can wait (",
                      "give it devices of its own (instance_group)"):
             assert part in why, (part, why)
         for f in (fa, fb):

@@ -113,10 +113,9 @@ Status SchedulerNode::Impl::cap_beside(ClusterRepository& r, const std::string& 
       return Status(
           Errc::kInvalidArgument,
           "model '" + v.config.name + "' cannot be loaded beside the models the cluster serves: its " +
-              "batch of one runs about " + std::to_string(one.ns() / 1000) + " us (by its profile " +
-              v.profile_path + "), longer than model '" + tightest + "' can wait (" +
-              std::to_string(limit.ns() / 1000) +
-              " us: half of its SLO less its own batch of one), so each of its runs would make that "
+              "batch of one runs about " + format_ms(one) + " ms (by its profile " + v.profile_path +
+              "), longer than model '" + tightest + "' can wait (" + format_ms(limit) +
+              " ms: half of its SLO less its own batch of one), so each of its runs would make that "
               "model's requests late; give it devices of its own (instance_group)");
     std::uint32_t& b = v.config.max_batch;
     const std::uint32_t uncapped = b;
@@ -125,8 +124,7 @@ Status SchedulerNode::Impl::cap_beside(ClusterRepository& r, const std::string& 
       log("model '" + v.config.name + "': max batch " + std::to_string(b) + ", not " +
           std::to_string(uncapped) + ": a larger batch's first run (up to " + std::to_string(kFirstRun) +
           " times its profiled time) would run longer than model '" + tightest + "' can wait (" +
-          std::to_string(limit.ns() / 1000) +
-          " us); to batch more, give it devices of its own (instance_group)");
+          format_ms(limit) + " ms); to batch more, give it devices of its own (instance_group)");
   }
   return {};
 }
