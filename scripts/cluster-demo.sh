@@ -314,7 +314,7 @@ def us(v):  # whole microseconds, one decimal below 10 (as the learned line abov
 
 print(f"""
 cluster: 1 scheduler, 2 backends x 4 emulated GPUs, 2 protocol frontends (TCP loopback), 2 HTTP load generators
-offered  {r['offered_rps']:9.1f} r/s  ({rate:.1f} = 0.95 x the simulator's goodput {goodput:.1f})
+offered  {r['offered_rps']:9.1f} r/s  ({rate:.1f} = {rate / goodput:.2f} x the simulator's goodput {goodput:.1f})
 sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reasons or ''}, errors {r['errors']} {errors or ''}
 bad rate {100 * r['bad_rate']:.2f} %   (simulator at the same rate: {100 * sim['bad_rate']:.2f} %)
 median batch {median}   (simulator: {sim['median_batch']:g}); client p99 {p99:.1f} ms (SLO 25 ms at the frontend)
