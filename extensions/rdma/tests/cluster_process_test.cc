@@ -247,9 +247,9 @@ TEST_F(ClusterProcessTest, InjectedDelayRaisesTheLearnedDelays) {
     EXPECT_TRUE(s.has_value());
     return s ? (*s)["delays_us"] : json::object();
   };
-  write_config(200, 300);  // the cap on learned delays is a quarter of the SLO: 50 ms
+  write_config(400, 300);  // the cap on learned delays is a quarter of the SLO: 100 ms
   const json base = learned("plain");
-  constexpr double kInjectUs = 10000;
+  constexpr double kInjectUs = 20000;
   std::ofstream(cfg_, std::ios::app) << "  inject_delay_us: " << kInjectUs << "\n";
   const json inj = learned("injected");
   ASSERT_TRUE(base.contains("ctrl") && inj.contains("ctrl")) << base.dump() << inj.dump();
@@ -258,21 +258,23 @@ TEST_F(ClusterProcessTest, InjectedDelayRaisesTheLearnedDelays) {
   EXPECT_GT(inj["batch_samples"].get<std::uint64_t>(), 0u);
   // Lower bounds only on the rise above the plain run (the plain run's tail
   // on a loaded machine may be anything up to milliseconds), and a loose
-  // ceiling: a rise of more than 2 x the delay plus 20 ms would be a bug.
+  // ceiling under the cap: more than 2 x the delay plus 40 ms would be a bug
+  // (a loaded CI machine once added 22.5 ms of tail to the 20 ms injected).
   // The Batch message's delay shows in d_ctrl; the input read's in the
   // planned delay of a batch, d_ctrl + d_data * b, where the learner's fit
   // puts it in the fixed part or, when the read times grow with the batch
   // on a loaded machine, partly in d_data: checked at b = 8. The plain
-  // run's p99 there may be milliseconds of noise (4.8 ms once, against the
-  // injected 20.6 ms) that the injected run need not repeat: up to 2 ms of
-  // it counts, as for d_resp below.
+  // run's p99 there may be milliseconds of noise (4.8 ms once, when 10 ms
+  // injected gave 20.6 ms) that the injected run need not repeat: up to a
+  // fifth of the delay of it counts, as for d_resp below.
   EXPECT_GT(ctrl1 - ctrl0, 0.8 * kInjectUs) << "plain " << base.dump() << "\ninjected " << inj.dump();
   EXPECT_GT((ctrl1 + 8 * data1) - std::min(ctrl0 + 8 * data0, 0.2 * kInjectUs), 1.6 * kInjectUs)
       << "plain " << base.dump() << "\ninjected " << inj.dump();
-  EXPECT_LT(ctrl1, 2 * kInjectUs + 20000) << inj.dump();
+  EXPECT_LT(ctrl1, 2 * kInjectUs + 40000) << inj.dump();
   // d_resp is the p99 of one message: the plain run's may be a few ms of
-  // noise on a loaded machine (3.6 ms once, the injected 10.4 ms), which
-  // the injected run's own tail need not repeat. Up to 2 ms of it counts.
+  // noise on a loaded machine (3.6 ms once, when 10 ms injected gave
+  // 10.4 ms), which the injected run's own tail need not repeat. Up to a
+  // fifth of the delay of it counts.
   EXPECT_GT(resp1 - std::min(resp0, 0.2 * kInjectUs), 0.8 * kInjectUs)
       << "plain " << base.dump() << "\ninjected " << inj.dump();
   expect_nothing_ran_twice();
