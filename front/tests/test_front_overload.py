@@ -8,8 +8,10 @@ case, so admission refuses it at once (429 / RESOURCE_EXHAUSTED, reason
 `overload`) instead of queueing it to expire. Every wait is bounded.
 """
 import json
+import re
 import signal
 import threading
+import urllib.request
 
 import grpc
 
@@ -50,9 +52,11 @@ def in_parallel(calls):
 
 
 def test_a_backlog_that_cannot_be_served_in_time_is_refused_at_once_with_429():
-    s = Serve(CONFIG)
+    s = Serve(CONFIG, extra=["--metrics", "127.0.0.1:0"])
     try:
         answers = in_parallel([lambda: infer_http(s, "one") for _ in range(6)])
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
     finally:
         rc, report = s.stop(signal.SIGTERM)
     assert rc == 0, s.output()
@@ -66,6 +70,13 @@ def test_a_backlog_that_cannot_be_served_in_time_is_refused_at_once_with_429():
     one = report["models"]["one"]
     assert one["sent"] == 6
     assert one["dropped_by_reason"].get("overload") == len(refused), one
+    # The time each refusal took is recorded, once per refusal: in both
+    # reports and in /metrics (its histogram's count).
+    assert one["refusal_latency_ms"]["count"] == len(refused), one
+    assert report["server"]["models"]["one"]["refusal_latency_ms"]["count"] == len(refused), report["server"]
+    assert 0 < one["refusal_latency_ms"]["p50"] <= one["refusal_latency_ms"]["max"], one
+    counted = re.search(r'^symphony_refusal_latency_seconds_count\{model="one"[^}]*\} (\S+)$', text, re.M)
+    assert counted and float(counted.group(1)) == len(refused), text
 
 
 def ranked_request(pb, priority=None):

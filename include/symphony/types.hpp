@@ -112,6 +112,12 @@ constexpr std::string_view to_string(DropReason r) noexcept {
 
 inline constexpr int kNumDropReasons = 8;
 
+// The reasons a request is refused on its arrival, before it is queued (the
+// others end a request that was queued, or the server's stop).
+constexpr bool refused_on_arrival(DropReason r) noexcept {
+  return r == DropReason::kInfeasible || r == DropReason::kQueueFull || r == DropReason::kOverload;
+}
+
 // The reason to_string() names `name`; nullopt when no reason has that name
 // (a protocol answer's reason from another server, the front's own refusals).
 constexpr std::optional<DropReason> drop_reason_from_string(std::string_view name) noexcept {

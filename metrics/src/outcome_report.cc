@@ -33,6 +33,13 @@ void add_drops(json& j, const std::string& reason, std::uint64_t n) {
   j["dropped_by_reason"][reason] = n;
 }
 
+json percentiles_ms_json(const LatencyHistogram& h) {
+  return {{"count", h.count()},
+          {"p50", h.percentile(0.5).to_ms()},
+          {"p99", h.percentile(0.99).to_ms()},
+          {"max", h.max().to_ms()}};
+}
+
 void print_outcome_table(std::FILE* out, const char* first_column, const std::vector<OutcomeRow>& rows,
                          double seconds, const char* tail_heading) {
   std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %7s%s%s\n", first_column, "sent", "ok", "late",

@@ -8,6 +8,7 @@
 #include "symphony/front/front_metrics.hpp"
 #include "symphony/metrics/endpoint.hpp"
 #include "symphony/metrics/exposition.hpp"
+#include "symphony/metrics/outcome_report.hpp"
 #include "symphony/server/cuda_ipc.hpp"
 #include "symphony/server/host_pinning.hpp"
 
@@ -226,21 +227,24 @@ nlohmann::json ServeApp::front_report(const server::ServerStats& stats, double s
   const front::ModelLatencyOf latency =
       [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
     // Every version of the model together (the front counts per model).
-    LatencyHistogram h;
+    LatencyHistogram h, refusals;
     double batched = 0, batches = 0;
     bool found = false;
     for (const auto& s : stats.models) {
       if (s.model != model) continue;
       found = true;
       h.merge(s.latency);
+      refusals.merge(s.refusal_latency);
       for (const auto& [size, n] : s.batches) {
         batched += static_cast<double>(size) * static_cast<double>(n);
         batches += static_cast<double>(n);
       }
     }
     if (!found) return std::nullopt;
-    return front::ModelLatency{h.percentile(0.5), h.percentile(0.99), batches > 0 ? batched / batches : 0.0,
-                               nlohmann::json::object()};
+    return front::ModelLatency{h.percentile(0.5),
+                               h.percentile(0.99),
+                               batches > 0 ? batched / batches : 0.0,
+                               {{"refusal_latency_ms", metrics::percentiles_ms_json(refusals)}}};
   };
   return front::front_report(front_->counters(), latency, seconds, listeners_->http_address(),
                              listeners_->grpc_address(), listeners_->where());

@@ -220,6 +220,7 @@ json server_counts_json(const ServerStats& stats) {
     json jm = metrics::outcome_json(m.counts, secs);
     jm["batch_histogram"] = histogram_json(m.batches);
     jm["latency_count"] = m.latency.count();
+    jm["refusal_latency_ms"] = metrics::percentiles_ms_json(m.refusal_latency);
     jm["model"] = m.model;
     jm["version"] = m.version;
     if (!m.loaded) jm["loaded"] = false;                    // unloaded while serving: its final counts

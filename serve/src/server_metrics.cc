@@ -77,6 +77,10 @@ void ServerMetrics::collect(metrics::Writer& w) {
     w.histogram_from("symphony_request_latency_seconds",
                      "Latency of ok and late requests since start, from submission to the outcome.", m,
                      ms.latency, metrics::kLatencyBucketsSeconds);
+    w.histogram_from("symphony_refusal_latency_seconds",
+                     "Time to refuse the requests refused on arrival (overload, queue_full, infeasible) "
+                     "since start, from submission to the outcome.",
+                     m, ms.refusal_latency, metrics::kDelayBucketsSeconds);
     const std::uint64_t ended = ms.counts.ended();
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));

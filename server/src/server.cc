@@ -207,8 +207,13 @@ struct Server::Impl final : BatchRunner {
     void ended(std::uint32_t level, Outcome o, DropReason r, Duration latency, bool by_deadline = false) {
       tally.record(o, r, latency, by_deadline);
       if (level < levels) by_level[level].record(o, r, latency, by_deadline);
+      if (o == Outcome::kDropped && refused_on_arrival(r)) {
+        std::lock_guard<std::mutex> lock(hist_mu);
+        refusals.record(latency);
+      }
     }
-    std::mutex hist_mu;  // guards batches, batch_exec
+    std::mutex hist_mu;         // guards batches, batch_exec, refusals
+    LatencyHistogram refusals;  // ModelStats::refusal_latency
     std::map<std::uint32_t, std::uint64_t> batches;
     std::map<std::uint32_t, Duration> batch_exec;
     // The statistics extension's sums (ModelStats), by the request ends.
@@ -252,6 +257,7 @@ struct Server::Impl final : BatchRunner {
       std::lock_guard<std::mutex> lock(m.hist_mu);
       s.batches = m.batches;
       s.batch_exec = m.batch_exec;
+      s.refusal_latency = m.refusals;
     }
     s.inference_count = m.inference_count.load(std::memory_order_relaxed);
     s.success_time = Duration::nanoseconds(m.success_ns.load(std::memory_order_relaxed));
@@ -1467,6 +1473,7 @@ namespace {
 void add_requests(ModelStats& into, const ModelStats& from) {
   into.counts += from.counts;
   into.latency.merge(from.latency);
+  into.refusal_latency.merge(from.refusal_latency);
   if (into.by_priority.size() < from.by_priority.size()) into.by_priority.resize(from.by_priority.size());
   for (std::size_t l = 0; l < from.by_priority.size(); ++l) into.by_priority[l] += from.by_priority[l];
   for (const auto& [size, n] : from.batches) into.batches[size] += n;

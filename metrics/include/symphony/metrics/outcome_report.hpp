@@ -30,6 +30,9 @@ nlohmann::json outcome_json(const OutcomeCounts& c, double seconds = 0);
 // Adds one model's `extra` drops (by reason name) to an outcome_json object.
 void add_drops(nlohmann::json& j, const std::string& reason, std::uint64_t n);
 
+// {"count", "p50", "p99", "max"} of `h`, the durations in ms.
+nlohmann::json percentiles_ms_json(const LatencyHistogram& h);
+
 // One row of the outcome table.
 struct OutcomeRow {
   std::string name;

@@ -233,7 +233,10 @@ struct ModelStats {
   // The same by priority level when the model has several (ModelOptions::
   // priority_levels): [l] is Triton's priority l + 1, 0 the highest.
   std::vector<OutcomeCounts> by_priority;
-  LatencyHistogram latency;                        // over ok and late requests
+  LatencyHistogram latency;  // over ok and late requests
+  // Over the requests refused on arrival (refused_on_arrival(): overload,
+  // queue_full, infeasible), from submission to the outcome.
+  LatencyHistogram refusal_latency;
   Duration p50, p99, max_latency;                  // of `latency`
   std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
   std::map<std::uint32_t, Duration> batch_exec;    // batch size -> their summed execution time
