@@ -2,16 +2,23 @@
 #include "symphony/front/grpc_server.hpp"
 
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
 
 #include "inference.grpc.pb.h"
 #include "symphony/front/shared_memory.hpp"
@@ -525,10 +532,50 @@ void fill_response(const Reply& r, const std::vector<InferRequest::Output>& aske
   }
 }
 
+// The threads that write the answers of inferences (docs/architecture.md#front): a
+// request ends on a scheduler's thread (serve's shard, a cluster frontend's
+// network thread), and gRPC runs a call's Finish or Write inline, transport
+// and socket included, on the thread that calls it; that thread must not be
+// the scheduler's. An answer given while its call's own reaction runs (the
+// front's refusals, admission's on the submitting thread) is written inline.
+class Answerers {
+ public:
+  Answerers() {
+    const unsigned n = std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
+    for (unsigned i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        pthread_setname_np(pthread_self(), "sym-grpc-answer");
+        std::function<void()> task;
+        for (;;) {
+          queue_.wait_dequeue(task);
+          if (!task) return;  // stop()
+          task();
+          task = nullptr;
+        }
+      });
+  }
+  ~Answerers() { stop(); }
+  void post(std::function<void()> task) { queue_.enqueue(std::move(task)); }
+  // Writes what was posted, then joins. After the gRPC server's Wait():
+  // every call has ended, so nothing is posted any more.
+  void stop() {
+    for (std::size_t i = 0; i < threads_.size(); ++i) queue_.enqueue(nullptr);
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  moodycamel::BlockingConcurrentQueue<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+};
+
+// The call whose reaction this thread runs now (see Answerers).
+thread_local const void* t_reacting = nullptr;
+
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(Front& front, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp)
-      : front_(front), ctx_(ctx), out_(resp) {}
+  InferReactor(Front& front, Answerers& answerers, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp)
+      : front_(front), answerers_(answerers), ctx_(ctx), out_(resp) {}
 
   void start(const grpc::ByteBuffer& bytes) {
     if (trace::enabled()) tr_.received = trace::now();
@@ -555,7 +602,12 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       tr_.parsed = trace::now();
       traced_ = true;
     }
-    const std::uint64_t t = front_.infer(std::move(r), deadline, [this](Reply&& reply) { finish(reply); });
+    t_reacting = this;
+    const std::uint64_t t = front_.infer(std::move(r), deadline, [this](Reply&& reply) {
+      if (t_reacting == this) return finish(reply);
+      answerers_.post([this, reply = std::move(reply)] { finish(reply); });
+    });
+    t_reacting = nullptr;
     ticket_.store(t, std::memory_order_release);
     if (cancelled_.load(std::memory_order_acquire)) front_.cancel(t);
   }
@@ -593,6 +645,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   }
 
   Front& front_;
+  Answerers& answerers_;
   grpc::CallbackServerContext* ctx_;
   grpc::ByteBuffer* out_;  // the call's response, serialized by hand (ModelInfer is raw)
   inference::ModelInferResponse resp_;
@@ -617,7 +670,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
  public:
   static constexpr std::size_t kMaxOutstanding = 1024;
 
-  StreamReactor(Front& front, grpc::CallbackServerContext* ctx) : front_(front), ctx_(ctx) {
+  StreamReactor(Front& front, Answerers& answerers, grpc::CallbackServerContext* ctx)
+      : front_(front), answerers_(answerers), ctx_(ctx) {
     reading_ = true;
     StartRead(&in_);
   }
@@ -686,9 +740,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     }
     auto asked = std::make_shared<std::vector<InferRequest::Output>>(r.outputs);
     if (trace::enabled()) tr.parsed = trace::now();
+    t_reacting = this;
     const std::uint64_t t =
-        front_.infer(std::move(r), call_deadline(ctx_),
-                     [this, seq, asked, tr](Reply&& reply) mutable { answer(reply, *asked, seq, &tr); });
+        front_.infer(std::move(r), call_deadline(ctx_), [this, seq, asked, tr](Reply&& reply) mutable {
+          if (t_reacting == this) return answer(reply, *asked, seq, &tr);
+          answerers_.post([this, seq, asked, tr, reply = std::move(reply)]() mutable {
+            answer(reply, *asked, seq, &tr);
+          });
+        });
+    t_reacting = nullptr;
     bool cancel = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -768,6 +828,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   }
 
   Front& front_;
+  Answerers& answerers_;
   grpc::CallbackServerContext* ctx_;
   // The read in progress (a ModelInferRequest's bytes, read by hand as
   // ModelInfer's are: raw contents straight into the host memory pool).
@@ -806,7 +867,7 @@ static_assert(std::is_base_of_v<gis::Service, CallbackServiceRawInfer>);
 
 class Service final : public CallbackServiceRawInfer {
  public:
-  explicit Service(Front& f) : front_(f) {}
+  Service(Front& f, Answerers& a) : front_(f), answerers_(a) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest*,
                                        inference::ServerLiveResponse* resp) override {
@@ -861,7 +922,7 @@ class Service final : public CallbackServiceRawInfer {
   }
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
       grpc::CallbackServerContext* ctx) override {
-    return new StreamReactor(front_, ctx);
+    return new StreamReactor(front_, answerers_, ctx);
   }
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
                                         const inference::ModelConfigRequest* req,
@@ -910,7 +971,7 @@ class Service final : public CallbackServiceRawInfer {
   }
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                        grpc::ByteBuffer* resp) override {
-    auto* r = new InferReactor(front_, ctx, resp);
+    auto* r = new InferReactor(front_, answerers_, ctx, resp);
     r->start(*req);
     return r;
   }
@@ -1051,12 +1112,14 @@ class Service final : public CallbackServiceRawInfer {
     return r;
   }
   Front& front_;
+  Answerers& answerers_;
 };
 
 }  // namespace
 
 struct GrpcServer::Impl {
-  explicit Impl(Front& f) : service(f) {}
+  explicit Impl(Front& f) : service(f, answerers) {}
+  Answerers answerers;  // before the service, which holds it
   Service service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -1093,6 +1156,7 @@ void GrpcServer::stop(Duration grace) {
   impl_->stopped = true;
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::nanoseconds(grace.ns()));
   impl_->server->Wait();
+  impl_->answerers.stop();
   trace::flush();
 }
 
