@@ -25,7 +25,9 @@ on), each point run with admission off and on back to back:
            0.5x-10x, and the closed-loop flood through the frontend, --runs times.
   flood    (only with --only flood) the closed-loop flood of the device-bound
            model over HTTP and gRPC, 64 to 4096 connections, with the
-           scheduler's threads at nice 0 and -10 (scheduler_nice), --runs times.
+           scheduler's threads at nice 0 and -10 (scheduler_nice, --nice), --runs
+           times; each point with the time the server took to refuse (its
+           /metrics symphony_refusal_latency_seconds before and after).
 
 Writes OUT/overload.json and OUT/overload.png (OUT/flood.* and OUT/cluster.*). Every run is bounded; the
 whole takes about 15 minutes on 2 cores with the defaults. Measure on a quiet
@@ -34,11 +36,13 @@ machine: the load average is recorded with each point.
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -126,7 +130,8 @@ class Serve:
             os.unlink(pf)
         self.log = open(os.path.join(tmp, "serve.log"), "w")
         self.p = subprocess.Popen([a.symphony, "serve", cfg, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
-                                   "--port-file", pf, "--quiet"], stdout=self.log, stderr=subprocess.STDOUT)
+                                   "--metrics", "127.0.0.1:0", "--port-file", pf, "--quiet"],
+                                  stdout=self.log, stderr=subprocess.STDOUT)
         until = time.time() + 30
         while not os.path.exists(pf):
             if self.p.poll() is not None or time.time() > until:
@@ -136,6 +141,18 @@ class Serve:
         time.sleep(0.1)
         with open(pf) as f:
             self.ports = json.load(f)
+        with open(self.log.name) as f:
+            m = re.search(r"metrics: listening on (http://\S+/metrics)", f.read())
+        self.metrics_url = m.group(1) if m else None
+
+    def refusal_buckets(self):
+        """{le (s): cumulative count} of symphony_refusal_latency_seconds."""
+        text = urllib.request.urlopen(self.metrics_url, timeout=30).read().decode()
+        out = {}
+        for le, v in re.findall(r'^symphony_refusal_latency_seconds_bucket\{[^}]*le="([^"]+)"\} (\S+)$', text, re.M):
+            bound = float("inf") if le == "+Inf" else float(le)
+            out[bound] = out.get(bound, 0) + float(v)
+        return out
 
     def stop(self):
         if self.p.poll() is None:
@@ -161,6 +178,17 @@ def load(a, tmp, url, rate=None, concurrency=None):
             "p99_ms": m["latency_ms"]["p99"] if "latency_ms" in m else None, "sent": j["sent"], "ok": j["ok"],
             "dropped": j["dropped"], "late": j["late"], "errors": j["errors"], "loadavg": loadavg(),
             "dropped_by_reason": m.get("dropped_by_reason")}
+
+
+def refusal_latency(before, after):
+    """The refusals between two refusal_buckets(): their count, the share
+    answered within 1 ms, and the bucket bound that holds their p99."""
+    d = {le: after[le] - before.get(le, 0) for le in after}
+    n = d.get(float("inf"), 0)
+    if n == 0:
+        return {"count": 0}
+    p99 = next(le for le in sorted(d) if d[le] >= 0.99 * n)
+    return {"count": int(n), "within_1ms": d.get(0.001, 0) / n, "p99_at_most_ms": p99 * 1e3}
 
 
 def serve_part(a, tmp):
@@ -204,14 +232,17 @@ def flood_part(a, tmp):
     pts = []
     for run in range(a.runs):
         for proto in ("http", "grpc"):
-            for nice in (0, -10):
+            for nice in a.nice:
                 s = Serve(a, tmp, "device-bound", "on", scheduler_nice=nice)
                 try:
                     for conc in (64, 512, 2048, 4096):
+                        before = s.refusal_buckets()
                         p = load(a, tmp, f"{proto}://{s.ports[proto]}", concurrency=conc)
-                        p.update(run=run, proto=proto, scheduler_nice=nice, concurrency=conc)
+                        p.update(run=run, proto=proto, scheduler_nice=nice, concurrency=conc,
+                                 refusal_latency=refusal_latency(before, s.refusal_buckets()))
                         log(f"flood {proto} {conc} nice {nice} run {run}: goodput {p['goodput_rps']:.0f} "
-                            f"errors {p['errors']} {p['dropped_by_reason']} load {p['loadavg']}")
+                            f"errors {p['errors']} {p['dropped_by_reason']} refusals {p['refusal_latency']} "
+                            f"load {p['loadavg']}")
                         pts.append(p)
                 finally:
                     s.stop()
@@ -433,6 +464,8 @@ def main():
     ap.add_argument("--only", nargs="*", default=["runtime", "serve"],
                     choices=["runtime", "serve", "flood", "cluster"])
     ap.add_argument("--runs", type=int, default=3, help="runs of each flood point (--only flood)")
+    ap.add_argument("--nice", type=int, nargs="+", default=[0, -10],
+                    help="the scheduler's nice values the flood compares (--only flood)")
     ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
     ap.add_argument("--replot", action="store_true", help="only redraw OUT/overload.png from OUT/overload.json")
     a = ap.parse_args()
