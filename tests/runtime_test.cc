@@ -757,6 +757,23 @@ TEST(RuntimeAdmissionTest, TheIngressBoundHalvesItsShareForEachLowerPriority) {
   EXPECT_TRUE(ingress_admits(Duration::seconds(100), left, 0, 5));  // off
 }
 
+// Stops `rt` (kCancel) while running every batch its GPUs get meanwhile: a
+// queue that cannot all end in time has its next batch dispatched as soon
+// as a GPU is free, possibly before the stop reaches the shard, and stop()
+// waits for the batches in flight.
+void stop_running_gpus(Rt& rt, ManualGpus& gpus) {
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    rt.stop(StopMode::kCancel);
+    stopped.store(true);
+  });
+  wait_for([&] {
+    if (gpus.pending() != 0) ManualGpus::complete(gpus.take());
+    return stopped.load();
+  });
+  stopper.join();
+}
+
 TEST(RuntimeAdmissionTest, AModelsBacklogIsBoundedByWhatItsGpusCanServeInTime) {
   // One GPU taken by hand, one batch at a time, max batch 2, l(b) = 10 ms * b
   // + 50 ms, SLO 240 ms. With a batch of two running, those queued behind it
@@ -773,12 +790,16 @@ TEST(RuntimeAdmissionTest, AModelsBacklogIsBoundedByWhatItsGpusCanServeInTime) {
   auto sub = rt->make_submitter();
   for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
   ManualGpus::Taken first = gpus.take();
-  for (std::uint64_t t = 3; t <= 12; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
-  wait_for([&] { return rt->stats().accepted >= 12; });
+  // Refused by the shard, or at submit once the shard published its backlog.
+  for (std::uint64_t t = 3; t <= 12; ++t) (void)sub.submit(m, t);
+  wait_for([&] {
+    const RuntimeStats st = rt->stats();
+    return st.accepted + st.rejected_overload >= 12;
+  });
   EXPECT_EQ(sink.count(DropReason::kOverload), 4u);
   for (std::uint64_t t = 9; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << "refused: " << t;
   ManualGpus::complete(first);
-  rt->stop(StopMode::kCancel);
+  stop_running_gpus(*rt, gpus);
   for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
@@ -817,8 +838,56 @@ TEST(RuntimeAdmissionTest, AFullBacklogRefusesOnTheSubmittingThreadWithoutTheSha
   EXPECT_EQ(rt->stats().rejected_overload, before.rejected_overload + 1);
 
   ManualGpus::complete(first);
-  rt->stop(StopMode::kCancel);
+  stop_running_gpus(*rt, gpus);
   for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
+TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardLastLooked) {
+  // The setup above, ten times slower: l(b) = 100 ms * b + 500 ms, SLO
+  // 2400 ms. With two queued behind the running batch the shard publishes
+  // a backlog of 1300 ms; then it is held (another model's infeasible
+  // request ends on it, and waits). Requests submitted meanwhile only reach
+  // its ingress, so the hint stays as published: the submitting thread
+  // counts those it admits, a round of 700 ms for each two, and refuses the
+  // fifth (1300 + 2 * 700 > 2400), as the shard would (n = 7 take 2700 ms).
+  // It counts whole rounds only, so it never refuses what the shard admits.
+  // (300 ms of room for a slow machine before the shard, released, takes
+  // the four admitted.)
+  ExactlyOnceSink sink(64);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> held{false};
+  const std::thread::id test_thread = std::this_thread::get_id();
+  sink.on_each([&](const RequestOutcome& o) {
+    if (o.tag != 5 || std::this_thread::get_id() == test_thread) return;  // only the shard is held
+    held.store(true);
+    (void)released.wait_for(std::chrono::seconds(60));
+  });
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.max_outstanding_per_gpu = 1;
+  auto rt = make_runtime(c, sink);
+  const ModelId m = *rt->add_model(model_ms("m", 100, 500, 2400, 2));
+  const ModelId other = *rt->add_model(model_ms("other", 100, 500, 2400, 2));
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  auto sub = rt->make_submitter();
+  for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken first = gpus.take();
+  for (std::uint64_t t = 3; t <= 4; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  wait_for([&] { return rt->stats().accepted >= 4; });  // taken, and the backlog published
+  ASSERT_EQ(sub.submit(other, 5, SteadyClock{}.now()), SubmitStatus::kQueued);  // due now: infeasible
+  wait_for([&] { return held.load(); });
+  for (std::uint64_t t = 6; t <= 9; ++t) EXPECT_EQ(sub.submit(m, t), SubmitStatus::kQueued) << t;
+  for (std::uint64_t t = 10; t <= 15; ++t) {
+    EXPECT_EQ(sub.submit(m, t), SubmitStatus::kDropped) << t;
+    EXPECT_EQ(sink.count(t), 1u) << "refused at submit, its outcome given: " << t;
+  }
+  release.set_value();
+  wait_for([&] { return rt->stats().accepted >= 9; });
+  EXPECT_EQ(sink.count(DropReason::kOverload), 6u) << "the shard admits each request submit admitted";
+  ManualGpus::complete(first);
+  stop_running_gpus(*rt, gpus);
+  for (std::uint64_t t = 1; t <= 15; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
 TEST(RuntimeAdmissionTest, TheSubmittingThreadLeavesAHigherLevelToTheShard) {
@@ -848,7 +917,7 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadLeavesAHigherLevelToTheShard) {
   EXPECT_EQ(sub.submit(m, 12, due(), 0), SubmitStatus::kQueued);
   wait_for([&] { return rt->stats().accepted >= accepted + 1; });
   ManualGpus::complete(first);
-  rt->stop(StopMode::kCancel);
+  stop_running_gpus(*rt, gpus);
   for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 

@@ -65,7 +65,23 @@ struct AdmissionHint {
   Duration resp;             // Delays::resp: the test ends work by deadline - resp
   TimePoint last_deadline;   // a request due before this goes ahead: admitted
   std::uint32_t levels = 1;  // the model's priority levels
+  // Requests per round of max batches on the model's GPUs: each `round`
+  // more add exactly a round's time, round * per_request (0: unknown).
+  std::uint32_t round = 0;
 };
+
+// `h` once `admitted` more requests have passed it and the devices have
+// served its queue for `served`: what the requests admitted since add, less
+// that. With h.round, the whole rounds they fill only: a lower bound on the
+// work the shard will find, so the estimate never refuses a request its
+// shard would admit; without, each adds per_request (a cluster frontend's
+// estimate, which also ages its hint by the time since it came).
+inline AdmissionHint hint_since(AdmissionHint h, std::uint64_t admitted, Duration served = {}) noexcept {
+  if (h.work <= Duration::zero()) return h;
+  const std::uint64_t more = h.round ? admitted / h.round * h.round : admitted;
+  h.work = h.work - max(served, Duration::zero()) + h.per_request * static_cast<std::int64_t>(more);
+  return h;
+}
 
 // Admission's backlog test from an AdmissionHint, for a request of level
 // `priority` due at `deadline`, on a thread other than the shard's (the
@@ -129,7 +145,8 @@ class ModelState {
     const std::uint32_t g = admission_gpus(m);
     if (g == 0 || m.queue.size() < m.max_batch) return h;
     h.work = backlog_work(m, m.queue.size() + 1, g);
-    h.per_request = m.lat.latency(m.max_batch) / static_cast<std::int64_t>(std::uint64_t{g} * m.max_batch);
+    h.round = g * m.max_batch;
+    h.per_request = m.lat.latency(m.max_batch) / static_cast<std::int64_t>(h.round);
     h.last_deadline = m.queue.back()->deadline;
     return h;
   }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "symphony/runtime/executor.hpp"
@@ -28,7 +29,12 @@ class ExactlyOnceSink {
     for (std::size_t i = 0; i < n_; ++i) per_tag_[i].store(0, std::memory_order_relaxed);
   }
 
+  // `f` runs on each outcome, on the thread that gives it, before it is
+  // counted (a test holds a shard thread with it). Set before submitting.
+  void on_each(std::function<void(const RequestOutcome&)> f) { hook_ = std::move(f); }
+
   void on_outcome(const RequestOutcome& o) {
+    if (hook_) hook_(o);
     if (o.tag < n_)
       per_tag_[o.tag].fetch_add(1, std::memory_order_relaxed);  // counted; read after stop()
     else
@@ -56,6 +62,7 @@ class ExactlyOnceSink {
   std::atomic<std::uint64_t> by_reason_[kNumDropReasons] = {};
   std::atomic<std::uint64_t> total_{0};
   std::atomic<std::uint64_t> out_of_range_{0};
+  std::function<void(const RequestOutcome&)> hook_;
 };
 
 // Batches handed to ManualExecutors, in the order they arrived; the test

@@ -66,13 +66,16 @@ concept HasOnBatch = requires(S s, const BatchEvent& e) {
 };
 
 // A model's AdmissionHint as its shard last published it, for the
-// submitting threads (Runtime::route). Relaxed: a hint, each field read alone.
+// submitting threads (Runtime::route), with the requests they admitted
+// since (hint_since). Relaxed: a hint, each field read alone.
 struct AdmissionHintCell {
   std::atomic<std::int64_t> work_ns{0};  // 0: admission refuses nothing now
   std::atomic<std::int64_t> resp_ns{0};
   std::atomic<std::int64_t> per_request_ns{0};
   std::atomic<std::int64_t> last_deadline_ns{0};
   std::atomic<std::uint32_t> levels{1};
+  std::atomic<std::uint32_t> round{0};
+  std::atomic<std::uint64_t> admitted{0};  // by the submitting threads since published
 };
 
 }  // namespace detail
@@ -283,6 +286,8 @@ class ModelThread {
         c.per_request_ns.store(h.per_request.ns(), std::memory_order_relaxed);
         c.last_deadline_ns.store(h.last_deadline.ns(), std::memory_order_relaxed);
         c.levels.store(h.levels, std::memory_order_relaxed);
+        c.round.store(h.round, std::memory_order_relaxed);
+        c.admitted.store(0, std::memory_order_relaxed);
       }
       c.work_ns.store(h.work.ns(), std::memory_order_relaxed);
       published_work_[id] = h.work.ns();

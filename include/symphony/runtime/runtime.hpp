@@ -377,6 +377,7 @@ class Runtime final : private CompletionPort {
     h.per_request = Duration::nanoseconds(c.per_request_ns.load(std::memory_order_relaxed));
     h.last_deadline = TimePoint::from_ns(c.last_deadline_ns.load(std::memory_order_relaxed));
     h.levels = c.levels.load(std::memory_order_relaxed);
+    h.round = c.round.load(std::memory_order_relaxed);
     return h;
   }
 
@@ -499,12 +500,23 @@ class Runtime final : private CompletionPort {
   }
 
   // The model's backlog test (ModelState::admission_hint) on the submitting
-  // thread, as its shard last published it: one relaxed load while the model
-  // has less than a batch queued. The shard applies the test again, exactly,
-  // to what passes.
+  // thread, as its shard last published it and with the requests admitted
+  // here since (hint_since: whole rounds, so never stricter than the shard):
+  // one relaxed load while the model has less than a batch queued. The
+  // shard applies the test again, exactly, to what passes. Counting the
+  // admitted keeps a shard that publishes late from taking, between two
+  // publications, requests it can only refuse after they waited. The work
+  // is not aged: it leaves the running batches out, and the shard publishes
+  // again when it dispatches one of the queue's.
   bool backlog_admits(ModelId model, TimePoint now, TimePoint deadline,
                       std::uint32_t priority) const noexcept {
-    return hint_admits(admission_hint(model), now, deadline, priority);
+    const AdmissionHint h = admission_hint(model);
+    if (SYMPHONY_LIKELY(h.work == Duration::zero())) return true;
+    detail::AdmissionHintCell& c = hints_[model];
+    if (!hint_admits(hint_since(h, c.admitted.load(std::memory_order_relaxed)), now, deadline, priority))
+      return false;
+    c.admitted.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 
   // The ingress bound in time (symphony::ingress_admits): one relaxed load

@@ -65,14 +65,14 @@ class FrontendAdmission {
     const std::int64_t work = c.work_ns.load(std::memory_order_relaxed);
     if (work == 0) return true;
     const TimePoint received = TimePoint::from_ns(c.received_ns.load(std::memory_order_relaxed));
-    const auto admitted = static_cast<std::int64_t>(c.admitted.load(std::memory_order_relaxed));
+    const std::uint64_t admitted = c.admitted.load(std::memory_order_relaxed);
     AdmissionHint h;
-    h.work = Duration::nanoseconds(work) - std::max(now - received, Duration::zero()) +
-             Duration::nanoseconds(c.per_request_ns.load(std::memory_order_relaxed)) * admitted;
+    h.work = Duration::nanoseconds(work);
+    h.per_request = Duration::nanoseconds(c.per_request_ns.load(std::memory_order_relaxed));
     h.resp = Duration::nanoseconds(c.resp_ns.load(std::memory_order_relaxed));
     h.last_deadline = received + Duration::nanoseconds(c.last_left_ns.load(std::memory_order_relaxed));
     h.levels = c.levels.load(std::memory_order_relaxed);
-    if (!hint_admits(h, now, target, level)) return false;
+    if (!hint_admits(hint_since(h, admitted, now - received), now, target, level)) return false;
     c.admitted.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
