@@ -9,10 +9,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <functional>
 #include <vector>
 
 #include "symphony/runtime/executor.hpp"
