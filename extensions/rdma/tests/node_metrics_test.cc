@@ -174,6 +174,21 @@ TEST(SchedulerMetricsTest, EachModelsProfileRecalibration) {
   EXPECT_TRUE(has_line(t, "symphony_queue_depth{model=\"gpt\"} 0")) << t;
 }
 
+TEST(SchedulerMetricsTest, EachModelsRefusalLatencyInTheDelayBuckets) {
+  metrics::AutoscaleTracker window(Duration::seconds(10));
+  SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
+  x.models[0].refusal_latency.record(Duration::microseconds(40));
+  x.models[0].refusal_latency.record(Duration::microseconds(300));
+  x.models[0].refusal_latency.record(Duration::milliseconds(3));
+  metrics::Writer w;
+  write_scheduler_metrics(x, window, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(t, "symphony_refusal_latency_seconds_bucket{model=\"resnet\",le=\"5e-05\"} 1")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_refusal_latency_seconds_bucket{model=\"resnet\",le=\"0.001\"} 2")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_refusal_latency_seconds_bucket{model=\"resnet\",le=\"0.1\"} 3")) << t;
+  EXPECT_TRUE(has_line(t, "symphony_refusal_latency_seconds_count{model=\"resnet\"} 3")) << t;
+}
+
 TEST(SchedulerMetricsTest, ReadyOnlyWithALiveGpuAndNotStopping) {
   SchedulerMetricsSnapshot s;
   EXPECT_EQ(scheduler_not_ready(s), "no backend GPU registered");

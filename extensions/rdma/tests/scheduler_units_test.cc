@@ -77,6 +77,23 @@ TEST(SchedulerCounters, StatisticsSumsByOutcomeAndBatchSize) {
   EXPECT_EQ(v.models[1].batches[0].size, 1u);
 }
 
+// Refusals on arrival: each one's time from its arrival to the send, by
+// model; ids past the table are ignored.
+TEST(SchedulerCounters, RefusalLatenciesByModelFromArrivalToTheSend) {
+  SchedulerCounters c(2, 1);
+  const std::pair<ModelId, TimePoint> sent[] = {
+      {0, at_ms(10)}, {0, at_ms(12)}, {1, at_ms(11)}, {7, at_ms(0)}};
+  c.refusals_sent(sent, at_ms(13));
+  c.refusals_sent(std::span(sent, 1), at_ms(20));
+  const LatencyHistogram a = c.refusal_latency(0), b = c.refusal_latency(1);
+  EXPECT_EQ(a.count(), 3u);
+  EXPECT_EQ(a.min(), Duration::milliseconds(1));
+  EXPECT_EQ(a.max(), Duration::milliseconds(10));
+  EXPECT_EQ(b.count(), 1u);
+  EXPECT_EQ(b.max(), Duration::milliseconds(2));
+  EXPECT_EQ(c.refusal_latency(7).count(), 0u);
+}
+
 class RecordingPort final : public CompletionPort {
  public:
   void report(BatchCompletion c) override { got.push_back(std::move(c)); }

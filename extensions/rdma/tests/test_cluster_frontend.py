@@ -2506,10 +2506,14 @@ def test_emulated_frontends_refuse_with_the_schedulers_admission_under_overload(
     scheduler would refuse a round trip later. Below capacity nothing is
     refused anywhere; at ~5x, `symphony loadgen` (the cluster client) and
     the protocol frontend each refuse requests themselves, every request
-    ends once, and the scheduler still serves."""
+    ends once, and the scheduler still serves. The scheduler times each
+    refusal it sends itself, once: its histogram's count in /metrics and
+    its report's refusal_latency_ms count are its refusals on arrival."""
     c = Cluster(ADMISSION_CONFIG)
     try:
-        c.start_scheduler()
+        sched = c.start_scheduler(extra=["--metrics", "127.0.0.1:0"])
+        sched.wait_for("its metrics address", lambda: "metrics: listening on" in sched.output(), timeout=10)
+        sched_metrics = re.search(r"metrics: listening on (http://\S+/metrics)", sched.output()).group(1)
         c.start_backend("b1", "emulated:1")
 
         def loadgen(rate):
@@ -2550,12 +2554,40 @@ def test_emulated_frontends_refuse_with_the_schedulers_admission_under_overload(
         report = f.stop()
         assert report["client"]["admission_refused"] > 0, report["client"]
         assert report["client"]["admission_refused"] <= report["client"]["dropped_by_reason"]["overload"]
+
+        def scheduler_refusals():
+            """(refused on arrival as counted, refusals timed) from the scheduler's /metrics."""
+            status, body = http_get(sched_metrics)
+            assert status == 200, body
+            t = body.decode()
+            counted = sum(float(v) for v in re.findall(
+                r'^symphony_requests_dropped_total\{model="m",reason="(?:overload|queue_full|infeasible)"\} (\S+)$',
+                t, re.M))
+            counted += float(re.search(r'^symphony_scheduler_requests_refused_total\{reason="no_slot"\} (\S+)$',
+                                       t, re.M).group(1))
+            timed = re.search(r'^symphony_refusal_latency_seconds_count\{model="m"\} (\S+)$', t, re.M)
+            return counted, float(timed.group(1)) if timed else None
+
+        def timed_once():
+            counted, timed = scheduler_refusals()
+            return counted == timed
+
+        # Each refusal is timed once it is sent (the frontend may read it just before).
+        wait_until(timed_once, "the scheduler's refusals timed, once each", 10)
+        print("the scheduler's refusals (counted, timed):", scheduler_refusals())
     finally:
         c.stop_all()
-    # The scheduler ended each request it accepted once.
+    # The scheduler ended each request it accepted once, and timed each of
+    # its refusals on arrival once.
     s = c.report("scheduler")
     print("the scheduler's requests:", {k: s[k] for k in ("submitted", "ok", "late", "dropped", "errors")
-                                        if k in s})
+                                        if k in s}, "refusal latency:", s["refusal_latency_ms"])
+    drops = s["at_scheduler"]["dropped_by_reason"]
+    refused = sum(drops.get(r, 0) for r in ("overload", "queue_full", "infeasible")) + s["refused_requests"]["no_slot"]
+    timed = s["refusal_latency_ms"]["m"]
+    assert refused > 0, s["at_scheduler"]
+    assert timed["count"] == refused, (timed, s["at_scheduler"], s["refused_requests"])
+    assert 0 < timed["p50"] <= timed["p99"] <= timed["max"], timed
 
 
 def slow_request(pb):

@@ -3,7 +3,8 @@
 // request) all render values(): per-model outcome counts are the only record
 // of outcomes, and the totals are their sums.
 //
-// Any thread may count (relaxed atomics: statistics only, no ordering).
+// Any thread may count (relaxed atomics: statistics only, no ordering);
+// the refusals' latencies are a histogram under a lock (refusals_sent()).
 #pragma once
 
 #include <algorithm>
@@ -11,8 +12,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
 #include <vector>
 
+#include "symphony/latency_histogram.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -32,7 +37,8 @@ class SchedulerCounters {
       : models_(models),
         gpus_(gpus),
         per_model_(std::make_unique<PerModel[]>(models)),
-        per_gpu_(std::make_unique<PerGpu[]>(gpus)) {
+        per_gpu_(std::make_unique<PerGpu[]>(gpus)),
+        refusals_(models) {
     for (std::size_t m = 0; m < models; ++m) {
       PerModel& x = per_model_[m];
       x.max_batch = m < max_batch.size() ? std::max<std::uint32_t>(max_batch[m], 1) : 1;
@@ -91,6 +97,24 @@ class SchedulerCounters {
     if (size == 0 || size > x.max_batch) return;
     x.by_size[size - 1].batches.fetch_add(1, kRelaxed);
     x.by_size[size - 1].exec_ns.fetch_add(std::max<std::int64_t>(exec.ns(), 0), kRelaxed);
+  }
+
+  // Requests refused on arrival (refused_on_arrival(), and no_slot's
+  // queue_full), each (model, its Submit's arrival here), whose refusals were
+  // sent at `sent`: their time to refuse. One lock per call (the progress
+  // thread's drain of outcomes); models past the table are ignored.
+  void refusals_sent(std::span<const std::pair<ModelId, TimePoint>> refused, TimePoint sent) {
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    for (const auto& [m, arrival] : refused) {
+      if (m >= models_) continue;
+      if (!refusals_[m]) refusals_[m] = std::make_unique<LatencyHistogram>();  // 70 KiB: only when used
+      refusals_[m]->record(sent - arrival);
+    }
+  }
+  // Model m's refusal latencies so far (empty for an id past the table).
+  LatencyHistogram refusal_latency(ModelId m) const {
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    return m < models_ && refusals_[m] ? *refusals_[m] : LatencyHistogram{};
   }
 
   // Batches.
@@ -183,6 +207,8 @@ class SchedulerCounters {
   std::size_t models_, gpus_;
   std::unique_ptr<PerModel[]> per_model_;
   std::unique_ptr<PerGpu[]> per_gpu_;
+  mutable std::mutex refusals_mu_;
+  std::vector<std::unique_ptr<LatencyHistogram>> refusals_;  // by model; guarded by refusals_mu_
 };
 
 inline SchedulerCounters::Values SchedulerCounters::values() const {

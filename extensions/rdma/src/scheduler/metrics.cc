@@ -54,6 +54,10 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
       w.counter("symphony_requests_dropped_total", "Dropped requests by reason.",
                 {{"model", m.name}, {"reason", std::string(to_string(static_cast<DropReason>(r)))}},
                 static_cast<double>(m.drops[static_cast<std::size_t>(r)]));
+    w.histogram_from("symphony_refusal_latency_seconds",
+                     "Time to refuse the requests refused on arrival (overload, queue_full, infeasible) "
+                     "since start, from their Submit's arrival at the scheduler to the refusal's send.",
+                     l, m.refusal_latency, metrics::kDelayBucketsSeconds);
     w.gauge("symphony_goodput_rps", "Requests ok per second since the scheduler started.", l,
             elapsed > 0 ? static_cast<double>(m.outcomes[0]) / elapsed : 0.0);
     w.gauge("symphony_queue_depth", "Accepted requests without an outcome yet (queued or in a batch).", l,

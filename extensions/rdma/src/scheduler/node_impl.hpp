@@ -155,6 +155,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t subcluster = 0;  // the runtime it was submitted to
     ModelId model = 0;
     std::uint32_t level = 0;                // its priority level (wire::SubmitEntry)
+    TimePoint arrival;                      // when its Submit reached submit_entries (progress thread)
     std::atomic<std::uint8_t> filtered{0};  // set by dispatch, read by the sink (same shard thread)
     std::string
         error;  // its failed batch's message: set by on_batch, taken by on_outcome (same shard thread)
@@ -213,6 +214,10 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::uint32_t frontend_gen = 0;
     wire::OutcomeEntry entry;
     std::string text;
+    // A refusal on arrival: its model and its arrival (RequestSlot::arrival),
+    // for its time to refuse (SchedulerCounters::refusals_sent); else kNoModel.
+    ModelId refused = kNoModel;
+    TimePoint arrival;
   };
 
   void log(const std::string& m) const { opts_.log(m); }
@@ -414,7 +419,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_batch_done(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
-                        std::string text);
+                        std::string text, ModelId refused = kNoModel, TimePoint arrival = {});
   bool drain_batches();
   bool drain_outcomes();
   bool publish_admission();

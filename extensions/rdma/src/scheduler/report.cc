@@ -1,6 +1,8 @@
 // The scheduler's JSON report and /metrics snapshot (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
+#include "symphony/metrics/outcome_report.hpp"
+
 namespace symphony::cluster {
 
 // ---- report --------------------------------------------------------------------------
@@ -45,6 +47,12 @@ nlohmann::json SchedulerNode::Impl::report() const {
                                                              {"dropped", c.outcome(Outcome::kDropped)},
                                                              {"errors", c.outcome(Outcome::kError)}};
     }
+  // Per model: how long its refusals on arrival took, from their Submit's
+  // arrival here to the send of the refusal.
+  r["refusal_latency_ms"] = json::object();
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    r["refusal_latency_ms"][ms[i].name] =
+        metrics::percentiles_ms_json(n_->refusal_latency(static_cast<ModelId>(i)));
   r["batches"] = {{"sent", n.batches},
                   {"partially_filtered", n.batches_partial},
                   {"fully_filtered", n.batches_empty},
@@ -143,6 +151,7 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
     m.drops = n.models[i].drops;
     for (const SchedulerCounters::Values::Model::Level& l : n.models[i].by_level)
       m.by_priority.push_back({l.accepted, l.outcomes});
+    m.refusal_latency = n_->refusal_latency(static_cast<ModelId>(i));
     m.max_batch = ms[i].max_batch ? ms[i].max_batch : ms[i].profile.max_batch();
     if (std::optional<ModelCalibration> mc = calibration_of(static_cast<ModelId>(i)))
       m.calibration = std::move(mc->snapshot);

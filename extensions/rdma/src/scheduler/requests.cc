@@ -35,8 +35,9 @@ bool SchedulerNode::Impl::alloc_slot(std::uint32_t& slot) {
 }
 
 void SchedulerNode::Impl::send_outcome_now(std::uint32_t frontend, std::uint32_t gen,
-                                           const wire::OutcomeEntry& e, std::string text) {
-  outcomes_.enqueue(OutcomeItem{frontend, gen, e, std::move(text)});
+                                           const wire::OutcomeEntry& e, std::string text, ModelId refused,
+                                           TimePoint arrival) {
+  outcomes_.enqueue(OutcomeItem{frontend, gen, e, std::move(text), refused, arrival});
 }
 
 void SchedulerNode::Impl::on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
@@ -107,7 +108,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
       send_outcome_now(p.index, f.generation,
                        {e.request, static_cast<std::uint8_t>(Outcome::kDropped),
                         static_cast<std::uint8_t>(DropReason::kQueueFull)},
-                       {});
+                       {}, e.model, now);
       continue;
     }
     RequestSlot& s = slots_[slot];
@@ -124,6 +125,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     s.frontend_gen = f.generation;
     s.model = e.model;
     s.level = e.level;
+    s.arrival = now;
     f.by_request.insert_or_assign(e.request, slot);
     s.indexed = true;
     s.filtered.store(0, std::memory_order_relaxed);  // published by the ingress queue
@@ -183,11 +185,14 @@ void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
     std::string text;
     if (o.outcome == Outcome::kError)
       text = s.error.empty() ? std::string("the batch failed") : std::move(s.error);
+    const bool refused = o.outcome == Outcome::kDropped && refused_on_arrival(o.reason);
     outcomes_.enqueue(
         OutcomeItem{s.frontend,
                     s.frontend_gen,
                     {s.request, static_cast<std::uint8_t>(o.outcome), static_cast<std::uint8_t>(o.reason)},
-                    std::move(text)});
+                    std::move(text),
+                    refused && o.model < model_capacity_ ? o.model : kNoModel,
+                    s.arrival});
     transport_->notify();
   }
   s.error.clear();
@@ -297,6 +302,9 @@ void SchedulerNode::Impl::on_stats_request(ConnId c, Peer&, std::span<const std:
 bool SchedulerNode::Impl::drain_outcomes() {
   if (outcomes_.size_approx() == 0) return false;
   static thread_local OutcomeItem items[256];  // the progress thread's; not rebuilt per call
+  // The refusals on arrival sent by this call (model, arrival): timed once sent.
+  static thread_local std::vector<std::pair<ModelId, TimePoint>> refused;
+  refused.clear();
   std::size_t n;
   bool any = false;
   // Grouped per frontend and text, in arrival order.
@@ -320,6 +328,9 @@ bool SchedulerNode::Impl::drain_outcomes() {
     for (std::size_t i = 0; i < n; ++i) {
       OutcomeItem& it = items[i];
       if (it.frontend >= frontends_.size()) continue;
+      if (it.refused != kNoModel && frontends_[it.frontend].alive &&
+          frontends_[it.frontend].generation == it.frontend_gen)  // flush's test: it is sent
+        refused.emplace_back(it.refused, it.arrival);
       Group* g = nullptr;
       for (Group& x : groups)
         if (x.frontend == it.frontend && x.gen == it.frontend_gen && x.text == it.text) g = &x;
@@ -333,6 +344,7 @@ bool SchedulerNode::Impl::drain_outcomes() {
     }
   }
   for (Group& g : groups) flush(g);
+  if (!refused.empty()) n_->refusals_sent(refused, SteadyClock{}.now());
   return any;
 }
 

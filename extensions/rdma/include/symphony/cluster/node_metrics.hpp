@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "symphony/autoscale.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/metrics/autoscale_tracker.hpp"
 #include "symphony/metrics/exposition.hpp"
 #include "symphony/profile_calibrator.hpp"
@@ -32,6 +33,8 @@ struct SchedulerMetricsSnapshot {
     std::uint64_t accepted = 0;                          // taken into the runtime
     std::array<std::uint64_t, 4> outcomes{};             // by Outcome, as the scheduler decided them
     std::array<std::uint64_t, kNumDropReasons> drops{};  // by DropReason
+    // Requests refused on arrival: their Submit's arrival to the refusal's send.
+    LatencyHistogram refusal_latency;
     std::uint32_t max_batch = 0;
     // With priority_levels of 2 or more: per level (index 0 is Triton's
     // priority 1), accepted and outcomes by Outcome.
