@@ -35,6 +35,7 @@
 
 #include "symphony/serve/app.hpp"
 #endif
+#include "symphony/metrics/outcome_report.hpp"
 #include "symphony/policy.hpp"
 #include "symphony/server/server.hpp"
 #include "tensors.hpp"
@@ -288,6 +289,7 @@ class PyServer {
   py::dict stats() const {
     if (!server_) raise(ErrorKind::kNotRunning, "the server is closed");
     const ServerStats st = server_->stats();
+    const py::object json_loads = py::module_::import("json").attr("loads");
     py::dict models;
     for (const auto& m : st.models) {
       const OutcomeCounts& c = m.counts;
@@ -317,6 +319,8 @@ class PyServer {
       d["bad_rate"] = c.bad_rate();
       d["dropped_by_reason"] = reasons;
       d["latency_ms"] = lat;
+      // {count, p50, p99, max} of its refusals on arrival, as serve's report writes them.
+      d["refusal_latency_ms"] = json_loads(metrics::percentiles_ms_json(m.refusal_latency).dump());
       d["mean_batch"] = m.mean_batch;
       d["batch_histogram"] = hist;
       d["max_batch"] = m.max_batch;
@@ -386,8 +390,7 @@ class PyServer {
     out["dispatch"] = dispatch;
 #if SYMPHONY_HAVE_FRONT
     if (pool_) {  // where the inputs land (front/host_memory_pool.hpp)
-      out["host_memory_pool"] =
-          py::module_::import("json").attr("loads")(front::to_json(pool_->stats()).dump());
+      out["host_memory_pool"] = json_loads(front::to_json(pool_->stats()).dump());
     }
 #endif
     return out;

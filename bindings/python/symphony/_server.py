@@ -582,7 +582,9 @@ class Server:
         Keys: ``elapsed_s``, ``sent``, ``ok``, ``late``, ``dropped``, ``errors``,
         ``goodput_rps``, ``bad_rate``, ``models`` (name -> ``model``, ``version``, ``loaded``, the same
         counts plus ``late_by_deadline`` (the late ones still answered by the client's
-        deadline), ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``mean_batch``,
+        deadline), ``dropped_by_reason``, ``latency_ms`` {p50, p99, max}, ``refusal_latency_ms``
+        {count, p50, p99, max} (the requests refused on arrival: ``overload``, ``queue_full``,
+        ``infeasible``; submission to the outcome), ``mean_batch``,
         ``batch_histogram`` {size: batches}, ``max_batch``, ``l1_ms``, ``profile``
         {``recalibrating``, ``samples``, ``updates``, ``offline_ms`` and ``in_use_ms``
         {batch size: l(b)}: the profile planned with now against the offline one}, ``staging``

@@ -275,6 +275,12 @@ def test_max_queue_drops_what_exceeds_it_as_queue_full():
                 f.result(timeout=10)
             assert e.value.reason == "queue_full"
         assert not futs[0].done() and not futs[1].done()
+        # Each refusal on arrival is timed once (none of the queued or run).
+        st = s.stats()["models"]["bounded"]
+        assert st["dropped_by_reason"] == {"queue_full": 2}, st
+        refusals = st["refusal_latency_ms"]
+        assert refusals["count"] == 2, refusals
+        assert 0 < refusals["p50"] <= refusals["p99"] <= refusals["max"], refusals
     assert all(f.done() for f in futs)
 
 
