@@ -146,9 +146,11 @@ class Serve:
         self.metrics_url = m.group(1) if m else None
 
     def refusal_buckets(self):
-        """{le (s): cumulative count} of symphony_refusal_latency_seconds."""
+        """{le (s): cumulative count} of symphony_refusal_latency_seconds, and
+        under "at_submit" symphony_refusals_at_submit_total."""
         text = urllib.request.urlopen(self.metrics_url, timeout=30).read().decode()
-        out = {}
+        out = {"at_submit": sum(float(v) for v in re.findall(
+            r'^symphony_refusals_at_submit_total\{[^}]*\} (\S+)$', text, re.M))}
         for le, v in re.findall(r'^symphony_refusal_latency_seconds_bucket\{[^}]*le="([^"]+)"\} (\S+)$', text, re.M):
             bound = float("inf") if le == "+Inf" else float(le)
             out[bound] = out.get(bound, 0) + float(v)
@@ -182,13 +184,16 @@ def load(a, tmp, url, rate=None, concurrency=None):
 
 def refusal_latency(before, after):
     """The refusals between two refusal_buckets(): their count, the share
-    answered within 1 ms, and the bucket bound that holds their p99."""
-    d = {le: after[le] - before.get(le, 0) for le in after}
+    answered within 1 ms, the bucket bound that holds their p99, and the share
+    refused on the submitting thread."""
+    d = {le: after[le] - before.get(le, 0) for le in after if le != "at_submit"}
     n = d.get(float("inf"), 0)
     if n == 0:
         return {"count": 0}
     p99 = next(le for le in sorted(d) if d[le] >= 0.99 * n)
-    return {"count": int(n), "within_1ms": d.get(0.001, 0) / n, "p99_at_most_ms": p99 * 1e3}
+    at_submit = after.get("at_submit", 0) - before.get("at_submit", 0)
+    return {"count": int(n), "within_1ms": d.get(0.001, 0) / n, "p99_at_most_ms": p99 * 1e3,
+            "at_submit": at_submit / n}
 
 
 def serve_part(a, tmp):

@@ -77,6 +77,11 @@ def test_a_backlog_that_cannot_be_served_in_time_is_refused_at_once_with_429():
     assert 0 < one["refusal_latency_ms"]["p50"] <= one["refusal_latency_ms"]["max"], one
     counted = re.search(r'^symphony_refusal_latency_seconds_count\{model="one"[^}]*\} (\S+)$', text, re.M)
     assert counted and float(counted.group(1)) == len(refused), text
+    # Those decided on the submitting thread are a part of them, counted apart.
+    at_submit = re.search(r'^symphony_refusals_at_submit_total\{model="one"[^}]*\} (\S+)$', text, re.M)
+    assert at_submit and 0 <= float(at_submit.group(1)) <= len(refused), text
+    assert one["refused_at_submit"] == report["server"]["models"]["one"]["refused_at_submit"], report
+    assert one["refused_at_submit"] <= len(refused), one
 
 
 def ranked_request(pb, priority=None):

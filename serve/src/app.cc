@@ -228,6 +228,7 @@ nlohmann::json ServeApp::front_report(const server::ServerStats& stats, double s
       [&stats](const std::string& model) -> std::optional<front::ModelLatency> {
     // Every version of the model together (the front counts per model).
     LatencyHistogram h, refusals;
+    std::uint64_t at_submit = 0;
     double batched = 0, batches = 0;
     bool found = false;
     for (const auto& s : stats.models) {
@@ -235,16 +236,18 @@ nlohmann::json ServeApp::front_report(const server::ServerStats& stats, double s
       found = true;
       h.merge(s.latency);
       refusals.merge(s.refusal_latency);
+      at_submit += s.refused_at_submit;
       for (const auto& [size, n] : s.batches) {
         batched += static_cast<double>(size) * static_cast<double>(n);
         batches += static_cast<double>(n);
       }
     }
     if (!found) return std::nullopt;
-    return front::ModelLatency{h.percentile(0.5),
-                               h.percentile(0.99),
-                               batches > 0 ? batched / batches : 0.0,
-                               {{"refusal_latency_ms", metrics::percentiles_ms_json(refusals)}}};
+    return front::ModelLatency{
+        h.percentile(0.5),
+        h.percentile(0.99),
+        batches > 0 ? batched / batches : 0.0,
+        {{"refusal_latency_ms", metrics::percentiles_ms_json(refusals)}, {"refused_at_submit", at_submit}}};
   };
   return front::front_report(front_->counters(), latency, seconds, listeners_->http_address(),
                              listeners_->grpc_address(), listeners_->where());

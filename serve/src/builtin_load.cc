@@ -221,6 +221,7 @@ json server_counts_json(const ServerStats& stats) {
     jm["batch_histogram"] = histogram_json(m.batches);
     jm["latency_count"] = m.latency.count();
     jm["refusal_latency_ms"] = metrics::percentiles_ms_json(m.refusal_latency);
+    jm["refused_at_submit"] = m.refused_at_submit;
     jm["model"] = m.model;
     jm["version"] = m.version;
     if (!m.loaded) jm["loaded"] = false;                    // unloaded while serving: its final counts

@@ -81,6 +81,10 @@ void ServerMetrics::collect(metrics::Writer& w) {
                      "Time to refuse the requests refused on arrival (overload, queue_full, infeasible) "
                      "since start, from submission to the outcome.",
                      m, ms.refusal_latency, metrics::kDelayBucketsSeconds);
+    w.counter("symphony_refusals_at_submit_total",
+              "Of the requests refused on arrival, those refused on the thread that submitted them, "
+              "before they reached the scheduler.",
+              m, static_cast<double>(ms.refused_at_submit));
     const std::uint64_t ended = ms.counts.ended();
     w.gauge("symphony_queue_depth", "Requests inside the server (queued or running) now.", m,
             static_cast<double>(ms.counts.sent > ended ? ms.counts.sent - ended : 0));

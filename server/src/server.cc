@@ -93,6 +93,10 @@ Result<c10::IValue> join_samples(const std::vector<c10::IValue>& outs, const std
 // from there would wait on the thread that has to answer it).
 thread_local const void* running_callback_of = nullptr;
 
+// True on a thread inside Runtime::submit: an outcome it gives there was
+// decided on the submitting thread (ModelStats::refused_at_submit).
+thread_local bool t_submitting = false;
+
 // Waits for the shard's answer to one cancellation.
 class CancelWait final : public CancelReply {
  public:
@@ -208,6 +212,7 @@ struct Server::Impl final : BatchRunner {
       tally.record(o, r, latency, by_deadline);
       if (level < levels) by_level[level].record(o, r, latency, by_deadline);
       if (o == Outcome::kDropped && refused_on_arrival(r)) {
+        if (t_submitting) refused_at_submit.fetch_add(1, std::memory_order_relaxed);
         std::lock_guard<std::mutex> lock(hist_mu);
         refusals.record(latency);
       }
@@ -220,6 +225,7 @@ struct Server::Impl final : BatchRunner {
     std::atomic<std::uint64_t> inference_count{0};
     std::atomic<std::int64_t> success_ns{0}, fail_ns{0}, queue_ns{0}, compute_ns{0};
     std::atomic<std::int64_t> last_end_ms{0};
+    std::atomic<std::uint64_t> refused_at_submit{0};  // ModelStats::refused_at_submit
   };
 
   // A request of `m` ended: the statistics extension's sums. Ok and late
@@ -259,6 +265,7 @@ struct Server::Impl final : BatchRunner {
       s.batch_exec = m.batch_exec;
       s.refusal_latency = m.refusals;
     }
+    s.refused_at_submit = m.refused_at_submit.load(std::memory_order_relaxed);
     s.inference_count = m.inference_count.load(std::memory_order_relaxed);
     s.success_time = Duration::nanoseconds(m.success_ns.load(std::memory_order_relaxed));
     s.fail_time = Duration::nanoseconds(m.fail_ns.load(std::memory_order_relaxed));
@@ -765,7 +772,9 @@ struct Server::Impl final : BatchRunner {
     p.ticket.store(tk, std::memory_order_release);  // release: with the model id, for cancel()
     if (ticket) *ticket = tk;
     m->sent(*level);
+    t_submitting = true;
     const SubmitStatus st = runtime->submit(m->id, tk, times.target, *level);
+    t_submitting = false;
     if (st == SubmitStatus::kUnknownModel) {
       // Removed between the lookup and the submission: nothing was queued.
       m->unsend(*level);
@@ -1474,6 +1483,7 @@ void add_requests(ModelStats& into, const ModelStats& from) {
   into.counts += from.counts;
   into.latency.merge(from.latency);
   into.refusal_latency.merge(from.refusal_latency);
+  into.refused_at_submit += from.refused_at_submit;
   if (into.by_priority.size() < from.by_priority.size()) into.by_priority.resize(from.by_priority.size());
   for (std::size_t l = 0; l < from.by_priority.size(); ++l) into.by_priority[l] += from.by_priority[l];
   for (const auto& [size, n] : from.batches) into.batches[size] += n;

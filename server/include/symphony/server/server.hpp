@@ -237,6 +237,9 @@ struct ModelStats {
   // Over the requests refused on arrival (refused_on_arrival(): overload,
   // queue_full, infeasible), from submission to the outcome.
   LatencyHistogram refusal_latency;
+  // Of them, those refused on the thread that submitted them (the runtime's
+  // admission hint, or a full ingress), before they reached the scheduler.
+  std::uint64_t refused_at_submit = 0;
   Duration p50, p99, max_latency;                  // of `latency`
   std::map<std::uint32_t, std::uint64_t> batches;  // batch size -> batches run
   std::map<std::uint32_t, Duration> batch_exec;    // batch size -> their summed execution time
