@@ -848,11 +848,10 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardL
   // a backlog of 1300 ms; then it is held (another model's infeasible
   // request ends on it, and waits). Requests submitted meanwhile only reach
   // its ingress, so the hint stays as published: the submitting thread
-  // counts those it admits, a round of 700 ms for each two, and refuses the
-  // fifth (1300 + 2 * 700 > 2400), as the shard would (n = 7 take 2700 ms).
-  // It counts whole rounds only, so it never refuses what the shard admits.
-  // (300 ms of room for a slow machine before the shard, released, takes
-  // the four admitted.)
+  // counts those it admits, each at its place in the queue (n = 4, 5, 6:
+  // 1400, 2000, 2100 ms), and refuses the fifth (n = 7: 2700 > 2400 ms), as
+  // the shard would. (300 ms of room for a slow machine before the shard,
+  // released, takes the four admitted.)
   ExactlyOnceSink sink(64);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -888,6 +887,59 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardL
   ManualGpus::complete(first);
   stop_running_gpus(*rt, gpus);
   for (std::uint64_t t = 1; t <= 15; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+}
+
+TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsOnBelowABatchAfterARefusingQueue) {
+  // l(b) = 1000 ms * b + 5000 ms, max batch 4, SLO 17.9 s. A full batch
+  // runs, six more queue (a batch: the hint refuses from here), the first
+  // batch ends and the next takes four. The two left are fewer than a
+  // batch, but the shard keeps its hint: the next two pass untested (n = 3,
+  // 4), and those after are tested at their place in the queue, the last
+  // batch at its size: n = 5, 6, 7 take 15, 16, 17 s and pass, n = 8 takes
+  // 18 s and is refused. The shard, held meanwhile, then refuses none of
+  // those admitted: the submitting thread refused exactly what it would.
+  // (900 ms of room for a slow machine before the shard takes them.)
+  ExactlyOnceSink sink(64);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> held{false};
+  const std::thread::id test_thread = std::this_thread::get_id();
+  constexpr std::uint64_t kHold = 50;
+  sink.on_each([&](const RequestOutcome& o) {
+    if (o.tag != kHold || std::this_thread::get_id() == test_thread) return;
+    held.store(true);
+    (void)released.wait_for(std::chrono::seconds(60));
+  });
+  ManualGpus gpus;
+  RuntimeConfig c = small_config(1, 2, 1);
+  c.max_outstanding_per_gpu = 1;
+  auto rt = make_runtime(c, sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1000, 5000, 17900, 4));
+  const ModelId other = *rt->add_model(model_ms("other", 1000, 5000, 17900, 4));
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  auto sub = rt->make_submitter();
+  for (std::uint64_t t = 1; t <= 4; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken first = gpus.take();
+  for (std::uint64_t t = 5; t <= 10; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+  wait_for([&] { return rt->admission_hint(m).queued == 6; });
+  ManualGpus::complete(first);
+  ManualGpus::Taken second = gpus.take();
+  wait_for([&] { return rt->admission_hint(m).queued == 2; });
+  EXPECT_GT(rt->admission_hint(m).work, Duration::zero()) << "kept below a batch";
+  ASSERT_EQ(sub.submit(other, kHold, SteadyClock{}.now()), SubmitStatus::kQueued);  // due now: infeasible
+  wait_for([&] { return held.load(); });
+  for (std::uint64_t t = 11; t <= 15; ++t) EXPECT_EQ(sub.submit(m, t), SubmitStatus::kQueued) << t;
+  for (std::uint64_t t = 16; t <= 18; ++t) {
+    EXPECT_EQ(sub.submit(m, t), SubmitStatus::kDropped) << t;
+    EXPECT_EQ(sink.count(t), 1u) << "refused at submit, its outcome given: " << t;
+  }
+  release.set_value();
+  wait_for([&] { return rt->stats().accepted >= 16; });  // ten, the held one, five
+  EXPECT_EQ(sink.count(DropReason::kOverload), 3u) << "the shard admits each request submit admitted";
+  ManualGpus::complete(second);
+  stop_running_gpus(*rt, gpus);
+  for (std::uint64_t t = 1; t <= 18; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
+  EXPECT_EQ(sink.count(kHold), 1u);
 }
 
 TEST(RuntimeAdmissionTest, TheSubmittingThreadLeavesAHigherLevelToTheShard) {

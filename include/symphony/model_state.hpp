@@ -65,21 +65,41 @@ struct AdmissionHint {
   Duration resp;             // Delays::resp: the test ends work by deadline - resp
   TimePoint last_deadline;   // a request due before this goes ahead: admitted
   std::uint32_t levels = 1;  // the model's priority levels
-  // Requests per round of max batches on the model's GPUs: each `round`
-  // more add exactly a round's time, round * per_request (0: unknown).
-  std::uint32_t round = 0;
+  // The queue's shape, for a thread that counts the requests admitted since
+  // (hint_since); round 0: unknown, each request adds per_request.
+  std::uint32_t round = 0;      // requests per round of max batches on the model's GPUs
+  std::uint32_t gpus = 1;       // the GPUs admission counts on
+  std::uint32_t max_batch = 0;  // the shard tests a request only with this many queued
+  std::uint32_t queued = 0;     // queued when published (with fewer than max_batch, `work` is that queue's)
+  Duration full;                // a round: l(max_batch)
+  Duration first;               // a new round's first batch: l(1) + its delay
+  Duration step;                // the least a batch's size more adds (l and the delay's per-request part)
 };
 
 // `h` once `admitted` more requests have passed it and the devices have
-// served its queue for `served`: what the requests admitted since add, less
-// that. With h.round, the whole rounds they fill only: a lower bound on the
-// work the shard will find, so the estimate never refuses a request its
-// shard would admit; without, each adds per_request (a cluster frontend's
-// estimate, which also ages its hint by the time since it came).
+// served its queue for `served`. With h.round, the work the shard will find
+// for the next request, at its place in the queue, its last batch counted
+// at the least that batch's size can take (exact for an affine l(b)): a
+// lower bound, so the estimate never refuses a request its shard would
+// admit; zero while that place is within a batch, which the shard does not
+// test. Without, each adds per_request (a cluster frontend's estimate, which
+// also ages its hint by the time since it came).
 inline AdmissionHint hint_since(AdmissionHint h, std::uint64_t admitted, Duration served = {}) noexcept {
   if (h.work <= Duration::zero()) return h;
-  const std::uint64_t more = h.round ? admitted / h.round * h.round : admitted;
-  h.work = h.work - max(served, Duration::zero()) + h.per_request * static_cast<std::int64_t>(more);
+  if (h.round == 0) {
+    h.work = h.work - max(served, Duration::zero()) + h.per_request * static_cast<std::int64_t>(admitted);
+    return h;
+  }
+  const std::uint64_t n = std::uint64_t{h.queued} + 1 + admitted;  // its place, itself included
+  if (n <= h.max_batch) {
+    h.work = Duration::zero();
+    return h;
+  }
+  if (admitted == 0) return h;
+  const std::uint64_t rounds = (n + h.round - 1) / h.round;
+  const std::uint64_t last = (n - (rounds - 1) * h.round + h.gpus - 1) / h.gpus;
+  h.work =
+      h.full * static_cast<std::int64_t>(rounds - 1) + h.first + h.step * static_cast<std::int64_t>(last - 1);
   return h;
 }
 
@@ -136,17 +156,29 @@ class ModelState {
   // The GPUs admission counts on (ModelStateConfig::admission_gpus; 0: off).
   void set_admission_gpus(std::uint32_t g) noexcept { cfg_.admission_gpus = g; }
   // Admission's test as it stands for the model's next request (AdmissionHint).
+  // `below_batch`: with fewer than a batch queued but some, the hint that
+  // applies once the queue reaches a batch (a model that had a batch queued
+  // keeps its submitters counting through a dispatch); else none.
   // REQUIRES: has_model(id).
-  AdmissionHint admission_hint(ModelId id) const noexcept {
+  AdmissionHint admission_hint(ModelId id, bool below_batch = false) const noexcept {
     const Slot& m = models_[id];
     AdmissionHint h;
     h.resp = cfg_.delays.resp;
     h.levels = m.cfg->priority_levels;
     const std::uint32_t g = admission_gpus(m);
-    if (g == 0 || m.queue.size() < m.max_batch) return h;
-    h.work = backlog_work(m, m.queue.size() + 1, g);
+    const std::size_t q = m.queue.size();
+    if (g == 0 || q == 0 || (q < m.max_batch && !below_batch)) return h;
+    h.work = backlog_work(m, q + 1, g);
     h.round = g * m.max_batch;
-    h.per_request = m.lat.latency(m.max_batch) / static_cast<std::int64_t>(h.round);
+    h.gpus = g;
+    h.max_batch = m.max_batch;
+    h.queued = static_cast<std::uint32_t>(std::min<std::size_t>(q, UINT32_MAX));
+    h.full = m.lat.latency(m.max_batch);
+    h.per_request = h.full / static_cast<std::int64_t>(h.round);
+    h.first = m.lat.latency(1) + cfg_.delays.delay(1);
+    Duration step = Duration::infinite();
+    for (std::uint32_t b = 1; b < m.max_batch; ++b) step = min(step, m.lat.latency(b + 1) - m.lat.latency(b));
+    h.step = m.max_batch > 1 ? max(step, Duration::zero()) + cfg_.delays.data : Duration::zero();
     h.last_deadline = m.queue.back()->deadline;
     return h;
   }

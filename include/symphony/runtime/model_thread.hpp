@@ -66,16 +66,20 @@ concept HasOnBatch = requires(S s, const BatchEvent& e) {
 };
 
 // A model's AdmissionHint as its shard last published it, for the
-// submitting threads (Runtime::route), with the requests they admitted
-// since (hint_since). Relaxed: a hint, each field read alone.
+// submitting threads (Runtime::route), with the requests they admitted that
+// the shard has not counted in a publication yet (hint_since). Relaxed, each
+// field read alone (a hint), but for `queued`: the shard takes the requests
+// it counted off `admitted` before it stores the queue that holds them
+// (release), so a submitter that reads that queue (acquire) counts them once.
 struct AdmissionHintCell {
   std::atomic<std::int64_t> work_ns{0};  // 0: admission refuses nothing now
   std::atomic<std::int64_t> resp_ns{0};
   std::atomic<std::int64_t> per_request_ns{0};
   std::atomic<std::int64_t> last_deadline_ns{0};
+  std::atomic<std::int64_t> full_ns{0}, first_ns{0}, step_ns{0};
   std::atomic<std::uint32_t> levels{1};
-  std::atomic<std::uint32_t> round{0};
-  std::atomic<std::uint64_t> admitted{0};  // by the submitting threads since published
+  std::atomic<std::uint32_t> round{0}, gpus{1}, max_batch{0}, queued{0};
+  std::atomic<std::uint64_t> admitted{0};  // by the submitting threads, not yet in `queued`
 };
 
 }  // namespace detail
@@ -113,6 +117,7 @@ class ModelThread {
       hint_dirty_.assign(cfg.max_models, 0);
       hint_list_.reserve(cfg.max_models);
       published_work_.assign(cfg.max_models, 0);
+      hint_counted_.assign(cfg.max_models, 0);
     }
     outbox_.reserve(256);
     pending_exec_.reserve(std::min<std::uint32_t>(cfg.max_gpus, 4096));
@@ -273,21 +278,33 @@ class ModelThread {
     hint_list_.push_back(id);
   }
   // Publishes the admission hints of the models touched since the last call;
-  // a cell is written only when its work changed, so that submitters' copies
-  // of the line stay valid below capacity. A removed model's cell is zeroed.
+  // a cell is written only while its hint refuses something, so that
+  // submitters' copies of the line stay valid below capacity. A removed
+  // model's cell is zeroed. A model that had a batch queued keeps a hint below one
+  // queued (ModelState::admission_hint) until its queue empties.
   void publish_hints() {
     for (ModelId id : hint_list_) {
       hint_dirty_[id] = 0;
-      const AdmissionHint h = shard_.has_model(id) ? shard_.admission_hint(id) : AdmissionHint{};
-      if (h.work.ns() == 0 && published_work_[id] == 0) continue;
       detail::AdmissionHintCell& c = hints_[id];
+      if (const std::uint32_t k = hint_counted_[id]) {  // before the queue that holds them
+        hint_counted_[id] = 0;
+        c.admitted.fetch_sub(k, std::memory_order_relaxed);
+      }
+      const AdmissionHint h =
+          shard_.has_model(id) ? shard_.admission_hint(id, published_work_[id] != 0) : AdmissionHint{};
+      if (h.work.ns() == 0 && published_work_[id] == 0) continue;
       if (h.work.ns() != 0) {
         c.resp_ns.store(h.resp.ns(), std::memory_order_relaxed);
         c.per_request_ns.store(h.per_request.ns(), std::memory_order_relaxed);
         c.last_deadline_ns.store(h.last_deadline.ns(), std::memory_order_relaxed);
+        c.full_ns.store(h.full.ns(), std::memory_order_relaxed);
+        c.first_ns.store(h.first.ns(), std::memory_order_relaxed);
+        c.step_ns.store(h.step.ns(), std::memory_order_relaxed);
         c.levels.store(h.levels, std::memory_order_relaxed);
         c.round.store(h.round, std::memory_order_relaxed);
-        c.admitted.store(0, std::memory_order_relaxed);
+        c.gpus.store(h.gpus, std::memory_order_relaxed);
+        c.max_batch.store(h.max_batch, std::memory_order_relaxed);
+        c.queued.store(h.queued, std::memory_order_release);
       }
       c.work_ns.store(h.work.ns(), std::memory_order_relaxed);
       published_work_[id] = h.work.ns();
@@ -357,6 +374,10 @@ class ModelThread {
 
   void on_ingress(const detail::IngressItem& it, TimePoint now) {
     ++stats_.accepted;
+    if (it.counted) {  // the next publication takes it off the submitters' count
+      ++hint_counted_[it.model];
+      touch_hint(it.model);
+    }
     if (stop_mode_ == StopMode::kCancel && stop_done_) return drop(it, now, DropReason::kShutdown);
     if (!shard_.has_model(it.model) || generation_[it.model] != it.generation)
       return drop(it, now, DropReason::kShutdown);  // raced with its model's removal
@@ -550,6 +571,8 @@ class ModelThread {
   std::vector<std::uint8_t> hint_dirty_;
   std::vector<ModelId> hint_list_;
   std::vector<std::int64_t> published_work_;
+  std::vector<std::uint32_t>
+      hint_counted_;  // its submitters counted in `admitted`, taken since the last publication
   std::vector<detail::ShardToRank> outbox_;
   std::vector<ExecBatch> pending_exec_;
   std::vector<detail::IngressItem> ingress_buf_;

@@ -373,11 +373,17 @@ class Runtime final : private CompletionPort {
     const detail::AdmissionHintCell& c = hints_[model];
     h.work = Duration::nanoseconds(c.work_ns.load(std::memory_order_relaxed));
     if (SYMPHONY_LIKELY(h.work == Duration::zero())) return h;
+    h.queued = c.queued.load(std::memory_order_acquire);  // after the shard took its requests off `admitted`
     h.resp = Duration::nanoseconds(c.resp_ns.load(std::memory_order_relaxed));
     h.per_request = Duration::nanoseconds(c.per_request_ns.load(std::memory_order_relaxed));
     h.last_deadline = TimePoint::from_ns(c.last_deadline_ns.load(std::memory_order_relaxed));
+    h.full = Duration::nanoseconds(c.full_ns.load(std::memory_order_relaxed));
+    h.first = Duration::nanoseconds(c.first_ns.load(std::memory_order_relaxed));
+    h.step = Duration::nanoseconds(c.step_ns.load(std::memory_order_relaxed));
     h.levels = c.levels.load(std::memory_order_relaxed);
     h.round = c.round.load(std::memory_order_relaxed);
+    h.gpus = std::max(c.gpus.load(std::memory_order_relaxed), 1u);
+    h.max_batch = c.max_batch.load(std::memory_order_relaxed);
     return h;
   }
 
@@ -492,7 +498,7 @@ class Runtime final : private CompletionPort {
     it.priority = priority;
     const auto shard = static_cast<std::uint32_t>((r >> 32) & 0xffff);
     if (SYMPHONY_UNLIKELY(!ingress_admits(*shards_[shard], now, it.deadline, priority) ||
-                          !backlog_admits(model, now, it.deadline, priority))) {
+                          !backlog_admits(model, now, it.deadline, priority, it.counted))) {
       drop_now(model, tag, now, it.deadline, DropReason::kOverload);
       return {SubmitStatus::kDropped, 0, {}};
     }
@@ -501,21 +507,23 @@ class Runtime final : private CompletionPort {
 
   // The model's backlog test (ModelState::admission_hint) on the submitting
   // thread, as its shard last published it and with the requests admitted
-  // here since (hint_since: whole rounds, so never stricter than the shard):
-  // one relaxed load while the model has less than a batch queued. The
-  // shard applies the test again, exactly, to what passes. Counting the
-  // admitted keeps a shard that publishes late from taking, between two
-  // publications, requests it can only refuse after they waited. The work
-  // is not aged: it leaves the running batches out, and the shard publishes
-  // again when it dispatches one of the queue's.
-  bool backlog_admits(ModelId model, TimePoint now, TimePoint deadline,
-                      std::uint32_t priority) const noexcept {
+  // here that it had not taken then (hint_since: a lower bound, so never
+  // stricter than the shard): one relaxed load while the model's hint
+  // refuses nothing. The shard applies the test again, exactly, to what
+  // passes. Counting the admitted keeps a shard that publishes late from
+  // taking, between two publications, requests it can only refuse after they
+  // waited. The work is not aged: it leaves the running batches out, and the
+  // shard publishes again when it dispatches one of the queue's. `counted`:
+  // the request passed a hint and counts in its cell until its shard takes it.
+  bool backlog_admits(ModelId model, TimePoint now, TimePoint deadline, std::uint32_t priority,
+                      bool& counted) const noexcept {
     const AdmissionHint h = admission_hint(model);
     if (SYMPHONY_LIKELY(h.work == Duration::zero())) return true;
     detail::AdmissionHintCell& c = hints_[model];
     if (!hint_admits(hint_since(h, c.admitted.load(std::memory_order_relaxed)), now, deadline, priority))
       return false;
     c.admitted.fetch_add(1, std::memory_order_relaxed);
+    counted = true;
     return true;
   }
 
@@ -550,6 +558,7 @@ class Runtime final : private CompletionPort {
   SubmitStatus finish_submit(const Routed& r, bool enqueued) {
     if (r.status != SubmitStatus::kQueued) return r.status;
     if (SYMPHONY_UNLIKELY(!enqueued)) {
+      if (r.item.counted) hints_[r.item.model].admitted.fetch_sub(1, std::memory_order_relaxed);
       drop_now(r.item.model, r.item.tag, r.item.arrival, r.item.deadline, DropReason::kQueueFull);
       return SubmitStatus::kDropped;
     }

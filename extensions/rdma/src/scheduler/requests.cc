@@ -363,8 +363,9 @@ bool SchedulerNode::Impl::publish_admission() {
   admission_sent_.resize(nmodels);
   admission_changed_.clear();
   for (ModelId m = 0; m < nmodels; ++m) {
-    const AdmissionHint h =
+    AdmissionHint h =
         unserved_[m].empty() ? runtimes_[subs_->route_of(m)]->admission_hint(m) : AdmissionHint{};
+    if (h.queued < h.max_batch) h.work = Duration::zero();  // kept for the runtime's submitters: none here
     AdmissionHint& was = admission_sent_[m];
     if (h.work == was.work && h.last_deadline == was.last_deadline && h.resp == was.resp &&
         h.levels == was.levels && h.per_request == was.per_request)

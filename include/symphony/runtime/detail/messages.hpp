@@ -46,6 +46,7 @@ struct IngressItem {
   ModelId model = kNoModel;
   std::uint32_t generation = 0;  // the model incarnation the client saw
   std::uint32_t priority = 0;    // its level, 0 the highest (ModelConfig::priority_levels)
+  bool counted = false;          // in its model's AdmissionHintCell::admitted
 };
 
 // A cancellation on its way from a client thread to its model's shard
