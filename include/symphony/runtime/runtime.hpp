@@ -519,10 +519,13 @@ class Runtime final : private CompletionPort {
                       bool& counted) const noexcept {
     const AdmissionHint h = admission_hint(model);
     if (SYMPHONY_LIKELY(h.work == Duration::zero())) return true;
+    // Takes its place only if no other submitter took it meanwhile: threads
+    // testing at once would otherwise all pass at the same place.
     detail::AdmissionHintCell& c = hints_[model];
-    if (!hint_admits(hint_since(h, c.admitted.load(std::memory_order_relaxed)), now, deadline, priority))
-      return false;
-    c.admitted.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t admitted = c.admitted.load(std::memory_order_relaxed);
+    do {
+      if (!hint_admits(hint_since(h, admitted), now, deadline, priority)) return false;
+    } while (!c.admitted.compare_exchange_weak(admitted, admitted + 1, std::memory_order_relaxed));
     counted = true;
     return true;
   }
