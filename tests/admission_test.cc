@@ -137,6 +137,28 @@ TEST(AdmissionTest, ARequestDueBeforeTheQueuedOnesGoesAheadAndIsAdmitted) {
   EXPECT_EQ(s->submit(0, 10, at_ms(20)), SubmitStatus::kDropped);
 }
 
+TEST(AdmissionTest, TheBacklogTestJudgesARequestAsItArrived) {
+  // Four queued, due at 20 ms: a fifth needs 9 + 6 = 15 ms of work. Taken
+  // at 6 ms, it has 14 ms left and would be refused; having arrived at 0
+  // (and waited in an ingress since), it is judged as a submitting thread
+  // judged it then, and admitted. One that arrives at 6 ms, due at 20 ms
+  // too, needs 16 ms and is refused.
+  ModelStateConfig cfg;
+  cfg.max_models = 1;
+  cfg.max_requests = 16;
+  cfg.admission_gpus = 1;
+  ModelState<> shard(cfg);
+  ASSERT_TRUE(shard.add_model(0, model_ms("m", 1, 5, 20, 4)).ok());
+  RecordingSink sink;
+  for (std::uint64_t t = 1; t <= 4; ++t)
+    ASSERT_EQ(shard.submit(0, t, at_ms(0), at_ms(20), sink, at_ms(0)).status, SubmitStatus::kQueued);
+  EXPECT_EQ(shard.submit(0, 5, at_ms(6), at_ms(20), sink, at_ms(0)).status, SubmitStatus::kQueued);
+  EXPECT_EQ(shard.submit(0, 6, at_ms(6), at_ms(20), sink, at_ms(6)).status, SubmitStatus::kDropped);
+  ASSERT_EQ(sink.outcomes.size(), 1u);
+  EXPECT_EQ(sink.outcomes[0].tag, 6u);
+  EXPECT_EQ(sink.outcomes[0].reason, DropReason::kOverload);
+}
+
 TEST(AdmissionTest, LowerPrioritiesAreRefusedFirst) {
   // Two levels: level 1 is admitted only if the backlog ends within half of
   // its time (10 of 20 ms), level 0 within all of it.

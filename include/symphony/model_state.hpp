@@ -316,7 +316,9 @@ class ModelState {
   // As above, for a request the client sent at `arrival` that reaches the
   // shard at `now` (the multi-threaded runtime's ingress queue sits between).
   // The outcome reports `arrival`, and timeout policies measure from it;
-  // every scheduling decision is taken at `now`. REQUIRES: arrival <= now.
+  // every scheduling decision is taken at `now`, but admission's backlog
+  // test, which judges the request as it arrived (as a submitting thread
+  // did: its wait in an ingress is bounded apart). REQUIRES: arrival <= now.
   //
   // `priority` is the request's level, 0 the highest (ModelConfig::
   // priority_levels); under admission a lower level is refused sooner: it is
@@ -336,7 +338,7 @@ class ModelState {
     // Below a batch queued nothing is refused here: the hot path stays as it was.
     if (cfg_.admission_gpus && m.queue.size() >= m.max_batch) {
       if (priority + 1 < m.cfg->priority_levels) push_out(id, m, now, deadline, priority, sink);
-      if (!admissible(m, m.queue.size() + 1, now, deadline, priority)) {
+      if (!admissible(m, m.queue.size() + 1, arrival, deadline, priority)) {
         emit_drop(sink, id, tag, arrival, deadline, now, DropReason::kOverload);
         return {SubmitStatus::kDropped, {}};
       }
