@@ -264,7 +264,7 @@ TEST_F(RestrictedRankStateTest, OnlyCandidatesThatMayUseTheGpuHoldALeaseBack) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
   EXPECT_EQ(a[0].gpu, 1u);
-  ASSERT_TRUE(rank_.end_lease(at(5_ms), at(5_ms)).ok());
+  ASSERT_TRUE(rank_.end_lease(0, at(5_ms), at(5_ms)).ok());
   check(5_ms);
 }
 
@@ -441,17 +441,17 @@ TEST_F(LeaseTest, AnIdleGpuIsLeasedAtOnceAndCandidatesWaitUntilItEnds) {
   EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
   EXPECT_EQ(a[0].gpu, 0u);
   EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kLeased);
-  EXPECT_EQ(rank_.leased_gpu(), 0u);
+  EXPECT_TRUE(rank_.lease_held(0));
   rank_.on_candidate(0, cand(1, 5_ms, 20_ms), at(1_ms));
   EXPECT_TRUE(fire(5_ms).empty());  // no GPU for it: it waits
   EXPECT_EQ(rank_.model_state(0), RankModelState::kWaiting);
-  ASSERT_TRUE(rank_.end_lease(at(8_ms), at(8_ms)).ok());
+  ASSERT_TRUE(rank_.end_lease(0, at(8_ms), at(8_ms)).ok());
   check(8_ms);
   a = fire(8_ms);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
   EXPECT_EQ(a[0].time, at(8_ms));
-  EXPECT_EQ(rank_.leased_gpu(), kNoGpu);
+  EXPECT_FALSE(rank_.lease_held(0));
 }
 
 TEST_F(LeaseTest, ACandidateWithRoomAfterTheLeaseDoesNotHoldItBack) {
@@ -495,7 +495,7 @@ TEST_F(LeaseTest, AfterItsWaitALeaseIsGrantedOnceTheRunningBatchEnds) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
   // The lease ran long: the waiting candidate, past its latest start, is recomputed.
-  ASSERT_TRUE(rank_.end_lease(at(45_ms), at(45_ms)).ok());
+  ASSERT_TRUE(rank_.end_lease(0, at(45_ms), at(45_ms)).ok());
   a = fire(45_ms);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, RankAction::Kind::kRecompute);
@@ -522,8 +522,8 @@ TEST_F(LeaseTest, ANeverForcedLeaseWaitsOutEveryCandidateAndCanBeWithdrawn) {
     EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kIdle) << i;
   }
   // Withdrawn: the GPU serves as before.
-  ASSERT_TRUE(rank_.end_lease(at(500_ms), at(500_ms)).ok());
-  EXPECT_EQ(rank_.leased_gpu(), kNoGpu);
+  ASSERT_TRUE(rank_.end_lease(0, at(500_ms), at(500_ms)).ok());
+  EXPECT_FALSE(rank_.lease_held(0));
   auto a = fire(502_ms);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
@@ -543,18 +543,63 @@ TEST_F(LeaseTest, ANeverForcedLeaseTakesTheFirstGapLongEnough) {
   EXPECT_EQ(a[0].time, at(6_ms));
 }
 
-TEST_F(LeaseTest, OneLeaseAtATimeOnAGpuThatExists) {
+TEST_F(LeaseTest, OneLeasePerGpuOnAGpuThatExists) {
   EXPECT_EQ(rank_.request_lease(3, 1_ms, at(kForce), at(0_ms)).code(), Errc::kNotFound);
-  EXPECT_EQ(rank_.end_lease(at(0_ms), at(0_ms)).code(), Errc::kNotFound);
+  EXPECT_EQ(rank_.end_lease(3, at(0_ms), at(0_ms)).code(), Errc::kNotFound);
+  EXPECT_EQ(rank_.end_lease(0, at(0_ms), at(0_ms)).code(), Errc::kNotFound);
   ASSERT_TRUE(rank_.request_lease(0, 1_ms, at(kForce), at(0_ms)).ok());
   EXPECT_EQ(rank_.request_lease(0, 1_ms, at(kForce), at(0_ms)).code(), Errc::kFailedPrecondition);
   // Withdrawn before its grant: the GPU serves as before.
-  ASSERT_TRUE(rank_.end_lease(at(0_ms), at(0_ms)).ok());
+  ASSERT_TRUE(rank_.end_lease(0, at(0_ms), at(0_ms)).ok());
   EXPECT_TRUE(fire(0_ms).empty());
   rank_.on_candidate(0, cand(1, 1_ms, 5_ms), at(0_ms));
   auto a = fire(1_ms);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+}
+
+// Each GPU has its own lease: one waiting for its GPU's batch holds back no
+// other GPU's, and each GPU serves again from its own end_lease().
+TEST_F(RankStateTest, LeasesOfDifferentGpusAreGrantedAndEndedIndependently) {
+  const TimePoint never = TimePoint::infinite();
+  rank_.on_candidate(0, cand(1, 0_ms, 5_ms), at(0_ms));
+  auto a = fire(0_ms);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(a[0].gpu, 0u);
+  rank_.on_grant_result(0, 0, dispatched(1, 30_ms, 30_ms), at(0_ms));
+  ASSERT_TRUE(rank_.request_lease(0, 10_ms, never, at(1_ms)).ok());
+  ASSERT_TRUE(rank_.request_lease(1, 10_ms, never, at(1_ms)).ok());
+  ASSERT_TRUE(rank_.request_lease(2, 10_ms, never, at(1_ms)).ok());
+  EXPECT_EQ(rank_.request_lease(1, 10_ms, never, at(1_ms)).code(), Errc::kFailedPrecondition);
+  a = fire(1_ms);  // GPUs 1 and 2 are idle: both at once; GPU 0 runs a batch
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
+  EXPECT_EQ(a[1].kind, RankAction::Kind::kLease);
+  EXPECT_EQ(a[0].gpu + a[1].gpu, 3u);
+  EXPECT_TRUE(rank_.lease_held(1) && rank_.lease_held(2));
+  EXPECT_FALSE(rank_.lease_held(0));
+  rank_.on_batch_finished(0, 1, at(29_ms), at(29_ms));
+  a = fire(29_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kLease);
+  EXPECT_EQ(a[0].gpu, 0u);
+  // Every GPU leased: a candidate waits, then gets the GPU whose lease ends.
+  rank_.on_candidate(1, cand(1, 31_ms, 60_ms), at(30_ms));
+  EXPECT_TRUE(fire(31_ms).empty());
+  EXPECT_EQ(rank_.model_state(1), RankModelState::kWaiting);
+  ASSERT_TRUE(rank_.end_lease(1, at(35_ms), at(35_ms)).ok());
+  a = fire(35_ms);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, RankAction::Kind::kGrant);
+  EXPECT_EQ(a[0].gpu, 1u);
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kLeased);
+  EXPECT_EQ(rank_.gpu_state(2), RankGpuState::kLeased);
+  EXPECT_TRUE(rank_.lease_held(0) && rank_.lease_held(2));
+  ASSERT_TRUE(rank_.end_lease(0, at(40_ms), at(40_ms)).ok());
+  ASSERT_TRUE(rank_.end_lease(2, at(40_ms), at(40_ms)).ok());
+  EXPECT_EQ(rank_.gpu_state(0), RankGpuState::kIdle);
+  EXPECT_EQ(rank_.gpu_state(2), RankGpuState::kIdle);
+  check(40_ms);
 }
 
 }  // namespace

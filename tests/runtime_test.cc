@@ -555,7 +555,7 @@ TEST(RuntimeTest, ALeasedGpuTakesNoBatchUntilTheLeaseEnds) {
   // the GPU's free time becomes.
   const TimePoint ending = SteadyClock{}.now();
   const TimePoint end = ending + Duration::milliseconds(20);
-  rt->end_lease(end);
+  rt->end_lease(0, end);
   ManualGpus::Taken a = gpus.take();
   EXPECT_GE(a.batch.dispatched_at, ending);
   EXPECT_GE(a.batch.exec, end);
@@ -565,6 +565,51 @@ TEST(RuntimeTest, ALeasedGpuTakesNoBatchUntilTheLeaseEnds) {
   EXPECT_EQ(sink.count(Outcome::kOk), 4u);
   EXPECT_EQ(rt->lease_gpu(0, Duration::milliseconds(1), Duration::seconds(1)).status().code(),
             Errc::kFailedPrecondition);
+}
+
+// Leases of different GPUs are independent: two are held at once while a
+// third waits for its GPU's batch, a second lease of a GPU is refused, and
+// each GPU takes batches again from its own end_lease() while the others
+// stay leased.
+TEST(RuntimeTest, LeasesOfDifferentGpusAreHeldAtOnceAndEachEndsOnItsOwn) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 3), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  for (GpuId g = 0; g < 3; ++g) ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), g);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();  // GPU 0 runs it until reported
+  ASSERT_EQ(a.batch.gpu, 0u);
+  const Duration wait = Duration::seconds(600);
+  std::future<Result<TimePoint>> on0 =
+      std::async(std::launch::async, [&] { return rt->lease_gpu(0, Duration::infinite(), wait); });
+  ASSERT_TRUE(rt->lease_gpu(1, Duration::infinite(), wait).ok());
+  ASSERT_TRUE(rt->lease_gpu(2, Duration::infinite(), wait).ok()) << "beside GPU 1's, and GPU 0's waiting";
+  EXPECT_EQ(rt->lease_gpu(1, Duration::infinite(), wait).status().code(), Errc::kFailedPrecondition)
+      << "one lease per GPU";
+  const TimePoint reported = SteadyClock{}.now();
+  ManualGpus::complete(a);
+  const Result<TimePoint> granted = on0.get();
+  ASSERT_TRUE(granted.ok()) << granted.status().to_string();
+  EXPECT_GE(*granted, reported) << "GPU 0's lease waited for its batch";
+  // Every GPU leased: a full batch waits for GPU 1's end, and GPU 1 alone
+  // serves while 0 and 2 stay leased.
+  for (std::uint64_t t = 4; t < 8; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  const TimePoint ending = SteadyClock{}.now();
+  rt->end_lease(1, ending);
+  ManualGpus::Taken b = gpus.take();
+  EXPECT_EQ(b.batch.gpu, 1u);
+  EXPECT_GE(b.batch.dispatched_at, ending);
+  ManualGpus::complete(b);
+  for (std::uint64_t t = 8; t < 12; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken c = gpus.take();
+  EXPECT_EQ(c.batch.gpu, 1u);
+  ManualGpus::complete(c);
+  rt->end_lease(0, SteadyClock{}.now());
+  rt->end_lease(2, SteadyClock{}.now());
+  wait_for([&] { return sink.total() == 12; });
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kOk), 12u);
 }
 
 // A lease waits on a GPU that runs a batch while the runtime stops: however
@@ -583,9 +628,9 @@ TEST(RuntimeTest, AWaitingLeaseIsAnsweredWhenTheRuntimeStops) {
   std::future<void> stopped = std::async(std::launch::async, [&] { rt->stop(StopMode::kCancel); });
   ManualGpus::complete(a);  // stop() waits for it; then the lease can be granted
   const Result<TimePoint> r = lease.get();
-  if (r.ok()) rt->end_lease(SteadyClock{}.now());
+  if (r.ok()) rt->end_lease(0, SteadyClock{}.now());
   stopped.get();
-  rt->end_lease(SteadyClock{}.now());  // after stop(): does nothing
+  rt->end_lease(0, SteadyClock{}.now());  // after stop(): does nothing
   EXPECT_EQ(sink.total(), 4u);
 }
 

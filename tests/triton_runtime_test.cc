@@ -257,7 +257,7 @@ TEST(TritonRuntimeTest, AModelsOwnPreferredSizesAndCountReplaceThePolicys) {
   ASSERT_TRUE(rt->lease_gpu(0, Duration::milliseconds(1), Duration::milliseconds(1)).ok());
   for (std::uint64_t t = 0; t < 6; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
   (void)rt->stats();
-  rt->end_lease(SteadyClock{}.now());
+  rt->end_lease(0, SteadyClock{}.now());
   const ManualGpus::Taken a = gpus.take();
   const ManualGpus::Taken b = gpus.take();
   EXPECT_EQ(a.batch.size, 3u);
@@ -278,7 +278,7 @@ TEST(TritonRuntimeTest, ALeaseHoldsTheDeviceUntilItEnds) {
   ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
   (void)rt->stats();
   EXPECT_EQ(gpus.pending(), 0u) << "no batch on a leased device";
-  rt->end_lease(SteadyClock{}.now());
+  rt->end_lease(0, SteadyClock{}.now());
   const ManualGpus::Taken running = gpus.take();
   // A lease asked for while a batch runs waits for it; withdrawn, it fails.
   auto asked = std::async(std::launch::async,
@@ -286,7 +286,7 @@ TEST(TritonRuntimeTest, ALeaseHoldsTheDeviceUntilItEnds) {
   // Withdrawn until the withdrawal comes after the ask (the asking thread
   // may not have asked yet).
   wait_for([&] {
-    rt->end_lease(SteadyClock{}.now());
+    rt->end_lease(0, SteadyClock{}.now());
     return asked.wait_for(std::chrono::milliseconds(1)) == std::future_status::ready;
   });
   EXPECT_FALSE(asked.get().ok()) << "withdrawn before the device was idle";
@@ -295,6 +295,38 @@ TEST(TritonRuntimeTest, ALeaseHoldsTheDeviceUntilItEnds) {
   expect_each_once(sink, 1);
   EXPECT_FALSE(rt->seed_calibration(m, std::vector<double>{1.0}).ok());
   EXPECT_TRUE(rt->calibration(m).ok());
+}
+
+// One lease per device, each independent: both devices leased at once, a
+// second lease of one refused, and each serves again from its own end.
+TEST(TritonRuntimeTest, LeasesOfTwoDevicesEndEachOnItsOwn) {
+  ExactlyOnceSink sink(4);
+  ManualGpus gpus;
+  auto rt = make(sink, "triton", 2);
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  const ModelId m = *rt->add_model(model_ms("a", 1, 1, 1000), std::nullopt);
+  ASSERT_TRUE(rt->lease_gpu(0, Duration::milliseconds(1), Duration::milliseconds(1)).ok());
+  ASSERT_TRUE(rt->lease_gpu(1, Duration::milliseconds(1), Duration::milliseconds(1)).ok())
+      << "beside device 0's";
+  EXPECT_EQ(rt->lease_gpu(0, Duration::milliseconds(1), Duration::milliseconds(1)).status().code(),
+            Errc::kFailedPrecondition);
+  ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
+  (void)rt->stats();
+  EXPECT_EQ(gpus.pending(), 0u) << "no batch on a leased device";
+  rt->end_lease(1, SteadyClock{}.now());
+  const ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.batch.gpu, 1u);
+  ASSERT_EQ(rt->submit(m, 1), SubmitStatus::kQueued);  // device 1 runs one; device 0 is leased
+  (void)rt->stats();
+  EXPECT_EQ(gpus.pending(), 0u) << "device 0 still leased";
+  rt->end_lease(0, SteadyClock{}.now());
+  const ManualGpus::Taken b = gpus.take();
+  EXPECT_EQ(b.batch.gpu, 0u);
+  ManualGpus::complete(a);
+  ManualGpus::complete(b);
+  rt->stop(StopMode::kDrain);
+  expect_each_once(sink, 2);
 }
 
 TEST(TritonRuntimeTest, StopCancelDropsTheQueued) {

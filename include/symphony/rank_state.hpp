@@ -8,6 +8,7 @@
 // (docs/architecture.md#matchmaking).
 // A lease takes one GPU out of matchmaking for work outside the schedule (a model's load runs
 // its warm-up and profile there): granted in a gap that no candidate needs (docs/architecture.md#leases).
+// Each GPU has at most one lease; leases of different GPUs wait, are granted and end independently.
 //
 // Outputs are RankActions (grant, recompute, lease) that the owner drains with pop_action() and
 // delivers: to the model side (the Scheduler by direct call, the Runtime over SPSC rings), a lease
@@ -15,9 +16,9 @@
 //
 // Guarantees: one owner thread; no allocation after construction; every input and every timer costs
 // O(log M + log G) amortized while no restricted model waits (else up to O(W) more, W the waiting
-// candidates: bench/results/core.md) and no lease waits (its check is O(M)); exactly one GPU timer
-// is armed while a candidate that may use the next GPU waits, re-armed whenever the earliest GPU or
-// the waiting set changes.
+// candidates: bench/results/core.md) and no lease waits (each waiting lease's check is O(M));
+// exactly one GPU timer is armed while a candidate that may use the next GPU waits, re-armed
+// whenever the earliest GPU or the waiting set changes.
 #pragma once
 
 #include <algorithm>
@@ -66,16 +67,20 @@ class RankState {
         gpus_(cfg.max_gpus),
         words_((cfg.max_gpus + 63) / 64),
         allowed_(static_cast<std::size_t>(cfg.max_models) * words_),
-        timers_(cfg.max_models + 2),
+        leases_(cfg.max_gpus),
+        timers_(cfg.max_models + cfg.max_gpus + 1),
         actions_(cfg.max_models + 3) {
     for (std::uint32_t i = 0; i < cfg.max_models; ++i) {
       models_[i].id = i;
       models_[i].timer.owner = i;
     }
-    for (std::uint32_t i = 0; i < cfg.max_gpus; ++i) gpus_[i].id = i;
+    for (std::uint32_t i = 0; i < cfg.max_gpus; ++i) {
+      gpus_[i].id = i;
+      leases_[i].timer.owner = cfg.max_models + i;
+    }
     gpu_timer_.owner = kGpuTimerOwner;
-    lease_timer_.owner = kLeaseTimerOwner;
     rwait_.reserve(cfg.max_models);
+    asking_.reserve(cfg.max_gpus);
   }
   RankState(const RankState&) = delete;
   RankState& operator=(const RankState&) = delete;
@@ -125,7 +130,7 @@ class RankState {
       wait_armed(m, now);
     }
     rearm_gpu_timer(now);
-    poke_lease(now);
+    poke_leases(now);
     return {};
   }
 
@@ -147,6 +152,7 @@ class RankState {
       g.last_batch = kNoBatch;
       g.corrected = false;
       g.retiring = false;
+      g.leased = false;  // a lease of the GPU that had the id does not hold this one
       place(g, now);
       ++num_gpus_;
       rearm_gpu_timer(now, &g);
@@ -186,7 +192,7 @@ class RankState {
       place(g, now);
     }
     rearm_gpu_timer(now, &g);
-    if (id == lease_.gpu) poke_lease(now);
+    poke_lease(leases_[id], now);
     return {};
   }
 
@@ -205,7 +211,7 @@ class RankState {
     const bool was_waiting = m.state == RankModelState::kWaiting;
     apply_candidate(m, u);
     if (was_waiting) rearm_gpu_timer(now);
-    poke_lease(now);
+    poke_leases(now);
   }
 
   // The model side answered a grant: the GPU's new predicted free time and the
@@ -232,7 +238,7 @@ class RankState {
     m.state = RankModelState::kIdle;
     apply_candidate(m, r.next);
     rearm_gpu_timer(now, &g);
-    poke_lease(now);
+    poke_leases(now);
   }
 
   // The executor reports batch `batch` on `gpu` ended at `actual_end`: the
@@ -254,7 +260,7 @@ class RankState {
       place(g, now);
     }
     rearm_gpu_timer(now, &g);
-    if (gpu == lease_.gpu) poke_lease(now);
+    poke_lease(leases_[gpu], now);
   }
 
   // ---- leases ---------------------------------------------------------------
@@ -264,32 +270,45 @@ class RankState {
   // the GPU is idle with every batch reported and no candidate that may use it
   // would have to start before now + length; from `force_at` on, whatever the
   // candidates: the GPU then takes no grant until its batches end. Until
-  // end_lease() the GPU is out of matchmaking. One lease at a time. O(M) per
-  // check, while a lease waits.
+  // end_lease() the GPU is out of matchmaking. One lease per GPU (a second
+  // one is refused until the first ends); leases of other GPUs wait and are
+  // granted independently. O(M) per check of a waiting lease.
   Status request_lease(GpuId gpu, Duration length, TimePoint force_at, TimePoint now) {
     if (gpu >= cfg_.max_gpus || gpus_[gpu].state == RankGpuState::kAbsent || gpus_[gpu].retiring)
       return Status(Errc::kNotFound, "unknown GPU id " + std::to_string(gpu));
-    if (lease_.gpu != kNoGpu)
-      return Status(Errc::kFailedPrecondition, "GPU " + std::to_string(lease_.gpu) + " is already leased");
-    lease_ = Lease{gpu, length, force_at, false, false};
-    poke_lease(now);
+    Lease& l = leases_[gpu];
+    if (l.asked)
+      return Status(Errc::kFailedPrecondition,
+                    "GPU " + std::to_string(gpu) + " already has a lease (one per GPU: end it first)");
+    l.length = length;
+    l.force_at = force_at;
+    l.asked = true;
+    l.forced = l.held = false;
+    l.asking_index = static_cast<std::uint32_t>(asking_.size());
+    asking_.push_back(gpu);  // capacity max_gpus: no allocation
+    poke_lease(l, now);
     return {};
   }
 
-  // Ends the lease (the work ended at `end`), or withdraws it if not granted.
-  Status end_lease(TimePoint end, TimePoint now) {
-    if (lease_.gpu == kNoGpu) return Status(Errc::kNotFound, "no GPU is leased");
-    RankGpu& g = gpus_[lease_.gpu];
-    const bool held = lease_.held;
-    lease_ = Lease{};
-    timers_.cancel(lease_timer_);
+  // Ends GPU `gpu`'s lease (the work ended at `end`), or withdraws it if not
+  // granted. The other GPUs' leases are untouched.
+  Status end_lease(GpuId gpu, TimePoint end, TimePoint now) {
+    if (gpu >= cfg_.max_gpus || !leases_[gpu].asked)
+      return Status(Errc::kNotFound, "GPU " + std::to_string(gpu) + " has no lease");
+    Lease& l = leases_[gpu];
+    const bool held = l.held;
+    if (!held) unask(l);
+    l.asked = l.forced = l.held = false;
+    timers_.cancel(l.timer);
+    RankGpu& g = gpus_[gpu];
+    g.leased = false;
     if (g.state != RankGpuState::kLeased) return {};
     if (held) g.free_at = max(g.free_at, end);
     place(g, now);
     rearm_gpu_timer(now, &g);
     return {};
   }
-  GpuId leased_gpu() const noexcept { return lease_.held ? lease_.gpu : kNoGpu; }
+  bool lease_held(GpuId gpu) const noexcept { return gpu < cfg_.max_gpus && leases_[gpu].held; }
 
   // ---- timers ---------------------------------------------------------------
 
@@ -302,8 +321,8 @@ class RankState {
     if (!t) return false;
     if (t == &gpu_timer_) {
       on_gpu_timer(now);
-    } else if (t == &lease_timer_) {
-      on_lease_timer(now);
+    } else if (t->owner >= cfg_.max_models) {
+      on_lease_timer(t->owner - cfg_.max_models, now);
     } else {
       RankModel& m = models_[t->owner];
       if (m.state == RankModelState::kPending)
@@ -364,6 +383,14 @@ class RankState {
     bool may_use_next = false;
     for (const RankModel& m : models_)
       if (m.state == RankModelState::kWaiting && next && may_use(m, *next)) may_use_next = true;
+    for (const RankGpu& g : gpus_)
+      if (g.state == RankGpuState::kLeased && !g.leased)
+        return "GPU " + std::to_string(g.id) + " leased without a lease";
+    for (std::size_t i = 0; i < asking_.size(); ++i) {
+      const Lease& l = leases_[asking_[i]];
+      if (!l.asked || l.held || l.asking_index != i)
+        return "asked leases mismatch at GPU " + std::to_string(asking_[i]);
+    }
     const bool should_arm = may_use_next;
     if (should_arm != gpu_timer_.armed)
       return std::string("GPU timer ") + (gpu_timer_.armed ? "armed" : "not armed") + " with " +
@@ -382,7 +409,6 @@ class RankState {
 
  private:
   static constexpr std::uint32_t kGpuTimerOwner = ~0u;
-  static constexpr std::uint32_t kLeaseTimerOwner = ~0u - 1;
   struct WaitTag {};
   struct GpuTag {};
 
@@ -410,6 +436,7 @@ class RankState {
     RankGpuState state = RankGpuState::kAbsent;
     bool corrected = false;  // a finish was reported while reserved
     bool retiring = false;   // retire_gpu(): never placed again
+    bool leased = false;     // its lease is held or forced: placed in no tree
   };
   struct IdOrder {
     bool operator()(const RankGpu& a, const RankGpu& b) const noexcept { return a.id < b.id; }
@@ -426,15 +453,20 @@ class RankState {
     ++action_tail_;
   }
 
+  // A GPU's lease (leases_, by GPU id).
   struct Lease {
-    GpuId gpu = kNoGpu;  // none requested
     Duration length;
     TimePoint force_at;
-    bool forced = false;  // force_at passed: the GPU takes no grant
-    bool held = false;    // granted
+    TimerNode timer;                 // owner: max_models + the GPU's id
+    std::uint32_t asking_index = 0;  // in asking_ while asked and not held
+    bool asked = false;              // requested and not ended
+    bool forced = false;             // force_at passed: the GPU takes no grant
+    bool held = false;               // granted
   };
-  bool blocked_by_lease(const RankGpu& g) const noexcept {
-    return g.id == lease_.gpu && (lease_.forced || lease_.held);
+  void unask(Lease& l) noexcept {
+    leases_[asking_.back()].asking_index = l.asking_index;
+    asking_[l.asking_index] = asking_.back();
+    asking_.pop_back();
   }
 
   // Puts a GPU that is in no tree into the right one for its state (a
@@ -448,7 +480,7 @@ class RankState {
       } else {
         g.state = RankGpuState::kRetiring;
       }
-    } else if (blocked_by_lease(g)) {
+    } else if (g.leased) {
       g.state = RankGpuState::kLeased;
     } else if (g.outstanding >= cfg_.max_outstanding_per_gpu) {
       g.state = RankGpuState::kSaturated;
@@ -637,9 +669,12 @@ class RankState {
 
   // A waiting lease is checked again (from its timer, so that a grant is an
   // action of a timer like every other).
-  void poke_lease(TimePoint now) noexcept {
-    if (lease_.gpu != kNoGpu && !lease_.held && (!lease_timer_.armed || lease_timer_.when > now))
-      timers_.arm(lease_timer_, now);
+  void poke_lease(Lease& l, TimePoint now) noexcept {
+    if (l.asked && !l.held && (!l.timer.armed || l.timer.when > now)) timers_.arm(l.timer, now);
+  }
+  // Every waiting lease: a candidate that held one back may have changed.
+  void poke_leases(TimePoint now) noexcept {
+    for (GpuId id : asking_) poke_lease(leases_[id], now);
   }
 
   // No pending or waiting candidate that may use `g` must start before `t`.
@@ -651,17 +686,20 @@ class RankState {
     return true;
   }
 
-  void on_lease_timer(TimePoint now) noexcept {
-    if (lease_.gpu == kNoGpu || lease_.held) return;
-    RankGpu& g = gpus_[lease_.gpu];
+  void on_lease_timer(GpuId id, TimePoint now) noexcept {
+    Lease& l = leases_[id];
+    if (!l.asked || l.held) return;
+    RankGpu& g = gpus_[id];
     refresh(now);
     if (g.retiring || g.state == RankGpuState::kAbsent) {  // lost meanwhile: nothing left to protect
-      lease_.held = true;
+      l.held = true;
+      unask(l);
       push_action({RankAction::Kind::kLease, kNoModel, g.id, now});
       return;
     }
-    if (!lease_.forced && now >= lease_.force_at) {
-      lease_.forced = true;
+    if (!l.forced && now >= l.force_at) {
+      l.forced = true;
+      g.leased = true;
       if (g.state == RankGpuState::kIdle || g.state == RankGpuState::kBusy ||
           g.state == RankGpuState::kSaturated) {  // a reserved one, when its grant is answered
         unplace(g);
@@ -671,22 +709,24 @@ class RankState {
     }
     const bool free = g.outstanding == 0 && g.free_at <= now &&
                       (g.state == RankGpuState::kIdle || g.state == RankGpuState::kLeased);
-    if (free && (lease_.forced || no_candidate_before(g, now + lease_.length))) {
+    if (free && (l.forced || no_candidate_before(g, now + l.length))) {
       unplace(g);
       g.state = RankGpuState::kLeased;
-      lease_.held = true;
+      g.leased = true;
+      l.held = true;
+      unask(l);
       push_action({RankAction::Kind::kLease, kNoModel, g.id, now});
       rearm_gpu_timer(now, &g);
       return;
     }
     // Checked again when the GPU frees, a batch ends or a candidate changes.
-    TimePoint next = lease_.forced ? TimePoint::infinite() : lease_.force_at;
+    TimePoint next = l.forced ? TimePoint::infinite() : l.force_at;
     if (g.state == RankGpuState::kBusy || (g.state == RankGpuState::kLeased && g.free_at > now))
       next = min(next, g.free_at);
     if (next.is_infinite())
-      timers_.cancel(lease_timer_);
+      timers_.cancel(l.timer);
     else
-      timers_.arm(lease_timer_, next);
+      timers_.arm(l.timer, next);
   }
 
   // The GPU timer serves next_gpu() for the most urgent waiting candidate
@@ -719,14 +759,14 @@ class RankState {
   std::size_t words_;                   // per model in allowed_
   std::vector<std::uint64_t> allowed_;  // a restricted model's GPUs, one bit each
   std::vector<ModelId> rwait_;          // restricted models in waiting_ (RankModel::rwait_index)
+  std::vector<Lease> leases_;           // by GPU id
+  std::vector<GpuId> asking_;           // GPUs whose lease is asked for and not held (Lease::asking_index)
   Timers timers_;
   SplayTree<RankModel, WaitOrder, WaitTag> waiting_;
   SplayTree<RankGpu, IdOrder, GpuTag> idle_;
   SplayTree<RankGpu, FreeOrder, GpuTag> busy_;
   TimerNode gpu_timer_;
   GpuId gpu_target_ = kNoGpu;
-  Lease lease_;
-  TimerNode lease_timer_;
   std::uint32_t num_gpus_ = 0;
   std::vector<RankAction> actions_;
   std::size_t action_head_ = 0;

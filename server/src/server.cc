@@ -382,7 +382,7 @@ struct Server::Impl final : BatchRunner {
   // The runtime once started, for the device leases of loads (load() runs
   // on any thread, beside start()); it lives until the Server does.
   std::atomic<AnyRuntime<OutcomeSink>*> serving{nullptr};
-  std::mutex lease_mu;                    // the runtime leases one device at a time
+  std::mutex lease_mu;                    // one leased run at a time
   std::unique_ptr<RunThread> run_thread;  // the leased runs, from start() on
   std::atomic<bool> running{false};
   bool stopped = false;
@@ -994,11 +994,11 @@ struct Server::Impl final : BatchRunner {
     try {
       run_thread->run(run);
     } catch (...) {
-      rt->end_lease(SteadyClock{}.now());
+      rt->end_lease(g, SteadyClock{}.now());
       throw;
     }
     const TimePoint end = SteadyClock{}.now();
-    rt->end_lease(end);
+    rt->end_lease(g, end);
     lr.ran(replica, b, end - start, end);
     return {};
   }
@@ -1012,7 +1012,7 @@ struct Server::Impl final : BatchRunner {
       return rt.lease_gpu(g, length, Duration::infinite());  // forced never
     });
     if (asked.wait_for(std::chrono::nanoseconds(wait.ns())) == std::future_status::ready) return asked.get();
-    rt.end_lease(SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
+    rt.end_lease(g, SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
     (void)asked.get();
     return Status(
         Errc::kFailedPrecondition,

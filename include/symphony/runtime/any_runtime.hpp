@@ -51,7 +51,7 @@ class AnyRuntime {
   virtual Status retire_gpu(GpuId g) = 0;
   virtual Status set_delays(const Delays& d) = 0;
   virtual Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) = 0;
-  virtual void end_lease(TimePoint end) = 0;
+  virtual void end_lease(GpuId g, TimePoint end) = 0;
   virtual std::unique_ptr<Submitter> make_submitter() = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag) = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag, TimePoint deadline,
@@ -101,7 +101,7 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) override {
     return rt_->lease_gpu(g, length, max_wait);
   }
-  void end_lease(TimePoint end) override { rt_->end_lease(end); }
+  void end_lease(GpuId g, TimePoint end) override { rt_->end_lease(g, end); }
   std::unique_ptr<typename AnyRuntime<Sink>::Submitter> make_submitter() override {
     return std::make_unique<SubmitterOf>(rt_->make_submitter());
   }

@@ -62,7 +62,8 @@ class RankThread {
       : cfg_(cfg),
         rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}),
         executors_(executors),
-        model_shard_(cfg.max_models, kNoShard) {}
+        model_shard_(cfg.max_models, kNoShard),
+        lease_done_(cfg.max_gpus, nullptr) {}
   RankThread(const RankThread&) = delete;
   RankThread& operator=(const RankThread&) = delete;
 
@@ -116,20 +117,22 @@ class RankThread {
   void request_lease(GpuId g, Duration length, Duration max_wait, std::promise<Result<TimePoint>>* done) {
     const TimePoint now = SteadyClock{}.now();
     if (Status s = rank_.request_lease(g, length, now + max_wait, now); !s.ok()) return done->set_value(s);
-    lease_done_ = done;
+    lease_done_[g] = done;
   }
-  // Ends the lease at `end`, or withdraws the one not granted yet.
-  void end_lease(TimePoint end) {
-    if (lease_done_) {
-      lease_done_->set_value(Status(Errc::kFailedPrecondition, "the lease was withdrawn"));
-      lease_done_ = nullptr;
+  // Ends GPU g's lease at `end`, or withdraws the one not granted yet.
+  void end_lease(GpuId g, TimePoint end) {
+    if (g < lease_done_.size() && lease_done_[g]) {
+      lease_done_[g]->set_value(Status(Errc::kFailedPrecondition, "the lease was withdrawn"));
+      lease_done_[g] = nullptr;
     }
-    (void)rank_.end_lease(end, SteadyClock{}.now());
+    (void)rank_.end_lease(g, end, SteadyClock{}.now());
   }
   void request_exit() {
     exit_ = true;
-    if (lease_done_) lease_done_->set_value(Status(Errc::kFailedPrecondition, "the runtime stopped"));
-    lease_done_ = nullptr;
+    for (std::promise<Result<TimePoint>>*& done : lease_done_) {
+      if (done) done->set_value(Status(Errc::kFailedPrecondition, "the runtime stopped"));
+      done = nullptr;
+    }
   }
   const RankState<Timers>& state() const noexcept { return rank_; }
 
@@ -212,8 +215,8 @@ class RankThread {
     RankAction a;
     while (rank_.pop_action(a)) {
       if (a.kind == RankAction::Kind::kLease) {
-        if (lease_done_) lease_done_->set_value(a.time);
-        lease_done_ = nullptr;
+        if (lease_done_[a.gpu]) lease_done_[a.gpu]->set_value(a.time);
+        lease_done_[a.gpu] = nullptr;
         continue;
       }
       const std::uint32_t s = model_shard_[a.model];
@@ -308,7 +311,7 @@ class RankThread {
   std::vector<ShardPort> ports_;
   std::vector<std::vector<detail::RankToShard>> outbox_;
   std::vector<PendingRemoval> pending_removals_;
-  std::promise<Result<TimePoint>>* lease_done_ = nullptr;  // a lease asked for, not granted yet
+  std::vector<std::promise<Result<TimePoint>>*> lease_done_;  // by GPU: a lease asked for, not granted yet
   std::uint64_t outbox_mask_ = 0;
   std::uint64_t touched_ = 0;
   detail::RankInbox inbox_;

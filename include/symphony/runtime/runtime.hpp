@@ -179,8 +179,11 @@ class Runtime final : private CompletionPort {
   // schedule, such as a model's load warming up on a device that serves:
   // blocks until the rank grants it in a gap no candidate needs, or after
   // `max_wait` once its batches end (RankState::request_lease), and returns
-  // when. The GPU takes no grant until end_lease(). One lease at a time; it
-  // does not hold the control lock, so stats() and stop() go on meanwhile.
+  // when. The GPU takes no grant until end_lease(g). One lease per GPU: a
+  // second one for g is refused (kFailedPrecondition) until the first ends;
+  // leases of different GPUs, from any threads, are granted and end
+  // independently. It does not hold the control lock, so stats() and stop()
+  // go on meanwhile.
   Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) {
     std::promise<Result<TimePoint>> p;
     std::future<Result<TimePoint>> f = p.get_future();
@@ -191,10 +194,11 @@ class Runtime final : private CompletionPort {
     }
     return f.get();
   }
-  // Ends the lease: the GPU is free from `end` (when its work ended).
-  void end_lease(TimePoint end) {
+  // Ends GPU g's lease: g is free from `end` (when its work ended). Before
+  // the grant, withdraws it: its lease_gpu() returns an error.
+  void end_lease(GpuId g, TimePoint end) {
     std::lock_guard<std::mutex> lock(lease_mu_);
-    if (!rank_exiting_) rank_->post([this, end] { rank_->end_lease(end); });
+    if (!rank_exiting_) rank_->post([this, g, end] { rank_->end_lease(g, end); });
   }
 
   // Replaces the network delays (d_ctrl, d_data, d_resp) and the safety

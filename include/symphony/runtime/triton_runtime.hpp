@@ -30,7 +30,8 @@
 // Not here: online recalibration (calibration() reports the offline
 // profile; seed_calibration() is refused), placement=disjoint (a model's
 // devices come from its config). A lease (a model loading beside others)
-// stops new batches on its device and is granted once the device is idle.
+// stops new batches on its device and is granted once the device is idle;
+// one per device, each device's independent of the others'.
 //
 //   auto rt = make_runtime(cfg, sink, *parse_policy("triton:max_queue_delay_us=2000"));
 #pragma once
@@ -211,6 +212,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
 
   // GPU g takes no new batch from now; granted once its running batches
   // ended (`length` and `max_wait` are not needed: nothing is planned ahead).
+  // One lease per GPU, as Runtime::lease_gpu.
   Result<TimePoint> lease_gpu(GpuId g, Duration /*length*/, Duration /*max_wait*/) override {
     std::promise<Result<TimePoint>> p;
     std::future<Result<TimePoint>> f = p.get_future();
@@ -220,23 +222,29 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
       control_.push_back([this, g, &p] {
         if (g >= cfg_.max_gpus || !gpus_[g].executor)
           return p.set_value(Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g)));
-        if (lease_gpu_ != kNoGpu)
-          return p.set_value(Status(Errc::kFailedPrecondition, "one lease at a time"));
-        lease_gpu_ = g;
-        lease_reply_ = &p;
-        grant_lease();
+        Gpu& d = gpus_[g];
+        if (d.leased)
+          return p.set_value(
+              Status(Errc::kFailedPrecondition,
+                     "GPU " + std::to_string(g) + " already has a lease (one per GPU: end it first)"));
+        d.leased = true;
+        d.lease_reply = &p;
+        grant_lease(g);
       });
       cv_.notify_one();  // under the lock, as in report()
     }
     return f.get();
   }
-  // Ends the lease, or withdraws one not granted yet (its lease_gpu() call
-  // then returns an error).
-  void end_lease(TimePoint /*end*/) override {
-    post([this] {
-      if (lease_reply_) lease_reply_->set_value(Status(Errc::kFailedPrecondition, "the lease was withdrawn"));
-      lease_gpu_ = kNoGpu;
-      lease_reply_ = nullptr;
+  // Ends GPU g's lease, or withdraws one not granted yet (its lease_gpu()
+  // call then returns an error).
+  void end_lease(GpuId g, TimePoint /*end*/) override {
+    post([this, g] {
+      if (g >= cfg_.max_gpus) return;
+      Gpu& d = gpus_[g];
+      if (d.lease_reply)
+        d.lease_reply->set_value(Status(Errc::kFailedPrecondition, "the lease was withdrawn"));
+      d.leased = false;
+      d.lease_reply = nullptr;
       visit_all(SteadyClock{}.now());
     });
   }
@@ -415,7 +423,9 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
   struct Gpu {
     std::unique_ptr<Executor> executor;
     bool serving = false;  // added and not retired
+    bool leased = false;   // a lease asked for or held: no new batch
     std::uint32_t running = 0;
+    std::promise<Result<TimePoint>>* lease_reply = nullptr;  // asked for, not granted yet
   };
   struct Inflight {
     ModelId model = kNoModel;
@@ -615,7 +625,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     GpuId best = kNoGpu;
     for (GpuId g = 0; g < cfg_.max_gpus; ++g) {
       const Gpu& d = gpus_[g];
-      if (!d.serving || g == lease_gpu_ || m.busy[g] >= m.count || !may_run_on(m, g)) continue;
+      if (!d.serving || d.leased || m.busy[g] >= m.count || !may_run_on(m, g)) continue;
       if (best == kNoGpu || d.running < gpus_[best].running) best = g;
     }
     return best;
@@ -736,14 +746,15 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     --m.inflight;
     --m.busy[b.gpu];
     --gpus_[b.gpu].running;
-    if (b.gpu == lease_gpu_) grant_lease();
+    grant_lease(b.gpu);
     visit(b.model, SteadyClock{}.now());
   }
 
-  void grant_lease() {
-    if (lease_reply_ && gpus_[lease_gpu_].running == 0) {
-      lease_reply_->set_value(SteadyClock{}.now());
-      lease_reply_ = nullptr;  // granted; the GPU stays leased until end_lease
+  void grant_lease(GpuId g) {
+    Gpu& d = gpus_[g];
+    if (d.lease_reply && d.running == 0) {
+      d.lease_reply->set_value(SteadyClock{}.now());
+      d.lease_reply = nullptr;  // granted; the GPU stays leased until end_lease
     }
   }
 
@@ -803,9 +814,11 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
       for (ModelId id = 0; id < cfg_.max_models; ++id)
         if (models_[id].present && models_[id].wake <= now) visit(id, now);
       if (stop_complete()) {
-        if (lease_reply_)
-          lease_reply_->set_value(Status(Errc::kFailedPrecondition, "the runtime is stopped"));
-        lease_reply_ = nullptr;
+        for (Gpu& d : gpus_) {
+          if (d.lease_reply)
+            d.lease_reply->set_value(Status(Errc::kFailedPrecondition, "the runtime is stopped"));
+          d.lease_reply = nullptr;
+        }
         return;
       }
     }
@@ -849,8 +862,6 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
   std::vector<Model> models_;
   std::vector<Gpu> gpus_;
   std::unordered_map<BatchId, Inflight> inflight_;
-  GpuId lease_gpu_ = kNoGpu;
-  std::promise<Result<TimePoint>>* lease_reply_ = nullptr;
   std::uint64_t next_seq_ = 0;
   BatchId next_batch_ = 1;
   bool stop_asked_ = false;

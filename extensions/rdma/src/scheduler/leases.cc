@@ -4,7 +4,7 @@
 // hold the device for it in a gap of the device's schedule, as serve's
 // loads do (Runtime::lease_gpu, docs/architecture.md#leases). The lease
 // desk, a thread of its own because a lease blocks until the rank grants it,
-// takes the requests one at a time (the runtime leases one GPU at a time):
+// takes the requests one at a time:
 // it asks the runtime for the GPU for the run's expected length plus the
 // network's round trip (the grant travels to the backend, the end back),
 // never forced; grants it (LeaseGrant) once held, or refuses it when no gap
@@ -103,7 +103,8 @@ void SchedulerNode::Impl::lease_desk() {
           !a.backend->alive.load())
         break;
     }
-    if (!in_time) rt.end_lease(SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
+    if (!in_time)
+      rt.end_lease(a.gpu, SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
     const Result<TimePoint> got = granted.get();
     {
       std::lock_guard<std::mutex> asking(lease_mu_);
@@ -111,7 +112,7 @@ void SchedulerNode::Impl::lease_desk() {
       lease_asking_.reset();
     }
     if (gave_up) {  // its LeaseEnd came first (the backend stopped waiting): nothing runs
-      if (in_time && got.ok()) rt.end_lease(SteadyClock{}.now());
+      if (in_time && got.ok()) rt.end_lease(a.gpu, SteadyClock{}.now());
       lock.lock();
       continue;
     }
@@ -147,7 +148,7 @@ void SchedulerNode::Impl::lease_desk() {
       lease_cv_.wait_for(lock, std::chrono::milliseconds(50));
     lease_held_.reset();
     lock.unlock();
-    rt.end_lease(SteadyClock{}.now());
+    rt.end_lease(a.gpu, SteadyClock{}.now());
     lock.lock();
   }
 }
