@@ -117,7 +117,7 @@ class CancelWait final : public CancelReply {
   int answer_ = -1;
 };
 
-// Runs a load's leased runs, one at a time, on a thread made by start() at
+// Runs a device's leased runs, one at a time, on a thread made by start() at
 // its caller's priority, the executors'. A repository's loads come from a
 // thread at nice 19 (its reading and optimizing take the CPU the serving
 // leaves), which cannot lower its nice value back unprivileged; a run that
@@ -355,6 +355,10 @@ struct Server::Impl final : BatchRunner {
     // This device's own estimate of each model's l(b), by ModelId (reports).
     std::mutex calib_mu;
     std::vector<std::unique_ptr<ProfileCalibrator>> calib;
+    // Its loads' leased runs, one at a time (the runtime leases a device to
+    // one asker at a time; other devices' leases are independent).
+    std::mutex lease_mu;
+    std::unique_ptr<RunThread> run_thread;  // from start() on, unless emulated
   };
 
   ServerOptions opts;
@@ -382,8 +386,6 @@ struct Server::Impl final : BatchRunner {
   // The runtime once started, for the device leases of loads (load() runs
   // on any thread, beside start()); it lives until the Server does.
   std::atomic<AnyRuntime<OutcomeSink>*> serving{nullptr};
-  std::mutex lease_mu;                    // one leased run at a time
-  std::unique_ptr<RunThread> run_thread;  // the leased runs, from start() on
   std::atomic<bool> running{false};
   bool stopped = false;
   TimePoint started;
@@ -979,9 +981,10 @@ struct Server::Impl final : BatchRunner {
       return {};
     }
     const GpuId g = gpus[replica];
+    Device& dev = *devices[g];
     const Duration rest = lr.rested() - SteadyClock{}.now();  // after its last run
     if (rest > Duration()) std::this_thread::sleep_for(std::chrono::nanoseconds(rest.ns()));
-    std::lock_guard<std::mutex> lock(lease_mu);
+    std::lock_guard<std::mutex> lock(dev.lease_mu);
     const Duration expected = lr.expected(replica, b);
     const TimePoint asked = SteadyClock{}.now();
     Result<TimePoint> granted = lease_in_gap(*rt, g, expected, opts.load_run_wait);
@@ -992,7 +995,7 @@ struct Server::Impl final : BatchRunner {
     const TimePoint start = SteadyClock{}.now();
     lr.granted(start - asked);
     try {
-      run_thread->run(run);
+      dev.run_thread->run(run);
     } catch (...) {
       rt->end_lease(g, SteadyClock{}.now());
       throw;
@@ -1367,9 +1370,10 @@ struct Server::Impl final : BatchRunner {
     }
     for (auto& m : models) SYMPHONY_RETURN_IF_ERROR(register_model(m));
     started = SteadyClock{}.now();
-    run_thread = std::make_unique<RunThread>(opts.cpu_threads);
+    if (!emulated)
+      for (auto& d : devices) d->run_thread = std::make_unique<RunThread>(opts.cpu_threads);
     if (overlap) delay_thread = std::thread([this] { apply_delays(); });
-    serving.store(runtime.get(), std::memory_order_release);  // release: with run_thread
+    serving.store(runtime.get(), std::memory_order_release);  // release: with the run threads
     running.store(true, std::memory_order_release);
     return {};
   }
