@@ -817,6 +817,13 @@ struct RawPeer : Transport::Handler {
       if (auto r = wire::decode_refuse(m); r.ok()) return r->reason;
     return "";
   }
+  // The LeaseGrant received for `seq`, if any.
+  std::optional<wire::LeaseGrant> lease_grant(std::uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& m : got)
+      if (auto g = wire::decode_lease_grant(m); g.ok() && g->seq == seq) return *g;
+    return std::nullopt;
+  }
   std::optional<wire::OutcomesView> outcomes(std::vector<std::uint8_t>& keep) {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& m : got)
@@ -828,16 +835,18 @@ struct RawPeer : Transport::Handler {
   }
 };
 
-// Connects a raw peer to 127.0.0.1:port, sends `msgs`, and (when
-// `wait_refusal`) waits up to 5 s for a Refuse; returns its reason.
+// Connects a raw peer to 127.0.0.1:port (its connection in `conn`, if
+// given), sends `msgs`, and (when `wait_refusal`) waits up to 5 s for a
+// Refuse; returns its reason.
 std::string send_raw(int port, const std::vector<std::vector<std::uint8_t>>& msgs, RawPeer& h,
-                     std::unique_ptr<Transport>& keep, bool wait_refusal = true) {
+                     std::unique_ptr<Transport>& keep, bool wait_refusal = true, ConnId* conn = nullptr) {
   TransportOptions to;
   to.name = "raw";
   keep = std::move(*Transport::create(to, h));
   const ConnId c = *keep->call([&] {
     return keep->connect({"127.0.0.1", static_cast<std::uint16_t>(port)});
   });
+  if (conn) *conn = c;
   // Like every node of ours, a peer sends nothing after its Hello until the
   // answer: UCX does not promise the order of messages sent while the
   // connection is still being set up.
@@ -857,11 +866,11 @@ std::string send_raw(int port, const std::vector<std::vector<std::uint8_t>>& msg
   return r;
 }
 
-std::vector<std::uint8_t> hello(wire::Role role, const std::string& token) {
+std::vector<std::uint8_t> hello(wire::Role role, const std::string& token, const std::string& name = "raw") {
   wire::Hello h;
   h.role = role;
   h.token = token;
-  h.name = "raw";
+  h.name = name;
   h.address = "127.0.0.1:1";
   return wire::encode(h);
 }
@@ -973,6 +982,54 @@ TEST_F(ClusterProcessTest, AFrontendRefusesABackendWithoutTheToken) {
   }
   (void)loadgen_report(lg, "lg");
   (void)sched.stop();
+}
+
+// ---- leases ---------------------------------------------------------------------------------
+
+// The lease desk serves each device on its own (docs/cluster.md#a-load-in-gaps-of-the-schedule):
+// two raw backends of one idle device each ask for a lease; b's is granted
+// while a's is still held (before a's LeaseEnd, which a desk taking one lease
+// at a time would wait for, up to its 70 s overstay limit), and a's ends on
+// its own: a's next lease is granted while b's is still held.
+TEST_F(ClusterProcessTest, TwoBackendsHoldLeasesOfTheirDevicesAtOnce) {
+  std::string text = config_text(60, 10);
+  const std::string quick = "heartbeat_timeout_ms: 400";
+  text.replace(text.find(quick), quick.size(), "heartbeat_timeout_ms: 60000");  // raw peers send no pings
+  std::ofstream(cfg_) << text;
+  Proc sched = start_scheduler("sched");
+  // Run 10 ms, wait at most 5 s.
+  const auto ask = [](std::uint64_t seq) {
+    return wire::encode(wire::LeaseRequest{seq, 0, 10'000'000, 5'000'000'000});
+  };
+  const auto granted = [&](RawPeer& p, std::uint64_t seq) {
+    if (!eventually([&] { return p.lease_grant(seq).has_value(); }, 10s)) return std::string("no answer");
+    return p.lease_grant(seq)->status == wire::BatchStatus::kOk ? std::string() : p.lease_grant(seq)->error;
+  };
+  RawPeer a, b;
+  std::unique_ptr<Transport> ta, tb;
+  ConnId ca = kNoConn, cb = kNoConn;
+  (void)send_raw(port_,
+                 {hello(wire::Role::kBackend, kToken, "ra"),
+                  wire::encode(wire::Register{{"a0"}, {"m"}, {}, {}}), ask(1)},
+                 a, ta, false, &ca);
+  ASSERT_EQ(granted(a, 1), "") << sched.log_text();
+  (void)send_raw(port_,
+                 {hello(wire::Role::kBackend, kToken, "rb"),
+                  wire::encode(wire::Register{{"b0"}, {"m"}, {}, {}}), ask(1)},
+                 b, tb, false, &cb);
+  ASSERT_EQ(granted(b, 1), "") << "while a's lease is held\n" << sched.log_text();
+  (void)ta->call([&] { return ta->send(ca, wire::encode(wire::LeaseEnd{1, 3'000'000})); });
+  (void)ta->call([&] { return ta->send(ca, ask(2)); });
+  ASSERT_EQ(granted(a, 2), "") << "while b's lease is held\n" << sched.log_text();
+  (void)tb->call([&] { return tb->send(cb, wire::encode(wire::LeaseEnd{1, 4'000'000})); });
+  (void)ta->call([&] { return ta->send(ca, wire::encode(wire::LeaseEnd{2, 4'000'000})); });
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ((*s)["leases"]["granted"], 3u) << s->dump(2);
+  EXPECT_EQ((*s)["leases"]["refused"], 0u) << s->dump(2);
+  // a's first end came before its second grant (later ones may not have reached the report).
+  EXPECT_GE((*s)["leases"]["ran_ms"].get<double>(), 3.0) << s->dump(2);
 }
 
 // ---- sub-clusters with epochs ------------------------------------------------------------

@@ -3,9 +3,12 @@
 // load's own runs (its load check, each warm-up batch), that the scheduler
 // hold the device for it in a gap of the device's schedule, as serve's
 // loads do (Runtime::lease_gpu, docs/architecture.md#leases). The lease
-// desk, a thread of its own because a lease blocks until the rank grants it,
-// takes the requests one at a time:
-// it asks the runtime for the GPU for the run's expected length plus the
+// desk keeps a line per device, served by a thread of its own (a lease
+// blocks until the rank grants it): the device's requests one at a time
+// (the runtime leases a GPU to one asker at a time), every device's
+// independently of the others' (a wait for a gap on a busy device holds
+// back no lease of an idle one). For each request the line asks the
+// runtime for the GPU for the run's expected length plus the
 // network's round trip (the grant travels to the backend, the end back),
 // never forced; grants it (LeaseGrant) once held, or refuses it when no gap
 // came within the backend's wait; and ends the lease when the backend's
@@ -49,43 +52,47 @@ void SchedulerNode::Impl::on_lease_request(ConnId c, Peer& p, std::span<const st
   a.length = q->length_ns < 0 ? Duration::infinite() : Duration::nanoseconds(q->length_ns) + d.ctrl + d.resp;
   a.max_wait = Duration::nanoseconds(q->max_wait_ns);
   a.what = b.devices[q->device];
-  {
-    std::lock_guard<std::mutex> lock(lease_mu_);
-    lease_asks_.push_back(std::move(a));
-    if (!lease_thread_.joinable()) lease_thread_ = std::thread([this] { lease_desk(); });
-  }
-  lease_cv_.notify_all();
+  const std::uint64_t key = std::uint64_t{a.runtime} << 32 | a.gpu;
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (lease_stop_) return;  // stopping: no lease from now on
+  std::unique_ptr<LeaseLine>& line = lease_lines_[key];
+  if (!line) line = std::make_unique<LeaseLine>();
+  line->asks.push_back(std::move(a));
+  if (!line->thread.joinable()) line->thread = std::thread([this, l = line.get()] { lease_line(*l); });
+  line->cv.notify_all();
 }
 
 void SchedulerNode::Impl::on_lease_end(Peer& p, std::span<const std::uint8_t> msg) {
   Result<wire::LeaseEnd> e = wire::decode_lease_end(msg);
   if (!e.ok()) return log(p.name + ": a malformed LeaseEnd (ignored): " + e.status().message());
   const std::shared_ptr<BackendShared>& b = backends_[p.index].shared;
-  {
-    std::lock_guard<std::mutex> lock(lease_mu_);
-    if (lease_held_ && lease_held_->backend == b && lease_held_->seq == e->seq) {
-      lease_held_->ended = true;
+  const auto mine = [&](const auto& x) { return x.backend == b && x.seq == e->seq; };
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  for (auto& [_, line] : lease_lines_) {
+    if (line->held && mine(*line->held)) {
+      line->held->ended = true;
       // The backend's measure; no run holds its lease longer than the limit.
       n_->lease_ran_ns.fetch_add(static_cast<std::uint64_t>(std::min(e->ran_ns, kLeaseRunLimit.ns())),
                                  std::memory_order_relaxed);
-    } else if (lease_asking_ && lease_asking_->backend == b && lease_asking_->seq == e->seq) {
-      lease_asking_->ended = true;  // the backend gave up waiting: the desk withdraws it
-    } else {
-      std::erase_if(lease_asks_, [&](const LeaseAsk& a) { return a.backend == b && a.seq == e->seq; });
+    } else if (line->asking && mine(*line->asking)) {
+      line->asking->ended = true;  // the backend gave up waiting: the line withdraws it
+    } else if (std::erase_if(line->asks, mine) == 0) {
+      continue;
     }
+    line->cv.notify_all();
+    return;
   }
-  lease_cv_.notify_all();
 }
 
-void SchedulerNode::Impl::lease_desk() {
+void SchedulerNode::Impl::lease_line(LeaseLine& line) {
   std::unique_lock<std::mutex> lock(lease_mu_);
   for (;;) {
-    lease_cv_.wait(lock, [&] { return lease_stop_ || !lease_asks_.empty(); });
+    line.cv.wait(lock, [&] { return lease_stop_ || !line.asks.empty(); });
     if (lease_stop_) return;
-    LeaseAsk a = std::move(lease_asks_.front());
-    lease_asks_.pop_front();
+    LeaseAsk a = std::move(line.asks.front());
+    line.asks.pop_front();
     if (!a.backend->alive.load()) continue;
-    lease_asking_ = LeaseHeld{a.backend, a.seq, false};
+    line.asking = LeaseHeld{a.backend, a.seq, false};
     lock.unlock();
     Rt& rt = *runtimes_[a.runtime];
     const TimePoint asked = SteadyClock{}.now();
@@ -97,7 +104,7 @@ void SchedulerNode::Impl::lease_desk() {
     while (!(in_time = granted.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready)) {
       {
         std::lock_guard<std::mutex> asking(lease_mu_);
-        gave_up = lease_asking_->ended;
+        gave_up = line.asking->ended;
       }
       if (gave_up || SteadyClock{}.now() - asked >= a.max_wait || lease_stop_.load() ||
           !a.backend->alive.load())
@@ -108,8 +115,8 @@ void SchedulerNode::Impl::lease_desk() {
     const Result<TimePoint> got = granted.get();
     {
       std::lock_guard<std::mutex> asking(lease_mu_);
-      gave_up |= lease_asking_->ended;
-      lease_asking_.reset();
+      gave_up |= line.asking->ended;
+      line.asking.reset();
     }
     if (gave_up) {  // its LeaseEnd came first (the backend stopped waiting): nothing runs
       if (in_time && got.ok()) rt.end_lease(a.gpu, SteadyClock{}.now());
@@ -138,15 +145,15 @@ void SchedulerNode::Impl::lease_desk() {
     n_->leases_granted.fetch_add(1, std::memory_order_relaxed);
     n_->lease_wait_ns.fetch_add((SteadyClock{}.now() - asked).ns(), std::memory_order_relaxed);
     lock.lock();
-    lease_held_ = LeaseHeld{a.backend, a.seq, false};
+    line.held = LeaseHeld{a.backend, a.seq, false};
     lock.unlock();
     send({a.seq, wire::BatchStatus::kOk, {}});
     lock.lock();
     // Held until its LeaseEnd (or its backend is lost, or the run overstays).
     const TimePoint until = SteadyClock{}.now() + kLeaseRunLimit;
-    while (!lease_held_->ended && !lease_stop_ && a.backend->alive.load() && SteadyClock{}.now() < until)
-      lease_cv_.wait_for(lock, std::chrono::milliseconds(50));
-    lease_held_.reset();
+    while (!line.held->ended && !lease_stop_ && a.backend->alive.load() && SteadyClock{}.now() < until)
+      line.cv.wait_for(lock, std::chrono::milliseconds(50));
+    line.held.reset();
     lock.unlock();
     rt.end_lease(a.gpu, SteadyClock{}.now());
     lock.lock();
@@ -154,12 +161,17 @@ void SchedulerNode::Impl::lease_desk() {
 }
 
 void SchedulerNode::Impl::stop_lease_desk() {
+  std::vector<std::thread*> threads;
   {
     std::lock_guard<std::mutex> lock(lease_mu_);
-    lease_stop_ = true;
+    lease_stop_ = true;  // no line is added from now on
+    for (auto& [_, line] : lease_lines_) {
+      line->cv.notify_all();
+      threads.push_back(&line->thread);
+    }
   }
-  lease_cv_.notify_all();
-  if (lease_thread_.joinable()) lease_thread_.join();
+  for (std::thread* t : threads)
+    if (t->joinable()) t->join();
 }
 
 }  // namespace symphony::cluster

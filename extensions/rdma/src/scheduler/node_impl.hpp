@@ -367,9 +367,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void on_lease_request(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   // Its LeaseEnd (progress thread): the desk ends the lease.
   void on_lease_end(Peer& p, std::span<const std::uint8_t> msg);
-  // The lease desk's thread: one lease at a time, each held from its grant
-  // to its end.
-  void lease_desk();
+  // Stops every device's lease line and joins their threads.
   void stop_lease_desk();
   // Progress thread -> lease desk: a backend's request for device `gpu`.
   struct LeaseAsk {
@@ -381,21 +379,32 @@ class SchedulerNode::Impl final : public Transport::Handler {
     Duration length, max_wait;
     std::string what;  // the device's name
   };
-  // The lease held now (lease desk; the progress thread marks it ended).
+  // A lease asked for or held (its line's thread; the progress thread marks
+  // it ended).
   struct LeaseHeld {
     std::shared_ptr<BackendShared> backend;
     std::uint64_t seq = 0;
     bool ended = false;
   };
-  std::mutex lease_mu_;  // lease_asks_, lease_held_, lease_thread_'s start
-  std::condition_variable lease_cv_;
-  std::deque<LeaseAsk> lease_asks_;
-  std::optional<LeaseHeld> lease_held_;
-  // The lease the desk waits to be granted (`ended`: its LeaseEnd came
-  // first, the backend gave up waiting).
-  std::optional<LeaseHeld> lease_asking_;
+  // One device's leases (a runtime leases a GPU to one asker at a time):
+  // its asks in order, served by a thread of its own from the device's
+  // first ask until the desk stops, so that a lease waiting for a gap on a
+  // busy device holds back none on another.
+  struct LeaseLine {
+    std::deque<LeaseAsk> asks;
+    // The ask waiting to be granted (`ended`: its LeaseEnd came first, the
+    // backend gave up waiting), and the lease held.
+    std::optional<LeaseHeld> asking, held;
+    std::condition_variable cv;
+    std::thread thread;
+  };
+  // A line's thread: its asks one at a time, each held from its grant to
+  // its end.
+  void lease_line(LeaseLine& line);
+  std::mutex lease_mu_;  // lease_lines_ and every line's asks, asking and held
+  // By (sub-cluster runtime << 32 | GPU id); at most one per device asked for.
+  std::map<std::uint64_t, std::unique_ptr<LeaseLine>> lease_lines_;
   std::atomic<bool> lease_stop_{false};
-  std::thread lease_thread_;  // started by the first request
   // Fails the loads still waiting on `backend` (lost), or past their deadline.
   void check_loads(TimePoint now, std::uint32_t lost_backend = ~0u, const std::string& why = {});
   // --model-control-mode poll: loads the folders added or changed since the
