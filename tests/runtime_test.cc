@@ -887,6 +887,28 @@ TEST(RuntimeAdmissionTest, AFullBacklogRefusesOnTheSubmittingThreadWithoutTheSha
   for (std::uint64_t t = 1; t <= 12; ++t) EXPECT_EQ(sink.count(t), 1u) << t;
 }
 
+// Holds a shard thread: the outcome of request `tag`, given on a thread
+// other than the test's (a request of another model due now, refused as
+// infeasible on its shard), waits in the sink until release(), at most a
+// minute. Requests submitted meanwhile only reach the shard's ingress.
+class ShardHold {
+ public:
+  ShardHold(ExactlyOnceSink& sink, std::uint64_t tag) {
+    sink.on_each([this, tag, test = std::this_thread::get_id()](const RequestOutcome& o) {
+      if (o.tag != tag || std::this_thread::get_id() == test) return;
+      held_.store(true);
+      (void)released_.wait_for(std::chrono::seconds(60));
+    });
+  }
+  bool held() const { return held_.load(); }
+  void release() { release_.set_value(); }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::atomic<bool> held_{false};
+};
+
 TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardLastLooked) {
   // The setup above, ten times slower: l(b) = 100 ms * b + 500 ms, SLO
   // 2400 ms. With two queued behind the running batch the shard publishes
@@ -898,15 +920,7 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardL
   // the shard would. (300 ms of room for a slow machine before the shard,
   // released, takes the four admitted.)
   ExactlyOnceSink sink(64);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> held{false};
-  const std::thread::id test_thread = std::this_thread::get_id();
-  sink.on_each([&](const RequestOutcome& o) {
-    if (o.tag != 5 || std::this_thread::get_id() == test_thread) return;  // only the shard is held
-    held.store(true);
-    (void)released.wait_for(std::chrono::seconds(60));
-  });
+  ShardHold hold(sink, 5);
   ManualGpus gpus;
   RuntimeConfig c = small_config(1, 2, 1);
   c.max_outstanding_per_gpu = 1;
@@ -920,13 +934,13 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardL
   for (std::uint64_t t = 3; t <= 4; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
   wait_for([&] { return rt->stats().accepted >= 4; });  // taken, and the backlog published
   ASSERT_EQ(sub.submit(other, 5, SteadyClock{}.now()), SubmitStatus::kQueued);  // due now: infeasible
-  wait_for([&] { return held.load(); });
+  wait_for([&] { return hold.held(); });
   for (std::uint64_t t = 6; t <= 9; ++t) EXPECT_EQ(sub.submit(m, t), SubmitStatus::kQueued) << t;
   for (std::uint64_t t = 10; t <= 15; ++t) {
     EXPECT_EQ(sub.submit(m, t), SubmitStatus::kDropped) << t;
     EXPECT_EQ(sink.count(t), 1u) << "refused at submit, its outcome given: " << t;
   }
-  release.set_value();
+  hold.release();
   wait_for([&] { return rt->stats().accepted >= 9; });
   EXPECT_EQ(sink.count(DropReason::kOverload), 6u) << "the shard admits each request submit admitted";
   ManualGpus::complete(first);
@@ -945,16 +959,8 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsOnBelowABatchAfterARefusingQ
   // those admitted: the submitting thread refused exactly what it would.
   // (900 ms of room for a slow machine before the shard takes them.)
   ExactlyOnceSink sink(64);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> held{false};
-  const std::thread::id test_thread = std::this_thread::get_id();
   constexpr std::uint64_t kHold = 50;
-  sink.on_each([&](const RequestOutcome& o) {
-    if (o.tag != kHold || std::this_thread::get_id() == test_thread) return;
-    held.store(true);
-    (void)released.wait_for(std::chrono::seconds(60));
-  });
+  ShardHold hold(sink, kHold);
   ManualGpus gpus;
   RuntimeConfig c = small_config(1, 2, 1);
   c.max_outstanding_per_gpu = 1;
@@ -972,13 +978,13 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsOnBelowABatchAfterARefusingQ
   wait_for([&] { return rt->admission_hint(m).queued == 2; });
   EXPECT_GT(rt->admission_hint(m).work, Duration::zero()) << "kept below a batch";
   ASSERT_EQ(sub.submit(other, kHold, SteadyClock{}.now()), SubmitStatus::kQueued);  // due now: infeasible
-  wait_for([&] { return held.load(); });
+  wait_for([&] { return hold.held(); });
   for (std::uint64_t t = 11; t <= 15; ++t) EXPECT_EQ(sub.submit(m, t), SubmitStatus::kQueued) << t;
   for (std::uint64_t t = 16; t <= 18; ++t) {
     EXPECT_EQ(sub.submit(m, t), SubmitStatus::kDropped) << t;
     EXPECT_EQ(sink.count(t), 1u) << "refused at submit, its outcome given: " << t;
   }
-  release.set_value();
+  hold.release();
   wait_for([&] { return rt->stats().accepted >= 16; });  // ten, the held one, five
   EXPECT_EQ(sink.count(DropReason::kOverload), 3u) << "the shard admits each request submit admitted";
   ManualGpus::complete(second);
