@@ -316,9 +316,9 @@ class ModelState {
   // As above, for a request the client sent at `arrival` that reaches the
   // shard at `now` (the multi-threaded runtime's ingress queue sits between).
   // The outcome reports `arrival`, and timeout policies measure from it;
-  // every scheduling decision is taken at `now`, but admission's backlog
-  // test, which judges the request as it arrived (as a submitting thread
-  // did: its wait in an ingress is bounded apart). REQUIRES: arrival <= now.
+  // every scheduling decision is taken at `now` except admission's backlog
+  // test, which judges the request as it arrived, as a submitting thread did
+  // (its wait in an ingress is bounded apart). REQUIRES: arrival <= now.
   //
   // `priority` is the request's level, 0 the highest (ModelConfig::
   // priority_levels); under admission a lower level is refused sooner: it is

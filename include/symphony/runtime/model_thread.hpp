@@ -280,8 +280,8 @@ class ModelThread {
   // Publishes the admission hints of the models touched since the last call;
   // a cell is written only while its hint refuses something, so that
   // submitters' copies of the line stay valid below capacity. A removed
-  // model's cell is zeroed. A model that had a batch queued keeps a hint below one
-  // queued (ModelState::admission_hint) until its queue empties.
+  // model's cell is zeroed. A model that had a batch queued keeps its hint
+  // below a batch (ModelState::admission_hint) until its queue empties.
   void publish_hints() {
     for (ModelId id : hint_list_) {
       hint_dirty_[id] = 0;
@@ -571,8 +571,9 @@ class ModelThread {
   std::vector<std::uint8_t> hint_dirty_;
   std::vector<ModelId> hint_list_;
   std::vector<std::int64_t> published_work_;
-  std::vector<std::uint32_t>
-      hint_counted_;  // its submitters counted in `admitted`, taken since the last publication
+  // By model: requests its submitters counted in `admitted` that this shard
+  // took since its last publication.
+  std::vector<std::uint32_t> hint_counted_;
   std::vector<detail::ShardToRank> outbox_;
   std::vector<ExecBatch> pending_exec_;
   std::vector<detail::IngressItem> ingress_buf_;
