@@ -80,6 +80,29 @@ foreach(cmd simulate stress partition)
   expect_json("${cmd} --json --seed 3: stdout" "${${cmd}_bare2_out}")
 endforeach()
 
+# stress offered ten times what one emulated GPU serves: drops by reason,
+# overload among them, summing to `dropped`, in the report and the table.
+run(stress_over stress --models 1 --gpus 1 --alpha 0.1 --beta 5 --slo 50 --rate 80000 --duration 0.3
+    --json ${WORK}/stress_over.json)
+file(READ ${WORK}/stress_over.json over)
+string(JSON dropped GET "${over}" dropped)
+string(JSON n_reasons LENGTH "${over}" dropped_by_reason)
+set(sum 0)
+if(n_reasons GREATER 0)
+  math(EXPR last "${n_reasons} - 1")
+  foreach(i RANGE ${last})
+    string(JSON why MEMBER "${over}" dropped_by_reason ${i})
+    string(JSON n GET "${over}" dropped_by_reason ${why})
+    math(EXPR sum "${sum} + ${n}")
+  endforeach()
+endif()
+string(JSON overload ERROR_VARIABLE e GET "${over}" dropped_by_reason overload)
+if(e OR NOT sum EQUAL dropped OR dropped EQUAL 0)
+  message(FATAL_ERROR "stress at 10x: dropped_by_reason (sum ${sum}) does not split dropped (${dropped}) "
+                      "or has no overload:\n${over}")
+endif()
+expect_match("stress at 10x: stdout" "${stress_over_out}" "\n  drops +[^\n]*overload ${overload}")
+
 # The simulator is deterministic: the file and stdout hold the same report.
 file(READ ${WORK}/simulate.json report)
 if(NOT report STREQUAL simulate_dash_out)

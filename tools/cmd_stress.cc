@@ -107,6 +107,20 @@ int run(const StressOptions& o) {
       "%llu)\n",
       100 * r.bad_rate, u(st.count(Outcome::kLate)), u(dropped), u(overload), u(st.rejected_ingress),
       u(st.count(Outcome::kError)));
+  // Drops by reason: the refusals at submit count as overload; a full
+  // ingress has no reason of its own.
+  std::vector<std::pair<std::string, std::uint64_t>> by_reason;
+  for (std::size_t i = 0; i < kNumDropReasons; ++i) {
+    const auto why = static_cast<DropReason>(i);
+    const std::uint64_t n = st.count(why) + (why == DropReason::kOverload ? st.rejected_overload : 0);
+    if (n) by_reason.emplace_back(std::string(to_string(why)), n);
+  }
+  if (st.rejected_ingress) by_reason.emplace_back("ingress_full", st.rejected_ingress);
+  if (!by_reason.empty()) {
+    std::string line;
+    for (const auto& [why, n] : by_reason) line += (line.empty() ? "" : ", ") + why + " " + std::to_string(n);
+    std::printf("  drops         %s\n", line.c_str());
+  }
   std::printf("  cpu           generators %.2f s, runtime %.2f s (over %.3f s)\n", r.generator_cpu_s,
               r.runtime_cpu_s, r.elapsed_s);
   if (o.low_priority_share > 0)
@@ -152,6 +166,8 @@ int run(const StressOptions& o) {
     j["dropped"] = dropped;
     j["rejected_ingress"] = st.rejected_ingress;
     j["overload"] = overload;
+    j["dropped_by_reason"] = nlohmann::ordered_json::object();
+    for (const auto& [why, n] : by_reason) j["dropped_by_reason"][why] = n;
     j["admission"] = c.admission;
     if (o.low_priority_share > 0) {
       j["low_priority_share"] = o.low_priority_share;
