@@ -612,6 +612,47 @@ TEST(RuntimeTest, LeasesOfDifferentGpusAreHeldAtOnceAndEachEndsOnItsOwn) {
   EXPECT_EQ(sink.count(Outcome::kOk), 12u);
 }
 
+// An asker that stops waiting ends its ask (ask_lease, then end_lease from
+// the same thread): the answer comes at once, withdrawn or granted and
+// ended, and the GPU is never left leased: a waiting ask is withdrawn and the
+// GPU serves its next batch, and on an idle GPU each of 200 asks given up at
+// once leaves room for the next one.
+TEST(RuntimeTest, AnAskGivenUpLeavesTheGpuFree) {
+  ExactlyOnceSink sink(16);
+  ManualGpus gpus;
+  auto rt = make_runtime(small_config(1, 2, 1), sink);
+  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken a = gpus.take();  // GPU 0 runs it until reported: the ask waits
+  std::future<Result<TimePoint>> asked = rt->ask_lease(0, Duration::infinite(), Duration::seconds(600));
+  EXPECT_NE(asked.wait_for(std::chrono::milliseconds(20)), std::future_status::ready);
+  rt->end_lease(0, SteadyClock{}.now());
+  const Result<TimePoint> withdrawn = asked.get();
+  EXPECT_EQ(withdrawn.status().code(), Errc::kFailedPrecondition);
+  EXPECT_NE(withdrawn.status().message().find("withdrawn"), std::string::npos)
+      << withdrawn.status().to_string();
+  ManualGpus::complete(a);
+  for (std::uint64_t t = 4; t < 8; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+  ManualGpus::Taken b = gpus.take();
+  EXPECT_EQ(b.batch.gpu, 0u) << "the withdrawn ask holds nothing";
+  ManualGpus::complete(b);
+  wait_for([&] { return sink.total() == 8; });
+  int granted = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::future<Result<TimePoint>> f = rt->ask_lease(0, Duration::infinite(), Duration::seconds(600));
+    rt->end_lease(0, SteadyClock{}.now());
+    const Result<TimePoint> r = f.get();
+    granted += r.ok();
+    ASSERT_TRUE(r.ok() || r.status().code() == Errc::kFailedPrecondition) << r.status().to_string();
+  }
+  Result<TimePoint> last = rt->lease_gpu(0, Duration::milliseconds(1), Duration::seconds(1));
+  ASSERT_TRUE(last.ok()) << last.status().to_string() << " (" << granted << " of 200 granted before)";
+  rt->end_lease(0, SteadyClock{}.now());
+  rt->stop();
+  EXPECT_EQ(sink.count(Outcome::kOk), 8u);
+}
+
 // A lease waits on a GPU that runs a batch while the runtime stops: however
 // the two interleave, it is answered (granted once the batch ends, or refused
 // by the exit) and stop() returns.

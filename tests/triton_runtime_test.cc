@@ -329,6 +329,31 @@ TEST(TritonRuntimeTest, LeasesOfTwoDevicesEndEachOnItsOwn) {
   expect_each_once(sink, 2);
 }
 
+// An ask given up at once (ask_lease, then end_lease) is answered at once and
+// leaves the device free: after 200 of them a lease is granted and the
+// device serves.
+TEST(TritonRuntimeTest, AnAskGivenUpLeavesTheDeviceFree) {
+  ExactlyOnceSink sink(4);
+  ManualGpus gpus;
+  auto rt = make(sink, "triton", 1);
+  ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+  const ModelId m = *rt->add_model(model_ms("a", 1, 1, 1000), std::nullopt);
+  for (int i = 0; i < 200; ++i) {
+    std::future<Result<TimePoint>> f = rt->ask_lease(0, Duration::milliseconds(1), Duration::infinite());
+    rt->end_lease(0, SteadyClock{}.now());
+    const Result<TimePoint> r = f.get();
+    ASSERT_TRUE(r.ok() || r.status().code() == Errc::kFailedPrecondition) << r.status().to_string();
+  }
+  ASSERT_TRUE(rt->lease_gpu(0, Duration::milliseconds(1), Duration::milliseconds(1)).ok());
+  rt->end_lease(0, SteadyClock{}.now());
+  ASSERT_EQ(rt->submit(m, 0), SubmitStatus::kQueued);
+  const ManualGpus::Taken a = gpus.take();
+  EXPECT_EQ(a.batch.gpu, 0u);
+  ManualGpus::complete(a);
+  rt->stop(StopMode::kDrain);
+  EXPECT_EQ(sink.count(Outcome::kOk), 1u);
+}
+
 TEST(TritonRuntimeTest, StopCancelDropsTheQueued) {
   ExactlyOnceSink sink(8);
   ManualGpus gpus;

@@ -1007,16 +1007,14 @@ struct Server::Impl final : BatchRunner {
   }
 
   // Leases device g for a run of about `length` in a gap of its schedule
-  // (Runtime::lease_gpu, never forced), waiting at most `wait`: then the
+  // (Runtime::ask_lease, never forced), waiting at most `wait`: then the
   // request is withdrawn and the answer says so.
   static Result<TimePoint> lease_in_gap(AnyRuntime<OutcomeSink>& rt, GpuId g, Duration length,
                                         Duration wait) {
-    auto asked = std::async(std::launch::async, [&rt, g, length] {
-      return rt.lease_gpu(g, length, Duration::infinite());  // forced never
-    });
+    auto asked = rt.ask_lease(g, length, Duration::infinite());  // forced never
     if (asked.wait_for(std::chrono::nanoseconds(wait.ns())) == std::future_status::ready) return asked.get();
-    rt.end_lease(g, SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
-    (void)asked.get();
+    rt.end_lease(g, SteadyClock{}.now());  // after the ask: withdraws it, or ends one granted meanwhile
+    (void)asked.get();                     // answered by that end
     return Status(
         Errc::kFailedPrecondition,
         "found no gap of " + (length.is_infinite() ? std::string("any length") : format_ms(length) + " ms") +

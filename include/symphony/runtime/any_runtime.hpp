@@ -15,6 +15,7 @@
 //   sub->submit(m, /*tag=*/7);
 #pragma once
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,7 +51,10 @@ class AnyRuntime {
   virtual Status remove_gpu(GpuId g) = 0;
   virtual Status retire_gpu(GpuId g) = 0;
   virtual Status set_delays(const Delays& d) = 0;
-  virtual Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) = 0;
+  virtual std::future<Result<TimePoint>> ask_lease(GpuId g, Duration length, Duration max_wait) = 0;
+  Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) {
+    return ask_lease(g, length, max_wait).get();
+  }
   virtual void end_lease(GpuId g, TimePoint end) = 0;
   virtual std::unique_ptr<Submitter> make_submitter() = 0;
   virtual SubmitStatus submit(ModelId model, std::uint64_t tag) = 0;
@@ -98,8 +102,8 @@ class RuntimeOf final : public AnyRuntime<Sink> {
   Status remove_gpu(GpuId g) override { return rt_->remove_gpu(g); }
   Status retire_gpu(GpuId g) override { return rt_->retire_gpu(g); }
   Status set_delays(const Delays& d) override { return rt_->set_delays(d); }
-  Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) override {
-    return rt_->lease_gpu(g, length, max_wait);
+  std::future<Result<TimePoint>> ask_lease(GpuId g, Duration length, Duration max_wait) override {
+    return rt_->ask_lease(g, length, max_wait);
   }
   void end_lease(GpuId g, TimePoint end) override { rt_->end_lease(g, end); }
   std::unique_ptr<typename AnyRuntime<Sink>::Submitter> make_submitter() override {

@@ -63,7 +63,7 @@ class RankThread {
         rank_(RankConfig{cfg.max_models, cfg.max_gpus, cfg.max_outstanding_per_gpu}),
         executors_(executors),
         model_shard_(cfg.max_models, kNoShard),
-        lease_done_(cfg.max_gpus, nullptr) {}
+        lease_done_(cfg.max_gpus) {}
   RankThread(const RankThread&) = delete;
   RankThread& operator=(const RankThread&) = delete;
 
@@ -114,10 +114,10 @@ class RankThread {
   Status retire_gpu(GpuId g) { return rank_.retire_gpu(g, SteadyClock{}.now()); }
   // Asks for a lease of GPU g (RankState::request_lease, forced after
   // max_wait); `done` gets the grant's time, or why there is none.
-  void request_lease(GpuId g, Duration length, Duration max_wait, std::promise<Result<TimePoint>>* done) {
+  void request_lease(GpuId g, Duration length, Duration max_wait, std::shared_ptr<LeaseReply> done) {
     const TimePoint now = SteadyClock{}.now();
     if (Status s = rank_.request_lease(g, length, now + max_wait, now); !s.ok()) return done->set_value(s);
-    lease_done_[g] = done;
+    lease_done_[g] = std::move(done);
   }
   // Ends GPU g's lease at `end`, or withdraws the one not granted yet.
   void end_lease(GpuId g, TimePoint end) {
@@ -129,7 +129,7 @@ class RankThread {
   }
   void request_exit() {
     exit_ = true;
-    for (std::promise<Result<TimePoint>>*& done : lease_done_) {
+    for (std::shared_ptr<LeaseReply>& done : lease_done_) {
       if (done) done->set_value(Status(Errc::kFailedPrecondition, "the runtime stopped"));
       done = nullptr;
     }
@@ -311,7 +311,7 @@ class RankThread {
   std::vector<ShardPort> ports_;
   std::vector<std::vector<detail::RankToShard>> outbox_;
   std::vector<PendingRemoval> pending_removals_;
-  std::vector<std::promise<Result<TimePoint>>*> lease_done_;  // by GPU: a lease asked for, not granted yet
+  std::vector<std::shared_ptr<LeaseReply>> lease_done_;  // by GPU: a lease asked for, not granted yet
   std::uint64_t outbox_mask_ = 0;
   std::uint64_t touched_ = 0;
   detail::RankInbox inbox_;

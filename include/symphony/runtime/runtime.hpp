@@ -175,27 +175,33 @@ class Runtime final : private CompletionPort {
     return s;
   }
 
-  // Leases GPU g for about `length` (infinite: unknown) for work outside the
-  // schedule, such as a model's load warming up on a device that serves:
-  // blocks until the rank grants it in a gap no candidate needs, or after
-  // `max_wait` once its batches end (RankState::request_lease), and returns
-  // when. The GPU takes no grant until end_lease(g). One lease per GPU: a
-  // second one for g is refused (kFailedPrecondition) until the first ends;
-  // leases of different GPUs, from any threads, are granted and end
-  // independently. It does not hold the control lock, so stats() and stop()
-  // go on meanwhile.
+  // Asks for a lease of GPU g for about `length` (infinite: unknown) for work
+  // outside the schedule, such as a model's load warming up on a device that
+  // serves. The future holds when the rank granted it, in a gap no candidate
+  // needs, or after `max_wait` once its batches end (RankState::request_lease).
+  // The ask is posted before this returns, so an end_lease(g) that follows
+  // from this thread either withdraws it or ends it: a caller that stops
+  // waiting ends the lease, and the GPU is never left held. The GPU takes no
+  // grant until end_lease(g). One lease per GPU: a second one for g is refused
+  // (kFailedPrecondition) until the first ends; leases of different GPUs are
+  // granted and end independently. It holds no control lock, so stats() and
+  // stop() go on meanwhile.
+  std::future<Result<TimePoint>> ask_lease(GpuId g, Duration length, Duration max_wait) {
+    auto p = std::make_shared<LeaseReply>();
+    std::future<Result<TimePoint>> f = p->get_future();
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    if (rank_exiting_)
+      p->set_value(Status(Errc::kFailedPrecondition, "the runtime is stopped"));
+    else
+      rank_->post([this, g, length, max_wait, p] { rank_->request_lease(g, length, max_wait, p); });
+    return f;
+  }
+  // ask_lease(), waiting for the answer.
   Result<TimePoint> lease_gpu(GpuId g, Duration length, Duration max_wait) {
-    std::promise<Result<TimePoint>> p;
-    std::future<Result<TimePoint>> f = p.get_future();
-    {
-      std::lock_guard<std::mutex> lock(lease_mu_);
-      if (rank_exiting_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
-      rank_->post([this, g, length, max_wait, &p] { rank_->request_lease(g, length, max_wait, &p); });
-    }
-    return f.get();
+    return ask_lease(g, length, max_wait).get();
   }
   // Ends GPU g's lease: g is free from `end` (when its work ended). Before
-  // the grant, withdraws it: its lease_gpu() returns an error.
+  // the grant, withdraws it: its future holds an error.
   void end_lease(GpuId g, TimePoint end) {
     std::lock_guard<std::mutex> lock(lease_mu_);
     if (!rank_exiting_) rank_->post([this, g, end] { rank_->end_lease(g, end); });

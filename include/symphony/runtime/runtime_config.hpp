@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <string>
 
 #include "symphony/latency_histogram.hpp"
@@ -27,6 +28,10 @@
 #endif
 
 namespace symphony {
+
+// A lease's answer (Runtime::ask_lease): the grant's time, or why there is
+// none. Shared by the asker's future and the thread that answers.
+using LeaseReply = std::promise<Result<TimePoint>>;
 
 struct RuntimeConfig {
   std::uint32_t shards = 1;       // model-shard threads (the paper's ModelThreads), 1..64

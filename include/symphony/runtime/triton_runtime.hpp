@@ -212,31 +212,32 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
 
   // GPU g takes no new batch from now; granted once its running batches
   // ended (`length` and `max_wait` are not needed: nothing is planned ahead).
-  // One lease per GPU, as Runtime::lease_gpu.
-  Result<TimePoint> lease_gpu(GpuId g, Duration /*length*/, Duration /*max_wait*/) override {
-    std::promise<Result<TimePoint>> p;
-    std::future<Result<TimePoint>> f = p.get_future();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (exiting_) return Status(Errc::kFailedPrecondition, "the runtime is stopped");
-      control_.push_back([this, g, &p] {
-        if (g >= cfg_.max_gpus || !gpus_[g].executor)
-          return p.set_value(Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g)));
-        Gpu& d = gpus_[g];
-        if (d.leased)
-          return p.set_value(
-              Status(Errc::kFailedPrecondition,
-                     "GPU " + std::to_string(g) + " already has a lease (one per GPU: end it first)"));
-        d.leased = true;
-        d.lease_reply = &p;
-        grant_lease(g);
-      });
-      cv_.notify_one();  // under the lock, as in report()
+  // One lease per GPU, posted before it returns, as Runtime::ask_lease.
+  std::future<Result<TimePoint>> ask_lease(GpuId g, Duration /*length*/, Duration /*max_wait*/) override {
+    auto p = std::make_shared<LeaseReply>();
+    std::future<Result<TimePoint>> f = p->get_future();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (exiting_) {
+      p->set_value(Status(Errc::kFailedPrecondition, "the runtime is stopped"));
+      return f;
     }
-    return f.get();
+    control_.push_back([this, g, p] {
+      if (g >= cfg_.max_gpus || !gpus_[g].executor)
+        return p->set_value(Status(Errc::kNotFound, "unknown GPU id " + std::to_string(g)));
+      Gpu& d = gpus_[g];
+      if (d.leased)
+        return p->set_value(
+            Status(Errc::kFailedPrecondition,
+                   "GPU " + std::to_string(g) + " already has a lease (one per GPU: end it first)"));
+      d.leased = true;
+      d.lease_reply = p;
+      grant_lease(g);
+    });
+    cv_.notify_one();  // under the lock, as in report()
+    return f;
   }
-  // Ends GPU g's lease, or withdraws one not granted yet (its lease_gpu()
-  // call then returns an error).
+  // Ends GPU g's lease, or withdraws one not granted yet (its future then
+  // holds an error).
   void end_lease(GpuId g, TimePoint /*end*/) override {
     post([this, g] {
       if (g >= cfg_.max_gpus) return;
@@ -425,7 +426,7 @@ class TritonRuntime final : public AnyRuntime<Sink>, private CompletionPort {
     bool serving = false;  // added and not retired
     bool leased = false;   // a lease asked for or held: no new batch
     std::uint32_t running = 0;
-    std::promise<Result<TimePoint>>* lease_reply = nullptr;  // asked for, not granted yet
+    std::shared_ptr<LeaseReply> lease_reply;  // asked for, not granted yet
   };
   struct Inflight {
     ModelId model = kNoModel;

@@ -2,7 +2,7 @@
 // a backend that loads a model while it serves asks, before each of the
 // load's own runs (its load check, each warm-up batch), that the scheduler
 // hold the device for it in a gap of the device's schedule, as serve's
-// loads do (Runtime::lease_gpu, docs/architecture.md#leases). The lease
+// loads do (Runtime::ask_lease, docs/architecture.md#leases). The lease
 // desk keeps a line per device, served by a thread of its own (a lease
 // blocks until the rank grants it): the device's requests one at a time
 // (the runtime leases a GPU to one asker at a time), every device's
@@ -96,9 +96,7 @@ void SchedulerNode::Impl::lease_line(LeaseLine& line) {
     lock.unlock();
     Rt& rt = *runtimes_[a.runtime];
     const TimePoint asked = SteadyClock{}.now();
-    auto granted = std::async(std::launch::async, [&rt, &a] {
-      return rt.lease_gpu(a.gpu, a.length, Duration::infinite());  // never forced
-    });
+    auto granted = rt.ask_lease(a.gpu, a.length, Duration::infinite());  // never forced
     // Waits for the grant, at most the backend's wait (or until stopping).
     bool in_time = false, gave_up = false;
     while (!(in_time = granted.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready)) {
@@ -110,9 +108,9 @@ void SchedulerNode::Impl::lease_line(LeaseLine& line) {
           !a.backend->alive.load())
         break;
     }
-    if (!in_time)
-      rt.end_lease(a.gpu, SteadyClock{}.now());  // withdraws it; one granted meanwhile ends unused
-    const Result<TimePoint> got = granted.get();
+    if (!in_time)  // after the ask: withdraws it, or ends one granted meanwhile
+      rt.end_lease(a.gpu, SteadyClock{}.now());
+    const Result<TimePoint> got = granted.get();  // answered at once by that end when not in time
     {
       std::lock_guard<std::mutex> asking(lease_mu_);
       gave_up |= line.asking->ended;
