@@ -32,7 +32,7 @@ struct StressOptions {
   std::string gather = "target_batch";
   std::string admission = "on";
   int thread_nice = 0;
-  double low_priority_share = 0;
+  double low_priority_share = 0, safety_margin_ms = 0;
   std::string json;
 };
 
@@ -58,6 +58,7 @@ int run(const StressOptions& o) {
   c.admission = o.admission == "on";
   c.low_priority_share = o.low_priority_share;
   c.thread_nice = o.thread_nice;
+  c.safety_margin = Duration::from_ms(o.safety_margin_ms);
   Result<PolicySpec> policy = parse_policy(o.policy);
   if (!policy.ok()) {
     print_error("stress", "--policy: %s\n", policy.status().message().c_str());
@@ -153,6 +154,7 @@ int run(const StressOptions& o) {
     j["alpha_ms"] = o.alpha_ms;
     j["beta_ms"] = o.beta_ms;
     j["slo_ms"] = o.slo_ms;
+    j["safety_margin_ms"] = o.safety_margin_ms;
     j["max_batch"] = o.max_batch;
     j["submitted"] = r.submitted;
     j["offered_rps"] = r.offered_rps;
@@ -243,6 +245,9 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
                   "nice value of the runtime's rank and shard threads (0: the process's own; below zero "
                   "needs CAP_SYS_NICE, and refused is left as is)")
       ->check(CLI::Range(-20, 19));
+  cmd->add_option("--safety-margin", o.safety_margin_ms,
+                  "ms before each deadline that batches are planned to end by (slack for late dispatches)")
+      ->check(CLI::NonNegativeNumber);
   add_json_option(cmd, o.json);
   cmd->callback([&exit_code] { exit_code = run(o); });
   return cmd;

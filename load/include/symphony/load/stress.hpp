@@ -69,6 +69,9 @@ struct StressConfig {
   // RuntimeConfig::thread_nice: the rank's and shards' nice value (0: the
   // process's own; below zero needs CAP_SYS_NICE, refused: left as is).
   int thread_nice = 0;
+  // Delays::safety_margin: batches are planned to end this long before
+  // their deadline (slack for a dispatch that comes late).
+  Duration safety_margin = Duration::zero();
 };
 
 struct StressReport {
@@ -215,6 +218,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.admission = c.admission;
   if (!c.admission) cfg.ingress_wait_share = 0;
   cfg.thread_nice = c.thread_nice;
+  cfg.delays.safety_margin = c.safety_margin;
   SYMPHONY_ASSIGN_OR_RETURN(auto rt,
                             Runtime<StressSink, Exec, Gather>::create(cfg, sink, std::move(exec), gather));
   SYMPHONY_ASSIGN_OR_RETURN(auto profile, LatencyProfile::linear(c.alpha, c.beta, c.max_batch));
