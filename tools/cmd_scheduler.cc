@@ -96,6 +96,7 @@ int run_scheduler(SchedulerArgs a) {
   if (!(a.repository_poll_secs > 0) || !std::isfinite(a.repository_poll_secs))
     return print_error("scheduler", "--repository-poll-secs must be a positive number of seconds\n"), 2;
   o.model_control = a.model_control_mode != "none";
+  o.spare_models = a.spare_models;
   if (a.model_control_mode == "poll") o.repository_poll = Duration::from_seconds(a.repository_poll_secs);
   o.model_repository = a.model_repository;
   o.profile_device = a.profile_device;

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace symphony::tools {
@@ -21,6 +22,7 @@ struct SchedulerArgs {
   std::string model_repository;
   std::string model_control_mode = "none";
   double repository_poll_secs = 15;
+  std::uint32_t spare_models = 32;
   std::string profile_device;
   double autoscale_window_s = 30;
   double duration_s = 0;

@@ -2015,6 +2015,39 @@ def test_emulated_the_learned_delays_cap_follows_the_models_loaded_and_unloaded(
     wait_until(above_cap, "the cap lifted after the unload: %s" % delays(), timeout=30)
 
 
+def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_says(tmp_path, repository_cluster):
+    """--spare-models 1: a scheduler serving the model of its start loads
+    one more added to the repository while it serves and refuses a second
+    (naming the flag and what to do). An unloaded model keeps its room (its
+    index entry and statistics stay): the second is still refused after
+    the first's unload, and the first loads again. A start whose room
+    exceeds the protocol's 4096 models is refused, naming --spare-models."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "start")
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit", backends=[("one", "emulated:1")], scheduler_extra=["--spare-models", "1"])
+    write_emulated_model(repo, "first")
+    write_emulated_model(repo, "second")
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/load")
+    assert status == 200, out
+    assert http_infer(f, "first", body)[0] == 200
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/load")
+    assert status != 200 and b"all are taken" in out and b"--spare-models" in out, (status, out)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/unload")
+    assert status == 200, out
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/load")
+    assert status == 503 and b"all are taken" in out, (status, out)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/load")
+    assert status == 200, out
+    assert http_infer(f, "first", body)[0] == 200
+    assert http_infer(f, "start", body)[0] == 200
+    refused = subprocess.run([CLI, "scheduler", "--listen", "127.0.0.1:0", "--model-repository", str(repo),
+                              "--model-control-mode", "explicit", "--spare-models", "5000",
+                              "--config", c.config], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "--spare-models" in refused.stderr, refused
+
+
 def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasible(tmp_path, repository_cluster):
     """The scheduler subtracts a frontend's one-way delay (half a high
     percentile of its ping round trips) from each of its requests' time, and

@@ -278,7 +278,8 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
   } else if (models_.size() >= model_capacity_) {
     return Status(Errc::kFailedPrecondition, "the scheduler has room for " +
                                                  std::to_string(opts_.spare_models) +
-                                                 " models loaded while it serves, and all are taken");
+                                                 " models loaded while it serves, and all are taken "
+                                                 "(unload one, or restart it with a larger --spare-models)");
   }
   ModelConfig config = m.config;
   config.name = name_as;

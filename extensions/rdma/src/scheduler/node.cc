@@ -19,8 +19,14 @@ Status SchedulerNode::Impl::start() {
   models_ = sc.spec.models;
   // Model control may add models while serving (models.cc): their ids are
   // reserved now, where every per-model table is sized.
-  model_capacity_ =
-      static_cast<std::uint32_t>(models_.size()) + (opts_.model_control ? opts_.spare_models : 0u);
+  const std::uint64_t capacity =
+      models_.size() + (opts_.model_control ? std::uint64_t{opts_.spare_models} : std::uint64_t{0});
+  if (capacity > wire::kMaxModels)
+    return Status(Errc::kInvalidArgument, std::to_string(models_.size()) + " models and room for " +
+                                              std::to_string(opts_.spare_models) +
+                                              " loaded while serving (--spare-models) exceed the cluster's " +
+                                              std::to_string(wire::kMaxModels) + " models");
+  model_capacity_ = static_cast<std::uint32_t>(capacity);
   models_.reserve(model_capacity_);  // never reallocated: shard threads read entries of added models
   loaded_on_.assign(models_.size(), std::nullopt);
   taken_over_.assign(models_.size(), false);

@@ -84,7 +84,9 @@ struct SchedulerOptions {
   std::string model_repository;
   std::string profile_device;
   // Room for models loaded while the cluster serves (model_control): model
-  // ids beyond those of the config, reserved at start.
+  // ids beyond those of the config, reserved at start (--spare-models); a
+  // reload's or unload's freed id is used again. With the config's models at
+  // most wire::kMaxModels.
   std::uint32_t spare_models = 32;
   // --model-control-mode poll (with model_control): rescan the repository
   // this often, loading, reloading and unloading what changed; the
