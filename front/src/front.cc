@@ -347,6 +347,7 @@ FrontModelCounters& Front::model_counters(const std::string& name) {
 
 std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
                            InferenceService::Done done) {
+  const TimePoint received = SteadyClock{}.now();
   Reply err;
   std::shared_ptr<const ModelMetadata> m = model(req.model, req.version, &err);
   const auto finish_now = [&](Reply&& r, std::uint64_t FrontModelCounters::*field) {
@@ -359,6 +360,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
         FrontModelCounters& c = model_counters(m->name);
         ++c.outcomes.sent;
         ++(c.*field);
+        if (field == &FrontModelCounters::shed) c.refusal_latency.record(SteadyClock{}.now() - received);
       }
     }
     r.model = req.model;
@@ -400,7 +402,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
   return service_.submit(
       std::move(req), *b,
       [this, done = std::move(done), model_name = std::move(model_name), version = std::move(version),
-       id = std::move(id), shared_outputs = std::move(shared_outputs)](Reply&& r) {
+       id = std::move(id), shared_outputs = std::move(shared_outputs), received](Reply&& r) {
         // Written before the count: an output that does not
         // fit its region ends the request as an error.
         if (!shared_outputs.empty()) write_shared_outputs(r, shared_outputs, model_name);
@@ -411,6 +413,8 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
             ++c.outcomes.errors;
           else
             c.outcomes.add(r.outcome, r.reason);
+          if (r.accepted && r.outcome == Outcome::kDropped && refused_on_arrival(r.reason))
+            c.refusal_latency.record(SteadyClock{}.now() - received);
         }
         inflight_.fetch_sub(1, std::memory_order_acq_rel);
         r.model = model_name;

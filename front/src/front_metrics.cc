@@ -27,6 +27,11 @@ void write_front_metrics(const FrontCounters& c, metrics::Writer& w, bool outcom
           "unavailable while stopping (503), pool_exhausted: its inputs did not fit the host memory pool "
           "(429).",
           {{"model", m.model}, {"kind", kind}}, static_cast<double>(v));
+    w.histogram_from("symphony_front_refusal_latency_seconds",
+                     "Time to answer the protocol requests refused on arrival (overload, queue_full, "
+                     "infeasible, and shed at the front's in-flight bound), from the front's parsed request "
+                     "to its answer.",
+                     {{"model", m.model}}, m.refusal_latency, metrics::kDelayBucketsSeconds);
     if (outcomes) metrics::write_outcome_metrics(w, "symphony_requests", "Protocol", m.model, m.outcomes);
   }
 }

@@ -42,6 +42,7 @@ json front_report(const FrontCounters& c, const ModelLatencyOf& latency, double 
                      {"shed", m.shed},
                      {"unavailable", m.unavailable},
                      {"pool_exhausted", m.pool_exhausted}};
+    jm["front_refusal_latency_ms"] = metrics::percentiles_ms_json(m.refusal_latency);
     jm["goodput_rps"] = seconds > 0 ? static_cast<double>(m.outcomes.ok) / seconds : 0.0;
     metrics::OutcomeRow row{m.model, m.outcomes, m.shed + m.unavailable + m.pool_exhausted, m.invalid, {}, {},
                             0,       {}};

@@ -82,6 +82,11 @@ def test_a_backlog_that_cannot_be_served_in_time_is_refused_at_once_with_429():
     assert at_submit and 0 <= float(at_submit.group(1)) <= len(refused), text
     assert one["refused_at_submit"] == report["server"]["models"]["one"]["refused_at_submit"], report
     assert one["refused_at_submit"] <= len(refused), one
+    # The front times them too, from the parsed request to its answer.
+    assert one["front_refusal_latency_ms"]["count"] == len(refused), one
+    assert 0 < one["front_refusal_latency_ms"]["p50"] <= one["front_refusal_latency_ms"]["max"], one
+    front = re.search(r'^symphony_front_refusal_latency_seconds_count\{model="one"[^}]*\} (\S+)$', text, re.M)
+    assert front and float(front.group(1)) == len(refused), text
 
 
 def ranked_request(pb, priority=None):

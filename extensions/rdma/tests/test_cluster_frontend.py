@@ -2587,6 +2587,12 @@ def test_emulated_frontends_refuse_with_the_schedulers_admission_under_overload(
         report = f.stop()
         assert report["client"]["admission_refused"] > 0, report["client"]
         assert report["client"]["admission_refused"] <= report["client"]["dropped_by_reason"]["overload"]
+        # The frontend times each refusal it answers, its own and the
+        # scheduler's: from its parsed request to its answer.
+        fm = report["models"]["m"]
+        refused_here = sum(fm["dropped_by_reason"].get(r, 0)
+                           for r in ("overload", "queue_full", "infeasible", "front_inflight"))
+        assert fm["front_refusal_latency_ms"]["count"] == refused_here > 0, fm
 
         def scheduler_refusals():
             """(refused on arrival as counted, refusals timed) from the scheduler's /metrics."""

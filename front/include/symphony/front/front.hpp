@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "symphony/front/host_memory_pool.hpp"
+#include "symphony/latency_histogram.hpp"
 #include "symphony/front/protocol.hpp"
 #include "symphony/outcome_tally.hpp"
 #include "symphony/front/service.hpp"
@@ -67,6 +68,10 @@ struct FrontModelCounters {
   std::uint64_t shed = 0;            // 429 by the front's own in-flight bound
   std::uint64_t unavailable = 0;     // 503 while stopping
   std::uint64_t pool_exhausted = 0;  // 429: the host memory pool could not hold its inputs
+  // The requests refused on arrival (the service's overload, queue_full and
+  // infeasible, and the front's own shed): from Front::infer's start to the
+  // answer handed to the transport.
+  LatencyHistogram refusal_latency;
 };
 
 struct FrontCounters {
