@@ -612,19 +612,31 @@ TEST(RuntimeTest, LeasesOfDifferentGpusAreHeldAtOnceAndEachEndsOnItsOwn) {
   EXPECT_EQ(sink.count(Outcome::kOk), 12u);
 }
 
+// One model ("m", batches of 4) on one manual GPU, which runs the model's
+// first full batch (`running`) until the test reports it.
+struct OneBusyGpu {
+  ExactlyOnceSink sink{16};
+  ManualGpus gpus;
+  std::unique_ptr<Rt> rt = make_runtime(small_config(1, 2, 1), sink);
+  ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
+  ManualGpus::Taken running = start();
+
+ private:
+  ManualGpus::Taken start() {
+    EXPECT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
+    for (std::uint64_t t = 0; t < 4; ++t) EXPECT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
+    return gpus.take();
+  }
+};
+
 // An asker that stops waiting ends its ask (ask_lease, then end_lease from
 // the same thread): the answer comes at once, withdrawn or granted and
 // ended, and the GPU is never left leased: a waiting ask is withdrawn and the
 // GPU serves its next batch, and on an idle GPU each of 200 asks given up at
 // once leaves room for the next one.
 TEST(RuntimeTest, AnAskGivenUpLeavesTheGpuFree) {
-  ExactlyOnceSink sink(16);
-  ManualGpus gpus;
-  auto rt = make_runtime(small_config(1, 2, 1), sink);
-  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
-  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
-  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
-  ManualGpus::Taken a = gpus.take();  // GPU 0 runs it until reported: the ask waits
+  OneBusyGpu busy;  // the ask waits for its batch
+  auto& [sink, gpus, rt, m, a] = busy;
   std::future<Result<TimePoint>> asked = rt->ask_lease(0, Duration::infinite(), Duration::seconds(600));
   EXPECT_NE(asked.wait_for(std::chrono::milliseconds(20)), std::future_status::ready);
   rt->end_lease(0, SteadyClock{}.now());
@@ -657,13 +669,8 @@ TEST(RuntimeTest, AnAskGivenUpLeavesTheGpuFree) {
 // the two interleave, it is answered (granted once the batch ends, or refused
 // by the exit) and stop() returns.
 TEST(RuntimeTest, AWaitingLeaseIsAnsweredWhenTheRuntimeStops) {
-  ExactlyOnceSink sink(16);
-  ManualGpus gpus;
-  auto rt = make_runtime(small_config(1, 2, 1), sink);
-  const ModelId m = *rt->add_model(model_ms("m", 1, 5, 10000, 4));
-  ASSERT_EQ(*rt->add_gpu(gpus.make_executor()), 0u);
-  for (std::uint64_t t = 0; t < 4; ++t) ASSERT_EQ(rt->submit(m, t), SubmitStatus::kQueued);
-  ManualGpus::Taken a = gpus.take();  // GPU 0 runs it until reported
+  OneBusyGpu busy;
+  auto& [sink, gpus, rt, m, a] = busy;
   std::future<Result<TimePoint>> lease = std::async(
       std::launch::async, [&] { return rt->lease_gpu(0, Duration::infinite(), Duration::seconds(600)); });
   std::future<void> stopped = std::async(std::launch::async, [&] { rt->stop(StopMode::kCancel); });
