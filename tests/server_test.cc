@@ -875,6 +875,31 @@ TEST(ServerTest, AModelWhoseBatchesOutlastAnothersSloIsWarnedOf) {
   // 161 + 1.2 ms fit in its 500 ms SLO, on both devices.
   ASSERT_TRUE((*s)->add_model(emulated_model(Duration::milliseconds(500), "fits")).ok());
   EXPECT_EQ(warnings(), std::vector<std::string>{});
+  // A batch that outlasts the model's own SLO is never formed: the warning
+  // names the largest its SLO allows (l(11) = 111 ms within 120 ms), and a
+  // model whose SLO allows no batch longer than tight's slack (l(8) = 81 ms
+  // within 90 ms) is not warned of, whatever its max batch. Each beside tight
+  // alone, on a server of one device.
+  const auto beside_tight = [&](Duration slo) {
+    ServerOptions one = o;
+    one.devices = "emulated:1";
+    auto s1 = Server::create(one);
+    EXPECT_TRUE(s1.ok()) << s1.status().to_string();
+    if (!s1.ok()) return std::vector<std::string>{"no server"};
+    EXPECT_TRUE((*s1)->add_model(emulated_model(Duration::milliseconds(100), "tight")).ok());
+    ModelOptions m = big;
+    m.name = "capped";
+    m.slo = slo;
+    EXPECT_TRUE((*s1)->add_model(m).ok());
+    return warnings();
+  };
+  const auto capped = beside_tight(Duration::milliseconds(120));
+  ASSERT_EQ(capped.size(), 1u);
+  EXPECT_NE(capped[0].find(
+                "model 'capped': its batch of 11 (the largest its SLO allows) runs 111 ms on emulated:0"),
+            std::string::npos)
+      << capped[0];
+  EXPECT_EQ(beside_tight(Duration::milliseconds(90)), std::vector<std::string>{});
 }
 
 // The statistics extension's sums (ModelStats) are the requests' own numbers:

@@ -1198,15 +1198,19 @@ struct Server::Impl final : BatchRunner {
   std::vector<std::string> long_batch_warnings(const Model& m) const {
     std::vector<std::string> lines;
     const auto check = [&](const Model& a, const Model& b, GpuId g) {
-      const Duration longest = a.profile.latency(a.max_batch);
+      // The largest batch `a` can run: one that outlasts its own SLO is never formed.
+      const std::uint32_t most =
+          std::max<std::uint32_t>(1, a.profile.largest_batch_within(a.opts.slo, a.max_batch));
+      const Duration longest = a.profile.latency(most);
       const Duration one = b.profile.latency(1);
       if (longest <= slack_beside(b)) return;
-      lines.push_back("model '" + a.opts.display_name() + "': its batch of " + std::to_string(a.max_batch) +
-                      " runs " + format_ms(longest) + " ms on " + device_specs[g].to_string() +
-                      ", which it shares with model '" + b.opts.display_name() + "' (SLO " +
-                      format_ms(b.opts.slo) + " ms, a batch of one " + format_ms(one) + " ms): " +
-                      "a request of that model arriving while such a batch runs ends late; give the two " +
-                      "devices of their own (devices, instance_group) or this one a smaller max batch");
+      lines.push_back(
+          "model '" + a.opts.display_name() + "': its batch of " + std::to_string(most) +
+          (most < a.max_batch ? " (the largest its SLO allows)" : "") + " runs " + format_ms(longest) +
+          " ms on " + device_specs[g].to_string() + ", which it shares with model '" + b.opts.display_name() +
+          "' (SLO " + format_ms(b.opts.slo) + " ms, a batch of one " + format_ms(one) +
+          " ms): " + "a request of that model arriving while such a batch runs ends late; give the two " +
+          "devices of their own (devices, instance_group) or this one a smaller max batch");
     };
     {
       std::shared_lock<std::shared_mutex> l(models_mu);
