@@ -292,5 +292,71 @@ TEST(ClientTest, ReservedInputSlotsReturnToThePoolExactlyOnce) {
   EXPECT_EQ(done.size(), 1u);  // one callback, for the one request submitted
 }
 
+// With slots smaller than max_input_bytes, an input takes as many adjacent
+// slots as it needs (its bytes lie at the Submit's address, in one piece),
+// they are used up by it and return with its outcome; over max_input_bytes
+// is refused, and a pool too small for the limit is refused at connect.
+TEST(ClientTest, AnInputLongerThanASlotTakesAdjacentSlots) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_pending = 6;
+  o.slot_bytes = 16;
+  o.max_input_bytes = 48;
+  {
+    ClientOptions bad = o;
+    bad.max_input_bytes = 16 * ClientOptions::kMaxSpan + 1;
+    const auto refused = Client::connect(bad);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("slot_bytes (16)"), std::string::npos)
+        << refused.status().message();
+  }
+  auto c = Client::connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  Client& client = **c;
+  ASSERT_TRUE(client.wait_ready(Duration::seconds(10)).ok());
+  EXPECT_EQ(client.max_input_bytes(), 48u);
+  std::mutex mu;
+  std::vector<InferResult> done;
+  auto cb = [&](InferResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(std::move(r));
+  };
+  std::uint8_t big[40], small[3] = {7, 8, 9}, over[49] = {};
+  for (std::uint8_t i = 0; i < 40; ++i) big[i] = i;
+  EXPECT_NE(client.infer("m", over).status().message().find("input of 49 bytes exceeds max_input_bytes 48"),
+            std::string::npos);
+  // 3 slots, then 1, then the 2 left: the six are used up.
+  std::uint64_t t1 = 0, t2 = 0;
+  ASSERT_TRUE(client.infer_async("m", std::span<const std::uint8_t>(big), std::nullopt, cb, &t1).ok());
+  ASSERT_TRUE(client.infer_async("m", std::span<const std::uint8_t>(small), std::nullopt, cb, &t2).ok());
+  Result<InputSlot> two = client.reserve_input("m", 17);
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 2; }));
+  const wire::SubmitEntry a = s.submitted[0], b = s.submitted[1];
+  EXPECT_EQ(a.len, 40u);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(a.addr), big, 40), 0);
+  EXPECT_EQ(b.addr, a.addr + 3 * 16);  // after the three slots of the first
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(b.addr), small, 3), 0);
+  EXPECT_EQ(reinterpret_cast<std::uint64_t>(two->bytes().data()), b.addr + 16);
+  EXPECT_EQ(client.reserve_input("m", 1).status().code(), Errc::kCapacityExceeded);
+  // Their outcomes and the reservation's end return every slot: a request
+  // of all three slots' worth fits again, twice.
+  wire::OutcomesBuilder drop;
+  for (std::uint64_t t : {t1, t2})
+    drop.add(
+        {t, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 2;
+  }));
+  two->reset();
+  Result<InputSlot> x = client.reserve_input("m", 48);
+  Result<InputSlot> y = client.reserve_input("m", 33);
+  ASSERT_TRUE(x.ok() && y.ok());
+  EXPECT_EQ(client.reserve_input("m", 1).status().code(), Errc::kCapacityExceeded);
+  EXPECT_EQ(client.stats().in_flight, 0u);
+}
+
 }  // namespace
 }  // namespace symphony::cluster

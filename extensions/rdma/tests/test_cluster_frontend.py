@@ -2071,32 +2071,58 @@ def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasibl
         assert status == 200 and hdrs.get("symphony-outcome") in ("ok", "late"), (status, hdrs, out)
 
 
-def test_emulated_a_frontends_input_pool_holds_every_folder_of_its_start_and_says_when_not(tmp_path,
-                                                                                           repository_cluster):
-    """A frontend sizes its input pool at start from every model folder its
-    repository holds then. A folder added since whose requests are larger
-    (64 floats beside 4) loads, and this frontend refuses its requests (400)
-    saying that its pool was sized at its start and that a restart serves
-    the model; a frontend started after the folder was added answers them."""
+def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_since(tmp_path, repository_cluster):
+    """A frontend sizes its input pool's slots at start from every model
+    folder its repository holds then (4 floats here). A folder added since
+    whose requests are larger (64 floats, 16 slots each) loads and is served
+    by that frontend, its inputs in adjacent slots: its answers, concurrent
+    ones included, are those of a frontend started after the folder was added
+    (emulated backends answer a hash of the input bytes). One larger than 64
+    slots (1024 floats) is refused (400), saying that the pool was sized at
+    its start and that a restart serves the model; the later frontend serves it."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain")
     c = repository_cluster(repo)
     (fa,) = c.start("explicit", backends=[("one", "emulated:1")], frontends=("fa",))
-    write_emulated_model(repo, "wide")
-    (repo / "wide" / "config.pbtxt").write_text(GROUPED_PBTXT.replace("dims: [ 4 ]", "dims: [ 64 ]") % (3000, ""))
-    profile = repo / "wide" / "1" / "model.cpu0.profile.yaml"
-    profile.write_text(profile.read_text().replace("float32[4]", "float32[64]"))
-    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/wide/load")
-    assert status == 200, (out, c.scheduler.output())
-    wide = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 64], "data": [0.5] * 64}]}
-    status, _, out = http_infer(fa, "wide", wide)
+    for name, n in (("wide", 64), ("huge", 1024)):
+        write_emulated_model(repo, name)
+        (repo / name / "config.pbtxt").write_text(GROUPED_PBTXT.replace("dims: [ 4 ]", "dims: [ %d ]" % n) % (3000, ""))
+        profile = repo / name / "1" / "model.cpu0.profile.yaml"
+        profile.write_text(profile.read_text().replace("float32[4]", "float32[%d]" % n))
+        status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/%s/load" % name)
+        assert status == 200, (out, c.scheduler.output())
+
+    def request(n, seed):
+        return {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, n],
+                            "data": [float((seed * 7 + k) % 97) for k in range(n)]}]}
+
+    def answers(f, model, n, seeds):
+        out = {}
+
+        def one(seed):
+            status, _, body = http_infer(f, model, request(n, seed))
+            out[seed] = (status, json.loads(body)["outputs"][0]["data"] if status == 200 else body)
+
+        threads = [threading.Thread(target=one, args=(seed,)) for seed in seeds]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        return out
+
+    status, _, out = http_infer(fa, "huge", request(1024, 0))
     error = json.loads(out)["error"]
-    assert status == 400 and "256 bytes" in error and "sized at its start" in error and \
+    assert status == 400 and "4096 bytes" in error and "sized at its start" in error and \
         "restart it to serve this model" in error, (status, out)
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
     assert http_infer(fa, "plain", body)[0] == 200
+    wide_a = answers(fa, "wide", 64, range(12))
     (fb,) = c.add_frontends(["fb"])
-    for model, b in (("wide", wide), ("plain", body)):
+    wide_b = answers(fb, "wide", 64, range(12))
+    assert all(st == 200 for st, _ in wide_a.values()), wide_a
+    assert wide_a == wide_b
+    assert len({str(h) for _, h in wide_a.values()}) == 12  # the inputs differ, so do their hashes
+    for model, b in (("huge", request(1024, 0)), ("plain", body)):
         status, _, out = http_infer(fb, model, b)
         assert status == 200, (model, status, out)
 

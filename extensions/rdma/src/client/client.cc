@@ -65,40 +65,45 @@ std::string route_ip_to(const std::string& host, std::uint16_t port) {
 // consecutive slots and fills it in order, so the inputs of a model's
 // consecutive requests (which the scheduler batches together, in deadline
 // order) lie next to each other in the pool and a backend reads a batch's
-// inputs with one or two one-sided reads instead of one per request. A chunk
-// returns to the free list when all its slots are free again.
+// inputs with one or two one-sided reads instead of one per request. An input
+// longer than a slot takes `span` adjacent slots of one chunk (up to kChunk).
+// A chunk returns to the free list when all its slots are free again.
 class SlotAllocator {
  public:
-  static constexpr std::uint32_t kChunk = 64;
+  static constexpr std::uint32_t kChunk = ClientOptions::kMaxSpan;  // a span never crosses chunks
 
   explicit SlotAllocator(std::uint32_t slots)
       : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), live_(chunks_, 0) {
     for (std::uint32_t c = chunks_; c-- > 0;) free_.push_back(c);
   }
 
-  // A free slot for `model`, or false when none is left. Not thread-safe.
-  bool alloc(ModelId model, std::uint32_t& slot) {
+  // The first of `span` (1 to kChunk) free adjacent slots for `model`, or
+  // false when no chunk has them. Not thread-safe.
+  bool alloc(ModelId model, std::uint32_t span, std::uint32_t& slot) {
     if (model >= cur_.size()) cur_.resize(model + 1, Cursor{});
     Cursor& c = cur_[model];
-    if (c.chunk == kNone || c.next == kChunk || c.chunk * kChunk + c.next >= slots_) {
+    if (c.chunk == kNone || c.next + span > room(c.chunk)) {
       if (c.chunk != kNone) seal(c.chunk);
-      if (free_.empty()) {
-        c.chunk = kNone;
-        return false;
-      }
-      c.chunk = free_.back();
-      free_.pop_back();
+      c.chunk = kNone;
+      // Only the last chunk can be short: any other free one holds the span.
+      const auto it =
+          std::find_if(free_.rbegin(), free_.rend(), [&](std::uint32_t f) { return room(f) >= span; });
+      if (it == free_.rend()) return false;
+      c.chunk = *it;
+      free_.erase(std::next(it).base());
       c.next = 0;
       open_[c.chunk] = true;
     }
-    slot = c.chunk * kChunk + c.next++;
-    ++live_[c.chunk];
+    slot = c.chunk * kChunk + c.next;
+    c.next += span;
+    live_[c.chunk] += span;
     return true;
   }
 
-  void release(std::uint32_t slot) {
+  // Returns the `span` slots from `slot` (as alloc gave them).
+  void release(std::uint32_t slot, std::uint32_t span) {
     const std::uint32_t chunk = slot / kChunk;
-    if (--live_[chunk] == 0 && !open_[chunk]) free_.push_back(chunk);
+    if ((live_[chunk] -= span) == 0 && !open_[chunk]) free_.push_back(chunk);
   }
 
  private:
@@ -107,6 +112,7 @@ class SlotAllocator {
     std::uint32_t chunk = kNone;
     std::uint32_t next = 0;
   };
+  std::uint32_t room(std::uint32_t chunk) const { return std::min(kChunk, slots_ - chunk * kChunk); }
   // The model moved on: the chunk is freed when its last slot is.
   void seal(std::uint32_t chunk) {
     open_[chunk] = false;
@@ -139,13 +145,14 @@ class Client::Impl final : public Transport::Handler {
   Status infer_async(InputSlot input, std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
                      std::uint32_t priority);
   // Returns a reserved slot that was not submitted (InputSlot::reset; any thread).
-  void unreserve(std::uint32_t index);
+  void unreserve(std::uint32_t index, std::uint32_t size);
   void cancel(std::uint64_t ticket) {
     if (ticket == 0 || closed_.load(std::memory_order_relaxed)) return;
     cancel_q_.enqueue(ticket);
     transport_->notify();
   }
   std::uint32_t backends() const { return backends_ready_.load(std::memory_order_acquire); }
+  std::uint32_t max_input_bytes() const { return opts_.max_input_bytes; }
   std::vector<ModelInfo> models() const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return models_;
@@ -292,7 +299,13 @@ class Client::Impl final : public Transport::Handler {
   std::vector<std::uint32_t> held_;
   std::atomic<bool> failing_over_{false};  // lost_since_ is set (read by infer_async)
   std::unique_ptr<Transport> transport_;
-  MemoryRegion pool_;
+  MemoryRegion pool_;  // max_pending slots of slot_bytes_
+  std::uint32_t slot_bytes_ = 0;
+  std::uint8_t* slot_data(std::uint32_t index) const { return pool_.base + std::size_t{index} * slot_bytes_; }
+  // The adjacent slots an input of `bytes` takes (check_size bounds it).
+  std::uint32_t span(std::size_t bytes) const {
+    return bytes <= slot_bytes_ ? 1 : static_cast<std::uint32_t>((bytes + slot_bytes_ - 1) / slot_bytes_);
+  }
   std::string advertise_;
   const std::uint64_t incarnation_ = random_incarnation();
 
@@ -361,6 +374,13 @@ Status Client::Impl::start() {
                   "no cluster token (ClientOptions::token or SYMPHONY_CLUSTER_TOKEN)");
   if (opts_.max_pending == 0 || opts_.max_pending > (1u << 24) || opts_.max_input_bytes == 0)
     return Status(Errc::kInvalidArgument, "max_pending must be in [1, 2^24] and max_input_bytes positive");
+  slot_bytes_ = opts_.slot_bytes == 0 ? opts_.max_input_bytes : opts_.slot_bytes;
+  if (slot_bytes_ > opts_.max_input_bytes ||
+      opts_.max_input_bytes > std::uint64_t{SlotAllocator::kChunk} * slot_bytes_)
+    return Status(Errc::kInvalidArgument, "slot_bytes (" + std::to_string(slot_bytes_) +
+                                              ") must be at most max_input_bytes (" +
+                                              std::to_string(opts_.max_input_bytes) + ") and at least 1/" +
+                                              std::to_string(SlotAllocator::kChunk) + " of it");
   slots_ = std::make_unique<Slot[]>(opts_.max_pending);
   alloc_ = std::make_unique<SlotAllocator>(opts_.max_pending);
   TransportOptions to;
@@ -370,8 +390,7 @@ Status Client::Impl::start() {
   to.show_transports = opts_.verbose;
   to.log = opts_.log;
   SYMPHONY_ASSIGN_OR_RETURN(transport_, Transport::create(to, *this));
-  SYMPHONY_ASSIGN_OR_RETURN(pool_,
-                            transport_->map_memory(std::size_t{opts_.max_pending} * opts_.max_input_bytes));
+  SYMPHONY_ASSIGN_OR_RETURN(pool_, transport_->map_memory(std::size_t{opts_.max_pending} * slot_bytes_));
   const std::string ip =
       opts_.advertise.empty() ? route_ip_to(sched_addr_.host, sched_addr_.port) : opts_.advertise;
   SYMPHONY_ASSIGN_OR_RETURN(const std::uint16_t port, transport_->call([&] {
@@ -463,8 +482,8 @@ void Client::Impl::resubmit_pending() {
     if (s.state.load(std::memory_order_acquire) != kSent) continue;
     if (!sb) sb = std::make_unique<wire::SubmitBuilder>(64, wire::kSubmitResubmitted);
     const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | i;
-    sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{i} * opts_.max_input_bytes,
-             s.len, s.model, (s.deadline - now).ns(), s.level});
+    sb->add({id, reinterpret_cast<std::uint64_t>(slot_data(i)), s.len, s.model, (s.deadline - now).ns(),
+             s.level});
     ++n;
     if (sb->count() >= kSubmitBatch) flush();
   }
@@ -555,7 +574,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    if (!alloc_->alloc(m.id, index)) index = ~0u;
+    if (!alloc_->alloc(m.id, span(size), index)) index = ~0u;
   }
   if (index == ~0u) {
     InferResult r;
@@ -566,7 +585,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
     done(std::move(r));
     return {};
   }
-  std::uint8_t* dst = pool_.base + std::size_t{index} * opts_.max_input_bytes;
+  std::uint8_t* dst = slot_data(index);
   for (const std::span<const std::uint8_t>& part : input) {
     if (part.empty()) continue;
     std::memcpy(dst, part.data(), part.size());
@@ -599,7 +618,7 @@ void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolve
   if (!connected() && !failing_over_.load(std::memory_order_acquire)) {
     {
       std::lock_guard<std::mutex> lock(free_mu_);
-      alloc_->release(index);
+      alloc_->release(index, span(size));
     }
     InferResult r;
     r.outcome = Outcome::kError;
@@ -634,7 +653,7 @@ Result<InputSlot> Client::Impl::reserve_input(std::string_view model, std::size_
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    if (!alloc_->alloc(m.id, index)) index = ~0u;
+    if (!alloc_->alloc(m.id, span(bytes), index)) index = ~0u;
   }
   if (index == ~0u) {
     // As infer counts a request it finds no slot for: sent, dropped (queue_full).
@@ -646,16 +665,16 @@ Result<InputSlot> Client::Impl::reserve_input(std::string_view model, std::size_
   InputSlot slot;
   slot.owner_ = this;
   slot.index_ = index;
-  slot.data_ = pool_.base + std::size_t{index} * opts_.max_input_bytes;
+  slot.data_ = slot_data(index);
   slot.size_ = static_cast<std::uint32_t>(bytes);
   slot.model_ = std::string(model);
   return slot;
 }
 
-void Client::Impl::unreserve(std::uint32_t index) {
+void Client::Impl::unreserve(std::uint32_t index, std::uint32_t size) {
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    alloc_->release(index);
+    alloc_->release(index, span(size));
   }
   reserved_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -671,7 +690,7 @@ Status Client::Impl::infer_async(InputSlot input, std::optional<Duration> slo, C
   reserved_.fetch_sub(1, std::memory_order_relaxed);
   const auto refuse = [&](Status s) {
     std::lock_guard<std::mutex> lock(free_mu_);
-    alloc_->release(index);
+    alloc_->release(index, span(size));
     return s;
   };
   if (slo && *slo <= Duration::zero())
@@ -719,8 +738,8 @@ bool Client::Impl::on_poll() {
       }
       if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
       const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
-      sb->add({id, reinterpret_cast<std::uint64_t>(pool_.base) + std::uint64_t{index} * opts_.max_input_bytes,
-               s.len, s.model, (s.deadline - now).ns(), s.level});
+      sb->add({id, reinterpret_cast<std::uint64_t>(slot_data(index)), s.len, s.model, (s.deadline - now).ns(),
+               s.level});
       s.state.store(kSent, std::memory_order_relaxed);
       if (sb->count() >= kSubmitBatch) flush();
     }
@@ -800,7 +819,7 @@ void Client::Impl::finish(std::uint32_t index, InferResult&& r, bool with_output
   }
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    alloc_->release(index);
+    alloc_->release(index, span(s.len));
   }
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   if (cb) cb(std::move(r));
@@ -1255,7 +1274,7 @@ InputSlot& InputSlot::operator=(InputSlot&& o) noexcept {
 
 void InputSlot::reset() noexcept {
   if (!owner_) return;
-  std::exchange(owner_, nullptr)->unreserve(index_);
+  std::exchange(owner_, nullptr)->unreserve(index_, size_);
   data_ = nullptr;
   size_ = 0;
 }
@@ -1277,6 +1296,7 @@ Result<std::vector<SchedulerModelStats>> Client::statistics(Duration timeout) co
 }
 bool Client::connected() const { return impl_->connected(); }
 std::uint32_t Client::backends() const { return impl_->backends(); }
+std::uint32_t Client::max_input_bytes() const { return impl_->max_input_bytes(); }
 bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }
 void Client::close() {
   if (impl_) impl_->close();

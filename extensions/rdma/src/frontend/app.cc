@@ -86,7 +86,11 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
   co.token = o.token.empty() ? effective_token(cfg.cluster) : o.token;
   co.name = o.name;
   co.max_pending = static_cast<std::uint32_t>(slots);
-  co.max_input_bytes = static_cast<std::uint32_t>(max_input);
+  // A slot holds the largest input of the start; a model loaded since with
+  // larger ones takes adjacent slots for each, up to ClientOptions::kMaxSpan.
+  co.slot_bytes = static_cast<std::uint32_t>(max_input);
+  co.max_input_bytes = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      max_input, std::min<std::uint64_t>(ClientOptions::kMaxSpan * max_input, cfg.cluster.max_input_bytes)));
   co.ucx_tls = cfg.cluster.ucx_tls;
   co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = o.verbose;
@@ -119,7 +123,7 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
     };
   }
   app->service_ =
-      std::make_unique<ClusterService>(*app->client_, app->models_, co.max_input_bytes, app->scheduler_desc_,
+      std::make_unique<ClusterService>(*app->client_, app->models_, co.slot_bytes, app->scheduler_desc_,
                                        std::move(repository), std::move(loader), std::move(lister));
   front::FrontOptions fo;
   fo.server_name = "symphony";

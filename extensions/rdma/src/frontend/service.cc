@@ -600,7 +600,8 @@ std::shared_ptr<front::InputLanding> ClusterService::input_landing(std::string_v
   {
     std::shared_lock<std::shared_mutex> cat(cat_mu_);
     const Model* m = resolve(model, version);
-    if (!m || m->served.opaque || m->served.input_bytes == 0 || m->served.input_bytes > max_input_bytes_)
+    if (!m || m->served.opaque || m->served.input_bytes == 0 ||
+        m->served.input_bytes > client_.max_input_bytes())
       return nullptr;
     std::size_t off = 0;
     for (const front::TensorSpec& t : m->served.inputs) {
@@ -698,6 +699,10 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     else
       add_input(t, m.served.shaped_inputs.at(i), batched, {p, t.bytes().size()}, heads, parts);
   }
+  if (Status s = check_unsized(m, parts); !s.ok()) {
+    done(refusal(m, s));
+    return 0;
+  }
   // The request (its tensors) is not needed once the input is in the pool.
   count_copy(parts);
   const Status s =
@@ -707,6 +712,17 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     return 0;
   }
   return ticket;
+}
+
+Status ClusterService::check_unsized(const Model& m,
+                                     std::span<const std::span<const std::uint8_t>> parts) const {
+  if (!m.served.opaque && m.served.input_bytes != 0) return {};  // the client bounds declared sizes
+  std::size_t size = 0;
+  for (const auto& p : parts) size += p.size();
+  if (size <= max_input_bytes_) return {};
+  return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) +
+                                            " bytes exceeds max_input_bytes " +
+                                            std::to_string(max_input_bytes_));
 }
 
 Reply ClusterService::refusal(const Model& m, const Status& s) const {
@@ -731,11 +747,11 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
               (m.served.opaque || m.served.input_bytes == 0
                    ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
                          " bytes: --max-input-bytes)"
-               : m.served.input_bytes > max_input_bytes_
+               : m.served.input_bytes > client_.max_input_bytes()
                    // A model loaded since the start, or reloaded with larger inputs.
                    ? " (this frontend's input pool was sized at its start for the largest request of the "
-                     "models its repository held then, " +
-                         std::to_string(max_input_bytes_) + " bytes; restart it to serve this model)"
+                     "models its repository held then, and takes inputs of up to " +
+                         std::to_string(client_.max_input_bytes()) + " bytes; restart it to serve this model)"
                    : ""));
     default:  // not connected yet, or closed
       return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());
@@ -773,14 +789,17 @@ std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferR
                 {reinterpret_cast<const std::uint8_t*>(t.bytes().data()) + i * n, n}, heads, parts);
     }
     std::uint64_t ticket = 0;
-    count_copy(parts);
-    const Status s = client_.infer_async(
-        m.served.name, parts, budget,
-        [this, mp, budget, g, i](InferResult&& r) {
-          record(mp->served.name, r);
-          sample_done(g, i, reply_for(*mp, std::move(r), budget, /*batched=*/true));
-        },
-        &ticket, priority);
+    Status s = check_unsized(m, parts);
+    if (s.ok()) {
+      count_copy(parts);
+      s = client_.infer_async(
+          m.served.name, parts, budget,
+          [this, mp, budget, g, i](InferResult&& r) {
+            record(mp->served.name, r);
+            sample_done(g, i, reply_for(*mp, std::move(r), budget, /*batched=*/true));
+          },
+          &ticket, priority);
+    }
     if (!s.ok()) {
       // The samples already queued are withdrawn (they end cancelled); this
       // one and the rest end with the refusal, which the merge reports.

@@ -57,7 +57,12 @@ struct ClientOptions {
   // that routes to the scheduler. The client listens on all interfaces.
   std::string advertise;
   std::uint32_t max_pending = 16384;     // requests in flight at once
-  std::uint32_t max_input_bytes = 4096;  // largest input (the registered pool is max_pending x this)
+  std::uint32_t max_input_bytes = 4096;  // largest input
+  // The registered pool is max_pending slots of this many bytes (0:
+  // max_input_bytes); an input longer than one takes that many adjacent
+  // slots, up to kMaxSpan: max_input_bytes may be at most kMaxSpan times this.
+  std::uint32_t slot_bytes = 0;
+  static constexpr std::uint32_t kMaxSpan = 64;
   Duration orphan_grace = Duration::seconds(2);
   std::string ucx_tls = "tcp";               // UCX_TLS when the environment sets none
   Duration inject_delay = Duration::zero();  // experiments only: an emulated slower network (docs/cluster.md)
@@ -234,6 +239,8 @@ class Client {
   // can read its requests' inputs). A backend connects once the scheduler
   // tells it about this client, so right after joining this is 0 for a while.
   std::uint32_t backends() const;
+  // The largest input a request may carry (ClientOptions::max_input_bytes).
+  std::uint32_t max_input_bytes() const;
   // Waits until no request is in flight; false on timeout.
   bool drain(Duration timeout) const;
   // Ends pending requests with an error, says goodbye, stops. Idempotent.

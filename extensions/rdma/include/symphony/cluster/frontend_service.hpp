@@ -81,7 +81,9 @@ class ClusterService final : public front::InferenceService {
   // The model folders of the repository now (names), for the index.
   using FolderLister = std::function<std::vector<std::string>()>;
 
-  // `client` must outlive this; `max_input_bytes`: the client's, for messages.
+  // `client` must outlive this; `max_input_bytes`: the largest input of a
+  // model without declared sizes (opaque, or a -1), the client's slot size
+  // (a declared model's input may take up to 64 of them: the client's limit).
   // `repository`: set when the models come from a model repository, with the
   // lines of its index that no role serves (ClusterConfig::unserved_versions).
   // `loader`: with a repository, how to read a model that the scheduler's
@@ -181,6 +183,8 @@ class ClusterService final : public front::InferenceService {
   front::Reply refusal(const Model& m, const Status& s) const;  // infer_async's error as a reply
   void record(const std::string& model, const InferResult& r);
   void count_copy(std::span<const std::span<const std::uint8_t>> parts);  // input_counts()
+  // An input of `m` without declared sizes over max_input_bytes_: the error.
+  Status check_unsized(const Model& m, std::span<const std::span<const std::uint8_t>> parts) const;
   std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
                                Duration budget, std::uint32_t priority, Done done);
   void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
