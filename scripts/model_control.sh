@@ -60,8 +60,12 @@ for name, a, b in zip(names, counts, counts[1:]):
     n = {k: b.get(k, 0) - a.get(k, 0) for k in b}
     ended = sum(n.values())
     bad = ended - n.get("ok", 0)
-    line.append("%s %.2f %% (%d of %d)" % (name, 100.0 * bad / ended if ended else 0, bad, ended))
-    phases.append({"phase": name, "bad": int(bad), "ended": int(ended), "bad_rate": bad / ended if ended else 0.0})
+    kinds = {k: int(v) for k, v in sorted(n.items()) if k != "ok" and v}
+    line.append("%s %.2f %% (%d of %d%s)" % (name, 100.0 * bad / ended if ended else 0, bad, ended,
+                                             "".join(": %s %d" % kv if i == 0 else ", %s %d" % kv
+                                                     for i, kv in enumerate(kinds.items()))))
+    phases.append({"phase": name, "bad": int(bad), "ended": int(ended), "bad_rate": bad / ended if ended else 0.0,
+                   "bad_by_outcome": kinds})
 print("bad rate of %s: %s" % (who, ", ".join(line)))
 json.dump(phases, open("%s/bad_rates.json" % work, "w"), indent=2)
 PY
