@@ -175,7 +175,7 @@ TEST(AdmissionTest, LowerPrioritiesAreRefusedFirst) {
   for (std::uint64_t t = 10; t <= 13; ++t) {
     EXPECT_EQ(s->submit(0, t, due, 0), SubmitStatus::kQueued) << t;
     EXPECT_EQ(sink.outcomes.back().tag, 14 - t) << "the latest level-1 request left";
-    EXPECT_EQ(sink.outcomes.back().reason, DropReason::kOverload);
+    EXPECT_EQ(sink.outcomes.back().reason, DropReason::kPushedOut);
   }
   // ... until none is left: a level-0 request is refused only by its own level's load.
   EXPECT_EQ(s->submit(0, 14, due, 0), SubmitStatus::kDropped);
@@ -184,7 +184,8 @@ TEST(AdmissionTest, LowerPrioritiesAreRefusedFirst) {
   const auto out = by_tag(sink);
   ASSERT_EQ(out.size(), 15u) << "every request ends exactly once";
   for (std::uint64_t t = 6; t <= 13; ++t) EXPECT_EQ(out.at(t).outcome, Outcome::kOk) << t;
-  for (std::uint64_t t : {1, 2, 3, 4, 5, 14, 15}) EXPECT_EQ(out.at(t).reason, DropReason::kOverload) << t;
+  for (std::uint64_t t : {1, 2, 3, 4}) EXPECT_EQ(out.at(t).reason, DropReason::kPushedOut) << t;
+  for (std::uint64_t t : {5, 14, 15}) EXPECT_EQ(out.at(t).reason, DropReason::kOverload) << t;
 }
 
 TEST(AdmissionTest, APushOutTakesOnlyLowerLevelsAndOnlyAsManyAsNeeded) {
@@ -234,7 +235,7 @@ TEST(AdmissionTest, AHigherLevelCountsTheBatchRunningAndMakesRoomForItself) {
   EXPECT_EQ(s->submit(0, 9, due, 0), SubmitStatus::kQueued);
   ASSERT_EQ(sink.outcomes.size(), before + 1) << "one request made room";
   EXPECT_EQ(sink.outcomes.back().tag, 8u) << "the latest of the lower level";
-  EXPECT_EQ(sink.outcomes.back().reason, DropReason::kOverload);
+  EXPECT_EQ(sink.outcomes.back().reason, DropReason::kPushedOut);
   run_to_end(clock, *s, sink);
   const auto out = by_tag(sink);
   ASSERT_EQ(out.size(), 9u) << "every request ends exactly once";

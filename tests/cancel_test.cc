@@ -92,7 +92,7 @@ TEST(CancelTest, DropReasonIsNamedCancelled) {
   for (int r = 0; r < kNumDropReasons; ++r) names.insert(to_string(static_cast<DropReason>(r)));
   EXPECT_EQ(names.size(), static_cast<std::size_t>(kNumDropReasons));
   EXPECT_EQ(names.count("?"), 0u);
-  EXPECT_EQ(static_cast<int>(DropReason::kOverload), kNumDropReasons - 1);
+  EXPECT_EQ(static_cast<int>(DropReason::kPushedOut), kNumDropReasons - 1);
 }
 
 TEST(CancelTest, QueuedRequestEndsOnceAsCancelledAndNeverRuns) {

@@ -126,6 +126,11 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
                       " is overloaded; the requests ahead could not be served within the budget of " +
                       format_ms(budget) + " ms";
           break;
+        case DropReason::kPushedOut:
+          r.code = Code::kResourceExhausted;
+          r.message = "dropped (pushed_out): " + who +
+                      " is overloaded; a request of a higher priority took the request's place in its queue";
+          break;
         case DropReason::kShutdown:
           r.code = Code::kUnavailable;
           r.message = "dropped (shutdown): the server stopped before the request ran";

@@ -130,16 +130,20 @@ def test_priorities_are_carried_counted_by_level_and_a_bad_priority_is_named():
         rc, report = s.stop(signal.SIGTERM)
     assert rc == 0, s.output()
     overloaded = (grpc.StatusCode.RESOURCE_EXHAUSTED, "overload")
+    pushed = (grpc.StatusCode.RESOURCE_EXHAUSTED, "pushed_out")  # queued, then made room for a higher level
     expired = (grpc.StatusCode.DEADLINE_EXCEEDED, "expired")
     codes = low_codes + high_codes
-    assert all(c in (grpc.StatusCode.OK, overloaded, expired) for c in codes), codes
+    assert all(c in (grpc.StatusCode.OK, overloaded, pushed, expired) for c in codes), codes
+    assert pushed not in high_codes, high_codes  # the highest level is never pushed out
     assert codes.count(grpc.StatusCode.OK) <= 3, codes
     ranked = report["server"]["models"]["ranked"]
     assert ranked["dropped_by_reason"].get("overload", 0) == codes.count(overloaded), ranked
+    assert ranked["dropped_by_reason"].get("pushed_out", 0) == codes.count(pushed), ranked
     # The server's counts by level agree with what each level's client saw.
     by = ranked["by_priority"]
     for level, seen in (("1", high_codes), ("2", low_codes)):
         assert by[level]["sent"] == len(seen), by
         assert by[level]["ok"] == seen.count(grpc.StatusCode.OK), (level, by, seen)
         assert by[level]["dropped_by_reason"].get("overload", 0) == seen.count(overloaded), (level, by, seen)
+        assert by[level]["dropped_by_reason"].get("pushed_out", 0) == seen.count(pushed), (level, by, seen)
         assert by[level]["dropped_by_reason"].get("expired", 0) == seen.count(expired), (level, by, seen)

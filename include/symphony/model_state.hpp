@@ -724,7 +724,7 @@ class ModelState {
   // test leaves them out, and a request admitted at its edge behind them
   // expires), at most those found among the last kPushOutScan queued,
   // the latest due first; none unless that many let it pass its own test.
-  // They end dropped, kOverload. A higher level so loses requests only to
+  // They end dropped, kPushedOut. A higher level so loses requests only to
   // its own load; lower levels keep what the devices serve beside it.
   // Bounded work per arrival: O(kPushOutScan).
   template <class Sink>
@@ -748,7 +748,7 @@ class ModelState {
     for (std::uint32_t i = 0; i < n; ++i) {
       Request& x = *found[i];
       m.queue.erase(x);
-      emit_drop(sink, id, x.tag, x.arrival, x.deadline, now, DropReason::kOverload);
+      emit_drop(sink, id, x.tag, x.arrival, x.deadline, now, DropReason::kPushedOut);
       release(x);
     }
   }

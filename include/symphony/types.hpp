@@ -72,6 +72,7 @@ enum class DropReason : std::uint8_t {
   kBatchPolicy,  // shed by target-batch gathering to keep batches near target
   kCancelled,    // in the queue: its caller cancelled it before it joined a batch
   kOverload,     // on arrival: refused by admission, the backlog ahead could not be served in time
+  kPushedOut,    // in the queue: made room, under overload, for a request of a higher priority
 };
 
 constexpr std::string_view to_string(Outcome o) noexcept {
@@ -106,11 +107,13 @@ constexpr std::string_view to_string(DropReason r) noexcept {
       return "cancelled";
     case DropReason::kOverload:
       return "overload";
+    case DropReason::kPushedOut:
+      return "pushed_out";
   }
   return "?";
 }
 
-inline constexpr int kNumDropReasons = 8;
+inline constexpr int kNumDropReasons = 9;
 
 // The reasons a request is refused on its arrival, before it is queued (the
 // others end a request that was queued, or the server's stop).

@@ -57,9 +57,10 @@ class Dropped(SymphonyError):
         reason: why, in the scheduler's words: ``"infeasible"`` (its deadline could
             not be met even on arrival), ``"expired"`` (it could no longer finish in
             time while queued), ``"queue_full"``, ``"shutdown"`` (the server stopped
-            first), ``"batch_policy"``, ``"cancelled"`` (cancelled while queued) or
+            first), ``"batch_policy"``, ``"cancelled"`` (cancelled while queued),
             ``"overload"`` (refused on arrival: the backlog ahead of it could not
-            be served in time).
+            be served in time) or ``"pushed_out"`` (queued, then dropped under
+            overload for a request of a higher priority).
     """
 
     def __init__(self, reason: str, message: str | None = None) -> None:

@@ -35,8 +35,9 @@ def test_under_overload_the_low_priority_is_shed_before_the_high_one():
     """One emulated GPU, batches of at most 2 of 20 ms, SLO 200 ms: about 20
     requests can make their target. 400 arrive at once, high (1) and low (2)
     alternating: admission refuses low first and high ones push queued low
-    ones out, so the high ones are served at a higher rate than the low ones.
-    Every request ends exactly once, and the per-priority counts add up."""
+    ones out (those end ``pushed_out``, never a high one), so the high ones
+    are served at a higher rate than the low ones. Every request ends exactly
+    once, and the per-priority counts add up."""
     n = 200
     with symphony.Server(devices="emulated:1", policy="deferred") as s:
         s.add_model("m", slo_ms=200, max_batch=2, alpha_ms=0.0, beta_ms=20.0, priority_levels=2)
@@ -47,11 +48,12 @@ def test_under_overload_the_low_priority_is_shed_before_the_high_one():
             futs.append((2, s.infer("m", None, priority=2, details=True)))
         ok = {1: 0, 2: 0}
         ended = {1: 0, 2: 0}
+        pushed = {1: 0, 2: 0}
         for p, f in futs:
             try:
                 r = f.result(timeout=60)
-            except symphony.Dropped:
-                pass
+            except symphony.Dropped as e:
+                pushed[p] += e.reason == "pushed_out"
             else:
                 ok[p] += r.outcome == "ok"
             ended[p] += 1
@@ -65,3 +67,5 @@ def test_under_overload_the_low_priority_is_shed_before_the_high_one():
         assert c["sent"] == n
         assert c["ok"] + c["late"] + c["dropped"] + c["errors"] == n
     assert by[1]["ok"] == ok[1] and by[2]["ok"] == ok[2]
+    assert pushed[1] == 0, pushed
+    assert st["dropped_by_reason"].get("pushed_out", 0) == pushed[2], (st["dropped_by_reason"], pushed)

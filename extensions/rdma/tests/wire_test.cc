@@ -347,13 +347,13 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
   cb.add({6, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
   // The last drop reason (the decoder checks reasons against kNumDropReasons).
   cb.add(
-      {7, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kCancelled)});
+      {7, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kPushedOut)});
   const Bytes cm = std::move(cb).finish();
   Result<OutcomesView> cv = decode_outcomes(cm);
   ASSERT_TRUE(cv.ok()) << cv.status().message();
   EXPECT_EQ(cv->text, "backend 'b1' lost");
   EXPECT_EQ(cv->entries[1].reason, static_cast<std::uint8_t>(DropReason::kExpired));
-  EXPECT_EQ(cv->entries[2].reason, static_cast<std::uint8_t>(DropReason::kCancelled));
+  EXPECT_EQ(cv->entries[2].reason, static_cast<std::uint8_t>(DropReason::kPushedOut));
 }
 
 // The bytes of one message of every kind, written out: encoders and decoders
@@ -501,7 +501,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 14 (this build speaks version 15)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 15 (this build speaks version 16)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -512,46 +512,49 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 16)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 16)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 16)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 16)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 16)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 16)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 16)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 16)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 16)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 16)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 16)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 16)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 15)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 16)");
   m = good;
-  m[4] = 16;
-  expect_refused(m, "unsupported protocol version 16");
+  m[4] = 15;  // version 15's Outcomes had no pushed_out
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 16)");
+  m = good;
+  m[4] = 17;
+  expect_refused(m, "unsupported protocol version 17");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

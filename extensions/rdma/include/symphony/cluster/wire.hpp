@@ -53,8 +53,8 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // Admission (the scheduler's admission tests, for its frontends to refuse
 // what it would refuse). Version 15 gives ModelLoad a run limit and the
 // served model it is for (the backend refuses a load whose batch of one
-// outlasts it).
-inline constexpr std::uint16_t kVersion = 15;
+// outlasts it). Version 16 adds the drop reason pushed_out to Outcomes.
+inline constexpr std::uint16_t kVersion = 16;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
