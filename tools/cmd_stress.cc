@@ -83,7 +83,6 @@ int run(const StressOptions& o) {
   const load::StressReport& r = *res;
   const RuntimeStats& st = r.stats;
   auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
-  const std::uint64_t dropped = st.count(Outcome::kDropped) + st.rejected_ingress + st.rejected_overload;
   const std::uint64_t overload = st.count(DropReason::kOverload) + st.rejected_overload;
   const double mean_batch =
       st.batches ? static_cast<double>(st.batched_requests) / static_cast<double>(st.batches) : 0;
@@ -106,20 +105,12 @@ int run(const StressOptions& o) {
       "  bad rate      %.4f %%  (late %llu, dropped %llu of which overload %llu and ingress full %llu, "
       "errors "
       "%llu)\n",
-      100 * r.bad_rate, u(st.count(Outcome::kLate)), u(dropped), u(overload), u(st.rejected_ingress),
+      100 * r.bad_rate, u(st.count(Outcome::kLate)), u(r.dropped), u(overload), u(st.rejected_ingress),
       u(st.count(Outcome::kError)));
-  // Drops by reason: the refusals at submit count as overload; a full
-  // ingress has no reason of its own.
-  std::vector<std::pair<std::string, std::uint64_t>> by_reason;
-  for (std::size_t i = 0; i < kNumDropReasons; ++i) {
-    const auto why = static_cast<DropReason>(i);
-    const std::uint64_t n = st.count(why) + (why == DropReason::kOverload ? st.rejected_overload : 0);
-    if (n) by_reason.emplace_back(std::string(to_string(why)), n);
-  }
-  if (st.rejected_ingress) by_reason.emplace_back("ingress_full", st.rejected_ingress);
-  if (!by_reason.empty()) {
+  if (!r.drops_by_reason.empty()) {
     std::string line;
-    for (const auto& [why, n] : by_reason) line += (line.empty() ? "" : ", ") + why + " " + std::to_string(n);
+    for (const auto& [why, n] : r.drops_by_reason)
+      line += (line.empty() ? "" : ", ") + why + " " + std::to_string(n);
     std::printf("  drops         %s\n", line.c_str());
   }
   std::printf("  cpu           generators %.2f s, runtime %.2f s (over %.3f s)\n", r.generator_cpu_s,
@@ -165,11 +156,11 @@ int run(const StressOptions& o) {
     j["bad_rate"] = r.bad_rate;
     j["ok"] = st.count(Outcome::kOk);
     j["late"] = st.count(Outcome::kLate);
-    j["dropped"] = dropped;
+    j["dropped"] = r.dropped;
     j["rejected_ingress"] = st.rejected_ingress;
     j["overload"] = overload;
     j["dropped_by_reason"] = nlohmann::ordered_json::object();
-    for (const auto& [why, n] : by_reason) j["dropped_by_reason"][why] = n;
+    for (const auto& [why, n] : r.drops_by_reason) j["dropped_by_reason"][why] = n;
     j["admission"] = c.admission;
     if (o.low_priority_share > 0) {
       j["low_priority_share"] = o.low_priority_share;

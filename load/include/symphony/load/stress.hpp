@@ -32,6 +32,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "symphony/load/open_loop.hpp"
@@ -88,6 +89,11 @@ struct StressReport {
   // With two priority levels: per level (0 high, 1 low), how the requests
   // ended (sent = ended: refusals at submission end through the sink too).
   OutcomeCounts by_level[2];
+  // The drops by reason, those with none left out: the refusals at
+  // submission count as overload; a full ingress, which has no reason of its
+  // own, as "ingress_full". They sum to `dropped`.
+  std::vector<std::pair<std::string, std::uint64_t>> drops_by_reason;
+  std::uint64_t dropped = 0;
 };
 
 namespace detail {
@@ -281,6 +287,13 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   const std::uint64_t bad = st.count(Outcome::kLate) + st.count(Outcome::kDropped) +
                             st.count(Outcome::kError) + st.rejected_ingress + st.rejected_overload;
   r.bad_rate = r.submitted ? static_cast<double>(bad) / static_cast<double>(r.submitted) : 0.0;
+  for (int i = 0; i < kNumDropReasons; ++i) {
+    const auto why = static_cast<DropReason>(i);
+    const std::uint64_t n = st.count(why) + (why == DropReason::kOverload ? st.rejected_overload : 0);
+    if (n) r.drops_by_reason.emplace_back(std::string(to_string(why)), n);
+  }
+  if (st.rejected_ingress) r.drops_by_reason.emplace_back("ingress_full", st.rejected_ingress);
+  for (const auto& [why, n] : r.drops_by_reason) r.dropped += n;
   return r;
 }
 
