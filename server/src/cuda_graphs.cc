@@ -192,14 +192,17 @@ double relative_difference(const std::vector<at::Tensor>& a, const std::vector<a
   return worst;
 }
 
+// The pool handle's type moved from c10::cuda to c10 in torch 2.x: named by what returns it.
+using PoolId = decltype(at::cuda::graph_pool_handle());
+
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 constexpr bool kThreadLocalCapture = true;
-void begin_capture(at::cuda::CUDAGraph& g, c10::cuda::MempoolId_t pool) {
+void begin_capture(at::cuda::CUDAGraph& g, PoolId pool) {
   g.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
 }
 #else
 constexpr bool kThreadLocalCapture = false;
-void begin_capture(at::cuda::CUDAGraph& g, c10::cuda::MempoolId_t pool) { g.capture_begin(pool); }
+void begin_capture(at::cuda::CUDAGraph& g, PoolId pool) { g.capture_begin(pool); }
 #endif
 
 }  // namespace
@@ -222,7 +225,7 @@ Result<CapturedGraphs> capture_replica_graphs(TorchModel& m, std::size_t replica
   // Made on this thread's stream; the runs below read them on `side` (and
   // on the run gate's thread): done first.
   c10::cuda::getCurrentCUDAStream(dev.index()).synchronize();
-  const c10::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();  // shared: replays never overlap
+  const PoolId pool = at::cuda::graph_pool_handle();  // shared: replays never overlap
   const auto input_rows = [&](std::uint32_t c) {
     std::vector<at::Tensor> v;
     for (const at::Tensor& t : out->inputs) v.push_back(t.narrow(0, 0, c));
