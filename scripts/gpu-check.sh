@@ -8,12 +8,14 @@
 # busy-kernel executor (dispatch overhead, GPU idle gaps, the runtime over it),
 # exports ResNet-50 and ResNet-18 with torchvision, profiles them on cuda:0,
 # serves them together on cuda:0 under deferred and eager with SLOs that give
-# batches >= 8 (and once on the busy-kernel executor with their linear fits),
-# simulates the same configurations from the measured profiles, runs the
-# runtime stress with 14 shards (and 1, its baseline) and bench_runtime's
-# shard sweep (no GPU needed: last), and writes
+# batches >= 8, then deferred with overlap off, CUDA graphs off and TorchScript's
+# simple executor, simulates the same configurations from the measured
+# profiles, runs the runtime stress with 14 shards (and 1, its baseline),
+# bench_runtime's shard sweep and the runtime's capacity by shards (no GPU
+# needed), then the dispatch-ahead run and the busy-kernel executor with the
+# models' linear fits (measured before: last), and writes
 # OUTDIR/gpu.json, OUTDIR/gpu.md, OUTDIR/gpu-check.log and OUTDIR/build.log.
-# Finishes in under 9 minutes (GPU_CHECK_BUDGET_S, default 520 s): every step
+# Finishes in under 10 minutes (GPU_CHECK_BUDGET_S, default 570 s): every step
 # has a time limit cut to what is left, a failed or skipped step is recorded
 # and the others go on. Progress goes to stdout. Exit status: 0 when every
 # step ran and passed, 1 otherwise (the files are written either way).
@@ -27,7 +29,7 @@
 #
 # Environment: GPU_BUNDLE (default .gpu-bundle), GPU_CHECK_BUILD (default
 # build/gpu-check), GPU_CHECK_BUDGET_S, GPU_CHECK_SERVE_S (seconds of load per
-# serve run, default 15), GPU_CHECK_JOBS (default: all cores). For trying the
+# serve run, default 12), GPU_CHECK_JOBS (default: all cores). For trying the
 # script's plumbing on a machine without a GPU (the figures then mean
 # nothing): GPU_CHECK_DEVICE (default cuda:0), GPU_CHECK_WITH_CUDA (default
 # ON), GPU_CHECK_SIZE (image side, default 224), GPU_CHECK_MAX_BATCH (32),
@@ -59,8 +61,8 @@ BUILD=${GPU_CHECK_BUILD:-build/gpu-check}
 mkdir -p "$BUILD"
 BUILD=$(cd "$BUILD" && pwd)
 WORK=$BUILD/check
-BUDGET=${GPU_CHECK_BUDGET_S:-520}
-SERVE_S=${GPU_CHECK_SERVE_S:-15}
+BUDGET=${GPU_CHECK_BUDGET_S:-570}
+SERVE_S=${GPU_CHECK_SERVE_S:-12}
 JOBS=${GPU_CHECK_JOBS:-$(nproc)}
 DEVICE=${GPU_CHECK_DEVICE:-cuda:0}
 WITH_CUDA=${GPU_CHECK_WITH_CUDA:-ON}
@@ -325,14 +327,6 @@ if ((HAVE_TORCH)); then
         --json "$WORK/serve-$p.json"
       step "simulate-$p" 60 "$CLI" simulate "$WORK/sim.yaml" --policy "$p" --quiet --json "$WORK/sim-$p.json"
     done
-    # Deferred again, each batch dispatched ahead of its GPU by the overhead just measured
-    # (delays d_ctrl, d_data), so that its CPU work overlaps the batch before.
-    if step delayed-configs 10 py scripts/gpu_report.py delayed "$WORK"; then
-      step serve-delayed $((SERVE_S + 75)) "$CLI" serve "$WORK/serve-delayed.yaml" --policy deferred --quiet \
-        --json "$WORK/serve-delayed.json"
-      step simulate-delayed 60 "$CLI" simulate "$WORK/sim-delayed.yaml" --policy deferred --quiet \
-        --json "$WORK/sim-delayed.json"
-    fi
     # Deferred without overlap (serve's default on CUDA is on): what dispatching ahead by the
     # learned staging and launch cost buys (issue 53 item 3).
     step serve-no-overlap $((SERVE_S + 75)) "$CLI" serve "$WORK/serve.yaml" --policy deferred --overlap off \
@@ -341,18 +335,17 @@ if ((HAVE_TORCH)); then
     # them faster): what the graphs are worth.
     step serve-no-graphs $((SERVE_S + 75)) "$CLI" serve "$WORK/serve-no-graphs.yaml" --policy deferred \
       --quiet --json "$WORK/serve-no-graphs.json"
-    # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
-    step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
-      --json "$WORK/serve-kernel.json"
-    step simulate-kernel 60 "$CLI" simulate "$WORK/sim-kernel.yaml" --policy deferred --quiet \
-      --json "$WORK/sim-kernel.json"
+    # Deferred with TorchScript's simple executor (serve's default on CUDA devices is the
+    # profiling one): the A/B of jit_executor.
+    step serve-simple-jit $((SERVE_S + 75)) "$CLI" serve "$WORK/serve-simple-jit.yaml" --policy deferred \
+      --quiet --json "$WORK/serve-simple-jit.json"
   fi
 else
   skip export "no libtorch with CUDA was configured (see build.log)"
 fi
 
-# The runtime alone on emulated GPUs (no GPU; last, as it needs none): 14
-# shards on the 16 cores, and 1 shard as the baseline; then the shard sweep.
+# The runtime alone on emulated GPUs (no GPU): 14 shards on the 16 cores, and
+# 1 shard as the baseline; then the shard sweep.
 step stress-1 60 "$CLI" stress --models 64 --gpus 64 --shards 1 --clients 1 \
   --rate 1000000 --requests 2000000 --duration 5 --json "$WORK/stress-1.json"
 step stress-14 60 "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
@@ -362,6 +355,40 @@ step stress-14 60 "$CLI" stress --models 64 --gpus 64 --shards 14 --clients 14 \
 # above offers more than its GPUs can serve).
 step runtime-shards 90 "$BUILD/bench/bench_runtime" --benchmark_filter='RuntimeThroughput/shards:[0-9]+/models:64/gpus:64/' \
   --benchmark_out="$WORK/bench-runtime.json" --benchmark_out_format=json
+
+# The runtime's capacity by shards (issue 54): S shards and S generators (the generators on
+# cores of their own up to S = 7 on 16 cores), GPUs that are not the bottleneck, offered 2 M
+# and 4 M r/s per shard; each run reports its generators' CPU apart from the runtime's.
+run_stress_scaling() {
+  local s r
+  for s in 1 2 4 7; do
+    for r in 2000000 4000000; do
+      "$CLI" stress --models 64 --gpus 64 --shards "$s" --clients "$s" --rate $((s * r)) --duration 2 \
+        --alpha 0.002 --beta 0.1 --slo 5 --json "$WORK/scaling-$s-$r.json" | grep -E '^ *(submitted|goodput|cpu)' || return
+    done
+  done
+}
+export -f run_stress_scaling
+export CLI
+step stress-scaling 100 run_stress_scaling
+
+# Last, what earlier runs measured already (2026-11-28): the dispatch-ahead run with the measured
+# overhead as delays, and the busy kernels.
+if ((HAVE_TORCH)) && [[ -f $WORK/serve.yaml ]]; then
+  # Deferred again, each batch dispatched ahead of its GPU by the overhead just measured
+  # (delays d_ctrl, d_data), so that its CPU work overlaps the batch before.
+  if step delayed-configs 10 py scripts/gpu_report.py delayed "$WORK"; then
+    step serve-delayed $((SERVE_S + 75)) "$CLI" serve "$WORK/serve-delayed.yaml" --policy deferred --quiet \
+      --json "$WORK/serve-delayed.json"
+    step simulate-delayed 60 "$CLI" simulate "$WORK/sim-delayed.yaml" --policy deferred --quiet \
+      --json "$WORK/sim-delayed.json"
+  fi
+  # The same models as busy kernels of their linear fits: the scheduler on a real GPU with no model code.
+  step serve-kernel $((SERVE_S + 45)) "$CLI" serve "$WORK/serve-kernel.yaml" --policy deferred --quiet \
+    --json "$WORK/serve-kernel.json"
+  step simulate-kernel 60 "$CLI" simulate "$WORK/sim-kernel.yaml" --policy deferred --quiet \
+    --json "$WORK/sim-kernel.json"
+fi
 
 say "==> report"
 py scripts/gpu_report.py report "$WORK" "$OUT" || FAILED=1

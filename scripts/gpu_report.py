@@ -89,10 +89,14 @@ def plan(work, max_batch=MAX_BATCH):
 
 # The serve runs: real models deferred and eager, busy kernels, real models
 # deferred once more with the first run's dispatch overhead as the delays, and
-# deferred without overlap (--overlap off) and without CUDA graphs (cuda_graphs:
-# off; the simulator's deferred run is the reference of both).
-RUNS = ("deferred", "eager", "kernel", "delayed", "no-overlap", "no-graphs")
-SIM_OF = {"no-overlap": "deferred", "no-graphs": "deferred"}
+# deferred without overlap (--overlap off), without CUDA graphs (cuda_graphs:
+# off) and with TorchScript's simple executor (jit_executor: simple; the
+# simulator's deferred run is the reference of the three).
+RUNS = ("deferred", "eager", "kernel", "delayed", "no-overlap", "no-graphs", "simple-jit")
+SIM_OF = {"no-overlap": "deferred", "no-graphs": "deferred", "simple-jit": "deferred"}
+# The runtime's scaling series (issue 54): shards (as many generators) and the rate offered per shard.
+SCALING_SHARDS = (1, 2, 4, 7)
+SCALING_RATES = (2000000, 4000000)
 
 
 def write_delayed_configs(work):
@@ -129,7 +133,7 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
     duration, warmup = serve_s + 5, 5
     models_dir = os.path.join(work, "models")
 
-    def serve(devices, kernel, graphs=None):
+    def serve(devices, kernel, extra=None):
         lines = [
             "# Written by scripts/gpu_report.py configs (scripts/gpu-check.sh).",
             f"devices: {devices}",
@@ -150,8 +154,7 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
                     f"    input: float32[3,{size},{size}]",
                     f"    profile: {os.path.join(work, m + '.cuda0.profile.yaml')}",
                 ]
-                if graphs:
-                    lines += [f"    cuda_graphs: {graphs}"]
+                lines += [f"    {k}: {v}" for k, v in (extra or {}).items()]
             lines += [f"    slo_ms: {p[m]['slo_ms']}", f"    max_batch: {max_batch}", f"    rate: {p[m]['rate']}"]
         return "\n".join(lines) + "\n"
 
@@ -180,7 +183,8 @@ def write_configs(work, serve_s, device="cuda:0", size=224, max_batch=MAX_BATCH)
 
     files = {
         "serve.yaml": serve(device, False),
-        "serve-no-graphs.yaml": serve(device, False, "off"),
+        "serve-no-graphs.yaml": serve(device, False, {"cuda_graphs": "off"}),
+        "serve-simple-jit.yaml": serve(device, False, {"jit_executor": "simple"}),
         "sim.yaml": sim(False),
         "serve-kernel.yaml": serve("cuda-emulated:0", True),
         "sim-kernel.yaml": sim(True),
@@ -315,6 +319,8 @@ def report(work, out_dir, selftest):
         },
         "bench_cuda": bench_summary(os.path.join(work, "bench-cuda.json")),
         "stress": {s: load_json(os.path.join(work, f"stress-{s}.json")) for s in ("1", "14")},
+        "scaling": {f"{s}-{r}": load_json(os.path.join(work, f"scaling-{s}-{r}.json"))
+                    for s in SCALING_SHARDS for r in SCALING_RATES},
         "bench_runtime": bench_summary(os.path.join(work, "bench-runtime.json")),
         "plan": load_json(os.path.join(work, "plan.json")),
         "profiles": {},
@@ -493,7 +499,9 @@ def markdown(data):
                     ("kernel", "busy kernels / simulator, deferred"),
                     ("delayed", "real goodput / simulator, deferred, dispatched ahead by the measured overhead"),
                     ("no-overlap", "real goodput / simulator, deferred, overlap off (no learned dispatch delay)"),
-                    ("no-graphs", "real goodput / simulator, deferred, CUDA graphs off (the others: auto)")):
+                    ("no-graphs", "real goodput / simulator, deferred, CUDA graphs off (the others: auto)"),
+                    ("simple-jit", "real goodput / simulator, deferred, TorchScript's simple executor (the others: "
+                                   "profiling)")):
         g = b["goodput_vs_simulator"].get(k)
         if g is None:  # reports older than the run
             continue
@@ -526,6 +534,7 @@ def markdown(data):
             bad = 100 * e["bad_rate"] if e.get("bad_rate") is not None else None
             lines.append(f"| {n} | {fmt(e.get('offered_rps'), 0)} | {fmt(e.get('throughput_rps'), 0)} | "
                          f"{fmt(bad, 2)} | {fmt(e.get('mean_batch'))} | {fmt(e.get('lag_p99_us'))} |")
+    lines += scaling_md(raw)
     lines += ["", "## Where a served batch's time goes (cuda:0, whole run)", "",
               "| serve run | dispatch overhead p50 / p99 us | queued p50 / p99 | staging p50 / p99 | "
               "enqueueing p50 / p99 | GPU busy | learned dispatch delay | measured l(b) / offline, per model |",
@@ -592,6 +601,31 @@ def markdown(data):
         lines.append(f"| {n} | {e.get('real_time', 0):.3g} {e.get('time_unit', '')} | {counters} |")
     lines += ["", "Raw outputs: gpu.json (`raw`); full log: gpu-check.log; CMake and ninja: build.log."]
     return "\n".join(lines) + "\n"
+
+
+def scaling_md(raw):
+    """The runtime's capacity by shards: each shard count's best goodput over the rates offered, against
+    the one-shard figure times the shards."""
+    runs = raw.get("scaling") or {}
+    if not any(runs.values()):
+        return []
+    lines = ["", "## Runtime capacity by shards (stress, S shards and S generators, 64 models, 64 emulated GPUs, "
+             "l(b) = 2 us b + 100 us, SLO 5 ms, 2 s per run)", "",
+             "| shards | offered r/s | goodput r/s | bad % | generators' CPU s | runtime's CPU s | best / (S x 1 shard's) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    best = {s: max((r.get("goodput_rps") or 0 for k, r in runs.items() if r and k.startswith(f"{s}-")), default=None)
+            for s in SCALING_SHARDS}
+    for s in SCALING_SHARDS:
+        for rate in SCALING_RATES:
+            r = runs.get(f"{s}-{rate}")
+            if not r:
+                lines.append(f"| {s} | {rate * s} | not measured | | | | |")
+                continue
+            lin = ratio(best[s], s * best[1]) if best.get(1) else None
+            lines.append(f"| {s} | {fmt(r.get('offered_rps'), 0)} | {fmt(r.get('goodput_rps'), 0)} | "
+                         f"{fmt(100 * r['bad_rate'] if r.get('bad_rate') is not None else None, 2)} | "
+                         f"{fmt(r.get('generator_cpu_s'), 2)} | {fmt(r.get('runtime_cpu_s'), 2)} | {fmt(lin, 2)} |")
+    return lines
 
 
 def main():
