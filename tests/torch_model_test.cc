@@ -576,6 +576,37 @@ TEST(StagingTest, SamplesSideBySideInSeveralStoragesFormAViewThatHoldsThemAll) {
   EXPECT_EQ(released, 3);
 }
 
+// What a CUDA launcher copies to the device: one run per stretch of samples
+// that lie side by side in batch order, across storages too.
+TEST(StagingTest, SampleRunsJoinSamplesThatLieSideBySide) {
+  std::vector<float> memory(16);
+  std::vector<at::Tensor> blocks;
+  for (int k = 0; k < 4; ++k)
+    blocks.push_back(torch::from_blob(memory.data() + 4 * k, {1, 4}, torch::kFloat));
+  const std::size_t sample = 4 * sizeof(float);
+  std::vector<SampleRun> runs = sample_runs({blocks[0], blocks[1], blocks[3], blocks[2]});
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].data, memory.data());
+  EXPECT_EQ(runs[0].bytes, 2 * sample);
+  EXPECT_EQ(runs[0].row, 0);
+  EXPECT_EQ(runs[0].rows, 2);
+  EXPECT_EQ(runs[1].data, memory.data() + 12);
+  EXPECT_EQ(runs[1].row, 2);
+  EXPECT_EQ(runs[1].rows, 1);
+  EXPECT_EQ(runs[2].data, memory.data() + 8);
+  EXPECT_EQ(runs[2].row, 3);
+  runs = sample_runs({blocks[0], blocks[1], blocks[2], blocks[3]});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].bytes, 4 * sample);
+  EXPECT_EQ(runs[0].rows, 4);
+  // A sample the launcher cannot copy as bytes: none (it stages them instead).
+  EXPECT_TRUE(sample_runs({blocks[0], torch::zeros({4, 2}).select(1, 0).unsqueeze(0)}).empty())
+      << "not contiguous";
+  EXPECT_TRUE(sample_runs({blocks[0], torch::zeros({1, 4}, torch::kDouble)}).empty()) << "another dtype";
+  EXPECT_TRUE(sample_runs({blocks[0], torch::zeros({1, 5})}).empty()) << "another size";
+  EXPECT_TRUE(sample_runs({}).empty());
+}
+
 TEST(StagingTest, SeparateSamplesAreCopiedOnceIntoABufferThatIsReused) {
   std::vector<at::Tensor> parts;
   for (int i = 0; i < 4; ++i) parts.push_back(torch::full({1, 2, 3}, static_cast<float>(i)));

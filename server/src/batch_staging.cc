@@ -88,6 +88,27 @@ at::Tensor stage_samples(const std::vector<at::Tensor>& parts, at::Tensor* buffe
   return out;
 }
 
+std::vector<SampleRun> sample_runs(const std::vector<at::Tensor>& parts) {
+  std::vector<SampleRun> runs;
+  if (parts.empty()) return runs;
+  const at::Tensor& first = parts.front();
+  const std::size_t bytes = first.nbytes();
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const at::Tensor& p = parts[k];
+    if (!p.is_contiguous() || !p.device().is_cpu() || p.scalar_type() != first.scalar_type() ||
+        p.numel() != first.numel())
+      return {};
+    const auto* data = static_cast<const char*>(p.data_ptr());
+    if (!runs.empty() && static_cast<const char*>(runs.back().data) + runs.back().bytes == data) {
+      runs.back().bytes += bytes;
+      ++runs.back().rows;
+    } else {
+      runs.push_back({data, bytes, static_cast<std::int64_t>(k), 1});
+    }
+  }
+  return runs;
+}
+
 bool alias_of(const at::Tensor& t, const at::Tensor& buffer) {
   return t.defined() && buffer.defined() &&
          t.storage().unsafeGetStorageImpl() == buffer.storage().unsafeGetStorageImpl();

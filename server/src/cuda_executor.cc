@@ -3,19 +3,88 @@
 #include "symphony/server/cuda_executor.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 namespace symphony::server {
 
+namespace {
+
+// A batch input straight from pinned host memory (serve's pool, where the
+// requests landed) into device memory: one asynchronous copy per run of
+// adjacent samples, on the copy stream `copy`, so that it overlaps the batch
+// before on `compute`, which waits for it (`copied`); no CPU pass over the
+// bytes. The device block is the copy stream's and recorded on `compute`,
+// so it is reused by neither stream before the batch's forward is done.
+// Undefined where a sample is pageable or cannot be copied as bytes: the
+// caller stages it.
+at::Tensor gather_to_device(const std::vector<at::Tensor>& parts, const c10::Device& dev,
+                            const c10::cuda::CUDAStream& copy, const c10::cuda::CUDAStream& compute,
+                            cudaEvent_t copied, StagingCounters* counters) {
+  const auto from = std::chrono::steady_clock::now();
+  const std::vector<SampleRun> runs = sample_runs(parts);
+  if (runs.empty()) return {};
+  for (const SampleRun& r : runs)  // a pageable source would make the copy synchronous
+    if (!parts[static_cast<std::size_t>(r.row)].is_pinned()) return {};
+  const at::Tensor& first = parts.front();
+  std::vector<std::int64_t> shape(first.sizes().begin(), first.sizes().end());
+  shape[0] = static_cast<std::int64_t>(parts.size());
+  at::Tensor out;
+  {
+    c10::cuda::CUDAStreamGuard on_copy(copy);
+    out = at::empty(shape, first.options().device(dev));
+  }
+  auto* dst = static_cast<char*>(out.data_ptr());
+  const std::size_t sample = first.nbytes();
+  const auto check = [](cudaError_t e) {
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("copying a batch's inputs to the device: ") + cudaGetErrorName(e));
+  };
+  for (const SampleRun& r : runs)
+    check(cudaMemcpyAsync(dst + static_cast<std::size_t>(r.row) * sample, r.data, r.bytes,
+                          cudaMemcpyHostToDevice, copy.stream()));
+  check(cudaEventRecord(copied, copy.stream()));
+  check(cudaStreamWaitEvent(compute.stream(), copied, 0));
+  c10::cuda::CUDACachingAllocator::recordStream(out.storage().data_ptr(), compute);
+  if (counters) {
+    counters->batches.fetch_add(1, std::memory_order_relaxed);
+    if (runs.size() == 1) counters->views.fetch_add(1, std::memory_order_relaxed);
+    counters->samples.fetch_add(parts.size(), std::memory_order_relaxed);
+    counters->staging_ns.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - from).count(),
+        std::memory_order_relaxed);
+  }
+  return out;
+}
+
+}  // namespace
+
+// The compute stream (from libtorch's pool), and a copy stream of our own
+// (never one a graph capture could take from the pool) with its event.
 struct CudaStreamExecutor::StreamHolder {
+  explicit StreamHolder(c10::cuda::CUDAStream s) : stream(s) {}
+  StreamHolder(const StreamHolder&) = delete;
+  StreamHolder& operator=(const StreamHolder&) = delete;
   c10::cuda::CUDAStream stream;
+  cudaStream_t copy_raw = nullptr;
+  cudaEvent_t copied = nullptr;
+  std::optional<c10::cuda::CUDAStream> copy;
+  ~StreamHolder() {
+    if (copy_raw) {
+      (void)cudaStreamSynchronize(copy_raw);
+      (void)cudaStreamDestroy(copy_raw);
+    }
+    if (copied) (void)cudaEventDestroy(copied);
+  }
 };
 
 // A batch in flight: the pinned host copies of its outputs are filled when
@@ -69,8 +138,14 @@ CudaStreamExecutor::CudaStreamExecutor(BatchRunner& runner, std::size_t index, i
     : runner_(runner), index_(index), device_(device) {
   const auto ordinal = static_cast<c10::DeviceIndex>(device);
   c10::cuda::CUDAGuard guard(ordinal);
-  stream_ = std::make_unique<StreamHolder>(
-      StreamHolder{c10::cuda::getStreamFromPool(/*isHighPriority=*/true, ordinal)});
+  stream_ = std::make_unique<StreamHolder>(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, ordinal));
+  int least = 0, greatest = 0;
+  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess ||
+      cudaStreamCreateWithPriority(&stream_->copy_raw, cudaStreamNonBlocking, greatest) != cudaSuccess ||
+      cudaEventCreateWithFlags(&stream_->copied, cudaEventDisableTiming) != cudaSuccess)
+    throw std::runtime_error(std::string("cannot create the input copy stream: ") +
+                             cudaGetErrorName(cudaGetLastError()));
+  stream_->copy = c10::cuda::getStreamFromExternal(stream_->copy_raw, ordinal);
   completer_ = std::make_unique<gpu::EventCompleter>(device);
   launcher_ = std::thread([this] { launch_loop(); });
 }
@@ -121,13 +196,13 @@ void CudaStreamExecutor::launch_loop() {
       runner_.gather(f->batch, &reqs);
       c10::cuda::CUDAStreamGuard stream_guard(stream_->stream);
       completer_->begin(*f, s);
-      // Per shape group: gather each input in pinned host memory, copy it over
-      // on our stream, run, and copy every output back, asynchronously.
+      // Per shape group: each input to the device, run, and every output back,
+      // asynchronously.
       for (std::vector<std::size_t>& g : shape_groups(reqs)) {
         TorchBatch::Run& run = f->runs.emplace_back();
         run.requests = std::move(g);
         try {                             // a shape whose forward fails fails its requests only (finish())
-          std::vector<at::Tensor> batch;  // on the host, pinned
+          std::vector<at::Tensor> batch;  // on the device, or pinned on the host
           std::vector<at::Tensor> parts;
           const TimePoint staging_from = SteadyClock{}.now();
           for (std::size_t i = 0; i < m->inputs().size(); ++i) {
@@ -136,13 +211,17 @@ void CudaStreamExecutor::launch_loop() {
               const at::Tensor& x = (*reqs[k].tensors)[i];
               parts.push_back(reqs[k].batched ? x : x.unsqueeze(0));
             }
-            // A fresh pinned block per batch from libtorch's caching host
-            // allocator, which reuses it only once this batch's copy has run;
-            // samples already adjacent in pinned memory are copied from
-            // where they lie.
-            at::Tensor block;
-            const at::Tensor staged = stage_samples(parts, &block, at::TensorOptions().pinned_memory(true),
-                                                    parts.front().is_pinned(), m->staging_counters());
+            // Samples in pinned memory go to the device from where they lie;
+            // others through a fresh pinned block per batch from libtorch's
+            // caching host allocator, which reuses it only once this batch's
+            // copy has run.
+            at::Tensor staged = gather_to_device(parts, dev, *stream_->copy, stream_->stream, stream_->copied,
+                                                 m->staging_counters());
+            if (!staged.defined()) {
+              at::Tensor block;
+              staged = stage_samples(parts, &block, at::TensorOptions().pinned_memory(true), false,
+                                     m->staging_counters());
+            }
             batch.push_back(staged);
           }
           gpu::EventCompleter::add_staging(*f, SteadyClock{}.now() - staging_from);

@@ -1330,7 +1330,12 @@ struct Server::Impl final : BatchRunner {
         }
         case DeviceKind::kCuda: {
 #ifdef SYMPHONY_HAVE_CUDA
-          auto c = std::make_unique<CudaStreamExecutor>(*this, i, d->spec.index);
+          std::unique_ptr<CudaStreamExecutor> c;
+          try {
+            c = std::make_unique<CudaStreamExecutor>(*this, i, d->spec.index);
+          } catch (const std::exception& ex) {
+            return Status(Errc::kFailedPrecondition, d->spec.to_string() + ": " + ex.what());
+          }
           d->cuda = c.get();
           e = std::move(c);
 #else

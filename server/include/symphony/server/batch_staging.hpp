@@ -54,6 +54,20 @@ at::Tensor stage_samples(const std::vector<at::Tensor>& parts, at::Tensor* buffe
                          const at::TensorOptions& buffer_options, bool allow_view = true,
                          StagingCounters* counters = nullptr);
 
+// A batch input's samples as runs of memory that lie side by side, in batch
+// order: run r is `rows` samples from `data` (`bytes` in all), bound for rows
+// [row, row + rows) of the batch. What a launcher copies to a device batch,
+// one asynchronous copy per run, with no CPU pass over the bytes. Empty when a
+// part is not a contiguous host tensor of the first's dtype and size (the
+// caller stages through stage_samples() then).
+struct SampleRun {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+  std::int64_t row = 0;
+  std::int64_t rows = 0;
+};
+std::vector<SampleRun> sample_runs(const std::vector<at::Tensor>& parts);
+
 // Whether `t` shares its storage with `buffer` (false when either is undefined).
 bool alias_of(const at::Tensor& t, const at::Tensor& buffer);
 

@@ -1,11 +1,15 @@
-// CudaStreamExecutor: runs a GPU's batches on one CUDA stream.
+// CudaStreamExecutor: runs a GPU's batches on a compute stream and a copy stream.
 //
-// Per batch, on a launcher thread: the requests' samples are gathered
-// (stage_samples) into a pinned host block, copied host-to-device on the executor's
-// stream, the model replica's forward runs with that stream current (a
-// stream guard over the executor's own stream), or, where the model has a
-// CUDA graph for the batch's size (TorchModel::graph_size), the block is
-// copied into the graph's static inputs and the graph replays; the outputs
+// Per batch, on a launcher thread: the requests' samples are copied
+// host-to-device. From where they lie when in pinned memory (serve's host
+// pool): one asynchronous copy per run of adjacent samples (sample_runs) on
+// the executor's copy stream, which its compute stream waits for, so that a
+// batch's inputs cross while the batch before runs. Others are gathered into
+// a pinned host block (stage_samples) and copied on the compute stream. The
+// model replica's forward runs with the compute stream
+// current (a stream guard over the executor's own stream), or, where the
+// model has a CUDA graph for the batch's size (TorchModel::graph_size), the
+// batch is copied into the graph's static inputs and the graph replays; the outputs
 // are copied back into pinned host tensors, and the work is bracketed by CUDA events. The
 // completion thread (gpu::EventCompleter, shared with the busy-kernel
 // executor) watches the events (no cudaLaunchHostFunc on the hot path),
