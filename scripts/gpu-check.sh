@@ -288,7 +288,7 @@ run_shm_check() {
   pid=$!
   for _ in $(seq 1 120); do [[ -f $dir/ports.json ]] && break; sleep 0.5; done
   if [[ -f $dir/ports.json ]]; then
-    "$PY" scripts/shm_check.py "http://$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["http"])' \
+    py scripts/shm_check.py "http://$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["http"])' \
       "$dir/ports.json")" linear --json "$WORK/shm-check.json" --require-cuda
     rc=$?
   else
@@ -299,11 +299,15 @@ run_shm_check() {
   return $rc
 }
 
+export -f run_shm_check
+export DEVICE
+
 targets=(symphony_cli bench_runtime)
 ((HAVE_TORCH)) && targets+=(server_test torch_model_test symphony_test_models)
 rm -f "$BUILD/symphony" "$BUILD/tests/server_test" "$BUILD/tests/torch_model_test"
 step build 330 logged build cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0
 CLI=$BUILD/symphony
+export CLI
 
 if ((HAVE_TORCH)); then
   step test-server-gpu 150 run_gtest "$BUILD/tests/server_test" "$WORK/gtest-server.json" \
@@ -369,7 +373,6 @@ run_stress_scaling() {
   done
 }
 export -f run_stress_scaling
-export CLI
 step stress-scaling 100 run_stress_scaling
 
 # Last, what earlier runs measured already (2026-11-28): the dispatch-ahead run with the measured

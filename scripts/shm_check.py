@@ -23,6 +23,9 @@ import urllib.error
 import urllib.request
 
 
+CUDA_IPC_HANDLE_BYTES = 64  # sizeof(cudaIpcMemHandle_t)
+
+
 def call(url, body=None, method=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data, method=method or ("POST" if body is not None else "GET"))
@@ -102,6 +105,13 @@ def cuda_check(base, model, name, values, expect):
         # storage lies in, at `offset` bytes; the region is that allocation.
         share = t.untyped_storage()._share_cuda_()
         handle, alloc_size, offset = share[1], share[2], share[3]
+        # torch 2.x prefixes the cudaIpcMemHandle_t with a version byte and a type byte ('c': a
+        # cudaMalloc block; 'e', an expandable segment, is no cudaIpcMemHandle_t at all). A Triton
+        # client sends the 64 bytes of cudaIpcGetMemHandle, which is what serve takes.
+        if len(handle) == CUDA_IPC_HANDLE_BYTES + 2:
+            if handle[1:2] != b"c":
+                return False, f"torch shared {region} as type {handle[1:2]!r}, not a cudaMalloc block"
+            handle = handle[2:]
         status, body = call(f"{base}/v2/cudasharedmemory/region/{region}/register",
                             {"raw_handle": {"b64": base64.b64encode(handle).decode()}, "device_id": 0,
                              "byte_size": offset + alloc_size})
