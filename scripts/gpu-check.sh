@@ -33,7 +33,8 @@
 # script's plumbing on a machine without a GPU (the figures then mean
 # nothing): GPU_CHECK_DEVICE (default cuda:0), GPU_CHECK_WITH_CUDA (default
 # ON), GPU_CHECK_SIZE (image side, default 224), GPU_CHECK_MAX_BATCH (32),
-# GPU_CHECK_SKIP (steps not to run, e.g. "stress-1,stress-14").
+# GPU_CHECK_SKIP (steps not to run, e.g. "stress-1,stress-14"), GPU_CHECK_PYTHON
+# (a python3 with torch and torchvision; default: the first python3 on PATH).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -68,7 +69,7 @@ DEVICE=${GPU_CHECK_DEVICE:-cuda:0}
 WITH_CUDA=${GPU_CHECK_WITH_CUDA:-ON}
 SIZE=${GPU_CHECK_SIZE:-224}
 MAXB=${GPU_CHECK_MAX_BATCH:-32}
-PY=$(command -v python3)
+PY=${GPU_CHECK_PYTHON:-$(command -v python3)}
 T0=$(date +%s)
 LOG=$OUT/gpu-check.log
 BLOG=$OUT/build.log
