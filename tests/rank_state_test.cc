@@ -13,9 +13,8 @@ using namespace symphony::literals;
 
 TimePoint at(Duration d) { return TimePoint::epoch() + d; }
 
-CandidateUpdate cand(std::uint32_t b, Duration exec, Duration latest, Duration delay = 0_ms,
-                     Duration run = 0_ms) {
-  return {true, true, Candidate{b, at(exec), at(latest), delay, run}};
+CandidateUpdate cand(std::uint32_t b, Duration exec, Duration latest, Duration delay = 0_ms) {
+  return {true, true, Candidate{b, at(exec), at(latest), delay}};
 }
 
 GrantResult dispatched(BatchId id, Duration free, Duration len, CandidateUpdate next = {true, false, {}}) {
@@ -176,93 +175,6 @@ TEST_F(SaturatingRankStateTest, GpuWithTooManyUnfinishedBatchesTakesNoGrant) {
   a = fire(8_ms);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].model, 1u);
-}
-
-// Look-ahead: a short batch that would miss behind a long one goes first when
-// the long one still starts in time after it.
-class LookAheadTest : public RankStateTest {
- protected:
-  explicit LookAheadTest(std::uint32_t gpus = 1) : RankStateTest(gpus) {}
-  // Every GPU busy until `free` (model 3's batches).
-  void occupy(Duration free) {
-    for (GpuId g = 0; g < rank_.num_gpus(); ++g) {
-      rank_.on_candidate(3, cand(1, 0_ms, 5_ms), at(0_ms));
-      auto a = fire(0_ms);
-      ASSERT_EQ(a.size(), 1u);
-      rank_.on_grant_result(3, a[0].gpu, dispatched(g + 1, free + Duration::milliseconds(g), free), at(0_ms));
-    }
-  }
-  // The model granted at `now` (kNoModel: none).
-  ModelId granted(Duration now) {
-    ModelId m = kNoModel;
-    for (const RankAction& a : fire(now))
-      if (a.kind == RankAction::Kind::kGrant) m = a.model;
-    return m;
-  }
-};
-
-TEST_F(LookAheadTest, AShortBatchThatWouldMissBehindALongOneGoesFirst) {
-  occupy(20_ms);
-  rank_.on_candidate(0, cand(8, 5_ms, 25_ms, 0_ms, 50_ms), at(1_ms));  // long: must start by 25
-  rank_.on_candidate(1, cand(1, 6_ms, 30_ms, 0_ms, 5_ms), at(1_ms));   // short: behind it, 70 > 30
-  EXPECT_TRUE(fire(6_ms).empty());
-  ASSERT_EQ(rank_.waiting_size(), 2u);
-  EXPECT_EQ(granted(20_ms), 1u);  // 20 + 5 = 25: the long one still starts by its latest
-  rank_.on_grant_result(1, 0, dispatched(7, 25_ms, 5_ms), at(20_ms));
-  check(20_ms);
-  EXPECT_EQ(granted(25_ms), 0u);
-  EXPECT_EQ(rank_.waiting_size(), 0u);
-}
-
-TEST_F(LookAheadTest, TheMoreUrgentGoesFirstWhenTheOtherFitsBehindIt) {
-  occupy(20_ms);
-  rank_.on_candidate(0, cand(8, 5_ms, 25_ms, 0_ms, 10_ms), at(1_ms));
-  rank_.on_candidate(1, cand(1, 6_ms, 30_ms, 0_ms, 5_ms), at(1_ms));  // 20 + 10 = 30: meets behind
-  fire(6_ms);
-  EXPECT_EQ(granted(20_ms), 0u);
-}
-
-TEST_F(LookAheadTest, TheMoreUrgentGoesFirstWhenItWouldMissAfterTheOther) {
-  occupy(20_ms);
-  rank_.on_candidate(0, cand(8, 5_ms, 24_ms, 0_ms, 50_ms), at(1_ms));  // 20 + 5 > 24
-  rank_.on_candidate(1, cand(1, 6_ms, 30_ms, 0_ms, 5_ms), at(1_ms));
-  fire(6_ms);
-  EXPECT_EQ(granted(20_ms), 0u);
-  rank_.on_grant_result(0, 0, dispatched(7, 70_ms, 50_ms), at(20_ms));
-  // The short one cannot start by its latest behind it: sent back to shrink.
-  auto a = fire(Duration::nanoseconds(30'000'001));
-  ASSERT_EQ(a.size(), 1u);
-  EXPECT_EQ(a[0].kind, RankAction::Kind::kRecompute);
-  EXPECT_EQ(a[0].model, 1u);
-}
-
-class TwoGpuLookAheadTest : public LookAheadTest {
- protected:
-  TwoGpuLookAheadTest() : LookAheadTest(2) {}
-};
-
-TEST_F(TwoGpuLookAheadTest, AShortBatchWithAnotherGpuInTimeWaitsForIt) {
-  occupy(20_ms);  // GPU 0 frees at 20, GPU 1 at 21
-  rank_.on_candidate(0, cand(8, 5_ms, 25_ms, 0_ms, 50_ms), at(1_ms));
-  rank_.on_candidate(1, cand(1, 6_ms, 30_ms, 0_ms, 5_ms), at(1_ms));
-  fire(6_ms);
-  EXPECT_EQ(granted(20_ms), 0u);  // the short one has GPU 1 at 21 <= 30
-  rank_.on_grant_result(0, 0, dispatched(7, 70_ms, 50_ms), at(20_ms));
-  EXPECT_EQ(granted(21_ms), 1u);
-}
-
-TEST_F(TwoGpuLookAheadTest, AShortBatchWithoutAnotherGpuInTimeGoesFirst) {
-  occupy(20_ms);
-  rank_.on_candidate(0, cand(8, 5_ms, 26_ms, 0_ms, 50_ms), at(1_ms));
-  rank_.on_candidate(1, cand(1, 6_ms, 30_ms, 0_ms, 5_ms), at(1_ms));
-  rank_.on_candidate(2, cand(8, 6_ms, 21_ms, 0_ms, 50_ms), at(1_ms));  // takes GPU 0 first
-  fire(6_ms);
-  EXPECT_EQ(granted(20_ms), 2u);
-  rank_.on_grant_result(2, 0, dispatched(7, 70_ms, 50_ms), at(20_ms));
-  // GPU 1 at 21: the short one goes first (the next GPU, 0, frees at 70 > 30).
-  EXPECT_EQ(granted(21_ms), 1u);
-  rank_.on_grant_result(1, 1, dispatched(8, 26_ms, 5_ms), at(21_ms));
-  EXPECT_EQ(granted(26_ms), 0u);
 }
 
 TEST_F(RankStateTest, RetiredGpuIsNeverGrantedAndLeavesWhenItsBatchesEnd) {

@@ -585,8 +585,7 @@ class ModelState {
   std::optional<Candidate> candidate(ModelId id) const {
     if (!has_model(id) || models_[id].cand_size == 0) return std::nullopt;
     const Slot& m = models_[id];
-    return Candidate{m.cand_size, m.cand_exec, m.cand_latest, cfg_.delays.delay(m.cand_size),
-                     m.lat.latency(m.cand_size)};
+    return Candidate{m.cand_size, m.cand_exec, m.cand_latest, cfg_.delays.delay(m.cand_size)};
   }
 
  private:
@@ -794,8 +793,7 @@ class ModelState {
     Candidate c;
     c.size = g.size;
     c.delay = delay;
-    c.run = m.lat.latency(g.size);
-    c.latest = g.exec_deadline - c.run;
+    c.latest = g.exec_deadline - m.lat.latency(g.size);
     const TimePoint earliest = max(now + delay, gpu_free);
     c.exec = exec_.exec(CandidateInputs{g.size, m.max_batch, earliest, c.latest, g.exec_deadline,
                                         g.head_arrival, m.lat, &m.timeout, m.efficient_batch,

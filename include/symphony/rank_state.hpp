@@ -2,8 +2,7 @@
 // predicted free time, every model's current candidate and its timer, the *waiting* candidates ranked
 // by `latest`, and the one GPU timer, and matches candidates to GPUs: a model timer grants the lowest-id
 // idle GPU, else the GPU that frees by exec, else the candidate waits; the GPU timer grants the waiting
-// candidate with the smallest `latest` that can still start, unless the next one would miss behind it
-// and fits before it (look-ahead); an expired waiting candidate is
+// candidate with the smallest `latest` that can still start; an expired waiting candidate is
 // recomputed, not discarded. A model may be restricted to some GPUs (ModelConfig::gpus, or
 // set_model_gpus while serving): it is matched only with those, and waits with its own timer for them
 // (docs/architecture.md#matchmaking).
@@ -517,23 +516,15 @@ class RankState {
     return !m.restricted ||
            ((allowed_[static_cast<std::size_t>(m.id) * words_ + g.id / 64] >> (g.id % 64)) & 1);
   }
-  // next_gpu() among the GPUs `m` may use, `skip` aside: O(log G) for an
-  // unrestricted model, else O(G / 64 + the GPUs it may use). REQUIRES: refresh(now).
-  RankGpu* next_gpu_for(const RankModel& m, const RankGpu* skip = nullptr) noexcept {
-    if (!m.restricted) {
-      if (!skip) return next_gpu();
-      for (RankGpu* g = idle_.min(); g; g = idle_.next(*g))
-        if (g != skip) return g;
-      for (RankGpu* g = busy_.min(); g; g = busy_.next(*g))
-        if (g != skip) return g;
-      return nullptr;
-    }
+  // next_gpu() among the GPUs `m` may use: O(log G) for an unrestricted
+  // model, else O(G / 64 + the GPUs it may use). REQUIRES: refresh(now).
+  RankGpu* next_gpu_for(const RankModel& m) noexcept {
+    if (!m.restricted) return next_gpu();
     RankGpu* best = nullptr;
     const std::uint64_t* words = &allowed_[static_cast<std::size_t>(m.id) * words_];
     for (std::size_t w = 0; w < words_; ++w) {
       for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
         RankGpu& g = gpus_[w * 64 + static_cast<std::size_t>(std::countr_zero(bits))];
-        if (&g == skip) continue;
         if (g.state == RankGpuState::kIdle) return &g;  // ids ascend: the lowest idle one
         if (g.state == RankGpuState::kBusy && (!best || FreeOrder{}(g, *best))) best = &g;
       }
@@ -643,18 +634,13 @@ class RankState {
   // (it is the best GPU they could get) are recomputed. REQUIRES: refresh(now).
   void serve_gpu(RankGpu& g, TimePoint now) noexcept {
     const bool first = &g == next_gpu();  // then every candidate that may use g has it next
-    const auto has_next = [&](RankModel& c) {
-      return first ? may_use(c, g) : (c.restricted && next_gpu_for(c) == &g);
-    };
     for (RankModel* c = waiting_.min(); c;) {
-      if (!has_next(*c)) {
+      if (!(first ? may_use(*c, g) : (c->restricted && next_gpu_for(*c) == &g))) {
         c = waiting_.next(*c);
         continue;
       }
       if (max(g.free_at, now + c->cand.delay) <= c->cand.latest) {
-        RankModel* s = waiting_.next(*c);
-        while (s && !has_next(*s)) s = waiting_.next(*s);
-        grant(s && goes_first(*s, *c, g, now) ? *s : *c, g, now);
+        grant(*c, g, now);
         return;
       }
       // It cannot meet even its earliest GPU: have it shrink now.
@@ -664,22 +650,6 @@ class RankState {
       c = after;
     }
     rearm_gpu_timer(now);
-  }
-
-  // The look-ahead of matchmaking: `s`, the waiting candidate after `c` in
-  // urgency, goes first on `g` when it would miss its `latest` behind c's
-  // batch and has no other GPU in time, while c still starts by its own after
-  // s's batch (docs/architecture.md#matchmaking). Either order frees g at the
-  // same time unless a delay holds a start back. REQUIRES: refresh(now); c can
-  // start on g in time.
-  bool goes_first(RankModel& s, const RankModel& c, const RankGpu& g, TimePoint now) noexcept {
-    const TimePoint s_start = max(g.free_at, now + s.cand.delay);
-    const TimePoint c_start = max(g.free_at, now + c.cand.delay);
-    if (s_start > s.cand.latest || max(c_start + c.cand.run, now + s.cand.delay) <= s.cand.latest ||
-        max(s_start + s.cand.run, now + c.cand.delay) > c.cand.latest)
-      return false;
-    const RankGpu* other = next_gpu_for(s, &g);
-    return !other || max(other->free_at, now + s.cand.delay) > s.cand.latest;
   }
 
   void on_gpu_timer(TimePoint now) noexcept {

@@ -162,7 +162,6 @@ struct Candidate {
   TimePoint exec;
   TimePoint latest;
   Duration delay;  // delay(size): the dispatch happens at exec - delay
-  Duration run;    // l(size): how long the batch holds its GPU (zero: unknown)
 };
 
 // What the model side tells the rank side after an event.
