@@ -2017,10 +2017,10 @@ def test_emulated_the_learned_delays_cap_follows_the_models_loaded_and_unloaded(
 
 def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_says(tmp_path, repository_cluster):
     """--spare-models 1: a scheduler serving the model of its start loads
-    one more added to the repository while it serves and refuses a second
-    (naming the flag and what to do). An unloaded model keeps its room (its
-    index entry and statistics stay): the second is still refused after
-    the first's unload, and the first loads again. A start whose room
+    one more added to the repository while it serves and refuses a second,
+    naming the flag. An unloaded model keeps its room (its index entry and
+    statistics stay): the second is still refused after the first's unload,
+    saying so, and the first loads again. A start whose room
     exceeds the protocol's 4096 models is refused, naming --spare-models."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "start")
@@ -2037,7 +2037,7 @@ def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/unload")
     assert status == 200, out
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/load")
-    assert status == 503 and b"all are taken" in out, (status, out)
+    assert status == 503 and b"all are taken" in out and b"an unloaded model keeps its room" in out, (status, out)
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/load")
     assert status == 200, out
     assert http_infer(f, "first", body)[0] == 200

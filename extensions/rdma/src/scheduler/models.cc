@@ -276,10 +276,10 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
     close_account(reuse);                     // what it counted stays its account's
     (void)runtimes_[0]->remove_model(reuse);  // its config may have changed since (nothing is queued)
   } else if (models_.size() >= model_capacity_) {
-    return Status(Errc::kFailedPrecondition, "the scheduler has room for " +
-                                                 std::to_string(opts_.spare_models) +
-                                                 " models loaded while it serves, and all are taken "
-                                                 "(unload one, or restart it with a larger --spare-models)");
+    return Status(Errc::kFailedPrecondition,
+                  "the scheduler has room for " + std::to_string(opts_.spare_models) +
+                      " models loaded while it serves, and all are taken (an unloaded model keeps its "
+                      "room, so that loading it again takes none): restart it with a larger --spare-models");
   }
   ModelConfig config = m.config;
   config.name = name_as;
