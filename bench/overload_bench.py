@@ -23,13 +23,19 @@ on), each point run with admission off and on back to back:
   cluster  (only with --only cluster) the device-bound model on a scheduler, one
            backend and one protocol frontend on loopback: `symphony loadgen` at
            0.5x-10x, and the closed-loop flood through the frontend, --runs times.
+  cluster-priorities  (only with --only cluster-priorities) the same cluster,
+           its model with two priority levels, offered 3x its capacity with
+           the high priority at half the capacity (1:1/6, 2:5/6): by loadgen,
+           and through the frontend in open loop over HTTP and gRPC, --runs
+           times; what each priority lost.
   flood    (only with --only flood) the closed-loop flood of the device-bound
            model over HTTP and gRPC, 64 to 4096 connections, with the
            scheduler's threads at nice 0 and -10 (scheduler_nice, --nice), --runs
            times; each point with the time the server took to refuse (its
            /metrics symphony_refusal_latency_seconds before and after).
 
-Writes OUT/overload.json and OUT/overload.png (OUT/flood.* and OUT/cluster.*). Every run is bounded; the
+Writes OUT/overload.json and OUT/overload.png (OUT/flood.*, OUT/cluster.*,
+OUT/cluster_priorities.json). Every run is bounded; the
 whole takes about 15 minutes on 2 cores with the defaults. Measure on a quiet
 machine: the load average is recorded with each point.
 """
@@ -166,10 +172,12 @@ class Serve:
                 self.p.wait()
 
 
-def load(a, tmp, url, rate=None, concurrency=None):
+def load(a, tmp, url, rate=None, concurrency=None, priority=None):
     out = os.path.join(tmp, "load.json")
     cmd = [a.symphony, "load", "--url", url, "--model", "m", "--duration", f"{a.seconds + 1:g}", "--warmup", "1",
            "--json", out, "--quiet", "--drain", "5"]
+    if priority:
+        cmd += ["--priority", priority]
     if rate:
         cmd += ["--rate", f"{rate:.0f}"]
     else:
@@ -179,7 +187,7 @@ def load(a, tmp, url, rate=None, concurrency=None):
     return {"offered_rps": m.get("offered_rps", j.get("offered_rps")), "goodput_rps": j["goodput_rps"],
             "p99_ms": m["latency_ms"]["p99"] if "latency_ms" in m else None, "sent": j["sent"], "ok": j["ok"],
             "dropped": j["dropped"], "late": j["late"], "errors": j["errors"], "loadavg": loadavg(),
-            "dropped_by_reason": m.get("dropped_by_reason")}
+            "dropped_by_reason": m.get("dropped_by_reason"), "by_priority": m.get("by_priority")}
 
 
 def refusal_latency(before, after):
@@ -263,7 +271,7 @@ policy: deferred
 gather: target_batch
 workload: {rate: 1600, arrival: poisson}
 models:
-  - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 40, max_batch: 16}
+  - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 40, max_batch: 16{levels}}
 cluster:
   token: overload-bench
   frontend_admission: {fa}
@@ -276,11 +284,13 @@ class Cluster:
     """A scheduler, one backend with one emulated GPU and one protocol
     frontend, on loopback: the device-bound model of the serve part."""
 
-    def __init__(self, a, tmp, frontend_admission=True):
+    def __init__(self, a, tmp, frontend_admission=True, priority_levels=1):
         self.a, self.dir, self.procs = a, tmp, []
         self.config = os.path.join(tmp, "cluster.yaml")
+        levels = f", priority_levels: {priority_levels}" if priority_levels > 1 else ""
         with open(self.config, "w") as f:
-            f.write(CLUSTER_CONFIG.replace("{fa}", "true" if frontend_admission else "false"))
+            f.write(CLUSTER_CONFIG.replace("{fa}", "true" if frontend_admission else "false")
+                    .replace("{levels}", levels))
         port = os.path.join(tmp, "sched.port")
         for f in (port, os.path.join(tmp, "fe.ports")):
             if os.path.exists(f):
@@ -312,12 +322,13 @@ class Cluster:
                 raise RuntimeError(f"the cluster's {what} did not start; see {self.dir}")
             time.sleep(0.05)
 
-    def loadgen(self, rate):
+    def loadgen(self, rate, priority=None):
         out = os.path.join(self.dir, "loadgen.json")
-        j = run_json([self.a.symphony, "loadgen", "--scheduler", self.addr, "--config", self.config, "--rate",
-                      f"{rate:.0f}", "--duration", f"{self.a.seconds + 1:g}", "--warmup", "1", "--quiet",
-                      "--json", out], out, timeout=self.a.seconds * 10 + 60)
-        return j
+        cmd = [self.a.symphony, "loadgen", "--scheduler", self.addr, "--config", self.config, "--rate",
+               f"{rate:.0f}", "--duration", f"{self.a.seconds + 1:g}", "--warmup", "1", "--quiet", "--json", out]
+        if priority:
+            cmd += ["--priority", priority]
+        return run_json(cmd, out, timeout=self.a.seconds * 10 + 60)
 
     def stop(self):
         for p in reversed(self.procs):
@@ -364,6 +375,41 @@ def cluster_part(a, tmp):
             finally:
                 c.stop()
     return {"capacity_rps": 1600.0, "points": pts}
+
+
+PRIORITY_MIX = "1:0.1667,2:0.8333"  # the high priority at half the capacity when 3x is offered
+
+
+def lost_by_priority(by_priority):
+    """Each priority's share of its sent requests that did not end ok."""
+    return {p: 1 - c["ok"] / max(1, c["sent"]) for p, c in sorted((by_priority or {}).items())}
+
+
+def cluster_priorities_part(a, tmp):
+    """Two priorities at 3x the cluster's capacity, the high one at half of
+    it: by loadgen (straight to the scheduler) and through the frontend in
+    open loop over HTTP and gRPC, with the frontends refusing (the default)."""
+    pts = []
+    rate = 3 * 1600
+    for run in range(a.runs):
+        c = Cluster(a, tmp, priority_levels=2)
+        try:
+            for client in ("loadgen", "http", "grpc"):
+                if client == "loadgen":
+                    j = c.loadgen(rate, PRIORITY_MIX)
+                    m = j["models"]["m"]
+                    p = {"offered_rps": j.get("offered_rps"), "goodput_rps": j.get("goodput_rps"),
+                         "by_priority": m.get("by_priority"), "loadavg": loadavg()}
+                else:
+                    p = load(a, tmp, f"{client}://{c.ports[client]}", rate=rate, priority=PRIORITY_MIX)
+                p.update(run=run, client=client, lost=lost_by_priority(p["by_priority"]))
+                log(f"cluster priorities {client} run {run}: goodput {p['goodput_rps']:.0f}, lost "
+                    + ", ".join(f"priority {k} {100 * v:.2f} %" for k, v in p["lost"].items())
+                    + f" load {p['loadavg']}")
+                pts.append(p)
+        finally:
+            c.stop()
+    return {"capacity_rps": 1600.0, "offered_rps": rate, "mix": PRIORITY_MIX, "points": pts}
 
 
 def plot_cluster(cl, path):
@@ -467,8 +513,9 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "overload"))
     ap.add_argument("--only", nargs="*", default=["runtime", "serve"],
-                    choices=["runtime", "serve", "flood", "cluster"])
-    ap.add_argument("--runs", type=int, default=3, help="runs of each flood point (--only flood)")
+                    choices=["runtime", "serve", "flood", "cluster", "cluster-priorities"])
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs of each point (--only flood, cluster, cluster-priorities)")
     ap.add_argument("--nice", type=int, nargs="+", default=[0, -10],
                     help="the scheduler's nice values the flood compares (--only flood)")
     ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
@@ -498,6 +545,11 @@ def main():
                 json.dump(cl, f, indent=1)
             plot_cluster(cl, os.path.join(a.out, "cluster.png"))
             log("wrote " + os.path.join(a.out, "cluster.json"))
+        if "cluster-priorities" in a.only:
+            cp = dict(cluster_priorities_part(a, tmp), command=data["command"], nproc=data["nproc"])
+            with open(os.path.join(a.out, "cluster_priorities.json"), "w") as f:
+                json.dump(cp, f, indent=1)
+            log("wrote " + os.path.join(a.out, "cluster_priorities.json"))
     if "runtime" in a.only or "serve" in a.only:
         with open(os.path.join(a.out, "overload.json"), "w") as f:
             json.dump(data, f, indent=1)
