@@ -23,7 +23,8 @@ void add_scheduler_options(CLI::App* cmd, SchedulerArgs& a) {
   cmd->add_option("--spare-models", a.spare_models,
                   "with --model-control-mode explicit or poll: how many models loaded while the cluster "
                   "serves it has room for, beyond those of its start (default 32; reserved at start; an "
-                  "unloaded model keeps its room, and a reload's replaced version gives its back)");
+                  "unloaded model's room goes to the next load that needs it, and a reload's replaced "
+                  "version gives its back)");
   cmd->add_option("--model-repository", a.model_repository,
                   "take the models, SLOs and profiles from a Triton-layout repository, not the config's "
                   "models: (docs/cluster.md#running-from-a-model-repository)");

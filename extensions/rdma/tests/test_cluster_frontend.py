@@ -2018,10 +2018,11 @@ def test_emulated_the_learned_delays_cap_follows_the_models_loaded_and_unloaded(
 def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_says(tmp_path, repository_cluster):
     """--spare-models 1: a scheduler serving the model of its start loads
     one more added to the repository while it serves and refuses a second,
-    naming the flag. An unloaded model keeps its room (its index entry and
-    statistics stay): the second is still refused after the first's unload,
-    saying so, and the first loads again. A start whose room
-    exceeds the protocol's 4096 models is refused, naming --spare-models."""
+    naming the flag. An unload frees the room: the second loads once the
+    first is unloaded (taking its model id), every index still lists the
+    first, unloaded, with its statistics, and the first loads again once
+    the second is unloaded. A start whose room exceeds the protocol's 4096
+    models is refused, naming --spare-models."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "start")
     c = repository_cluster(repo)
@@ -2033,15 +2034,33 @@ def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_
     assert status == 200, out
     assert http_infer(f, "first", body)[0] == 200
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/load")
-    assert status != 200 and b"all are taken" in out and b"--spare-models" in out, (status, out)
+    assert status == 503 and b"all are taken" in out and b"--spare-models" in out, (status, out)
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/unload")
     assert status == 200, out
+    # At once: the load waits until the frontend has seen the first go.
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/load")
-    assert status == 503 and b"all are taken" in out and b"an unloaded model keeps its room" in out, (status, out)
+    assert status == 200, out
+    assert http_infer(f, "second", body)[0] == 200
+    index = {e[0]: e for e in repository_index(f)}
+    assert index["first"][2] == "UNAVAILABLE" and "unloaded" in index["first"][3], index
+    assert index["second"][2] == "READY" and index["start"][2] == "READY", index
+    assert stats_rest(f)["first"]["inference_stats"]["success"]["count"] == 1
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/unload")
+    assert status == 200, out  # unloaded already
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/load")
+    assert status == 503 and b"all are taken" in out, (status, out)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/unload")
+    assert status == 200, out
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/first/load")
     assert status == 200, out
     assert http_infer(f, "first", body)[0] == 200
     assert http_infer(f, "start", body)[0] == 200
+    index = {e[0]: e for e in repository_index(f)}
+    assert index["first"][2] == "READY" and index["second"][2] == "UNAVAILABLE", index
+    stats = stats_rest(f)
+    assert stats["first"]["inference_stats"]["success"]["count"] == 2, stats["first"]
+    assert stats["second"]["inference_stats"]["success"]["count"] == 1, stats["second"]
+    assert "model 'first' (unloaded) gives its room to model 'second'" in c.scheduler.output()
     refused = subprocess.run([CLI, "scheduler", "--listen", "127.0.0.1:0", "--model-repository", str(repo),
                               "--model-control-mode", "explicit", "--spare-models", "5000",
                               "--config", c.config], capture_output=True, text=True, timeout=60)

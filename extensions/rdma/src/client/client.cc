@@ -215,6 +215,10 @@ class Client::Impl final : public Transport::Handler {
     ModelId model = 0;
     std::uint32_t len = 0;
     std::uint32_t level = 0;  // its priority level, 0 the highest (wire::SubmitEntry)
+    // The table it was resolved under, and its model id's name epoch then
+    // (sendable, checked once the table changed).
+    std::uint64_t table_gen = 0;
+    std::uint32_t epoch = 0;
     // Its two times (request_times.hpp): ok by the target, and the deadline
     // (the budget) that bounds the wait for an outcome.
     TimePoint start, target, deadline;
@@ -250,6 +254,8 @@ class Client::Impl final : public Transport::Handler {
     ModelId id = 0;
     Duration slo;
     std::uint32_t level = 0;
+    std::uint64_t table_gen = 0;
+    std::uint32_t epoch = 0;
   };
   Status check_size(std::size_t size) const;
   Status resolve(std::string_view model, std::uint32_t priority, Resolved* out) const;
@@ -286,6 +292,12 @@ class Client::Impl final : public Transport::Handler {
   void fail_controls(const std::string& why);
   // Replaces the model table (under models_mu_ held by the caller).
   void set_models(const std::vector<wire::ModelEntry>& models);
+  // Why a request resolved under an older table must not be sent with its
+  // model id (empty: it may). The scheduler gives an unloaded model's id to
+  // another model once every frontend answered a ping sent after the table
+  // that dropped it; a request that leaves after that answer is checked here
+  // (network thread).
+  std::string unsendable(const Slot& s) const;
   // Ends every statistics() call still waiting with `why` (network thread).
   void fail_stats(const std::string& why);
 
@@ -321,6 +333,10 @@ class Client::Impl final : public Transport::Handler {
   std::unordered_map<std::string, std::string> unserved_;  // the last ModelTable's reasons
   std::vector<VersionNote> notes_;                         // the last ModelTable's notes
   std::atomic<std::uint64_t> table_gen_{0};                // tables taken (table_generation)
+  // By model id: the name it last served, and how many times it has taken
+  // another name (a request resolved to the id before that must not use it).
+  std::vector<std::string> id_name_;
+  std::vector<std::uint32_t> id_epoch_;
   // control_model() calls waiting for the scheduler's answer, by seq (network thread).
   std::unordered_map<std::uint64_t, std::function<void(Status)>> controls_waiting_;
   std::uint64_t control_seq_ = 0;  // network thread
@@ -534,6 +550,8 @@ Status Client::Impl::resolve(std::string_view model, std::uint32_t priority, Res
   out->id = m.id;
   out->slo = m.slo;
   out->level = 0;
+  out->table_gen = table_gen_.load(std::memory_order_relaxed);  // under the lock: its writers' value
+  out->epoch = id_epoch_[m.id];
   // Triton's priority (1 the highest, 0 the model's default) as a level
   // (0 the highest), as serve maps it (Server::infer_async): a model of
   // one level takes every priority as the same.
@@ -633,6 +651,8 @@ void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolve
   s.gen.store(s.gen.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   s.model = m.id;
   s.level = m.level;
+  s.table_gen = m.table_gen;
+  s.epoch = m.epoch;
   s.len = size;
   s.start = now;
   s.deadline = now + budget;
@@ -735,6 +755,16 @@ bool Client::Impl::on_poll() {
         r.error = "not connected to the scheduler at " + opts_.scheduler + " (reconnecting)";
         finish(index, std::move(r), false);
         continue;
+      }
+      if (s.table_gen != table_gen_.load(std::memory_order_relaxed)) {  // rare: a table since it was made
+        if (std::string why = unsendable(s); !why.empty()) {
+          InferResult r;
+          r.outcome = Outcome::kError;
+          r.failure = Failure::kExecution;
+          r.error = std::move(why);
+          finish(index, std::move(r), false);
+          continue;
+        }
       }
       if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
       const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
@@ -1107,10 +1137,32 @@ void Client::Impl::set_models(const std::vector<wire::ModelEntry>& models) {
   models_.clear();
   model_index_.clear();
   for (const wire::ModelEntry& m : models) {
+    if (m.id >= id_name_.size()) {
+      id_name_.resize(m.id + 1);
+      id_epoch_.resize(m.id + 1, 0);
+    }
+    if (id_name_[m.id] != m.name) {
+      if (!id_name_[m.id].empty()) ++id_epoch_[m.id];
+      id_name_[m.id] = m.name;
+    }
     model_index_[m.name] = models_.size();
     models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch, m.priority_levels,
                        m.default_priority_level});
   }
+}
+
+std::string Client::Impl::unsendable(const Slot& s) const {
+  std::shared_lock<std::shared_mutex> lock(models_mu_);
+  if (s.model >= id_epoch_.size() || id_epoch_[s.model] != s.epoch)
+    return "the model it was made for was unloaded before it was sent (its id " + std::to_string(s.model) +
+           " now serves model '" + (s.model < id_name_.size() ? id_name_[s.model] : std::string()) + "')";
+  const std::string& name = id_name_[s.model];
+  const auto at = model_index_.find(name);
+  // Served under its id, or under another (a reload's new version: the
+  // replaced one still takes what was made for it).
+  if (at != model_index_.end()) return {};
+  const auto why = unserved_.find(name);
+  return "model '" + name + "' is not served: " + (why != unserved_.end() ? why->second : "unloaded");
 }
 
 void Client::Impl::on_model_table(std::span<const std::uint8_t> msg) {

@@ -11,7 +11,10 @@
 // reads its folder again as a first load does. Without a repository to
 // read it from, the backends keep it and a load serves it again at once.
 // A version a reload replaced is freed the same way once it has drained,
-// and so is what a backend loaded for a load that failed elsewhere.
+// and so is what a backend loaded for a load that failed elsewhere. An
+// unloaded repository model keeps its id until a load finds no room: then
+// its id goes to that load (reusable_unloaded) and its name stays listed
+// apart (unloaded_apart_).
 //
 // A load of a model the cluster does not serve (a folder added to the
 // repository since start, or one whose last load failed) reads its folder
@@ -69,6 +72,7 @@ wire::ModelTable SchedulerNode::Impl::model_table() const {
     if (!unserved_[i].empty() && listed_[i]) t.unserved.push_back({models_[i].name, unserved_[i]});
   for (const auto& [name, why] : failed_reads_)
     t.unserved.push_back({name, "unloaded (a load failed: " + why + ")"});
+  for (const auto& [name, apart] : unloaded_apart_) t.unserved.push_back({name, apart.second});
   for (const auto& [name, notes] : notes_) t.notes.insert(t.notes.end(), notes.begin(), notes.end());
   return t;
 }
@@ -143,6 +147,12 @@ void SchedulerNode::Impl::note_reload_failure(const std::string& name,
 }
 
 void SchedulerNode::Impl::broadcast_model_table() {
+  const TimePoint now = SteadyClock{}.now();
+  for (ModelId i = 0; i < models_.size(); ++i) {
+    const bool named = listed_[i] && unserved_[i].empty();
+    if (in_table_[i] && !named) removed_at_[i] = now;
+    in_table_[i] = named;
+  }
   const std::vector<std::uint8_t> msg = wire::encode(model_table());
   for (const FrontendInfo& f : frontends_)
     if (f.alive) (void)transport_->send(f.conn, msg);
@@ -175,7 +185,9 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
     if (listed_[i] && (pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
       ids.push_back(i);
   }
-  if (std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == name; }))
+  if (std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == name; }) ||
+      std::any_of(room_waiters_.begin(), room_waiters_.end(),
+                  [&](const RoomWaiter& w) { return w.name == name; }))
     return reply(Errc::kFailedPrecondition,
                  what + ": it is being loaded; try again once that load has answered");
   bool served = true, unloading = false, loading = false, never_loaded = false;
@@ -189,6 +201,9 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
     return reply(Errc::kFailedPrecondition,
                  what + ": it is being loaded; try again once that load has answered");
   if (load && (ids.empty() || never_loaded)) return start_load(c, p, name, q->seq);
+  if (ids.empty() && std::any_of(unloaded_apart_.begin(), unloaded_apart_.end(),
+                                 [&](const auto& e) { return e.second.first == name; }))
+    return reply(Errc::kOk, {});  // unloaded already (its room went to another model)
   if (ids.empty())
     return reply(Errc::kNotFound, what + ": the cluster's scheduler has no model '" + name + "'");
   if (unloading)
@@ -272,14 +287,25 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
     reuse = free_ids_.back();
     free_ids_.pop_back();
   }
+  if (reuse == kNoModel && models_.size() >= model_capacity_) {
+    reuse = reusable_unloaded(nullptr);
+    if (reuse == kNoModel)
+      return Status(Errc::kFailedPrecondition,
+                    "the scheduler has room for " + std::to_string(opts_.spare_models) +
+                        (opts_.spare_models == 1 ? " model" : " models") +
+                        " loaded while it serves, and all are taken by models loaded or being loaded: "
+                        "unload one (its room then goes to the next load), or restart the scheduler with a "
+                        "larger --spare-models");
+    // Its name stays in every index, unloaded; its statistics stay its account's.
+    const auto pm = opts_.config.protocol_models.find(models_[reuse].name);
+    unloaded_apart_[models_[reuse].name] = {
+        pm != opts_.config.protocol_models.end() ? pm->second : models_[reuse].name, unserved_[reuse]};
+    log("model '" + models_[reuse].name + "' (" + unserved_[reuse] + ") gives its room to model '" + name_as +
+        "'");
+  }
   if (reuse != kNoModel) {
     close_account(reuse);                     // what it counted stays its account's
     (void)runtimes_[0]->remove_model(reuse);  // its config may have changed since (nothing is queued)
-  } else if (models_.size() >= model_capacity_) {
-    return Status(Errc::kFailedPrecondition,
-                  "the scheduler has room for " + std::to_string(opts_.spare_models) +
-                      " models loaded while it serves, and all are taken (an unloaded model keeps its "
-                      "room, so that loading it again takes none): restart it with a larger --spare-models");
   }
   ModelConfig config = m.config;
   config.name = name_as;
@@ -397,6 +423,19 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   Load l{name, {}, p.index, generation_of(p),     seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
          {},   {}, {},      Duration::infinite(), {}};
   if (Status st = cap_beside(*r, name, l); !st.ok()) return failed(st.code(), st.message());
+  // Room for the versions without an id: free, or an unloaded model's once
+  // the frontends have seen it go (a load waits for that, a few ms).
+  std::size_t need = 0;
+  for (const ClusterRepositoryModel& m : r->models)
+    need += std::none_of(earlier.begin(), earlier.end(),
+                         [&](ModelId i) { return models_[i].name == m.config.name; });
+  bool pending = false;
+  if (need > free_ids_.size() + (model_capacity_ - models_.size()) &&
+      reusable_unloaded(&pending) == kNoModel && pending) {
+    room_waiters_.push_back({c, name, seq, SteadyClock{}.now()});
+    log(p.name + ": " + what + " waits until the frontends have seen an unloaded model go, to take its room");
+    return;
+  }
   std::vector<ModelId> ids;
   for (const ClusterRepositoryModel& m : r->models) {
     ModelId id = kNoModel;
@@ -408,6 +447,7 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
     if (std::find(earlier.begin(), earlier.end(), *got) == earlier.end()) earlier.push_back(*got);
   }
   failed_reads_.erase(name);
+  std::erase_if(unloaded_apart_, [&](const auto& e) { return e.second.first == name; });
   notes_.erase(name);
   l.ids = ids;
   std::string why;
@@ -755,6 +795,47 @@ void SchedulerNode::Impl::poll_repository() {
       start_reload(kNoConn, poll_peer_, name, 0, s->second);
     else
       start_load(kNoConn, poll_peer_, name, 0);
+  }
+}
+
+ModelId SchedulerNode::Impl::reusable_unloaded(bool* pending) const {
+  ModelId best = kNoModel;
+  for (ModelId i = 0; i < models_.size(); ++i) {
+    if (!listed_[i] || in_table_[i] || !reloadable(i) || unserved_[i].rfind("unloaded", 0) != 0) continue;
+    bool seen = true;  // by every live frontend: a ping sent after the table that dropped it came back
+    if (removed_at_[i] != TimePoint{})
+      for (const FrontendInfo& f : frontends_) seen &= !f.alive || f.pinged_since > removed_at_[i];
+    if (!seen) {
+      if (pending) *pending = true;
+      continue;
+    }
+    if (best == kNoModel || removed_at_[i] < removed_at_[best]) best = i;
+  }
+  return best;
+}
+
+void SchedulerNode::Impl::retry_room_waiters(TimePoint now) {
+  // A frontend that stops answering pings is declared lost well within this.
+  constexpr Duration kRoomWait = Duration::seconds(10);
+  std::vector<RoomWaiter> waiting = std::exchange(room_waiters_, {});
+  for (RoomWaiter& w : waiting) {
+    bool pending = false;
+    const bool ready = reusable_unloaded(&pending) != kNoModel;
+    const auto it = peers_.find(w.conn);
+    if (w.conn != kNoConn && it == peers_.end()) continue;  // its frontend is gone: nobody to answer
+    Peer& p = w.conn == kNoConn ? poll_peer_ : it->second;
+    if (ready || !pending) {
+      start_load(w.conn, p, w.name, w.seq);  // loads, or answers why it cannot
+    } else if (now - w.since > kRoomWait) {
+      const std::string why = "loading model '" + w.name +
+                              "': the scheduler's room for models loaded while it serves is taken, and the "
+                              "frontends did not all answer a ping since a model was unloaded to free one";
+      log(p.name + ": " + why);
+      if (w.conn != kNoConn)
+        (void)transport_->send(w.conn, wire::encode(answer(w.seq, Errc::kFailedPrecondition, why)));
+    } else {
+      room_waiters_.push_back(std::move(w));
+    }
   }
 }
 

@@ -32,6 +32,9 @@ Status SchedulerNode::Impl::start() {
   taken_over_.assign(models_.size(), false);
   holders_.resize(model_capacity_);
   stats_base_.resize(model_capacity_);
+  in_table_.assign(model_capacity_, 0);
+  std::fill_n(in_table_.begin(), models_.size(), 1);  // the Welcome names every model of the start
+  removed_at_.assign(model_capacity_, TimePoint{});
   listed_.assign(models_.size(), true);
   stamp_.assign(models_.size(), std::string());
   origin_.assign(models_.size(), Origin{});
@@ -397,7 +400,11 @@ void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
   const auto it = peers_.find(c);
   if (it == peers_.end()) return;
   const Peer& p = it->second;
-  if (p.stage == Stage::kFrontend && p.index < frontends_.size()) frontends_[p.index].rtt.add(now, rtt);
+  if (p.stage == Stage::kFrontend && p.index < frontends_.size()) {
+    FrontendInfo& f = frontends_[p.index];
+    f.rtt.add(now, rtt);
+    f.pinged_since = std::max(f.pinged_since, now - rtt);
+  }
   // Backends' pings keep d_ctrl measured when no batch runs (a stale high
   // estimate must not outlive the traffic that caused it).
   if (p.stage == Stage::kBackend && p.index != ~0u) delays_->on_backend_rtt(now, rtt);
@@ -427,6 +434,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (!unloads_.empty()) finish_unloads();
   if (!loads_.empty()) check_loads(now);
   if (!retiring_.empty()) retire_versions(now);
+  if (!room_waiters_.empty()) retry_room_waiters(now);
   if (opts_.repository_poll > Duration::zero() && now >= next_poll_ && acting()) {
     next_poll_ = now + opts_.repository_poll;
     poll_repository();

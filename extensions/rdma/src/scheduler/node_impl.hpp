@@ -181,6 +181,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     WindowedPercentile rtt{64, Duration::seconds(10)};
     Duration one_way;  // half a high percentile of its ping round trips, at most DelayLearner::cap()
     bool one_way_capped = false;  // logged once until it is under the cap again
+    TimePoint pinged_since;       // when the latest ping it answered was sent
     std::uint32_t bad_logged = 0;
     // Its requests by id -> slot, to find what a Cancel names (an entry per
     // slot at most: dropped when the slot is taken again).
@@ -335,7 +336,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // their ids are positions in the table).
   wire::Welcome frontend_welcome(std::uint32_t slot) const;
   bool any_unserved() const {
-    return !failed_reads_.empty() || !notes_.empty() ||
+    return !failed_reads_.empty() || !notes_.empty() || !unloaded_apart_.empty() ||
            std::any_of(unserved_.begin(), unserved_.end(), [](const std::string& r) { return !r.empty(); });
   }
   // Ends the unloads whose models have no request left (progress thread, each tick).
@@ -537,7 +538,30 @@ class SchedulerNode::Impl final : public Transport::Handler {
   };
   std::vector<Retiring> retiring_;
   std::vector<ModelId> free_ids_;  // in the runtime with no device and nothing queued: reusable
-  std::uint64_t reload_seq_ = 0;   // internal names of versions not listed
+  // Per model id (sized to model_capacity_): whether the frontends' table
+  // names it, and when the table last stopped naming it.
+  std::vector<std::uint8_t> in_table_;
+  std::vector<TimePoint> removed_at_;
+  // An unloaded repository model whose id the room was full without, once
+  // every live frontend answered a ping sent after the table that dropped
+  // it (a frontend sends requests and Pongs in order, and sends none under
+  // an id that took another name since it was resolved: Client). The oldest
+  // such; kNoModel if none (`pending`: one will be, once those pings return).
+  ModelId reusable_unloaded(bool* pending) const;
+  // Unloaded models whose id went to another model: listed in the ModelTable
+  // as unserved (cluster name -> its repository model and the reason).
+  std::map<std::string, std::pair<std::string, std::string>> unloaded_apart_;
+  // Loads that wait for an unloaded model's room (reusable_unloaded pending;
+  // progress thread): started again each tick until it is, for at most a few seconds.
+  struct RoomWaiter {
+    ConnId conn = kNoConn;  // kNoConn: the repository poll's
+    std::string name;
+    std::uint64_t seq = 0;
+    TimePoint since;
+  };
+  std::vector<RoomWaiter> room_waiters_;
+  void retry_room_waiters(TimePoint now);
+  std::uint64_t reload_seq_ = 0;  // internal names of versions not listed
   // The repository poll: the asker of its loads (no frontend: nobody is
   // answered), when it polls next, and each folder's files as it last saw
   // them (file_stamp of each version, or the read's error).
