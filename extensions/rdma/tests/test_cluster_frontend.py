@@ -2026,7 +2026,16 @@ def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_
     repo = tmp_path / "models"
     write_emulated_model(repo, "start")
     c = repository_cluster(repo)
-    (f,) = c.start("explicit", backends=[("one", "emulated:1")], scheduler_extra=["--spare-models", "1"])
+    (f,) = c.start("explicit", backends=[("one", "emulated:1")],
+                   scheduler_extra=["--spare-models", "1", "--metrics", "127.0.0.1:0"])
+    sched_metrics = re.search(r"metrics: listening on (http://\S+/metrics)", c.scheduler.output()).group(1)
+
+    def accepted(model):  # the scheduler's /metrics series of the model
+        status, text = http_get(sched_metrics)
+        assert status == 200, text
+        m = re.search(r'symphony_requests_accepted_total\{model="%s"\} (\S+)' % model, text.decode())
+        return float(m.group(1)) if m else None
+
     write_emulated_model(repo, "first")
     write_emulated_model(repo, "second")
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
@@ -2041,6 +2050,7 @@ def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/second/load")
     assert status == 200, out
     assert http_infer(f, "second", body)[0] == 200
+    assert accepted("second") == 1, "its id's series starts at zero, not at what 'first' counted"
     index = {e[0]: e for e in repository_index(f)}
     assert index["first"][2] == "UNAVAILABLE" and "unloaded" in index["first"][3], index
     assert index["second"][2] == "READY" and index["start"][2] == "READY", index

@@ -32,6 +32,7 @@ Status SchedulerNode::Impl::start() {
   taken_over_.assign(models_.size(), false);
   holders_.resize(model_capacity_);
   stats_base_.resize(model_capacity_);
+  counts_base_.resize(model_capacity_);
   in_table_.assign(model_capacity_, 0);
   std::fill_n(in_table_.begin(), models_.size(), 1);  // the Welcome names every model of the start
   removed_at_.assign(model_capacity_, TimePoint{});

@@ -326,6 +326,13 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // base (before it takes another account).
   void close_account(ModelId id);
   std::vector<wire::ModelStats> stats_base_;  // by model id, sized to model_capacity_
+  // Per id (sized to model_capacity_): its counters when it took its
+  // current account. The report and /metrics count each model from there,
+  // so that an id given to another model starts its series at zero rather
+  // than at what the old model counted. Under models_mu_.
+  std::vector<SchedulerCounters::Values::Model> counts_base_;
+  // n_->values() with each model's counters since its base.
+  SchedulerCounters::Values counts_since_base() const;
   std::map<AccountKey, wire::ModelStats> stats_closed_;
   // ---- model control (models.cc; docs/cluster.md#model-control) ----
   void on_model_control(ConnId c, Peer& p, std::span<const std::uint8_t> msg);

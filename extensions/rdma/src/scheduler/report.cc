@@ -9,7 +9,7 @@ namespace symphony::cluster {
 
 nlohmann::json SchedulerNode::Impl::report() const {
   using nlohmann::json;
-  const SchedulerCounters::Values n = n_->values();
+  const SchedulerCounters::Values n = counts_since_base();
   const std::vector<ModelConfig> ms = models_now();
   json r;
   r["submitted"] = n.submitted;
@@ -133,7 +133,7 @@ std::optional<SchedulerNode::Impl::ModelCalibration> SchedulerNode::Impl::calibr
 }
 
 SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
-  const SchedulerCounters::Values n = n_->values();
+  const SchedulerCounters::Values n = counts_since_base();
   const std::vector<ModelConfig> ms = models_now();
   SchedulerMetricsSnapshot s;
   s.at = SteadyClock{}.now();

@@ -274,6 +274,26 @@ void SchedulerNode::Impl::close_account(ModelId id) {
   add_stats(since, stats_base_[id], -1);
   add_stats(stats_closed_[account_of(id)], since, +1);
   stats_base_[id] = now;
+  std::lock_guard<std::mutex> lock(models_mu_);
+  counts_base_[id] = v.models[id];
+}
+
+SchedulerCounters::Values SchedulerNode::Impl::counts_since_base() const {
+  SchedulerCounters::Values n = n_->values();
+  std::lock_guard<std::mutex> lock(models_mu_);
+  for (std::size_t i = 0; i < n.models.size() && i < counts_base_.size(); ++i) {
+    SchedulerCounters::Values::Model& m = n.models[i];
+    const SchedulerCounters::Values::Model& b = counts_base_[i];
+    m.accepted -= b.accepted;
+    for (std::size_t k = 0; k < m.outcomes.size(); ++k) m.outcomes[k] -= b.outcomes[k];
+    for (std::size_t k = 0; k < m.drops.size(); ++k) m.drops[k] -= b.drops[k];
+    for (std::size_t l = 0; l < m.by_level.size() && l < b.by_level.size(); ++l) {
+      m.by_level[l].accepted -= b.by_level[l].accepted;
+      for (std::size_t k = 0; k < m.by_level[l].outcomes.size(); ++k)
+        m.by_level[l].outcomes[k] -= b.by_level[l].outcomes[k];
+    }
+  }
+  return n;
 }
 
 void SchedulerNode::Impl::on_stats_request(ConnId c, Peer&, std::span<const std::uint8_t> msg) {
