@@ -11,6 +11,12 @@ namespace symphony::server {
 
 namespace {
 
+// Whether `p` holds a sample as `first` does, as plain bytes: contiguous,
+// of its dtype and number of elements.
+bool like_first(const at::Tensor& p, const at::Tensor& first) {
+  return p.is_contiguous() && p.scalar_type() == first.scalar_type() && p.numel() == first.numel();
+}
+
 // Whether the parts lie one after another in memory, in order: in one
 // storage (`*one_storage`: one request's samples), or in host memory in
 // storages side by side (consecutive blocks of serve's host memory pool,
@@ -24,8 +30,8 @@ bool adjacent(const std::vector<at::Tensor>& parts, bool* one_storage) {
   *one_storage = true;
   for (std::size_t k = 1; k < parts.size(); ++k) {
     const at::Tensor& p = parts[k];
-    if (!p.is_contiguous() || p.scalar_type() != first.scalar_type() || p.numel() != first.numel() ||
-        p.device() != first.device() || static_cast<const char*>(p.data_ptr()) != base + k * bytes)
+    if (!like_first(p, first) || p.device() != first.device() ||
+        static_cast<const char*>(p.data_ptr()) != base + k * bytes)
       return false;
     if (p.storage().unsafeGetStorageImpl() != storage) *one_storage = false;
   }
@@ -67,8 +73,7 @@ at::Tensor stage_samples(const std::vector<at::Tensor>& parts, at::Tensor* buffe
     auto* dst = static_cast<char*>(out.data_ptr());
     for (std::int64_t k = 0; k < n; ++k) {
       const at::Tensor& p = parts[k];
-      if (p.is_contiguous() && p.device().is_cpu() && out.device().is_cpu() &&
-          p.scalar_type() == out.scalar_type() && p.numel() == sample) {
+      if (like_first(p, first) && p.device().is_cpu() && out.device().is_cpu()) {
         std::memcpy(dst + k * bytes, p.data_ptr(), bytes);
       } else {
         out.narrow(0, k, 1).copy_(p);
@@ -95,9 +100,7 @@ std::vector<SampleRun> sample_runs(const std::vector<at::Tensor>& parts) {
   const std::size_t bytes = first.nbytes();
   for (std::size_t k = 0; k < parts.size(); ++k) {
     const at::Tensor& p = parts[k];
-    if (!p.is_contiguous() || !p.device().is_cpu() || p.scalar_type() != first.scalar_type() ||
-        p.numel() != first.numel())
-      return {};
+    if (!like_first(p, first) || !p.device().is_cpu()) return {};
     const auto* data = static_cast<const char*>(p.data_ptr());
     if (!runs.empty() && static_cast<const char*>(runs.back().data) + runs.back().bytes == data) {
       runs.back().bytes += bytes;
