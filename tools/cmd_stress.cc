@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "symphony/load/stress.hpp"
+#include "symphony/metrics/outcome_report.hpp"
 
 namespace symphony::tools {
 namespace {
@@ -118,12 +119,7 @@ int run(const StressOptions& o) {
   if (o.low_priority_share > 0)
     for (int l = 0; l < 2; ++l) {
       const OutcomeCounts& n = r.by_level[l];
-      std::string drops;
-      for (std::size_t i = 0; i < kNumDropReasons; ++i)
-        if (n.dropped_by_reason[i])
-          drops += std::string(drops.empty() ? "" : ", ") +
-                   std::string(to_string(static_cast<DropReason>(i))) + " " +
-                   std::to_string(n.dropped_by_reason[i]);
+      const std::string drops = metrics::drops_text(n);
       std::printf(
           "  priority %d    %llu sent, %llu ok (%.2f %% bad): late %llu, errors %llu, dropped %llu%s%s%s\n",
           l, u(n.sent), u(n.ok), 100 * n.bad_rate(), u(n.late), u(n.errors), u(n.dropped),

@@ -27,6 +27,15 @@ json outcome_json(const OutcomeCounts& c, double seconds) {
   return j;
 }
 
+std::string drops_text(const OutcomeCounts& c) {
+  std::string out;
+  for (int r = 0; r < kNumDropReasons; ++r)
+    if (const std::uint64_t n = c.dropped_by_reason[static_cast<std::size_t>(r)])
+      out += (out.empty() ? "" : ", ") + std::string(to_string(static_cast<DropReason>(r))) + " " +
+             std::to_string(n);
+  return out;
+}
+
 void add_drops(json& j, const std::string& reason, std::uint64_t n) {
   if (n == 0) return;
   j["dropped"] = j["dropped"].get<std::uint64_t>() + n;

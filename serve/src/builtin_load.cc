@@ -347,14 +347,7 @@ json load_report(const LoadRun& run, const config::ServeConfig& cfg) {
       std::printf("  %s: %llu refused at infer(), e.g. %s\n", t.name.c_str(),
                   static_cast<unsigned long long>(refused), t.last_refusal.c_str());
     }
-    if (c.dropped) {
-      std::string why;
-      for (int r = 0; r < kNumDropReasons; ++r)
-        if (const std::uint64_t n = c.dropped_by_reason[static_cast<std::size_t>(r)])
-          why += (why.empty() ? "" : ", ") + std::string(to_string(static_cast<DropReason>(r))) + " " +
-                 std::to_string(n);
-      std::printf("  %s: dropped: %s\n", t.name.c_str(), why.c_str());
-    }
+    if (c.dropped) std::printf("  %s: dropped: %s\n", t.name.c_str(), metrics::drops_text(c).c_str());
   }
   // The profile each model is planned with at the end against its offline one.
   std::printf("\n%-20s %13s %23s %23s %9s %8s\n", "model profile", "recalibrated", "l(1) ms offline->now",

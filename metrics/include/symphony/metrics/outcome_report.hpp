@@ -27,6 +27,9 @@ using Labels = std::vector<std::pair<std::string, std::string>>;  // exposition.
 // "goodput_rps" (ok per second) and "bad_rate" when seconds > 0.
 nlohmann::json outcome_json(const OutcomeCounts& c, double seconds = 0);
 
+// "expired 3, overload 2": the drops by reason, as a line shows them (empty: none).
+std::string drops_text(const OutcomeCounts& c);
+
 // Adds one model's `extra` drops (by reason name) to an outcome_json object.
 void add_drops(nlohmann::json& j, const std::string& reason, std::uint64_t n);
 
