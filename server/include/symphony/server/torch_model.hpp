@@ -181,8 +181,11 @@ class TorchModel {
   // Runs `rounds` batches of every size 1..max_batch on every replica: the
   // first calls of a shape are slow (TorchScript profiles, then optimizes
   // the graph; kernels are selected per shape), and the first request must
-  // not pay for them. Learns the outputs (outputs()) from the first batch.
-  Status warm_up_sizes(std::uint32_t max_batch, int rounds = 3);
+  // not pay for them. 0: as its executor needs, 3 under the profiling
+  // executor (it optimizes after the first runs of a shape), 1 under the
+  // simple one (only the first run of a shape is slow). Learns the outputs
+  // (outputs()) from the first batch.
+  Status warm_up_sizes(std::uint32_t max_batch, int rounds = 0);
 
   // The model's outputs as a batch of one returned them: names ("output", or
   // "output0".. for a tuple or list), dtypes, and shapes beyond the batch
