@@ -523,8 +523,7 @@ Result<std::vector<InputSpec>> describe_outputs(const c10::IValue& v, std::strin
 
 Status TorchModel::warm_up_sizes(std::uint32_t max_batch, int rounds) {
   for (std::size_t r = 0; r < replicas_.size(); ++r) {
-    const bool profiling = opts_.jit_profiling.value_or(opts_.devices[r].is_cuda());  // as load() chose
-    const int n = rounds > 0 ? rounds : profiling ? 3 : 1;
+    const int n = rounds > 0 ? rounds : warm_up_rounds(r);
     for (std::uint32_t b = 1; b <= max_batch; ++b)
       for (int k = 0; k < n; ++k) {
         Result<c10::IValue> out = load_forward(r, dummy_batch(b, opts_.devices[r]));

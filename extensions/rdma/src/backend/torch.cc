@@ -450,11 +450,12 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   };
 
   // Warm start (docs/cluster.md#warm-start): runs a batch of every size from
-  // 1 to the model's max batch, twice, on each device that serves it, the
-  // way requests run (prepare, the executor's own thread, store), before the
-  // backend registers. The first batch of a size is slow (kernels chosen and
-  // compiled per shape), and so is an executor thread's first run (its
-  // OpenMP pool); TorchModel::load ran batch 1 on the loading thread only.
+  // 1 to the model's max batch (TorchModel::warm_up_rounds times) on each
+  // device that serves it, the way requests run (prepare, the executor's
+  // own thread, store), before the backend registers. The first batch of a
+  // size is slow (kernels chosen and compiled per shape), and so is an
+  // executor thread's first run (its OpenMP pool); TorchModel::load ran
+  // batch 1 on the loading thread only.
   // A batch that fails or does not end within a minute fails the start.
   Status warm_up(const std::string& name, const Loaded& l, const DeviceRun* gate = nullptr) {
     const TorchModel& m = *l.model;
@@ -474,8 +475,9 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     for (std::size_t d = 0; d < executors_.size(); ++d) {
       if (d >= l.replica_of.size() || l.replica_of[d] < 0) continue;
       devices += (devices.empty() ? "" : ", ") + names_[d];
+      const int rounds = m.warm_up_rounds(static_cast<std::size_t>(l.replica_of[d]));
       for (std::uint32_t b = 1; b <= l.max_batch; ++b)
-        for (int round = 0; round < 2; ++round) {
+        for (int round = 0; round < rounds; ++round) {
           const BatchId id = kWarmUpBatch - warm_ids_++;
           ++runs;
           SYMPHONY_RETURN_IF_ERROR(prepare(id, name, std::vector<std::span<const std::uint8_t>>(b, one)));

@@ -103,6 +103,10 @@ class TorchModel {
   // Whether TorchScript runs the replica's forward with its profiling
   // executor (Options::jit_profiling), as torch reports it.
   bool profiling_executor(std::size_t replica) const;
+  // Batches of each size a warm-up runs on the replica: 3 under the
+  // profiling executor (it optimizes a shape's graph after its first runs),
+  // 1 under the simple one (only a shape's first run is slow).
+  int warm_up_rounds(std::size_t replica) const { return profiling_executor(replica) ? 3 : 1; }
   c10::Device device(std::size_t replica) const { return opts_.devices[replica]; }
 
   // Checks one request; see validate_request().
@@ -181,10 +185,8 @@ class TorchModel {
   // Runs `rounds` batches of every size 1..max_batch on every replica: the
   // first calls of a shape are slow (TorchScript profiles, then optimizes
   // the graph; kernels are selected per shape), and the first request must
-  // not pay for them. 0: as its executor needs, 3 under the profiling
-  // executor (it optimizes after the first runs of a shape), 1 under the
-  // simple one (only the first run of a shape is slow). Learns the outputs
-  // (outputs()) from the first batch.
+  // not pay for them (0: warm_up_rounds()). Learns the outputs (outputs())
+  // from the first batch.
   Status warm_up_sizes(std::uint32_t max_batch, int rounds = 0);
 
   // The model's outputs as a batch of one returned them: names ("output", or
