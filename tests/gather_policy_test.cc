@@ -89,6 +89,7 @@ TEST(SlidingWindowGatherTest, TheMarginIsUsedUpBeforeARequestIsDropped) {
   const GatherResult r = f.gather(SlidingWindowGather{}, f.inputs(0_ms));
   EXPECT_TRUE(f.dropped.empty()) << "the head can still make its deadline";
   EXPECT_EQ(r.exec_deadline, at(7_ms)) << "sized against the deadline itself";
+  EXPECT_TRUE(r.past_margin);
   EXPECT_EQ(r.size, 2u);  // l(2) = 7 ms
   // With room for the margin, batches are sized against deadline - margin.
   Fixture g;
@@ -96,6 +97,7 @@ TEST(SlidingWindowGatherTest, TheMarginIsUsedUpBeforeARequestIsDropped) {
   for (std::uint64_t i = 0; i < 8; ++i) g.push(12_ms, i);
   const GatherResult q = g.gather(SlidingWindowGather{}, g.inputs(0_ms));
   EXPECT_EQ(q.exec_deadline, at(10_ms));
+  EXPECT_FALSE(q.past_margin);
   EXPECT_EQ(q.size, 5u);  // l(5) = 10 ms
   // Past the deadline itself, the head is dropped.
   Fixture h;

@@ -86,6 +86,29 @@ TEST(SchedulerPaperExampleTest, FirstBatchGoesToGpu0AtFrontrunOfR4) {
   EXPECT_EQ(b.tags, (std::vector<std::uint64_t>{1, 2, 3, 4}));
 }
 
+// A batch that fits only against the deadline itself (the margin used up)
+// goes at once: deferred to its last moment against that deadline, it would
+// have no slack left for a late grant or timer.
+TEST(SchedulerMarginTest, ABatchAlreadyIntoItsMarginIsNotDeferred) {
+  for (const int margin_ms : {0, 7}) {
+    VirtualClock clock;
+    RecordingSink sink;
+    SchedulerConfig cfg = paper_config();
+    cfg.delays.safety_margin = Duration::milliseconds(margin_ms);
+    auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
+    ASSERT_EQ(*s->add_model(model_ms("paper", 1, 5, 12, 32)), 0u);
+    ASSERT_TRUE(s->add_gpu().ok());
+    ASSERT_EQ(s->submit(0, 1), SubmitStatus::kQueued);
+    ASSERT_TRUE(s->shard().candidate(0));
+    const Candidate c = *s->shard().candidate(0);
+    EXPECT_EQ(c.size, 1u);
+    EXPECT_EQ(c.latest, at_ms(6));  // 12 - l(1): the deadline itself (12 - 7 = 5 leaves l(1) = 6 no room)
+    // Without a margin the lone request waits for frontrun, 12 - l(2) = 5 ms,
+    // as a second request could still join; past its margin it goes now.
+    EXPECT_EQ(c.exec, margin_ms == 0 ? at_ms(5) : at_ms(0)) << "margin " << margin_ms << " ms";
+  }
+}
+
 TEST(SchedulerPaperExampleTest, DeferredFormsStaggeredBatchesOfFour) {
   RecordingSink sink;
   auto sim = paper_sim<DeferredPolicy>(sink, DeferredPolicy::paper());

@@ -50,6 +50,7 @@ struct GatherResult {
   std::uint32_t size = 0;   // 0: nothing to dispatch
   TimePoint exec_deadline;  // d: the batch's execution must end by this time
   TimePoint head_arrival;
+  bool past_margin = false;  // d is the deadline itself: not even one request fits with the margin
 };
 
 namespace detail {
@@ -83,12 +84,13 @@ inline std::uint32_t largest_fitting(const GatherInputs& in, std::uint32_t n, Ti
 struct Fit {
   std::uint32_t size;
   TimePoint d;
+  bool past_margin;
 };
 inline Fit fit(const GatherInputs& in, std::uint32_t n, TimePoint deadline) noexcept {
   const TimePoint soft = in.delays->exec_deadline(deadline);
-  if (const std::uint32_t b = largest_fitting(in, n, soft)) return {b, soft};
+  if (const std::uint32_t b = largest_fitting(in, n, soft)) return {b, soft, false};
   const TimePoint hard = in.delays->hard_deadline(deadline);
-  return {largest_fitting(in, n, hard), hard};
+  return {largest_fitting(in, n, hard), hard, hard != soft};
 }
 
 // Drops every head request that cannot finish even alone; returns the head.
@@ -124,7 +126,7 @@ struct SlidingWindowGather {
     Request* h = detail::drop_infeasible_heads(q, in, drop);
     if (!h) return {};
     const detail::Fit f = detail::fit(in, std::min(q.size(), in.max_batch), h->deadline);
-    return {f.size, f.d, h->arrival};
+    return {f.size, f.d, h->arrival, f.past_margin};
   }
 };
 
@@ -139,7 +141,7 @@ struct TargetBatchGather {
     const std::uint32_t len = q.size();
     const std::uint32_t target = std::min(in.target_batch, in.max_batch);
     const detail::Fit f0 = detail::fit(in, std::min(len, in.max_batch), h->deadline);
-    if (f0.size >= target || len <= target) return {f0.size, f0.d, h->arrival};
+    if (f0.size >= target || len <= target) return {f0.size, f0.d, h->arrival, f0.past_margin};
     // Look for the first later head i whose batch reaches the target. Shedding
     // more than max_batch heads for one batch is never worth it.
     const std::uint32_t limit = std::min(len - target, in.max_batch);
@@ -150,17 +152,17 @@ struct TargetBatchGather {
       // at least half the target (a smaller one would cost capacity).
       if (r->priority < in.lowest_level && 2 * prev.size >= target) {
         for (std::uint32_t k = 1; k < i; ++k) drop(*q.pop_front(), DropReason::kBatchPolicy);
-        return {prev.size, prev.d, r->arrival};
+        return {prev.size, prev.d, r->arrival, prev.past_margin};
       }
       r = q.next(*r);
       const detail::Fit fi = detail::fit(in, std::min(len - i, in.max_batch), r->deadline);
       if (fi.size >= target) {
         for (std::uint32_t k = 0; k < i; ++k) drop(*q.pop_front(), DropReason::kBatchPolicy);
-        return {fi.size, fi.d, r->arrival};
+        return {fi.size, fi.d, r->arrival, fi.past_margin};
       }
       prev = fi;
     }
-    return {f0.size, f0.d, h->arrival};
+    return {f0.size, f0.d, h->arrival, f0.past_margin};
   }
 };
 

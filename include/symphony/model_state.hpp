@@ -800,6 +800,9 @@ class ModelState {
                                         m.arrivals.typical_gap(), m.window_misses});
     if (m.capped) c.exec = max(earliest, min(c.exec, g.head_arrival + *m.max_defer));
     if (m.cold_eager && !m.arrivals.has_history()) c.exec = earliest;
+    // Into its margin already: deferring it to the last moment against the
+    // deadline itself would leave it no slack at all.
+    if (g.past_margin) c.exec = earliest;
     SYMPHONY_ASSERT(c.exec >= earliest && c.exec <= c.latest);
     // An exec that moved only because the old one is already due is the same
     // candidate to the rank side (its timer has fired or fires now).

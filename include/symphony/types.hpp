@@ -136,7 +136,8 @@ constexpr std::optional<DropReason> drop_reason_from_string(std::string_view nam
 // deadline - d_resp - margin; a request is dropped only when it cannot end by
 // deadline - d_resp at all. When not even one request fits with the margin but
 // the head can still make its deadline, the batch is formed against the
-// deadline itself: the margin is used up rather than the request lost.
+// deadline itself, and goes at once: the margin is used up rather than the
+// request lost.
 struct Delays {
   Duration ctrl;           // d_ctrl: scheduler -> executor message
   Duration data;           // d_data: input transfer, per request
