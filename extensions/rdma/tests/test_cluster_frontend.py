@@ -2248,6 +2248,91 @@ def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(t
     assert slow["sent"] == slow["ok"] + slow["late"] + slow["dropped"] + slow["errors"], slow
 
 
+# Two sub-clusters of one emulated GPU each, placed once at start.
+SUBCLUSTER_REPOSITORY_CONFIG = REPOSITORY_CLUSTER_CONFIG.replace("gpus: 1", "gpus: 2") + \
+    "    subclusters: {count: 2}\n"
+
+
+def test_emulated_with_sub_clusters_an_unload_drains_its_sub_cluster_and_a_load_serves_it_again(
+        tmp_path, repository_cluster):
+    """With two sub-clusters (one emulated GPU each, a model placed in each),
+    an unload of the model that sub-cluster 1 serves, asked while its
+    requests are queued there, answers once none of them is left at the
+    scheduler (its queue depth in the scheduler's /metrics is 0 at the
+    answer), each request answered once; the index then lists it unloaded
+    and the other model serves on; a load serves it again at once (the
+    backends keep every model with sub-clusters); a folder the cluster did
+    not serve at start still cannot be loaded (503 naming sub-clusters)."""
+    repo = tmp_path / "models"
+    for name in ("one", "two"):
+        write_emulated_model(repo, name, slo=4000, beta_ms=300)
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG)
+    (f,) = c.start("explicit", backends=[("b", "emulated:2")], scheduler_extra=["--metrics", "127.0.0.1:0"])
+    sched_metrics = re.search(r"metrics: listening on (http://\S+/metrics)", c.scheduler.output()).group(1)
+
+    def queue_depth(model):
+        status, text = http_get(sched_metrics)
+        assert status == 200, text
+        m = re.search(r'symphony_queue_depth\{model="%s"\} (\S+)' % model, text.decode())
+        assert m, text
+        return float(m.group(1))
+
+    owned = {}
+
+    def placed():
+        r = c.report("scheduler")
+        if not r or "subclusters" not in r:
+            return False
+        owned.update({x["id"]: x["models"] for x in r["subclusters"]["subclusters"]})
+        return len(owned) == 2 and all(owned.values())
+
+    wait_until(placed, "the scheduler's report to show both sub-clusters' models", timeout=10)
+    assert sorted(owned[0] + owned[1]) == ["one", "two"], owned
+    (target,), (other,) = owned[1], owned[0]
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    assert http_infer(f, target, body)[0] == 200 and http_infer(f, other, body)[0] == 200
+    answers = []
+    lock = threading.Lock()
+
+    def one():
+        status, _, out = http_infer(f, target, body)
+        with lock:
+            answers.append((status, out))
+
+    threads = [threading.Thread(target=one) for _ in range(24)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: queue_depth(target) >= 8, "requests of '%s' queued at the scheduler" % target, timeout=30)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/unload" % target)
+    assert status == 200, out
+    assert queue_depth(target) == 0, "the unload answered before its sub-cluster ended the model's requests"
+    for t in threads:
+        t.join(timeout=60)
+    assert len(answers) == 24, answers  # each request answered, once
+    ran = 0
+    for status, out in answers:
+        ran += status == 200
+        assert status in (200, 504) or (status in (500, 503) and (b"not loaded" in out or b"is not served" in out)), \
+            (status, out)
+    assert ran >= 1, answers
+    wait_until(lambda: (target, "1", "UNAVAILABLE", "unloaded") in repository_index(f),
+               "the index to list '%s' unloaded" % target, timeout=10)
+    status, _, out = http_infer(f, target, body)
+    assert status == 503 and b"unloaded" in out, out
+    assert http_infer(f, other, body)[0] == 200
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/load" % target)
+    assert status == 200, out
+    assert (target, "1", "READY", "") in repository_index(f)
+    assert http_infer(f, target, body)[0] == 200
+    assert "loaded model '%s' again (the backends kept it" % target in c.scheduler.output(), c.scheduler.output()
+    write_emulated_model(repo, "three")
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
+    assert status == 503 and b"sub-clusters" in out, (status, out)
+    report = f.stop()
+    m = report["models"][target]
+    assert m["sent"] == m["ok"] + m["late"] + m["dropped"] + m["errors"], m
+
+
 def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):
     f = emulated.start_frontend("fe")
     f.wait_ready()

@@ -212,24 +212,9 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
         what + ": it is being unloaded" + (load ? "; load it once the unload has answered" : " already"));
   if (load) {
     if (served) return start_reload(c, p, name, q->seq, ids);  // new files: switched once loaded
-    // Unloaded, with no repository to read it from again: the runtime kept
-    // its (empty) queues, and the backends the files they loaded and warmed
-    // up at start. It serves again once a backend can run it.
-    bool backend = false;
-    for_each_live_backend([&](std::uint32_t, const BackendInfo&) { backend = true; });
-    if (!backend) {
-      const std::string why = "no backend is registered with the scheduler to run it";
-      for (ModelId id : ids) unserved_[id] = "unloaded (a load failed: " + why + ")";
-      broadcast_model_table();
-      return reply(Errc::kFailedPrecondition, what + ": " + why);
-    }
-    for (ModelId id : ids) unserved_[id].clear();
-    broadcast_model_table();  // before the answer, on the same connection: its frontend offers it at once
-    log(p.name + " loaded model '" + name + "' again (the backends kept it loaded since start)");
-    return reply(Errc::kOk, {});
+    const Status st = serve_kept(name, ids, p.name);
+    return reply(st.code(), st.ok() ? std::string() : what + ": " + st.message());
   }
-  if (runtimes_.size() > 1)
-    return reply(Errc::kFailedPrecondition, what + ": model control does not work with sub-clusters (yet)");
   Unload u{name, {}, p.index, frontends_[p.index].generation, q->seq};
   for (ModelId id : ids)
     if (unserved_[id].empty()) u.ids.push_back(id);
@@ -244,10 +229,29 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
   finish_unloads();
 }
 
+// The runtime kept the model's (empty) queues, and the backends the files
+// they loaded and warmed up at start: it serves again once a backend can run it.
+Status SchedulerNode::Impl::serve_kept(const std::string& name, const std::vector<ModelId>& ids,
+                                       const std::string& who) {
+  bool backend = false;
+  for_each_live_backend([&](std::uint32_t, const BackendInfo&) { backend = true; });
+  if (!backend) {
+    const std::string why = "no backend is registered with the scheduler to run it";
+    for (ModelId id : ids) unserved_[id] = "unloaded (a load failed: " + why + ")";
+    broadcast_model_table();
+    return Status(Errc::kFailedPrecondition, why);
+  }
+  for (ModelId id : ids) unserved_[id].clear();
+  broadcast_model_table();  // before the answer, on the same connection: its frontend offers it at once
+  log(who + " loaded model '" + name + "' again (the backends kept it loaded since start)");
+  return {};
+}
+
 void SchedulerNode::Impl::finish_unloads() {
   std::erase_if(unloads_, [this](const Unload& u) {
     for (ModelId id : u.ids)
-      if (subs_->outstanding(0, id) != 0) return false;
+      for (std::uint32_t j = 0; j < subs_->count(); ++j)
+        if (subs_->outstanding(j, id) != 0) return false;
     drain_outcomes();  // its last drops and errors reach their frontends before the answer
     for (ModelId id : u.ids) {
       unserved_[id] = "unloaded";
@@ -395,7 +399,7 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   const auto reply = [&](Errc code, const std::string& text) {
     if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
-  if (runtimes_.size() > 1 || subs_->managed())
+  if (sub_clusters())
     return reply(
         Errc::kFailedPrecondition,
         what + ": loading a model the cluster did not serve at start does not work with sub-clusters (yet)");
@@ -470,7 +474,7 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   const auto reply = [&](Errc code, const std::string& text) {
     if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
-  if (runtimes_.size() > 1 || subs_->managed() || opts_.model_repository.empty())
+  if (sub_clusters() || opts_.model_repository.empty())
     return reply(Errc::kOk, {});  // served; its folder is not read again (sub-clusters)
   Result<ClusterRepository> r =
       read_cluster_repository_model(opts_.model_repository, name, {true, opts_.profile_device});
@@ -793,6 +797,8 @@ void SchedulerNode::Impl::poll_repository() {
       for (ModelId id : s->second) all &= unserved_[id].empty();
     if (all)
       start_reload(kNoConn, poll_peer_, name, 0, s->second);
+    else if (sub_clusters() && s != served.end() && !s->second.empty())
+      (void)serve_kept(name, s->second, poll_peer_.name);  // its folder is back; a failure is in the index
     else
       start_load(kNoConn, poll_peer_, name, 0);
   }

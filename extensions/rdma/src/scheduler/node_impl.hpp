@@ -348,6 +348,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   }
   // Ends the unloads whose models have no request left (progress thread, each tick).
   void finish_unloads();
+  // A load of unloaded versions `ids` that its backends kept (no repository,
+  // or sub-clusters): serves them again, or says why not.
+  Status serve_kept(const std::string& name, const std::vector<ModelId>& ids, const std::string& who);
   // A load of a model the cluster does not serve (new, or whose last load
   // failed): reads its folder, asks the backends its instance_group allows.
   struct Load;
@@ -627,8 +630,13 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Sends a ModelUnload to each live holder of `id` and forgets them.
   void free_on_backends(ModelId id);
   // Whether an unloaded model `id` can be loaded again from the repository
-  // (so its backends may free it): its folder and version are known.
-  bool reloadable(ModelId id) const { return !opts_.model_repository.empty() && !origin_[id].model.empty(); }
+  // (so its backends may free it): its folder and version are known. Not
+  // with sub-clusters: their backends hold every model from start.
+  bool reloadable(ModelId id) const {
+    return !opts_.model_repository.empty() && !origin_[id].model.empty() && !sub_clusters();
+  }
+  // Several runtimes, or models placed by epochs: no model is loaded while serving.
+  bool sub_clusters() const { return runtimes_.size() > 1 || (subs_ && subs_->managed()); }
   mutable std::mutex models_mu_;  // models_ growth (progress thread) against report readers
   std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rt::Submitter>> submitters_;  // progress thread, one per runtime
