@@ -164,18 +164,9 @@ int run(const StressOptions& o) {
       j["ok_by_priority"] = {r.by_level[0].ok, r.by_level[1].ok};
       // Per level: how its requests ended, drops by reason.
       for (int l = 0; l < 2; ++l) {
-        const OutcomeCounts& n = r.by_level[l];
-        nlohmann::ordered_json d = nlohmann::ordered_json::object();
-        for (std::size_t i = 0; i < kNumDropReasons; ++i)
-          if (n.dropped_by_reason[i])
-            d[std::string(to_string(static_cast<DropReason>(i)))] = n.dropped_by_reason[i];
-        j["by_priority"].push_back({{"level", l},
-                                    {"sent", n.sent},
-                                    {"ok", n.ok},
-                                    {"late", n.late},
-                                    {"errors", n.errors},
-                                    {"dropped", n.dropped},
-                                    {"dropped_by_reason", d}});
+        nlohmann::ordered_json e = {{"level", l}};
+        e.update(nlohmann::ordered_json(metrics::outcome_json(r.by_level[l])));
+        j["by_priority"].push_back(std::move(e));
       }
     }
     j["generator_cpu_s"] = r.generator_cpu_s;
