@@ -61,7 +61,9 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
     if (m.input_bytes > cfg.cluster.max_input_bytes)
       return invalid(o.config_path + ": model '" + m.name + "' takes " + std::to_string(m.input_bytes) +
                      " bytes of input, more than cluster.max_input_bytes (" +
-                     std::to_string(cfg.cluster.max_input_bytes) + ") lets the scheduler accept");
+                     std::to_string(cfg.cluster.max_input_bytes) +
+                     ") lets the scheduler accept: raise cluster.max_input_bytes in the config that the "
+                     "scheduler and every frontend read");
   }
   if (any_opaque)
     max_input = std::max<std::uint64_t>(max_input, std::min(o.max_input_bytes, cfg.cluster.max_input_bytes));
