@@ -2076,6 +2076,43 @@ def test_emulated_the_room_for_models_loaded_while_serving_is_what_spare_models_
     assert refused.returncode != 0 and "--spare-models" in refused.stderr, refused
 
 
+def test_emulated_a_load_of_several_versions_takes_room_for_all_or_none(tmp_path, repository_cluster):
+    """--spare-models 2, a model of two versions: with one room held by a
+    served model and one by an unloaded model, its load is refused (503
+    naming --spare-models) and takes nothing (the unloaded model keeps its
+    room and loads again); asked right after both other models are
+    unloaded, it waits until the frontend has seen both go and serves both
+    versions."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "start")
+    c = repository_cluster(repo)
+    (f,) = c.start("explicit", backends=[("one", "emulated:1")], scheduler_extra=["--spare-models", "2"])
+    for name in ("a", "b"):
+        write_emulated_model(repo, name)
+    write_emulated_model(repo, "two", versions=("1", "2"), extra="version_policy: { all { } }")
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+
+    def control(model, verb):
+        return curl("-X", "POST", "%s/v2/repository/models/%s/%s" % (f.url, model, verb))
+
+    for name in ("a", "b"):
+        assert control(name, "load")[0] == 200
+    assert control("a", "unload")[0] == 200
+    status, _, out = control("two", "load")
+    assert status == 503 and b"all are taken" in out and b"--spare-models" in out, (status, out)
+    assert "gives its room" not in c.scheduler.output(), c.scheduler.output()
+    assert control("a", "load")[0] == 200
+    assert http_infer(f, "a", body)[0] == 200
+    assert control("a", "unload")[0] == 200 and control("b", "unload")[0] == 200
+    status, _, out = control("two", "load")
+    assert status == 200, out
+    index = repository_index(f)
+    assert ("two", "1", "READY", "") in index and ("two", "2", "READY", "") in index, index
+    for path in ("two/versions/1", "two/versions/2"):
+        assert http_infer(f, path, body)[0] == 200, path
+    assert ("a", "1", "UNAVAILABLE", "unloaded") in index and ("b", "1", "UNAVAILABLE", "unloaded") in index, index
+
+
 def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasible(tmp_path, repository_cluster):
     """The scheduler subtracts a frontend's one-way delay (half a high
     percentile of its ping round trips) from each of its requests' time, and

@@ -292,14 +292,8 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
     free_ids_.pop_back();
   }
   if (reuse == kNoModel && models_.size() >= model_capacity_) {
-    reuse = reusable_unloaded(nullptr);
-    if (reuse == kNoModel)
-      return Status(Errc::kFailedPrecondition,
-                    "the scheduler has room for " + std::to_string(opts_.spare_models) +
-                        (opts_.spare_models == 1 ? " model" : " models") +
-                        " loaded while it serves, and all are taken by models loaded or being loaded: "
-                        "unload one (its room then goes to the next load), or restart the scheduler with a "
-                        "larger --spare-models");
+    reuse = reusable_unloaded(nullptr, nullptr);
+    if (reuse == kNoModel) return no_room();
     // Its name stays in every index, unloaded; its statistics stay its account's.
     const auto pm = opts_.config.protocol_models.find(models_[reuse].name);
     unloaded_apart_[models_[reuse].name] = {
@@ -394,7 +388,8 @@ bool SchedulerNode::Impl::ask_backends(Load& l, const ClusterRepository& r,
   return false;
 }
 
-void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq) {
+void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq,
+                                     TimePoint since) {
   const std::string what = "loading model '" + name + "'";
   const auto reply = [&](Errc code, const std::string& text) {
     if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
@@ -427,16 +422,18 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   Load l{name, {}, p.index, generation_of(p),     seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
          {},   {}, {},      Duration::infinite(), {}};
   if (Status st = cap_beside(*r, name, l); !st.ok()) return failed(st.code(), st.message());
-  // Room for the versions without an id: free, or an unloaded model's once
-  // the frontends have seen it go (a load waits for that, a few ms).
+  // Room for every version without an id, before any is staged: free, or
+  // an unloaded model's once the frontends have seen it go (a load waits
+  // for that, a few ms). Without enough, nothing is taken from anyone.
   std::size_t need = 0;
   for (const ClusterRepositoryModel& m : r->models)
     need += std::none_of(earlier.begin(), earlier.end(),
                          [&](ModelId i) { return models_[i].name == m.config.name; });
-  bool pending = false;
-  if (need > free_ids_.size() + (model_capacity_ - models_.size()) &&
-      reusable_unloaded(&pending) == kNoModel && pending) {
-    room_waiters_.push_back({c, name, seq, SteadyClock{}.now()});
+  if (const std::size_t ready = rooms_ready(); need > ready) {
+    std::size_t pending = 0;
+    (void)reusable_unloaded(nullptr, &pending);
+    if (need > ready + pending) return failed(Errc::kFailedPrecondition, no_room().message());
+    room_waiters_.push_back({c, name, seq, since == TimePoint{} ? SteadyClock{}.now() : since, need});
     log(p.name + ": " + what + " waits until the frontends have seen an unloaded model go, to take its room");
     return;
   }
@@ -804,7 +801,7 @@ void SchedulerNode::Impl::poll_repository() {
   }
 }
 
-ModelId SchedulerNode::Impl::reusable_unloaded(bool* pending) const {
+ModelId SchedulerNode::Impl::reusable_unloaded(std::size_t* ready, std::size_t* pending) const {
   ModelId best = kNoModel;
   for (ModelId i = 0; i < models_.size(); ++i) {
     if (!listed_[i] || in_table_[i] || !reloadable(i) || unserved_[i].rfind("unloaded", 0) != 0) continue;
@@ -812,12 +809,28 @@ ModelId SchedulerNode::Impl::reusable_unloaded(bool* pending) const {
     if (removed_at_[i] != TimePoint{})
       for (const FrontendInfo& f : frontends_) seen &= !f.alive || f.pinged_since > removed_at_[i];
     if (!seen) {
-      if (pending) *pending = true;
+      if (pending) ++*pending;
       continue;
     }
+    if (ready) ++*ready;
     if (best == kNoModel || removed_at_[i] < removed_at_[best]) best = i;
   }
   return best;
+}
+
+std::size_t SchedulerNode::Impl::rooms_ready() const {
+  std::size_t ready = free_ids_.size() + (model_capacity_ - models_.size());
+  (void)reusable_unloaded(&ready, nullptr);
+  return ready;
+}
+
+Status SchedulerNode::Impl::no_room() const {
+  return Status(Errc::kFailedPrecondition,
+                "the scheduler has room for " + std::to_string(opts_.spare_models) +
+                    (opts_.spare_models == 1 ? " model" : " models") +
+                    " loaded while it serves, and all are taken by models loaded or being loaded: "
+                    "unload one (its room then goes to the next load), or restart the scheduler with a "
+                    "larger --spare-models");
 }
 
 void SchedulerNode::Impl::retry_room_waiters(TimePoint now) {
@@ -825,13 +838,14 @@ void SchedulerNode::Impl::retry_room_waiters(TimePoint now) {
   constexpr Duration kRoomWait = Duration::seconds(10);
   std::vector<RoomWaiter> waiting = std::exchange(room_waiters_, {});
   for (RoomWaiter& w : waiting) {
-    bool pending = false;
-    const bool ready = reusable_unloaded(&pending) != kNoModel;
+    const std::size_t ready = rooms_ready();
+    std::size_t pending = 0;
+    (void)reusable_unloaded(nullptr, &pending);
     const auto it = peers_.find(w.conn);
     if (w.conn != kNoConn && it == peers_.end()) continue;  // its frontend is gone: nobody to answer
     Peer& p = w.conn == kNoConn ? poll_peer_ : it->second;
-    if (ready || !pending) {
-      start_load(w.conn, p, w.name, w.seq);  // loads, or answers why it cannot
+    if (ready >= w.need || ready + pending < w.need) {
+      start_load(w.conn, p, w.name, w.seq, w.since);  // loads, or answers why it cannot
     } else if (now - w.since > kRoomWait) {
       const std::string why = "loading model '" + w.name +
                               "': the scheduler's room for models loaded while it serves is taken, and the "

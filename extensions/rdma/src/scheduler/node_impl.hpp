@@ -354,7 +354,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // A load of a model the cluster does not serve (new, or whose last load
   // failed): reads its folder, asks the backends its instance_group allows.
   struct Load;
-  void start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq);
+  // `since`: when a RoomWaiter began waiting (its timeout runs on).
+  void start_load(ConnId c, Peer& p, const std::string& name, std::uint64_t seq, TimePoint since = {});
   // A load of a served model: reads its folder again and, when a version or
   // a file changed, loads the new versions beside the old ones (unlisted)
   // and switches the names over once they are ready (end_load).
@@ -556,8 +557,13 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // every live frontend answered a ping sent after the table that dropped
   // it (a frontend sends requests and Pongs in order, and sends none under
   // an id that took another name since it was resolved: Client). The oldest
-  // such; kNoModel if none (`pending`: one will be, once those pings return).
-  ModelId reusable_unloaded(bool* pending) const;
+  // such; kNoModel if none. Counts such models in `ready` and those that
+  // will be, once those pings return, in `pending` (either may be null).
+  ModelId reusable_unloaded(std::size_t* ready, std::size_t* pending) const;
+  // Ids a load may take now without waiting: free, never used, or reusable.
+  std::size_t rooms_ready() const;
+  // The error of a load that finds no room.
+  Status no_room() const;
   // Unloaded models whose id went to another model: listed in the ModelTable
   // as unserved (cluster name -> its repository model and the reason).
   std::map<std::string, std::pair<std::string, std::string>> unloaded_apart_;
@@ -568,6 +574,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::string name;
     std::uint64_t seq = 0;
     TimePoint since;
+    std::size_t need = 0;  // ids its versions need
   };
   std::vector<RoomWaiter> room_waiters_;
   void retry_room_waiters(TimePoint now);
