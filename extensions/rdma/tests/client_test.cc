@@ -14,6 +14,7 @@
 
 #include "symphony/cluster/transport.hpp"
 #include "symphony/cluster/wire.hpp"
+#include "client/id_epochs.hpp"
 #include "fake_scheduler.hpp"
 
 namespace symphony::cluster {
@@ -356,6 +357,33 @@ TEST(ClientTest, AnInputLongerThanASlotTakesAdjacentSlots) {
   ASSERT_TRUE(x.ok() && y.ok());
   EXPECT_EQ(client.reserve_input("m", 1).status().code(), Errc::kCapacityExceeded);
   EXPECT_EQ(client.stats().in_flight, 0u);
+}
+
+// A request resolved to a model id under one ModelTable and sent after
+// another: a reload's replaced id still takes it (the table that drops it
+// lists its name under the new id); an id dropped by an unload does not,
+// nor once the name is served again under another id; an id that took
+// another name does not; an id listed on as it was does.
+TEST(ClientTest, AnIdDroppedByAnUnloadTakesNothingResolvedBefore) {
+  using wire::ModelEntry;
+  detail::IdEpochs ids;
+  const auto at = [](std::uint32_t id, const char* name) { return ModelEntry{id, 8, 1000000000, name}; };
+  ids.take({at(0, "m"), at(1, "x")});
+  const std::uint32_t m0 = ids.epoch(0), x1 = ids.epoch(1);
+  ids.take({at(2, "m"), at(1, "x")});  // m reloaded into id 2: id 0 retires
+  EXPECT_EQ(ids.epoch(0), m0);
+  EXPECT_EQ(ids.epoch(1), x1);
+  EXPECT_EQ(ids.name(0), "m");
+  const std::uint32_t m2 = ids.epoch(2);
+  ids.take({at(1, "x")});              // m unloaded
+  ids.take({at(3, "m"), at(1, "x")});  // and loaded again under id 3
+  EXPECT_NE(ids.epoch(2), m2) << "a request resolved to id 2 before the unload would be sent there";
+  EXPECT_EQ(ids.epoch(1), x1);
+  const std::uint32_t gone = ids.epoch(2);
+  ids.take({at(2, "y"), at(3, "m"), at(1, "x")});  // id 2 taken by another model
+  EXPECT_NE(ids.epoch(2), gone);
+  EXPECT_EQ(ids.name(2), "y");
+  EXPECT_EQ(ids.name(9), "");
 }
 
 }  // namespace

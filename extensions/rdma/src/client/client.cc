@@ -26,6 +26,7 @@
 #include "symphony/cluster/session_connector.hpp"
 #include "symphony/cluster/transport.hpp"
 #include "symphony/cluster/wire.hpp"
+#include "id_epochs.hpp"
 
 namespace symphony::cluster {
 
@@ -333,10 +334,7 @@ class Client::Impl final : public Transport::Handler {
   std::unordered_map<std::string, std::string> unserved_;  // the last ModelTable's reasons
   std::vector<VersionNote> notes_;                         // the last ModelTable's notes
   std::atomic<std::uint64_t> table_gen_{0};                // tables taken (table_generation)
-  // By model id: the name it last served, and how many times it has taken
-  // another name (a request resolved to the id before that must not use it).
-  std::vector<std::string> id_name_;
-  std::vector<std::uint32_t> id_epoch_;
+  detail::IdEpochs ids_;  // whether a request resolved to an id may still use it
   // control_model() calls waiting for the scheduler's answer, by seq (network thread).
   std::unordered_map<std::uint64_t, std::function<void(Status)>> controls_waiting_;
   std::uint64_t control_seq_ = 0;  // network thread
@@ -551,7 +549,7 @@ Status Client::Impl::resolve(std::string_view model, std::uint32_t priority, Res
   out->slo = m.slo;
   out->level = 0;
   out->table_gen = table_gen_.load(std::memory_order_relaxed);  // under the lock: its writers' value
-  out->epoch = id_epoch_[m.id];
+  out->epoch = ids_.epoch(m.id);
   // Triton's priority (1 the highest, 0 the model's default) as a level
   // (0 the highest), as serve maps it (Server::infer_async): a model of
   // one level takes every priority as the same.
@@ -1134,17 +1132,10 @@ void Client::Impl::on_stats(std::span<const std::uint8_t> msg) {
 // ---- model control ------------------------------------------------------------------------
 
 void Client::Impl::set_models(const std::vector<wire::ModelEntry>& models) {
+  ids_.take(models);
   models_.clear();
   model_index_.clear();
   for (const wire::ModelEntry& m : models) {
-    if (m.id >= id_name_.size()) {
-      id_name_.resize(m.id + 1);
-      id_epoch_.resize(m.id + 1, 0);
-    }
-    if (id_name_[m.id] != m.name) {
-      if (!id_name_[m.id].empty()) ++id_epoch_[m.id];
-      id_name_[m.id] = m.name;
-    }
     model_index_[m.name] = models_.size();
     models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch, m.priority_levels,
                        m.default_priority_level});
@@ -1153,14 +1144,18 @@ void Client::Impl::set_models(const std::vector<wire::ModelEntry>& models) {
 
 std::string Client::Impl::unsendable(const Slot& s) const {
   std::shared_lock<std::shared_mutex> lock(models_mu_);
-  if (s.model >= id_epoch_.size() || id_epoch_[s.model] != s.epoch)
-    return "the model it was made for was unloaded before it was sent (its id " + std::to_string(s.model) +
-           " now serves model '" + (s.model < id_name_.size() ? id_name_[s.model] : std::string()) + "')";
-  const std::string& name = id_name_[s.model];
+  const std::string& name = ids_.name(s.model);
   const auto at = model_index_.find(name);
-  // Served under its id, or under another (a reload's new version: the
-  // replaced one still takes what was made for it).
-  if (at != model_index_.end()) return {};
+  if (ids_.epoch(s.model) == s.epoch) {
+    // Served under its id, or under another (a reload's new version: the
+    // replaced one still takes what was made for it).
+    if (at != model_index_.end()) return {};
+  } else if (at != model_index_.end() && models_[at->second].id == s.model) {
+    return "the model it was made for was unloaded before it was sent (its id " + std::to_string(s.model) +
+           " now serves model '" + name + "')";
+  } else if (!unserved_.contains(name)) {
+    return "the model it was made for was unloaded before it was sent";
+  }
   const auto why = unserved_.find(name);
   return "model '" + name + "' is not served: " + (why != unserved_.end() ? why->second : "unloaded");
 }
