@@ -1460,6 +1460,17 @@ TEST(LoadRunsTest, CountsRunsAndTheirWaits) {
   EXPECT_EQ(lr.longest_wait(), 300 * ms);
   EXPECT_EQ(lr.ran(), 30 * ms);
   EXPECT_EQ(lr.rested(), TimePoint() + 40 * ms) << "rests as long as the last run took";
+  EXPECT_EQ(lr.overran(), 0u) << "a lease of unknown length is outlasted by nothing";
+  lr.granted(Duration(), 12 * ms);
+  lr.ran(0, 2, 15 * ms);
+  lr.granted(Duration(), 12 * ms);
+  lr.ran(0, 2, 12 * ms);
+  lr.granted(Duration(), 5 * ms);
+  lr.ran(0, 1, 6 * ms);
+  EXPECT_EQ(lr.overran(), 2u) << "the runs longer than their lease";
+  EXPECT_EQ(lr.longest_overrun(), 3 * ms);
+  lr.ran(0, 1, 50 * ms);
+  EXPECT_EQ(lr.overran(), 2u) << "a run without a lease outlasts none";
 }
 
 // Runs only where a CUDA device exists (label `gpu`): each batch is a busy

@@ -82,9 +82,11 @@ bad = lambda c: sum(v for k, v in c.items() if k != "ok")
 ended = lambda c: sum(c.values())
 before, start, end = at(t0 - 7), at(t0), at(t1 + 0.05)
 m = re.search(r"(\d+) warm-up and profile runs held their device in gaps of its schedule \(waited (\S+) s in all, "
-              r"at most (\S+) ms for one; they ran (\S+) s\)", open(d + "/serve.log").read())
-runs = "%s leased runs (waited %s s, at most %.0f ms for one; ran %s s)" % (
-    m.group(1), m.group(2), float(m.group(3)), m.group(4)) if m else "no leased run"
+              r"at most (\S+) ms for one; they ran (\S+) s(?:; (\d+) outlasted their gap, by up to (\S+) ms)?\)",
+              open(d + "/serve.log").read())
+runs = "%s leased runs (waited %s s, at most %.0f ms for one; ran %s s; %s outlasted their gap%s)" % (
+    m.group(1), m.group(2), float(m.group(3)), m.group(4), m.group(5) or "none",
+    ", by up to %s ms" % m.group(6) if m.group(5) else "") if m else "no leased run"
 print("load %.0f ms, %s; the others bad during it %d of %d, in the 7 s before %d of %d; showcase %s" % (
     (t1 - t0) * 1000, runs, bad(end) - bad(start), ended(end) - ended(start), bad(start) - bad(before),
     ended(start) - ended(before), ", ".join("%s in %.0f ms" % (p[0], 1000 * float(p[1])) for p in phases[2:5])))

@@ -993,7 +993,7 @@ struct Server::Impl final : BatchRunner {
                                                  " to run a batch of " + std::to_string(b) + ": " +
                                                  granted.status().message());
     const TimePoint start = SteadyClock{}.now();
-    lr.granted(start - asked);
+    lr.granted(start - asked, expected);
     try {
       dev.run_thread->run(run);
     } catch (...) {
@@ -1165,7 +1165,11 @@ struct Server::Impl final : BatchRunner {
           " warm-up and profile runs held their device in gaps of its schedule (waited " +
           format_seconds(Duration::milliseconds(runs->waited().ns() / 1000000)) + " s in all, at most " +
           format_ms(runs->longest_wait()) + " ms for one; they ran " +
-          format_seconds(Duration::milliseconds(runs->ran().ns() / 1000000)) + " s)");
+          format_seconds(Duration::milliseconds(runs->ran().ns() / 1000000)) + " s" +
+          (runs->overran() == 0 ? std::string()
+                                : "; " + std::to_string(runs->overran()) + " outlasted their gap, by up to " +
+                                      format_ms(runs->longest_overrun()) + " ms") +
+          ")");
     return m;
   }
 

@@ -278,8 +278,8 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   // scheduler of `session` leases (LeaseRequest, LeaseGrant, LeaseEnd);
   // worker thread. `count` adds the run and its wait.
   struct LeaseCount {
-    std::uint64_t runs = 0;
-    Duration waited, longest, ran;
+    std::uint64_t runs = 0, overran = 0;  // overran: took longer than their lease
+    Duration waited, longest, ran, longest_overrun;
     Duration first, fastest = Duration::infinite();  // one run took
   };
   Status leased_run(std::size_t device, Duration expected, const std::function<void()>& run,
@@ -716,6 +716,10 @@ Status BackendNode::Impl::leased_run(std::size_t device, Duration expected, cons
   count.ran += end - start;
   if (count.runs == 1) count.first = end - start;
   count.fastest = min(count.fastest, end - start);
+  if (!expected.is_infinite() && end - start > expected) {
+    ++count.overran;
+    count.longest_overrun = max(count.longest_overrun, end - start - expected);
+  }
   return {};
 }
 
@@ -779,15 +783,20 @@ void BackendNode::Impl::run_load(const wire::ModelLoad& m, std::uint64_t session
   const std::int64_t ms = (clock.now() - start).ns() / 1000000;
   wire::ModelLoadDone done{m.seq, m.model, st.ok() ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
                            st.ok() ? std::string() : st.message().substr(0, wire::kMaxTextBytes)};
-  const std::string held = leases.runs == 0
-                               ? std::string()
-                               : "; " + std::to_string(leases.runs) +
-                                     " of its runs held their device in gaps of its schedule (waited " +
-                                     std::to_string(leases.waited.ns() / 1000000) + " ms in all, at most " +
-                                     std::to_string(leases.longest.ns() / 1000000) +
-                                     " ms for one; they ran " + std::to_string(leases.ran.ns() / 1000000) +
-                                     " ms: the first " + format_ms(leases.first) + " ms, the fastest " +
-                                     format_ms(leases.fastest) + " ms)";
+  const std::string held =
+      leases.runs == 0
+          ? std::string()
+          : "; " + std::to_string(leases.runs) +
+                " of its runs held their device in gaps of its schedule (waited " +
+                std::to_string(leases.waited.ns() / 1000000) + " ms in all, at most " +
+                std::to_string(leases.longest.ns() / 1000000) + " ms for one; they ran " +
+                std::to_string(leases.ran.ns() / 1000000) + " ms: the first " + format_ms(leases.first) +
+                " ms, the fastest " + format_ms(leases.fastest) + " ms" +
+                (leases.overran == 0
+                     ? std::string()
+                     : "; " + std::to_string(leases.overran) + " outlasted their gap, by up to " +
+                           format_ms(leases.longest_overrun) + " ms") +
+                ")";
   transport_->post([this, done = std::move(done), session, name = m.name, ms, held, taken] {
     if (session != session_no_ || !session_) return;  // asked by a scheduler session that is gone
     log(taken ? "took its copy of model '" + *taken + "' (the same files) as model '" + name +

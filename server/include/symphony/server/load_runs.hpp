@@ -15,9 +15,10 @@
 //    refused_beside() says why such a load is refused (serve's and the
 //    cluster backend's words);
 //  - the counts the server logs (runs, how long they waited, the longest
-//    wait). A run that finds no gap in time fails the load (the server's
-//    load_run_wait): it never takes the device from the schedule. One load's
-//    runs come one at a time: not thread-safe.
+//    wait, the runs that outlasted their lease). A run that finds no gap in
+//    time fails the load (the server's load_run_wait): it never takes the
+//    device from the schedule. One load's runs come one at a time: not
+//    thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -52,11 +53,12 @@ class LoadRuns {
     return Duration::nanoseconds(it->second.ns() * 2 * batch / it->first.second);
   }
 
-  // A run's lease was granted after `waited`.
-  void granted(Duration waited) {
+  // A run's lease, of `length` (what expected() said), was granted after `waited`.
+  void granted(Duration waited, Duration length = Duration::infinite()) {
     ++leased_;
     waited_ += waited;
     longest_wait_ = max(longest_wait_, waited);
+    lease_ = length;
   }
   // The run of `batch` on `replica` took `took`, ending at `end`.
   void ran(std::size_t replica, std::uint32_t batch, Duration took, TimePoint end = TimePoint()) {
@@ -69,6 +71,11 @@ class LoadRuns {
     took_[{replica, batch}] = took;
     ran_ += took;
     rested_ = end + took;
+    if (!lease_.is_infinite() && took > lease_) {  // past its gap: the next batch waited for it
+      ++overran_;
+      longest_overrun_ = max(longest_overrun_, took - lease_);
+    }
+    lease_ = Duration::infinite();
   }
   TimePoint rested() const noexcept { return rested_; }
   // The least a batch of one takes on `replica` by its runs so far, the
@@ -94,13 +101,17 @@ class LoadRuns {
   Duration waited() const noexcept { return waited_; }              // in all
   Duration longest_wait() const noexcept { return longest_wait_; }  // of one run
   Duration ran() const noexcept { return ran_; }                    // in all
+  // Leased runs that took longer than their lease, and the most by which one did.
+  std::uint64_t overran() const noexcept { return overran_; }
+  Duration longest_overrun() const noexcept { return longest_overrun_; }
 
  private:
   std::map<std::pair<std::size_t, std::uint32_t>, Duration> took_;  // (replica, batch) -> its last run
   std::map<std::size_t, Duration> one_;                             // replica -> batch_of_one()
   std::optional<LatencyProfile> prior_;
-  std::uint64_t leased_ = 0;
-  Duration waited_, longest_wait_, ran_;
+  std::uint64_t leased_ = 0, overran_ = 0;
+  Duration waited_, longest_wait_, ran_, longest_overrun_;
+  Duration lease_ = Duration::infinite();  // the current run's, from granted()
   TimePoint rested_;
 };
 
