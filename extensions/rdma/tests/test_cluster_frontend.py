@@ -1388,7 +1388,7 @@ def test_torch_a_load_whose_first_run_is_slow_but_its_batch_of_one_fits_is_serve
     backend = c.backends["cpu"]
     assert status == 200, (status, out, backend.output())
     held = re.search(r"loaded and warmed up model 'sleepy' in \d+ ms; (\d+) of its runs held their device .*"
-                     r"the first ([\d.]+) ms, the fastest ([\d.]+) ms\)", backend.output())
+                     r"the first ([\d.]+) ms, the fastest ([\d.]+) ms[;)]", backend.output())
     assert held, backend.output()
     print("sleepy's load: %s leased runs, the first %s ms, the fastest %s ms; linear can wait %.3f ms" %
           (held.group(1), held.group(2), held.group(3), (20 - 1.05) / 2))
