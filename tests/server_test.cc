@@ -1391,12 +1391,18 @@ TEST(LoadRunsTest, ASavedProfileSaysHowLongFirstRunsTake) {
   LoadRuns lr;
   const Duration ms = Duration::milliseconds(1);
   lr.set_prior(*LatencyProfile::linear(ms, 2 * ms, 4));  // l(b) = b + 2 ms, up to 4
-  EXPECT_EQ(lr.expected(0, 1), 9 * ms) << "three times its profiled time: a first run";
-  EXPECT_EQ(lr.expected(1, 4), 18 * ms) << "for every replica";
+  EXPECT_EQ(lr.expected(0, 1), 18 * ms) << "six times its profiled time: the replica's first run of all";
+  EXPECT_EQ(lr.expected(1, 4), 36 * ms) << "for every replica";
   EXPECT_TRUE(lr.expected(0, 8).is_infinite()) << "beyond the profile, as without one";
   lr.ran(0, 1, 4 * ms);
   EXPECT_EQ(lr.expected(0, 1), 5 * ms) << "a size that ran: its last run, a quarter more";
+  EXPECT_EQ(lr.expected(0, 2), 15 * ms) << "three times, a quarter more: a size's first run after the first";
+  EXPECT_EQ(lr.expected(1, 2), 24 * ms) << "another replica's first run of all is still to come";
   EXPECT_EQ(lr.expected(0, 8), 64 * ms) << "beyond the profile: a smaller size's run, scaled and doubled";
+  lr.ran(0, 2, 16 * ms);  // four times its 4 ms
+  EXPECT_EQ(lr.expected(0, 3), 25 * ms) << "as long as the slowest first run, a quarter more";
+  lr.ran(0, 3, 10 * ms);  // twice: the most stays
+  EXPECT_EQ(lr.expected(0, 4), 30 * ms);
 }
 
 TEST(LoadRunsTest, ABatchOfOneIsItsFastestRunAfterTheFirst) {

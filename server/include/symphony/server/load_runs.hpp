@@ -2,10 +2,13 @@
 // and warm-up) on devices that already serve, each run holding its device in
 // a gap of the schedule (a lease; docs/serving.md#loading-a-model-while-others-serve):
 //  - expected(): how long a run is expected to take, which the lease must find
-//    free: its size's last run with a quarter more, else kFirstRun times the
-//    size's time in the model's saved profile (set_prior), else a smaller
-//    size's run scaled up and doubled (a size's first run is the slow one),
-//    else unknown (infinite: the lease waits for a device nothing waits for);
+//    free: its size's last run with a quarter more, else the size's time in
+//    the model's saved profile (set_prior) times kFirstRunOfAll for the
+//    replica's first run of all (the graph is optimized in it), times
+//    kFirstRun or the most a size's first run took so far for the others
+//    (with a quarter more), else a smaller size's run scaled up and doubled
+//    (a size's first run is the slow one), else unknown (infinite: the
+//    lease waits for a device nothing waits for);
 //  - rested(): when the next run may ask for a gap: after a rest as long as
 //    the last run took, so that the requests that arrived meanwhile are
 //    served first and a load takes at most half its device;
@@ -21,6 +24,7 @@
 //    thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -38,8 +42,11 @@ class LoadRuns {
  public:
   // A size's first run (kernels chosen for the shape) takes up to this many
   // times its profiled time: 2-4x measured on a CPU for mobilenet_v2 at
-  // batches 16-32.
+  // batches 16-32, 2.5-4.2x at batches 2-5.
   static constexpr int kFirstRun = 3;
+  // A replica's first run of all takes up to this many times its profiled
+  // time: mobilenet_v2's batch of one 4.5-5.6x on a CPU (23-29 ms against 5.15).
+  static constexpr int kFirstRunOfAll = 6;
 
   // The model's profile saved by an earlier load, read before its first run.
   void set_prior(LatencyProfile p) { prior_ = std::move(p); }
@@ -48,7 +55,13 @@ class LoadRuns {
     auto it = took_.lower_bound({replica, batch});
     if (it != took_.end() && it->first == std::pair{replica, batch})
       return Duration::nanoseconds(it->second.ns() * 5 / 4);
-    if (prior_ && batch <= prior_->max_batch()) return prior_->latency(batch) * kFirstRun;
+    if (prior_ && batch <= prior_->max_batch()) {
+      const Duration profiled = prior_->latency(batch);
+      const auto seen = first_ratio_.find(replica);
+      if (seen == first_ratio_.end()) return profiled * kFirstRunOfAll;
+      return Duration::nanoseconds(static_cast<std::int64_t>(
+          static_cast<double>(profiled.ns()) * std::max<double>(kFirstRun, seen->second) * 1.25));
+    }
     if (it == took_.begin() || (--it)->first.first != replica) return Duration::infinite();
     return Duration::nanoseconds(it->second.ns() * 2 * batch / it->first.second);
   }
@@ -67,6 +80,15 @@ class LoadRuns {
     if (batch == 1 && took_.contains({replica, 1})) {
       auto [it, added] = one_.try_emplace(replica, took);
       if (!added) it->second = min(it->second, took);
+    }
+    // A size's first run after the replica's first of all: how much longer
+    // than profiled (the next sizes' first runs are expected as long).
+    if (const auto r = first_ratio_.find(replica); r == first_ratio_.end()) {
+      first_ratio_[replica] = 0;
+    } else if (prior_ && batch <= prior_->max_batch() && !took_.contains({replica, batch}) &&
+               prior_->latency(batch) > Duration::zero()) {
+      r->second = std::max(r->second,
+                           static_cast<double>(took.ns()) / static_cast<double>(prior_->latency(batch).ns()));
     }
     took_[{replica, batch}] = took;
     ran_ += took;
@@ -108,6 +130,9 @@ class LoadRuns {
  private:
   std::map<std::pair<std::size_t, std::uint32_t>, Duration> took_;  // (replica, batch) -> its last run
   std::map<std::size_t, Duration> one_;                             // replica -> batch_of_one()
+  // replica -> the most a size's first run took over its profiled time, its
+  // first run of all not counted (0: none yet); absent before any run.
+  std::map<std::size_t, double> first_ratio_;
   std::optional<LatencyProfile> prior_;
   std::uint64_t leased_ = 0, overran_ = 0;
   Duration waited_, longest_wait_, ran_, longest_overrun_;
