@@ -57,10 +57,11 @@ class LoadRuns {
       return Duration::nanoseconds(it->second.ns() * 5 / 4);
     if (prior_ && batch <= prior_->max_batch()) {
       const Duration profiled = prior_->latency(batch);
+      if (!has_run(replica)) return profiled * kFirstRunOfAll;
       const auto seen = first_ratio_.find(replica);
-      if (seen == first_ratio_.end()) return profiled * kFirstRunOfAll;
-      return Duration::nanoseconds(static_cast<std::int64_t>(
-          static_cast<double>(profiled.ns()) * std::max<double>(kFirstRun, seen->second) * 1.25));
+      const double ratio = seen == first_ratio_.end() ? 0.0 : seen->second;
+      return Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(profiled.ns()) *
+                                                             std::max<double>(kFirstRun, ratio) * 1.25));
     }
     if (it == took_.begin() || (--it)->first.first != replica) return Duration::infinite();
     return Duration::nanoseconds(it->second.ns() * 2 * batch / it->first.second);
@@ -83,12 +84,10 @@ class LoadRuns {
     }
     // A size's first run after the replica's first of all: how much longer
     // than profiled (the next sizes' first runs are expected as long).
-    if (const auto r = first_ratio_.find(replica); r == first_ratio_.end()) {
-      first_ratio_[replica] = 0;
-    } else if (prior_ && batch <= prior_->max_batch() && !took_.contains({replica, batch}) &&
-               prior_->latency(batch) > Duration::zero()) {
-      r->second = std::max(r->second,
-                           static_cast<double>(took.ns()) / static_cast<double>(prior_->latency(batch).ns()));
+    if (has_run(replica) && prior_ && batch <= prior_->max_batch() && !took_.contains({replica, batch}) &&
+        prior_->latency(batch) > Duration::zero()) {
+      double& r = first_ratio_[replica];
+      r = std::max(r, static_cast<double>(took.ns()) / static_cast<double>(prior_->latency(batch).ns()));
     }
     took_[{replica, batch}] = took;
     ran_ += took;
@@ -131,8 +130,12 @@ class LoadRuns {
   std::map<std::pair<std::size_t, std::uint32_t>, Duration> took_;  // (replica, batch) -> its last run
   std::map<std::size_t, Duration> one_;                             // replica -> batch_of_one()
   // replica -> the most a size's first run took over its profiled time, its
-  // first run of all not counted (0: none yet); absent before any run.
+  // first run of all not counted.
   std::map<std::size_t, double> first_ratio_;
+  bool has_run(std::size_t replica) const {
+    const auto it = took_.lower_bound({replica, 0});
+    return it != took_.end() && it->first.first == replica;
+  }
   std::optional<LatencyProfile> prior_;
   std::uint64_t leased_ = 0, overran_ = 0;
   Duration waited_, longest_wait_, ran_, longest_overrun_;
