@@ -6,6 +6,9 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -304,6 +307,20 @@ TEST(TorchModelTest, ReplicasPerDevice) {
   auto a = (*m)->run_batch(0, {{&x, false}});
   auto b = (*m)->run_batch(1, {{&x, false}});
   EXPECT_TRUE(torch::equal((*a)[0].toTensor(), (*b)[0].toTensor()));
+}
+
+// oneDNN's kernel cache holds what several models at every batch size need
+// (1024 by default; the demo's four models use 3317), unless the user sized it.
+TEST(TorchModelTest, ALoadSizesOneDnnsKernelCacheForManyModels) {
+  using Get = int (*)(int*);
+  auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
+  if (!get) GTEST_SKIP() << "this libtorch's oneDNN does not export its cache's capacity";
+  if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") || std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+    GTEST_SKIP() << "the environment sizes oneDNN's cache";
+  ASSERT_NE(load("linear", {"float32[4]"}), nullptr);
+  int capacity = 0;
+  ASSERT_EQ(get(&capacity), 0);
+  EXPECT_GE(capacity, 16384);
 }
 
 // TorchScript's executor (Options::jit_profiling): simple on a CPU unless

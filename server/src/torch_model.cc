@@ -9,10 +9,13 @@
 #include <torch/script.h>
 #include <torch/version.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -359,6 +362,30 @@ void install_warning_filter() {
 #endif
 }
 
+// oneDNN, which runs libtorch's CPU convolutions, keeps its compiled kernels
+// ("primitives") in a process-wide cache of 1024 by default. A served model
+// needs one per operator and batch size (the demo's four models 3317), so
+// with several models the cache thrashes: batches recompile kernels, run
+// slower than profiled, and map and unmap code pages, which makes them wait
+// for a load's page faults (docs/serving.md). The user's
+// ONEDNN_PRIMITIVE_CACHE_CAPACITY wins; a libtorch without a oneDNN we can
+// find keeps its own setting.
+constexpr int kKernelCacheCapacity = 16384;
+
+void size_kernel_cache() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") || std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+      return;
+    using Get = int (*)(int*);
+    using Set = int (*)(int);
+    auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
+    auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "dnnl_set_primitive_cache_capacity"));
+    int now = 0;
+    if (get && set && get(&now) == 0 && now < kKernelCacheCapacity) (void)set(kKernelCacheCapacity);
+  });
+}
+
 }  // namespace
 
 // ---- models -----------------------------------------------------------------------
@@ -390,6 +417,7 @@ Result<std::unique_ptr<TorchModel>> TorchModel::load(Options opts) {
   if (!std::filesystem::is_regular_file(opts.path, ec))
     return Status(Errc::kNotFound, who + ": no such file");
   install_warning_filter();
+  size_kernel_cache();
   for (std::size_t i = 0; i < opts.input_reshapes.size() && i < opts.inputs.size(); ++i) {
     const auto& r = opts.input_reshapes[i];
     if (!r) continue;
