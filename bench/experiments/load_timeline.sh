@@ -82,7 +82,7 @@ bad = lambda c: sum(v for k, v in c.items() if k != "ok")
 ended = lambda c: sum(c.values())
 before, start, end = at(t0 - 7), at(t0), at(t1 + 0.05)
 m = re.search(r"(\d+) warm-up and profile runs held their device in gaps of its schedule \(waited (\S+) s in all, "
-              r"at most (\S+) ms for one; they ran (\S+) s(?:; (\d+) outlasted their gap, by up to (\S+) ms)?\)",
+              r"at most (\S+) ms for one; they ran (\S+) s[^;)]*(?:; (\d+) outlasted their gap, by up to (\S+) ms)?\)",
               open(d + "/serve.log").read())
 runs = "%s leased runs (waited %s s, at most %.0f ms for one; ran %s s; %s outlasted their gap%s)" % (
     m.group(1), m.group(2), float(m.group(3)), m.group(4), m.group(5) or "none",

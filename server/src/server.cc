@@ -1161,15 +1161,7 @@ struct Server::Impl final : BatchRunner {
     m->torch->capture_graphs(m->max_batch);  // never fails: what it did, or why not, is logged
     for (const std::string& line : m->torch->graphs_notes()) log(shown + ": " + line);
     if (runs->leased() > 0)
-      log(shown + ": " + std::to_string(runs->leased()) +
-          " warm-up and profile runs held their device in gaps of its schedule (waited " +
-          format_seconds(Duration::milliseconds(runs->waited().ns() / 1000000)) + " s in all, at most " +
-          format_ms(runs->longest_wait()) + " ms for one; they ran " +
-          format_seconds(Duration::milliseconds(runs->ran().ns() / 1000000)) + " s" +
-          (runs->overran() == 0 ? std::string()
-                                : "; " + std::to_string(runs->overran()) + " outlasted their gap, by up to " +
-                                      format_ms(runs->longest_overrun()) + " ms") +
-          ")");
+      log(shown + ": " + std::to_string(runs->leased()) + " warm-up and profile runs " + runs->held());
     return m;
   }
 

@@ -276,14 +276,9 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   void run_load(const wire::ModelLoad& m, std::uint64_t session);
   // One of a load's own runs on `device`, in a gap of its schedule that the
   // scheduler of `session` leases (LeaseRequest, LeaseGrant, LeaseEnd);
-  // worker thread. `count` adds the run and its wait.
-  struct LeaseCount {
-    std::uint64_t runs = 0, overran = 0;  // overran: took longer than their lease
-    Duration waited, longest, ran, longest_overrun;
-    Duration first, fastest = Duration::infinite();  // one run took
-  };
+  // worker thread.
   Status leased_run(std::size_t device, Duration expected, const std::function<void()>& run,
-                    std::uint64_t session, LeaseCount& count);
+                    std::uint64_t session);
   // Network thread: leases asked for and not answered yet, by seq, with
   // their device.
   struct LeaseWait {
@@ -676,13 +671,12 @@ void BackendNode::Impl::run_unload(const wire::ModelUnload& u) {
 }
 
 Status BackendNode::Impl::leased_run(std::size_t device, Duration expected, const std::function<void()>& run,
-                                     std::uint64_t session, LeaseCount& count) {
+                                     std::uint64_t session) {
   if (stopped_.load()) return Status(Errc::kFailedPrecondition, "the backend is stopping");
   auto p = std::make_shared<std::promise<Status>>();
   std::future<Status> granted = p->get_future();
   const std::uint64_t seq = lease_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   const SteadyClock clock;
-  const TimePoint asked = clock.now();
   transport_->post([this, p, seq, device, expected, session] {
     if (session != session_no_ || !session_)
       return p->set_value(Status(Errc::kFailedPrecondition, "the scheduler that asked for the load is gone"));
@@ -710,16 +704,6 @@ Status BackendNode::Impl::leased_run(std::size_t device, Duration expected, cons
   transport_->post([this, seq, session, ran = end - start] {
     if (session == session_no_ && session_) (void)session_->send(wire::encode(wire::LeaseEnd{seq, ran.ns()}));
   });
-  ++count.runs;
-  count.waited += start - asked;
-  count.longest = max(count.longest, start - asked);
-  count.ran += end - start;
-  if (count.runs == 1) count.first = end - start;
-  count.fastest = min(count.fastest, end - start);
-  if (!expected.is_infinite() && end - start > expected) {
-    ++count.overran;
-    count.longest_overrun = max(count.longest_overrun, end - start - expected);
-  }
   return {};
 }
 
@@ -727,7 +711,7 @@ void BackendNode::Impl::run_load(const wire::ModelLoad& m, std::uint64_t session
   const SteadyClock clock;
   const TimePoint start = clock.now();
   Status st;
-  LeaseCount leases;
+  std::string held;                  // what its leased runs did (server::LoadRuns::held)
   std::optional<std::string> taken;  // the name of the copy it took, if it took one
   if (devices_->models().empty()) {
     // Emulated devices run any model: nothing to read or load.
@@ -772,9 +756,9 @@ void BackendNode::Impl::run_load(const wire::ModelLoad& m, std::uint64_t session
         st = devices_->add_model(
             named, m.max_batch,
             [&](std::size_t device, Duration expected, const std::function<void()>& run) {
-              return leased_run(device, expected, run, session, leases);
+              return leased_run(device, expected, run, session);
             },
-            limit);
+            limit, &held);
       }
       if (st.ok()) free_older_copies(m, *r, session);
     }
@@ -783,20 +767,7 @@ void BackendNode::Impl::run_load(const wire::ModelLoad& m, std::uint64_t session
   const std::int64_t ms = (clock.now() - start).ns() / 1000000;
   wire::ModelLoadDone done{m.seq, m.model, st.ok() ? wire::BatchStatus::kOk : wire::BatchStatus::kError,
                            st.ok() ? std::string() : st.message().substr(0, wire::kMaxTextBytes)};
-  const std::string held =
-      leases.runs == 0
-          ? std::string()
-          : "; " + std::to_string(leases.runs) +
-                " of its runs held their device in gaps of its schedule (waited " +
-                std::to_string(leases.waited.ns() / 1000000) + " ms in all, at most " +
-                std::to_string(leases.longest.ns() / 1000000) + " ms for one; they ran " +
-                std::to_string(leases.ran.ns() / 1000000) + " ms: the first " + format_ms(leases.first) +
-                " ms, the fastest " + format_ms(leases.fastest) + " ms" +
-                (leases.overran == 0
-                     ? std::string()
-                     : "; " + std::to_string(leases.overran) + " outlasted their gap, by up to " +
-                           format_ms(leases.longest_overrun) + " ms") +
-                ")";
+  if (!held.empty()) held = "; " + held;
   transport_->post([this, done = std::move(done), session, name = m.name, ms, held, taken] {
     if (session != session_no_ || !session_) return;  // asked by a scheduler session that is gone
     log(taken ? "took its copy of model '" + *taken + "' (the same files) as model '" + name +

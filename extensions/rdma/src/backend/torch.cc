@@ -192,7 +192,7 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
   }
 
   Status add_model(const ClusterRepositoryModel& rm, std::uint32_t max_batch, const LeasedRun& leased,
-                   const LoadRunLimit& limit) override {
+                   const LoadRunLimit& limit, std::string* held) override {
     std::lock_guard<std::mutex> serial(load_mu_);  // one load (and its warm-up port) at a time
     TorchModelSpec m = spec_of(rm);
     if (max_batch > 0) m.max_batch = max_batch;
@@ -210,6 +210,13 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
     // first run of all is no measure: TorchScript optimizes the graph in it).
     server::LoadRuns runs;
     if (rm.config.profile.max_batch() > 0) runs.set_prior(rm.config.profile);
+    struct Report {  // what the leased runs did, for the backend's log, however the load ends
+      const server::LoadRuns& runs;
+      std::string* held;
+      ~Report() {
+        if (held && runs.leased() > 0) *held = std::to_string(runs.leased()) + " of its runs " + runs.held();
+      }
+    } report{runs, held};
     const SteadyClock clock;
     // Owned here: the model's run_gate holds it weakly (it refers to this frame).
     const auto gate = std::make_shared<const DeviceRun>(
@@ -221,8 +228,11 @@ class TorchDevices final : public BackendDevices, private server::BatchRunner {
           const Duration rest = runs.rested() - clock.now();
           if (rest > Duration::zero()) std::this_thread::sleep_for(std::chrono::nanoseconds(rest.ns()));
           TimePoint start, end;
-          Status s = leased(d, runs.expected(d, b), [&] {
+          const Duration expected = runs.expected(d, b);
+          const TimePoint asked = clock.now();
+          Status s = leased(d, expected, [&] {
             start = clock.now();
+            runs.granted(start - asked, expected);
             run();
             end = clock.now();
           });

@@ -95,14 +95,19 @@ class BackendDevices {
   // at once), then runs its batches. Fails once its leased runs show a
   // batch of one longer than `limit` (server::LoadRuns::batch_of_one: its
   // first run not counted). Blocks: called on a thread of its own while the
-  // devices serve. A model of that name loaded already: ok at once. The
-  // default (emulated devices, which run any model) loads nothing.
+  // devices serve. A model of that name loaded already: ok at once. `held`,
+  // if given, gets what the leased runs did, for the log ("19 of its runs
+  // held their device ...", server::LoadRuns::held), or stays empty when
+  // none was leased. The default (emulated devices, which run any model)
+  // loads nothing.
   virtual Status add_model(const ClusterRepositoryModel& m, std::uint32_t max_batch,
-                           const LeasedRun& leased = {}, const LoadRunLimit& limit = {}) {
+                           const LeasedRun& leased = {}, const LoadRunLimit& limit = {},
+                           std::string* held = nullptr) {
     (void)m;
     (void)max_batch;
     (void)leased;
     (void)limit;
+    (void)held;
     return {};
   }
   // The models held whose copy is of version `m` as its files are now: the
