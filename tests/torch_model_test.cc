@@ -313,14 +313,16 @@ TEST(TorchModelTest, ReplicasPerDevice) {
 // (1024 by default; the demo's four models use 3317), unless the user sized it.
 TEST(TorchModelTest, ALoadSizesOneDnnsKernelCacheForManyModels) {
   using Get = int (*)(int*);
-  auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
+  void* dnnl = dlopen("libdnnl.so.2", RTLD_LAZY | RTLD_NOLOAD);
+  auto get = reinterpret_cast<Get>(dlsym(dnnl ? dnnl : RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
   if (!get) GTEST_SKIP() << "this libtorch's oneDNN does not export its cache's capacity";
   if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") || std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
     GTEST_SKIP() << "the environment sizes oneDNN's cache";
   ASSERT_NE(load("linear", {"float32[4]"}), nullptr);
   int capacity = 0;
-  ASSERT_EQ(get(&capacity), 0);
+  EXPECT_EQ(get(&capacity), 0);
   EXPECT_GE(capacity, 16384);
+  if (dnnl) dlclose(dnnl);
 }
 
 // TorchScript's executor (Options::jit_profiling): simple on a CPU unless

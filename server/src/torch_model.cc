@@ -377,12 +377,21 @@ void size_kernel_cache() {
   std::call_once(once, [] {
     if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") || std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
       return;
-    using Get = int (*)(int*);
-    using Set = int (*)(int);
-    auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "dnnl_get_primitive_cache_capacity"));
-    auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "dnnl_set_primitive_cache_capacity"));
-    int now = 0;
-    if (get && set && get(&now) == 0 && now < kKernelCacheCapacity) (void)set(kKernelCacheCapacity);
+    // oneDNN as Debian ships it (libdnnl.so.2), or inside libtorch_cpu (PyTorch's
+    // wheels); loaded already, found by name even where the process loaded
+    // libtorch privately (Python's extension modules, RTLD_LOCAL).
+    for (const char* lib : {"libdnnl.so.2", "libtorch_cpu.so"}) {
+      void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+      if (!h) continue;
+      using Get = int (*)(int*);
+      using Set = int (*)(int);
+      auto get = reinterpret_cast<Get>(dlsym(h, "dnnl_get_primitive_cache_capacity"));
+      auto set = reinterpret_cast<Set>(dlsym(h, "dnnl_set_primitive_cache_capacity"));
+      int now = 0;
+      if (get && set && get(&now) == 0 && now < kKernelCacheCapacity) (void)set(kKernelCacheCapacity);
+      dlclose(h);
+      if (get && set) return;
+    }
   });
 }
 
