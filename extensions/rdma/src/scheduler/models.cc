@@ -429,10 +429,8 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   for (const ClusterRepositoryModel& m : r->models)
     need += std::none_of(earlier.begin(), earlier.end(),
                          [&](ModelId i) { return models_[i].name == m.config.name; });
-  if (const std::size_t ready = rooms_ready(); need > ready) {
-    std::size_t pending = 0;
-    (void)reusable_unloaded(nullptr, &pending);
-    if (need > ready + pending) return failed(Errc::kFailedPrecondition, no_room().message());
+  if (const Rooms rs = rooms(); need > rs.ready) {
+    if (need > rs.ready + rs.pending) return failed(Errc::kFailedPrecondition, no_room().message());
     room_waiters_.push_back({c, name, seq, since == TimePoint{} ? SteadyClock{}.now() : since, need});
     log(p.name + ": " + what + " waits until the frontends have seen an unloaded model go, to take its room");
     return;
@@ -818,10 +816,10 @@ ModelId SchedulerNode::Impl::reusable_unloaded(std::size_t* ready, std::size_t* 
   return best;
 }
 
-std::size_t SchedulerNode::Impl::rooms_ready() const {
-  std::size_t ready = free_ids_.size() + (model_capacity_ - models_.size());
-  (void)reusable_unloaded(&ready, nullptr);
-  return ready;
+SchedulerNode::Impl::Rooms SchedulerNode::Impl::rooms() const {
+  Rooms r{free_ids_.size() + (model_capacity_ - models_.size()), 0};
+  (void)reusable_unloaded(&r.ready, &r.pending);
+  return r;
 }
 
 Status SchedulerNode::Impl::no_room() const {
@@ -838,13 +836,11 @@ void SchedulerNode::Impl::retry_room_waiters(TimePoint now) {
   constexpr Duration kRoomWait = Duration::seconds(10);
   std::vector<RoomWaiter> waiting = std::exchange(room_waiters_, {});
   for (RoomWaiter& w : waiting) {
-    const std::size_t ready = rooms_ready();
-    std::size_t pending = 0;
-    (void)reusable_unloaded(nullptr, &pending);
+    const Rooms rs = rooms();
     const auto it = peers_.find(w.conn);
     if (w.conn != kNoConn && it == peers_.end()) continue;  // its frontend is gone: nobody to answer
     Peer& p = w.conn == kNoConn ? poll_peer_ : it->second;
-    if (ready >= w.need || ready + pending < w.need) {
+    if (rs.ready >= w.need || rs.ready + rs.pending < w.need) {
       start_load(w.conn, p, w.name, w.seq, w.since);  // loads, or answers why it cannot
     } else if (now - w.since > kRoomWait) {
       const std::string why = "loading model '" + w.name +

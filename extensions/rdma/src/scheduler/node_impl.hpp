@@ -560,8 +560,13 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // such; kNoModel if none. Counts such models in `ready` and those that
   // will be, once those pings return, in `pending` (either may be null).
   ModelId reusable_unloaded(std::size_t* ready, std::size_t* pending) const;
-  // Ids a load may take now without waiting: free, never used, or reusable.
-  std::size_t rooms_ready() const;
+  // Ids a load may take now without waiting (free, never used, or
+  // reusable), and those it may take once the frontends have seen an
+  // unloaded model go (reusable_unloaded's pending).
+  struct Rooms {
+    std::size_t ready = 0, pending = 0;
+  };
+  Rooms rooms() const;
   // The error of a load that finds no room.
   Status no_room() const;
   // Unloaded models whose id went to another model: listed in the ModelTable
