@@ -133,9 +133,9 @@ struct Recorder {
   std::vector<SubClusterManager::Placement> take() { return std::exchange(sent, {}); }
 };
 
-// Two models on two sub-clusters of two devices each; the partitioner answers
-// from `plan` (epoch -> assignment) and solves inline.
-SubClusterManager managed(Recorder& rec, std::vector<std::vector<int>>& plan) {
+// Two models on two sub-clusters of two devices each, epochs of 1 s solved
+// inline by `p`.
+SubClusterManager::Options two_subclusters(Partitioner p) {
   SubClusterManager::Options o;
   o.models = {"a", "b"};
   o.subclusters = 2;
@@ -145,13 +145,19 @@ SubClusterManager managed(Recorder& rec, std::vector<std::vector<int>>& plan) {
   o.config = cfg;
   o.target_gpus = {2, 2};
   o.window = Duration::seconds(1);
-  o.partitioner = [&plan](const EpochRequest& r) -> Result<EpochDecision> {
+  o.partitioner = std::move(p);
+  o.initial_rates = {10, 10};
+  o.solve_async = false;
+  return o;
+}
+
+// two_subclusters(), the partitioner answering from `plan` (epoch -> assignment).
+SubClusterManager managed(Recorder& rec, std::vector<std::vector<int>>& plan) {
+  SubClusterManager::Options o = two_subclusters([&plan](const EpochRequest& r) -> Result<EpochDecision> {
     EpochDecision d;
     d.assignment = plan[std::min<std::size_t>(r.epoch, plan.size() - 1)];
     return d;
-  };
-  o.initial_rates = {10, 10};
-  o.solve_async = false;
+  });
   return SubClusterManager(
       std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
       [&rec](const std::string& m) { rec.logs.push_back(m); });
@@ -316,6 +322,68 @@ TEST(SubClusterManager, ANewPrimaryAdoptsTheOldPrimarysPlacement) {
   const std::vector<SubClusterManager::Placement> p = rec.take();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1}) << "sub-cluster 0 now holds model b";
+}
+
+// A model loaded while serving goes to the sub-cluster with the fewest
+// requests per GPU among those with a device of its backends, routed there at
+// once; epochs place the start's models only and leave it where it is; a
+// backend that registers later gets it once it has loaded it too.
+TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewestAndStays) {
+  Recorder rec;
+  std::vector<std::size_t> asked;  // the models each solve was given
+  SubClusterManager::Options o = two_subclusters([&asked](const EpochRequest& r) -> Result<EpochDecision> {
+    asked.push_back(r.current.size());
+    EXPECT_EQ(r.rates.size(), r.current.size());
+    EpochDecision d;
+    d.assignment = r.epoch == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0};  // epoch 1 swaps a and b
+    return d;
+  });
+  o.capacity = 4;
+  o.window = Duration::seconds(10);
+  SubClusterManager m(
+      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
+      [&rec](const std::string& l) { rec.logs.push_back(l); });
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  for (std::uint32_t b = 0; b < 2; ++b)
+    for (std::uint32_t d = 0; d < 2; ++d) EXPECT_EQ(m.add_device({b, d}), d);
+  rec.take();
+  for (int i = 0; i < 10; ++i) m.ended(m.routed(0), 0, false);  // a, in sub-cluster 0
+  for (int i = 0; i < 2; ++i) m.ended(m.routed(1), 1, false);   // b, in sub-cluster 1
+  EXPECT_EQ(m.place(2, "c", {0, 1}), 1) << "2 requests per GPU against 5";
+  std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 2u);  // each device of sub-cluster 1, before any batch of c
+  for (const auto& x : p) {
+    EXPECT_EQ(x.dev.device, 1u);
+    EXPECT_EQ(x.load, std::vector<std::uint32_t>{2});
+  }
+  EXPECT_EQ(m.routed(2), 1u) << "routed at once: its devices hold it already";
+  m.ended(1, 2, false);
+  EXPECT_EQ(m.place(3, "d", {7}), kNoSubCluster) << "no device of backend 7";
+  EXPECT_TRUE(rec.take().empty());
+  EXPECT_EQ(m.place(2, "c", {0, 1}), 1) << "placed before: it keeps its sub-cluster";
+  rec.take();
+  m.tick(at_ms(1000));  // epoch 1: a and b swap; c stays
+  EXPECT_EQ(asked, (std::vector<std::size_t>{2, 2})) << "the partitioner places the start's models";
+  EXPECT_EQ(m.routed(2), 1u);
+  m.ended(1, 2, false);
+  EXPECT_EQ(m.snapshot().subs[1].models, (std::vector<std::string>{"a", "c"})) << "a moved in; c stayed";
+  ASSERT_TRUE(m.adopt(9, {1, 0, 0, 1}, at_ms(1100)).ok()) << "entries past the start's models are not kept";
+  EXPECT_EQ(m.routed(2), 1u);
+  m.ended(1, 2, false);
+  rec.take();
+  // Backend 2 registers: its first device joins sub-cluster 0, its second
+  // sub-cluster 1, with the start's models only; c follows its load.
+  EXPECT_EQ(m.add_device({2, 0}), 0u);
+  EXPECT_EQ(m.add_device({2, 1}), 1u);
+  for (const auto& x : rec.take()) EXPECT_EQ(std::count(x.load.begin(), x.load.end(), 2u), 0);
+  m.joined(2, 2);
+  p = rec.take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].dev.backend, 2u);
+  EXPECT_EQ(p[0].dev.device, 1u);
+  EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{2});
+  const nlohmann::json j = m.to_json(at_ms(0));
+  EXPECT_EQ(j["subclusters"][1]["models"], nlohmann::json({"a", "c"}));
 }
 
 // ---- Election (hot-spare schedulers) ------------------------------------------------

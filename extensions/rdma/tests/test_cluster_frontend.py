@@ -2290,6 +2290,14 @@ SUBCLUSTER_REPOSITORY_CONFIG = REPOSITORY_CLUSTER_CONFIG.replace("gpus: 1", "gpu
     "    subclusters: {count: 2}\n"
 
 
+def subcluster_models(c):
+    """{sub-cluster id: the models it owns} from the scheduler's report, or None before one is written."""
+    r = c.report("scheduler")
+    if not r or "subclusters" not in r:
+        return None
+    return {x["id"]: x["models"] for x in r["subclusters"]["subclusters"]}
+
+
 def test_emulated_with_sub_clusters_an_unload_drains_its_sub_cluster_and_a_load_serves_it_again(
         tmp_path, repository_cluster):
     """With two sub-clusters (one emulated GPU each, a model placed in each),
@@ -2298,8 +2306,7 @@ def test_emulated_with_sub_clusters_an_unload_drains_its_sub_cluster_and_a_load_
     scheduler (its queue depth in the scheduler's /metrics is 0 at the
     answer), each request answered once; the index then lists it unloaded
     and the other model serves on; a load serves it again at once (the
-    backends keep every model with sub-clusters); a folder the cluster did
-    not serve at start still cannot be loaded (503 naming sub-clusters)."""
+    backends keep every model with sub-clusters)."""
     repo = tmp_path / "models"
     for name in ("one", "two"):
         write_emulated_model(repo, name, slo=4000, beta_ms=300)
@@ -2317,10 +2324,7 @@ def test_emulated_with_sub_clusters_an_unload_drains_its_sub_cluster_and_a_load_
     owned = {}
 
     def placed():
-        r = c.report("scheduler")
-        if not r or "subclusters" not in r:
-            return False
-        owned.update({x["id"]: x["models"] for x in r["subclusters"]["subclusters"]})
+        owned.update(subcluster_models(c) or {})
         return len(owned) == 2 and all(owned.values())
 
     wait_until(placed, "the scheduler's report to show both sub-clusters' models", timeout=10)
@@ -2362,12 +2366,122 @@ def test_emulated_with_sub_clusters_an_unload_drains_its_sub_cluster_and_a_load_
     assert (target, "1", "READY", "") in repository_index(f)
     assert http_infer(f, target, body)[0] == 200
     assert "loaded model '%s' again (the backends kept it" % target in c.scheduler.output(), c.scheduler.output()
-    write_emulated_model(repo, "three")
-    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
-    assert status == 503 and b"sub-clusters" in out, (status, out)
     report = f.stop()
     m = report["models"][target]
     assert m["sent"] == m["ok"] + m["late"] + m["dropped"] + m["errors"], m
+
+
+def test_torch_with_sub_clusters_a_model_added_to_the_repository_loads_where_requests_are_fewest(
+        tmp_path, repository_cluster):
+    """Two sub-clusters, each the CPU device of one TorchScript backend, the
+    start's model `linear` placed in one: a folder added after start loads
+    (REST, 200), is placed in the other sub-cluster (it has had no request),
+    and answers with torch's outputs, while `linear` serves on where it was."""
+    need_test_model("linear.pt")
+    repo = tmp_path / "models"
+    write_torch_model(repo, "linear", COLD_PBTXT % 3000)
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG)
+    (f,) = c.start("explicit", backends=[("cpu1", "cpu"), ("cpu2", "cpu")])
+    xs = rows(2, 7)
+    body = linear_body(xs)
+    for _ in range(3):
+        assert http_infer(f, "linear", body)[0] == 200
+    subs = {}
+
+    def owned(want):
+        subs.clear()
+        subs.update(subcluster_models(c) or {})
+        return sorted(sum(subs.values(), [])) == want
+
+    wait_until(lambda: owned(["linear"]), "the scheduler's report to place 'linear'", timeout=10)
+    (busy,) = [j for j, models in subs.items() if models]
+    write_torch_model(repo, "fresh", COLD_PBTXT % 3000)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/fresh/load")
+    assert status == 200, (out, c.scheduler.output())
+    assert "model 'fresh', loaded while serving, is placed in sub-cluster %d (" % (1 - busy) in \
+        c.scheduler.output(), c.scheduler.output()
+    for name in ("fresh", "linear"):
+        status, _, out = http_infer(f, name, body)
+        assert status == 200, (name, out)
+        (got,) = json.loads(out)["outputs"]
+        assert got["data"] == pytest.approx(flat_expected(xs), rel=1e-6)
+    wait_until(lambda: owned(["fresh", "linear"]), "the scheduler's report to place 'fresh'", timeout=10)
+    assert subs == {busy: ["linear"], 1 - busy: ["fresh"]}, subs
+    assert ("fresh", "1", "READY", "") in repository_index(f)
+
+
+def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_that_joins_runs_it(
+        tmp_path, repository_cluster):
+    """With two sub-clusters (a backend of two emulated GPUs, one in each), a
+    folder the cluster did not serve at start loads (REST, 200), is READY, and
+    is placed in one sub-cluster (the scheduler's log and report say which),
+    whose device runs its batches (a device runs only what the scheduler
+    placed on it: a batch elsewhere would end in an error). A second backend
+    that registers afterwards is asked to load it and, once the first is
+    killed, runs it in the same sub-cluster; the start's models serve on. An
+    unload has the backend free it (unlike the start's models, which the
+    backends keep), and a load reads it again and serves it in the same
+    sub-cluster. A model with an instance_group is refused, as at start, and
+    so are new files of a served model (503, naming what to do instead)."""
+    repo = tmp_path / "models"
+    for name in ("one", "two"):
+        write_emulated_model(repo, name, slo=4000)
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG)
+    (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    for _ in range(3):
+        assert http_infer(f, "one", body)[0] == 200 and http_infer(f, "two", body)[0] == 200
+    write_emulated_model(repo, "three", slo=4000)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
+    assert status == 200, out
+    assert ("three", "1", "READY", "") in repository_index(f)
+    m = re.search(r"model 'three', loaded while serving, is placed in sub-cluster (\d)", c.scheduler.output())
+    assert m, c.scheduler.output()
+    home = int(m.group(1))
+    for _ in range(5):
+        status, _, out = http_infer(f, "three", body)
+        assert status == 200, out
+    # New files of a served model are not loaded here: refused, naming what to do; it serves on.
+    for name, hint in (("three", b"unload the model, then load it"), ("one", b"restart the cluster")):
+        (repo / name / "config.pbtxt").write_text(GROUPED_PBTXT % (5000, "# changed"))
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/load" % name)
+        assert status == 503 and hint in out, (status, out)
+        (e,) = [x for x in repository_index(f) if x[0] == name]
+        assert e[2] == "READY" and "the reload failed" in e[3], e
+        assert http_infer(f, name, body)[0] == 200
+    owned = {}
+
+    def placed():
+        owned.update(subcluster_models(c) or {})
+        return "three" in owned.get(home, [])
+
+    wait_until(placed, "the scheduler's report to list 'three' in sub-cluster %d" % home, timeout=10)
+    assert "three" not in owned[1 - home], owned
+    # As at start, an instance_group is refused with sub-clusters, naming both.
+    write_emulated_model(repo, "grouped", extra="instance_group [ { kind: KIND_GPU } ]")
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/grouped/load")
+    assert status == 400 and b"instance_group" in out and b"sub-clusters" in out, (status, out)
+    c.add_backend("b2", "emulated:2")
+    wait_until(lambda: re.search(r"backend 'b2' \(\S+\) runs model 'three' too", c.scheduler.output()),
+               "the second backend to run 'three'", timeout=30)
+    c.backends["b1"].kill()
+    wait_until(lambda: re.search(r"backend 'b1' \(\S+\) lost: ", c.scheduler.output()),
+               "the scheduler to lose b1", timeout=30)
+    for name in ("three", "one", "two"):
+        status, _, out = http_infer(f, name, body)
+        assert status == 200, (name, out)
+    assert "refusing a batch" not in c.backends["b2"].output(), c.backends["b2"].output()
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/unload")
+    assert status == 200, out
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
+    assert status == 200, out
+    assert c.scheduler.output().count("asked to load model 'three' from") == 2, c.scheduler.output()
+    assert re.search(r"model 'three', loaded while serving, is placed in sub-cluster %d" % home,
+                     c.scheduler.output().split("asked to load model 'three' from")[-1]), c.scheduler.output()
+    assert http_infer(f, "three", body)[0] == 200
+    report = f.stop()
+    m = report["models"]["three"]
+    assert m["sent"] == m["ok"] + m["late"] + m["dropped"] + m["errors"] and m["errors"] == 0, m
 
 
 def test_emulated_opaque_model_answers_with_the_hash_of_its_input(emulated):

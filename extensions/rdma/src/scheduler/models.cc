@@ -302,22 +302,27 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
         "'");
   }
   if (reuse != kNoModel) {
-    close_account(reuse);                     // what it counted stays its account's
-    (void)runtimes_[0]->remove_model(reuse);  // its config may have changed since (nothing is queued)
+    close_account(reuse);  // what it counted stays its account's
+    for (auto& rt : runtimes_)
+      (void)rt->remove_model(reuse);  // its config may have changed since (nothing is queued)
   }
   ModelConfig config = m.config;
   config.name = name_as;
-  // The runtime gives the lowest free id: `reuse`, or the next (every lower one is in use).
+  // Each runtime (one per sub-cluster) gives the lowest free id: `reuse`, or
+  // the next (every lower one is in use).
   const ModelId want = reuse != kNoModel ? reuse : static_cast<ModelId>(models_.size());
-  Result<ModelId> got = runtimes_[0]->add_model(config);
-  if (!got.ok() || *got != want) {
-    if (got.ok()) (void)runtimes_[0]->remove_model(*got);
-    return Status(Errc::kInvalidArgument,
-                  "the scheduler's runtime refused it: " +
-                      (got.ok() ? "id " + std::to_string(*got) + " instead of " + std::to_string(want)
-                                : got.status().message()));
+  for (std::size_t j = 0; j < runtimes_.size(); ++j) {
+    Result<ModelId> got = runtimes_[j]->add_model(config);
+    if (!got.ok() || *got != want) {
+      if (got.ok()) (void)runtimes_[j]->remove_model(*got);
+      for (std::size_t k = 0; k < j; ++k) (void)runtimes_[k]->remove_model(want);
+      return Status(Errc::kInvalidArgument,
+                    "the scheduler's runtime refused it: " +
+                        (got.ok() ? "id " + std::to_string(*got) + " instead of " + std::to_string(want)
+                                  : got.status().message()));
+    }
+    (void)runtimes_[j]->set_model_gpus(want, std::vector<GpuId>{});  // no device until it is loaded
   }
-  (void)runtimes_[0]->set_model_gpus(want, std::vector<GpuId>{});  // no device until it is loaded
   {
     std::lock_guard<std::mutex> lock(models_mu_);
     if (want == models_.size()) {
@@ -394,10 +399,6 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   const auto reply = [&](Errc code, const std::string& text) {
     if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
-  if (sub_clusters())
-    return reply(
-        Errc::kFailedPrecondition,
-        what + ": loading a model the cluster did not serve at start does not work with sub-clusters (yet)");
   std::vector<ModelId> earlier;  // its versions from a load that failed
   for (ModelId i = 0; i < models_.size(); ++i) {
     const auto pm = opts_.config.protocol_models.find(models_[i].name);
@@ -416,6 +417,11 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   if (!r.ok())
     return failed(r.status().code() == Errc::kNotFound ? Errc::kNotFound : Errc::kInvalidArgument,
                   r.status().message());
+  // As at start: sub-clusters are placed without knowing which devices may run a model.
+  if (sub_clusters() && !r->models.front().instance_groups.empty())
+    return failed(Errc::kInvalidArgument,
+                  "it has an instance_group (" + r->models.front().config_path +
+                      "), which sub-clusters do not honour yet: remove it to load the model");
   // Each version goes into the runtime now, with no device: its admission
   // stays closed (unserved_) until its backends are ready. A version keeps
   // its id from a failed load.
@@ -469,8 +475,7 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   const auto reply = [&](Errc code, const std::string& text) {
     if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
-  if (sub_clusters() || opts_.model_repository.empty())
-    return reply(Errc::kOk, {});  // served; its folder is not read again (sub-clusters)
+  if (opts_.model_repository.empty()) return reply(Errc::kOk, {});  // served
   Result<ClusterRepository> r =
       read_cluster_repository_model(opts_.model_repository, name, {true, opts_.profile_device});
   if (!r.ok()) {
@@ -493,6 +498,18 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   }
   std::vector<std::int64_t> versions;  // of the new read
   for (const ClusterRepositoryModel& m : r->models) versions.push_back(m.version);
+  if (sub_clusters()) {  // the epochs' partitioner knows the start's files; a new id would need placing
+    const std::string why =
+        reloadable(ids.front())
+            ? "new files of a served model are not loaded with sub-clusters: unload the model, then load it"
+            : "new files of a model the cluster served at start are not loaded with sub-clusters: restart "
+              "the "
+              "cluster to serve them";
+    note_reload_failure(name, versions, why);
+    broadcast_model_table();
+    log(p.name + ": " + what + " failed (it serves on as it was): " + why);
+    return reply(Errc::kFailedPrecondition, what + " failed (it serves on as it was): " + why);
+  }
   // Every version of the new read beside the old ones, unlisted (internal
   // names, which only the backends see) until all are ready.
   Load l{name, {}, p.index, generation_of(p),     seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,
@@ -576,6 +593,7 @@ void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8
     if (loaded_on_[id] && !loaded_on_[id]->empty() && listed_[id] && unserved_[id].empty()) {
       loaded_on_[id]->push_back(p.index);
       holders_[id].push_back({p.index, join.name, join.seq});
+      subs_->joined(p.index, id);  // with sub-clusters: its devices there run it, before any batch
       apply_instance_groups(false);
       log(p.name + " runs model '" + models_[id].name + "' too");
     } else {
@@ -664,8 +682,16 @@ const SchedulerNode::Impl::Load::Asked* SchedulerNode::Impl::stale_load_on(std::
   return out;
 }
 
-void SchedulerNode::Impl::end_load(Load& l, Errc code, const std::string& why, ModelId failed) {
+void SchedulerNode::Impl::end_load(Load& l, Errc code, std::string why, ModelId failed) {
   const bool reload = !l.replaces.empty();
+  // With sub-clusters a new model goes to one, before its admission opens.
+  if (code == Errc::kOk && !reload && sub_clusters())
+    for (std::size_t k = 0; k < l.ids.size() && code == Errc::kOk; ++k)
+      if (subs_->place(l.ids[k], k < l.names.size() ? l.names[k] : models_[l.ids[k]].name, l.backends) ==
+          kNoSubCluster) {
+        code = Errc::kFailedPrecondition;
+        why = "no device of the backends that loaded it is in a sub-cluster";
+      }
   if (code == Errc::kOk) {
     notes_.erase(l.name);
     {
@@ -792,7 +818,7 @@ void SchedulerNode::Impl::poll_repository() {
       for (ModelId id : s->second) all &= unserved_[id].empty();
     if (all)
       start_reload(kNoConn, poll_peer_, name, 0, s->second);
-    else if (sub_clusters() && s != served.end() && !s->second.empty())
+    else if (sub_clusters() && s != served.end() && !s->second.empty() && !reloadable(s->second.front()))
       (void)serve_kept(name, s->second, poll_peer_.name);  // its folder is back; a failure is in the index
     else
       start_load(kNoConn, poll_peer_, name, 0);

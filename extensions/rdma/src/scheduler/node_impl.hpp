@@ -432,7 +432,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void retire_versions(TimePoint now);
   // Ends a load or a reload: switched over and served (kOk), or failed with
   // `why`; `failed`: the version a backend could not load (else every one).
-  void end_load(Load& l, Errc code, const std::string& why, ModelId failed = kNoModel);
+  void end_load(Load& l, Errc code, std::string why, ModelId failed = kNoModel);
   // Notes `cause` on these versions of model `name`, whose reload failed
   // (the ModelTable's notes: a served version keeps serving, with the note).
   void note_reload_failure(const std::string& name, const std::vector<std::int64_t>& versions,
@@ -642,12 +642,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // Sends a ModelUnload to each live holder of `id` and forgets them.
   void free_on_backends(ModelId id);
   // Whether an unloaded model `id` can be loaded again from the repository
-  // (so its backends may free it): its folder and version are known. Not
-  // with sub-clusters: their backends hold every model from start.
+  // (so its backends may free it): its folder and version are known. With
+  // sub-clusters only a model loaded while serving: the backends keep the
+  // start's models, which the epochs place.
   bool reloadable(ModelId id) const {
-    return !opts_.model_repository.empty() && !origin_[id].model.empty() && !sub_clusters();
+    return !opts_.model_repository.empty() && !origin_[id].model.empty() &&
+           (!sub_clusters() || !subs_->placed_by_epochs(id));
   }
-  // Several runtimes, or models placed by epochs: no model is loaded while serving.
+  // Several runtimes, or models placed by epochs: a model loaded while
+  // serving is placed in one sub-cluster and stays there; none is reloaded.
   bool sub_clusters() const { return runtimes_.size() > 1 || (subs_ && subs_->managed()); }
   mutable std::mutex models_mu_;  // models_ growth (progress thread) against report readers
   std::unique_ptr<Transport> transport_;

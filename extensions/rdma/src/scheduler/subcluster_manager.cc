@@ -17,8 +17,11 @@ SubClusterManager::SubClusterManager(Options o, Send send, Log log)
       send_(std::move(send)),
       log_(std::move(log)),
       epoch_len_(o_.config ? o_.config->spec.epoch : Duration::zero()),
-      cap_(std::max(o_.capacity, o_.models.size())) {
+      cap_(std::max(o_.capacity, o_.models.size())),
+      start_models_(o_.models.size()) {
   const std::size_t nm = cap_;
+  names_ = o_.models;
+  names_.resize(nm);
   const std::uint32_t l = o_.subclusters;
   have_gpus_.assign(l, 0);
   route_.assign(nm, managed() ? kNoSubCluster : 0);  // placed by start(), before any request
@@ -37,8 +40,8 @@ Status SubClusterManager::start(TimePoint now) {
   next_window_ = now + o_.window;
   next_epoch_ = now + epoch_len_;
   if (managed()) {
-    const std::size_t nm = o_.models.size();
-    placement_.emplace(nm, o_.subclusters);
+    const std::size_t nm = start_models_;
+    placement_.emplace(cap_, o_.subclusters);
     meter_.emplace(nm, now);
     EpochRequest r;
     r.epoch = 0;
@@ -56,6 +59,7 @@ Status SubClusterManager::start(TimePoint now) {
     info.epoch = 0;
     info.time = now;
     info.rates = r.rates;
+    d->assignment = widened(d->assignment);
     apply_decision(std::move(info), *d, now);
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -70,7 +74,7 @@ std::uint32_t SubClusterManager::routed(ModelId m) {
   // relaxed: only a count; the drain check reads it after the route moved away.
   outstanding_[at(j, m)].fetch_add(1, std::memory_order_relaxed);
   ++window_arrived_[j];
-  if (meter_) meter_->count(m);
+  if (meter_ && m < start_models_) meter_->count(m);
   return j;
 }
 
@@ -101,9 +105,10 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
   const std::uint32_t j = pick();
   if (managed()) {
     // Its sub-cluster's models (owned and draining) before any batch: the
-    // backend handles its connection's messages in order.
+    // backend handles its connection's messages in order. Those loaded while
+    // serving follow once it has loaded them too (joined()).
     std::vector<std::uint32_t> load;
-    for (ModelId m = 0; m < o_.models.size(); ++m)
+    for (ModelId m = 0; m < start_models_; ++m)
       if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
     send(d, std::move(load), {});
   }
@@ -112,6 +117,64 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
   std::lock_guard<std::mutex> lock(mu_);
   refresh_snapshot_locked();
   return j;
+}
+
+int SubClusterManager::place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends) {
+  if (m >= cap_) return kNoSubCluster;
+  if (!managed() || m < start_models_) return route_[m];
+  const auto holds = [&](const DeviceRef& d) {
+    return std::find(backends.begin(), backends.end(), d.backend) != backends.end();
+  };
+  int j = placement_->owner(m);
+  if (j == kNoSubCluster) {
+    // Requests per GPU over the last window and this one; then fewer models; then the lowest id.
+    std::vector<std::uint32_t> gpus(o_.subclusters, 0), models(o_.subclusters, 0);
+    for (const auto& [ref, sub] : devices_)
+      if (holds(ref)) ++gpus[sub];
+    for (const int owner : placement_->assignment())
+      if (owner != kNoSubCluster) ++models[static_cast<std::uint32_t>(owner)];
+    double best = 0;
+    for (std::uint32_t k = 0; k < o_.subclusters; ++k) {
+      if (gpus[k] == 0) continue;
+      std::uint64_t arrived = window_arrived_[k];
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (k < snap_.subs.size()) arrived += snap_.subs[k].signal.arrived;
+      }
+      const double per_gpu = static_cast<double>(arrived) / have_gpus_[k];
+      if (j == kNoSubCluster || per_gpu < best ||
+          (per_gpu == best && models[k] < models[static_cast<std::uint32_t>(j)])) {
+        j = static_cast<int>(k);
+        best = per_gpu;
+      }
+    }
+    if (j == kNoSubCluster) return j;
+    std::vector<int> next = placement_->assignment();
+    next[m] = j;
+    (void)placement_->apply(next);  // a load: no drain (it was nowhere)
+    log_("model '" + name + "', loaded while serving, is placed in sub-cluster " + std::to_string(j) + " (" +
+         std::to_string(static_cast<std::uint64_t>(best)) + " requests per GPU there in the last window)");
+  } else {
+    log_("model '" + name + "', loaded while serving, is placed in sub-cluster " + std::to_string(j) +
+         " (where it was)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    names_[m] = name;
+  }
+  for (const auto& [ref, sub] : devices_)
+    if (static_cast<int>(sub) == j && holds(ref)) send(ref, {m}, {});
+  route_[m] = j;
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_snapshot_locked();
+  return j;
+}
+
+void SubClusterManager::joined(std::uint32_t backend, ModelId m) {
+  if (!managed() || m >= cap_) return;
+  for (const auto& [ref, sub] : devices_)
+    if (ref.backend == backend && placement_->presence(sub, m) != SubClusterPlacement::Presence::kAbsent)
+      send(ref, {m}, {});
 }
 
 void SubClusterManager::backend_gone(std::uint32_t backend, TimePoint now) {
@@ -173,16 +236,18 @@ void SubClusterManager::tick(TimePoint now) {
 Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment,
                                 TimePoint now) {
   if (!managed()) return {};
-  if (assignment.size() != o_.models.size())
+  if (assignment.size() < start_models_)
     return Status(Errc::kInvalidArgument, "an assignment of " + std::to_string(assignment.size()) +
-                                              " models for " + std::to_string(o_.models.size()));
+                                              " models for " + std::to_string(start_models_));
   EpochDecision d;
-  for (const std::uint32_t j : assignment) {
+  for (std::size_t m = 0; m < start_models_; ++m) {
+    const std::uint32_t j = assignment[m];
     if (j >= o_.subclusters)
       return Status(Errc::kInvalidArgument,
                     "sub-cluster " + std::to_string(j) + " of " + std::to_string(o_.subclusters));
     d.assignment.push_back(static_cast<int>(j));
   }
+  d.assignment = widened(d.assignment);
   d.status = "adopted from the previous primary";
   EpochInfo info;
   info.epoch = epoch;
@@ -201,6 +266,7 @@ void SubClusterManager::start_epoch(TimePoint now) {
   r.measured_over = now - meter_->since();
   r.rates = meter_->take(now);
   r.current = placement_->assignment();
+  r.current.resize(start_models_);
   r.max_disruption = o_.config->spec.max_disruption;
   r.gpus = have_gpus_;
   {
@@ -222,14 +288,22 @@ void SubClusterManager::finish_epoch(Result<EpochDecision> d, TimePoint now) {
   if (!d.ok()) {
     keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
     log_("epoch " + std::to_string(info.epoch) + ": " + keep.status);
-  } else if (d->assignment.size() != o_.models.size()) {
+  } else if (d->assignment.size() != start_models_) {
     keep.status = d->status.empty() ? "kept the current assignment" : d->status;
     keep.stats = d->stats;
   } else {
     keep = std::move(*d);
   }
-  if (keep.assignment.empty()) keep.assignment = placement_->assignment();
+  keep.assignment = keep.assignment.empty() ? placement_->assignment() : widened(keep.assignment);
   apply_decision(std::move(info), keep, now);
+}
+
+std::vector<int> SubClusterManager::widened(const std::vector<int>& start) const {
+  std::vector<int> all = start;
+  all.resize(cap_, kNoSubCluster);
+  if (placement_)
+    for (std::size_t m = start_models_; m < cap_; ++m) all[m] = placement_->owner(static_cast<ModelId>(m));
+  return all;
 }
 
 // Applies an assignment: records the epoch, sends the loads, moves routes
@@ -291,7 +365,7 @@ void SubClusterManager::apply_decision(EpochInfo info, const EpochDecision& d, T
   moves_total_ += info.epoch == 0 ? 0 : info.moves.size();
   std::string moved;
   for (const MoveRecord& mv : info.moves)
-    moved += (moved.empty() ? "" : ", ") + o_.models[mv.model] + " " +
+    moved += (moved.empty() ? "" : ", ") + names_[mv.model] + " " +
              (mv.from == kNoSubCluster ? std::string("-") : std::to_string(mv.from)) + " -> " +
              std::to_string(mv.to);
   log_("epoch " + std::to_string(info.epoch) + ": " + (d.status.empty() ? std::string("placed") : d.status) +
@@ -380,7 +454,7 @@ void SubClusterManager::close_window(TimePoint now) {
 // The snapshot's state part (models, GPUs, moves); the signals stay.
 void SubClusterManager::refresh_snapshot_locked() {
   PartitionSnapshot& s = snap_;
-  const std::size_t nm = o_.models.size();
+  const std::size_t nm = cap_;
   s.subclusters = o_.subclusters;
   s.epochs = managed() && epoch_len_ > Duration::zero();
   s.epoch_s = epoch_len_.to_seconds();
@@ -402,10 +476,10 @@ void SubClusterManager::refresh_snapshot_locked() {
     x.draining.clear();
     for (ModelId m = 0; m < nm; ++m) {
       const bool owned = placement_ ? placement_->owner(m) == static_cast<int>(j) : j == 0;
-      if (owned) x.models.push_back(o_.models[m]);
+      if (owned && !names_[m].empty()) x.models.push_back(names_[m]);
     }
     if (placement_) {
-      for (ModelId m : placement_->draining(j)) x.draining.push_back(o_.models[m]);
+      for (ModelId m : placement_->draining(j)) x.draining.push_back(names_[m]);
       s.drains_pending += placement_->draining(j).size();
     }
   }
@@ -463,14 +537,16 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
   for (std::size_t i = first; i < epochs_.size(); ++i) {
     const EpochInfo& e = epochs_[i];
     json rates = json::object(), assignment = json::object(), stats = json::object();
-    for (std::size_t m = 0; m < o_.models.size(); ++m) {
-      if (m < e.rates.size()) rates[o_.models[m]] = e.rates[m];
-      if (m < e.assignment.size()) assignment[o_.models[m]] = e.assignment[m];
+    for (std::size_t m = 0; m < cap_; ++m) {
+      if (names_[m].empty()) continue;
+      if (m < e.rates.size()) rates[names_[m]] = e.rates[m];
+      if (m < e.assignment.size() && e.assignment[m] != kNoSubCluster)
+        assignment[names_[m]] = e.assignment[m];
     }
     for (const auto& [k, v] : e.stats) stats[k] = std::isfinite(v) ? json(v) : json(nullptr);
     json moves = json::array();
     for (const MoveRecord& mv : e.moves)
-      moves.push_back(json{{"model", o_.models[mv.model]},
+      moves.push_back(json{{"model", names_[mv.model]},
                            {"from", mv.from},
                            {"to", mv.to},
                            {"loaded_after_ms", mv.loaded_ms >= 0 ? json(mv.loaded_ms) : json(nullptr)},

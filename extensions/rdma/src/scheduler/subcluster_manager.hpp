@@ -6,6 +6,8 @@
 // its last request of the model has ended), and closes the autoscaling
 // windows. What it needs done it asks through `send` (a Placement for one
 // device); the node delivers it and reports the answer (placement_done).
+// Epochs place the models named at start; a model loaded while serving is
+// placed once, when its load ends (place()), and stays in that sub-cluster.
 //
 // Threads: the progress thread calls everything, except ended() (the
 // runtimes' threads) and snapshot() / to_json() (any thread).
@@ -14,6 +16,7 @@
 //   if (Status s = subs.start(now); !s.ok()) ...   // epoch 0 (placed by the config's rates)
 //   std::uint32_t j = subs.add_device({backend, device});   // a GPU registers
 //   std::uint32_t j = subs.routed(model);    // a request: its sub-cluster
+//   subs.place(model, name, backends);  // a model loaded while serving
 //   subs.ended(j, model, bad);               // its end
 //   subs.tick(now);                          // windows, epochs, drains
 #pragma once
@@ -77,6 +80,8 @@ class SubClusterManager {
   Status start(TimePoint now);
 
   bool managed() const { return o_.config.has_value(); }
+  // Whether the epochs place model m (a model of the start), or place() does.
+  bool placed_by_epochs(ModelId m) const { return m < start_models_; }
   std::uint32_t count() const { return o_.subclusters; }
 
   // ---- requests ----------------------------------------------------------------------
@@ -99,6 +104,17 @@ class SubClusterManager {
   // A GPU registers: the sub-cluster it joins (the one furthest below its
   // target share); with a config, its sub-cluster's models are sent first.
   std::uint32_t add_device(DeviceRef d);
+  // A model loaded while serving (an id past the start's models), held by
+  // `backends`: placed in the sub-cluster with the fewest requests per GPU
+  // (over the last window and this one) among those with a device of theirs,
+  // its new requests routed there at once (the Placement reaches each device
+  // before any batch of the model; it is loaded there already). A model
+  // placed before keeps its sub-cluster. Returns the sub-cluster, or
+  // kNoSubCluster when no device of `backends` is in any.
+  int place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends);
+  // `backend` has loaded model m since it registered (it joined after m's
+  // load): its devices in m's sub-cluster are told they run it.
+  void joined(std::uint32_t backend, ModelId m);
   // Every device of `backend` leaves (lost, or its registration failed): the
   // loads it had not confirmed are no longer awaited.
   void backend_gone(std::uint32_t backend, TimePoint now);
@@ -110,11 +126,12 @@ class SubClusterManager {
   void tick(TimePoint now);
 
   // A new primary takes over the old one's placement (hot spares): model m
-  // goes to sub-cluster assignment[m], recorded as epoch `epoch` (the old
-  // primary's), the next epoch one period from now. Without a config:
-  // nothing. An assignment of the wrong size or naming no sub-cluster: an
-  // error, and the current placement stays. REQUIRES: no epoch is being
-  // solved (a spare runs none).
+  // of the start goes to sub-cluster assignment[m], recorded as epoch `epoch`
+  // (the old primary's), the next epoch one period from now; entries past
+  // the start's models (loaded while the old primary served) are not kept.
+  // Without a config: nothing. An assignment shorter than the start's models
+  // or naming no sub-cluster: an error, and the current placement stays.
+  // REQUIRES: no epoch is being solved (a spare runs none).
   Status adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment, TimePoint now);
 
   // ---- state (any thread) ------------------------------------------------------------
@@ -157,14 +174,18 @@ class SubClusterManager {
   void check_drains(TimePoint now);
   void close_window(TimePoint now);
   void refresh_snapshot_locked();
+  // An assignment of the start's models, with every later model where it is.
+  std::vector<int> widened(const std::vector<int>& start) const;
   std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }
 
   const Options o_;
   const Send send_;
   const Log log_;
   const Duration epoch_len_;
-  const std::size_t cap_;                                     // model ids counted (Options::capacity)
-  std::vector<std::uint32_t> have_gpus_;                      // per sub-cluster
+  const std::size_t cap_;                 // model ids counted (Options::capacity)
+  const std::size_t start_models_;        // o_.models.size(): what epochs place
+  std::vector<std::string> names_;        // per model id (cap_); "" until placed (under mu_)
+  std::vector<std::uint32_t> have_gpus_;  // per sub-cluster
   std::vector<std::pair<DeviceRef, std::uint32_t>> devices_;  // live devices and their sub-cluster
   std::vector<int> route_;  // per model: the sub-cluster of its new requests
   std::optional<SubClusterPlacement> placement_;
