@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "symphony/cluster/wire.hpp"
 
@@ -229,6 +230,27 @@ TEST(TransportTest, PeerDeathReachesOnDisconnect) {
                          return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
                        })
                    .ok());
+}
+
+// A close still under way when the transport is torn down (close_wait
+// spent: the peer, or this process, short of CPU) is released with it, not
+// left to UCX, which aborts on an endpoint whose close request nobody
+// released (a load generator did so at exit on a starved machine).
+TEST(TransportTest, AShutdownWithClosesStillUnderWayEndsCleanly) {
+  Pair p;
+  p.client_options.close_wait = Duration::zero();
+  p.start();
+  ASSERT_TRUE(p.client->call([&] {
+                        return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
+                      })
+                  .ok());
+  ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.messages.empty(); }));
+  p.server->post([] { std::this_thread::sleep_for(1500ms); });  // the peer answers nothing meanwhile
+  // A graceful close (as a client that lost its scheduler's heartbeats
+  // does) waits for the peer's answer, which does not come before the exit.
+  p.client->call([&] { p.client->close(p.to_server); });
+  p.client.reset();
+  ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.disconnects.empty(); }, 15s)) << "close not seen";
 }
 
 TEST(TransportTest, TheProgressThreadTakesTheNiceValueAskedFor) {

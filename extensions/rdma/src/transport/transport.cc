@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -351,11 +352,21 @@ void Transport::loop() {
     }
   }
   by_ep_.clear();
-  const TimePoint give_up = clock.now() + Duration::seconds(1);
+  const TimePoint give_up = clock.now() + opts_.close_wait;
   while (!closing_.empty() && clock.now() < give_up) {
     ucp_worker_progress(worker_);
     reap_closing();
   }
+  // Closes still under way (a graceful close whose peer has not answered;
+  // a peer, or this process, short of CPU): released, so that destroying the
+  // worker ends them. UCX aborts on an endpoint whose close request nobody
+  // released.
+  if (!closing_.empty())
+    log(std::to_string(closing_.size()) + (closing_.size() == 1 ? " connection" : " connections") +
+        " had not finished closing after " + std::to_string(std::llround(opts_.close_wait.to_ms())) +
+        " ms: ended with the transport");
+  for (ucs_status_ptr_t r : closing_) ucp_request_free(r);
+  closing_.clear();
   for (ucp_rkey_h k : dead_rkeys_) ucp_rkey_destroy(k);
   dead_rkeys_.clear();
   for (std::size_t i = 0; i < mems_.size(); ++i) {

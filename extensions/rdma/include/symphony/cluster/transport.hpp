@@ -80,6 +80,10 @@ struct TransportOptions {
   // a flood requests and grants are not held behind them. Refused without
   // CAP_SYS_NICE: the thread keeps the process's own (0: not asked).
   int thread_nice = -10;
+  // At shutdown, how long the connections' closes may take before the
+  // transport is torn down with them still under way (a peer or this
+  // process short of CPU).
+  Duration close_wait = Duration::seconds(1);
 };
 
 // Memory registered with UCX once (a frontend's input pool).
