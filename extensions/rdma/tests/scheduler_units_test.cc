@@ -325,9 +325,10 @@ TEST(SubClusterManager, ANewPrimaryAdoptsTheOldPrimarysPlacement) {
 }
 
 // A model loaded while serving goes to the sub-cluster with the fewest
-// requests per GPU among those with a device of its backends, routed there at
-// once; epochs place the start's models only and leave it where it is; a
-// backend that registers later gets it once it has loaded it too.
+// requests per GPU among those with a device of its backends (a reload's
+// version: where it is asked to), routed there at once; epochs place the
+// start's models only and leave it where it is; a backend that registers
+// later gets it once it has loaded it too.
 TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewestAndStays) {
   Recorder rec;
   std::vector<std::size_t> asked;  // the models each solve was given
@@ -384,6 +385,13 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{2});
   const nlohmann::json j = m.to_json(at_ms(0));
   EXPECT_EQ(j["subclusters"][1]["models"], nlohmann::json({"a", "c"}));
+  // A reload of c: its new version goes near the one it replaces when asked
+  // (sub-cluster 0 here, though 1 has fewer requests per GPU), which leaves
+  // the report.
+  EXPECT_EQ(m.place(3, "c", {0, 1}, 0), 0);
+  m.unlist(2);
+  EXPECT_EQ(m.snapshot().subs[0].models, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(m.snapshot().subs[1].models, (std::vector<std::string>{"a"}));
 }
 
 // ---- Election (hot-spare schedulers) ------------------------------------------------

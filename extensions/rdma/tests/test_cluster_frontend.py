@@ -2421,8 +2421,9 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     killed, runs it in the same sub-cluster; the start's models serve on. An
     unload has the backend free it (unlike the start's models, which the
     backends keep), and a load reads it again and serves it in the same
-    sub-cluster. A model with an instance_group is refused, as at start, and
-    so are new files of a served model (503, naming what to do instead)."""
+    sub-cluster. Its new files load and switch (into a sub-cluster again);
+    new files of a model of the start are refused (503, saying to restart).
+    A model with an instance_group is refused, as at start."""
     repo = tmp_path / "models"
     for name in ("one", "two"):
         write_emulated_model(repo, name, slo=4000)
@@ -2441,14 +2442,21 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     for _ in range(5):
         status, _, out = http_infer(f, "three", body)
         assert status == 200, out
-    # New files of a served model are not loaded here: refused, naming what to do; it serves on.
-    for name, hint in (("three", b"unload the model, then load it"), ("one", b"restart the cluster")):
-        (repo / name / "config.pbtxt").write_text(GROUPED_PBTXT % (5000, "# changed"))
-        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/load" % name)
-        assert status == 503 and hint in out, (status, out)
-        (e,) = [x for x in repository_index(f) if x[0] == name]
-        assert e[2] == "READY" and "the reload failed" in e[3], e
-        assert http_infer(f, name, body)[0] == 200
+    # New files: a model loaded while serving switches to them, into a sub-cluster again; one of
+    # the start is refused, saying what to do, and serves on.
+    (repo / "three" / "config.pbtxt").write_text(GROUPED_PBTXT % (5000, "# changed"))
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
+    assert status == 200, (status, out)
+    assert "switched model 'three' to its new files" in c.scheduler.output(), c.scheduler.output()
+    assert c.scheduler.output().count("model 'three', loaded while serving, is placed in sub-cluster") == 2
+    assert ("three", "1", "READY", "") in repository_index(f)
+    assert http_infer(f, "three", body)[0] == 200
+    (repo / "one" / "config.pbtxt").write_text(GROUPED_PBTXT % (5000, "# changed"))
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/one/load")
+    assert status == 503 and b"restart the cluster" in out, (status, out)
+    (e,) = [x for x in repository_index(f) if x[0] == "one"]
+    assert e[2] == "READY" and "the reload failed" in e[3], e
+    assert http_infer(f, "one", body)[0] == 200
     owned = {}
 
     def placed():

@@ -498,13 +498,10 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   }
   std::vector<std::int64_t> versions;  // of the new read
   for (const ClusterRepositoryModel& m : r->models) versions.push_back(m.version);
-  if (sub_clusters()) {  // the epochs' partitioner knows the start's files; a new id would need placing
+  if (sub_clusters() && !reloadable(ids.front())) {  // the epochs' partitioner knows the start's files
     const std::string why =
-        reloadable(ids.front())
-            ? "new files of a served model are not loaded with sub-clusters: unload the model, then load it"
-            : "new files of a model the cluster served at start are not loaded with sub-clusters: restart "
-              "the "
-              "cluster to serve them";
+        "new files of a model the cluster served at start are not loaded with sub-clusters: restart the "
+        "cluster to serve them";
     note_reload_failure(name, versions, why);
     broadcast_model_table();
     log(p.name + ": " + what + " failed (it serves on as it was): " + why);
@@ -684,10 +681,12 @@ const SchedulerNode::Impl::Load::Asked* SchedulerNode::Impl::stale_load_on(std::
 
 void SchedulerNode::Impl::end_load(Load& l, Errc code, std::string why, ModelId failed) {
   const bool reload = !l.replaces.empty();
-  // With sub-clusters a new model goes to one, before its admission opens.
-  if (code == Errc::kOk && !reload && sub_clusters())
+  // With sub-clusters a new model goes to one before its admission opens, a
+  // reload's versions where those they replace are.
+  if (code == Errc::kOk && sub_clusters())
     for (std::size_t k = 0; k < l.ids.size() && code == Errc::kOk; ++k)
-      if (subs_->place(l.ids[k], k < l.names.size() ? l.names[k] : models_[l.ids[k]].name, l.backends) ==
+      if (subs_->place(l.ids[k], k < l.names.size() ? l.names[k] : models_[l.ids[k]].name, l.backends,
+                       reload ? static_cast<int>(subs_->route_of(l.replaces.front())) : kNoSubCluster) ==
           kNoSubCluster) {
         code = Errc::kFailedPrecondition;
         why = "no device of the backends that loaded it is in a sub-cluster";
@@ -704,6 +703,7 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, std::string why, ModelId 
     }
     const TimePoint now = SteadyClock{}.now();
     for (ModelId old : l.replaces) {
+      subs_->unlist(old);
       listed_[old] = false;
       retiring_.push_back({old, now + Duration::seconds(1), false});
     }
@@ -888,8 +888,9 @@ void SchedulerNode::Impl::retire_versions(TimePoint now) {
       r.closed = true;
       unserved_[r.id] = "unloaded (replaced by a reload)";  // admission closed
     }
-    if (subs_->outstanding(0, r.id) != 0) return false;
-    (void)runtimes_[0]->set_model_gpus(r.id, std::vector<GpuId>{});
+    for (std::uint32_t j = 0; j < subs_->count(); ++j)
+      if (subs_->outstanding(j, r.id) != 0) return false;
+    for (auto& rt : runtimes_) (void)rt->set_model_gpus(r.id, std::vector<GpuId>{});
     free_on_backends(r.id);
     free_ids_.push_back(r.id);
     log("model '" + models_[r.id].name + "' (replaced by a reload) has no request left; its id is free");

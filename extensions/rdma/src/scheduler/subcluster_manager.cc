@@ -119,18 +119,24 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
   return j;
 }
 
-int SubClusterManager::place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends) {
+int SubClusterManager::place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends,
+                             int near) {
   if (m >= cap_) return kNoSubCluster;
   if (!managed() || m < start_models_) return route_[m];
   const auto holds = [&](const DeviceRef& d) {
     return std::find(backends.begin(), backends.end(), d.backend) != backends.end();
   };
+  std::vector<std::uint32_t> gpus(o_.subclusters, 0);  // devices of `backends`, per sub-cluster
+  for (const auto& [ref, sub] : devices_)
+    if (holds(ref)) ++gpus[sub];
   int j = placement_->owner(m);
-  if (j == kNoSubCluster) {
+  std::string why = "where it was";
+  if (j == kNoSubCluster && near != kNoSubCluster && gpus[static_cast<std::uint32_t>(near)] != 0) {
+    j = near;
+    why = "where the versions it replaces are";
+  } else if (j == kNoSubCluster) {
     // Requests per GPU over the last window and this one; then fewer models; then the lowest id.
-    std::vector<std::uint32_t> gpus(o_.subclusters, 0), models(o_.subclusters, 0);
-    for (const auto& [ref, sub] : devices_)
-      if (holds(ref)) ++gpus[sub];
+    std::vector<std::uint32_t> models(o_.subclusters, 0);
     for (const int owner : placement_->assignment())
       if (owner != kNoSubCluster) ++models[static_cast<std::uint32_t>(owner)];
     double best = 0;
@@ -149,15 +155,15 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
       }
     }
     if (j == kNoSubCluster) return j;
+    why = std::to_string(static_cast<std::uint64_t>(best)) + " requests per GPU there in the last window";
+  }
+  if (placement_->owner(m) != j) {
     std::vector<int> next = placement_->assignment();
     next[m] = j;
     (void)placement_->apply(next);  // a load: no drain (it was nowhere)
-    log_("model '" + name + "', loaded while serving, is placed in sub-cluster " + std::to_string(j) + " (" +
-         std::to_string(static_cast<std::uint64_t>(best)) + " requests per GPU there in the last window)");
-  } else {
-    log_("model '" + name + "', loaded while serving, is placed in sub-cluster " + std::to_string(j) +
-         " (where it was)");
   }
+  log_("model '" + name + "', loaded while serving, is placed in sub-cluster " + std::to_string(j) + " (" +
+       why + ")");
   {
     std::lock_guard<std::mutex> lock(mu_);
     names_[m] = name;
@@ -168,6 +174,13 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
   std::lock_guard<std::mutex> lock(mu_);
   refresh_snapshot_locked();
   return j;
+}
+
+void SubClusterManager::unlist(ModelId m) {
+  if (!managed() || m >= cap_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  names_[m].clear();
+  refresh_snapshot_locked();
 }
 
 void SubClusterManager::joined(std::uint32_t backend, ModelId m) {

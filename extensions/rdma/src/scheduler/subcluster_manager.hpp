@@ -105,13 +105,17 @@ class SubClusterManager {
   // target share); with a config, its sub-cluster's models are sent first.
   std::uint32_t add_device(DeviceRef d);
   // A model loaded while serving (an id past the start's models), held by
-  // `backends`: placed in the sub-cluster with the fewest requests per GPU
-  // (over the last window and this one) among those with a device of theirs,
-  // its new requests routed there at once (the Placement reaches each device
-  // before any batch of the model; it is loaded there already). A model
-  // placed before keeps its sub-cluster. Returns the sub-cluster, or
-  // kNoSubCluster when no device of `backends` is in any.
-  int place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends);
+  // `backends`: placed in sub-cluster `near` (a reload's: where the versions
+  // it replaces are) when it has a device of theirs, else in the one with
+  // the fewest requests per GPU (over the last window and this one) among
+  // those that have; its new requests routed there at once (the Placement
+  // reaches each device before any batch of the model; it is loaded there
+  // already). A model placed before keeps its sub-cluster. Returns the
+  // sub-cluster, or kNoSubCluster when no device of `backends` is in any.
+  int place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends,
+            int near = kNoSubCluster);
+  // Model m (replaced by a reload) is no longer listed in the report.
+  void unlist(ModelId m);
   // `backend` has loaded model m since it registered (it joined after m's
   // load): its devices in m's sub-cluster are told they run it.
   void joined(std::uint32_t backend, ModelId m);
