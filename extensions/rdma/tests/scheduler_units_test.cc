@@ -350,7 +350,8 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   rec.take();
   for (int i = 0; i < 10; ++i) m.ended(m.routed(0), 0, false);  // a, in sub-cluster 0
   for (int i = 0; i < 2; ++i) m.ended(m.routed(1), 1, false);   // b, in sub-cluster 1
-  EXPECT_EQ(m.place(2, "c", {0, 1}), 1) << "2 requests per GPU against 5";
+  const std::vector<SubClusterManager::DeviceRef> all = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
+  EXPECT_EQ(m.place(2, "c", all), 1) << "2 requests per GPU against 5";
   std::vector<SubClusterManager::Placement> p = rec.take();
   ASSERT_EQ(p.size(), 2u);  // each device of sub-cluster 1, before any batch of c
   for (const auto& x : p) {
@@ -359,10 +360,15 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   }
   EXPECT_EQ(m.routed(2), 1u) << "routed at once: its devices hold it already";
   m.ended(1, 2, false);
-  EXPECT_EQ(m.place(3, "d", {7}), kNoSubCluster) << "no device of backend 7";
+  EXPECT_EQ(m.place(3, "d", {{7, 0}}), kNoSubCluster) << "no such device";
   EXPECT_TRUE(rec.take().empty());
-  EXPECT_EQ(m.place(2, "c", {0, 1}), 1) << "placed before: it keeps its sub-cluster";
+  EXPECT_EQ(m.place(2, "c", all), 1) << "placed before: it keeps its sub-cluster";
   rec.take();
+  // An instance_group that selects each backend's device 0: sub-cluster 0, busier or not.
+  EXPECT_EQ(m.place(3, "g", {{0, 0}, {1, 0}}), 0);
+  p = rec.take();
+  ASSERT_EQ(p.size(), 2u);
+  for (const auto& x : p) EXPECT_EQ(x.dev.device, 0u);
   m.tick(at_ms(1000));  // epoch 1: a and b swap; c stays
   EXPECT_EQ(asked, (std::vector<std::size_t>{2, 2})) << "the partitioner places the start's models";
   EXPECT_EQ(m.routed(2), 1u);
@@ -377,7 +383,7 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   EXPECT_EQ(m.add_device({2, 0}), 0u);
   EXPECT_EQ(m.add_device({2, 1}), 1u);
   for (const auto& x : rec.take()) EXPECT_EQ(std::count(x.load.begin(), x.load.end(), 2u), 0);
-  m.joined(2, 2);
+  m.joined({{2, 0}, {2, 1}}, 2);
   p = rec.take();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].dev.backend, 2u);
@@ -388,7 +394,7 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   // A reload of c: its new version goes near the one it replaces when asked
   // (sub-cluster 0 here, though 1 has fewer requests per GPU), which leaves
   // the report.
-  EXPECT_EQ(m.place(3, "c", {0, 1}, 0), 0);
+  EXPECT_EQ(m.place(3, "c", all, 0), 0);
   m.unlist(2);
   EXPECT_EQ(m.snapshot().subs[0].models, (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(m.snapshot().subs[1].models, (std::vector<std::string>{"a"}));

@@ -2423,7 +2423,8 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     backends keep), and a load reads it again and serves it in the same
     sub-cluster. Its new files load and switch (into a sub-cluster again);
     new files of a model of the start are refused (503, saying to restart).
-    A model with an instance_group is refused, as at start."""
+    A model whose instance_group selects one GPU of each backend goes to
+    their sub-cluster, and runs on the second backend too."""
     repo = tmp_path / "models"
     for name in ("one", "two"):
         write_emulated_model(repo, name, slo=4000)
@@ -2465,17 +2466,22 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
 
     wait_until(placed, "the scheduler's report to list 'three' in sub-cluster %d" % home, timeout=10)
     assert "three" not in owned[1 - home], owned
-    # As at start, an instance_group is refused with sub-clusters, naming both.
-    write_emulated_model(repo, "grouped", extra="instance_group [ { kind: KIND_GPU } ]")
+    # An instance_group of each backend's GPU `home` (in sub-cluster `home`, the busier one, with
+    # more models): placed there, not where the fewest requests are.
+    write_emulated_model(repo, "grouped", slo=4000,
+                         extra="instance_group [ { kind: KIND_GPU gpus: [ %d ] } ]" % home)
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/grouped/load")
-    assert status == 400 and b"instance_group" in out and b"sub-clusters" in out, (status, out)
+    assert status == 200, (status, out)
+    assert re.search(r"model 'grouped', loaded while serving, is placed in sub-cluster %d " % home,
+                     c.scheduler.output()), c.scheduler.output()
+    assert http_infer(f, "grouped", body)[0] == 200
     c.add_backend("b2", "emulated:2")
     wait_until(lambda: re.search(r"backend 'b2' \(\S+\) runs model 'three' too", c.scheduler.output()),
                "the second backend to run 'three'", timeout=30)
     c.backends["b1"].kill()
     wait_until(lambda: re.search(r"backend 'b1' \(\S+\) lost: ", c.scheduler.output()),
                "the scheduler to lose b1", timeout=30)
-    for name in ("three", "one", "two"):
+    for name in ("three", "one", "two", "grouped"):
         status, _, out = http_infer(f, name, body)
         assert status == 200, (name, out)
     assert "refusing a batch" not in c.backends["b2"].output(), c.backends["b2"].output()

@@ -417,11 +417,6 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   if (!r.ok())
     return failed(r.status().code() == Errc::kNotFound ? Errc::kNotFound : Errc::kInvalidArgument,
                   r.status().message());
-  // As at start: sub-clusters are placed without knowing which devices may run a model.
-  if (sub_clusters() && !r->models.front().instance_groups.empty())
-    return failed(Errc::kInvalidArgument,
-                  "it has an instance_group (" + r->models.front().config_path +
-                      "), which sub-clusters do not honour yet: remove it to load the model");
   // Each version goes into the runtime now, with no device: its admission
   // stays closed (unserved_) until its backends are ready. A version keeps
   // its id from a failed load.
@@ -544,6 +539,21 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   loads_.push_back(std::move(l));
 }
 
+std::vector<SubClusterManager::DeviceRef> SchedulerNode::Impl::group_devices(
+    ModelId id, const std::vector<std::uint32_t>& backends) const {
+  const std::vector<DeviceGroup>* groups = nullptr;
+  for (const auto& [gm, g] : grouped_)
+    if (gm == id) groups = &g;
+  std::vector<SubClusterManager::DeviceRef> out;
+  for_each_live_backend([&](std::uint32_t i, const BackendInfo& b) {
+    if (std::find(backends.begin(), backends.end(), i) == backends.end()) return;
+    const bool has_gpu = has_gpu_device(b.devices);
+    for (std::uint32_t x = 0; x < b.devices.size(); ++x)
+      if (!groups || groups_select(*groups, b.devices[x], has_gpu)) out.push_back({i, x});
+  });
+  return out;
+}
+
 void SchedulerNode::Impl::offer_loaded_models(std::uint32_t backend) {
   const BackendInfo& b = backends_[backend];
   const bool has_gpu = has_gpu_device(b.devices);
@@ -590,7 +600,7 @@ void SchedulerNode::Impl::on_model_load_done(Peer& p, std::span<const std::uint8
     if (loaded_on_[id] && !loaded_on_[id]->empty() && listed_[id] && unserved_[id].empty()) {
       loaded_on_[id]->push_back(p.index);
       holders_[id].push_back({p.index, join.name, join.seq});
-      subs_->joined(p.index, id);  // with sub-clusters: its devices there run it, before any batch
+      subs_->joined(group_devices(id, {p.index}), id);  // with sub-clusters: its devices there run it first
       apply_instance_groups(false);
       log(p.name + " runs model '" + models_[id].name + "' too");
     } else {
@@ -685,7 +695,8 @@ void SchedulerNode::Impl::end_load(Load& l, Errc code, std::string why, ModelId 
   // reload's versions where those they replace are.
   if (code == Errc::kOk && sub_clusters())
     for (std::size_t k = 0; k < l.ids.size() && code == Errc::kOk; ++k)
-      if (subs_->place(l.ids[k], k < l.names.size() ? l.names[k] : models_[l.ids[k]].name, l.backends,
+      if (subs_->place(l.ids[k], k < l.names.size() ? l.names[k] : models_[l.ids[k]].name,
+                       group_devices(l.ids[k], l.backends),
                        reload ? static_cast<int>(subs_->route_of(l.replaces.front())) : kNoSubCluster) ==
           kNoSubCluster) {
         code = Errc::kFailedPrecondition;

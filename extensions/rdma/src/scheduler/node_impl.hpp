@@ -475,6 +475,10 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // whether a live device served each when last applied (for the log).
   std::vector<std::pair<ModelId, std::vector<DeviceGroup>>> grouped_;
   std::vector<bool> grouped_served_;
+  // The devices of live `backends` that model `id`'s instance_group selects
+  // (every device without one): where its sub-cluster may run it.
+  std::vector<SubClusterManager::DeviceRef> group_devices(ModelId id,
+                                                          const std::vector<std::uint32_t>& backends) const;
   Delays floors_;  // the config's delays: what is learned never goes below
   Sink sink_{this};
   std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster

@@ -119,14 +119,14 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
   return j;
 }
 
-int SubClusterManager::place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends,
+int SubClusterManager::place(ModelId m, const std::string& name, const std::vector<DeviceRef>& may_run,
                              int near) {
   if (m >= cap_) return kNoSubCluster;
   if (!managed() || m < start_models_) return route_[m];
   const auto holds = [&](const DeviceRef& d) {
-    return std::find(backends.begin(), backends.end(), d.backend) != backends.end();
+    return std::find(may_run.begin(), may_run.end(), d) != may_run.end();
   };
-  std::vector<std::uint32_t> gpus(o_.subclusters, 0);  // devices of `backends`, per sub-cluster
+  std::vector<std::uint32_t> gpus(o_.subclusters, 0);  // devices of `may_run`, per sub-cluster
   for (const auto& [ref, sub] : devices_)
     if (holds(ref)) ++gpus[sub];
   int j = placement_->owner(m);
@@ -183,10 +183,11 @@ void SubClusterManager::unlist(ModelId m) {
   refresh_snapshot_locked();
 }
 
-void SubClusterManager::joined(std::uint32_t backend, ModelId m) {
+void SubClusterManager::joined(const std::vector<DeviceRef>& may_run, ModelId m) {
   if (!managed() || m >= cap_) return;
   for (const auto& [ref, sub] : devices_)
-    if (ref.backend == backend && placement_->presence(sub, m) != SubClusterPlacement::Presence::kAbsent)
+    if (std::find(may_run.begin(), may_run.end(), ref) != may_run.end() &&
+        placement_->presence(sub, m) != SubClusterPlacement::Presence::kAbsent)
       send(ref, {m}, {});
 }
 

@@ -16,7 +16,7 @@
 //   if (Status s = subs.start(now); !s.ok()) ...   // epoch 0 (placed by the config's rates)
 //   std::uint32_t j = subs.add_device({backend, device});   // a GPU registers
 //   std::uint32_t j = subs.routed(model);    // a request: its sub-cluster
-//   subs.place(model, name, backends);  // a model loaded while serving
+//   subs.place(model, name, devices);        // a model loaded while serving
 //   subs.ended(j, model, bad);               // its end
 //   subs.tick(now);                          // windows, epochs, drains
 #pragma once
@@ -104,21 +104,23 @@ class SubClusterManager {
   // A GPU registers: the sub-cluster it joins (the one furthest below its
   // target share); with a config, its sub-cluster's models are sent first.
   std::uint32_t add_device(DeviceRef d);
-  // A model loaded while serving (an id past the start's models), held by
-  // `backends`: placed in sub-cluster `near` (a reload's: where the versions
-  // it replaces are) when it has a device of theirs, else in the one with
-  // the fewest requests per GPU (over the last window and this one) among
-  // those that have; its new requests routed there at once (the Placement
-  // reaches each device before any batch of the model; it is loaded there
-  // already). A model placed before keeps its sub-cluster. Returns the
-  // sub-cluster, or kNoSubCluster when no device of `backends` is in any.
-  int place(ModelId m, const std::string& name, const std::vector<std::uint32_t>& backends,
+  // A model loaded while serving (an id past the start's models) that
+  // `may_run` (the devices that loaded it, of its instance_group): placed
+  // in sub-cluster `near` (a reload's: where the versions it replaces are)
+  // when one of them is there, else in the one with the fewest requests per
+  // GPU (over the last window and this one) among those that have one; its
+  // new requests routed there at once (the Placement reaches each of those
+  // devices before any batch of the model; it is loaded there already). A
+  // model placed before keeps its sub-cluster. Returns the sub-cluster, or
+  // kNoSubCluster when none of `may_run` is in any.
+  int place(ModelId m, const std::string& name, const std::vector<DeviceRef>& may_run,
             int near = kNoSubCluster);
   // Model m (replaced by a reload) is no longer listed in the report.
   void unlist(ModelId m);
-  // `backend` has loaded model m since it registered (it joined after m's
-  // load): its devices in m's sub-cluster are told they run it.
-  void joined(std::uint32_t backend, ModelId m);
+  // A backend has loaded model m since it registered (it joined after m's
+  // load): those of `may_run` (its devices of m's instance_group) in m's
+  // sub-cluster are told they run it.
+  void joined(const std::vector<DeviceRef>& may_run, ModelId m);
   // Every device of `backend` leaves (lost, or its registration failed): the
   // loads it had not confirmed are no longer awaited.
   void backend_gone(std::uint32_t backend, TimePoint now);
