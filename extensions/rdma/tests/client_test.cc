@@ -32,23 +32,47 @@ ClientOptions options(std::uint16_t port) {
   return o;
 }
 
+// A client of `o` that has joined (null, with the reason as a failure, if not within 10 s).
+std::unique_ptr<Client> ready(const ClientOptions& o) {
+  Result<std::unique_ptr<Client>> c = Client::connect(o);
+  if (!c.ok()) {
+    ADD_FAILURE() << c.status().message();
+    return nullptr;
+  }
+  if (Status st = (*c)->wait_ready(Duration::seconds(10)); !st.ok()) {
+    ADD_FAILURE() << st.message();
+    return nullptr;
+  }
+  return std::move(*c);
+}
+
+// Polls `p` for up to 10 s.
+template <class P>
+bool eventually(P p) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!p()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
 TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   FakeScheduler s;
-  auto c = Client::connect(options(s.port));
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  ASSERT_TRUE((*c)->wait_ready(Duration::seconds(10)).ok());
+  const std::unique_ptr<Client> c = ready(options(s.port));
+  ASSERT_NE(c, nullptr);
   EXPECT_EQ(s.hello_token, "tok");
-  ASSERT_EQ((*c)->models().size(), 1u);
-  EXPECT_EQ((*c)->models()[0].name, "m");
+  ASSERT_EQ(c->models().size(), 1u);
+  EXPECT_EQ(c->models()[0].name, "m");
 
   const std::uint8_t in[4] = {1, 2, 3, 4};
   const std::uint8_t big[17] = {};
-  EXPECT_EQ((*c)->infer("nope", in).status().code(), Errc::kNotFound);
-  EXPECT_NE((*c)->infer("nope", in).status().message().find("serves: m"), std::string::npos);
-  EXPECT_EQ((*c)->infer("m", big).status().code(), Errc::kInvalidArgument);
-  EXPECT_EQ((*c)->stats().outcomes.sent, 0u);  // refused at the call: nothing was sent
+  EXPECT_EQ(c->infer("nope", in).status().code(), Errc::kNotFound);
+  EXPECT_NE(c->infer("nope", in).status().message().find("serves: m"), std::string::npos);
+  EXPECT_EQ(c->infer("m", big).status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(c->stats().outcomes.sent, 0u);  // refused at the call: nothing was sent
 
-  auto f = (*c)->infer("m", in);
+  auto f = c->infer("m", in);
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(s.wait([&] { return !s.submitted.empty(); }));
   const wire::SubmitEntry e = s.submitted[0];
@@ -71,10 +95,8 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   wire::OutcomesBuilder again("late duplicate");
   again.add({e.request, static_cast<std::uint8_t>(Outcome::kError), 0});
   s.send(std::move(again).finish());
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while ((*c)->stats().duplicate_outcomes == 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(5ms);
-  const ClientStats st = (*c)->stats();
+  EXPECT_TRUE(eventually([&] { return c->stats().duplicate_outcomes != 0; }));
+  const ClientStats st = c->stats();
   EXPECT_EQ(st.unknown_ids, 1u);
   EXPECT_EQ(st.duplicate_outcomes, 1u);
   EXPECT_EQ(st.outcomes.sent, 1u);
@@ -84,12 +106,11 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
 
 TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
   auto s = std::make_unique<FakeScheduler>();
-  auto c = Client::connect(options(s->port));
-  ASSERT_TRUE(c.ok());
-  ASSERT_TRUE((*c)->wait_ready(Duration::seconds(10)).ok());
+  const std::unique_ptr<Client> c = ready(options(s->port));
+  ASSERT_NE(c, nullptr);
   const std::uint8_t in[4] = {1, 2, 3, 4};
   std::vector<std::future<InferResult>> fs;
-  for (int i = 0; i < 10; ++i) fs.push_back(std::move(*(*c)->infer("m", in)));
+  for (int i = 0; i < 10; ++i) fs.push_back(std::move(*c->infer("m", in)));
   ASSERT_TRUE(s->wait([&] { return s->submitted.size() == 10; }));
   const auto t0 = std::chrono::steady_clock::now();
   s.reset();  // the scheduler process dies
@@ -102,35 +123,23 @@ TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   // While disconnected, a request ends at once with an error (it is counted).
-  auto f = (*c)->infer("m", in);
+  auto f = c->infer("m", in);
   ASSERT_TRUE(f.ok());
   ASSERT_EQ(f->wait_for(1s), std::future_status::ready);
   const InferResult r = f->get();
   EXPECT_EQ(r.outcome, Outcome::kError);
   EXPECT_EQ(r.failure, Failure::kNotConnected);
-  const ClientStats st = (*c)->stats();
+  const ClientStats st = c->stats();
   EXPECT_EQ(st.outcomes.sent, 11u);
   EXPECT_EQ(st.outcomes.errors, 11u);
   EXPECT_EQ(st.scheduler_losses, 1u);
   EXPECT_FALSE(st.connected);
 }
 
-// Polls `p` for up to 10 s.
-template <class P>
-bool eventually(P p) {
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (!p()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   FakeScheduler s;
-  auto c = Client::connect(options(s.port));
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  ASSERT_TRUE((*c)->wait_ready(Duration::seconds(10)).ok());
+  const std::unique_ptr<Client> c = ready(options(s.port));
+  ASSERT_NE(c, nullptr);
   std::mutex mu;
   std::vector<InferResult> done;
   auto cb = [&](InferResult&& r) {
@@ -141,9 +150,9 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   const std::uint8_t a[5] = {1, 2, 3, 4, 5}, b[3] = {6, 7, 8}, big[12] = {};
   const std::span<const std::uint8_t> parts[2] = {a, b}, too_big[2] = {a, big};
   std::uint64_t t1 = 0, t2 = 0, t3 = 7;
-  ASSERT_TRUE((*c)->infer_async("m", parts, std::nullopt, cb, &t1).ok());
-  ASSERT_TRUE((*c)->infer_async("m", std::span<const std::uint8_t>(a), std::nullopt, cb, &t2).ok());
-  const Status refused = (*c)->infer_async("m", too_big, std::nullopt, cb, &t3);
+  ASSERT_TRUE(c->infer_async("m", parts, std::nullopt, cb, &t1).ok());
+  ASSERT_TRUE(c->infer_async("m", std::span<const std::uint8_t>(a), std::nullopt, cb, &t2).ok());
+  const Status refused = c->infer_async("m", too_big, std::nullopt, cb, &t3);
   EXPECT_EQ(refused.code(), Errc::kInvalidArgument);
   EXPECT_NE(refused.message().find("input of 17 bytes exceeds max_input_bytes 16"), std::string::npos)
       << refused.message();
@@ -166,10 +175,10 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
     std::lock_guard<std::mutex> lock(mu);
     return done.size() == 1;
   }));
-  (*c)->cancel(t2);
-  (*c)->cancel(t1);
-  (*c)->cancel(t1 ^ (std::uint64_t{5} << 32));
-  (*c)->cancel(0);
+  c->cancel(t2);
+  c->cancel(t1);
+  c->cancel(t1 ^ (std::uint64_t{5} << 32));
+  c->cancel(0);
   ASSERT_TRUE(s.wait([&] { return !s.cancelled.empty(); }));
   std::this_thread::sleep_for(50ms);  // nothing more follows
   {
@@ -190,7 +199,7 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
     EXPECT_EQ(done[1].outcome, Outcome::kDropped);
     EXPECT_EQ(done[1].reason, DropReason::kCancelled);
   }
-  const ClientStats st = (*c)->stats();
+  const ClientStats st = c->stats();
   EXPECT_EQ(st.cancels, 1u);
   EXPECT_EQ(st.in_flight, 0u);
   EXPECT_EQ(st.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kCancelled)], 1u);
@@ -204,10 +213,9 @@ TEST(ClientTest, ReservedInputSlotsReturnToThePoolExactlyOnce) {
   FakeScheduler s;
   ClientOptions o = options(s.port);
   o.max_pending = 2;
-  auto c = Client::connect(o);
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  Client& client = **c;
-  ASSERT_TRUE(client.wait_ready(Duration::seconds(10)).ok());
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
   std::mutex mu;
   std::vector<InferResult> done;
   auto cb = [&](InferResult&& r) {
@@ -311,10 +319,9 @@ TEST(ClientTest, AnInputLongerThanASlotTakesAdjacentSlots) {
     EXPECT_NE(refused.status().message().find("slot_bytes (16)"), std::string::npos)
         << refused.status().message();
   }
-  auto c = Client::connect(o);
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  Client& client = **c;
-  ASSERT_TRUE(client.wait_ready(Duration::seconds(10)).ok());
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
   EXPECT_EQ(client.max_input_bytes(), 48u);
   std::mutex mu;
   std::vector<InferResult> done;
