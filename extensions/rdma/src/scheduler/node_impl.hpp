@@ -654,7 +654,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
            (!sub_clusters() || !subs_->placed_by_epochs(id));
   }
   // Several runtimes, or models placed by epochs: a model loaded while
-  // serving is placed in one sub-cluster and stays there; none is reloaded.
+  // serving is placed in one sub-cluster and stays there; the start's
+  // models are not reloaded.
   bool sub_clusters() const { return runtimes_.size() > 1 || (subs_ && subs_->managed()); }
   mutable std::mutex models_mu_;  // models_ growth (progress thread) against report readers
   std::unique_ptr<Transport> transport_;

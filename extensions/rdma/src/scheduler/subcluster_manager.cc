@@ -155,7 +155,8 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
       }
     }
     if (j == kNoSubCluster) return j;
-    why = std::to_string(static_cast<std::uint64_t>(best)) + " requests per GPU there in the last window";
+    why = std::to_string(static_cast<std::uint64_t>(best)) +
+          " requests per GPU there in the last autoscaling window and this one";
   }
   if (placement_->owner(m) != j) {
     std::vector<int> next = placement_->assignment();
