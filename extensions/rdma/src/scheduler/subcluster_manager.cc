@@ -139,15 +139,16 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
     std::vector<std::uint32_t> models(o_.subclusters, 0);
     for (const int owner : placement_->assignment())
       if (owner != kNoSubCluster) ++models[static_cast<std::uint32_t>(owner)];
+    std::vector<std::uint64_t> arrived = window_arrived_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (std::uint32_t k = 0; k < o_.subclusters && k < snap_.subs.size(); ++k)
+        arrived[k] += snap_.subs[k].signal.arrived;
+    }
     double best = 0;
     for (std::uint32_t k = 0; k < o_.subclusters; ++k) {
       if (gpus[k] == 0) continue;
-      std::uint64_t arrived = window_arrived_[k];
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (k < snap_.subs.size()) arrived += snap_.subs[k].signal.arrived;
-      }
-      const double per_gpu = static_cast<double>(arrived) / have_gpus_[k];
+      const double per_gpu = static_cast<double>(arrived[k]) / have_gpus_[k];
       if (j == kNoSubCluster || per_gpu < best ||
           (per_gpu == best && models[k] < models[static_cast<std::uint32_t>(j)])) {
         j = static_cast<int>(k);
