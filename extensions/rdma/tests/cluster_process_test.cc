@@ -228,6 +228,32 @@ TEST_F(ClusterProcessTest, ABatchWaitingForItsEmulatedGpuTeachesTheProfileNothin
   EXPECT_EQ(m["lmax_ms"]["in_use"], m["lmax_ms"]["offline"]) << m.dump(2);
 }
 
+// Emulated GPUs that run 10 x the profile, and a scheduler that plans with
+// the profile throughout (no recalibration): batches end past the time the
+// scheduler planned, and the backend's report says how many and where the
+// time before their start went (the device still busy with the batch before).
+TEST_F(ClusterProcessTest, TheBackendReportsTheBatchesThatEndedPastTheirPlan) {
+  write_config(60, 300);
+  std::ofstream(cfg_, std::ios::app) << "  recalibrate: false\n";
+  Proc sched = start_scheduler("sched");
+  Proc b1 = start_backend("b1", "emulated:1", "", {}, {"--emulated-slowdown", "10"});
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  Proc lg = start_loadgen("lg", 2, 300);
+  const json r = loadgen_report(lg, "lg");
+  EXPECT_EQ(r["errors"], 0u) << r.dump(2);
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  ASSERT_EQ(b1.stop(), 0) << b1.log_text();
+  const std::optional<json> b = read_json(dir_.file("b1.json"));
+  ASSERT_TRUE(b.has_value());
+  const json& p = (*b)["past_deadline"];
+  ASSERT_GT((*b)["batches"].get<std::uint64_t>(), 4u) << b->dump(2);
+  // Every batch after the first waits for the one before, which ran 10 x its plan.
+  EXPECT_GE(p["batches"].get<std::uint64_t>() + 1, (*b)["batches"].get<std::uint64_t>()) << b->dump(2);
+  EXPECT_GT(p["late_by_p50_us"].get<double>(), 1000.0) << b->dump(2);
+  EXPECT_GT(p["mean_device_busy_us"].get<double>(), 1000.0) << b->dump(2);
+  EXPECT_GT(p["mean_slack_us"].get<double>(), 0.0) << b->dump(2);
+}
+
 // cluster.inject_delay_us (an experiment option): every process holds what
 // it receives and reads for that long, so the scheduler learns a d_ctrl about
 // two delays longer (the Batch's one way, and the input reads) and a d_resp

@@ -119,6 +119,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   Status start();
   void stop();
   nlohmann::json report() const;
+  nlohmann::json past_deadline() const;  // REQUIRES: stats_mu_ held
 
   void on_accept(ConnId c, const std::string&) override { transport_->close(c); }  // nobody connects to us
   void on_message(ConnId c, std::span<const std::uint8_t> msg) override;
@@ -246,6 +247,14 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   // Statistics (network thread writes; report() reads under stats_mu_).
   mutable std::mutex stats_mu_;
   LatencyHistogram fetch_hist_, exec_hist_;
+  // Batches that ended past the time the scheduler planned (their exec
+  // budget from receipt), and where the time before their start went: the
+  // sums over those batches, against the slack they had (budget - l(b)).
+  struct PastDeadline {
+    std::uint64_t batches = 0;
+    Duration slack, reads, handoff, device_busy;
+    LatencyHistogram late_by;
+  } past_deadline_;
   std::uint64_t batches_run_ = 0, requests_run_ = 0, reads_ = 0, read_bytes_ = 0, skipped_ = 0, failed_ = 0;
   std::uint64_t registrations_ = 0, refused_ = 0;
   // For /metrics (node_metrics.hpp), under stats_mu_: per device, and the
@@ -1261,6 +1270,16 @@ void BackendNode::Impl::finish(std::uint64_t id, BatchStatus st, std::string err
       requests_run_ += executed;
       fetch_hist_.record(b.fetch_end - b.fetch_start);
       exec_hist_.record(Duration::nanoseconds(d.exec_ns));
+      if (const Duration late = actual_end - (b.recv + b.exec_budget); late > Duration::zero()) {
+        PastDeadline& p = past_deadline_;
+        const TimePoint start = max(b.exec_start, actual_start);
+        ++p.batches;
+        p.slack += max(Duration::zero(), b.exec_budget - b.predicted);
+        p.reads += b.fetch_end - b.recv;
+        p.handoff += b.exec_start - b.fetch_end;
+        p.device_busy += start - b.exec_start;
+        p.late_by.record(late);
+      }
     }
     skipped_ += skipped;
     failed_ += failed;
@@ -1324,7 +1343,23 @@ nlohmann::json BackendNode::Impl::report() const {
           {"batches_during_lease", batches_during_lease_.load(std::memory_order_relaxed)},
           {"batches_not_placed", batches_not_placed_},
           {"input_fetch_per_batch", pct(fetch_hist_)},
-          {"exec_per_batch", pct(exec_hist_)}};
+          {"exec_per_batch", pct(exec_hist_)},
+          {"past_deadline", past_deadline()}};
+}
+
+nlohmann::json BackendNode::Impl::past_deadline() const {
+  const PastDeadline& p = past_deadline_;
+  const auto mean_us = [&](Duration sum) {
+    return p.batches ? sum.to_us() / static_cast<double>(p.batches) : 0.0;
+  };
+  return {{"batches", p.batches},
+          {"late_by_p50_us", p.late_by.percentile(0.5).to_us()},
+          {"late_by_p99_us", p.late_by.percentile(0.99).to_us()},
+          {"late_by_max_us", p.late_by.max().to_us()},
+          {"mean_slack_us", mean_us(p.slack)},
+          {"mean_reads_us", mean_us(p.reads)},
+          {"mean_handoff_us", mean_us(p.handoff)},
+          {"mean_device_busy_us", mean_us(p.device_busy)}};
 }
 
 BackendMetricsSnapshot BackendNode::Impl::metrics_snapshot() const {
