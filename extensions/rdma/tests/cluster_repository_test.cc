@@ -287,9 +287,9 @@ output [ { name: "y" data_type: TYPE_FP32 dims: [ 3, 1 ] reshape { shape: [ 3 ] 
   EXPECT_EQ(m.output_reshapes[0], (std::vector<std::int64_t>{3, 1})) << "answered as the dims";
 }
 
-// instance_group reaches the scheduler and the backends; sub-clusters, which
-// place models without knowing their devices, refuse it.
-TEST_F(ClusterRepositoryTest, InstanceGroupsChooseDevicesAndSubClustersRefuseThem) {
+// instance_group reaches the scheduler and the backends, with or without
+// sub-clusters (which place such a model where its devices register).
+TEST_F(ClusterRepositoryTest, InstanceGroupsChooseDevicesWithOrWithoutSubClusters) {
   model("pinned", std::string(kLinearConfig) +
                       "instance_group [ { kind: KIND_GPU gpus: [ 1, 3 ] }, { kind: KIND_CPU count: 2 } ]\n");
   model("linear", kLinearConfig);
@@ -305,11 +305,9 @@ TEST_F(ClusterRepositoryTest, InstanceGroupsChooseDevicesAndSubClustersRefuseThe
       symphony::testing::ok_value(parse_cluster_config(kClusterYaml, "c.yaml", "", false, &*r));
   EXPECT_EQ(c.instance_groups.size(), 1u);
   EXPECT_EQ(c.instance_groups.count("pinned"), 1u);
-  const Result<ClusterConfig> subs =
-      parse_cluster_config(std::string(kClusterYaml) + "subclusters: {count: 1}\n", "c.yaml", "", false, &*r);
-  ASSERT_FALSE(subs.ok());
-  EXPECT_HAS(subs.status().message(), "model 'pinned' has an instance_group");
-  EXPECT_HAS(subs.status().message(), "c.yaml:5");
+  const ClusterConfig subs = symphony::testing::ok_value(parse_cluster_config(
+      std::string(kClusterYaml) + "subclusters: {count: 1}\n", "c.yaml", "", false, &*r));
+  EXPECT_EQ(subs.instance_groups.count("pinned"), 1u);
 }
 
 TEST_F(ClusterRepositoryTest, AMissingProfileSaysWhichCommandMakesIt) {

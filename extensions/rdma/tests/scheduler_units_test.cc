@@ -400,6 +400,103 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   EXPECT_EQ(m.snapshot().subs[1].models, (std::vector<std::string>{"a"}));
 }
 
+// A model of the start with an instance_group (g, between a and b) is left
+// to place(): the partitioner is given a and b alone (rates and assignments
+// in their order), g waits in sub-cluster 0 until a device of its group
+// registers, goes where those devices are and stays there through epochs
+// and a takeover; a device that registers later is not sent it, joined() is.
+TEST(SubClusterManager, AStartModelWithAnInstanceGroupIsPlacedWhereItsDevicesRegister) {
+  Recorder rec;
+  std::vector<std::vector<double>> asked;  // the rates each solve was given
+  SubClusterManager::Options o = two_subclusters([&asked](const EpochRequest& r) -> Result<EpochDecision> {
+    asked.push_back(r.rates);
+    EXPECT_EQ(r.current.size(), 2u);
+    EpochDecision d;
+    d.assignment = r.epoch == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0};  // epoch 1 swaps a and b
+    return d;
+  });
+  o.models = {"a", "g", "b"};
+  o.placed_later = {false, true, false};
+  o.initial_rates = {10, 30};
+  SubClusterManager m(
+      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
+      [&rec](const std::string& l) { rec.logs.push_back(l); });
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  EXPECT_TRUE(m.placed_by_epochs(0));
+  EXPECT_FALSE(m.placed_by_epochs(1));
+  EXPECT_TRUE(m.placed_at_registration(1));
+  EXPECT_EQ(m.route_of(0), 0u);
+  EXPECT_EQ(m.route_of(2), 1u) << "b is the partitioner's second model";
+  EXPECT_EQ(m.owner(1), kNoSubCluster);
+  EXPECT_EQ(m.routed(1), 0u) << "before any device of its group, g's requests wait in sub-cluster 0";
+  m.ended(0, 1, true);
+  for (std::uint32_t b = 0; b < 2; ++b)
+    for (std::uint32_t d = 0; d < 2; ++d) EXPECT_EQ(m.add_device({b, d}), d);
+  for (const auto& x : rec.take())
+    EXPECT_EQ(std::count(x.load.begin(), x.load.end(), 1u), 0) << "g is not the epochs'";
+  // Its group selects device 1 of each backend: sub-cluster 1.
+  EXPECT_EQ(m.place(1, "g", {{0, 1}, {1, 1}}), 1);
+  std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 2u);
+  for (const auto& x : p) {
+    EXPECT_EQ(x.dev.device, 1u);
+    EXPECT_EQ(x.load, std::vector<std::uint32_t>{1});
+  }
+  EXPECT_EQ(m.routed(1), 1u);
+  m.ended(1, 1, false);
+  EXPECT_NE(rec.logs.back().find("of the start with an instance_group"), std::string::npos)
+      << rec.logs.back();
+  m.tick(at_ms(1000));  // epoch 1: a and b swap; g stays
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0], (std::vector<double>{10, 30}));
+  EXPECT_EQ(asked[1].size(), 2u) << "the measured rates of a and b alone";
+  EXPECT_EQ(m.route_of(1), 1u);
+  EXPECT_EQ(m.owner(0), 1);
+  EXPECT_EQ(m.owner(2), 0);
+  const nlohmann::json j = m.to_json(at_ms(0));
+  const nlohmann::json& e0 = j["epochs"][0];
+  EXPECT_EQ(e0["rates"], nlohmann::json({{"a", 10.0}, {"b", 30.0}})) << e0.dump();
+  EXPECT_EQ(e0["assignment"], nlohmann::json({{"a", 0}, {"b", 1}})) << e0.dump();
+  // A takeover's assignment is by model id: a to 0, b to 1; g is where it was.
+  ASSERT_TRUE(m.adopt(9, {0, 0, 1}, at_ms(1100)).ok());
+  EXPECT_EQ(m.owner(0), 0);
+  EXPECT_EQ(m.owner(2), 1);
+  EXPECT_EQ(m.owner(1), 1);
+  rec.take();
+  EXPECT_EQ(m.add_device({2, 0}), 0u);
+  EXPECT_EQ(m.add_device({2, 1}), 1u);
+  for (const auto& x : rec.take()) EXPECT_EQ(std::count(x.load.begin(), x.load.end(), 1u), 0);
+  m.joined({{2, 1}}, 1);
+  p = rec.take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].dev.backend, 2u);
+  EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1});
+}
+
+// Every model of the start has an instance_group: no partitioner, no epochs.
+TEST(SubClusterManager, WithEveryModelGroupedNoEpochRuns) {
+  Recorder rec;
+  int solves = 0;
+  SubClusterManager::Options o = two_subclusters([&solves](const EpochRequest&) -> Result<EpochDecision> {
+    ++solves;
+    return EpochDecision{};
+  });
+  o.placed_later = {true, true};
+  o.initial_rates.clear();
+  SubClusterManager m(
+      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
+      [&rec](const std::string& l) { rec.logs.push_back(l); });
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  EXPECT_EQ(m.add_device({0, 0}), 0u);
+  EXPECT_EQ(m.add_device({0, 1}), 1u);
+  EXPECT_EQ(m.place(0, "a", {{0, 1}}), 1);
+  m.tick(at_ms(1000));
+  m.tick(at_ms(2000));
+  EXPECT_EQ(solves, 0);
+  EXPECT_EQ(m.route_of(0), 1u);
+  EXPECT_EQ(m.route_of(1), 0u);
+}
+
 // ---- Election (hot-spare schedulers) ------------------------------------------------
 
 using Act = Election::Action;

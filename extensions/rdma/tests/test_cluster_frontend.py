@@ -2298,6 +2298,28 @@ def subcluster_models(c):
     return {x["id"]: x["models"] for x in r["subclusters"]["subclusters"]}
 
 
+def wait_listed_in(c, model, home):
+    """Waits for the scheduler's report to list `model` in sub-cluster `home` (of two), and not in the other."""
+    owned = {}
+
+    def placed():
+        owned.update(subcluster_models(c) or {})
+        return model in owned.get(home, [])
+
+    wait_until(placed, "the scheduler's report to list '%s' in sub-cluster %d" % (model, home), timeout=10)
+    assert model not in owned[1 - home], owned
+
+
+def replace_b1_with_b2(c, ready, what):
+    """Adds backend b2 (two emulated GPUs), waits for the scheduler's log to match `ready`, then kills
+    b1 and waits for the scheduler to lose it."""
+    c.add_backend("b2", "emulated:2")
+    wait_until(lambda: re.search(ready, c.scheduler.output()), what, timeout=30)
+    c.backends["b1"].kill()
+    wait_until(lambda: re.search(r"backend 'b1' \(\S+\) lost: ", c.scheduler.output()),
+               "the scheduler to lose b1", timeout=30)
+
+
 def test_emulated_with_sub_clusters_an_unload_drains_its_sub_cluster_and_a_load_serves_it_again(
         tmp_path, repository_cluster):
     """With two sub-clusters (one emulated GPU each, a model placed in each),
@@ -2410,6 +2432,45 @@ def test_torch_with_sub_clusters_a_model_added_to_the_repository_loads_where_req
     assert ("fresh", "1", "READY", "") in repository_index(f)
 
 
+def test_emulated_with_sub_clusters_a_start_model_with_an_instance_group_goes_where_its_devices_are(
+        tmp_path, repository_cluster):
+    """With two sub-clusters (a backend of two emulated GPUs, one in each), a
+    model of the start whose instance_group selects each backend's GPU 1 is
+    placed in that GPU's sub-cluster when the backend registers (the
+    partitioner places the other model alone), and answers (a device runs
+    only what the scheduler placed on it: a batch elsewhere would end in an
+    error). A second backend's GPU 1 runs it too: with the first killed, both
+    models still answer."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "one", slo=4000)
+    write_emulated_model(repo, "pinned", slo=4000, extra="instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]")
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG)
+    (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
+    m = re.search(r"model 'pinned', of the start with an instance_group, is placed in sub-cluster (\d)",
+                  c.scheduler.output())
+    assert m, c.scheduler.output()
+    home = int(m.group(1))
+    assert re.search(r"backend 'b1' \(\S+\) registered 2 devices \(.*emulated:1=GPU \d+ of sub-cluster %d" % home,
+                     c.scheduler.output()), c.scheduler.output()
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    for _ in range(5):
+        for name in ("one", "pinned"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+    wait_listed_in(c, "pinned", home)
+    replace_b1_with_b2(c, r"backend 'b2' \(\S+\) registered", "the second backend to register")
+    for _ in range(5):
+        for name in ("one", "pinned"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+    assert "refusing a batch" not in c.backends["b2"].output(), c.backends["b2"].output()
+    assert c.scheduler.output().count("is placed in sub-cluster") == 1, c.scheduler.output()
+    report = f.stop()
+    for name in ("one", "pinned"):
+        r = report["models"][name]
+        assert r["errors"] == 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"], (name, r)
+
+
 def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_that_joins_runs_it(
         tmp_path, repository_cluster):
     """With two sub-clusters (a backend of two emulated GPUs, one in each), a
@@ -2458,14 +2519,7 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     (e,) = [x for x in repository_index(f) if x[0] == "one"]
     assert e[2] == "READY" and "the reload failed" in e[3], e
     assert http_infer(f, "one", body)[0] == 200
-    owned = {}
-
-    def placed():
-        owned.update(subcluster_models(c) or {})
-        return "three" in owned.get(home, [])
-
-    wait_until(placed, "the scheduler's report to list 'three' in sub-cluster %d" % home, timeout=10)
-    assert "three" not in owned[1 - home], owned
+    wait_listed_in(c, "three", home)
     # An instance_group of each backend's GPU `home` (in sub-cluster `home`, the busier one, with
     # more models): placed there, not where the fewest requests are.
     write_emulated_model(repo, "grouped", slo=4000,
@@ -2475,12 +2529,7 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     assert re.search(r"model 'grouped', loaded while serving, is placed in sub-cluster %d " % home,
                      c.scheduler.output()), c.scheduler.output()
     assert http_infer(f, "grouped", body)[0] == 200
-    c.add_backend("b2", "emulated:2")
-    wait_until(lambda: re.search(r"backend 'b2' \(\S+\) runs model 'three' too", c.scheduler.output()),
-               "the second backend to run 'three'", timeout=30)
-    c.backends["b1"].kill()
-    wait_until(lambda: re.search(r"backend 'b1' \(\S+\) lost: ", c.scheduler.output()),
-               "the scheduler to lose b1", timeout=30)
+    replace_b1_with_b2(c, r"backend 'b2' \(\S+\) runs model 'three' too", "the second backend to run 'three'")
     for name in ("three", "one", "two", "grouped"):
         status, _, out = http_infer(f, name, body)
         assert status == 200, (name, out)

@@ -246,13 +246,6 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
       }
     }
     if (cc.sim.subclusters) check_subclusters(r, root["subclusters"], *cc.sim.subclusters);
-    // The partitioner places models on sub-clusters without knowing which
-    // devices may run them.
-    if (cc.sim.subclusters && !cc.instance_groups.empty())
-      r.fail(root["subclusters"], "subclusters",
-             "model '" + cc.instance_groups.begin()->first +
-                 "' has an instance_group in the model repository, which sub-clusters do not honour yet: "
-                 "remove one or the other");
   }));
   if (need_token && effective_token(cc.cluster).empty())
     return Status(Errc::kInvalidArgument,

@@ -101,6 +101,7 @@ void SchedulerNode::Impl::add_backend(ConnId c, Peer& p, const wire::Register& r
   b.registered = true;
   p.index = index;
   apply_instance_groups(false);
+  place_grouped_start_models(index);
   {
     std::lock_guard<std::mutex> lock(gpus_mu_);
     for (std::size_t i = 0; i < b.gpus.size(); ++i)
@@ -221,6 +222,23 @@ void SchedulerNode::Impl::apply_instance_groups(bool joining) {
                   : std::string("no registered device is of its instance_group (the model repository's "
                                 "config.pbtxt): its requests wait for one and expire")));
     if (!joining && any_device) grouped_served_[k] = served;
+  }
+}
+
+// With sub-clusters, a model of the start with an instance_group goes to
+// the sub-cluster of the first devices of its group that register (the
+// partitioner does not know devices), and later devices of its group there
+// run it too.
+void SchedulerNode::Impl::place_grouped_start_models(std::uint32_t backend) {
+  if (!subs_->managed()) return;
+  for (const auto& [id, groups] : grouped_) {
+    if (!subs_->placed_at_registration(id)) continue;
+    const std::vector<SubClusterManager::DeviceRef> devices = group_devices(id, {backend});
+    if (devices.empty()) continue;
+    if (subs_->owner(id) != kNoSubCluster)
+      subs_->joined(devices, id);
+    else
+      (void)subs_->place(id, models_[id].name, devices);
   }
 }
 

@@ -91,6 +91,24 @@ Status SchedulerNode::Impl::start() {
     // The sub-clusters: placed by the config's expected rates (epoch 0) before any request.
     SubClusterManager::Options so;
     for (const ModelConfig& m : models_) so.models.push_back(m.name);
+    // A model with an instance_group is placed where a device of its group
+    // registers (place_grouped_start_models), not by the partitioner, which
+    // knows nothing of devices: it places the others.
+    so.placed_later.assign(models_.size(), false);
+    for (const auto& [m, groups] : grouped_) so.placed_later[m] = true;
+    ExperimentSpec by_epochs = sc.spec;
+    by_epochs.models.clear();
+    by_epochs.loads.clear();
+    std::optional<partition::SubClusterConfig> by_epochs_cfg = sub_cfg;
+    if (by_epochs_cfg) by_epochs_cfg->memory.clear();
+    std::vector<ModelId> epoch_ids;
+    for (ModelId m = 0; m < models_.size(); ++m) {
+      if (so.placed_later[m]) continue;
+      epoch_ids.push_back(m);
+      by_epochs.models.push_back(sc.spec.models[m]);
+      if (m < sc.spec.loads.size()) by_epochs.loads.push_back(sc.spec.loads[m]);
+      if (by_epochs_cfg && m < sub_cfg->memory.size()) by_epochs_cfg->memory.push_back(sub_cfg->memory[m]);
+    }
     so.capacity = model_capacity_;
     so.subclusters = num_subs_;
     so.config = sub_cfg;
@@ -102,10 +120,13 @@ Status SchedulerNode::Impl::start() {
     so.window = epoch > Duration::zero()                      ? epoch
                 : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
                                                               : Duration::seconds(10);
-    if (sub_cfg) {
+    if (sub_cfg && !epoch_ids.empty()) {
       SYMPHONY_ASSIGN_OR_RETURN(
-          so.partitioner, partition::make_partitioner(*sub_cfg, sc.spec, std::max(sc.spec.gpus, num_subs_)));
-      so.initial_rates = expected_rates(sc.spec, 1.0, epoch > Duration::zero() ? epoch : sc.spec.duration);
+          so.partitioner,
+          partition::make_partitioner(*by_epochs_cfg, by_epochs, std::max(sc.spec.gpus, num_subs_)));
+      const std::vector<double> rates =
+          expected_rates(sc.spec, 1.0, epoch > Duration::zero() ? epoch : sc.spec.duration);
+      for (ModelId m : epoch_ids) so.initial_rates.push_back(m < rates.size() ? rates[m] : 0.0);
     }
     subs_.emplace(
         std::move(so), [this](const SubClusterManager::Placement& p) { send_placement(p); },

@@ -305,6 +305,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // devices it chooses, in every runtime; `joining`: a backend is about to
   // add devices, so none of these models is left unrestricted meanwhile.
   void apply_instance_groups(bool joining);
+  void place_grouped_start_models(std::uint32_t backend);
   void add_deferred_backends(TimePoint now);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);

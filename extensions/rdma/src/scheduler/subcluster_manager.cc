@@ -17,14 +17,24 @@ SubClusterManager::SubClusterManager(Options o, Send send, Log log)
       send_(std::move(send)),
       log_(std::move(log)),
       epoch_len_(o_.config ? o_.config->spec.epoch : Duration::zero()),
-      cap_(std::max(o_.capacity, o_.models.size())),
-      start_models_(o_.models.size()) {
+      cap_(std::max(o_.capacity, o_.models.size())) {
   const std::size_t nm = cap_;
   names_ = o_.models;
   names_.resize(nm);
+  epoch_index_.assign(nm, kNotByEpochs);
+  for (ModelId m = 0; m < o_.models.size(); ++m)
+    if (m >= o_.placed_later.size() || !o_.placed_later[m]) {
+      epoch_index_[m] = epoch_ids_.size();
+      epoch_ids_.push_back(m);
+    }
   const std::uint32_t l = o_.subclusters;
   have_gpus_.assign(l, 0);
-  route_.assign(nm, managed() ? kNoSubCluster : 0);  // placed by start(), before any request
+  // The epochs' models are placed by start(), before any request; one of the
+  // start placed later waits in sub-cluster 0 (for a device of its group,
+  // where it expires as without sub-clusters) until place().
+  route_.assign(nm, 0);
+  if (managed())
+    for (ModelId m : epoch_ids_) route_[m] = kNoSubCluster;
   pending_.assign(nm, {});
   load_ref_.assign(nm, Ref{});
   drain_ref_.assign(nm * l, Ref{});
@@ -40,9 +50,14 @@ Status SubClusterManager::start(TimePoint now) {
   next_window_ = now + o_.window;
   next_epoch_ = now + epoch_len_;
   if (managed()) {
-    const std::size_t nm = start_models_;
+    const std::size_t nm = epoch_ids_.size();
     placement_.emplace(cap_, o_.subclusters);
     meter_.emplace(nm, now);
+    if (nm == 0) {  // every model is placed as its devices register: no epochs
+      std::lock_guard<std::mutex> lock(mu_);
+      refresh_snapshot_locked();
+      return {};
+    }
     EpochRequest r;
     r.epoch = 0;
     r.time = now;
@@ -74,7 +89,7 @@ std::uint32_t SubClusterManager::routed(ModelId m) {
   // relaxed: only a count; the drain check reads it after the route moved away.
   outstanding_[at(j, m)].fetch_add(1, std::memory_order_relaxed);
   ++window_arrived_[j];
-  if (meter_ && m < start_models_) meter_->count(m);
+  if (meter_ && placed_by_epochs(m)) meter_->count(epoch_index_[m]);
   return j;
 }
 
@@ -108,7 +123,7 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
     // backend handles its connection's messages in order. Those loaded while
     // serving follow once it has loaded them too (joined()).
     std::vector<std::uint32_t> load;
-    for (ModelId m = 0; m < start_models_; ++m)
+    for (ModelId m : epoch_ids_)
       if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
     send(d, std::move(load), {});
   }
@@ -122,7 +137,7 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
 int SubClusterManager::place(ModelId m, const std::string& name, const std::vector<DeviceRef>& may_run,
                              int near) {
   if (m >= cap_) return kNoSubCluster;
-  if (!managed() || m < start_models_) return route_[m];
+  if (!managed() || placed_by_epochs(m)) return route_[m];
   const auto holds = [&](const DeviceRef& d) {
     return std::find(may_run.begin(), may_run.end(), d) != may_run.end();
   };
@@ -164,8 +179,9 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
     next[m] = j;
     (void)placement_->apply(next);  // a load: no drain (it was nowhere)
   }
-  log_("model '" + name + "', loaded while serving, is placed in sub-cluster " + std::to_string(j) + " (" +
-       why + ")");
+  log_("model '" + name + "', " +
+       (m < o_.models.size() ? "of the start with an instance_group" : "loaded while serving") +
+       ", is placed in sub-cluster " + std::to_string(j) + " (" + why + ")");
   {
     std::lock_guard<std::mutex> lock(mu_);
     names_[m] = name;
@@ -176,6 +192,10 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
   std::lock_guard<std::mutex> lock(mu_);
   refresh_snapshot_locked();
   return j;
+}
+
+int SubClusterManager::owner(ModelId m) const {
+  return placement_ && m < cap_ ? placement_->owner(m) : kNoSubCluster;
 }
 
 void SubClusterManager::unlist(ModelId m) {
@@ -241,7 +261,7 @@ void SubClusterManager::placement_done(std::uint32_t backend, std::uint64_t seq,
 void SubClusterManager::tick(TimePoint now) {
   if (now >= next_window_) close_window(now);
   if (!managed()) return;
-  if (epoch_len_ > Duration::zero()) {
+  if (epoch_len_ > Duration::zero() && !epoch_ids_.empty()) {
     if (!solving_.valid() && now >= next_epoch_) start_epoch(now);
     if (solving_.valid() && solving_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
       finish_epoch(solving_.get(), now);
@@ -252,11 +272,11 @@ void SubClusterManager::tick(TimePoint now) {
 Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint32_t>& assignment,
                                 TimePoint now) {
   if (!managed()) return {};
-  if (assignment.size() < start_models_)
+  if (assignment.size() < o_.models.size())
     return Status(Errc::kInvalidArgument, "an assignment of " + std::to_string(assignment.size()) +
-                                              " models for " + std::to_string(start_models_));
+                                              " models for " + std::to_string(o_.models.size()));
   EpochDecision d;
-  for (std::size_t m = 0; m < start_models_; ++m) {
+  for (ModelId m : epoch_ids_) {
     const std::uint32_t j = assignment[m];
     if (j >= o_.subclusters)
       return Status(Errc::kInvalidArgument,
@@ -281,8 +301,8 @@ void SubClusterManager::start_epoch(TimePoint now) {
   r.time = now;
   r.measured_over = now - meter_->since();
   r.rates = meter_->take(now);
-  r.current = placement_->assignment();
-  r.current.resize(start_models_);
+  const std::vector<int> all = placement_->assignment();
+  for (ModelId m : epoch_ids_) r.current.push_back(all[m]);
   r.max_disruption = o_.config->spec.max_disruption;
   r.gpus = have_gpus_;
   {
@@ -304,7 +324,7 @@ void SubClusterManager::finish_epoch(Result<EpochDecision> d, TimePoint now) {
   if (!d.ok()) {
     keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
     log_("epoch " + std::to_string(info.epoch) + ": " + keep.status);
-  } else if (d->assignment.size() != start_models_) {
+  } else if (d->assignment.size() != epoch_ids_.size()) {
     keep.status = d->status.empty() ? "kept the current assignment" : d->status;
     keep.stats = d->stats;
   } else {
@@ -315,10 +335,10 @@ void SubClusterManager::finish_epoch(Result<EpochDecision> d, TimePoint now) {
 }
 
 std::vector<int> SubClusterManager::widened(const std::vector<int>& start) const {
-  std::vector<int> all = start;
-  all.resize(cap_, kNoSubCluster);
+  std::vector<int> all(cap_, kNoSubCluster);
   if (placement_)
-    for (std::size_t m = start_models_; m < cap_; ++m) all[m] = placement_->owner(static_cast<ModelId>(m));
+    for (ModelId m = 0; m < cap_; ++m) all[m] = placement_->owner(m);
+  for (std::size_t i = 0; i < epoch_ids_.size() && i < start.size(); ++i) all[epoch_ids_[i]] = start[i];
   return all;
 }
 
@@ -555,7 +575,8 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
     json rates = json::object(), assignment = json::object(), stats = json::object();
     for (std::size_t m = 0; m < cap_; ++m) {
       if (names_[m].empty()) continue;
-      if (m < e.rates.size()) rates[names_[m]] = e.rates[m];
+      if (placed_by_epochs(m) && epoch_index_[m] < e.rates.size())
+        rates[names_[m]] = e.rates[epoch_index_[m]];
       if (m < e.assignment.size() && e.assignment[m] != kNoSubCluster)
         assignment[names_[m]] = e.assignment[m];
     }

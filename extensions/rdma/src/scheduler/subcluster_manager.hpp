@@ -7,7 +7,9 @@
 // windows. What it needs done it asks through `send` (a Placement for one
 // device); the node delivers it and reports the answer (placement_done).
 // Epochs place the models named at start; a model loaded while serving is
-// placed once, when its load ends (place()), and stays in that sub-cluster.
+// placed once, when its load ends (place()), and stays in that sub-cluster,
+// as does a model of the start with an instance_group, placed once a device
+// of its group registers (place()).
 //
 // Threads: the progress thread calls everything, except ended() (the
 // runtimes' threads) and snapshot() / to_json() (any thread).
@@ -58,6 +60,11 @@ class SubClusterManager {
   };
   struct Options {
     std::vector<std::string> models;  // names, by model id
+    // Per model of the start: placed by place() once a device it may run on
+    // registers (an instance_group), not by the epochs. The partitioner
+    // places the others, in id order (its rates and assignments list them
+    // alone). Shorter than `models`: false for the rest.
+    std::vector<bool> placed_later;
     // Model ids to count requests for (models loaded later: unplaced, in
     // sub-cluster 0); below models.size(): models.size().
     std::size_t capacity = 0;
@@ -80,8 +87,15 @@ class SubClusterManager {
   Status start(TimePoint now);
 
   bool managed() const { return o_.config.has_value(); }
-  // Whether the epochs place model m (a model of the start), or place() does.
-  bool placed_by_epochs(ModelId m) const { return m < start_models_; }
+  // Whether the epochs place model m (a model of the start without an
+  // instance_group), or place() does.
+  bool placed_by_epochs(ModelId m) const {
+    return m < epoch_index_.size() && epoch_index_[m] != kNotByEpochs;
+  }
+  // Whether model m is of the start and placed by place() (an instance_group).
+  bool placed_at_registration(ModelId m) const { return m < o_.models.size() && !placed_by_epochs(m); }
+  // The sub-cluster that owns model m; kNoSubCluster while it is placed nowhere.
+  int owner(ModelId m) const;
   std::uint32_t count() const { return o_.subclusters; }
 
   // ---- requests ----------------------------------------------------------------------
@@ -104,8 +118,9 @@ class SubClusterManager {
   // A GPU registers: the sub-cluster it joins (the one furthest below its
   // target share); with a config, its sub-cluster's models are sent first.
   std::uint32_t add_device(DeviceRef d);
-  // A model loaded while serving (an id past the start's models) that
-  // `may_run` (the devices that loaded it, of its instance_group): placed
+  // A model loaded while serving (an id past the start's models), or one
+  // of the start with an instance_group, that `may_run` (the devices that
+  // loaded it, or hold it, of its instance_group): placed
   // in sub-cluster `near` (a reload's: where the versions it replaces are)
   // when one of them is there, else in the one with the fewest requests per
   // GPU (over the last window and this one) among those that have one; its
@@ -180,7 +195,8 @@ class SubClusterManager {
   void check_drains(TimePoint now);
   void close_window(TimePoint now);
   void refresh_snapshot_locked();
-  // An assignment of the start's models, with every later model where it is.
+  // An assignment of the epochs' models (epoch_ids_ order) by model id, with
+  // every other model where it is.
   std::vector<int> widened(const std::vector<int>& start) const;
   std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }
 
@@ -188,8 +204,10 @@ class SubClusterManager {
   const Send send_;
   const Log log_;
   const Duration epoch_len_;
-  const std::size_t cap_;                 // model ids counted (Options::capacity)
-  const std::size_t start_models_;        // o_.models.size(): what epochs place
+  const std::size_t cap_;  // model ids counted (Options::capacity)
+  static constexpr std::size_t kNotByEpochs = SIZE_MAX;
+  std::vector<ModelId> epoch_ids_;        // the models the epochs place, in the partitioner's order
+  std::vector<std::size_t> epoch_index_;  // per model id: its place in epoch_ids_, or kNotByEpochs
   std::vector<std::string> names_;        // per model id (cap_); "" until placed (under mu_)
   std::vector<std::uint32_t> have_gpus_;  // per sub-cluster
   std::vector<std::pair<DeviceRef, std::uint32_t>> devices_;  // live devices and their sub-cluster
