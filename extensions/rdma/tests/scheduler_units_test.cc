@@ -151,16 +151,20 @@ SubClusterManager::Options two_subclusters(Partitioner p) {
   return o;
 }
 
-// two_subclusters(), the partitioner answering from `plan` (epoch -> assignment).
-SubClusterManager managed(Recorder& rec, std::vector<std::vector<int>>& plan) {
-  SubClusterManager::Options o = two_subclusters([&plan](const EpochRequest& r) -> Result<EpochDecision> {
-    EpochDecision d;
-    d.assignment = plan[std::min<std::size_t>(r.epoch, plan.size() - 1)];
-    return d;
-  });
+// A manager of `o` whose Placements and log lines go to `rec`.
+SubClusterManager recording(Recorder& rec, SubClusterManager::Options o) {
   return SubClusterManager(
       std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
       [&rec](const std::string& m) { rec.logs.push_back(m); });
+}
+
+// two_subclusters(), the partitioner answering from `plan` (epoch -> assignment).
+SubClusterManager managed(Recorder& rec, std::vector<std::vector<int>>& plan) {
+  return recording(rec, two_subclusters([&plan](const EpochRequest& r) -> Result<EpochDecision> {
+                     EpochDecision d;
+                     d.assignment = plan[std::min<std::size_t>(r.epoch, plan.size() - 1)];
+                     return d;
+                   }));
 }
 
 TEST(SubClusterManager, OneSubClusterRoutesEverythingThereAndClosesWindows) {
@@ -341,9 +345,7 @@ TEST(SubClusterManager, AModelLoadedWhileServingGoesWhereRequestsPerGpuAreFewest
   });
   o.capacity = 4;
   o.window = Duration::seconds(10);
-  SubClusterManager m(
-      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
-      [&rec](const std::string& l) { rec.logs.push_back(l); });
+  SubClusterManager m = recording(rec, std::move(o));
   ASSERT_TRUE(m.start(at_ms(0)).ok());
   for (std::uint32_t b = 0; b < 2; ++b)
     for (std::uint32_t d = 0; d < 2; ++d) EXPECT_EQ(m.add_device({b, d}), d);
@@ -418,9 +420,7 @@ TEST(SubClusterManager, AStartModelWithAnInstanceGroupIsPlacedWhereItsDevicesReg
   o.models = {"a", "g", "b"};
   o.placed_later = {false, true, false};
   o.initial_rates = {10, 30};
-  SubClusterManager m(
-      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
-      [&rec](const std::string& l) { rec.logs.push_back(l); });
+  SubClusterManager m = recording(rec, std::move(o));
   ASSERT_TRUE(m.start(at_ms(0)).ok());
   EXPECT_TRUE(m.placed_by_epochs(0));
   EXPECT_FALSE(m.placed_by_epochs(1));
@@ -473,6 +473,44 @@ TEST(SubClusterManager, AStartModelWithAnInstanceGroupIsPlacedWhereItsDevicesReg
   EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1});
 }
 
+// A model of the start replaced by a reload (its new version placed near it,
+// id 2) leaves the epochs: they keep it where it is while it drains, and
+// swap the other alone; a device that registers is not sent it; its id,
+// freed and loaded again with another model, is placed anew.
+TEST(SubClusterManager, AStartModelReplacedByAReloadLeavesTheEpochs) {
+  Recorder rec;
+  SubClusterManager::Options o = two_subclusters([](const EpochRequest& r) -> Result<EpochDecision> {
+    EpochDecision d;
+    d.assignment = r.epoch == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0};  // epoch 1 swaps a and b
+    return d;
+  });
+  o.capacity = 3;
+  SubClusterManager m = recording(rec, std::move(o));
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  for (std::uint32_t b = 0; b < 2; ++b)
+    for (std::uint32_t d = 0; d < 2; ++d) EXPECT_EQ(m.add_device({b, d}), d);
+  const std::vector<SubClusterManager::DeviceRef> all = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
+  for (int i = 0; i < 8; ++i) m.ended(m.routed(0), 0, false);  // sub-cluster 0 the busier
+  EXPECT_EQ(m.place(2, "a", all, static_cast<int>(m.route_of(0))), 0) << "near the version it replaces";
+  m.unlist(0);
+  EXPECT_FALSE(m.placed_by_epochs(0));
+  EXPECT_FALSE(m.placed_at_registration(0));
+  EXPECT_TRUE(m.placed_by_epochs(1));
+  m.tick(at_ms(1000));  // epoch 1: the partitioner swaps; only b moves
+  EXPECT_EQ(m.owner(0), 0) << "the replaced version stays where it drains";
+  EXPECT_EQ(m.owner(1), 0);
+  EXPECT_EQ(m.owner(2), 0);
+  rec.take();
+  EXPECT_EQ(m.add_device({2, 0}), 0u);
+  const std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1}) << "b only: the replaced a is not sent";
+  // Id 0 serves another model now: placed by requests per GPU, not where a was.
+  EXPECT_EQ(m.place(0, "c", all), 1);
+  EXPECT_NE(rec.logs.back().find("'c', loaded while serving, is placed in sub-cluster 1"), std::string::npos)
+      << rec.logs.back();
+}
+
 // Every model of the start has an instance_group: no partitioner, no epochs.
 TEST(SubClusterManager, WithEveryModelGroupedNoEpochRuns) {
   Recorder rec;
@@ -483,9 +521,7 @@ TEST(SubClusterManager, WithEveryModelGroupedNoEpochRuns) {
   });
   o.placed_later = {true, true};
   o.initial_rates.clear();
-  SubClusterManager m(
-      std::move(o), [&rec](const SubClusterManager::Placement& p) { rec.sent.push_back(p); },
-      [&rec](const std::string& l) { rec.logs.push_back(l); });
+  SubClusterManager m = recording(rec, std::move(o));
   ASSERT_TRUE(m.start(at_ms(0)).ok());
   EXPECT_EQ(m.add_device({0, 0}), 0u);
   EXPECT_EQ(m.add_device({0, 1}), 1u);

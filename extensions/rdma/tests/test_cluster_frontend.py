@@ -2311,10 +2311,10 @@ def wait_listed_in(c, model, home):
 
 
 def replace_b1_with_b2(c, ready, what):
-    """Adds backend b2 (two emulated GPUs), waits for the scheduler's log to match `ready`, then kills
-    b1 and waits for the scheduler to lose it."""
+    """Adds backend b2 (two emulated GPUs), waits for the scheduler's log to match every pattern of
+    `ready`, then kills b1 and waits for the scheduler to lose it."""
     c.add_backend("b2", "emulated:2")
-    wait_until(lambda: re.search(ready, c.scheduler.output()), what, timeout=30)
+    wait_until(lambda: all(re.search(r, c.scheduler.output()) for r in ready), what, timeout=30)
     c.backends["b1"].kill()
     wait_until(lambda: re.search(r"backend 'b1' \(\S+\) lost: ", c.scheduler.output()),
                "the scheduler to lose b1", timeout=30)
@@ -2458,7 +2458,7 @@ def test_emulated_with_sub_clusters_a_start_model_with_an_instance_group_goes_wh
             status, _, out = http_infer(f, name, body)
             assert status == 200, (name, out)
     wait_listed_in(c, "pinned", home)
-    replace_b1_with_b2(c, r"backend 'b2' \(\S+\) registered", "the second backend to register")
+    replace_b1_with_b2(c, [r"backend 'b2' \(\S+\) registered"], "the second backend to register")
     for _ in range(5):
         for name in ("one", "pinned"):
             status, _, out = http_infer(f, name, body)
@@ -2482,8 +2482,9 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     killed, runs it in the same sub-cluster; the start's models serve on. An
     unload has the backend free it (unlike the start's models, which the
     backends keep), and a load reads it again and serves it in the same
-    sub-cluster. Its new files load and switch (into a sub-cluster again);
-    new files of a model of the start are refused (503, saying to restart).
+    sub-cluster. Its new files load and switch (into a sub-cluster again), as
+    do new files of a model of the start (placed where the version they
+    replace was, which drains there).
     A model whose instance_group selects one GPU of each backend goes to
     their sub-cluster, and runs on the second backend too."""
     repo = tmp_path / "models"
@@ -2515,10 +2516,14 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     assert http_infer(f, "three", body)[0] == 200
     (repo / "one" / "config.pbtxt").write_text(GROUPED_PBTXT % (5000, "# changed"))
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/one/load")
-    assert status == 503 and b"restart the cluster" in out, (status, out)
-    (e,) = [x for x in repository_index(f) if x[0] == "one"]
-    assert e[2] == "READY" and "the reload failed" in e[3], e
+    assert status == 200, (status, out)
+    assert "switched model 'one' to its new files" in c.scheduler.output(), c.scheduler.output()
+    assert re.search(r"model 'one', loaded while serving, is placed in sub-cluster \d \(where the versions it "
+                     r"replaces are\)", c.scheduler.output()), c.scheduler.output()
+    assert ("one", "1", "READY", "") in repository_index(f)
     assert http_infer(f, "one", body)[0] == 200
+    wait_until(lambda: "(replaced by a reload) has no request left" in c.scheduler.output(),
+               "the replaced version of 'one' to drain", timeout=10)
     wait_listed_in(c, "three", home)
     # An instance_group of each backend's GPU `home` (in sub-cluster `home`, the busier one, with
     # more models): placed there, not where the fewest requests are.
@@ -2529,7 +2534,8 @@ def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_tha
     assert re.search(r"model 'grouped', loaded while serving, is placed in sub-cluster %d " % home,
                      c.scheduler.output()), c.scheduler.output()
     assert http_infer(f, "grouped", body)[0] == 200
-    replace_b1_with_b2(c, r"backend 'b2' \(\S+\) runs model 'three' too", "the second backend to run 'three'")
+    replace_b1_with_b2(c, [r"backend 'b2' \(\S+\) runs model '%s' too" % m for m in ("three", "one")],
+                       "the second backend to run 'three' and the new 'one'")
     for name in ("three", "one", "two", "grouped"):
         status, _, out = http_infer(f, name, body)
         assert status == 200, (name, out)

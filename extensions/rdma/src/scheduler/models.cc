@@ -493,15 +493,6 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
   }
   std::vector<std::int64_t> versions;  // of the new read
   for (const ClusterRepositoryModel& m : r->models) versions.push_back(m.version);
-  if (sub_clusters() && !reloadable(ids.front())) {  // the epochs' partitioner knows the start's files
-    const std::string why =
-        "new files of a model the cluster served at start are not loaded with sub-clusters: restart the "
-        "cluster to serve them";
-    note_reload_failure(name, versions, why);
-    broadcast_model_table();
-    log(p.name + ": " + what + " failed (it serves on as it was): " + why);
-    return reply(Errc::kFailedPrecondition, what + " failed (it serves on as it was): " + why);
-  }
   // Every version of the new read beside the old ones, unlisted (internal
   // names, which only the backends see) until all are ready.
   Load l{name, {}, p.index, generation_of(p),     seq, {}, {}, SteadyClock{}.now() + kLoadTimeout,

@@ -648,15 +648,15 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void free_on_backends(ModelId id);
   // Whether an unloaded model `id` can be loaded again from the repository
   // (so its backends may free it): its folder and version are known. With
-  // sub-clusters only a model loaded while serving: the backends keep the
-  // start's models, which the epochs place.
+  // sub-clusters not one the epochs place: the backends keep those, and a
+  // Placement says which devices run them.
   bool reloadable(ModelId id) const {
     return !opts_.model_repository.empty() && !origin_[id].model.empty() &&
            (!sub_clusters() || !subs_->placed_by_epochs(id));
   }
   // Several runtimes, or models placed by epochs: a model loaded while
-  // serving is placed in one sub-cluster and stays there; the start's
-  // models are not reloaded.
+  // serving (or a reload's new versions) is placed in one sub-cluster and
+  // stays there.
   bool sub_clusters() const { return runtimes_.size() > 1 || (subs_ && subs_->managed()); }
   mutable std::mutex models_mu_;  // models_ growth (progress thread) against report readers
   std::unique_ptr<Transport> transport_;

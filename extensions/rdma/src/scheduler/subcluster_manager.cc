@@ -22,6 +22,8 @@ SubClusterManager::SubClusterManager(Options o, Send send, Log log)
   names_ = o_.models;
   names_.resize(nm);
   epoch_index_.assign(nm, kNotByEpochs);
+  replaced_.assign(nm, false);
+  stale_.assign(nm, false);
   for (ModelId m = 0; m < o_.models.size(); ++m)
     if (m >= o_.placed_later.size() || !o_.placed_later[m]) {
       epoch_index_[m] = epoch_ids_.size();
@@ -124,7 +126,8 @@ std::uint32_t SubClusterManager::add_device(DeviceRef d) {
     // serving follow once it has loaded them too (joined()).
     std::vector<std::uint32_t> load;
     for (ModelId m : epoch_ids_)
-      if (placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent) load.push_back(m);
+      if (placed_by_epochs(m) && placement_->presence(j, m) != SubClusterPlacement::Presence::kAbsent)
+        load.push_back(m);
     send(d, std::move(load), {});
   }
   ++have_gpus_[j];
@@ -144,7 +147,7 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
   std::vector<std::uint32_t> gpus(o_.subclusters, 0);  // devices of `may_run`, per sub-cluster
   for (const auto& [ref, sub] : devices_)
     if (holds(ref)) ++gpus[sub];
-  int j = placement_->owner(m);
+  int j = stale_[m] ? kNoSubCluster : placement_->owner(m);
   std::string why = "where it was";
   if (j == kNoSubCluster && near != kNoSubCluster && gpus[static_cast<std::uint32_t>(near)] != 0) {
     j = near;
@@ -174,13 +177,16 @@ int SubClusterManager::place(ModelId m, const std::string& name, const std::vect
     why = std::to_string(static_cast<std::uint64_t>(best)) +
           " requests per GPU there in the last autoscaling window and this one";
   }
+  stale_[m] = false;
   if (placement_->owner(m) != j) {
     std::vector<int> next = placement_->assignment();
     next[m] = j;
-    (void)placement_->apply(next);  // a load: no drain (it was nowhere)
+    // A load: it was nowhere, or its id served a replaced model there, which
+    // drains (the devices there are told to stop running it once it has).
+    (void)placement_->apply(next);
   }
   log_("model '" + name + "', " +
-       (m < o_.models.size() ? "of the start with an instance_group" : "loaded while serving") +
+       (placed_at_registration(m) ? "of the start with an instance_group" : "loaded while serving") +
        ", is placed in sub-cluster " + std::to_string(j) + " (" + why + ")");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -200,6 +206,8 @@ int SubClusterManager::owner(ModelId m) const {
 
 void SubClusterManager::unlist(ModelId m) {
   if (!managed() || m >= cap_) return;
+  replaced_[m] = true;
+  stale_[m] = true;
   std::lock_guard<std::mutex> lock(mu_);
   names_[m].clear();
   refresh_snapshot_locked();
@@ -338,7 +346,8 @@ std::vector<int> SubClusterManager::widened(const std::vector<int>& start) const
   std::vector<int> all(cap_, kNoSubCluster);
   if (placement_)
     for (ModelId m = 0; m < cap_; ++m) all[m] = placement_->owner(m);
-  for (std::size_t i = 0; i < epoch_ids_.size() && i < start.size(); ++i) all[epoch_ids_[i]] = start[i];
+  for (std::size_t i = 0; i < epoch_ids_.size() && i < start.size(); ++i)
+    if (placed_by_epochs(epoch_ids_[i])) all[epoch_ids_[i]] = start[i];
   return all;
 }
 

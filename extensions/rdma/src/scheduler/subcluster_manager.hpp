@@ -90,10 +90,12 @@ class SubClusterManager {
   // Whether the epochs place model m (a model of the start without an
   // instance_group), or place() does.
   bool placed_by_epochs(ModelId m) const {
-    return m < epoch_index_.size() && epoch_index_[m] != kNotByEpochs;
+    return m < epoch_index_.size() && epoch_index_[m] != kNotByEpochs && !replaced_[m];
   }
   // Whether model m is of the start and placed by place() (an instance_group).
-  bool placed_at_registration(ModelId m) const { return m < o_.models.size() && !placed_by_epochs(m); }
+  bool placed_at_registration(ModelId m) const {
+    return m < o_.models.size() && epoch_index_[m] == kNotByEpochs && !replaced_[m];
+  }
   // The sub-cluster that owns model m; kNoSubCluster while it is placed nowhere.
   int owner(ModelId m) const;
   std::uint32_t count() const { return o_.subclusters; }
@@ -130,7 +132,9 @@ class SubClusterManager {
   // kNoSubCluster when none of `may_run` is in any.
   int place(ModelId m, const std::string& name, const std::vector<DeviceRef>& may_run,
             int near = kNoSubCluster);
-  // Model m (replaced by a reload) is no longer listed in the report.
+  // Model m (replaced by a reload) is no longer listed in the report, nor
+  // placed by the epochs (its place in the partitioner's list stays, where
+  // it is); its id may serve a later load, which place() places anew.
   void unlist(ModelId m);
   // A backend has loaded model m since it registered (it joined after m's
   // load): those of `may_run` (its devices of m's instance_group) in m's
@@ -208,6 +212,8 @@ class SubClusterManager {
   static constexpr std::size_t kNotByEpochs = SIZE_MAX;
   std::vector<ModelId> epoch_ids_;        // the models the epochs place, in the partitioner's order
   std::vector<std::size_t> epoch_index_;  // per model id: its place in epoch_ids_, or kNotByEpochs
+  std::vector<bool> replaced_;            // per model id: unlisted once (no longer the start's model)
+  std::vector<bool> stale_;               // per model id: unlisted since its last place() (owner not its own)
   std::vector<std::string> names_;        // per model id (cap_); "" until placed (under mu_)
   std::vector<std::uint32_t> have_gpus_;  // per sub-cluster
   std::vector<std::pair<DeviceRef, std::uint32_t>> devices_;  // live devices and their sub-cluster
