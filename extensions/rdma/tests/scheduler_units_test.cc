@@ -474,17 +474,31 @@ TEST(SubClusterManager, AStartModelWithAnInstanceGroupIsPlacedWhereItsDevicesReg
 }
 
 // A model of the start replaced by a reload (its new version placed near it,
-// id 2) leaves the epochs: they keep it where it is while it drains, and
-// swap the other alone; a device that registers is not sent it; its id,
-// freed and loaded again with another model, is placed anew.
-TEST(SubClusterManager, AStartModelReplacedByAReloadLeavesTheEpochs) {
+// id 2) leaves the epochs: they keep it where it is while it drains. The new
+// version, held by every device, joins them: the next epoch solves for b and
+// it (a partitioner made for those two, with their rates) and moves it. A
+// device that registers is not sent the replaced one; its id, freed and
+// loaded again with another model, is placed anew.
+TEST(SubClusterManager, AReloadedModelLeavesTheEpochsAndItsNewVersionJoinsThem) {
   Recorder rec;
-  SubClusterManager::Options o = two_subclusters([](const EpochRequest& r) -> Result<EpochDecision> {
+  SubClusterManager::Options o = two_subclusters([](const EpochRequest&) -> Result<EpochDecision> {
     EpochDecision d;
-    d.assignment = r.epoch == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0};  // epoch 1 swaps a and b
+    d.assignment = {0, 1};
     return d;
   });
   o.capacity = 3;
+  std::vector<std::vector<ModelId>> made;  // the model sets partitioners were made for
+  std::vector<std::vector<double>> asked;  // the rates they were asked with
+  o.partitioner_for = [&](const std::vector<ModelId>& ids) -> Result<Partitioner> {
+    made.push_back(ids);
+    return Partitioner([&asked](const EpochRequest& r) -> Result<EpochDecision> {
+      asked.push_back(r.rates);
+      EpochDecision d;
+      d.assignment = {0, 1};  // b to 0, the new a to 1
+      return d;
+    });
+  };
+  o.movable = [](ModelId m) { return m == 2; };
   SubClusterManager m = recording(rec, std::move(o));
   ASSERT_TRUE(m.start(at_ms(0)).ok());
   for (std::uint32_t b = 0; b < 2; ++b)
@@ -496,13 +510,26 @@ TEST(SubClusterManager, AStartModelReplacedByAReloadLeavesTheEpochs) {
   EXPECT_FALSE(m.placed_by_epochs(0));
   EXPECT_FALSE(m.placed_at_registration(0));
   EXPECT_TRUE(m.placed_by_epochs(1));
-  m.tick(at_ms(1000));  // epoch 1: the partitioner swaps; only b moves
+  for (int i = 0; i < 3; ++i) m.ended(m.routed(2), 2, false);
+  rec.take();
+  m.tick(at_ms(1000));  // epoch 1: b and the new a
+  ASSERT_EQ(made.size(), 1u);
+  EXPECT_EQ(made[0], (std::vector<ModelId>{1, 2}));
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], (std::vector<double>{0, 3})) << "b's and the new a's requests over the second";
   EXPECT_EQ(m.owner(0), 0) << "the replaced version stays where it drains";
   EXPECT_EQ(m.owner(1), 0);
-  EXPECT_EQ(m.owner(2), 0);
+  EXPECT_EQ(m.owner(2), 1) << "moved by the epoch";
+  std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 4u);  // b to both devices of sub-cluster 0, the new a to both of 1
+  for (const auto& x : p) EXPECT_EQ(x.load, std::vector<std::uint32_t>{x.dev.device == 0 ? 1u : 2u});
+  const nlohmann::json j = m.to_json(at_ms(0));
+  EXPECT_EQ(j["epochs"][1]["rates"], nlohmann::json({{"a", 3.0}, {"b", 0.0}})) << j["epochs"].dump();
+  m.tick(at_ms(2000));  // the same set: no new partitioner
+  EXPECT_EQ(made.size(), 1u);
   rec.take();
   EXPECT_EQ(m.add_device({2, 0}), 0u);
-  const std::vector<SubClusterManager::Placement> p = rec.take();
+  p = rec.take();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1}) << "b only: the replaced a is not sent";
   // Id 0 serves another model now: placed by requests per GPU, not where a was.

@@ -2471,6 +2471,42 @@ def test_emulated_with_sub_clusters_a_start_model_with_an_instance_group_goes_wh
         assert r["errors"] == 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"], (name, r)
 
 
+def test_emulated_with_sub_clusters_a_model_loaded_while_serving_joins_the_epochs(tmp_path, repository_cluster):
+    """With two sub-clusters re-partitioned every 0.5 s, a model loaded while
+    the cluster serves (held by its one backend) is placed in one and joins
+    the epochs: they measure its rate beside the start's models (the report's
+    epochs list it), and every model answers throughout."""
+    repo = tmp_path / "models"
+    for name in ("one", "two"):
+        write_emulated_model(repo, name, slo=4000)
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG.replace("{count: 2}", "{count: 2, epoch_s: 0.5}"))
+    (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
+    write_emulated_model(repo, "three", slo=4000)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
+    assert status == 200, out
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    measured = {}
+
+    def counted():
+        for name in ("one", "two", "three"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+        r = c.report("scheduler") or {}
+        for e in r.get("subclusters", {}).get("epochs", []):
+            if e.get("rates", {}).get("three", 0) > 0:
+                measured.update(e)
+                return True
+        return False
+
+    wait_until(counted, "an epoch to measure the rate of 'three'", timeout=20)
+    assert set(measured["rates"]) == {"one", "two", "three"}, measured
+    assert "three" in measured["assignment"], measured
+    assert "no partitioner" not in c.scheduler.output(), c.scheduler.output()
+    report = f.stop()
+    m = report["models"]["three"]
+    assert m["errors"] == 0 and m["sent"] == m["ok"] + m["late"] + m["dropped"], m
+
+
 def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_that_joins_runs_it(
         tmp_path, repository_cluster):
     """With two sub-clusters (a backend of two emulated GPUs, one in each), a

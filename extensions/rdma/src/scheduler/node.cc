@@ -96,19 +96,9 @@ Status SchedulerNode::Impl::start() {
     // knows nothing of devices: it places the others.
     so.placed_later.assign(models_.size(), false);
     for (const auto& [m, groups] : grouped_) so.placed_later[m] = true;
-    ExperimentSpec by_epochs = sc.spec;
-    by_epochs.models.clear();
-    by_epochs.loads.clear();
-    std::optional<partition::SubClusterConfig> by_epochs_cfg = sub_cfg;
-    if (by_epochs_cfg) by_epochs_cfg->memory.clear();
     std::vector<ModelId> epoch_ids;
-    for (ModelId m = 0; m < models_.size(); ++m) {
-      if (so.placed_later[m]) continue;
-      epoch_ids.push_back(m);
-      by_epochs.models.push_back(sc.spec.models[m]);
-      if (m < sc.spec.loads.size()) by_epochs.loads.push_back(sc.spec.loads[m]);
-      if (by_epochs_cfg && m < sub_cfg->memory.size()) by_epochs_cfg->memory.push_back(sub_cfg->memory[m]);
-    }
+    for (ModelId m = 0; m < models_.size(); ++m)
+      if (!so.placed_later[m]) epoch_ids.push_back(m);
     so.capacity = model_capacity_;
     so.subclusters = num_subs_;
     so.config = sub_cfg;
@@ -120,10 +110,14 @@ Status SchedulerNode::Impl::start() {
     so.window = epoch > Duration::zero()                      ? epoch
                 : sc.spec.autoscale_window > Duration::zero() ? sc.spec.autoscale_window
                                                               : Duration::seconds(10);
+    if (sub_cfg) {
+      // The epochs place the models held everywhere: a model loaded while
+      // serving joins them once every backend has it.
+      so.partitioner_for = [this](const std::vector<ModelId>& ids) { return partitioner_of(ids); };
+      so.movable = [this](ModelId m) { return held_everywhere(m); };
+    }
     if (sub_cfg && !epoch_ids.empty()) {
-      SYMPHONY_ASSIGN_OR_RETURN(
-          so.partitioner,
-          partition::make_partitioner(*by_epochs_cfg, by_epochs, std::max(sc.spec.gpus, num_subs_)));
+      SYMPHONY_ASSIGN_OR_RETURN(so.partitioner, partitioner_of(epoch_ids));
       const std::vector<double> rates =
           expected_rates(sc.spec, 1.0, epoch > Duration::zero() ? epoch : sc.spec.duration);
       for (ModelId m : epoch_ids) so.initial_rates.push_back(m < rates.size() ? rates[m] : 0.0);

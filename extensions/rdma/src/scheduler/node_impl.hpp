@@ -306,6 +306,11 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // add devices, so none of these models is left unrestricted meanwhile.
   void apply_instance_groups(bool joining);
   void place_grouped_start_models(std::uint32_t backend);
+  // The partitioner of the sub-clusters' epochs for models `ids` (in order).
+  Result<Partitioner> partitioner_of(const std::vector<ModelId>& ids) const;
+  // Whether model m, served, may be moved by an epoch: every live backend
+  // holds it (no instance_group, no join load under way).
+  bool held_everywhere(ModelId m) const;
   void add_deferred_backends(TimePoint now);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);

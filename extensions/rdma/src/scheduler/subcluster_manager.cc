@@ -54,7 +54,9 @@ Status SubClusterManager::start(TimePoint now) {
   if (managed()) {
     const std::size_t nm = epoch_ids_.size();
     placement_.emplace(cap_, o_.subclusters);
-    meter_.emplace(nm, now);
+    meter_.emplace(cap_, now);
+    part_ = o_.partitioner;
+    part_ids_ = epoch_ids_;
     if (nm == 0) {  // every model is placed as its devices register: no epochs
       std::lock_guard<std::mutex> lock(mu_);
       refresh_snapshot_locked();
@@ -75,8 +77,9 @@ Status SubClusterManager::start(TimePoint now) {
     EpochInfo info;
     info.epoch = 0;
     info.time = now;
+    info.ids = epoch_ids_;
     info.rates = r.rates;
-    d->assignment = widened(d->assignment);
+    d->assignment = widened(d->assignment, epoch_ids_);
     apply_decision(std::move(info), *d, now);
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -91,7 +94,7 @@ std::uint32_t SubClusterManager::routed(ModelId m) {
   // relaxed: only a count; the drain check reads it after the route moved away.
   outstanding_[at(j, m)].fetch_add(1, std::memory_order_relaxed);
   ++window_arrived_[j];
-  if (meter_ && placed_by_epochs(m)) meter_->count(epoch_index_[m]);
+  if (meter_) meter_->count(m);
   return j;
 }
 
@@ -269,7 +272,7 @@ void SubClusterManager::placement_done(std::uint32_t backend, std::uint64_t seq,
 void SubClusterManager::tick(TimePoint now) {
   if (now >= next_window_) close_window(now);
   if (!managed()) return;
-  if (epoch_len_ > Duration::zero() && !epoch_ids_.empty()) {
+  if (epoch_len_ > Duration::zero()) {
     if (!solving_.valid() && now >= next_epoch_) start_epoch(now);
     if (solving_.valid() && solving_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
       finish_epoch(solving_.get(), now);
@@ -291,7 +294,7 @@ Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint
                     "sub-cluster " + std::to_string(j) + " of " + std::to_string(o_.subclusters));
     d.assignment.push_back(static_cast<int>(j));
   }
-  d.assignment = widened(d.assignment);
+  d.assignment = widened(d.assignment, epoch_ids_);
   d.status = "adopted from the previous primary";
   EpochInfo info;
   info.epoch = epoch;
@@ -305,12 +308,37 @@ Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint
 // its whole time limit; the progress thread keeps serving meanwhile).
 void SubClusterManager::start_epoch(TimePoint now) {
   next_epoch_ = now + epoch_len_;
+  const std::vector<ModelId> ids = epoch_models();
+  if (ids != part_ids_) {
+    // Models joined or left the epochs: a partitioner for the new set.
+    Result<Partitioner> p = ids == epoch_ids_ ? Result<Partitioner>(o_.partitioner)
+                            : o_.partitioner_for
+                                ? o_.partitioner_for(ids)
+                                : Result<Partitioner>(Status(Errc::kInvalidArgument, "none given"));
+    if (!p.ok()) {
+      if (ids != failed_ids_)  // once per set of models
+        log_("epoch: no partitioner for the models served now (" + p.status().message() +
+             "): kept the current assignment");
+      failed_ids_ = ids;
+      (void)meter_->take(now);
+      return;
+    }
+    part_ = *std::move(p);
+    part_ids_ = ids;
+  }
+  if (ids.empty()) {
+    (void)meter_->take(now);
+    return;
+  }
   EpochRequest r;
   r.time = now;
   r.measured_over = now - meter_->since();
-  r.rates = meter_->take(now);
+  const std::vector<double> rates = meter_->take(now);
   const std::vector<int> all = placement_->assignment();
-  for (ModelId m : epoch_ids_) r.current.push_back(all[m]);
+  for (ModelId m : ids) {
+    r.rates.push_back(rates[m]);
+    r.current.push_back(all[m]);
+  }
   r.max_disruption = o_.config->spec.max_disruption;
   r.gpus = have_gpus_;
   {
@@ -321,9 +349,10 @@ void SubClusterManager::start_epoch(TimePoint now) {
   solving_info_.epoch = r.epoch;
   solving_info_.time = now;
   solving_info_.measured_s = r.measured_over.to_seconds();
+  solving_info_.ids = ids;
   solving_info_.rates = r.rates;
-  if (!o_.solve_async) return finish_epoch(o_.partitioner(r), now);
-  solving_ = std::async(std::launch::async, [part = o_.partitioner, r = std::move(r)] { return part(r); });
+  if (!o_.solve_async) return finish_epoch(part_(r), now);
+  solving_ = std::async(std::launch::async, [part = part_, r = std::move(r)] { return part(r); });
 }
 
 void SubClusterManager::finish_epoch(Result<EpochDecision> d, TimePoint now) {
@@ -332,22 +361,38 @@ void SubClusterManager::finish_epoch(Result<EpochDecision> d, TimePoint now) {
   if (!d.ok()) {
     keep.status = "the partitioner failed (" + d.status().message() + "): kept the current assignment";
     log_("epoch " + std::to_string(info.epoch) + ": " + keep.status);
-  } else if (d->assignment.size() != epoch_ids_.size()) {
+  } else if (d->assignment.size() != info.ids.size()) {
     keep.status = d->status.empty() ? "kept the current assignment" : d->status;
     keep.stats = d->stats;
   } else {
     keep = std::move(*d);
   }
-  keep.assignment = keep.assignment.empty() ? placement_->assignment() : widened(keep.assignment);
+  keep.assignment = keep.assignment.empty() ? placement_->assignment() : widened(keep.assignment, info.ids);
   apply_decision(std::move(info), keep, now);
 }
 
-std::vector<int> SubClusterManager::widened(const std::vector<int>& start) const {
+std::vector<ModelId> SubClusterManager::epoch_models() const {
+  std::vector<ModelId> ids;
+  for (ModelId m = 0; m < cap_; ++m) {
+    if (placed_by_epochs(m)) {
+      ids.push_back(m);
+      continue;
+    }
+    // Placed by place() (not the start's with an instance_group), still its
+    // own, and held by every device.
+    if (placed_at_registration(m) || stale_[m] || placement_->owner(m) == kNoSubCluster || names_[m].empty())
+      continue;
+    if (o_.movable && o_.movable(m)) ids.push_back(m);
+  }
+  return ids;
+}
+
+std::vector<int> SubClusterManager::widened(const std::vector<int>& of_ids,
+                                            const std::vector<ModelId>& ids) const {
   std::vector<int> all(cap_, kNoSubCluster);
   if (placement_)
     for (ModelId m = 0; m < cap_; ++m) all[m] = placement_->owner(m);
-  for (std::size_t i = 0; i < epoch_ids_.size() && i < start.size(); ++i)
-    if (placed_by_epochs(epoch_ids_[i])) all[epoch_ids_[i]] = start[i];
+  for (std::size_t i = 0; i < ids.size() && i < of_ids.size(); ++i) all[ids[i]] = of_ids[i];
   return all;
 }
 
@@ -582,10 +627,10 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
   for (std::size_t i = first; i < epochs_.size(); ++i) {
     const EpochInfo& e = epochs_[i];
     json rates = json::object(), assignment = json::object(), stats = json::object();
+    for (std::size_t i = 0; i < e.ids.size() && i < e.rates.size(); ++i)
+      if (!names_[e.ids[i]].empty()) rates[names_[e.ids[i]]] = e.rates[i];
     for (std::size_t m = 0; m < cap_; ++m) {
       if (names_[m].empty()) continue;
-      if (placed_by_epochs(m) && epoch_index_[m] < e.rates.size())
-        rates[names_[m]] = e.rates[epoch_index_[m]];
       if (m < e.assignment.size() && e.assignment[m] != kNoSubCluster)
         assignment[names_[m]] = e.assignment[m];
     }

@@ -7,9 +7,10 @@
 // windows. What it needs done it asks through `send` (a Placement for one
 // device); the node delivers it and reports the answer (placement_done).
 // Epochs place the models named at start; a model loaded while serving is
-// placed once, when its load ends (place()), and stays in that sub-cluster,
-// as does a model of the start with an instance_group, placed once a device
-// of its group registers (place()).
+// placed once, when its load ends (place()), and joins the epochs once every
+// device holds it (Options::movable); a model of the start with an
+// instance_group is placed once a device of its group registers (place())
+// and stays in that sub-cluster.
 //
 // Threads: the progress thread calls everything, except ended() (the
 // runtimes' threads) and snapshot() / to_json() (any thread).
@@ -73,7 +74,15 @@ class SubClusterManager {
     std::vector<std::uint32_t> target_gpus;             // per sub-cluster
     Duration window = Duration::seconds(10);            // the autoscaling window
     double max_bad_rate = 0.01;
-    Partitioner partitioner;            // with config
+    Partitioner partitioner;  // with config: for the start's models (placed_by_epochs)
+    // With config: the partitioner for another set of models (ids, in
+    // order), when models loaded while serving join the epochs or a reload
+    // replaces one of the start's. Unset: the epochs place the start's only.
+    std::function<Result<Partitioner>(const std::vector<ModelId>&)> partitioner_for;
+    // Whether a model placed by place() (not one of the start's with an
+    // instance_group) may be moved by an epoch now: every device holds it.
+    // Unset: none is.
+    std::function<bool(ModelId)> movable;
     std::vector<double> initial_rates;  // with config: epoch 0's rates
     bool solve_async = true;            // false: solve on the calling thread (tests)
   };
@@ -87,8 +96,9 @@ class SubClusterManager {
   Status start(TimePoint now);
 
   bool managed() const { return o_.config.has_value(); }
-  // Whether the epochs place model m (a model of the start without an
-  // instance_group), or place() does.
+  // Whether model m is one of the start's that the epochs place from the
+  // start (no instance_group, not replaced by a reload); place() places the
+  // others, and the epochs move those of them that are movable.
   bool placed_by_epochs(ModelId m) const {
     return m < epoch_index_.size() && epoch_index_[m] != kNotByEpochs && !replaced_[m];
   }
@@ -175,7 +185,8 @@ class SubClusterManager {
   struct EpochInfo {
     std::uint64_t epoch = 0;
     TimePoint time;
-    double measured_s = 0;  // the interval the rates are from (0: the config's expected rates)
+    double measured_s = 0;     // the interval the rates are from (0: the config's expected rates)
+    std::vector<ModelId> ids;  // the models of `rates` and of the solve, in order
     std::vector<double> rates;
     std::string status;
     std::vector<std::pair<std::string, double>> stats;
@@ -199,9 +210,12 @@ class SubClusterManager {
   void check_drains(TimePoint now);
   void close_window(TimePoint now);
   void refresh_snapshot_locked();
-  // An assignment of the epochs' models (epoch_ids_ order) by model id, with
-  // every other model where it is.
-  std::vector<int> widened(const std::vector<int>& start) const;
+  // An assignment of models `ids` (in order) by model id, with every other
+  // model where it is.
+  std::vector<int> widened(const std::vector<int>& of_ids, const std::vector<ModelId>& ids) const;
+  // The models the next epoch places: the start's still placed by epochs and
+  // those placed later that are movable now.
+  std::vector<ModelId> epoch_models() const;
   std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }
 
   const Options o_;
@@ -210,7 +224,10 @@ class SubClusterManager {
   const Duration epoch_len_;
   const std::size_t cap_;  // model ids counted (Options::capacity)
   static constexpr std::size_t kNotByEpochs = SIZE_MAX;
-  std::vector<ModelId> epoch_ids_;        // the models the epochs place, in the partitioner's order
+  std::vector<ModelId> epoch_ids_;  // the start's models the epochs place, in the partitioner's order
+  Partitioner part_;                // the partitioner of part_ids_ (at first o_.partitioner)
+  std::vector<ModelId> part_ids_;
+  std::vector<ModelId> failed_ids_;       // the last set no partitioner could be made for
   std::vector<std::size_t> epoch_index_;  // per model id: its place in epoch_ids_, or kNotByEpochs
   std::vector<bool> replaced_;            // per model id: unlisted once (no longer the start's model)
   std::vector<bool> stale_;               // per model id: unlisted since its last place() (owner not its own)

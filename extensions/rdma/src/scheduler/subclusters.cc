@@ -1,6 +1,6 @@
 // The scheduler's side of its sub-clusters (subcluster_manager.hpp decides):
-// delivering the manager's Placements to backends and their answers back
-// (node_impl.hpp).
+// delivering the manager's Placements to backends and their answers back,
+// and what the manager asks of the models (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
 namespace symphony::cluster {
@@ -20,6 +20,39 @@ void SchedulerNode::Impl::on_placement_done(Peer& p, std::span<const std::uint8_
   }
   subs_->placement_done(p.index, d->seq, d->status == wire::BatchStatus::kOk, p.name, d->error,
                         SteadyClock{}.now());
+}
+
+Result<Partitioner> SchedulerNode::Impl::partitioner_of(const std::vector<ModelId>& ids) const {
+  const config::Config& sc = opts_.config.sim;
+  ExperimentSpec spec = sc.spec;
+  spec.models.clear();
+  spec.loads.clear();
+  partition::SubClusterConfig cfg = *sc.subclusters;
+  cfg.memory.clear();
+  for (ModelId m : ids) {
+    spec.models.push_back(models_[m]);
+    // A model loaded while serving (or an id of the start's that serves one
+    // now) has no row in the config's memory table. (Before subs_ exists:
+    // the start's models.)
+    cfg.memory.push_back(m < sc.subclusters->memory.size() && (!subs_ || subs_->placed_by_epochs(m))
+                             ? sc.subclusters->memory[m]
+                             : partition::ModelMemory{});
+  }
+  return partition::make_partitioner(cfg, spec, std::max(sc.spec.gpus, num_subs_));
+}
+
+bool SchedulerNode::Impl::held_everywhere(ModelId m) const {
+  if (m >= models_.size() || !listed_[m] || !unserved_[m].empty()) return false;
+  for (const auto& [id, groups] : grouped_)
+    if (id == m && !groups.empty()) return false;  // its devices only
+  for (const JoinLoad& j : join_loads_)
+    if (j.id == m) return false;  // a backend still loading it
+  if (!loaded_on_[m]) return true;
+  bool all = true;
+  for_each_live_backend([&](std::uint32_t i, const BackendInfo&) {
+    all &= std::find(loaded_on_[m]->begin(), loaded_on_[m]->end(), i) != loaded_on_[m]->end();
+  });
+  return all;
 }
 
 }  // namespace symphony::cluster
