@@ -71,7 +71,7 @@ cleanup() {
 load_pid=""
 trap cleanup EXIT
 
-# repository, print_index, control, counts and print_bad_rates (serve's /metrics).
+# demo_serve_args, repository, print_index, control, counts and print_bad_rates (serve's /metrics).
 source scripts/model_control.sh  # the working directory is the repository root (common.sh)
 metrics_urls=("http://$metrics/metrics")
 
@@ -84,9 +84,7 @@ if ((compare_triton)); then
     shift
     rm -f "$work/ports.json"
     step "[$name] serving examples/demo.yaml's three models from $repo ($*)"
-    "$bin" serve examples/demo_repository.yaml --model-repository "$repo" --model-control-mode explicit \
-      --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18 \
-      --http "$http" --grpc "$grpc" --metrics "$metrics" --port-file "$work/ports.json" --quiet "$@" &
+    "$bin" "${demo_serve_args[@]}" --http "$http" --grpc "$grpc" --metrics "$metrics" --port-file "$work/ports.json" --quiet "$@" &
     serve_pid=$!
     for _ in $(seq 1 1800); do
       [[ -f "$work/ports.json" ]] && break
@@ -139,9 +137,7 @@ if ! compgen -G "$repo/$fourth/1/*.profile.yaml" >/dev/null; then
 fi
 
 step "serving the model repository $repo (examples/demo.yaml's three models) on http://$http and grpc $grpc"
-"$bin" serve examples/demo_repository.yaml --model-repository "$repo" --model-control-mode explicit \
-  --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18 \
-  --http "$http" --grpc "$grpc" --metrics "$metrics" --port-file "$work/ports.json" --quiet "$@" &
+"$bin" "${demo_serve_args[@]}" --http "$http" --grpc "$grpc" --metrics "$metrics" --port-file "$work/ports.json" --quiet "$@" &
 serve_pid=$!
 # Profiling the models on the first run takes a minute or two on a small CPU.
 for _ in $(seq 1 1800); do

@@ -4,6 +4,12 @@
 # scratch folder) and metrics_urls (the Prometheus endpoints whose
 # symphony_requests_total count the requests: serve's, or every frontend's).
 
+# How the serve demo serves (the arguments after the binary; demo.sh and
+# bench/experiments/load_timeline.sh): its three models from the exported
+# repository, loaded and unloaded by request.
+demo_serve_args=(serve examples/demo_repository.yaml --model-repository data/models/repository
+  --model-control-mode explicit --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18)
+
 # POST to the protocol's repository extension; prints the answer's body.
 repository() { curl -sS --max-time 600 -X POST -H 'Content-Type: application/json' "http://$http/v2/repository$1"; }
 

@@ -18,8 +18,8 @@ cd "$(dirname "$0")/../.."
 [[ -d data/models/repository/mobilenet_v2 ]] || { echo "run ./scripts/demo.sh once first (it exports the models)" >&2; exit 2; }
 mkdir -p "$out"
 rm -f "$out/ports.json" "$out/phases.txt"
-"$bin" serve examples/demo_repository.yaml --model-repository data/models/repository --model-control-mode explicit \
-  --load-model squeezenet1_1 --load-model shufflenet_v2_x0_5 --load-model resnet18 \
+source scripts/model_control.sh  # demo_serve_args
+"$bin" "${demo_serve_args[@]}" \
   --http 127.0.0.1:8000 --grpc 127.0.0.1:8001 --metrics 127.0.0.1:8002 --port-file "$out/ports.json" --quiet \
   > "$out/serve.out" 2> >(/usr/bin/python3 -u -c '
 import sys, time
