@@ -455,6 +455,8 @@ def plot_flood(flood, path):
     for ax, proto in zip(axes[0], ("http", "grpc")):
         for nice, style in ((0, "o--"), (-10, "s-")):
             mine = [p for p in flood["points"] if p["proto"] == proto and p["scheduler_nice"] == nice]
+            if not mine:  # a run of one nice value (--nice)
+                continue
             concs = sorted({p["concurrency"] for p in mine})
             worst = [min(p["goodput_rps"] for p in mine if p["concurrency"] == c) for c in concs]
             best = [max(p["goodput_rps"] for p in mine if p["concurrency"] == c) for c in concs]
@@ -497,9 +499,10 @@ def plot(data, path):
 
 
 def replot(out):
-    """Redraws OUT/overload.png (and flood.png) from OUT/overload.json (flood.json)."""
-    with open(os.path.join(out, "overload.json")) as f:
-        plot(json.load(f), os.path.join(out, "overload.png"))
+    """Redraws OUT/overload.png, flood.png and cluster.png from the JSON beside each, where it exists."""
+    if os.path.exists(os.path.join(out, "overload.json")):
+        with open(os.path.join(out, "overload.json")) as f:
+            plot(json.load(f), os.path.join(out, "overload.png"))
     if os.path.exists(os.path.join(out, "flood.json")):
         with open(os.path.join(out, "flood.json")) as f:
             plot_flood(json.load(f), os.path.join(out, "flood.png"))
