@@ -21,6 +21,7 @@
 #include <concurrentqueue/blockingconcurrentqueue.h>
 
 #include "inference.grpc.pb.h"
+#include "symphony/front/grpc_process.hpp"
 #include "symphony/front/shared_memory.hpp"
 #include "symphony/front/trace.hpp"
 
@@ -1130,6 +1131,7 @@ GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GrpcServer::~GrpcServer() { stop(Duration::zero()); }
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Front& front, GrpcOptions o) {
+  set_grpc_process_defaults();
   auto impl = std::make_unique<Impl>(front);
   const std::string where =
       (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);

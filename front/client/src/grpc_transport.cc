@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "inference.grpc.pb.h"
+#include "symphony/front/grpc_process.hpp"
 #include "transport.hpp"
 
 namespace symphony::front::client::detail {
@@ -36,6 +37,7 @@ std::string find_metadata(const std::multimap<grpc::string_ref, grpc::string_ref
 class GrpcTransport final : public Transport {
  public:
   GrpcTransport(asio::io_context& io, Endpoint ep, const TransportOptions& o) : io_(io), ep_(std::move(ep)) {
+    symphony::front::set_grpc_process_defaults();
     const std::size_t n = std::max<std::size_t>(o.connections, 1);
     for (std::size_t i = 0; i < n; ++i) {
       grpc::ChannelArguments args;
