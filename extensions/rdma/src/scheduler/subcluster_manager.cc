@@ -21,14 +21,10 @@ SubClusterManager::SubClusterManager(Options o, Send send, Log log)
   const std::size_t nm = cap_;
   names_ = o_.models;
   names_.resize(nm);
-  epoch_index_.assign(nm, kNotByEpochs);
   replaced_.assign(nm, false);
   stale_.assign(nm, false);
   for (ModelId m = 0; m < o_.models.size(); ++m)
-    if (m >= o_.placed_later.size() || !o_.placed_later[m]) {
-      epoch_index_[m] = epoch_ids_.size();
-      epoch_ids_.push_back(m);
-    }
+    if (!grouped(m)) epoch_ids_.push_back(m);
   const std::uint32_t l = o_.subclusters;
   have_gpus_.assign(l, 0);
   // The epochs' models are placed by start(), before any request; one of the

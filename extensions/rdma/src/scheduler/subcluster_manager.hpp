@@ -99,13 +99,9 @@ class SubClusterManager {
   // Whether model m is one of the start's that the epochs place from the
   // start (no instance_group, not replaced by a reload); place() places the
   // others, and the epochs move those of them that are movable.
-  bool placed_by_epochs(ModelId m) const {
-    return m < epoch_index_.size() && epoch_index_[m] != kNotByEpochs && !replaced_[m];
-  }
+  bool placed_by_epochs(ModelId m) const { return m < o_.models.size() && !grouped(m) && !replaced_[m]; }
   // Whether model m is of the start and placed by place() (an instance_group).
-  bool placed_at_registration(ModelId m) const {
-    return m < o_.models.size() && epoch_index_[m] == kNotByEpochs && !replaced_[m];
-  }
+  bool placed_at_registration(ModelId m) const { return m < o_.models.size() && grouped(m) && !replaced_[m]; }
   // The sub-cluster that owns model m; kNoSubCluster while it is placed nowhere.
   int owner(ModelId m) const;
   std::uint32_t count() const { return o_.subclusters; }
@@ -216,19 +212,19 @@ class SubClusterManager {
   // The models the next epoch places: the start's still placed by epochs and
   // those placed later that are movable now.
   std::vector<ModelId> epoch_models() const;
+  // A model of the start with an instance_group (Options::placed_later).
+  bool grouped(ModelId m) const { return m < o_.placed_later.size() && o_.placed_later[m]; }
   std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }
 
   const Options o_;
   const Send send_;
   const Log log_;
   const Duration epoch_len_;
-  const std::size_t cap_;  // model ids counted (Options::capacity)
-  static constexpr std::size_t kNotByEpochs = SIZE_MAX;
+  const std::size_t cap_;           // model ids counted (Options::capacity)
   std::vector<ModelId> epoch_ids_;  // the start's models the epochs place, in the partitioner's order
   Partitioner part_;                // the partitioner of part_ids_ (at first o_.partitioner)
   std::vector<ModelId> part_ids_;
   std::vector<ModelId> failed_ids_;       // the last set no partitioner could be made for
-  std::vector<std::size_t> epoch_index_;  // per model id: its place in epoch_ids_, or kNotByEpochs
   std::vector<bool> replaced_;            // per model id: unlisted once (no longer the start's model)
   std::vector<bool> stale_;               // per model id: unlisted since its last place() (owner not its own)
   std::vector<std::string> names_;        // per model id (cap_); "" until placed (under mu_)
