@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
       encode(Welcome{1, 2, 3, 100, 1000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny", 3, 2}}}));
   seeds.push_back(encode(Refuse{"wrong token"}));
   seeds.push_back(encode(Register{{"emulated:0"}, {"ResNet50"}, {{7, 8}}, {1000}}));
-  seeds.push_back(encode(Standing{5, true, 1, 10, 20, 30, 2, {9}, {0, 1}, {{1, {1000000, 1250000}}}}));
+  seeds.push_back(
+      encode(Standing{5, true, 1, 10, 20, 30, 2, {9}, {0, 1}, {{1, {1000000, 1250000}}}, {{"m", true, 7}}}));
   seeds.push_back(encode(Registered{{0, 1}}));
   seeds.push_back(encode(FrontendJoined{1, 1, 3, "10.0.0.3:5000"}));
   seeds.push_back(encode(FrontendLeft{1, 1}));

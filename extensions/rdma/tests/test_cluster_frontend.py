@@ -1657,6 +1657,90 @@ def test_torch_a_spare_that_takes_over_serves_each_model_on_the_backends_that_ho
                 s.kill()
 
 
+def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_did(tmp_path, repository_cluster):
+    """Two hot-spare schedulers start from one repository (explicit model
+    control). Under the first primary a model added since is loaded, a
+    model of the start reloaded with a changed config.pbtxt and another
+    unloaded; a fourth stays as it was. The primary is killed (SIGKILL):
+    the spare that takes over loads, reloads and unloads to match (it used
+    to serve its own start: the added model unknown, the unloaded one
+    served again, the reloaded one on the files of its start), says so in
+    its log, and the frontend, unchanged, answers the loaded model (200),
+    lists the unloaded one unavailable (503 "not loaded") and serves the
+    others."""
+    repo = tmp_path / "models"
+    for name in ("same", "changed", "gone"):
+        write_emulated_model(repo, name)
+    ports = (free_port(), free_port())
+    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
+        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: 500, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
+        % ports))
+    first = spare = None
+    try:
+        schedulers = []
+        for port in ports:
+            c.port = port
+            schedulers.append(c.start_scheduler("s%d" % len(schedulers),
+                                                extra=c.args + ["--model-control-mode", "explicit"]))
+        first, spare = schedulers
+        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
+        c.port, c.scheduler = ports[0], first
+        # An emulated backend reads no repository; its cluster.yaml names both
+        # schedulers (its models: only satisfy the config: it runs the scheduler's).
+        backend_yaml = tmp_path / "backend.yaml"
+        backend_yaml.write_text(textwrap.dedent("""
+            gpus: 1
+            models:
+              - {name: same, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 8}
+            workload: {rate: 10}
+            cluster: {token: "%s", heartbeat_ms: 50, heartbeat_timeout_ms: 500,
+                      schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}
+            """) % ((TOKEN,) + ports))
+        c.start_backend("one", "emulated:1", extra=["--config", str(backend_yaml)], config=False)
+        (f,) = c.add_frontends(["fa"])
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+
+        def control(model, op):
+            status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/%s" % (model, op))
+            assert status == 200, (model, op, out, first.output())
+
+        write_emulated_model(repo, "fresh")
+        control("fresh", "load")
+        (repo / "changed" / "config.pbtxt").write_text(GROUPED_PBTXT % (3000, "# reloaded"))
+        control("changed", "load")
+        assert "switched model 'changed' to its new files" in first.output(), first.output()
+        control("gone", "unload")
+        for model in ("same", "changed", "fresh"):
+            assert http_infer(f, model, body)[0] == 200, model
+        time.sleep(1.0)  # a few Standings (every 50 ms) reach the spare
+
+        first.kill()
+        spare.wait_for("it to take over", lambda: "primary now" in spare.output(), timeout=10)
+        c.scheduler = spare
+        spare.wait_for("it to match the repository", lambda: "as the old primary did" in spare.output(), timeout=30)
+        assert ("serving the repository as the old primary did: loading 'fresh'; reloading 'changed'; "
+                "unloading 'gone'") in spare.output(), spare.output()
+        spare.wait_for("the reload", lambda: "switched model 'changed' to its new files" in spare.output(),
+                       timeout=30)
+        for model in ("fresh", "same", "changed"):
+            wait_until(lambda: http_infer(f, model, body)[0] == 200, "'%s' to answer after the takeover:\n%s"
+                       % (model, spare.output()), timeout=30)
+        wait_until(lambda: any(x[0] == "gone" and x[2] == "UNAVAILABLE" for x in repository_index(f)),
+                   "the frontend to list 'gone' unloaded", timeout=10)
+        status, _, out = http_infer(f, "gone", body)
+        assert status == 503 and "not loaded" in json.loads(out)["error"], out
+        index = {e[0]: e for e in repository_index(f)}
+        assert all(index[m][2] == "READY" for m in ("same", "changed", "fresh")), index
+        # What the old primary served is this one's now: an unload and a load answer as usual.
+        control("fresh", "unload")
+        control("gone", "load")
+        assert http_infer(f, "gone", body)[0] == 200
+    finally:
+        for s in (first, spare):
+            if s and s.running():
+                s.kill()
+
+
 def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_load(tmp_path, repository_cluster):
     """A model whose warm-up takes seconds (busy.pt, ~0.2 s a batch, batches
     1 to 8 once): while it loads both frontends list it LOADING and answer

@@ -196,6 +196,14 @@ constexpr void fields(V& v, M& m) {
          [](auto& iv, auto& x) { iv.u32("scale", x); });
 }
 
+template <class V, Of<RepositoryModelState> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("files", m.files);
+  v.u8("served", m.served);
+  v.pad(3);
+  v.str("model name", m.model, kMaxNameBytes);
+}
+
 template <class V, Of<Standing> M>
 constexpr void fields(V& v, M& m) {
   v.u64("term", m.term);
@@ -213,6 +221,8 @@ constexpr void fields(V& v, M& m) {
   v.list("sub-clusters", nm, m.subclusters, Bounds{kMaxModels},
          [](auto& iv, auto& s) { iv.u32("sub-cluster", s); });
   v.list("calibrations", nc, m.calibrations, Bounds{kMaxModels}, [](auto& iv, auto& c) { fields(iv, c); });
+  const std::uint32_t nr = v.count("repository model count", m.repository);
+  v.list("repository models", nr, m.repository, Bounds{kMaxModels}, [](auto& iv, auto& r) { fields(iv, r); });
 }
 
 template <class V, Of<Register> M>

@@ -98,9 +98,7 @@ Status SchedulerNode::Impl::cap_beside(ClusterRepository& r, const std::string& 
   std::string tightest;
   for (ModelId i = 0; i < models_.size(); ++i) {
     if (!listed_[i] || !unserved_[i].empty()) continue;
-    const auto pm = opts_.config.protocol_models.find(models_[i].name);
-    if ((pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
-      continue;  // replaced
+    if (repository_name(i) == name) continue;  // replaced
     const Duration s = (models_[i].slo - models_[i].profile.latency(1)) / 2;
     if (s < limit) {
       limit = s;
@@ -156,6 +154,8 @@ void SchedulerNode::Impl::broadcast_model_table() {
   const std::vector<std::uint8_t> msg = wire::encode(model_table());
   for (const FrontendInfo& f : frontends_)
     if (f.alive) (void)transport_->send(f.conn, msg);
+  // The spares learn the change now, before its answer, not a heartbeat later.
+  if (standby() && acting()) send_standing();
 }
 
 void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
@@ -178,13 +178,19 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
                  what +
                      " is not allowed: the cluster's scheduler runs with --model-control-mode none (start "
                      "it with --model-control-mode explicit to unload models while it serves)");
+  control_model(c, p, name, load, q->seq);
+}
+
+void SchedulerNode::Impl::control_model(ConnId c, Peer& p, const std::string& name, bool load,
+                                        std::uint64_t seq) {
+  const auto reply = [&](Errc code, std::string text) {
+    if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, std::move(text))));
+  };
+  const std::string what = std::string(load ? "loading" : "unloading") + " model '" + name + "'";
   // Every version of the repository model: "linear", "linear/1", ...
   std::vector<ModelId> ids;
-  for (std::uint32_t i = 0; i < models_.size(); ++i) {
-    const auto pm = opts_.config.protocol_models.find(models_[i].name);
-    if (listed_[i] && (pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
-      ids.push_back(i);
-  }
+  for (ModelId i = 0; i < models_.size(); ++i)
+    if (listed_[i] && repository_name(i) == name) ids.push_back(i);
   if (std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == name; }) ||
       std::any_of(room_waiters_.begin(), room_waiters_.end(),
                   [&](const RoomWaiter& w) { return w.name == name; }))
@@ -200,7 +206,7 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
   if (loading)
     return reply(Errc::kFailedPrecondition,
                  what + ": it is being loaded; try again once that load has answered");
-  if (load && (ids.empty() || never_loaded)) return start_load(c, p, name, q->seq);
+  if (load && (ids.empty() || never_loaded)) return start_load(c, p, name, seq);
   if (ids.empty() && std::any_of(unloaded_apart_.begin(), unloaded_apart_.end(),
                                  [&](const auto& e) { return e.second.first == name; }))
     return reply(Errc::kOk, {});  // unloaded already (its room went to another model)
@@ -211,11 +217,11 @@ void SchedulerNode::Impl::on_model_control(ConnId c, Peer& p, std::span<const st
         Errc::kFailedPrecondition,
         what + ": it is being unloaded" + (load ? "; load it once the unload has answered" : " already"));
   if (load) {
-    if (served) return start_reload(c, p, name, q->seq, ids);  // new files: switched once loaded
+    if (served) return start_reload(c, p, name, seq, ids);  // new files: switched once loaded
     const Status st = serve_kept(name, ids, p.name);
     return reply(st.code(), st.ok() ? std::string() : what + ": " + st.message());
   }
-  Unload u{name, {}, p.index, frontends_[p.index].generation, q->seq};
+  Unload u{name, {}, p.index, generation_of(p), seq};
   for (ModelId id : ids)
     if (unserved_[id].empty()) u.ids.push_back(id);
   if (u.ids.empty()) return reply(Errc::kOk, {});  // unloaded already
@@ -295,9 +301,7 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
     reuse = reusable_unloaded(nullptr, nullptr);
     if (reuse == kNoModel) return no_room();
     // Its name stays in every index, unloaded; its statistics stay its account's.
-    const auto pm = opts_.config.protocol_models.find(models_[reuse].name);
-    unloaded_apart_[models_[reuse].name] = {
-        pm != opts_.config.protocol_models.end() ? pm->second : models_[reuse].name, unserved_[reuse]};
+    unloaded_apart_[models_[reuse].name] = {repository_name(reuse), unserved_[reuse]};
     log("model '" + models_[reuse].name + "' (" + unserved_[reuse] + ") gives its room to model '" + name_as +
         "'");
   }
@@ -400,11 +404,8 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
     if (c != kNoConn) (void)transport_->send(c, wire::encode(answer(seq, code, text)));
   };
   std::vector<ModelId> earlier;  // its versions from a load that failed
-  for (ModelId i = 0; i < models_.size(); ++i) {
-    const auto pm = opts_.config.protocol_models.find(models_[i].name);
-    if (listed_[i] && (pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name) == name)
-      earlier.push_back(i);
-  }
+  for (ModelId i = 0; i < models_.size(); ++i)
+    if (listed_[i] && repository_name(i) == name) earlier.push_back(i);
   const auto failed = [&](Errc code, const std::string& why) {
     for (ModelId id : earlier) unserved_[id] = "unloaded (a load failed: " + why + ")";
     if (earlier.empty() && code != Errc::kNotFound) failed_reads_[name] = why;
@@ -784,12 +785,7 @@ void SchedulerNode::Impl::poll_repository() {
            std::any_of(unloads_.begin(), unloads_.end(), [&](const Unload& u) { return u.name == name; });
   };
   // The served (listed) versions of each repository model.
-  std::map<std::string, std::vector<ModelId>> served;
-  for (ModelId i = 0; i < models_.size(); ++i) {
-    if (!listed_[i]) continue;
-    const auto pm = opts_.config.protocol_models.find(models_[i].name);
-    served[pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name].push_back(i);
-  }
+  const std::map<std::string, std::vector<ModelId>> served = listed_by_name();
   // A folder removed: its model is unloaded (its queued requests end first).
   for (const auto& [name, ids] : served) {
     if (present.count(name) || busy(name)) continue;
@@ -898,6 +894,83 @@ void SchedulerNode::Impl::retire_versions(TimePoint now) {
     log("model '" + models_[r.id].name + "' (replaced by a reload) has no request left; its id is free");
     return true;
   });
+}
+
+std::map<std::string, std::vector<ModelId>> SchedulerNode::Impl::listed_by_name() const {
+  std::map<std::string, std::vector<ModelId>> out;
+  for (ModelId i = 0; i < models_.size(); ++i)
+    if (listed_[i]) out[repository_name(i)].push_back(i);
+  return out;
+}
+
+namespace {
+// The served versions' names and files as one number: two schedulers that
+// read the same files agree on it (a spare compares the primary's with its own).
+std::uint64_t served_files(const std::vector<std::string>& stamps) {
+  std::vector<std::string> sorted = stamps;
+  std::sort(sorted.begin(), sorted.end());
+  std::string all;
+  for (const std::string& s : sorted) all += s + "\n";
+  return fnv1a64(
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(all.data()), all.size()));
+}
+}  // namespace
+
+std::vector<wire::RepositoryModelState> SchedulerNode::Impl::repository_state() const {
+  std::vector<wire::RepositoryModelState> out;
+  std::set<std::string> named;
+  for (const auto& [name, ids] : listed_by_name()) {
+    std::vector<std::string> stamps;
+    bool loading_only = true;
+    for (ModelId id : ids) {
+      if (unserved_[id].empty()) stamps.push_back(models_[id].name + " " + stamp_[id]);
+      loading_only &= unserved_[id] == "loading";
+    }
+    named.insert(name);
+    if (stamps.empty() && loading_only) continue;  // a first load under way: nothing settled to match
+    out.push_back({name, !stamps.empty(), stamps.empty() ? 0 : served_files(stamps)});
+  }
+  for (const auto& [internal, apart] : unloaded_apart_)
+    if (named.insert(apart.first).second) out.push_back({apart.first, false, 0});
+  return out;
+}
+
+void SchedulerNode::Impl::match_repository() {
+  const std::vector<wire::RepositoryModelState> old = std::move(*to_match_);
+  to_match_.reset();
+  const std::map<std::string, std::vector<ModelId>> ours = listed_by_name();
+  std::vector<std::string> loaded, reloaded, unloaded;
+  for (const wire::RepositoryModelState& e : old) {
+    if (std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == e.model; }) ||
+        std::any_of(unloads_.begin(), unloads_.end(), [&](const Unload& u) { return u.name == e.model; }))
+      continue;  // asked of this primary already
+    std::vector<std::string> stamps;
+    if (const auto it = ours.find(e.model); it != ours.end())
+      for (ModelId id : it->second)
+        if (unserved_[id].empty()) stamps.push_back(models_[id].name + " " + stamp_[id]);
+    const bool served = !stamps.empty();
+    if (e.served && !served) {
+      loaded.push_back(e.model);
+      control_model(kNoConn, takeover_peer_, e.model, true, 0);
+    } else if (e.served && served_files(stamps) != e.files) {
+      // Its files as the old primary last loaded them, read again (nothing
+      // is done when the folder holds the files this primary serves).
+      reloaded.push_back(e.model);
+      control_model(kNoConn, takeover_peer_, e.model, true, 0);
+    } else if (!e.served && served) {
+      unloaded.push_back(e.model);
+      control_model(kNoConn, takeover_peer_, e.model, false, 0);
+    }
+  }
+  const auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& n : v) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out.empty() ? std::string("none") : out;
+  };
+  log("serving the repository as the old primary did: loading " + list(loaded) + "; reloading " +
+      list(reloaded) + "; unloading " + list(unloaded));
+  std::lock_guard<std::mutex> lock(warm_mu_);
+  took_over_with_["repository"] = {{"load", loaded}, {"reload", reloaded}, {"unload", unloaded}};
 }
 
 }  // namespace symphony::cluster

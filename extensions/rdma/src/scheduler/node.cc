@@ -451,6 +451,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (!loads_.empty()) check_loads(now);
   if (!retiring_.empty()) retire_versions(now);
   if (!room_waiters_.empty()) retry_room_waiters(now);
+  if (to_match_ && acting() && (expected_backends_.empty() || now >= match_by_)) match_repository();
   if (opts_.repository_poll > Duration::zero() && now >= next_poll_ && acting()) {
     next_poll_ = now + opts_.repository_poll;
     poll_repository();

@@ -342,6 +342,25 @@ class SchedulerNode::Impl final : public Transport::Handler {
   std::map<AccountKey, wire::ModelStats> stats_closed_;
   // ---- model control (models.cc; docs/cluster.md#model-control) ----
   void on_model_control(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
+  // A load or unload of repository model `name` asked by `p` (a frontend's
+  // ModelControl, or the takeover; kNoConn: nobody is answered).
+  void control_model(ConnId c, Peer& p, const std::string& name, bool load, std::uint64_t seq);
+  // The repository's name of model id i ("linear" for "linear/2").
+  const std::string& repository_name(ModelId i) const {
+    const auto pm = opts_.config.protocol_models.find(models_[i].name);
+    return pm != opts_.config.protocol_models.end() ? pm->second : models_[i].name;
+  }
+  // The listed ids of each repository model, by its repository name.
+  std::map<std::string, std::vector<ModelId>> listed_by_name() const;
+  // The repository models as this primary serves them, for its Standing.
+  std::vector<wire::RepositoryModelState> repository_state() const;
+  // After a takeover (explicit model control): loads, reloads and unloads
+  // to serve the repository models as the old primary did (its last
+  // Standing's `repository`), once its backends are back (on_tick).
+  void match_repository();
+  std::optional<std::vector<wire::RepositoryModelState>> to_match_;
+  TimePoint match_by_;  // matched then even if backends the old primary had are not back
+  Peer takeover_peer_{Stage::kNew, "the takeover", "", ~0u, 0, false, false};
   // The models served now and why the others are not (progress thread).
   wire::ModelTable model_table() const;
   void broadcast_model_table();

@@ -139,6 +139,7 @@ wire::Standing SchedulerNode::Impl::standing() const {
       c.scales_e6.push_back(static_cast<std::uint32_t>(std::clamp(std::llround(f * 1e6), 1LL, 0xFFFFFFFFLL)));
     s.calibrations.push_back(std::move(c));
   }
+  if (opts_.model_control && !opts_.model_repository.empty()) s.repository = repository_state();
   return s;
 }
 
@@ -238,6 +239,12 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
     {
       std::lock_guard<std::mutex> lock(warm_mu_);
       took_over_with_ = std::move(with);
+    }
+    // Explicit model control: the old primary's loads and unloads, once its
+    // backends are back (on_tick; the poll mode reads the folders anyway).
+    if (opts_.model_control && opts_.repository_poll == Duration::zero() && !opts_.model_repository.empty()) {
+      to_match_ = mirror_.repository;
+      match_by_ = now + set_.heartbeat_timeout;
     }
     if (subs_->managed()) {
       if (Status st = subs_->adopt(mirror_.epoch, mirror_.subclusters, now); st.ok())

@@ -54,7 +54,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // what it would refuse). Version 15 gives ModelLoad a run limit and the
 // served model it is for (the backend refuses a load whose batch of one
 // outlasts it). Version 16 adds the drop reason pushed_out to Outcomes.
-inline constexpr std::uint16_t kVersion = 16;
+// Version 17 adds the primary's repository models to Standing (a spare
+// that takes over loads, reloads and unloads to match).
+inline constexpr std::uint16_t kVersion = 17;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -233,19 +235,29 @@ struct Calibration {
   std::vector<std::uint32_t> scales_e6;
 };
 
+// A repository model as the primary serves it (model control), for a spare
+// that takes over to serve the same: loaded, reloaded or unloaded to match.
+struct RepositoryModelState {
+  std::string model;        // the repository's name ("linear"), not a version's
+  bool served = false;      // a version of it is served (not unloading, unloaded or only loading)
+  std::uint64_t files = 0;  // FNV-1a of the served versions' file stamps (which files it serves)
+};
+
 // Schedulers tell each other, every heartbeat interval, their term and
 // whether they are primary; the primary adds what a spare needs to take over
 // warm (the learned delays, the sub-cluster epoch and model assignment, the
-// backends it expects to re-register, the models' profile calibrations).
+// backends it expects to re-register, the models' profile calibrations, the
+// repository models it serves or unloaded).
 struct Standing {
   std::uint64_t term = 0;
   bool primary = false;
   std::uint32_t index = 0;  // in cluster.schedulers
   std::int64_t d_ctrl_ns = 0, d_data_ns = 0, d_resp_ns = 0;
   std::uint64_t epoch = 0;
-  std::vector<std::uint64_t> backends;     // incarnations of the registered backends
-  std::vector<std::uint32_t> subclusters;  // per model id: its sub-cluster
-  std::vector<Calibration> calibrations;   // the recalibrated models'
+  std::vector<std::uint64_t> backends;           // incarnations of the registered backends
+  std::vector<std::uint32_t> subclusters;        // per model id: its sub-cluster
+  std::vector<Calibration> calibrations;         // the recalibrated models'
+  std::vector<RepositoryModelState> repository;  // with model control: its repository models
 };
 
 // Sub-clusters (scheduler_node.hpp): the models a device must hold from now
