@@ -2591,6 +2591,42 @@ def test_emulated_with_sub_clusters_a_model_loaded_while_serving_joins_the_epoch
     assert m["errors"] == 0 and m["sent"] == m["ok"] + m["late"] + m["dropped"], m
 
 
+def test_emulated_with_sub_clusters_a_model_loaded_while_serving_takes_its_memory_row(tmp_path, repository_cluster):
+    """subclusters.model_memory names a model that is not in the repository
+    at start: loaded while serving, it joins the epochs with its row (it was
+    counted as using no memory). 'one' and 'three' take 600 MiB each and a
+    backend holds 1000: with 'two' taking most of the requests, the balance of
+    rates alone puts 'one' and 'three' together; with the rows, every epoch
+    keeps them apart."""
+    repo = tmp_path / "models"
+    for name in ("one", "two"):
+        write_emulated_model(repo, name, slo=4000)
+    table = tmp_path / "memory.csv"
+    table.write_text("name,static_mib,dynamic_mib\none,600,0\ntwo,100,0\nthree,600,0\n")
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG.replace(
+        "{count: 2}", '{count: 2, epoch_s: 0.5, memory_cap_mib: 1000, model_memory: "%s"}' % table))
+    (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
+    write_emulated_model(repo, "three", slo=4000)
+    status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
+    assert status == 200, out
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    seen = []
+
+    def epochs_with_three():
+        for name in ("two",) * 6 + ("one", "three"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+        r = c.report("scheduler") or {}
+        seen[:] = [e for e in r.get("subclusters", {}).get("epochs", [])
+                   if e.get("rates", {}).get("three", 0) > 0 and "three" in e.get("assignment", {})]
+        return len(seen) >= 3
+
+    wait_until(epochs_with_three, "three epochs to measure the rate of 'three'", timeout=30)
+    for e in seen:
+        assert e["assignment"]["one"] != e["assignment"]["three"], (e, c.scheduler.output())
+    assert "has no row" not in c.scheduler.output(), c.scheduler.output()
+
+
 def test_emulated_with_sub_clusters_a_new_model_loads_into_one_and_a_backend_that_joins_runs_it(
         tmp_path, repository_cluster):
     """With two sub-clusters (a backend of two emulated GPUs, one in each), a

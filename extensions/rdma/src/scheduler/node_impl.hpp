@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -308,6 +309,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void place_grouped_start_models(std::uint32_t backend);
   // The partitioner of the sub-clusters' epochs for models `ids` (in order).
   Result<Partitioner> partitioner_of(const std::vector<ModelId>& ids) const;
+  // subclusters.model_memory's rows by name, for models loaded while serving.
+  std::vector<std::pair<std::string, partition::ModelMemory>> memory_table_;
+  mutable std::set<std::string> memory_unknown_;  // loaded models the table does not name (logged once)
   // Whether model m, served, may be moved by an epoch: every live backend
   // holds it (no instance_group, no join load under way).
   bool held_everywhere(ModelId m) const;

@@ -31,12 +31,24 @@ Result<Partitioner> SchedulerNode::Impl::partitioner_of(const std::vector<ModelI
   cfg.memory.clear();
   for (ModelId m : ids) {
     spec.models.push_back(models_[m]);
+    // A model of the start has its row of the config's memory table. (Before
+    // subs_ exists: the start's models.)
+    if (m < sc.subclusters->memory.size() && (!subs_ || subs_->placed_by_epochs(m))) {
+      cfg.memory.push_back(sc.subclusters->memory[m]);
+      continue;
+    }
     // A model loaded while serving (or an id of the start's that serves one
-    // now) has no row in the config's memory table. (Before subs_ exists:
-    // the start's models.)
-    cfg.memory.push_back(m < sc.subclusters->memory.size() && (!subs_ || subs_->placed_by_epochs(m))
-                             ? sc.subclusters->memory[m]
-                             : partition::ModelMemory{});
+    // now): the table's row of its name, else of its repository model's, as
+    // the config looks up a model of the start; none when the table has no
+    // such row (counted as no memory).
+    const partition::ModelMemory* row = nullptr;
+    for (const std::string& n : {models_[m].name, repository_name(m)})
+      for (const auto& [t, mem] : memory_table_)
+        if (!row && t == n) row = &mem;
+    if (!row && !memory_table_.empty() && memory_unknown_.insert(repository_name(m)).second)
+      log("model '" + repository_name(m) + "' has no row in " + sc.subclusters->model_memory_file +
+          ": the sub-clusters' partition counts it as using no memory");
+    cfg.memory.push_back(row ? *row : partition::ModelMemory{});
   }
   return partition::make_partitioner(cfg, spec, std::max(sc.spec.gpus, num_subs_));
 }
