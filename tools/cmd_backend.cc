@@ -65,23 +65,37 @@ int run_backend(BackendArgs a) {
     repo = std::move(*r);
   }
   if (!a.config.empty()) {
-    const Result<cluster::ClusterConfig> loaded =
-        cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
-    if (!loaded.ok()) {
-      print_error("backend", "%s\n", loaded.status().message().c_str());
-      return 2;
+    // Emulated devices run the scheduler's models (its Welcome) and read
+    // only the config's cluster: section (the token, the UCX settings and
+    // cluster.schedulers), so a repository cluster's cluster.yaml, which has
+    // no models:, serves them too.
+    cluster::ClusterSettings settings;
+    if (a.devices.rfind("emulated", 0) == 0 && a.models.empty() && !repo) {
+      Result<cluster::ClusterSettings> s = cluster::load_cluster_settings(a.config, a.token.empty());
+      if (!s.ok()) {
+        print_error("backend", "%s\n", s.status().message().c_str());
+        return 2;
+      }
+      settings = std::move(*s);
+    } else {
+      const Result<cluster::ClusterConfig> loaded =
+          cluster::load_cluster_config(a.config, a.token.empty(), repo ? &*repo : nullptr);
+      if (!loaded.ok()) {
+        print_error("backend", "%s\n", loaded.status().message().c_str());
+        return 2;
+      }
+      for (const ModelConfig& m : loaded->sim.spec.models) {
+        const std::uint32_t profiled = m.profile.max_batch();
+        max_batch[m.name] = m.max_batch == 0 ? profiled
+                            : profiled == 0  ? m.max_batch
+                                             : std::min(m.max_batch, profiled);
+      }
+      settings = loaded->cluster;
     }
-    const cluster::ClusterConfig& c = *loaded;
-    for (const ModelConfig& m : c.sim.spec.models) {
-      const std::uint32_t profiled = m.profile.max_batch();
-      max_batch[m.name] = m.max_batch == 0 ? profiled
-                          : profiled == 0  ? m.max_batch
-                                           : std::min(m.max_batch, profiled);
-    }
-    if (o.token.empty()) o.token = cluster::effective_token(c.cluster);
-    o.ucx_tls = c.cluster.ucx_tls;
-    o.inject_delay = c.cluster.inject_delay;
-    for (const std::string& s : c.cluster.schedulers) {
+    if (o.token.empty()) o.token = cluster::effective_token(settings);
+    o.ucx_tls = settings.ucx_tls;
+    o.inject_delay = settings.inject_delay;
+    for (const std::string& s : settings.schedulers) {
       Result<cluster::HostPort> hp = cluster::HostPort::parse(s);
       if (!hp.ok()) {
         print_error("backend", "%s: cluster.schedulers entry '%s': %s\n", a.config.c_str(), s.c_str(),

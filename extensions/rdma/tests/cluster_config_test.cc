@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "status_testing.hpp"
 #include "symphony/cluster/shaped_bytes.hpp"
@@ -70,6 +74,32 @@ TEST(ClusterConfigTest, SchedulersListsThePrimaryAndItsSparesAndRefusesBadEntrie
   EXPECT_NE(error("[\"10.0.0.1:0\"]").find("is not HOST:PORT"), std::string::npos);
   EXPECT_NE(error("[\"10.0.0.1:70000\"]").find("is not HOST:PORT"), std::string::npos);
   EXPECT_NE(error("\"10.0.0.1:7000\"").find("must be a list"), std::string::npos);
+}
+
+// What an emulated backend reads: the cluster: section of a repository
+// cluster's file, which has no models:.
+TEST(ClusterConfigTest, TheClusterSectionAloneIsReadWithoutModels) {
+  const std::string path = ::testing::TempDir() + "settings_" + std::to_string(::getpid()) + ".yaml";
+  const auto write = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string section =
+      "gpus: 1\nworkload: {rate: 10}\ncluster: {token: t, schedulers: [\"10.0.0.1:7000\", "
+      "\"10.0.0.2:7001\"]}\n";
+  EXPECT_FALSE(load_cluster_config(write(section)).ok()) << "a whole config needs models:";
+  const ClusterSettings s = ok_value(load_cluster_settings(write(section)));
+  EXPECT_EQ(s.token, "t");
+  EXPECT_EQ(s.schedulers, (std::vector<std::string>{"10.0.0.1:7000", "10.0.0.2:7001"}));
+  if (std::getenv("SYMPHONY_CLUSTER_TOKEN") == nullptr)
+    EXPECT_NE(testing::rejection(load_cluster_settings(write("gpus: 1\n"))).find("cluster.token"),
+              std::string::npos);
+  EXPECT_TRUE(load_cluster_settings(write("gpus: 1\n"), false).ok()) << "no token asked for";
+  EXPECT_NE(testing::rejection(load_cluster_settings(write("cluster: {token: t, heartbeat: 3}\n")))
+                .find("cluster.heartbeat"),
+            std::string::npos);
+  std::remove(path.c_str());
+  EXPECT_NE(testing::rejection(load_cluster_settings(path)).find("cannot open"), std::string::npos);
 }
 
 TEST(ClusterConfigTest, ErrorsNameTheFileLineAndKey) {

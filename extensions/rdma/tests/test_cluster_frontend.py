@@ -129,12 +129,11 @@ class Cluster:
     def registered(self):
         return self.scheduler.output().count(" registered ")
 
-    def start_backend(self, name, devices, models=(), wait=True, extra=(), config=True):
-        """config False: the token alone (an emulated backend beside a model repository)."""
+    def start_backend(self, name, devices, models=(), wait=True, extra=()):
         before = self.registered()
         args = [CLI, "backend", "--scheduler", self.address(), "--devices", devices,
                 "--name", name, "--json", os.path.join(self.dir, name + ".json")] + list(extra)
-        args += ["--config", self.config] if config else ["--token", TOKEN]
+        args += ["--config", self.config]
         for m in models:
             args += ["--model", m]
         b = Process(args, os.path.join(self.dir, name + ".log"))
@@ -494,7 +493,7 @@ class RepositoryCluster(Cluster):
     """A cluster whose roles read a model repository (--model-repository),
     cluster.yaml giving only its token and heartbeats: the scheduler, CPU
     backends and frontends read the repository; emulated backends (which
-    open no file) take the token alone."""
+    open no file) read cluster.yaml's cluster: section alone."""
 
     def __init__(self, repo, config=REPOSITORY_CLUSTER_CONFIG):
         super().__init__(config)
@@ -512,9 +511,10 @@ class RepositoryCluster(Cluster):
 
     def add_backend(self, name, devices="cpu", repo=None, extra=()):
         """Starts a backend on `devices` reading the repository (or `repo`), or,
-        emulated, the token alone; returns it once registered."""
+        emulated, cluster.yaml's cluster: section alone (a repository cluster's
+        has no models:); returns it once registered."""
         if devices.startswith("emulated"):
-            return self.start_backend(name, devices, extra=extra, config=False)
+            return self.start_backend(name, devices, extra=extra)
         args = self.args if repo is None else ["--model-repository", str(repo)]
         return self.start_backend(name, devices, extra=args + list(extra))
 
@@ -1685,18 +1685,7 @@ def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_d
         first, spare = schedulers
         first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
         c.port, c.scheduler = ports[0], first
-        # An emulated backend reads no repository; its cluster.yaml names both
-        # schedulers (its models: only satisfy the config: it runs the scheduler's).
-        backend_yaml = tmp_path / "backend.yaml"
-        backend_yaml.write_text(textwrap.dedent("""
-            gpus: 1
-            models:
-              - {name: same, alpha_ms: 0.05, beta_ms: 1, slo_ms: 3000, max_batch: 8}
-            workload: {rate: 10}
-            cluster: {token: "%s", heartbeat_ms: 50, heartbeat_timeout_ms: 500,
-                      schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}
-            """) % ((TOKEN,) + ports))
-        c.start_backend("one", "emulated:1", extra=["--config", str(backend_yaml)], config=False)
+        c.add_backend("one", "emulated:1")  # the repository's cluster.yaml: the token and both schedulers
         (f,) = c.add_frontends(["fa"])
         body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
 

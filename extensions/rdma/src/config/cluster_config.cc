@@ -73,6 +73,13 @@ std::map<std::string, ModelTensors> parse_models(const config::YamlReader& r, co
   return out;
 }
 
+Status no_token(const std::string& origin) {
+  return Status(Errc::kInvalidArgument,
+                origin +
+                    ": cluster.token: a cluster needs a shared token (cluster: {token: "
+                    "...} or token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
+}
+
 ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) {
   ClusterSettings s;
   r.check_keys(c, "cluster",
@@ -247,11 +254,7 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
     }
     if (cc.sim.subclusters) check_subclusters(r, root["subclusters"], *cc.sim.subclusters);
   }));
-  if (need_token && effective_token(cc.cluster).empty())
-    return Status(Errc::kInvalidArgument,
-                  origin +
-                      ": cluster.token: a cluster needs a shared token (cluster: {token: ...} "
-                      "or token_file, or SYMPHONY_CLUSTER_TOKEN in the environment)");
+  if (need_token && effective_token(cc.cluster).empty()) return no_token(origin);
   return cc;
 }
 
@@ -263,6 +266,21 @@ Result<ClusterConfig> load_cluster_config(const std::string& path, bool need_tok
   ss << f.rdbuf();
   const std::string dir = fs::path(path).parent_path().string();
   return parse_cluster_config(ss.str(), path, dir, need_token, repository);
+}
+
+Result<ClusterSettings> load_cluster_settings(const std::string& path, bool need_token) {
+  std::ifstream f(path);
+  if (!f) return Status(Errc::kInvalidArgument, path + ": cannot open the file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const config::YamlReader r(path, fs::path(path).parent_path().string());
+  ClusterSettings s;
+  SYMPHONY_RETURN_IF_ERROR(config::read_status([&] {
+    const YAML::Node root = r.load(ss.str());
+    if (root.IsMap() && root["cluster"]) s = parse_section(r, root["cluster"]);
+  }));
+  if (need_token && effective_token(s).empty()) return no_token(path);
+  return s;
 }
 
 bool is_gpu_device(std::string_view device) {

@@ -143,6 +143,10 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
                                            const std::string& base_dir, bool need_token = true,
                                            const ClusterRepository* repository = nullptr);
 
+// Reads cluster.yaml's `cluster:` section alone (the rest is not checked):
+// what a peer that runs no model of its own needs (an emulated backend).
+Result<ClusterSettings> load_cluster_settings(const std::string& path, bool need_token = true);
+
 // The token to use: SYMPHONY_CLUSTER_TOKEN when set, else the config's.
 std::string effective_token(const ClusterSettings& s);
 
