@@ -1724,6 +1724,9 @@ def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_d
         control("fresh", "unload")
         control("gone", "load")
         assert http_infer(f, "gone", body)[0] == 200
+        # No model here has an instance_group: an unload of one loaded while
+        # serving used to be logged as "no registered device is of its instance_group".
+        assert "instance_group" not in spare.output(), spare.output()
     finally:
         for s in (first, spare):
             if s and s.running():

@@ -216,11 +216,23 @@ void SchedulerNode::Impl::apply_instance_groups(bool joining) {
       if (Status s = runtimes_[j]->set_model_gpus(model, std::move(gpus)); !s.ok())
         log("model '" + models_[model].name + "': cannot apply its instance_group: " + s.message());
     }
+    if (model < unserved_.size() && !unserved_[model].empty()) {
+      // Loading, unloading or unloaded: no device is expected to run it
+      // (what a load or an unload does is logged by it).
+      grouped_served_[k] = true;
+      continue;
+    }
+    // No instance_group: loaded while serving, run by the backends that loaded it.
+    const bool group = !groups.empty();
     if (!joining && any_device && served != grouped_served_[k])
       log("model '" + models_[model].name + "': " +
-          (served ? std::string("a device of its instance_group has joined; it is served again")
-                  : std::string("no registered device is of its instance_group (the model repository's "
-                                "config.pbtxt): its requests wait for one and expire")));
+          (served  ? std::string(group ? "a device of its instance_group has joined; it is served again"
+                                       : "a backend that holds it has registered; it is served again")
+           : group ? std::string("no registered device is of its instance_group (the model repository's "
+                                 "config.pbtxt): its requests wait for one and expire")
+                   : std::string("no registered backend holds it (the backends that loaded it while the "
+                                 "cluster served are gone): its requests wait for one that loads it and "
+                                 "expire")));
     if (!joining && any_device) grouped_served_[k] = served;
   }
 }
