@@ -903,32 +903,27 @@ std::map<std::string, std::vector<ModelId>> SchedulerNode::Impl::listed_by_name(
   return out;
 }
 
-namespace {
-// The served versions' names and files as one number: two schedulers that
-// read the same files agree on it (a spare compares the primary's with its own).
-std::uint64_t served_files(const std::vector<std::string>& stamps) {
-  std::vector<std::string> sorted = stamps;
-  std::sort(sorted.begin(), sorted.end());
+std::optional<std::uint64_t> SchedulerNode::Impl::served_files(const std::vector<ModelId>& ids) const {
+  std::vector<std::string> stamps;
+  for (ModelId id : ids)
+    if (unserved_[id].empty()) stamps.push_back(models_[id].name + " " + stamp_[id]);
+  if (stamps.empty()) return std::nullopt;
+  std::sort(stamps.begin(), stamps.end());
   std::string all;
-  for (const std::string& s : sorted) all += s + "\n";
+  for (const std::string& s : stamps) all += s + "\n";
   return fnv1a64(
       std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(all.data()), all.size()));
 }
-}  // namespace
 
 std::vector<wire::RepositoryModelState> SchedulerNode::Impl::repository_state() const {
   std::vector<wire::RepositoryModelState> out;
   std::set<std::string> named;
   for (const auto& [name, ids] : listed_by_name()) {
-    std::vector<std::string> stamps;
-    bool loading_only = true;
-    for (ModelId id : ids) {
-      if (unserved_[id].empty()) stamps.push_back(models_[id].name + " " + stamp_[id]);
-      loading_only &= unserved_[id] == "loading";
-    }
     named.insert(name);
-    if (stamps.empty() && loading_only) continue;  // a first load under way: nothing settled to match
-    out.push_back({name, !stamps.empty(), stamps.empty() ? 0 : served_files(stamps)});
+    const std::optional<std::uint64_t> files = served_files(ids);
+    if (!files && std::all_of(ids.begin(), ids.end(), [&](ModelId id) { return unserved_[id] == "loading"; }))
+      continue;  // a first load under way: nothing settled to match
+    out.push_back({name, files.has_value(), files.value_or(0)});
   }
   for (const auto& [internal, apart] : unloaded_apart_)
     if (named.insert(apart.first).second) out.push_back({apart.first, false, 0});
@@ -944,17 +939,16 @@ void SchedulerNode::Impl::match_repository() {
     if (std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == e.model; }) ||
         std::any_of(unloads_.begin(), unloads_.end(), [&](const Unload& u) { return u.name == e.model; }))
       continue;  // asked of this primary already
-    std::vector<std::string> stamps;
-    if (const auto it = ours.find(e.model); it != ours.end())
-      for (ModelId id : it->second)
-        if (unserved_[id].empty()) stamps.push_back(models_[id].name + " " + stamp_[id]);
-    const bool served = !stamps.empty();
+    const auto it = ours.find(e.model);
+    const std::optional<std::uint64_t> files = it != ours.end() ? served_files(it->second) : std::nullopt;
+    const bool served = files.has_value();
     if (e.served && !served) {
       loaded.push_back(e.model);
       control_model(kNoConn, takeover_peer_, e.model, true, 0);
-    } else if (e.served && served_files(stamps) != e.files) {
-      // Its files as the old primary last loaded them, read again (nothing
-      // is done when the folder holds the files this primary serves).
+    } else if (e.served && *files != e.files) {
+      // The old primary served other files (a reload since this one
+      // started): the folder is read again, which changes nothing when it
+      // holds the files this one serves.
       reloaded.push_back(e.model);
       control_model(kNoConn, takeover_peer_, e.model, true, 0);
     } else if (!e.served && served) {

@@ -356,6 +356,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
   }
   // The listed ids of each repository model, by its repository name.
   std::map<std::string, std::vector<ModelId>> listed_by_name() const;
+  // FNV-1a of the served versions among `ids` (their names and file stamps:
+  // two schedulers that read the same files agree); none when none is served.
+  std::optional<std::uint64_t> served_files(const std::vector<ModelId>& ids) const;
   // The repository models as this primary serves them, for its Standing.
   std::vector<wire::RepositoryModelState> repository_state() const;
   // After a takeover (explicit model control): loads, reloads and unloads
