@@ -28,7 +28,7 @@ EMULATED = """
     policy: deferred
     # Room for a loaded test machine's late timers (a lone `fast` request is
     # deferred to its latest start).
-    delays: {safety_margin_ms: 50}
+    delays: {safety_margin_ms: 100}
     # The paper's rule for a model's first requests too: the tests below hold
     # a lone request in the model's window.
     defer_without_history: true
