@@ -38,9 +38,9 @@ Result<Partitioner> SchedulerNode::Impl::partitioner_of(const std::vector<ModelI
       continue;
     }
     // A model loaded while serving (or an id of the start's that serves one
-    // now): the table's row of its name, else of its repository model's, as
-    // the config looks up a model of the start; none when the table has no
-    // such row (counted as no memory).
+    // now): the table's row of its name, else of its repository model's
+    // name ("linear" for "linear/2"); none when the table has neither
+    // (counted as no memory).
     const partition::ModelMemory* row = nullptr;
     for (const std::string& n : {models_[m].name, repository_name(m)})
       for (const auto& [t, mem] : memory_table_)
