@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "symphony/cluster/cluster_repository.hpp"
+#include "symphony/config/files.hpp"
 #include "symphony/config/yaml_reader.hpp"
 
 namespace symphony::cluster {
@@ -260,23 +261,17 @@ Result<ClusterConfig> parse_cluster_config(const std::string& yaml_text, const s
 
 Result<ClusterConfig> load_cluster_config(const std::string& path, bool need_token,
                                           const ClusterRepository* repository) {
-  std::ifstream f(path);
-  if (!f) return Status(Errc::kInvalidArgument, path + ": cannot open the file");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  SYMPHONY_ASSIGN_OR_RETURN(const std::string text, config::read_file(path, "the file"));
   const std::string dir = fs::path(path).parent_path().string();
-  return parse_cluster_config(ss.str(), path, dir, need_token, repository);
+  return parse_cluster_config(text, path, dir, need_token, repository);
 }
 
 Result<ClusterSettings> load_cluster_settings(const std::string& path, bool need_token) {
-  std::ifstream f(path);
-  if (!f) return Status(Errc::kInvalidArgument, path + ": cannot open the file");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  SYMPHONY_ASSIGN_OR_RETURN(const std::string text, config::read_file(path, "the file"));
   const config::YamlReader r(path, fs::path(path).parent_path().string());
   ClusterSettings s;
   SYMPHONY_RETURN_IF_ERROR(config::read_status([&] {
-    const YAML::Node root = r.load(ss.str());
+    const YAML::Node root = r.load(text);
     if (root.IsMap() && root["cluster"]) s = parse_section(r, root["cluster"]);
   }));
   if (need_token && effective_token(s).empty()) return no_token(path);
