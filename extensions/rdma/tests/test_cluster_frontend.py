@@ -2584,21 +2584,23 @@ def test_emulated_with_sub_clusters_a_model_loaded_while_serving_joins_the_epoch
 
 
 def test_emulated_with_sub_clusters_a_model_loaded_while_serving_takes_its_memory_row(tmp_path, repository_cluster):
-    """subclusters.model_memory names a model that is not in the repository
-    at start: loaded while serving, it joins the epochs with its row (it was
-    counted as using no memory). 'one' and 'three' take 600 MiB each and a
-    backend holds 1000: with 'two' taking most of the requests, the balance of
-    rates alone puts 'one' and 'three' together; with the rows, every epoch
-    keeps them apart."""
+    """A model that is not in the repository at start, loaded while serving,
+    joins the epochs with its row of subclusters.model_memory (it was counted
+    as using no memory), a row added to the file after the scheduler started
+    (the table is read again at each load). 'one' and 'three' take 600 MiB
+    each and a backend holds 1000: with 'two' taking most of the requests, the
+    balance of rates alone puts 'one' and 'three' together; with the rows,
+    every epoch keeps them apart."""
     repo = tmp_path / "models"
     for name in ("one", "two"):
         write_emulated_model(repo, name, slo=4000)
     table = tmp_path / "memory.csv"
-    table.write_text("name,static_mib,dynamic_mib\none,600,0\ntwo,100,0\nthree,600,0\n")
+    table.write_text("name,static_mib,dynamic_mib\none,600,0\ntwo,100,0\n")
     c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG.replace(
         "{count: 2}", '{count: 2, epoch_s: 0.5, memory_cap_mib: 1000, model_memory: "%s"}' % table))
     (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
     write_emulated_model(repo, "three", slo=4000)
+    table.write_text("name,static_mib,dynamic_mib\none,600,0\ntwo,100,0\nthree,600,0\n")
     status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/three/load")
     assert status == 200, out
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}

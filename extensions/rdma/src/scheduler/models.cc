@@ -418,6 +418,7 @@ void SchedulerNode::Impl::start_load(ConnId c, Peer& p, const std::string& name,
   if (!r.ok())
     return failed(r.status().code() == Errc::kNotFound ? Errc::kNotFound : Errc::kInvalidArgument,
                   r.status().message());
+  read_memory_table();  // its row, if one was added since
   // Each version goes into the runtime now, with no device: its admission
   // stays closed (unserved_) until its backends are ready. A version keeps
   // its id from a failed load.
@@ -492,6 +493,8 @@ void SchedulerNode::Impl::start_reload(ConnId c, Peer& p, const std::string& nam
     if (notes_.erase(name)) broadcast_model_table();
     return reply(Errc::kOk, {});
   }
+  // Its row, if one was changed since.
+  read_memory_table();
   std::vector<std::int64_t> versions;  // of the new read
   for (const ClusterRepositoryModel& m : r->models) versions.push_back(m.version);
   // Every version of the new read beside the old ones, unlisted (internal

@@ -2,7 +2,6 @@
 #include "scheduler/node_impl.hpp"
 
 #include "symphony/cluster/cluster_repository.hpp"
-#include "symphony/config/files.hpp"
 
 namespace symphony::cluster {
 
@@ -115,11 +114,7 @@ Status SchedulerNode::Impl::start() {
       // The epochs place the models held everywhere: a model loaded while
       // serving joins them once every backend has it, with its row of the
       // memory table when the table names it.
-      if (!sub_cfg->model_memory_file.empty()) {
-        Result<std::vector<std::pair<std::string, partition::ModelMemory>>> t =
-            config::read_model_memory(sub_cfg->model_memory_file);
-        if (t.ok()) memory_table_ = std::move(*t);  // read once already, by the config
-      }
+      read_memory_table();
       so.partitioner_for = [this](const std::vector<ModelId>& ids) { return partitioner_of(ids); };
       so.movable = [this](ModelId m) { return held_everywhere(m); };
     }

@@ -309,8 +309,11 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void place_grouped_start_models(std::uint32_t backend);
   // The partitioner of the sub-clusters' epochs for models `ids` (in order).
   Result<Partitioner> partitioner_of(const std::vector<ModelId>& ids) const;
-  // subclusters.model_memory's rows by name, for models loaded while serving.
+  // subclusters.model_memory's rows by name, for models loaded while serving:
+  // read at start and again at each load and reload (a row added since
+  // counts from then; a file that no longer reads keeps the rows it had).
   std::vector<std::pair<std::string, partition::ModelMemory>> memory_table_;
+  void read_memory_table();
   mutable std::set<std::string> memory_unknown_;  // loaded models the table does not name (logged once)
   // Whether model m, served, may be moved by an epoch: every live backend
   // holds it (no instance_group, no join load under way).

@@ -2,6 +2,7 @@
 // delivering the manager's Placements to backends and their answers back,
 // and what the manager asks of the models (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
+#include "symphony/config/files.hpp"
 
 namespace symphony::cluster {
 
@@ -51,6 +52,19 @@ Result<Partitioner> SchedulerNode::Impl::partitioner_of(const std::vector<ModelI
     cfg.memory.push_back(row ? *row : partition::ModelMemory{});
   }
   return partition::make_partitioner(cfg, spec, std::max(sc.spec.gpus, num_subs_));
+}
+
+void SchedulerNode::Impl::read_memory_table() {
+  const std::optional<partition::SubClusterConfig>& sub = opts_.config.sim.subclusters;
+  if (!sub || sub->model_memory_file.empty()) return;
+  Result<std::vector<std::pair<std::string, partition::ModelMemory>>> t =
+      config::read_model_memory(sub->model_memory_file);
+  if (!t.ok()) {
+    if (subs_) log("kept the memory rows read before: " + t.status().message());
+    return;
+  }
+  memory_table_ = std::move(*t);
+  memory_unknown_.clear();  // a model still without a row is said again at its next epoch
 }
 
 bool SchedulerNode::Impl::held_everywhere(ModelId m) const {
