@@ -30,8 +30,9 @@ on), each point run with admission off and on back to back:
            times; what each priority lost.
   flood    (only with --only flood) the closed-loop flood of the device-bound
            model over HTTP and gRPC, 64 to 4096 connections, with the
-           scheduler's threads at nice 0 and -10 (scheduler_nice, --nice), --runs
-           times; each point with the time the server took to refuse (its
+           scheduler's threads at nice 0 and -10 (scheduler_nice, --nice) and,
+           at SCHED_FIFO priority N (scheduler_realtime, --realtime; serve's default
+           is 10), --runs times; each point with the time the server took to refuse (its
            /metrics symphony_refusal_latency_seconds before and after).
 
 Writes OUT/overload.json and OUT/overload.png (OUT/flood.*, OUT/cluster.*,
@@ -125,11 +126,12 @@ MODELS = {
 
 
 class Serve:
-    def __init__(self, a, tmp, model, admission, scheduler_nice=None):
+    def __init__(self, a, tmp, model, admission, scheduler_nice=None, scheduler_realtime=None):
         cfg = os.path.join(tmp, "serve.yaml")
         with open(cfg, "w") as f:
             f.write(f"devices: emulated:1\nadmission: {'true' if admission == 'on' else 'false'}\n"
                     + (f"scheduler_nice: {scheduler_nice}\n" if scheduler_nice is not None else "")
+                    + (f"scheduler_realtime: {scheduler_realtime}\n" if scheduler_realtime is not None else "")
                     + f"models:\n  - {MODELS[model]}\n")
         pf = os.path.join(tmp, "ports.json")
         if os.path.exists(pf):
@@ -240,20 +242,22 @@ def serve_part(a, tmp):
 
 def flood_part(a, tmp):
     """The closed-loop flood on the device-bound model, the scheduler's threads
-    at the process's priority (scheduler_nice 0) and above the front's (-10, the
-    default), back to back, `a.runs` times."""
+    at the process's priority (scheduler_nice 0), above the front's (-10) and at
+    real-time priority (--realtime: SCHED_FIFO, serve's default at 10), back to
+    back, `a.runs` times."""
     pts = []
+    variants = [(nice, 0) for nice in a.nice] + [(-10, rt) for rt in a.realtime]
     for run in range(a.runs):
         for proto in ("http", "grpc"):
-            for nice in a.nice:
-                s = Serve(a, tmp, "device-bound", "on", scheduler_nice=nice)
+            for nice, rt in variants:
+                s = Serve(a, tmp, "device-bound", "on", scheduler_nice=nice, scheduler_realtime=rt)
                 try:
                     for conc in (64, 512, 2048, 4096):
                         before = s.refusal_buckets()
                         p = load(a, tmp, f"{proto}://{s.ports[proto]}", concurrency=conc)
-                        p.update(run=run, proto=proto, scheduler_nice=nice, concurrency=conc,
-                                 refusal_latency=refusal_latency(before, s.refusal_buckets()))
-                        log(f"flood {proto} {conc} nice {nice} run {run}: goodput {p['goodput_rps']:.0f} "
+                        p.update(run=run, proto=proto, scheduler_nice=nice, scheduler_realtime=rt,
+                                 concurrency=conc, refusal_latency=refusal_latency(before, s.refusal_buckets()))
+                        log(f"flood {proto} {conc} nice {nice} realtime {rt} run {run}: goodput {p['goodput_rps']:.0f} "
                             f"errors {p['errors']} {p['dropped_by_reason']} refusals {p['refusal_latency']} "
                             f"load {p['loadavg']}")
                         pts.append(p)
@@ -453,14 +457,16 @@ def plot_flood(flood, path):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), squeeze=False)
     for ax, proto in zip(axes[0], ("http", "grpc")):
-        for nice, style in ((0, "o--"), (-10, "s-")):
-            mine = [p for p in flood["points"] if p["proto"] == proto and p["scheduler_nice"] == nice]
-            if not mine:  # a run of one nice value (--nice)
-                continue
+        variants = sorted({(p["scheduler_nice"], p.get("scheduler_realtime", 0)) for p in flood["points"]},
+                          key=lambda v: (v[1], -v[0]))
+        for (nice, rt), style in zip(variants, ("o--", "s-", "^-.", "d:")):
+            mine = [p for p in flood["points"] if p["proto"] == proto and p["scheduler_nice"] == nice
+                    and p.get("scheduler_realtime", 0) == rt]
+            name = f"scheduler SCHED_FIFO {rt}" if rt else f"scheduler nice {nice}"
             concs = sorted({p["concurrency"] for p in mine})
             worst = [min(p["goodput_rps"] for p in mine if p["concurrency"] == c) for c in concs]
             best = [max(p["goodput_rps"] for p in mine if p["concurrency"] == c) for c in concs]
-            (line,) = ax.plot(concs, worst, style, label=f"scheduler nice {nice} (worst run; band: best)")
+            (line,) = ax.plot(concs, worst, style, label=f"{name} (worst run; band: best)")
             ax.fill_between(concs, worst, best, color=line.get_color(), alpha=0.15)
         ax.axhline(flood["capacity_rps"], color="grey", lw=0.8)
         ax.set_title(f"serve {proto}, closed-loop flood, device-bound model", fontsize=9)
@@ -519,8 +525,11 @@ def main():
                     choices=["runtime", "serve", "flood", "cluster", "cluster-priorities"])
     ap.add_argument("--runs", type=int, default=3,
                     help="runs of each point (--only flood, cluster, cluster-priorities)")
-    ap.add_argument("--nice", type=int, nargs="+", default=[0, -10],
-                    help="the scheduler's nice values the flood compares (--only flood)")
+    ap.add_argument("--nice", type=int, nargs="*", default=[0, -10],
+                    help="the scheduler's nice values the flood compares, without real time (--only flood)")
+    ap.add_argument("--realtime", type=int, nargs="*", default=[10],
+                    help="SCHED_FIFO priorities of the scheduler's threads the flood compares too "
+                         "(--only flood; scheduler_realtime, needs CAP_SYS_NICE)")
     ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
     ap.add_argument("--replot", action="store_true", help="only redraw OUT/overload.png from OUT/overload.json")
     a = ap.parse_args()

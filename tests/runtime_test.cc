@@ -1073,8 +1073,9 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadLeavesAHigherLevelToTheShard) {
 }
 
 #if defined(__linux__)
-// The nice value of each of this process's threads named `name`.
-std::vector<int> nice_of_threads(const std::string& name) {
+// Field `field` of /proc's stat (19: nice, 40: rt_priority, 41: policy) of
+// each of this process's threads named `name`.
+std::vector<int> stat_of_threads(const std::string& name, int field) {
   std::vector<int> out;
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(e.path() / "comm");
@@ -1086,12 +1087,13 @@ std::vector<int> nice_of_threads(const std::string& name) {
     std::getline(stat, line);
     std::istringstream fields(line.substr(line.rfind(')') + 2));  // after "pid (comm) "
     std::string f;
-    for (int i = 3; i <= 19 && fields >> f; ++i) {
+    for (int i = 3; i <= field && fields >> f; ++i) {
     }
-    out.push_back(std::stoi(f));  // field 19: nice
+    out.push_back(std::stoi(f));
   }
   return out;
 }
+std::vector<int> nice_of_threads(const std::string& name) { return stat_of_threads(name, 19); }
 
 TEST(RuntimeTest, TheSchedulerThreadsTakeTheNiceValueAskedFor) {
   // A positive value needs no privilege; a negative one is what serve asks
@@ -1107,6 +1109,28 @@ TEST(RuntimeTest, TheSchedulerThreadsTakeTheNiceValueAskedFor) {
   EXPECT_EQ(nice_of_threads("sym-shard-1"), std::vector<int>{7});
   rt->stop(StopMode::kCancel);
   c.thread_nice = 20;
+  EXPECT_FALSE(c.validate().ok());
+}
+
+TEST(RuntimeTest, TheSchedulerThreadsTakeRealTimeWhereAllowedElseTheirNiceValue) {
+  // serve's scheduler_realtime: SCHED_FIFO (policy 1) at the priority asked
+  // for, which needs CAP_SYS_NICE; refused, the nice value as before.
+  const bool allowed = detail::thread_realtime_allowed(3);
+  ExactlyOnceSink sink(4);
+  RuntimeConfig c = small_config(2, 2, 1);
+  c.thread_realtime = 3;
+  c.thread_nice = 5;
+  auto rt = make_runtime(c, sink);
+  (void)rt->stats();  // both shards have run
+  const std::vector<int> want_policy{allowed ? 1 : 0}, want_priority{allowed ? 3 : 0};
+  wait_for([&] { return stat_of_threads("sym-rank", 41) == want_policy; });
+  for (const char* t : {"sym-rank", "sym-shard-0", "sym-shard-1"}) {
+    EXPECT_EQ(stat_of_threads(t, 41), want_policy) << t;
+    EXPECT_EQ(stat_of_threads(t, 40), want_priority) << t;
+    if (!allowed) EXPECT_EQ(nice_of_threads(t), std::vector<int>{5}) << t;
+  }
+  rt->stop(StopMode::kCancel);
+  c.thread_realtime = 100;
   EXPECT_FALSE(c.validate().ok());
 }
 #endif

@@ -142,7 +142,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
                 "load", "models", "metrics", "defer_without_history", "load_run_wait_ms", "admission",
-                "overlap", "pinned_memory_pool_byte_size", "scheduler_nice"});
+                "overlap", "pinned_memory_pool_byte_size", "scheduler_nice", "scheduler_realtime"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -174,6 +174,8 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
       r.fail(n, "scheduler_nice", "must be an integer in [-20, 19], got " + n.Scalar());
     c.scheduler_nice = static_cast<int>(v);
   }
+  if (const YAML::Node n = root["scheduler_realtime"])
+    c.scheduler_realtime = static_cast<int>(r.integer(n, "scheduler_realtime", 0, 99));
   if (const YAML::Node o = root["overlap"]) {
     c.overlap = r.string(o, "overlap");
     if (c.overlap != "auto" && c.overlap != "on" && c.overlap != "off")

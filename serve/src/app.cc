@@ -29,6 +29,7 @@ server::ServerOptions server_options(const config::ServeConfig& cfg) {
   so.load_run_wait = Duration::from_ms(cfg.load_run_wait_ms);
   so.admission = cfg.admission;
   so.scheduler_nice = cfg.scheduler_nice;
+  so.scheduler_realtime = cfg.scheduler_realtime;
   so.overlap = cfg.overlap == "on"    ? server::ServerOptions::Overlap::kOn
                : cfg.overlap == "off" ? server::ServerOptions::Overlap::kOff
                                       : server::ServerOptions::Overlap::kAuto;

@@ -1287,14 +1287,26 @@ struct Server::Impl final : BatchRunner {
     rc.recalibration = opts.recalibration;
     rc.admission = opts.admission;
     if (!opts.admission) rc.ingress_wait_share = 0;
+    // Real time, else the nice value, else the process's own: one line says
+    // what was refused (docs/serving.md, scheduler priority).
     rc.thread_nice = opts.scheduler_nice;
-    if (rc.thread_nice < 0 && !symphony::detail::thread_nice_allowed(rc.thread_nice)) {
-      if (opts.log)
-        opts.log("the scheduler's threads run at the process's priority: nice " +
-                 std::to_string(rc.thread_nice) +
-                 " needs CAP_SYS_NICE, so a flood of requests at the front may delay admitted batches");
-      rc.thread_nice = 0;
-    }
+    rc.thread_realtime = opts.scheduler_realtime;
+    const bool rt_refused =
+        rc.thread_realtime > 0 && !symphony::detail::thread_realtime_allowed(rc.thread_realtime);
+    if (rt_refused) rc.thread_realtime = 0;
+    const bool nice_refused = rc.thread_realtime == 0 && rc.thread_nice < 0 &&
+                              !symphony::detail::thread_nice_allowed(rc.thread_nice);
+    const std::string rt =
+        "SCHED_FIFO priority " + std::to_string(opts.scheduler_realtime) + " (scheduler_realtime)";
+    const std::string nice = "nice " + std::to_string(rc.thread_nice);
+    if (nice_refused) rc.thread_nice = 0;
+    if (opts.log && nice_refused)
+      opts.log("the scheduler's threads run at the process's priority: " + (rt_refused ? rt + " and " : "") +
+               nice + (rt_refused ? " need" : " needs") +
+               " CAP_SYS_NICE, so a flood of requests at the front may delay admitted batches");
+    else if (opts.log && rt_refused)
+      opts.log("the scheduler's threads run at " + nice + ": " + rt +
+               " was refused (it needs CAP_SYS_NICE and a cgroup with real-time time)");
     const bool all_cuda = std::all_of(device_specs.begin(), device_specs.end(), [](const DeviceSpec& d) {
       return d.kind == DeviceKind::kCuda || d.kind == DeviceKind::kCudaEmulated;
     });

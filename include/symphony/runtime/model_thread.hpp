@@ -454,7 +454,7 @@ class ModelThread {
     char name[16];
     std::snprintf(name, sizeof name, "sym-shard-%u", index_);
     detail::name_this_thread(name);
-    (void)detail::set_this_thread_nice(cfg_.thread_nice);  // refused: the process's own
+    detail::set_this_thread_priority(cfg_.thread_realtime, cfg_.thread_nice);
     SteadyClock clock;
     BatchCompletion done_buf[32];
     detail::CancelItem cancel_buf[16];

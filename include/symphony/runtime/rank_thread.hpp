@@ -251,7 +251,7 @@ class RankThread {
   // ---- the loop ------------------------------------------------------------------
   void loop() {
     detail::name_this_thread("sym-rank");
-    (void)detail::set_this_thread_nice(cfg_.thread_nice);  // refused: the process's own
+    detail::set_this_thread_priority(cfg_.thread_realtime, cfg_.thread_nice);
 #if defined(__linux__)
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // wake when asked, not up to 50 us later
 #endif

@@ -71,6 +71,13 @@ struct RuntimeConfig {
   // requests cannot delay the batches already admitted; that needs
   // CAP_SYS_NICE, and refused, they keep the process's own.
   int thread_nice = 0;
+  // The SCHED_FIFO priority the RankThread and the shards ask for at start
+  // instead (1-99; 0: none, the default): no thread of the normal class then
+  // runs before them on their core, however many there are. Needs
+  // CAP_SYS_NICE (or RLIMIT_RTPRIO); refused, they take thread_nice. Their
+  // spins are bounded (timer_spin, shard_idle_spin), and the rank and the
+  // shards share one priority, so a yield to one another still works.
+  int thread_realtime = 0;
 
   Status validate() const {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
@@ -90,6 +97,8 @@ struct RuntimeConfig {
       return Status(Errc::kInvalidArgument, "ingress_capacity and ingress_bulk must be positive");
     if (thread_nice < -20 || thread_nice > 19)
       return Status(Errc::kInvalidArgument, "thread_nice must be in [-20, 19]");
+    if (thread_realtime < 0 || thread_realtime > 99)
+      return Status(Errc::kInvalidArgument, "thread_realtime must be in [0, 99]");
     if (timer_spin < Duration::zero() || shard_idle_spin < Duration::zero())
       return Status(Errc::kInvalidArgument, "spin budgets must not be negative");
     if (delays.ctrl < Duration::zero() || delays.data < Duration::zero() || delays.resp < Duration::zero() ||

@@ -190,4 +190,32 @@ inline bool thread_nice_allowed(int nice) {
   return ok;
 }
 
+// Asks for SCHED_FIFO at `priority` (RuntimeConfig::thread_realtime) on the
+// calling thread; 0 leaves it as it is. False when refused (CAP_SYS_NICE or
+// RLIMIT_RTPRIO, and a cgroup with real-time time, are needed).
+inline bool set_this_thread_realtime(int priority) noexcept {
+  if (priority == 0) return true;
+#if defined(__linux__)
+  sched_param p{};
+  p.sched_priority = priority;
+  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) == 0;
+#else
+  return false;
+#endif
+}
+
+// Whether a new thread may take SCHED_FIFO at `priority` (one that asks and ends).
+inline bool thread_realtime_allowed(int priority) {
+  bool ok = false;
+  std::thread([&] { ok = set_this_thread_realtime(priority); }).join();
+  return ok;
+}
+
+// What a RankThread or shard asks for at start: real time when configured
+// and allowed, else its nice value (each refused: the process's own).
+inline void set_this_thread_priority(int realtime, int nice) noexcept {
+  if (realtime > 0 && set_this_thread_realtime(realtime)) return;
+  (void)set_this_thread_nice(nice);
+}
+
 }  // namespace symphony::detail
