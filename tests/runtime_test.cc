@@ -1127,7 +1127,9 @@ TEST(RuntimeTest, TheSchedulerThreadsTakeRealTimeWhereAllowedElseTheirNiceValue)
   for (const char* t : {"sym-rank", "sym-shard-0", "sym-shard-1"}) {
     EXPECT_EQ(stat_of_threads(t, 41), want_policy) << t;
     EXPECT_EQ(stat_of_threads(t, 40), want_priority) << t;
-    if (!allowed) EXPECT_EQ(nice_of_threads(t), std::vector<int>{5}) << t;
+    if (!allowed) {
+      EXPECT_EQ(nice_of_threads(t), std::vector<int>{5}) << t;
+    }
   }
   rt->stop(StopMode::kCancel);
   c.thread_realtime = 100;
