@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The sanitizer runs CI adds to the test suite: the core tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset asan) and the core and
-# runtime tests under ThreadSanitizer (preset tsan). Both presets build at
-# -O1 -g1: the template-heavy tests compile in less than half the time of
-# -O2 -g, and line tables are all the sanitizers' stack traces need.
+# runtime tests under ThreadSanitizer (preset tsan), with line tables only
+# (-g1: all the sanitizers' stack traces need). asan builds at -O0: its
+# template-heavy simulator tests compile in about half the time of -O1 (the
+# preset from scratch, ccache off, 2 cores: 414 s against 754 s; its tests
+# then take 45 s against 16 s). tsan stays at -O1, which ThreadSanitizer
+# needs to run at a usable speed.
 source "$(dirname "$0")/common.sh"
 
 for preset in asan tsan; do
