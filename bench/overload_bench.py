@@ -31,8 +31,8 @@ on), each point run with admission off and on back to back:
   flood    (only with --only flood) the closed-loop flood of the device-bound
            model over HTTP and gRPC, 64 to 4096 connections, with the
            scheduler's threads at nice 0 and -10 (scheduler_nice, --nice) and,
-           at SCHED_FIFO priority N (scheduler_realtime, --realtime; serve's default
-           is 10), --runs times; each point with the time the server took to refuse (its
+           at SCHED_FIFO priority N (scheduler_realtime, --realtime; opt-in on
+           serve), --runs times; each point with the time the server took to refuse (its
            /metrics symphony_refusal_latency_seconds before and after).
 
 Writes OUT/overload.json and OUT/overload.png (OUT/flood.*, OUT/cluster.*,
@@ -243,7 +243,7 @@ def serve_part(a, tmp):
 def flood_part(a, tmp):
     """The closed-loop flood on the device-bound model, the scheduler's threads
     at the process's priority (scheduler_nice 0), above the front's (-10) and at
-    real-time priority (--realtime: SCHED_FIFO, serve's default at 10), back to
+    real-time priority (--realtime: SCHED_FIFO, serve's scheduler_realtime), back to
     back, `a.runs` times."""
     pts = []
     variants = [(nice, 0) for nice in a.nice] + [(-10, rt) for rt in a.realtime]

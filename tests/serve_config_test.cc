@@ -247,14 +247,14 @@ TEST(ServeConfigTest, SchedulerNiceIsMinusTenByDefaultAndBounded) {
   EXPECT_NE(c.status().message().find("scheduler_nice"), std::string::npos) << c.status().message();
 }
 
-TEST(ServeConfigTest, SchedulerRealTimeIsTenByDefaultAndBounded) {
+TEST(ServeConfigTest, SchedulerRealTimeIsOffByDefaultAndBounded) {
   const std::string models = "models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30}]\n";
   auto c = parse_serve_config(models, "a.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->scheduler_realtime, 10);
-  c = parse_serve_config("scheduler_realtime: 0\n" + models, "a.yaml", "");
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->scheduler_realtime, 0);
+  c = parse_serve_config("scheduler_realtime: 10\n" + models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->scheduler_realtime, 10);
   c = parse_serve_config("scheduler_realtime: 100\n" + models, "a.yaml", "");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("scheduler_realtime"), std::string::npos) << c.status().message();

@@ -78,8 +78,8 @@ struct ServeConfig {
   // scheduler's threads, -10 by default (0: the process's own).
   int scheduler_nice = -10;
   // `scheduler_realtime:` (ServerOptions::scheduler_realtime): their
-  // SCHED_FIFO priority before that, 1-99, 10 by default (0: none).
-  int scheduler_realtime = 10;
+  // SCHED_FIFO priority before that, 1-99 (0: none, the default).
+  int scheduler_realtime = 0;
   // `overlap: auto|on|off` (ServerOptions::overlap): a batch's staging and
   // launch run while the batch before it does, dispatched ahead by their
   // learned cost. auto: on when every device is a CUDA GPU.

@@ -105,11 +105,11 @@ struct ServerOptions {
   // without CAP_SYS_NICE: `log` says so once and they run at the process's.
   int scheduler_nice = -10;
   // The SCHED_FIFO priority of the scheduler's threads, before
-  // scheduler_nice (RuntimeConfig::thread_realtime; 0: none): ahead of every
-  // thread of the normal class however many a flood wakes. Refused (no
-  // CAP_SYS_NICE, or a cgroup without real-time time): `log` says so once
-  // and scheduler_nice applies.
-  int scheduler_realtime = 10;
+  // scheduler_nice (RuntimeConfig::thread_realtime; 0: none, the default):
+  // ahead of every thread of the normal class however many a flood wakes.
+  // Refused (no CAP_SYS_NICE, or a cgroup without real-time time): `log`
+  // says so once and scheduler_nice applies.
+  int scheduler_realtime = 0;
   // Progress messages (loading, profiling); nullptr: quiet.
   std::function<void(const std::string&)> log;
 };
