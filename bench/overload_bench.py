@@ -30,8 +30,8 @@ on), each point run with admission off and on back to back:
            times; what each priority lost.
   flood    (only with --only flood) the closed-loop flood of the device-bound
            model over HTTP and gRPC, 64 to 4096 connections, with the
-           scheduler's threads at nice 0 and -10 (scheduler_nice, --nice) and,
-           at SCHED_FIFO priority N (scheduler_realtime, --realtime; opt-in on
+           scheduler's threads at nice 0 and -10 (scheduler_nice, --nice) and at
+           SCHED_FIFO priority 10 (scheduler_realtime, --realtime; opt-in on
            serve), --runs times; each point with the time the server took to refuse (its
            /metrics symphony_refusal_latency_seconds before and after).
 
