@@ -407,6 +407,52 @@ TEST(PartitionTest, NewModelsCostALoadEach) {
 
 // ---- infeasibility messages ----
 
+// A pinned model (one that runs where its devices are) stays where it is,
+// and the others balance around its load. Three models of 4 r/s, a and p
+// in sub-cluster 0, b in 1, 2 empty: the balance moves one of a and p to 2.
+// Unpinned, that is p (its move costs 1 against a's 5); pinned, a moves.
+TEST(PartitionTest, APinnedModelStaysAndTheOthersBalanceAroundIt) {
+  Problem p;
+  p.models = {Model{"a", 4, 0, 0, 5}, rate_model("b", 4), rate_model("p", 4)};
+  p.subclusters = uniform_subclusters(3);
+  p.current = {0, 1, 0};
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    SCOPED_TRACE(r.message());
+    ASSERT_TRUE(r.has_solution());
+    EXPECT_EQ(r.assignment, (std::vector<int>{0, 1, 2})) << "unpinned: the cheap move";
+  }
+  p.pinned = {false, false, true};
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    SCOPED_TRACE(r.message());
+    ASSERT_TRUE(r.has_solution());
+    EXPECT_EQ(r.assignment, (std::vector<int>{2, 1, 0})) << "p stays, a moves";
+    EXPECT_NEAR(r.objective, 0, 1e-9) << "4 | 4 | 4, p's 4 counted in sub-cluster 0";
+  }
+  // Its sub-cluster over a cap with it alone: a conflict that names it.
+  p.subclusters = {SubCluster{3, kUnlimited, 1}, SubCluster{}, SubCluster{}};
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    EXPECT_EQ(r.status, SolveStatus::kInfeasible);
+    EXPECT_TRUE(mentions(r, "model 'p' is pinned to sub-cluster 0")) << r.message();
+    EXPECT_TRUE(mentions(r, "rate cap 3")) << r.message();
+  }
+  // Elsewhere in an assignment: a violation.
+  p.subclusters = uniform_subclusters(3);
+  const Evaluation e = evaluate_ok(p, std::vector<int>{0, 1, 2});
+  ASSERT_EQ(e.violations.size(), 1u);
+  EXPECT_EQ(e.violations[0], "model 'p' is pinned to sub-cluster 0 but placed in 2");
+  // A pin needs a current sub-cluster, and one flag per model.
+  p.current[2] = kUnplaced;
+  EXPECT_TRUE(invalid_with(validate(p), "model 'p' is pinned but has no current sub-cluster"));
+  p.current.clear();
+  EXPECT_TRUE(invalid_with(validate(p), "a model is pinned but there is no current assignment"));
+  p.current = {0, 1, 0};
+  p.pinned = {true};
+  EXPECT_TRUE(invalid_with(validate(p), "the pinned flags have 1 entries for 3 models"));
+}
+
 TEST(PartitionInfeasibleTest, ModelLargerThanEveryMemoryCap) {
   Problem p;
   p.models = {mem_model("small", 1, 1), mem_model("huge", 10, 5)};

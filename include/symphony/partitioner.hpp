@@ -29,6 +29,10 @@ struct EpochRequest {
   std::vector<int> current;   // per model, its sub-cluster now (kNoSubCluster at epoch 0)
   double max_disruption = INFINITY;  // C_max; unbounded at epoch 0
   std::vector<std::uint32_t> gpus;   // per sub-cluster
+  // Per model, whether it stays in its current sub-cluster (placed by the
+  // devices it may run on): it counts in that sub-cluster's load and is not
+  // moved. Empty: none.
+  std::vector<bool> pinned;
 };
 
 // The partitioner's answer.

@@ -55,7 +55,7 @@ Result<EpochPartitioner> EpochPartitioner::create(std::vector<Model> models,
 }
 
 Result<Problem> EpochPartitioner::problem(std::span<const double> rates, std::span<const int> current,
-                                          double max_disruption) const {
+                                          double max_disruption, const std::vector<bool>& pinned) const {
   if (rates.size() != models_.size()) {
     return detail::invalid("an epoch needs one rate per model: " + std::to_string(rates.size()) +
                            " rates for " + std::to_string(models_.size()) + " models");
@@ -73,12 +73,13 @@ Result<Problem> EpochPartitioner::problem(std::span<const double> rates, std::sp
     p.current.assign(current.begin(), current.end());
   }
   p.max_disruption = max_disruption;
+  p.pinned = pinned;
   return p;
 }
 
 Result<EpochPlan> EpochPartitioner::plan(std::span<const double> rates, std::span<const int> current,
-                                         double max_disruption) const {
-  SYMPHONY_ASSIGN_OR_RETURN(const Problem p, problem(rates, current, max_disruption));
+                                         double max_disruption, const std::vector<bool>& pinned) const {
+  SYMPHONY_ASSIGN_OR_RETURN(const Problem p, problem(rates, current, max_disruption, pinned));
   EpochPlan out;
   SYMPHONY_ASSIGN_OR_RETURN(out.result, solve(p, options_));
   const bool all_placed = !p.current.empty() && std::none_of(p.current.begin(), p.current.end(),

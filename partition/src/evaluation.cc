@@ -107,6 +107,12 @@ Result<Evaluation> evaluate(const Problem& p, std::span<const int> assignment) {
                              detail::fmt(sc.memory_cap));
     }
   }
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p.is_pinned(i) && assignment[i] != p.current_of(i))
+      e.violations.push_back("model '" + p.models[i].name + "' is pinned to sub-cluster " +
+                             std::to_string(p.current_of(i)) + " but placed in " +
+                             std::to_string(assignment[i]));
+  }
   if (!detail::within(e.disruption, p.max_disruption)) {
     e.violations.push_back("disruption " + detail::fmt(e.disruption) + " exceeds the bound " +
                            detail::fmt(p.max_disruption));

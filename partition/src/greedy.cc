@@ -170,14 +170,15 @@ class Greedy {
     }
     // Sub-clusters over their caps (the rates changed) give up models: the
     // largest rate first for the rate cap, the largest memory saving first
-    // for the memory cap.
+    // for the memory cap. Pinned models stay (their sub-cluster may stay over).
     std::vector<std::vector<std::size_t>> members(L);
     for (std::size_t i = 0; i < n; ++i) {
-      if (st_.at(i) != kUnplaced) members[static_cast<std::size_t>(st_.at(i))].push_back(i);
+      if (st_.at(i) != kUnplaced && !p_.is_pinned(i))
+        members[static_cast<std::size_t>(st_.at(i))].push_back(i);
     }
     for (std::size_t j = 0; j < L; ++j) {
       const SubCluster& s = p_.subclusters[j];
-      while (st_.over_caps(j)) {
+      while (st_.over_caps(j) && !members[j].empty()) {
         auto& mem = members[j];
         const bool rate_over = !within(st_.rate(j), s.rate_cap);
         auto saving = [&](std::size_t i) {
@@ -189,6 +190,11 @@ class Greedy {
         });
         st_.place(*victim, kUnplaced);
         mem.erase(victim);
+      }
+      if (st_.over_caps(j)) {
+        out.note =
+            "greedy: sub-cluster " + std::to_string(j) + " is over its caps with its pinned models alone";
+        return false;
       }
     }
     // The rest, largest first, into the least loaded sub-cluster that fits.
@@ -248,11 +254,12 @@ class Greedy {
   }
 
   bool move_ok(std::size_t i, std::size_t b) const {
-    return st_.fits(i, b) &&
+    return !p_.is_pinned(i) && st_.fits(i, b) &&
            within(st_.cost() - st_.cost_at(i, st_.at(i)) + st_.cost_at(i, static_cast<int>(b)),
                   p_.max_disruption);
   }
   bool swap_ok(std::size_t i, std::size_t k) const {
+    if (p_.is_pinned(i) || p_.is_pinned(k)) return false;
     const auto a = static_cast<std::size_t>(st_.at(i)), b = static_cast<std::size_t>(st_.at(k));
     const Model& mi = p_.models[i];
     const Model& mk = p_.models[k];

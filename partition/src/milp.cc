@@ -70,7 +70,7 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
   };
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < L; ++j) {
-      add_column(0, p.fits_alone(i, j) ? 1 : 0, 0, "x_" + std::to_string(i) + "_" + std::to_string(j));
+      add_column(0, p.allowed(i, j) ? 1 : 0, 0, "x_" + std::to_string(i) + "_" + std::to_string(j));
     }
   }
   if (w.rate > 0) col.dr = add_column(0, COIN_DBL_MAX, feasibility_only ? 0 : w.rate, "dR");
@@ -84,10 +84,11 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
   }
 
   // Symmetry breaking: with identical sub-clusters and a disruption bound
-  // that does not tell them apart, the k-th largest model goes to 0..k.
+  // that does not tell them apart, the k-th largest model goes to 0..k
+  // (not with a pinned model, which tells them apart).
   bool placed_any = false;
   for (std::size_t i = 0; i < n; ++i) placed_any = placed_any || p.current_of(i) != kUnplaced;
-  if (identical_subclusters(p) && (!placed_any || !std::isfinite(p.max_disruption))) {
+  if (identical_subclusters(p) && (!placed_any || !std::isfinite(p.max_disruption)) && !p.any_pinned()) {
     std::vector<std::size_t> order(n);
     std::iota(order.begin(), order.end(), 0);
     auto size = [&](std::size_t i) {

@@ -87,6 +87,8 @@ Status validate(const Problem& p) {
     }
     for (std::size_t i = 0; i < p.current.size(); ++i) {
       const int c = p.current[i];
+      if (p.is_pinned(i) && c == kUnplaced)
+        return detail::invalid("model '" + p.models[i].name + "' is pinned but has no current sub-cluster");
       if (c != kUnplaced && (c < 0 || c >= static_cast<int>(p.subclusters.size()))) {
         return detail::invalid("model '" + p.models[i].name + "': current sub-cluster " + std::to_string(c) +
                                " is out of range (there are " + std::to_string(p.subclusters.size()) +
@@ -94,6 +96,12 @@ Status validate(const Problem& p) {
       }
     }
   }
+  if (!p.pinned.empty() && p.pinned.size() != p.models.size()) {
+    return detail::invalid("the pinned flags have " + std::to_string(p.pinned.size()) + " entries for " +
+                           std::to_string(p.models.size()) + " models");
+  }
+  if (p.current.empty() && p.any_pinned())
+    return detail::invalid("a model is pinned but there is no current assignment");
   SYMPHONY_RETURN_IF_ERROR(check_value(p.max_disruption, true, "the disruption bound"));
   SYMPHONY_RETURN_IF_ERROR(check_value(p.memory_weight, false, "the memory weight"));
   return Status();
@@ -114,13 +122,21 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
   // A model that fits no sub-cluster on its own.
   std::vector<bool> fits_somewhere(n, false);
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = 0; j < L && !fits_somewhere[i]; ++j) fits_somewhere[i] = p.fits_alone(i, j);
+    for (std::size_t j = 0; j < L && !fits_somewhere[i]; ++j) fits_somewhere[i] = p.allowed(i, j);
     if (fits_somewhere[i]) continue;
     const Model& m = p.models[i];
     const double need = m.static_memory + m.dynamic_memory;
     Conflict c;
     c.model = i;
-    if (!detail::within(need, max_memory_cap)) {
+    if (p.is_pinned(i)) {
+      const auto j = static_cast<std::size_t>(p.current_of(i));
+      const SubCluster& s = p.subclusters[j];
+      c.constraints = {detail::within(m.rate, s.rate_cap) ? Constraint::kMemoryCap : Constraint::kRateCap};
+      c.message = "model '" + m.name + "' is pinned to sub-cluster " + std::to_string(j) + " (rate " +
+                  detail::fmt(m.rate) + ", memory " + detail::fmt(need) +
+                  ") and does not fit it alone (rate cap " + detail::fmt(s.rate_cap) + ", memory cap " +
+                  detail::fmt(s.memory_cap) + ")";
+    } else if (!detail::within(need, max_memory_cap)) {
       c.constraints = {Constraint::kMemoryCap};
       c.message = "model '" + m.name + "' needs " + detail::fmt(need) + " of memory (static " +
                   detail::fmt(m.static_memory) + " + dynamic " + detail::fmt(m.dynamic_memory) +
@@ -170,7 +186,7 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
     std::size_t new_models = 0;
     std::vector<std::size_t> forced;
     for (std::size_t i = 0; i < n; ++i) {
-      if (!fits_somewhere[i]) continue;  // reported above
+      if (!fits_somewhere[i] || p.is_pinned(i)) continue;  // reported above, or stays
       const int from = p.current_of(i);
       if (from != kUnplaced && p.fits_alone(i, static_cast<std::size_t>(from))) continue;
       double cheapest = kUnlimited;

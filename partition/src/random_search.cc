@@ -53,7 +53,8 @@ MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline&
     ++out.work;
     double cost = 0;
     if (!perturb) {
-      for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<int>(uniform(rng, L));
+      for (std::size_t i = 0; i < n; ++i)
+        a[i] = p.is_pinned(i) ? p.current_of(i) : static_cast<int>(uniform(rng, L));
       if (std::isfinite(p.max_disruption)) {
         for (std::size_t i = 0; i < n; ++i) cost += p.placement_cost(i, static_cast<std::size_t>(a[i]));
       }
@@ -69,6 +70,7 @@ MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline&
       for (std::size_t t = 0; t < moves; ++t) {
         const std::size_t i = uniform(rng, n);
         const std::size_t b = uniform(rng, L);
+        if (p.is_pinned(i)) continue;
         const double c = cost - p.placement_cost(i, static_cast<std::size_t>(a[i])) + p.placement_cost(i, b);
         if (within(c, p.max_disruption)) {
           a[i] = static_cast<int>(b);

@@ -19,6 +19,9 @@ bool identical_subclusters(const Problem& p) {
 
 namespace {
 
+// What keeping a pinned model's label counts for: more than any move saves.
+constexpr double kPinnedSaving = 1e12;
+
 // Hungarian algorithm (shortest augmenting paths with potentials), O(L^3):
 // the permutation `to` minimising sum_a cost[a][to[a]].
 std::vector<std::size_t> min_cost_permutation(const std::vector<std::vector<double>>& cost) {
@@ -83,7 +86,9 @@ void relabel_towards_current(const Problem& p, std::vector<int>& a) {
     if (cur == kUnplaced) continue;
     const auto x = static_cast<std::size_t>(a[i]);
     const auto y = static_cast<std::size_t>(cur);
-    saved[x][y] += 2 * p.cost(i, y);
+    // A pinned model (where the solver left it) keeps its label whatever
+    // the others save.
+    saved[x][y] += p.is_pinned(i) ? kPinnedSaving : 2 * p.cost(i, y);
     any = true;
   }
   if (!any) return;

@@ -538,7 +538,61 @@ TEST(SubClusterManager, AReloadedModelLeavesTheEpochsAndItsNewVersionJoinsThem) 
       << rec.logs.back();
 }
 
-// Every model of the start has an instance_group: no partitioner, no epochs.
+// With a partitioner for any set of models (the scheduler's), a model that
+// stays where its devices are (g, an instance_group, busy in sub-cluster 1)
+// is part of each epoch, pinned: the partitioner is asked with its rate
+// where it is, and its answer moves the others around it (b beside a).
+TEST(SubClusterManager, AnEpochCountsAModelThatStaysWhereItIsPinned) {
+  Recorder rec;
+  std::vector<EpochRequest> asked;
+  const Partitioner answer = [&asked](const EpochRequest& r) -> Result<EpochDecision> {
+    asked.push_back(r);
+    EpochDecision d;
+    if (r.epoch == 0) {
+      d.assignment = {0, 1};
+      return d;
+    }
+    for (std::size_t i = 0; i < r.current.size(); ++i)
+      d.assignment.push_back(!r.pinned.empty() && r.pinned[i] ? r.current[i] : 0);
+    return d;
+  };
+  SubClusterManager::Options o = two_subclusters(answer);
+  o.models = {"a", "g", "b"};
+  o.placed_later = {false, true, false};
+  std::vector<std::vector<ModelId>> made;
+  o.partitioner_for = [&](const std::vector<ModelId>& ids) -> Result<Partitioner> {
+    made.push_back(ids);
+    return answer;
+  };
+  o.movable = [](ModelId) { return false; };
+  SubClusterManager m = recording(rec, std::move(o));
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  for (std::uint32_t b = 0; b < 2; ++b)
+    for (std::uint32_t d = 0; d < 2; ++d) EXPECT_EQ(m.add_device({b, d}), d);
+  EXPECT_EQ(m.place(1, "g", {{0, 1}, {1, 1}}), 1);
+  for (int i = 0; i < 30; ++i) m.ended(m.routed(1), 1, false);
+  for (int i = 0; i < 5; ++i) m.ended(m.routed(0), 0, false);
+  for (int i = 0; i < 5; ++i) m.ended(m.routed(2), 2, false);
+  rec.take();
+  m.tick(at_ms(1000));  // epoch 1
+  ASSERT_EQ(made.size(), 1u);
+  EXPECT_EQ(made[0], (std::vector<ModelId>{0, 1, 2})) << "g is part of the epoch";
+  ASSERT_EQ(asked.size(), 2u);
+  const EpochRequest& r = asked[1];
+  EXPECT_EQ(r.pinned, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(r.current, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(r.rates, (std::vector<double>{5, 30, 5})) << "g's requests counted where it is";
+  EXPECT_EQ(m.to_json(at_ms(0))["epochs"][1]["pinned"], nlohmann::json({"g"}));
+  EXPECT_EQ(m.owner(1), 1) << "g stays";
+  EXPECT_EQ(m.owner(2), 0) << "b moved beside a, away from g";
+  for (const auto& x : rec.take()) {
+    EXPECT_EQ(x.dev.device, 0u) << "b loaded on sub-cluster 0 only; g sent nowhere";
+    EXPECT_EQ(x.load, std::vector<std::uint32_t>{2});
+  }
+}
+
+// Every model of the start has an instance_group: no partitioner, no epochs
+// (nor with a partitioner for any set: every model would be pinned).
 TEST(SubClusterManager, WithEveryModelGroupedNoEpochRuns) {
   Recorder rec;
   int solves = 0;
@@ -548,6 +602,11 @@ TEST(SubClusterManager, WithEveryModelGroupedNoEpochRuns) {
   });
   o.placed_later = {true, true};
   o.initial_rates.clear();
+  o.partitioner_for = [&solves](const std::vector<ModelId>&) -> Result<Partitioner> {
+    ++solves;
+    return Status(Errc::kInvalidArgument, "not expected");
+  };
+  o.movable = [](ModelId) { return false; };
   SubClusterManager m = recording(rec, std::move(o));
   ASSERT_TRUE(m.start(at_ms(0)).ok());
   EXPECT_EQ(m.add_device({0, 0}), 0u);

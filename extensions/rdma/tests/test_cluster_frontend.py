@@ -2515,12 +2515,13 @@ def test_emulated_with_sub_clusters_a_start_model_with_an_instance_group_goes_wh
     placed in that GPU's sub-cluster when the backend registers (the
     partitioner places the other model alone), and answers (a device runs
     only what the scheduler placed on it: a batch elsewhere would end in an
-    error). A second backend's GPU 1 runs it too: with the first killed, both
-    models still answer."""
+    error). The epochs (every 0.5 s) count its rate where it is, pinned, when
+    they balance the other. A second backend's GPU 1 runs it too: with the
+    first killed, both models still answer."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "one", slo=4000)
     write_emulated_model(repo, "pinned", slo=4000, extra="instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]")
-    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG)
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG.replace("{count: 2}", "{count: 2, epoch_s: 0.5}"))
     (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
     m = re.search(r"model 'pinned', of the start with an instance_group, is placed in sub-cluster (\d)",
                   c.scheduler.output())
@@ -2534,6 +2535,15 @@ def test_emulated_with_sub_clusters_a_start_model_with_an_instance_group_goes_wh
             status, _, out = http_infer(f, name, body)
             assert status == 200, (name, out)
     wait_listed_in(c, "pinned", home)
+
+    def counted_where_it_is():
+        assert http_infer(f, "pinned", body)[0] == 200
+        r = c.report("scheduler") or {}
+        return any(e.get("pinned") == ["pinned"] and e.get("rates", {}).get("pinned", 0) > 0
+                   and e.get("assignment", {}).get("pinned") == home
+                   for e in r.get("subclusters", {}).get("epochs", []))
+
+    wait_until(counted_where_it_is, "an epoch to count 'pinned' in its sub-cluster", timeout=20)
     replace_b1_with_b2(c, [r"backend 'b2' \(\S+\) registered"], "the second backend to register")
     for _ in range(5):
         for name in ("one", "pinned"):

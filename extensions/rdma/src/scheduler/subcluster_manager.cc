@@ -305,6 +305,10 @@ Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint
 void SubClusterManager::start_epoch(TimePoint now) {
   next_epoch_ = now + epoch_len_;
   const std::vector<ModelId> ids = epoch_models();
+  if (std::all_of(ids.begin(), ids.end(), [this](ModelId m) { return pinned(m); })) {
+    (void)meter_->take(now);  // none to move (or none at all)
+    return;
+  }
   if (ids != part_ids_) {
     // Models joined or left the epochs: a partitioner for the new set.
     Result<Partitioner> p = ids == epoch_ids_ ? Result<Partitioner>(o_.partitioner)
@@ -322,10 +326,6 @@ void SubClusterManager::start_epoch(TimePoint now) {
     part_ = *std::move(p);
     part_ids_ = ids;
   }
-  if (ids.empty()) {
-    (void)meter_->take(now);
-    return;
-  }
   EpochRequest r;
   r.time = now;
   r.measured_over = now - meter_->since();
@@ -334,6 +334,7 @@ void SubClusterManager::start_epoch(TimePoint now) {
   for (ModelId m : ids) {
     r.rates.push_back(rates[m]);
     r.current.push_back(all[m]);
+    r.pinned.push_back(pinned(m));
   }
   r.max_disruption = o_.config->spec.max_disruption;
   r.gpus = have_gpus_;
@@ -347,6 +348,7 @@ void SubClusterManager::start_epoch(TimePoint now) {
   solving_info_.measured_s = r.measured_over.to_seconds();
   solving_info_.ids = ids;
   solving_info_.rates = r.rates;
+  solving_info_.pinned = r.pinned;
   if (!o_.solve_async) return finish_epoch(part_(r), now);
   solving_ = std::async(std::launch::async, [part = part_, r = std::move(r)] { return part(r); });
 }
@@ -374,11 +376,11 @@ std::vector<ModelId> SubClusterManager::epoch_models() const {
       ids.push_back(m);
       continue;
     }
-    // Placed by place() (not the start's with an instance_group), still its
-    // own, and held by every device.
-    if (placed_at_registration(m) || stale_[m] || placement_->owner(m) == kNoSubCluster || names_[m].empty())
-      continue;
-    if (o_.movable && o_.movable(m)) ids.push_back(m);
+    // Placed by place(), still its own: moved when every device holds it,
+    // else counted where it is (pinned) where a partitioner for it can be
+    // made.
+    if (stale_[m] || placement_->owner(m) == kNoSubCluster || names_[m].empty()) continue;
+    if (o_.partitioner_for || !pinned(m)) ids.push_back(m);
   }
   return ids;
 }
@@ -622,9 +624,12 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
   const std::size_t first = epochs_.size() > kEpochsReported ? epochs_.size() - kEpochsReported : 0;
   for (std::size_t i = first; i < epochs_.size(); ++i) {
     const EpochInfo& e = epochs_[i];
-    json rates = json::object(), assignment = json::object(), stats = json::object();
-    for (std::size_t i = 0; i < e.ids.size() && i < e.rates.size(); ++i)
-      if (!names_[e.ids[i]].empty()) rates[names_[e.ids[i]]] = e.rates[i];
+    json rates = json::object(), assignment = json::object(), stats = json::object(), pinned = json::array();
+    for (std::size_t k = 0; k < e.ids.size() && k < e.rates.size(); ++k) {
+      if (names_[e.ids[k]].empty()) continue;
+      rates[names_[e.ids[k]]] = e.rates[k];
+      if (k < e.pinned.size() && e.pinned[k]) pinned.push_back(names_[e.ids[k]]);
+    }
     for (std::size_t m = 0; m < cap_; ++m) {
       if (names_[m].empty()) continue;
       if (m < e.assignment.size() && e.assignment[m] != kNoSubCluster)
@@ -642,6 +647,7 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
                        {"at_s", (e.time - started).to_seconds()},
                        {"measured_s", e.measured_s},
                        {"rates", rates},
+                       {"pinned", pinned},
                        {"status", e.status},
                        {"stats", stats},
                        {"moves", moves},

@@ -10,7 +10,8 @@
 // placed once, when its load ends (place()), and joins the epochs once every
 // device holds it (Options::movable); a model of the start with an
 // instance_group is placed once a device of its group registers (place())
-// and stays in that sub-cluster.
+// and stays in that sub-cluster. The epochs count the models that stay
+// (pinned) in their sub-cluster's load and balance the others around them.
 //
 // Threads: the progress thread calls everything, except ended() (the
 // runtimes' threads) and snapshot() / to_json() (any thread).
@@ -184,6 +185,7 @@ class SubClusterManager {
     double measured_s = 0;     // the interval the rates are from (0: the config's expected rates)
     std::vector<ModelId> ids;  // the models of `rates` and of the solve, in order
     std::vector<double> rates;
+    std::vector<bool> pinned;  // by `ids`: stayed where they are (EpochRequest::pinned)
     std::string status;
     std::vector<std::pair<std::string, double>> stats;
     std::vector<MoveRecord> moves;
@@ -209,9 +211,13 @@ class SubClusterManager {
   // An assignment of models `ids` (in order) by model id, with every other
   // model where it is.
   std::vector<int> widened(const std::vector<int>& of_ids, const std::vector<ModelId>& ids) const;
-  // The models the next epoch places: the start's still placed by epochs and
-  // those placed later that are movable now.
+  // The models the next epoch places: the start's still placed by epochs,
+  // those placed later that are movable now and, with partitioner_for, the
+  // rest placed somewhere, pinned (they count in their sub-cluster's load).
   std::vector<ModelId> epoch_models() const;
+  // Whether model m of the epoch stays where it is: placed by place() and
+  // not movable now (an instance_group, a backend still loading it).
+  bool pinned(ModelId m) const { return !placed_by_epochs(m) && !(o_.movable && o_.movable(m)); }
   // A model of the start with an instance_group (Options::placed_later).
   bool grouped(ModelId m) const { return m < o_.placed_later.size() && o_.placed_later[m]; }
   std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }

@@ -32,9 +32,10 @@ Result<Partitioner> SchedulerNode::Impl::partitioner_of(const std::vector<ModelI
   cfg.memory.clear();
   for (ModelId m : ids) {
     spec.models.push_back(models_[m]);
-    // A model of the start has its row of the config's memory table. (Before
-    // subs_ exists: the start's models.)
-    if (m < sc.subclusters->memory.size() && (!subs_ || subs_->placed_by_epochs(m))) {
+    // A model of the start (with an instance_group too) has its row of the
+    // config's memory table. (Before subs_ exists: the start's models.)
+    if (m < sc.subclusters->memory.size() &&
+        (!subs_ || subs_->placed_by_epochs(m) || subs_->placed_at_registration(m))) {
       cfg.memory.push_back(sc.subclusters->memory[m]);
       continue;
     }

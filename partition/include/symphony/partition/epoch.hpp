@@ -53,15 +53,16 @@ class EpochPartitioner {
 
   // The problem of one epoch: these rates (requests/s, one per model), the
   // current assignment (one per model, kUnplaced for a model placed nowhere;
-  // empty: none placed) and the bound (kUnlimited: none); kInvalidArgument
+  // empty: none placed), the bound (kUnlimited: none) and the models that
+  // stay where they are (Problem::pinned; empty: none); kInvalidArgument
   // when the sizes are not one per model.
-  Result<Problem> problem(std::span<const double> rates, std::span<const int> current,
-                          double max_disruption) const;
+  Result<Problem> problem(std::span<const double> rates, std::span<const int> current, double max_disruption,
+                          const std::vector<bool>& pinned = {}) const;
 
   // Solves the epoch's problem under the options and applies the rule above;
   // solve()'s errors.
-  Result<EpochPlan> plan(std::span<const double> rates, std::span<const int> current,
-                         double max_disruption) const;
+  Result<EpochPlan> plan(std::span<const double> rates, std::span<const int> current, double max_disruption,
+                         const std::vector<bool>& pinned = {}) const;
 
  private:
   EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters, Options options,

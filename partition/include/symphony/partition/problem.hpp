@@ -23,6 +23,7 @@
 //   for (const auto& c : partition::find_conflicts(p)) std::puts(c.message.c_str());
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <limits>
 #include <optional>
@@ -63,6 +64,11 @@ struct Problem {
   // x': the current sub-cluster of each model (parallel to `models`), kUnplaced for
   // a model that has none yet; empty: no current assignment (every model is new).
   std::vector<int> current;
+  // Per model (parallel to `models`), whether it stays in its current
+  // sub-cluster whatever the balance (a model placed by the devices it may
+  // run on, not by the partition): it counts in its sub-cluster's load and
+  // is never moved. Empty: none is. A pinned model needs a current one.
+  std::vector<bool> pinned;
   // C_max: bound on sum_ij c_ij |x_ij - x'_ij|. Moving a model from j to k costs
   // c_ij + c_ik (an unload and a load); placing a new model in k costs c_ik.
   double max_disruption = kUnlimited;
@@ -82,6 +88,13 @@ struct Problem {
   double placement_cost(std::size_t i, std::size_t j) const;
   // Whether model i alone fits sub-cluster j (rate and memory caps).
   bool fits_alone(std::size_t i, std::size_t j) const;
+  bool is_pinned(std::size_t i) const { return !pinned.empty() && pinned[i]; }
+  bool any_pinned() const { return std::find(pinned.begin(), pinned.end(), true) != pinned.end(); }
+  // Whether model i may go to sub-cluster j: it fits there alone, and it
+  // is not pinned to another.
+  bool allowed(std::size_t i, std::size_t j) const {
+    return fits_alone(i, j) && (!is_pinned(i) || current_of(i) == static_cast<int>(j));
+  }
 };
 
 // Checks that the problem is well formed: kInvalidArgument for a malformed
@@ -102,7 +115,7 @@ struct Conflict {
 };
 
 // The causes of infeasibility found by cheap checks, before any solver runs:
-// a model that fits no sub-cluster alone (larger than every memory cap, a
+// a model that fits no sub-cluster alone (a pinned one: its own) (larger than every memory cap, a
 // rate over every rate cap), the total rate over the sum of the rate caps,
 // the total static memory plus the largest dynamic memory over the sum of
 // the memory caps, and a disruption bound below what the new models and the
