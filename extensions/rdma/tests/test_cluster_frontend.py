@@ -1733,6 +1733,68 @@ def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_d
                 s.kill()
 
 
+def test_emulated_a_load_under_way_when_the_primary_dies_is_carried_out_by_the_spare(tmp_path, repository_cluster):
+    """A load asked of the primary (explicit model control) is under way when
+    the primary is killed (SIGKILL): its one backend is stopped (SIGSTOP)
+    before the load is asked, so it has not answered. The frontend that
+    asked is told the control may or may not have happened; the spare that
+    takes over (the backend resumed) loads it, since the old primary's
+    Standing listed it as loading, says so, and the model answers. (Before
+    protocol 18 it was not matched: the spare served without it, 503 "not
+    loaded".)"""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "same")
+    ports = (free_port(), free_port())
+    # A heartbeat timeout longer than the backend's pause (the takeover
+    # itself is at once: the killed primary's connections fail).
+    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
+        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: 5000, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
+        % ports))
+    first = spare = None
+    try:
+        schedulers = []
+        for port in ports:
+            c.port = port
+            schedulers.append(c.start_scheduler("s%d" % len(schedulers),
+                                                extra=c.args + ["--model-control-mode", "explicit"]))
+        first, spare = schedulers
+        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
+        c.port, c.scheduler = ports[0], first
+        backend = c.add_backend("one", "emulated:1")
+        (f,) = c.add_frontends(["fa"])
+        write_emulated_model(repo, "slow")
+        backend.proc.send_signal(signal.SIGSTOP)
+        answer = []
+        asker = threading.Thread(target=lambda: answer.append(
+            curl("-X", "POST", f.url + "/v2/repository/models/slow/load", timeout=60)))
+        try:
+            asker.start()
+            first.wait_for("the load to be asked of the backend",
+                           lambda: "asked to load model 'slow'" in first.output(), timeout=10)
+            time.sleep(0.3)  # Standings (every 50 ms) reach the spare
+            first.kill()
+        finally:
+            backend.proc.send_signal(signal.SIGCONT)
+        asker.join(60)
+        status, _, out = answer[0]
+        assert status != 200 and "may or may not have happened" in out.decode(), (status, out)
+        spare.wait_for("it to take over", lambda: "primary now" in spare.output(), timeout=10)
+        c.scheduler = spare
+        spare.wait_for("it to match the repository", lambda: "as the old primary did" in spare.output(), timeout=30)
+        assert ("serving the repository as the old primary did: loading 'slow'; reloading none; "
+                "unloading none") in spare.output(), spare.output()
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+        wait_until(lambda: http_infer(f, "slow", body)[0] == 200, "'slow' to answer after the takeover:\n%s"
+                   % spare.output(), timeout=60)
+        assert http_infer(f, "same", body)[0] == 200
+        index = {e[0]: e for e in repository_index(f)}
+        assert index["slow"][2] == "READY" and index["same"][2] == "READY", index
+    finally:
+        for s in (first, spare):
+            if s and s.running():
+                s.kill()
+
+
 def test_torch_a_model_being_loaded_is_not_ready_and_a_lost_backend_fails_its_load(tmp_path, repository_cluster):
     """A model whose warm-up takes seconds (busy.pt, ~0.2 s a batch, batches
     1 to 8 once): while it loads both frontends list it LOADING and answer

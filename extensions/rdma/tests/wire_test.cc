@@ -292,7 +292,7 @@ TEST(WireTest, StandingRoundTripsWithTheCalibrationsAndTheRepository) {
                     {0xabc, 0xdef},
                     {0, 1, 0},
                     {{0, {1000000}}, {2, {800000, 1500000, 4000000}}},
-                    {{"linear", true, 0x1234567890abcdefULL}, {"gone", false, 0}}};
+                    {{"linear", true, 0x1234567890abcdefULL}, {"gone", false, 0}, {"fresh", false, 0, true}}};
   Result<Standing> out = decode_standing(encode(in));
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out->term, 7u);
@@ -307,12 +307,15 @@ TEST(WireTest, StandingRoundTripsWithTheCalibrationsAndTheRepository) {
   ASSERT_EQ(out->calibrations.size(), 2u);
   EXPECT_EQ(out->calibrations[1].model, 2u);
   EXPECT_EQ(out->calibrations[1].scales_e6, in.calibrations[1].scales_e6);
-  ASSERT_EQ(out->repository.size(), 2u);
+  ASSERT_EQ(out->repository.size(), 3u);
   EXPECT_EQ(out->repository[0].model, "linear");
   EXPECT_TRUE(out->repository[0].served);
+  EXPECT_FALSE(out->repository[0].loading);
   EXPECT_EQ(out->repository[0].files, 0x1234567890abcdefULL);
   EXPECT_EQ(out->repository[1].model, "gone");
   EXPECT_FALSE(out->repository[1].served);
+  EXPECT_EQ(out->repository[2].model, "fresh");
+  EXPECT_TRUE(out->repository[2].loading);
 }
 
 TEST(WireTest, HotMessagesRoundTripThroughViews) {
@@ -523,7 +526,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 16 (this build speaks version 17)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 17 (this build speaks version 18)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -534,52 +537,55 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 18)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 18)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 18)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 18)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 18)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 18)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 18)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 18)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 18)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 18)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 18)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 18)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 18)");
   m = good;
   m[4] = 15;  // version 15's Outcomes had no pushed_out
-  expect_refused(m, "unsupported protocol version 15 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 18)");
   m = good;
   m[4] = 16;  // version 16's Standing had no repository models
-  expect_refused(m, "unsupported protocol version 16 (this build speaks version 17)");
+  expect_refused(m, "unsupported protocol version 16 (this build speaks version 18)");
   m = good;
-  m[4] = 18;
-  expect_refused(m, "unsupported protocol version 18");
+  m[4] = 17;  // version 17's Standing did not mark loads under way
+  expect_refused(m, "unsupported protocol version 17 (this build speaks version 18)");
+  m = good;
+  m[4] = 19;
+  expect_refused(m, "unsupported protocol version 19");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

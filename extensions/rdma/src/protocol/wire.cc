@@ -200,7 +200,8 @@ template <class V, Of<RepositoryModelState> M>
 constexpr void fields(V& v, M& m) {
   v.u64("files", m.files);
   v.u8("served", m.served);
-  v.pad(3);
+  v.u8("loading", m.loading);
+  v.pad(2);
   v.str("model name", m.model, kMaxNameBytes);
 }
 

@@ -921,15 +921,18 @@ std::optional<std::uint64_t> SchedulerNode::Impl::served_files(const std::vector
 std::vector<wire::RepositoryModelState> SchedulerNode::Impl::repository_state() const {
   std::vector<wire::RepositoryModelState> out;
   std::set<std::string> named;
+  const auto loading = [this](const std::string& name) {
+    return std::any_of(loads_.begin(), loads_.end(), [&](const Load& l) { return l.name == name; });
+  };
   for (const auto& [name, ids] : listed_by_name()) {
     named.insert(name);
     const std::optional<std::uint64_t> files = served_files(ids);
-    if (!files && std::all_of(ids.begin(), ids.end(), [&](ModelId id) { return unserved_[id] == "loading"; }))
-      continue;  // a first load under way: nothing settled to match
-    out.push_back({name, files.has_value(), files.value_or(0)});
+    out.push_back({name, files.has_value(), files.value_or(0), loading(name)});
   }
+  for (const Load& l : loads_)  // a first load whose versions are not listed yet
+    if (named.insert(l.name).second) out.push_back({l.name, false, 0, true});
   for (const auto& [internal, apart] : unloaded_apart_)
-    if (named.insert(apart.first).second) out.push_back({apart.first, false, 0});
+    if (named.insert(apart.first).second) out.push_back({apart.first, false, 0, false});
   return out;
 }
 
@@ -945,7 +948,12 @@ void SchedulerNode::Impl::match_repository() {
     const auto it = ours.find(e.model);
     const std::optional<std::uint64_t> files = it != ours.end() ? served_files(it->second) : std::nullopt;
     const bool served = files.has_value();
-    if (e.served && !served) {
+    if (e.loading) {
+      // Asked of the old primary and under way when it died: carried out
+      // here (its asker was told the control may or may not have happened).
+      (e.served || served ? reloaded : loaded).push_back(e.model);
+      control_model(kNoConn, takeover_peer_, e.model, true, 0);
+    } else if (e.served && !served) {
       loaded.push_back(e.model);
       control_model(kNoConn, takeover_peer_, e.model, true, 0);
     } else if (e.served && *files != e.files) {

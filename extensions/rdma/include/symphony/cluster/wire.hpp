@@ -55,8 +55,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // served model it is for (the backend refuses a load whose batch of one
 // outlasts it). Version 16 adds the drop reason pushed_out to Outcomes.
 // Version 17 adds the primary's repository models to Standing (a spare
-// that takes over loads, reloads and unloads to match).
-inline constexpr std::uint16_t kVersion = 17;
+// that takes over loads, reloads and unloads to match). Version 18 marks
+// those with a load or reload under way (the spare carries it out).
+inline constexpr std::uint16_t kVersion = 18;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -241,6 +242,7 @@ struct RepositoryModelState {
   std::string model;        // the repository's name ("linear"), not a version's
   bool served = false;      // a version of it is served (not unloading, unloaded or only loading)
   std::uint64_t files = 0;  // FNV-1a of the served versions' file stamps (which files it serves)
+  bool loading = false;     // a load or reload of it was asked and is under way
 };
 
 // Schedulers tell each other, every heartbeat interval, their term and
