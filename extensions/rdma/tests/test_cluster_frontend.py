@@ -1657,6 +1657,30 @@ def test_torch_a_spare_that_takes_over_serves_each_model_on_the_backends_that_ho
                 s.kill()
 
 
+def explicit_primary_and_spare(repository_cluster, repo, heartbeat_timeout_ms=500):
+    """Two hot-spare schedulers on one repository, explicit model control:
+    (the cluster, its primary, the spare), the first primary and the
+    cluster's processes started next pointed at it. The caller kills both."""
+    ports = (free_port(), free_port())
+    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
+        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: %d, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
+        % ((heartbeat_timeout_ms,) + ports)))
+    schedulers = []
+    try:
+        for port in ports:
+            c.port = port
+            schedulers.append(c.start_scheduler("s%d" % len(schedulers),
+                                                extra=c.args + ["--model-control-mode", "explicit"]))
+        first, spare = schedulers
+        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
+    except BaseException:
+        for s in schedulers:
+            s.kill()
+        raise
+    c.port, c.scheduler = ports[0], first
+    return c, first, spare
+
+
 def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_did(tmp_path, repository_cluster):
     """Two hot-spare schedulers start from one repository (explicit model
     control). Under the first primary a model added since is loaded, a
@@ -1671,20 +1695,8 @@ def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_d
     repo = tmp_path / "models"
     for name in ("same", "changed", "gone"):
         write_emulated_model(repo, name)
-    ports = (free_port(), free_port())
-    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
-        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: 500, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
-        % ports))
-    first = spare = None
+    c, first, spare = explicit_primary_and_spare(repository_cluster, repo)
     try:
-        schedulers = []
-        for port in ports:
-            c.port = port
-            schedulers.append(c.start_scheduler("s%d" % len(schedulers),
-                                                extra=c.args + ["--model-control-mode", "explicit"]))
-        first, spare = schedulers
-        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
-        c.port, c.scheduler = ports[0], first
         c.add_backend("one", "emulated:1")  # the repository's cluster.yaml: the token and both schedulers
         (f,) = c.add_frontends(["fa"])
         body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
@@ -1729,7 +1741,7 @@ def test_emulated_a_spare_that_takes_over_serves_the_repository_as_the_primary_d
         assert "instance_group" not in spare.output(), spare.output()
     finally:
         for s in (first, spare):
-            if s and s.running():
+            if s.running():
                 s.kill()
 
 
@@ -1744,22 +1756,10 @@ def test_emulated_a_load_under_way_when_the_primary_dies_is_carried_out_by_the_s
     loaded".)"""
     repo = tmp_path / "models"
     write_emulated_model(repo, "same")
-    ports = (free_port(), free_port())
     # A heartbeat timeout longer than the backend's pause (the takeover
     # itself is at once: the killed primary's connections fail).
-    c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace(
-        "heartbeat_timeout_ms: 500}", 'heartbeat_timeout_ms: 5000, schedulers: ["127.0.0.1:%d", "127.0.0.1:%d"]}'
-        % ports))
-    first = spare = None
+    c, first, spare = explicit_primary_and_spare(repository_cluster, repo, heartbeat_timeout_ms=5000)
     try:
-        schedulers = []
-        for port in ports:
-            c.port = port
-            schedulers.append(c.start_scheduler("s%d" % len(schedulers),
-                                                extra=c.args + ["--model-control-mode", "explicit"]))
-        first, spare = schedulers
-        first.wait_for("it to be primary", lambda: "primary now" in first.output(), timeout=10)
-        c.port, c.scheduler = ports[0], first
         backend = c.add_backend("one", "emulated:1")
         (f,) = c.add_frontends(["fa"])
         write_emulated_model(repo, "slow")
@@ -1791,7 +1791,7 @@ def test_emulated_a_load_under_way_when_the_primary_dies_is_carried_out_by_the_s
         assert index["slow"][2] == "READY" and index["same"][2] == "READY", index
     finally:
         for s in (first, spare):
-            if s and s.running():
+            if s.running():
                 s.kill()
 
 
