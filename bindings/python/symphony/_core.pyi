@@ -46,6 +46,7 @@ class Server:
         log: Optional[Callable[[str], Any]],
         dispatcher: Callable[[List[tuple]], None],
         numpy_outputs: bool,
+        defer_without_history: bool = ...,
     ) -> None: ...
     def add_model(
         self,

@@ -221,6 +221,9 @@ class Server:
             dispatch each batch ahead of its device's free time by its learned staging and launch
             cost, so that this CPU work overlaps the batch before (docs/serving.md; ``stats()``
             reports what was learned under ``dispatch``).
+        defer_without_history: whether a model's first requests, before it has an arrival
+            history, are deferred to their window as the paper's rule does (``True``), or sent at
+            their earliest (``False``, default), as ``defer_without_history:`` in a serve config.
         pinned_memory_pool_byte_size: the host memory pool every request's inputs land in
             (``symphony serve --pinned-memory-pool-byte-size``; docs/front.md#the-host-memory-pool),
             made by :meth:`start`; 0 (default): each model's max batch x sample bytes x 8, at least
@@ -274,6 +277,7 @@ class Server:
         recalibrate: bool = True,
         load_run_wait_ms: float = 5000.0,
         overlap: str = "auto",
+        defer_without_history: bool = False,
         pinned_memory_pool_byte_size: int = 0,
         outputs: str = "auto",
         log: Optional[Any] = None,
@@ -317,6 +321,7 @@ class Server:
             log,
             _dispatch,
             numpy_outputs,
+            bool(defer_without_history),
         )
         if pinned_memory_pool_byte_size < 0:
             raise ConfigError(f"pinned_memory_pool_byte_size must be >= 0, got {pinned_memory_pool_byte_size}")

@@ -58,8 +58,10 @@ def test_stop_from_a_done_callback(emulated_server):
 
 
 def test_a_running_server_collected_with_requests_in_flight(emulated_server):
-    s = symphony.Server(devices="emulated:1")
-    # A batch of 10 is deferred to about 59 s: none runs before the collection.
+    # The first requests deferred too (not sent at once for want of an
+    # arrival history), so the 10 wait together whenever the shard takes
+    # them: deferred to about 59 s, none runs before the collection.
+    s = symphony.Server(devices="emulated:1", defer_without_history=True)
     s.add_model("m", slo_ms=60000, alpha_ms=0, beta_ms=1000, max_batch=32)
     s.start()
     futs = [s.infer("m", None) for _ in range(10)]
