@@ -80,6 +80,10 @@ Status validate(const Problem& p) {
     SYMPHONY_RETURN_IF_ERROR(check_value(s.memory_cap, true, who + "memory cap"));
     SYMPHONY_RETURN_IF_ERROR(check_value(s.cost_scale, false, who + "cost scale"));
   }
+  if (!p.pinned.empty() && p.pinned.size() != p.models.size()) {
+    return detail::invalid("the pinned flags have " + std::to_string(p.pinned.size()) + " entries for " +
+                           std::to_string(p.models.size()) + " models");
+  }
   if (!p.current.empty()) {
     if (p.current.size() != p.models.size()) {
       return detail::invalid("the current assignment has " + std::to_string(p.current.size()) +
@@ -95,10 +99,6 @@ Status validate(const Problem& p) {
                                " sub-clusters, 0.." + std::to_string(p.subclusters.size() - 1) + ")");
       }
     }
-  }
-  if (!p.pinned.empty() && p.pinned.size() != p.models.size()) {
-    return detail::invalid("the pinned flags have " + std::to_string(p.pinned.size()) + " entries for " +
-                           std::to_string(p.models.size()) + " models");
   }
   if (p.current.empty() && p.any_pinned())
     return detail::invalid("a model is pinned but there is no current assignment");

@@ -115,11 +115,11 @@ struct Conflict {
 };
 
 // The causes of infeasibility found by cheap checks, before any solver runs:
-// a model that fits no sub-cluster alone (a pinned one: its own) (larger than every memory cap, a
-// rate over every rate cap), the total rate over the sum of the rate caps,
-// the total static memory plus the largest dynamic memory over the sum of
-// the memory caps, and a disruption bound below what the new models and the
-// models that cannot stay where they are must cost. Empty does not mean
+// a model that fits no sub-cluster alone (larger than every memory cap, a
+// rate over every rate cap; a pinned one: its own), the total rate over the
+// sum of the rate caps, the total static memory plus the largest dynamic
+// memory over the sum of the memory caps, and a disruption bound below what
+// the new models and the models that cannot stay where they are must cost. Empty does not mean
 // feasible (bin packing is hard); the solver may still prove infeasibility.
 // REQUIRES: validate(p) passes.
 std::vector<Conflict> find_conflicts(const Problem& p);
