@@ -109,6 +109,34 @@ TEST(SchedulerMarginTest, ABatchAlreadyIntoItsMarginIsNotDeferred) {
   }
 }
 
+// A grant later than planned (the scheduler's thread late on a busy
+// machine), within the margin, sends the planned batch. l(b) = b + 200 ms,
+// SLO 4 s, margin 100 ms: three requests are planned as one batch at
+// frontrun, 4000 - 100 - l(4) = 3696 ms. Granted 3 ms late, the batch that
+// meets the margin would be one request, and the other two, behind a 201 ms
+// batch, could no longer meet their deadlines: all three go, into the margin.
+TEST(SchedulerMarginTest, ALateGrantSendsThePlannedBatchIntoItsMargin) {
+  VirtualClock clock;
+  RecordingSink sink;
+  SchedulerConfig cfg = paper_config();
+  cfg.delays.safety_margin = Duration::milliseconds(100);
+  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
+  ModelConfig m = model_ms("slow", 1, 200, 4000, 8);
+  m.defer_without_history = true;
+  ASSERT_EQ(*s->add_model(m), 0u);
+  ASSERT_TRUE(s->add_gpu().ok());
+  for (std::uint64_t tag = 1; tag <= 3; ++tag) ASSERT_EQ(s->submit(0, tag), SubmitStatus::kQueued);
+  ASSERT_TRUE(s->shard().candidate(0));
+  EXPECT_EQ(s->shard().candidate(0)->size, 3u);
+  EXPECT_EQ(s->shard().candidate(0)->exec, at_ms(3696));
+  clock.advance_to(at_ms(3699));  // the timer fires 3 ms late
+  s->run_timers();
+  ASSERT_EQ(sink.batches.size(), 1u);
+  EXPECT_EQ(sink.batches[0].tags, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(sink.batches[0].d.dispatched_at, at_ms(3699));
+  EXPECT_EQ(sink.count(Outcome::kDropped), 0u);
+}
+
 TEST(SchedulerPaperExampleTest, DeferredFormsStaggeredBatchesOfFour) {
   RecordingSink sink;
   auto sim = paper_sim<DeferredPolicy>(sink, DeferredPolicy::paper());
