@@ -305,7 +305,9 @@ Status SubClusterManager::adopt(std::uint64_t epoch, const std::vector<std::uint
 void SubClusterManager::start_epoch(TimePoint now) {
   next_epoch_ = now + epoch_len_;
   const std::vector<ModelId> ids = epoch_models();
-  if (std::all_of(ids.begin(), ids.end(), [this](ModelId m) { return pinned(m); })) {
+  std::vector<bool> pins;
+  for (ModelId m : ids) pins.push_back(pinned(m));
+  if (std::find(pins.begin(), pins.end(), false) == pins.end()) {
     (void)meter_->take(now);  // none to move (or none at all)
     return;
   }
@@ -334,8 +336,8 @@ void SubClusterManager::start_epoch(TimePoint now) {
   for (ModelId m : ids) {
     r.rates.push_back(rates[m]);
     r.current.push_back(all[m]);
-    r.pinned.push_back(pinned(m));
   }
+  r.pinned = std::move(pins);
   r.max_disruption = o_.config->spec.max_disruption;
   r.gpus = have_gpus_;
   {
