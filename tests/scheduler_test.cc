@@ -137,6 +137,35 @@ TEST(SchedulerMarginTest, ALateGrantSendsThePlannedBatchIntoItsMargin) {
   EXPECT_EQ(sink.count(Outcome::kDropped), 0u);
 }
 
+// The same with a target batch (TargetBatchGather), target 3: one request at
+// 0 and three at 10 ms, planned as one batch of four by 3696 ms (earlier:
+// the arrivals' gap). Granted at 3699 ms, the head's batch within the margin
+// would be one request, short of the target, and the gather would shed the
+// head (batch_policy) for the three behind it: all four go, into the margin.
+TEST(SchedulerMarginTest, ALateGrantShedsNoHeadForItsTargetBatch) {
+  VirtualClock clock;
+  RecordingSink sink;
+  SchedulerConfig cfg = paper_config();
+  cfg.delays.safety_margin = Duration::milliseconds(100);
+  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
+  ModelConfig m = model_ms("slow", 1, 200, 4000, 8);
+  m.defer_without_history = true;
+  m.target_batch = 3;
+  ASSERT_EQ(*s->add_model(m), 0u);
+  ASSERT_TRUE(s->add_gpu().ok());
+  ASSERT_EQ(s->submit(0, 1), SubmitStatus::kQueued);
+  clock.advance_to(at_ms(10));
+  for (std::uint64_t tag = 2; tag <= 4; ++tag) ASSERT_EQ(s->submit(0, tag), SubmitStatus::kQueued);
+  ASSERT_TRUE(s->shard().candidate(0));
+  EXPECT_EQ(s->shard().candidate(0)->size, 4u);
+  EXPECT_LE(s->shard().candidate(0)->exec, at_ms(3696));
+  clock.advance_to(at_ms(3699));  // the timer fires late
+  s->run_timers();
+  ASSERT_EQ(sink.batches.size(), 1u);
+  EXPECT_EQ(sink.batches[0].tags, (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(sink.count(Outcome::kDropped), 0u);
+}
+
 TEST(SchedulerPaperExampleTest, DeferredFormsStaggeredBatchesOfFour) {
   RecordingSink sink;
   auto sim = paper_sim<DeferredPolicy>(sink, DeferredPolicy::paper());

@@ -44,13 +44,20 @@ struct GatherInputs {
   // The model's lowest priority level (priority_levels - 1; 0 with one
   // level): TargetBatchGather keeps more important heads when it can.
   std::uint32_t lowest_level = 0;
+  // A grant later than its candidate planned (the scheduler's own thread was
+  // late): the batch it planned, which fit() still sends as far as the head's
+  // hard deadline allows, since the margin exists for this lateness (the soft
+  // fit would send fewer, or shed heads, leaving the rest to miss); else 0.
+  std::uint32_t late_planned = 0;
 };
 
 struct GatherResult {
   std::uint32_t size = 0;   // 0: nothing to dispatch
   TimePoint exec_deadline;  // d: the batch's execution must end by this time
   TimePoint head_arrival;
-  bool past_margin = false;  // d is the deadline itself: not even one request fits with the margin
+  // d is the deadline itself: not even one request fits with the margin, or
+  // a late grant's planned batch goes into it (GatherInputs::late_planned).
+  bool past_margin = false;
 };
 
 namespace detail {
@@ -79,8 +86,8 @@ inline std::uint32_t largest_fitting(const GatherInputs& in, std::uint32_t n, Ti
 }
 
 // The batch for a head due at `deadline`: sized against the deadline less the
-// margin, or, when not even one request fits that, against the deadline
-// itself (0 when it fits neither).
+// margin, or, when not even one request fits that (or a late grant's planned
+// batch does not), against the deadline itself (0 when it fits neither).
 struct Fit {
   std::uint32_t size;
   TimePoint d;
@@ -88,8 +95,13 @@ struct Fit {
 };
 inline Fit fit(const GatherInputs& in, std::uint32_t n, TimePoint deadline) noexcept {
   const TimePoint soft = in.delays->exec_deadline(deadline);
-  if (const std::uint32_t b = largest_fitting(in, n, soft)) return {b, soft, false};
   const TimePoint hard = in.delays->hard_deadline(deadline);
+  const std::uint32_t b = largest_fitting(in, n, soft);
+  if (in.late_planned > b) {
+    const std::uint32_t planned = largest_fitting(in, std::min(n, in.late_planned), hard);
+    if (planned > b) return {planned, hard, true};
+  }
+  if (b) return {b, soft, false};
   return {largest_fitting(in, n, hard), hard, hard != soft};
 }
 

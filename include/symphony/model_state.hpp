@@ -416,10 +416,12 @@ class ModelState {
       return res;
     }
     Slot& m = models_[id];
-    const std::uint32_t planned = m.cand_size;
-    const TimePoint planned_exec = m.cand_exec;
-    CandidateUpdate now_cand = update_candidate(id, now, gpu_free, true, sink);
-    keep_planned_batch_if_late(m, now_cand, planned, planned_exec, now, gpu_free);
+    // Later than its candidate planned, on a GPU free by then: the planned
+    // batch still goes (GatherInputs::late_planned). A grant on time, as the
+    // simulator's always is, changes nothing.
+    const bool late =
+        m.cand_size != 0 && gpu_free <= m.cand_exec && now + cfg_.delays.delay(m.cand_size) > m.cand_exec;
+    CandidateUpdate now_cand = update_candidate(id, now, gpu_free, true, sink, late ? m.cand_size : 0);
     if (!now_cand.present || free_batch_ == kNoSlot) {
       // Nothing left to run (everything expired), or no batch record free:
       // hand the GPU back untouched. (The rank side bounds batches per GPU so
@@ -772,44 +774,16 @@ class ModelState {
     sink.on_outcome(dropped_outcome(id, tag, arrival, deadline, now, why));
   }
 
-  // A grant later than its candidate planned, on a GPU free by then (the
-  // scheduler's own thread was late: a busy machine's timers), finds the
-  // head's margin partly spent, and the soft fit would send a smaller batch
-  // and leave the rest of the planned one to a later batch that cannot meet
-  // their deadlines (l(b) grows slowly: a 2 ms lateness sends one of three).
-  // The planned batch goes instead, as far as the head's hard deadline allows:
-  // the margin exists for this lateness. A grant on time, as the simulator's
-  // always is, changes nothing.
-  void keep_planned_batch_if_late(Slot& m, CandidateUpdate& u, std::uint32_t planned, TimePoint planned_exec,
-                                  TimePoint now, TimePoint gpu_free) {
-    if (!u.present || planned <= u.candidate.size || gpu_free > planned_exec) return;
-    const Delays& dl = cfg_.delays;
-    if (now + dl.delay(planned) <= planned_exec) return;  // not late
-    const Request* head = m.queue.front();
-    if (head == nullptr) return;
-    const GatherInputs in{now, gpu_free, &dl, m.lat, m.max_batch, m.target_batch};
-    const std::uint32_t n = std::min<std::uint32_t>(planned, static_cast<std::uint32_t>(m.queue.size()));
-    const TimePoint hard = dl.hard_deadline(head->deadline);
-    const std::uint32_t b = detail::largest_fitting(in, n, hard);
-    if (b <= u.candidate.size) return;
-    Candidate& c = u.candidate;
-    c.size = b;
-    c.delay = dl.delay(b);
-    c.latest = hard - m.lat.latency(b);
-    c.exec = max(now + c.delay, gpu_free);
-    m.cand_size = b;
-    m.cand_exec = c.exec;
-    m.cand_latest = c.latest;
-  }
-
-  // GetBatch + the exec policy (paper Alg. 1, UpdateCandidate). `force`
-  // reports the candidate as changed even when it is the same (the rank side
-  // has forgotten it: after a grant or a recompute request).
+  // GetBatch + the exec policy (paper Alg. 1, UpdateCandidate). `force`: changed even when the
+  // same (the rank side has forgotten it: after a grant or a recompute request); `late_planned`:
+  // a late grant's planned batch (GatherInputs::late_planned).
   template <class Sink>
-  CandidateUpdate update_candidate(ModelId id, TimePoint now, TimePoint gpu_free, bool force, Sink& sink) {
+  CandidateUpdate update_candidate(ModelId id, TimePoint now, TimePoint gpu_free, bool force, Sink& sink,
+                                   std::uint32_t late_planned = 0) {
     Slot& m = models_[id];
     const Delays& dl = cfg_.delays;
     GatherInputs in{now, gpu_free, &dl, m.lat, m.max_batch, m.target_batch};
+    in.late_planned = late_planned;
     if (m.cfg->priority_levels > 1) in.lowest_level = m.cfg->priority_levels - 1;
     auto drop = [&](Request& r, DropReason why) {
       emit_drop(sink, id, r.tag, r.arrival, r.deadline, now, why);
