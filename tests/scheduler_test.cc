@@ -109,6 +109,23 @@ TEST(SchedulerMarginTest, ABatchAlreadyIntoItsMarginIsNotDeferred) {
   }
 }
 
+// The late-grant tests' scheduler: margin 100 ms, one GPU, model 0 "slow"
+// (l(b) = b + 200 ms, SLO 4 s, max batch 8, deferred without arrival history)
+// with `target_batch` (0: the default, 8).
+std::unique_ptr<Scheduler<VirtualClock, RecordingSink>> late_grant_scheduler(VirtualClock& clock,
+                                                                             RecordingSink& sink,
+                                                                             std::uint32_t target_batch) {
+  SchedulerConfig cfg = paper_config();
+  cfg.delays.safety_margin = Duration::milliseconds(100);
+  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
+  ModelConfig m = model_ms("slow", 1, 200, 4000, 8);
+  m.defer_without_history = true;
+  m.target_batch = target_batch;
+  EXPECT_EQ(*s->add_model(m), 0u);
+  EXPECT_TRUE(s->add_gpu().ok());
+  return s;
+}
+
 // A grant later than planned (the scheduler's thread late on a busy
 // machine), within the margin, sends the planned batch. l(b) = b + 200 ms,
 // SLO 4 s, margin 100 ms: three requests are planned as one batch at
@@ -118,13 +135,7 @@ TEST(SchedulerMarginTest, ABatchAlreadyIntoItsMarginIsNotDeferred) {
 TEST(SchedulerMarginTest, ALateGrantSendsThePlannedBatchIntoItsMargin) {
   VirtualClock clock;
   RecordingSink sink;
-  SchedulerConfig cfg = paper_config();
-  cfg.delays.safety_margin = Duration::milliseconds(100);
-  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
-  ModelConfig m = model_ms("slow", 1, 200, 4000, 8);
-  m.defer_without_history = true;
-  ASSERT_EQ(*s->add_model(m), 0u);
-  ASSERT_TRUE(s->add_gpu().ok());
+  auto s = late_grant_scheduler(clock, sink, 0);
   for (std::uint64_t tag = 1; tag <= 3; ++tag) ASSERT_EQ(s->submit(0, tag), SubmitStatus::kQueued);
   ASSERT_TRUE(s->shard().candidate(0));
   EXPECT_EQ(s->shard().candidate(0)->size, 3u);
@@ -145,14 +156,7 @@ TEST(SchedulerMarginTest, ALateGrantSendsThePlannedBatchIntoItsMargin) {
 TEST(SchedulerMarginTest, ALateGrantShedsNoHeadForItsTargetBatch) {
   VirtualClock clock;
   RecordingSink sink;
-  SchedulerConfig cfg = paper_config();
-  cfg.delays.safety_margin = Duration::milliseconds(100);
-  auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
-  ModelConfig m = model_ms("slow", 1, 200, 4000, 8);
-  m.defer_without_history = true;
-  m.target_batch = 3;
-  ASSERT_EQ(*s->add_model(m), 0u);
-  ASSERT_TRUE(s->add_gpu().ok());
+  auto s = late_grant_scheduler(clock, sink, 3);
   ASSERT_EQ(s->submit(0, 1), SubmitStatus::kQueued);
   clock.advance_to(at_ms(10));
   for (std::uint64_t tag = 2; tag <= 4; ++tag) ASSERT_EQ(s->submit(0, tag), SubmitStatus::kQueued);
