@@ -107,6 +107,31 @@ TEST(SlidingWindowGatherTest, TheMarginIsUsedUpBeforeARequestIsDropped) {
   EXPECT_EQ(h.dropped.size(), 1u);
 }
 
+// GatherInputs::late_planned: a late grant's planned batch goes into the
+// margin, as far as the deadline itself allows, and a batch that meets the
+// margin anyway, or the deadline when nothing meets the margin, is not cut
+// down to it.
+TEST(SlidingWindowGatherTest, ALateGrantsPlannedBatchGoesIntoTheMargin) {
+  const auto size_for = [](std::uint32_t planned, Duration deadline, std::uint32_t requests) {
+    Fixture f;
+    f.delays.safety_margin = 2_ms;
+    for (std::uint64_t i = 0; i < requests; ++i) f.push(deadline, i);
+    GatherInputs in = f.inputs(1_ms);
+    in.late_planned = planned;
+    const GatherResult r = f.gather(SlidingWindowGather{}, in);
+    EXPECT_TRUE(f.dropped.empty());
+    return std::make_pair(r.size, r.past_margin);
+  };
+  // Deadline 12 ms, now 1 ms: 4 meet the margin (1 + l(4) = 10), 6 the deadline (1 + l(6) = 12).
+  EXPECT_EQ(size_for(0, 12_ms, 8), std::make_pair(4u, false));
+  EXPECT_EQ(size_for(3, 12_ms, 8), std::make_pair(4u, false));
+  EXPECT_EQ(size_for(5, 12_ms, 8), std::make_pair(5u, true));
+  EXPECT_EQ(size_for(8, 12_ms, 8), std::make_pair(6u, true));
+  // Deadline 8 ms: none meets the margin, 2 the deadline, planned 1 or not.
+  EXPECT_EQ(size_for(0, 8_ms, 3), std::make_pair(2u, true));
+  EXPECT_EQ(size_for(1, 8_ms, 3), std::make_pair(2u, true));
+}
+
 TEST(SlidingWindowGatherTest, AgreesWithBruteForceOnRandomInputs) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 2000; ++trial) {

@@ -97,12 +97,12 @@ inline Fit fit(const GatherInputs& in, std::uint32_t n, TimePoint deadline) noex
   const TimePoint soft = in.delays->exec_deadline(deadline);
   const TimePoint hard = in.delays->hard_deadline(deadline);
   const std::uint32_t b = largest_fitting(in, n, soft);
+  if (b == 0) return {largest_fitting(in, n, hard), hard, hard != soft};
   if (in.late_planned > b) {
     const std::uint32_t planned = largest_fitting(in, std::min(n, in.late_planned), hard);
     if (planned > b) return {planned, hard, true};
   }
-  if (b) return {b, soft, false};
-  return {largest_fitting(in, n, hard), hard, hard != soft};
+  return {b, soft, false};
 }
 
 // Drops every head request that cannot finish even alone; returns the head.
