@@ -421,7 +421,7 @@ class ModelState {
     // simulator's always is, changes nothing.
     const bool late =
         m.cand_size != 0 && gpu_free <= m.cand_exec && now + cfg_.delays.delay(m.cand_size) > m.cand_exec;
-    CandidateUpdate now_cand = update_candidate(id, now, gpu_free, true, sink, late ? m.cand_size : 0);
+    const CandidateUpdate now_cand = update_candidate(id, now, gpu_free, true, sink, late ? m.cand_size : 0);
     if (!now_cand.present || free_batch_ == kNoSlot) {
       // Nothing left to run (everything expired), or no batch record free:
       // hand the GPU back untouched. (The rank side bounds batches per GPU so
