@@ -86,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<FrontendJoined>(msg, decode_frontend_joined);
   roundtrip<FrontendLeft>(msg, decode_frontend_left);
   roundtrip<PoolInfo>(msg, decode_pool_info);
+  roundtrip<PoolAck>(msg, decode_pool_ack);
   roundtrip<Ping>(msg, decode_ping);
   roundtrip<Pong>(msg, decode_pong);
   roundtrip<Goodbye>(msg, decode_goodbye);

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(Registered{{0, 1}}));
   seeds.push_back(encode(FrontendJoined{1, 1, 3, "10.0.0.3:5000"}));
   seeds.push_back(encode(FrontendLeft{1, 1}));
-  seeds.push_back(encode(PoolInfo{4096, 65536, {1, 2, 3}}));
+  seeds.push_back(encode(PoolInfo{4096, 65536, {1, 2, 3}, 1, 2}));
+  seeds.push_back(encode(PoolAck{1}));
   seeds.push_back(encode(Ping{1, 2}));
   seeds.push_back(encode(Pong{1, 2}));
   seeds.push_back(encode(Goodbye{"bye"}));

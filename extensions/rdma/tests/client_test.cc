@@ -366,6 +366,76 @@ TEST(ClientTest, AnInputLongerThanASlotTakesAdjacentSlots) {
   EXPECT_EQ(client.stats().in_flight, 0u);
 }
 
+// A model whose inputs are longer than max_input_bytes gets a region of the
+// pool of its own (add_input_room): its requests' inputs lie there, one cell
+// each, within max_pool_bytes; its shorter inputs and other models' stay in
+// the start pool; cells return with their outcomes; a region that does not
+// fit is refused naming the bound. (No backend is connected: nothing to wait
+// for; the process tests show the acknowledgements.)
+TEST(ClientTest, AModelsLongerInputsTakeARegionOfTheirOwn) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_pending = 6;
+  o.slot_bytes = 16;
+  o.max_input_bytes = 48;
+  o.max_pool_bytes = 6 * 16 + 2 * 128;  // the start pool and two cells of 128
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
+  std::uint8_t long_input[100], short_input[40] = {}, over[129] = {};
+  for (std::uint8_t i = 0; i < 100; ++i) long_input[i] = i;
+  EXPECT_EQ(client.infer("m", long_input).status().code(), Errc::kInvalidArgument);
+  ASSERT_TRUE(client.add_input_room("m", 100, Duration::seconds(5)).ok());
+  EXPECT_EQ(client.max_input_bytes("m"), 128u);  // a cell, 64-byte aligned
+  EXPECT_EQ(client.max_input_bytes("n"), 48u);
+  std::mutex mu;
+  std::vector<InferResult> done;
+  auto cb = [&](InferResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(std::move(r));
+  };
+  std::uint64_t t[3] = {};
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(
+        client.infer_async("m", std::span<const std::uint8_t>(long_input), std::nullopt, cb, &t[i]).ok());
+  ASSERT_TRUE(
+      client.infer_async("m", std::span<const std::uint8_t>(short_input), std::nullopt, cb, &t[2]).ok());
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 3; }));
+  const wire::SubmitEntry a = s.submitted[0], b = s.submitted[1], d = s.submitted[2];
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(a.addr), long_input, 100), 0);
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(b.addr), long_input, 100), 0);
+  EXPECT_EQ(b.addr, a.addr + 128);  // the region's cells, in order
+  EXPECT_TRUE(d.addr + 40 <= a.addr || d.addr >= b.addr + 128) << "the short input is in the start pool";
+  // Both cells are in use: a third long input finds none (queue_full).
+  Result<InputSlot> none = client.reserve_input("m", 100);
+  EXPECT_EQ(none.status().code(), Errc::kCapacityExceeded);
+  EXPECT_NE(client.infer("m", over).status().message().find("input of 129 bytes exceeds max_input_bytes 128"),
+            std::string::npos);
+  EXPECT_NE(client.infer("n", long_input).status().message().find("exceeds max_input_bytes 48"),
+            std::string::npos);
+  const Status full = client.add_input_room("n", 100, Duration::seconds(1));
+  EXPECT_EQ(full.code(), Errc::kCapacityExceeded);
+  EXPECT_NE(full.message().find("holds 352 bytes of at most 352"), std::string::npos) << full.message();
+  wire::OutcomesBuilder drop;
+  for (std::uint64_t x : t)
+    drop.add(
+        {x, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return done.size() == 3;
+  }));
+  // Their cells came back: long inputs fit again, in the region. (One at a
+  // time: the start pool's one chunk of slots is the model's until empty.)
+  for (std::size_t bytes : {100, 128}) {
+    Result<InputSlot> x = client.reserve_input("m", bytes);
+    ASSERT_TRUE(x.ok()) << x.status().message();
+    const auto at = reinterpret_cast<std::uint64_t>(x->bytes().data());
+    EXPECT_TRUE(at == a.addr || at == b.addr) << at;
+  }
+  EXPECT_EQ(client.stats().in_flight, 0u);
+}
+
 // A request resolved to a model id under one ModelTable and sent after
 // another: a reload's replaced id still takes it (the table that drops it
 // lists its name under the new id); an id dropped by an unload does not,

@@ -2280,11 +2280,12 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
     """A frontend sizes its input pool's slots at start from every model
     folder its repository holds then (4 floats here). A folder added since
     whose requests are larger (64 floats, 16 slots each) loads and is served
-    by that frontend, its inputs in adjacent slots: its answers, concurrent
-    ones included, are those of a frontend started after the folder was added
-    (emulated backends answer a hash of the input bytes). One larger than 64
-    slots (1024 floats) is refused (400), saying that the pool was sized at
-    its start and that a restart serves the model; the later frontend serves it."""
+    by that frontend, its inputs in adjacent slots; one larger than 64 slots
+    (1024 floats) gets a region of the pool of its own, which the backend
+    acknowledges before a request uses it. The answers of both, concurrent
+    ones included, are those of a frontend started after the folders were
+    added (emulated backends answer a hash of the input bytes), and a backend
+    that joins later reads the region too (it gets every region at connect)."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain")
     c = repository_cluster(repo)
@@ -2315,21 +2316,22 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
             t.join(timeout=60)
         return out
 
-    status, _, out = http_infer(fa, "huge", request(1024, 0))
-    error = json.loads(out)["error"]
-    assert status == 400 and "4096 bytes" in error and "sized at its start" in error and \
-        "restart it to serve this model" in error, (status, out)
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
     assert http_infer(fa, "plain", body)[0] == 200
-    wide_a = answers(fa, "wide", 64, range(12))
+    got_a = {model: answers(fa, model, n, range(12)) for model, n in (("wide", 64), ("huge", 1024))}
+    assert "input pool: region for model 'huge': " in fa.output(), fa.output()
     (fb,) = c.add_frontends(["fb"])
-    wide_b = answers(fb, "wide", 64, range(12))
-    assert all(st == 200 for st, _ in wide_a.values()), wide_a
-    assert wide_a == wide_b
-    assert len({str(h) for _, h in wide_a.values()}) == 12  # the inputs differ, so do their hashes
-    for model, b in (("huge", request(1024, 0)), ("plain", body)):
-        status, _, out = http_infer(fb, model, b)
-        assert status == 200, (model, status, out)
+    got_b = {model: answers(fb, model, n, range(12)) for model, n in (("wide", 64), ("huge", 1024))}
+    for model in ("wide", "huge"):
+        assert all(st == 200 for st, _ in got_a[model].values()), (model, got_a[model])
+        assert got_a[model] == got_b[model], model
+        assert len({str(h) for _, h in got_a[model].values()}) == 12  # the inputs differ, so do their hashes
+    c.add_backend("two", "emulated:1")
+    c.backends["one"].kill()
+    c.scheduler.wait_for("one's loss", lambda: "GPUs leave the runtime" in c.scheduler.output(), timeout=30)
+    wait_until(lambda: http_infer(fa, "huge", request(1024, 0))[0] == 200, "'two' to serve 'huge'", timeout=30)
+    assert answers(fa, "huge", 1024, range(6)) == {k: got_b["huge"][k] for k in range(6)}
+    assert http_infer(fa, "plain", body)[0] == 200
 
 
 def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):

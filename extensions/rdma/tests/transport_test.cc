@@ -132,8 +132,18 @@ TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
                       })
                   .ok());
   ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.messages.empty(); }));
-  ASSERT_TRUE(p.client->call([&] { return p.client->set_remote_key(p.to_server, mr->packed_rkey); }).ok());
-  std::vector<std::uint8_t> a(150000), b(64);
+  // Two regions: each read goes through the key of the one that holds it.
+  auto mr2 = p.server->map_memory(4096);
+  ASSERT_TRUE(mr2.ok()) << mr2.status().message();
+  std::memset(mr2->base, 0x5a, mr2->length);
+  for (const auto* m : {&*mr, &*mr2})
+    ASSERT_TRUE(p.client
+                    ->call([&] {
+                      return p.client->add_remote_key(p.to_server, reinterpret_cast<std::uint64_t>(m->base),
+                                                      m->length, m->packed_rkey);
+                    })
+                    .ok());
+  std::vector<std::uint8_t> a(150000), b(64), c(100);
   std::mutex mu;
   std::condition_variable cv;
   int done = 0;
@@ -149,13 +159,22 @@ TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
       p.client->call([&] { return p.client->get(p.to_server, base + 1000, a.data(), a.size(), cb); }).ok());
   ASSERT_TRUE(
       p.client->call([&] { return p.client->get(p.to_server, base + 777777, b.data(), b.size(), cb); }).ok());
+  const auto base2 = reinterpret_cast<std::uint64_t>(mr2->base);
+  ASSERT_TRUE(
+      p.client->call([&] { return p.client->get(p.to_server, base2 + 10, c.data(), c.size(), cb); }).ok());
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return done == 2; })) << "reads did not complete";
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return done == 3; })) << "reads did not complete";
   }
   ASSERT_TRUE(first_error.ok()) << first_error.message();
   EXPECT_EQ(std::memcmp(a.data(), mr->base + 1000, a.size()), 0);
   EXPECT_EQ(std::memcmp(b.data(), mr->base + 777777, b.size()), 0);
+  EXPECT_EQ(c, std::vector<std::uint8_t>(100, 0x5a));
+  // A range that no region holds whole (the second's end crossed) is refused.
+  const Status past =
+      p.client->call([&] { return p.client->get(p.to_server, base2 + mr2->length - 8, c.data(), 16, cb); });
+  EXPECT_EQ(past.code(), Errc::kInvalidArgument);
+  EXPECT_NE(past.message().find("no region"), std::string::npos) << past.message();
 }
 
 // TransportOptions::inject_delay (experiments): what the client receives and
@@ -189,7 +208,12 @@ TEST(TransportTest, InjectedDelayHoldsMessagesAndReadsInOrder) {
   for (std::uint64_t i = 0; i < 5; ++i)
     EXPECT_EQ(p.client_h.messages[i + 1], wire::encode(wire::Ping{i, 1})) << "out of order at " << i;
 
-  ASSERT_TRUE(p.client->call([&] { return p.client->set_remote_key(p.to_server, mr->packed_rkey); }).ok());
+  ASSERT_TRUE(p.client
+                  ->call([&] {
+                    return p.client->add_remote_key(p.to_server, reinterpret_cast<std::uint64_t>(mr->base),
+                                                    mr->length, mr->packed_rkey);
+                  })
+                  .ok());
   std::uint8_t byte = 0;
   std::mutex mu;
   std::condition_variable cv;

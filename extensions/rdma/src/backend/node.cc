@@ -156,8 +156,18 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
   struct FrontendConn {
     std::string address;
     ConnId conn = kNoConn;
-    bool ready = false;  // PoolInfo received
-    std::uint64_t base = 0, length = 0;
+    bool ready = false;  // every region of its pool that it announced is here
+    struct Region {
+      std::uint64_t base = 0, length = 0;
+      bool known = false;
+    };
+    std::vector<Region> regions;  // by PoolInfo::index
+    // Whether one region holds [addr, addr + len) whole.
+    bool holds(std::uint64_t addr, std::uint64_t len) const {
+      return std::any_of(regions.begin(), regions.end(), [&](const Region& r) {
+        return r.known && addr >= r.base && len <= r.length && addr - r.base <= r.length - len;
+      });
+    }
   };
   // A scheduler's frontend id (a slot it assigns) in the current session.
   struct FrontendSlot {
@@ -468,11 +478,19 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
   if (h->kind == wire::Kind::kPoolInfo) {
     Result<wire::PoolInfo> p = wire::decode_pool_info(msg);
     if (!p.ok()) return drop_frontend(fid, p.status().message());
-    if (Status s = transport_->set_remote_key(c, p->rkey); !s.ok()) return drop_frontend(fid, s.message());
     FrontendConn& f = frontends_[fid];
-    f.ready = true;
-    f.base = p->base;
-    f.length = p->length;
+    if (p->index < f.regions.size() && f.regions[p->index].known)
+      return drop_frontend(fid, "it sent region " + std::to_string(p->index) + " of its pool twice");
+    if (Status s = transport_->add_remote_key(c, p->base, p->length, p->rkey); !s.ok())
+      return drop_frontend(fid, s.message());
+    // Regions come in order on one connection, but nothing here relies on it:
+    // reads start once every region the frontend had when it sent this is here.
+    if (f.regions.size() < p->regions) f.regions.resize(p->regions);
+    f.regions[p->index] = {p->base, p->length, true};
+    (void)transport_->send(c, wire::encode(wire::PoolAck{p->index}));
+    const bool was_ready = f.ready;
+    f.ready = std::all_of(f.regions.begin(), f.regions.end(), [](const auto& r) { return r.known; });
+    if (!f.ready || was_ready) return;  // a region added later: the frontend waits for the ack to use it
     if (opts_.verbose) log("frontend at " + f.address + " is ready");
     std::vector<std::uint64_t> ids;
     for (auto& [id, b] : batches_) ids.push_back(id);
@@ -1005,7 +1023,7 @@ void BackendNode::Impl::on_batch(std::span<const std::uint8_t> msg) {
     e.off = off;
     off += e.e.len;
     const FrontendConn& f = frontends_[e.frontend];
-    if (f.ready && (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
+    if (f.ready && !f.holds(e.e.addr, e.e.len)) {
       e.state = EntryState::kFailed;
       e.why = "input [" + std::to_string(e.e.addr) + ", +" + std::to_string(e.e.len) +
               ") is outside the frontend's pool";
@@ -1079,14 +1097,12 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint64_t fid) {
   for (std::uint32_t i = 0; i < b.entries.size(); ++i) {
     const Entry& e = b.entries[i];
     if (e.frontend != fid || e.state != EntryState::kPending) continue;
-    if (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)
-      continue;  // checked below
+    if (!f.holds(e.e.addr, e.e.len)) continue;  // failed below
     mine.push_back(i);
   }
   // Entries parked before the rkey came: check their range now.
   for (Entry& e : b.entries)
-    if (e.frontend == fid && e.state == EntryState::kPending &&
-        (e.e.addr < f.base || e.e.len > f.length || e.e.addr - f.base > f.length - e.e.len)) {
+    if (e.frontend == fid && e.state == EntryState::kPending && !f.holds(e.e.addr, e.e.len)) {
       e.state = EntryState::kFailed;
       e.why = "input outside the frontend's pool";
     }
@@ -1098,9 +1114,12 @@ void BackendNode::Impl::issue_reads(RunningBatch& b, std::uint64_t fid) {
   while (i < mine.size()) {
     // One read for a run of requests whose inputs are adjacent in the pool.
     std::size_t j = i + 1;
-    std::uint64_t end = b.entries[mine[i]].e.addr + b.entries[mine[i]].e.len;
+    // (Two regions may lie next to each other: a run stays in one.)
+    const std::uint64_t start = b.entries[mine[i]].e.addr;
+    std::uint64_t end = start + b.entries[mine[i]].e.len;
     while (j < mine.size() && b.entries[mine[j]].e.addr == end &&
-           b.entries[mine[j]].off == b.entries[mine[j - 1]].off + b.entries[mine[j - 1]].e.len) {
+           b.entries[mine[j]].off == b.entries[mine[j - 1]].off + b.entries[mine[j - 1]].e.len &&
+           f.holds(start, end + b.entries[mine[j]].e.len - start)) {
       end += b.entries[mine[j]].e.len;
       ++j;
     }

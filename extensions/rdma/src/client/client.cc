@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -146,7 +147,7 @@ class Client::Impl final : public Transport::Handler {
   Status infer_async(InputSlot input, std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
                      std::uint32_t priority);
   // Returns a reserved slot that was not submitted (InputSlot::reset; any thread).
-  void unreserve(std::uint32_t index, std::uint32_t size);
+  void unreserve(std::uint32_t index);
   void cancel(std::uint64_t ticket) {
     if (ticket == 0 || closed_.load(std::memory_order_relaxed)) return;
     cancel_q_.enqueue(ticket);
@@ -154,6 +155,12 @@ class Client::Impl final : public Transport::Handler {
   }
   std::uint32_t backends() const { return backends_ready_.load(std::memory_order_acquire); }
   std::uint32_t max_input_bytes() const { return opts_.max_input_bytes; }
+  std::uint32_t max_input_bytes(std::string_view model) const {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    const Extension* x = extension_of(model);
+    return x && x->usable ? std::max(x->cell, opts_.max_input_bytes) : opts_.max_input_bytes;
+  }
+  Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
   std::vector<ModelInfo> models() const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return models_;
@@ -210,6 +217,7 @@ class Client::Impl final : public Transport::Handler {
 
  private:
   enum SlotState : std::uint8_t { kFree = 0, kQueued = 1, kSent = 2 };
+  struct Extension;  // below
   struct Slot {
     std::atomic<std::uint32_t> gen{0};
     std::atomic<std::uint8_t> state{kFree};
@@ -226,6 +234,13 @@ class Client::Impl final : public Transport::Handler {
     Callback done;
     std::uint32_t ended_gen = 0;  // network thread only
     bool ended_with_output = false;
+    // Where its input lies (take_room; under free_mu_, read by the network
+    // thread once the slot is queued): its span of the start pool's slots
+    // from this one, or one cell of a model's region of its own.
+    std::uint8_t* data = nullptr;
+    std::uint32_t span = 1;
+    Extension* ext = nullptr;
+    std::uint32_t cell = 0;
   };
   struct Backend {
     bool welcomed = false;
@@ -258,7 +273,9 @@ class Client::Impl final : public Transport::Handler {
     std::uint64_t table_gen = 0;
     std::uint32_t epoch = 0;
   };
-  Status check_size(std::size_t size) const;
+  // Whether `model` may send an input of `size` bytes now (its own
+  // region's cells bound it once usable; otherwise max_input_bytes).
+  Status check_size(std::string_view model, std::size_t size) const;
   Status resolve(std::string_view model, std::uint32_t priority, Resolved* out) const;
   // Whether the scheduler's admission test (as it last sent it) admits the
   // request; false: ended dropped (overload) through `done`.
@@ -312,18 +329,49 @@ class Client::Impl final : public Transport::Handler {
   std::vector<std::uint32_t> held_;
   std::atomic<bool> failing_over_{false};  // lost_since_ is set (read by infer_async)
   std::unique_ptr<Transport> transport_;
-  MemoryRegion pool_;  // max_pending slots of slot_bytes_
+  MemoryRegion pool_;  // max_pending slots of slot_bytes_: region 0
   std::uint32_t slot_bytes_ = 0;
   std::uint8_t* slot_data(std::uint32_t index) const { return pool_.base + std::size_t{index} * slot_bytes_; }
   // The adjacent slots an input of `bytes` takes (check_size bounds it).
   std::uint32_t span(std::size_t bytes) const {
     return bytes <= slot_bytes_ ? 1 : static_cast<std::uint32_t>((bytes + slot_bytes_ - 1) / slot_bytes_);
   }
+  // A region of the pool added while serving (add_input_room) for one
+  // model's inputs longer than max_input_bytes: cells of `cell` bytes. A
+  // request there takes a slot of the start pool too (its state and id).
+  struct Extension {
+    std::string model;
+    std::uint32_t index = 0;  // its PoolInfo::index
+    std::uint32_t cell = 0;
+    MemoryRegion mem;
+    std::vector<std::uint32_t> free;  // cells, the next last (under free_mu_)
+    // Every backend connected when it was added has acknowledged it (under
+    // free_mu_; set by the network thread).
+    bool usable = false;
+    std::vector<ConnId> waiting;  // backends yet to acknowledge it (network thread)
+  };
+  // Added by the network thread under free_mu_ (it reads them without).
+  std::vector<std::unique_ptr<Extension>> exts_;
+  std::condition_variable room_cv_;  // an extension became usable (with free_mu_)
+  std::mutex room_mu_;               // one add_input_room at a time (before free_mu_)
+  std::uint64_t pool_bytes_ = 0;     // registered, every region (under free_mu_)
+  // The newest region of `model` (under free_mu_), or nullptr.
+  Extension* extension_of(std::string_view model) const {
+    for (auto it = exts_.rbegin(); it != exts_.rend(); ++it)
+      if ((*it)->model == model) return it->get();
+    return nullptr;
+  }
+  // Room for an input of `bytes` of `model` (id `id`), which check_size
+  // allowed; false when every slot (or cell) is taken (under free_mu_).
+  bool take_room(std::string_view model, ModelId id, std::size_t bytes, std::uint32_t& index);
+  // Returns what take_room took for slot `index` (under free_mu_).
+  void give_room(std::uint32_t index);
+  void send_pool_info(ConnId c, std::uint32_t region);  // network thread
   std::string advertise_;
   const std::uint64_t incarnation_ = random_incarnation();
 
   std::unique_ptr<Slot[]> slots_;
-  std::mutex free_mu_;
+  mutable std::mutex free_mu_;
   std::unique_ptr<SlotAllocator> alloc_;  // under free_mu_
   moodycamel::ConcurrentQueue<std::uint32_t> submit_q_;
   moodycamel::ConcurrentQueue<std::uint64_t> cancel_q_;  // tickets (request ids) to withdraw
@@ -397,6 +445,7 @@ Status Client::Impl::start() {
                                               std::to_string(SlotAllocator::kChunk) + " of it");
   slots_ = std::make_unique<Slot[]>(opts_.max_pending);
   alloc_ = std::make_unique<SlotAllocator>(opts_.max_pending);
+  pool_bytes_ = std::uint64_t{opts_.max_pending} * slot_bytes_;
   TransportOptions to;
   to.name = opts_.name.empty() ? "frontend" : opts_.name;
   to.tls = opts_.ucx_tls;
@@ -496,8 +545,7 @@ void Client::Impl::resubmit_pending() {
     if (s.state.load(std::memory_order_acquire) != kSent) continue;
     if (!sb) sb = std::make_unique<wire::SubmitBuilder>(64, wire::kSubmitResubmitted);
     const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | i;
-    sb->add({id, reinterpret_cast<std::uint64_t>(slot_data(i)), s.len, s.model, (s.deadline - now).ns(),
-             s.level});
+    sb->add({id, reinterpret_cast<std::uint64_t>(s.data), s.len, s.model, (s.deadline - now).ns(), s.level});
     ++n;
     if (sb->count() >= kSubmitBatch) flush();
   }
@@ -524,13 +572,45 @@ void Client::Impl::fail_pending(const std::string& why, Failure failure) {
 
 // ---- submitting --------------------------------------------------------------------------
 
-Status Client::Impl::check_size(std::size_t size) const {
-  if (size > opts_.max_input_bytes)
-    return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) +
-                                              " bytes exceeds max_input_bytes " +
-                                              std::to_string(opts_.max_input_bytes));
+Status Client::Impl::check_size(std::string_view model, std::size_t size) const {
   if (size == 0) return Status(Errc::kInvalidArgument, "empty input");
-  return {};
+  if (size <= opts_.max_input_bytes) return {};
+  std::lock_guard<std::mutex> lock(free_mu_);
+  const Extension* x = extension_of(model);
+  if (x && !x->usable && size <= x->cell)
+    return Status(Errc::kFailedPrecondition, "this frontend's input pool is growing for model '" +
+                                                 std::string(model) + "' (a region for its inputs of " +
+                                                 std::to_string(x->cell) +
+                                                 " bytes, not yet acknowledged by every backend)");
+  if (x && size <= x->cell) return {};
+  return Status(Errc::kInvalidArgument,
+                "input of " + std::to_string(size) + " bytes exceeds max_input_bytes " +
+                    std::to_string(x ? std::max(x->cell, opts_.max_input_bytes) : opts_.max_input_bytes));
+}
+
+bool Client::Impl::take_room(std::string_view model, ModelId id, std::size_t bytes, std::uint32_t& index) {
+  Extension* x = bytes > opts_.max_input_bytes ? extension_of(model) : nullptr;
+  if (x && x->free.empty()) return false;
+  const std::uint32_t n = x ? 1 : span(bytes);
+  if (!alloc_->alloc(id, n, index)) return false;
+  Slot& s = slots_[index];
+  s.span = n;
+  s.ext = x;
+  if (!x) {
+    s.data = slot_data(index);
+    return true;
+  }
+  s.cell = x->free.back();
+  x->free.pop_back();
+  s.data = x->mem.base + std::size_t{s.cell} * x->cell;
+  return true;
+}
+
+void Client::Impl::give_room(std::uint32_t index) {
+  Slot& s = slots_[index];
+  alloc_->release(index, s.span);
+  if (s.ext) s.ext->free.push_back(s.cell);
+  s.ext = nullptr;
 }
 
 Status Client::Impl::resolve(std::string_view model, std::uint32_t priority, Resolved* out) const {
@@ -579,7 +659,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
   if (ticket) *ticket = 0;
   std::size_t size = 0;
   for (const std::span<const std::uint8_t>& part : input) size += part.size();
-  SYMPHONY_RETURN_IF_ERROR(check_size(size));
+  SYMPHONY_RETURN_IF_ERROR(check_size(model, size));
   if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
   Resolved m;
   SYMPHONY_RETURN_IF_ERROR(resolve(model, priority, &m));
@@ -590,7 +670,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    if (!alloc_->alloc(m.id, span(size), index)) index = ~0u;
+    if (!take_room(model, m.id, size, index)) index = ~0u;
   }
   if (index == ~0u) {
     InferResult r;
@@ -601,7 +681,7 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
     done(std::move(r));
     return {};
   }
-  std::uint8_t* dst = slot_data(index);
+  std::uint8_t* dst = slots_[index].data;
   for (const std::span<const std::uint8_t>& part : input) {
     if (part.empty()) continue;
     std::memcpy(dst, part.data(), part.size());
@@ -634,7 +714,7 @@ void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolve
   if (!connected() && !failing_over_.load(std::memory_order_acquire)) {
     {
       std::lock_guard<std::mutex> lock(free_mu_);
-      alloc_->release(index, span(size));
+      give_room(index);
     }
     InferResult r;
     r.outcome = Outcome::kError;
@@ -664,14 +744,14 @@ void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolve
 }
 
 Result<InputSlot> Client::Impl::reserve_input(std::string_view model, std::size_t bytes) {
-  SYMPHONY_RETURN_IF_ERROR(check_size(bytes));
+  SYMPHONY_RETURN_IF_ERROR(check_size(model, bytes));
   Resolved m;
   SYMPHONY_RETURN_IF_ERROR(resolve(model, 0, &m));
   if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    if (!alloc_->alloc(m.id, span(bytes), index)) index = ~0u;
+    if (!take_room(model, m.id, bytes, index)) index = ~0u;
   }
   if (index == ~0u) {
     // As infer counts a request it finds no slot for: sent, dropped (queue_full).
@@ -683,16 +763,16 @@ Result<InputSlot> Client::Impl::reserve_input(std::string_view model, std::size_
   InputSlot slot;
   slot.owner_ = this;
   slot.index_ = index;
-  slot.data_ = slot_data(index);
+  slot.data_ = slots_[index].data;  // the reserving thread wrote it
   slot.size_ = static_cast<std::uint32_t>(bytes);
   slot.model_ = std::string(model);
   return slot;
 }
 
-void Client::Impl::unreserve(std::uint32_t index, std::uint32_t size) {
+void Client::Impl::unreserve(std::uint32_t index) {
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    alloc_->release(index, span(size));
+    give_room(index);
   }
   reserved_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -708,7 +788,7 @@ Status Client::Impl::infer_async(InputSlot input, std::optional<Duration> slo, C
   reserved_.fetch_sub(1, std::memory_order_relaxed);
   const auto refuse = [&](Status s) {
     std::lock_guard<std::mutex> lock(free_mu_);
-    alloc_->release(index, span(size));
+    give_room(index);
     return s;
   };
   if (slo && *slo <= Duration::zero())
@@ -766,8 +846,8 @@ bool Client::Impl::on_poll() {
       }
       if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
       const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
-      sb->add({id, reinterpret_cast<std::uint64_t>(slot_data(index)), s.len, s.model, (s.deadline - now).ns(),
-               s.level});
+      sb->add(
+          {id, reinterpret_cast<std::uint64_t>(s.data), s.len, s.model, (s.deadline - now).ns(), s.level});
       s.state.store(kSent, std::memory_order_relaxed);
       if (sb->count() >= kSubmitBatch) flush();
     }
@@ -847,7 +927,7 @@ void Client::Impl::finish(std::uint32_t index, InferResult&& r, bool with_output
   }
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    alloc_->release(index, span(s.len));
+    give_room(index);
   }
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   if (cb) cb(std::move(r));
@@ -1017,9 +1097,20 @@ void Client::Impl::on_backend_message(ConnId c, std::span<const std::uint8_t> ms
     }
     b.welcomed = true;
     b.peer = "'" + hello->name + "' (" + b.peer + ")";
-    (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(pool_.base),
-                                                          pool_.length, pool_.packed_rkey}));
+    for (std::uint32_t r = 0; r <= exts_.size(); ++r) send_pool_info(c, r);  // acknowledged before use
     recount_backends();
+    return;
+  }
+  if (h->kind == wire::Kind::kPoolAck) {
+    Result<wire::PoolAck> a = wire::decode_pool_ack(msg);
+    if (!a.ok()) return log("bad PoolAck from backend " + b.peer + ": " + a.status().message());
+    if (a->index == 0 || a->index > exts_.size()) return;  // the start pool is used at once
+    Extension& x = *exts_[a->index - 1];
+    if (std::erase(x.waiting, c) && x.waiting.empty()) {
+      std::lock_guard<std::mutex> lock(free_mu_);
+      x.usable = true;
+      room_cv_.notify_all();
+    }
     return;
   }
   if (h->kind == wire::Kind::kOutputs) return on_outputs(msg, b.peer);
@@ -1039,6 +1130,80 @@ void Client::Impl::on_disconnect(ConnId c, const Status& why) {
   }
   backends_.erase(c);
   recount_backends();
+  // A lost backend acknowledges nothing: a region it held up is usable.
+  for (const std::unique_ptr<Extension>& x : exts_)
+    if (std::erase(x->waiting, c) && x->waiting.empty()) {
+      std::lock_guard<std::mutex> lock(free_mu_);
+      x->usable = true;
+      room_cv_.notify_all();
+    }
+}
+
+void Client::Impl::send_pool_info(ConnId c, std::uint32_t region) {
+  const MemoryRegion& m = region == 0 ? pool_ : exts_[region - 1]->mem;
+  const auto regions = static_cast<std::uint32_t>(exts_.size() + 1);
+  (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(m.base), m.length,
+                                                        m.packed_rkey, region, regions}));
+}
+
+Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
+  if (bytes <= opts_.max_input_bytes) return {};
+  if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
+  std::lock_guard<std::mutex> one_at_a_time(room_mu_);
+  std::unique_lock<std::mutex> lock(free_mu_);
+  const auto ready = [&] {
+    const Extension* x = extension_of(model);
+    return x && x->cell >= bytes && x->usable;
+  };
+  const Extension* had = extension_of(model);
+  if (!had || had->cell < bytes) {
+    if (bytes > std::numeric_limits<std::uint32_t>::max() / 2)
+      return Status(Errc::kInvalidArgument, "inputs of " + std::to_string(bytes) + " bytes are too long");
+    const auto cell = static_cast<std::uint32_t>((bytes + 63) / 64 * 64);
+    if (exts_.size() + 1 >= wire::kMaxPoolRegions)
+      return Status(Errc::kCapacityExceeded,
+                    "the input pool has its " + std::to_string(wire::kMaxPoolRegions) + " regions already");
+    const std::uint64_t left = opts_.max_pool_bytes > pool_bytes_ ? opts_.max_pool_bytes - pool_bytes_ : 0;
+    const std::uint64_t cells = std::min<std::uint64_t>(opts_.max_pending, left / cell);
+    if (cells == 0)
+      return Status(Errc::kCapacityExceeded, "no room for inputs of " + std::to_string(bytes) +
+                                                 " bytes: the input pool holds " +
+                                                 std::to_string(pool_bytes_) + " bytes of at most " +
+                                                 std::to_string(opts_.max_pool_bytes));
+    pool_bytes_ += cells * cell;  // taken now; registered below, outside the lock
+    lock.unlock();
+    Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
+    if (!mem.ok()) {
+      std::lock_guard<std::mutex> relock(free_mu_);
+      pool_bytes_ -= cells * cell;
+      return mem.status();
+    }
+    auto x = std::make_unique<Extension>();
+    x->model = std::string(model);
+    x->cell = cell;
+    x->mem = std::move(*mem);
+    for (auto i = static_cast<std::uint32_t>(cells); i-- > 0;) x->free.push_back(i);
+    log("input pool: region for model '" + x->model + "': " + std::to_string(cells) + " inputs of " +
+        std::to_string(cell) + " bytes");
+    transport_->call([&] {
+      x->index = static_cast<std::uint32_t>(exts_.size() + 1);
+      for (const auto& [conn, b] : backends_)
+        if (b.welcomed) x->waiting.push_back(conn);
+      Extension& added = *x;
+      {
+        std::lock_guard<std::mutex> relock(free_mu_);
+        x->usable = x->waiting.empty();
+        exts_.push_back(std::move(x));
+      }
+      for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+    });
+    lock.lock();
+  }
+  if (!room_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), ready))
+    return Status(Errc::kFailedPrecondition,
+                  "the backends did not acknowledge the input pool's region for model '" +
+                      std::string(model) + "' within " + format_ms(wait) + " ms");
+  return {};
 }
 
 void Client::Impl::on_tick(TimePoint now) {
@@ -1321,7 +1486,7 @@ InputSlot& InputSlot::operator=(InputSlot&& o) noexcept {
 
 void InputSlot::reset() noexcept {
   if (!owner_) return;
-  std::exchange(owner_, nullptr)->unreserve(index_, size_);
+  std::exchange(owner_, nullptr)->unreserve(index_);
   data_ = nullptr;
   size_ = 0;
 }
@@ -1344,6 +1509,10 @@ Result<std::vector<SchedulerModelStats>> Client::statistics(Duration timeout) co
 bool Client::connected() const { return impl_->connected(); }
 std::uint32_t Client::backends() const { return impl_->backends(); }
 std::uint32_t Client::max_input_bytes() const { return impl_->max_input_bytes(); }
+std::uint32_t Client::max_input_bytes(std::string_view model) const { return impl_->max_input_bytes(model); }
+Status Client::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
+  return impl_->add_input_room(model, bytes, wait);
+}
 bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }
 void Client::close() {
   if (impl_) impl_->close();

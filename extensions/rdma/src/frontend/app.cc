@@ -89,10 +89,13 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
   co.name = o.name;
   co.max_pending = static_cast<std::uint32_t>(slots);
   // A slot holds the largest input of the start; a model loaded since with
-  // larger ones takes adjacent slots for each, up to ClientOptions::kMaxSpan.
+  // larger ones takes adjacent slots for each, up to ClientOptions::kMaxSpan,
+  // and beyond that a region of the pool of its own.
   co.slot_bytes = static_cast<std::uint32_t>(max_input);
   co.max_input_bytes = static_cast<std::uint32_t>(std::max<std::uint64_t>(
       max_input, std::min<std::uint64_t>(ClientOptions::kMaxSpan * max_input, cfg.cluster.max_input_bytes)));
+  // A model loaded since whose inputs are longer takes a region of its own.
+  co.max_pool_bytes = kMaxPoolBytes;
   co.ucx_tls = cfg.cluster.ucx_tls;
   co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = o.verbose;

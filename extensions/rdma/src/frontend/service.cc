@@ -320,20 +320,38 @@ void ClusterService::learn() const {
   }
   for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
   for (const std::string& f : reloaded) folders.erase(f);
+  // Inputs longer than the pool's slots take, for a model loaded since the
+  // start: a region of the pool of their own, before any request uses it.
+  const auto make_room = [&](const std::vector<ServedModel>& got) {
+    for (const ServedModel& sm : got)
+      if (!sm.opaque && sm.input_bytes > client_.max_input_bytes())
+        if (Status st = client_.add_input_room(sm.name, sm.input_bytes, Duration::seconds(2)); !st.ok()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          room_errors_[sm.name] = st.message();
+        }
+  };
   for (const std::string& f : folders) {
     // A folder it cannot read: the index lists it with the scheduler's reason.
     Result<std::vector<ServedModel>> got = loader_(f);
     if (!got.ok()) continue;
+    make_room(*got);
     std::unique_lock<std::shared_mutex> cat(cat_mu_);
     add_models(std::move(*got));
   }
   for (const std::string& f : reloaded) {
     Result<std::vector<ServedModel>> got = loader_(f);
     if (!got.ok()) continue;  // its served metadata stays as it was read
+    make_room(*got);
     std::unique_lock<std::shared_mutex> cat(cat_mu_);
     add_models(std::move(*got), /*replace=*/true);
   }
   learned_table_.store(table, std::memory_order_release);
+}
+
+std::string ClusterService::room_error(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = room_errors_.find(model);
+  return it == room_errors_.end() ? "it has no region of its own" : it->second;
 }
 
 const ClusterService::Model* ClusterService::resolve(std::string_view name, std::string_view version) const {
@@ -601,7 +619,7 @@ std::shared_ptr<front::InputLanding> ClusterService::input_landing(std::string_v
     std::shared_lock<std::shared_mutex> cat(cat_mu_);
     const Model* m = resolve(model, version);
     if (!m || m->served.opaque || m->served.input_bytes == 0 ||
-        m->served.input_bytes > client_.max_input_bytes())
+        m->served.input_bytes > client_.max_input_bytes(m->served.name))
       return nullptr;
     std::size_t off = 0;
     for (const front::TensorSpec& t : m->served.inputs) {
@@ -747,11 +765,11 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
               (m.served.opaque || m.served.input_bytes == 0
                    ? " (this frontend takes up to " + std::to_string(max_input_bytes_) +
                          " bytes: --max-input-bytes)"
-               : m.served.input_bytes > client_.max_input_bytes()
-                   // A model loaded since the start, or reloaded with larger inputs.
-                   ? " (this frontend's input pool was sized at its start for the largest request of the "
-                     "models its repository held then, and takes inputs of up to " +
-                         std::to_string(client_.max_input_bytes()) + " bytes; restart it to serve this model)"
+               : m.served.input_bytes > client_.max_input_bytes(m.served.name)
+                   // A model loaded since the start, or reloaded with larger inputs, whose region failed.
+                   ? " (this frontend's input pool takes inputs of up to " +
+                         std::to_string(client_.max_input_bytes(m.served.name)) +
+                         " bytes for this model: " + room_error(m.served.name) + ")"
                    : ""));
     default:  // not connected yet, or closed
       return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());

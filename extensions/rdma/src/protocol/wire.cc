@@ -267,6 +267,13 @@ constexpr void fields(V& v, M& m) {
   const std::uint32_t n = v.count("rkey length", m.rkey);
   v.list("rkey bytes", n, m.rkey, Bounds{static_cast<std::uint32_t>(kMaxRkeyBytes), true},
          [](auto& iv, auto& b) { iv.u8("rkey byte", b); });
+  v.u32("index", m.index);
+  v.u32("regions", m.regions);
+}
+
+template <class V, Of<PoolAck> M>
+constexpr void fields(V& v, M& m) {
+  v.u32("index", m.index);
 }
 
 template <class V, class M>
@@ -553,6 +560,8 @@ template <>
 constexpr Kind kind_of<FrontendLeft> = Kind::kFrontendLeft;
 template <>
 constexpr Kind kind_of<PoolInfo> = Kind::kPoolInfo;
+template <>
+constexpr Kind kind_of<PoolAck> = Kind::kPoolAck;
 template <>
 constexpr Kind kind_of<SubmitView> = Kind::kSubmit;
 template <>
@@ -1036,6 +1045,9 @@ void check(Reader& r, const FrontendJoined& m) {
 
 void check(Reader& r, const PoolInfo& m) {
   if (m.length > std::numeric_limits<std::uint64_t>::max() - m.base) r.fail("the pool wraps around");
+  if (m.index >= m.regions || m.regions > kMaxPoolRegions)
+    r.fail("region " + std::to_string(m.index) + " of " + std::to_string(m.regions) + " (at most " +
+           std::to_string(kMaxPoolRegions) + ")");
 }
 
 void check(Reader& r, const BatchDone& m) {
@@ -1132,6 +1144,8 @@ std::string_view to_string(Kind k) noexcept {
       return "FrontendLeft";
     case Kind::kPoolInfo:
       return "PoolInfo";
+    case Kind::kPoolAck:
+      return "PoolAck";
     case Kind::kSubmit:
       return "Submit";
     case Kind::kBatch:
@@ -1213,6 +1227,7 @@ std::vector<std::uint8_t> encode(const Registered& m) { return encode_message(m)
 std::vector<std::uint8_t> encode(const FrontendJoined& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const FrontendLeft& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const PoolInfo& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const PoolAck& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Ping& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Pong& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Goodbye& m) { return encode_message(m); }
@@ -1330,6 +1345,7 @@ Result<FrontendLeft> decode_frontend_left(std::span<const std::uint8_t> msg) {
   return decode_message<FrontendLeft>(msg);
 }
 Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg) { return decode_message<PoolInfo>(msg); }
+Result<PoolAck> decode_pool_ack(std::span<const std::uint8_t> msg) { return decode_message<PoolAck>(msg); }
 Result<Ping> decode_ping(std::span<const std::uint8_t> msg) { return decode_message<Ping>(msg); }
 Result<Pong> decode_pong(std::span<const std::uint8_t> msg) { return decode_message<Pong>(msg); }
 Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg) { return decode_message<Goodbye>(msg); }
@@ -1406,6 +1422,8 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_frontend_left(msg).status();
     case Kind::kPoolInfo:
       return decode_pool_info(msg).status();
+    case Kind::kPoolAck:
+      return decode_pool_ack(msg).status();
     case Kind::kSubmit:
       return decode_submit(msg).status();
     case Kind::kBatch:

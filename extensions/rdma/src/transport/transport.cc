@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -346,8 +347,7 @@ void Transport::loop() {
     Conn& c = conns_[i];
     if (c.live) {
       c.live = false;
-      if (c.rkey) dead_rkeys_.push_back(c.rkey);
-      c.rkey = nullptr;
+      c.drop_remotes(dead_rkeys_);
       close_ep(c.ep, true);
     }
   }
@@ -407,7 +407,7 @@ ConnId Transport::add_conn(ucp_ep_h ep, std::string peer) {
   c.live = true;
   c.shown = false;
   c.peer = std::move(peer);
-  c.rkey = nullptr;
+  c.remotes.clear();
   const ConnId id = (std::uint64_t{c.generation} << 32) | index;
   by_ep_[ep] = id;
   return id;
@@ -416,8 +416,7 @@ ConnId Transport::add_conn(ucp_ep_h ep, std::string peer) {
 void Transport::release_conn(std::uint32_t index) {
   Conn& c = conns_[index];
   c.live = false;
-  if (c.rkey) dead_rkeys_.push_back(c.rkey);  // destroyed once no close is in flight
-  c.rkey = nullptr;
+  c.drop_remotes(dead_rkeys_);  // destroyed once no close is in flight
   c.ep = nullptr;
   free_conns_.push_back(index);
 }
@@ -704,12 +703,18 @@ TimePoint Transport::next_delayed() const noexcept {
 // ---- memory and one-sided reads ---------------------------------------------------
 
 Result<MemoryRegion> Transport::map_memory(std::size_t length) {
-  if (!on_progress_thread()) return call([&] { return map_memory(length); });
   if (length == 0) return Status(Errc::kInvalidArgument, "cannot register 0 bytes");
+  // Allocated and zeroed on the caller's thread (a large pool takes a while),
+  // registered on the progress thread.
   const std::size_t rounded = (length + 4095) / 4096 * 4096;
   void* base = std::aligned_alloc(4096, rounded);
   if (!base) return Status(Errc::kCapacityExceeded, "cannot allocate " + std::to_string(length) + " bytes");
   std::memset(base, 0, rounded);
+  if (on_progress_thread()) return map_allocated(base, rounded);
+  return call([&] { return map_allocated(base, rounded); });
+}
+
+Result<MemoryRegion> Transport::map_allocated(void* base, std::size_t rounded) {
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
   mp.address = base;
@@ -738,13 +743,13 @@ Result<MemoryRegion> Transport::map_memory(std::size_t length) {
   return mr;
 }
 
-Status Transport::set_remote_key(ConnId id, std::span<const std::uint8_t> packed) {
+Status Transport::add_remote_key(ConnId id, std::uint64_t base, std::uint64_t length,
+                                 std::span<const std::uint8_t> packed) {
   Conn* c = find(id);
   if (!c) return Status(Errc::kNotFound, "unknown connection");
   ucp_rkey_h k = nullptr;
   SYMPHONY_UCX_TRY(ucp_ep_rkey_unpack(c->ep, packed.data(), &k));
-  if (c->rkey) dead_rkeys_.push_back(c->rkey);
-  c->rkey = k;
+  c->remotes.push_back({base, length, k});
   return {};
 }
 
@@ -752,21 +757,28 @@ Status Transport::get(ConnId id, std::uint64_t remote_addr, void* local, std::si
                       std::function<void(Status)> done) {
   Conn* c = find(id);
   if (!c) return Status(Errc::kNotFound, "read from a closed connection");
-  if (!c->rkey) return Status(Errc::kFailedPrecondition, "no remote key for " + c->peer + " yet");
+  if (c->remotes.empty()) return Status(Errc::kFailedPrecondition, "no remote key for " + c->peer + " yet");
+  const auto r = std::find_if(c->remotes.begin(), c->remotes.end(), [&](const Conn::Remote& m) {
+    return remote_addr >= m.base && len <= m.length && remote_addr - m.base <= m.length - len;
+  });
+  if (r == c->remotes.end())
+    return Status(Errc::kInvalidArgument, "no region of " + c->peer + " holds [" +
+                                              std::to_string(remote_addr) + ", +" + std::to_string(len) +
+                                              ")");
   auto* g = new GetReq{this, std::move(done)};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &Transport::on_get_done;
   p.user_data = g;
-  ucs_status_ptr_t r = ucp_get_nbx(c->ep, local, len, remote_addr, c->rkey, &p);
-  if (r == nullptr) {
+  ucs_status_ptr_t q = ucp_get_nbx(c->ep, local, len, remote_addr, r->rkey, &p);
+  if (q == nullptr) {
     get_completions_.push_back({std::move(g->done), Status()});
     delete g;
     return {};
   }
-  if (UCS_PTR_IS_ERR(r)) {
+  if (UCS_PTR_IS_ERR(q)) {
     delete g;
-    return ucx_error(UCS_PTR_STATUS(r), "ucp_get_nbx", __FILE__, __LINE__);
+    return ucx_error(UCS_PTR_STATUS(q), "ucp_get_nbx", __FILE__, __LINE__);
   }
   return {};
 }

@@ -63,6 +63,10 @@ struct ClientOptions {
   // slots, up to kMaxSpan: max_input_bytes may be at most kMaxSpan times this.
   std::uint32_t slot_bytes = 0;
   static constexpr std::uint32_t kMaxSpan = 64;
+  // The registered pool's bound, every region together: a model whose inputs
+  // are longer than max_input_bytes gets a region of its own within it
+  // (add_input_room); 0: none.
+  std::uint64_t max_pool_bytes = 0;
   Duration orphan_grace = Duration::seconds(2);
   std::string ucx_tls = "tcp";               // UCX_TLS when the environment sets none
   Duration inject_delay = Duration::zero();  // experiments only: an emulated slower network (docs/cluster.md)
@@ -239,8 +243,19 @@ class Client {
   // can read its requests' inputs). A backend connects once the scheduler
   // tells it about this client, so right after joining this is 0 for a while.
   std::uint32_t backends() const;
-  // The largest input a request may carry (ClientOptions::max_input_bytes).
+  // The largest input a request may carry (ClientOptions::max_input_bytes),
+  // and for `model` (more once a region of its own is usable).
   std::uint32_t max_input_bytes() const;
+  std::uint32_t max_input_bytes(std::string_view model) const;
+  // Room for inputs of `model` of up to `bytes` each when that is more than
+  // max_input_bytes(): a region of the registered pool for them (up to
+  // max_pending inputs, within ClientOptions::max_pool_bytes), sent to every
+  // backend, used once each backend connected now has acknowledged it
+  // (those that connect later get it with the others). Waits up to `wait`
+  // for that; kFailedPrecondition when it did not come (the requests for
+  // `model` are refused, saying so, until it does), kCapacityExceeded when
+  // the pool has no room. Any thread but the client's network thread.
+  Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
   // Waits until no request is in flight; false on timeout.
   bool drain(Duration timeout) const;
   // Ends pending requests with an error, says goodbye, stops. Idempotent.

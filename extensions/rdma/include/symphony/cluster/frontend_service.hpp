@@ -211,6 +211,10 @@ class ClusterService final : public front::InferenceService {
   // whose id changed was reloaded (its folder is read again). learn_mu_.
   mutable std::unordered_map<std::string, std::uint32_t> learned_ids_;
   mutable std::vector<std::unique_ptr<Model>> replaced_;  // models a reload replaced (cat_mu_)
+  // Why a model loaded since the start has no region of the input pool for
+  // its longer inputs (Client::add_input_room), by cluster name (mu_).
+  mutable std::unordered_map<std::string, std::string> room_errors_;
+  std::string room_error(const std::string& model) const;
   std::atomic<std::uint64_t> cancels_{0};
   std::atomic<std::uint64_t> in_place_{0}, copied_{0}, bytes_copied_{0};  // input_counts()
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.

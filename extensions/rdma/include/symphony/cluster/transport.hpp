@@ -4,7 +4,7 @@
 //
 // Contract:
 //  - one Transport per process: a UCP context, one worker and its progress thread; the Handler's
-//    callbacks and listen, connect, send, close, set_remote_key and get run on that thread (from the
+//    callbacks and listen, connect, send, close, add_remote_key and get run on that thread (from the
 //    callbacks, or through post() / call() from elsewhere);
 //  - connections are named by ConnId (an index and a generation), never by a pointer: a stale id is
 //    simply unknown; a dead peer reaches on_disconnect; messages are delivered whole to on_message;
@@ -173,10 +173,13 @@ class Transport {
   std::string peer_name(ConnId c) const;
   // The local IP address c uses (to advertise to others), or an error.
   Result<std::string> local_ip(ConnId c) const;
-  // The remote key of the peer's memory, for get().
-  Status set_remote_key(ConnId c, std::span<const std::uint8_t> packed);
-  // Reads len bytes at remote_addr of c's peer into local (one-sided);
-  // done(status) runs on the progress thread when the read completes or fails.
+  // The remote key of a region [base, base + length) of the peer's memory,
+  // for get(); a peer may register several (kept until c closes).
+  Status add_remote_key(ConnId c, std::uint64_t base, std::uint64_t length,
+                        std::span<const std::uint8_t> packed);
+  // Reads len bytes at remote_addr of c's peer into local (one-sided), from
+  // the region that holds them all (kInvalidArgument when none does); done(status)
+  // runs on the progress thread when the read completes or fails.
   Status get(ConnId c, std::uint64_t remote_addr, void* local, std::size_t len,
              std::function<void(Status)> done);
   // The lanes UCX chose for c, as ucp_ep_print_info writes them.
@@ -220,6 +223,7 @@ class Transport {
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
   std::vector<ucp_listener_h> listeners_;
+  Result<MemoryRegion> map_allocated(void* base, std::size_t rounded);  // map_memory's registration
   std::vector<ucp_mem_h> mems_;
   std::vector<void*> mem_bases_;
 
@@ -229,7 +233,15 @@ class Transport {
     bool live = false;
     bool shown = false;
     std::string peer;
-    ucp_rkey_h rkey = nullptr;
+    struct Remote {
+      std::uint64_t base, length;
+      ucp_rkey_h rkey;
+    };
+    std::vector<Remote> remotes;  // add_remote_key's regions
+    void drop_remotes(std::vector<ucp_rkey_h>& dead) {
+      for (const Remote& r : remotes) dead.push_back(r.rkey);
+      remotes.clear();
+    }
   };
   std::vector<Conn> conns_;
   std::vector<std::uint32_t> free_conns_;

@@ -57,7 +57,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // Version 17 adds the primary's repository models to Standing (a spare
 // that takes over loads, reloads and unloads to match). Version 18 marks
 // those with a load or reload under way (the spare carries it out).
-inline constexpr std::uint16_t kVersion = 18;
+// Version 19 lets a frontend's input pool grow: PoolInfo numbers its region
+// and says how many the pool has, and PoolAck acknowledges a region.
+inline constexpr std::uint16_t kVersion = 19;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -65,6 +67,7 @@ inline constexpr std::size_t kMaxTokenBytes = 256;
 inline constexpr std::size_t kMaxNameBytes = 256;
 inline constexpr std::size_t kMaxTextBytes = 4096;
 inline constexpr std::size_t kMaxRkeyBytes = 16384;
+inline constexpr std::uint32_t kMaxPoolRegions = 16;  // regions of one frontend's input pool
 inline constexpr std::uint32_t kMaxModels = 4096;
 inline constexpr std::uint32_t kMaxDevices = 1024;
 inline constexpr std::uint32_t kMaxEntries = 1u << 16;  // requests in one Submit, Batch, Outputs or Outcomes
@@ -81,7 +84,7 @@ enum class Kind : std::uint16_t {
   kRegistered = 5,         // scheduler -> backend: the GPU id of each device
   kFrontendJoined = 6,     // scheduler -> backend: a frontend to fetch inputs from
   kFrontendLeft = 7,       // scheduler -> backend: that frontend is gone
-  kPoolInfo = 8,           // frontend -> backend: the input pool's address and rkey
+  kPoolInfo = 8,           // frontend -> backend: a region of the input pool: its address and rkey
   kSubmit = 9,             // frontend -> scheduler: requests (coalesced)
   kBatch = 10,             // scheduler -> backend: run these requests as one batch
   kBatchDone = 11,         // backend -> scheduler: the batch ended (timings)
@@ -106,8 +109,9 @@ enum class Kind : std::uint16_t {
   kLeaseGrant = 30,        // scheduler -> backend: the device is held for that run now (or why not)
   kLeaseEnd = 31,          // backend -> scheduler: that run ended; the device serves again
   kAdmission = 32,         // scheduler -> frontends: its models' admission tests as they stand
+  kPoolAck = 33,           // backend -> frontend: it can read that region of the pool now
 };
-inline constexpr std::uint16_t kMaxKind = 32;
+inline constexpr std::uint16_t kMaxKind = 33;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -209,10 +213,21 @@ struct FrontendLeft {
   std::uint32_t generation = 0;
 };
 
+// One region of a frontend's input pool. Region 0 is registered at start;
+// a region added while it serves is sent to each backend, which answers with
+// a PoolAck before the frontend puts inputs there. A backend reads from a
+// frontend once it holds `regions` of them (every region the pool had when
+// this one was sent).
 struct PoolInfo {
-  std::uint64_t base = 0;    // remote address of the first byte of the pool
+  std::uint64_t base = 0;    // remote address of the region's first byte
   std::uint64_t length = 0;  // bytes
   std::vector<std::uint8_t> rkey;
+  std::uint32_t index = 0;    // the region's number, from 0
+  std::uint32_t regions = 1;  // the pool's regions when sent (index < regions)
+};
+
+struct PoolAck {
+  std::uint32_t index = 0;  // the PoolInfo's
 };
 
 struct Ping {
@@ -576,6 +591,7 @@ std::vector<std::uint8_t> encode(const Registered& m);
 std::vector<std::uint8_t> encode(const FrontendJoined& m);
 std::vector<std::uint8_t> encode(const FrontendLeft& m);
 std::vector<std::uint8_t> encode(const PoolInfo& m);
+std::vector<std::uint8_t> encode(const PoolAck& m);
 std::vector<std::uint8_t> encode(const Ping& m);
 std::vector<std::uint8_t> encode(const Pong& m);
 std::vector<std::uint8_t> encode(const Goodbye& m);
@@ -670,6 +686,7 @@ Result<Registered> decode_registered(std::span<const std::uint8_t> msg);
 Result<FrontendJoined> decode_frontend_joined(std::span<const std::uint8_t> msg);
 Result<FrontendLeft> decode_frontend_left(std::span<const std::uint8_t> msg);
 Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg);
+Result<PoolAck> decode_pool_ack(std::span<const std::uint8_t> msg);
 Result<Ping> decode_ping(std::span<const std::uint8_t> msg);
 Result<Pong> decode_pong(std::span<const std::uint8_t> msg);
 Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg);
