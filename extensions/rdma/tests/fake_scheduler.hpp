@@ -35,6 +35,9 @@ struct FakeScheduler : Transport::Handler {
     t = std::move(*Transport::create(o, *this));
     port = *t->call([&] { return t->listen({"127.0.0.1", 0}); });
   }
+  // The transport's thread calls on_message until it stops: stop it before
+  // the members it uses go (it is declared first, so it would go last).
+  ~FakeScheduler() override { t.reset(); }
   void on_message(ConnId c, std::span<const std::uint8_t> m) override {
     if (auto h = wire::decode_hello(m); h.ok()) {
       wire::Welcome w{0, 42, 1, 100000000, 1000000000, {{0, 8, 1000000000, "m"}}};
