@@ -436,6 +436,50 @@ TEST(ClientTest, AModelsLongerInputsTakeARegionOfTheirOwn) {
   EXPECT_EQ(client.stats().in_flight, 0u);
 }
 
+// add_input_room from the client's network thread (a request's callback)
+// adds the region there, without waiting on that thread for what only it
+// can deliver: it returns, and the region serves.
+TEST(ClientTest, AddInputRoomFromACallbackAddsTheRegionWithoutWaiting) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_pending = 4;
+  o.max_input_bytes = 64;
+  o.max_pool_bytes = 1 << 20;
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
+  std::mutex mu;
+  std::optional<Status> added;
+  std::uint64_t t = 0;
+  const std::uint8_t small[8] = {};
+  ASSERT_TRUE(client
+                  .infer_async(
+                      "m", std::span<const std::uint8_t>(small), std::nullopt,
+                      [&](InferResult&&) {
+                        Status st = client.add_input_room("m", 1000, Duration::seconds(30));
+                        std::lock_guard<std::mutex> lock(mu);
+                        added = std::move(st);
+                      },
+                      &t)
+                  .ok());
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 1; }));
+  wire::OutcomesBuilder drop;
+  drop.add(
+      {t, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return added.has_value();
+  }));
+  EXPECT_TRUE(added->ok()) << added->message();  // no backend to acknowledge it
+  EXPECT_EQ(client.max_input_bytes("m"), 1024u);
+  std::vector<std::uint8_t> big(1000, 3);
+  ASSERT_TRUE(
+      client.infer_async("m", std::span<const std::uint8_t>(big), std::nullopt, [](InferResult&&) {}).ok());
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 2; }));
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(s.submitted[1].addr), big.data(), big.size()), 0);
+}
+
 // A request resolved to a model id under one ModelTable and sent after
 // another: a reload's replaced id still takes it (the table that drops it
 // lists its name under the new id); an id dropped by an unload does not,

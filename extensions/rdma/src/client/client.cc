@@ -1185,7 +1185,7 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
     for (auto i = static_cast<std::uint32_t>(cells); i-- > 0;) x->free.push_back(i);
     log("input pool: region for model '" + x->model + "': " + std::to_string(cells) + " inputs of " +
         std::to_string(cell) + " bytes");
-    transport_->call([&] {
+    const auto add = [&] {
       x->index = static_cast<std::uint32_t>(exts_.size() + 1);
       for (const auto& [conn, b] : backends_)
         if (b.welcomed) x->waiting.push_back(conn);
@@ -1196,9 +1196,18 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
         exts_.push_back(std::move(x));
       }
       for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
-    });
+    };
+    // (From the network thread, e.g. a callback: added here, and no wait,
+    // since the acknowledgements come through this thread.)
+    if (transport_->on_progress_thread()) {
+      add();
+      wait = Duration::zero();
+    } else {
+      transport_->call(add);
+    }
     lock.lock();
   }
+  if (transport_->on_progress_thread()) wait = Duration::zero();
   if (!room_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), ready))
     return Status(Errc::kFailedPrecondition,
                   "the backends did not acknowledge the input pool's region for model '" +

@@ -254,7 +254,8 @@ class Client {
   // (those that connect later get it with the others). Waits up to `wait`
   // for that; kFailedPrecondition when it did not come (the requests for
   // `model` are refused, saying so, until it does), kCapacityExceeded when
-  // the pool has no room. Any thread but the client's network thread.
+  // the pool has no room. Any thread (on the client's network thread, e.g.
+  // in a callback, it does not wait: the acknowledgements come through it).
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
   // Waits until no request is in flight; false on timeout.
   bool drain(Duration timeout) const;
