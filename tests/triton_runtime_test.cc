@@ -199,10 +199,12 @@ TEST(TritonRuntimeTest, TheQueuePolicyRejects) {
   expect_each_once(sink, 4);
 
   // A request that waited queue_timeout is rejected, though nothing else
-  // happens meanwhile (the dispatcher wakes for it).
+  // happens meanwhile (the dispatcher wakes for it). The timeout is long
+  // beside a dispatch to an idle GPU: at 1 ms, the first request itself timed
+  // out now and then on a loaded machine (under ASan), and no batch came.
   ExactlyOnceSink sink2(16);
   ManualGpus gpus2;
-  auto rt2 = make(sink2, "triton:max_batch=1,queue_timeout_us=1000");
+  auto rt2 = make(sink2, "triton:max_batch=1,queue_timeout_us=250000");
   ASSERT_TRUE(rt2->add_gpu(gpus2.make_executor()).ok());
   const ModelId m2 = *rt2->add_model(model_ms("a", 1, 1, 1000), std::nullopt);
   ASSERT_EQ(rt2->submit(m2, 0), SubmitStatus::kQueued);
@@ -407,11 +409,12 @@ TEST(TritonRuntimeTest, EveryRequestEndsOnceUnderLoadOnEmulatedGpus) {
 }
 
 TEST(TritonRuntimeTest, AModelsOwnQueuePolicyBeatsThePolicys) {
-  // The policy rejects after 1 ms; model a's own default_queue_policy has no
-  // timeout, model b keeps the policy's. Both wait behind a held batch.
+  // The policy rejects after 250 ms (long beside a dispatch to an idle GPU,
+  // as above); model a's own default_queue_policy has no timeout, model b
+  // keeps the policy's. Both wait behind a held batch.
   ExactlyOnceSink sink(8);
   ManualGpus gpus;
-  auto rt = make(sink, "triton:max_batch=1,queue_timeout_us=1000");
+  auto rt = make(sink, "triton:max_batch=1,queue_timeout_us=250000");
   ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
   const ModelId a = *rt->add_model(model_ms("a", 1, 1, 1000), std::nullopt);
   const ModelId b = *rt->add_model(model_ms("b", 1, 1, 1000), std::nullopt);
@@ -421,7 +424,7 @@ TEST(TritonRuntimeTest, AModelsOwnQueuePolicyBeatsThePolicys) {
   ASSERT_TRUE(rt->set_model_queue_policy(a, own).ok());
   EXPECT_EQ(rt->queue_policy(a, 0)->timeout, Duration::zero());
   EXPECT_EQ(rt->queue_policy(a, 0)->max_queue_size, 5u);
-  EXPECT_EQ(rt->queue_policy(b, 0)->timeout, Duration::milliseconds(1)) << "the policy's option";
+  EXPECT_EQ(rt->queue_policy(b, 0)->timeout, Duration::milliseconds(250)) << "the policy's option";
   // Each model's one instance busy with a held batch.
   ASSERT_EQ(rt->submit(a, 0), SubmitStatus::kQueued);
   const ManualGpus::Taken held_a = gpus.take();
