@@ -771,7 +771,9 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
                          std::to_string(client_.max_input_bytes(m.served.name)) +
                          " bytes for this model: " + room_error(m.served.name) + ")"
                    : ""));
-    default:  // not connected yet, or closed
+    default:  // not connected yet, or closed; or the model's region of the pool not yet acknowledged
+      if (s.message().rfind("this frontend's input pool is growing", 0) == 0)
+        return Reply::error(Code::kUnavailable, s.message() + "; retry");
       return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());
   }
 }
