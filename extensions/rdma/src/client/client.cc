@@ -158,7 +158,7 @@ class Client::Impl final : public Transport::Handler {
   std::uint32_t max_input_bytes(std::string_view model) const {
     std::lock_guard<std::mutex> lock(free_mu_);
     const Extension* x = extension_of(model);
-    return x && x->usable ? std::max(x->cell, opts_.max_input_bytes) : opts_.max_input_bytes;
+    return x && x->usable ? x->cell : opts_.max_input_bytes;  // a cell is longer
   }
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
   std::vector<ModelInfo> models() const {
@@ -367,6 +367,9 @@ class Client::Impl final : public Transport::Handler {
   // Returns what take_room took for slot `index` (under free_mu_).
   void give_room(std::uint32_t index);
   void send_pool_info(ConnId c, std::uint32_t region);  // network thread
+  // Backend c no longer holds region x up (it acknowledged it, or left);
+  // the last one makes it usable (network thread).
+  void acknowledged(Extension& x, ConnId c);
   std::string advertise_;
   const std::uint64_t incarnation_ = random_incarnation();
 
@@ -583,9 +586,9 @@ Status Client::Impl::check_size(std::string_view model, std::size_t size) const 
                                                  std::to_string(x->cell) +
                                                  " bytes, not yet acknowledged by every backend)");
   if (x && size <= x->cell) return {};
-  return Status(Errc::kInvalidArgument,
-                "input of " + std::to_string(size) + " bytes exceeds max_input_bytes " +
-                    std::to_string(x ? std::max(x->cell, opts_.max_input_bytes) : opts_.max_input_bytes));
+  return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) +
+                                            " bytes exceeds max_input_bytes " +
+                                            std::to_string(x ? x->cell : opts_.max_input_bytes));
 }
 
 bool Client::Impl::take_room(std::string_view model, ModelId id, std::size_t bytes, std::uint32_t& index) {
@@ -1105,13 +1108,7 @@ void Client::Impl::on_backend_message(ConnId c, std::span<const std::uint8_t> ms
     Result<wire::PoolAck> a = wire::decode_pool_ack(msg);
     if (!a.ok()) return log("bad PoolAck from backend " + b.peer + ": " + a.status().message());
     if (a->index == 0 || a->index > exts_.size()) return;  // the start pool is used at once
-    Extension& x = *exts_[a->index - 1];
-    if (std::erase(x.waiting, c) && x.waiting.empty()) {
-      std::lock_guard<std::mutex> lock(free_mu_);
-      x.usable = true;
-      room_cv_.notify_all();
-    }
-    return;
+    return acknowledged(*exts_[a->index - 1], c);
   }
   if (h->kind == wire::Kind::kOutputs) return on_outputs(msg, b.peer);
   if (h->kind == wire::Kind::kGoodbye) {
@@ -1131,12 +1128,14 @@ void Client::Impl::on_disconnect(ConnId c, const Status& why) {
   backends_.erase(c);
   recount_backends();
   // A lost backend acknowledges nothing: a region it held up is usable.
-  for (const std::unique_ptr<Extension>& x : exts_)
-    if (std::erase(x->waiting, c) && x->waiting.empty()) {
-      std::lock_guard<std::mutex> lock(free_mu_);
-      x->usable = true;
-      room_cv_.notify_all();
-    }
+  for (const std::unique_ptr<Extension>& x : exts_) acknowledged(*x, c);
+}
+
+void Client::Impl::acknowledged(Extension& x, ConnId c) {
+  if (!std::erase(x.waiting, c) || !x.waiting.empty()) return;
+  std::lock_guard<std::mutex> lock(free_mu_);
+  x.usable = true;
+  room_cv_.notify_all();
 }
 
 void Client::Impl::send_pool_info(ConnId c, std::uint32_t region) {
