@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -434,6 +435,53 @@ TEST(ClientTest, AModelsLongerInputsTakeARegionOfTheirOwn) {
     EXPECT_TRUE(at == a.addr || at == b.addr) << at;
   }
   EXPECT_EQ(client.stats().in_flight, 0u);
+}
+
+// A released region (its model unloaded) takes no more inputs; once those
+// in flight have ended it is cut anew for the next model that needs one,
+// without registering more memory.
+TEST(ClientTest, AReleasedRegionServesTheNextModelOnceItsInputsCameBack) {
+  FakeScheduler s;
+  s.models.push_back({1, 8, 1000000000, "n"});
+  ClientOptions o = options(s.port);
+  o.max_pending = 128;  // two chunks of slots: one each for m and n
+  o.slot_bytes = 16;
+  o.max_input_bytes = 48;
+  o.max_pool_bytes = 128 * 16 + 2 * 128;  // the start pool and one region of two cells of 128
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
+  std::vector<std::uint8_t> m_input(100, 1), n_input(120, 2);
+  std::atomic<int> done{0};
+  const auto cb = [&](InferResult&&) { done.fetch_add(1); };
+  ASSERT_TRUE(client.add_input_room("m", 100, Duration::seconds(5)).ok());
+  std::uint64_t t = 0;
+  ASSERT_TRUE(client.infer_async("m", std::span<const std::uint8_t>(m_input), std::nullopt, cb, &t).ok());
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 1; }));
+  const std::uint64_t at = s.submitted[0].addr;
+
+  client.release_input_room("m");
+  client.release_input_room("m");  // idempotent
+  EXPECT_EQ(client.max_input_bytes("m"), 48u);
+  EXPECT_EQ(client.infer("m", m_input).status().code(), Errc::kInvalidArgument);
+  // Its input is still in flight: the region is not free, and the pool has
+  // no room for another.
+  const Status busy = client.add_input_room("n", 120, Duration::seconds(1));
+  EXPECT_EQ(busy.code(), Errc::kCapacityExceeded) << busy.message();
+
+  wire::OutcomesBuilder drop;
+  drop.add(
+      {t, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(DropReason::kExpired)});
+  s.send(std::move(drop).finish());
+  ASSERT_TRUE(eventually([&] { return done.load() == 1; }));
+  ASSERT_TRUE(client.add_input_room("n", 120, Duration::seconds(5)).ok());
+  EXPECT_EQ(client.max_input_bytes("n"), 128u);
+  ASSERT_TRUE(client.infer_async("n", std::span<const std::uint8_t>(n_input), std::nullopt, cb).ok());
+  ASSERT_TRUE(s.wait([&] { return s.submitted.size() == 2; }));
+  EXPECT_EQ(s.submitted[1].addr, at) << "the same memory, now n's";
+  EXPECT_EQ(std::memcmp(reinterpret_cast<const void*>(s.submitted[1].addr), n_input.data(), 120), 0);
+  // m, loaded again, finds the pool full while n holds the region.
+  EXPECT_EQ(client.add_input_room("m", 100, Duration::seconds(1)).code(), Errc::kCapacityExceeded);
 }
 
 // add_input_room from the client's network thread (a request's callback)

@@ -1,6 +1,6 @@
 // FakeScheduler: a scripted scheduler for client tests (a raw UCX peer in
-// the test's process, on 127.0.0.1). It welcomes each frontend with one
-// model, "m" (id 0, max batch 8, SLO 1 s), and records the Submits and
+// the test's process, on 127.0.0.1). It welcomes each frontend with
+// `models` (by default one, "m": id 0, max batch 8, SLO 1 s), and records the Submits and
 // Cancels it receives; send() answers the last frontend that said Hello.
 // wait() is bounded (10 s).
 #pragma once
@@ -28,6 +28,7 @@ struct FakeScheduler : Transport::Handler {
   std::vector<wire::SubmitEntry> submitted;
   std::vector<std::uint64_t> cancelled;  // ids of the Cancels received, in order
   std::string hello_token;
+  std::vector<wire::ModelEntry> models{{0, 8, 1000000000, "m"}};  // set before a client joins
 
   FakeScheduler() {
     TransportOptions o;
@@ -40,7 +41,7 @@ struct FakeScheduler : Transport::Handler {
   ~FakeScheduler() override { t.reset(); }
   void on_message(ConnId c, std::span<const std::uint8_t> m) override {
     if (auto h = wire::decode_hello(m); h.ok()) {
-      wire::Welcome w{0, 42, 1, 100000000, 1000000000, {{0, 8, 1000000000, "m"}}};
+      wire::Welcome w{0, 42, 1, 100000000, 1000000000, models};
       (void)t->send(c, wire::encode(w));
       std::lock_guard<std::mutex> lock(mu);
       fe = c;

@@ -2332,6 +2332,21 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
     wait_until(lambda: http_infer(fa, "huge", request(1024, 0))[0] == 200, "'two' to serve 'huge'", timeout=30)
     assert answers(fa, "huge", 1024, range(6)) == {k: got_b["huge"][k] for k in range(6)}
     assert http_infer(fa, "plain", body)[0] == 200
+    # Unloaded, 'huge' gives fa its region back: 'large' (900 floats), loaded
+    # since, takes it, registering nothing more (fb's slots, sized at its
+    # start, hold 1024 floats).
+    assert curl("-X", "POST", fa.url + "/v2/repository/models/huge/unload")[0] == 200
+    write_emulated_model(repo, "large")
+    (repo / "large" / "config.pbtxt").write_text(GROUPED_PBTXT.replace("dims: [ 4 ]", "dims: [ 900 ]") % (3000, ""))
+    profile = repo / "large" / "1" / "model.cpu0.profile.yaml"
+    profile.write_text(profile.read_text().replace("float32[4]", "float32[900]"))
+    status, _, out = curl("-X", "POST", fa.url + "/v2/repository/models/large/load")
+    assert status == 200, (out, c.scheduler.output())
+    large = [answers(f, "large", 900, range(6)) for f in (fa, fb)]
+    assert all(st == 200 for st, _ in large[0].values()), large[0]
+    assert large[0] == large[1]
+    assert "input pool: region 1 reused for model 'large': " in fa.output(), fa.output()
+    assert http_infer(fa, "huge", request(1024, 0))[0] == 503
 
 
 def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):

@@ -161,6 +161,10 @@ class Client::Impl final : public Transport::Handler {
     return x && x->usable ? x->cell : opts_.max_input_bytes;  // a cell is longer
   }
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
+  void release_input_room(std::string_view model) {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    while (Extension* x = extension_of(model)) x->model.clear();
+  }
   std::vector<ModelInfo> models() const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return models_;
@@ -340,11 +344,24 @@ class Client::Impl final : public Transport::Handler {
   // model's inputs longer than max_input_bytes: cells of `cell` bytes. A
   // request there takes a slot of the start pool too (its state and id).
   struct Extension {
+    // Empty once released (release_input_room, or a longer region for the
+    // model): no request takes it, and when every cell has come back
+    // add_input_room may cut it anew for another model (under free_mu_).
     std::string model;
     std::uint32_t index = 0;  // its PoolInfo::index
-    std::uint32_t cell = 0;
+    std::uint32_t cell = 0;   // (cell and cells under free_mu_)
+    std::uint32_t cells = 0;
     MemoryRegion mem;
     std::vector<std::uint32_t> free;  // cells, the next last (under free_mu_)
+    bool idle() const { return model.empty() && free.size() == cells; }
+    // Cut into `n` cells of `bytes` for `m` (idle; under free_mu_).
+    void cut(std::string_view m, std::uint32_t bytes, std::uint32_t n) {
+      model = std::string(m);
+      cell = bytes;
+      cells = n;
+      free.clear();
+      for (std::uint32_t i = n; i-- > 0;) free.push_back(i);
+    }
     // Every backend connected when it was added has acknowledged it (under
     // free_mu_; set by the network thread).
     bool usable = false;
@@ -357,6 +374,7 @@ class Client::Impl final : public Transport::Handler {
   std::uint64_t pool_bytes_ = 0;     // registered, every region (under free_mu_)
   // The newest region of `model` (under free_mu_), or nullptr.
   Extension* extension_of(std::string_view model) const {
+    if (model.empty()) return nullptr;  // (released regions)
     for (auto it = exts_.rbegin(); it != exts_.rend(); ++it)
       if ((*it)->model == model) return it->get();
     return nullptr;
@@ -593,7 +611,8 @@ Status Client::Impl::check_size(std::string_view model, std::size_t size) const 
 
 bool Client::Impl::take_room(std::string_view model, ModelId id, std::size_t bytes, std::uint32_t& index) {
   Extension* x = bytes > opts_.max_input_bytes ? extension_of(model) : nullptr;
-  if (x && x->free.empty()) return false;
+  // (No region: released since check_size allowed it, as its model left.)
+  if (bytes > opts_.max_input_bytes && (!x || x->free.empty())) return false;
   const std::uint32_t n = x ? 1 : span(bytes);
   if (!alloc_->alloc(id, n, index)) return false;
   Slot& s = slots_[index];
@@ -1148,63 +1167,89 @@ void Client::Impl::send_pool_info(ConnId c, std::uint32_t region) {
 Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
   if (bytes <= opts_.max_input_bytes) return {};
   if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
+  if (model.empty()) return Status(Errc::kInvalidArgument, "no model named");
   std::lock_guard<std::mutex> one_at_a_time(room_mu_);
   std::unique_lock<std::mutex> lock(free_mu_);
   const auto ready = [&] {
     const Extension* x = extension_of(model);
     return x && x->cell >= bytes && x->usable;
   };
-  const Extension* had = extension_of(model);
+  Extension* had = extension_of(model);
   if (!had || had->cell < bytes) {
     if (bytes > std::numeric_limits<std::uint32_t>::max() / 2)
       return Status(Errc::kInvalidArgument, "inputs of " + std::to_string(bytes) + " bytes are too long");
     const auto cell = static_cast<std::uint32_t>((bytes + 63) / 64 * 64);
-    if (exts_.size() + 1 >= wire::kMaxPoolRegions)
-      return Status(Errc::kCapacityExceeded,
-                    "the input pool has its " + std::to_string(wire::kMaxPoolRegions) + " regions already");
     const std::uint64_t left = opts_.max_pool_bytes > pool_bytes_ ? opts_.max_pool_bytes - pool_bytes_ : 0;
-    const std::uint64_t cells = std::min<std::uint64_t>(opts_.max_pending, left / cell);
-    if (cells == 0)
-      return Status(Errc::kCapacityExceeded, "no room for inputs of " + std::to_string(bytes) +
-                                                 " bytes: the input pool holds " +
-                                                 std::to_string(pool_bytes_) + " bytes of at most " +
-                                                 std::to_string(opts_.max_pool_bytes));
-    pool_bytes_ += cells * cell;  // taken now; registered below, outside the lock
-    lock.unlock();
-    Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
-    if (!mem.ok()) {
-      std::lock_guard<std::mutex> relock(free_mu_);
-      pool_bytes_ -= cells * cell;
-      return mem.status();
-    }
-    auto x = std::make_unique<Extension>();
-    x->model = std::string(model);
-    x->cell = cell;
-    x->mem = std::move(*mem);
-    for (auto i = static_cast<std::uint32_t>(cells); i-- > 0;) x->free.push_back(i);
-    log("input pool: region for model '" + x->model + "': " + std::to_string(cells) + " inputs of " +
-        std::to_string(cell) + " bytes");
-    const auto add = [&] {
-      x->index = static_cast<std::uint32_t>(exts_.size() + 1);
-      for (const auto& [conn, b] : backends_)
-        if (b.welcomed) x->waiting.push_back(conn);
-      Extension& added = *x;
-      {
-        std::lock_guard<std::mutex> relock(free_mu_);
-        x->usable = x->waiting.empty();
-        exts_.push_back(std::move(x));
-      }
-      for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+    const std::uint64_t fresh = exts_.size() + 1 >= wire::kMaxPoolRegions
+                                    ? 0
+                                    : std::min<std::uint64_t>(opts_.max_pending, left / cell);
+    // A released region whose inputs have all come back: the smallest that
+    // holds max_pending inputs, else the one holding most if a new region
+    // would hold fewer. The backends have it already.
+    Extension* reuse = nullptr;
+    const auto holds = [&](const Extension& x) {
+      return std::min<std::uint64_t>(opts_.max_pending, x.mem.length / cell);
     };
-    // (From the network thread, e.g. a callback: added here, and no wait,
-    // since the acknowledgements come through this thread.)
-    if (transport_->on_progress_thread()) {
-      add();
-      wait = Duration::zero();
-    } else {
-      transport_->call(add);
+    for (const std::unique_ptr<Extension>& x : exts_) {
+      if (!x->idle() || holds(*x) == 0) continue;
+      const bool full = holds(*x) == opts_.max_pending;
+      if (!reuse || (full && (holds(*reuse) < opts_.max_pending || x->mem.length < reuse->mem.length)) ||
+          (!full && holds(*x) > holds(*reuse)))
+        reuse = x.get();
     }
-    lock.lock();
+    if (reuse && holds(*reuse) >= fresh) {
+      if (had) had->model.clear();
+      const auto cells = static_cast<std::uint32_t>(holds(*reuse));
+      reuse->cut(model, cell, cells);
+      log("input pool: region " + std::to_string(reuse->index) + " reused for model '" + std::string(model) +
+          "': " + std::to_string(cells) + " inputs of " + std::to_string(cell) + " bytes");
+    } else {
+      if (exts_.size() + 1 >= wire::kMaxPoolRegions)
+        return Status(Errc::kCapacityExceeded, "the input pool has its " +
+                                                   std::to_string(wire::kMaxPoolRegions) +
+                                                   " regions already, none of them free");
+      if (fresh == 0)
+        return Status(Errc::kCapacityExceeded, "no room for inputs of " + std::to_string(bytes) +
+                                                   " bytes: the input pool holds " +
+                                                   std::to_string(pool_bytes_) + " bytes of at most " +
+                                                   std::to_string(opts_.max_pool_bytes));
+      const std::uint64_t cells = fresh;
+      pool_bytes_ += cells * cell;  // taken now; registered below, outside the lock
+      lock.unlock();
+      Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
+      if (!mem.ok()) {
+        std::lock_guard<std::mutex> relock(free_mu_);
+        pool_bytes_ -= cells * cell;
+        return mem.status();
+      }
+      auto x = std::make_unique<Extension>();
+      x->mem = std::move(*mem);
+      x->cut(model, cell, static_cast<std::uint32_t>(cells));
+      log("input pool: region for model '" + x->model + "': " + std::to_string(cells) + " inputs of " +
+          std::to_string(cell) + " bytes");
+      const auto add = [&] {
+        x->index = static_cast<std::uint32_t>(exts_.size() + 1);
+        for (const auto& [conn, b] : backends_)
+          if (b.welcomed) x->waiting.push_back(conn);
+        Extension& added = *x;
+        {
+          std::lock_guard<std::mutex> relock(free_mu_);
+          x->usable = x->waiting.empty();
+          if (had) had->model.clear();  // its requests in flight return their cells
+          exts_.push_back(std::move(x));
+        }
+        for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+      };
+      // (From the network thread, e.g. a callback: added here, and no wait,
+      // since the acknowledgements come through this thread.)
+      if (transport_->on_progress_thread()) {
+        add();
+        wait = Duration::zero();
+      } else {
+        transport_->call(add);
+      }
+      lock.lock();
+    }
   }
   if (transport_->on_progress_thread()) wait = Duration::zero();
   if (!room_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), ready))
@@ -1521,6 +1566,7 @@ std::uint32_t Client::max_input_bytes(std::string_view model) const { return imp
 Status Client::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
   return impl_->add_input_room(model, bytes, wait);
 }
+void Client::release_input_room(std::string_view model) { impl_->release_input_room(model); }
 bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }
 void Client::close() {
   if (impl_) impl_->close();

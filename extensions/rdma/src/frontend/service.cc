@@ -318,6 +318,11 @@ void ClusterService::learn() const {
           it != learned_ids_.end() && it->second != m.id && models_.count(m.name))
         reloaded.insert(folder(m.name));
   }
+  // An unloaded model's region of the input pool serves the next load (first).
+  for (const auto& [name, id] : learned_ids_)
+    if (std::none_of(served.begin(), served.end(), [&](const ModelInfo& m) { return m.name == name; }) &&
+        released_.insert(name).second)
+      client_.release_input_room(name);
   for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
   for (const std::string& f : reloaded) folders.erase(f);
   // Inputs longer than the pool's slots take, for a model loaded since the
@@ -345,6 +350,14 @@ void ClusterService::learn() const {
     std::unique_lock<std::shared_mutex> cat(cat_mu_);
     add_models(std::move(*got), /*replace=*/true);
   }
+  // Served again since an unload (under the same id, or reloaded above).
+  std::vector<ServedModel> back;
+  for (const ModelInfo& m : served)
+    if (released_.erase(m.name)) {
+      std::shared_lock<std::shared_mutex> cat(cat_mu_);
+      if (const auto it = models_.find(m.name); it != models_.end()) back.push_back(it->second->served);
+    }
+  make_room(back);
   learned_table_.store(table, std::memory_order_release);
 }
 

@@ -256,7 +256,13 @@ class Client {
   // `model` are refused, saying so, until it does), kCapacityExceeded when
   // the pool has no room. Any thread (on the client's network thread, e.g.
   // in a callback, it does not wait: the acknowledgements come through it).
+  // A released region (below) whose inputs have all come back is cut anew
+  // for `model` before a new one is registered.
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
+  // `model` left (unloaded): its region takes no more inputs, and once those
+  // in flight have ended, add_input_room may give it to another model. Its
+  // memory stays registered. Any thread; idempotent.
+  void release_input_room(std::string_view model);
   // Waits until no request is in flight; false on timeout.
   bool drain(Duration timeout) const;
   // Ends pending requests with an error, says goodbye, stops. Idempotent.

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -210,6 +211,8 @@ class ClusterService final : public front::InferenceService {
   // The scheduler's id of each cluster name when learn() last looked: a name
   // whose id changed was reloaded (its folder is read again). learn_mu_.
   mutable std::unordered_map<std::string, std::uint32_t> learned_ids_;
+  // Names unloaded since (their regions of the input pool released). learn_mu_.
+  mutable std::set<std::string> released_;
   mutable std::vector<std::unique_ptr<Model>> replaced_;  // models a reload replaced (cat_mu_)
   // Why a model loaded since the start has no region of the input pool for
   // its longer inputs (Client::add_input_room), by cluster name (mu_).
