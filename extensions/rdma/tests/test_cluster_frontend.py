@@ -461,6 +461,7 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
             line = 'symphony_requests_total{model="%s",outcome="%s"} %d' % (model, outcome, counts[key])
             assert line in text, (line, text)
     assert "symphony_frontend_scheduler_connected 1" in text
+    assert "symphony_frontend_backends 1" in text
     report = f.stop(signal.SIGINT)
     check_report_equals(report, tally, "fe")
     assert report["unknown_model"] == 0  # 404s for metadata do not count as requests
@@ -2347,6 +2348,40 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
     assert large[0] == large[1]
     assert "input pool: region 1 reused for model 'large': " in fa.output(), fa.output()
     assert http_infer(fa, "huge", request(1024, 0))[0] == 503
+
+
+def test_emulated_a_region_no_backend_has_acknowledged_answers_503_until_it_is(tmp_path, repository_cluster):
+    """A frontend puts no input in a region of its pool before every backend
+    connected to it has acknowledged the region. fa learns of 'huge' (1024
+    floats, beyond its start slots) while backend 'two' is stopped (SIGSTOP,
+    within the heartbeat timeout): the region's acknowledgement waits 2 s,
+    and its requests are answered 503 saying the pool is growing (nothing
+    sent: a backend could not read the input); once 'two' runs again they are
+    answered 200."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    config = REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500", "heartbeat_timeout_ms: 15000")
+    c = repository_cluster(repo, config)
+    fa, fb = c.start("explicit", backends=[("one", "emulated:1"), ("two", "emulated:1")], frontends=("fa", "fb"))
+    write_emulated_model(repo, "huge")
+    (repo / "huge" / "config.pbtxt").write_text(GROUPED_PBTXT.replace("dims: [ 4 ]", "dims: [ 1024 ]") % (3000, ""))
+    profile = repo / "huge" / "1" / "model.cpu0.profile.yaml"
+    profile.write_text(profile.read_text().replace("float32[4]", "float32[1024]"))
+    status, _, out = curl("-X", "POST", fb.url + "/v2/repository/models/huge/load")  # fa learns of it later
+    assert status == 200, (out, c.scheduler.output())
+    wait_until(lambda: "symphony_frontend_backends 2" in metric_lines(fa), "both backends at fa", timeout=30)
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1024], "data": [1.0] * 1024}]}
+    two = c.backends["two"]
+    two.proc.send_signal(signal.SIGSTOP)
+    try:
+        status, _, out = http_infer(fa, "huge", body)
+        assert status == 503, (status, out)
+        assert b"input pool is growing for model 'huge'" in out, out
+    finally:
+        two.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: http_infer(fa, "huge", body)[0] == 200, "the region acknowledged", timeout=30)
+    assert http_infer(fb, "huge", body)[2] == http_infer(fa, "huge", body)[2]
+    assert "GPUs leave the runtime" not in c.scheduler.output(), c.scheduler.output()  # two was never lost
 
 
 def test_emulated_unload_drains_the_model_and_every_frontend_lists_it_unloaded(tmp_path, repository_cluster):

@@ -146,6 +146,9 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
           const ClientStats s = self->client_->stats();
           w.gauge("symphony_frontend_scheduler_connected", "1 while a scheduler has accepted this frontend.",
                   {}, s.connected ? 1 : 0);
+          w.gauge("symphony_frontend_backends",
+                  "Backends connected to this frontend that hold its input pool's keys.", {},
+                  self->client_->backends());
           w.counter("symphony_frontend_scheduler_losses_total", "Times the scheduler was lost.", {},
                     static_cast<double>(s.scheduler_losses));
           w.counter("symphony_frontend_cancels_total",
