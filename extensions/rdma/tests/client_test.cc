@@ -437,6 +437,42 @@ TEST(ClientTest, AModelsLongerInputsTakeARegionOfTheirOwn) {
   EXPECT_EQ(client.stats().in_flight, 0u);
 }
 
+// Slots go to models in runs (chunks) of 64. A model keeps its run while it
+// has no request in flight, but once no run is free another model takes
+// one whose slots are all free: a frontend whose models come and go (each
+// load or reload a new id) does not run out of slots.
+TEST(ClientTest, ARunOfSlotsNoRequestUsesServesAnotherModel) {
+  FakeScheduler s;
+  s.models.push_back({1, 8, 1000000000, "n"});
+  s.models.push_back({2, 8, 1000000000, "k"});
+  ClientOptions o = options(s.port);
+  o.max_pending = 128;  // two runs for three models
+  o.max_input_bytes = 16;
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
+  // m and n each hold a run: m with a request in flight, n without.
+  Result<InputSlot> m = client.reserve_input("m", 8);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  {
+    Result<InputSlot> n = client.reserve_input("n", 8);
+    ASSERT_TRUE(n.ok()) << n.status().message();
+  }
+  // k takes n's run (m's is in use), and n then m's first free slot run: none.
+  Result<InputSlot> k = client.reserve_input("k", 8);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  const Result<InputSlot> n = client.reserve_input("n", 8);
+  EXPECT_EQ(n.status().code(), Errc::kCapacityExceeded) << "both runs are in use";
+  // Every slot of m's run is m's: filled in order, the run's 64 slots.
+  std::vector<InputSlot> more;
+  for (int i = 1; i < 64; ++i) {
+    Result<InputSlot> x = client.reserve_input("m", 8);
+    ASSERT_TRUE(x.ok()) << i << ": " << x.status().message();
+    more.push_back(std::move(*x));
+  }
+  EXPECT_EQ(client.reserve_input("m", 8).status().code(), Errc::kCapacityExceeded);
+}
+
 // A released region (its model unloaded) takes no more inputs; once those
 // in flight have ended it is cut anew for the next model that needs one,
 // without registering more memory.

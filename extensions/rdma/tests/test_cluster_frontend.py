@@ -3068,6 +3068,31 @@ def test_emulated_a_versions_statistics_add_up_across_reloads_unloads_and_fronte
     g = stats_grpc(f, "plain")["plain"].inference_stats
     assert (g.success.count, g.success.ns, g.fail.count) == (11, m["inference_stats"]["success"]["ns"], 0)
 
+def test_emulated_a_frontend_serves_models_loaded_since_beyond_its_runs_of_slots(tmp_path, repository_cluster):
+    """The frontend's input slots go to model ids in runs of 64, and its pool
+    holds one run per model of its start beside --max-inflight. With
+    --max-inflight 1 (two runs), four models loaded since the start, each
+    under an id of its own, are served in turn, every request 200: a run
+    whose id has no request in flight goes to the next model (it was held
+    for good: the third id's requests were answered 503, no slot free)."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    c = repository_cluster(repo)
+    c.start("explicit", backends=[("one", "emulated:1")], frontends=())
+    f = c.start_frontend("fa", extra=c.args + ["--max-inflight", "1"])
+    f.wait_ready()
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    names = ["plain"]
+    for i in range(4):
+        names.append("since%d" % i)
+        write_emulated_model(repo, names[-1])
+        status, _, out = curl("-X", "POST", f.url + "/v2/repository/models/%s/load" % names[-1])
+        assert status == 200, (out, c.scheduler.output())
+        for name in names:
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+
+
 def test_emulated_priorities_reach_the_scheduler_which_sheds_the_low_one_first():
     """A request's `priority` parameter travels frontend -> scheduler: one beyond
     the model's priority_levels is refused at the frontend with 400 /

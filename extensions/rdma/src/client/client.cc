@@ -69,7 +69,10 @@ std::string route_ip_to(const std::string& host, std::uint16_t port) {
 // order) lie next to each other in the pool and a backend reads a batch's
 // inputs with one or two one-sided reads instead of one per request. An input
 // longer than a slot takes `span` adjacent slots of one chunk (up to kChunk).
-// A chunk returns to the free list when all its slots are free again.
+// A chunk returns to the free list when all its slots are free again and its
+// model has moved on; one its model still holds but uses no slot of is taken
+// by another model when no chunk is free (a model unloaded, or reloaded under
+// a new id, would otherwise hold its last chunk for good).
 class SlotAllocator {
  public:
   static constexpr std::uint32_t kChunk = ClientOptions::kMaxSpan;  // a span never crosses chunks
@@ -90,11 +93,14 @@ class SlotAllocator {
       // Only the last chunk can be short: any other free one holds the span.
       const auto it =
           std::find_if(free_.rbegin(), free_.rend(), [&](std::uint32_t f) { return room(f) >= span; });
-      if (it == free_.rend()) return false;
-      c.chunk = *it;
-      free_.erase(std::next(it).base());
+      if (it != free_.rend()) {
+        c.chunk = *it;
+        free_.erase(std::next(it).base());
+        open_[c.chunk] = true;
+      } else if (!reclaim(model, span, c.chunk)) {
+        return false;
+      }
       c.next = 0;
-      open_[c.chunk] = true;
     }
     slot = c.chunk * kChunk + c.next;
     c.next += span;
@@ -115,6 +121,19 @@ class SlotAllocator {
     std::uint32_t next = 0;
   };
   std::uint32_t room(std::uint32_t chunk) const { return std::min(kChunk, slots_ - chunk * kChunk); }
+  // No chunk is free: one that another model (an unloaded one, or one idle
+  // now) holds open with none of its slots in use becomes `model`'s.
+  // Linear in the models, only when the pool is otherwise full.
+  bool reclaim(ModelId model, std::uint32_t span, std::uint32_t& chunk) {
+    for (ModelId m = 0; m < cur_.size(); ++m) {
+      Cursor& o = cur_[m];
+      if (m == model || o.chunk == kNone || live_[o.chunk] != 0 || room(o.chunk) < span) continue;
+      chunk = o.chunk;
+      o.chunk = kNone;
+      return true;
+    }
+    return false;
+  }
   // The model moved on: the chunk is freed when its last slot is.
   void seal(std::uint32_t chunk) {
     open_[chunk] = false;
