@@ -2673,6 +2673,44 @@ def test_emulated_with_sub_clusters_a_start_model_with_an_instance_group_goes_wh
         assert r["errors"] == 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"], (name, r)
 
 
+def test_emulated_with_sub_clusters_an_instance_group_of_every_device_joins_the_epochs(
+        tmp_path, repository_cluster):
+    """Triton's usual instance_group, [ { kind: KIND_GPU } ], selects every
+    GPU: on backends of GPUs alone it restricts nothing, so the epochs move
+    such a model as one without a group (they counted it where it was
+    placed, pinned, and never moved it). With a backend of two emulated GPUs
+    in two sub-clusters re-partitioned every 0.5 s, an epoch lists it in its
+    assignment, not pinned, beside the start's other model, and both answer
+    throughout; one whose group selects GPU 1 alone stays pinned."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "one", slo=4000)
+    write_emulated_model(repo, "every", slo=4000, extra="instance_group [ { kind: KIND_GPU } ]")
+    write_emulated_model(repo, "pinned", slo=4000, extra="instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]")
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG.replace("{count: 2}", "{count: 2, epoch_s: 0.5}"))
+    (f,) = c.start("explicit", backends=[("b1", "emulated:2")])
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    seen = {}
+
+    def balanced():
+        for name in ("one", "every", "pinned"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+        r = c.report("scheduler") or {}
+        for e in r.get("subclusters", {}).get("epochs", []):
+            if e.get("rates", {}).get("every", 0) > 0:
+                seen.update(e)
+                return True
+        return False
+
+    wait_until(balanced, "an epoch to measure the rate of 'every'", timeout=20)
+    assert "every" in seen["assignment"] and "one" in seen["assignment"], seen
+    assert seen["pinned"] == ["pinned"], seen
+    report = f.stop()
+    for name in ("one", "every", "pinned"):
+        r = report["models"][name]
+        assert r["errors"] == 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"], (name, r)
+
+
 def test_emulated_with_sub_clusters_a_model_loaded_while_serving_joins_the_epochs(tmp_path, repository_cluster):
     """With two sub-clusters re-partitioned every 0.5 s, a model loaded while
     the cluster serves (held by its one backend) is placed in one and joins

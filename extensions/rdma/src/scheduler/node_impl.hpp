@@ -316,8 +316,12 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void read_memory_table();
   mutable std::set<std::string> memory_unknown_;  // loaded models the table does not name (logged once)
   // Whether model m, served, may be moved by an epoch: every live backend
-  // holds it (no instance_group, no join load under way).
+  // holds it (no join load under way) and its instance_group, if any,
+  // selects every live device (KIND_GPU on backends of GPUs alone, say).
   bool held_everywhere(ModelId m) const;
+  // Whether `groups` select every device of the live backends (none
+  // registered: no); empty groups: yes.
+  bool groups_select_every_device(const std::vector<DeviceGroup>& groups) const;
   void add_deferred_backends(TimePoint now);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);
