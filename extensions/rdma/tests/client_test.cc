@@ -520,6 +520,112 @@ TEST(ClientTest, AReleasedRegionServesTheNextModelOnceItsInputsCameBack) {
   EXPECT_EQ(client.add_input_room("m", 100, Duration::seconds(1)).code(), Errc::kCapacityExceeded);
 }
 
+// A backend played by the test: connects to a client's input listener,
+// says Hello, records what the client sends, answers only when told.
+struct RawBackend : Transport::Handler {
+  std::unique_ptr<Transport> t;
+  ConnId c = kNoConn;
+  std::mutex mu;
+  std::vector<wire::PoolInfo> pool;
+  explicit RawBackend(std::uint16_t port) {
+    TransportOptions o;
+    o.name = "raw-backend";
+    t = std::move(*Transport::create(o, *this));
+    c = *t->call([&] { return t->connect({"127.0.0.1", port}); });
+    wire::Hello h;
+    h.role = wire::Role::kBackend;
+    h.token = "tok";
+    h.name = "raw";
+    send(wire::encode(h));
+  }
+  ~RawBackend() override { t.reset(); }
+  void on_message(ConnId, std::span<const std::uint8_t> m) override {
+    if (auto p = wire::decode_pool_info(m); p.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      pool.push_back(*p);
+    }
+  }
+  void on_disconnect(ConnId, const Status&) override {}
+  void send(std::vector<std::uint8_t> m) {
+    (void)t->call([&] { return t->send(c, std::move(m)); });
+  }
+  std::size_t regions() {
+    std::lock_guard<std::mutex> lock(mu);
+    return pool.size();
+  }
+};
+
+// when_input_room: a caller that must not block hands over what to do once
+// a region is usable. Called when the last backend acknowledges the region,
+// with an error once its wait is over, at once when there is nothing to
+// wait for.
+TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_input_bytes = 64;
+  o.max_pool_bytes = 1 << 20;
+  std::mutex log_mu;
+  std::string logged;
+  o.log = [&](std::string_view line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    logged += std::string(line) + "\n";
+  };
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
+  std::uint16_t port = 0;
+  {
+    std::lock_guard<std::mutex> lock(log_mu);
+    const std::size_t at = logged.find("inputs at 127.0.0.1:");
+    ASSERT_NE(at, std::string::npos) << logged;
+    port = static_cast<std::uint16_t>(std::stoi(logged.substr(at + 20)));
+  }
+  RawBackend b(port);
+  ASSERT_TRUE(eventually([&] { return client.backends() == 1 && b.regions() == 1; })) << logged;
+
+  EXPECT_EQ(client.add_input_room("m", 1000, Duration::zero()).code(), Errc::kFailedPrecondition);
+  ASSERT_TRUE(eventually([&] { return b.regions() == 2; }));
+  std::mutex mu;
+  std::vector<std::pair<int, Status>> called;
+  const auto note = [&](int who) {
+    return [&, who](const Status& st) {
+      std::lock_guard<std::mutex> lock(mu);
+      called.emplace_back(who, st);
+    };
+  };
+  client.when_input_room("m", 1000, Duration::seconds(60), note(1));
+  client.when_input_room("m", 1000, Duration::zero(), note(2));  // over at the next tick
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !called.empty();
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(called.size(), 1u);
+    EXPECT_EQ(called[0].first, 2);
+    EXPECT_EQ(called[0].second.code(), Errc::kFailedPrecondition);
+    EXPECT_NE(called[0].second.message().find("did not acknowledge"), std::string::npos);
+  }
+  EXPECT_EQ(client.max_input_bytes("m"), 64u) << "not usable before the backend acknowledges it";
+  b.send(wire::encode(wire::PoolAck{b.pool.back().index}));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return called.size() == 2;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(called[1].first, 1);
+    EXPECT_TRUE(called[1].second.ok()) << called[1].second.message();
+  }
+  EXPECT_EQ(client.max_input_bytes("m"), 1024u);
+  // Usable now, and a model without a region: nothing to wait for.
+  client.when_input_room("m", 1000, Duration::seconds(60), note(3));
+  client.when_input_room("n", 1000, Duration::seconds(60), note(4));
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(called.size(), 4u);
+  EXPECT_TRUE(called[2].second.ok() && called[3].second.ok());
+}
+
 // add_input_room from the client's network thread (a request's callback)
 // adds the region there, without waiting on that thread for what only it
 // can deliver: it returns, and the region serves.

@@ -2354,10 +2354,11 @@ def test_emulated_a_region_no_backend_has_acknowledged_answers_503_until_it_is(t
     """A frontend puts no input in a region of its pool before every backend
     connected to it has acknowledged the region. fa learns of 'huge' (1024
     floats, beyond its start slots) while backend 'two' is stopped (SIGSTOP,
-    within the heartbeat timeout): the region's acknowledgement waits 2 s,
-    and its requests are answered 503 saying the pool is growing (nothing
-    sent: a backend could not read the input); once 'two' runs again they are
-    answered 200."""
+    within the heartbeat timeout): a request of 'huge' waits 2 s for the
+    acknowledgement and is answered 503 saying the pool is growing (nothing
+    sent: a backend could not read the input), while another model's
+    metadata is answered meanwhile (every request waited behind the first
+    before); once 'two' runs again they are answered 200."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain")
     config = REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500", "heartbeat_timeout_ms: 15000")
@@ -2374,7 +2375,23 @@ def test_emulated_a_region_no_backend_has_acknowledged_answers_503_until_it_is(t
     two = c.backends["two"]
     two.proc.send_signal(signal.SIGSTOP)
     try:
-        status, _, out = http_infer(fa, "huge", body)
+        got = []
+
+        def huge():
+            got.append(http_infer(fa, "huge", body))
+            got.append(time.monotonic())
+
+        t = threading.Thread(target=huge)
+        t.start()
+        time.sleep(0.3)
+        # Only huge's requests wait for its region: another model's metadata
+        # (which makes fa learn of the new table too) is answered meanwhile,
+        # not when the wait ends (as it was while fa waited in learning).
+        assert http_get(fa.url + "/v2/models/plain")[0] == 200
+        answered = time.monotonic()
+        t.join(timeout=30)
+        assert got[1] - answered > 0.5, got[1] - answered  # (2 s less the 0.3 s and the GET)
+        status, _, out = got[0]
         assert status == 503, (status, out)
         assert b"input pool is growing for model 'huge'" in out, out
     finally:

@@ -180,6 +180,8 @@ class Client::Impl final : public Transport::Handler {
     return x && x->usable ? x->cell : opts_.max_input_bytes;  // a cell is longer
   }
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
+  void when_input_room(std::string_view model, std::size_t bytes, Duration wait,
+                       std::function<void(Status)> done);
   void release_input_room(std::string_view model) {
     std::lock_guard<std::mutex> lock(free_mu_);
     while (Extension* x = extension_of(model)) x->model.clear();
@@ -407,6 +409,22 @@ class Client::Impl final : public Transport::Handler {
   // Backend c no longer holds region x up (it acknowledged it, or left);
   // the last one makes it usable (network thread).
   void acknowledged(Extension& x, ConnId c);
+  // Callers of when_input_room waiting for a region (under free_mu_); run
+  // by the network thread when it is usable, past `until`, or at close.
+  struct RoomWaiter {
+    std::string model;
+    std::size_t bytes = 0;
+    TimePoint until;
+    std::function<void(Status)> done;
+  };
+  std::vector<RoomWaiter> room_waiters_;
+  bool room_ready(std::string_view model, std::size_t bytes) const {  // under free_mu_
+    const Extension* x = extension_of(model);
+    return x && x->cell >= bytes && x->usable;
+  }
+  // Runs the waiters whose region is usable, or (all = true, or past their
+  // time) every one, with `why` (network thread).
+  void run_room_waiters(TimePoint now, bool all, const std::string& why);
   std::string advertise_;
   const std::uint64_t incarnation_ = random_incarnation();
 
@@ -522,6 +540,7 @@ void Client::Impl::close() {
     fail_controls("the client was closed");
     ready_.store(false);
     fail_pending("the client was closed", Failure::kClosed);
+    run_room_waiters(SteadyClock{}.now(), true, "the client was closed");
     for (auto& [c, b] : backends_) transport_->close(c);
     backends_.clear();
     recount_backends();
@@ -1171,9 +1190,50 @@ void Client::Impl::on_disconnect(ConnId c, const Status& why) {
 
 void Client::Impl::acknowledged(Extension& x, ConnId c) {
   if (!std::erase(x.waiting, c) || !x.waiting.empty()) return;
-  std::lock_guard<std::mutex> lock(free_mu_);
-  x.usable = true;
-  room_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    x.usable = true;
+    room_cv_.notify_all();
+  }
+  run_room_waiters(SteadyClock{}.now(), false, {});
+}
+
+void Client::Impl::when_input_room(std::string_view model, std::size_t bytes, Duration wait,
+                                   std::function<void(Status)> done) {
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    const Extension* x = extension_of(model);
+    if (x && x->cell >= bytes && !x->usable && !closed_.load()) {
+      room_waiters_.push_back({std::string(model), bytes, SteadyClock{}.now() + wait, std::move(done)});
+      return;
+    }
+  }
+  done(Status());  // usable, or no region to wait for: submit says which
+}
+
+void Client::Impl::run_room_waiters(TimePoint now, bool all, const std::string& why) {
+  std::vector<std::pair<std::function<void(Status)>, Status>> run;
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    if (room_waiters_.empty()) return;
+    for (std::size_t i = 0; i < room_waiters_.size();) {
+      RoomWaiter& w = room_waiters_[i];
+      if (room_ready(w.model, w.bytes)) {
+        run.emplace_back(std::move(w.done), Status());
+      } else if (all || now >= w.until) {
+        run.emplace_back(std::move(w.done),
+                         Status(Errc::kFailedPrecondition,
+                                all ? why
+                                    : "the backends did not acknowledge the input pool's region for model '" +
+                                          w.model + "' in time"));
+      } else {
+        ++i;
+        continue;
+      }
+      room_waiters_.erase(room_waiters_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  for (auto& [done, st] : run) done(st);
 }
 
 void Client::Impl::send_pool_info(ConnId c, std::uint32_t region) {
@@ -1187,12 +1247,9 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
   if (bytes <= opts_.max_input_bytes) return {};
   if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   if (model.empty()) return Status(Errc::kInvalidArgument, "no model named");
-  std::lock_guard<std::mutex> one_at_a_time(room_mu_);
+  std::unique_lock<std::mutex> one_at_a_time(room_mu_);  // making regions; not the wait
   std::unique_lock<std::mutex> lock(free_mu_);
-  const auto ready = [&] {
-    const Extension* x = extension_of(model);
-    return x && x->cell >= bytes && x->usable;
-  };
+  const auto ready = [&] { return room_ready(model, bytes); };
   Extension* had = extension_of(model);
   if (!had || had->cell < bytes) {
     if (bytes > std::numeric_limits<std::uint32_t>::max() / 2)
@@ -1270,6 +1327,7 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
       lock.lock();
     }
   }
+  one_at_a_time.unlock();
   if (transport_->on_progress_thread()) wait = Duration::zero();
   if (!room_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), ready))
     return Status(Errc::kFailedPrecondition,
@@ -1281,6 +1339,7 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
 void Client::Impl::on_tick(TimePoint now) {
   if (closed_.load()) return;
   session_->tick(now);
+  run_room_waiters(now, false, {});
   if (lost_since_ && now - *lost_since_ > opts_.failover_timeout) {
     // No scheduler took this client in time: what waited ends as it would
     // with a single scheduler.
@@ -1584,6 +1643,10 @@ std::uint32_t Client::max_input_bytes() const { return impl_->max_input_bytes();
 std::uint32_t Client::max_input_bytes(std::string_view model) const { return impl_->max_input_bytes(model); }
 Status Client::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
   return impl_->add_input_room(model, bytes, wait);
+}
+void Client::when_input_room(std::string_view model, std::size_t bytes, Duration wait,
+                             std::function<void(Status)> done) {
+  impl_->when_input_room(model, bytes, wait, std::move(done));
 }
 void Client::release_input_room(std::string_view model) { impl_->release_input_room(model); }
 bool Client::drain(Duration timeout) const { return impl_->drain(timeout); }

@@ -326,11 +326,14 @@ void ClusterService::learn() const {
   for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
   for (const std::string& f : reloaded) folders.erase(f);
   // Inputs longer than the pool's slots take, for a model loaded since the
-  // start: a region of the pool of their own, before any request uses it.
+  // start: a region of the pool of their own. Not waited for here (every
+  // request waits for learn()): the model's own requests wait for the
+  // backends' acknowledgements (submit).
   const auto make_room = [&](const std::vector<ServedModel>& got) {
     for (const ServedModel& sm : got)
       if (!sm.opaque && sm.input_bytes > client_.max_input_bytes())
-        if (Status st = client_.add_input_room(sm.name, sm.input_bytes, Duration::seconds(2)); !st.ok()) {
+        if (Status st = client_.add_input_room(sm.name, sm.input_bytes, Duration::zero());
+            !st.ok() && st.code() != Errc::kFailedPrecondition) {  // (not acknowledged yet)
           std::lock_guard<std::mutex> lock(mu_);
           room_errors_[sm.name] = st.message();
         }
@@ -682,7 +685,27 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
                                            (req.version.empty() ? "" : " version '" + req.version + "'")));
     return 0;
   }
-  const Model& m = *found;
+  // A model whose region of the input pool the backends have not all
+  // acknowledged yet (loaded a moment ago): its request goes on once they
+  // have (up to 2 s, on the client's thread), and this thread moves on.
+  const ServedModel& sm = found->served;
+  if (!sm.opaque && sm.input_bytes > client_.max_input_bytes() &&
+      client_.max_input_bytes(sm.name) < sm.input_bytes) {
+    auto held = std::make_shared<front::InferRequest>(std::move(req));
+    const TimePoint asked = SteadyClock{}.now();
+    client_.when_input_room(sm.name, sm.input_bytes, Duration::seconds(2),
+                            [this, found, held, budget, asked, done](const Status&) {
+                              // Refused as any request when it is still not usable.
+                              (void)submit_to(*found, std::move(*held),
+                                              budget - (SteadyClock{}.now() - asked), done);
+                            });
+    return 0;  // (not withdrawn by a cancel while it waits)
+  }
+  return submit_to(*found, std::move(req), budget, std::move(done));
+}
+
+std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& req, Duration budget,
+                                        Done done) {
   std::string bad;
   const std::optional<std::uint32_t> priority = request_priority(req, &bad);
   if (!priority) {

@@ -259,6 +259,13 @@ class Client {
   // A released region (below) whose inputs have all come back is cut anew
   // for `model` before a new one is registered.
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
+  // Calls `done` once the region of `model` for inputs of `bytes` is usable:
+  // at once (on this thread) when it is, or when there is no such region to
+  // wait for (submitting says why); else on the client's network thread when
+  // the last backend acknowledges it, or with kFailedPrecondition after
+  // `wait` or at close. For a caller that must not block (a protocol thread).
+  void when_input_room(std::string_view model, std::size_t bytes, Duration wait,
+                       std::function<void(Status)> done);
   // `model` left (unloaded): its region takes no more inputs, and once those
   // in flight have ended, add_input_room may give it to another model. Its
   // memory stays registered. Any thread; idempotent.

@@ -186,6 +186,8 @@ class ClusterService final : public front::InferenceService {
   void count_copy(std::span<const std::span<const std::uint8_t>> parts);  // input_counts()
   // An input of `m` without declared sizes over max_input_bytes_: the error.
   Status check_unsized(const Model& m, std::span<const std::span<const std::uint8_t>> parts) const;
+  // submit() once the model is known (and its pool region usable, or not waited for).
+  std::uint64_t submit_to(const Model& m, front::InferRequest&& req, Duration budget, Done done);
   std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
                                Duration budget, std::uint32_t priority, Done done);
   void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
@@ -218,6 +220,7 @@ class ClusterService final : public front::InferenceService {
   // its longer inputs (Client::add_input_room), by cluster name (mu_).
   mutable std::unordered_map<std::string, std::string> room_errors_;
   std::string room_error(const std::string& model) const;
+
   std::atomic<std::uint64_t> cancels_{0};
   std::atomic<std::uint64_t> in_place_{0}, copied_{0}, bytes_copied_{0};  // input_counts()
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
