@@ -555,8 +555,8 @@ struct RawBackend : Transport::Handler {
   }
 };
 
-// when_input_room: a caller that must not block hands over what to do once
-// a region is usable. Called when the last backend acknowledges the region,
+// begin_input_room and when_input_room: a caller that must not block has a
+// region made, and hands over what to do once it is usable. Called when the last backend acknowledges the region,
 // with an error once its wait is over, at once when there is nothing to
 // wait for.
 TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
@@ -583,8 +583,14 @@ TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
   RawBackend b(port);
   ASSERT_TRUE(eventually([&] { return client.backends() == 1 && b.regions() == 1; })) << logged;
 
-  EXPECT_EQ(client.add_input_room("m", 1000, Duration::zero()).code(), Errc::kFailedPrecondition);
+  // Made on the client's thread, then sent: this thread does not wait.
+  EXPECT_TRUE(client.begin_input_room("m", 1000).ok());
+  EXPECT_EQ(client.begin_input_room("n", 1 << 21).code(), Errc::kCapacityExceeded);  // beyond the bound
   ASSERT_TRUE(eventually([&] { return b.regions() == 2; }));
+  const std::vector<std::uint8_t> big(1000, 1);
+  const Status growing = client.infer("m", big).status();
+  EXPECT_EQ(growing.code(), Errc::kFailedPrecondition);
+  EXPECT_NE(growing.message().find("input pool is growing"), std::string::npos) << growing.message();
   std::mutex mu;
   std::vector<std::pair<int, Status>> called;
   const auto note = [&](int who) {
@@ -604,7 +610,7 @@ TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
     ASSERT_EQ(called.size(), 1u);
     EXPECT_EQ(called[0].first, 2);
     EXPECT_EQ(called[0].second.code(), Errc::kFailedPrecondition);
-    EXPECT_NE(called[0].second.message().find("did not acknowledge"), std::string::npos);
+    EXPECT_NE(called[0].second.message().find("not yet acknowledged by every backend"), std::string::npos);
   }
   EXPECT_EQ(client.max_input_bytes("m"), 64u) << "not usable before the backend acknowledges it";
   b.send(wire::encode(wire::PoolAck{b.pool.back().index}));

@@ -179,7 +179,7 @@ class Client::Impl final : public Transport::Handler {
     const Extension* x = extension_of(model);
     return x && x->usable ? x->cell : opts_.max_input_bytes;  // a cell is longer
   }
-  Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
+  Status add_input_room(std::string_view model, std::size_t bytes, Duration wait, bool background);
   void when_input_room(std::string_view model, std::size_t bytes, Duration wait,
                        std::function<void(Status)> done);
   void release_input_room(std::string_view model) {
@@ -422,6 +422,26 @@ class Client::Impl final : public Transport::Handler {
     const Extension* x = extension_of(model);
     return x && x->cell >= bytes && x->usable;
   }
+  // Regions being allocated and registered off the caller's thread
+  // (add_input_room in the background): their model and cell (under free_mu_).
+  std::vector<std::pair<std::string, std::uint32_t>> making_;
+  bool making(std::string_view model, std::size_t bytes) const {  // under free_mu_
+    return std::any_of(making_.begin(), making_.end(),
+                       [&](const auto& m) { return m.first == model && m.second >= bytes; });
+  }
+  // Whether room for `model`'s inputs of `bytes` is on its way: being made,
+  // or made and not yet acknowledged (under free_mu_).
+  bool room_coming(std::string_view model, std::size_t bytes) const {
+    const Extension* x = extension_of(model);
+    return making(model, bytes) || (x && x->cell >= bytes && !x->usable);
+  }
+  std::vector<std::thread> room_threads_;  // making regions (under room_mu_; joined at close)
+  // Why a request of `model` waits: its region is on its way (under free_mu_).
+  std::string growing(std::string_view model, std::size_t bytes) const {
+    return "this frontend's input pool is growing for model '" + std::string(model) +
+           "' (a region for its inputs of " + std::to_string(bytes) + " bytes is " +
+           (making(model, bytes) ? "being registered" : "not yet acknowledged by every backend") + ")";
+  }
   // Runs the waiters whose region is usable, or (all = true, or past their
   // time) every one, with `why` (network thread).
   void run_room_waiters(TimePoint now, bool all, const std::string& why);
@@ -471,6 +491,10 @@ class Client::Impl final : public Transport::Handler {
   mutable std::condition_variable ready_cv_;
   std::atomic<bool> closed_{false};
 
+ public:
+  bool closed() const { return closed_.load(); }
+
+ private:
   std::atomic<std::uint64_t> sent_{0}, ok_{0}, late_{0}, errors_{0}, dropped_{0}, in_flight_{0};
   std::atomic<std::uint64_t> late_by_deadline_{0};
   std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
@@ -532,6 +556,16 @@ Status Client::Impl::start() {
 
 void Client::Impl::close() {
   if (closed_.exchange(true)) return;
+  {
+    // Regions being made finish first (they need the network thread); none
+    // starts once closed_ is set (add_input_room checks it under room_mu_).
+    std::vector<std::thread> making;
+    {
+      std::lock_guard<std::mutex> lock(room_mu_);
+      making.swap(room_threads_);
+    }
+    for (std::thread& t : making) t.join();
+  }
   if (!transport_) return;
   transport_->call([this] {
     // Closed first: requests still queued fail as not connected.
@@ -636,11 +670,8 @@ Status Client::Impl::check_size(std::string_view model, std::size_t size) const 
   if (size <= opts_.max_input_bytes) return {};
   std::lock_guard<std::mutex> lock(free_mu_);
   const Extension* x = extension_of(model);
-  if (x && !x->usable && size <= x->cell)
-    return Status(Errc::kFailedPrecondition, "this frontend's input pool is growing for model '" +
-                                                 std::string(model) + "' (a region for its inputs of " +
-                                                 std::to_string(x->cell) +
-                                                 " bytes, not yet acknowledged by every backend)");
+  if (!(x && x->usable && size <= x->cell) && room_coming(model, size))
+    return Status(Errc::kFailedPrecondition, growing(model, size));
   if (x && size <= x->cell) return {};
   return Status(Errc::kInvalidArgument, "input of " + std::to_string(size) +
                                             " bytes exceeds max_input_bytes " +
@@ -1202,8 +1233,7 @@ void Client::Impl::when_input_room(std::string_view model, std::size_t bytes, Du
                                    std::function<void(Status)> done) {
   {
     std::lock_guard<std::mutex> lock(free_mu_);
-    const Extension* x = extension_of(model);
-    if (x && x->cell >= bytes && !x->usable && !closed_.load()) {
+    if (room_coming(model, bytes) && !closed_.load()) {
       room_waiters_.push_back({std::string(model), bytes, SteadyClock{}.now() + wait, std::move(done)});
       return;
     }
@@ -1218,14 +1248,11 @@ void Client::Impl::run_room_waiters(TimePoint now, bool all, const std::string& 
     if (room_waiters_.empty()) return;
     for (std::size_t i = 0; i < room_waiters_.size();) {
       RoomWaiter& w = room_waiters_[i];
-      if (room_ready(w.model, w.bytes)) {
+      if (!room_coming(w.model, w.bytes)) {  // usable, or its making failed: submit says which
         run.emplace_back(std::move(w.done), Status());
       } else if (all || now >= w.until) {
         run.emplace_back(std::move(w.done),
-                         Status(Errc::kFailedPrecondition,
-                                all ? why
-                                    : "the backends did not acknowledge the input pool's region for model '" +
-                                          w.model + "' in time"));
+                         Status(Errc::kFailedPrecondition, all ? why : growing(w.model, w.bytes)));
       } else {
         ++i;
         continue;
@@ -1243,22 +1270,23 @@ void Client::Impl::send_pool_info(ConnId c, std::uint32_t region) {
                                                         m.packed_rkey, region, regions}));
 }
 
-Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
+Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, Duration wait,
+                                    bool background) {
   if (bytes <= opts_.max_input_bytes) return {};
-  if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   if (model.empty()) return Status(Errc::kInvalidArgument, "no model named");
-  std::unique_lock<std::mutex> one_at_a_time(room_mu_);  // making regions; not the wait
+  std::unique_lock<std::mutex> one_at_a_time(room_mu_);  // deciding regions (not making them, nor the wait)
+  if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   std::unique_lock<std::mutex> lock(free_mu_);
   const auto ready = [&] { return room_ready(model, bytes); };
   Extension* had = extension_of(model);
-  if (!had || had->cell < bytes) {
+  if ((!had || had->cell < bytes) && !making(model, bytes)) {
     if (bytes > std::numeric_limits<std::uint32_t>::max() / 2)
       return Status(Errc::kInvalidArgument, "inputs of " + std::to_string(bytes) + " bytes are too long");
     const auto cell = static_cast<std::uint32_t>((bytes + 63) / 64 * 64);
+    const std::size_t regions = exts_.size() + making_.size() + 1;  // the start pool's too
     const std::uint64_t left = opts_.max_pool_bytes > pool_bytes_ ? opts_.max_pool_bytes - pool_bytes_ : 0;
-    const std::uint64_t fresh = exts_.size() + 1 >= wire::kMaxPoolRegions
-                                    ? 0
-                                    : std::min<std::uint64_t>(opts_.max_pending, left / cell);
+    const std::uint64_t fresh =
+        regions >= wire::kMaxPoolRegions ? 0 : std::min<std::uint64_t>(opts_.max_pending, left / cell);
     // A released region whose inputs have all come back: the smallest that
     // holds max_pending inputs, else the one holding most if a new region
     // would hold fewer. The backends have it already.
@@ -1280,7 +1308,7 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
       log("input pool: region " + std::to_string(reuse->index) + " reused for model '" + std::string(model) +
           "': " + std::to_string(cells) + " inputs of " + std::to_string(cell) + " bytes");
     } else {
-      if (exts_.size() + 1 >= wire::kMaxPoolRegions)
+      if (regions >= wire::kMaxPoolRegions)
         return Status(Errc::kCapacityExceeded, "the input pool has its " +
                                                    std::to_string(wire::kMaxPoolRegions) +
                                                    " regions already, none of them free");
@@ -1289,51 +1317,80 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
                                                    " bytes: the input pool holds " +
                                                    std::to_string(pool_bytes_) + " bytes of at most " +
                                                    std::to_string(opts_.max_pool_bytes));
-      const std::uint64_t cells = fresh;
-      pool_bytes_ += cells * cell;  // taken now; registered below, outside the lock
+      // Taken now; allocated, zeroed and registered below, outside the lock.
+      pool_bytes_ += fresh * cell;
+      making_.emplace_back(std::string(model), cell);
       lock.unlock();
-      Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
-      if (!mem.ok()) {
-        std::lock_guard<std::mutex> relock(free_mu_);
-        pool_bytes_ -= cells * cell;
-        return mem.status();
-      }
-      auto x = std::make_unique<Extension>();
-      x->mem = std::move(*mem);
-      x->cut(model, cell, static_cast<std::uint32_t>(cells));
-      log("input pool: region for model '" + x->model + "': " + std::to_string(cells) + " inputs of " +
-          std::to_string(cell) + " bytes");
-      const auto add = [&] {
-        x->index = static_cast<std::uint32_t>(exts_.size() + 1);
-        for (const auto& [conn, b] : backends_)
-          if (b.welcomed) x->waiting.push_back(conn);
-        Extension& added = *x;
-        {
-          std::lock_guard<std::mutex> relock(free_mu_);
-          x->usable = x->waiting.empty();
-          if (had) had->model.clear();  // its requests in flight return their cells
-          exts_.push_back(std::move(x));
+      auto make = [this, name = std::string(model), cell, cells = fresh, had] {
+        Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
+        const auto done_making = [&] {  // under free_mu_
+          const auto it = std::find(making_.begin(), making_.end(), std::make_pair(name, cell));
+          if (it != making_.end()) making_.erase(it);
+        };
+        if (!mem.ok()) {
+          log("input pool: no region for model '" + name + "': " + mem.status().message());
+          {
+            std::lock_guard<std::mutex> relock(free_mu_);
+            pool_bytes_ -= cells * cell;
+            done_making();
+            room_cv_.notify_all();
+          }
+          const auto fail = [&] { run_room_waiters(SteadyClock{}.now(), false, {}); };
+          if (transport_->on_progress_thread())
+            fail();
+          else
+            transport_->call(fail);
+          return;
         }
-        for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+        auto x = std::make_unique<Extension>();
+        x->mem = std::move(*mem);
+        x->cut(name, cell, static_cast<std::uint32_t>(cells));
+        log("input pool: region for model '" + name + "': " + std::to_string(cells) + " inputs of " +
+            std::to_string(cell) + " bytes");
+        const auto add = [&] {
+          x->index = static_cast<std::uint32_t>(exts_.size() + 1);
+          for (const auto& [conn, b] : backends_)
+            if (b.welcomed) x->waiting.push_back(conn);
+          Extension& added = *x;
+          {
+            std::lock_guard<std::mutex> relock(free_mu_);
+            x->usable = x->waiting.empty();
+            if (had) had->model.clear();  // its requests in flight return their cells
+            exts_.push_back(std::move(x));
+            done_making();
+            room_cv_.notify_all();
+          }
+          for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+          run_room_waiters(SteadyClock{}.now(), false, {});
+        };
+        if (transport_->on_progress_thread())
+          add();
+        else
+          transport_->call(add);
       };
-      // (From the network thread, e.g. a callback: added here, and no wait,
+      // (From the network thread, e.g. a callback: made here, and no wait,
       // since the acknowledgements come through this thread.)
-      if (transport_->on_progress_thread()) {
-        add();
-        wait = Duration::zero();
-      } else {
-        transport_->call(add);
+      if (background && !transport_->on_progress_thread()) {
+        room_threads_.emplace_back(std::move(make));
+        return Status(Errc::kFailedPrecondition,
+                      "the region for model '" + std::string(model) + "' is being registered");
       }
+      one_at_a_time.unlock();  // (decided: making_ tells the next caller)
+      make();
       lock.lock();
     }
   }
-  one_at_a_time.unlock();
-  if (transport_->on_progress_thread()) wait = Duration::zero();
-  if (!room_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()), ready))
-    return Status(Errc::kFailedPrecondition,
-                  "the backends did not acknowledge the input pool's region for model '" +
-                      std::string(model) + "' within " + format_ms(wait) + " ms");
-  return {};
+  if (one_at_a_time.owns_lock()) one_at_a_time.unlock();
+  if (transport_->on_progress_thread() || background) wait = Duration::zero();
+  (void)room_cv_.wait_for(lock, std::chrono::nanoseconds(wait.ns()),
+                          [&] { return !room_coming(model, bytes); });
+  if (ready()) return {};
+  if (!room_coming(model, bytes))  // its allocation or registration failed (logged)
+    return Status(Errc::kCapacityExceeded,
+                  "no region of the input pool could be made for model '" + std::string(model) + "'");
+  return Status(Errc::kFailedPrecondition,
+                "the backends did not acknowledge the input pool's region for model '" + std::string(model) +
+                    "' within " + format_ms(wait) + " ms");
 }
 
 void Client::Impl::on_tick(TimePoint now) {
@@ -1642,7 +1699,11 @@ std::uint32_t Client::backends() const { return impl_->backends(); }
 std::uint32_t Client::max_input_bytes() const { return impl_->max_input_bytes(); }
 std::uint32_t Client::max_input_bytes(std::string_view model) const { return impl_->max_input_bytes(model); }
 Status Client::add_input_room(std::string_view model, std::size_t bytes, Duration wait) {
-  return impl_->add_input_room(model, bytes, wait);
+  return impl_->add_input_room(model, bytes, wait, /*background=*/false);
+}
+Status Client::begin_input_room(std::string_view model, std::size_t bytes) {
+  const Status st = impl_->add_input_room(model, bytes, Duration::zero(), /*background=*/true);
+  return st.code() == Errc::kFailedPrecondition && !impl_->closed() ? Status() : st;
 }
 void Client::when_input_room(std::string_view model, std::size_t bytes, Duration wait,
                              std::function<void(Status)> done) {

@@ -326,14 +326,13 @@ void ClusterService::learn() const {
   for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
   for (const std::string& f : reloaded) folders.erase(f);
   // Inputs longer than the pool's slots take, for a model loaded since the
-  // start: a region of the pool of their own. Not waited for here (every
-  // request waits for learn()): the model's own requests wait for the
-  // backends' acknowledgements (submit).
+  // start: a region of the pool of their own. Made and acknowledged off this
+  // thread (every request waits for learn()): the model's own requests wait
+  // for it (submit).
   const auto make_room = [&](const std::vector<ServedModel>& got) {
     for (const ServedModel& sm : got)
       if (!sm.opaque && sm.input_bytes > client_.max_input_bytes())
-        if (Status st = client_.add_input_room(sm.name, sm.input_bytes, Duration::zero());
-            !st.ok() && st.code() != Errc::kFailedPrecondition) {  // (not acknowledged yet)
+        if (Status st = client_.begin_input_room(sm.name, sm.input_bytes); !st.ok()) {
           std::lock_guard<std::mutex> lock(mu_);
           room_errors_[sm.name] = st.message();
         }
@@ -685,20 +684,28 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
                                            (req.version.empty() ? "" : " version '" + req.version + "'")));
     return 0;
   }
-  // A model whose region of the input pool the backends have not all
-  // acknowledged yet (loaded a moment ago): its request goes on once they
-  // have (up to 2 s, on the client's thread), and this thread moves on.
+  // A model whose region of the input pool is being made, or not yet
+  // acknowledged by every backend (loaded a moment ago): its request goes on
+  // once it is usable (on the client's thread, within the request's budget,
+  // at most 10 s; else 503, the pool is growing), and this thread moves on.
   const ServedModel& sm = found->served;
   if (!sm.opaque && sm.input_bytes > client_.max_input_bytes() &&
       client_.max_input_bytes(sm.name) < sm.input_bytes) {
     auto held = std::make_shared<front::InferRequest>(std::move(req));
     const TimePoint asked = SteadyClock{}.now();
-    client_.when_input_room(sm.name, sm.input_bytes, Duration::seconds(2),
-                            [this, found, held, budget, asked, done](const Status&) {
-                              // Refused as any request when it is still not usable.
-                              (void)submit_to(*found, std::move(*held),
-                                              budget - (SteadyClock{}.now() - asked), done);
-                            });
+    client_.when_input_room(
+        sm.name, sm.input_bytes, std::min(budget, Duration::seconds(10)),
+        [this, found, held, budget, asked, done](const Status& st) {
+          if (!st.ok()) return done(refusal(*found, st));  // still growing, or closed
+          const Duration left = budget - (SteadyClock{}.now() - asked);
+          if (left <= Duration::zero())
+            return done(refusal(
+                *found,
+                Status(Errc::kFailedPrecondition,
+                       "this frontend's input pool is growing for model '" + found->served.name +
+                           "' (its region took the request's budget of " + format_ms(budget) + " ms)")));
+          (void)submit_to(*found, std::move(*held), left, done);
+        });
     return 0;  // (not withdrawn by a cancel while it waits)
   }
   return submit_to(*found, std::move(req), budget, std::move(done));

@@ -259,6 +259,12 @@ class Client {
   // A released region (below) whose inputs have all come back is cut anew
   // for `model` before a new one is registered.
   Status add_input_room(std::string_view model, std::size_t bytes, Duration wait);
+  // add_input_room without waiting on this thread for anything: a new
+  // region is allocated, zeroed and registered on a thread of the client's
+  // (a large one takes a while), then sent to the backends; until usable,
+  // requests of `model` are refused as growing (kFailedPrecondition) or wait
+  // in when_input_room. Errors found at once (no room) are returned.
+  Status begin_input_room(std::string_view model, std::size_t bytes);
   // Calls `done` once the region of `model` for inputs of `bytes` is usable:
   // at once (on this thread) when it is, or when there is no such region to
   // wait for (submitting says why); else on the client's network thread when
