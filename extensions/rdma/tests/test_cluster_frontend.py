@@ -2321,6 +2321,7 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
     assert http_infer(fa, "plain", body)[0] == 200
     got_a = {model: answers(fa, model, n, range(12)) for model, n in (("wide", 64), ("huge", 1024))}
     assert "input pool: region for model 'huge': " in fa.output(), fa.output()
+    assert "symphony_frontend_input_pool_regions 2" in metric_lines(fa)  # the start's and huge's
     (fb,) = c.add_frontends(["fb"])
     got_b = {model: answers(fb, model, n, range(12)) for model, n in (("wide", 64), ("huge", 1024))}
     for model in ("wide", "huge"):
@@ -2347,6 +2348,7 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
     assert all(st == 200 for st, _ in large[0].values()), large[0]
     assert large[0] == large[1]
     assert "input pool: region 1 reused for model 'large': " in fa.output(), fa.output()
+    assert "symphony_frontend_input_pool_regions 2" in metric_lines(fa)
     assert http_infer(fa, "huge", request(1024, 0))[0] == 503
 
 

@@ -1596,6 +1596,11 @@ ClientStats Client::Impl::stats() const {
   s.admission_refused = ld(admission_refused_);
   s.reserved = ld(reserved_);
   s.connected = connected();
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    s.pool_bytes = pool_bytes_;
+    s.pool_regions = static_cast<std::uint32_t>(exts_.size() + 1);
+  }
   return s;
 }
 

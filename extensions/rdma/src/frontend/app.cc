@@ -149,6 +149,12 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
           w.gauge("symphony_frontend_backends",
                   "Backends connected to this frontend that hold its input pool's keys.", {},
                   self->client_->backends());
+          w.gauge("symphony_frontend_input_pool_bytes",
+                  "Bytes of this frontend's registered input pool, every region.", {},
+                  static_cast<double>(s.pool_bytes));
+          w.gauge("symphony_frontend_input_pool_regions",
+                  "Regions of this frontend's input pool: the start's, and those of models loaded since.", {},
+                  s.pool_regions);
           w.counter("symphony_frontend_scheduler_losses_total", "Times the scheduler was lost.", {},
                     static_cast<double>(s.scheduler_losses));
           w.counter("symphony_frontend_cancels_total",

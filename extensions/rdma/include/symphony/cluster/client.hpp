@@ -123,6 +123,10 @@ struct ClientStats {
   std::uint64_t admission_refused = 0;
   // Input slots reserved (reserve_input) and neither submitted nor returned yet.
   std::uint64_t reserved = 0;
+  // The registered input pool, its start's region included: bytes taken
+  // (a region being made counts) and regions.
+  std::uint64_t pool_bytes = 0;
+  std::uint32_t pool_regions = 0;
   bool connected = false;
 };
 
