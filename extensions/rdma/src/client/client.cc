@@ -185,6 +185,8 @@ class Client::Impl final : public Transport::Handler {
   void release_input_room(std::string_view model) {
     std::lock_guard<std::mutex> lock(free_mu_);
     while (Extension* x = extension_of(model)) x->model.clear();
+    for (const std::unique_ptr<Making>& m : making_)
+      if (m->model == model) m->released = true;
   }
   std::vector<ModelInfo> models() const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
@@ -215,6 +217,7 @@ class Client::Impl final : public Transport::Handler {
   ClientStats stats() const;
   Result<std::vector<SchedulerModelStats>> statistics(Duration timeout);
   bool connected() const { return ready_.load(std::memory_order_acquire); }
+  bool closed() const { return closed_.load(); }
   Status wait_ready(Duration timeout) const {
     std::unique_lock<std::mutex> lock(ready_mu_);
     if (!ready_cv_.wait_for(lock, std::chrono::nanoseconds(timeout.ns()), [&] { return connected(); }))
@@ -424,10 +427,17 @@ class Client::Impl final : public Transport::Handler {
   }
   // Regions being allocated and registered off the caller's thread
   // (add_input_room in the background): their model and cell (under free_mu_).
-  std::vector<std::pair<std::string, std::uint32_t>> making_;
+  // A model unloaded meanwhile (release_input_room) gets its region idle.
+  struct Making {
+    std::string model;
+    std::uint32_t cell = 0;
+    bool released = false;
+  };
+  std::vector<std::unique_ptr<Making>> making_;
   bool making(std::string_view model, std::size_t bytes) const {  // under free_mu_
-    return std::any_of(making_.begin(), making_.end(),
-                       [&](const auto& m) { return m.first == model && m.second >= bytes; });
+    return std::any_of(making_.begin(), making_.end(), [&](const std::unique_ptr<Making>& m) {
+      return !m->released && m->model == model && m->cell >= bytes;
+    });
   }
   // Whether room for `model`'s inputs of `bytes` is on its way: being made,
   // or made and not yet acknowledged (under free_mu_).
@@ -491,10 +501,6 @@ class Client::Impl final : public Transport::Handler {
   mutable std::condition_variable ready_cv_;
   std::atomic<bool> closed_{false};
 
- public:
-  bool closed() const { return closed_.load(); }
-
- private:
   std::atomic<std::uint64_t> sent_{0}, ok_{0}, late_{0}, errors_{0}, dropped_{0}, in_flight_{0};
   std::atomic<std::uint64_t> late_by_deadline_{0};
   std::atomic<std::uint64_t> drops_[kNumDropReasons] = {};
@@ -1319,13 +1325,13 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
                                                    std::to_string(opts_.max_pool_bytes));
       // Taken now; allocated, zeroed and registered below, outside the lock.
       pool_bytes_ += fresh * cell;
-      making_.emplace_back(std::string(model), cell);
+      making_.push_back(std::make_unique<Making>(Making{std::string(model), cell}));
+      Making* mine = making_.back().get();
       lock.unlock();
-      auto make = [this, name = std::string(model), cell, cells = fresh, had] {
+      auto make = [this, name = std::string(model), cell, cells = fresh, had, mine] {
         Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
         const auto done_making = [&] {  // under free_mu_
-          const auto it = std::find(making_.begin(), making_.end(), std::make_pair(name, cell));
-          if (it != making_.end()) making_.erase(it);
+          std::erase_if(making_, [&](const std::unique_ptr<Making>& m) { return m.get() == mine; });
         };
         if (!mem.ok()) {
           log("input pool: no region for model '" + name + "': " + mem.status().message());
@@ -1355,7 +1361,10 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
           {
             std::lock_guard<std::mutex> relock(free_mu_);
             x->usable = x->waiting.empty();
-            if (had) had->model.clear();  // its requests in flight return their cells
+            // The model's older region goes (its requests in flight return
+            // their cells), unless released and given to another since.
+            if (had && had->model == name) had->model.clear();
+            if (mine->released) x->model.clear();  // unloaded meanwhile: idle
             exts_.push_back(std::move(x));
             done_making();
             room_cv_.notify_all();
