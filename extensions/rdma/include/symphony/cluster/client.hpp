@@ -271,9 +271,10 @@ class Client {
   Status begin_input_room(std::string_view model, std::size_t bytes);
   // Calls `done` once the region of `model` for inputs of `bytes` is usable:
   // at once (on this thread) when it is, or when there is no such region to
-  // wait for (submitting says why); else on the client's network thread when
-  // the last backend acknowledges it, or with kFailedPrecondition after
-  // `wait` or at close. For a caller that must not block (a protocol thread).
+  // wait for (submitting says why); else on the client's network thread once
+  // it is made and every backend has acknowledged it, or with
+  // kFailedPrecondition after `wait` or at close. For a caller that must not
+  // block (a protocol thread).
   void when_input_room(std::string_view model, std::size_t bytes, Duration wait,
                        std::function<void(Status)> done);
   // `model` left (unloaded): its region takes no more inputs, and once those
