@@ -446,6 +446,19 @@ class Client::Impl final : public Transport::Handler {
     return making(model, bytes) || (x && x->cell >= bytes && !x->usable);
   }
   std::vector<std::thread> room_threads_;  // making regions (under room_mu_; joined at close)
+  // Allocates, zeroes and registers the region `mine` stands for (`cells` of
+  // mine->cell), adds it on the network thread and sends it to the backends;
+  // `had`: the model's older region, released then. Holding neither
+  // room_mu_ nor free_mu_.
+  void make_region(Making* mine, std::uint64_t cells, Extension* had);
+  // Runs f on the network thread: here when this is it.
+  template <class F>
+  void on_network(F&& f) {
+    if (transport_->on_progress_thread())
+      f();
+    else
+      transport_->call(f);
+  }
   // Why a request of `model` waits: its region is on its way (under free_mu_).
   std::string growing(std::string_view model, std::size_t bytes) const {
     return "this frontend's input pool is growing for model '" + std::string(model) +
@@ -1328,64 +1341,15 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
       making_.push_back(std::make_unique<Making>(Making{std::string(model), cell}));
       Making* mine = making_.back().get();
       lock.unlock();
-      auto make = [this, name = std::string(model), cell, cells = fresh, had, mine] {
-        Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
-        const auto done_making = [&] {  // under free_mu_
-          std::erase_if(making_, [&](const std::unique_ptr<Making>& m) { return m.get() == mine; });
-        };
-        if (!mem.ok()) {
-          log("input pool: no region for model '" + name + "': " + mem.status().message());
-          {
-            std::lock_guard<std::mutex> relock(free_mu_);
-            pool_bytes_ -= cells * cell;
-            done_making();
-            room_cv_.notify_all();
-          }
-          const auto fail = [&] { run_room_waiters(SteadyClock{}.now(), false, {}); };
-          if (transport_->on_progress_thread())
-            fail();
-          else
-            transport_->call(fail);
-          return;
-        }
-        auto x = std::make_unique<Extension>();
-        x->mem = std::move(*mem);
-        x->cut(name, cell, static_cast<std::uint32_t>(cells));
-        log("input pool: region for model '" + name + "': " + std::to_string(cells) + " inputs of " +
-            std::to_string(cell) + " bytes");
-        const auto add = [&] {
-          x->index = static_cast<std::uint32_t>(exts_.size() + 1);
-          for (const auto& [conn, b] : backends_)
-            if (b.welcomed) x->waiting.push_back(conn);
-          Extension& added = *x;
-          {
-            std::lock_guard<std::mutex> relock(free_mu_);
-            x->usable = x->waiting.empty();
-            // The model's older region goes (its requests in flight return
-            // their cells), unless released and given to another since.
-            if (had && had->model == name) had->model.clear();
-            if (mine->released) x->model.clear();  // unloaded meanwhile: idle
-            exts_.push_back(std::move(x));
-            done_making();
-            room_cv_.notify_all();
-          }
-          for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
-          run_room_waiters(SteadyClock{}.now(), false, {});
-        };
-        if (transport_->on_progress_thread())
-          add();
-        else
-          transport_->call(add);
-      };
       // (From the network thread, e.g. a callback: made here, and no wait,
       // since the acknowledgements come through this thread.)
       if (background && !transport_->on_progress_thread()) {
-        room_threads_.emplace_back(std::move(make));
+        room_threads_.emplace_back([this, mine, cells = fresh, had] { make_region(mine, cells, had); });
         return Status(Errc::kFailedPrecondition,
                       "the region for model '" + std::string(model) + "' is being registered");
       }
       one_at_a_time.unlock();  // (decided: making_ tells the next caller)
-      make();
+      make_region(mine, fresh, had);
       lock.lock();
     }
   }
@@ -1400,6 +1364,48 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
   return Status(Errc::kFailedPrecondition,
                 "the backends did not acknowledge the input pool's region for model '" + std::string(model) +
                     "' within " + format_ms(wait) + " ms");
+}
+
+void Client::Impl::make_region(Making* mine, std::uint64_t cells, Extension* had) {
+  const std::string name = mine->model;  // (`mine` goes once the region is in)
+  const std::uint32_t cell = mine->cell;
+  Result<MemoryRegion> mem = transport_->map_memory(cells * cell);
+  const auto done_making = [&] {  // under free_mu_; `mine` goes
+    std::erase_if(making_, [&](const std::unique_ptr<Making>& m) { return m.get() == mine; });
+    room_cv_.notify_all();
+  };
+  if (!mem.ok()) {
+    log("input pool: no region for model '" + name + "': " + mem.status().message());
+    {
+      std::lock_guard<std::mutex> lock(free_mu_);
+      pool_bytes_ -= cells * cell;
+      done_making();
+    }
+    return on_network([&] { run_room_waiters(SteadyClock{}.now(), false, {}); });
+  }
+  auto x = std::make_unique<Extension>();
+  x->mem = std::move(*mem);
+  x->cut(name, cell, static_cast<std::uint32_t>(cells));
+  log("input pool: region for model '" + name + "': " + std::to_string(cells) + " inputs of " +
+      std::to_string(cell) + " bytes");
+  on_network([&] {
+    x->index = static_cast<std::uint32_t>(exts_.size() + 1);
+    for (const auto& [conn, b] : backends_)
+      if (b.welcomed) x->waiting.push_back(conn);
+    Extension& added = *x;
+    {
+      std::lock_guard<std::mutex> lock(free_mu_);
+      x->usable = x->waiting.empty();
+      // The model's older region goes (its requests in flight return their
+      // cells), unless released and given to another since.
+      if (had && had->model == name) had->model.clear();
+      if (mine->released) x->model.clear();  // unloaded meanwhile: idle
+      exts_.push_back(std::move(x));
+      done_making();
+    }
+    for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+    run_room_waiters(SteadyClock{}.now(), false, {});
+  });
 }
 
 void Client::Impl::on_tick(TimePoint now) {
