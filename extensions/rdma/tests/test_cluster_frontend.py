@@ -2360,7 +2360,8 @@ def test_emulated_a_region_no_backend_has_acknowledged_answers_503_until_it_is(t
     acknowledgement and is answered 503 saying the pool is growing (nothing
     sent: a backend could not read the input), while another model's
     metadata is answered meanwhile (every request waited behind the first
-    before); once 'two' runs again they are answered 200."""
+    before); one whose caller hangs up meanwhile ends cancelled at once; once
+    'two' runs again they are answered 200."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain")
     config = REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500", "heartbeat_timeout_ms: 15000")
@@ -2396,6 +2397,13 @@ def test_emulated_a_region_no_backend_has_acknowledged_answers_503_until_it_is(t
         status, _, out = got[0]
         assert status == 503, (status, out)
         assert b"input pool is growing for model 'huge'" in out, out
+        # A caller gone while its request waits for the region: the request
+        # ends cancelled then (it was submitted once the wait was over).
+        curl_hung_up_once_held(fa.url + "/v2/models/huge/infer", json.dumps(body).encode(),
+                               lambda: inflight(fa) == 1, wait_until)
+        cancelled = re.compile(r'^symphony_requests_dropped_total\{[^}]*model="huge"[^}]*reason="cancelled"\} 1$', re.M)
+        wait_until(lambda: cancelled.search(metric_lines(fa)) and inflight(fa) == 0, "the waiting request cancelled",
+                   timeout=10)
     finally:
         two.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: http_infer(fa, "huge", body)[0] == 200, "the region acknowledged", timeout=30)

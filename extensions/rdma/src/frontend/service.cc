@@ -650,6 +650,30 @@ std::shared_ptr<front::InputLanding> ClusterService::input_landing(std::string_v
                                        places.empty() ? 0 : places.back().offset + places.back().bytes);
 }
 
+// A request waiting for its model's region (submit()): a cancel() ends it
+// there and then (it is never submitted); once submitted, the cancel goes to
+// its ticket.
+struct ClusterService::Waiting {
+  std::mutex mu;
+  std::uint64_t ticket = 0;  // submit()'s, in waiting_
+  const Model* model = nullptr;
+  Duration budget;
+  front::InferRequest req;      // until submitted
+  Done done;                    // run once, by finish_waiting
+  bool cancelled = false;       // cancel() asked
+  bool submitting = false;      // the wait is over: cancel() goes to `submitted` once known
+  std::uint64_t submitted = 0;  // submit_to's ticket (0: none, or it ended at once)
+};
+
+void ClusterService::finish_waiting(const std::shared_ptr<Waiting>& w, Reply&& r) {
+  {
+    std::lock_guard<std::mutex> lock(waiting_mu_);
+    waiting_.erase(w->ticket);
+  }
+  Done done = std::move(w->done);
+  done(std::move(r));
+}
+
 std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget, Done done) {
   const Model* found = nullptr;
   {
@@ -691,22 +715,46 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
   const ServedModel& sm = found->served;
   if (!sm.opaque && sm.input_bytes > client_.max_input_bytes() &&
       client_.max_input_bytes(sm.name) < sm.input_bytes) {
-    auto held = std::make_shared<front::InferRequest>(std::move(req));
+    auto w = std::make_shared<Waiting>();
+    w->model = found;
+    w->budget = budget;
+    w->req = std::move(req);
+    w->done = std::move(done);
+    {
+      std::lock_guard<std::mutex> lock(waiting_mu_);
+      w->ticket = (++next_waiting_ << 32) | 0xFFFFFFFFu;
+      waiting_.emplace(w->ticket, w);
+    }
+    const std::uint64_t ticket = w->ticket;
     const TimePoint asked = SteadyClock{}.now();
     client_.when_input_room(
         sm.name, sm.input_bytes, std::min(budget, Duration::seconds(10)),
-        [this, found, held, budget, asked, done](const Status& st) {
-          if (!st.ok()) return done(refusal(*found, st));  // still growing, or closed
+        [this, found, w, budget, asked](const Status& st) {
+          {
+            std::lock_guard<std::mutex> lock(w->mu);
+            if (w->cancelled) return;  // it ended when cancelled
+            w->submitting = true;
+          }
+          if (!st.ok()) return finish_waiting(w, refusal(*found, st));  // still growing, or closed
           const Duration left = budget - (SteadyClock{}.now() - asked);
           if (left <= Duration::zero())
-            return done(refusal(
-                *found,
-                Status(Errc::kFailedPrecondition,
-                       "this frontend's input pool is growing for model '" + found->served.name +
-                           "' (its region took the request's budget of " + format_ms(budget) + " ms)")));
-          (void)submit_to(*found, std::move(*held), left, done);
+            return finish_waiting(
+                w, refusal(*found,
+                           Status(Errc::kFailedPrecondition,
+                                  "this frontend's input pool is growing for model '" + found->served.name +
+                                      "' (its region took the request's budget of " + format_ms(budget) +
+                                      " ms)")));
+          const std::uint64_t t = submit_to(*found, std::move(w->req), left,
+                                            [this, w](Reply&& r) { finish_waiting(w, std::move(r)); });
+          bool cancel_now = false;
+          {
+            std::lock_guard<std::mutex> lock(w->mu);
+            w->submitted = t;
+            cancel_now = w->cancelled;  // asked while it was being submitted
+          }
+          if (cancel_now) cancel(t);
         });
-    return 0;  // (not withdrawn by a cancel while it waits)
+    return ticket;
   }
   return submit_to(*found, std::move(req), budget, std::move(done));
 }
@@ -1053,6 +1101,31 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
 
 void ClusterService::cancel(std::uint64_t ticket) {
   if (ticket == 0) return;
+  if ((ticket & 0xFFFFFFFFu) == 0xFFFFFFFFu) {  // waiting for its region (submit())
+    std::shared_ptr<Waiting> w;
+    {
+      std::lock_guard<std::mutex> lock(waiting_mu_);
+      const auto it = waiting_.find(ticket);
+      if (it == waiting_.end()) return;  // it has ended
+      w = it->second;
+    }
+    std::uint64_t submitted = 0;
+    bool waiting = false;
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (w->cancelled) return;
+      w->cancelled = true;
+      waiting = !w->submitting;
+      submitted = w->submitted;  // 0: being submitted (it cancels itself) or ended
+    }
+    if (waiting) {  // it ends now, never submitted (its wait's callback sees `cancelled`)
+      cancels_.fetch_add(1, std::memory_order_relaxed);
+      return finish_waiting(w, front::reply_for_outcome(Outcome::kDropped, DropReason::kCancelled, "",
+                                                        w->model->served.name, w->budget));
+    }
+    if (submitted != 0) cancel(submitted);
+    return;
+  }
   cancels_.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::uint64_t> tickets{ticket};
   {

@@ -160,6 +160,7 @@ class ClusterService final : public front::InferenceService {
     mutable std::shared_ptr<const front::ModelMetadata> meta;
   };
   struct Samples;  // a request of k > 1 samples in flight
+  struct Waiting;  // a request waiting for its model's region of the input pool
   // The cluster model of the protocol's `name` at `version` (empty: the
   // highest); nullptr when none. Called with cat_mu_ held (a Model, once
   // added, lives as long as this).
@@ -191,6 +192,7 @@ class ClusterService final : public front::InferenceService {
   std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
                                Duration budget, std::uint32_t priority, Done done);
   void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
+  void finish_waiting(const std::shared_ptr<Waiting>& w, front::Reply&& r);  // its one end
 
   Client& client_;
   const std::uint32_t max_input_bytes_;
@@ -226,6 +228,11 @@ class ClusterService final : public front::InferenceService {
   // Requests of k > 1 samples by their first sample's ticket: what cancel() withdraws.
   std::mutex samples_mu_;  // after a Samples' own mutex
   std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> samples_;
+  // Requests waiting for their model's region, by the ticket submit() gave
+  // them (the low 32 bits all ones: no slot of the client's has that index).
+  std::mutex waiting_mu_;  // never held with a Waiting's own
+  std::unordered_map<std::uint64_t, std::shared_ptr<Waiting>> waiting_;
+  std::uint64_t next_waiting_ = 0;  // waiting_mu_
 };
 
 }  // namespace symphony::cluster
