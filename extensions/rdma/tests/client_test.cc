@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "symphony/cluster/transport.hpp"
 #include "symphony/cluster/wire.hpp"
@@ -458,19 +460,32 @@ TEST(ClientTest, ARunOfSlotsNoRequestUsesServesAnotherModel) {
     Result<InputSlot> n = client.reserve_input("n", 8);
     ASSERT_TRUE(n.ok()) << n.status().message();
   }
-  // k takes n's run (m's is in use), and n then m's first free slot run: none.
+  // k takes n's run (m's is in use); n, with no run left to take whole,
+  // shares one: the upper half of the largest rest of another's run.
   Result<InputSlot> k = client.reserve_input("k", 8);
   ASSERT_TRUE(k.ok()) << k.status().message();
-  const Result<InputSlot> n = client.reserve_input("n", 8);
-  EXPECT_EQ(n.status().code(), Errc::kCapacityExceeded) << "both runs are in use";
-  // Every slot of m's run is m's: filled in order, the run's 64 slots.
-  std::vector<InputSlot> more;
-  for (int i = 1; i < 64; ++i) {
-    Result<InputSlot> x = client.reserve_input("m", 8);
-    ASSERT_TRUE(x.ok()) << i << ": " << x.status().message();
-    more.push_back(std::move(*x));
+  std::vector<InputSlot> held;
+  held.push_back(std::move(*m));
+  held.push_back(std::move(*k));
+  Result<InputSlot> n = client.reserve_input("n", 8);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  // m's run is the first of the two with a rest of 63 (slots 1 to 63): n
+  // takes its last 31, from slot 33 (slots of 16 bytes).
+  EXPECT_EQ(n->bytes().data() - held[0].bytes().data(), 33 * 16);
+  held.push_back(std::move(*n));
+  // However the three models take turns, every slot of the pool is in use
+  // before one is refused, and no slot twice.
+  const char* names[] = {"m", "n", "k"};
+  for (int i = 0; held.size() < 128; ++i) {
+    Result<InputSlot> x = client.reserve_input(names[i % 3], 8);
+    ASSERT_TRUE(x.ok()) << held.size() << ": " << x.status().message();
+    held.push_back(std::move(*x));
   }
-  EXPECT_EQ(client.reserve_input("m", 8).status().code(), Errc::kCapacityExceeded);
+  std::set<const std::uint8_t*> slots;
+  for (const InputSlot& x : held) slots.insert(x.bytes().data());
+  EXPECT_EQ(slots.size(), 128u);
+  for (const char* name : names)
+    EXPECT_EQ(client.reserve_input(name, 8).status().code(), Errc::kCapacityExceeded) << name;
 }
 
 // A released region (its model unloaded) takes no more inputs; once those

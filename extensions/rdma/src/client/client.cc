@@ -69,82 +69,101 @@ std::string route_ip_to(const std::string& host, std::uint16_t port) {
 // order) lie next to each other in the pool and a backend reads a batch's
 // inputs with one or two one-sided reads instead of one per request. An input
 // longer than a slot takes `span` adjacent slots of one chunk (up to kChunk).
-// A chunk returns to the free list when all its slots are free again and its
-// model has moved on; one its model still holds but uses no slot of is taken
-// by another model when no chunk is free (a model unloaded, or reloaded under
-// a new id, would otherwise hold its last chunk for good).
+// A chunk returns to the free list when all its slots are free again and no
+// model's run is in it. When no chunk is free, a model takes one another
+// model holds but uses no slot of (a model unloaded, or reloaded under a new
+// id, would otherwise hold its last chunk for good), else the upper half of
+// the largest rest of another model's run: more models than chunks share
+// them, and every slot of the pool can be in use at once.
 class SlotAllocator {
  public:
   static constexpr std::uint32_t kChunk = ClientOptions::kMaxSpan;  // a span never crosses chunks
 
   explicit SlotAllocator(std::uint32_t slots)
-      : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), live_(chunks_, 0) {
+      : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), live_(chunks_, 0), runs_(chunks_, 0) {
     for (std::uint32_t c = chunks_; c-- > 0;) free_.push_back(c);
   }
 
   // The first of `span` (1 to kChunk) free adjacent slots for `model`, or
   // false when no chunk has them. Not thread-safe.
   bool alloc(ModelId model, std::uint32_t span, std::uint32_t& slot) {
-    if (model >= cur_.size()) cur_.resize(model + 1, Cursor{});
-    Cursor& c = cur_[model];
-    if (c.chunk == kNone || c.next + span > room(c.chunk)) {
-      if (c.chunk != kNone) seal(c.chunk);
-      c.chunk = kNone;
+    if (model >= cur_.size()) cur_.resize(model + 1, Run{});
+    Run& r = cur_[model];
+    if (r.chunk == kNone || r.next + span > r.end) {
+      if (r.chunk != kNone) seal(r.chunk);
+      r = Run{};
       // Only the last chunk can be short: any other free one holds the span.
       const auto it =
           std::find_if(free_.rbegin(), free_.rend(), [&](std::uint32_t f) { return room(f) >= span; });
       if (it != free_.rend()) {
-        c.chunk = *it;
+        r = Run{*it, 0, room(*it)};
         free_.erase(std::next(it).base());
-        open_[c.chunk] = true;
-      } else if (!reclaim(model, span, c.chunk)) {
+        runs_[r.chunk] = 1;
+      } else if (!reclaim(model, span, r) && !split(model, span, r)) {
         return false;
       }
-      c.next = 0;
     }
-    slot = c.chunk * kChunk + c.next;
-    c.next += span;
-    live_[c.chunk] += span;
+    slot = r.chunk * kChunk + r.next;
+    r.next += span;
+    live_[r.chunk] += span;
     return true;
   }
 
   // Returns the `span` slots from `slot` (as alloc gave them).
   void release(std::uint32_t slot, std::uint32_t span) {
     const std::uint32_t chunk = slot / kChunk;
-    if ((live_[chunk] -= span) == 0 && !open_[chunk]) free_.push_back(chunk);
+    if ((live_[chunk] -= span) == 0 && runs_[chunk] == 0) free_.push_back(chunk);
   }
 
  private:
   static constexpr std::uint32_t kNone = ~0u;
-  struct Cursor {
+  struct Run {  // a model's slots [next, end) of `chunk`, filled in order
     std::uint32_t chunk = kNone;
-    std::uint32_t next = 0;
+    std::uint32_t next = 0, end = 0;
   };
   std::uint32_t room(std::uint32_t chunk) const { return std::min(kChunk, slots_ - chunk * kChunk); }
-  // No chunk is free: one that another model (an unloaded one, or one idle
-  // now) holds open with none of its slots in use becomes `model`'s.
-  // Linear in the models, only when the pool is otherwise full.
-  bool reclaim(ModelId model, std::uint32_t span, std::uint32_t& chunk) {
+  // No chunk is free: one whose only run is another model's (an unloaded
+  // one, or one idle now) with none of its slots in use becomes `model`'s.
+  // These two are linear in the models, only when no chunk is free.
+  bool reclaim(ModelId model, std::uint32_t span, Run& r) {
     for (ModelId m = 0; m < cur_.size(); ++m) {
-      Cursor& o = cur_[m];
-      if (m == model || o.chunk == kNone || live_[o.chunk] != 0 || room(o.chunk) < span) continue;
-      chunk = o.chunk;
-      o.chunk = kNone;
+      Run& o = cur_[m];
+      if (m == model || o.chunk == kNone || live_[o.chunk] != 0 || runs_[o.chunk] != 1 ||
+          room(o.chunk) < span)
+        continue;
+      r = Run{o.chunk, 0, room(o.chunk)};
+      o = Run{};
       return true;
     }
     return false;
   }
-  // The model moved on: the chunk is freed when its last slot is.
+  // Nor that: `model` takes the upper half (at least `span`) of the largest
+  // rest of another model's run, both runs in the same chunk.
+  bool split(ModelId model, std::uint32_t span, Run& r) {
+    Run* best = nullptr;
+    for (ModelId m = 0; m < cur_.size(); ++m) {
+      Run& o = cur_[m];
+      if (m != model && o.chunk != kNone && o.end - o.next >= span &&
+          (!best || o.end - o.next > best->end - best->next))
+        best = &o;
+    }
+    if (!best) return false;
+    const std::uint32_t take = std::max(span, (best->end - best->next) / 2);
+    r = Run{best->chunk, best->end - take, best->end};
+    best->end -= take;
+    ++runs_[r.chunk];
+    return true;
+  }
+  // A model's run there ended: the chunk is freed when its last slot is.
   void seal(std::uint32_t chunk) {
-    open_[chunk] = false;
-    if (live_[chunk] == 0) free_.push_back(chunk);
+    if (--runs_[chunk] == 0 && live_[chunk] == 0) free_.push_back(chunk);
   }
 
   std::uint32_t chunks_, slots_;
-  std::vector<std::uint32_t> live_;
-  std::vector<bool> open_ = std::vector<bool>(chunks_, false);
+  std::vector<std::uint32_t> live_;  // slots in use, by chunk
+  std::vector<std::uint32_t> runs_;  // models' runs in it, by chunk
   std::vector<std::uint32_t> free_;
-  std::vector<Cursor> cur_;
+  std::vector<Run> cur_;
 };
 
 }  // namespace
