@@ -87,6 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   roundtrip<FrontendLeft>(msg, decode_frontend_left);
   roundtrip<PoolInfo>(msg, decode_pool_info);
   roundtrip<PoolAck>(msg, decode_pool_ack);
+  roundtrip<PoolDrop>(msg, decode_pool_drop);
   roundtrip<Ping>(msg, decode_ping);
   roundtrip<Pong>(msg, decode_pong);
   roundtrip<Goodbye>(msg, decode_goodbye);

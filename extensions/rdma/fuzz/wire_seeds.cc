@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(FrontendLeft{1, 1}));
   seeds.push_back(encode(PoolInfo{4096, 65536, {1, 2, 3}, 1, 2}));
   seeds.push_back(encode(PoolAck{1}));
+  seeds.push_back(encode(PoolDrop{1}));
   seeds.push_back(encode(Ping{1, 2}));
   seeds.push_back(encode(Pong{1, 2}));
   seeds.push_back(encode(Goodbye{"bye"}));

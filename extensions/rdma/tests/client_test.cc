@@ -542,6 +542,7 @@ struct RawBackend : Transport::Handler {
   ConnId c = kNoConn;
   std::mutex mu;
   std::vector<wire::PoolInfo> pool;
+  std::vector<std::uint32_t> dropped;  // PoolDrop's indices
   explicit RawBackend(std::uint16_t port) {
     TransportOptions o;
     o.name = "raw-backend";
@@ -555,10 +556,9 @@ struct RawBackend : Transport::Handler {
   }
   ~RawBackend() override { t.reset(); }
   void on_message(ConnId, std::span<const std::uint8_t> m) override {
-    if (auto p = wire::decode_pool_info(m); p.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      pool.push_back(*p);
-    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto p = wire::decode_pool_info(m); p.ok()) pool.push_back(*p);
+    if (auto d = wire::decode_pool_drop(m); d.ok()) dropped.push_back(d->index);
   }
   void on_disconnect(ConnId, const Status&) override {}
   void send(std::vector<std::uint8_t> m) {
@@ -567,6 +567,33 @@ struct RawBackend : Transport::Handler {
   std::size_t regions() {
     std::lock_guard<std::mutex> lock(mu);
     return pool.size();
+  }
+  std::vector<std::uint32_t> drops() {
+    std::lock_guard<std::mutex> lock(mu);
+    return dropped;
+  }
+};
+
+// A client of `o` that has joined, its log kept, and the port it takes
+// backends on (from the log; 0 when it did not join).
+struct LoggedClient {
+  std::mutex mu;
+  std::string logged;
+  std::unique_ptr<Client> client;
+  std::uint16_t port = 0;
+  explicit LoggedClient(ClientOptions o) {
+    o.log = [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(mu);
+      logged += std::string(line) + "\n";
+    };
+    client = ready(o);
+    const std::string text = log();
+    const std::size_t at = text.find("inputs at 127.0.0.1:");
+    if (client && at != std::string::npos) port = static_cast<std::uint16_t>(std::stoi(text.substr(at + 20)));
+  }
+  std::string log() {
+    std::lock_guard<std::mutex> lock(mu);
+    return logged;
   }
 };
 
@@ -579,24 +606,11 @@ TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
   ClientOptions o = options(s.port);
   o.max_input_bytes = 64;
   o.max_pool_bytes = 1 << 20;
-  std::mutex log_mu;
-  std::string logged;
-  o.log = [&](std::string_view line) {
-    std::lock_guard<std::mutex> lock(log_mu);
-    logged += std::string(line) + "\n";
-  };
-  const std::unique_ptr<Client> c = ready(o);
-  ASSERT_NE(c, nullptr);
-  Client& client = *c;
-  std::uint16_t port = 0;
-  {
-    std::lock_guard<std::mutex> lock(log_mu);
-    const std::size_t at = logged.find("inputs at 127.0.0.1:");
-    ASSERT_NE(at, std::string::npos) << logged;
-    port = static_cast<std::uint16_t>(std::stoi(logged.substr(at + 20)));
-  }
-  RawBackend b(port);
-  ASSERT_TRUE(eventually([&] { return client.backends() == 1 && b.regions() == 1; })) << logged;
+  LoggedClient lc(o);
+  ASSERT_NE(lc.port, 0) << lc.log();
+  Client& client = *lc.client;
+  RawBackend b(lc.port);
+  ASSERT_TRUE(eventually([&] { return client.backends() == 1 && b.regions() == 1; })) << lc.log();
 
   // Made on the client's thread, then sent: this thread does not wait.
   EXPECT_TRUE(client.begin_input_room("m", 1000).ok());
@@ -645,6 +659,53 @@ TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(called.size(), 4u);
   EXPECT_TRUE(called[2].second.ok() && called[3].second.ok());
+}
+
+// A released region idle for ClientOptions::pool_region_idle is freed: the
+// backends are told (PoolDrop), the pool's bytes shrink, one that joins then
+// hears of the number as free, and the next region takes that number.
+TEST(ClientTest, AReleasedRegionIdleForItsTimeIsFreedAndItsNumberServesTheNext) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_input_bytes = 64;
+  o.max_pool_bytes = 1 << 20;
+  o.pool_region_idle = Duration::zero();
+  LoggedClient lc(o);
+  ASSERT_NE(lc.port, 0) << lc.log();
+  Client& client = *lc.client;
+  const std::uint16_t port = lc.port;
+  RawBackend b(port);
+  ASSERT_TRUE(eventually([&] { return client.backends() == 1 && b.regions() == 1; }));
+  const std::uint64_t start = client.stats().pool_bytes;
+
+  ASSERT_TRUE(client.begin_input_room("m", 1000).ok());
+  ASSERT_TRUE(eventually([&] { return b.regions() == 2; }));
+  b.send(wire::encode(wire::PoolAck{1}));
+  ASSERT_TRUE(eventually([&] { return client.max_input_bytes("m") == 1024u; }));
+  EXPECT_EQ(client.stats().pool_bytes, start + 64 * 1024);
+  EXPECT_EQ(client.stats().pool_regions, 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // ticks: its model is still here
+  EXPECT_TRUE(b.drops().empty());
+
+  client.release_input_room("m");
+  ASSERT_TRUE(eventually([&] { return b.drops() == std::vector<std::uint32_t>{1}; })) << lc.log();
+  EXPECT_EQ(client.stats().pool_bytes, start);
+  EXPECT_EQ(client.stats().pool_regions, 1u);
+  EXPECT_NE(lc.log().find("input pool: region 1 freed (65536 bytes"), std::string::npos) << lc.log();
+  RawBackend late(port);  // the pool's numbers: 0 sent, 1 free
+  ASSERT_TRUE(
+      eventually([&] { return late.regions() == 1 && late.drops() == std::vector<std::uint32_t>{1}; }));
+  EXPECT_EQ(late.pool[0].regions, 2u);
+
+  ASSERT_TRUE(client.begin_input_room("n", 2000).ok());
+  ASSERT_TRUE(eventually([&] { return b.regions() == 3 && late.regions() == 2; }));
+  EXPECT_EQ(b.pool.back().index, 1u);
+  EXPECT_EQ(b.pool.back().regions, 2u);
+  b.send(wire::encode(wire::PoolAck{1}));
+  late.send(wire::encode(wire::PoolAck{1}));
+  ASSERT_TRUE(eventually([&] { return client.max_input_bytes("n") == 2048u; }));
+  EXPECT_EQ(client.stats().pool_bytes, start + 64 * 2048);
+  EXPECT_EQ(client.max_input_bytes("m"), 64u);
 }
 
 // add_input_room from the client's network thread (a request's callback)

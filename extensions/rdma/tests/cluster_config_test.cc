@@ -56,6 +56,15 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
                            "")
           .status(),
       Errc::kInvalidArgument, "cluster.inject_delay_us: "));
+  EXPECT_EQ(c.cluster.pool_region_idle, Duration::seconds(30));
+  c = ok_value(parse_cluster_config(std::string("cluster:\n  token: t\n  pool_region_idle_ms: 0\n") + kModels,
+                                    "c.yaml", ""));
+  EXPECT_EQ(c.cluster.pool_region_idle, Duration::zero());
+  EXPECT_TRUE(testing::fails_with(
+      parse_cluster_config(std::string("cluster:\n  token: t\n  pool_region_idle_ms: -5\n") + kModels,
+                           "c.yaml", "")
+          .status(),
+      Errc::kInvalidArgument, "cluster.pool_region_idle_ms: "));
 }
 
 TEST(ClusterConfigTest, SchedulersListsThePrimaryAndItsSparesAndRefusesBadEntries) {

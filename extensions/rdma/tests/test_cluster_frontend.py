@@ -2352,6 +2352,54 @@ def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_s
     assert http_infer(fa, "huge", request(1024, 0))[0] == 503
 
 
+def test_emulated_a_frontend_frees_the_region_of_a_model_unloaded(tmp_path, repository_cluster):
+    """A region of a frontend's input pool whose model was unloaded is freed
+    once idle for cluster.pool_region_idle_ms (0 here): the backends forget
+    it and read the rest of the pool as before; the pool's bytes and regions
+    come back to the start's; a backend that joins then hears of the number
+    as free, and the model loaded again gets a region of that number, which
+    both backends read (emulated backends answer a hash of the input)."""
+    repo = tmp_path / "models"
+    write_emulated_model(repo, "plain")
+    config = REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500",
+                                               "heartbeat_timeout_ms: 500, pool_region_idle_ms: 0")
+    c = repository_cluster(repo, config)
+    (fa,) = c.start("explicit", backends=[("one", "emulated:1")], frontends=("fa",))
+    write_emulated_model(repo, "huge")
+    (repo / "huge" / "config.pbtxt").write_text(GROUPED_PBTXT.replace("dims: [ 4 ]", "dims: [ 1024 ]") % (3000, ""))
+    profile = repo / "huge" / "1" / "model.cpu0.profile.yaml"
+    profile.write_text(profile.read_text().replace("float32[4]", "float32[1024]"))
+    start_bytes = re.search(r"^symphony_frontend_input_pool_bytes (\S+)$", metric_lines(fa), re.M).group(1)
+    huge = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1024],
+                        "data": [float(k % 89) for k in range(1024)]}]}
+    plain = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    assert curl("-X", "POST", fa.url + "/v2/repository/models/huge/load")[0] == 200
+    wait_until(lambda: http_infer(fa, "huge", huge)[0] == 200, "'huge' served", timeout=30)
+    first = http_infer(fa, "huge", huge)[2]
+    assert "symphony_frontend_input_pool_regions 2" in metric_lines(fa)
+
+    assert curl("-X", "POST", fa.url + "/v2/repository/models/huge/unload")[0] == 200
+    # (fa releases the region when it sees the unload: at its next request.)
+    wait_until(lambda: http_infer(fa, "plain", plain)[0] == 200 and "input pool: region 1 freed" in fa.output(),
+               "fa to free huge's region", timeout=30)
+    lines = metric_lines(fa)
+    assert "symphony_frontend_input_pool_regions 1" in lines, lines
+    assert "symphony_frontend_input_pool_bytes %s" % start_bytes in lines, lines
+    assert http_infer(fa, "plain", plain)[0] == 200  # the start pool is read as before
+
+    c.add_backend("two", "emulated:1")
+    wait_until(lambda: "symphony_frontend_backends 2" in metric_lines(fa), "both backends at fa", timeout=30)
+    assert curl("-X", "POST", fa.url + "/v2/repository/models/huge/load")[0] == 200
+    wait_until(lambda: http_infer(fa, "huge", huge)[0] == 200, "'huge' served again", timeout=30)
+    assert fa.output().count("input pool: region for model 'huge'") == 2, fa.output()
+    assert "symphony_frontend_input_pool_regions 2" in metric_lines(fa)
+    c.backends["one"].kill()
+    c.scheduler.wait_for("one's loss", lambda: "GPUs leave the runtime" in c.scheduler.output(), timeout=30)
+    wait_until(lambda: http_infer(fa, "huge", huge)[0] == 200, "'two' to serve 'huge'", timeout=30)
+    assert http_infer(fa, "huge", huge)[2] == first
+    assert http_infer(fa, "plain", plain)[0] == 200
+
+
 def test_emulated_a_region_no_backend_has_acknowledged_answers_503_until_it_is(tmp_path, repository_cluster):
     """A frontend puts no input in a region of its pool before every backend
     connected to it has acknowledged the region. fa learns of 'huge' (1024

@@ -95,6 +95,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(pi->index, 2u);
   EXPECT_EQ(pi->regions, 3u);
   EXPECT_EQ(decode_pool_ack(encode(PoolAck{5}))->index, 5u);
+  EXPECT_EQ(decode_pool_drop(encode(PoolDrop{6}))->index, 6u);
 
   BatchDone bd;
   bd.batch = 77;
@@ -393,6 +394,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("FrontendLeft", encode(FrontendLeft{1, 2}));
   msgs.emplace_back("PoolInfo", encode(PoolInfo{0x1000, 0x20, {0xaa, 0xbb}, 1, 2}));
   msgs.emplace_back("PoolAck", encode(PoolAck{0x0102}));
+  msgs.emplace_back("PoolDrop", encode(PoolDrop{0x0304}));
   msgs.emplace_back("Ping", encode(Ping{1, -2}));
   msgs.emplace_back("Pong", encode(Pong{3, 4}));
   msgs.emplace_back("Goodbye", encode(Goodbye{"bye"}));
@@ -454,6 +456,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"FrontendLeft", "0100000002000000"},
       {"PoolInfo", "0010000000000000200000000000000002000000aabb0100000002000000"},
       {"PoolAck", "02010000"},
+      {"PoolDrop", "04030000"},
       {"Ping", "0100000000000000feffffffffffffff"},
       {"Pong", "03000000000000000400000000000000"},
       {"Goodbye", "03000000627965"},
@@ -531,7 +534,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 18 (this build speaks version 19)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 19 (this build speaks version 20)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -542,58 +545,61 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 20)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 20)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 20)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 20)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 20)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 20)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 20)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 20)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 20)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 20)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 20)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 20)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 20)");
   m = good;
   m[4] = 15;  // version 15's Outcomes had no pushed_out
-  expect_refused(m, "unsupported protocol version 15 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 20)");
   m = good;
   m[4] = 16;  // version 16's Standing had no repository models
-  expect_refused(m, "unsupported protocol version 16 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 16 (this build speaks version 20)");
   m = good;
   m[4] = 17;  // version 17's Standing did not mark loads under way
-  expect_refused(m, "unsupported protocol version 17 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 17 (this build speaks version 20)");
   m = good;
   m[4] = 18;  // version 18's pool was one region
-  expect_refused(m, "unsupported protocol version 18 (this build speaks version 19)");
+  expect_refused(m, "unsupported protocol version 18 (this build speaks version 20)");
   m = good;
-  m[4] = 20;
-  expect_refused(m, "unsupported protocol version 20");
+  m[4] = 19;  // version 19's pool never freed a region
+  expect_refused(m, "unsupported protocol version 19 (this build speaks version 20)");
+  m = good;
+  m[4] = 21;
+  expect_refused(m, "unsupported protocol version 21");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

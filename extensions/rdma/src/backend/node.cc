@@ -158,7 +158,7 @@ class BackendNode::Impl final : public Transport::Handler, private CompletionPor
     ConnId conn = kNoConn;
     bool ready = false;  // every region of its pool that it announced is here
     struct Region {
-      std::uint64_t base = 0, length = 0;
+      std::uint64_t base = 0, length = 0;  // length 0: freed (PoolDrop)
       bool known = false;
     };
     std::vector<Region> regions;  // by PoolInfo::index
@@ -475,19 +475,9 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
   const std::uint64_t fid = it->second;
   Result<wire::Header> h = wire::decode_header(msg);
   if (!h.ok()) return drop_frontend(fid, "bad message: " + h.status().message());
-  if (h->kind == wire::Kind::kPoolInfo) {
-    Result<wire::PoolInfo> p = wire::decode_pool_info(msg);
-    if (!p.ok()) return drop_frontend(fid, p.status().message());
-    FrontendConn& f = frontends_[fid];
-    if (p->index < f.regions.size() && f.regions[p->index].known)
-      return drop_frontend(fid, "it sent region " + std::to_string(p->index) + " of its pool twice");
-    if (Status s = transport_->add_remote_key(c, p->base, p->length, p->rkey); !s.ok())
-      return drop_frontend(fid, s.message());
-    // Regions come in order on one connection, but nothing here relies on it:
-    // reads start once every region the frontend had when it sent this is here.
-    if (f.regions.size() < p->regions) f.regions.resize(p->regions);
-    f.regions[p->index] = {p->base, p->length, true};
-    (void)transport_->send(c, wire::encode(wire::PoolAck{p->index}));
+  // Reads from the frontend start once every region it announced is here
+  // (sent, or freed since).
+  const auto maybe_ready = [&](FrontendConn& f) {
     const bool was_ready = f.ready;
     f.ready = std::all_of(f.regions.begin(), f.regions.end(), [](const auto& r) { return r.known; });
     if (!f.ready || was_ready) return;  // a region added later: the frontend waits for the ack to use it
@@ -498,7 +488,32 @@ void BackendNode::Impl::on_message(ConnId c, std::span<const std::uint8_t> msg) 
       issue_reads(batches_[id], fid);
       maybe_execute(id);
     }
-    return;
+  };
+  if (h->kind == wire::Kind::kPoolInfo) {
+    Result<wire::PoolInfo> p = wire::decode_pool_info(msg);
+    if (!p.ok()) return drop_frontend(fid, p.status().message());
+    FrontendConn& f = frontends_[fid];
+    if (p->index < f.regions.size() && f.regions[p->index].known && f.regions[p->index].length != 0)
+      return drop_frontend(fid, "it sent region " + std::to_string(p->index) + " of its pool twice");
+    if (Status s = transport_->add_remote_key(c, p->base, p->length, p->rkey); !s.ok())
+      return drop_frontend(fid, s.message());
+    // Regions come in order on one connection, but nothing here relies on it.
+    if (f.regions.size() < p->regions) f.regions.resize(p->regions);
+    f.regions[p->index] = {p->base, p->length, true};
+    (void)transport_->send(c, wire::encode(wire::PoolAck{p->index}));
+    return maybe_ready(f);
+  }
+  if (h->kind == wire::Kind::kPoolDrop) {  // freed; or, to a backend that joins, a number not in use
+    Result<wire::PoolDrop> d = wire::decode_pool_drop(msg);
+    if (!d.ok()) return drop_frontend(fid, d.status().message());
+    FrontendConn& f = frontends_[fid];
+    if (d->index == 0 || d->index >= wire::kMaxPoolRegions)
+      return drop_frontend(fid, "it freed region " + std::to_string(d->index) + " of its pool");
+    if (f.regions.size() <= d->index) f.regions.resize(d->index + 1);
+    FrontendConn::Region& r = f.regions[d->index];
+    if (r.known && r.length != 0) transport_->remove_remote_key(c, r.base);
+    r = {0, 0, true};
+    return maybe_ready(f);
   }
   if (h->kind == wire::Kind::kRefuse) {
     Result<wire::Refuse> r = wire::decode_refuse(msg);

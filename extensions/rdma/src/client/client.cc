@@ -394,9 +394,12 @@ class Client::Impl final : public Transport::Handler {
     std::uint32_t index = 0;  // its PoolInfo::index
     std::uint32_t cell = 0;   // (cell and cells under free_mu_)
     std::uint32_t cells = 0;
-    MemoryRegion mem;
+    MemoryRegion mem;                 // none once freed (a hole: the next new region takes its index)
+    std::uint64_t counted = 0;        // its bytes in pool_bytes_
     std::vector<std::uint32_t> free;  // cells, the next last (under free_mu_)
     bool idle() const { return model.empty() && free.size() == cells; }
+    bool freed() const { return mem.base == nullptr; }
+    std::optional<TimePoint> idle_since;  // released and idle since (network thread, under free_mu_)
     // Cut into `n` cells of `bytes` for `m` (idle; under free_mu_).
     void cut(std::string_view m, std::uint32_t bytes, std::uint32_t n) {
       model = std::string(m);
@@ -427,7 +430,13 @@ class Client::Impl final : public Transport::Handler {
   bool take_room(std::string_view model, ModelId id, std::size_t bytes, std::uint32_t& index);
   // Returns what take_room took for slot `index` (under free_mu_).
   void give_room(std::uint32_t index);
-  void send_pool_info(ConnId c, std::uint32_t region);  // network thread
+  void send_pool_info(ConnId c, std::uint32_t region);  // network thread (PoolDrop for a hole)
+  // Frees the regions released and idle for opts_.pool_region_idle (network thread).
+  void free_idle_regions(TimePoint now);
+  std::uint32_t live_regions() const {  // the start pool's and those not freed (under free_mu_)
+    return 1 + static_cast<std::uint32_t>(
+                   std::count_if(exts_.begin(), exts_.end(), [](const auto& x) { return !x->freed(); }));
+  }
   // Backend c no longer holds region x up (it acknowledged it, or left);
   // the last one makes it usable (network thread).
   void acknowledged(Extension& x, ConnId c);
@@ -1226,7 +1235,12 @@ void Client::Impl::on_backend_message(ConnId c, std::span<const std::uint8_t> ms
     }
     b.welcomed = true;
     b.peer = "'" + hello->name + "' (" + b.peer + ")";
-    for (std::uint32_t r = 0; r <= exts_.size(); ++r) send_pool_info(c, r);  // acknowledged before use
+    for (std::uint32_t r = 0; r <= exts_.size(); ++r) {
+      send_pool_info(c, r);
+      // Its acknowledgement is awaited too: a region is freed only once none
+      // is (a late one would count for the next region of that number).
+      if (r > 0 && !exts_[r - 1]->freed()) exts_[r - 1]->waiting.push_back(c);
+    }
     recount_backends();
     return;
   }
@@ -1303,6 +1317,10 @@ void Client::Impl::run_room_waiters(TimePoint now, bool all, const std::string& 
 
 void Client::Impl::send_pool_info(ConnId c, std::uint32_t region) {
   const MemoryRegion& m = region == 0 ? pool_ : exts_[region - 1]->mem;
+  if (m.base == nullptr) {
+    (void)transport_->send(c, wire::encode(wire::PoolDrop{region}));
+    return;
+  }
   const auto regions = static_cast<std::uint32_t>(exts_.size() + 1);
   (void)transport_->send(c, wire::encode(wire::PoolInfo{reinterpret_cast<std::uint64_t>(m.base), m.length,
                                                         m.packed_rkey, region, regions}));
@@ -1321,7 +1339,7 @@ Status Client::Impl::add_input_room(std::string_view model, std::size_t bytes, D
     if (bytes > std::numeric_limits<std::uint32_t>::max() / 2)
       return Status(Errc::kInvalidArgument, "inputs of " + std::to_string(bytes) + " bytes are too long");
     const auto cell = static_cast<std::uint32_t>((bytes + 63) / 64 * 64);
-    const std::size_t regions = exts_.size() + making_.size() + 1;  // the start pool's too
+    const std::size_t regions = live_regions() + making_.size();  // the start pool's too
     const std::uint64_t left = opts_.max_pool_bytes > pool_bytes_ ? opts_.max_pool_bytes - pool_bytes_ : 0;
     const std::uint64_t fresh =
         regions >= wire::kMaxPoolRegions ? 0 : std::min<std::uint64_t>(opts_.max_pending, left / cell);
@@ -1404,14 +1422,14 @@ void Client::Impl::make_region(Making* mine, std::uint64_t cells, Extension* had
   }
   auto x = std::make_unique<Extension>();
   x->mem = std::move(*mem);
+  x->counted = cells * cell;
   x->cut(name, cell, static_cast<std::uint32_t>(cells));
   log("input pool: region for model '" + name + "': " + std::to_string(cells) + " inputs of " +
       std::to_string(cell) + " bytes");
   on_network([&] {
-    x->index = static_cast<std::uint32_t>(exts_.size() + 1);
     for (const auto& [conn, b] : backends_)
       if (b.welcomed) x->waiting.push_back(conn);
-    Extension& added = *x;
+    Extension* added = nullptr;
     {
       std::lock_guard<std::mutex> lock(free_mu_);
       x->usable = x->waiting.empty();
@@ -1419,18 +1437,62 @@ void Client::Impl::make_region(Making* mine, std::uint64_t cells, Extension* had
       // cells), unless released and given to another since.
       if (had && had->model == name) had->model.clear();
       if (mine->released) x->model.clear();  // unloaded meanwhile: idle
-      exts_.push_back(std::move(x));
+      // A freed region's number first (the backends were told it is gone).
+      const auto hole = std::find_if(exts_.begin(), exts_.end(), [](const auto& e) { return e->freed(); });
+      if (hole != exts_.end()) {  // (the same object: a caller may hold its address)
+        x->index = (*hole)->index;
+        **hole = std::move(*x);
+        added = hole->get();
+      } else {
+        x->index = static_cast<std::uint32_t>(exts_.size() + 1);
+        exts_.push_back(std::move(x));
+        added = exts_.back().get();
+      }
       done_making();
     }
-    for (ConnId conn : added.waiting) send_pool_info(conn, added.index);
+    Extension& added_ref = *added;
+    for (ConnId conn : added_ref.waiting) send_pool_info(conn, added_ref.index);
     run_room_waiters(SteadyClock{}.now(), false, {});
   });
+}
+
+void Client::Impl::free_idle_regions(TimePoint now) {
+  std::vector<std::pair<std::uint32_t, MemoryRegion>> gone;
+  {
+    std::lock_guard<std::mutex> lock(free_mu_);
+    for (const std::unique_ptr<Extension>& x : exts_) {
+      // (One a backend has yet to acknowledge stays: see the Hello.)
+      if (x->freed() || !x->idle() || !x->waiting.empty()) {
+        x->idle_since.reset();
+        continue;
+      }
+      if (!x->idle_since) x->idle_since = now;
+      if (now - *x->idle_since < opts_.pool_region_idle) continue;
+      pool_bytes_ -= x->counted;
+      gone.emplace_back(x->index, std::move(x->mem));
+      x->mem = MemoryRegion{};
+      x->counted = 0;
+      x->cell = x->cells = 0;
+      x->free.clear();
+      x->usable = false;
+      x->idle_since.reset();
+    }
+  }
+  for (auto& [index, mem] : gone) {
+    for (const auto& [conn, b] : backends_)
+      if (b.welcomed) (void)transport_->send(conn, wire::encode(wire::PoolDrop{index}));
+    const Status s = transport_->unmap_memory(mem.base);
+    log("input pool: region " + std::to_string(index) + " freed (" + std::to_string(mem.length) +
+        " bytes, idle for " + format_ms(opts_.pool_region_idle) + " ms since its model left)" +
+        (s.ok() ? "" : ": " + s.message()));
+  }
 }
 
 void Client::Impl::on_tick(TimePoint now) {
   if (closed_.load()) return;
   session_->tick(now);
   run_room_waiters(now, false, {});
+  free_idle_regions(now);
   if (lost_since_ && now - *lost_since_ > opts_.failover_timeout) {
     // No scheduler took this client in time: what waited ends as it would
     // with a single scheduler.
@@ -1633,7 +1695,7 @@ ClientStats Client::Impl::stats() const {
   {
     std::lock_guard<std::mutex> lock(free_mu_);
     s.pool_bytes = pool_bytes_;
-    s.pool_regions = static_cast<std::uint32_t>(exts_.size() + 1);
+    s.pool_regions = live_regions();
   }
   return s;
 }

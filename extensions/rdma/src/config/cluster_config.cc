@@ -98,6 +98,7 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
                 "max_gpus",
                 "max_requests",
                 "max_input_bytes",
+                "pool_region_idle_ms",
                 "ucx_tls",
                 "progress_spin_us",
                 "inject_delay_us",
@@ -147,6 +148,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
   if (c["max_input_bytes"])
     s.max_input_bytes =
         static_cast<std::uint32_t>(r.integer(c["max_input_bytes"], "cluster.max_input_bytes", 1, 1u << 30));
+  if (c["pool_region_idle_ms"])
+    s.pool_region_idle = r.millis(c["pool_region_idle_ms"], "cluster.pool_region_idle_ms", 0);
   if (c["ucx_tls"]) s.ucx_tls = r.string(c["ucx_tls"], "cluster.ucx_tls");
   if (const YAML::Node n = c["metrics"]) {
     s.metrics = r.string(n, "cluster.metrics");

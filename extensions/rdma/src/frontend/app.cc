@@ -96,6 +96,7 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
       max_input, std::min<std::uint64_t>(ClientOptions::kMaxSpan * max_input, cfg.cluster.max_input_bytes)));
   // A model loaded since whose inputs are longer takes a region of its own.
   co.max_pool_bytes = kMaxPoolBytes;
+  co.pool_region_idle = cfg.cluster.pool_region_idle;
   co.ucx_tls = cfg.cluster.ucx_tls;
   co.inject_delay = cfg.cluster.inject_delay;
   co.verbose = o.verbose;

@@ -271,10 +271,9 @@ constexpr void fields(V& v, M& m) {
   v.u32("regions", m.regions);
 }
 
-template <class V, Of<PoolAck> M>
-constexpr void fields(V& v, M& m) {
-  v.u32("index", m.index);
-}
+template <class V, class M>
+requires Of<M, PoolAck> || Of<M, PoolDrop>
+constexpr void fields(V& v, M& m) { v.u32("index", m.index); }
 
 template <class V, class M>
 requires Of<M, Ping> || Of<M, Pong>
@@ -562,6 +561,8 @@ template <>
 constexpr Kind kind_of<PoolInfo> = Kind::kPoolInfo;
 template <>
 constexpr Kind kind_of<PoolAck> = Kind::kPoolAck;
+template <>
+constexpr Kind kind_of<PoolDrop> = Kind::kPoolDrop;
 template <>
 constexpr Kind kind_of<SubmitView> = Kind::kSubmit;
 template <>
@@ -1146,6 +1147,8 @@ std::string_view to_string(Kind k) noexcept {
       return "PoolInfo";
     case Kind::kPoolAck:
       return "PoolAck";
+    case Kind::kPoolDrop:
+      return "PoolDrop";
     case Kind::kSubmit:
       return "Submit";
     case Kind::kBatch:
@@ -1228,6 +1231,7 @@ std::vector<std::uint8_t> encode(const FrontendJoined& m) { return encode_messag
 std::vector<std::uint8_t> encode(const FrontendLeft& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const PoolInfo& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const PoolAck& m) { return encode_message(m); }
+std::vector<std::uint8_t> encode(const PoolDrop& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Ping& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Pong& m) { return encode_message(m); }
 std::vector<std::uint8_t> encode(const Goodbye& m) { return encode_message(m); }
@@ -1346,6 +1350,7 @@ Result<FrontendLeft> decode_frontend_left(std::span<const std::uint8_t> msg) {
 }
 Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg) { return decode_message<PoolInfo>(msg); }
 Result<PoolAck> decode_pool_ack(std::span<const std::uint8_t> msg) { return decode_message<PoolAck>(msg); }
+Result<PoolDrop> decode_pool_drop(std::span<const std::uint8_t> msg) { return decode_message<PoolDrop>(msg); }
 Result<Ping> decode_ping(std::span<const std::uint8_t> msg) { return decode_message<Ping>(msg); }
 Result<Pong> decode_pong(std::span<const std::uint8_t> msg) { return decode_message<Pong>(msg); }
 Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg) { return decode_message<Goodbye>(msg); }
@@ -1424,6 +1429,8 @@ Status validate(std::span<const std::uint8_t> msg) {
       return decode_pool_info(msg).status();
     case Kind::kPoolAck:
       return decode_pool_ack(msg).status();
+    case Kind::kPoolDrop:
+      return decode_pool_drop(msg).status();
     case Kind::kSubmit:
       return decode_submit(msg).status();
     case Kind::kBatch:

@@ -743,6 +743,28 @@ Result<MemoryRegion> Transport::map_allocated(void* base, std::size_t rounded) {
   return mr;
 }
 
+Status Transport::unmap_memory(const std::uint8_t* base) {
+  if (!on_progress_thread()) return call([&] { return unmap_memory(base); });
+  const auto it = std::find(mem_bases_.begin(), mem_bases_.end(), static_cast<const void*>(base));
+  if (it == mem_bases_.end()) return Status(Errc::kNotFound, "no region was registered at that address");
+  const auto i = static_cast<std::size_t>(it - mem_bases_.begin());
+  ucp_mem_unmap(context_, mems_[i]);
+  std::free(mem_bases_[i]);
+  mems_.erase(mems_.begin() + static_cast<std::ptrdiff_t>(i));
+  mem_bases_.erase(it);
+  return {};
+}
+
+void Transport::remove_remote_key(ConnId id, std::uint64_t base) {
+  Conn* c = find(id);
+  if (!c) return;
+  const auto r = std::find_if(c->remotes.begin(), c->remotes.end(),
+                              [&](const Conn::Remote& m) { return m.base == base; });
+  if (r == c->remotes.end()) return;
+  dead_rkeys_.push_back(r->rkey);  // destroyed once no close is in flight
+  c->remotes.erase(r);
+}
+
 Status Transport::add_remote_key(ConnId id, std::uint64_t base, std::uint64_t length,
                                  std::span<const std::uint8_t> packed) {
   Conn* c = find(id);

@@ -67,6 +67,9 @@ struct ClientOptions {
   // are longer than max_input_bytes gets a region of its own within it
   // (add_input_room); 0: none.
   std::uint64_t max_pool_bytes = 0;
+  // A region released (its model left) and idle this long is freed: its
+  // memory unregistered, the backends told (PoolDrop); its number is reused.
+  Duration pool_region_idle = Duration::seconds(30);
   Duration orphan_grace = Duration::seconds(2);
   std::string ucx_tls = "tcp";               // UCX_TLS when the environment sets none
   Duration inject_delay = Duration::zero();  // experiments only: an emulated slower network (docs/cluster.md)
@@ -278,8 +281,8 @@ class Client {
   void when_input_room(std::string_view model, std::size_t bytes, Duration wait,
                        std::function<void(Status)> done);
   // `model` left (unloaded): its region takes no more inputs, and once those
-  // in flight have ended, add_input_room may give it to another model. Its
-  // memory stays registered. Any thread; idempotent.
+  // in flight have ended, add_input_room may give it to another model; idle
+  // for ClientOptions::pool_region_idle, it is freed. Any thread; idempotent.
   void release_input_room(std::string_view model);
   // Waits until no request is in flight; false on timeout.
   bool drain(Duration timeout) const;

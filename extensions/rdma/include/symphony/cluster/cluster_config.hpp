@@ -92,6 +92,9 @@ struct ClusterSettings {
   std::uint32_t max_gpus = 1024;
   std::uint32_t max_requests = 1u << 18;
   std::uint32_t max_input_bytes = 16u << 20;
+  // A frontend frees a region of its input pool whose model left once it has
+  // been idle this long (ClientOptions::pool_region_idle).
+  Duration pool_region_idle = Duration::seconds(30);
   std::string ucx_tls = "tcp";
   std::string metrics;  // HOST:PORT of the scheduler's metrics endpoint; empty: none
   Duration progress_spin =

@@ -156,6 +156,9 @@ class Transport {
   // Registers `length` bytes of new memory for remote reads (before start or
   // from any thread; the context is shared). Unmapped when the Transport dies.
   Result<MemoryRegion> map_memory(std::size_t length);
+  // Unregisters and frees a region map_memory gave (any thread); its peers
+  // must read it no more. kNotFound for another address.
+  Status unmap_memory(const std::uint8_t* base);
 
   // ---- progress thread only --------------------------------------------------------
 
@@ -177,6 +180,9 @@ class Transport {
   // for get(); a peer may register several (kept until c closes).
   Status add_remote_key(ConnId c, std::uint64_t base, std::uint64_t length,
                         std::span<const std::uint8_t> packed);
+  // Forgets the region at `base` of c's peer (its memory freed); nothing
+  // when c has none there. No read of it may be in flight.
+  void remove_remote_key(ConnId c, std::uint64_t base);
   // Reads len bytes at remote_addr of c's peer into local (one-sided), from
   // the region that holds them all (kInvalidArgument when none does); done(status)
   // runs on the progress thread when the read completes or fails.

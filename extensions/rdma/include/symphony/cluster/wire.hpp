@@ -59,7 +59,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // those with a load or reload under way (the spare carries it out).
 // Version 19 lets a frontend's input pool grow: PoolInfo numbers its region
 // and says how many the pool has, and PoolAck acknowledges a region.
-inline constexpr std::uint16_t kVersion = 19;
+// Version 20 adds PoolDrop (a frontend freed a region; a PoolInfo of the
+// same index may follow).
+inline constexpr std::uint16_t kVersion = 20;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -110,8 +112,9 @@ enum class Kind : std::uint16_t {
   kLeaseEnd = 31,          // backend -> scheduler: that run ended; the device serves again
   kAdmission = 32,         // scheduler -> frontends: its models' admission tests as they stand
   kPoolAck = 33,           // backend -> frontend: it can read that region of the pool now
+  kPoolDrop = 34,          // frontend -> backend: that region of the pool is freed (read it no more)
 };
-inline constexpr std::uint16_t kMaxKind = 33;
+inline constexpr std::uint16_t kMaxKind = 34;
 
 std::string_view to_string(Kind k) noexcept;
 
@@ -228,6 +231,13 @@ struct PoolInfo {
 
 struct PoolAck {
   std::uint32_t index = 0;  // the PoolInfo's
+};
+
+// A region the frontend freed (none of its inputs in flight): the backend
+// forgets its key, and still reads the frontend's other regions. The index
+// may come again in a PoolInfo (new memory).
+struct PoolDrop {
+  std::uint32_t index = 0;  // the PoolInfo's (never 0: the start pool stays)
 };
 
 struct Ping {
@@ -592,6 +602,7 @@ std::vector<std::uint8_t> encode(const FrontendJoined& m);
 std::vector<std::uint8_t> encode(const FrontendLeft& m);
 std::vector<std::uint8_t> encode(const PoolInfo& m);
 std::vector<std::uint8_t> encode(const PoolAck& m);
+std::vector<std::uint8_t> encode(const PoolDrop& m);
 std::vector<std::uint8_t> encode(const Ping& m);
 std::vector<std::uint8_t> encode(const Pong& m);
 std::vector<std::uint8_t> encode(const Goodbye& m);
@@ -687,6 +698,7 @@ Result<FrontendJoined> decode_frontend_joined(std::span<const std::uint8_t> msg)
 Result<FrontendLeft> decode_frontend_left(std::span<const std::uint8_t> msg);
 Result<PoolInfo> decode_pool_info(std::span<const std::uint8_t> msg);
 Result<PoolAck> decode_pool_ack(std::span<const std::uint8_t> msg);
+Result<PoolDrop> decode_pool_drop(std::span<const std::uint8_t> msg);
 Result<Ping> decode_ping(std::span<const std::uint8_t> msg);
 Result<Pong> decode_pong(std::span<const std::uint8_t> msg);
 Result<Goodbye> decode_goodbye(std::span<const std::uint8_t> msg);
