@@ -489,7 +489,7 @@ class Client::Impl final : public Transport::Handler {
   }
   // Why a request of `model` waits: its region is on its way (under free_mu_).
   std::string growing(std::string_view model, std::size_t bytes) const {
-    return "this frontend's input pool is growing for model '" + std::string(model) +
+    return std::string(kPoolGrowing) + " for model '" + std::string(model) +
            "' (a region for its inputs of " + std::to_string(bytes) + " bytes is " +
            (making(model, bytes) ? "being registered" : "not yet acknowledged by every backend") + ")";
   }

@@ -739,11 +739,10 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
           const Duration left = budget - (SteadyClock{}.now() - asked);
           if (left <= Duration::zero())
             return finish_waiting(
-                w, refusal(*found,
-                           Status(Errc::kFailedPrecondition,
-                                  "this frontend's input pool is growing for model '" + found->served.name +
-                                      "' (its region took the request's budget of " + format_ms(budget) +
-                                      " ms)")));
+                w, refusal(*found, Status(Errc::kFailedPrecondition,
+                                          std::string(kPoolGrowing) + " for model '" + found->served.name +
+                                              "' (its region took the request's budget of " +
+                                              format_ms(budget) + " ms)")));
           const std::uint64_t t = submit_to(*found, std::move(w->req), left,
                                             [this, w](Reply&& r) { finish_waiting(w, std::move(r)); });
           bool cancel_now = false;
@@ -863,7 +862,7 @@ Reply ClusterService::refusal(const Model& m, const Status& s) const {
                          " bytes for this model: " + room_error(m.served.name) + ")"
                    : ""));
     default:  // not connected yet, or closed; or the model's region of the pool not yet acknowledged
-      if (s.message().rfind("this frontend's input pool is growing", 0) == 0)
+      if (s.message().starts_with(kPoolGrowing))
         return Reply::error(Code::kUnavailable, s.message() + "; retry");
       return Reply::error(Code::kUnavailable, "the cluster is not available: " + s.message());
   }

@@ -111,6 +111,11 @@ struct InferResult {
   bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }
 };
 
+// How the message of a request refused while its model's region of the
+// input pool is on its way begins (kFailedPrecondition; the frontend answers
+// it 503 "...; retry").
+inline constexpr std::string_view kPoolGrowing = "this frontend's input pool is growing";
+
 struct ClientStats {
   OutcomeCounts outcomes;  // sent, and how the requests that ended ended
   std::uint64_t in_flight = 0;
