@@ -235,8 +235,37 @@ ClusterService::ClusterService(Client& client, std::vector<ServedModel> models, 
       unserved_(repository ? std::move(*repository) : std::vector<IndexEntry>{}),
       loader_(repository_ ? std::move(loader) : ModelLoader{}),
       lister_(repository_ ? std::move(lister) : FolderLister{}) {
-  std::unique_lock<std::shared_mutex> cat(cat_mu_);
-  add_models(std::move(models));
+  {
+    std::unique_lock<std::shared_mutex> cat(cat_mu_);
+    add_models(std::move(models));
+  }
+  // An unloaded model's region of the pool is released (and, idle, freed)
+  // though no request comes to make this frontend learn the table.
+  if (loader_)
+    watcher_ = std::thread([this] {
+      std::uint64_t seen = 0;
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      while (!watch_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return watch_stop_; })) {
+        const std::uint64_t table = client_.table_generation();
+        if (table == seen) continue;
+        lock.unlock();
+        {
+          std::lock_guard<std::mutex> serial(learn_mu_);
+          release_departed(client_.models());
+        }
+        seen = table;
+        lock.lock();
+      }
+    });
+}
+
+ClusterService::~ClusterService() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 void ClusterService::add_models(std::vector<ServedModel> models, bool replace) const {
@@ -318,11 +347,7 @@ void ClusterService::learn() const {
           it != learned_ids_.end() && it->second != m.id && models_.count(m.name))
         reloaded.insert(folder(m.name));
   }
-  // An unloaded model's region of the input pool serves the next load (first).
-  for (const auto& [name, id] : learned_ids_)
-    if (std::none_of(served.begin(), served.end(), [&](const ModelInfo& m) { return m.name == name; }) &&
-        released_.insert(name).second)
-      client_.release_input_room(name);
+  release_departed(served);  // an unloaded model's region serves the next load (first)
   for (const ModelInfo& m : served) learned_ids_[m.name] = m.id;
   for (const std::string& f : reloaded) folders.erase(f);
   // Inputs longer than the pool's slots take, for a model loaded since the
@@ -361,6 +386,13 @@ void ClusterService::learn() const {
     }
   make_room(back);
   learned_table_.store(table, std::memory_order_release);
+}
+
+void ClusterService::release_departed(const std::vector<ModelInfo>& served) const {
+  for (const auto& [name, id] : learned_ids_)
+    if (std::none_of(served.begin(), served.end(), [&](const ModelInfo& m) { return m.name == name; }) &&
+        released_.insert(name).second)
+      client_.release_input_room(name);
 }
 
 std::string ClusterService::room_error(const std::string& model) const {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +31,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -90,11 +92,16 @@ class ClusterService final : public front::InferenceService {
   // `loader`: with a repository, how to read a model that the scheduler's
   // table names and this frontend did not read at start (a load while the
   // cluster serves: docs/cluster.md#model-control); read when the client's
-  // table changes, before any answer that names models. `lister`: the
-  // index lists the folders added since start (not loaded) too.
+  // table changes, before any answer that names models (a thread of this
+  // service's releases the pool regions of models unloaded without waiting
+  // for one). `lister`: the index lists the folders added since start (not
+  // loaded) too.
   ClusterService(Client& client, std::vector<ServedModel> models, std::uint32_t max_input_bytes,
                  std::string scheduler, std::optional<std::vector<IndexEntry>> repository = std::nullopt,
                  ModelLoader loader = {}, FolderLister lister = {});
+  ~ClusterService() override;
+  ClusterService(const ClusterService&) = delete;
+  ClusterService& operator=(const ClusterService&) = delete;
 
   // A scheduler has accepted the client and at least one backend has
   // connected to it (before that, the backends could not read an input).
@@ -172,6 +179,9 @@ class ClusterService final : public front::InferenceService {
   // Reads the models that the client's table names and this frontend does
   // not know, when the table has changed since the last call (loader_).
   void learn() const;
+  // Releases the pool regions of the models learned that the table no
+  // longer serves (learn_mu_ held; `served`: the table's models).
+  void release_departed(const std::vector<ModelInfo>& served) const;
   // The metadata of `name` at `version` (empty: the highest) as served now:
   // with a repository, only the versions the scheduler serves (nullptr when
   // it serves none, or not that version). Called with mu_ held.
@@ -233,6 +243,12 @@ class ClusterService final : public front::InferenceService {
   std::mutex waiting_mu_;  // never held with a Waiting's own
   std::unordered_map<std::uint64_t, std::shared_ptr<Waiting>> waiting_;
   std::uint64_t next_waiting_ = 0;  // waiting_mu_
+  // With a loader: releases departed models' regions when the table changes
+  // (release_departed), every 100 ms, with no request (last: it uses the rest).
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;  // watch_mu_
+  std::thread watcher_;
 };
 
 }  // namespace symphony::cluster
