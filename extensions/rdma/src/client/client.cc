@@ -394,8 +394,8 @@ class Client::Impl final : public Transport::Handler {
     std::uint32_t index = 0;  // its PoolInfo::index
     std::uint32_t cell = 0;   // (cell and cells under free_mu_)
     std::uint32_t cells = 0;
-    MemoryRegion mem;                 // none once freed (a hole: the next new region takes its index)
-    std::uint64_t counted = 0;        // its bytes in pool_bytes_
+    MemoryRegion mem;           // none once freed (a hole: the next new region takes its index)
+    std::uint64_t counted = 0;  // its bytes in pool_bytes_ (cells x cell when made: mem is page-rounded)
     std::vector<std::uint32_t> free;  // cells, the next last (under free_mu_)
     bool idle() const { return model.empty() && free.size() == cells; }
     bool freed() const { return mem.base == nullptr; }
@@ -1450,8 +1450,7 @@ void Client::Impl::make_region(Making* mine, std::uint64_t cells, Extension* had
       }
       done_making();
     }
-    Extension& added_ref = *added;
-    for (ConnId conn : added_ref.waiting) send_pool_info(conn, added_ref.index);
+    for (ConnId conn : added->waiting) send_pool_info(conn, added->index);
     run_room_waiters(SteadyClock{}.now(), false, {});
   });
 }
@@ -1470,12 +1469,9 @@ void Client::Impl::free_idle_regions(TimePoint now) {
       if (now - *x->idle_since < opts_.pool_region_idle) continue;
       pool_bytes_ -= x->counted;
       gone.emplace_back(x->index, std::move(x->mem));
-      x->mem = MemoryRegion{};
-      x->counted = 0;
-      x->cell = x->cells = 0;
-      x->free.clear();
-      x->usable = false;
-      x->idle_since.reset();
+      const std::uint32_t index = x->index;
+      *x = Extension{};  // a hole (the same object: a slot or a region being made may hold its address)
+      x->index = index;
     }
   }
   for (auto& [index, mem] : gone) {

@@ -682,6 +682,10 @@ std::shared_ptr<front::InputLanding> ClusterService::input_landing(std::string_v
                                        places.empty() ? 0 : places.back().offset + places.back().bytes);
 }
 
+// The low half of the ticket of a request waiting for its region: an index
+// no slot of the client's has.
+constexpr std::uint64_t kWaitingTag = 0xFFFFFFFFu;
+
 // A request waiting for its model's region (submit()): a cancel() ends it
 // there and then (it is never submitted); once submitted, the cancel goes to
 // its ticket.
@@ -754,28 +758,28 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     w->done = std::move(done);
     {
       std::lock_guard<std::mutex> lock(waiting_mu_);
-      w->ticket = (++next_waiting_ << 32) | 0xFFFFFFFFu;
+      w->ticket = (++next_waiting_ << 32) | kWaitingTag;
       waiting_.emplace(w->ticket, w);
     }
     const std::uint64_t ticket = w->ticket;
     const TimePoint asked = SteadyClock{}.now();
     client_.when_input_room(
-        sm.name, sm.input_bytes, std::min(budget, Duration::seconds(10)),
-        [this, found, w, budget, asked](const Status& st) {
+        sm.name, sm.input_bytes, std::min(budget, Duration::seconds(10)), [this, w, asked](const Status& st) {
+          const Model& m = *w->model;
           {
             std::lock_guard<std::mutex> lock(w->mu);
             if (w->cancelled) return;  // it ended when cancelled
             w->submitting = true;
           }
-          if (!st.ok()) return finish_waiting(w, refusal(*found, st));  // still growing, or closed
-          const Duration left = budget - (SteadyClock{}.now() - asked);
+          if (!st.ok()) return finish_waiting(w, refusal(m, st));  // still growing, or closed
+          const Duration left = w->budget - (SteadyClock{}.now() - asked);
           if (left <= Duration::zero())
             return finish_waiting(
-                w, refusal(*found, Status(Errc::kFailedPrecondition,
-                                          std::string(kPoolGrowing) + " for model '" + found->served.name +
-                                              "' (its region took the request's budget of " +
-                                              format_ms(budget) + " ms)")));
-          const std::uint64_t t = submit_to(*found, std::move(w->req), left,
+                w, refusal(m, Status(Errc::kFailedPrecondition,
+                                     std::string(kPoolGrowing) + " for model '" + m.served.name +
+                                         "' (its region took the request's budget of " +
+                                         format_ms(w->budget) + " ms)")));
+          const std::uint64_t t = submit_to(m, std::move(w->req), left,
                                             [this, w](Reply&& r) { finish_waiting(w, std::move(r)); });
           bool cancel_now = false;
           {
@@ -1132,7 +1136,7 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
 
 void ClusterService::cancel(std::uint64_t ticket) {
   if (ticket == 0) return;
-  if ((ticket & 0xFFFFFFFFu) == 0xFFFFFFFFu) {  // waiting for its region (submit())
+  if ((ticket & kWaitingTag) == kWaitingTag) {  // waiting for its region (submit())
     std::shared_ptr<Waiting> w;
     {
       std::lock_guard<std::mutex> lock(waiting_mu_);
