@@ -453,6 +453,85 @@ TEST(PartitionTest, APinnedModelStaysAndTheOthersBalanceAroundIt) {
   EXPECT_TRUE(invalid_with(validate(p), "the pinned flags have 1 entries for 3 models"));
 }
 
+// A restricted model (one whose devices are in some sub-clusters only) goes
+// only where it may, by every method; the others balance around it. Rates
+// a 6, b 4, c 2, g 6 over three sub-clusters balance at 6 each: g alone,
+// which it may be in sub-cluster 2 only (unrestricted, symmetry breaking
+// would give the largest models the first labels).
+TEST(PartitionTest, ARestrictedModelGoesOnlyWhereItMay) {
+  Problem p;
+  p.models = {rate_model("a", 6), rate_model("b", 4), rate_model("c", 2), rate_model("g", 6)};
+  p.subclusters = uniform_subclusters(3);
+  p.permitted = {{}, {}, {}, {false, false, true}};
+  ASSERT_TRUE(p.any_restricted());
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    SCOPED_TRACE(r.message());
+    ASSERT_TRUE(r.has_solution());
+    EXPECT_EQ(r.assignment[3], 2) << "g where it may go";
+    EXPECT_NEAR(r.objective, 0, 1e-9) << "6 | 6 | 6 around it";
+  }
+  // Where it may no longer be (its devices left sub-cluster 0): it moves,
+  // within a bound that allows that move alone (an unload and a load).
+  p.current = {0, 1, 1, 0};
+  p.max_disruption = 2;
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    SCOPED_TRACE(r.message());
+    ASSERT_TRUE(r.has_solution());
+    EXPECT_EQ(r.assignment, (std::vector<int>{0, 1, 1, 2}));
+  }
+  // A bound below that move: a conflict that says why g must move.
+  p.max_disruption = 1;
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    EXPECT_EQ(r.status, SolveStatus::kInfeasible);
+    EXPECT_TRUE(mentions(r, "model 'g' cannot stay in sub-cluster 0 (it may not go there)")) << r.message();
+  }
+  p.max_disruption = kUnlimited;
+  // Where it may go, too small for it alone: a conflict that names them.
+  p.subclusters[2].rate_cap = 5;
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    EXPECT_EQ(r.status, SolveStatus::kInfeasible);
+    EXPECT_TRUE(
+        mentions(r, "model 'g' (rate 6, memory 0) fits none of the sub-clusters it may go to (2) alone"))
+        << r.message();
+    ASSERT_FALSE(r.conflicts.empty());
+    EXPECT_EQ(r.conflicts[0].constraints, std::vector<Constraint>{Constraint::kRateCap});
+  }
+  p.subclusters = uniform_subclusters(3);
+  // Elsewhere in an assignment: a violation.
+  const Evaluation e = evaluate_ok(p, std::vector<int>{0, 1, 1, 0});
+  ASSERT_EQ(e.violations.size(), 1u);
+  EXPECT_EQ(e.violations[0], "model 'g' is placed in sub-cluster 0, where it may not go");
+  // One row per model, one flag per sub-cluster, somewhere to go.
+  p.permitted = {{}, {}, {}, {false, true}};
+  EXPECT_TRUE(invalid_with(validate(p), "model 'g': its permitted sub-clusters name 2 for 3 sub-clusters"));
+  p.permitted = {{}, {}, {}, {false, false, false}};
+  EXPECT_TRUE(invalid_with(validate(p), "model 'g' is permitted in no sub-cluster"));
+  p.permitted = {{false, false, true}};
+  EXPECT_TRUE(invalid_with(validate(p), "the permitted sub-clusters have 1 rows for 4 models"));
+}
+
+// The labels of identical sub-clusters follow the current assignment, but
+// not away from where a restricted model may go: with g allowed only in
+// sub-cluster 1 and the partition {a} | {g}, the relabelling that would
+// keep a in 1 is not taken.
+TEST(PartitionTest, LabelsKeepARestrictedModelWhereItMay) {
+  Problem p;
+  p.models = {Model{"a", 5, 0, 0, 10}, rate_model("g", 5)};
+  p.subclusters = uniform_subclusters(2);
+  p.current = {1, 0};
+  p.permitted = {{}, {false, true}};
+  for (Method m : kMethods) {
+    const Solution r = solve_ok(p, options(m));
+    SCOPED_TRACE(r.message());
+    ASSERT_TRUE(r.has_solution());
+    EXPECT_EQ(r.assignment, (std::vector<int>{0, 1})) << "a makes room for g";
+  }
+}
+
 TEST(PartitionInfeasibleTest, ModelLargerThanEveryMemoryCap) {
   Problem p;
   p.models = {mem_model("small", 1, 1), mem_model("huge", 10, 5)};

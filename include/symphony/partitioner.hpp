@@ -33,6 +33,10 @@ struct EpochRequest {
   // devices it may run on): it counts in that sub-cluster's load and is not
   // moved. Empty: none.
   std::vector<bool> pinned;
+  // Per model, per sub-cluster, whether it may go there (a model that runs
+  // on some devices only goes where one of them is). Empty, or an empty
+  // row: anywhere.
+  std::vector<std::vector<bool>> permitted;
 };
 
 // The partitioner's answer.

@@ -55,7 +55,8 @@ Result<EpochPartitioner> EpochPartitioner::create(std::vector<Model> models,
 }
 
 Result<Problem> EpochPartitioner::problem(std::span<const double> rates, std::span<const int> current,
-                                          double max_disruption, const std::vector<bool>& pinned) const {
+                                          double max_disruption, const std::vector<bool>& pinned,
+                                          const std::vector<std::vector<bool>>& permitted) const {
   if (rates.size() != models_.size()) {
     return detail::invalid("an epoch needs one rate per model: " + std::to_string(rates.size()) +
                            " rates for " + std::to_string(models_.size()) + " models");
@@ -74,12 +75,14 @@ Result<Problem> EpochPartitioner::problem(std::span<const double> rates, std::sp
   }
   p.max_disruption = max_disruption;
   p.pinned = pinned;
+  p.permitted = permitted;
   return p;
 }
 
 Result<EpochPlan> EpochPartitioner::plan(std::span<const double> rates, std::span<const int> current,
-                                         double max_disruption, const std::vector<bool>& pinned) const {
-  SYMPHONY_ASSIGN_OR_RETURN(const Problem p, problem(rates, current, max_disruption, pinned));
+                                         double max_disruption, const std::vector<bool>& pinned,
+                                         const std::vector<std::vector<bool>>& permitted) const {
+  SYMPHONY_ASSIGN_OR_RETURN(const Problem p, problem(rates, current, max_disruption, pinned, permitted));
   EpochPlan out;
   SYMPHONY_ASSIGN_OR_RETURN(out.result, solve(p, options_));
   const bool all_placed = !p.current.empty() && std::none_of(p.current.begin(), p.current.end(),

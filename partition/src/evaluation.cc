@@ -112,6 +112,9 @@ Result<Evaluation> evaluate(const Problem& p, std::span<const int> assignment) {
       e.violations.push_back("model '" + p.models[i].name + "' is pinned to sub-cluster " +
                              std::to_string(p.current_of(i)) + " but placed in " +
                              std::to_string(assignment[i]));
+    if (!p.permits(i, static_cast<std::size_t>(assignment[i])))
+      e.violations.push_back("model '" + p.models[i].name + "' is placed in sub-cluster " +
+                             std::to_string(assignment[i]) + ", where it may not go");
   }
   if (!detail::within(e.disruption, p.max_disruption)) {
     e.violations.push_back("disruption " + detail::fmt(e.disruption) + " exceeds the bound " +

@@ -164,9 +164,10 @@ class Greedy {
   bool construct(MethodOutput& out) {
     const std::size_t n = p_.size();
     const std::size_t L = p_.num_subclusters();
-    // Current placements stay.
+    // Current placements stay, where the model may stay.
     for (std::size_t i = 0; i < n; ++i) {
-      if (p_.current_of(i) != kUnplaced) st_.place(i, p_.current_of(i));
+      const int j = p_.current_of(i);
+      if (j != kUnplaced && (p_.is_pinned(i) || p_.permits(i, static_cast<std::size_t>(j)))) st_.place(i, j);
     }
     // Sub-clusters over their caps (the rates changed) give up models: the
     // largest rate first for the rate cap, the largest memory saving first
@@ -207,7 +208,7 @@ class Greedy {
     for (std::size_t i : order) {
       int best = kUnplaced;
       for (std::size_t j = 0; j < L; ++j) {
-        if (!st_.fits(i, j)) continue;
+        if (!p_.permits(i, j) || !st_.fits(i, j)) continue;
         if (!within(st_.cost() + st_.cost_at(i, static_cast<int>(j)), p_.max_disruption)) continue;
         if (best == kUnplaced || load(j) < load(static_cast<std::size_t>(best)) - kEps)
           best = static_cast<int>(j);
@@ -254,13 +255,14 @@ class Greedy {
   }
 
   bool move_ok(std::size_t i, std::size_t b) const {
-    return !p_.is_pinned(i) && st_.fits(i, b) &&
+    return !p_.is_pinned(i) && p_.permits(i, b) && st_.fits(i, b) &&
            within(st_.cost() - st_.cost_at(i, st_.at(i)) + st_.cost_at(i, static_cast<int>(b)),
                   p_.max_disruption);
   }
   bool swap_ok(std::size_t i, std::size_t k) const {
     if (p_.is_pinned(i) || p_.is_pinned(k)) return false;
     const auto a = static_cast<std::size_t>(st_.at(i)), b = static_cast<std::size_t>(st_.at(k));
+    if (!p_.permits(i, b) || !p_.permits(k, a)) return false;
     const Model& mi = p_.models[i];
     const Model& mk = p_.models[k];
     const SubCluster& ca = p_.subclusters[a];

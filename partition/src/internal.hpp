@@ -72,8 +72,8 @@ Result<MethodOutput> solve_milp(const Problem& p, const Options& o, const CpuDea
 // (objective zero; the first feasible solution ends the search).
 Result<MethodOutput> solve_milp_feasibility(const Problem& p, const Options& o, const CpuDeadline& deadline);
 
-// Whether every sub-cluster has the same caps and cost scale (then labels
-// are interchangeable).
+// Whether every sub-cluster has the same caps and cost scale and no model
+// is restricted to some of them (then labels are interchangeable).
 bool identical_subclusters(const Problem& p);
 
 // With identical sub-clusters and a current assignment, renames the

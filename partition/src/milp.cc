@@ -85,7 +85,7 @@ MethodOutput solve_milp_impl(const Problem& p, const Options& o, const CpuDeadli
 
   // Symmetry breaking: with identical sub-clusters and a disruption bound
   // that does not tell them apart, the k-th largest model goes to 0..k
-  // (not with a pinned model, which tells them apart).
+  // (not with a pinned or restricted model, which tells them apart).
   bool placed_any = false;
   for (std::size_t i = 0; i < n; ++i) placed_any = placed_any || p.current_of(i) != kUnplaced;
   if (identical_subclusters(p) && (!placed_any || !std::isfinite(p.max_disruption)) && !p.any_pinned()) {

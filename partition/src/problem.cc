@@ -28,6 +28,11 @@ bool Problem::fits_alone(std::size_t i, std::size_t j) const {
          detail::within(m.static_memory + m.dynamic_memory, s.memory_cap);
 }
 
+bool Problem::any_restricted() const {
+  return std::any_of(permitted.begin(), permitted.end(),
+                     [](const std::vector<bool>& r) { return !r.empty(); });
+}
+
 const char* to_string(Constraint c) {
   switch (c) {
     case Constraint::kRateCap:
@@ -84,6 +89,20 @@ Status validate(const Problem& p) {
     return detail::invalid("the pinned flags have " + std::to_string(p.pinned.size()) + " entries for " +
                            std::to_string(p.models.size()) + " models");
   }
+  if (!p.permitted.empty() && p.permitted.size() != p.models.size()) {
+    return detail::invalid("the permitted sub-clusters have " + std::to_string(p.permitted.size()) +
+                           " rows for " + std::to_string(p.models.size()) + " models");
+  }
+  for (std::size_t i = 0; i < p.permitted.size(); ++i) {
+    const std::vector<bool>& row = p.permitted[i];
+    if (row.empty()) continue;
+    if (row.size() != p.subclusters.size())
+      return detail::invalid("model '" + p.models[i].name + "': its permitted sub-clusters name " +
+                             std::to_string(row.size()) + " for " + std::to_string(p.subclusters.size()) +
+                             " sub-clusters");
+    if (std::find(row.begin(), row.end(), true) == row.end())
+      return detail::invalid("model '" + p.models[i].name + "' is permitted in no sub-cluster");
+  }
   if (!p.current.empty()) {
     if (p.current.size() != p.models.size()) {
       return detail::invalid("the current assignment has " + std::to_string(p.current.size()) +
@@ -136,6 +155,20 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
                   detail::fmt(m.rate) + ", memory " + detail::fmt(need) +
                   ") and does not fit it alone (rate cap " + detail::fmt(s.rate_cap) + ", memory cap " +
                   detail::fmt(s.memory_cap) + ")";
+    } else if (p.restricted(i)) {
+      double rate_cap = 0, memory_cap = 0;  // the largest among those it may go to
+      std::string where;
+      for (std::size_t j = 0; j < L; ++j) {
+        if (!p.permits(i, j)) continue;
+        rate_cap = std::max(rate_cap, p.subclusters[j].rate_cap);
+        memory_cap = std::max(memory_cap, p.subclusters[j].memory_cap);
+        where += (where.empty() ? "" : ", ") + std::to_string(j);
+      }
+      if (!detail::within(need, memory_cap)) c.constraints.push_back(Constraint::kMemoryCap);
+      if (!detail::within(m.rate, rate_cap)) c.constraints.push_back(Constraint::kRateCap);
+      if (c.constraints.empty()) c.constraints = {Constraint::kRateCap, Constraint::kMemoryCap};
+      c.message = "model '" + m.name + "' (rate " + detail::fmt(m.rate) + ", memory " + detail::fmt(need) +
+                  ") fits none of the sub-clusters it may go to (" + where + ") alone";
     } else if (!detail::within(need, max_memory_cap)) {
       c.constraints = {Constraint::kMemoryCap};
       c.message = "model '" + m.name + "' needs " + detail::fmt(need) + " of memory (static " +
@@ -188,10 +221,10 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
     for (std::size_t i = 0; i < n; ++i) {
       if (!fits_somewhere[i] || p.is_pinned(i)) continue;  // reported above, or stays
       const int from = p.current_of(i);
-      if (from != kUnplaced && p.fits_alone(i, static_cast<std::size_t>(from))) continue;
+      if (from != kUnplaced && p.allowed(i, static_cast<std::size_t>(from))) continue;
       double cheapest = kUnlimited;
       for (std::size_t j = 0; j < L; ++j) {
-        if (p.fits_alone(i, j) && static_cast<int>(j) != from)
+        if (p.allowed(i, j) && static_cast<int>(j) != from)
           cheapest = std::min(cheapest, p.placement_cost(i, j));
       }
       must += cheapest;
@@ -207,7 +240,9 @@ std::vector<Conflict> find_conflicts(const Problem& p) {
                        "model '" + m.name + "' " +
                            (from == kUnplaced ? std::string("is new")
                                               : "cannot stay in sub-cluster " + std::to_string(from) +
-                                                    " (its caps are too small for it alone)") +
+                                                    (p.permits(i, static_cast<std::size_t>(from))
+                                                         ? " (its caps are too small for it alone)"
+                                                         : " (it may not go there)")) +
                            ", and placing it costs at least " + detail::fmt(cheapest) +
                            ", more than the disruption bound " + detail::fmt(p.max_disruption)});
       }

@@ -39,6 +39,14 @@ MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline&
   const Weights w = weights(p);
   const bool perturb = std::isfinite(p.max_disruption) && !p.current.empty();
   std::mt19937_64 rng(o.seed);
+  // Where each model may be drawn to (validate() leaves every model one).
+  std::vector<std::vector<std::size_t>> may_go(n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < L; ++j)
+      if (p.permits(i, j)) may_go[i].push_back(j);
+  const auto draw = [&](std::size_t i) {
+    return static_cast<int>(may_go[i][uniform(rng, may_go[i].size())]);
+  };
 
   MethodOutput out;
   std::vector<int> a(n), best;
@@ -53,16 +61,16 @@ MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline&
     ++out.work;
     double cost = 0;
     if (!perturb) {
-      for (std::size_t i = 0; i < n; ++i)
-        a[i] = p.is_pinned(i) ? p.current_of(i) : static_cast<int>(uniform(rng, L));
+      for (std::size_t i = 0; i < n; ++i) a[i] = p.is_pinned(i) ? p.current_of(i) : draw(i);
       if (std::isfinite(p.max_disruption)) {
         for (std::size_t i = 0; i < n; ++i) cost += p.placement_cost(i, static_cast<std::size_t>(a[i]));
       }
     } else {
       for (std::size_t i = 0; i < n; ++i) {
         a[i] = p.current_of(i);
-        if (a[i] == kUnplaced) {
-          a[i] = static_cast<int>(uniform(rng, L));
+        // New, or where it may no longer be.
+        if (a[i] == kUnplaced || (!p.is_pinned(i) && !p.permits(i, static_cast<std::size_t>(a[i])))) {
+          a[i] = draw(i);
           cost += p.placement_cost(i, static_cast<std::size_t>(a[i]));
         }
       }
@@ -70,7 +78,7 @@ MethodOutput solve_random(const Problem& p, const Options& o, const CpuDeadline&
       for (std::size_t t = 0; t < moves; ++t) {
         const std::size_t i = uniform(rng, n);
         const std::size_t b = uniform(rng, L);
-        if (p.is_pinned(i)) continue;
+        if (p.is_pinned(i) || !p.permits(i, b)) continue;
         const double c = cost - p.placement_cost(i, static_cast<std::size_t>(a[i])) + p.placement_cost(i, b);
         if (within(c, p.max_disruption)) {
           a[i] = static_cast<int>(b);

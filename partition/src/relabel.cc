@@ -12,9 +12,10 @@ namespace symphony::partition::detail {
 
 bool identical_subclusters(const Problem& p) {
   const SubCluster& s0 = p.subclusters.front();
-  return std::all_of(p.subclusters.begin(), p.subclusters.end(), [&](const SubCluster& s) {
-    return s.rate_cap == s0.rate_cap && s.memory_cap == s0.memory_cap && s.cost_scale == s0.cost_scale;
-  });
+  return !p.any_restricted() &&
+         std::all_of(p.subclusters.begin(), p.subclusters.end(), [&](const SubCluster& s) {
+           return s.rate_cap == s0.rate_cap && s.memory_cap == s0.memory_cap && s.cost_scale == s0.cost_scale;
+         });
 }
 
 namespace {

@@ -67,7 +67,8 @@ Result<symphony::Partitioner> make_partitioner(const SubClusterConfig& c, const 
       [ep, weight](const symphony::EpochRequest& r) -> Result<symphony::EpochDecision> {
         std::vector<double> load(r.rates.size());
         for (std::size_t i = 0; i < load.size(); ++i) load[i] = r.rates[i] * weight[i];
-        SYMPHONY_ASSIGN_OR_RETURN(EpochPlan plan, ep->plan(load, r.current, r.max_disruption, r.pinned));
+        SYMPHONY_ASSIGN_OR_RETURN(EpochPlan plan,
+                                  ep->plan(load, r.current, r.max_disruption, r.pinned, r.permitted));
         symphony::EpochDecision d;
         d.assignment = std::move(plan.assignment);
         const Solution& res = plan.result;

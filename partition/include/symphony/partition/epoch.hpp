@@ -54,15 +54,18 @@ class EpochPartitioner {
   // The problem of one epoch: these rates (requests/s, one per model), the
   // current assignment (one per model, kUnplaced for a model placed nowhere;
   // empty: none placed), the bound (kUnlimited: none) and the models that
-  // stay where they are (Problem::pinned; empty: none); kInvalidArgument
-  // when the sizes are not one per model.
+  // stay where they are (Problem::pinned; empty: none) and the sub-clusters
+  // each may go to (Problem::permitted; empty: any); kInvalidArgument when
+  // the sizes are not one per model.
   Result<Problem> problem(std::span<const double> rates, std::span<const int> current, double max_disruption,
-                          const std::vector<bool>& pinned = {}) const;
+                          const std::vector<bool>& pinned = {},
+                          const std::vector<std::vector<bool>>& permitted = {}) const;
 
   // Solves the epoch's problem under the options and applies the rule above;
   // solve()'s errors.
   Result<EpochPlan> plan(std::span<const double> rates, std::span<const int> current, double max_disruption,
-                         const std::vector<bool>& pinned = {}) const;
+                         const std::vector<bool>& pinned = {},
+                         const std::vector<std::vector<bool>>& permitted = {}) const;
 
  private:
   EpochPartitioner(std::vector<Model> models, std::vector<SubCluster> subclusters, Options options,

@@ -69,6 +69,11 @@ struct Problem {
   // run on, not by the partition): it counts in its sub-cluster's load and
   // is never moved. Empty: none is. A pinned model needs a current one.
   std::vector<bool> pinned;
+  // Per model (parallel to `models`), per sub-cluster (parallel to
+  // `subclusters`), whether it may go there: a model that runs on some
+  // devices only (an instance_group) goes only where one of them is. Empty,
+  // or an empty row: anywhere. A row needs one sub-cluster it may go to.
+  std::vector<std::vector<bool>> permitted;
   // C_max: bound on sum_ij c_ij |x_ij - x'_ij|. Moving a model from j to k costs
   // c_ij + c_ik (an unload and a load); placing a new model in k costs c_ik.
   double max_disruption = kUnlimited;
@@ -90,10 +95,14 @@ struct Problem {
   bool fits_alone(std::size_t i, std::size_t j) const;
   bool is_pinned(std::size_t i) const { return !pinned.empty() && pinned[i]; }
   bool any_pinned() const { return std::find(pinned.begin(), pinned.end(), true) != pinned.end(); }
-  // Whether model i may go to sub-cluster j: it fits there alone, and it
-  // is not pinned to another.
+  // Whether model i is restricted to some sub-clusters, and whether it may go to j.
+  bool restricted(std::size_t i) const { return !permitted.empty() && !permitted[i].empty(); }
+  bool permits(std::size_t i, std::size_t j) const { return !restricted(i) || permitted[i][j]; }
+  bool any_restricted() const;
+  // Whether model i may go to sub-cluster j: it fits there alone, it is
+  // permitted there, and it is not pinned to another.
   bool allowed(std::size_t i, std::size_t j) const {
-    return fits_alone(i, j) && (!is_pinned(i) || current_of(i) == static_cast<int>(j));
+    return fits_alone(i, j) && permits(i, j) && (!is_pinned(i) || current_of(i) == static_cast<int>(j));
   }
 };
 
@@ -116,7 +125,8 @@ struct Conflict {
 
 // The causes of infeasibility found by cheap checks, before any solver runs:
 // a model that fits no sub-cluster alone (larger than every memory cap, a
-// rate over every rate cap; a pinned one: its own), the total rate over the
+// rate over every rate cap; a pinned one: its own; a restricted one: those
+// it may go to), the total rate over the
 // sum of the rate caps, the total static memory plus the largest dynamic
 // memory over the sum of the memory caps, and a disruption bound below what
 // the new models and the models that cannot stay where they are must cost. Empty does not mean
