@@ -3,6 +3,7 @@
 // a primary among hot spares (virtual time: explicit TimePoints).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -589,6 +590,64 @@ TEST(SubClusterManager, AnEpochCountsAModelThatStaysWhereItIsPinned) {
     EXPECT_EQ(x.dev.device, 0u) << "b loaded on sub-cluster 0 only; g sent nowhere";
     EXPECT_EQ(x.load, std::vector<std::uint32_t>{2});
   }
+}
+
+// A model whose instance_group selects some devices (g: backend 0's
+// devices 1 and 2, backend 1's device 1) joins the epochs once they hold it,
+// with the sub-clusters it may go to (1 and 2, of three); moved to 2, it is
+// loaded on its device there alone (not on backend 1's device 2), and its
+// requests follow once that device confirms. One whose group lies in its
+// own sub-cluster alone (h) stays there, pinned.
+TEST(SubClusterManager, AnEpochMovesAGroupedModelOnlyWhereItsDevicesAre) {
+  Recorder rec;
+  std::vector<EpochRequest> asked;
+  const Partitioner answer = [&asked](const EpochRequest& r) -> Result<EpochDecision> {
+    asked.push_back(r);
+    EpochDecision d;
+    d.assignment = r.epoch == 0 ? std::vector<int>{0} : std::vector<int>{0, 2, 0};
+    return d;
+  };
+  SubClusterManager::Options o = two_subclusters(answer);
+  o.models = {"a", "g", "h"};
+  o.placed_later = {false, true, true};
+  o.subclusters = 3;
+  o.config->spec.count = 3;
+  o.target_gpus = {2, 2, 2};
+  o.initial_rates = {10};
+  o.partitioner_for = [&answer](const std::vector<ModelId>&) -> Result<Partitioner> { return answer; };
+  o.movable = [](ModelId) { return true; };
+  using Ref = SubClusterManager::DeviceRef;
+  const std::vector<Ref> g_devices = {{0, 1}, {0, 2}, {1, 1}}, h_devices = {{1, 0}};
+  o.may_run = [&](ModelId m, Ref d) {
+    const std::vector<Ref>& in = m == 1 ? g_devices : h_devices;
+    return m == 0 || std::find(in.begin(), in.end(), d) != in.end();
+  };
+  SubClusterManager m = recording(rec, std::move(o));
+  ASSERT_TRUE(m.start(at_ms(0)).ok());
+  for (std::uint32_t b = 0; b < 2; ++b)
+    for (std::uint32_t d = 0; d < 3; ++d) EXPECT_EQ(m.add_device({b, d}), d);
+  EXPECT_EQ(m.place(1, "g", g_devices), 1) << "the lowest of those with a device of its group";
+  EXPECT_EQ(m.place(2, "h", h_devices), 0);
+  for (int i = 0; i < 4; ++i) m.ended(m.routed(1), 1, false);
+  rec.take();
+  m.tick(at_ms(1000));  // epoch 1
+  ASSERT_EQ(asked.size(), 2u);
+  const EpochRequest& r = asked[1];
+  EXPECT_EQ(r.current, (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(r.pinned, (std::vector<bool>{false, false, true})) << "h may be in sub-cluster 0 alone";
+  EXPECT_EQ(r.permitted, (std::vector<std::vector<bool>>{{}, {false, true, true}, {}}));
+  const nlohmann::json e = m.to_json(at_ms(0))["epochs"][1];
+  EXPECT_EQ(e["permitted"], nlohmann::json({{"g", {1, 2}}})) << e.dump();
+  EXPECT_EQ(e["pinned"], nlohmann::json({"h"})) << e.dump();
+  EXPECT_EQ(m.owner(1), 2);
+  const std::vector<SubClusterManager::Placement> p = rec.take();
+  ASSERT_EQ(p.size(), 1u) << "its one device in sub-cluster 2";
+  EXPECT_EQ(p[0].dev, (Ref{0, 2}));
+  EXPECT_EQ(p[0].load, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(m.route_of(1), 1u) << "until its device there holds it";
+  m.placement_done(0, p[0].seq, true, "b0", "", at_ms(1001));
+  EXPECT_EQ(m.route_of(1), 2u);
+  EXPECT_EQ(m.owner(2), 0) << "h stays";
 }
 
 // Every model of the start has an instance_group: no partitioner, no epochs

@@ -2785,6 +2785,64 @@ def test_emulated_with_sub_clusters_an_instance_group_of_every_device_joins_the_
         assert r["errors"] == 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"], (name, r)
 
 
+def test_emulated_with_sub_clusters_an_instance_group_of_some_devices_is_moved_by_the_epochs(
+        tmp_path, repository_cluster):
+    """A backend of four emulated GPUs in two sub-clusters (0 and 2 in one, 1
+    and 3 in the other), re-partitioned every 0.5 s: a model whose
+    instance_group selects GPUs 0 and 1 has a device in each, so the epochs
+    move it like the others (they counted it where it was placed, pinned, and
+    never moved it). Placed beside 'one' (500 + 600 MiB, over a backend's
+    1000), an epoch moves it beside 'two' (100 MiB: 600 | 600, the rates of
+    'one' and 'two' equal), its GPU there confirms the load, and every model
+    answers before and after, each batch on a device the scheduler placed it
+    on."""
+    repo = tmp_path / "models"
+    for name in ("one", "two"):
+        write_emulated_model(repo, name, slo=4000)
+    write_emulated_model(repo, "g", slo=4000, extra="instance_group [ { kind: KIND_GPU gpus: [ 0, 1 ] } ]")
+    table = tmp_path / "memory.csv"
+    table.write_text("name,static_mib,dynamic_mib\none,600,0\ntwo,100,0\ng,500,0\n")
+    c = repository_cluster(repo, SUBCLUSTER_REPOSITORY_CONFIG.replace(
+        "{count: 2}", '{count: 2, epoch_s: 0.5, memory_cap_mib: 1000, model_memory: "%s"}' % table))
+    (f,) = c.start("explicit", backends=[("b1", "emulated:4")])
+    m = re.search(r"model 'g', of the start with an instance_group, is placed in sub-cluster (\d)",
+                  c.scheduler.output())
+    assert m, c.scheduler.output()
+    home = int(m.group(1))
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
+    status, _, out = http_infer(f, "g", body)
+    assert status == 200, out
+    moved = {}
+
+    def moved_by_an_epoch():
+        for name in ("one", "two"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+        r = c.report("scheduler") or {}
+        for e in r.get("subclusters", {}).get("epochs", []):
+            for mv in e.get("moves", []):
+                if mv["model"] == "g" and mv["loaded_after_ms"] is not None:
+                    moved.update(e)
+                    return True
+        return False
+
+    wait_until(moved_by_an_epoch, "an epoch to move 'g'", timeout=30)
+    # Epoch 0 put 'one' (the larger) in sub-cluster 0 and 'two' in 1, and g
+    # went to the lowest of two sub-clusters of one model each.
+    assert home == 0 and moved["assignment"] == {"one": 0, "two": 1, "g": 1}, (moved, c.scheduler.output())
+    assert "g" not in moved["pinned"] and "g" not in moved["permitted"], moved
+    assert "has no row" not in c.scheduler.output(), c.scheduler.output()
+    for _ in range(5):
+        for name in ("one", "two", "g"):
+            status, _, out = http_infer(f, name, body)
+            assert status == 200, (name, out)
+    assert "refusing a batch" not in c.backends["b1"].output(), c.backends["b1"].output()
+    report = f.stop()
+    for name in ("one", "two", "g"):
+        r = report["models"][name]
+        assert r["errors"] == 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"], (name, r)
+
+
 def test_emulated_with_sub_clusters_a_model_loaded_while_serving_joins_the_epochs(tmp_path, repository_cluster):
     """With two sub-clusters re-partitioned every 0.5 s, a model loaded while
     the cluster serves (held by its one backend) is placed in one and joins

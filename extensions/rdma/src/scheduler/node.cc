@@ -116,7 +116,8 @@ Status SchedulerNode::Impl::start() {
       // memory table when the table names it.
       read_memory_table();
       so.partitioner_for = [this](const std::vector<ModelId>& ids) { return partitioner_of(ids); };
-      so.movable = [this](ModelId m) { return held_everywhere(m); };
+      so.movable = [this](ModelId m) { return held_where_it_runs(m); };
+      so.may_run = [this](ModelId m, SubClusterManager::DeviceRef d) { return may_run(m, d); };
     }
     if (sub_cfg && !epoch_ids.empty()) {
       SYMPHONY_ASSIGN_OR_RETURN(so.partitioner, partitioner_of(epoch_ids));

@@ -316,12 +316,12 @@ class SchedulerNode::Impl final : public Transport::Handler {
   void read_memory_table();
   mutable std::set<std::string> memory_unknown_;  // loaded models the table does not name (logged once)
   // Whether model m, served, may be moved by an epoch: every live backend
-  // holds it (no join load under way) and its instance_group, if any,
-  // selects every live device (KIND_GPU on backends of GPUs alone, say).
-  bool held_everywhere(ModelId m) const;
-  // Whether `groups` select every device of the live backends (none
-  // registered: no); empty groups: yes.
-  bool groups_select_every_device(const std::vector<DeviceGroup>& groups) const;
+  // with a device its instance_group selects (any, without one) holds it,
+  // and no join load is under way.
+  bool held_where_it_runs(ModelId m) const;
+  // Whether device d may run model m: its instance_group selects d and d's
+  // backend holds m (SubClusterManager::Options::may_run).
+  bool may_run(ModelId m, SubClusterManager::DeviceRef d) const;
   void add_deferred_backends(TimePoint now);
   void on_submit(ConnId c, Peer& p, std::span<const std::uint8_t> msg);
   void submit_entries(Peer& p, const wire::SubmitView& v);

@@ -306,7 +306,22 @@ void SubClusterManager::start_epoch(TimePoint now) {
   next_epoch_ = now + epoch_len_;
   const std::vector<ModelId> ids = epoch_models();
   std::vector<bool> pins;
-  for (ModelId m : ids) pins.push_back(pinned(m));
+  std::vector<std::vector<bool>> rows;  // where each may go (empty: anywhere)
+  bool restricted = false;
+  for (ModelId m : ids) {
+    std::vector<bool> row = pinned(m) || placed_by_epochs(m) ? std::vector<bool>{} : permitted(m);
+    const auto n = std::count(row.begin(), row.end(), true);
+    const int now = placement_->owner(m);
+    // Nowhere to go, or only where it is: it stays.
+    const bool stays =
+        pinned(m) || (!row.empty() &&
+                      (n == 0 || (n == 1 && now != kNoSubCluster && row[static_cast<std::uint32_t>(now)])));
+    if (stays) row.clear();
+    restricted |= !row.empty();
+    pins.push_back(stays);
+    rows.push_back(std::move(row));
+  }
+  if (!restricted) rows.clear();
   if (std::find(pins.begin(), pins.end(), false) == pins.end()) {
     (void)meter_->take(now);  // none to move (or none at all)
     return;
@@ -338,6 +353,7 @@ void SubClusterManager::start_epoch(TimePoint now) {
     r.current.push_back(all[m]);
   }
   r.pinned = std::move(pins);
+  r.permitted = std::move(rows);
   r.max_disruption = o_.config->spec.max_disruption;
   r.gpus = have_gpus_;
   {
@@ -351,6 +367,7 @@ void SubClusterManager::start_epoch(TimePoint now) {
   solving_info_.ids = ids;
   solving_info_.rates = r.rates;
   solving_info_.pinned = r.pinned;
+  solving_info_.permitted = r.permitted;
   if (!o_.solve_async) return finish_epoch(part_(r), now);
   solving_ = std::async(std::launch::async, [part = part_, r = std::move(r)] { return part(r); });
 }
@@ -385,6 +402,14 @@ std::vector<ModelId> SubClusterManager::epoch_models() const {
     if (o_.partitioner_for || !pinned(m)) ids.push_back(m);
   }
   return ids;
+}
+
+std::vector<bool> SubClusterManager::permitted(ModelId m) const {
+  std::vector<bool> row(o_.subclusters, false);
+  for (const auto& [ref, sub] : devices_)
+    if (runs_on(m, ref)) row[sub] = true;
+  if (std::find(row.begin(), row.end(), false) == row.end()) row.clear();
+  return row;
 }
 
 std::vector<int> SubClusterManager::widened(const std::vector<int>& of_ids,
@@ -433,7 +458,7 @@ void SubClusterManager::apply_decision(EpochInfo info, const EpochDecision& d, T
         load_ref_[m] = Ref{epoch_index, move_index(m)};
         if (st.kind == PlacementStep::Kind::kLoad) {
           for (const auto& [ref, j] : devices_) {
-            if (j != st.subcluster) continue;
+            if (j != st.subcluster || !runs_on(m, ref)) continue;
             pending_[m].push_back(ref);
             auto it = std::find_if(loads.begin(), loads.end(), [&](const auto& x) { return x.first == ref; });
             if (it == loads.end()) {
@@ -626,11 +651,17 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
   const std::size_t first = epochs_.size() > kEpochsReported ? epochs_.size() - kEpochsReported : 0;
   for (std::size_t i = first; i < epochs_.size(); ++i) {
     const EpochInfo& e = epochs_[i];
-    json rates = json::object(), assignment = json::object(), stats = json::object(), pinned = json::array();
+    json rates = json::object(), assignment = json::object(), stats = json::object(), pinned = json::array(),
+         permitted = json::object();
     for (std::size_t k = 0; k < e.ids.size() && k < e.rates.size(); ++k) {
       if (names_[e.ids[k]].empty()) continue;
       rates[names_[e.ids[k]]] = e.rates[k];
       if (k < e.pinned.size() && e.pinned[k]) pinned.push_back(names_[e.ids[k]]);
+      if (k >= e.permitted.size() || e.permitted[k].empty()) continue;
+      json where = json::array();
+      for (std::uint32_t j = 0; j < e.permitted[k].size(); ++j)
+        if (e.permitted[k][j]) where.push_back(j);
+      permitted[names_[e.ids[k]]] = where;
     }
     for (std::size_t m = 0; m < cap_; ++m) {
       if (names_[m].empty()) continue;
@@ -650,6 +681,7 @@ nlohmann::json SubClusterManager::to_json(TimePoint started) const {
                        {"measured_s", e.measured_s},
                        {"rates", rates},
                        {"pinned", pinned},
+                       {"permitted", permitted},
                        {"status", e.status},
                        {"stats", stats},
                        {"moves", moves},

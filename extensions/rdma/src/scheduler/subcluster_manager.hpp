@@ -7,11 +7,12 @@
 // windows. What it needs done it asks through `send` (a Placement for one
 // device); the node delivers it and reports the answer (placement_done).
 // Epochs place the models named at start; a model loaded while serving is
-// placed once, when its load ends (place()), and joins the epochs once every
-// device holds it (Options::movable); a model of the start with an
-// instance_group is placed once a device of its group registers (place())
-// and stays in that sub-cluster. The epochs count the models that stay
-// (pinned) in their sub-cluster's load and balance the others around them.
+// placed once, when its load ends (place()), and a model of the start with
+// an instance_group once a device of its group registers (place()); either
+// joins the epochs once every device that may run it holds it
+// (Options::movable), which move it only where such a device is
+// (Options::may_run). The epochs count the models that stay (pinned) in
+// their sub-cluster's load and balance the others around them.
 //
 // Threads: the progress thread calls everything, except ended() (the
 // runtimes' threads) and snapshot() / to_json() (any thread).
@@ -80,10 +81,14 @@ class SubClusterManager {
     // order), when models loaded while serving join the epochs or a reload
     // replaces one of the start's. Unset: the epochs place the start's only.
     std::function<Result<Partitioner>(const std::vector<ModelId>&)> partitioner_for;
-    // Whether a model placed by place() (not one of the start's with an
-    // instance_group) may be moved by an epoch now: every device holds it.
-    // Unset: none is.
+    // Whether a model placed by place() may be moved by an epoch now: every
+    // device that may run it holds it. Unset: none is.
     std::function<bool(ModelId)> movable;
+    // Whether device d may run model m (its instance_group selects d; one
+    // loaded while serving: d's backend holds it). An epoch moves such a
+    // model only to a sub-cluster with such a device, and loads it on those
+    // alone. Unset: every device may run every model.
+    std::function<bool(ModelId, DeviceRef)> may_run;
     std::vector<double> initial_rates;  // with config: epoch 0's rates
     bool solve_async = true;            // false: solve on the calling thread (tests)
   };
@@ -185,7 +190,8 @@ class SubClusterManager {
     double measured_s = 0;     // the interval the rates are from (0: the config's expected rates)
     std::vector<ModelId> ids;  // the models of `rates` and of the solve, in order
     std::vector<double> rates;
-    std::vector<bool> pinned;  // by `ids`: stayed where they are (EpochRequest::pinned)
+    std::vector<bool> pinned;                  // by `ids`: stayed where they are (EpochRequest::pinned)
+    std::vector<std::vector<bool>> permitted;  // by `ids`: EpochRequest::permitted
     std::string status;
     std::vector<std::pair<std::string, double>> stats;
     std::vector<MoveRecord> moves;
@@ -216,8 +222,12 @@ class SubClusterManager {
   // rest placed somewhere, pinned (they count in their sub-cluster's load).
   std::vector<ModelId> epoch_models() const;
   // Whether model m of the epoch stays where it is: placed by place() and
-  // not movable now (an instance_group, a backend still loading it).
+  // not movable now (a backend still loading it).
   bool pinned(ModelId m) const { return !placed_by_epochs(m) && !(o_.movable && o_.movable(m)); }
+  bool runs_on(ModelId m, DeviceRef d) const { return !o_.may_run || o_.may_run(m, d); }
+  // The sub-clusters with a live device that may run model m, one flag
+  // each; empty when that is every sub-cluster.
+  std::vector<bool> permitted(ModelId m) const;
   // A model of the start with an instance_group (Options::placed_later).
   bool grouped(ModelId m) const { return m < o_.placed_later.size() && o_.placed_later[m]; }
   std::size_t at(std::uint32_t j, ModelId m) const { return std::size_t{j} * cap_ + m; }

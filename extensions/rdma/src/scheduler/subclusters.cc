@@ -68,31 +68,26 @@ void SchedulerNode::Impl::read_memory_table() {
   memory_unknown_.clear();  // a model still without a row is said again at its next epoch
 }
 
-bool SchedulerNode::Impl::groups_select_every_device(const std::vector<DeviceGroup>& groups) const {
-  if (groups.empty()) return true;
-  bool all = true, any = false;
-  for_each_live_backend([&](std::uint32_t, const BackendInfo& b) {
-    const bool has_gpu = has_gpu_device(b.devices);
-    for (std::size_t x = 0; x < b.gpus.size(); ++x) {
-      any = true;
-      all &= groups_select(groups, b.devices[x], has_gpu);
-    }
-  });
-  return any && all;
-}
-
-bool SchedulerNode::Impl::held_everywhere(ModelId m) const {
+bool SchedulerNode::Impl::held_where_it_runs(ModelId m) const {
   if (m >= models_.size() || !listed_[m] || !unserved_[m].empty()) return false;
-  for (const auto& [id, groups] : grouped_)
-    if (id == m && !groups_select_every_device(groups)) return false;  // its devices only
   for (const JoinLoad& j : join_loads_)
     if (j.id == m) return false;  // a backend still loading it
   if (!loaded_on_[m]) return true;
   bool all = true;
   for_each_live_backend([&](std::uint32_t i, const BackendInfo&) {
+    if (group_devices(m, {i}).empty()) return;  // no device of its group
     all &= std::find(loaded_on_[m]->begin(), loaded_on_[m]->end(), i) != loaded_on_[m]->end();
   });
   return all;
+}
+
+bool SchedulerNode::Impl::may_run(ModelId m, SubClusterManager::DeviceRef d) const {
+  if (m >= models_.size()) return false;
+  if (loaded_on_[m] &&
+      std::find(loaded_on_[m]->begin(), loaded_on_[m]->end(), d.backend) == loaded_on_[m]->end())
+    return false;
+  const std::vector<SubClusterManager::DeviceRef> devices = group_devices(m, {d.backend});
+  return std::find(devices.begin(), devices.end(), d) != devices.end();
 }
 
 }  // namespace symphony::cluster
