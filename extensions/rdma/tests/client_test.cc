@@ -488,6 +488,46 @@ TEST(ClientTest, ARunOfSlotsNoRequestUsesServesAnotherModel) {
     EXPECT_EQ(client.reserve_input(name, 8).status().code(), Errc::kCapacityExceeded) << name;
 }
 
+// A request still in flight keeps its run's other slots from idling: m
+// fills its first run (slot 0 held, the other 63 back), then a second, held
+// whole; with no run free, its next requests take the gap around slot 0
+// (slots 1 to 63) before one is refused (before, they were refused until
+// slot 0 came back).
+TEST(ClientTest, TheSlotsAroundARequestInFlightServeBeforeItEnds) {
+  FakeScheduler s;
+  ClientOptions o = options(s.port);
+  o.max_pending = 128;  // two runs
+  o.max_input_bytes = 16;
+  const std::unique_ptr<Client> c = ready(o);
+  ASSERT_NE(c, nullptr);
+  Client& client = *c;
+  std::vector<InputSlot> held;
+  {
+    std::vector<InputSlot> back;
+    for (int i = 0; i < 64; ++i) {
+      Result<InputSlot> x = client.reserve_input("m", 8);
+      ASSERT_TRUE(x.ok()) << i << ": " << x.status().message();
+      (i == 0 ? held : back).push_back(std::move(*x));
+    }
+  }  // slots 1 to 63 come back
+  for (int i = 0; i < 64; ++i) {
+    Result<InputSlot> x = client.reserve_input("m", 8);
+    ASSERT_TRUE(x.ok()) << i << ": " << x.status().message();
+    held.push_back(std::move(*x));
+  }
+  const std::uint8_t* const first = held[0].bytes().data();
+  for (int i = 1; i < 64; ++i) {
+    Result<InputSlot> x = client.reserve_input("m", 8);
+    ASSERT_TRUE(x.ok()) << i << ": " << x.status().message();
+    EXPECT_EQ(x->bytes().data() - first, i * 16) << "in order, after slot 0";
+    held.push_back(std::move(*x));
+  }
+  EXPECT_EQ(client.reserve_input("m", 8).status().code(), Errc::kCapacityExceeded);
+  std::set<const std::uint8_t*> slots;
+  for (const InputSlot& x : held) slots.insert(x.bytes().data());
+  EXPECT_EQ(slots.size(), 128u);
+}
+
 // A released region (its model unloaded) takes no more inputs; once those
 // in flight have ended it is cut anew for the next model that needs one,
 // without registering more memory.

@@ -72,15 +72,18 @@ std::string route_ip_to(const std::string& host, std::uint16_t port) {
 // A chunk returns to the free list when all its slots are free again and no
 // model's run is in it. When no chunk is free, a model takes one another
 // model holds but uses no slot of (a model unloaded, or reloaded under a new
-// id, would otherwise hold its last chunk for good), else the upper half of
-// the largest rest of another model's run: more models than chunks share
-// them, and every slot of the pool can be in use at once.
+// id, would otherwise hold its last chunk for good), else the largest gap of
+// free slots in a chunk no run is in (the slots around a long request still
+// in flight), else the upper half of the largest rest of another model's
+// run: more models than chunks share them, and every slot of the pool can
+// be in use at once.
 class SlotAllocator {
  public:
   static constexpr std::uint32_t kChunk = ClientOptions::kMaxSpan;  // a span never crosses chunks
+  static_assert(kChunk == 64, "a chunk's slots in use are the bits of one word");
 
   explicit SlotAllocator(std::uint32_t slots)
-      : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), live_(chunks_, 0), runs_(chunks_, 0) {
+      : chunks_((slots + kChunk - 1) / kChunk), slots_(slots), used_(chunks_, 0), runs_(chunks_, 0) {
     for (std::uint32_t c = chunks_; c-- > 0;) free_.push_back(c);
   }
 
@@ -99,20 +102,20 @@ class SlotAllocator {
         r = Run{*it, 0, room(*it)};
         free_.erase(std::next(it).base());
         runs_[r.chunk] = 1;
-      } else if (!reclaim(model, span, r) && !split(model, span, r)) {
+      } else if (!reclaim(model, span, r) && !gap(span, r) && !split(model, span, r)) {
         return false;
       }
     }
     slot = r.chunk * kChunk + r.next;
+    used_[r.chunk] |= bits(r.next, span);
     r.next += span;
-    live_[r.chunk] += span;
     return true;
   }
 
   // Returns the `span` slots from `slot` (as alloc gave them).
   void release(std::uint32_t slot, std::uint32_t span) {
     const std::uint32_t chunk = slot / kChunk;
-    if ((live_[chunk] -= span) == 0 && runs_[chunk] == 0) free_.push_back(chunk);
+    if ((used_[chunk] &= ~bits(slot % kChunk, span)) == 0 && runs_[chunk] == 0) free_.push_back(chunk);
   }
 
  private:
@@ -122,13 +125,17 @@ class SlotAllocator {
     std::uint32_t next = 0, end = 0;
   };
   std::uint32_t room(std::uint32_t chunk) const { return std::min(kChunk, slots_ - chunk * kChunk); }
+  // Slots [from, from + span) of a chunk as bits.
+  static std::uint64_t bits(std::uint32_t from, std::uint32_t span) {
+    return (span == kChunk ? ~std::uint64_t{0} : (std::uint64_t{1} << span) - 1) << from;
+  }
   // No chunk is free: one whose only run is another model's (an unloaded
   // one, or one idle now) with none of its slots in use becomes `model`'s.
   // These two are linear in the models, only when no chunk is free.
   bool reclaim(ModelId model, std::uint32_t span, Run& r) {
     for (ModelId m = 0; m < cur_.size(); ++m) {
       Run& o = cur_[m];
-      if (m == model || o.chunk == kNone || live_[o.chunk] != 0 || runs_[o.chunk] != 1 ||
+      if (m == model || o.chunk == kNone || used_[o.chunk] != 0 || runs_[o.chunk] != 1 ||
           room(o.chunk) < span)
         continue;
       r = Run{o.chunk, 0, room(o.chunk)};
@@ -136,6 +143,29 @@ class SlotAllocator {
       return true;
     }
     return false;
+  }
+  // Nor that: the largest gap of at least `span` free slots in a chunk that
+  // no run is in but requests in flight hold (its other slots would idle
+  // until the last of them ends).
+  bool gap(std::uint32_t span, Run& r) {
+    std::uint32_t best = 0;
+    for (std::uint32_t c = 0; c < chunks_; ++c) {
+      if (runs_[c] != 0 || used_[c] == 0) continue;  // in a run, or free
+      const std::uint64_t used = used_[c];
+      const std::uint32_t n = room(c);
+      for (std::uint32_t i = 0; i < n;) {
+        std::uint32_t j = i;
+        while (j < n && (used >> j & 1) == 0) ++j;
+        if (j - i >= span && j - i > best) {
+          best = j - i;
+          r = Run{c, i, j};
+        }
+        i = j + 1;
+      }
+    }
+    if (best == 0) return false;
+    runs_[r.chunk] = 1;
+    return true;
   }
   // Nor that: `model` takes the upper half (at least `span`) of the largest
   // rest of another model's run, both runs in the same chunk.
@@ -156,11 +186,11 @@ class SlotAllocator {
   }
   // A model's run there ended: the chunk is freed when its last slot is.
   void seal(std::uint32_t chunk) {
-    if (--runs_[chunk] == 0 && live_[chunk] == 0) free_.push_back(chunk);
+    if (--runs_[chunk] == 0 && used_[chunk] == 0) free_.push_back(chunk);
   }
 
   std::uint32_t chunks_, slots_;
-  std::vector<std::uint32_t> live_;  // slots in use, by chunk
+  std::vector<std::uint64_t> used_;  // slots in use, by chunk (bit i: slot i)
   std::vector<std::uint32_t> runs_;  // models' runs in it, by chunk
   std::vector<std::uint32_t> free_;
   std::vector<Run> cur_;
