@@ -243,7 +243,10 @@ TEST(ServeInputPoolTest, TheBuiltInLoadLandsInThePoolAndIsRefusedWhenItIsFull) {
   EXPECT_TRUE(all_returned(*pool));
 }
 
-TEST(ServeInputPoolTest, ADefaultPoolGrowsWhenAModelIsLoadedWhileServingAndAGivenOneDoesNot) {
+// A default pool grows for a model loaded while serving and gives the
+// memory back once it is unloaded, after an input in flight at its end has
+// come back; a given one keeps its size.
+TEST(ServeInputPoolTest, ADefaultPoolGrowsForAModelLoadedAndShrinksAfterItsUnloadAGivenOneStays) {
   server::ServerOptions o;
   o.devices = "cpu";
   o.policy = *parse_policy("eager");
@@ -268,10 +271,28 @@ TEST(ServeInputPoolTest, ADefaultPoolGrowsWhenAModelIsLoadedWhileServingAndAGive
     ASSERT_GE(want, std::uint64_t{128} << 20);
     EXPECT_EQ(pool->byte_size(), given ? ServeApp::kMinInputPoolBytes : want);
     EXPECT_EQ(a.input_pool(), pool);  // the same pool, grown in place
+    std::shared_ptr<char> all;
     if (!given) {
-      std::shared_ptr<char> all = pool->acquire(want);  // the whole of it is usable
+      all = pool->acquire(want);  // the whole of it is usable
       EXPECT_NE(all, nullptr);
     }
+    // Unloaded: the pool gives back what the models left need not, once no
+    // input lies there (one in flight across its end keeps it meanwhile).
+    ASSERT_TRUE(a.remove_model("big").ok());
+    EXPECT_EQ(pool->byte_size(), given ? ServeApp::kMinInputPoolBytes : want);
+    EXPECT_EQ(a.resize_input_pool(), given);
+    all.reset();
+    EXPECT_TRUE(a.resize_input_pool());
+    EXPECT_EQ(pool->byte_size(), ServeApp::kMinInputPoolBytes);
+    EXPECT_EQ(pool->stats().byte_size, ServeApp::kMinInputPoolBytes);
+    EXPECT_NE(pool->acquire(ServeApp::kMinInputPoolBytes), nullptr);
+    EXPECT_EQ(pool->acquire(ServeApp::kMinInputPoolBytes + 64), nullptr);
+    // With no input in flight, the unload itself gives it back.
+    big.name = "big2";
+    ASSERT_TRUE(a.add_model(big).ok());
+    EXPECT_EQ(pool->byte_size(), given ? ServeApp::kMinInputPoolBytes : want);
+    ASSERT_TRUE(a.remove_model("big2").ok());
+    EXPECT_EQ(pool->byte_size(), ServeApp::kMinInputPoolBytes);
     a.stop();
   }
 }

@@ -2,6 +2,7 @@
 #include "symphony/front/host_memory_pool.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,7 +46,9 @@ struct HostMemoryPool::State {
   std::map<std::uint64_t, std::uint64_t> free_by_offset;           // offset -> length
   std::set<std::pair<std::uint64_t, std::uint64_t>> free_by_size;  // (length, offset)
   HostMemoryPoolStats stats;
-  std::uint64_t after_last = 0;  // where the last block handed out ended
+  std::uint64_t after_last = 0;    // where the last block handed out ended
+  std::uint64_t limit = kNoLimit;  // a shrink() not reached yet: blocks below it while they fit
+  static constexpr std::uint64_t kNoLimit = ~std::uint64_t{0};
 
   ~State() {
     if (!base) return;
@@ -157,8 +160,11 @@ std::shared_ptr<char> HostMemoryPool::acquire(std::size_t bytes) noexcept {
     // Right after the last block when it fits there (requests that arrive
     // one after another then lie side by side, and a batch of them is a
     // view: batch_staging.hpp); else the smallest run that holds it.
+    // A shrink not reached yet keeps blocks below its size while one fits there.
     std::uint64_t run = 0;
-    if (auto at = s.free_by_offset.find(s.after_last); at != s.free_by_offset.end() && at->second >= len) {
+    const auto below = [&](std::uint64_t at) { return at + len <= s.limit; };
+    if (auto at = s.free_by_offset.find(s.after_last);
+        at != s.free_by_offset.end() && at->second >= len && below(at->first)) {
       off = at->first;
       run = at->second;
       s.erase_free(at);
@@ -168,6 +174,12 @@ std::shared_ptr<char> HostMemoryPool::acquire(std::size_t bytes) noexcept {
         ++s.stats.exhausted;
         return nullptr;
       }
+      if (s.limit != State::kNoLimit)
+        for (auto f = fit; f != s.free_by_size.end(); ++f)
+          if (below(f->second)) {
+            fit = f;
+            break;
+          }
       off = fit->second;
       run = fit->first;
       s.free_by_size.erase(fit);
@@ -220,8 +232,56 @@ Status HostMemoryPool::grow(std::uint64_t byte_size) {
   }
   s.insert_free(off, len);
   s.stats.byte_size = want;
+  s.limit = State::kNoLimit;
   s.size.store(want, std::memory_order_release);  // owns() may see the new end
   return {};
+}
+
+bool HostMemoryPool::shrink(std::uint64_t byte_size) {
+  State& s = *state_;
+  const std::uint64_t want = round_up(std::max<std::uint64_t>(byte_size, 1), kAlignment);
+  std::lock_guard<std::mutex> growing(s.grow_mu);  // `size` changes only under it
+  const std::uint64_t have = s.size.load(std::memory_order_relaxed);
+  std::uint64_t cut = have;
+  bool reached = true;
+  std::vector<char*> unpin;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.limit = State::kNoLimit;
+    if (want >= have) return true;
+    // The free run at the end, if one is there.
+    auto last = s.free_by_offset.empty() ? s.free_by_offset.end() : std::prev(s.free_by_offset.end());
+    if (last != s.free_by_offset.end() && last->first + last->second != have) last = s.free_by_offset.end();
+    reached = last != s.free_by_offset.end() && last->first <= want;
+    if (!reached) s.limit = want;  // blocks at the end: later, once they have come back
+    if (last == s.free_by_offset.end()) return false;
+    static const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+    cut = round_up(std::max(want, last->first), page);
+    if (s.pinned) {  // whole pinned ranges only, and never the region's first
+      std::uint64_t at = have;
+      for (char* p : s.pinned_ranges) {
+        const auto o = static_cast<std::uint64_t>(p - s.base);
+        if (o > 0 && o >= cut) at = std::min(at, o);
+      }
+      cut = at;
+    }
+    if (cut >= have) return reached;
+    const std::uint64_t off = last->first;
+    s.erase_free(last);
+    if (cut > off) s.insert_free(off, cut - off);
+    std::erase_if(s.pinned_ranges, [&](char* p) {
+      if (p < s.base + cut) return false;
+      unpin.push_back(p);
+      return true;
+    });
+    s.after_last = std::min(s.after_last, cut);
+    s.stats.byte_size = cut;
+    s.size.store(cut, std::memory_order_release);
+  }
+  // No block can lie there any more: the pages go back to the system.
+  for (char* p : unpin) s.unpin(p);
+  (void)madvise(s.base + cut, have - cut, MADV_DONTNEED);
+  return reached;
 }
 
 std::string HostMemoryPool::exhausted_message(std::size_t bytes) const {

@@ -186,6 +186,81 @@ TEST(HostMemoryPoolTest, GrowsWithinItsReservationWhileBlocksStayPut) {
   EXPECT_NE(unreserved->acquire(4096), nullptr);
 }
 
+// shrink() gives back the free end beyond a size, in whole pages, and while
+// blocks at the end keep it from reaching that size, hands out blocks below
+// it where they fit (and beyond only where nothing below fits).
+TEST(HostMemoryPoolTest, ShrinksToItsFreeEndAndKeepsBlocksBelowTheSizeUntilItGetsThere) {
+  HostMemoryPoolOptions o;
+  o.max_byte_size = 1 << 20;
+  auto pool = make_pool(4096, o);
+  ASSERT_TRUE(pool->grow(65536).ok());
+  std::shared_ptr<char> a = pool->acquire(1000);   // [0, 1024)
+  std::shared_ptr<char> b = pool->acquire(1000);   // [1024, 2048)
+  std::shared_ptr<char> c = pool->acquire(40000);  // [2048, 42048)
+  EXPECT_EQ(c.get() - a.get(), 2048);
+  EXPECT_TRUE(pool->shrink(65536));  // not smaller: nothing to do
+  EXPECT_FALSE(pool->shrink(8192));  // c lies beyond: the free end from the page after it
+  EXPECT_EQ(pool->byte_size(), 45056u);
+  EXPECT_EQ(pool->stats().byte_size, 45056u);
+  // Only beyond 8 KiB is there room for this one: handed out there.
+  std::shared_ptr<char> d = pool->acquire(2000);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d.get() - a.get(), 42048);
+  c.reset();
+  // Right after d fits too (960 bytes), but below 8 KiB comes first.
+  std::shared_ptr<char> e = pool->acquire(900);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e.get() - a.get(), 2048);
+  d.reset();
+  EXPECT_TRUE(pool->shrink(8192));
+  EXPECT_EQ(pool->byte_size(), 8192u);
+  EXPECT_FALSE(pool->owns(a.get() + 8192));
+  EXPECT_EQ(pool->acquire(8192 - 3008 + 64), nullptr);
+  std::shared_ptr<char> f = pool->acquire(8192 - 3008);  // the rest, to the new end
+  ASSERT_NE(f, nullptr);
+  f.reset();
+  // Grown again: the memory given back is usable again.
+  ASSERT_TRUE(pool->grow(16384).ok());
+  std::shared_ptr<char> g = pool->acquire(12000);
+  ASSERT_NE(g, nullptr);
+  std::memset(g.get(), 0x33, 12000);
+  a.reset();
+  b.reset();
+  e.reset();
+  g.reset();
+  EXPECT_EQ(pool->stats().in_use, 0u);
+}
+
+// A pinned pool gives back whole grown ranges (unpinned once each), never
+// the region's own.
+TEST(HostMemoryPoolTest, APinnedPoolShrinksByWholeGrownRanges) {
+  std::vector<void*> pins, unpins;
+  {
+    HostMemoryPoolOptions o;
+    o.max_byte_size = 1 << 16;
+    o.pin = [&](void* p, std::size_t) {
+      pins.push_back(p);
+      return std::string();
+    };
+    o.unpin = [&](void* p) { unpins.push_back(p); };
+    auto pool = make_pool(4096, o);
+    ASSERT_TRUE(pool->grow(8192).ok());
+    ASSERT_TRUE(pool->grow(16384).ok());
+    ASSERT_EQ(pins.size(), 3u);
+    EXPECT_TRUE(pool->shrink(5000));  // inside the growth at 4 KiB: kept whole
+    EXPECT_EQ(pool->byte_size(), 8192u);
+    ASSERT_EQ(unpins.size(), 1u);
+    EXPECT_EQ(unpins[0], pins[2]);
+    EXPECT_TRUE(pool->shrink(64));
+    EXPECT_EQ(pool->byte_size(), 4096u);
+    ASSERT_EQ(unpins.size(), 2u);
+    EXPECT_EQ(unpins[1], pins[1]);
+    EXPECT_NE(pool->acquire(4096), nullptr);
+  }
+  ASSERT_EQ(unpins.size(), 3u);  // the region's own, once, with the pool
+  EXPECT_EQ(unpins[2], pins[0]);
+}
+
 TEST(HostMemoryPoolTest, PinsEachGrowthAndUnpinsEveryRangeOnce) {
   std::vector<std::pair<void*, std::size_t>> pins;
   std::vector<void*> unpins;

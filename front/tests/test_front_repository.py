@@ -497,6 +497,44 @@ def test_loading_a_model_leaves_every_request_of_another_ok():
         s.stop()
 
 
+WIDE_CONFIG = """
+platform: "pytorch_libtorch"
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1048576 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 1048576 ] } ]
+parameters: { key: "symphony.slo_ms" value: { string_value: "5000" } }
+"""
+
+
+def test_the_host_memory_pool_grows_for_a_model_loaded_and_shrinks_after_its_unload():
+    """The default host memory pool holds 8 batches of every model's inputs:
+    64 MiB (its floor) with `linear`, over 128 MiB once `wide` (4 MiB
+    inputs, max batch 4) is loaded, and 64 MiB again once it is unloaded
+    (/metrics' pool size; before, it stayed at its largest)."""
+    repo = make_repo(bad=False)
+    add_model(repo, "wide", WIDE_CONFIG, model="identity")
+    s = Serve(CONFIG, extra=["--model-repository", repo, "--model-control-mode", "explicit",
+                             "--load-model", "linear", "--metrics", "127.0.0.1:0"])
+    try:
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+
+        def pool_bytes():
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+            m = re.search(r"^symphony_pinned_memory_pool_total_bytes\{[^}]*\} (\S+)$", text, re.M)
+            assert m, text
+            return int(float(m.group(1)))
+
+        assert pool_bytes() == 64 << 20
+        assert post(s, "/v2/repository/models/wide/load")[0] == 200
+        assert pool_bytes() > 128 << 20
+        assert infer(s, "linear")[0] == 200
+        assert post(s, "/v2/repository/models/wide/unload")[0] == 200
+        assert pool_bytes() == 64 << 20
+        assert infer(s, "linear")[0] == 200
+    finally:
+        s.stop()
+
+
 def test_report_counts_per_model_agree_with_the_clients():
     """The server's JSON report counts, per model, every request it ended,
     an unloaded model's included."""

@@ -93,13 +93,13 @@ Status ServeApp::add_model(const server::ModelOptions& m, const ProtocolModelOpt
     (void)server_->remove_model(m.name);
     return s;
   }
-  grow_input_pool();
+  (void)resize_input_pool();
   return {};
 }
 
 Status ServeApp::load_version(const server::ModelOptions& m) {
   if (Status s = server_->add_model(m); !s.ok()) return s;
-  grow_input_pool();
+  (void)resize_input_pool();
   return {};
 }
 
@@ -127,7 +127,9 @@ Status ServeApp::serve_repository(RepositoryOptions o) {
 
 Status ServeApp::remove_model(std::string_view name) {
   if (Status s = service_->remove_model(name); !s.ok()) return s;  // the front answers 404 from now on
-  return server_->remove_model(name);
+  Status s = server_->remove_model(name);
+  (void)resize_input_pool();
+  return s;
 }
 
 Status ServeApp::start() {

@@ -76,16 +76,19 @@ Status ServeApp::make_input_pool(std::uint64_t byte_size) {
   return {};
 }
 
-void ServeApp::grow_input_pool() {
+bool ServeApp::resize_input_pool() {
   std::shared_ptr<front::HostMemoryPool> pool;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!pool_ || !pool_grows_) return;
+    if (!pool_ || !pool_grows_) return true;
     pool = pool_;
   }
+  const std::uint64_t want = std::min(default_input_pool_bytes(), pool->max_byte_size());
   // Beyond the reservation it stops at the cap; a range that cannot be
   // pinned leaves the pool as it was (its exhausted refusals say the size).
-  (void)pool->grow(std::min(default_input_pool_bytes(), pool->max_byte_size()));
+  if (want < pool->byte_size()) return pool->shrink(want);
+  (void)pool->grow(want);
+  return true;
 }
 
 Status ServeApp::start_input_pool(std::uint64_t byte_size) {

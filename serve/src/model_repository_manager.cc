@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "symphony/serve/app.hpp"
@@ -297,7 +299,17 @@ void ModelRepositoryManager::run() {
   // (warm-up, profile) run under device leases, on the server's thread for
   // them at normal priority (docs/serving.md).
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
-  auto next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
+  using Clock = std::chrono::steady_clock;
+  auto next_poll = Clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
+  // After an unload, the host memory pool gives back its end once the
+  // inputs in flight there have come back: tried again every second.
+  std::optional<Clock::time_point> resize;
+  const auto resized = [&] {
+    if (app_.resize_input_pool())
+      resize.reset();
+    else
+      resize = Clock::now() + std::chrono::seconds(1);
+  };
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (!jobs_.empty()) {
@@ -305,21 +317,29 @@ void ModelRepositoryManager::run() {
       jobs_.pop_front();
       lock.unlock();
       job(false);
+      resized();
       lock.lock();
       continue;
     }
-    if (opts_.mode != ModelControlMode::kPoll) {
-      cv_.wait(lock);
+    if (resize && Clock::now() >= *resize) {
+      lock.unlock();
+      resized();
+      lock.lock();
       continue;
     }
-    if (std::chrono::steady_clock::now() >= next_poll) {
+    const bool polls = opts_.mode == ModelControlMode::kPoll;
+    if (polls && Clock::now() >= next_poll) {
       lock.unlock();
       poll();
+      resized();
       lock.lock();
-      next_poll = std::chrono::steady_clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
+      next_poll = Clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
       continue;
     }
-    cv_.wait_until(lock, next_poll);
+    if (polls || resize)
+      cv_.wait_until(lock, polls && resize ? std::min(next_poll, *resize) : polls ? next_poll : *resize);
+    else
+      cv_.wait(lock);
   }
 }
 

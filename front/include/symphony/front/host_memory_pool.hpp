@@ -16,7 +16,9 @@
 //    release, n the free runs); blocks are aligned to kAlignment;
 //  - grow() adds memory at the region's end (reserved at construction up to
 //    `max_byte_size`; blocks handed out stay where they are), pinned as the
-//    region is;
+//    region is; shrink() gives back the free end beyond a size (its pages
+//    returned to the system, its grown ranges unpinned) and keeps blocks
+//    below that size while they fit there, so that the rest frees;
 //  - a block goes right after the one handed out before it when it fits
 //    there (so requests that arrive one after another lie side by side, and
 //    their batch is a view: server/batch_staging.hpp), else into the
@@ -89,6 +91,14 @@ class HostMemoryPool final : public InputLanding {
   // the sizes beyond max_byte_size() or when the added range cannot be
   // pinned (the pool stays as it was). Any thread.
   Status grow(std::uint64_t byte_size);
+  // Gives back the end of the pool beyond `byte_size` (rounded up to whole
+  // pages; in a pinned pool, to where a growth's pinned range began: never
+  // the region's first) as far as no block lies there now. Returns whether
+  // that reached `byte_size`; while not, blocks are handed out below it
+  // where one fits (none is refused that fits only beyond), so that a later
+  // shrink() finds the end free, until one reaches it or a grow(). Any
+  // thread.
+  bool shrink(std::uint64_t byte_size);
   // Why acquire(bytes) failed, for the refused request's reply: the pool,
   // its size, what it holds and the flag that sizes it.
   std::string exhausted_message(std::size_t bytes) const;

@@ -107,7 +107,17 @@ class ServeApp {
     return service_->serve(model, std::move(versions));
   }
   // Removes a server model the front no longer serves (its queued requests end).
-  Status unload_version(std::string_view server_name) { return server_->remove_model(server_name); }
+  Status unload_version(std::string_view server_name) {
+    Status s = server_->remove_model(server_name);
+    (void)resize_input_pool();
+    return s;
+  }
+  // A default-sized pool grows to default_input_pool_bytes() (capped) after
+  // a model was loaded (a growth that fails leaves the pool as it was), and
+  // gives back its free end beyond that after one was removed. Returns
+  // false while inputs in flight at its end keep more (call again later:
+  // the repository's thread does, every second).
+  bool resize_input_pool();
   // Starts scheduling (and the repository's loads and polling, if any); the
   // phase becomes serving.
   Status start();
@@ -130,8 +140,9 @@ class ServeApp {
   // `byte_size` bytes (Triton's --pinned-memory-pool-byte-size), 0: the
   // default_input_pool_bytes() of the models loaded now, grown to it again
   // whenever a model is loaded later (add_model, load_version), up to
-  // kMaxDefaultInputPoolBytes (or its size at start, when larger); a given
-  // size stays as given. Pinned when a device
+  // kMaxDefaultInputPoolBytes (or its size at start, when larger), and
+  // shrunk to it after one is removed (resize_input_pool); a given size
+  // stays as given. Pinned when a device
   // is a CUDA GPU (and the build has CUDA), plain memory otherwise. Before
   // start_front, which otherwise creates the default pool itself. Errors
   // name the size; kAlreadyExists when there is a pool.
@@ -170,10 +181,7 @@ class ServeApp {
 
  private:
   explicit ServeApp(std::unique_ptr<server::Server> server);
-  Status make_input_pool(std::uint64_t byte_size);  // REQUIRES: mu_ held
-  // A default-sized pool grows to default_input_pool_bytes() (capped) after
-  // a model was loaded; a growth that fails leaves the pool as it was.
-  void grow_input_pool();
+  Status make_input_pool(std::uint64_t byte_size);          // REQUIRES: mu_ held
   void write_input_pool_metrics(metrics::Writer& w) const;  // REQUIRES: mu_ held
 
   std::unique_ptr<server::Server> server_;
