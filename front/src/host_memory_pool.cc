@@ -242,6 +242,7 @@ bool HostMemoryPool::shrink(std::uint64_t byte_size) {
   const std::uint64_t want = round_up(std::max<std::uint64_t>(byte_size, 1), kAlignment);
   std::lock_guard<std::mutex> growing(s.grow_mu);  // `size` changes only under it
   const std::uint64_t have = s.size.load(std::memory_order_relaxed);
+  static const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   std::uint64_t cut = have;
   bool reached = true;
   std::vector<char*> unpin;
@@ -255,7 +256,6 @@ bool HostMemoryPool::shrink(std::uint64_t byte_size) {
     reached = last != s.free_by_offset.end() && last->first <= want;
     if (!reached) s.limit = want;  // blocks at the end: later, once they have come back
     if (last == s.free_by_offset.end()) return false;
-    static const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
     cut = round_up(std::max(want, last->first), page);
     if (s.pinned) {  // whole pinned ranges only, and never the region's first
       std::uint64_t at = have;
@@ -278,9 +278,11 @@ bool HostMemoryPool::shrink(std::uint64_t byte_size) {
     s.stats.byte_size = cut;
     s.size.store(cut, std::memory_order_release);
   }
-  // No block can lie there any more: the pages go back to the system.
+  // No block can lie there any more: its whole pages go back to the system
+  // (a grown range may begin inside a page).
   for (char* p : unpin) s.unpin(p);
-  (void)madvise(s.base + cut, have - cut, MADV_DONTNEED);
+  if (const std::uint64_t from = round_up(cut, page); from < have)
+    (void)madvise(s.base + from, have - from, MADV_DONTNEED);
   return reached;
 }
 
