@@ -648,6 +648,14 @@ TEST(SubClusterManager, AnEpochMovesAGroupedModelOnlyWhereItsDevicesAre) {
   m.placement_done(0, p[0].seq, true, "b0", "", at_ms(1001));
   EXPECT_EQ(m.route_of(1), 2u);
   EXPECT_EQ(m.owner(2), 0) << "h stays";
+  // Backend 0 is lost, and with it g's one device in sub-cluster 2: the
+  // next epoch is asked to move g where its group still has one.
+  m.backend_gone(0, at_ms(1500));
+  m.tick(at_ms(2000));  // epoch 2
+  ASSERT_EQ(asked.size(), 3u);
+  EXPECT_EQ(asked[2].current[1], 2);
+  EXPECT_FALSE(asked[2].pinned[1]);
+  EXPECT_EQ(asked[2].permitted[1], (std::vector<bool>{false, true, false}));
 }
 
 // Every model of the start has an instance_group: no partitioner, no epochs
