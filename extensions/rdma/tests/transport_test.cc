@@ -109,8 +109,14 @@ TEST(TransportTest, ActiveMessagesBothWaysSmallAndLarge) {
   ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, ping); }).ok());
   ASSERT_TRUE(p.client_h.wait([&] { return !p.client_h.messages.empty(); })) << "no echo";
   EXPECT_EQ(p.client_h.messages[0], ping);
-  EXPECT_EQ(p.server_h.accepted.size(), 1u);
-  EXPECT_EQ(p.server_h.from[0], p.server_h.accepted[0]);  // the sender is identified by its connection
+  // The server echoes before it records the message: wait for the record,
+  // and read it under the recorder's lock (its network thread writes it).
+  ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.from.empty(); }));
+  {
+    std::lock_guard<std::mutex> lock(p.server_h.mu);
+    EXPECT_EQ(p.server_h.accepted.size(), 1u);
+    EXPECT_EQ(p.server_h.from[0], p.server_h.accepted[0]);  // the sender is identified by its connection
+  }
 
   // 5 MB: larger than any eager limit, so UCX uses rendezvous.
   std::vector<std::uint8_t> big(5u << 20);
