@@ -2,10 +2,11 @@
 // transport. It decides which sub-cluster each new GPU joins and where each
 // model's new requests go; it re-partitions every epoch (the partitioner on a
 // worker thread), moves models (a load on every device of the new
-// sub-cluster, confirmed, before requests follow; a drain of the old one once
-// its last request of the model has ended), and closes the autoscaling
-// windows. What it needs done it asks through `send` (a Placement for one
-// device); the node delivers it and reports the answer (placement_done).
+// sub-cluster that may run the model, confirmed, before requests follow; a
+// drain of the old one once its last request of the model has ended), and
+// closes the autoscaling windows. What it needs done it asks through `send`
+// (a Placement for one device); the node delivers it and reports the answer
+// (placement_done).
 // Epochs place the models named at start; a model loaded while serving is
 // placed once, when its load ends (place()), and a model of the start with
 // an instance_group once a device of its group registers (place()); either
