@@ -336,8 +336,10 @@ void ModelRepositoryManager::run() {
       next_poll = Clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
       continue;
     }
-    if (polls || resize)
-      cv_.wait_until(lock, polls && resize ? std::min(next_poll, *resize) : polls ? next_poll : *resize);
+    std::optional<Clock::time_point> until = resize;  // the next poll or resize, whichever is first
+    if (polls && (!until || next_poll < *until)) until = next_poll;
+    if (until)
+      cv_.wait_until(lock, *until);
     else
       cv_.wait(lock);
   }

@@ -307,21 +307,20 @@ void SubClusterManager::start_epoch(TimePoint now) {
   const std::vector<ModelId> ids = epoch_models();
   std::vector<bool> pins;
   std::vector<std::vector<bool>> rows;  // where each may go (empty: anywhere)
-  bool restricted = false;
   for (ModelId m : ids) {
-    std::vector<bool> row = pinned(m) || placed_by_epochs(m) ? std::vector<bool>{} : permitted(m);
+    const bool pin = pinned(m);
+    std::vector<bool> row = pin || placed_by_epochs(m) ? std::vector<bool>{} : permitted(m);
     const auto n = std::count(row.begin(), row.end(), true);
     const int now = placement_->owner(m);
     // Nowhere to go, or only where it is: it stays.
     const bool stays =
-        pinned(m) || (!row.empty() &&
-                      (n == 0 || (n == 1 && now != kNoSubCluster && row[static_cast<std::uint32_t>(now)])));
+        pin || (!row.empty() &&
+                (n == 0 || (n == 1 && now != kNoSubCluster && row[static_cast<std::uint32_t>(now)])));
     if (stays) row.clear();
-    restricted |= !row.empty();
     pins.push_back(stays);
     rows.push_back(std::move(row));
   }
-  if (!restricted) rows.clear();
+  if (std::all_of(rows.begin(), rows.end(), [](const auto& r) { return r.empty(); })) rows.clear();
   if (std::find(pins.begin(), pins.end(), false) == pins.end()) {
     (void)meter_->take(now);  // none to move (or none at all)
     return;
