@@ -53,6 +53,14 @@ struct Recorder : Transport::Handler {
     std::unique_lock<std::mutex> lock(mu);
     return cv.wait_for(lock, timeout, p);
   }
+  // One of the vectors above as it is now, read under the lock: the network
+  // thread may still write to it after a wait (an echo is sent before it is
+  // recorded, a second disconnect may follow the first).
+  template <class T>
+  T copy(T Recorder::*field) {
+    std::lock_guard<std::mutex> lock(mu);
+    return this->*field;
+  }
 };
 
 TransportOptions named(const char* name) {
@@ -108,22 +116,19 @@ TEST(TransportTest, ActiveMessagesBothWaysSmallAndLarge) {
   const auto ping = wire::encode(wire::Ping{1, 2});
   ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, ping); }).ok());
   ASSERT_TRUE(p.client_h.wait([&] { return !p.client_h.messages.empty(); })) << "no echo";
-  EXPECT_EQ(p.client_h.messages[0], ping);
-  // The server echoes before it records the message: wait for the record,
-  // and read it under the recorder's lock (its network thread writes it).
+  EXPECT_EQ(p.client_h.copy(&Recorder::messages)[0], ping);
+  // The server echoes before it records the message: wait for the record.
   ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.from.empty(); }));
-  {
-    std::lock_guard<std::mutex> lock(p.server_h.mu);
-    EXPECT_EQ(p.server_h.accepted.size(), 1u);
-    EXPECT_EQ(p.server_h.from[0], p.server_h.accepted[0]);  // the sender is identified by its connection
-  }
+  const auto accepted = p.server_h.copy(&Recorder::accepted);
+  ASSERT_EQ(accepted.size(), 1u);
+  EXPECT_EQ(p.server_h.copy(&Recorder::from)[0], accepted[0]);  // the sender is identified by its connection
 
   // 5 MB: larger than any eager limit, so UCX uses rendezvous.
   std::vector<std::uint8_t> big(5u << 20);
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i * 7);
   ASSERT_TRUE(p.client->call([&] { return p.client->send(p.to_server, big); }).ok());
   ASSERT_TRUE(p.client_h.wait([&] { return p.client_h.messages.size() == 2; })) << "no large echo";
-  EXPECT_EQ(p.client_h.messages[1], big);
+  EXPECT_EQ(p.client_h.copy(&Recorder::messages)[1], big);
 }
 
 TEST(TransportTest, OneSidedReadOfRegisteredMemory) {
@@ -211,8 +216,9 @@ TEST(TransportTest, InjectedDelayHoldsMessagesAndReadsInOrder) {
   const auto echoed = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(echoed, 30ms) << "the echoes were not held";
   EXPECT_LT(echoed, 5s);
+  const auto echoes = p.client_h.copy(&Recorder::messages);
   for (std::uint64_t i = 0; i < 5; ++i)
-    EXPECT_EQ(p.client_h.messages[i + 1], wire::encode(wire::Ping{i, 1})) << "out of order at " << i;
+    EXPECT_EQ(echoes[i + 1], wire::encode(wire::Ping{i, 1})) << "out of order at " << i;
 
   ASSERT_TRUE(p.client
                   ->call([&] {
@@ -254,7 +260,8 @@ TEST(TransportTest, PeerDeathReachesOnDisconnect) {
   ASSERT_TRUE(p.server_h.wait([&] { return !p.server_h.messages.empty(); }));
   p.server.reset();  // closes every endpoint by force
   ASSERT_TRUE(p.client_h.wait([&] { return !p.client_h.disconnects.empty(); }, 15s)) << "death not seen";
-  EXPECT_NE(p.client_h.disconnects[0].find("127.0.0.1"), std::string::npos) << p.client_h.disconnects[0];
+  const auto why = p.client_h.copy(&Recorder::disconnects)[0];
+  EXPECT_NE(why.find("127.0.0.1"), std::string::npos) << why;
   EXPECT_FALSE(p.client->call([&] { return p.client->connected(p.to_server); }));
   EXPECT_FALSE(p.client->call([&] {
                          return p.client->send(p.to_server, wire::encode(wire::Ping{1, 1}));
