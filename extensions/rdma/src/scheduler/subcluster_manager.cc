@@ -515,6 +515,9 @@ void SubClusterManager::check_drains(TimePoint now) {
       if (route_[m] == static_cast<int>(j)) continue;  // its new sub-cluster is still loading it
       // acquire: pairs with ended()'s release.
       if (outstanding_[at(j, m)].load(std::memory_order_acquire) != 0) continue;
+      // Every device of the sub-cluster, not only its group's: a backend skips
+      // a model it does not hold, and a group a reload has changed since the
+      // load leaves no copy behind.
       for (const auto& [ref, sub] : devices_)
         if (sub == j) send(ref, {}, {m});
       placement_->drained(j, m);
