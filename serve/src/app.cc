@@ -93,13 +93,13 @@ Status ServeApp::add_model(const server::ModelOptions& m, const ProtocolModelOpt
     (void)server_->remove_model(m.name);
     return s;
   }
-  (void)resize_input_pool();
+  resize_input_pool_until_done();
   return {};
 }
 
 Status ServeApp::load_version(const server::ModelOptions& m) {
   if (Status s = server_->add_model(m); !s.ok()) return s;
-  (void)resize_input_pool();
+  resize_input_pool_until_done();
   return {};
 }
 
@@ -128,7 +128,7 @@ Status ServeApp::serve_repository(RepositoryOptions o) {
 Status ServeApp::remove_model(std::string_view name) {
   if (Status s = service_->remove_model(name); !s.ok()) return s;  // the front answers 404 from now on
   Status s = server_->remove_model(name);
-  (void)resize_input_pool();
+  resize_input_pool_until_done();
   return s;
 }
 
@@ -267,7 +267,9 @@ void ServeApp::stop(StopMode how) {
     if (stopped_) return;
     stopped_ = true;
     if (front_) front_->begin_stop();  // new protocol requests get 503
+    resize_cv_.notify_all();
   }
+  if (resizer_.joinable()) resizer_.join();
   if (repository_) repository_->stop();  // the load under way ends; the queued ones are answered
   server_->stop(how);                    // every request ends
   service_->set_ready(false);

@@ -91,6 +91,33 @@ bool ServeApp::resize_input_pool() {
   return true;
 }
 
+void ServeApp::resize_input_pool_until_done() {
+  if (resize_input_pool()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;
+  ++resizes_asked_;
+  resize_cv_.notify_all();
+  if (resizer_.joinable()) return;
+  resizer_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopped_) {
+      if (resizes_done_ == resizes_asked_) {
+        resize_cv_.wait(lock);
+        continue;
+      }
+      resize_cv_.wait_for(lock, std::chrono::seconds(1));
+      if (stopped_) break;
+      // A resize asked while this one runs sizes for the models then: it is
+      // done only with those asked before.
+      const std::uint64_t asked = resizes_asked_;
+      lock.unlock();
+      const bool done = resize_input_pool();
+      lock.lock();
+      if (done) resizes_done_ = asked;
+    }
+  });
+}
+
 Status ServeApp::start_input_pool(std::uint64_t byte_size) {
   std::lock_guard<std::mutex> lock(mu_);
   return make_input_pool(byte_size);

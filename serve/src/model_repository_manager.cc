@@ -301,15 +301,6 @@ void ModelRepositoryManager::run() {
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   using Clock = std::chrono::steady_clock;
   auto next_poll = Clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
-  // After an unload, the host memory pool gives back its end once the
-  // inputs in flight there have come back: tried again every second.
-  std::optional<Clock::time_point> resize;
-  const auto resized = [&] {
-    if (app_.resize_input_pool())
-      resize.reset();
-    else
-      resize = Clock::now() + std::chrono::seconds(1);
-  };
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (!jobs_.empty()) {
@@ -317,13 +308,6 @@ void ModelRepositoryManager::run() {
       jobs_.pop_front();
       lock.unlock();
       job(false);
-      resized();
-      lock.lock();
-      continue;
-    }
-    if (resize && Clock::now() >= *resize) {
-      lock.unlock();
-      resized();
       lock.lock();
       continue;
     }
@@ -331,15 +315,12 @@ void ModelRepositoryManager::run() {
     if (polls && Clock::now() >= next_poll) {
       lock.unlock();
       poll();
-      resized();
       lock.lock();
       next_poll = Clock::now() + std::chrono::nanoseconds(opts_.poll_interval.ns());
       continue;
     }
-    std::optional<Clock::time_point> until = resize;  // the next poll or resize, whichever is first
-    if (polls && (!until || next_poll < *until)) until = next_poll;
-    if (until)
-      cv_.wait_until(lock, *until);
+    if (polls)
+      cv_.wait_until(lock, next_poll);
     else
       cv_.wait(lock);
   }

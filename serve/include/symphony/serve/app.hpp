@@ -21,9 +21,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "symphony/config/serve_config.hpp"
@@ -109,14 +111,13 @@ class ServeApp {
   // Removes a server model the front no longer serves (its queued requests end).
   Status unload_version(std::string_view server_name) {
     Status s = server_->remove_model(server_name);
-    (void)resize_input_pool();
+    resize_input_pool_until_done();
     return s;
   }
   // A default-sized pool grows to default_input_pool_bytes() (capped) after
   // a model was loaded (a growth that fails leaves the pool as it was), and
   // gives back its free end beyond that after one was removed. Returns
-  // false while inputs in flight at its end keep more (call again later:
-  // the repository's thread does, every second).
+  // false while inputs in flight at its end keep more (call again later).
   bool resize_input_pool();
   // Starts scheduling (and the repository's loads and polling, if any); the
   // phase becomes serving.
@@ -183,6 +184,11 @@ class ServeApp {
   explicit ServeApp(std::unique_ptr<server::Server> server);
   Status make_input_pool(std::uint64_t byte_size);          // REQUIRES: mu_ held
   void write_input_pool_metrics(metrics::Writer& w) const;  // REQUIRES: mu_ held
+  // resize_input_pool(), and while it returns false, again every second on
+  // the resizer's thread (started the first time, ended by stop()): after a
+  // model is added or removed, by whatever caller (the repository's thread,
+  // Python, the config's models).
+  void resize_input_pool_until_done();
 
   std::unique_ptr<server::Server> server_;
   std::atomic<Phase> phase_{Phase::kLoading};
@@ -196,6 +202,10 @@ class ServeApp {
   bool pool_grows_ = false;                      // default-sized: grows as models are loaded (under mu_)
   std::unique_ptr<metrics::Endpoint> endpoint_;  // after what it reads: destroyed first
   bool stopped_ = false;
+  std::thread resizer_;                // resize_input_pool_until_done's retries
+  std::condition_variable resize_cv_;  // with mu_
+  std::uint64_t resizes_asked_ = 0;    // under mu_: resizes that returned false, ever
+  std::uint64_t resizes_done_ = 0;     // under mu_: the resizer is done with those asked until then
 };
 
 }  // namespace symphony::serve
