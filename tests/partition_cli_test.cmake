@@ -1,7 +1,8 @@
 # `symphony partition` end to end on examples/partition: the table and the
 # JSON report, the same assignment twice (greedy; MILP to optimality), the
 # report read back as --current with a zero disruption bound (nothing moves),
-# and the exit statuses: 1 with the model and constraint named for an
+# a --current that pins one model and restricts another (as a cluster
+# scheduler's epoch does), and the exit statuses: 1 with the model and constraint named for an
 # infeasible problem, 2 with file:line:column for bad files and a message for
 # bad options.
 #
@@ -89,6 +90,35 @@ foreach(method ${methods})
   string(JSON b GET "${milp_report}" assignment)
   if(NOT moves EQUAL 0 OR NOT a STREQUAL b)
     message(FATAL_ERROR "${method}: ${moves} moves against its own assignment with --max-disruption 0")
+  endif()
+endforeach()
+
+# A --current with a pin and a model restricted to a sub-cluster it is not in
+# (the keys of a cluster scheduler's epochs[]): every method keeps the one and
+# moves the other there, and its report carries both keys.
+string(JSON vgg GET "${milp_report}" assignment VGG16)
+string(JSON bert GET "${milp_report}" assignment "BERT#1")
+math(EXPR elsewhere "(${bert} + 1) % 4")
+string(JSON restricted SET "${milp_report}" pinned "[\"VGG16\"]")
+string(JSON restricted SET "${restricted}" permitted "{\"BERT#1\": [${elsewhere}]}")
+file(WRITE ${WORK}/restricted.json "${restricted}")
+foreach(method ${methods})
+  run_cli(restricted_${method} ${models} -L 4 ${caps} --method ${method} --time-limit 2
+          --current ${WORK}/restricted.json --json ${WORK}/restricted_${method}.json)
+  expect_rc(restricted_${method} 0)
+  file(READ ${WORK}/restricted_${method}.json report)
+  string(JSON got_vgg GET "${report}" assignment VGG16)
+  string(JSON got_bert GET "${report}" assignment "BERT#1")
+  string(JSON pin GET "${report}" pinned 0)
+  string(JSON row GET "${report}" permitted "BERT#1")
+  if(NOT got_vgg EQUAL vgg OR NOT got_bert EQUAL elsewhere OR NOT pin STREQUAL "VGG16")
+    message(FATAL_ERROR "${method}: VGG16 in ${got_vgg} (pinned in ${vgg}), BERT#1 in ${got_bert} (may go to "
+                        "${elsewhere} alone), pinned ${pin}")
+  endif()
+  string(JSON n LENGTH "${row}")
+  string(JSON first GET "${row}" 0)
+  if(NOT n EQUAL 1 OR NOT first EQUAL elsewhere)
+    message(FATAL_ERROR "${method}: the report's permitted row of BERT#1 is ${row}, expected [${elsewhere}]")
   endif()
 endforeach()
 

@@ -83,6 +83,46 @@ TEST(PartitionJsonTest, ReadsAnAssignment) {
   EXPECT_EQ(cur.placed, 2u);
 }
 
+// An assignment file's pins and per-model sub-clusters (as a cluster
+// scheduler's report writes an epoch's): names not in the table ignored.
+TEST(PartitionJsonTest, ReadsPinsAndPermittedSubClusters) {
+  const CurrentAssignment cur = ok_value(parse_assignment_json(
+      R"({"assignment": {"a": 2, "b": 0, "gone": 1}, "pinned": ["a", "gone"],
+          "permitted": {"b": [3, 0], "gone": [1]}})",
+      "cur.json", three_models(), 4));
+  EXPECT_EQ(cur.current, (std::vector<int>{2, 0, kUnplaced}));
+  EXPECT_EQ(cur.pinned, (std::vector<bool>{true, false, false}));
+  ASSERT_EQ(cur.permitted.size(), 3u);
+  EXPECT_TRUE(cur.permitted[0].empty());  // anywhere
+  EXPECT_EQ(cur.permitted[1], (std::vector<bool>{true, false, false, true}));
+  EXPECT_TRUE(cur.permitted[2].empty());
+  const CurrentAssignment plain =
+      ok_value(parse_assignment_json(R"({"assignment": {"a": 1}})", "cur.json", three_models(), 4));
+  EXPECT_TRUE(plain.pinned.empty());
+  EXPECT_TRUE(plain.permitted.empty());
+
+  auto err = [](const std::string& text) {
+    return error_of([&] { return parse_assignment_json(text, "cur.json", three_models(), 3); });
+  };
+  EXPECT_EQ(err(R"({"assignment": {"a": 1}, "pinned": "a"})"),
+            "cur.json:1:26: pinned: must be an array of model names");
+  EXPECT_EQ(err(R"({"assignment": {"a": 1}, "pinned": [1]})"),
+            "cur.json:1:26: pinned: a model name must be a string, got 1");
+  EXPECT_EQ(err(R"({"assignment": {"a": 1}, "pinned": ["b"]})"),
+            "cur.json:1:26: pinned: model 'b' has no sub-cluster in \"assignment\" to stay in");
+  EXPECT_EQ(err(R"({"assignment": {}, "permitted": ["a"]})"),
+            "cur.json:1:20: permitted: must be an object (model name -> sub-cluster indices)");
+  EXPECT_EQ(
+      err("{\"assignment\": {}, \"permitted\": {\n  \"a\": [0, 3]}}"),
+      "cur.json:2:3: permitted: model 'a': sub-cluster 3 is out of range (there are 3 sub-clusters, 0..2)");
+  EXPECT_EQ(err(R"({"assignment": {}, "permitted": {"a": 1}})"),
+            "cur.json:1:34: permitted: model 'a': must be an array of sub-cluster indices, got 1");
+  EXPECT_EQ(err(R"({"assignment": {}, "permitted": {"a": []}})"),
+            "cur.json:1:34: permitted: model 'a': no sub-cluster (leave the model out to permit any)");
+  EXPECT_EQ(err(R"({"assignment": {}, "permitted": {"a": [0], "a": [1]}})"),
+            "cur.json:1:44: permitted: model 'a' appears twice");
+}
+
 TEST(PartitionJsonTest, ErrorsNameFileLineAndColumn) {
   auto err = [](const std::string& text, std::size_t L = 3) {
     return error_of([&] { return parse_assignment_json(text, "cur.json", three_models(), L); });
@@ -150,6 +190,35 @@ TEST(PartitionJsonTest, ReportReadsBackAsTheCurrentAssignment) {
   ASSERT_TRUE(again.has_solution());
   EXPECT_TRUE(again.evaluation.moves.empty());
   EXPECT_EQ(to_json(p, again)["disruption"]["moves"].size(), 0u);
+}
+
+// A report of a problem with pins and restricted models reads back with them.
+TEST(PartitionJsonTest, ReportReadsBackWithItsPinsAndPermittedSubClusters) {
+  Problem p;
+  p.models = {{"a", 4, 1, 0, 1}, {"b", 3, 1, 0, 1}, {"c", 2, 1, 0, 1}, {"d", 1, 1, 0, 1}};
+  p.subclusters = uniform_subclusters(3, 100, 100);
+  p.current = {0, 1, 2, kUnplaced};
+  p.pinned = {false, true, false, false};
+  p.permitted = {{}, {}, {true, false, true}, {false, false, true}};
+  Options o;
+  o.method = Method::kGreedy;
+  const Solution r = ok_value(solve(p, o));
+  ASSERT_TRUE(r.has_solution());
+  EXPECT_EQ(r.assignment[1], 1);  // pinned
+  EXPECT_EQ(r.assignment[3], 2);  // its one sub-cluster
+  const nlohmann::json j = to_json(p, r);
+  EXPECT_EQ(j["pinned"], nlohmann::json::parse(R"(["b"])"));
+  EXPECT_EQ(j["permitted"], nlohmann::json::parse(R"({"c": [0, 2], "d": [2]})"));
+  const CurrentAssignment cur = ok_value(parse_assignment_json(j.dump(), "report.json", p.models, 3));
+  EXPECT_EQ(cur.current, r.assignment);
+  EXPECT_EQ(cur.pinned, p.pinned);
+  EXPECT_EQ(cur.permitted, p.permitted);
+  // Without either, the report has neither key (nor do the reports of before).
+  p.pinned.clear();
+  p.permitted.clear();
+  const nlohmann::json plain = to_json(p, ok_value(solve(p, o)));
+  EXPECT_FALSE(plain.contains("pinned"));
+  EXPECT_FALSE(plain.contains("permitted"));
 }
 
 TEST(PartitionJsonTest, InfeasibleReportCarriesTheConflicts) {

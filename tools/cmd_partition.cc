@@ -120,6 +120,8 @@ int run(const Options& o) {
       if (!read.ok()) return exit_for("partition", read.status());
       part::CurrentAssignment& cur = *read;
       p.current = std::move(cur.current);
+      p.pinned = std::move(cur.pinned);
+      p.permitted = std::move(cur.permitted);
       if (!cur.unknown_models.empty()) {
         print_error("partition", "%s: %zu model(s) not in %s (they left; ignored), e.g. '%s'\n",
                     o.current.c_str(), cur.unknown_models.size(), o.models.c_str(),

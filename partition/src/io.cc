@@ -235,10 +235,11 @@ CurrentAssignment assignment_json(std::string_view text, const std::string& orig
                                   const std::vector<Model>& models, std::size_t num_subclusters) {
   using nlohmann::json;
   std::size_t read = 0;
-  std::map<std::string, std::size_t> top_keys;    // key -> offset
-  std::map<std::string, std::size_t> entry_keys;  // model -> offset, in "assignment"
+  std::map<std::string, std::size_t> top_keys;  // key -> offset
+  // model -> offset, in "assignment" and in "permitted"
+  std::map<std::string, std::map<std::string, std::size_t>> entry_keys;
   std::string top_key;
-  std::string duplicate;
+  std::string duplicate, duplicate_in;
   std::size_t duplicate_at = 0;
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
     if (event != json::parse_event_t::key) return true;
@@ -246,9 +247,10 @@ CurrentAssignment assignment_json(std::string_view text, const std::string& orig
     if (depth == 1) {
       top_key = parsed.get<std::string>();
       top_keys.emplace(top_key, at);
-    } else if (depth == 2 && top_key == "assignment") {
-      if (!entry_keys.emplace(parsed.get<std::string>(), at).second && duplicate.empty()) {
+    } else if (depth == 2 && (top_key == "assignment" || top_key == "permitted")) {
+      if (!entry_keys[top_key].emplace(parsed.get<std::string>(), at).second && duplicate.empty()) {
         duplicate = parsed.get<std::string>();
+        duplicate_in = top_key;
         duplicate_at = at;
       }
     }
@@ -284,15 +286,10 @@ CurrentAssignment assignment_json(std::string_view text, const std::string& orig
   }
   if (!duplicate.empty()) {
     const Position at = where(duplicate_at);
-    fail(origin, at.line, at.column, "assignment: model '" + duplicate + "' appears twice");
+    fail(origin, at.line, at.column, duplicate_in + ": model '" + duplicate + "' appears twice");
   }
-  std::unordered_map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < models.size(); ++i) index.emplace(models[i].name, i);
-  CurrentAssignment out;
-  out.current.assign(models.size(), kUnplaced);
-  for (const auto& [name, value] : it->items()) {
-    const Position at = where(entry_keys[name]);
-    const std::string who = "assignment: model '" + name + "': ";
+  // A sub-cluster index of `who`'s, checked at `at`.
+  const auto subcluster = [&](const json& value, Position at, const std::string& who) {
     if (!value.is_number_integer())
       fail(origin, at.line, at.column, who + "sub-cluster must be an integer, got " + value.dump());
     const auto j = value.get<std::int64_t>();
@@ -307,6 +304,15 @@ CurrentAssignment assignment_json(std::string_view text, const std::string& orig
            who + "sub-cluster " + std::to_string(j) + " is not below the file's \"subclusters\" " +
                std::to_string(file_subclusters));
     }
+    return static_cast<std::size_t>(j);
+  };
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < models.size(); ++i) index.emplace(models[i].name, i);
+  CurrentAssignment out;
+  out.current.assign(models.size(), kUnplaced);
+  for (const auto& [name, value] : it->items()) {
+    const std::size_t j =
+        subcluster(value, where(entry_keys["assignment"][name]), "assignment: model '" + name + "': ");
     const auto m = index.find(name);
     if (m == index.end()) {
       out.unknown_models.push_back(name);
@@ -314,6 +320,42 @@ CurrentAssignment assignment_json(std::string_view text, const std::string& orig
     }
     out.current[m->second] = static_cast<int>(j);
     ++out.placed;
+  }
+  // Names that left the cluster are ignored below, as they are above.
+  if (const auto pins = doc.find("pinned"); pins != doc.end()) {
+    const Position at = where(top_keys["pinned"]);
+    if (!pins->is_array()) fail(origin, at.line, at.column, "pinned: must be an array of model names");
+    out.pinned.assign(models.size(), false);
+    for (const json& name : *pins) {
+      if (!name.is_string())
+        fail(origin, at.line, at.column, "pinned: a model name must be a string, got " + name.dump());
+      const auto m = index.find(name.get<std::string>());
+      if (m == index.end()) continue;
+      if (out.current[m->second] == kUnplaced) {
+        fail(origin, at.line, at.column,
+             "pinned: model '" + m->first + "' has no sub-cluster in \"assignment\" to stay in");
+      }
+      out.pinned[m->second] = true;
+    }
+  }
+  if (const auto rows = doc.find("permitted"); rows != doc.end()) {
+    if (!rows->is_object()) {
+      const Position at = where(top_keys["permitted"]);
+      fail(origin, at.line, at.column, "permitted: must be an object (model name -> sub-cluster indices)");
+    }
+    out.permitted.assign(models.size(), {});
+    for (const auto& [name, value] : rows->items()) {
+      const Position at = where(entry_keys["permitted"][name]);
+      const std::string who = "permitted: model '" + name + "': ";
+      if (!value.is_array())
+        fail(origin, at.line, at.column,
+             who + "must be an array of sub-cluster indices, got " + value.dump());
+      if (value.empty())
+        fail(origin, at.line, at.column, who + "no sub-cluster (leave the model out to permit any)");
+      std::vector<bool> row(num_subclusters, false);
+      for (const json& j : value) row[subcluster(j, at, who)] = true;
+      if (const auto m = index.find(name); m != index.end()) out.permitted[m->second] = std::move(row);
+    }
   }
   return out;
 }
@@ -373,6 +415,24 @@ nlohmann::json to_json(const Problem& p, const Solution& r) {
   json assignment = json::object();
   for (std::size_t i = 0; i < p.size(); ++i) assignment[p.models[i].name] = r.assignment[i];
   j["assignment"] = assignment;
+  // The problem's pins and rows, where it has any: read back with the assignment.
+  if (p.any_pinned()) {
+    json pinned = json::array();
+    for (std::size_t i = 0; i < p.size(); ++i)
+      if (p.is_pinned(i)) pinned.push_back(p.models[i].name);
+    j["pinned"] = pinned;
+  }
+  if (p.any_restricted()) {
+    json permitted = json::object();
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (!p.restricted(i)) continue;
+      json where = json::array();
+      for (std::size_t k = 0; k < p.permitted[i].size(); ++k)
+        if (p.permitted[i][k]) where.push_back(k);
+      permitted[p.models[i].name] = where;
+    }
+    j["permitted"] = permitted;
+  }
   j["imbalance"] = {{"rate", e.rate_imbalance}, {"memory", e.memory_imbalance}};
   j["spread"] = {{"rate", e.rate_spread}, {"memory", e.memory_spread}};
   json loads = json::array();
