@@ -189,7 +189,9 @@ def load(a, tmp, url, rate=None, concurrency=None, priority=None):
     return {"offered_rps": m.get("offered_rps", j.get("offered_rps")), "goodput_rps": j["goodput_rps"],
             "p99_ms": m["latency_ms"]["p99"] if "latency_ms" in m else None, "sent": j["sent"], "ok": j["ok"],
             "dropped": j["dropped"], "late": j["late"], "errors": j["errors"], "loadavg": loadavg(),
-            "dropped_by_reason": m.get("dropped_by_reason"), "by_priority": m.get("by_priority")}
+            "dropped_by_reason": m.get("dropped_by_reason"), "by_priority": m.get("by_priority"),
+            # the client's own lag: requests sent over its late threshold behind schedule, its CPU
+            "client_sent_late": j.get("client", {}).get("sent_late"), "client_cpu_s": j.get("client", {}).get("cpu_s")}
 
 
 def refusal_latency(before, after):
