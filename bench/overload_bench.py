@@ -63,6 +63,11 @@ def loadavg():
         return float(f.read().split()[0])
 
 
+def pinned(cpus):
+    """The prefix that runs a command on `cpus` only (taskset's list, e.g. "1"), or none."""
+    return ["taskset", "-c", cpus] if cpus else []
+
+
 def run_json(cmd, out, timeout):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
     with open(out) as f:
@@ -137,8 +142,9 @@ class Serve:
         if os.path.exists(pf):
             os.unlink(pf)
         self.log = open(os.path.join(tmp, "serve.log"), "w")
-        self.p = subprocess.Popen([a.symphony, "serve", cfg, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
-                                   "--metrics", "127.0.0.1:0", "--port-file", pf, "--quiet"],
+        self.p = subprocess.Popen(pinned(getattr(a, "pin_server", None))
+                                  + [a.symphony, "serve", cfg, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+                                     "--metrics", "127.0.0.1:0", "--port-file", pf, "--quiet"],
                                   stdout=self.log, stderr=subprocess.STDOUT)
         until = time.time() + 30
         while not os.path.exists(pf):
@@ -176,8 +182,9 @@ class Serve:
 
 def load(a, tmp, url, rate=None, concurrency=None, priority=None):
     out = os.path.join(tmp, "load.json")
-    cmd = [a.symphony, "load", "--url", url, "--model", "m", "--duration", f"{a.seconds + 1:g}", "--warmup", "1",
-           "--json", out, "--quiet", "--drain", "5"]
+    cmd = pinned(getattr(a, "pin_client", None)) + [
+        a.symphony, "load", "--url", url, "--model", "m", "--duration", f"{a.seconds + 1:g}", "--warmup", "1",
+        "--json", out, "--quiet", "--drain", "5"]
     if priority:
         cmd += ["--priority", priority]
     if rate:
@@ -211,6 +218,8 @@ def refusal_latency(before, after):
 def serve_part(a, tmp):
     res = {}
     for model, nominal in (("device-bound", 1600.0), ("CPU-bound", None)):
+        if model not in a.serve_models:
+            continue
         for proto in ("http", "grpc"):
             capacity = nominal
             name = f"serve {proto}, {model}"
@@ -226,12 +235,12 @@ def serve_part(a, tmp):
                 s = Serve(a, tmp, model, adm)
                 url = f"{proto}://{s.ports[proto]}"
                 try:
-                    for mult in (0.5, 1, 2, 5, 10):
+                    for mult in (0.5, 1, 2, 5, 10) if "open" in a.loops else ():
                         p = load(a, tmp, url, rate=mult * capacity)
                         p.update(admission=adm, loop="open", multiple=mult)
                         log(f"{name} open {mult}x admission {adm}: goodput {p['goodput_rps']:.0f} p99 {p['p99_ms']}")
                         pts.append(p)
-                    for conc in (64, 512, 2048, 4096):
+                    for conc in (64, 512, 2048, 4096) if "closed" in a.loops else ():
                         p = load(a, tmp, url, concurrency=conc)
                         p.update(admission=adm, loop="closed", concurrency=conc)
                         log(f"{name} closed {conc} admission {adm}: goodput {p['goodput_rps']:.0f} p99 {p['p99_ms']}")
@@ -534,6 +543,13 @@ def main():
                          "(--only flood; scheduler_realtime, needs CAP_SYS_NICE)")
     ap.add_argument("--seconds", type=float, default=3, help="seconds of load per point")
     ap.add_argument("--replot", action="store_true", help="only redraw OUT/overload.png from OUT/overload.json")
+    ap.add_argument("--serve-models", nargs="*", default=["device-bound", "CPU-bound"],
+                    choices=["device-bound", "CPU-bound"], help="the models of the serve part")
+    ap.add_argument("--pin-server", metavar="CPUS",
+                    help="run serve on these CPUs only (taskset -c), e.g. 0: the client then cannot take its cores")
+    ap.add_argument("--pin-client", metavar="CPUS", help="run the load client on these CPUs only, e.g. 1")
+    ap.add_argument("--loops", nargs="*", default=["open", "closed"], choices=["open", "closed"],
+                    help="the serve part's open-loop points (0.5x-10x), closed-loop floods (64-4096), or both")
     a = ap.parse_args()
     if a.replot:
         replot(a.out)
