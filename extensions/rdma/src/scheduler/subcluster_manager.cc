@@ -311,11 +311,11 @@ void SubClusterManager::start_epoch(TimePoint now) {
     const bool pin = pinned(m);
     std::vector<bool> row = pin || placed_by_epochs(m) ? std::vector<bool>{} : permitted(m);
     const auto n = std::count(row.begin(), row.end(), true);
-    const int now = placement_->owner(m);
+    const int owner = placement_->owner(m);
     // Nowhere to go, or only where it is: it stays.
     const bool stays =
         pin || (!row.empty() &&
-                (n == 0 || (n == 1 && now != kNoSubCluster && row[static_cast<std::uint32_t>(now)])));
+                (n == 0 || (n == 1 && owner != kNoSubCluster && row[static_cast<std::uint32_t>(owner)])));
     if (stays) row.clear();
     pins.push_back(stays);
     rows.push_back(std::move(row));
