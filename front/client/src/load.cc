@@ -77,6 +77,7 @@ json client_json(const ClientSide& c, double window) {
           {"waited_for_connection", c.waited},
           {"sent_late", c.sent_late},
           {"sent_late_waited", c.sent_late_waited},
+          {"late_server_ok", c.late_server_ok},
           {"wait_ms",
            {{"p50", c.wait.percentile(0.5).to_ms()},
             {"p99", c.wait.percentile(0.99).to_ms()},
@@ -212,6 +213,7 @@ struct LoadRun::Impl final : load::LoadTarget {
           break;
         case Kind::kLate:
           m.counts.add(Outcome::kLate);
+          if (c.server_ok) ++m.client.late_server_ok;
           if (p) p->add(Outcome::kLate);
           m.latency.record(latency);
           break;
@@ -685,6 +687,12 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
         100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
         waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
   }
+  if (const auto lso = c["late_server_ok"].get<unsigned long long>(); lso > 0)
+    std::fprintf(out,
+                 "%llu of the late answers were ok by the server's clock: they spent the time beyond their "
+                 "budget before the server read them or after it answered (in this client, the sockets, the "
+                 "network)\n",
+                 lso);
   if (r.no_answer)
     std::fprintf(out, "%llu requests had no answer within the drain bound\n",
                  static_cast<unsigned long long>(r.no_answer));
@@ -741,6 +749,7 @@ json to_json(const LoadReport& r) {
     client.waited += m.client.waited;
     client.sent_late += m.client.sent_late;
     client.sent_late_waited += m.client.sent_late_waited;
+    client.late_server_ok += m.client.late_server_ok;
     client.wait.merge(m.client.wait);
   }
   j.update(counts_json(total, other_drops, w));

@@ -322,9 +322,13 @@ Classified classify(const Answer& a, Duration latency, std::optional<Duration> b
   }
   const bool success = a.grpc ? a.status == 0 : (a.status >= 200 && a.status < 300);
   // Symphony's own signals.
+  const bool beyond_budget = budget && latency > *budget;
   if (success && (a.outcome == "ok" || a.outcome == "late")) {
     if (!a.bad_body.empty()) return {Kind::kError, a.bad_body};
-    return {a.outcome == "ok" ? Kind::kOk : Kind::kLate, ""};
+    if (a.outcome == "late") return {Kind::kLate, ""};
+    // The server's clock starts when it has read the request: time in the
+    // client, the sockets and the network is not in its verdict.
+    return beyond_budget ? Classified{Kind::kLate, "", true} : Classified{Kind::kOk, ""};
   }
   if (a.outcome == "dropped") {
     if (!a.drop_reason.empty()) return {Kind::kDropped, sanitize_reason(a.drop_reason)};
@@ -335,7 +339,7 @@ Classified classify(const Answer& a, Duration latency, std::optional<Duration> b
   // Any server: by status.
   if (success) {
     if (!a.bad_body.empty()) return {Kind::kError, a.bad_body};
-    return {budget && latency > *budget ? Kind::kLate : Kind::kOk, ""};
+    return {beyond_budget ? Kind::kLate : Kind::kOk, ""};
   }
   if (std::string r = status_drop_reason(a); !r.empty()) return {Kind::kDropped, std::move(r)};
   return {Kind::kError, error_text(a)};

@@ -160,8 +160,18 @@ Answer grpc(int code, std::string outcome = "", std::string reason = "") {
 TEST(Classify, SymphonysSignalsFirst) {
   const auto ms = Duration::milliseconds(1);
   const std::optional<Duration> budget = Duration::milliseconds(10);
-  EXPECT_EQ(classify(http(200, "ok"), 50 * ms, budget).kind, Kind::kOk);  // the server's word over the clock
-  EXPECT_EQ(classify(http(200, "late"), ms, budget).kind, Kind::kLate);
+  EXPECT_EQ(classify(http(200, "ok"), 10 * ms, budget).kind, Kind::kOk);
+  EXPECT_EQ(classify(http(200, "ok"), 10 * ms, budget).server_ok, false);
+  // The server's ok beyond the budget the client saw: late, marked as the server's ok.
+  const Classified beyond = classify(http(200, "ok"), 50 * ms, budget);
+  EXPECT_EQ(beyond.kind, Kind::kLate);
+  EXPECT_TRUE(beyond.server_ok);
+  EXPECT_EQ(classify(grpc(0, "ok"), 11 * ms, budget).kind, Kind::kLate);
+  EXPECT_EQ(classify(http(200, "ok"), 50 * ms, std::nullopt).kind,
+            Kind::kOk);  // no budget: the server's word
+  EXPECT_EQ(classify(http(200, "late"), ms, budget).kind,
+            Kind::kLate);  // the server's late, whatever the clock
+  EXPECT_FALSE(classify(http(200, "late"), 50 * ms, budget).server_ok);
   auto d = classify(http(504, "dropped", "infeasible"), ms, budget);
   EXPECT_EQ(d.kind, Kind::kDropped);
   EXPECT_EQ(d.detail, "infeasible");
@@ -183,6 +193,7 @@ TEST(Classify, AnyServerByStatus) {
   const std::optional<Duration> budget = Duration::milliseconds(10);
   EXPECT_EQ(classify(http(200), 5 * ms, budget).kind, Kind::kOk);
   EXPECT_EQ(classify(http(200), 11 * ms, budget).kind, Kind::kLate);
+  EXPECT_FALSE(classify(http(200), 11 * ms, budget).server_ok);  // no verdict from this server
   EXPECT_EQ(classify(http(200), 11 * ms, std::nullopt).kind, Kind::kOk);
   EXPECT_EQ(classify(http(504), ms, budget).detail, "deadline");
   EXPECT_EQ(classify(http(429), ms, budget).detail, "resource_exhausted");

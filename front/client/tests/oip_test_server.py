@@ -17,6 +17,9 @@ apart:
                    with --headers off, answered after --late-sleep-ms
   n % 20 == 15     HTTP: the connection is closed without an answer; gRPC: ok
   n % 20 == 18     503 / UNAVAILABLE         (Symphony: dropped, shutdown)
+  n % 20 == 1      HTTP with --slow-ok-sleep-ms: answered ok (Symphony-Outcome: ok
+                   with --headers on) after that sleep, as a server whose clock
+                   missed the time before it (slow_ok)
   otherwise        ok
 
 With --headers on every answer carries Symphony-Outcome (and
@@ -54,7 +57,7 @@ BROKEN_META = {
     "inputs": [{"name": "x", "datatype": "FP99", "shape": [-1, 4]}],
     "outputs": [],
 }
-CLASSES = ["ok", "late", "deadline", "overload", "error", "closed", "unavailable", "hang", "bad"]
+CLASSES = ["ok", "slow_ok", "late", "deadline", "overload", "error", "closed", "unavailable", "hang", "bad"]
 
 STOP = threading.Event()  # releases the hung requests
 
@@ -97,10 +100,12 @@ class Tally:
 TALLY = {"http": Tally(), "grpc": Tally()}
 
 
-def pick(n, grpc):
+def pick(n, grpc, slow_ok=False):
     if n == 7:
         return "hang"
     r = n % 20
+    if r == 1 and slow_ok and not grpc:
+        return "slow_ok"
     return {3: "deadline", 6: "overload", 9: "error", 12: "late", 15: "ok" if grpc else "closed",
             18: "unavailable"}.get(r, "ok")
 
@@ -148,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         tally = TALLY["http"]
         n = tally.take()
-        cls = pick(n, False)
+        cls = pick(n, False, self.server.slow_ok_sleep > 0)
         symphony = self.server.headers_on
         try:
             hlen = int(self.headers.get("Inference-Header-Content-Length", len(body)))
@@ -193,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if cls == "late" and not symphony:
             STOP.wait(self.server.late_sleep)
+        if cls == "slow_ok":
+            STOP.wait(self.server.slow_ok_sleep)
         if symphony:
             headers = [("Symphony-Outcome", "late" if cls == "late" else "ok")]
         out = {"name": "output0", "datatype": "FP32", "shape": [1, 4]}
@@ -295,6 +302,7 @@ def main():
     ap.add_argument("--ready", required=True, help="file to write the ports to")
     ap.add_argument("--headers", choices=["on", "off"], default="on")
     ap.add_argument("--late-sleep-ms", type=float, default=300)
+    ap.add_argument("--slow-ok-sleep-ms", type=float, default=0, help="HTTP: answer n %% 20 == 1 ok after this")
     ap.add_argument("--idle-timeout", type=float, default=None,
                     help="HTTP: close a keep-alive connection idle this many seconds (as real servers do)")
     a = ap.parse_args()
@@ -306,6 +314,7 @@ def main():
     httpd.daemon_threads = True
     httpd.headers_on = headers_on
     httpd.late_sleep = late_sleep
+    httpd.slow_ok_sleep = a.slow_ok_sleep_ms / 1000
     grpc_server, grpc_port = make_grpc_server(a.stubs, headers_on, late_sleep)
     grpc_server.start()
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

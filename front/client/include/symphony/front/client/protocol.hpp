@@ -104,12 +104,15 @@ struct Answer {
 
 struct Classified {
   Kind kind = Kind::kError;
-  std::string detail;  // dropped: the reason; error: the message
+  std::string detail;      // dropped: the reason; error: the message
+  bool server_ok = false;  // late: the server answered ok, the time beyond the budget was outside it
 };
 
 // Symphony's own signals first (an outcome header or trailer, with its drop
-// reason); without them, by status: success is ok, or late when `latency`
-// exceeded `budget`; 504 / DEADLINE_EXCEEDED dropped "deadline"; 429 /
+// reason), but an answer is ok only within `budget` as the client saw it
+// (`latency`, from its scheduled send): the server's ok beyond it is late,
+// `server_ok`, as any server's success is; without the signals, by status:
+// success is ok, or late when `latency` exceeded `budget`; 504 / DEADLINE_EXCEEDED dropped "deadline"; 429 /
 // RESOURCE_EXHAUSTED dropped "resource_exhausted"; HTTP 503 dropped "unavailable";
 // anything else, and every failure to get an answer, an error with its
 // message. Requests the client never sent are dropped "client_expired".
