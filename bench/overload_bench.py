@@ -124,6 +124,7 @@ def runtime_part(a, tmp):
 
 # ---- serve ---------------------------------------------------------------------------------
 
+SERVE_SLO_MS = 40  # every serve and cluster model below
 MODELS = {
     "device-bound": "{name: m, input: \"float32[4]\", slo_ms: 40, max_batch: 16, alpha_ms: 0.5, beta_ms: 2}",
     "CPU-bound": "{name: m, input: \"float32[4]\", slo_ms: 40, max_batch: 32, alpha_ms: 0.001, beta_ms: 0.01}",
@@ -187,6 +188,9 @@ def load(a, tmp, url, rate=None, concurrency=None, priority=None):
         "--json", out, "--quiet", "--drain", "5"]
     if priority:
         cmd += ["--priority", priority]
+    if getattr(a, "client_budget", "none") != "none":
+        # Sent as each request's timeout / gRPC deadline; the client judges its answers by it too.
+        cmd += ["--budget", str(SERVE_SLO_MS if a.client_budget == "slo" else a.client_budget)]
     if rate:
         cmd += ["--rate", f"{rate:.0f}"]
     else:
@@ -198,7 +202,9 @@ def load(a, tmp, url, rate=None, concurrency=None, priority=None):
             "dropped": j["dropped"], "late": j["late"], "errors": j["errors"], "loadavg": loadavg(),
             "dropped_by_reason": m.get("dropped_by_reason"), "by_priority": m.get("by_priority"),
             # the client's own lag: requests sent over its late threshold behind schedule, its CPU
-            "client_sent_late": j.get("client", {}).get("sent_late"), "client_cpu_s": j.get("client", {}).get("cpu_s")}
+            "client_sent_late": j.get("client", {}).get("sent_late"), "client_cpu_s": j.get("client", {}).get("cpu_s"),
+            # late as the client saw them though ok by the server's clock (with a client budget)
+            "budget_ms": m.get("budget_ms"), "late_server_ok": j.get("client", {}).get("late_server_ok")}
 
 
 def refusal_latency(before, after):
@@ -550,7 +556,18 @@ def main():
     ap.add_argument("--pin-client", metavar="CPUS", help="run the load client on these CPUs only, e.g. 1")
     ap.add_argument("--loops", nargs="*", default=["open", "closed"], choices=["open", "closed"],
                     help="the serve part's open-loop points (0.5x-10x), closed-loop floods (64-4096), or both")
+    ap.add_argument("--client-budget", default="slo", metavar="slo|none|MS",
+                    help="the budget `symphony load` sends with each request and judges its answer by (an answer "
+                         "later than it from its scheduled send is late, whatever the server says): slo (40 ms, "
+                         "the models' SLO; default), MS, or none: the server's verdict alone (runs before "
+                         "2026-12-06)")
     a = ap.parse_args()
+    if a.client_budget not in ("slo", "none"):
+        try:
+            assert float(a.client_budget) > 0
+        except (ValueError, AssertionError):
+            ap.error("--client-budget must be slo, none or a positive number of milliseconds, not "
+                     + repr(a.client_budget))
     if a.replot:
         replot(a.out)
         return
