@@ -159,6 +159,37 @@ TEST(AdmissionTest, TheBacklogTestJudgesARequestAsItArrived) {
   EXPECT_EQ(sink.outcomes[0].reason, DropReason::kOverload);
 }
 
+TEST(AdmissionTest, ABacklogShareBoundsTheWaitOfWhatItAdmitsOnTheShardAndInTheHint) {
+  // Four queued, due at 20 ms: a fifth needs 9 + 6 = 15 ms of work. With the
+  // whole of its time (share 1) it is admitted; with half (10 ms) it is
+  // refused, and so is it by the hint a submitting thread tests; due at
+  // 40 ms (20 ms of it for the backlog) it is admitted again.
+  for (const double share : {1.0, 0.5}) {
+    SCOPED_TRACE(share);
+    ModelStateConfig cfg;
+    cfg.max_models = 1;
+    cfg.max_requests = 16;
+    cfg.admission_gpus = 1;
+    cfg.backlog_share = share;
+    ModelState<> shard(cfg);
+    ASSERT_TRUE(shard.add_model(0, model_ms("m", 1, 5, 20, 4)).ok());
+    RecordingSink sink;
+    for (std::uint64_t t = 1; t <= 4; ++t)
+      ASSERT_EQ(shard.submit(0, t, at_ms(0), at_ms(20), sink, at_ms(0)).status, SubmitStatus::kQueued);
+    const AdmissionHint h = shard.admission_hint(0);
+    EXPECT_EQ(hint_admits(h, at_ms(0), at_ms(20), 0), share == 1.0);
+    EXPECT_TRUE(hint_admits(h, at_ms(0), at_ms(40), 0));
+    EXPECT_EQ(shard.submit(0, 5, at_ms(0), at_ms(20), sink, at_ms(0)).status,
+              share == 1.0 ? SubmitStatus::kQueued : SubmitStatus::kDropped);
+    EXPECT_EQ(shard.submit(0, 6, at_ms(0), at_ms(40), sink, at_ms(0)).status, SubmitStatus::kQueued);
+    if (share < 1.0) {
+      ASSERT_EQ(sink.outcomes.size(), 1u);
+      EXPECT_EQ(sink.outcomes[0].tag, 5u);
+      EXPECT_EQ(sink.outcomes[0].reason, DropReason::kOverload);
+    }
+  }
+}
+
 TEST(AdmissionTest, LowerPrioritiesAreRefusedFirst) {
   // Two levels: level 1 is admitted only if the backlog ends within half of
   // its time (10 of 20 ms), level 0 within all of it.

@@ -164,8 +164,14 @@ TEST(ServeConfigTest, AdmissionIsOnByDefaultAndPriorityLevelsArePerModel) {
   c = parse_serve_config("admission: false\n" + models, "a.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->admission);
+  EXPECT_DOUBLE_EQ(c->admission_backlog_share, 1.0);
+  c = parse_serve_config("admission_backlog_share: 0.5\n" + models, "a.yaml", "");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->admission_backlog_share, 0.5);
   for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
            {"admission: maybe\n", "admission"},
+           {"admission_backlog_share: 0\n", "admission_backlog_share: must be in [0.05, 1], got 0"},
+           {"admission_backlog_share: 1.5\n", "admission_backlog_share: must be in [0.05, 1]"},
            {"models: [{name: m, alpha_ms: 1, beta_ms: 5, slo_ms: 30, priority_levels: 2, "
             "default_priority_level: 3}]\n",
             "models[0].default_priority_level: must be an integer in [1, 2]"},

@@ -142,7 +142,8 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   r.check_keys(root, "",
                {"devices", "cpu_threads", "policy", "gather", "shards", "delays", "profiling", "recalibrate",
                 "load", "models", "metrics", "defer_without_history", "load_run_wait_ms", "admission",
-                "overlap", "pinned_memory_pool_byte_size", "scheduler_nice", "scheduler_realtime"});
+                "admission_backlog_share", "overlap", "pinned_memory_pool_byte_size", "scheduler_nice",
+                "scheduler_realtime"});
   if (root["devices"]) c.devices = r.string(root["devices"], "devices");
   if (root["cpu_threads"])
     c.cpu_threads = static_cast<int>(r.integer(root["cpu_threads"], "cpu_threads", 1, 1024));
@@ -165,6 +166,9 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
     c.load_run_wait_ms = r.number_in(root["load_run_wait_ms"], "load_run_wait_ms", 0, 3.6e6);
   if (root["shards"]) c.shards = static_cast<std::uint32_t>(r.integer(root["shards"], "shards", 1, 64));
   if (root["admission"]) c.admission = r.boolean(root["admission"], "admission");
+  if (root["admission_backlog_share"])
+    c.admission_backlog_share =
+        r.number_in(root["admission_backlog_share"], "admission_backlog_share", 0.05, 1);
   if (root["pinned_memory_pool_byte_size"])
     c.pinned_memory_pool_byte_size = r.integer(root["pinned_memory_pool_byte_size"],
                                                "pinned_memory_pool_byte_size", 0, std::uint64_t{1} << 42);

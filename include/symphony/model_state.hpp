@@ -130,6 +130,13 @@ struct ModelStateConfig {
   // 0: off, only the infeasible check (the simulator's default: its figures
   // below capacity and at it stay as they were). set_admission_gpus moves it.
   std::uint32_t admission_gpus = 0;
+  // The share of a request's time left that the backlog ahead of it (its own
+  // batch included) may take for admission to admit it, in (0, 1]. 1 refuses
+  // only what cannot end by its deadline; less keeps the queue, and so every
+  // admitted request's wait, shorter under overload, leaving the rest of its
+  // time for what the scheduler's clock does not see (a socket's wait before a
+  // front reads the request). The hints carry it (their durations over it).
+  double backlog_share = 1.0;
 };
 
 template <ExecPolicy Exec = DeferredPolicy, GatherPolicy Gather = TargetBatchGather>
@@ -168,17 +175,17 @@ class ModelState {
     const std::uint32_t g = admission_gpus(m);
     const std::size_t q = m.queue.size();
     if (g == 0 || q == 0 || (q < m.max_batch && !below_batch)) return h;
-    h.work = backlog_work(m, q + 1, g);
+    h.work = over_share(backlog_work(m, q + 1, g));
     h.round = g * m.max_batch;
     h.gpus = g;
     h.max_batch = m.max_batch;
     h.queued = static_cast<std::uint32_t>(std::min<std::size_t>(q, UINT32_MAX));
-    h.full = m.lat.latency(m.max_batch);
+    h.full = over_share(m.lat.latency(m.max_batch));
     h.per_request = h.full / static_cast<std::int64_t>(h.round);
-    h.first = m.lat.latency(1) + cfg_.delays.delay(1);
+    h.first = over_share(m.lat.latency(1) + cfg_.delays.delay(1));
     Duration step = Duration::infinite();
     for (std::uint32_t b = 1; b < m.max_batch; ++b) step = min(step, m.lat.latency(b + 1) - m.lat.latency(b));
-    h.step = m.max_batch > 1 ? max(step, Duration::zero()) + cfg_.delays.data : Duration::zero();
+    h.step = m.max_batch > 1 ? over_share(max(step, Duration::zero()) + cfg_.delays.data) : Duration::zero();
     h.last_deadline = m.queue.back()->deadline;
     return h;
   }
@@ -703,6 +710,15 @@ class ModelState {
     return g;
   }
 
+  // Work as admission weighs it: over ModelStateConfig::backlog_share, so
+  // that `work / share <= left` is `work <= share * left`, on the shard and
+  // in every hint alike.
+  Duration over_share(Duration work) const noexcept {
+    if (cfg_.backlog_share >= 1.0) return work;
+    return Duration::nanoseconds(
+        static_cast<std::int64_t>(static_cast<double>(work.ns()) / cfg_.backlog_share));
+  }
+
   // The time n requests take in max batches on the model's g > 0 GPUs.
   Duration backlog_work(const Slot& m, std::uint64_t n, std::uint32_t g) const noexcept {
     const std::uint64_t per_round = std::uint64_t{g} * m.max_batch;
@@ -719,8 +735,8 @@ class ModelState {
     if (last && deadline < last->deadline) return true;
     const std::uint32_t g = admission_gpus(m);
     if (g == 0) return true;
-    return backlog_admits(backlog_work(m, n, g), cfg_.delays.hard_deadline(deadline) - now, priority,
-                          m.cfg->priority_levels);
+    return backlog_admits(over_share(backlog_work(m, n, g)), cfg_.delays.hard_deadline(deadline) - now,
+                          priority, m.cfg->priority_levels);
   }
 
   // Makes room for a request of level `priority` among queued requests of

@@ -28,6 +28,7 @@ server::ServerOptions server_options(const config::ServeConfig& cfg) {
   so.recalibration = cfg.recalibration;
   so.load_run_wait = Duration::from_ms(cfg.load_run_wait_ms);
   so.admission = cfg.admission;
+  so.admission_backlog_share = cfg.admission_backlog_share;
   so.scheduler_nice = cfg.scheduler_nice;
   so.scheduler_realtime = cfg.scheduler_realtime;
   so.overlap = cfg.overlap == "on"    ? server::ServerOptions::Overlap::kOn

@@ -1286,6 +1286,7 @@ struct Server::Impl final : BatchRunner {
     rc.delays = opts.delays;
     rc.recalibration = opts.recalibration;
     rc.admission = opts.admission;
+    rc.backlog_share = opts.admission_backlog_share;
     if (!opts.admission) rc.ingress_wait_share = 0;
     // Real time, else the nice value, else the process's own: one line says
     // what was refused (docs/serving.md, scheduler priority).

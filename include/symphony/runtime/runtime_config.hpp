@@ -65,6 +65,9 @@ struct RuntimeConfig {
   //    (ModelStateConfig::admission_gpus) when `admission` is on.
   double ingress_wait_share = 0.25;
   bool admission = true;
+  // The share of a request's time left that a model's backlog may take for it
+  // to be admitted (ModelStateConfig::backlog_share), in (0, 1].
+  double backlog_share = 1.0;
   // The nice value the RankThread and the shards ask for at start (0: the
   // process's own). Below zero they take the CPU before the threads that
   // feed them (a protocol front, load generators), so that a flood of
@@ -83,6 +86,8 @@ struct RuntimeConfig {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
     if (!(ingress_wait_share >= 0 && ingress_wait_share <= 1))
       return Status(Errc::kInvalidArgument, "ingress_wait_share must be in [0, 1]");
+    if (!(backlog_share > 0 && backlog_share <= 1))
+      return Status(Errc::kInvalidArgument, "backlog_share must be in (0, 1]");
     if (max_models == 0 || max_gpus == 0)
       return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))

@@ -64,6 +64,7 @@ struct StressConfig {
   PolicySpec policy;  // exec and gathering policy
   // RuntimeConfig::admission and ingress_wait_share (off: neither).
   bool admission = true;
+  double backlog_share = 1.0;  // RuntimeConfig::backlog_share
   // The share of requests sent at the lower of two priority levels (each
   // model then has priority_levels 2); 0: one level.
   double low_priority_share = 0;
@@ -222,6 +223,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
   cfg.timer_spin = c.timer_spin;
   cfg.shard_idle_spin = c.shard_idle_spin;
   cfg.admission = c.admission;
+  cfg.backlog_share = c.backlog_share;
   if (!c.admission) cfg.ingress_wait_share = 0;
   cfg.thread_nice = c.thread_nice;
   cfg.delays.safety_margin = c.safety_margin;

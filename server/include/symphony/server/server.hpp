@@ -99,6 +99,11 @@ struct ServerOptions {
   // 429 / RESOURCE_EXHAUSTED on the protocol) rather than queued to expire.
   // Off: only full queues and infeasible budgets are refused.
   bool admission = true;
+  // Admission's bound on the wait (RuntimeConfig::backlog_share): a request is
+  // admitted only if the backlog ahead of it ends within this share of its
+  // time left, in (0, 1]; below 1 an admitted request waits less under
+  // overload, with the same throughput while a couple of max batches fit.
+  double admission_backlog_share = 1.0;
   // The nice value of the scheduler's threads (RuntimeConfig::thread_nice):
   // below the front's, so that a flood of requests at the front cannot delay
   // the batches already admitted (bench/results/overload.md). Refused
