@@ -136,6 +136,7 @@ class Serve:
         cfg = os.path.join(tmp, "serve.yaml")
         with open(cfg, "w") as f:
             f.write(f"devices: emulated:1\nadmission: {'true' if admission == 'on' else 'false'}\n"
+                    + (f"admission_backlog_share: {a.backlog_share:g}\n" if a.backlog_share != 1 else "")
                     + (f"scheduler_nice: {scheduler_nice}\n" if scheduler_nice is not None else "")
                     + (f"scheduler_realtime: {scheduler_realtime}\n" if scheduler_realtime is not None else "")
                     + f"models:\n  - {MODELS[model]}\n")
@@ -561,6 +562,9 @@ def main():
                          "later than it from its scheduled send is late, whatever the server says): slo (40 ms, "
                          "the models' SLO; default), MS, or none: the server's verdict alone (runs before "
                          "2026-12-06)")
+    ap.add_argument("--backlog-share", type=float, default=1.0,
+                    help="serve's admission_backlog_share (the serve and flood parts): the share of a request's "
+                         "time left its model's backlog may take")
     a = ap.parse_args()
     if a.client_budget not in ("slo", "none"):
         try:
