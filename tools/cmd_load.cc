@@ -234,9 +234,7 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
       "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's "
       "Symphony-Outcome / symphony-outcome signals when the server sends them, else the status; an "
       "answer later than its budget from its scheduled send is late whatever the server says. SIGINT or "
-      "SIGTERM stops the "
-      "sending "
-      "early and reports what was measured; a second one ends the drain.");
+      "SIGTERM stops the sending early and reports what was measured; a second one ends the drain.");
   cmd->callback([&exit_code] { exit_code = run_load(a); });
   return cmd;
 }

@@ -135,7 +135,9 @@ struct ModelStateConfig {
   // only what cannot end by its deadline; less keeps the queue, and so every
   // admitted request's wait, shorter under overload, leaving the rest of its
   // time for what the scheduler's clock does not see (a socket's wait before a
-  // front reads the request). The hints carry it (their durations over it).
+  // front reads the request). The hints carry it (their durations over it;
+  // a cluster frontend's aging, hint_since's `served`, assumes 1, which the
+  // cluster's scheduler keeps). Outside (0, 1): 1 (RuntimeConfig validates).
   double backlog_share = 1.0;
 };
 
@@ -714,7 +716,7 @@ class ModelState {
   // that `work / share <= left` is `work <= share * left`, on the shard and
   // in every hint alike.
   Duration over_share(Duration work) const noexcept {
-    if (cfg_.backlog_share >= 1.0) return work;
+    if (!(cfg_.backlog_share > 0.0 && cfg_.backlog_share < 1.0)) return work;
     return Duration::nanoseconds(
         static_cast<std::int64_t>(static_cast<double>(work.ns()) / cfg_.backlog_share));
   }
