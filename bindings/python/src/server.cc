@@ -539,7 +539,8 @@ void bind_server(py::module_& m) {
                        std::uint32_t max_pending, double safety_margin_ms, const std::string& profile_latency,
                        std::uint32_t profile_max_batch, int profile_repeats, bool recalibrate,
                        double load_run_wait_ms, const std::string& overlap, const py::object& log,
-                       const py::object& dispatcher, bool numpy_outputs, bool defer_without_history) {
+                       const py::object& dispatcher, bool numpy_outputs, bool defer_without_history,
+                       bool admission, double admission_backlog_share) {
              ServerOptions o;
              o.devices = devices;
              auto p = parse_policy(policy);
@@ -571,13 +572,19 @@ void bind_server(py::module_& m) {
              else if (overlap != "auto")
                raise(ErrorKind::kConfig, "overlap must be 'auto', 'on' or 'off', got '" + overlap + "'");
              o.defer_without_history = defer_without_history;
+             o.admission = admission;
+             if (!(admission_backlog_share >= 0.05 && admission_backlog_share <= 1))
+               raise(ErrorKind::kConfig, "admission_backlog_share must be in [0.05, 1], got " +
+                                             std::to_string(admission_backlog_share));
+             o.admission_backlog_share = admission_backlog_share;
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
            py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"),
            py::arg("shards"), py::arg("max_models"), py::arg("max_pending"), py::arg("safety_margin_ms"),
            py::arg("profile_latency"), py::arg("profile_max_batch"), py::arg("profile_repeats"),
            py::arg("recalibrate"), py::arg("load_run_wait_ms"), py::arg("overlap"), py::arg("log"),
-           py::arg("dispatcher"), py::arg("numpy_outputs"), py::arg("defer_without_history") = false)
+           py::arg("dispatcher"), py::arg("numpy_outputs"), py::arg("defer_without_history") = false,
+           py::arg("admission") = true, py::arg("admission_backlog_share") = 1.0)
       .def(
           "add_model",
           [](PyServer& s, const std::string& name, const std::string& path,

@@ -224,6 +224,13 @@ class Server:
         defer_without_history: whether a model's first requests, before it has an arrival
             history, are deferred to their window as the paper's rule does (``True``), or sent at
             their earliest (``False``, default), as ``defer_without_history:`` in a serve config.
+        admission: refuse at once (:class:`Dropped`, reason ``overload``) a request the backlog
+            ahead of it could not serve in time (default True), as ``admission:`` in a serve config;
+            False queues it to expire (docs/architecture.md#admission).
+        admission_backlog_share: the share of a request's time left its model's backlog may take
+            for it to be admitted, 0.05 to 1 (default 1: only what cannot end in time is refused);
+            lower keeps admitted requests' waits shorter under overload
+            (docs/serving.md#how-long-admitted-requests-may-wait).
         pinned_memory_pool_byte_size: the host memory pool every request's inputs land in
             (``symphony serve --pinned-memory-pool-byte-size``; docs/front.md#the-host-memory-pool),
             made by :meth:`start`; 0 (default): each model's max batch x sample bytes x 8, at least
@@ -278,6 +285,8 @@ class Server:
         load_run_wait_ms: float = 5000.0,
         overlap: str = "auto",
         defer_without_history: bool = False,
+        admission: bool = True,
+        admission_backlog_share: float = 1.0,
         pinned_memory_pool_byte_size: int = 0,
         outputs: str = "auto",
         log: Optional[Any] = None,
@@ -322,6 +331,8 @@ class Server:
             _dispatch,
             numpy_outputs,
             bool(defer_without_history),
+            bool(admission),
+            float(admission_backlog_share),
         )
         if pinned_memory_pool_byte_size < 0:
             raise ConfigError(f"pinned_memory_pool_byte_size must be >= 0, got {pinned_memory_pool_byte_size}")

@@ -165,6 +165,10 @@ def test_configuration_errors(models_dir, tmp_path):
     with pytest.raises(symphony.ConfigError, match="load_run_wait_ms must be >= 0"):
         symphony.Server(devices="cpu", load_run_wait_ms=-1)
     symphony.Server(devices="emulated:1", load_run_wait_ms=0).stop()
+    for bad in (0, 1.5, float("nan")):
+        with pytest.raises(symphony.ConfigError, match="admission_backlog_share must be in \\[0.05, 1\\]"):
+            symphony.Server(devices="emulated:1", admission_backlog_share=bad)
+    symphony.Server(devices="emulated:1", admission=False, admission_backlog_share=0.3).stop()
     s = symphony.Server(devices="cpu")
     try:
         with pytest.raises(symphony.SymphonyError, match="missing.pt"):

@@ -69,3 +69,29 @@ def test_under_overload_the_low_priority_is_shed_before_the_high_one():
     assert by[1]["ok"] == ok[1] and by[2]["ok"] == ok[2]
     assert pushed[1] == 0, pushed
     assert st["dropped_by_reason"].get("pushed_out", 0) == pushed[2], (st["dropped_by_reason"], pushed)
+
+
+@pytest.mark.parametrize("admission", [True, False])
+def test_admission_refuses_on_arrival_only_when_on(admission):
+    """400 requests at once against about 20 that can make their target: with
+    admission they are refused on arrival (``overload``); without, none is,
+    and the doomed ones wait to expire. Every request ends exactly once."""
+    n = 400
+    with symphony.Server(devices="emulated:1", admission=admission) as s:
+        s.add_model("m", slo_ms=200, max_batch=2, alpha_ms=0.0, beta_ms=20.0)
+        s.start()
+        futs = [s.infer("m", None, details=True) for _ in range(n)]
+        reasons = {}
+        ended = 0
+        for f in futs:
+            try:
+                f.result(timeout=60)
+            except symphony.Dropped as e:
+                reasons[e.reason] = reasons.get(e.reason, 0) + 1
+            ended += 1
+    assert ended == n
+    if admission:
+        assert reasons.get("overload", 0) > 0, reasons
+    else:
+        assert "overload" not in reasons, reasons
+        assert reasons.get("expired", 0) + reasons.get("batch_policy", 0) > 0, reasons
