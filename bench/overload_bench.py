@@ -68,6 +68,16 @@ def pinned(cpus):
     return ["taskset", "-c", cpus] if cpus else []
 
 
+def client_budget(text):
+    """--client-budget: slo, none or a positive number of milliseconds."""
+    try:
+        if text in ("slo", "none") or float(text) > 0:
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be slo, none or a positive number of milliseconds, not {text!r}")
+
+
 def run_json(cmd, out, timeout):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout)
     with open(out) as f:
@@ -126,8 +136,9 @@ def runtime_part(a, tmp):
 
 SERVE_SLO_MS = 40  # every serve and cluster model below
 MODELS = {
-    "device-bound": "{name: m, input: \"float32[4]\", slo_ms: 40, max_batch: 16, alpha_ms: 0.5, beta_ms: 2}",
-    "CPU-bound": "{name: m, input: \"float32[4]\", slo_ms: 40, max_batch: 32, alpha_ms: 0.001, beta_ms: 0.01}",
+    "device-bound": f'{{name: m, input: "float32[4]", slo_ms: {SERVE_SLO_MS}, max_batch: 16, alpha_ms: 0.5, beta_ms: 2}}',
+    "CPU-bound": f'{{name: m, input: "float32[4]", slo_ms: {SERVE_SLO_MS}, max_batch: 32, alpha_ms: 0.001, '
+                 'beta_ms: 0.01}',
 }
 
 
@@ -136,7 +147,7 @@ class Serve:
         cfg = os.path.join(tmp, "serve.yaml")
         with open(cfg, "w") as f:
             f.write(f"devices: emulated:1\nadmission: {'true' if admission == 'on' else 'false'}\n"
-                    + (f"admission_backlog_share: {a.backlog_share:g}\n" if a.backlog_share != 1 else "")
+                    + (f"admission_backlog_share: {share:g}\n" if (share := getattr(a, "backlog_share", 1)) != 1 else "")
                     + (f"scheduler_nice: {scheduler_nice}\n" if scheduler_nice is not None else "")
                     + (f"scheduler_realtime: {scheduler_realtime}\n" if scheduler_realtime is not None else "")
                     + f"models:\n  - {MODELS[model]}\n")
@@ -199,6 +210,7 @@ def load(a, tmp, url, rate=None, concurrency=None, priority=None):
     j = run_json(cmd, out, timeout=a.seconds * 10 + 60)
     m = j["models"]["m"]
     return {"offered_rps": m.get("offered_rps", j.get("offered_rps")), "goodput_rps": j["goodput_rps"],
+            "p50_ms": m["latency_ms"]["p50"] if "latency_ms" in m else None,
             "p99_ms": m["latency_ms"]["p99"] if "latency_ms" in m else None, "sent": j["sent"], "ok": j["ok"],
             "dropped": j["dropped"], "late": j["late"], "errors": j["errors"], "loadavg": loadavg(),
             "dropped_by_reason": m.get("dropped_by_reason"), "by_priority": m.get("by_priority"),
@@ -293,13 +305,13 @@ policy: deferred
 gather: target_batch
 workload: {rate: 1600, arrival: poisson}
 models:
-  - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 40, max_batch: 16{levels}}
+  - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: {slo}, max_batch: 16{levels}}
 cluster:
   token: overload-bench
   frontend_admission: {fa}
   models:
     m: {input: "uint8[64]", output: "uint8[16]"}
-"""
+""".replace("{slo}", str(SERVE_SLO_MS))
 
 
 class Cluster:
@@ -557,7 +569,7 @@ def main():
     ap.add_argument("--pin-client", metavar="CPUS", help="run the load client on these CPUs only, e.g. 1")
     ap.add_argument("--loops", nargs="*", default=["open", "closed"], choices=["open", "closed"],
                     help="the serve part's open-loop points (0.5x-10x), closed-loop floods (64-4096), or both")
-    ap.add_argument("--client-budget", default="slo", metavar="slo|none|MS",
+    ap.add_argument("--client-budget", default="slo", metavar="slo|none|MS", type=client_budget,
                     help="the budget `symphony load` sends with each request and judges its answer by (an answer "
                          "later than it from its scheduled send is late, whatever the server says): slo (40 ms, "
                          "the models' SLO; default), MS, or none: the server's verdict alone (runs before "
@@ -566,12 +578,6 @@ def main():
                     help="serve's admission_backlog_share (the serve and flood parts): the share of a request's "
                          "time left its model's backlog may take")
     a = ap.parse_args()
-    if a.client_budget not in ("slo", "none"):
-        try:
-            assert float(a.client_budget) > 0
-        except (ValueError, AssertionError):
-            ap.error("--client-budget must be slo, none or a positive number of milliseconds, not "
-                     + repr(a.client_budget))
     if a.replot:
         replot(a.out)
         return
