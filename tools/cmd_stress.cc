@@ -220,7 +220,7 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--admission-backlog-share", o.backlog_share,
                   "share of a request's time left its model's backlog may take for it to be admitted")
-      ->check(CLI::Range(0.05, 1.0));
+      ->check(CLI::Range(kMinBacklogShare, 1.0));
   cmd->add_option("--low-priority-share", o.low_priority_share,
                   "share of requests sent at the lower of two priority levels (0: one level)")
       ->check(CLI::Range(0.0, 1.0));

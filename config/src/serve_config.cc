@@ -10,6 +10,7 @@
 #include "symphony/config/files.hpp"
 #include "symphony/config/yaml_reader.hpp"
 #include "symphony/latency_profile.hpp"
+#include "symphony/runtime/runtime_config.hpp"
 #include "symphony/tensor_spec.hpp"
 #include "symphony/triton_batcher.hpp"
 
@@ -168,7 +169,7 @@ ServeConfig parse(const YamlReader& r, const YAML::Node& root, bool models_requi
   if (root["admission"]) c.admission = r.boolean(root["admission"], "admission");
   if (root["admission_backlog_share"])
     c.admission_backlog_share =
-        r.number_in(root["admission_backlog_share"], "admission_backlog_share", 0.05, 1);
+        r.number_in(root["admission_backlog_share"], "admission_backlog_share", kMinBacklogShare, 1);
   if (root["pinned_memory_pool_byte_size"])
     c.pinned_memory_pool_byte_size = r.integer(root["pinned_memory_pool_byte_size"],
                                                "pinned_memory_pool_byte_size", 0, std::uint64_t{1} << 42);

@@ -573,7 +573,7 @@ void bind_server(py::module_& m) {
                raise(ErrorKind::kConfig, "overlap must be 'auto', 'on' or 'off', got '" + overlap + "'");
              o.defer_without_history = defer_without_history;
              o.admission = admission;
-             if (!(admission_backlog_share >= 0.05 && admission_backlog_share <= 1))
+             if (!(admission_backlog_share >= kMinBacklogShare && admission_backlog_share <= 1))
                raise(ErrorKind::kConfig, "admission_backlog_share must be in [0.05, 1], got " +
                                              std::to_string(admission_backlog_share));
              o.admission_backlog_share = admission_backlog_share;

@@ -33,6 +33,10 @@ namespace symphony {
 // none. Shared by the asker's future and the thread that answers.
 using LeaseReply = std::promise<Result<TimePoint>>;
 
+// The least RuntimeConfig::backlog_share taken, by validate() and by every
+// door alike (serve's config, Python's Server, stress).
+inline constexpr double kMinBacklogShare = 0.05;
+
 struct RuntimeConfig {
   std::uint32_t shards = 1;       // model-shard threads (the paper's ModelThreads), 1..64
   std::uint32_t max_models = 64;  // model ids are in [0, max_models), across all shards
@@ -66,7 +70,7 @@ struct RuntimeConfig {
   double ingress_wait_share = 0.25;
   bool admission = true;
   // The share of a request's time left that a model's backlog may take for it
-  // to be admitted (ModelStateConfig::backlog_share), in (0, 1].
+  // to be admitted (ModelStateConfig::backlog_share), in [kMinBacklogShare, 1].
   double backlog_share = 1.0;
   // The nice value the RankThread and the shards ask for at start (0: the
   // process's own). Below zero they take the CPU before the threads that
@@ -86,8 +90,8 @@ struct RuntimeConfig {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
     if (!(ingress_wait_share >= 0 && ingress_wait_share <= 1))
       return Status(Errc::kInvalidArgument, "ingress_wait_share must be in [0, 1]");
-    if (!(backlog_share > 0 && backlog_share <= 1))
-      return Status(Errc::kInvalidArgument, "backlog_share must be in (0, 1]");
+    if (!(backlog_share >= kMinBacklogShare && backlog_share <= 1))
+      return Status(Errc::kInvalidArgument, "backlog_share must be in [0.05, 1]");
     if (max_models == 0 || max_gpus == 0)
       return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))
