@@ -177,8 +177,15 @@ TEST(AdmissionTest, ABacklogShareBoundsTheWaitOfWhatItAdmitsOnTheShardAndInTheHi
     for (std::uint64_t t = 1; t <= 4; ++t)
       ASSERT_EQ(shard.submit(0, t, at_ms(0), at_ms(20), sink, at_ms(0)).status, SubmitStatus::kQueued);
     const AdmissionHint h = shard.admission_hint(0);
+    EXPECT_EQ(h.share, share);
     EXPECT_EQ(hint_admits(h, at_ms(0), at_ms(20), 0), share == 1.0);
     EXPECT_TRUE(hint_admits(h, at_ms(0), at_ms(40), 0));
+    // A cluster frontend's copy (no queue shape) drains over the share as the
+    // work is: 15 ms of work served for 5 ms leaves 10, weighed 10 / share.
+    AdmissionHint copy = h;
+    copy.round = 0;
+    EXPECT_EQ(hint_since(copy, 0, Duration::milliseconds(5)).work,
+              over_share(Duration::milliseconds(10), share));
     EXPECT_EQ(shard.submit(0, 5, at_ms(0), at_ms(20), sink, at_ms(0)).status,
               share == 1.0 ? SubmitStatus::kQueued : SubmitStatus::kDropped);
     EXPECT_EQ(shard.submit(0, 6, at_ms(0), at_ms(40), sink, at_ms(0)).status, SubmitStatus::kQueued);

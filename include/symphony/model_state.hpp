@@ -74,7 +74,17 @@ struct AdmissionHint {
   Duration full;                // a round: l(max_batch)
   Duration first;               // a new round's first batch: l(1) + its delay
   Duration step;                // the least a batch's size more adds (l and the delay's per-request part)
+  // ModelStateConfig::backlog_share: every duration above is over it, so the
+  // time the devices serve counts 1 / share against `work` (hint_since).
+  double share = 1.0;
 };
+
+// `d` over a backlog share (ModelStateConfig::backlog_share): what admission
+// weighs; a share outside (0, 1) counts as 1.
+inline Duration over_share(Duration d, double share) noexcept {
+  if (!(share > 0.0 && share < 1.0)) return d;
+  return Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(d.ns()) / share));
+}
 
 // `h` once `admitted` more requests have passed it and the devices have
 // served its queue for `served`. With h.round, the work the shard will find
@@ -87,7 +97,8 @@ struct AdmissionHint {
 inline AdmissionHint hint_since(AdmissionHint h, std::uint64_t admitted, Duration served = {}) noexcept {
   if (h.work <= Duration::zero()) return h;
   if (h.round == 0) {
-    h.work = h.work - max(served, Duration::zero()) + h.per_request * static_cast<std::int64_t>(admitted);
+    h.work = h.work - over_share(max(served, Duration::zero()), h.share) +
+             h.per_request * static_cast<std::int64_t>(admitted);
     return h;
   }
   const std::uint64_t n = std::uint64_t{h.queued} + 1 + admitted;  // its place, itself included
@@ -135,9 +146,8 @@ struct ModelStateConfig {
   // only what cannot end by its deadline; less keeps the queue, and so every
   // admitted request's wait, shorter under overload, leaving the rest of its
   // time for what the scheduler's clock does not see (a socket's wait before a
-  // front reads the request). The hints carry it (their durations over it;
-  // a cluster frontend's aging, hint_since's `served`, assumes 1, which the
-  // cluster's scheduler keeps). Outside (0, 1): 1 (RuntimeConfig validates).
+  // front reads the request). The hints carry it (AdmissionHint::share).
+  // Outside (0, 1): 1 (RuntimeConfig validates).
   double backlog_share = 1.0;
 };
 
@@ -174,6 +184,7 @@ class ModelState {
     AdmissionHint h;
     h.resp = cfg_.delays.resp;
     h.levels = m.cfg->priority_levels;
+    h.share = cfg_.backlog_share;
     const std::uint32_t g = admission_gpus(m);
     const std::size_t q = m.queue.size();
     if (g == 0 || q == 0 || (q < m.max_batch && !below_batch)) return h;
@@ -715,11 +726,7 @@ class ModelState {
   // Work as admission weighs it: over ModelStateConfig::backlog_share, so
   // that `work / share <= left` is `work <= share * left`, on the shard and
   // in every hint alike.
-  Duration over_share(Duration work) const noexcept {
-    if (!(cfg_.backlog_share > 0.0 && cfg_.backlog_share < 1.0)) return work;
-    return Duration::nanoseconds(
-        static_cast<std::int64_t>(static_cast<double>(work.ns()) / cfg_.backlog_share));
-  }
+  Duration over_share(Duration work) const noexcept { return symphony::over_share(work, cfg_.backlog_share); }
 
   // The time n requests take in max batches on the model's g > 0 GPUs.
   Duration backlog_work(const Slot& m, std::uint64_t n, std::uint32_t g) const noexcept {

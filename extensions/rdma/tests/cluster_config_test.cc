@@ -47,6 +47,18 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   c = ok_value(parse_cluster_config(std::string("cluster:\n  token: t\n  recalibrate: false\n") + kModels,
                                     "c.yaml", ""));
   EXPECT_FALSE(c.cluster.recalibrate);
+  EXPECT_EQ(c.cluster.admission_backlog_share, 1.0) << "admission may fill the whole time left by default";
+  c = ok_value(parse_cluster_config(
+      std::string("cluster:\n  token: t\n  admission_backlog_share: 0.3\n") + kModels, "c.yaml", ""));
+  EXPECT_DOUBLE_EQ(c.cluster.admission_backlog_share, 0.3);
+  for (const char* bad : {"0", "1.5"})
+    EXPECT_TRUE(testing::fails_with(
+        parse_cluster_config(
+            std::string("cluster:\n  token: t\n  admission_backlog_share: ") + bad + "\n" + kModels, "c.yaml",
+            "")
+            .status(),
+        Errc::kInvalidArgument, "cluster.admission_backlog_share: "))
+        << bad;
   EXPECT_EQ(c.cluster.inject_delay, Duration::zero()) << "no injected delay unless asked for";
   c = ok_value(parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: 250\n") + kModels,
                                     "c.yaml", ""));

@@ -43,6 +43,18 @@ TEST(FrontendAdmissionTest, TheCopyDrainsAsTimePassesSoAnOldOneAdmitsMore) {
   EXPECT_TRUE(a.admit(1, 0, t0 + ms(30), t0 + ms(31)));  // drained: no test
 }
 
+TEST(FrontendAdmissionTest, UnderABacklogShareTheCopyDrainsOverTheShareAsTheWorkIs) {
+  FrontendAdmission a(4);
+  // Share 0.5: the 60 ms sent are 30 ms of the devices' work, so each
+  // millisecond they serve takes 2 ms off (at 1 it would take 1: 50 left).
+  wire::AdmissionEntry e = entry(1, ms(60), ms(0), -ms(5));
+  e.share_ppm = 500'000;
+  a.set(e, t0);
+  EXPECT_FALSE(a.admit(1, 0, t0 + ms(10), t0 + ms(49)));  // 40 ms weighed, 39 left
+  EXPECT_TRUE(a.admit(1, 0, t0 + ms(10), t0 + ms(50)));   // 40 within 40
+  EXPECT_TRUE(a.admit(1, 0, t0 + ms(30), t0 + ms(31)));   // drained after 30 ms: no test
+}
+
 TEST(FrontendAdmissionTest, WhatItAdmitsCountsAsQueuedUntilTheNextTest) {
   FrontendAdmission a(4);
   a.set(entry(1, ms(20), ms(0), -ms(5), 1, ms(2)), t0);

@@ -266,8 +266,8 @@ TEST(WireTest, LeasesRoundTrip) {
 }
 
 TEST(WireTest, AdmissionRoundTrips) {
-  Result<Admission> a =
-      decode_admission(encode(Admission{{{3, 2, 30000000, 250000, 1500000, -2000000}, {4, 1, 0, 0, 0, 0}}}));
+  Result<Admission> a = decode_admission(
+      encode(Admission{{{3, 2, 30000000, 250000, 1500000, -2000000, 300000}, {4, 1, 0, 0, 0, 0}}}));
   ASSERT_TRUE(a.ok()) << a.status().message();
   ASSERT_EQ(a->models.size(), 2u);
   EXPECT_EQ(a->models[0].model, 3u);
@@ -276,12 +276,16 @@ TEST(WireTest, AdmissionRoundTrips) {
   EXPECT_EQ(a->models[0].per_request_ns, 250000);
   EXPECT_EQ(a->models[0].resp_ns, 1500000);
   EXPECT_EQ(a->models[0].last_left_ns, -2000000);
+  EXPECT_EQ(a->models[0].share_ppm, 300000u);
   EXPECT_EQ(a->models[1].work_ns, 0);
+  EXPECT_EQ(a->models[1].share_ppm, 1000000u);
   expect_refused(encode(Admission{{{3, 0, 1, 0, 0, 0}}}), "with no level");
   expect_refused(encode(Admission{{{3, 1, -1, 0, 0, 0}}}), "an admission duration is negative");
   expect_refused(encode(Admission{{{3, 1, 1, -1, 0, 0}}}), "an admission duration is negative");
   expect_refused(encode(Admission{{{3, 1, 1, 0, 0, std::int64_t{4000} * 1000000000}}}),
                  "more than an hour away");
+  expect_refused(encode(Admission{{{3, 1, 1, 0, 0, 0, 0}}}), "backlog share is 0 millionths");
+  expect_refused(encode(Admission{{{3, 1, 1, 0, 0, 0, 1000001}}}), "backlog share is 1000001 millionths");
   EXPECT_EQ(to_string(Kind::kAdmission), "Admission");
 }
 
@@ -486,7 +490,8 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"LeaseEnd", "02010000000000003000000000000000"},
       {"Admission",
        "0100000003000000020000001000000000000000"
-       "18000000000000002000000000000000ffffffffffffffff"},
+       "18000000000000002000000000000000ffffffffffffffff"
+       "40420f00"},
       {"Stats",
        "31000000000000000100000002000000010000000300000000000000040000000000000005000000000000000600000000000"
        "0"
@@ -534,7 +539,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 19 (this build speaks version 20)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 20 (this build speaks version 21)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -545,61 +550,63 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 21)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 21)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 21)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 21)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 21)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 21)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 21)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 21)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 21)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 21)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 21)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 21)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 21)");
   m = good;
   m[4] = 15;  // version 15's Outcomes had no pushed_out
-  expect_refused(m, "unsupported protocol version 15 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 21)");
   m = good;
   m[4] = 16;  // version 16's Standing had no repository models
-  expect_refused(m, "unsupported protocol version 16 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 16 (this build speaks version 21)");
   m = good;
   m[4] = 17;  // version 17's Standing did not mark loads under way
-  expect_refused(m, "unsupported protocol version 17 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 17 (this build speaks version 21)");
   m = good;
   m[4] = 18;  // version 18's pool was one region
-  expect_refused(m, "unsupported protocol version 18 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 18 (this build speaks version 21)");
   m = good;
   m[4] = 19;  // version 19's pool never freed a region
-  expect_refused(m, "unsupported protocol version 19 (this build speaks version 20)");
+  expect_refused(m, "unsupported protocol version 19 (this build speaks version 21)");
+  m[4] = 20;  // version 20's admission tests carried no backlog share
+  expect_refused(m, "unsupported protocol version 20 (this build speaks version 21)");
   m = good;
-  m[4] = 21;
-  expect_refused(m, "unsupported protocol version 21");
+  m[4] = 22;
+  expect_refused(m, "unsupported protocol version 22");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

@@ -14,6 +14,7 @@
 #include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/config/files.hpp"
 #include "symphony/config/yaml_reader.hpp"
+#include "symphony/runtime/runtime_config.hpp"
 
 namespace symphony::cluster {
 namespace {
@@ -105,7 +106,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
                 "metrics",
                 "schedulers",
                 "models",
-                "frontend_admission"});
+                "frontend_admission",
+                "admission_backlog_share"});
   if (c["token"] && c["token_file"])
     r.fail(c["token_file"], "cluster.token_file", "give token or token_file, not both");
   if (c["token"]) s.token = r.string(c["token"], "cluster.token");
@@ -128,6 +130,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
   if (const YAML::Node n = c["recalibrate"]) s.recalibrate = r.boolean(n, "cluster.recalibrate");
   if (const YAML::Node n = c["frontend_admission"])
     s.frontend_admission = r.boolean(n, "cluster.frontend_admission");
+  if (const YAML::Node n = c["admission_backlog_share"])
+    s.admission_backlog_share = r.number_in(n, "cluster.admission_backlog_share", kMinBacklogShare, 1);
   if (const YAML::Node n = c["delay_percentile"]) {
     s.delay_percentile = r.number(n, "cluster.delay_percentile");
     if (s.delay_percentile <= 0 || s.delay_percentile > 1)

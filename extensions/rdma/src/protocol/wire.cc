@@ -449,6 +449,7 @@ constexpr void fields(V& v, M& m) {
   v.i64("per request", m.per_request_ns);
   v.i64("resp", m.resp_ns);
   v.i64("last left", m.last_left_ns);
+  v.u32("share ppm", m.share_ppm);
 }
 
 template <class V, Of<Admission> M>
@@ -1037,6 +1038,9 @@ void check(Reader& r, const Admission& m) {
     if (e.last_left_ns < -kMaxDurationNs || e.last_left_ns > kMaxDurationNs)
       return r.fail(
           "an admission's last target is more than an hour away: " + std::to_string(e.last_left_ns) + " ns");
+    if (e.share_ppm == 0 || e.share_ppm > 1'000'000)
+      return r.fail("an admission's backlog share is " + std::to_string(e.share_ppm) +
+                    " millionths; it must be in [1, 1000000]");
   }
 }
 

@@ -61,6 +61,7 @@ Status SchedulerNode::Impl::start() {
   rc.ingress_capacity = set_.max_requests;
   rc.delays = floors_;
   rc.recalibration.enabled = set_.recalibrate;
+  rc.backlog_share = set_.admission_backlog_share;
   // The rank and the shards ahead of the UCX threads and whatever shares the
   // machine (ServerOptions::scheduler_nice, docs/architecture.md#admission).
   rc.thread_nice = -10;

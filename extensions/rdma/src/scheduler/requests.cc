@@ -403,12 +403,13 @@ bool SchedulerNode::Impl::publish_admission() {
       // The work as a request sent on arrival of this finds it: two one-way
       // delays later, had nothing else come.
       wire::AdmissionEntry e{m, std::max(h.levels, 1u), 0, 0, 0, 0};
-      if (const Duration work = h.work - f.one_way * 2; work > Duration::zero()) {
+      if (const Duration work = h.work - over_share(f.one_way * 2, h.share); work > Duration::zero()) {
         e.work_ns = work.ns();
         e.per_request_ns = h.per_request.ns();
         e.resp_ns = (h.resp + f.one_way).ns();
         e.last_left_ns =
             std::clamp((h.last_deadline - now).ns(), -wire::kMaxDurationNs, wire::kMaxDurationNs);
+        e.share_ppm = wire::share_ppm(h.share);
       }
       msg.models.push_back(e);
     }

@@ -84,6 +84,9 @@ struct ClusterSettings {
   // The scheduler sends its frontends its models' admission tests, so that
   // they refuse at once what it would refuse (docs/cluster.md#admission-at-the-frontends).
   bool frontend_admission = true;
+  // The scheduler's RuntimeConfig::backlog_share (serve's
+  // admission_backlog_share; docs/serving.md#how-long-admitted-requests-may-wait).
+  double admission_backlog_share = 1.0;
   double delay_percentile = 0.99;
   std::uint32_t delay_window = 2000;
   Duration delay_update = Duration::milliseconds(500);

@@ -8,7 +8,8 @@
 //    admit() on any, lock-free (relaxed atomics: a hint, each field read alone);
 //  - it applies the scheduler's own test (symphony::hint_admits) to the work
 //    queued as this frontend can see it: the work the test was sent with,
-//    less the time since (the GPUs serve it meanwhile), plus what each request
+//    less the time since (the GPUs serve it meanwhile; over the scheduler's
+//    backlog share, as the work is), plus what each request
 //    this frontend admitted since adds. Other frontends' requests it does not
 //    see (it admits more, and the scheduler refuses them); its own that the
 //    scheduler refused it counts as queued until the next test (at most a
@@ -47,6 +48,7 @@ class FrontendAdmission {
       c.resp_ns.store(e.resp_ns, std::memory_order_relaxed);
       c.last_left_ns.store(e.last_left_ns, std::memory_order_relaxed);
       c.levels.store(std::max(e.levels, 1u), std::memory_order_relaxed);
+      c.share_ppm.store(e.share_ppm, std::memory_order_relaxed);
     }
     c.work_ns.store(std::max<std::int64_t>(e.work_ns, 0), std::memory_order_relaxed);
   }
@@ -72,6 +74,7 @@ class FrontendAdmission {
     h.resp = Duration::nanoseconds(c.resp_ns.load(std::memory_order_relaxed));
     h.last_deadline = received + Duration::nanoseconds(c.last_left_ns.load(std::memory_order_relaxed));
     h.levels = c.levels.load(std::memory_order_relaxed);
+    h.share = wire::share_of_ppm(c.share_ppm.load(std::memory_order_relaxed));
     if (!hint_admits(hint_since(h, admitted, now - received), now, target, level)) return false;
     c.admitted.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -86,6 +89,7 @@ class FrontendAdmission {
     std::atomic<std::int64_t> resp_ns{0};
     std::atomic<std::int64_t> last_left_ns{0};
     std::atomic<std::uint32_t> levels{1};
+    std::atomic<std::uint32_t> share_ppm{1'000'000};
   };
   std::uint32_t n_;
   std::unique_ptr<Cell[]> cells_;

@@ -16,6 +16,7 @@
 //   Result<wire::Ping> p = wire::decode_ping(m);  // checks header and body
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -60,8 +61,9 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // Version 19 lets a frontend's input pool grow: PoolInfo numbers its region
 // and says how many the pool has, and PoolAck acknowledges a region.
 // Version 20 adds PoolDrop (a frontend freed a region; a PoolInfo of the
-// same index may follow).
-inline constexpr std::uint16_t kVersion = 20;
+// same index may follow). Version 21 adds the backlog share to
+// AdmissionEntry.
+inline constexpr std::uint16_t kVersion = 21;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -473,7 +475,18 @@ struct AdmissionEntry {
   std::int64_t per_request_ns = 0;  // what each request queued after them adds to the work
   std::int64_t resp_ns = 0;         // the test ends work this long before the request's target
   std::int64_t last_left_ns = 0;    // the last queued request's target, from the send
+  // The scheduler's backlog share (ModelStateConfig::backlog_share) in
+  // millionths, in [1, 1e6]: the durations above are over it.
+  std::uint32_t share_ppm = 1'000'000;
 };
+
+// A backlog share in AdmissionEntry::share_ppm's millionths and back; a share
+// outside (0, 1) is 1, as ModelStateConfig takes it.
+inline std::uint32_t share_ppm(double share) noexcept {
+  if (!(share > 0.0 && share < 1.0)) return 1'000'000;
+  return std::clamp(static_cast<std::uint32_t>(share * 1e6 + 0.5), 1u, 1'000'000u);
+}
+inline double share_of_ppm(std::uint32_t ppm) noexcept { return ppm == 0 ? 1.0 : ppm / 1e6; }
 
 // The models whose admission test changed since the last Admission to this
 // frontend (docs/cluster.md#admission-at-the-frontends).
