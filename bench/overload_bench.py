@@ -309,6 +309,7 @@ models:
 cluster:
   token: overload-bench
   frontend_admission: {fa}
+  admission_backlog_share: {share}
   models:
     m: {input: "uint8[64]", output: "uint8[16]"}
 """.replace("{slo}", str(SERVE_SLO_MS))
@@ -324,7 +325,7 @@ class Cluster:
         levels = f", priority_levels: {priority_levels}" if priority_levels > 1 else ""
         with open(self.config, "w") as f:
             f.write(CLUSTER_CONFIG.replace("{fa}", "true" if frontend_admission else "false")
-                    .replace("{levels}", levels))
+                    .replace("{levels}", levels).replace("{share}", f"{getattr(a, 'backlog_share', 1):g}"))
         port = os.path.join(tmp, "sched.port")
         for f in (port, os.path.join(tmp, "fe.ports")):
             if os.path.exists(f):
@@ -575,8 +576,9 @@ def main():
                          "the models' SLO; default), MS, or none: the server's verdict alone (runs before "
                          "2026-12-06)")
     ap.add_argument("--backlog-share", type=float, default=1.0,
-                    help="serve's admission_backlog_share (the serve and flood parts): the share of a request's "
-                         "time left its model's backlog may take")
+                    help="admission_backlog_share of serve (the serve and flood parts) and of the cluster's "
+                         "scheduler (the cluster parts): the share of a request's time left its model's "
+                         "backlog may take")
     a = ap.parse_args()
     if a.replot:
         replot(a.out)

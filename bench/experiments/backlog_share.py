@@ -1,15 +1,17 @@
 #!/usr/bin/python3
-"""serve's admission_backlog_share against goodput as the client sees it.
+"""admission_backlog_share against goodput as the client sees it.
 
 The device-bound model of bench/overload_bench.py (l(b) = 0.5 ms*b + 2 ms, max
 batch 16, SLO 40 ms, one emulated GPU, about 1600 r/s) on `symphony serve`
-pinned to CPU 0, `symphony load` pinned to CPU 1 with the SLO as budget (an
-answer later than that from its scheduled send is late, whatever the server
-says), through overload_bench's Serve and load. For each share: open loop at
-1x, 2x and 10x, closed loops of 64 to 1024 connections over HTTP, 64 to 512
-over gRPC; one run per point.
+pinned to CPU 0 (or, with --on cluster, on overload_bench's cluster: a
+scheduler, a backend and a protocol frontend, not pinned), `symphony load`
+pinned to CPU 1 with the SLO as budget (an answer later than that from its
+scheduled send is late, whatever the server says), through overload_bench's
+Serve, Cluster and load. For each share: open loop at 1x, 2x and 10x, closed
+loops of 64 to 1024 connections over HTTP, 64 to 512 over gRPC; one run per
+point.
 
-  /usr/bin/python3 bench/experiments/backlog_share.py --out DIR [--shares 1 0.5 0.3]
+  /usr/bin/python3 bench/experiments/backlog_share.py --out DIR [--shares 1 0.5 0.3] [--on cluster]
 
 Writes DIR/backlog_share.json and prints a line per point. Bounded as
 overload_bench's points are (serve's start 30 s, each load 4 s plus its drain).
@@ -34,21 +36,22 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--shares", type=float, nargs="+", default=[1, 0.5, 0.3])
+    ap.add_argument("--on", choices=["serve", "cluster"], default="serve")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for share in args.shares:
         a = types.SimpleNamespace(symphony=os.path.join(args.build_dir, "symphony"), seconds=4.0, pin_server="0",
                                   pin_client="1", client_budget="slo", backlog_share=share)
-        s = ob.Serve(a, args.out, "device-bound", "on")
+        s = ob.Serve(a, args.out, "device-bound", "on") if args.on == "serve" else ob.Cluster(a, args.out)
         try:
             for proto, loop, x in POINTS:
                 url = f"{proto}://{s.ports[proto]}"
                 r = (ob.load(a, args.out, url, rate=x * CAPACITY) if loop == "open"
                      else ob.load(a, args.out, url, concurrency=x))
-                r.update(share=share, protocol=proto, loop=loop, x=x)
+                r.update(on=args.on, share=share, protocol=proto, loop=loop, x=x)
                 rows.append(r)
-                print(f"share {share:g} {proto} {loop} {x}: goodput {r['goodput_rps']:.0f} r/s, p50 {r['p50_ms']:.1f} "
+                print(f"{args.on} share {share:g} {proto} {loop} {x}: goodput {r['goodput_rps']:.0f} r/s, p50 {r['p50_ms']:.1f} "
                       f"p99 {r['p99_ms']:.1f} ms, late {r['late']} (ok at the server {r['late_server_ok']}), "
                       f"dropped {r['dropped_by_reason']}", flush=True)
         finally:
