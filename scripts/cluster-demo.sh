@@ -206,17 +206,7 @@ counts warm
 sleep 4
 mv "$work/$added" "$repo/$added"
 print_index "before loading $added and unloading $unloaded (as frontend 1 lists it)"
-counts before
-control_ms() {  # $1 load or unload, $2 the model: control's line, and its ms in $work/$1.ms
-  control "$1" "$2" 2>&1 | tee "$work/$1.out" >&2
-  sed -n 's/.*: \([0-9]*\) ms$/\1/p' "$work/$1.out" >"$work/$1.ms"
-}
-control_ms load "$added" &
-loading=$!
-control_ms unload "$unloaded" &
-unloading=$!
-wait "$loading" "$unloading" || true
-counts loaded
+control_window before loaded load "$added" unload "$unloaded" || true
 print_index "after loading $added and unloading $unloaded"
 /usr/bin/python3 - "${urls[0]}" "$added" "$work/showcase.json" <<'PY' >&2 || true
 import json, sys, time, urllib.error, urllib.request

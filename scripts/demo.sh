@@ -71,7 +71,7 @@ cleanup() {
 load_pid=""
 trap cleanup EXIT
 
-# demo_serve_args, repository, print_index, control, counts and print_bad_rates (serve's /metrics).
+# demo_serve_args, repository, print_index, control, counts, control_window and print_bad_rates (serve's /metrics).
 source scripts/model_control.sh  # the working directory is the repository root (common.sh)
 metrics_urls=("http://$metrics/metrics")
 
@@ -167,10 +167,8 @@ for i in $(seq 1 120); do
   sleep 0.1
 done
 print_index "before loading $fourth"
-counts before
 loaded=0
-control load "$fourth" && loaded=1
-counts loaded
+control_window before loaded load "$fourth" && loaded=1
 if ((loaded)); then
   print_index "after loading $fourth"
   /usr/bin/python3 - "http://$http" "$fourth" <<'PY' >&2 || true

@@ -23,25 +23,70 @@ for m in json.load(sys.stdin):
 ' >&2 || echo "  (the index could not be read)" >&2
 }
 
-# Loads or unloads $2 ($1: load or unload); prints how long it took, or the error.
-control() {
-  local t0 body
-  t0=$(date +%s%N)
-  if body=$(repository "/models/$2/$1" 2>&1) && [[ "$body" != *'"error"'* ]]; then
-    printf '%s of %s: %d ms\n' "$1" "$2" $((($(date +%s%N) - t0) / 1000000)) >&2
-  else
-    printf 'error: %s of %s failed: %s\n' "$1" "$2" "$body" >&2
-    return 1
-  fi
-}
+# The helpers that talk to the server while it serves, in one Python process
+# each: counts NAME (the request counts by model and outcome, every endpoint
+# of metrics_urls, summed when read, saved as $work/counts.NAME); control OP
+# MODEL (loads or unloads MODEL; prints how long it took, or the error, and
+# saves the ms as $work/OP.ms); window BEFORE AFTER OP MODEL [OP MODEL ...]
+# (counts BEFORE, the controls at once, counts AFTER). A window is one
+# process started before it opens, so that nothing starts inside it: a curl
+# and a shell started there took longer than a cluster's load (175 ms against
+# 11 on 2 busy cores) and their start cost the requests the window measures.
+_model_control() {
+  /usr/bin/python3 - "$work" "$http" "$@" -- "${metrics_urls[@]}" <<'PY'
+import sys, threading, time, urllib.error, urllib.request
+work, http, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+what, metrics = args[:args.index("--")], args[args.index("--") + 1:]
 
-# Saves the request counts by model and outcome (every endpoint of
-# metrics_urls, summed when read) as $work/counts.$1.
-counts() {
-  : >"$work/counts.$1"
-  local u
-  for u in "${metrics_urls[@]}"; do curl -sS --max-time 5 "$u" >>"$work/counts.$1" 2>/dev/null || true; done
+def counts(name):
+    with open("%s/counts.%s" % (work, name), "wb") as f:
+        for url in metrics:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    f.write(r.read())
+            except (OSError, ValueError):
+                pass
+
+def control(op, model):
+    url = "http://%s/v2/repository/models/%s/%s" % (http, model, op)
+    t0 = time.monotonic()
+    try:
+        req = urllib.request.Request(url, b"", {"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=600) as r:
+            body, ok = r.read().decode(errors="replace"), True
+    except urllib.error.HTTPError as e:
+        body, ok = e.read().decode(errors="replace"), False
+    except OSError as e:
+        body, ok = str(e), False
+    ms = int(1000 * (time.monotonic() - t0))
+    ok = ok and '"error"' not in body
+    print("%s of %s: %d ms" % (op, model, ms) if ok else "error: %s of %s failed: %s" % (op, model, body),
+          file=sys.stderr, flush=True)
+    with open("%s/%s.ms" % (work, op), "w") as f:
+        f.write("%d\n" % ms if ok else "")
+    return ok
+
+if what[0] == "counts":
+    counts(what[1])
+elif what[0] == "control":
+    sys.exit(0 if control(what[1], what[2]) else 1)
+else:
+    before, after, pairs = what[1], what[2], list(zip(what[3::2], what[4::2]))
+    time.sleep(0.5)  # this process's own start settles before the window opens
+    counts(before)
+    ok = [False] * len(pairs)
+    threads = [threading.Thread(target=lambda i=i, p=p: ok.__setitem__(i, control(*p))) for i, p in enumerate(pairs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counts(after)
+    sys.exit(0 if all(ok) else 1)
+PY
 }
+control() { _model_control control "$1" "$2"; }
+counts() { _model_control counts "$1"; }
+control_window() { _model_control window "$@"; }
 
 # Prints the bad rate (late, dropped, errors over all ended) of the models
 # other than those left out between each pair of saved counts, and writes
