@@ -481,12 +481,12 @@ struct AdmissionEntry {
 };
 
 // A backlog share in AdmissionEntry::share_ppm's millionths and back; a share
-// outside (0, 1) is 1, as ModelStateConfig takes it.
+// outside (0, 1) is 1, as ModelStateConfig takes it (over_share).
 inline std::uint32_t share_ppm(double share) noexcept {
   if (!(share > 0.0 && share < 1.0)) return 1'000'000;
   return std::clamp(static_cast<std::uint32_t>(share * 1e6 + 0.5), 1u, 1'000'000u);
 }
-inline double share_of_ppm(std::uint32_t ppm) noexcept { return ppm == 0 ? 1.0 : ppm / 1e6; }
+inline double share_of_ppm(std::uint32_t ppm) noexcept { return ppm / 1e6; }
 
 // The models whose admission test changed since the last Admission to this
 // frontend (docs/cluster.md#admission-at-the-frontends).
