@@ -868,17 +868,18 @@ void stop_running_gpus(Rt& rt, ManualGpus& gpus) {
 }
 
 TEST(RuntimeAdmissionTest, AModelsBacklogIsBoundedByWhatItsGpusCanServeInTime) {
-  // One GPU taken by hand, one batch at a time, max batch 2, l(b) = 10 ms * b
-  // + 50 ms, SLO 240 ms. With a batch of two running, those queued behind it
-  // are admitted while they and the newcomer could all end in time: n = 6
-  // take 70 + 70 + 70 = 210 ms, n = 7 take 270 ms. (30 ms of room for a slow
-  // machine between a request's arrival and its shard.)
+  // One GPU taken by hand, one batch at a time, max batch 2, l(b) = 100 ms
+  // * b + 500 ms, SLO 3 s. With a batch of two running (700 ms), those
+  // queued behind it are admitted while they and the newcomer could all end
+  // in time after it: n = 6 take 700 + 3 * 700 = 2800 ms, n = 7 take 700 +
+  // 2100 + 600 = 3400 ms. (What remains of the running batch shrinks as the
+  // machine runs: 400 ms of room for a slow one.)
   ExactlyOnceSink sink(64);
   ManualGpus gpus;
   RuntimeConfig c = small_config(1, 2, 1);
   c.max_outstanding_per_gpu = 1;
   auto rt = make_runtime(c, sink);
-  const ModelId m = *rt->add_model(model_ms("m", 10, 50, 240, 2));
+  const ModelId m = *rt->add_model(model_ms("m", 100, 500, 3000, 2));
   ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
   auto sub = rt->make_submitter();
   for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
@@ -898,16 +899,16 @@ TEST(RuntimeAdmissionTest, AModelsBacklogIsBoundedByWhatItsGpusCanServeInTime) {
 
 TEST(RuntimeAdmissionTest, AFullBacklogRefusesOnTheSubmittingThreadWithoutTheShard) {
   // The setup above: once the shard has queued six behind the running batch
-  // (n = 7 would take 270 ms of the 240), it publishes its backlog, and the
-  // next request of the model's lowest level is refused by submit itself,
-  // its outcome given before submit returns, the shard never taking it.
-  // One due sooner than the last queued goes ahead of them: admitted.
+  // (n = 7 would take 3400 ms of the 3000), it publishes its backlog, and
+  // the next request of the model's lowest level is refused by submit
+  // itself, its outcome given before submit returns, the shard never taking
+  // it. One due sooner than the last queued goes ahead of them: admitted.
   ExactlyOnceSink sink(64);
   ManualGpus gpus;
   RuntimeConfig c = small_config(1, 2, 1);
   c.max_outstanding_per_gpu = 1;
   auto rt = make_runtime(c, sink);
-  const ModelId m = *rt->add_model(model_ms("m", 10, 50, 240, 2));
+  const ModelId m = *rt->add_model(model_ms("m", 100, 500, 3000, 2));
   ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
   auto sub = rt->make_submitter();
   for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
@@ -926,8 +927,8 @@ TEST(RuntimeAdmissionTest, AFullBacklogRefusesOnTheSubmittingThreadWithoutTheSha
   EXPECT_EQ(sink.count(DropReason::kOverload), 3u);
   EXPECT_EQ(rt->stats().rejected_overload, before.rejected_overload + 1);
   EXPECT_EQ(rt->stats().accepted, before.accepted) << "the shard took the refused request";
-  // Due in 100 ms, before the queued ones (240 ms): goes ahead, admitted.
-  EXPECT_EQ(sub.submit(m, 12, SteadyClock{}.now() + Duration::milliseconds(100)), SubmitStatus::kQueued);
+  // Due in 1 s, before the queued ones (3 s): goes ahead, admitted.
+  EXPECT_EQ(sub.submit(m, 12, SteadyClock{}.now() + Duration::seconds(1)), SubmitStatus::kQueued);
   EXPECT_EQ(rt->stats().rejected_overload, before.rejected_overload + 1);
 
   ManualGpus::complete(first);
@@ -958,23 +959,22 @@ class ShardHold {
 };
 
 TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardLastLooked) {
-  // The setup above, ten times slower: l(b) = 100 ms * b + 500 ms, SLO
-  // 2400 ms. With two queued behind the running batch the shard publishes
-  // a backlog of 1300 ms; then it is held (another model's infeasible
-  // request ends on it, and waits). Requests submitted meanwhile only reach
-  // its ingress, so the hint stays as published: the submitting thread
-  // counts those it admits, each at its place in the queue (n = 4, 5, 6:
-  // 1400, 2000, 2100 ms), and refuses the fifth (n = 7: 2700 > 2400 ms), as
-  // the shard would. (300 ms of room for a slow machine before the shard,
-  // released, takes the four admitted.)
+  // The setup above. With two queued behind the running batch (700 ms) the
+  // shard publishes a backlog of 1300 ms after it; then it is held (another
+  // model's infeasible request ends on it, and waits). Requests submitted
+  // meanwhile only reach its ingress, so the hint stays as published: the
+  // submitting thread counts those it admits, each at its place in the
+  // queue (n = 4, 5, 6: 2100, 2700, 2800 ms with the running batch), and
+  // refuses the fifth (n = 7: 3400 > 3000 ms), as the shard would. (400 ms
+  // of room for a slow machine.)
   ExactlyOnceSink sink(64);
   ShardHold hold(sink, 5);
   ManualGpus gpus;
   RuntimeConfig c = small_config(1, 2, 1);
   c.max_outstanding_per_gpu = 1;
   auto rt = make_runtime(c, sink);
-  const ModelId m = *rt->add_model(model_ms("m", 100, 500, 2400, 2));
-  const ModelId other = *rt->add_model(model_ms("other", 100, 500, 2400, 2));
+  const ModelId m = *rt->add_model(model_ms("m", 100, 500, 3000, 2));
+  const ModelId other = *rt->add_model(model_ms("other", 100, 500, 3000, 2));
   ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
   auto sub = rt->make_submitter();
   for (std::uint64_t t = 1; t <= 2; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
@@ -997,15 +997,15 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsWhatItAdmittedSinceTheShardL
 }
 
 TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsOnBelowABatchAfterARefusingQueue) {
-  // l(b) = 1000 ms * b + 5000 ms, max batch 4, SLO 17.9 s. A full batch
+  // l(b) = 1000 ms * b + 5000 ms, max batch 4, SLO 26.1 s. A full batch
   // runs, six more queue (a batch: the hint refuses from here), the first
-  // batch ends and the next takes four. The two left are fewer than a
-  // batch, but the shard keeps its hint: the next two pass untested (n = 3,
-  // 4), and those after are tested at their place in the queue, the last
-  // batch at its size: n = 5, 6, 7 take 15, 16, 17 s and pass, n = 8 takes
-  // 18 s and is refused. The shard, held meanwhile, then refuses none of
-  // those admitted: the submitting thread refused exactly what it would.
-  // (900 ms of room for a slow machine before the shard takes them.)
+  // batch ends and the next takes four (9 s). The two left are fewer than a batch, but the shard
+  // keeps its hint: the next two pass untested (n = 3, 4), and those after
+  // are tested at their place in the queue behind the running batch, the
+  // last batch at its size: n = 5, 6, 7 take 9 + 15, 16, 17 s and pass,
+  // n = 8 takes 27 s and is refused. The shard, held meanwhile, then refuses
+  // none of those admitted: the submitting thread refused exactly what it
+  // would. (900 ms of room for a slow machine.)
   ExactlyOnceSink sink(64);
   constexpr std::uint64_t kHold = 50;
   ShardHold hold(sink, kHold);
@@ -1013,8 +1013,8 @@ TEST(RuntimeAdmissionTest, TheSubmittingThreadCountsOnBelowABatchAfterARefusingQ
   RuntimeConfig c = small_config(1, 2, 1);
   c.max_outstanding_per_gpu = 1;
   auto rt = make_runtime(c, sink);
-  const ModelId m = *rt->add_model(model_ms("m", 1000, 5000, 17900, 4));
-  const ModelId other = *rt->add_model(model_ms("other", 1000, 5000, 17900, 4));
+  const ModelId m = *rt->add_model(model_ms("m", 1000, 5000, 26100, 4));
+  const ModelId other = *rt->add_model(model_ms("other", 1000, 5000, 26100, 4));
   ASSERT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
   auto sub = rt->make_submitter();
   for (std::uint64_t t = 1; t <= 4; ++t) ASSERT_EQ(sub.submit(m, t), SubmitStatus::kQueued);

@@ -71,9 +71,13 @@ struct AdmissionHint {
   std::uint32_t gpus = 1;       // the GPUs admission counts on
   std::uint32_t max_batch = 0;  // the shard tests a request only with this many queued
   std::uint32_t queued = 0;     // queued when published (with fewer than max_batch, `work` is that queue's)
-  Duration full;                // a round: l(max_batch)
-  Duration first;               // a new round's first batch: l(1) + its delay
-  Duration step;                // the least a batch's size more adds (l and the delay's per-request part)
+  // The end of the model's running batches, which its queue waits for
+  // (neg_infinite: none, or more than one GPU); not in `work`, as it drains
+  // with time (running_left).
+  TimePoint running_until = TimePoint::neg_infinite();
+  Duration full;   // a round: l(max_batch)
+  Duration first;  // a new round's first batch: l(1) + its delay
+  Duration step;   // the least a batch's size more adds (l and the delay's per-request part)
   // ModelStateConfig::backlog_share: every duration above is over it, so the
   // time the devices serve counts 1 / share against `work` (hint_since).
   double share = 1.0;
@@ -84,6 +88,12 @@ struct AdmissionHint {
 inline Duration over_share(Duration d, double share) noexcept {
   if (!(share > 0.0 && share < 1.0)) return d;
   return Duration::nanoseconds(static_cast<std::int64_t>(static_cast<double>(d.ns()) / share));
+}
+
+// What remains at `now` of running batches that end at `until`
+// (AdmissionHint::running_until).
+inline Duration running_left(TimePoint until, TimePoint now) noexcept {
+  return until > now ? until - now : Duration::zero();
 }
 
 // `h` once `admitted` more requests have passed it and the devices have
@@ -122,7 +132,8 @@ inline AdmissionHint hint_since(AdmissionHint h, std::uint64_t admitted, Duratio
 inline bool hint_admits(const AdmissionHint& h, TimePoint now, TimePoint deadline,
                         std::uint32_t priority) noexcept {
   if (h.work <= Duration::zero() || priority + 1 < h.levels || deadline < h.last_deadline) return true;
-  return backlog_admits(h.work, deadline - h.resp - now, priority, h.levels);
+  return backlog_admits(h.work + over_share(running_left(h.running_until, now), h.share),
+                        deadline - h.resp - now, priority, h.levels);
 }
 
 struct ModelStateConfig {
@@ -192,6 +203,7 @@ class ModelState {
     h.round = g * m.max_batch;
     h.gpus = g;
     h.max_batch = m.max_batch;
+    h.running_until = running_until(m, g);
     h.queued = static_cast<std::uint32_t>(std::min<std::size_t>(q, UINT32_MAX));
     h.full = over_share(m.lat.latency(m.max_batch));
     h.per_request = h.full / static_cast<std::int64_t>(h.round);
@@ -236,13 +248,14 @@ class ModelState {
     m.target_batch = cfg.target_batch;
     m.max_queue = cfg.max_queue;
     m.timeout = cfg.timeout;
-    m.max_defer = cfg.max_defer;
+    m.max_defer = cfg.max_defer.value_or(Duration::zero());
     m.capped = cfg.max_defer.has_value();
     m.cold_eager = !cfg.defer_without_history;
     m.cfg = std::make_unique<ModelConfig>(std::move(cfg));
     m.profile = m.calib ? &m.calib->profile() : &m.cfg->profile;
     m.lat = m.profile->view();  // and again on every profile change
     m.inflight = 0;
+    m.busy_until = TimePoint::neg_infinite();
     m.cand_size = 0;
     return {};
   }
@@ -475,6 +488,7 @@ class ModelState {
     tail->next = nullptr;
     ++m.inflight;
     ++inflight_total_;
+    m.busy_until = max(m.busy_until, c.exec + len);
 
     const BatchId bid = make_batch_id(slot, br.generation);
     Dispatch d;
@@ -653,7 +667,10 @@ class ModelState {
   struct Slot : SlotHot {
     std::uint32_t inflight = 0;
     std::optional<Duration> timeout;
-    std::optional<Duration> max_defer;  // ModelConfig::max_defer
+    Duration max_defer;  // ModelConfig::max_defer, if `capped`
+    // The predicted end of the model's last dispatched batch: while one runs,
+    // when its GPU can start the model's next (admissible()).
+    TimePoint busy_until = TimePoint::neg_infinite();
     std::unique_ptr<ProfileCalibrator> calib;
     std::unique_ptr<ModelConfig> cfg;
     const LatencyProfile* profile = nullptr;  // in use: calib's, else cfg->profile
@@ -712,7 +729,9 @@ class ModelState {
 
   // Admission's test (ModelStateConfig::admission_gpus): the n requests
   // (the queued and the newcomer) run in max batches, g at a time, the last
-  // round's spread over the g GPUs; the newcomer ends with that round. O(1).
+  // round's spread over the g GPUs, after what remains of the model's running
+  // batches on one GPU (running_until); the newcomer ends with that round.
+  // O(1).
   // A request due before the last queued one goes ahead of some of them: the
   // queue's length overcounts what is ahead, so it is admitted and gathering
   // decides.
@@ -738,22 +757,35 @@ class ModelState {
            cfg_.delays.delay(last_batch);
   }
 
-  bool admissible(const Slot& m, std::uint64_t n, TimePoint now, TimePoint deadline,
-                  std::uint32_t priority) const noexcept {
+  // `running`: what remains of the running batches counted (running_until);
+  // push_out counts them as full batches among the n instead.
+  bool admissible(const Slot& m, std::uint64_t n, TimePoint now, TimePoint deadline, std::uint32_t priority,
+                  bool running = true) const noexcept {
     const Request* last = m.queue.back();
     if (last && deadline < last->deadline) return true;
     const std::uint32_t g = admission_gpus(m);
     if (g == 0) return true;
-    return backlog_admits(over_share(backlog_work(m, n, g)), cfg_.delays.hard_deadline(deadline) - now,
-                          priority, m.cfg->priority_levels);
+    const Duration ahead = running ? running_left(running_until(m, g), now) : Duration::zero();
+    return backlog_admits(over_share(ahead + backlog_work(m, n, g)),
+                          cfg_.delays.hard_deadline(deadline) - now, priority, m.cfg->priority_levels);
+  }
+
+  // The end of the model's dispatched batches on its one GPU (g == 1),
+  // which its queue waits for; neg_infinite with none, or on more GPUs: the
+  // one that frees first is not kept, so the test leaves them out there (a
+  // lower bound, as other models' batches on its GPUs are).
+  static TimePoint running_until(const Slot& m, std::uint32_t g) noexcept {
+    return g == 1 && m.inflight ? m.busy_until : TimePoint::neg_infinite();
   }
 
   // Makes room for a request of level `priority` among queued requests of
   // lower levels: as many as it takes for it to pass admission's test with
-  // the model's running batches counted ahead of it as full batches (the
-  // test leaves them out, and a request admitted at its edge behind them
-  // expires), at most those found among the last kPushOutScan queued,
-  // the latest due first; none unless that many let it pass its own test.
+  // the model's running batches counted ahead of it as full batches rather
+  // than what remains of them (pessimistic on purpose: a request admitted at
+  // the test's edge expires when later ones fill its batch;
+  // bench/results/overload.md), at most those found among the last
+  // kPushOutScan queued, the latest due first; none unless that many let it
+  // pass its own test.
   // They end dropped, kPushedOut. A higher level so loses requests only to
   // its own load; lower levels keep what the devices serve beside it.
   // Bounded work per arrival: O(kPushOutScan).
@@ -761,12 +793,12 @@ class ModelState {
   void push_out(ModelId id, Slot& m, TimePoint now, TimePoint deadline, std::uint32_t priority, Sink& sink) {
     const std::uint64_t queued = m.queue.size();
     const std::uint64_t running = std::uint64_t{m.inflight} * m.max_batch;
-    if (admissible(m, queued + 1 + running, now, deadline, priority)) return;
+    if (admissible(m, queued + 1 + running, now, deadline, priority, false)) return;
     const std::uint64_t most = std::min<std::uint64_t>(queued, kPushOutScan);
     std::uint64_t need = 1, need_own = 0;
     while (need_own < most && !admissible(m, queued + 1 - need_own, now, deadline, priority)) ++need_own;
     if (!admissible(m, queued + 1 - need_own, now, deadline, priority)) return;  // refused whatever goes
-    while (need < most && !admissible(m, queued + 1 - need + running, now, deadline, priority)) ++need;
+    while (need < most && !admissible(m, queued + 1 - need + running, now, deadline, priority, false)) ++need;
     Request* found[kPushOutScan];
     std::uint32_t n = 0;
     Request* r = m.queue.back();
@@ -830,7 +862,7 @@ class ModelState {
     c.exec = exec_.exec(CandidateInputs{g.size, m.max_batch, earliest, c.latest, g.exec_deadline,
                                         g.head_arrival, m.lat, &m.timeout, m.efficient_batch,
                                         m.arrivals.typical_gap(), m.window_misses});
-    if (m.capped) c.exec = max(earliest, min(c.exec, g.head_arrival + *m.max_defer));
+    if (m.capped) c.exec = max(earliest, min(c.exec, g.head_arrival + m.max_defer));
     if (m.cold_eager && !m.arrivals.has_history()) c.exec = earliest;
     // Into its margin already: deferring it to the last moment against the
     // deadline itself would leave it no slack at all.

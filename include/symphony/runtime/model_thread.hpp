@@ -77,6 +77,7 @@ struct AdmissionHintCell {
   std::atomic<std::int64_t> per_request_ns{0};
   std::atomic<std::int64_t> last_deadline_ns{0};
   std::atomic<std::int64_t> full_ns{0}, first_ns{0}, step_ns{0};
+  std::atomic<std::int64_t> running_until_ns{TimePoint::neg_infinite().ns()};
   std::atomic<std::uint32_t> levels{1};
   std::atomic<std::uint32_t> round{0}, gpus{1}, max_batch{0}, queued{0};
   std::atomic<std::uint64_t> admitted{0};  // by the submitting threads, not yet in `queued`
@@ -305,6 +306,7 @@ class ModelThread {
         c.round.store(h.round, std::memory_order_relaxed);
         c.gpus.store(h.gpus, std::memory_order_relaxed);
         c.max_batch.store(h.max_batch, std::memory_order_relaxed);
+        c.running_until_ns.store(h.running_until.ns(), std::memory_order_relaxed);
         c.queued.store(h.queued, std::memory_order_release);
       }
       c.work_ns.store(h.work.ns(), std::memory_order_relaxed);

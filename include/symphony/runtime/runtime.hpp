@@ -394,6 +394,7 @@ class Runtime final : private CompletionPort {
     h.round = c.round.load(std::memory_order_relaxed);
     h.gpus = std::max(c.gpus.load(std::memory_order_relaxed), 1u);
     h.max_batch = c.max_batch.load(std::memory_order_relaxed);
+    h.running_until = TimePoint::from_ns(c.running_until_ns.load(std::memory_order_relaxed));
     return h;
   }
 

@@ -388,7 +388,7 @@ bool SchedulerNode::Impl::publish_admission() {
     if (h.queued < h.max_batch) h.work = Duration::zero();  // kept for the runtime's submitters: none here
     AdmissionHint& was = admission_sent_[m];
     if (h.work == was.work && h.last_deadline == was.last_deadline && h.resp == was.resp &&
-        h.levels == was.levels && h.per_request == was.per_request)
+        h.levels == was.levels && h.per_request == was.per_request && h.running_until == was.running_until)
       continue;
     was = h;
     admission_changed_.push_back(m);
@@ -400,10 +400,12 @@ bool SchedulerNode::Impl::publish_admission() {
     msg.models.reserve(admission_changed_.size());
     for (ModelId m : admission_changed_) {
       const AdmissionHint& h = admission_sent_[m];
-      // The work as a request sent on arrival of this finds it: two one-way
-      // delays later, had nothing else come.
+      // The work as a request sent on arrival of this finds it (what remains
+      // of the running batches with it): two one-way delays later, had
+      // nothing else come.
       wire::AdmissionEntry e{m, std::max(h.levels, 1u), 0, 0, 0, 0};
-      if (const Duration work = h.work - over_share(f.one_way * 2, h.share); work > Duration::zero()) {
+      const Duration ahead = h.work + over_share(running_left(h.running_until, now), h.share);
+      if (const Duration work = ahead - over_share(f.one_way * 2, h.share); work > Duration::zero()) {
         e.work_ns = work.ns();
         e.per_request_ns = h.per_request.ns();
         e.resp_ns = (h.resp + f.one_way).ns();
