@@ -96,6 +96,12 @@ inline Duration running_left(TimePoint until, TimePoint now) noexcept {
   return until > now ? until - now : Duration::zero();
 }
 
+// The work ahead of a request that arrives at `now`, as `h` weighs it: its
+// queue's and what remains of its running batches, over its share.
+inline Duration work_ahead(const AdmissionHint& h, TimePoint now) noexcept {
+  return h.work + over_share(running_left(h.running_until, now), h.share);
+}
+
 // `h` once `admitted` more requests have passed it and the devices have
 // served its queue for `served`. With h.round, the work the shard will find
 // for the next request, at its place in the queue, its last batch counted
@@ -132,8 +138,7 @@ inline AdmissionHint hint_since(AdmissionHint h, std::uint64_t admitted, Duratio
 inline bool hint_admits(const AdmissionHint& h, TimePoint now, TimePoint deadline,
                         std::uint32_t priority) noexcept {
   if (h.work <= Duration::zero() || priority + 1 < h.levels || deadline < h.last_deadline) return true;
-  return backlog_admits(h.work + over_share(running_left(h.running_until, now), h.share),
-                        deadline - h.resp - now, priority, h.levels);
+  return backlog_admits(work_ahead(h, now), deadline - h.resp - now, priority, h.levels);
 }
 
 struct ModelStateConfig {

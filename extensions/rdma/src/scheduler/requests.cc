@@ -404,8 +404,8 @@ bool SchedulerNode::Impl::publish_admission() {
       // of the running batches with it): two one-way delays later, had
       // nothing else come.
       wire::AdmissionEntry e{m, std::max(h.levels, 1u), 0, 0, 0, 0};
-      const Duration ahead = h.work + over_share(running_left(h.running_until, now), h.share);
-      if (const Duration work = ahead - over_share(f.one_way * 2, h.share); work > Duration::zero()) {
+      if (const Duration work = work_ahead(h, now) - over_share(f.one_way * 2, h.share);
+          work > Duration::zero()) {
         e.work_ns = work.ns();
         e.per_request_ns = h.per_request.ns();
         e.resp_ns = (h.resp + f.one_way).ns();
