@@ -1137,6 +1137,14 @@ TEST(RuntimeTest, TheSchedulerThreadsTakeRealTimeWhereAllowedElseTheirNiceValue)
 }
 #endif
 
+TEST(RuntimeTest, ABacklogShareOutsideItsRangeIsRefusedWithTheRange) {
+  RuntimeConfig c = small_config(1, 1, 1);
+  c.backlog_share = kMinBacklogShare;
+  EXPECT_TRUE(c.validate().ok());
+  c.backlog_share = 0.01;
+  EXPECT_EQ(c.validate().message(), "backlog_share must be in [0.05, 1]");
+}
+
 TEST(RuntimeTest, RemoveModelWaitsForItsBatchesAndTheIdCanBeReused) {
   ExactlyOnceSink sink(16);
   ManualGpus gpus;

@@ -574,8 +574,9 @@ void bind_server(py::module_& m) {
              o.defer_without_history = defer_without_history;
              o.admission = admission;
              if (!(admission_backlog_share >= kMinBacklogShare && admission_backlog_share <= 1))
-               raise(ErrorKind::kConfig, "admission_backlog_share must be in [0.05, 1], got " +
-                                             std::to_string(admission_backlog_share));
+               raise(ErrorKind::kConfig, "admission_backlog_share must be in [" +
+                                             detail::format_number(kMinBacklogShare) + ", 1], got " +
+                                             detail::format_number(admission_backlog_share));
              o.admission_backlog_share = admission_backlog_share;
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),

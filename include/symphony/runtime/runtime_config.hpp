@@ -14,6 +14,7 @@
 #include <string>
 
 #include "symphony/latency_histogram.hpp"
+#include "symphony/policy.hpp"
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
@@ -91,7 +92,8 @@ struct RuntimeConfig {
     if (!(ingress_wait_share >= 0 && ingress_wait_share <= 1))
       return Status(Errc::kInvalidArgument, "ingress_wait_share must be in [0, 1]");
     if (!(backlog_share >= kMinBacklogShare && backlog_share <= 1))
-      return Status(Errc::kInvalidArgument, "backlog_share must be in [0.05, 1]");
+      return Status(Errc::kInvalidArgument,
+                    "backlog_share must be in [" + detail::format_number(kMinBacklogShare) + ", 1]");
     if (max_models == 0 || max_gpus == 0)
       return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))
