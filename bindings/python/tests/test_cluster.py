@@ -20,7 +20,9 @@ models:
   - {name: m, alpha_ms: 0.5, beta_ms: 2, slo_ms: 2000, max_batch: 64}
   - {name: p, alpha_ms: 0.5, beta_ms: 2, slo_ms: 2000, max_batch: 64, priority_levels: 2}
 delays: {safety_margin_ms: 300}
-cluster: {token: py-token, heartbeat_ms: 50, heartbeat_timeout_ms: 2000}
+# defer_without_history: the paper's rule from a model's first request, which
+# the cancel test below needs (a request held while the scheduler waits).
+cluster: {token: py-token, heartbeat_ms: 50, heartbeat_timeout_ms: 2000, defer_without_history: true}
 """
 
 

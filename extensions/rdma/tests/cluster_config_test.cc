@@ -59,6 +59,15 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
             .status(),
         Errc::kInvalidArgument, "cluster.admission_backlog_share: "))
         << bad;
+  EXPECT_FALSE(c.cluster.defer_without_history) << "a model's first requests go at once, as on serve";
+  c = ok_value(parse_cluster_config(
+      std::string("cluster:\n  token: t\n  defer_without_history: true\n") + kModels, "c.yaml", ""));
+  EXPECT_TRUE(c.cluster.defer_without_history);
+  EXPECT_TRUE(testing::fails_with(
+      parse_cluster_config(std::string("cluster:\n  token: t\n  defer_without_history: 3\n") + kModels,
+                           "c.yaml", "")
+          .status(),
+      Errc::kInvalidArgument, "cluster.defer_without_history: "));
   EXPECT_EQ(c.cluster.inject_delay, Duration::zero()) << "no injected delay unless asked for";
   c = ok_value(parse_cluster_config(std::string("cluster:\n  token: t\n  inject_delay_us: 250\n") + kModels,
                                     "c.yaml", ""));

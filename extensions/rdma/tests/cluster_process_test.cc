@@ -354,7 +354,8 @@ TEST_F(ClusterProcessTest, KilledBackendsRequestsEndWithAnErrorNamingItAndOthers
 TEST_F(ClusterProcessTest, KilledFrontendsQueuedRequestsAreDroppedWithoutRunning) {
   // A 6 s SLO and 30 r/s in all: a deferred batch goes near the oldest
   // request's deadline (the efficient size, 164 here, docs/policies.md, is
-  // never reached), so nothing is dispatched in the first ~6 s. The victim is
+  // never reached), so nothing is dispatched in the first ~6 s but the
+  // model's first request (cluster.defer_without_history: false). The victim is
   // killed at 2 s; the scheduler learns of it at once (the connection closes)
   // or at the latest by the 400 ms heartbeat timeout, long before the first
   // batch, which then mixes the victim's ~40 queued requests with the

@@ -107,7 +107,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
                 "schedulers",
                 "models",
                 "frontend_admission",
-                "admission_backlog_share"});
+                "admission_backlog_share",
+                "defer_without_history"});
   if (c["token"] && c["token_file"])
     r.fail(c["token_file"], "cluster.token_file", "give token or token_file, not both");
   if (c["token"]) s.token = r.string(c["token"], "cluster.token");
@@ -132,6 +133,8 @@ ClusterSettings parse_section(const config::YamlReader& r, const YAML::Node& c) 
     s.frontend_admission = r.boolean(n, "cluster.frontend_admission");
   if (const YAML::Node n = c["admission_backlog_share"])
     s.admission_backlog_share = r.number_in(n, "cluster.admission_backlog_share", kMinBacklogShare, 1);
+  if (const YAML::Node n = c["defer_without_history"])
+    s.defer_without_history = r.boolean(n, "cluster.defer_without_history");
   if (const YAML::Node n = c["delay_percentile"]) {
     s.delay_percentile = r.number(n, "cluster.delay_percentile");
     if (s.delay_percentile <= 0 || s.delay_percentile > 1)

@@ -312,6 +312,7 @@ Result<ModelId> SchedulerNode::Impl::stage_version(const ClusterRepositoryModel&
   }
   ModelConfig config = m.config;
   config.name = name_as;
+  config.defer_without_history = set_.defer_without_history;
   // Each runtime (one per sub-cluster) gives the lowest free id: `reuse`, or
   // the next (every lower one is in use).
   const ModelId want = reuse != kNoModel ? reuse : static_cast<ModelId>(models_.size());

@@ -17,6 +17,7 @@ Status SchedulerNode::Impl::start() {
                                               std::to_string(schedulers_.size()) + " entries)");
   SYMPHONY_RETURN_IF_ERROR(check_runs_in_core(sc.spec.policy));
   models_ = sc.spec.models;
+  for (ModelConfig& m : models_) m.defer_without_history = set_.defer_without_history;
   // Model control may add models while serving (models.cc): their ids are
   // reserved now, where every per-model table is sized.
   const std::uint64_t capacity =

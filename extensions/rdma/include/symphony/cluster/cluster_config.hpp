@@ -87,6 +87,10 @@ struct ClusterSettings {
   // The scheduler's RuntimeConfig::backlog_share (serve's
   // admission_backlog_share; docs/serving.md#how-long-admitted-requests-may-wait).
   double admission_backlog_share = 1.0;
+  // Every model's ModelConfig::defer_without_history in the scheduler (serve's
+  // key; docs/serving.md#the-first-request): false sends a model's batches at
+  // their earliest until a gap between two of its requests was seen.
+  bool defer_without_history = false;
   double delay_percentile = 0.99;
   std::uint32_t delay_window = 2000;
   Duration delay_update = Duration::milliseconds(500);
