@@ -180,9 +180,10 @@ for i in range(3):
         url = "%s/v2/models/%s/infer" % (sys.argv[1], sys.argv[2])
         t0 = time.monotonic()
         with urllib.request.urlopen(urllib.request.Request(url, body), timeout=30) as r:
+            outcome = r.headers.get("Symphony-Outcome", "?")  # ok, or late: after its target
             out = json.load(r)["outputs"][0]
-            print("request %d to %s: output %s %s in %.1f ms" % (i + 1, sys.argv[2], out["name"], out["shape"],
-                                                                 1000 * (time.monotonic() - t0)))
+            print("request %d to %s: output %s %s, %s, in %.1f ms" % (i + 1, sys.argv[2], out["name"], out["shape"],
+                                                                      outcome, 1000 * (time.monotonic() - t0)))
     except urllib.error.HTTPError as e:
         print("request %d to %s: HTTP %d %s" % (i + 1, sys.argv[2], e.code, e.read().decode(errors="replace")))
 PY

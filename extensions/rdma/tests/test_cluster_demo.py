@@ -34,6 +34,7 @@ def test_the_cluster_demo_loads_a_model_and_unloads_another_under_load():
     mc = r["model_control"]
     assert isinstance(mc["load_ms"], int) and isinstance(mc["unload_ms"], int), (mc, log)
     assert mc["showcase_statuses"] == [200, 200, 200], (mc, log)
+    assert all(o in ("ok", "late") for o in mc["showcase_outcomes"]) and len(mc["showcase_outcomes"]) == 3, (mc, log)
     phases = mc["bad_rate_by_phase"]
     assert [x["phase"] for x in phases] == ["before the load", "during it", "after it"], phases
     assert phases[0]["ended"] > 0 and phases[2]["ended"] > 0, phases
