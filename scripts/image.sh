@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --cluster-test) run_cluster_test=1; shift ;;
     --base) base="$2"; shift 2 ;;
     --variant) variant="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "image.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
