@@ -124,5 +124,56 @@ TEST(FrontendAdmissionTest, TakesTheTestsOfAnAdmissionMessage) {
   EXPECT_TRUE(a.admit(3, 0, t0, t0 + ms(20)));
 }
 
+// A runtime's hint with `queued` of a max batch of 16 and a batch running
+// until t0 + 30 ms.
+AdmissionHint running_hint(std::uint32_t queued) {
+  AdmissionHint h;
+  h.work = ms(10);
+  h.resp = ms(1);
+  h.last_deadline = t0 - ms(5);
+  h.max_batch = 16;
+  h.queued = queued;
+  h.running_until = t0 + ms(30);
+  return h;
+}
+
+TEST(FrontendAdmissionTest, AQueueBelowABatchSendsNoTestWhileABatchRuns) {
+  // The shard tests no request that finds fewer than a batch queued, however
+  // long the batch running: neither does a frontend.
+  const wire::AdmissionEntry e = admission_entry(3, frontend_hint(running_hint(5)), t0, ms(1));
+  EXPECT_EQ(e.work_ns, 0);
+  FrontendAdmission a(4);
+  a.set(e, t0);
+  EXPECT_TRUE(a.admit(3, 0, t0, t0 + ms(5)));
+  // The batch's end moving (a dispatch) changes nothing sent.
+  AdmissionHint later = running_hint(5);
+  later.running_until = t0 + ms(45);
+  later.last_deadline = t0 + ms(2);
+  const AdmissionHint x = frontend_hint(running_hint(5)), y = frontend_hint(later);
+  EXPECT_EQ(x.work, y.work);
+  EXPECT_EQ(x.running_until, y.running_until);
+  EXPECT_EQ(x.last_deadline, y.last_deadline);
+}
+
+TEST(FrontendAdmissionTest, AFullQueueSendsItsWorkAndTheRunningBatchsRest) {
+  // 10 ms queued, 30 ms still running at t0 + 0, less the two one-way
+  // delays (1 ms each) the request takes to reach the scheduler.
+  wire::AdmissionEntry e = admission_entry(3, frontend_hint(running_hint(16)), t0, ms(1));
+  EXPECT_EQ(e.work_ns, ms(38).ns());
+  EXPECT_EQ(e.resp_ns, ms(2).ns());
+  EXPECT_EQ(e.last_left_ns, -ms(5).ns());
+  FrontendAdmission a(4);
+  a.set(e, t0);
+  EXPECT_FALSE(a.admit(3, 0, t0, t0 + ms(39)));  // 38 ms of work, 37 left
+  EXPECT_TRUE(a.admit(3, 0, t0, t0 + ms(40)));
+  // Ten milliseconds on, 20 remain of the running batch.
+  e = admission_entry(3, frontend_hint(running_hint(16)), t0 + ms(10), ms(1));
+  EXPECT_EQ(e.work_ns, ms(28).ns());
+  // Admission off (no work in the hint): no test, however full the queue.
+  AdmissionHint off = running_hint(40);
+  off.work = Duration::zero();
+  EXPECT_EQ(admission_entry(3, frontend_hint(off), t0, ms(1)).work_ns, 0);
+}
+
 }  // namespace
 }  // namespace symphony::cluster

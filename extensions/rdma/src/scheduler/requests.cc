@@ -2,6 +2,8 @@
 #include "scheduler/node_impl.hpp"
 
 #include <chrono>
+
+#include "symphony/cluster/frontend_admission.hpp"
 #include "symphony/request_times.hpp"
 
 namespace symphony::cluster {
@@ -371,9 +373,7 @@ bool SchedulerNode::Impl::drain_outcomes() {
 // Each model's admission test as its runtime published it (AdmissionHint),
 // to every live frontend when it changed, at most every kAdmissionEvery: a
 // frontend refuses with it at once what this scheduler would refuse a round
-// trip later (docs/cluster.md#admission-at-the-frontends). Times travel as
-// durations from now; `resp` adds that frontend's one-way delay, which the
-// scheduler takes off its requests' targets.
+// trip later (docs/cluster.md#admission-at-the-frontends; admission_entry).
 bool SchedulerNode::Impl::publish_admission() {
   if (!set_.frontend_admission) return false;
   const TimePoint now = SteadyClock{}.now();
@@ -383,9 +383,8 @@ bool SchedulerNode::Impl::publish_admission() {
   admission_sent_.resize(nmodels);
   admission_changed_.clear();
   for (ModelId m = 0; m < nmodels; ++m) {
-    AdmissionHint h =
-        unserved_[m].empty() ? runtimes_[subs_->route_of(m)]->admission_hint(m) : AdmissionHint{};
-    if (h.queued < h.max_batch) h.work = Duration::zero();  // kept for the runtime's submitters: none here
+    const AdmissionHint h = frontend_hint(
+        unserved_[m].empty() ? runtimes_[subs_->route_of(m)]->admission_hint(m) : AdmissionHint{});
     AdmissionHint& was = admission_sent_[m];
     if (h.work == was.work && h.last_deadline == was.last_deadline && h.resp == was.resp &&
         h.levels == was.levels && h.per_request == was.per_request && h.running_until == was.running_until)
@@ -398,23 +397,8 @@ bool SchedulerNode::Impl::publish_admission() {
     if (!f.alive) continue;
     wire::Admission msg;
     msg.models.reserve(admission_changed_.size());
-    for (ModelId m : admission_changed_) {
-      const AdmissionHint& h = admission_sent_[m];
-      // The work as a request sent on arrival of this finds it (what remains
-      // of the running batches with it): two one-way delays later, had
-      // nothing else come.
-      wire::AdmissionEntry e{m, std::max(h.levels, 1u), 0, 0, 0, 0};
-      if (const Duration work = work_ahead(h, now) - over_share(f.one_way * 2, h.share);
-          work > Duration::zero()) {
-        e.work_ns = work.ns();
-        e.per_request_ns = h.per_request.ns();
-        e.resp_ns = (h.resp + f.one_way).ns();
-        e.last_left_ns =
-            std::clamp((h.last_deadline - now).ns(), -wire::kMaxDurationNs, wire::kMaxDurationNs);
-        e.share_ppm = wire::share_ppm(h.share);
-      }
-      msg.models.push_back(e);
-    }
+    for (ModelId m : admission_changed_)
+      msg.models.push_back(admission_entry(m, admission_sent_[m], now, f.one_way));
     (void)transport_->send(f.conn, wire::encode(msg));
   }
   return true;

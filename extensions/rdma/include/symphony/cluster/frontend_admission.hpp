@@ -16,7 +16,8 @@
 //    millisecond and a one-way delay later). The scheduler applies its exact
 //    test again to what passes;
 //  - only a model's lowest priority level is refused here (a higher one may
-//    push lower ones out at the scheduler, which only it can do).
+//    push lower ones out at the scheduler, which only it can do);
+//  - the scheduler builds what it sends with frontend_hint and admission_entry.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +31,38 @@
 #include "symphony/types.hpp"
 
 namespace symphony::cluster {
+
+// What of a runtime's hint (AdmissionHint) the scheduler sends its frontends:
+// no test at all (its levels alone) while the shard would test no request
+// that arrives (fewer than a batch queued, or admission off), so that a
+// frontend never refuses what the shard admits untested (the running
+// batches' end included) and a queue that changes below a batch sends nothing.
+inline AdmissionHint frontend_hint(const AdmissionHint& h) noexcept {
+  if (h.queued >= h.max_batch && h.work > Duration::zero()) return h;
+  AdmissionHint none;
+  none.levels = h.levels;
+  return none;
+}
+
+// The test for `model` from `h` (a frontend_hint) as the scheduler sends it
+// at `now` to a frontend `one_way` away: the work a request sent on arrival
+// of this finds (what remains of the running batches with it), two one-way
+// delays later had nothing else come; no test (work 0) when that is none.
+// Times travel as durations from now; resp adds the frontend's delay, which
+// the scheduler takes off its requests' targets.
+inline wire::AdmissionEntry admission_entry(ModelId model, const AdmissionHint& h, TimePoint now,
+                                            Duration one_way) noexcept {
+  wire::AdmissionEntry e{model, std::max(h.levels, 1u), 0, 0, 0, 0};
+  if (h.work <= Duration::zero()) return e;
+  const Duration work = work_ahead(h, now) - over_share(one_way * 2, h.share);
+  if (work <= Duration::zero()) return e;
+  e.work_ns = work.ns();
+  e.per_request_ns = h.per_request.ns();
+  e.resp_ns = (h.resp + one_way).ns();
+  e.last_left_ns = std::clamp((h.last_deadline - now).ns(), -wire::kMaxDurationNs, wire::kMaxDurationNs);
+  e.share_ppm = wire::share_ppm(h.share);
+  return e;
+}
 
 class FrontendAdmission {
  public:
