@@ -1,12 +1,13 @@
 // The protocol's REST transport on Boost.Beast (http_server.hpp).
 //
 // One session per connection, its handlers serialized on a strand. A session
-// keeps one read open on its socket and parses requests as their bytes come
-// (a request must arrive whole within request_timeout of its first byte; a
-// connection that owes nothing is closed after idle_timeout). Pipelined
-// requests are read ahead and handed to the front at once, up to
+// takes what its socket holds with recvmsg (for the kernel's receive stamp,
+// InferRequest::arrived), then waits for more, and parses requests as their
+// bytes come (a request must arrive whole within request_timeout of its
+// first byte; a connection that owes nothing is closed after idle_timeout).
+// Pipelined requests are read ahead and handed to the front at once, up to
 // max_pipelined per connection; their answers are written in request order.
-// The open read also notices a client that goes away: its pending requests
+// The open wait also notices a client that goes away: its pending requests
 // are cancelled.
 #include "symphony/front/http_server.hpp"
 
@@ -24,7 +25,12 @@
 #include <boost/beast/http.hpp>
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <deque>
@@ -195,6 +201,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       std::lock_guard<std::mutex> lock(srv_.mu);
       srv_.sessions.emplace(this, weak_from_this());
     }
+    // The kernel stamps each segment's arrival (read with recvmsg, below):
+    // a request's budget counts from when its last bytes reached this
+    // machine, not from when this front found time to read them.
+    const int on = 1;
+    (void)::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
       self->update_read_timer();
       self->read();
@@ -232,6 +243,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // A response the connection owes, in the order of the requests.
   struct Slot {
     std::uint64_t seq = 0;
+    TimePoint arrived;       // when the kernel received the read that completed it
     bool ready = false;      // `res` is the response, to be written in turn
     bool interim = false;    // "100 Continue" before a request's body
     bool keep_alive = true;  // false: the connection closes after it
@@ -251,18 +263,81 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // requests from the buffer while fewer than max_pipelined answers are
   // owed. Past that, at most a header's worth of the next requests is read
   // (the read stays open meanwhile, to notice a client that goes away).
+  // Bytes are taken with recvmsg, for the kernel's stamp of their arrival,
+  // until the socket has none; then it waits for more.
   void read() {
-    if (reading_ || closed_ || stop_reading_) return;
-    if (!parser_ && buffer_.size() >= srv_.opts.max_header_bytes) return;
+    for (int turns = 0;
+         !reading_ && !closed_ && !stop_reading_ && (parser_ || buffer_.size() < srv_.opts.max_header_bytes);
+         ++turns) {
+      if (turns == 8) {  // a client that keeps sending lets the thread's other connections in
+        reading_ = true;
+        return net::post(socket_.get_executor(), [self = shared_from_this()] {
+          self->reading_ = false;
+          self->read();
+        });
+      }
+      const Received got = receive();
+      if (got == Received::kFailed) return;
+      if (got == Received::kNone) return wait_readable();
+      parse();
+    }
+  }
+
+  // With one I/O thread asio's wait for readiness misses none: no other
+  // thread can take the socket's edge-triggered event between receive()'s
+  // EAGAIN and the wait, so one read costs what asio's own read costs. With
+  // more, another thread could, so the wait is a one-byte peek (asio's read,
+  // which tries the socket itself first): one system call more per read.
+  void wait_readable() {
     reading_ = true;
-    socket_.async_read_some(buffer_.prepare(parser_ ? 65536 : 16384),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->reading_ = false;
-                              if (ec) return self->on_read_error(ec);
-                              self->buffer_.commit(n);
-                              self->parse();
-                              self->read();
-                            });
+    auto then = [self = shared_from_this()](beast::error_code ec, std::size_t = 0) {
+      self->reading_ = false;
+      if (ec) return self->on_read_error(ec);
+      self->read();
+    };
+    if (srv_.opts.threads <= 1)
+      socket_.async_wait(tcp::socket::wait_read, std::move(then));
+    else
+      socket_.async_receive(net::buffer(&peeked_, 1), tcp::socket::message_peek, std::move(then));
+  }
+
+  enum class Received : std::uint8_t { kBytes, kNone, kFailed };
+  // Takes what the socket holds into buffer_, and its arrival into arrived_
+  // (kFailed: the read failed, and was handled).
+  Received receive() {
+    const auto space = buffer_.prepare(parser_ ? 65536 : 16384);
+    iovec iov{space.data(), space.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Received::kNone;
+      on_read_error(beast::error_code(errno, boost::system::system_category()));
+      return Received::kFailed;
+    }
+    if (n == 0) {
+      on_read_error(net::error::eof);
+      return Received::kFailed;
+    }
+    buffer_.commit(static_cast<std::size_t>(n));
+    const TimePoint now = SteadyClock{}.now();
+    arrived_ = now;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
+      timespec stamp, wall;
+      std::memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
+      ::clock_gettime(CLOCK_REALTIME, &wall);
+      const std::int64_t ago = (wall.tv_sec - stamp.tv_sec) * 1'000'000'000 + (wall.tv_nsec - stamp.tv_nsec);
+      // A stamp from the future or of a clock stepped since counts nothing.
+      if (ago > 0 && ago < srv_.opts.request_timeout.ns()) arrived_ = now - Duration::nanoseconds(ago);
+    }
+    return Received::kBytes;
   }
 
   void on_read_error(beast::error_code ec) {
@@ -391,6 +466,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     http::request<http::string_body> req = parser_->release();
     parser_.reset();
     Slot& s = push_slot();
+    s.arrived = arrived_;
     s.version = req.version();
     s.keep_alive = req.keep_alive();
     if (!s.keep_alive) stop_reading_ = true;  // the client sends nothing after it
@@ -642,6 +718,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     s.asked = req.outputs;
     s.binary_all = req.binary_outputs;
+    req.arrived = s.arrived;
     s.ticket =
         srv_.front.infer(std::move(req), std::nullopt, [self = shared_from_this(), seq = s.seq](Reply&& r) {
           net::post(self->socket_.get_executor(),
@@ -801,6 +878,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::uint64_t read_gen_ = 0, write_gen_ = 0;  // which deadline a timer's handler belongs to
   Wait wait_ = Wait::kNone;
   beast::flat_buffer buffer_;
+  char peeked_ = 0;    // read()'s peek lands here
+  TimePoint arrived_;  // the kernel's stamp of the last read (receive())
   std::optional<http::request_parser<http::string_body>> parser_;  // the request being read
   bool header_checked_ = false;
   std::deque<Slot> slots_;  // owed responses, oldest first (references stay valid on push_back)

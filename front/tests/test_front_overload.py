@@ -7,13 +7,17 @@ SLO: three queued requests can end in time, a fourth cannot even in the best
 case, so admission refuses it at once (429 / RESOURCE_EXHAUSTED, reason
 `overload`) instead of queueing it to expire. Every wait is bounded.
 """
+import http.client
 import json
+import os
 import re
 import signal
 import threading
+import time
 import urllib.request
 
 import grpc
+import pytest
 
 from oip_harness import Serve, curl, grpc_stubs
 
@@ -147,3 +151,46 @@ def test_priorities_are_carried_counted_by_level_and_a_bad_priority_is_named():
         assert by[level]["dropped_by_reason"].get("overload", 0) == seen.count(overloaded), (level, by, seen)
         assert by[level]["dropped_by_reason"].get("pushed_out", 0) == seen.count(pushed), (level, by, seen)
         assert by[level]["dropped_by_reason"].get("expired", 0) == seen.count(expired), (level, by, seen)
+
+
+@pytest.mark.parametrize("threads", [1, 2])  # the front waits for bytes one way with one I/O thread, another with more
+def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
+    # The server stopped (SIGSTOP) while two requests reach its sockets: when
+    # it runs again, the one whose 400 ms budget went by in the socket ends
+    # at once as expired, naming the wait (one request of `one` takes 300 ms:
+    # counted from the read, it would have been served); the one with 5 s is
+    # served. The server counts both. Python's http.client is the client.
+    s = Serve(CONFIG, extra=["--http-threads", str(threads)])
+    host, port = s.http.rsplit(":", 1)
+    conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(2)]
+    try:
+        for c in conns:  # connected and read once, so the kernel stamps what comes next
+            c.request("GET", "/v2/health/ready")
+            assert c.getresponse().read() == b'{"ready":true}'
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        try:
+            for c, timeout_us in zip(conns, (400_000, 5_000_000)):
+                body = json.loads(BODY)
+                body["parameters"] = {"timeout": timeout_us}
+                c.request("POST", "/v2/models/one/infer", body=json.dumps(body),
+                          headers={"Content-Type": "application/json"})
+            time.sleep(0.5)
+        finally:
+            os.kill(s.proc.pid, signal.SIGCONT)
+        answers = []
+        for c in conns:
+            r = c.getresponse()
+            answers.append((r.status, r.getheader("Symphony-Drop-Reason"), r.read().decode(errors="replace")))
+    finally:
+        for c in conns:
+            c.close()
+        rc, report = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+    (late_status, late_reason, late_body), (ok_status, _, ok_body) = answers
+    assert late_status == 504 and late_reason == "expired", answers
+    assert "deadline of 400 ms" in late_body, late_body
+    waited = float(re.search(r"it waited ([0-9.]+) ms before it was submitted", late_body).group(1))
+    assert waited >= 500, late_body  # at least the time the server was stopped
+    assert ok_status == 200, (ok_status, ok_body)
+    for one in (report["models"]["one"], report["server"]["models"]["one"]):
+        assert one["sent"] == 2 and one["ok"] == 1 and one["dropped_by_reason"].get("expired") == 1, one

@@ -224,7 +224,8 @@ bool ServerService::route(std::string_view model, std::string_view version, Vers
 
 Status ServerService::infer_async(std::string_view model, std::string_view version,
                                   std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
-                                  RoutedDone done, std::uint64_t* ticket, std::uint32_t priority) {
+                                  RoutedDone done, std::uint64_t* ticket, std::uint32_t priority,
+                                  Duration waited) {
   Version target;
   if (!route(model, version, &target)) {
     // The server's words for an unknown model, with the protocol's names.
@@ -247,7 +248,7 @@ Status ServerService::infer_async(std::string_view model, std::string_view versi
     Status s = server_.infer_async(
         target.route.server_name, inputs, deadline,
         [done, route = target.route](server::InferResult&& r) { done(std::move(r), route); }, ticket,
-        priority);
+        priority, waited);
     if (s.ok() || s.code() != Errc::kNotFound || attempt == 3) return s;
     const std::string was = target.route.server_name;
     if (!route(model, version, &target) || target.route.server_name == was) return s;
@@ -322,7 +323,7 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
         reply.version = route.version;
         done(std::move(reply));
       },
-      &ticket, *priority);
+      &ticket, *priority, waited(req, SteadyClock{}.now()));
   if (!s.ok()) {
     done(Reply::error(code_of(s.code()), s.message()));
     return 0;

@@ -685,7 +685,8 @@ struct Server::Impl final : BatchRunner {
 
   Status submit(std::string_view name, std::vector<at::Tensor>&& inputs, std::optional<Duration> deadline,
                 std::promise<InferResult>* promise, std::function<void(InferResult&&)>&& cb,
-                std::uint64_t* ticket = nullptr, std::uint32_t priority = 0) {
+                std::uint64_t* ticket = nullptr, std::uint32_t priority = 0,
+                Duration waited = Duration::zero()) {
     if (!running.load(std::memory_order_acquire))
       return Status(Errc::kFailedPrecondition,
                     stopped ? "the server is stopped" : "the server is not started");
@@ -722,22 +723,31 @@ struct Server::Impl final : BatchRunner {
                                                 std::to_string(samples) + " samples exceeds its max batch " +
                                                 std::to_string(m->max_batch));
     const TimePoint now = SteadyClock{}.now();
-    const RequestTimes times = request_times(now, m->opts.slo, deadline);
+    const TimePoint arrived = now - max(waited, Duration::zero());  // its times count from here
+    const RequestTimes times = request_times(arrived, m->opts.slo, deadline);
     {
       const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp;
-      if (times.target - now < need) {
-        // An outcome, not a bad request: the request was well formed, its
-        // budget is too short to plan (docs/architecture.md#outcomes).
+      // An outcome, not a bad request: the request was well formed, its
+      // budget is too short to plan (infeasible), or was long enough but
+      // went by before the request was submitted (expired;
+      // docs/architecture.md#outcomes).
+      const bool infeasible = times.target - arrived < need;
+      if (infeasible || times.target - now < need) {
+        const DropReason why = infeasible ? DropReason::kInfeasible : DropReason::kExpired;
         m->sent(*level);
-        m->ended(*level, Outcome::kDropped, DropReason::kInfeasible, Duration::zero());
-        record_end(*m, Outcome::kDropped, Duration::zero(), now, TimePoint::infinite(), TimePoint::infinite(),
-                   1);
+        m->ended(*level, Outcome::kDropped, why, Duration::zero());
+        record_end(*m, Outcome::kDropped, Duration::zero(), arrived, TimePoint::infinite(),
+                   TimePoint::infinite(), 1);
         InferResult r;
         r.outcome = Outcome::kDropped;
-        r.reason = DropReason::kInfeasible;
-        r.error = "dropped: infeasible: a deadline of " + ms_string(times.target - now) +
-                  " ms cannot be met; even a batch of one needs " + ms_string(need) + " ms";
-        r.submitted = now;
+        r.reason = why;
+        r.error = infeasible ? "dropped: infeasible: a deadline of " + ms_string(times.target - arrived) +
+                                   " ms cannot be met; even a batch of one needs " + ms_string(need) + " ms"
+                             : "dropped: expired: it waited " + ms_string(waited) +
+                                   " ms before it was submitted, and what was left (" +
+                                   ms_string(max(times.target - now, Duration::zero())) +
+                                   " ms) cannot hold a batch of one (" + ms_string(need) + " ms)";
+        r.submitted = arrived;
         r.target = times.target;
         r.deadline = times.deadline;
         r.batch_start = r.batch_end = TimePoint::infinite();
@@ -749,7 +759,7 @@ struct Server::Impl final : BatchRunner {
       }
     }
     if (samples > 1)
-      return submit_group(m, std::move(inputs), static_cast<std::uint32_t>(samples), now, times, promise,
+      return submit_group(m, std::move(inputs), static_cast<std::uint32_t>(samples), arrived, times, promise,
                           std::move(cb), ticket, *level);
     const std::optional<std::uint32_t> slot = acquire();
     if (!slot)
@@ -759,7 +769,7 @@ struct Server::Impl final : BatchRunner {
     p.model = m;
     p.inputs = std::move(inputs);
     p.batched = batched;
-    p.submitted = now;
+    p.submitted = arrived;
     p.times = times;
     p.level = *level;
     p.ran_start = p.ran_end = TimePoint::infinite();
@@ -1639,10 +1649,11 @@ Result<std::future<InferResult>> Server::infer(std::string_view model, std::vect
 
 Status Server::infer_async(std::string_view model, std::vector<at::Tensor> inputs,
                            std::optional<Duration> deadline, std::function<void(InferResult&&)> done,
-                           std::uint64_t* ticket, std::uint32_t priority) {
+                           std::uint64_t* ticket, std::uint32_t priority, Duration waited) {
   if (ticket) *ticket = 0;
   if (!done) return Status(Errc::kInvalidArgument, "infer_async needs a callback");
-  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done), ticket, priority);
+  return impl_->submit(model, std::move(inputs), deadline, nullptr, std::move(done), ticket, priority,
+                       waited);
 }
 
 bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }

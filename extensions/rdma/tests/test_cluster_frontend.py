@@ -432,6 +432,36 @@ def test_torch_budget_too_short_is_504_infeasible(torch_cluster):
     assert "budget of 0.001 ms" in json.loads(body)["error"], body
 
 
+def test_torch_a_budget_spent_waiting_to_be_read_expires_at_once(torch_cluster):
+    # The frontend stopped (SIGSTOP, for less than a heartbeat's timeout)
+    # while a request with a 150 ms budget reaches its socket: when it runs
+    # again it ends the request at once as expired, naming the wait (counted
+    # from the kernel's receive stamp), and sends the scheduler nothing.
+    # Python's http.client is the client.
+    f, tally = torch_cluster.fe, torch_cluster.tally
+    host, port = f.http.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+    try:
+        c.request("GET", "/v2/health/ready")  # connected and read once
+        assert c.getresponse().read() == b'{"ready":true}'
+        os.kill(f.process.proc.pid, signal.SIGSTOP)
+        try:
+            c.request("POST", "/v2/models/linear/infer", headers={"Content-Type": "application/json"},
+                      body=json.dumps({"inputs": [x], "parameters": {"timeout": 150_000}}))
+            time.sleep(0.3)
+        finally:
+            os.kill(f.process.proc.pid, signal.SIGCONT)
+        r = c.getresponse()
+        status, reason, body = r.status, r.getheader("Symphony-Drop-Reason"), r.read().decode()
+    finally:
+        c.close()
+    tally.add("linear", "dropped")
+    assert status == 504 and reason == "expired", (status, reason, body)
+    m = re.search(r"it waited ([0-9.]+) ms on this machine before the server read it", body)
+    assert m and float(m.group(1)) >= 300 and "deadline of 150 ms" in body, body
+
+
 def test_torch_grpc_with_stubs_generated_from_the_proto(torch_cluster):
     f, tally = torch_cluster.fe, torch_cluster.tally
     pb, pb_grpc = grpc_stubs()
@@ -469,7 +499,7 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     # Every slot a request was decoded into came back, the bad inputs' too.
     assert report["client"]["reserved_at_end"] == 0, report["client"]
     assert report["client"]["late_by_deadline"] == 1, report["client"]
-    assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1}
+    assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1, "expired": 1}
     assert report["models"]["linear"]["errors_by_kind"]["invalid"] == len(BAD_LINEAR_INPUTS) + 1
     assert report["http"] == f.http and report["grpc"] == f.grpc
 

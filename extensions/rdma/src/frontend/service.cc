@@ -806,12 +806,25 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
     done(front::reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", m.served.name, budget));
     return 0;
   }
+  // What the request waited before it was read comes off its budget;
+  // answers still name the whole budget. A wait of a millisecond or more
+  // that used it all up ends it here, as expired; a shorter one leaves a
+  // budget that never could be met (the scheduler then says infeasible).
+  const Duration spent = front::waited(req, SteadyClock{}.now());
+  const Duration left = max(budget - spent, Duration::nanoseconds(1));
+  if (budget <= spent && spent >= Duration::milliseconds(1)) {
+    done(front::reply_for_outcome(
+        Outcome::kDropped, DropReason::kExpired,
+        "it waited " + format_ms(spent) + " ms on this machine before the server read it", m.served.name,
+        budget));
+    return 0;
+  }
   // Outputs take the form the request used: with a batch dimension or without.
   const bool batched = m.served.batch_dimension && !req.inputs.empty() &&
                        req.inputs[0].shape.size() == m.served.inputs[0].shape.size();
   // The front has checked 1 <= k <= max_samples.
   const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
-  if (k > 1) return submit_samples(m, req, k, budget, *priority, std::move(done));
+  if (k > 1) return submit_samples(m, req, k, left, *priority, std::move(done));
   const Model* mp = &m;
   std::uint64_t ticket = 0;
   auto on_outcome = [this, mp, budget, batched, done](InferResult&& r) {
@@ -822,7 +835,7 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
   if (auto* l = dynamic_cast<SlotLanding*>(req.landing.get());
       l && l->model() == m.served.name && l->holds(req.inputs)) {
     in_place_.fetch_add(1, std::memory_order_relaxed);
-    const Status s = client_.infer_async(l->release(), budget, std::move(on_outcome), &ticket, *priority);
+    const Status s = client_.infer_async(l->release(), left, std::move(on_outcome), &ticket, *priority);
     if (!s.ok()) {
       done(refusal(m, s));
       return 0;
@@ -849,8 +862,7 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
   }
   // The request (its tensors) is not needed once the input is in the pool.
   count_copy(parts);
-  const Status s =
-      client_.infer_async(m.served.name, parts, budget, std::move(on_outcome), &ticket, *priority);
+  const Status s = client_.infer_async(m.served.name, parts, left, std::move(on_outcome), &ticket, *priority);
   if (!s.ok()) {
     done(refusal(m, s));
     return 0;

@@ -17,7 +17,10 @@
 //    (Front::cancel): queued, it never runs;
 //  - pipelined requests (sent without waiting for answers) are read ahead,
 //    up to max_pipelined per connection, and are in the front together;
-//    their answers are written in the order of the requests.
+//    their answers are written in the order of the requests;
+//  - a request's budget counts from when the kernel received the bytes that
+//    completed it (its receive timestamp), so the time it waited in the
+//    socket for this server to read it is in the budget (Front::infer).
 #pragma once
 
 #include <cstdint>

@@ -201,7 +201,16 @@ struct InferRequest {
   bool binary_outputs = false;  // REST: "binary_data_output": every output as binary data
   // Where the transport decoded its inputs (input_landing.hpp), if anywhere.
   std::shared_ptr<InputLanding> landing;
+  // When it reached this machine (HTTP: the kernel's receive stamp of its
+  // last bytes), if the transport knows; its budget counts from then.
+  std::optional<TimePoint> arrived;
 };
+
+// How long `r` waited on this machine before `now` (InferRequest::arrived):
+// what a service takes off its budget.
+inline Duration waited(const InferRequest& r, TimePoint now) noexcept {
+  return r.arrived && *r.arrived < now ? now - *r.arrived : Duration::zero();
+}
 
 // How a request ended, as the transports answer it.
 enum class Code : std::uint8_t {

@@ -87,10 +87,10 @@ class ServerService final : public InferenceService {
   // served when empty), following a reload that replaces the version's
   // server model meanwhile. kNotFound when the model or version is not
   // served. `done` as Server::infer_async's, with the route it took;
-  // `priority` as Server::infer_async's.
+  // `priority` and `waited` as Server::infer_async's.
   Status infer_async(std::string_view model, std::string_view version, std::vector<at::Tensor> inputs,
                      std::optional<Duration> deadline, RoutedDone done, std::uint64_t* ticket = nullptr,
-                     std::uint32_t priority = 0);
+                     std::uint32_t priority = 0, Duration waited = Duration::zero());
   // Whether the server has started (ready() answers true from then on).
   void set_ready(bool ready) { ready_.store(ready, std::memory_order_release); }
   // Serves the repository extension with `m` (nullptr: none). REQUIRES: `m`

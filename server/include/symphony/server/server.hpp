@@ -365,9 +365,13 @@ class Server {
   // (nothing was queued).
   // `priority`: Triton's request priority (ModelOptions::priority_levels;
   // 0: the model's default); one beyond the model's levels is refused.
+  // `waited`: how long the request was already on this machine (a
+  // protocol request's wait to be read): it arrived that long ago, and its
+  // SLO, budget and latency count from then; one whose time left cannot
+  // hold a batch of one ends expired (infeasible when its budget never could).
   Status infer_async(std::string_view model, std::vector<at::Tensor> inputs, std::optional<Duration> deadline,
                      std::function<void(InferResult&&)> done, std::uint64_t* ticket = nullptr,
-                     std::uint32_t priority = 0);
+                     std::uint32_t priority = 0, Duration waited = Duration::zero());
 
   // Cancels the request of `ticket` (from infer_async) if it is still queued
   // (for k samples: those still queued, and the request ends dropped once
