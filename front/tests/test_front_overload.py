@@ -153,7 +153,7 @@ def test_priorities_are_carried_counted_by_level_and_a_bad_priority_is_named():
         assert by[level]["dropped_by_reason"].get("expired", 0) == seen.count(expired), (level, by, seen)
 
 
-@pytest.mark.parametrize("threads", [1, 2])  # the front waits for bytes one way with one I/O thread, another with more
+@pytest.mark.parametrize("threads", [1, 2])  # the front's I/O threads
 def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
     # The server stopped (SIGSTOP) while two requests reach its sockets: when
     # it runs again, the one whose 400 ms budget went by in the socket ends
