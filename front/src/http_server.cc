@@ -939,6 +939,14 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Front& front, HttpOptions 
   tcp::endpoint ep(addr, o.port);
   impl->acceptor.open(ep.protocol(), ec);
   if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) {
+    // Receive timestamps on the listener too: its connections inherit them,
+    // and the kernel keeps stamping for as long as it is open (it turns
+    // stamping on and off lazily as the sockets asking for it come and go,
+    // which would leave a new connection's first bytes unstamped).
+    const int on = 1;
+    (void)::setsockopt(impl->acceptor.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+  }
   if (!ec) impl->acceptor.bind(ep, ec);
   if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return Status(Errc::kInvalidArgument, "cannot listen for HTTP on " + where + ": " + ec.message());
