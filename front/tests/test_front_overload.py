@@ -160,37 +160,50 @@ def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
     # at once as expired, naming the wait (one request of `one` takes 300 ms:
     # counted from the read, it would have been served); the one with 5 s is
     # served. The server counts both. Python's http.client is the client.
+    # On a busy machine a stop can miss its moment (seen twice in a full
+    # run, never alone): up to three tries, the counts checked over all.
     s = Serve(CONFIG, extra=["--http-threads", str(threads)])
     host, port = s.http.rsplit(":", 1)
-    conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(2)]
+    tries = []
     try:
-        for c in conns:  # connected and read once, so the kernel stamps what comes next
-            c.request("GET", "/v2/health/ready")
-            assert c.getresponse().read() == b'{"ready":true}'
-        os.kill(s.proc.pid, signal.SIGSTOP)
-        try:
-            for c, timeout_us in zip(conns, (400_000, 5_000_000)):
-                body = json.loads(BODY)
-                body["parameters"] = {"timeout": timeout_us}
-                c.request("POST", "/v2/models/one/infer", body=json.dumps(body),
-                          headers={"Content-Type": "application/json"})
-            time.sleep(0.5)
-        finally:
-            os.kill(s.proc.pid, signal.SIGCONT)
-        answers = []
-        for c in conns:
-            r = c.getresponse()
-            answers.append((r.status, r.getheader("Symphony-Drop-Reason"), r.read().decode(errors="replace")))
+        for _ in range(3):
+            conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(2)]
+            try:
+                for c in conns:  # connected and read once
+                    c.request("GET", "/v2/health/ready")
+                    assert c.getresponse().read() == b'{"ready":true}'
+                os.kill(s.proc.pid, signal.SIGSTOP)
+                try:
+                    for c, timeout_us in zip(conns, (400_000, 5_000_000)):
+                        body = json.loads(BODY)
+                        body["parameters"] = {"timeout": timeout_us}
+                        c.request("POST", "/v2/models/one/infer", body=json.dumps(body),
+                                  headers={"Content-Type": "application/json"})
+                    time.sleep(0.5)
+                finally:
+                    os.kill(s.proc.pid, signal.SIGCONT)
+                answers = []
+                for c in conns:
+                    r = c.getresponse()
+                    answers.append((r.status, r.getheader("Symphony-Drop-Reason"),
+                                    r.read().decode(errors="replace")))
+            finally:
+                for c in conns:
+                    c.close()
+            tries.append(answers)
+            if answers[0][0] == 504:
+                break
     finally:
-        for c in conns:
-            c.close()
         rc, report = s.stop(signal.SIGTERM)
     assert rc == 0, s.output()
-    (late_status, late_reason, late_body), (ok_status, _, ok_body) = answers
-    assert late_status == 504 and late_reason == "expired", answers
+    assert all(a[0] == 200 for t in tries[:-1] for a in t), tries  # a missed stop: both served
+    (late_status, late_reason, late_body), (ok_status, _, ok_body) = tries[-1]
+    assert late_status == 504 and late_reason == "expired", tries
     assert "deadline of 400 ms" in late_body, late_body
     waited = float(re.search(r"it waited ([0-9.]+) ms before it was submitted", late_body).group(1))
     assert waited >= 500, late_body  # at least the time the server was stopped
     assert ok_status == 200, (ok_status, ok_body)
+    n = 2 * len(tries)
     for one in (report["models"]["one"], report["server"]["models"]["one"]):
-        assert one["sent"] == 2 and one["ok"] == 1 and one["dropped_by_reason"].get("expired") == 1, one
+        assert one["sent"] == n and one["ok"] + one["late"] == n - 1, one
+        assert one["dropped_by_reason"].get("expired") == 1, one

@@ -437,27 +437,36 @@ def test_torch_a_budget_spent_waiting_to_be_read_expires_at_once(torch_cluster):
     # while a request with a 150 ms budget reaches its socket: when it runs
     # again it ends the request at once as expired, naming the wait (counted
     # from the kernel's receive stamp), and sends the scheduler nothing.
-    # Python's http.client is the client.
+    # Python's http.client is the client. On a busy machine a stop can miss
+    # its moment (the request is then served): up to three tries.
     f, tally = torch_cluster.fe, torch_cluster.tally
     host, port = f.http.rsplit(":", 1)
-    c = http.client.HTTPConnection(host, int(port), timeout=30)
     x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
-    try:
-        c.request("GET", "/v2/health/ready")  # connected and read once
-        assert c.getresponse().read() == b'{"ready":true}'
-        os.kill(f.process.proc.pid, signal.SIGSTOP)
+    tries = []
+    for _ in range(3):
+        c = http.client.HTTPConnection(host, int(port), timeout=30)
         try:
-            c.request("POST", "/v2/models/linear/infer", headers={"Content-Type": "application/json"},
-                      body=json.dumps({"inputs": [x], "parameters": {"timeout": 150_000}}))
-            time.sleep(0.3)
+            c.request("GET", "/v2/health/ready")  # connected and read once
+            assert c.getresponse().read() == b'{"ready":true}'
+            os.kill(f.process.proc.pid, signal.SIGSTOP)
+            try:
+                c.request("POST", "/v2/models/linear/infer", headers={"Content-Type": "application/json"},
+                          body=json.dumps({"inputs": [x], "parameters": {"timeout": 150_000}}))
+                time.sleep(0.3)
+            finally:
+                os.kill(f.process.proc.pid, signal.SIGCONT)
+            r = c.getresponse()
+            status, outcome, body = r.status, r.getheader("Symphony-Outcome"), r.read().decode()
+            reason = r.getheader("Symphony-Drop-Reason")
         finally:
-            os.kill(f.process.proc.pid, signal.SIGCONT)
-        r = c.getresponse()
-        status, reason, body = r.status, r.getheader("Symphony-Drop-Reason"), r.read().decode()
-    finally:
-        c.close()
-    tally.add("linear", "dropped")
-    assert status == 504 and reason == "expired", (status, reason, body)
+            c.close()
+        tally.add("linear", kind_of(status, outcome))
+        tries.append((status, reason, body))
+        if status == 504:
+            break
+    assert all(t[0] == 200 for t in tries[:-1]), tries  # a missed stop: served
+    status, reason, body = tries[-1]
+    assert status == 504 and reason == "expired", tries
     m = re.search(r"it waited ([0-9.]+) ms on this machine before the server read it", body)
     assert m and float(m.group(1)) >= 300 and "deadline of 150 ms" in body, body
 
@@ -498,7 +507,9 @@ def test_torch_zz_counts_of_the_clients_equal_the_report_and_metrics(torch_clust
     assert report["client"]["in_flight_at_end"] == 0 and report["client"]["duplicate_outputs"] == 0
     # Every slot a request was decoded into came back, the bad inputs' too.
     assert report["client"]["reserved_at_end"] == 0, report["client"]
-    assert report["client"]["late_by_deadline"] == 1, report["client"]
+    # One late answer within its deadline (above); a missed stop of the
+    # SIGSTOP test may add one each.
+    assert 1 <= report["client"]["late_by_deadline"] <= 3, report["client"]
     assert report["models"]["linear"]["dropped_by_reason"] == {"infeasible": 1, "expired": 1}
     assert report["models"]["linear"]["errors_by_kind"]["invalid"] == len(BAD_LINEAR_INPUTS) + 1
     assert report["http"] == f.http and report["grpc"] == f.grpc
