@@ -201,11 +201,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       std::lock_guard<std::mutex> lock(srv_.mu);
       srv_.sessions.emplace(this, weak_from_this());
     }
-    // The kernel stamps each segment's arrival (read with recvmsg, below):
-    // a request's budget counts from when its last bytes reached this
-    // machine, not from when this front found time to read them.
-    const int on = 1;
-    (void)::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
       self->update_read_timer();
       self->read();
@@ -940,10 +935,11 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Front& front, HttpOptions 
   impl->acceptor.open(ep.protocol(), ec);
   if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) {
-    // Receive timestamps on the listener too: its connections inherit them,
-    // and the kernel keeps stamping for as long as it is open (it turns
-    // stamping on and off lazily as the sockets asking for it come and go,
-    // which would leave a new connection's first bytes unstamped).
+    // The kernel stamps each segment's arrival (read with recvmsg in the
+    // sessions): a request's budget counts from when its last bytes reached
+    // this machine, not from when this front found time to read them. Asked
+    // on the listener, which its connections inherit, the stamping stays on
+    // for as long as it is open.
     const int on = 1;
     (void)::setsockopt(impl->acceptor.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
   }

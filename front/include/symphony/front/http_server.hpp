@@ -20,7 +20,7 @@
 //    their answers are written in the order of the requests;
 //  - a request's budget counts from when the kernel received the bytes that
 //    completed it (its receive timestamp), so the time it waited in the
-//    socket for this server to read it is in the budget (Front::infer).
+//    socket for this server to read it is in the budget (InferRequest::arrived).
 #pragma once
 
 #include <cstdint>
