@@ -28,7 +28,6 @@
 # SYMPHONY_BUILD_DIR: use that build's binary as it is (default: build/release,
 # built here). Needs root or password-less sudo for the packages and podman.
 set -euo pipefail
-source "$(dirname "$0")/common.sh"
 
 run_test=0
 run_cluster_test=0
@@ -44,6 +43,8 @@ while [[ $# -gt 0 ]]; do
     *) echo "image.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+# (After the arguments: --help and a mistyped flag answer before any package is checked.)
+source "$(dirname "$0")/common.sh"
 
 step "installing missing container packages (podman, runc, debootstrap)"
 ./scripts/container-deps.sh
