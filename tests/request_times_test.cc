@@ -9,6 +9,7 @@
 
 #include "support/test_support.hpp"
 #include "symphony/arrivals.hpp"
+#include "symphony/scheduler.hpp"
 #include "symphony/sim/simulator.hpp"
 
 namespace symphony {
@@ -41,6 +42,51 @@ TEST(RequestTimesTest, AnArrivalsTargetFollowsItsOwnSloAndBudget) {
   EXPECT_EQ(a.target(Duration::milliseconds(20)), at_ms(20));
   a.deadline = at_ms(50);  // its own SLO of 40 ms: half of it
   EXPECT_EQ(a.target(Duration::milliseconds(20)), at_ms(30));
+}
+
+// judge_on_arrival says infeasible exactly where a shard's own test does
+// (least_budget is that test as a budget), and expired only for a budget
+// that could have held a batch of one had the request not waited.
+TEST(RequestTimesTest, TheJudgementOnArrivalMatchesTheShardsInfeasibleTest) {
+  const ModelConfig m = model_ms("paper", 1, 5, 12, 32);  // l(1) = 6 ms
+  Delays d;
+  d.ctrl = Duration::microseconds(300);
+  d.data = Duration::microseconds(20);
+  d.resp = Duration::microseconds(500);
+  const Duration least = least_budget(d, m.profile.latency(1));
+  EXPECT_EQ(least, Duration::microseconds(6820));
+  for (const Duration to_target :
+       {least - Duration::nanoseconds(1), least, least + Duration::microseconds(1)}) {
+    VirtualClock clock;
+    RecordingSink sink;
+    SchedulerConfig cfg;
+    cfg.max_models = 1;
+    cfg.max_gpus = 1;
+    cfg.delays = d;
+    auto s = std::move(*Scheduler<VirtualClock, RecordingSink>::create(cfg, clock, sink));
+    ASSERT_TRUE(s->add_gpu().ok());
+    ASSERT_EQ(*s->add_model(m), 0u);
+    const bool dropped = s->submit(0, 1, clock.now() + to_target) == SubmitStatus::kDropped;
+    EXPECT_EQ(dropped, judge_on_arrival(to_target, Duration::zero(), least) == DropReason::kInfeasible)
+        << to_target.ns();
+    if (dropped) {
+      EXPECT_EQ(sink.outcomes.back().reason, DropReason::kInfeasible);
+    }
+  }
+  const Duration target = Duration::milliseconds(12);
+  EXPECT_EQ(judge_on_arrival(target, Duration::milliseconds(5), least), DropReason::kNone);
+  EXPECT_EQ(judge_on_arrival(target, Duration::milliseconds(6), least), DropReason::kExpired);
+  EXPECT_EQ(judge_on_arrival(target, Duration::seconds(1), least), DropReason::kExpired);
+  EXPECT_EQ(judge_on_arrival(Duration::milliseconds(5), Duration::seconds(1), least),
+            DropReason::kInfeasible);
+  EXPECT_EQ(
+      on_arrival_reason(DropReason::kExpired, target, Duration::milliseconds(6), least),
+      "it waited 6 ms to be read, and the 6 ms left to its target cannot hold a batch of one (6.82 ms)");
+  EXPECT_EQ(
+      on_arrival_reason(DropReason::kExpired, target, Duration::seconds(1), least),
+      "it waited 1000 ms to be read, and the 0 ms left to its target cannot hold a batch of one (6.82 ms)");
+  EXPECT_EQ(on_arrival_reason(DropReason::kInfeasible, Duration::milliseconds(5), Duration::zero(), least),
+            "its target of 5 ms cannot be met; even a batch of one needs 6.82 ms");
 }
 
 // One GPU, l(b) = b + 5 ms, SLO 12 ms (the paper's example model).

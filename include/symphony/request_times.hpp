@@ -10,11 +10,18 @@
 // dropped (expired) then, whatever its deadline: serving it later would take
 // GPU time that requests still able to meet their targets were planned on.
 // ok means by the target; late, after it.
+//
+// A request judged as it is submitted (judge_on_arrival): infeasible when
+// even a batch of one cannot reach its target, expired when it could but
+// the time it waited to be read left too little; serve and the cluster's
+// frontends judge alike and say why in one wording (on_arrival_reason).
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "symphony/time.hpp"
+#include "symphony/types.hpp"
 
 namespace symphony {
 
@@ -28,6 +35,33 @@ constexpr RequestTimes request_times(TimePoint arrival, Duration slo,
                                      std::optional<Duration> budget) noexcept {
   if (!budget) return {arrival + slo, arrival + slo};
   return {arrival + (*budget < slo ? *budget : slo), arrival + *budget};
+}
+
+// The least time from a request's submission to its target that can hold
+// it: a batch of one dispatched at once, run and answered (a shard's
+// infeasible test, ModelState::submit).
+constexpr Duration least_budget(const Delays& d, Duration l1) noexcept { return d.delay(1) + l1 + d.resp; }
+
+// A request submitted `waited` after it reached the machine, `to_target`
+// from that arrival to its target, for a model whose least_budget is
+// `least`: kInfeasible when even a batch of one cannot fit to_target (no
+// wait made it so), kExpired when what the wait left cannot, kNone when it
+// may be queued.
+constexpr DropReason judge_on_arrival(Duration to_target, Duration waited, Duration least) noexcept {
+  if (to_target < least) return DropReason::kInfeasible;
+  if (to_target - waited < least) return DropReason::kExpired;
+  return DropReason::kNone;
+}
+
+// Why judge_on_arrival ended a request (its verdict `why`), in words.
+inline std::string on_arrival_reason(DropReason why, Duration to_target, Duration waited, Duration least) {
+  if (why == DropReason::kInfeasible)
+    return "its target of " + format_ms(to_target) + " ms cannot be met; even a batch of one needs " +
+           format_ms(least) + " ms";
+  const Duration left = to_target - waited;
+  return "it waited " + format_ms(waited) + " ms to be read, and the " +
+         format_ms(left < Duration::zero() ? Duration::zero() : left) +
+         " ms left to its target cannot hold a batch of one (" + format_ms(least) + " ms)";
 }
 
 }  // namespace symphony

@@ -38,12 +38,6 @@
 namespace symphony::server {
 namespace {
 
-std::string ms_string(Duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", d.to_ms());
-  return buf;
-}
-
 // A ticket (the request's runtime tag): the slot's generation in the high
 // half, the slot in the low half. Generations start at 1, so 0 is no ticket.
 std::uint32_t slot_of(std::uint64_t ticket) { return static_cast<std::uint32_t>(ticket); }
@@ -726,14 +720,13 @@ struct Server::Impl final : BatchRunner {
     const TimePoint arrived = now - max(waited, Duration::zero());  // its times count from here
     const RequestTimes times = request_times(arrived, m->opts.slo, deadline);
     {
-      const Duration need = opts.delays.delay(1) + m->profile.latency(1) + opts.delays.resp;
       // An outcome, not a bad request: the request was well formed, its
       // budget is too short to plan (infeasible), or was long enough but
       // went by before the request was submitted (expired;
       // docs/architecture.md#outcomes).
-      const bool infeasible = times.target - arrived < need;
-      if (infeasible || times.target - now < need) {
-        const DropReason why = infeasible ? DropReason::kInfeasible : DropReason::kExpired;
+      const Duration least = least_budget(opts.delays, m->profile.latency(1));
+      const DropReason why = judge_on_arrival(times.target - arrived, now - arrived, least);
+      if (why != DropReason::kNone) {
         m->sent(*level);
         m->ended(*level, Outcome::kDropped, why, Duration::zero());
         record_end(*m, Outcome::kDropped, Duration::zero(), arrived, TimePoint::infinite(),
@@ -741,12 +734,8 @@ struct Server::Impl final : BatchRunner {
         InferResult r;
         r.outcome = Outcome::kDropped;
         r.reason = why;
-        r.error = infeasible ? "dropped: infeasible: a deadline of " + ms_string(times.target - arrived) +
-                                   " ms cannot be met; even a batch of one needs " + ms_string(need) + " ms"
-                             : "dropped: expired: it waited " + ms_string(waited) +
-                                   " ms before it was submitted, and what was left (" +
-                                   ms_string(max(times.target - now, Duration::zero())) +
-                                   " ms) cannot hold a batch of one (" + ms_string(need) + " ms)";
+        r.error = "dropped: " + std::string(to_string(why)) + ": " +
+                  on_arrival_reason(why, times.target - arrived, now - arrived, least);
         r.submitted = arrived;
         r.target = times.target;
         r.deadline = times.deadline;
