@@ -754,6 +754,9 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
     auto w = std::make_shared<Waiting>();
     w->model = found;
     w->budget = budget;
+    // submit_to takes the whole wait off the budget, from the arrival (a
+    // request read without a receive stamp arrives now).
+    if (!req.arrived) req.arrived = SteadyClock{}.now();
     w->req = std::move(req);
     w->done = std::move(done);
     {
@@ -762,9 +765,12 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
       waiting_.emplace(w->ticket, w);
     }
     const std::uint64_t ticket = w->ticket;
-    const TimePoint asked = SteadyClock{}.now();
+    const TimePoint arrived = *w->req.arrived;
     client_.when_input_room(
-        sm.name, sm.input_bytes, std::min(budget, Duration::seconds(10)), [this, w, asked](const Status& st) {
+        sm.name, sm.input_bytes,
+        std::clamp(budget - front::waited(w->req, SteadyClock{}.now()), Duration::zero(),
+                   Duration::seconds(10)),
+        [this, w, arrived](const Status& st) {
           const Model& m = *w->model;
           {
             std::lock_guard<std::mutex> lock(w->mu);
@@ -772,14 +778,13 @@ std::uint64_t ClusterService::submit(front::InferRequest&& req, Duration budget,
             w->submitting = true;
           }
           if (!st.ok()) return finish_waiting(w, refusal(m, st));  // still growing, or closed
-          const Duration left = w->budget - (SteadyClock{}.now() - asked);
-          if (left <= Duration::zero())
+          if (w->budget <= SteadyClock{}.now() - arrived)
             return finish_waiting(
                 w, refusal(m, Status(Errc::kFailedPrecondition,
                                      std::string(kPoolGrowing) + " for model '" + m.served.name +
                                          "' (its region took the request's budget of " +
                                          format_ms(w->budget) + " ms)")));
-          const std::uint64_t t = submit_to(m, std::move(w->req), left,
+          const std::uint64_t t = submit_to(m, std::move(w->req), w->budget,
                                             [this, w](Reply&& r) { finish_waiting(w, std::move(r)); });
           bool cancel_now = false;
           {
