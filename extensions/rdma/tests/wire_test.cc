@@ -62,7 +62,8 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(h2->name, "backend-1");
   EXPECT_EQ(h2->address, "10.0.0.2:5000");
 
-  Welcome w{3, 99, 7, 100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny", 3, 2}}};
+  Welcome w{3,         99,         7,
+            100000000, 1000000000, {{0, 64, 25000000, "ResNet50"}, {1, 8, 5000000, "tiny", 3, 2, 1500000}}};
   Result<Welcome> w2 = decode_welcome(encode(w));
   ASSERT_TRUE(w2.ok()) << w2.status().message();
   EXPECT_EQ(w2->peer_id, 3u);
@@ -73,6 +74,8 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(w2->models[1].priority_levels, 3u);
   EXPECT_EQ(w2->models[1].default_priority_level, 2u);
   EXPECT_EQ(w2->models[0].priority_levels, 0u);
+  EXPECT_EQ(w2->models[1].least_ns, 1500000);
+  EXPECT_EQ(w2->models[0].least_ns, 0);
   EXPECT_EQ(w2->heartbeat_timeout_ns, 1000000000);
 
   Result<Register> r = decode_register(encode(Register{{"emulated:0", "emulated:1"}, {"ResNet50"}, {}, {}}));
@@ -386,7 +389,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   std::vector<std::pair<std::string, Bytes>> msgs;
   msgs.emplace_back("Hello",
                     encode(Hello{Role::kBackend, 0x01020304, 0x1112131415161718ull, 0x19, "tk", "n", "a:1"}));
-  msgs.emplace_back("Welcome", encode(Welcome{7, 0x21, 0x22, 0x31, 0x41, {{5, 8, 0x51, "m", 3, 2}}}));
+  msgs.emplace_back("Welcome", encode(Welcome{7, 0x21, 0x22, 0x31, 0x41, {{5, 8, 0x51, "m", 3, 2, 0x61}}}));
   Refuse refuse{"no"};
   refuse.term = 0x23;
   refuse.spare = true;
@@ -413,7 +416,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("ModelControl", encode(ModelControl{0x0102, ModelOp::kUnload, "m"}));
   msgs.emplace_back("ModelControlDone", encode(ModelControlDone{0x0102, 5, "no"}));
   msgs.emplace_back("ModelTable",
-                    encode(ModelTable{{{5, 8, 0x51, "m", 3, 2}}, {{"u", "r"}}, {{"m", 2, "x"}}}));
+                    encode(ModelTable{{{5, 8, 0x51, "m", 3, 2, 0x61}}, {{"u", "r"}}, {{"m", 2, "x"}}}));
   msgs.emplace_back("ModelLoad", encode(ModelLoad{0x0102, 3, 8, 2, "m", "r", 0x40, "t"}));
   msgs.emplace_back("ModelLoadDone", encode(ModelLoadDone{0x0102, 3, BatchStatus::kError, "x"}));
   msgs.emplace_back("ModelUnload", encode(ModelUnload{0x0102, 3, "m"}));
@@ -450,7 +453,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"Hello", "02000000040302011817161514131211190000000000000002000000746b010000006e03000000613a31"},
       {"Welcome",
        "0700000001000000210000000000000022000000000000003100000000000000410000000000000005000000080000005100"
-       "000000000000010000006d0300000002000000"},
+       "000000000000010000006d03000000020000006100000000000000"},
       {"Refuse", "020000006e6f23000000000000000100000003000000703a32"},
       {"Register",
        "02000000010000000100000002000000020000006430020000006431010000006d2400000000000000250000000000000026"
@@ -475,7 +478,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"ModelControlDone", "020100000000000005000000020000006e6f"},
       {"ModelTable",
        "010000000100000001000000050000000800000051000000000000000100"
-       "00006d0300000002000000010000007501000000720200000000000000010000006d0100000078"},
+       "00006d03000000020000006100000000000000010000007501000000720200000000000000010000006d0100000078"},
       {"ModelLoad",
        "020100000000000003000000080000000200000000000000010000006d01000000"
        "7240000000000000000100000074"},
@@ -539,7 +542,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 20 (this build speaks version 21)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 21 (this build speaks version 22)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -550,63 +553,66 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 22)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 22)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 22)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 22)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 22)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 22)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 22)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 22)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 22)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 22)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 22)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 22)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 22)");
   m = good;
   m[4] = 15;  // version 15's Outcomes had no pushed_out
-  expect_refused(m, "unsupported protocol version 15 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 22)");
   m = good;
   m[4] = 16;  // version 16's Standing had no repository models
-  expect_refused(m, "unsupported protocol version 16 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 16 (this build speaks version 22)");
   m = good;
   m[4] = 17;  // version 17's Standing did not mark loads under way
-  expect_refused(m, "unsupported protocol version 17 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 17 (this build speaks version 22)");
   m = good;
   m[4] = 18;  // version 18's pool was one region
-  expect_refused(m, "unsupported protocol version 18 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 18 (this build speaks version 22)");
   m = good;
   m[4] = 19;  // version 19's pool never freed a region
-  expect_refused(m, "unsupported protocol version 19 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 19 (this build speaks version 22)");
   m[4] = 20;  // version 20's admission tests carried no backlog share
-  expect_refused(m, "unsupported protocol version 20 (this build speaks version 21)");
+  expect_refused(m, "unsupported protocol version 20 (this build speaks version 22)");
   m = good;
-  m[4] = 22;
-  expect_refused(m, "unsupported protocol version 22");
+  m[4] = 21;  // version 21's model entries had no least budget
+  expect_refused(m, "unsupported protocol version 21 (this build speaks version 22)");
+  m = good;
+  m[4] = 23;
+  expect_refused(m, "unsupported protocol version 23");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));
@@ -691,11 +697,15 @@ TEST(WireTest, RefusesBadBodies) {
   Welcome w{1, 1, 0, 1, 1, {}};
   m = encode(w);
   put_u32(m, kHeaderBytes + 4, 1000);
-  expect_refused(m, "1000 models need at least 28000 bytes, only 0 remain");
+  expect_refused(m, "1000 models need at least 36000 bytes, only 0 remain");
   // One whose model has no SLO (a check beyond the layout).
   expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 0, "m"}}}), "model 'm' has a non-positive SLO");
   expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 5, "m", 2, 3}}}),
                  "model 'm' has default_priority_level 3 beyond its priority_levels 2");
+  expect_refused(encode(Welcome{1, 1, 0, 1, 1, {{0, 8, 5, "m", 0, 0, -1}}}),
+                 "model 'm' has a least budget negative or longer than an hour: -1 ns");
+  expect_refused(encode(ModelTable{{{0, 8, 5, "m", 0, 0, kMaxDurationNs + 1}}, {}, {}}),
+                 "model 'm' has a least budget negative or longer than an hour");
 
   // A Register with no device, and one with more devices than allowed.
   expect_refused(encode(Register{{}, {"m"}, {}, {}}), "no devices");

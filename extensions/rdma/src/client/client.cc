@@ -245,6 +245,11 @@ class Client::Impl final : public Transport::Handler {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return model_index_.count(std::string(model)) != 0;
   }
+  Duration least_budget(std::string_view model) const {
+    std::shared_lock<std::shared_mutex> lock(models_mu_);
+    const auto it = model_index_.find(std::string(model));
+    return it == model_index_.end() ? Duration::zero() : models_[it->second].least;
+  }
   std::string unserved_reason(std::string_view model) const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     const auto it = unserved_.find(std::string(model));
@@ -1613,7 +1618,7 @@ void Client::Impl::set_models(const std::vector<wire::ModelEntry>& models) {
   for (const wire::ModelEntry& m : models) {
     model_index_[m.name] = models_.size();
     models_.push_back({m.name, m.id, Duration::nanoseconds(m.slo_ns), m.max_batch, m.priority_levels,
-                       m.default_priority_level});
+                       m.default_priority_level, Duration::nanoseconds(m.least_ns)});
   }
 }
 
@@ -1810,6 +1815,7 @@ void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 bool Client::has_model(std::string_view model) const { return impl_->has_model(model); }
+Duration Client::least_budget(std::string_view model) const { return impl_->least_budget(model); }
 std::string Client::unserved_reason(std::string_view model) const { return impl_->unserved_reason(model); }
 std::vector<std::string> Client::unserved_models() const { return impl_->unserved_models(); }
 std::vector<VersionNote> Client::version_notes() const { return impl_->version_notes(); }

@@ -9,6 +9,7 @@
 
 #include "symphony/cluster/cluster_repository.hpp"
 #include "symphony/cluster/shaped_bytes.hpp"
+#include "symphony/request_times.hpp"
 
 namespace symphony::cluster {
 namespace {
@@ -811,19 +812,19 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
     done(front::reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", m.served.name, budget));
     return 0;
   }
-  // What the request waited before it was read comes off its budget;
-  // answers still name the whole budget. A wait of a millisecond or more
-  // that used it all up ends it here, as expired; a shorter one leaves a
-  // budget that never could be met (the scheduler then says infeasible).
+  // Judged as serve judges (request_times.hpp), with the least budget the
+  // scheduler sent: the time it waited to be read comes off its budget, and
+  // one that cannot hold a batch of one ends here, infeasible or expired,
+  // with nothing sent. Answers name the whole budget.
   const Duration spent = front::waited(req, SteadyClock{}.now());
+  const Duration to_target = min(budget, m.served.slo);
+  if (const Duration least = client_.least_budget(m.served.name); least > Duration::zero())
+    if (const DropReason why = judge_on_arrival(to_target, spent, least); why != DropReason::kNone) {
+      done(front::reply_for_outcome(Outcome::kDropped, why, on_arrival_reason(why, to_target, spent, least),
+                                    m.served.name, budget, to_target));
+      return 0;
+    }
   const Duration left = max(budget - spent, Duration::nanoseconds(1));
-  if (budget <= spent && spent >= Duration::milliseconds(1)) {
-    done(front::reply_for_outcome(
-        Outcome::kDropped, DropReason::kExpired,
-        "it waited " + format_ms(spent) + " ms on this machine before the server read it", m.served.name,
-        budget));
-    return 0;
-  }
   // Outputs take the form the request used: with a batch dimension or without.
   const bool batched = m.served.batch_dimension && !req.inputs.empty() &&
                        req.inputs[0].shape.size() == m.served.inputs[0].shape.size();

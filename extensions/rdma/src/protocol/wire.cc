@@ -155,6 +155,7 @@ constexpr void fields(V& v, M& m) {
   v.str("model name", m.name, kMaxNameBytes);
   v.u32("priority_levels", m.priority_levels);
   v.u32("default_priority_level", m.default_priority_level);
+  v.i64("least", m.least_ns);
 }
 
 template <class V, Of<Welcome> M>
@@ -936,17 +937,22 @@ void check(Reader& r, const Hello& m) {
   if (role < 1 || role > 3) r.fail("unknown role " + std::to_string(role));
 }
 
+void check(Reader& r, const ModelEntry& e) {
+  if (e.slo_ns <= 0 || e.max_batch == 0)
+    return r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
+  if (e.default_priority_level > e.priority_levels)
+    return r.fail("model '" + e.name + "' has default_priority_level " +
+                  std::to_string(e.default_priority_level) + " beyond its priority_levels " +
+                  std::to_string(e.priority_levels));
+  if (e.least_ns < 0 || e.least_ns > kMaxDurationNs)
+    return r.fail("model '" + e.name + "' has a least budget negative or longer than an hour: " +
+                  std::to_string(e.least_ns) + " ns");
+}
+
 void check(Reader& r, const Welcome& m) {
   if (m.heartbeat_interval_ns <= 0 || m.heartbeat_timeout_ns <= 0)
     return r.fail("heartbeat interval and timeout must be positive");
-  for (const ModelEntry& e : m.models) {
-    if (e.slo_ns <= 0 || e.max_batch == 0)
-      return r.fail("model '" + e.name + "' has a non-positive SLO or max_batch");
-    if (e.default_priority_level > e.priority_levels)
-      return r.fail("model '" + e.name + "' has default_priority_level " +
-                    std::to_string(e.default_priority_level) + " beyond its priority_levels " +
-                    std::to_string(e.priority_levels));
-  }
+  for (const ModelEntry& e : m.models) check(r, e);
 }
 
 void check(Reader& r, const Register& m) {
@@ -996,6 +1002,7 @@ void check(Reader& r, const ModelControl& m) {
 }
 
 void check(Reader& r, const ModelTable& m) {
+  for (const ModelEntry& e : m.models) check(r, e);
   for (const UnservedModel& u : m.unserved)
     if (u.name.empty()) return r.fail("an unserved model without a name");
   for (const VersionNote& n : m.notes)

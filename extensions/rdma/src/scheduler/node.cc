@@ -2,6 +2,7 @@
 #include "scheduler/node_impl.hpp"
 
 #include "symphony/cluster/cluster_repository.hpp"
+#include "symphony/request_times.hpp"
 
 namespace symphony::cluster {
 
@@ -297,9 +298,12 @@ wire::Welcome SchedulerNode::Impl::welcome(std::uint32_t peer_id) const {
   w.term = election_ ? election_->term() : 0;
   for (std::uint32_t i = 0; i < models_.size(); ++i) {
     const auto d = opts_.config.default_priority_levels.find(models_[i].name);
+    // The delays' floors (learned ones only add) and the profiled l(1), as
+    // serve judges: a recalibration's l(1) is not followed.
     w.models.push_back({i, models_[i].max_batch ? models_[i].max_batch : models_[i].profile.max_batch(),
                         models_[i].slo.ns(), models_[i].name, models_[i].priority_levels,
-                        d == opts_.config.default_priority_levels.end() ? 0u : d->second});
+                        d == opts_.config.default_priority_levels.end() ? 0u : d->second,
+                        least_budget(floors_, models_[i].profile.latency(1)).ns()});
   }
   return w;
 }

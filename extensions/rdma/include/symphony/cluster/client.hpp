@@ -86,6 +86,9 @@ struct ModelInfo {
   // default_priority_level (0: the lowest), from the scheduler's Welcome.
   std::uint32_t priority_levels = 0;
   std::uint32_t default_priority_level = 0;
+  // The least time from a request's submission to its target that a batch
+  // of one can hold, as the scheduler plans (least_budget); zero: unknown.
+  Duration least;
 };
 
 // What went wrong with a request that ended with an error.
@@ -226,6 +229,9 @@ class Client {
   // Whether the scheduler that last accepted this client serves `model` (the
   // cluster's name: "linear", "linear/1"); false before any has. Any thread.
   bool has_model(std::string_view model) const;
+  // ModelInfo::least of `model` as the scheduler last said (zero: unknown
+  // model, or a scheduler that did not say). Any thread.
+  Duration least_budget(std::string_view model) const;
   // Why the scheduler does not serve `model` now ("unloading", "unloaded"),
   // as its last ModelTable said; empty when it said nothing of it. Any thread.
   std::string unserved_reason(std::string_view model) const;

@@ -62,8 +62,10 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // and says how many the pool has, and PoolAck acknowledges a region.
 // Version 20 adds PoolDrop (a frontend freed a region; a PoolInfo of the
 // same index may follow). Version 21 adds the backlog share to
-// AdmissionEntry.
-inline constexpr std::uint16_t kVersion = 21;
+// AdmissionEntry. Version 22 adds a model's least budget to ModelEntry (a
+// frontend tells a request that waited to be read from one that never could
+// be served, as serve does).
+inline constexpr std::uint16_t kVersion = 22;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -160,6 +162,10 @@ struct ModelEntry {
   // priority to the SubmitEntry's level.
   std::uint32_t priority_levels = 0;
   std::uint32_t default_priority_level = 0;
+  // least_budget (request_times.hpp) with the scheduler's delay floors and
+  // the model's profiled l(1): the least time from a request's submission
+  // at a frontend to its target that a batch of one can hold (0: unknown).
+  std::int64_t least_ns = 0;
 };
 
 struct Welcome {
