@@ -35,20 +35,6 @@ ClientOptions options(std::uint16_t port) {
   return o;
 }
 
-// A client of `o` that has joined (null, with the reason as a failure, if not within 10 s).
-std::unique_ptr<Client> ready(const ClientOptions& o) {
-  Result<std::unique_ptr<Client>> c = Client::connect(o);
-  if (!c.ok()) {
-    ADD_FAILURE() << c.status().message();
-    return nullptr;
-  }
-  if (Status st = (*c)->wait_ready(Duration::seconds(10)); !st.ok()) {
-    ADD_FAILURE() << st.message();
-    return nullptr;
-  }
-  return std::move(*c);
-}
-
 // Polls `p` for up to 10 s.
 template <class P>
 bool eventually(P p) {
@@ -574,68 +560,6 @@ TEST(ClientTest, AReleasedRegionServesTheNextModelOnceItsInputsCameBack) {
   // m, loaded again, finds the pool full while n holds the region.
   EXPECT_EQ(client.add_input_room("m", 100, Duration::seconds(1)).code(), Errc::kCapacityExceeded);
 }
-
-// A backend played by the test: connects to a client's input listener,
-// says Hello, records what the client sends, answers only when told.
-struct RawBackend : Transport::Handler {
-  std::unique_ptr<Transport> t;
-  ConnId c = kNoConn;
-  std::mutex mu;
-  std::vector<wire::PoolInfo> pool;
-  std::vector<std::uint32_t> dropped;  // PoolDrop's indices
-  explicit RawBackend(std::uint16_t port) {
-    TransportOptions o;
-    o.name = "raw-backend";
-    t = std::move(*Transport::create(o, *this));
-    c = *t->call([&] { return t->connect({"127.0.0.1", port}); });
-    wire::Hello h;
-    h.role = wire::Role::kBackend;
-    h.token = "tok";
-    h.name = "raw";
-    send(wire::encode(h));
-  }
-  ~RawBackend() override { t.reset(); }
-  void on_message(ConnId, std::span<const std::uint8_t> m) override {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto p = wire::decode_pool_info(m); p.ok()) pool.push_back(*p);
-    if (auto d = wire::decode_pool_drop(m); d.ok()) dropped.push_back(d->index);
-  }
-  void on_disconnect(ConnId, const Status&) override {}
-  void send(std::vector<std::uint8_t> m) {
-    (void)t->call([&] { return t->send(c, std::move(m)); });
-  }
-  std::size_t regions() {
-    std::lock_guard<std::mutex> lock(mu);
-    return pool.size();
-  }
-  std::vector<std::uint32_t> drops() {
-    std::lock_guard<std::mutex> lock(mu);
-    return dropped;
-  }
-};
-
-// A client of `o` that has joined, its log kept, and the port it takes
-// backends on (from the log; 0 when it did not join).
-struct LoggedClient {
-  std::mutex mu;
-  std::string logged;
-  std::unique_ptr<Client> client;
-  std::uint16_t port = 0;
-  explicit LoggedClient(ClientOptions o) {
-    o.log = [this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu);
-      logged += std::string(line) + "\n";
-    };
-    client = ready(o);
-    const std::string text = log();
-    const std::size_t at = text.find("inputs at 127.0.0.1:");
-    if (client && at != std::string::npos) port = static_cast<std::uint16_t>(std::stoi(text.substr(at + 20)));
-  }
-  std::string log() {
-    std::lock_guard<std::mutex> lock(mu);
-    return logged;
-  }
-};
 
 // begin_input_room and when_input_room: a caller that must not block has a
 // region made, and hands over what to do once it is usable. Called when the last backend acknowledges the region,
