@@ -93,6 +93,40 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   EXPECT_EQ(st.in_flight, 0u);
 }
 
+// A budget that a batch of one cannot fit, by the least budget the
+// scheduler sent (ModelInfo::least, 10 ms here), ends infeasible in the
+// client with nothing sent, as the scheduler would end it; 20 ms is sent.
+TEST(ClientTest, ABudgetTooShortForABatchOfOneEndsInfeasibleWithoutASubmit) {
+  FakeScheduler s;
+  s.models = {{0, 8, 1000000000, "m", 0, 0, 10000000}};
+  const std::unique_ptr<Client> c = ready(options(s.port));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->least_budget("m"), Duration::milliseconds(10));
+  EXPECT_EQ(c->least_budget("nope"), Duration::zero());
+  const std::uint8_t in[4] = {1, 2, 3, 4};
+  auto f = c->infer("m", in, Duration::milliseconds(5));
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_EQ(f->wait_for(10s), std::future_status::ready);
+  const InferResult r = f->get();
+  EXPECT_EQ(r.outcome, Outcome::kDropped);
+  EXPECT_EQ(r.reason, DropReason::kInfeasible);
+  EXPECT_EQ(r.error, "model 'm': its target of 5 ms cannot be met; even a batch of one needs 10 ms");
+  auto g = c->infer("m", in, Duration::milliseconds(20));
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_TRUE(s.wait([&] { return !s.submitted.empty(); }));
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    EXPECT_EQ(s.submitted.size(), 1u);
+    EXPECT_LE(s.submitted[0].budget_ns, Duration::milliseconds(20).ns());
+  }
+  const ClientStats st = c->stats();
+  EXPECT_EQ(st.outcomes.sent, 2u);
+  EXPECT_EQ(st.outcomes.dropped, 1u);
+  EXPECT_EQ(st.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kInfeasible)], 1u);
+  EXPECT_EQ(st.admission_refused, 0u);
+  c->close();
+}
+
 TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
   auto s = std::make_unique<FakeScheduler>();
   const std::unique_ptr<Client> c = ready(options(s->port));

@@ -27,6 +27,7 @@
 #include "symphony/cluster/session_connector.hpp"
 #include "symphony/cluster/transport.hpp"
 #include "symphony/cluster/wire.hpp"
+#include "symphony/request_times.hpp"
 #include "id_epochs.hpp"
 
 namespace symphony::cluster {
@@ -354,13 +355,16 @@ class Client::Impl final : public Transport::Handler {
     std::uint32_t level = 0;
     std::uint64_t table_gen = 0;
     std::uint32_t epoch = 0;
+    Duration least;  // ModelInfo::least
   };
   // Whether `model` may send an input of `size` bytes now (its own
   // region's cells bound it once usable; otherwise max_input_bytes).
   Status check_size(std::string_view model, std::size_t size) const;
   Status resolve(std::string_view model, std::uint32_t priority, Resolved* out) const;
-  // Whether the scheduler's admission test (as it last sent it) admits the
-  // request; false: ended dropped (overload) through `done`.
+  // Whether the request may be sent: a budget that a batch of one cannot
+  // fit (the scheduler's least budget) is not, nor one that the scheduler's
+  // admission test, as it last sent it, refuses; false: ended dropped
+  // (infeasible or overload) through `done`.
   bool admit(std::string_view model, const Resolved& m, std::optional<Duration> slo, TimePoint now,
              Callback& done);
   // Queues the request whose input is in slot `index` (sent_ counted),
@@ -800,6 +804,7 @@ Status Client::Impl::resolve(std::string_view model, std::uint32_t priority, Res
   const ModelInfo& m = models_[it->second];
   out->id = m.id;
   out->slo = m.slo;
+  out->least = m.least;
   out->level = 0;
   out->table_gen = table_gen_.load(std::memory_order_relaxed);  // under the lock: its writers' value
   out->epoch = ids_.epoch(m.id);
@@ -867,7 +872,21 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
 bool Client::Impl::admit(std::string_view model, const Resolved& m, std::optional<Duration> slo,
                          TimePoint now, Callback& done) {
   const Duration budget = slo ? *slo : m.slo;
-  if (admission_.admit(m.id, m.level, now, now + std::min(budget, m.slo))) return true;
+  const Duration to_target = std::min(budget, m.slo);
+  if (m.least > Duration::zero() &&
+      judge_on_arrival(to_target, Duration::zero(), m.least) == DropReason::kInfeasible) {
+    // As the scheduler's shard would refuse it, a round trip sooner.
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    drops_[static_cast<std::size_t>(DropReason::kInfeasible)].fetch_add(1, std::memory_order_relaxed);
+    InferResult r;
+    r.outcome = Outcome::kDropped;
+    r.reason = DropReason::kInfeasible;
+    r.error = "model '" + std::string(model) +
+              "': " + on_arrival_reason(DropReason::kInfeasible, to_target, Duration::zero(), m.least);
+    done(std::move(r));
+    return false;
+  }
+  if (admission_.admit(m.id, m.level, now, now + to_target)) return true;
   // The scheduler's admission test, as it last sent it, refuses it: no
   // slot, no message (FrontendAdmission).
   dropped_.fetch_add(1, std::memory_order_relaxed);

@@ -194,7 +194,9 @@ class Client {
   // priority beyond the model's levels (kInvalidArgument, "priority ...").
   // `priority`: Triton's request priority, 1 the highest to the model's
   // priority_levels, 0 its default_priority_level (ModelInfo); under
-  // overload the scheduler's admission refuses lower levels first.
+  // overload the scheduler's admission refuses lower levels first. A
+  // budget shorter than the model's least (ModelInfo::least) ends dropped
+  // (infeasible) at once, with nothing sent.
   Result<std::future<InferResult>> infer(std::string_view model, std::span<const std::uint8_t> input,
                                          std::optional<Duration> slo = std::nullopt,
                                          std::uint32_t priority = 0);
