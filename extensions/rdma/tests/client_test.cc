@@ -25,16 +25,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-ClientOptions options(std::uint16_t port) {
-  ClientOptions o;
-  o.scheduler = "127.0.0.1:" + std::to_string(port);
-  o.token = "tok";
-  o.name = "test-client";
-  o.max_pending = 64;
-  o.max_input_bytes = 16;
-  return o;
-}
-
 // Polls `p` for up to 10 s.
 template <class P>
 bool eventually(P p) {
@@ -48,7 +38,7 @@ bool eventually(P p) {
 
 TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
   FakeScheduler s;
-  const std::unique_ptr<Client> c = ready(options(s.port));
+  const std::unique_ptr<Client> c = ready(client_options(s.port));
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(s.hello_token, "tok");
   ASSERT_EQ(c->models().size(), 1u);
@@ -99,7 +89,7 @@ TEST(ClientTest, HandshakeRefusalsOutcomesAndUnknownIds) {
 TEST(ClientTest, ABudgetTooShortForABatchOfOneEndsInfeasibleWithoutASubmit) {
   FakeScheduler s;
   s.models = {{0, 8, 1000000000, "m", 0, 0, 10000000}};
-  const std::unique_ptr<Client> c = ready(options(s.port));
+  const std::unique_ptr<Client> c = ready(client_options(s.port));
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->least_budget("m"), Duration::milliseconds(10));
   EXPECT_EQ(c->least_budget("nope"), Duration::zero());
@@ -129,7 +119,7 @@ TEST(ClientTest, ABudgetTooShortForABatchOfOneEndsInfeasibleWithoutASubmit) {
 
 TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
   auto s = std::make_unique<FakeScheduler>();
-  const std::unique_ptr<Client> c = ready(options(s->port));
+  const std::unique_ptr<Client> c = ready(client_options(s->port));
   ASSERT_NE(c, nullptr);
   const std::uint8_t in[4] = {1, 2, 3, 4};
   std::vector<std::future<InferResult>> fs;
@@ -161,7 +151,7 @@ TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
 
 TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
   FakeScheduler s;
-  const std::unique_ptr<Client> c = ready(options(s.port));
+  const std::unique_ptr<Client> c = ready(client_options(s.port));
   ASSERT_NE(c, nullptr);
   std::mutex mu;
   std::vector<InferResult> done;
@@ -234,7 +224,7 @@ TEST(ClientTest, InputInPartsAndCancelOfPendingRequestsOnly) {
 // when its submission is refused; a moved-from slot returns nothing.
 TEST(ClientTest, ReservedInputSlotsReturnToThePoolExactlyOnce) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 2;
   const std::unique_ptr<Client> c = ready(o);
   ASSERT_NE(c, nullptr);
@@ -330,7 +320,7 @@ TEST(ClientTest, ReservedInputSlotsReturnToThePoolExactlyOnce) {
 // is refused, and a pool too small for the limit is refused at connect.
 TEST(ClientTest, AnInputLongerThanASlotTakesAdjacentSlots) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 6;
   o.slot_bytes = 16;
   o.max_input_bytes = 48;
@@ -397,7 +387,7 @@ TEST(ClientTest, AnInputLongerThanASlotTakesAdjacentSlots) {
 // for; the process tests show the acknowledgements.)
 TEST(ClientTest, AModelsLongerInputsTakeARegionOfTheirOwn) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 6;
   o.slot_bytes = 16;
   o.max_input_bytes = 48;
@@ -467,7 +457,7 @@ TEST(ClientTest, ARunOfSlotsNoRequestUsesServesAnotherModel) {
   FakeScheduler s;
   s.models.push_back({1, 8, 1000000000, "n"});
   s.models.push_back({2, 8, 1000000000, "k"});
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 128;  // two runs for three models
   o.max_input_bytes = 16;
   const std::unique_ptr<Client> c = ready(o);
@@ -515,7 +505,7 @@ TEST(ClientTest, ARunOfSlotsNoRequestUsesServesAnotherModel) {
 // slot 0 came back).
 TEST(ClientTest, TheSlotsAroundARequestInFlightServeBeforeItEnds) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 128;  // two runs
   o.max_input_bytes = 16;
   const std::unique_ptr<Client> c = ready(o);
@@ -554,7 +544,7 @@ TEST(ClientTest, TheSlotsAroundARequestInFlightServeBeforeItEnds) {
 TEST(ClientTest, AReleasedRegionServesTheNextModelOnceItsInputsCameBack) {
   FakeScheduler s;
   s.models.push_back({1, 8, 1000000000, "n"});
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 128;  // two chunks of slots: one each for m and n
   o.slot_bytes = 16;
   o.max_input_bytes = 48;
@@ -601,7 +591,7 @@ TEST(ClientTest, AReleasedRegionServesTheNextModelOnceItsInputsCameBack) {
 // wait for.
 TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_input_bytes = 64;
   o.max_pool_bytes = 1 << 20;
   LoggedClient lc(o);
@@ -664,7 +654,7 @@ TEST(ClientTest, WhenInputRoomRunsOnceTheBackendsAcknowledgedOrItsWaitIsOver) {
 // hears of the number as free, and the next region takes that number.
 TEST(ClientTest, AReleasedRegionIdleForItsTimeIsFreedAndItsNumberServesTheNext) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_input_bytes = 64;
   o.max_pool_bytes = 1 << 20;
   o.pool_region_idle = Duration::zero();
@@ -714,7 +704,7 @@ TEST(ClientTest, AReleasedRegionIdleForItsTimeIsFreedAndItsNumberServesTheNext) 
 // can deliver: it returns, and the region serves.
 TEST(ClientTest, AddInputRoomFromACallbackAddsTheRegionWithoutWaiting) {
   FakeScheduler s;
-  ClientOptions o = options(s.port);
+  ClientOptions o = client_options(s.port);
   o.max_pending = 4;
   o.max_input_bytes = 64;
   o.max_pool_bytes = 1 << 20;

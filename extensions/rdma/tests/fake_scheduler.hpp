@@ -72,6 +72,18 @@ struct FakeScheduler : Transport::Handler {
   }
 };
 
+// A client of the scheduler at `port` (token "tok"), 64 requests pending at
+// most, inputs of 16 bytes in the pool's start region.
+inline ClientOptions client_options(std::uint16_t port) {
+  ClientOptions o;
+  o.scheduler = "127.0.0.1:" + std::to_string(port);
+  o.token = "tok";
+  o.name = "test-client";
+  o.max_pending = 64;
+  o.max_input_bytes = 16;
+  return o;
+}
+
 // A client of `o` that has joined (null, with the reason as a failure, if not within 10 s).
 inline std::unique_ptr<Client> ready(const ClientOptions& o) {
   Result<std::unique_ptr<Client>> c = Client::connect(o);

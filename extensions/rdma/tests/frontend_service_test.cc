@@ -70,10 +70,7 @@ front::InferRequest parse(const std::string& body, const std::shared_ptr<front::
 
 TEST(ClusterServiceTest, DecodesARequestIntoItsSlotAndCopiesNone) {
   FakeScheduler s;
-  ClientOptions o;
-  o.scheduler = "127.0.0.1:" + std::to_string(s.port);
-  o.token = "tok";
-  o.max_pending = 64;
+  ClientOptions o = client_options(s.port);
   o.max_input_bytes = 64;
   auto c = Client::connect(o);
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -150,9 +147,7 @@ TEST(ClusterServiceTest, DecodesARequestIntoItsSlotAndCopiesNone) {
 TEST(ClusterServiceTest, ARequestIsJudgedOnArrivalWithTheSchedulersLeastBudget) {
   FakeScheduler s;
   s.models = {{0, 8, 1000000000, "m", 0, 0, 10000000}};
-  ClientOptions o;
-  o.scheduler = "127.0.0.1:" + std::to_string(s.port);
-  o.token = "tok";
+  ClientOptions o = client_options(s.port);
   o.max_input_bytes = 64;
   const std::unique_ptr<Client> c = ready(o);
   ASSERT_NE(c, nullptr);
@@ -215,10 +210,7 @@ TEST(ClusterServiceTest, ARequestIsJudgedOnArrivalWithTheSchedulersLeastBudget) 
 TEST(ClusterServiceTest, AWaitForItsPoolRegionCountsOnceFromTheArrival) {
   FakeScheduler s;
   s.models = {{0, 8, 1000000000, "big"}};
-  ClientOptions o;
-  o.scheduler = "127.0.0.1:" + std::to_string(s.port);
-  o.token = "tok";
-  o.max_pending = 64;
+  ClientOptions o = client_options(s.port);
   o.max_input_bytes = 64;
   o.max_pool_bytes = 1 << 20;
   LoggedClient lc(o);
