@@ -27,8 +27,9 @@ for m in json.load(sys.stdin):
 # each: counts NAME (the request counts by model and outcome, every endpoint
 # of metrics_urls, summed when read, saved as $work/counts.NAME); control OP
 # MODEL (loads or unloads MODEL; prints how long it took, or the error, and
-# saves the ms as $work/OP.ms); window BEFORE AFTER OP MODEL [OP MODEL ...]
-# (counts BEFORE, the controls at once, counts AFTER). A window is one
+# saves the ms as $work/OP.ms); window [--at-least S] BEFORE AFTER OP MODEL
+# [OP MODEL ...] (counts BEFORE, the controls at once, counts AFTER once they
+# answered and, with --at-least, S seconds after BEFORE). A window is one
 # process started before it opens, so that nothing starts inside it: a curl
 # and a shell started there took longer than a cluster's load (175 ms against
 # 11 on 2 busy cores) and their start cost the requests the window measures.
@@ -71,8 +72,12 @@ if what[0] == "counts":
 elif what[0] == "control":
     sys.exit(0 if control(what[1], what[2]) else 1)
 else:
+    at_least = 0.0
+    if what[1] == "--at-least":
+        at_least, what = float(what[2]), what[:1] + what[3:]
     before, after, pairs = what[1], what[2], list(zip(what[3::2], what[4::2]))
     time.sleep(0.5)  # this process's own start settles before the window opens
+    opened = time.monotonic()
     counts(before)
     ok = [False] * len(pairs)
     threads = [threading.Thread(target=lambda i=i, p=p: ok.__setitem__(i, control(*p))) for i, p in enumerate(pairs)]
@@ -80,6 +85,7 @@ else:
         t.start()
     for t in threads:
         t.join()
+    time.sleep(max(0.0, opened + at_least - time.monotonic()))
     counts(after)
     sys.exit(0 if all(ok) else 1)
 PY
