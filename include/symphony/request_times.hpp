@@ -14,7 +14,8 @@
 // A request judged as it is submitted (judge_on_arrival): infeasible when
 // even a batch of one cannot reach its target, expired when it could but
 // the time it waited to be read left too little; serve and the cluster's
-// frontends judge alike and say why in one wording (on_arrival_reason).
+// frontends, client and scheduler judge alike and say why in one wording
+// (on_arrival_reason).
 #pragma once
 
 #include <optional>

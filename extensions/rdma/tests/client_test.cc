@@ -117,6 +117,53 @@ TEST(ClientTest, ABudgetTooShortForABatchOfOneEndsInfeasibleWithoutASubmit) {
   c->close();
 }
 
+// A request that waited before the call (a frontend's read of it) counts its
+// times from its arrival: one whose wait left its target no room for a batch
+// of one ends expired at once, naming the wait; the next is sent with its
+// wait and what is left of its budget.
+TEST(ClientTest, ARequestThatWaitedCountsItsTimesFromItsArrival) {
+  FakeScheduler s;
+  s.models = {{0, 8, 100000000, "m", 0, 0, 10000000}};  // SLO 100 ms, least 10 ms
+  const std::unique_ptr<Client> c = ready(client_options(s.port));
+  ASSERT_NE(c, nullptr);
+  const std::uint8_t in[4] = {1, 2, 3, 4};
+  const std::span<const std::uint8_t> parts[1] = {in};
+  std::promise<InferResult> p;
+  ASSERT_TRUE(c->infer_async(
+                   "m", parts, Duration::seconds(1), [&](InferResult&& r) { p.set_value(std::move(r)); },
+                   nullptr, 0, Duration::milliseconds(95))
+                  .ok());
+  std::future<InferResult> f = p.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  const InferResult r = f.get();
+  EXPECT_EQ(r.outcome, Outcome::kDropped);
+  EXPECT_EQ(r.reason, DropReason::kExpired);
+  EXPECT_EQ(
+      r.error,
+      "model 'm': it waited 95 ms to be read, and the 5 ms left to its target cannot hold a batch of one "
+      "(10 ms)");
+  EXPECT_FALSE(
+      c->infer_async(
+           "m", parts, Duration::seconds(1), [](InferResult&&) {}, nullptr, 0, Duration::milliseconds(-1))
+          .ok());
+  ASSERT_TRUE(
+      c->infer_async(
+           "m", parts, Duration::seconds(1), [](InferResult&&) {}, nullptr, 0, Duration::milliseconds(50))
+          .ok());
+  ASSERT_TRUE(s.wait([&] { return !s.submitted.empty(); }));
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ASSERT_EQ(s.submitted.size(), 1u);
+    EXPECT_EQ(s.submitted[0].waited_us, 50000u);
+    EXPECT_LE(s.submitted[0].budget_ns, Duration::milliseconds(950).ns());
+    EXPECT_GT(s.submitted[0].budget_ns, Duration::milliseconds(900).ns());
+  }
+  const ClientStats st = c->stats();
+  EXPECT_EQ(st.outcomes.sent, 2u);
+  EXPECT_EQ(st.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kExpired)], 1u);
+  c->close();
+}
+
 TEST(ClientTest, PendingRequestsEndWithAnErrorWhenTheSchedulerGoesAway) {
   auto s = std::make_unique<FakeScheduler>();
   const std::unique_ptr<Client> c = ready(client_options(s->port));

@@ -982,6 +982,45 @@ TEST_F(ClusterProcessTest, BadPeersAreRefusedWithAReasonAndTheSchedulerKeepsServ
   EXPECT_EQ((*s)["refused_requests"]["unknown_model"], 1u) << s->dump(2);
 }
 
+// A request's times count from its arrival at its frontend (SubmitEntry's
+// waited_us): the scheduler ends at once, expired, one whose wait left its
+// target (the SLO of 60 ms here, its budget 1 s) no room for a batch of one,
+// though its budget had plenty, and infeasible one whose budget never had
+// room; neither runs. Counted from the scheduler's receipt, the first would
+// have been planned 60 ms ahead and sent to the backend.
+TEST_F(ClusterProcessTest, ARequestThatWaitedAtItsFrontendIsJudgedFromItsArrival) {
+  Proc sched = start_scheduler("sched");
+  Proc b = start_backend("b", "emulated:2");
+  ASSERT_TRUE(wait_registered(sched, 1)) << sched.log_text();
+  RawPeer h;
+  std::unique_ptr<Transport> t;
+  wire::SubmitBuilder sb;
+  sb.add({1, 4096, 8, 0, 1000000000, 0, 59000});  // waited 59 ms of its 60 ms target
+  sb.add({2, 4096, 8, 0, 1000000, 0, 0});         // a budget of 1 ms
+  (void)send_raw(port_, {hello(wire::Role::kFrontend, kToken), std::move(sb).finish()}, h, t, false);
+  std::map<std::uint64_t, std::pair<std::uint8_t, std::uint8_t>> ended;  // request: outcome, reason
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(h.mu);
+        for (const auto& m : h.got)
+          if (auto o = wire::decode_outcomes(m); o.ok())
+            for (std::uint32_t i = 0; i < o->entries.size(); ++i)
+              ended[o->entries[i].request] = {o->entries[i].outcome, o->entries[i].reason};
+        return ended.size() == 2;
+      },
+      5s))
+      << sched.log_text();
+  EXPECT_EQ(ended[1], std::make_pair(static_cast<std::uint8_t>(Outcome::kDropped),
+                                     static_cast<std::uint8_t>(DropReason::kExpired)));
+  EXPECT_EQ(ended[2], std::make_pair(static_cast<std::uint8_t>(Outcome::kDropped),
+                                     static_cast<std::uint8_t>(DropReason::kInfeasible)));
+  ASSERT_EQ(sched.stop(), 0) << sched.log_text();
+  (void)b.stop();
+  const std::optional<json> s = read_json(dir_.file("sched.json"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ((*s)["batches"]["sent"], 0u) << s->dump(2);  // neither reached a backend
+}
+
 TEST_F(ClusterProcessTest, AFrontendRefusesABackendWithoutTheToken) {
   // The frontend's listener is where backends read inputs: a stray peer
   // without the token gets no rkey.

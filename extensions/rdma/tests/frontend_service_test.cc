@@ -200,6 +200,9 @@ TEST(ClusterServiceTest, ARequestIsJudgedOnArrivalWithTheSchedulersLeastBudget) 
     ASSERT_EQ(s.submitted.size(), 1u);  // the two judged above sent nothing
     EXPECT_LE(s.submitted[0].budget_ns, Duration::milliseconds(500).ns());
     EXPECT_GE(s.submitted[0].budget_ns, (Duration::seconds(1) - (got - arrived)).ns());
+    // Its wait goes with it: the scheduler counts its target from its arrival.
+    EXPECT_GE(s.submitted[0].waited_us, 500000u);
+    EXPECT_LE(s.submitted[0].waited_us, static_cast<std::uint32_t>((got - arrived).ns() / 1000));
   }
   client.close();
 }
@@ -254,6 +257,8 @@ TEST(ClusterServiceTest, AWaitForItsPoolRegionCountsOnceFromTheArrival) {
     // second count of the region's 300 ms would leave less).
     EXPECT_GE(s.submitted[0].budget_ns, (Duration::seconds(1) - (got - arrived)).ns());
     EXPECT_LE(s.submitted[0].budget_ns, Duration::milliseconds(400).ns());
+    EXPECT_GE(s.submitted[0].waited_us, 600000u);  // its read and its region, once
+    EXPECT_LE(s.submitted[0].waited_us, static_cast<std::uint32_t>((got - arrived).ns() / 1000));
   }
   {
     std::lock_guard<std::mutex> lock(mu);

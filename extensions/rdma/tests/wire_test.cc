@@ -331,7 +331,8 @@ TEST(WireTest, StandingRoundTripsWithTheCalibrationsAndTheRepository) {
 
 TEST(WireTest, HotMessagesRoundTripThroughViews) {
   SubmitBuilder sb;
-  for (std::uint32_t i = 0; i < 100; ++i) sb.add({i, 0x1000 + i * 64, 64, i % 3, 25000000 - i, i % 4});
+  for (std::uint32_t i = 0; i < 100; ++i)
+    sb.add({i, 0x1000 + i * 64, 64, i % 3, 25000000 - i, i % 4, 1000 * i});
   Bytes sm = std::move(sb).finish();
   Result<SubmitView> sv = decode_submit(sm);
   ASSERT_TRUE(sv.ok()) << sv.status().message();
@@ -342,6 +343,8 @@ TEST(WireTest, HotMessagesRoundTripThroughViews) {
   EXPECT_EQ(sv->entries[42].budget_ns, 25000000 - 42);
   EXPECT_EQ(sv->entries[42].level, 2u);
   EXPECT_EQ(sv->entries[43].level, 3u);
+  EXPECT_EQ(sv->entries[42].waited_us, 42000u);
+  EXPECT_EQ(sv->entries[0].waited_us, 0u);
 
   BatchBuilder bb(0xabcdef, 3, 1, 7000000, 20000000, 16);
   for (std::uint32_t i = 0; i < 16; ++i) bb.add({i * 10, 0x2000 + i, 150000, i % 2, 1});
@@ -436,7 +439,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
                                                 {{3, {1000000, 1250000}}},
                                                 {{"m", true, 0x2c}}}));
   SubmitBuilder sb(64, kSubmitResubmitted);
-  sb.add({1, 0x1000, 64, 2, 0x33, 1});
+  sb.add({1, 0x1000, 64, 2, 0x33, 1, 0x34});
   msgs.emplace_back("Submit", std::move(sb).finish());
   BatchBuilder bb(9, 1, 2, 0x70, 0x80, 3);
   bb.add({1, 0x1000, 64, 5, 6});
@@ -508,7 +511,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
        "010000002c000000000000000100000001000000"
        "6d"},
       {"Submit",
-       "010000000100000001000000000000000010000000000000400000000200000033000000000000000100000000000000"},
+       "010000000100000001000000000000000010000000000000400000000200000033000000000000000100000034000000"},
       {"Batch",
        "09000000000000000100000002000000700000000000000080000000000000000300000001000000010000000000000000100"
        "0000000000040000000050000000600000000000000"},
@@ -542,7 +545,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 21 (this build speaks version 22)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 22 (this build speaks version 23)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -553,66 +556,69 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 23)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 23)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 23)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 23)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 23)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 23)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 23)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 23)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 23)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 23)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 23)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 23)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 23)");
   m = good;
   m[4] = 15;  // version 15's Outcomes had no pushed_out
-  expect_refused(m, "unsupported protocol version 15 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 23)");
   m = good;
   m[4] = 16;  // version 16's Standing had no repository models
-  expect_refused(m, "unsupported protocol version 16 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 16 (this build speaks version 23)");
   m = good;
   m[4] = 17;  // version 17's Standing did not mark loads under way
-  expect_refused(m, "unsupported protocol version 17 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 17 (this build speaks version 23)");
   m = good;
   m[4] = 18;  // version 18's pool was one region
-  expect_refused(m, "unsupported protocol version 18 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 18 (this build speaks version 23)");
   m = good;
   m[4] = 19;  // version 19's pool never freed a region
-  expect_refused(m, "unsupported protocol version 19 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 19 (this build speaks version 23)");
   m[4] = 20;  // version 20's admission tests carried no backlog share
-  expect_refused(m, "unsupported protocol version 20 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 20 (this build speaks version 23)");
   m = good;
   m[4] = 21;  // version 21's model entries had no least budget
-  expect_refused(m, "unsupported protocol version 21 (this build speaks version 22)");
+  expect_refused(m, "unsupported protocol version 21 (this build speaks version 23)");
   m = good;
-  m[4] = 23;
-  expect_refused(m, "unsupported protocol version 23");
+  m[4] = 22;  // version 22's requests did not say how long they had waited
+  expect_refused(m, "unsupported protocol version 22 (this build speaks version 23)");
+  m = good;
+  m[4] = 24;
+  expect_refused(m, "unsupported protocol version 24");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

@@ -211,10 +211,10 @@ class Client::Impl final : public Transport::Handler {
   void close();
 
   Status infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo, Callback done,
-                     std::uint64_t* ticket, std::uint32_t priority);
+                     std::uint64_t* ticket, std::uint32_t priority, Duration waited);
   Result<InputSlot> reserve_input(std::string_view model, std::size_t bytes);
   Status infer_async(InputSlot input, std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
-                     std::uint32_t priority);
+                     std::uint32_t priority, Duration waited);
   // Returns a reserved slot that was not submitted (InputSlot::reset; any thread).
   void unreserve(std::uint32_t index);
   void cancel(std::uint64_t ticket) {
@@ -306,13 +306,15 @@ class Client::Impl final : public Transport::Handler {
     std::atomic<std::uint8_t> state{kFree};
     ModelId model = 0;
     std::uint32_t len = 0;
-    std::uint32_t level = 0;  // its priority level, 0 the highest (wire::SubmitEntry)
+    std::uint32_t level = 0;      // its priority level, 0 the highest (wire::SubmitEntry)
+    std::uint32_t waited_us = 0;  // its wait before infer_async (wire::SubmitEntry)
     // The table it was resolved under, and its model id's name epoch then
     // (sendable, checked once the table changed).
     std::uint64_t table_gen = 0;
     std::uint32_t epoch = 0;
-    // Its two times (request_times.hpp): ok by the target, and the deadline
-    // (the budget) that bounds the wait for an outcome.
+    // Its two times (request_times.hpp), from its arrival (infer_async's
+    // call less `waited`): ok by the target, and the deadline (the budget)
+    // that bounds the wait for an outcome. start: the call.
     TimePoint start, target, deadline;
     Callback done;
     std::uint32_t ended_gen = 0;  // network thread only
@@ -361,16 +363,17 @@ class Client::Impl final : public Transport::Handler {
   // region's cells bound it once usable; otherwise max_input_bytes).
   Status check_size(std::string_view model, std::size_t size) const;
   Status resolve(std::string_view model, std::uint32_t priority, Resolved* out) const;
-  // Whether the request may be sent: a budget that a batch of one cannot
-  // fit (the scheduler's least budget) is not, nor one that the scheduler's
+  // Whether the request may be sent: one whose target, from its arrival
+  // (`waited` before `now`), a batch of one cannot reach (the scheduler's
+  // least budget: judge_on_arrival) is not, nor one that the scheduler's
   // admission test, as it last sent it, refuses; false: ended dropped
-  // (infeasible or overload) through `done`.
+  // (infeasible, expired or overload) through `done`.
   bool admit(std::string_view model, const Resolved& m, std::optional<Duration> slo, TimePoint now,
-             Callback& done);
+             Duration waited, Callback& done);
   // Queues the request whose input is in slot `index` (sent_ counted),
   // or ends it at once (not connected), returning the slot.
   void submit(std::uint32_t index, std::uint32_t size, const Resolved& m, std::optional<Duration> slo,
-              TimePoint now, Callback done, std::uint64_t* ticket);
+              TimePoint now, Duration waited, Callback done, std::uint64_t* ticket);
   void count_queue_full();  // a request that found no free slot (dropped, queue_full)
   std::string queue_full_message() const;
 
@@ -724,7 +727,8 @@ void Client::Impl::resubmit_pending() {
     if (s.state.load(std::memory_order_acquire) != kSent) continue;
     if (!sb) sb = std::make_unique<wire::SubmitBuilder>(64, wire::kSubmitResubmitted);
     const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | i;
-    sb->add({id, reinterpret_cast<std::uint64_t>(s.data), s.len, s.model, (s.deadline - now).ns(), s.level});
+    sb->add({id, reinterpret_cast<std::uint64_t>(s.data), s.len, s.model, (s.deadline - now).ns(), s.level,
+             s.waited_us});
     ++n;
     if (sb->count() >= kSubmitBatch) flush();
   }
@@ -833,18 +837,21 @@ std::string Client::Impl::queue_full_message() const {
 }
 
 Status Client::Impl::infer_async(std::string_view model, Client::Parts input, std::optional<Duration> slo,
-                                 Callback done, std::uint64_t* ticket, std::uint32_t priority) {
+                                 Callback done, std::uint64_t* ticket, std::uint32_t priority,
+                                 Duration waited) {
   if (ticket) *ticket = 0;
   std::size_t size = 0;
   for (const std::span<const std::uint8_t>& part : input) size += part.size();
   SYMPHONY_RETURN_IF_ERROR(check_size(model, size));
   if (slo && *slo <= Duration::zero()) return Status(Errc::kInvalidArgument, "the SLO must be positive");
+  if (waited < Duration::zero())
+    return Status(Errc::kInvalidArgument, "the time waited must not be negative");
   Resolved m;
   SYMPHONY_RETURN_IF_ERROR(resolve(model, priority, &m));
   if (closed_.load()) return Status(Errc::kFailedPrecondition, "the client is closed");
   const TimePoint now = SteadyClock{}.now();
   sent_.fetch_add(1, std::memory_order_relaxed);
-  if (!admit(model, m, slo, now, done)) return {};
+  if (!admit(model, m, slo, now, waited, done)) return {};
   std::uint32_t index;
   {
     std::lock_guard<std::mutex> lock(free_mu_);
@@ -865,28 +872,27 @@ Status Client::Impl::infer_async(std::string_view model, Client::Parts input, st
     std::memcpy(dst, part.data(), part.size());
     dst += part.size();
   }
-  submit(index, static_cast<std::uint32_t>(size), m, slo, now, std::move(done), ticket);
+  submit(index, static_cast<std::uint32_t>(size), m, slo, now, waited, std::move(done), ticket);
   return {};
 }
 
 bool Client::Impl::admit(std::string_view model, const Resolved& m, std::optional<Duration> slo,
-                         TimePoint now, Callback& done) {
+                         TimePoint now, Duration waited, Callback& done) {
   const Duration budget = slo ? *slo : m.slo;
   const Duration to_target = std::min(budget, m.slo);
-  if (m.least > Duration::zero() &&
-      judge_on_arrival(to_target, Duration::zero(), m.least) == DropReason::kInfeasible) {
-    // As the scheduler's shard would refuse it, a round trip sooner.
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    drops_[static_cast<std::size_t>(DropReason::kInfeasible)].fetch_add(1, std::memory_order_relaxed);
-    InferResult r;
-    r.outcome = Outcome::kDropped;
-    r.reason = DropReason::kInfeasible;
-    r.error = "model '" + std::string(model) +
-              "': " + on_arrival_reason(DropReason::kInfeasible, to_target, Duration::zero(), m.least);
-    done(std::move(r));
-    return false;
-  }
-  if (admission_.admit(m.id, m.level, now, now + to_target)) return true;
+  if (m.least > Duration::zero())
+    if (const DropReason why = judge_on_arrival(to_target, waited, m.least); why != DropReason::kNone) {
+      // As the scheduler would refuse it, a round trip sooner.
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      drops_[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+      InferResult r;
+      r.outcome = Outcome::kDropped;
+      r.reason = why;
+      r.error = "model '" + std::string(model) + "': " + on_arrival_reason(why, to_target, waited, m.least);
+      done(std::move(r));
+      return false;
+    }
+  if (admission_.admit(m.id, m.level, now, now - waited + to_target)) return true;
   // The scheduler's admission test, as it last sent it, refuses it: no
   // slot, no message (FrontendAdmission).
   dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -902,7 +908,8 @@ bool Client::Impl::admit(std::string_view model, const Resolved& m, std::optiona
 }
 
 void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolved& m,
-                          std::optional<Duration> slo, TimePoint now, Callback done, std::uint64_t* ticket) {
+                          std::optional<Duration> slo, TimePoint now, Duration waited, Callback done,
+                          std::uint64_t* ticket) {
   if (!connected() && !failing_over_.load(std::memory_order_acquire)) {
     {
       std::lock_guard<std::mutex> lock(free_mu_);
@@ -924,9 +931,10 @@ void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolve
   s.table_gen = m.table_gen;
   s.epoch = m.epoch;
   s.len = size;
+  s.waited_us = static_cast<std::uint32_t>(std::min<std::int64_t>(waited.ns() / 1000, UINT32_MAX));
   s.start = now;
-  s.deadline = now + budget;
-  s.target = now + std::min(budget, m.slo);
+  s.deadline = now - waited + budget;
+  s.target = now - waited + std::min(budget, m.slo);
   s.done = std::move(done);
   if (ticket) *ticket = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
   s.state.store(kQueued, std::memory_order_release);  // release: the network thread reads the fields
@@ -970,7 +978,7 @@ void Client::Impl::unreserve(std::uint32_t index) {
 }
 
 Status Client::Impl::infer_async(InputSlot input, std::optional<Duration> slo, Callback done,
-                                 std::uint64_t* ticket, std::uint32_t priority) {
+                                 std::uint64_t* ticket, std::uint32_t priority, Duration waited) {
   if (ticket) *ticket = 0;
   if (input.owner_ != this) return Status(Errc::kInvalidArgument, "the input slot is not this client's");
   // From here the slot is this call's: returned on every refusal below.
@@ -985,16 +993,18 @@ Status Client::Impl::infer_async(InputSlot input, std::optional<Duration> slo, C
   };
   if (slo && *slo <= Duration::zero())
     return refuse(Status(Errc::kInvalidArgument, "the SLO must be positive"));
+  if (waited < Duration::zero())
+    return refuse(Status(Errc::kInvalidArgument, "the time waited must not be negative"));
   Resolved m;
   if (Status st = resolve(model, priority, &m); !st.ok()) return refuse(std::move(st));
   if (closed_.load()) return refuse(Status(Errc::kFailedPrecondition, "the client is closed"));
   const TimePoint now = SteadyClock{}.now();
   sent_.fetch_add(1, std::memory_order_relaxed);
-  if (!admit(model, m, slo, now, done)) {
+  if (!admit(model, m, slo, now, waited, done)) {
     (void)refuse({});
     return {};
   }
-  submit(index, size, m, slo, now, std::move(done), ticket);
+  submit(index, size, m, slo, now, waited, std::move(done), ticket);
   return {};
 }
 
@@ -1038,8 +1048,8 @@ bool Client::Impl::on_poll() {
       }
       if (!sb) sb = std::make_unique<wire::SubmitBuilder>(std::min<std::size_t>(n, kSubmitBatch));
       const std::uint64_t id = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
-      sb->add(
-          {id, reinterpret_cast<std::uint64_t>(s.data), s.len, s.model, (s.deadline - now).ns(), s.level});
+      sb->add({id, reinterpret_cast<std::uint64_t>(s.data), s.len, s.model, (s.deadline - now).ns(), s.level,
+               s.waited_us});
       s.state.store(kSent, std::memory_order_relaxed);
       if (sb->count() >= kSubmitBatch) flush();
     }
@@ -1787,7 +1797,8 @@ Result<std::future<InferResult>> Client::infer(std::string_view model, std::span
   std::future<InferResult> f = p->get_future();
   const std::span<const std::uint8_t> one[1] = {input};
   SYMPHONY_RETURN_IF_ERROR(impl_->infer_async(
-      model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr, priority));
+      model, one, slo, [p](InferResult&& r) { p->set_value(std::move(r)); }, nullptr, priority,
+      Duration::zero()));
   return f;
 }
 
@@ -1795,12 +1806,12 @@ Status Client::infer_async(std::string_view model, std::span<const std::uint8_t>
                            std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
                            std::uint32_t priority) {
   const std::span<const std::uint8_t> one[1] = {input};
-  return impl_->infer_async(model, one, slo, std::move(done), ticket, priority);
+  return impl_->infer_async(model, one, slo, std::move(done), ticket, priority, Duration::zero());
 }
 
 Status Client::infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
-                           std::uint64_t* ticket, std::uint32_t priority) {
-  return impl_->infer_async(model, input, slo, std::move(done), ticket, priority);
+                           std::uint64_t* ticket, std::uint32_t priority, Duration waited) {
+  return impl_->infer_async(model, input, slo, std::move(done), ticket, priority, waited);
 }
 
 Result<InputSlot> Client::reserve_input(std::string_view model, std::size_t bytes) {
@@ -1808,8 +1819,8 @@ Result<InputSlot> Client::reserve_input(std::string_view model, std::size_t byte
 }
 
 Status Client::infer_async(InputSlot input, std::optional<Duration> slo, Callback done, std::uint64_t* ticket,
-                           std::uint32_t priority) {
-  return impl_->infer_async(std::move(input), slo, std::move(done), ticket, priority);
+                           std::uint32_t priority, Duration waited) {
+  return impl_->infer_async(std::move(input), slo, std::move(done), ticket, priority, waited);
 }
 
 InputSlot& InputSlot::operator=(InputSlot&& o) noexcept {

@@ -824,13 +824,14 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
                                     m.served.name, budget, to_target));
       return 0;
     }
-  const Duration left = max(budget - spent, Duration::nanoseconds(1));
   // Outputs take the form the request used: with a batch dimension or without.
   const bool batched = m.served.batch_dimension && !req.inputs.empty() &&
                        req.inputs[0].shape.size() == m.served.inputs[0].shape.size();
   // The front has checked 1 <= k <= max_samples.
   const auto k = static_cast<std::uint32_t>(batched ? req.inputs[0].shape[0] : 1);
-  if (k > 1) return submit_samples(m, req, k, left, *priority, std::move(done));
+  // The client counts the budget, and the model's SLO, from the arrival:
+  // `spent` before its call.
+  if (k > 1) return submit_samples(m, req, k, budget, spent, *priority, std::move(done));
   const Model* mp = &m;
   std::uint64_t ticket = 0;
   auto on_outcome = [this, mp, budget, batched, done](InferResult&& r) {
@@ -841,7 +842,8 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
   if (auto* l = dynamic_cast<SlotLanding*>(req.landing.get());
       l && l->model() == m.served.name && l->holds(req.inputs)) {
     in_place_.fetch_add(1, std::memory_order_relaxed);
-    const Status s = client_.infer_async(l->release(), left, std::move(on_outcome), &ticket, *priority);
+    const Status s =
+        client_.infer_async(l->release(), budget, std::move(on_outcome), &ticket, *priority, spent);
     if (!s.ok()) {
       done(refusal(m, s));
       return 0;
@@ -868,7 +870,8 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
   }
   // The request (its tensors) is not needed once the input is in the pool.
   count_copy(parts);
-  const Status s = client_.infer_async(m.served.name, parts, left, std::move(on_outcome), &ticket, *priority);
+  const Status s =
+      client_.infer_async(m.served.name, parts, budget, std::move(on_outcome), &ticket, *priority, spent);
   if (!s.ok()) {
     done(refusal(m, s));
     return 0;
@@ -935,7 +938,8 @@ struct ClusterService::Samples {
 };
 
 std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
-                                             Duration budget, std::uint32_t priority, Done done) {
+                                             Duration budget, Duration spent, std::uint32_t priority,
+                                             Done done) {
   auto g = std::make_shared<Samples>();
   g->left = k;
   g->replies.resize(k);
@@ -962,7 +966,7 @@ std::uint64_t ClusterService::submit_samples(const Model& m, const front::InferR
             record(mp->served.name, r);
             sample_done(g, i, reply_for(*mp, std::move(r), budget, /*batched=*/true));
           },
-          &ticket, priority);
+          &ticket, priority, spent);
     }
     if (!s.ok()) {
       // The samples already queued are withdrawn (they end cancelled); this

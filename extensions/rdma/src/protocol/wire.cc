@@ -476,7 +476,7 @@ constexpr void fields(V& v, M& e) {
   v.u32("model", e.model);
   v.i64("budget", e.budget_ns);
   v.u32("level", e.level);
-  v.pad(4);
+  v.u32("waited_us", e.waited_us);
 }
 
 template <class V, Of<BatchEntry> M>

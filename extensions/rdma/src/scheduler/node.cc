@@ -54,6 +54,7 @@ Status SchedulerNode::Impl::start() {
           }
   }
   floors_ = sc.spec.delays;
+  delays_now_ = floors_;
   RuntimeConfig rc;
   rc.shards = set_.shards;
   rc.max_models = model_capacity_;
@@ -487,6 +488,7 @@ void SchedulerNode::Impl::update_delays(TimePoint now) {
   for (auto& rt : runtimes_)
     if (Status s = rt->set_delays(*d); !s.ok()) return;
   delays_->commit(*d);
+  delays_now_ = *d;
 }
 
 // ---- SchedulerNode ---------------------------------------------------------------------

@@ -480,6 +480,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   wire::Welcome welcome(std::uint32_t peer_id) const;
   void send_outcome_now(std::uint32_t frontend, std::uint32_t gen, const wire::OutcomeEntry& e,
                         std::string text, ModelId refused = kNoModel, TimePoint arrival = {});
+  // Ends a submitted request that judge_on_arrival refused (`why`), unqueued.
+  void drop_on_arrival(Peer& p, FrontendInfo& f, const wire::SubmitEntry& e, DropReason why, TimePoint now);
   bool drain_batches();
   bool drain_outcomes();
   bool publish_admission();
@@ -518,7 +520,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   // (every device without one): where its sub-cluster may run it.
   std::vector<SubClusterManager::DeviceRef> group_devices(ModelId id,
                                                           const std::vector<std::uint32_t>& backends) const;
-  Delays floors_;  // the config's delays: what is learned never goes below
+  Delays floors_;      // the config's delays: what is learned never goes below
+  Delays delays_now_;  // what the runtimes plan with now (floors_, then the learner's); progress thread
   Sink sink_{this};
   std::vector<std::unique_ptr<Rt>> runtimes_;  // one per sub-cluster
   // Per model id: why it is not served now ("unloading", "unloaded", "unloaded

@@ -104,6 +104,24 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
                        bad);
       continue;
     }
+    // Its times count from its arrival at the frontend's machine (`waited`
+    // before the frontend sent it); the one-way delay since is the
+    // network's, so it counts with the least a batch of one needs
+    // (request_times.hpp). Judged as serve judges, with the delays the
+    // runtimes plan with: one no batch of one can serve ends here.
+    const ModelConfig& mc = models_[e.model];
+    const Duration waited = Duration::microseconds(e.waited_us);
+    const Duration left = Duration::nanoseconds(e.budget_ns);
+    const Duration least = least_budget(delays_now_, mc.profile.latency(1)) + f.one_way;
+    // (A deadline that passed before it was sent, in the client's queue or
+    // while it failed over, was there to be met: expired.)
+    if (const DropReason why = left <= Duration::zero()
+                                   ? DropReason::kExpired
+                                   : judge_on_arrival(min(left + waited, mc.slo), waited, least);
+        why != DropReason::kNone) {
+      drop_on_arrival(p, f, e, why, now);
+      continue;
+    }
     std::uint32_t slot;
     if (!alloc_slot(slot)) {
       n_->no_slot.fetch_add(1, std::memory_order_relaxed);
@@ -135,8 +153,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     s.subcluster = j;
     // Planned against the target (request_times.hpp): a budget longer than
     // the model's SLO adds no waiting.
-    const TimePoint target =
-        request_times(now, models_[e.model].slo, Duration::nanoseconds(e.budget_ns)).target - f.one_way;
+    const TimePoint target = now - f.one_way + min(left, mc.slo - waited);
     const SubmitStatus st = submitters_[j]->submit(e.model, tag, target, e.level);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
       subs_->ended(j, e.model, false);
@@ -147,6 +164,20 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     n_->accepted(e.model, e.level);
   }
   n_->submitted.fetch_add(v.entries.size(), std::memory_order_relaxed);
+}
+
+void SchedulerNode::Impl::drop_on_arrival(Peer& p, FrontendInfo& f, const wire::SubmitEntry& e,
+                                          DropReason why, TimePoint now) {
+  // Counted as the runtime's drops are (on_outcome), never queued.
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  n_->accepted(e.model, e.level);
+  n_->ended(e.model, Outcome::kDropped, now, now, TimePoint::infinite(), TimePoint::infinite(), now_ms);
+  n_->outcome(e.model, Outcome::kDropped, why, e.level);
+  send_outcome_now(p.index, f.generation,
+                   {e.request, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(why)},
+                   {}, refused_on_arrival(why) ? e.model : kNoModel, now);
 }
 
 void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {

@@ -219,7 +219,10 @@ void SchedulerNode::Impl::take_over(TimePoint now) {
     d.resp = max(d.resp, Duration::nanoseconds(mirror_.d_resp_ns));
     bool applied = true;
     for (auto& rt : runtimes_) applied &= rt->set_delays(d).ok();
-    if (applied) delays_->commit(d);
+    if (applied) {
+      delays_->commit(d);
+      delays_now_ = d;
+    }
     // Its backends re-register before the requests it had accepted are
     // scheduled again (each says which it still runs).
     expected_backends_.clear();

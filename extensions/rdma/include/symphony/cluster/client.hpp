@@ -205,9 +205,13 @@ class Client {
   Status infer_async(std::string_view model, std::span<const std::uint8_t> input, std::optional<Duration> slo,
                      Callback done, std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
   // The same with the input in parts, copied straight into the registered
-  // pool one after the other (no intermediate buffer).
+  // pool one after the other (no intermediate buffer). `waited`: how long
+  // the request had waited before this call (a frontend's read of it); its
+  // target and deadline count from then, and one whose target a batch of
+  // one can no longer reach ends dropped (expired) at once, nothing sent.
   Status infer_async(std::string_view model, Parts input, std::optional<Duration> slo, Callback done,
-                     std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
+                     std::uint64_t* ticket = nullptr, std::uint32_t priority = 0,
+                     Duration waited = Duration::zero());
   // A slot of `bytes` bytes of the registered pool for a request of
   // `model`, to write its input into before submitting it with the overload
   // below (no copy). Fails at once, with nothing reserved: for an unknown
@@ -220,7 +224,8 @@ class Client {
   // model it was reserved for; otherwise as infer_async above. The slot is
   // taken whatever happens: refused, it returns to the pool.
   Status infer_async(InputSlot input, std::optional<Duration> slo, Callback done,
-                     std::uint64_t* ticket = nullptr, std::uint32_t priority = 0);
+                     std::uint64_t* ticket = nullptr, std::uint32_t priority = 0,
+                     Duration waited = Duration::zero());
   // The caller of request `ticket` went away: asks the scheduler to withdraw
   // it (see Cancellation above). Any thread; never blocks; an unknown or
   // ended ticket is ignored, and so is a cancel while disconnected (pending

@@ -199,8 +199,9 @@ class ClusterService final : public front::InferenceService {
   Status check_unsized(const Model& m, std::span<const std::span<const std::uint8_t>> parts) const;
   // submit() once the model is known (and its pool region usable, or not waited for).
   std::uint64_t submit_to(const Model& m, front::InferRequest&& req, Duration budget, Done done);
+  // Each of the request's k samples as a request (`spent`: the wait before it).
   std::uint64_t submit_samples(const Model& m, const front::InferRequest& req, std::uint32_t k,
-                               Duration budget, std::uint32_t priority, Done done);
+                               Duration budget, Duration spent, std::uint32_t priority, Done done);
   void sample_done(const std::shared_ptr<Samples>& g, std::uint32_t i, front::Reply&& r);
   void finish_waiting(const std::shared_ptr<Waiting>& w, front::Reply&& r);  // its one end
 

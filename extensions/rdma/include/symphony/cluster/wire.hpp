@@ -64,8 +64,11 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // same index may follow). Version 21 adds the backlog share to
 // AdmissionEntry. Version 22 adds a model's least budget to ModelEntry (a
 // frontend tells a request that waited to be read from one that never could
-// be served, as serve does).
-inline constexpr std::uint16_t kVersion = 22;
+// be served, as serve does). Version 23 fills SubmitEntry's padding with
+// the time the request waited before its frontend sent it (its target counts
+// from its arrival; the scheduler tells an expired request from one that
+// never could be served, as serve does).
+inline constexpr std::uint16_t kVersion = 23;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -522,7 +525,7 @@ struct BatchDone {
 // ---- hot messages: fixed-size entries read through views ------------------------
 // (wire.cc static_asserts each k*EntryBytes against the entry's description)
 
-struct SubmitEntry {          // 40 bytes: the fields in order, pad 4
+struct SubmitEntry {          // 40 bytes: the fields in order
   std::uint64_t request = 0;  // the frontend's request id
   std::uint64_t addr = 0;     // input: remote address in the frontend's pool
   std::uint32_t len = 0;      // input bytes
@@ -531,6 +534,10 @@ struct SubmitEntry {          // 40 bytes: the fields in order, pad 4
   // Its priority level, 0 the highest (Triton's priority - 1), below the
   // model's priority_levels (ModelEntry).
   std::uint32_t level = 0;
+  // How long it had waited, since it reached the frontend's machine, when
+  // the frontend's client took it (Client::infer_async's `waited`), in us:
+  // its target is the model's SLO from then.
+  std::uint32_t waited_us = 0;
 };
 inline constexpr std::size_t kSubmitEntryBytes = 40;
 
