@@ -99,20 +99,20 @@ void ServeApp::resize_input_pool_until_done() {
   resize_cv_.notify_all();
   if (resizer_.joinable()) return;
   resizer_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> held(mu_);
     while (!stopped_) {
       if (resizes_done_ == resizes_asked_) {
-        resize_cv_.wait(lock);
+        resize_cv_.wait(held);
         continue;
       }
-      resize_cv_.wait_for(lock, std::chrono::seconds(1));
+      resize_cv_.wait_for(held, std::chrono::seconds(1));
       if (stopped_) break;
       // A resize asked while this one runs sizes for the models then: it is
       // done only with those asked before.
       const std::uint64_t asked = resizes_asked_;
-      lock.unlock();
+      held.unlock();
       const bool done = resize_input_pool();
-      lock.lock();
+      held.lock();
       if (done) resizes_done_ = asked;
     }
   });
