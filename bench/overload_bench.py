@@ -142,6 +142,12 @@ MODELS = {
 }
 
 
+def hold_args(a):
+    """--overload-hold when `a` names one (None: the front's default)."""
+    h = getattr(a, "overload_hold", None)
+    return [] if h is None else ["--overload-hold", f"{h:g}"]
+
+
 class Serve:
     def __init__(self, a, tmp, model, admission, scheduler_nice=None, scheduler_realtime=None):
         cfg = os.path.join(tmp, "serve.yaml")
@@ -157,7 +163,7 @@ class Serve:
         self.log = open(os.path.join(tmp, "serve.log"), "w")
         self.p = subprocess.Popen(pinned(getattr(a, "pin_server", None))
                                   + [a.symphony, "serve", cfg, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
-                                     "--metrics", "127.0.0.1:0", "--port-file", pf, "--quiet"],
+                                     "--metrics", "127.0.0.1:0", "--port-file", pf, "--quiet"] + hold_args(a),
                                   stdout=self.log, stderr=subprocess.STDOUT)
         until = time.time() + 30
         while not os.path.exists(pf):
@@ -339,7 +345,8 @@ class Cluster:
         self.wait(lambda: " registered " in open(os.path.join(tmp, "scheduler.log")).read(), "backend")
         pf = os.path.join(tmp, "fe.ports")
         self.start("frontend", ["frontend", "--scheduler", self.addr, "--config", self.config, "--http",
-                                "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--port-file", pf, "--quiet"])
+                                "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--port-file", pf, "--quiet"]
+                   + hold_args(a))
         self.wait(lambda: os.path.exists(pf), "frontend")
         with open(pf) as f:
             self.ports = json.load(f)

@@ -28,6 +28,7 @@ struct FrontArgs {
   std::uint32_t max_connections = 0;  // 0: front::default_max_connections()
   double http_request_timeout_s = 10;
   double http_idle_timeout_s = 60;
+  double http_overload_hold_s = 0.5;
   bool allow_client_shm = false;  // clients may register system shared memory
 
   bool any() const { return !http.empty() || !grpc.empty(); }
@@ -35,7 +36,7 @@ struct FrontArgs {
 };
 
 // Adds --http, --grpc, --port-file, --http-threads, --max-inflight,
-// --max-connections, --request-timeout, --idle-timeout and
+// --max-connections, --request-timeout, --idle-timeout, --overload-hold and
 // --allow-client-shm to `cmd`.
 // --http and --grpc not given take SYMPHONY_HTTP and SYMPHONY_GRPC from the
 // environment (the container image sets Triton's ports; docs/deploy.md).

@@ -162,7 +162,7 @@ struct HttpServer::Impl {
   // Declared before the io_context: sessions still queued in it when it is
   // destroyed unregister themselves here.
   std::atomic<bool> stopping{false};
-  std::atomic<std::uint64_t> accepted{0}, refused{0}, evicted{0}, requests{0}, bad{0};
+  std::atomic<std::uint64_t> accepted{0}, refused{0}, evicted{0}, requests{0}, bad{0}, held{0};
   std::atomic<std::uint32_t> open{0};
   std::mutex mu;  // sessions
   std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions;
@@ -187,7 +187,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       : srv_(srv),
         socket_(std::move(socket)),
         read_timer_(socket_.get_executor()),
-        write_timer_(socket_.get_executor()) {
+        write_timer_(socket_.get_executor()),
+        hold_timer_(socket_.get_executor()) {
     srv_.open.fetch_add(1);
   }
   ~HttpSession() {
@@ -239,6 +240,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   struct Slot {
     std::uint64_t seq = 0;
     TimePoint arrived;       // when the kernel received the read that completed it
+    TimePoint read;          // when this server read it
+    TimePoint hold_until;    // its answer is not written before (hold_refusal())
     bool ready = false;      // `res` is the response, to be written in turn
     bool interim = false;    // "100 Continue" before a request's body
     bool keep_alive = true;  // false: the connection closes after it
@@ -303,6 +306,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     buffer_.commit(static_cast<std::size_t>(n));
     const TimePoint now = SteadyClock{}.now();
     arrived_ = now;
+    read_ = now;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
       timespec stamp, wall;
@@ -442,6 +446,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_.reset();
     Slot& s = push_slot();
     s.arrived = arrived_;
+    s.read = read_;
     s.version = req.version();
     s.keep_alive = req.keep_alive();
     if (!s.keep_alive) stop_reading_ = true;  // the client sends nothing after it
@@ -734,7 +739,25 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     res.body() = std::move(b.body);
     if (s.traced) s.tr.encoded = trace::now();
+    hold_refusal(s, r);
     ready(s);
+  }
+
+  // Holds the answer to a request refused on arrival, or expired, that had
+  // waited to be read longer than overload_hold_after: the front is behind
+  // its clients, and one that sends again at once waits here instead of
+  // adding to the requests that wait in the sockets. (An expiry is not told
+  // apart from one in the queue: with the front behind, its answer is not
+  // reached by the time since the read, and a 504 held is as good as late.)
+  void hold_refusal(Slot& s, const Reply& r) {
+    const HttpOptions& o = srv_.opts;
+    if (o.overload_hold <= Duration::zero() || s.read - s.arrived <= o.overload_hold_after) return;
+    const bool refused = r.accepted ? r.outcome == Outcome::kDropped &&
+                                          (refused_on_arrival(r.reason) || r.reason == DropReason::kExpired)
+                                    : r.code == Code::kResourceExhausted || r.code == Code::kUnavailable;
+    if (!refused) return;
+    s.hold_until = SteadyClock{}.now() + o.overload_hold;
+    srv_.held.fetch_add(1, std::memory_order_relaxed);
   }
 
   void respond(Slot& s, http::status st, std::string body) {
@@ -762,6 +785,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void maybe_write() {
     if (writing_ || closed_ || slots_.empty() || !slots_.front().ready) return;
     Slot& s = slots_.front();
+    if (s.hold_until != TimePoint{} && !srv_.stopping.load()) {
+      if (SteadyClock{}.now() < s.hold_until) {
+        if (!holding_) {
+          holding_ = true;
+          hold_timer_.expires_after(to_chrono(s.hold_until - SteadyClock{}.now()));
+          hold_timer_.async_wait([self = shared_from_this()](beast::error_code) {
+            self->holding_ = false;
+            self->maybe_write();
+          });
+        }
+        return;
+      }
+    }
     writing_ = true;
     const std::uint64_t gen = ++write_gen_;
     write_timer_.expires_after(to_chrono(srv_.opts.request_timeout));
@@ -840,6 +876,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     ++write_gen_;
     read_timer_.cancel();
     write_timer_.cancel();
+    hold_timer_.cancel();
     // Nobody is left to answer: queued requests never run.
     cancel_pending();
     beast::error_code ec;
@@ -850,10 +887,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HttpServer::Impl& srv_;
   tcp::socket socket_;
   net::steady_timer read_timer_, write_timer_;
+  net::steady_timer hold_timer_;                // the front slot's hold_until
+  bool holding_ = false;                        // hold_timer_ is armed
   std::uint64_t read_gen_ = 0, write_gen_ = 0;  // which deadline a timer's handler belongs to
   Wait wait_ = Wait::kNone;
   beast::flat_buffer buffer_;
   TimePoint arrived_;  // the kernel's stamp of the last read (receive())
+  TimePoint read_;     // when it was read
   std::optional<http::request_parser<http::string_body>> parser_;  // the request being read
   bool header_checked_ = false;
   std::deque<Slot> slots_;  // owed responses, oldest first (references stay valid on push_back)
@@ -968,6 +1008,7 @@ HttpStats HttpServer::stats() const {
   s.connections_open = impl_->open.load();
   s.requests = impl_->requests.load();
   s.bad_requests = impl_->bad.load();
+  s.refusals_held = impl_->held.load();
   return s;
 }
 

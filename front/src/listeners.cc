@@ -12,6 +12,7 @@
 #include "symphony/front/grpc_server.hpp"
 #include "symphony/front/http_server.hpp"
 #include "symphony/metrics/endpoint.hpp"
+#include "symphony/metrics/exposition.hpp"
 
 namespace symphony::front {
 namespace {
@@ -52,6 +53,7 @@ Result<std::unique_ptr<Listeners>> Listeners::start(Front& front, const ListenOp
     ho.max_connections = o.max_connections ? o.max_connections : default_max_connections();
     ho.request_timeout = o.request_timeout;
     ho.idle_timeout = o.idle_timeout;
+    ho.overload_hold = o.overload_hold;
     auto h = HttpServer::start(front, ho);
     if (!h.ok()) return Status(Errc::kInvalidArgument, "--http: " + h.status().message());
     l->http_ = std::move(*h);
@@ -78,6 +80,14 @@ Listeners::~Listeners() { stop(); }
 void Listeners::stop() {
   if (http_) http_->stop();
   if (grpc_) grpc_->stop();
+}
+
+void Listeners::write_metrics(metrics::Writer& w) const {
+  if (!http_) return;
+  w.counter("symphony_front_http_refusals_held_total",
+            "HTTP refusals on arrival and expiries answered after --overload-hold: their requests had waited "
+            "to be read longer than the front can afford (docs/front.md#overload).",
+            {}, static_cast<double>(http_->stats().refusals_held));
 }
 
 std::string Listeners::where() const {

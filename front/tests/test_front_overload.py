@@ -153,51 +153,60 @@ def test_priorities_are_carried_counted_by_level_and_a_bad_priority_is_named():
         assert by[level]["dropped_by_reason"].get("expired", 0) == seen.count(expired), (level, by, seen)
 
 
+def sent_while_stopped(s, timeouts_us, tries=3):
+    """Stops the server (SIGSTOP), sends one request of `one` per budget on
+    connections already read once, waits 0.5 s and lets it run again. Each
+    try's answers are (status, drop reason, body, seconds from SIGCONT). On a
+    busy machine a stop can miss its moment (seen twice in a full run, never
+    alone): up to `tries` tries, until the first request is refused."""
+    host, port = s.http.rsplit(":", 1)
+    out = []
+    for _ in range(tries):
+        conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in timeouts_us]
+        try:
+            for c in conns:  # connected and read once
+                c.request("GET", "/v2/health/ready")
+                assert c.getresponse().read() == b'{"ready":true}'
+            os.kill(s.proc.pid, signal.SIGSTOP)
+            try:
+                for c, timeout_us in zip(conns, timeouts_us):
+                    body = json.loads(BODY)
+                    body["parameters"] = {"timeout": timeout_us}
+                    c.request("POST", "/v2/models/one/infer", body=json.dumps(body),
+                              headers={"Content-Type": "application/json"})
+                time.sleep(0.5)
+            finally:
+                os.kill(s.proc.pid, signal.SIGCONT)
+                resumed = time.monotonic()
+            answers = []
+            for c in conns:
+                r = c.getresponse()
+                answers.append((r.status, r.getheader("Symphony-Drop-Reason"), r.read().decode(errors="replace"),
+                                time.monotonic() - resumed))
+        finally:
+            for c in conns:
+                c.close()
+        out.append(answers)
+        if answers[0][0] != 200:
+            break
+    return out
+
+
 @pytest.mark.parametrize("threads", [1, 2])  # the front's I/O threads
 def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
     # The server stopped (SIGSTOP) while two requests reach its sockets: when
     # it runs again, the one whose 400 ms budget went by in the socket ends
-    # at once as expired, naming the wait (one request of `one` takes 300 ms:
+    # unqueued as expired, naming the wait (one request of `one` takes 300 ms:
     # counted from the read, it would have been served); the one with 5 s is
     # served. The server counts both. Python's http.client is the client.
-    # On a busy machine a stop can miss its moment (seen twice in a full
-    # run, never alone): up to three tries, the counts checked over all.
     s = Serve(CONFIG, extra=["--http-threads", str(threads)])
-    host, port = s.http.rsplit(":", 1)
-    tries = []
     try:
-        for _ in range(3):
-            conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(2)]
-            try:
-                for c in conns:  # connected and read once
-                    c.request("GET", "/v2/health/ready")
-                    assert c.getresponse().read() == b'{"ready":true}'
-                os.kill(s.proc.pid, signal.SIGSTOP)
-                try:
-                    for c, timeout_us in zip(conns, (400_000, 5_000_000)):
-                        body = json.loads(BODY)
-                        body["parameters"] = {"timeout": timeout_us}
-                        c.request("POST", "/v2/models/one/infer", body=json.dumps(body),
-                                  headers={"Content-Type": "application/json"})
-                    time.sleep(0.5)
-                finally:
-                    os.kill(s.proc.pid, signal.SIGCONT)
-                answers = []
-                for c in conns:
-                    r = c.getresponse()
-                    answers.append((r.status, r.getheader("Symphony-Drop-Reason"),
-                                    r.read().decode(errors="replace")))
-            finally:
-                for c in conns:
-                    c.close()
-            tries.append(answers)
-            if answers[0][0] == 504:
-                break
+        tries = sent_while_stopped(s, (400_000, 5_000_000))
     finally:
         rc, report = s.stop(signal.SIGTERM)
     assert rc == 0, s.output()
     assert all(a[0] == 200 for t in tries[:-1] for a in t), tries  # a missed stop: both served
-    (late_status, late_reason, late_body), (ok_status, _, ok_body) = tries[-1]
+    (late_status, late_reason, late_body, _), (ok_status, _, ok_body, _) = tries[-1]
     assert late_status == 504 and late_reason == "expired", tries
     assert "deadline of 400 ms" in late_body, late_body
     waited = float(re.search(r"it waited ([0-9.]+) ms to be read", late_body).group(1))
@@ -207,3 +216,29 @@ def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
     for one in (report["models"]["one"], report["server"]["models"]["one"]):
         assert one["sent"] == n and one["ok"] + one["late"] == n - 1, one
         assert one["dropped_by_reason"].get("expired") == 1, one
+
+
+@pytest.mark.parametrize("hold", [0, 1.5])  # --overload-hold, seconds
+def test_a_refusal_is_held_while_the_front_is_behind_its_clients(hold):
+    # The same stop: the 400 ms request waited 0.5 s to be read, more than the
+    # front can afford (2 ms), so its 504 is held for --overload-hold (a client
+    # that sends again at once waits there instead of in the front's sockets)
+    # and counted in /metrics; the 5 s one beside it is served. With
+    # --overload-hold 0 the refusal is answered as decided and none is held.
+    s = Serve(CONFIG, extra=["--overload-hold", str(hold), "--metrics", "127.0.0.1:0"])
+    try:
+        tries = sent_while_stopped(s, (400_000, 5_000_000))
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    finally:
+        rc, _ = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+    (status, reason, body, after), (ok_status, _, _, _) = tries[-1]
+    assert status == 504 and reason == "expired" and ok_status == 200, tries
+    held = re.search(r"^symphony_front_http_refusals_held_total (\S+)$", text, re.M)
+    assert held, text
+    if hold:
+        assert float(held.group(1)) == 1, text
+        assert after >= hold, tries  # read after SIGCONT, then held
+    else:
+        assert float(held.group(1)) == 0, text

@@ -192,6 +192,7 @@ Status ServeApp::start_metrics(const MetricsOptions& o) {
         metrics_->collect(w);
         std::lock_guard<std::mutex> l(mu_);
         if (front_) front::write_front_metrics(front_->counters(), w, /*outcomes=*/false);
+        if (listeners_) listeners_->write_metrics(w);
         write_input_pool_metrics(w);
       },
       [this]() -> std::string {

@@ -129,7 +129,7 @@ class PyServer {
   // server; returns the addresses it listens on. REQUIRES: started.
   py::dict start_front(const std::string& http, const std::string& grpc, std::uint32_t max_inflight,
                        std::uint32_t max_connections, double request_timeout_s, double idle_timeout_s,
-                       bool allow_client_shm) {
+                       double overload_hold_s, bool allow_client_shm) {
 #if SYMPHONY_HAVE_FRONT
     Status err;
     {
@@ -141,6 +141,7 @@ class PyServer {
       o.listen.max_connections = max_connections;
       o.listen.request_timeout = Duration::from_seconds(request_timeout_s);
       o.listen.idle_timeout = Duration::from_seconds(idle_timeout_s);
+      o.listen.overload_hold = Duration::from_seconds(overload_hold_s);
       o.listen.allow_shared_memory = allow_client_shm;
       err = app_->start_front(o);
     }
@@ -152,7 +153,7 @@ class PyServer {
     return out;
 #else
     (void)http, (void)grpc, (void)max_inflight, (void)max_connections, (void)request_timeout_s,
-        (void)idle_timeout_s, (void)allow_client_shm;
+        (void)idle_timeout_s, (void)overload_hold_s, (void)allow_client_shm;
     raise_for_control(Status(Errc::kInvalidArgument,
                              "this build has no Open Inference Protocol front "
                              "(configure with SYMPHONY_WITH_FRONT=ON)"));
@@ -625,7 +626,7 @@ void bind_server(py::module_& m) {
       .def("start", &PyServer::start, py::arg("pool_byte_size") = 0)
       .def("start_front", &PyServer::start_front, py::arg("http"), py::arg("grpc"), py::arg("max_inflight"),
            py::arg("max_connections"), py::arg("request_timeout_s"), py::arg("idle_timeout_s"),
-           py::arg("allow_client_shm"))
+           py::arg("overload_hold_s"), py::arg("allow_client_shm"))
       .def("stop", &PyServer::stop, py::arg("cancel"))
       .def("submit", &PyServer::submit, py::arg("model"), py::arg("inputs"), py::arg("deadline_ms"),
            py::arg("token"), py::arg("priority") = 0)

@@ -81,6 +81,7 @@ class Server:
         max_connections: int,
         request_timeout_s: float,
         idle_timeout_s: float,
+        overload_hold_s: float,
         allow_client_shm: bool,
     ) -> Dict[str, str]: ...
     def stop(self, cancel: bool) -> None: ...

@@ -549,6 +549,7 @@ class Server:
         max_connections: int = 0,
         request_timeout_s: float = 10.0,
         idle_timeout_s: float = 60.0,
+        overload_hold_s: float = 0.5,
         allow_client_shm: bool = False,
     ) -> Dict[str, str]:
         """Serves this server's models to Open Inference Protocol (KServe v2) clients,
@@ -561,7 +562,9 @@ class Server:
         ``allow_client_shm`` lets clients register system shared memory regions and
         name them in requests (``--allow-client-shm``; docs/front.md#system-shared-memory).
         ``max_connections`` bounds the HTTP connections at once; 0 takes half the
-        process's limit of open descriptors (at most 65536).
+        process's limit of open descriptors (at most 65536). ``overload_hold_s`` is how long
+        an HTTP refusal is held when the front is behind its clients (``--overload-hold``;
+        0: answer at once; docs/front.md#overload).
 
         Raises:
             ConfigError: no address given, an address that cannot be used, or a front
@@ -577,6 +580,7 @@ class Server:
                 max_connections,
                 request_timeout_s,
                 idle_timeout_s,
+                overload_hold_s,
                 allow_client_shm,
             )
         )

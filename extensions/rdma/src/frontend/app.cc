@@ -144,6 +144,7 @@ Result<std::unique_ptr<FrontendApp>> FrontendApp::start(FrontendOptions o) {
         o.metrics,
         [self](metrics::Writer& w) {
           front::write_front_metrics(self->front_->counters(), w, /*outcomes=*/true);
+          self->listeners_->write_metrics(w);
           const ClientStats s = self->client_->stats();
           w.gauge("symphony_frontend_scheduler_connected", "1 while a scheduler has accepted this frontend.",
                   {}, s.connected ? 1 : 0);

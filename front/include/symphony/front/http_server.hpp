@@ -20,7 +20,13 @@
 //    their answers are written in the order of the requests;
 //  - a request's budget counts from when the kernel received the bytes that
 //    completed it (its receive timestamp), so the time it waited in the
-//    socket for this server to read it is in the budget (InferRequest::arrived).
+//    socket for this server to read it is in the budget (InferRequest::arrived);
+//  - a refusal on arrival (429, 503) or an expiry (504) is answered at once,
+//    unless the request had waited more than overload_hold_after to be read:
+//    then the front is behind its clients, and the answer is held for
+//    overload_hold (a client that sends again at once would keep the front
+//    refusing, and every request would wait out its budget in the sockets;
+//    docs/front.md#overload).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +62,10 @@ struct HttpOptions {
   std::uint64_t inline_parse_bytes = 64u << 10;
   int parse_threads = 2;
   RestLimits limits;
+  // How long a refusal or expiry is held when its request waited more than
+  // overload_hold_after in the socket (the guarantee above); zero: never.
+  Duration overload_hold = Duration::milliseconds(500);
+  Duration overload_hold_after = Duration::milliseconds(2);
 };
 
 struct HttpStats {
@@ -64,7 +74,8 @@ struct HttpStats {
   std::uint64_t connections_evicted = 0;  // idle ones closed to make room
   std::uint32_t connections_open = 0;
   std::uint64_t requests = 0;
-  std::uint64_t bad_requests = 0;  // malformed HTTP, too large, timed out
+  std::uint64_t bad_requests = 0;   // malformed HTTP, too large, timed out
+  std::uint64_t refusals_held = 0;  // refusals and expiries answered after overload_hold (above)
 };
 
 class HttpServer {

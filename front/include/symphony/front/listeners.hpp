@@ -18,6 +18,10 @@
 #include "symphony/status.hpp"
 #include "symphony/time.hpp"
 
+namespace symphony::metrics {
+class Writer;
+}
+
 namespace symphony::front {
 
 class HttpServer;
@@ -31,6 +35,9 @@ struct ListenOptions {
   std::uint32_t max_connections = 0;
   Duration request_timeout = Duration::seconds(10);  // HTTP: first byte to last of a request
   Duration idle_timeout = Duration::seconds(60);     // HTTP keep-alive and gRPC connections
+  // HTTP: how long a refusal is held when the front is behind its clients
+  // (HttpOptions::overload_hold; zero: never).
+  Duration overload_hold = Duration::milliseconds(500);
   // Clients may register and use system shared memory (--allow-client-shm;
   // Front::allow_shared_memory).
   bool allow_shared_memory = false;
@@ -59,6 +66,9 @@ class Listeners {
   const std::string& grpc_address() const { return grpc_where_; }
   // The HTTP transport's bound on connections at once (0 without HTTP).
   std::uint32_t http_max_connections() const { return http_max_connections_; }
+  // The transports' own counters as Prometheus metrics (the front's are
+  // write_front_metrics()): the HTTP refusals held for overload.
+  void write_metrics(metrics::Writer& w) const;
   // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
   std::string where() const;
   // Writes {"http": "HOST:PORT", "grpc": "HOST:PORT"} to `path`, whole (a
