@@ -482,6 +482,10 @@ class SchedulerNode::Impl final : public Transport::Handler {
                         std::string text, ModelId refused = kNoModel, TimePoint arrival = {});
   // Ends a submitted request that judge_on_arrival refused (`why`), unqueued.
   void drop_on_arrival(Peer& p, FrontendInfo& f, const wire::SubmitEntry& e, DropReason why, TimePoint now);
+  // Counts a request's end in the node's counters (the statistics' sums and
+  // the outcome by reason and level); `ran_start` infinite: it never ran.
+  void count_end(ModelId m, Outcome o, DropReason why, std::uint32_t level, TimePoint arrival,
+                 TimePoint finish, TimePoint ran_start, TimePoint ran_end);
   bool drain_batches();
   bool drain_outcomes();
   bool publish_admission();

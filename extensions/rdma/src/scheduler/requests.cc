@@ -169,15 +169,22 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
 void SchedulerNode::Impl::drop_on_arrival(Peer& p, FrontendInfo& f, const wire::SubmitEntry& e,
                                           DropReason why, TimePoint now) {
   // Counted as the runtime's drops are (on_outcome), never queued.
-  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
   n_->accepted(e.model, e.level);
-  n_->ended(e.model, Outcome::kDropped, now, now, TimePoint::infinite(), TimePoint::infinite(), now_ms);
-  n_->outcome(e.model, Outcome::kDropped, why, e.level);
+  count_end(e.model, Outcome::kDropped, why, e.level, now, now, TimePoint::infinite(), TimePoint::infinite());
   send_outcome_now(p.index, f.generation,
                    {e.request, static_cast<std::uint8_t>(Outcome::kDropped), static_cast<std::uint8_t>(why)},
                    {}, refused_on_arrival(why) ? e.model : kNoModel, now);
+}
+
+void SchedulerNode::Impl::count_end(ModelId m, Outcome o, DropReason why, std::uint32_t level,
+                                    TimePoint arrival, TimePoint finish, TimePoint ran_start,
+                                    TimePoint ran_end) {
+  // The sums first: whoever reads the count reads them with it.
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  n_->ended(m, o, arrival, finish, ran_start, ran_end, now_ms);
+  n_->outcome(m, o, why, level);
 }
 
 void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint8_t> msg) {
@@ -201,14 +208,8 @@ void SchedulerNode::Impl::on_cancel(ConnId c, Peer& p, std::span<const std::uint
 
 void SchedulerNode::Impl::on_outcome(const RequestOutcome& o) {
   RequestSlot& s = slots_[slot_of(o.tag)];
-  if (o.model < model_capacity_) {
-    // The sums first: whoever reads the count reads them with it.
-    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-    n_->ended(o.model, o.outcome, o.arrival, o.finish, s.ran_start, s.ran_end, now_ms);
-    n_->outcome(o.model, o.outcome, o.reason, s.level);
-  }
+  if (o.model < model_capacity_)
+    count_end(o.model, o.outcome, o.reason, s.level, o.arrival, o.finish, s.ran_start, s.ran_end);
   s.ran_start = s.ran_end = TimePoint::infinite();
   const bool filtered = s.filtered.load(std::memory_order_relaxed) != 0;
   if (filtered) n_->filtered.fetch_add(1, std::memory_order_relaxed);
