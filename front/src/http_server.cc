@@ -746,9 +746,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Holds the answer to a request refused on arrival, or expired, that had
   // waited to be read longer than overload_hold_after: the front is behind
   // its clients, and one that sends again at once waits here instead of
-  // adding to the requests that wait in the sockets. (An expiry is not told
-  // apart from one in the queue: with the front behind, its answer is not
-  // reached by the time since the read, and a 504 held is as good as late.)
+  // adding to the requests that wait in the sockets. Expiries count whether
+  // decided on arrival or in the queue: with the front behind, a posted
+  // answer waits its turn on this thread, so the time since the read cannot
+  // tell them apart (and a 504 comes too late for its client either way).
   void hold_refusal(Slot& s, const Reply& r) {
     const HttpOptions& o = srv_.opts;
     if (o.overload_hold <= Duration::zero() || s.read - s.arrived <= o.overload_hold_after) return;
