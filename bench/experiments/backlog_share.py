@@ -12,7 +12,7 @@ open loop at 1x, 2x and 10x, closed loops of 64 to 4096 connections over
 HTTP, 64 to 512 over gRPC; one run per point.
 
   /usr/bin/python3 bench/experiments/backlog_share.py --out DIR [--shares 1 0.5 0.3] [--on cluster] \
-      [--overload-holds 0.2 0]
+      [--overload-holds 0.5 0]
 
 Writes DIR/backlog_share.json and prints a line per point. Bounded as
 overload_bench's points are (serve's start 30 s, each load 4 s plus its drain).
