@@ -933,8 +933,9 @@ void Client::Impl::submit(std::uint32_t index, std::uint32_t size, const Resolve
   s.len = size;
   s.waited_us = static_cast<std::uint32_t>(std::min<std::int64_t>(waited.ns() / 1000, UINT32_MAX));
   s.start = now;
-  s.deadline = now - waited + budget;
-  s.target = now - waited + std::min(budget, m.slo);
+  const RequestTimes times = request_times(now - waited, m.slo, budget);
+  s.target = times.target;
+  s.deadline = times.deadline;
   s.done = std::move(done);
   if (ticket) *ticket = (std::uint64_t{s.gen.load(std::memory_order_relaxed)} << 32) | index;
   s.state.store(kQueued, std::memory_order_release);  // release: the network thread reads the fields

@@ -112,13 +112,17 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     const ModelConfig& mc = models_[e.model];
     const Duration waited = Duration::microseconds(e.waited_us);
     const Duration left = Duration::nanoseconds(e.budget_ns);
-    const Duration least = least_budget(delays_now_, mc.profile.latency(1)) + f.one_way;
+    const TimePoint arrival = now - waited;
     // (A deadline that passed before it was sent, in the client's queue or
     // while it failed over, was there to be met: expired.)
-    if (const DropReason why = left <= Duration::zero()
-                                   ? DropReason::kExpired
-                                   : judge_on_arrival(min(left + waited, mc.slo), waited, least);
-        why != DropReason::kNone) {
+    DropReason why = DropReason::kExpired;
+    RequestTimes times;
+    if (left > Duration::zero()) {
+      times = request_times(arrival, mc.slo, left + waited);
+      const Duration least = least_budget(delays_now_, mc.profile.latency(1)) + f.one_way;
+      why = judge_on_arrival(times.target - arrival, waited, least);
+    }
+    if (why != DropReason::kNone) {
       drop_on_arrival(p, f, e, why, now);
       continue;
     }
@@ -153,7 +157,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     s.subcluster = j;
     // Planned against the target (request_times.hpp): a budget longer than
     // the model's SLO adds no waiting.
-    const TimePoint target = now - f.one_way + min(left, mc.slo - waited);
+    const TimePoint target = times.target - f.one_way;
     const SubmitStatus st = submitters_[j]->submit(e.model, tag, target, e.level);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
       subs_->ended(j, e.model, false);
