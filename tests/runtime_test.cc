@@ -854,7 +854,8 @@ TEST(RuntimeAdmissionTest, TheIngressBoundHalvesItsShareForEachLowerPriority) {
 // queue that cannot all end in time has its next batch dispatched as soon
 // as a GPU is free, possibly before the stop reaches the shard, and stop()
 // waits for the batches in flight.
-void stop_running_gpus(Rt& rt, ManualGpus& gpus) {
+template <class R>
+void stop_running_gpus(R& rt, ManualGpus& gpus) {
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
     rt.stop(StopMode::kCancel);
@@ -1142,7 +1143,48 @@ TEST(RuntimeTest, ABacklogShareOutsideItsRangeIsRefusedWithTheRange) {
   c.backlog_share = kMinBacklogShare;
   EXPECT_TRUE(c.validate().ok());
   c.backlog_share = 0.01;
-  EXPECT_EQ(c.validate().message(), "backlog_share must be in [0.05, 1]");
+  EXPECT_EQ(c.validate().message(), "backlog_share must be in [0.05, 1], or 0 for the gathering's own");
+}
+
+TEST(RuntimeAdmissionTest, TheBacklogShareIsTheGatheringsUnlessSetAndTheHintCarriesIt) {
+  // 0 (the default) takes the gathering's own: sliding window needs room
+  // for a head's batch to grow (docs/policies.md). The submitters' hint (and
+  // so a cluster frontend's copy) weighs the running batch over that share.
+  struct Case {
+    double set;
+    GatherKind gather;
+    double runs;
+  };
+  for (const Case k :
+       {Case{0, GatherKind::kTargetBatch, 1.0}, Case{0, GatherKind::kSlidingWindow, 0.5},
+        Case{0.3, GatherKind::kSlidingWindow, 0.3}, Case{0.3, GatherKind::kTargetBatch, 0.3}}) {
+    SCOPED_TRACE(std::string(to_string(k.gather)) + " " + std::to_string(k.set));
+    ExactlyOnceSink sink(64);
+    ManualGpus gpus;
+    RuntimeConfig c = small_config(1, 1, 1);
+    c.max_outstanding_per_gpu = 1;
+    c.backlog_share = k.set;
+    PolicySpec p;
+    p.gather = k.gather;
+    auto made = visit_policy(p, [&](auto exec, auto gather) -> double {
+      auto r = Runtime<ExactlyOnceSink, decltype(exec), decltype(gather)>::create(c, sink, exec, gather);
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      auto& rt = *r;
+      const ModelId m = *rt->add_model(model_ms("m", 1000, 5000, 100000, 4));
+      EXPECT_TRUE(rt->add_gpu(gpus.make_executor()).ok());
+      auto sub = rt->make_submitter();
+      for (std::uint64_t t = 1; t <= 4; ++t) EXPECT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+      ManualGpus::Taken first = gpus.take();
+      for (std::uint64_t t = 5; t <= 8; ++t) EXPECT_EQ(sub.submit(m, t), SubmitStatus::kQueued);
+      wait_for([&] { return rt->admission_hint(m).queued == 4; });
+      const double hinted = rt->admission_hint(m).share;
+      EXPECT_EQ(rt->config().backlog_share, k.runs);
+      ManualGpus::complete(first);
+      stop_running_gpus(*rt, gpus);
+      return hinted;
+    });
+    EXPECT_EQ(made, k.runs);
+  }
 }
 
 TEST(RuntimeTest, RemoveModelWaitsForItsBatchesAndTheIdCanBeReused) {

@@ -164,7 +164,7 @@ TEST(ServeConfigTest, AdmissionIsOnByDefaultAndPriorityLevelsArePerModel) {
   c = parse_serve_config("admission: false\n" + models, "a.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->admission);
-  EXPECT_DOUBLE_EQ(c->admission_backlog_share, 1.0);
+  EXPECT_EQ(c->admission_backlog_share, 0) << "absent: the gathering's own";
   c = parse_serve_config("admission_backlog_share: 0.5\n" + models, "a.yaml", "");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_DOUBLE_EQ(c->admission_backlog_share, 0.5);

@@ -33,7 +33,7 @@ struct StressOptions {
   std::string gather = "target_batch";
   std::string admission = "on";
   int thread_nice = 0;
-  double low_priority_share = 0, safety_margin_ms = 0, backlog_share = 1;
+  double low_priority_share = 0, safety_margin_ms = 0, backlog_share = 0;
   std::string json;
 };
 
@@ -159,7 +159,8 @@ int run(const StressOptions& o) {
     j["dropped_by_reason"] = nlohmann::ordered_json::object();
     for (const auto& [why, n] : r.drops_by_reason) j["dropped_by_reason"][why] = n;
     j["admission"] = c.admission;
-    j["admission_backlog_share"] = c.backlog_share;
+    j["admission_backlog_share"] =
+        c.backlog_share > 0 ? c.backlog_share : default_backlog_share(c.policy.gather);
     if (o.low_priority_share > 0) {
       j["low_priority_share"] = o.low_priority_share;
       j["sent_by_priority"] = {r.by_level[0].sent, r.by_level[1].sent};
@@ -219,7 +220,8 @@ CLI::App* add_stress(CLI::App& app, int& exit_code) {
                   "on | off: refuse at submit what the backlog cannot serve in time (overload), or queue it")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--admission-backlog-share", o.backlog_share,
-                  "share of a request's time left its model's backlog may take for it to be admitted")
+                  "share of a request's time left its model's backlog may take for it to be admitted "
+                  "(default: 1; 0.5 with --gather sliding_window)")
       ->check(CLI::Range(kMinBacklogShare, 1.0));
   cmd->add_option("--low-priority-share", o.low_priority_share,
                   "share of requests sent at the lower of two priority levels (0: one level)")

@@ -129,9 +129,24 @@ concept GatherPolicy = requires(const P p, ModelQueue& q, const GatherInputs& in
   { p.gather(q, in, drop) } -> std::same_as<GatherResult>;
 };
 
+// The share of a request's time left that admission lets its model's backlog
+// take when none is set (RuntimeConfig::backlog_share 0), for gathering G:
+// G::kBacklogShare, else 1 (only what cannot end by its deadline is refused).
+template <class G>
+constexpr double default_backlog_share() noexcept {
+  if constexpr (requires { G::kBacklogShare; })
+    return G::kBacklogShare;
+  else
+    return 1.0;
+}
+
 // GetBatch with a sliding window from the head of the queue.
 struct SlidingWindowGather {
   static constexpr const char* kName = "sliding_window";
+  // Admission's default backlog share (default_backlog_share): at 1 a head
+  // admitted against its deadline has no room for its batch to grow, and
+  // batches fall to one or two under overload (docs/policies.md).
+  static constexpr double kBacklogShare = 0.5;
 
   template <class DropFn>
   GatherResult gather(ModelQueue& q, const GatherInputs& in, DropFn&& drop) const {
@@ -145,6 +160,7 @@ struct SlidingWindowGather {
 // GetBatch that sheds heads to keep batches near a target size (Nexus).
 struct TargetBatchGather {
   static constexpr const char* kName = "target_batch";
+  static constexpr double kBacklogShare = 1.0;
 
   template <class DropFn>
   GatherResult gather(ModelQueue& q, const GatherInputs& in, DropFn&& drop) const {

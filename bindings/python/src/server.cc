@@ -541,7 +541,7 @@ void bind_server(py::module_& m) {
                        std::uint32_t profile_max_batch, int profile_repeats, bool recalibrate,
                        double load_run_wait_ms, const std::string& overlap, const py::object& log,
                        const py::object& dispatcher, bool numpy_outputs, bool defer_without_history,
-                       bool admission, double admission_backlog_share) {
+                       bool admission, std::optional<double> admission_backlog_share) {
              ServerOptions o;
              o.devices = devices;
              auto p = parse_policy(policy);
@@ -574,11 +574,14 @@ void bind_server(py::module_& m) {
                raise(ErrorKind::kConfig, "overlap must be 'auto', 'on' or 'off', got '" + overlap + "'");
              o.defer_without_history = defer_without_history;
              o.admission = admission;
-             if (!(admission_backlog_share >= kMinBacklogShare && admission_backlog_share <= 1))
-               raise(ErrorKind::kConfig, "admission_backlog_share must be in [" +
-                                             detail::format_number(kMinBacklogShare) + ", 1], got " +
-                                             detail::format_number(admission_backlog_share));
-             o.admission_backlog_share = admission_backlog_share;
+             if (admission_backlog_share) {  // None: the gathering's own
+               const double s = *admission_backlog_share;
+               if (!(s >= kMinBacklogShare && s <= 1))
+                 raise(ErrorKind::kConfig, "admission_backlog_share must be in [" +
+                                               detail::format_number(kMinBacklogShare) + ", 1], got " +
+                                               detail::format_number(s));
+               o.admission_backlog_share = s;
+             }
              return std::make_unique<PyServer>(std::move(o), log, dispatcher, numpy_outputs);
            }),
            py::arg("devices"), py::arg("policy"), py::arg("gather"), py::arg("cpu_threads"),
@@ -586,7 +589,7 @@ void bind_server(py::module_& m) {
            py::arg("profile_latency"), py::arg("profile_max_batch"), py::arg("profile_repeats"),
            py::arg("recalibrate"), py::arg("load_run_wait_ms"), py::arg("overlap"), py::arg("log"),
            py::arg("dispatcher"), py::arg("numpy_outputs"), py::arg("defer_without_history") = false,
-           py::arg("admission") = true, py::arg("admission_backlog_share") = 1.0)
+           py::arg("admission") = true, py::arg("admission_backlog_share") = py::none())
       .def(
           "add_model",
           [](PyServer& s, const std::string& name, const std::string& path,

@@ -228,8 +228,9 @@ class Server:
             ahead of it could not serve in time (default True), as ``admission:`` in a serve config;
             False queues it to expire (docs/architecture.md#admission).
         admission_backlog_share: the share of a request's time left its model's backlog may take
-            for it to be admitted, 0.05 to 1 (default 1: only what cannot end in time is refused);
-            lower keeps admitted requests' waits shorter under overload
+            for it to be admitted, 0.05 to 1 (default None: 1 with ``target_batch``, only what cannot
+            end in time is refused; 0.5 with ``sliding_window``); lower keeps admitted requests' waits
+            shorter under overload
             (docs/serving.md#how-long-admitted-requests-may-wait).
         pinned_memory_pool_byte_size: the host memory pool every request's inputs land in
             (``symphony serve --pinned-memory-pool-byte-size``; docs/front.md#the-host-memory-pool),
@@ -286,7 +287,7 @@ class Server:
         overlap: str = "auto",
         defer_without_history: bool = False,
         admission: bool = True,
-        admission_backlog_share: float = 1.0,
+        admission_backlog_share: Optional[float] = None,
         pinned_memory_pool_byte_size: int = 0,
         outputs: str = "auto",
         log: Optional[Any] = None,
@@ -332,7 +333,7 @@ class Server:
             numpy_outputs,
             bool(defer_without_history),
             bool(admission),
-            float(admission_backlog_share),
+            None if admission_backlog_share is None else float(admission_backlog_share),
         )
         if pinned_memory_pool_byte_size < 0:
             raise ConfigError(f"pinned_memory_pool_byte_size must be >= 0, got {pinned_memory_pool_byte_size}")

@@ -47,7 +47,7 @@ TEST(ClusterConfigTest, ReadsTheClusterSectionAndTheSimulatorConfig) {
   c = ok_value(parse_cluster_config(std::string("cluster:\n  token: t\n  recalibrate: false\n") + kModels,
                                     "c.yaml", ""));
   EXPECT_FALSE(c.cluster.recalibrate);
-  EXPECT_EQ(c.cluster.admission_backlog_share, 1.0) << "admission may fill the whole time left by default";
+  EXPECT_EQ(c.cluster.admission_backlog_share, 0) << "absent: each model's gathering's own";
   c = ok_value(parse_cluster_config(
       std::string("cluster:\n  token: t\n  admission_backlog_share: 0.3\n") + kModels, "c.yaml", ""));
   EXPECT_DOUBLE_EQ(c.cluster.admission_backlog_share, 0.3);

@@ -62,6 +62,8 @@ class Runtime final : private CompletionPort {
   Runtime& operator=(const Runtime&) = delete;
   ~Runtime() { stop(StopMode::kCancel); }
 
+  // As it runs: what the config left to the gathering filled in
+  // (resolved_for_gathering).
   const RuntimeConfig& config() const noexcept { return cfg_; }
 
   // ---- membership (off the hot path; blocking; any thread) -------------------------
@@ -395,6 +397,7 @@ class Runtime final : private CompletionPort {
     h.gpus = std::max(c.gpus.load(std::memory_order_relaxed), 1u);
     h.max_batch = c.max_batch.load(std::memory_order_relaxed);
     h.running_until = TimePoint::from_ns(c.running_until_ns.load(std::memory_order_relaxed));
+    h.share = cfg_.backlog_share;
     return h;
   }
 
@@ -420,7 +423,7 @@ class Runtime final : private CompletionPort {
   };
 
   Runtime(const RuntimeConfig& cfg, Sink& sink, Exec exec, Gather gather)
-      : cfg_(cfg),
+      : cfg_(resolved_for_gathering<Gather>(cfg)),
         sink_(sink),
         executors_(new std::atomic<Executor*>[cfg.max_gpus]),
         executors_owned_(cfg.max_gpus),
@@ -439,7 +442,7 @@ class Runtime final : private CompletionPort {
     rank_ = std::make_unique<RankThread<Timers>>(cfg, executors_.get());
     std::vector<typename RankThread<Timers>::ShardPort> ports;
     for (std::uint32_t s = 0; s < cfg.shards; ++s) {
-      shards_.push_back(std::make_unique<Shard>(s, cfg, sink, exec, gather, rank_->inbox(), executors_.get(),
+      shards_.push_back(std::make_unique<Shard>(s, cfg_, sink, exec, gather, rank_->inbox(), executors_.get(),
                                                 static_cast<CompletionPort&>(*this), hints_.get()));
       ports.push_back({&shards_[s]->to_rank(), &shards_[s]->from_rank(), &shards_[s]->bell()});
     }

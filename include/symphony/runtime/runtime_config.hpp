@@ -71,8 +71,10 @@ struct RuntimeConfig {
   double ingress_wait_share = 0.25;
   bool admission = true;
   // The share of a request's time left that a model's backlog may take for it
-  // to be admitted (ModelStateConfig::backlog_share), in [kMinBacklogShare, 1].
-  double backlog_share = 1.0;
+  // to be admitted (ModelStateConfig::backlog_share), in [kMinBacklogShare, 1];
+  // 0 (the default): the gathering's own (default_backlog_share: 1, and 0.5
+  // with sliding_window).
+  double backlog_share = 0;
   // The nice value the RankThread and the shards ask for at start (0: the
   // process's own). Below zero they take the CPU before the threads that
   // feed them (a protocol front, load generators), so that a flood of
@@ -91,9 +93,10 @@ struct RuntimeConfig {
     if (shards == 0 || shards > 64) return Status(Errc::kInvalidArgument, "shards must be in [1, 64]");
     if (!(ingress_wait_share >= 0 && ingress_wait_share <= 1))
       return Status(Errc::kInvalidArgument, "ingress_wait_share must be in [0, 1]");
-    if (!(backlog_share >= kMinBacklogShare && backlog_share <= 1))
-      return Status(Errc::kInvalidArgument,
-                    "backlog_share must be in [" + detail::format_number(kMinBacklogShare) + ", 1]");
+    if (backlog_share != 0 && !(backlog_share >= kMinBacklogShare && backlog_share <= 1))
+      return Status(Errc::kInvalidArgument, "backlog_share must be in [" +
+                                                detail::format_number(kMinBacklogShare) +
+                                                ", 1], or 0 for the gathering's own");
     if (max_models == 0 || max_gpus == 0)
       return Status(Errc::kInvalidArgument, "max_models and max_gpus must be at least 1");
     if (max_gpus > (1u << 20) || max_models > (1u << 20))
@@ -118,6 +121,14 @@ struct RuntimeConfig {
     return recalibration.validate();
   }
 };
+
+// `c` as a runtime gathering with G runs it: backlog_share 0 becomes the
+// gathering's own (default_backlog_share<G>()).
+template <class G>
+RuntimeConfig resolved_for_gathering(RuntimeConfig c) noexcept {
+  if (c.backlog_share == 0) c.backlog_share = default_backlog_share<G>();
+  return c;
+}
 
 // The ingress bound in time (RuntimeConfig::ingress_wait_share): whether a
 // request with `left` until its deadline is admitted while its shard's

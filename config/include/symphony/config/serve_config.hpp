@@ -75,8 +75,9 @@ struct ServeConfig {
   // could not serve in time (on, the default), or queue it to expire (off).
   bool admission = true;
   // `admission_backlog_share:` (ServerOptions::admission_backlog_share): the
-  // share of a request's time left its model's backlog may take, [0.05, 1].
-  double admission_backlog_share = 1.0;
+  // share of a request's time left its model's backlog may take, [0.05, 1];
+  // absent (0): the gathering's own (1; 0.5 with `gather: sliding_window`).
+  double admission_backlog_share = 0;
   // `scheduler_nice:` (ServerOptions::scheduler_nice): the nice value of the
   // scheduler's threads, -10 by default (0: the process's own).
   int scheduler_nice = -10;

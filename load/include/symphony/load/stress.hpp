@@ -64,7 +64,7 @@ struct StressConfig {
   PolicySpec policy;  // exec and gathering policy
   // RuntimeConfig::admission and ingress_wait_share (off: neither).
   bool admission = true;
-  double backlog_share = 1.0;  // RuntimeConfig::backlog_share
+  double backlog_share = 0;  // RuntimeConfig::backlog_share (0: the gathering's own)
   // The share of requests sent at the lower of two priority levels (each
   // model then has priority_levels 2); 0: one level.
   double low_priority_share = 0;

@@ -103,7 +103,8 @@ struct ServerOptions {
   // admitted only if the backlog ahead of it ends within this share of its
   // time left, in (0, 1]; below 1 an admitted request waits less under
   // overload, with the same throughput while a couple of max batches fit.
-  double admission_backlog_share = 1.0;
+  // 0: the gathering's own (1; 0.5 with sliding_window).
+  double admission_backlog_share = 0;
   // The nice value of the scheduler's threads (RuntimeConfig::thread_nice):
   // below the front's, so that a flood of requests at the front cannot delay
   // the batches already admitted (bench/results/overload.md). Refused

@@ -85,8 +85,9 @@ struct ClusterSettings {
   // they refuse at once what it would refuse (docs/cluster.md#admission-at-the-frontends).
   bool frontend_admission = true;
   // The scheduler's RuntimeConfig::backlog_share (serve's
-  // admission_backlog_share; docs/serving.md#how-long-admitted-requests-may-wait).
-  double admission_backlog_share = 1.0;
+  // admission_backlog_share; docs/serving.md#how-long-admitted-requests-may-wait);
+  // 0: each model's gathering's own (1; 0.5 with sliding_window).
+  double admission_backlog_share = 0;
   // Every model's ModelConfig::defer_without_history in the scheduler (serve's
   // key; docs/serving.md#the-first-request): false sends a model's batches at
   // their earliest until a gap between two of its requests was seen.
