@@ -20,7 +20,7 @@ front::ListenOptions FrontArgs::listen_options() const {
   lo.max_connections = max_connections;
   lo.request_timeout = Duration::from_seconds(http_request_timeout_s);
   lo.idle_timeout = Duration::from_seconds(http_idle_timeout_s);
-  lo.overload_hold = Duration::from_seconds(http_overload_hold_s);
+  lo.overload_hold = Duration::from_seconds(overload_hold_s);
   lo.allow_shared_memory = allow_client_shm;
   return lo;
 }
@@ -51,11 +51,13 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
   cmd->add_option("--idle-timeout", a.http_idle_timeout_s,
                   "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--overload-hold", a.http_overload_hold_s,
-                  "seconds an HTTP refusal on arrival (429, 503) or expiry (504) is held "
-                  "when its request waited over 2 ms to be read: clients that send again at once then wait "
-                  "instead of keeping the front refusing (0: answer at once; default 0.5; "
-                  "docs/front.md#overload)")
+  cmd->add_option(
+         "--overload-hold", a.overload_hold_s,
+         "seconds a refusal on arrival (429, 503) or expiry (504) is held: over HTTP when its "
+         "request waited over 2 ms to be read, over gRPC when its connection had another within the "
+         "hold (at most until 2 ms before the call's deadline); clients that send again at once then "
+         "wait instead of keeping the front refusing (0: answer at once; default 0.5; "
+         "docs/front.md#overload)")
       ->check(CLI::Range(0.0, 60.0));
   cmd->add_flag("--allow-client-shm", a.allow_client_shm,
                 "let clients register system shared memory regions and name them in requests (any shared "

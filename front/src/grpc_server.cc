@@ -1,6 +1,7 @@
 // The protocol's gRPC transport (grpc_server.hpp).
 #include "symphony/front/grpc_server.hpp"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
 
@@ -13,6 +14,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
@@ -570,13 +572,83 @@ class Answerers {
   std::vector<std::thread> threads_;
 };
 
+// The repeated refusals held per connection (GrpcOptions::overload_hold,
+// grpc_server.hpp). A connection is known by its peer address; one with no
+// refusal within the hold and none held is forgotten (pruned as the table
+// grows). The calls' alarms answer them; release() once each fires.
+class RefusalHolds {
+ public:
+  explicit RefusalHolds(Duration hold) : hold_(hold) {}
+
+  // Whether the refusal about to be answered on `ctx`'s call waits, and
+  // until when (*until); counts it held on its connection (*peer) if so.
+  bool take(grpc::CallbackServerContext* ctx, std::chrono::system_clock::time_point* until,
+            std::string* peer) {
+    if (hold_ <= Duration::zero()) return false;
+    const auto wall = std::chrono::system_clock::now();
+    *until = wall + std::chrono::nanoseconds(hold_.ns());
+    // The client's library ends the call at its deadline (DEADLINE_EXCEEDED):
+    // the refusal is answered before it, as a refusal.
+    if (ctx->deadline() != std::chrono::system_clock::time_point::max())
+      *until = std::min(*until, ctx->deadline() - std::chrono::milliseconds(2));
+    const TimePoint now = SteadyClock{}.now();
+    *peer = ctx->peer();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    Conn& c = conns_[*peer];
+    const bool again = now - c.last < hold_;
+    c.last = now;
+    if (!again || c.held >= GrpcServer::kMaxHeldPerConnection || *until <= wall) {
+      if (conns_.size() > prune_at_) prune(now);
+      return false;
+    }
+    ++c.held;
+    held_total_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // A held refusal is answered now: its connection's hold counts from here.
+  void release(const std::string& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = conns_.find(peer);
+    if (it == conns_.end()) return;
+    --it->second.held;
+    it->second.last = SteadyClock{}.now();
+  }
+  // No refusal is held from now on (those held are answered as their alarms
+  // fire, within the hold).
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  std::uint64_t held() const noexcept { return held_total_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Conn {
+    TimePoint last = TimePoint::neg_infinite();  // its last refusal taken or held one answered
+    std::uint32_t held = 0;
+  };
+  void prune(TimePoint now) {
+    std::erase_if(conns_,
+                  [&](const auto& kv) { return kv.second.held == 0 && now - kv.second.last >= hold_; });
+    prune_at_ = std::max<std::size_t>(1024, 2 * conns_.size());
+  }
+
+  const Duration hold_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Conn> conns_;
+  std::size_t prune_at_ = 1024;
+  bool stopping_ = false;
+  std::atomic<std::uint64_t> held_total_{0};
+};
+
 // The call whose reaction this thread runs now (see Answerers).
 thread_local const void* t_reacting = nullptr;
 
 class InferReactor final : public grpc::ServerUnaryReactor {
  public:
-  InferReactor(Front& front, Answerers& answerers, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp)
-      : front_(front), answerers_(answerers), ctx_(ctx), out_(resp) {}
+  InferReactor(Front& front, Answerers& answerers, RefusalHolds& holds, grpc::CallbackServerContext* ctx,
+               grpc::ByteBuffer* resp)
+      : front_(front), answerers_(answerers), holds_(holds), ctx_(ctx), out_(resp) {}
 
   void start(const grpc::ByteBuffer& bytes) {
     if (trace::enabled()) tr_.received = trace::now();
@@ -636,7 +708,19 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       if (r.outcome == Outcome::kDropped)
         ctx_->AddTrailingMetadata("symphony-drop-reason", std::string(to_string(r.reason)));
     }
-    if (r.code != Code::kOk) return Finish(grpc::Status(grpc_code(r.code), r.message));
+    if (r.code != Code::kOk) {
+      grpc::Status st(grpc_code(r.code), r.message);
+      std::chrono::system_clock::time_point until;
+      if (holdable_refusal(r) && holds_.take(ctx_, &until, &held_on_)) {
+        hold_ = std::make_unique<grpc::Alarm>();
+        hold_->Set(until, [this, st = std::move(st)](bool) {
+          holds_.release(held_on_);
+          Finish(st);
+        });
+        return;
+      }
+      return Finish(st);
+    }
     fill_response(r, asked_, &resp_);
     bool own = false;
     grpc::Status s =
@@ -647,8 +731,11 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 
   Front& front_;
   Answerers& answerers_;
+  RefusalHolds& holds_;
   grpc::CallbackServerContext* ctx_;
-  grpc::ByteBuffer* out_;  // the call's response, serialized by hand (ModelInfer is raw)
+  grpc::ByteBuffer* out_;              // the call's response, serialized by hand (ModelInfer is raw)
+  std::unique_ptr<grpc::Alarm> hold_;  // answers a held refusal (RefusalHolds)
+  std::string held_on_;                // the connection it is held on
   inference::ModelInferResponse resp_;
   std::vector<InferRequest::Output> asked_;
   std::atomic<std::uint64_t> ticket_{0};
@@ -868,7 +955,7 @@ static_assert(std::is_base_of_v<gis::Service, CallbackServiceRawInfer>);
 
 class Service final : public CallbackServiceRawInfer {
  public:
-  Service(Front& f, Answerers& a) : front_(f), answerers_(a) {}
+  Service(Front& f, Answerers& a, RefusalHolds& h) : front_(f), answerers_(a), holds_(h) {}
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx, const inference::ServerLiveRequest*,
                                        inference::ServerLiveResponse* resp) override {
@@ -972,7 +1059,7 @@ class Service final : public CallbackServiceRawInfer {
   }
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                        grpc::ByteBuffer* resp) override {
-    auto* r = new InferReactor(front_, answerers_, ctx, resp);
+    auto* r = new InferReactor(front_, answerers_, holds_, ctx, resp);
     r->start(*req);
     return r;
   }
@@ -1114,13 +1201,15 @@ class Service final : public CallbackServiceRawInfer {
   }
   Front& front_;
   Answerers& answerers_;
+  RefusalHolds& holds_;
 };
 
 }  // namespace
 
 struct GrpcServer::Impl {
-  explicit Impl(Front& f) : service(f, answerers) {}
+  Impl(Front& f, Duration hold) : holds(hold), service(f, answerers, holds) {}
   Answerers answerers;  // before the service, which holds it
+  RefusalHolds holds;
   Service service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -1132,7 +1221,7 @@ GrpcServer::~GrpcServer() { stop(Duration::zero()); }
 
 Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Front& front, GrpcOptions o) {
   set_grpc_process_defaults();
-  auto impl = std::make_unique<Impl>(front);
+  auto impl = std::make_unique<Impl>(front, o.overload_hold);
   const std::string where =
       (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" + std::to_string(o.port);
   grpc::ServerBuilder b;
@@ -1153,9 +1242,12 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Front& front, GrpcOptions 
 
 std::uint16_t GrpcServer::port() const noexcept { return static_cast<std::uint16_t>(impl_->port); }
 
+GrpcStats GrpcServer::stats() const { return GrpcStats{impl_->holds.held()}; }
+
 void GrpcServer::stop(Duration grace) {
   if (impl_->stopped) return;
   impl_->stopped = true;
+  impl_->holds.stop();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::nanoseconds(grace.ns()));
   impl_->server->Wait();
   impl_->answerers.stop();

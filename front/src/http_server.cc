@@ -753,10 +753,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void hold_refusal(Slot& s, const Reply& r) {
     const HttpOptions& o = srv_.opts;
     if (o.overload_hold <= Duration::zero() || s.read - s.arrived <= o.overload_hold_after) return;
-    const bool refused = r.accepted ? r.outcome == Outcome::kDropped &&
-                                          (refused_on_arrival(r.reason) || r.reason == DropReason::kExpired)
-                                    : r.code == Code::kResourceExhausted || r.code == Code::kUnavailable;
-    if (!refused) return;
+    if (!holdable_refusal(r)) return;
     s.hold_until = SteadyClock{}.now() + o.overload_hold;
     srv_.held.fetch_add(1, std::memory_order_relaxed);
   }

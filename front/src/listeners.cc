@@ -67,6 +67,7 @@ Result<std::unique_ptr<Listeners>> Listeners::start(Front& front, const ListenOp
     go.host = addr->first;
     go.port = static_cast<std::uint16_t>(addr->second);
     go.idle_timeout = o.idle_timeout;
+    go.overload_hold = o.overload_hold;
     auto g = GrpcServer::start(front, go);
     if (!g.ok()) return Status(Errc::kInvalidArgument, "--grpc: " + g.status().message());
     l->grpc_ = std::move(*g);
@@ -83,11 +84,18 @@ void Listeners::stop() {
 }
 
 void Listeners::write_metrics(metrics::Writer& w) const {
-  if (!http_) return;
-  w.counter("symphony_front_http_refusals_held_total",
-            "HTTP refusals on arrival and expiries answered after --overload-hold: their requests had waited "
-            "to be read longer than the front can afford (docs/front.md#overload).",
-            {}, static_cast<double>(http_->stats().refusals_held));
+  if (http_)
+    w.counter(
+        "symphony_front_http_refusals_held_total",
+        "HTTP refusals on arrival and expiries answered after --overload-hold: their requests had waited "
+        "to be read longer than the front can afford (docs/front.md#overload).",
+        {}, static_cast<double>(http_->stats().refusals_held));
+  if (grpc_)
+    w.counter(
+        "symphony_front_grpc_refusals_held_total",
+        "gRPC ModelInfer refusals on arrival and expiries held up to --overload-hold: their connection had "
+        "another answered within the hold (docs/front.md#overload).",
+        {}, static_cast<double>(grpc_->stats().refusals_held));
 }
 
 std::string Listeners::where() const {

@@ -242,3 +242,61 @@ def test_a_refusal_is_held_while_the_front_is_behind_its_clients(hold):
         assert after >= hold, tries  # read after SIGCONT, then held
     else:
         assert float(held.group(1)) == 0, text
+
+
+@pytest.mark.parametrize("hold", [0, 1.5])  # --overload-hold, seconds
+def test_a_grpc_refusal_is_held_when_its_connection_had_another(hold):
+    # gRPC gives no receive stamp: a refusal is held when its connection had
+    # another within the hold (a client that sends again at once after each).
+    # Three requests of 300 ms fill `one`'s 1 s on connection F; then on X,
+    # A is refused and answered at once, B, sent after A's answer, is held;
+    # C, on Y at the same moment, is answered at once (its connection's
+    # first). Each connection is its own (no shared subchannel).
+    s = Serve(CONFIG, extra=["--overload-hold", str(hold), "--metrics", "127.0.0.1:0"])
+    pb, pb_grpc = grpc_stubs()
+    own = [("grpc.use_local_subchannel_pool", 1)]
+
+    def request():
+        r = pb.ModelInferRequest(model_name="one")
+        r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
+        r.raw_input_contents.append(b"\0" * 16)
+        return r
+
+    def answer(f):
+        try:
+            f.result(timeout=30)
+            return grpc.StatusCode.OK, None
+        except grpc.RpcError as e:
+            return e.code(), dict(e.trailing_metadata() or ()).get("symphony-drop-reason")
+
+    try:
+        with grpc.insecure_channel(s.grpc, options=own) as f_ch, grpc.insecure_channel(
+                s.grpc, options=own) as x_ch, grpc.insecure_channel(s.grpc, options=own) as y_ch:
+            f, x, y = (pb_grpc.GRPCInferenceServiceStub(ch) for ch in (f_ch, x_ch, y_ch))
+            for stub in (x, y):  # connected before the clock starts
+                stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
+            fill = [f.ModelInfer.future(request(), timeout=30) for _ in range(3)]
+            time.sleep(0.1)  # the fill reaches the queue first
+            a = answer(x.ModelInfer.future(request(), timeout=30))
+            sent = time.monotonic()
+            b_future = x.ModelInfer.future(request(), timeout=30)
+            c = answer(y.ModelInfer.future(request(), timeout=30))
+            b = answer(b_future)
+            b_after = time.monotonic() - sent
+            filled = [answer(g) for g in fill]
+        url = re.search(r"metrics: listening on (http://\S+/metrics)", s.output()).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    finally:
+        rc, _ = s.stop(signal.SIGTERM)
+    assert rc == 0, s.output()
+    refused = (grpc.StatusCode.RESOURCE_EXHAUSTED, "overload")
+    assert a == refused and b == refused and c == refused, (a, b, c, filled)
+    # F's own refusals (the fill was meant to be admitted whole) after its first are held too.
+    on_f = sum(1 for g in filled if g == refused)
+    held = re.search(r"^symphony_front_grpc_refusals_held_total (\S+)$", text, re.M)
+    assert held, text
+    if hold:
+        assert float(held.group(1)) == 1 + max(0, on_f - 1), (text, filled)
+        assert b_after >= hold, (b_after, filled)  # decided on arrival, answered after the hold
+    else:
+        assert float(held.group(1)) == 0, text

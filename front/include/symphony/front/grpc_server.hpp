@@ -13,6 +13,14 @@
 // stream, an error as `error_message`, the outcome in the response's
 // parameters. ModelConfig and ModelStatistics answer the extensions
 // (docs/front.md).
+//
+// gRPC gives no receive stamp to tell a front behind its clients (HTTP's
+// rule); a ModelInfer refusal on arrival or expiry (holdable_refusal) is held
+// instead when its connection had another answered within overload_hold:
+// a client that sends again at once after each waits for overload_hold, or
+// to 2 ms before its call's deadline, whichever comes first. At most
+// kMaxHeldPerConnection are held on a connection at once (the others are
+// answered at once), none while the server stops (docs/front.md#overload).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +42,12 @@ struct GrpcOptions {
   Duration idle_timeout = Duration::seconds(60);
   // A new connection must finish its HTTP/2 handshake within this.
   Duration handshake_timeout = Duration::seconds(10);
+  // How long a repeated refusal on a connection is held (above); zero: never.
+  Duration overload_hold = Duration::milliseconds(500);
+};
+
+struct GrpcStats {
+  std::uint64_t refusals_held = 0;  // ModelInfer refusals and expiries held (above)
 };
 
 class GrpcServer {
@@ -44,6 +58,9 @@ class GrpcServer {
   GrpcServer& operator=(const GrpcServer&) = delete;
 
   std::uint16_t port() const noexcept;
+  GrpcStats stats() const;
+  // Refusals held on one connection at once at most (above).
+  static constexpr std::uint32_t kMaxHeldPerConnection = 8;
   // Stops accepting calls; calls still running get up to `grace` to finish,
   // then are cancelled. Idempotent.
   void stop(Duration grace = Duration::seconds(5));

@@ -35,8 +35,9 @@ struct ListenOptions {
   std::uint32_t max_connections = 0;
   Duration request_timeout = Duration::seconds(10);  // HTTP: first byte to last of a request
   Duration idle_timeout = Duration::seconds(60);     // HTTP keep-alive and gRPC connections
-  // HTTP: how long a refusal is held when the front is behind its clients
-  // (HttpOptions::overload_hold; zero: never).
+  // How long a refusal is held: on HTTP when the front is behind its clients
+  // (HttpOptions::overload_hold), on gRPC when its connection had another
+  // within the hold (GrpcOptions::overload_hold); zero: never.
   Duration overload_hold = Duration::milliseconds(500);
   // Clients may register and use system shared memory (--allow-client-shm;
   // Front::allow_shared_memory).

@@ -252,6 +252,15 @@ struct Reply {
   }
 };
 
+// Whether a transport may hold `r`'s answer while its clients flood it
+// (docs/front.md#overload): a refusal on arrival (429: overload, queue_full,
+// infeasible, a front's own bounds; 503) or an expiry (504).
+inline bool holdable_refusal(const Reply& r) noexcept {
+  return r.accepted ? r.outcome == Outcome::kDropped &&
+                          (refused_on_arrival(r.reason) || r.reason == DropReason::kExpired)
+                    : r.code == Code::kResourceExhausted || r.code == Code::kUnavailable;
+}
+
 // The reply for an outcome of the scheduler: ok and late answer with their
 // outputs (late says so in the outcome field; the answer is still useful to
 // many clients, and the accounting keeps it apart), drops answer 504, 429 or
