@@ -159,8 +159,7 @@ int run(const StressOptions& o) {
     j["dropped_by_reason"] = nlohmann::ordered_json::object();
     for (const auto& [why, n] : r.drops_by_reason) j["dropped_by_reason"][why] = n;
     j["admission"] = c.admission;
-    j["admission_backlog_share"] =
-        c.backlog_share > 0 ? c.backlog_share : default_backlog_share(c.policy.gather);
+    j["admission_backlog_share"] = r.backlog_share;
     if (o.low_priority_share > 0) {
       j["low_priority_share"] = o.low_priority_share;
       j["sent_by_priority"] = {r.by_level[0].sent, r.by_level[1].sent};

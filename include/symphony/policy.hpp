@@ -356,12 +356,6 @@ inline Result<GatherKind> parse_gather(std::string_view text) {
   return detail::policy_error({"gather '", text, "' is not one of: ", kGatherHelp});
 }
 
-// default_backlog_share<G>() of the gathering `g` names.
-constexpr double default_backlog_share(GatherKind g) noexcept {
-  return g == GatherKind::kSlidingWindow ? default_backlog_share<SlidingWindowGather>()
-                                         : default_backlog_share<TargetBatchGather>();
-}
-
 constexpr std::string_view to_string(GatherKind g) noexcept {
   return g == GatherKind::kTargetBatch ? "target_batch" : "sliding_window";
 }

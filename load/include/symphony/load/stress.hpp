@@ -87,6 +87,7 @@ struct StressReport {
   double generator_cpu_s = 0;  // CPU time of the generator threads
   double runtime_cpu_s = 0;    // the rest of the process's CPU time over the run
   RuntimeStats stats;
+  double backlog_share = 0;  // the share the runtime ran with (RuntimeConfig, resolved)
   // With two priority levels: per level (0 high, 1 low), how the requests
   // ended (sent = ended: refusals at submission end through the sink too).
   OutcomeCounts by_level[2];
@@ -275,6 +276,7 @@ Result<StressReport> run_stress_with(const StressConfig& c, Exec exec, Gather ga
 
   StressReport r;
   r.stats = rt->stats();
+  r.backlog_share = rt->config().backlog_share;
   for (std::uint64_t n : submitted) r.submitted += n;
   for (double s : gen_cpu) r.generator_cpu_s += s;
   for (int l = 0; l < 2; ++l) r.by_level[l] = sink.counts(l);

@@ -86,7 +86,8 @@ struct ClusterSettings {
   bool frontend_admission = true;
   // The scheduler's RuntimeConfig::backlog_share (serve's
   // admission_backlog_share; docs/serving.md#how-long-admitted-requests-may-wait);
-  // 0: each model's gathering's own (1; 0.5 with sliding_window).
+  // 0: the gathering's own (default_backlog_share; 1 for target_batch, the
+  // cluster's).
   double admission_backlog_share = 0;
   // Every model's ModelConfig::defer_without_history in the scheduler (serve's
   // key; docs/serving.md#the-first-request): false sends a model's batches at
