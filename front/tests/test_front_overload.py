@@ -248,16 +248,23 @@ def test_a_refusal_is_held_while_the_front_is_behind_its_clients(hold):
 def test_a_grpc_refusal_is_held_when_its_connection_had_another(hold):
     # gRPC gives no receive stamp: a refusal is held when its connection had
     # another within the hold (a client that sends again at once after each).
-    # Three requests of 300 ms fill `one`'s 1 s on connection F; then on X,
+    # Two requests of 2 s fill `slow`'s 5 s on connection F (one running, one
+    # queued: any request in the next second would end too late); then on X,
     # A is refused and answered at once, B, sent after A's answer, is held;
     # C, on Y at the same moment, is answered at once (its connection's
     # first). Each connection is its own (no shared subchannel).
-    s = Serve(CONFIG, extra=["--overload-hold", str(hold), "--metrics", "127.0.0.1:0"])
+    config = """
+    devices: emulated:1
+    policy: eager
+    models:
+      - {name: slow, input: "float32[4]", slo_ms: 5000, max_batch: 1, alpha_ms: 0, beta_ms: 2000}
+"""
+    s = Serve(config, extra=["--overload-hold", str(hold), "--metrics", "127.0.0.1:0"])
     pb, pb_grpc = grpc_stubs()
     own = [("grpc.use_local_subchannel_pool", 1)]
 
     def request():
-        r = pb.ModelInferRequest(model_name="one")
+        r = pb.ModelInferRequest(model_name="slow")
         r.inputs.add(name="input", datatype="FP32", shape=[1, 4])
         r.raw_input_contents.append(b"\0" * 16)
         return r
@@ -275,7 +282,7 @@ def test_a_grpc_refusal_is_held_when_its_connection_had_another(hold):
             f, x, y = (pb_grpc.GRPCInferenceServiceStub(ch) for ch in (f_ch, x_ch, y_ch))
             for stub in (x, y):  # connected before the clock starts
                 stub.ServerLive(pb.ServerLiveRequest(), timeout=30)
-            fill = [f.ModelInfer.future(request(), timeout=30) for _ in range(3)]
+            fill = [f.ModelInfer.future(request(), timeout=30) for _ in range(2)]
             time.sleep(0.1)  # the fill reaches the queue first
             a = answer(x.ModelInfer.future(request(), timeout=30))
             sent = time.monotonic()
