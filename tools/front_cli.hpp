@@ -28,8 +28,8 @@ struct FrontArgs {
   std::uint32_t max_connections = 0;  // 0: front::default_max_connections()
   double http_request_timeout_s = 10;
   double http_idle_timeout_s = 60;
-  double overload_hold_s = 0.5;   // HTTP and gRPC
-  bool allow_client_shm = false;  // clients may register system shared memory
+  double overload_hold_s = front::kOverloadHold.to_seconds();  // HTTP and gRPC
+  bool allow_client_shm = false;                               // clients may register system shared memory
 
   bool any() const { return !http.empty() || !grpc.empty(); }
   front::ListenOptions listen_options() const;

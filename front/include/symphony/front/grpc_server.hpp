@@ -43,7 +43,7 @@ struct GrpcOptions {
   // A new connection must finish its HTTP/2 handshake within this.
   Duration handshake_timeout = Duration::seconds(10);
   // How long a repeated refusal on a connection is held (above); zero: never.
-  Duration overload_hold = Duration::milliseconds(500);
+  Duration overload_hold = kOverloadHold;
 };
 
 struct GrpcStats {

@@ -64,7 +64,7 @@ struct HttpOptions {
   RestLimits limits;
   // How long a refusal or expiry is held when its request waited more than
   // overload_hold_after in the socket (the guarantee above); zero: never.
-  Duration overload_hold = Duration::milliseconds(500);
+  Duration overload_hold = kOverloadHold;
   Duration overload_hold_after = Duration::milliseconds(2);
 };
 

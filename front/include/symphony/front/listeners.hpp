@@ -38,7 +38,7 @@ struct ListenOptions {
   // How long a refusal is held: on HTTP when the front is behind its clients
   // (HttpOptions::overload_hold), on gRPC when its connection had another
   // within the hold (GrpcOptions::overload_hold); zero: never.
-  Duration overload_hold = Duration::milliseconds(500);
+  Duration overload_hold = kOverloadHold;
   // Clients may register and use system shared memory (--allow-client-shm;
   // Front::allow_shared_memory).
   bool allow_shared_memory = false;
@@ -68,7 +68,7 @@ class Listeners {
   // The HTTP transport's bound on connections at once (0 without HTTP).
   std::uint32_t http_max_connections() const { return http_max_connections_; }
   // The transports' own counters as Prometheus metrics (the front's are
-  // write_front_metrics()): the HTTP refusals held for overload.
+  // write_front_metrics()): the refusals each transport held for overload.
   void write_metrics(metrics::Writer& w) const;
   // "http 127.0.0.1:8000, grpc 127.0.0.1:8001"
   std::string where() const;

@@ -252,6 +252,10 @@ struct Reply {
   }
 };
 
+// How long a transport holds a refusal's answer by default (`--overload-hold`;
+// HttpOptions, GrpcOptions and ListenOptions::overload_hold; holdable_refusal).
+inline constexpr Duration kOverloadHold = Duration::milliseconds(500);
+
 // Whether a transport may hold `r`'s answer while its clients flood it
 // (docs/front.md#overload): a refusal on arrival (429: overload, queue_full,
 // infeasible, a front's own bounds; 503) or an expiry (504).
