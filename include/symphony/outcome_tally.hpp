@@ -1,5 +1,5 @@
-// OutcomeCounts and OutcomeTally: how every part of Symphony counts the
-// requests it ended (docs/architecture.md#outcomes).
+// OutcomeCounts, OutcomeTally and EndSums: how every part of Symphony counts
+// the requests it ended (docs/architecture.md#outcomes).
 //
 // OutcomeCounts is the plain record (sent; ok, late, dropped by reason,
 // errors) that reports, /metrics and the simulator's statistics are written
@@ -9,8 +9,10 @@
 //  - record() is lock-free for the counts; the latency histogram takes a mutex;
 //  - snapshot() copies; the copy's counts satisfy sent >= ended() whenever
 //    every recorded request was counted as sent first.
+// EndSums keeps the time sums of Triton's statistics extension beside them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -130,6 +132,54 @@ class OutcomeTally {
   std::atomic<std::uint64_t> late_by_deadline_{0};
   mutable std::mutex mu_;
   LatencyHistogram latency_;
+};
+
+// The time sums of one model's ended requests that Triton's statistics
+// extension reports (docs/front.md#statistics), as `symphony serve` and the
+// cluster's scheduler keep them: success (ok and late: their latencies), fail
+// (the others'), queue and compute (ok and late: from acceptance to their
+// batch's start, and their batch's execution), the inferences of the ok and
+// late requests, and when the last request ended. Lock-free (relaxed
+// atomics: statistics only, no ordering).
+class EndSums {
+ public:
+  struct Values {
+    std::uint64_t inference_count = 0;
+    Duration success, fail, queue, compute;
+    std::int64_t last_end_ms = 0;  // ms since the Unix epoch; 0: none ended
+  };
+  // A request accepted at `accepted` ended with `o`, `latency` after it was
+  // accepted; an ok or late one adds `samples` inferences and, unless
+  // `ran_start` is infinite (not known), its batch's start and end.
+  void ended(Outcome o, Duration latency, TimePoint accepted, TimePoint ran_start, TimePoint ran_end,
+             std::uint32_t samples = 1, std::int64_t end_ms = unix_ms_now()) noexcept {
+    const auto pos = [](Duration d) { return std::max<std::int64_t>(d.ns(), 0); };
+    last_end_ms_.store(end_ms, std::memory_order_relaxed);
+    if (o != Outcome::kOk && o != Outcome::kLate) {
+      fail_ns_.fetch_add(pos(latency), std::memory_order_relaxed);
+      return;
+    }
+    inference_count_.fetch_add(samples, std::memory_order_relaxed);
+    success_ns_.fetch_add(pos(latency), std::memory_order_relaxed);
+    if (ran_start == TimePoint::infinite()) return;
+    queue_ns_.fetch_add(pos(ran_start - accepted), std::memory_order_relaxed);
+    compute_ns_.fetch_add(pos(ran_end - ran_start), std::memory_order_relaxed);
+  }
+  Values values() const noexcept {
+    const auto d = [](const std::atomic<std::int64_t>& a) {
+      return Duration::nanoseconds(a.load(std::memory_order_relaxed));
+    };
+    return {inference_count_.load(std::memory_order_relaxed),
+            d(success_ns_),
+            d(fail_ns_),
+            d(queue_ns_),
+            d(compute_ns_),
+            last_end_ms_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<std::uint64_t> inference_count_{0};
+  std::atomic<std::int64_t> success_ns_{0}, fail_ns_{0}, queue_ns_{0}, compute_ns_{0}, last_end_ms_{0};
 };
 
 }  // namespace symphony

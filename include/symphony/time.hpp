@@ -126,6 +126,15 @@ struct SteadyClock {
   }
 };
 
+// Milliseconds since the Unix epoch on the system clock: when something
+// happened, for people and for Triton's `last_inference` (never for
+// durations: the system clock can step).
+inline std::int64_t unix_ms_now() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // A clock that moves only when told to (Abseil's SimulatedClock idea).
 //
 // Guarantees: never goes backwards; single-threaded (the simulator owns it).

@@ -215,33 +215,9 @@ struct Server::Impl final : BatchRunner {
     LatencyHistogram refusals;  // ModelStats::refusal_latency
     std::map<std::uint32_t, std::uint64_t> batches;
     std::map<std::uint32_t, Duration> batch_exec;
-    // The statistics extension's sums (ModelStats), by the request ends.
-    std::atomic<std::uint64_t> inference_count{0};
-    std::atomic<std::int64_t> success_ns{0}, fail_ns{0}, queue_ns{0}, compute_ns{0};
-    std::atomic<std::int64_t> last_end_ms{0};
+    EndSums ends;                                     // the statistics extension's sums (ModelStats)
     std::atomic<std::uint64_t> refused_at_submit{0};  // ModelStats::refused_at_submit
   };
-
-  // A request of `m` ended: the statistics extension's sums. Ok and late
-  // requests add `samples` inferences, their queueing (submission to their
-  // batch's start) and their batch's execution (start to end, as the
-  // executor reported them); the others their latency alone.
-  static void record_end(Model& m, Outcome o, Duration latency, TimePoint submitted, TimePoint ran_start,
-                         TimePoint ran_end, std::uint32_t samples) {
-    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-    m.last_end_ms.store(now_ms, std::memory_order_relaxed);
-    if (o != Outcome::kOk && o != Outcome::kLate) {
-      m.fail_ns.fetch_add(latency.ns(), std::memory_order_relaxed);
-      return;
-    }
-    m.inference_count.fetch_add(samples, std::memory_order_relaxed);
-    m.success_ns.fetch_add(latency.ns(), std::memory_order_relaxed);
-    if (ran_start == TimePoint::infinite()) return;  // not reported (not expected for outputs)
-    m.queue_ns.fetch_add(std::max<std::int64_t>((ran_start - submitted).ns(), 0), std::memory_order_relaxed);
-    m.compute_ns.fetch_add(std::max<std::int64_t>((ran_end - ran_start).ns(), 0), std::memory_order_relaxed);
-  }
 
   // A model's numbers now (ModelStats; p50, p99, max and mean batch are
   // computed by merge_versions()).
@@ -260,12 +236,13 @@ struct Server::Impl final : BatchRunner {
       s.refusal_latency = m.refusals;
     }
     s.refused_at_submit = m.refused_at_submit.load(std::memory_order_relaxed);
-    s.inference_count = m.inference_count.load(std::memory_order_relaxed);
-    s.success_time = Duration::nanoseconds(m.success_ns.load(std::memory_order_relaxed));
-    s.fail_time = Duration::nanoseconds(m.fail_ns.load(std::memory_order_relaxed));
-    s.queue_time = Duration::nanoseconds(m.queue_ns.load(std::memory_order_relaxed));
-    s.compute_time = Duration::nanoseconds(m.compute_ns.load(std::memory_order_relaxed));
-    s.last_inference_ms = m.last_end_ms.load(std::memory_order_relaxed);
+    const EndSums::Values ends = m.ends.values();
+    s.inference_count = ends.inference_count;
+    s.success_time = ends.success;
+    s.fail_time = ends.fail;
+    s.queue_time = ends.queue;
+    s.compute_time = ends.compute;
+    s.last_inference_ms = ends.last_end_ms;
     s.loaded = true;
     if (m.torch) s.staging = m.torch->staging(), s.graph_batches = m.torch->graph_batches();
     s.max_batch = m.max_batch;
@@ -509,7 +486,7 @@ struct Server::Impl final : BatchRunner {
     Model& m = *p.model;
     // Late is judged as the core judges it, on the reply's time (finish).
     m.ended(p.level, o.outcome, o.reason, r.latency, o.finish <= r.deadline);
-    record_end(m, o.outcome, r.latency, p.submitted, p.ran_start, p.ran_end, 1);
+    m.ends.ended(o.outcome, r.latency, p.submitted, p.ran_start, p.ran_end);
     const bool use_promise = p.use_promise;
     std::promise<InferResult> promise = std::move(p.promise);
     std::function<void(InferResult &&)> cb = std::move(p.callback);
@@ -590,8 +567,8 @@ struct Server::Impl final : BatchRunner {
       r.batch_start = r.batch_end = TimePoint::infinite();
     }
     g->model->ended(g->level, r.outcome, r.reason, r.latency, r.batch_end <= r.deadline);
-    record_end(*g->model, r.outcome, r.latency, r.submitted, g->ran_first, g->ran_last,
-               static_cast<std::uint32_t>(g->outputs.size()));
+    g->model->ends.ended(r.outcome, r.latency, r.submitted, g->ran_first, g->ran_last,
+                         static_cast<std::uint32_t>(g->outputs.size()));
     if (g->use_promise) {
       g->promise.set_value(std::move(r));
     } else if (g->callback) {
@@ -729,8 +706,8 @@ struct Server::Impl final : BatchRunner {
       if (why != DropReason::kNone) {
         m->sent(*level);
         m->ended(*level, Outcome::kDropped, why, Duration::zero());
-        record_end(*m, Outcome::kDropped, Duration::zero(), arrived, TimePoint::infinite(),
-                   TimePoint::infinite(), 1);
+        m->ends.ended(Outcome::kDropped, Duration::zero(), arrived, TimePoint::infinite(),
+                      TimePoint::infinite());
         InferResult r;
         r.outcome = Outcome::kDropped;
         r.reason = why;

@@ -60,11 +60,11 @@ TEST(SchedulerCounters, StatisticsSumsByOutcomeAndBatchSize) {
   c.batch_ran(1, 1, Duration::milliseconds(1));  // max batch 0 counts as 1
   const SchedulerCounters::Values v = c.values();
   const SchedulerCounters::Values::Model& m = v.models[0];
-  EXPECT_EQ(m.success, Duration::milliseconds(30 + 50));
-  EXPECT_EQ(m.fail, Duration::milliseconds(7));
-  EXPECT_EQ(m.queue, Duration::milliseconds(15 + 20));
-  EXPECT_EQ(m.compute, Duration::milliseconds(10 + 20));
-  EXPECT_EQ(m.last_end_ms, 1002);
+  EXPECT_EQ(m.ends.success, Duration::milliseconds(30 + 50));
+  EXPECT_EQ(m.ends.fail, Duration::milliseconds(7));
+  EXPECT_EQ(m.ends.queue, Duration::milliseconds(15 + 20));
+  EXPECT_EQ(m.ends.compute, Duration::milliseconds(10 + 20));
+  EXPECT_EQ(m.ends.last_end_ms, 1002);
   ASSERT_EQ(m.batches.size(), 2u);
   EXPECT_EQ(m.batches[0].size, 2u);
   EXPECT_EQ(m.batches[0].count, 2u);
@@ -72,8 +72,8 @@ TEST(SchedulerCounters, StatisticsSumsByOutcomeAndBatchSize) {
   EXPECT_EQ(m.batches[1].size, 4u);
   EXPECT_EQ(m.batches[1].count, 1u);
   // A successful request whose batch's start is not known adds its latency only.
-  EXPECT_EQ(v.models[1].success, Duration::milliseconds(5));
-  EXPECT_EQ(v.models[1].queue, Duration::zero());
+  EXPECT_EQ(v.models[1].ends.success, Duration::milliseconds(5));
+  EXPECT_EQ(v.models[1].ends.queue, Duration::zero());
   ASSERT_EQ(v.models[1].batches.size(), 1u);
   EXPECT_EQ(v.models[1].batches[0].size, 1u);
 }

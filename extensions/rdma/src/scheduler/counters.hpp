@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "symphony/latency_histogram.hpp"
+#include "symphony/outcome_tally.hpp"
 #include "symphony/time.hpp"
 #include "symphony/types.hpp"
 
@@ -72,23 +73,13 @@ class SchedulerCounters {
   Counter leases_granted{0}, leases_refused{0}, lease_wait_ns{0}, lease_ran_ns{0};
 
   // The statistics extension's sums (docs/cluster.md#statistics), as
-  // requests of model m end: `latency` from the request's arrival here to
-  // its reply (the runtime's finish); a successful one (ok, late) adds its
-  // queueing (arrival to its batch's start) and its batch's execution.
-  // `ran_start` infinite: not known.
+  // requests of model m end (EndSums): each its latency from its arrival
+  // here to its reply (the runtime's finish), a successful one (ok, late)
+  // its queueing (arrival to its batch's start) and its batch's execution.
+  // `ran_start` infinite: not known. `end_ms`: when, since the Unix epoch.
   void ended(ModelId m, Outcome o, TimePoint arrival, TimePoint finish, TimePoint ran_start,
-             TimePoint ran_end, std::int64_t now_ms) {
-    PerModel& x = per_model_[m];
-    x.last_end_ms.store(now_ms, kRelaxed);
-    const auto pos = [](Duration d) { return std::max<std::int64_t>(d.ns(), 0); };
-    if (o != Outcome::kOk && o != Outcome::kLate) {
-      x.fail_ns.fetch_add(pos(finish - arrival), kRelaxed);
-      return;
-    }
-    x.success_ns.fetch_add(pos(finish - arrival), kRelaxed);
-    if (ran_start == TimePoint::infinite()) return;
-    x.queue_ns.fetch_add(pos(ran_start - arrival), kRelaxed);
-    x.compute_ns.fetch_add(pos(ran_end - ran_start), kRelaxed);
+             TimePoint ran_end, std::int64_t end_ms = unix_ms_now()) {
+    per_model_[m].ends.ended(o, finish - arrival, arrival, ran_start, ran_end, 1, end_ms);
   }
   // Model m ran a batch of `size` requests for `exec` (sizes past its max
   // batch are not counted: the runtime forms none).
@@ -151,9 +142,9 @@ class SchedulerCounters {
       std::uint64_t accepted = 0;
       std::array<std::uint64_t, kOutcomes> outcomes{};
       std::array<std::uint64_t, kDropReasons> drops{};
-      // The statistics extension's sums (ended(), batch_ran()).
-      Duration success, fail, queue, compute;
-      std::int64_t last_end_ms = 0;
+      // The statistics extension's sums (ended(), batch_ran(); the
+      // inference count is not kept: each request to the cluster is one).
+      EndSums::Values ends;
       struct Batches {
         std::uint32_t size = 0;
         std::uint64_t count = 0;
@@ -196,7 +187,7 @@ class SchedulerCounters {
     Counter accepted{0};
     Counter outcomes[kOutcomes] = {};
     Counter drops[kDropReasons] = {};
-    std::atomic<std::int64_t> success_ns{0}, fail_ns{0}, queue_ns{0}, compute_ns{0}, last_end_ms{0};
+    EndSums ends;
     std::uint32_t max_batch = 1;
     std::unique_ptr<BySize[]> by_size;  // [size - 1]
   };
@@ -265,11 +256,7 @@ inline SchedulerCounters::Values SchedulerCounters::values() const {
       for (std::size_t o = 0; o < kOutcomes; ++o) m.by_level[l].outcomes[o] = ld(b.outcomes[o]);
     }
     const PerModel& x = per_model_[i];
-    m.success = Duration::nanoseconds(ld(x.success_ns));
-    m.fail = Duration::nanoseconds(ld(x.fail_ns));
-    m.queue = Duration::nanoseconds(ld(x.queue_ns));
-    m.compute = Duration::nanoseconds(ld(x.compute_ns));
-    m.last_end_ms = ld(x.last_end_ms);
+    m.ends = x.ends.values();
     for (std::uint32_t b = 0; b < x.max_batch; ++b)
       if (const std::uint64_t k = ld(x.by_size[b].batches); k != 0)
         m.batches.push_back({b + 1, k, Duration::nanoseconds(ld(x.by_size[b].exec_ns))});

@@ -1,8 +1,6 @@
 // The scheduler's requests: frontends, submits, cancels and outcomes (node_impl.hpp).
 #include "scheduler/node_impl.hpp"
 
-#include <chrono>
-
 #include "symphony/cluster/frontend_admission.hpp"
 #include "symphony/request_times.hpp"
 
@@ -184,10 +182,7 @@ void SchedulerNode::Impl::count_end(ModelId m, Outcome o, DropReason why, std::u
                                     TimePoint arrival, TimePoint finish, TimePoint ran_start,
                                     TimePoint ran_end) {
   // The sums first: whoever reads the count reads them with it.
-  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-  n_->ended(m, o, arrival, finish, ran_start, ran_end, now_ms);
+  n_->ended(m, o, arrival, finish, ran_start, ran_end);
   n_->outcome(m, o, why, level);
 }
 
@@ -268,11 +263,11 @@ wire::ModelStats stats_of(const SchedulerCounters::Values::Model& x, ModelId m) 
   w.late = x.outcome(Outcome::kLate);
   w.dropped = x.outcome(Outcome::kDropped);
   w.errors = x.outcome(Outcome::kError);
-  w.success_ns = x.success.ns();
-  w.fail_ns = x.fail.ns();
-  w.queue_ns = x.queue.ns();
-  w.compute_ns = x.compute.ns();
-  w.last_end_ms = std::max<std::int64_t>(x.last_end_ms, 0);
+  w.success_ns = x.ends.success.ns();
+  w.fail_ns = x.ends.fail.ns();
+  w.queue_ns = x.ends.queue.ns();
+  w.compute_ns = x.ends.compute.ns();
+  w.last_end_ms = std::max<std::int64_t>(x.ends.last_end_ms, 0);
   for (const auto& b : x.batches) w.batches.push_back({b.size, b.count, b.exec.ns()});
   return w;
 }

@@ -3,7 +3,6 @@
 // Which scheduler is primary is decided by Election (election.hpp); this
 // unit carries its decisions out.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "scheduler/node_impl.hpp"
@@ -83,9 +82,7 @@ void SchedulerNode::Impl::publish_term() {
 // dispatch from here).
 void SchedulerNode::Impl::mark_primary(TimePoint now) {
   took_over_ns_.store(now.ns());
-  took_over_unix_ms_.store(std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count());
+  took_over_unix_ms_.store(unix_ms_now());
   first_dispatch_ns_.store(0);
 }
 
