@@ -382,6 +382,29 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
     return finish_now(std::move(*bad), &FrontModelCounters::invalid);
   const std::optional<Duration> b = budget(req, deadline, m->default_budget.value_or(m->slo), &err);
   if (!b) return finish_now(std::move(err), &FrontModelCounters::invalid);
+  if (*b <= Duration::zero()) {
+    // A transport's deadline that passed before the request was read (gRPC,
+    // whose calls carry no receive stamp): it waited out its whole budget,
+    // so it expired; it is not one its model could never answer.
+    Reply r;
+    r.accepted = true;
+    r.code = Code::kDeadlineExceeded;
+    r.outcome = Outcome::kDropped;
+    r.reason = DropReason::kExpired;
+    r.message = "dropped (expired): the request's deadline passed before the server read it";
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++received_;
+      FrontModelCounters& c = model_counters(m->name);
+      ++c.outcomes.sent;
+      c.outcomes.add(Outcome::kDropped, DropReason::kExpired);
+    }
+    r.model = m->name;
+    r.version = req.version;
+    r.id = req.id;
+    done(std::move(r));
+    return 0;
+  }
   if (inflight_.fetch_add(1, std::memory_order_acq_rel) >= opts_.max_inflight) {
     inflight_.fetch_sub(1, std::memory_order_acq_rel);
     return finish_now(Reply::error(Code::kResourceExhausted,

@@ -494,13 +494,14 @@ bool read_infer_request(const grpc::ByteBuffer& in, const Front& front, inferenc
   return true;
 }
 
-// The gRPC deadline of the call as time from now, if it has one.
+// The gRPC deadline of the call as time from now, if it has one (zero when
+// it has passed: Front::infer answers it expired).
 std::optional<Duration> call_deadline(const grpc::CallbackServerContext* ctx) {
   const auto d = ctx->deadline();
   if (d == std::chrono::system_clock::time_point::max()) return std::nullopt;
   const auto left =
       std::chrono::duration_cast<std::chrono::nanoseconds>(d - std::chrono::system_clock::now());
-  return Duration::nanoseconds(std::max<std::int64_t>(left.count(), 1));
+  return Duration::nanoseconds(std::max<std::int64_t>(left.count(), 0));
 }
 
 // A successful reply as the protocol's response: raw contents, the outputs

@@ -266,6 +266,27 @@ TEST_F(FrontSemanticsTest, BadTimeoutParameterIs400WithOrWithoutADeadline) {
   EXPECT_TRUE(svc.pending.empty());
 }
 
+// A transport's deadline that passed before the request was read (gRPC's,
+// zero) ends it expired at the front, counted as such: it waited out its
+// budget, which says nothing of what its model can answer (not infeasible).
+TEST_F(FrontSemanticsTest, ADeadlinePassedBeforeTheReadEndsExpiredAtTheFront) {
+  const Reply rep = infer_now(good_request(), Duration::zero());
+  EXPECT_TRUE(rep.accepted);
+  EXPECT_EQ(rep.code, Code::kDeadlineExceeded);
+  EXPECT_EQ(rep.outcome, Outcome::kDropped);
+  EXPECT_EQ(rep.reason, DropReason::kExpired);
+  EXPECT_NE(rep.message.find("deadline passed before the server read it"), std::string::npos) << rep.message;
+  EXPECT_EQ(rep.id, "42");
+  EXPECT_TRUE(svc.pending.empty());
+  const FrontModelCounters& c = front.counters().models.at(0);
+  EXPECT_EQ(c.outcomes.sent, 1u);
+  EXPECT_EQ(c.outcomes.dropped_by_reason[static_cast<std::size_t>(DropReason::kExpired)], 1u);
+  EXPECT_EQ(front.counters().inflight, 0u);
+  // A nanosecond left is the service's to judge.
+  front.infer(good_request(), Duration::nanoseconds(1), answers.done());
+  EXPECT_EQ(svc.pending.size(), 1u);
+}
+
 TEST_F(FrontSemanticsTest, AcceptsASampleWithoutTheBatchDimension) {
   InferRequest r = good_request();
   r.inputs[1].shape = {2};

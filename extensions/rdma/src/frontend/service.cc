@@ -808,10 +808,6 @@ std::uint64_t ClusterService::submit_to(const Model& m, front::InferRequest&& re
     done(Reply::error(Code::kInvalidArgument, bad));
     return 0;
   }
-  if (budget <= Duration::zero()) {  // a gRPC deadline already past
-    done(front::reply_for_outcome(Outcome::kDropped, DropReason::kInfeasible, "", m.served.name, budget));
-    return 0;
-  }
   // Judged as serve judges (request_times.hpp), with the least budget the
   // scheduler sent: the time it waited to be read comes off its budget, and
   // one that cannot hold a batch of one ends here, infeasible or expired,
