@@ -245,7 +245,7 @@ def serve_part(a, tmp):
     for model, nominal in (("device-bound", 1600.0), ("CPU-bound", None)):
         if model not in a.serve_models:
             continue
-        for proto in ("http", "grpc"):
+        for proto in a.protocols:
             capacity = nominal
             name = f"serve {proto}, {model}"
             pts = []
@@ -256,7 +256,7 @@ def serve_part(a, tmp):
                 finally:
                     s.stop()
                 log(f"{model}: capacity {capacity:.0f} r/s (closed loop, 64 outstanding)")
-            for adm in ("off", "on"):
+            for adm in a.admission:
                 s = Serve(a, tmp, model, adm)
                 url = f"{proto}://{s.ports[proto]}"
                 try:
@@ -577,6 +577,10 @@ def main():
     ap.add_argument("--pin-client", metavar="CPUS", help="run the load client on these CPUs only, e.g. 1")
     ap.add_argument("--loops", nargs="*", default=["open", "closed"], choices=["open", "closed"],
                     help="the serve part's open-loop points (0.5x-10x), closed-loop floods (64-4096), or both")
+    ap.add_argument("--protocols", nargs="*", default=["http", "grpc"], choices=["http", "grpc"],
+                    help="the serve part's protocols")
+    ap.add_argument("--admission", nargs="*", default=["off", "on"], choices=["off", "on"],
+                    help="the serve part's admission settings")
     ap.add_argument("--client-budget", default="slo", metavar="slo|none|MS", type=client_budget,
                     help="the budget `symphony load` sends with each request and judges its answer by (an answer "
                          "later than it from its scheduled send is late, whatever the server says): slo (40 ms, "
