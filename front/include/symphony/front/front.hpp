@@ -120,11 +120,11 @@ class Front {
 
   // Takes one parsed request. `deadline`: the transport's own deadline as
   // time from now (gRPC), if any; zero when it has passed (the request ends
-  // dropped, expired, without reaching the service). Returns a ticket for cancel() (0 when the
-  // request ended at once). Inputs in shared memory are read here, outputs
-  // asked into shared memory are written before `done` sees the reply
-  // (their bytes then leave the reply: the transports answer the region's
-  // parameters instead).
+  // dropped, expired, without reaching the service). Returns a ticket for
+  // cancel() (0 when the request ended at once). Inputs in shared memory
+  // are read here, outputs asked into shared memory are written before
+  // `done` sees the reply (their bytes then leave the reply: the transports
+  // answer the region's parameters instead).
   std::uint64_t infer(InferRequest&& request, std::optional<Duration> deadline, InferenceService::Done done);
   void cancel(std::uint64_t ticket);
   // Counts a request the transport refused before it could be parsed (its
