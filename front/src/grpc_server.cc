@@ -587,7 +587,7 @@ class RefusalHolds {
             std::string* peer) {
     if (hold_ <= Duration::zero()) return false;
     const auto wall = std::chrono::system_clock::now();
-    *until = wall + std::chrono::nanoseconds(hold_.ns());
+    *until = wall + std::chrono::nanoseconds(spread_hold(hold_).ns());
     // The client's library ends the call at its deadline (DEADLINE_EXCEEDED):
     // the refusal is answered before it, as a refusal.
     if (ctx->deadline() != std::chrono::system_clock::time_point::max())

@@ -754,7 +754,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const HttpOptions& o = srv_.opts;
     if (o.overload_hold <= Duration::zero() || s.read - s.arrived <= o.overload_hold_after) return;
     if (!holdable_refusal(r)) return;
-    s.hold_until = SteadyClock{}.now() + o.overload_hold;
+    s.hold_until = SteadyClock{}.now() + spread_hold(o.overload_hold);
     srv_.held.fetch_add(1, std::memory_order_relaxed);
   }
 

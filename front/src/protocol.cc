@@ -1,9 +1,13 @@
-// The protocol's datatypes, the outcome -> reply table and the statistics
-// extension's fields from a service's sums (docs/front.md).
+// The protocol's datatypes, the outcome -> reply table, the statistics
+// extension's fields from a service's sums and the overload hold's spread
+// (docs/front.md).
 #include "symphony/front/protocol.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+
+#include "symphony/random.hpp"
 
 namespace symphony::front {
 
@@ -169,6 +173,13 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
       break;
   }
   return r;
+}
+
+Duration spread_hold(Duration hold) noexcept {
+  thread_local Rng rng(static_cast<std::uint64_t>(SteadyClock{}.now().ns()) ^
+                       reinterpret_cast<std::uintptr_t>(&rng));
+  return Duration::nanoseconds(
+      static_cast<std::int64_t>(static_cast<double>(hold.ns()) * (0.5 + rng.uniform())));
 }
 
 ModelStatistics model_statistics(std::string name, std::string version, const StatisticsSums& sums) {

@@ -434,4 +434,22 @@ TEST(ModelStatisticsTest, FieldsComeFromTheSums) {
 }
 
 }  // namespace
+// A refusal's hold is spread over [0.5, 1.5) of its length: clients refused
+// together come back apart.
+TEST(SpreadHoldTest, SpreadsOverHalfToOneAndAHalfOfTheHold) {
+  const Duration hold = Duration::milliseconds(500);
+  Duration least = Duration::seconds(10), most = Duration::zero();
+  for (int i = 0; i < 1000; ++i) {
+    const Duration d = spread_hold(hold);
+    ASSERT_GE(d, Duration::milliseconds(250));
+    ASSERT_LT(d, Duration::milliseconds(750));
+    least = min(least, d);
+    most = max(most, d);
+  }
+  // A thousand draws cover the range (each end missed by a tenth with odds of 0.9^1000).
+  EXPECT_LT(least, Duration::milliseconds(300));
+  EXPECT_GT(most, Duration::milliseconds(700));
+  EXPECT_EQ(spread_hold(Duration::zero()), Duration::zero());
+}
+
 }  // namespace symphony::front

@@ -221,7 +221,7 @@ def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
 @pytest.mark.parametrize("hold", [0, 1.5])  # --overload-hold, seconds
 def test_a_refusal_is_held_while_the_front_is_behind_its_clients(hold):
     # The same stop: the 400 ms request waited 0.5 s to be read, more than the
-    # front can afford (2 ms), so its 504 is held for --overload-hold (a client
+    # front can afford (2 ms), so its 504 is held for about --overload-hold (a client
     # that sends again at once waits there instead of in the front's sockets)
     # and counted in /metrics; the 5 s one beside it is served. With
     # --overload-hold 0 the refusal is answered as decided and none is held.
@@ -239,7 +239,7 @@ def test_a_refusal_is_held_while_the_front_is_behind_its_clients(hold):
     assert held, text
     if hold:
         assert float(held.group(1)) == 1, text
-        assert after >= hold, tries  # read after SIGCONT, then held
+        assert after >= hold / 2, tries  # read after SIGCONT, then held (0.5-1.5 of the hold)
     else:
         assert float(held.group(1)) == 0, text
 
@@ -304,6 +304,6 @@ def test_a_grpc_refusal_is_held_when_its_connection_had_another(hold):
     assert held, text
     if hold:
         assert float(held.group(1)) == 1 + max(0, on_f - 1), (text, filled)
-        assert b_after >= hold, (b_after, filled)  # decided on arrival, answered after the hold
+        assert b_after >= hold / 2, (b_after, filled)  # decided on arrival, held (0.5-1.5 of the hold)
     else:
         assert float(held.group(1)) == 0, text

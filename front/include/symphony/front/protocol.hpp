@@ -256,6 +256,12 @@ struct Reply {
 // HttpOptions, GrpcOptions and ListenOptions::overload_hold; holdable_refusal).
 inline constexpr Duration kOverloadHold = Duration::milliseconds(500);
 
+// How long one refusal is held: `hold` times a factor drawn uniformly from
+// [0.5, 1.5), so that clients refused together do not all come back
+// together (bench/results/overload.md#holds-spread-over-half-to-one-and-a-half-2026-12-07).
+// Any thread (each draws from a generator of its own).
+Duration spread_hold(Duration hold) noexcept;
+
 // Whether a transport may hold `r`'s answer while its clients flood it
 // (docs/front.md#overload): a refusal on arrival (429: overload, queue_full,
 // infeasible, a front's own bounds; 503) or an expiry (504).
