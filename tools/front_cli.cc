@@ -51,14 +51,12 @@ void add_front_options(CLI::App* cmd, FrontArgs& a, const std::string& inflight_
   cmd->add_option("--idle-timeout", a.http_idle_timeout_s,
                   "seconds a connection without requests stays open (HTTP keep-alive and gRPC; default 60)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option(
-         "--overload-hold", a.overload_hold_s,
-         "seconds a refusal on arrival (429, 503) or expiry (504) is held (each 0.5-1.5 times it): over HTTP "
-         "when its "
-         "request waited over 2 ms to be read, over gRPC when its connection had another within the "
-         "hold (at most until 2 ms before the call's deadline); clients that send again at once then "
-         "wait instead of keeping the front refusing (0: answer at once; default 0.5; "
-         "docs/front.md#overload)")
+  cmd->add_option("--overload-hold", a.overload_hold_s,
+                  "seconds a refusal on arrival (429, 503) or expiry (504) is held (each 0.5-1.5 times it): "
+                  "over HTTP when its request waited over 2 ms to be read, over gRPC when its connection had "
+                  "another within the hold (at most until 2 ms before the call's deadline); clients that "
+                  "send again at once then wait instead of keeping the front refusing (0: answer at once; "
+                  "default 0.5; docs/front.md#overload)")
       ->check(CLI::Range(0.0, 60.0));
   cmd->add_flag("--allow-client-shm", a.allow_client_shm,
                 "let clients register system shared memory regions and name them in requests (any shared "

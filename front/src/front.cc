@@ -350,6 +350,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
   const TimePoint received = SteadyClock{}.now();
   Reply err;
   std::shared_ptr<const ModelMetadata> m = model(req.model, req.version, &err);
+  // Answers at once, counted under `field`, or (null) by the reply's outcome.
   const auto finish_now = [&](Reply&& r, std::uint64_t FrontModelCounters::*field) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -359,7 +360,10 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
       } else {
         FrontModelCounters& c = model_counters(m->name);
         ++c.outcomes.sent;
-        ++(c.*field);
+        if (field)
+          ++(c.*field);
+        else
+          c.outcomes.add(r.outcome, r.reason);
         if (field == &FrontModelCounters::shed) c.refusal_latency.record(SteadyClock{}.now() - received);
       }
     }
@@ -392,18 +396,7 @@ std::uint64_t Front::infer(InferRequest&& req, std::optional<Duration> deadline,
     r.outcome = Outcome::kDropped;
     r.reason = DropReason::kExpired;
     r.message = "dropped (expired): the request's deadline passed before the server read it";
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++received_;
-      FrontModelCounters& c = model_counters(m->name);
-      ++c.outcomes.sent;
-      c.outcomes.add(Outcome::kDropped, DropReason::kExpired);
-    }
-    r.model = m->name;
-    r.version = req.version;
-    r.id = req.id;
-    done(std::move(r));
-    return 0;
+    return finish_now(std::move(r), nullptr);
   }
   if (inflight_.fetch_add(1, std::memory_order_acq_rel) >= opts_.max_inflight) {
     inflight_.fetch_sub(1, std::memory_order_acq_rel);

@@ -87,8 +87,7 @@ void Listeners::write_metrics(metrics::Writer& w) const {
   if (http_)
     w.counter("symphony_front_http_refusals_held_total",
               "HTTP refusals on arrival and expiries answered after about --overload-hold: their requests "
-              "had waited "
-              "to be read longer than the front can afford (docs/front.md#overload).",
+              "had waited to be read longer than the front can afford (docs/front.md#overload).",
               {}, static_cast<double>(http_->stats().refusals_held));
   if (grpc_)
     w.counter(

@@ -221,8 +221,8 @@ def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
 @pytest.mark.parametrize("hold", [0, 1.5])  # --overload-hold, seconds
 def test_a_refusal_is_held_while_the_front_is_behind_its_clients(hold):
     # The same stop: the 400 ms request waited 0.5 s to be read, more than the
-    # front can afford (2 ms), so its 504 is held for about --overload-hold (a client
-    # that sends again at once waits there instead of in the front's sockets)
+    # front can afford (2 ms), so its 504 is held for about --overload-hold (a
+    # client that sends again at once waits there instead of in the sockets)
     # and counted in /metrics; the 5 s one beside it is served. With
     # --overload-hold 0 the refusal is answered as decided and none is held.
     s = Serve(CONFIG, extra=["--overload-hold", str(hold), "--metrics", "127.0.0.1:0"])

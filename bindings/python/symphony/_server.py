@@ -564,9 +564,9 @@ class Server:
         name them in requests (``--allow-client-shm``; docs/front.md#system-shared-memory).
         ``max_connections`` bounds the HTTP connections at once; 0 takes half the
         process's limit of open descriptors (at most 65536). ``overload_hold_s`` is how long
-        a refusal is held under a flood (each 0.5-1.5 times it): over HTTP when the front is behind its clients, over
-        gRPC when its connection had another within the hold (``--overload-hold``; 0: answer
-        at once; docs/front.md#overload).
+        a refusal is held under a flood (each hold 0.5-1.5 times it): over HTTP when the
+        front is behind its clients, over gRPC when its connection had another within the
+        hold (``--overload-hold``; 0: answer at once; docs/front.md#overload).
 
         Raises:
             ConfigError: no address given, an address that cannot be used, or a front

@@ -17,8 +17,9 @@
 // gRPC gives no receive stamp to tell a front behind its clients (HTTP's
 // rule); a ModelInfer refusal on arrival or expiry (holdable_refusal) is held
 // instead when its connection had another answered within overload_hold:
-// a client that sends again at once after each waits spread_hold(overload_hold), or
-// to 2 ms before its call's deadline, whichever comes first. At most
+// a client that sends again at once after each waits
+// spread_hold(overload_hold), or to 2 ms before its call's deadline,
+// whichever comes first. At most
 // kMaxHeldPerConnection are held on a connection at once (the others are
 // answered at once), none while the server stops (docs/front.md#overload).
 #pragma once

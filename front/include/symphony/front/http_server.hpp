@@ -24,9 +24,9 @@
 //  - a refusal on arrival (429, 503) or an expiry (504) is answered at once,
 //    unless the request had waited more than overload_hold_after to be read:
 //    then the front is behind its clients, and the answer is held for
-//    spread_hold(overload_hold) (a client that sends again at once would keep the front
-//    refusing, and every request would wait out its budget in the sockets;
-//    docs/front.md#overload).
+//    spread_hold(overload_hold) (a client that sends again at once would
+//    keep the front refusing, and every request would wait out its budget
+//    in the sockets; docs/front.md#overload).
 #pragma once
 
 #include <cstdint>
