@@ -702,6 +702,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   void finish(const Reply& r) {
     if (traced_) {
       tr_.io = trace::now();
+      tr_.outcome = trace::outcome_of(r.accepted, r.outcome);
       tr_times_ = r.times;
     }
     if (r.accepted) {
@@ -879,6 +880,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
             .ok();
     if (traced) {
       tr->encoded = trace::now();
+      tr->outcome = trace::outcome_of(r.accepted, r.outcome);
       trace::record("grpc_stream", *tr, r.times);
     }
     std::unique_lock<std::mutex> lock(mu_);

@@ -451,7 +451,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     s.keep_alive = req.keep_alive();
     if (!s.keep_alive) stop_reading_ = true;  // the client sends nothing after it
     update_read_timer();
-    if (trace::enabled()) s.tr = {trace::now(), {}, {}, {}, {}};
+    if (trace::enabled()) {
+      s.tr = {};
+      s.tr.arrived = s.arrived;
+      s.tr.received = trace::now();
+    }
     route(s, req);
   }
 
@@ -718,6 +722,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (s->traced) {
       s->tr.io = trace::now();
+      s->tr.outcome = trace::outcome_of(r.accepted, r.outcome);
       s->times = r.times;
     }
     respond_reply(*s, r);

@@ -20,14 +20,27 @@ const char* path() noexcept {
 }
 
 // The stages, in the order a request passes them: (name, from, to).
-enum Point { kReceived, kParsed, kSubmitted, kExec, kFinish, kAnswered, kIo, kEncoded, kWritten, kPoints };
+enum Point {
+  kArrived,
+  kReceived,
+  kParsed,
+  kSubmitted,
+  kExec,
+  kFinish,
+  kAnswered,
+  kIo,
+  kEncoded,
+  kWritten,
+  kPoints
+};
 struct Stage {
   const char* name;
   Point from, to;
 };
 constexpr Stage kStages[] = {
-    {"parse", kReceived, kParsed},   // HTTP: the REST body; gRPC: message to InferRequest
-    {"front", kParsed, kSubmitted},  // Front::infer (lookup, check, budget) and the service's submit
+    {"socket", kArrived, kReceived},  // HTTP: in the kernel's buffers and being read
+    {"parse", kReceived, kParsed},    // HTTP: the REST body; gRPC: message to InferRequest
+    {"front", kParsed, kSubmitted},   // Front::infer (lookup, check, budget) and the service's submit
     {"queue_dispatch", kSubmitted,
      kExec},                             // the runtime's ingress, shard and rank thread, to the batch's start
     {"executor", kExec, kFinish},        // the batch runs (emulated: exactly l(b) after its start)
@@ -36,7 +49,8 @@ constexpr Stage kStages[] = {
     {"encode", kIo, kEncoded},           // the response built
     {"write", kEncoded, kWritten},       // HTTP: the write completes; gRPC: until OnDone
     {"server", kSubmitted, kAnswered},   // = Reply::latency
-    {"in_process", kReceived, kWritten},  // all of the above
+    {"in_process", kReceived, kWritten},    // all of the above
+    {"since_arrival", kArrived, kWritten},  // HTTP: socket and in_process, what the budget counts
 };
 constexpr std::size_t kNumStages = sizeof(kStages) / sizeof(kStages[0]);
 
@@ -64,20 +78,24 @@ bool enabled() noexcept {
 
 void record(std::string_view transport, const Transport& t, const ServiceTimes& s) noexcept {
   if (!enabled()) return;
-  const TimePoint at[kPoints] = {t.received, t.parsed, s.submitted, s.exec,   s.finish,
-                                 s.answered, t.io,     t.encoded,   t.written};
+  const TimePoint at[kPoints] = {t.arrived, t.received, t.parsed, s.submitted, s.exec,
+                                 s.finish,  s.answered, t.io,     t.encoded,   t.written};
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
-  auto it = st.transports.find(transport);
-  if (it == st.transports.end())
-    it = st.transports.emplace(std::string(transport), std::make_unique<PerTransport>()).first;
-  PerTransport& p = *it->second;
-  ++p.requests;
-  for (std::size_t i = 0; i < kNumStages; ++i) {
-    const TimePoint a = at[kStages[i].from], b = at[kStages[i].to];
-    if (a.ns() == 0 || b.ns() == 0 || a.is_infinite() || b.is_infinite()) continue;
-    p.h[i].record(b - a);
-  }
+  auto add = [&](std::string_view key) {
+    auto it = st.transports.find(key);
+    if (it == st.transports.end())
+      it = st.transports.emplace(std::string(key), std::make_unique<PerTransport>()).first;
+    PerTransport& p = *it->second;
+    ++p.requests;
+    for (std::size_t i = 0; i < kNumStages; ++i) {
+      const TimePoint a = at[kStages[i].from], b = at[kStages[i].to];
+      if (a.ns() == 0 || b.ns() == 0 || a.is_infinite() || b.is_infinite()) continue;
+      p.h[i].record(b - a);
+    }
+  };
+  add(transport);
+  if (!t.outcome.empty()) add(std::string(transport) + " " + std::string(t.outcome));
 }
 
 void flush() noexcept {

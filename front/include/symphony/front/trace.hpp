@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "symphony/time.hpp"
+#include "symphony/types.hpp"
 
 namespace symphony::front {
 
@@ -35,12 +36,19 @@ inline TimePoint now() noexcept { return SteadyClock{}.now(); }
 // One inference request through a transport. `received` .. `written` are the
 // transport's; stages whose ends are zero are left out.
 struct Transport {
-  TimePoint received;  // HTTP: the whole request read; gRPC: the handler runs (the message is parsed)
-  TimePoint parsed;    // became an InferRequest
-  TimePoint io;        // HTTP: the reply back on the connection's I/O thread (gRPC: = answered)
-  TimePoint encoded;   // the response is built, about to be written / Finish()ed
-  TimePoint written;   // HTTP: the write completed; gRPC: OnDone (the status went out)
+  TimePoint arrived;         // HTTP: the kernel's stamp of the read that completed the request (gRPC: zero)
+  TimePoint received;        // HTTP: the whole request read; gRPC: the handler runs (the message is parsed)
+  TimePoint parsed;          // became an InferRequest
+  TimePoint io;              // HTTP: the reply back on the connection's I/O thread (gRPC: = answered)
+  TimePoint encoded;         // the response is built, about to be written / Finish()ed
+  TimePoint written;         // HTTP: the write completed; gRPC: OnDone (the status went out)
+  std::string_view outcome;  // of the reply (outcome_of); empty: recorded with all requests only
 };
+// A reply's outcome as the trace names it: ok, late, dropped, error, or
+// "refused" when the server did not accept the request.
+constexpr std::string_view outcome_of(bool accepted, Outcome o) noexcept {
+  return accepted ? to_string(o) : std::string_view("refused");
+}
 void record(std::string_view transport, const Transport& t, const ServiceTimes& s) noexcept;
 
 // Writes every histogram to the file (whole, by rename). Any thread.
