@@ -154,6 +154,40 @@ TEST(DelayLearner, LearnsServesStagingCostAsAFixedPartAndAPartPerRequest) {
   EXPECT_EQ(capped->ctrl, Duration::milliseconds(1));
 }
 
+TEST(DelayLearner, LearnsServesReplyPathAsTheResponseDelay) {
+  // In one process: replies leave the front 100 us after their batch's end,
+  // one 5 ms after. Ten of them are too few to tell a p99 from the slowest:
+  // d_resp stays at its floor. With 110, d_resp is their p99; d_ctrl and
+  // d_data stay at their floors (no batch was staged ahead).
+  DelayLearner::Options o = opts();
+  o.window = 2000;
+  o.floors.resp = Duration::microseconds(50);
+  o.min_resp_samples = 100;
+  DelayLearner l(o, [](const std::string&) {});
+  for (int i = 0; i < 10; ++i)
+    l.on_reply(at_ms(i), i == 5 ? Duration::milliseconds(5) : Duration::microseconds(100));
+  std::optional<Delays> d = l.update(at_ms(10));
+  EXPECT_FALSE(d) << "d_resp moved on " << l.learned().resp_samples << " samples";
+  for (int i = 10; i < 110; ++i) l.on_reply(at_ms(i), Duration::microseconds(100));
+  d = l.update(at_ms(110));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->resp, Duration::microseconds(100));
+  EXPECT_EQ(d->ctrl, o.floors.ctrl);
+  EXPECT_EQ(d->data, o.floors.data);
+  l.commit(*d);
+  EXPECT_EQ(l.learned().resp_samples, 110u);
+  EXPECT_EQ(l.learned().samples, 0u);
+  // A flood: the way out queues for 2 ms; then quiet again, the floor.
+  for (int i = 0; i < 200; ++i) l.on_reply(at_ms(200 + i), Duration::milliseconds(2));
+  d = l.update(at_ms(400));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->resp, Duration::milliseconds(2));
+  l.commit(*d);
+  d = l.update(at_ms(400) + Duration::seconds(6));  // every sample older than max_age
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->resp, Duration::microseconds(50));
+}
+
 TEST(DelayLearnerTest, TheCapIsAQuarterOfTheTightestSloNeverBelowTheFloors) {
   DelayLearner::Options o;
   o.floors.ctrl = Duration::microseconds(500);

@@ -1275,6 +1275,43 @@ TEST(ServerTest, WithoutOverlapTheConfiguredDelaysArePlannedWith) {
   EXPECT_EQ(st.dispatch_samples, 0u);
 }
 
+// The front's measure of each reply's way out (observe_reply_path) becomes
+// the d_resp batches are planned with, and a served request says when its
+// batch ended on the device (what that way is measured from).
+TEST(ServerTest, TheRepliesPathBecomesTheResponseDelayPlannedWith) {
+  auto s = make_server("emulated:1");
+  ModelOptions m = emulated_model(Duration::milliseconds(200));
+  ASSERT_TRUE(s->add_model(m).ok());
+  ASSERT_TRUE(s->start().ok());
+  EXPECT_EQ(s->stats().delays.resp, Duration::zero());
+  auto f = s->infer(m.name, {});
+  ASSERT_TRUE(f.ok());
+  const InferResult r = f->get();
+  ASSERT_EQ(r.outcome, Outcome::kOk);
+  ASSERT_FALSE(r.ran_end.is_infinite());
+  EXPECT_GE(r.ran_end, r.batch_start);
+  EXPECT_LE(r.ran_end, r.submitted + r.latency) << "the batch ended before its outcome was told";
+  for (int i = 0; i < 100; ++i) s->observe_reply_path(Duration::milliseconds(3));
+  // The delay thread hands it to the runtime within its period (200 ms).
+  ServerStats st;
+  for (int i = 0; i < 250 && (st = s->stats()).delays.resp != Duration::milliseconds(3); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(st.delays.resp, Duration::milliseconds(3));
+  EXPECT_EQ(st.reply_samples, 100u);
+  // Planned with (once the shard took it, at its next loop): a reply is
+  // planned 3 ms after its batch's end.
+  Duration planned;
+  for (int i = 0; i < 100 && planned != Duration::milliseconds(3); ++i) {
+    auto g = s->infer(m.name, {});
+    ASSERT_TRUE(g.ok());
+    const InferResult r2 = g->get();
+    ASSERT_EQ(r2.outcome, Outcome::kOk);
+    planned = r2.batch_end - r2.ran_end;
+  }
+  EXPECT_EQ(planned, Duration::milliseconds(3)) << "the reply is planned d_resp after the batch's end";
+  s->stop();
+}
+
 TEST(ServerTest, CancelsRacingWithRequestsFromManyThreadsResolveEachOnce) {
   ServerOptions o;
   o.devices = "emulated:2";

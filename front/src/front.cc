@@ -462,6 +462,13 @@ void Front::cancel(std::uint64_t ticket) {
   if (ticket) service_.cancel(ticket);
 }
 
+void Front::reply_left(const ServiceTimes& times) {
+  const TimePoint end = times.finish;
+  if (end.ns() == 0 || end.is_infinite() || end == TimePoint::neg_infinite()) return;
+  const TimePoint now = SteadyClock{}.now();
+  if (now >= end) service_.reply_path(now - end);
+}
+
 FrontCounters Front::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   FrontCounters c;

@@ -728,6 +728,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::Status s =
         grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(resp_, out_, &own);
     if (traced_) tr_.encoded = trace::now();
+    front_.reply_left(r.times);
     Finish(s);
   }
 
@@ -883,6 +884,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       tr->outcome = trace::outcome_of(r.accepted, r.outcome);
       trace::record("grpc_stream", *tr, r.times);
     }
+    front_.reply_left(r.times);  // queued behind the stream's writes: about when it leaves
     std::unique_lock<std::mutex> lock(mu_);
     if (seq) tickets_.erase(seq);
     if (!broken_ && serialized) out_.push_back(std::move(bytes));

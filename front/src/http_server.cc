@@ -253,7 +253,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     // Stage times of the inference answered here (trace.hpp; only when tracing).
     bool traced = false;
     trace::Transport tr;
-    ServiceTimes times;
+    ServiceTimes times;  // the service's, always (Front::reply_left)
   };
   enum class Wait : std::uint8_t { kNone, kIdle, kRequest };
 
@@ -720,10 +720,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       if (!writing_) close();
       return;
     }
+    s->times = r.times;
     if (s->traced) {
       s->tr.io = trace::now();
       s->tr.outcome = trace::outcome_of(r.accepted, r.outcome);
-      s->times = r.times;
     }
     respond_reply(*s, r);
   }
@@ -817,6 +817,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (srv_.stopping.load() && slots_.size() == 1 && !parser_) s.keep_alive = false;
     s.res.keep_alive(s.keep_alive);
     s.res.prepare_payload();
+    srv_.front.reply_left(s.times);
     http::async_write(socket_, s.res, std::move(done));
   }
 

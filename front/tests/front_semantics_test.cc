@@ -34,6 +34,7 @@ class FakeService final : public InferenceService {
     return next_;
   }
   void cancel(std::uint64_t ticket) override { cancelled.push_back(ticket); }
+  void reply_path(Duration path) override { paths.push_back(path); }
   std::vector<std::string> extensions() const override {
     return keeps_statistics ? std::vector<std::string>{"statistics"} : std::vector<std::string>{};
   }
@@ -69,6 +70,7 @@ class FakeService final : public InferenceService {
   };
   std::deque<Pending> pending;
   std::vector<std::uint64_t> cancelled;
+  std::vector<Duration> paths;  // reply_path()'s
   bool ready_ = true;
   bool keeps_statistics = false;
   bool cannot_tell = false;  // statistics() fails with 503 (a cluster without its scheduler)
@@ -359,6 +361,22 @@ TEST_F(FrontSemanticsTest, CancelReachesTheServiceWithTheTicket) {
   front.cancel(t);
   front.cancel(0);  // a request that ended at once has no ticket
   EXPECT_EQ(svc.cancelled, (std::vector<std::uint64_t>{t}));
+}
+
+TEST_F(FrontSemanticsTest, AReplyLeavingPassesItsPathSinceTheBatchEndToTheService) {
+  // A reply whose batch ran: the time since its end, never negative.
+  ServiceTimes ran;
+  ran.finish = SteadyClock{}.now() - Duration::milliseconds(3);
+  front.reply_left(ran);
+  ASSERT_EQ(svc.paths.size(), 1u);
+  EXPECT_GE(svc.paths[0], Duration::milliseconds(3));
+  // One that never ran (a refusal, a drop: no end) or whose end is unknown
+  // passes nothing.
+  front.reply_left(ServiceTimes{});
+  ServiceTimes never;
+  never.finish = TimePoint::infinite();
+  front.reply_left(never);
+  EXPECT_EQ(svc.paths.size(), 1u);
 }
 
 TEST_F(FrontSemanticsTest, ExtensionsAndStatisticsAreWhatTheServiceImplements) {

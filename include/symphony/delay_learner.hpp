@@ -4,8 +4,9 @@
 // the paper's section 5). One learner serves both users: the cluster's
 // scheduler (network delays from its backends' reports) and `serve` (the CPU
 // work between a batch's dispatch and its start on the device: staging and
-// launch), so that a batch is dispatched that much before its device frees
-// and its CPU work overlaps the batch before it (docs/architecture.md).
+// launch, so that a batch is dispatched that much before its device frees
+// and its CPU work overlaps the batch before it; and the path of its replies
+// from the batch's end out of the protocol front; docs/architecture.md).
 //
 // WindowedPercentile and BatchCostFit keep the last N samples and forget
 // those older than a maximum age (a stale burst of slow samples must not
@@ -157,11 +158,15 @@ class DelayLearner {
     Duration max_age = Duration::seconds(5);
     Delays floors;  // the configured delays (and the safety margin, kept as is)
     Duration tightest_slo = Duration::infinite();
+    // Fewer recent d_resp samples than this: d_resp stays at its floor (a
+    // p99 of a handful is their slowest, a paused process for one).
+    std::uint32_t min_resp_samples = 1;
     bool verbose = false;  // log every change, and every cap
   };
   struct Learned {
     Delays delays;
-    std::uint64_t samples = 0;  // control-delay samples so far
+    std::uint64_t samples = 0;       // control-delay samples so far
+    std::uint64_t resp_samples = 0;  // response-delay samples so far
   };
 
   DelayLearner(Options o, std::function<void(const std::string&)> log)
@@ -185,11 +190,15 @@ class DelayLearner {
   void on_backend_rtt(TimePoint now, Duration rtt) { ctrl_.add(now, rtt / 2); }
   // In one process: a batch of `size` took `cost` of CPU work between its
   // dispatch and its start on the device (staging, launch). It is fitted as
-  // d_ctrl + d_data * size; d_resp stays at its floor.
+  // d_ctrl + d_data * size.
   void on_dispatch(TimePoint now, std::uint32_t size, Duration cost) {
     ctrl_.add(now, Duration::zero());
     data_.add(now, std::max<std::uint32_t>(size, 1), cost);
   }
+
+  // In one process: a reply left the server `path` after its batch ended
+  // (the protocol front's completion, hop and encoding): d_resp.
+  void on_reply(TimePoint now, Duration path) { resp_.add(now, path); }
 
   // The models served changed: the cap follows the tightest SLO.
   void set_tightest_slo(Duration slo) { o_.tightest_slo = slo; }
@@ -219,7 +228,7 @@ class DelayLearner {
       const BatchCostFit::Fit reads = data_.fit(q, now);
       d.ctrl = max(floors.ctrl, ctrl_.percentile(q, now) + reads.fixed);
       d.data = max(floors.data, reads.per_item);
-      d.resp = max(floors.resp, resp_.percentile(q, now));
+      if (resp_.recent(now) >= o_.min_resp_samples) d.resp = max(floors.resp, resp_.percentile(q, now));
       const Duration cap = this->cap();
       if (d.ctrl > cap || d.resp > cap) {
         if (!capped_logged_ || o_.verbose)
@@ -235,6 +244,7 @@ class DelayLearner {
       std::lock_guard<std::mutex> lock(mu_);
       old = learned_.delays;
       learned_.samples = ctrl_.total();
+      learned_.resp_samples = resp_.total();
     }
     if (!moved(d.ctrl, old.ctrl) && !moved(d.data, old.data) && !moved(d.resp, old.resp)) return std::nullopt;
     if (o_.verbose)

@@ -162,4 +162,11 @@ Labels model_labels(const std::string& model, const std::string& version) {
   return l;
 }
 
+void write_delays(Writer& w, const Delays& d, std::string_view help) {
+  const std::pair<const char*, Duration> kinds[] = {
+      {"ctrl", d.ctrl}, {"data", d.data}, {"resp", d.resp}, {"safety_margin", d.safety_margin}};
+  for (const auto& [kind, v] : kinds)
+    w.gauge("symphony_delay_seconds", help, {{"kind", kind}}, v.to_seconds());
+}
+
 }  // namespace symphony::metrics

@@ -147,6 +147,10 @@ void ServerMetrics::collect(metrics::Writer& w) {
   w.gauge("symphony_autoscale_gpus", "Devices in service.", {}, sig.gpus);
   w.gauge("symphony_autoscale_window_seconds", "Span the autoscaling signal covers.", {},
           window_.last_span().to_seconds());
+  metrics::write_delays(w, now.delays,
+                        "Delays the server plans with: d_ctrl and d_data (per request) learned from the "
+                        "batches' staging and launch when they overlap, d_resp from the replies' way out "
+                        "of the front, each floored by the config, and the safety margin.");
 }
 
 }  // namespace symphony::serve

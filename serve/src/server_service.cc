@@ -312,7 +312,7 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
         Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget, target);
         reply.batch_size = r.batch_size;
         reply.latency = r.latency;
-        reply.times = {r.submitted, r.batch_start, r.batch_end, r.submitted + r.latency};
+        reply.times = {r.submitted, r.batch_start, r.ran_end, r.submitted + r.latency};
         if (r.has_output() && !to_outputs(r.output, &reply.outputs)) {
           reply = reply_for_outcome(Outcome::kError, DropReason::kNone,
                                     "its output is not a tensor or a tuple of tensors", model, budget);

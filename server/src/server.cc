@@ -362,8 +362,9 @@ struct Server::Impl final : BatchRunner {
   TimePoint started;
   std::atomic<std::int64_t> stopped_at_ns{0};  // when stop() ended, if started (stats' elapsed ends there)
   // ServerOptions::overlap, as start() decided it: the executors' measured
-  // CPU work feeds `learner` (under delays_mu); a thread of its own hands
-  // what it learns to the runtime (never an executor's or a shard's thread:
+  // CPU work feeds `learner` (under delays_mu), as the replies' paths do
+  // always (observe_reply_path); a thread of its own hands what it learns
+  // to the runtime (never an executor's or a shard's thread:
   // Runtime::set_delays takes the lock remove_model() holds while it waits
   // for their batches).
   bool overlap = false;
@@ -478,6 +479,7 @@ struct Server::Impl final : BatchRunner {
     r.deadline = p.times.deadline;
     r.batch_start = o.exec;
     r.batch_end = o.finish;
+    if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) r.ran_end = p.ran_end;
     r.batch_size = o.batch_size;
     r.device = o.gpu;
     if (r.has_output()) r.output = std::move(p.output);
@@ -563,6 +565,7 @@ struct Server::Impl final : BatchRunner {
         r.outcome = Outcome::kError;
         r.error = joined.status().message();
       }
+      if (g->ran_last != TimePoint::neg_infinite()) r.ran_end = g->ran_last;
     } else {
       r.batch_start = r.batch_end = TimePoint::infinite();
     }
@@ -1292,11 +1295,10 @@ struct Server::Impl final : BatchRunner {
     // Dispatching ahead needs the device to take a batch behind the running one.
     rc.max_outstanding_per_gpu = opts.max_outstanding_per_device;
     if (rc.max_outstanding_per_gpu == 0) rc.max_outstanding_per_gpu = all_cuda || overlap ? 2 : 1;
-    if (overlap) {
-      DelayLearner::Options lo;
-      lo.floors = opts.delays;
-      learner = std::make_unique<DelayLearner>(lo, [this](const std::string& m) { log(m); });
-    }
+    DelayLearner::Options lo;
+    lo.floors = opts.delays;
+    lo.min_resp_samples = kMinReplySamples;
+    learner = std::make_unique<DelayLearner>(lo, [this](const std::string& m) { log(m); });
     SYMPHONY_ASSIGN_OR_RETURN(runtime, make_runtime(rc, sink, opts.policy));
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();
     for (std::size_t i = 0; i < devices.size(); ++i) {
@@ -1364,7 +1366,7 @@ struct Server::Impl final : BatchRunner {
     started = SteadyClock{}.now();
     if (!emulated)
       for (auto& d : devices) d->run_thread = std::make_unique<RunThread>(opts.cpu_threads);
-    if (overlap) delay_thread = std::thread([this] { apply_delays(); });
+    delay_thread = std::thread([this] { apply_delays(); });
     serving.store(runtime.get(), std::memory_order_release);  // release: with the run threads
     running.store(true, std::memory_order_release);
     return {};
@@ -1626,6 +1628,11 @@ bool Server::cancel(std::uint64_t ticket) { return impl_->cancel(ticket); }
 
 void Server::cancel_async(std::uint64_t ticket) { impl_->cancel_async(ticket); }
 
+void Server::observe_reply_path(Duration path) {
+  std::lock_guard<std::mutex> lock(impl_->delays_mu);
+  if (impl_->learner) impl_->learner->on_reply(SteadyClock{}.now(), path);
+}
+
 ServerStats Server::stats() const {
   ServerStats out;
   const TimePoint now = SteadyClock{}.now();
@@ -1649,6 +1656,7 @@ ServerStats Server::stats() const {
     const DelayLearner::Learned l = impl_->learner->learned();
     out.delays = l.delays;
     out.dispatch_samples = l.samples;
+    out.reply_samples = l.resp_samples;
   }
   std::vector<ModelStats> all;
   for (const auto& m : models) all.push_back(impl_->snapshot(*m));

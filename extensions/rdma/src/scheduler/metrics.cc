@@ -118,16 +118,9 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
           s.subs.empty() ? window.last_span().to_seconds() : s.subs_window_s);
 
   // The learned delays (the delay estimator; d_ctrl, d_data, d_resp of docs/architecture.md#delays).
-  const std::pair<const char*, Duration> delays[] = {{"ctrl", s.delays.ctrl},
-                                                     {"data", s.delays.data},
-                                                     {"resp", s.delays.resp},
-                                                     {"safety_margin", s.delays.safety_margin}};
-  for (const auto& [kind, d] : delays)
-    w.gauge("symphony_delay_seconds",
-            "Delays the scheduler plans with: d_ctrl, d_data (per request), d_resp (learned, floored by the "
-            "config) "
-            "and the safety margin.",
-            {{"kind", kind}}, d.to_seconds());
+  metrics::write_delays(w, s.delays,
+                        "Delays the scheduler plans with: d_ctrl, d_data (per request), d_resp (learned, "
+                        "floored by the config) and the safety margin.");
   w.gauge("symphony_delay_samples", "Batch round trips the delay estimator has seen.", {},
           static_cast<double>(s.delay_samples));
   w.gauge("symphony_delay_learned", "1 when delays are learned online, 0 when the config's are used.", {},

@@ -127,6 +127,10 @@ class Front {
   // answer the region's parameters instead).
   std::uint64_t infer(InferRequest&& request, std::optional<Duration> deadline, InferenceService::Done done);
   void cancel(std::uint64_t ticket);
+  // A transport's reply with `times` leaves now (its write starts: the
+  // bytes go out then unless the client stopped reading): where its batch
+  // ran, the path since the batch's end goes to the service (reply_path).
+  void reply_left(const ServiceTimes& times);
   // Counts a request the transport refused before it could be parsed (its
   // reply is `reply`, a 400 or 404), so the counters see every request.
   void count_rejected(std::string_view model, const Reply& reply);

@@ -60,6 +60,11 @@ class InferenceService {
   // reply is sent to nobody. Any thread; an unknown or ended ticket is
   // ignored.
   virtual void cancel(std::uint64_t ticket) = 0;
+  // A reply whose batch ran left its transport `path` after the batch's end
+  // (Reply::times.finish): what the service may plan a reply's way out with
+  // (serve: d_resp). Any thread, once per such reply; keep it cheap. The
+  // default ignores it.
+  virtual void reply_path(Duration path) { (void)path; }
 
   // The model repository extension (docs/front.md#the-model-repository). A
   // service without a repository keeps these defaults; the transports then

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "symphony/latency_histogram.hpp"
+#include "symphony/types.hpp"
 
 namespace symphony::metrics {
 
@@ -76,5 +77,9 @@ class Writer {
   Family& family(std::string_view name, std::string_view help, Type type);
   std::vector<Family> families_;
 };
+
+// symphony_delay_seconds{kind = ctrl, data, resp, safety_margin}: the delays
+// a runtime plans with (types.hpp Delays), `help` saying where they come from.
+void write_delays(Writer& w, const Delays& d, std::string_view help);
 
 }  // namespace symphony::metrics

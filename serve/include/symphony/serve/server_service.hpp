@@ -104,6 +104,8 @@ class ServerService final : public InferenceService {
                                                     std::string_view version) const override;
   std::uint64_t submit(InferRequest&& request, Duration budget, Done done) override;
   void cancel(std::uint64_t ticket) override;
+  // To the server's d_resp (Server::observe_reply_path).
+  void reply_path(Duration path) override { server_.observe_reply_path(path); }
   // The statistics extension, from Server::stats() (docs/front.md).
   std::vector<std::string> extensions() const override {
     if (has_repository()) return {"statistics", "model_repository"};

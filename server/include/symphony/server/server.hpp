@@ -224,6 +224,7 @@ struct InferResult {
   TimePoint deadline;
   TimePoint batch_start;  // its batch's planned start (infinite when it never ran)
   TimePoint batch_end;    // its batch's end as the executor reported it (+ d_resp), or the drop time
+  TimePoint ran_end = TimePoint::infinite();  // its batch's end on the device (infinite: it never ran)
   std::uint32_t batch_size = 0;
   GpuId device = kNoGpu;
   bool has_output() const { return outcome == Outcome::kOk || outcome == Outcome::kLate; }
@@ -314,11 +315,13 @@ struct DeviceStats {
 
 struct ServerStats {
   Duration elapsed;  // from start() to now, or to stop()
-  // The dispatch delays batches are planned with now (ServerOptions::
-  // overlap): learned when overlap is on, else the configured ones.
+  // The delays batches are planned with now: d_ctrl and d_data learned when
+  // overlap is on (ServerOptions::overlap), d_resp from the replies' paths
+  // (observe_reply_path), each never below the configured one.
   bool overlap = false;
   Delays delays;
   std::uint64_t dispatch_samples = 0;  // batches whose CPU work was measured
+  std::uint64_t reply_samples = 0;     // replies whose path was measured
   std::uint64_t sent = 0, ok = 0, late = 0, dropped = 0, errors = 0;
   double goodput_rps = 0;  // ok per second since start()
   std::vector<ModelStats> models;
@@ -392,6 +395,16 @@ class Server {
   // thread; the request's `done` says what happened (dropped, cancelled, if
   // it was still queued). Any thread, `done` callbacks and I/O threads included.
   void cancel_async(std::uint64_t ticket);
+
+  // A reply left its transport `path` after its batch ended on the device
+  // (InferResult::ran_end): the completion, the hop to the connection and
+  // the encoding, under load a queue. d_resp is planned with the p99 of
+  // those of the last 5 s once there are kMinReplySamples of them
+  // (delay_learner.hpp; capped at a quarter of the tightest SLO, never below
+  // ServerOptions::delays.resp), so that a batch ends early enough for its
+  // replies to leave by their deadlines. Any thread.
+  void observe_reply_path(Duration path);
+  static constexpr std::uint32_t kMinReplySamples = 100;
 
   ServerStats stats() const;
 
