@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "symphony/delay_learner.hpp"
 #include "symphony/server/load_runs.hpp"
 #include "symphony/server/torch_model.hpp"
 
@@ -1291,13 +1292,13 @@ TEST(ServerTest, TheRepliesPathBecomesTheResponseDelayPlannedWith) {
   ASSERT_FALSE(r.ran_end.is_infinite());
   EXPECT_GE(r.ran_end, r.batch_start);
   EXPECT_LE(r.ran_end, r.submitted + r.latency) << "the batch ended before its outcome was told";
-  for (int i = 0; i < 100; ++i) s->observe_reply_path(Duration::milliseconds(3));
+  for (std::uint32_t i = 0; i < kMinReplyPathSamples; ++i) s->observe_reply_path(Duration::milliseconds(3));
   // The delay thread hands it to the runtime within its period (200 ms).
   ServerStats st;
   for (int i = 0; i < 250 && (st = s->stats()).delays.resp != Duration::milliseconds(3); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(st.delays.resp, Duration::milliseconds(3));
-  EXPECT_EQ(st.reply_samples, 100u);
+  EXPECT_EQ(st.reply_samples, kMinReplyPathSamples);
   // Planned with (once the shard took it, at its next loop): a reply is
   // planned 3 ms after its batch's end.
   Duration planned;

@@ -79,6 +79,11 @@ class WindowedPercentile {
   std::uint64_t total_ = 0;
 };
 
+// A reply's way out of the process (serve's front, a cluster frontend) is
+// planned with the p99 of the last 5 s once at least this many replies were
+// measured in them (fewer: their slowest, a paused process for one).
+inline constexpr std::uint32_t kMinReplyPathSamples = 100;
+
 // A high-percentile fit of a per-batch cost that grows with the batch size,
 // cost(b) ~ fixed + per_item * b, over the recent batches: per_item is the
 // least-squares slope (never negative) and fixed the q-quantile of what

@@ -1297,7 +1297,7 @@ struct Server::Impl final : BatchRunner {
     if (rc.max_outstanding_per_gpu == 0) rc.max_outstanding_per_gpu = all_cuda || overlap ? 2 : 1;
     DelayLearner::Options lo;
     lo.floors = opts.delays;
-    lo.min_resp_samples = kMinReplySamples;
+    lo.min_resp_samples = kMinReplyPathSamples;
     learner = std::make_unique<DelayLearner>(lo, [this](const std::string& m) { log(m); });
     SYMPHONY_ASSIGN_OR_RETURN(runtime, make_runtime(rc, sink, opts.policy));
     if (emulated) emulated_pool = std::make_unique<EmulatedGpus>();

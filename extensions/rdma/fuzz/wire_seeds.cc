@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   seeds.push_back(encode(PoolAck{1}));
   seeds.push_back(encode(PoolDrop{1}));
   seeds.push_back(encode(Ping{1, 2}));
-  seeds.push_back(encode(Pong{1, 2}));
+  seeds.push_back(encode(Pong{1, 2, 3}));
   seeds.push_back(encode(Goodbye{"bye"}));
   seeds.push_back(encode(Placement{1, 0, {0, 2}, {1}}));
   seeds.push_back(encode(PlacementDone{1, 0, BatchStatus::kError, "no such model"}));

@@ -175,5 +175,18 @@ TEST(FrontendAdmissionTest, AFullQueueSendsItsWorkAndTheRunningBatchsRest) {
   EXPECT_EQ(admission_entry(3, frontend_hint(off), t0, ms(1)).work_ns, 0);
 }
 
+TEST(FrontendAdmissionTest, AFrontendsRepliesWayOutComesOffItsTimeLeftNotItsWork) {
+  // Its replies leave 3 ms after their outputs arrive (its Pongs said so):
+  // the test keeps the work a request finds and adds the 3 ms to resp, so a
+  // request needs that much more time left.
+  const wire::AdmissionEntry e = admission_entry(3, frontend_hint(running_hint(16)), t0, ms(1), ms(3));
+  EXPECT_EQ(e.work_ns, ms(38).ns());
+  EXPECT_EQ(e.resp_ns, ms(5).ns());
+  FrontendAdmission a(4);
+  a.set(e, t0);
+  EXPECT_FALSE(a.admit(3, 0, t0, t0 + ms(42)));
+  EXPECT_TRUE(a.admit(3, 0, t0, t0 + ms(43)));
+}
+
 }  // namespace
 }  // namespace symphony::cluster

@@ -52,7 +52,8 @@ struct FakeHost : Acceptor::Host {
   std::vector<std::string> log;
   std::vector<std::pair<ConnId, std::vector<std::uint8_t>>> sent;
   std::vector<std::pair<ConnId, Duration>> rtts;
-  std::string refuse_name;  // on_hello refuses a Hello with this name
+  std::vector<Duration> reply_paths;  // what each Pong told
+  std::string refuse_name;            // on_hello refuses a Hello with this name
 
   void send(ConnId c, std::vector<std::uint8_t> msg) override {
     log.push_back("send " + std::to_string(c) + " " +
@@ -70,7 +71,10 @@ struct FakeHost : Acceptor::Host {
   void on_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t>, TimePoint) override {
     log.push_back("message " + std::to_string(c) + " " + std::string(wire::to_string(kind)));
   }
-  void on_round_trip(ConnId c, Duration rtt, TimePoint) override { rtts.emplace_back(c, rtt); }
+  void on_round_trip(ConnId c, Duration rtt, TimePoint, Duration reply_path) override {
+    rtts.emplace_back(c, rtt);
+    reply_paths.push_back(reply_path);
+  }
   void on_refused(ConnId c, const Refusal& r) override {
     log.push_back("refused " + std::to_string(c) + " " + kind_name(r.kind) + ": " + r.reason);
   }
@@ -212,9 +216,11 @@ TEST_F(AcceptorTest, PingRoundsEveryIntervalAndRoundTripsFromPongs) {
   EXPECT_EQ(p->origin_ns, now().ns());
   EXPECT_FALSE(a.tick(now() + 50_ms)) << "the next round is one interval later";
   clock.advance(3_ms);
-  a.on_message(1, now(), wire::encode(wire::Pong{p->seq, p->origin_ns}));
+  a.on_message(1, now(), wire::encode(wire::Pong{p->seq, p->origin_ns, (2_ms).ns()}));
   ASSERT_EQ(host.rtts.size(), 1u);
   EXPECT_EQ(host.rtts[0], std::make_pair(ConnId{1}, Duration(3_ms)));
+  ASSERT_EQ(host.reply_paths.size(), 1u);
+  EXPECT_EQ(host.reply_paths[0], Duration(2_ms)) << "a frontend's replies' way out, as its Pong told";
   // Not one of ours: from the future, or older than a minute.
   a.on_message(1, now(), wire::encode(wire::Pong{9, (now() + 1_ms).ns()}));
   a.on_message(1, now(), wire::encode(wire::Pong{9, (now() - 61_s).ns()}));

@@ -21,6 +21,7 @@ struct FakeHost : Connector::Host {
   std::vector<std::vector<std::uint8_t>> sent;
   bool open_fails = false;
   bool established_at_welcome = false;
+  Duration replies_leave_in;  // reply_path()
   Connector* session = nullptr;
   wire::Welcome welcome;
 
@@ -42,6 +43,7 @@ struct FakeHost : Connector::Host {
   void on_message(wire::Kind kind, std::span<const std::uint8_t>) override {
     log.push_back("message " + std::string(wire::to_string(kind)));
   }
+  Duration reply_path() const override { return replies_leave_in; }
   void on_down(const std::string& why, bool was_established) override {
     log.push_back(std::string(was_established ? "down (established) " : "down ") + why);
   }
@@ -165,12 +167,14 @@ TEST_F(ConnectorTest, TheWelcomesHeartbeatTimeoutEndsASilentSession) {
   welcome();
   EXPECT_EQ(s.heartbeat_timeout(), 500_ms);
   clock.advance(400_ms);
+  host.replies_leave_in = 2_ms;
   s.on_message(now(), wire::encode(wire::Ping{7, 123}));
   EXPECT_EQ(host.take(), (V{"send Pong"}));
   Result<wire::Pong> p = wire::decode_pong(host.sent.back());
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->seq, 7u);
   EXPECT_EQ(p->origin_ns, 123);
+  EXPECT_EQ(p->reply_path_ns, (2_ms).ns()) << "the node's replies' way out goes with each Pong";
   clock.advance(500_ms);
   s.tick(now());
   EXPECT_TRUE(host.take().empty()) << "heard 500 ms ago: not more than the timeout";

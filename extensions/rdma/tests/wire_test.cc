@@ -116,6 +116,7 @@ TEST(WireTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(decode_goodbye(encode(Goodbye{"stopping"}))->reason, "stopping");
   EXPECT_EQ(decode_frontend_left(encode(FrontendLeft{1, 9}))->generation, 9u);
   EXPECT_EQ(decode_pong(encode(Pong{5, 6}))->origin_ns, 6);
+  EXPECT_EQ(decode_pong(encode(Pong{5, 6, 7000}))->reply_path_ns, 7000);
 
   Result<Placement> pl = decode_placement(encode(Placement{12, 3, {0, 2}, {1}}));
   ASSERT_TRUE(pl.ok()) << pl.status().message();
@@ -406,7 +407,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
   msgs.emplace_back("PoolAck", encode(PoolAck{0x0102}));
   msgs.emplace_back("PoolDrop", encode(PoolDrop{0x0304}));
   msgs.emplace_back("Ping", encode(Ping{1, -2}));
-  msgs.emplace_back("Pong", encode(Pong{3, 4}));
+  msgs.emplace_back("Pong", encode(Pong{3, 4, 5}));
   msgs.emplace_back("Goodbye", encode(Goodbye{"bye"}));
   msgs.emplace_back("BatchDone",
                     encode(BatchDone{9, BatchStatus::kError, 3, 0x11, 0x12, 0x13, 0x14, 0x15, "e"}));
@@ -468,7 +469,7 @@ TEST(WireTest, EveryKindKeepsItsLayout) {
       {"PoolAck", "02010000"},
       {"PoolDrop", "04030000"},
       {"Ping", "0100000000000000feffffffffffffff"},
-      {"Pong", "03000000000000000400000000000000"},
+      {"Pong", "030000000000000004000000000000000500000000000000"},
       {"Goodbye", "03000000627965"},
       {"BatchDone",
        "09000000000000000100000003000000110000000000000012000000000000001300000000000000140000000000000015000"
@@ -545,7 +546,7 @@ TEST(WireTest, HelloOfTheOlderVersionIsRefused) {
   m[4] = static_cast<std::uint8_t>(kVersion - 1);
   Result<Hello> h = decode_hello(m);
   ASSERT_FALSE(h.ok());
-  EXPECT_EQ(h.status().message(), "unsupported protocol version 22 (this build speaks version 23)");
+  EXPECT_EQ(h.status().message(), "unsupported protocol version 23 (this build speaks version 24)");
 }
 
 TEST(WireTest, RefusesBadHeaders) {
@@ -556,69 +557,72 @@ TEST(WireTest, RefusesBadHeaders) {
   expect_refused(m, "wrong magic");
   m = good;
   m[4] = 1;  // version 1 had no Cancel: a peer speaking it is refused, naming both versions
-  expect_refused(m, "unsupported protocol version 1 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 1 (this build speaks version 24)");
   m = good;
   m[4] = 3;  // version 3 had no terms
-  expect_refused(m, "unsupported protocol version 3 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 3 (this build speaks version 24)");
   m = good;
   m[4] = 4;  // version 4's Standing had no calibrations
-  expect_refused(m, "unsupported protocol version 4 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 4 (this build speaks version 24)");
   m = good;
   m[4] = 5;  // version 5 had no StatsRequest and Stats
-  expect_refused(m, "unsupported protocol version 5 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 5 (this build speaks version 24)");
   m = good;
   m[4] = 6;  // version 6 carried no priorities (32-byte SubmitEntry, no levels in Welcome)
-  expect_refused(m, "unsupported protocol version 6 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 6 (this build speaks version 24)");
   m = good;
   m[4] = 7;  // version 7 had no model control (ModelControl, ModelControlDone, ModelTable)
-  expect_refused(m, "unsupported protocol version 7 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 7 (this build speaks version 24)");
   m = good;
   m[4] = 8;  // version 8 had no model loads on backends (ModelLoad, ModelLoadDone)
-  expect_refused(m, "unsupported protocol version 8 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 8 (this build speaks version 24)");
   m = good;
   m[4] = 9;  // version 9's ModelTable had no notes
-  expect_refused(m, "unsupported protocol version 9 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 9 (this build speaks version 24)");
   m = good;
   m[4] = 10;  // version 10 had no ModelUnload
-  expect_refused(m, "unsupported protocol version 10 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 10 (this build speaks version 24)");
   m = good;
   m[4] = 11;  // version 11's Stats counted by model id, not by account
-  expect_refused(m, "unsupported protocol version 11 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 11 (this build speaks version 24)");
   m = good;
   m[4] = 12;  // version 12 had no leases
-  expect_refused(m, "unsupported protocol version 12 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 12 (this build speaks version 24)");
   m = good;
   m[4] = 13;  // version 13 had no Admission
-  expect_refused(m, "unsupported protocol version 13 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 13 (this build speaks version 24)");
   m = good;
   m[4] = 14;  // version 14's ModelLoad had no run limit
-  expect_refused(m, "unsupported protocol version 14 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 14 (this build speaks version 24)");
   m = good;
   m[4] = 15;  // version 15's Outcomes had no pushed_out
-  expect_refused(m, "unsupported protocol version 15 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 15 (this build speaks version 24)");
   m = good;
   m[4] = 16;  // version 16's Standing had no repository models
-  expect_refused(m, "unsupported protocol version 16 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 16 (this build speaks version 24)");
   m = good;
   m[4] = 17;  // version 17's Standing did not mark loads under way
-  expect_refused(m, "unsupported protocol version 17 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 17 (this build speaks version 24)");
   m = good;
   m[4] = 18;  // version 18's pool was one region
-  expect_refused(m, "unsupported protocol version 18 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 18 (this build speaks version 24)");
   m = good;
   m[4] = 19;  // version 19's pool never freed a region
-  expect_refused(m, "unsupported protocol version 19 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 19 (this build speaks version 24)");
   m[4] = 20;  // version 20's admission tests carried no backlog share
-  expect_refused(m, "unsupported protocol version 20 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 20 (this build speaks version 24)");
   m = good;
   m[4] = 21;  // version 21's model entries had no least budget
-  expect_refused(m, "unsupported protocol version 21 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 21 (this build speaks version 24)");
   m = good;
   m[4] = 22;  // version 22's requests did not say how long they had waited
-  expect_refused(m, "unsupported protocol version 22 (this build speaks version 23)");
+  expect_refused(m, "unsupported protocol version 22 (this build speaks version 24)");
   m = good;
-  m[4] = 24;
-  expect_refused(m, "unsupported protocol version 24");
+  m[4] = 23;  // version 23's frontends did not tell their replies' way out
+  expect_refused(m, "unsupported protocol version 23 (this build speaks version 24)");
+  m = good;
+  m[4] = 25;
+  expect_refused(m, "unsupported protocol version 25");
   m = good;
   m[6] = static_cast<std::uint8_t>(kMaxKind + 1);
   expect_refused(m, "unknown message kind " + std::to_string(kMaxKind + 1));

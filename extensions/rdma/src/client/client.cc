@@ -246,6 +246,9 @@ class Client::Impl final : public Transport::Handler {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     return model_index_.count(std::string(model)) != 0;
   }
+  void set_reply_path(Duration d) {
+    reply_path_ns_.store(std::max<std::int64_t>(d.ns(), 0), std::memory_order_relaxed);
+  }
   Duration least_budget(std::string_view model) const {
     std::shared_lock<std::shared_mutex> lock(models_mu_);
     const auto it = model_index_.find(std::string(model));
@@ -348,6 +351,9 @@ class Client::Impl final : public Transport::Handler {
       n.on_scheduler_message(kind, msg);
     }
     void on_down(const std::string& why, bool was_ready) override { n.scheduler_lost(why, was_ready); }
+    Duration reply_path() const override {
+      return Duration::nanoseconds(n.reply_path_ns_.load(std::memory_order_relaxed));
+    }
   };
 
   // A request's model as the last table has it, with `priority` as a level.
@@ -561,7 +567,8 @@ class Client::Impl final : public Transport::Handler {
   // Network thread.
   ConnId sched_ = kNoConn;
   SchedulerLink link_{*this};
-  std::optional<session::Connector> session_;  // from start(); established when welcomed
+  std::optional<session::Connector> session_;   // from start(); established when welcomed
+  std::atomic<std::int64_t> reply_path_ns_{0};  // set_reply_path()
   std::unordered_map<ConnId, Backend> backends_;
   std::atomic<std::uint32_t> backends_ready_{0};  // backends_ that were welcomed (got the PoolInfo)
   void recount_backends() {
@@ -1847,6 +1854,7 @@ void Client::cancel(std::uint64_t ticket) { impl_->cancel(ticket); }
 std::vector<ModelInfo> Client::models() const { return impl_->models(); }
 bool Client::has_model(std::string_view model) const { return impl_->has_model(model); }
 Duration Client::least_budget(std::string_view model) const { return impl_->least_budget(model); }
+void Client::set_reply_path(Duration d) { impl_->set_reply_path(d); }
 std::string Client::unserved_reason(std::string_view model) const { return impl_->unserved_reason(model); }
 std::vector<std::string> Client::unserved_models() const { return impl_->unserved_models(); }
 std::vector<VersionNote> Client::version_notes() const { return impl_->version_notes(); }

@@ -1083,8 +1083,10 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
     }
     return rep;
   }
-  // ok or late: the outputs.
+  // ok or late: the outputs, here now (the batch's end as this frontend can
+  // tell it: reply_path measures its way out from then).
   Reply rep = front::reply_for_outcome(r.outcome, DropReason::kNone, "", model, budget);
+  rep.times.finish = SteadyClock{}.now();
   rep.batch_size = r.batch_size;
   rep.latency = r.latency;
   std::vector<front::TensorSpec> declared;
@@ -1150,6 +1152,16 @@ Reply ClusterService::reply_for(const Model& m, InferResult&& r, Duration budget
     }
   }
   return rep;
+}
+
+void ClusterService::reply_path(Duration path) {
+  const TimePoint now = SteadyClock{}.now();
+  std::lock_guard<std::mutex> lock(replies_mu_);
+  replies_.add(now, path);
+  if (now - replies_told_ < Duration::milliseconds(200)) return;  // as often as serve retunes its d_resp
+  replies_told_ = now;
+  client_.set_reply_path(replies_.recent(now) >= kMinReplyPathSamples ? replies_.percentile(0.99, now)
+                                                                      : Duration::zero());
 }
 
 void ClusterService::cancel(std::uint64_t ticket) {

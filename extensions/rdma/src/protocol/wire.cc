@@ -276,11 +276,17 @@ template <class V, class M>
 requires Of<M, PoolAck> || Of<M, PoolDrop>
 constexpr void fields(V& v, M& m) { v.u32("index", m.index); }
 
-template <class V, class M>
-requires Of<M, Ping> || Of<M, Pong>
+template <class V, Of<Ping> M>
 constexpr void fields(V& v, M& m) {
   v.u64("seq", m.seq);
   v.i64("origin", m.origin_ns);
+}
+
+template <class V, Of<Pong> M>
+constexpr void fields(V& v, M& m) {
+  v.u64("seq", m.seq);
+  v.i64("origin", m.origin_ns);
+  v.i64("reply_path", m.reply_path_ns);
 }
 
 template <class V, Of<BatchDone> M>

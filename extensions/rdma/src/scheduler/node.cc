@@ -336,6 +336,7 @@ std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId 
     f.address = h.address;
     f.rtt = WindowedPercentile(64, Duration::seconds(10));
     f.one_way = Duration::zero();
+    f.reply_path = f.reply_path_told = Duration::zero();
     f.bad_logged = 0;
     f.by_request.clear();
     // release: dispatch (shard threads) sees the generation with the alive bit.
@@ -422,7 +423,7 @@ void SchedulerNode::Impl::on_peer_message(ConnId c, wire::Kind kind, std::span<c
       session::RefusalKind::kMalformed);
 }
 
-void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
+void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now, Duration reply_path) {
   const auto it = peers_.find(c);
   if (it == peers_.end()) return;
   const Peer& p = it->second;
@@ -430,6 +431,7 @@ void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
     FrontendInfo& f = frontends_[p.index];
     f.rtt.add(now, rtt);
     f.pinged_since = std::max(f.pinged_since, now - rtt);
+    f.reply_path_told = reply_path;  // planned with from the next tick
   }
   // Backends' pings keep d_ctrl measured when no batch runs (a stale high
   // estimate must not outlive the traffic that caused it).
@@ -438,20 +440,24 @@ void SchedulerNode::Impl::on_round_trip(ConnId c, Duration rtt, TimePoint now) {
 
 void SchedulerNode::Impl::on_tick(TimePoint now) {
   if (acceptor_->tick(now)) {
-    // Capped as the learned delays are: a frontend short of CPU answers its
-    // pings late, and a one-way estimate that ate the SLO would drop each of
-    // its requests as infeasible (measured under a gRPC flood on 2 busy cores).
+    // Capped together as the learned delays are: a frontend short of CPU
+    // answers its pings late and its replies queue, and an estimate that
+    // ate the SLO would drop each of its requests as infeasible (measured
+    // under a gRPC flood on 2 busy cores).
     const Duration cap = delays_->cap();
     for (FrontendInfo& f : frontends_) {
       if (!f.alive) continue;
       const Duration measured = f.rtt.percentile(set_.delay_percentile, now) / 2;
       f.one_way = min(measured, cap);
-      if (measured > cap && !f.one_way_capped)
+      f.reply_path = min(f.reply_path_told, cap - f.one_way);
+      const bool capped = measured + f.reply_path_told > cap;
+      if (capped && !f.one_way_capped)
         log("frontend " + f.name + ": its one-way delay (half the p" +
             std::to_string(static_cast<int>(set_.delay_percentile * 100)) + " of its ping round trips, " +
-            std::to_string(measured.ns() / 1000) + " us) capped at " + std::to_string(cap.ns() / 1000) +
-            " us (a quarter of the tightest SLO)");
-      f.one_way_capped = measured > cap;
+            std::to_string(measured.ns() / 1000) + " us) and its replies' way out (" +
+            std::to_string(f.reply_path_told.ns() / 1000) + " us, as it said) capped together at " +
+            std::to_string(cap.ns() / 1000) + " us (a quarter of the tightest SLO)");
+      f.one_way_capped = capped;
     }
     if (standby()) send_standing();
   }

@@ -181,7 +181,11 @@ class SchedulerNode::Impl final : public Transport::Handler {
     std::string name, address;
     WindowedPercentile rtt{64, Duration::seconds(10)};
     Duration one_way;  // half a high percentile of its ping round trips, at most DelayLearner::cap()
-    bool one_way_capped = false;  // logged once until it is under the cap again
+    // Its replies' way out after their outputs arrive, as its last Pong
+    // said, and as planned with (one_way + reply_path at most the cap): its
+    // requests' outputs are planned to reach it that much before their deadlines.
+    Duration reply_path_told, reply_path;
+    bool one_way_capped = false;  // the two capped: logged once until under the cap again
     TimePoint pinged_since;       // when the latest ping it answered was sent
     std::uint32_t bad_logged = 0;
     // Its requests by id -> slot, to find what a Cancel names (an entry per
@@ -282,7 +286,9 @@ class SchedulerNode::Impl final : public Transport::Handler {
     void on_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now) override {
       n.on_peer_message(c, kind, msg, now);
     }
-    void on_round_trip(ConnId c, Duration rtt, TimePoint now) override { n.on_round_trip(c, rtt, now); }
+    void on_round_trip(ConnId c, Duration rtt, TimePoint now, Duration reply_path) override {
+      n.on_round_trip(c, rtt, now, reply_path);
+    }
     void on_refused(ConnId c, const session::Refusal& r) override { n.on_refused(c, r); }
     void on_lost(ConnId c, const std::string& why, session::Loss how) override {
       n.on_session_lost(c, why, how);
@@ -294,7 +300,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
   }
   std::variant<wire::Welcome, session::Refusal> admit(ConnId c, const wire::Hello& h);
   void on_peer_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now);
-  void on_round_trip(ConnId c, Duration rtt, TimePoint now);
+  void on_round_trip(ConnId c, Duration rtt, TimePoint now, Duration reply_path);
   void on_refused(ConnId c, const session::Refusal& r);
   void on_session_lost(ConnId c, const std::string& why, session::Loss how);
   void peer_lost(ConnId c, Peer& p, const std::string& why);

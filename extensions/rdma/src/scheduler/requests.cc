@@ -117,7 +117,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     RequestTimes times;
     if (left > Duration::zero()) {
       times = request_times(arrival, mc.slo, left + waited);
-      const Duration least = least_budget(delays_now_, mc.profile.latency(1)) + f.one_way;
+      const Duration least = least_budget(delays_now_, mc.profile.latency(1)) + f.one_way + f.reply_path;
       why = judge_on_arrival(times.target - arrival, waited, least);
     }
     if (why != DropReason::kNone) {
@@ -155,7 +155,7 @@ void SchedulerNode::Impl::submit_entries(Peer& p, const wire::SubmitView& v) {
     s.subcluster = j;
     // Planned against the target (request_times.hpp): a budget longer than
     // the model's SLO adds no waiting.
-    const TimePoint target = times.target - f.one_way;
+    const TimePoint target = times.target - f.one_way - f.reply_path;
     const SubmitStatus st = submitters_[j]->submit(e.model, tag, target, e.level);
     if (st == SubmitStatus::kUnknownModel) {  // cannot happen: the model table is fixed
       subs_->ended(j, e.model, false);
@@ -429,7 +429,7 @@ bool SchedulerNode::Impl::publish_admission() {
     wire::Admission msg;
     msg.models.reserve(admission_changed_.size());
     for (ModelId m : admission_changed_)
-      msg.models.push_back(admission_entry(m, admission_sent_[m], now, f.one_way));
+      msg.models.push_back(admission_entry(m, admission_sent_[m], now, f.one_way, f.reply_path));
     (void)transport_->send(f.conn, wire::encode(msg));
   }
   return true;

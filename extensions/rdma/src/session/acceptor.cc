@@ -63,7 +63,8 @@ void Acceptor::on_message(ConnId c, TimePoint now, std::span<const std::uint8_t>
       if (!pong.ok()) return;
       const Duration rtt = now - TimePoint::from_ns(pong->origin_ns);
       if (rtt < Duration::zero() || rtt > kMaxRoundTrip) return;  // not one of ours
-      return host_.on_round_trip(c, rtt, now);
+      return host_.on_round_trip(c, rtt, now,
+                                 Duration::nanoseconds(std::max<std::int64_t>(pong->reply_path_ns, 0)));
     }
     case wire::Kind::kPing: {
       Result<wire::Ping> ping = wire::decode_ping(msg);

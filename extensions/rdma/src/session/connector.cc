@@ -68,7 +68,7 @@ void Connector::on_message(TimePoint now, std::span<const std::uint8_t> msg) {
       // pings only welcomed peers anyway.
       if (!up()) return;
       Result<wire::Ping> p = wire::decode_ping(msg);
-      if (p.ok()) host_.send(wire::encode(wire::Pong{p->seq, p->origin_ns}));
+      if (p.ok()) host_.send(wire::encode(wire::Pong{p->seq, p->origin_ns, host_.reply_path().ns()}));
       return;
     }
     case wire::Kind::kPong:

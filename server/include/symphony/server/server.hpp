@@ -399,12 +399,11 @@ class Server {
   // A reply left its transport `path` after its batch ended on the device
   // (InferResult::ran_end): the completion, the hop to the connection and
   // the encoding, under load a queue. d_resp is planned with the p99 of
-  // those of the last 5 s once there are kMinReplySamples of them
+  // those of the last 5 s once there are kMinReplyPathSamples of them
   // (delay_learner.hpp; capped at a quarter of the tightest SLO, never below
   // ServerOptions::delays.resp), so that a batch ends early enough for its
   // replies to leave by their deadlines. Any thread.
   void observe_reply_path(Duration path);
-  static constexpr std::uint32_t kMinReplySamples = 100;
 
   ServerStats stats() const;
 

@@ -239,6 +239,11 @@ class Client {
   // ModelInfo::least of `model` as the scheduler last said (zero: unknown
   // model, or a scheduler that did not say). Any thread.
   Duration least_budget(std::string_view model) const;
+  // How long this client's replies take to leave its process once their
+  // outputs arrive (a frontend's, from its front; a high percentile of the
+  // recent): told to the scheduler with each Pong, which plans the outputs
+  // to arrive that much earlier. Any thread; zero (the start) tells nothing.
+  void set_reply_path(Duration d);
   // Why the scheduler does not serve `model` now ("unloading", "unloaded"),
   // as its last ModelTable said; empty when it said nothing of it. Any thread.
   std::string unserved_reason(std::string_view model) const;

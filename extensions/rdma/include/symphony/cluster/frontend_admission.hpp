@@ -48,17 +48,19 @@ inline AdmissionHint frontend_hint(const AdmissionHint& h) noexcept {
 // at `now` to a frontend `one_way` away: the work a request sent on arrival
 // of this finds (what remains of the running batches with it), two one-way
 // delays later had nothing else come; no test (work 0) when that is none.
-// Times travel as durations from now; resp adds the frontend's delay, which
-// the scheduler takes off its requests' targets.
+// Times travel as durations from now; resp adds the frontend's delay and its
+// replies' way out (`reply_path`), which the scheduler takes off its
+// requests' targets.
 inline wire::AdmissionEntry admission_entry(ModelId model, const AdmissionHint& h, TimePoint now,
-                                            Duration one_way) noexcept {
+                                            Duration one_way,
+                                            Duration reply_path = Duration::zero()) noexcept {
   wire::AdmissionEntry e{model, std::max(h.levels, 1u), 0, 0, 0, 0};
   if (h.work <= Duration::zero()) return e;
   const Duration work = work_ahead(h, now) - over_share(one_way * 2, h.share);
   if (work <= Duration::zero()) return e;
   e.work_ns = work.ns();
   e.per_request_ns = h.per_request.ns();
-  e.resp_ns = (h.resp + one_way).ns();
+  e.resp_ns = (h.resp + one_way + reply_path).ns();
   e.last_left_ns = std::clamp((h.last_deadline - now).ns(), -wire::kMaxDurationNs, wire::kMaxDurationNs);
   e.share_ppm = wire::share_ppm(h.share);
   return e;

@@ -37,6 +37,7 @@
 
 #include "symphony/cluster/client.hpp"
 #include "symphony/cluster/cluster_config.hpp"
+#include "symphony/delay_learner.hpp"
 #include "symphony/front/service.hpp"
 #include "symphony/latency_histogram.hpp"
 
@@ -120,6 +121,11 @@ class ClusterService final : public front::InferenceService {
   std::shared_ptr<front::InputLanding> input_landing(std::string_view model,
                                                      std::string_view version) const override;
   void cancel(std::uint64_t ticket) override;
+  // A reply left the front `path` after its outputs arrived (Reply::times.
+  // finish, set here): the p99 of the last 5 s, once 100 were seen, goes to
+  // the scheduler with each Pong (Client::set_reply_path), which plans the
+  // outputs to arrive that much before their deadlines.
+  void reply_path(Duration path) override;
 
   // The statistics extension, from the scheduler's counts (every frontend's
   // requests since the scheduler started; docs/cluster.md#statistics):
@@ -221,6 +227,10 @@ class ClusterService final : public front::InferenceService {
   // The cluster's models of each protocol model, the highest version last.
   mutable std::unordered_map<std::string, std::vector<std::string>> versions_;
   mutable std::unordered_map<std::string, ServedModelStats> stats_;
+  // The replies' way out (reply_path), and when it was last told the client.
+  std::mutex replies_mu_;
+  WindowedPercentile replies_{2000, Duration::seconds(5)};
+  TimePoint replies_told_;
   mutable std::mutex learn_mu_;                          // one learn() at a time
   mutable std::atomic<std::uint64_t> learned_table_{0};  // the client's table_generation() learn() saw
   // The scheduler's id of each cluster name when learn() last looked: a name

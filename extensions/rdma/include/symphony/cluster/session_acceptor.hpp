@@ -88,7 +88,7 @@ class Acceptor {
     // refuse as unexpected).
     virtual void on_message(ConnId c, wire::Kind kind, std::span<const std::uint8_t> msg, TimePoint now) = 0;
     // A welcomed peer answered one of our pings after `rtt`.
-    virtual void on_round_trip(ConnId c, Duration rtt, TimePoint now) = 0;
+    virtual void on_round_trip(ConnId c, Duration rtt, TimePoint now, Duration reply_path) = 0;
     // c is being refused (a Refuse and on_lost follow): for logs and counters.
     virtual void on_refused(ConnId c, const Refusal& r) = 0;
     // c's session ended, why (for logs); c is closed and forgotten.

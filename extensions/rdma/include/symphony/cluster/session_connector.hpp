@@ -59,6 +59,9 @@ class Connector {
     // The session ended and its connection is closed; a reconnect is due at
     // reconnect_at(). `was_established`: established() had been called.
     virtual void on_down(const std::string& why, bool was_established) = 0;
+    // What each Pong tells the acceptor as wire::Pong::reply_path_ns (a
+    // frontend's replies' way out; zero: nothing to tell).
+    virtual Duration reply_path() const { return Duration::zero(); }
   };
 
   enum class State : std::uint8_t {

@@ -68,7 +68,7 @@ inline constexpr std::uint32_t kMagic = 0x434D5953u;  // bytes 'S' 'Y' 'M' 'C'
 // the time the request waited before its frontend sent it (its target counts
 // from its arrival; the scheduler tells an expired request from one that
 // never could be served, as serve does).
-inline constexpr std::uint16_t kVersion = 23;
+inline constexpr std::uint16_t kVersion = 24;
 inline constexpr std::size_t kHeaderBytes = 16;
 // A message longer than this is refused before its body is looked at.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
@@ -258,6 +258,9 @@ struct Ping {
 struct Pong {
   std::uint64_t seq = 0;
   std::int64_t origin_ns = 0;
+  // A frontend's: how long its replies take to leave it after their outputs
+  // arrive (a high percentile of the recent; 0 from a backend, or unknown).
+  std::int64_t reply_path_ns = 0;
 };
 
 struct Goodbye {
