@@ -108,6 +108,24 @@ class Process:
         self.proc.wait(timeout=30)
 
 
+def wait_stopped(pid, timeout=5.0):
+    """Returns once every thread of `pid` is stopped (SIGSTOP returns before
+    they all are: one still running can read a request a few ms late)."""
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                pass  # a thread that ended meanwhile
+        if states and all(st in "Tt" for st in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop within {timeout} s")
+
+
 def read_json(path):
     """The JSON in `path`, or None when there is none."""
     if not os.path.exists(path):

@@ -19,7 +19,7 @@ import urllib.request
 import grpc
 import pytest
 
-from oip_harness import Serve, curl, grpc_stubs
+from oip_harness import Serve, curl, grpc_stubs, wait_stopped
 
 CONFIG = """
     devices: emulated:1
@@ -153,12 +153,22 @@ def test_priorities_are_carried_counted_by_level_and_a_bad_priority_is_named():
         assert by[level]["dropped_by_reason"].get("expired", 0) == seen.count(expired), (level, by, seen)
 
 
+def stop_held(answers):
+    """Whether a try's stop held: its first request was refused naming its
+    wait to be read (read after SIGCONT)."""
+    return answers[0][0] == 504 and "to be read" in answers[0][2]
+
+
 def sent_while_stopped(s, timeouts_us, tries=3):
     """Stops the server (SIGSTOP), sends one request of `one` per budget on
     connections already read once, waits 0.5 s and lets it run again. Each
     try's answers are (status, drop reason, body, seconds from SIGCONT). On a
-    busy machine a stop can miss its moment (seen twice in a full run, never
-    alone): up to `tries` tries, until the first request is refused."""
+    busy VM a thread could still run a few ms after SIGSTOP and read a
+    request before it stopped (one run in three or four failed so on a loaded
+    VM): the requests are sent once every thread is seen stopped
+    (wait_stopped). A stop that still misses (the first request served, or
+    dropped once the server ran again) is tried again, up to `tries` tries,
+    until one held (stop_held)."""
     host, port = s.http.rsplit(":", 1)
     out = []
     for _ in range(tries):
@@ -169,6 +179,7 @@ def sent_while_stopped(s, timeouts_us, tries=3):
                 assert c.getresponse().read() == b'{"ready":true}'
             os.kill(s.proc.pid, signal.SIGSTOP)
             try:
+                wait_stopped(s.proc.pid)
                 for c, timeout_us in zip(conns, timeouts_us):
                     body = json.loads(BODY)
                     body["parameters"] = {"timeout": timeout_us}
@@ -187,7 +198,7 @@ def sent_while_stopped(s, timeouts_us, tries=3):
             for c in conns:
                 c.close()
         out.append(answers)
-        if answers[0][0] != 200:
+        if stop_held(answers):
             break
     return out
 
@@ -205,7 +216,10 @@ def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
     finally:
         rc, report = s.stop(signal.SIGTERM)
     assert rc == 0, s.output()
-    assert all(a[0] == 200 for t in tries[:-1] for a in t), tries  # a missed stop: both served
+    # A missed stop (sent_while_stopped): served, or dropped once it ran again.
+    missed = [a for t in tries[:-1] for a in t]
+    assert all(a[0] == 200 or a[1] in ("expired", "infeasible") for a in missed), tries
+    missed_drops = {r: sum(a[1] == r for a in missed) for r in ("expired", "infeasible")}
     (late_status, late_reason, late_body, _), (ok_status, _, ok_body, _) = tries[-1]
     assert late_status == 504 and late_reason == "expired", tries
     assert "deadline of 400 ms" in late_body, late_body
@@ -214,8 +228,9 @@ def test_a_budget_counts_from_when_the_request_reached_the_machine(threads):
     assert ok_status == 200, (ok_status, ok_body)
     n = 2 * len(tries)
     for one in (report["models"]["one"], report["server"]["models"]["one"]):
-        assert one["sent"] == n and one["ok"] + one["late"] == n - 1, one
-        assert one["dropped_by_reason"].get("expired") == 1, one
+        assert one["sent"] == n and one["ok"] + one["late"] == n - 1 - sum(missed_drops.values()), one
+        assert one["dropped_by_reason"].get("expired") == 1 + missed_drops["expired"], one
+        assert one["dropped_by_reason"].get("infeasible", 0) == missed_drops["infeasible"], one
 
 
 @pytest.mark.parametrize("hold", [0, 1.5])  # --overload-hold, seconds

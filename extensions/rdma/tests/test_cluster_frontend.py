@@ -34,7 +34,7 @@ import grpc
 import pytest
 
 from oip_harness import (BAD_LINEAR_INPUTS, CLI, MODELS, Process, Tally, curl, curl_hung_up_once_held, front_inflight,
-                         grpc_infer_test_models, grpc_stubs, linear_expected, read_json, read_ports)
+                         grpc_infer_test_models, grpc_stubs, linear_expected, read_json, read_ports, wait_stopped)
 
 TOKEN = "frontend-test-token"
 
@@ -442,8 +442,9 @@ def test_torch_a_budget_spent_waiting_to_be_read_expires_at_once(torch_cluster):
     # while a request with a 150 ms budget reaches its socket: when it runs
     # again it ends the request at once as expired, naming the wait (counted
     # from the kernel's receive stamp), and sends the scheduler nothing.
-    # Python's http.client is the client. On a busy machine a stop can miss
-    # its moment (the request is then served): up to three tries.
+    # Python's http.client is the client. Sent once every thread is stopped
+    # (wait_stopped); a stop that still misses (the request then served) is
+    # tried again, up to three tries.
     f, tally = torch_cluster.fe, torch_cluster.tally
     host, port = f.http.rsplit(":", 1)
     x = {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
@@ -455,6 +456,7 @@ def test_torch_a_budget_spent_waiting_to_be_read_expires_at_once(torch_cluster):
             assert c.getresponse().read() == b'{"ready":true}'
             os.kill(f.process.proc.pid, signal.SIGSTOP)
             try:
+                wait_stopped(f.process.proc.pid)
                 c.request("POST", "/v2/models/linear/infer", headers={"Content-Type": "application/json"},
                           body=json.dumps({"inputs": [x], "parameters": {"timeout": 150_000}}))
                 time.sleep(0.3)
