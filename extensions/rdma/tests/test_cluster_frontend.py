@@ -2337,7 +2337,8 @@ def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasibl
     caps it as it caps its learned delays: a frontend that holds every
     message it receives for 200 ms (as one short of CPU answers late) would
     otherwise leave its requests of a 100 ms SLO no time at all, each
-    dropped `infeasible`; capped at 25 ms, they run."""
+    dropped `infeasible`; capped at 25 ms (with its replies' way out, which
+    its Pongs tell), they run."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain", slo=100)
     c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500",
@@ -2346,7 +2347,7 @@ def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasibl
     f = c.start_frontend("slow", extra=c.args, env=dict(os.environ, SYMPHONY_INJECT_DELAY_US="200000"))
     f.wait_ready(timeout=60)
     c.scheduler.wait_for("the frontend's one-way delay capped",
-                         lambda: re.search(r"frontend 'slow' \(.*\): its one-way delay .* capped at 25000 us",
+                         lambda: re.search(r"frontend 'slow' \(.*\): its one-way delay .* capped together at 25000 us",
                                            c.scheduler.output()), timeout=30)
     body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]}
     for _ in range(3):
