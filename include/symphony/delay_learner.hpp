@@ -83,6 +83,9 @@ class WindowedPercentile {
 // planned with the p99 of the last 5 s once at least this many replies were
 // measured in them (fewer: their slowest, a paused process for one).
 inline constexpr std::uint32_t kMinReplyPathSamples = 100;
+// How often learned delays are retuned (serve's delay thread; what a cluster
+// frontend tells of its way out).
+inline constexpr Duration kDelayRetunePeriod = Duration::milliseconds(200);
 
 // A high-percentile fit of a per-batch cost that grows with the batch size,
 // cost(b) ~ fixed + per_item * b, over the recent batches: per_item is the

@@ -1376,7 +1376,8 @@ struct Server::Impl final : BatchRunner {
   // runtime, capped by the tightest SLO served now.
   void apply_delays() {
     std::unique_lock<std::mutex> lock(delays_mu);
-    while (!delay_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return delay_stop; })) {
+    while (!delay_cv.wait_for(lock, std::chrono::nanoseconds(kDelayRetunePeriod.ns()),
+                              [&] { return delay_stop; })) {
       Duration tightest = Duration::infinite();
       {
         std::shared_lock<std::shared_mutex> l(models_mu);

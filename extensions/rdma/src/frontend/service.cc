@@ -1158,10 +1158,12 @@ void ClusterService::reply_path(Duration path) {
   const TimePoint now = SteadyClock{}.now();
   std::lock_guard<std::mutex> lock(replies_mu_);
   replies_.add(now, path);
-  if (now - replies_told_ < Duration::milliseconds(200)) return;  // as often as serve retunes its d_resp
+  if (now - replies_told_ < kDelayRetunePeriod) return;
   replies_told_ = now;
-  client_.set_reply_path(replies_.recent(now) >= kMinReplyPathSamples ? replies_.percentile(0.99, now)
-                                                                      : Duration::zero());
+  // serve's rule for d_resp (DelayLearner's window and percentile).
+  client_.set_reply_path(replies_.recent(now) >= kMinReplyPathSamples
+                             ? replies_.percentile(DelayLearner::Options{}.percentile, now)
+                             : Duration::zero());
 }
 
 void ClusterService::cancel(std::uint64_t ticket) {

@@ -229,7 +229,7 @@ class ClusterService final : public front::InferenceService {
   mutable std::unordered_map<std::string, ServedModelStats> stats_;
   // The replies' way out (reply_path), and when it was last told the client.
   std::mutex replies_mu_;
-  WindowedPercentile replies_{2000, Duration::seconds(5)};
+  WindowedPercentile replies_{DelayLearner::Options{}.window, DelayLearner::Options{}.max_age};
   TimePoint replies_told_;
   mutable std::mutex learn_mu_;                          // one learn() at a time
   mutable std::atomic<std::uint64_t> learned_table_{0};  // the client's table_generation() learn() saw
