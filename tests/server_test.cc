@@ -1310,6 +1310,15 @@ TEST(ServerTest, TheRepliesPathBecomesTheResponseDelayPlannedWith) {
     planned = r2.batch_end - r2.ran_end;
   }
   EXPECT_EQ(planned, Duration::milliseconds(3)) << "the reply is planned d_resp after the batch's end";
+  // The judgement on arrival counts it too: a budget that holds the batch
+  // of one (1.2 ms) but not its reply's way out is refused at once, with
+  // the learned way named in the least it needs.
+  auto h = s->infer(m.name, {}, Duration::from_ms(3.5));
+  ASSERT_TRUE(h.ok());
+  const InferResult r3 = h->get();
+  EXPECT_EQ(r3.outcome, Outcome::kDropped);
+  EXPECT_EQ(r3.reason, DropReason::kInfeasible);
+  EXPECT_NE(r3.error.find("even a batch of one needs 4.2 ms"), std::string::npos) << r3.error;
   s->stop();
 }
 

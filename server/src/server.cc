@@ -373,8 +373,13 @@ struct Server::Impl final : BatchRunner {
   std::thread delay_thread;
   std::condition_variable delay_cv;
   bool delay_stop = false;  // under delays_mu
+  // least_budget's overhead (no run) of the delays the runtime plans with
+  // now, the learned ones once applied: the judgement on arrival counts as
+  // the runtime's own does.
+  std::atomic<std::int64_t> least_overhead_ns{0};
 
   explicit Impl(ServerOptions o) : opts(std::move(o)), by_id(opts.max_models), slots(opts.max_pending) {
+    least_overhead_ns.store(least_budget(opts.delays, Duration::zero()).ns(), std::memory_order_relaxed);
     free_slots.reserve(opts.max_pending);
     for (std::uint32_t i = opts.max_pending; i > 0; --i) free_slots.push_back(i - 1);
   }
@@ -704,7 +709,8 @@ struct Server::Impl final : BatchRunner {
       // budget is too short to plan (infeasible), or was long enough but
       // went by before the request was submitted (expired;
       // docs/architecture.md#outcomes).
-      const Duration least = least_budget(opts.delays, m->profile.latency(1));
+      const Duration least =
+          Duration::nanoseconds(least_overhead_ns.load(std::memory_order_relaxed)) + m->profile.latency(1);
       const DropReason why = judge_on_arrival(times.target - arrived, now - arrived, least);
       if (why != DropReason::kNone) {
         m->sent(*level);
@@ -1389,7 +1395,9 @@ struct Server::Impl final : BatchRunner {
       lock.unlock();
       const bool applied = runtime->set_delays(*d).ok();
       lock.lock();
-      if (applied) learner->commit(*d);
+      if (!applied) continue;
+      learner->commit(*d);
+      least_overhead_ns.store(least_budget(*d, Duration::zero()).ns(), std::memory_order_relaxed);
     }
   }
 
