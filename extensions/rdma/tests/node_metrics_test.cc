@@ -86,6 +86,42 @@ TEST(SchedulerMetricsTest, QueueDepthDelaysPartitionAndAdviceOverTheWindow) {
   EXPECT_TRUE(has_line(t2, "symphony_autoscale_window_seconds 15")) << t2;
 }
 
+// Each frontend's one-way delay and replies' way out (told, and as planned
+// with after the cap), named by its Hello's name or else its address.
+TEST(SchedulerMetricsTest, EachFrontendsDelaysTakenOffItsTargets) {
+  SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));
+  x.frontend_delays.push_back({"fe1", "10.0.0.1:8000", Duration::microseconds(400), Duration::milliseconds(3),
+                               Duration::milliseconds(3), false});
+  x.frontend_delays.push_back({"", "10.0.0.2:8000", Duration::milliseconds(6), Duration::milliseconds(8),
+                               Duration::milliseconds(4), true});
+  metrics::AutoscaleTracker window(Duration::seconds(10));
+  metrics::Writer w;
+  write_scheduler_metrics(x, window, w);
+  const std::string t = w.text();
+  EXPECT_TRUE(has_line(
+      t,
+      "symphony_frontend_delay_seconds{frontend=\"fe1\",address=\"10.0.0.1:8000\",kind=\"one_way\"} 0.0004"))
+      << t;
+  EXPECT_TRUE(
+      has_line(t,
+               "symphony_frontend_delay_seconds{frontend=\"fe1\",address=\"10.0.0.1:8000\",kind=\"reply_"
+               "path\"} 0.003"))
+      << t;
+  EXPECT_TRUE(has_line(t, "symphony_frontend_delay_capped{frontend=\"fe1\",address=\"10.0.0.1:8000\"} 0"))
+      << t;
+  EXPECT_TRUE(has_line(t,
+                       "symphony_frontend_delay_seconds{frontend=\"10.0.0.2:8000\",address=\"10.0.0.2:8000\","
+                       "kind=\"reply_path_told\"} 0.008"))
+      << t;
+  EXPECT_TRUE(has_line(t,
+                       "symphony_frontend_delay_seconds{frontend=\"10.0.0.2:8000\",address=\"10.0.0.2:8000\","
+                       "kind=\"reply_path\"} 0.004"))
+      << t;
+  EXPECT_TRUE(
+      has_line(t, "symphony_frontend_delay_capped{frontend=\"10.0.0.2:8000\",address=\"10.0.0.2:8000\"} 1"))
+      << t;
+}
+
 TEST(SchedulerMetricsTest, SubClustersGetTheirOwnAdviceAndTheClusterTheCombinedSignal) {
   metrics::AutoscaleTracker window(Duration::seconds(10));
   SchedulerMetricsSnapshot x = scheduler_at(10, 900, 100, Duration::seconds(5));

@@ -2338,12 +2338,13 @@ def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasibl
     message it receives for 200 ms (as one short of CPU answers late) would
     otherwise leave its requests of a 100 ms SLO no time at all, each
     dropped `infeasible`; capped at 25 ms (with its replies' way out, which
-    its Pongs tell), they run."""
+    its Pongs tell), they run. The scheduler's /metrics says so, per frontend."""
     repo = tmp_path / "models"
     write_emulated_model(repo, "plain", slo=100)
     c = repository_cluster(repo, REPOSITORY_CLUSTER_CONFIG.replace("heartbeat_timeout_ms: 500",
                                                                    "heartbeat_timeout_ms: 3000"))
-    c.start(backends=[("one", "emulated:1")], frontends=())
+    c.start(backends=[("one", "emulated:1")], frontends=(), scheduler_extra=["--metrics", "127.0.0.1:0"])
+    sched_metrics = re.search(r"metrics: listening on (http://\S+/metrics)", c.scheduler.output()).group(1)
     f = c.start_frontend("slow", extra=c.args, env=dict(os.environ, SYMPHONY_INJECT_DELAY_US="200000"))
     f.wait_ready(timeout=60)
     c.scheduler.wait_for("the frontend's one-way delay capped",
@@ -2353,6 +2354,12 @@ def test_emulated_a_frontend_slow_to_answer_its_pings_keeps_its_requests_feasibl
     for _ in range(3):
         status, hdrs, out = http_infer(f, "plain", body)
         assert status == 200 and hdrs.get("symphony-outcome") in ("ok", "late"), (status, hdrs, out)
+    status, text = http_get(sched_metrics)
+    assert status == 200, text
+    text = text.decode()
+    series = r'symphony_frontend_delay%s\{frontend="slow",address="[^"]+"%s\} (\S+)'
+    assert float(re.search(series % ("_capped", ""), text).group(1)) == 1, text
+    assert float(re.search(series % ("_seconds", ',kind="one_way"'), text).group(1)) == pytest.approx(0.025), text
 
 
 def test_emulated_a_frontends_input_pool_takes_larger_inputs_of_a_model_loaded_since(tmp_path, repository_cluster):

@@ -84,6 +84,21 @@ void write_scheduler_metrics(const SchedulerMetricsSnapshot& s, metrics::Autosca
     }
   }
   w.gauge("symphony_frontends", "Frontends connected now.", {}, s.frontends);
+  for (const SchedulerMetricsSnapshot::Frontend& f : s.frontend_delays) {
+    const std::string who = f.name.empty() ? f.address : f.name;
+    const std::pair<const char*, Duration> times[] = {
+        {"one_way", f.one_way}, {"reply_path_told", f.reply_path_told}, {"reply_path", f.reply_path}};
+    for (const auto& [kind, d] : times)
+      w.gauge(
+          "symphony_frontend_delay_seconds",
+          "A frontend's times taken off its requests' targets: one_way (half a high percentile of its ping "
+          "round trips), its replies' way out as it told it (reply_path_told, p99) and as planned with "
+          "(reply_path); one_way + reply_path at most a quarter of the tightest SLO.",
+          {{"frontend", who}, {"address", f.address}, {"kind", kind}}, d.to_seconds());
+    w.gauge("symphony_frontend_delay_capped",
+            "1 while a frontend's one-way delay and replies' way out exceed their cap together.",
+            {{"frontend", who}, {"address", f.address}}, f.capped ? 1 : 0);
+  }
 
   // Autoscaling advice. Without sub-clusters: over the recent window, for the
   // one sub-cluster and the cluster (the same signal). With them: each

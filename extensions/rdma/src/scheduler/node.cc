@@ -333,6 +333,7 @@ std::variant<wire::Welcome, session::Refusal> SchedulerNode::Impl::admit(ConnId 
     f.conn = c;
     f.incarnation = h.incarnation;
     f.name = who;
+    f.given_name = h.name;
     f.address = h.address;
     f.rtt = WindowedPercentile(64, Duration::seconds(10));
     f.one_way = Duration::zero();
@@ -445,6 +446,7 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
     // ate the SLO would drop each of its requests as infeasible (measured
     // under a gRPC flood on 2 busy cores).
     const Duration cap = delays_->cap();
+    std::vector<SchedulerMetricsSnapshot::Frontend> table;
     for (FrontendInfo& f : frontends_) {
       if (!f.alive) continue;
       const Duration measured = f.rtt.percentile(set_.delay_percentile, now) / 2;
@@ -458,6 +460,11 @@ void SchedulerNode::Impl::on_tick(TimePoint now) {
             std::to_string(f.reply_path_told.ns() / 1000) + " us, as it said) capped together at " +
             std::to_string(cap.ns() / 1000) + " us (a quarter of the tightest SLO)");
       f.one_way_capped = capped;
+      table.push_back({f.given_name, f.address, f.one_way, f.reply_path_told, f.reply_path, capped});
+    }
+    {
+      std::lock_guard<std::mutex> lock(gpus_mu_);
+      frontend_table_ = std::move(table);
     }
     if (standby()) send_standing();
   }

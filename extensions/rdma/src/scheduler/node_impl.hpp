@@ -179,6 +179,7 @@ class SchedulerNode::Impl final : public Transport::Handler {
     bool alive = false;
     std::uint64_t incarnation = 0;
     std::string name, address;
+    std::string given_name;  // as its Hello named it ("" when none)
     WindowedPercentile rtt{64, Duration::seconds(10)};
     Duration one_way;  // half a high percentile of its ping round trips, at most DelayLearner::cap()
     // Its replies' way out after their outputs arrive, as its last Pong
@@ -783,6 +784,8 @@ class SchedulerNode::Impl final : public Transport::Handler {
   std::unique_ptr<SchedulerCounters> n_;  // from start(); any thread
   mutable std::mutex gpus_mu_;
   std::vector<SchedulerMetricsSnapshot::Gpu> gpu_table_;  // guarded by gpus_mu_ (busy/batches unused)
+  // The alive frontends' planned delays, as of the last tick (on_tick), for metrics_snapshot.
+  std::vector<SchedulerMetricsSnapshot::Frontend> frontend_table_;  // guarded by gpus_mu_
   std::atomic<std::uint32_t> frontends_alive_{0};
 };
 

@@ -160,6 +160,7 @@ SchedulerMetricsSnapshot SchedulerNode::Impl::metrics_snapshot() const {
   {
     std::lock_guard<std::mutex> lock(gpus_mu_);
     s.gpus = gpu_table_;
+    s.frontend_delays = frontend_table_;
   }
   for (auto& g : s.gpus)
     if (g.id < n.gpus.size()) {

@@ -80,6 +80,16 @@ struct SchedulerMetricsSnapshot {
   double max_bad_rate = 0.01;  // the autoscaling advice's threshold (the config's max_bad_rate)
   std::vector<SubCluster> subs;
   std::uint32_t frontends = 0;  // connected now
+  // Each connected frontend's times that come off its requests' targets:
+  // its one-way delay (half a high percentile of its ping round trips) and
+  // its replies' way out as it told it (p99) and as planned with (both
+  // capped together at DelayLearner::cap(); capped: the two exceed it).
+  struct Frontend {
+    std::string name, address;
+    Duration one_way, reply_path_told, reply_path;
+    bool capped = false;
+  };
+  std::vector<Frontend> frontend_delays;  // as of the scheduler's last tick
   bool stopping = false;
 };
 
