@@ -233,7 +233,8 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Every request ends once: sent == ok + late + dropped + errors. Outcomes follow Symphony's "
       "Symphony-Outcome / symphony-outcome signals when the server sends them, else the status; an "
-      "answer later than its budget from its scheduled send is late whatever the server says. SIGINT or "
+      "answer later than its budget from its scheduled send is late whatever the server says; a request "
+      "whose budget went by before the client could send it is not sent (dropped client_expired). SIGINT or "
       "SIGTERM stops the sending early and reports what was measured; a second one ends the drain.");
   cmd->callback([&exit_code] { exit_code = run_load(a); });
   return cmd;

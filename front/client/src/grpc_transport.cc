@@ -6,7 +6,8 @@
 // A gRPC deadline is enforced by the client library too: a call whose
 // deadline passes ends there with DEADLINE_EXCEEDED (and no metadata), so
 // over gRPC an answer after the deadline is never seen as late; it counts as
-// dropped "deadline".
+// dropped "deadline". A request whose deadline passed before the client
+// could send it is not sent (dropped "client_expired"), as over HTTP.
 #include <grpcpp/grpcpp.h>
 
 #include <boost/asio/post.hpp>
@@ -116,9 +117,19 @@ class GrpcTransport final : public Transport {
   }
 
   void send(Request* r) override {
+    const TimePoint now = clock_.now();
+    if (r->deadline <= now) {
+      // Its budget went by before the client could send it (the client
+      // behind its schedule): not sent, as over HTTP. A call with a deadline
+      // passed would end DEADLINE_EXCEEDED as if the server dropped it, and
+      // cost a client that is already behind as much as one it can send in time.
+      Answer a;
+      a.via = Answer::Via::kClientExpired;
+      done_(r, std::move(a));
+      return;
+    }
     auto* c = new Call;
     c->r = r;
-    const TimePoint now = clock_.now();
     if (!r->deadline.is_infinite()) c->ctx.set_deadline(wall_deadline(r->deadline - now));
     r->written = now;
     link(c);

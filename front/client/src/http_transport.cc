@@ -2,7 +2,8 @@
 // time on each (no pipelining), opened on demand up to the pool's bound.
 // A request that finds no free connection waits in a FIFO (counted: it is
 // the client holding the offered load back); when its deadline passes while
-// it waits, it is not sent (dropped "client_expired"). A connection that
+// it waits (or before it was sent: the client behind its schedule by its
+// whole budget), it is not sent (dropped "client_expired"). A connection that
 // fails fails the request on it; the next request opens a new one. One
 // exception: a connection that sat idle and fails before any byte of the
 // answer arrived was most likely closed by the server's keep-alive timeout
@@ -215,6 +216,10 @@ class HttpTransport final : public Transport {
   void start(Done done) override { done_ = std::move(done); }
 
   void send(Request* r) override {
+    if (r->deadline <= clock_.now()) {  // behind its schedule by its whole budget: not sent
+      end(r, Answer::Via::kClientExpired, "");
+      return;
+    }
     if (waiting_.empty() && !idle_.empty()) {
       auto c = idle_.back();
       idle_.pop_back();

@@ -301,6 +301,22 @@ def run_errors(a, server):
     check("http:// or grpc://" in r.stderr, "a bad URL says so")
     r = run_load(a, None, ["--url", server.http, "--model", "echo", "--budget", "slo"] + base, 2)
     check("--budget slo needs --config" in r.stderr, "--budget slo without a config says so")
+    # A request whose budget went by before the client could send it (here a
+    # budget of 1 ns: gone by the send) is not sent, over either protocol:
+    # dropped "client_expired", never reaching the server.
+    for proto, url in (("http", server.http), ("grpc", server.grpc)):
+        before = server.tallies()[proto]["total"]
+        r = run_load(a, None, ["--url", url, "--model", "echo", "--rate", "50", "--duration", "1", "--warmup",
+                               "0", "--drain", "1", "--budget", "0.000001", "--quiet", "--json", "-"], 0)
+        try:
+            rep = json.loads(r.stdout)
+        except ValueError as e:
+            check(False, proto + ": the expired run's report (%s)" % e)
+            continue
+        check(rep["sent"] > 10, proto + ": requests generated (%d)" % rep["sent"])
+        eq(rep["dropped_by_reason"], {"client_expired": rep["sent"]}, proto + ": every request client_expired")
+        eq(rep["client"]["transmitted"], 0, proto + ": requests transmitted")
+        eq(server.tallies()[proto]["total"], before, proto + ": requests the server saw")
     # JSON on stdout: the summary goes to stderr, stdout is the report alone.
     r = run_load(a, None, ["--url", server.http, "--model", "echo", "--rate", "50", "--duration", "1", "--warmup",
                            "0", "--drain", "1", "--quiet", "--json", "-"], 0)
