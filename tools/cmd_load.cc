@@ -40,6 +40,7 @@ struct LoadArgs {
   std::string arrival;
   std::int64_t seed = -1;
   std::string http_format = "binary";
+  std::string grpc_budget = "deadline";
   std::size_t connections = 0;
   double connect_timeout_s = 5;
   double drain_s = -1;
@@ -130,6 +131,7 @@ bool build_options(const LoadArgs& a, LoadOptions* o) {
     o->priorities = std::move(*p);
   }
   o->http_binary = a.http_format == "binary";
+  o->grpc_deadline = a.grpc_budget == "deadline";
   o->connections = a.connections;
   o->connect_timeout = Duration::from_seconds(a.connect_timeout_s);
   if (a.drain_s >= 0) o->drain = Duration::from_seconds(a.drain_s);
@@ -217,6 +219,12 @@ CLI::App* add_load(CLI::App& app, int& exit_code) {
   cmd->add_option("--http-format", a.http_format,
                   "HTTP tensors: binary (Triton's binary tensor extension; default) or json")
       ->check(CLI::IsMember({"binary", "json"}));
+  cmd->add_option("--grpc-budget", a.grpc_budget,
+                  "gRPC: each request's budget as the call's deadline (deadline, the default: Triton's "
+                  "client_timeout; the client's library ends the call there) or as the request's timeout "
+                  "parameter (timeout: Triton's timeout; no deadline on the call, an answer after the budget "
+                  "counts late)")
+      ->check(CLI::IsMember({"deadline", "timeout"}));
   cmd->add_option("--connections", a.connections,
                   "HTTP: bound of the keep-alive connection pool (default 256); gRPC: channels (default 1)")
       ->check(CLI::Range(1, 16384));

@@ -7,7 +7,9 @@
 // deadline passes ends there with DEADLINE_EXCEEDED (and no metadata), so
 // over gRPC an answer after the deadline is never seen as late; it counts as
 // dropped "deadline". A request whose deadline passed before the client
-// could send it is not sent (dropped "client_expired"), as over HTTP.
+// could send it is not sent (dropped "client_expired"), as over HTTP. With
+// grpc_deadline off the budget goes as the `timeout` parameter instead and
+// the call has no deadline: a late answer arrives, and counts late.
 #include <grpcpp/grpcpp.h>
 
 #include <boost/asio/post.hpp>
@@ -55,6 +57,7 @@ class GrpcTransport final : public Transport {
       stubs_.push_back(inference::GRPCInferenceService::NewStub(channels_.back()));
     }
     connect_timeout_ = o.connect_timeout;
+    deadline_ = o.grpc_deadline;
   }
 
   ~GrpcTransport() override { stop(); }
@@ -130,11 +133,18 @@ class GrpcTransport final : public Transport {
     }
     auto* c = new Call;
     c->r = r;
-    if (!r->deadline.is_infinite()) c->ctx.set_deadline(wall_deadline(r->deadline - now));
+    inference::ModelInferRequest& req = request(r->model, r->priority);
+    if (!r->deadline.is_infinite()) {
+      if (deadline_)
+        c->ctx.set_deadline(wall_deadline(r->deadline - now));
+      else  // what is left of it, as HTTP sends it; the request is serialized at the call's start
+        (*req.mutable_parameters())["timeout"].set_int64_param(
+            std::max<std::int64_t>((r->deadline - now).ns() / 1000, 1));
+    }
     r->written = now;
     link(c);
     auto& stub = *stubs_[next_stub_++ % stubs_.size()];
-    c->reader = stub.AsyncModelInfer(&c->ctx, request(r->model, r->priority), &cq_);
+    c->reader = stub.AsyncModelInfer(&c->ctx, req, &cq_);
     c->reader->Finish(&c->resp, &c->status, c);
   }
 
@@ -258,7 +268,7 @@ class GrpcTransport final : public Transport {
   // (io thread; std::map: a request's address stays while a call uses it).
   std::map<std::pair<std::uint32_t, std::uint32_t>, inference::ModelInferRequest> with_priority_;
 
-  const inference::ModelInferRequest& request(std::uint32_t model, std::uint32_t priority) {
+  inference::ModelInferRequest& request(std::uint32_t model, std::uint32_t priority) {
     if (priority == 0) return requests_[model];
     auto [it, made] = with_priority_.try_emplace({model, priority});
     if (made) {
@@ -273,6 +283,7 @@ class GrpcTransport final : public Transport {
   SteadyClock clock_;
   Call* head_ = nullptr;  // calls not finished yet (io thread)
   std::size_t next_stub_ = 0;
+  bool deadline_ = true;  // TransportOptions::grpc_deadline
   bool stopped_ = false;
 };
 

@@ -428,6 +428,7 @@ Result<std::unique_ptr<LoadRun>> LoadRun::prepare(const LoadOptions& o) {
 
   detail::TransportOptions to;
   to.http_binary = o.http_binary;
+  to.grpc_deadline = o.grpc_deadline;
   to.connect_timeout = o.connect_timeout;
   to.connections = o.connections ? o.connections : (ep.grpc() ? 1 : kDefaultHttpConnections);
   if (to.connections > kMaxConnections)
@@ -459,6 +460,7 @@ LoadReport LoadRun::run(const std::function<void(const Progress&)>& on_progress)
   rep.url = s.opts.url;
   rep.protocol = s.ep.grpc() ? "grpc" : "http";
   rep.http_format = s.ep.grpc() ? "" : (s.opts.http_binary ? "binary" : "json");
+  rep.grpc_budget = !s.ep.grpc() ? "" : (s.opts.grpc_deadline ? "deadline" : "timeout");
   rep.mode = s.closed ? "closed" : "open";
   rep.arrival = s.closed ? "" : s.opts.arrival;
   rep.seed = s.opts.seed;
@@ -706,6 +708,7 @@ json to_json(const LoadReport& r) {
   j["url"] = r.url;
   j["protocol"] = r.protocol;
   if (!r.http_format.empty()) j["http_format"] = r.http_format;
+  if (!r.grpc_budget.empty()) j["grpc_budget"] = r.grpc_budget;
   j["mode"] = r.mode;
   if (!r.arrival.empty()) j["arrival"] = r.arrival;
   j["seed"] = r.seed;

@@ -36,6 +36,7 @@ struct Request {
 struct TransportOptions {
   std::size_t connections = 1;  // HTTP: the keep-alive pool's bound; gRPC: channels
   bool http_binary = true;      // HTTP: Triton's binary tensor extension, else JSON "data"
+  bool grpc_deadline = true;    // gRPC: the budget as the call's deadline, else as the `timeout` parameter
   Duration connect_timeout = Duration::seconds(5);
 };
 

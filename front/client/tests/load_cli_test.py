@@ -181,6 +181,29 @@ def check_grpc(rep, t, headers):
     eq(messages(rep), {k: v for k, v in want.items() if v}, "errors by message")
 
 
+def check_grpc_timeout(rep, t):
+    """--grpc-budget timeout: the budget goes as the `timeout` parameter on a
+    call without a deadline, so no call ends at the client's deadline: the
+    hung request is "no answer" after the drain, the server's drops keep
+    their reasons, and every request carried the parameter within its budget."""
+    c = t["counts"]
+    balance(rep)
+    eq(c["bad"], 0, "malformed requests at the server")
+    eq(t["total"], rep["sent"], "requests the server saw")
+    eq(rep["grpc_budget"], "timeout", "the report's grpc_budget")
+    eq(t["requests_with_budget"], t["total"], "every request carried its timeout parameter")
+    check(0 < t["max_budget_us"] <= 1000000, "the timeout parameter (%d us) within the budget" % t["max_budget_us"])
+    eq(rep["dropped_by_reason"], {k: v for k, v in {"infeasible": c["deadline"], "queue_full": c["overload"],
+                                                   "shutdown": c["unavailable"]}.items() if v},
+       "dropped_by_reason (trailers; none at the client's deadline)")
+    lso = rep["client"]["late_server_ok"]
+    eq(rep["ok"] + lso, c["ok"], "ok (and ok by the server, late by the client's clock)")
+    eq(rep["late"] - lso, c["late"], "late")
+    eq(rep["client"]["no_answer"], c["hang"], "the hung request: no answer within the drain")
+    eq(messages(rep), {k: v for k, v in {"INTERNAL: test failure": c["error"], "no answer": c["hang"]}.items() if v},
+       "errors by message")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -198,7 +221,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--case", required=True,
                     choices=["http-binary", "http-json-plain", "http-closed", "http-config", "http-idle", "grpc",
-                             "grpc-plain", "errors"])
+                             "grpc-plain", "grpc-timeout", "errors"])
     a = ap.parse_args()
     work = a.work
     shutil.rmtree(work, ignore_errors=True)
@@ -208,7 +231,7 @@ def main():
     common = ["--duration", "3", "--warmup", "0", "--seed", "7", "--json", out]
 
     case = a.case
-    headers = case in ("http-binary", "http-closed", "http-config", "http-idle", "grpc", "errors")
+    headers = case in ("http-binary", "http-closed", "http-config", "http-idle", "grpc", "grpc-timeout", "errors")
     late_sleep = 1500 if case == "grpc-plain" else 300
     # http-idle: the server closes connections idle 50 ms; requests 200 ms apart find theirs closed.
     # http-config: every 20th request answered ok by the server 800 ms later, past its 500 ms budget.
@@ -244,6 +267,9 @@ def main():
             elif case == "grpc-plain":
                 run_load(a, work, ["--url", server.grpc, "--model", "echo", "--rate", "200", "--budget", "1000",
                                    "--drain", "2"] + common)
+            elif case == "grpc-timeout":
+                run_load(a, work, ["--url", server.grpc, "--model", "echo", "--rate", "200", "--budget", "1000",
+                                   "--drain", "2", "--grpc-budget", "timeout"] + common)
             with open(out) as f:
                 rep = json.load(f)
             t = server.tallies()
@@ -268,6 +294,8 @@ def main():
                 if case == "http-closed":
                     eq(rep["mode"], "closed", "mode")
                     check(rep["client"]["peak_connections"] <= 4 + 1, "closed loop of 4 needs at most 5 connections")
+            elif case == "grpc-timeout":
+                check_grpc_timeout(rep, t["grpc"])
             else:
                 check_grpc(rep, t["grpc"], headers)
                 budget_us = 2000000 if case == "grpc" else 1000000

@@ -26,7 +26,7 @@ With --headers on every answer carries Symphony-Outcome (and
 Symphony-Drop-Reason on drops), as trailing metadata over gRPC; with
 --headers off none does. GET /test/tallies returns how many requests of each
 class each protocol saw, the largest budget a request carried (REST
-"timeout" in microseconds, or the gRPC deadline), and how many requests were
+"timeout" in microseconds, or the gRPC deadline, else its "timeout"), and how many requests were
 malformed ("bad"). The model `broken` has unusable metadata (datatype FP99).
 With --idle-timeout, HTTP connections idle that long are closed.
 
@@ -252,6 +252,8 @@ def make_grpc_server(stubs, headers_on, late_sleep):
                                else None)
             left = context.time_remaining()
             budget = None if left is None or left > 1e6 else int(left * 1e6)
+            if budget is None and "timeout" in request.parameters:  # no deadline: the parameter
+                budget = request.parameters["timeout"].int64_param
             ok = (request.model_name == "echo" and len(request.inputs) == 1 and request.inputs[0].name == "input0"
                   and request.inputs[0].datatype == "FP32" and list(request.inputs[0].shape) == [1, 4]
                   and len(request.raw_input_contents) == 1 and len(request.raw_input_contents[0]) == 16)

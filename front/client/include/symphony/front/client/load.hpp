@@ -51,7 +51,13 @@ struct LoadOptions {
   // Each request's `priority` parameter, drawn by share (seeded by `seed`);
   // empty: none sent. The report then counts outcomes by priority.
   std::vector<PriorityShare> priorities;
-  bool http_binary = true;                          // Triton's binary tensor extension, else JSON "data"
+  bool http_binary = true;  // Triton's binary tensor extension, else JSON "data"
+  // gRPC: each request's budget as the call's deadline (Triton's clients'
+  // client_timeout; the client's library ends the call there), else as the
+  // request's `timeout` parameter (Triton's `timeout`; no deadline on the
+  // call, so an answer after the budget arrives and counts late). HTTP
+  // always sends the parameter.
+  bool grpc_deadline = true;
   std::size_t connections = 0;                      // HTTP keep-alive pool bound / gRPC channels; 0: 256 / 1
   Duration connect_timeout = Duration::seconds(5);  // metadata, each connection
   std::optional<Duration> drain;                    // default: the largest budget + 5 s (10 s when none)
@@ -94,6 +100,7 @@ struct ModelReport {
 
 struct LoadReport {
   std::string url, protocol, http_format, mode, arrival;
+  std::string grpc_budget;  // gRPC: "deadline" or "timeout" (LoadOptions::grpc_deadline)
   std::uint64_t seed = 0;
   double duration_s = 0;  // the measured window (shorter when interrupted)
   bool interrupted = false;
