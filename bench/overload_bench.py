@@ -209,6 +209,8 @@ def load(a, tmp, url, rate=None, concurrency=None, priority=None):
     if getattr(a, "client_budget", "none") != "none":
         # Sent as each request's timeout / gRPC deadline; the client judges its answers by it too.
         cmd += ["--budget", str(SERVE_SLO_MS if a.client_budget == "slo" else a.client_budget)]
+    if url.startswith("grpc:") and getattr(a, "grpc_budget", "deadline") != "deadline":
+        cmd += ["--grpc-budget", a.grpc_budget]
     if rate:
         cmd += ["--rate", f"{rate:.0f}"]
     else:
@@ -586,6 +588,9 @@ def main():
                          "later than it from its scheduled send is late, whatever the server says): slo (40 ms, "
                          "the models' SLO; default), MS, or none: the server's verdict alone (runs before "
                          "2026-12-06)")
+    ap.add_argument("--grpc-budget", default="deadline", choices=["deadline", "timeout"],
+                    help="how the gRPC client sends the budget: the call's deadline (default; its library ends "
+                         "the call there) or the request's timeout parameter (no deadline on the call)")
     ap.add_argument("--backlog-share", type=float, default=1.0,
                     help="admission_backlog_share of serve (the serve and flood parts) and of the cluster's "
                          "scheduler (the cluster parts): the share of a request's time left its model's "

@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--overload-holds", type=float, nargs="+", default=[None],
                     help="the front's --overload-hold values to run each share with (default: its default)")
     ap.add_argument("--protocols", nargs="+", choices=["http", "grpc"], default=["http", "grpc"])
+    ap.add_argument("--grpc-budget", default="deadline", choices=["deadline", "timeout"],
+                    help="how the gRPC client sends the budget (symphony load --grpc-budget)")
     ap.add_argument("--grpc-to", type=int, choices=FLOODS, default=512,
                     help="the largest gRPC flood, in connections (default 512)")
     args = ap.parse_args()
@@ -68,7 +70,8 @@ def main():
     for share in args.shares:
         for hold in args.overload_holds:
             a = types.SimpleNamespace(symphony=os.path.join(args.build_dir, "symphony"), seconds=4.0, pin_server="0",
-                                      pin_client="1", client_budget="slo", backlog_share=share, overload_hold=hold)
+                                      pin_client="1", client_budget="slo", backlog_share=share, overload_hold=hold,
+                                      grpc_budget=args.grpc_budget)
             s = ob.Serve(a, args.out, "device-bound", "on") if args.on == "serve" else ob.Cluster(a, args.out)
             named = "" if hold is None else f" hold {hold:g}"
             try:
