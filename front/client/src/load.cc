@@ -688,6 +688,18 @@ void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
         "schedule (short of CPU)\n",
         100.0 * static_cast<double>(late) / static_cast<double>(transmitted), r.late_send_threshold.to_ms(),
         waited, waited * 2 > late ? " (raise --connections)" : "", late - waited);
+    // A gRPC client behind its schedule also spends its CPU ending calls at
+    // their deadlines, which puts it further behind (bench/results/overload.md).
+    const auto by = j.find("dropped_by_reason");
+    const unsigned long long ended =
+        by != j.end() && by->contains("deadline") ? (*by)["deadline"].get<unsigned long long>() : 0;
+    if (r.grpc_budget == "deadline" && ended * 10 > j["sent"].get<unsigned long long>())
+      std::fprintf(
+          out,
+          "hint: over gRPC the client's library also ends each call at its deadline, on this client's "
+          "CPU (%llu ended so, counted dropped \"deadline\"); --grpc-budget timeout sends the budget "
+          "as the timeout parameter, with no deadline on the call\n",
+          ended);
   }
   if (const auto lso = c["late_server_ok"].get<unsigned long long>(); lso > 0)
     std::fprintf(out,
