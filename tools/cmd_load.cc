@@ -150,31 +150,10 @@ int run_load(const LoadArgs& a) {
   }
   LoadRun& lr = **run;
   for (const std::string& n : lr.notes()) std::fprintf(stderr, "note: %s\n", n.c_str());
-  if (!a.quiet) {
-    double total = 0;
-    for (const LoadModel& m : o.models) total += m.rate;
-    std::string what = total > 0 ? std::to_string(static_cast<long long>(std::llround(total))) + " requests/s"
-                                 : std::to_string(o.models[0].concurrency) + " outstanding per model";
-    std::fprintf(stderr, "sending %s to %zu model%s at %s for %.1f s (the first %.1f s are warm-up)\n",
-                 what.c_str(), o.models.size(), o.models.size() == 1 ? "" : "s", o.url.c_str(), o.duration_s,
-                 o.warmup_s);
-  }
+  if (!a.quiet) std::fprintf(stderr, "%s\n", describe_run(o).c_str());
   ProgressLine progress;
   const LoadReport rep = lr.run([&](const Progress& p) {
-    if (a.quiet) return;
-    char line[200];
-    if (p.draining)
-      std::snprintf(line, sizeof line,
-                    "[%5.1f/%.0f s] draining: %llu in flight, %zu waiting for a connection", p.elapsed_s,
-                    p.duration_s, static_cast<unsigned long long>(p.in_flight), p.waiting);
-    else
-      std::snprintf(
-          line, sizeof line,
-          "[%5.1f/%.0f s] offered %8.1f r/s  good %8.1f r/s  p99 %7.2f ms | in flight %llu, waiting %zu, "
-          "connections %zu",
-          p.elapsed_s, p.duration_s, p.sent_rps, p.good_rps, p.p99.to_ms(),
-          static_cast<unsigned long long>(p.in_flight), p.waiting, p.connections);
-    progress.update(line);
+    if (!a.quiet) progress.update(progress_line(p));
   });
   progress.finish();
   const json report = to_json(rep);

@@ -625,6 +625,33 @@ Result<std::vector<PriorityShare>> parse_priorities(const std::string& text) {
   return load::parse_priority_mix(text, "--priority");
 }
 
+std::string describe_run(const LoadOptions& o) {
+  double total = 0;
+  for (const LoadModel& m : o.models) total += m.rate;
+  const std::string what =
+      total > 0 ? std::to_string(static_cast<long long>(std::llround(total))) + " requests/s"
+                : std::to_string(o.models.empty() ? 0 : o.models[0].concurrency) + " outstanding per model";
+  char tail[160];
+  std::snprintf(tail, sizeof tail, " for %.1f s (the first %.1f s are warm-up)", o.duration_s, o.warmup_s);
+  return "sending " + what + " to " + std::to_string(o.models.size()) + " model" +
+         (o.models.size() == 1 ? "" : "s") + " at " + o.url + tail;
+}
+
+std::string progress_line(const Progress& p) {
+  char line[200];
+  if (p.draining)
+    std::snprintf(line, sizeof line, "[%5.1f/%.0f s] draining: %llu in flight, %zu waiting for a connection",
+                  p.elapsed_s, p.duration_s, static_cast<unsigned long long>(p.in_flight), p.waiting);
+  else
+    std::snprintf(
+        line, sizeof line,
+        "[%5.1f/%.0f s] offered %8.1f r/s  good %8.1f r/s  p99 %7.2f ms | in flight %llu, waiting %zu, "
+        "connections %zu",
+        p.elapsed_s, p.duration_s, p.sent_rps, p.good_rps, p.p99.to_ms(),
+        static_cast<unsigned long long>(p.in_flight), p.waiting, p.connections);
+  return line;
+}
+
 void print_summary(std::FILE* out, const LoadReport& r, const json& j) {
   std::fprintf(out, "\n%-20s %8s %8s %6s %8s %6s %9s %9s %9s %9s %9s\n", "model", "sent", "ok", "late",
                "dropped", "errors", "good r/s", "p50 ms", "p90 ms", "p99 ms", "max ms");

@@ -176,6 +176,11 @@ void count_drop(ModelReport& m, const std::string& reason, OutcomeCounts* by_pri
 // "N:share,N:share" (shares relative; priorities distinct; load::parse_priority_mix).
 Result<std::vector<PriorityShare>> parse_priorities(const std::string& text);
 
+// What a run will send, in one line ("sending 2000 requests/s to 1 model at URL for 20.0 s ...").
+std::string describe_run(const LoadOptions& o);
+// The live progress line of one Progress.
+std::string progress_line(const Progress& p);
+
 // Prints the report's table, totals and the client's own side (`j` is to_json(r)).
 void print_summary(std::FILE* out, const LoadReport& r, const nlohmann::json& j);
 
