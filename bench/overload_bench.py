@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,6 +147,15 @@ def hold_args(a):
     """--overload-hold when `a` names one (None: the front's default)."""
     h = getattr(a, "overload_hold", None)
     return [] if h is None else ["--overload-hold", f"{h:g}"]
+
+
+def point_options(build_dir, **over):
+    """The options Serve and load() take for backlog_share.py's points (`serve` on CPU 0, the client on
+    CPU 1, 4 s a point, each request's budget the 40 ms SLO), with `over` replacing any of them."""
+    opts = dict(symphony=os.path.join(build_dir, "symphony"), seconds=4.0, pin_server="0", pin_client="1",
+                client_budget="slo", backlog_share=1, overload_hold=0.5)
+    opts.update(over)
+    return types.SimpleNamespace(**opts)
 
 
 class Serve:

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import sys
-import types
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,9 +68,8 @@ def main():
     rows = []
     for share in args.shares:
         for hold in args.overload_holds:
-            a = types.SimpleNamespace(symphony=os.path.join(args.build_dir, "symphony"), seconds=4.0, pin_server="0",
-                                      pin_client="1", client_budget="slo", backlog_share=share, overload_hold=hold,
-                                      grpc_budget=args.grpc_budget)
+            a = ob.point_options(args.build_dir, backlog_share=share, overload_hold=hold,
+                                 grpc_budget=args.grpc_budget)
             s = ob.Serve(a, args.out, "device-bound", "on") if args.on == "serve" else ob.Cluster(a, args.out)
             named = "" if hold is None else f" hold {hold:g}"
             try:

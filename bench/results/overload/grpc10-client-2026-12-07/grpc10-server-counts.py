@@ -1,14 +1,13 @@
 """gRPC's open loop at 10x after a 4096-connection HTTP flood on one fresh `serve` (the device-bound
 model of bench/overload_bench.py), with the server's own counts of each point read from its /metrics:
 what the front received, and what the server ended ok, beside what the client counted."""
-import json, os, re, sys, types, urllib.request
+import json, os, re, sys, urllib.request
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import overload_bench as ob  # noqa: E402
 out = sys.argv[1]; build = sys.argv[2]
 os.makedirs(out, exist_ok=True)
-a = types.SimpleNamespace(symphony=os.path.join(build, "symphony"), seconds=4.0, pin_server="0", pin_client="1",
-                          client_budget="slo", backlog_share=1, overload_hold=0.5)
+a = ob.point_options(build)
 s = ob.Serve(a, out, "device-bound", "on")
 def counts():
     text = urllib.request.urlopen(s.metrics_url, timeout=30).read().decode()
