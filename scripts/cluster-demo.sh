@@ -10,11 +10,17 @@
 #      learns d_ctrl, d_data and d_resp;
 #   2. asks the simulator for the goodput of the same config with those
 #      delays (symphony simulate --goodput);
-#   3. starts the two frontends and offers 0.95 x that goodput for 20 s with
-#      `symphony load --url http://...`, half to each frontend, and prints the
-#      outcome report the load generators saw; the simulator runs the same
-#      offered rate for comparison;
-#   4. meanwhile, 7 s into the load, adds a model folder (VGG16) to the
+#   3. starts the two frontends and offers 0.95 x that goodput through them
+#      for 4 s (the warm-up), reading from the scheduler's /metrics the delays
+#      it plans with under that load: its learned ones and each frontend's
+#      one-way delay and replies' way out, which it takes off their requests'
+#      targets; the simulator is asked again with their means (the
+#      frontends' added to d_resp), so that both plan the same system;
+#   4. offers 0.95 x that goodput for 20 s with `symphony load --url
+#      http://...`, half to each frontend, and prints the outcome report the
+#      load generators saw; the simulator runs the same offered rate for
+#      comparison;
+#   5. meanwhile, 7 s into the load, adds a model folder (VGG16) to the
 #      cluster's model repository, loads it through the protocol's repository
 #      extension and unloads another model (Inception) while that load runs,
 #      sends the new model three requests, and prints the repository index
@@ -33,7 +39,8 @@
 #   ./scripts/cluster-demo.sh [--json FILE] [--duration S] [--fraction F]
 #
 # The JSON holds sent, ok, late, dropped, errors, bad_rate, offered_rps,
-# sim_goodput_rps, median_batch and sim_median_batch (and more, and
+# sim_goodput_rps, median_batch and sim_median_batch (and more: the
+# planned_delays_us the simulator was given, and
 # model_control: the load's and unload's times, the showcase's answers (and
 # each answer's outcome: ok within target, late after it) and
 # the bad rate by phase): as the
@@ -47,12 +54,13 @@ cd "$(dirname "$0")/.."
 json_out=""
 duration=20
 fraction=0.95
+warmup=4  # s through the frontends before the simulator is asked again
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --json) json_out="$2"; shift 2 ;;
     --duration) duration="$2"; shift 2 ;;
     --fraction) fraction="$2"; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -124,11 +132,14 @@ roles=(--config "$work/cluster.yaml")
 
 step "starting the scheduler and two backends (4 emulated GPUs each)"
 "$bin" scheduler --listen 127.0.0.1:0 "${roles[@]}" --model-repository "$repo" --model-control-mode explicit \
-  --port-file "$work/port" --json "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
+  --metrics 127.0.0.1:0 --port-file "$work/port" --json "$work/scheduler.json" >"$work/scheduler.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
 [[ -s "$work/port" ]] || { cat "$work/scheduler.log" >&2; exit 1; }
 addr="127.0.0.1:$(cat "$work/port")"
+for _ in $(seq 100); do grep -q '^metrics: listening on' "$work/scheduler.log" && break; sleep 0.1; done
+sched_metrics=$(sed -n 's|^metrics: listening on \(http://[^ ]*\)$|\1|p' "$work/scheduler.log")
+[[ -n "$sched_metrics" ]] || { cat "$work/scheduler.log" >&2; exit 1; }
 for b in 1 2; do
   # Emulated GPUs read no model: the token is all they need of the config.
   "$bin" backend --scheduler "$addr" --devices emulated:4 --token "$(cat "$work/token")" --name "backend$b" \
@@ -152,8 +163,10 @@ def us(v):  # as the reports print durations: whole microseconds, one decimal be
 print("learned: d_ctrl %s, d_data %s per request, d_resp %s" % (us(d["ctrl"]), us(d["data"]), us(d["resp"])), file=sys.stderr)
 print(d["ctrl"] / 1000, d["data"] / 1000, d["resp"] / 1000)' "$work/scheduler.json")
 
-step "simulating the same config with those delays"
-/usr/bin/python3 - "$config" "$work/sim.yaml" "$ctrl_ms" "$data_ms" "$resp_ms" <<'PY'
+# simulate RESP_MS: the config with the learned delays and d_resp RESP_MS;
+# its goodput, and 0.95 x (--fraction) of it
+simulate() {
+  /usr/bin/python3 - "$config" "$work/sim.yaml" "$ctrl_ms" "$data_ms" "$1" <<'PY'
 import sys, yaml
 src, dst, ctrl, data, resp = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
 cfg = yaml.safe_load(open(src))
@@ -161,11 +174,15 @@ cfg.pop("cluster", None)
 cfg["delays"] = {"ctrl_ms": ctrl, "data_ms": data, "resp_ms": resp}
 yaml.safe_dump(cfg, open(dst, "w"), sort_keys=False)
 PY
-"$bin" simulate "$work/sim.yaml" --goodput -q --json "$work/sim_goodput.json" >/dev/null
-goodput=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["goodput_rps"])' "$work/sim_goodput.json")
-rate=$(/usr/bin/python3 -c "print(round($goodput * $fraction, 1))")
-"$bin" simulate "$work/sim.yaml" --rate "$rate" -q --json "$work/sim_run.json" >/dev/null
-echo "simulated goodput ${goodput} r/s; offering ${fraction} x = ${rate} r/s" >&2
+  "$bin" simulate "$work/sim.yaml" --goodput -q --json "$work/sim_goodput.json" >/dev/null
+  goodput=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["goodput_rps"])' "$work/sim_goodput.json")
+  rate=$(/usr/bin/python3 -c "print(round($goodput * $fraction, 1))")
+}
+ms_us() { /usr/bin/python3 -c "v = 1000 * $1; print('%.1f us' % v if v < 10 else '%.0f us' % v)"; }
+step "simulating the same config with those delays"
+simulate "$resp_ms"
+goodput_calibration=$goodput
+echo "simulated goodput ${goodput} r/s" >&2
 
 step "starting two protocol frontends (symphony frontend: HTTP and gRPC on loopback)"
 for f in 1 2; do
@@ -192,6 +209,51 @@ done
 echo "frontends: ${urls[*]}" >&2
 http=${urls[0]#http://}  # the frontend that model_control.sh's functions ask
 source scripts/model_control.sh
+
+# The scheduler plans each frontend's requests to end earlier by that
+# frontend's one-way delay and its replies' way out (docs/cluster.md#time-
+# delays-and-deadlines), which the calibration through the cluster client
+# does not show, and its delays grow with the load: it learns them all
+# under this load, and the simulator plans with their means (the frontends'
+# as part of d_resp), so that both plan the same system.
+step "warm-up: ${warmup} s of ${rate} r/s through the frontends while the scheduler learns their delays"
+read -r ctrl_ms data_ms resp_ms ow_us rp_us < <(/usr/bin/python3 - "$bin" "$rate" "$warmup" "$sched_metrics" "$work" "${urls[@]}" <<'PY'
+import re, subprocess, sys, time, urllib.request
+bin, rate, secs, metrics, work, urls = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6:]
+loads = [subprocess.Popen([bin, "load", "--url", u, "--model", "ResNet50", "--rate", str(rate / len(urls)),
+                           "--duration", str(secs), "--warmup", "0", "--budget", "none", "--seed", str(10 + i),
+                           "--json", f"{work}/warmup{i + 1}.json", "--quiet"],
+                          stdout=subprocess.DEVNULL, stderr=open(f"{work}/warmup{i + 1}.log", "w"))
+         for i, u in enumerate(urls)]
+frontend = re.compile(r'^symphony_frontend_delay_seconds\{.*kind="(one_way|reply_path)"\} (\S+)$', re.M)
+learned = re.compile(r'^symphony_delay_seconds\{kind="(ctrl|data|resp)"\} (\S+)$', re.M)
+samples = {k: [] for k in ("ctrl", "data", "resp", "one_way", "reply_path")}  # the frontends': their mean
+start = time.monotonic()
+while time.monotonic() - start < secs - 0.25:
+    time.sleep(0.5)
+    if time.monotonic() - start < secs / 2:  # the frontends' way out needs 100 replies, pings a few rounds
+        continue
+    text = urllib.request.urlopen(metrics, timeout=5).read().decode()
+    now = {"one_way": 0.0, "reply_path": 0.0}
+    for kind, v in frontend.findall(text):
+        now[kind] += float(v) / len(urls)
+    now.update((kind, float(v)) for kind, v in learned.findall(text))
+    for kind, v in now.items():
+        samples[kind].append(v)
+for p in loads:
+    p.wait()
+if not samples["resp"]:
+    sys.exit("the warm-up read no delays from the scheduler's " + metrics)
+mean = {k: sum(v) / len(v) if v else 0.0 for k, v in samples.items()}
+print("%g %g %g %.1f %.1f" % (1e3 * mean["ctrl"], 1e3 * mean["data"], 1e3 * mean["resp"], 1e6 * mean["one_way"],
+                              1e6 * mean["reply_path"]))
+PY
+)
+echo "the delays the scheduler planned with (means of the warm-up's second half): d_ctrl $(ms_us "$ctrl_ms"), d_data $(ms_us "$data_ms") per request, d_resp $(ms_us "$resp_ms"); each frontend's one-way ${ow_us} us and replies' way out ${rp_us} us" >&2
+step "simulating with those delays (the frontends' added to d_resp)"
+simulate "$(/usr/bin/python3 -c "print($resp_ms + ($ow_us + $rp_us) / 1000)")"
+"$bin" simulate "$work/sim.yaml" --rate "$rate" -q --json "$work/sim_run.json" >/dev/null
+echo "simulated goodput ${goodput} r/s (${goodput_calibration} with the calibration's delays); offering ${fraction} x = ${rate} r/s" >&2
 
 step "offering ${rate} r/s through the two frontends for ${duration} s (symphony load over HTTP)"
 half=$(/usr/bin/python3 -c "print($rate / 2)")
@@ -242,9 +304,11 @@ for p in "${fe_pids[@]}"; do kill -TERM "$p"; done  # they write their reports
 for p in "${fe_pids[@]}"; do wait "$p" || true; done
 
 step "report"
-/usr/bin/python3 - "$work" "$goodput" "$rate" "$json_out" <<'PY'
+/usr/bin/python3 - "$work" "$goodput" "$rate" "$json_out" "$goodput_calibration" \
+  "$ctrl_ms" "$data_ms" "$resp_ms" "$ow_us" "$rp_us" <<'PY'
 import json, sys
 work, goodput, rate, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+goodput_calibration, ctrl_ms, data_ms, resp_ms, ow_us, rp_us = map(float, sys.argv[5:11])
 # What the protocol clients saw (symphony load), and what the frontends ran.
 lo = [json.load(open(f"{work}/load{i}.json")) for i in (1, 2)]
 fe = [json.load(open(f"{work}/frontend{i}.json")) for i in (1, 2)]
@@ -279,6 +343,9 @@ r.update({
     "target_rps": rate,
     "goodput_rps": r["ok"] / window,
     "sim_goodput_rps": goodput,
+    "sim_goodput_calibration_rps": goodput_calibration,
+    "planned_delays_us": {"ctrl": 1000 * ctrl_ms, "data": 1000 * data_ms, "resp": 1000 * resp_ms,
+                          "frontend_one_way": ow_us, "frontend_reply_path": rp_us},
     "median_batch": median,
     "sim_median_batch": sim["median_batch"],
     "sim_bad_rate": sim["bad_rate"],
@@ -316,7 +383,8 @@ offered  {r['offered_rps']:9.1f} r/s  ({rate:.1f} = {rate / goodput:.2f} x the s
 sent {r['sent']}, ok {r['ok']}, late {r['late']}, dropped {r['dropped']} {reasons or ''}, errors {r['errors']} {errors or ''}
 bad rate {100 * r['bad_rate']:.2f} %   (simulator at the same rate: {100 * sim['bad_rate']:.2f} %)
 median batch {median}   (simulator: {sim['median_batch']:g}); client p99 {p99:.1f} ms (SLO 25 ms at the frontend)
-learned delays: d_ctrl {us(r['learned_delays_us']['ctrl'])}, d_data {us(r['learned_delays_us']['data'])} per request, d_resp {us(r['learned_delays_us']['resp'])}""")
+learned delays: d_ctrl {us(r['learned_delays_us']['ctrl'])}, d_data {us(r['learned_delays_us']['data'])} per request, d_resp {us(r['learned_delays_us']['resp'])}
+the simulator planned with the warm-up's: d_ctrl {us(1000 * ctrl_ms)}, d_data {us(1000 * data_ms)}, d_resp {us(1000 * resp_ms)} + each frontend's one-way {us(ow_us)} and way out {us(rp_us)}""")
 mc = r["model_control"]
 phases = ", ".join(f"{p['phase']} {100 * p['bad_rate']:.2f} %" for p in mc["bad_rate_by_phase"])
 print(f"model control: VGG16 loaded in {mc['load_ms']} ms, Inception unloaded in {mc['unload_ms']} ms while it loaded; "

@@ -4,8 +4,10 @@ repository under HTTP load; while the load runs the demo adds a model folder
 and loads it, unloads another, and sends the new model three requests. The
 test checks what the demo reports (its --json), not its rates: every request
 the load generators sent ended once, both controls answered, the new model
-answered 200 three times, and the bad rate was measured over each phase.
-Bounded: the demo runs about 25 s; the subprocess is killed after 240 s."""
+answered 200 three times, the bad rate was measured over each phase, and
+the simulator was given the delays the scheduler planned with through the
+frontends. Bounded: the demo runs about 30 s; the subprocess is killed
+after 240 s."""
 import json
 import os
 import subprocess
@@ -31,6 +33,12 @@ def test_the_cluster_demo_loads_a_model_and_unloads_another_under_load():
         r = json.load(open(out))
     assert r["sent"] > 0 and r["sent"] == r["ok"] + r["late"] + r["dropped"] + r["errors"], r
     assert r["errors"] == 0 and r["duplicate_outputs"] == 0, r
+    # The simulator plans what the scheduler planned under the warm-up's load,
+    # each frontend's one-way delay and replies' way out included.
+    planned = r["planned_delays_us"]
+    assert planned["ctrl"] > 0 and planned["resp"] > 0, (planned, log)
+    # (the way out can be capped to nothing on a machine stalled for milliseconds)
+    assert planned["frontend_one_way"] > 0 and planned["frontend_reply_path"] >= 0, (planned, log)
     mc = r["model_control"]
     assert isinstance(mc["load_ms"], int) and isinstance(mc["unload_ms"], int), (mc, log)
     assert mc["showcase_statuses"] == [200, 200, 200], (mc, log)
