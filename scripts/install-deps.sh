@@ -38,6 +38,8 @@ PACKAGES=(
   curl python3-grpcio python3-protobuf
   # gzip and deflate request bodies
   zlib1g-dev
+  # the symphony tool's allocator (tcmalloc_minimal; SYMPHONY_WITH_TCMALLOC)
+  libgoogle-perftools-dev
 )
 
 if [[ $# -gt 0 ]]; then PACKAGES=("$@"); fi
