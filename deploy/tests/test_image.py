@@ -150,8 +150,9 @@ def index(served):
 
 
 def test_repository_load_infer_unload(served):
+    # Known to the repository but not loaded: 503, not 404 (docs/front.md's error table).
     assert index(served)["linear_b"]["state"] == "UNAVAILABLE"
-    assert served.infer("linear_b", [1, 2, 3, 4])[0] == 404
+    assert served.infer("linear_b", [1, 2, 3, 4])[0] == 503
     status, _, body = served.post("/v2/repository/models/linear_b/load", timeout=START_TIMEOUT)
     assert status == 200, body
     assert index(served)["linear_b"]["state"] == "READY"
@@ -160,7 +161,7 @@ def test_repository_load_infer_unload(served):
     status, _, body = served.post("/v2/repository/models/linear_b/unload")
     assert status == 200, body
     assert index(served)["linear_b"]["state"] == "UNAVAILABLE"
-    assert served.infer("linear_b", [1, 2, 3, 4])[0] == 404
+    assert served.infer("linear_b", [1, 2, 3, 4])[0] == 503
 
 
 def test_healthcheck_labels_user_and_logs(served):
