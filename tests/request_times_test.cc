@@ -206,5 +206,31 @@ TEST(RequestTimesTest, UnderLoadBudgetsTenTimesTheSloLeaveEveryLatencyAsItWas) {
   EXPECT_EQ(plain.count(Outcome::kDropped), budgeted.count(Outcome::kDropped));
 }
 
+// A drop's words (drop_text, the protocol's replies and the Server's results
+// alike): an expired request names the time it missed, the target when it is
+// the shorter (the model's SLO) and the deadline (its budget) otherwise, with
+// their values; every reason says its own.
+TEST(RequestTimesTest, ADropNamesTheTimeItMissedAndItsValue) {
+  const std::string who = "model 'm'";
+  EXPECT_EQ(drop_text(DropReason::kExpired, who, Duration::milliseconds(3000), Duration::milliseconds(25)),
+            "dropped (expired): model 'm' could not run the request by its target of 25 ms (the model's SLO, "
+            "shorter than its budget of 3000 ms)");
+  EXPECT_EQ(drop_text(DropReason::kExpired, who, Duration::milliseconds(40), Duration::milliseconds(40)),
+            "dropped (expired): model 'm' could not run the request by its deadline of 40 ms (its budget)");
+  EXPECT_EQ(drop_text(DropReason::kExpired, who, Duration::from_ms(2.5)),
+            "dropped (expired): model 'm' could not run the request by its deadline of 2.5 ms (its budget)");
+  EXPECT_EQ(drop_text(DropReason::kOverload, who, Duration::milliseconds(40)),
+            "dropped (overload): model 'm' is overloaded; the requests ahead could not be served within the "
+            "budget of 40 ms");
+  EXPECT_EQ(drop_text(DropReason::kInfeasible, who, Duration::milliseconds(1)),
+            "dropped (infeasible): model 'm' cannot answer within the budget of 1 ms even alone");
+  for (const DropReason r : {DropReason::kQueueFull, DropReason::kPushedOut, DropReason::kShutdown,
+                             DropReason::kCancelled, DropReason::kBatchPolicy}) {
+    const std::string t = drop_text(r, who, Duration::milliseconds(40));
+    EXPECT_EQ(t.rfind("dropped (" + std::string(to_string(r)) + "): ", 0), 0u) << t;
+    EXPECT_GT(t.size(), std::string("dropped (" + std::string(to_string(r)) + "): ").size() + 10) << t;
+  }
+}
+
 }  // namespace
 }  // namespace symphony

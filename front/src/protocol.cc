@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "symphony/random.hpp"
+#include "symphony/request_times.hpp"
 
 namespace symphony::front {
 
@@ -121,54 +122,21 @@ Reply reply_for_outcome(Outcome o, DropReason reason, std::string_view error, st
     case Outcome::kDropped:
       switch (reason) {
         case DropReason::kQueueFull:
-          r.code = Code::kResourceExhausted;
-          r.message = "dropped (queue_full): " + who + " is overloaded; its queue is full";
-          break;
         case DropReason::kOverload:
-          r.code = Code::kResourceExhausted;
-          r.message = "dropped (overload): " + who +
-                      " is overloaded; the requests ahead could not be served within the budget of " +
-                      format_ms(budget) + " ms";
-          break;
         case DropReason::kPushedOut:
           r.code = Code::kResourceExhausted;
-          r.message = "dropped (pushed_out): " + who +
-                      " is overloaded; a request of a higher priority took the request's place in its queue";
           break;
         case DropReason::kShutdown:
           r.code = Code::kUnavailable;
-          r.message = "dropped (shutdown): the server stopped before the request ran";
           break;
         case DropReason::kCancelled:
           r.code = Code::kCancelled;
-          r.message = "dropped (cancelled): the client went away before the request ran";
           break;
-        case DropReason::kInfeasible:
+        default:  // infeasible, expired, batch_policy
           r.code = Code::kDeadlineExceeded;
-          r.message = "dropped (infeasible): " + who + " cannot answer within the budget of " +
-                      format_ms(budget) + " ms" + " even alone";
-          break;
-        case DropReason::kExpired:
-          r.code = Code::kDeadlineExceeded;
-          // The scheduler plans against the target: a drop missed it, the
-          // deadline only when the two are one.
-          if (target && *target < budget)
-            r.message = "dropped (expired): " + who + " could not run the request by its target of " +
-                        format_ms(*target) + " ms (the model's SLO, shorter than its budget of " +
-                        format_ms(budget) + " ms)";
-          else
-            r.message = "dropped (expired): " + who + " could not run the request by its deadline of " +
-                        format_ms(budget) + " ms (its budget)";
-          break;
-        case DropReason::kBatchPolicy:
-        case DropReason::kNone:
-        default:
-          r.code = Code::kDeadlineExceeded;
-          r.message = "dropped (" + std::string(to_string(reason)) + "): " + who +
-                      " shed the request to keep its batches within their deadlines (budget " +
-                      format_ms(budget) + " ms" + ")";
           break;
       }
+      r.message = drop_text(reason, who, budget, target);
       if (!error.empty()) r.message += " (" + std::string(error) + ")";
       break;
   }

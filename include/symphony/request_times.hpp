@@ -15,7 +15,8 @@
 // even a batch of one cannot reach its target, expired when it could but
 // the time it waited to be read left too little; serve and the cluster's
 // frontends, client and scheduler judge alike and say why in one wording
-// (on_arrival_reason).
+// (on_arrival_reason). A drop after that is said in one wording too
+// (drop_text), by the protocol's replies and by the Server's results.
 #pragma once
 
 #include <optional>
@@ -63,6 +64,43 @@ inline std::string on_arrival_reason(DropReason why, Duration to_target, Duratio
   return "it waited " + format_ms(waited) + " ms to be read, and the " +
          format_ms(left < Duration::zero() ? Duration::zero() : left) +
          " ms left to its target cannot hold a batch of one (" + format_ms(least) + " ms)";
+}
+
+// A dropped request's message: "dropped (<reason>): " and why, in words.
+// `who` names the model ("model 'm'"), `budget` is the time from the
+// request's arrival to its deadline, `target` to its target (named as the
+// time an expired request missed when it is the shorter; none: the budget's
+// deadline is named).
+inline std::string drop_text(DropReason why, const std::string& who, Duration budget,
+                             std::optional<Duration> target = std::nullopt) {
+  const std::string head = "dropped (" + std::string(to_string(why)) + "): ";
+  switch (why) {
+    case DropReason::kQueueFull:
+      return head + who + " is overloaded; its queue is full";
+    case DropReason::kOverload:
+      return head + who + " is overloaded; the requests ahead could not be served within the budget of " +
+             format_ms(budget) + " ms";
+    case DropReason::kPushedOut:
+      return head + who +
+             " is overloaded; a request of a higher priority took the request's place in its queue";
+    case DropReason::kShutdown:
+      return head + "the server stopped before the request ran";
+    case DropReason::kCancelled:
+      return head + "the request was cancelled before it ran (its client's cancel, or the client went away)";
+    case DropReason::kInfeasible:
+      return head + who + " cannot answer within the budget of " + format_ms(budget) + " ms even alone";
+    case DropReason::kExpired:
+      // The scheduler plans against the target: a drop missed it, the
+      // deadline only when the two are one.
+      if (target && *target < budget)
+        return head + who + " could not run the request by its target of " + format_ms(*target) +
+               " ms (the model's SLO, shorter than its budget of " + format_ms(budget) + " ms)";
+      return head + who + " could not run the request by its deadline of " + format_ms(budget) +
+             " ms (its budget)";
+    default:  // batch_policy, and none
+      return head + who + " shed the request to keep its batches within their deadlines (budget " +
+             format_ms(budget) + " ms)";
+  }
 }
 
 }  // namespace symphony

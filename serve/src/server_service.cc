@@ -309,7 +309,12 @@ std::uint64_t ServerService::submit(InferRequest&& req, Duration budget, Done do
         const std::optional<Duration> target = r.target > r.submitted
                                                    ? std::optional(r.target - r.submitted)
                                                    : std::nullopt;  // the SLO's or budget's
-        Reply reply = reply_for_outcome(r.outcome, r.reason, r.error, model, budget, target);
+        // A drop's words are the server's (drop_text, as the front words
+        // them, and why it judged so on arrival): the message as it stands.
+        const bool dropped = r.outcome == Outcome::kDropped && !r.error.empty();
+        Reply reply =
+            reply_for_outcome(r.outcome, r.reason, dropped ? std::string() : r.error, model, budget, target);
+        if (dropped) reply.message = r.error;
         reply.batch_size = r.batch_size;
         reply.latency = r.latency;
         reply.times = {r.submitted, r.batch_start, r.ran_end, r.submitted + r.latency};

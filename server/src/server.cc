@@ -279,6 +279,19 @@ struct Server::Impl final : BatchRunner {
     std::function<void(InferResult&&)> callback;
   };
 
+  // A drop in the words the protocol's replies use (drop_text), the model
+  // named as its clients call it, its budget and target from its submission.
+  // Triton's batcher also expires what waited its queue policy's timeout,
+  // which the request's times do not tell.
+  std::string drop_words(const Model& m, DropReason why, TimePoint submitted, const RequestTimes& t) const {
+    const std::string who = "model '" + m.opts.model_name() + "'";
+    if (why == DropReason::kExpired && opts.policy.exec == ExecKind::kTriton)
+      return "dropped (expired): " + who + " could not run the request by its deadline of " +
+             format_ms(t.deadline - submitted) +
+             " ms or within its queue policy's timeout (Triton's batcher)";
+    return drop_text(why, who, t.deadline - submitted, t.target - submitted);
+  }
+
   struct Pending {
     std::shared_ptr<Model> model;
     std::vector<at::Tensor> inputs;
@@ -489,8 +502,8 @@ struct Server::Impl final : BatchRunner {
     r.device = o.gpu;
     if (r.has_output()) r.output = std::move(p.output);
     if (o.outcome == Outcome::kError) r.error = p.error.empty() ? "the batch failed" : std::move(p.error);
-    if (o.outcome == Outcome::kDropped) r.error = "dropped: " + std::string(to_string(o.reason));
     Model& m = *p.model;
+    if (o.outcome == Outcome::kDropped) r.error = drop_words(m, o.reason, p.submitted, p.times);
     // Late is judged as the core judges it, on the reply's time (finish).
     m.ended(p.level, o.outcome, o.reason, r.latency, o.finish <= r.deadline);
     m.ends.ended(o.outcome, r.latency, p.submitted, p.ran_start, p.ran_end);
@@ -539,8 +552,8 @@ struct Server::Impl final : BatchRunner {
         r.reason = o.reason;
         if (o.outcome == Outcome::kError) r.error = error.empty() ? "the batch failed" : std::move(error);
         if (o.outcome == Outcome::kDropped)
-          r.error = "dropped: " + std::string(to_string(o.reason)) + " (sample " + std::to_string(i) +
-                    " of " + std::to_string(g->outputs.size()) + ")";
+          r.error = drop_words(*g->model, o.reason, r.submitted, {r.target, r.deadline}) + " (sample " +
+                    std::to_string(i) + " of " + std::to_string(g->outputs.size()) + ")";
       }
       if (o.outcome == Outcome::kOk || o.outcome == Outcome::kLate) {
         g->outputs[i] = std::move(out);
@@ -720,8 +733,8 @@ struct Server::Impl final : BatchRunner {
         InferResult r;
         r.outcome = Outcome::kDropped;
         r.reason = why;
-        r.error = "dropped: " + std::string(to_string(why)) + ": " +
-                  on_arrival_reason(why, times.target - arrived, now - arrived, least);
+        r.error = drop_words(*m, why, arrived, times) + " (" +
+                  on_arrival_reason(why, times.target - arrived, now - arrived, least) + ")";
         r.submitted = arrived;
         r.target = times.target;
         r.deadline = times.deadline;

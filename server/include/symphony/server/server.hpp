@@ -216,7 +216,7 @@ struct InferResult {
   Outcome outcome = Outcome::kDropped;
   DropReason reason = DropReason::kNone;
   c10::IValue output;   // ok or late on real devices: a tensor or a tuple
-  std::string error;    // kError: the model's message; kDropped: why
+  std::string error;    // kError: the model's message; kDropped: why, in the protocol's words (drop_text)
   Duration latency;     // from infer() to the outcome
   TimePoint submitted;  // when infer() accepted it (steady clock); latency ends at submitted + latency
   // Its two times (request_times.hpp): ok means done by the target.
